@@ -1,0 +1,587 @@
+#!/usr/bin/env bash
+# Side-by-side loopback benchmark: Shellac vs nginx (proxy_cache) vs Varnish
+# (malloc storage), all in front of the same nginx origin, driven by wrk.
+#
+#   bench/run.sh                       # DURATION=10s RUNS=3
+#   DURATION=3 RUNS=1 bench/run.sh     # quick smoke run
+#   SHELLAC=/path/to/shellac bench/run.sh
+#
+# See bench/README.md. Every server runs from its own config in a private temp
+# dir, on its own loopback port, and is stopped by PID on exit (also on
+# Ctrl-C or failure). Results: stdout and bench/last-run.txt.
+set -euo pipefail
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_ROOT=$(cd "$SCRIPT_DIR/.." && pwd)
+cd "$REPO_ROOT"
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
+
+DURATION=${DURATION:-10s}
+RUNS=${RUNS:-3}
+SHELLAC=${SHELLAC:-target/release/shellac}
+WARMUP_S=2
+SERVER_CPU=0   # proxies under test
+LOAD_CPU=1     # wrk + origin
+
+log()  { printf '[bench] %s\n' "$*" >&2; }
+warn() { printf '[bench] WARNING: %s\n' "$*" >&2; WARNINGS+=("$*"); }
+die()  { printf '[bench] ERROR: %s\n' "$*" >&2; exit 1; }
+WARNINGS=()
+
+[[ $DURATION =~ ^([0-9]+)s?$ ]] || die "DURATION must be whole seconds, e.g. 10 or 10s (got '$DURATION')"
+DUR_S=${BASH_REMATCH[1]}
+(( DUR_S >= 1 )) || die "DURATION must be >= 1s"
+[[ $RUNS =~ ^[0-9]+$ ]] && (( RUNS >= 1 )) || die "RUNS must be a positive integer (got '$RUNS')"
+
+# --------------------------------------------------------------------------
+# Tools
+# --------------------------------------------------------------------------
+need_pkgs=()
+command -v nginx    >/dev/null 2>&1 || need_pkgs+=(nginx)
+command -v varnishd >/dev/null 2>&1 || need_pkgs+=(varnish)
+command -v wrk      >/dev/null 2>&1 || need_pkgs+=(wrk)
+command -v curl     >/dev/null 2>&1 || need_pkgs+=(curl)
+command -v python3  >/dev/null 2>&1 || need_pkgs+=(python3)
+command -v taskset  >/dev/null 2>&1 || need_pkgs+=(util-linux)
+if (( ${#need_pkgs[@]} )); then
+  (( EUID == 0 )) || die "missing tools (${need_pkgs[*]}); run as root or: sudo apt-get install -y ${need_pkgs[*]}"
+  log "installing: ${need_pkgs[*]}"
+  apt-get update
+  DEBIAN_FRONTEND=noninteractive apt-get install -y "${need_pkgs[@]}"
+  # Debian's packages start their system services on install (unless a
+  # policy-rc.d forbids it). We never use those instances; stop them so they
+  # don't eat CPU during the run.
+  for svc in varnishncsa varnish nginx; do
+    case " ${need_pkgs[*]} " in
+      *" ${svc%ncsa} "*) ;;
+      *) continue ;;
+    esac
+    if command -v service >/dev/null 2>&1; then
+      service "$svc" stop >/dev/null 2>&1 || true
+    fi
+  done
+  for pidfile in /run/nginx.pid /run/varnishd.pid /run/varnish.pid; do
+    if [[ -s $pidfile ]]; then
+      pid=$(<"$pidfile")
+      [[ $pid =~ ^[0-9]+$ ]] && kill "$pid" 2>/dev/null || true
+    fi
+  done
+fi
+
+# --------------------------------------------------------------------------
+# Temp dir, process bookkeeping, cleanup
+# --------------------------------------------------------------------------
+T=$(mktemp -d -t shellac-bench.XXXXXX)
+# Varnish's unix jail and nginx workers drop privileges: they need to traverse
+# this dir and read their configs/docroot.
+chmod 755 "$T"
+RESULTS="$T/results.txt"
+: >"$RESULTS"
+
+declare -A PID_OF=()      # server name -> pid
+declare -A LOG_OF=()      # server name -> log file
+SERVER_ORDER=()
+
+descendants() {  # pid -> all descendant pids (depth first)
+  local c
+  for c in $(pgrep -P "$1" 2>/dev/null || true); do
+    echo "$c"
+    descendants "$c"
+  done
+}
+
+stop_pid() {
+  local pid=$1 kids i
+  kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
+  kids=$(descendants "$pid")
+  kill -TERM "$pid" 2>/dev/null || true
+  for (( i = 0; i < 100; i++ )); do           # up to 10 s for a clean stop
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  wait "$pid" 2>/dev/null || true
+  # Anything the master left behind (nginx workers, varnish child) by PID.
+  for i in $kids; do
+    kill -0 "$i" 2>/dev/null && kill -KILL "$i" 2>/dev/null || true
+  done
+  return 0
+}
+
+stop_server() {
+  local name=$1
+  [[ -n ${PID_OF[$name]:-} ]] || return 0
+  stop_pid "${PID_OF[$name]}"
+  unset "PID_OF[$name]"
+}
+
+cleanup() {
+  local rc=$?
+  set +e
+  trap - EXIT INT TERM HUP
+  local i name
+  for (( i = ${#SERVER_ORDER[@]} - 1; i >= 0; i-- )); do
+    name=${SERVER_ORDER[$i]}
+    [[ -n ${PID_OF[$name]:-} ]] && stop_server "$name"
+  done
+  if (( rc != 0 )); then
+    for name in "${SERVER_ORDER[@]}"; do
+      [[ -s ${LOG_OF[$name]:-/nonexistent} ]] || continue
+      printf '[bench] --- last lines of %s log (%s) ---\n' "$name" "${LOG_OF[$name]}" >&2
+      tail -n 15 "${LOG_OF[$name]}" >&2
+    done
+  fi
+  if [[ ${KEEP_TMP:-0} == 1 ]]; then
+    log "keeping temp dir $T"
+  else
+    rm -rf "$T"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
+
+# start_server NAME PORT LOGFILE CMD...  (CMD runs pinned to SERVER_CPU unless
+# it already starts with taskset)
+start_server() {
+  local name=$1 port=$2 logf=$3; shift 3
+  "$@" >"$logf" 2>&1 &
+  PID_OF[$name]=$!
+  LOG_OF[$name]=$logf
+  SERVER_ORDER+=("$name")
+  local i
+  for (( i = 0; i < 150; i++ )); do           # up to 15 s to come up
+    if ! kill -0 "${PID_OF[$name]}" 2>/dev/null; then
+      die "$name exited during startup (see log above)"
+    fi
+    if curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$port/"; then
+      log "$name up on 127.0.0.1:$port (pid ${PID_OF[$name]})"
+      return 0
+    fi
+    sleep 0.1
+  done
+  die "$name did not listen on 127.0.0.1:$port within 15 s"
+}
+
+# --------------------------------------------------------------------------
+# Ports: let the kernel pick free loopback ports (held together so distinct).
+# --------------------------------------------------------------------------
+PORTS=$(python3 - <<'EOF'
+import socket
+socks = []
+for _ in range(6):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+for s in socks:
+    s.close()
+EOF
+)
+read -r P_ORIGIN P_NGINX P_VARNISH P_VARNISH_ADMIN P_SHELLAC P_SHELLAC_ADMIN <<<"$PORTS"
+[[ -n ${P_SHELLAC_ADMIN:-} ]] || die "could not pick free ports"
+
+# nginx as root needs an unprivileged worker user (Debian's build defaults to
+# nobody:nobody, and there is no group 'nobody' on Debian).
+NGINX_USER_LINE=""
+if (( EUID == 0 )); then
+  if id www-data >/dev/null 2>&1; then nu=www-data; else nu=nobody; fi
+  NGINX_USER_LINE="user $nu $(id -gn "$nu");"
+fi
+
+# --------------------------------------------------------------------------
+# Origin: nginx serving static files with fixed Cache-Control headers.
+# --------------------------------------------------------------------------
+DOCROOT="$T/docroot"
+mkdir -p "$DOCROOT" "$T/origin"
+head -c 6451     /dev/urandom >"$DOCROOT/hit6k"
+head -c 51200    /dev/urandom >"$DOCROOT/pass50k"
+head -c 22020096 /dev/urandom >"$DOCROOT/big21m"
+head -c 100      /dev/urandom >"$DOCROOT/small100"
+chmod 644 "$DOCROOT"/*
+
+cat >"$T/origin/nginx.conf" <<EOF
+$NGINX_USER_LINE
+worker_processes 1;
+pid $T/origin/nginx.pid;
+error_log $T/origin/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    default_type application/octet-stream;
+    sendfile on;
+    tcp_nopush on;
+    tcp_nodelay on;
+    keepalive_timeout 65;
+    keepalive_requests 1000000;
+    client_body_temp_path $T/origin/client_body;
+    proxy_temp_path       $T/origin/proxy;
+    fastcgi_temp_path     $T/origin/fastcgi;
+    uwsgi_temp_path       $T/origin/uwsgi;
+    scgi_temp_path        $T/origin/scgi;
+    server {
+        listen 127.0.0.1:$P_ORIGIN;
+        root $DOCROOT;
+        location = /hit6k    { add_header Cache-Control "public, max-age=3600"; }
+        location = /pass50k  { add_header Cache-Control "no-store, private"; }
+        location = /big21m   { add_header Cache-Control "public, max-age=3600"; }
+        location = /small100 { add_header Cache-Control "public, max-age=3600"; }
+    }
+}
+EOF
+
+# --------------------------------------------------------------------------
+# nginx proxy_cache
+# --------------------------------------------------------------------------
+mkdir -p "$T/nginx"
+cat >"$T/nginx/nginx.conf" <<EOF
+$NGINX_USER_LINE
+worker_processes 1;
+pid $T/nginx/nginx.pid;
+error_log $T/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    tcp_nodelay on;
+    keepalive_timeout 65;
+    keepalive_requests 1000000;
+    client_body_temp_path $T/nginx/client_body;
+    proxy_temp_path       $T/nginx/proxy;
+    fastcgi_temp_path     $T/nginx/fastcgi;
+    uwsgi_temp_path       $T/nginx/uwsgi;
+    scgi_temp_path        $T/nginx/scgi;
+
+    proxy_cache_path $T/nginx/cache levels=1:2 keys_zone=bench:10m
+                     max_size=1g inactive=60m use_temp_path=off;
+
+    upstream origin {
+        server 127.0.0.1:$P_ORIGIN;
+        keepalive 32;
+    }
+
+    server {
+        listen 127.0.0.1:$P_NGINX;
+        location / {
+            proxy_pass http://origin;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_cache bench;
+            proxy_cache_lock on;
+            # no proxy_cache_valid: freshness comes from the origin's
+            # Cache-Control, and no-store/private responses are not cached.
+            add_header X-Cache-Status \$upstream_cache_status always;
+        }
+    }
+}
+EOF
+
+# --------------------------------------------------------------------------
+# Varnish
+# --------------------------------------------------------------------------
+mkdir -p "$T/varnish-conf"
+chmod 755 "$T/varnish-conf"
+cat >"$T/varnish-conf/bench.vcl" <<EOF
+vcl 4.1;
+
+backend origin {
+    .host = "127.0.0.1";
+    .port = "$P_ORIGIN";
+}
+EOF
+chmod 644 "$T/varnish-conf/bench.vcl"
+# As root varnishd uses its unix jail (manager as 'varnish', worker child as
+# 'vcache'); that works because $T is 0755. Not as root: no jail possible.
+VARNISH_JAIL=()
+if (( EUID != 0 )) || ! id varnish >/dev/null 2>&1 || ! id vcache >/dev/null 2>&1; then
+  VARNISH_JAIL=(-j none)
+fi
+
+# --------------------------------------------------------------------------
+# Shellac
+# --------------------------------------------------------------------------
+SHELLAC_OK=0
+SHELLAC_SKIP_REASON=""
+if [[ -x $SHELLAC ]]; then
+  SHELLAC_OK=1
+  cat >"$T/shellac.toml" <<EOF
+[server]
+listen = ["127.0.0.1:$P_SHELLAC"]
+admin = "127.0.0.1:$P_SHELLAC_ADMIN"
+
+[cache]
+memory_size = "256MiB"
+
+[[backend]]
+name = "origin"
+host = "127.0.0.1"
+port = $P_ORIGIN
+EOF
+else
+  SHELLAC_SKIP_REASON="binary not found: $SHELLAC (build with cargo build --release, or set SHELLAC=)"
+  warn "Shellac skipped: $SHELLAC_SKIP_REASON"
+fi
+
+# --------------------------------------------------------------------------
+# Header: machine and versions
+# --------------------------------------------------------------------------
+out() { printf '%s\n' "$*" | tee -a "$RESULTS"; }
+
+ver_nginx=$(nginx -v 2>&1 | head -n1)
+ver_varnish=$(varnishd -V 2>&1 | head -n1)
+ver_wrk=$(wrk -v 2>&1 | head -n1 || true)
+ver_shellac="n/a"
+if (( SHELLAC_OK )); then
+  ver_shellac=$(timeout 5 "$SHELLAC" --version 2>/dev/null | head -n1 || true)
+  [[ -n $ver_shellac ]] || ver_shellac="unknown ($SHELLAC)"
+fi
+cpu_model=$(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+git_rev=$( (git rev-parse --short HEAD 2>/dev/null || echo none) )
+
+out "Shellac side-by-side benchmark  ($(date -u '+%Y-%m-%d %H:%M:%S UTC'), git $git_rev)"
+out "machine : nproc=$(nproc), cpu=${cpu_model:-unknown}, kernel=$(uname -sr)"
+out "memory  : $(awk '/^MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+out "tools   : $ver_nginx | $ver_varnish | $ver_wrk | curl $(curl -V | awk 'NR==1{print $2}')"
+out "shellac : $ver_shellac"
+out "pinning : proxy under test on CPU $SERVER_CPU; origin nginx + wrk on CPU $LOAD_CPU (taskset)"
+out "settings: DURATION=${DUR_S}s RUNS=$RUNS (median reported), warm-up ${WARMUP_S}s wrk + curl before each run,"
+out "          wrk -t1 --latency --timeout 10s, loopback only, one proxy running at a time"
+out "configs : nginx worker_processes 1, proxy_cache (honours origin Cache-Control), upstream keepalive 32,"
+out "          access_log off (origin and proxy); varnishd -s malloc,256m, default params, backend-only VCL 4.1;"
+out "          shellac memory_size 256MiB"
+out ""
+
+# --------------------------------------------------------------------------
+# Benchmark machinery
+# --------------------------------------------------------------------------
+WORKLOADS=(hit6k pass50k big21m)
+declare -A WL_PATH=([hit6k]=/hit6k [pass50k]=/pass50k [big21m]=/big21m)
+declare -A WL_SIZE=([hit6k]=6451 [pass50k]=51200 [big21m]=22020096)
+declare -A WL_CONNS=([hit6k]=50 [pass50k]=50 [big21m]=4)
+declare -A WL_CACHEABLE=([hit6k]=1 [pass50k]=0 [big21m]=1)
+declare -A WL_DESC=(
+  [hit6k]="cache hit, 6451 B object (max-age=3600), keep-alive"
+  [pass50k]="pass, 51200 B uncacheable object (no-store, private), keep-alive"
+  [big21m]="cache hit, 22020096 B object (max-age=3600), keep-alive"
+)
+
+declare -A RES=()   # "server,workload,metric" -> space separated per-run values
+declare -A NOTE=()  # "server,workload" -> notes
+
+# is_hit SERVER HEADERS_FILE -> 0 if the response was served from cache
+is_hit() {
+  case $1 in
+    nginx)   grep -qiE '^x-cache-status:[[:space:]]*HIT' "$2" ;;
+    varnish) grep -qiE '^x-varnish:[[:space:]]*[0-9]+[[:space:]]+[0-9]+' "$2" ;;
+    shellac) grep -qiE '^cache-status:.*shellac;[[:space:]]*hit' "$2" ;;
+  esac
+}
+
+cache_hdrs() {  # the cache-related response headers, on one line
+  grep -iE '^(x-cache-status|x-varnish|age|cache-status|cache-control):' "$1" \
+    | tr -d '\r' | paste -sd ';' - | sed 's/;/; /g'
+}
+
+# check_cache SERVER PORT WORKLOAD
+check_cache() {
+  local s=$1 port=$2 wl=$3 h="$T/hdrs" size code
+  read -r code size < <(curl -s -D "$h" -o /dev/null --max-time 30 \
+      -w '%{http_code} %{size_download}\n' "http://127.0.0.1:$port${WL_PATH[$wl]}") \
+    || { warn "$s $wl: curl check failed"; return 0; }
+  if [[ $code != 200 || $size != "${WL_SIZE[$wl]}" ]]; then
+    warn "$s $wl: check request got HTTP $code, $size bytes (want 200, ${WL_SIZE[$wl]})"
+  fi
+  if (( WL_CACHEABLE[$wl] )); then
+    if is_hit "$s" "$h"; then
+      log "  $s $wl: cache HIT confirmed ($(cache_hdrs "$h"))"
+    else
+      warn "$s $wl: expected a cache HIT, got: $(cache_hdrs "$h")"
+      NOTE["$s,$wl"]+="not-a-hit "
+    fi
+  else
+    if is_hit "$s" "$h"; then
+      warn "$s $wl: uncacheable object was served as a HIT: $(cache_hdrs "$h")"
+      NOTE["$s,$wl"]+="unexpected-hit "
+    else
+      log "  $s $wl: not cached, as intended ($(cache_hdrs "$h"))"
+    fi
+  fi
+}
+
+# run_wrk PORT WORKLOAD SECONDS OUTFILE
+run_wrk() {
+  local port=$1 wl=$2 secs=$3 outf=$4
+  timeout --kill-after=5 $(( secs + 30 )) \
+    taskset -c "$LOAD_CPU" wrk -t1 -c"${WL_CONNS[$wl]}" -d"${secs}s" --timeout 10s --latency \
+    "http://127.0.0.1:$port${WL_PATH[$wl]}" >"$outf" 2>&1 \
+    || { warn "wrk exited non-zero for $wl on port $port"; cat "$outf" >&2; return 1; }
+}
+
+# parse_wrk FILE -> "rps p50_ms p99_ms mb_per_s errors"
+parse_wrk() {
+  awk '
+    function ms(v,   n, u) {
+      n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+      if (u == "us") return n / 1000
+      if (u == "ms") return n
+      if (u == "s")  return n * 1000
+      if (u == "m")  return n * 60000
+      if (u == "h")  return n * 3600000
+      return n
+    }
+    function mb(v,   n, u) {
+      n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+      if (u == "B")  return n / 1048576
+      if (u == "KB") return n / 1024
+      if (u == "MB") return n
+      if (u == "GB") return n * 1024
+      if (u == "TB") return n * 1048576
+      return n
+    }
+    BEGIN { rps = "NA"; p50 = "NA"; p99 = "NA"; mbs = "NA"; err = 0 }
+    $1 == "50%"           { p50 = ms($2) }
+    $1 == "99%"           { p99 = ms($2) }
+    $1 == "Requests/sec:" { rps = $2 + 0 }
+    $1 == "Transfer/sec:" { mbs = mb($2) }
+    /Socket errors:/      { for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+,?$/) err += $i + 0 }
+    /Non-2xx or 3xx/      { err += $NF + 0 }
+    END { printf "%s %s %s %s %d\n", rps, p50, p99, mbs, err }
+  ' "$1"
+}
+
+median() {  # numbers as args -> median
+  printf '%s\n' "$@" | grep -v '^NA$' | sort -g | awk '
+    { v[NR] = $1 }
+    END {
+      if (NR == 0) { print "NA"; exit }
+      if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2
+    }'
+}
+
+# bench_server SERVER PORT
+bench_server() {
+  local s=$1 port=$2 wl run i f rps p50 p99 mbs err
+  for wl in "${WORKLOADS[@]}"; do
+    for (( run = 1; run <= RUNS; run++ )); do
+      log "$s / $wl / run $run of $RUNS: warm-up"
+      for (( i = 0; i < 3; i++ )); do
+        curl -s -o /dev/null --max-time 30 "http://127.0.0.1:$port${WL_PATH[$wl]}" \
+          || warn "$s $wl: warm-up curl failed"
+      done
+      run_wrk "$port" "$wl" "$WARMUP_S" "$T/warmup.txt" || true
+      check_cache "$s" "$port" "$wl"
+      f="$T/wrk-$s-$wl-$run.txt"
+      log "$s / $wl / run $run of $RUNS: measuring ${DUR_S}s with ${WL_CONNS[$wl]} connections"
+      if run_wrk "$port" "$wl" "$DUR_S" "$f"; then
+        read -r rps p50 p99 mbs err < <(parse_wrk "$f")
+      else
+        rps=NA p50=NA p99=NA mbs=NA err=1
+      fi
+      if (( err > 0 )); then
+        warn "$s $wl run $run: wrk reported $err errors/non-2xx responses"
+        grep -E 'Socket errors|Non-2xx' "$f" >&2 || true
+        NOTE["$s,$wl"]+="errors=$err "
+      fi
+      log "  -> req/s=$rps p50=${p50}ms p99=${p99}ms MB/s=$mbs"
+      RES["$s,$wl,rps"]+="$rps "
+      RES["$s,$wl,p50"]+="$p50 "
+      RES["$s,$wl,p99"]+="$p99 "
+      RES["$s,$wl,mbs"]+="$mbs "
+    done
+  done
+}
+
+# --------------------------------------------------------------------------
+# Run
+# --------------------------------------------------------------------------
+start_server origin "$P_ORIGIN" "$T/origin/stderr.log" \
+  taskset -c "$LOAD_CPU" nginx -p "$T/origin" -e "$T/origin/error.log" \
+    -c "$T/origin/nginx.conf" -g 'daemon off;'
+# Sanity-check the origin.
+for wl in "${WORKLOADS[@]}"; do
+  read -r code size < <(curl -s -o /dev/null --max-time 30 -w '%{http_code} %{size_download}\n' \
+    "http://127.0.0.1:$P_ORIGIN${WL_PATH[$wl]}")
+  [[ $code == 200 && $size == "${WL_SIZE[$wl]}" ]] \
+    || die "origin ${WL_PATH[$wl]}: HTTP $code, $size bytes (want 200, ${WL_SIZE[$wl]})"
+done
+
+SERVERS=(nginx varnish)
+(( SHELLAC_OK )) && SERVERS+=(shellac)
+
+for s in "${SERVERS[@]}"; do
+  case $s in
+    nginx)
+      start_server nginx "$P_NGINX" "$T/nginx/stderr.log" \
+        taskset -c "$SERVER_CPU" nginx -p "$T/nginx" -e "$T/nginx/error.log" \
+          -c "$T/nginx/nginx.conf" -g 'daemon off;'
+      port=$P_NGINX ;;
+    varnish)
+      start_server varnish "$P_VARNISH" "$T/varnish.log" \
+        taskset -c "$SERVER_CPU" varnishd -F "${VARNISH_JAIL[@]}" \
+          -a "127.0.0.1:$P_VARNISH" -T "127.0.0.1:$P_VARNISH_ADMIN" \
+          -f "$T/varnish-conf/bench.vcl" -s malloc,256m -n "$T/varnish"
+      port=$P_VARNISH ;;
+    shellac)
+      start_server shellac "$P_SHELLAC" "$T/shellac.log" \
+        taskset -c "$SERVER_CPU" "$SHELLAC" serve --config "$T/shellac.toml"
+      port=$P_SHELLAC ;;
+  esac
+  bench_server "$s" "$port"
+  stop_server "$s"
+  log "$s stopped"
+done
+
+# --------------------------------------------------------------------------
+# Report
+# --------------------------------------------------------------------------
+fmt() {  # fmt NUMBER DECIMALS
+  if [[ $1 == NA ]]; then printf 'n/a'; else printf "%.${2}f" "$1"; fi
+}
+ratio() {
+  if [[ $1 == NA || $2 == NA ]] || awk -v b="$2" 'BEGIN{exit !(b == 0)}'; then
+    printf 'n/a'
+  else
+    awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2fx", a / b}'
+  fi
+}
+
+declare -A MED=()
+for wl in "${WORKLOADS[@]}"; do
+  if (( WL_CACHEABLE[$wl] )) && [[ $wl == big21m ]]; then key=mbs; keyname="MB/s"; else key=rps; keyname="req/s"; fi
+  out "== $wl: GET ${WL_PATH[$wl]} -- ${WL_DESC[$wl]}, ${WL_CONNS[$wl]} connections =="
+  out "$(printf '%-9s %12s %10s %10s %10s   %s' server req/s 'p50 ms' 'p99 ms' 'MB/s' notes)"
+  for s in nginx varnish shellac; do
+    if [[ $s == shellac && $SHELLAC_OK == 0 ]]; then
+      out "$(printf '%-9s %s' shellac "skipped: $SHELLAC_SKIP_REASON")"
+      continue
+    fi
+    for m in rps p50 p99 mbs; do
+      # shellcheck disable=SC2086
+      MED["$s,$wl,$m"]=$(median ${RES["$s,$wl,$m"]:-NA})
+    done
+    out "$(printf '%-9s %12s %10s %10s %10s   %s' "$s" \
+      "$(fmt "${MED[$s,$wl,rps]}" 0)" "$(fmt "${MED[$s,$wl,p50]}" 3)" \
+      "$(fmt "${MED[$s,$wl,p99]}" 3)" "$(fmt "${MED[$s,$wl,mbs]}" 1)" "${NOTE[$s,$wl]:-}")"
+  done
+  if (( SHELLAC_OK )); then
+    out "ratio ($keyname): shellac/nginx = $(ratio "${MED[shellac,$wl,$key]}" "${MED[nginx,$wl,$key]}"),"\
+" shellac/varnish = $(ratio "${MED[shellac,$wl,$key]}" "${MED[varnish,$wl,$key]}")"
+  else
+    out "ratio ($keyname): shellac/nginx = n/a, shellac/varnish = n/a (shellac skipped)"
+  fi
+  out ""
+done
+out "MB/s is wrk's Transfer/sec (MiB/s: wrk uses 1024-based units), body + headers."
+out "Values are the median over $RUNS run(s) of ${DUR_S}s, each metric taken separately."
+if (( ${#WARNINGS[@]} )); then
+  out ""
+  out "Warnings during the run:"
+  for w in "${WARNINGS[@]}"; do out "  - $w"; done
+fi
+
+cp "$RESULTS" "$SCRIPT_DIR/last-run.txt"
+log "results written to bench/last-run.txt"

@@ -1,0 +1,412 @@
+//! Configuration: raw TOML → validated, immutable runtime model ([`Config`]).
+//!
+//! Parsing is strict (`deny_unknown_fields`); every error carries file, line, column and the
+//! dotted key it concerns (see [`ConfigError`]). Cross-field checks live in [`Config::validate`].
+
+mod locate;
+pub mod units;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+pub use locate::ConfigError;
+use units::{Dur, Size};
+
+/// The configuration `shellac serve` uses when no `--config` is given.
+pub const DEFAULT_CONFIG: &str = include_str!("default.toml");
+
+/// The whole validated configuration. Cheap to share behind an `Arc`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub server: ServerConfig,
+    #[serde(default)]
+    pub cache: CacheConfig,
+    /// Origin servers, in declaration order. The first one receives all traffic (as in Varnish,
+    /// the first backend declared is the default).
+    #[serde(default, rename = "backend")]
+    pub backends: Vec<BackendConfig>,
+}
+
+/// `[server]`: client-facing listeners and connection handling.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Addresses to accept client connections on. Default `["127.0.0.1:6081"]`.
+    pub listen: Vec<SocketAddr>,
+    /// Admin listener (`/stats`). Default `127.0.0.1:6082`; `""` is not allowed, omit to keep it.
+    pub admin: Option<SocketAddr>,
+    /// Set TCP_NODELAY on client sockets (and backends that do not say otherwise). Default true.
+    pub tcp_nodelay: bool,
+    /// Close a keep-alive client connection idle for this long. Default `60s`.
+    pub idle_timeout: Dur,
+    /// Close a client connection that has not sent a complete request head this long after its
+    /// first byte. Default `10s`.
+    pub header_read_timeout: Dur,
+    /// Worker threads; 0 means one per CPU this process may run on. Default 0.
+    pub threads: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: vec![SocketAddr::from(([127, 0, 0, 1], 6081))],
+            admin: Some(SocketAddr::from(([127, 0, 0, 1], 6082))),
+            tcp_nodelay: true,
+            idle_timeout: Dur(Duration::from_secs(60)),
+            header_read_timeout: Dur(Duration::from_secs(10)),
+            threads: 0,
+        }
+    }
+}
+
+/// `[cache]`: the memory tier and the TTL policy.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    /// Upper bound on bytes held by cached objects (headers, bodies and per-object overhead).
+    /// Default `256MiB`.
+    pub memory_size: Size,
+    /// Largest single object stored; larger responses are streamed through uncached.
+    /// Default `64MiB`, at most `memory_size`.
+    pub max_object_size: Size,
+    /// TTL for cacheable responses that carry no freshness information at all. Default `0s`
+    /// (RFC 9111: such responses are not reused). Opt-in.
+    pub default_ttl: Dur,
+    /// Upper clamp on any TTL, origin-given or heuristic. Default: none.
+    pub max_ttl: Option<Dur>,
+    /// Heuristic freshness: this percentage of the time since `Last-Modified`, for responses
+    /// without explicit lifetime (RFC 9111 §4.2.2). Default 10; 0 disables.
+    pub heuristic_percent: u32,
+    /// How long a URL whose response was uncacheable skips request coalescing (hit-for-miss).
+    /// Default `120s`.
+    pub hit_for_miss_ttl: Dur,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            memory_size: Size(256 << 20),
+            max_object_size: Size(64 << 20),
+            default_ttl: Dur(Duration::ZERO),
+            max_ttl: None,
+            heuristic_percent: 10,
+            hit_for_miss_ttl: Dur(Duration::from_secs(120)),
+        }
+    }
+}
+
+/// `[[backend]]`: one origin server.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendConfig {
+    /// Name used in logs and stats. Default `backend<N>`.
+    #[serde(default)]
+    pub name: String,
+    /// Host name or IP address. Required.
+    pub host: String,
+    /// TCP port. Default 80.
+    #[serde(default = "default_port")]
+    pub port: u16,
+    /// Time allowed to establish the TCP connection. Default `3500ms`.
+    #[serde(default = "default_connect_timeout")]
+    pub connect_timeout: Dur,
+    /// Time allowed from sending the request to the first byte of the response. Default `60s`.
+    #[serde(default = "default_long_timeout")]
+    pub first_byte_timeout: Dur,
+    /// Time allowed between two reads of the response body. Default `60s`.
+    #[serde(default = "default_long_timeout")]
+    pub between_bytes_timeout: Dur,
+    /// Idle keep-alive connections kept open to this backend. Default 64; 0 disables reuse.
+    #[serde(default = "default_max_idle")]
+    pub max_idle: usize,
+    /// Close pooled connections idle for longer than this. Default `30s`.
+    #[serde(default = "default_pool_idle_timeout")]
+    pub idle_timeout: Dur,
+    /// TCP_NODELAY on connections to this backend. Default: `server.tcp_nodelay`.
+    #[serde(default)]
+    pub tcp_nodelay: Option<bool>,
+}
+
+fn default_port() -> u16 {
+    80
+}
+fn default_connect_timeout() -> Dur {
+    Dur(Duration::from_millis(3500))
+}
+fn default_long_timeout() -> Dur {
+    Dur(Duration::from_secs(60))
+}
+fn default_max_idle() -> usize {
+    64
+}
+fn default_pool_idle_timeout() -> Dur {
+    Dur(Duration::from_secs(30))
+}
+
+impl BackendConfig {
+    /// A backend with every setting at its default.
+    pub fn new(name: &str, host: &str, port: u16) -> Self {
+        BackendConfig {
+            name: name.to_string(),
+            host: host.to_string(),
+            port,
+            connect_timeout: default_connect_timeout(),
+            first_byte_timeout: default_long_timeout(),
+            between_bytes_timeout: default_long_timeout(),
+            max_idle: default_max_idle(),
+            idle_timeout: default_pool_idle_timeout(),
+            tcp_nodelay: None,
+        }
+    }
+}
+
+/// Command-line overrides, applied on top of the file (in the style of varnishd's `-a`/`-b`).
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub listen: Vec<SocketAddr>,
+    pub backend: Option<(String, u16)>,
+    pub admin: Option<SocketAddr>,
+    pub cache_size: Option<u64>,
+}
+
+impl Config {
+    /// Parses and validates `text`; `file` is only used to name the source in errors.
+    pub fn parse(text: &str, file: &str) -> Result<Config, Vec<ConfigError>> {
+        let mut config: Config = locate::deserialize(text, file)?;
+        for (i, b) in config.backends.iter_mut().enumerate() {
+            if b.name.is_empty() {
+                b.name = format!("backend{i}");
+            }
+        }
+        let problems = config.validate();
+        if problems.is_empty() {
+            Ok(config)
+        } else {
+            Err(problems
+                .into_iter()
+                .map(|(path, msg)| locate::at_path(text, file, &path, msg))
+                .collect())
+        }
+    }
+
+    /// Reads and parses a config file.
+    pub fn load(path: &Path) -> Result<Config, Vec<ConfigError>> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            vec![ConfigError {
+                file: file.clone(),
+                line: 0,
+                column: 0,
+                key: String::new(),
+                message: format!("cannot read config file: {e}"),
+            }]
+        })?;
+        Config::parse(&text, &file)
+    }
+
+    /// The embedded default configuration.
+    pub fn embedded_default() -> Config {
+        Config::parse(DEFAULT_CONFIG, "<embedded default>")
+            .unwrap_or_else(|e| panic!("embedded default config is invalid: {e:?}"))
+    }
+
+    /// Applies command-line overrides and re-validates.
+    pub fn apply(&mut self, o: &Overrides) -> Result<(), Vec<ConfigError>> {
+        if !o.listen.is_empty() {
+            self.server.listen = o.listen.clone();
+        }
+        if let Some(admin) = o.admin {
+            self.server.admin = Some(admin);
+        }
+        if let Some(size) = o.cache_size {
+            self.cache.memory_size = Size(size);
+            if self.cache.max_object_size.0 > size {
+                self.cache.max_object_size = Size(size / 4);
+            }
+        }
+        if let Some((host, port)) = &o.backend {
+            match self.backends.first_mut() {
+                Some(b) => {
+                    b.host = host.clone();
+                    b.port = *port;
+                }
+                None => self.backends.push(BackendConfig::new("default", host, *port)),
+            }
+        }
+        let problems = self.validate();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems
+                .into_iter()
+                .map(|(key, message)| ConfigError {
+                    file: "<command line>".into(),
+                    line: 0,
+                    column: 0,
+                    key: key.join("."),
+                    message,
+                })
+                .collect())
+        }
+    }
+
+    /// Cross-field checks. Returns (key path, problem) for every problem found.
+    pub fn validate(&self) -> Vec<(Vec<String>, String)> {
+        let mut out = Vec::new();
+        let key = |parts: &[&str]| parts.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        if self.server.listen.is_empty() {
+            out.push((key(&["server", "listen"]), "at least one listen address is required".into()));
+        }
+        if self.server.idle_timeout.0.is_zero() {
+            out.push((key(&["server", "idle_timeout"]), "must be greater than 0".into()));
+        }
+        if self.server.header_read_timeout.0.is_zero() {
+            out.push((key(&["server", "header_read_timeout"]), "must be greater than 0".into()));
+        }
+        if self.server.threads > 1024 {
+            out.push((key(&["server", "threads"]), "at most 1024 worker threads".into()));
+        }
+        let c = &self.cache;
+        if c.memory_size.0 < 64 * 1024 {
+            out.push((key(&["cache", "memory_size"]), "must be at least 64KiB".into()));
+        }
+        if c.max_object_size.0 > c.memory_size.0 {
+            out.push((
+                key(&["cache", "max_object_size"]),
+                format!(
+                    "{} is larger than cache.memory_size ({})",
+                    units::format_size(c.max_object_size.0),
+                    units::format_size(c.memory_size.0)
+                ),
+            ));
+        }
+        if let Some(max) = c.max_ttl {
+            if max < c.default_ttl {
+                out.push((
+                    key(&["cache", "max_ttl"]),
+                    format!(
+                        "max_ttl ({}) is shorter than default_ttl ({})",
+                        units::format_duration(max.0),
+                        units::format_duration(c.default_ttl.0)
+                    ),
+                ));
+            }
+        }
+        if c.heuristic_percent > 100 {
+            out.push((key(&["cache", "heuristic_percent"]), "must be between 0 and 100".into()));
+        }
+        if self.backends.is_empty() {
+            out.push((key(&["backend"]), "at least one [[backend]] is required".into()));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (i, b) in self.backends.iter().enumerate() {
+            let at = |field: &str| vec!["backend".to_string(), i.to_string(), field.to_string()];
+            if !seen.insert(b.name.as_str()) {
+                out.push((at("name"), format!("backend name `{}` is used twice", b.name)));
+            }
+            if b.host.trim().is_empty() {
+                out.push((at("host"), "must not be empty".into()));
+            } else if b.host.contains(['/', ' ', ':']) && b.host.parse::<std::net::Ipv6Addr>().is_err() {
+                out.push((at("host"), format!("`{}` is not a host name or IP address (put the port in `port`)", b.host)));
+            }
+            if b.port == 0 {
+                out.push((at("port"), "must be between 1 and 65535".into()));
+            }
+            for (field, d) in [
+                ("connect_timeout", b.connect_timeout),
+                ("first_byte_timeout", b.first_byte_timeout),
+                ("between_bytes_timeout", b.between_bytes_timeout),
+                ("idle_timeout", b.idle_timeout),
+            ] {
+                if d.0.is_zero() {
+                    out.push((at(field), "must be greater than 0".into()));
+                }
+            }
+        }
+        out
+    }
+
+    /// One-paragraph summary for `shellac check` and the start-up log.
+    pub fn summary(&self) -> String {
+        let listen: Vec<String> = self.server.listen.iter().map(|a| a.to_string()).collect();
+        let backends: Vec<String> = self
+            .backends
+            .iter()
+            .map(|b| format!("{} → {}:{}", b.name, b.host, b.port))
+            .collect();
+        format!(
+            "listen {}; {} backend{} ({}); memory cache {}; admin {}",
+            listen.join(", "),
+            self.backends.len(),
+            if self.backends.len() == 1 { "" } else { "s" },
+            backends.join(", "),
+            units::format_size(self.cache.memory_size.0),
+            self.server
+                .admin
+                .map(|a| a.to_string())
+                .unwrap_or_else(|| "off".into()),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_default_is_valid() {
+        let c = Config::embedded_default();
+        assert_eq!(c.server.listen[0].to_string(), "127.0.0.1:6081");
+        assert_eq!(c.server.admin.unwrap().to_string(), "127.0.0.1:6082");
+        assert_eq!(c.backends[0].port, 8080);
+        assert_eq!(c.cache.memory_size.0, 256 << 20);
+        assert!(c.cache.default_ttl.0.is_zero(), "RFC 9111 defaults: no default TTL");
+    }
+
+    #[test]
+    fn unknown_key_names_line_and_key() {
+        let text = "[server]\nlisten = [\"127.0.0.1:1\"]\n\n[cache]\nmemory_sise = \"1MiB\"\n\n[[backend]]\nhost = \"a\"\n";
+        let errs = Config::parse(text, "t.toml").unwrap_err();
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].line, 5);
+        assert_eq!(errs[0].key, "cache.memory_sise");
+        assert!(errs[0].message.contains("unknown field"), "{}", errs[0].message);
+    }
+
+    #[test]
+    fn every_error_is_reported() {
+        let text = "[cache]\nmemory_size = \"12 bananas\"\ndefault_ttl = \"soon\"\n\n[[backend]]\nhost = \"a\"\nport = 0\n\n[[backend]]\nname = \"backend0\"\nhost = \"b\"\n";
+        let errs = Config::parse(text, "t.toml").unwrap_err();
+        let lines: Vec<usize> = errs.iter().map(|e| e.line).collect();
+        assert_eq!(lines, vec![2, 3], "{errs:?}");
+        // Once the syntax is right, cross-field errors are reported together.
+        let text = "[cache]\nmemory_size = \"1MiB\"\nmax_object_size = \"2MiB\"\n\n[[backend]]\nhost = \"a\"\nport = 0\n\n[[backend]]\nname = \"backend0\"\nhost = \"b\"\n";
+        let errs = Config::parse(text, "t.toml").unwrap_err();
+        let got: Vec<(usize, &str)> = errs.iter().map(|e| (e.line, e.key.as_str())).collect();
+        assert_eq!(
+            got,
+            vec![(3, "cache.max_object_size"), (7, "backend.0.port"), (10, "backend.1.name")],
+            "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn overrides_apply() {
+        let mut c = Config::embedded_default();
+        c.apply(&Overrides {
+            listen: vec!["127.0.0.1:7000".parse().unwrap(), "127.0.0.1:7001".parse().unwrap()],
+            backend: Some(("10.0.0.1".into(), 81)),
+            admin: None,
+            cache_size: Some(512 << 20),
+        })
+        .unwrap();
+        assert_eq!(c.server.listen.len(), 2);
+        assert_eq!(c.backends[0].host, "10.0.0.1");
+        assert_eq!(c.cache.memory_size.0, 512 << 20);
+    }
+}
