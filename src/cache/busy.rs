@@ -1,0 +1,447 @@
+//! Request coalescing: one fetch per key, streamed to every waiting client as it arrives.
+//!
+//! The first request for a missing key becomes the *leader* and gets a [`LeaderGuard`]; later
+//! requests for the same key get the [`BusyObject`] and wait for its head. Once the head is known
+//! the response is either shared (readers follow the body chunk by chunk while it streams in) or
+//! *abandoned* (uncacheable: waiters are released at once and fetch on their own).
+//!
+//! Memory: a busy object keeps its chunks because they become the cached object. If the body
+//! outgrows `max_object_size` the object switches to *trimming*: chunks every reader has passed
+//! are dropped and the fetch waits (back-pressure) while more than [`TRIM_WINDOW`] bytes are
+//! unread, so an oversized response never sits whole in memory.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::poll_fn;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+
+use super::CacheKey;
+
+/// Unread bytes allowed in a trimming busy object before the fetch waits for readers.
+pub const TRIM_WINDOW: usize = 1 << 20;
+
+const SHARDS: usize = 64;
+
+/// The response head shared with waiters.
+#[derive(Debug)]
+pub struct BusyHead {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    /// Known body length (Content-Length), if any.
+    pub content_length: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Pending,
+    Streaming,
+    Complete,
+    /// Uncacheable: waiters must fetch on their own.
+    Abandoned,
+    /// The fetch failed before or while streaming.
+    Failed,
+}
+
+struct Inner {
+    state: State,
+    head: Option<Arc<BusyHead>>,
+    chunks: VecDeque<Bytes>,
+    /// Index of `chunks[0]` in the whole body.
+    first: usize,
+    unread_bytes: usize,
+    trimming: bool,
+    /// Cursor (chunk index) per registered reader; `None` for free slots.
+    cursors: Vec<Option<usize>>,
+    wakers: Vec<Waker>,
+    writer: Option<Waker>,
+}
+
+/// A fetch in progress that other requests may follow.
+pub struct BusyObject {
+    inner: Mutex<Inner>,
+}
+
+/// What a waiter learns once the leader has a response head.
+pub enum HeadOutcome {
+    /// Follow the leader's response.
+    Shared(Arc<BusyHead>, BusyReader),
+    /// The leader's response is not shareable (uncacheable, failed): look up / fetch again.
+    Retry,
+}
+
+impl BusyObject {
+    fn new() -> Arc<BusyObject> {
+        Arc::new(BusyObject {
+            inner: Mutex::new(Inner {
+                state: State::Pending,
+                head: None,
+                chunks: VecDeque::new(),
+                first: 0,
+                unread_bytes: 0,
+                trimming: false,
+                cursors: Vec::new(),
+                wakers: Vec::new(),
+                writer: None,
+            }),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding this lock cannot leave Inner half-updated in a way readers
+        // misinterpret, so a poisoned lock is still usable.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits for the leader's response head.
+    pub async fn wait_head(self: &Arc<Self>) -> HeadOutcome {
+        poll_fn(|cx| {
+            let mut inner = self.lock();
+            match inner.state {
+                State::Pending => {
+                    inner.wakers.push(cx.waker().clone());
+                    Poll::Pending
+                }
+                State::Abandoned | State::Failed => Poll::Ready(HeadOutcome::Retry),
+                State::Streaming | State::Complete if inner.first > 0 => Poll::Ready(HeadOutcome::Retry),
+                State::Streaming | State::Complete => {
+                    let head = inner.head.clone().expect("head set when streaming");
+                    let slot = register(&mut inner);
+                    Poll::Ready(HeadOutcome::Shared(head, BusyReader { object: self.clone(), slot }))
+                }
+            }
+        })
+        .await
+    }
+
+    /// Leader side: a reader for the leader's own client.
+    pub fn reader(self: &Arc<Self>) -> BusyReader {
+        let slot = register(&mut self.lock());
+        BusyReader { object: self.clone(), slot }
+    }
+
+    /// Publishes the response head; waiters start following the body.
+    pub fn set_head(&self, head: BusyHead) {
+        let mut inner = self.lock();
+        inner.head = Some(Arc::new(head));
+        inner.state = State::Streaming;
+        wake_all(&mut inner);
+    }
+
+    /// The response is not shareable: release waiters so they fetch on their own.
+    pub fn abandon(&self) {
+        let mut inner = self.lock();
+        inner.state = State::Abandoned;
+        wake_all(&mut inner);
+    }
+
+    /// Appends a body chunk and wakes readers.
+    pub fn push(&self, chunk: Bytes) {
+        let mut inner = self.lock();
+        inner.unread_bytes += chunk.len();
+        inner.chunks.push_back(chunk);
+        if inner.trimming {
+            trim(&mut inner);
+        }
+        wake_all(&mut inner);
+    }
+
+    /// Stops keeping the whole body: from now on chunks every reader has passed are dropped.
+    pub fn start_trimming(&self) {
+        let mut inner = self.lock();
+        inner.trimming = true;
+        trim(&mut inner);
+    }
+
+    /// In trimming mode, waits until readers have caught up enough. Returns false when no reader
+    /// is left (the fetch may stop).
+    pub async fn writable(&self) -> bool {
+        poll_fn(|cx| {
+            let mut inner = self.lock();
+            if !inner.trimming {
+                return Poll::Ready(true);
+            }
+            if inner.cursors.iter().all(Option::is_none) {
+                return Poll::Ready(false);
+            }
+            if inner.unread_bytes <= TRIM_WINDOW {
+                return Poll::Ready(true);
+            }
+            inner.writer = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// The body is complete.
+    pub fn finish(&self) {
+        let mut inner = self.lock();
+        inner.state = State::Complete;
+        wake_all(&mut inner);
+    }
+
+    /// The fetch failed; readers see an error, waiters retry.
+    pub fn fail(&self) {
+        let mut inner = self.lock();
+        if inner.state != State::Complete {
+            inner.state = State::Failed;
+        }
+        wake_all(&mut inner);
+    }
+
+    /// Whole body so far, for building the cached object. Only meaningful when not trimming.
+    pub fn chunks(&self) -> Vec<Bytes> {
+        self.lock().chunks.iter().cloned().collect()
+    }
+}
+
+fn register(inner: &mut Inner) -> usize {
+    let first = inner.first;
+    match inner.cursors.iter().position(Option::is_none) {
+        Some(i) => {
+            inner.cursors[i] = Some(first);
+            i
+        }
+        None => {
+            inner.cursors.push(Some(first));
+            inner.cursors.len() - 1
+        }
+    }
+}
+
+fn wake_all(inner: &mut Inner) {
+    for w in inner.wakers.drain(..) {
+        w.wake();
+    }
+}
+
+/// Drops chunks that every reader has passed.
+fn trim(inner: &mut Inner) {
+    let min = inner.cursors.iter().flatten().copied().min().unwrap_or(inner.first + inner.chunks.len());
+    while inner.first < min {
+        match inner.chunks.pop_front() {
+            Some(c) => {
+                inner.unread_bytes = inner.unread_bytes.saturating_sub(c.len());
+                inner.first += 1;
+            }
+            None => break,
+        }
+    }
+    if let Some(w) = inner.writer.take() {
+        w.wake();
+    }
+}
+
+/// Follows a busy object's body from the start.
+pub struct BusyReader {
+    object: Arc<BusyObject>,
+    slot: usize,
+}
+
+/// A reader's view of the next piece of body.
+pub enum ChunkPoll {
+    Chunk(Bytes),
+    End,
+    Failed,
+}
+
+impl BusyReader {
+    pub fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<ChunkPoll> {
+        let mut inner = self.object.lock();
+        let Some(cursor) = inner.cursors.get(self.slot).copied().flatten() else {
+            return Poll::Ready(ChunkPoll::Failed);
+        };
+        if cursor < inner.first + inner.chunks.len() {
+            let chunk = inner.chunks[cursor - inner.first].clone();
+            inner.cursors[self.slot] = Some(cursor + 1);
+            if inner.trimming {
+                trim(&mut inner);
+            }
+            return Poll::Ready(ChunkPoll::Chunk(chunk));
+        }
+        match inner.state {
+            State::Complete => Poll::Ready(ChunkPoll::End),
+            State::Failed | State::Abandoned => Poll::Ready(ChunkPoll::Failed),
+            State::Pending | State::Streaming => {
+                inner.wakers.push(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl Drop for BusyReader {
+    fn drop(&mut self) {
+        let mut inner = self.object.lock();
+        if let Some(c) = inner.cursors.get_mut(self.slot) {
+            *c = None;
+        }
+        if inner.trimming {
+            trim(&mut inner);
+        }
+        if let Some(w) = inner.writer.take() {
+            w.wake();
+        }
+    }
+}
+
+/// All busy objects, by key.
+pub struct BusyTable {
+    shards: Vec<Mutex<HashMap<CacheKey, Arc<BusyObject>>>>,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+/// Result of joining the busy table for a key.
+pub enum Join {
+    Leader(LeaderGuard),
+    Waiter(Arc<BusyObject>),
+}
+
+impl Default for BusyTable {
+    fn default() -> Self {
+        BusyTable {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            hasher: Default::default(),
+        }
+    }
+}
+
+impl BusyTable {
+    fn shard(&self, key: &CacheKey) -> MutexGuard<'_, HashMap<CacheKey, Arc<BusyObject>>> {
+        let mut h = self.hasher.build_hasher();
+        key.hash(&mut h);
+        let i = h.finish() as usize % SHARDS;
+        self.shards[i].lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Becomes the leader for `key`, or a waiter on the current leader.
+    pub fn join(self: &Arc<Self>, key: &CacheKey) -> Join {
+        let mut shard = self.shard(key);
+        if let Some(existing) = shard.get(key) {
+            return Join::Waiter(existing.clone());
+        }
+        let object = BusyObject::new();
+        shard.insert(key.clone(), object.clone());
+        Join::Leader(LeaderGuard { table: self.clone(), key: key.clone(), object, released: false })
+    }
+
+    /// Fetches in progress.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().map(|m| m.len()).unwrap_or(0)).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn remove(&self, key: &CacheKey, object: &Arc<BusyObject>) {
+        let mut shard = self.shard(key);
+        if shard.get(key).is_some_and(|o| Arc::ptr_eq(o, object)) {
+            shard.remove(key);
+        }
+    }
+}
+
+/// The leader's handle. Dropping it removes the key from the busy table and, if the fetch did
+/// not finish, fails the object so no waiter hangs.
+pub struct LeaderGuard {
+    table: Arc<BusyTable>,
+    key: CacheKey,
+    object: Arc<BusyObject>,
+    released: bool,
+}
+
+impl LeaderGuard {
+    pub fn object(&self) -> &Arc<BusyObject> {
+        &self.object
+    }
+
+    /// Stops new requests from joining (the object was stored, abandoned or is trimming).
+    pub fn release(&mut self) {
+        if !self.released {
+            self.released = true;
+            self.table.remove(&self.key, &self.object);
+        }
+    }
+}
+
+impl Drop for LeaderGuard {
+    fn drop(&mut self) {
+        self.release();
+        let state = self.object.lock().state;
+        if matches!(state, State::Pending | State::Streaming) {
+            self.object.fail();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::task::Poll;
+
+    fn key() -> CacheKey {
+        CacheKey::new("example.com", "/")
+    }
+
+    #[tokio::test]
+    async fn waiter_follows_stream() {
+        let table = Arc::new(BusyTable::default());
+        let Join::Leader(leader) = table.join(&key()) else { panic!("first is leader") };
+        let Join::Waiter(busy) = table.join(&key()) else { panic!("second waits") };
+        let waiter = tokio::spawn(async move {
+            let HeadOutcome::Shared(head, mut reader) = busy.wait_head().await else { panic!("shared") };
+            assert_eq!(head.status, StatusCode::OK);
+            let mut body = Vec::new();
+            loop {
+                match poll_fn(|cx| reader.poll_chunk(cx)).await {
+                    ChunkPoll::Chunk(c) => body.extend_from_slice(&c),
+                    ChunkPoll::End => break,
+                    ChunkPoll::Failed => panic!("failed"),
+                }
+            }
+            body
+        });
+        let obj = leader.object().clone();
+        obj.set_head(BusyHead { status: StatusCode::OK, headers: HeaderMap::new(), content_length: None });
+        obj.push(Bytes::from_static(b"hello "));
+        tokio::task::yield_now().await;
+        obj.push(Bytes::from_static(b"world"));
+        obj.finish();
+        drop(leader);
+        assert_eq!(waiter.await.unwrap(), b"hello world");
+        assert!(table.is_empty());
+    }
+
+    #[tokio::test]
+    async fn abandoned_and_dropped_leaders_release_waiters() {
+        let table = Arc::new(BusyTable::default());
+        let Join::Leader(leader) = table.join(&key()) else { panic!() };
+        let Join::Waiter(busy) = table.join(&key()) else { panic!() };
+        leader.object().abandon();
+        assert!(matches!(busy.wait_head().await, HeadOutcome::Retry));
+        drop(leader);
+        let Join::Leader(leader) = table.join(&key()) else { panic!("key was released") };
+        let Join::Waiter(busy) = table.join(&key()) else { panic!() };
+        drop(leader);
+        assert!(matches!(busy.wait_head().await, HeadOutcome::Retry));
+    }
+
+    #[test]
+    fn trimming_drops_read_chunks() {
+        let obj = BusyObject::new();
+        obj.set_head(BusyHead { status: StatusCode::OK, headers: HeaderMap::new(), content_length: None });
+        let mut r = obj.reader();
+        obj.start_trimming();
+        obj.push(Bytes::from_static(b"a"));
+        obj.push(Bytes::from_static(b"b"));
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        assert!(matches!(r.poll_chunk(&mut cx), Poll::Ready(ChunkPoll::Chunk(_))));
+        assert_eq!(obj.lock().chunks.len(), 1);
+        assert_eq!(obj.lock().first, 1);
+    }
+}

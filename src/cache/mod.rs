@@ -1,0 +1,134 @@
+//! The cache: keys, stored objects, the storage trait and its tiers, and request coalescing.
+//!
+//! Architecture invariant: `cache/` knows nothing of client or backend connections; it deals in
+//! keys, objects and body chunks.
+
+pub mod busy;
+pub mod memory;
+pub mod policy;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+
+/// The primary cache key: a structured tuple, never a concatenated string, so two different
+/// requests cannot collide into one key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CacheKey {
+    /// Lower-cased authority with the default port elided.
+    pub host: Box<str>,
+    /// Path and query exactly as received.
+    pub path_and_query: Box<str>,
+}
+
+impl CacheKey {
+    pub fn new(host: &str, path_and_query: &str) -> CacheKey {
+        let mut host = host.trim().to_ascii_lowercase();
+        if let Some(stripped) = host.strip_suffix(":80") {
+            host.truncate(stripped.len());
+        }
+        CacheKey { host: host.into(), path_and_query: path_and_query.into() }
+    }
+
+    fn weight(&self) -> u64 {
+        (self.host.len() + self.path_and_query.len()) as u64
+    }
+}
+
+impl std::fmt::Display for CacheKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}", self.host, self.path_and_query)
+    }
+}
+
+/// Fixed per-object bookkeeping charged against the memory budget on top of key, headers and body.
+pub const OBJECT_OVERHEAD: u64 = 256;
+
+/// A complete cached response.
+#[derive(Debug)]
+pub struct Object {
+    pub status: StatusCode,
+    /// Stored header fields (hop-by-hop removed); `Age` is computed on delivery.
+    pub headers: HeaderMap,
+    /// The body as received, in chunks (one chunk for small bodies).
+    pub body: Vec<Bytes>,
+    pub body_len: u64,
+    /// Request header values this object was selected by (`Vary`), as (name, value) pairs.
+    pub vary: Vec<(HeaderName, Option<HeaderValue>)>,
+    /// RFC 9111 corrected_initial_age.
+    pub initial_age: Duration,
+    /// Freshness lifetime.
+    pub ttl: Duration,
+    /// When the response head arrived (monotonic).
+    pub stored_at: Instant,
+}
+
+impl Object {
+    /// RFC 9111 §4.2.3 current_age.
+    pub fn age(&self, now: Instant) -> Duration {
+        self.initial_age + now.saturating_duration_since(self.stored_at)
+    }
+
+    pub fn is_fresh(&self, now: Instant) -> bool {
+        self.age(now) < self.ttl
+    }
+
+    /// Freshness left, zero once stale.
+    pub fn remaining_ttl(&self, now: Instant) -> Duration {
+        self.ttl.saturating_sub(self.age(now))
+    }
+
+    /// Whether `request` selects this object (RFC 9111 §4.1).
+    pub fn vary_matches(&self, request: &HeaderMap) -> bool {
+        self.vary.iter().all(|(name, value)| {
+            let mut got = request.get_all(name).iter();
+            match (value, got.next()) {
+                (None, None) => true,
+                (Some(want), Some(first)) => got.next().is_none() && normalise(first) == normalise(want),
+                _ => false,
+            }
+        })
+    }
+
+    /// Bytes charged against the memory budget.
+    pub fn weight(&self) -> u64 {
+        let headers: usize = self
+            .headers
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len() + 32)
+            .sum();
+        OBJECT_OVERHEAD + headers as u64 + self.body_len
+    }
+}
+
+fn normalise(v: &HeaderValue) -> Vec<u8> {
+    v.as_bytes()
+        .split(|b| *b == b',')
+        .map(|p| p.trim_ascii().to_ascii_lowercase())
+        .collect::<Vec<_>>()
+        .join(&b", "[..])
+}
+
+/// Size and occupancy of a storage tier.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StorageStats {
+    pub objects: u64,
+    pub bytes: u64,
+    pub capacity: u64,
+}
+
+/// A storage tier ("stevedore"). The pipeline only sees this trait, so disk and shared tiers
+/// can be added without touching it.
+pub trait Storage: Send + Sync + 'static {
+    /// Short name for logs and `Cache-Status` detail, e.g. `memory`.
+    fn name(&self) -> &'static str;
+    /// The object stored under `key`, fresh or not.
+    fn lookup(&self, key: &CacheKey) -> Option<Arc<Object>>;
+    /// Stores `object` under `key`, replacing any previous one; may evict others.
+    fn insert(&self, key: CacheKey, object: Arc<Object>);
+    /// Removes `key`; true if something was removed.
+    fn remove(&self, key: &CacheKey) -> bool;
+    fn stats(&self) -> StorageStats;
+}

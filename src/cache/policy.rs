@@ -1,0 +1,255 @@
+//! RFC 9111 storage and freshness decisions for a shared cache, plus Shellac's builtin policy.
+//!
+//! Defaults follow the RFC exactly: a response without explicit freshness, a heuristic
+//! (Last-Modified) or an operator's opt-in `default_ttl` is not stored.
+
+use std::time::{Duration, SystemTime};
+
+use http::header::{self, HeaderMap, HeaderName};
+use http::StatusCode;
+
+use crate::config::CacheConfig;
+use crate::http::cache_control::CacheControl;
+
+/// Why a response was not stored or a request not looked up. `as_str` is the word logs,
+/// `Cache-Status` `detail=` and counters use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoCacheReason {
+    /// Request method is not GET or HEAD.
+    Method,
+    /// Request carries `Authorization` (builtin policy: pass).
+    Authorization,
+    /// Request says `Cache-Control: no-store`.
+    RequestNoStore,
+    /// Response says `no-store`.
+    NoStore,
+    /// Response says `private`.
+    Private,
+    /// Response says `no-cache` (would need revalidation on every use).
+    NoCache,
+    /// Response sets a cookie (builtin policy).
+    SetCookie,
+    /// Status code is not cacheable without explicit freshness, or never cacheable.
+    Status,
+    /// No explicit freshness, no Last-Modified heuristic and no `default_ttl`.
+    NoFreshness,
+    /// Already stale when it arrived (e.g. `max-age=0`, an Expires date in the past).
+    Expired,
+    /// `Vary: *` never matches a later request.
+    VaryStar,
+    /// Larger than `max_object_size`.
+    TooLarge,
+    /// The URL was recently uncacheable (hit-for-miss).
+    HitForMiss,
+}
+
+impl NoCacheReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoCacheReason::Method => "method",
+            NoCacheReason::Authorization => "authorization",
+            NoCacheReason::RequestNoStore => "request-no-store",
+            NoCacheReason::NoStore => "no-store",
+            NoCacheReason::Private => "private",
+            NoCacheReason::NoCache => "no-cache",
+            NoCacheReason::SetCookie => "set-cookie",
+            NoCacheReason::Status => "status",
+            NoCacheReason::NoFreshness => "no-freshness",
+            NoCacheReason::Expired => "expired",
+            NoCacheReason::VaryStar => "vary-star",
+            NoCacheReason::TooLarge => "too-large",
+            NoCacheReason::HitForMiss => "hit-for-miss",
+        }
+    }
+}
+
+/// How to store a cacheable response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StorePlan {
+    /// Freshness lifetime (after clamps).
+    pub ttl: Duration,
+    /// RFC 9111 §4.2.3 corrected_initial_age.
+    pub initial_age: Duration,
+    /// Header fields to drop before storing (`no-cache="f"`, `private="f"`).
+    pub strip: Vec<HeaderName>,
+    /// Request header names the response varies on.
+    pub vary: Vec<HeaderName>,
+}
+
+/// Statuses a cache may store with heuristic or default freshness (RFC 9110 §15.1, minus 206
+/// which Shellac never requests from a backend, and 414/501 which are error pages).
+pub fn heuristically_cacheable(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 200 | 203 | 204 | 300 | 301 | 308 | 404 | 405 | 410)
+}
+
+/// Decides whether a backend response may be stored, and for how long.
+///
+/// `request_time` is when the request was sent, `response_time` when the head arrived.
+pub fn evaluate(
+    status: StatusCode,
+    headers: &HeaderMap,
+    request_time: SystemTime,
+    response_time: SystemTime,
+    cfg: &CacheConfig,
+) -> Result<StorePlan, NoCacheReason> {
+    let code = status.as_u16();
+    if !(200..600).contains(&code) || code == 206 || code == 304 {
+        return Err(NoCacheReason::Status);
+    }
+    let cc = CacheControl::from_headers(headers);
+    if cc.no_store {
+        return Err(NoCacheReason::NoStore);
+    }
+    if cc.private {
+        return Err(NoCacheReason::Private);
+    }
+    if cc.no_cache {
+        return Err(NoCacheReason::NoCache);
+    }
+    let mut strip: Vec<HeaderName> = Vec::new();
+    for f in cc.no_cache_fields.iter().chain(&cc.private_fields) {
+        if let Ok(name) = HeaderName::from_bytes(f.as_bytes()) {
+            strip.push(name);
+        }
+    }
+    if headers.contains_key(header::SET_COOKIE) && !strip.contains(&header::SET_COOKIE) {
+        return Err(NoCacheReason::SetCookie);
+    }
+    let mut vary = Vec::new();
+    for v in headers.get_all(header::VARY) {
+        let Ok(text) = v.to_str() else { return Err(NoCacheReason::VaryStar) };
+        for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            if name == "*" {
+                return Err(NoCacheReason::VaryStar);
+            }
+            match HeaderName::from_bytes(name.as_bytes()) {
+                Ok(n) if !vary.contains(&n) => vary.push(n),
+                Ok(_) => {}
+                Err(_) => return Err(NoCacheReason::VaryStar),
+            }
+        }
+    }
+
+    let date = http_date(headers, header::DATE).unwrap_or(response_time);
+    let explicit = cc.s_maxage.or(cc.max_age).or_else(|| {
+        headers.get(header::EXPIRES).map(|_| {
+            // An invalid Expires (e.g. "0") means "already expired" (RFC 9111 §5.3).
+            http_date(headers, header::EXPIRES)
+                .and_then(|exp| exp.duration_since(date).ok())
+                .unwrap_or(Duration::ZERO)
+        })
+    });
+    let lifetime = match explicit {
+        Some(l) => l,
+        None if !heuristically_cacheable(status) => return Err(NoCacheReason::Status),
+        None => match heuristic(headers, date, cfg) {
+            Some(l) => l,
+            None if !cfg.default_ttl.0.is_zero() => cfg.default_ttl.0,
+            None => return Err(NoCacheReason::NoFreshness),
+        },
+    };
+    let lifetime = match cfg.max_ttl {
+        Some(max) => lifetime.min(max.0),
+        None => lifetime,
+    };
+
+    // RFC 9111 §4.2.3
+    let apparent_age = response_time.duration_since(date).unwrap_or(Duration::ZERO);
+    let response_delay = response_time.duration_since(request_time).unwrap_or(Duration::ZERO);
+    let age_value = headers
+        .get(header::AGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs)
+        .unwrap_or(Duration::ZERO);
+    let initial_age = apparent_age.max(age_value + response_delay);
+    if lifetime <= initial_age {
+        return Err(NoCacheReason::Expired);
+    }
+    Ok(StorePlan { ttl: lifetime, initial_age, strip, vary })
+}
+
+fn heuristic(headers: &HeaderMap, date: SystemTime, cfg: &CacheConfig) -> Option<Duration> {
+    if cfg.heuristic_percent == 0 {
+        return None;
+    }
+    let lm = http_date(headers, header::LAST_MODIFIED)?;
+    let since = date.duration_since(lm).ok()?;
+    let h = since * cfg.heuristic_percent / 100;
+    (!h.is_zero()).then_some(h)
+}
+
+fn http_date(headers: &HeaderMap, name: HeaderName) -> Option<SystemTime> {
+    let v = headers.get(name)?.to_str().ok()?;
+    httpdate::parse_http_date(v.trim()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn eval(pairs: &[(&str, &str)], status: u16) -> Result<StorePlan, NoCacheReason> {
+        eval_with(pairs, status, &CacheConfig::default())
+    }
+
+    fn eval_with(pairs: &[(&str, &str)], status: u16, cfg: &CacheConfig) -> Result<StorePlan, NoCacheReason> {
+        let now = httpdate::parse_http_date("Sun, 22 Nov 2026 00:00:00 GMT").unwrap();
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(HeaderName::from_bytes(k.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap());
+        }
+        evaluate(StatusCode::from_u16(status).unwrap(), &h, now, now, cfg)
+    }
+
+    const DATE: (&str, &str) = ("date", "Sun, 22 Nov 2026 00:00:00 GMT");
+
+    #[test]
+    fn explicit_freshness_order() {
+        let p = eval(&[DATE, ("cache-control", "max-age=60, s-maxage=30")], 200).unwrap();
+        assert_eq!(p.ttl, Duration::from_secs(30));
+        let p = eval(&[DATE, ("cache-control", "max-age=60"), ("expires", "Sun, 22 Nov 2026 01:00:00 GMT")], 200).unwrap();
+        assert_eq!(p.ttl, Duration::from_secs(60));
+        let p = eval(&[DATE, ("expires", "Sun, 22 Nov 2026 01:00:00 GMT")], 200).unwrap();
+        assert_eq!(p.ttl, Duration::from_secs(3600));
+        assert_eq!(eval(&[DATE, ("expires", "0")], 200), Err(NoCacheReason::Expired));
+        assert_eq!(eval(&[DATE, ("cache-control", "max-age=0")], 200), Err(NoCacheReason::Expired));
+    }
+
+    #[test]
+    fn heuristic_and_default_ttl() {
+        let p = eval(&[DATE, ("last-modified", "Sat, 21 Nov 2026 14:00:00 GMT")], 200).unwrap();
+        assert_eq!(p.ttl, Duration::from_secs(3600), "10% of 10 hours");
+        assert_eq!(eval(&[DATE], 200), Err(NoCacheReason::NoFreshness));
+        let cfg = CacheConfig { default_ttl: crate::config::units::Dur(Duration::from_secs(5)), ..Default::default() };
+        assert_eq!(eval_with(&[DATE], 200, &cfg).unwrap().ttl, Duration::from_secs(5));
+        assert_eq!(eval_with(&[DATE], 302, &cfg), Err(NoCacheReason::Status));
+        assert_eq!(eval(&[DATE, ("last-modified", "Sat, 21 Nov 2026 14:00:00 GMT")], 500), Err(NoCacheReason::Status));
+        assert!(eval(&[DATE, ("cache-control", "max-age=5")], 500).is_ok(), "explicit freshness allows any final status");
+    }
+
+    #[test]
+    fn max_ttl_clamps() {
+        let cfg = CacheConfig { max_ttl: Some(crate::config::units::Dur(Duration::from_secs(10))), ..Default::default() };
+        assert_eq!(eval_with(&[DATE, ("cache-control", "max-age=600")], 200, &cfg).unwrap().ttl, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn refusals() {
+        assert_eq!(eval(&[("cache-control", "no-store, max-age=60")], 200), Err(NoCacheReason::NoStore));
+        assert_eq!(eval(&[("cache-control", "private, max-age=60")], 200), Err(NoCacheReason::Private));
+        assert_eq!(eval(&[("cache-control", "no-cache, max-age=60")], 200), Err(NoCacheReason::NoCache));
+        assert_eq!(eval(&[("cache-control", "max-age=60"), ("set-cookie", "a=b")], 200), Err(NoCacheReason::SetCookie));
+        assert_eq!(eval(&[("cache-control", "max-age=60"), ("vary", "*")], 200), Err(NoCacheReason::VaryStar));
+        assert_eq!(eval(&[("cache-control", "max-age=60")], 206), Err(NoCacheReason::Status));
+        let p = eval(&[("cache-control", "max-age=60, no-cache=\"Set-Cookie\""), ("set-cookie", "a=b")], 200).unwrap();
+        assert_eq!(p.strip, vec![header::SET_COOKIE]);
+    }
+
+    #[test]
+    fn age_is_corrected() {
+        let p = eval(&[DATE, ("cache-control", "max-age=60"), ("age", "20")], 200).unwrap();
+        assert_eq!(p.initial_age, Duration::from_secs(20));
+        assert_eq!(eval(&[DATE, ("cache-control", "max-age=60"), ("age", "60")], 200), Err(NoCacheReason::Expired));
+    }
+}

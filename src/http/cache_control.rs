@@ -1,0 +1,162 @@
+//! `Cache-Control` (RFC 9111 §5.2) parsed into the directives a shared cache acts on.
+
+use std::time::Duration;
+
+use http::HeaderMap;
+use http::header::CACHE_CONTROL;
+
+/// Directives relevant to a shared cache. Unknown directives are ignored (RFC 9111 §5.2.3).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CacheControl {
+    pub no_store: bool,
+    /// `no-cache` without field names.
+    pub no_cache: bool,
+    /// `no-cache="a, b"`: the response may be stored without these fields.
+    pub no_cache_fields: Vec<String>,
+    /// `private` without field names.
+    pub private: bool,
+    /// `private="a, b"`: a shared cache may store the response without these fields.
+    pub private_fields: Vec<String>,
+    pub public: bool,
+    pub must_revalidate: bool,
+    pub proxy_revalidate: bool,
+    pub max_age: Option<Duration>,
+    pub s_maxage: Option<Duration>,
+}
+
+impl CacheControl {
+    /// Parses every `Cache-Control` field line of `headers`.
+    pub fn from_headers(headers: &HeaderMap) -> CacheControl {
+        let mut cc = CacheControl::default();
+        for value in headers.get_all(CACHE_CONTROL) {
+            if let Ok(text) = value.to_str() {
+                cc.parse_into(text);
+            }
+        }
+        cc
+    }
+
+    fn parse_into(&mut self, text: &str) {
+        for (name, arg) in directives(text) {
+            match name.to_ascii_lowercase().as_str() {
+                "no-store" => self.no_store = true,
+                "no-cache" => match arg {
+                    Some(fields) if !fields.is_empty() => self.no_cache_fields.extend(field_list(&fields)),
+                    _ => self.no_cache = true,
+                },
+                "private" => match arg {
+                    Some(fields) if !fields.is_empty() => self.private_fields.extend(field_list(&fields)),
+                    _ => self.private = true,
+                },
+                "public" => self.public = true,
+                "must-revalidate" => self.must_revalidate = true,
+                "proxy-revalidate" => self.proxy_revalidate = true,
+                // A duplicated or invalid max-age makes the response stale (RFC 9111 §4.2.1):
+                // we keep the smallest valid value and treat garbage as 0.
+                "max-age" => self.max_age = min_opt(self.max_age, delta_seconds(arg.as_deref())),
+                "s-maxage" => self.s_maxage = min_opt(self.s_maxage, delta_seconds(arg.as_deref())),
+                _ => {}
+            }
+        }
+    }
+}
+
+fn min_opt(old: Option<Duration>, new: Duration) -> Option<Duration> {
+    Some(old.map_or(new, |o| o.min(new)))
+}
+
+/// delta-seconds (RFC 9111 §1.2.2); invalid values count as 0, overflow saturates.
+fn delta_seconds(arg: Option<&str>) -> Duration {
+    match arg {
+        Some(a) if !a.is_empty() && a.bytes().all(|b| b.is_ascii_digit()) => {
+            Duration::from_secs(a.parse::<u64>().unwrap_or(u32::MAX as u64).min(u32::MAX as u64))
+        }
+        _ => Duration::ZERO,
+    }
+}
+
+fn field_list(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(',').map(|f| f.trim().to_ascii_lowercase()).filter(|f| !f.is_empty())
+}
+
+/// Splits a directive list, honouring quoted-string arguments that contain commas.
+fn directives(text: &str) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        while i < bytes.len() && (bytes[i] == b',' || bytes[i] == b' ' || bytes[i] == b'\t') {
+            i += 1;
+        }
+        let start = i;
+        while i < bytes.len() && bytes[i] != b'=' && bytes[i] != b',' {
+            i += 1;
+        }
+        let name = text[start..i].trim().to_string();
+        let mut arg = None;
+        if i < bytes.len() && bytes[i] == b'=' {
+            i += 1;
+            if i < bytes.len() && bytes[i] == b'"' {
+                i += 1;
+                let mut value = String::new();
+                while i < bytes.len() && bytes[i] != b'"' {
+                    if bytes[i] == b'\\' && i + 1 < bytes.len() {
+                        i += 1;
+                    }
+                    value.push(bytes[i] as char);
+                    i += 1;
+                }
+                i += 1;
+                arg = Some(value);
+                while i < bytes.len() && bytes[i] != b',' {
+                    i += 1;
+                }
+            } else {
+                let s = i;
+                while i < bytes.len() && bytes[i] != b',' {
+                    i += 1;
+                }
+                arg = Some(text[s..i].trim().to_string());
+            }
+        }
+        if !name.is_empty() {
+            out.push((name, arg));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cc(text: &str) -> CacheControl {
+        let mut c = CacheControl::default();
+        c.parse_into(text);
+        c
+    }
+
+    #[test]
+    fn parses_common_directives() {
+        let c = cc("public, max-age=60, s-maxage=120");
+        assert!(c.public);
+        assert_eq!(c.max_age, Some(Duration::from_secs(60)));
+        assert_eq!(c.s_maxage, Some(Duration::from_secs(120)));
+        let c = cc("no-store,private");
+        assert!(c.no_store && c.private);
+        let c = cc("MAX-AGE=\"30\", Must-Revalidate");
+        assert_eq!(c.max_age, Some(Duration::from_secs(30)));
+        assert!(c.must_revalidate);
+    }
+
+    #[test]
+    fn qualified_forms_and_garbage() {
+        let c = cc("no-cache=\"Set-Cookie, X-Foo\", private=\"x-user\"");
+        assert!(!c.no_cache && !c.private);
+        assert_eq!(c.no_cache_fields, vec!["set-cookie", "x-foo"]);
+        assert_eq!(c.private_fields, vec!["x-user"]);
+        assert_eq!(cc("max-age=abc").max_age, Some(Duration::ZERO));
+        assert_eq!(cc("max-age=10, max-age=5").max_age, Some(Duration::from_secs(5)));
+        assert_eq!(cc("max-age=99999999999999999999").max_age, Some(Duration::from_secs(u32::MAX as u64)));
+    }
+}

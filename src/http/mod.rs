@@ -1,0 +1,4 @@
+//! HTTP helpers shared by the request path: Cache-Control parsing and header hygiene.
+
+pub mod cache_control;
+pub mod headers;
