@@ -174,7 +174,7 @@ start_server() {
   stop_server "$name"
   return 1
 }
-soft_fail() { printf '[bench] %s\n' "$*" >&2; }
+soft_fail() { warn "$@"; }
 
 # --------------------------------------------------------------------------
 # Ports: let the kernel pick free loopback ports (held together so distinct).
@@ -541,7 +541,7 @@ for s in "${SERVERS[@]}"; do
       if ! SOFT=1 start_server shellac "$P_SHELLAC" "$T/shellac.log" \
           taskset -c "$SERVER_CPU" "$SHELLAC" serve --config "$T/shellac.toml"; then
         SHELLAC_OK=0
-        SHELLAC_SKIP_REASON="$SHELLAC failed to start (serve --config, see warnings)"
+        SHELLAC_SKIP_REASON="$SHELLAC serve --config ... failed to start (see warnings)"
         warn "Shellac skipped: $SHELLAC_SKIP_REASON"
         continue
       fi
@@ -582,7 +582,7 @@ for wl in "${WORKLOADS[@]}"; do
     done
     out "$(printf '%-9s %12s %10s %10s %10s   %s' "$s" \
       "$(fmt "${MED[$s,$wl,rps]}" 0)" "$(fmt "${MED[$s,$wl,p50]}" 3)" \
-      "$(fmt "${MED[$s,$wl,p99]}" 3)" "$(fmt "${MED[$s,$wl,mbs]}" 1)" "${NOTE[$s,$wl]:-}")"
+      "$(fmt "${MED[$s,$wl,p99]}" 3)" "$(fmt "${MED[$s,$wl,mbs]}" 1)" "${NOTE[$s,$wl]:-}" | sed 's/ *$//')"
   done
   if (( SHELLAC_OK )); then
     out "ratio ($keyname): shellac/nginx = $(ratio "${MED[shellac,$wl,$key]}" "${MED[nginx,$wl,$key]}"),"\

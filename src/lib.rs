@@ -2,7 +2,12 @@
 //!
 //! See ARCHITECTURE.md for the bird's-eye view and the request path.
 
-pub mod config;
+pub mod admin;
+pub mod backend;
 pub mod cache;
+pub mod config;
+pub mod demo;
 pub mod http;
+pub mod proxy;
+pub mod server;
 pub mod stats;

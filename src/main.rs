@@ -1,1 +1,280 @@
-fn main() {}
+//! The `shellac` command line.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+
+use shellac::config::{Config, ConfigError, Overrides, units};
+use shellac::{demo, server};
+
+/// Shellac: a caching HTTP reverse proxy (web accelerator).
+#[derive(Parser)]
+#[command(name = "shellac", version, about, long_about = None, after_help = "Quick start:\n  shellac demo                       built-in origin + cache, shows a miss then a hit\n  shellac serve --backend 127.0.0.1:8080\n  shellac check /etc/shellac/shellac.toml")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the proxy (on the embedded default config unless --config is given).
+    Serve {
+        /// Configuration file (TOML). Without it the embedded default is used:
+        /// listen 127.0.0.1:6081, backend 127.0.0.1:8080, admin 127.0.0.1:6082, 256 MiB cache.
+        #[arg(short, long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Listen address; repeat for several. Replaces the config's `server.listen`.
+        #[arg(short = 'a', long, value_name = "ADDR:PORT")]
+        listen: Vec<SocketAddr>,
+        /// Origin server; replaces the first backend's host and port.
+        #[arg(short, long, value_name = "HOST:PORT")]
+        backend: Option<String>,
+        /// Admin listener address (GET /stats).
+        #[arg(long, value_name = "ADDR:PORT")]
+        admin: Option<SocketAddr>,
+        /// Memory cache size, e.g. 512MiB or 2GiB.
+        #[arg(short = 's', long, value_name = "SIZE", value_parser = parse_size)]
+        cache_size: Option<u64>,
+    },
+    /// Start a built-in origin and the proxy in front of it, and show a miss then a hit.
+    Demo {
+        /// Where the proxy listens.
+        #[arg(
+            short = 'a',
+            long,
+            value_name = "ADDR:PORT",
+            default_value = "127.0.0.1:6081"
+        )]
+        listen: SocketAddr,
+        /// Admin listener address.
+        #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:6082")]
+        admin: SocketAddr,
+    },
+    /// Validate a configuration file: exit 0 with a summary, or 1 with every error found.
+    Check {
+        /// Configuration file (TOML).
+        file: PathBuf,
+    },
+    /// Print the counters of a running Shellac once (GET /stats on its admin listener).
+    Stats {
+        /// Admin listener address.
+        #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:6082")]
+        admin: SocketAddr,
+    },
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    units::parse_size(s)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SHELLAC_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Check { file } => return check(&file),
+        Command::Serve {
+            config,
+            listen,
+            backend,
+            admin,
+            cache_size,
+        } => serve(config, listen, backend, admin, cache_size),
+        Command::Demo { listen, admin } => run_demo(listen, admin),
+        Command::Stats { admin } => stats(admin),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("shellac: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print_errors(errors: &[ConfigError]) {
+    for e in errors {
+        eprintln!("error: {e}");
+    }
+}
+
+fn check(file: &std::path::Path) -> ExitCode {
+    match Config::load(file) {
+        Ok(config) => {
+            println!("{}: OK", file.display());
+            println!("  {}", config.summary());
+            ExitCode::SUCCESS
+        }
+        Err(errors) => {
+            print_errors(&errors);
+            eprintln!(
+                "{}: {} error{}",
+                file.display(),
+                errors.len(),
+                if errors.len() == 1 { "" } else { "s" }
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn parse_backend(spec: &str) -> anyhow::Result<(String, u16)> {
+    let (host, port) = spec
+        .rsplit_once(':')
+        .with_context(|| format!("--backend `{spec}`: expected HOST:PORT"))?;
+    let port: u16 = port
+        .parse()
+        .with_context(|| format!("--backend `{spec}`: bad port"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        bail!("--backend `{spec}`: empty host");
+    }
+    Ok((host.to_string(), port))
+}
+
+fn runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
+    let threads = if threads == 0 {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    } else {
+        threads
+    };
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()?)
+}
+
+fn serve(
+    file: Option<PathBuf>,
+    listen: Vec<SocketAddr>,
+    backend: Option<String>,
+    admin: Option<SocketAddr>,
+    cache_size: Option<u64>,
+) -> anyhow::Result<()> {
+    let mut config = match &file {
+        Some(path) => Config::load(path).map_err(|e| {
+            print_errors(&e);
+            anyhow::anyhow!("invalid configuration")
+        })?,
+        None => Config::embedded_default(),
+    };
+    let overrides = Overrides {
+        listen,
+        backend: backend.as_deref().map(parse_backend).transpose()?,
+        admin,
+        cache_size,
+    };
+    config.apply(&overrides).map_err(|e| {
+        print_errors(&e);
+        anyhow::anyhow!("invalid command-line overrides")
+    })?;
+    let rt = runtime(config.server.threads)?;
+    rt.block_on(async move {
+        let config = Arc::new(config);
+        let running = server::start(config.clone()).await?;
+        tracing::info!(
+            config = %file.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "<embedded default>".into()),
+            "shellac {} serving: {}",
+            env!("CARGO_PKG_VERSION"),
+            config.summary()
+        );
+        wait_for_signal().await;
+        tracing::info!("shutting down: finishing requests in flight (at most 10s)");
+        running.shutdown(Duration::from_secs(10)).await;
+        Ok(())
+    })
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+fn run_demo(listen: SocketAddr, admin: SocketAddr) -> anyhow::Result<()> {
+    let rt = runtime(0)?;
+    rt.block_on(async move {
+        let origin = demo::start_origin(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        let mut config = Config::embedded_default();
+        config
+            .apply(&Overrides {
+                listen: vec![listen],
+                backend: Some((origin.ip().to_string(), origin.port())),
+                admin: Some(admin),
+                cache_size: None,
+            })
+            .map_err(|e| anyhow::anyhow!("{}", e[0]))?;
+        let running = server::start(Arc::new(config)).await.context(
+            "is another Shellac (or Varnish) running? pick free ports with --listen and --admin",
+        )?;
+        let proxy = running.listen[0];
+        let admin = running.admin.expect("admin configured");
+        println!("Shellac demo is running.");
+        println!("  origin (built-in) http://{origin}/   answers in {} ms, Cache-Control: public, max-age=60", demo::ORIGIN_DELAY.as_millis());
+        println!("  shellac (cache)   http://{proxy}/");
+        println!("  admin             http://{admin}/stats");
+        println!();
+        println!("Try it: the first request is a miss, the second a hit (note Cache-Status and Age):");
+        println!("  curl -si http://{proxy}/hello | grep -iE '^(HTTP|age|cache-status)'");
+        println!("  curl -si http://{proxy}/hello | grep -iE '^(HTTP|age|cache-status)'");
+        println!("  curl -si http://{proxy}/private | grep -i cache-status   # never stored");
+        println!("  curl -s  http://{admin}/stats | grep -E 'cache_(hit|miss)\"'");
+        println!();
+        println!("Self-check, two requests for /:");
+        for _ in 0..2 {
+            match demo::probe(proxy, "/").await {
+                Ok((status, cache_status, age, took)) => println!(
+                    "  {status:<16} Cache-Status: {cache_status:<34} Age: {age:<3} {:>4} ms",
+                    took.as_millis()
+                ),
+                Err(e) => println!("  request failed: {e}"),
+            }
+        }
+        println!();
+        println!("Press Ctrl-C to stop.");
+        wait_for_signal().await;
+        running.shutdown(Duration::from_secs(2)).await;
+        Ok(())
+    })
+}
+
+fn stats(admin: SocketAddr) -> anyhow::Result<()> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect_timeout(&admin, Duration::from_secs(3))
+        .with_context(|| format!("cannot reach the admin listener at {admin}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    stream.write_all(
+        format!("GET /stats HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    let map: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(body).context("admin listener did not return JSON")?;
+    let width = map.keys().map(|k| k.len()).max().unwrap_or(0);
+    for (k, v) in map {
+        println!("{k:<width$}  {v}");
+    }
+    Ok(())
+}

@@ -78,9 +78,16 @@ counters! {
 pub const GAUGES: &[(&str, &str)] = &[
     ("n_object", "Objects currently in the memory cache"),
     ("n_hit_for_miss", "URLs currently remembered as uncacheable"),
-    ("n_busy", "Fetches in progress that other requests may wait on"),
-    ("cache_bytes", "Bytes accounted to cached objects (headers, bodies, overhead)"),
+    (
+        "n_busy",
+        "Fetches in progress that other requests may wait on",
+    ),
+    (
+        "cache_bytes",
+        "Bytes accounted to cached objects (headers, bodies, overhead)",
+    ),
     ("cache_capacity_bytes", "Configured memory cache size"),
+    ("n_client_conn", "Client connections open now"),
     ("uptime_seconds", "Seconds since start"),
 ];
 

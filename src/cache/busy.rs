@@ -48,6 +48,7 @@ enum State {
 
 struct Inner {
     state: State,
+    failure: Option<(StatusCode, &'static str)>,
     head: Option<Arc<BusyHead>>,
     chunks: VecDeque<Bytes>,
     /// Index of `chunks[0]` in the whole body.
@@ -69,15 +70,20 @@ pub struct BusyObject {
 pub enum HeadOutcome {
     /// Follow the leader's response.
     Shared(Arc<BusyHead>, BusyReader),
-    /// The leader's response is not shareable (uncacheable, failed): look up / fetch again.
+    /// The leader's response is not shareable (uncacheable, leader gone): look up again.
     Retry,
+    /// The leader's fetch failed with this status; waiters answer the same way rather than
+    /// piling onto a backend that just failed.
+    Failed(StatusCode, &'static str),
 }
 
 impl BusyObject {
-    fn new() -> Arc<BusyObject> {
+    /// A busy object not in any table (a hit-for-miss fill nobody else waits on).
+    pub fn new() -> Arc<BusyObject> {
         Arc::new(BusyObject {
             inner: Mutex::new(Inner {
                 state: State::Pending,
+                failure: None,
                 head: None,
                 chunks: VecDeque::new(),
                 first: 0,
@@ -105,12 +111,24 @@ impl BusyObject {
                     inner.wakers.push(cx.waker().clone());
                     Poll::Pending
                 }
-                State::Abandoned | State::Failed => Poll::Ready(HeadOutcome::Retry),
-                State::Streaming | State::Complete if inner.first > 0 => Poll::Ready(HeadOutcome::Retry),
+                State::Failed => Poll::Ready(match inner.failure {
+                    Some((status, detail)) => HeadOutcome::Failed(status, detail),
+                    None => HeadOutcome::Retry,
+                }),
+                State::Abandoned => Poll::Ready(HeadOutcome::Retry),
+                State::Streaming | State::Complete if inner.first > 0 => {
+                    Poll::Ready(HeadOutcome::Retry)
+                }
                 State::Streaming | State::Complete => {
                     let head = inner.head.clone().expect("head set when streaming");
                     let slot = register(&mut inner);
-                    Poll::Ready(HeadOutcome::Shared(head, BusyReader { object: self.clone(), slot }))
+                    Poll::Ready(HeadOutcome::Shared(
+                        head,
+                        BusyReader {
+                            object: self.clone(),
+                            slot,
+                        },
+                    ))
                 }
             }
         })
@@ -120,7 +138,10 @@ impl BusyObject {
     /// Leader side: a reader for the leader's own client.
     pub fn reader(self: &Arc<Self>) -> BusyReader {
         let slot = register(&mut self.lock());
-        BusyReader { object: self.clone(), slot }
+        BusyReader {
+            object: self.clone(),
+            slot,
+        }
     }
 
     /// Publishes the response head; waiters start following the body.
@@ -183,7 +204,15 @@ impl BusyObject {
         wake_all(&mut inner);
     }
 
-    /// The fetch failed; readers see an error, waiters retry.
+    /// The fetch failed before a response head: waiters answer with `status`.
+    pub fn fail_with(&self, status: StatusCode, detail: &'static str) {
+        let mut inner = self.lock();
+        inner.failure = Some((status, detail));
+        inner.state = State::Failed;
+        wake_all(&mut inner);
+    }
+
+    /// The fetch failed while streaming; readers see an error.
     pub fn fail(&self) {
         let mut inner = self.lock();
         if inner.state != State::Complete {
@@ -220,7 +249,13 @@ fn wake_all(inner: &mut Inner) {
 
 /// Drops chunks that every reader has passed.
 fn trim(inner: &mut Inner) {
-    let min = inner.cursors.iter().flatten().copied().min().unwrap_or(inner.first + inner.chunks.len());
+    let min = inner
+        .cursors
+        .iter()
+        .flatten()
+        .copied()
+        .min()
+        .unwrap_or(inner.first + inner.chunks.len());
     while inner.first < min {
         match inner.chunks.pop_front() {
             Some(c) => {
@@ -325,12 +360,20 @@ impl BusyTable {
         }
         let object = BusyObject::new();
         shard.insert(key.clone(), object.clone());
-        Join::Leader(LeaderGuard { table: self.clone(), key: key.clone(), object, released: false })
+        Join::Leader(LeaderGuard {
+            table: self.clone(),
+            key: key.clone(),
+            object,
+            released: false,
+        })
     }
 
     /// Fetches in progress.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().map(|m| m.len()).unwrap_or(0)).sum()
+        self.shards
+            .iter()
+            .map(|s| s.lock().map(|m| m.len()).unwrap_or(0))
+            .sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -372,8 +415,11 @@ impl Drop for LeaderGuard {
     fn drop(&mut self) {
         self.release();
         let state = self.object.lock().state;
-        if matches!(state, State::Pending | State::Streaming) {
-            self.object.fail();
+        match state {
+            // The leader went away before a response (its client disconnected): waiters retry.
+            State::Pending => self.object.abandon(),
+            State::Streaming => self.object.fail(),
+            _ => {}
         }
     }
 }
@@ -390,10 +436,16 @@ mod tests {
     #[tokio::test]
     async fn waiter_follows_stream() {
         let table = Arc::new(BusyTable::default());
-        let Join::Leader(leader) = table.join(&key()) else { panic!("first is leader") };
-        let Join::Waiter(busy) = table.join(&key()) else { panic!("second waits") };
+        let Join::Leader(leader) = table.join(&key()) else {
+            panic!("first is leader")
+        };
+        let Join::Waiter(busy) = table.join(&key()) else {
+            panic!("second waits")
+        };
         let waiter = tokio::spawn(async move {
-            let HeadOutcome::Shared(head, mut reader) = busy.wait_head().await else { panic!("shared") };
+            let HeadOutcome::Shared(head, mut reader) = busy.wait_head().await else {
+                panic!("shared")
+            };
             assert_eq!(head.status, StatusCode::OK);
             let mut body = Vec::new();
             loop {
@@ -406,7 +458,11 @@ mod tests {
             body
         });
         let obj = leader.object().clone();
-        obj.set_head(BusyHead { status: StatusCode::OK, headers: HeaderMap::new(), content_length: None });
+        obj.set_head(BusyHead {
+            status: StatusCode::OK,
+            headers: HeaderMap::new(),
+            content_length: None,
+        });
         obj.push(Bytes::from_static(b"hello "));
         tokio::task::yield_now().await;
         obj.push(Bytes::from_static(b"world"));
@@ -419,28 +475,56 @@ mod tests {
     #[tokio::test]
     async fn abandoned_and_dropped_leaders_release_waiters() {
         let table = Arc::new(BusyTable::default());
-        let Join::Leader(leader) = table.join(&key()) else { panic!() };
-        let Join::Waiter(busy) = table.join(&key()) else { panic!() };
+        let Join::Leader(leader) = table.join(&key()) else {
+            panic!()
+        };
+        let Join::Waiter(busy) = table.join(&key()) else {
+            panic!()
+        };
         leader.object().abandon();
         assert!(matches!(busy.wait_head().await, HeadOutcome::Retry));
         drop(leader);
-        let Join::Leader(leader) = table.join(&key()) else { panic!("key was released") };
-        let Join::Waiter(busy) = table.join(&key()) else { panic!() };
+        let Join::Leader(leader) = table.join(&key()) else {
+            panic!("key was released")
+        };
+        let Join::Waiter(busy) = table.join(&key()) else {
+            panic!()
+        };
         drop(leader);
         assert!(matches!(busy.wait_head().await, HeadOutcome::Retry));
+        let Join::Leader(leader) = table.join(&key()) else {
+            panic!("key was released")
+        };
+        let Join::Waiter(busy) = table.join(&key()) else {
+            panic!()
+        };
+        leader
+            .object()
+            .fail_with(StatusCode::SERVICE_UNAVAILABLE, "x");
+        assert!(matches!(
+            busy.wait_head().await,
+            HeadOutcome::Failed(StatusCode::SERVICE_UNAVAILABLE, "x")
+        ));
     }
 
     #[test]
     fn trimming_drops_read_chunks() {
         let obj = BusyObject::new();
-        obj.set_head(BusyHead { status: StatusCode::OK, headers: HeaderMap::new(), content_length: None });
+        obj.set_head(BusyHead {
+            status: StatusCode::OK,
+            headers: HeaderMap::new(),
+            content_length: None,
+        });
         let mut r = obj.reader();
         obj.start_trimming();
         obj.push(Bytes::from_static(b"a"));
         obj.push(Bytes::from_static(b"b"));
         let waker = std::task::Waker::noop();
         let mut cx = Context::from_waker(waker);
-        assert!(matches!(r.poll_chunk(&mut cx), Poll::Ready(ChunkPoll::Chunk(_))));
+        assert!(matches!(
+            r.poll_chunk(&mut cx),
+            Poll::Ready(ChunkPoll::Chunk(_))
+        ));
         assert_eq!(obj.lock().chunks.len(), 1);
         assert_eq!(obj.lock().first, 1);
     }

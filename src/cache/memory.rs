@@ -30,7 +30,13 @@ impl Lifecycle<CacheKey, Arc<Object>> for CountEvictions {
 
 /// Memory storage bounded by `capacity` bytes.
 pub struct MemoryStorage {
-    cache: Cache<CacheKey, Arc<Object>, ObjectWeighter, quick_cache::DefaultHashBuilder, CountEvictions>,
+    cache: Cache<
+        CacheKey,
+        Arc<Object>,
+        ObjectWeighter,
+        quick_cache::DefaultHashBuilder,
+        CountEvictions,
+    >,
     capacity: u64,
     max_object: u64,
 }
@@ -38,11 +44,17 @@ pub struct MemoryStorage {
 impl MemoryStorage {
     /// `max_object` is the largest object that will ever be inserted; shards are sized so it fits.
     pub fn new(capacity: u64, max_object: u64, counters: Arc<Counters>) -> MemoryStorage {
-        let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let cpus = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
         // Each shard holds capacity/shards bytes; an object must fit in one shard.
         let by_size = (capacity / max_object.max(1)).max(1) as usize;
         let shards = (cpus * 4).min(by_size).max(1).next_power_of_two();
-        let shards = if capacity / shards as u64 >= max_object { shards } else { (shards / 2).max(1) };
+        let shards = if capacity / shards as u64 >= max_object {
+            shards
+        } else {
+            (shards / 2).max(1)
+        };
         let options = OptionsBuilder::new()
             .shards(shards)
             .estimated_items_capacity((capacity / 8192).clamp(1024, 1 << 22) as usize)
@@ -50,7 +62,12 @@ impl MemoryStorage {
             .build()
             .expect("valid cache options");
         MemoryStorage {
-            cache: Cache::with_options(options, ObjectWeighter, Default::default(), CountEvictions(counters)),
+            cache: Cache::with_options(
+                options,
+                ObjectWeighter,
+                Default::default(),
+                CountEvictions(counters),
+            ),
             capacity,
             max_object: capacity / shards as u64,
         }
@@ -82,7 +99,11 @@ impl Storage for MemoryStorage {
     }
 
     fn stats(&self) -> StorageStats {
-        StorageStats { objects: self.cache.len() as u64, bytes: self.cache.weight(), capacity: self.capacity }
+        StorageStats {
+            objects: self.cache.len() as u64,
+            bytes: self.cache.weight(),
+            capacity: self.capacity,
+        }
     }
 }
 

@@ -29,7 +29,10 @@ impl CacheKey {
         if let Some(stripped) = host.strip_suffix(":80") {
             host.truncate(stripped.len());
         }
-        CacheKey { host: host.into(), path_and_query: path_and_query.into() }
+        CacheKey {
+            host: host.into(),
+            path_and_query: path_and_query.into(),
+        }
     }
 
     fn weight(&self) -> u64 {
@@ -86,7 +89,9 @@ impl Object {
             let mut got = request.get_all(name).iter();
             match (value, got.next()) {
                 (None, None) => true,
-                (Some(want), Some(first)) => got.next().is_none() && normalise(first) == normalise(want),
+                (Some(want), Some(first)) => {
+                    got.next().is_none() && normalise(first) == normalise(want)
+                }
                 _ => false,
             }
         })
@@ -131,4 +136,53 @@ pub trait Storage: Send + Sync + 'static {
     /// Removes `key`; true if something was removed.
     fn remove(&self, key: &CacheKey) -> bool;
     fn stats(&self) -> StorageStats;
+}
+
+/// The cache as the request path sees it: a storage tier, the hit-for-miss memory and the
+/// table of fetches in progress.
+pub struct Cache {
+    pub storage: Arc<dyn Storage>,
+    pub busy: Arc<busy::BusyTable>,
+    hit_for_miss: quick_cache::sync::Cache<CacheKey, Instant>,
+}
+
+/// Hit-for-miss entries remembered at most (each is one key; oldest are evicted first).
+pub const HIT_FOR_MISS_CAPACITY: usize = 65_536;
+
+impl Cache {
+    pub fn new(storage: Arc<dyn Storage>) -> Cache {
+        Cache {
+            storage,
+            busy: Arc::new(busy::BusyTable::default()),
+            hit_for_miss: quick_cache::sync::Cache::new(HIT_FOR_MISS_CAPACITY),
+        }
+    }
+
+    /// True while `key` is remembered as uncacheable.
+    pub fn is_hit_for_miss(&self, key: &CacheKey, now: Instant) -> bool {
+        match self.hit_for_miss.get(key) {
+            Some(until) if until > now => true,
+            Some(_) => {
+                self.hit_for_miss.remove(key);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Remembers `key` as uncacheable for `ttl`: requests skip coalescing until then.
+    pub fn mark_hit_for_miss(&self, key: CacheKey, ttl: Duration) {
+        if !ttl.is_zero() {
+            self.hit_for_miss.insert(key, Instant::now() + ttl);
+        }
+    }
+
+    /// Forgets a hit-for-miss mark (the URL produced a cacheable response again).
+    pub fn clear_hit_for_miss(&self, key: &CacheKey) {
+        self.hit_for_miss.remove(key);
+    }
+
+    pub fn hit_for_miss_len(&self) -> usize {
+        self.hit_for_miss.len()
+    }
 }

@@ -5,8 +5,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use http::header::{self, HeaderMap, HeaderName};
 use http::StatusCode;
+use http::header::{self, HeaderMap, HeaderName};
 
 use crate::config::CacheConfig;
 use crate::http::cache_control::CacheControl;
@@ -79,7 +79,10 @@ pub struct StorePlan {
 /// Statuses a cache may store with heuristic or default freshness (RFC 9110 §15.1, minus 206
 /// which Shellac never requests from a backend, and 414/501 which are error pages).
 pub fn heuristically_cacheable(status: StatusCode) -> bool {
-    matches!(status.as_u16(), 200 | 203 | 204 | 300 | 301 | 308 | 404 | 405 | 410)
+    matches!(
+        status.as_u16(),
+        200 | 203 | 204 | 300 | 301 | 308 | 404 | 405 | 410
+    )
 }
 
 /// Decides whether a backend response may be stored, and for how long.
@@ -117,7 +120,9 @@ pub fn evaluate(
     }
     let mut vary = Vec::new();
     for v in headers.get_all(header::VARY) {
-        let Ok(text) = v.to_str() else { return Err(NoCacheReason::VaryStar) };
+        let Ok(text) = v.to_str() else {
+            return Err(NoCacheReason::VaryStar);
+        };
         for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
             if name == "*" {
                 return Err(NoCacheReason::VaryStar);
@@ -155,7 +160,9 @@ pub fn evaluate(
 
     // RFC 9111 §4.2.3
     let apparent_age = response_time.duration_since(date).unwrap_or(Duration::ZERO);
-    let response_delay = response_time.duration_since(request_time).unwrap_or(Duration::ZERO);
+    let response_delay = response_time
+        .duration_since(request_time)
+        .unwrap_or(Duration::ZERO);
     let age_value = headers
         .get(header::AGE)
         .and_then(|v| v.to_str().ok())
@@ -166,7 +173,12 @@ pub fn evaluate(
     if lifetime <= initial_age {
         return Err(NoCacheReason::Expired);
     }
-    Ok(StorePlan { ttl: lifetime, initial_age, strip, vary })
+    Ok(StorePlan {
+        ttl: lifetime,
+        initial_age,
+        strip,
+        vary,
+    })
 }
 
 fn heuristic(headers: &HeaderMap, date: SystemTime, cfg: &CacheConfig) -> Option<Duration> {
@@ -193,11 +205,18 @@ mod tests {
         eval_with(pairs, status, &CacheConfig::default())
     }
 
-    fn eval_with(pairs: &[(&str, &str)], status: u16, cfg: &CacheConfig) -> Result<StorePlan, NoCacheReason> {
+    fn eval_with(
+        pairs: &[(&str, &str)],
+        status: u16,
+        cfg: &CacheConfig,
+    ) -> Result<StorePlan, NoCacheReason> {
         let now = httpdate::parse_http_date("Sun, 22 Nov 2026 00:00:00 GMT").unwrap();
         let mut h = HeaderMap::new();
         for (k, v) in pairs {
-            h.append(HeaderName::from_bytes(k.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap());
+            h.append(
+                HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
         }
         evaluate(StatusCode::from_u16(status).unwrap(), &h, now, now, cfg)
     }
@@ -208,41 +227,110 @@ mod tests {
     fn explicit_freshness_order() {
         let p = eval(&[DATE, ("cache-control", "max-age=60, s-maxage=30")], 200).unwrap();
         assert_eq!(p.ttl, Duration::from_secs(30));
-        let p = eval(&[DATE, ("cache-control", "max-age=60"), ("expires", "Sun, 22 Nov 2026 01:00:00 GMT")], 200).unwrap();
+        let p = eval(
+            &[
+                DATE,
+                ("cache-control", "max-age=60"),
+                ("expires", "Sun, 22 Nov 2026 01:00:00 GMT"),
+            ],
+            200,
+        )
+        .unwrap();
         assert_eq!(p.ttl, Duration::from_secs(60));
         let p = eval(&[DATE, ("expires", "Sun, 22 Nov 2026 01:00:00 GMT")], 200).unwrap();
         assert_eq!(p.ttl, Duration::from_secs(3600));
-        assert_eq!(eval(&[DATE, ("expires", "0")], 200), Err(NoCacheReason::Expired));
-        assert_eq!(eval(&[DATE, ("cache-control", "max-age=0")], 200), Err(NoCacheReason::Expired));
+        assert_eq!(
+            eval(&[DATE, ("expires", "0")], 200),
+            Err(NoCacheReason::Expired)
+        );
+        assert_eq!(
+            eval(&[DATE, ("cache-control", "max-age=0")], 200),
+            Err(NoCacheReason::Expired)
+        );
     }
 
     #[test]
     fn heuristic_and_default_ttl() {
-        let p = eval(&[DATE, ("last-modified", "Sat, 21 Nov 2026 14:00:00 GMT")], 200).unwrap();
+        let p = eval(
+            &[DATE, ("last-modified", "Sat, 21 Nov 2026 14:00:00 GMT")],
+            200,
+        )
+        .unwrap();
         assert_eq!(p.ttl, Duration::from_secs(3600), "10% of 10 hours");
         assert_eq!(eval(&[DATE], 200), Err(NoCacheReason::NoFreshness));
-        let cfg = CacheConfig { default_ttl: crate::config::units::Dur(Duration::from_secs(5)), ..Default::default() };
-        assert_eq!(eval_with(&[DATE], 200, &cfg).unwrap().ttl, Duration::from_secs(5));
+        let cfg = CacheConfig {
+            default_ttl: crate::config::units::Dur(Duration::from_secs(5)),
+            ..Default::default()
+        };
+        assert_eq!(
+            eval_with(&[DATE], 200, &cfg).unwrap().ttl,
+            Duration::from_secs(5)
+        );
         assert_eq!(eval_with(&[DATE], 302, &cfg), Err(NoCacheReason::Status));
-        assert_eq!(eval(&[DATE, ("last-modified", "Sat, 21 Nov 2026 14:00:00 GMT")], 500), Err(NoCacheReason::Status));
-        assert!(eval(&[DATE, ("cache-control", "max-age=5")], 500).is_ok(), "explicit freshness allows any final status");
+        assert_eq!(
+            eval(
+                &[DATE, ("last-modified", "Sat, 21 Nov 2026 14:00:00 GMT")],
+                500
+            ),
+            Err(NoCacheReason::Status)
+        );
+        assert!(
+            eval(&[DATE, ("cache-control", "max-age=5")], 500).is_ok(),
+            "explicit freshness allows any final status"
+        );
     }
 
     #[test]
     fn max_ttl_clamps() {
-        let cfg = CacheConfig { max_ttl: Some(crate::config::units::Dur(Duration::from_secs(10))), ..Default::default() };
-        assert_eq!(eval_with(&[DATE, ("cache-control", "max-age=600")], 200, &cfg).unwrap().ttl, Duration::from_secs(10));
+        let cfg = CacheConfig {
+            max_ttl: Some(crate::config::units::Dur(Duration::from_secs(10))),
+            ..Default::default()
+        };
+        assert_eq!(
+            eval_with(&[DATE, ("cache-control", "max-age=600")], 200, &cfg)
+                .unwrap()
+                .ttl,
+            Duration::from_secs(10)
+        );
     }
 
     #[test]
     fn refusals() {
-        assert_eq!(eval(&[("cache-control", "no-store, max-age=60")], 200), Err(NoCacheReason::NoStore));
-        assert_eq!(eval(&[("cache-control", "private, max-age=60")], 200), Err(NoCacheReason::Private));
-        assert_eq!(eval(&[("cache-control", "no-cache, max-age=60")], 200), Err(NoCacheReason::NoCache));
-        assert_eq!(eval(&[("cache-control", "max-age=60"), ("set-cookie", "a=b")], 200), Err(NoCacheReason::SetCookie));
-        assert_eq!(eval(&[("cache-control", "max-age=60"), ("vary", "*")], 200), Err(NoCacheReason::VaryStar));
-        assert_eq!(eval(&[("cache-control", "max-age=60")], 206), Err(NoCacheReason::Status));
-        let p = eval(&[("cache-control", "max-age=60, no-cache=\"Set-Cookie\""), ("set-cookie", "a=b")], 200).unwrap();
+        assert_eq!(
+            eval(&[("cache-control", "no-store, max-age=60")], 200),
+            Err(NoCacheReason::NoStore)
+        );
+        assert_eq!(
+            eval(&[("cache-control", "private, max-age=60")], 200),
+            Err(NoCacheReason::Private)
+        );
+        assert_eq!(
+            eval(&[("cache-control", "no-cache, max-age=60")], 200),
+            Err(NoCacheReason::NoCache)
+        );
+        assert_eq!(
+            eval(
+                &[("cache-control", "max-age=60"), ("set-cookie", "a=b")],
+                200
+            ),
+            Err(NoCacheReason::SetCookie)
+        );
+        assert_eq!(
+            eval(&[("cache-control", "max-age=60"), ("vary", "*")], 200),
+            Err(NoCacheReason::VaryStar)
+        );
+        assert_eq!(
+            eval(&[("cache-control", "max-age=60")], 206),
+            Err(NoCacheReason::Status)
+        );
+        let p = eval(
+            &[
+                ("cache-control", "max-age=60, no-cache=\"Set-Cookie\""),
+                ("set-cookie", "a=b"),
+            ],
+            200,
+        )
+        .unwrap();
         assert_eq!(p.strip, vec![header::SET_COOKIE]);
     }
 
@@ -250,6 +338,9 @@ mod tests {
     fn age_is_corrected() {
         let p = eval(&[DATE, ("cache-control", "max-age=60"), ("age", "20")], 200).unwrap();
         assert_eq!(p.initial_age, Duration::from_secs(20));
-        assert_eq!(eval(&[DATE, ("cache-control", "max-age=60"), ("age", "60")], 200), Err(NoCacheReason::Expired));
+        assert_eq!(
+            eval(&[DATE, ("cache-control", "max-age=60"), ("age", "60")], 200),
+            Err(NoCacheReason::Expired)
+        );
     }
 }

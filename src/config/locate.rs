@@ -34,7 +34,10 @@ impl std::error::Error for ConfigError {}
 
 /// Deserializes `text`, collecting as many errors as possible: after each error the offending
 /// `key = value` line is commented out and parsing resumes, so one run reports every bad key.
-pub(super) fn deserialize<T: DeserializeOwned>(text: &str, file: &str) -> Result<T, Vec<ConfigError>> {
+pub(super) fn deserialize<T: DeserializeOwned>(
+    text: &str,
+    file: &str,
+) -> Result<T, Vec<ConfigError>> {
     let mut src = text.to_string();
     let mut errors = Vec::new();
     for _ in 0..64 {
@@ -57,7 +60,10 @@ pub(super) fn deserialize<T: DeserializeOwned>(text: &str, file: &str) -> Result
         // document still parses afterwards; otherwise the later errors would be noise.
         let Some(offset) = offset else { break };
         let start = src[..offset].rfind('\n').map(|i| i + 1).unwrap_or(0);
-        let end = src[offset..].find('\n').map(|i| offset + i).unwrap_or(src.len());
+        let end = src[offset..]
+            .find('\n')
+            .map(|i| offset + i)
+            .unwrap_or(src.len());
         let line_text = src[start..end].trim_start();
         if line_text.starts_with('[') || line_text.starts_with('#') || !line_text.contains('=') {
             break;
@@ -77,7 +83,13 @@ pub(super) fn at_path(text: &str, file: &str, path: &[String], message: String) 
         .ok()
         .and_then(|doc| offset_of(doc.get_ref(), path));
     let (line, column) = offset.map(|o| line_col(text, o)).unwrap_or((0, 0));
-    ConfigError { file: file.to_string(), line, column, key: path.join("."), message }
+    ConfigError {
+        file: file.to_string(),
+        line,
+        column,
+        key: path.join("."),
+        message,
+    }
 }
 
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
@@ -90,7 +102,9 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 
 fn offset_of(table: &DeTable<'_>, path: &[String]) -> Option<usize> {
     let (first, rest) = path.split_first()?;
-    let (key, value) = table.iter().find(|(k, _)| k.get_ref().as_ref() == first.as_str())?;
+    let (key, value) = table
+        .iter()
+        .find(|(k, _)| k.get_ref().as_ref() == first.as_str())?;
     let here = key.span().start;
     Some(value_offset(value.get_ref(), rest).unwrap_or(here))
 }
@@ -109,7 +123,9 @@ fn value_offset(value: &DeValue<'_>, path: &[String]) -> Option<usize> {
 
 /// The dotted key whose key or value contains `offset` (empty if none).
 fn key_at(text: &str, offset: usize) -> String {
-    let Ok(doc) = DeTable::parse(text) else { return String::new() };
+    let Ok(doc) = DeTable::parse(text) else {
+        return String::new();
+    };
     let mut path = Vec::new();
     walk_table(doc.get_ref(), offset, &mut path);
     path.join(".")

@@ -235,7 +235,9 @@ impl Config {
                     b.host = host.clone();
                     b.port = *port;
                 }
-                None => self.backends.push(BackendConfig::new("default", host, *port)),
+                None => self
+                    .backends
+                    .push(BackendConfig::new("default", host, *port)),
             }
         }
         let problems = self.validate();
@@ -260,20 +262,35 @@ impl Config {
         let mut out = Vec::new();
         let key = |parts: &[&str]| parts.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         if self.server.listen.is_empty() {
-            out.push((key(&["server", "listen"]), "at least one listen address is required".into()));
+            out.push((
+                key(&["server", "listen"]),
+                "at least one listen address is required".into(),
+            ));
         }
         if self.server.idle_timeout.0.is_zero() {
-            out.push((key(&["server", "idle_timeout"]), "must be greater than 0".into()));
+            out.push((
+                key(&["server", "idle_timeout"]),
+                "must be greater than 0".into(),
+            ));
         }
         if self.server.header_read_timeout.0.is_zero() {
-            out.push((key(&["server", "header_read_timeout"]), "must be greater than 0".into()));
+            out.push((
+                key(&["server", "header_read_timeout"]),
+                "must be greater than 0".into(),
+            ));
         }
         if self.server.threads > 1024 {
-            out.push((key(&["server", "threads"]), "at most 1024 worker threads".into()));
+            out.push((
+                key(&["server", "threads"]),
+                "at most 1024 worker threads".into(),
+            ));
         }
         let c = &self.cache;
         if c.memory_size.0 < 64 * 1024 {
-            out.push((key(&["cache", "memory_size"]), "must be at least 64KiB".into()));
+            out.push((
+                key(&["cache", "memory_size"]),
+                "must be at least 64KiB".into(),
+            ));
         }
         if c.max_object_size.0 > c.memory_size.0 {
             out.push((
@@ -298,21 +315,38 @@ impl Config {
             }
         }
         if c.heuristic_percent > 100 {
-            out.push((key(&["cache", "heuristic_percent"]), "must be between 0 and 100".into()));
+            out.push((
+                key(&["cache", "heuristic_percent"]),
+                "must be between 0 and 100".into(),
+            ));
         }
         if self.backends.is_empty() {
-            out.push((key(&["backend"]), "at least one [[backend]] is required".into()));
+            out.push((
+                key(&["backend"]),
+                "at least one [[backend]] is required".into(),
+            ));
         }
         let mut seen = std::collections::HashSet::new();
         for (i, b) in self.backends.iter().enumerate() {
             let at = |field: &str| vec!["backend".to_string(), i.to_string(), field.to_string()];
             if !seen.insert(b.name.as_str()) {
-                out.push((at("name"), format!("backend name `{}` is used twice", b.name)));
+                out.push((
+                    at("name"),
+                    format!("backend name `{}` is used twice", b.name),
+                ));
             }
             if b.host.trim().is_empty() {
                 out.push((at("host"), "must not be empty".into()));
-            } else if b.host.contains(['/', ' ', ':']) && b.host.parse::<std::net::Ipv6Addr>().is_err() {
-                out.push((at("host"), format!("`{}` is not a host name or IP address (put the port in `port`)", b.host)));
+            } else if b.host.contains(['/', ' ', ':'])
+                && b.host.parse::<std::net::Ipv6Addr>().is_err()
+            {
+                out.push((
+                    at("host"),
+                    format!(
+                        "`{}` is not a host name or IP address (put the port in `port`)",
+                        b.host
+                    ),
+                ));
             }
             if b.port == 0 {
                 out.push((at("port"), "must be between 1 and 65535".into()));
@@ -365,7 +399,10 @@ mod tests {
         assert_eq!(c.server.admin.unwrap().to_string(), "127.0.0.1:6082");
         assert_eq!(c.backends[0].port, 8080);
         assert_eq!(c.cache.memory_size.0, 256 << 20);
-        assert!(c.cache.default_ttl.0.is_zero(), "RFC 9111 defaults: no default TTL");
+        assert!(
+            c.cache.default_ttl.0.is_zero(),
+            "RFC 9111 defaults: no default TTL"
+        );
     }
 
     #[test]
@@ -375,7 +412,11 @@ mod tests {
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].line, 5);
         assert_eq!(errs[0].key, "cache.memory_sise");
-        assert!(errs[0].message.contains("unknown field"), "{}", errs[0].message);
+        assert!(
+            errs[0].message.contains("unknown field"),
+            "{}",
+            errs[0].message
+        );
     }
 
     #[test]
@@ -390,7 +431,11 @@ mod tests {
         let got: Vec<(usize, &str)> = errs.iter().map(|e| (e.line, e.key.as_str())).collect();
         assert_eq!(
             got,
-            vec![(3, "cache.max_object_size"), (7, "backend.0.port"), (10, "backend.1.name")],
+            vec![
+                (3, "cache.max_object_size"),
+                (7, "backend.0.port"),
+                (10, "backend.1.name")
+            ],
             "{errs:?}"
         );
     }
@@ -399,7 +444,10 @@ mod tests {
     fn overrides_apply() {
         let mut c = Config::embedded_default();
         c.apply(&Overrides {
-            listen: vec!["127.0.0.1:7000".parse().unwrap(), "127.0.0.1:7001".parse().unwrap()],
+            listen: vec![
+                "127.0.0.1:7000".parse().unwrap(),
+                "127.0.0.1:7001".parse().unwrap(),
+            ],
             backend: Some(("10.0.0.1".into(), 81)),
             admin: None,
             cache_size: Some(512 << 20),

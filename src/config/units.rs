@@ -20,9 +20,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration (examples: \"500ms\", \"30s\", \"5m\", \"2h\", \"1d\")"))?;
+    let value: f64 = num.parse().map_err(|_| {
+        format!("`{text}` is not a duration (examples: \"500ms\", \"30s\", \"5m\", \"2h\", \"1d\")")
+    })?;
     let scale = match unit.trim() {
         "ms" => 0.001,
         "" | "s" => 1.0,
@@ -38,7 +38,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     };
     let secs = value * scale;
     if !secs.is_finite() || secs > 10.0 * 365.0 * 86400.0 {
-        return Err(format!("duration `{text}` is out of range (at most 10 years)"));
+        return Err(format!(
+            "duration `{text}` is out of range (at most 10 years)"
+        ));
     }
     Ok(Duration::from_secs_f64(secs))
 }
@@ -50,9 +52,9 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("`{text}` is not a size (examples: \"64KiB\", \"512MiB\", \"2GiB\")"))?;
+    let value: f64 = num.parse().map_err(|_| {
+        format!("`{text}` is not a size (examples: \"64KiB\", \"512MiB\", \"2GiB\")")
+    })?;
     let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1.0,
         "k" | "kib" => 1024.0,

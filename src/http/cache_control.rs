@@ -41,11 +41,15 @@ impl CacheControl {
             match name.to_ascii_lowercase().as_str() {
                 "no-store" => self.no_store = true,
                 "no-cache" => match arg {
-                    Some(fields) if !fields.is_empty() => self.no_cache_fields.extend(field_list(&fields)),
+                    Some(fields) if !fields.is_empty() => {
+                        self.no_cache_fields.extend(field_list(&fields))
+                    }
                     _ => self.no_cache = true,
                 },
                 "private" => match arg {
-                    Some(fields) if !fields.is_empty() => self.private_fields.extend(field_list(&fields)),
+                    Some(fields) if !fields.is_empty() => {
+                        self.private_fields.extend(field_list(&fields))
+                    }
                     _ => self.private = true,
                 },
                 "public" => self.public = true,
@@ -68,15 +72,19 @@ fn min_opt(old: Option<Duration>, new: Duration) -> Option<Duration> {
 /// delta-seconds (RFC 9111 §1.2.2); invalid values count as 0, overflow saturates.
 fn delta_seconds(arg: Option<&str>) -> Duration {
     match arg {
-        Some(a) if !a.is_empty() && a.bytes().all(|b| b.is_ascii_digit()) => {
-            Duration::from_secs(a.parse::<u64>().unwrap_or(u32::MAX as u64).min(u32::MAX as u64))
-        }
+        Some(a) if !a.is_empty() && a.bytes().all(|b| b.is_ascii_digit()) => Duration::from_secs(
+            a.parse::<u64>()
+                .unwrap_or(u32::MAX as u64)
+                .min(u32::MAX as u64),
+        ),
         _ => Duration::ZERO,
     }
 }
 
 fn field_list(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(',').map(|f| f.trim().to_ascii_lowercase()).filter(|f| !f.is_empty())
+    text.split(',')
+        .map(|f| f.trim().to_ascii_lowercase())
+        .filter(|f| !f.is_empty())
 }
 
 /// Splits a directive list, honouring quoted-string arguments that contain commas.
@@ -156,7 +164,13 @@ mod tests {
         assert_eq!(c.no_cache_fields, vec!["set-cookie", "x-foo"]);
         assert_eq!(c.private_fields, vec!["x-user"]);
         assert_eq!(cc("max-age=abc").max_age, Some(Duration::ZERO));
-        assert_eq!(cc("max-age=10, max-age=5").max_age, Some(Duration::from_secs(5)));
-        assert_eq!(cc("max-age=99999999999999999999").max_age, Some(Duration::from_secs(u32::MAX as u64)));
+        assert_eq!(
+            cc("max-age=10, max-age=5").max_age,
+            Some(Duration::from_secs(5))
+        );
+        assert_eq!(
+            cc("max-age=99999999999999999999").max_age,
+            Some(Duration::from_secs(u32::MAX as u64))
+        );
     }
 }

@@ -66,7 +66,10 @@ mod tests {
     #[test]
     fn strips_named_and_standard_hop_by_hop() {
         let mut h = HeaderMap::new();
-        h.insert("connection", HeaderValue::from_static("keep-alive, X-Secret"));
+        h.insert(
+            "connection",
+            HeaderValue::from_static("keep-alive, X-Secret"),
+        );
         h.insert("x-secret", HeaderValue::from_static("1"));
         h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
         h.insert("te", HeaderValue::from_static("trailers"));

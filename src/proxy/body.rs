@@ -1,0 +1,187 @@
+//! The response body type sent to clients: one enum, no boxing, for every way a response is
+//! produced (cached object, busy object being filled, backend stream, generated).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+
+use crate::backend::BackendBody;
+use crate::cache::Object;
+use crate::cache::busy::{BusyReader, ChunkPoll};
+use crate::stats::Counters;
+
+/// Error surfaced to hyper when a body cannot be completed (the client connection is then
+/// closed, which is how HTTP/1.1 signals a truncated response).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BodyError(pub String);
+
+enum Kind {
+    Empty,
+    Full(Option<Bytes>),
+    Object {
+        object: Arc<Object>,
+        next: usize,
+        remaining: u64,
+    },
+    Busy {
+        reader: BusyReader,
+        remaining: Option<u64>,
+    },
+    Backend(BackendBody),
+}
+
+/// Something to run when the body is finished or dropped (e.g. connection bookkeeping).
+pub trait OnDone: Send + Sync {}
+impl<T: Send + Sync> OnDone for T {}
+
+/// A response body on its way to a client. Counts `s_resp_bytes`.
+pub struct ResponseBody {
+    kind: Kind,
+    counters: Option<Arc<Counters>>,
+    _guard: Option<Box<dyn OnDone>>,
+}
+
+impl ResponseBody {
+    fn new(kind: Kind) -> ResponseBody {
+        ResponseBody {
+            kind,
+            counters: None,
+            _guard: None,
+        }
+    }
+
+    pub fn empty() -> ResponseBody {
+        ResponseBody::new(Kind::Empty)
+    }
+
+    pub fn full(bytes: impl Into<Bytes>) -> ResponseBody {
+        ResponseBody::new(Kind::Full(Some(bytes.into())))
+    }
+
+    pub fn object(object: Arc<Object>) -> ResponseBody {
+        let remaining = object.body_len;
+        ResponseBody::new(Kind::Object {
+            object,
+            next: 0,
+            remaining,
+        })
+    }
+
+    pub fn busy(reader: BusyReader, content_length: Option<u64>) -> ResponseBody {
+        ResponseBody::new(Kind::Busy {
+            reader,
+            remaining: content_length,
+        })
+    }
+
+    pub fn backend(body: BackendBody) -> ResponseBody {
+        ResponseBody::new(Kind::Backend(body))
+    }
+
+    /// Counts body bytes sent into `counters.s_resp_bytes`.
+    pub fn counted(mut self, counters: Arc<Counters>) -> ResponseBody {
+        self.counters = Some(counters);
+        self
+    }
+
+    /// Keeps `guard` alive until the body is finished or dropped.
+    pub fn with_guard(mut self, guard: impl OnDone + 'static) -> ResponseBody {
+        self._guard = Some(Box::new(guard));
+        self
+    }
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = &mut *self;
+        let polled: Poll<Option<Result<Bytes, BodyError>>> = match &mut this.kind {
+            Kind::Empty => Poll::Ready(None),
+            Kind::Full(b) => Poll::Ready(b.take().map(Ok)),
+            Kind::Object {
+                object,
+                next,
+                remaining,
+            } => match object.body.get(*next) {
+                Some(chunk) => {
+                    *next += 1;
+                    *remaining -= chunk.len() as u64;
+                    Poll::Ready(Some(Ok(chunk.clone())))
+                }
+                None => Poll::Ready(None),
+            },
+            Kind::Busy { reader, remaining } => match reader.poll_chunk(cx) {
+                Poll::Ready(ChunkPoll::Chunk(c)) => {
+                    if let Some(r) = remaining {
+                        *r = r.saturating_sub(c.len() as u64);
+                    }
+                    Poll::Ready(Some(Ok(c)))
+                }
+                Poll::Ready(ChunkPoll::End) => Poll::Ready(None),
+                Poll::Ready(ChunkPoll::Failed) => Poll::Ready(Some(Err(BodyError(
+                    "backend fetch failed while streaming".into(),
+                )))),
+                Poll::Pending => Poll::Pending,
+            },
+            Kind::Backend(body) => loop {
+                match Pin::new(&mut *body).poll_frame(cx) {
+                    Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                        Ok(data) => break Poll::Ready(Some(Ok(data))),
+                        // Trailers are not forwarded in HTTP/1.1 responses we re-frame.
+                        Err(_) => continue,
+                    },
+                    Poll::Ready(Some(Err(e))) => {
+                        break Poll::Ready(Some(Err(BodyError(e.to_string()))));
+                    }
+                    Poll::Ready(None) => break Poll::Ready(None),
+                    Poll::Pending => break Poll::Pending,
+                }
+            },
+        };
+        match polled {
+            Poll::Ready(Some(Ok(data))) => {
+                if let Some(c) = &this.counters {
+                    c.s_resp_bytes.add(data.len() as u64);
+                }
+                Poll::Ready(Some(Ok(Frame::data(data))))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Empty => true,
+            Kind::Full(b) => b.is_none(),
+            Kind::Object { remaining, .. } => *remaining == 0,
+            Kind::Busy { remaining, .. } => *remaining == Some(0),
+            Kind::Backend(b) => b.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Empty => SizeHint::with_exact(0),
+            Kind::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            Kind::Object { remaining, .. } => SizeHint::with_exact(*remaining),
+            Kind::Busy {
+                remaining: Some(r), ..
+            } => SizeHint::with_exact(*r),
+            Kind::Busy {
+                remaining: None, ..
+            } => SizeHint::default(),
+            Kind::Backend(b) => b.size_hint(),
+        }
+    }
+}

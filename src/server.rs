@@ -1,0 +1,304 @@
+//! Client connections: listeners, HTTP/1.1 keep-alive, idle and header-read timeouts, graceful
+//! shutdown. Hands each parsed request to the [`Proxy`].
+
+use std::convert::Infallible;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::admin;
+use crate::config::{Config, ServerConfig};
+use crate::proxy::Proxy;
+use crate::stats::Counters;
+
+/// A started Shellac: bound listeners and the tasks serving them.
+pub struct Running {
+    pub proxy: Arc<Proxy>,
+    pub listen: Vec<SocketAddr>,
+    pub admin: Option<SocketAddr>,
+    shutdown: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+}
+
+/// Binds every listener (failing early with the address that could not be bound) and starts
+/// serving. Must be called inside a Tokio runtime.
+pub async fn start(config: Arc<Config>) -> anyhow::Result<Running> {
+    let counters = Arc::new(Counters::default());
+    let proxy = Proxy::new(config.clone(), counters);
+    let (shutdown, _) = watch::channel(false);
+    let mut tasks = JoinSet::new();
+    let mut listen = Vec::new();
+    for addr in &config.server.listen {
+        let listener = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))?;
+        listen.push(listener.local_addr()?);
+        tasks.spawn(accept_loop(listener, proxy.clone(), shutdown.subscribe()));
+    }
+    let admin = match config.server.admin {
+        Some(addr) => {
+            let listener = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on admin address {addr}"))?;
+            let bound = listener.local_addr()?;
+            tasks.spawn(admin::serve(listener, proxy.clone(), shutdown.subscribe()));
+            Some(bound)
+        }
+        None => None,
+    };
+    Ok(Running {
+        proxy,
+        listen,
+        admin,
+        shutdown,
+        tasks,
+    })
+}
+
+impl Running {
+    /// Stops accepting, lets requests in flight finish (at most `grace`), then returns.
+    pub async fn shutdown(mut self, grace: Duration) {
+        let _ = self.shutdown.send(true);
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.proxy.open_conns.load(Ordering::Relaxed) > 0
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.tasks.abort_all();
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    proxy: Arc<Proxy>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let server = proxy.config.server.clone();
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = shutdown.changed() => return,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                proxy.counters.client_conn.inc();
+                tokio::spawn(serve_connection(
+                    stream,
+                    peer,
+                    proxy.clone(),
+                    server.clone(),
+                    shutdown.clone(),
+                ));
+            }
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+const PHASE_IDLE: u8 = 0;
+const PHASE_HEAD: u8 = 1;
+const PHASE_BUSY: u8 = 2;
+
+/// Milliseconds since process start; a cheap shared clock for connection timeouts.
+fn now_ms() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
+
+/// What a client connection is doing, for the idle and header-read timeouts.
+struct ConnState {
+    phase: AtomicU8,
+    since_ms: AtomicU64,
+    in_flight: AtomicUsize,
+}
+
+impl ConnState {
+    fn begin_request(&self) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.phase.store(PHASE_BUSY, Ordering::Relaxed);
+    }
+
+    fn end_request(&self) {
+        if self.in_flight.fetch_sub(1, Ordering::Relaxed) == 1 {
+            self.since_ms.store(now_ms(), Ordering::Relaxed);
+            self.phase.store(PHASE_IDLE, Ordering::Relaxed);
+        }
+    }
+
+    fn bytes_read(&self) {
+        if self.phase.load(Ordering::Relaxed) == PHASE_IDLE {
+            self.since_ms.store(now_ms(), Ordering::Relaxed);
+            self.phase.store(PHASE_HEAD, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Decrements the connection's in-flight count when the response body is done.
+struct InFlight(Arc<ConnState>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.end_request();
+    }
+}
+
+/// The client socket, noting when the first byte of a new request arrives.
+struct Tracked {
+    inner: TcpStream,
+    state: Arc<ConnState>,
+}
+
+impl AsyncRead for Tracked {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.state.bytes_read();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Tracked {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Decrements the open-connection gauge however the connection task ends.
+struct OpenConn(Arc<Proxy>);
+
+impl Drop for OpenConn {
+    fn drop(&mut self) {
+        self.0.open_conns.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    proxy: Arc<Proxy>,
+    cfg: ServerConfig,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    proxy.open_conns.fetch_add(1, Ordering::Relaxed);
+    let _open = OpenConn(proxy.clone());
+    let _ = stream.set_nodelay(cfg.tcp_nodelay);
+    // A new connection must send its first request head within header_read_timeout.
+    let state = Arc::new(ConnState {
+        phase: AtomicU8::new(PHASE_HEAD),
+        since_ms: AtomicU64::new(now_ms()),
+        in_flight: AtomicUsize::new(0),
+    });
+    let io = TokioIo::new(Tracked {
+        inner: stream,
+        state: state.clone(),
+    });
+    let svc_state = state.clone();
+    let svc_proxy = proxy.clone();
+    let service = service_fn(move |req| {
+        svc_state.begin_request();
+        let guard = InFlight(svc_state.clone());
+        let proxy = svc_proxy.clone();
+        async move {
+            let resp = proxy.handle(req, peer).await;
+            Ok::<_, Infallible>(resp.map(|b| b.with_guard(guard)))
+        }
+    });
+    let conn = http1::Builder::new()
+        .keep_alive(true)
+        .header_read_timeout(None)
+        .serve_connection(io, service);
+    tokio::pin!(conn);
+    let idle = cfg.idle_timeout.0.as_millis() as u64;
+    let head = cfg.header_read_timeout.0.as_millis() as u64;
+    let mut closing = *shutdown.borrow();
+    if closing {
+        conn.as_mut().graceful_shutdown();
+    }
+    loop {
+        let phase = state.phase.load(Ordering::Relaxed);
+        let since = state.since_ms.load(Ordering::Relaxed);
+        let deadline_ms = match phase {
+            PHASE_IDLE => since + idle,
+            PHASE_HEAD => since + head,
+            _ => now_ms() + idle,
+        };
+        let wait = Duration::from_millis(deadline_ms.saturating_sub(now_ms()));
+        tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(e) = result {
+                    if e.is_parse() || e.is_parse_status() {
+                        proxy.counters.client_req_400.inc();
+                    }
+                    tracing::debug!(%peer, error = %e, "client connection ended with error");
+                }
+                return;
+            }
+            _ = tokio::time::sleep(wait), if !closing => {
+                let now = now_ms();
+                if state.phase.load(Ordering::Relaxed) != phase || state.since_ms.load(Ordering::Relaxed) != since || now < deadline_ms {
+                    continue;
+                }
+                match phase {
+                    PHASE_IDLE => {
+                        proxy.counters.client_idle_closed.inc();
+                        closing = true;
+                        conn.as_mut().graceful_shutdown();
+                    }
+                    PHASE_HEAD => {
+                        proxy.counters.client_header_timeout.inc();
+                        return;
+                    }
+                    _ => {}
+                }
+            }
+            _ = shutdown.changed(), if !closing => {
+                closing = true;
+                conn.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
