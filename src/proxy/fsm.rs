@@ -182,7 +182,7 @@ impl Txn<'_> {
         };
         let cache = &self.proxy.cache;
         let now = Instant::now();
-        if let Some(step) = self.fresh_hit(&key, now) {
+        if let Some(step) = self.fresh_hit(&key, now, true) {
             return step;
         }
         if cache.is_hit_for_miss(&key, now) {
@@ -192,7 +192,7 @@ impl Txn<'_> {
             Join::Waiter(busy) => Step::Wait(busy),
             Join::Leader(guard) => {
                 // The previous leader may have stored the object between our lookup and join.
-                match self.fresh_hit(&key, now) {
+                match self.fresh_hit(&key, now, false) {
                     Some(hit) => hit,
                     None => Step::Miss(guard),
                 }
@@ -200,7 +200,8 @@ impl Txn<'_> {
         }
     }
 
-    fn fresh_hit(&self, key: &CacheKey, now: Instant) -> Option<Step> {
+    /// A hit if a fresh object matching the request is stored; `count` counts a stale one.
+    fn fresh_hit(&self, key: &CacheKey, now: Instant, count: bool) -> Option<Step> {
         let object = self.proxy.cache.storage.lookup(key)?;
         if !object.vary_matches(&self.req.headers) {
             return None;
@@ -208,7 +209,9 @@ impl Txn<'_> {
         if object.is_fresh(now) {
             return Some(Step::Hit(object));
         }
-        self.proxy.counters.cache_expired.inc();
+        if count {
+            self.proxy.counters.cache_expired.inc();
+        }
         None
     }
 

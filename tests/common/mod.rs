@@ -1,0 +1,340 @@
+//! Test harness in the spirit of varnishtest: a scripted origin, the real proxy and clients,
+//! all on ephemeral loopback ports, speaking HTTP over sockets.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body::{Body, Frame};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, mpsc};
+
+use shellac::config::Config;
+use shellac::server::{self, Running};
+
+/// What the origin saw of one request.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub method: String,
+    pub path: String,
+    pub headers: HeaderMap,
+    pub body_len: u64,
+}
+
+/// How the origin's body is produced.
+pub enum ReplyBody {
+    Bytes(Vec<u8>),
+    /// `len` bytes generated in `chunk`-sized pieces, never held whole.
+    Generated { len: u64, chunk: usize },
+    /// First chunk, then wait for the gate, then the rest.
+    Gated { first: Vec<u8>, gate: Arc<Notify>, rest: Vec<u8> },
+    /// First chunk, then stall for `pause`, then the rest.
+    Stall { first: Vec<u8>, pause: Duration, rest: Vec<u8> },
+}
+
+/// The origin's answer to one request.
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: ReplyBody,
+    /// Wait this long before sending the head.
+    pub delay: Duration,
+    /// Omit Content-Length (chunked encoding).
+    pub chunked: bool,
+}
+
+impl Reply {
+    pub fn ok(body: &str) -> Reply {
+        Reply { status: 200, headers: vec![], body: ReplyBody::Bytes(body.as_bytes().to_vec()), delay: Duration::ZERO, chunked: false }
+    }
+    pub fn header(mut self, name: &str, value: &str) -> Reply {
+        self.headers.push((name.to_string(), value.to_string()));
+        self
+    }
+    pub fn cc(self, value: &str) -> Reply {
+        self.header("cache-control", value)
+    }
+    pub fn status(mut self, status: u16) -> Reply {
+        self.status = status;
+        self
+    }
+    pub fn delay(mut self, d: Duration) -> Reply {
+        self.delay = d;
+        self
+    }
+    pub fn chunked(mut self) -> Reply {
+        self.chunked = true;
+        self
+    }
+    pub fn body(mut self, body: ReplyBody) -> Reply {
+        self.body = body;
+        self
+    }
+}
+
+type Handler = Arc<dyn Fn(&Seen) -> Reply + Send + Sync>;
+
+/// A scripted origin server.
+pub struct Origin {
+    pub addr: SocketAddr,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+    in_flight: Arc<AtomicUsize>,
+    pub peak: Arc<AtomicUsize>,
+}
+
+impl Origin {
+    pub async fn start(handler: impl Fn(&Seen) -> Reply + Send + Sync + 'static) -> Origin {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let handler: Handler = Arc::new(handler);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let (s, f, p) = (seen.clone(), in_flight.clone(), peak.clone());
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (handler, seen, in_flight, peak) = (handler.clone(), s.clone(), f.clone(), p.clone());
+                tokio::spawn(async move {
+                    let service = service_fn(move |req: Request<Incoming>| {
+                        let (handler, seen, in_flight, peak) = (handler.clone(), seen.clone(), in_flight.clone(), peak.clone());
+                        async move {
+                            let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                            peak.fetch_max(now, Ordering::SeqCst);
+                            let resp = serve(req, &handler, &seen).await;
+                            in_flight.fetch_sub(1, Ordering::SeqCst);
+                            Ok::<_, Infallible>(resp)
+                        }
+                    });
+                    let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                });
+            }
+        });
+        Origin { addr, seen, in_flight, peak }
+    }
+
+    /// Requests seen so far.
+    pub fn count(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+
+    pub fn count_path(&self, path: &str) -> usize {
+        self.seen.lock().unwrap().iter().filter(|s| s.path == path).count()
+    }
+
+    pub fn last(&self) -> Seen {
+        self.seen.lock().unwrap().last().cloned().expect("origin saw a request")
+    }
+}
+
+async fn serve(req: Request<Incoming>, handler: &Handler, seen: &Arc<Mutex<Vec<Seen>>>) -> Response<ChannelBody> {
+    let (parts, mut body) = req.into_parts();
+    let mut body_len = 0u64;
+    while let Some(Ok(frame)) = body.frame().await {
+        if let Some(d) = frame.data_ref() {
+            body_len += d.len() as u64;
+        }
+    }
+    let s = Seen {
+        method: parts.method.to_string(),
+        path: parts.uri.path_and_query().map(|p| p.to_string()).unwrap_or_default(),
+        headers: parts.headers,
+        body_len,
+    };
+    let reply = handler(&s);
+    seen.lock().unwrap().push(s);
+    tokio::time::sleep(reply.delay).await;
+    let (tx, rx) = mpsc::channel::<Bytes>(2);
+    let total: u64 = match &reply.body {
+        ReplyBody::Bytes(b) => b.len() as u64,
+        ReplyBody::Generated { len, .. } => *len,
+        ReplyBody::Gated { first, rest, .. } | ReplyBody::Stall { first, rest, .. } => (first.len() + rest.len()) as u64,
+    };
+    let mut resp = Response::new(ChannelBody { rx, exact: (!reply.chunked).then_some(total) });
+    *resp.status_mut() = StatusCode::from_u16(reply.status).unwrap();
+    for (k, v) in &reply.headers {
+        resp.headers_mut().append(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+    }
+    if !reply.chunked {
+        resp.headers_mut().insert("content-length", total.into());
+    }
+    tokio::spawn(async move {
+        match reply.body {
+            ReplyBody::Bytes(b) => {
+                if !b.is_empty() {
+                    let _ = tx.send(Bytes::from(b)).await;
+                }
+            }
+            ReplyBody::Generated { len, chunk } => {
+                let piece = Bytes::from(vec![b'x'; chunk]);
+                let mut left = len;
+                while left > 0 {
+                    let n = left.min(chunk as u64) as usize;
+                    if tx.send(piece.slice(..n)).await.is_err() {
+                        return;
+                    }
+                    left -= n as u64;
+                }
+            }
+            ReplyBody::Gated { first, gate, rest } => {
+                let _ = tx.send(Bytes::from(first)).await;
+                gate.notified().await;
+                let _ = tx.send(Bytes::from(rest)).await;
+            }
+            ReplyBody::Stall { first, pause, rest } => {
+                let _ = tx.send(Bytes::from(first)).await;
+                tokio::time::sleep(pause).await;
+                let _ = tx.send(Bytes::from(rest)).await;
+            }
+        }
+    });
+    resp
+}
+
+/// A body fed from a channel (back-pressured: the producer waits for the consumer).
+pub struct ChannelBody {
+    rx: mpsc::Receiver<Bytes>,
+    exact: Option<u64>,
+}
+
+impl Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b))))
+    }
+    fn size_hint(&self) -> http_body::SizeHint {
+        match self.exact {
+            Some(n) => http_body::SizeHint::with_exact(n),
+            None => http_body::SizeHint::default(),
+        }
+    }
+}
+
+/// The real proxy, in-process, on ephemeral loopback ports.
+pub struct Shellac {
+    pub addr: SocketAddr,
+    pub admin: SocketAddr,
+    running: Option<Running>,
+}
+
+impl Shellac {
+    /// Starts Shellac in front of `origin`; `tweak` adjusts the config first.
+    pub async fn start(origin: SocketAddr, tweak: impl FnOnce(&mut Config)) -> Shellac {
+        let mut config = Config::embedded_default();
+        config.server.listen = vec!["127.0.0.1:0".parse().unwrap()];
+        config.server.admin = Some("127.0.0.1:0".parse().unwrap());
+        config.backends[0].host = origin.ip().to_string();
+        config.backends[0].port = origin.port();
+        tweak(&mut config);
+        assert!(config.validate().is_empty(), "test config invalid: {:?}", config.validate());
+        let running = server::start(Arc::new(config)).await.expect("shellac starts");
+        Shellac { addr: running.listen[0], admin: running.admin.unwrap(), running: Some(running) }
+    }
+
+    /// All counters and gauges from `GET /stats` on the admin listener.
+    pub async fn stats(&self) -> HashMap<String, u64> {
+        let resp = get(self.admin, "/stats").await;
+        assert_eq!(resp.status, 200);
+        let map: HashMap<String, u64> = serde_json::from_slice(&resp.body).expect("stats JSON");
+        map
+    }
+
+    pub async fn stat(&self, name: &str) -> u64 {
+        *self.stats().await.get(name).unwrap_or_else(|| panic!("no counter {name}"))
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(r) = self.running.take() {
+            r.shutdown(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+/// A response as a client saw it.
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+    pub fn cache_status(&self) -> &str {
+        self.header("cache-status").unwrap_or("")
+    }
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// A keep-alive client connection.
+pub struct Conn {
+    sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+}
+
+impl Conn {
+    pub async fn open(addr: SocketAddr) -> Conn {
+        let stream = TcpStream::connect(addr).await.unwrap();
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
+        tokio::spawn(conn);
+        Conn { sender }
+    }
+
+    pub async fn send(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
+        let resp = self.send_head(method, path, headers, body).await;
+        let (parts, body) = resp.into_parts();
+        let body = body.collect().await.expect("body").to_bytes();
+        Resp { status: parts.status.as_u16(), headers: parts.headers, body }
+    }
+
+    pub async fn send_head(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Response<Incoming> {
+        let mut req = Request::builder().method(method).uri(path);
+        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+            req = req.header("host", "test.example");
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req.body(Full::new(Bytes::copy_from_slice(body))).unwrap();
+        self.sender.ready().await.unwrap();
+        self.sender.send_request(req).await.expect("response")
+    }
+}
+
+pub async fn get(addr: SocketAddr, path: &str) -> Resp {
+    Conn::open(addr).await.send("GET", path, &[], b"").await
+}
+
+pub async fn get_with(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Resp {
+    Conn::open(addr).await.send("GET", path, headers, b"").await
+}
+
+pub async fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
+    Conn::open(addr).await.send(method, path, headers, body).await
+}
+
+/// Writes raw bytes and reads until the server closes (or 5 s pass).
+pub async fn raw(addr: SocketAddr, bytes: &[u8]) -> String {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(bytes).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}

@@ -1,0 +1,195 @@
+//! Freshness and storability rules (RFC 9111) and the memory tier's size bound.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use shellac::config::units::{Dur, Size};
+
+/// Requests `path` twice and returns (origin requests, second response's Cache-Status).
+async fn twice(reply: impl Fn() -> Reply + Send + Sync + 'static, tweak: impl FnOnce(&mut shellac::config::Config)) -> (usize, String) {
+    let origin = Origin::start(move |_| reply()).await;
+    let shellac = Shellac::start(origin.addr, tweak).await;
+    get(shellac.addr, "/r").await;
+    let second = get(shellac.addr, "/r").await;
+    let out = (origin.count(), second.cache_status().to_string());
+    shellac.stop().await;
+    out
+}
+
+fn now_date() -> String {
+    httpdate::fmt_http_date(std::time::SystemTime::now())
+}
+
+fn date_in(secs: i64) -> String {
+    let now = std::time::SystemTime::now();
+    let t = if secs >= 0 { now + Duration::from_secs(secs as u64) } else { now - Duration::from_secs((-secs) as u64) };
+    httpdate::fmt_http_date(t)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s_maxage_wins_over_max_age() {
+    let (n, status) = twice(|| Reply::ok("x").cc("max-age=10, s-maxage=500"), |_| {}).await;
+    assert_eq!(n, 1);
+    assert!(status.contains("ttl=499") || status.contains("ttl=500"), "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_age_is_used() {
+    let (n, status) = twice(|| Reply::ok("x").cc("max-age=300"), |_| {}).await;
+    assert_eq!(n, 1);
+    assert!(status.contains("ttl=299") || status.contains("ttl=300"), "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expires_relative_to_date() {
+    let (n, status) = twice(|| Reply::ok("x").header("date", &now_date()).header("expires", &date_in(120)), |_| {}).await;
+    assert_eq!(n, 1);
+    assert!(status.contains("hit"), "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expires_in_the_past_is_not_stored() {
+    let (n, status) = twice(|| Reply::ok("x").header("date", &now_date()).header("expires", &date_in(-60)), |_| {}).await;
+    assert_eq!(n, 2);
+    assert!(status.contains("detail=expired"), "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heuristic_freshness_from_last_modified() {
+    let (n, status) = twice(|| Reply::ok("x").header("date", &now_date()).header("last-modified", &date_in(-36_000)), |_| {}).await;
+    assert_eq!(n, 1, "10% of 10 h = 1 h of heuristic freshness");
+    assert!(status.contains("hit"), "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_freshness_is_not_stored_by_default() {
+    let (n, status) = twice(|| Reply::ok("x"), |_| {}).await;
+    assert_eq!(n, 2);
+    assert!(status.contains("detail=no-freshness"), "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_ttl_is_opt_in() {
+    let (n, status) = twice(|| Reply::ok("x"), |c| c.cache.default_ttl = Dur(Duration::from_secs(30))).await;
+    assert_eq!(n, 1);
+    assert!(status.contains("hit; ttl=29") || status.contains("hit; ttl=30"), "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_ttl_clamps() {
+    let (n, status) = twice(|| Reply::ok("x").cc("max-age=86400"), |c| c.cache.max_ttl = Some(Dur(Duration::from_secs(60)))).await;
+    assert_eq!(n, 1);
+    assert!(status.contains("ttl=59") || status.contains("ttl=60"), "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_objects_are_fetched_again() {
+    let origin = Origin::start(|_| Reply::ok("x").cc("max-age=1")).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    get(shellac.addr, "/").await;
+    assert!(get(shellac.addr, "/").await.cache_status().contains("hit"));
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert!(get(shellac.addr, "/").await.cache_status().contains("fwd=miss"));
+    assert_eq!(origin.count(), 2);
+    assert_eq!(shellac.stat("cache_expired").await, 1);
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_not_stored() {
+    for (cc, cookie, detail) in [
+        ("no-store, max-age=60", false, "no-store"),
+        ("private, max-age=60", false, "private"),
+        ("no-cache, max-age=60", false, "no-cache"),
+        ("max-age=60", true, "set-cookie"),
+    ] {
+        let (n, status) = twice(
+            move || {
+                let r = Reply::ok("x").cc(cc);
+                if cookie { r.header("set-cookie", "session=1") } else { r }
+            },
+            |_| {},
+        )
+        .await;
+        assert_eq!(n, 2, "{cc} cookie={cookie}");
+        assert!(status.contains(detail), "{status}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authorization_requests_are_passed() {
+    let origin = Origin::start(|_| Reply::ok("secret").cc("max-age=60")).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let a = get_with(shellac.addr, "/", &[("authorization", "Bearer x")]).await;
+    assert_eq!(a.cache_status(), "shellac; fwd=request; detail=authorization");
+    get_with(shellac.addr, "/", &[("authorization", "Bearer x")]).await;
+    assert_eq!(origin.count(), 2);
+    // ... and an authorised response is never served to anonymous clients.
+    assert!(get(shellac.addr, "/").await.cache_status().contains("fwd=miss"));
+    assert_eq!(shellac.stat("cache_pass").await, 2);
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_is_passed_not_cached() {
+    let origin = Origin::start(|_| Reply::ok("posted").cc("max-age=60")).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let r = request(shellac.addr, "POST", "/form", &[], b"a=1").await;
+    assert_eq!(r.cache_status(), "shellac; fwd=method; detail=method");
+    assert_eq!(origin.last().body_len, 3);
+    request(shellac.addr, "POST", "/form", &[], b"a=1").await;
+    assert_eq!(origin.count(), 2);
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vary_selects_the_stored_variant() {
+    let origin = Origin::start(|s| {
+        let lang = s.headers.get("accept-language").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+        Reply::ok(&format!("lang={lang}")).cc("max-age=60").header("vary", "Accept-Language")
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    get_with(shellac.addr, "/", &[("accept-language", "fr")]).await;
+    let fr = get_with(shellac.addr, "/", &[("accept-language", "fr")]).await;
+    assert_eq!(fr.text(), "lang=fr");
+    assert!(fr.cache_status().contains("hit"));
+    let de = get_with(shellac.addr, "/", &[("accept-language", "de")]).await;
+    assert_eq!(de.text(), "lang=de", "never the other variant");
+    assert_eq!(origin.count(), 2);
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eviction_under_a_small_size_limit() {
+    let origin = Origin::start(|_| Reply::ok(&"y".repeat(20_000)).cc("max-age=600")).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.cache.memory_size = Size(256 * 1024);
+        c.cache.max_object_size = Size(64 * 1024);
+    })
+    .await;
+    for i in 0..100 {
+        assert_eq!(get(shellac.addr, &format!("/obj{i}")).await.body.len(), 20_000);
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let stats = shellac.stats().await;
+    assert_eq!(stats["cache_insert"], 100);
+    assert!(stats["cache_bytes"] <= 256 * 1024, "bytes {}", stats["cache_bytes"]);
+    assert!(stats["n_object"] <= 12, "objects {}", stats["n_object"]);
+    assert_eq!(stats["n_lru_nuked"] + stats["n_object"], 100, "{stats:?}");
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_over_max_object_size_stream_uncached() {
+    let origin = Origin::start(|_| Reply::ok(&"z".repeat(100_000)).cc("max-age=600")).await;
+    let shellac = Shellac::start(origin.addr, |c| c.cache.max_object_size = Size(64 * 1024)).await;
+    let r = get(shellac.addr, "/big").await;
+    assert_eq!(r.body.len(), 100_000);
+    assert!(r.cache_status().contains("detail=too-large"), "{}", r.cache_status());
+    get(shellac.addr, "/big").await;
+    assert_eq!(origin.count(), 2);
+    shellac.stop().await;
+}
