@@ -128,6 +128,8 @@ struct ConnState {
     phase: AtomicU8,
     since_ms: AtomicU64,
     in_flight: AtomicUsize,
+    /// Wakes the connection's timer when the phase changes and its deadline moves.
+    changed: tokio::sync::Notify,
 }
 
 impl ConnState {
@@ -140,6 +142,7 @@ impl ConnState {
         if self.in_flight.fetch_sub(1, Ordering::Relaxed) == 1 {
             self.since_ms.store(now_ms(), Ordering::Relaxed);
             self.phase.store(PHASE_IDLE, Ordering::Relaxed);
+            self.changed.notify_one();
         }
     }
 
@@ -147,6 +150,7 @@ impl ConnState {
         if self.phase.load(Ordering::Relaxed) == PHASE_IDLE {
             self.since_ms.store(now_ms(), Ordering::Relaxed);
             self.phase.store(PHASE_HEAD, Ordering::Relaxed);
+            self.changed.notify_one();
         }
     }
 }
@@ -231,6 +235,7 @@ async fn serve_connection(
         phase: AtomicU8::new(PHASE_HEAD),
         since_ms: AtomicU64::new(now_ms()),
         in_flight: AtomicUsize::new(0),
+        changed: tokio::sync::Notify::new(),
     });
     let io = TokioIo::new(Tracked {
         inner: stream,
@@ -295,6 +300,7 @@ async fn serve_connection(
                     _ => {}
                 }
             }
+            _ = state.changed.notified(), if !closing => continue,
             _ = shutdown.changed(), if !closing => {
                 closing = true;
                 conn.as_mut().graceful_shutdown();
