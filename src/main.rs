@@ -184,6 +184,12 @@ fn serve(
     rt.block_on(async move {
         let config = Arc::new(config);
         let running = server::start(config.clone()).await?;
+        for addr in &running.listen {
+            tracing::info!("proxy listening on {addr}");
+        }
+        if let Some(addr) = running.admin {
+            tracing::info!("admin listening on {addr}");
+        }
         tracing::info!(
             config = %file.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "<embedded default>".into()),
             "shellac {} serving: {}",

@@ -16,7 +16,11 @@ async fn miss_then_hit_with_age_and_cache_status() {
 
     let second = get(shellac.addr, "/page").await;
     assert_eq!(second.text(), "hello");
-    assert!(second.cache_status().starts_with("shellac; hit; ttl="), "{}", second.cache_status());
+    assert!(
+        second.cache_status().starts_with("shellac; hit; ttl="),
+        "{}",
+        second.cache_status()
+    );
     assert_eq!(second.header("age"), Some("0"));
     assert_eq!(origin.count(), 1);
 
@@ -39,7 +43,12 @@ async fn query_and_host_are_part_of_the_key() {
     assert_eq!(get(shellac.addr, "/a?x=2").await.text(), "/a?x=2");
     get_with(shellac.addr, "/a?x=1", &[("host", "other.example")]).await;
     assert_eq!(origin.count(), 3);
-    assert!(get(shellac.addr, "/a?x=1").await.cache_status().contains("hit"));
+    assert!(
+        get(shellac.addr, "/a?x=1")
+            .await
+            .cache_status()
+            .contains("hit")
+    );
     shellac.stop().await;
 }
 
@@ -81,7 +90,10 @@ async fn head_is_answered_from_cached_get() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forwarded_for_via_and_hop_by_hop() {
     let origin = Origin::start(|_| {
-        Reply::ok("x").header("connection", "x-backend-hop").header("x-backend-hop", "1").header("keep-alive", "timeout=5")
+        Reply::ok("x")
+            .header("connection", "x-backend-hop")
+            .header("x-backend-hop", "1")
+            .header("keep-alive", "timeout=5")
     })
     .await;
     let shellac = Shellac::start(origin.addr, |_| {}).await;
@@ -118,7 +130,10 @@ async fn keep_alive_on_both_sides() {
         assert_eq!(conn.send("GET", "/", &[], b"").await.status, 200);
     }
     let stats = shellac.stats().await;
-    assert_eq!(stats["client_conn"], 1, "one client connection for five requests");
+    assert_eq!(
+        stats["client_conn"], 1,
+        "one client connection for five requests"
+    );
     assert_eq!(stats["backend_conn"], 1, "one backend connection, reused");
     assert_eq!(stats["backend_reuse"], 4);
     shellac.stop().await;
@@ -135,9 +150,16 @@ async fn chunked_both_ways() {
     )
     .await;
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
-    assert!(out.to_ascii_lowercase().contains("transfer-encoding: chunked"), "{out}");
+    assert!(
+        out.to_ascii_lowercase()
+            .contains("transfer-encoding: chunked"),
+        "{out}"
+    );
     assert!(out.contains("got 11 bytes"), "{out}");
     assert_eq!(origin.last().body_len, 11);
-    assert!(!origin.last().headers.contains_key("content-length") || origin.last().headers["content-length"] == "11");
+    assert!(
+        !origin.last().headers.contains_key("content-length")
+            || origin.last().headers["content-length"] == "11"
+    );
     shellac.stop().await;
 }

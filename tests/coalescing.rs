@@ -12,9 +12,16 @@ use tokio::sync::Notify;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_concurrent_misses_make_one_backend_request() {
-    let origin = Origin::start(|_| Reply::ok(&"c".repeat(10_000)).cc("max-age=60").delay(Duration::from_millis(300))).await;
+    let origin = Origin::start(|_| {
+        Reply::ok(&"c".repeat(10_000))
+            .cc("max-age=60")
+            .delay(Duration::from_millis(300))
+    })
+    .await;
     let shellac = Shellac::start(origin.addr, |_| {}).await;
-    let clients: Vec<_> = (0..50).map(|_| tokio::spawn(get(shellac.addr, "/hot"))).collect();
+    let clients: Vec<_> = (0..50)
+        .map(|_| tokio::spawn(get(shellac.addr, "/hot")))
+        .collect();
     for c in clients {
         let r = c.await.unwrap();
         assert_eq!(r.status, 200);
@@ -23,7 +30,11 @@ async fn fifty_concurrent_misses_make_one_backend_request() {
     assert_eq!(origin.count(), 1, "exactly one backend request");
     let stats = shellac.stats().await;
     assert_eq!(stats["backend_req"], 1);
-    assert_eq!(stats["cache_miss"] + stats["cache_coalesced"] + stats["cache_hit"], 50, "{stats:?}");
+    assert_eq!(
+        stats["cache_miss"] + stats["cache_coalesced"] + stats["cache_hit"],
+        50,
+        "{stats:?}"
+    );
     assert_eq!(stats["cache_miss"], 1);
     shellac.stop().await;
 }
@@ -33,7 +44,11 @@ async fn waiters_receive_the_body_while_it_streams() {
     let gate = Arc::new(Notify::new());
     let g = gate.clone();
     let origin = Origin::start(move |_| {
-        Reply::ok("").cc("max-age=60").body(ReplyBody::Gated { first: b"first-part|".to_vec(), gate: g.clone(), rest: b"rest".to_vec() })
+        Reply::ok("").cc("max-age=60").body(ReplyBody::Gated {
+            first: b"first-part|".to_vec(),
+            gate: g.clone(),
+            rest: b"rest".to_vec(),
+        })
     })
     .await;
     let shellac = Shellac::start(origin.addr, |_| {}).await;
@@ -42,13 +57,20 @@ async fn waiters_receive_the_body_while_it_streams() {
     let leader_resp = leader.send_head("GET", "/stream", &[], b"").await;
     let mut waiter = Conn::open(shellac.addr).await;
     let waiter_resp = waiter.send_head("GET", "/stream", &[], b"").await;
-    assert_eq!(waiter_resp.headers()["cache-status"], "shellac; fwd=miss; collapsed");
+    assert_eq!(
+        waiter_resp.headers()["cache-status"],
+        "shellac; fwd=miss; collapsed"
+    );
 
     // Both see the first chunk although the origin has not finished the body.
     let mut bodies = Vec::new();
     for resp in [leader_resp, waiter_resp] {
         let mut body = resp.into_body();
-        let frame = tokio::time::timeout(Duration::from_secs(5), body.frame()).await.expect("first chunk streamed").unwrap().unwrap();
+        let frame = tokio::time::timeout(Duration::from_secs(5), body.frame())
+            .await
+            .expect("first chunk streamed")
+            .unwrap()
+            .unwrap();
         assert_eq!(frame.into_data().unwrap(), "first-part|");
         bodies.push(body);
     }
@@ -62,27 +84,46 @@ async fn waiters_receive_the_body_while_it_streams() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uncacheable_url_is_not_serialised() {
-    let origin = Origin::start(|_| Reply::ok("private").cc("private").delay(Duration::from_millis(300))).await;
+    let origin = Origin::start(|_| {
+        Reply::ok("private")
+            .cc("private")
+            .delay(Duration::from_millis(300))
+    })
+    .await;
     let shellac = Shellac::start(origin.addr, |_| {}).await;
 
     // Wave 1: the first request leads; when its response is uncacheable the other 49 are
     // released together and go to the backend in parallel.
-    let wave: Vec<_> = (0..50).map(|_| tokio::spawn(get(shellac.addr, "/account"))).collect();
+    let wave: Vec<_> = (0..50)
+        .map(|_| tokio::spawn(get(shellac.addr, "/account")))
+        .collect();
     for c in wave {
         assert_eq!(c.await.unwrap().text(), "private");
     }
     assert_eq!(origin.count(), 50);
-    assert!(origin.peak.load(std::sync::atomic::Ordering::SeqCst) >= 25, "released waiters ran in parallel");
+    assert!(
+        origin.peak.load(std::sync::atomic::Ordering::SeqCst) >= 25,
+        "released waiters ran in parallel"
+    );
 
     // Wave 2: the URL is remembered as uncacheable, so all 50 go straight to the backend.
     origin.peak.store(0, std::sync::atomic::Ordering::SeqCst);
-    let wave: Vec<_> = (0..50).map(|_| tokio::spawn(get(shellac.addr, "/account"))).collect();
+    let wave: Vec<_> = (0..50)
+        .map(|_| tokio::spawn(get(shellac.addr, "/account")))
+        .collect();
     for c in wave {
         let r = c.await.unwrap();
-        assert!(r.cache_status().contains("detail=private"), "{}", r.cache_status());
+        assert!(
+            r.cache_status().contains("detail=private"),
+            "{}",
+            r.cache_status()
+        );
     }
     assert_eq!(origin.count(), 100);
-    assert!(origin.peak.load(std::sync::atomic::Ordering::SeqCst) >= 40, "no serialisation");
+    assert!(
+        origin.peak.load(std::sync::atomic::Ordering::SeqCst) >= 40,
+        "no serialisation"
+    );
     let stats = shellac.stats().await;
     // 49 released waiters of wave 1 plus all of wave 2.
     assert_eq!(stats["cache_hitmiss"], 99, "{stats:?}");
@@ -106,9 +147,17 @@ async fn hit_for_miss_url_is_cached_again_when_cacheable() {
     let shellac = Shellac::start(origin.addr, |_| {}).await;
     get(shellac.addr, "/flip").await;
     let second = get(shellac.addr, "/flip").await;
-    assert_eq!(second.cache_status(), "shellac; fwd=miss; stored; detail=hit-for-miss");
+    assert_eq!(
+        second.cache_status(),
+        "shellac; fwd=miss; stored; detail=hit-for-miss"
+    );
     tokio::time::sleep(Duration::from_millis(50)).await;
-    assert!(get(shellac.addr, "/flip").await.cache_status().contains("hit"));
+    assert!(
+        get(shellac.addr, "/flip")
+            .await
+            .cache_status()
+            .contains("hit")
+    );
     assert_eq!(origin.count(), 2);
     shellac.stop().await;
 }
@@ -116,12 +165,26 @@ async fn hit_for_miss_url_is_cached_again_when_cacheable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_share_a_backend_failure() {
     // A backend that accepts and then answers 504-worthy slowly: waiters get the leader's error.
-    let origin = Origin::start(|_| Reply::ok("late").cc("max-age=60").delay(Duration::from_secs(3))).await;
-    let shellac = Shellac::start(origin.addr, |c| c.backends[0].first_byte_timeout = shellac::config::units::Dur(Duration::from_millis(300))).await;
-    let clients: Vec<_> = (0..10).map(|_| tokio::spawn(get(shellac.addr, "/slow"))).collect();
+    let origin = Origin::start(|_| {
+        Reply::ok("late")
+            .cc("max-age=60")
+            .delay(Duration::from_secs(3))
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.backends[0].first_byte_timeout = shellac::config::units::Dur(Duration::from_millis(300))
+    })
+    .await;
+    let clients: Vec<_> = (0..10)
+        .map(|_| tokio::spawn(get(shellac.addr, "/slow")))
+        .collect();
     for c in clients {
         assert_eq!(c.await.unwrap().status, 504);
     }
-    assert_eq!(origin.count(), 1, "waiters did not pile onto the failing backend");
+    assert_eq!(
+        origin.count(),
+        1,
+        "waiters did not pile onto the failing backend"
+    );
     shellac.stop().await;
 }

@@ -20,7 +20,10 @@ async fn refused_backend_is_503() {
     let r = get(shellac.addr, "/").await;
     assert_eq!(r.status, 503);
     assert!(r.text().contains("backend-connect-failed"), "{}", r.text());
-    assert_eq!(r.header("cache-status"), Some("shellac; detail=backend-connect-failed"));
+    assert_eq!(
+        r.header("cache-status"),
+        Some("shellac; detail=backend-connect-failed")
+    );
     let stats = shellac.stats().await;
     assert_eq!(stats["backend_fail"], 1);
     assert_eq!(stats["synth_resp"], 1);
@@ -37,11 +40,16 @@ async fn connect_timeout_is_503() {
     let addr = listener.local_addr().unwrap();
     let mut fillers = Vec::new();
     for _ in 0..4 {
-        if let Ok(Ok(s)) = tokio::time::timeout(Duration::from_millis(200), TcpStream::connect(addr)).await {
+        if let Ok(Ok(s)) =
+            tokio::time::timeout(Duration::from_millis(200), TcpStream::connect(addr)).await
+        {
             fillers.push(s);
         }
     }
-    let shellac = Shellac::start(addr, |c| c.backends[0].connect_timeout = Dur(Duration::from_millis(200))).await;
+    let shellac = Shellac::start(addr, |c| {
+        c.backends[0].connect_timeout = Dur(Duration::from_millis(200))
+    })
+    .await;
     let r = get(shellac.addr, "/").await;
     assert_eq!(r.status, 503);
     assert!(r.text().contains("backend-connect-timeout"), "{}", r.text());
@@ -53,7 +61,10 @@ async fn connect_timeout_is_503() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn first_byte_timeout_is_504() {
     let origin = Origin::start(|_| Reply::ok("late").delay(Duration::from_secs(2))).await;
-    let shellac = Shellac::start(origin.addr, |c| c.backends[0].first_byte_timeout = Dur(Duration::from_millis(200))).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.backends[0].first_byte_timeout = Dur(Duration::from_millis(200))
+    })
+    .await;
     let r = get(shellac.addr, "/").await;
     assert_eq!(r.status, 504);
     assert!(r.text().contains("backend-first-byte-timeout"));
@@ -71,12 +82,18 @@ async fn between_bytes_timeout_truncates_and_stores_nothing() {
         })
     })
     .await;
-    let shellac = Shellac::start(origin.addr, |c| c.backends[0].between_bytes_timeout = Dur(Duration::from_millis(200))).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.backends[0].between_bytes_timeout = Dur(Duration::from_millis(200))
+    })
+    .await;
     let mut conn = Conn::open(shellac.addr).await;
     let resp = conn.send_head("GET", "/", &[], b"").await;
     assert_eq!(resp.status(), 200);
     let body = http_body_util::BodyExt::collect(resp.into_body()).await;
-    assert!(body.is_err(), "a truncated body is an error for the client, not a short success");
+    assert!(
+        body.is_err(),
+        "a truncated body is an error for the client, not a short success"
+    );
     let stats = shellac.stats().await;
     assert_eq!(stats["backend_body_timeout"], 1);
     assert_eq!(stats["n_object"], 0);
@@ -87,17 +104,37 @@ async fn between_bytes_timeout_truncates_and_stores_nothing() {
 async fn malformed_request_is_400_and_closes() {
     let origin = Origin::start(|_| Reply::ok("x")).await;
     let shellac = Shellac::start(origin.addr, |_| {}).await;
-    let out = raw(shellac.addr, b"GET / HTTP/1.1\r\nHost: a\r\nBad Header Line\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n").await;
+    let out = raw(
+        shellac.addr,
+        b"GET / HTTP/1.1\r\nHost: a\r\nBad Header Line\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
+    )
+    .await;
     assert!(out.starts_with("HTTP/1.1 400"), "{out}");
-    assert_eq!(out.matches("HTTP/1.1").count(), 1, "connection closed after the 400: {out}");
+    assert_eq!(
+        out.matches("HTTP/1.1").count(),
+        1,
+        "connection closed after the 400: {out}"
+    );
     assert_eq!(shellac.stat("client_req_400").await, 1);
 
-    let out = raw(shellac.addr, b"GET / HTTP/1.1\r\nUser-Agent: x\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n").await;
+    let out = raw(
+        shellac.addr,
+        b"GET / HTTP/1.1\r\nUser-Agent: x\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
+    )
+    .await;
     assert!(out.starts_with("HTTP/1.1 400"), "missing Host: {out}");
     assert!(out.contains("missing Host"), "{out}");
-    assert_eq!(out.matches("HTTP/1.1 ").count(), 1, "closed after the 400: {out}");
+    assert_eq!(
+        out.matches("HTTP/1.1 ").count(),
+        1,
+        "closed after the 400: {out}"
+    );
 
-    let out = raw(shellac.addr, b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n").await;
+    let out = raw(
+        shellac.addr,
+        b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+    )
+    .await;
     assert!(out.starts_with("HTTP/1.1 400"), "duplicate Host: {out}");
     assert_eq!(origin.count(), 0, "nothing malformed reached the backend");
     assert_eq!(shellac.stat("client_req_400").await, 3);
@@ -107,14 +144,21 @@ async fn malformed_request_is_400_and_closes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_client_connections_are_closed() {
     let origin = Origin::start(|_| Reply::ok("x")).await;
-    let shellac = Shellac::start(origin.addr, |c| c.server.idle_timeout = Dur(Duration::from_millis(300))).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.server.idle_timeout = Dur(Duration::from_millis(300))
+    })
+    .await;
     let mut s = TcpStream::connect(shellac.addr).await.unwrap();
-    s.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n").await.unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .unwrap();
     let mut buf = vec![0u8; 4096];
     let n = s.read(&mut buf).await.unwrap();
     assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
     // Now idle: the server closes the connection by itself.
-    let closed = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await.expect("closed within 5 s");
+    let closed = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+        .await
+        .expect("closed within 5 s");
     assert_eq!(closed.unwrap(), 0);
     assert_eq!(shellac.stat("client_idle_closed").await, 1);
     shellac.stop().await;
@@ -123,11 +167,16 @@ async fn idle_client_connections_are_closed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_request_heads_are_cut_off() {
     let origin = Origin::start(|_| Reply::ok("x")).await;
-    let shellac = Shellac::start(origin.addr, |c| c.server.header_read_timeout = Dur(Duration::from_millis(300))).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.server.header_read_timeout = Dur(Duration::from_millis(300))
+    })
+    .await;
     let mut s = TcpStream::connect(shellac.addr).await.unwrap();
     s.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n").await.unwrap();
     let mut buf = vec![0u8; 1024];
-    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await.expect("closed within 5 s");
+    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+        .await
+        .expect("closed within 5 s");
     assert_eq!(n.unwrap_or(0), 0);
     assert_eq!(shellac.stat("client_header_timeout").await, 1);
     assert_eq!(origin.count(), 0);

@@ -8,7 +8,10 @@ use common::*;
 use shellac::config::units::{Dur, Size};
 
 /// Requests `path` twice and returns (origin requests, second response's Cache-Status).
-async fn twice(reply: impl Fn() -> Reply + Send + Sync + 'static, tweak: impl FnOnce(&mut shellac::config::Config)) -> (usize, String) {
+async fn twice(
+    reply: impl Fn() -> Reply + Send + Sync + 'static,
+    tweak: impl FnOnce(&mut shellac::config::Config),
+) -> (usize, String) {
     let origin = Origin::start(move |_| reply()).await;
     let shellac = Shellac::start(origin.addr, tweak).await;
     get(shellac.addr, "/r").await;
@@ -24,7 +27,11 @@ fn now_date() -> String {
 
 fn date_in(secs: i64) -> String {
     let now = std::time::SystemTime::now();
-    let t = if secs >= 0 { now + Duration::from_secs(secs as u64) } else { now - Duration::from_secs((-secs) as u64) };
+    let t = if secs >= 0 {
+        now + Duration::from_secs(secs as u64)
+    } else {
+        now - Duration::from_secs((-secs) as u64)
+    };
     httpdate::fmt_http_date(t)
 }
 
@@ -32,33 +39,63 @@ fn date_in(secs: i64) -> String {
 async fn s_maxage_wins_over_max_age() {
     let (n, status) = twice(|| Reply::ok("x").cc("max-age=10, s-maxage=500"), |_| {}).await;
     assert_eq!(n, 1);
-    assert!(status.contains("ttl=499") || status.contains("ttl=500"), "{status}");
+    assert!(
+        status.contains("ttl=499") || status.contains("ttl=500"),
+        "{status}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_age_is_used() {
     let (n, status) = twice(|| Reply::ok("x").cc("max-age=300"), |_| {}).await;
     assert_eq!(n, 1);
-    assert!(status.contains("ttl=299") || status.contains("ttl=300"), "{status}");
+    assert!(
+        status.contains("ttl=299") || status.contains("ttl=300"),
+        "{status}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expires_relative_to_date() {
-    let (n, status) = twice(|| Reply::ok("x").header("date", &now_date()).header("expires", &date_in(120)), |_| {}).await;
+    let (n, status) = twice(
+        || {
+            Reply::ok("x")
+                .header("date", &now_date())
+                .header("expires", &date_in(120))
+        },
+        |_| {},
+    )
+    .await;
     assert_eq!(n, 1);
     assert!(status.contains("hit"), "{status}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expires_in_the_past_is_not_stored() {
-    let (n, status) = twice(|| Reply::ok("x").header("date", &now_date()).header("expires", &date_in(-60)), |_| {}).await;
+    let (n, status) = twice(
+        || {
+            Reply::ok("x")
+                .header("date", &now_date())
+                .header("expires", &date_in(-60))
+        },
+        |_| {},
+    )
+    .await;
     assert_eq!(n, 2);
     assert!(status.contains("detail=expired"), "{status}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heuristic_freshness_from_last_modified() {
-    let (n, status) = twice(|| Reply::ok("x").header("date", &now_date()).header("last-modified", &date_in(-36_000)), |_| {}).await;
+    let (n, status) = twice(
+        || {
+            Reply::ok("x")
+                .header("date", &now_date())
+                .header("last-modified", &date_in(-36_000))
+        },
+        |_| {},
+    )
+    .await;
     assert_eq!(n, 1, "10% of 10 h = 1 h of heuristic freshness");
     assert!(status.contains("hit"), "{status}");
 }
@@ -72,16 +109,30 @@ async fn no_freshness_is_not_stored_by_default() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_ttl_is_opt_in() {
-    let (n, status) = twice(|| Reply::ok("x"), |c| c.cache.default_ttl = Dur(Duration::from_secs(30))).await;
+    let (n, status) = twice(
+        || Reply::ok("x"),
+        |c| c.cache.default_ttl = Dur(Duration::from_secs(30)),
+    )
+    .await;
     assert_eq!(n, 1);
-    assert!(status.contains("hit; ttl=29") || status.contains("hit; ttl=30"), "{status}");
+    assert!(
+        status.contains("hit; ttl=29") || status.contains("hit; ttl=30"),
+        "{status}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_ttl_clamps() {
-    let (n, status) = twice(|| Reply::ok("x").cc("max-age=86400"), |c| c.cache.max_ttl = Some(Dur(Duration::from_secs(60)))).await;
+    let (n, status) = twice(
+        || Reply::ok("x").cc("max-age=86400"),
+        |c| c.cache.max_ttl = Some(Dur(Duration::from_secs(60))),
+    )
+    .await;
     assert_eq!(n, 1);
-    assert!(status.contains("ttl=59") || status.contains("ttl=60"), "{status}");
+    assert!(
+        status.contains("ttl=59") || status.contains("ttl=60"),
+        "{status}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -91,7 +142,12 @@ async fn expired_objects_are_fetched_again() {
     get(shellac.addr, "/").await;
     assert!(get(shellac.addr, "/").await.cache_status().contains("hit"));
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    assert!(get(shellac.addr, "/").await.cache_status().contains("fwd=miss"));
+    assert!(
+        get(shellac.addr, "/")
+            .await
+            .cache_status()
+            .contains("fwd=miss")
+    );
     assert_eq!(origin.count(), 2);
     assert_eq!(shellac.stat("cache_expired").await, 1);
     shellac.stop().await;
@@ -108,7 +164,11 @@ async fn refusals_are_not_stored() {
         let (n, status) = twice(
             move || {
                 let r = Reply::ok("x").cc(cc);
-                if cookie { r.header("set-cookie", "session=1") } else { r }
+                if cookie {
+                    r.header("set-cookie", "session=1")
+                } else {
+                    r
+                }
             },
             |_| {},
         )
@@ -123,11 +183,19 @@ async fn authorization_requests_are_passed() {
     let origin = Origin::start(|_| Reply::ok("secret").cc("max-age=60")).await;
     let shellac = Shellac::start(origin.addr, |_| {}).await;
     let a = get_with(shellac.addr, "/", &[("authorization", "Bearer x")]).await;
-    assert_eq!(a.cache_status(), "shellac; fwd=request; detail=authorization");
+    assert_eq!(
+        a.cache_status(),
+        "shellac; fwd=request; detail=authorization"
+    );
     get_with(shellac.addr, "/", &[("authorization", "Bearer x")]).await;
     assert_eq!(origin.count(), 2);
     // ... and an authorised response is never served to anonymous clients.
-    assert!(get(shellac.addr, "/").await.cache_status().contains("fwd=miss"));
+    assert!(
+        get(shellac.addr, "/")
+            .await
+            .cache_status()
+            .contains("fwd=miss")
+    );
     assert_eq!(shellac.stat("cache_pass").await, 2);
     shellac.stop().await;
 }
@@ -147,8 +215,14 @@ async fn post_is_passed_not_cached() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vary_selects_the_stored_variant() {
     let origin = Origin::start(|s| {
-        let lang = s.headers.get("accept-language").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
-        Reply::ok(&format!("lang={lang}")).cc("max-age=60").header("vary", "Accept-Language")
+        let lang = s
+            .headers
+            .get("accept-language")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        Reply::ok(&format!("lang={lang}"))
+            .cc("max-age=60")
+            .header("vary", "Accept-Language")
     })
     .await;
     let shellac = Shellac::start(origin.addr, |_| {}).await;
@@ -171,12 +245,19 @@ async fn eviction_under_a_small_size_limit() {
     })
     .await;
     for i in 0..100 {
-        assert_eq!(get(shellac.addr, &format!("/obj{i}")).await.body.len(), 20_000);
+        assert_eq!(
+            get(shellac.addr, &format!("/obj{i}")).await.body.len(),
+            20_000
+        );
     }
     tokio::time::sleep(Duration::from_millis(50)).await;
     let stats = shellac.stats().await;
     assert_eq!(stats["cache_insert"], 100);
-    assert!(stats["cache_bytes"] <= 256 * 1024, "bytes {}", stats["cache_bytes"]);
+    assert!(
+        stats["cache_bytes"] <= 256 * 1024,
+        "bytes {}",
+        stats["cache_bytes"]
+    );
     assert!(stats["n_object"] <= 12, "objects {}", stats["n_object"]);
     assert_eq!(stats["n_lru_nuked"] + stats["n_object"], 100, "{stats:?}");
     shellac.stop().await;
@@ -188,7 +269,11 @@ async fn objects_over_max_object_size_stream_uncached() {
     let shellac = Shellac::start(origin.addr, |c| c.cache.max_object_size = Size(64 * 1024)).await;
     let r = get(shellac.addr, "/big").await;
     assert_eq!(r.body.len(), 100_000);
-    assert!(r.cache_status().contains("detail=too-large"), "{}", r.cache_status());
+    assert!(
+        r.cache_status().contains("detail=too-large"),
+        "{}",
+        r.cache_status()
+    );
     get(shellac.addr, "/big").await;
     assert_eq!(origin.count(), 2);
     shellac.stop().await;

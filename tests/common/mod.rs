@@ -39,11 +39,22 @@ pub struct Seen {
 pub enum ReplyBody {
     Bytes(Vec<u8>),
     /// `len` bytes generated in `chunk`-sized pieces, never held whole.
-    Generated { len: u64, chunk: usize },
+    Generated {
+        len: u64,
+        chunk: usize,
+    },
     /// First chunk, then wait for the gate, then the rest.
-    Gated { first: Vec<u8>, gate: Arc<Notify>, rest: Vec<u8> },
+    Gated {
+        first: Vec<u8>,
+        gate: Arc<Notify>,
+        rest: Vec<u8>,
+    },
     /// First chunk, then stall for `pause`, then the rest.
-    Stall { first: Vec<u8>, pause: Duration, rest: Vec<u8> },
+    Stall {
+        first: Vec<u8>,
+        pause: Duration,
+        rest: Vec<u8>,
+    },
 }
 
 /// The origin's answer to one request.
@@ -59,7 +70,13 @@ pub struct Reply {
 
 impl Reply {
     pub fn ok(body: &str) -> Reply {
-        Reply { status: 200, headers: vec![], body: ReplyBody::Bytes(body.as_bytes().to_vec()), delay: Duration::ZERO, chunked: false }
+        Reply {
+            status: 200,
+            headers: vec![],
+            body: ReplyBody::Bytes(body.as_bytes().to_vec()),
+            delay: Duration::ZERO,
+            chunked: false,
+        }
     }
     pub fn header(mut self, name: &str, value: &str) -> Reply {
         self.headers.push((name.to_string(), value.to_string()));
@@ -107,10 +124,16 @@ impl Origin {
         let (s, f, p) = (seen.clone(), in_flight.clone(), peak.clone());
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let (handler, seen, in_flight, peak) = (handler.clone(), s.clone(), f.clone(), p.clone());
+                let (handler, seen, in_flight, peak) =
+                    (handler.clone(), s.clone(), f.clone(), p.clone());
                 tokio::spawn(async move {
                     let service = service_fn(move |req: Request<Incoming>| {
-                        let (handler, seen, in_flight, peak) = (handler.clone(), seen.clone(), in_flight.clone(), peak.clone());
+                        let (handler, seen, in_flight, peak) = (
+                            handler.clone(),
+                            seen.clone(),
+                            in_flight.clone(),
+                            peak.clone(),
+                        );
                         async move {
                             let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
                             peak.fetch_max(now, Ordering::SeqCst);
@@ -119,11 +142,18 @@ impl Origin {
                             Ok::<_, Infallible>(resp)
                         }
                     });
-                    let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
                 });
             }
         });
-        Origin { addr, seen, in_flight, peak }
+        Origin {
+            addr,
+            seen,
+            in_flight,
+            peak,
+        }
     }
 
     /// Requests seen so far.
@@ -132,15 +162,29 @@ impl Origin {
     }
 
     pub fn count_path(&self, path: &str) -> usize {
-        self.seen.lock().unwrap().iter().filter(|s| s.path == path).count()
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.path == path)
+            .count()
     }
 
     pub fn last(&self) -> Seen {
-        self.seen.lock().unwrap().last().cloned().expect("origin saw a request")
+        self.seen
+            .lock()
+            .unwrap()
+            .last()
+            .cloned()
+            .expect("origin saw a request")
     }
 }
 
-async fn serve(req: Request<Incoming>, handler: &Handler, seen: &Arc<Mutex<Vec<Seen>>>) -> Response<ChannelBody> {
+async fn serve(
+    req: Request<Incoming>,
+    handler: &Handler,
+    seen: &Arc<Mutex<Vec<Seen>>>,
+) -> Response<ChannelBody> {
     let (parts, mut body) = req.into_parts();
     let mut body_len = 0u64;
     while let Some(Ok(frame)) = body.frame().await {
@@ -150,7 +194,11 @@ async fn serve(req: Request<Incoming>, handler: &Handler, seen: &Arc<Mutex<Vec<S
     }
     let s = Seen {
         method: parts.method.to_string(),
-        path: parts.uri.path_and_query().map(|p| p.to_string()).unwrap_or_default(),
+        path: parts
+            .uri
+            .path_and_query()
+            .map(|p| p.to_string())
+            .unwrap_or_default(),
         headers: parts.headers,
         body_len,
     };
@@ -161,12 +209,20 @@ async fn serve(req: Request<Incoming>, handler: &Handler, seen: &Arc<Mutex<Vec<S
     let total: u64 = match &reply.body {
         ReplyBody::Bytes(b) => b.len() as u64,
         ReplyBody::Generated { len, .. } => *len,
-        ReplyBody::Gated { first, rest, .. } | ReplyBody::Stall { first, rest, .. } => (first.len() + rest.len()) as u64,
+        ReplyBody::Gated { first, rest, .. } | ReplyBody::Stall { first, rest, .. } => {
+            (first.len() + rest.len()) as u64
+        }
     };
-    let mut resp = Response::new(ChannelBody { rx, exact: (!reply.chunked).then_some(total) });
+    let mut resp = Response::new(ChannelBody {
+        rx,
+        exact: (!reply.chunked).then_some(total),
+    });
     *resp.status_mut() = StatusCode::from_u16(reply.status).unwrap();
     for (k, v) in &reply.headers {
-        resp.headers_mut().append(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+        resp.headers_mut().append(
+            http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            v.parse().unwrap(),
+        );
     }
     if !reply.chunked {
         resp.headers_mut().insert("content-length", total.into());
@@ -213,7 +269,10 @@ pub struct ChannelBody {
 impl Body for ChannelBody {
     type Data = Bytes;
     type Error = Infallible;
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         self.rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b))))
     }
     fn size_hint(&self) -> http_body::SizeHint {
@@ -240,9 +299,19 @@ impl Shellac {
         config.backends[0].host = origin.ip().to_string();
         config.backends[0].port = origin.port();
         tweak(&mut config);
-        assert!(config.validate().is_empty(), "test config invalid: {:?}", config.validate());
-        let running = server::start(Arc::new(config)).await.expect("shellac starts");
-        Shellac { addr: running.listen[0], admin: running.admin.unwrap(), running: Some(running) }
+        assert!(
+            config.validate().is_empty(),
+            "test config invalid: {:?}",
+            config.validate()
+        );
+        let running = server::start(Arc::new(config))
+            .await
+            .expect("shellac starts");
+        Shellac {
+            addr: running.listen[0],
+            admin: running.admin.unwrap(),
+            running: Some(running),
+        }
     }
 
     /// All counters and gauges from `GET /stats` on the admin listener.
@@ -254,7 +323,11 @@ impl Shellac {
     }
 
     pub async fn stat(&self, name: &str) -> u64 {
-        *self.stats().await.get(name).unwrap_or_else(|| panic!("no counter {name}"))
+        *self
+            .stats()
+            .await
+            .get(name)
+            .unwrap_or_else(|| panic!("no counter {name}"))
     }
 
     pub async fn stop(mut self) {
@@ -292,19 +365,37 @@ pub struct Conn {
 impl Conn {
     pub async fn open(addr: SocketAddr) -> Conn {
         let stream = TcpStream::connect(addr).await.unwrap();
-        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
         tokio::spawn(conn);
         Conn { sender }
     }
 
-    pub async fn send(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
+    pub async fn send(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Resp {
         let resp = self.send_head(method, path, headers, body).await;
         let (parts, body) = resp.into_parts();
         let body = body.collect().await.expect("body").to_bytes();
-        Resp { status: parts.status.as_u16(), headers: parts.headers, body }
+        Resp {
+            status: parts.status.as_u16(),
+            headers: parts.headers,
+            body,
+        }
     }
 
-    pub async fn send_head(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Response<Incoming> {
+    pub async fn send_head(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Response<Incoming> {
         let mut req = Request::builder().method(method).uri(path);
         if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
             req = req.header("host", "test.example");
@@ -326,8 +417,17 @@ pub async fn get_with(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) ->
     Conn::open(addr).await.send("GET", path, headers, b"").await
 }
 
-pub async fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
-    Conn::open(addr).await.send(method, path, headers, body).await
+pub async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Resp {
+    Conn::open(addr)
+        .await
+        .send(method, path, headers, body)
+        .await
 }
 
 /// Writes raw bytes and reads until the server closes (or 5 s pass).

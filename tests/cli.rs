@@ -1,0 +1,173 @@
+//! The `shellac` binary: `check` on good and bad files, `serve` end to end with SIGTERM.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_shellac");
+
+fn shellac(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN).args(args).output().expect("run shellac");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn check_accepts_every_example() {
+    let mut n = 0;
+    for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/examples")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let (code, out, err) = shellac(&["check", path.to_str().unwrap()]);
+            assert_eq!(code, 0, "{}: {out}{err}", path.display());
+            assert!(out.contains("OK"), "{out}");
+            n += 1;
+        }
+    }
+    assert!(n >= 3);
+}
+
+#[test]
+fn check_reports_file_line_key_and_problem_for_every_error() {
+    let dir = std::env::temp_dir().join(format!("shellac-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[server]\nlisten = [\"127.0.0.1:6081\"]\nidle_timout = \"5s\"\n\n[cache]\nmemory_size = \"lots\"\n\n[[backend]]\nhost = \"127.0.0.1\"\nport = 8080\n",
+    )
+    .unwrap();
+    let (code, _, err) = shellac(&["check", bad.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    let file = bad.display().to_string();
+    assert!(
+        err.contains(&format!(
+            "{file}:3:1: `server.idle_timout`: unknown field `idle_timout`"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("{file}:6:15: `cache.memory_size`:")),
+        "{err}"
+    );
+    assert!(err.contains("2 errors"), "{err}");
+
+    std::fs::write(&bad, "[cache]\nmemory_size = \"1MiB\"\nmax_object_size = \"8MiB\"\n\n[[backend]]\nhost = \"127.0.0.1\"\nport = 0\n").unwrap();
+    let (code, _, err) = shellac(&["check", bad.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(&format!(
+            "{file}:3:1: `cache.max_object_size`: 8 MiB is larger than cache.memory_size (1 MiB)"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "{file}:7:1: `backend.0.port`: must be between 1 and 65535"
+        )),
+        "{err}"
+    );
+
+    let (code, _, err) = shellac(&["check", "/nonexistent/shellac.toml"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("cannot read config file"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn help_reads_well() {
+    let (code, out, _) = shellac(&["--help"]);
+    assert_eq!(code, 0);
+    for word in ["serve", "demo", "check", "stats", "Quick start"] {
+        assert!(out.contains(word), "{word} missing from --help:\n{out}");
+    }
+    let (code, out, _) = shellac(&["serve", "--help"]);
+    assert_eq!(code, 0);
+    for flag in [
+        "--config",
+        "--listen",
+        "--backend",
+        "--admin",
+        "--cache-size",
+    ] {
+        assert!(out.contains(flag), "{flag} missing:\n{out}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_binary_caches_and_stops_on_sigterm() {
+    let origin = Origin::start(|_| Reply::ok("from origin").cc("max-age=60")).await;
+    let backend = origin.addr.to_string();
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin",
+            "127.0.0.1:0",
+            "--backend",
+            &backend,
+            "--cache-size",
+            "16MiB",
+        ])
+        .env("SHELLAC_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start shellac serve");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let (mut proxy, mut admin) = (None, None);
+    while proxy.is_none() || admin.is_none() {
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("shellac logs its addresses");
+        if let Some(a) = line.split("proxy listening on ").nth(1) {
+            proxy = Some(a.trim().parse::<std::net::SocketAddr>().unwrap());
+        }
+        if let Some(a) = line.split("admin listening on ").nth(1) {
+            admin = Some(a.trim().parse::<std::net::SocketAddr>().unwrap());
+        }
+    }
+    let (proxy, admin) = (proxy.unwrap(), admin.unwrap());
+    assert!(get(proxy, "/").await.cache_status().contains("fwd=miss"));
+    let hit = get(proxy, "/").await;
+    assert_eq!(hit.text(), "from origin");
+    assert!(hit.cache_status().contains("hit"));
+    let stats = get(admin, "/stats").await.text();
+    assert!(stats.contains("\"cache_hit\": 1"), "{stats}");
+    assert!(
+        stats.contains("\"cache_capacity_bytes\": 16777216"),
+        "{stats}"
+    );
+
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut exited = None;
+    for _ in 0..100 {
+        if let Some(s) = child.try_wait().unwrap() {
+            exited = Some(s);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let exited = exited.unwrap_or_else(|| {
+        let _ = child.kill();
+        panic!("shellac did not stop on SIGTERM");
+    });
+    assert!(exited.success(), "{exited:?}");
+}
