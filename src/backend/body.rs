@@ -55,10 +55,10 @@ impl Body for RequestBody {
             return Poll::Ready(None);
         };
         let polled = Pin::new(inner).poll_frame(cx);
-        if let (Poll::Ready(Some(Ok(frame))), Some(c)) = (&polled, &this.counters) {
-            if let Some(data) = frame.data_ref() {
-                c.s_req_bytes.add(data.len() as u64);
-            }
+        if let (Poll::Ready(Some(Ok(frame))), Some(c)) = (&polled, &this.counters)
+            && let Some(data) = frame.data_ref()
+        {
+            c.s_req_bytes.add(data.len() as u64);
         }
         polled
     }

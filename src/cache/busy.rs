@@ -12,7 +12,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::future::poll_fn;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
@@ -346,9 +346,7 @@ impl Default for BusyTable {
 
 impl BusyTable {
     fn shard(&self, key: &CacheKey) -> MutexGuard<'_, HashMap<CacheKey, Arc<BusyObject>>> {
-        let mut h = self.hasher.build_hasher();
-        key.hash(&mut h);
-        let i = h.finish() as usize % SHARDS;
+        let i = self.hasher.hash_one(key) as usize % SHARDS;
         self.shards[i].lock().unwrap_or_else(|p| p.into_inner())
     }
 

@@ -302,17 +302,17 @@ impl Config {
                 ),
             ));
         }
-        if let Some(max) = c.max_ttl {
-            if max < c.default_ttl {
-                out.push((
-                    key(&["cache", "max_ttl"]),
-                    format!(
-                        "max_ttl ({}) is shorter than default_ttl ({})",
-                        units::format_duration(max.0),
-                        units::format_duration(c.default_ttl.0)
-                    ),
-                ));
-            }
+        if let Some(max) = c.max_ttl
+            && max < c.default_ttl
+        {
+            out.push((
+                key(&["cache", "max_ttl"]),
+                format!(
+                    "max_ttl ({}) is shorter than default_ttl ({})",
+                    units::format_duration(max.0),
+                    units::format_duration(c.default_ttl.0)
+                ),
+            ));
         }
         if c.heuristic_percent > 100 {
             out.push((

@@ -169,10 +169,10 @@ fn build_request(txn: &mut Txn<'_>, for_cache: bool) -> Request<RequestBody> {
         if let Ok(v) = HeaderValue::from_str(authority.as_str()) {
             headers.insert(header::HOST, v);
         }
-    } else if !headers.contains_key(header::HOST) {
-        if let Ok(v) = HeaderValue::from_str(&txn.backend.address()) {
-            headers.insert(header::HOST, v);
-        }
+    } else if !headers.contains_key(header::HOST)
+        && let Ok(v) = HeaderValue::from_str(&txn.backend.address())
+    {
+        headers.insert(header::HOST, v);
     }
     let method = if for_cache {
         for name in CONDITIONAL {
