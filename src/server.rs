@@ -128,8 +128,6 @@ struct ConnState {
     phase: AtomicU8,
     since_ms: AtomicU64,
     in_flight: AtomicUsize,
-    /// Wakes the connection's timer when the phase changes and its deadline moves.
-    changed: tokio::sync::Notify,
 }
 
 impl ConnState {
@@ -142,7 +140,6 @@ impl ConnState {
         if self.in_flight.fetch_sub(1, Ordering::Relaxed) == 1 {
             self.since_ms.store(now_ms(), Ordering::Relaxed);
             self.phase.store(PHASE_IDLE, Ordering::Relaxed);
-            self.changed.notify_one();
         }
     }
 
@@ -150,7 +147,6 @@ impl ConnState {
         if self.phase.load(Ordering::Relaxed) == PHASE_IDLE {
             self.since_ms.store(now_ms(), Ordering::Relaxed);
             self.phase.store(PHASE_HEAD, Ordering::Relaxed);
-            self.changed.notify_one();
         }
     }
 }
@@ -235,7 +231,6 @@ async fn serve_connection(
         phase: AtomicU8::new(PHASE_HEAD),
         since_ms: AtomicU64::new(now_ms()),
         in_flight: AtomicUsize::new(0),
-        changed: tokio::sync::Notify::new(),
     });
     let io = TokioIo::new(Tracked {
         inner: stream,
@@ -259,19 +254,17 @@ async fn serve_connection(
     tokio::pin!(conn);
     let idle = cfg.idle_timeout.0.as_millis() as u64;
     let head = cfg.header_read_timeout.0.as_millis() as u64;
+    // The timer is not touched per request. It fires at the current phase's deadline or after
+    // min(idle, head), whichever is first, and re-checks: a phase that started after the timer
+    // was set can only end later than that tick, so no deadline is ever missed.
+    let tick = idle.min(head);
+    let timer = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(timer);
     let mut closing = *shutdown.borrow();
     if closing {
         conn.as_mut().graceful_shutdown();
     }
     loop {
-        let phase = state.phase.load(Ordering::Relaxed);
-        let since = state.since_ms.load(Ordering::Relaxed);
-        let deadline_ms = match phase {
-            PHASE_IDLE => since + idle,
-            PHASE_HEAD => since + head,
-            _ => now_ms() + idle,
-        };
-        let wait = Duration::from_millis(deadline_ms.saturating_sub(now_ms()));
         tokio::select! {
             result = conn.as_mut() => {
                 if let Err(e) = result {
@@ -282,25 +275,31 @@ async fn serve_connection(
                 }
                 return;
             }
-            _ = tokio::time::sleep(wait), if !closing => {
+            _ = timer.as_mut(), if !closing => {
                 let now = now_ms();
-                if state.phase.load(Ordering::Relaxed) != phase || state.since_ms.load(Ordering::Relaxed) != since || now < deadline_ms {
-                    continue;
-                }
+                let since = state.since_ms.load(Ordering::Relaxed);
+                let phase = state.phase.load(Ordering::Relaxed);
+                let (expired, next) = match phase {
+                    PHASE_IDLE => (now >= since + idle, since + idle),
+                    PHASE_HEAD => (now >= since + head, since + head),
+                    _ => (false, u64::MAX),
+                };
                 match phase {
-                    PHASE_IDLE => {
+                    PHASE_IDLE if expired => {
                         proxy.counters.client_idle_closed.inc();
                         closing = true;
                         conn.as_mut().graceful_shutdown();
                     }
-                    PHASE_HEAD => {
+                    PHASE_HEAD if expired => {
                         proxy.counters.client_header_timeout.inc();
                         return;
                     }
-                    _ => {}
+                    _ => {
+                        let at = next.min(now + tick).max(now + 1);
+                        timer.as_mut().reset(tokio::time::Instant::now() + Duration::from_millis(at - now));
+                    }
                 }
             }
-            _ = state.changed.notified(), if !closing => continue,
             _ = shutdown.changed(), if !closing => {
                 closing = true;
                 conn.as_mut().graceful_shutdown();
