@@ -55,6 +55,7 @@ counters! {
     cache_miss: "Requests that fetched from a backend to fill the cache",
     cache_hitmiss: "Requests that skipped coalescing because the URL was recently uncacheable (hit-for-miss)",
     cache_coalesced: "Requests that waited on another request's fetch instead of going to the backend",
+    cache_vary_miss: "Requests that found another Vary variant being fetched and fetched their own",
     cache_pass: "Requests passed to the backend without cache lookup (method, Authorization, no-store)",
     cache_uncacheable: "Backend responses not stored (no-store, private, Set-Cookie, no freshness, ...)",
     cache_insert: "Objects inserted into the cache",

@@ -163,3 +163,32 @@ async fn chunked_both_ways() {
     );
     shellac.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pool_limits_are_honoured() {
+    let origin = Origin::start(|_| Reply::ok("x").cc("no-store")).await;
+    // max_idle = 0: no connection is kept, every request opens one.
+    let shellac = Shellac::start(origin.addr, |c| c.backends[0].max_idle = 0).await;
+    for _ in 0..3 {
+        get(shellac.addr, "/").await;
+    }
+    let stats = shellac.stats().await;
+    assert_eq!(stats["backend_conn"], 3);
+    assert_eq!(stats["backend_reuse"], 0);
+    shellac.stop().await;
+
+    // A pooled connection idle longer than the pool's idle_timeout is not reused.
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.backends[0].idle_timeout =
+            shellac::config::units::Dur(std::time::Duration::from_millis(100))
+    })
+    .await;
+    get(shellac.addr, "/").await;
+    get(shellac.addr, "/").await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    get(shellac.addr, "/").await;
+    let stats = shellac.stats().await;
+    assert_eq!(stats["backend_conn"], 2, "{stats:?}");
+    assert_eq!(stats["backend_reuse"], 1);
+    shellac.stop().await;
+}

@@ -188,3 +188,47 @@ async fn waiters_share_a_backend_failure() {
     );
     shellac.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_never_gets_another_vary_variant() {
+    let gate = Arc::new(Notify::new());
+    let g = gate.clone();
+    let origin = Origin::start(move |s| {
+        let lang = s
+            .headers
+            .get("accept-language")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        let reply = Reply::ok("")
+            .cc("max-age=60")
+            .header("vary", "Accept-Language");
+        if lang == "fr" {
+            reply.body(ReplyBody::Gated {
+                first: b"lang=".to_vec(),
+                gate: g.clone(),
+                rest: b"fr".to_vec(),
+            })
+        } else {
+            reply.body(ReplyBody::Bytes(format!("lang={lang}").into_bytes()))
+        }
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let mut fr = Conn::open(shellac.addr).await;
+    let fr_resp = fr
+        .send_head("GET", "/", &[("accept-language", "fr")], b"")
+        .await;
+    let de = get_with(shellac.addr, "/", &[("accept-language", "de")]).await;
+    assert_eq!(de.text(), "lang=de");
+    assert_eq!(
+        de.cache_status(),
+        "shellac; fwd=miss; stored; detail=vary-miss"
+    );
+    gate.notify_one();
+    assert_eq!(
+        fr_resp.into_body().collect().await.unwrap().to_bytes(),
+        "lang=fr"
+    );
+    assert_eq!(shellac.stat("cache_vary_miss").await, 1);
+    shellac.stop().await;
+}

@@ -33,6 +33,9 @@ pub struct BusyHead {
     pub headers: HeaderMap,
     /// Known body length (Content-Length), if any.
     pub content_length: Option<u64>,
+    /// The leader's request values for the response's `Vary` fields; a waiter whose request
+    /// differs must not share this response.
+    pub vary: super::VarySelection,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -460,6 +463,7 @@ mod tests {
             status: StatusCode::OK,
             headers: HeaderMap::new(),
             content_length: None,
+            vary: vec![],
         });
         obj.push(Bytes::from_static(b"hello "));
         tokio::task::yield_now().await;
@@ -512,6 +516,7 @@ mod tests {
             status: StatusCode::OK,
             headers: HeaderMap::new(),
             content_length: None,
+            vary: vec![],
         });
         let mut r = obj.reader();
         obj.start_trimming();

@@ -59,7 +59,7 @@ pub struct Object {
     pub body: Vec<Bytes>,
     pub body_len: u64,
     /// Request header values this object was selected by (`Vary`), as (name, value) pairs.
-    pub vary: Vec<(HeaderName, Option<HeaderValue>)>,
+    pub vary: VarySelection,
     /// RFC 9111 corrected_initial_age.
     pub initial_age: Duration,
     /// Freshness lifetime.
@@ -106,6 +106,24 @@ impl Object {
             .sum();
         OBJECT_OVERHEAD + headers as u64 + self.body_len
     }
+}
+
+/// The request header values a stored response was selected by (`Vary`).
+pub type VarySelection = Vec<(HeaderName, Option<HeaderValue>)>;
+
+/// Whether `request` carries the same values for the `Vary` fields as `selection`.
+/// A field present several times never matches (it would need combining first).
+pub fn vary_matches(selection: &[(HeaderName, Option<HeaderValue>)], request: &HeaderMap) -> bool {
+    selection.iter().all(|(name, value)| {
+        let mut got = request.get_all(name).iter();
+        match (value, got.next()) {
+            (None, None) => true,
+            (Some(want), Some(first)) => {
+                got.next().is_none() && normalise(first) == normalise(want)
+            }
+            _ => false,
+        }
+    })
 }
 
 fn normalise(v: &HeaderValue) -> Vec<u8> {

@@ -16,7 +16,7 @@ use super::fsm::{FetchMode, Step, Txn};
 use crate::backend::{BackendBody, RequestBody};
 use crate::cache::busy::{BusyHead, BusyObject, LeaderGuard};
 use crate::cache::policy::{self, NoCacheReason, StorePlan};
-use crate::cache::{CacheKey, Object};
+use crate::cache::{CacheKey, Object, VarySelection};
 use crate::http::headers;
 
 /// Request fields that would make the backend answer something other than the full object.
@@ -67,8 +67,8 @@ pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
             };
             return Step::Deliver(deliver::respond(parts.status, parts.headers, body, &status));
         }
-        FetchMode::Miss(guard) => (Some(guard), ""),
-        FetchMode::HitForMiss => (None, "; detail=hit-for-miss"),
+        FetchMode::Miss(guard) => (Some(guard), String::new()),
+        FetchMode::Alone(why) => (None, format!("; detail={why}")),
     };
     let Some(key) = txn.key.clone() else {
         return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-key");
@@ -114,7 +114,7 @@ pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
         parts.headers.remove(name);
     }
     parts.headers.remove(header::AGE);
-    let vary = plan
+    let vary: VarySelection = plan
         .vary
         .iter()
         .map(|name| (name.clone(), txn.req.headers.get(name).cloned()))
@@ -131,6 +131,7 @@ pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
         status: parts.status,
         headers: head_headers.clone(),
         content_length,
+        vary: vary.clone(),
     });
     // Register our reader before the fill starts so no chunk can be trimmed before we read it.
     let reader = (!txn.head_only).then(|| busy.reader());
@@ -204,7 +205,7 @@ fn build_request(txn: &mut Txn<'_>, for_cache: bool) -> Request<RequestBody> {
 struct Fill {
     status: StatusCode,
     headers: HeaderMap,
-    vary: Vec<(HeaderName, Option<HeaderValue>)>,
+    vary: VarySelection,
     plan: StorePlan,
     stored_at: Instant,
 }

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!   Recv ──► Lookup ──► Hit ─────────────────────────────► Deliver
-//!    │         │  └──► Wait (coalesced) ──► Deliver | Lookup | Synth
+//!    │         │  └──► Wait (coalesced) ──► Deliver | Lookup | Fetch (vary-miss) | Synth
 //!    │         ├─────► Miss ──────┐
 //!    │         └─────► HitForMiss ┤
 //!    └──────► Pass ───────────────┴──► Fetch ──► Deliver | Synth
@@ -25,7 +25,7 @@ use super::{Proxy, deliver, fetch};
 use crate::backend::Backend;
 use crate::cache::busy::{BusyObject, HeadOutcome, Join, LeaderGuard};
 use crate::cache::policy::NoCacheReason;
-use crate::cache::{CacheKey, Object};
+use crate::cache::{CacheKey, Object, vary_matches};
 use crate::http::cache_control::CacheControl;
 
 /// Lookups one request may make (a waiter whose leader's response was not shareable looks up
@@ -66,8 +66,9 @@ impl Step {
 pub(super) enum FetchMode {
     /// Fill the cache; waiters follow this fetch.
     Miss(LeaderGuard),
-    /// Recently uncacheable: fetch alone, store if the response is cacheable now.
-    HitForMiss,
+    /// Fetch without coalescing (the URL was recently uncacheable, or another Vary variant is
+    /// being fetched); store if the response is cacheable. The word is the Cache-Status detail.
+    Alone(&'static str),
     /// Never stored.
     Pass(NoCacheReason),
 }
@@ -223,6 +224,11 @@ impl Txn<'_> {
     /// Waits for another request's fetch of the same key and follows its response.
     async fn wait(&mut self, busy: Arc<BusyObject>) -> Step {
         match busy.wait_head().await {
+            HeadOutcome::Shared(head, _) if !vary_matches(&head.vary, &self.req.headers) => {
+                // Another variant is being fetched: fetch ours on our own.
+                self.proxy.counters.cache_vary_miss.inc();
+                Step::Fetch(FetchMode::Alone("vary-miss"))
+            }
             HeadOutcome::Shared(head, reader) => {
                 self.proxy.counters.cache_coalesced.inc();
                 let body = if self.head_only {
@@ -249,7 +255,7 @@ impl Txn<'_> {
 
     fn hit_for_miss(&mut self) -> Step {
         self.proxy.counters.cache_hitmiss.inc();
-        Step::Fetch(FetchMode::HitForMiss)
+        Step::Fetch(FetchMode::Alone("hit-for-miss"))
     }
 
     fn pass(&mut self, reason: NoCacheReason) -> Step {
