@@ -182,3 +182,17 @@ async fn slow_request_heads_are_cut_off() {
     assert_eq!(origin.count(), 0);
     shellac.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_is_refused() {
+    let origin = Origin::start(|_| Reply::ok("x")).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let out = raw(
+        shellac.addr,
+        b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(out.starts_with("HTTP/1.1 405"), "{out}");
+    assert_eq!(origin.count(), 0);
+    shellac.stop().await;
+}

@@ -127,7 +127,10 @@ impl Backend {
         let timeout = self.config.first_byte_timeout.0;
         let resp = match tokio::time::timeout(timeout, sender.send_request(req)).await {
             Ok(Ok(resp)) => resp,
-            Ok(Err(e)) => return Err(FetchError::Failed(self.config.name.clone(), e)),
+            Ok(Err(e)) => {
+                self.counters.backend_error.inc();
+                return Err(FetchError::Failed(self.config.name.clone(), e));
+            }
             Err(_) => {
                 self.counters.backend_timeout.inc();
                 return Err(FetchError::FirstByteTimeout(self.config.name.clone()));

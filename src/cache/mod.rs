@@ -85,16 +85,7 @@ impl Object {
 
     /// Whether `request` selects this object (RFC 9111 §4.1).
     pub fn vary_matches(&self, request: &HeaderMap) -> bool {
-        self.vary.iter().all(|(name, value)| {
-            let mut got = request.get_all(name).iter();
-            match (value, got.next()) {
-                (None, None) => true,
-                (Some(want), Some(first)) => {
-                    got.next().is_none() && normalise(first) == normalise(want)
-                }
-                _ => false,
-            }
-        })
+        vary_matches(&self.vary, request)
     }
 
     /// Bytes charged against the memory budget.
