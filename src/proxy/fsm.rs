@@ -135,6 +135,10 @@ impl Txn<'_> {
                 return Step::Synth(StatusCode::BAD_REQUEST, problem);
             }
         };
+        if self.req.method == Method::CONNECT {
+            self.close = true;
+            return Step::Synth(StatusCode::METHOD_NOT_ALLOWED, "connect-not-supported");
+        }
         let path = self
             .req
             .uri
