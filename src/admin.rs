@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::proxy::Proxy;
-use crate::stats::{Counters, GAUGES};
+use crate::stats::{Counters, GAUGES, PASS_REASONS};
 
 pub(crate) async fn serve(
     listener: TcpListener,
@@ -56,8 +56,10 @@ fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<Full<Bytes>> {
         (&Method::GET, "/stats/descriptions") => {
             let map: serde_json::Map<String, serde_json::Value> = Counters::DESCRIPTIONS
                 .iter()
-                .chain(GAUGES)
-                .map(|(k, d)| (k.to_string(), (*d).into()))
+                .copied()
+                .chain(PASS_REASONS.iter().map(|(_, name, d)| (*name, *d)))
+                .chain(GAUGES.iter().copied())
+                .map(|(k, d)| (k.to_string(), d.into()))
                 .collect();
             reply(StatusCode::OK, "application/json", serde_json::to_vec_pretty(&map).unwrap_or_default())
         }

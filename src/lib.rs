@@ -11,3 +11,4 @@ pub mod http;
 pub mod proxy;
 pub mod server;
 pub mod stats;
+pub mod txlog;

@@ -12,6 +12,7 @@ use crate::backend::BackendBody;
 use crate::cache::Object;
 use crate::cache::busy::{BusyReader, ChunkPoll};
 use crate::stats::Counters;
+use crate::txlog::Pending;
 
 /// Error surfaced to hyper when a body cannot be completed (the client connection is then
 /// closed, which is how HTTP/1.1 signals a truncated response).
@@ -38,10 +39,15 @@ enum Kind {
 pub trait OnDone: Send + Sync {}
 impl<T: Send + Sync> OnDone for T {}
 
-/// A response body on its way to a client. Counts `s_resp_bytes`.
+/// A response body on its way to a client. Counts `s_resp_bytes`; completes the transaction
+/// record (bytes sent, duration) when it ends or is dropped.
 pub struct ResponseBody {
     kind: Kind,
     counters: Option<Arc<Counters>>,
+    /// The body reached its end (as opposed to being dropped part-way).
+    ended: bool,
+    /// Boxed: most responses carry none, and the body sits in every `Step::Deliver`.
+    record: Option<Box<Pending>>,
     _guard: Option<Box<dyn OnDone>>,
 }
 
@@ -50,6 +56,8 @@ impl ResponseBody {
         ResponseBody {
             kind,
             counters: None,
+            ended: false,
+            record: None,
             _guard: None,
         }
     }
@@ -85,6 +93,12 @@ impl ResponseBody {
     /// Counts body bytes sent into `counters.s_resp_bytes`.
     pub fn counted(mut self, counters: Arc<Counters>) -> ResponseBody {
         self.counters = Some(counters);
+        self
+    }
+
+    /// Completes and queues `record` when the body ends or is dropped.
+    pub fn recorded(mut self, record: Pending) -> ResponseBody {
+        self.record = Some(Box::new(record));
         self
     }
 
@@ -152,15 +166,40 @@ impl Body for ResponseBody {
                 if let Some(c) = &this.counters {
                     c.s_resp_bytes.add(data.len() as u64);
                 }
+                if let Some(r) = &mut this.record {
+                    r.add_bytes(data.len() as u64);
+                }
                 Poll::Ready(Some(Ok(Frame::data(data))))
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
-            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Ready(None) => {
+                this.ended = true;
+                Poll::Ready(None)
+            }
             Poll::Pending => Poll::Pending,
         }
     }
 
     fn is_end_stream(&self) -> bool {
+        self.ended || self.kind_is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.kind_size_hint()
+    }
+}
+
+impl Drop for ResponseBody {
+    fn drop(&mut self) {
+        if let Some(record) = self.record.take() {
+            let complete = self.ended || self.kind_is_end_stream();
+            record.finish(complete);
+        }
+    }
+}
+
+impl ResponseBody {
+    fn kind_is_end_stream(&self) -> bool {
         match &self.kind {
             Kind::Empty => true,
             Kind::Full(b) => b.is_none(),
@@ -170,7 +209,7 @@ impl Body for ResponseBody {
         }
     }
 
-    fn size_hint(&self) -> SizeHint {
+    fn kind_size_hint(&self) -> SizeHint {
         match &self.kind {
             Kind::Empty => SizeHint::with_exact(0),
             Kind::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),

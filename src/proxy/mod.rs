@@ -7,6 +7,7 @@ pub mod body;
 mod deliver;
 mod fetch;
 mod fsm;
+mod observe;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,24 +22,37 @@ use crate::cache::Cache;
 use crate::cache::memory::MemoryStorage;
 use crate::config::Config;
 use crate::stats::Counters;
+use crate::txlog::{self, Format, Recorder};
 pub use body::ResponseBody;
 
 /// Everything a request needs, shared by all connections.
 pub struct Proxy {
     pub config: Arc<Config>,
-    pub cache: Cache,
+    pub cache: Arc<Cache>,
     pub backends: Vec<Arc<Backend>>,
     pub counters: Arc<Counters>,
-    pub started: Instant,
     /// Largest object the storage accepts (`cache.max_object_size`, possibly lowered so an
     /// object fits one shard of the memory tier).
     pub max_object_size: u64,
+    /// The access-log format in force; None when the access log is off.
+    pub log_format: Option<Arc<Format>>,
+    /// State that outlives a configuration.
+    pub shared: Arc<Shared>,
+}
+
+/// Per-process state that is not part of a configuration.
+pub struct Shared {
+    pub started: Instant,
     /// Client connections open right now (gauge `n_client_conn`).
     pub open_conns: AtomicU64,
+    /// Transaction records: access log and live subscribers.
+    pub recorder: Arc<Recorder>,
 }
 
 impl Proxy {
-    pub fn new(config: Arc<Config>, counters: Arc<Counters>) -> Arc<Proxy> {
+    /// Builds the proxy for `config`: memory tier, backends, and the transaction recorder with
+    /// its writer thread. Fails if the access log cannot be opened.
+    pub fn new(config: Arc<Config>, counters: Arc<Counters>) -> std::io::Result<Arc<Proxy>> {
         let memory = MemoryStorage::new(
             config.cache.memory_size.0,
             config.cache.max_object_size.0,
@@ -50,15 +64,31 @@ impl Proxy {
             .iter()
             .map(|b| Backend::new(b.clone(), config.server.tcp_nodelay, counters.clone()))
             .collect();
-        Arc::new(Proxy {
-            cache: Cache::new(Arc::new(memory)),
+        let output = match config.log.access_log.as_str() {
+            "off" => None,
+            target => Some(txlog::open_output(target).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("cannot open access log {target}: {e}"))
+            })?),
+        };
+        let recorder = Recorder::start(
+            config.server.worker_threads(),
+            config.log.buffer,
+            output,
+            counters.clone(),
+        )?;
+        Ok(Arc::new(Proxy {
+            cache: Arc::new(Cache::new(Arc::new(memory))),
             backends,
             counters,
-            started: Instant::now(),
             max_object_size,
-            open_conns: AtomicU64::new(0),
+            log_format: config.log.active_format().map(Arc::new),
+            shared: Arc::new(Shared {
+                started: Instant::now(),
+                open_conns: AtomicU64::new(0),
+                recorder,
+            }),
             config,
-        })
+        }))
     }
 
     /// Runs one request through the state machine.
@@ -73,14 +103,23 @@ impl Proxy {
     /// Counters and gauges as (name, value), for `/stats`.
     pub fn stats(&self) -> Vec<(&'static str, u64)> {
         let mut out = self.counters.snapshot();
+        out.extend(
+            self.counters
+                .pass_reason
+                .snapshot()
+                .map(|(_, name, n)| (name, n)),
+        );
         let storage = self.cache.storage.stats();
         out.push(("n_object", storage.objects));
         out.push(("n_hit_for_miss", self.cache.hit_for_miss_len() as u64));
         out.push(("n_busy", self.cache.busy.len() as u64));
         out.push(("cache_bytes", storage.bytes));
         out.push(("cache_capacity_bytes", storage.capacity));
-        out.push(("n_client_conn", self.open_conns.load(Ordering::Relaxed)));
-        out.push(("uptime_seconds", self.started.elapsed().as_secs()));
+        out.push((
+            "n_client_conn",
+            self.shared.open_conns.load(Ordering::Relaxed),
+        ));
+        out.push(("uptime_seconds", self.shared.started.elapsed().as_secs()));
         out
     }
 }

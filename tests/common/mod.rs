@@ -330,6 +330,13 @@ impl Shellac {
             .unwrap_or_else(|| panic!("no counter {name}"))
     }
 
+    /// Reopens the access log, as SIGUSR1 does.
+    pub fn reopen_logs(&self) {
+        if let Some(r) = &self.running {
+            r.reopen_logs();
+        }
+    }
+
     pub async fn stop(mut self) {
         if let Some(r) = self.running.take() {
             r.shutdown(Duration::from_secs(1)).await;
@@ -428,6 +435,28 @@ pub async fn request(
         .await
         .send(method, path, headers, body)
         .await
+}
+
+/// Waits (bounded: 10 s) until `path` holds at least `n` lines; returns them.
+pub async fn wait_lines(path: &std::path::Path, n: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    for _ in 0..200 {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        lines = text.lines().map(str::to_string).collect();
+        if lines.len() >= n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    lines
+}
+
+/// A fresh temporary directory for one test.
+pub fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("shellac-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 /// Writes raw bytes and reads until the server closes (or 5 s pass).
