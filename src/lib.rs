@@ -7,6 +7,7 @@ pub mod backend;
 pub mod cache;
 pub mod config;
 pub mod demo;
+pub mod history;
 pub mod http;
 pub mod proxy;
 pub mod server;

@@ -48,6 +48,14 @@ pub async fn start(config: Arc<Config>) -> anyhow::Result<Running> {
         listen.push(listener.local_addr()?);
         tasks.spawn(accept_loop(listener, proxy.clone(), shutdown.subscribe()));
     }
+    {
+        let sampled = proxy.clone();
+        tasks.spawn(crate::history::start_sampler(
+            proxy.shared.history.clone(),
+            move || sampled.sample(),
+            shutdown.subscribe(),
+        ));
+    }
     let admin = match config.server.admin {
         Some(addr) => {
             let listener = TcpListener::bind(addr)

@@ -32,6 +32,8 @@ macro_rules! counters {
             $( #[doc = $desc] pub $name: Counter, )*
             /// Responses that were not a plain hit or miss, by reason ([`PASS_REASONS`]).
             pub pass_reason: PassReasons,
+            /// Time from request arrival to response head ([`TTFB_DESCRIPTION`]).
+            pub ttfb: Histogram,
         }
 
         impl Counters {
@@ -174,6 +176,109 @@ impl PassReasons {
     }
 }
 
+/// Every name `/stats` reports, in its order: counters, pass reasons, gauges.
+pub fn names() -> Vec<&'static str> {
+    Counters::DESCRIPTIONS
+        .iter()
+        .map(|(n, _)| *n)
+        .chain(PASS_REASONS.iter().map(|(_, n, _)| *n))
+        .chain(GAUGES.iter().map(|(n, _)| *n))
+        .collect()
+}
+
+/// Description of any name in [`names`].
+pub fn description(name: &str) -> &'static str {
+    Counters::DESCRIPTIONS
+        .iter()
+        .copied()
+        .chain(PASS_REASONS.iter().map(|(_, n, d)| (*n, *d)))
+        .chain(GAUGES.iter().copied())
+        .find(|(n, _)| *n == name)
+        .map_or("", |(_, d)| d)
+}
+
+/// Whether `name` is a gauge (a level) rather than a counter (a total).
+pub fn is_gauge(name: &str) -> bool {
+    GAUGES.iter().any(|(n, _)| *n == name)
+}
+
+/// What the `ttfb` histogram measures.
+pub const TTFB_DESCRIPTION: &str =
+    "Time from request arrival to the response head (time to first byte), every response";
+
+/// Upper bounds (µs) of the latency histogram buckets; a last bucket takes the rest (+Inf).
+pub const LATENCY_BOUNDS_US: [u64; 16] = [
+    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000, 2_500_000, 5_000_000, 10_000_000,
+];
+
+/// Buckets in a [`Histogram`]: one per bound plus +Inf.
+pub const LATENCY_BUCKETS: usize = LATENCY_BOUNDS_US.len() + 1;
+
+/// A latency histogram: one padded counter per bucket (non-cumulative) and the sum. Observing
+/// is a short search and two relaxed increments.
+#[derive(Debug)]
+pub struct Histogram {
+    buckets: [Counter; LATENCY_BUCKETS],
+    sum_us: Counter,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            buckets: std::array::from_fn(|_| Counter::default()),
+            sum_us: Counter::default(),
+        }
+    }
+}
+
+impl Histogram {
+    #[inline]
+    pub fn observe(&self, d: std::time::Duration) {
+        let us = d.as_micros().min(u64::MAX as u128) as u64;
+        let i = LATENCY_BOUNDS_US.partition_point(|b| *b < us);
+        self.buckets[i].inc();
+        self.sum_us.add(us);
+    }
+
+    /// Per-bucket counts (not cumulative), +Inf last.
+    pub fn buckets(&self) -> [u64; LATENCY_BUCKETS] {
+        std::array::from_fn(|i| self.buckets[i].get())
+    }
+
+    /// Sum of observed values in microseconds.
+    pub fn sum_us(&self) -> u64 {
+        self.sum_us.get()
+    }
+}
+
+/// The `q` quantile (0..1) of the observations counted in `buckets` (per-bucket counts, as
+/// from [`Histogram::buckets`] or a difference of two), interpolated linearly inside a bucket.
+/// None when empty. Values in the +Inf bucket are reported as the last bound.
+pub fn quantile_us(buckets: &[u64; LATENCY_BUCKETS], q: f64) -> Option<u64> {
+    let total: u64 = buckets.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = (q.clamp(0.0, 1.0) * total as f64).max(1.0);
+    let mut seen = 0u64;
+    for (i, n) in buckets.iter().enumerate() {
+        if *n == 0 {
+            continue;
+        }
+        if (seen + n) as f64 >= rank {
+            let lower = if i == 0 { 0 } else { LATENCY_BOUNDS_US[i - 1] };
+            let Some(upper) = LATENCY_BOUNDS_US.get(i) else {
+                return Some(lower);
+            };
+            let within = (rank - seen as f64) / *n as f64;
+            return Some(lower + ((upper - lower) as f64 * within) as u64);
+        }
+        seen += n;
+    }
+    LATENCY_BOUNDS_US.last().copied()
+}
+
 /// Gauges are computed at scrape time from the component that owns them; declared here so the
 /// list of names and descriptions stays in one place.
 pub const GAUGES: &[(&str, &str)] = &[
@@ -205,6 +310,29 @@ mod tests {
         assert_eq!(snap.len(), Counters::DESCRIPTIONS.len());
         assert!(snap.contains(&("client_req", 1)));
         assert!(snap.contains(&("s_resp_bytes", 10)));
+    }
+
+    #[test]
+    fn histogram_and_quantiles() {
+        let h = Histogram::default();
+        assert_eq!(quantile_us(&h.buckets(), 0.5), None);
+        for _ in 0..90 {
+            h.observe(std::time::Duration::from_micros(80)); // bucket ≤100
+        }
+        for _ in 0..10 {
+            h.observe(std::time::Duration::from_millis(20)); // bucket ≤25000
+        }
+        h.observe(std::time::Duration::from_secs(60)); // +Inf
+        let b = h.buckets();
+        assert_eq!(b[0], 90);
+        assert_eq!(b[LATENCY_BOUNDS_US.partition_point(|x| *x < 20_000)], 10);
+        assert_eq!(b[LATENCY_BUCKETS - 1], 1);
+        assert_eq!(h.sum_us(), 90 * 80 + 10 * 20_000 + 60_000_000);
+        let p50 = quantile_us(&b, 0.5).unwrap();
+        assert!(p50 <= 100, "{p50}");
+        let p95 = quantile_us(&b, 0.95).unwrap();
+        assert!((10_000..=25_000).contains(&p95), "{p95}");
+        assert_eq!(quantile_us(&b, 1.0), Some(10_000_000));
     }
 
     #[test]

@@ -21,6 +21,7 @@ use crate::backend::Backend;
 use crate::cache::Cache;
 use crate::cache::memory::MemoryStorage;
 use crate::config::Config;
+use crate::history::{History, Sample};
 use crate::stats::Counters;
 use crate::txlog::{self, Format, Recorder};
 pub use body::ResponseBody;
@@ -47,6 +48,8 @@ pub struct Shared {
     pub open_conns: AtomicU64,
     /// Transaction records: access log and live subscribers.
     pub recorder: Arc<Recorder>,
+    /// One sample of every counter and gauge per second (hit ratios, rates).
+    pub history: Arc<History>,
 }
 
 impl Proxy {
@@ -86,9 +89,19 @@ impl Proxy {
                 started: Instant::now(),
                 open_conns: AtomicU64::new(0),
                 recorder,
+                history: Arc::new(History::new(crate::stats::names())),
             }),
             config,
         }))
+    }
+
+    /// Every counter and gauge now, for the history.
+    pub fn sample(&self) -> Sample {
+        Sample {
+            at: Instant::now(),
+            values: self.stats().into_iter().map(|(_, v)| v).collect(),
+            ttfb: self.counters.ttfb.buckets(),
+        }
     }
 
     /// Runs one request through the state machine.
@@ -100,7 +113,7 @@ impl Proxy {
         fsm::run(self, req, client).await
     }
 
-    /// Counters and gauges as (name, value), for `/stats`.
+    /// Counters and gauges as (name, value), for `/stats`; names as `stats::names()`.
     pub fn stats(&self) -> Vec<(&'static str, u64)> {
         let mut out = self.counters.snapshot();
         out.extend(
@@ -121,5 +134,25 @@ impl Proxy {
         ));
         out.push(("uptime_seconds", self.shared.started.elapsed().as_secs()));
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_names_are_declared_in_order() {
+        let proxy = Proxy::new(
+            Arc::new(Config::embedded_default()),
+            Arc::new(Counters::default()),
+        )
+        .unwrap();
+        let names: Vec<&str> = proxy.stats().into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, crate::stats::names());
+        proxy
+            .shared
+            .recorder
+            .close(std::time::Duration::from_secs(5));
     }
 }

@@ -22,6 +22,8 @@ pub(super) fn deliver(
     started: Instant,
 ) -> Response<ResponseBody> {
     let proxy = txn.proxy;
+    let ttfb = started.elapsed();
+    proxy.counters.ttfb.observe(ttfb);
     let counters = proxy.counters.clone();
     let cache_status = resp
         .headers()
@@ -55,7 +57,6 @@ pub(super) fn deliver(
         (DecisionKind::Synth, Some(r)) => r.starts_with("backend-"),
         _ => false,
     };
-    let ttfb = started.elapsed();
     let req = &txn.req;
     let record = Record {
         time: SystemTime::now()

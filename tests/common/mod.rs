@@ -314,12 +314,30 @@ impl Shellac {
         }
     }
 
-    /// All counters and gauges from `GET /stats` on the admin listener.
+    /// All counters and gauges from `GET /stats` on the admin listener (the integer values;
+    /// ratios are read with [`Shellac::ratio`]).
     pub async fn stats(&self) -> HashMap<String, u64> {
+        self.stats_json()
+            .await
+            .into_iter()
+            .filter_map(|(k, v)| v.as_u64().map(|v| (k, v)))
+            .collect()
+    }
+
+    /// `GET /stats` as parsed JSON values.
+    pub async fn stats_json(&self) -> HashMap<String, serde_json::Value> {
         let resp = get(self.admin, "/stats").await;
         assert_eq!(resp.status, 200);
-        let map: HashMap<String, u64> = serde_json::from_slice(&resp.body).expect("stats JSON");
-        map
+        serde_json::from_slice(&resp.body).expect("stats JSON")
+    }
+
+    /// A fractional value of `/stats`, e.g. `hit_ratio_10s`.
+    pub async fn ratio(&self, name: &str) -> f64 {
+        self.stats_json()
+            .await
+            .get(name)
+            .and_then(|v| v.as_f64())
+            .unwrap_or_else(|| panic!("no number {name}"))
     }
 
     pub async fn stat(&self, name: &str) -> u64 {
