@@ -3,6 +3,7 @@
 //! Parsing is strict (`deny_unknown_fields`); every error carries file, line, column and the
 //! dotted key it concerns (see [`ConfigError`]). Cross-field checks live in [`Config::validate`].
 
+mod backend;
 mod locate;
 pub mod units;
 
@@ -12,6 +13,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+pub use backend::{
+    BackendConfig, DirectorConfig, DirectorKind, HashOn, ProbeConfig, ProbeRef, RoutingConfig,
+};
 pub use locate::ConfigError;
 use units::{Dur, Size};
 
@@ -30,6 +34,14 @@ pub struct Config {
     /// the first backend declared is the default).
     #[serde(default, rename = "backend")]
     pub backends: Vec<BackendConfig>,
+    /// Health probes that backends may share by name.
+    #[serde(default, rename = "probe")]
+    pub probes: Vec<ProbeConfig>,
+    /// Named groups of backends (and other directors).
+    #[serde(default, rename = "director")]
+    pub directors: Vec<DirectorConfig>,
+    #[serde(default)]
+    pub routing: RoutingConfig,
 }
 
 /// `[server]`: client-facing listeners and connection handling.
@@ -85,6 +97,10 @@ pub struct CacheConfig {
     /// How long a URL whose response was uncacheable skips request coalescing (hit-for-miss).
     /// Default `120s`.
     pub hit_for_miss_ttl: Dur,
+    /// How long past its TTL an object may still be served when no backend can answer (all
+    /// sick, or the fetch failed) — unless the response said must-revalidate,
+    /// proxy-revalidate or s-maxage. Default `10s`.
+    pub grace: Dur,
 }
 
 impl Default for CacheConfig {
@@ -96,71 +112,7 @@ impl Default for CacheConfig {
             max_ttl: None,
             heuristic_percent: 10,
             hit_for_miss_ttl: Dur(Duration::from_secs(120)),
-        }
-    }
-}
-
-/// `[[backend]]`: one origin server.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BackendConfig {
-    /// Name used in logs and stats. Default `backend<N>`.
-    #[serde(default)]
-    pub name: String,
-    /// Host name or IP address. Required.
-    pub host: String,
-    /// TCP port. Default 80.
-    #[serde(default = "default_port")]
-    pub port: u16,
-    /// Time allowed to establish the TCP connection. Default `3500ms`.
-    #[serde(default = "default_connect_timeout")]
-    pub connect_timeout: Dur,
-    /// Time allowed from sending the request to the first byte of the response. Default `60s`.
-    #[serde(default = "default_long_timeout")]
-    pub first_byte_timeout: Dur,
-    /// Time allowed between two reads of the response body. Default `60s`.
-    #[serde(default = "default_long_timeout")]
-    pub between_bytes_timeout: Dur,
-    /// Idle keep-alive connections kept open to this backend. Default 64; 0 disables reuse.
-    #[serde(default = "default_max_idle")]
-    pub max_idle: usize,
-    /// Close pooled connections idle for longer than this. Default `30s`.
-    #[serde(default = "default_pool_idle_timeout")]
-    pub idle_timeout: Dur,
-    /// TCP_NODELAY on connections to this backend. Default: `server.tcp_nodelay`.
-    #[serde(default)]
-    pub tcp_nodelay: Option<bool>,
-}
-
-fn default_port() -> u16 {
-    80
-}
-fn default_connect_timeout() -> Dur {
-    Dur(Duration::from_millis(3500))
-}
-fn default_long_timeout() -> Dur {
-    Dur(Duration::from_secs(60))
-}
-fn default_max_idle() -> usize {
-    64
-}
-fn default_pool_idle_timeout() -> Dur {
-    Dur(Duration::from_secs(30))
-}
-
-impl BackendConfig {
-    /// A backend with every setting at its default.
-    pub fn new(name: &str, host: &str, port: u16) -> Self {
-        BackendConfig {
-            name: name.to_string(),
-            host: host.to_string(),
-            port,
-            connect_timeout: default_connect_timeout(),
-            first_byte_timeout: default_long_timeout(),
-            between_bytes_timeout: default_long_timeout(),
-            max_idle: default_max_idle(),
-            idle_timeout: default_pool_idle_timeout(),
-            tcp_nodelay: None,
+            grace: Dur(Duration::from_secs(10)),
         }
     }
 }
@@ -320,48 +272,7 @@ impl Config {
                 "must be between 0 and 100".into(),
             ));
         }
-        if self.backends.is_empty() {
-            out.push((
-                key(&["backend"]),
-                "at least one [[backend]] is required".into(),
-            ));
-        }
-        let mut seen = std::collections::HashSet::new();
-        for (i, b) in self.backends.iter().enumerate() {
-            let at = |field: &str| vec!["backend".to_string(), i.to_string(), field.to_string()];
-            if !seen.insert(b.name.as_str()) {
-                out.push((
-                    at("name"),
-                    format!("backend name `{}` is used twice", b.name),
-                ));
-            }
-            if b.host.trim().is_empty() {
-                out.push((at("host"), "must not be empty".into()));
-            } else if b.host.contains(['/', ' ', ':'])
-                && b.host.parse::<std::net::Ipv6Addr>().is_err()
-            {
-                out.push((
-                    at("host"),
-                    format!(
-                        "`{}` is not a host name or IP address (put the port in `port`)",
-                        b.host
-                    ),
-                ));
-            }
-            if b.port == 0 {
-                out.push((at("port"), "must be between 1 and 65535".into()));
-            }
-            for (field, d) in [
-                ("connect_timeout", b.connect_timeout),
-                ("first_byte_timeout", b.first_byte_timeout),
-                ("between_bytes_timeout", b.between_bytes_timeout),
-                ("idle_timeout", b.idle_timeout),
-            ] {
-                if d.0.is_zero() {
-                    out.push((at(field), "must be greater than 0".into()));
-                }
-            }
-        }
+        out.extend(backend::validate(self));
         out
     }
 
