@@ -122,6 +122,7 @@ mod tests {
             vary: vec![],
             initial_age: Duration::ZERO,
             ttl: Duration::from_secs(60),
+            stale_ok: true,
             stored_at: Instant::now(),
         })
     }

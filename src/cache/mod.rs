@@ -64,6 +64,8 @@ pub struct Object {
     pub initial_age: Duration,
     /// Freshness lifetime.
     pub ttl: Duration,
+    /// Whether it may be served stale within grace (see `StorePlan::stale_ok`).
+    pub stale_ok: bool,
     /// When the response head arrived (monotonic).
     pub stored_at: Instant,
 }
@@ -76,6 +78,11 @@ impl Object {
 
     pub fn is_fresh(&self, now: Instant) -> bool {
         self.age(now) < self.ttl
+    }
+
+    /// Whether it may still be served when no backend can answer: stale by less than `grace`.
+    pub fn within_grace(&self, now: Instant, grace: Duration) -> bool {
+        self.stale_ok && self.age(now) < self.ttl + grace
     }
 
     /// Freshness left, zero once stale.

@@ -74,6 +74,9 @@ pub struct StorePlan {
     pub strip: Vec<HeaderName>,
     /// Request header names the response varies on.
     pub vary: Vec<HeaderName>,
+    /// May be served stale (grace) when no backend can answer: not after must-revalidate,
+    /// proxy-revalidate or s-maxage (RFC 9111 §4.2.4, §5.2.2.2, §5.2.2.8, §5.2.2.10).
+    pub stale_ok: bool,
 }
 
 /// Statuses a cache may store with heuristic or default freshness (RFC 9110 §15.1, minus 206
@@ -173,11 +176,13 @@ pub fn evaluate(
     if lifetime <= initial_age {
         return Err(NoCacheReason::Expired);
     }
+    let stale_ok = !(cc.must_revalidate || cc.proxy_revalidate || cc.s_maxage.is_some());
     Ok(StorePlan {
         ttl: lifetime,
         initial_age,
         strip,
         vary,
+        stale_ok,
     })
 }
 

@@ -35,6 +35,23 @@ pub fn from_object(object: Arc<Object>, head_only: bool, now: Instant) -> Respon
     resp
 }
 
+/// A stale object served because no backend could answer: `ttl` is negative (RFC 9211 §2.4)
+/// and `detail` says why.
+pub fn stale(
+    object: Arc<Object>,
+    head_only: bool,
+    now: Instant,
+    why: &str,
+) -> Response<ResponseBody> {
+    let mut resp = from_object(object.clone(), head_only, now);
+    let overdue = object.age(now).saturating_sub(object.ttl).as_secs();
+    let status = format!("shellac; hit; ttl=-{overdue}; detail=stale-{why}");
+    if let Ok(v) = HeaderValue::from_str(&status) {
+        resp.headers_mut().insert(CACHE_STATUS, v);
+    }
+    resp
+}
+
 /// Response with given parts; adds `Via` and `Cache-Status`.
 pub fn respond(
     status: StatusCode,

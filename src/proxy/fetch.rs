@@ -6,14 +6,16 @@ use std::time::{Instant, SystemTime};
 
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Request, StatusCode, Version};
+use http::{Method, Request, Response, StatusCode, Version};
+use http_body::Body as _;
 use http_body_util::BodyExt;
 
 use super::Proxy;
 use super::body::ResponseBody;
 use super::deliver;
 use super::fsm::{FetchMode, Step, Txn};
-use crate::backend::{BackendBody, RequestBody};
+use crate::backend::director::{Member, Pick};
+use crate::backend::{Backend, BackendBody, FetchError, RequestBody};
 use crate::cache::busy::{BusyHead, BusyObject, LeaderGuard};
 use crate::cache::policy::{self, NoCacheReason, StorePlan};
 use crate::cache::{CacheKey, Object, VarySelection};
@@ -32,19 +34,43 @@ const CONDITIONAL: [HeaderName; 6] = [
 /// Bodies up to this size are stored as one contiguous chunk; larger ones in pieces this big.
 const STORE_CHUNK: usize = 64 * 1024;
 
+/// Attempts at most per request (first try, retries and restarts together).
+const MAX_ATTEMPTS: usize = 16;
+
+/// Why no backend response could be obtained.
+enum SendFailure {
+    /// The route's director had no healthy backend to offer.
+    NoHealthyBackend,
+    /// The last backend tried failed.
+    Fetch(FetchError),
+}
+
+impl SendFailure {
+    fn status_detail(&self) -> (StatusCode, &'static str) {
+        match self {
+            SendFailure::NoHealthyBackend => {
+                (StatusCode::SERVICE_UNAVAILABLE, "no-healthy-backend")
+            }
+            SendFailure::Fetch(e) => (e.status(), e.as_str()),
+        }
+    }
+}
+
 /// Sends the backend request for `mode` and turns the answer into the next step.
 pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
     let for_cache = !matches!(mode, FetchMode::Pass(_));
-    let bereq = build_request(txn, for_cache);
     let request_time = SystemTime::now();
-    let resp = match txn.backend.send(bereq).await {
+    let resp = match send(txn, for_cache).await {
         Ok(resp) => resp,
-        Err(e) => {
-            tracing::warn!(backend = txn.backend.name(), error = %e, "backend fetch failed");
+        Err(failure) => {
+            let (status, detail) = failure.status_detail();
             if let FetchMode::Miss(guard) = &mode {
-                guard.object().fail_with(e.status(), e.as_str());
+                guard.object().fail_with(status, detail);
             }
-            return Step::Synth(e.status(), e.as_str());
+            return match txn.stale.take() {
+                Some(stale) => txn.deliver_stale(stale, detail),
+                None => Step::Synth(status, detail),
+            };
         }
     };
     let response_time = SystemTime::now();
@@ -139,6 +165,7 @@ pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
         proxy.cache.clear_hit_for_miss(&key);
     }
     let fill = Fill {
+        stale_ok: plan.stale_ok,
         status: parts.status,
         headers: parts.headers,
         vary,
@@ -158,9 +185,91 @@ pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
     ))
 }
 
+/// Picks a backend from the route and sends the request. Connection failures (before any
+/// response byte) of idempotent requests are retried on the next choice; a response whose
+/// status the director's `restart_on` names is re-run on the next choice, at most
+/// `max_restarts` times — after the last one, or when no other backend is left, that response
+/// is delivered.
+async fn send(txn: &mut Txn<'_>, for_cache: bool) -> Result<Response<BackendBody>, SendFailure> {
+    let route = txn.proxy.backends.default.clone();
+    let key = txn.key.clone().unwrap_or_else(|| CacheKey::new("", "/"));
+    let counters = &txn.proxy.counters;
+    let has_body = !for_cache && txn.body.as_ref().is_some_and(|b| !b.is_end_stream());
+    let idempotent = for_cache
+        || (!has_body
+            && matches!(
+                txn.req.method,
+                Method::GET
+                    | Method::HEAD
+                    | Method::PUT
+                    | Method::DELETE
+                    | Method::OPTIONS
+                    | Method::TRACE
+            ));
+    let mut tried: Vec<Arc<Backend>> = Vec::new();
+    let mut restarts = 0;
+    let mut last_error = None;
+    for _ in 0..MAX_ATTEMPTS {
+        let Some(backend) = choose(&route, &key, txn, &tried) else {
+            break;
+        };
+        txn.backend = Some(backend.clone());
+        let bereq = build_request(txn, &backend, for_cache);
+        match backend.send(bereq).await {
+            Err(e) => {
+                tracing::warn!(backend = backend.name(), error = %e, "backend fetch failed");
+                if !(idempotent && e.before_response()) {
+                    return Err(SendFailure::Fetch(e));
+                }
+                tried.push(backend);
+                last_error = Some(e);
+                counters.backend_retry.inc();
+            }
+            Ok(resp) => {
+                let Some(director) = route.director() else {
+                    return Ok(resp);
+                };
+                if !(idempotent
+                    && restarts < director.max_restarts
+                    && director.restarts_on(resp.status().as_u16()))
+                {
+                    return Ok(resp);
+                }
+                tried.push(backend);
+                if choose(&route, &key, txn, &tried).is_none() {
+                    return Ok(resp);
+                }
+                restarts += 1;
+                counters.backend_restart.inc();
+            }
+        }
+    }
+    match last_error {
+        Some(e) => Err(SendFailure::Fetch(e)),
+        None => {
+            counters.backend_unhealthy.inc();
+            Err(SendFailure::NoHealthyBackend)
+        }
+    }
+}
+
+fn choose(
+    route: &Member,
+    key: &CacheKey,
+    txn: &Txn<'_>,
+    tried: &[Arc<Backend>],
+) -> Option<Arc<Backend>> {
+    route.pick(&Pick {
+        key,
+        headers: &txn.req.headers,
+        client: txn.client.ip(),
+        exclude: tried,
+    })
+}
+
 /// The backend request: hop-by-hop removed, `X-Forwarded-For` and `Via` added; for cache
 /// fills a plain GET without conditionals or ranges, so the whole object comes back.
-fn build_request(txn: &mut Txn<'_>, for_cache: bool) -> Request<RequestBody> {
+fn build_request(txn: &mut Txn<'_>, backend: &Backend, for_cache: bool) -> Request<RequestBody> {
     let mut headers: HeaderMap = txn.req.headers.clone();
     headers::strip_hop_by_hop(&mut headers);
     headers.remove(header::EXPECT);
@@ -171,7 +280,7 @@ fn build_request(txn: &mut Txn<'_>, for_cache: bool) -> Request<RequestBody> {
             headers.insert(header::HOST, v);
         }
     } else if !headers.contains_key(header::HOST)
-        && let Ok(v) = HeaderValue::from_str(&txn.backend.address())
+        && let Ok(v) = HeaderValue::from_str(&backend.host_header())
     {
         headers.insert(header::HOST, v);
     }
@@ -203,6 +312,7 @@ fn build_request(txn: &mut Txn<'_>, for_cache: bool) -> Request<RequestBody> {
 
 /// What the fill needs to build the cached object once the body is complete.
 struct Fill {
+    stale_ok: bool,
     status: StatusCode,
     headers: HeaderMap,
     vary: VarySelection,
@@ -266,6 +376,7 @@ impl Fill {
                 vary: self.vary,
                 initial_age: self.plan.initial_age,
                 ttl: self.plan.ttl,
+                stale_ok: self.stale_ok,
                 stored_at: self.stored_at,
             };
             proxy.cache.storage.insert(key, Arc::new(object));

@@ -81,7 +81,10 @@ pub(super) struct Txn<'a> {
     pub client: SocketAddr,
     pub key: Option<CacheKey>,
     pub head_only: bool,
-    pub backend: Arc<Backend>,
+    /// The backend this request was last sent to.
+    pub backend: Option<Arc<Backend>>,
+    /// A stale object that may be served (within grace) if no backend can answer.
+    pub stale: Option<Arc<Object>>,
     lookups: u32,
     /// Set when the client connection must close after this response (malformed request).
     close: bool,
@@ -101,7 +104,8 @@ pub(super) async fn run(
         body: Some(body),
         client,
         key: None,
-        backend: proxy.backends[0].clone(),
+        backend: None,
+        stale: None,
         lookups: 0,
         close: false,
     };
@@ -206,7 +210,7 @@ impl Txn<'_> {
     }
 
     /// A hit if a fresh object matching the request is stored; `count` counts a stale one.
-    fn fresh_hit(&self, key: &CacheKey, now: Instant, count: bool) -> Option<Step> {
+    fn fresh_hit(&mut self, key: &CacheKey, now: Instant, count: bool) -> Option<Step> {
         let object = self.proxy.cache.storage.lookup(key)?;
         if !object.vary_matches(&self.req.headers) {
             return None;
@@ -216,6 +220,9 @@ impl Txn<'_> {
         }
         if count {
             self.proxy.counters.cache_expired.inc();
+        }
+        if object.within_grace(now, self.proxy.config.cache.grace.0) {
+            self.stale = Some(object);
         }
         None
     }
@@ -248,7 +255,10 @@ impl Txn<'_> {
                 ))
             }
             HeadOutcome::Retry => Step::Lookup,
-            HeadOutcome::Failed(status, detail) => Step::Synth(status, detail),
+            HeadOutcome::Failed(status, detail) => match self.stale.take() {
+                Some(stale) => self.deliver_stale(stale, detail),
+                None => Step::Synth(status, detail),
+            },
         }
     }
 
@@ -265,6 +275,12 @@ impl Txn<'_> {
     fn pass(&mut self, reason: NoCacheReason) -> Step {
         self.proxy.counters.cache_pass.inc();
         Step::Fetch(FetchMode::Pass(reason))
+    }
+
+    /// Serves a stale object because no backend could answer (`why`).
+    pub(super) fn deliver_stale(&mut self, object: Arc<Object>, why: &'static str) -> Step {
+        self.proxy.counters.cache_stale_served.inc();
+        Step::Deliver(deliver::stale(object, self.head_only, Instant::now(), why))
     }
 
     fn synth(&mut self, status: StatusCode, detail: &'static str) -> Step {

@@ -16,7 +16,7 @@ use std::time::Instant;
 use http::{Request, Response};
 use hyper::body::Incoming;
 
-use crate::backend::Backend;
+use crate::backend::director::Backends;
 use crate::cache::Cache;
 use crate::cache::memory::MemoryStorage;
 use crate::config::Config;
@@ -27,7 +27,7 @@ pub use body::ResponseBody;
 pub struct Proxy {
     pub config: Arc<Config>,
     pub cache: Cache,
-    pub backends: Vec<Arc<Backend>>,
+    pub backends: Backends,
     pub counters: Arc<Counters>,
     pub started: Instant,
     /// Largest object the storage accepts (`cache.max_object_size`, possibly lowered so an
@@ -45,11 +45,7 @@ impl Proxy {
             counters.clone(),
         );
         let max_object_size = config.cache.max_object_size.0.min(memory.max_object());
-        let backends = config
-            .backends
-            .iter()
-            .map(|b| Backend::new(b.clone(), config.server.tcp_nodelay, counters.clone()))
-            .collect();
+        let backends = Backends::build(&config, &counters);
         Arc::new(Proxy {
             cache: Cache::new(Arc::new(memory)),
             backends,
