@@ -284,18 +284,28 @@ impl Config {
             .iter()
             .map(|b| format!("{} → {}:{}", b.name, b.host, b.port))
             .collect();
-        format!(
-            "listen {}; {} backend{} ({}); memory cache {}; admin {}",
+        let directors: Vec<String> = self
+            .directors
+            .iter()
+            .map(|d| format!("{} ({}: {})", d.name, d.kind.as_str(), d.backends.join(", ")))
+            .collect();
+        let mut out = format!(
+            "listen {}; {} backend{} ({})",
             listen.join(", "),
             self.backends.len(),
             if self.backends.len() == 1 { "" } else { "s" },
             backends.join(", "),
+        );
+        if !directors.is_empty() {
+            out.push_str(&format!("; directors {}", directors.join(", ")));
+        }
+        out.push_str(&format!(
+            "; requests go to {}; memory cache {}; admin {}",
+            self.default_target().unwrap_or("-"),
             units::format_size(self.cache.memory_size.0),
-            self.server
-                .admin
-                .map(|a| a.to_string())
-                .unwrap_or_else(|| "off".into()),
-        )
+            self.server.admin.map(|a| a.to_string()).unwrap_or_else(|| "off".into()),
+        ));
+        out
     }
 }
 
