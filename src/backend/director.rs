@@ -376,6 +376,17 @@ mod tests {
     }
 
     #[test]
+    fn nested_directors() {
+        let text = "[[backend]]\nname = \"a\"\nhost = \"h\"\n\n[[backend]]\nname = \"b\"\nhost = \"h\"\n\n[[backend]]\nname = \"c\"\nhost = \"h\"\n\n[[director]]\nname = \"outer\"\ntype = \"fallback\"\nbackends = [\"inner\", \"c\"]\n\n[[director]]\nname = \"inner\"\ntype = \"round_robin\"\nbackends = [\"a\", \"b\"]\n";
+        let config = Config::parse(text, "t.toml").unwrap();
+        let b = Backends::build(&config, &Arc::new(Counters::default()));
+        assert_eq!(b.default.name(), "outer");
+        assert_eq!([pick(&b, "/", &[]), pick(&b, "/", &[])], ["a", "b"]);
+        let both = vec![b.backends[0].clone(), b.backends[1].clone()];
+        assert_eq!(pick(&b, "/", &both), "c", "inner exhausted: fall back to c");
+    }
+
+    #[test]
     fn hash_is_stable_and_moves_about_one_nth() {
         let b = setup("hash", "", 4);
         let keys: Vec<String> = (0..4000).map(|i| format!("/k{i}")).collect();

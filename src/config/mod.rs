@@ -287,7 +287,14 @@ impl Config {
         let directors: Vec<String> = self
             .directors
             .iter()
-            .map(|d| format!("{} ({}: {})", d.name, d.kind.as_str(), d.backends.join(", ")))
+            .map(|d| {
+                format!(
+                    "{} ({}: {})",
+                    d.name,
+                    d.kind.as_str(),
+                    d.backends.join(", ")
+                )
+            })
             .collect();
         let mut out = format!(
             "listen {}; {} backend{} ({})",
@@ -303,7 +310,10 @@ impl Config {
             "; requests go to {}; memory cache {}; admin {}",
             self.default_target().unwrap_or("-"),
             units::format_size(self.cache.memory_size.0),
-            self.server.admin.map(|a| a.to_string()).unwrap_or_else(|| "off".into()),
+            self.server
+                .admin
+                .map(|a| a.to_string())
+                .unwrap_or_else(|| "off".into()),
         ));
         out
     }
