@@ -80,6 +80,10 @@ counters! {
     backend_unhealthy: "Requests for which no healthy backend was available",
     backend_probe: "Health probes sent",
     backend_probe_fail: "Health probes that failed",
+    cache_grace_hit: "Stale objects delivered within grace while a background fetch refreshes them",
+    cache_refresh: "Background fetches started to refresh an object delivered within grace",
+    cache_revalidated: "Stale objects refreshed by a 304 from the backend (conditional revalidation)",
+    cache_invalidated: "Objects removed after a successful unsafe request (POST, PUT, DELETE, PATCH)",
     cache_stale_served: "Stale objects served (within grace) because no backend could answer",
     }
 }

@@ -362,7 +362,7 @@ async fn restart_on_status_with_max_restarts() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn all_backends_sick_serves_stale_within_grace_else_503() {
+async fn all_backends_sick_serves_stale_within_keep_else_503() {
     let fail = Arc::new(AtomicBool::new(false));
     let f = fail.clone();
     let origin = Origin::start(move |s| {
@@ -378,7 +378,7 @@ async fn all_backends_sick_serves_stale_within_grace_else_503() {
     .await;
     let shellac = Shellac::start(origin.addr, |c| {
         c.backends[0].probe = Some(ProbeRef::Inline(fast_probe()));
-        c.cache.grace = Dur(Duration::from_secs(30));
+        c.cache.keep = Dur(Duration::from_secs(30));
     })
     .await;
     assert_eq!(get(shellac.addr, "/page").await.text(), "fresh copy");

@@ -123,6 +123,8 @@ mod tests {
             initial_age: Duration::ZERO,
             ttl: Duration::from_secs(60),
             stale_ok: true,
+            grace: Duration::ZERO,
+            stale_if_error: None,
             stored_at: Instant::now(),
         })
     }

@@ -97,10 +97,27 @@ pub struct CacheConfig {
     /// How long a URL whose response was uncacheable skips request coalescing (hit-for-miss).
     /// Default `120s`.
     pub hit_for_miss_ttl: Dur,
-    /// How long past its TTL an object may still be served when no backend can answer (all
-    /// sick, or the fetch failed) — unless the response said must-revalidate,
-    /// proxy-revalidate or s-maxage. Default `10s`.
+    /// Grace (stale-while-revalidate): how long past its TTL an object is still delivered at
+    /// once while one background fetch refreshes it. A response's `stale-while-revalidate=N`
+    /// overrides it. Default `0s`: RFC 9111 §4.2.4 forbids stale responses unless permitted.
     pub grace: Dur,
+    /// Keep: how long past TTL + grace a stale object is kept usable for conditional
+    /// revalidation (If-None-Match / If-Modified-Since to the backend) and served when no backend
+    /// can be reached (RFC 9111 §4.2.4 "disconnected"; a response's `stale-if-error=N` extends
+    /// it to 5xx answers). Default `1h`.
+    pub keep: Dur,
+    /// Honour request `Cache-Control` (`no-cache`, `max-age`, `min-fresh`, `max-stale`,
+    /// `only-if-cached`) and `Pragma: no-cache`. Default false: ignored, as Varnish does, so
+    /// clients cannot force backend traffic.
+    pub request_cache_control: bool,
+    /// Targeted cache-control fields (RFC 9213) honoured instead of `Cache-Control`, first
+    /// present wins. Default `["CDN-Cache-Control", "Surrogate-Control"]`.
+    pub targeted_cache_control: Vec<String>,
+    /// Normalise `Accept-Encoding` to `gzip`, `br` or nothing before lookup and fetch, so
+    /// trivial differences share one `Vary` variant. Default true.
+    pub normalize_accept_encoding: bool,
+    /// Variants (by `Vary`) kept per URL at most; the oldest is dropped first. Default 16.
+    pub max_variants: usize,
 }
 
 impl Default for CacheConfig {
@@ -112,7 +129,12 @@ impl Default for CacheConfig {
             max_ttl: None,
             heuristic_percent: 10,
             hit_for_miss_ttl: Dur(Duration::from_secs(120)),
-            grace: Dur(Duration::from_secs(10)),
+            grace: Dur(Duration::ZERO),
+            keep: Dur(Duration::from_secs(3600)),
+            request_cache_control: false,
+            targeted_cache_control: vec!["CDN-Cache-Control".into(), "Surrogate-Control".into()],
+            normalize_accept_encoding: true,
+            max_variants: 16,
         }
     }
 }
@@ -264,6 +286,24 @@ impl Config {
                     units::format_duration(max.0),
                     units::format_duration(c.default_ttl.0)
                 ),
+            ));
+        }
+        for (i, name) in c.targeted_cache_control.iter().enumerate() {
+            if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                out.push((
+                    vec![
+                        "cache".into(),
+                        "targeted_cache_control".into(),
+                        i.to_string(),
+                    ],
+                    format!("`{name}` is not a header field name"),
+                ));
+            }
+        }
+        if !(1..=256).contains(&c.max_variants) {
+            out.push((
+                key(&["cache", "max_variants"]),
+                "must be between 1 and 256".into(),
             ));
         }
         if c.heuristic_percent > 100 {

@@ -27,6 +27,18 @@ enum Kind {
         next: usize,
         remaining: u64,
     },
+    /// Pieces of stored bodies (ranges, multipart).
+    Parts {
+        parts: Vec<Bytes>,
+        next: usize,
+        remaining: u64,
+    },
+    /// A window of another body: skip `skip` bytes, then pass `take` bytes (a Range on a miss).
+    Slice {
+        inner: Box<ResponseBody>,
+        skip: u64,
+        take: u64,
+    },
     Busy {
         reader: BusyReader,
         remaining: Option<u64>,
@@ -68,6 +80,24 @@ impl ResponseBody {
             object,
             next: 0,
             remaining,
+        })
+    }
+
+    pub fn parts(parts: Vec<Bytes>) -> ResponseBody {
+        let remaining = parts.iter().map(|p| p.len() as u64).sum();
+        ResponseBody::new(Kind::Parts {
+            parts,
+            next: 0,
+            remaining,
+        })
+    }
+
+    /// Bytes `skip..skip + take` of `inner`.
+    pub fn slice(inner: ResponseBody, skip: u64, take: u64) -> ResponseBody {
+        ResponseBody::new(Kind::Slice {
+            inner: Box::new(inner),
+            skip,
+            take,
         })
     }
 
@@ -119,6 +149,45 @@ impl Body for ResponseBody {
                 }
                 None => Poll::Ready(None),
             },
+            Kind::Parts {
+                parts,
+                next,
+                remaining,
+            } => match parts.get(*next) {
+                Some(p) => {
+                    *next += 1;
+                    *remaining -= p.len() as u64;
+                    Poll::Ready(Some(Ok(p.clone())))
+                }
+                None => Poll::Ready(None),
+            },
+            Kind::Slice { inner, skip, take } => loop {
+                if *take == 0 {
+                    break Poll::Ready(None);
+                }
+                match Pin::new(&mut **inner).poll_frame(cx) {
+                    Poll::Ready(Some(Ok(frame))) => {
+                        let Ok(mut data) = frame.into_data() else {
+                            continue;
+                        };
+                        let n = data.len() as u64;
+                        if *skip >= n {
+                            *skip -= n;
+                            continue;
+                        }
+                        let _ = data.split_to(*skip as usize);
+                        *skip = 0;
+                        if data.len() as u64 > *take {
+                            data.truncate(*take as usize);
+                        }
+                        *take -= data.len() as u64;
+                        break Poll::Ready(Some(Ok(data)));
+                    }
+                    Poll::Ready(Some(Err(e))) => break Poll::Ready(Some(Err(e))),
+                    Poll::Ready(None) => break Poll::Ready(None),
+                    Poll::Pending => break Poll::Pending,
+                }
+            },
             Kind::Busy { reader, remaining } => match reader.poll_chunk(cx) {
                 Poll::Ready(ChunkPoll::Chunk(c)) => {
                     if let Some(r) = remaining {
@@ -165,6 +234,8 @@ impl Body for ResponseBody {
             Kind::Empty => true,
             Kind::Full(b) => b.is_none(),
             Kind::Object { remaining, .. } => *remaining == 0,
+            Kind::Parts { remaining, .. } => *remaining == 0,
+            Kind::Slice { take, .. } => *take == 0,
             Kind::Busy { remaining, .. } => *remaining == Some(0),
             Kind::Backend(b) => b.is_end_stream(),
         }
@@ -175,6 +246,8 @@ impl Body for ResponseBody {
             Kind::Empty => SizeHint::with_exact(0),
             Kind::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
             Kind::Object { remaining, .. } => SizeHint::with_exact(*remaining),
+            Kind::Parts { remaining, .. } => SizeHint::with_exact(*remaining),
+            Kind::Slice { take, .. } => SizeHint::with_exact(*take),
             Kind::Busy {
                 remaining: Some(r), ..
             } => SizeHint::with_exact(*r),

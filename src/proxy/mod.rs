@@ -6,7 +6,11 @@
 pub mod body;
 mod deliver;
 mod fetch;
+mod fill;
 mod fsm;
+mod partial;
+mod refresh;
+mod send;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -47,7 +51,7 @@ impl Proxy {
         let max_object_size = config.cache.max_object_size.0.min(memory.max_object());
         let backends = Backends::build(&config, &counters);
         Arc::new(Proxy {
-            cache: Cache::new(Arc::new(memory)),
+            cache: Cache::new(Arc::new(memory), config.cache.max_variants),
             backends,
             counters,
             started: Instant::now(),
