@@ -7,7 +7,13 @@ use common::*;
 const LM: &str = "Sat, 21 Nov 2026 10:00:00 GMT";
 
 async fn setup() -> (Origin, Shellac) {
-    let origin = Origin::start(|_| Reply::ok("body").cc("max-age=60").header("etag", "\"v1\"").header("last-modified", LM)).await;
+    let origin = Origin::start(|_| {
+        Reply::ok("body")
+            .cc("max-age=60")
+            .header("etag", "\"v1\"")
+            .header("last-modified", LM)
+    })
+    .await;
     let shellac = Shellac::start(origin.addr, |_| {}).await;
     get(shellac.addr, "/doc").await;
     (origin, shellac)
@@ -25,7 +31,12 @@ async fn if_none_match_gets_304_from_cache() {
         assert_eq!(r.header("cache-control"), Some("max-age=60"));
         assert!(r.cache_status().contains("hit"));
     }
-    assert_eq!(get_with(shellac.addr, "/doc", &[("if-none-match", "\"v2\"")]).await.status, 200);
+    assert_eq!(
+        get_with(shellac.addr, "/doc", &[("if-none-match", "\"v2\"")])
+            .await
+            .status,
+        200
+    );
     assert_eq!(origin.count(), 1, "all answered from cache");
     shellac.stop().await;
 }
@@ -34,10 +45,38 @@ async fn if_none_match_gets_304_from_cache() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn if_modified_since() {
     let (_origin, shellac) = setup().await;
-    assert_eq!(get_with(shellac.addr, "/doc", &[("if-modified-since", LM)]).await.status, 304);
-    assert_eq!(get_with(shellac.addr, "/doc", &[("if-modified-since", "Sun, 22 Nov 2026 10:00:00 GMT")]).await.status, 304);
-    assert_eq!(get_with(shellac.addr, "/doc", &[("if-modified-since", "Fri, 20 Nov 2026 10:00:00 GMT")]).await.status, 200);
-    let r = get_with(shellac.addr, "/doc", &[("if-none-match", "\"other\""), ("if-modified-since", LM)]).await;
+    assert_eq!(
+        get_with(shellac.addr, "/doc", &[("if-modified-since", LM)])
+            .await
+            .status,
+        304
+    );
+    assert_eq!(
+        get_with(
+            shellac.addr,
+            "/doc",
+            &[("if-modified-since", "Sun, 22 Nov 2026 10:00:00 GMT")]
+        )
+        .await
+        .status,
+        304
+    );
+    assert_eq!(
+        get_with(
+            shellac.addr,
+            "/doc",
+            &[("if-modified-since", "Fri, 20 Nov 2026 10:00:00 GMT")]
+        )
+        .await
+        .status,
+        200
+    );
+    let r = get_with(
+        shellac.addr,
+        "/doc",
+        &[("if-none-match", "\"other\""), ("if-modified-since", LM)],
+    )
+    .await;
     assert_eq!(r.status, 200, "INM takes precedence");
     shellac.stop().await;
 }
@@ -46,11 +85,40 @@ async fn if_modified_since() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn if_match_and_if_unmodified_since_give_412() {
     let (_origin, shellac) = setup().await;
-    assert_eq!(get_with(shellac.addr, "/doc", &[("if-match", "\"v1\"")]).await.status, 200);
-    assert_eq!(get_with(shellac.addr, "/doc", &[("if-match", "\"v2\"")]).await.status, 412);
-    assert_eq!(get_with(shellac.addr, "/doc", &[("if-match", "W/\"v1\"")]).await.status, 412);
-    assert_eq!(get_with(shellac.addr, "/doc", &[("if-unmodified-since", "Fri, 20 Nov 2026 10:00:00 GMT")]).await.status, 412);
-    assert_eq!(get_with(shellac.addr, "/doc", &[("if-unmodified-since", LM)]).await.status, 200);
+    assert_eq!(
+        get_with(shellac.addr, "/doc", &[("if-match", "\"v1\"")])
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        get_with(shellac.addr, "/doc", &[("if-match", "\"v2\"")])
+            .await
+            .status,
+        412
+    );
+    assert_eq!(
+        get_with(shellac.addr, "/doc", &[("if-match", "W/\"v1\"")])
+            .await
+            .status,
+        412
+    );
+    assert_eq!(
+        get_with(
+            shellac.addr,
+            "/doc",
+            &[("if-unmodified-since", "Fri, 20 Nov 2026 10:00:00 GMT")]
+        )
+        .await
+        .status,
+        412
+    );
+    assert_eq!(
+        get_with(shellac.addr, "/doc", &[("if-unmodified-since", LM)])
+            .await
+            .status,
+        200
+    );
     shellac.stop().await;
 }
 
@@ -58,7 +126,14 @@ async fn if_match_and_if_unmodified_since_give_412() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn head_conditional() {
     let (_origin, shellac) = setup().await;
-    let r = request(shellac.addr, "HEAD", "/doc", &[("if-none-match", "\"v1\"")], b"").await;
+    let r = request(
+        shellac.addr,
+        "HEAD",
+        "/doc",
+        &[("if-none-match", "\"v1\"")],
+        b"",
+    )
+    .await;
     assert_eq!(r.status, 304);
     shellac.stop().await;
 }

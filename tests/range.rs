@@ -7,7 +7,13 @@ use common::*;
 const BODY: &str = "0123456789abcdefghijklmnopqrstuvwxyz";
 
 async fn cached() -> (Origin, Shellac) {
-    let origin = Origin::start(|_| Reply::ok(BODY).cc("max-age=60").header("etag", "\"r1\"").header("content-type", "text/plain")).await;
+    let origin = Origin::start(|_| {
+        Reply::ok(BODY)
+            .cc("max-age=60")
+            .header("etag", "\"r1\"")
+            .header("content-type", "text/plain")
+    })
+    .await;
     let shellac = Shellac::start(origin.addr, |_| {}).await;
     get(shellac.addr, "/file").await;
     (origin, shellac)
@@ -28,7 +34,10 @@ async fn single_ranges_from_cache() {
         assert_eq!(r.status, 206, "{range}: bytes=0- must be 206 too");
         assert_eq!(r.text(), want, "{range}");
         assert_eq!(r.header("content-range"), Some(cr));
-        assert_eq!(r.header("content-length"), Some(want.len().to_string().as_str()));
+        assert_eq!(
+            r.header("content-length"),
+            Some(want.len().to_string().as_str())
+        );
     }
     assert_eq!(origin.count(), 1);
     shellac.stop().await;
@@ -41,10 +50,21 @@ async fn multiple_ranges_are_multipart() {
     let r = get_with(shellac.addr, "/file", &[("range", "bytes=0-1, 10-11")]).await;
     assert_eq!(r.status, 206);
     let ct = r.header("content-type").unwrap().to_string();
-    let boundary = ct.strip_prefix("multipart/byteranges; boundary=").expect(&ct).to_string();
+    let boundary = ct
+        .strip_prefix("multipart/byteranges; boundary=")
+        .expect(&ct)
+        .to_string();
     let text = r.text();
-    assert!(text.contains(&format!("--{boundary}\r\nContent-Type: text/plain\r\nContent-Range: bytes 0-1/36\r\n\r\n01\r\n")), "{text}");
-    assert!(text.contains("Content-Range: bytes 10-11/36\r\n\r\nab\r\n"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "--{boundary}\r\nContent-Type: text/plain\r\nContent-Range: bytes 0-1/36\r\n\r\n01\r\n"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("Content-Range: bytes 10-11/36\r\n\r\nab\r\n"),
+        "{text}"
+    );
     assert!(text.ends_with(&format!("--{boundary}--\r\n")));
     assert_eq!(r.header("content-length").unwrap(), text.len().to_string());
     shellac.stop().await;
@@ -58,7 +78,12 @@ async fn unsatisfiable_is_416() {
     assert_eq!(r.status, 416);
     assert_eq!(r.header("content-range"), Some("bytes */36"));
     // Garbage ranges are ignored: the whole representation (RFC 9110 §14.2).
-    assert_eq!(get_with(shellac.addr, "/file", &[("range", "bytes=z-")]).await.status, 200);
+    assert_eq!(
+        get_with(shellac.addr, "/file", &[("range", "bytes=z-")])
+            .await
+            .status,
+        200
+    );
     shellac.stop().await;
 }
 
@@ -66,8 +91,22 @@ async fn unsatisfiable_is_416() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn if_range() {
     let (_origin, shellac) = cached().await;
-    assert_eq!(get_with(shellac.addr, "/file", &[("range", "bytes=0-0"), ("if-range", "\"r1\"")]).await.status, 206);
-    let r = get_with(shellac.addr, "/file", &[("range", "bytes=0-0"), ("if-range", "\"old\"")]).await;
+    assert_eq!(
+        get_with(
+            shellac.addr,
+            "/file",
+            &[("range", "bytes=0-0"), ("if-range", "\"r1\"")]
+        )
+        .await
+        .status,
+        206
+    );
+    let r = get_with(
+        shellac.addr,
+        "/file",
+        &[("range", "bytes=0-0"), ("if-range", "\"old\"")],
+    )
+    .await;
     assert_eq!((r.status, r.text().len()), (200, 36));
     shellac.stop().await;
 }
@@ -84,6 +123,9 @@ async fn range_on_a_miss_fetches_the_whole_object() {
     let r = get_with(shellac.addr, "/file", &[("range", "bytes=5-7")]).await;
     assert_eq!((r.status, r.text().as_str()), (206, "567"));
     assert_eq!(origin.count(), 1);
-    assert!(!origin.last().headers.contains_key("range"), "the backend was asked for the whole object");
+    assert!(
+        !origin.last().headers.contains_key("range"),
+        "the backend was asked for the whole object"
+    );
     shellac.stop().await;
 }

@@ -7,8 +7,14 @@ use common::*;
 
 fn lang_origin() -> impl Fn(&Seen) -> Reply + Send + Sync + 'static {
     |s| {
-        let lang = s.headers.get("accept-language").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
-        Reply::ok(&format!("lang={lang}")).cc("max-age=60").header("vary", "Accept-Language")
+        let lang = s
+            .headers
+            .get("accept-language")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        Reply::ok(&format!("lang={lang}"))
+            .cc("max-age=60")
+            .header("vary", "Accept-Language")
     }
 }
 
@@ -39,7 +45,11 @@ async fn vary_star_never_matches() {
     let shellac = Shellac::start(origin.addr, |_| {}).await;
     get(shellac.addr, "/").await;
     let r = get(shellac.addr, "/").await;
-    assert!(r.cache_status().contains("detail=vary-star"), "{}", r.cache_status());
+    assert!(
+        r.cache_status().contains("detail=vary-star"),
+        "{}",
+        r.cache_status()
+    );
     assert_eq!(origin.count(), 2);
     shellac.stop().await;
 }
@@ -49,16 +59,36 @@ async fn vary_star_never_matches() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accept_encoding_is_normalised() {
     let origin = Origin::start(|s| {
-        let ae = s.headers.get("accept-encoding").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
-        Reply::ok(&format!("ae={ae}")).cc("max-age=60").header("vary", "Accept-Encoding")
+        let ae = s
+            .headers
+            .get("accept-encoding")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        Reply::ok(&format!("ae={ae}"))
+            .cc("max-age=60")
+            .header("vary", "Accept-Encoding")
     })
     .await;
     let shellac = Shellac::start(origin.addr, |_| {}).await;
-    assert_eq!(get_with(shellac.addr, "/", &[("accept-encoding", "gzip, deflate, br")]).await.text(), "ae=gzip");
+    assert_eq!(
+        get_with(
+            shellac.addr,
+            "/",
+            &[("accept-encoding", "gzip, deflate, br")]
+        )
+        .await
+        .text(),
+        "ae=gzip"
+    );
     let r = get_with(shellac.addr, "/", &[("accept-encoding", "deflate, gzip")]).await;
     assert_eq!(r.text(), "ae=gzip");
     assert!(r.cache_status().contains("hit"), "{}", r.cache_status());
-    assert_eq!(get_with(shellac.addr, "/", &[("accept-encoding", "identity")]).await.text(), "ae=");
+    assert_eq!(
+        get_with(shellac.addr, "/", &[("accept-encoding", "identity")])
+            .await
+            .text(),
+        "ae="
+    );
     assert_eq!(origin.count(), 2);
     shellac.stop().await;
 }
@@ -70,8 +100,14 @@ async fn invalidation_removes_all_variants() {
         if s.method == "POST" {
             return Reply::ok("posted");
         }
-        let lang = s.headers.get("accept-language").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
-        Reply::ok(&format!("lang={lang}")).cc("max-age=60").header("vary", "Accept-Language")
+        let lang = s
+            .headers
+            .get("accept-language")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        Reply::ok(&format!("lang={lang}"))
+            .cc("max-age=60")
+            .header("vary", "Accept-Language")
     })
     .await;
     let shellac = Shellac::start(origin.addr, |_| {}).await;
@@ -81,7 +117,12 @@ async fn invalidation_removes_all_variants() {
     request(shellac.addr, "POST", "/", &[], b"x").await;
     assert_eq!(shellac.stat("cache_invalidated").await, 2);
     for lang in ["fr", "de"] {
-        assert!(get_with(shellac.addr, "/", &[("accept-language", lang)]).await.cache_status().contains("fwd=miss"));
+        assert!(
+            get_with(shellac.addr, "/", &[("accept-language", lang)])
+                .await
+                .cache_status()
+                .contains("fwd=miss")
+        );
     }
     shellac.stop().await;
 }
