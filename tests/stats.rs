@@ -12,7 +12,7 @@ async fn traffic(shellac: &Shellac) {
         get(shellac.addr, "/a").await; // hits
     }
     get(shellac.addr, "/nostore").await; // miss, not stored (no-store)
-    request(shellac.addr, "POST", "/a", &[], b"x").await; // pass (method)
+    request(shellac.addr, "POST", "/form", &[], b"x").await; // pass (method)
 }
 
 fn origin_handler(s: &Seen) -> Reply {

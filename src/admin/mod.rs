@@ -51,6 +51,20 @@ fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<Full<Bytes>> {
         (&Method::GET, "/stats/descriptions") => {
             reply(StatusCode::OK, JSON, json(stats::descriptions()))
         }
+        (&Method::GET, "/backends") => {
+            let b = &proxy.backends;
+            let body = serde_json::json!({
+                "default": b.default.name(),
+                "backends": b.backends.iter().map(|b| b.describe()).collect::<Vec<_>>(),
+                "directors": b.directors.iter().map(|d| serde_json::json!({
+                    "name": d.config.name,
+                    "type": d.config.kind.as_str(),
+                    "healthy": crate::backend::director::Member::Director(d.clone()).healthy(),
+                    "members": d.members.iter().map(|m| m.name().to_string()).collect::<Vec<_>>(),
+                })).collect::<Vec<_>>(),
+            });
+            reply(StatusCode::OK, JSON, json(body))
+        }
         (&Method::GET, "/stats/live") => reply(StatusCode::OK, JSON, json(stats::live(proxy))),
         (&Method::GET, "/metrics") => reply(
             StatusCode::OK,
@@ -76,6 +90,7 @@ GET /stats               counters, gauges and hit ratios (flat JSON)
 GET /stats/descriptions  what each one means
 GET /stats/live          values, rates, averages, hit ratios, TTFB percentiles
 GET /metrics             Prometheus text format
+GET /backends            health, probes, connections and counters per backend (JSON)
 ";
 
 fn reply(status: StatusCode, content_type: &'static str, body: Vec<u8>) -> Response<Full<Bytes>> {

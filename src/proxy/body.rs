@@ -28,6 +28,18 @@ enum Kind {
         next: usize,
         remaining: u64,
     },
+    /// Pieces of stored bodies (ranges, multipart).
+    Parts {
+        parts: Vec<Bytes>,
+        next: usize,
+        remaining: u64,
+    },
+    /// A window of another body: skip `skip` bytes, then pass `take` bytes (a Range on a miss).
+    Slice {
+        inner: Box<ResponseBody>,
+        skip: u64,
+        take: u64,
+    },
     Busy {
         reader: BusyReader,
         remaining: Option<u64>,
@@ -44,8 +56,6 @@ impl<T: Send + Sync> OnDone for T {}
 pub struct ResponseBody {
     kind: Kind,
     counters: Option<Arc<Counters>>,
-    /// The body reached its end (as opposed to being dropped part-way).
-    ended: bool,
     /// Boxed: most responses carry none, and the body sits in every `Step::Deliver`.
     record: Option<Box<Pending>>,
     _guard: Option<Box<dyn OnDone>>,
@@ -56,7 +66,6 @@ impl ResponseBody {
         ResponseBody {
             kind,
             counters: None,
-            ended: false,
             record: None,
             _guard: None,
         }
@@ -76,6 +85,24 @@ impl ResponseBody {
             object,
             next: 0,
             remaining,
+        })
+    }
+
+    pub fn parts(parts: Vec<Bytes>) -> ResponseBody {
+        let remaining = parts.iter().map(|p| p.len() as u64).sum();
+        ResponseBody::new(Kind::Parts {
+            parts,
+            next: 0,
+            remaining,
+        })
+    }
+
+    /// Bytes `skip..skip + take` of `inner`.
+    pub fn slice(inner: ResponseBody, skip: u64, take: u64) -> ResponseBody {
+        ResponseBody::new(Kind::Slice {
+            inner: Box::new(inner),
+            skip,
+            take,
         })
     }
 
@@ -133,6 +160,45 @@ impl Body for ResponseBody {
                 }
                 None => Poll::Ready(None),
             },
+            Kind::Parts {
+                parts,
+                next,
+                remaining,
+            } => match parts.get(*next) {
+                Some(p) => {
+                    *next += 1;
+                    *remaining -= p.len() as u64;
+                    Poll::Ready(Some(Ok(p.clone())))
+                }
+                None => Poll::Ready(None),
+            },
+            Kind::Slice { inner, skip, take } => loop {
+                if *take == 0 {
+                    break Poll::Ready(None);
+                }
+                match Pin::new(&mut **inner).poll_frame(cx) {
+                    Poll::Ready(Some(Ok(frame))) => {
+                        let Ok(mut data) = frame.into_data() else {
+                            continue;
+                        };
+                        let n = data.len() as u64;
+                        if *skip >= n {
+                            *skip -= n;
+                            continue;
+                        }
+                        let _ = data.split_to(*skip as usize);
+                        *skip = 0;
+                        if data.len() as u64 > *take {
+                            data.truncate(*take as usize);
+                        }
+                        *take -= data.len() as u64;
+                        break Poll::Ready(Some(Ok(data)));
+                    }
+                    Poll::Ready(Some(Err(e))) => break Poll::Ready(Some(Err(e))),
+                    Poll::Ready(None) => break Poll::Ready(None),
+                    Poll::Pending => break Poll::Pending,
+                }
+            },
             Kind::Busy { reader, remaining } => match reader.poll_chunk(cx) {
                 Poll::Ready(ChunkPoll::Chunk(c)) => {
                     if let Some(r) = remaining {
@@ -173,7 +239,9 @@ impl Body for ResponseBody {
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
             Poll::Ready(None) => {
-                this.ended = true;
+                if let Some(r) = &mut this.record {
+                    r.ended();
+                }
                 Poll::Ready(None)
             }
             Poll::Pending => Poll::Pending,
@@ -181,7 +249,7 @@ impl Body for ResponseBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.ended || self.kind_is_end_stream()
+        self.kind_is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -192,8 +260,8 @@ impl Body for ResponseBody {
 impl Drop for ResponseBody {
     fn drop(&mut self) {
         if let Some(record) = self.record.take() {
-            let complete = self.ended || self.kind_is_end_stream();
-            record.finish(complete);
+            let at_end = self.kind_is_end_stream();
+            record.finish(at_end);
         }
     }
 }
@@ -204,6 +272,8 @@ impl ResponseBody {
             Kind::Empty => true,
             Kind::Full(b) => b.is_none(),
             Kind::Object { remaining, .. } => *remaining == 0,
+            Kind::Parts { remaining, .. } => *remaining == 0,
+            Kind::Slice { take, .. } => *take == 0,
             Kind::Busy { remaining, .. } => *remaining == Some(0),
             Kind::Backend(b) => b.is_end_stream(),
         }
@@ -214,6 +284,8 @@ impl ResponseBody {
             Kind::Empty => SizeHint::with_exact(0),
             Kind::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
             Kind::Object { remaining, .. } => SizeHint::with_exact(*remaining),
+            Kind::Parts { remaining, .. } => SizeHint::with_exact(*remaining),
+            Kind::Slice { take, .. } => SizeHint::with_exact(*take),
             Kind::Busy {
                 remaining: Some(r), ..
             } => SizeHint::with_exact(*r),

@@ -6,8 +6,12 @@
 pub mod body;
 mod deliver;
 mod fetch;
+mod fill;
 mod fsm;
 mod observe;
+mod partial;
+mod refresh;
+mod send;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,7 +21,7 @@ use std::time::Instant;
 use http::{Request, Response};
 use hyper::body::Incoming;
 
-use crate::backend::Backend;
+use crate::backend::director::Backends;
 use crate::cache::Cache;
 use crate::cache::memory::MemoryStorage;
 use crate::config::Config;
@@ -30,7 +34,7 @@ pub use body::ResponseBody;
 pub struct Proxy {
     pub config: Arc<Config>,
     pub cache: Arc<Cache>,
-    pub backends: Vec<Arc<Backend>>,
+    pub backends: Backends,
     pub counters: Arc<Counters>,
     /// Largest object the storage accepts (`cache.max_object_size`, possibly lowered so an
     /// object fits one shard of the memory tier).
@@ -62,11 +66,7 @@ impl Proxy {
             counters.clone(),
         );
         let max_object_size = config.cache.max_object_size.0.min(memory.max_object());
-        let backends = config
-            .backends
-            .iter()
-            .map(|b| Backend::new(b.clone(), config.server.tcp_nodelay, counters.clone()))
-            .collect();
+        let backends = Backends::build(&config, &counters);
         let output = match config.log.access_log.as_str() {
             "off" => None,
             target => Some(txlog::open_output(target).map_err(|e| {
@@ -80,7 +80,7 @@ impl Proxy {
             counters.clone(),
         )?;
         Ok(Arc::new(Proxy {
-            cache: Arc::new(Cache::new(Arc::new(memory))),
+            cache: Arc::new(Cache::new(Arc::new(memory), config.cache.max_variants)),
             backends,
             counters,
             max_object_size,

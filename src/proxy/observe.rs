@@ -52,11 +52,6 @@ pub(super) fn deliver(
     if !wanted {
         return resp.map(|b| b.counted(counters));
     }
-    let contacted_backend = match (decision.kind, &decision.reason) {
-        (DecisionKind::Miss | DecisionKind::Pass, _) => true,
-        (DecisionKind::Synth, Some(r)) => r.starts_with("backend-"),
-        _ => false,
-    };
     let req = &txn.req;
     let record = Record {
         time: SystemTime::now()
@@ -72,7 +67,7 @@ pub(super) fn deliver(
         duration: ttfb,
         ttfb,
         decision,
-        backend: contacted_backend.then(|| txn.backend.name().into()),
+        backend: txn.backend.as_ref().map(|b| b.name().into()),
         complete: false,
         request_headers: format.map_or_else(Vec::new, |f| {
             f.request_headers

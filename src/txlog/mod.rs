@@ -245,9 +245,16 @@ impl Pending {
         self.record.bytes += n;
     }
 
-    /// Completes the record and queues it. Lock-free; drops (and counts) when the shard is full.
-    pub fn finish(mut self, complete: bool) {
-        self.record.complete = complete;
+    /// The body reached its end.
+    #[inline]
+    pub fn ended(&mut self) {
+        self.record.complete = true;
+    }
+
+    /// Completes the record and queues it (`at_end`: the body had nothing left to send).
+    /// Lock-free; drops (and counts) when the shard is full.
+    pub fn finish(mut self, at_end: bool) {
+        self.record.complete |= at_end;
         self.record.duration = self.started.elapsed();
         self.recorder.push(self.record);
     }
