@@ -9,7 +9,9 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 
+use shellac::client::AdminClient;
 use shellac::config::{Config, ConfigError, Overrides, units};
+use shellac::reload::ConfigSource;
 use shellac::{demo, server};
 
 /// Shellac: a caching HTTP reverse proxy (web accelerator).
@@ -62,10 +64,40 @@ enum Command {
     },
     /// Print the counters of a running Shellac once (GET /stats on its admin listener).
     Stats {
-        /// Admin listener address.
-        #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:6082")]
-        admin: SocketAddr,
+        #[command(flatten)]
+        admin: AdminArgs,
     },
+    /// Make a running Shellac re-read its configuration file (same as SIGHUP). Prints what
+    /// changed, or every error (the running configuration is then kept) and exits 1.
+    Reload {
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+}
+
+/// How to reach a running Shellac's admin listener.
+#[derive(clap::Args, Clone)]
+struct AdminArgs {
+    /// Admin listener address.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:6082")]
+    admin: SocketAddr,
+    /// Bearer token, if `server.admin_token` is set.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "SHELLAC_ADMIN_TOKEN",
+        hide_env_values = true
+    )]
+    token: Option<String>,
+}
+
+impl AdminArgs {
+    fn client(&self) -> AdminClient {
+        AdminClient {
+            addr: self.admin,
+            token: self.token.clone(),
+        }
+    }
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -91,7 +123,8 @@ fn main() -> ExitCode {
             cache_size,
         } => serve(config, listen, backend, admin, cache_size),
         Command::Demo { listen, admin } => run_demo(listen, admin),
-        Command::Stats { admin } => stats(admin),
+        Command::Stats { admin } => stats(&admin.client()),
+        Command::Reload { admin } => return reload(&admin.client()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -173,10 +206,14 @@ fn serve(
         print_errors(&e);
         anyhow::anyhow!("invalid command-line overrides")
     })?;
+    let source = match &file {
+        Some(path) => ConfigSource::File(path.clone()),
+        None => ConfigSource::Embedded,
+    };
     let rt = runtime(config.server.worker_threads())?;
     rt.block_on(async move {
         let config = Arc::new(config);
-        let running = server::start(config.clone()).await?;
+        let running = server::start_with(config.clone(), source, overrides).await?;
         for addr in &running.listen {
             tracing::info!("proxy listening on {addr}");
         }
@@ -192,12 +229,26 @@ fn serve(
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
-            let recorder = running.proxy.shared.recorder.clone();
+            let live = running.live.clone();
             if let Ok(mut usr1) = signal(SignalKind::user_defined1()) {
                 tokio::spawn(async move {
                     while usr1.recv().await.is_some() {
                         tracing::info!("SIGUSR1: reopening the access log");
-                        recorder.reopen();
+                        live.load().shared.recorder.reopen();
+                    }
+                });
+            }
+            let live = running.live.clone();
+            if let Ok(mut hup) = signal(SignalKind::hangup()) {
+                tokio::spawn(async move {
+                    while hup.recv().await.is_some() {
+                        tracing::info!("SIGHUP: reloading the configuration");
+                        if let Err(errors) = live.reload().await {
+                            tracing::error!("reload rejected, the running configuration is unchanged:");
+                            for e in errors {
+                                tracing::error!("  {e}");
+                            }
+                        }
                     }
                 });
             }
@@ -271,22 +322,44 @@ fn run_demo(listen: SocketAddr, admin: SocketAddr) -> anyhow::Result<()> {
     })
 }
 
-fn stats(admin: SocketAddr) -> anyhow::Result<()> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect_timeout(&admin, Duration::from_secs(3))
-        .with_context(|| format!("cannot reach the admin listener at {admin}"))?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    stream.write_all(
-        format!("GET /stats HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n").as_bytes(),
-    )?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text)?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    let map: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(body).context("admin listener did not return JSON")?;
+fn stats(admin: &AdminClient) -> anyhow::Result<()> {
+    let map = admin.get_json("/stats")?;
+    let map = map
+        .as_object()
+        .context("admin listener did not return an object")?;
     let width = map.keys().map(|k| k.len()).max().unwrap_or(0);
     for (k, v) in map {
         println!("{k:<width$}  {v}");
     }
     Ok(())
+}
+
+fn reload(admin: &AdminClient) -> ExitCode {
+    let resp = match admin.request("POST", "/reload") {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("shellac: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let v: serde_json::Value = serde_json::from_str(&resp.body).unwrap_or_default();
+    if resp.status == 200 {
+        println!("reloaded: configuration generation {}", v["generation"]);
+        for c in v["changes"].as_array().into_iter().flatten() {
+            println!("  {}", c.as_str().unwrap_or_default());
+        }
+        ExitCode::SUCCESS
+    } else {
+        eprintln!(
+            "reload rejected; still running configuration generation {}:",
+            v["generation"]
+        );
+        for e in v["errors"].as_array().into_iter().flatten() {
+            eprintln!("error: {}", e.as_str().unwrap_or_default());
+        }
+        if v["errors"].is_null() {
+            eprintln!("status {}: {}", resp.status, resp.body.trim());
+        }
+        ExitCode::FAILURE
+    }
 }

@@ -129,14 +129,21 @@ async fn serve_binary_caches_and_stops_on_sigterm() {
     stop(child);
 }
 
+/// A `shellac serve` child process, killed if a test panics before stopping it (so no
+/// process outlives the test holding its output pipe).
+struct Served(std::process::Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// Starts `shellac serve ARGS` and reads the proxy and admin addresses from its log.
-fn spawn_serve(
-    args: &[&str],
-) -> (
-    std::process::Child,
-    std::net::SocketAddr,
-    std::net::SocketAddr,
-) {
+fn spawn_serve(args: &[&str]) -> (Served, std::net::SocketAddr, std::net::SocketAddr) {
     let mut child = Command::new(BIN)
         .arg("serve")
         .args(args)
@@ -163,32 +170,29 @@ fn spawn_serve(
             admin = Some(a.trim().parse::<std::net::SocketAddr>().unwrap());
         }
     }
-    (child, proxy.unwrap(), admin.unwrap())
+    (Served(child), proxy.unwrap(), admin.unwrap())
 }
 
-fn signal(child: &std::process::Child, sig: &str) {
+fn signal(child: &Served, sig: &str) {
     let status = Command::new("kill")
-        .args([sig, &child.id().to_string()])
+        .args([sig, &child.0.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
 }
 
 /// SIGTERM, then wait (bounded) for a clean exit.
-fn stop(mut child: std::process::Child) {
+fn stop(mut child: Served) {
     signal(&child, "-TERM");
     let mut exited = None;
     for _ in 0..100 {
-        if let Some(s) = child.try_wait().unwrap() {
+        if let Some(s) = child.0.try_wait().unwrap() {
             exited = Some(s);
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let exited = exited.unwrap_or_else(|| {
-        let _ = child.kill();
-        panic!("shellac did not stop on SIGTERM");
-    });
+    let exited = exited.unwrap_or_else(|| panic!("shellac did not stop on SIGTERM"));
     assert!(exited.success(), "{exited:?}");
 }
 
@@ -236,5 +240,63 @@ async fn sigusr1_reopens_the_access_log_and_sigterm_flushes_it() {
         std::fs::read_to_string(&rotated).unwrap(),
         "/one 200 miss\n"
     );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_and_reload_command_swap_the_config() {
+    let a = Origin::start(|_| Reply::ok("A").cc("max-age=60")).await;
+    let b = Origin::start(|_| Reply::ok("B").cc("max-age=60")).await;
+    let dir = temp_dir("cli-reload");
+    let config = dir.join("shellac.toml");
+    let text = |port: u16, extra: &str| {
+        format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"127.0.0.1:0\"\n{extra}\n[[backend]]\nhost = \"127.0.0.1\"\nport = {port}\n"
+        )
+    };
+    std::fs::write(&config, text(a.addr.port(), "")).unwrap();
+    let (child, proxy, admin) = spawn_serve(&["--config", config.to_str().unwrap()]);
+    assert_eq!(get(proxy, "/1").await.text(), "A");
+
+    // SIGHUP: the next miss goes to B (bounded wait for the signal to be handled).
+    std::fs::write(&config, text(b.addr.port(), "")).unwrap();
+    signal(&child, "-HUP");
+    let mut got = String::new();
+    for i in 0..100 {
+        got = get(proxy, &format!("/hup{i}")).await.text();
+        if got == "B" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(got, "B");
+
+    // `shellac reload`: a good file prints what changed...
+    std::fs::write(&config, text(a.addr.port(), "")).unwrap();
+    let admin_arg = admin.to_string();
+    let (code, out, err) = shellac(&["reload", "--admin", &admin_arg]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("reloaded: configuration generation 3"),
+        "{out}"
+    );
+    assert!(out.contains("backend backend0: new"), "{out}");
+    assert_eq!(get(proxy, "/2").await.text(), "A");
+    // ...a bad one prints every error and exits 1, and the old config runs on.
+    std::fs::write(
+        &config,
+        text(b.addr.port(), "threads = \"many\"\nbogus = 1"),
+    )
+    .unwrap();
+    let (code, _, err) = shellac(&["reload", "--admin", &admin_arg]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("reload rejected; still running configuration generation 3"),
+        "{err}"
+    );
+    assert!(err.contains("`server.threads`"), "{err}");
+    assert!(err.contains("`server.bogus`"), "{err}");
+    assert_eq!(get(proxy, "/3").await.text(), "A");
+    stop(child);
     std::fs::remove_dir_all(&dir).ok();
 }

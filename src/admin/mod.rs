@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
-use http_body_util::Full;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -16,10 +17,11 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::proxy::Proxy;
+use crate::reload::Live;
 
 pub(crate) async fn serve(
     listener: TcpListener,
-    proxy: Arc<Proxy>,
+    live: Arc<Live>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
@@ -30,11 +32,11 @@ pub(crate) async fn serve(
             },
             _ = shutdown.changed() => return,
         };
-        let proxy = proxy.clone();
+        let live = live.clone();
         tokio::spawn(async move {
             let service = service_fn(move |req| {
-                let proxy = proxy.clone();
-                async move { Ok::<_, Infallible>(route(&proxy, req)) }
+                let live = live.clone();
+                async move { Ok::<_, Infallible>(handle(&live, req).await) }
             });
             let _ = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -43,9 +45,85 @@ pub(crate) async fn serve(
     }
 }
 
-fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<Full<Bytes>> {
-    const JSON: &str = "application/json";
-    let json = |v: serde_json::Value| serde_json::to_vec_pretty(&v).unwrap_or_default();
+/// The body of every admin response: a whole buffer or a stream (`/log/stream`).
+pub type AdminBody = BoxBody<Bytes, Infallible>;
+
+async fn handle(live: &Arc<Live>, req: Request<Incoming>) -> Response<AdminBody> {
+    let proxy = live.load();
+    if let Some(token) = &proxy.config.server.admin_token
+        && !authorized(&req, token)
+    {
+        let mut resp = reply(
+            StatusCode::UNAUTHORIZED,
+            TEXT,
+            b"admin token required: Authorization: Bearer TOKEN\n".to_vec(),
+        );
+        resp.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer realm=\"shellac\""),
+        );
+        return resp;
+    }
+    match (req.method(), req.uri().path()) {
+        (&Method::POST, "/reload") => reload(live).await,
+        _ => route(&proxy, req),
+    }
+}
+
+/// Constant-time comparison of the bearer token, so timing does not reveal a prefix.
+fn authorized(req: &Request<Incoming>, token: &str) -> bool {
+    let Some(given) = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+    else {
+        return false;
+    };
+    let (a, b) = (given.trim().as_bytes(), token.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// `POST /reload`: 200 with what changed, or 400 with every error (the old config runs on).
+async fn reload(live: &Arc<Live>) -> Response<AdminBody> {
+    match live.reload().await {
+        Ok(r) => reply(
+            StatusCode::OK,
+            JSON,
+            json(serde_json::json!({
+                "ok": true,
+                "generation": r.generation,
+                "changes": r.changes,
+            })),
+        ),
+        Err(errors) => {
+            tracing::warn!("reload rejected, the running configuration is unchanged:");
+            for e in &errors {
+                tracing::warn!("  {e}");
+            }
+            reply(
+                StatusCode::BAD_REQUEST,
+                JSON,
+                json(serde_json::json!({
+                    "ok": false,
+                    "generation": live.generation(),
+                    "errors": errors,
+                })),
+            )
+        }
+    }
+}
+
+const JSON: &str = "application/json";
+const TEXT: &str = "text/plain; charset=utf-8";
+
+fn json(v: serde_json::Value) -> Vec<u8> {
+    let mut out = serde_json::to_vec_pretty(&v).unwrap_or_default();
+    out.push(b'\n');
+    out
+}
+
+fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<AdminBody> {
     match (req.method(), req.uri().path()) {
         (&Method::GET, "/stats") => reply(StatusCode::OK, JSON, json(stats::flat(proxy))),
         (&Method::GET, "/stats/descriptions") => {
@@ -71,16 +149,13 @@ fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<Full<Bytes>> {
             "text/plain; version=0.0.4; charset=utf-8",
             stats::prometheus(proxy).into_bytes(),
         ),
-        (&Method::GET, "/") => reply(
-            StatusCode::OK,
-            "text/plain; charset=utf-8",
-            INDEX.as_bytes().to_vec(),
+        (&Method::GET, "/") => reply(StatusCode::OK, TEXT, INDEX.as_bytes().to_vec()),
+        (_, "/reload") => reply(
+            StatusCode::METHOD_NOT_ALLOWED,
+            TEXT,
+            b"use POST /reload\n".to_vec(),
         ),
-        _ => reply(
-            StatusCode::NOT_FOUND,
-            "text/plain; charset=utf-8",
-            b"not found\n".to_vec(),
-        ),
+        _ => reply(StatusCode::NOT_FOUND, TEXT, b"not found\n".to_vec()),
     }
 }
 
@@ -91,10 +166,11 @@ GET /stats/descriptions  what each one means
 GET /stats/live          values, rates, averages, hit ratios, TTFB percentiles
 GET /metrics             Prometheus text format
 GET /backends            health, probes, connections and counters per backend (JSON)
+POST /reload             re-read the configuration file and swap it in (JSON result)
 ";
 
-fn reply(status: StatusCode, content_type: &'static str, body: Vec<u8>) -> Response<Full<Bytes>> {
-    let mut resp = Response::new(Full::new(Bytes::from(body)));
+fn reply(status: StatusCode, content_type: &'static str, body: Vec<u8>) -> Response<AdminBody> {
+    let mut resp = Response::new(Full::new(Bytes::from(body)).boxed());
     *resp.status_mut() = status;
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -95,6 +95,20 @@ impl Proxy {
         }))
     }
 
+    /// The proxy for a reloaded `config`: same cache, counters and shared state; backends whose
+    /// settings did not change are kept (pools, health); the rest is built anew.
+    pub fn next(&self, config: Arc<Config>) -> Arc<Proxy> {
+        Arc::new(Proxy {
+            backends: Backends::build_reusing(&config, &self.counters, Some(&self.backends)),
+            cache: self.cache.clone(),
+            counters: self.counters.clone(),
+            max_object_size: self.max_object_size,
+            log_format: config.log.active_format().map(Arc::new),
+            shared: self.shared.clone(),
+            config,
+        })
+    }
+
     /// Every counter and gauge now, for the history.
     pub fn sample(&self) -> Sample {
         Sample {
