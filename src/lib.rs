@@ -8,6 +8,7 @@ pub mod cache;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod console;
 pub mod demo;
 pub mod history;
 pub mod http;

@@ -12,11 +12,11 @@ use clap::{Parser, Subcommand};
 use shellac::client::AdminClient;
 use shellac::config::{Config, ConfigError, Overrides, units};
 use shellac::reload::ConfigSource;
-use shellac::{demo, server};
+use shellac::{console, demo, server};
 
 /// Shellac: a caching HTTP reverse proxy (web accelerator).
 #[derive(Parser)]
-#[command(name = "shellac", version, about, long_about = None, after_help = "Quick start:\n  shellac demo                       built-in origin + cache, shows a miss then a hit\n  shellac serve --backend 127.0.0.1:8080\n  shellac check /etc/shellac/shellac.toml")]
+#[command(name = "shellac", version, about, long_about = None, after_help = "Quick start:\n  shellac demo                       built-in origin + cache, shows a miss then a hit\n  shellac serve --backend 127.0.0.1:8080\n  shellac check /etc/shellac/shellac.toml\n  shellac stat | top | log           watch a running instance")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -66,6 +66,60 @@ enum Command {
     Stats {
         #[command(flatten)]
         admin: AdminArgs,
+    },
+    /// Live counters of a running Shellac, refreshed every second (like varnishstat): value,
+    /// change per second, average per second, hit ratios over 10/100/1000 s, TTFB percentiles.
+    Stat {
+        #[command(flatten)]
+        admin: AdminArgs,
+        /// Print once and exit (for scripts).
+        #[arg(short = '1', long = "once")]
+        once: bool,
+        /// Show counters that are still zero too.
+        #[arg(short, long)]
+        all: bool,
+    },
+    /// Live ranking of URLs, hosts, backends or user agents over a sliding window (like
+    /// varnishtop).
+    Top {
+        #[command(flatten)]
+        admin: AdminArgs,
+        /// Print once and exit.
+        #[arg(short = '1', long = "once")]
+        once: bool,
+        /// What to rank: url, host, backend, ua.
+        #[arg(long, default_value = "url")]
+        by: String,
+        /// Ranking order: requests, misses, bytes.
+        #[arg(long, default_value = "requests")]
+        sort: String,
+        /// Window in seconds (at most 60).
+        #[arg(long, default_value_t = 60)]
+        window: u64,
+        /// Rows shown.
+        #[arg(short = 'n', long, default_value_t = 20)]
+        rows: usize,
+    },
+    /// Live stream of transactions: method, URL, status, cache decision and reason, backend,
+    /// timings (like varnishlog / varnishncsa). Filters combine.
+    Log {
+        #[command(flatten)]
+        admin: AdminArgs,
+        /// Only URLs matching this regular expression.
+        #[arg(long, value_name = "REGEX")]
+        url: Option<String>,
+        /// Only this status or class, e.g. 503 or 5xx.
+        #[arg(long, value_name = "CODE|Nxx")]
+        status: Option<String>,
+        /// Only responses not served from the cache (miss, pass, synth).
+        #[arg(long)]
+        miss: bool,
+        /// Only transactions sent to this backend.
+        #[arg(long, value_name = "NAME")]
+        backend: Option<String>,
+        /// Print the JSON objects as received.
+        #[arg(long)]
+        json: bool,
     },
     /// Make a running Shellac re-read its configuration file (same as SIGHUP). Prints what
     /// changed, or every error (the running configuration is then kept) and exits 1.
@@ -125,6 +179,54 @@ fn main() -> ExitCode {
         Command::Demo { listen, admin } => run_demo(listen, admin),
         Command::Stats { admin } => stats(&admin.client()),
         Command::Reload { admin } => return reload(&admin.client()),
+        Command::Stat { admin, once, all } => {
+            console::stat(&admin.client(), once, all).map_err(anyhow::Error::from)
+        }
+        Command::Top {
+            admin,
+            once,
+            by,
+            sort,
+            window,
+            rows,
+        } => {
+            let query = format!(
+                "by={}&sort={}&window={window}&n={rows}",
+                console::encode(&by),
+                console::encode(&sort)
+            );
+            console::top(&admin.client(), &query, once, Duration::from_secs(2))
+                .map_err(anyhow::Error::from)
+        }
+        Command::Log {
+            admin,
+            url,
+            status,
+            miss,
+            backend,
+            json,
+        } => {
+            if let Some(re) = &url
+                && let Err(e) = regex::Regex::new(re)
+            {
+                eprintln!("shellac: --url: {e}");
+                return ExitCode::from(2);
+            }
+            let mut query = Vec::new();
+            if let Some(u) = &url {
+                query.push(format!("url={}", console::encode(u)));
+            }
+            if let Some(s) = &status {
+                query.push(format!("status={}", console::encode(s)));
+            }
+            if miss {
+                query.push("miss=1".into());
+            }
+            if let Some(b) = &backend {
+                query.push(format!("backend={}", console::encode(b)));
+            }
+            console::log(&admin.client(), &query.join("&"), json).map_err(anyhow::Error::from)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -327,6 +327,10 @@ pub const GAUGES: &[(&str, &str)] = &[
     ("cache_capacity_bytes", "Configured memory cache size"),
     ("n_client_conn", "Client connections open now"),
     ("uptime_seconds", "Seconds since start"),
+    (
+        "log_subscribers",
+        "Readers of the live transaction stream (shellac log) now",
+    ),
 ];
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! The admin listener: counters (`/stats`, `/stats/live`, `/metrics`) and a small index.
 
+mod live;
 mod stats;
 
 use std::convert::Infallible;
@@ -66,6 +67,8 @@ async fn handle(live: &Arc<Live>, req: Request<Incoming>) -> Response<AdminBody>
     }
     match (req.method(), req.uri().path()) {
         (&Method::POST, "/reload") => reload(live).await,
+        (&Method::GET, "/log/stream") => live::log_stream(&proxy, req.uri()),
+        (&Method::GET, "/top") => live::top(&proxy, req.uri()),
         _ => route(&proxy, req),
     }
 }
@@ -166,6 +169,8 @@ GET /stats/descriptions  what each one means
 GET /stats/live          values, rates, averages, hit ratios, TTFB percentiles
 GET /metrics             Prometheus text format
 GET /backends            health, probes, connections and counters per backend (JSON)
+GET /log/stream          live transactions, JSON lines (?url=REGEX&status=5xx&miss=1&backend=NAME)
+GET /top                 rankings (?by=url|host|backend|ua&sort=requests|misses|bytes&window=60&n=20)
 POST /reload             re-read the configuration file and swap it in (JSON result)
 ";
 

@@ -147,6 +147,10 @@ impl Proxy {
             self.shared.open_conns.load(Ordering::Relaxed),
         ));
         out.push(("uptime_seconds", self.shared.started.elapsed().as_secs()));
+        out.push((
+            "log_subscribers",
+            self.shared.recorder.subscriber_count() as u64,
+        ));
         out
     }
 }
