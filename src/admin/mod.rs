@@ -1,5 +1,6 @@
 //! The admin listener: counters (`/stats`, `/stats/live`, `/metrics`) and a small index.
 
+mod dashboard;
 mod live;
 mod stats;
 
@@ -51,7 +52,11 @@ pub type AdminBody = BoxBody<Bytes, Infallible>;
 
 async fn handle(live: &Arc<Live>, req: Request<Incoming>) -> Response<AdminBody> {
     let proxy = live.load();
+    // The dashboard's page and script hold no data: they load without a token and the page
+    // asks for one when the API answers 401.
+    let asset = req.method() == Method::GET && matches!(req.uri().path(), "/" | "/dashboard.js");
     if let Some(token) = &proxy.config.server.admin_token
+        && !asset
         && !authorized(&req, token)
     {
         let mut resp = reply(
@@ -152,7 +157,20 @@ fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<AdminBody> {
             "text/plain; version=0.0.4; charset=utf-8",
             stats::prometheus(proxy).into_bytes(),
         ),
-        (&Method::GET, "/") => reply(StatusCode::OK, TEXT, INDEX.as_bytes().to_vec()),
+        (&Method::GET, "/") => reply(
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            dashboard::INDEX_HTML.as_bytes().to_vec(),
+        ),
+        (&Method::GET, "/dashboard.js") => reply(
+            StatusCode::OK,
+            "text/javascript; charset=utf-8",
+            dashboard::SCRIPT_JS.as_bytes().to_vec(),
+        ),
+        (&Method::GET, "/api/dashboard") => {
+            reply(StatusCode::OK, JSON, json(dashboard::data(proxy)))
+        }
+        (&Method::GET, "/help") => reply(StatusCode::OK, TEXT, INDEX.as_bytes().to_vec()),
         (_, "/reload") => reply(
             StatusCode::METHOD_NOT_ALLOWED,
             TEXT,
@@ -164,6 +182,8 @@ fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<AdminBody> {
 
 const INDEX: &str = "Shellac admin
 
+GET /                    web dashboard (live charts; assets built into the binary)
+GET /api/dashboard       the JSON it polls every second
 GET /stats               counters, gauges and hit ratios (flat JSON)
 GET /stats/descriptions  what each one means
 GET /stats/live          values, rates, averages, hit ratios, TTFB percentiles
