@@ -10,5 +10,6 @@ pub mod config;
 pub mod demo;
 pub mod http;
 pub mod proxy;
+pub mod rules;
 pub mod server;
 pub mod stats;

@@ -125,6 +125,7 @@ mod tests {
             stale_ok: true,
             grace: Duration::ZERO,
             stale_if_error: None,
+            keep: Duration::ZERO,
             stored_at: Instant::now(),
         })
     }

@@ -5,6 +5,7 @@
 
 mod backend;
 mod locate;
+pub mod rules;
 pub mod units;
 
 use std::net::SocketAddr;
@@ -42,6 +43,9 @@ pub struct Config {
     pub directors: Vec<DirectorConfig>,
     #[serde(default)]
     pub routing: RoutingConfig,
+    /// Operator policy rules, in order (see docs/policy.md).
+    #[serde(default, rename = "rule")]
+    pub rules: Vec<rules::RuleConfig>,
 }
 
 /// `[server]`: client-facing listeners and connection handling.
@@ -155,6 +159,11 @@ impl Config {
         for (i, b) in config.backends.iter_mut().enumerate() {
             if b.name.is_empty() {
                 b.name = format!("backend{i}");
+            }
+        }
+        for (i, r) in config.rules.iter_mut().enumerate() {
+            if r.name.is_empty() {
+                r.name = format!("rule{i}");
             }
         }
         let problems = config.validate();
@@ -313,6 +322,14 @@ impl Config {
             ));
         }
         out.extend(backend::validate(self));
+        let names = |n: &str| {
+            self.backends.iter().any(|b| b.name == n) || self.directors.iter().any(|d| d.name == n)
+        };
+        for (i, rule) in self.rules.iter().enumerate() {
+            for (field, msg) in rules::validate(rule, &names) {
+                out.push((vec!["rule".into(), i.to_string(), field], msg));
+            }
+        }
         out
     }
 

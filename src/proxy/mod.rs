@@ -24,6 +24,7 @@ use crate::backend::director::Backends;
 use crate::cache::Cache;
 use crate::cache::memory::MemoryStorage;
 use crate::config::Config;
+use crate::rules::Rules;
 use crate::stats::Counters;
 pub use body::ResponseBody;
 
@@ -32,6 +33,8 @@ pub struct Proxy {
     pub config: Arc<Config>,
     pub cache: Cache,
     pub backends: Backends,
+    /// Operator policy rules, compiled.
+    pub rules: Rules,
     pub counters: Arc<Counters>,
     pub started: Instant,
     /// Largest object the storage accepts (`cache.max_object_size`, possibly lowered so an
@@ -50,9 +53,11 @@ impl Proxy {
         );
         let max_object_size = config.cache.max_object_size.0.min(memory.max_object());
         let backends = Backends::build(&config, &counters);
+        let rules = Rules::compile(&config.rules);
         Arc::new(Proxy {
             cache: Cache::new(Arc::new(memory), config.cache.max_variants),
             backends,
+            rules,
             counters,
             started: Instant::now(),
             max_object_size,
