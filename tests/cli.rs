@@ -171,3 +171,22 @@ async fn serve_binary_caches_and_stops_on_sigterm() {
     });
     assert!(exited.success(), "{exited:?}");
 }
+
+/// Regression: `shellac check FILE | head -1` panicked with "failed printing to stdout".
+#[test]
+fn closed_stdout_is_not_a_panic() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(BIN)
+        .args([
+            "check",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/examples/full.toml"),
+        ])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0));
+}

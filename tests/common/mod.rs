@@ -334,6 +334,31 @@ impl Shellac {
         }
     }
 
+    /// Starts Shellac on an example config file, pointed at `origin` (first backend) and at
+    /// ephemeral ports; `tweak` adjusts it further.
+    pub async fn start_file(
+        path: &str,
+        origin: SocketAddr,
+        tweak: impl FnOnce(&mut Config),
+    ) -> Shellac {
+        let full = format!("{}/{path}", env!("CARGO_MANIFEST_DIR"));
+        let mut config =
+            Config::load(std::path::Path::new(&full)).unwrap_or_else(|e| panic!("{path}: {e:?}"));
+        config.server.listen = vec!["127.0.0.1:0".parse().unwrap()];
+        config.server.admin = Some("127.0.0.1:0".parse().unwrap());
+        config.backends[0].host = origin.ip().to_string();
+        config.backends[0].port = origin.port();
+        tweak(&mut config);
+        let running = server::start(Arc::new(config))
+            .await
+            .expect("shellac starts");
+        Shellac {
+            addr: running.listen[0],
+            admin: running.admin.unwrap(),
+            running: Some(running),
+        }
+    }
+
     /// All counters and gauges from `GET /stats` on the admin listener.
     pub async fn stats(&self) -> HashMap<String, u64> {
         let resp = get(self.admin, "/stats").await;
