@@ -292,7 +292,7 @@ pub(super) fn validate(rule: &RuleConfig, names: &dyn Fn(&str) -> bool) -> Vec<(
 fn first_line(s: &str) -> String {
     s.lines()
         .filter(|l| !l.trim().is_empty())
-        .last()
+        .next_back()
         .unwrap_or(s)
         .trim()
         .to_string()
