@@ -291,8 +291,7 @@ pub(super) fn validate(rule: &RuleConfig, names: &dyn Fn(&str) -> bool) -> Vec<(
 
 fn first_line(s: &str) -> String {
     s.lines()
-        .filter(|l| !l.trim().is_empty())
-        .next_back()
+        .rfind(|l| !l.trim().is_empty())
         .unwrap_or(s)
         .trim()
         .to_string()
