@@ -20,7 +20,15 @@ pub fn from_object(object: Arc<Object>, head_only: bool, now: Instant) -> Respon
     headers.insert(header::AGE, HeaderValue::from(object.age(now).as_secs()));
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from(object.body_len));
     headers.append(header::VIA, HeaderValue::from_static(VIA));
-    let status = format!("shellac; hit; ttl={}", object.remaining_ttl(now).as_secs());
+    let tier = if object.state.from_disk {
+        "; detail=disk"
+    } else {
+        ""
+    };
+    let status = format!(
+        "shellac; hit; ttl={}{tier}",
+        object.remaining_ttl(now).as_secs()
+    );
     headers.insert(
         CACHE_STATUS,
         HeaderValue::from_str(&status).unwrap_or(HeaderValue::from_static("shellac; hit")),

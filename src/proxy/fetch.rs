@@ -16,7 +16,7 @@ use super::fsm::{FetchMode, Step, Txn};
 use crate::backend::{BackendBody, RequestBody};
 use crate::cache::busy::{BusyHead, BusyObject, LeaderGuard};
 use crate::cache::policy::{self, NoCacheReason, StorePlan};
-use crate::cache::{CacheKey, Object, VarySelection};
+use crate::cache::{Body, CacheKey, Object, VarySelection};
 use crate::http::headers;
 
 /// Request fields that would make the backend answer something other than the full object.
@@ -261,12 +261,13 @@ impl Fill {
             let object = Object {
                 status: self.status,
                 headers: self.headers,
-                body,
+                body: Body::Memory(body),
                 body_len: total,
                 vary: self.vary,
                 initial_age: self.plan.initial_age,
                 ttl: self.plan.ttl,
                 stored_at: self.stored_at,
+                state: Default::default(),
             };
             proxy.cache.storage.insert(key, Arc::new(object));
             proxy.counters.cache_insert.inc();

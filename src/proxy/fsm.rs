@@ -110,7 +110,7 @@ pub(super) async fn run(
         tracing::trace!(step = step.as_str(), "request step");
         step = match step {
             Step::Recv => txn.recv(),
-            Step::Lookup => txn.lookup(),
+            Step::Lookup => txn.lookup().await,
             Step::Hit(object) => txn.hit(object),
             Step::Wait(busy) => txn.wait(busy).await,
             Step::Miss(guard) => txn.miss(guard),
@@ -177,7 +177,7 @@ impl Txn<'_> {
         }
     }
 
-    fn lookup(&mut self) -> Step {
+    async fn lookup(&mut self) -> Step {
         self.lookups += 1;
         if self.lookups > MAX_LOOKUPS {
             return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "too-many-lookups");
@@ -187,7 +187,7 @@ impl Txn<'_> {
         };
         let cache = &self.proxy.cache;
         let now = Instant::now();
-        if let Some(step) = self.fresh_hit(&key, now, true) {
+        if let Some(step) = self.fresh_hit(&key, now, true).await {
             return step;
         }
         if cache.is_hit_for_miss(&key, now) {
@@ -197,7 +197,7 @@ impl Txn<'_> {
             Join::Waiter(busy) => Step::Wait(busy),
             Join::Leader(guard) => {
                 // The previous leader may have stored the object between our lookup and join.
-                match self.fresh_hit(&key, now, false) {
+                match self.fresh_hit(&key, now, false).await {
                     Some(hit) => hit,
                     None => Step::Miss(guard),
                 }
@@ -206,8 +206,8 @@ impl Txn<'_> {
     }
 
     /// A hit if a fresh object matching the request is stored; `count` counts a stale one.
-    fn fresh_hit(&self, key: &CacheKey, now: Instant, count: bool) -> Option<Step> {
-        let object = self.proxy.cache.storage.lookup(key)?;
+    async fn fresh_hit(&self, key: &CacheKey, now: Instant, count: bool) -> Option<Step> {
+        let object = self.proxy.cache.lookup(key).await?;
         if !object.vary_matches(&self.req.headers) {
             return None;
         }
@@ -222,6 +222,11 @@ impl Txn<'_> {
 
     fn hit(&mut self, object: Arc<Object>) -> Step {
         self.proxy.counters.cache_hit.inc();
+        if object.state.from_disk {
+            self.proxy.counters.cache_hit_disk.inc();
+        } else {
+            self.proxy.counters.cache_hit_memory.inc();
+        }
         Step::Deliver(deliver::from_object(object, self.head_only, Instant::now()))
     }
 
