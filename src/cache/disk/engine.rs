@@ -689,6 +689,26 @@ fn preallocate(file: &File, len: u64) -> io::Result<()> {
     let Ok(len_off) = libc::off_t::try_from(len) else {
         return Err(io::Error::other("disk cache size too large"));
     };
+    // Refuse up front rather than let a partial fallocate eat the filesystem's free space.
+    let allocated = {
+        use std::os::unix::fs::MetadataExt;
+        file.metadata()?.blocks() * 512
+    };
+    // SAFETY: fstatvfs fills the zeroed struct it is given for a valid descriptor.
+    let mut vfs: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatvfs(file.as_raw_fd(), &mut vfs) } == 0 {
+        let available = (vfs.f_bavail as u64).saturating_mul(vfs.f_frsize as u64);
+        if len.saturating_sub(allocated) > available {
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                format!(
+                    "not enough free space for the disk cache: {} needed, {} available",
+                    crate::config::units::format_size(len.saturating_sub(allocated)),
+                    crate::config::units::format_size(available)
+                ),
+            ));
+        }
+    }
     // SAFETY: fallocate on a valid, owned descriptor with in-range arguments.
     let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len_off) };
     if rc == 0 {
