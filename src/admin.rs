@@ -61,10 +61,24 @@ fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<Full<Bytes>> {
                 .collect();
             reply(StatusCode::OK, "application/json", serde_json::to_vec_pretty(&map).unwrap_or_default())
         }
+        (&Method::GET, "/backends") => {
+            let b = &proxy.backends;
+            let body = serde_json::json!({
+                "default": b.default.name(),
+                "backends": b.backends.iter().map(|b| b.describe()).collect::<Vec<_>>(),
+                "directors": b.directors.iter().map(|d| serde_json::json!({
+                    "name": d.config.name,
+                    "type": d.config.kind.as_str(),
+                    "healthy": crate::backend::director::Member::Director(d.clone()).healthy(),
+                    "members": d.members.iter().map(|m| m.name().to_string()).collect::<Vec<_>>(),
+                })).collect::<Vec<_>>(),
+            });
+            reply(StatusCode::OK, "application/json", serde_json::to_vec_pretty(&body).unwrap_or_default())
+        }
         (&Method::GET, "/") => reply(
             StatusCode::OK,
             "text/plain; charset=utf-8",
-            b"Shellac admin\n\nGET /stats               counters and gauges (JSON)\nGET /stats/descriptions  what each one means\n".to_vec(),
+            b"Shellac admin\n\nGET /stats               counters and gauges (JSON)\nGET /stats/descriptions  what each one means\nGET /backends            health, probes, connections and counters per backend (JSON)\n".to_vec(),
         ),
         _ => reply(StatusCode::NOT_FOUND, "text/plain; charset=utf-8", b"not found\n".to_vec()),
     }

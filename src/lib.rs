@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod backend;
 pub mod cache;
+pub mod clock;
 pub mod config;
 pub mod demo;
 pub mod http;

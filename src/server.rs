@@ -5,10 +5,10 @@ use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use hyper::server::conn::http1;
@@ -20,6 +20,8 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::admin;
+use crate::backend::probe;
+use crate::clock::now_ms;
 use crate::config::{Config, ServerConfig};
 use crate::proxy::Proxy;
 use crate::stats::Counters;
@@ -47,6 +49,11 @@ pub async fn start(config: Arc<Config>) -> anyhow::Result<Running> {
             .with_context(|| format!("cannot listen on {addr}"))?;
         listen.push(listener.local_addr()?);
         tasks.spawn(accept_loop(listener, proxy.clone(), shutdown.subscribe()));
+    }
+    for backend in &proxy.backends.backends {
+        if let Some(probe) = backend.probe.clone() {
+            tasks.spawn(probe::run(backend.clone(), probe, shutdown.subscribe()));
+        }
     }
     let admin = match config.server.admin {
         Some(addr) => {
@@ -119,12 +126,6 @@ async fn accept_loop(
 const PHASE_IDLE: u8 = 0;
 const PHASE_HEAD: u8 = 1;
 const PHASE_BUSY: u8 = 2;
-
-/// Milliseconds since process start; a cheap shared clock for connection timeouts.
-fn now_ms() -> u64 {
-    static START: OnceLock<Instant> = OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_millis() as u64
-}
 
 /// What a client connection is doing, for the idle and header-read timeouts.
 struct ConnState {

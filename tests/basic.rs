@@ -136,6 +136,10 @@ async fn keep_alive_on_both_sides() {
     );
     assert_eq!(stats["backend_conn"], 1, "one backend connection, reused");
     assert_eq!(stats["backend_reuse"], 4);
+    assert_eq!(
+        stats["backend_recycle"], 5,
+        "each complete response returned the connection"
+    );
     shellac.stop().await;
 }
 

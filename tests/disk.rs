@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::*;
-use shellac::config::units::Size;
+use shellac::config::units::{Dur, Size};
 use shellac::config::{Admission, Config, DiskConfig};
 
 fn disk(config: &mut Config, path: &Path, size: u64, region: u64, admission: Admission) {
@@ -235,6 +235,24 @@ async fn a_21_mb_object_streams_from_disk() {
     assert_eq!(hit.body.len() as u64, LEN);
     assert!(hit.body.iter().all(|b| *b == b'x'));
     assert_eq!(origin.count(), 1);
+    // A range is cut from the stream of verified chunks.
+    let part = get_with(
+        shellac.addr,
+        "/video.flv",
+        &[("range", "bytes=20000000-20000099")],
+    )
+    .await;
+    assert_eq!(part.status, 206);
+    assert_eq!(
+        part.header("content-range"),
+        Some("bytes 20000000-20000099/21000000")
+    );
+    assert_eq!(part.body.len(), 100);
+    assert!(
+        part.cache_status().ends_with("detail=disk"),
+        "{}",
+        part.cache_status()
+    );
     assert_eq!(
         shellac.stat("n_object").await,
         0,
@@ -258,6 +276,8 @@ async fn expiry_holds_across_a_restart() {
     let data = dir.path("cache.dat");
     let start = || async {
         Shellac::start(origin.addr, |c| {
+            // No stale copies kept for revalidation: expired means gone.
+            c.cache.keep = Dur(Duration::ZERO);
             disk(c, &data, 4 << 20, 1 << 20, Admission::Always)
         })
         .await

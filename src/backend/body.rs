@@ -94,6 +94,8 @@ pub struct BackendBody {
     armed: bool,
     pool: Option<(Arc<Backend>, SendRequest<super::RequestBody>)>,
     counters: Arc<Counters>,
+    /// Connection-limit slot, released when the body is finished or dropped.
+    lease: Option<super::Lease>,
 }
 
 impl BackendBody {
@@ -110,6 +112,7 @@ impl BackendBody {
             armed: false,
             pool,
             counters,
+            lease: None,
         };
         if body.inner.is_end_stream() {
             body.release();
@@ -117,10 +120,18 @@ impl BackendBody {
         body
     }
 
+    pub(super) fn with_lease(mut self, lease: super::Lease) -> BackendBody {
+        if self.pool.is_some() || !self.inner.is_end_stream() {
+            self.lease = Some(lease);
+        }
+        self
+    }
+
     fn release(&mut self) {
         if let Some((backend, sender)) = self.pool.take() {
             backend.checkin(sender);
         }
+        self.lease = None;
     }
 }
 

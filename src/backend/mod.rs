@@ -1,11 +1,15 @@
-//! Backends: one origin server each, with a keep-alive connection pool and the fetch timeouts
-//! (connect, first byte, between bytes).
+//! Backends: one origin server each, with a keep-alive connection pool, a connection limit with
+//! a bounded queue, health state, and the fetch timeouts (connect, first byte, between bytes).
 //!
 //! Architecture invariant: only this module opens connections to origins.
 
 mod body;
+pub mod director;
+pub mod health;
+pub mod probe;
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -13,19 +17,24 @@ use http::{Request, Response, StatusCode};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use body::{BackendBody, RequestBody};
+use health::Health;
 
-use crate::config::BackendConfig;
-use crate::stats::Counters;
+use crate::config::{BackendConfig, Config, ProbeConfig, ProbeRef};
+use crate::stats::{BackendCounters, Counters};
 
-/// Why a backend fetch failed; decides the status Shellac answers with.
+/// Why a backend fetch failed; decides the status Shellac answers with and whether another
+/// backend may be tried.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
     #[error("connection to backend {0} failed: {1}")]
     Connect(String, std::io::Error),
     #[error("connection to backend {0} timed out")]
     ConnectTimeout(String),
+    #[error("backend {0} is at max_connections and its queue is full")]
+    Busy(String),
     #[error("backend {0} sent no response within first_byte_timeout")]
     FirstByteTimeout(String),
     #[error("backend {0} failed: {1}")]
@@ -33,10 +42,11 @@ pub enum FetchError {
 }
 
 impl FetchError {
-    /// 503 when the backend is unreachable, 504 when it is too slow, 502 when it misbehaves.
+    /// 503 when the backend is unreachable or busy, 504 when it is too slow, 502 when it
+    /// misbehaves.
     pub fn status(&self) -> StatusCode {
         match self {
-            FetchError::Connect(..) | FetchError::ConnectTimeout(_) => {
+            FetchError::Connect(..) | FetchError::ConnectTimeout(_) | FetchError::Busy(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             FetchError::FirstByteTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
@@ -49,8 +59,19 @@ impl FetchError {
         match self {
             FetchError::Connect(..) => "backend-connect-failed",
             FetchError::ConnectTimeout(_) => "backend-connect-timeout",
+            FetchError::Busy(_) => "backend-busy",
             FetchError::FirstByteTimeout(_) => "backend-first-byte-timeout",
             FetchError::Failed(..) => "backend-error",
+        }
+    }
+
+    /// True when the backend certainly did not start answering, so an idempotent request may
+    /// be tried on another backend.
+    pub fn before_response(&self) -> bool {
+        match self {
+            FetchError::Connect(..) | FetchError::ConnectTimeout(_) | FetchError::Busy(_) => true,
+            FetchError::FirstByteTimeout(_) => false,
+            FetchError::Failed(_, e) => is_stale_connection(e),
         }
     }
 }
@@ -60,25 +81,56 @@ struct Idle {
     since: Instant,
 }
 
-/// One origin server and its connection pool.
+/// One origin server, its pool, limit and health.
 pub struct Backend {
     pub config: BackendConfig,
+    pub probe: Option<ProbeConfig>,
+    pub health: Health,
+    pub stats: BackendCounters,
+    pub(crate) counters: Arc<Counters>,
     tcp_nodelay: bool,
     idle: Mutex<Vec<Idle>>,
-    counters: Arc<Counters>,
+    limit: Option<Arc<Semaphore>>,
+    queued: AtomicUsize,
+    in_flight: AtomicI64,
+}
+
+/// Held while a request is in flight on a backend: the connection-limit permit and the
+/// in-flight gauge. Released when the response body is finished or dropped.
+pub(crate) struct Lease {
+    backend: Arc<Backend>,
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.backend.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Backend {
-    pub fn new(
-        config: BackendConfig,
-        default_nodelay: bool,
-        counters: Arc<Counters>,
-    ) -> Arc<Backend> {
+    pub fn new(config: BackendConfig, whole: &Config, counters: Arc<Counters>) -> Arc<Backend> {
+        let probe = match &config.probe {
+            Some(ProbeRef::Inline(p)) => Some(p.clone()),
+            Some(ProbeRef::Named(name)) => whole.probes.iter().find(|p| &p.name == name).cloned(),
+            None => None,
+        };
         Arc::new(Backend {
-            tcp_nodelay: config.tcp_nodelay.unwrap_or(default_nodelay),
+            tcp_nodelay: config.tcp_nodelay.unwrap_or(whole.server.tcp_nodelay),
+            health: Health::new(
+                probe.as_ref(),
+                config.passive_failures,
+                config.passive_cooldown.0,
+            ),
+            limit: (config.max_connections > 0)
+                .then(|| Arc::new(Semaphore::new(config.max_connections))),
+            probe,
             config,
-            idle: Mutex::new(Vec::new()),
+            stats: BackendCounters::default(),
             counters,
+            idle: Mutex::new(Vec::new()),
+            queued: AtomicUsize::new(0),
+            in_flight: AtomicI64::new(0),
         })
     }
 
@@ -91,6 +143,30 @@ impl Backend {
         self.idle.lock().map(|i| i.len()).unwrap_or(0)
     }
 
+    /// Requests in flight right now.
+    pub fn in_flight(&self) -> i64 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Requests waiting for a connection slot right now.
+    pub fn queued(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
+    }
+
+    /// `Host` value for probes: the host, with the port unless it is 80.
+    pub fn host_header(&self) -> String {
+        let host = if self.config.host.contains(':') {
+            format!("[{}]", self.config.host)
+        } else {
+            self.config.host.clone()
+        };
+        if self.config.port == 80 {
+            host
+        } else {
+            format!("{host}:{}", self.config.port)
+        }
+    }
+
     /// Sends `req` and returns the response head; the body streams with the between-bytes
     /// timeout and returns its connection to the pool when read to the end.
     ///
@@ -100,7 +176,9 @@ impl Backend {
         self: &Arc<Self>,
         req: Request<RequestBody>,
     ) -> Result<Response<BackendBody>, FetchError> {
+        let lease = self.lease().await?;
         self.counters.backend_req.inc();
+        self.stats.req.inc();
         let retry_copy = req.body().is_empty().then(|| clone_head(&req));
         let (sender, reused) = match self.checkout().await {
             Some(s) => (s, true),
@@ -117,6 +195,45 @@ impl Backend {
             }
             other => other,
         }
+        .map(|resp| resp.map(|body| body.with_lease(lease)))
+    }
+
+    /// Waits for a connection slot under `max_connections` (bounded queue, bounded wait).
+    async fn lease(self: &Arc<Self>) -> Result<Lease, FetchError> {
+        let permit = match &self.limit {
+            None => None,
+            Some(sem) => match sem.clone().try_acquire_owned() {
+                Ok(p) => Some(p),
+                Err(_) => {
+                    let waiting = self.queued.fetch_add(1, Ordering::Relaxed);
+                    let got = if waiting >= self.config.max_queue {
+                        None
+                    } else {
+                        tokio::time::timeout(
+                            self.config.connect_timeout.0,
+                            sem.clone().acquire_owned(),
+                        )
+                        .await
+                        .ok()
+                        .and_then(Result::ok)
+                    };
+                    self.queued.fetch_sub(1, Ordering::Relaxed);
+                    match got {
+                        Some(p) => Some(p),
+                        None => {
+                            self.counters.backend_busy.inc();
+                            self.stats.busy.inc();
+                            return Err(FetchError::Busy(self.config.name.clone()));
+                        }
+                    }
+                }
+            },
+        };
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        Ok(Lease {
+            backend: self.clone(),
+            _permit: permit,
+        })
     }
 
     async fn exchange(
@@ -129,10 +246,12 @@ impl Backend {
             Ok(Ok(resp)) => resp,
             Ok(Err(e)) => {
                 self.counters.backend_error.inc();
+                self.stats.error.inc();
                 return Err(FetchError::Failed(self.config.name.clone(), e));
             }
             Err(_) => {
                 self.counters.backend_timeout.inc();
+                self.stats.error.inc();
                 return Err(FetchError::FirstByteTimeout(self.config.name.clone()));
             }
         };
@@ -159,6 +278,7 @@ impl Backend {
             match tokio::time::timeout(Duration::from_millis(100), sender.ready()).await {
                 Ok(Ok(())) => {
                     self.counters.backend_reuse.inc();
+                    self.stats.reuse.inc();
                     return Some(sender);
                 }
                 _ => continue,
@@ -177,6 +297,8 @@ impl Backend {
             idle.retain(|i| now.duration_since(i.since) < max_idle && !i.sender.is_closed());
             if idle.len() < self.config.max_idle {
                 idle.push(Idle { sender, since: now });
+                self.counters.backend_recycle.inc();
+                self.stats.recycle.inc();
             }
         }
     }
@@ -184,26 +306,29 @@ impl Backend {
     async fn connect(&self) -> Result<SendRequest<RequestBody>, FetchError> {
         let name = &self.config.name;
         let target = (self.config.host.as_str(), self.config.port);
-        let stream =
-            match tokio::time::timeout(self.config.connect_timeout.0, TcpStream::connect(target))
-                .await
-            {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    self.counters.backend_fail.inc();
-                    return Err(FetchError::Connect(name.clone(), e));
-                }
-                Err(_) => {
-                    self.counters.backend_fail.inc();
-                    return Err(FetchError::ConnectTimeout(name.clone()));
-                }
-            };
+        let result =
+            tokio::time::timeout(self.config.connect_timeout.0, TcpStream::connect(target)).await;
+        let stream = match result {
+            Ok(Ok(s)) => {
+                self.health.connect_ok();
+                s
+            }
+            Ok(Err(e)) => {
+                self.connect_failed(&e.to_string());
+                return Err(FetchError::Connect(name.clone(), e));
+            }
+            Err(_) => {
+                self.connect_failed("connect timeout");
+                return Err(FetchError::ConnectTimeout(name.clone()));
+            }
+        };
         let _ = stream.set_nodelay(self.tcp_nodelay);
         let (sender, conn) = http1::Builder::new()
             .handshake(TokioIo::new(stream))
             .await
             .map_err(|e| FetchError::Failed(name.clone(), e))?;
         self.counters.backend_conn.inc();
+        self.stats.conn.inc();
         let name = name.clone();
         tokio::spawn(async move {
             if let Err(e) = conn.await {
@@ -213,12 +338,53 @@ impl Backend {
         Ok(sender)
     }
 
+    fn connect_failed(&self, why: &str) {
+        self.counters.backend_fail.inc();
+        self.stats.fail.inc();
+        if self.health.connect_failed() {
+            tracing::warn!(
+                backend = self.name(),
+                "backend sick for {:?}: {} consecutive connection failures, last: {why}",
+                self.config.passive_cooldown.0,
+                self.config.passive_failures
+            );
+        }
+    }
+
     /// The backend's address, for display.
     pub fn address(&self) -> String {
         match self.config.host.parse::<std::net::IpAddr>() {
             Ok(ip) => SocketAddr::new(ip, self.config.port).to_string(),
             Err(_) => format!("{}:{}", self.config.host, self.config.port),
         }
+    }
+
+    /// `/backends` entry.
+    pub fn describe(&self) -> serde_json::Value {
+        let mut v = serde_json::json!({
+            "name": self.name(),
+            "address": self.address(),
+            "healthy": self.health.is_healthy(),
+            "in_flight": self.in_flight(),
+            "queued": self.queued(),
+            "idle": self.idle_count(),
+            "max_connections": self.config.max_connections,
+            "weight": self.config.weight,
+            "passive_sick_ms": self.health.passive_sick_ms(),
+        });
+        if let Some((good, window, threshold)) = self.health.probe_score() {
+            v["probe"] = serde_json::json!({
+                "good": good,
+                "window": window,
+                "threshold": threshold,
+                "history": self.health.history(),
+                "last": self.health.last_probe(),
+            });
+        }
+        for (name, value) in self.stats.snapshot() {
+            v[name] = value.into();
+        }
+        v
     }
 }
 
@@ -231,7 +397,7 @@ fn clone_head(req: &Request<RequestBody>) -> Request<RequestBody> {
     copy
 }
 
-/// Errors that mean "the pooled connection was already dead", not "the backend answered badly".
+/// Errors that mean "the connection died before an answer", not "the backend answered badly".
 fn is_stale_connection(e: &hyper::Error) -> bool {
     e.is_canceled() || e.is_incomplete_message() || e.is_closed() || {
         let mut source = std::error::Error::source(e);

@@ -139,6 +139,9 @@ mod tests {
             vary: vec![],
             initial_age: Duration::ZERO,
             ttl: Duration::from_secs(60),
+            stale_ok: true,
+            grace: Duration::ZERO,
+            stale_if_error: None,
             stored_at: Instant::now(),
             state: Default::default(),
         })

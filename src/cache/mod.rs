@@ -8,6 +8,7 @@ pub mod disk;
 pub mod memory;
 pub mod policy;
 pub mod tiered;
+pub mod vary;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -26,6 +27,8 @@ pub struct CacheKey {
     pub host: Box<str>,
     /// Path and query exactly as received.
     pub path_and_query: Box<str>,
+    /// Secondary key: hash of the request values of the URL's `Vary` fields (0 = no Vary).
+    pub variant: u64,
 }
 
 impl CacheKey {
@@ -37,7 +40,21 @@ impl CacheKey {
         CacheKey {
             host: host.into(),
             path_and_query: path_and_query.into(),
+            variant: 0,
         }
+    }
+
+    /// The same URL, another variant.
+    pub fn with_variant(&self, variant: u64) -> CacheKey {
+        CacheKey {
+            variant,
+            ..self.clone()
+        }
+    }
+
+    /// The URL without a variant (the primary key).
+    pub fn primary(&self) -> CacheKey {
+        self.with_variant(0)
     }
 
     fn weight(&self) -> u64 {
@@ -55,7 +72,7 @@ impl std::fmt::Display for CacheKey {
 pub const OBJECT_OVERHEAD: u64 = 256;
 
 /// Where a stored body is.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum Body {
     /// In memory, in chunks (one chunk for small bodies).
     Memory(Vec<Bytes>),
@@ -105,6 +122,12 @@ pub struct Object {
     pub initial_age: Duration,
     /// Freshness lifetime.
     pub ttl: Duration,
+    /// Whether it may be served stale at all (see `StorePlan::stale_ok`).
+    pub stale_ok: bool,
+    /// Stale-while-revalidate window past `ttl`.
+    pub grace: Duration,
+    /// Window past `ttl` in which a backend 5xx may be answered with this object.
+    pub stale_if_error: Option<Duration>,
     /// When the response head arrived (monotonic).
     pub stored_at: Instant,
     /// Tier bookkeeping (admission, promotion).
@@ -119,6 +142,35 @@ impl Object {
 
     pub fn is_fresh(&self, now: Instant) -> bool {
         self.age(now) < self.ttl
+    }
+
+    /// Stale, but within its stale-while-revalidate window: deliver and refresh.
+    pub fn within_grace(&self, now: Instant) -> bool {
+        self.stale_ok && self.age(now) < self.ttl + self.grace
+    }
+
+    /// Stale beyond grace but within `keep`: usable for revalidation, and for answering when no
+    /// backend can be reached (if stale serving is allowed at all).
+    pub fn within_keep(&self, now: Instant, keep: Duration) -> bool {
+        self.age(now) < self.ttl + self.grace + keep
+    }
+
+    /// Whether a backend 5xx may be answered with this stale object (`stale-if-error`).
+    pub fn stale_if_error_ok(&self, now: Instant) -> bool {
+        self.stale_ok
+            && self
+                .stale_if_error
+                .is_some_and(|w| self.age(now) < self.ttl + w)
+    }
+
+    /// The stored `ETag`, if any.
+    pub fn etag(&self) -> Option<&HeaderValue> {
+        self.headers.get(http::header::ETAG)
+    }
+
+    /// The stored `Last-Modified`, if any.
+    pub fn last_modified(&self) -> Option<&HeaderValue> {
+        self.headers.get(http::header::LAST_MODIFIED)
     }
 
     /// Freshness left, zero once stale.
@@ -144,6 +196,9 @@ impl Object {
             vary: self.vary.clone(),
             initial_age: self.initial_age,
             ttl: self.ttl,
+            stale_ok: self.stale_ok,
+            grace: self.grace,
+            stale_if_error: self.stale_if_error,
             stored_at: self.stored_at,
             state: TierState {
                 on_disk: AtomicBool::new(true),
@@ -159,7 +214,12 @@ impl Object {
             .iter()
             .map(|(k, v)| k.as_str().len() + v.len() + 32)
             .sum();
-        OBJECT_OVERHEAD + headers as u64 + self.body_len
+        // A body left on disk costs the memory tier nothing but its handle.
+        let body = match &self.body {
+            Body::Memory(_) => self.body_len,
+            Body::Disk(_) => 0,
+        };
+        OBJECT_OVERHEAD + headers as u64 + body
     }
 }
 
@@ -179,6 +239,11 @@ pub fn vary_matches(selection: &[(HeaderName, Option<HeaderValue>)], request: &H
             _ => false,
         }
     })
+}
+
+/// A field value with list members trimmed and lower-cased, for variant comparison.
+pub fn normalised_value(v: &HeaderValue) -> Vec<u8> {
+    normalise(v)
 }
 
 fn normalise(v: &HeaderValue) -> Vec<u8> {
@@ -231,17 +296,27 @@ pub struct Cache {
     pub storage: Arc<dyn Storage>,
     pub busy: Arc<busy::BusyTable>,
     hit_for_miss: quick_cache::sync::Cache<CacheKey, Instant>,
+    /// Primary key → the URL's Vary field names and stored variants.
+    vary_index: quick_cache::sync::Cache<CacheKey, Arc<vary::VaryIndex>>,
+    max_variants: usize,
 }
 
 /// Hit-for-miss entries remembered at most (each is one key; oldest are evicted first).
 pub const HIT_FOR_MISS_CAPACITY: usize = 65_536;
 
+/// URLs with `Vary` whose variant list is remembered at most. A URL that falls out of this
+/// index is looked up without its variant until its next response re-registers it (a miss,
+/// never a wrong variant: objects carry their exact Vary selection).
+pub const VARY_INDEX_CAPACITY: usize = 262_144;
+
 impl Cache {
-    pub fn new(storage: Arc<dyn Storage>) -> Cache {
+    pub fn new(storage: Arc<dyn Storage>, max_variants: usize) -> Cache {
         Cache {
             storage,
             busy: Arc::new(busy::BusyTable::default()),
             hit_for_miss: quick_cache::sync::Cache::new(HIT_FOR_MISS_CAPACITY),
+            vary_index: quick_cache::sync::Cache::new(VARY_INDEX_CAPACITY),
+            max_variants,
         }
     }
 

@@ -74,6 +74,13 @@ pub struct StorePlan {
     pub strip: Vec<HeaderName>,
     /// Request header names the response varies on.
     pub vary: Vec<HeaderName>,
+    /// May be served stale (grace, keep) at all: not after must-revalidate, proxy-revalidate
+    /// or s-maxage (RFC 9111 §4.2.4, §5.2.2.2, §5.2.2.8, §5.2.2.10).
+    pub stale_ok: bool,
+    /// Stale-while-revalidate window: `stale-while-revalidate=N`, else `cache.grace`.
+    pub grace: Duration,
+    /// `stale-if-error=N` from the response: stale may also answer backend 5xx this long.
+    pub stale_if_error: Option<Duration>,
 }
 
 /// Statuses a cache may store with heuristic or default freshness (RFC 9110 §15.1, minus 206
@@ -99,7 +106,7 @@ pub fn evaluate(
     if !(200..600).contains(&code) || code == 206 || code == 304 {
         return Err(NoCacheReason::Status);
     }
-    let cc = CacheControl::from_headers(headers);
+    let cc = CacheControl::targeted(headers, &cfg.targeted_cache_control);
     if cc.no_store {
         return Err(NoCacheReason::NoStore);
     }
@@ -173,11 +180,15 @@ pub fn evaluate(
     if lifetime <= initial_age {
         return Err(NoCacheReason::Expired);
     }
+    let stale_ok = !(cc.must_revalidate || cc.proxy_revalidate || cc.s_maxage.is_some());
     Ok(StorePlan {
         ttl: lifetime,
         initial_age,
         strip,
         vary,
+        stale_ok,
+        grace: cc.stale_while_revalidate.unwrap_or(cfg.grace.0),
+        stale_if_error: cc.stale_if_error,
     })
 }
 
@@ -332,6 +343,35 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.strip, vec![header::SET_COOKIE]);
+    }
+
+    #[test]
+    fn stale_windows() {
+        let p = eval(
+            &[
+                DATE,
+                (
+                    "cache-control",
+                    "max-age=60, stale-while-revalidate=30, stale-if-error=300",
+                ),
+            ],
+            200,
+        )
+        .unwrap();
+        assert_eq!(p.grace, Duration::from_secs(30));
+        assert_eq!(p.stale_if_error, Some(Duration::from_secs(300)));
+        assert!(p.stale_ok);
+        let p = eval(
+            &[DATE, ("cache-control", "max-age=60, must-revalidate")],
+            200,
+        )
+        .unwrap();
+        assert!(!p.stale_ok);
+        assert_eq!(
+            p.grace,
+            Duration::ZERO,
+            "RFC default: no stale serving without permission"
+        );
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 
 use super::disk::{DiskStorage, format};
 use super::memory::{EvictHook, MemoryStorage};
-use super::{CacheKey, LookupFuture, Object, Storage, StorageStats};
+use super::{Body, CacheKey, LookupFuture, Object, Storage, StorageStats};
 use crate::config::Admission;
 use crate::stats::Counters;
 
@@ -77,6 +77,13 @@ impl Storage for Tiered {
 
     fn lookup(&self, key: &CacheKey) -> Option<Arc<Object>> {
         let object = self.memory.lookup(key)?;
+        if let Body::Disk(disk) = &object.body
+            && !disk.is_current()
+        {
+            // A refreshed large object whose body's region has since been reclaimed.
+            self.memory.remove(key);
+            return None;
+        }
         object.state.mark_hit();
         Some(object)
     }

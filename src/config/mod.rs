@@ -3,6 +3,7 @@
 //! Parsing is strict (`deny_unknown_fields`); every error carries file, line, column and the
 //! dotted key it concerns (see [`ConfigError`]). Cross-field checks live in [`Config::validate`].
 
+mod backend;
 mod locate;
 pub mod units;
 
@@ -12,6 +13,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+pub use backend::{
+    BackendConfig, DirectorConfig, DirectorKind, HashOn, ProbeConfig, ProbeRef, RoutingConfig,
+};
 pub use locate::ConfigError;
 use units::{Dur, Size};
 
@@ -33,6 +37,14 @@ pub struct Config {
     /// the first backend declared is the default).
     #[serde(default, rename = "backend")]
     pub backends: Vec<BackendConfig>,
+    /// Health probes that backends may share by name.
+    #[serde(default, rename = "probe")]
+    pub probes: Vec<ProbeConfig>,
+    /// Named groups of backends (and other directors).
+    #[serde(default, rename = "director")]
+    pub directors: Vec<DirectorConfig>,
+    #[serde(default)]
+    pub routing: RoutingConfig,
 }
 
 /// `[server]`: client-facing listeners and connection handling.
@@ -88,6 +100,27 @@ pub struct CacheConfig {
     /// How long a URL whose response was uncacheable skips request coalescing (hit-for-miss).
     /// Default `120s`.
     pub hit_for_miss_ttl: Dur,
+    /// Grace (stale-while-revalidate): how long past its TTL an object is still delivered at
+    /// once while one background fetch refreshes it. A response's `stale-while-revalidate=N`
+    /// overrides it. Default `0s`: RFC 9111 §4.2.4 forbids stale responses unless permitted.
+    pub grace: Dur,
+    /// Keep: how long past TTL + grace a stale object is kept usable for conditional
+    /// revalidation (If-None-Match / If-Modified-Since to the backend) and served when no backend
+    /// can be reached (RFC 9111 §4.2.4 "disconnected"; a response's `stale-if-error=N` extends
+    /// it to 5xx answers). Default `1h`.
+    pub keep: Dur,
+    /// Honour request `Cache-Control` (`no-cache`, `max-age`, `min-fresh`, `max-stale`,
+    /// `only-if-cached`) and `Pragma: no-cache`. Default false: ignored, as Varnish does, so
+    /// clients cannot force backend traffic.
+    pub request_cache_control: bool,
+    /// Targeted cache-control fields (RFC 9213) honoured instead of `Cache-Control`, first
+    /// present wins. Default `["CDN-Cache-Control", "Surrogate-Control"]`.
+    pub targeted_cache_control: Vec<String>,
+    /// Normalise `Accept-Encoding` to `gzip`, `br` or nothing before lookup and fetch, so
+    /// trivial differences share one `Vary` variant. Default true.
+    pub normalize_accept_encoding: bool,
+    /// Variants (by `Vary`) kept per URL at most; the oldest is dropped first. Default 16.
+    pub max_variants: usize,
 }
 
 impl Default for CacheConfig {
@@ -99,6 +132,12 @@ impl Default for CacheConfig {
             max_ttl: None,
             heuristic_percent: 10,
             hit_for_miss_ttl: Dur(Duration::from_secs(120)),
+            grace: Dur(Duration::ZERO),
+            keep: Dur(Duration::from_secs(3600)),
+            request_cache_control: false,
+            targeted_cache_control: vec!["CDN-Cache-Control".into(), "Surrogate-Control".into()],
+            normalize_accept_encoding: true,
+            max_variants: 16,
         }
     }
 }
@@ -158,71 +197,6 @@ fn default_region_size() -> Size {
 /// Bytes of each region the disk tier keeps for its own headers: an object on disk may be at most
 /// `region_size - DISK_REGION_OVERHEAD` bytes (key, headers and body).
 pub const DISK_REGION_OVERHEAD: u64 = 64 * 1024;
-
-/// `[[backend]]`: one origin server.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BackendConfig {
-    /// Name used in logs and stats. Default `backend<N>`.
-    #[serde(default)]
-    pub name: String,
-    /// Host name or IP address. Required.
-    pub host: String,
-    /// TCP port. Default 80.
-    #[serde(default = "default_port")]
-    pub port: u16,
-    /// Time allowed to establish the TCP connection. Default `3500ms`.
-    #[serde(default = "default_connect_timeout")]
-    pub connect_timeout: Dur,
-    /// Time allowed from sending the request to the first byte of the response. Default `60s`.
-    #[serde(default = "default_long_timeout")]
-    pub first_byte_timeout: Dur,
-    /// Time allowed between two reads of the response body. Default `60s`.
-    #[serde(default = "default_long_timeout")]
-    pub between_bytes_timeout: Dur,
-    /// Idle keep-alive connections kept open to this backend. Default 64; 0 disables reuse.
-    #[serde(default = "default_max_idle")]
-    pub max_idle: usize,
-    /// Close pooled connections idle for longer than this. Default `30s`.
-    #[serde(default = "default_pool_idle_timeout")]
-    pub idle_timeout: Dur,
-    /// TCP_NODELAY on connections to this backend. Default: `server.tcp_nodelay`.
-    #[serde(default)]
-    pub tcp_nodelay: Option<bool>,
-}
-
-fn default_port() -> u16 {
-    80
-}
-fn default_connect_timeout() -> Dur {
-    Dur(Duration::from_millis(3500))
-}
-fn default_long_timeout() -> Dur {
-    Dur(Duration::from_secs(60))
-}
-fn default_max_idle() -> usize {
-    64
-}
-fn default_pool_idle_timeout() -> Dur {
-    Dur(Duration::from_secs(30))
-}
-
-impl BackendConfig {
-    /// A backend with every setting at its default.
-    pub fn new(name: &str, host: &str, port: u16) -> Self {
-        BackendConfig {
-            name: name.to_string(),
-            host: host.to_string(),
-            port,
-            connect_timeout: default_connect_timeout(),
-            first_byte_timeout: default_long_timeout(),
-            between_bytes_timeout: default_long_timeout(),
-            max_idle: default_max_idle(),
-            idle_timeout: default_pool_idle_timeout(),
-            tcp_nodelay: None,
-        }
-    }
-}
 
 /// Command-line overrides, applied on top of the file (in the style of varnishd's `-a`/`-b`).
 #[derive(Clone, Debug, Default)]
@@ -431,54 +405,31 @@ impl Config {
                 ),
             ));
         }
+        for (i, name) in c.targeted_cache_control.iter().enumerate() {
+            if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                out.push((
+                    vec![
+                        "cache".into(),
+                        "targeted_cache_control".into(),
+                        i.to_string(),
+                    ],
+                    format!("`{name}` is not a header field name"),
+                ));
+            }
+        }
+        if !(1..=256).contains(&c.max_variants) {
+            out.push((
+                key(&["cache", "max_variants"]),
+                "must be between 1 and 256".into(),
+            ));
+        }
         if c.heuristic_percent > 100 {
             out.push((
                 key(&["cache", "heuristic_percent"]),
                 "must be between 0 and 100".into(),
             ));
         }
-        if self.backends.is_empty() {
-            out.push((
-                key(&["backend"]),
-                "at least one [[backend]] is required".into(),
-            ));
-        }
-        let mut seen = std::collections::HashSet::new();
-        for (i, b) in self.backends.iter().enumerate() {
-            let at = |field: &str| vec!["backend".to_string(), i.to_string(), field.to_string()];
-            if !seen.insert(b.name.as_str()) {
-                out.push((
-                    at("name"),
-                    format!("backend name `{}` is used twice", b.name),
-                ));
-            }
-            if b.host.trim().is_empty() {
-                out.push((at("host"), "must not be empty".into()));
-            } else if b.host.contains(['/', ' ', ':'])
-                && b.host.parse::<std::net::Ipv6Addr>().is_err()
-            {
-                out.push((
-                    at("host"),
-                    format!(
-                        "`{}` is not a host name or IP address (put the port in `port`)",
-                        b.host
-                    ),
-                ));
-            }
-            if b.port == 0 {
-                out.push((at("port"), "must be between 1 and 65535".into()));
-            }
-            for (field, d) in [
-                ("connect_timeout", b.connect_timeout),
-                ("first_byte_timeout", b.first_byte_timeout),
-                ("between_bytes_timeout", b.between_bytes_timeout),
-                ("idle_timeout", b.idle_timeout),
-            ] {
-                if d.0.is_zero() {
-                    out.push((at(field), "must be greater than 0".into()));
-                }
-            }
-        }
+        out.extend(backend::validate(self));
         out
     }
 
@@ -499,18 +450,38 @@ impl Config {
             ),
             None => String::new(),
         };
-        format!(
-            "listen {}; {} backend{} ({}); memory cache {}{disk}; admin {}",
+        let directors: Vec<String> = self
+            .directors
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} ({}: {})",
+                    d.name,
+                    d.kind.as_str(),
+                    d.backends.join(", ")
+                )
+            })
+            .collect();
+        let mut out = format!(
+            "listen {}; {} backend{} ({})",
             listen.join(", "),
             self.backends.len(),
             if self.backends.len() == 1 { "" } else { "s" },
             backends.join(", "),
+        );
+        if !directors.is_empty() {
+            out.push_str(&format!("; directors {}", directors.join(", ")));
+        }
+        out.push_str(&format!(
+            "; requests go to {}; memory cache {}{disk}; admin {}",
+            self.default_target().unwrap_or("-"),
             units::format_size(self.cache.memory_size.0),
             self.server
                 .admin
                 .map(|a| a.to_string())
                 .unwrap_or_else(|| "off".into()),
-        )
+        ));
+        out
     }
 }
 

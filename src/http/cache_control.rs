@@ -22,18 +22,43 @@ pub struct CacheControl {
     pub proxy_revalidate: bool,
     pub max_age: Option<Duration>,
     pub s_maxage: Option<Duration>,
+    /// RFC 5861: serve stale this long while revalidating in the background.
+    pub stale_while_revalidate: Option<Duration>,
+    /// RFC 5861: serve stale this long when the origin errors.
+    pub stale_if_error: Option<Duration>,
+    /// Request: accept a stale response (`None` inside = any staleness).
+    pub max_stale: Option<Option<Duration>>,
+    /// Request: want at least this much freshness left.
+    pub min_fresh: Option<Duration>,
+    /// Request: answer from cache or 504.
+    pub only_if_cached: bool,
 }
 
 impl CacheControl {
     /// Parses every `Cache-Control` field line of `headers`.
     pub fn from_headers(headers: &HeaderMap) -> CacheControl {
+        Self::from_field(headers, CACHE_CONTROL.as_str()).unwrap_or_default()
+    }
+
+    /// Parses every line of field `name`; `None` when the field is absent.
+    pub fn from_field(headers: &HeaderMap, name: &str) -> Option<CacheControl> {
+        let mut values = headers.get_all(name).iter().peekable();
+        values.peek()?;
         let mut cc = CacheControl::default();
-        for value in headers.get_all(CACHE_CONTROL) {
+        for value in values {
             if let Ok(text) = value.to_str() {
                 cc.parse_into(text);
             }
         }
-        cc
+        Some(cc)
+    }
+
+    /// The first targeted field (RFC 9213) present in `targets`, else `Cache-Control`.
+    pub fn targeted(headers: &HeaderMap, targets: &[String]) -> CacheControl {
+        targets
+            .iter()
+            .find_map(|t| Self::from_field(headers, t))
+            .unwrap_or_else(|| Self::from_headers(headers))
     }
 
     fn parse_into(&mut self, text: &str) {
@@ -59,6 +84,15 @@ impl CacheControl {
                 // we keep the smallest valid value and treat garbage as 0.
                 "max-age" => self.max_age = min_opt(self.max_age, delta_seconds(arg.as_deref())),
                 "s-maxage" => self.s_maxage = min_opt(self.s_maxage, delta_seconds(arg.as_deref())),
+                "stale-while-revalidate" => {
+                    self.stale_while_revalidate = Some(delta_seconds(arg.as_deref()))
+                }
+                "stale-if-error" => self.stale_if_error = Some(delta_seconds(arg.as_deref())),
+                "max-stale" => {
+                    self.max_stale = Some(arg.as_deref().map(|a| delta_seconds(Some(a))))
+                }
+                "min-fresh" => self.min_fresh = Some(delta_seconds(arg.as_deref())),
+                "only-if-cached" => self.only_if_cached = true,
                 _ => {}
             }
         }
@@ -155,6 +189,37 @@ mod tests {
         let c = cc("MAX-AGE=\"30\", Must-Revalidate");
         assert_eq!(c.max_age, Some(Duration::from_secs(30)));
         assert!(c.must_revalidate);
+    }
+
+    #[test]
+    fn rfc5861_and_request_directives() {
+        let c = cc("max-age=60, stale-while-revalidate=30, stale-if-error=600");
+        assert_eq!(c.stale_while_revalidate, Some(Duration::from_secs(30)));
+        assert_eq!(c.stale_if_error, Some(Duration::from_secs(600)));
+        let c = cc("max-stale, min-fresh=5, only-if-cached");
+        assert_eq!(c.max_stale, Some(None));
+        assert_eq!(c.min_fresh, Some(Duration::from_secs(5)));
+        assert!(c.only_if_cached);
+        assert_eq!(
+            cc("max-stale=10").max_stale,
+            Some(Some(Duration::from_secs(10)))
+        );
+    }
+
+    #[test]
+    fn targeted_field_wins() {
+        let mut h = HeaderMap::new();
+        h.insert("cache-control", "no-store".parse().unwrap());
+        h.insert("cdn-cache-control", "max-age=600".parse().unwrap());
+        let targets = vec![
+            "CDN-Cache-Control".to_string(),
+            "Surrogate-Control".to_string(),
+        ];
+        let c = CacheControl::targeted(&h, &targets);
+        assert!(!c.no_store);
+        assert_eq!(c.max_age, Some(Duration::from_secs(600)));
+        h.remove("cdn-cache-control");
+        assert!(CacheControl::targeted(&h, &targets).no_store);
     }
 
     #[test]

@@ -28,6 +28,18 @@ enum Kind {
         next: usize,
         remaining: u64,
     },
+    /// Pieces of stored bodies (ranges, multipart).
+    Parts {
+        parts: Vec<Bytes>,
+        next: usize,
+        remaining: u64,
+    },
+    /// A window of another body: skip `skip` bytes, then pass `take` bytes (a Range on a miss).
+    Slice {
+        inner: Box<ResponseBody>,
+        skip: u64,
+        take: u64,
+    },
     Busy {
         reader: BusyReader,
         remaining: Option<u64>,
@@ -83,6 +95,24 @@ impl ResponseBody {
         })
     }
 
+    pub fn parts(parts: Vec<Bytes>) -> ResponseBody {
+        let remaining = parts.iter().map(|p| p.len() as u64).sum();
+        ResponseBody::new(Kind::Parts {
+            parts,
+            next: 0,
+            remaining,
+        })
+    }
+
+    /// Bytes `skip..skip + take` of `inner`.
+    pub fn slice(inner: ResponseBody, skip: u64, take: u64) -> ResponseBody {
+        ResponseBody::new(Kind::Slice {
+            inner: Box::new(inner),
+            skip,
+            take,
+        })
+    }
+
     pub fn busy(reader: BusyReader, content_length: Option<u64>) -> ResponseBody {
         ResponseBody::new(Kind::Busy {
             reader,
@@ -130,6 +160,45 @@ impl Body for ResponseBody {
                     Poll::Ready(Some(Ok(chunk.clone())))
                 }
                 None => Poll::Ready(None),
+            },
+            Kind::Parts {
+                parts,
+                next,
+                remaining,
+            } => match parts.get(*next) {
+                Some(p) => {
+                    *next += 1;
+                    *remaining -= p.len() as u64;
+                    Poll::Ready(Some(Ok(p.clone())))
+                }
+                None => Poll::Ready(None),
+            },
+            Kind::Slice { inner, skip, take } => loop {
+                if *take == 0 {
+                    break Poll::Ready(None);
+                }
+                match Pin::new(&mut **inner).poll_frame(cx) {
+                    Poll::Ready(Some(Ok(frame))) => {
+                        let Ok(mut data) = frame.into_data() else {
+                            continue;
+                        };
+                        let n = data.len() as u64;
+                        if *skip >= n {
+                            *skip -= n;
+                            continue;
+                        }
+                        let _ = data.split_to(*skip as usize);
+                        *skip = 0;
+                        if data.len() as u64 > *take {
+                            data.truncate(*take as usize);
+                        }
+                        *take -= data.len() as u64;
+                        break Poll::Ready(Some(Ok(data)));
+                    }
+                    Poll::Ready(Some(Err(e))) => break Poll::Ready(Some(Err(e))),
+                    Poll::Ready(None) => break Poll::Ready(None),
+                    Poll::Pending => break Poll::Pending,
+                }
             },
             Kind::Busy { reader, remaining } => match reader.poll_chunk(cx) {
                 Poll::Ready(ChunkPoll::Chunk(c)) => {
@@ -186,6 +255,8 @@ impl Body for ResponseBody {
             Kind::Empty => true,
             Kind::Full(b) => b.is_none(),
             Kind::Object { remaining, .. } | Kind::Disk { remaining, .. } => *remaining == 0,
+            Kind::Parts { remaining, .. } => *remaining == 0,
+            Kind::Slice { take, .. } => *take == 0,
             Kind::Busy { remaining, .. } => *remaining == Some(0),
             Kind::Backend(b) => b.is_end_stream(),
         }
@@ -198,6 +269,8 @@ impl Body for ResponseBody {
             Kind::Object { remaining, .. } | Kind::Disk { remaining, .. } => {
                 SizeHint::with_exact(*remaining)
             }
+            Kind::Parts { remaining, .. } => SizeHint::with_exact(*remaining),
+            Kind::Slice { take, .. } => SizeHint::with_exact(*take),
             Kind::Busy {
                 remaining: Some(r), ..
             } => SizeHint::with_exact(*r),

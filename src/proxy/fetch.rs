@@ -1,51 +1,31 @@
-//! The backend side of a request: build the backend request, send it, decide storage, and fill
-//! the busy object (the second state machine: head → stream → store | trim | fail).
+//! The Fetch step: send the backend request (see `send.rs`) and turn the answer into the next
+//! step — pass it through, refresh a revalidated copy, fall back to a stale copy, or store it
+//! through a busy object that waiters follow (see `fill.rs`).
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use bytes::{Bytes, BytesMut};
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Request, StatusCode, Version};
-use http_body_util::BodyExt;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::response::Parts;
+use http::{Method, StatusCode};
 
-use super::Proxy;
 use super::body::ResponseBody;
-use super::deliver;
+use super::fill::Fill;
 use super::fsm::{FetchMode, Step, Txn};
-use crate::backend::{BackendBody, RequestBody};
+use super::send::{self, SendFailure};
+use crate::backend::BackendBody;
 use crate::cache::busy::{BusyHead, BusyObject, LeaderGuard};
-use crate::cache::policy::{self, NoCacheReason, StorePlan};
+use crate::cache::policy::{self, NoCacheReason};
 use crate::cache::{Body, CacheKey, Object, VarySelection};
 use crate::http::headers;
-
-/// Request fields that would make the backend answer something other than the full object.
-const CONDITIONAL: [HeaderName; 6] = [
-    header::IF_NONE_MATCH,
-    header::IF_MODIFIED_SINCE,
-    header::IF_MATCH,
-    header::IF_UNMODIFIED_SINCE,
-    header::IF_RANGE,
-    header::RANGE,
-];
-
-/// Bodies up to this size are stored as one contiguous chunk; larger ones in pieces this big.
-const STORE_CHUNK: usize = 64 * 1024;
 
 /// Sends the backend request for `mode` and turns the answer into the next step.
 pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
     let for_cache = !matches!(mode, FetchMode::Pass(_));
-    let bereq = build_request(txn, for_cache);
     let request_time = SystemTime::now();
-    let resp = match txn.backend.send(bereq).await {
+    let resp = match send::send(txn, for_cache).await {
         Ok(resp) => resp,
-        Err(e) => {
-            tracing::warn!(backend = txn.backend.name(), error = %e, "backend fetch failed");
-            if let FetchMode::Miss(guard) = &mode {
-                guard.object().fail_with(e.status(), e.as_str());
-            }
-            return Step::Synth(e.status(), e.as_str());
-        }
+        Err(failure) => return failed(txn, &mode, failure),
     };
     let response_time = SystemTime::now();
     let stored_at = Instant::now();
@@ -53,27 +33,37 @@ pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
     headers::strip_hop_by_hop(&mut parts.headers);
 
     let (guard, detail) = match mode {
-        FetchMode::Pass(reason) => {
-            let fwd = if reason == NoCacheReason::Method {
-                "method"
-            } else {
-                "request"
-            };
-            let status = format!("shellac; fwd={fwd}; detail={}", reason.as_str());
-            let body = if txn.head_only {
-                ResponseBody::empty()
-            } else {
-                ResponseBody::backend(body)
-            };
-            return Step::Deliver(deliver::respond(parts.status, parts.headers, body, &status));
-        }
+        FetchMode::Pass(reason) => return pass(txn, reason, parts, body),
         FetchMode::Miss(guard) => (Some(guard), String::new()),
         FetchMode::Alone(why) => (None, format!("; detail={why}")),
     };
-    let Some(key) = txn.key.clone() else {
+    let Some(primary) = txn.key.clone() else {
         return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-key");
     };
     let proxy = txn.proxy;
+    if parts.status == StatusCode::NOT_MODIFIED
+        && let Some(stale) = txn.stale.take()
+    {
+        return revalidated(
+            txn,
+            guard,
+            &primary,
+            stale,
+            parts,
+            (request_time, response_time, stored_at),
+        );
+    }
+    if parts.status.is_server_error()
+        && !txn.background
+        && let Some(stale) = txn.stale.take_if(|s| s.stale_if_error_ok(Instant::now()))
+    {
+        // stale-if-error (RFC 5861 §4): the stale copy answers instead of the error.
+        if let Some(guard) = guard {
+            guard.object().abandon();
+        }
+        return txn.deliver_stale(stale, "if-error");
+    }
+
     let content_length = parts
         .headers
         .get(header::CONTENT_LENGTH)
@@ -96,17 +86,18 @@ pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
             proxy.counters.cache_uncacheable.inc();
             proxy
                 .cache
-                .mark_hit_for_miss(key, proxy.config.cache.hit_for_miss_ttl.0);
+                .mark_hit_for_miss(primary, proxy.config.cache.hit_for_miss_ttl.0);
             if let Some(guard) = guard {
                 guard.object().abandon();
             }
             let status = format!("shellac; fwd=miss; detail={}", reason.as_str());
-            let body = if txn.head_only {
-                ResponseBody::empty()
-            } else {
-                ResponseBody::backend(body)
-            };
-            return Step::Deliver(deliver::respond(parts.status, parts.headers, body, &status));
+            return Step::Deliver(txn.stream_response(
+                parts.status,
+                parts.headers,
+                ResponseBody::backend(body),
+                content_length,
+                &status,
+            ));
         }
     };
 
@@ -136,7 +127,7 @@ pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
     // Register our reader before the fill starts so no chunk can be trimmed before we read it.
     let reader = (!txn.head_only).then(|| busy.reader());
     if guard.is_none() {
-        proxy.cache.clear_hit_for_miss(&key);
+        proxy.cache.clear_hit_for_miss(&primary);
     }
     let fill = Fill {
         status: parts.status,
@@ -145,161 +136,203 @@ pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
         plan,
         stored_at,
     };
-    tokio::spawn(fill.run(proxy.clone(), key, busy, guard, body));
+    tokio::spawn(fill.run(proxy.clone(), primary, busy, guard, body));
     let body = match reader {
         Some(r) => ResponseBody::busy(r, content_length),
         None => ResponseBody::empty(),
     };
-    Step::Deliver(deliver::respond(
+    Step::Deliver(txn.stream_response(
         parts.status,
         head_headers,
         body,
+        content_length,
         &format!("shellac; fwd=miss; stored{detail}"),
     ))
 }
 
-/// The backend request: hop-by-hop removed, `X-Forwarded-For` and `Via` added; for cache
-/// fills a plain GET without conditionals or ranges, so the whole object comes back.
-fn build_request(txn: &mut Txn<'_>, for_cache: bool) -> Request<RequestBody> {
-    let mut headers: HeaderMap = txn.req.headers.clone();
-    headers::strip_hop_by_hop(&mut headers);
-    headers.remove(header::EXPECT);
-    headers::append_forwarded_for(&mut headers, txn.client.ip());
-    headers::append_via(&mut headers);
-    if let Some(authority) = txn.req.uri.authority() {
-        if let Ok(v) = HeaderValue::from_str(authority.as_str()) {
-            headers.insert(header::HOST, v);
-        }
-    } else if !headers.contains_key(header::HOST)
-        && let Ok(v) = HeaderValue::from_str(&txn.backend.address())
-    {
-        headers.insert(header::HOST, v);
+/// No backend could answer: waiters get the same error; the stale copy answers if allowed.
+fn failed(txn: &mut Txn<'_>, mode: &FetchMode, failure: SendFailure) -> Step {
+    let (status, detail) = failure.status_detail();
+    if let FetchMode::Miss(guard) = mode {
+        guard.object().fail_with(status, detail);
     }
-    let method = if for_cache {
-        for name in CONDITIONAL {
-            headers.remove(name);
-        }
-        http::Method::GET
+    match txn.stale.take() {
+        Some(stale) if stale.stale_ok && !txn.background => txn.deliver_stale(stale, detail),
+        _ => Step::Synth(status, detail),
+    }
+}
+
+/// A passed request's response, streamed as is; a successful unsafe request invalidates
+/// what it changed (RFC 9111 §4.4).
+fn pass(txn: &mut Txn<'_>, reason: NoCacheReason, parts: Parts, body: BackendBody) -> Step {
+    let unsafe_method = matches!(
+        txn.req.method,
+        Method::POST | Method::PUT | Method::DELETE | Method::PATCH
+    );
+    if unsafe_method && (parts.status.is_success() || parts.status.is_redirection()) {
+        invalidate(txn, &parts.headers);
+    }
+    let fwd = if reason == NoCacheReason::Method {
+        "method"
     } else {
-        txn.req.method.clone()
+        "request"
     };
-    let body = match (for_cache, txn.body.take()) {
-        (false, Some(b)) => RequestBody::stream(b, txn.proxy.counters.clone()),
-        _ => RequestBody::empty(),
+    let status = format!("shellac; fwd={fwd}; detail={}", reason.as_str());
+    let body = if txn.head_only {
+        ResponseBody::empty()
+    } else {
+        ResponseBody::backend(body)
     };
-    let path = txn
-        .req
-        .uri
-        .path_and_query()
-        .map(|p| p.as_str())
-        .unwrap_or("/");
-    let mut req = Request::new(body);
-    *req.method_mut() = method;
-    *req.uri_mut() = path.parse().unwrap_or_else(|_| http::Uri::from_static("/"));
-    *req.version_mut() = Version::HTTP_11;
-    *req.headers_mut() = headers;
-    req
+    Step::Deliver(super::deliver::respond(
+        parts.status,
+        parts.headers,
+        body,
+        &status,
+    ))
 }
 
-/// What the fill needs to build the cached object once the body is complete.
-struct Fill {
-    status: StatusCode,
-    headers: HeaderMap,
-    vary: VarySelection,
-    plan: StorePlan,
-    stored_at: Instant,
-}
-
-impl Fill {
-    /// Streams the backend body into the busy object, then stores it. Runs as its own task so
-    /// the cache fill completes even if the client that started it goes away.
-    async fn run(
-        self,
-        proxy: Arc<Proxy>,
-        key: CacheKey,
-        busy: Arc<BusyObject>,
-        mut guard: Option<LeaderGuard>,
-        mut body: BackendBody,
-    ) {
-        let mut total: u64 = 0;
-        let mut storing = true;
-        loop {
-            if !busy.writable().await {
-                tracing::debug!(%key, "every reader left an unstorable response; stopping fetch");
-                busy.fail();
-                return;
-            }
-            match body.frame().await {
-                Some(Ok(frame)) => {
-                    let Ok(data) = frame.into_data() else {
-                        continue;
-                    };
-                    total += data.len() as u64;
-                    if storing && total > proxy.max_object_size {
-                        storing = false;
-                        busy.start_trimming();
-                        if let Some(g) = guard.as_mut() {
-                            g.release();
-                        }
-                        proxy.counters.cache_uncacheable.inc();
-                        proxy
-                            .cache
-                            .mark_hit_for_miss(key.clone(), proxy.config.cache.hit_for_miss_ttl.0);
-                    }
-                    busy.push(data);
-                }
-                Some(Err(e)) => {
-                    tracing::warn!(%key, error = %e, "backend body failed; object not stored");
-                    busy.fail();
-                    return;
-                }
-                None => break,
-            }
+/// Purges the target URI and the same-host `Location` / `Content-Location` URIs.
+fn invalidate(txn: &Txn<'_>, response: &HeaderMap) {
+    let Some(target) = &txn.key else { return };
+    let cache = &txn.proxy.cache;
+    let mut removed = cache.purge(target);
+    for name in [header::LOCATION, header::CONTENT_LOCATION] {
+        let Some(uri) = response.get(&name).and_then(|v| v.to_str().ok()) else {
+            continue;
+        };
+        if let Some(key) = same_host_key(target, uri) {
+            removed += cache.purge(&key);
         }
-        if storing {
-            let body = rechunk(busy.chunks(), total);
-            let object = Object {
-                status: self.status,
-                headers: self.headers,
-                body: Body::Memory(body),
-                body_len: total,
-                vary: self.vary,
-                initial_age: self.plan.initial_age,
-                ttl: self.plan.ttl,
-                stored_at: self.stored_at,
+    }
+    txn.proxy.counters.cache_invalidated.add(removed as u64);
+}
+
+/// The cache key of `uri` if it is relative or names the same host as `target`.
+fn same_host_key(target: &CacheKey, uri: &str) -> Option<CacheKey> {
+    if uri.starts_with('/') && !uri.starts_with("//") {
+        return Some(CacheKey::new(&target.host, uri));
+    }
+    let parsed: http::Uri = uri.parse().ok()?;
+    let authority = parsed.authority()?;
+    let key = CacheKey::new(
+        authority.as_str(),
+        parsed.path_and_query().map(|p| p.as_str()).unwrap_or("/"),
+    );
+    (key.host == target.host).then_some(key)
+}
+
+/// The backend answered our conditional request with 304: the stale copy is fresh again with
+/// the 304's header fields merged in (RFC 9111 §3.2, §4.3.4).
+fn revalidated(
+    txn: &mut Txn<'_>,
+    guard: Option<LeaderGuard>,
+    primary: &CacheKey,
+    stale: Arc<Object>,
+    parts: Parts,
+    (request_time, response_time, stored_at): (SystemTime, SystemTime, Instant),
+) -> Step {
+    let proxy = txn.proxy;
+    proxy.counters.cache_revalidated.inc();
+    let mut headers = stale.headers.clone();
+    for name in parts.headers.keys() {
+        if name == header::CONTENT_LENGTH || name == header::CONTENT_RANGE {
+            continue;
+        }
+        headers.remove(name);
+        for v in parts.headers.get_all(name) {
+            headers.append(name.clone(), v.clone());
+        }
+    }
+    let plan = policy::evaluate(
+        stale.status,
+        &headers,
+        request_time,
+        response_time,
+        &proxy.config.cache,
+    );
+    let (object, status) = match plan {
+        Ok(plan) => {
+            for name in &plan.strip {
+                headers.remove(name);
+            }
+            headers.remove(header::AGE);
+            let object = Arc::new(Object {
+                status: stale.status,
+                headers,
+                body: stale.body.clone(),
+                body_len: stale.body_len,
+                vary: stale.vary.clone(),
+                initial_age: plan.initial_age,
+                ttl: plan.ttl,
+                stale_ok: plan.stale_ok,
+                grace: plan.grace,
+                stale_if_error: plan.stale_if_error,
+                stored_at,
                 state: Default::default(),
-            };
-            proxy.cache.storage.insert(key, Arc::new(object));
-            proxy.counters.cache_insert.inc();
+            });
+            proxy.cache.store(primary, object.clone());
+            (
+                object,
+                "shellac; fwd=stale; fwd-status=304; stored".to_string(),
+            )
         }
-        busy.finish();
-        drop(guard);
+        Err(reason) => {
+            // Validated, but no longer storable: deliver this once and forget the copy.
+            proxy.cache.purge(primary);
+            let object = Arc::new(Object {
+                headers,
+                ttl: std::time::Duration::ZERO,
+                stored_at,
+                ..clone_object(&stale)
+            });
+            (
+                object,
+                format!(
+                    "shellac; fwd=stale; fwd-status=304; detail={}",
+                    reason.as_str()
+                ),
+            )
+        }
+    };
+    if let Some(guard) = guard {
+        // Waiters follow the refreshed object like any fill.
+        let busy = guard.object();
+        busy.set_head(BusyHead {
+            status: object.status,
+            headers: object.headers.clone(),
+            content_length: Some(object.body_len),
+            vary: object.vary.clone(),
+        });
+        match &object.body {
+            Body::Memory(chunks) => {
+                for chunk in chunks {
+                    busy.push(chunk.clone());
+                }
+                busy.finish();
+            }
+            // A body left on disk cannot be pushed here without reading it: waiters look up
+            // again and find the refreshed object.
+            Body::Disk(_) => busy.abandon(),
+        }
     }
+    txn.deliver_object(object, &status)
 }
 
-/// Regroups body chunks into pieces of [`STORE_CHUNK`] bytes (one piece for small bodies), so a
-/// hit sends few, large frames whatever framing the backend used.
-fn rechunk(chunks: Vec<Bytes>, total: u64) -> Vec<Bytes> {
-    if chunks.len() <= 1 || chunks.iter().all(|c| c.len() >= STORE_CHUNK) {
-        return chunks;
+fn clone_object(o: &Object) -> Object {
+    Object {
+        status: o.status,
+        headers: o.headers.clone(),
+        body: o.body.clone(),
+        body_len: o.body_len,
+        vary: o.vary.clone(),
+        initial_age: o.initial_age,
+        ttl: o.ttl,
+        stale_ok: o.stale_ok,
+        grace: o.grace,
+        stale_if_error: o.stale_if_error,
+        stored_at: o.stored_at,
+        state: Default::default(),
     }
-    let mut out = Vec::with_capacity((total as usize / STORE_CHUNK) + 1);
-    let mut piece = BytesMut::with_capacity(STORE_CHUNK.min(total as usize));
-    for chunk in chunks {
-        let mut rest = &chunk[..];
-        while !rest.is_empty() {
-            let take = (STORE_CHUNK - piece.len()).min(rest.len());
-            piece.extend_from_slice(&rest[..take]);
-            rest = &rest[take..];
-            if piece.len() == STORE_CHUNK {
-                out.push(piece.split().freeze());
-            }
-        }
-    }
-    if !piece.is_empty() {
-        out.push(piece.freeze());
-    }
-    out
 }
 
 #[cfg(test)]
@@ -307,11 +340,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rechunk_merges_small_pieces() {
-        let chunks: Vec<Bytes> = (0..100).map(|_| Bytes::from(vec![1u8; 1000])).collect();
-        let out = rechunk(chunks, 100_000);
-        assert_eq!(out.len(), 2);
-        assert_eq!(out[0].len(), STORE_CHUNK);
-        assert_eq!(out.iter().map(|c| c.len()).sum::<usize>(), 100_000);
+    fn invalidation_stays_on_the_same_host() {
+        let target = CacheKey::new("www.example.com", "/form");
+        assert_eq!(
+            same_host_key(&target, "/thanks")
+                .unwrap()
+                .path_and_query
+                .as_ref(),
+            "/thanks"
+        );
+        assert_eq!(
+            same_host_key(&target, "http://www.example.com/a?b")
+                .unwrap()
+                .path_and_query
+                .as_ref(),
+            "/a?b"
+        );
+        assert!(same_host_key(&target, "http://evil.example/a").is_none());
+        assert!(same_host_key(&target, "//evil.example/a").is_none());
     }
 }

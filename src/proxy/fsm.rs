@@ -2,7 +2,8 @@
 //!
 //! ```text
 //!   Recv ──► Lookup ──► Hit ─────────────────────────────► Deliver
-//!    │         │  └──► Wait (coalesced) ──► Deliver | Lookup | Fetch (vary-miss) | Synth
+//!    │         ├─────► Grace (stale-while-revalidate) ─────► Deliver (+ background refresh)
+//!    │         ├─────► Wait (coalesced) ──► Deliver | Lookup | Fetch (vary-miss) | Synth
 //!    │         ├─────► Miss ──────┐
 //!    │         └─────► HitForMiss ┤
 //!    └──────► Pass ───────────────┴──► Fetch ──► Deliver | Synth
@@ -21,6 +22,7 @@ use http::{Method, Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
 
 use super::body::ResponseBody;
+use super::partial::{self, RangeSpec};
 use super::{Proxy, deliver, fetch};
 use crate::backend::Backend;
 use crate::cache::busy::{BusyObject, HeadOutcome, Join, LeaderGuard};
@@ -36,6 +38,7 @@ pub(super) enum Step {
     Recv,
     Lookup,
     Hit(Arc<Object>),
+    Grace(Arc<Object>),
     Wait(Arc<BusyObject>),
     Miss(LeaderGuard),
     HitForMiss,
@@ -51,6 +54,7 @@ impl Step {
             Step::Recv => "recv",
             Step::Lookup => "lookup",
             Step::Hit(_) => "hit",
+            Step::Grace(_) => "grace",
             Step::Wait(_) => "wait",
             Step::Miss(_) => "miss",
             Step::HitForMiss => "hit-for-miss",
@@ -81,7 +85,15 @@ pub(super) struct Txn<'a> {
     pub client: SocketAddr,
     pub key: Option<CacheKey>,
     pub head_only: bool,
-    pub backend: Arc<Backend>,
+    /// The backend this request was last sent to.
+    pub backend: Option<Arc<Backend>>,
+    /// A stale object within `keep`: revalidated with the backend if it has validators, and
+    /// served if no backend can answer (when its response allowed stale serving).
+    pub stale: Option<Arc<Object>>,
+    /// The request's Cache-Control, when `cache.request_cache_control` is on.
+    req_cc: Option<CacheControl>,
+    /// A background refresh (grace): no client waits for this response.
+    pub background: bool,
     lookups: u32,
     /// Set when the client connection must close after this response (malformed request).
     close: bool,
@@ -101,7 +113,10 @@ pub(super) async fn run(
         body: Some(body),
         client,
         key: None,
-        backend: proxy.backends[0].clone(),
+        backend: None,
+        stale: None,
+        req_cc: None,
+        background: false,
         lookups: 0,
         close: false,
     };
@@ -112,6 +127,7 @@ pub(super) async fn run(
             Step::Recv => txn.recv(),
             Step::Lookup => txn.lookup().await,
             Step::Hit(object) => txn.hit(object),
+            Step::Grace(object) => txn.grace(object),
             Step::Wait(busy) => txn.wait(busy).await,
             Step::Miss(guard) => txn.miss(guard),
             Step::HitForMiss => txn.hit_for_miss(),
@@ -120,6 +136,36 @@ pub(super) async fn run(
             Step::Synth(status, detail) => txn.synth(status, detail),
             Step::Deliver(resp) => return resp.map(|b| b.counted(proxy.counters.clone())),
         };
+    }
+}
+
+/// Runs a background refresh fetch for `primary` (grace), revalidating `stale` if it has
+/// validators. The caller holds the busy-table lead for the key.
+pub(super) async fn refresh(
+    proxy: &Arc<Proxy>,
+    req: Parts,
+    client: SocketAddr,
+    primary: CacheKey,
+    stale: Arc<Object>,
+    guard: LeaderGuard,
+) -> Response<ResponseBody> {
+    let mut txn = Txn {
+        proxy,
+        head_only: true,
+        req,
+        body: None,
+        client,
+        key: Some(primary),
+        backend: None,
+        stale: Some(stale),
+        req_cc: None,
+        background: true,
+        lookups: 1,
+        close: false,
+    };
+    match fetch::fetch(&mut txn, FetchMode::Miss(guard)).await {
+        Step::Deliver(resp) => resp,
+        _ => deliver::synth(StatusCode::SERVICE_UNAVAILABLE, "refresh-failed", false),
     }
 }
 
@@ -152,8 +198,28 @@ impl Txn<'_> {
         if self.req.headers.contains_key(header::AUTHORIZATION) {
             return Step::Pass(NoCacheReason::Authorization);
         }
-        if CacheControl::from_headers(&self.req.headers).no_store {
+        let cc = CacheControl::from_headers(&self.req.headers);
+        if cc.no_store {
             return Step::Pass(NoCacheReason::RequestNoStore);
+        }
+        let cfg = &self.proxy.config.cache;
+        if cfg.normalize_accept_encoding {
+            normalize_accept_encoding(&mut self.req.headers);
+        }
+        if cfg.request_cache_control {
+            let mut cc = cc;
+            // Pragma: no-cache counts only without Cache-Control (RFC 9111 §5.4).
+            if !self.req.headers.contains_key(header::CACHE_CONTROL)
+                && self
+                    .req
+                    .headers
+                    .get_all(header::PRAGMA)
+                    .iter()
+                    .any(|v| v.as_bytes().eq_ignore_ascii_case(b"no-cache"))
+            {
+                cc.no_cache = true;
+            }
+            self.req_cc = Some(cc);
         }
         Step::Lookup
     }
@@ -182,22 +248,26 @@ impl Txn<'_> {
         if self.lookups > MAX_LOOKUPS {
             return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "too-many-lookups");
         }
-        let Some(key) = self.key.clone() else {
+        let Some(primary) = self.key.clone() else {
             return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-key");
         };
         let cache = &self.proxy.cache;
+        let key = cache.lookup_key(&primary, &self.req.headers);
         let now = Instant::now();
-        if let Some(step) = self.fresh_hit(&key, now, true).await {
+        if let Some(step) = self.classify(&key, now, true).await {
             return step;
         }
-        if cache.is_hit_for_miss(&key, now) {
+        if self.req_cc.as_ref().is_some_and(|cc| cc.only_if_cached) {
+            return Step::Synth(StatusCode::GATEWAY_TIMEOUT, "only-if-cached");
+        }
+        if cache.is_hit_for_miss(&primary, now) {
             return Step::HitForMiss;
         }
         match cache.busy.join(&key) {
             Join::Waiter(busy) => Step::Wait(busy),
             Join::Leader(guard) => {
                 // The previous leader may have stored the object between our lookup and join.
-                match self.fresh_hit(&key, now, false).await {
+                match self.classify(&key, now, false).await {
                     Some(hit) => hit,
                     None => Step::Miss(guard),
                 }
@@ -205,17 +275,43 @@ impl Txn<'_> {
         }
     }
 
-    /// A hit if a fresh object matching the request is stored; `count` counts a stale one.
-    async fn fresh_hit(&self, key: &CacheKey, now: Instant, count: bool) -> Option<Step> {
+    /// What the stored object under `key` (if any) can do for this request: a fresh hit, a
+    /// grace delivery, or nothing (remembering a stale copy within `keep` for revalidation and
+    /// as a fallback). `count` counts a stale object once per request.
+    async fn classify(&mut self, key: &CacheKey, now: Instant, count: bool) -> Option<Step> {
         let object = self.proxy.cache.lookup(key).await?;
         if !object.vary_matches(&self.req.headers) {
             return None;
         }
-        if object.is_fresh(now) {
+        let fresh = object.is_fresh(now);
+        if let Some(cc) = &self.req_cc {
+            let age = object.age(now);
+            let wants_validation = cc.no_cache
+                || cc.max_age.is_some_and(|m| age > m)
+                || cc.min_fresh.is_some_and(|m| object.remaining_ttl(now) < m);
+            if wants_validation {
+                self.stale = Some(object);
+                return None;
+            }
+            if !fresh
+                && object.stale_ok
+                && let Some(max_stale) = cc.max_stale
+                && max_stale.is_none_or(|m| age.saturating_sub(object.ttl) <= m)
+            {
+                return Some(Step::Hit(object));
+            }
+        }
+        if fresh {
             return Some(Step::Hit(object));
         }
         if count {
             self.proxy.counters.cache_expired.inc();
+        }
+        if object.within_grace(now) {
+            return Some(Step::Grace(object));
+        }
+        if object.within_keep(now, self.proxy.config.cache.keep.0) {
+            self.stale = Some(object);
         }
         None
     }
@@ -227,7 +323,36 @@ impl Txn<'_> {
         } else {
             self.proxy.counters.cache_hit_memory.inc();
         }
-        Step::Deliver(deliver::from_object(object, self.head_only, Instant::now()))
+        let now = Instant::now();
+        let status = if object.is_fresh(now) {
+            deliver::hit_status(&object, now)
+        } else {
+            deliver::stale_status(&object, now, "max-stale")
+        };
+        self.deliver_object(object, &status)
+    }
+
+    /// Stale within grace: deliver at once, and refresh it in the background unless a fetch
+    /// for it is already running.
+    fn grace(&mut self, object: Arc<Object>) -> Step {
+        self.proxy.counters.cache_grace_hit.inc();
+        if let Some(primary) = self.key.clone() {
+            super::refresh::spawn(self.proxy, primary, &self.req, self.client, object.clone());
+        }
+        let status = deliver::stale_status(&object, Instant::now(), "while-revalidate");
+        self.deliver_object(object, &status)
+    }
+
+    /// A stored object, with the request's conditionals and Range applied.
+    pub(super) fn deliver_object(&mut self, object: Arc<Object>, cache_status: &str) -> Step {
+        Step::Deliver(deliver::object(
+            object,
+            &self.req.method,
+            &self.req.headers,
+            self.head_only,
+            Instant::now(),
+            cache_status,
+        ))
     }
 
     /// Waits for another request's fetch of the same key and follows its response.
@@ -240,20 +365,19 @@ impl Txn<'_> {
             }
             HeadOutcome::Shared(head, reader) => {
                 self.proxy.counters.cache_coalesced.inc();
-                let body = if self.head_only {
-                    ResponseBody::empty()
-                } else {
-                    ResponseBody::busy(reader, head.content_length)
-                };
-                Step::Deliver(deliver::respond(
+                Step::Deliver(self.stream_response(
                     head.status,
                     head.headers.clone(),
-                    body,
+                    ResponseBody::busy(reader, head.content_length),
+                    head.content_length,
                     "shellac; fwd=miss; collapsed",
                 ))
             }
             HeadOutcome::Retry => Step::Lookup,
-            HeadOutcome::Failed(status, detail) => Step::Synth(status, detail),
+            HeadOutcome::Failed(status, detail) => match self.stale.take() {
+                Some(stale) if stale.stale_ok => self.deliver_stale(stale, detail),
+                _ => Step::Synth(status, detail),
+            },
         }
     }
 
@@ -272,8 +396,135 @@ impl Txn<'_> {
         Step::Fetch(FetchMode::Pass(reason))
     }
 
+    /// Serves a stale object because no backend could answer (`why`).
+    pub(super) fn deliver_stale(&mut self, object: Arc<Object>, why: &'static str) -> Step {
+        self.proxy.counters.cache_stale_served.inc();
+        let status = deliver::stale_status(&object, Instant::now(), why);
+        self.deliver_object(object, &status)
+    }
+
+    /// A streamed response (busy object or backend body) to this request: a single Range is
+    /// answered with 206 when the length is known up front; HEAD gets no body.
+    pub(super) fn stream_response(
+        &self,
+        status: StatusCode,
+        mut headers: http::HeaderMap,
+        body: ResponseBody,
+        content_length: Option<u64>,
+        cache_status: &str,
+    ) -> Response<ResponseBody> {
+        let ranged = status == StatusCode::OK
+            && self.req.method == Method::GET
+            && self.req.headers.contains_key(header::RANGE)
+            && !self.req.headers.contains_key(header::IF_RANGE);
+        if let (true, Some(len)) = (ranged, content_length) {
+            let range = self
+                .req
+                .headers
+                .get(header::RANGE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            match partial::parse_range(range, len) {
+                RangeSpec::Ranges(r) if r.len() == 1 => {
+                    let (start, end) = r[0];
+                    headers.insert(
+                        header::CONTENT_RANGE,
+                        deliver::content_range(start, end, len),
+                    );
+                    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start + 1));
+                    let body = ResponseBody::slice(body, start, end - start + 1);
+                    return deliver::respond(
+                        StatusCode::PARTIAL_CONTENT,
+                        headers,
+                        body,
+                        cache_status,
+                    );
+                }
+                RangeSpec::Unsatisfiable => {
+                    headers.insert(
+                        header::CONTENT_RANGE,
+                        HeaderValue::from_str(&format!("bytes */{len}"))
+                            .unwrap_or(HeaderValue::from_static("bytes */0")),
+                    );
+                    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
+                    return deliver::respond(
+                        StatusCode::RANGE_NOT_SATISFIABLE,
+                        headers,
+                        ResponseBody::empty(),
+                        cache_status,
+                    );
+                }
+                _ => {}
+            }
+        }
+        let body = if self.head_only {
+            ResponseBody::empty()
+        } else {
+            body
+        };
+        deliver::respond(status, headers, body, cache_status)
+    }
+
     fn synth(&mut self, status: StatusCode, detail: &'static str) -> Step {
         self.proxy.counters.synth_resp.inc();
         Step::Deliver(deliver::synth(status, detail, self.close))
+    }
+}
+
+/// Rewrites `Accept-Encoding` to `gzip`, `br` or nothing, so clients that differ only in how
+/// they spell it share one variant (and the backend sees what the variant was fetched with).
+fn normalize_accept_encoding(headers: &mut http::HeaderMap) {
+    let accepts = |coding: &str| {
+        headers
+            .get_all(header::ACCEPT_ENCODING)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|item| {
+                let mut parts = item.split(';');
+                let name = parts.next().unwrap_or("").trim();
+                let zero_q = parts.any(|p| {
+                    let p = p.trim();
+                    p.strip_prefix("q=")
+                        .is_some_and(|q| q.trim().parse::<f32>().is_ok_and(|q| q <= 0.0))
+                });
+                name.eq_ignore_ascii_case(coding) && !zero_q
+            })
+    };
+    let chosen = if accepts("gzip") {
+        Some("gzip")
+    } else if accepts("br") {
+        Some("br")
+    } else {
+        None
+    };
+    headers.remove(header::ACCEPT_ENCODING);
+    if let Some(c) = chosen {
+        headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static(c));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_encoding_is_normalised() {
+        for (given, want) in [
+            ("gzip, deflate, br", Some("gzip")),
+            ("br;q=1.0, gzip;q=0", Some("br")),
+            ("GZIP", Some("gzip")),
+            ("identity", None),
+            ("deflate", None),
+        ] {
+            let mut h = http::HeaderMap::new();
+            h.insert(header::ACCEPT_ENCODING, HeaderValue::from_static(given));
+            normalize_accept_encoding(&mut h);
+            assert_eq!(
+                h.get(header::ACCEPT_ENCODING).map(|v| v.to_str().unwrap()),
+                want,
+                "{given}"
+            );
+        }
     }
 }

@@ -6,7 +6,11 @@
 pub mod body;
 mod deliver;
 mod fetch;
+mod fill;
 mod fsm;
+mod partial;
+mod refresh;
+mod send;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,7 +20,7 @@ use std::time::Instant;
 use http::{Request, Response};
 use hyper::body::Incoming;
 
-use crate::backend::Backend;
+use crate::backend::director::Backends;
 use crate::cache::disk::DiskStorage;
 use crate::cache::memory::MemoryStorage;
 use crate::cache::tiered::Tiered;
@@ -29,7 +33,7 @@ pub use body::ResponseBody;
 pub struct Proxy {
     pub config: Arc<Config>,
     pub cache: Cache,
-    pub backends: Vec<Arc<Backend>>,
+    pub backends: Backends,
     pub counters: Arc<Counters>,
     pub started: Instant,
     /// Largest object the storage accepts (`cache.max_object_size`, possibly lowered so an
@@ -46,7 +50,7 @@ impl Proxy {
         // The memory tier never holds more than it can (its shards are sized by this).
         let memory_max = max_object.min(memory_size);
         let disk = config.storage.disk.as_ref().and_then(|d| {
-            match DiskStorage::open(d, counters.clone()) {
+            match DiskStorage::open(d, config.cache.keep.0, counters.clone()) {
                 Ok(disk) => Some((disk, d.admission)),
                 Err(e) => {
                     // Disk trouble never stops the proxy: serve from memory and backends.
@@ -70,13 +74,9 @@ impl Proxy {
             }
         };
         let max_object_size = max_object.min(tier_max);
-        let backends = config
-            .backends
-            .iter()
-            .map(|b| Backend::new(b.clone(), config.server.tcp_nodelay, counters.clone()))
-            .collect();
+        let backends = Backends::build(&config, &counters);
         Arc::new(Proxy {
-            cache: Cache::new(storage),
+            cache: Cache::new(storage, config.cache.max_variants),
             backends,
             counters,
             started: Instant::now(),

@@ -111,6 +111,7 @@ pub struct Origin {
     pub seen: Arc<Mutex<Vec<Seen>>>,
     in_flight: Arc<AtomicUsize>,
     pub peak: Arc<AtomicUsize>,
+    stop: tokio::sync::watch::Sender<bool>,
 }
 
 impl Origin {
@@ -122,10 +123,20 @@ impl Origin {
         let in_flight = Arc::new(AtomicUsize::new(0));
         let peak = Arc::new(AtomicUsize::new(0));
         let (s, f, p) = (seen.clone(), in_flight.clone(), peak.clone());
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let mut stop_accept = stopped.clone();
         tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
+            loop {
+                let stream = tokio::select! {
+                    r = listener.accept() => match r {
+                        Ok((stream, _)) => stream,
+                        Err(_) => return,
+                    },
+                    _ = stop_accept.changed() => return,
+                };
                 let (handler, seen, in_flight, peak) =
                     (handler.clone(), s.clone(), f.clone(), p.clone());
+                let mut stop_conn = stopped.clone();
                 tokio::spawn(async move {
                     let service = service_fn(move |req: Request<Incoming>| {
                         let (handler, seen, in_flight, peak) = (
@@ -142,9 +153,12 @@ impl Origin {
                             Ok::<_, Infallible>(resp)
                         }
                     });
-                    let _ = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
+                    let conn =
+                        http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+                    tokio::select! {
+                        _ = conn => {}
+                        _ = stop_conn.changed() => {}
+                    }
                 });
             }
         });
@@ -153,7 +167,13 @@ impl Origin {
             seen,
             in_flight,
             peak,
+            stop,
         }
+    }
+
+    /// Stops listening and drops every open connection (the origin "dies").
+    pub fn stop(&self) {
+        let _ = self.stop.send(true);
     }
 
     /// Requests seen so far.

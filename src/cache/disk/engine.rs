@@ -613,6 +613,9 @@ fn object_from(meta: Meta, body: Body, body_len: u64) -> Object {
         vary: meta.vary,
         initial_age: Duration::from_millis(meta.initial_age_ms.saturating_add(elapsed)),
         ttl: Duration::from_millis(meta.ttl_ms),
+        stale_ok: meta.stale_ok,
+        grace: Duration::from_millis(meta.grace_ms),
+        stale_if_error: meta.stale_if_error_ms.map(Duration::from_millis),
         stored_at: Instant::now(),
         state: crate::cache::TierState::from_disk(),
     }
@@ -645,6 +648,11 @@ impl std::fmt::Debug for DiskBody {
 impl DiskBody {
     pub fn chunks(&self) -> usize {
         self.hashes.len()
+    }
+
+    /// False once the region holding the body has been reclaimed.
+    pub fn is_current(&self) -> bool {
+        self.engine.region_seq[self.region as usize].load(Ordering::SeqCst) == self.seq
     }
 
     /// Reads and verifies chunk `i` (blocking).

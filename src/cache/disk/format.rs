@@ -365,11 +365,13 @@ pub fn pad_to_block(buf: &mut Vec<u8>, start_offset: u64) {
     buf.resize(buf.len() + pad as usize - 8, 0);
 }
 
-/// Key bytes: host length, host, path and query (unambiguous, unlike a concatenation).
+/// Key bytes: variant, host length, host, path and query (unambiguous, unlike a
+/// concatenation).
 pub fn encode_key(key: &CacheKey) -> Vec<u8> {
     let host = key.host.as_bytes();
     let host_len = host.len().min(u16::MAX as usize);
-    let mut b = Vec::with_capacity(2 + host_len + key.path_and_query.len());
+    let mut b = Vec::with_capacity(10 + host_len + key.path_and_query.len());
+    b.extend_from_slice(&key.variant.to_le_bytes());
     b.extend_from_slice(&(host_len as u16).to_le_bytes());
     b.extend_from_slice(&host[..host_len]);
     b.extend_from_slice(key.path_and_query.as_bytes());
@@ -391,6 +393,9 @@ pub struct Meta {
     pub ttl_ms: u64,
     /// Wall clock when the response head arrived, ms since the Unix epoch.
     pub stored_ms: u64,
+    pub stale_ok: bool,
+    pub grace_ms: u64,
+    pub stale_if_error_ms: Option<u64>,
     /// Checksum of each [`BODY_CHUNK`] of the body.
     pub chunk_hashes: Vec<u64>,
 }
@@ -402,6 +407,15 @@ impl Meta {
         b.extend_from_slice(&self.initial_age_ms.to_le_bytes());
         b.extend_from_slice(&self.ttl_ms.to_le_bytes());
         b.extend_from_slice(&self.stored_ms.to_le_bytes());
+        b.push(self.stale_ok as u8);
+        b.extend_from_slice(&self.grace_ms.to_le_bytes());
+        match self.stale_if_error_ms {
+            Some(ms) => {
+                b.push(1);
+                b.extend_from_slice(&ms.to_le_bytes());
+            }
+            None => b.push(0),
+        }
         b.extend_from_slice(&(self.headers.len() as u32).to_le_bytes());
         for (name, value) in &self.headers {
             put_str16(&mut b, name.as_str().as_bytes());
@@ -431,6 +445,17 @@ impl Meta {
         let initial_age_ms = r.u64()?;
         let ttl_ms = r.u64()?;
         let stored_ms = r.u64()?;
+        let stale_ok = match r.u8()? {
+            0 => false,
+            1 => true,
+            _ => return None,
+        };
+        let grace_ms = r.u64()?;
+        let stale_if_error_ms = match r.u8()? {
+            0 => None,
+            1 => Some(r.u64()?),
+            _ => return None,
+        };
         let n = r.u32()? as usize;
         let mut headers = HeaderMap::with_capacity(n.min(256));
         for _ in 0..n {
@@ -464,6 +489,9 @@ impl Meta {
             initial_age_ms,
             ttl_ms,
             stored_ms,
+            stale_ok,
+            grace_ms,
+            stale_if_error_ms,
             chunk_hashes,
         })
     }
@@ -517,6 +545,9 @@ mod tests {
             initial_age_ms: 1500,
             ttl_ms: 60_000,
             stored_ms: 1_700_000_000_000,
+            stale_ok: true,
+            grace_ms: 10_000,
+            stale_if_error_ms: Some(5),
             chunk_hashes: vec![1, 2, 3],
         }
     }
@@ -594,6 +625,7 @@ mod tests {
         assert_ne!(encode_key(&a), encode_key(&b));
         assert!(key_matches(&encode_key(&a), &a));
         assert_ne!(key_hash(&a), key_hash(&b));
+        assert_ne!(key_hash(&a), key_hash(&a.with_variant(7)));
     }
 
     #[test]

@@ -51,7 +51,12 @@ impl DiskStorage {
     /// (counted in `disk_recovered_objects`, `disk_recovery_ms`) and starts the writer thread.
     /// Errors: the file cannot be created, locked (another process uses it), preallocated
     /// (no space) or read.
-    pub fn open(config: &DiskConfig, counters: Arc<Counters>) -> io::Result<DiskStorage> {
+    /// `keep` is `cache.keep`: stale objects stay usable that long past TTL + grace.
+    pub fn open(
+        config: &DiskConfig,
+        keep: Duration,
+        counters: Arc<Counters>,
+    ) -> io::Result<DiskStorage> {
         let (engine, rec) = Engine::open(
             &config.path,
             config.size.0,
@@ -73,7 +78,13 @@ impl DiskStorage {
             suspended_until: AtomicU64::new(0),
         });
         let (tx, rx) = sync_channel(QUEUE_LEN);
-        let writer = Writer::new(engine.clone(), shared.clone(), rec.books, rec.next_seq);
+        let writer = Writer::new(
+            engine.clone(),
+            shared.clone(),
+            rec.books,
+            rec.next_seq,
+            keep,
+        );
         let thread = std::thread::Builder::new()
             .name("shellac-disk-writer".into())
             .spawn(move || writer.run(rx))?;
@@ -133,7 +144,7 @@ impl DiskStorage {
         let hash = format::key_hash(key);
         let loc = self.engine.index_get(hash)?;
         if loc.expires_ms <= now_ms() {
-            // Expired: never served again; the space goes with its region.
+            // Past TTL, grace and keep: never used again; the space goes with its region.
             self.engine.index_remove_exact(hash, &loc);
             return None;
         }

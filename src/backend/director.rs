@@ -1,0 +1,403 @@
+//! Directors: named groups of backends (or other directors) and how one is picked for a
+//! request. Every policy skips sick backends and the ones a request already tried.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use http::HeaderMap;
+
+use super::Backend;
+use crate::cache::CacheKey;
+use crate::config::{Config, DirectorConfig, DirectorKind, HashOn};
+use crate::stats::Counters;
+
+/// A director member.
+#[derive(Clone)]
+pub enum Member {
+    Backend(Arc<Backend>),
+    Director(Arc<Director>),
+}
+
+impl Member {
+    pub fn name(&self) -> &str {
+        match self {
+            Member::Backend(b) => b.name(),
+            Member::Director(d) => &d.config.name,
+        }
+    }
+
+    /// True if some backend below is healthy.
+    pub fn healthy(&self) -> bool {
+        match self {
+            Member::Backend(b) => b.health.is_healthy(),
+            Member::Director(d) => d.members.iter().any(Member::healthy),
+        }
+    }
+
+    /// A healthy backend not in `ctx.exclude`, by this member's policy.
+    pub fn pick(&self, ctx: &Pick<'_>) -> Option<Arc<Backend>> {
+        match self {
+            Member::Backend(b) => (b.health.is_healthy() && !ctx.excluded(b)).then(|| b.clone()),
+            Member::Director(d) => d.pick(ctx),
+        }
+    }
+
+    /// The director's config when this is a director (restart rules live there).
+    pub fn director(&self) -> Option<&DirectorConfig> {
+        match self {
+            Member::Director(d) => Some(&d.config),
+            Member::Backend(_) => None,
+        }
+    }
+}
+
+/// What a pick may look at.
+pub struct Pick<'a> {
+    pub key: &'a CacheKey,
+    pub headers: &'a HeaderMap,
+    pub client: IpAddr,
+    /// Backends this request already tried (retries and restarts go elsewhere).
+    pub exclude: &'a [Arc<Backend>],
+}
+
+impl Pick<'_> {
+    fn excluded(&self, b: &Arc<Backend>) -> bool {
+        self.exclude.iter().any(|e| Arc::ptr_eq(e, b))
+    }
+
+    fn eligible(&self, m: &Member) -> bool {
+        match m {
+            Member::Backend(b) => b.health.is_healthy() && !self.excluded(b),
+            Member::Director(_) => m.healthy(),
+        }
+    }
+}
+
+/// A named group with a selection policy.
+pub struct Director {
+    pub config: DirectorConfig,
+    pub members: Vec<Member>,
+    weights: Vec<u32>,
+    seeds: Vec<u64>,
+    hash_on: HashOn,
+    next: AtomicUsize,
+}
+
+impl Director {
+    fn pick(&self, ctx: &Pick<'_>) -> Option<Arc<Backend>> {
+        match self.config.kind {
+            DirectorKind::Fallback => self.members.iter().find_map(|m| m.pick(ctx)),
+            DirectorKind::RoundRobin => {
+                let n = self.members.len();
+                let start = self.next.fetch_add(1, Ordering::Relaxed);
+                (0..n).find_map(|i| self.members[(start + i) % n].pick(ctx))
+            }
+            DirectorKind::Random => {
+                let mut candidates: Vec<(usize, u32)> = self
+                    .members
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, m)| self.weights[*i] > 0 && ctx.eligible(m))
+                    .map(|(i, _)| (i, self.weights[i]))
+                    .collect();
+                while !candidates.is_empty() {
+                    let total: u64 = candidates.iter().map(|(_, w)| *w as u64).sum();
+                    let mut r = random() % total;
+                    let pos = candidates
+                        .iter()
+                        .position(|(_, w)| {
+                            if r < *w as u64 {
+                                true
+                            } else {
+                                r -= *w as u64;
+                                false
+                            }
+                        })
+                        .unwrap_or(0);
+                    let (i, _) = candidates.swap_remove(pos);
+                    if let Some(b) = self.members[i].pick(ctx) {
+                        return Some(b);
+                    }
+                }
+                None
+            }
+            DirectorKind::Hash => {
+                let h = self.request_hash(ctx);
+                // Rendezvous hashing: highest score among eligible members wins; removing a
+                // member moves only the keys it won.
+                let mut order: Vec<(u64, usize)> = self
+                    .seeds
+                    .iter()
+                    .enumerate()
+                    .map(|(i, seed)| (mix(h ^ seed), i))
+                    .collect();
+                order.sort_unstable_by(|a, b| b.cmp(a));
+                order
+                    .into_iter()
+                    .find_map(|(_, i)| self.members[i].pick(ctx))
+            }
+        }
+    }
+
+    fn request_hash(&self, ctx: &Pick<'_>) -> u64 {
+        let mut h = FixedHasher::default();
+        match &self.hash_on {
+            HashOn::Key => ctx.key.hash(&mut h),
+            HashOn::ClientIp => ctx.client.hash(&mut h),
+            HashOn::Header(name) => {
+                ctx.headers
+                    .get(name.as_str())
+                    .map(|v| v.as_bytes())
+                    .hash(&mut h);
+            }
+            HashOn::Cookie(name) => cookie(ctx.headers, name).hash(&mut h),
+        }
+        h.finish()
+    }
+}
+
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|pair| {
+            let (k, v) = pair.trim().split_once('=')?;
+            (k == name).then_some(v)
+        })
+}
+
+/// A hasher with a fixed key, so hash directors map keys the same way across restarts and
+/// across a fleet of nodes.
+#[derive(Default)]
+struct FixedHasher(u64);
+
+impl Hasher for FixedHasher {
+    fn finish(&self) -> u64 {
+        mix(self.0)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // FNV-1a
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for b in bytes {
+            h ^= *b as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+/// splitmix64 finaliser.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A per-thread xorshift generator (no shared state on the request path).
+fn random() -> u64 {
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new(std::collections::hash_map::RandomState::new().hash_one(0u8) | 1);
+    }
+    STATE.with(|s| {
+        let mut x = s.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.set(x);
+        x
+    })
+}
+
+/// Every backend and director, and where requests go by default.
+pub struct Backends {
+    pub backends: Vec<Arc<Backend>>,
+    pub directors: Vec<Arc<Director>>,
+    pub default: Member,
+}
+
+impl Backends {
+    /// Builds the runtime objects from a validated config.
+    pub fn build(config: &Config, counters: &Arc<Counters>) -> Backends {
+        let backends: Vec<Arc<Backend>> = config
+            .backends
+            .iter()
+            .map(|b| Backend::new(b.clone(), config, counters.clone()))
+            .collect();
+        let configs: HashMap<&str, &DirectorConfig> = config
+            .directors
+            .iter()
+            .map(|d| (d.name.as_str(), d))
+            .collect();
+        let mut built: HashMap<String, Member> = backends
+            .iter()
+            .map(|b| (b.name().to_string(), Member::Backend(b.clone())))
+            .collect();
+        for d in &config.directors {
+            resolve(&d.name, &configs, &mut built);
+        }
+        let directors = config
+            .directors
+            .iter()
+            .filter_map(|d| match built.get(&d.name) {
+                Some(Member::Director(d)) => Some(d.clone()),
+                _ => None,
+            })
+            .collect();
+        let default = config
+            .default_target()
+            .and_then(|name| built.get(name).cloned())
+            .unwrap_or_else(|| Member::Backend(backends[0].clone()));
+        Backends {
+            backends,
+            directors,
+            default,
+        }
+    }
+}
+
+fn resolve(
+    name: &str,
+    configs: &HashMap<&str, &DirectorConfig>,
+    built: &mut HashMap<String, Member>,
+) -> Option<Member> {
+    if let Some(m) = built.get(name) {
+        return Some(m.clone());
+    }
+    let cfg = configs.get(name)?;
+    let members: Vec<Member> = cfg
+        .backends
+        .iter()
+        .filter_map(|m| resolve(m, configs, built))
+        .collect();
+    let weights = members
+        .iter()
+        .map(|m| match m {
+            Member::Backend(b) => b.config.weight,
+            Member::Director(_) => 1,
+        })
+        .collect();
+    let seeds = members
+        .iter()
+        .map(|m| {
+            let mut h = FixedHasher::default();
+            m.name().hash(&mut h);
+            h.finish()
+        })
+        .collect();
+    let director = Member::Director(Arc::new(Director {
+        hash_on: cfg.hash_on(),
+        config: (*cfg).clone(),
+        members,
+        weights,
+        seeds,
+        next: AtomicUsize::new(0),
+    }));
+    built.insert(name.to_string(), director.clone());
+    Some(director)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup(kind: &str, extra: &str, n: usize) -> Backends {
+        let mut text = String::new();
+        let mut names = Vec::new();
+        for i in 0..n {
+            text.push_str(&format!(
+                "[[backend]]\nname = \"b{i}\"\nhost = \"127.0.0.1\"\nport = {}\nweight = {}\n\n",
+                9000 + i,
+                i + 1
+            ));
+            names.push(format!("\"b{i}\""));
+        }
+        text.push_str(&format!(
+            "[[director]]\nname = \"d\"\ntype = \"{kind}\"\nbackends = [{}]\n{extra}\n",
+            names.join(", ")
+        ));
+        let config = Config::parse(&text, "t.toml").unwrap();
+        Backends::build(&config, &Arc::new(Counters::default()))
+    }
+
+    fn pick(b: &Backends, path: &str, exclude: &[Arc<Backend>]) -> String {
+        let key = CacheKey::new("h", path);
+        let headers = HeaderMap::new();
+        let ctx = Pick {
+            key: &key,
+            headers: &headers,
+            client: "127.0.0.1".parse().unwrap(),
+            exclude,
+        };
+        b.default
+            .pick(&ctx)
+            .map(|b| b.name().to_string())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn round_robin_cycles_and_skips_excluded() {
+        let b = setup("round_robin", "", 3);
+        let seq: Vec<String> = (0..6).map(|_| pick(&b, "/", &[])).collect();
+        assert_eq!(seq, ["b0", "b1", "b2", "b0", "b1", "b2"]);
+        let excl = vec![b.backends[1].clone()];
+        let seq: Vec<String> = (0..4).map(|_| pick(&b, "/", &excl)).collect();
+        assert!(!seq.contains(&"b1".to_string()));
+    }
+
+    #[test]
+    fn fallback_takes_first_available() {
+        let b = setup("fallback", "", 3);
+        assert_eq!(pick(&b, "/", &[]), "b0");
+        assert_eq!(pick(&b, "/", &[b.backends[0].clone()]), "b1");
+        assert_eq!(pick(&b, "/", &b.backends.clone()), "");
+    }
+
+    #[test]
+    fn random_honours_weights() {
+        let b = setup("random", "", 3); // weights 1, 2, 3
+        let mut counts = HashMap::new();
+        for _ in 0..60_000 {
+            *counts.entry(pick(&b, "/", &[])).or_insert(0u32) += 1;
+        }
+        for (name, share) in [("b0", 1.0 / 6.0), ("b1", 2.0 / 6.0), ("b2", 3.0 / 6.0)] {
+            let got = counts[name] as f64 / 60_000.0;
+            assert!((got - share).abs() < 0.02, "{name}: {got} vs {share}");
+        }
+    }
+
+    #[test]
+    fn nested_directors() {
+        let text = "[[backend]]\nname = \"a\"\nhost = \"h\"\n\n[[backend]]\nname = \"b\"\nhost = \"h\"\n\n[[backend]]\nname = \"c\"\nhost = \"h\"\n\n[[director]]\nname = \"outer\"\ntype = \"fallback\"\nbackends = [\"inner\", \"c\"]\n\n[[director]]\nname = \"inner\"\ntype = \"round_robin\"\nbackends = [\"a\", \"b\"]\n";
+        let config = Config::parse(text, "t.toml").unwrap();
+        let b = Backends::build(&config, &Arc::new(Counters::default()));
+        assert_eq!(b.default.name(), "outer");
+        assert_eq!([pick(&b, "/", &[]), pick(&b, "/", &[])], ["a", "b"]);
+        let both = vec![b.backends[0].clone(), b.backends[1].clone()];
+        assert_eq!(pick(&b, "/", &both), "c", "inner exhausted: fall back to c");
+    }
+
+    #[test]
+    fn hash_is_stable_and_moves_about_one_nth() {
+        let b = setup("hash", "", 4);
+        let keys: Vec<String> = (0..4000).map(|i| format!("/k{i}")).collect();
+        let before: Vec<String> = keys.iter().map(|k| pick(&b, k, &[])).collect();
+        let again: Vec<String> = keys.iter().map(|k| pick(&b, k, &[])).collect();
+        assert_eq!(before, again, "stable");
+        let gone = vec![b.backends[2].clone()];
+        let after: Vec<String> = keys.iter().map(|k| pick(&b, k, &gone)).collect();
+        let moved = before.iter().zip(&after).filter(|(a, b)| a != b).count();
+        let owned_by_gone = before.iter().filter(|n| *n == "b2").count();
+        assert_eq!(moved, owned_by_gone, "only the removed backend's keys move");
+        assert!((800..1200).contains(&moved), "about 1/4 of keys: {moved}");
+    }
+}

@@ -1,0 +1,124 @@
+//! Active health probes: one background task per probed backend, never on the request path.
+
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use super::Backend;
+use super::health::Transition;
+use crate::config::ProbeConfig;
+
+/// Longest status line read from a probe response.
+const MAX_STATUS_LINE: usize = 1024;
+
+/// Runs `probe` against `backend` every `interval` until `shutdown` fires.
+pub async fn run(backend: Arc<Backend>, probe: ProbeConfig, mut shutdown: watch::Receiver<bool>) {
+    let request = request_bytes(&probe, &backend);
+    loop {
+        let (passed, detail) = match tokio::time::timeout(probe.timeout.0, once(&backend, &request))
+            .await
+        {
+            Ok(Ok(status)) if status == probe.expected_status => (true, format!("HTTP {status}")),
+            Ok(Ok(status)) => (
+                false,
+                format!("HTTP {status}, expected {}", probe.expected_status),
+            ),
+            Ok(Err(e)) => (false, e),
+            Err(_) => (false, format!("no answer within {:?}", probe.timeout.0)),
+        };
+        backend.counters.backend_probe.inc();
+        if !passed {
+            backend.counters.backend_probe_fail.inc();
+        }
+        if let Some(t) = backend.health.record_probe(passed, detail.clone()) {
+            let (good, window, threshold) = backend.health.probe_score().unwrap_or((0, 0, 0));
+            match t {
+                Transition::BecameHealthy => tracing::info!(
+                    backend = backend.name(),
+                    "backend healthy: {good} of the last {window} probes passed (threshold {threshold}); last: {detail}"
+                ),
+                Transition::BecameSick => tracing::warn!(
+                    backend = backend.name(),
+                    "backend sick: {good} of the last {window} probes passed (threshold {threshold}); last: {detail}"
+                ),
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(probe.interval.0) => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+fn request_bytes(probe: &ProbeConfig, backend: &Backend) -> Vec<u8> {
+    match &probe.request {
+        Some(lines) => {
+            let mut text = lines.join("\r\n");
+            text.push_str("\r\n\r\n");
+            text.into_bytes()
+        }
+        None => format!(
+            "GET {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nUser-Agent: shellac-probe\r\n\r\n",
+            probe.url.as_deref().unwrap_or("/"),
+            backend.host_header()
+        )
+        .into_bytes(),
+    }
+}
+
+/// One probe: connect, send, read the status line. Returns the status code.
+async fn once(backend: &Backend, request: &[u8]) -> Result<u16, String> {
+    let mut stream = TcpStream::connect((backend.config.host.as_str(), backend.config.port))
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    stream
+        .write_all(request)
+        .await
+        .map_err(|e| format!("send: {e}"))?;
+    let mut buf = Vec::with_capacity(128);
+    let mut chunk = [0u8; 256];
+    while !buf.contains(&b'\n') {
+        let n = stream
+            .read(&mut chunk)
+            .await
+            .map_err(|e| format!("read: {e}"))?;
+        if n == 0 {
+            return Err("connection closed before a status line".into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if buf.len() > MAX_STATUS_LINE {
+            return Err("status line too long".into());
+        }
+    }
+    parse_status(&buf).ok_or_else(|| "malformed status line".into())
+}
+
+fn parse_status(buf: &[u8]) -> Option<u16> {
+    let line = buf.split(|b| *b == b'\n').next()?;
+    let line = std::str::from_utf8(line).ok()?.trim_end();
+    let mut parts = line.splitn(3, ' ');
+    let version = parts.next()?;
+    if !version.starts_with("HTTP/1.") {
+        return None;
+    }
+    let code = parts.next()?;
+    (code.len() == 3).then(|| code.parse().ok()).flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_lines() {
+        assert_eq!(parse_status(b"HTTP/1.1 200 OK\r\n"), Some(200));
+        assert_eq!(
+            parse_status(b"HTTP/1.0 503 Service Unavailable\r\n"),
+            Some(503)
+        );
+        assert_eq!(parse_status(b"HTTP/1.1 20 OK\r\n"), None);
+        assert_eq!(parse_status(b"SSH-2.0-OpenSSH\r\n"), None);
+    }
+}

@@ -1,0 +1,200 @@
+//! `Vary` (RFC 9111 §4.1): one stored object per variant. The primary key (URL) maps to the
+//! field names the URL varies on; each variant is stored under the primary key plus a hash of
+//! the request's values for those fields. Objects keep their exact selection, so a hash
+//! collision can only cause a miss, never the wrong variant.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+
+use http::{HeaderMap, HeaderName};
+
+use super::{Cache, CacheKey, Object, normalised_value};
+
+/// What the cache knows about a URL's variants.
+#[derive(Debug, Default)]
+pub struct VaryIndex {
+    pub names: Vec<HeaderName>,
+    /// Stored variant hashes, oldest first.
+    pub variants: Vec<u64>,
+}
+
+/// The secondary key for `request` under `names`. Never 0 (0 means "no Vary").
+pub fn variant_hash(names: &[HeaderName], request: &HeaderMap) -> u64 {
+    // DefaultHasher::new() has fixed keys: the same variant hashes the same across restarts.
+    let mut h = DefaultHasher::new();
+    for name in names {
+        name.as_str().hash(&mut h);
+        let mut values = request.get_all(name).iter();
+        match (values.next(), values.next()) {
+            (None, _) => 0u8.hash(&mut h),
+            (Some(v), None) => normalised_value(v).hash(&mut h),
+            // Several field lines: hash them all; such objects never match on lookup anyway.
+            (Some(v), Some(w)) => {
+                normalised_value(v).hash(&mut h);
+                normalised_value(w).hash(&mut h);
+                values.for_each(|x| normalised_value(x).hash(&mut h));
+            }
+        }
+    }
+    h.finish().max(1)
+}
+
+impl Cache {
+    /// The storage key for a request: the primary key, plus the variant if the URL varies.
+    pub fn lookup_key(&self, primary: &CacheKey, request: &HeaderMap) -> CacheKey {
+        match self.vary_index.get(primary) {
+            Some(index) if !index.names.is_empty() => {
+                primary.with_variant(variant_hash(&index.names, request))
+            }
+            _ => primary.clone(),
+        }
+    }
+
+    /// Stores `object` for `primary` under its variant, keeping at most `max_variants` per URL.
+    /// Returns the key it was stored under.
+    pub fn store(&self, primary: &CacheKey, object: Arc<Object>) -> CacheKey {
+        let names: Vec<HeaderName> = object.vary.iter().map(|(n, _)| n.clone()).collect();
+        if names.is_empty() {
+            if let Some((_, old)) = self.vary_index.remove(primary) {
+                for v in &old.variants {
+                    self.storage.remove(&primary.with_variant(*v));
+                }
+            }
+            self.storage.insert(primary.clone(), object);
+            return primary.clone();
+        }
+        let selection: HeaderMap = object
+            .vary
+            .iter()
+            .filter_map(|(n, v)| v.clone().map(|v| (n.clone(), v)))
+            .collect();
+        let variant = variant_hash(&names, &selection);
+        let key = primary.with_variant(variant);
+        let old = self.vary_index.get(primary);
+        let mut index = VaryIndex {
+            names: names.clone(),
+            variants: Vec::new(),
+        };
+        match &old {
+            // Same field list: keep the known variants.
+            Some(old) if old.names == names => index.variants = old.variants.clone(),
+            // The URL now varies differently (or did not vary): older variants are unreachable.
+            Some(old) => {
+                for v in &old.variants {
+                    self.storage.remove(&primary.with_variant(*v));
+                }
+            }
+            None => {
+                self.storage.remove(primary);
+            }
+        }
+        index.variants.retain(|v| *v != variant);
+        index.variants.push(variant);
+        while index.variants.len() > self.max_variants {
+            let oldest = index.variants.remove(0);
+            self.storage.remove(&primary.with_variant(oldest));
+        }
+        self.vary_index.insert(primary.clone(), Arc::new(index));
+        self.storage.insert(key.clone(), object);
+        key
+    }
+
+    /// Removes every variant of a URL. Returns how many objects were removed.
+    pub fn purge(&self, primary: &CacheKey) -> usize {
+        let mut removed = self.storage.remove(primary) as usize;
+        if let Some((_, index)) = self.vary_index.remove(primary) {
+            for v in &index.variants {
+                removed += self.storage.remove(&primary.with_variant(*v)) as usize;
+            }
+        }
+        removed
+    }
+
+    /// Variants stored for a URL (0 when it does not vary).
+    pub fn variants(&self, primary: &CacheKey) -> usize {
+        self.vary_index
+            .get(primary)
+            .map(|i| i.variants.len())
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::memory::MemoryStorage;
+    use crate::stats::Counters;
+    use bytes::Bytes;
+    use http::HeaderValue;
+    use std::time::{Duration, Instant};
+
+    fn object(lang: &str) -> Arc<Object> {
+        Arc::new(Object {
+            status: http::StatusCode::OK,
+            headers: Default::default(),
+            body: crate::cache::Body::Memory(vec![Bytes::from(lang.to_string())]),
+            body_len: lang.len() as u64,
+            vary: vec![(
+                HeaderName::from_static("accept-language"),
+                Some(HeaderValue::from_str(lang).unwrap()),
+            )],
+            initial_age: Duration::ZERO,
+            ttl: Duration::from_secs(60),
+            stale_ok: true,
+            grace: Duration::ZERO,
+            stale_if_error: None,
+            stored_at: Instant::now(),
+            state: Default::default(),
+        })
+    }
+
+    fn request(lang: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert("accept-language", HeaderValue::from_str(lang).unwrap());
+        h
+    }
+
+    #[test]
+    fn variants_are_stored_side_by_side_and_purged_together() {
+        let cache = Cache::new(
+            Arc::new(MemoryStorage::new(
+                1 << 20,
+                1 << 16,
+                Arc::new(Counters::default()),
+            )),
+            2,
+        );
+        let url = CacheKey::new("h", "/");
+        cache.store(&url, object("fr"));
+        cache.store(&url, object("de"));
+        for lang in ["fr", "de"] {
+            let key = cache.lookup_key(&url, &request(lang));
+            let got = cache.storage.lookup(&key).expect("variant stored");
+            let crate::cache::Body::Memory(chunks) = &got.body else {
+                panic!("memory body");
+            };
+            assert_eq!(chunks[0], lang);
+        }
+        assert!(
+            cache
+                .storage
+                .lookup(&cache.lookup_key(&url, &request("it")))
+                .is_none()
+        );
+        cache.store(&url, object("it"));
+        assert_eq!(cache.variants(&url), 2, "oldest variant dropped");
+        assert!(
+            cache
+                .storage
+                .lookup(&cache.lookup_key(&url, &request("fr")))
+                .is_none()
+        );
+        assert_eq!(cache.purge(&url), 2);
+        assert!(
+            cache
+                .storage
+                .lookup(&cache.lookup_key(&url, &request("de")))
+                .is_none()
+        );
+    }
+}

@@ -1,0 +1,604 @@
+//! `[[backend]]`, `[[probe]]`, `[[director]]` and `[routing]`: origins, their health checks and
+//! how requests are spread over them.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::Config;
+use super::units::Dur;
+
+/// `[[backend]]`: one origin server.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendConfig {
+    /// Name used in logs, stats and directors. Default `backend<N>`.
+    #[serde(default)]
+    pub name: String,
+    /// Host name or IP address. Required.
+    pub host: String,
+    /// TCP port. Default 80.
+    #[serde(default = "default_port")]
+    pub port: u16,
+    /// Time allowed to establish the TCP connection. Default `3500ms`.
+    #[serde(default = "default_connect_timeout")]
+    pub connect_timeout: Dur,
+    /// Time allowed from sending the request to the first byte of the response. Default `60s`.
+    #[serde(default = "default_long_timeout")]
+    pub first_byte_timeout: Dur,
+    /// Time allowed between two reads of the response body. Default `60s`.
+    #[serde(default = "default_long_timeout")]
+    pub between_bytes_timeout: Dur,
+    /// Idle keep-alive connections kept open to this backend. Default 64; 0 disables reuse.
+    #[serde(default = "default_max_idle")]
+    pub max_idle: usize,
+    /// Close pooled connections idle for longer than this. Default `30s`.
+    #[serde(default = "default_pool_idle_timeout")]
+    pub idle_timeout: Dur,
+    /// TCP_NODELAY on connections to this backend. Default: `server.tcp_nodelay`.
+    #[serde(default)]
+    pub tcp_nodelay: Option<bool>,
+    /// Requests in flight to this backend at most (each holds one connection); 0 = no limit.
+    /// Default 0.
+    #[serde(default)]
+    pub max_connections: usize,
+    /// Requests that may wait for a free connection when `max_connections` is reached; beyond
+    /// that, or after waiting `connect_timeout`, the backend counts as busy. Default 64.
+    #[serde(default = "default_max_queue")]
+    pub max_queue: usize,
+    /// Weight in a `random` director. Default 1; 0 takes the backend out of random choice.
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+    /// Health probe: the name of a `[[probe]]`, or an inline probe table. Default: none (the
+    /// backend is healthy unless connections to it fail, see `passive_failures`).
+    #[serde(default)]
+    pub probe: Option<ProbeRef>,
+    /// Consecutive connection failures after which the backend is marked sick for
+    /// `passive_cooldown`. Default 3; 0 disables passive health checking.
+    #[serde(default = "default_passive_failures")]
+    pub passive_failures: u32,
+    /// How long a backend marked sick by connection failures stays sick. Default `10s`.
+    #[serde(default = "default_passive_cooldown")]
+    pub passive_cooldown: Dur,
+}
+
+fn default_port() -> u16 {
+    80
+}
+fn default_connect_timeout() -> Dur {
+    Dur(Duration::from_millis(3500))
+}
+fn default_long_timeout() -> Dur {
+    Dur(Duration::from_secs(60))
+}
+fn default_max_idle() -> usize {
+    64
+}
+fn default_pool_idle_timeout() -> Dur {
+    Dur(Duration::from_secs(30))
+}
+fn default_max_queue() -> usize {
+    64
+}
+fn default_weight() -> u32 {
+    1
+}
+fn default_passive_failures() -> u32 {
+    3
+}
+fn default_passive_cooldown() -> Dur {
+    Dur(Duration::from_secs(10))
+}
+
+impl BackendConfig {
+    /// A backend with every setting at its default.
+    pub fn new(name: &str, host: &str, port: u16) -> Self {
+        BackendConfig {
+            name: name.to_string(),
+            host: host.to_string(),
+            port,
+            connect_timeout: default_connect_timeout(),
+            first_byte_timeout: default_long_timeout(),
+            between_bytes_timeout: default_long_timeout(),
+            max_idle: default_max_idle(),
+            idle_timeout: default_pool_idle_timeout(),
+            tcp_nodelay: None,
+            max_connections: 0,
+            max_queue: default_max_queue(),
+            weight: default_weight(),
+            probe: None,
+            passive_failures: default_passive_failures(),
+            passive_cooldown: default_passive_cooldown(),
+        }
+    }
+}
+
+/// A backend's probe: by name or inline.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum ProbeRef {
+    Named(String),
+    Inline(ProbeConfig),
+}
+
+/// `[[probe]]`: an active health check, run in the background (never on the request path).
+/// A backend is healthy when at least `threshold` of the last `window` probes passed.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeConfig {
+    /// Name backends refer to (`probe = "name"`). Required for `[[probe]]` tables.
+    #[serde(default)]
+    pub name: String,
+    /// Path to GET, sent with the backend's `Host` and `Connection: close`. Default `/` when
+    /// `request` is not given.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// A raw request, one line per element, sent verbatim (CRLF-joined, blank line appended).
+    #[serde(default)]
+    pub request: Option<Vec<String>>,
+    /// Status a passing probe answers with. Default 200.
+    #[serde(default = "default_expected_status")]
+    pub expected_status: u16,
+    /// Time between probes. Default `5s`.
+    #[serde(default = "default_interval")]
+    pub interval: Dur,
+    /// Time a probe may take (connect, send, status line). Default `2s`.
+    #[serde(default = "default_probe_timeout")]
+    pub timeout: Dur,
+    /// How many recent probes are remembered (1–64). Default 8.
+    #[serde(default = "default_window")]
+    pub window: u32,
+    /// How many of the last `window` probes must pass. Default 3.
+    #[serde(default = "default_threshold")]
+    pub threshold: u32,
+    /// Probes counted as passed at start-up. Default `threshold - 1` (sick until one passes).
+    #[serde(default)]
+    pub initial: Option<u32>,
+}
+
+fn default_expected_status() -> u16 {
+    200
+}
+fn default_interval() -> Dur {
+    Dur(Duration::from_secs(5))
+}
+fn default_probe_timeout() -> Dur {
+    Dur(Duration::from_secs(2))
+}
+fn default_window() -> u32 {
+    8
+}
+fn default_threshold() -> u32 {
+    3
+}
+
+impl ProbeConfig {
+    /// Probes assumed passed at start.
+    pub fn initial(&self) -> u32 {
+        self.initial.unwrap_or(self.threshold.saturating_sub(1))
+    }
+}
+
+/// How a director picks a backend.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum DirectorKind {
+    /// Each healthy member in turn.
+    RoundRobin,
+    /// A healthy member at random, in proportion to `weight`.
+    Random,
+    /// The first healthy member, in order.
+    Fallback,
+    /// Consistent (rendezvous) hashing: the same key goes to the same healthy member; when a
+    /// member leaves or returns only its share of keys moves.
+    Hash,
+}
+
+impl DirectorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DirectorKind::RoundRobin => "round_robin",
+            DirectorKind::Random => "random",
+            DirectorKind::Fallback => "fallback",
+            DirectorKind::Hash => "hash",
+        }
+    }
+}
+
+/// What a `hash` director hashes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HashOn {
+    /// The cache key (host + path + query). The default.
+    Key,
+    /// A request header's value.
+    Header(String),
+    /// A cookie's value.
+    Cookie(String),
+    /// The client's IP address.
+    ClientIp,
+}
+
+impl HashOn {
+    /// Parses `key`, `client_ip`, `header:NAME`, `cookie:NAME`.
+    pub fn parse(text: &str) -> Result<HashOn, String> {
+        match text.split_once(':') {
+            None if text == "key" => Ok(HashOn::Key),
+            None if text == "client_ip" => Ok(HashOn::ClientIp),
+            Some(("header", name)) if http::HeaderName::from_bytes(name.as_bytes()).is_ok() => {
+                Ok(HashOn::Header(name.to_ascii_lowercase()))
+            }
+            Some(("cookie", name)) if !name.is_empty() => Ok(HashOn::Cookie(name.to_string())),
+            _ => Err(format!(
+                "`{text}` is not a hash source (use \"key\", \"client_ip\", \"header:NAME\" or \"cookie:NAME\")"
+            )),
+        }
+    }
+}
+
+/// `[[director]]`: a named group of backends and/or other directors.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirectorConfig {
+    /// Name routes and other directors refer to. Required.
+    pub name: String,
+    /// `round_robin`, `random`, `fallback` or `hash`. Required.
+    #[serde(rename = "type")]
+    pub kind: DirectorKind,
+    /// Member backends or directors, by name. Required, at least one.
+    pub backends: Vec<String>,
+    /// For `hash`: `key` (default), `client_ip`, `header:NAME` or `cookie:NAME`.
+    #[serde(default)]
+    pub hash_on: Option<String>,
+    /// Statuses that make Shellac re-run the request on the director's next choice.
+    #[serde(default)]
+    pub restart_on: Vec<u16>,
+    /// The opposite: restart on any status not listed (e.g. `[200, 302]`).
+    #[serde(default)]
+    pub restart_unless: Vec<u16>,
+    /// Restarts per request at most; after the last one its response is delivered. Default 4.
+    #[serde(default = "default_max_restarts")]
+    pub max_restarts: u32,
+}
+
+fn default_max_restarts() -> u32 {
+    4
+}
+
+impl DirectorConfig {
+    /// Whether a response with `status` should be retried on the next choice.
+    pub fn restarts_on(&self, status: u16) -> bool {
+        if !self.restart_unless.is_empty() {
+            return !self.restart_unless.contains(&status);
+        }
+        self.restart_on.contains(&status)
+    }
+
+    pub fn hash_on(&self) -> HashOn {
+        self.hash_on
+            .as_deref()
+            .and_then(|h| HashOn::parse(h).ok())
+            .unwrap_or(HashOn::Key)
+    }
+}
+
+/// `[routing]`: where requests go.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoutingConfig {
+    /// Backend or director that receives requests. Default: the first `[[director]]`, else the
+    /// first `[[backend]]`.
+    #[serde(default)]
+    pub default: Option<String>,
+}
+
+impl Config {
+    /// The name requests are routed to by default.
+    pub fn default_target(&self) -> Option<&str> {
+        self.routing
+            .default
+            .as_deref()
+            .or_else(|| self.directors.first().map(|d| d.name.as_str()))
+            .or_else(|| self.backends.first().map(|b| b.name.as_str()))
+    }
+}
+
+type Problems = Vec<(Vec<String>, String)>;
+
+fn at(section: &str, i: usize, field: &str) -> Vec<String> {
+    vec![section.to_string(), i.to_string(), field.to_string()]
+}
+
+/// Checks backends, probes, directors and routing together.
+pub(super) fn validate(c: &Config) -> Problems {
+    let mut out = Vec::new();
+    if c.backends.is_empty() {
+        out.push((
+            vec!["backend".to_string()],
+            "at least one [[backend]] is required".into(),
+        ));
+    }
+    let mut names: HashMap<&str, &str> = HashMap::new();
+    let probe_names: HashSet<&str> = c.probes.iter().map(|p| p.name.as_str()).collect();
+    for (i, b) in c.backends.iter().enumerate() {
+        if names.insert(b.name.as_str(), "backend").is_some() {
+            out.push((
+                at("backend", i, "name"),
+                format!("backend name `{}` is used twice", b.name),
+            ));
+        }
+        if b.host.trim().is_empty() {
+            out.push((at("backend", i, "host"), "must not be empty".into()));
+        } else if b.host.contains(['/', ' ', ':']) && b.host.parse::<std::net::Ipv6Addr>().is_err()
+        {
+            out.push((
+                at("backend", i, "host"),
+                format!(
+                    "`{}` is not a host name or IP address (put the port in `port`)",
+                    b.host
+                ),
+            ));
+        }
+        if b.port == 0 {
+            out.push((
+                at("backend", i, "port"),
+                "must be between 1 and 65535".into(),
+            ));
+        }
+        for (field, d) in [
+            ("connect_timeout", b.connect_timeout),
+            ("first_byte_timeout", b.first_byte_timeout),
+            ("between_bytes_timeout", b.between_bytes_timeout),
+            ("idle_timeout", b.idle_timeout),
+            ("passive_cooldown", b.passive_cooldown),
+        ] {
+            if d.0.is_zero() {
+                out.push((at("backend", i, field), "must be greater than 0".into()));
+            }
+        }
+        match &b.probe {
+            Some(ProbeRef::Named(name)) if !probe_names.contains(name.as_str()) => out.push((
+                at("backend", i, "probe"),
+                format!("no [[probe]] is named `{name}`"),
+            )),
+            Some(ProbeRef::Inline(p)) => {
+                for (path, msg) in validate_probe(p) {
+                    let mut key = at("backend", i, "probe");
+                    key.extend(path);
+                    out.push((key, msg));
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut seen_probes = HashSet::new();
+    for (i, p) in c.probes.iter().enumerate() {
+        if p.name.is_empty() {
+            out.push((
+                at("probe", i, "name"),
+                "a [[probe]] needs a name backends can refer to".into(),
+            ));
+        } else if !seen_probes.insert(p.name.as_str()) {
+            out.push((
+                at("probe", i, "name"),
+                format!("probe name `{}` is used twice", p.name),
+            ));
+        }
+        for (path, msg) in validate_probe(p) {
+            let mut key = vec!["probe".to_string(), i.to_string()];
+            key.extend(path);
+            out.push((key, msg));
+        }
+    }
+    for (i, d) in c.directors.iter().enumerate() {
+        if let Some(kind) = names.insert(d.name.as_str(), "director") {
+            out.push((
+                at("director", i, "name"),
+                format!("name `{}` is already used by a {kind}", d.name),
+            ));
+        }
+    }
+    let directors: HashMap<&str, &DirectorConfig> =
+        c.directors.iter().map(|d| (d.name.as_str(), d)).collect();
+    for (i, d) in c.directors.iter().enumerate() {
+        if d.backends.is_empty() {
+            out.push((
+                at("director", i, "backends"),
+                "needs at least one member".into(),
+            ));
+        }
+        for m in &d.backends {
+            if !names.contains_key(m.as_str()) {
+                out.push((
+                    at("director", i, "backends"),
+                    format!("no backend or director is named `{m}`"),
+                ));
+            }
+        }
+        if let Some(h) = &d.hash_on {
+            if d.kind != DirectorKind::Hash {
+                out.push((
+                    at("director", i, "hash_on"),
+                    "only a `hash` director uses hash_on".into(),
+                ));
+            } else if let Err(e) = HashOn::parse(h) {
+                out.push((at("director", i, "hash_on"), e));
+            }
+        }
+        if !d.restart_on.is_empty() && !d.restart_unless.is_empty() {
+            out.push((
+                at("director", i, "restart_unless"),
+                "use either restart_on or restart_unless, not both".into(),
+            ));
+        }
+        for s in d.restart_on.iter().chain(&d.restart_unless) {
+            if !(100..=599).contains(s) {
+                out.push((
+                    at("director", i, "restart_on"),
+                    format!("{s} is not an HTTP status"),
+                ));
+            }
+        }
+        if d.max_restarts > 16 {
+            out.push((at("director", i, "max_restarts"), "at most 16".into()));
+        }
+        if reaches(&directors, &d.name, &d.name, &mut HashSet::new()) {
+            out.push((
+                at("director", i, "backends"),
+                format!("director `{}` contains itself", d.name),
+            ));
+        }
+    }
+    if let Some(target) = &c.routing.default
+        && !names.contains_key(target.as_str())
+    {
+        out.push((
+            vec!["routing".into(), "default".into()],
+            format!("no backend or director is named `{target}`"),
+        ));
+    }
+    out
+}
+
+/// Whether director `from` (transitively) contains `target`.
+fn reaches<'a>(
+    directors: &HashMap<&'a str, &'a DirectorConfig>,
+    from: &'a str,
+    target: &str,
+    seen: &mut HashSet<&'a str>,
+) -> bool {
+    let Some(d) = directors.get(from) else {
+        return false;
+    };
+    if !seen.insert(from) {
+        return false;
+    }
+    d.backends
+        .iter()
+        .any(|m| m == target || reaches(directors, m.as_str(), target, seen))
+}
+
+fn validate_probe(p: &ProbeConfig) -> Vec<(Vec<String>, String)> {
+    let mut out = Vec::new();
+    let key = |f: &str| vec![f.to_string()];
+    if p.url.is_some() && p.request.is_some() {
+        out.push((
+            key("request"),
+            "give either url or request, not both".into(),
+        ));
+    }
+    if let Some(url) = &p.url
+        && (!url.starts_with('/') || url.contains([' ', '\r', '\n']))
+    {
+        out.push((
+            key("url"),
+            format!("`{url}` must be a path starting with `/`, without spaces"),
+        ));
+    }
+    if let Some(lines) = &p.request
+        && (lines.is_empty() || lines.iter().any(|l| l.contains(['\r', '\n'])))
+    {
+        out.push((
+            key("request"),
+            "one request line per element, without CR/LF, at least one".into(),
+        ));
+    }
+    if !(100..=599).contains(&p.expected_status) {
+        out.push((
+            key("expected_status"),
+            "must be an HTTP status (100-599)".into(),
+        ));
+    }
+    if !(1..=64).contains(&p.window) {
+        out.push((key("window"), "must be between 1 and 64".into()));
+    }
+    if p.threshold == 0 || p.threshold > p.window {
+        out.push((
+            key("threshold"),
+            format!("must be between 1 and window ({})", p.window),
+        ));
+    }
+    if p.initial() > p.window {
+        out.push((
+            key("initial"),
+            format!("must be at most window ({})", p.window),
+        ));
+    }
+    if p.interval.0.is_zero() || p.timeout.0.is_zero() {
+        out.push((
+            key("interval"),
+            "interval and timeout must be greater than 0".into(),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "[[backend]]\nname = \"a\"\nhost = \"127.0.0.1\"\nport = 8080\n\n[[backend]]\nname = \"b\"\nhost = \"127.0.0.1\"\nport = 8081\n";
+
+    #[test]
+    fn directors_probes_and_routing_parse() {
+        let text = format!(
+            "[routing]\ndefault = \"web\"\n\n{BASE}probe = \"health\"\n\n[[probe]]\nname = \"health\"\nurl = \"/ping\"\nwindow = 10\nthreshold = 8\n\n[[director]]\nname = \"web\"\ntype = \"random\"\nbackends = [\"a\", \"b\"]\nrestart_unless = [200, 302]\n"
+        );
+        let c = Config::parse(&text, "t.toml").unwrap();
+        assert_eq!(c.default_target(), Some("web"));
+        assert_eq!(c.directors[0].kind, DirectorKind::Random);
+        assert!(c.directors[0].restarts_on(500));
+        assert!(!c.directors[0].restarts_on(302));
+        assert!(matches!(c.backends[1].probe, Some(ProbeRef::Named(ref n)) if n == "health"));
+    }
+
+    #[test]
+    fn inline_probe() {
+        let text = format!(
+            "{BASE}probe = {{ request = [\"GET /h HTTP/1.1\", \"Host: x\"], expected_status = 204 }}\n"
+        );
+        let c = Config::parse(&text, "t.toml").unwrap();
+        let Some(ProbeRef::Inline(p)) = &c.backends[1].probe else {
+            panic!("inline probe")
+        };
+        assert_eq!(p.expected_status, 204);
+        assert_eq!(p.initial(), 2);
+    }
+
+    #[test]
+    fn cross_references_are_checked() {
+        let text = format!(
+            "[routing]\ndefault = \"nowhere\"\n\n{BASE}probe = \"missing\"\n\n[[director]]\nname = \"d1\"\ntype = \"fallback\"\nbackends = [\"a\", \"d2\"]\n\n[[director]]\nname = \"d2\"\ntype = \"hash\"\nhash_on = \"header:\"\nbackends = [\"d1\", \"zz\"]\n"
+        );
+        let errs = Config::parse(&text, "t.toml").unwrap_err();
+        let msgs: Vec<String> = errs
+            .iter()
+            .map(|e| format!("{}:{}: {}", e.line, e.key, e.message))
+            .collect();
+        let all = msgs.join("\n");
+        assert!(
+            all.contains("2:routing.default: no backend or director is named `nowhere`"),
+            "{all}"
+        );
+        assert!(
+            all.contains("backend.1.probe: no [[probe]] is named `missing`"),
+            "{all}"
+        );
+        assert!(all.contains("director `d1` contains itself"), "{all}");
+        assert!(
+            all.contains("no backend or director is named `zz`"),
+            "{all}"
+        );
+        assert!(all.contains("is not a hash source"), "{all}");
+    }
+
+    #[test]
+    fn probe_limits() {
+        let text =
+            format!("{BASE}\n[[probe]]\nname = \"p\"\nwindow = 4\nthreshold = 5\nurl = \"ping\"\n");
+        let errs = Config::parse(&text, "t.toml").unwrap_err();
+        let keys: Vec<&str> = errs.iter().map(|e| e.key.as_str()).collect();
+        assert!(keys.contains(&"probe.0.threshold"), "{keys:?}");
+        assert!(keys.contains(&"probe.0.url"), "{keys:?}");
+    }
+}

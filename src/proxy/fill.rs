@@ -1,0 +1,136 @@
+//! The fill: streaming a cacheable backend body into its busy object and storing the object
+//! once complete (the backend-side state machine: head → stream → store | trim | fail).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use http::{HeaderMap, StatusCode};
+use http_body_util::BodyExt;
+
+use super::Proxy;
+use crate::backend::BackendBody;
+use crate::cache::busy::{BusyObject, LeaderGuard};
+use crate::cache::policy::StorePlan;
+use crate::cache::{Body, CacheKey, Object, VarySelection};
+
+/// Bodies up to this size are stored as one contiguous chunk; larger ones in pieces this big.
+const STORE_CHUNK: usize = 64 * 1024;
+
+/// What the fill needs to build the cached object once the body is complete.
+pub(super) struct Fill {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub vary: VarySelection,
+    pub plan: StorePlan,
+    pub stored_at: Instant,
+}
+
+impl Fill {
+    /// Streams the backend body into the busy object, then stores it. Runs as its own task so
+    /// the cache fill completes even if the client that started it goes away.
+    pub async fn run(
+        self,
+        proxy: Arc<Proxy>,
+        key: CacheKey,
+        busy: Arc<BusyObject>,
+        mut guard: Option<LeaderGuard>,
+        mut body: BackendBody,
+    ) {
+        let mut total: u64 = 0;
+        let mut storing = true;
+        loop {
+            if !busy.writable().await {
+                tracing::debug!(%key, "every reader left an unstorable response; stopping fetch");
+                busy.fail();
+                return;
+            }
+            match body.frame().await {
+                Some(Ok(frame)) => {
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
+                    total += data.len() as u64;
+                    if storing && total > proxy.max_object_size {
+                        storing = false;
+                        busy.start_trimming();
+                        if let Some(g) = guard.as_mut() {
+                            g.release();
+                        }
+                        proxy.counters.cache_uncacheable.inc();
+                        proxy
+                            .cache
+                            .mark_hit_for_miss(key.clone(), proxy.config.cache.hit_for_miss_ttl.0);
+                    }
+                    busy.push(data);
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(%key, error = %e, "backend body failed; object not stored");
+                    busy.fail();
+                    return;
+                }
+                None => break,
+            }
+        }
+        if storing {
+            let body = rechunk(busy.chunks(), total);
+            let object = Object {
+                status: self.status,
+                headers: self.headers,
+                body: Body::Memory(body),
+                body_len: total,
+                vary: self.vary,
+                initial_age: self.plan.initial_age,
+                ttl: self.plan.ttl,
+                stale_ok: self.plan.stale_ok,
+                grace: self.plan.grace,
+                stale_if_error: self.plan.stale_if_error,
+                stored_at: self.stored_at,
+                state: Default::default(),
+            };
+            proxy.cache.store(&key, Arc::new(object));
+            proxy.counters.cache_insert.inc();
+        }
+        busy.finish();
+        drop(guard);
+    }
+}
+
+/// Regroups body chunks into pieces of [`STORE_CHUNK`] bytes (one piece for small bodies), so a
+/// hit sends few, large frames whatever framing the backend used.
+fn rechunk(chunks: Vec<Bytes>, total: u64) -> Vec<Bytes> {
+    if chunks.len() <= 1 || chunks.iter().all(|c| c.len() >= STORE_CHUNK) {
+        return chunks;
+    }
+    let mut out = Vec::with_capacity((total as usize / STORE_CHUNK) + 1);
+    let mut piece = BytesMut::with_capacity(STORE_CHUNK.min(total as usize));
+    for chunk in chunks {
+        let mut rest = &chunk[..];
+        while !rest.is_empty() {
+            let take = (STORE_CHUNK - piece.len()).min(rest.len());
+            piece.extend_from_slice(&rest[..take]);
+            rest = &rest[take..];
+            if piece.len() == STORE_CHUNK {
+                out.push(piece.split().freeze());
+            }
+        }
+    }
+    if !piece.is_empty() {
+        out.push(piece.freeze());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rechunk_merges_small_pieces() {
+        let chunks: Vec<Bytes> = (0..100).map(|_| Bytes::from(vec![1u8; 1000])).collect();
+        let out = rechunk(chunks, 100_000);
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].len(), STORE_CHUNK);
+        assert_eq!(out.iter().map(|c| c.len()).sum::<usize>(), 100_000);
+    }
+}

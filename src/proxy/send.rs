@@ -1,0 +1,183 @@
+//! Choosing a backend and sending the backend request: retries on connection failures,
+//! restarts on chosen statuses, conditional revalidation of a stale copy.
+
+use std::sync::Arc;
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Response, StatusCode, Version};
+use http_body::Body as _;
+
+use super::fsm::Txn;
+use crate::backend::director::{Member, Pick};
+use crate::backend::{Backend, BackendBody, FetchError, RequestBody};
+use crate::cache::CacheKey;
+use crate::http::headers;
+
+/// Request fields that would make the backend answer something other than the full object.
+const CONDITIONAL: [HeaderName; 6] = [
+    header::IF_NONE_MATCH,
+    header::IF_MODIFIED_SINCE,
+    header::IF_MATCH,
+    header::IF_UNMODIFIED_SINCE,
+    header::IF_RANGE,
+    header::RANGE,
+];
+
+/// Attempts at most per request (first try, retries and restarts together).
+const MAX_ATTEMPTS: usize = 16;
+
+/// Why no backend response could be obtained.
+pub(super) enum SendFailure {
+    /// The route's director had no healthy backend to offer.
+    NoHealthyBackend,
+    /// The last backend tried failed.
+    Fetch(FetchError),
+}
+
+impl SendFailure {
+    pub(super) fn status_detail(&self) -> (StatusCode, &'static str) {
+        match self {
+            SendFailure::NoHealthyBackend => {
+                (StatusCode::SERVICE_UNAVAILABLE, "no-healthy-backend")
+            }
+            SendFailure::Fetch(e) => (e.status(), e.as_str()),
+        }
+    }
+}
+
+/// Picks a backend from the route and sends the request. Connection failures (before any
+/// response byte) of idempotent requests are retried on the next choice; a response whose
+/// status the director's `restart_on` names is re-run on the next choice, at most
+/// `max_restarts` times — after the last one, or when no other backend is left, that response
+/// is delivered.
+pub(super) async fn send(
+    txn: &mut Txn<'_>,
+    for_cache: bool,
+) -> Result<Response<BackendBody>, SendFailure> {
+    let route = txn.proxy.backends.default.clone();
+    let key = txn.key.clone().unwrap_or_else(|| CacheKey::new("", "/"));
+    let counters = &txn.proxy.counters;
+    let has_body = !for_cache && txn.body.as_ref().is_some_and(|b| !b.is_end_stream());
+    let idempotent = for_cache
+        || (!has_body
+            && matches!(
+                txn.req.method,
+                Method::GET
+                    | Method::HEAD
+                    | Method::PUT
+                    | Method::DELETE
+                    | Method::OPTIONS
+                    | Method::TRACE
+            ));
+    let mut tried: Vec<Arc<Backend>> = Vec::new();
+    let mut restarts = 0;
+    let mut last_error = None;
+    for _ in 0..MAX_ATTEMPTS {
+        let Some(backend) = choose(&route, &key, txn, &tried) else {
+            break;
+        };
+        txn.backend = Some(backend.clone());
+        let bereq = build_request(txn, &backend, for_cache);
+        match backend.send(bereq).await {
+            Err(e) => {
+                tracing::warn!(backend = backend.name(), error = %e, "backend fetch failed");
+                if !(idempotent && e.before_response()) {
+                    return Err(SendFailure::Fetch(e));
+                }
+                tried.push(backend);
+                last_error = Some(e);
+                counters.backend_retry.inc();
+            }
+            Ok(resp) => {
+                let Some(director) = route.director() else {
+                    return Ok(resp);
+                };
+                if !(idempotent
+                    && restarts < director.max_restarts
+                    && director.restarts_on(resp.status().as_u16()))
+                {
+                    return Ok(resp);
+                }
+                tried.push(backend);
+                if choose(&route, &key, txn, &tried).is_none() {
+                    return Ok(resp);
+                }
+                restarts += 1;
+                counters.backend_restart.inc();
+            }
+        }
+    }
+    match last_error {
+        Some(e) => Err(SendFailure::Fetch(e)),
+        None => {
+            counters.backend_unhealthy.inc();
+            Err(SendFailure::NoHealthyBackend)
+        }
+    }
+}
+
+fn choose(
+    route: &Member,
+    key: &CacheKey,
+    txn: &Txn<'_>,
+    tried: &[Arc<Backend>],
+) -> Option<Arc<Backend>> {
+    route.pick(&Pick {
+        key,
+        headers: &txn.req.headers,
+        client: txn.client.ip(),
+        exclude: tried,
+    })
+}
+
+/// The backend request: hop-by-hop removed, `X-Forwarded-For` and `Via` added; for cache
+/// fills a plain GET without conditionals or ranges, so the whole object comes back.
+fn build_request(txn: &mut Txn<'_>, backend: &Backend, for_cache: bool) -> Request<RequestBody> {
+    let mut headers: HeaderMap = txn.req.headers.clone();
+    headers::strip_hop_by_hop(&mut headers);
+    headers.remove(header::EXPECT);
+    headers::append_forwarded_for(&mut headers, txn.client.ip());
+    headers::append_via(&mut headers);
+    if let Some(authority) = txn.req.uri.authority() {
+        if let Ok(v) = HeaderValue::from_str(authority.as_str()) {
+            headers.insert(header::HOST, v);
+        }
+    } else if !headers.contains_key(header::HOST)
+        && let Ok(v) = HeaderValue::from_str(&backend.host_header())
+    {
+        headers.insert(header::HOST, v);
+    }
+    let method = if for_cache {
+        for name in CONDITIONAL {
+            headers.remove(name);
+        }
+        // Revalidate the stale copy instead of refetching it (RFC 9111 §4.3.1).
+        if let Some(stale) = &txn.stale {
+            if let Some(etag) = stale.etag() {
+                headers.insert(header::IF_NONE_MATCH, etag.clone());
+            }
+            if let Some(lm) = stale.last_modified() {
+                headers.insert(header::IF_MODIFIED_SINCE, lm.clone());
+            }
+        }
+        http::Method::GET
+    } else {
+        txn.req.method.clone()
+    };
+    let body = match (for_cache, txn.body.take()) {
+        (false, Some(b)) => RequestBody::stream(b, txn.proxy.counters.clone()),
+        _ => RequestBody::empty(),
+    };
+    let path = txn
+        .req
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
+    let mut req = Request::new(body);
+    *req.method_mut() = method;
+    *req.uri_mut() = path.parse().unwrap_or_else(|_| http::Uri::from_static("/"));
+    *req.version_mut() = Version::HTTP_11;
+    *req.headers_mut() = headers;
+    req
+}
