@@ -86,6 +86,9 @@ impl Running {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         self.tasks.abort_all();
+        // Persist what the storage has pending (the disk tier seals its open region).
+        let proxy = self.proxy.clone();
+        let _ = tokio::task::spawn_blocking(move || proxy.cache.storage.close()).await;
     }
 }
 

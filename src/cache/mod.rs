@@ -4,11 +4,16 @@
 //! keys, objects and body chunks.
 
 pub mod busy;
+pub mod disk;
 pub mod memory;
 pub mod policy;
+pub mod tiered;
 pub mod vary;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -66,14 +71,50 @@ impl std::fmt::Display for CacheKey {
 /// Fixed per-object bookkeeping charged against the memory budget on top of key, headers and body.
 pub const OBJECT_OVERHEAD: u64 = 256;
 
+/// Where a stored body is.
+#[derive(Clone, Debug)]
+pub enum Body {
+    /// In memory, in chunks (one chunk for small bodies).
+    Memory(Vec<Bytes>),
+    /// On disk, read and verified chunk by chunk while it is sent (large objects).
+    Disk(disk::DiskBody),
+}
+
+/// What the tiers remember about an object besides the response itself.
+#[derive(Debug, Default)]
+pub struct TierState {
+    /// Found in the memory tier at least once (eviction then admits it to disk).
+    pub hit: AtomicBool,
+    /// Written, or queued to be written, to the disk tier.
+    pub on_disk: AtomicBool,
+    /// Read from the disk tier for this lookup (`Cache-Status: ...; detail=disk`).
+    pub from_disk: bool,
+}
+
+impl TierState {
+    pub fn from_disk() -> TierState {
+        TierState {
+            hit: AtomicBool::new(false),
+            on_disk: AtomicBool::new(true),
+            from_disk: true,
+        }
+    }
+
+    /// Marks a memory hit; a plain load first so hot objects do not bounce a cache line.
+    pub fn mark_hit(&self) {
+        if !self.hit.load(Ordering::Relaxed) {
+            self.hit.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
 /// A complete cached response.
 #[derive(Debug)]
 pub struct Object {
     pub status: StatusCode,
     /// Stored header fields (hop-by-hop removed); `Age` is computed on delivery.
     pub headers: HeaderMap,
-    /// The body as received, in chunks (one chunk for small bodies).
-    pub body: Vec<Bytes>,
+    pub body: Body,
     pub body_len: u64,
     /// Request header values this object was selected by (`Vary`), as (name, value) pairs.
     pub vary: VarySelection,
@@ -91,6 +132,8 @@ pub struct Object {
     pub keep: Duration,
     /// When the response head arrived (monotonic).
     pub stored_at: Instant,
+    /// Tier bookkeeping (admission, promotion).
+    pub state: TierState,
 }
 
 impl Object {
@@ -142,6 +185,30 @@ impl Object {
         vary_matches(&self.vary, request)
     }
 
+    /// A copy for the memory tier of an object read from disk with its body in memory.
+    pub fn promoted(&self) -> Option<Object> {
+        let Body::Memory(chunks) = &self.body else {
+            return None;
+        };
+        Some(Object {
+            status: self.status,
+            headers: self.headers.clone(),
+            body: Body::Memory(chunks.clone()),
+            body_len: self.body_len,
+            vary: self.vary.clone(),
+            initial_age: self.initial_age,
+            ttl: self.ttl,
+            stale_ok: self.stale_ok,
+            grace: self.grace,
+            stale_if_error: self.stale_if_error,
+            stored_at: self.stored_at,
+            state: TierState {
+                on_disk: AtomicBool::new(true),
+                ..TierState::default()
+            },
+        })
+    }
+
     /// Bytes charged against the memory budget.
     pub fn weight(&self) -> u64 {
         let headers: usize = self
@@ -149,7 +216,12 @@ impl Object {
             .iter()
             .map(|(k, v)| k.as_str().len() + v.len() + 32)
             .sum();
-        OBJECT_OVERHEAD + headers as u64 + self.body_len
+        // A body left on disk costs the memory tier nothing but its handle.
+        let body = match &self.body {
+            Body::Memory(_) => self.body_len,
+            Body::Disk(_) => 0,
+        };
+        OBJECT_OVERHEAD + headers as u64 + body
     }
 }
 
@@ -192,18 +264,32 @@ pub struct StorageStats {
     pub capacity: u64,
 }
 
-/// A storage tier ("stevedore"). The pipeline only sees this trait, so disk and shared tiers
-/// can be added without touching it.
+/// A future returned by [`Storage::lookup_io`].
+pub type LookupFuture<'a> = Pin<Box<dyn Future<Output = Option<Arc<Object>>> + Send + 'a>>;
+
+/// A storage tier ("stevedore"). The pipeline only sees this trait (through [`Cache::lookup`]),
+/// so tiers can be added without touching it.
 pub trait Storage: Send + Sync + 'static {
     /// Short name for logs and `Cache-Status` detail, e.g. `memory`.
     fn name(&self) -> &'static str;
-    /// The object stored under `key`, fresh or not.
+    /// The object stored under `key` that can be had without I/O, fresh or not.
     fn lookup(&self, key: &CacheKey) -> Option<Arc<Object>>;
+    /// After `lookup` found nothing: the object from tiers that need I/O (disk). Such tiers
+    /// return only objects not yet expired. Default: nothing.
+    fn lookup_io<'a>(&'a self, _key: &'a CacheKey) -> LookupFuture<'a> {
+        Box::pin(std::future::ready(None))
+    }
     /// Stores `object` under `key`, replacing any previous one; may evict others.
     fn insert(&self, key: CacheKey, object: Arc<Object>);
     /// Removes `key`; true if something was removed.
     fn remove(&self, key: &CacheKey) -> bool;
     fn stats(&self) -> StorageStats;
+    /// Occupancy of each tier below this one, by name (e.g. `disk`). Default: none.
+    fn lower_tiers(&self) -> Vec<(&'static str, StorageStats)> {
+        Vec::new()
+    }
+    /// Clean shutdown: persist what is pending (blocking). Default: nothing to do.
+    fn close(&self) {}
 }
 
 /// The cache as the request path sees it: a storage tier, the hit-for-miss memory and the
@@ -233,6 +319,14 @@ impl Cache {
             hit_for_miss: quick_cache::sync::Cache::new(HIT_FOR_MISS_CAPACITY),
             vary_index: quick_cache::sync::Cache::new(VARY_INDEX_CAPACITY),
             max_variants,
+        }
+    }
+
+    /// The object stored under `key` in any tier (memory first, then tiers that need I/O).
+    pub async fn lookup(&self, key: &CacheKey) -> Option<Arc<Object>> {
+        match self.storage.lookup(key) {
+            Some(object) => Some(object),
+            None => self.storage.lookup_io(key).await,
         }
     }
 

@@ -132,7 +132,7 @@ mod tests {
         Arc::new(Object {
             status: http::StatusCode::OK,
             headers: Default::default(),
-            body: vec![Bytes::from(lang.to_string())],
+            body: crate::cache::Body::Memory(vec![Bytes::from(lang.to_string())]),
             body_len: lang.len() as u64,
             vary: vec![(
                 HeaderName::from_static("accept-language"),
@@ -145,6 +145,7 @@ mod tests {
             stale_if_error: None,
             keep: Duration::ZERO,
             stored_at: Instant::now(),
+            state: Default::default(),
         })
     }
 
@@ -170,7 +171,10 @@ mod tests {
         for lang in ["fr", "de"] {
             let key = cache.lookup_key(&url, &request(lang));
             let got = cache.storage.lookup(&key).expect("variant stored");
-            assert_eq!(got.body[0], lang);
+            let crate::cache::Body::Memory(chunks) = &got.body else {
+                panic!("memory body");
+            };
+            assert_eq!(chunks[0], lang);
         }
         assert!(
             cache

@@ -12,7 +12,7 @@ use http::{Method, Response, StatusCode};
 
 use super::body::ResponseBody;
 use super::partial::{self, Answer};
-use crate::cache::Object;
+use crate::cache::{Body, Object};
 use crate::http::headers::VIA;
 
 /// The `Cache-Status` field name (RFC 9211).
@@ -43,7 +43,15 @@ pub fn object(
     cache_status: &str,
 ) -> Response<ResponseBody> {
     let len = object.body_len;
-    let answer = partial::evaluate(method, request, &object.headers, len);
+    let answer = match (
+        partial::evaluate(method, request, &object.headers, len),
+        &object.body,
+    ) {
+        // Several ranges of a body left on disk: the whole body instead (RFC 9110 §14.2 lets
+        // a server ignore Range), rather than reading it into memory.
+        (Answer::Partial(ranges), Body::Disk(_)) if ranges.len() > 1 => Answer::Full,
+        (answer, _) => answer,
+    };
     let mut headers = match answer {
         Answer::NotModified => {
             let mut h = HeaderMap::new();
@@ -90,13 +98,20 @@ pub fn object(
             let (start, end) = ranges[0];
             headers.insert(header::CONTENT_RANGE, content_range(start, end, len));
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start + 1));
-            let parts = slice(&object.body, start, end);
             (
                 StatusCode::PARTIAL_CONTENT,
                 if head_only {
                     ResponseBody::empty()
                 } else {
-                    ResponseBody::parts(parts)
+                    match &object.body {
+                        Body::Memory(chunks) => ResponseBody::parts(slice(chunks, start, end)),
+                        // Streamed from disk (verified chunk by chunk), the window passed on.
+                        Body::Disk(_) => ResponseBody::slice(
+                            ResponseBody::object(object.clone()),
+                            start,
+                            end - start + 1,
+                        ),
+                    }
                 },
             )
         }
@@ -111,7 +126,9 @@ pub fn object(
                 }
                 head.push_str(&format!("Content-Range: bytes {start}-{end}/{len}\r\n\r\n"));
                 parts.push(Bytes::from(head));
-                parts.extend(slice(&object.body, *start, *end));
+                if let Body::Memory(chunks) = &object.body {
+                    parts.extend(slice(chunks, *start, *end));
+                }
             }
             parts.push(Bytes::from(format!("\r\n--{boundary}--\r\n")));
             let total: usize = parts.iter().map(|p| p.len()).sum();
@@ -137,7 +154,15 @@ pub fn object(
 
 /// `Cache-Status` for a fresh hit.
 pub fn hit_status(object: &Object, now: Instant) -> String {
-    format!("shellac; hit; ttl={}", object.remaining_ttl(now).as_secs())
+    let tier = if object.state.from_disk {
+        "; detail=disk"
+    } else {
+        ""
+    };
+    format!(
+        "shellac; hit; ttl={}{tier}",
+        object.remaining_ttl(now).as_secs()
+    )
 }
 
 /// `Cache-Status` for a stale object served for `why`: ttl is negative (RFC 9211 §2.4).

@@ -16,7 +16,7 @@ use super::send::{self, SendFailure};
 use crate::backend::BackendBody;
 use crate::cache::busy::{BusyHead, BusyObject, LeaderGuard};
 use crate::cache::policy::{self, NoCacheReason};
-use crate::cache::{CacheKey, Object, VarySelection};
+use crate::cache::{Body, CacheKey, Object, VarySelection};
 use crate::http::headers;
 
 /// Sends the backend request for `mode` and turns the answer into the next step.
@@ -279,6 +279,7 @@ fn revalidated(
                 stale_if_error: plan.stale_if_error,
                 keep: plan.keep,
                 stored_at,
+                state: Default::default(),
             });
             proxy.cache.store(primary, object.clone());
             (
@@ -313,10 +314,17 @@ fn revalidated(
             content_length: Some(object.body_len),
             vary: object.vary.clone(),
         });
-        for chunk in &object.body {
-            busy.push(chunk.clone());
+        match &object.body {
+            Body::Memory(chunks) => {
+                for chunk in chunks {
+                    busy.push(chunk.clone());
+                }
+                busy.finish();
+            }
+            // A body left on disk cannot be pushed here without reading it: waiters look up
+            // again and find the refreshed object.
+            Body::Disk(_) => busy.abandon(),
         }
-        busy.finish();
     }
     txn.deliver_object(object, &status)
 }
@@ -335,6 +343,7 @@ fn clone_object(o: &Object) -> Object {
         stale_if_error: o.stale_if_error,
         keep: o.keep,
         stored_at: o.stored_at,
+        state: Default::default(),
     }
 }
 

@@ -132,7 +132,7 @@ pub(super) async fn run(
         tracing::trace!(step = step.as_str(), "request step");
         step = match step {
             Step::Recv => txn.recv(),
-            Step::Lookup => txn.lookup(),
+            Step::Lookup => txn.lookup().await,
             Step::Hit(object) => txn.hit(object),
             Step::Grace(object) => txn.grace(object),
             Step::Wait(busy) => txn.wait(busy).await,
@@ -284,7 +284,7 @@ impl Txn<'_> {
         }
     }
 
-    fn lookup(&mut self) -> Step {
+    async fn lookup(&mut self) -> Step {
         self.lookups += 1;
         if self.lookups > MAX_LOOKUPS {
             return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "too-many-lookups");
@@ -295,7 +295,7 @@ impl Txn<'_> {
         let cache = &self.proxy.cache;
         let key = cache.lookup_key(&primary, &self.req.headers);
         let now = Instant::now();
-        if let Some(step) = self.classify(&key, now, true) {
+        if let Some(step) = self.classify(&key, now, true).await {
             return step;
         }
         if self.req_cc.as_ref().is_some_and(|cc| cc.only_if_cached) {
@@ -308,7 +308,7 @@ impl Txn<'_> {
             Join::Waiter(busy) => Step::Wait(busy),
             Join::Leader(guard) => {
                 // The previous leader may have stored the object between our lookup and join.
-                match self.classify(&key, now, false) {
+                match self.classify(&key, now, false).await {
                     Some(hit) => hit,
                     None => Step::Miss(guard),
                 }
@@ -319,8 +319,8 @@ impl Txn<'_> {
     /// What the stored object under `key` (if any) can do for this request: a fresh hit, a
     /// grace delivery, or nothing (remembering a stale copy within `keep` for revalidation and
     /// as a fallback). `count` counts a stale object once per request.
-    fn classify(&mut self, key: &CacheKey, now: Instant, count: bool) -> Option<Step> {
-        let object = self.proxy.cache.storage.lookup(key)?;
+    async fn classify(&mut self, key: &CacheKey, now: Instant, count: bool) -> Option<Step> {
+        let object = self.proxy.cache.lookup(key).await?;
         if !object.vary_matches(&self.req.headers) {
             return None;
         }
@@ -359,6 +359,11 @@ impl Txn<'_> {
 
     fn hit(&mut self, object: Arc<Object>) -> Step {
         self.proxy.counters.cache_hit.inc();
+        if object.state.from_disk {
+            self.proxy.counters.cache_hit_disk.inc();
+        } else {
+            self.proxy.counters.cache_hit_memory.inc();
+        }
         let now = Instant::now();
         let status = if object.is_fresh(now) {
             deliver::hit_status(&object, now)

@@ -21,8 +21,10 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 
 use crate::backend::director::Backends;
-use crate::cache::Cache;
+use crate::cache::disk::DiskStorage;
 use crate::cache::memory::MemoryStorage;
+use crate::cache::tiered::Tiered;
+use crate::cache::{Cache, Storage};
 use crate::config::Config;
 use crate::rules::Rules;
 use crate::stats::Counters;
@@ -46,16 +48,39 @@ pub struct Proxy {
 
 impl Proxy {
     pub fn new(config: Arc<Config>, counters: Arc<Counters>) -> Arc<Proxy> {
-        let memory = MemoryStorage::new(
-            config.cache.memory_size.0,
-            config.cache.max_object_size.0,
-            counters.clone(),
-        );
-        let max_object_size = config.cache.max_object_size.0.min(memory.max_object());
+        let (memory_size, max_object) =
+            (config.cache.memory_size.0, config.cache.max_object_size.0);
+        // The memory tier never holds more than it can (its shards are sized by this).
+        let memory_max = max_object.min(memory_size);
+        let disk = config.storage.disk.as_ref().and_then(|d| {
+            match DiskStorage::open(d, config.cache.keep.0, counters.clone()) {
+                Ok(disk) => Some((disk, d.admission)),
+                Err(e) => {
+                    // Disk trouble never stops the proxy: serve from memory and backends.
+                    counters.disk_io_error.inc();
+                    tracing::error!(path = %d.path.display(), error = %e, "disk cache unavailable; running with the memory tier only");
+                    None
+                }
+            }
+        });
+        let (storage, tier_max): (Arc<dyn Storage>, u64) = match disk {
+            Some((disk, admission)) => {
+                let tiered =
+                    Tiered::new(memory_size, memory_max, disk, admission, counters.clone());
+                let max = tiered.max_object();
+                (Arc::new(tiered), max)
+            }
+            None => {
+                let memory = MemoryStorage::new(memory_size, memory_max, counters.clone());
+                let max = memory.max_object();
+                (Arc::new(memory), max)
+            }
+        };
+        let max_object_size = max_object.min(tier_max);
         let backends = Backends::build(&config, &counters);
         let rules = Rules::compile(&config.rules);
         Arc::new(Proxy {
-            cache: Cache::new(Arc::new(memory), config.cache.max_variants),
+            cache: Cache::new(storage, config.cache.max_variants),
             backends,
             rules,
             counters,
@@ -84,6 +109,17 @@ impl Proxy {
         out.push(("n_busy", self.cache.busy.len() as u64));
         out.push(("cache_bytes", storage.bytes));
         out.push(("cache_capacity_bytes", storage.capacity));
+        let disk = self
+            .cache
+            .storage
+            .lower_tiers()
+            .into_iter()
+            .find(|(name, _)| *name == "disk")
+            .map(|(_, s)| s)
+            .unwrap_or_default();
+        out.push(("n_object_disk", disk.objects));
+        out.push(("disk_bytes", disk.bytes));
+        out.push(("disk_capacity_bytes", disk.capacity));
         out.push(("n_client_conn", self.open_conns.load(Ordering::Relaxed)));
         out.push(("uptime_seconds", self.started.elapsed().as_secs()));
         out
