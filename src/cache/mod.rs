@@ -200,6 +200,7 @@ impl Object {
             ttl: self.ttl,
             stale_ok: self.stale_ok,
             grace: self.grace,
+            keep: self.keep,
             stale_if_error: self.stale_if_error,
             stored_at: self.stored_at,
             state: TierState {

@@ -53,7 +53,7 @@ impl Proxy {
         // The memory tier never holds more than it can (its shards are sized by this).
         let memory_max = max_object.min(memory_size);
         let disk = config.storage.disk.as_ref().and_then(|d| {
-            match DiskStorage::open(d, config.cache.keep.0, counters.clone()) {
+            match DiskStorage::open(d, counters.clone()) {
                 Ok(disk) => Some((disk, d.admission)),
                 Err(e) => {
                     // Disk trouble never stops the proxy: serve from memory and backends.
