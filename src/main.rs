@@ -155,13 +155,6 @@ fn parse_backend(spec: &str) -> anyhow::Result<(String, u16)> {
 }
 
 fn runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
-    let threads = if threads == 0 {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    } else {
-        threads
-    };
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .enable_all()
@@ -192,7 +185,7 @@ fn serve(
         print_errors(&e);
         anyhow::anyhow!("invalid command-line overrides")
     })?;
-    let rt = runtime(config.server.threads)?;
+    let rt = runtime(config.server.worker_threads())?;
     rt.block_on(async move {
         let config = Arc::new(config);
         let running = server::start(config.clone()).await?;
@@ -208,6 +201,19 @@ fn serve(
             env!("CARGO_PKG_VERSION"),
             config.summary()
         );
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let recorder = running.proxy.shared.recorder.clone();
+            if let Ok(mut usr1) = signal(SignalKind::user_defined1()) {
+                tokio::spawn(async move {
+                    while usr1.recv().await.is_some() {
+                        tracing::info!("SIGUSR1: reopening the access log");
+                        recorder.reopen();
+                    }
+                });
+            }
+        }
         wait_for_signal().await;
         tracing::info!("shutting down: finishing requests in flight (at most 10s)");
         running.shutdown(Duration::from_secs(10)).await;
@@ -231,7 +237,7 @@ async fn wait_for_signal() {
 }
 
 fn run_demo(listen: SocketAddr, admin: SocketAddr) -> anyhow::Result<()> {
-    let rt = runtime(0)?;
+    let rt = runtime(shellac::config::ServerConfig::default().worker_threads())?;
     rt.block_on(async move {
         let origin = demo::start_origin(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
         let mut config = Config::embedded_default();

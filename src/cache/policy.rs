@@ -46,6 +46,23 @@ pub enum NoCacheReason {
 }
 
 impl NoCacheReason {
+    /// Every reason, for tables of counters keyed by `as_str`.
+    pub const ALL: [NoCacheReason; 13] = [
+        NoCacheReason::Method,
+        NoCacheReason::Authorization,
+        NoCacheReason::RequestNoStore,
+        NoCacheReason::NoStore,
+        NoCacheReason::Private,
+        NoCacheReason::NoCache,
+        NoCacheReason::SetCookie,
+        NoCacheReason::Status,
+        NoCacheReason::NoFreshness,
+        NoCacheReason::Expired,
+        NoCacheReason::VaryStar,
+        NoCacheReason::TooLarge,
+        NoCacheReason::HitForMiss,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             NoCacheReason::Method => "method",

@@ -110,6 +110,7 @@ pub(super) async fn run(
     req: Request<Incoming>,
     client: SocketAddr,
 ) -> Response<ResponseBody> {
+    let started = Instant::now();
     let (parts, body) = req.into_parts();
     let mut txn = Txn {
         proxy,
@@ -141,7 +142,7 @@ pub(super) async fn run(
             Step::Pass(reason) => txn.pass(reason),
             Step::Fetch(mode) => fetch::fetch(&mut txn, mode).await,
             Step::Synth(status, detail) => txn.synth(status, detail),
-            Step::Deliver(resp) => return resp.map(|b| b.counted(proxy.counters.clone())),
+            Step::Deliver(resp) => return super::observe::deliver(&txn, resp, started),
         };
     }
 }
