@@ -66,6 +66,32 @@ enum Command {
         #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:6082")]
         admin: SocketAddr,
     },
+    /// Ban cached objects by expression, e.g. `shellac ban 'req.url ~ ^/news/'`.
+    /// Fields: req.url, req.http.host, obj.status, obj.http.NAME; operators ~ !~ == !=; join
+    /// conditions with &&. Applies to everything cached before now.
+    Ban {
+        /// The ban expression.
+        expr: String,
+        /// Admin listener address.
+        #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:6082")]
+        admin: SocketAddr,
+    },
+    /// Purge a URL (every variant) or surrogate keys.
+    /// Examples: `shellac purge http://www.example.com/news/` ; `shellac purge --tag product-42`
+    Purge {
+        /// Absolute URL to purge.
+        #[arg(required_unless_present = "tag")]
+        url: Option<String>,
+        /// Mark stale instead of removing (served within grace while refreshed).
+        #[arg(long)]
+        soft: bool,
+        /// Purge every object carrying this surrogate key (repeatable).
+        #[arg(long, conflicts_with = "url")]
+        tag: Vec<String>,
+        /// Admin listener address.
+        #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:6082")]
+        admin: SocketAddr,
+    },
 }
 
 /// Prints a line to stdout, ignoring a closed pipe (`shellac check x | head -1` must not panic).
@@ -104,6 +130,16 @@ fn main() -> ExitCode {
         } => serve(config, listen, backend, admin, cache_size),
         Command::Demo { listen, admin } => run_demo(listen, admin),
         Command::Stats { admin } => stats(admin),
+        Command::Ban { expr, admin } => admin_post(admin, "/ban", &expr),
+        Command::Purge {
+            url,
+            soft,
+            tag,
+            admin,
+        } => match url {
+            Some(url) => admin_post(admin, if soft { "/purge?soft=1" } else { "/purge" }, &url),
+            None => admin_post(admin, "/purge/tags", &tag.join(" ")),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -281,6 +317,38 @@ fn run_demo(listen: SocketAddr, admin: SocketAddr) -> anyhow::Result<()> {
         running.shutdown(Duration::from_secs(2)).await;
         Ok(())
     })
+}
+
+/// Sends `body` to an admin POST endpoint and prints the JSON answer; fails on a non-2xx.
+fn admin_post(admin: SocketAddr, path: &str, body: &str) -> anyhow::Result<()> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect_timeout(&admin, Duration::from_secs(3))
+        .with_context(|| format!("cannot reach the admin listener at {admin}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    stream.write_all(
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let ok = head
+        .split_whitespace()
+        .nth(1)
+        .is_some_and(|s| s.starts_with('2'));
+    let value: serde_json::Value =
+        serde_json::from_str(body).context("admin listener did not return JSON")?;
+    if !ok {
+        bail!("{}", value["error"].as_str().unwrap_or(body));
+    }
+    say!(
+        "{}",
+        serde_json::to_string_pretty(&value).unwrap_or_default()
+    );
+    Ok(())
 }
 
 fn stats(admin: SocketAddr) -> anyhow::Result<()> {

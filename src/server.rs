@@ -58,6 +58,7 @@ pub async fn start(config: Arc<Config>) -> anyhow::Result<Running> {
             shutdown.subscribe(),
         ));
     }
+    tasks.spawn(sweep_bans(proxy.clone(), shutdown.subscribe()));
     for backend in &proxy.backends.backends {
         if let Some(probe) = backend.probe.clone() {
             tasks.spawn(probe::run(backend.clone(), probe, shutdown.subscribe()));
@@ -104,6 +105,28 @@ impl Running {
     /// Reopens the access log (what SIGUSR1 does), e.g. after logrotate moved the file.
     pub fn reopen_logs(&self) {
         self.proxy.shared.recorder.reopen();
+    }
+}
+
+/// The ban sweeper: walks the memory tier in the background (on the blocking pool) every
+/// `invalidation.ban_sweep_interval`, removing banned objects and retiring old bans.
+async fn sweep_bans(proxy: Arc<Proxy>, mut shutdown: watch::Receiver<bool>) {
+    let interval = proxy.config.invalidation.ban_sweep_interval.0;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = shutdown.changed() => return,
+        }
+        if proxy.cache.bans.is_empty() {
+            continue;
+        }
+        let p = proxy.clone();
+        if let Ok((removed, retired)) =
+            tokio::task::spawn_blocking(move || p.cache.sweep_bans()).await
+        {
+            proxy.counters.ban_objects.add(removed as u64);
+            proxy.counters.ban_retired.add(retired as u64);
+        }
     }
 }
 

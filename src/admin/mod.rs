@@ -1,5 +1,6 @@
 //! The admin listener: counters (`/stats`, `/stats/live`, `/metrics`) and a small index.
 
+mod invalidate;
 mod stats;
 
 use std::convert::Infallible;
@@ -34,7 +35,12 @@ pub(crate) async fn serve(
         tokio::spawn(async move {
             let service = service_fn(move |req| {
                 let proxy = proxy.clone();
-                async move { Ok::<_, Infallible>(route(&proxy, req)) }
+                async move {
+                    if invalidate::handles(&req) {
+                        return Ok::<_, Infallible>(invalidate::route(&proxy, req).await);
+                    }
+                    Ok::<_, Infallible>(route(&proxy, req))
+                }
             });
             let _ = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -91,6 +97,10 @@ GET /stats/descriptions  what each one means
 GET /stats/live          values, rates, averages, hit ratios, TTFB percentiles
 GET /metrics             Prometheus text format
 GET /backends            health, probes, connections and counters per backend (JSON)
+POST /ban                body: a ban expression, e.g. req.url ~ ^/news/
+GET /bans                active bans
+POST /purge[?soft=1]     body: the URL to purge (every variant)
+POST /purge/tags         body: surrogate keys (space-separated)
 ";
 
 fn reply(status: StatusCode, content_type: &'static str, body: Vec<u8>) -> Response<Full<Bytes>> {

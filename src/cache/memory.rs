@@ -97,6 +97,13 @@ impl MemoryStorage {
 }
 
 impl Storage for MemoryStorage {
+    fn scan(&self, f: &mut dyn FnMut(&CacheKey, &Arc<Object>)) -> bool {
+        for (key, object) in self.cache.iter() {
+            f(&key, &object);
+        }
+        true
+    }
+
     fn name(&self) -> &'static str {
         "memory"
     }

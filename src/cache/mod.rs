@@ -3,10 +3,12 @@
 //! Architecture invariant: `cache/` knows nothing of client or backend connections; it deals in
 //! keys, objects and body chunks.
 
+pub mod ban;
 pub mod busy;
 pub mod disk;
 pub mod memory;
 pub mod policy;
+pub mod tags;
 pub mod tiered;
 pub mod vary;
 
@@ -185,6 +187,28 @@ impl Object {
         vary_matches(&self.vary, request)
     }
 
+    /// A copy that is stale from `now` on (soft purge); None for bodies on disk.
+    pub fn expired_copy(&self, now: Instant) -> Option<Object> {
+        let Body::Memory(chunks) = &self.body else {
+            return None;
+        };
+        Some(Object {
+            status: self.status,
+            headers: self.headers.clone(),
+            body: Body::Memory(chunks.clone()),
+            body_len: self.body_len,
+            vary: self.vary.clone(),
+            initial_age: self.initial_age,
+            ttl: self.ttl.min(self.age(now)),
+            stale_ok: self.stale_ok,
+            grace: self.grace,
+            keep: self.keep,
+            stale_if_error: self.stale_if_error,
+            stored_at: self.stored_at,
+            state: TierState::default(),
+        })
+    }
+
     /// A copy for the memory tier of an object read from disk with its body in memory.
     pub fn promoted(&self) -> Option<Object> {
         let Body::Memory(chunks) = &self.body else {
@@ -291,6 +315,12 @@ pub trait Storage: Send + Sync + 'static {
     }
     /// Clean shutdown: persist what is pending (blocking). Default: nothing to do.
     fn close(&self) {}
+    /// Calls `f` for every object the tier holds in memory (for the ban sweeper; runs in the
+    /// background). Returns true if that was every object of the tier, false if some (e.g. on
+    /// disk) were not visited. Default: visits nothing.
+    fn scan(&self, _f: &mut dyn FnMut(&CacheKey, &Arc<Object>)) -> bool {
+        false
+    }
 }
 
 /// The cache as the request path sees it: a storage tier, the hit-for-miss memory and the
@@ -302,7 +332,14 @@ pub struct Cache {
     /// Primary key → the URL's Vary field names and stored variants.
     vary_index: quick_cache::sync::Cache<CacheKey, Arc<vary::VaryIndex>>,
     max_variants: usize,
+    /// Active bans, checked at lookup.
+    pub bans: ban::BanList,
+    /// Surrogate key → URLs.
+    pub tags: tags::TagIndex,
 }
+
+/// Active bans at most, unless configured otherwise.
+pub const DEFAULT_MAX_BANS: usize = 10_000;
 
 /// Hit-for-miss entries remembered at most (each is one key; oldest are evicted first).
 pub const HIT_FOR_MISS_CAPACITY: usize = 65_536;
@@ -320,7 +357,15 @@ impl Cache {
             hit_for_miss: quick_cache::sync::Cache::new(HIT_FOR_MISS_CAPACITY),
             vary_index: quick_cache::sync::Cache::new(VARY_INDEX_CAPACITY),
             max_variants,
+            bans: ban::BanList::new(DEFAULT_MAX_BANS),
+            tags: tags::TagIndex::default(),
         }
+    }
+
+    /// Sets the bound on active bans (`invalidation.max_bans`).
+    pub fn with_max_bans(mut self, max: usize) -> Cache {
+        self.bans = ban::BanList::new(max);
+        self
     }
 
     /// The object stored under `key` in any tier (memory first, then tiers that need I/O).
@@ -343,6 +388,69 @@ impl Cache {
         }
     }
 
+    /// Drops `object` found under `key` if a ban newer than it matches. True if banned.
+    pub fn check_bans(&self, key: &CacheKey, object: &Object) -> bool {
+        if self.bans.is_banned(key, object) {
+            self.storage.remove(key);
+            return true;
+        }
+        false
+    }
+
+    /// Removes every object of every URL tagged with one of `tags`. Returns objects removed.
+    pub fn purge_tags(&self, tags: &[String]) -> usize {
+        tags.iter()
+            .flat_map(|t| self.tags.take(t))
+            .map(|url| self.purge(&url))
+            .sum()
+    }
+
+    /// Marks every variant of a URL stale now (kept for grace and keep, revalidated on next
+    /// use). Objects whose body is on disk are removed instead. Returns objects affected.
+    pub fn soft_purge(&self, primary: &CacheKey) -> usize {
+        let mut keys = vec![primary.clone()];
+        if let Some(index) = self.vary_index.get(primary) {
+            keys.extend(index.variants.iter().map(|v| primary.with_variant(*v)));
+        }
+        let now = Instant::now();
+        let mut n = 0;
+        for key in keys {
+            let Some(object) = self.storage.lookup(&key) else {
+                continue;
+            };
+            self.storage.remove(&key);
+            n += 1;
+            if let Some(stale) = object.expired_copy(now) {
+                self.storage.insert(key, Arc::new(stale));
+            }
+        }
+        n
+    }
+
+    /// Walks the memory tier removing banned objects, then retires bans that every object has
+    /// been checked against (only when the walk saw every object of the storage).
+    pub fn sweep_bans(&self) -> (usize, usize) {
+        if self.bans.is_empty() {
+            return (0, 0);
+        }
+        let started = Instant::now();
+        let mut banned = Vec::new();
+        let complete = self.storage.scan(&mut |key, object| {
+            if self.bans.is_banned(key, object) {
+                banned.push(key.clone());
+            }
+        });
+        for key in &banned {
+            self.storage.remove(key);
+        }
+        let retired = if complete {
+            self.bans.retire_before(started)
+        } else {
+            0
+        };
+        (banned.len(), retired)
+    }
+
     /// Remembers `key` as uncacheable for `ttl`: requests skip coalescing until then.
     pub fn mark_hit_for_miss(&self, key: CacheKey, ttl: Duration) {
         if !ttl.is_zero() {
@@ -357,5 +465,28 @@ impl Cache {
 
     pub fn hit_for_miss_len(&self) -> usize {
         self.hit_for_miss.len()
+    }
+}
+
+/// A small fresh object for unit tests.
+#[cfg(test)]
+pub fn test_object(headers: &[(&str, &str)]) -> Object {
+    Object {
+        status: StatusCode::OK,
+        headers: headers
+            .iter()
+            .map(|(k, v)| (k.parse().unwrap(), v.parse().unwrap()))
+            .collect(),
+        body: Body::Memory(vec![Bytes::from_static(b"x")]),
+        body_len: 1,
+        vary: vec![],
+        initial_age: Duration::ZERO,
+        ttl: Duration::from_secs(60),
+        stale_ok: true,
+        grace: Duration::ZERO,
+        keep: Duration::ZERO,
+        stale_if_error: None,
+        stored_at: Instant::now(),
+        state: TierState::default(),
     }
 }

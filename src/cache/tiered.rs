@@ -71,6 +71,13 @@ impl Tiered {
 }
 
 impl Storage for Tiered {
+    /// Visits the memory tier only: objects on disk are checked against bans when looked up,
+    /// so bans are not retired while a disk tier exists.
+    fn scan(&self, f: &mut dyn FnMut(&CacheKey, &Arc<Object>)) -> bool {
+        self.memory.scan(f);
+        false
+    }
+
     fn name(&self) -> &'static str {
         "memory+disk"
     }

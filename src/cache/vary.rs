@@ -53,6 +53,10 @@ impl Cache {
     /// Stores `object` for `primary` under its variant, keeping at most `max_variants` per URL.
     /// Returns the key it was stored under.
     pub fn store(&self, primary: &CacheKey, object: Arc<Object>) -> CacheKey {
+        let tags = super::tags::tags_of(&object.headers);
+        if !tags.is_empty() {
+            self.tags.add(primary, &tags);
+        }
         let names: Vec<HeaderName> = object.vary.iter().map(|(n, _)| n.clone()).collect();
         if names.is_empty() {
             if let Some((_, old)) = self.vary_index.remove(primary) {

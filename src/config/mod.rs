@@ -4,6 +4,7 @@
 //! dotted key it concerns (see [`ConfigError`]). Cross-field checks live in [`Config::validate`].
 
 mod backend;
+pub mod invalidation;
 mod locate;
 pub mod rules;
 pub mod units;
@@ -49,6 +50,8 @@ pub struct Config {
     /// Operator policy rules, in order (see docs/policy.md).
     #[serde(default, rename = "rule")]
     pub rules: Vec<rules::RuleConfig>,
+    #[serde(default)]
+    pub invalidation: invalidation::InvalidationConfig,
     #[serde(default)]
     pub log: LogConfig,
 }
@@ -505,6 +508,18 @@ impl Config {
             ));
         }
         out.extend(backend::validate(self));
+        if !(1..=1_000_000).contains(&self.invalidation.max_bans) {
+            out.push((
+                key(&["invalidation", "max_bans"]),
+                "must be between 1 and 1000000".into(),
+            ));
+        }
+        if self.invalidation.ban_sweep_interval.0 < Duration::from_millis(100) {
+            out.push((
+                key(&["invalidation", "ban_sweep_interval"]),
+                "must be at least 100ms".into(),
+            ));
+        }
         let names = |n: &str| {
             self.backends.iter().any(|b| b.name == n) || self.directors.iter().any(|d| d.name == n)
         };

@@ -29,8 +29,8 @@ const NOT_MODIFIED_FIELDS: [HeaderName; 7] = [
     header::LAST_MODIFIED,
 ];
 
-/// Hop-to-surrogate fields never sent to clients.
-const SURROGATE_ONLY: [&str; 1] = ["surrogate-control"];
+/// Fields meant for the cache, never sent to clients.
+const SURROGATE_ONLY: [&str; 3] = ["surrogate-control", "surrogate-key", "xkey"];
 
 /// A response from a stored object, honouring the request's preconditions and Range.
 /// `cache_status` is the Cache-Status value to send.
@@ -71,9 +71,6 @@ pub fn object(
         }
         _ => object.headers.clone(),
     };
-    for name in SURROGATE_ONLY {
-        headers.remove(name);
-    }
     headers.insert(header::AGE, HeaderValue::from(object.age(now).as_secs()));
     let (status, body) = match answer {
         Answer::NotModified => (StatusCode::NOT_MODIFIED, ResponseBody::empty()),
@@ -214,6 +211,9 @@ pub fn respond(
     body: ResponseBody,
     cache_status: &str,
 ) -> Response<ResponseBody> {
+    for name in SURROGATE_ONLY {
+        headers.remove(name);
+    }
     headers.append(header::VIA, HeaderValue::from_static(VIA));
     if let Ok(v) = HeaderValue::from_str(cache_status) {
         headers.insert(CACHE_STATUS, v);

@@ -202,6 +202,9 @@ impl Txn<'_> {
             .map(|p| p.as_str())
             .unwrap_or("/");
         self.key = Some(CacheKey::new(&host, path));
+        if self.req.method.as_str() == "PURGE" {
+            return self.purge();
+        }
         let rules = &self.proxy.rules;
         let mut forced_lookup = false;
         if !rules.is_empty() {
@@ -266,6 +269,55 @@ impl Txn<'_> {
         Step::Lookup
     }
 
+    /// `PURGE`: from allowed networks only. With `Surrogate-Key` (or `xkey-purge`) it purges
+    /// those tags; otherwise the URL, every variant — softly (stale, kept for grace) with
+    /// `Soft-Purge: 1`. 200 with what was removed, 404 if nothing was cached.
+    fn purge(&mut self) -> Step {
+        let counters = &self.proxy.counters;
+        if !self.proxy.config.invalidation.may_purge(self.client.ip()) {
+            counters.purge_denied.inc();
+            return Step::Synth(StatusCode::METHOD_NOT_ALLOWED, "purge-not-allowed");
+        }
+        counters.purge_req.inc();
+        let cache = &self.proxy.cache;
+        let tags: Vec<String> = ["surrogate-key", "xkey-purge"]
+            .iter()
+            .flat_map(|f| self.req.headers.get_all(*f).iter())
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split_ascii_whitespace())
+            .map(str::to_string)
+            .collect();
+        let soft = self.req.headers.get("soft-purge").is_some_and(|v| v == "1");
+        let Some(key) = &self.key else {
+            return Step::Synth(StatusCode::BAD_REQUEST, "no-key");
+        };
+        let (n, what) = if !tags.is_empty() {
+            (cache.purge_tags(&tags), format!("tags {}", tags.join(" ")))
+        } else if soft {
+            (cache.soft_purge(key), format!("{key} (soft)"))
+        } else {
+            (cache.purge(key), key.to_string())
+        };
+        counters.purge_objects.add(n as u64);
+        let status = if n > 0 {
+            StatusCode::OK
+        } else {
+            StatusCode::NOT_FOUND
+        };
+        let body = format!(
+            "{} {}\npurged {n} object{} for {what}\n",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or(""),
+            if n == 1 { "" } else { "s" }
+        );
+        Step::Deliver(deliver::generated(
+            status,
+            "text/plain; charset=utf-8",
+            body,
+            None,
+        ))
+    }
+
     /// The authority the request is for: the absolute-form target's, else the single Host.
     fn authority(&self) -> Result<String, &'static str> {
         let hosts: Vec<&HeaderValue> = self.req.headers.get_all(header::HOST).iter().collect();
@@ -322,6 +374,10 @@ impl Txn<'_> {
     /// as a fallback). `count` counts a stale object once per request.
     async fn classify(&mut self, key: &CacheKey, now: Instant, count: bool) -> Option<Step> {
         let object = self.proxy.cache.lookup(key).await?;
+        if self.proxy.cache.check_bans(key, &object) {
+            self.proxy.counters.ban_objects.inc();
+            return None;
+        }
         if !object.vary_matches(&self.req.headers) {
             return None;
         }

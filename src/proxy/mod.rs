@@ -107,7 +107,10 @@ impl Proxy {
             counters.clone(),
         )?;
         Ok(Arc::new(Proxy {
-            cache: Arc::new(Cache::new(storage, config.cache.max_variants)),
+            cache: Arc::new(
+                Cache::new(storage, config.cache.max_variants)
+                    .with_max_bans(config.invalidation.max_bans),
+            ),
             backends,
             rules,
             counters,
