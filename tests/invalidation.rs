@@ -247,7 +247,7 @@ async fn cli_ban_and_purge() {
             .cache_status()
             .contains("fwd=miss")
     );
-    let url = format!("http://test.example/sport/9");
+    let url = "http://test.example/sport/9".to_string();
     let out = std::process::Command::new(bin)
         .args(["purge", "--admin", &admin, &url])
         .output()
