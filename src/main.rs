@@ -68,6 +68,18 @@ enum Command {
     },
 }
 
+/// Prints a line to stdout, ignoring a closed pipe (`shellac check x | head -1` must not panic).
+macro_rules! say {
+    () => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock());
+    }};
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 fn parse_size(s: &str) -> Result<u64, String> {
     units::parse_size(s)
 }
@@ -111,8 +123,8 @@ fn print_errors(errors: &[ConfigError]) {
 fn check(file: &std::path::Path) -> ExitCode {
     match Config::load(file) {
         Ok(config) => {
-            println!("{}: OK", file.display());
-            println!("  {}", config.summary());
+            say!("{}: OK", file.display());
+            say!("  {}", config.summary());
             ExitCode::SUCCESS
         }
         Err(errors) => {
@@ -143,13 +155,6 @@ fn parse_backend(spec: &str) -> anyhow::Result<(String, u16)> {
 }
 
 fn runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
-    let threads = if threads == 0 {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    } else {
-        threads
-    };
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .enable_all()
@@ -180,7 +185,7 @@ fn serve(
         print_errors(&e);
         anyhow::anyhow!("invalid command-line overrides")
     })?;
-    let rt = runtime(config.server.threads)?;
+    let rt = runtime(config.server.worker_threads())?;
     rt.block_on(async move {
         let config = Arc::new(config);
         let running = server::start(config.clone()).await?;
@@ -196,6 +201,19 @@ fn serve(
             env!("CARGO_PKG_VERSION"),
             config.summary()
         );
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let recorder = running.proxy.shared.recorder.clone();
+            if let Ok(mut usr1) = signal(SignalKind::user_defined1()) {
+                tokio::spawn(async move {
+                    while usr1.recv().await.is_some() {
+                        tracing::info!("SIGUSR1: reopening the access log");
+                        recorder.reopen();
+                    }
+                });
+            }
+        }
         wait_for_signal().await;
         tracing::info!("shutting down: finishing requests in flight (at most 10s)");
         running.shutdown(Duration::from_secs(10)).await;
@@ -219,7 +237,7 @@ async fn wait_for_signal() {
 }
 
 fn run_demo(listen: SocketAddr, admin: SocketAddr) -> anyhow::Result<()> {
-    let rt = runtime(0)?;
+    let rt = runtime(shellac::config::ServerConfig::default().worker_threads())?;
     rt.block_on(async move {
         let origin = demo::start_origin(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
         let mut config = Config::embedded_default();
@@ -236,29 +254,29 @@ fn run_demo(listen: SocketAddr, admin: SocketAddr) -> anyhow::Result<()> {
         )?;
         let proxy = running.listen[0];
         let admin = running.admin.expect("admin configured");
-        println!("Shellac demo is running.");
-        println!("  origin (built-in) http://{origin}/   answers in {} ms, Cache-Control: public, max-age=60", demo::ORIGIN_DELAY.as_millis());
-        println!("  shellac (cache)   http://{proxy}/");
-        println!("  admin             http://{admin}/stats");
-        println!();
-        println!("Try it: the first request is a miss, the second a hit (note Cache-Status and Age):");
-        println!("  curl -si http://{proxy}/hello | grep -iE '^(HTTP|age|cache-status)'");
-        println!("  curl -si http://{proxy}/hello | grep -iE '^(HTTP|age|cache-status)'");
-        println!("  curl -si http://{proxy}/private | grep -i cache-status   # never stored");
-        println!("  curl -s  http://{admin}/stats | grep -E 'cache_(hit|miss)\"'");
-        println!();
-        println!("Self-check, two requests for /:");
+        say!("Shellac demo is running.");
+        say!("  origin (built-in) http://{origin}/   answers in {} ms, Cache-Control: public, max-age=60", demo::ORIGIN_DELAY.as_millis());
+        say!("  shellac (cache)   http://{proxy}/");
+        say!("  admin             http://{admin}/stats");
+        say!();
+        say!("Try it: the first request is a miss, the second a hit (note Cache-Status and Age):");
+        say!("  curl -si http://{proxy}/hello | grep -iE '^(HTTP|age|cache-status)'");
+        say!("  curl -si http://{proxy}/hello | grep -iE '^(HTTP|age|cache-status)'");
+        say!("  curl -si http://{proxy}/private | grep -i cache-status   # never stored");
+        say!("  curl -s  http://{admin}/stats | grep -E 'cache_(hit|miss)\"'");
+        say!();
+        say!("Self-check, two requests for /:");
         for _ in 0..2 {
             match demo::probe(proxy, "/").await {
-                Ok((status, cache_status, age, took)) => println!(
+                Ok((status, cache_status, age, took)) => say!(
                     "  {status:<16} Cache-Status: {cache_status:<34} Age: {age:<3} {:>4} ms",
                     took.as_millis()
                 ),
-                Err(e) => println!("  request failed: {e}"),
+                Err(e) => say!("  request failed: {e}"),
             }
         }
-        println!();
-        println!("Press Ctrl-C to stop.");
+        say!();
+        say!("Press Ctrl-C to stop.");
         wait_for_signal().await;
         running.shutdown(Duration::from_secs(2)).await;
         Ok(())
@@ -280,7 +298,7 @@ fn stats(admin: SocketAddr) -> anyhow::Result<()> {
         serde_json::from_str(body).context("admin listener did not return JSON")?;
     let width = map.keys().map(|k| k.len()).max().unwrap_or(0);
     for (k, v) in map {
-        println!("{k:<width$}  {v}");
+        say!("{k:<width$}  {v}");
     }
     Ok(())
 }

@@ -39,7 +39,7 @@ pub struct Running {
 /// serving. Must be called inside a Tokio runtime.
 pub async fn start(config: Arc<Config>) -> anyhow::Result<Running> {
     let counters = Arc::new(Counters::default());
-    let proxy = Proxy::new(config.clone(), counters);
+    let proxy = Proxy::new(config.clone(), counters)?;
     let (shutdown, _) = watch::channel(false);
     let mut tasks = JoinSet::new();
     let mut listen = Vec::new();
@@ -49,6 +49,14 @@ pub async fn start(config: Arc<Config>) -> anyhow::Result<Running> {
             .with_context(|| format!("cannot listen on {addr}"))?;
         listen.push(listener.local_addr()?);
         tasks.spawn(accept_loop(listener, proxy.clone(), shutdown.subscribe()));
+    }
+    {
+        let sampled = proxy.clone();
+        tasks.spawn(crate::history::start_sampler(
+            proxy.shared.history.clone(),
+            move || sampled.sample(),
+            shutdown.subscribe(),
+        ));
     }
     for backend in &proxy.backends.backends {
         if let Some(probe) = backend.probe.clone() {
@@ -80,7 +88,7 @@ impl Running {
     pub async fn shutdown(mut self, grace: Duration) {
         let _ = self.shutdown.send(true);
         let deadline = tokio::time::Instant::now() + grace;
-        while self.proxy.open_conns.load(Ordering::Relaxed) > 0
+        while self.proxy.shared.open_conns.load(Ordering::Relaxed) > 0
             && tokio::time::Instant::now() < deadline
         {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -89,6 +97,13 @@ impl Running {
         // Persist what the storage has pending (the disk tier seals its open region).
         let proxy = self.proxy.clone();
         let _ = tokio::task::spawn_blocking(move || proxy.cache.storage.close()).await;
+        let recorder = self.proxy.shared.recorder.clone();
+        let _ = tokio::task::spawn_blocking(move || recorder.close(Duration::from_secs(5))).await;
+    }
+
+    /// Reopens the access log (what SIGUSR1 does), e.g. after logrotate moved the file.
+    pub fn reopen_logs(&self) {
+        self.proxy.shared.recorder.reopen();
     }
 }
 
@@ -216,7 +231,7 @@ struct OpenConn(Arc<Proxy>);
 
 impl Drop for OpenConn {
     fn drop(&mut self) {
-        self.0.open_conns.fetch_sub(1, Ordering::Relaxed);
+        self.0.shared.open_conns.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -227,7 +242,7 @@ async fn serve_connection(
     cfg: ServerConfig,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    proxy.open_conns.fetch_add(1, Ordering::Relaxed);
+    proxy.shared.open_conns.fetch_add(1, Ordering::Relaxed);
     let _open = OpenConn(proxy.clone());
     let _ = stream.set_nodelay(cfg.tcp_nodelay);
     // A new connection must send its first request head within header_read_timeout.

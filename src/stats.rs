@@ -25,11 +25,15 @@ impl Counter {
 }
 
 macro_rules! counters {
-    ($(#[$meta:meta])* struct $type:ident { $( $name:ident : $desc:literal ),* $(,)? }) => {
+    ($(#[$meta:meta])* struct $type:ident {
+        $( $name:ident : $desc:literal ),* $(,)?
+        $( ; $( #[doc = $fdoc:literal] $field:ident : $fty:ty ),* $(,)? )?
+    }) => {
         $(#[$meta])*
         #[derive(Default, Debug)]
         pub struct $type {
             $( #[doc = $desc] pub $name: Counter, )*
+            $( $( #[doc = $fdoc] pub $field: $fty, )* )?
         }
 
         impl $type {
@@ -97,6 +101,13 @@ counters! {
     cache_revalidated: "Stale objects refreshed by a 304 from the backend (conditional revalidation)",
     cache_invalidated: "Objects removed after a successful unsafe request (POST, PUT, DELETE, PATCH)",
     cache_stale_served: "Stale objects served (within grace) because no backend could answer",
+    log_dropped: "Transaction records dropped because a worker's log buffer was full (writer behind)",
+    log_write_error: "Access log writes or flushes that failed (disk full, closed pipe, ...)",
+    ;
+    /// Responses that were not a plain hit or miss, by reason ([`PASS_REASONS`]).
+    pass_reason: PassReasons,
+    /// Time from request arrival to response head ([`TTFB_DESCRIPTION`]).
+    ttfb: Histogram,
     }
 }
 
@@ -111,6 +122,205 @@ counters! {
     busy: "Requests refused by max_connections",
     error: "Failed exchanges (reset, bad response, timeouts)",
     }
+}
+
+/// Why a response was not a plain hit or miss: the `detail=` words of `Cache-Status`
+/// (`NoCacheReason::as_str` and the coalescing details), the `/stats` name and a description. Counted per
+/// response; exported as `pass_reason_<word>` in `/stats` and as the `reason` label of
+/// `shellac_pass_reason_total` in `/metrics`.
+pub const PASS_REASONS: &[(&str, &str, &str)] = &[
+    (
+        "method",
+        "pass_reason_method",
+        "Request method other than GET or HEAD",
+    ),
+    (
+        "authorization",
+        "pass_reason_authorization",
+        "Request carried Authorization",
+    ),
+    (
+        "request-no-store",
+        "pass_reason_request_no_store",
+        "Request said Cache-Control: no-store",
+    ),
+    ("no-store", "pass_reason_no_store", "Response said no-store"),
+    ("private", "pass_reason_private", "Response said private"),
+    ("no-cache", "pass_reason_no_cache", "Response said no-cache"),
+    (
+        "set-cookie",
+        "pass_reason_set_cookie",
+        "Response set a cookie",
+    ),
+    (
+        "status",
+        "pass_reason_status",
+        "Response status not cacheable without explicit freshness",
+    ),
+    (
+        "no-freshness",
+        "pass_reason_no_freshness",
+        "Response had no freshness information (and default_ttl is 0)",
+    ),
+    (
+        "expired",
+        "pass_reason_expired",
+        "Response was already stale when it arrived",
+    ),
+    (
+        "vary-star",
+        "pass_reason_vary_star",
+        "Response said Vary: *",
+    ),
+    (
+        "too-large",
+        "pass_reason_too_large",
+        "Response larger than max_object_size",
+    ),
+    (
+        "hit-for-miss",
+        "pass_reason_hit_for_miss",
+        "URL recently uncacheable: fetched without coalescing",
+    ),
+    (
+        "vary-miss",
+        "pass_reason_vary_miss",
+        "Another Vary variant was being fetched: fetched alone",
+    ),
+    ("other", "pass_reason_other", "Any other reason"),
+];
+
+/// One counter per [`PASS_REASONS`] entry.
+#[derive(Debug)]
+pub struct PassReasons([Counter; PASS_REASONS.len()]);
+
+impl Default for PassReasons {
+    fn default() -> Self {
+        PassReasons(std::array::from_fn(|_| Counter::default()))
+    }
+}
+
+impl PassReasons {
+    /// Counts one response for `reason` (a `PASS_REASONS` word; anything else is `other`).
+    pub fn inc(&self, reason: &str) {
+        let last = PASS_REASONS.len() - 1;
+        let i = PASS_REASONS
+            .iter()
+            .position(|(w, _, _)| *w == reason)
+            .unwrap_or(last);
+        self.0[i].inc();
+    }
+
+    /// (word, `/stats` name, count) in `PASS_REASONS` order.
+    pub fn snapshot(&self) -> impl Iterator<Item = (&'static str, &'static str, u64)> + '_ {
+        PASS_REASONS
+            .iter()
+            .zip(self.0.iter())
+            .map(|((w, name, _), c)| (*w, *name, c.get()))
+    }
+}
+
+/// Every name `/stats` reports, in its order: counters, pass reasons, gauges.
+pub fn names() -> Vec<&'static str> {
+    Counters::DESCRIPTIONS
+        .iter()
+        .map(|(n, _)| *n)
+        .chain(PASS_REASONS.iter().map(|(_, n, _)| *n))
+        .chain(GAUGES.iter().map(|(n, _)| *n))
+        .collect()
+}
+
+/// Description of any name in [`names`].
+pub fn description(name: &str) -> &'static str {
+    Counters::DESCRIPTIONS
+        .iter()
+        .copied()
+        .chain(PASS_REASONS.iter().map(|(_, n, d)| (*n, *d)))
+        .chain(GAUGES.iter().copied())
+        .find(|(n, _)| *n == name)
+        .map_or("", |(_, d)| d)
+}
+
+/// Whether `name` is a gauge (a level) rather than a counter (a total).
+pub fn is_gauge(name: &str) -> bool {
+    GAUGES.iter().any(|(n, _)| *n == name)
+}
+
+/// What the `ttfb` histogram measures.
+pub const TTFB_DESCRIPTION: &str =
+    "Time from request arrival to the response head (time to first byte), every response";
+
+/// Upper bounds (µs) of the latency histogram buckets; a last bucket takes the rest (+Inf).
+pub const LATENCY_BOUNDS_US: [u64; 16] = [
+    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000, 2_500_000, 5_000_000, 10_000_000,
+];
+
+/// Buckets in a [`Histogram`]: one per bound plus +Inf.
+pub const LATENCY_BUCKETS: usize = LATENCY_BOUNDS_US.len() + 1;
+
+/// A latency histogram: one padded counter per bucket (non-cumulative) and the sum. Observing
+/// is a short search and two relaxed increments.
+#[derive(Debug)]
+pub struct Histogram {
+    buckets: [Counter; LATENCY_BUCKETS],
+    sum_us: Counter,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            buckets: std::array::from_fn(|_| Counter::default()),
+            sum_us: Counter::default(),
+        }
+    }
+}
+
+impl Histogram {
+    #[inline]
+    pub fn observe(&self, d: std::time::Duration) {
+        let us = d.as_micros().min(u64::MAX as u128) as u64;
+        let i = LATENCY_BOUNDS_US.partition_point(|b| *b < us);
+        self.buckets[i].inc();
+        self.sum_us.add(us);
+    }
+
+    /// Per-bucket counts (not cumulative), +Inf last.
+    pub fn buckets(&self) -> [u64; LATENCY_BUCKETS] {
+        std::array::from_fn(|i| self.buckets[i].get())
+    }
+
+    /// Sum of observed values in microseconds.
+    pub fn sum_us(&self) -> u64 {
+        self.sum_us.get()
+    }
+}
+
+/// The `q` quantile (0..1) of the observations counted in `buckets` (per-bucket counts, as
+/// from [`Histogram::buckets`] or a difference of two), interpolated linearly inside a bucket.
+/// None when empty. Values in the +Inf bucket are reported as the last bound.
+pub fn quantile_us(buckets: &[u64; LATENCY_BUCKETS], q: f64) -> Option<u64> {
+    let total: u64 = buckets.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = (q.clamp(0.0, 1.0) * total as f64).max(1.0);
+    let mut seen = 0u64;
+    for (i, n) in buckets.iter().enumerate() {
+        if *n == 0 {
+            continue;
+        }
+        if (seen + n) as f64 >= rank {
+            let lower = if i == 0 { 0 } else { LATENCY_BOUNDS_US[i - 1] };
+            let Some(upper) = LATENCY_BOUNDS_US.get(i) else {
+                return Some(lower);
+            };
+            let within = (rank - seen as f64) / *n as f64;
+            return Some(lower + ((upper - lower) as f64 * within) as u64);
+        }
+        seen += n;
+    }
+    LATENCY_BOUNDS_US.last().copied()
 }
 
 /// Gauges are computed at scrape time from the component that owns them; declared here so the
@@ -156,5 +366,46 @@ mod tests {
         assert_eq!(snap.len(), Counters::DESCRIPTIONS.len());
         assert!(snap.contains(&("client_req", 1)));
         assert!(snap.contains(&("s_resp_bytes", 10)));
+    }
+
+    #[test]
+    fn histogram_and_quantiles() {
+        let h = Histogram::default();
+        assert_eq!(quantile_us(&h.buckets(), 0.5), None);
+        for _ in 0..90 {
+            h.observe(std::time::Duration::from_micros(80)); // bucket ≤100
+        }
+        for _ in 0..10 {
+            h.observe(std::time::Duration::from_millis(20)); // bucket ≤25000
+        }
+        h.observe(std::time::Duration::from_secs(60)); // +Inf
+        let b = h.buckets();
+        assert_eq!(b[0], 90);
+        assert_eq!(b[LATENCY_BOUNDS_US.partition_point(|x| *x < 20_000)], 10);
+        assert_eq!(b[LATENCY_BUCKETS - 1], 1);
+        assert_eq!(h.sum_us(), 90 * 80 + 10 * 20_000 + 60_000_000);
+        let p50 = quantile_us(&b, 0.5).unwrap();
+        assert!(p50 <= 100, "{p50}");
+        let p95 = quantile_us(&b, 0.95).unwrap();
+        assert!((10_000..=25_000).contains(&p95), "{p95}");
+        assert_eq!(quantile_us(&b, 1.0), Some(10_000_000));
+    }
+
+    #[test]
+    fn every_no_cache_reason_has_a_pass_reason_counter() {
+        use crate::cache::policy::NoCacheReason;
+        for r in NoCacheReason::ALL {
+            assert!(
+                PASS_REASONS.iter().any(|(w, _, _)| *w == r.as_str()),
+                "{} missing from PASS_REASONS",
+                r.as_str()
+            );
+        }
+        let c = Counters::default();
+        c.pass_reason.inc("no-store");
+        c.pass_reason.inc("something new");
+        let snap: Vec<_> = c.pass_reason.snapshot().collect();
+        assert!(snap.contains(&("no-store", "pass_reason_no_store", 1)));
+        assert!(snap.contains(&("other", "pass_reason_other", 1)));
     }
 }

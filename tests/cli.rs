@@ -105,18 +105,41 @@ fn help_reads_well() {
 async fn serve_binary_caches_and_stops_on_sigterm() {
     let origin = Origin::start(|_| Reply::ok("from origin").cc("max-age=60")).await;
     let backend = origin.addr.to_string();
+    let (child, proxy, admin) = spawn_serve(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--admin",
+        "127.0.0.1:0",
+        "--backend",
+        &backend,
+        "--cache-size",
+        "16MiB",
+    ]);
+    assert!(get(proxy, "/").await.cache_status().contains("fwd=miss"));
+    let hit = get(proxy, "/").await;
+    assert_eq!(hit.text(), "from origin");
+    assert!(hit.cache_status().contains("hit"));
+    let stats = get(admin, "/stats").await.text();
+    assert!(stats.contains("\"cache_hit\": 1"), "{stats}");
+    assert!(
+        stats.contains("\"cache_capacity_bytes\": 16777216"),
+        "{stats}"
+    );
+
+    stop(child);
+}
+
+/// Starts `shellac serve ARGS` and reads the proxy and admin addresses from its log.
+fn spawn_serve(
+    args: &[&str],
+) -> (
+    std::process::Child,
+    std::net::SocketAddr,
+    std::net::SocketAddr,
+) {
     let mut child = Command::new(BIN)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--admin",
-            "127.0.0.1:0",
-            "--backend",
-            &backend,
-            "--cache-size",
-            "16MiB",
-        ])
+        .arg("serve")
+        .args(args)
         .env("SHELLAC_LOG", "info")
         .stderr(Stdio::piped())
         .spawn()
@@ -140,23 +163,20 @@ async fn serve_binary_caches_and_stops_on_sigterm() {
             admin = Some(a.trim().parse::<std::net::SocketAddr>().unwrap());
         }
     }
-    let (proxy, admin) = (proxy.unwrap(), admin.unwrap());
-    assert!(get(proxy, "/").await.cache_status().contains("fwd=miss"));
-    let hit = get(proxy, "/").await;
-    assert_eq!(hit.text(), "from origin");
-    assert!(hit.cache_status().contains("hit"));
-    let stats = get(admin, "/stats").await.text();
-    assert!(stats.contains("\"cache_hit\": 1"), "{stats}");
-    assert!(
-        stats.contains("\"cache_capacity_bytes\": 16777216"),
-        "{stats}"
-    );
+    (child, proxy.unwrap(), admin.unwrap())
+}
 
+fn signal(child: &std::process::Child, sig: &str) {
     let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args([sig, &child.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
+}
+
+/// SIGTERM, then wait (bounded) for a clean exit.
+fn stop(mut child: std::process::Child) {
+    signal(&child, "-TERM");
     let mut exited = None;
     for _ in 0..100 {
         if let Some(s) = child.try_wait().unwrap() {
@@ -170,4 +190,70 @@ async fn serve_binary_caches_and_stops_on_sigterm() {
         panic!("shellac did not stop on SIGTERM");
     });
     assert!(exited.success(), "{exited:?}");
+}
+
+/// Regression: `shellac check FILE | head -1` panicked with "failed printing to stdout".
+#[test]
+fn closed_stdout_is_not_a_panic() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(BIN)
+        .args([
+            "check",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/examples/full.toml"),
+        ])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigusr1_reopens_the_access_log_and_sigterm_flushes_it() {
+    let origin = Origin::start(|_| Reply::ok("from origin").cc("max-age=60")).await;
+    let dir = temp_dir("cli-usr1");
+    let log = dir.join("access.log");
+    let config = dir.join("shellac.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"127.0.0.1:0\"\n\n[log]\naccess_log = \"{}\"\nformat = \"%U %s %{{cache}}x\"\n\n[[backend]]\nhost = \"127.0.0.1\"\nport = {}\n",
+            log.display(),
+            origin.addr.port()
+        ),
+    )
+    .unwrap();
+    let (child, proxy, _admin) = spawn_serve(&["--config", config.to_str().unwrap()]);
+    get(proxy, "/one").await;
+    assert_eq!(wait_lines(&log, 1).await, vec!["/one 200 miss"]);
+    let rotated = dir.join("access.log.1");
+    std::fs::rename(&log, &rotated).unwrap();
+    signal(&child, "-USR1");
+    for _ in 0..200 {
+        if log.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(log.exists(), "SIGUSR1 reopens (creates) the access log");
+    get(proxy, "/two").await;
+    get(proxy, "/two").await;
+    stop(child);
+    // SIGTERM drains and flushes: both records are there once the process has exited (in
+    // either order: the two requests may have run on different workers).
+    let mut lines: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    assert_eq!(lines, vec!["/two 200 hit", "/two 200 miss"]);
+    assert_eq!(
+        std::fs::read_to_string(&rotated).unwrap(),
+        "/one 200 miss\n"
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }

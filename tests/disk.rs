@@ -353,9 +353,11 @@ impl Proc {
 
     async fn stat(&self, name: &str) -> u64 {
         let resp = get(self.admin, "/stats").await;
-        let map: std::collections::HashMap<String, u64> =
+        let map: std::collections::HashMap<String, serde_json::Value> =
             serde_json::from_slice(&resp.body).expect("stats JSON");
         map[name]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{name} is not a count"))
     }
 
     fn kill9(mut self) {

@@ -142,6 +142,7 @@ mod tests {
             stale_ok: true,
             grace: Duration::ZERO,
             stale_if_error: None,
+            keep: Duration::ZERO,
             stored_at: Instant::now(),
             state: Default::default(),
         })

@@ -128,6 +128,8 @@ pub struct Object {
     pub grace: Duration,
     /// Window past `ttl` in which a backend 5xx may be answered with this object.
     pub stale_if_error: Option<Duration>,
+    /// Window past `ttl + grace` in which the object is kept for revalidation and fallback.
+    pub keep: Duration,
     /// When the response head arrived (monotonic).
     pub stored_at: Instant,
     /// Tier bookkeeping (admission, promotion).
@@ -151,8 +153,8 @@ impl Object {
 
     /// Stale beyond grace but within `keep`: usable for revalidation, and for answering when no
     /// backend can be reached (if stale serving is allowed at all).
-    pub fn within_keep(&self, now: Instant, keep: Duration) -> bool {
-        self.age(now) < self.ttl + self.grace + keep
+    pub fn within_keep(&self, now: Instant) -> bool {
+        self.age(now) < self.ttl + self.grace + self.keep
     }
 
     /// Whether a backend 5xx may be answered with this stale object (`stale-if-error`).
@@ -198,6 +200,7 @@ impl Object {
             ttl: self.ttl,
             stale_ok: self.stale_ok,
             grace: self.grace,
+            keep: self.keep,
             stale_if_error: self.stale_if_error,
             stored_at: self.stored_at,
             state: TierState {

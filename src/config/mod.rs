@@ -5,6 +5,7 @@
 
 mod backend;
 mod locate;
+pub mod rules;
 pub mod units;
 
 use std::net::SocketAddr;
@@ -45,6 +46,11 @@ pub struct Config {
     pub directors: Vec<DirectorConfig>,
     #[serde(default)]
     pub routing: RoutingConfig,
+    /// Operator policy rules, in order (see docs/policy.md).
+    #[serde(default, rename = "rule")]
+    pub rules: Vec<rules::RuleConfig>,
+    #[serde(default)]
+    pub log: LogConfig,
 }
 
 /// `[server]`: client-facing listeners and connection handling.
@@ -64,6 +70,18 @@ pub struct ServerConfig {
     pub header_read_timeout: Dur,
     /// Worker threads; 0 means one per CPU this process may run on. Default 0.
     pub threads: usize,
+}
+
+impl ServerConfig {
+    /// `threads`, with 0 resolved to the CPUs this process may run on.
+    pub fn worker_threads(&self) -> usize {
+        if self.threads > 0 {
+            return self.threads;
+        }
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    }
 }
 
 impl Default for ServerConfig {
@@ -190,6 +208,32 @@ impl Admission {
     }
 }
 
+/// `[log]`: the access log. Records are buffered per worker and written by a background
+/// thread; the request path never waits for the disk.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// Where access-log lines go: a file path (appended to, created if missing, reopened on
+    /// SIGUSR1 and on reload), `"stdout"`, or `"off"`. Default `"off"`.
+    pub access_log: String,
+    /// `"combined"` (NCSA combined), `"common"`, `"json"` (one JSON object per line), or a
+    /// format string with `%` directives (docs/configuration.md). Default `"combined"`.
+    pub format: String,
+    /// Records each worker thread can hold until the writer drains them; beyond that records
+    /// are dropped and counted in `log_dropped`. Default 8192, between 16 and 1048576.
+    pub buffer: usize,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            access_log: "off".into(),
+            format: "combined".into(),
+            buffer: 8192,
+        }
+    }
+}
+
 fn default_region_size() -> Size {
     Size(64 << 20)
 }
@@ -197,6 +241,16 @@ fn default_region_size() -> Size {
 /// Bytes of each region the disk tier keeps for its own headers: an object on disk may be at most
 /// `region_size - DISK_REGION_OVERHEAD` bytes (key, headers and body).
 pub const DISK_REGION_OVERHEAD: u64 = 64 * 1024;
+
+impl LogConfig {
+    /// The parsed format when the access log is on.
+    pub fn active_format(&self) -> Option<crate::txlog::Format> {
+        if self.access_log == "off" {
+            return None;
+        }
+        crate::txlog::Format::parse(&self.format).ok()
+    }
+}
 
 /// Command-line overrides, applied on top of the file (in the style of varnishd's `-a`/`-b`).
 #[derive(Clone, Debug, Default)]
@@ -214,6 +268,11 @@ impl Config {
         for (i, b) in config.backends.iter_mut().enumerate() {
             if b.name.is_empty() {
                 b.name = format!("backend{i}");
+            }
+        }
+        for (i, r) in config.rules.iter_mut().enumerate() {
+            if r.name.is_empty() {
+                r.name = format!("rule{i}");
             }
         }
         let problems = config.validate();
@@ -429,7 +488,31 @@ impl Config {
                 "must be between 0 and 100".into(),
             ));
         }
+        let log = &self.log;
+        if log.access_log.trim().is_empty() {
+            out.push((
+                key(&["log", "access_log"]),
+                "must be a file path, \"stdout\" or \"off\"".into(),
+            ));
+        }
+        if let Err(problem) = crate::txlog::Format::parse(&log.format) {
+            out.push((key(&["log", "format"]), problem));
+        }
+        if !(16..=1 << 20).contains(&log.buffer) {
+            out.push((
+                key(&["log", "buffer"]),
+                "must be between 16 and 1048576 records".into(),
+            ));
+        }
         out.extend(backend::validate(self));
+        let names = |n: &str| {
+            self.backends.iter().any(|b| b.name == n) || self.directors.iter().any(|d| d.name == n)
+        };
+        for (i, rule) in self.rules.iter().enumerate() {
+            for (field, msg) in rules::validate(rule, &names) {
+                out.push((vec!["rule".into(), i.to_string(), field], msg));
+            }
+        }
         out
     }
 
@@ -573,5 +656,23 @@ mod tests {
         assert_eq!(c.server.listen.len(), 2);
         assert_eq!(c.backends[0].host, "10.0.0.1");
         assert_eq!(c.cache.memory_size.0, 512 << 20);
+    }
+
+    #[test]
+    fn log_section() {
+        let c = Config::embedded_default();
+        assert_eq!(c.log.access_log, "off");
+        assert!(c.log.active_format().is_none());
+        let text = "[log]\naccess_log = \"stdout\"\nformat = \"json\"\nbuffer = 64\n\n[[backend]]\nhost = \"a\"\n";
+        let c = Config::parse(text, "t.toml").unwrap();
+        assert!(c.log.active_format().is_some());
+        let text = "[log]\nformat = \"%h %Q\"\nbuffer = 1\n\n[[backend]]\nhost = \"a\"\n";
+        let errs = Config::parse(text, "t.toml").unwrap_err();
+        let got: Vec<(usize, &str)> = errs.iter().map(|e| (e.line, e.key.as_str())).collect();
+        assert_eq!(got, vec![(2, "log.format"), (3, "log.buffer")], "{errs:?}");
+        assert!(
+            errs[0].message.contains("unknown directive `%Q`"),
+            "{errs:?}"
+        );
     }
 }

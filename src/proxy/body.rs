@@ -13,6 +13,7 @@ use crate::cache::busy::{BusyReader, ChunkPoll};
 use crate::cache::disk::DiskReader;
 use crate::cache::{Body as StoredBody, Object};
 use crate::stats::Counters;
+use crate::txlog::Pending;
 
 /// Error surfaced to hyper when a body cannot be completed (the client connection is then
 /// closed, which is how HTTP/1.1 signals a truncated response).
@@ -56,10 +57,13 @@ enum Kind {
 pub trait OnDone: Send + Sync {}
 impl<T: Send + Sync> OnDone for T {}
 
-/// A response body on its way to a client. Counts `s_resp_bytes`.
+/// A response body on its way to a client. Counts `s_resp_bytes`; completes the transaction
+/// record (bytes sent, duration) when it ends or is dropped.
 pub struct ResponseBody {
     kind: Kind,
     counters: Option<Arc<Counters>>,
+    /// Boxed: most responses carry none, and the body sits in every `Step::Deliver`.
+    record: Option<Box<Pending>>,
     _guard: Option<Box<dyn OnDone>>,
 }
 
@@ -68,6 +72,7 @@ impl ResponseBody {
         ResponseBody {
             kind,
             counters: None,
+            record: None,
             _guard: None,
         }
     }
@@ -127,6 +132,12 @@ impl ResponseBody {
     /// Counts body bytes sent into `counters.s_resp_bytes`.
     pub fn counted(mut self, counters: Arc<Counters>) -> ResponseBody {
         self.counters = Some(counters);
+        self
+    }
+
+    /// Completes and queues `record` when the body ends or is dropped.
+    pub fn recorded(mut self, record: Pending) -> ResponseBody {
+        self.record = Some(Box::new(record));
         self
     }
 
@@ -242,15 +253,42 @@ impl Body for ResponseBody {
                 if let Some(c) = &this.counters {
                     c.s_resp_bytes.add(data.len() as u64);
                 }
+                if let Some(r) = &mut this.record {
+                    r.add_bytes(data.len() as u64);
+                }
                 Poll::Ready(Some(Ok(Frame::data(data))))
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
-            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Ready(None) => {
+                if let Some(r) = &mut this.record {
+                    r.ended();
+                }
+                Poll::Ready(None)
+            }
             Poll::Pending => Poll::Pending,
         }
     }
 
     fn is_end_stream(&self) -> bool {
+        self.kind_is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.kind_size_hint()
+    }
+}
+
+impl Drop for ResponseBody {
+    fn drop(&mut self) {
+        if let Some(record) = self.record.take() {
+            let at_end = self.kind_is_end_stream();
+            record.finish(at_end);
+        }
+    }
+}
+
+impl ResponseBody {
+    fn kind_is_end_stream(&self) -> bool {
         match &self.kind {
             Kind::Empty => true,
             Kind::Full(b) => b.is_none(),
@@ -262,7 +300,7 @@ impl Body for ResponseBody {
         }
     }
 
-    fn size_hint(&self) -> SizeHint {
+    fn kind_size_hint(&self) -> SizeHint {
         match &self.kind {
             Kind::Empty => SizeHint::with_exact(0),
             Kind::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),

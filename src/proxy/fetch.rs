@@ -31,6 +31,12 @@ pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
     let stored_at = Instant::now();
     let (mut parts, body) = resp.into_parts();
     headers::strip_hop_by_hop(&mut parts.headers);
+    let overrides = txn.proxy.rules.on_response(
+        &txn.matched_rules,
+        &txn.req.method,
+        parts.status,
+        &mut parts.headers,
+    );
 
     let (guard, detail) = match mode {
         FetchMode::Pass(reason) => return pass(txn, reason, parts, body),
@@ -50,6 +56,7 @@ pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
             &primary,
             stale,
             parts,
+            &overrides,
             (request_time, response_time, stored_at),
         );
     }
@@ -69,12 +76,13 @@ pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    let plan = policy::evaluate(
+    let plan = policy::evaluate_with(
         parts.status,
         &parts.headers,
         request_time,
         response_time,
         &proxy.config.cache,
+        &overrides,
     )
     .and_then(|plan| match content_length {
         Some(len) if len > proxy.max_object_size => Err(NoCacheReason::TooLarge),
@@ -229,6 +237,7 @@ fn revalidated(
     primary: &CacheKey,
     stale: Arc<Object>,
     parts: Parts,
+    overrides: &policy::Overrides,
     (request_time, response_time, stored_at): (SystemTime, SystemTime, Instant),
 ) -> Step {
     let proxy = txn.proxy;
@@ -243,12 +252,13 @@ fn revalidated(
             headers.append(name.clone(), v.clone());
         }
     }
-    let plan = policy::evaluate(
+    let plan = policy::evaluate_with(
         stale.status,
         &headers,
         request_time,
         response_time,
         &proxy.config.cache,
+        overrides,
     );
     let (object, status) = match plan {
         Ok(plan) => {
@@ -267,6 +277,7 @@ fn revalidated(
                 stale_ok: plan.stale_ok,
                 grace: plan.grace,
                 stale_if_error: plan.stale_if_error,
+                keep: plan.keep,
                 stored_at,
                 state: Default::default(),
             });
@@ -330,6 +341,7 @@ fn clone_object(o: &Object) -> Object {
         stale_ok: o.stale_ok,
         grace: o.grace,
         stale_if_error: o.stale_if_error,
+        keep: o.keep,
         stored_at: o.stored_at,
         state: Default::default(),
     }

@@ -85,6 +85,7 @@ impl Fill {
                 stale_ok: self.plan.stale_ok,
                 grace: self.plan.grace,
                 stale_if_error: self.plan.stale_if_error,
+                keep: self.plan.keep,
                 stored_at: self.stored_at,
                 state: Default::default(),
             };

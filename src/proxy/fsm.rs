@@ -25,6 +25,7 @@ use super::body::ResponseBody;
 use super::partial::{self, RangeSpec};
 use super::{Proxy, deliver, fetch};
 use crate::backend::Backend;
+use crate::backend::director::Member;
 use crate::cache::busy::{BusyObject, HeadOutcome, Join, LeaderGuard};
 use crate::cache::policy::NoCacheReason;
 use crate::cache::{CacheKey, Object, vary_matches};
@@ -94,6 +95,10 @@ pub(super) struct Txn<'a> {
     req_cc: Option<CacheControl>,
     /// A background refresh (grace): no client waits for this response.
     pub background: bool,
+    /// Rules whose request matchers matched (their response phase runs in Fetch).
+    pub matched_rules: Vec<usize>,
+    /// Backend or director chosen by a rule instead of the default route.
+    pub route: Option<Member>,
     lookups: u32,
     /// Set when the client connection must close after this response (malformed request).
     close: bool,
@@ -105,6 +110,7 @@ pub(super) async fn run(
     req: Request<Incoming>,
     client: SocketAddr,
 ) -> Response<ResponseBody> {
+    let started = Instant::now();
     let (parts, body) = req.into_parts();
     let mut txn = Txn {
         proxy,
@@ -117,6 +123,8 @@ pub(super) async fn run(
         stale: None,
         req_cc: None,
         background: false,
+        matched_rules: Vec::new(),
+        route: None,
         lookups: 0,
         close: false,
     };
@@ -134,7 +142,7 @@ pub(super) async fn run(
             Step::Pass(reason) => txn.pass(reason),
             Step::Fetch(mode) => fetch::fetch(&mut txn, mode).await,
             Step::Synth(status, detail) => txn.synth(status, detail),
-            Step::Deliver(resp) => return resp.map(|b| b.counted(proxy.counters.clone())),
+            Step::Deliver(resp) => return super::observe::deliver(&txn, resp, started),
         };
     }
 }
@@ -160,6 +168,8 @@ pub(super) async fn refresh(
         stale: Some(stale),
         req_cc: None,
         background: true,
+        matched_rules: Vec::new(),
+        route: None,
         lookups: 1,
         close: false,
     };
@@ -192,10 +202,42 @@ impl Txn<'_> {
             .map(|p| p.as_str())
             .unwrap_or("/");
         self.key = Some(CacheKey::new(&host, path));
+        let rules = &self.proxy.rules;
+        let mut forced_lookup = false;
+        if !rules.is_empty() {
+            let path = path.to_string();
+            let outcome = rules.on_request(&host, &path, &self.req.method, &mut self.req.headers);
+            self.matched_rules = outcome.matched;
+            if let Some(name) = &outcome.director {
+                self.route = self.proxy.backends.get(name);
+            }
+            if let Some((status, content_type, body)) = outcome.synth {
+                self.proxy.counters.synth_resp.inc();
+                return Step::Deliver(deliver::generated(status, &content_type, body, None));
+            }
+            if let Some((status, location)) = outcome.redirect {
+                self.proxy.counters.synth_resp.inc();
+                let body = format!(
+                    "{} {}\n{location}\n",
+                    status.as_u16(),
+                    status.canonical_reason().unwrap_or("")
+                );
+                return Step::Deliver(deliver::generated(
+                    status,
+                    "text/plain; charset=utf-8",
+                    body,
+                    Some(&location),
+                ));
+            }
+            if outcome.pass.is_some() {
+                return Step::Pass(NoCacheReason::Rule);
+            }
+            forced_lookup = outcome.cache;
+        }
         if self.req.method != Method::GET && self.req.method != Method::HEAD {
             return Step::Pass(NoCacheReason::Method);
         }
-        if self.req.headers.contains_key(header::AUTHORIZATION) {
+        if !forced_lookup && self.req.headers.contains_key(header::AUTHORIZATION) {
             return Step::Pass(NoCacheReason::Authorization);
         }
         let cc = CacheControl::from_headers(&self.req.headers);
@@ -310,7 +352,7 @@ impl Txn<'_> {
         if object.within_grace(now) {
             return Some(Step::Grace(object));
         }
-        if object.within_keep(now, self.proxy.config.cache.keep.0) {
+        if object.within_keep(now) {
             self.stale = Some(object);
         }
         None

@@ -8,6 +8,7 @@ mod deliver;
 mod fetch;
 mod fill;
 mod fsm;
+mod observe;
 mod partial;
 mod refresh;
 mod send;
@@ -26,38 +27,55 @@ use crate::cache::memory::MemoryStorage;
 use crate::cache::tiered::Tiered;
 use crate::cache::{Cache, Storage};
 use crate::config::Config;
+use crate::history::{History, Sample};
+use crate::rules::Rules;
 use crate::stats::Counters;
+use crate::txlog::{self, Format, Recorder};
 pub use body::ResponseBody;
 
 /// Everything a request needs, shared by all connections.
 pub struct Proxy {
     pub config: Arc<Config>,
-    pub cache: Cache,
+    pub cache: Arc<Cache>,
     pub backends: Backends,
+    /// Operator policy rules, compiled.
+    pub rules: Rules,
     pub counters: Arc<Counters>,
-    pub started: Instant,
     /// Largest object the storage accepts (`cache.max_object_size`, possibly lowered so an
     /// object fits one shard of the memory tier).
     pub max_object_size: u64,
+    /// The access-log format in force; None when the access log is off.
+    pub log_format: Option<Arc<Format>>,
+    /// State that outlives a configuration.
+    pub shared: Arc<Shared>,
+}
+
+/// Per-process state that is not part of a configuration.
+pub struct Shared {
+    pub started: Instant,
     /// Client connections open right now (gauge `n_client_conn`).
     pub open_conns: AtomicU64,
+    /// Transaction records: access log and live subscribers.
+    pub recorder: Arc<Recorder>,
+    /// One sample of every counter and gauge per second (hit ratios, rates).
+    pub history: Arc<History>,
 }
 
 impl Proxy {
-    pub fn new(config: Arc<Config>, counters: Arc<Counters>) -> Arc<Proxy> {
+    /// Builds the proxy for `config`: storage tiers (memory, and disk if configured), backends,
+    /// rules, and the transaction recorder with its writer thread. Fails if the access log
+    /// cannot be opened. Disk trouble never fails it: the proxy runs on the memory tier.
+    pub fn new(config: Arc<Config>, counters: Arc<Counters>) -> std::io::Result<Arc<Proxy>> {
         let (memory_size, max_object) =
             (config.cache.memory_size.0, config.cache.max_object_size.0);
         // The memory tier never holds more than it can (its shards are sized by this).
         let memory_max = max_object.min(memory_size);
-        let disk = config.storage.disk.as_ref().and_then(|d| {
-            match DiskStorage::open(d, config.cache.keep.0, counters.clone()) {
-                Ok(disk) => Some((disk, d.admission)),
-                Err(e) => {
-                    // Disk trouble never stops the proxy: serve from memory and backends.
-                    counters.disk_io_error.inc();
-                    tracing::error!(path = %d.path.display(), error = %e, "disk cache unavailable; running with the memory tier only");
-                    None
-                }
+        let disk = config.storage.disk.as_ref().and_then(|d| match DiskStorage::open(d, counters.clone()) {
+            Ok(disk) => Some((disk, d.admission)),
+            Err(e) => {
+                counters.disk_io_error.inc();
+                tracing::error!(path = %d.path.display(), error = %e, "disk cache unavailable; running with the memory tier only");
+                None
             }
         });
         let (storage, tier_max): (Arc<dyn Storage>, u64) = match disk {
@@ -75,15 +93,43 @@ impl Proxy {
         };
         let max_object_size = max_object.min(tier_max);
         let backends = Backends::build(&config, &counters);
-        Arc::new(Proxy {
-            cache: Cache::new(storage, config.cache.max_variants),
+        let rules = Rules::compile(&config.rules);
+        let output = match config.log.access_log.as_str() {
+            "off" => None,
+            target => Some(txlog::open_output(target).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("cannot open access log {target}: {e}"))
+            })?),
+        };
+        let recorder = Recorder::start(
+            config.server.worker_threads(),
+            config.log.buffer,
+            output,
+            counters.clone(),
+        )?;
+        Ok(Arc::new(Proxy {
+            cache: Arc::new(Cache::new(storage, config.cache.max_variants)),
             backends,
+            rules,
             counters,
-            started: Instant::now(),
             max_object_size,
-            open_conns: AtomicU64::new(0),
+            log_format: config.log.active_format().map(Arc::new),
+            shared: Arc::new(Shared {
+                started: Instant::now(),
+                open_conns: AtomicU64::new(0),
+                recorder,
+                history: Arc::new(History::new(crate::stats::names())),
+            }),
             config,
-        })
+        }))
+    }
+
+    /// Every counter and gauge now, for the history.
+    pub fn sample(&self) -> Sample {
+        Sample {
+            at: Instant::now(),
+            values: self.stats().into_iter().map(|(_, v)| v).collect(),
+            ttfb: self.counters.ttfb.buckets(),
+        }
     }
 
     /// Runs one request through the state machine.
@@ -95,9 +141,15 @@ impl Proxy {
         fsm::run(self, req, client).await
     }
 
-    /// Counters and gauges as (name, value), for `/stats`.
+    /// Counters and gauges as (name, value), for `/stats`; names as `stats::names()`.
     pub fn stats(&self) -> Vec<(&'static str, u64)> {
         let mut out = self.counters.snapshot();
+        out.extend(
+            self.counters
+                .pass_reason
+                .snapshot()
+                .map(|(_, name, n)| (name, n)),
+        );
         let storage = self.cache.storage.stats();
         out.push(("n_object", storage.objects));
         out.push(("n_hit_for_miss", self.cache.hit_for_miss_len() as u64));
@@ -115,8 +167,31 @@ impl Proxy {
         out.push(("n_object_disk", disk.objects));
         out.push(("disk_bytes", disk.bytes));
         out.push(("disk_capacity_bytes", disk.capacity));
-        out.push(("n_client_conn", self.open_conns.load(Ordering::Relaxed)));
-        out.push(("uptime_seconds", self.started.elapsed().as_secs()));
+        out.push((
+            "n_client_conn",
+            self.shared.open_conns.load(Ordering::Relaxed),
+        ));
+        out.push(("uptime_seconds", self.shared.started.elapsed().as_secs()));
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_names_are_declared_in_order() {
+        let proxy = Proxy::new(
+            Arc::new(Config::embedded_default()),
+            Arc::new(Counters::default()),
+        )
+        .unwrap();
+        let names: Vec<&str> = proxy.stats().into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, crate::stats::names());
+        proxy
+            .shared
+            .recorder
+            .close(std::time::Duration::from_secs(5));
     }
 }

@@ -334,12 +334,56 @@ impl Shellac {
         }
     }
 
+    /// Starts Shellac on an example config file, pointed at `origin` (first backend) and at
+    /// ephemeral ports; `tweak` adjusts it further.
+    pub async fn start_file(
+        path: &str,
+        origin: SocketAddr,
+        tweak: impl FnOnce(&mut Config),
+    ) -> Shellac {
+        let full = format!("{}/{path}", env!("CARGO_MANIFEST_DIR"));
+        let mut config =
+            Config::load(std::path::Path::new(&full)).unwrap_or_else(|e| panic!("{path}: {e:?}"));
+        config.server.listen = vec!["127.0.0.1:0".parse().unwrap()];
+        config.server.admin = Some("127.0.0.1:0".parse().unwrap());
+        config.backends[0].host = origin.ip().to_string();
+        config.backends[0].port = origin.port();
+        tweak(&mut config);
+        let running = server::start(Arc::new(config))
+            .await
+            .expect("shellac starts");
+        Shellac {
+            addr: running.listen[0],
+            admin: running.admin.unwrap(),
+            running: Some(running),
+        }
+    }
+
     /// All counters and gauges from `GET /stats` on the admin listener.
+    /// All counters and gauges from `GET /stats` on the admin listener (the integer values;
+    /// ratios are read with [`Shellac::ratio`]).
     pub async fn stats(&self) -> HashMap<String, u64> {
+        self.stats_json()
+            .await
+            .into_iter()
+            .filter_map(|(k, v)| v.as_u64().map(|v| (k, v)))
+            .collect()
+    }
+
+    /// `GET /stats` as parsed JSON values.
+    pub async fn stats_json(&self) -> HashMap<String, serde_json::Value> {
         let resp = get(self.admin, "/stats").await;
         assert_eq!(resp.status, 200);
-        let map: HashMap<String, u64> = serde_json::from_slice(&resp.body).expect("stats JSON");
-        map
+        serde_json::from_slice(&resp.body).expect("stats JSON")
+    }
+
+    /// A fractional value of `/stats`, e.g. `hit_ratio_10s`.
+    pub async fn ratio(&self, name: &str) -> f64 {
+        self.stats_json()
+            .await
+            .get(name)
+            .and_then(|v| v.as_f64())
+            .unwrap_or_else(|| panic!("no number {name}"))
     }
 
     pub async fn stat(&self, name: &str) -> u64 {
@@ -348,6 +392,13 @@ impl Shellac {
             .await
             .get(name)
             .unwrap_or_else(|| panic!("no counter {name}"))
+    }
+
+    /// Reopens the access log, as SIGUSR1 does.
+    pub fn reopen_logs(&self) {
+        if let Some(r) = &self.running {
+            r.reopen_logs();
+        }
     }
 
     pub async fn stop(mut self) {
@@ -448,6 +499,28 @@ pub async fn request(
         .await
         .send(method, path, headers, body)
         .await
+}
+
+/// Waits (bounded: 10 s) until `path` holds at least `n` lines; returns them.
+pub async fn wait_lines(path: &std::path::Path, n: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    for _ in 0..200 {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        lines = text.lines().map(str::to_string).collect();
+        if lines.len() >= n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    lines
+}
+
+/// A fresh temporary directory for one test.
+pub fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("shellac-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 /// Writes raw bytes and reads until the server closes (or 5 s pass).

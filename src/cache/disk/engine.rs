@@ -615,6 +615,7 @@ fn object_from(meta: Meta, body: Body, body_len: u64) -> Object {
         ttl: Duration::from_millis(meta.ttl_ms),
         stale_ok: meta.stale_ok,
         grace: Duration::from_millis(meta.grace_ms),
+        keep: Duration::from_millis(meta.keep_ms),
         stale_if_error: meta.stale_if_error_ms.map(Duration::from_millis),
         stored_at: Instant::now(),
         state: crate::cache::TierState::from_disk(),

@@ -28,7 +28,7 @@ pub const BODY_CHUNK: u64 = 256 * 1024;
 pub const SUMMARY_RECORD: usize = 32;
 
 const SUPER_MAGIC: &[u8; 8] = b"SHLCDSK1";
-const FORMAT_VERSION: u32 = 1;
+const FORMAT_VERSION: u32 = 2;
 const REGION_MAGIC: u32 = 0x5247_4e31; // "RGN1"
 const TRAILER_MAGIC: u32 = 0x5452_4c31; // "TRL1"
 const ENTRY_MAGIC: u32 = 0x454e_5431; // "ENT1"
@@ -395,6 +395,7 @@ pub struct Meta {
     pub stored_ms: u64,
     pub stale_ok: bool,
     pub grace_ms: u64,
+    pub keep_ms: u64,
     pub stale_if_error_ms: Option<u64>,
     /// Checksum of each [`BODY_CHUNK`] of the body.
     pub chunk_hashes: Vec<u64>,
@@ -409,6 +410,7 @@ impl Meta {
         b.extend_from_slice(&self.stored_ms.to_le_bytes());
         b.push(self.stale_ok as u8);
         b.extend_from_slice(&self.grace_ms.to_le_bytes());
+        b.extend_from_slice(&self.keep_ms.to_le_bytes());
         match self.stale_if_error_ms {
             Some(ms) => {
                 b.push(1);
@@ -451,6 +453,7 @@ impl Meta {
             _ => return None,
         };
         let grace_ms = r.u64()?;
+        let keep_ms = r.u64()?;
         let stale_if_error_ms = match r.u8()? {
             0 => None,
             1 => Some(r.u64()?),
@@ -491,6 +494,7 @@ impl Meta {
             stored_ms,
             stale_ok,
             grace_ms,
+            keep_ms,
             stale_if_error_ms,
             chunk_hashes,
         })
@@ -547,6 +551,7 @@ mod tests {
             stored_ms: 1_700_000_000_000,
             stale_ok: true,
             grace_ms: 10_000,
+            keep_ms: 3_600_000,
             stale_if_error_ms: Some(5),
             chunk_hashes: vec![1, 2, 3],
         }

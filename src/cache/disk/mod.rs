@@ -51,12 +51,9 @@ impl DiskStorage {
     /// (counted in `disk_recovered_objects`, `disk_recovery_ms`) and starts the writer thread.
     /// Errors: the file cannot be created, locked (another process uses it), preallocated
     /// (no space) or read.
-    /// `keep` is `cache.keep`: stale objects stay usable that long past TTL + grace.
-    pub fn open(
-        config: &DiskConfig,
-        keep: Duration,
-        counters: Arc<Counters>,
-    ) -> io::Result<DiskStorage> {
+    /// Each object carries its own keep window (stale objects stay usable that long past
+    /// TTL + grace).
+    pub fn open(config: &DiskConfig, counters: Arc<Counters>) -> io::Result<DiskStorage> {
         let (engine, rec) = Engine::open(
             &config.path,
             config.size.0,
@@ -78,13 +75,7 @@ impl DiskStorage {
             suspended_until: AtomicU64::new(0),
         });
         let (tx, rx) = sync_channel(QUEUE_LEN);
-        let writer = Writer::new(
-            engine.clone(),
-            shared.clone(),
-            rec.books,
-            rec.next_seq,
-            keep,
-        );
+        let writer = Writer::new(engine.clone(), shared.clone(), rec.books, rec.next_seq);
         let thread = std::thread::Builder::new()
             .name("shellac-disk-writer".into())
             .spawn(move || writer.run(rx))?;

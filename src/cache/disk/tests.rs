@@ -59,6 +59,7 @@ fn object(body: Vec<u8>, ttl: Duration, initial_age: Duration) -> Arc<Object> {
         stale_ok: false,
         grace: Duration::ZERO,
         stale_if_error: None,
+        keep: Duration::ZERO,
         stored_at: Instant::now(),
         state: Default::default(),
     })
@@ -90,8 +91,7 @@ async fn body_of(object: &Object) -> Vec<u8> {
 
 fn open(config: &DiskConfig) -> (DiskStorage, Arc<Counters>) {
     let counters = Arc::new(Counters::default());
-    let disk =
-        DiskStorage::open(config, Duration::ZERO, counters.clone()).expect("disk tier opens");
+    let disk = DiskStorage::open(config, counters.clone()).expect("disk tier opens");
     (disk, counters)
 }
 
@@ -326,7 +326,7 @@ fn a_second_process_cannot_open_the_same_file() {
     let config = dir.config(4 << 20, 1 << 20);
     let (disk, _) = open(&config);
     // flock locks are per open file description, so a second open in this process conflicts.
-    let err = DiskStorage::open(&config, Duration::ZERO, Arc::new(Counters::default()))
+    let err = DiskStorage::open(&config, Arc::new(Counters::default()))
         .err()
         .expect("locked");
     assert!(err.to_string().contains("locked"), "{err}");

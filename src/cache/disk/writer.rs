@@ -63,8 +63,6 @@ pub struct Writer {
     /// Entries in `buf` not yet fully written: indexed once their last byte is on disk.
     pending: Vec<(EntryInfo, u64)>,
     last_error_log: Option<Instant>,
-    /// `cache.keep`: how long past TTL + grace a stale copy stays usable (revalidation).
-    keep: Duration,
 }
 
 impl Writer {
@@ -73,7 +71,6 @@ impl Writer {
         shared: Arc<Shared>,
         books: Vec<RegionBook>,
         next_seq: u64,
-        keep: Duration,
     ) -> Writer {
         Writer {
             engine,
@@ -84,7 +81,6 @@ impl Writer {
             buf: Vec::with_capacity(WRITE_BATCH + BLOCK as usize),
             pending: Vec::new(),
             last_error_log: None,
-            keep,
         }
     }
 
@@ -160,13 +156,14 @@ impl Writer {
             stored_ms,
             stale_ok: object.stale_ok,
             grace_ms: object.grace.as_millis() as u64,
+            keep_ms: object.keep.as_millis() as u64,
             stale_if_error_ms: object.stale_if_error.map(|d| d.as_millis() as u64),
             chunk_hashes: chunk_hashes(chunks, object.body_len),
         };
         let meta_bytes = meta.encode();
         // Usable (fresh, in grace, or stale but kept for revalidation / stale-if-error) until
         // then; the index forgets it after that.
-        let extra = (object.grace + self.keep).max(object.stale_if_error.unwrap_or_default());
+        let extra = (object.grace + object.keep).max(object.stale_if_error.unwrap_or_default());
         let lifetime = (object.ttl + extra).saturating_sub(object.initial_age);
         let header = EntryHeader {
             kind: KIND_OBJECT,

@@ -1,4 +1,6 @@
-//! The admin listener: `GET /stats` (flat JSON of counters and gauges) and a small index.
+//! The admin listener: counters (`/stats`, `/stats/live`, `/metrics`) and a small index.
+
+mod stats;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -14,7 +16,6 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::proxy::Proxy;
-use crate::stats::{Counters, GAUGES};
 
 pub(crate) async fn serve(
     listener: TcpListener,
@@ -43,23 +44,12 @@ pub(crate) async fn serve(
 }
 
 fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    const JSON: &str = "application/json";
+    let json = |v: serde_json::Value| serde_json::to_vec_pretty(&v).unwrap_or_default();
     match (req.method(), req.uri().path()) {
-        (&Method::GET, "/stats") => {
-            let map: serde_json::Map<String, serde_json::Value> = proxy
-                .stats()
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v.into()))
-                .collect();
-            let body = serde_json::to_vec_pretty(&map).unwrap_or_default();
-            reply(StatusCode::OK, "application/json", body)
-        }
+        (&Method::GET, "/stats") => reply(StatusCode::OK, JSON, json(stats::flat(proxy))),
         (&Method::GET, "/stats/descriptions") => {
-            let map: serde_json::Map<String, serde_json::Value> = Counters::DESCRIPTIONS
-                .iter()
-                .chain(GAUGES)
-                .map(|(k, d)| (k.to_string(), (*d).into()))
-                .collect();
-            reply(StatusCode::OK, "application/json", serde_json::to_vec_pretty(&map).unwrap_or_default())
+            reply(StatusCode::OK, JSON, json(stats::descriptions()))
         }
         (&Method::GET, "/backends") => {
             let b = &proxy.backends;
@@ -73,16 +63,35 @@ fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<Full<Bytes>> {
                     "members": d.members.iter().map(|m| m.name().to_string()).collect::<Vec<_>>(),
                 })).collect::<Vec<_>>(),
             });
-            reply(StatusCode::OK, "application/json", serde_json::to_vec_pretty(&body).unwrap_or_default())
+            reply(StatusCode::OK, JSON, json(body))
         }
+        (&Method::GET, "/stats/live") => reply(StatusCode::OK, JSON, json(stats::live(proxy))),
+        (&Method::GET, "/metrics") => reply(
+            StatusCode::OK,
+            "text/plain; version=0.0.4; charset=utf-8",
+            stats::prometheus(proxy).into_bytes(),
+        ),
         (&Method::GET, "/") => reply(
             StatusCode::OK,
             "text/plain; charset=utf-8",
-            b"Shellac admin\n\nGET /stats               counters and gauges (JSON)\nGET /stats/descriptions  what each one means\nGET /backends            health, probes, connections and counters per backend (JSON)\n".to_vec(),
+            INDEX.as_bytes().to_vec(),
         ),
-        _ => reply(StatusCode::NOT_FOUND, "text/plain; charset=utf-8", b"not found\n".to_vec()),
+        _ => reply(
+            StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            b"not found\n".to_vec(),
+        ),
     }
 }
+
+const INDEX: &str = "Shellac admin
+
+GET /stats               counters, gauges and hit ratios (flat JSON)
+GET /stats/descriptions  what each one means
+GET /stats/live          values, rates, averages, hit ratios, TTFB percentiles
+GET /metrics             Prometheus text format
+GET /backends            health, probes, connections and counters per backend (JSON)
+";
 
 fn reply(status: StatusCode, content_type: &'static str, body: Vec<u8>) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(Bytes::from(body)));

@@ -1,0 +1,177 @@
+//! Counter views for the admin listener: `/stats` (flat JSON), `/stats/descriptions`,
+//! `/stats/live` (values, rates, averages, hit ratios, TTFB percentiles) and `/metrics`
+//! (Prometheus text exposition format 0.0.4, formatted here at scrape time).
+
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use serde_json::{Map, Value, json};
+
+use crate::history::WINDOWS;
+use crate::proxy::Proxy;
+use crate::stats::{self, LATENCY_BOUNDS_US, TTFB_DESCRIPTION};
+
+/// Hit ratio since start and over each window; None when there was no lookup.
+fn hit_ratios(proxy: &Proxy, now: Instant, values: &[u64]) -> Vec<(String, Option<f64>)> {
+    let history = &proxy.shared.history;
+    let zero = vec![0; values.len()];
+    let mut out = vec![("hit_ratio".to_string(), history.hit_ratio(&zero, values))];
+    for w in WINDOWS {
+        out.push((
+            format!("hit_ratio_{w}s"),
+            history.hit_ratio_over(w, now, values),
+        ));
+    }
+    out
+}
+
+/// `GET /stats`: one flat object, name → number. Ratios are 0 when there was no lookup.
+pub fn flat(proxy: &Proxy) -> Value {
+    let now = Instant::now();
+    let stats = proxy.stats();
+    let values: Vec<u64> = stats.iter().map(|(_, v)| *v).collect();
+    let mut map: Map<String, Value> = stats
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.into()))
+        .collect();
+    for (name, ratio) in hit_ratios(proxy, now, &values) {
+        map.insert(name, json!(ratio.unwrap_or(0.0)));
+    }
+    Value::Object(map)
+}
+
+/// `GET /stats/descriptions`: name → sentence.
+pub fn descriptions() -> Value {
+    let mut map: Map<String, Value> = stats::names()
+        .into_iter()
+        .map(|n| (n.to_string(), stats::description(n).into()))
+        .collect();
+    map.insert(
+        "hit_ratio".into(),
+        "Share of lookups served from the cache since start: (cache_hit + cache_coalesced) / (those + cache_miss + cache_hitmiss + cache_pass + cache_vary_miss)".into(),
+    );
+    for w in WINDOWS {
+        map.insert(
+            format!("hit_ratio_{w}s"),
+            format!("hit_ratio over the last {w} seconds").into(),
+        );
+    }
+    Value::Object(map)
+}
+
+/// `GET /stats/live`: what `shellac stat` and the dashboard show.
+pub fn live(proxy: &Proxy) -> Value {
+    let now = Instant::now();
+    let history = &proxy.shared.history;
+    let stats = proxy.stats();
+    let values: Vec<u64> = stats.iter().map(|(_, v)| *v).collect();
+    let uptime = proxy.shared.started.elapsed().as_secs_f64();
+    let rates = history.rates_over(1, now, &values);
+    let rates_10 = history.rates_over(10, now, &values);
+    let counters: Vec<Value> = stats
+        .iter()
+        .enumerate()
+        .map(|(i, (name, v))| {
+            let gauge = stats::is_gauge(name);
+            json!({
+                "name": name,
+                "value": v,
+                "gauge": gauge,
+                "rate": if gauge { 0.0 } else { round(rates[i]) },
+                "rate_10s": if gauge { 0.0 } else { round(rates_10[i]) },
+                "avg": if gauge || uptime <= 0.0 { 0.0 } else { round(*v as f64 / uptime) },
+                "description": stats::description(name),
+            })
+        })
+        .collect();
+    let ratios: Map<String, Value> = hit_ratios(proxy, now, &values)
+        .into_iter()
+        .map(|(k, v)| (k, json!(v)))
+        .collect();
+    let ttfb = proxy.counters.ttfb.buckets();
+    let quantile = |q| history.ttfb_quantile_over(10, now, &ttfb, q);
+    json!({
+        "uptime_seconds": uptime as u64,
+        "hit_ratio": ratios,
+        "ttfb_us_10s": { "p50": quantile(0.5), "p90": quantile(0.9), "p99": quantile(0.99) },
+        "counters": counters,
+    })
+}
+
+fn round(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// `GET /metrics`: Prometheus text format. Counters end in `_total`; gauges as they are.
+pub fn prometheus(proxy: &Proxy) -> String {
+    let now = Instant::now();
+    let stats = proxy.stats();
+    let values: Vec<u64> = stats.iter().map(|(_, v)| *v).collect();
+    let mut out = String::with_capacity(16 * 1024);
+    for (name, value) in &stats {
+        if name.starts_with("pass_reason_") {
+            continue;
+        }
+        let gauge = stats::is_gauge(name);
+        let metric = if gauge {
+            format!("shellac_{name}")
+        } else {
+            format!("shellac_{name}_total")
+        };
+        help(&mut out, &metric, stats::description(name));
+        let _ = writeln!(
+            out,
+            "# TYPE {metric} {}\n{metric} {value}",
+            if gauge { "gauge" } else { "counter" }
+        );
+    }
+    let metric = "shellac_pass_reason_total";
+    help(
+        &mut out,
+        metric,
+        "Responses that were not a plain hit or miss, by reason (Cache-Status detail word)",
+    );
+    let _ = writeln!(out, "# TYPE {metric} counter");
+    for (word, _, n) in proxy.counters.pass_reason.snapshot() {
+        let _ = writeln!(out, "{metric}{{reason=\"{word}\"}} {n}");
+    }
+    let metric = "shellac_hit_ratio";
+    help(
+        &mut out,
+        metric,
+        "Share of lookups served from the cache over a window (0 without lookups)",
+    );
+    let _ = writeln!(out, "# TYPE {metric} gauge");
+    for (name, ratio) in hit_ratios(proxy, now, &values) {
+        let window = name.strip_prefix("hit_ratio_").unwrap_or("all");
+        let _ = writeln!(
+            out,
+            "{metric}{{window=\"{window}\"}} {}",
+            ratio.unwrap_or(0.0)
+        );
+    }
+    let metric = "shellac_ttfb_seconds";
+    help(&mut out, metric, TTFB_DESCRIPTION);
+    let _ = writeln!(out, "# TYPE {metric} histogram");
+    let buckets = proxy.counters.ttfb.buckets();
+    let mut cumulative = 0;
+    for (i, n) in buckets.iter().enumerate() {
+        cumulative += n;
+        let le = match LATENCY_BOUNDS_US.get(i) {
+            Some(us) => format!("{}", *us as f64 / 1e6),
+            None => "+Inf".into(),
+        };
+        let _ = writeln!(out, "{metric}_bucket{{le=\"{le}\"}} {cumulative}");
+    }
+    let _ = writeln!(
+        out,
+        "{metric}_sum {}\n{metric}_count {cumulative}",
+        proxy.counters.ttfb.sum_us() as f64 / 1e6
+    );
+    out
+}
+
+fn help(out: &mut String, metric: &str, text: &str) {
+    let text = text.replace('\\', "\\\\").replace('\n', "\\n");
+    let _ = writeln!(out, "# HELP {metric} {text}");
+}

@@ -1,0 +1,149 @@
+//! The background writer thread: drains the per-worker queues, formats records, writes the
+//! access log (file or stdout), reopens the file on request and feeds live subscribers.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak, mpsc};
+use std::time::Duration;
+
+use super::{Control, Record, Shards};
+
+/// Records drained per queue before the writer looks at control messages again.
+const BATCH: usize = 4096;
+
+/// Where access-log lines go.
+pub enum Output {
+    Stdout(BufWriter<io::Stdout>),
+    File {
+        path: PathBuf,
+        file: BufWriter<File>,
+    },
+}
+
+/// Opens an access-log output: `"stdout"` or a file path (appended to, created if missing).
+pub fn open_output(target: &str) -> io::Result<Output> {
+    if target == "stdout" {
+        return Ok(Output::Stdout(BufWriter::with_capacity(
+            64 * 1024,
+            io::stdout(),
+        )));
+    }
+    let path = PathBuf::from(target);
+    let file = open_file(&path)?;
+    Ok(Output::File { path, file })
+}
+
+fn open_file(path: &Path) -> io::Result<BufWriter<File>> {
+    let file = OpenOptions::new().create(true).append(true).open(path)?;
+    Ok(BufWriter::with_capacity(64 * 1024, file))
+}
+
+impl Output {
+    fn writer(&mut self) -> &mut dyn Write {
+        match self {
+            Output::Stdout(w) => w,
+            Output::File { file, .. } => file,
+        }
+    }
+
+    fn reopen(&mut self) -> io::Result<()> {
+        if let Output::File { path, file } = self {
+            file.flush()?;
+            *file = open_file(path)?;
+        }
+        Ok(())
+    }
+}
+
+/// The writer loop. Exits when the recorder is gone or on `Control::Close` (after draining).
+pub(super) fn run(
+    shards: Weak<Shards>,
+    control: mpsc::Receiver<Control>,
+    mut output: Option<Output>,
+    idle_pause: Duration,
+) {
+    let mut line = String::with_capacity(512);
+    loop {
+        let mut close = None;
+        while let Ok(c) = control.try_recv() {
+            match c {
+                Control::Output(o) => {
+                    if let Some(old) = output.as_mut() {
+                        let _ = old.writer().flush();
+                    }
+                    output = o;
+                }
+                Control::Reopen => {
+                    if let Some(out) = output.as_mut()
+                        && let Err(e) = out.reopen()
+                    {
+                        tracing::error!(error = %e, "cannot reopen the access log");
+                    }
+                }
+                Control::Close(ack) => close = Some(ack),
+            }
+        }
+        let Some(shards) = shards.upgrade() else {
+            flush(&mut output, None);
+            return;
+        };
+        let drained = drain(&shards, &mut output, &mut line);
+        if drained > 0 || close.is_some() {
+            flush(&mut output, Some(&shards));
+        }
+        if let Some(ack) = close {
+            // Requests still finishing after shutdown began are drained by this final pass.
+            drain(&shards, &mut output, &mut line);
+            flush(&mut output, Some(&shards));
+            let _ = ack.send(());
+            return;
+        }
+        drop(shards);
+        if drained == 0 {
+            std::thread::park_timeout(idle_pause);
+        }
+    }
+}
+
+/// One pass over every queue. Records of one pass are written in order of completion, so
+/// lines from different workers interleave as they happened (up to one pass apart).
+fn drain(shards: &Arc<Shards>, output: &mut Option<Output>, line: &mut String) -> usize {
+    let mut batch: Vec<Box<Record>> = Vec::new();
+    for queue in shards.queues.iter() {
+        for _ in 0..BATCH {
+            let Some(record) = queue.pop() else { break };
+            batch.push(record);
+        }
+    }
+    batch.sort_by_key(|r| r.time + r.duration);
+    let live = shards.live.receiver_count() > 0;
+    let n = batch.len();
+    for record in batch {
+        write_record(&record, output, line, shards);
+        if live {
+            let _ = shards.live.send(Arc::from(record));
+        }
+    }
+    n
+}
+
+fn write_record(r: &Record, output: &mut Option<Output>, line: &mut String, shards: &Shards) {
+    let (Some(out), Some(format)) = (output.as_mut(), r.format.as_ref()) else {
+        return;
+    };
+    line.clear();
+    format.render(r, line);
+    if out.writer().write_all(line.as_bytes()).is_err() {
+        shards.counters.log_write_error.inc();
+    }
+}
+
+fn flush(output: &mut Option<Output>, shards: Option<&Shards>) {
+    if let Some(out) = output.as_mut()
+        && out.writer().flush().is_err()
+        && let Some(s) = shards
+    {
+        s.counters.log_write_error.inc();
+    }
+}

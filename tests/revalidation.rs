@@ -1,0 +1,108 @@
+//! Revalidation of stale objects with the backend (RFC 9111 §4.3) and header refresh on 304
+//! (RFC 9111 §3.2, §4.3.4).
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::*;
+
+/// RFC 9111 §4.3.1: a stale object with an ETag is revalidated with If-None-Match; a 304
+/// refreshes its headers and freshness and the stored body is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_object_is_revalidated_and_refreshed_by_304() {
+    let n = Arc::new(AtomicUsize::new(0));
+    let n2 = n.clone();
+    let origin = Origin::start(move |s| {
+        let i = n2.fetch_add(1, Ordering::SeqCst);
+        if s.headers
+            .get("if-none-match")
+            .is_some_and(|v| v == "\"v1\"")
+        {
+            return Reply::ok("")
+                .status(304)
+                .cc("max-age=60")
+                .header("etag", "\"v1\"")
+                .header("x-refreshed", &i.to_string());
+        }
+        Reply::ok("the body")
+            .cc("max-age=1")
+            .header("etag", "\"v1\"")
+            .header("x-refreshed", "no")
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    assert_eq!(get(shellac.addr, "/").await.text(), "the body");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+
+    let r = get(shellac.addr, "/").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "the body", "body kept from the stored response");
+    assert_eq!(
+        r.header("x-refreshed"),
+        Some("1"),
+        "headers updated from the 304 (§3.2)"
+    );
+    assert_eq!(r.header("cache-control"), Some("max-age=60"));
+    assert_eq!(
+        r.cache_status(),
+        "shellac; fwd=stale; fwd-status=304; stored"
+    );
+    assert_eq!(origin.last().headers["if-none-match"], "\"v1\"");
+
+    let hit = get(shellac.addr, "/").await;
+    assert!(
+        hit.cache_status().contains("hit; ttl=59") || hit.cache_status().contains("hit; ttl=60"),
+        "{}",
+        hit.cache_status()
+    );
+    assert_eq!(hit.text(), "the body");
+    assert_eq!(origin.count(), 2);
+    assert_eq!(shellac.stat("cache_revalidated").await, 1);
+    shellac.stop().await;
+}
+
+/// RFC 9111 §4.3.1: Last-Modified is used as If-Modified-Since when there is no ETag; a 200
+/// answer replaces the object (§4.3.3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn last_modified_revalidation_and_replacement() {
+    let n = Arc::new(AtomicUsize::new(0));
+    let n2 = n.clone();
+    let origin = Origin::start(move |_| {
+        let i = n2.fetch_add(1, Ordering::SeqCst);
+        Reply::ok(&format!("version {i}"))
+            .cc("max-age=1")
+            .header("last-modified", "Sat, 21 Nov 2026 10:00:00 GMT")
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    assert_eq!(get(shellac.addr, "/").await.text(), "version 0");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(get(shellac.addr, "/").await.text(), "version 1");
+    assert_eq!(
+        origin.last().headers["if-modified-since"],
+        "Sat, 21 Nov 2026 10:00:00 GMT"
+    );
+    assert!(get(shellac.addr, "/").await.cache_status().contains("hit"));
+    shellac.stop().await;
+}
+
+/// Client conditionals are not forwarded on a cache fill (the cache needs the full response),
+/// and are answered from the stored object afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_conditionals_are_not_forwarded_on_a_fill() {
+    let origin = Origin::start(|_| Reply::ok("x").cc("max-age=60").header("etag", "\"e\"")).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let r = get_with(shellac.addr, "/", &[("if-none-match", "\"e\"")]).await;
+    assert_eq!(r.status, 200);
+    assert!(!origin.last().headers.contains_key("if-none-match"));
+    assert_eq!(
+        get_with(shellac.addr, "/", &[("if-none-match", "\"e\"")])
+            .await
+            .status,
+        304
+    );
+    shellac.stop().await;
+}
