@@ -6,7 +6,8 @@
 //!   was stored-but-not-admitted recently (a remembered key hash: it was fetched before), or
 //!   when the memory tier evicts it after it was hit there at least once. One-hit wonders never
 //!   cost a disk write (`disk_admit_skip`).
-//! - `always`: every stored object is also queued for disk (write-through).
+//! - `always`: every stored object is also queued for disk (write-through); one the writer
+//!   refused (queue full) is offered again when the memory tier evicts it.
 //!
 //! Promotion: a disk hit whose body was read whole (entries up to 1 MiB) is copied into memory;
 //! larger objects stay on disk and are streamed from it.
@@ -41,10 +42,14 @@ impl Tiered {
         let disk = Arc::new(disk);
         let on_evict = disk.clone();
         let hook: EvictHook = Arc::new(move |key, object: Arc<Object>| {
-            if object.state.hit.load(Ordering::Relaxed)
-                && !object.state.on_disk.swap(true, Ordering::Relaxed)
+            // Hit in memory (or write-through refused earlier because the writer was busy):
+            // one more chance on the way out.
+            let wanted = admission == Admission::Always || object.state.hit.load(Ordering::Relaxed);
+            if wanted
+                && !object.state.on_disk.load(Ordering::Relaxed)
+                && on_evict.admit(key, object.clone())
             {
-                on_evict.admit(key, object);
+                object.state.on_disk.store(true, Ordering::Relaxed);
             }
         });
         let memory =
@@ -119,8 +124,9 @@ impl Storage for Tiered {
             }
         };
         if admit {
-            object.state.on_disk.store(true, Ordering::Relaxed);
-            self.disk.admit(key.clone(), object.clone());
+            if self.disk.admit(key.clone(), object.clone()) {
+                object.state.on_disk.store(true, Ordering::Relaxed);
+            }
         } else {
             self.counters.disk_admit_skip.inc();
             // An older copy on disk must not outlive the newer one in memory.
