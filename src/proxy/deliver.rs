@@ -71,7 +71,8 @@ pub fn object(
         }
         _ => object.headers.clone(),
     };
-    headers.insert(header::AGE, HeaderValue::from(object.age(now).as_secs()));
+    let age = object.age(now).as_secs().min(crate::cache::policy::MAX_AGE);
+    headers.insert(header::AGE, HeaderValue::from(age));
     let (status, body) = match answer {
         Answer::NotModified => (StatusCode::NOT_MODIFIED, ResponseBody::empty()),
         Answer::Full => {
