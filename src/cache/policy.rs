@@ -276,7 +276,9 @@ fn parse_age(v: &str) -> Option<Duration> {
     if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    Some(Duration::from_secs(v.parse::<u64>().unwrap_or(MAX_AGE).min(MAX_AGE)))
+    Some(Duration::from_secs(
+        v.parse::<u64>().unwrap_or(MAX_AGE).min(MAX_AGE),
+    ))
 }
 
 fn heuristic(headers: &HeaderMap, date: SystemTime, cfg: &CacheConfig) -> Option<Duration> {
@@ -527,11 +529,24 @@ mod tests {
 
     #[test]
     fn age_overflow_and_garbage() {
-        assert_eq!(parse_age("99999999999999999999"), Some(Duration::from_secs(MAX_AGE)));
+        assert_eq!(
+            parse_age("99999999999999999999"),
+            Some(Duration::from_secs(MAX_AGE))
+        );
         assert_eq!(parse_age("10"), Some(Duration::from_secs(10)));
         assert_eq!(parse_age("-1"), None);
         assert_eq!(parse_age("1.5"), None);
-        assert_eq!(eval(&[DATE, ("cache-control", "max-age=60"), ("age", "99999999999999999999")], 200), Err(NoCacheReason::Expired));
+        assert_eq!(
+            eval(
+                &[
+                    DATE,
+                    ("cache-control", "max-age=60"),
+                    ("age", "99999999999999999999")
+                ],
+                200
+            ),
+            Err(NoCacheReason::Expired)
+        );
     }
 
     #[test]
