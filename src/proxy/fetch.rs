@@ -166,7 +166,10 @@ fn failed(txn: &mut Txn<'_>, mode: &FetchMode, failure: SendFailure) -> Step {
     }
     match txn.stale.take() {
         Some(stale) if stale.stale_ok && !txn.background => txn.deliver_stale(stale, detail),
-        _ => Step::Synth(status, detail),
+        // A stale copy exists but may not be served (must-revalidate, proxy-revalidate,
+        // s-maxage): RFC 9111 §5.2.2.2 says the error SHOULD be 504.
+        Some(_) => Step::Synth(StatusCode::GATEWAY_TIMEOUT, detail),
+        None => Step::Synth(status, detail),
     }
 }
 
