@@ -1,7 +1,7 @@
 //! The reference server for benchmarks: a minimal hyper HTTP/1.1 server that answers every
-//! request with the same body from memory. No proxy can do less work per hit, so it stands
-//! for the limit of this machine (issue 8). Run: `cargo run --release --example reference --
-//! 127.0.0.1:18000 6451` (address, body size in bytes).
+//! request with the same body from memory (`/small100`: 100 bytes; anything else: the given
+//! size). No proxy can do less work per hit, so it stands for the limit of this machine
+//! (issue 8). Run: `cargo run --release --example reference -- 127.0.0.1:18000 6451`.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -22,6 +22,7 @@ fn main() -> std::io::Result<()> {
         .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 18000)));
     let size: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(6451);
     let body = Bytes::from(vec![b'x'; size]);
+    let small = Bytes::from(vec![b'x'; 100]);
     // One worker per CPU the process may run on (taskset pins it like the proxies).
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -36,10 +37,10 @@ fn main() -> std::io::Result<()> {
         loop {
             let (stream, _) = listener.accept().await?;
             let _ = stream.set_nodelay(true);
-            let body = body.clone();
+            let (body, small) = (body.clone(), small.clone());
             tokio::spawn(async move {
-                let service = service_fn(move |_req| {
-                    let body = body.clone();
+                let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                    let body = if req.uri().path() == "/small100" { small.clone() } else { body.clone() };
                     async move {
                         let mut resp = Response::new(Full::new(body));
                         resp.headers_mut().insert(
