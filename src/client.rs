@@ -21,7 +21,7 @@ pub struct AdminResponse {
 }
 
 impl AdminClient {
-    fn connect(&self, method: &str, path: &str) -> io::Result<BufReader<TcpStream>> {
+    fn connect(&self, method: &str, path: &str, body: &[u8]) -> io::Result<BufReader<TcpStream>> {
         let mut stream =
             TcpStream::connect_timeout(&self.addr, Duration::from_secs(3)).map_err(|e| {
                 io::Error::new(
@@ -36,15 +36,26 @@ impl AdminClient {
             .unwrap_or_default();
         write!(
             stream,
-            "{method} {path} HTTP/1.0\r\nHost: {}\r\n{auth}Content-Length: 0\r\n\r\n",
-            self.addr
+            "{method} {path} HTTP/1.0\r\nHost: {}\r\n{auth}Content-Length: {}\r\n\r\n",
+            self.addr,
+            body.len()
         )?;
+        stream.write_all(body)?;
         Ok(BufReader::new(stream))
     }
 
     /// Sends a request and returns the status, leaving the reader at the start of the body.
     pub fn open(&self, method: &str, path: &str) -> io::Result<(u16, BufReader<TcpStream>)> {
-        let mut reader = self.connect(method, path)?;
+        self.open_with_body(method, path, b"")
+    }
+
+    fn open_with_body(
+        &self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+    ) -> io::Result<(u16, BufReader<TcpStream>)> {
+        let mut reader = self.connect(method, path, body)?;
         let mut line = String::new();
         reader.read_line(&mut line)?;
         let status = line
@@ -68,7 +79,17 @@ impl AdminClient {
 
     /// A whole response (times out after 10 s of silence).
     pub fn request(&self, method: &str, path: &str) -> io::Result<AdminResponse> {
-        let (status, mut reader) = self.open(method, path)?;
+        self.request_with_body(method, path, b"")
+    }
+
+    /// A whole response to a request with a body.
+    pub fn request_with_body(
+        &self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+    ) -> io::Result<AdminResponse> {
+        let (status, mut reader) = self.open_with_body(method, path, body)?;
         reader
             .get_ref()
             .set_read_timeout(Some(Duration::from_secs(10)))?;

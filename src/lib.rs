@@ -14,6 +14,7 @@ pub mod history;
 pub mod http;
 pub mod proxy;
 pub mod reload;
+pub mod rules;
 pub mod server;
 pub mod stats;
 pub mod txlog;

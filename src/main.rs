@@ -127,6 +127,30 @@ enum Command {
         #[command(flatten)]
         admin: AdminArgs,
     },
+    /// Ban cached objects by expression, e.g. `shellac ban 'req.url ~ ^/news/'`.
+    /// Fields: req.url, req.http.host, obj.status, obj.http.NAME; operators ~ !~ == !=; join
+    /// conditions with &&. Applies to everything cached before now.
+    Ban {
+        /// The ban expression.
+        expr: String,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Purge a URL (every variant) or surrogate keys.
+    /// Examples: `shellac purge http://www.example.com/news/` ; `shellac purge --tag product-42`
+    Purge {
+        /// Absolute URL to purge.
+        #[arg(required_unless_present = "tag")]
+        url: Option<String>,
+        /// Mark stale instead of removing (served within grace while refreshed).
+        #[arg(long)]
+        soft: bool,
+        /// Purge every object carrying this surrogate key (repeatable).
+        #[arg(long, conflicts_with = "url")]
+        tag: Vec<String>,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
 }
 
 /// How to reach a running Shellac's admin listener.
@@ -152,6 +176,18 @@ impl AdminArgs {
             token: self.token.clone(),
         }
     }
+}
+
+/// Prints a line to stdout, ignoring a closed pipe (`shellac check x | head -1` must not panic).
+macro_rules! say {
+    () => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock());
+    }};
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -227,6 +263,20 @@ fn main() -> ExitCode {
             }
             console::log(&admin.client(), &query.join("&"), json).map_err(anyhow::Error::from)
         }
+        Command::Ban { expr, admin } => admin_post(&admin.client(), "/ban", &expr),
+        Command::Purge {
+            url,
+            soft,
+            tag,
+            admin,
+        } => match url {
+            Some(url) => admin_post(
+                &admin.client(),
+                if soft { "/purge?soft=1" } else { "/purge" },
+                &url,
+            ),
+            None => admin_post(&admin.client(), "/purge/tags", &tag.join(" ")),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -246,8 +296,8 @@ fn print_errors(errors: &[ConfigError]) {
 fn check(file: &std::path::Path) -> ExitCode {
     match Config::load(file) {
         Ok(config) => {
-            println!("{}: OK", file.display());
-            println!("  {}", config.summary());
+            say!("{}: OK", file.display());
+            say!("  {}", config.summary());
             ExitCode::SUCCESS
         }
         Err(errors) => {
@@ -395,33 +445,48 @@ fn run_demo(listen: SocketAddr, admin: SocketAddr) -> anyhow::Result<()> {
         )?;
         let proxy = running.listen[0];
         let admin = running.admin.expect("admin configured");
-        println!("Shellac demo is running.");
-        println!("  origin (built-in) http://{origin}/   answers in {} ms, Cache-Control: public, max-age=60", demo::ORIGIN_DELAY.as_millis());
-        println!("  shellac (cache)   http://{proxy}/");
-        println!("  admin             http://{admin}/stats");
-        println!();
-        println!("Try it: the first request is a miss, the second a hit (note Cache-Status and Age):");
-        println!("  curl -si http://{proxy}/hello | grep -iE '^(HTTP|age|cache-status)'");
-        println!("  curl -si http://{proxy}/hello | grep -iE '^(HTTP|age|cache-status)'");
-        println!("  curl -si http://{proxy}/private | grep -i cache-status   # never stored");
-        println!("  curl -s  http://{admin}/stats | grep -E 'cache_(hit|miss)\"'");
-        println!();
-        println!("Self-check, two requests for /:");
+        say!("Shellac demo is running.");
+        say!("  origin (built-in) http://{origin}/   answers in {} ms, Cache-Control: public, max-age=60", demo::ORIGIN_DELAY.as_millis());
+        say!("  shellac (cache)   http://{proxy}/");
+        say!("  admin             http://{admin}/stats");
+        say!();
+        say!("Try it: the first request is a miss, the second a hit (note Cache-Status and Age):");
+        say!("  curl -si http://{proxy}/hello | grep -iE '^(HTTP|age|cache-status)'");
+        say!("  curl -si http://{proxy}/hello | grep -iE '^(HTTP|age|cache-status)'");
+        say!("  curl -si http://{proxy}/private | grep -i cache-status   # never stored");
+        say!("  curl -s  http://{admin}/stats | grep -E 'cache_(hit|miss)\"'");
+        say!();
+        say!("Self-check, two requests for /:");
         for _ in 0..2 {
             match demo::probe(proxy, "/").await {
-                Ok((status, cache_status, age, took)) => println!(
+                Ok((status, cache_status, age, took)) => say!(
                     "  {status:<16} Cache-Status: {cache_status:<34} Age: {age:<3} {:>4} ms",
                     took.as_millis()
                 ),
-                Err(e) => println!("  request failed: {e}"),
+                Err(e) => say!("  request failed: {e}"),
             }
         }
-        println!();
-        println!("Press Ctrl-C to stop.");
+        say!();
+        say!("Press Ctrl-C to stop.");
         wait_for_signal().await;
         running.shutdown(Duration::from_secs(2)).await;
         Ok(())
     })
+}
+
+/// Sends `body` to an admin POST endpoint and prints the JSON answer; fails on a non-2xx.
+fn admin_post(admin: &AdminClient, path: &str, body: &str) -> anyhow::Result<()> {
+    let resp = admin.request_with_body("POST", path, body.as_bytes())?;
+    let value: serde_json::Value =
+        serde_json::from_str(&resp.body).context("admin listener did not return JSON")?;
+    if !(200..300).contains(&resp.status) {
+        bail!("{}", value["error"].as_str().unwrap_or(&resp.body));
+    }
+    say!(
+        "{}",
+        serde_json::to_string_pretty(&value).unwrap_or_default()
+    );
+    Ok(())
 }
 
 fn stats(admin: &AdminClient) -> anyhow::Result<()> {
@@ -431,7 +496,7 @@ fn stats(admin: &AdminClient) -> anyhow::Result<()> {
         .context("admin listener did not return an object")?;
     let width = map.keys().map(|k| k.len()).max().unwrap_or(0);
     for (k, v) in map {
-        println!("{k:<width$}  {v}");
+        say!("{k:<width$}  {v}");
     }
     Ok(())
 }
@@ -446,9 +511,9 @@ fn reload(admin: &AdminClient) -> ExitCode {
     };
     let v: serde_json::Value = serde_json::from_str(&resp.body).unwrap_or_default();
     if resp.status == 200 {
-        println!("reloaded: configuration generation {}", v["generation"]);
+        say!("reloaded: configuration generation {}", v["generation"]);
         for c in v["changes"].as_array().into_iter().flatten() {
-            println!("  {}", c.as_str().unwrap_or_default());
+            say!("  {}", c.as_str().unwrap_or_default());
         }
         ExitCode::SUCCESS
     } else {

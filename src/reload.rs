@@ -307,5 +307,14 @@ fn restart_only(old: &Config, new: &Config) -> Vec<String> {
         old.log.buffer.to_string(),
         new.log.buffer.to_string(),
     );
+    check(
+        "invalidation.max_bans",
+        old.invalidation.max_bans.to_string(),
+        new.invalidation.max_bans.to_string(),
+    );
+    // The storage tiers are opened once; the Debug form lists every setting.
+    if format!("{:?}", old.storage) != format!("{:?}", new.storage) {
+        out.push("`storage`: changing the storage tiers needs a restart".to_string());
+    }
     out
 }

@@ -86,6 +86,7 @@ pub async fn start_with(
         ));
     }
     live.sync_probes();
+    tasks.spawn(sweep_bans(live.clone(), shutdown.subscribe()));
     Ok(Running {
         live,
         listen,
@@ -105,7 +106,8 @@ impl Running {
     /// log, then returns.
     pub async fn shutdown(mut self, grace: Duration) {
         let _ = self.shutdown.send(true);
-        let shared = self.live.load().shared.clone();
+        let shared_proxy = self.live.load();
+        let shared = shared_proxy.shared.clone();
         let deadline = tokio::time::Instant::now() + grace;
         while shared.open_conns.load(Ordering::Relaxed) > 0
             && tokio::time::Instant::now() < deadline
@@ -114,6 +116,9 @@ impl Running {
         }
         self.tasks.abort_all();
         self.live.stop_tasks();
+        // Persist what the storage has pending (the disk tier seals its open region).
+        let proxy = shared_proxy;
+        let _ = tokio::task::spawn_blocking(move || proxy.cache.storage.close()).await;
         let recorder = shared.recorder.clone();
         let _ = tokio::task::spawn_blocking(move || recorder.close(Duration::from_secs(5))).await;
     }
@@ -121,6 +126,30 @@ impl Running {
     /// Reopens the access log (what SIGUSR1 does), e.g. after logrotate moved the file.
     pub fn reopen_logs(&self) {
         self.live.load().shared.recorder.reopen();
+    }
+}
+
+/// The ban sweeper: walks the memory tier in the background (on the blocking pool) every
+/// `invalidation.ban_sweep_interval` (of the configuration current at each turn), removing
+/// banned objects and retiring old bans.
+async fn sweep_bans(live: Arc<Live>, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        let interval = live.load().config.invalidation.ban_sweep_interval.0;
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = shutdown.changed() => return,
+        }
+        let proxy = live.load();
+        if proxy.cache.bans.is_empty() {
+            continue;
+        }
+        let p = proxy.clone();
+        if let Ok((removed, retired)) =
+            tokio::task::spawn_blocking(move || p.cache.sweep_bans()).await
+        {
+            proxy.counters.ban_objects.add(removed as u64);
+            proxy.counters.ban_retired.add(retired as u64);
+        }
     }
 }
 

@@ -206,6 +206,25 @@ fn stop(mut child: Served) {
     assert!(exited.success(), "{exited:?}");
 }
 
+/// Regression: `shellac check FILE | head -1` panicked with "failed printing to stdout".
+#[test]
+fn closed_stdout_is_not_a_panic() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(BIN)
+        .args([
+            "check",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/examples/full.toml"),
+        ])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigusr1_reopens_the_access_log_and_sigterm_flushes_it() {
     let origin = Origin::start(|_| Reply::ok("from origin").cc("max-age=60")).await;

@@ -1,6 +1,7 @@
 //! The admin listener: counters (`/stats`, `/stats/live`, `/metrics`) and a small index.
 
 mod dashboard;
+mod invalidate;
 mod live;
 mod stats;
 
@@ -69,6 +70,9 @@ async fn handle(live: &Arc<Live>, req: Request<Incoming>) -> Response<AdminBody>
             header::HeaderValue::from_static("Bearer realm=\"shellac\""),
         );
         return resp;
+    }
+    if invalidate::handles(&req) {
+        return invalidate::route(&proxy, req).await;
     }
     match (req.method(), req.uri().path()) {
         (&Method::POST, "/reload") => reload(live).await,
@@ -191,6 +195,10 @@ GET /metrics             Prometheus text format
 GET /backends            health, probes, connections and counters per backend (JSON)
 GET /log/stream          live transactions, JSON lines (?url=REGEX&status=5xx&miss=1&backend=NAME)
 GET /top                 rankings (?by=url|host|backend|ua&sort=requests|misses|bytes&window=60&n=20)
+POST /ban                body: a ban expression, e.g. req.url ~ ^/news/
+GET /bans                active bans
+POST /purge[?soft=1]     body: the URL to purge (every variant)
+POST /purge/tags         body: surrogate keys (space-separated)
 POST /reload             re-read the configuration file and swap it in (JSON result)
 ";
 

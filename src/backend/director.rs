@@ -226,6 +226,20 @@ pub struct Backends {
 }
 
 impl Backends {
+    /// The backend or director called `name`.
+    pub fn get(&self, name: &str) -> Option<Member> {
+        self.directors
+            .iter()
+            .find(|d| d.config.name == name)
+            .map(|d| Member::Director(d.clone()))
+            .or_else(|| {
+                self.backends
+                    .iter()
+                    .find(|b| b.name() == name)
+                    .map(|b| Member::Backend(b.clone()))
+            })
+    }
+
     /// Builds the runtime objects from a validated config.
     pub fn build(config: &Config, counters: &Arc<Counters>) -> Backends {
         Backends::build_reusing(config, counters, None)

@@ -18,13 +18,19 @@ impl Weighter<CacheKey, Arc<Object>> for ObjectWeighter {
     }
 }
 
+/// Called with every object evicted for room (under the shard lock: must not block).
+pub type EvictHook = Arc<dyn Fn(CacheKey, Arc<Object>) + Send + Sync>;
+
 #[derive(Clone)]
-struct CountEvictions(Arc<Counters>);
+struct CountEvictions(Arc<Counters>, Option<EvictHook>);
 
 impl Lifecycle<CacheKey, Arc<Object>> for CountEvictions {
     type RequestState = ();
-    fn on_evict(&self, _: &mut (), _: CacheKey, _: Arc<Object>) {
+    fn on_evict(&self, _: &mut (), key: CacheKey, object: Arc<Object>) {
         self.0.n_lru_nuked.inc();
+        if let Some(hook) = &self.1 {
+            hook(key, object);
+        }
     }
 }
 
@@ -44,6 +50,17 @@ pub struct MemoryStorage {
 impl MemoryStorage {
     /// `max_object` is the largest object that will ever be inserted; shards are sized so it fits.
     pub fn new(capacity: u64, max_object: u64, counters: Arc<Counters>) -> MemoryStorage {
+        MemoryStorage::with_evict_hook(capacity, max_object, counters, None)
+    }
+
+    /// Like [`MemoryStorage::new`]; `hook` sees every object evicted for room (the tiered
+    /// storage uses it to admit objects to disk).
+    pub fn with_evict_hook(
+        capacity: u64,
+        max_object: u64,
+        counters: Arc<Counters>,
+        hook: Option<EvictHook>,
+    ) -> MemoryStorage {
         let cpus = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
@@ -66,7 +83,7 @@ impl MemoryStorage {
                 options,
                 ObjectWeighter,
                 Default::default(),
-                CountEvictions(counters),
+                CountEvictions(counters, hook),
             ),
             capacity,
             max_object: capacity / shards as u64,
@@ -80,6 +97,13 @@ impl MemoryStorage {
 }
 
 impl Storage for MemoryStorage {
+    fn scan(&self, f: &mut dyn FnMut(&CacheKey, &Arc<Object>)) -> bool {
+        for (key, object) in self.cache.iter() {
+            f(&key, &object);
+        }
+        true
+    }
+
     fn name(&self) -> &'static str {
         "memory"
     }
@@ -117,7 +141,7 @@ mod tests {
         Arc::new(Object {
             status: http::StatusCode::OK,
             headers: Default::default(),
-            body: vec![Bytes::from(vec![b'x'; size])],
+            body: crate::cache::Body::Memory(vec![Bytes::from(vec![b'x'; size])]),
             body_len: size as u64,
             vary: vec![],
             initial_age: Duration::ZERO,
@@ -125,7 +149,9 @@ mod tests {
             stale_ok: true,
             grace: Duration::ZERO,
             stale_if_error: None,
+            keep: Duration::ZERO,
             stored_at: Instant::now(),
+            state: Default::default(),
         })
     }
 

@@ -3,12 +3,19 @@
 //! Architecture invariant: `cache/` knows nothing of client or backend connections; it deals in
 //! keys, objects and body chunks.
 
+pub mod ban;
 pub mod busy;
+pub mod disk;
 pub mod memory;
 pub mod policy;
+pub mod tags;
+pub mod tiered;
 pub mod vary;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -66,14 +73,50 @@ impl std::fmt::Display for CacheKey {
 /// Fixed per-object bookkeeping charged against the memory budget on top of key, headers and body.
 pub const OBJECT_OVERHEAD: u64 = 256;
 
+/// Where a stored body is.
+#[derive(Clone, Debug)]
+pub enum Body {
+    /// In memory, in chunks (one chunk for small bodies).
+    Memory(Vec<Bytes>),
+    /// On disk, read and verified chunk by chunk while it is sent (large objects).
+    Disk(disk::DiskBody),
+}
+
+/// What the tiers remember about an object besides the response itself.
+#[derive(Debug, Default)]
+pub struct TierState {
+    /// Found in the memory tier at least once (eviction then admits it to disk).
+    pub hit: AtomicBool,
+    /// Written, or queued to be written, to the disk tier.
+    pub on_disk: AtomicBool,
+    /// Read from the disk tier for this lookup (`Cache-Status: ...; detail=disk`).
+    pub from_disk: bool,
+}
+
+impl TierState {
+    pub fn from_disk() -> TierState {
+        TierState {
+            hit: AtomicBool::new(false),
+            on_disk: AtomicBool::new(true),
+            from_disk: true,
+        }
+    }
+
+    /// Marks a memory hit; a plain load first so hot objects do not bounce a cache line.
+    pub fn mark_hit(&self) {
+        if !self.hit.load(Ordering::Relaxed) {
+            self.hit.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
 /// A complete cached response.
 #[derive(Debug)]
 pub struct Object {
     pub status: StatusCode,
     /// Stored header fields (hop-by-hop removed); `Age` is computed on delivery.
     pub headers: HeaderMap,
-    /// The body as received, in chunks (one chunk for small bodies).
-    pub body: Vec<Bytes>,
+    pub body: Body,
     pub body_len: u64,
     /// Request header values this object was selected by (`Vary`), as (name, value) pairs.
     pub vary: VarySelection,
@@ -87,8 +130,12 @@ pub struct Object {
     pub grace: Duration,
     /// Window past `ttl` in which a backend 5xx may be answered with this object.
     pub stale_if_error: Option<Duration>,
+    /// Window past `ttl + grace` in which the object is kept for revalidation and fallback.
+    pub keep: Duration,
     /// When the response head arrived (monotonic).
     pub stored_at: Instant,
+    /// Tier bookkeeping (admission, promotion).
+    pub state: TierState,
 }
 
 impl Object {
@@ -108,8 +155,8 @@ impl Object {
 
     /// Stale beyond grace but within `keep`: usable for revalidation, and for answering when no
     /// backend can be reached (if stale serving is allowed at all).
-    pub fn within_keep(&self, now: Instant, keep: Duration) -> bool {
-        self.age(now) < self.ttl + self.grace + keep
+    pub fn within_keep(&self, now: Instant) -> bool {
+        self.age(now) < self.ttl + self.grace + self.keep
     }
 
     /// Whether a backend 5xx may be answered with this stale object (`stale-if-error`).
@@ -140,6 +187,53 @@ impl Object {
         vary_matches(&self.vary, request)
     }
 
+    /// A copy that is stale from `now` on (soft purge); None for bodies on disk.
+    pub fn expired_copy(&self, now: Instant) -> Option<Object> {
+        let Body::Memory(chunks) = &self.body else {
+            return None;
+        };
+        Some(Object {
+            status: self.status,
+            headers: self.headers.clone(),
+            body: Body::Memory(chunks.clone()),
+            body_len: self.body_len,
+            vary: self.vary.clone(),
+            initial_age: self.initial_age,
+            ttl: self.ttl.min(self.age(now)),
+            stale_ok: self.stale_ok,
+            grace: self.grace,
+            keep: self.keep,
+            stale_if_error: self.stale_if_error,
+            stored_at: self.stored_at,
+            state: TierState::default(),
+        })
+    }
+
+    /// A copy for the memory tier of an object read from disk with its body in memory.
+    pub fn promoted(&self) -> Option<Object> {
+        let Body::Memory(chunks) = &self.body else {
+            return None;
+        };
+        Some(Object {
+            status: self.status,
+            headers: self.headers.clone(),
+            body: Body::Memory(chunks.clone()),
+            body_len: self.body_len,
+            vary: self.vary.clone(),
+            initial_age: self.initial_age,
+            ttl: self.ttl,
+            stale_ok: self.stale_ok,
+            grace: self.grace,
+            keep: self.keep,
+            stale_if_error: self.stale_if_error,
+            stored_at: self.stored_at,
+            state: TierState {
+                on_disk: AtomicBool::new(true),
+                ..TierState::default()
+            },
+        })
+    }
+
     /// Bytes charged against the memory budget.
     pub fn weight(&self) -> u64 {
         let headers: usize = self
@@ -147,7 +241,12 @@ impl Object {
             .iter()
             .map(|(k, v)| k.as_str().len() + v.len() + 32)
             .sum();
-        OBJECT_OVERHEAD + headers as u64 + self.body_len
+        // A body left on disk costs the memory tier nothing but its handle.
+        let body = match &self.body {
+            Body::Memory(_) => self.body_len,
+            Body::Disk(_) => 0,
+        };
+        OBJECT_OVERHEAD + headers as u64 + body
     }
 }
 
@@ -190,18 +289,38 @@ pub struct StorageStats {
     pub capacity: u64,
 }
 
-/// A storage tier ("stevedore"). The pipeline only sees this trait, so disk and shared tiers
-/// can be added without touching it.
+/// A future returned by [`Storage::lookup_io`].
+pub type LookupFuture<'a> = Pin<Box<dyn Future<Output = Option<Arc<Object>>> + Send + 'a>>;
+
+/// A storage tier ("stevedore"). The pipeline only sees this trait (through [`Cache::lookup`]),
+/// so tiers can be added without touching it.
 pub trait Storage: Send + Sync + 'static {
     /// Short name for logs and `Cache-Status` detail, e.g. `memory`.
     fn name(&self) -> &'static str;
-    /// The object stored under `key`, fresh or not.
+    /// The object stored under `key` that can be had without I/O, fresh or not.
     fn lookup(&self, key: &CacheKey) -> Option<Arc<Object>>;
+    /// After `lookup` found nothing: the object from tiers that need I/O (disk). Such tiers
+    /// return only objects not yet expired. Default: nothing.
+    fn lookup_io<'a>(&'a self, _key: &'a CacheKey) -> LookupFuture<'a> {
+        Box::pin(std::future::ready(None))
+    }
     /// Stores `object` under `key`, replacing any previous one; may evict others.
     fn insert(&self, key: CacheKey, object: Arc<Object>);
     /// Removes `key`; true if something was removed.
     fn remove(&self, key: &CacheKey) -> bool;
     fn stats(&self) -> StorageStats;
+    /// Occupancy of each tier below this one, by name (e.g. `disk`). Default: none.
+    fn lower_tiers(&self) -> Vec<(&'static str, StorageStats)> {
+        Vec::new()
+    }
+    /// Clean shutdown: persist what is pending (blocking). Default: nothing to do.
+    fn close(&self) {}
+    /// Calls `f` for every object the tier holds in memory (for the ban sweeper; runs in the
+    /// background). Returns true if that was every object of the tier, false if some (e.g. on
+    /// disk) were not visited. Default: visits nothing.
+    fn scan(&self, _f: &mut dyn FnMut(&CacheKey, &Arc<Object>)) -> bool {
+        false
+    }
 }
 
 /// The cache as the request path sees it: a storage tier, the hit-for-miss memory and the
@@ -213,7 +332,14 @@ pub struct Cache {
     /// Primary key → the URL's Vary field names and stored variants.
     vary_index: quick_cache::sync::Cache<CacheKey, Arc<vary::VaryIndex>>,
     max_variants: usize,
+    /// Active bans, checked at lookup.
+    pub bans: ban::BanList,
+    /// Surrogate key → URLs.
+    pub tags: tags::TagIndex,
 }
+
+/// Active bans at most, unless configured otherwise.
+pub const DEFAULT_MAX_BANS: usize = 10_000;
 
 /// Hit-for-miss entries remembered at most (each is one key; oldest are evicted first).
 pub const HIT_FOR_MISS_CAPACITY: usize = 65_536;
@@ -231,6 +357,22 @@ impl Cache {
             hit_for_miss: quick_cache::sync::Cache::new(HIT_FOR_MISS_CAPACITY),
             vary_index: quick_cache::sync::Cache::new(VARY_INDEX_CAPACITY),
             max_variants,
+            bans: ban::BanList::new(DEFAULT_MAX_BANS),
+            tags: tags::TagIndex::default(),
+        }
+    }
+
+    /// Sets the bound on active bans (`invalidation.max_bans`).
+    pub fn with_max_bans(mut self, max: usize) -> Cache {
+        self.bans = ban::BanList::new(max);
+        self
+    }
+
+    /// The object stored under `key` in any tier (memory first, then tiers that need I/O).
+    pub async fn lookup(&self, key: &CacheKey) -> Option<Arc<Object>> {
+        match self.storage.lookup(key) {
+            Some(object) => Some(object),
+            None => self.storage.lookup_io(key).await,
         }
     }
 
@@ -244,6 +386,69 @@ impl Cache {
             }
             None => false,
         }
+    }
+
+    /// Drops `object` found under `key` if a ban newer than it matches. True if banned.
+    pub fn check_bans(&self, key: &CacheKey, object: &Object) -> bool {
+        if self.bans.is_banned(key, object) {
+            self.storage.remove(key);
+            return true;
+        }
+        false
+    }
+
+    /// Removes every object of every URL tagged with one of `tags`. Returns objects removed.
+    pub fn purge_tags(&self, tags: &[String]) -> usize {
+        tags.iter()
+            .flat_map(|t| self.tags.take(t))
+            .map(|url| self.purge(&url))
+            .sum()
+    }
+
+    /// Marks every variant of a URL stale now (kept for grace and keep, revalidated on next
+    /// use). Objects whose body is on disk are removed instead. Returns objects affected.
+    pub fn soft_purge(&self, primary: &CacheKey) -> usize {
+        let mut keys = vec![primary.clone()];
+        if let Some(index) = self.vary_index.get(primary) {
+            keys.extend(index.variants.iter().map(|v| primary.with_variant(*v)));
+        }
+        let now = Instant::now();
+        let mut n = 0;
+        for key in keys {
+            let Some(object) = self.storage.lookup(&key) else {
+                continue;
+            };
+            self.storage.remove(&key);
+            n += 1;
+            if let Some(stale) = object.expired_copy(now) {
+                self.storage.insert(key, Arc::new(stale));
+            }
+        }
+        n
+    }
+
+    /// Walks the memory tier removing banned objects, then retires bans that every object has
+    /// been checked against (only when the walk saw every object of the storage).
+    pub fn sweep_bans(&self) -> (usize, usize) {
+        if self.bans.is_empty() {
+            return (0, 0);
+        }
+        let started = Instant::now();
+        let mut banned = Vec::new();
+        let complete = self.storage.scan(&mut |key, object| {
+            if self.bans.is_banned(key, object) {
+                banned.push(key.clone());
+            }
+        });
+        for key in &banned {
+            self.storage.remove(key);
+        }
+        let retired = if complete {
+            self.bans.retire_before(started)
+        } else {
+            0
+        };
+        (banned.len(), retired)
     }
 
     /// Remembers `key` as uncacheable for `ttl`: requests skip coalescing until then.
@@ -260,5 +465,28 @@ impl Cache {
 
     pub fn hit_for_miss_len(&self) -> usize {
         self.hit_for_miss.len()
+    }
+}
+
+/// A small fresh object for unit tests.
+#[cfg(test)]
+pub fn test_object(headers: &[(&str, &str)]) -> Object {
+    Object {
+        status: StatusCode::OK,
+        headers: headers
+            .iter()
+            .map(|(k, v)| (k.parse().unwrap(), v.parse().unwrap()))
+            .collect(),
+        body: Body::Memory(vec![Bytes::from_static(b"x")]),
+        body_len: 1,
+        vary: vec![],
+        initial_age: Duration::ZERO,
+        ttl: Duration::from_secs(60),
+        stale_ok: true,
+        grace: Duration::ZERO,
+        keep: Duration::ZERO,
+        stale_if_error: None,
+        stored_at: Instant::now(),
+        state: TierState::default(),
     }
 }

@@ -41,6 +41,8 @@ pub enum NoCacheReason {
     TooLarge,
     /// The URL was recently uncacheable (hit-for-miss).
     HitForMiss,
+    /// An operator rule said `pass`.
+    Rule,
 }
 
 impl NoCacheReason {
@@ -76,6 +78,7 @@ impl NoCacheReason {
             NoCacheReason::VaryStar => "vary-star",
             NoCacheReason::TooLarge => "too-large",
             NoCacheReason::HitForMiss => "hit-for-miss",
+            NoCacheReason::Rule => "rule",
         }
     }
 }
@@ -96,6 +99,8 @@ pub struct StorePlan {
     pub stale_ok: bool,
     /// Stale-while-revalidate window: `stale-while-revalidate=N`, else `cache.grace`.
     pub grace: Duration,
+    /// Keep window (`cache.keep` or a rule's).
+    pub keep: Duration,
     /// `stale-if-error=N` from the response: stale may also answer backend 5xx this long.
     pub stale_if_error: Option<Duration>,
 }
@@ -109,7 +114,26 @@ pub fn heuristically_cacheable(status: StatusCode) -> bool {
     )
 }
 
-/// Decides whether a backend response may be stored, and for how long.
+/// Operator overrides from policy rules (response phase). All `None`/false: the origin and
+/// the builtin policy decide.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// Fresh for this long from now, whatever the origin said about freshness.
+    pub ttl: Option<Duration>,
+    /// At least this fresh from now (also when the origin sent no or an expired lifetime).
+    pub min_ttl: Option<Duration>,
+    /// At most this fresh (replaces `cache.max_ttl`).
+    pub max_ttl: Option<Duration>,
+    pub grace: Option<Duration>,
+    pub keep: Option<Duration>,
+    /// Store despite `no-store`, `private`, `no-cache` and non-default statuses.
+    pub override_origin: bool,
+    /// The last rule that applied, for `Cache-Status` detail.
+    pub rule: Option<String>,
+}
+
+/// Decides whether a backend response may be stored, and for how long, by RFC 9111 and the
+/// builtin policy alone.
 ///
 /// `request_time` is when the request was sent, `response_time` when the head arrived.
 pub fn evaluate(
@@ -119,19 +143,40 @@ pub fn evaluate(
     response_time: SystemTime,
     cfg: &CacheConfig,
 ) -> Result<StorePlan, NoCacheReason> {
+    evaluate_with(
+        status,
+        headers,
+        request_time,
+        response_time,
+        cfg,
+        &Overrides::default(),
+    )
+}
+
+/// [`evaluate`] with operator overrides applied.
+pub fn evaluate_with(
+    status: StatusCode,
+    headers: &HeaderMap,
+    request_time: SystemTime,
+    response_time: SystemTime,
+    cfg: &CacheConfig,
+    o: &Overrides,
+) -> Result<StorePlan, NoCacheReason> {
     let code = status.as_u16();
     if !(200..600).contains(&code) || code == 206 || code == 304 {
         return Err(NoCacheReason::Status);
     }
     let cc = CacheControl::targeted(headers, &cfg.targeted_cache_control);
-    if cc.no_store {
-        return Err(NoCacheReason::NoStore);
-    }
-    if cc.private {
-        return Err(NoCacheReason::Private);
-    }
-    if cc.no_cache {
-        return Err(NoCacheReason::NoCache);
+    if !o.override_origin {
+        if cc.no_store {
+            return Err(NoCacheReason::NoStore);
+        }
+        if cc.private {
+            return Err(NoCacheReason::Private);
+        }
+        if cc.no_cache {
+            return Err(NoCacheReason::NoCache);
+        }
     }
     let mut strip: Vec<HeaderName> = Vec::new();
     for f in cc.no_cache_fields.iter().chain(&cc.private_fields) {
@@ -159,7 +204,19 @@ pub fn evaluate(
         }
     }
 
+    // RFC 9111 §4.2.3
     let date = http_date(headers, header::DATE).unwrap_or(response_time);
+    let apparent_age = response_time.duration_since(date).unwrap_or(Duration::ZERO);
+    let response_delay = response_time
+        .duration_since(request_time)
+        .unwrap_or(Duration::ZERO);
+    let age_value = headers
+        .get(header::AGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| parse_age(v.trim()))
+        .unwrap_or(Duration::ZERO);
+    let initial_age = apparent_age.max(age_value + response_delay);
+
     let explicit = cc.s_maxage.or(cc.max_age).or_else(|| {
         headers.get(header::EXPIRES).map(|_| {
             // An invalid Expires (e.g. "0") means "already expired" (RFC 9111 §5.3).
@@ -168,32 +225,32 @@ pub fn evaluate(
                 .unwrap_or(Duration::ZERO)
         })
     });
-    let lifetime = match explicit {
-        Some(l) => l,
-        None if !heuristically_cacheable(status) => return Err(NoCacheReason::Status),
-        None => match heuristic(headers, date, cfg) {
-            Some(l) => l,
-            None if !cfg.default_ttl.0.is_zero() => cfg.default_ttl.0,
-            None => return Err(NoCacheReason::NoFreshness),
-        },
+    // Operator lifetimes count from now: they are added to the age already accrued.
+    let lifetime = if let Some(ttl) = o.ttl {
+        ttl + initial_age
+    } else {
+        let origin = match explicit {
+            Some(l) => Some(l),
+            None if !heuristically_cacheable(status)
+                && !o.override_origin
+                && o.min_ttl.is_none() =>
+            {
+                return Err(NoCacheReason::Status);
+            }
+            None => heuristic(headers, date, cfg)
+                .or_else(|| (!cfg.default_ttl.0.is_zero()).then_some(cfg.default_ttl.0)),
+        };
+        match (origin, o.min_ttl) {
+            (Some(l), Some(min)) => l.max(min + initial_age),
+            (None, Some(min)) => min + initial_age,
+            (Some(l), None) => l,
+            (None, None) => return Err(NoCacheReason::NoFreshness),
+        }
     };
-    let lifetime = match cfg.max_ttl {
-        Some(max) => lifetime.min(max.0),
+    let lifetime = match o.max_ttl.or(cfg.max_ttl.map(|d| d.0)) {
+        Some(max) => lifetime.min(max + initial_age),
         None => lifetime,
     };
-
-    // RFC 9111 §4.2.3
-    let apparent_age = response_time.duration_since(date).unwrap_or(Duration::ZERO);
-    let response_delay = response_time
-        .duration_since(request_time)
-        .unwrap_or(Duration::ZERO);
-    let age_value = headers
-        .get(header::AGE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs)
-        .unwrap_or(Duration::ZERO);
-    let initial_age = apparent_age.max(age_value + response_delay);
     if lifetime <= initial_age {
         return Err(NoCacheReason::Expired);
     }
@@ -204,9 +261,24 @@ pub fn evaluate(
         strip,
         vary,
         stale_ok,
-        grace: cc.stale_while_revalidate.unwrap_or(cfg.grace.0),
+        grace: o.grace.or(cc.stale_while_revalidate).unwrap_or(cfg.grace.0),
+        keep: o.keep.unwrap_or(cfg.keep.0),
         stale_if_error: cc.stale_if_error,
     })
+}
+
+/// The largest Age Shellac represents or sends (RFC 9111 §1.2.2: 2^31).
+pub const MAX_AGE: u64 = 2_147_483_648;
+
+/// delta-seconds; a value too large to represent counts as [`MAX_AGE`] (RFC 9111 §1.2.2),
+/// anything that is not digits is ignored.
+fn parse_age(v: &str) -> Option<Duration> {
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(Duration::from_secs(
+        v.parse::<u64>().unwrap_or(MAX_AGE).min(MAX_AGE),
+    ))
 }
 
 fn heuristic(headers: &HeaderMap, date: SystemTime, cfg: &CacheConfig) -> Option<Duration> {
@@ -388,6 +460,92 @@ mod tests {
             p.grace,
             Duration::ZERO,
             "RFC default: no stale serving without permission"
+        );
+    }
+
+    #[test]
+    fn operator_overrides() {
+        let o = |ttl: Option<u64>, min: Option<u64>, force: bool| Overrides {
+            ttl: ttl.map(Duration::from_secs),
+            min_ttl: min.map(Duration::from_secs),
+            override_origin: force,
+            ..Default::default()
+        };
+        let now = httpdate::parse_http_date("Sun, 22 Nov 2026 00:00:00 GMT").unwrap();
+        let run = |pairs: &[(&str, &str)], ov: &Overrides| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.append(
+                    HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                    http::HeaderValue::from_str(v).unwrap(),
+                );
+            }
+            evaluate_with(StatusCode::OK, &h, now, now, &CacheConfig::default(), ov)
+        };
+        // Static files: 1 h whatever the origin says (with override_origin).
+        assert_eq!(
+            run(&[("cache-control", "no-store")], &o(Some(3600), None, true))
+                .unwrap()
+                .ttl,
+            Duration::from_secs(3600)
+        );
+        assert_eq!(
+            run(
+                &[("cache-control", "no-store")],
+                &o(Some(3600), None, false)
+            ),
+            Err(NoCacheReason::NoStore),
+            "ttl alone never overrides no-store"
+        );
+        // Minimum TTL for pages with an Expires in the past.
+        assert_eq!(
+            run(
+                &[DATE, ("expires", "Sat, 21 Nov 2026 00:00:00 GMT")],
+                &o(None, Some(120), false)
+            )
+            .unwrap()
+            .ttl,
+            Duration::from_secs(120)
+        );
+        assert_eq!(
+            run(
+                &[DATE, ("cache-control", "max-age=600")],
+                &o(None, Some(120), false)
+            )
+            .unwrap()
+            .ttl,
+            Duration::from_secs(600)
+        );
+        assert_eq!(
+            run(&[("cache-control", "private")], &o(None, Some(120), false)),
+            Err(NoCacheReason::Private)
+        );
+        // Set-Cookie is never overridden by ttl (strip_set_cookie removes it first).
+        assert_eq!(
+            run(&[("set-cookie", "a=b")], &o(Some(60), None, true)),
+            Err(NoCacheReason::SetCookie)
+        );
+    }
+
+    #[test]
+    fn age_overflow_and_garbage() {
+        assert_eq!(
+            parse_age("99999999999999999999"),
+            Some(Duration::from_secs(MAX_AGE))
+        );
+        assert_eq!(parse_age("10"), Some(Duration::from_secs(10)));
+        assert_eq!(parse_age("-1"), None);
+        assert_eq!(parse_age("1.5"), None);
+        assert_eq!(
+            eval(
+                &[
+                    DATE,
+                    ("cache-control", "max-age=60"),
+                    ("age", "99999999999999999999")
+                ],
+                200
+            ),
+            Err(NoCacheReason::Expired)
         );
     }
 

@@ -53,6 +53,10 @@ impl Cache {
     /// Stores `object` for `primary` under its variant, keeping at most `max_variants` per URL.
     /// Returns the key it was stored under.
     pub fn store(&self, primary: &CacheKey, object: Arc<Object>) -> CacheKey {
+        let tags = super::tags::tags_of(&object.headers);
+        if !tags.is_empty() {
+            self.tags.add(primary, &tags);
+        }
         let names: Vec<HeaderName> = object.vary.iter().map(|(n, _)| n.clone()).collect();
         if names.is_empty() {
             if let Some((_, old)) = self.vary_index.remove(primary) {
@@ -132,7 +136,7 @@ mod tests {
         Arc::new(Object {
             status: http::StatusCode::OK,
             headers: Default::default(),
-            body: vec![Bytes::from(lang.to_string())],
+            body: crate::cache::Body::Memory(vec![Bytes::from(lang.to_string())]),
             body_len: lang.len() as u64,
             vary: vec![(
                 HeaderName::from_static("accept-language"),
@@ -143,7 +147,9 @@ mod tests {
             stale_ok: true,
             grace: Duration::ZERO,
             stale_if_error: None,
+            keep: Duration::ZERO,
             stored_at: Instant::now(),
+            state: Default::default(),
         })
     }
 
@@ -169,7 +175,10 @@ mod tests {
         for lang in ["fr", "de"] {
             let key = cache.lookup_key(&url, &request(lang));
             let got = cache.storage.lookup(&key).expect("variant stored");
-            assert_eq!(got.body[0], lang);
+            let crate::cache::Body::Memory(chunks) = &got.body else {
+                panic!("memory body");
+            };
+            assert_eq!(chunks[0], lang);
         }
         assert!(
             cache

@@ -4,11 +4,13 @@
 //! dotted key it concerns (see [`ConfigError`]). Cross-field checks live in [`Config::validate`].
 
 mod backend;
+pub mod invalidation;
 mod locate;
+pub mod rules;
 pub mod units;
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -30,6 +32,9 @@ pub struct Config {
     pub server: ServerConfig,
     #[serde(default)]
     pub cache: CacheConfig,
+    /// Storage tiers below the memory cache (`[storage.disk]`).
+    #[serde(default)]
+    pub storage: StorageConfig,
     /// Origin servers, in declaration order. The first one receives all traffic (as in Varnish,
     /// the first backend declared is the default).
     #[serde(default, rename = "backend")]
@@ -42,6 +47,11 @@ pub struct Config {
     pub directors: Vec<DirectorConfig>,
     #[serde(default)]
     pub routing: RoutingConfig,
+    /// Operator policy rules, in order (see docs/policy.md).
+    #[serde(default, rename = "rule")]
+    pub rules: Vec<rules::RuleConfig>,
+    #[serde(default)]
+    pub invalidation: invalidation::InvalidationConfig,
     #[serde(default)]
     pub log: LogConfig,
 }
@@ -158,6 +168,54 @@ impl Default for CacheConfig {
     }
 }
 
+/// `[storage]`: tiers below the memory tier.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageConfig {
+    /// `[storage.disk]`: the persistent disk tier. Default: none (memory only).
+    pub disk: Option<DiskConfig>,
+}
+
+/// `[storage.disk]`: a persistent disk tier below the memory tier (one preallocated file divided
+/// into regions; see `cache/disk`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiskConfig {
+    /// The data file (created if missing, preallocated to `size`). Its directory must exist.
+    /// Required.
+    pub path: PathBuf,
+    /// Size of the data file: the bound on the disk tier. Required; at least 4 regions.
+    pub size: Size,
+    /// Unit of writing and reclaim; the largest object the disk tier holds is a little smaller.
+    /// Default `64MiB`; between 1 MiB and 1 GiB, a multiple of 4 KiB.
+    #[serde(default = "default_region_size")]
+    pub region_size: Size,
+    /// Which objects are written to disk. Default `second-request`.
+    #[serde(default)]
+    pub admission: Admission,
+}
+
+/// Disk admission policy.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Admission {
+    /// Written when fetched for the second time (recently missed before), or when evicted from
+    /// memory after at least one memory hit: one-hit wonders never cost a disk write.
+    #[default]
+    SecondRequest,
+    /// Every stored object is written to disk as well (write-through).
+    Always,
+}
+
+impl Admission {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Admission::SecondRequest => "second-request",
+            Admission::Always => "always",
+        }
+    }
+}
+
 /// `[log]`: the access log. Records are buffered per worker and written by a background
 /// thread; the request path never waits for the disk.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
@@ -183,6 +241,14 @@ impl Default for LogConfig {
         }
     }
 }
+
+fn default_region_size() -> Size {
+    Size(64 << 20)
+}
+
+/// Bytes of each region the disk tier keeps for its own headers: an object on disk may be at most
+/// `region_size - DISK_REGION_OVERHEAD` bytes (key, headers and body).
+pub const DISK_REGION_OVERHEAD: u64 = 64 * 1024;
 
 impl LogConfig {
     /// The parsed format when the access log is on.
@@ -210,6 +276,11 @@ impl Config {
         for (i, b) in config.backends.iter_mut().enumerate() {
             if b.name.is_empty() {
                 b.name = format!("backend{i}");
+            }
+        }
+        for (i, r) in config.rules.iter_mut().enumerate() {
+            if r.name.is_empty() {
+                r.name = format!("rule{i}");
             }
         }
         let problems = config.validate();
@@ -321,15 +392,73 @@ impl Config {
                 "must be at least 64KiB".into(),
             ));
         }
-        if c.max_object_size.0 > c.memory_size.0 {
+        let disk_max = self
+            .storage
+            .disk
+            .as_ref()
+            .map_or(0, |d| d.region_size.0.saturating_sub(DISK_REGION_OVERHEAD));
+        if c.max_object_size.0 > c.memory_size.0.max(disk_max) {
             out.push((
                 key(&["cache", "max_object_size"]),
-                format!(
-                    "{} is larger than cache.memory_size ({})",
-                    units::format_size(c.max_object_size.0),
-                    units::format_size(c.memory_size.0)
-                ),
+                if disk_max == 0 {
+                    format!(
+                        "{} is larger than cache.memory_size ({})",
+                        units::format_size(c.max_object_size.0),
+                        units::format_size(c.memory_size.0)
+                    )
+                } else {
+                    format!(
+                        "{} is larger than both cache.memory_size ({}) and the largest disk object \
+                         (storage.disk.region_size - 64 KiB = {})",
+                        units::format_size(c.max_object_size.0),
+                        units::format_size(c.memory_size.0),
+                        units::format_size(disk_max)
+                    )
+                },
             ));
+        }
+        if let Some(d) = &self.storage.disk {
+            let at = |field: &str| key(&["storage", "disk", field]);
+            if d.path.as_os_str().is_empty() {
+                out.push((at("path"), "must not be empty".into()));
+            } else if d.path.as_os_str().to_string_lossy().ends_with('/') || d.path.is_dir() {
+                out.push((
+                    at("path"),
+                    format!(
+                        "`{}` is a directory; name the data file (e.g. `{}/shellac.dat`)",
+                        d.path.display(),
+                        d.path.display().to_string().trim_end_matches('/')
+                    ),
+                ));
+            }
+            let r = d.region_size.0;
+            if !(1 << 20..=1 << 30).contains(&r) || r % 4096 != 0 {
+                out.push((
+                    at("region_size"),
+                    format!(
+                        "{} must be between 1 MiB and 1 GiB and a multiple of 4 KiB",
+                        units::format_size(r)
+                    ),
+                ));
+            } else if d.size.0 < 4 * r {
+                out.push((
+                    at("size"),
+                    format!(
+                        "{} is less than 4 regions of {} (storage.disk.region_size)",
+                        units::format_size(d.size.0),
+                        units::format_size(r)
+                    ),
+                ));
+            } else if d.size.0 / r > 65_536 {
+                out.push((
+                    at("size"),
+                    format!(
+                        "{} is more than 65536 regions of {}; raise storage.disk.region_size",
+                        units::format_size(d.size.0),
+                        units::format_size(r)
+                    ),
+                ));
+            }
         }
         if let Some(max) = c.max_ttl
             && max < c.default_ttl
@@ -392,6 +521,26 @@ impl Config {
             ));
         }
         out.extend(backend::validate(self));
+        if !(1..=1_000_000).contains(&self.invalidation.max_bans) {
+            out.push((
+                key(&["invalidation", "max_bans"]),
+                "must be between 1 and 1000000".into(),
+            ));
+        }
+        if self.invalidation.ban_sweep_interval.0 < Duration::from_millis(100) {
+            out.push((
+                key(&["invalidation", "ban_sweep_interval"]),
+                "must be at least 100ms".into(),
+            ));
+        }
+        let names = |n: &str| {
+            self.backends.iter().any(|b| b.name == n) || self.directors.iter().any(|d| d.name == n)
+        };
+        for (i, rule) in self.rules.iter().enumerate() {
+            for (field, msg) in rules::validate(rule, &names) {
+                out.push((vec!["rule".into(), i.to_string(), field], msg));
+            }
+        }
         out
     }
 
@@ -403,6 +552,15 @@ impl Config {
             .iter()
             .map(|b| format!("{} → {}:{}", b.name, b.host, b.port))
             .collect();
+        let disk = match &self.storage.disk {
+            Some(d) => format!(
+                "; disk cache {} at {} (admission {})",
+                units::format_size(d.size.0),
+                d.path.display(),
+                d.admission.as_str()
+            ),
+            None => String::new(),
+        };
         let directors: Vec<String> = self
             .directors
             .iter()
@@ -426,7 +584,7 @@ impl Config {
             out.push_str(&format!("; directors {}", directors.join(", ")));
         }
         out.push_str(&format!(
-            "; requests go to {}; memory cache {}; admin {}",
+            "; requests go to {}; memory cache {}{disk}; admin {}",
             self.default_target().unwrap_or("-"),
             units::format_size(self.cache.memory_size.0),
             self.server
@@ -488,6 +646,26 @@ mod tests {
             ],
             "{errs:?}"
         );
+    }
+
+    #[test]
+    fn disk_tier_is_validated_with_lines() {
+        let text = "[storage.disk]\npath = \"/tmp/x.dat\"\nsize = \"8MiB\"\nregion_size = \"4MiB\"\n\n[[backend]]\nhost = \"a\"\n";
+        let errs = Config::parse(text, "t.toml").unwrap_err();
+        let got: Vec<(usize, &str)> = errs.iter().map(|e| (e.line, e.key.as_str())).collect();
+        assert_eq!(got, vec![(3, "storage.disk.size")], "{errs:?}");
+        let text = "[storage.disk]\npath = \"/tmp/x.dat\"\nsize = \"1GiB\"\nregion_size = \"1000\"\nadmission = \"often\"\n\n[[backend]]\nhost = \"a\"\n";
+        let errs = Config::parse(text, "t.toml").unwrap_err();
+        assert_eq!(errs[0].key, "storage.disk.admission", "{errs:?}");
+        let text = "[storage.disk]\npath = \"/tmp/x.dat\"\nsize = \"1GiB\"\nregion_size = \"1000\"\n\n[[backend]]\nhost = \"a\"\n";
+        let errs = Config::parse(text, "t.toml").unwrap_err();
+        assert_eq!(errs[0].key, "storage.disk.region_size", "{errs:?}");
+        assert_eq!(errs[0].line, 4, "{errs:?}");
+        let text = "[cache]\nmemory_size = \"1MiB\"\nmax_object_size = \"30MiB\"\n[storage.disk]\npath = \"/tmp/x.dat\"\nsize = \"256MiB\"\nregion_size = \"32MiB\"\nadmission = \"always\"\n\n[[backend]]\nhost = \"a\"\n";
+        let c = Config::parse(text, "t.toml").unwrap();
+        let d = c.storage.disk.unwrap();
+        assert_eq!(d.admission, Admission::Always);
+        assert_eq!(d.region_size.0, 32 << 20);
     }
 
     #[test]

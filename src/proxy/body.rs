@@ -9,8 +9,9 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
 use crate::backend::BackendBody;
-use crate::cache::Object;
 use crate::cache::busy::{BusyReader, ChunkPoll};
+use crate::cache::disk::DiskReader;
+use crate::cache::{Body as StoredBody, Object};
 use crate::stats::Counters;
 use crate::txlog::Pending;
 
@@ -43,6 +44,11 @@ enum Kind {
     Busy {
         reader: BusyReader,
         remaining: Option<u64>,
+    },
+    /// A large object streamed from the disk tier, chunk by verified chunk.
+    Disk {
+        reader: DiskReader,
+        remaining: u64,
     },
     Backend(BackendBody),
 }
@@ -81,6 +87,12 @@ impl ResponseBody {
 
     pub fn object(object: Arc<Object>) -> ResponseBody {
         let remaining = object.body_len;
+        if let StoredBody::Disk(disk) = &object.body {
+            return ResponseBody::new(Kind::Disk {
+                reader: DiskReader::new(disk.clone()),
+                remaining,
+            });
+        }
         ResponseBody::new(Kind::Object {
             object,
             next: 0,
@@ -152,7 +164,7 @@ impl Body for ResponseBody {
                 object,
                 next,
                 remaining,
-            } => match object.body.get(*next) {
+            } => match memory_chunk(object, *next) {
                 Some(chunk) => {
                     *next += 1;
                     *remaining -= chunk.len() as u64;
@@ -210,6 +222,15 @@ impl Body for ResponseBody {
                 Poll::Ready(ChunkPoll::Failed) => Poll::Ready(Some(Err(BodyError(
                     "backend fetch failed while streaming".into(),
                 )))),
+                Poll::Pending => Poll::Pending,
+            },
+            Kind::Disk { reader, remaining } => match reader.poll_chunk(cx) {
+                Poll::Ready(Some(Ok(c))) => {
+                    *remaining = remaining.saturating_sub(c.len() as u64);
+                    Poll::Ready(Some(Ok(c)))
+                }
+                Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(BodyError(e)))),
+                Poll::Ready(None) => Poll::Ready(None),
                 Poll::Pending => Poll::Pending,
             },
             Kind::Backend(body) => loop {
@@ -271,7 +292,7 @@ impl ResponseBody {
         match &self.kind {
             Kind::Empty => true,
             Kind::Full(b) => b.is_none(),
-            Kind::Object { remaining, .. } => *remaining == 0,
+            Kind::Object { remaining, .. } | Kind::Disk { remaining, .. } => *remaining == 0,
             Kind::Parts { remaining, .. } => *remaining == 0,
             Kind::Slice { take, .. } => *take == 0,
             Kind::Busy { remaining, .. } => *remaining == Some(0),
@@ -283,7 +304,9 @@ impl ResponseBody {
         match &self.kind {
             Kind::Empty => SizeHint::with_exact(0),
             Kind::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
-            Kind::Object { remaining, .. } => SizeHint::with_exact(*remaining),
+            Kind::Object { remaining, .. } | Kind::Disk { remaining, .. } => {
+                SizeHint::with_exact(*remaining)
+            }
             Kind::Parts { remaining, .. } => SizeHint::with_exact(*remaining),
             Kind::Slice { take, .. } => SizeHint::with_exact(*take),
             Kind::Busy {
@@ -294,5 +317,13 @@ impl ResponseBody {
             } => SizeHint::default(),
             Kind::Backend(b) => b.size_hint(),
         }
+    }
+}
+
+/// Chunk `i` of an object whose body is in memory.
+fn memory_chunk(object: &Object, i: usize) -> Option<&Bytes> {
+    match &object.body {
+        StoredBody::Memory(chunks) => chunks.get(i),
+        StoredBody::Disk(_) => None,
     }
 }

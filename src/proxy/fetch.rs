@@ -16,7 +16,7 @@ use super::send::{self, SendFailure};
 use crate::backend::BackendBody;
 use crate::cache::busy::{BusyHead, BusyObject, LeaderGuard};
 use crate::cache::policy::{self, NoCacheReason};
-use crate::cache::{CacheKey, Object, VarySelection};
+use crate::cache::{Body, CacheKey, Object, VarySelection};
 use crate::http::headers;
 
 /// Sends the backend request for `mode` and turns the answer into the next step.
@@ -31,6 +31,12 @@ pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
     let stored_at = Instant::now();
     let (mut parts, body) = resp.into_parts();
     headers::strip_hop_by_hop(&mut parts.headers);
+    let overrides = txn.proxy.rules.on_response(
+        &txn.matched_rules,
+        &txn.req.method,
+        parts.status,
+        &mut parts.headers,
+    );
 
     let (guard, detail) = match mode {
         FetchMode::Pass(reason) => return pass(txn, reason, parts, body),
@@ -50,6 +56,7 @@ pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
             &primary,
             stale,
             parts,
+            &overrides,
             (request_time, response_time, stored_at),
         );
     }
@@ -69,12 +76,13 @@ pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    let plan = policy::evaluate(
+    let plan = policy::evaluate_with(
         parts.status,
         &parts.headers,
         request_time,
         response_time,
         &proxy.config.cache,
+        &overrides,
     )
     .and_then(|plan| match content_length {
         Some(len) if len > proxy.max_object_size => Err(NoCacheReason::TooLarge),
@@ -158,7 +166,10 @@ fn failed(txn: &mut Txn<'_>, mode: &FetchMode, failure: SendFailure) -> Step {
     }
     match txn.stale.take() {
         Some(stale) if stale.stale_ok && !txn.background => txn.deliver_stale(stale, detail),
-        _ => Step::Synth(status, detail),
+        // A stale copy exists but may not be served (must-revalidate, proxy-revalidate,
+        // s-maxage): RFC 9111 §5.2.2.2 says the error SHOULD be 504.
+        Some(_) => Step::Synth(StatusCode::GATEWAY_TIMEOUT, detail),
+        None => Step::Synth(status, detail),
     }
 }
 
@@ -229,6 +240,7 @@ fn revalidated(
     primary: &CacheKey,
     stale: Arc<Object>,
     parts: Parts,
+    overrides: &policy::Overrides,
     (request_time, response_time, stored_at): (SystemTime, SystemTime, Instant),
 ) -> Step {
     let proxy = txn.proxy;
@@ -243,12 +255,13 @@ fn revalidated(
             headers.append(name.clone(), v.clone());
         }
     }
-    let plan = policy::evaluate(
+    let plan = policy::evaluate_with(
         stale.status,
         &headers,
         request_time,
         response_time,
         &proxy.config.cache,
+        overrides,
     );
     let (object, status) = match plan {
         Ok(plan) => {
@@ -267,7 +280,9 @@ fn revalidated(
                 stale_ok: plan.stale_ok,
                 grace: plan.grace,
                 stale_if_error: plan.stale_if_error,
+                keep: plan.keep,
                 stored_at,
+                state: Default::default(),
             });
             proxy.cache.store(primary, object.clone());
             (
@@ -302,10 +317,17 @@ fn revalidated(
             content_length: Some(object.body_len),
             vary: object.vary.clone(),
         });
-        for chunk in &object.body {
-            busy.push(chunk.clone());
+        match &object.body {
+            Body::Memory(chunks) => {
+                for chunk in chunks {
+                    busy.push(chunk.clone());
+                }
+                busy.finish();
+            }
+            // A body left on disk cannot be pushed here without reading it: waiters look up
+            // again and find the refreshed object.
+            Body::Disk(_) => busy.abandon(),
         }
-        busy.finish();
     }
     txn.deliver_object(object, &status)
 }
@@ -322,7 +344,9 @@ fn clone_object(o: &Object) -> Object {
         stale_ok: o.stale_ok,
         grace: o.grace,
         stale_if_error: o.stale_if_error,
+        keep: o.keep,
         stored_at: o.stored_at,
+        state: Default::default(),
     }
 }
 

@@ -12,7 +12,7 @@ use super::Proxy;
 use crate::backend::BackendBody;
 use crate::cache::busy::{BusyObject, LeaderGuard};
 use crate::cache::policy::StorePlan;
-use crate::cache::{CacheKey, Object, VarySelection};
+use crate::cache::{Body, CacheKey, Object, VarySelection};
 
 /// Bodies up to this size are stored as one contiguous chunk; larger ones in pieces this big.
 const STORE_CHUNK: usize = 64 * 1024;
@@ -77,7 +77,7 @@ impl Fill {
             let object = Object {
                 status: self.status,
                 headers: self.headers,
-                body,
+                body: Body::Memory(body),
                 body_len: total,
                 vary: self.vary,
                 initial_age: self.plan.initial_age,
@@ -85,7 +85,9 @@ impl Fill {
                 stale_ok: self.plan.stale_ok,
                 grace: self.plan.grace,
                 stale_if_error: self.plan.stale_if_error,
+                keep: self.plan.keep,
                 stored_at: self.stored_at,
+                state: Default::default(),
             };
             proxy.cache.store(&key, Arc::new(object));
             proxy.counters.cache_insert.inc();

@@ -25,6 +25,7 @@ use super::body::ResponseBody;
 use super::partial::{self, RangeSpec};
 use super::{Proxy, deliver, fetch};
 use crate::backend::Backend;
+use crate::backend::director::Member;
 use crate::cache::busy::{BusyObject, HeadOutcome, Join, LeaderGuard};
 use crate::cache::policy::NoCacheReason;
 use crate::cache::{CacheKey, Object, vary_matches};
@@ -94,6 +95,10 @@ pub(super) struct Txn<'a> {
     req_cc: Option<CacheControl>,
     /// A background refresh (grace): no client waits for this response.
     pub background: bool,
+    /// Rules whose request matchers matched (their response phase runs in Fetch).
+    pub matched_rules: Vec<usize>,
+    /// Backend or director chosen by a rule instead of the default route.
+    pub route: Option<Member>,
     lookups: u32,
     /// Set when the client connection must close after this response (malformed request).
     close: bool,
@@ -118,6 +123,8 @@ pub(super) async fn run(
         stale: None,
         req_cc: None,
         background: false,
+        matched_rules: Vec::new(),
+        route: None,
         lookups: 0,
         close: false,
     };
@@ -126,7 +133,7 @@ pub(super) async fn run(
         tracing::trace!(step = step.as_str(), "request step");
         step = match step {
             Step::Recv => txn.recv(),
-            Step::Lookup => txn.lookup(),
+            Step::Lookup => txn.lookup().await,
             Step::Hit(object) => txn.hit(object),
             Step::Grace(object) => txn.grace(object),
             Step::Wait(busy) => txn.wait(busy).await,
@@ -161,6 +168,8 @@ pub(super) async fn refresh(
         stale: Some(stale),
         req_cc: None,
         background: true,
+        matched_rules: Vec::new(),
+        route: None,
         lookups: 1,
         close: false,
     };
@@ -193,10 +202,45 @@ impl Txn<'_> {
             .map(|p| p.as_str())
             .unwrap_or("/");
         self.key = Some(CacheKey::new(&host, path));
+        if self.req.method.as_str() == "PURGE" {
+            return self.purge();
+        }
+        let rules = &self.proxy.rules;
+        let mut forced_lookup = false;
+        if !rules.is_empty() {
+            let path = path.to_string();
+            let outcome = rules.on_request(&host, &path, &self.req.method, &mut self.req.headers);
+            self.matched_rules = outcome.matched;
+            if let Some(name) = &outcome.director {
+                self.route = self.proxy.backends.get(name);
+            }
+            if let Some((status, content_type, body)) = outcome.synth {
+                self.proxy.counters.synth_resp.inc();
+                return Step::Deliver(deliver::generated(status, &content_type, body, None));
+            }
+            if let Some((status, location)) = outcome.redirect {
+                self.proxy.counters.synth_resp.inc();
+                let body = format!(
+                    "{} {}\n{location}\n",
+                    status.as_u16(),
+                    status.canonical_reason().unwrap_or("")
+                );
+                return Step::Deliver(deliver::generated(
+                    status,
+                    "text/plain; charset=utf-8",
+                    body,
+                    Some(&location),
+                ));
+            }
+            if outcome.pass.is_some() {
+                return Step::Pass(NoCacheReason::Rule);
+            }
+            forced_lookup = outcome.cache;
+        }
         if self.req.method != Method::GET && self.req.method != Method::HEAD {
             return Step::Pass(NoCacheReason::Method);
         }
-        if self.req.headers.contains_key(header::AUTHORIZATION) {
+        if !forced_lookup && self.req.headers.contains_key(header::AUTHORIZATION) {
             return Step::Pass(NoCacheReason::Authorization);
         }
         let cc = CacheControl::from_headers(&self.req.headers);
@@ -225,6 +269,55 @@ impl Txn<'_> {
         Step::Lookup
     }
 
+    /// `PURGE`: from allowed networks only. With `Surrogate-Key` (or `xkey-purge`) it purges
+    /// those tags; otherwise the URL, every variant — softly (stale, kept for grace) with
+    /// `Soft-Purge: 1`. 200 with what was removed, 404 if nothing was cached.
+    fn purge(&mut self) -> Step {
+        let counters = &self.proxy.counters;
+        if !self.proxy.config.invalidation.may_purge(self.client.ip()) {
+            counters.purge_denied.inc();
+            return Step::Synth(StatusCode::METHOD_NOT_ALLOWED, "purge-not-allowed");
+        }
+        counters.purge_req.inc();
+        let cache = &self.proxy.cache;
+        let tags: Vec<String> = ["surrogate-key", "xkey-purge"]
+            .iter()
+            .flat_map(|f| self.req.headers.get_all(*f).iter())
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split_ascii_whitespace())
+            .map(str::to_string)
+            .collect();
+        let soft = self.req.headers.get("soft-purge").is_some_and(|v| v == "1");
+        let Some(key) = &self.key else {
+            return Step::Synth(StatusCode::BAD_REQUEST, "no-key");
+        };
+        let (n, what) = if !tags.is_empty() {
+            (cache.purge_tags(&tags), format!("tags {}", tags.join(" ")))
+        } else if soft {
+            (cache.soft_purge(key), format!("{key} (soft)"))
+        } else {
+            (cache.purge(key), key.to_string())
+        };
+        counters.purge_objects.add(n as u64);
+        let status = if n > 0 {
+            StatusCode::OK
+        } else {
+            StatusCode::NOT_FOUND
+        };
+        let body = format!(
+            "{} {}\npurged {n} object{} for {what}\n",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or(""),
+            if n == 1 { "" } else { "s" }
+        );
+        Step::Deliver(deliver::generated(
+            status,
+            "text/plain; charset=utf-8",
+            body,
+            None,
+        ))
+    }
+
     /// The authority the request is for: the absolute-form target's, else the single Host.
     fn authority(&self) -> Result<String, &'static str> {
         let hosts: Vec<&HeaderValue> = self.req.headers.get_all(header::HOST).iter().collect();
@@ -244,7 +337,7 @@ impl Txn<'_> {
         }
     }
 
-    fn lookup(&mut self) -> Step {
+    async fn lookup(&mut self) -> Step {
         self.lookups += 1;
         if self.lookups > MAX_LOOKUPS {
             return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "too-many-lookups");
@@ -255,7 +348,7 @@ impl Txn<'_> {
         let cache = &self.proxy.cache;
         let key = cache.lookup_key(&primary, &self.req.headers);
         let now = Instant::now();
-        if let Some(step) = self.classify(&key, now, true) {
+        if let Some(step) = self.classify(&key, now, true).await {
             return step;
         }
         if self.req_cc.as_ref().is_some_and(|cc| cc.only_if_cached) {
@@ -268,7 +361,7 @@ impl Txn<'_> {
             Join::Waiter(busy) => Step::Wait(busy),
             Join::Leader(guard) => {
                 // The previous leader may have stored the object between our lookup and join.
-                match self.classify(&key, now, false) {
+                match self.classify(&key, now, false).await {
                     Some(hit) => hit,
                     None => Step::Miss(guard),
                 }
@@ -279,8 +372,12 @@ impl Txn<'_> {
     /// What the stored object under `key` (if any) can do for this request: a fresh hit, a
     /// grace delivery, or nothing (remembering a stale copy within `keep` for revalidation and
     /// as a fallback). `count` counts a stale object once per request.
-    fn classify(&mut self, key: &CacheKey, now: Instant, count: bool) -> Option<Step> {
-        let object = self.proxy.cache.storage.lookup(key)?;
+    async fn classify(&mut self, key: &CacheKey, now: Instant, count: bool) -> Option<Step> {
+        let object = self.proxy.cache.lookup(key).await?;
+        if self.proxy.cache.check_bans(key, &object) {
+            self.proxy.counters.ban_objects.inc();
+            return None;
+        }
         if !object.vary_matches(&self.req.headers) {
             return None;
         }
@@ -311,7 +408,7 @@ impl Txn<'_> {
         if object.within_grace(now) {
             return Some(Step::Grace(object));
         }
-        if object.within_keep(now, self.proxy.config.cache.keep.0) {
+        if object.within_keep(now) {
             self.stale = Some(object);
         }
         None
@@ -319,6 +416,11 @@ impl Txn<'_> {
 
     fn hit(&mut self, object: Arc<Object>) -> Step {
         self.proxy.counters.cache_hit.inc();
+        if object.state.from_disk {
+            self.proxy.counters.cache_hit_disk.inc();
+        } else {
+            self.proxy.counters.cache_hit_memory.inc();
+        }
         let now = Instant::now();
         let status = if object.is_fresh(now) {
             deliver::hit_status(&object, now)

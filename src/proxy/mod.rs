@@ -22,10 +22,13 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 
 use crate::backend::director::Backends;
-use crate::cache::Cache;
+use crate::cache::disk::DiskStorage;
 use crate::cache::memory::MemoryStorage;
+use crate::cache::tiered::Tiered;
+use crate::cache::{Cache, Storage};
 use crate::config::Config;
 use crate::history::{History, Sample};
+use crate::rules::Rules;
 use crate::stats::Counters;
 use crate::txlog::{self, Format, Recorder};
 pub use body::ResponseBody;
@@ -35,6 +38,8 @@ pub struct Proxy {
     pub config: Arc<Config>,
     pub cache: Arc<Cache>,
     pub backends: Backends,
+    /// Operator policy rules, compiled.
+    pub rules: Rules,
     pub counters: Arc<Counters>,
     /// Largest object the storage accepts (`cache.max_object_size`, possibly lowered so an
     /// object fits one shard of the memory tier).
@@ -57,16 +62,38 @@ pub struct Shared {
 }
 
 impl Proxy {
-    /// Builds the proxy for `config`: memory tier, backends, and the transaction recorder with
-    /// its writer thread. Fails if the access log cannot be opened.
+    /// Builds the proxy for `config`: storage tiers (memory, and disk if configured), backends,
+    /// rules, and the transaction recorder with its writer thread. Fails if the access log
+    /// cannot be opened. Disk trouble never fails it: the proxy runs on the memory tier.
     pub fn new(config: Arc<Config>, counters: Arc<Counters>) -> std::io::Result<Arc<Proxy>> {
-        let memory = MemoryStorage::new(
-            config.cache.memory_size.0,
-            config.cache.max_object_size.0,
-            counters.clone(),
-        );
-        let max_object_size = config.cache.max_object_size.0.min(memory.max_object());
+        let (memory_size, max_object) =
+            (config.cache.memory_size.0, config.cache.max_object_size.0);
+        // The memory tier never holds more than it can (its shards are sized by this).
+        let memory_max = max_object.min(memory_size);
+        let disk = config.storage.disk.as_ref().and_then(|d| match DiskStorage::open(d, counters.clone()) {
+            Ok(disk) => Some((disk, d.admission)),
+            Err(e) => {
+                counters.disk_io_error.inc();
+                tracing::error!(path = %d.path.display(), error = %e, "disk cache unavailable; running with the memory tier only");
+                None
+            }
+        });
+        let (storage, tier_max): (Arc<dyn Storage>, u64) = match disk {
+            Some((disk, admission)) => {
+                let tiered =
+                    Tiered::new(memory_size, memory_max, disk, admission, counters.clone());
+                let max = tiered.max_object();
+                (Arc::new(tiered), max)
+            }
+            None => {
+                let memory = MemoryStorage::new(memory_size, memory_max, counters.clone());
+                let max = memory.max_object();
+                (Arc::new(memory), max)
+            }
+        };
+        let max_object_size = max_object.min(tier_max);
         let backends = Backends::build(&config, &counters);
+        let rules = Rules::compile(&config.rules);
         let output = match config.log.access_log.as_str() {
             "off" => None,
             target => Some(txlog::open_output(target).map_err(|e| {
@@ -80,8 +107,12 @@ impl Proxy {
             counters.clone(),
         )?;
         Ok(Arc::new(Proxy {
-            cache: Arc::new(Cache::new(Arc::new(memory), config.cache.max_variants)),
+            cache: Arc::new(
+                Cache::new(storage, config.cache.max_variants)
+                    .with_max_bans(config.invalidation.max_bans),
+            ),
             backends,
+            rules,
             counters,
             max_object_size,
             log_format: config.log.active_format().map(Arc::new),
@@ -100,6 +131,7 @@ impl Proxy {
     pub fn next(&self, config: Arc<Config>) -> Arc<Proxy> {
         Arc::new(Proxy {
             backends: Backends::build_reusing(&config, &self.counters, Some(&self.backends)),
+            rules: Rules::compile(&config.rules),
             cache: self.cache.clone(),
             counters: self.counters.clone(),
             max_object_size: self.max_object_size,
@@ -142,6 +174,17 @@ impl Proxy {
         out.push(("n_busy", self.cache.busy.len() as u64));
         out.push(("cache_bytes", storage.bytes));
         out.push(("cache_capacity_bytes", storage.capacity));
+        let disk = self
+            .cache
+            .storage
+            .lower_tiers()
+            .into_iter()
+            .find(|(name, _)| *name == "disk")
+            .map(|(_, s)| s)
+            .unwrap_or_default();
+        out.push(("n_object_disk", disk.objects));
+        out.push(("disk_bytes", disk.bytes));
+        out.push(("disk_capacity_bytes", disk.capacity));
         out.push((
             "n_client_conn",
             self.shared.open_conns.load(Ordering::Relaxed),

@@ -54,7 +54,10 @@ pub(super) async fn send(
     txn: &mut Txn<'_>,
     for_cache: bool,
 ) -> Result<Response<BackendBody>, SendFailure> {
-    let route = txn.proxy.backends.default.clone();
+    let route = txn
+        .route
+        .clone()
+        .unwrap_or_else(|| txn.proxy.backends.default.clone());
     let key = txn.key.clone().unwrap_or_else(|| CacheKey::new("", "/"));
     let counters = &txn.proxy.counters;
     let has_body = !for_cache && txn.body.as_ref().is_some_and(|b| !b.is_end_stream());

@@ -336,7 +336,7 @@ impl Shellac {
 
     /// Starts Shellac from a config file (so `POST /reload` re-reads it). The file should
     /// listen on `127.0.0.1:0` and put the admin listener on `127.0.0.1:0`.
-    pub async fn start_file(path: &std::path::Path) -> Shellac {
+    pub async fn start_reloadable(path: &std::path::Path) -> Shellac {
         let config = Config::load(path).unwrap_or_else(|e| panic!("test config invalid: {e:?}"));
         let running = server::start_with(
             Arc::new(config),
@@ -345,6 +345,31 @@ impl Shellac {
         )
         .await
         .expect("shellac starts");
+        Shellac {
+            addr: running.listen[0],
+            admin: running.admin.unwrap(),
+            running: Some(running),
+        }
+    }
+
+    /// Starts Shellac on an example config file, pointed at `origin` (first backend) and at
+    /// ephemeral ports; `tweak` adjusts it further.
+    pub async fn start_file(
+        path: &str,
+        origin: SocketAddr,
+        tweak: impl FnOnce(&mut Config),
+    ) -> Shellac {
+        let full = format!("{}/{path}", env!("CARGO_MANIFEST_DIR"));
+        let mut config =
+            Config::load(std::path::Path::new(&full)).unwrap_or_else(|e| panic!("{path}: {e:?}"));
+        config.server.listen = vec!["127.0.0.1:0".parse().unwrap()];
+        config.server.admin = Some("127.0.0.1:0".parse().unwrap());
+        config.backends[0].host = origin.ip().to_string();
+        config.backends[0].port = origin.port();
+        tweak(&mut config);
+        let running = server::start(Arc::new(config))
+            .await
+            .expect("shellac starts");
         Shellac {
             addr: running.listen[0],
             admin: running.admin.unwrap(),
@@ -537,4 +562,31 @@ pub async fn raw(addr: SocketAddr, bytes: &[u8]) -> String {
     let mut out = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut out)).await;
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A directory under the system temp dir, removed when dropped.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "shellac-test-{name}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    pub fn path(&self, file: &str) -> std::path::PathBuf {
+        self.0.join(file)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

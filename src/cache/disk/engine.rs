@@ -1,0 +1,741 @@
+//! The disk engine: one preallocated file of fixed-size regions, the in-memory index
+//! (key hash → region, offset, length, expiry), recovery at start-up and reads.
+//!
+//! Architecture invariant: eviction and expiry never scan directories or read objects; the
+//! writer reclaims whole regions chosen from the in-memory bookkeeping ([`RegionBook`]), and
+//! recovery reads region headers and summaries (one region without a summary is scanned by its
+//! 64-byte entry headers), never a body.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+
+use super::format::{
+    self, BLOCK, ENTRY_HEADER, EntryHeader, EntryInfo, KIND_OBJECT, KIND_TOMBSTONE, Meta, Record,
+    RegionHeader, SUMMARY_RECORD, Superblock, Trailer,
+};
+use crate::cache::{Body, CacheKey, Object};
+use crate::stats::Counters;
+
+/// Entries up to this length are read whole on a hit (and promoted to memory); longer ones are
+/// streamed from disk in [`format::BODY_CHUNK`] pieces.
+pub const INLINE_MAX: u64 = 1 << 20;
+
+/// Where an object is on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Loc {
+    pub region: u32,
+    pub offset: u32,
+    pub len: u32,
+    /// The region incarnation the entry belongs to.
+    pub seq: u64,
+    pub expires_ms: u64,
+    /// Every body chunk of this entry has been checked once since start-up.
+    pub verified: bool,
+}
+
+/// Why a read produced no object.
+#[derive(Debug)]
+pub enum ReadError {
+    /// Checksum or format mismatch: the entry is dropped and the object fetched again.
+    Corrupt(&'static str),
+    Io(io::Error),
+    /// The region was reclaimed while reading; a plain miss.
+    Gone,
+}
+
+/// The writer's bookkeeping for one region (never read from disk after recovery).
+#[derive(Clone, Debug, Default)]
+pub struct RegionBook {
+    /// Incarnation; 0 = free.
+    pub seq: u64,
+    /// Hashes of the objects written in this incarnation (for reclaim).
+    pub hashes: Vec<u64>,
+    pub tombstones: u32,
+    pub max_expires_ms: u64,
+    /// Entries written, for the summary.
+    pub entries: Vec<EntryInfo>,
+    /// Next write offset within the region (block aligned once flushed).
+    pub cursor: u64,
+    pub sealed: bool,
+}
+
+/// What recovery hands to the writer.
+pub struct Recovered {
+    pub books: Vec<RegionBook>,
+    pub next_seq: u64,
+    pub objects: u64,
+    pub elapsed: Duration,
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+const INDEX_SHARDS: usize = 64;
+
+pub struct Engine {
+    file: File,
+    pub region_size: u64,
+    pub regions: u32,
+    pub instance: u64,
+    shards: Box<[Mutex<HashMap<u64, Loc>>]>,
+    /// Current incarnation of each region (0 while free or being reclaimed). Readers compare it
+    /// before and after reading, so a region reused under them is noticed.
+    region_seq: Box<[AtomicU64]>,
+    /// Bytes of indexed entries per region.
+    region_live: Box<[AtomicU64]>,
+    objects: AtomicU64,
+    live_bytes: AtomicU64,
+    pub counters: Arc<Counters>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Engine {
+    /// Opens (or creates and preallocates) the data file and rebuilds the index from it.
+    pub fn open(
+        path: &Path,
+        size: u64,
+        region_size: u64,
+        counters: Arc<Counters>,
+    ) -> io::Result<(Arc<Engine>, Recovered)> {
+        let started = Instant::now();
+        let regions = (size / region_size) as u32;
+        let file_len = BLOCK + regions as u64 * region_size;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        // SAFETY: flock on a valid, owned descriptor; no memory is shared with the kernel.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(
+                e.kind(),
+                format!("{} is locked by another process ({e})", path.display()),
+            ));
+        }
+        let mut head = vec![0u8; BLOCK as usize];
+        let existing = match file.read_exact_at(&mut head, 0) {
+            Ok(()) => Superblock::decode(&head).filter(|s| {
+                s.region_size == region_size
+                    && s.regions == regions
+                    && file.metadata().is_ok_and(|m| m.len() >= file_len)
+            }),
+            Err(_) => None,
+        };
+        let fresh = existing.is_none();
+        let sb = match existing {
+            Some(sb) => sb,
+            None => {
+                if file.metadata()?.len() > 0 {
+                    tracing::warn!(path = %path.display(), "disk cache layout changed or unreadable; starting empty");
+                }
+                let sb = Superblock {
+                    region_size,
+                    regions,
+                    instance: random_instance(),
+                };
+                preallocate(&file, file_len)?;
+                file.write_all_at(&sb.encode(), 0)?;
+                file.sync_all()?;
+                sb
+            }
+        };
+        let engine = Arc::new(Engine {
+            file,
+            region_size,
+            regions,
+            instance: sb.instance,
+            shards: (0..INDEX_SHARDS)
+                .map(|_| Mutex::new(HashMap::new()))
+                .collect(),
+            region_seq: (0..regions).map(|_| AtomicU64::new(0)).collect(),
+            region_live: (0..regions).map(|_| AtomicU64::new(0)).collect(),
+            objects: AtomicU64::new(0),
+            live_bytes: AtomicU64::new(0),
+            counters,
+        });
+        let mut recovered = if fresh {
+            Recovered {
+                books: vec![RegionBook::default(); regions as usize],
+                next_seq: 1,
+                objects: 0,
+                elapsed: Duration::ZERO,
+            }
+        } else {
+            engine.recover()?
+        };
+        recovered.elapsed = started.elapsed();
+        recovered.objects = engine.objects.load(Ordering::Relaxed);
+        Ok((engine, recovered))
+    }
+
+    /// File offset of region `r`.
+    pub fn region_base(&self, r: u32) -> u64 {
+        BLOCK + r as u64 * self.region_size
+    }
+
+    /// Largest entry (header, key, meta, body) one region can hold.
+    pub fn max_entry(&self) -> u64 {
+        self.region_size - 3 * BLOCK
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.regions as u64 * self.region_size
+    }
+
+    pub fn objects(&self) -> u64 {
+        self.objects.load(Ordering::Relaxed)
+    }
+
+    pub fn live_bytes(&self) -> u64 {
+        self.live_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn region_live(&self, r: u32) -> u64 {
+        self.region_live[r as usize].load(Ordering::Relaxed)
+    }
+
+    pub fn set_region_seq(&self, r: u32, seq: u64) {
+        self.region_seq[r as usize].store(seq, Ordering::SeqCst);
+    }
+
+    pub fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.file.write_all_at(buf, offset)
+    }
+
+    /// Releases the file lock after a clean close, so a new instance may open the file while
+    /// this one's last readers finish (nothing writes any more).
+    pub fn unlock(&self) {
+        // SAFETY: flock on a valid, owned descriptor.
+        unsafe { libc::flock(self.file.as_raw_fd(), libc::LOCK_UN) };
+    }
+
+    #[cfg(test)]
+    pub fn raw_fd(&self) -> i32 {
+        self.file.as_raw_fd()
+    }
+
+    fn shard(&self, hash: u64) -> &Mutex<HashMap<u64, Loc>> {
+        &self.shards[(hash >> 58) as usize % INDEX_SHARDS]
+    }
+
+    fn account_add(&self, loc: &Loc) {
+        self.objects.fetch_add(1, Ordering::Relaxed);
+        self.live_bytes.fetch_add(loc.len as u64, Ordering::Relaxed);
+        self.region_live[loc.region as usize].fetch_add(loc.len as u64, Ordering::Relaxed);
+    }
+
+    fn account_sub(&self, loc: &Loc) {
+        self.objects.fetch_sub(1, Ordering::Relaxed);
+        self.live_bytes.fetch_sub(loc.len as u64, Ordering::Relaxed);
+        self.region_live[loc.region as usize].fetch_sub(loc.len as u64, Ordering::Relaxed);
+    }
+
+    /// Indexes an entry, replacing any older one for the same hash.
+    pub fn index_put(&self, hash: u64, loc: Loc) {
+        let old = lock(self.shard(hash)).insert(hash, loc);
+        if let Some(old) = old {
+            self.account_sub(&old);
+        }
+        self.account_add(&loc);
+    }
+
+    pub fn index_get(&self, hash: u64) -> Option<Loc> {
+        lock(self.shard(hash)).get(&hash).copied()
+    }
+
+    pub fn index_remove(&self, hash: u64) -> Option<Loc> {
+        let old = lock(self.shard(hash)).remove(&hash);
+        if let Some(old) = &old {
+            self.account_sub(old);
+        }
+        old
+    }
+
+    /// Removes `hash` only if it still points at `loc` (a newer copy may have replaced it).
+    pub fn index_remove_exact(&self, hash: u64, loc: &Loc) -> bool {
+        let mut shard = lock(self.shard(hash));
+        if shard.get(&hash) == Some(loc) {
+            shard.remove(&hash);
+            drop(shard);
+            self.account_sub(loc);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Removes `hash` if it points into incarnation `seq` of region `r` (reclaim).
+    pub fn index_remove_in(&self, hash: u64, r: u32, seq: u64) {
+        let mut shard = lock(self.shard(hash));
+        if let Some(loc) = shard.get(&hash).copied()
+            && loc.region == r
+            && loc.seq == seq
+        {
+            shard.remove(&hash);
+            drop(shard);
+            self.account_sub(&loc);
+        }
+    }
+
+    fn mark_verified(&self, hash: u64, loc: &Loc) {
+        if let Some(l) = lock(self.shard(hash)).get_mut(&hash)
+            && l == loc
+        {
+            l.verified = true;
+        }
+    }
+
+    fn read_exact(
+        &self,
+        loc_region: u32,
+        seq: u64,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, ReadError> {
+        if self.region_seq[loc_region as usize].load(Ordering::SeqCst) != seq {
+            return Err(ReadError::Gone);
+        }
+        let mut buf = vec![0u8; len as usize];
+        self.file
+            .read_exact_at(&mut buf, offset)
+            .map_err(ReadError::Io)?;
+        if self.region_seq[loc_region as usize].load(Ordering::SeqCst) != seq {
+            return Err(ReadError::Gone);
+        }
+        Ok(buf)
+    }
+
+    /// Reads the object at `loc` (blocking; run it off the async workers). `Ok(None)` when the
+    /// entry holds another key with the same hash. Small entries come back with their body in
+    /// memory; large ones with a [`DiskBody`] whose chunks are read on demand — after every chunk
+    /// was verified once.
+    pub fn read_object(
+        self: &Arc<Self>,
+        key: &CacheKey,
+        hash: u64,
+        loc: Loc,
+    ) -> Result<Option<Object>, ReadError> {
+        let entry_off = self.region_base(loc.region) + loc.offset as u64;
+        let first = if loc.len as u64 <= INLINE_MAX {
+            loc.len as u64
+        } else {
+            (64 * 1024).min(loc.len as u64)
+        };
+        let mut buf = self.read_exact(loc.region, loc.seq, entry_off, first)?;
+        let h = EntryHeader::decode(&buf).ok_or(ReadError::Corrupt("entry header"))?;
+        if h.seq != loc.seq
+            || h.kind != KIND_OBJECT
+            || h.hash != hash
+            || h.total_len() != loc.len as u64
+        {
+            return Err(ReadError::Corrupt("entry header"));
+        }
+        let body_off = h.body_offset();
+        if (buf.len() as u64) < body_off {
+            buf = self.read_exact(loc.region, loc.seq, entry_off, body_off)?;
+        }
+        let key_bytes = &buf[ENTRY_HEADER..ENTRY_HEADER + h.key_len as usize];
+        let meta_bytes = &buf[ENTRY_HEADER + h.key_len as usize..body_off as usize];
+        let mut both = Vec::with_capacity(key_bytes.len() + meta_bytes.len());
+        both.extend_from_slice(key_bytes);
+        both.extend_from_slice(meta_bytes);
+        if format::checksum(&both) != h.meta_hash {
+            return Err(ReadError::Corrupt("key or metadata checksum"));
+        }
+        if !format::key_matches(key_bytes, key) {
+            return Ok(None);
+        }
+        let meta = Meta::decode(meta_bytes).ok_or(ReadError::Corrupt("metadata"))?;
+        if meta.chunk_hashes.len() != format::chunk_count(h.body_len) {
+            return Err(ReadError::Corrupt("metadata"));
+        }
+        let body = if loc.len as u64 <= INLINE_MAX {
+            let all = Bytes::from(buf);
+            let body = all.slice(body_off as usize..(body_off + h.body_len) as usize);
+            for (i, want) in meta.chunk_hashes.iter().enumerate() {
+                let start = i * format::BODY_CHUNK as usize;
+                let end = (start + format::BODY_CHUNK as usize).min(body.len());
+                if format::checksum(&body[start.min(end)..end]) != *want {
+                    return Err(ReadError::Corrupt("body checksum"));
+                }
+            }
+            Body::Memory(if body.is_empty() { vec![] } else { vec![body] })
+        } else {
+            let disk = DiskBody {
+                engine: self.clone(),
+                hash,
+                region: loc.region,
+                seq: loc.seq,
+                offset: entry_off + body_off,
+                len: h.body_len,
+                hashes: meta.chunk_hashes.clone().into(),
+            };
+            if !loc.verified {
+                for i in 0..disk.hashes.len() {
+                    disk.read_chunk(i)?;
+                }
+                self.mark_verified(hash, &loc);
+            }
+            Body::Disk(disk)
+        };
+        Ok(Some(object_from(meta, body, h.body_len)))
+    }
+
+    /// Rebuilds the index: region headers, then each region's summary (or, for a region
+    /// without one, its entry headers), in incarnation order so newer entries and tombstones win.
+    fn recover(self: &Arc<Self>) -> io::Result<Recovered> {
+        let mut books = vec![RegionBook::default(); self.regions as usize];
+        let mut order = Vec::new();
+        let mut block = vec![0u8; BLOCK as usize];
+        for r in 0..self.regions {
+            if self
+                .file
+                .read_exact_at(&mut block, self.region_base(r))
+                .is_err()
+            {
+                continue;
+            }
+            if let Some(h) = RegionHeader::decode(&block)
+                && h.index == r
+                && h.instance == self.instance
+                && h.seq > 0
+            {
+                order.push((h.seq, r));
+            }
+        }
+        order.sort_unstable();
+        let now = now_ms();
+        let mut next_seq = 1;
+        let mut scanned = Vec::new();
+        for &(seq, r) in &order {
+            next_seq = next_seq.max(seq + 1);
+            let (entries, cursor, sealed) = match self.read_summary(r, seq) {
+                Some((entries, cursor)) => (entries, cursor, true),
+                None => {
+                    let (entries, cursor) = self.scan_region(r, seq);
+                    scanned.push(r);
+                    (entries, cursor, false)
+                }
+            };
+            self.set_region_seq(r, seq);
+            let book = &mut books[r as usize];
+            book.seq = seq;
+            book.cursor = cursor;
+            book.sealed = sealed;
+            for e in &entries {
+                if e.kind == KIND_TOMBSTONE {
+                    book.tombstones += 1;
+                    self.index_remove(e.hash);
+                    continue;
+                }
+                book.hashes.push(e.hash);
+                book.max_expires_ms = book.max_expires_ms.max(e.expires_ms);
+                if e.expires_ms > now {
+                    self.index_put(
+                        e.hash,
+                        Loc {
+                            region: r,
+                            offset: e.offset,
+                            len: e.len,
+                            seq,
+                            expires_ms: e.expires_ms,
+                            verified: false,
+                        },
+                    );
+                } else {
+                    // Expired before the restart: a newer copy must not be shadowed by it, and
+                    // an older one must not come back.
+                    self.index_remove(e.hash);
+                }
+            }
+            book.entries = entries;
+        }
+        // Seal what a crash left open, so the next start reads its summary instead.
+        for r in scanned {
+            let book = &mut books[r as usize];
+            match self.write_summary(r, book.seq, book.cursor, &book.entries) {
+                Ok(n) => {
+                    self.counters.disk_bytes_written.add(n);
+                    book.sealed = true;
+                }
+                Err(e) => tracing::warn!(region = r, error = %e, "cannot seal recovered region"),
+            }
+        }
+        Ok(Recovered {
+            books,
+            next_seq,
+            objects: 0,
+            elapsed: Duration::ZERO,
+        })
+    }
+
+    /// The summary of a sealed region and the offset where its data ends.
+    fn read_summary(&self, r: u32, seq: u64) -> Option<(Vec<EntryInfo>, u64)> {
+        let base = self.region_base(r);
+        let mut block = vec![0u8; BLOCK as usize];
+        self.file
+            .read_exact_at(&mut block, base + self.region_size - BLOCK)
+            .ok()?;
+        let t = Trailer::decode(&block)?;
+        if t.index != r || t.seq != seq || t.instance != self.instance {
+            return None;
+        }
+        let len = t.entries as u64 * SUMMARY_RECORD as u64;
+        let off = t.summary_offset as u64;
+        if off < BLOCK || off + len > self.region_size - BLOCK {
+            return None;
+        }
+        let mut buf = vec![0u8; len as usize];
+        self.file.read_exact_at(&mut buf, base + off).ok()?;
+        if format::checksum(&buf) != t.summary_hash {
+            return None;
+        }
+        let entries = EntryInfo::decode_summary(&buf)?;
+        let data_end = off;
+        entries
+            .iter()
+            .all(|e| e.offset as u64 >= BLOCK && e.offset as u64 + e.len as u64 <= data_end)
+            .then_some((entries, data_end))
+    }
+
+    /// Walks a region without a summary entry header by entry header (64-byte reads), up to
+    /// the first record that is not valid for incarnation `seq`. Returns the entries and the
+    /// block-aligned offset after them.
+    fn scan_region(&self, r: u32, seq: u64) -> (Vec<EntryInfo>, u64) {
+        let base = self.region_base(r);
+        let limit = self.region_size - BLOCK;
+        let mut pos = BLOCK;
+        let mut entries = Vec::new();
+        let mut head = [0u8; ENTRY_HEADER];
+        while pos + 8 <= limit {
+            let n = (limit - pos).min(ENTRY_HEADER as u64) as usize;
+            if self.file.read_exact_at(&mut head[..n], base + pos).is_err() {
+                break;
+            }
+            match format::record_at(&head[..n]) {
+                Record::Pad(len) if pos + len <= limit => pos += len,
+                Record::Entry(h) if h.seq == seq && pos + h.total_len() <= limit => {
+                    if let (Ok(offset), Ok(len)) =
+                        (u32::try_from(pos), u32::try_from(h.total_len()))
+                    {
+                        entries.push(EntryInfo {
+                            hash: h.hash,
+                            offset,
+                            len,
+                            expires_ms: h.expires_ms,
+                            kind: h.kind,
+                        });
+                    }
+                    pos += h.total_len();
+                }
+                _ => break,
+            }
+        }
+        (entries, format::align_up(pos, BLOCK))
+    }
+
+    /// Writes the summary of `entries` at `cursor` and the trailer; returns bytes written.
+    pub fn write_summary(
+        &self,
+        r: u32,
+        seq: u64,
+        cursor: u64,
+        entries: &[EntryInfo],
+    ) -> io::Result<u64> {
+        let mut summary = Vec::with_capacity(entries.len() * SUMMARY_RECORD);
+        for e in entries {
+            e.encode_into(&mut summary);
+        }
+        let hash = format::checksum(&summary);
+        let cursor = format::align_up(cursor, BLOCK);
+        let padded = format::align_up(summary.len() as u64, BLOCK);
+        if cursor + padded > self.region_size - BLOCK {
+            return Err(io::Error::other("summary does not fit the region"));
+        }
+        let count = summary.len() / SUMMARY_RECORD;
+        summary.resize(padded as usize, 0);
+        let base = self.region_base(r);
+        self.file.write_all_at(&summary, base + cursor)?;
+        let trailer = Trailer {
+            index: r,
+            seq,
+            instance: self.instance,
+            summary_offset: cursor as u32,
+            entries: count as u32,
+            summary_hash: hash,
+        };
+        self.file
+            .write_all_at(&trailer.encode(), base + self.region_size - BLOCK)?;
+        self.file.sync_data()?;
+        Ok(padded + BLOCK)
+    }
+
+    /// Drops an entry found corrupt: counted, unindexed, fetched again by the caller.
+    pub fn drop_corrupt(&self, hash: u64, loc: &Loc, what: &str) {
+        self.counters.disk_checksum_fail.inc();
+        tracing::warn!(
+            region = loc.region,
+            offset = loc.offset,
+            what,
+            "corrupt disk cache entry dropped"
+        );
+        self.index_remove_exact(hash, loc);
+    }
+}
+
+/// Rebuilds an [`Object`] from stored metadata. The stored wall-clock time turns into age, so
+/// the monotonic `stored_at` of the new process is simply now.
+fn object_from(meta: Meta, body: Body, body_len: u64) -> Object {
+    let elapsed = now_ms().saturating_sub(meta.stored_ms);
+    Object {
+        status: meta.status,
+        headers: meta.headers,
+        body,
+        body_len,
+        vary: meta.vary,
+        initial_age: Duration::from_millis(meta.initial_age_ms.saturating_add(elapsed)),
+        ttl: Duration::from_millis(meta.ttl_ms),
+        stale_ok: meta.stale_ok,
+        grace: Duration::from_millis(meta.grace_ms),
+        keep: Duration::from_millis(meta.keep_ms),
+        stale_if_error: meta.stale_if_error_ms.map(Duration::from_millis),
+        stored_at: Instant::now(),
+        state: crate::cache::TierState::from_disk(),
+    }
+}
+
+/// A large body left on disk and read chunk by chunk; each chunk is checked against its
+/// checksum before it is handed out.
+#[derive(Clone)]
+pub struct DiskBody {
+    engine: Arc<Engine>,
+    hash: u64,
+    region: u32,
+    seq: u64,
+    /// Absolute file offset of the body.
+    offset: u64,
+    len: u64,
+    hashes: Arc<[u64]>,
+}
+
+impl std::fmt::Debug for DiskBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiskBody")
+            .field("region", &self.region)
+            .field("offset", &self.offset)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl DiskBody {
+    pub fn chunks(&self) -> usize {
+        self.hashes.len()
+    }
+
+    /// False once the region holding the body has been reclaimed.
+    pub fn is_current(&self) -> bool {
+        self.engine.region_seq[self.region as usize].load(Ordering::SeqCst) == self.seq
+    }
+
+    /// Reads and verifies chunk `i` (blocking).
+    pub fn read_chunk(&self, i: usize) -> Result<Bytes, ReadError> {
+        let want = *self
+            .hashes
+            .get(i)
+            .ok_or(ReadError::Corrupt("chunk index"))?;
+        let start = i as u64 * format::BODY_CHUNK;
+        let len = format::BODY_CHUNK.min(self.len.saturating_sub(start));
+        let buf = self
+            .engine
+            .read_exact(self.region, self.seq, self.offset + start, len)?;
+        if format::checksum(&buf) != want {
+            return Err(ReadError::Corrupt("body checksum"));
+        }
+        Ok(Bytes::from(buf))
+    }
+
+    /// Accounts for a failed read while streaming: corrupt entries are counted and dropped.
+    pub fn report(&self, e: &ReadError) {
+        match e {
+            ReadError::Corrupt(what) => {
+                self.engine.counters.disk_checksum_fail.inc();
+                tracing::warn!(
+                    region = self.region,
+                    what,
+                    "corrupt disk cache entry dropped while streaming"
+                );
+                self.engine
+                    .index_remove_in(self.hash, self.region, self.seq);
+            }
+            ReadError::Io(_) => self.engine.counters.disk_io_error.inc(),
+            ReadError::Gone => {}
+        }
+    }
+}
+
+/// Reserves the whole file so later writes cannot fail for lack of space (a full filesystem is
+/// found at start-up, not in the middle of serving).
+fn preallocate(file: &File, len: u64) -> io::Result<()> {
+    let Ok(len_off) = libc::off_t::try_from(len) else {
+        return Err(io::Error::other("disk cache size too large"));
+    };
+    // Refuse up front rather than let a partial fallocate eat the filesystem's free space.
+    let allocated = {
+        use std::os::unix::fs::MetadataExt;
+        file.metadata()?.blocks() * 512
+    };
+    // SAFETY: fstatvfs fills the zeroed struct it is given for a valid descriptor.
+    let mut vfs: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatvfs(file.as_raw_fd(), &mut vfs) } == 0 {
+        let available = (vfs.f_bavail as u64).saturating_mul(vfs.f_frsize as u64);
+        if len.saturating_sub(allocated) > available {
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                format!(
+                    "not enough free space for the disk cache: {} needed, {} available",
+                    crate::config::units::format_size(len.saturating_sub(allocated)),
+                    crate::config::units::format_size(available)
+                ),
+            ));
+        }
+    }
+    // SAFETY: fallocate on a valid, owned descriptor with in-range arguments.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len_off) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
+        // Filesystems without fallocate (rare): a sparse file of the right length.
+        return file.set_len(len);
+    }
+    Err(e)
+}
+
+fn random_instance() -> u64 {
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let local = 0u8;
+    let seed = format!("{t}:{}:{:p}", std::process::id(), &local);
+    format::checksum(seed.as_bytes()).max(1)
+}

@@ -1,0 +1,651 @@
+//! The disk tier's on-disk layout: superblock, region headers and trailers, entries, summaries.
+//! Pure encoding and decoding; every decoder is bounds-checked and returns `None` on anything
+//! malformed, so a truncated or corrupted file can never panic the process.
+//!
+//! ```text
+//!  file:    [superblock 4 KiB][region 0][region 1] ... [region N-1]
+//!  region:  [header 4 KiB][entry][entry][pad]...[entry][pad] ... [summary][trailer 4 KiB]
+//!  entry:   [64-byte header][key][meta][body]  padded to 8 bytes
+//! ```
+//!
+//! Every write is a whole number of 4 KiB blocks at a 4 KiB-aligned offset. A region is written
+//! front to back; when it is full the writer appends a summary (one 32-byte record per entry) and
+//! the trailer pointing at it, so recovery reads two small pieces per region and never a body.
+
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::cache::{CacheKey, VarySelection};
+
+/// Alignment and size of headers, trailers and every write.
+pub const BLOCK: u64 = 4096;
+/// Size of an entry header.
+pub const ENTRY_HEADER: usize = 64;
+/// A body is checksummed in pieces of this size, so a large object can be verified and streamed
+/// piece by piece.
+pub const BODY_CHUNK: u64 = 256 * 1024;
+/// One summary record.
+pub const SUMMARY_RECORD: usize = 32;
+
+const SUPER_MAGIC: &[u8; 8] = b"SHLCDSK1";
+const FORMAT_VERSION: u32 = 2;
+const REGION_MAGIC: u32 = 0x5247_4e31; // "RGN1"
+const TRAILER_MAGIC: u32 = 0x5452_4c31; // "TRL1"
+const ENTRY_MAGIC: u32 = 0x454e_5431; // "ENT1"
+const PAD_MAGIC: u32 = 0x5041_4431; // "PAD1"
+
+/// Entry kinds.
+pub const KIND_OBJECT: u8 = 1;
+pub const KIND_TOMBSTONE: u8 = 2;
+
+/// Rounds `n` up to a multiple of `to` (a power of two).
+pub fn align_up(n: u64, to: u64) -> u64 {
+    (n + to - 1) & !(to - 1)
+}
+
+/// Stable 64-bit hash of a cache key (the index key; the full key is stored and compared).
+pub fn key_hash(key: &CacheKey) -> u64 {
+    xxh3_64(&encode_key(key))
+}
+
+/// Checksum of a byte range.
+pub fn checksum(bytes: &[u8]) -> u64 {
+    xxh3_64(bytes)
+}
+
+/// A little-endian cursor that never reads out of bounds.
+pub struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(buf: &'a [u8]) -> Reader<'a> {
+        Reader { buf, pos: 0 }
+    }
+    pub fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.pos.checked_add(n)?;
+        let out = self.buf.get(self.pos..end)?;
+        self.pos = end;
+        Some(out)
+    }
+    pub fn u8(&mut self) -> Option<u8> {
+        self.bytes(1).map(|b| b[0])
+    }
+    pub fn u16(&mut self) -> Option<u16> {
+        self.bytes(2)?.try_into().ok().map(u16::from_le_bytes)
+    }
+    pub fn u32(&mut self) -> Option<u32> {
+        self.bytes(4)?.try_into().ok().map(u32::from_le_bytes)
+    }
+    pub fn u64(&mut self) -> Option<u64> {
+        self.bytes(8)?.try_into().ok().map(u64::from_le_bytes)
+    }
+    pub fn rest(&mut self) -> &'a [u8] {
+        let out = self.buf.get(self.pos..).unwrap_or(&[]);
+        self.pos = self.buf.len();
+        out
+    }
+}
+
+/// The file's first block: identifies the layout so a changed `size` or `region_size` starts
+/// an empty cache instead of misreading the old one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Superblock {
+    pub region_size: u64,
+    pub regions: u32,
+    /// Random per formatting; every region header carries it.
+    pub instance: u64,
+}
+
+impl Superblock {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(BLOCK as usize);
+        b.extend_from_slice(SUPER_MAGIC);
+        b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b.extend_from_slice(&self.regions.to_le_bytes());
+        b.extend_from_slice(&self.region_size.to_le_bytes());
+        b.extend_from_slice(&self.instance.to_le_bytes());
+        let h = checksum(&b);
+        b.extend_from_slice(&h.to_le_bytes());
+        b.resize(BLOCK as usize, 0);
+        b
+    }
+
+    pub fn decode(buf: &[u8]) -> Option<Superblock> {
+        let mut r = Reader::new(buf);
+        if r.bytes(8)? != SUPER_MAGIC || r.u32()? != FORMAT_VERSION {
+            return None;
+        }
+        let regions = r.u32()?;
+        let region_size = r.u64()?;
+        let instance = r.u64()?;
+        let h = r.u64()?;
+        (checksum(buf.get(..32)?) == h).then_some(Superblock {
+            region_size,
+            regions,
+            instance,
+        })
+    }
+}
+
+/// First block of a region: which incarnation (`seq`) of the region this is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegionHeader {
+    pub index: u32,
+    pub seq: u64,
+    pub instance: u64,
+}
+
+impl RegionHeader {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(BLOCK as usize);
+        b.extend_from_slice(&REGION_MAGIC.to_le_bytes());
+        b.extend_from_slice(&self.index.to_le_bytes());
+        b.extend_from_slice(&self.seq.to_le_bytes());
+        b.extend_from_slice(&self.instance.to_le_bytes());
+        let h = checksum(&b);
+        b.extend_from_slice(&h.to_le_bytes());
+        b.resize(BLOCK as usize, 0);
+        b
+    }
+
+    pub fn decode(buf: &[u8]) -> Option<RegionHeader> {
+        let mut r = Reader::new(buf);
+        if r.u32()? != REGION_MAGIC {
+            return None;
+        }
+        let index = r.u32()?;
+        let seq = r.u64()?;
+        let instance = r.u64()?;
+        let h = r.u64()?;
+        (checksum(buf.get(..24)?) == h).then_some(RegionHeader {
+            index,
+            seq,
+            instance,
+        })
+    }
+}
+
+/// Last block of a sealed region: where its summary is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Trailer {
+    pub index: u32,
+    pub seq: u64,
+    pub instance: u64,
+    /// Offset of the summary within the region.
+    pub summary_offset: u32,
+    /// Number of summary records.
+    pub entries: u32,
+    pub summary_hash: u64,
+}
+
+impl Trailer {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(BLOCK as usize);
+        b.extend_from_slice(&TRAILER_MAGIC.to_le_bytes());
+        b.extend_from_slice(&self.index.to_le_bytes());
+        b.extend_from_slice(&self.seq.to_le_bytes());
+        b.extend_from_slice(&self.instance.to_le_bytes());
+        b.extend_from_slice(&self.summary_offset.to_le_bytes());
+        b.extend_from_slice(&self.entries.to_le_bytes());
+        b.extend_from_slice(&self.summary_hash.to_le_bytes());
+        let h = checksum(&b);
+        b.extend_from_slice(&h.to_le_bytes());
+        b.resize(BLOCK as usize, 0);
+        b
+    }
+
+    pub fn decode(buf: &[u8]) -> Option<Trailer> {
+        let mut r = Reader::new(buf);
+        if r.u32()? != TRAILER_MAGIC {
+            return None;
+        }
+        let t = Trailer {
+            index: r.u32()?,
+            seq: r.u64()?,
+            instance: r.u64()?,
+            summary_offset: r.u32()?,
+            entries: r.u32()?,
+            summary_hash: r.u64()?,
+        };
+        let h = r.u64()?;
+        (checksum(buf.get(..40)?) == h).then_some(t)
+    }
+}
+
+/// What the index needs to know of one entry; also one summary record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryInfo {
+    pub hash: u64,
+    /// Offset of the entry within its region.
+    pub offset: u32,
+    /// Entry length on disk (header, key, meta, body, padding to 8).
+    pub len: u32,
+    /// Wall-clock expiry, milliseconds since the Unix epoch.
+    pub expires_ms: u64,
+    pub kind: u8,
+}
+
+impl EntryInfo {
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.hash.to_le_bytes());
+        out.extend_from_slice(&self.offset.to_le_bytes());
+        out.extend_from_slice(&self.len.to_le_bytes());
+        out.extend_from_slice(&self.expires_ms.to_le_bytes());
+        out.push(self.kind);
+        out.extend_from_slice(&[0u8; 7]);
+    }
+
+    /// Decodes a whole summary; `None` if any record is malformed.
+    pub fn decode_summary(buf: &[u8]) -> Option<Vec<EntryInfo>> {
+        let mut r = Reader::new(buf);
+        let mut out = Vec::with_capacity(buf.len() / SUMMARY_RECORD);
+        while r.pos < buf.len() {
+            let e = EntryInfo {
+                hash: r.u64()?,
+                offset: r.u32()?,
+                len: r.u32()?,
+                expires_ms: r.u64()?,
+                kind: r.u8()?,
+            };
+            r.bytes(7)?;
+            if !matches!(e.kind, KIND_OBJECT | KIND_TOMBSTONE) {
+                return None;
+            }
+            out.push(e);
+        }
+        Some(out)
+    }
+}
+
+/// The fixed-size header in front of every entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryHeader {
+    pub kind: u8,
+    /// Region incarnation the entry was written in; entries left over from an earlier
+    /// incarnation of the region never match.
+    pub seq: u64,
+    pub hash: u64,
+    pub key_len: u32,
+    pub meta_len: u32,
+    pub body_len: u64,
+    pub expires_ms: u64,
+    /// Checksum of key and meta bytes.
+    pub meta_hash: u64,
+}
+
+impl EntryHeader {
+    /// Entry length on disk, padded to 8 bytes.
+    pub fn total_len(&self) -> u64 {
+        align_up(
+            ENTRY_HEADER as u64 + self.key_len as u64 + self.meta_len as u64 + self.body_len,
+            8,
+        )
+    }
+
+    /// Offset of the body from the start of the entry.
+    pub fn body_offset(&self) -> u64 {
+        ENTRY_HEADER as u64 + self.key_len as u64 + self.meta_len as u64
+    }
+
+    pub fn encode(&self) -> [u8; ENTRY_HEADER] {
+        let mut b = [0u8; ENTRY_HEADER];
+        b[0..4].copy_from_slice(&ENTRY_MAGIC.to_le_bytes());
+        b[4] = self.kind;
+        b[8..16].copy_from_slice(&self.seq.to_le_bytes());
+        b[16..24].copy_from_slice(&self.hash.to_le_bytes());
+        b[24..28].copy_from_slice(&self.key_len.to_le_bytes());
+        b[28..32].copy_from_slice(&self.meta_len.to_le_bytes());
+        b[32..40].copy_from_slice(&self.body_len.to_le_bytes());
+        b[40..48].copy_from_slice(&self.expires_ms.to_le_bytes());
+        b[48..56].copy_from_slice(&self.meta_hash.to_le_bytes());
+        let h = checksum(&b[..56]);
+        b[56..64].copy_from_slice(&h.to_le_bytes());
+        b
+    }
+
+    pub fn decode(buf: &[u8]) -> Option<EntryHeader> {
+        let head = buf.get(..ENTRY_HEADER)?;
+        let mut r = Reader::new(head);
+        if r.u32()? != ENTRY_MAGIC {
+            return None;
+        }
+        let kind = r.u8()?;
+        r.bytes(3)?;
+        let h = EntryHeader {
+            kind,
+            seq: r.u64()?,
+            hash: r.u64()?,
+            key_len: r.u32()?,
+            meta_len: r.u32()?,
+            body_len: r.u64()?,
+            expires_ms: r.u64()?,
+            meta_hash: r.u64()?,
+        };
+        let sum = r.u64()?;
+        (checksum(&head[..56]) == sum && matches!(kind, KIND_OBJECT | KIND_TOMBSTONE)).then_some(h)
+    }
+}
+
+/// What follows the entry header at a position in a region being scanned.
+pub enum Record {
+    Entry(EntryHeader),
+    /// Padding up to the next block; skip this many bytes.
+    Pad(u64),
+    /// Not a valid record: the end of what was written.
+    End,
+}
+
+/// Classifies the record starting at `buf`.
+pub fn record_at(buf: &[u8]) -> Record {
+    let mut r = Reader::new(buf);
+    match r.u32() {
+        Some(PAD_MAGIC) => match r.u32() {
+            Some(len) if len >= 8 && len % 8 == 0 => Record::Pad(len as u64),
+            _ => Record::End,
+        },
+        Some(ENTRY_MAGIC) => match EntryHeader::decode(buf) {
+            Some(h) => Record::Entry(h),
+            None => Record::End,
+        },
+        _ => Record::End,
+    }
+}
+
+/// Appends padding from `len` to the next multiple of [`BLOCK`] (nothing if aligned).
+pub fn pad_to_block(buf: &mut Vec<u8>, start_offset: u64) {
+    let end = start_offset + buf.len() as u64;
+    let pad = align_up(end, BLOCK) - end;
+    if pad == 0 {
+        return;
+    }
+    buf.extend_from_slice(&PAD_MAGIC.to_le_bytes());
+    buf.extend_from_slice(&(pad as u32).to_le_bytes());
+    buf.resize(buf.len() + pad as usize - 8, 0);
+}
+
+/// Key bytes: variant, host length, host, path and query (unambiguous, unlike a
+/// concatenation).
+pub fn encode_key(key: &CacheKey) -> Vec<u8> {
+    let host = key.host.as_bytes();
+    let host_len = host.len().min(u16::MAX as usize);
+    let mut b = Vec::with_capacity(10 + host_len + key.path_and_query.len());
+    b.extend_from_slice(&key.variant.to_le_bytes());
+    b.extend_from_slice(&(host_len as u16).to_le_bytes());
+    b.extend_from_slice(&host[..host_len]);
+    b.extend_from_slice(key.path_and_query.as_bytes());
+    b
+}
+
+/// Whether `bytes` encode `key`.
+pub fn key_matches(bytes: &[u8], key: &CacheKey) -> bool {
+    encode_key(key) == bytes
+}
+
+/// The response metadata stored with a body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Meta {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub vary: VarySelection,
+    pub initial_age_ms: u64,
+    pub ttl_ms: u64,
+    /// Wall clock when the response head arrived, ms since the Unix epoch.
+    pub stored_ms: u64,
+    pub stale_ok: bool,
+    pub grace_ms: u64,
+    pub keep_ms: u64,
+    pub stale_if_error_ms: Option<u64>,
+    /// Checksum of each [`BODY_CHUNK`] of the body.
+    pub chunk_hashes: Vec<u64>,
+}
+
+impl Meta {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(256 + self.chunk_hashes.len() * 8);
+        b.extend_from_slice(&self.status.as_u16().to_le_bytes());
+        b.extend_from_slice(&self.initial_age_ms.to_le_bytes());
+        b.extend_from_slice(&self.ttl_ms.to_le_bytes());
+        b.extend_from_slice(&self.stored_ms.to_le_bytes());
+        b.push(self.stale_ok as u8);
+        b.extend_from_slice(&self.grace_ms.to_le_bytes());
+        b.extend_from_slice(&self.keep_ms.to_le_bytes());
+        match self.stale_if_error_ms {
+            Some(ms) => {
+                b.push(1);
+                b.extend_from_slice(&ms.to_le_bytes());
+            }
+            None => b.push(0),
+        }
+        b.extend_from_slice(&(self.headers.len() as u32).to_le_bytes());
+        for (name, value) in &self.headers {
+            put_str16(&mut b, name.as_str().as_bytes());
+            put_str32(&mut b, value.as_bytes());
+        }
+        b.extend_from_slice(&(self.vary.len() as u32).to_le_bytes());
+        for (name, value) in &self.vary {
+            put_str16(&mut b, name.as_str().as_bytes());
+            match value {
+                Some(v) => {
+                    b.push(1);
+                    put_str32(&mut b, v.as_bytes());
+                }
+                None => b.push(0),
+            }
+        }
+        b.extend_from_slice(&(self.chunk_hashes.len() as u32).to_le_bytes());
+        for h in &self.chunk_hashes {
+            b.extend_from_slice(&h.to_le_bytes());
+        }
+        b
+    }
+
+    pub fn decode(buf: &[u8]) -> Option<Meta> {
+        let mut r = Reader::new(buf);
+        let status = StatusCode::from_u16(r.u16()?).ok()?;
+        let initial_age_ms = r.u64()?;
+        let ttl_ms = r.u64()?;
+        let stored_ms = r.u64()?;
+        let stale_ok = match r.u8()? {
+            0 => false,
+            1 => true,
+            _ => return None,
+        };
+        let grace_ms = r.u64()?;
+        let keep_ms = r.u64()?;
+        let stale_if_error_ms = match r.u8()? {
+            0 => None,
+            1 => Some(r.u64()?),
+            _ => return None,
+        };
+        let n = r.u32()? as usize;
+        let mut headers = HeaderMap::with_capacity(n.min(256));
+        for _ in 0..n {
+            let name = HeaderName::from_bytes(str16(&mut r)?).ok()?;
+            let value = HeaderValue::from_bytes(str32(&mut r)?).ok()?;
+            headers.append(name, value);
+        }
+        let n = r.u32()? as usize;
+        let mut vary = Vec::with_capacity(n.min(64));
+        for _ in 0..n {
+            let name = HeaderName::from_bytes(str16(&mut r)?).ok()?;
+            let value = match r.u8()? {
+                0 => None,
+                1 => Some(HeaderValue::from_bytes(str32(&mut r)?).ok()?),
+                _ => return None,
+            };
+            vary.push((name, value));
+        }
+        let n = r.u32()? as usize;
+        if n > buf.len() / 8 {
+            return None;
+        }
+        let mut chunk_hashes = Vec::with_capacity(n);
+        for _ in 0..n {
+            chunk_hashes.push(r.u64()?);
+        }
+        r.rest().is_empty().then_some(Meta {
+            status,
+            headers,
+            vary,
+            initial_age_ms,
+            ttl_ms,
+            stored_ms,
+            stale_ok,
+            grace_ms,
+            keep_ms,
+            stale_if_error_ms,
+            chunk_hashes,
+        })
+    }
+}
+
+fn put_str16(b: &mut Vec<u8>, s: &[u8]) {
+    let n = s.len().min(u16::MAX as usize);
+    b.extend_from_slice(&(n as u16).to_le_bytes());
+    b.extend_from_slice(&s[..n]);
+}
+
+fn put_str32(b: &mut Vec<u8>, s: &[u8]) {
+    b.extend_from_slice(&(s.len() as u32).to_le_bytes());
+    b.extend_from_slice(s);
+}
+
+fn str16<'a>(r: &mut Reader<'a>) -> Option<&'a [u8]> {
+    let n = r.u16()? as usize;
+    r.bytes(n)
+}
+
+fn str32<'a>(r: &mut Reader<'a>) -> Option<&'a [u8]> {
+    let n = r.u32()? as usize;
+    r.bytes(n)
+}
+
+/// Number of [`BODY_CHUNK`] pieces in a body of `len` bytes (at least one).
+pub fn chunk_count(len: u64) -> usize {
+    len.div_ceil(BODY_CHUNK).max(1) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta() -> Meta {
+        let mut headers = HeaderMap::new();
+        headers.insert("content-type", HeaderValue::from_static("text/html"));
+        headers.append("x-a", HeaderValue::from_static("1"));
+        headers.append("x-a", HeaderValue::from_static("2"));
+        Meta {
+            status: StatusCode::NOT_FOUND,
+            headers,
+            vary: vec![
+                (
+                    HeaderName::from_static("accept-encoding"),
+                    Some(HeaderValue::from_static("gzip")),
+                ),
+                (HeaderName::from_static("cookie"), None),
+            ],
+            initial_age_ms: 1500,
+            ttl_ms: 60_000,
+            stored_ms: 1_700_000_000_000,
+            stale_ok: true,
+            grace_ms: 10_000,
+            keep_ms: 3_600_000,
+            stale_if_error_ms: Some(5),
+            chunk_hashes: vec![1, 2, 3],
+        }
+    }
+
+    #[test]
+    fn meta_round_trips_and_rejects_every_truncation() {
+        let m = meta();
+        let bytes = m.encode();
+        assert_eq!(Meta::decode(&bytes), Some(m));
+        for cut in 0..bytes.len() {
+            assert_eq!(Meta::decode(&bytes[..cut]), None, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn headers_detect_any_flipped_bit() {
+        let h = EntryHeader {
+            kind: KIND_OBJECT,
+            seq: 7,
+            hash: 42,
+            key_len: 10,
+            meta_len: 100,
+            body_len: 12345,
+            expires_ms: 99,
+            meta_hash: 5,
+        };
+        let b = h.encode();
+        assert_eq!(EntryHeader::decode(&b), Some(h));
+        for i in 0..b.len() * 8 {
+            let mut c = b;
+            c[i / 8] ^= 1 << (i % 8);
+            assert_eq!(EntryHeader::decode(&c), None, "bit {i}");
+        }
+        let t = Trailer {
+            index: 3,
+            seq: 9,
+            instance: 11,
+            summary_offset: 8192,
+            entries: 2,
+            summary_hash: 77,
+        };
+        assert_eq!(Trailer::decode(&t.encode()), Some(t));
+        let r = RegionHeader {
+            index: 1,
+            seq: 2,
+            instance: 3,
+        };
+        assert_eq!(RegionHeader::decode(&r.encode()), Some(r));
+        let s = Superblock {
+            region_size: 1 << 20,
+            regions: 4,
+            instance: 5,
+        };
+        assert_eq!(Superblock::decode(&s.encode()), Some(s));
+        assert_eq!(Superblock::decode(&[0u8; 10]), None);
+    }
+
+    #[test]
+    fn padding_reaches_the_next_block_and_scans_as_pad() {
+        let mut buf = vec![0u8; 4000];
+        pad_to_block(&mut buf, 8192);
+        assert_eq!(buf.len(), 4096);
+        match record_at(&buf[4000..]) {
+            Record::Pad(n) => assert_eq!(n, 96),
+            _ => panic!("not a pad"),
+        }
+        assert!(matches!(record_at(&[0u8; 64]), Record::End));
+        assert!(matches!(record_at(&[]), Record::End));
+    }
+
+    #[test]
+    fn keys_are_unambiguous() {
+        let a = CacheKey::new("ab", "/c");
+        let b = CacheKey::new("a", "b/c");
+        assert_ne!(encode_key(&a), encode_key(&b));
+        assert!(key_matches(&encode_key(&a), &a));
+        assert_ne!(key_hash(&a), key_hash(&b));
+        assert_ne!(key_hash(&a), key_hash(&a.with_variant(7)));
+    }
+
+    #[test]
+    fn summary_round_trips() {
+        let e = EntryInfo {
+            hash: 1,
+            offset: 4096,
+            len: 128,
+            expires_ms: 5,
+            kind: KIND_TOMBSTONE,
+        };
+        let mut b = Vec::new();
+        e.encode_into(&mut b);
+        e.encode_into(&mut b);
+        assert_eq!(EntryInfo::decode_summary(&b), Some(vec![e, e]));
+        assert_eq!(EntryInfo::decode_summary(&b[..40]), None);
+    }
+}

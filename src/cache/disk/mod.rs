@@ -1,0 +1,292 @@
+//! The persistent disk tier: a [`Storage`] over a focused log-structured engine.
+//!
+//! - `format.rs`: the on-disk layout (superblock, regions, entries, summaries, trailers).
+//! - `engine.rs`: the data file, the in-memory index, recovery, reads and lazily read bodies.
+//! - `writer.rs`: the background writer thread (batched aligned writes, sealing, reclaim).
+//!
+//! The request path only ever does an in-memory index probe, a read on the blocking pool
+//! (`spawn_blocking`) for a disk hit, and a `try_send` to the writer's bounded queue.
+
+mod engine;
+pub mod format;
+mod writer;
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+pub use engine::{DiskBody, INLINE_MAX, ReadError};
+use engine::{Engine, now_ms};
+use writer::{Cmd, Shared, Writer};
+
+use super::{CacheKey, Object, Storage, StorageStats};
+use crate::config::{DISK_REGION_OVERHEAD, DiskConfig};
+use crate::stats::Counters;
+
+/// Objects waiting for the writer, at most (beyond: rejected, counted in `disk_reject`).
+const QUEUE_LEN: usize = 4096;
+/// Bytes of objects waiting for the writer, at most.
+const QUEUE_BYTES: u64 = 128 << 20;
+
+/// The disk tier.
+pub struct DiskStorage {
+    engine: Arc<Engine>,
+    tx: SyncSender<Cmd>,
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    max_object: u64,
+    last_read_error_log: Mutex<Option<Instant>>,
+}
+
+impl DiskStorage {
+    /// Opens the data file (creating and preallocating it if needed), rebuilds the index
+    /// (counted in `disk_recovered_objects`, `disk_recovery_ms`) and starts the writer thread.
+    /// Errors: the file cannot be created, locked (another process uses it), preallocated
+    /// (no space) or read.
+    /// Each object carries its own keep window (stale objects stay usable that long past
+    /// TTL + grace).
+    pub fn open(config: &DiskConfig, counters: Arc<Counters>) -> io::Result<DiskStorage> {
+        let (engine, rec) = Engine::open(
+            &config.path,
+            config.size.0,
+            config.region_size.0,
+            counters.clone(),
+        )?;
+        counters.disk_recovered_objects.add(rec.objects);
+        counters
+            .disk_recovery_ms
+            .add(rec.elapsed.as_millis() as u64);
+        tracing::info!(
+            path = %config.path.display(),
+            objects = rec.objects,
+            ms = rec.elapsed.as_millis() as u64,
+            "disk cache ready"
+        );
+        let shared = Arc::new(Shared {
+            queued: AtomicU64::new(0),
+            suspended_until: AtomicU64::new(0),
+        });
+        let (tx, rx) = sync_channel(QUEUE_LEN);
+        let writer = Writer::new(engine.clone(), shared.clone(), rec.books, rec.next_seq);
+        let thread = std::thread::Builder::new()
+            .name("shellac-disk-writer".into())
+            .spawn(move || writer.run(rx))?;
+        Ok(DiskStorage {
+            max_object: config.region_size.0.saturating_sub(DISK_REGION_OVERHEAD),
+            engine,
+            tx,
+            shared,
+            thread: Mutex::new(Some(thread)),
+            last_read_error_log: Mutex::new(None),
+        })
+    }
+
+    /// Largest object (key, headers, body as weighed by [`Object::weight`]) the tier accepts.
+    pub fn max_object(&self) -> u64 {
+        self.max_object
+    }
+
+    /// Queues `object` for writing; never blocks. False (and counted in `disk_reject`) when the
+    /// tier is suspended after an I/O error, the queue is full, or the object is too large.
+    pub fn admit(&self, key: CacheKey, object: Arc<Object>) -> bool {
+        let counters = &self.engine.counters;
+        let weight = object.weight();
+        if weight > self.max_object
+            || self.shared.suspended_until.load(Ordering::Relaxed) > now_ms()
+            || self.shared.queued.load(Ordering::Relaxed) + weight > QUEUE_BYTES
+        {
+            counters.disk_reject.inc();
+            return false;
+        }
+        self.shared.queued.fetch_add(weight, Ordering::Relaxed);
+        match self.tx.try_send(Cmd::Put(key, object, weight)) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                self.shared.queued.fetch_sub(weight, Ordering::Relaxed);
+                counters.disk_reject.inc();
+                false
+            }
+        }
+    }
+
+    /// Forgets (durably) the copy of `key` on disk, if there is one: a newer response stored
+    /// only in memory must not be shadowed later by the older one on disk.
+    pub fn supersede(&self, key: &CacheKey) {
+        if self.engine.index_get(format::key_hash(key)).is_some() {
+            self.remove(key);
+        }
+    }
+
+    /// Waits (blocking, at most `timeout`) until everything queued so far is written.
+    pub fn flush(&self, timeout: Duration) -> bool {
+        let (ack, done) = sync_channel(1);
+        self.tx.send(Cmd::Flush(ack)).is_ok() && done.recv_timeout(timeout).is_ok()
+    }
+
+    async fn read(&self, key: &CacheKey) -> Option<Arc<Object>> {
+        let hash = format::key_hash(key);
+        let loc = self.engine.index_get(hash)?;
+        if loc.expires_ms <= now_ms() {
+            // Past TTL, grace and keep: never used again; the space goes with its region.
+            self.engine.index_remove_exact(hash, &loc);
+            return None;
+        }
+        let (engine, k) = (self.engine.clone(), key.clone());
+        let read = tokio::task::spawn_blocking(move || engine.read_object(&k, hash, loc)).await;
+        match read {
+            Ok(Ok(object)) => object.map(Arc::new),
+            Ok(Err(ReadError::Corrupt(what))) => {
+                self.engine.drop_corrupt(hash, &loc, what);
+                None
+            }
+            Ok(Err(ReadError::Io(e))) => {
+                self.engine.counters.disk_io_error.inc();
+                let mut last = self
+                    .last_read_error_log
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                if last.is_none_or(|t| t.elapsed() >= writer::SUSPEND_FOR) {
+                    *last = Some(Instant::now());
+                    tracing::error!(error = %e, "disk cache read failed; fetching from the backend");
+                }
+                None
+            }
+            Ok(Err(ReadError::Gone)) | Err(_) => None,
+        }
+    }
+
+    #[cfg(test)]
+    fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// Stops the writer without sealing anything, as a crash would (tests).
+    #[cfg(test)]
+    fn crash(self) {
+        let (ack, done) = sync_channel(1);
+        if self.tx.send(Cmd::Abort(ack)).is_ok() {
+            let _ = done.recv_timeout(Duration::from_secs(10));
+        }
+        self.engine.unlock();
+    }
+}
+
+impl Storage for DiskStorage {
+    fn name(&self) -> &'static str {
+        "disk"
+    }
+
+    /// Always `None`: the disk tier answers through [`Storage::lookup_io`].
+    fn lookup(&self, _key: &CacheKey) -> Option<Arc<Object>> {
+        None
+    }
+
+    fn lookup_io<'a>(
+        &'a self,
+        key: &'a CacheKey,
+    ) -> Pin<Box<dyn Future<Output = Option<Arc<Object>>> + Send + 'a>> {
+        Box::pin(self.read(key))
+    }
+
+    fn insert(&self, key: CacheKey, object: Arc<Object>) {
+        self.admit(key, object);
+    }
+
+    /// Forgets `key` at once and queues a tombstone so the removal survives a restart.
+    fn remove(&self, key: &CacheKey) -> bool {
+        let found = self.engine.index_remove(format::key_hash(key)).is_some();
+        // Even if not indexed, a copy may still be queued for writing: the tombstone follows it.
+        let _ = self.tx.try_send(Cmd::Remove(key.clone()));
+        found
+    }
+
+    fn stats(&self) -> StorageStats {
+        StorageStats {
+            objects: self.engine.objects(),
+            bytes: self.engine.live_bytes(),
+            capacity: self.engine.capacity(),
+        }
+    }
+
+    /// Writes what is queued, seals the open region and stops the writer (clean shutdown: the
+    /// next start reads summaries only).
+    fn close(&self) {
+        let (ack, done) = sync_channel(1);
+        if self.tx.send(Cmd::Close(ack)).is_ok() {
+            let _ = done.recv_timeout(Duration::from_secs(30));
+        }
+        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+        self.engine.unlock();
+    }
+}
+
+/// Streams a [`DiskBody`] chunk by chunk: each read runs on the blocking pool and is verified
+/// before its bytes are handed out. A failed check ends the stream with an error (the client
+/// sees a truncated response, never wrong bytes) and drops the entry.
+pub struct DiskReader {
+    body: DiskBody,
+    next: usize,
+    inflight: Option<tokio::task::JoinHandle<Result<Bytes, ReadError>>>,
+    done: bool,
+}
+
+impl DiskReader {
+    pub fn new(body: DiskBody) -> DiskReader {
+        DiskReader {
+            body,
+            next: 0,
+            inflight: None,
+            done: false,
+        }
+    }
+
+    pub fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, String>>> {
+        loop {
+            if self.done {
+                return Poll::Ready(None);
+            }
+            if let Some(task) = &mut self.inflight {
+                let result = match Pin::new(task).poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(r) => r,
+                };
+                self.inflight = None;
+                return Poll::Ready(Some(match result {
+                    Ok(Ok(bytes)) => {
+                        self.next += 1;
+                        Ok(bytes)
+                    }
+                    Ok(Err(e)) => {
+                        self.done = true;
+                        self.body.report(&e);
+                        Err(format!("disk cache read failed: {e:?}"))
+                    }
+                    Err(e) => {
+                        self.done = true;
+                        Err(format!("disk cache read task failed: {e}"))
+                    }
+                }));
+            }
+            if self.next >= self.body.chunks() {
+                self.done = true;
+                return Poll::Ready(None);
+            }
+            let (body, i) = (self.body.clone(), self.next);
+            self.inflight = Some(tokio::task::spawn_blocking(move || body.read_chunk(i)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

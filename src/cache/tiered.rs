@@ -1,0 +1,154 @@
+//! Memory above disk: one [`Storage`] that decides what is written to disk (admission) and
+//! what comes back to memory (promotion). The pipeline sees only the trait.
+//!
+//! Admission (`storage.disk.admission`):
+//! - `second-request` (default): an object is written to disk when it is stored for a key that
+//!   was stored-but-not-admitted recently (a remembered key hash: it was fetched before), or
+//!   when the memory tier evicts it after it was hit there at least once. One-hit wonders never
+//!   cost a disk write (`disk_admit_skip`).
+//! - `always`: every stored object is also queued for disk (write-through); one the writer
+//!   refused (queue full) is offered again when the memory tier evicts it.
+//!
+//! Promotion: a disk hit whose body was read whole (entries up to 1 MiB) is copied into memory;
+//! larger objects stay on disk and are streamed from it.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::disk::{DiskStorage, format};
+use super::memory::{EvictHook, MemoryStorage};
+use super::{Body, CacheKey, LookupFuture, Object, Storage, StorageStats};
+use crate::config::Admission;
+use crate::stats::Counters;
+
+/// The memory tier above the disk tier.
+pub struct Tiered {
+    memory: MemoryStorage,
+    disk: Arc<DiskStorage>,
+    admission: Admission,
+    /// Hashes of keys stored recently without being admitted (bounded; oldest forgotten).
+    seen: quick_cache::sync::Cache<u64, ()>,
+    counters: Arc<Counters>,
+}
+
+impl Tiered {
+    pub fn new(
+        memory_size: u64,
+        max_object: u64,
+        disk: DiskStorage,
+        admission: Admission,
+        counters: Arc<Counters>,
+    ) -> Tiered {
+        let disk = Arc::new(disk);
+        let on_evict = disk.clone();
+        let hook: EvictHook = Arc::new(move |key, object: Arc<Object>| {
+            // Hit in memory (or write-through refused earlier because the writer was busy):
+            // one more chance on the way out.
+            let wanted = admission == Admission::Always || object.state.hit.load(Ordering::Relaxed);
+            if wanted
+                && !object.state.on_disk.load(Ordering::Relaxed)
+                && on_evict.admit(key, object.clone())
+            {
+                object.state.on_disk.store(true, Ordering::Relaxed);
+            }
+        });
+        let memory =
+            MemoryStorage::with_evict_hook(memory_size, max_object, counters.clone(), Some(hook));
+        let remembered = (disk.stats().capacity / 8192).clamp(4096, 1 << 22) as usize;
+        Tiered {
+            memory,
+            disk,
+            admission,
+            seen: quick_cache::sync::Cache::new(remembered),
+            counters,
+        }
+    }
+
+    /// Largest object either tier accepts.
+    pub fn max_object(&self) -> u64 {
+        self.memory.max_object().max(self.disk.max_object())
+    }
+
+    /// The disk tier (for flushing in tests and benchmarks).
+    pub fn disk(&self) -> &DiskStorage {
+        &self.disk
+    }
+}
+
+impl Storage for Tiered {
+    /// Visits the memory tier only: objects on disk are checked against bans when looked up,
+    /// so bans are not retired while a disk tier exists.
+    fn scan(&self, f: &mut dyn FnMut(&CacheKey, &Arc<Object>)) -> bool {
+        self.memory.scan(f);
+        false
+    }
+
+    fn name(&self) -> &'static str {
+        "memory+disk"
+    }
+
+    fn lookup(&self, key: &CacheKey) -> Option<Arc<Object>> {
+        let object = self.memory.lookup(key)?;
+        if let Body::Disk(disk) = &object.body
+            && !disk.is_current()
+        {
+            // A refreshed large object whose body's region has since been reclaimed.
+            self.memory.remove(key);
+            return None;
+        }
+        object.state.mark_hit();
+        Some(object)
+    }
+
+    fn lookup_io<'a>(&'a self, key: &'a CacheKey) -> LookupFuture<'a> {
+        Box::pin(async move {
+            let object = self.disk.lookup_io(key).await?;
+            if let Some(copy) = object.promoted() {
+                self.memory.insert(key.clone(), Arc::new(copy));
+            }
+            Some(object)
+        })
+    }
+
+    fn insert(&self, key: CacheKey, object: Arc<Object>) {
+        let admit = match self.admission {
+            Admission::Always => true,
+            Admission::SecondRequest => {
+                let hash = format::key_hash(&key);
+                if self.seen.remove(&hash).is_some() {
+                    true
+                } else {
+                    self.seen.insert(hash, ());
+                    false
+                }
+            }
+        };
+        if admit {
+            if self.disk.admit(key.clone(), object.clone()) {
+                object.state.on_disk.store(true, Ordering::Relaxed);
+            }
+        } else {
+            self.counters.disk_admit_skip.inc();
+            // An older copy on disk must not outlive the newer one in memory.
+            self.disk.supersede(&key);
+        }
+        self.memory.insert(key, object);
+    }
+
+    fn remove(&self, key: &CacheKey) -> bool {
+        let in_memory = self.memory.remove(key);
+        self.disk.remove(key) || in_memory
+    }
+
+    fn stats(&self) -> StorageStats {
+        self.memory.stats()
+    }
+
+    fn lower_tiers(&self) -> Vec<(&'static str, StorageStats)> {
+        vec![("disk", self.disk.stats())]
+    }
+
+    fn close(&self) {
+        self.disk.close();
+    }
+}

@@ -1,0 +1,298 @@
+//! `[[rule]]`: operator policy rules, evaluated in order. Request matchers (host, path, url,
+//! method, request headers, cookies) select a rule; response matchers (status, response
+//! headers) narrow it for response-phase actions. See docs/policy.md.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use super::units::Dur;
+
+/// A string or a list of strings.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OneOrMany(pub Vec<String>);
+
+impl<'de> Deserialize<'de> for OneOrMany {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            One(String),
+            Many(Vec<String>),
+        }
+        match Raw::deserialize(d) {
+            Ok(Raw::One(s)) => Ok(OneOrMany(vec![s])),
+            Ok(Raw::Many(v)) => Ok(OneOrMany(v)),
+            Err(_) => Err(serde::de::Error::custom(
+                "expected a string or a list of strings",
+            )),
+        }
+    }
+}
+
+/// `synth = { status = 403, body = "..." }`: answer without a backend.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SynthConfig {
+    pub status: u16,
+    #[serde(default)]
+    pub body: String,
+    #[serde(default = "default_content_type")]
+    pub content_type: String,
+}
+
+fn default_content_type() -> String {
+    "text/plain; charset=utf-8".into()
+}
+
+/// `redirect = { to = "https://example.com/$1", status = 301 }`: `$1`, `${name}` expand the
+/// captures of the rule's `path` (or `url`) regex.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedirectConfig {
+    pub to: String,
+    #[serde(default = "default_redirect_status")]
+    pub status: u16,
+}
+
+fn default_redirect_status() -> u16 {
+    302
+}
+
+/// One policy rule. Every matcher given must match; actions apply in rule order.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RuleConfig {
+    /// Name in logs and `Cache-Status` detail. Default `rule<N>`.
+    pub name: String,
+
+    // Request matchers
+    /// Host names: exact (`www.example.com`) or wildcard (`*.example.com`), case-insensitive.
+    pub host: OneOrMany,
+    /// Regex on the path (without query), e.g. `\.(png|gif|jpg|css|js)$`.
+    pub path: Option<String>,
+    /// Regex on path and query.
+    pub url: Option<String>,
+    /// Methods, e.g. `["GET", "HEAD"]`.
+    pub method: OneOrMany,
+    /// Request headers: name → regex on the value (`""` = present with any value).
+    pub request_header: BTreeMap<String, String>,
+    /// Regex on cookie names: matches when the request carries such a cookie.
+    pub cookie: Option<String>,
+
+    // Response matchers (response-phase actions only)
+    pub status: Vec<u16>,
+    /// Response headers: name → regex on the value (`""` = present).
+    pub response_header: BTreeMap<String, String>,
+
+    // Request actions
+    /// Never cache: fetch and deliver (`Cache-Status` detail `rule`).
+    pub pass: bool,
+    /// Look up even if the builtin policy would pass (Authorization).
+    pub cache: bool,
+    /// Remove the `Cookie` header before lookup and fetch.
+    pub strip_request_cookies: bool,
+    pub set_request_headers: BTreeMap<String, String>,
+    pub unset_request_headers: Vec<String>,
+    /// Answer without a backend.
+    pub synth: Option<SynthConfig>,
+    /// Answer with a redirect.
+    pub redirect: Option<RedirectConfig>,
+    /// Send to this backend or director instead of the default route.
+    pub director: Option<String>,
+
+    // Response actions
+    /// Freshness lifetime from now, replacing what the origin said (with `override_origin`,
+    /// even for `no-store` / `private` / `no-cache` responses).
+    pub ttl: Option<Dur>,
+    /// Lower bound on the lifetime (also for responses that are expired or carry no freshness
+    /// information; never overrides `no-store` / `private` without `override_origin`).
+    pub min_ttl: Option<Dur>,
+    /// Upper bound on the lifetime (replaces `cache.max_ttl`).
+    pub max_ttl: Option<Dur>,
+    /// Stale-while-revalidate window (replaces `cache.grace` and `stale-while-revalidate`).
+    pub grace: Option<Dur>,
+    /// Keep window (replaces `cache.keep`).
+    pub keep: Option<Dur>,
+    /// Store even if the origin said `no-store`, `private` or `no-cache`.
+    pub override_origin: bool,
+    /// Remove `Set-Cookie` from responses, except to POST requests.
+    pub strip_set_cookie: bool,
+    pub set_response_headers: BTreeMap<String, String>,
+    pub unset_response_headers: Vec<String>,
+}
+
+impl RuleConfig {
+    /// Whether the rule matches on the response (and so may only carry response actions).
+    pub fn has_response_matchers(&self) -> bool {
+        !self.status.is_empty() || !self.response_header.is_empty()
+    }
+
+    /// Whether the rule carries request-phase actions.
+    pub fn has_request_actions(&self) -> bool {
+        self.pass
+            || self.cache
+            || self.strip_request_cookies
+            || !self.set_request_headers.is_empty()
+            || !self.unset_request_headers.is_empty()
+            || self.synth.is_some()
+            || self.redirect.is_some()
+            || self.director.is_some()
+    }
+}
+
+/// Checks one rule; returns (field, problem) pairs.
+pub(super) fn validate(rule: &RuleConfig, names: &dyn Fn(&str) -> bool) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (field, re) in [
+        ("path", &rule.path),
+        ("url", &rule.url),
+        ("cookie", &rule.cookie),
+    ] {
+        if let Some(re) = re
+            && let Err(e) = regex::Regex::new(re)
+        {
+            out.push((
+                field.to_string(),
+                format!("invalid regex: {}", first_line(&e.to_string())),
+            ));
+        }
+    }
+    for (field, map) in [
+        ("request_header", &rule.request_header),
+        ("response_header", &rule.response_header),
+    ] {
+        for (name, re) in map {
+            if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                out.push((
+                    field.to_string(),
+                    format!("`{name}` is not a header field name"),
+                ));
+            }
+            if let Err(e) = regex::Regex::new(re) {
+                out.push((
+                    field.to_string(),
+                    format!("invalid regex for `{name}`: {}", first_line(&e.to_string())),
+                ));
+            }
+        }
+    }
+    for (field, map) in [
+        ("set_request_headers", &rule.set_request_headers),
+        ("set_response_headers", &rule.set_response_headers),
+    ] {
+        for (name, value) in map {
+            if http::HeaderName::from_bytes(name.as_bytes()).is_err()
+                || http::HeaderValue::from_str(value).is_err()
+            {
+                out.push((
+                    field.to_string(),
+                    format!("`{name}: {value}` is not a valid header field"),
+                ));
+            }
+        }
+    }
+    for (field, list) in [
+        ("unset_request_headers", &rule.unset_request_headers),
+        ("unset_response_headers", &rule.unset_response_headers),
+    ] {
+        for name in list {
+            if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                out.push((
+                    field.to_string(),
+                    format!("`{name}` is not a header field name"),
+                ));
+            }
+        }
+    }
+    for m in &rule.method.0 {
+        if http::Method::from_bytes(m.as_bytes()).is_err()
+            || m.chars().any(|c| c.is_ascii_lowercase())
+        {
+            out.push((
+                "method".into(),
+                format!("`{m}` is not a method (methods are upper case)"),
+            ));
+        }
+    }
+    for h in &rule.host.0 {
+        let bare = h.strip_prefix("*.").unwrap_or(h);
+        if bare.is_empty() || bare.contains(['/', ' ', '*']) {
+            out.push((
+                "host".into(),
+                format!("`{h}` is not a host name or `*.domain` wildcard"),
+            ));
+        }
+    }
+    for s in &rule.status {
+        if !(100..=599).contains(s) {
+            out.push(("status".into(), format!("{s} is not an HTTP status")));
+        }
+    }
+    if rule.pass && rule.cache {
+        out.push(("cache".into(), "a rule cannot both pass and cache".into()));
+    }
+    if rule.synth.is_some() && rule.redirect.is_some() {
+        out.push((
+            "redirect".into(),
+            "a rule cannot both synth and redirect".into(),
+        ));
+    }
+    if let Some(s) = &rule.synth
+        && !(200..=599).contains(&s.status)
+    {
+        out.push((
+            "synth".into(),
+            format!("status {} must be between 200 and 599", s.status),
+        ));
+    }
+    if let Some(r) = &rule.redirect {
+        if !(300..=399).contains(&r.status) {
+            out.push((
+                "redirect".into(),
+                format!("status {} is not a redirect (300-399)", r.status),
+            ));
+        }
+        if r.to.contains(['\r', '\n']) {
+            out.push((
+                "redirect".into(),
+                "`to` must not contain line breaks".into(),
+            ));
+        }
+    }
+    if rule.has_response_matchers() && rule.has_request_actions() {
+        out.push((
+            "status".into(),
+            "status / response_header match responses, so the rule can only carry response actions (ttl, headers, ...)".into(),
+        ));
+    }
+    if let Some(d) = &rule.director
+        && !names(d)
+    {
+        out.push((
+            "director".into(),
+            format!("no backend or director is named `{d}`"),
+        ));
+    }
+    if let (Some(min), Some(max)) = (rule.min_ttl, rule.max_ttl)
+        && min > max
+    {
+        out.push(("min_ttl".into(), "min_ttl is longer than max_ttl".into()));
+    }
+    if rule
+        .ttl
+        .is_some_and(|t| t.0 > Duration::from_secs(10 * 365 * 86400))
+    {
+        out.push(("ttl".into(), "at most 10 years".into()));
+    }
+    out
+}
+
+fn first_line(s: &str) -> String {
+    s.lines()
+        .rfind(|l| !l.trim().is_empty())
+        .unwrap_or(s)
+        .trim()
+        .to_string()
+}

@@ -1,0 +1,403 @@
+//! Operator policy rules, compiled once at config load: one `RegexSet` pass over the path and
+//! one over the URL per request, then cheap per-rule checks in order. The request phase runs in
+//! Recv; the response phase runs before the storage decision, for the rules whose request
+//! matchers matched. With no rules configured both phases cost nothing.
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, StatusCode};
+use regex::{Regex, RegexSet};
+
+use crate::cache::policy::Overrides;
+use crate::config::rules::RuleConfig;
+
+/// A header matcher: the field must be present and (if given) its value match.
+struct FieldMatch {
+    name: HeaderName,
+    value: Option<Regex>,
+}
+
+impl FieldMatch {
+    fn compile(map: &std::collections::BTreeMap<String, String>) -> Vec<FieldMatch> {
+        map.iter()
+            .filter_map(|(name, re)| {
+                let name = HeaderName::from_bytes(name.as_bytes()).ok()?;
+                let value = if re.is_empty() {
+                    None
+                } else {
+                    Regex::new(re).ok()
+                };
+                Some(FieldMatch { name, value })
+            })
+            .collect()
+    }
+
+    fn matches(&self, headers: &HeaderMap) -> bool {
+        headers.get_all(&self.name).iter().any(|v| {
+            self.value
+                .as_ref()
+                .is_none_or(|re| v.to_str().is_ok_and(|s| re.is_match(s)))
+        })
+    }
+}
+
+struct Rule {
+    cfg: RuleConfig,
+    path: Option<Regex>,
+    url: Option<Regex>,
+    cookie: Option<Regex>,
+    request_headers: Vec<FieldMatch>,
+    response_headers: Vec<FieldMatch>,
+    set_request: Vec<(HeaderName, HeaderValue)>,
+    unset_request: Vec<HeaderName>,
+    set_response: Vec<(HeaderName, HeaderValue)>,
+    unset_response: Vec<HeaderName>,
+}
+
+/// All rules of a config.
+pub struct Rules {
+    rules: Vec<Rule>,
+    path_set: RegexSet,
+    /// Rule index for each pattern of `path_set`.
+    path_rule: Vec<usize>,
+    url_set: RegexSet,
+    url_rule: Vec<usize>,
+}
+
+/// What the request phase decided.
+#[derive(Debug, Default)]
+pub struct RequestOutcome {
+    /// Rules whose request matchers matched (their response phase runs later).
+    pub matched: Vec<usize>,
+    /// A rule said `pass` (its name).
+    pub pass: Option<String>,
+    /// A rule said `cache`: look up even if the builtin policy would pass.
+    pub cache: bool,
+    /// Answer with this synthetic response (status, content type, body).
+    pub synth: Option<(StatusCode, String, String)>,
+    /// Answer with this redirect (status, location).
+    pub redirect: Option<(StatusCode, String)>,
+    /// Route to this backend or director.
+    pub director: Option<String>,
+}
+
+fn pairs(map: &std::collections::BTreeMap<String, String>) -> Vec<(HeaderName, HeaderValue)> {
+    map.iter()
+        .filter_map(|(k, v)| {
+            Some((
+                HeaderName::from_bytes(k.as_bytes()).ok()?,
+                HeaderValue::from_str(v).ok()?,
+            ))
+        })
+        .collect()
+}
+
+fn names(list: &[String]) -> Vec<HeaderName> {
+    list.iter()
+        .filter_map(|n| HeaderName::from_bytes(n.as_bytes()).ok())
+        .collect()
+}
+
+impl Rules {
+    /// Compiles validated rules (invalid patterns were rejected by config validation).
+    pub fn compile(configs: &[RuleConfig]) -> Rules {
+        let rules: Vec<Rule> = configs
+            .iter()
+            .map(|cfg| Rule {
+                path: cfg.path.as_deref().and_then(|p| Regex::new(p).ok()),
+                url: cfg.url.as_deref().and_then(|p| Regex::new(p).ok()),
+                cookie: cfg.cookie.as_deref().and_then(|p| Regex::new(p).ok()),
+                request_headers: FieldMatch::compile(&cfg.request_header),
+                response_headers: FieldMatch::compile(&cfg.response_header),
+                set_request: pairs(&cfg.set_request_headers),
+                unset_request: names(&cfg.unset_request_headers),
+                set_response: pairs(&cfg.set_response_headers),
+                unset_response: names(&cfg.unset_response_headers),
+                cfg: cfg.clone(),
+            })
+            .collect();
+        let (path_rule, path_patterns): (Vec<usize>, Vec<&str>) = configs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.path.as_deref().map(|p| (i, p)))
+            .unzip();
+        let (url_rule, url_patterns): (Vec<usize>, Vec<&str>) = configs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.url.as_deref().map(|p| (i, p)))
+            .unzip();
+        Rules {
+            path_set: RegexSet::new(path_patterns).unwrap_or_else(|_| RegexSet::empty()),
+            url_set: RegexSet::new(url_patterns).unwrap_or_else(|_| RegexSet::empty()),
+            path_rule,
+            url_rule,
+            rules,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// Request phase: finds the matching rules in order and applies their request actions
+    /// (header edits happen on `headers`). Stops at the first `pass`, `synth` or `redirect`.
+    pub fn on_request(
+        &self,
+        host: &str,
+        path_and_query: &str,
+        method: &Method,
+        headers: &mut HeaderMap,
+    ) -> RequestOutcome {
+        let mut out = RequestOutcome::default();
+        if self.rules.is_empty() {
+            return out;
+        }
+        let path = path_and_query.split('?').next().unwrap_or("/");
+        let mut path_hit = vec![false; self.rules.len()];
+        for i in self.path_set.matches(path).iter() {
+            path_hit[self.path_rule[i]] = true;
+        }
+        let mut url_hit = vec![false; self.rules.len()];
+        for i in self.url_set.matches(path_and_query).iter() {
+            url_hit[self.url_rule[i]] = true;
+        }
+        let host = host.split(':').next().unwrap_or(host).to_ascii_lowercase();
+        for (i, rule) in self.rules.iter().enumerate() {
+            let c = &rule.cfg;
+            let matches = (c.path.is_none() || path_hit[i])
+                && (c.url.is_none() || url_hit[i])
+                && (c.host.0.is_empty() || c.host.0.iter().any(|h| host_matches(h, &host)))
+                && (c.method.0.is_empty() || c.method.0.iter().any(|m| m == method.as_str()))
+                && rule.request_headers.iter().all(|f| f.matches(headers))
+                && rule
+                    .cookie
+                    .as_ref()
+                    .is_none_or(|re| cookie_names(headers).any(|n| re.is_match(n)));
+            if !matches {
+                continue;
+            }
+            out.matched.push(i);
+            if c.strip_request_cookies {
+                headers.remove(header::COOKIE);
+            }
+            for name in &rule.unset_request {
+                headers.remove(name);
+            }
+            for (name, value) in &rule.set_request {
+                headers.insert(name.clone(), value.clone());
+            }
+            if let Some(d) = &c.director {
+                out.director = Some(d.clone());
+            }
+            if c.cache {
+                out.cache = true;
+            }
+            if let Some(s) = &c.synth {
+                let status = StatusCode::from_u16(s.status).unwrap_or(StatusCode::OK);
+                out.synth = Some((status, s.content_type.clone(), s.body.clone()));
+                break;
+            }
+            if let Some(r) = &c.redirect {
+                let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::FOUND);
+                out.redirect = Some((status, expand(rule, path, path_and_query, &r.to)));
+                break;
+            }
+            if c.pass {
+                out.pass = Some(c.name.clone());
+                break;
+            }
+        }
+        out
+    }
+
+    /// Response phase: for the rules matched in the request phase whose response matchers
+    /// match too, applies response actions in order (later rules win) and returns the
+    /// storage overrides.
+    pub fn on_response(
+        &self,
+        matched: &[usize],
+        method: &Method,
+        status: StatusCode,
+        headers: &mut HeaderMap,
+    ) -> Overrides {
+        let mut o = Overrides::default();
+        for &i in matched {
+            let Some(rule) = self.rules.get(i) else {
+                continue;
+            };
+            let c = &rule.cfg;
+            if !c.status.is_empty() && !c.status.contains(&status.as_u16()) {
+                continue;
+            }
+            if !rule.response_headers.iter().all(|f| f.matches(headers)) {
+                continue;
+            }
+            if c.strip_set_cookie && method != Method::POST {
+                headers.remove(header::SET_COOKIE);
+            }
+            for name in &rule.unset_response {
+                headers.remove(name);
+            }
+            for (name, value) in &rule.set_response {
+                headers.insert(name.clone(), value.clone());
+            }
+            let d = |v: Option<crate::config::units::Dur>| v.map(|d| d.0);
+            o.ttl = d(c.ttl).or(o.ttl);
+            o.min_ttl = d(c.min_ttl).or(o.min_ttl);
+            o.max_ttl = d(c.max_ttl).or(o.max_ttl);
+            o.grace = d(c.grace).or(o.grace);
+            o.keep = d(c.keep).or(o.keep);
+            o.override_origin |= c.override_origin;
+            o.rule = Some(c.name.clone());
+        }
+        o
+    }
+}
+
+/// `www.example.com` exactly, or `*.example.com` for any subdomain (and the domain itself).
+fn host_matches(pattern: &str, host: &str) -> bool {
+    let pattern = pattern.to_ascii_lowercase();
+    match pattern.strip_prefix("*.") {
+        Some(domain) => host == domain || host.ends_with(&format!(".{domain}")),
+        None => host == pattern,
+    }
+}
+
+fn cookie_names(headers: &HeaderMap) -> impl Iterator<Item = &str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.split('=').next().map(str::trim))
+}
+
+/// Expands `$1` / `${name}` in `to` with the captures of the rule's path (or url) regex.
+fn expand(rule: &Rule, path: &str, path_and_query: &str, to: &str) -> String {
+    let caps = match (&rule.path, &rule.url) {
+        (Some(re), _) => re.captures(path),
+        (None, Some(re)) => re.captures(path_and_query),
+        _ => None,
+    };
+    match caps {
+        Some(c) => {
+            let mut out = String::new();
+            c.expand(to, &mut out);
+            out
+        }
+        None => to.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn rules(text: &str) -> Rules {
+        let full = format!("[[backend]]\nhost = \"127.0.0.1\"\n\n{text}");
+        let config = Config::parse(&full, "t.toml").unwrap_or_else(|e| panic!("{e:?}"));
+        Rules::compile(&config.rules)
+    }
+
+    #[test]
+    fn static_files_get_an_hour() {
+        let r = rules(
+            "[[rule]]\npath = '\\.(png|gif|jpg|swf|css|js)$'\nttl = \"1h\"\noverride_origin = true\n",
+        );
+        let mut h = HeaderMap::new();
+        let out = r.on_request("example.com", "/a/b.css?v=1", &Method::GET, &mut h);
+        assert_eq!(out.matched, vec![0]);
+        let o = r.on_response(&out.matched, &Method::GET, StatusCode::OK, &mut h);
+        assert_eq!(o.ttl, Some(std::time::Duration::from_secs(3600)));
+        assert!(o.override_origin);
+        assert!(
+            r.on_request("example.com", "/page.php", &Method::GET, &mut h)
+                .matched
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn hosts_methods_headers_cookies() {
+        let r = rules(
+            "[[rule]]\nhost = \"*.example.com\"\nmethod = [\"GET\"]\nrequest_header = { \"X-Debug\" = \"\" }\npass = true\n\n[[rule]]\ncookie = '^wordpress_logged_in_'\npass = true\nname = \"logged-in\"\n",
+        );
+        let mut h = HeaderMap::new();
+        h.insert("x-debug", "1".parse().unwrap());
+        assert_eq!(
+            r.on_request("WWW.Example.com:8080", "/", &Method::GET, &mut h)
+                .pass
+                .as_deref(),
+            Some("rule0")
+        );
+        assert!(
+            r.on_request("example.org", "/", &Method::GET, &mut h)
+                .pass
+                .is_none()
+        );
+        let mut h = HeaderMap::new();
+        h.insert("cookie", "a=1; wordpress_logged_in_abc=x".parse().unwrap());
+        assert_eq!(
+            r.on_request("x", "/", &Method::GET, &mut h).pass.as_deref(),
+            Some("logged-in")
+        );
+    }
+
+    #[test]
+    fn redirect_with_captures_and_synth() {
+        let r = rules(
+            "[[rule]]\npath = '^/old/(.*)$'\nredirect = { to = \"https://new.example/$1\", status = 301 }\n\n[[rule]]\npath = '^/admin'\nsynth = { status = 403, body = \"no\" }\n",
+        );
+        let mut h = HeaderMap::new();
+        let out = r.on_request("x", "/old/a/b", &Method::GET, &mut h);
+        assert_eq!(
+            out.redirect,
+            Some((
+                StatusCode::MOVED_PERMANENTLY,
+                "https://new.example/a/b".into()
+            ))
+        );
+        let out = r.on_request("x", "/admin/x", &Method::GET, &mut h);
+        assert_eq!(out.synth.map(|s| s.0), Some(StatusCode::FORBIDDEN));
+    }
+
+    #[test]
+    fn strip_set_cookie_except_post_and_response_matchers() {
+        let r =
+            rules("[[rule]]\nstrip_set_cookie = true\n\n[[rule]]\nstatus = [404]\nttl = \"10s\"\n");
+        let mut req = HeaderMap::new();
+        let out = r.on_request("x", "/", &Method::GET, &mut req);
+        let mut h = HeaderMap::new();
+        h.insert("set-cookie", "a=b".parse().unwrap());
+        let o = r.on_response(&out.matched, &Method::GET, StatusCode::OK, &mut h);
+        assert!(!h.contains_key("set-cookie"));
+        assert_eq!(o.ttl, None, "status rule does not match a 200");
+        let mut h = HeaderMap::new();
+        h.insert("set-cookie", "a=b".parse().unwrap());
+        r.on_response(&out.matched, &Method::POST, StatusCode::OK, &mut h);
+        assert!(h.contains_key("set-cookie"), "kept on POST");
+        let o = r.on_response(
+            &out.matched,
+            &Method::GET,
+            StatusCode::NOT_FOUND,
+            &mut HeaderMap::new(),
+        );
+        assert_eq!(o.ttl, Some(std::time::Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn invalid_rules_are_config_errors() {
+        let full = "[[backend]]\nhost = \"h\"\n\n[[rule]]\npath = '(unclosed'\n\n[[rule]]\nstatus = [200]\npass = true\n";
+        let errs = Config::parse(full, "t.toml").unwrap_err();
+        let all: Vec<String> = errs
+            .iter()
+            .map(|e| format!("{}:{}: {}", e.line, e.key, e.message))
+            .collect();
+        assert!(
+            all.iter()
+                .any(|e| e.starts_with("5:rule.0.path: invalid regex")),
+            "{all:?}"
+        );
+        assert!(all.iter().any(|e| e.contains("rule.1.status")), "{all:?}");
+    }
+}

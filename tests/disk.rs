@@ -1,0 +1,480 @@
+//! The disk tier end to end: restarts (clean and `kill -9` of the real binary), corruption,
+//! a filesystem without room, a 21 MB object streamed from disk, expiry across a restart.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+use shellac::config::units::{Dur, Size};
+use shellac::config::{Admission, Config, DiskConfig};
+
+fn disk(config: &mut Config, path: &Path, size: u64, region: u64, admission: Admission) {
+    config.storage.disk = Some(DiskConfig {
+        path: path.to_path_buf(),
+        size: Size(size),
+        region_size: Size(region),
+        admission,
+    });
+}
+
+/// Waits (bounded) until the disk tier has indexed at least `n` objects.
+async fn wait_disk_objects(shellac: &Shellac, n: u64) {
+    for _ in 0..400 {
+        if shellac.stat("n_object_disk").await >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!(
+        "disk tier indexed {} objects, expected {n}",
+        shellac.stat("n_object_disk").await
+    );
+}
+
+fn body_of(path: &str) -> String {
+    format!("body of {path} ").repeat(300)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_survive_a_clean_restart_and_are_promoted() {
+    let origin = Origin::start(|s| Reply::ok(&body_of(&s.path)).cc("max-age=3600")).await;
+    let dir = TempDir::new("clean-restart");
+    let data = dir.path("cache.dat");
+    let shellac = Shellac::start(origin.addr, |c| {
+        disk(c, &data, 8 << 20, 1 << 20, Admission::Always)
+    })
+    .await;
+    for i in 0..40 {
+        let r = get(shellac.addr, &format!("/page/{i}")).await;
+        assert_eq!(r.text(), body_of(&format!("/page/{i}")));
+    }
+    wait_disk_objects(&shellac, 40).await;
+    shellac.stop().await;
+
+    let shellac = Shellac::start(origin.addr, |c| {
+        disk(c, &data, 8 << 20, 1 << 20, Admission::Always)
+    })
+    .await;
+    assert_eq!(shellac.stat("disk_recovered_objects").await, 40);
+    for i in 0..40 {
+        let path = format!("/page/{i}");
+        let r = get(shellac.addr, &path).await;
+        assert_eq!(r.text(), body_of(&path));
+        assert!(
+            r.cache_status().starts_with("shellac; hit;")
+                && r.cache_status().ends_with("detail=disk"),
+            "{}",
+            r.cache_status()
+        );
+        // Promoted: the next hit is answered by memory.
+        let again = get(shellac.addr, &path).await;
+        assert!(
+            !again.cache_status().contains("disk"),
+            "{}",
+            again.cache_status()
+        );
+    }
+    assert_eq!(
+        origin.count(),
+        40,
+        "nothing fetched again after the restart"
+    );
+    let stats = shellac.stats().await;
+    assert_eq!(stats["cache_hit_disk"], 40);
+    assert_eq!(stats["cache_hit_memory"], 40);
+    assert_eq!(stats["disk_checksum_fail"], 0);
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn second_request_admission_skips_one_hit_wonders() {
+    let origin = Origin::start(|s| Reply::ok(&body_of(&s.path)).cc("max-age=3600")).await;
+    let dir = TempDir::new("admission");
+    let data = dir.path("cache.dat");
+    // A memory tier of 64 KiB: objects of ~5 KiB are evicted quickly.
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.cache.memory_size = Size(64 << 10);
+        c.cache.max_object_size = Size(32 << 10);
+        disk(c, &data, 8 << 20, 1 << 20, Admission::SecondRequest)
+    })
+    .await;
+    for i in 0..30 {
+        get(shellac.addr, &format!("/once/{i}")).await;
+    }
+    let stats = shellac.stats().await;
+    assert_eq!(stats["disk_admit_skip"], 30);
+    assert_eq!(stats["disk_admit"], 0, "one-hit wonders are not written");
+    // Requested again after eviction: now admitted.
+    for i in 0..30 {
+        get(shellac.addr, &format!("/once/{i}")).await;
+    }
+    wait_disk_objects(&shellac, 1).await;
+    assert!(shellac.stat("disk_admit").await >= 1);
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corruption_in_the_data_file_is_never_served() {
+    let origin = Origin::start(|s| Reply::ok(&body_of(&s.path)).cc("max-age=3600")).await;
+    let dir = TempDir::new("corrupt");
+    let data = dir.path("cache.dat");
+    let start = || async {
+        Shellac::start(origin.addr, |c| {
+            disk(c, &data, 4 << 20, 1 << 20, Admission::Always)
+        })
+        .await
+    };
+    let shellac = start().await;
+    get(shellac.addr, "/victim").await;
+    get(shellac.addr, "/bystander").await;
+    wait_disk_objects(&shellac, 2).await;
+    shellac.stop().await;
+
+    // Flip bytes in the middle of the stored body of /victim.
+    let mut file = std::fs::read(&data).unwrap();
+    let needle = body_of("/victim");
+    let at = file
+        .windows(needle.len())
+        .position(|w| w == needle.as_bytes())
+        .expect("body on disk");
+    file[at + 1000..at + 1008].copy_from_slice(b"CORRUPT!");
+    std::fs::write(&data, &file).unwrap();
+
+    let shellac = start().await;
+    let r = get(shellac.addr, "/victim").await;
+    assert_eq!(
+        r.text(),
+        body_of("/victim"),
+        "refetched, never the corrupt copy"
+    );
+    assert!(
+        r.cache_status().contains("fwd=miss"),
+        "{}",
+        r.cache_status()
+    );
+    assert_eq!(origin.count_path("/victim"), 2);
+    let b = get(shellac.addr, "/bystander").await;
+    assert!(
+        b.cache_status().ends_with("detail=disk"),
+        "{}",
+        b.cache_status()
+    );
+    assert_eq!(shellac.stat("disk_checksum_fail").await, 1);
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disk_without_room_leaves_the_proxy_serving() {
+    let origin = Origin::start(|_| Reply::ok("still here").cc("max-age=60")).await;
+    let dir = TempDir::new("full");
+    let data = dir.path("cache.dat");
+    // 64 TiB cannot be preallocated here: the tier is refused at start-up, before any write.
+    let shellac = Shellac::start(origin.addr, |c| {
+        disk(c, &data, 64 << 40, 1 << 30, Admission::Always)
+    })
+    .await;
+    assert_eq!(get(shellac.addr, "/").await.text(), "still here");
+    let hit = get(shellac.addr, "/").await;
+    assert_eq!(hit.text(), "still here");
+    assert!(hit.cache_status().contains("hit"));
+    let stats = shellac.stats().await;
+    assert_eq!(stats["disk_io_error"], 1);
+    assert_eq!(stats["disk_capacity_bytes"], 0);
+    assert!(std::fs::metadata(&data).map_or(0, |m| m.len()) < 1 << 20);
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_21_mb_object_streams_from_disk() {
+    const LEN: u64 = 21 * 1000 * 1000;
+    let origin = Origin::start(|_| {
+        Reply::ok("").cc("max-age=3600").body(ReplyBody::Generated {
+            len: LEN,
+            chunk: 64 * 1024,
+        })
+    })
+    .await;
+    let dir = TempDir::new("large");
+    let data = dir.path("cache.dat");
+    let start = || async {
+        Shellac::start(origin.addr, |c| {
+            // Memory cannot hold it: the object lives on disk only.
+            c.cache.memory_size = Size(8 << 20);
+            c.cache.max_object_size = Size(30 << 20);
+            disk(c, &data, 128 << 20, 32 << 20, Admission::Always)
+        })
+        .await
+    };
+    let shellac = start().await;
+    let first = get(shellac.addr, "/video.flv").await;
+    assert_eq!(first.body.len() as u64, LEN);
+    wait_disk_objects(&shellac, 1).await;
+    let hit = get(shellac.addr, "/video.flv").await;
+    assert!(
+        hit.cache_status().ends_with("detail=disk"),
+        "{}",
+        hit.cache_status()
+    );
+    assert_eq!(hit.header("content-length"), Some("21000000"));
+    assert_eq!(hit.body.len() as u64, LEN);
+    assert!(hit.body.iter().all(|b| *b == b'x'));
+    shellac.stop().await;
+
+    let shellac = start().await;
+    let hit = get(shellac.addr, "/video.flv").await;
+    assert!(
+        hit.cache_status().ends_with("detail=disk"),
+        "{}",
+        hit.cache_status()
+    );
+    assert_eq!(hit.body.len() as u64, LEN);
+    assert!(hit.body.iter().all(|b| *b == b'x'));
+    assert_eq!(origin.count(), 1);
+    // A range is cut from the stream of verified chunks.
+    let part = get_with(
+        shellac.addr,
+        "/video.flv",
+        &[("range", "bytes=20000000-20000099")],
+    )
+    .await;
+    assert_eq!(part.status, 206);
+    assert_eq!(
+        part.header("content-range"),
+        Some("bytes 20000000-20000099/21000000")
+    );
+    assert_eq!(part.body.len(), 100);
+    assert!(
+        part.cache_status().ends_with("detail=disk"),
+        "{}",
+        part.cache_status()
+    );
+    assert_eq!(
+        shellac.stat("n_object").await,
+        0,
+        "never loaded into memory"
+    );
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expiry_holds_across_a_restart() {
+    let origin = Origin::start(|s| {
+        let cc = if s.path == "/short" {
+            "max-age=1"
+        } else {
+            "max-age=3600"
+        };
+        Reply::ok(&s.path).cc(cc)
+    })
+    .await;
+    let dir = TempDir::new("expiry");
+    let data = dir.path("cache.dat");
+    let start = || async {
+        Shellac::start(origin.addr, |c| {
+            // No stale copies kept for revalidation: expired means gone.
+            c.cache.keep = Dur(Duration::ZERO);
+            disk(c, &data, 4 << 20, 1 << 20, Admission::Always)
+        })
+        .await
+    };
+    let shellac = start().await;
+    get(shellac.addr, "/short").await;
+    get(shellac.addr, "/long").await;
+    wait_disk_objects(&shellac, 2).await;
+    shellac.stop().await;
+    // /short's lifetime is 1 s; wait it out while stopped.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let shellac = start().await;
+    assert_eq!(shellac.stat("disk_recovered_objects").await, 1);
+    let long = get(shellac.addr, "/long").await;
+    assert!(
+        long.cache_status().ends_with("detail=disk"),
+        "{}",
+        long.cache_status()
+    );
+    let short = get(shellac.addr, "/short").await;
+    assert!(
+        short.cache_status().contains("fwd=miss"),
+        "{}",
+        short.cache_status()
+    );
+    assert_eq!(origin.count_path("/short"), 2);
+    assert_eq!(origin.count_path("/long"), 1);
+    shellac.stop().await;
+}
+
+/// The real binary as a child process; killed when dropped.
+struct Proc {
+    child: Child,
+    proxy: SocketAddr,
+    admin: SocketAddr,
+}
+
+impl Proc {
+    fn start(config: &Path) -> Proc {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_shellac"))
+            .args(["serve", "--config"])
+            .arg(config)
+            .env("SHELLAC_LOG", "info")
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start shellac serve");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let (mut proxy, mut admin) = (None, None);
+        while proxy.is_none() || admin.is_none() {
+            let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) else {
+                let _ = child.kill();
+                panic!("shellac did not log its addresses");
+            };
+            if let Some(a) = line.split("proxy listening on ").nth(1) {
+                proxy = a.trim().parse().ok();
+            }
+            if let Some(a) = line.split("admin listening on ").nth(1) {
+                admin = a.trim().parse().ok();
+            }
+        }
+        Proc {
+            child,
+            proxy: proxy.unwrap(),
+            admin: admin.unwrap(),
+        }
+    }
+
+    async fn stat(&self, name: &str) -> u64 {
+        let resp = get(self.admin, "/stats").await;
+        let map: std::collections::HashMap<String, serde_json::Value> =
+            serde_json::from_slice(&resp.body).expect("stats JSON");
+        map[name]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{name} is not a count"))
+    }
+
+    fn kill9(mut self) {
+        self.child.kill().expect("SIGKILL");
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_heavy_writes_keeps_what_was_written() {
+    let origin = Origin::start(|s| Reply::ok(&body_of(&s.path)).cc("max-age=3600")).await;
+    let dir = TempDir::new("kill9");
+    let config = dir.path("shellac.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"127.0.0.1:0\"\n\n[cache]\nmemory_size = \"1MiB\"\nmax_object_size = \"256KiB\"\n\n[storage.disk]\npath = \"{}\"\nsize = \"16MiB\"\nregion_size = \"1MiB\"\nadmission = \"always\"\n\n[[backend]]\nhost = \"127.0.0.1\"\nport = {}\n",
+            dir.path("cache.dat").display(),
+            origin.addr.port()
+        ),
+    )
+    .unwrap();
+
+    // Phase 1: objects that are on disk (indexed) before the crash must survive it.
+    let shellac = Proc::start(&config);
+    for i in 0..200 {
+        get(shellac.proxy, &format!("/before/{i}")).await;
+    }
+    let mut indexed = 0;
+    for _ in 0..400 {
+        indexed = shellac.stat("n_object_disk").await;
+        if indexed >= 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(indexed, 200);
+
+    // Phase 2: heavy writes from 8 clients; kill -9 while they run.
+    let proxy = shellac.proxy;
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            tokio::spawn(async move {
+                for i in 0..1000 {
+                    let path = format!("/during/{w}/{i}");
+                    let fut = tokio::time::timeout(Duration::from_secs(5), async {
+                        request_or_error(proxy, &path).await
+                    });
+                    if !matches!(fut.await, Ok(true)) {
+                        return;
+                    }
+                }
+            })
+        })
+        .collect();
+    for _ in 0..400 {
+        if shellac.stat("disk_admit").await >= 400 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    shellac.kill9();
+    for w in writers {
+        let _ = w.await;
+    }
+
+    // Restart: everything from phase 1 is a disk hit; whatever of phase 2 is served is right.
+    let shellac = Proc::start(&config);
+    assert!(shellac.stat("disk_recovered_objects").await >= 200);
+    let fetched = origin.count();
+    for i in 0..200 {
+        let path = format!("/before/{i}");
+        let r = get(shellac.proxy, &path).await;
+        assert_eq!(r.text(), body_of(&path));
+        assert!(
+            r.cache_status().ends_with("detail=disk"),
+            "{path}: {}",
+            r.cache_status()
+        );
+    }
+    assert_eq!(origin.count(), fetched);
+    for w in 0..8 {
+        for i in (0..1000).step_by(50) {
+            let path = format!("/during/{w}/{i}");
+            assert_eq!(get(shellac.proxy, &path).await.text(), body_of(&path));
+        }
+    }
+    assert_eq!(shellac.stat("disk_checksum_fail").await, 0);
+}
+
+/// A GET that reports failure instead of panicking (the proxy may be killed under it).
+async fn request_or_error(addr: SocketAddr, path: &str) -> bool {
+    use http_body_util::{BodyExt, Empty};
+    let Ok(stream) = tokio::net::TcpStream::connect(addr).await else {
+        return false;
+    };
+    let Ok((mut sender, conn)) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await
+    else {
+        return false;
+    };
+    tokio::spawn(conn);
+    let Ok(req) = http::Request::get(path)
+        .header("host", "test.example")
+        .body(Empty::<bytes::Bytes>::new())
+    else {
+        return false;
+    };
+    match sender.send_request(req).await {
+        Ok(resp) => resp.into_body().collect().await.is_ok(),
+        Err(_) => false,
+    }
+}

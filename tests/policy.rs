@@ -1,0 +1,251 @@
+//! Operator policy rules: the four field rules, loaded from the exact example files, plus
+//! synth, redirect with captures, director choice and header edits.
+
+mod common;
+
+use common::*;
+
+fn date_in(secs: i64) -> String {
+    let now = std::time::SystemTime::now();
+    let t = if secs >= 0 {
+        now + std::time::Duration::from_secs(secs as u64)
+    } else {
+        now - std::time::Duration::from_secs((-secs) as u64)
+    };
+    httpdate::fmt_http_date(t)
+}
+
+fn ttl_of(cache_status: &str) -> u64 {
+    cache_status
+        .split("ttl=")
+        .nth(1)
+        .and_then(|t| t.split(';').next())
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// examples/rules/static-1h.toml: images/css/js cached 1 h whatever the origin says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn static_files_cached_one_hour_whatever_the_origin_says() {
+    let origin = Origin::start(|_| Reply::ok("x").cc("no-store, private")).await;
+    let shellac = Shellac::start_file("examples/rules/static-1h.toml", origin.addr, |_| {}).await;
+    get(shellac.addr, "/img/logo.png").await;
+    let hit = get(shellac.addr, "/img/logo.png").await;
+    assert!(hit.cache_status().contains("hit"), "{}", hit.cache_status());
+    assert!(
+        (3598..=3600).contains(&ttl_of(hit.cache_status())),
+        "{}",
+        hit.cache_status()
+    );
+    get(shellac.addr, "/page.html").await;
+    assert!(
+        get(shellac.addr, "/page.html")
+            .await
+            .cache_status()
+            .contains("detail=no-store")
+    );
+    assert_eq!(origin.count(), 3);
+    shellac.stop().await;
+}
+
+/// examples/rules/min-ttl-120s.toml: a 120 s minimum even with an Expires in the past.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minimum_ttl_for_pages_that_expire_in_the_past() {
+    let origin = Origin::start(|s| {
+        let r = Reply::ok("page")
+            .header("date", &date_in(0))
+            .header("expires", &date_in(-3600));
+        if s.path == "/account" {
+            r.cc("private")
+        } else {
+            r
+        }
+    })
+    .await;
+    let shellac =
+        Shellac::start_file("examples/rules/min-ttl-120s.toml", origin.addr, |_| {}).await;
+    get(shellac.addr, "/news").await;
+    let hit = get(shellac.addr, "/news").await;
+    assert!(hit.cache_status().contains("hit"), "{}", hit.cache_status());
+    assert!(
+        (118..=120).contains(&ttl_of(hit.cache_status())),
+        "{}",
+        hit.cache_status()
+    );
+    get(shellac.addr, "/account").await;
+    assert!(
+        get(shellac.addr, "/account")
+            .await
+            .cache_status()
+            .contains("detail=private"),
+        "private stays uncached"
+    );
+    shellac.stop().await;
+}
+
+/// examples/rules/strip-set-cookie.toml: Set-Cookie removed except on POST.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_cookie_removed_except_on_post() {
+    let origin = Origin::start(|_| {
+        Reply::ok("x")
+            .cc("max-age=60")
+            .header("set-cookie", "session=abc")
+    })
+    .await;
+    let shellac =
+        Shellac::start_file("examples/rules/strip-set-cookie.toml", origin.addr, |_| {}).await;
+    let first = get(shellac.addr, "/").await;
+    assert_eq!(first.header("set-cookie"), None);
+    assert!(get(shellac.addr, "/").await.cache_status().contains("hit"));
+    let post = request(shellac.addr, "POST", "/login", &[], b"user=a").await;
+    assert_eq!(post.header("set-cookie"), Some("session=abc"));
+    shellac.stop().await;
+}
+
+/// examples/rules/static-with-cookies.toml: static files looked up even with cookies (and
+/// Authorization); the cookies are not sent to the origin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn static_files_looked_up_with_cookies() {
+    let origin = Origin::start(|_| Reply::ok("body{}").cc("max-age=60")).await;
+    let shellac = Shellac::start_file(
+        "examples/rules/static-with-cookies.toml",
+        origin.addr,
+        |_| {},
+    )
+    .await;
+    let headers = [("cookie", "session=abc"), ("authorization", "Basic eDp5")];
+    get_with(shellac.addr, "/site.css", &headers).await;
+    assert!(!origin.last().headers.contains_key("cookie"));
+    assert!(
+        get_with(shellac.addr, "/site.css", &headers)
+            .await
+            .cache_status()
+            .contains("hit")
+    );
+    assert_eq!(origin.count(), 1);
+    // Not static: Authorization still passes (builtin policy).
+    let r = get_with(shellac.addr, "/page", &headers).await;
+    assert!(
+        r.cache_status().contains("detail=authorization"),
+        "{}",
+        r.cache_status()
+    );
+    shellac.stop().await;
+}
+
+/// examples/wordpress-apache.toml: logged-in users pass, anonymous pages are cached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wordpress_example() {
+    let origin = Origin::start(|s| {
+        if s.path == "/wp-login.php" {
+            return Reply::ok("login");
+        }
+        Reply::ok("post")
+            .header("expires", "Wed, 11 Jan 1984 05:00:00 GMT")
+            .header("set-cookie", "wp_tracking=1")
+    })
+    .await;
+    let shellac = Shellac::start_file("examples/wordpress-apache.toml", origin.addr, |c| {
+        c.backends[0].probe = None;
+    })
+    .await;
+    get(shellac.addr, "/2026/11/hello/").await;
+    let anon = get(shellac.addr, "/2026/11/hello/").await;
+    assert!(
+        anon.cache_status().contains("hit"),
+        "{}",
+        anon.cache_status()
+    );
+    assert_eq!(anon.header("set-cookie"), None);
+    let logged = get_with(
+        shellac.addr,
+        "/2026/11/hello/",
+        &[("cookie", "wordpress_logged_in_123=admin")],
+    )
+    .await;
+    assert!(
+        logged.cache_status().contains("detail=rule"),
+        "{}",
+        logged.cache_status()
+    );
+    let admin = get(shellac.addr, "/wp-admin/").await;
+    assert!(
+        admin.cache_status().contains("detail=rule"),
+        "{}",
+        admin.cache_status()
+    );
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synth_redirect_director_and_headers() {
+    let main = Origin::start(|s| {
+        Reply::ok(&format!(
+            "main {}",
+            s.headers
+                .get("x-edge")
+                .map(|v| v.to_str().unwrap())
+                .unwrap_or("-")
+        ))
+        .cc("no-store")
+    })
+    .await;
+    let assets = Origin::start(|_| {
+        Reply::ok("assets")
+            .cc("no-store")
+            .header("x-powered-by", "PHP")
+    })
+    .await;
+    let assets_addr = assets.addr;
+    let shellac = Shellac::start(main.addr, move |c| {
+        let mut b = shellac::config::BackendConfig::new(
+            "assets",
+            &assets_addr.ip().to_string(),
+            assets_addr.port(),
+        );
+        b.passive_failures = 0;
+        c.backends.push(b);
+        let rules = r#"
+[[rule]]
+path = '^/blocked'
+synth = { status = 403, body = "go away" }
+
+[[rule]]
+path = '^/old/(?P<rest>.*)$'
+redirect = { to = "/new/${rest}", status = 301 }
+
+[[rule]]
+host = "*.cdn.example"
+director = "assets"
+unset_response_headers = ["X-Powered-By"]
+
+[[rule]]
+set_request_headers = { "X-Edge" = "shellac" }
+set_response_headers = { "X-Frame-Options" = "DENY" }
+"#;
+        let parsed = shellac::config::Config::parse(
+            &format!(
+                "[[backend]]\nhost = \"h\"\n\n[[backend]]\nname = \"assets\"\nhost = \"h\"\n{rules}"
+            ),
+            "rules.toml",
+        )
+        .unwrap();
+        c.rules = parsed.rules;
+    })
+    .await;
+    let r = get(shellac.addr, "/blocked/x").await;
+    assert_eq!((r.status, r.text().as_str()), (403, "go away"));
+    let r = get(shellac.addr, "/old/a/b?c").await;
+    assert_eq!((r.status, r.header("location")), (301, Some("/new/a/b")));
+    let r = get_with(shellac.addr, "/x", &[("host", "img.cdn.example")]).await;
+    assert_eq!(r.text(), "assets");
+    assert_eq!(r.header("x-powered-by"), None);
+    assert_eq!(r.header("x-frame-options"), Some("DENY"));
+    assert_eq!(get(shellac.addr, "/y").await.text(), "main shellac");
+    assert_eq!(
+        main.count() + assets.count(),
+        2,
+        "synth and redirect never reach a backend"
+    );
+    shellac.stop().await;
+}
