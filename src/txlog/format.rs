@@ -2,6 +2,7 @@
 //! `LogFormat` and varnishncsa, and JSON lines. Parsed once (at config time); rendered by the
 //! background writer, never on the request path.
 
+use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -311,35 +312,68 @@ fn escape(s: &str, out: &mut String) {
     }
 }
 
+/// One JSON object, written directly (no intermediate `serde_json::Value`: this runs once per
+/// request on the writer thread).
 fn render_json(r: &Record, out: &mut String) {
     let header = |i: usize| {
         r.request_headers
             .get(i)
             .and_then(|v| v.as_ref())
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .map(|v| String::from_utf8_lossy(v.as_bytes()))
     };
-    let mut time = String::new();
-    iso_time(r.time, &mut time);
-    let value = serde_json::json!({
-        "time": time,
-        "client": r.client.to_string(),
-        "method": r.method.as_str(),
-        "url": r.target(),
-        "protocol": r.protocol(),
-        "host": r.host(),
-        "status": r.status,
-        "bytes": r.bytes,
-        "duration_us": r.duration.as_micros() as u64,
-        "ttfb_us": r.ttfb.as_micros() as u64,
-        "cache": r.decision.kind.as_str(),
-        "reason": r.decision.reason.as_deref(),
-        "backend": r.backend.as_deref(),
-        "complete": r.complete,
-        "referer": header(0),
-        "user_agent": header(1),
-        "x_forwarded_for": header(2),
-    });
-    let _ = write!(out, "{value}");
+    out.push_str("{\"time\":\"");
+    iso_time(r.time, out);
+    let _ = write!(out, "\",\"client\":\"{}\",\"method\":", r.client);
+    json_str(r.method.as_str(), out);
+    out.push_str(",\"url\":");
+    json_str(&r.target(), out);
+    let _ = write!(out, ",\"protocol\":\"{}\",\"host\":", r.protocol());
+    json_str(&r.host(), out);
+    let _ = write!(
+        out,
+        ",\"status\":{},\"bytes\":{},\"duration_us\":{},\"ttfb_us\":{},\"cache\":\"{}\",\"reason\":",
+        r.status,
+        r.bytes,
+        r.duration.as_micros(),
+        r.ttfb.as_micros(),
+        r.decision.kind.as_str()
+    );
+    json_opt(r.decision.reason.as_deref(), out);
+    out.push_str(",\"backend\":");
+    json_opt(r.backend.as_deref(), out);
+    let _ = write!(out, ",\"complete\":{},\"referer\":", r.complete);
+    json_opt(header(0).as_deref(), out);
+    out.push_str(",\"user_agent\":");
+    json_opt(header(1).as_deref(), out);
+    out.push_str(",\"x_forwarded_for\":");
+    json_opt(header(2).as_deref(), out);
+    out.push('}');
+}
+
+fn json_opt(s: Option<&str>, out: &mut String) {
+    match s {
+        Some(s) => json_str(s, out),
+        None => out.push_str("null"),
+    }
+}
+
+/// A JSON string literal (RFC 8259 escaping).
+fn json_str(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 /// Days since 1970-01-01 → (year, month 1-12, day 1-31); Howard Hinnant's civil_from_days.
@@ -363,12 +397,10 @@ struct Civil {
     hour: u64,
     minute: u64,
     second: u64,
-    millis: u32,
 }
 
 fn civil(t: SystemTime) -> Civil {
-    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs();
+    let secs = unix_secs(t);
     let (year, month, day) = civil_from_days((secs / 86_400) as i64);
     let rem = secs % 86_400;
     Civil {
@@ -378,7 +410,6 @@ fn civil(t: SystemTime) -> Civil {
         hour: rem / 3600,
         minute: rem % 3600 / 60,
         second: rem % 60,
-        millis: since.subsec_millis(),
     }
 }
 
@@ -386,25 +417,55 @@ const MONTHS: [&str; 12] = [
     "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
 ];
 
+thread_local! {
+    /// The writer formats many records per second: keep the last second's text.
+    static CLF: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+    static ISO: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+}
+
+fn unix_secs(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
 /// `10/Oct/2000:13:55:36 +0000`
 pub fn clf_time(t: SystemTime, out: &mut String) {
-    let c = civil(t);
-    let month = MONTHS[(c.month as usize).saturating_sub(1).min(11)];
-    let _ = write!(
-        out,
-        "{:02}/{month}/{}:{:02}:{:02}:{:02} +0000",
-        c.day, c.year, c.hour, c.minute, c.second
-    );
+    let secs = unix_secs(t);
+    CLF.with_borrow_mut(|(at, text)| {
+        if *at != secs {
+            let c = civil(t);
+            let month = MONTHS[(c.month as usize).saturating_sub(1).min(11)];
+            text.clear();
+            let _ = write!(
+                text,
+                "{:02}/{month}/{}:{:02}:{:02}:{:02} +0000",
+                c.day, c.year, c.hour, c.minute, c.second
+            );
+            *at = secs;
+        }
+        out.push_str(text);
+    });
 }
 
 /// `2000-10-10T13:55:36.123Z`
 pub fn iso_time(t: SystemTime, out: &mut String) {
-    let c = civil(t);
-    let _ = write!(
-        out,
-        "{}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-        c.year, c.month, c.day, c.hour, c.minute, c.second, c.millis
-    );
+    let secs = unix_secs(t);
+    ISO.with_borrow_mut(|(at, text)| {
+        if *at != secs {
+            let c = civil(t);
+            text.clear();
+            let _ = write!(
+                text,
+                "{}-{:02}-{:02}T{:02}:{:02}:{:02}",
+                c.year, c.month, c.day, c.hour, c.minute, c.second
+            );
+            *at = secs;
+        }
+        out.push_str(text);
+    });
+    let millis = t
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_millis());
+    let _ = write!(out, ".{millis:03}Z");
 }
 
 #[cfg(test)]
@@ -488,6 +549,14 @@ mod tests {
         assert_eq!(v["url"], "/a/b?x=1");
         assert_eq!(v["x_forwarded_for"], "203.0.113.9");
         assert_eq!(v["user_agent"], "curl/8.0 \"quoted\"");
+        assert_eq!(v["complete"], true);
+        assert_eq!(v["backend"], "app");
+        let mut tricky = String::new();
+        json_str("a\"b\\c\nd\u{1}é", &mut tricky);
+        assert_eq!(
+            serde_json::from_str::<String>(&tricky).unwrap(),
+            "a\"b\\c\nd\u{1}é"
+        );
     }
 
     #[test]

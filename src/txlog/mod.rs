@@ -298,16 +298,22 @@ struct Shards {
     queues: Box<[ArrayQueue<Box<Record>>]>,
     counters: Arc<Counters>,
     live: broadcast::Sender<Arc<Record>>,
-    /// Rankings for `shellac top`, updated by the writer once per pass.
+    /// Rankings for `shellac top`, updated by the writer once per pass while wanted.
     top: Mutex<Top>,
+    /// `clock::now_ms` until which `shellac top` (or the dashboard) wants rankings.
+    top_until_ms: AtomicU64,
+}
+
+impl Shards {
+    fn top_wanted(&self) -> bool {
+        crate::clock::now_ms() < self.top_until_ms.load(Ordering::Relaxed)
+    }
 }
 
 /// The transaction recorder: per-worker bounded queues, a writer thread, live subscribers.
 pub struct Recorder {
     shards: Arc<Shards>,
     subscribers: Arc<AtomicUsize>,
-    /// `clock::now_ms` until which `shellac top` (or the dashboard) wants records.
-    top_until_ms: AtomicU64,
     control: Mutex<mpsc::Sender<Control>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     closed: AtomicBool,
@@ -320,7 +326,8 @@ pub const LIVE_CAPACITY: usize = 4096;
 /// How long one `/top` query keeps records flowing with the access log off.
 pub const TOP_LEASE: Duration = Duration::from_secs(60);
 
-/// Longest pause of the writer between two drains when idle.
+/// The writer's pause between two passes (unless a queue held a full batch): records reach
+/// the log within about this long, plus the flush interval under load.
 const IDLE_PAUSE: Duration = Duration::from_millis(20);
 
 thread_local! {
@@ -357,6 +364,7 @@ impl Recorder {
             counters,
             live,
             top: Mutex::new(Top::default()),
+            top_until_ms: AtomicU64::new(0),
         });
         let (tx, rx) = mpsc::channel();
         let weak = Arc::downgrade(&shards);
@@ -366,7 +374,6 @@ impl Recorder {
         Ok(Arc::new(Recorder {
             shards,
             subscribers: Arc::new(AtomicUsize::new(0)),
-            top_until_ms: AtomicU64::new(0),
             control: Mutex::new(tx),
             thread: Mutex::new(Some(thread)),
             closed: AtomicBool::new(false),
@@ -377,8 +384,7 @@ impl Recorder {
     /// with the access log off. Two relaxed loads and a clock read.
     #[inline]
     pub fn wants_records(&self) -> bool {
-        self.subscribers.load(Ordering::Relaxed) > 0
-            || crate::clock::now_ms() < self.top_until_ms.load(Ordering::Relaxed)
+        self.subscribers.load(Ordering::Relaxed) > 0 || self.shards.top_wanted()
     }
 
     /// Live readers now.
@@ -391,6 +397,7 @@ impl Recorder {
     pub fn lease_top(&self) -> bool {
         let now = crate::clock::now_ms();
         let before = self
+            .shards
             .top_until_ms
             .swap(now + TOP_LEASE.as_millis() as u64, Ordering::Relaxed);
         before > now

@@ -433,6 +433,13 @@ impl Shellac {
         }
     }
 
+    /// Graceful shutdown with `grace` for requests in flight.
+    pub async fn stop_with(mut self, grace: Duration) {
+        if let Some(r) = self.running.take() {
+            r.shutdown(grace).await;
+        }
+    }
+
     pub async fn stop(mut self) {
         if let Some(r) = self.running.take() {
             r.shutdown(Duration::from_secs(1)).await;
