@@ -108,12 +108,12 @@ impl Filter {
             return false;
         }
         if let Some(b) = &self.backend
-            && r.backend.as_deref() != Some(b.as_str())
+            && r.backend() != Some(b.as_str())
         {
             return false;
         }
         if let Some(re) = &self.url
-            && !re.is_match(&r.target())
+            && !re.is_match(r.target())
         {
             return false;
         }

@@ -246,7 +246,7 @@ fn render_item(item: &Item, r: &Record, out: &mut String) {
         Item::RequestLine => {
             escape(r.method.as_str(), out);
             out.push(' ');
-            escape(&r.target(), out);
+            escape(r.target(), out);
             out.push(' ');
             out.push_str(r.protocol());
         }
@@ -272,26 +272,26 @@ fn render_item(item: &Item, r: &Record, out: &mut String) {
         Item::DurationSecs => {
             let _ = write!(out, "{}", r.duration.as_secs());
         }
-        Item::RequestHeader(i) => header_value(r.request_headers.get(*i), out),
-        Item::ResponseHeader(i) => header_value(r.response_headers.get(*i), out),
+        Item::RequestHeader(i) => header_value(r.request_header(*i), out),
+        Item::ResponseHeader(i) => header_value(r.response_header(*i), out),
         Item::Cache => out.push_str(r.decision.kind.as_str()),
         Item::Reason => out.push_str(r.decision.reason.as_deref().unwrap_or("-")),
-        Item::Backend => out.push_str(r.backend.as_deref().unwrap_or("-")),
+        Item::Backend => out.push_str(r.backend().unwrap_or("-")),
         Item::Ttfb => seconds(r.ttfb, out),
         Item::Host => {
             let host = r.host();
             if host.is_empty() {
                 out.push('-');
             } else {
-                escape(&host, out);
+                escape(host, out);
             }
         }
     }
 }
 
-fn header_value(v: Option<&Option<http::HeaderValue>>, out: &mut String) {
-    match v.and_then(|v| v.as_ref()) {
-        Some(v) => escape(&String::from_utf8_lossy(v.as_bytes()), out),
+fn header_value(v: Option<&str>, out: &mut String) {
+    match v {
+        Some(v) => escape(v, out),
         None => out.push('-'),
     }
 }
@@ -315,20 +315,15 @@ fn escape(s: &str, out: &mut String) {
 /// One JSON object, written directly (no intermediate `serde_json::Value`: this runs once per
 /// request on the writer thread).
 fn render_json(r: &Record, out: &mut String) {
-    let header = |i: usize| {
-        r.request_headers
-            .get(i)
-            .and_then(|v| v.as_ref())
-            .map(|v| String::from_utf8_lossy(v.as_bytes()))
-    };
+    let header = |i: usize| r.request_header(i);
     out.push_str("{\"time\":\"");
     iso_time(r.time, out);
     let _ = write!(out, "\",\"client\":\"{}\",\"method\":", r.client);
     json_str(r.method.as_str(), out);
     out.push_str(",\"url\":");
-    json_str(&r.target(), out);
+    json_str(r.target(), out);
     let _ = write!(out, ",\"protocol\":\"{}\",\"host\":", r.protocol());
-    json_str(&r.host(), out);
+    json_str(r.host(), out);
     let _ = write!(
         out,
         ",\"status\":{},\"bytes\":{},\"duration_us\":{},\"ttfb_us\":{},\"cache\":\"{}\",\"reason\":",
@@ -340,13 +335,13 @@ fn render_json(r: &Record, out: &mut String) {
     );
     json_opt(r.decision.reason.as_deref(), out);
     out.push_str(",\"backend\":");
-    json_opt(r.backend.as_deref(), out);
+    json_opt(r.backend(), out);
     let _ = write!(out, ",\"complete\":{},\"referer\":", r.complete);
-    json_opt(header(0).as_deref(), out);
+    json_opt(header(0), out);
     out.push_str(",\"user_agent\":");
-    json_opt(header(1).as_deref(), out);
+    json_opt(header(1), out);
     out.push_str(",\"x_forwarded_for\":");
-    json_opt(header(2).as_deref(), out);
+    json_opt(header(2), out);
     out.push('}');
 }
 
@@ -475,21 +470,17 @@ mod tests {
 
     fn record(format: &Format) -> Record {
         let mut r = Record::sample();
-        r.request_headers = format
-            .request_headers
-            .iter()
-            .map(|n| match n.as_str() {
-                "referer" => Some("http://ref.example/".parse().unwrap()),
-                "user-agent" => Some("curl/8.0 \"quoted\"".parse().unwrap()),
-                "x-forwarded-for" => Some("203.0.113.9".parse().unwrap()),
+        for n in &format.request_headers {
+            r.push_request_header(match n.as_str() {
+                "referer" => Some(b"http://ref.example/"),
+                "user-agent" => Some(b"curl/8.0 \"quoted\""),
+                "x-forwarded-for" => Some(b"203.0.113.9"),
                 _ => None,
-            })
-            .collect();
-        r.response_headers = format
-            .response_headers
-            .iter()
-            .map(|_| Some("shellac; hit".parse().unwrap()))
-            .collect();
+            });
+        }
+        for _ in &format.response_headers {
+            r.push_response_header(Some(b"shellac; hit"));
+        }
         r
     }
 
@@ -523,7 +514,7 @@ mod tests {
         let f = Format::parse("%{X-Nope}i %b %{backend}x").unwrap();
         let mut r = record(&f);
         r.bytes = 0;
-        r.backend = None;
+        r.set_backend(None);
         let mut out = String::new();
         f.render(&r, &mut out);
         assert_eq!(out, "- - -\n");
@@ -537,7 +528,6 @@ mod tests {
             kind: DecisionKind::Hit,
             reason: None,
         };
-        r.backend = Some("app".into());
         let mut out = String::new();
         f.render(&r, &mut out);
         assert!(out.ends_with('\n'));
