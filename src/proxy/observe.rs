@@ -3,8 +3,8 @@
 //! `shellac log` / `shellac top`, a transaction record that the response body completes and queues.
 //!
 //! Costs on the request path: a hit with nobody listening is one prefix check and one relaxed
-//! load; a recorded transaction is two allocations (the record and its text) and a lock-free
-//! queue push. Strings are copied, so a record never pins the connection's read buffer.
+//! load; a recorded transaction reuses a record the writer handed back (allocating only when
+//! there is none) and is one lock-free queue push. Strings are copied, so a record never pins the connection's read buffer.
 
 use std::time::{Instant, SystemTime};
 
@@ -14,7 +14,7 @@ use http::header;
 use super::body::ResponseBody;
 use super::deliver::CACHE_STATUS;
 use super::fsm::Txn;
-use crate::txlog::{Decision, DecisionKind, Record, RecordHead};
+use crate::txlog::{Decision, DecisionKind, RecordHead};
 
 /// Attaches byte counting and, if wanted, the transaction record to the response.
 pub(super) fn deliver(
@@ -76,7 +76,7 @@ pub(super) fn deliver(
             captured_len(&f.request_headers, headers)
                 + captured_len(&f.response_headers, resp.headers())
         });
-    let mut record = Box::new(Record::new(
+    let mut record = proxy.shared.recorder.record(
         RecordHead {
             time: SystemTime::now()
                 .checked_sub(ttfb)
@@ -89,7 +89,7 @@ pub(super) fn deliver(
             started,
         },
         capacity,
-    ));
+    );
     record.set_uri(&req.uri);
     record.set_host(host);
     record.set_user_agent(ua);

@@ -170,6 +170,8 @@ pub struct Record {
     /// For the duration, and where to queue the record when its body is done.
     started: Instant,
     recorder: Option<Arc<Recorder>>,
+    /// The queue it went to (the writer hands the box back to that worker's spares).
+    shard: u32,
 }
 
 /// What a record starts from; strings are added with the `set_*` / `push_*` methods.
@@ -211,7 +213,25 @@ impl Record {
             response_headers: SmallVec::new(),
             started: head.started,
             recorder: None,
+            shard: 0,
         }
+    }
+
+    /// Makes a used record new again, keeping its text buffer's memory.
+    fn reset(&mut self, head: RecordHead, capacity: usize) {
+        let mut text = std::mem::take(&mut self.text);
+        text.clear();
+        text.reserve(capacity);
+        let mut request_headers = std::mem::take(&mut self.request_headers);
+        request_headers.clear();
+        let mut response_headers = std::mem::take(&mut self.response_headers);
+        response_headers.clear();
+        *self = Record {
+            text,
+            request_headers,
+            response_headers,
+            ..Record::new(head, 0)
+        };
     }
 
     fn push(&mut self, s: &str) -> Span {
@@ -426,6 +446,9 @@ enum Control {
 /// Shards drained by the writer thread, plus the live subscribers.
 struct Shards {
     queues: Box<[ArrayQueue<Box<Record>>]>,
+    /// Written records handed back by the writer, per worker, so recording allocates nothing
+    /// in the steady state.
+    spares: Box<[ArrayQueue<Box<Record>>]>,
     counters: Arc<Counters>,
     live: broadcast::Sender<Arc<Record>>,
     /// Rankings for `shellac top`, updated by the writer once per pass while wanted.
@@ -452,6 +475,9 @@ pub struct Recorder {
 /// Capacity of the live broadcast to `shellac log` readers; a slower reader loses records
 /// and is told how many.
 pub const LIVE_CAPACITY: usize = 4096;
+
+/// Written records kept for reuse per worker.
+const SPARES_PER_SHARD: usize = 1024;
 
 /// How long one `/top` query keeps records flowing with the access log off.
 pub const TOP_LEASE: Duration = Duration::from_secs(60);
@@ -488,9 +514,13 @@ impl Recorder {
         let queues = (0..shards.max(1))
             .map(|_| ArrayQueue::new(per_shard.max(1)))
             .collect();
+        let spares = (0..shards.max(1))
+            .map(|_| ArrayQueue::new(SPARES_PER_SHARD))
+            .collect();
         let (live, _) = broadcast::channel(LIVE_CAPACITY);
         let shards = Arc::new(Shards {
             queues,
+            spares,
             counters,
             live,
             top: Mutex::new(Top::default()),
@@ -547,10 +577,23 @@ impl Recorder {
         }
     }
 
-    fn push(&self, record: Box<Record>) {
+    /// A record to fill: a spare one of this worker's if there is one, else a new one.
+    pub fn record(&self, head: RecordHead, capacity: usize) -> Box<Record> {
+        let spares = &self.shards.spares;
+        match spares[shard_index() % spares.len()].pop() {
+            Some(mut r) => {
+                r.reset(head, capacity);
+                r
+            }
+            None => Box::new(Record::new(head, capacity)),
+        }
+    }
+
+    fn push(&self, mut record: Box<Record>) {
         let queues = &self.shards.queues;
-        let queue = &queues[shard_index() % queues.len()];
-        if queue.push(record).is_err() {
+        let i = shard_index() % queues.len();
+        record.shard = i as u32;
+        if queues[i].push(record).is_err() {
             self.shards.counters.log_dropped.inc();
         }
     }
@@ -656,6 +699,50 @@ mod tests {
             Decision::from_cache_status("shellac; fwd=miss; detail=private").reason,
             Some(Cow::Borrowed(_))
         ));
+    }
+
+    #[test]
+    fn written_records_are_reused_clean() {
+        let counters = Arc::new(Counters::default());
+        let rec = Recorder::start(1, 16, None, counters).unwrap();
+        let mut r = Box::new(Record::sample());
+        r.push_request_header(Some(b"x"));
+        r.queue_to(rec.clone());
+        r.finish(true);
+        for _ in 0..500 {
+            if !rec.shards.spares[0].is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(
+            rec.shards.spares[0].len(),
+            1,
+            "the writer hands the record back"
+        );
+        let head = RecordHead {
+            time: SystemTime::now(),
+            client: IpAddr::from([127, 0, 0, 1]),
+            method: Method::HEAD,
+            version: Version::HTTP_10,
+            status: 304,
+            decision: Decision {
+                kind: DecisionKind::Hit,
+                reason: None,
+            },
+            started: Instant::now(),
+        };
+        let again = rec.record(head, 8);
+        assert!(rec.shards.spares[0].is_empty());
+        assert!(again.text.capacity() >= 20, "its buffer is kept");
+        assert_eq!(
+            (again.target(), again.host(), again.backend()),
+            ("", "", None)
+        );
+        assert_eq!(again.request_header(0), None);
+        assert_eq!((again.status, again.bytes, again.complete), (304, 0, false));
+        assert!(again.format.is_none() && again.recorder.is_none());
+        rec.close(Duration::from_secs(5));
     }
 
     #[test]

@@ -145,10 +145,13 @@ fn drain(shards: &Arc<Shards>, output: &mut Option<Output>, line: &mut String) -
     }
     let live = shards.live.receiver_count() > 0;
     let n = batch.len();
-    for record in batch {
+    for mut record in batch {
         write_record(&record, output, line, shards);
         if live {
             let _ = shards.live.send(Arc::from(record));
+        } else if let Some(spares) = shards.spares.get(record.shard as usize) {
+            record.format = None;
+            let _ = spares.push(record);
         }
     }
     (n, full)
