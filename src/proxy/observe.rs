@@ -59,7 +59,12 @@ pub(super) fn deliver(
         Some(a) => a.as_str().as_bytes(),
         None => headers.get(header::HOST).map_or(&[], |h| h.as_bytes()),
     };
-    let ua = headers.get(header::USER_AGENT).map(|v| v.as_bytes());
+    // Only the rankings use the user agent on its own (a log format names it as a header).
+    let ua = if proxy.shared.recorder.top_wanted() {
+        headers.get(header::USER_AGENT).map(|v| v.as_bytes())
+    } else {
+        None
+    };
     let backend = txn.backend.as_ref().map(|b| b.name());
     let captured_len = |names: &[http::HeaderName], from: &http::HeaderMap| -> usize {
         names
@@ -87,6 +92,7 @@ pub(super) fn deliver(
             status: resp.status().as_u16(),
             decision,
             started,
+            ttfb,
         },
         capacity,
     );

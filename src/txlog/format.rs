@@ -300,16 +300,20 @@ fn seconds(d: Duration, out: &mut String) {
     let _ = write!(out, "{}.{:06}", d.as_secs(), d.subsec_micros());
 }
 
-/// Apache-style escaping: `"`, `\` and control or non-ASCII bytes become `\xHH`, so a header
-/// value can never break a line or a quoted field.
+/// Apache-style escaping: `"`, `\\` and control or non-ASCII bytes become `\\xHH`, so a header
+/// value can never break a line or a quoted field. Runs of safe bytes are copied at once.
 fn escape(s: &str, out: &mut String) {
-    for b in s.bytes() {
+    let bytes = s.as_bytes();
+    let mut from = 0;
+    for (i, &b) in bytes.iter().enumerate() {
         if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
+            // Safe bytes are ASCII, so `from..i` lies on char boundaries.
+            out.push_str(&s[from..i]);
             let _ = write!(out, "\\x{b:02x}");
-        } else {
-            out.push(b as char);
+            from = i + 1;
         }
     }
+    out.push_str(&s[from..]);
 }
 
 /// One JSON object, written directly (no intermediate `serde_json::Value`: this runs once per
@@ -352,22 +356,30 @@ fn json_opt(s: Option<&str>, out: &mut String) {
     }
 }
 
-/// A JSON string literal (RFC 8259 escaping).
+/// A JSON string literal (RFC 8259 escaping). Runs of plain characters are copied at once.
 fn json_str(s: &str, out: &mut String) {
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
+    let mut from = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escaped = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            b if b < 0x20 => "",
+            _ => continue,
+        };
+        // Escaped bytes are ASCII, so `from..i` lies on char boundaries.
+        out.push_str(&s[from..i]);
+        if escaped.is_empty() {
+            let _ = write!(out, "\\u{b:04x}");
+        } else {
+            out.push_str(escaped);
         }
+        from = i + 1;
     }
+    out.push_str(&s[from..]);
     out.push('"');
 }
 

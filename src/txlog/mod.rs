@@ -182,14 +182,16 @@ pub struct RecordHead {
     pub version: Version,
     pub status: u16,
     pub decision: Decision,
-    /// When the request arrived (the duration and TTFB count from here).
+    /// When the request arrived (the duration counts from here).
     pub started: Instant,
+    /// Time to the response head.
+    pub ttfb: Duration,
 }
 
 impl Record {
     /// A record with no strings yet; `capacity` is a hint for the text buffer.
     pub fn new(head: RecordHead, capacity: usize) -> Record {
-        let ttfb = head.started.elapsed();
+        let ttfb = head.ttfb;
         Record {
             time: head.time,
             client: head.client,
@@ -421,6 +423,7 @@ impl Record {
                     reason: Some(Cow::Borrowed("no-store")),
                 },
                 started: Instant::now(),
+                ttfb: Duration::ZERO,
             },
             64,
         );
@@ -538,6 +541,13 @@ impl Recorder {
             thread: Mutex::new(Some(thread)),
             closed: AtomicBool::new(false),
         }))
+    }
+
+    /// True while `shellac top` or the dashboard wants rankings (the user agent is then
+    /// recorded too).
+    #[inline]
+    pub fn top_wanted(&self) -> bool {
+        self.shards.top_wanted()
     }
 
     /// True when somebody reads live records or rankings; the request path then records even
@@ -731,6 +741,7 @@ mod tests {
                 reason: None,
             },
             started: Instant::now(),
+            ttfb: Duration::ZERO,
         };
         let again = rec.record(head, 8);
         assert!(rec.shards.spares[0].is_empty());
