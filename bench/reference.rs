@@ -40,7 +40,11 @@ fn main() -> std::io::Result<()> {
             let (body, small) = (body.clone(), small.clone());
             tokio::spawn(async move {
                 let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                    let body = if req.uri().path() == "/small100" { small.clone() } else { body.clone() };
+                    let body = if req.uri().path() == "/small100" {
+                        small.clone()
+                    } else {
+                        body.clone()
+                    };
                     async move {
                         let mut resp = Response::new(Full::new(body));
                         resp.headers_mut().insert(

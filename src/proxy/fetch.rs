@@ -283,6 +283,7 @@ fn revalidated(
                 keep: plan.keep,
                 stored_at,
                 state: Default::default(),
+                prepared: Default::default(),
             });
             proxy.cache.store(primary, object.clone());
             (
@@ -347,6 +348,7 @@ fn clone_object(o: &Object) -> Object {
         keep: o.keep,
         stored_at: o.stored_at,
         state: Default::default(),
+        prepared: Default::default(),
     }
 }
 
