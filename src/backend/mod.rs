@@ -134,6 +134,19 @@ impl Backend {
         })
     }
 
+    /// Whether `config` (within `whole`) would build a backend identical to this one.
+    pub fn same_setup(&self, config: &BackendConfig, whole: &Config) -> bool {
+        let probe = match &config.probe {
+            Some(ProbeRef::Inline(p)) => Some(p.clone()),
+            Some(ProbeRef::Named(name)) => whole.probes.iter().find(|p| &p.name == name).cloned(),
+            None => None,
+        };
+        let nodelay = config.tcp_nodelay.unwrap_or(whole.server.tcp_nodelay);
+        // The config types carry no PartialEq; their Debug form lists every field.
+        format!("{:?}", (&self.config, &self.probe, self.tcp_nodelay))
+            == format!("{:?}", (config, &probe, nodelay))
+    }
+
     pub fn name(&self) -> &str {
         &self.config.name
     }

@@ -73,6 +73,10 @@ pub struct ServerConfig {
     pub header_read_timeout: Dur,
     /// Worker threads; 0 means one per CPU this process may run on. Default 0.
     pub threads: usize,
+    /// Bearer token every admin request must carry (`Authorization: Bearer TOKEN`); the CLI
+    /// sends `--token` or `$SHELLAC_ADMIN_TOKEN`. Default: none (keep the admin listener on
+    /// loopback).
+    pub admin_token: Option<String>,
 }
 
 impl ServerConfig {
@@ -96,6 +100,7 @@ impl Default for ServerConfig {
             idle_timeout: Dur(Duration::from_secs(60)),
             header_read_timeout: Dur(Duration::from_secs(10)),
             threads: 0,
+            admin_token: None,
         }
     }
 }
@@ -489,6 +494,14 @@ impl Config {
             out.push((
                 key(&["cache", "heuristic_percent"]),
                 "must be between 0 and 100".into(),
+            ));
+        }
+        if let Some(token) = &self.server.admin_token
+            && (token.len() < 8 || !token.bytes().all(|b| b.is_ascii_graphic()))
+        {
+            out.push((
+                key(&["server", "admin_token"]),
+                "must be at least 8 printable ASCII characters without spaces".into(),
             ));
         }
         let log = &self.log;
