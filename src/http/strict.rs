@@ -167,17 +167,97 @@ fn is_tchar(b: u8) -> bool {
 }
 
 /// field-vchar / SP / HTAB (RFC 9110 §5.5): no CTL (NUL, CR, LF, ...) and no DEL.
+const fn field_table() -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = i == 0x09 || (i >= 0x20 && i != 0x7f);
+        i += 1;
+    }
+    t
+}
+
+static FIELD: [bool; 256] = field_table();
+
 #[inline]
 fn is_field_byte(b: u8) -> bool {
-    b == b'\t' || (b >= 0x20 && b != 0x7f)
+    FIELD[b as usize]
+}
+
+/// Index of the first byte from `from` on that is not a field byte (or `data.len()`). Eight
+/// bytes at a time while none is a control byte or DEL (SWAR, as httparse does); the byte
+/// that stops it (usually the CR) and HTAB are looked at one by one.
+#[inline]
+fn field_run(data: &[u8], mut j: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    while let Some(chunk) = data.get(j..j + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(word);
+        // Some byte < 0x20 (hasless), or some byte == 0x7f (haszero of w ^ 0x7f..).
+        let low = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
+        let del = (w ^ (ONES * 0x7f)).wrapping_sub(ONES) & !(w ^ (ONES * 0x7f)) & HIGH;
+        if low | del != 0 {
+            break;
+        }
+        j += 8;
+    }
+    while j < data.len() && is_field_byte(data[j]) {
+        j += 1;
+    }
+    j
 }
 
 /// Request-target bytes: visible ASCII without the characters RFC 3986 never allows
 /// unencoded and that path-confusion attacks rely on (`"`, `<`, `>`, `\`, `#`). `{`, `|`, `}`,
 /// `^` and `` ` `` stay allowed: real clients send them unencoded in query strings.
+const fn target_table() -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut i = 0x21;
+    while i < 0x7f {
+        t[i] = !matches!(i as u8, b'"' | b'<' | b'>' | b'\\' | b'#');
+        i += 1;
+    }
+    t
+}
+
+static TARGET: [bool; 256] = target_table();
+
+/// reg-name characters other than `%` (RFC 3986 §3.2.2): unreserved and sub-delims.
+const fn reg_name_table() -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+            );
+        i += 1;
+    }
+    t
+}
+
+static REG_NAME: [bool; 256] = reg_name_table();
+
 #[inline]
 fn is_target_byte(b: u8) -> bool {
-    (0x21..0x7f).contains(&b) && !matches!(b, b'"' | b'<' | b'>' | b'\\' | b'#')
+    TARGET[b as usize]
 }
 
 /// Fields a client may not list in `Connection` (it would make a proxy drop them): framing,
@@ -231,15 +311,32 @@ fn list(v: &[u8]) -> impl Iterator<Item = &[u8]> {
 /// Validates one complete request head: `head` runs from the request line through the blank
 /// line (`\r\n\r\n`) that ends it, without leading empty lines.
 pub fn check_head(head: &[u8], limits: &Limits) -> Result<Head, Violation> {
-    if head.len() > limits.max_header_size {
-        return Err(Violation::HeaderTooLarge);
+    match parse_head(head, limits)? {
+        Some((end, h)) if end == head.len() => Ok(h),
+        Some(_) => Err(Violation::BadFieldValue),
+        None => Err(Violation::BadRequestLine),
     }
-    let line_end = find_crlf(head).ok_or(Violation::BadRequestLine)?;
-    if line_end > limits.max_request_line {
+}
+
+/// Parses the head at the start of `data` in one pass: `Some((length, head))` once its blank
+/// line is in `data`, `None` while it is incomplete (with every complete line already checked),
+/// or the first rule it breaks.
+pub fn parse_head(data: &[u8], limits: &Limits) -> Result<Option<(usize, Head)>, Violation> {
+    let Some(first) = memchr::memchr(b'\n', data) else {
+        return if data.len() > limits.max_request_line {
+            Err(Violation::UriTooLong)
+        } else {
+            Ok(None)
+        };
+    };
+    if first == 0 || data[first - 1] != b'\r' {
+        return Err(Violation::BareLf);
+    }
+    if first - 1 > limits.max_request_line {
         return Err(Violation::UriTooLong);
     }
-    let http10 = request_line(&head[..line_end])?;
-    let mut pos = line_end + 2;
+    let http10 = request_line(&data[..first - 1])?;
+    let mut pos = first + 1;
     let mut fields = 0usize;
     let mut hosts = 0u32;
     let mut length: Option<u64> = None;
@@ -247,49 +344,50 @@ pub fn check_head(head: &[u8], limits: &Limits) -> Result<Head, Violation> {
     let mut te_lines = 0u32;
     let mut upgrade_field = false;
     let mut connection_upgrade = false;
-    loop {
-        let rest = &head[pos..];
-        let end = find_crlf(rest).ok_or(Violation::BadFieldValue)?;
-        if end == 0 {
-            // The blank line: the head must end exactly here.
-            if pos + 2 != head.len() {
-                return Err(Violation::BadFieldValue);
-            }
-            break;
+    let end = loop {
+        if pos > limits.max_header_size {
+            return Err(Violation::HeaderTooLarge);
         }
-        let line = &rest[..end];
-        pos += end + 2;
+        // The blank line ends the head.
+        match data.get(pos..pos + 2) {
+            Some(b"\r\n") => break pos + 2,
+            Some([b'\n', _]) => return Err(Violation::BareLf),
+            Some([b'\r', _]) => return Err(Violation::BadFieldName),
+            None if data.get(pos) == Some(&b'\n') => return Err(Violation::BareLf),
+            None => return Ok(None),
+            Some(_) => {}
+        }
+        // Field name: tchar up to the colon.
+        let i = data[pos..]
+            .iter()
+            .position(|b| !is_tchar(*b))
+            .map_or(data.len(), |n| pos + n);
+        match data.get(i) {
+            Some(b':') if i > pos => {}
+            Some(b' ' | b'\t') if i == pos => return Err(Violation::ObsFold),
+            Some(b' ' | b'\t') => return Err(Violation::SpaceBeforeColon),
+            None => return Ok(None),
+            _ => return Err(Violation::BadFieldName),
+        }
+        let name = &data[pos..i];
+        // Field value: field bytes up to CR LF.
+        let j = field_run(data, i + 1);
+        match data.get(j..j + 2) {
+            Some(b"\r\n") => {}
+            Some([b'\n', _]) => return Err(Violation::BareLf),
+            None if j == data.len() || data[j] == b'\r' => return Ok(None),
+            None if data[j] == b'\n' => return Err(Violation::BareLf),
+            _ => return Err(Violation::BadFieldValue),
+        }
+        let raw = &data[i + 1..j];
+        pos = j + 2;
         fields += 1;
         if fields > limits.max_headers {
             return Err(Violation::TooManyHeaders);
         }
-        if matches!(line[0], b' ' | b'\t') {
-            return Err(Violation::ObsFold);
-        }
-        let colon = line
-            .iter()
-            .position(|b| *b == b':')
-            .ok_or(Violation::BadFieldName)?;
-        let name = &line[..colon];
-        if name.is_empty() {
-            return Err(Violation::BadFieldName);
-        }
-        for &b in name {
-            if !is_tchar(b) {
-                return Err(if matches!(b, b' ' | b'\t') {
-                    Violation::SpaceBeforeColon
-                } else {
-                    Violation::BadFieldName
-                });
-            }
-        }
-        let raw = &line[colon + 1..];
-        if !raw.iter().all(|b| is_field_byte(*b)) {
-            return Err(Violation::BadFieldValue);
-        }
-        let value = trim_ows(raw);
         match name.len() {
             4 if name.eq_ignore_ascii_case(b"host") => {
+                let value = trim_ows(raw);
                 hosts += 1;
                 if hosts > 1 {
                     return Err(Violation::DuplicateHost);
@@ -299,7 +397,7 @@ pub fn check_head(head: &[u8], limits: &Limits) -> Result<Head, Violation> {
                 }
             }
             14 if name.eq_ignore_ascii_case(b"content-length") => {
-                for element in list(value) {
+                for element in list(trim_ows(raw)) {
                     let n = parse_length(element)?;
                     match length {
                         Some(prev) if prev != n => {
@@ -311,10 +409,10 @@ pub fn check_head(head: &[u8], limits: &Limits) -> Result<Head, Violation> {
             }
             17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
                 te_lines += 1;
-                chunked = transfer_encoding(value)?;
+                chunked = transfer_encoding(trim_ows(raw))?;
             }
             10 if name.eq_ignore_ascii_case(b"connection") => {
-                for token in list(value) {
+                for token in list(trim_ows(raw)) {
                     if token.is_empty() || !token.iter().all(|b| is_tchar(*b)) {
                         return Err(Violation::BadConnection);
                     }
@@ -332,6 +430,9 @@ pub fn check_head(head: &[u8], limits: &Limits) -> Result<Head, Violation> {
             7 if name.eq_ignore_ascii_case(b"upgrade") => upgrade_field = true,
             _ => {}
         }
+    };
+    if end > limits.max_header_size {
+        return Err(Violation::HeaderTooLarge);
     }
     if hosts == 0 && !http10 {
         return Err(Violation::MissingHost);
@@ -353,15 +454,13 @@ pub fn check_head(head: &[u8], limits: &Limits) -> Result<Head, Violation> {
         (false, Some(0)) | (false, None) => Framing::None,
         (false, Some(n)) => Framing::Length(n),
     };
-    Ok(Head {
-        framing,
-        upgrade: upgrade_field && connection_upgrade,
-    })
-}
-
-fn find_crlf(b: &[u8]) -> Option<usize> {
-    let lf = b.iter().position(|c| *c == b'\n')?;
-    (lf > 0 && b[lf - 1] == b'\r').then(|| lf - 1)
+    Ok(Some((
+        end,
+        Head {
+            framing,
+            upgrade: upgrade_field && connection_upgrade,
+        },
+    )))
 }
 
 /// `method SP request-target SP HTTP-version`. Returns whether it is HTTP/1.0.
@@ -398,12 +497,13 @@ fn request_line(line: &[u8]) -> Result<bool, Violation> {
 /// origin-form, absolute-form (http/https, no userinfo), authority-form for CONNECT,
 /// asterisk-form for OPTIONS (RFC 9112 §3.2). Percent-escapes must be two hex digits.
 fn check_target(target: &[u8], is_connect: bool, is_options: bool) -> Result<(), Violation> {
-    if target.is_empty() || !target.iter().all(|b| is_target_byte(*b)) {
+    if target.is_empty() {
         return Err(Violation::BadTarget);
     }
     let mut i = 0;
     while i < target.len() {
-        if target[i] == b'%' {
+        let b = target[i];
+        if b == b'%' {
             let ok = target
                 .get(i + 1..i + 3)
                 .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit));
@@ -411,8 +511,10 @@ fn check_target(target: &[u8], is_connect: bool, is_options: bool) -> Result<(),
                 return Err(Violation::BadTarget);
             }
             i += 3;
-        } else {
+        } else if is_target_byte(b) {
             i += 1;
+        } else {
+            return Err(Violation::BadTarget);
         }
     }
     if is_connect {
@@ -491,24 +593,7 @@ pub fn valid_authority(a: &[u8]) -> bool {
                 i += 3;
                 continue;
             }
-            let ok = b.is_ascii_alphanumeric()
-                || matches!(
-                    b,
-                    b'-' | b'.'
-                        | b'_'
-                        | b'~'
-                        | b'!'
-                        | b'$'
-                        | b'&'
-                        | b'\''
-                        | b'('
-                        | b')'
-                        | b'*'
-                        | b'+'
-                        | b','
-                        | b';'
-                        | b'='
-                );
+            let ok = REG_NAME[b as usize];
             if !ok {
                 return false;
             }
@@ -697,34 +782,18 @@ impl Scanner {
                 _ => Scan::Reject(Violation::BareLf),
             };
         }
-        let from = self.searched;
-        let mut end = None;
-        for (i, &b) in data.iter().enumerate().skip(from) {
-            if b != b'\n' {
-                continue;
-            }
-            if i == 0 || data[i - 1] != b'\r' {
-                return Scan::Reject(Violation::BareLf);
-            }
-            if i >= 3 && data[i - 2] == b'\n' {
-                end = Some(i + 1);
-                break;
-            }
+        if !is_tchar(data[0]) {
+            // Not even the start of a method (binary garbage, a TLS hello): refuse at once.
+            return Scan::Reject(Violation::BadMethod);
         }
-        let Some(end) = end else {
-            self.searched = data.len();
-            let first_line = data.iter().position(|b| *b == b'\n');
-            if first_line.is_none() && data.len() > self.limits.max_request_line {
-                return Scan::Reject(Violation::UriTooLong);
-            }
-            if data.len() > self.limits.max_header_size {
-                return Scan::Reject(Violation::HeaderTooLarge);
-            }
-            return Scan::Incomplete;
-        };
-        self.searched = 0;
-        match check_head(&data[..end], &self.limits) {
-            Ok(head) => {
+        // A partial head is parsed again only once a new line has arrived in it.
+        let from = self.searched;
+        if from > 0 && memchr::memchr(b'\n', &data[from..]).is_none() {
+            return self.incomplete(data);
+        }
+        match parse_head(data, &self.limits) {
+            Ok(Some((end, head))) => {
+                self.searched = 0;
                 self.state = match head.framing {
                     Framing::None => State::Head,
                     Framing::Length(n) => State::Length(n),
@@ -739,8 +808,21 @@ impl Scanner {
                 };
                 Scan::Head(end, head)
             }
+            Ok(None) => self.incomplete(data),
             Err(v) => Scan::Reject(v),
         }
+    }
+
+    /// A head not complete yet: remember how far it was searched, enforce the size limits.
+    fn incomplete(&mut self, data: &[u8]) -> Scan {
+        self.searched = data.len();
+        if data.len() > self.limits.max_request_line && memchr::memchr(b'\n', data).is_none() {
+            return Scan::Reject(Violation::UriTooLong);
+        }
+        if data.len() > self.limits.max_header_size {
+            return Scan::Reject(Violation::HeaderTooLarge);
+        }
+        Scan::Incomplete
     }
 
     fn scan_chunked(&mut self, mut c: Chunk, data: &[u8]) -> Scan {
@@ -1258,6 +1340,32 @@ mod tests {
             (1, None)
         );
         assert_eq!(stream(b"\n", false), (0, Some(Violation::BareLf)));
+    }
+
+    #[test]
+    fn field_run_matches_the_byte_rule() {
+        // Deterministic pseudo-random bytes, biased towards printable ones.
+        let mut x: u32 = 12345;
+        for _ in 0..2000 {
+            let len = (x % 40) as usize;
+            let mut v = Vec::new();
+            for _ in 0..len {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                let r = (x >> 16) as u8;
+                v.push(if r.is_multiple_of(5) {
+                    r
+                } else {
+                    b'a' + r % 26
+                });
+            }
+            for from in 0..=len.min(3) {
+                let want = v[from..]
+                    .iter()
+                    .position(|b| !is_field_byte(*b))
+                    .map_or(len, |n| from + n);
+                assert_eq!(field_run(&v, from), want, "{v:?} from {from}");
+            }
+        }
     }
 
     #[test]

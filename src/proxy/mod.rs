@@ -9,7 +9,7 @@ mod fetch;
 mod fill;
 mod fsm;
 mod observe;
-mod partial;
+pub mod partial;
 mod refresh;
 mod send;
 

@@ -462,3 +462,36 @@ impl<T> Gate<T> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slow_body_allowance() {
+        let s = ConnState::new();
+        // Not waiting: never too slow.
+        assert!(!s.body_too_slow(1_000_000, 1000, 100));
+        s.body_wait_since.store(10_000, Ordering::Relaxed);
+        // One stretch longer than the timeout.
+        assert!(!s.body_too_slow(10_900, 1000, 0));
+        assert!(s.body_too_slow(11_001, 1000, 0));
+        // Total waiting beyond timeout + bytes/rate.
+        s.body_waited_ms.store(1_500, Ordering::Relaxed);
+        s.body_bytes.store(100, Ordering::Relaxed); // earns 1000 ms at 100 B/s
+        assert!(!s.body_too_slow(10_400, 1000, 100)); // 1500 + 400 <= 1000 + 1000
+        assert!(s.body_too_slow(10_600, 1000, 100)); // 1500 + 600 > 2000
+        s.body_received(10);
+        assert_eq!(s.body_wait_since.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn stand_in_is_recognised_by_number() {
+        let s = ConnState::new();
+        s.reject
+            .store(Violation::DuplicateHost as u8, Ordering::Relaxed);
+        s.reject_at.store(1, Ordering::Relaxed);
+        assert_eq!(s.begin_request(), None);
+        assert_eq!(s.begin_request(), Some(Violation::DuplicateHost));
+    }
+}

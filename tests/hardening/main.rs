@@ -13,6 +13,7 @@ mod key_normalisation;
 mod limits;
 mod mutations;
 mod poisoning;
+mod range;
 mod responses;
 mod upgrade;
 
