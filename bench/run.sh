@@ -19,6 +19,7 @@ export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 DURATION=${DURATION:-10s}
 RUNS=${RUNS:-3}
 SHELLAC=${SHELLAC:-target/release/shellac}
+REFERENCE=${REFERENCE:-target/release/examples/reference}
 WARMUP_S=2
 SERVER_CPU=0   # proxies under test
 LOAD_CPU=1     # wrk + origin
@@ -182,7 +183,7 @@ soft_fail() { warn "$@"; }
 PORTS=$(python3 - <<'EOF'
 import socket
 socks = []
-for _ in range(6):
+for _ in range(7):
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     socks.append(s)
@@ -191,8 +192,8 @@ for s in socks:
     s.close()
 EOF
 )
-read -r P_ORIGIN P_NGINX P_VARNISH P_VARNISH_ADMIN P_SHELLAC P_SHELLAC_ADMIN <<<"$PORTS"
-[[ -n ${P_SHELLAC_ADMIN:-} ]] || die "could not pick free ports"
+read -r P_ORIGIN P_NGINX P_VARNISH P_VARNISH_ADMIN P_SHELLAC P_SHELLAC_ADMIN P_REFERENCE <<<"$PORTS"
+[[ -n ${P_REFERENCE:-} ]] || die "could not pick free ports"
 
 # nginx as root needs an unprivileged worker user (Debian's build defaults to
 # nobody:nobody, and there is no group 'nobody' on Debian).
@@ -370,13 +371,16 @@ out ""
 # --------------------------------------------------------------------------
 # Benchmark machinery
 # --------------------------------------------------------------------------
-WORKLOADS=(hit6k pass50k big21m)
-declare -A WL_PATH=([hit6k]=/hit6k [pass50k]=/pass50k [big21m]=/big21m)
-declare -A WL_SIZE=([hit6k]=6451 [pass50k]=51200 [big21m]=22020096)
-declare -A WL_CONNS=([hit6k]=50 [pass50k]=50 [big21m]=4)
-declare -A WL_CACHEABLE=([hit6k]=1 [pass50k]=0 [big21m]=1)
+WORKLOADS=(hit6k small100 pass50k big21m)
+# The reference server (no proxy, body from memory) runs only the hit workloads: the limit.
+REFERENCE_WORKLOADS=" hit6k small100 "
+declare -A WL_PATH=([hit6k]=/hit6k [small100]=/small100 [pass50k]=/pass50k [big21m]=/big21m)
+declare -A WL_SIZE=([hit6k]=6451 [small100]=100 [pass50k]=51200 [big21m]=22020096)
+declare -A WL_CONNS=([hit6k]=50 [small100]=200 [pass50k]=50 [big21m]=4)
+declare -A WL_CACHEABLE=([hit6k]=1 [small100]=1 [pass50k]=0 [big21m]=1)
 declare -A WL_DESC=(
   [hit6k]="cache hit, 6451 B object (max-age=3600), keep-alive"
+  [small100]="cache hit, 100 B object (max-age=3600), keep-alive"
   [pass50k]="pass, 51200 B uncacheable object (no-store, private), keep-alive"
   [big21m]="cache hit, 22020096 B object (max-age=3600), keep-alive"
 )
@@ -390,6 +394,7 @@ is_hit() {
     nginx)   grep -qiE '^x-cache-status:[[:space:]]*HIT' "$2" ;;
     varnish) grep -qiE '^x-varnish:[[:space:]]*[0-9]+[[:space:]]+[0-9]+' "$2" ;;
     shellac) grep -qiE '^cache-status:.*shellac;[[:space:]]*hit' "$2" ;;
+    reference) return 0 ;;
   esac
 }
 
@@ -424,16 +429,45 @@ check_cache() {
   fi
 }
 
+# wrk prints p50/p75/p90/p99; this script adds p99.9 and the request count.
+cat >"$T/pctl.lua" <<'LUA'
+done = function(summary, latency, requests)
+  io.write(string.format("P999_US %d\nREQUESTS %d\n", latency:percentile(99.9), summary.requests))
+end
+LUA
+
+# cpu_ticks PID -> utime+stime of PID and its descendants (clock ticks)
+cpu_ticks() {
+  local p total=0 f
+  for p in "$1" $(descendants "$1"); do
+    [[ -r /proc/$p/stat ]] || continue
+    f=$(sed 's/^.*) //' "/proc/$p/stat")
+    # fields after the command: 12 = utime, 13 = stime
+    total=$(( total + $(awk '{print $12 + $13}' <<<"$f") ))
+  done
+  echo "$total"
+}
+
+# rss_kib PID -> resident set of PID and its descendants (KiB)
+rss_kib() {
+  local p total=0 v
+  for p in "$1" $(descendants "$1"); do
+    v=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null || true)
+    total=$(( total + ${v:-0} ))
+  done
+  echo "$total"
+}
+
 # run_wrk PORT WORKLOAD SECONDS OUTFILE
 run_wrk() {
   local port=$1 wl=$2 secs=$3 outf=$4
   timeout --kill-after=5 $(( secs + 30 )) \
-    taskset -c "$LOAD_CPU" wrk -t1 -c"${WL_CONNS[$wl]}" -d"${secs}s" --timeout 10s --latency \
+    taskset -c "$LOAD_CPU" wrk -t1 -c"${WL_CONNS[$wl]}" -d"${secs}s" --timeout 10s --latency -s "$T/pctl.lua" \
     "http://127.0.0.1:$port${WL_PATH[$wl]}" >"$outf" 2>&1 \
     || { warn "wrk exited non-zero for $wl on port $port"; cat "$outf" >&2; return 1; }
 }
 
-# parse_wrk FILE -> "rps p50_ms p99_ms mb_per_s errors"
+# parse_wrk FILE -> "rps p50_ms p99_ms mb_per_s errors p999_ms requests"
 parse_wrk() {
   awk '
     function ms(v,   n, u) {
@@ -454,14 +488,16 @@ parse_wrk() {
       if (u == "TB") return n * 1048576
       return n
     }
-    BEGIN { rps = "NA"; p50 = "NA"; p99 = "NA"; mbs = "NA"; err = 0 }
+    BEGIN { rps = "NA"; p50 = "NA"; p99 = "NA"; p999 = "NA"; mbs = "NA"; err = 0; reqs = "NA" }
+    $1 == "P999_US"       { p999 = $2 / 1000 }
+    $1 == "REQUESTS"      { reqs = $2 }
     $1 == "50%"           { p50 = ms($2) }
     $1 == "99%"           { p99 = ms($2) }
     $1 == "Requests/sec:" { rps = $2 + 0 }
     $1 == "Transfer/sec:" { mbs = mb($2) }
     /Socket errors:/      { for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+,?$/) err += $i + 0 }
     /Non-2xx or 3xx/      { err += $NF + 0 }
-    END { printf "%s %s %s %s %d\n", rps, p50, p99, mbs, err }
+    END { printf "%s %s %s %s %d %s %s\n", rps, p50, p99, mbs, err, p999, reqs }
   ' "$1"
 }
 
@@ -476,8 +512,10 @@ median() {  # numbers as args -> median
 
 # bench_server SERVER PORT
 bench_server() {
-  local s=$1 port=$2 wl run i f rps p50 p99 mbs err
+  local s=$1 port=$2 wl run i f rps p50 p99 mbs err p999 reqs t0 t1 cpu rss pid
+  pid=${PID_OF[$s]}
   for wl in "${WORKLOADS[@]}"; do
+    [[ $s == reference && $REFERENCE_WORKLOADS != *" $wl "* ]] && continue
     for (( run = 1; run <= RUNS; run++ )); do
       log "$s / $wl / run $run of $RUNS: warm-up"
       for (( i = 0; i < 3; i++ )); do
@@ -488,17 +526,28 @@ bench_server() {
       check_cache "$s" "$port" "$wl"
       f="$T/wrk-$s-$wl-$run.txt"
       log "$s / $wl / run $run of $RUNS: measuring ${DUR_S}s with ${WL_CONNS[$wl]} connections"
+      t0=$(cpu_ticks "$pid")
       if run_wrk "$port" "$wl" "$DUR_S" "$f"; then
-        read -r rps p50 p99 mbs err < <(parse_wrk "$f")
+        read -r rps p50 p99 mbs err p999 reqs < <(parse_wrk "$f")
       else
-        rps=NA p50=NA p99=NA mbs=NA err=1
+        rps=NA p50=NA p99=NA mbs=NA err=1 p999=NA reqs=NA
+      fi
+      t1=$(cpu_ticks "$pid")
+      rss=$(rss_kib "$pid")
+      if [[ $reqs != NA ]] && (( reqs > 0 )); then
+        cpu=$(awk -v t="$(( t1 - t0 ))" -v hz="$(getconf CLK_TCK)" -v n="$reqs" 'BEGIN{printf "%.3f", t / hz / n * 100000}')
+      else
+        cpu=NA
       fi
       if (( err > 0 )); then
         warn "$s $wl run $run: wrk reported $err errors/non-2xx responses"
         grep -E 'Socket errors|Non-2xx' "$f" >&2 || true
         NOTE["$s,$wl"]+="errors=$err "
       fi
-      log "  -> req/s=$rps p50=${p50}ms p99=${p99}ms MB/s=$mbs"
+      log "  -> req/s=$rps p50=${p50}ms p99=${p99}ms p99.9=${p999}ms MB/s=$mbs cpu/100k=${cpu}s rss=${rss}KiB"
+      RES["$s,$wl,p999"]+="$p999 "
+      RES["$s,$wl,cpu"]+="$cpu "
+      RES["$s,$wl,rss"]+="$rss "
       RES["$s,$wl,rps"]+="$rps "
       RES["$s,$wl,p50"]+="$p50 "
       RES["$s,$wl,p99"]+="$p99 "
@@ -523,6 +572,13 @@ done
 
 SERVERS=(nginx varnish)
 (( SHELLAC_OK )) && SERVERS+=(shellac)
+REFERENCE_OK=0
+if [[ -x $REFERENCE ]]; then
+  REFERENCE_OK=1
+  SERVERS=(reference "${SERVERS[@]}")
+else
+  warn "reference server skipped: $REFERENCE not found (cargo build --release --example reference)"
+fi
 
 for s in "${SERVERS[@]}"; do
   case $s in
@@ -537,6 +593,10 @@ for s in "${SERVERS[@]}"; do
           -a "127.0.0.1:$P_VARNISH" -T "127.0.0.1:$P_VARNISH_ADMIN" \
           -f "$T/varnish-conf/bench.vcl" -s malloc,256m -n "$T/varnish"
       port=$P_VARNISH ;;
+    reference)
+      start_server reference "$P_REFERENCE" "$T/reference.log" \
+        taskset -c "$SERVER_CPU" "$REFERENCE" "127.0.0.1:$P_REFERENCE" 6451
+      port=$P_REFERENCE ;;
     shellac)
       if ! SOFT=1 start_server shellac "$P_SHELLAC" "$T/shellac.log" \
           taskset -c "$SERVER_CPU" "$SHELLAC" serve --config "$T/shellac.toml"; then
@@ -570,23 +630,33 @@ declare -A MED=()
 for wl in "${WORKLOADS[@]}"; do
   if [[ $wl == big21m ]]; then key=mbs; keyname="MB/s"; else key=rps; keyname="req/s"; fi
   out "== $wl: GET ${WL_PATH[$wl]} -- ${WL_DESC[$wl]}, ${WL_CONNS[$wl]} connections =="
-  out "$(printf '%-9s %12s %10s %10s %10s   %s' server req/s 'p50 ms' 'p99 ms' 'MB/s' notes)"
-  for s in nginx varnish shellac; do
+  out "$(printf '%-9s %12s %9s %9s %9s %10s %9s %8s   %s' server req/s 'p50 ms' 'p99 ms' 'p99.9 ms' 'MB/s' 'cpu/100k' 'RSS MiB' notes)"
+  for s in reference nginx varnish shellac; do
+    if [[ $s == reference ]] && { (( ! REFERENCE_OK )) || [[ $REFERENCE_WORKLOADS != *" $wl "* ]]; }; then
+      continue
+    fi
     if [[ $s == shellac && $SHELLAC_OK == 0 ]]; then
       out "$(printf '%-9s %s' shellac "skipped: $SHELLAC_SKIP_REASON")"
       continue
     fi
-    for m in rps p50 p99 mbs; do
+    for m in rps p50 p99 p999 mbs cpu rss; do
       # shellcheck disable=SC2086
       MED["$s,$wl,$m"]=$(median ${RES["$s,$wl,$m"]:-NA})
     done
-    out "$(printf '%-9s %12s %10s %10s %10s   %s' "$s" \
+    rss_mib=NA
+    [[ ${MED[$s,$wl,rss]} != NA ]] && rss_mib=$(awk -v k="${MED[$s,$wl,rss]}" 'BEGIN{print k / 1024}')
+    out "$(printf '%-9s %12s %9s %9s %9s %10s %9s %8s   %s' "$s" \
       "$(fmt "${MED[$s,$wl,rps]}" 0)" "$(fmt "${MED[$s,$wl,p50]}" 3)" \
-      "$(fmt "${MED[$s,$wl,p99]}" 3)" "$(fmt "${MED[$s,$wl,mbs]}" 1)" "${NOTE[$s,$wl]:-}" | sed 's/ *$//')"
+      "$(fmt "${MED[$s,$wl,p99]}" 3)" "$(fmt "${MED[$s,$wl,p999]}" 3)" "$(fmt "${MED[$s,$wl,mbs]}" 1)" \
+      "$(fmt "${MED[$s,$wl,cpu]}" 3)" "$(fmt "$rss_mib" 1)" "${NOTE[$s,$wl]:-}" | sed 's/ *$//')"
   done
   if (( SHELLAC_OK )); then
+    refratio=""
+    if (( REFERENCE_OK )) && [[ $REFERENCE_WORKLOADS == *" $wl "* ]]; then
+      refratio=", shellac/reference = $(ratio "${MED[shellac,$wl,$key]}" "${MED[reference,$wl,$key]}")"
+    fi
     out "ratio ($keyname): shellac/nginx = $(ratio "${MED[shellac,$wl,$key]}" "${MED[nginx,$wl,$key]}"),"\
-" shellac/varnish = $(ratio "${MED[shellac,$wl,$key]}" "${MED[varnish,$wl,$key]}")"
+" shellac/varnish = $(ratio "${MED[shellac,$wl,$key]}" "${MED[varnish,$wl,$key]}")$refratio"
   else
     out "ratio ($keyname): shellac/nginx = n/a, shellac/varnish = n/a (shellac skipped)"
   fi
@@ -594,6 +664,8 @@ for wl in "${WORKLOADS[@]}"; do
 done
 out "MB/s is wrk's Transfer/sec (MiB/s: wrk uses 1024-based units), body + headers."
 out "Values are the median over $RUNS run(s) of ${DUR_S}s, each metric taken separately."
+out "cpu/100k: CPU seconds (user+sys, the server and its children) per 100,000 requests;"
+out "RSS: resident memory of the server process tree after the run."
 if (( ${#WARNINGS[@]} )); then
   out ""
   out "Warnings during the run:"

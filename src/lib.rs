@@ -5,12 +5,15 @@
 pub mod admin;
 pub mod backend;
 pub mod cache;
+pub mod client;
 pub mod clock;
 pub mod config;
+pub mod console;
 pub mod demo;
 pub mod history;
 pub mod http;
 pub mod proxy;
+pub mod reload;
 pub mod rules;
 pub mod server;
 pub mod stats;

@@ -9,12 +9,14 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 
+use shellac::client::AdminClient;
 use shellac::config::{Config, ConfigError, Overrides, units};
-use shellac::{demo, server};
+use shellac::reload::ConfigSource;
+use shellac::{console, demo, server};
 
 /// Shellac: a caching HTTP reverse proxy (web accelerator).
 #[derive(Parser)]
-#[command(name = "shellac", version, about, long_about = None, after_help = "Quick start:\n  shellac demo                       built-in origin + cache, shows a miss then a hit\n  shellac serve --backend 127.0.0.1:8080\n  shellac check /etc/shellac/shellac.toml")]
+#[command(name = "shellac", version, about, long_about = None, after_help = "Quick start:\n  shellac demo                       built-in origin + cache, shows a miss then a hit\n  shellac serve --backend 127.0.0.1:8080\n  shellac check /etc/shellac/shellac.toml\n  shellac stat | top | log           watch a running instance")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -62,9 +64,68 @@ enum Command {
     },
     /// Print the counters of a running Shellac once (GET /stats on its admin listener).
     Stats {
-        /// Admin listener address.
-        #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:6082")]
-        admin: SocketAddr,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Live counters of a running Shellac, refreshed every second (like varnishstat): value,
+    /// change per second, average per second, hit ratios over 10/100/1000 s, TTFB percentiles.
+    Stat {
+        #[command(flatten)]
+        admin: AdminArgs,
+        /// Print once and exit (for scripts).
+        #[arg(short = '1', long = "once")]
+        once: bool,
+        /// Show counters that are still zero too.
+        #[arg(short, long)]
+        all: bool,
+    },
+    /// Live ranking of URLs, hosts, backends or user agents over a sliding window (like
+    /// varnishtop).
+    Top {
+        #[command(flatten)]
+        admin: AdminArgs,
+        /// Print once and exit.
+        #[arg(short = '1', long = "once")]
+        once: bool,
+        /// What to rank: url, host, backend, ua.
+        #[arg(long, default_value = "url")]
+        by: String,
+        /// Ranking order: requests, misses, bytes.
+        #[arg(long, default_value = "requests")]
+        sort: String,
+        /// Window in seconds (at most 60).
+        #[arg(long, default_value_t = 60)]
+        window: u64,
+        /// Rows shown.
+        #[arg(short = 'n', long, default_value_t = 20)]
+        rows: usize,
+    },
+    /// Live stream of transactions: method, URL, status, cache decision and reason, backend,
+    /// timings (like varnishlog / varnishncsa). Filters combine.
+    Log {
+        #[command(flatten)]
+        admin: AdminArgs,
+        /// Only URLs matching this regular expression.
+        #[arg(long, value_name = "REGEX")]
+        url: Option<String>,
+        /// Only this status or class, e.g. 503 or 5xx.
+        #[arg(long, value_name = "CODE|Nxx")]
+        status: Option<String>,
+        /// Only responses not served from the cache (miss, pass, synth).
+        #[arg(long)]
+        miss: bool,
+        /// Only transactions sent to this backend.
+        #[arg(long, value_name = "NAME")]
+        backend: Option<String>,
+        /// Print the JSON objects as received.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make a running Shellac re-read its configuration file (same as SIGHUP). Prints what
+    /// changed, or every error (the running configuration is then kept) and exits 1.
+    Reload {
+        #[command(flatten)]
+        admin: AdminArgs,
     },
     /// Ban cached objects by expression, e.g. `shellac ban 'req.url ~ ^/news/'`.
     /// Fields: req.url, req.http.host, obj.status, obj.http.NAME; operators ~ !~ == !=; join
@@ -72,9 +133,8 @@ enum Command {
     Ban {
         /// The ban expression.
         expr: String,
-        /// Admin listener address.
-        #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:6082")]
-        admin: SocketAddr,
+        #[command(flatten)]
+        admin: AdminArgs,
     },
     /// Purge a URL (every variant) or surrogate keys.
     /// Examples: `shellac purge http://www.example.com/news/` ; `shellac purge --tag product-42`
@@ -88,10 +148,34 @@ enum Command {
         /// Purge every object carrying this surrogate key (repeatable).
         #[arg(long, conflicts_with = "url")]
         tag: Vec<String>,
-        /// Admin listener address.
-        #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:6082")]
-        admin: SocketAddr,
+        #[command(flatten)]
+        admin: AdminArgs,
     },
+}
+
+/// How to reach a running Shellac's admin listener.
+#[derive(clap::Args, Clone)]
+struct AdminArgs {
+    /// Admin listener address.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:6082")]
+    admin: SocketAddr,
+    /// Bearer token, if `server.admin_token` is set.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "SHELLAC_ADMIN_TOKEN",
+        hide_env_values = true
+    )]
+    token: Option<String>,
+}
+
+impl AdminArgs {
+    fn client(&self) -> AdminClient {
+        AdminClient {
+            addr: self.admin,
+            token: self.token.clone(),
+        }
+    }
 }
 
 /// Prints a line to stdout, ignoring a closed pipe (`shellac check x | head -1` must not panic).
@@ -129,17 +213,70 @@ fn main() -> ExitCode {
             cache_size,
         } => serve(config, listen, backend, admin, cache_size),
         Command::Demo { listen, admin } => run_demo(listen, admin),
-        Command::Stats { admin } => stats(admin),
-        Command::Ban { expr, admin } => admin_post(admin, "/ban", &expr),
+        Command::Stats { admin } => stats(&admin.client()),
+        Command::Reload { admin } => return reload(&admin.client()),
+        Command::Ban { expr, admin } => admin_post(&admin.client(), "/ban", &expr),
         Command::Purge {
             url,
             soft,
             tag,
             admin,
         } => match url {
-            Some(url) => admin_post(admin, if soft { "/purge?soft=1" } else { "/purge" }, &url),
-            None => admin_post(admin, "/purge/tags", &tag.join(" ")),
+            Some(url) => admin_post(
+                &admin.client(),
+                if soft { "/purge?soft=1" } else { "/purge" },
+                &url,
+            ),
+            None => admin_post(&admin.client(), "/purge/tags", &tag.join(" ")),
         },
+        Command::Stat { admin, once, all } => {
+            console::stat(&admin.client(), once, all).map_err(anyhow::Error::from)
+        }
+        Command::Top {
+            admin,
+            once,
+            by,
+            sort,
+            window,
+            rows,
+        } => {
+            let query = format!(
+                "by={}&sort={}&window={window}&n={rows}",
+                console::encode(&by),
+                console::encode(&sort)
+            );
+            console::top(&admin.client(), &query, once, Duration::from_secs(2))
+                .map_err(anyhow::Error::from)
+        }
+        Command::Log {
+            admin,
+            url,
+            status,
+            miss,
+            backend,
+            json,
+        } => {
+            if let Some(re) = &url
+                && let Err(e) = regex::Regex::new(re)
+            {
+                eprintln!("shellac: --url: {e}");
+                return ExitCode::from(2);
+            }
+            let mut query = Vec::new();
+            if let Some(u) = &url {
+                query.push(format!("url={}", console::encode(u)));
+            }
+            if let Some(s) = &status {
+                query.push(format!("status={}", console::encode(s)));
+            }
+            if miss {
+                query.push("miss=1".into());
+            }
+            if let Some(b) = &backend {
+                query.push(format!("backend={}", console::encode(b)));
+            }
+            console::log(&admin.client(), &query.join("&"), json).map_err(anyhow::Error::from)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -221,10 +358,14 @@ fn serve(
         print_errors(&e);
         anyhow::anyhow!("invalid command-line overrides")
     })?;
+    let source = match &file {
+        Some(path) => ConfigSource::File(path.clone()),
+        None => ConfigSource::Embedded,
+    };
     let rt = runtime(config.server.worker_threads())?;
     rt.block_on(async move {
         let config = Arc::new(config);
-        let running = server::start(config.clone()).await?;
+        let running = server::start_with(config.clone(), source, overrides).await?;
         for addr in &running.listen {
             tracing::info!("proxy listening on {addr}");
         }
@@ -240,12 +381,26 @@ fn serve(
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
-            let recorder = running.proxy.shared.recorder.clone();
+            let live = running.live.clone();
             if let Ok(mut usr1) = signal(SignalKind::user_defined1()) {
                 tokio::spawn(async move {
                     while usr1.recv().await.is_some() {
                         tracing::info!("SIGUSR1: reopening the access log");
-                        recorder.reopen();
+                        live.load().shared.recorder.reopen();
+                    }
+                });
+            }
+            let live = running.live.clone();
+            if let Ok(mut hup) = signal(SignalKind::hangup()) {
+                tokio::spawn(async move {
+                    while hup.recv().await.is_some() {
+                        tracing::info!("SIGHUP: reloading the configuration");
+                        if let Err(errors) = live.reload().await {
+                            tracing::error!("reload rejected, the running configuration is unchanged:");
+                            for e in errors {
+                                tracing::error!("  {e}");
+                            }
+                        }
                     }
                 });
             }
@@ -319,30 +474,25 @@ fn run_demo(listen: SocketAddr, admin: SocketAddr) -> anyhow::Result<()> {
     })
 }
 
+fn stats(admin: &AdminClient) -> anyhow::Result<()> {
+    let map = admin.get_json("/stats")?;
+    let map = map
+        .as_object()
+        .context("admin listener did not return an object")?;
+    let width = map.keys().map(|k| k.len()).max().unwrap_or(0);
+    for (k, v) in map {
+        say!("{k:<width$}  {v}");
+    }
+    Ok(())
+}
+
 /// Sends `body` to an admin POST endpoint and prints the JSON answer; fails on a non-2xx.
-fn admin_post(admin: SocketAddr, path: &str, body: &str) -> anyhow::Result<()> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect_timeout(&admin, Duration::from_secs(3))
-        .with_context(|| format!("cannot reach the admin listener at {admin}"))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    stream.write_all(
-        format!(
-            "POST {path} HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .as_bytes(),
-    )?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text)?;
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let ok = head
-        .split_whitespace()
-        .nth(1)
-        .is_some_and(|s| s.starts_with('2'));
+fn admin_post(admin: &AdminClient, path: &str, body: &str) -> anyhow::Result<()> {
+    let resp = admin.request_with_body("POST", path, body.as_bytes())?;
     let value: serde_json::Value =
-        serde_json::from_str(body).context("admin listener did not return JSON")?;
-    if !ok {
-        bail!("{}", value["error"].as_str().unwrap_or(body));
+        serde_json::from_str(&resp.body).context("admin listener did not return JSON")?;
+    if !(200..300).contains(&resp.status) {
+        bail!("{}", value["error"].as_str().unwrap_or(resp.body.trim()));
     }
     say!(
         "{}",
@@ -351,22 +501,32 @@ fn admin_post(admin: SocketAddr, path: &str, body: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn stats(admin: SocketAddr) -> anyhow::Result<()> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect_timeout(&admin, Duration::from_secs(3))
-        .with_context(|| format!("cannot reach the admin listener at {admin}"))?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    stream.write_all(
-        format!("GET /stats HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n").as_bytes(),
-    )?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text)?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    let map: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(body).context("admin listener did not return JSON")?;
-    let width = map.keys().map(|k| k.len()).max().unwrap_or(0);
-    for (k, v) in map {
-        say!("{k:<width$}  {v}");
+fn reload(admin: &AdminClient) -> ExitCode {
+    let resp = match admin.request("POST", "/reload") {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("shellac: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let v: serde_json::Value = serde_json::from_str(&resp.body).unwrap_or_default();
+    if resp.status == 200 {
+        say!("reloaded: configuration generation {}", v["generation"]);
+        for c in v["changes"].as_array().into_iter().flatten() {
+            say!("  {}", c.as_str().unwrap_or_default());
+        }
+        ExitCode::SUCCESS
+    } else {
+        eprintln!(
+            "reload rejected; still running configuration generation {}:",
+            v["generation"]
+        );
+        for e in v["errors"].as_array().into_iter().flatten() {
+            eprintln!("error: {}", e.as_str().unwrap_or_default());
+        }
+        if v["errors"].is_null() {
+            eprintln!("status {}: {}", resp.status, resp.body.trim());
+        }
+        ExitCode::FAILURE
     }
-    Ok(())
 }

@@ -16,10 +16,10 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::admin;
-use crate::backend::probe;
 use crate::clock::now_ms;
-use crate::config::{Config, ServerConfig};
-use crate::proxy::Proxy;
+use crate::config::{Config, Overrides, ServerConfig};
+use crate::proxy::{Proxy, Shared};
+use crate::reload::{ConfigSource, Live};
 use crate::stats::Counters;
 
 mod gate;
@@ -28,7 +28,9 @@ use gate::{ConnState, Gate, PHASE_HEAD, PHASE_IDLE};
 
 /// A started Shellac: bound listeners and the tasks serving them.
 pub struct Running {
-    pub proxy: Arc<Proxy>,
+    /// The running configuration (swapped on reload).
+    pub live: Arc<Live>,
+    /// Client listeners bound at start.
     pub listen: Vec<SocketAddr>,
     pub admin: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
@@ -36,33 +38,28 @@ pub struct Running {
 }
 
 /// Binds every listener (failing early with the address that could not be bound) and starts
-/// serving. Must be called inside a Tokio runtime.
+/// serving. Must be called inside a Tokio runtime. There is no file to reload from.
 pub async fn start(config: Arc<Config>) -> anyhow::Result<Running> {
+    start_with(config, ConfigSource::None, Overrides::default()).await
+}
+
+/// Like [`start`]; reloads re-read `source` and apply `overrides` on top.
+pub async fn start_with(
+    config: Arc<Config>,
+    source: ConfigSource,
+    overrides: Overrides,
+) -> anyhow::Result<Running> {
     let counters = Arc::new(Counters::default());
     let proxy = Proxy::new(config.clone(), counters)?;
     let (shutdown, _) = watch::channel(false);
+    let live = Live::new(proxy.clone(), source, overrides, shutdown.subscribe());
     let mut tasks = JoinSet::new();
-    let mut listen = Vec::new();
+    let mut bound = Vec::new();
     for addr in &config.server.listen {
         let listener = TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
-        listen.push(listener.local_addr()?);
-        tasks.spawn(accept_loop(listener, proxy.clone(), shutdown.subscribe()));
-    }
-    {
-        let sampled = proxy.clone();
-        tasks.spawn(crate::history::start_sampler(
-            proxy.shared.history.clone(),
-            move || sampled.sample(),
-            shutdown.subscribe(),
-        ));
-    }
-    tasks.spawn(sweep_bans(proxy.clone(), shutdown.subscribe()));
-    for backend in &proxy.backends.backends {
-        if let Some(probe) = backend.probe.clone() {
-            tasks.spawn(probe::run(backend.clone(), probe, shutdown.subscribe()));
-        }
+        bound.push((*addr, listener));
     }
     let admin = match config.server.admin {
         Some(addr) => {
@@ -70,13 +67,28 @@ pub async fn start(config: Arc<Config>) -> anyhow::Result<Running> {
                 .await
                 .with_context(|| format!("cannot listen on admin address {addr}"))?;
             let bound = listener.local_addr()?;
-            tasks.spawn(admin::serve(listener, proxy.clone(), shutdown.subscribe()));
+            tasks.spawn(admin::serve(listener, live.clone(), shutdown.subscribe()));
             Some(bound)
         }
         None => None,
     };
+    let mut listen = Vec::new();
+    for (addr, listener) in bound {
+        listen.push(listener.local_addr()?);
+        live.add_listener(addr, listener);
+    }
+    {
+        let sampled = live.clone();
+        tasks.spawn(crate::history::start_sampler(
+            proxy.shared.history.clone(),
+            move || sampled.load().sample(),
+            shutdown.subscribe(),
+        ));
+    }
+    live.sync_probes();
+    tasks.spawn(sweep_bans(live.clone(), shutdown.subscribe()));
     Ok(Running {
-        proxy,
+        live,
         listen,
         admin,
         shutdown,
@@ -85,38 +97,48 @@ pub async fn start(config: Arc<Config>) -> anyhow::Result<Running> {
 }
 
 impl Running {
-    /// Stops accepting, lets requests in flight finish (at most `grace`), then returns.
+    /// The current configuration's proxy.
+    pub fn proxy(&self) -> Arc<Proxy> {
+        self.live.load()
+    }
+
+    /// Stops accepting, lets requests in flight finish (at most `grace`), flushes the access
+    /// log, then returns.
     pub async fn shutdown(mut self, grace: Duration) {
         let _ = self.shutdown.send(true);
+        let shared = self.live.load().shared.clone();
         let deadline = tokio::time::Instant::now() + grace;
-        while self.proxy.shared.open_conns.load(Ordering::Relaxed) > 0
+        while shared.open_conns.load(Ordering::Relaxed) > 0
             && tokio::time::Instant::now() < deadline
         {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         self.tasks.abort_all();
+        self.live.stop_tasks();
         // Persist what the storage has pending (the disk tier seals its open region).
-        let proxy = self.proxy.clone();
+        let proxy = self.live.load();
         let _ = tokio::task::spawn_blocking(move || proxy.cache.storage.close()).await;
-        let recorder = self.proxy.shared.recorder.clone();
+        let recorder = shared.recorder.clone();
         let _ = tokio::task::spawn_blocking(move || recorder.close(Duration::from_secs(5))).await;
     }
 
     /// Reopens the access log (what SIGUSR1 does), e.g. after logrotate moved the file.
     pub fn reopen_logs(&self) {
-        self.proxy.shared.recorder.reopen();
+        self.live.load().shared.recorder.reopen();
     }
 }
 
 /// The ban sweeper: walks the memory tier in the background (on the blocking pool) every
-/// `invalidation.ban_sweep_interval`, removing banned objects and retiring old bans.
-async fn sweep_bans(proxy: Arc<Proxy>, mut shutdown: watch::Receiver<bool>) {
-    let interval = proxy.config.invalidation.ban_sweep_interval.0;
+/// `invalidation.ban_sweep_interval` of the current configuration, removing banned objects and
+/// retiring old bans.
+async fn sweep_bans(live: Arc<Live>, mut shutdown: watch::Receiver<bool>) {
     loop {
+        let interval = live.load().config.invalidation.ban_sweep_interval.0;
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
             _ = shutdown.changed() => return,
         }
+        let proxy = live.load();
         if proxy.cache.bans.is_empty() {
             continue;
         }
@@ -130,13 +152,11 @@ async fn sweep_bans(proxy: Arc<Proxy>, mut shutdown: watch::Receiver<bool>) {
     }
 }
 
-async fn accept_loop(
+pub(crate) async fn accept_loop(
     listener: TcpListener,
-    proxy: Arc<Proxy>,
+    live: Arc<Live>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let server = proxy.config.server.clone();
-    let max_conns = server.max_connections as u64;
     loop {
         let accepted = tokio::select! {
             r = listener.accept() => r,
@@ -144,7 +164,10 @@ async fn accept_loop(
         };
         match accepted {
             Ok((stream, peer)) => {
+                // Connection settings come from the configuration current at accept time.
+                let proxy = live.load();
                 proxy.counters.client_conn.inc();
+                let max_conns = proxy.config.server.max_connections as u64;
                 let open = proxy.shared.open_conns.fetch_add(1, Ordering::Relaxed);
                 if max_conns > 0 && open >= max_conns {
                     proxy.shared.open_conns.fetch_sub(1, Ordering::Relaxed);
@@ -156,14 +179,14 @@ async fn accept_loop(
                 tokio::spawn(serve_connection(
                     stream,
                     peer,
-                    proxy.clone(),
-                    server.clone(),
+                    live.clone(),
+                    proxy.config.server.clone(),
                     shutdown.clone(),
                 ));
             }
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
-                proxy.counters.client_accept_error.inc();
+                live.load().counters.client_accept_error.inc();
                 tracing::warn!(error = %e, "accept failed");
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
@@ -185,37 +208,43 @@ impl Drop for InFlight {
 
 /// Decrements the open-connection gauge however the connection task ends (incremented by the
 /// accept loop, which counts it against `max_connections`).
-struct OpenConn(Arc<Proxy>);
+struct OpenConn(Arc<Shared>);
 
 impl Drop for OpenConn {
     fn drop(&mut self) {
-        self.0.shared.open_conns.fetch_sub(1, Ordering::Relaxed);
+        self.0.open_conns.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
-    proxy: Arc<Proxy>,
+    live: Arc<Live>,
     cfg: ServerConfig,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let _open = OpenConn(proxy.clone());
+    // Counters and shared state are the same in every configuration generation.
+    let (counters, shared) = {
+        let proxy = live.load();
+        (proxy.counters.clone(), proxy.shared.clone())
+    };
+    let _open = OpenConn(shared);
     let _ = stream.set_nodelay(cfg.tcp_nodelay);
     // A new connection must send its first request head within header_read_timeout.
     let state = Arc::new(ConnState::new());
     let io = TokioIo::new(Gate::new(
         stream,
         state.clone(),
-        proxy.counters.clone(),
+        counters.clone(),
         cfg.limits(),
     ));
     let svc_state = state.clone();
-    let svc_proxy = proxy.clone();
+    let svc_live = live.clone();
     let service = service_fn(move |req| {
         let refused = svc_state.begin_request();
         let guard = InFlight(svc_state.clone());
-        let proxy = svc_proxy.clone();
+        // One configuration snapshot per request, kept until its response is done.
+        let proxy = svc_live.load();
         async move {
             let resp = match refused {
                 // The stand-in for a request the gate refused: answer it, close.
@@ -266,7 +295,7 @@ async fn serve_connection(
             result = conn.as_mut() => {
                 if let Err(e) = result {
                     if e.is_parse() || e.is_parse_status() {
-                        proxy.counters.client_req_400.inc();
+                        counters.client_req_400.inc();
                     }
                     tracing::debug!(%peer, error = %e, "client connection ended with error");
                 }
@@ -275,11 +304,11 @@ async fn serve_connection(
             _ = timer.as_mut() => {
                 let now = now_ms();
                 if state.send_stalled(now, send) {
-                    proxy.counters.client_send_timeout.inc();
+                    counters.client_send_timeout.inc();
                     return;
                 }
                 if state.body_too_slow(now, body, min_rate) {
-                    proxy.counters.client_body_timeout.inc();
+                    counters.client_body_timeout.inc();
                     return;
                 }
                 let since = state.since_ms.load(Ordering::Relaxed);
@@ -291,12 +320,12 @@ async fn serve_connection(
                 };
                 match phase {
                     PHASE_IDLE if expired => {
-                        proxy.counters.client_idle_closed.inc();
+                        counters.client_idle_closed.inc();
                         closing = true;
                         conn.as_mut().graceful_shutdown();
                     }
                     PHASE_HEAD if expired => {
-                        proxy.counters.client_header_timeout.inc();
+                        counters.client_header_timeout.inc();
                         return;
                     }
                     _ => {}

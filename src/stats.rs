@@ -369,6 +369,10 @@ pub const GAUGES: &[(&str, &str)] = &[
     ),
     ("n_client_conn", "Client connections open now"),
     ("uptime_seconds", "Seconds since start"),
+    (
+        "log_subscribers",
+        "Readers of the live transaction stream (shellac log) now",
+    ),
 ];
 
 #[cfg(test)]

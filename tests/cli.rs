@@ -85,7 +85,17 @@ fn check_reports_file_line_key_and_problem_for_every_error() {
 fn help_reads_well() {
     let (code, out, _) = shellac(&["--help"]);
     assert_eq!(code, 0);
-    for word in ["serve", "demo", "check", "stats", "Quick start"] {
+    for word in [
+        "serve",
+        "demo",
+        "check",
+        "stats",
+        "stat",
+        "top",
+        "log",
+        "reload",
+        "Quick start",
+    ] {
         assert!(out.contains(word), "{word} missing from --help:\n{out}");
     }
     let (code, out, _) = shellac(&["serve", "--help"]);
@@ -129,14 +139,21 @@ async fn serve_binary_caches_and_stops_on_sigterm() {
     stop(child);
 }
 
+/// A `shellac serve` child process, killed if a test panics before stopping it (so no
+/// process outlives the test holding its output pipe).
+struct Served(std::process::Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// Starts `shellac serve ARGS` and reads the proxy and admin addresses from its log.
-fn spawn_serve(
-    args: &[&str],
-) -> (
-    std::process::Child,
-    std::net::SocketAddr,
-    std::net::SocketAddr,
-) {
+fn spawn_serve(args: &[&str]) -> (Served, std::net::SocketAddr, std::net::SocketAddr) {
     let mut child = Command::new(BIN)
         .arg("serve")
         .args(args)
@@ -163,32 +180,29 @@ fn spawn_serve(
             admin = Some(a.trim().parse::<std::net::SocketAddr>().unwrap());
         }
     }
-    (child, proxy.unwrap(), admin.unwrap())
+    (Served(child), proxy.unwrap(), admin.unwrap())
 }
 
-fn signal(child: &std::process::Child, sig: &str) {
+fn signal(child: &Served, sig: &str) {
     let status = Command::new("kill")
-        .args([sig, &child.id().to_string()])
+        .args([sig, &child.0.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
 }
 
 /// SIGTERM, then wait (bounded) for a clean exit.
-fn stop(mut child: std::process::Child) {
+fn stop(mut child: Served) {
     signal(&child, "-TERM");
     let mut exited = None;
     for _ in 0..100 {
-        if let Some(s) = child.try_wait().unwrap() {
+        if let Some(s) = child.0.try_wait().unwrap() {
             exited = Some(s);
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let exited = exited.unwrap_or_else(|| {
-        let _ = child.kill();
-        panic!("shellac did not stop on SIGTERM");
-    });
+    let exited = exited.unwrap_or_else(|| panic!("shellac did not stop on SIGTERM"));
     assert!(exited.success(), "{exited:?}");
 }
 
@@ -256,4 +270,161 @@ async fn sigusr1_reopens_the_access_log_and_sigterm_flushes_it() {
         "/one 200 miss\n"
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_and_reload_command_swap_the_config() {
+    let a = Origin::start(|_| Reply::ok("A").cc("max-age=60")).await;
+    let b = Origin::start(|_| Reply::ok("B").cc("max-age=60")).await;
+    let dir = temp_dir("cli-reload");
+    let config = dir.join("shellac.toml");
+    let text = |port: u16, extra: &str| {
+        format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"127.0.0.1:0\"\n{extra}\n[[backend]]\nhost = \"127.0.0.1\"\nport = {port}\n"
+        )
+    };
+    std::fs::write(&config, text(a.addr.port(), "")).unwrap();
+    let (child, proxy, admin) = spawn_serve(&["--config", config.to_str().unwrap()]);
+    assert_eq!(get(proxy, "/1").await.text(), "A");
+
+    // SIGHUP: the next miss goes to B (bounded wait for the signal to be handled).
+    std::fs::write(&config, text(b.addr.port(), "")).unwrap();
+    signal(&child, "-HUP");
+    let mut got = String::new();
+    for i in 0..100 {
+        got = get(proxy, &format!("/hup{i}")).await.text();
+        if got == "B" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(got, "B");
+
+    // `shellac reload`: a good file prints what changed...
+    std::fs::write(&config, text(a.addr.port(), "")).unwrap();
+    let admin_arg = admin.to_string();
+    let (code, out, err) = shellac(&["reload", "--admin", &admin_arg]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("reloaded: configuration generation 3"),
+        "{out}"
+    );
+    assert!(out.contains("backend backend0: new"), "{out}");
+    assert_eq!(get(proxy, "/2").await.text(), "A");
+    // ...a bad one prints every error and exits 1, and the old config runs on.
+    std::fs::write(
+        &config,
+        text(b.addr.port(), "threads = \"many\"\nbogus = 1"),
+    )
+    .unwrap();
+    let (code, _, err) = shellac(&["reload", "--admin", &admin_arg]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("reload rejected; still running configuration generation 3"),
+        "{err}"
+    );
+    assert!(err.contains("`server.threads`"), "{err}");
+    assert!(err.contains("`server.bogus`"), "{err}");
+    assert_eq!(get(proxy, "/3").await.text(), "A");
+    stop(child);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stat_top_and_log_against_a_running_proxy() {
+    let origin = Origin::start(|s| match s.path.as_str() {
+        "/err" => Reply::ok("down").status(503),
+        _ => Reply::ok("hello").cc("max-age=60"),
+    })
+    .await;
+    let backend = origin.addr.to_string();
+    let (child, proxy, admin) = spawn_serve(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--admin",
+        "127.0.0.1:0",
+        "--backend",
+        &backend,
+    ]);
+    let admin_arg = admin.to_string();
+    // Ask for rankings first, so transactions are collected from now on.
+    get(admin, "/top").await;
+    get(proxy, "/a").await;
+    get(proxy, "/a").await;
+    get(proxy, "/b").await;
+
+    let (code, out, err) = shellac(&["stat", "-1", "--admin", &admin_arg]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("Uptime 0d+00:00:"), "{out}");
+    assert!(out.contains("Hit ratio: 10s  33.3%"), "{out}");
+    assert!(out.contains("TTFB (10s): p50 "), "{out}");
+    let req = out
+        .lines()
+        .find(|l| l.starts_with("client_req "))
+        .expect("client_req row");
+    assert!(req.split_whitespace().nth(1) == Some("3"), "{req}");
+    assert!(
+        !out.contains("cache_expired"),
+        "zero counters are hidden: {out}"
+    );
+
+    let mut top = String::new();
+    for _ in 0..100 {
+        let (code, out, err) = shellac(&["top", "-1", "--admin", &admin_arg, "-n", "5"]);
+        assert_eq!(code, 0, "{err}");
+        top = out;
+        if top.contains("/b") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        top.starts_with("Top url by requests over the last 60 s\n"),
+        "{top}"
+    );
+    let rows: Vec<Vec<&str>> = top
+        .lines()
+        .skip(2)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows[0], vec!["2", "1", "10B", "/a"], "{top}");
+    assert_eq!(rows[1], vec!["1", "1", "5B", "/b"], "{top}");
+
+    // `shellac log --status 5xx` prints the 503 and nothing else.
+    let mut log = Command::new(BIN)
+        .args(["log", "--admin", &admin_arg, "--status", "5xx"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = log.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut subscribed = false;
+    for _ in 0..200 {
+        let stats = get(admin, "/stats").await.text();
+        if stats.contains("\"log_subscribers\": 1") {
+            subscribed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(subscribed);
+    get(proxy, "/a").await;
+    get(proxy, "/err").await;
+    let line = rx.recv_timeout(Duration::from_secs(10));
+    let _ = log.kill();
+    let _ = log.wait();
+    let line = line.expect("shellac log prints the 503");
+    assert!(
+        line.contains(" 127.0.0.1 GET test.example/err 503 pass(status) backend=default "),
+        "{line}"
+    );
+    let (code, _, err) = shellac(&["log", "--admin", &admin_arg, "--url", "("]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--url"), "{err}");
+    stop(child);
 }

@@ -278,3 +278,34 @@ async fn objects_over_max_object_size_stream_uncached() {
     assert_eq!(origin.count(), 2);
     shellac.stop().await;
 }
+
+/// RFC 9213: a targeted field (CDN-Cache-Control, Surrogate-Control) replaces Cache-Control
+/// for Shellac; Surrogate-Control never reaches clients.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn targeted_cache_control_takes_precedence() {
+    let origin = Origin::start(|s| {
+        let r = Reply::ok("x").cc("no-store");
+        if s.path == "/cdn" {
+            r.header("cdn-cache-control", "max-age=60")
+        } else {
+            r.header("surrogate-control", "max-age=30")
+        }
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    for path in ["/cdn", "/surrogate"] {
+        let first = get(shellac.addr, path).await;
+        assert_eq!(first.header("surrogate-control"), None);
+        assert_eq!(
+            first.header("cache-control"),
+            Some("no-store"),
+            "Cache-Control still reaches clients"
+        );
+        assert!(
+            get(shellac.addr, path).await.cache_status().contains("hit"),
+            "{path}"
+        );
+    }
+    assert_eq!(origin.count(), 2);
+    shellac.stop().await;
+}

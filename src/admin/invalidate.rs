@@ -1,12 +1,11 @@
 //! Invalidation on the admin listener: `POST /ban` (body: expression), `GET /bans`,
 //! `POST /purge` (body: a URL; `?soft=1` marks stale), `POST /purge/tags` (body: tags).
 
-use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 
-use super::reply;
+use super::{AdminBody, reply};
 use crate::cache::CacheKey;
 use crate::cache::ban::BanError;
 use crate::proxy::Proxy;
@@ -27,7 +26,7 @@ pub(super) fn handles(req: &Request<Incoming>) -> bool {
     )
 }
 
-pub(super) async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<Full<Bytes>> {
+pub(super) async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<AdminBody> {
     let json = |status: StatusCode, v: serde_json::Value| {
         reply(
             status,

@@ -1,6 +1,8 @@
 //! The admin listener: counters (`/stats`, `/stats/live`, `/metrics`) and a small index.
 
+mod dashboard;
 mod invalidate;
+mod live;
 mod stats;
 
 use std::convert::Infallible;
@@ -8,7 +10,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
-use http_body_util::Full;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -17,10 +20,11 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::proxy::Proxy;
+use crate::reload::Live;
 
 pub(crate) async fn serve(
     listener: TcpListener,
-    proxy: Arc<Proxy>,
+    live: Arc<Live>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
@@ -36,16 +40,11 @@ pub(crate) async fn serve(
             },
             _ = shutdown.changed() => return,
         };
-        let proxy = proxy.clone();
+        let live = live.clone();
         tokio::spawn(async move {
             let service = service_fn(move |req| {
-                let proxy = proxy.clone();
-                async move {
-                    if invalidate::handles(&req) {
-                        return Ok::<_, Infallible>(invalidate::route(&proxy, req).await);
-                    }
-                    Ok::<_, Infallible>(route(&proxy, req))
-                }
+                let live = live.clone();
+                async move { Ok::<_, Infallible>(handle(&live, req).await) }
             });
             let _ = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -54,9 +53,94 @@ pub(crate) async fn serve(
     }
 }
 
-fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<Full<Bytes>> {
-    const JSON: &str = "application/json";
-    let json = |v: serde_json::Value| serde_json::to_vec_pretty(&v).unwrap_or_default();
+/// The body of every admin response: a whole buffer or a stream (`/log/stream`).
+pub type AdminBody = BoxBody<Bytes, Infallible>;
+
+async fn handle(live: &Arc<Live>, req: Request<Incoming>) -> Response<AdminBody> {
+    let proxy = live.load();
+    // The dashboard's page and script hold no data: they load without a token and the page
+    // asks for one when the API answers 401.
+    let asset = req.method() == Method::GET && matches!(req.uri().path(), "/" | "/dashboard.js");
+    if let Some(token) = &proxy.config.server.admin_token
+        && !asset
+        && !authorized(&req, token)
+    {
+        let mut resp = reply(
+            StatusCode::UNAUTHORIZED,
+            TEXT,
+            b"admin token required: Authorization: Bearer TOKEN\n".to_vec(),
+        );
+        resp.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer realm=\"shellac\""),
+        );
+        return resp;
+    }
+    if invalidate::handles(&req) {
+        return invalidate::route(&proxy, req).await;
+    }
+    match (req.method(), req.uri().path()) {
+        (&Method::POST, "/reload") => reload(live).await,
+        (&Method::GET, "/log/stream") => live::log_stream(&proxy, req.uri()),
+        (&Method::GET, "/top") => live::top(&proxy, req.uri()),
+        _ => route(&proxy, req),
+    }
+}
+
+/// Constant-time comparison of the bearer token, so timing does not reveal a prefix.
+fn authorized(req: &Request<Incoming>, token: &str) -> bool {
+    let Some(given) = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+    else {
+        return false;
+    };
+    let (a, b) = (given.trim().as_bytes(), token.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// `POST /reload`: 200 with what changed, or 400 with every error (the old config runs on).
+async fn reload(live: &Arc<Live>) -> Response<AdminBody> {
+    match live.reload().await {
+        Ok(r) => reply(
+            StatusCode::OK,
+            JSON,
+            json(serde_json::json!({
+                "ok": true,
+                "generation": r.generation,
+                "changes": r.changes,
+            })),
+        ),
+        Err(errors) => {
+            tracing::warn!("reload rejected, the running configuration is unchanged:");
+            for e in &errors {
+                tracing::warn!("  {e}");
+            }
+            reply(
+                StatusCode::BAD_REQUEST,
+                JSON,
+                json(serde_json::json!({
+                    "ok": false,
+                    "generation": live.generation(),
+                    "errors": errors,
+                })),
+            )
+        }
+    }
+}
+
+const JSON: &str = "application/json";
+const TEXT: &str = "text/plain; charset=utf-8";
+
+fn json(v: serde_json::Value) -> Vec<u8> {
+    let mut out = serde_json::to_vec_pretty(&v).unwrap_or_default();
+    out.push(b'\n');
+    out
+}
+
+fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<AdminBody> {
     match (req.method(), req.uri().path()) {
         (&Method::GET, "/stats") => reply(StatusCode::OK, JSON, json(stats::flat(proxy))),
         (&Method::GET, "/stats/descriptions") => {
@@ -84,32 +168,47 @@ fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<Full<Bytes>> {
         ),
         (&Method::GET, "/") => reply(
             StatusCode::OK,
-            "text/plain; charset=utf-8",
-            INDEX.as_bytes().to_vec(),
+            "text/html; charset=utf-8",
+            dashboard::INDEX_HTML.as_bytes().to_vec(),
         ),
-        _ => reply(
-            StatusCode::NOT_FOUND,
-            "text/plain; charset=utf-8",
-            b"not found\n".to_vec(),
+        (&Method::GET, "/dashboard.js") => reply(
+            StatusCode::OK,
+            "text/javascript; charset=utf-8",
+            dashboard::SCRIPT_JS.as_bytes().to_vec(),
         ),
+        (&Method::GET, "/api/dashboard") => {
+            reply(StatusCode::OK, JSON, json(dashboard::data(proxy)))
+        }
+        (&Method::GET, "/help") => reply(StatusCode::OK, TEXT, INDEX.as_bytes().to_vec()),
+        (_, "/reload") => reply(
+            StatusCode::METHOD_NOT_ALLOWED,
+            TEXT,
+            b"use POST /reload\n".to_vec(),
+        ),
+        _ => reply(StatusCode::NOT_FOUND, TEXT, b"not found\n".to_vec()),
     }
 }
 
 const INDEX: &str = "Shellac admin
 
+GET /                    web dashboard (live charts; assets built into the binary)
+GET /api/dashboard       the JSON it polls every second
 GET /stats               counters, gauges and hit ratios (flat JSON)
 GET /stats/descriptions  what each one means
 GET /stats/live          values, rates, averages, hit ratios, TTFB percentiles
 GET /metrics             Prometheus text format
 GET /backends            health, probes, connections and counters per backend (JSON)
+GET /log/stream          live transactions, JSON lines (?url=REGEX&status=5xx&miss=1&backend=NAME)
+GET /top                 rankings (?by=url|host|backend|ua&sort=requests|misses|bytes&window=60&n=20)
+POST /reload             re-read the configuration file and swap it in (JSON result)
 POST /ban                body: a ban expression, e.g. req.url ~ ^/news/
 GET /bans                active bans
 POST /purge[?soft=1]     body: the URL to purge (every variant)
 POST /purge/tags         body: surrogate keys (space-separated)
 ";
 
-fn reply(status: StatusCode, content_type: &'static str, body: Vec<u8>) -> Response<Full<Bytes>> {
-    let mut resp = Response::new(Full::new(Bytes::from(body)));
+fn reply(status: StatusCode, content_type: &'static str, body: Vec<u8>) -> Response<AdminBody> {
+    let mut resp = Response::new(Full::new(Bytes::from(body)).boxed());
     *resp.status_mut() = status;
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

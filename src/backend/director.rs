@@ -242,10 +242,25 @@ impl Backends {
 
     /// Builds the runtime objects from a validated config.
     pub fn build(config: &Config, counters: &Arc<Counters>) -> Backends {
+        Backends::build_reusing(config, counters, None)
+    }
+
+    /// Like [`Backends::build`], but a backend whose settings did not change is taken over
+    /// from `previous` (hot reload): its connection pool, health and counters carry on.
+    pub fn build_reusing(
+        config: &Config,
+        counters: &Arc<Counters>,
+        previous: Option<&Backends>,
+    ) -> Backends {
         let backends: Vec<Arc<Backend>> = config
             .backends
             .iter()
-            .map(|b| Backend::new(b.clone(), config, counters.clone()))
+            .map(|b| {
+                previous
+                    .and_then(|p| p.backends.iter().find(|old| old.same_setup(b, config)))
+                    .cloned()
+                    .unwrap_or_else(|| Backend::new(b.clone(), config, counters.clone()))
+            })
             .collect();
         let configs: HashMap<&str, &DirectorConfig> = config
             .directors

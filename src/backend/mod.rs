@@ -123,9 +123,7 @@ impl Backend {
         };
         Arc::new(Backend {
             tcp_nodelay: config.tcp_nodelay.unwrap_or(whole.server.tcp_nodelay),
-            max_response_head: usize::try_from(whole.server.max_response_header_size.0)
-                .unwrap_or(usize::MAX)
-                .max(8192),
+            max_response_head: response_head_limit(whole),
             health: Health::new(
                 probe.as_ref(),
                 config.passive_failures,
@@ -141,6 +139,27 @@ impl Backend {
             queued: AtomicUsize::new(0),
             in_flight: AtomicI64::new(0),
         })
+    }
+
+    /// Whether `config` (within `whole`) would build a backend identical to this one.
+    pub fn same_setup(&self, config: &BackendConfig, whole: &Config) -> bool {
+        let probe = match &config.probe {
+            Some(ProbeRef::Inline(p)) => Some(p.clone()),
+            Some(ProbeRef::Named(name)) => whole.probes.iter().find(|p| &p.name == name).cloned(),
+            None => None,
+        };
+        let nodelay = config.tcp_nodelay.unwrap_or(whole.server.tcp_nodelay);
+        let head = response_head_limit(whole);
+        // The config types carry no PartialEq; their Debug form lists every field.
+        format!(
+            "{:?}",
+            (
+                &self.config,
+                &self.probe,
+                self.tcp_nodelay,
+                self.max_response_head
+            )
+        ) == format!("{:?}", (config, &probe, nodelay, head))
     }
 
     pub fn name(&self) -> &str {
@@ -437,6 +456,13 @@ pub fn check_response<B>(resp: &Response<B>) -> Result<(), &'static str> {
         return Err("content-length-and-transfer-encoding");
     }
     Ok(())
+}
+
+/// hyper's read buffer bound for backend connections (its minimum is 8 KiB).
+fn response_head_limit(whole: &Config) -> usize {
+    usize::try_from(whole.server.max_response_header_size.0)
+        .unwrap_or(usize::MAX)
+        .max(8192)
 }
 
 fn clone_head(req: &Request<RequestBody>) -> Request<RequestBody> {

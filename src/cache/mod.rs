@@ -133,6 +133,11 @@ pub struct Object {
     pub stale_if_error: Option<Duration>,
     /// Window past `ttl + grace` in which the object is kept for revalidation and fallback.
     pub keep: Duration,
+    /// The header fields of a full (200) delivery, built on first use: stored fields plus
+    /// `Content-Length` and `Via`, cache-only fields removed, and `Age` / `Cache-Status`
+    /// placeholders, so a hit clones one map and replaces two values in place instead of
+    /// growing and rehashing it (see bench/RESULTS.md, "hit path").
+    pub prepared: std::sync::OnceLock<HeaderMap>,
     /// When the response head arrived (monotonic).
     pub stored_at: Instant,
     /// Tier bookkeeping (admission, promotion).
@@ -207,6 +212,7 @@ impl Object {
             stale_if_error: self.stale_if_error,
             stored_at: self.stored_at,
             state: TierState::default(),
+            prepared: Default::default(),
         })
     }
 
@@ -232,6 +238,7 @@ impl Object {
                 on_disk: AtomicBool::new(true),
                 ..TierState::default()
             },
+            prepared: Default::default(),
         })
     }
 
@@ -489,5 +496,6 @@ pub fn test_object(headers: &[(&str, &str)]) -> Object {
         stale_if_error: None,
         stored_at: Instant::now(),
         state: TierState::default(),
+        prepared: Default::default(),
     }
 }

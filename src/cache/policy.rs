@@ -213,8 +213,7 @@ pub fn evaluate_with(
     let age_value = headers
         .get(header::AGE)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs)
+        .and_then(|v| parse_age(v.trim()))
         .unwrap_or(Duration::ZERO);
     let initial_age = apparent_age.max(age_value + response_delay);
 
@@ -266,6 +265,20 @@ pub fn evaluate_with(
         keep: o.keep.unwrap_or(cfg.keep.0),
         stale_if_error: cc.stale_if_error,
     })
+}
+
+/// The largest Age Shellac represents or sends (RFC 9111 §1.2.2: 2^31).
+pub const MAX_AGE: u64 = 2_147_483_648;
+
+/// delta-seconds; a value too large to represent counts as [`MAX_AGE`] (RFC 9111 §1.2.2),
+/// anything that is not digits is ignored.
+fn parse_age(v: &str) -> Option<Duration> {
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(Duration::from_secs(
+        v.parse::<u64>().unwrap_or(MAX_AGE).min(MAX_AGE),
+    ))
 }
 
 fn heuristic(headers: &HeaderMap, date: SystemTime, cfg: &CacheConfig) -> Option<Duration> {
@@ -511,6 +524,28 @@ mod tests {
         assert_eq!(
             run(&[("set-cookie", "a=b")], &o(Some(60), None, true)),
             Err(NoCacheReason::SetCookie)
+        );
+    }
+
+    #[test]
+    fn age_overflow_and_garbage() {
+        assert_eq!(
+            parse_age("99999999999999999999"),
+            Some(Duration::from_secs(MAX_AGE))
+        );
+        assert_eq!(parse_age("10"), Some(Duration::from_secs(10)));
+        assert_eq!(parse_age("-1"), None);
+        assert_eq!(parse_age("1.5"), None);
+        assert_eq!(
+            eval(
+                &[
+                    DATE,
+                    ("cache-control", "max-age=60"),
+                    ("age", "99999999999999999999")
+                ],
+                200
+            ),
+            Err(NoCacheReason::Expired)
         );
     }
 

@@ -101,6 +101,10 @@ pub struct ServerConfig {
     /// `X-Forwarded-Proto`, `Forwarded` and `Via` are kept (and appended to). From any other
     /// client these fields are replaced. Default `[]` (no client is trusted).
     pub trusted_proxies: Vec<invalidation::Network>,
+    /// Bearer token every admin request must carry (`Authorization: Bearer TOKEN`); the CLI
+    /// sends `--token` or `$SHELLAC_ADMIN_TOKEN`. Default: none (keep the admin listener on
+    /// loopback).
+    pub admin_token: Option<String>,
 }
 
 impl ServerConfig {
@@ -150,6 +154,7 @@ impl Default for ServerConfig {
             send_timeout: Dur(Duration::from_secs(60)),
             max_connections: 10_000,
             trusted_proxies: Vec::new(),
+            admin_token: None,
         }
     }
 }
@@ -591,6 +596,14 @@ impl Config {
             out.push((
                 key(&["cache", "heuristic_percent"]),
                 "must be between 0 and 100".into(),
+            ));
+        }
+        if let Some(token) = &self.server.admin_token
+            && (token.len() < 8 || !token.bytes().all(|b| b.is_ascii_graphic()))
+        {
+            out.push((
+                key(&["server", "admin_token"]),
+                "must be at least 8 printable ASCII characters without spaces".into(),
             ));
         }
         let log = &self.log;

@@ -166,7 +166,10 @@ fn failed(txn: &mut Txn<'_>, mode: &FetchMode, failure: SendFailure) -> Step {
     }
     match txn.stale.take() {
         Some(stale) if stale.stale_ok && !txn.background => txn.deliver_stale(stale, detail),
-        _ => Step::Synth(status, detail),
+        // A stale copy exists but may not be served (must-revalidate, proxy-revalidate,
+        // s-maxage): RFC 9111 §5.2.2.2 says the error SHOULD be 504.
+        Some(_) => Step::Synth(StatusCode::GATEWAY_TIMEOUT, detail),
+        None => Step::Synth(status, detail),
     }
 }
 
@@ -280,6 +283,7 @@ fn revalidated(
                 keep: plan.keep,
                 stored_at,
                 state: Default::default(),
+                prepared: Default::default(),
             });
             proxy.cache.store(primary, object.clone());
             (
@@ -344,6 +348,7 @@ fn clone_object(o: &Object) -> Object {
         keep: o.keep,
         stored_at: o.stored_at,
         state: Default::default(),
+        prepared: Default::default(),
     }
 }
 

@@ -88,6 +88,7 @@ impl Fill {
                 keep: self.plan.keep,
                 stored_at: self.stored_at,
                 state: Default::default(),
+                prepared: Default::default(),
             };
             proxy.cache.store(&key, Arc::new(object));
             proxy.counters.cache_insert.inc();

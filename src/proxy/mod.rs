@@ -126,6 +126,21 @@ impl Proxy {
         }))
     }
 
+    /// The proxy for a reloaded `config`: same cache, counters and shared state; backends whose
+    /// settings did not change are kept (pools, health); the rest is built anew.
+    pub fn next(&self, config: Arc<Config>) -> Arc<Proxy> {
+        Arc::new(Proxy {
+            backends: Backends::build_reusing(&config, &self.counters, Some(&self.backends)),
+            rules: Rules::compile(&config.rules),
+            cache: self.cache.clone(),
+            counters: self.counters.clone(),
+            max_object_size: self.max_object_size,
+            log_format: config.log.active_format().map(Arc::new),
+            shared: self.shared.clone(),
+            config,
+        })
+    }
+
     /// Every counter and gauge now, for the history.
     pub fn sample(&self) -> Sample {
         Sample {
@@ -201,6 +216,10 @@ impl Proxy {
             self.shared.open_conns.load(Ordering::Relaxed),
         ));
         out.push(("uptime_seconds", self.shared.started.elapsed().as_secs()));
+        out.push((
+            "log_subscribers",
+            self.shared.recorder.subscriber_count() as u64,
+        ));
         out
     }
 }

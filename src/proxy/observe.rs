@@ -1,6 +1,6 @@
 //! The end of every transaction, as observability sees it: the cache decision (read back from
 //! `Cache-Status`, counted per reason) and, when the access log is on or somebody follows
-//! `shellac log`, a transaction record that the response body completes and queues.
+//! `shellac log` / `shellac top`, a transaction record that the response body completes and queues.
 //!
 //! Costs on the request path: a hit with nobody listening is one prefix check and one relaxed
 //! load; a recorded transaction is one allocation and a lock-free queue push.
@@ -32,7 +32,7 @@ pub(super) fn deliver(
         .unwrap_or("");
     let is_hit = cache_status.starts_with("shellac; hit");
     let format = proxy.log_format.as_ref();
-    let wanted = format.is_some() || proxy.shared.recorder.has_subscribers();
+    let wanted = format.is_some() || proxy.shared.recorder.wants_records();
     if is_hit && !wanted {
         return resp.map(|b| b.counted(counters));
     }
@@ -62,6 +62,7 @@ pub(super) fn deliver(
         uri: req.uri.clone(),
         version: req.version,
         host_header: req.headers.get(header::HOST).cloned(),
+        user_agent: req.headers.get(header::USER_AGENT).cloned(),
         status: resp.status().as_u16(),
         bytes: 0,
         duration: ttfb,

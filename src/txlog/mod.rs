@@ -8,12 +8,13 @@
 //! Architecture invariant: the request path takes no lock and does no I/O for logging.
 
 pub mod format;
+pub mod top;
 mod writer;
 
 use std::borrow::Cow;
 use std::cell::Cell;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
@@ -24,6 +25,7 @@ use http::{Method, Uri, Version};
 use tokio::sync::broadcast;
 
 pub use format::Format;
+pub use top::{Dimension, Top};
 pub use writer::{Output, open_output};
 
 use crate::stats::Counters;
@@ -136,6 +138,8 @@ pub struct Record {
     pub version: Version,
     /// The `Host` request header.
     pub host_header: Option<HeaderValue>,
+    /// The `User-Agent` request header (for `shellac top`).
+    pub user_agent: Option<HeaderValue>,
     pub status: u16,
     /// Response body bytes sent.
     pub bytes: u64,
@@ -196,6 +200,27 @@ impl Record {
         }
     }
 
+    /// The record as one JSON object (the live log stream; no captured headers).
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut time = String::new();
+        format::iso_time(self.time, &mut time);
+        serde_json::json!({
+            "time": time,
+            "client": self.client.to_string(),
+            "method": self.method.as_str(),
+            "url": self.target(),
+            "host": self.host(),
+            "status": self.status,
+            "bytes": self.bytes,
+            "duration_us": self.duration.as_micros() as u64,
+            "ttfb_us": self.ttfb.as_micros() as u64,
+            "cache": self.decision.kind.as_str(),
+            "reason": self.decision.reason.as_deref(),
+            "backend": self.backend.as_deref(),
+            "complete": self.complete,
+        })
+    }
+
     /// A record with fixed values, for tests.
     #[doc(hidden)]
     pub fn sample() -> Record {
@@ -206,6 +231,7 @@ impl Record {
             uri: Uri::from_static("/a/b?x=1"),
             version: Version::HTTP_11,
             host_header: Some(HeaderValue::from_static("example.com")),
+            user_agent: Some(HeaderValue::from_static("curl/8.0")),
             status: 200,
             bytes: 1234,
             duration: Duration::from_micros(1500),
@@ -272,12 +298,16 @@ struct Shards {
     queues: Box<[ArrayQueue<Box<Record>>]>,
     counters: Arc<Counters>,
     live: broadcast::Sender<Arc<Record>>,
+    /// Rankings for `shellac top`, updated by the writer once per pass.
+    top: Mutex<Top>,
 }
 
 /// The transaction recorder: per-worker bounded queues, a writer thread, live subscribers.
 pub struct Recorder {
     shards: Arc<Shards>,
     subscribers: Arc<AtomicUsize>,
+    /// `clock::now_ms` until which `shellac top` (or the dashboard) wants records.
+    top_until_ms: AtomicU64,
     control: Mutex<mpsc::Sender<Control>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     closed: AtomicBool,
@@ -286,6 +316,9 @@ pub struct Recorder {
 /// Capacity of the live broadcast to `shellac log` readers; a slower reader loses records
 /// and is told how many.
 pub const LIVE_CAPACITY: usize = 4096;
+
+/// How long one `/top` query keeps records flowing with the access log off.
+pub const TOP_LEASE: Duration = Duration::from_secs(60);
 
 /// Longest pause of the writer between two drains when idle.
 const IDLE_PAUSE: Duration = Duration::from_millis(20);
@@ -323,6 +356,7 @@ impl Recorder {
             queues,
             counters,
             live,
+            top: Mutex::new(Top::default()),
         });
         let (tx, rx) = mpsc::channel();
         let weak = Arc::downgrade(&shards);
@@ -332,17 +366,48 @@ impl Recorder {
         Ok(Arc::new(Recorder {
             shards,
             subscribers: Arc::new(AtomicUsize::new(0)),
+            top_until_ms: AtomicU64::new(0),
             control: Mutex::new(tx),
             thread: Mutex::new(Some(thread)),
             closed: AtomicBool::new(false),
         }))
     }
 
-    /// True when somebody reads live records; the request path then records even with the
-    /// access log off. One relaxed load.
+    /// True when somebody reads live records or rankings; the request path then records even
+    /// with the access log off. Two relaxed loads and a clock read.
     #[inline]
-    pub fn has_subscribers(&self) -> bool {
+    pub fn wants_records(&self) -> bool {
         self.subscribers.load(Ordering::Relaxed) > 0
+            || crate::clock::now_ms() < self.top_until_ms.load(Ordering::Relaxed)
+    }
+
+    /// Live readers now.
+    pub fn subscriber_count(&self) -> usize {
+        self.subscribers.load(Ordering::Relaxed)
+    }
+
+    /// Keeps records flowing into the rankings for [`TOP_LEASE`] from now. Returns whether
+    /// they were already flowing for `shellac top` (false: the rankings start now).
+    pub fn lease_top(&self) -> bool {
+        let now = crate::clock::now_ms();
+        let before = self
+            .top_until_ms
+            .swap(now + TOP_LEASE.as_millis() as u64, Ordering::Relaxed);
+        before > now
+    }
+
+    /// The `n` keys of `by` ranked by `sort` over the last `window` seconds.
+    pub fn top(
+        &self,
+        by: Dimension,
+        sort: fn(&top::Counts) -> u64,
+        window: u64,
+        n: usize,
+    ) -> Vec<(String, top::Counts)> {
+        match self.shards.top.lock() {
+            Ok(t) => t.rank(by, sort, window, n, SystemTime::now()),
+            Err(_) => Vec::new(),
+        }
     }
 
     fn push(&self, record: Box<Record>) {

@@ -117,6 +117,13 @@ fn drain(shards: &Arc<Shards>, output: &mut Option<Output>, line: &mut String) -
         }
     }
     batch.sort_by_key(|r| r.time + r.duration);
+    if !batch.is_empty()
+        && let Ok(mut top) = shards.top.lock()
+    {
+        for r in &batch {
+            top.add(r);
+        }
+    }
     let live = shards.live.receiver_count() > 0;
     let n = batch.len();
     for record in batch {

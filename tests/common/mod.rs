@@ -338,7 +338,7 @@ impl Shellac {
 
     /// Starts Shellac on an example config file, pointed at `origin` (first backend) and at
     /// ephemeral ports; `tweak` adjusts it further.
-    pub async fn start_file(
+    pub async fn start_example(
         path: &str,
         origin: SocketAddr,
         tweak: impl FnOnce(&mut Config),
@@ -361,7 +361,39 @@ impl Shellac {
         }
     }
 
-    /// All counters and gauges from `GET /stats` on the admin listener.
+    /// Starts Shellac from a config file (so `POST /reload` re-reads it). The file should
+    /// listen on `127.0.0.1:0` and put the admin listener on `127.0.0.1:0`.
+    pub async fn start_file(path: &std::path::Path) -> Shellac {
+        let config = Config::load(path).unwrap_or_else(|e| panic!("test config invalid: {e:?}"));
+        let running = server::start_with(
+            Arc::new(config),
+            shellac::reload::ConfigSource::File(path.to_path_buf()),
+            shellac::config::Overrides::default(),
+        )
+        .await
+        .expect("shellac starts");
+        Shellac {
+            addr: running.listen[0],
+            admin: running.admin.unwrap(),
+            running: Some(running),
+        }
+    }
+
+    /// `POST /reload`: (status, JSON body).
+    pub async fn reload(&self) -> (u16, serde_json::Value) {
+        let resp = request(self.admin, "POST", "/reload", &[], b"").await;
+        let v = serde_json::from_slice(&resp.body).unwrap_or(serde_json::Value::Null);
+        (resp.status, v)
+    }
+
+    /// Addresses accepting client connections now.
+    pub fn listening(&self) -> Vec<SocketAddr> {
+        self.running
+            .as_ref()
+            .map(|r| r.live.listening())
+            .unwrap_or_default()
+    }
+
     /// All counters and gauges from `GET /stats` on the admin listener (the integer values;
     /// ratios are read with [`Shellac::ratio`]).
     pub async fn stats(&self) -> HashMap<String, u64> {

@@ -1,0 +1,127 @@
+// Shellac dashboard: polls /api/dashboard every second and draws the charts on canvas.
+// No libraries; everything ships inside the shellac binary.
+"use strict";
+
+const COLORS = { a: "#5ab0ff", b: "#f0a35e", c: "#7bd88f", d: "#e06c75", grid: "#2a323c", dim: "#8a96a3" };
+let updates = 0;
+let token = sessionStorage.getItem("shellac-token");
+
+function human(n, unit) {
+  if (n === null || n === undefined || Number.isNaN(n)) return "–";
+  const steps = unit === "B" ? [[1 << 30, "GiB"], [1 << 20, "MiB"], [1 << 10, "KiB"]] : [[1e9, "G"], [1e6, "M"], [1e3, "k"]];
+  for (const [size, name] of steps) if (Math.abs(n) >= size) return (n / size).toFixed(1) + " " + name + (unit === "B" ? "" : unit);
+  return (Math.round(n * 10) / 10) + (unit === "B" ? " B" : unit);
+}
+function micros(us) {
+  if (us === null || us === undefined) return "–";
+  if (us < 1000) return us + " µs";
+  if (us < 1e6) return (us / 1000).toFixed(1) + " ms";
+  return (us / 1e6).toFixed(2) + " s";
+}
+function percent(r) { return r === null || r === undefined ? "–" : (r * 100).toFixed(1) + "%"; }
+function uptime(s) {
+  const d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600), m = Math.floor(s % 3600 / 60);
+  return (d ? d + "d " : "") + String(h).padStart(2, "0") + ":" + String(m).padStart(2, "0") + ":" + String(s % 60).padStart(2, "0");
+}
+
+// Draws lines for `series` ([{values, color}]) over times `t` (unix seconds).
+function chart(id, t, series, format, fixedMax) {
+  const canvas = document.getElementById(id);
+  const ratio = window.devicePixelRatio || 1;
+  const w = canvas.clientWidth || 400, h = canvas.clientHeight || 160;
+  canvas.width = w * ratio; canvas.height = h * ratio;
+  const g = canvas.getContext("2d");
+  g.scale(ratio, ratio);
+  g.clearRect(0, 0, w, h);
+  const left = 64, right = 8, top = 8, bottom = 18;
+  let max = fixedMax || 0;
+  if (!fixedMax) for (const s of series) for (const v of s.values) if (v !== null && v > max) max = v;
+  if (max <= 0) max = 1;
+  const span = Math.max(60, t.length ? t[t.length - 1] - t[0] : 60);
+  const end = t.length ? t[t.length - 1] : 0;
+  const x = ts => left + (w - left - right) * (1 - (end - ts) / span);
+  const y = v => top + (h - top - bottom) * (1 - v / max);
+  g.strokeStyle = COLORS.grid; g.fillStyle = COLORS.dim; g.font = "11px system-ui, sans-serif"; g.lineWidth = 1;
+  for (let i = 0; i <= 4; i++) {
+    const v = max * i / 4, yy = y(v);
+    g.beginPath(); g.moveTo(left, yy); g.lineTo(w - right, yy); g.stroke();
+    g.fillText(format(v), 4, yy + 4);
+  }
+  g.fillText("-" + Math.round(span) + " s", left, h - 4);
+  g.fillText("now", w - right - 22, h - 4);
+  let points = 0;
+  for (const s of series) {
+    g.strokeStyle = s.color; g.lineWidth = 1.6; g.beginPath();
+    let pen = false;
+    s.values.forEach((v, i) => {
+      if (v === null || v === undefined) { pen = false; return; }
+      const px = x(t[i]), py = y(v);
+      if (pen) g.lineTo(px, py); else g.moveTo(px, py);
+      pen = true; points++;
+    });
+    g.stroke();
+  }
+  canvas.dataset.points = points;
+}
+
+function cell(text, cls) { const td = document.createElement("td"); td.textContent = text; if (cls) td.className = cls; return td; }
+
+function render(d) {
+  const s = d.series;
+  document.getElementById("uptime").textContent = uptime(d.uptime_seconds);
+  document.getElementById("hr10").textContent = percent(d.hit_ratio["10s"]);
+  document.getElementById("hr100").textContent = percent(d.hit_ratio["100s"]);
+  document.getElementById("hr1000").textContent = percent(d.hit_ratio["1000s"]);
+  document.getElementById("requests").textContent = d.totals.client_req;
+  document.getElementById("conns").textContent = d.totals.n_client_conn;
+  chart("chart-req", s.t, [{ values: s.req_per_s, color: COLORS.a }, { values: s.backend_errors_per_s, color: COLORS.d }], v => human(v, ""));
+  chart("chart-hit", s.t, [{ values: s.hit_ratio, color: COLORS.c }], v => Math.round(v * 100) + "%", 1);
+  chart("chart-bytes", s.t, [{ values: s.bytes_per_s, color: COLORS.b }], v => human(v, "B"));
+  chart("chart-ttfb", s.t, [{ values: s.ttfb_p50_us, color: COLORS.c }, { values: s.ttfb_p90_us, color: COLORS.a }, { values: s.ttfb_p99_us, color: COLORS.d }], micros);
+  chart("chart-storage", s.t, [{ values: s.cache_bytes, color: COLORS.a }], v => human(v, "B"));
+  const st = d.storage;
+  document.getElementById("storage-text").textContent =
+    human(st.bytes, "B") + " of " + human(st.capacity, "B") + " · " + st.objects + " objects · " + st.evicted + " evicted";
+  document.getElementById("storage-bar").style.width = (st.capacity ? 100 * st.bytes / st.capacity : 0).toFixed(1) + "%";
+  const backends = document.getElementById("backends");
+  backends.replaceChildren(...d.backends.map(b => {
+    const tr = document.createElement("tr");
+    const health = b.probe ? (b.healthy ? "healthy " : "sick ") + b.probe.good + "/" + b.probe.window : (b.healthy ? "healthy" : "sick");
+    tr.append(cell(b.name), cell(b.address), cell(health, b.healthy ? "ok" : "sick"), cell(b.in_flight, "num"),
+      cell(b.idle, "num"), cell(b.req, "num"), cell((b.fail || 0) + (b.error || 0), "num"));
+    return tr;
+  }));
+  const top = document.getElementById("top");
+  top.replaceChildren(...d.top_urls.map(r => {
+    const tr = document.createElement("tr");
+    const key = cell(r.key, "key"); key.title = r.key;
+    tr.append(key, cell(r.requests, "num"), cell(r.misses, "num"), cell(human(r.bytes, "B"), "num"));
+    return tr;
+  }));
+  updates++;
+  document.body.dataset.updates = updates;
+  document.body.dataset.requests = d.totals.client_req;
+}
+
+async function poll() {
+  const status = document.getElementById("status");
+  try {
+    const headers = token ? { Authorization: "Bearer " + token } : {};
+    const resp = await fetch("/api/dashboard", { headers, cache: "no-store" });
+    if (resp.status === 401) {
+      token = window.prompt("Shellac admin token");
+      if (token) sessionStorage.setItem("shellac-token", token);
+      throw new Error("admin token required");
+    }
+    if (!resp.ok) throw new Error("HTTP " + resp.status);
+    render(await resp.json());
+    status.textContent = "live · " + new Date().toLocaleTimeString();
+    status.className = "";
+  } catch (e) {
+    status.textContent = "not updating: " + e.message;
+    status.className = "error";
+  }
+}
+
+poll();
+setInterval(poll, 1000);

@@ -1,0 +1,307 @@
+//! Live views for the terminal tools: `/log/stream` (transactions as JSON lines, filtered
+//! server-side, dropped and announced when the reader is slow) and `/top` (rankings over a
+//! sliding window).
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{Response, StatusCode, Uri};
+use http_body::{Body, Frame};
+use http_body_util::BodyExt;
+use regex::Regex;
+use tokio::sync::{broadcast, mpsc};
+
+use super::{AdminBody, JSON, json, reply};
+use crate::proxy::Proxy;
+use crate::txlog::top::{Counts, MAX_WINDOW};
+use crate::txlog::{DecisionKind, Dimension, Record};
+
+/// Lines buffered toward one `/log/stream` reader before records are dropped for it.
+const STREAM_BUFFER: usize = 256;
+
+/// Query parameters, percent-decoded (`+` is a space).
+pub fn query(uri: &Uri) -> HashMap<String, String> {
+    uri.query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+fn decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                match std::str::from_utf8(&bytes[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                {
+                    Some(b) => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Which transactions a `/log/stream` reader wants.
+#[derive(Debug, Default)]
+pub struct Filter {
+    url: Option<Regex>,
+    /// `5xx` → (500, 599); `404` → (404, 404).
+    status: Option<(u16, u16)>,
+    /// Only responses not served from the cache.
+    miss: bool,
+    backend: Option<String>,
+}
+
+impl Filter {
+    pub fn parse(q: &HashMap<String, String>) -> Result<Filter, String> {
+        let url = match q.get("url") {
+            Some(r) => Some(Regex::new(r).map_err(|e| format!("url: {e}"))?),
+            None => None,
+        };
+        let status = match q.get("status").map(|s| s.to_ascii_lowercase()) {
+            None => None,
+            Some(s) if s.len() == 3 && s.ends_with("xx") => match s[..1].parse::<u16>() {
+                Ok(c @ 1..=5) => Some((c * 100, c * 100 + 99)),
+                _ => return Err(format!("status: `{s}` is not 1xx..5xx or a code")),
+            },
+            Some(s) => match s.parse::<u16>() {
+                Ok(c @ 100..=599) => Some((c, c)),
+                _ => return Err(format!("status: `{s}` is not 1xx..5xx or a code")),
+            },
+        };
+        let miss = matches!(q.get("miss").map(String::as_str), Some("1" | "true" | ""));
+        Ok(Filter {
+            url,
+            status,
+            miss,
+            backend: q.get("backend").cloned(),
+        })
+    }
+
+    pub fn matches(&self, r: &Record) -> bool {
+        if let Some((lo, hi)) = self.status
+            && !(lo..=hi).contains(&r.status)
+        {
+            return false;
+        }
+        if self.miss && r.decision.kind == DecisionKind::Hit {
+            return false;
+        }
+        if let Some(b) = &self.backend
+            && r.backend.as_deref() != Some(b.as_str())
+        {
+            return false;
+        }
+        if let Some(re) = &self.url
+            && !re.is_match(&r.target())
+        {
+            return false;
+        }
+        true
+    }
+}
+
+/// A streamed body fed by a channel.
+struct Lines(mpsc::Receiver<Bytes>);
+
+impl Body for Lines {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+fn line(v: serde_json::Value) -> Bytes {
+    let mut s = v.to_string();
+    s.push('\n');
+    Bytes::from(s)
+}
+
+/// `GET /log/stream?url=REGEX&status=5xx&miss=1&backend=NAME`: one JSON object per line. The
+/// first line is `{"streaming": true}`; `{"dropped": N}` says N transactions were skipped
+/// because this reader was too slow. While nobody streams, requests are not recorded for it.
+pub fn log_stream(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
+    let filter = match Filter::parse(&query(uri)) {
+        Ok(f) => f,
+        Err(e) => {
+            return reply(
+                StatusCode::BAD_REQUEST,
+                super::TEXT,
+                format!("{e}\n").into_bytes(),
+            );
+        }
+    };
+    let mut sub = proxy.shared.recorder.subscribe();
+    let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER);
+    let _ = tx.try_send(line(serde_json::json!({ "streaming": true })));
+    tokio::spawn(async move {
+        // Transactions this reader missed and has not been told about yet.
+        let mut dropped: u64 = 0;
+        loop {
+            let record = tokio::select! {
+                r = sub.rx.recv() => r,
+                // Tell the reader as soon as it has room again, even if nothing else happens.
+                permit = tx.reserve(), if dropped > 0 => match permit {
+                    Ok(p) => {
+                        p.send(line(serde_json::json!({ "dropped": dropped })));
+                        dropped = 0;
+                        continue;
+                    }
+                    Err(_) => return,
+                },
+                _ = tx.closed() => return,
+            };
+            match record {
+                Ok(r) if filter.matches(&r) => {
+                    if dropped > 0 {
+                        // Still no room for the notice: this one is lost too.
+                        dropped += 1;
+                        continue;
+                    }
+                    match tx.try_send(line(r.to_json())) {
+                        Ok(()) => {}
+                        Err(mpsc::error::TrySendError::Full(_)) => dropped += 1,
+                        Err(mpsc::error::TrySendError::Closed(_)) => return,
+                    }
+                }
+                Ok(_) => {}
+                Err(broadcast::error::RecvError::Lagged(n)) => dropped += n,
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    });
+    let mut resp = Response::new(Lines(rx).boxed());
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/x-ndjson"),
+    );
+    resp.headers_mut().insert(
+        http::header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-store"),
+    );
+    resp
+}
+
+/// `GET /top?by=url|host|backend|ua&sort=requests|misses|bytes&window=SECONDS&n=N`.
+/// Asking keeps transactions flowing into the rankings for a minute (`collecting` says whether
+/// they already were; with the access log on they always are).
+pub fn top(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
+    let q = query(uri);
+    let by = q.get("by").map_or("url", String::as_str);
+    let Some(dimension) = Dimension::parse(by) else {
+        return reply(
+            StatusCode::BAD_REQUEST,
+            super::TEXT,
+            b"by: one of url, host, backend, ua\n".to_vec(),
+        );
+    };
+    let sort_name = q.get("sort").map_or("requests", String::as_str);
+    let sort: fn(&Counts) -> u64 = match sort_name {
+        "requests" => |c| c.requests,
+        "misses" => |c| c.misses,
+        "bytes" => |c| c.bytes,
+        _ => {
+            return reply(
+                StatusCode::BAD_REQUEST,
+                super::TEXT,
+                b"sort: one of requests, misses, bytes\n".to_vec(),
+            );
+        }
+    };
+    let window = q
+        .get("window")
+        .and_then(|w| w.parse::<u64>().ok())
+        .unwrap_or(MAX_WINDOW)
+        .clamp(1, MAX_WINDOW);
+    let n = q
+        .get("n")
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or(20)
+        .clamp(1, 1000);
+    let recorder = &proxy.shared.recorder;
+    let collecting = recorder.lease_top() || proxy.log_format.is_some();
+    let rows: Vec<serde_json::Value> = recorder
+        .top(dimension, sort, window, n)
+        .into_iter()
+        .map(|(key, c)| {
+            serde_json::json!({
+                "key": key,
+                "requests": c.requests,
+                "misses": c.misses,
+                "bytes": c.bytes,
+            })
+        })
+        .collect();
+    reply(
+        StatusCode::OK,
+        JSON,
+        json(serde_json::json!({
+            "by": dimension.as_str(),
+            "sort": sort_name,
+            "window": window,
+            "collecting": collecting,
+            "rows": rows,
+        })),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_decoding() {
+        let uri: Uri = "/log/stream?url=%5E%2Fa.*%24&status=5xx&miss&backend=my+app"
+            .parse()
+            .unwrap();
+        let q = query(&uri);
+        assert_eq!(q["url"], "^/a.*$");
+        assert_eq!(q["status"], "5xx");
+        assert_eq!(q["miss"], "");
+        assert_eq!(q["backend"], "my app");
+        assert_eq!(decode("100%"), "100%");
+        assert_eq!(decode("%zz"), "%zz");
+    }
+
+    #[test]
+    fn filters() {
+        let q = |s: &str| query(&format!("/x?{s}").parse::<Uri>().unwrap());
+        let mut r = Record::sample();
+        r.status = 503;
+        assert!(Filter::parse(&q("status=5xx")).unwrap().matches(&r));
+        assert!(!Filter::parse(&q("status=4xx")).unwrap().matches(&r));
+        assert!(Filter::parse(&q("status=503")).unwrap().matches(&r));
+        assert!(Filter::parse(&q("url=%5E/a/")).unwrap().matches(&r));
+        assert!(!Filter::parse(&q("url=%5E/b")).unwrap().matches(&r));
+        assert!(Filter::parse(&q("miss=1&backend=app")).unwrap().matches(&r));
+        assert!(!Filter::parse(&q("backend=other")).unwrap().matches(&r));
+        r.decision.kind = DecisionKind::Hit;
+        assert!(!Filter::parse(&q("miss=1")).unwrap().matches(&r));
+        assert!(Filter::parse(&q("status=6xx")).is_err());
+        assert!(Filter::parse(&q("url=(")).is_err());
+    }
+}

@@ -1,0 +1,306 @@
+//! The terminal tools, `shellac stat`, `shellac top` and `shellac log`: they read the admin
+//! listener (`/stats/live`, `/top`, `/log/stream`) and render plain text. Rendering is separate
+//! from I/O so it can be tested.
+
+use std::fmt::Write as _;
+use std::io::{self, BufRead, Write};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::client::AdminClient;
+
+/// Clears the terminal and homes the cursor (plain ANSI).
+const CLEAR: &str = "\x1b[H\x1b[2J";
+
+fn ratio(v: &Value) -> String {
+    v.as_f64()
+        .map_or("  -   ".into(), |r| format!("{:5.1}%", r * 100.0))
+}
+
+fn duration_us(v: &Value) -> String {
+    match v.as_u64() {
+        None => "-".into(),
+        Some(us) if us < 1000 => format!("{us}µs"),
+        Some(us) if us < 1_000_000 => format!("{:.1}ms", us as f64 / 1000.0),
+        Some(us) => format!("{:.2}s", us as f64 / 1e6),
+    }
+}
+
+fn uptime(secs: u64) -> String {
+    format!(
+        "{}d+{:02}:{:02}:{:02}",
+        secs / 86_400,
+        secs % 86_400 / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
+}
+
+/// `shellac stat` screen from `/stats/live`: uptime, hit ratios, TTFB percentiles, then every
+/// counter (only non-zero ones unless `all`) with value, current rate and average rate.
+pub fn render_stat(live: &Value, all: bool) -> String {
+    let mut out = String::new();
+    let hr = &live["hit_ratio"];
+    let _ = writeln!(
+        out,
+        "Uptime {}   Hit ratio: 10s {}  100s {}  1000s {}  (all {})",
+        uptime(live["uptime_seconds"].as_u64().unwrap_or(0)),
+        ratio(&hr["hit_ratio_10s"]),
+        ratio(&hr["hit_ratio_100s"]),
+        ratio(&hr["hit_ratio_1000s"]),
+        ratio(&hr["hit_ratio"]),
+    );
+    let t = &live["ttfb_us_10s"];
+    let _ = writeln!(
+        out,
+        "TTFB (10s): p50 {}  p90 {}  p99 {}",
+        duration_us(&t["p50"]),
+        duration_us(&t["p90"]),
+        duration_us(&t["p99"])
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{:<28} {:>14} {:>12} {:>12}  DESCRIPTION",
+        "NAME", "CURRENT", "CHANGE/s", "AVG/s"
+    );
+    for c in live["counters"].as_array().into_iter().flatten() {
+        let value = c["value"].as_u64().unwrap_or(0);
+        if value == 0 && !all {
+            continue;
+        }
+        let gauge = c["gauge"].as_bool().unwrap_or(false);
+        let (rate, avg) = if gauge {
+            (".".to_string(), ".".to_string())
+        } else {
+            (
+                format!("{:.2}", c["rate"].as_f64().unwrap_or(0.0)),
+                format!("{:.2}", c["avg"].as_f64().unwrap_or(0.0)),
+            )
+        };
+        let _ = writeln!(
+            out,
+            "{:<28} {:>14} {:>12} {:>12}  {}",
+            c["name"].as_str().unwrap_or("?"),
+            value,
+            rate,
+            avg,
+            c["description"].as_str().unwrap_or("")
+        );
+    }
+    out
+}
+
+/// `shellac stat`: once (`once`) or refreshed every second until interrupted.
+pub fn stat(client: &AdminClient, once: bool, all: bool) -> io::Result<()> {
+    loop {
+        let live = client.get_json("/stats/live")?;
+        let screen = render_stat(&live, all);
+        let mut stdout = io::stdout().lock();
+        if once {
+            stdout.write_all(screen.as_bytes())?;
+            return Ok(());
+        }
+        write!(stdout, "{CLEAR}{screen}")?;
+        stdout.flush()?;
+        drop(stdout);
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+fn human_bytes(n: u64) -> String {
+    match n {
+        n if n < 10 * 1024 => format!("{n}B"),
+        n if n < 10 * 1024 * 1024 => format!("{}KiB", n / 1024),
+        n if n < 10 * 1024 * 1024 * 1024 => format!("{}MiB", n >> 20),
+        n => format!("{}GiB", n >> 30),
+    }
+}
+
+/// `shellac top` screen from `/top`.
+pub fn render_top(top: &Value) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Top {} by {} over the last {} s{}",
+        top["by"].as_str().unwrap_or("?"),
+        top["sort"].as_str().unwrap_or("?"),
+        top["window"],
+        if top["collecting"].as_bool() == Some(false) {
+            "  (collecting started now: the access log is off and nobody was watching)"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        out,
+        "{:>10} {:>10} {:>10}  KEY",
+        "REQUESTS", "MISSES", "BYTES"
+    );
+    for r in top["rows"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            out,
+            "{:>10} {:>10} {:>10}  {}",
+            r["requests"].as_u64().unwrap_or(0),
+            r["misses"].as_u64().unwrap_or(0),
+            human_bytes(r["bytes"].as_u64().unwrap_or(0)),
+            r["key"].as_str().unwrap_or("?")
+        );
+    }
+    out
+}
+
+/// Percent-encodes a query value (everything but unreserved characters).
+pub fn encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+/// `shellac top`: once, or refreshed every second until interrupted. When nothing was being
+/// collected, `once` waits `settle` and asks again so the ranking has something in it.
+pub fn top(client: &AdminClient, query: &str, once: bool, settle: Duration) -> io::Result<()> {
+    let path = format!("/top?{query}");
+    loop {
+        let mut top = client.get_json(&path)?;
+        if once && top["collecting"].as_bool() == Some(false) {
+            std::thread::sleep(settle);
+            top = client.get_json(&path)?;
+        }
+        let screen = render_top(&top);
+        let mut stdout = io::stdout().lock();
+        if once {
+            stdout.write_all(screen.as_bytes())?;
+            return Ok(());
+        }
+        write!(stdout, "{CLEAR}{screen}")?;
+        stdout.flush()?;
+        drop(stdout);
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// One `shellac log` line from a `/log/stream` object; None for the greeting.
+pub fn render_log_line(v: &Value) -> Option<String> {
+    if v.get("streaming").is_some() {
+        return None;
+    }
+    if let Some(n) = v.get("dropped") {
+        return Some(format!(
+            "-- {n} transactions dropped: this reader was too slow --"
+        ));
+    }
+    let time = v["time"].as_str().unwrap_or("");
+    // 2000-10-10T13:55:36.123Z → 13:55:36.123
+    let clock = time.get(11..23).unwrap_or(time);
+    let decision = match v["reason"].as_str() {
+        Some(r) => format!("{}({r})", v["cache"].as_str().unwrap_or("?")),
+        None => v["cache"].as_str().unwrap_or("?").to_string(),
+    };
+    Some(format!(
+        "{clock} {} {} {}{} {} {decision} backend={} ttfb={} time={} {}{}",
+        v["client"].as_str().unwrap_or("-"),
+        v["method"].as_str().unwrap_or("-"),
+        v["host"]
+            .as_str()
+            .filter(|h| !h.is_empty())
+            .map_or(String::new(), |h| h.to_string()),
+        v["url"].as_str().unwrap_or("-"),
+        v["status"],
+        v["backend"].as_str().unwrap_or("-"),
+        duration_us(&v["ttfb_us"]),
+        duration_us(&v["duration_us"]),
+        human_bytes(v["bytes"].as_u64().unwrap_or(0)),
+        if v["complete"].as_bool() == Some(false) {
+            " (incomplete)"
+        } else {
+            ""
+        }
+    ))
+}
+
+/// `shellac log`: prints transactions as they finish until interrupted or the server closes.
+/// `--json` prints the objects as received.
+pub fn log(client: &AdminClient, query: &str, raw_json: bool) -> io::Result<()> {
+    let (status, reader) = client.open("GET", &format!("/log/stream?{query}"))?;
+    if status != 200 {
+        let mut body = String::new();
+        let mut reader = reader;
+        let _ = io::Read::read_to_string(&mut reader, &mut body);
+        return Err(io::Error::other(format!(
+            "status {status}: {}",
+            body.trim()
+        )));
+    }
+    let mut stdout = io::stdout().lock();
+    for line in reader.lines() {
+        let line = line?;
+        let Ok(v) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        if raw_json {
+            if v.get("streaming").is_none() {
+                writeln!(stdout, "{line}")?;
+            }
+        } else if let Some(text) = render_log_line(&v) {
+            writeln!(stdout, "{text}")?;
+        }
+        stdout.flush()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn stat_screen() {
+        let live = json!({
+            "uptime_seconds": 3725,
+            "hit_ratio": {"hit_ratio": 0.5, "hit_ratio_10s": 0.75, "hit_ratio_100s": null, "hit_ratio_1000s": 1.0},
+            "ttfb_us_10s": {"p50": 120, "p90": 2500, "p99": null},
+            "counters": [
+                {"name": "client_req", "value": 10, "gauge": false, "rate": 2.5, "avg": 0.1, "description": "Client requests received"},
+                {"name": "cache_miss", "value": 0, "gauge": false, "rate": 0.0, "avg": 0.0, "description": "Misses"},
+                {"name": "n_object", "value": 3, "gauge": true, "rate": 0.0, "avg": 0.0, "description": "Objects"},
+            ]
+        });
+        let s = render_stat(&live, false);
+        assert!(s.starts_with("Uptime 0d+01:02:05   Hit ratio: 10s  75.0%  100s   -     1000s 100.0%  (all  50.0%)"), "{s}");
+        assert!(s.contains("TTFB (10s): p50 120µs  p90 2.5ms  p99 -"), "{s}");
+        assert!(s.contains("client_req"));
+        assert!(s.contains("2.50"));
+        assert!(!s.contains("cache_miss"), "zero counters hidden");
+        assert!(render_stat(&live, true).contains("cache_miss"));
+    }
+
+    #[test]
+    fn log_lines() {
+        let v = json!({"time": "2000-10-10T13:55:36.123Z", "client": "127.0.0.1", "method": "GET",
+            "url": "/a", "host": "example.com", "status": 200, "bytes": 5, "duration_us": 1500,
+            "ttfb_us": 900, "cache": "pass", "reason": "no-store", "backend": "app", "complete": true});
+        assert_eq!(
+            render_log_line(&v).unwrap(),
+            "13:55:36.123 127.0.0.1 GET example.com/a 200 pass(no-store) backend=app ttfb=900µs time=1.5ms 5B"
+        );
+        assert_eq!(
+            render_log_line(&json!({"dropped": 7})).unwrap(),
+            "-- 7 transactions dropped: this reader was too slow --"
+        );
+        assert_eq!(render_log_line(&json!({"streaming": true})), None);
+    }
+
+    #[test]
+    fn encoding() {
+        assert_eq!(encode("^/a b?c=1"), "%5E%2Fa%20b%3Fc%3D1");
+    }
+}

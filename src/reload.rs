@@ -1,0 +1,331 @@
+//! Hot reload: the running configuration as one atomically swapped snapshot ([`Live`]).
+//!
+//! Each request loads the current [`Proxy`] once and keeps it to the end, so requests in flight
+//! finish on the configuration they started with. A reload re-reads the file, validates it,
+//! builds the next `Proxy` around the same cache, counters, recorder and history (backends whose
+//! settings did not change are taken over with their pools and health), binds new listeners,
+//! then swaps; only after the swap are removed listeners and probes stopped. Any error rejects
+//! the whole reload with every problem listed, and the old configuration keeps running.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::AbortHandle;
+
+use crate::backend::{Backend, probe};
+use crate::config::{Config, Overrides, units};
+use crate::proxy::Proxy;
+
+/// Where the configuration comes from, for reloads.
+#[derive(Clone, Debug)]
+pub enum ConfigSource {
+    /// A file, re-read on every reload.
+    File(PathBuf),
+    /// The embedded default (a reload re-applies it and the overrides).
+    Embedded,
+    /// Given programmatically; there is nothing to reload.
+    None,
+}
+
+/// What a successful reload changed.
+#[derive(Debug, Clone)]
+pub struct Reloaded {
+    /// Number of this configuration (1 at start).
+    pub generation: u64,
+    /// One line per change, for logs and `shellac reload`.
+    pub changes: Vec<String>,
+}
+
+struct Listener {
+    /// As configured (`127.0.0.1:0` stays itself across reloads).
+    configured: SocketAddr,
+    bound: SocketAddr,
+    task: AbortHandle,
+}
+
+/// The running configuration and the tasks that depend on it.
+pub struct Live {
+    current: ArcSwap<Proxy>,
+    source: ConfigSource,
+    overrides: Overrides,
+    generation: AtomicU64,
+    /// One reload at a time.
+    reloading: tokio::sync::Mutex<()>,
+    listeners: Mutex<Vec<Listener>>,
+    probes: Mutex<Vec<(Arc<Backend>, AbortHandle)>>,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl Live {
+    pub fn new(
+        proxy: Arc<Proxy>,
+        source: ConfigSource,
+        overrides: Overrides,
+        shutdown: watch::Receiver<bool>,
+    ) -> Arc<Live> {
+        Arc::new(Live {
+            current: ArcSwap::new(proxy),
+            source,
+            overrides,
+            generation: AtomicU64::new(1),
+            reloading: tokio::sync::Mutex::new(()),
+            listeners: Mutex::new(Vec::new()),
+            probes: Mutex::new(Vec::new()),
+            shutdown,
+        })
+    }
+
+    /// The current configuration's proxy. Load once per request and keep it.
+    #[inline]
+    pub fn load(&self) -> Arc<Proxy> {
+        self.current.load_full()
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    /// Addresses accepting client connections now.
+    pub fn listening(&self) -> Vec<SocketAddr> {
+        self.listeners
+            .lock()
+            .map(|l| l.iter().map(|l| l.bound).collect())
+            .unwrap_or_default()
+    }
+
+    /// Starts accepting on an already bound listener.
+    pub(crate) fn add_listener(self: &Arc<Self>, configured: SocketAddr, listener: TcpListener) {
+        let Ok(bound) = listener.local_addr() else {
+            return;
+        };
+        let task = tokio::spawn(crate::server::accept_loop(
+            listener,
+            self.clone(),
+            self.shutdown.clone(),
+        ))
+        .abort_handle();
+        if let Ok(mut l) = self.listeners.lock() {
+            l.push(Listener {
+                configured,
+                bound,
+                task,
+            });
+        }
+    }
+
+    /// Runs a probe task for every probed backend of the current configuration that has none,
+    /// and stops those of backends no longer in it.
+    pub(crate) fn sync_probes(&self) {
+        let proxy = self.load();
+        let Ok(mut probes) = self.probes.lock() else {
+            return;
+        };
+        probes.retain(|(b, task)| {
+            let kept = proxy.backends.backends.iter().any(|n| Arc::ptr_eq(n, b));
+            if !kept {
+                task.abort();
+            }
+            kept
+        });
+        for backend in &proxy.backends.backends {
+            if let Some(p) = backend.probe.clone()
+                && !probes.iter().any(|(b, _)| Arc::ptr_eq(b, backend))
+            {
+                let task = tokio::spawn(probe::run(backend.clone(), p, self.shutdown.clone()));
+                probes.push((backend.clone(), task.abort_handle()));
+            }
+        }
+    }
+
+    /// Stops every listener and probe task (shutdown).
+    pub(crate) fn stop_tasks(&self) {
+        if let Ok(mut l) = self.listeners.lock() {
+            for l in l.drain(..) {
+                l.task.abort();
+            }
+        }
+        if let Ok(mut p) = self.probes.lock() {
+            for (_, task) in p.drain(..) {
+                task.abort();
+            }
+        }
+    }
+
+    /// Reads the configuration source again and swaps it in, or explains why not.
+    pub async fn reload(self: &Arc<Self>) -> Result<Reloaded, Vec<String>> {
+        let _one_at_a_time = self.reloading.lock().await;
+        let mut config = match &self.source {
+            ConfigSource::File(path) => Config::load(path).map_err(display)?,
+            ConfigSource::Embedded => Config::embedded_default(),
+            ConfigSource::None => {
+                return Err(vec![
+                    "started without a configuration file: nothing to reload".into(),
+                ]);
+            }
+        };
+        config.apply(&self.overrides).map_err(display)?;
+        let old = self.load();
+        let mut errors = restart_only(&old.config, &config);
+        let mut changes = Vec::new();
+
+        // Listeners: bind the new ones first, so a port in use rejects the reload.
+        let running: Vec<SocketAddr> = self
+            .listeners
+            .lock()
+            .map(|l| l.iter().map(|l| l.configured).collect())
+            .unwrap_or_default();
+        let mut bound = Vec::new();
+        for addr in config.server.listen.iter().filter(|a| !running.contains(a)) {
+            match TcpListener::bind(addr).await {
+                Ok(l) => bound.push((*addr, l)),
+                Err(e) => errors.push(format!("`server.listen`: cannot listen on {addr}: {e}")),
+            }
+        }
+        // The access log: open the new output before anything changes.
+        let log_changed = config.log.access_log != old.config.log.access_log;
+        let output = match config.log.access_log.as_str() {
+            "off" => None,
+            target if log_changed => match crate::txlog::open_output(target) {
+                Ok(o) => Some(o),
+                Err(e) => {
+                    errors.push(format!(
+                        "`log.access_log`: cannot open access log {target}: {e}"
+                    ));
+                    None
+                }
+            },
+            _ => None,
+        };
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+
+        let next = old.next(Arc::new(config));
+        for b in &next.backends.backends {
+            let reused = old.backends.backends.iter().any(|o| Arc::ptr_eq(o, b));
+            if !reused {
+                changes.push(format!("backend {}: new ({})", b.name(), b.address()));
+            }
+        }
+        for o in &old.backends.backends {
+            if !next.backends.backends.iter().any(|b| Arc::ptr_eq(o, b)) {
+                changes.push(format!("backend {}: retired", o.name()));
+            }
+        }
+        let recorder = &next.shared.recorder;
+        if log_changed {
+            changes.push(format!("access log: {}", next.config.log.access_log));
+            recorder.set_output(output);
+        } else {
+            recorder.reopen();
+        }
+        if next.config.log.format != old.config.log.format {
+            changes.push(format!("log format: {}", next.config.log.format));
+        }
+        self.current.store(next.clone());
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+
+        for (addr, listener) in bound {
+            changes.push(format!("listening on {addr}"));
+            self.add_listener(addr, listener);
+        }
+        if let Ok(mut l) = self.listeners.lock() {
+            l.retain(|l| {
+                let kept = next.config.server.listen.contains(&l.configured);
+                if !kept {
+                    // Connections accepted on it carry on; only accepting stops.
+                    l.task.abort();
+                    changes.push(format!("no longer listening on {}", l.bound));
+                }
+                kept
+            });
+        }
+        self.sync_probes();
+        tracing::info!(
+            generation,
+            "configuration reloaded: {}",
+            next.config.summary()
+        );
+        for c in &changes {
+            tracing::info!(generation, "reload: {c}");
+        }
+        Ok(Reloaded {
+            generation,
+            changes,
+        })
+    }
+}
+
+fn display(errors: Vec<crate::config::ConfigError>) -> Vec<String> {
+    errors.iter().map(|e| e.to_string()).collect()
+}
+
+/// Settings fixed at start: changing them in a reload is an error naming the running value.
+fn restart_only(old: &Config, new: &Config) -> Vec<String> {
+    let size = |s: &units::Size| units::format_size(s.0);
+    let mut out = Vec::new();
+    let mut check = |key: &str, running: String, wanted: String| {
+        if running != wanted {
+            out.push(format!(
+                "`{key}`: changing it needs a restart (running with {running}, file says {wanted})"
+            ));
+        }
+    };
+    let addr = |a: &Option<SocketAddr>| a.map_or("off".to_string(), |a| a.to_string());
+    check(
+        "server.admin",
+        addr(&old.server.admin),
+        addr(&new.server.admin),
+    );
+    check(
+        "server.threads",
+        old.server.threads.to_string(),
+        new.server.threads.to_string(),
+    );
+    check(
+        "cache.memory_size",
+        size(&old.cache.memory_size),
+        size(&new.cache.memory_size),
+    );
+    check(
+        "cache.max_object_size",
+        size(&old.cache.max_object_size),
+        size(&new.cache.max_object_size),
+    );
+    check(
+        "cache.max_variants",
+        old.cache.max_variants.to_string(),
+        new.cache.max_variants.to_string(),
+    );
+    check(
+        "log.buffer",
+        old.log.buffer.to_string(),
+        new.log.buffer.to_string(),
+    );
+    check(
+        "invalidation.max_bans",
+        old.invalidation.max_bans.to_string(),
+        new.invalidation.max_bans.to_string(),
+    );
+    let disk = |c: &Config| {
+        c.storage
+            .disk
+            .as_ref()
+            .map_or("no disk tier".to_string(), |d| {
+                format!(
+                    "{} ({}, regions of {}, admission {})",
+                    d.path.display(),
+                    size(&d.size),
+                    size(&d.region_size),
+                    d.admission.as_str()
+                )
+            })
+    };
+    check("storage.disk", disk(old), disk(new));
+    out
+}

@@ -1,0 +1,264 @@
+//! The web dashboard: assets built into the binary, the JSON it polls, and (when Debian's
+//! `chromium` is installed) the real page in headless Chromium receiving data under load.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use common::*;
+
+fn origin_handler(s: &Seen) -> Reply {
+    match s.path.as_str() {
+        p if p.starts_with("/img") => Reply::ok("image bytes").cc("max-age=60"),
+        _ => Reply::ok("page").cc("no-store"),
+    }
+}
+
+/// Sends a request every 20 ms until `stop`.
+fn load(addr: std::net::SocketAddr, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> {
+    tokio::spawn(async move {
+        let mut conn = Conn::open(addr).await;
+        let mut n = 0u64;
+        while !stop.load(Ordering::Relaxed) && n < 10_000 {
+            let path = if n.is_multiple_of(3) {
+                "/page"
+            } else {
+                "/img/logo.png"
+            };
+            conn.send("GET", path, &[], b"").await;
+            n += 1;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        n
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_assets_and_data() {
+    let origin = Origin::start(origin_handler).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let page = get(shellac.admin, "/").await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.header("content-type")
+            .unwrap()
+            .starts_with("text/html")
+    );
+    let html = page.text();
+    assert!(html.contains(r#"<script src="/dashboard.js"></script>"#));
+    let js = get(shellac.admin, "/dashboard.js").await;
+    assert_eq!(js.status, 200);
+    assert!(js.text().contains("/api/dashboard"));
+    for text in [&html, &js.text()] {
+        assert!(
+            !text.contains("src=\"http")
+                && !text.contains("href=\"http")
+                && !text.contains("import "),
+            "nothing is fetched from elsewhere"
+        );
+    }
+    assert!(
+        get(shellac.admin, "/help")
+            .await
+            .text()
+            .contains("GET /metrics")
+    );
+
+    // Under a little load the series fill in (one point per sampled second; bounded wait).
+    let stop = Arc::new(AtomicBool::new(false));
+    let client = load(shellac.addr, stop.clone());
+    let mut data = serde_json::Value::Null;
+    for _ in 0..100 {
+        data = serde_json::from_slice(&get(shellac.admin, "/api/dashboard").await.body).unwrap();
+        let req: f64 = data["series"]["req_per_s"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v.as_f64())
+            .sum();
+        if req > 0.0 && !data["top_urls"].as_array().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    client.await.unwrap();
+    let s = &data["series"];
+    let n = s["t"].as_array().unwrap().len();
+    assert!(n >= 1, "{data}");
+    for key in [
+        "req_per_s",
+        "hit_ratio",
+        "bytes_per_s",
+        "backend_errors_per_s",
+        "ttfb_p50_us",
+        "ttfb_p99_us",
+        "cache_bytes",
+        "objects",
+    ] {
+        assert_eq!(s[key].as_array().unwrap().len(), n, "{key}");
+    }
+    assert_eq!(data["backends"][0]["name"], "default");
+    assert_eq!(data["backends"][0]["healthy"], true);
+    assert_eq!(data["storage"]["objects"], 1);
+    assert_eq!(data["top_urls"][0]["key"], "/img/logo.png", "{data}");
+    assert!(data["hit_ratio"]["10s"].as_f64().unwrap() > 0.0);
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_page_loads_without_token_but_data_needs_it() {
+    let origin = Origin::start(origin_handler).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.server.admin_token = Some("dashboard-token".into());
+    })
+    .await;
+    assert_eq!(get(shellac.admin, "/").await.status, 200);
+    assert_eq!(get(shellac.admin, "/dashboard.js").await.status, 200);
+    assert_eq!(get(shellac.admin, "/api/dashboard").await.status, 401);
+    let ok = get_with(
+        shellac.admin,
+        "/api/dashboard",
+        &[("authorization", "Bearer dashboard-token")],
+    )
+    .await;
+    assert_eq!(ok.status, 200);
+    shellac.stop().await;
+}
+
+fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser"].into_iter().find(|b| {
+        Command::new(b)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+}
+
+/// Runs headless Chromium with `args` (bounded: killed after 90 s); returns stdout.
+fn run_chromium(bin: &str, args: &[String]) -> String {
+    let mut child = Command::new(bin)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+        ])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start chromium");
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut s);
+        s
+    });
+    for _ in 0..900 {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if let Ok(None) = child.try_wait() {
+        let _ = child.kill();
+    }
+    let _ = child.wait();
+    reader.join().unwrap_or_default()
+}
+
+/// Attribute `name` of the first element whose opening tag contains `marker`.
+fn attribute(dom: &str, marker: &str, name: &str) -> Option<String> {
+    let at = dom.find(marker)?;
+    let tag_start = dom[..at].rfind('<')?;
+    let tag_end = at + dom[at..].find('>')?;
+    let tag = &dom[tag_start..tag_end];
+    let key = format!("{name}=\"");
+    let v = tag.find(&key)? + key.len();
+    Some(tag[v..v + tag[v..].find('"')?].to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_in_headless_chromium_receives_data() {
+    let Some(bin) = chromium() else {
+        eprintln!("skipped: no chromium on this machine (apt-get install chromium)");
+        return;
+    };
+    let origin = Origin::start(origin_handler).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let client = load(shellac.addr, stop.clone());
+    // Let the sampler take a few one-second samples so the charts have a series to draw.
+    for _ in 0..100 {
+        let d: serde_json::Value =
+            serde_json::from_slice(&get(shellac.admin, "/api/dashboard").await.body).unwrap();
+        if d["series"]["t"].as_array().unwrap().len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let url = format!("http://{}/", shellac.admin);
+    let dom = {
+        let url = url.clone();
+        tokio::task::spawn_blocking(move || {
+            run_chromium(
+                bin,
+                &[
+                    "--virtual-time-budget=4000".into(),
+                    "--window-size=1400,1100".into(),
+                    "--dump-dom".into(),
+                    url,
+                ],
+            )
+        })
+        .await
+        .unwrap()
+    };
+    // A screenshot for people to look at (target/ is not in git).
+    let shot = concat!(env!("CARGO_MANIFEST_DIR"), "/target/dashboard.png").to_string();
+    tokio::task::spawn_blocking(move || {
+        run_chromium(
+            bin,
+            &[
+                "--virtual-time-budget=3000".into(),
+                "--window-size=1400,1100".into(),
+                format!("--screenshot={shot}"),
+                url,
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    stop.store(true, Ordering::Relaxed);
+    client.await.unwrap();
+
+    let updates: u64 = attribute(&dom, "<body", "data-updates")
+        .or_else(|| attribute(&dom, "data-updates", "data-updates"))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!(updates >= 2, "the page polled and rendered data: {dom}");
+    for chart in [
+        "chart-req",
+        "chart-hit",
+        "chart-bytes",
+        "chart-ttfb",
+        "chart-storage",
+    ] {
+        let points: u64 = attribute(&dom, &format!("id=\"{chart}\""), "data-points")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        assert!(points > 0, "{chart} drew no points");
+    }
+    assert!(dom.contains("/img/logo.png"), "top URLs table filled");
+    assert!(dom.contains(">default<"), "backends table filled");
+    assert!(dom.contains("live ·"), "status shows live");
+    shellac.stop().await;
+}

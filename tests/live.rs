@@ -1,0 +1,234 @@
+//! Live views: `/log/stream` (filters, slow readers dropped and told, nothing recorded when
+//! nobody listens) and `/top` (rankings over a window, collected on demand).
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+/// Opens `/log/stream?query` and returns a line reader positioned after the greeting.
+async fn stream(admin: std::net::SocketAddr, query: &str) -> BufReader<TcpStream> {
+    let mut s = TcpStream::connect(admin).await.unwrap();
+    s.write_all(format!("GET /log/stream?{query} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        r.read_line(&mut line).await.unwrap();
+        if line.trim().is_empty() {
+            break;
+        }
+    }
+    line.clear();
+    r.read_line(&mut line).await.unwrap();
+    assert_eq!(line.trim(), r#"{"streaming":true}"#);
+    r
+}
+
+async fn next_json(r: &mut BufReader<TcpStream>) -> serde_json::Value {
+    let mut line = String::new();
+    tokio::time::timeout(Duration::from_secs(10), r.read_line(&mut line))
+        .await
+        .expect("a transaction within 10 s")
+        .unwrap();
+    serde_json::from_str(&line).unwrap()
+}
+
+fn origin_handler(s: &Seen) -> Reply {
+    match s.path.as_str() {
+        "/err" => Reply::ok("down").status(503),
+        "/nostore" => Reply::ok("n").cc("no-store"),
+        _ => Reply::ok("hello").cc("max-age=60"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_stream_filters_transactions() {
+    let origin = Origin::start(origin_handler).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    assert_eq!(shellac.stat("log_subscribers").await, 0);
+    let mut errors = stream(shellac.admin, "status=5xx").await;
+    let mut misses = stream(shellac.admin, "miss=1&url=%5E/(a|nostore)").await;
+    assert_eq!(shellac.stat("log_subscribers").await, 2);
+    get(shellac.addr, "/a").await; // miss
+    get(shellac.addr, "/a").await; // hit
+    get(shellac.addr, "/b").await; // miss, other URL
+    get(shellac.addr, "/err").await; // 503 from the origin
+    get(shellac.addr, "/nostore").await; // pass
+
+    let e = next_json(&mut errors).await;
+    assert_eq!(e["url"], "/err");
+    assert_eq!(e["status"], 503);
+    assert_eq!(e["backend"], "default");
+
+    let m = next_json(&mut misses).await;
+    assert_eq!(
+        (&m["url"], &m["cache"], &m["reason"]),
+        (&"/a".into(), &"miss".into(), &serde_json::Value::Null)
+    );
+    let m = next_json(&mut misses).await;
+    assert_eq!(
+        (&m["url"], &m["cache"], &m["reason"]),
+        (&"/nostore".into(), &"pass".into(), &"no-store".into())
+    );
+    assert_eq!(m["method"], "GET");
+    assert_eq!(m["bytes"], 1);
+    assert_eq!(m["complete"], true);
+
+    // Readers leave: nothing is recorded for them any more.
+    drop(errors);
+    drop(misses);
+    let mut gone = false;
+    for _ in 0..200 {
+        if shellac.stat("log_subscribers").await == 0 {
+            gone = true;
+            break;
+        }
+        // A request wakes the stream tasks so they notice their reader left.
+        get(shellac.addr, "/a").await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(gone, "subscriptions end with their readers");
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_filters_are_rejected() {
+    let origin = Origin::start(origin_handler).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let resp = get(shellac.admin, "/log/stream?url=(").await;
+    assert_eq!(resp.status, 400);
+    assert!(resp.text().starts_with("url: "), "{}", resp.text());
+    assert_eq!(
+        get(shellac.admin, "/log/stream?status=9xx").await.status,
+        400
+    );
+    assert_eq!(get(shellac.admin, "/top?by=colour").await.status, 400);
+    assert_eq!(get(shellac.admin, "/top?sort=price").await.status, 400);
+    shellac.stop().await;
+}
+
+/// A reader that does not read loses transactions, is told how many, and never slows
+/// requests down: every transaction is either delivered or counted as dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_reader_is_dropped_and_told() {
+    let origin = Origin::start(origin_handler).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    // A small receive window so the admin connection backs up quickly.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut s = socket.connect(shellac.admin).await.unwrap();
+    s.write_all(b"GET /log/stream HTTP/1.0\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    for _ in 0..200 {
+        if shellac.stat("log_subscribers").await == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // 4 KB URLs make 4 KB log lines: far more than the kernel buffers between us can hold.
+    const N: u64 = 4000;
+    let long = "x".repeat(4000);
+    let mut clients = Vec::new();
+    for c in 0..4 {
+        let (addr, long) = (shellac.addr, long.clone());
+        clients.push(tokio::spawn(async move {
+            let mut conn = Conn::open(addr).await;
+            for i in 0..N / 4 {
+                let resp = tokio::time::timeout(
+                    Duration::from_secs(10),
+                    conn.send("GET", &format!("/c{c}/{}/{long}", i % 10), &[], b""),
+                )
+                .await
+                .expect("requests never wait for a log reader");
+                assert_eq!(resp.status, 200);
+            }
+        }));
+    }
+    for c in clients {
+        c.await.unwrap();
+    }
+    // Now read everything: transactions delivered + dropped announced == N.
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    let (mut delivered, mut dropped) = (0u64, 0u64);
+    loop {
+        line.clear();
+        let n = match tokio::time::timeout(Duration::from_secs(2), r.read_line(&mut line)).await {
+            Ok(Ok(n)) => n,
+            _ => break,
+        };
+        if n == 0 {
+            break;
+        }
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(line.trim()) {
+            if let Some(d) = v.get("dropped") {
+                dropped += d.as_u64().unwrap();
+            } else if v.get("url").is_some() {
+                delivered += 1;
+            }
+        }
+        if delivered + dropped == N {
+            break;
+        }
+    }
+    assert!(
+        dropped > 0,
+        "a reader that stalls must lose transactions ({delivered} delivered)"
+    );
+    assert_eq!(
+        delivered + dropped,
+        N,
+        "every transaction delivered or announced"
+    );
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_ranks_over_the_window_once_asked() {
+    let origin = Origin::start(origin_handler).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    get(shellac.addr, "/before").await; // not collected: nobody asked yet
+    let first = get(shellac.admin, "/top").await;
+    let v: serde_json::Value = serde_json::from_slice(&first.body).unwrap();
+    assert_eq!(v["collecting"], false);
+    assert_eq!(v["rows"], serde_json::json!([]));
+    for _ in 0..3 {
+        get(shellac.addr, "/a").await;
+    }
+    get(shellac.addr, "/b").await;
+    get(shellac.addr, "/nostore").await;
+    // Bounded wait until the writer has ranked all five.
+    for _ in 0..200 {
+        let v: serde_json::Value =
+            serde_json::from_slice(&get(shellac.admin, "/top?by=host").await.body).unwrap();
+        assert_eq!(v["collecting"], true);
+        if v["rows"][0]["requests"] == 5 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let v: serde_json::Value =
+        serde_json::from_slice(&get(shellac.admin, "/top?by=url&n=2").await.body).unwrap();
+    assert_eq!(v["rows"].as_array().unwrap().len(), 2);
+    let rows = v["rows"].clone();
+    assert_eq!(rows[0]["key"], "/a");
+    assert_eq!(rows[0]["misses"], 1);
+    assert_eq!(rows[0]["bytes"], 15);
+    let v: serde_json::Value =
+        serde_json::from_slice(&get(shellac.admin, "/top?by=backend&sort=misses").await.body)
+            .unwrap();
+    assert_eq!(v["rows"][0]["key"], "default");
+    assert_eq!(v["rows"][0]["misses"], 3, "{v}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&get(shellac.admin, "/top?by=host").await.body).unwrap();
+    assert_eq!(v["rows"][0]["key"], "test.example");
+    assert_eq!(v["rows"][0]["requests"], 5);
+    shellac.stop().await;
+}
