@@ -8,6 +8,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use http::{Request, StatusCode};
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -23,6 +25,7 @@ use crate::reload::{ConfigSource, Live};
 use crate::stats::Counters;
 
 mod gate;
+mod tunnel;
 
 use gate::{ConnState, Gate, PHASE_HEAD, PHASE_IDLE};
 
@@ -207,8 +210,8 @@ impl Drop for InFlight {
 }
 
 /// Decrements the open-connection gauge however the connection task ends (incremented by the
-/// accept loop, which counts it against `max_connections`).
-struct OpenConn(Arc<Shared>);
+/// accept loop, which counts it against `max_connections`); a tunnel keeps it alive.
+pub(super) struct OpenConn(Arc<Shared>);
 
 impl Drop for OpenConn {
     fn drop(&mut self) {
@@ -228,7 +231,8 @@ async fn serve_connection(
         let proxy = live.load();
         (proxy.counters.clone(), proxy.shared.clone())
     };
-    let _open = OpenConn(shared);
+    // Shared with a tunnel that outlives this task (an upgraded connection is still open).
+    let open = Arc::new(OpenConn(shared));
     let _ = stream.set_nodelay(cfg.tcp_nodelay);
     // A new connection must send its first request head within header_read_timeout.
     let state = Arc::new(ConnState::new());
@@ -240,13 +244,24 @@ async fn serve_connection(
     ));
     let svc_state = state.clone();
     let svc_live = live.clone();
-    let service = service_fn(move |req| {
-        let refused = svc_state.begin_request();
+    let svc_open = open.clone();
+    let svc_shutdown = shutdown.clone();
+    let tunnel_idle = cfg.idle_timeout.0;
+    let service = service_fn(move |mut req: Request<Incoming>| {
+        let begin = svc_state.begin_request();
         let guard = InFlight(svc_state.clone());
         // One configuration snapshot per request, kept until its response is done.
         let proxy = svc_live.load();
+        // An upgrade request: what the tunnel needs if the backend switches protocols.
+        let upgrade = begin.upgrade.then(|| {
+            (
+                hyper::upgrade::on(&mut req),
+                svc_open.clone(),
+                svc_shutdown.clone(),
+            )
+        });
         async move {
-            let resp = match refused {
+            let mut resp = match begin.refused {
                 // The stand-in for a request the gate refused: answer it, close.
                 Some(v) => proxy.refuse(v.status(), v.as_str()),
                 None => {
@@ -258,6 +273,34 @@ async fn serve_connection(
                     }
                 }
             };
+            let backend = (resp.status() == StatusCode::SWITCHING_PROTOCOLS)
+                .then(|| resp.extensions_mut().remove::<hyper::upgrade::OnUpgrade>())
+                .flatten();
+            match (upgrade, backend) {
+                (Some((client, open, shutdown)), Some(backend)) => {
+                    guard.0.decide_upgrade(true);
+                    proxy.counters.client_tunnel.inc();
+                    let counters = proxy.counters.clone();
+                    tokio::spawn(tunnel::run(
+                        client,
+                        backend,
+                        tunnel_idle,
+                        shutdown,
+                        counters,
+                        open,
+                    ));
+                }
+                (upgrade, backend) => {
+                    if upgrade.is_some() {
+                        guard.0.decide_upgrade(false);
+                    }
+                    if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
+                        // Never a 101 without a tunnel behind it.
+                        drop(backend);
+                        resp = proxy.refuse(502, "backend-invalid-response");
+                    }
+                }
+            }
             Ok::<_, Infallible>(resp.map(|b| b.with_guard(guard)))
         }
     });
@@ -271,7 +314,7 @@ async fn serve_connection(
     if buf > 400 * 1024 {
         builder.max_buf_size(buf);
     }
-    let conn = builder.serve_connection(io, service);
+    let conn = builder.serve_connection(io, service).with_upgrades();
     tokio::pin!(conn);
     let ms = |d: Duration| d.as_millis().min(u64::MAX as u128) as u64;
     let idle = ms(cfg.idle_timeout.0);

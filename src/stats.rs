@@ -60,6 +60,8 @@ counters! {
     client_body_timeout: "Client connections closed because the request body came too slowly (body_timeout, body_min_rate)",
     client_send_timeout: "Client connections closed because a response write made no progress for send_timeout",
     client_conn_refused: "Client connections refused (503, closed) because max_connections were open",
+    client_tunnel: "Connections switched to a tunnel after the backend answered an Upgrade request with 101",
+    client_tunnel_idle_closed: "Tunnels closed after idle_timeout without a byte either way",
     client_accept_error: "Failed accept() calls (e.g. out of file descriptors); the listener backs off 50 ms",
     client_reject_request_line: "Requests refused before parsing: bad method, target or version, URI too long (400/414/505)",
     client_reject_header: "Requests refused before parsing: malformed field lines (obs-fold, space before colon, bare CR/LF, control bytes)",
@@ -194,6 +196,11 @@ pub const PASS_REASONS: &[(&str, &str, &str)] = &[
         "too-large",
         "pass_reason_too_large",
         "Response larger than max_object_size",
+    ),
+    (
+        "upgrade",
+        "pass_reason_upgrade",
+        "Protocol upgrade request (WebSocket): passed, tunnelled after the backend's 101",
     ),
     (
         "hit-for-miss",

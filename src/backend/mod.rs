@@ -270,6 +270,7 @@ impl Backend {
         req: Request<RequestBody>,
     ) -> Result<Response<BackendBody>, FetchError> {
         let timeout = self.config.first_byte_timeout.0;
+        let upgrade = req.headers().contains_key(http::header::UPGRADE);
         let resp = match tokio::time::timeout(timeout, sender.send_request(req)).await {
             Ok(Ok(resp)) => resp,
             Ok(Err(e)) => {
@@ -283,13 +284,14 @@ impl Backend {
                 return Err(FetchError::FirstByteTimeout(self.config.name.clone()));
             }
         };
-        if let Err(why) = check_response(&resp) {
+        if let Err(why) = check_response(&resp, upgrade) {
             // Dropping the response and the sender closes the connection: never pooled.
             self.counters.backend_invalid.inc();
             self.stats.error.inc();
             return Err(FetchError::Invalid(self.config.name.clone(), why));
         }
-        let keep = self.config.max_idle > 0;
+        // A connection that switched protocols belongs to the tunnel, never to the pool.
+        let keep = self.config.max_idle > 0 && resp.status() != StatusCode::SWITCHING_PROTOCOLS;
         Ok(resp.map(|incoming| {
             BackendBody::new(
                 incoming,
@@ -366,7 +368,7 @@ impl Backend {
         self.stats.conn.inc();
         let name = name.clone();
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
+            if let Err(e) = conn.with_upgrades().await {
                 tracing::debug!(backend = %name, error = %e, "backend connection closed");
             }
         });
@@ -424,13 +426,13 @@ impl Backend {
 }
 
 /// The framing and status rules hyper does not enforce on responses (RFC 9112 §6): a status
-/// from 200 to 599 (Shellac never asks to switch protocols, and hyper consumes other 1xx);
+/// from 200 to 599, or 101 when the request asked to `upgrade` (hyper consumes other 1xx);
 /// `Transfer-Encoding` exactly `chunked` (any other coding would reach clients undecoded,
 /// since Shellac rebuilds framing) and never together with `Content-Length`; one valid
 /// `Content-Length` (identical repeats allowed).
-pub fn check_response<B>(resp: &Response<B>) -> Result<(), &'static str> {
+pub fn check_response<B>(resp: &Response<B>, upgrade: bool) -> Result<(), &'static str> {
     let status = resp.status().as_u16();
-    if !(200..600).contains(&status) {
+    if !((200..600).contains(&status) || (status == 101 && upgrade)) {
         return Err("status");
     }
     let headers = resp.headers();

@@ -97,6 +97,11 @@ pub struct ServerConfig {
     /// Client connections open at once at most; more are answered 503 and closed at once.
     /// 0 = no limit. Default 10000.
     pub max_connections: usize,
+    /// Protocols a client may switch to with `Upgrade` (RFC 9110 §7.8), case-insensitive: the
+    /// request is passed with its `Upgrade` to the backend, and if the backend answers 101 the
+    /// connection becomes a tunnel (closed after `idle_timeout` without traffic). Others are
+    /// answered as plain HTTP. Default `["websocket"]`; `[]` tunnels nothing.
+    pub upgrade_protocols: Vec<String>,
     /// Networks of proxies in front of Shellac whose `X-Forwarded-For`, `X-Forwarded-Host`,
     /// `X-Forwarded-Proto`, `Forwarded` and `Via` are kept (and appended to). From any other
     /// client these fields are replaced. Default `[]` (no client is trusted).
@@ -153,6 +158,7 @@ impl Default for ServerConfig {
             body_min_rate: Size(500),
             send_timeout: Dur(Duration::from_secs(60)),
             max_connections: 10_000,
+            upgrade_protocols: vec!["websocket".into()],
             trusted_proxies: Vec::new(),
             admin_token: None,
         }
@@ -468,6 +474,15 @@ impl Config {
                 key(&["server", "max_headers"]),
                 "must be between 1 and 10000".into(),
             ));
+        }
+        for (i, p) in sv.upgrade_protocols.iter().enumerate() {
+            let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~/".contains(&b);
+            if p.is_empty() || !p.bytes().all(token) {
+                out.push((
+                    vec!["server".into(), "upgrade_protocols".into(), i.to_string()],
+                    format!("`{p}` is not a protocol name (a token, e.g. \"websocket\")"),
+                ));
+            }
         }
         if sv.max_body_size.0 == 0 {
             out.push((

@@ -107,6 +107,33 @@ pub fn add_forwarding(headers: &mut HeaderMap, client: IpAddr) {
     append_via(headers);
 }
 
+/// The `Upgrade` value of a request that asks to switch to one of `allowed` (RFC 9110 §7.8):
+/// an HTTP/1.1 GET whose `Connection` names `upgrade` and whose `Upgrade` is exactly one
+/// protocol from the list (`websocket`, case-insensitive; a version suffix is allowed).
+pub fn upgrade_request(
+    method: &http::Method,
+    version: http::Version,
+    headers: &HeaderMap,
+    allowed: &[String],
+) -> Option<HeaderValue> {
+    if allowed.is_empty() || method != http::Method::GET || version != http::Version::HTTP_11 {
+        return None;
+    }
+    let value = headers.get(header::UPGRADE)?;
+    let asks = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"));
+    let protocol = value.to_str().ok()?.trim();
+    let name = protocol.split('/').next().unwrap_or("");
+    (asks
+        && headers.get_all(header::UPGRADE).iter().count() == 1
+        && allowed.iter().any(|a| a.eq_ignore_ascii_case(name)))
+    .then(|| value.clone())
+}
+
 /// Removes hop-by-hop fields, including every field named in `Connection`.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers

@@ -139,6 +139,18 @@ fn choose(
 fn build_request(txn: &mut Txn<'_>, backend: &Backend, for_cache: bool) -> Request<RequestBody> {
     let mut headers: HeaderMap = txn.req.headers.clone();
     headers::strip_hop_by_hop(&mut headers);
+    // A protocol upgrade the operator allows goes to the backend (never for a cache fill).
+    if !for_cache
+        && let Some(protocol) = headers::upgrade_request(
+            &txn.req.method,
+            txn.req.version,
+            &txn.req.headers,
+            &txn.proxy.config.server.upgrade_protocols,
+        )
+    {
+        headers.insert(header::UPGRADE, protocol);
+        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    }
     headers.remove(header::EXPECT);
     // Framing is rebuilt by hyper from the body it is given; never the client's word.
     headers.remove(header::CONTENT_LENGTH);

@@ -16,8 +16,9 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll, Waker, ready};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -60,6 +61,23 @@ pub(super) struct ConnState {
     body_bytes: AtomicU64,
     /// Since when a write to the client has made no progress (0: not blocked).
     write_blocked_since: AtomicU64,
+    /// The number of a request that asked to switch protocols; the gate reads nothing after
+    /// it until the service decides (`UPGRADE_*`), and the waker to call then.
+    upgrade_at: AtomicU64,
+    upgrade: AtomicU8,
+    upgrade_waker: Mutex<Option<Waker>>,
+}
+
+const UPGRADE_PENDING: u8 = 0;
+const UPGRADE_REFUSED: u8 = 1;
+const UPGRADE_TUNNEL: u8 = 2;
+
+/// What the service learns when hyper dispatches a request.
+pub(super) struct Begin {
+    /// The request is the stand-in for one the gate refused, for this reason.
+    pub refused: Option<Violation>,
+    /// The request asked to switch protocols: the service must call `decide_upgrade`.
+    pub upgrade: bool,
 }
 
 impl ConnState {
@@ -76,19 +94,40 @@ impl ConnState {
             body_waited_ms: AtomicU64::new(0),
             body_bytes: AtomicU64::new(0),
             write_blocked_since: AtomicU64::new(0),
+            upgrade_at: AtomicU64::new(NONE),
+            upgrade: AtomicU8::new(UPGRADE_PENDING),
+            upgrade_waker: Mutex::new(None),
         }
     }
 
-    /// Called by the service for each request hyper dispatches: `Some` if it is the stand-in
-    /// for a refused request.
-    pub fn begin_request(&self) -> Option<Violation> {
+    /// Called by the service for each request hyper dispatches.
+    pub fn begin_request(&self) -> Begin {
         let n = self.requests.fetch_add(1, Ordering::Relaxed);
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         self.phase.store(PHASE_BUSY, Ordering::Relaxed);
-        if self.reject_at.load(Ordering::Relaxed) == n {
+        let refused = if self.reject_at.load(Ordering::Relaxed) == n {
             Violation::from_code(self.reject.load(Ordering::Relaxed))
         } else {
             None
+        };
+        Begin {
+            refused,
+            upgrade: self.upgrade_at.load(Ordering::Relaxed) == n,
+        }
+    }
+
+    /// The service's answer to an upgrade request: `tunnel` once the backend switched
+    /// protocols (the gate then passes bytes through unread), else the gate goes on parsing.
+    pub fn decide_upgrade(&self, tunnel: bool) {
+        let decision = if tunnel {
+            UPGRADE_TUNNEL
+        } else {
+            UPGRADE_REFUSED
+        };
+        self.upgrade.store(decision, Ordering::Release);
+        let waker = self.upgrade_waker.lock().ok().and_then(|mut w| w.take());
+        if let Some(w) = waker {
+            w.wake();
         }
     }
 
@@ -185,10 +224,22 @@ pub(super) struct Gate<T> {
     after: After,
     /// Heads handed to hyper so far (stand-in included).
     heads: u64,
+    mode: Mode,
+    /// Held bytes must be scanned again without waiting for more (an upgrade was refused).
+    rescan: bool,
     /// Lingering close after a refusal: write side shut, deadline, bytes discarded.
     shut: bool,
     linger: Option<Pin<Box<tokio::time::Sleep>>>,
     lingered: usize,
+}
+
+/// Whether the gate is parsing HTTP, waiting for the answer to an upgrade request, or passing
+/// a tunnel's bytes through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Scan,
+    AwaitUpgrade,
+    Tunnel,
 }
 
 /// How far a run of the scanner over some bytes got.
@@ -213,6 +264,8 @@ impl<T> Gate<T> {
             pending_pos: 0,
             after: After::Continue,
             heads: 0,
+            mode: Mode::Scan,
+            rescan: false,
             shut: false,
             linger: None,
             lingered: 0,
@@ -226,11 +279,20 @@ impl<T> Gate<T> {
         let mut head_at: Option<usize> = None;
         while pos < data.len() {
             match self.scanner.scan(&data[pos..]) {
-                Scan::Head(n, _) => {
+                Scan::Head(n, head) => {
                     head_at = Some(pos);
                     self.heads += 1;
                     self.state.body_started();
                     pos += n;
+                    if head.upgrade {
+                        // What follows may not be HTTP: read on only once the service decided.
+                        self.state.upgrade.store(UPGRADE_PENDING, Ordering::Relaxed);
+                        self.state
+                            .upgrade_at
+                            .store(self.heads - 1, Ordering::Relaxed);
+                        self.mode = Mode::AwaitUpgrade;
+                        return Outcome::Valid { held_from: pos };
+                    }
                 }
                 Scan::Body(n) => pos += n,
                 Scan::Incomplete => return Outcome::Valid { held_from: pos },
@@ -324,6 +386,30 @@ impl<T: AsyncRead + Unpin> AsyncRead for Gate<T> {
                 // not need this side again.
                 After::Stop => return Poll::Pending,
             }
+            match this.mode {
+                Mode::Scan => {}
+                Mode::AwaitUpgrade => match this.upgrade_decision(cx) {
+                    None => return Poll::Pending,
+                    Some(true) => {
+                        this.mode = Mode::Tunnel;
+                        let held = std::mem::take(&mut this.held);
+                        this.pending.extend_from_slice(&held);
+                        continue;
+                    }
+                    Some(false) => {
+                        this.mode = Mode::Scan;
+                        this.rescan = !this.held.is_empty();
+                    }
+                },
+                // A tunnel: bytes pass through unread.
+                Mode::Tunnel => return Pin::new(&mut this.inner).poll_read(cx, buf),
+            }
+            if this.rescan {
+                this.rescan = false;
+                let held = std::mem::take(&mut this.held);
+                this.scan_held(held);
+                continue;
+            }
             let in_body = !this.scanner.at_head();
             let start = buf.filled().len();
             match Pin::new(&mut this.inner).poll_read(cx, buf) {
@@ -374,22 +460,48 @@ impl<T: AsyncRead + Unpin> AsyncRead for Gate<T> {
             this.held.extend_from_slice(&buf.filled()[start..end]);
             buf.set_filled(start);
             let held = std::mem::take(&mut this.held);
-            match this.scan(&held) {
-                Outcome::Valid { held_from } => {
-                    this.pending.extend_from_slice(&held[..held_from]);
-                    this.held = held;
-                    this.held.drain(..held_from);
-                }
-                Outcome::RefuseRequest { cut, violation } => {
-                    this.pending.extend_from_slice(&held[..cut]);
-                    this.refuse(violation);
-                }
-                Outcome::FailBody { cut, violation } => {
-                    this.pending.extend_from_slice(&held[..cut]);
-                    this.fail_body(violation);
-                }
+            this.scan_held(held);
+        }
+    }
+}
+
+impl<T> Gate<T> {
+    /// Scans held bytes (a partial head and what followed it): the valid part is queued for
+    /// hyper, an incomplete head stays held.
+    fn scan_held(&mut self, held: Vec<u8>) {
+        match self.scan(&held) {
+            Outcome::Valid { held_from } => {
+                self.pending.extend_from_slice(&held[..held_from]);
+                self.held = held;
+                self.held.drain(..held_from);
+            }
+            Outcome::RefuseRequest { cut, violation } => {
+                self.pending.extend_from_slice(&held[..cut]);
+                self.refuse(violation);
+            }
+            Outcome::FailBody { cut, violation } => {
+                self.pending.extend_from_slice(&held[..cut]);
+                self.fail_body(violation);
             }
         }
+    }
+
+    /// The service's decision on the pending upgrade (`Some(true)`: tunnel), or None after
+    /// registering to be woken when it comes.
+    fn upgrade_decision(&self, cx: &mut Context<'_>) -> Option<bool> {
+        let read = |s: &ConnState| match s.upgrade.load(Ordering::Acquire) {
+            UPGRADE_TUNNEL => Some(true),
+            UPGRADE_REFUSED => Some(false),
+            _ => None,
+        };
+        if let Some(d) = read(&self.state) {
+            return Some(d);
+        }
+        if let Ok(mut w) = self.state.upgrade_waker.lock() {
+            *w = Some(cx.waker().clone());
+        }
+        // Decided between the first look and registering: do not miss the wake-up.
+        read(&self.state)
     }
 }
 
@@ -491,7 +603,7 @@ mod tests {
         s.reject
             .store(Violation::DuplicateHost as u8, Ordering::Relaxed);
         s.reject_at.store(1, Ordering::Relaxed);
-        assert_eq!(s.begin_request(), None);
-        assert_eq!(s.begin_request(), Some(Violation::DuplicateHost));
+        assert_eq!(s.begin_request().refused, None);
+        assert_eq!(s.begin_request().refused, Some(Violation::DuplicateHost));
     }
 }
