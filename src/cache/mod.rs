@@ -36,7 +36,8 @@ pub struct CacheKey {
 impl CacheKey {
     pub fn new(host: &str, path_and_query: &str) -> CacheKey {
         let mut host = host.trim().to_ascii_lowercase();
-        if let Some(stripped) = host.strip_suffix(":80") {
+        // Default port elided (RFC 3986 §6.2.3): `a:80`, `a:` and `a` are one host.
+        if let Some(stripped) = host.strip_suffix(":80").or_else(|| host.strip_suffix(':')) {
             host.truncate(stripped.len());
         }
         CacheKey {

@@ -237,6 +237,16 @@ impl Txn<'_> {
             }
             forced_lookup = outcome.cache;
         }
+        if crate::http::headers::upgrade_request(
+            &self.req.method,
+            self.req.version,
+            &self.req.headers,
+            &self.proxy.config.server.upgrade_protocols,
+        )
+        .is_some()
+        {
+            return Step::Pass(NoCacheReason::Upgrade);
+        }
         if self.req.method != Method::GET && self.req.method != Method::HEAD {
             return Step::Pass(NoCacheReason::Method);
         }

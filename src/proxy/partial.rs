@@ -162,8 +162,15 @@ pub fn parse_range(text: &str, len: u64) -> RangeSpec {
             out.push(r);
         }
     }
+    // Overlapping ranges that add up to more than the body would make one request cost
+    // more than the object: send it whole instead (RFC 9110 §14.2 allows ignoring Range).
+    let total = out
+        .iter()
+        .fold(0u64, |sum, (a, b)| sum.saturating_add(b - a + 1));
     if out.is_empty() {
         RangeSpec::Unsatisfiable
+    } else if out.len() > 1 && total > len {
+        RangeSpec::Ignore
     } else {
         RangeSpec::Ranges(out)
     }
@@ -219,6 +226,20 @@ mod tests {
 
     fn answer(req: &[(&str, &str)]) -> Answer {
         evaluate(&Method::GET, &headers(req), &stored(), 1000)
+    }
+
+    #[test]
+    fn overlapping_ranges_beyond_the_body_are_ignored() {
+        assert_eq!(parse_range("bytes=0-,0-", 100), RangeSpec::Ignore);
+        assert_eq!(parse_range("bytes=0-60,40-99", 100), RangeSpec::Ignore);
+        assert_eq!(
+            parse_range("bytes=0-10,5-15", 100),
+            RangeSpec::Ranges(vec![(0, 10), (5, 15)])
+        );
+        assert_eq!(
+            parse_range(&format!("bytes={}", vec!["0-1"; 17].join(",")), 100),
+            RangeSpec::Ignore
+        );
     }
 
     #[test]
