@@ -2,19 +2,17 @@
 //! shutdown. Hands each parsed request to the [`Proxy`].
 
 use std::convert::Infallible;
-use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
-use std::task::{Context, Poll};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use http::{Request, StatusCode};
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -25,6 +23,11 @@ use crate::config::{Config, Overrides, ServerConfig};
 use crate::proxy::{Proxy, Shared};
 use crate::reload::{ConfigSource, Live};
 use crate::stats::Counters;
+
+mod gate;
+mod tunnel;
+
+use gate::{ConnState, Gate, PHASE_HEAD, PHASE_IDLE};
 
 /// A started Shellac: bound listeners and the tasks serving them.
 pub struct Running {
@@ -168,6 +171,15 @@ pub(crate) async fn accept_loop(
                 // Connection settings come from the configuration current at accept time.
                 let proxy = live.load();
                 proxy.counters.client_conn.inc();
+                let max_conns = proxy.config.server.max_connections as u64;
+                let open = proxy.shared.open_conns.fetch_add(1, Ordering::Relaxed);
+                if max_conns > 0 && open >= max_conns {
+                    proxy.shared.open_conns.fetch_sub(1, Ordering::Relaxed);
+                    proxy.counters.client_conn_refused.inc();
+                    // Best effort, never waits: the socket buffer of a new connection is empty.
+                    let _ = stream.try_write(REFUSED);
+                    continue;
+                }
                 tokio::spawn(serve_connection(
                     stream,
                     peer,
@@ -178,6 +190,7 @@ pub(crate) async fn accept_loop(
             }
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
+                live.load().counters.client_accept_error.inc();
                 tracing::warn!(error = %e, "accept failed");
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
@@ -185,37 +198,8 @@ pub(crate) async fn accept_loop(
     }
 }
 
-const PHASE_IDLE: u8 = 0;
-const PHASE_HEAD: u8 = 1;
-const PHASE_BUSY: u8 = 2;
-
-/// What a client connection is doing, for the idle and header-read timeouts.
-struct ConnState {
-    phase: AtomicU8,
-    since_ms: AtomicU64,
-    in_flight: AtomicUsize,
-}
-
-impl ConnState {
-    fn begin_request(&self) {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
-        self.phase.store(PHASE_BUSY, Ordering::Relaxed);
-    }
-
-    fn end_request(&self) {
-        if self.in_flight.fetch_sub(1, Ordering::Relaxed) == 1 {
-            self.since_ms.store(now_ms(), Ordering::Relaxed);
-            self.phase.store(PHASE_IDLE, Ordering::Relaxed);
-        }
-    }
-
-    fn bytes_read(&self) {
-        if self.phase.load(Ordering::Relaxed) == PHASE_IDLE {
-            self.since_ms.store(now_ms(), Ordering::Relaxed);
-            self.phase.store(PHASE_HEAD, Ordering::Relaxed);
-        }
-    }
-}
+/// Sent to a connection beyond `server.max_connections` before it is closed.
+const REFUSED: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\ncontent-length: 0\r\ncache-status: shellac; detail=max-connections\r\n\r\n";
 
 /// Decrements the connection's in-flight count when the response body is done.
 struct InFlight(Arc<ConnState>);
@@ -226,55 +210,9 @@ impl Drop for InFlight {
     }
 }
 
-/// The client socket, noting when the first byte of a new request arrives.
-struct Tracked {
-    inner: TcpStream,
-    state: Arc<ConnState>,
-}
-
-impl AsyncRead for Tracked {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if buf.filled().len() > before {
-            self.state.bytes_read();
-        }
-        polled
-    }
-}
-
-impl AsyncWrite for Tracked {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-/// Decrements the open-connection gauge however the connection task ends.
-struct OpenConn(Arc<Shared>);
+/// Decrements the open-connection gauge however the connection task ends (incremented by the
+/// accept loop, which counts it against `max_connections`); a tunnel keeps it alive.
+pub(super) struct OpenConn(Arc<Shared>);
 
 impl Drop for OpenConn {
     fn drop(&mut self) {
@@ -294,42 +232,102 @@ async fn serve_connection(
         let proxy = live.load();
         (proxy.counters.clone(), proxy.shared.clone())
     };
-    shared.open_conns.fetch_add(1, Ordering::Relaxed);
-    let _open = OpenConn(shared);
+    // Shared with a tunnel that outlives this task (an upgraded connection is still open).
+    let open = Arc::new(OpenConn(shared));
     let _ = stream.set_nodelay(cfg.tcp_nodelay);
     // A new connection must send its first request head within header_read_timeout.
-    let state = Arc::new(ConnState {
-        phase: AtomicU8::new(PHASE_HEAD),
-        since_ms: AtomicU64::new(now_ms()),
-        in_flight: AtomicUsize::new(0),
-    });
-    let io = TokioIo::new(Tracked {
-        inner: stream,
-        state: state.clone(),
-    });
+    let state = Arc::new(ConnState::new());
+    let io = TokioIo::new(Gate::new(
+        stream,
+        state.clone(),
+        counters.clone(),
+        cfg.limits(),
+    ));
     let svc_state = state.clone();
     let svc_live = live.clone();
-    let service = service_fn(move |req| {
-        svc_state.begin_request();
+    let svc_open = open.clone();
+    let svc_shutdown = shutdown.clone();
+    let tunnel_idle = cfg.idle_timeout.0;
+    let service = service_fn(move |mut req: Request<Incoming>| {
+        let begin = svc_state.begin_request();
         let guard = InFlight(svc_state.clone());
         // One configuration snapshot per request, kept until its response is done.
         let proxy = svc_live.load();
+        // An upgrade request: what the tunnel needs if the backend switches protocols.
+        let upgrade = begin.upgrade.then(|| {
+            (
+                hyper::upgrade::on(&mut req),
+                svc_open.clone(),
+                svc_shutdown.clone(),
+            )
+        });
         async move {
-            let resp = proxy.handle(req, peer).await;
+            let mut resp = match begin.refused {
+                // The stand-in for a request the gate refused: answer it, close.
+                Some(v) => proxy.refuse(v.status(), v.as_str()),
+                None => {
+                    let resp = proxy.handle(req, peer).await;
+                    // The body broke the framing rules while the request was in flight.
+                    match guard.0.body_error() {
+                        Some(v) => proxy.refuse(v.status(), v.as_str()),
+                        None => resp,
+                    }
+                }
+            };
+            let backend = (resp.status() == StatusCode::SWITCHING_PROTOCOLS)
+                .then(|| resp.extensions_mut().remove::<hyper::upgrade::OnUpgrade>())
+                .flatten();
+            match (upgrade, backend) {
+                (Some((client, open, shutdown)), Some(backend)) => {
+                    guard.0.decide_upgrade(true);
+                    proxy.counters.client_tunnel.inc();
+                    let counters = proxy.counters.clone();
+                    tokio::spawn(tunnel::run(
+                        client,
+                        backend,
+                        tunnel_idle,
+                        shutdown,
+                        counters,
+                        open,
+                    ));
+                }
+                (upgrade, backend) => {
+                    if upgrade.is_some() {
+                        guard.0.decide_upgrade(false);
+                    }
+                    if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
+                        // Never a 101 without a tunnel behind it.
+                        drop(backend);
+                        resp = proxy.refuse(502, "backend-invalid-response");
+                    }
+                }
+            }
             Ok::<_, Infallible>(resp.map(|b| b.with_guard(guard)))
         }
     });
-    let conn = http1::Builder::new()
-        .keep_alive(true)
-        .header_read_timeout(None)
-        .serve_connection(io, service);
+    let mut builder = http1::Builder::new();
+    builder.keep_alive(true).header_read_timeout(None);
+    // hyper must never refuse first what the gate accepted (its defaults: 100 fields, ~400 KB).
+    if cfg.max_headers > 100 {
+        builder.max_headers(cfg.max_headers);
+    }
+    let buf = cfg.max_header_size.0 as usize + 8192;
+    if buf > 400 * 1024 {
+        builder.max_buf_size(buf);
+    }
+    let conn = builder.serve_connection(io, service).with_upgrades();
     tokio::pin!(conn);
-    let idle = cfg.idle_timeout.0.as_millis() as u64;
-    let head = cfg.header_read_timeout.0.as_millis() as u64;
+    let ms = |d: Duration| d.as_millis().min(u64::MAX as u128) as u64;
+    let idle = ms(cfg.idle_timeout.0);
+    let head = ms(cfg.header_read_timeout.0);
+    let body = ms(cfg.body_timeout.0);
+    let send = ms(cfg.send_timeout.0);
+    let min_rate = cfg.body_min_rate.0;
     // The timer is not touched per request. It fires at the current phase's deadline or after
-    // min(idle, head), whichever is first, and re-checks: a phase that started after the timer
-    // was set can only end later than that tick, so no deadline is ever missed.
-    let tick = idle.min(head);
+    // the shortest timeout, whichever is first, and re-checks: a phase that started after the
+    // timer was set can only end later than that tick, so no deadline is ever missed. Body and
+    // send stalls are noticed within one tick of their deadline.
+    let tick = idle.min(head).min(body).min(send);
     let timer = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(timer);
     let mut closing = *shutdown.borrow();
@@ -347,13 +345,21 @@ async fn serve_connection(
                 }
                 return;
             }
-            _ = timer.as_mut(), if !closing => {
+            _ = timer.as_mut() => {
                 let now = now_ms();
+                if state.send_stalled(now, send) {
+                    counters.client_send_timeout.inc();
+                    return;
+                }
+                if state.body_too_slow(now, body, min_rate) {
+                    counters.client_body_timeout.inc();
+                    return;
+                }
                 let since = state.since_ms.load(Ordering::Relaxed);
                 let phase = state.phase.load(Ordering::Relaxed);
                 let (expired, next) = match phase {
-                    PHASE_IDLE => (now >= since + idle, since + idle),
-                    PHASE_HEAD => (now >= since + head, since + head),
+                    PHASE_IDLE if !closing => (now >= since + idle, since + idle),
+                    PHASE_HEAD if !closing => (now >= since + head, since + head),
                     _ => (false, u64::MAX),
                 };
                 match phase {
@@ -366,11 +372,10 @@ async fn serve_connection(
                         counters.client_header_timeout.inc();
                         return;
                     }
-                    _ => {
-                        let at = next.min(now + tick).max(now + 1);
-                        timer.as_mut().reset(tokio::time::Instant::now() + Duration::from_millis(at - now));
-                    }
+                    _ => {}
                 }
+                let at = next.min(now + tick).max(now + 1);
+                timer.as_mut().reset(tokio::time::Instant::now() + Duration::from_millis(at - now));
             }
             _ = shutdown.changed(), if !closing => {
                 closing = true;

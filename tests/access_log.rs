@@ -6,6 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use shellac::config::invalidation::Network;
 
 /// Replaces the `[...]` time field so lines can be compared exactly.
 fn without_time(line: &str) -> String {
@@ -73,6 +74,8 @@ async fn custom_format_with_forwarded_for_cache_decision_and_backend() {
         c.log.access_log = log;
         c.log.format = "%{X-Forwarded-For}i|%h|%r|%s|%b|%{cache}x|%{reason}x|%{backend}x|%{Cache-Status}o|%{host}x".into();
         c.backends[0].name = "app".into();
+        // The client is the load balancer in front of Shellac: its X-Forwarded-For is kept.
+        c.server.trusted_proxies = vec![Network::parse("127.0.0.1").unwrap()];
     })
     .await;
     let xff = [("x-forwarded-for", "203.0.113.7, 10.0.0.1")];
@@ -137,6 +140,7 @@ async fn json_lines() {
     let shellac = Shellac::start(origin.addr, |c| {
         c.log.access_log = log;
         c.log.format = "json".into();
+        c.server.trusted_proxies = vec![Network::parse("127.0.0.0/8").unwrap()];
     })
     .await;
     get_with(shellac.addr, "/j", &[("x-forwarded-for", "198.51.100.2")]).await;

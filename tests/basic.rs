@@ -110,7 +110,8 @@ async fn forwarded_for_via_and_hop_by_hop() {
     )
     .await;
     let seen = origin.last();
-    assert_eq!(seen.headers["x-forwarded-for"], "203.0.113.9, 127.0.0.1");
+    // The client is not a trusted proxy: its X-Forwarded-For is replaced, not extended.
+    assert_eq!(seen.headers["x-forwarded-for"], "127.0.0.1");
     assert_eq!(seen.headers["via"], "1.1 shellac");
     assert_eq!(seen.headers["host"], "www.example.org");
     assert!(!seen.headers.contains_key("x-client-hop"));

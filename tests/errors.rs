@@ -123,7 +123,7 @@ async fn malformed_request_is_400_and_closes() {
     )
     .await;
     assert!(out.starts_with("HTTP/1.1 400"), "missing Host: {out}");
-    assert!(out.contains("missing Host"), "{out}");
+    assert!(out.contains("missing-host"), "{out}");
     assert_eq!(
         out.matches("HTTP/1.1 ").count(),
         1,
@@ -152,14 +152,12 @@ async fn idle_client_connections_are_closed() {
     s.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
         .await
         .unwrap();
-    let mut buf = vec![0u8; 4096];
-    let n = s.read(&mut buf).await.unwrap();
-    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
-    // Now idle: the server closes the connection by itself.
-    let closed = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
-        .await
-        .expect("closed within 5 s");
-    assert_eq!(closed.unwrap(), 0);
+    // Read the response and then, without sending anything else, until the server closes.
+    // (The response may arrive in several reads: read to EOF rather than counting reads.)
+    let mut got = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut got)).await;
+    assert!(closed.is_ok(), "closed within 5 s");
+    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"));
     assert_eq!(shellac.stat("client_idle_closed").await, 1);
     shellac.stop().await;
 }

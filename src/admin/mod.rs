@@ -31,7 +31,12 @@ pub(crate) async fn serve(
         let (stream, _) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(s) => s,
-                Err(_) => continue,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!(error = %e, "admin accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
             },
             _ = shutdown.changed() => return,
         };

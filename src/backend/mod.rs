@@ -39,6 +39,8 @@ pub enum FetchError {
     FirstByteTimeout(String),
     #[error("backend {0} failed: {1}")]
     Failed(String, hyper::Error),
+    #[error("backend {0} sent an invalid response: {1}")]
+    Invalid(String, &'static str),
 }
 
 impl FetchError {
@@ -50,7 +52,7 @@ impl FetchError {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             FetchError::FirstByteTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
-            FetchError::Failed(..) => StatusCode::BAD_GATEWAY,
+            FetchError::Failed(..) | FetchError::Invalid(..) => StatusCode::BAD_GATEWAY,
         }
     }
 
@@ -62,6 +64,7 @@ impl FetchError {
             FetchError::Busy(_) => "backend-busy",
             FetchError::FirstByteTimeout(_) => "backend-first-byte-timeout",
             FetchError::Failed(..) => "backend-error",
+            FetchError::Invalid(..) => "backend-invalid-response",
         }
     }
 
@@ -70,7 +73,7 @@ impl FetchError {
     pub fn before_response(&self) -> bool {
         match self {
             FetchError::Connect(..) | FetchError::ConnectTimeout(_) | FetchError::Busy(_) => true,
-            FetchError::FirstByteTimeout(_) => false,
+            FetchError::FirstByteTimeout(_) | FetchError::Invalid(..) => false,
             FetchError::Failed(_, e) => is_stale_connection(e),
         }
     }
@@ -89,6 +92,9 @@ pub struct Backend {
     pub stats: BackendCounters,
     pub(crate) counters: Arc<Counters>,
     tcp_nodelay: bool,
+    /// `server.max_response_header_size`: hyper's read buffer bound, so a larger head is an
+    /// error (502) rather than unbounded memory.
+    max_response_head: usize,
     idle: Mutex<Vec<Idle>>,
     limit: Option<Arc<Semaphore>>,
     queued: AtomicUsize,
@@ -117,6 +123,7 @@ impl Backend {
         };
         Arc::new(Backend {
             tcp_nodelay: config.tcp_nodelay.unwrap_or(whole.server.tcp_nodelay),
+            max_response_head: response_head_limit(whole),
             health: Health::new(
                 probe.as_ref(),
                 config.passive_failures,
@@ -142,9 +149,17 @@ impl Backend {
             None => None,
         };
         let nodelay = config.tcp_nodelay.unwrap_or(whole.server.tcp_nodelay);
+        let head = response_head_limit(whole);
         // The config types carry no PartialEq; their Debug form lists every field.
-        format!("{:?}", (&self.config, &self.probe, self.tcp_nodelay))
-            == format!("{:?}", (config, &probe, nodelay))
+        format!(
+            "{:?}",
+            (
+                &self.config,
+                &self.probe,
+                self.tcp_nodelay,
+                self.max_response_head
+            )
+        ) == format!("{:?}", (config, &probe, nodelay, head))
     }
 
     pub fn name(&self) -> &str {
@@ -255,6 +270,7 @@ impl Backend {
         req: Request<RequestBody>,
     ) -> Result<Response<BackendBody>, FetchError> {
         let timeout = self.config.first_byte_timeout.0;
+        let upgrade = req.headers().contains_key(http::header::UPGRADE);
         let resp = match tokio::time::timeout(timeout, sender.send_request(req)).await {
             Ok(Ok(resp)) => resp,
             Ok(Err(e)) => {
@@ -268,7 +284,14 @@ impl Backend {
                 return Err(FetchError::FirstByteTimeout(self.config.name.clone()));
             }
         };
-        let keep = self.config.max_idle > 0;
+        if let Err(why) = check_response(&resp, upgrade) {
+            // Dropping the response and the sender closes the connection: never pooled.
+            self.counters.backend_invalid.inc();
+            self.stats.error.inc();
+            return Err(FetchError::Invalid(self.config.name.clone(), why));
+        }
+        // A connection that switched protocols belongs to the tunnel, never to the pool.
+        let keep = self.config.max_idle > 0 && resp.status() != StatusCode::SWITCHING_PROTOCOLS;
         Ok(resp.map(|incoming| {
             BackendBody::new(
                 incoming,
@@ -337,6 +360,7 @@ impl Backend {
         };
         let _ = stream.set_nodelay(self.tcp_nodelay);
         let (sender, conn) = http1::Builder::new()
+            .max_buf_size(self.max_response_head)
             .handshake(TokioIo::new(stream))
             .await
             .map_err(|e| FetchError::Failed(name.clone(), e))?;
@@ -344,7 +368,7 @@ impl Backend {
         self.stats.conn.inc();
         let name = name.clone();
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
+            if let Err(e) = conn.with_upgrades().await {
                 tracing::debug!(backend = %name, error = %e, "backend connection closed");
             }
         });
@@ -399,6 +423,48 @@ impl Backend {
         }
         v
     }
+}
+
+/// The framing and status rules hyper does not enforce on responses (RFC 9112 §6): a status
+/// from 200 to 599, or 101 when the request asked to `upgrade` (hyper consumes other 1xx);
+/// `Transfer-Encoding` exactly `chunked` (any other coding would reach clients undecoded,
+/// since Shellac rebuilds framing) and never together with `Content-Length`; one valid
+/// `Content-Length` (identical repeats allowed).
+pub fn check_response<B>(resp: &Response<B>, upgrade: bool) -> Result<(), &'static str> {
+    let status = resp.status().as_u16();
+    if !((200..600).contains(&status) || (status == 101 && upgrade)) {
+        return Err("status");
+    }
+    let headers = resp.headers();
+    let mut te = headers.get_all(http::header::TRANSFER_ENCODING).iter();
+    let has_te = match (te.next(), te.next()) {
+        (None, _) => false,
+        (Some(v), None) if v.as_bytes().trim_ascii().eq_ignore_ascii_case(b"chunked") => true,
+        _ => return Err("transfer-encoding"),
+    };
+    let mut length: Option<&[u8]> = None;
+    for v in headers.get_all(http::header::CONTENT_LENGTH) {
+        for item in v.as_bytes().split(|b| *b == b',').map(<[u8]>::trim_ascii) {
+            if item.is_empty() || item.len() > 19 || !item.iter().all(u8::is_ascii_digit) {
+                return Err("content-length");
+            }
+            match length {
+                Some(prev) if prev != item => return Err("content-length"),
+                _ => length = Some(item),
+            }
+        }
+    }
+    if has_te && length.is_some() {
+        return Err("content-length-and-transfer-encoding");
+    }
+    Ok(())
+}
+
+/// hyper's read buffer bound for backend connections (its minimum is 8 KiB).
+fn response_head_limit(whole: &Config) -> usize {
+    usize::try_from(whole.server.max_response_header_size.0)
+        .unwrap_or(usize::MAX)
+        .max(8192)
 }
 
 fn clone_head(req: &Request<RequestBody>) -> Request<RequestBody> {

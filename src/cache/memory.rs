@@ -152,6 +152,7 @@ mod tests {
             keep: Duration::ZERO,
             stored_at: Instant::now(),
             state: Default::default(),
+            prepared: Default::default(),
         })
     }
 

@@ -36,7 +36,8 @@ pub struct CacheKey {
 impl CacheKey {
     pub fn new(host: &str, path_and_query: &str) -> CacheKey {
         let mut host = host.trim().to_ascii_lowercase();
-        if let Some(stripped) = host.strip_suffix(":80") {
+        // Default port elided (RFC 3986 §6.2.3): `a:80`, `a:` and `a` are one host.
+        if let Some(stripped) = host.strip_suffix(":80").or_else(|| host.strip_suffix(':')) {
             host.truncate(stripped.len());
         }
         CacheKey {
@@ -71,7 +72,12 @@ impl std::fmt::Display for CacheKey {
 }
 
 /// Fixed per-object bookkeeping charged against the memory budget on top of key, headers and body.
-pub const OBJECT_OVERHEAD: u64 = 256;
+/// Measured, not guessed: the `Object` itself, its `Arc`, the memory tier's entry and the key's
+/// two boxed strings' headers (see bench/RESULTS.md, "memory").
+pub const OBJECT_OVERHEAD: u64 = std::mem::size_of::<Object>() as u64 + 128;
+
+/// Bytes a header map spends per field beyond name and value (bucket, index slot, `Bytes`).
+const FIELD_OVERHEAD: usize = 96;
 
 /// Where a stored body is.
 #[derive(Clone, Debug)]
@@ -132,6 +138,11 @@ pub struct Object {
     pub stale_if_error: Option<Duration>,
     /// Window past `ttl + grace` in which the object is kept for revalidation and fallback.
     pub keep: Duration,
+    /// The header fields of a full (200) delivery, built on first use: stored fields plus
+    /// `Content-Length` and `Via`, cache-only fields removed, and `Age` / `Cache-Status`
+    /// placeholders, so a hit clones one map and replaces two values in place instead of
+    /// growing and rehashing it (see bench/RESULTS.md, "hit path").
+    pub prepared: std::sync::OnceLock<HeaderMap>,
     /// When the response head arrived (monotonic).
     pub stored_at: Instant,
     /// Tier bookkeeping (admission, promotion).
@@ -206,6 +217,7 @@ impl Object {
             stale_if_error: self.stale_if_error,
             stored_at: self.stored_at,
             state: TierState::default(),
+            prepared: Default::default(),
         })
     }
 
@@ -231,16 +243,20 @@ impl Object {
                 on_disk: AtomicBool::new(true),
                 ..TierState::default()
             },
+            prepared: Default::default(),
         })
     }
 
     /// Bytes charged against the memory budget.
     pub fn weight(&self) -> u64 {
-        let headers: usize = self
+        // Twice: the stored fields and the prepared copy a hit is served from (plus its four
+        // added fields).
+        let fields: usize = self
             .headers
             .iter()
-            .map(|(k, v)| k.as_str().len() + v.len() + 32)
+            .map(|(k, v)| k.as_str().len() + v.len() + FIELD_OVERHEAD)
             .sum();
+        let headers = 2 * fields + 4 * (FIELD_OVERHEAD + 24);
         // A body left on disk costs the memory tier nothing but its handle.
         let body = match &self.body {
             Body::Memory(_) => self.body_len,
@@ -488,5 +504,6 @@ pub fn test_object(headers: &[(&str, &str)]) -> Object {
         stale_if_error: None,
         stored_at: Instant::now(),
         state: TierState::default(),
+        prepared: Default::default(),
     }
 }

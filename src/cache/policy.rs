@@ -41,13 +41,15 @@ pub enum NoCacheReason {
     TooLarge,
     /// The URL was recently uncacheable (hit-for-miss).
     HitForMiss,
+    /// A protocol upgrade (WebSocket) request: tunnelled if the backend switches, never cached.
+    Upgrade,
     /// An operator rule said `pass`.
     Rule,
 }
 
 impl NoCacheReason {
     /// Every reason, for tables of counters keyed by `as_str`.
-    pub const ALL: [NoCacheReason; 13] = [
+    pub const ALL: [NoCacheReason; 14] = [
         NoCacheReason::Method,
         NoCacheReason::Authorization,
         NoCacheReason::RequestNoStore,
@@ -61,6 +63,7 @@ impl NoCacheReason {
         NoCacheReason::VaryStar,
         NoCacheReason::TooLarge,
         NoCacheReason::HitForMiss,
+        NoCacheReason::Upgrade,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -78,6 +81,7 @@ impl NoCacheReason {
             NoCacheReason::VaryStar => "vary-star",
             NoCacheReason::TooLarge => "too-large",
             NoCacheReason::HitForMiss => "hit-for-miss",
+            NoCacheReason::Upgrade => "upgrade",
             NoCacheReason::Rule => "rule",
         }
     }

@@ -42,11 +42,18 @@ pub fn variant_hash(names: &[HeaderName], request: &HeaderMap) -> u64 {
 impl Cache {
     /// The storage key for a request: the primary key, plus the variant if the URL varies.
     pub fn lookup_key(&self, primary: &CacheKey, request: &HeaderMap) -> CacheKey {
+        self.variant_key(primary, request)
+            .unwrap_or_else(|| primary.clone())
+    }
+
+    /// The variant key for a request if the URL varies; `None` means "use the primary key"
+    /// (no copy of the key on the common path).
+    pub fn variant_key(&self, primary: &CacheKey, request: &HeaderMap) -> Option<CacheKey> {
         match self.vary_index.get(primary) {
             Some(index) if !index.names.is_empty() => {
-                primary.with_variant(variant_hash(&index.names, request))
+                Some(primary.with_variant(variant_hash(&index.names, request)))
             }
-            _ => primary.clone(),
+            _ => None,
         }
     }
 
@@ -150,6 +157,7 @@ mod tests {
             keep: Duration::ZERO,
             stored_at: Instant::now(),
             state: Default::default(),
+            prepared: Default::default(),
         })
     }
 

@@ -73,6 +73,39 @@ pub struct ServerConfig {
     pub header_read_timeout: Dur,
     /// Worker threads; 0 means one per CPU this process may run on. Default 0.
     pub threads: usize,
+    /// Longest request line (method, target, version); longer → 414. Default `8KiB`.
+    pub max_request_line: Size,
+    /// Largest request head (request line and header fields; also the bound on chunked
+    /// trailers); larger → 431. Default `32KiB`.
+    pub max_header_size: Size,
+    /// Most header fields in a request; more → 431. Default 100.
+    pub max_headers: usize,
+    /// Largest request body (declared by Content-Length or sent chunked); larger → 413.
+    /// Default `1GiB`.
+    pub max_body_size: Size,
+    /// Largest response head a backend may send; larger → 502. Default `64KiB`.
+    pub max_response_header_size: Size,
+    /// A client sending a request body: the longest stretch Shellac waits for body bytes, and
+    /// the allowance before `body_min_rate` applies. Default `30s`.
+    pub body_timeout: Dur,
+    /// Minimum average request-body rate in bytes per second once `body_timeout` is used up
+    /// (each byte received extends the allowance by 1/rate s). 0 disables. Default `500`.
+    pub body_min_rate: Size,
+    /// Close a client connection whose response write has made no progress for this long
+    /// (slow reader). Default `60s`.
+    pub send_timeout: Dur,
+    /// Client connections open at once at most; more are answered 503 and closed at once.
+    /// 0 = no limit. Default 10000.
+    pub max_connections: usize,
+    /// Protocols a client may switch to with `Upgrade` (RFC 9110 §7.8), case-insensitive: the
+    /// request is passed with its `Upgrade` to the backend, and if the backend answers 101 the
+    /// connection becomes a tunnel (closed after `idle_timeout` without traffic). Others are
+    /// answered as plain HTTP. Default `["websocket"]`; `[]` tunnels nothing.
+    pub upgrade_protocols: Vec<String>,
+    /// Networks of proxies in front of Shellac whose `X-Forwarded-For`, `X-Forwarded-Host`,
+    /// `X-Forwarded-Proto`, `Forwarded` and `Via` are kept (and appended to). From any other
+    /// client these fields are replaced. Default `[]` (no client is trusted).
+    pub trusted_proxies: Vec<invalidation::Network>,
     /// Bearer token every admin request must carry (`Authorization: Bearer TOKEN`); the CLI
     /// sends `--token` or `$SHELLAC_ADMIN_TOKEN`. Default: none (keep the admin listener on
     /// loopback).
@@ -80,6 +113,22 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
+    /// The request limits the strict parser enforces.
+    pub fn limits(&self) -> crate::http::strict::Limits {
+        let size = |s: Size| usize::try_from(s.0).unwrap_or(usize::MAX);
+        crate::http::strict::Limits {
+            max_request_line: size(self.max_request_line),
+            max_header_size: size(self.max_header_size),
+            max_headers: self.max_headers,
+            max_body_size: self.max_body_size.0,
+        }
+    }
+
+    /// Whether `ip` is a trusted proxy (`trusted_proxies`).
+    pub fn trusts(&self, ip: std::net::IpAddr) -> bool {
+        self.trusted_proxies.iter().any(|n| n.contains(ip))
+    }
+
     /// `threads`, with 0 resolved to the CPUs this process may run on.
     pub fn worker_threads(&self) -> usize {
         if self.threads > 0 {
@@ -100,6 +149,17 @@ impl Default for ServerConfig {
             idle_timeout: Dur(Duration::from_secs(60)),
             header_read_timeout: Dur(Duration::from_secs(10)),
             threads: 0,
+            max_request_line: Size(8 * 1024),
+            max_header_size: Size(32 * 1024),
+            max_headers: 100,
+            max_body_size: Size(1 << 30),
+            max_response_header_size: Size(64 * 1024),
+            body_timeout: Dur(Duration::from_secs(30)),
+            body_min_rate: Size(500),
+            send_timeout: Dur(Duration::from_secs(60)),
+            max_connections: 10_000,
+            upgrade_protocols: vec!["websocket".into()],
+            trusted_proxies: Vec::new(),
             admin_token: None,
         }
     }
@@ -377,6 +437,63 @@ impl Config {
             out.push((
                 key(&["server", "header_read_timeout"]),
                 "must be greater than 0".into(),
+            ));
+        }
+        let sv = &self.server;
+        for (field, d) in [
+            ("body_timeout", sv.body_timeout),
+            ("send_timeout", sv.send_timeout),
+        ] {
+            if d.0.is_zero() {
+                out.push((key(&["server", field]), "must be greater than 0".into()));
+            }
+        }
+        if !(64..=1 << 20).contains(&sv.max_request_line.0) {
+            out.push((
+                key(&["server", "max_request_line"]),
+                "must be between 64 bytes and 1MiB".into(),
+            ));
+        }
+        if !(1024..=1 << 20).contains(&sv.max_header_size.0) {
+            out.push((
+                key(&["server", "max_header_size"]),
+                "must be between 1KiB and 1MiB".into(),
+            ));
+        } else if sv.max_request_line.0 > sv.max_header_size.0 {
+            out.push((
+                key(&["server", "max_request_line"]),
+                format!(
+                    "{} is larger than server.max_header_size ({})",
+                    units::format_size(sv.max_request_line.0),
+                    units::format_size(sv.max_header_size.0)
+                ),
+            ));
+        }
+        if !(1..=10_000).contains(&sv.max_headers) {
+            out.push((
+                key(&["server", "max_headers"]),
+                "must be between 1 and 10000".into(),
+            ));
+        }
+        for (i, p) in sv.upgrade_protocols.iter().enumerate() {
+            let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~/".contains(&b);
+            if p.is_empty() || !p.bytes().all(token) {
+                out.push((
+                    vec!["server".into(), "upgrade_protocols".into(), i.to_string()],
+                    format!("`{p}` is not a protocol name (a token, e.g. \"websocket\")"),
+                ));
+            }
+        }
+        if sv.max_body_size.0 == 0 {
+            out.push((
+                key(&["server", "max_body_size"]),
+                "must be greater than 0".into(),
+            ));
+        }
+        if !(8 * 1024..=16 << 20).contains(&sv.max_response_header_size.0) {
+            out.push((
+                key(&["server", "max_response_header_size"]),
+                "must be between 8KiB and 16MiB".into(),
             ));
         }
         if self.server.threads > 1024 {

@@ -37,11 +37,15 @@ pub struct CacheControl {
 impl CacheControl {
     /// Parses every `Cache-Control` field line of `headers`.
     pub fn from_headers(headers: &HeaderMap) -> CacheControl {
-        Self::from_field(headers, CACHE_CONTROL.as_str()).unwrap_or_default()
+        // A HeaderName constant, not a &str: a &str name is parsed again on every lookup.
+        Self::from_field(headers, &CACHE_CONTROL).unwrap_or_default()
     }
 
     /// Parses every line of field `name`; `None` when the field is absent.
-    pub fn from_field(headers: &HeaderMap, name: &str) -> Option<CacheControl> {
+    pub fn from_field<K: http::header::AsHeaderName>(
+        headers: &HeaderMap,
+        name: K,
+    ) -> Option<CacheControl> {
         let mut values = headers.get_all(name).iter().peekable();
         values.peek()?;
         let mut cc = CacheControl::default();
@@ -57,7 +61,7 @@ impl CacheControl {
     pub fn targeted(headers: &HeaderMap, targets: &[String]) -> CacheControl {
         targets
             .iter()
-            .find_map(|t| Self::from_field(headers, t))
+            .find_map(|t| Self::from_field(headers, t.as_str()))
             .unwrap_or_else(|| Self::from_headers(headers))
     }
 

@@ -1,4 +1,6 @@
-//! Header hygiene at the proxy boundary: hop-by-hop removal, X-Forwarded-For, Via.
+//! Header hygiene at the proxy boundary: hop-by-hop removal, the forwarding fields Shellac owns
+//! (X-Forwarded-*, Forwarded, Via), and request fields that could rewrite a request behind the
+//! cache's back.
 
 use std::net::IpAddr;
 
@@ -18,6 +20,119 @@ const HOP_BY_HOP: [&str; 8] = [
     "upgrade",
     "proxy-authorization",
 ];
+
+/// Fields that ask an origin framework to route or treat a request as something other than
+/// what the cache keyed it on (IIS/Symfony/Zend URL rewrites, method overrides). Removed from
+/// every request, whoever sends it: a cache that keys on the URL must not let the origin serve
+/// another URL under it.
+pub const REWRITE_FIELDS: [&str; 6] = [
+    "x-original-url",
+    "x-rewrite-url",
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+    "x-original-method",
+];
+
+/// Fields that say who the client is and how it connected. Shellac sets its own; inbound
+/// values are kept only from `server.trusted_proxies`.
+pub const FORWARDING_FIELDS: [&str; 14] = [
+    "x-forwarded-for",
+    "x-forwarded-host",
+    "x-forwarded-proto",
+    "x-forwarded-port",
+    "x-forwarded-prefix",
+    "x-forwarded-server",
+    "x-forwarded-scheme",
+    "x-forwarded-ssl",
+    "x-real-ip",
+    "x-client-ip",
+    "true-client-ip",
+    "x-host",
+    "forwarded",
+    "via",
+];
+
+/// Removes the rewrite fields, and the forwarding fields unless the client is a trusted proxy.
+/// One pass over the names first: on most requests there is nothing to remove.
+pub fn sanitize_request(headers: &mut HeaderMap, trusted: bool) {
+    let owned = |name: &HeaderName| {
+        let n = name.as_str();
+        matches!(n.as_bytes().first(), Some(b'x' | b'f' | b'v' | b't'))
+            && (REWRITE_FIELDS.contains(&n) || (!trusted && FORWARDING_FIELDS.contains(&n)))
+    };
+    if !headers.keys().any(owned) {
+        return;
+    }
+    for name in REWRITE_FIELDS {
+        headers.remove(name);
+    }
+    if !trusted {
+        for name in FORWARDING_FIELDS {
+            headers.remove(name);
+        }
+    }
+}
+
+/// Adds what Shellac says about the client to a backend request: `X-Forwarded-For` (appended
+/// to a trusted proxy's list), `X-Forwarded-Host` and `X-Forwarded-Proto` (unless a trusted proxy
+/// set them), `Forwarded` (RFC 7239, appended) and `Via`. Untrusted inbound values were removed
+/// by [`sanitize_request`].
+pub fn add_forwarding(headers: &mut HeaderMap, client: IpAddr) {
+    append_forwarded_for(headers, client);
+    let host = headers.get(header::HOST).cloned();
+    if !headers.contains_key("x-forwarded-host")
+        && let Some(h) = &host
+    {
+        headers.insert("x-forwarded-host", h.clone());
+    }
+    if !headers.contains_key("x-forwarded-proto") {
+        headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
+    }
+    let client = client.to_canonical();
+    let node = if client.is_ipv6() {
+        format!("for=\"[{client}]\"")
+    } else {
+        format!("for={client}")
+    };
+    let host = host
+        .as_ref()
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| !h.is_empty())
+        .map(|h| format!(";host=\"{h}\""))
+        .unwrap_or_default();
+    if let Ok(v) = HeaderValue::from_str(&format!("{node}{host};proto=http")) {
+        headers.append(header::FORWARDED, v);
+    }
+    append_via(headers);
+}
+
+/// The `Upgrade` value of a request that asks to switch to one of `allowed` (RFC 9110 §7.8):
+/// an HTTP/1.1 GET whose `Connection` names `upgrade` and whose `Upgrade` is exactly one
+/// protocol from the list (`websocket`, case-insensitive; a version suffix is allowed).
+pub fn upgrade_request(
+    method: &http::Method,
+    version: http::Version,
+    headers: &HeaderMap,
+    allowed: &[String],
+) -> Option<HeaderValue> {
+    if allowed.is_empty() || method != http::Method::GET || version != http::Version::HTTP_11 {
+        return None;
+    }
+    let value = headers.get(header::UPGRADE)?;
+    let asks = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"));
+    let protocol = value.to_str().ok()?.trim();
+    let name = protocol.split('/').next().unwrap_or("");
+    (asks
+        && headers.get_all(header::UPGRADE).iter().count() == 1
+        && allowed.iter().any(|a| a.eq_ignore_ascii_case(name)))
+    .then(|| value.clone())
+}
 
 /// Removes hop-by-hop fields, including every field named in `Connection`.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
@@ -77,6 +192,40 @@ mod tests {
         strip_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1);
         assert!(h.contains_key("x-kept"));
+    }
+
+    #[test]
+    fn untrusted_forwarding_fields_are_replaced() {
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", HeaderValue::from_static("6.6.6.6"));
+        h.insert("x-forwarded-host", HeaderValue::from_static("evil.example"));
+        h.insert("forwarded", HeaderValue::from_static("for=6.6.6.6"));
+        h.insert("via", HeaderValue::from_static("1.1 liar"));
+        h.insert("x-original-url", HeaderValue::from_static("/admin"));
+        h.insert("host", HeaderValue::from_static("www.example"));
+        h.insert("x-kept", HeaderValue::from_static("1"));
+        let mut trusted = h.clone();
+        sanitize_request(&mut h, false);
+        add_forwarding(&mut h, "192.0.2.1".parse().unwrap());
+        assert_eq!(h["x-forwarded-for"], "192.0.2.1");
+        assert_eq!(h["x-forwarded-host"], "www.example");
+        assert_eq!(h["x-forwarded-proto"], "http");
+        assert_eq!(
+            h["forwarded"],
+            "for=192.0.2.1;host=\"www.example\";proto=http"
+        );
+        assert_eq!(h["via"], VIA);
+        assert!(!h.contains_key("x-original-url"));
+        assert_eq!(h["x-kept"], "1");
+        sanitize_request(&mut trusted, true);
+        add_forwarding(&mut trusted, "::1".parse().unwrap());
+        assert_eq!(trusted["x-forwarded-for"], "6.6.6.6, ::1");
+        assert_eq!(trusted["x-forwarded-host"], "evil.example");
+        let fwd: Vec<_> = trusted.get_all("forwarded").iter().collect();
+        assert_eq!(fwd.len(), 2);
+        assert_eq!(fwd[1], "for=\"[::1]\";host=\"www.example\";proto=http");
+        assert_eq!(trusted.get_all("via").iter().count(), 2);
+        assert!(!trusted.contains_key("x-original-url"));
     }
 
     #[test]

@@ -2,3 +2,5 @@
 
 pub mod cache_control;
 pub mod headers;
+pub mod strict;
+pub mod target;

@@ -194,12 +194,21 @@ fn pass(txn: &mut Txn<'_>, reason: NoCacheReason, parts: Parts, body: BackendBod
     } else {
         ResponseBody::backend(body)
     };
-    Step::Deliver(super::deliver::respond(
-        parts.status,
-        parts.headers,
-        body,
-        &status,
-    ))
+    let switching = parts.status == StatusCode::SWITCHING_PROTOCOLS;
+    let mut parts = parts;
+    let on_upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
+    let mut resp = super::deliver::respond(parts.status, parts.headers, body, &status);
+    // The backend switched protocols (only ever for an upgrade it was asked for): the server
+    // joins the two connections once the 101 is written (`server::tunnel`).
+    if switching && let Some(on_upgrade) = on_upgrade {
+        let h = resp.headers_mut();
+        h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        if let Some(protocol) = txn.req.headers.get(header::UPGRADE) {
+            h.insert(header::UPGRADE, protocol.clone());
+        }
+        resp.extensions_mut().insert(on_upgrade);
+    }
+    Step::Deliver(resp)
 }
 
 /// Purges the target URI and the same-host `Location` / `Content-Location` URIs.
@@ -271,7 +280,7 @@ fn revalidated(
             headers.remove(header::AGE);
             let object = Arc::new(Object {
                 status: stale.status,
-                headers,
+                headers: super::fill::compact(&headers),
                 body: stale.body.clone(),
                 body_len: stale.body_len,
                 vary: stale.vary.clone(),
@@ -283,6 +292,7 @@ fn revalidated(
                 keep: plan.keep,
                 stored_at,
                 state: Default::default(),
+                prepared: Default::default(),
             });
             proxy.cache.store(primary, object.clone());
             (
@@ -347,6 +357,7 @@ fn clone_object(o: &Object) -> Object {
         keep: o.keep,
         stored_at: o.stored_at,
         state: Default::default(),
+        prepared: Default::default(),
     }
 }
 

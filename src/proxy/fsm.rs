@@ -237,6 +237,16 @@ impl Txn<'_> {
             }
             forced_lookup = outcome.cache;
         }
+        if crate::http::headers::upgrade_request(
+            &self.req.method,
+            self.req.version,
+            &self.req.headers,
+            &self.proxy.config.server.upgrade_protocols,
+        )
+        .is_some()
+        {
+            return Step::Pass(NoCacheReason::Upgrade);
+        }
         if self.req.method != Method::GET && self.req.method != Method::HEAD {
             return Step::Pass(NoCacheReason::Method);
         }
@@ -342,26 +352,34 @@ impl Txn<'_> {
         if self.lookups > MAX_LOOKUPS {
             return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "too-many-lookups");
         }
-        let Some(primary) = self.key.clone() else {
+        // The key is moved out and back rather than cloned: this runs on every hit.
+        let Some(primary) = self.key.take() else {
             return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-key");
         };
+        let step = self.lookup_key(&primary).await;
+        self.key = Some(primary);
+        step
+    }
+
+    async fn lookup_key(&mut self, primary: &CacheKey) -> Step {
         let cache = &self.proxy.cache;
-        let key = cache.lookup_key(&primary, &self.req.headers);
+        let variant = cache.variant_key(primary, &self.req.headers);
+        let key = variant.as_ref().unwrap_or(primary);
         let now = Instant::now();
-        if let Some(step) = self.classify(&key, now, true).await {
+        if let Some(step) = self.classify(key, now, true).await {
             return step;
         }
         if self.req_cc.as_ref().is_some_and(|cc| cc.only_if_cached) {
             return Step::Synth(StatusCode::GATEWAY_TIMEOUT, "only-if-cached");
         }
-        if cache.is_hit_for_miss(&primary, now) {
+        if cache.is_hit_for_miss(primary, now) {
             return Step::HitForMiss;
         }
-        match cache.busy.join(&key) {
+        match cache.busy.join(key) {
             Join::Waiter(busy) => Step::Wait(busy),
             Join::Leader(guard) => {
                 // The previous leader may have stored the object between our lookup and join.
-                match self.classify(&key, now, false).await {
+                match self.classify(key, now, false).await {
                     Some(hit) => hit,
                     None => Step::Miss(guard),
                 }
@@ -422,11 +440,11 @@ impl Txn<'_> {
             self.proxy.counters.cache_hit_memory.inc();
         }
         let now = Instant::now();
-        let status = if object.is_fresh(now) {
-            deliver::hit_status(&object, now)
-        } else {
-            deliver::stale_status(&object, now, "max-stale")
-        };
+        if object.is_fresh(now) {
+            let status = deliver::hit_status(&object, now);
+            return self.deliver_object(object, &status);
+        }
+        let status = deliver::stale_status(&object, now, "max-stale");
         self.deliver_object(object, &status)
     }
 
@@ -572,6 +590,13 @@ impl Txn<'_> {
 /// Rewrites `Accept-Encoding` to `gzip`, `br` or nothing, so clients that differ only in how
 /// they spell it share one variant (and the backend sees what the variant was fetched with).
 fn normalize_accept_encoding(headers: &mut http::HeaderMap) {
+    // Fast paths: no field (nothing to do), or already normalised.
+    let mut values = headers.get_all(header::ACCEPT_ENCODING).iter();
+    match (values.next(), values.next()) {
+        (None, _) => return,
+        (Some(v), None) if v == "gzip" || v == "br" => return,
+        _ => {}
+    }
     let accepts = |coding: &str| {
         headers
             .get_all(header::ACCEPT_ENCODING)

@@ -9,7 +9,7 @@ mod fetch;
 mod fill;
 mod fsm;
 mod observe;
-mod partial;
+pub mod partial;
 mod refresh;
 mod send;
 
@@ -151,12 +151,38 @@ impl Proxy {
     }
 
     /// Runs one request through the state machine.
+    ///
+    /// First the request is put in the one form every later step sees: the rewrite fields
+    /// and (from untrusted clients) the forwarding fields removed, the target's escapes
+    /// normalised (`http::target`).
     pub async fn handle(
         self: &Arc<Self>,
-        req: Request<Incoming>,
+        mut req: Request<Incoming>,
         client: SocketAddr,
     ) -> Response<ResponseBody> {
+        let trusted = self.config.server.trusts(client.ip());
+        crate::http::headers::sanitize_request(req.headers_mut(), trusted);
+        if let Some(normal) = req
+            .uri()
+            .path_and_query()
+            .and_then(|p| crate::http::target::normalise(p.as_str()))
+        {
+            let mut parts = req.uri().clone().into_parts();
+            if let Ok(pq) = normal.parse() {
+                parts.path_and_query = Some(pq);
+                if let Ok(uri) = http::Uri::from_parts(parts) {
+                    *req.uri_mut() = uri;
+                }
+            }
+        }
         fsm::run(self, req, client).await
+    }
+
+    /// The answer to a request refused before it reached the state machine (strict parsing,
+    /// limits): `status` with `detail` and `Connection: close`. Never cached, never logged.
+    pub fn refuse(&self, status: u16, detail: &str) -> Response<ResponseBody> {
+        let status = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::BAD_REQUEST);
+        deliver::synth(status, detail, true)
     }
 
     /// Counters and gauges as (name, value), for `/stats`; names as `stats::names()`.

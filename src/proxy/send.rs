@@ -133,14 +133,27 @@ fn choose(
     })
 }
 
-/// The backend request: hop-by-hop removed, `X-Forwarded-For` and `Via` added; for cache
+/// The backend request: hop-by-hop removed, forwarding fields (`X-Forwarded-*`, `Forwarded`,
+/// `Via`) added; for cache
 /// fills a plain GET without conditionals or ranges, so the whole object comes back.
 fn build_request(txn: &mut Txn<'_>, backend: &Backend, for_cache: bool) -> Request<RequestBody> {
     let mut headers: HeaderMap = txn.req.headers.clone();
     headers::strip_hop_by_hop(&mut headers);
+    // A protocol upgrade the operator allows goes to the backend (never for a cache fill).
+    if !for_cache
+        && let Some(protocol) = headers::upgrade_request(
+            &txn.req.method,
+            txn.req.version,
+            &txn.req.headers,
+            &txn.proxy.config.server.upgrade_protocols,
+        )
+    {
+        headers.insert(header::UPGRADE, protocol);
+        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    }
     headers.remove(header::EXPECT);
-    headers::append_forwarded_for(&mut headers, txn.client.ip());
-    headers::append_via(&mut headers);
+    // Framing is rebuilt by hyper from the body it is given; never the client's word.
+    headers.remove(header::CONTENT_LENGTH);
     if let Some(authority) = txn.req.uri.authority() {
         if let Ok(v) = HeaderValue::from_str(authority.as_str()) {
             headers.insert(header::HOST, v);
@@ -150,6 +163,7 @@ fn build_request(txn: &mut Txn<'_>, backend: &Backend, for_cache: bool) -> Reque
     {
         headers.insert(header::HOST, v);
     }
+    headers::add_forwarding(&mut headers, txn.client.ip());
     let method = if for_cache {
         for name in CONDITIONAL {
             headers.remove(name);
@@ -167,8 +181,12 @@ fn build_request(txn: &mut Txn<'_>, backend: &Backend, for_cache: bool) -> Reque
     } else {
         txn.req.method.clone()
     };
+    // A GET or HEAD body is never forwarded: it cannot change what the cache keyed, and some
+    // origins would read it as a second request on the pooled connection.
     let body = match (for_cache, txn.body.take()) {
-        (false, Some(b)) => RequestBody::stream(b, txn.proxy.counters.clone()),
+        (false, Some(b)) if !matches!(method, Method::GET | Method::HEAD) => {
+            RequestBody::stream(b, txn.proxy.counters.clone())
+        }
         _ => RequestBody::empty(),
     };
     let path = txn

@@ -2,6 +2,8 @@
 //! all on ephemeral loopback ports, speaking HTTP over sockets.
 #![allow(dead_code)]
 
+pub mod raw_origin;
+
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -569,6 +571,41 @@ pub async fn raw(addr: SocketAddr, bytes: &[u8]) -> String {
     let mut out = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut out)).await;
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// What a raw client saw: everything the server sent, and whether it closed the connection.
+pub struct Exchange {
+    pub text: String,
+    pub closed: bool,
+}
+
+impl Exchange {
+    /// Status codes of the responses, in order.
+    pub fn statuses(&self) -> Vec<u16> {
+        self.text
+            .match_indices("HTTP/1.")
+            .filter_map(|(i, _)| self.text.get(i + 9..i + 12)?.parse().ok())
+            .collect()
+    }
+}
+
+/// Writes raw bytes, then reads until the server closes or `wait` passes without a byte.
+pub async fn exchange(addr: SocketAddr, bytes: &[u8], wait: Duration) -> Exchange {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let _ = stream.write_all(bytes).await;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    let closed = loop {
+        match tokio::time::timeout(wait, stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break true,
+            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
+            Err(_) => break false,
+        }
+    };
+    Exchange {
+        text: String::from_utf8_lossy(&out).into_owned(),
+        closed,
+    }
 }
 
 /// A directory under the system temp dir, removed when dropped.

@@ -619,6 +619,7 @@ fn object_from(meta: Meta, body: Body, body_len: u64) -> Object {
         stale_if_error: meta.stale_if_error_ms.map(Duration::from_millis),
         stored_at: Instant::now(),
         state: crate::cache::TierState::from_disk(),
+        prepared: Default::default(),
     }
 }
 

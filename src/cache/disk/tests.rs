@@ -62,6 +62,7 @@ fn object(body: Vec<u8>, ttl: Duration, initial_age: Duration) -> Arc<Object> {
         keep: Duration::ZERO,
         stored_at: Instant::now(),
         state: Default::default(),
+        prepared: Default::default(),
     })
 }
 

@@ -1,0 +1,609 @@
+//! The client socket as hyper sees it: every byte passes `http::strict` first.
+//!
+//! - A request head reaches hyper only once it is complete and valid; a partial head is held
+//!   here (bounded by `max_header_size`), so hyper never dispatches what we did not check.
+//! - A refused request never reaches hyper either. In its place hyper reads a fixed stand-in
+//!   request, and the service answers that request (its number is recorded here) with the
+//!   violation's status and `Connection: close`. Responses to earlier pipelined requests go out
+//!   first, in order, and nothing after the refused request is ever parsed.
+//! - A violation inside a body whose head hyper already has (a malformed chunk arriving later)
+//!   fails the body with an I/O error: hyper stops reading, the backend request is aborted
+//!   mid-body (never completed), and the service answers 400/413 with `Connection: close`.
+//!   When the head and the bad body bytes arrive together, the whole request is refused as above
+//!   and nothing reaches a backend.
+//! - It also keeps the per-connection clocks for the idle, header-read, body and send timeouts.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll, Waker, ready};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::clock::now_ms;
+use crate::http::strict::{Class, Limits, Scan, Scanner, Violation};
+use crate::stats::Counters;
+
+/// What hyper parses in place of a refused request. The service recognises it by its number,
+/// never by its content.
+const STAND_IN: &[u8] = b"GET / HTTP/1.1\r\nhost: refused.invalid\r\n\r\n";
+
+const NONE: u64 = u64::MAX;
+
+/// Lingering close after a refusal: how long, and how many bytes, to read and discard.
+const LINGER_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+const LINGER_BYTES: usize = 64 * 1024;
+
+pub(super) const PHASE_IDLE: u8 = 0;
+pub(super) const PHASE_HEAD: u8 = 1;
+pub(super) const PHASE_BUSY: u8 = 2;
+
+/// Per-connection state shared by the gate (socket side), the service (request side) and the
+/// connection's timer. Everything is relaxed atomics: all three run on the connection's task.
+pub(super) struct ConnState {
+    /// What the connection is doing, for the idle and header-read timeouts.
+    pub phase: AtomicU8,
+    pub since_ms: AtomicU64,
+    in_flight: AtomicUsize,
+    /// Requests the service has seen.
+    requests: AtomicU64,
+    /// The number of the request that stands in for a refused one, and why.
+    reject_at: AtomicU64,
+    reject: AtomicU8,
+    /// A violation found in the body of the request in flight (0: none).
+    body_error: AtomicU8,
+    /// Slow-body bookkeeping: since when hyper has been waiting for body bytes (0: not
+    /// waiting), total time waited, body bytes received.
+    body_wait_since: AtomicU64,
+    body_waited_ms: AtomicU64,
+    body_bytes: AtomicU64,
+    /// Since when a write to the client has made no progress (0: not blocked).
+    write_blocked_since: AtomicU64,
+    /// The number of a request that asked to switch protocols; the gate reads nothing after
+    /// it until the service decides (`UPGRADE_*`), and the waker to call then.
+    upgrade_at: AtomicU64,
+    upgrade: AtomicU8,
+    upgrade_waker: Mutex<Option<Waker>>,
+}
+
+const UPGRADE_PENDING: u8 = 0;
+const UPGRADE_REFUSED: u8 = 1;
+const UPGRADE_TUNNEL: u8 = 2;
+
+/// What the service learns when hyper dispatches a request.
+pub(super) struct Begin {
+    /// The request is the stand-in for one the gate refused, for this reason.
+    pub refused: Option<Violation>,
+    /// The request asked to switch protocols: the service must call `decide_upgrade`.
+    pub upgrade: bool,
+}
+
+impl ConnState {
+    pub fn new() -> ConnState {
+        ConnState {
+            phase: AtomicU8::new(PHASE_HEAD),
+            since_ms: AtomicU64::new(now_ms()),
+            in_flight: AtomicUsize::new(0),
+            requests: AtomicU64::new(0),
+            reject_at: AtomicU64::new(NONE),
+            reject: AtomicU8::new(0),
+            body_error: AtomicU8::new(0),
+            body_wait_since: AtomicU64::new(0),
+            body_waited_ms: AtomicU64::new(0),
+            body_bytes: AtomicU64::new(0),
+            write_blocked_since: AtomicU64::new(0),
+            upgrade_at: AtomicU64::new(NONE),
+            upgrade: AtomicU8::new(UPGRADE_PENDING),
+            upgrade_waker: Mutex::new(None),
+        }
+    }
+
+    /// Called by the service for each request hyper dispatches.
+    pub fn begin_request(&self) -> Begin {
+        let n = self.requests.fetch_add(1, Ordering::Relaxed);
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.phase.store(PHASE_BUSY, Ordering::Relaxed);
+        let refused = if self.reject_at.load(Ordering::Relaxed) == n {
+            Violation::from_code(self.reject.load(Ordering::Relaxed))
+        } else {
+            None
+        };
+        Begin {
+            refused,
+            upgrade: self.upgrade_at.load(Ordering::Relaxed) == n,
+        }
+    }
+
+    /// The service's answer to an upgrade request: `tunnel` once the backend switched
+    /// protocols (the gate then passes bytes through unread), else the gate goes on parsing.
+    pub fn decide_upgrade(&self, tunnel: bool) {
+        let decision = if tunnel {
+            UPGRADE_TUNNEL
+        } else {
+            UPGRADE_REFUSED
+        };
+        self.upgrade.store(decision, Ordering::Release);
+        let waker = self.upgrade_waker.lock().ok().and_then(|mut w| w.take());
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    pub fn end_request(&self) {
+        if self.in_flight.fetch_sub(1, Ordering::Relaxed) == 1 {
+            self.since_ms.store(now_ms(), Ordering::Relaxed);
+            self.phase.store(PHASE_IDLE, Ordering::Relaxed);
+        }
+    }
+
+    /// A violation in the body of the request in flight, if any.
+    pub fn body_error(&self) -> Option<Violation> {
+        Violation::from_code(self.body_error.load(Ordering::Relaxed))
+    }
+
+    fn bytes_arrived(&self) {
+        if self.phase.load(Ordering::Relaxed) == PHASE_IDLE {
+            self.since_ms.store(now_ms(), Ordering::Relaxed);
+            self.phase.store(PHASE_HEAD, Ordering::Relaxed);
+        }
+    }
+
+    fn body_started(&self) {
+        self.body_wait_since.store(0, Ordering::Relaxed);
+        self.body_waited_ms.store(0, Ordering::Relaxed);
+        self.body_bytes.store(0, Ordering::Relaxed);
+    }
+
+    fn body_waiting(&self) {
+        if self.body_wait_since.load(Ordering::Relaxed) == 0 {
+            self.body_wait_since
+                .store(now_ms().max(1), Ordering::Relaxed);
+        }
+    }
+
+    fn body_received(&self, n: usize) {
+        let since = self.body_wait_since.swap(0, Ordering::Relaxed);
+        if since != 0 {
+            self.body_waited_ms
+                .fetch_add(now_ms().saturating_sub(since), Ordering::Relaxed);
+        }
+        self.body_bytes.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Whether the client is sending its body too slowly: hyper has waited for body bytes for
+    /// longer than `timeout_ms` in one stretch, or in total for longer than `timeout_ms` plus
+    /// one second per `min_rate` bytes received (0: no rate check). Only time spent waiting on
+    /// the client counts, not time the backend took to accept the body.
+    pub fn body_too_slow(&self, now: u64, timeout_ms: u64, min_rate: u64) -> bool {
+        let since = self.body_wait_since.load(Ordering::Relaxed);
+        if since == 0 {
+            return false;
+        }
+        let current = now.saturating_sub(since);
+        if current > timeout_ms {
+            return true;
+        }
+        if min_rate == 0 {
+            return false;
+        }
+        let waited = self.body_waited_ms.load(Ordering::Relaxed) + current;
+        let earned = self.body_bytes.load(Ordering::Relaxed).saturating_mul(1000) / min_rate;
+        waited > timeout_ms.saturating_add(earned)
+    }
+
+    /// Whether a write to the client has been blocked for longer than `timeout_ms`.
+    pub fn send_stalled(&self, now: u64, timeout_ms: u64) -> bool {
+        let since = self.write_blocked_since.load(Ordering::Relaxed);
+        since != 0 && now.saturating_sub(since) > timeout_ms
+    }
+}
+
+/// What the gate does once the bytes queued for hyper are gone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum After {
+    Continue,
+    /// Fail the body hyper is reading, then stop.
+    BodyError(Violation),
+    /// Nothing more is read from this connection.
+    Stop,
+}
+
+/// The strict gate around a client socket.
+pub(super) struct Gate<T> {
+    inner: T,
+    state: Arc<ConnState>,
+    counters: Arc<Counters>,
+    scanner: Scanner,
+    /// A partial, not yet validated head (and what arrived after it).
+    held: Vec<u8>,
+    /// Validated bytes (or the stand-in request) waiting for room in hyper's buffer.
+    pending: Vec<u8>,
+    pending_pos: usize,
+    after: After,
+    /// Heads handed to hyper so far (stand-in included).
+    heads: u64,
+    mode: Mode,
+    /// Held bytes must be scanned again without waiting for more (an upgrade was refused).
+    rescan: bool,
+    /// Lingering close after a refusal: write side shut, deadline, bytes discarded.
+    shut: bool,
+    linger: Option<Pin<Box<tokio::time::Sleep>>>,
+    lingered: usize,
+}
+
+/// Whether the gate is parsing HTTP, waiting for the answer to an upgrade request, or passing
+/// a tunnel's bytes through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Scan,
+    AwaitUpgrade,
+    Tunnel,
+}
+
+/// How far a run of the scanner over some bytes got.
+enum Outcome {
+    /// Everything up to the end is valid (a trailing partial head starts at `held_from`).
+    Valid { held_from: usize },
+    /// Refuse the request whose head starts at `cut` (nothing from it reaches hyper).
+    RefuseRequest { cut: usize, violation: Violation },
+    /// Fail the body in flight after `cut` valid bytes.
+    FailBody { cut: usize, violation: Violation },
+}
+
+impl<T> Gate<T> {
+    pub fn new(inner: T, state: Arc<ConnState>, counters: Arc<Counters>, limits: Limits) -> Self {
+        Gate {
+            inner,
+            state,
+            counters,
+            scanner: Scanner::new(limits),
+            held: Vec::new(),
+            pending: Vec::new(),
+            pending_pos: 0,
+            after: After::Continue,
+            heads: 0,
+            mode: Mode::Scan,
+            rescan: false,
+            shut: false,
+            linger: None,
+            lingered: 0,
+        }
+    }
+
+    /// Runs the scanner over `data`, which continues the stream where the last run stopped.
+    fn scan(&mut self, data: &[u8]) -> Outcome {
+        let mut pos = 0;
+        // Start of the last head found in `data` (its request not yet handed to hyper).
+        let mut head_at: Option<usize> = None;
+        while pos < data.len() {
+            match self.scanner.scan(&data[pos..]) {
+                Scan::Head(n, head) => {
+                    head_at = Some(pos);
+                    self.heads += 1;
+                    self.state.body_started();
+                    pos += n;
+                    if head.upgrade {
+                        // What follows may not be HTTP: read on only once the service decided.
+                        self.state.upgrade.store(UPGRADE_PENDING, Ordering::Relaxed);
+                        self.state
+                            .upgrade_at
+                            .store(self.heads - 1, Ordering::Relaxed);
+                        self.mode = Mode::AwaitUpgrade;
+                        return Outcome::Valid { held_from: pos };
+                    }
+                }
+                Scan::Body(n) => pos += n,
+                Scan::Incomplete => return Outcome::Valid { held_from: pos },
+                Scan::Reject(violation) => {
+                    self.count(violation);
+                    return if self.scanner.at_head() {
+                        Outcome::RefuseRequest {
+                            cut: pos,
+                            violation,
+                        }
+                    } else if let Some(cut) = head_at {
+                        // The bad body bytes came with their head: refuse the whole request.
+                        self.heads -= 1;
+                        Outcome::RefuseRequest { cut, violation }
+                    } else {
+                        Outcome::FailBody {
+                            cut: pos,
+                            violation,
+                        }
+                    };
+                }
+            }
+        }
+        Outcome::Valid {
+            held_from: data.len(),
+        }
+    }
+
+    fn count(&self, v: Violation) {
+        let c = &self.counters;
+        match v.class() {
+            Class::RequestLine => c.client_reject_request_line.inc(),
+            Class::Header => c.client_reject_header.inc(),
+            Class::Host => c.client_reject_host.inc(),
+            Class::Framing => c.client_reject_framing.inc(),
+            Class::HopByHop => c.client_reject_hop_by_hop.inc(),
+            Class::Chunked => c.client_reject_chunked.inc(),
+            Class::Limit => c.client_reject_limit.inc(),
+        }
+        if v.status() == 400 {
+            c.client_req_400.inc();
+        }
+        tracing::debug!(violation = v.as_str(), "client request refused");
+    }
+
+    /// Queues the stand-in request for `v`; nothing is read after it.
+    fn refuse(&mut self, v: Violation) {
+        self.state.reject.store(v as u8, Ordering::Relaxed);
+        self.state.reject_at.store(self.heads, Ordering::Relaxed);
+        self.heads += 1;
+        self.pending.extend_from_slice(STAND_IN);
+        self.held = Vec::new();
+        self.after = After::Stop;
+    }
+
+    fn fail_body(&mut self, v: Violation) {
+        self.state.body_error.store(v as u8, Ordering::Relaxed);
+        self.held = Vec::new();
+        self.after = After::BodyError(v);
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Gate<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        loop {
+            if this.pending_pos < this.pending.len() {
+                let n = (this.pending.len() - this.pending_pos).min(buf.remaining());
+                buf.put_slice(&this.pending[this.pending_pos..this.pending_pos + n]);
+                this.pending_pos += n;
+                if this.pending_pos == this.pending.len() {
+                    this.pending.clear();
+                    this.pending_pos = 0;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            match this.after {
+                After::Continue => {}
+                After::BodyError(v) => {
+                    this.after = After::Stop;
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        v.as_str(),
+                    )));
+                }
+                // hyper is answering the refused request with `Connection: close` and will
+                // not need this side again.
+                After::Stop => return Poll::Pending,
+            }
+            match this.mode {
+                Mode::Scan => {}
+                Mode::AwaitUpgrade => match this.upgrade_decision(cx) {
+                    None => return Poll::Pending,
+                    Some(true) => {
+                        this.mode = Mode::Tunnel;
+                        let held = std::mem::take(&mut this.held);
+                        this.pending.extend_from_slice(&held);
+                        continue;
+                    }
+                    Some(false) => {
+                        this.mode = Mode::Scan;
+                        this.rescan = !this.held.is_empty();
+                    }
+                },
+                // A tunnel: bytes pass through unread.
+                Mode::Tunnel => return Pin::new(&mut this.inner).poll_read(cx, buf),
+            }
+            if this.rescan {
+                this.rescan = false;
+                let held = std::mem::take(&mut this.held);
+                this.scan_held(held);
+                continue;
+            }
+            let in_body = !this.scanner.at_head();
+            let start = buf.filled().len();
+            match Pin::new(&mut this.inner).poll_read(cx, buf) {
+                Poll::Pending => {
+                    if in_body {
+                        this.state.body_waiting();
+                    }
+                    return Poll::Pending;
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Ready(Ok(())) => {}
+            }
+            let end = buf.filled().len();
+            if end == start {
+                // End of stream. A held partial head was never seen by hyper: it just sees EOF.
+                return Poll::Ready(Ok(()));
+            }
+            this.state.bytes_arrived();
+            if in_body {
+                this.state.body_received(end - start);
+            }
+            if this.held.is_empty() {
+                // Fast path: scan in place in hyper's buffer.
+                let outcome = this.scan(&buf.filled()[start..end]);
+                match outcome {
+                    Outcome::Valid { held_from } => {
+                        if held_from < end - start {
+                            this.held
+                                .extend_from_slice(&buf.filled()[start + held_from..end]);
+                            buf.set_filled(start + held_from);
+                        }
+                    }
+                    Outcome::RefuseRequest { cut, violation } => {
+                        buf.set_filled(start + cut);
+                        this.refuse(violation);
+                    }
+                    Outcome::FailBody { cut, violation } => {
+                        buf.set_filled(start + cut);
+                        this.fail_body(violation);
+                    }
+                }
+                if buf.filled().len() > start {
+                    return Poll::Ready(Ok(()));
+                }
+                continue;
+            }
+            // A partial head is held: append what arrived and scan the held bytes again.
+            this.held.extend_from_slice(&buf.filled()[start..end]);
+            buf.set_filled(start);
+            let held = std::mem::take(&mut this.held);
+            this.scan_held(held);
+        }
+    }
+}
+
+impl<T> Gate<T> {
+    /// Scans held bytes (a partial head and what followed it): the valid part is queued for
+    /// hyper, an incomplete head stays held.
+    fn scan_held(&mut self, held: Vec<u8>) {
+        match self.scan(&held) {
+            Outcome::Valid { held_from } => {
+                self.pending.extend_from_slice(&held[..held_from]);
+                self.held = held;
+                self.held.drain(..held_from);
+            }
+            Outcome::RefuseRequest { cut, violation } => {
+                self.pending.extend_from_slice(&held[..cut]);
+                self.refuse(violation);
+            }
+            Outcome::FailBody { cut, violation } => {
+                self.pending.extend_from_slice(&held[..cut]);
+                self.fail_body(violation);
+            }
+        }
+    }
+
+    /// The service's decision on the pending upgrade (`Some(true)`: tunnel), or None after
+    /// registering to be woken when it comes.
+    fn upgrade_decision(&self, cx: &mut Context<'_>) -> Option<bool> {
+        let read = |s: &ConnState| match s.upgrade.load(Ordering::Acquire) {
+            UPGRADE_TUNNEL => Some(true),
+            UPGRADE_REFUSED => Some(false),
+            _ => None,
+        };
+        if let Some(d) = read(&self.state) {
+            return Some(d);
+        }
+        if let Ok(mut w) = self.state.upgrade_waker.lock() {
+            *w = Some(cx.waker().clone());
+        }
+        // Decided between the first look and registering: do not miss the wake-up.
+        read(&self.state)
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Gate<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.note_write(polled.is_pending());
+        polled
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.note_write(polled.is_pending());
+        polled
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    /// After a refusal, a lingering close: send FIN, then read and discard what the client
+    /// still sends (at most `LINGER_BYTES`, `LINGER_TIME`) so that closing with unread bytes
+    /// does not reset the connection and destroy the error response before the client read it.
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if !this.shut {
+            ready!(Pin::new(&mut this.inner).poll_shutdown(cx))?;
+            this.shut = true;
+        }
+        if this.after == After::Continue {
+            return Poll::Ready(Ok(()));
+        }
+        let linger = this
+            .linger
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(LINGER_TIME)));
+        let mut scratch = [0u8; 4096];
+        loop {
+            if linger.as_mut().poll(cx).is_ready() || this.lingered > LINGER_BYTES {
+                return Poll::Ready(Ok(()));
+            }
+            let mut rb = ReadBuf::new(&mut scratch);
+            match Pin::new(&mut this.inner).poll_read(cx, &mut rb) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(())) if !rb.filled().is_empty() => {
+                    this.lingered += rb.filled().len();
+                }
+                Poll::Ready(_) => return Poll::Ready(Ok(())),
+            }
+        }
+    }
+}
+
+impl<T> Gate<T> {
+    fn note_write(&self, blocked: bool) {
+        let since = &self.state.write_blocked_since;
+        if blocked {
+            if since.load(Ordering::Relaxed) == 0 {
+                since.store(now_ms().max(1), Ordering::Relaxed);
+            }
+        } else if since.load(Ordering::Relaxed) != 0 {
+            since.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slow_body_allowance() {
+        let s = ConnState::new();
+        // Not waiting: never too slow.
+        assert!(!s.body_too_slow(1_000_000, 1000, 100));
+        s.body_wait_since.store(10_000, Ordering::Relaxed);
+        // One stretch longer than the timeout.
+        assert!(!s.body_too_slow(10_900, 1000, 0));
+        assert!(s.body_too_slow(11_001, 1000, 0));
+        // Total waiting beyond timeout + bytes/rate.
+        s.body_waited_ms.store(1_500, Ordering::Relaxed);
+        s.body_bytes.store(100, Ordering::Relaxed); // earns 1000 ms at 100 B/s
+        assert!(!s.body_too_slow(10_400, 1000, 100)); // 1500 + 400 <= 1000 + 1000
+        assert!(s.body_too_slow(10_600, 1000, 100)); // 1500 + 600 > 2000
+        s.body_received(10);
+        assert_eq!(s.body_wait_since.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn stand_in_is_recognised_by_number() {
+        let s = ConnState::new();
+        s.reject
+            .store(Violation::DuplicateHost as u8, Ordering::Relaxed);
+        s.reject_at.store(1, Ordering::Relaxed);
+        assert_eq!(s.begin_request().refused, None);
+        assert_eq!(s.begin_request().refused, Some(Violation::DuplicateHost));
+    }
+}

@@ -1,0 +1,258 @@
+//! Resource limits and slow clients: sizes (414, 431, 413), slow request bodies, slow readers,
+//! connection limits, and an accept loop that survives running out of file descriptors.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use shellac::config::units::{Dur, Size};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn size_limits() {
+    let bench = Bench::with(|c| {
+        c.server.max_request_line = Size(256);
+        c.server.max_header_size = Size(2048);
+        c.server.max_headers = 10;
+        c.server.max_body_size = Size(100);
+    })
+    .await;
+    let long = "x".repeat(300);
+    let v = vec![
+        Vector::refused("URI too long", with_after(&format!("GET /{long} HTTP/1.1\r\nHost: a\r\n"), ""), 414),
+        // Refused as soon as the line is too long, without waiting for the rest of the head.
+        Vector::refused("URI too long, head unfinished", format!("GET /{long}"), 414),
+        Vector::refused(
+            "head too large",
+            with_after(&format!("GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n", "y".repeat(2100)), ""),
+            431,
+        ),
+        Vector::refused(
+            "too many fields",
+            with_after(
+                &format!("GET / HTTP/1.1\r\nHost: a\r\n{}", "X: 1\r\n".repeat(10)),
+                "",
+            ),
+            431,
+        ),
+        Vector::refused(
+            "body too large by Content-Length",
+            with_after("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 101\r\n", ""),
+            413,
+        ),
+        Vector::refused(
+            "body too large chunked",
+            with_after(
+                "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n",
+                &format!("65\r\n{}\r\n0\r\n\r\n", "z".repeat(101)),
+            ),
+            413,
+        ),
+        Vector::new(
+            "at the limits",
+            format!(
+                "POST /{} HTTP/1.1\r\nHost: a\r\n{}Content-Length: 100\r\nConnection: close\r\n\r\n{}",
+                "x".repeat(200),
+                "X: 1\r\n".repeat(6),
+                "z".repeat(100)
+            ),
+        )
+        .expect(&[200], 1),
+    ];
+    bench.run(&v).await;
+    assert_eq!(bench.origin.count(), 1);
+    assert_eq!(bench.shellac.stat("client_reject_limit").await, 6);
+    bench.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_request_bodies_are_cut_off() {
+    let bench = Bench::with(|c| {
+        c.server.body_timeout = Dur(Duration::from_millis(300));
+        c.server.body_min_rate = Size(1000);
+    })
+    .await;
+    // A body that stops: closed once it has stalled for body_timeout.
+    let mut s = TcpStream::connect(bench.shellac.addr).await.unwrap();
+    s.write_all(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\nab")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf))
+        .await
+        .expect("closed within 10 s");
+    assert_eq!(n.unwrap_or(0), 0, "closed without a response");
+    // A body that trickles: each byte within body_timeout, but far below body_min_rate.
+    let mut s = TcpStream::connect(bench.shellac.addr).await.unwrap();
+    s.write_all(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n")
+        .await
+        .unwrap();
+    let mut closed = false;
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if s.write_all(b"x").await.is_err() {
+            closed = true;
+            break;
+        }
+        if let Ok(Ok(0)) = tokio::time::timeout(Duration::from_millis(1), s.read(&mut buf)).await {
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed, "a trickling body is cut off");
+    assert_eq!(bench.shellac.stat("client_body_timeout").await, 2);
+    assert_eq!(
+        bench.origin.count(),
+        0,
+        "no complete request reached the origin"
+    );
+    bench.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_readers_are_cut_off() {
+    let body: &'static [u8] = Box::leak(
+        [
+            b"HTTP/1.1 200 OK\r\ncontent-length: 8388608\r\n\r\n".to_vec(),
+            vec![b'b'; 8 << 20],
+        ]
+        .concat()
+        .into_boxed_slice(),
+    );
+    let origin = RawOrigin::start(move |_| body.to_vec()).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.server.send_timeout = Dur(Duration::from_millis(300));
+    })
+    .await;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut s = socket.connect(shellac.addr).await.unwrap();
+    s.write_all(b"GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .unwrap();
+    // Never read: after send_timeout without progress the connection is closed.
+    let mut waited = 0;
+    while shellac.stat("client_send_timeout").await == 0 && waited < 100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        waited += 1;
+    }
+    assert_eq!(shellac.stat("client_send_timeout").await, 1);
+    drop(s);
+    shellac.stop().await;
+    origin.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_limit() {
+    let bench = Bench::with(|c| c.server.max_connections = 2).await;
+    let a = TcpStream::connect(bench.shellac.addr).await.unwrap();
+    let b = TcpStream::connect(bench.shellac.addr).await.unwrap();
+    // Let the accept loop register both.
+    let mut waited = 0;
+    while bench.shellac.stat("n_client_conn").await < 2 && waited < 100 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        waited += 1;
+    }
+    let got = exchange(
+        bench.shellac.addr,
+        b"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+        Duration::from_secs(3),
+    )
+    .await;
+    assert_eq!(got.statuses(), vec![503], "{}", got.text);
+    assert!(got.closed);
+    assert_eq!(bench.shellac.stat("client_conn_refused").await, 1);
+    drop((a, b));
+    let mut waited = 0;
+    while bench.shellac.stat("n_client_conn").await > 0 && waited < 100 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        waited += 1;
+    }
+    let got = exchange(
+        bench.shellac.addr,
+        b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(3),
+    )
+    .await;
+    assert_eq!(got.statuses(), vec![200]);
+    bench.stop().await;
+}
+
+/// Runs the real binary with a file-descriptor limit of 64, exhausts it with idle client
+/// connections, and checks the accept loop backs off and serves again once they close.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accept_loop_survives_emfile() {
+    let origin = RawOrigin::ok().await;
+    let bin = env!("CARGO_BIN_EXE_shellac");
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 64 && exec {bin} serve --listen 127.0.0.1:0 --admin 127.0.0.1:0 --backend {}",
+            origin.addr
+        ))
+        .env("SHELLAC_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start shellac");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let (mut proxy, mut admin) = (None, None);
+    while proxy.is_none() || admin.is_none() {
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("shellac logs its addresses");
+        if let Some(a) = line.split("proxy listening on ").nth(1) {
+            proxy = a.trim().parse::<std::net::SocketAddr>().ok();
+        }
+        if let Some(a) = line.split("admin listening on ").nth(1) {
+            admin = a.trim().parse::<std::net::SocketAddr>().ok();
+        }
+    }
+    let (proxy, admin) = (proxy.unwrap(), admin.unwrap());
+    // Hold more connections than the process has descriptors.
+    let mut held = Vec::new();
+    for _ in 0..100 {
+        if let Ok(s) = TcpStream::connect(proxy).await {
+            held.push(s);
+        }
+    }
+    let mut saw_emfile = false;
+    for _ in 0..100 {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(100))
+            && line.contains("accept failed")
+        {
+            saw_emfile = true;
+            break;
+        }
+    }
+    assert!(saw_emfile, "the descriptor limit was reached");
+    drop(held);
+    // Served again once descriptors are free (bounded wait).
+    let mut ok = false;
+    for _ in 0..50 {
+        let got = exchange(
+            proxy,
+            b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+            Duration::from_secs(2),
+        )
+        .await;
+        if got.statuses() == vec![200] {
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(ok, "serving again after EMFILE");
+    let stats = get(admin, "/stats").await.text();
+    assert!(!stats.contains("\"client_accept_error\": 0,"), "{stats}");
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let _ = child.wait();
+    origin.stop();
+}
