@@ -110,7 +110,6 @@ violations! {
     HeaderTooLarge = 27, 431, Limit, "header-too-large";
     TooManyHeaders = 28, 431, Limit, "too-many-headers";
     BodyTooLarge = 29, 413, Limit, "body-too-large";
-    BodyTimeout = 30, 408, Limit, "body-timeout";
 }
 
 /// How the body of an accepted request is delimited.
@@ -126,7 +125,8 @@ pub enum Framing {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Head {
     pub framing: Framing,
-    /// `Upgrade` present (and named in `Connection`).
+    /// `Upgrade` present, named in `Connection`, and no body: the connection may switch
+    /// protocols right after this head.
     pub upgrade: bool,
 }
 
@@ -458,7 +458,8 @@ pub fn parse_head(data: &[u8], limits: &Limits) -> Result<Option<(usize, Head)>,
         end,
         Head {
             framing,
-            upgrade: upgrade_field && connection_upgrade,
+            // Only a request without a body can switch protocols right after its head.
+            upgrade: upgrade_field && connection_upgrade && framing == Framing::None,
         },
     )))
 }
