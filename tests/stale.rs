@@ -150,7 +150,10 @@ async fn unreachable_backend_uses_stale_unless_must_revalidate() {
         r.cache_status()
     );
     let r = get(shellac.addr, "/strict").await;
-    assert_eq!(r.status, 504, "must-revalidate forbids serving stale; the error is 504 (§5.2.2.2)");
+    assert_eq!(
+        r.status, 504,
+        "must-revalidate forbids serving stale; the error is 504 (§5.2.2.2)"
+    );
     shellac.stop().await;
 }
 
