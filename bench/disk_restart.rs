@@ -17,7 +17,9 @@
 //! for nginx's cache loader to finish after each restart, default 400; 0 = don't wait),
 //! `LOAD_WAIT` (seconds to wait for the 1-minute load average to drop below 1.0 before
 //! starting, default 120), `DROP_CACHES=1` (before each restart, `sync` and drop the page
-//! cache, as after a reboot; needs root and slows everything else on the machine for a while).
+//! cache, as after a reboot; needs root and slows everything else on the machine for a while),
+//! `P99_PAIRS=k` (only fills A and B, `k` rounds, medians; with `SHELLAC_ALT=bin` a second
+//! binary alternates with the first).
 //!
 //! Everything runs on loopback ports; every process started is stopped by PID (also on
 //! Ctrl-C or a panic); the temp dir is removed at the end.
@@ -674,6 +676,72 @@ struct Ctx {
     pin: bool,
 }
 
+/// `P99_PAIRS=k`: only the p99 question. Runs fill A (no eviction) and fill B (memory
+/// evicting, disk written) back to back, `k` times, for each binary (`SHELLAC`, and
+/// `SHELLAC_ALT` if set, alternating), and prints the medians. Nothing else is run.
+async fn p99_pairs(ctx: &Ctx, bins: &[PathBuf], k: usize) {
+    let data_mib = ctx.body_bytes / (1 << 20);
+    let disk_big = format!("{}MiB", (data_mib * 2).max(256).next_multiple_of(16));
+    let mem_all = format!("{}MiB", (data_mib * 2).max(4096));
+    let dir = &ctx.dir;
+    let mut results: Vec<Vec<(f64, f64)>> = vec![Vec::new(); bins.len()];
+    for round in 1..=k {
+        for (i, bin) in bins.iter().enumerate() {
+            let mut p99 = [0.0; 2];
+            for (j, (memory, disk)) in [
+                (mem_all.as_str(), None),
+                ("32MiB", Some((disk_big.as_str(), "16MiB"))),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let _ = std::fs::remove_file(dir.join("cache.dat"));
+                let cfg = write_shellac_config(dir, ctx.origin, memory, disk);
+                let mut p = Proc::shellac(bin, &cfg, ctx.pin);
+                let f = measured_fill(&p, ctx.paths.clone(), dir).await;
+                p.stop();
+                p99[j] = percentile(&f.run.samples, 0.99).as_secs_f64() * 1000.0;
+                println!(
+                    "{}",
+                    fill_row(
+                        &format!(
+                            "round {round} {} {}",
+                            bin.display(),
+                            ["A (no eviction)", "B (evicting, disk)"][j]
+                        ),
+                        &f,
+                        ctx.body_bytes
+                    )
+                );
+            }
+            results[i].push((p99[0], p99[1]));
+        }
+    }
+    let _ = std::fs::remove_file(dir.join("cache.dat"));
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    };
+    for (bin, r) in bins.iter().zip(results) {
+        println!(
+            "| {} | {k} rounds | median p99 A {:.2} ms | median p99 B {:.2} ms | median of B/A per round {:.2}× | per round B/A: {} |",
+            bin.display(),
+            median(r.iter().map(|x| x.0).collect()),
+            median(r.iter().map(|x| x.1).collect()),
+            median(r.iter().map(|x| x.1 / x.0).collect()),
+            r.iter()
+                .map(|x| format!("{:.2}", x.1 / x.0))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+}
+
 async fn bench_shellac(ctx: &Ctx, bin: &Path) {
     let data_mib = ctx.body_bytes / (1 << 20);
     let disk_big = format!("{}MiB", (data_mib * 2).max(256).next_multiple_of(16));
@@ -1080,6 +1148,12 @@ async fn bench(n: usize, pin: bool, cpus: usize) {
         }),
     );
 
+    if let Some(k) = std::env::var("P99_PAIRS").ok().and_then(|v| v.parse().ok()) {
+        let mut bins = vec![shellac];
+        bins.extend(std::env::var("SHELLAC_ALT").ok().map(PathBuf::from));
+        p99_pairs(&ctx, &bins, k).await;
+        return;
+    }
     if servers.contains("shellac") {
         bench_shellac(&ctx, &shellac).await;
     }
