@@ -804,6 +804,35 @@ mod tests {
     }
 
     #[test]
+    fn server_limits_are_validated_with_lines() {
+        let c = Config::embedded_default();
+        assert_eq!(c.server.limits(), crate::http::strict::Limits::default());
+        assert_eq!(c.server.upgrade_protocols, vec!["websocket".to_string()]);
+        let text = "[server]\nmax_headers = 0\nmax_request_line = \"64KiB\"\nmax_header_size = \"32KiB\"\nupgrade_protocols = [\"web socket\"]\nsend_timeout = \"0s\"\n\n[[backend]]\nhost = \"a\"\n";
+        let errs = Config::parse(text, "t.toml").unwrap_err();
+        let got: Vec<(usize, &str)> = errs.iter().map(|e| (e.line, e.key.as_str())).collect();
+        assert_eq!(
+            got,
+            vec![
+                (6, "server.send_timeout"),
+                (3, "server.max_request_line"),
+                (2, "server.max_headers"),
+                (5, "server.upgrade_protocols.0"),
+            ],
+            "{errs:?}"
+        );
+        let text = "[server]\ntrusted_proxies = [\"10.0.0.0/33\"]\n\n[[backend]]\nhost = \"a\"\n";
+        let errs = Config::parse(text, "t.toml").unwrap_err();
+        assert_eq!(errs[0].line, 2, "{errs:?}");
+        assert!(errs[0].message.contains("prefix"), "{errs:?}");
+        let text =
+            "[server]\ntrusted_proxies = [\"10.0.0.0/8\", \"::1\"]\n\n[[backend]]\nhost = \"a\"\n";
+        let c = Config::parse(text, "t.toml").unwrap();
+        assert!(c.server.trusts("10.1.2.3".parse().unwrap()));
+        assert!(!c.server.trusts("192.0.2.1".parse().unwrap()));
+    }
+
+    #[test]
     fn log_section() {
         let c = Config::embedded_default();
         assert_eq!(c.log.access_log, "off");

@@ -110,7 +110,6 @@ violations! {
     HeaderTooLarge = 27, 431, Limit, "header-too-large";
     TooManyHeaders = 28, 431, Limit, "too-many-headers";
     BodyTooLarge = 29, 413, Limit, "body-too-large";
-    BodyTimeout = 30, 408, Limit, "body-timeout";
 }
 
 /// How the body of an accepted request is delimited.
@@ -126,7 +125,8 @@ pub enum Framing {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Head {
     pub framing: Framing,
-    /// `Upgrade` present (and named in `Connection`).
+    /// `Upgrade` present, named in `Connection`, and no body: the connection may switch
+    /// protocols right after this head.
     pub upgrade: bool,
 }
 
@@ -458,7 +458,8 @@ pub fn parse_head(data: &[u8], limits: &Limits) -> Result<Option<(usize, Head)>,
         end,
         Head {
             framing,
-            upgrade: upgrade_field && connection_upgrade,
+            // Only a request without a body can switch protocols right after its head.
+            upgrade: upgrade_field && connection_upgrade && framing == Framing::None,
         },
     )))
 }
@@ -553,7 +554,7 @@ fn check_target(target: &[u8], is_connect: bool, is_options: bool) -> Result<(),
 /// `uri-host [ ":" port ]` (RFC 3986 §3.2.2, no userinfo): a bracketed IP literal or a
 /// reg-name of unreserved / pct-encoded / sub-delims characters; port up to 5 digits.
 pub fn valid_authority(a: &[u8]) -> bool {
-    let (host, port) = if a.first() == Some(&b'[') {
+    let host_end = if a.first() == Some(&b'[') {
         let Some(close) = a.iter().position(|b| *b == b']') else {
             return false;
         };
@@ -565,44 +566,32 @@ pub fn valid_authority(a: &[u8]) -> bool {
         {
             return false;
         }
-        match &a[close + 1..] {
-            [] => (&a[..=close], None),
-            [b':', port @ ..] => (&a[..=close], Some(port)),
-            _ => return false,
-        }
+        close + 1
     } else {
-        match a.iter().position(|b| *b == b':') {
-            Some(c) => (&a[..c], Some(&a[c + 1..])),
-            None => (a, None),
-        }
-    };
-    if host.is_empty() {
-        return false;
-    }
-    if host[0] != b'[' {
+        // One pass over the reg-name; it ends at the port's colon or the end.
         let mut i = 0;
-        while i < host.len() {
-            let b = host[i];
-            if b == b'%' {
-                if !host
-                    .get(i + 1..i + 3)
+        while i < a.len() {
+            let b = a[i];
+            if REG_NAME[b as usize] {
+                i += 1;
+            } else if b == b'%'
+                && a.get(i + 1..i + 3)
                     .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
-                {
-                    return false;
-                }
+            {
                 i += 3;
-                continue;
+            } else {
+                break;
             }
-            let ok = REG_NAME[b as usize];
-            if !ok {
-                return false;
-            }
-            i += 1;
         }
-    }
-    match port {
-        None => true,
-        Some(p) => p.len() <= 5 && p.iter().all(u8::is_ascii_digit),
+        if i == 0 {
+            return false;
+        }
+        i
+    };
+    match &a[host_end..] {
+        [] => true,
+        [b':', port @ ..] => port.len() <= 5 && port.iter().all(u8::is_ascii_digit),
+        _ => false,
     }
 }
 
@@ -1195,6 +1184,38 @@ mod tests {
             ("GET / HTTP/1.1\r\nHost: a\r\nX\r\n\r\n", BadFieldName),
         ] {
             assert_eq!(head(text), Err(want), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn authorities() {
+        for ok in [
+            &b"a"[..],
+            b"a.example:8080",
+            b"a:",
+            b"a%20b:80",
+            b"127.0.0.1",
+            b"[::1]",
+            b"[::1]:443",
+            b"xn--bcher-kva.example",
+        ] {
+            assert!(valid_authority(ok), "{}", String::from_utf8_lossy(ok));
+        }
+        for bad in [
+            &b""[..],
+            b":80",
+            b"a:123456",
+            b"a:x",
+            b"a b",
+            b"a@b",
+            b"a/b",
+            b"[]",
+            b"[::1]x",
+            b"[::1",
+            b"a%2",
+            b"a:80:80",
+        ] {
+            assert!(!valid_authority(bad), "{}", String::from_utf8_lossy(bad));
         }
     }
 

@@ -10,17 +10,21 @@
 
 /// The normalised form of `path_and_query`, or None when it is already normal (the common
 /// case: no allocation).
+///
+/// A target with a malformed escape (`%` not followed by two hex digits) is left alone: the
+/// strict parser refuses those, and decoding next to one could create a new escape
+/// (`%7%41` → `%7A`), i.e. decode twice.
 pub fn normalise(path_and_query: &str) -> Option<String> {
     let bytes = path_and_query.as_bytes();
-    let needs =
-        bytes
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| **b == b'%')
-            .any(|(i, _)| match escape_at(bytes, i) {
-                Some(v) => decodes(v) || bytes[i + 1..i + 3].iter().any(u8::is_ascii_lowercase),
-                None => false,
-            });
+    let mut needs = false;
+    for (i, _) in bytes.iter().enumerate().filter(|(_, b)| **b == b'%') {
+        match escape_at(bytes, i) {
+            Some(v) => {
+                needs |= decodes(v) || bytes[i + 1..i + 3].iter().any(u8::is_ascii_lowercase);
+            }
+            None => return None,
+        }
+    }
     if !needs {
         return None;
     }
@@ -80,6 +84,9 @@ mod tests {
         assert_eq!(normalise("/a/%2E%2E/b"), None);
         assert_eq!(normalise("/%zz"), None);
         assert_eq!(normalise("/x%2"), None);
+        // Found by fuzzing: decoding next to a broken escape would create a new one.
+        assert_eq!(normalise("/%7%41"), None);
+        assert_eq!(normalise("/%2%46"), None);
         assert_eq!(normalise("/%c3%a9").as_deref(), Some("/%C3%A9"));
     }
 }

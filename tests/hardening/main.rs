@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod deception;
 mod framing;
 mod headers;
 mod hop_by_hop;

@@ -24,6 +24,13 @@ async fn upgrade_refused_by_the_backend_stays_http() {
         // What a client would send after a 101 is not HTTP: refused, never forwarded.
         Vector::new("upgrade then frames", format!("{WS}\u{81}\u{85}abcd\r\n\r\n"))
             .expect(&[200, 400], 1),
+        // Only a bodiless GET can switch: with a body it is an ordinary request.
+        Vector::new(
+            "upgrade with a body",
+            "POST /up HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\
+             Content-Length: 2\r\n\r\nhiGET /n HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+        )
+        .expect(&[200, 200], 2),
         // h2c is not an allowed protocol: plain HTTP, Upgrade removed.
         Vector::new(
             "h2c",
