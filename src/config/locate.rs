@@ -68,7 +68,10 @@ pub(super) fn deserialize<T: DeserializeOwned>(
         if line_text.starts_with('[') || line_text.starts_with('#') || !line_text.contains('=') {
             break;
         }
-        src.replace_range(start..start + 1, "#");
+        // Comment out the line without changing its length (later offsets stay right), even
+        // when it starts with a multi-byte character (found by fuzzing: a leading BOM).
+        let width = src[start..].chars().next().map_or(1, char::len_utf8);
+        src.replace_range(start..start + width, &format!("#{}", " ".repeat(width - 1)));
         if DeTable::parse(&src).is_err() {
             break;
         }

@@ -804,6 +804,17 @@ mod tests {
     }
 
     #[test]
+    fn errors_after_a_multibyte_line_start_do_not_panic() {
+        // Found by fuzzing the config parser: error recovery comments out a line that starts
+        // with a byte-order mark.
+        let text = "\u{feff}[se\0\0rv\0\0\0E[[backun\nsize = \"60MiB\"\n\u{feff}a = 1\n";
+        assert!(Config::parse(text, "t.toml").is_err());
+        let text = "[server]\n\u{e9}dle = 1\nthreads = \"x\"\n[[backend]]\nhost = \"a\"\n";
+        let errs = Config::parse(text, "t.toml").unwrap_err();
+        assert!(!errs.is_empty());
+    }
+
+    #[test]
     fn server_limits_are_validated_with_lines() {
         let c = Config::embedded_default();
         assert_eq!(c.server.limits(), crate::http::strict::Limits::default());
