@@ -49,8 +49,7 @@ impl AdminClient {
         self.open_with_body(method, path, b"")
     }
 
-    /// Like [`AdminClient::open`], sending `body` with the request.
-    pub fn open_with_body(
+    fn open_with_body(
         &self,
         method: &str,
         path: &str,
@@ -83,7 +82,7 @@ impl AdminClient {
         self.request_with_body(method, path, b"")
     }
 
-    /// A whole response to a request carrying `body`.
+    /// A whole response to a request with a body.
     pub fn request_with_body(
         &self,
         method: &str,

@@ -128,7 +128,7 @@ pub fn render_top(top: &Value) -> String {
         top["sort"].as_str().unwrap_or("?"),
         top["window"],
         if top["collecting"].as_bool() == Some(false) {
-            "  (collecting started now: the access log is off and nobody was watching)"
+            "  (collecting started now: nobody was watching)"
         } else {
             ""
         }

@@ -215,20 +215,6 @@ fn main() -> ExitCode {
         Command::Demo { listen, admin } => run_demo(listen, admin),
         Command::Stats { admin } => stats(&admin.client()),
         Command::Reload { admin } => return reload(&admin.client()),
-        Command::Ban { expr, admin } => admin_post(&admin.client(), "/ban", &expr),
-        Command::Purge {
-            url,
-            soft,
-            tag,
-            admin,
-        } => match url {
-            Some(url) => admin_post(
-                &admin.client(),
-                if soft { "/purge?soft=1" } else { "/purge" },
-                &url,
-            ),
-            None => admin_post(&admin.client(), "/purge/tags", &tag.join(" ")),
-        },
         Command::Stat { admin, once, all } => {
             console::stat(&admin.client(), once, all).map_err(anyhow::Error::from)
         }
@@ -277,6 +263,20 @@ fn main() -> ExitCode {
             }
             console::log(&admin.client(), &query.join("&"), json).map_err(anyhow::Error::from)
         }
+        Command::Ban { expr, admin } => admin_post(&admin.client(), "/ban", &expr),
+        Command::Purge {
+            url,
+            soft,
+            tag,
+            admin,
+        } => match url {
+            Some(url) => admin_post(
+                &admin.client(),
+                if soft { "/purge?soft=1" } else { "/purge" },
+                &url,
+            ),
+            None => admin_post(&admin.client(), "/purge/tags", &tag.join(" ")),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -474,6 +474,21 @@ fn run_demo(listen: SocketAddr, admin: SocketAddr) -> anyhow::Result<()> {
     })
 }
 
+/// Sends `body` to an admin POST endpoint and prints the JSON answer; fails on a non-2xx.
+fn admin_post(admin: &AdminClient, path: &str, body: &str) -> anyhow::Result<()> {
+    let resp = admin.request_with_body("POST", path, body.as_bytes())?;
+    let value: serde_json::Value =
+        serde_json::from_str(&resp.body).context("admin listener did not return JSON")?;
+    if !(200..300).contains(&resp.status) {
+        bail!("{}", value["error"].as_str().unwrap_or(&resp.body));
+    }
+    say!(
+        "{}",
+        serde_json::to_string_pretty(&value).unwrap_or_default()
+    );
+    Ok(())
+}
+
 fn stats(admin: &AdminClient) -> anyhow::Result<()> {
     let map = admin.get_json("/stats")?;
     let map = map
@@ -483,21 +498,6 @@ fn stats(admin: &AdminClient) -> anyhow::Result<()> {
     for (k, v) in map {
         say!("{k:<width$}  {v}");
     }
-    Ok(())
-}
-
-/// Sends `body` to an admin POST endpoint and prints the JSON answer; fails on a non-2xx.
-fn admin_post(admin: &AdminClient, path: &str, body: &str) -> anyhow::Result<()> {
-    let resp = admin.request_with_body("POST", path, body.as_bytes())?;
-    let value: serde_json::Value =
-        serde_json::from_str(&resp.body).context("admin listener did not return JSON")?;
-    if !(200..300).contains(&resp.status) {
-        bail!("{}", value["error"].as_str().unwrap_or(resp.body.trim()));
-    }
-    say!(
-        "{}",
-        serde_json::to_string_pretty(&value).unwrap_or_default()
-    );
     Ok(())
 }
 

@@ -109,7 +109,8 @@ impl Running {
     /// log, then returns.
     pub async fn shutdown(mut self, grace: Duration) {
         let _ = self.shutdown.send(true);
-        let shared = self.live.load().shared.clone();
+        let shared_proxy = self.live.load();
+        let shared = shared_proxy.shared.clone();
         let deadline = tokio::time::Instant::now() + grace;
         while shared.open_conns.load(Ordering::Relaxed) > 0
             && tokio::time::Instant::now() < deadline
@@ -119,7 +120,7 @@ impl Running {
         self.tasks.abort_all();
         self.live.stop_tasks();
         // Persist what the storage has pending (the disk tier seals its open region).
-        let proxy = self.live.load();
+        let proxy = shared_proxy;
         let _ = tokio::task::spawn_blocking(move || proxy.cache.storage.close()).await;
         let recorder = shared.recorder.clone();
         let _ = tokio::task::spawn_blocking(move || recorder.close(Duration::from_secs(5))).await;
@@ -132,8 +133,8 @@ impl Running {
 }
 
 /// The ban sweeper: walks the memory tier in the background (on the blocking pool) every
-/// `invalidation.ban_sweep_interval` of the current configuration, removing banned objects and
-/// retiring old bans.
+/// `invalidation.ban_sweep_interval` (of the configuration current at each turn), removing
+/// banned objects and retiring old bans.
 async fn sweep_bans(live: Arc<Live>, mut shutdown: watch::Receiver<bool>) {
     loop {
         let interval = live.load().config.invalidation.ban_sweep_interval.0;

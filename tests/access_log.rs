@@ -279,3 +279,54 @@ async fn blocked_writer_drops_and_counts_never_waits() {
     shellac.stop().await;
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// SIGTERM's path: stop accepting, let the response in flight finish, then flush the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_drains_in_flight_requests_and_flushes_the_log() {
+    use std::sync::Arc;
+    use tokio::sync::Notify;
+
+    let dir = temp_dir("log-shutdown");
+    let path = dir.join("access.log");
+    let gate = Arc::new(Notify::new());
+    let g = gate.clone();
+    let origin = Origin::start(move |_| {
+        Reply::ok("").cc("no-store").body(ReplyBody::Gated {
+            first: b"first-".to_vec(),
+            gate: g.clone(),
+            rest: b"last".to_vec(),
+        })
+    })
+    .await;
+    let log = path.to_str().unwrap().to_string();
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.log.access_log = log;
+        c.log.format = "%U %s %B".into();
+    })
+    .await;
+    let addr = shellac.addr;
+    let mut conn = Conn::open(addr).await;
+    let resp = conn.send_head("GET", "/slow", &[], b"").await;
+    assert_eq!(resp.status(), 200);
+    let stopping = tokio::spawn(shellac.stop_with(Duration::from_secs(20)));
+    let mut refused = false;
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(addr).await.is_err() {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(refused, "no new connections once shutdown began");
+    gate.notify_one();
+    use http_body_util::BodyExt;
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(&body[..], b"first-last", "the request in flight completed");
+    drop(conn);
+    tokio::time::timeout(Duration::from_secs(20), stopping)
+        .await
+        .expect("shutdown ends once the connection is done")
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "/slow 200 10\n");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -28,8 +28,7 @@ fn ttl_of(cache_status: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn static_files_cached_one_hour_whatever_the_origin_says() {
     let origin = Origin::start(|_| Reply::ok("x").cc("no-store, private")).await;
-    let shellac =
-        Shellac::start_example("examples/rules/static-1h.toml", origin.addr, |_| {}).await;
+    let shellac = Shellac::start_file("examples/rules/static-1h.toml", origin.addr, |_| {}).await;
     get(shellac.addr, "/img/logo.png").await;
     let hit = get(shellac.addr, "/img/logo.png").await;
     assert!(hit.cache_status().contains("hit"), "{}", hit.cache_status());
@@ -64,7 +63,7 @@ async fn minimum_ttl_for_pages_that_expire_in_the_past() {
     })
     .await;
     let shellac =
-        Shellac::start_example("examples/rules/min-ttl-120s.toml", origin.addr, |_| {}).await;
+        Shellac::start_file("examples/rules/min-ttl-120s.toml", origin.addr, |_| {}).await;
     get(shellac.addr, "/news").await;
     let hit = get(shellac.addr, "/news").await;
     assert!(hit.cache_status().contains("hit"), "{}", hit.cache_status());
@@ -94,7 +93,7 @@ async fn set_cookie_removed_except_on_post() {
     })
     .await;
     let shellac =
-        Shellac::start_example("examples/rules/strip-set-cookie.toml", origin.addr, |_| {}).await;
+        Shellac::start_file("examples/rules/strip-set-cookie.toml", origin.addr, |_| {}).await;
     let first = get(shellac.addr, "/").await;
     assert_eq!(first.header("set-cookie"), None);
     assert!(get(shellac.addr, "/").await.cache_status().contains("hit"));
@@ -108,7 +107,7 @@ async fn set_cookie_removed_except_on_post() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn static_files_looked_up_with_cookies() {
     let origin = Origin::start(|_| Reply::ok("body{}").cc("max-age=60")).await;
-    let shellac = Shellac::start_example(
+    let shellac = Shellac::start_file(
         "examples/rules/static-with-cookies.toml",
         origin.addr,
         |_| {},
@@ -146,7 +145,7 @@ async fn wordpress_example() {
             .header("set-cookie", "wp_tracking=1")
     })
     .await;
-    let shellac = Shellac::start_example("examples/wordpress-apache.toml", origin.addr, |c| {
+    let shellac = Shellac::start_file("examples/wordpress-apache.toml", origin.addr, |c| {
         c.backends[0].probe = None;
     })
     .await;

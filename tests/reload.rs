@@ -46,7 +46,7 @@ async fn setup(name: &str) -> Setup {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reload_swaps_backends_and_keeps_cache_connections_and_counters() {
     let s = setup("reload-good").await;
-    let shellac = Shellac::start_file(&s.file).await;
+    let shellac = Shellac::start_reloadable(&s.file).await;
     let mut conn = Conn::open(shellac.addr).await;
     assert_eq!(conn.send("GET", "/x", &[], b"").await.text(), "A");
 
@@ -74,7 +74,7 @@ async fn reload_swaps_backends_and_keeps_cache_connections_and_counters() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unchanged_backends_keep_their_pool() {
     let s = setup("reload-pool").await;
-    let shellac = Shellac::start_file(&s.file).await;
+    let shellac = Shellac::start_reloadable(&s.file).await;
     get(shellac.addr, "/1").await;
     // Same backend, another cache setting.
     write(
@@ -95,7 +95,7 @@ async fn unchanged_backends_keep_their_pool() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_config_is_rejected_with_every_error_and_the_old_one_runs_on() {
     let s = setup("reload-bad").await;
-    let shellac = Shellac::start_file(&s.file).await;
+    let shellac = Shellac::start_reloadable(&s.file).await;
     assert_eq!(get(shellac.addr, "/x").await.text(), "A");
 
     write(
@@ -163,7 +163,7 @@ async fn in_flight_request_finishes_on_the_old_config() {
     .await;
     let b = Origin::start(named("B")).await;
     write(&file, &config(a.addr.port(), "", ""));
-    let shellac = Shellac::start_file(&file).await;
+    let shellac = Shellac::start_reloadable(&file).await;
 
     let mut conn = Conn::open(shellac.addr).await;
     let resp = conn.send_head("GET", "/slow", &[], b"").await;
@@ -182,7 +182,7 @@ async fn in_flight_request_finishes_on_the_old_config() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reloads_under_load_fail_no_request() {
     let s = setup("reload-load").await;
-    let shellac = Shellac::start_file(&s.file).await;
+    let shellac = Shellac::start_reloadable(&s.file).await;
     let stop = Arc::new(AtomicBool::new(false));
     let mut clients = Vec::new();
     for c in 0..4 {
@@ -232,7 +232,7 @@ async fn reloads_under_load_fail_no_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listeners_are_added_and_removed_without_dropping_connections() {
     let s = setup("reload-listen").await;
-    let shellac = Shellac::start_file(&s.file).await;
+    let shellac = Shellac::start_reloadable(&s.file).await;
     let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let extra = free.local_addr().unwrap();
     drop(free);
@@ -281,7 +281,7 @@ async fn listeners_are_added_and_removed_without_dropping_connections() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reload_turns_the_access_log_on_and_changes_its_format() {
     let s = setup("reload-log").await;
-    let shellac = Shellac::start_file(&s.file).await;
+    let shellac = Shellac::start_reloadable(&s.file).await;
     get(shellac.addr, "/before").await;
     let log = s.dir.join("access.log");
     let section = format!(

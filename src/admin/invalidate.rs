@@ -5,7 +5,7 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 
-use super::{AdminBody, reply};
+use super::reply;
 use crate::cache::CacheKey;
 use crate::cache::ban::BanError;
 use crate::proxy::Proxy;
@@ -26,7 +26,7 @@ pub(super) fn handles(req: &Request<Incoming>) -> bool {
     )
 }
 
-pub(super) async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<AdminBody> {
+pub(super) async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<super::AdminBody> {
     let json = |status: StatusCode, v: serde_json::Value| {
         reply(
             status,

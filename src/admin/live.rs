@@ -108,12 +108,12 @@ impl Filter {
             return false;
         }
         if let Some(b) = &self.backend
-            && r.backend.as_deref() != Some(b.as_str())
+            && r.backend() != Some(b.as_str())
         {
             return false;
         }
         if let Some(re) = &self.url
-            && !re.is_match(&r.target())
+            && !re.is_match(r.target())
         {
             return false;
         }
@@ -208,7 +208,7 @@ pub fn log_stream(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
 
 /// `GET /top?by=url|host|backend|ua&sort=requests|misses|bytes&window=SECONDS&n=N`.
 /// Asking keeps transactions flowing into the rankings for a minute (`collecting` says whether
-/// they already were; with the access log on they always are).
+/// they already were).
 pub fn top(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
     let q = query(uri);
     let by = q.get("by").map_or("url", String::as_str);
@@ -243,7 +243,7 @@ pub fn top(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
         .unwrap_or(20)
         .clamp(1, 1000);
     let recorder = &proxy.shared.recorder;
-    let collecting = recorder.lease_top() || proxy.log_format.is_some();
+    let collecting = recorder.lease_top();
     let rows: Vec<serde_json::Value> = recorder
         .top(dimension, sort, window, n)
         .into_iter()

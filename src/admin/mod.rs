@@ -200,11 +200,11 @@ GET /metrics             Prometheus text format
 GET /backends            health, probes, connections and counters per backend (JSON)
 GET /log/stream          live transactions, JSON lines (?url=REGEX&status=5xx&miss=1&backend=NAME)
 GET /top                 rankings (?by=url|host|backend|ua&sort=requests|misses|bytes&window=60&n=20)
-POST /reload             re-read the configuration file and swap it in (JSON result)
 POST /ban                body: a ban expression, e.g. req.url ~ ^/news/
 GET /bans                active bans
 POST /purge[?soft=1]     body: the URL to purge (every variant)
 POST /purge/tags         body: surrogate keys (space-separated)
+POST /reload             re-read the configuration file and swap it in (JSON result)
 ";
 
 fn reply(status: StatusCode, content_type: &'static str, body: Vec<u8>) -> Response<AdminBody> {

@@ -72,7 +72,12 @@ impl std::fmt::Display for CacheKey {
 }
 
 /// Fixed per-object bookkeeping charged against the memory budget on top of key, headers and body.
-pub const OBJECT_OVERHEAD: u64 = 256;
+/// Measured, not guessed: the `Object` itself, its `Arc`, the memory tier's entry and the key's
+/// two boxed strings' headers (see bench/RESULTS.md, "memory").
+pub const OBJECT_OVERHEAD: u64 = std::mem::size_of::<Object>() as u64 + 128;
+
+/// Bytes a header map spends per field beyond name and value (bucket, index slot, `Bytes`).
+const FIELD_OVERHEAD: usize = 96;
 
 /// Where a stored body is.
 #[derive(Clone, Debug)]
@@ -244,11 +249,14 @@ impl Object {
 
     /// Bytes charged against the memory budget.
     pub fn weight(&self) -> u64 {
-        let headers: usize = self
+        // Twice: the stored fields and the prepared copy a hit is served from (plus its four
+        // added fields).
+        let fields: usize = self
             .headers
             .iter()
-            .map(|(k, v)| k.as_str().len() + v.len() + 32)
+            .map(|(k, v)| k.as_str().len() + v.len() + FIELD_OVERHEAD)
             .sum();
+        let headers = 2 * fields + 4 * (FIELD_OVERHEAD + 24);
         // A body left on disk costs the memory tier nothing but its handle.
         let body = match &self.body {
             Body::Memory(_) => self.body_len,

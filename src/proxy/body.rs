@@ -13,7 +13,7 @@ use crate::cache::busy::{BusyReader, ChunkPoll};
 use crate::cache::disk::DiskReader;
 use crate::cache::{Body as StoredBody, Object};
 use crate::stats::Counters;
-use crate::txlog::Pending;
+use crate::txlog::Record;
 
 /// Error surfaced to hyper when a body cannot be completed (the client connection is then
 /// closed, which is how HTTP/1.1 signals a truncated response).
@@ -63,7 +63,7 @@ pub struct ResponseBody {
     kind: Kind,
     counters: Option<Arc<Counters>>,
     /// Boxed: most responses carry none, and the body sits in every `Step::Deliver`.
-    record: Option<Box<Pending>>,
+    record: Option<Box<Record>>,
     _guard: Option<Box<dyn OnDone>>,
 }
 
@@ -136,8 +136,8 @@ impl ResponseBody {
     }
 
     /// Completes and queues `record` when the body ends or is dropped.
-    pub fn recorded(mut self, record: Pending) -> ResponseBody {
-        self.record = Some(Box::new(record));
+    pub fn recorded(mut self, record: Box<Record>) -> ResponseBody {
+        self.record = Some(record);
         self
     }
 

@@ -280,7 +280,7 @@ fn revalidated(
             headers.remove(header::AGE);
             let object = Arc::new(Object {
                 status: stale.status,
-                headers,
+                headers: super::fill::compact(&headers),
                 body: stale.body.clone(),
                 body_len: stale.body_len,
                 vary: stale.vary.clone(),

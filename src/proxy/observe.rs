@@ -3,7 +3,8 @@
 //! `shellac log` / `shellac top`, a transaction record that the response body completes and queues.
 //!
 //! Costs on the request path: a hit with nobody listening is one prefix check and one relaxed
-//! load; a recorded transaction is one allocation and a lock-free queue push.
+//! load; a recorded transaction reuses a record the writer handed back (allocating only when
+//! there is none) and is one lock-free queue push. Strings are copied, so a record never pins the connection's read buffer.
 
 use std::time::{Instant, SystemTime};
 
@@ -13,7 +14,7 @@ use http::header;
 use super::body::ResponseBody;
 use super::deliver::CACHE_STATUS;
 use super::fsm::Txn;
-use crate::txlog::{Decision, DecisionKind, Pending, Record};
+use crate::txlog::{Decision, DecisionKind, RecordHead};
 
 /// Attaches byte counting and, if wanted, the transaction record to the response.
 pub(super) fn deliver(
@@ -53,37 +54,61 @@ pub(super) fn deliver(
         return resp.map(|b| b.counted(counters));
     }
     let req = &txn.req;
-    let record = Record {
-        time: SystemTime::now()
-            .checked_sub(ttfb)
-            .unwrap_or(SystemTime::now()),
-        client: txn.client.ip(),
-        method: req.method.clone(),
-        uri: req.uri.clone(),
-        version: req.version,
-        host_header: req.headers.get(header::HOST).cloned(),
-        user_agent: req.headers.get(header::USER_AGENT).cloned(),
-        status: resp.status().as_u16(),
-        bytes: 0,
-        duration: ttfb,
-        ttfb,
-        decision,
-        backend: txn.backend.as_ref().map(|b| b.name().into()),
-        complete: false,
-        request_headers: format.map_or_else(Vec::new, |f| {
-            f.request_headers
-                .iter()
-                .map(|n| req.headers.get(n).cloned())
-                .collect()
-        }),
-        response_headers: format.map_or_else(Vec::new, |f| {
-            f.response_headers
-                .iter()
-                .map(|n| resp.headers().get(n).cloned())
-                .collect()
-        }),
-        format: format.cloned(),
+    let headers = &req.headers;
+    let host: &[u8] = match req.uri.authority() {
+        Some(a) => a.as_str().as_bytes(),
+        None => headers.get(header::HOST).map_or(&[], |h| h.as_bytes()),
     };
-    let pending = Pending::new(record, started, proxy.shared.recorder.clone());
-    resp.map(|b| b.counted(counters).recorded(pending))
+    // Only the rankings use the user agent on its own (a log format names it as a header).
+    let ua = if proxy.shared.recorder.top_wanted() {
+        headers.get(header::USER_AGENT).map(|v| v.as_bytes())
+    } else {
+        None
+    };
+    let backend = txn.backend.as_ref().map(|b| b.name());
+    let captured_len = |names: &[http::HeaderName], from: &http::HeaderMap| -> usize {
+        names
+            .iter()
+            .filter_map(|n| from.get(n))
+            .map(|v| v.len())
+            .sum()
+    };
+    let capacity = req.uri.path_and_query().map_or(1, |p| p.as_str().len())
+        + host.len()
+        + ua.map_or(0, |u| u.len())
+        + backend.map_or(0, |b| b.len())
+        + format.map_or(0, |f| {
+            captured_len(&f.request_headers, headers)
+                + captured_len(&f.response_headers, resp.headers())
+        });
+    let mut record = proxy.shared.recorder.record(
+        RecordHead {
+            time: SystemTime::now()
+                .checked_sub(ttfb)
+                .unwrap_or(SystemTime::now()),
+            client: txn.client.ip(),
+            method: req.method.clone(),
+            version: req.version,
+            status: resp.status().as_u16(),
+            decision,
+            started,
+            ttfb,
+        },
+        capacity,
+    );
+    record.set_uri(&req.uri);
+    record.set_host(host);
+    record.set_user_agent(ua);
+    record.set_backend(backend);
+    if let Some(f) = format {
+        for n in &f.request_headers {
+            record.push_request_header(headers.get(n).map(|v| v.as_bytes()));
+        }
+        for n in &f.response_headers {
+            record.push_response_header(resp.headers().get(n).map(|v| v.as_bytes()));
+        }
+        record.format = Some(f.clone());
+    }
+    record.queue_to(proxy.shared.recorder.clone());
+    resp.map(|b| b.counted(counters).recorded(record))
 }

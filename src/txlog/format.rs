@@ -2,6 +2,7 @@
 //! `LogFormat` and varnishncsa, and JSON lines. Parsed once (at config time); rendered by the
 //! background writer, never on the request path.
 
+use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -245,7 +246,7 @@ fn render_item(item: &Item, r: &Record, out: &mut String) {
         Item::RequestLine => {
             escape(r.method.as_str(), out);
             out.push(' ');
-            escape(&r.target(), out);
+            escape(r.target(), out);
             out.push(' ');
             out.push_str(r.protocol());
         }
@@ -271,26 +272,26 @@ fn render_item(item: &Item, r: &Record, out: &mut String) {
         Item::DurationSecs => {
             let _ = write!(out, "{}", r.duration.as_secs());
         }
-        Item::RequestHeader(i) => header_value(r.request_headers.get(*i), out),
-        Item::ResponseHeader(i) => header_value(r.response_headers.get(*i), out),
+        Item::RequestHeader(i) => header_value(r.request_header(*i), out),
+        Item::ResponseHeader(i) => header_value(r.response_header(*i), out),
         Item::Cache => out.push_str(r.decision.kind.as_str()),
         Item::Reason => out.push_str(r.decision.reason.as_deref().unwrap_or("-")),
-        Item::Backend => out.push_str(r.backend.as_deref().unwrap_or("-")),
+        Item::Backend => out.push_str(r.backend().unwrap_or("-")),
         Item::Ttfb => seconds(r.ttfb, out),
         Item::Host => {
             let host = r.host();
             if host.is_empty() {
                 out.push('-');
             } else {
-                escape(&host, out);
+                escape(host, out);
             }
         }
     }
 }
 
-fn header_value(v: Option<&Option<http::HeaderValue>>, out: &mut String) {
-    match v.and_then(|v| v.as_ref()) {
-        Some(v) => escape(&String::from_utf8_lossy(v.as_bytes()), out),
+fn header_value(v: Option<&str>, out: &mut String) {
+    match v {
+        Some(v) => escape(v, out),
         None => out.push('-'),
     }
 }
@@ -299,47 +300,87 @@ fn seconds(d: Duration, out: &mut String) {
     let _ = write!(out, "{}.{:06}", d.as_secs(), d.subsec_micros());
 }
 
-/// Apache-style escaping: `"`, `\` and control or non-ASCII bytes become `\xHH`, so a header
-/// value can never break a line or a quoted field.
+/// Apache-style escaping: `"`, `\\` and control or non-ASCII bytes become `\\xHH`, so a header
+/// value can never break a line or a quoted field. Runs of safe bytes are copied at once.
 fn escape(s: &str, out: &mut String) {
-    for b in s.bytes() {
+    let bytes = s.as_bytes();
+    let mut from = 0;
+    for (i, &b) in bytes.iter().enumerate() {
         if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
+            // Safe bytes are ASCII, so `from..i` lies on char boundaries.
+            out.push_str(&s[from..i]);
             let _ = write!(out, "\\x{b:02x}");
-        } else {
-            out.push(b as char);
+            from = i + 1;
         }
+    }
+    out.push_str(&s[from..]);
+}
+
+/// One JSON object, written directly (no intermediate `serde_json::Value`: this runs once per
+/// request on the writer thread).
+fn render_json(r: &Record, out: &mut String) {
+    let header = |i: usize| r.request_header(i);
+    out.push_str("{\"time\":\"");
+    iso_time(r.time, out);
+    let _ = write!(out, "\",\"client\":\"{}\",\"method\":", r.client);
+    json_str(r.method.as_str(), out);
+    out.push_str(",\"url\":");
+    json_str(r.target(), out);
+    let _ = write!(out, ",\"protocol\":\"{}\",\"host\":", r.protocol());
+    json_str(r.host(), out);
+    let _ = write!(
+        out,
+        ",\"status\":{},\"bytes\":{},\"duration_us\":{},\"ttfb_us\":{},\"cache\":\"{}\",\"reason\":",
+        r.status,
+        r.bytes,
+        r.duration.as_micros(),
+        r.ttfb.as_micros(),
+        r.decision.kind.as_str()
+    );
+    json_opt(r.decision.reason.as_deref(), out);
+    out.push_str(",\"backend\":");
+    json_opt(r.backend(), out);
+    let _ = write!(out, ",\"complete\":{},\"referer\":", r.complete);
+    json_opt(header(0), out);
+    out.push_str(",\"user_agent\":");
+    json_opt(header(1), out);
+    out.push_str(",\"x_forwarded_for\":");
+    json_opt(header(2), out);
+    out.push('}');
+}
+
+fn json_opt(s: Option<&str>, out: &mut String) {
+    match s {
+        Some(s) => json_str(s, out),
+        None => out.push_str("null"),
     }
 }
 
-fn render_json(r: &Record, out: &mut String) {
-    let header = |i: usize| {
-        r.request_headers
-            .get(i)
-            .and_then(|v| v.as_ref())
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-    };
-    let mut time = String::new();
-    iso_time(r.time, &mut time);
-    let value = serde_json::json!({
-        "time": time,
-        "client": r.client.to_string(),
-        "method": r.method.as_str(),
-        "url": r.target(),
-        "protocol": r.protocol(),
-        "host": r.host(),
-        "status": r.status,
-        "bytes": r.bytes,
-        "duration_us": r.duration.as_micros() as u64,
-        "ttfb_us": r.ttfb.as_micros() as u64,
-        "cache": r.decision.kind.as_str(),
-        "reason": r.decision.reason.as_deref(),
-        "backend": r.backend.as_deref(),
-        "complete": r.complete,
-        "referer": header(0),
-        "user_agent": header(1),
-        "x_forwarded_for": header(2),
-    });
-    let _ = write!(out, "{value}");
+/// A JSON string literal (RFC 8259 escaping). Runs of plain characters are copied at once.
+fn json_str(s: &str, out: &mut String) {
+    out.push('"');
+    let mut from = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escaped = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            b if b < 0x20 => "",
+            _ => continue,
+        };
+        // Escaped bytes are ASCII, so `from..i` lies on char boundaries.
+        out.push_str(&s[from..i]);
+        if escaped.is_empty() {
+            let _ = write!(out, "\\u{b:04x}");
+        } else {
+            out.push_str(escaped);
+        }
+        from = i + 1;
+    }
+    out.push_str(&s[from..]);
+    out.push('"');
 }
 
 /// Days since 1970-01-01 → (year, month 1-12, day 1-31); Howard Hinnant's civil_from_days.
@@ -363,12 +404,10 @@ struct Civil {
     hour: u64,
     minute: u64,
     second: u64,
-    millis: u32,
 }
 
 fn civil(t: SystemTime) -> Civil {
-    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs();
+    let secs = unix_secs(t);
     let (year, month, day) = civil_from_days((secs / 86_400) as i64);
     let rem = secs % 86_400;
     Civil {
@@ -378,7 +417,6 @@ fn civil(t: SystemTime) -> Civil {
         hour: rem / 3600,
         minute: rem % 3600 / 60,
         second: rem % 60,
-        millis: since.subsec_millis(),
     }
 }
 
@@ -386,25 +424,55 @@ const MONTHS: [&str; 12] = [
     "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
 ];
 
+thread_local! {
+    /// The writer formats many records per second: keep the last second's text.
+    static CLF: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+    static ISO: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+}
+
+fn unix_secs(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
 /// `10/Oct/2000:13:55:36 +0000`
 pub fn clf_time(t: SystemTime, out: &mut String) {
-    let c = civil(t);
-    let month = MONTHS[(c.month as usize).saturating_sub(1).min(11)];
-    let _ = write!(
-        out,
-        "{:02}/{month}/{}:{:02}:{:02}:{:02} +0000",
-        c.day, c.year, c.hour, c.minute, c.second
-    );
+    let secs = unix_secs(t);
+    CLF.with_borrow_mut(|(at, text)| {
+        if *at != secs {
+            let c = civil(t);
+            let month = MONTHS[(c.month as usize).saturating_sub(1).min(11)];
+            text.clear();
+            let _ = write!(
+                text,
+                "{:02}/{month}/{}:{:02}:{:02}:{:02} +0000",
+                c.day, c.year, c.hour, c.minute, c.second
+            );
+            *at = secs;
+        }
+        out.push_str(text);
+    });
 }
 
 /// `2000-10-10T13:55:36.123Z`
 pub fn iso_time(t: SystemTime, out: &mut String) {
-    let c = civil(t);
-    let _ = write!(
-        out,
-        "{}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-        c.year, c.month, c.day, c.hour, c.minute, c.second, c.millis
-    );
+    let secs = unix_secs(t);
+    ISO.with_borrow_mut(|(at, text)| {
+        if *at != secs {
+            let c = civil(t);
+            text.clear();
+            let _ = write!(
+                text,
+                "{}-{:02}-{:02}T{:02}:{:02}:{:02}",
+                c.year, c.month, c.day, c.hour, c.minute, c.second
+            );
+            *at = secs;
+        }
+        out.push_str(text);
+    });
+    let millis = t
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_millis());
+    let _ = write!(out, ".{millis:03}Z");
 }
 
 #[cfg(test)]
@@ -414,21 +482,17 @@ mod tests {
 
     fn record(format: &Format) -> Record {
         let mut r = Record::sample();
-        r.request_headers = format
-            .request_headers
-            .iter()
-            .map(|n| match n.as_str() {
-                "referer" => Some("http://ref.example/".parse().unwrap()),
-                "user-agent" => Some("curl/8.0 \"quoted\"".parse().unwrap()),
-                "x-forwarded-for" => Some("203.0.113.9".parse().unwrap()),
+        for n in &format.request_headers {
+            r.push_request_header(match n.as_str() {
+                "referer" => Some(b"http://ref.example/"),
+                "user-agent" => Some(b"curl/8.0 \"quoted\""),
+                "x-forwarded-for" => Some(b"203.0.113.9"),
                 _ => None,
-            })
-            .collect();
-        r.response_headers = format
-            .response_headers
-            .iter()
-            .map(|_| Some("shellac; hit".parse().unwrap()))
-            .collect();
+            });
+        }
+        for _ in &format.response_headers {
+            r.push_response_header(Some(b"shellac; hit"));
+        }
         r
     }
 
@@ -462,7 +526,7 @@ mod tests {
         let f = Format::parse("%{X-Nope}i %b %{backend}x").unwrap();
         let mut r = record(&f);
         r.bytes = 0;
-        r.backend = None;
+        r.set_backend(None);
         let mut out = String::new();
         f.render(&r, &mut out);
         assert_eq!(out, "- - -\n");
@@ -476,7 +540,6 @@ mod tests {
             kind: DecisionKind::Hit,
             reason: None,
         };
-        r.backend = Some("app".into());
         let mut out = String::new();
         f.render(&r, &mut out);
         assert!(out.ends_with('\n'));
@@ -488,6 +551,14 @@ mod tests {
         assert_eq!(v["url"], "/a/b?x=1");
         assert_eq!(v["x_forwarded_for"], "203.0.113.9");
         assert_eq!(v["user_agent"], "curl/8.0 \"quoted\"");
+        assert_eq!(v["complete"], true);
+        assert_eq!(v["backend"], "app");
+        let mut tricky = String::new();
+        json_str("a\"b\\c\nd\u{1}é", &mut tricky);
+        assert_eq!(
+            serde_json::from_str::<String>(&tricky).unwrap(),
+            "a\"b\\c\nd\u{1}é"
+        );
     }
 
     #[test]

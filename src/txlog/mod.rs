@@ -20,12 +20,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_queue::ArrayQueue;
-use http::header::HeaderValue;
 use http::{Method, Uri, Version};
+use smallvec::SmallVec;
 use tokio::sync::broadcast;
 
 pub use format::Format;
 pub use top::{Dimension, Top};
+
 pub use writer::{Output, open_output};
 
 use crate::stats::Counters;
@@ -127,19 +128,22 @@ fn intern(word: &str) -> Cow<'static, str> {
     }
 }
 
-/// One finished transaction.
-#[derive(Clone, Debug)]
+/// Where a captured string sits in a record's text buffer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Span {
+    start: u32,
+    end: u32,
+}
+
+/// One finished transaction. The strings it needs (URL, host, headers the log format prints,
+/// backend name) are copied into one buffer, so a record costs two allocations and never holds
+/// on to the connection's read buffer.
 pub struct Record {
     /// When the request arrived.
     pub time: SystemTime,
     pub client: IpAddr,
     pub method: Method,
-    pub uri: Uri,
     pub version: Version,
-    /// The `Host` request header.
-    pub host_header: Option<HeaderValue>,
-    /// The `User-Agent` request header (for `shellac top`).
-    pub user_agent: Option<HeaderValue>,
     pub status: u16,
     /// Response body bytes sent.
     pub bytes: u64,
@@ -148,45 +152,201 @@ pub struct Record {
     /// Request arrival to the response head (time to first byte).
     pub ttfb: Duration,
     pub decision: Decision,
-    /// The backend contacted, if any.
-    pub backend: Option<Box<str>>,
     /// False when the body ended early (client gone, backend failed).
     pub complete: bool,
-    /// Values of `format.request_headers`, in order.
-    pub request_headers: Vec<Option<HeaderValue>>,
-    /// Values of `format.response_headers`, in order.
-    pub response_headers: Vec<Option<HeaderValue>>,
     /// The access-log format in force when the request arrived (None: log off).
     pub format: Option<Arc<Format>>,
+    text: String,
+    target: Span,
+    path: Span,
+    query: Option<Span>,
+    host: Span,
+    user_agent: Option<Span>,
+    backend: Option<Span>,
+    /// Values of `format.request_headers`, in order.
+    request_headers: SmallVec<[Option<Span>; 4]>,
+    /// Values of `format.response_headers`, in order.
+    response_headers: SmallVec<[Option<Span>; 2]>,
+    /// For the duration, and where to queue the record when its body is done.
+    started: Instant,
+    recorder: Option<Arc<Recorder>>,
+    /// The queue it went to (the writer hands the box back to that worker's spares).
+    shard: u32,
+}
+
+/// What a record starts from; strings are added with the `set_*` / `push_*` methods.
+pub struct RecordHead {
+    pub time: SystemTime,
+    pub client: IpAddr,
+    pub method: Method,
+    pub version: Version,
+    pub status: u16,
+    pub decision: Decision,
+    /// When the request arrived (the duration counts from here).
+    pub started: Instant,
+    /// Time to the response head.
+    pub ttfb: Duration,
 }
 
 impl Record {
-    /// The request target as received (`/path?query`, or absolute-form).
-    pub fn target(&self) -> Cow<'_, str> {
-        match self.uri.authority() {
-            Some(_) => Cow::Owned(self.uri.to_string()),
-            None => Cow::Borrowed(self.uri.path_and_query().map_or("/", |p| p.as_str())),
+    /// A record with no strings yet; `capacity` is a hint for the text buffer.
+    pub fn new(head: RecordHead, capacity: usize) -> Record {
+        let ttfb = head.ttfb;
+        Record {
+            time: head.time,
+            client: head.client,
+            method: head.method,
+            version: head.version,
+            status: head.status,
+            bytes: 0,
+            duration: ttfb,
+            ttfb,
+            decision: head.decision,
+            complete: false,
+            format: None,
+            text: String::with_capacity(capacity),
+            target: Span::default(),
+            path: Span::default(),
+            query: None,
+            host: Span::default(),
+            user_agent: None,
+            backend: None,
+            request_headers: SmallVec::new(),
+            response_headers: SmallVec::new(),
+            started: head.started,
+            recorder: None,
+            shard: 0,
         }
+    }
+
+    /// Makes a used record new again, keeping its text buffer's memory.
+    fn reset(&mut self, head: RecordHead, capacity: usize) {
+        let mut text = std::mem::take(&mut self.text);
+        text.clear();
+        text.reserve(capacity);
+        let mut request_headers = std::mem::take(&mut self.request_headers);
+        request_headers.clear();
+        let mut response_headers = std::mem::take(&mut self.response_headers);
+        response_headers.clear();
+        *self = Record {
+            text,
+            request_headers,
+            response_headers,
+            ..Record::new(head, 0)
+        };
+    }
+
+    fn push(&mut self, s: &str) -> Span {
+        let start = self.text.len() as u32;
+        self.text.push_str(s);
+        Span {
+            start,
+            end: self.text.len() as u32,
+        }
+    }
+
+    fn push_bytes(&mut self, b: &[u8]) -> Span {
+        match std::str::from_utf8(b) {
+            Ok(s) => self.push(s),
+            Err(_) => self.push(&String::from_utf8_lossy(b)),
+        }
+    }
+
+    fn get(&self, span: Span) -> &str {
+        self.text
+            .get(span.start as usize..span.end as usize)
+            .unwrap_or("")
+    }
+
+    /// Sets the request target as received, and its path and query.
+    pub fn set_uri(&mut self, uri: &Uri) {
+        match uri.authority() {
+            None => {
+                let target = uri.path_and_query().map_or("/", |p| p.as_str());
+                self.target = self.push(target);
+                let path_len = uri.path().len().min(target.len()) as u32;
+                self.path = Span {
+                    start: self.target.start,
+                    end: self.target.start + path_len,
+                };
+                self.query = uri.query().map(|q| Span {
+                    start: self.target.end - q.len() as u32,
+                    end: self.target.end,
+                });
+            }
+            Some(_) => {
+                self.target = self.push(&uri.to_string());
+                self.path = self.push(uri.path());
+                self.query = uri.query().map(|q| self.push(q));
+            }
+        }
+    }
+
+    pub fn set_host(&mut self, host: &[u8]) {
+        self.host = self.push_bytes(host);
+    }
+
+    pub fn set_user_agent(&mut self, ua: Option<&[u8]>) {
+        self.user_agent = ua.map(|v| self.push_bytes(v));
+    }
+
+    pub fn set_backend(&mut self, name: Option<&str>) {
+        self.backend = name.map(|n| self.push(n));
+    }
+
+    pub fn push_request_header(&mut self, value: Option<&[u8]>) {
+        let span = value.map(|v| self.push_bytes(v));
+        self.request_headers.push(span);
+    }
+
+    pub fn push_response_header(&mut self, value: Option<&[u8]>) {
+        let span = value.map(|v| self.push_bytes(v));
+        self.response_headers.push(span);
+    }
+
+    /// The request target as received (`/path?query`, or absolute-form).
+    pub fn target(&self) -> &str {
+        self.get(self.target)
     }
 
     pub fn path(&self) -> &str {
-        self.uri.path()
+        self.get(self.path)
     }
 
     pub fn query(&self) -> Option<&str> {
-        self.uri.query()
+        self.query.map(|q| self.get(q))
     }
 
     /// The host the request was for: the absolute-form authority, else the Host header.
-    pub fn host(&self) -> Cow<'_, str> {
-        match self.uri.authority() {
-            Some(a) => Cow::Borrowed(a.as_str()),
-            None => self
-                .host_header
-                .as_ref()
-                .map(|h| String::from_utf8_lossy(h.as_bytes()))
-                .unwrap_or(Cow::Borrowed("")),
-        }
+    pub fn host(&self) -> &str {
+        self.get(self.host)
+    }
+
+    pub fn user_agent(&self) -> Option<&str> {
+        self.user_agent.map(|s| self.get(s))
+    }
+
+    /// The backend contacted, if any.
+    pub fn backend(&self) -> Option<&str> {
+        self.backend.map(|s| self.get(s))
+    }
+
+    /// Value of the format's `i`th request header.
+    pub fn request_header(&self, i: usize) -> Option<&str> {
+        self.request_headers
+            .get(i)
+            .copied()
+            .flatten()
+            .map(|s| self.get(s))
+    }
+
+    /// Value of the format's `i`th response header.
+    pub fn response_header(&self, i: usize) -> Option<&str> {
+        self.response_headers
+            .get(i)
+            .copied()
+            .flatten()
+            .map(|s| self.get(s))
     }
 
     pub fn protocol(&self) -> &'static str {
@@ -216,73 +376,66 @@ impl Record {
             "ttfb_us": self.ttfb.as_micros() as u64,
             "cache": self.decision.kind.as_str(),
             "reason": self.decision.reason.as_deref(),
-            "backend": self.backend.as_deref(),
+            "backend": self.backend(),
             "complete": self.complete,
         })
     }
 
-    /// A record with fixed values, for tests.
-    #[doc(hidden)]
-    pub fn sample() -> Record {
-        Record {
-            time: SystemTime::UNIX_EPOCH + Duration::from_secs(971_186_136),
-            client: IpAddr::from([192, 0, 2, 1]),
-            method: Method::GET,
-            uri: Uri::from_static("/a/b?x=1"),
-            version: Version::HTTP_11,
-            host_header: Some(HeaderValue::from_static("example.com")),
-            user_agent: Some(HeaderValue::from_static("curl/8.0")),
-            status: 200,
-            bytes: 1234,
-            duration: Duration::from_micros(1500),
-            ttfb: Duration::from_micros(250),
-            decision: Decision {
-                kind: DecisionKind::Pass,
-                reason: Some(Cow::Borrowed("no-store")),
-            },
-            backend: Some("app".into()),
-            complete: true,
-            request_headers: vec![],
-            response_headers: vec![],
-            format: None,
-        }
-    }
-}
-
-/// A record waiting for its response body to finish (carried by the body).
-pub struct Pending {
-    record: Box<Record>,
-    started: Instant,
-    recorder: Arc<Recorder>,
-}
-
-impl Pending {
-    pub fn new(record: Record, started: Instant, recorder: Arc<Recorder>) -> Pending {
-        Pending {
-            record: Box::new(record),
-            started,
-            recorder,
-        }
+    /// Where to queue this record when [`Record::finish`] is called.
+    pub fn queue_to(&mut self, recorder: Arc<Recorder>) {
+        self.recorder = Some(recorder);
     }
 
     /// Counts body bytes sent.
     #[inline]
     pub fn add_bytes(&mut self, n: u64) {
-        self.record.bytes += n;
+        self.bytes += n;
     }
 
     /// The body reached its end.
     #[inline]
     pub fn ended(&mut self) {
-        self.record.complete = true;
+        self.complete = true;
     }
 
-    /// Completes the record and queues it (`at_end`: the body had nothing left to send).
-    /// Lock-free; drops (and counts) when the shard is full.
-    pub fn finish(mut self, at_end: bool) {
-        self.record.complete |= at_end;
-        self.record.duration = self.started.elapsed();
-        self.recorder.push(self.record);
+    /// Completes the record (`at_end`: the body had nothing left to send) and queues it.
+    /// Lock-free; drops (and counts) when the worker's queue is full.
+    pub fn finish(mut self: Box<Self>, at_end: bool) {
+        self.complete |= at_end;
+        self.duration = self.started.elapsed();
+        if let Some(recorder) = self.recorder.take() {
+            recorder.push(self);
+        }
+    }
+
+    /// A record with fixed values, for tests.
+    #[doc(hidden)]
+    pub fn sample() -> Record {
+        let mut r = Record::new(
+            RecordHead {
+                time: SystemTime::UNIX_EPOCH + Duration::from_secs(971_186_136),
+                client: IpAddr::from([192, 0, 2, 1]),
+                method: Method::GET,
+                version: Version::HTTP_11,
+                status: 200,
+                decision: Decision {
+                    kind: DecisionKind::Pass,
+                    reason: Some(Cow::Borrowed("no-store")),
+                },
+                started: Instant::now(),
+                ttfb: Duration::ZERO,
+            },
+            64,
+        );
+        r.set_uri(&Uri::from_static("/a/b?x=1"));
+        r.set_host(b"example.com");
+        r.set_user_agent(Some(b"curl/8.0"));
+        r.set_backend(Some("app"));
+        r.bytes = 1234;
+        r.duration = Duration::from_micros(1500);
+        r.ttfb = Duration::from_micros(250);
+        r.complete = true;
+        r
     }
 }
 
@@ -296,18 +449,27 @@ enum Control {
 /// Shards drained by the writer thread, plus the live subscribers.
 struct Shards {
     queues: Box<[ArrayQueue<Box<Record>>]>,
+    /// Written records handed back by the writer, per worker, so recording allocates nothing
+    /// in the steady state.
+    spares: Box<[ArrayQueue<Box<Record>>]>,
     counters: Arc<Counters>,
     live: broadcast::Sender<Arc<Record>>,
-    /// Rankings for `shellac top`, updated by the writer once per pass.
+    /// Rankings for `shellac top`, updated by the writer once per pass while wanted.
     top: Mutex<Top>,
+    /// `clock::now_ms` until which `shellac top` (or the dashboard) wants rankings.
+    top_until_ms: AtomicU64,
+}
+
+impl Shards {
+    fn top_wanted(&self) -> bool {
+        crate::clock::now_ms() < self.top_until_ms.load(Ordering::Relaxed)
+    }
 }
 
 /// The transaction recorder: per-worker bounded queues, a writer thread, live subscribers.
 pub struct Recorder {
     shards: Arc<Shards>,
     subscribers: Arc<AtomicUsize>,
-    /// `clock::now_ms` until which `shellac top` (or the dashboard) wants records.
-    top_until_ms: AtomicU64,
     control: Mutex<mpsc::Sender<Control>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     closed: AtomicBool,
@@ -317,10 +479,14 @@ pub struct Recorder {
 /// and is told how many.
 pub const LIVE_CAPACITY: usize = 4096;
 
+/// Written records kept for reuse per worker.
+const SPARES_PER_SHARD: usize = 1024;
+
 /// How long one `/top` query keeps records flowing with the access log off.
 pub const TOP_LEASE: Duration = Duration::from_secs(60);
 
-/// Longest pause of the writer between two drains when idle.
+/// The writer's pause between two passes (unless a queue held a full batch): records reach
+/// the log within about this long, plus the flush interval under load.
 const IDLE_PAUSE: Duration = Duration::from_millis(20);
 
 thread_local! {
@@ -351,12 +517,17 @@ impl Recorder {
         let queues = (0..shards.max(1))
             .map(|_| ArrayQueue::new(per_shard.max(1)))
             .collect();
+        let spares = (0..shards.max(1))
+            .map(|_| ArrayQueue::new(SPARES_PER_SHARD))
+            .collect();
         let (live, _) = broadcast::channel(LIVE_CAPACITY);
         let shards = Arc::new(Shards {
             queues,
+            spares,
             counters,
             live,
             top: Mutex::new(Top::default()),
+            top_until_ms: AtomicU64::new(0),
         });
         let (tx, rx) = mpsc::channel();
         let weak = Arc::downgrade(&shards);
@@ -366,19 +537,24 @@ impl Recorder {
         Ok(Arc::new(Recorder {
             shards,
             subscribers: Arc::new(AtomicUsize::new(0)),
-            top_until_ms: AtomicU64::new(0),
             control: Mutex::new(tx),
             thread: Mutex::new(Some(thread)),
             closed: AtomicBool::new(false),
         }))
     }
 
+    /// True while `shellac top` or the dashboard wants rankings (the user agent is then
+    /// recorded too).
+    #[inline]
+    pub fn top_wanted(&self) -> bool {
+        self.shards.top_wanted()
+    }
+
     /// True when somebody reads live records or rankings; the request path then records even
     /// with the access log off. Two relaxed loads and a clock read.
     #[inline]
     pub fn wants_records(&self) -> bool {
-        self.subscribers.load(Ordering::Relaxed) > 0
-            || crate::clock::now_ms() < self.top_until_ms.load(Ordering::Relaxed)
+        self.subscribers.load(Ordering::Relaxed) > 0 || self.shards.top_wanted()
     }
 
     /// Live readers now.
@@ -391,6 +567,7 @@ impl Recorder {
     pub fn lease_top(&self) -> bool {
         let now = crate::clock::now_ms();
         let before = self
+            .shards
             .top_until_ms
             .swap(now + TOP_LEASE.as_millis() as u64, Ordering::Relaxed);
         before > now
@@ -410,10 +587,23 @@ impl Recorder {
         }
     }
 
-    fn push(&self, record: Box<Record>) {
+    /// A record to fill: a spare one of this worker's if there is one, else a new one.
+    pub fn record(&self, head: RecordHead, capacity: usize) -> Box<Record> {
+        let spares = &self.shards.spares;
+        match spares[shard_index() % spares.len()].pop() {
+            Some(mut r) => {
+                r.reset(head, capacity);
+                r
+            }
+            None => Box::new(Record::new(head, capacity)),
+        }
+    }
+
+    fn push(&self, mut record: Box<Record>) {
         let queues = &self.shards.queues;
-        let queue = &queues[shard_index() % queues.len()];
-        if queue.push(record).is_err() {
+        let i = shard_index() % queues.len();
+        record.shard = i as u32;
+        if queues[i].push(record).is_err() {
             self.shards.counters.log_dropped.inc();
         }
     }
@@ -519,6 +709,51 @@ mod tests {
             Decision::from_cache_status("shellac; fwd=miss; detail=private").reason,
             Some(Cow::Borrowed(_))
         ));
+    }
+
+    #[test]
+    fn written_records_are_reused_clean() {
+        let counters = Arc::new(Counters::default());
+        let rec = Recorder::start(1, 16, None, counters).unwrap();
+        let mut r = Box::new(Record::sample());
+        r.push_request_header(Some(b"x"));
+        r.queue_to(rec.clone());
+        r.finish(true);
+        for _ in 0..500 {
+            if !rec.shards.spares[0].is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(
+            rec.shards.spares[0].len(),
+            1,
+            "the writer hands the record back"
+        );
+        let head = RecordHead {
+            time: SystemTime::now(),
+            client: IpAddr::from([127, 0, 0, 1]),
+            method: Method::HEAD,
+            version: Version::HTTP_10,
+            status: 304,
+            decision: Decision {
+                kind: DecisionKind::Hit,
+                reason: None,
+            },
+            started: Instant::now(),
+            ttfb: Duration::ZERO,
+        };
+        let again = rec.record(head, 8);
+        assert!(rec.shards.spares[0].is_empty());
+        assert!(again.text.capacity() >= 20, "its buffer is kept");
+        assert_eq!(
+            (again.target(), again.host(), again.backend()),
+            ("", "", None)
+        );
+        assert_eq!(again.request_header(0), None);
+        assert_eq!((again.status, again.bytes, again.complete), (304, 0, false));
+        assert!(again.format.is_none() && again.recorder.is_none());
+        rec.close(Duration::from_secs(5));
     }
 
     #[test]

@@ -51,14 +51,10 @@ impl Dimension {
 
     fn key(self, r: &Record) -> String {
         let mut key = match self {
-            Dimension::Url => r.target().into_owned(),
-            Dimension::Host => r.host().into_owned(),
-            Dimension::Backend => r.backend.as_deref().unwrap_or("-").to_string(),
-            Dimension::UserAgent => r
-                .user_agent
-                .as_ref()
-                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-                .unwrap_or_else(|| "-".into()),
+            Dimension::Url => r.target().to_string(),
+            Dimension::Host => r.host().to_string(),
+            Dimension::Backend => r.backend().unwrap_or("-").to_string(),
+            Dimension::UserAgent => r.user_agent().unwrap_or("-").to_string(),
         };
         if key.len() > MAX_KEY_LEN {
             let mut cut = MAX_KEY_LEN;
@@ -185,7 +181,7 @@ mod tests {
 
     fn rec(path: &'static str, hit: bool, bytes: u64, at: SystemTime) -> Record {
         let mut r = Record::sample();
-        r.uri = http::Uri::from_static(path);
+        r.set_uri(&http::Uri::from_static(path));
         r.bytes = bytes;
         r.time = at;
         r.duration = Duration::ZERO;
@@ -252,7 +248,7 @@ mod tests {
         let mut top = Top::default();
         for i in 0..(MAX_KEYS + 50) {
             let mut r = rec("/", true, 1, now);
-            r.uri = format!("/k{i}").parse().unwrap();
+            r.set_uri(&format!("/k{i}").parse().unwrap());
             top.add(&r);
         }
         let rows = top.rank(Dimension::Url, |c| c.requests, 60, 1, now);

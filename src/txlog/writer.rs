@@ -5,12 +5,15 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak, mpsc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{Control, Record, Shards};
 
 /// Records drained per queue before the writer looks at control messages again.
 const BATCH: usize = 4096;
+
+/// Longest time written records stay in the writer's buffer under steady load.
+const FLUSH_EVERY: Duration = Duration::from_millis(100);
 
 /// Where access-log lines go.
 pub enum Output {
@@ -61,9 +64,11 @@ pub(super) fn run(
     shards: Weak<Shards>,
     control: mpsc::Receiver<Control>,
     mut output: Option<Output>,
-    idle_pause: Duration,
+    pause: Duration,
 ) {
     let mut line = String::with_capacity(512);
+    let mut last_flush = Instant::now();
+    let mut dirty = false;
     loop {
         let mut close = None;
         while let Ok(c) = control.try_recv() {
@@ -88,9 +93,14 @@ pub(super) fn run(
             flush(&mut output, None);
             return;
         };
-        let drained = drain(&shards, &mut output, &mut line);
-        if drained > 0 || close.is_some() {
+        let (drained, full) = drain(&shards, &mut output, &mut line);
+        dirty |= drained > 0;
+        // Write out when things calm down, and at least every FLUSH_EVERY under load; the
+        // buffer also writes itself out whenever it fills.
+        if dirty && (drained == 0 || last_flush.elapsed() >= FLUSH_EVERY) {
             flush(&mut output, Some(&shards));
+            dirty = false;
+            last_flush = Instant::now();
         }
         if let Some(ack) = close {
             // Requests still finishing after shutdown began are drained by this final pass.
@@ -100,24 +110,33 @@ pub(super) fn run(
             return;
         }
         drop(shards);
-        if drained == 0 {
-            std::thread::park_timeout(idle_pause);
+        // Waiting between passes makes batches big and the writer cheap; a queue that was
+        // drained only up to BATCH may hold more, so go on at once.
+        if !full {
+            std::thread::park_timeout(pause);
         }
     }
 }
 
 /// One pass over every queue. Records of one pass are written in order of completion, so
 /// lines from different workers interleave as they happened (up to one pass apart).
-fn drain(shards: &Arc<Shards>, output: &mut Option<Output>, line: &mut String) -> usize {
+/// Returns (records drained, whether a queue had BATCH or more).
+fn drain(shards: &Arc<Shards>, output: &mut Option<Output>, line: &mut String) -> (usize, bool) {
     let mut batch: Vec<Box<Record>> = Vec::new();
+    let mut full = false;
     for queue in shards.queues.iter() {
-        for _ in 0..BATCH {
-            let Some(record) = queue.pop() else { break };
+        let before = batch.len();
+        while let Some(record) = queue.pop() {
             batch.push(record);
+            if batch.len() - before == BATCH {
+                full = true;
+                break;
+            }
         }
     }
     batch.sort_by_key(|r| r.time + r.duration);
     if !batch.is_empty()
+        && shards.top_wanted()
         && let Ok(mut top) = shards.top.lock()
     {
         for r in &batch {
@@ -126,13 +145,16 @@ fn drain(shards: &Arc<Shards>, output: &mut Option<Output>, line: &mut String) -
     }
     let live = shards.live.receiver_count() > 0;
     let n = batch.len();
-    for record in batch {
+    for mut record in batch {
         write_record(&record, output, line, shards);
         if live {
             let _ = shards.live.send(Arc::from(record));
+        } else if let Some(spares) = shards.spares.get(record.shard as usize) {
+            record.format = None;
+            let _ = spares.push(record);
         }
     }
-    n
+    (n, full)
 }
 
 fn write_record(r: &Record, output: &mut Option<Output>, line: &mut String, shards: &Shards) {

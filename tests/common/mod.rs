@@ -336,9 +336,27 @@ impl Shellac {
         }
     }
 
+    /// Starts Shellac from a config file (so `POST /reload` re-reads it). The file should
+    /// listen on `127.0.0.1:0` and put the admin listener on `127.0.0.1:0`.
+    pub async fn start_reloadable(path: &std::path::Path) -> Shellac {
+        let config = Config::load(path).unwrap_or_else(|e| panic!("test config invalid: {e:?}"));
+        let running = server::start_with(
+            Arc::new(config),
+            shellac::reload::ConfigSource::File(path.to_path_buf()),
+            shellac::config::Overrides::default(),
+        )
+        .await
+        .expect("shellac starts");
+        Shellac {
+            addr: running.listen[0],
+            admin: running.admin.unwrap(),
+            running: Some(running),
+        }
+    }
+
     /// Starts Shellac on an example config file, pointed at `origin` (first backend) and at
     /// ephemeral ports; `tweak` adjusts it further.
-    pub async fn start_example(
+    pub async fn start_file(
         path: &str,
         origin: SocketAddr,
         tweak: impl FnOnce(&mut Config),
@@ -354,24 +372,6 @@ impl Shellac {
         let running = server::start(Arc::new(config))
             .await
             .expect("shellac starts");
-        Shellac {
-            addr: running.listen[0],
-            admin: running.admin.unwrap(),
-            running: Some(running),
-        }
-    }
-
-    /// Starts Shellac from a config file (so `POST /reload` re-reads it). The file should
-    /// listen on `127.0.0.1:0` and put the admin listener on `127.0.0.1:0`.
-    pub async fn start_file(path: &std::path::Path) -> Shellac {
-        let config = Config::load(path).unwrap_or_else(|e| panic!("test config invalid: {e:?}"));
-        let running = server::start_with(
-            Arc::new(config),
-            shellac::reload::ConfigSource::File(path.to_path_buf()),
-            shellac::config::Overrides::default(),
-        )
-        .await
-        .expect("shellac starts");
         Shellac {
             addr: running.listen[0],
             admin: running.admin.unwrap(),
@@ -432,6 +432,13 @@ impl Shellac {
     pub fn reopen_logs(&self) {
         if let Some(r) = &self.running {
             r.reopen_logs();
+        }
+    }
+
+    /// Graceful shutdown with `grace` for requests in flight.
+    pub async fn stop_with(mut self, grace: Duration) {
+        if let Some(r) = self.running.take() {
+            r.shutdown(grace).await;
         }
     }
 
