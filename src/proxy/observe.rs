@@ -6,6 +6,7 @@
 //! load; a recorded transaction reuses a record the writer handed back (allocating only when
 //! there is none) and is one lock-free queue push. Strings are copied, so a record never pins the connection's read buffer.
 
+use std::sync::OnceLock;
 use std::time::{Instant, SystemTime};
 
 use http::Response;
@@ -15,6 +16,17 @@ use super::body::ResponseBody;
 use super::deliver::CACHE_STATUS;
 use super::fsm::Txn;
 use crate::txlog::{Decision, DecisionKind, RecordHead};
+
+/// The wall-clock time of `at`, from one (Instant, SystemTime) pair taken at first use: one
+/// clock read per record less, and log times that never go backwards.
+fn wall_clock(at: Instant) -> SystemTime {
+    static ANCHOR: OnceLock<(Instant, SystemTime)> = OnceLock::new();
+    let (i, s) = *ANCHOR.get_or_init(|| (Instant::now(), SystemTime::now()));
+    match at.checked_duration_since(i) {
+        Some(d) => s + d,
+        None => s.checked_sub(i - at).unwrap_or(s),
+    }
+}
 
 /// Attaches byte counting and, if wanted, the transaction record to the response.
 pub(super) fn deliver(
@@ -66,26 +78,9 @@ pub(super) fn deliver(
         None
     };
     let backend = txn.backend.as_ref().map(|b| b.name());
-    let captured_len = |names: &[http::HeaderName], from: &http::HeaderMap| -> usize {
-        names
-            .iter()
-            .filter_map(|n| from.get(n))
-            .map(|v| v.len())
-            .sum()
-    };
-    let capacity = req.uri.path_and_query().map_or(1, |p| p.as_str().len())
-        + host.len()
-        + ua.map_or(0, |u| u.len())
-        + backend.map_or(0, |b| b.len())
-        + format.map_or(0, |f| {
-            captured_len(&f.request_headers, headers)
-                + captured_len(&f.response_headers, resp.headers())
-        });
     let mut record = proxy.shared.recorder.record(
         RecordHead {
-            time: SystemTime::now()
-                .checked_sub(ttfb)
-                .unwrap_or(SystemTime::now()),
+            time: wall_clock(started),
             client: txn.client.ip(),
             method: req.method.clone(),
             version: req.version,
@@ -94,7 +89,8 @@ pub(super) fn deliver(
             started,
             ttfb,
         },
-        capacity,
+        // A recycled record keeps its buffer; a new one starts with room for a typical request.
+        256,
     );
     record.set_uri(&req.uri);
     record.set_host(host);

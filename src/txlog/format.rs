@@ -234,9 +234,7 @@ fn index_of(list: &mut Vec<HeaderName>, name: HeaderName) -> usize {
 fn render_item(item: &Item, r: &Record, out: &mut String) {
     match item {
         Item::Literal(s) => out.push_str(s),
-        Item::ClientIp => {
-            let _ = write!(out, "{}", r.client);
-        }
+        Item::ClientIp => ip(r.client, out),
         Item::Dash => out.push('-'),
         Item::Time => {
             out.push('[');
@@ -259,13 +257,9 @@ fn render_item(item: &Item, r: &Record, out: &mut String) {
             }
         }
         Item::Protocol => out.push_str(r.protocol()),
-        Item::Status => {
-            let _ = write!(out, "{}", r.status);
-        }
+        Item::Status => number(u64::from(r.status), out),
         Item::BytesClf if r.bytes == 0 => out.push('-'),
-        Item::BytesClf | Item::Bytes => {
-            let _ = write!(out, "{}", r.bytes);
-        }
+        Item::BytesClf | Item::Bytes => number(r.bytes, out),
         Item::DurationUs => {
             let _ = write!(out, "{}", r.duration.as_micros());
         }
@@ -285,6 +279,39 @@ fn render_item(item: &Item, r: &Record, out: &mut String) {
             } else {
                 escape(host, out);
             }
+        }
+    }
+}
+
+/// Decimal digits without `core::fmt` (the writer prints several numbers per line).
+fn number(mut n: u64, out: &mut String) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &buf[i..] {
+        out.push(d as char);
+    }
+}
+
+fn ip(addr: std::net::IpAddr, out: &mut String) {
+    match addr {
+        std::net::IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push('.');
+                }
+                number(u64::from(octet), out);
+            }
+        }
+        v6 => {
+            let _ = write!(out, "{v6}");
         }
     }
 }
@@ -574,6 +601,19 @@ mod tests {
             let err = Format::parse(spec).unwrap_err();
             assert!(err.contains(want), "{spec}: {err}");
         }
+    }
+
+    #[test]
+    fn numbers_and_addresses() {
+        let mut s = String::new();
+        for n in [0, 7, 10, 65535, u64::MAX] {
+            number(n, &mut s);
+            s.push(' ');
+        }
+        ip("10.0.255.1".parse().unwrap(), &mut s);
+        s.push(' ');
+        ip("::1".parse().unwrap(), &mut s);
+        assert_eq!(s, "0 7 10 65535 18446744073709551615 10.0.255.1 ::1");
     }
 
     #[test]

@@ -93,6 +93,7 @@ pub(super) fn run(
             flush(&mut output, None);
             return;
         };
+        shards.expire_top_lease();
         let (drained, full) = drain(&shards, &mut output, &mut line);
         dirty |= drained > 0;
         // Write out when things calm down, and at least every FLUSH_EVERY under load; the
