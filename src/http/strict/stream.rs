@@ -49,6 +49,9 @@ enum Chunk {
 /// Bytes of chunk extensions one chunk line may carry.
 const MAX_CHUNK_EXT: u16 = 1024;
 
+/// Empty lines (CRLF) tolerated before a request line (RFC 9112 §2.2 asks for at least one).
+const MAX_EMPTY_LINES: u8 = 8;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     Head,
@@ -83,6 +86,8 @@ pub struct Scanner {
     trailer: usize,
     /// Size of the chunk whose extensions are being read.
     pending: u64,
+    /// Empty lines seen before the current request line.
+    empty_lines: u8,
 }
 
 impl Scanner {
@@ -94,6 +99,7 @@ impl Scanner {
             body: 0,
             trailer: 0,
             pending: 0,
+            empty_lines: 0,
         }
     }
 
@@ -128,6 +134,12 @@ impl Scanner {
         if data[0] == b'\r' || data[0] == b'\n' {
             return match data {
                 [b'\r', b'\n', ..] => {
+                    // A few are tolerated (clients that end a body with an extra CRLF); an
+                    // endless stream of them is not a request.
+                    self.empty_lines += 1;
+                    if self.empty_lines > MAX_EMPTY_LINES {
+                        return Scan::Reject(Violation::BadRequestLine);
+                    }
                     self.searched = 0;
                     Scan::Body(2)
                 }
@@ -147,6 +159,7 @@ impl Scanner {
         match parse_head(data, &self.limits) {
             Ok(Some((end, head))) => {
                 self.searched = 0;
+                self.empty_lines = 0;
                 self.state = match head.framing {
                     Framing::None => State::Head,
                     Framing::Length(n) => State::Length(n),

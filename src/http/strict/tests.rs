@@ -321,6 +321,14 @@ fn stream_boundaries() {
         (1, None)
     );
     assert_eq!(stream(b"\n", false), (0, Some(Violation::BareLf)));
+    let many = [&b"\r\n"[..]; 9].concat();
+    assert_eq!(stream(&many, false), (0, Some(Violation::BadRequestLine)));
+    let eight = [
+        &[&b"\r\n"[..]; 8].concat()[..],
+        b"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+    ]
+    .concat();
+    assert_eq!(stream(&eight, true), (1, None));
 }
 
 #[test]
