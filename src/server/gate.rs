@@ -11,6 +11,9 @@
 //!   mid-body (never completed), and the service answers 400/413 with `Connection: close`.
 //!   When the head and the bad body bytes arrive together, the whole request is refused as above
 //!   and nothing reaches a backend.
+//! - After a bodiless request that asks to `Upgrade`, nothing more is read until the service
+//!   decides: a backend 101 makes the rest of the connection a tunnel (bytes pass through
+//!   unread); anything else and parsing goes on with the bytes that followed.
 //! - It also keeps the per-connection clocks for the idle, header-read, body and send timeouts.
 
 use std::io;

@@ -151,7 +151,7 @@ async fn connection_limit() {
     let b = TcpStream::connect(bench.shellac.addr).await.unwrap();
     // Let the accept loop register both.
     let mut waited = 0;
-    while bench.shellac.stat("n_client_conn").await < 2 && waited < 100 {
+    while bench.shellac.stat("n_client_conn").await < 2 && waited < 500 {
         tokio::time::sleep(Duration::from_millis(20)).await;
         waited += 1;
     }
@@ -166,7 +166,7 @@ async fn connection_limit() {
     assert_eq!(bench.shellac.stat("client_conn_refused").await, 1);
     drop((a, b));
     let mut waited = 0;
-    while bench.shellac.stat("n_client_conn").await > 0 && waited < 100 {
+    while bench.shellac.stat("n_client_conn").await > 0 && waited < 500 {
         tokio::time::sleep(Duration::from_millis(20)).await;
         waited += 1;
     }

@@ -122,7 +122,8 @@ async fn read_until(s: &mut TcpStream, want: &[u8]) -> Vec<u8> {
 async fn websocket_is_tunnelled_after_101() {
     let (backend, task) = echo_backend().await;
     let shellac = Shellac::start(backend, |c| {
-        c.server.idle_timeout = shellac::config::units::Dur(Duration::from_millis(500));
+        // Long enough that a busy machine never stalls a live tunnel past it.
+        c.server.idle_timeout = shellac::config::units::Dur(Duration::from_secs(2));
     })
     .await;
     let mut s = TcpStream::connect(shellac.addr).await.unwrap();
