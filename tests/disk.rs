@@ -510,7 +510,7 @@ async fn wait_proc_disk_objects(p: &Proc, n: u64) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bans_issued_before_a_kill_9_still_apply_after_it() {
+async fn bans_and_purges_issued_before_a_kill_9_still_apply_after_it() {
     let origin = Origin::start(|s| Reply::ok(&body_of(&s.path)).cc("max-age=3600")).await;
     let dir = TempDir::new("ban-kill9");
     let config = binary_config(&dir, origin.addr);
@@ -520,6 +520,8 @@ async fn bans_issued_before_a_kill_9_still_apply_after_it() {
         get(shellac.proxy, &format!("/sport/{i}")).await;
     }
     wait_proc_disk_objects(&shellac, 20).await;
+    let purged = request(shellac.proxy, "PURGE", "/sport/9", &[], b"").await;
+    assert_eq!(purged.status, 200);
     let r = request(shellac.admin, "POST", "/ban", &[], b"req.url ~ ^/news/").await;
     assert_eq!(r.status, 200, "{}", r.text());
     // Fetched again after the ban: this copy is newer than the ban and must survive it.
@@ -529,8 +531,9 @@ async fn bans_issued_before_a_kill_9_still_apply_after_it() {
         "{}",
         again.cache_status()
     );
-    // The banned copy left the disk index at once; the new one is indexed once written.
-    wait_proc_disk_objects(&shellac, 20).await;
+    // The purged and the banned copy left the disk index at once; the new /news/0 is indexed
+    // once written, and with it the purge's tombstone queued before it.
+    wait_proc_disk_objects(&shellac, 19).await;
     shellac.kill9();
 
     let shellac = Proc::start(&config);
@@ -543,7 +546,7 @@ async fn bans_issued_before_a_kill_9_still_apply_after_it() {
         "stored after the ban: {}",
         r.cache_status()
     );
-    for i in 0..10 {
+    for i in 0..9 {
         let path = format!("/sport/{i}");
         let r = get(shellac.proxy, &path).await;
         assert!(
@@ -553,6 +556,13 @@ async fn bans_issued_before_a_kill_9_still_apply_after_it() {
         );
     }
     assert_eq!(origin.count(), fetched, "no backend fetch for hits");
+    let purged = get(shellac.proxy, "/sport/9").await;
+    assert!(
+        purged.cache_status().contains("fwd=miss"),
+        "purged: {}",
+        purged.cache_status()
+    );
+    let fetched = fetched + 1;
     for i in 1..10 {
         let path = format!("/news/{i}");
         let r = get(shellac.proxy, &path).await;

@@ -401,12 +401,6 @@ impl Cache {
         cache
     }
 
-    /// Sets the bound on active bans (`invalidation.max_bans`).
-    pub fn with_max_bans(mut self, max: usize) -> Cache {
-        self.bans = Arc::new(ban::BanList::new(max));
-        self
-    }
-
     /// Uses `bans` (shared with the storage that persists them) as the ban list.
     pub fn with_bans(mut self, bans: Arc<ban::BanList>) -> Cache {
         self.bans = bans;
