@@ -74,8 +74,10 @@ impl Engine {
                 let Some(e) = entries.get(v.entry as usize) else {
                     continue;
                 };
-                // Kept for the summary written when a scanned region is sealed below.
-                VaryRecord::encode_into(v.entry, &v.key, &v.names, &mut book.vary);
+                if !sealed {
+                    // Kept for the summary written when this region is sealed below.
+                    VaryRecord::encode_into(v.entry, &v.key, &v.names, &mut book.vary);
+                }
                 found.push(FoundVariant {
                     region: r,
                     seq,

@@ -604,6 +604,8 @@ impl Writer {
         {
             Ok(n) => {
                 book.sealed = true;
+                // On disk now; only recovery reads it back.
+                book.vary = Vec::new();
                 self.engine.counters.disk_bytes_written.add(n);
             }
             Err(e) => self.fail(e),
