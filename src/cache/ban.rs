@@ -145,7 +145,7 @@ impl Ban {
                     status = object.status.as_u16().to_string();
                     Some(&status)
                 }
-                Field::ObjHeader(name) => object.headers.get(name).and_then(|v| v.to_str().ok()),
+                Field::ObjHeader(name) => object.headers.get_str(name),
             };
             match (&c.op, value) {
                 (Op::Match(re), Some(v)) => re.is_match(v),

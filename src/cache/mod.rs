@@ -6,6 +6,7 @@
 pub mod ban;
 pub mod busy;
 pub mod disk;
+pub mod fields;
 pub mod memory;
 pub mod policy;
 pub mod tags;
@@ -20,6 +21,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+
+pub use fields::StoredFields;
 
 /// The primary cache key: a structured tuple, never a concatenated string, so two different
 /// requests cannot collide into one key.
@@ -120,8 +123,8 @@ impl TierState {
 #[derive(Debug)]
 pub struct Object {
     pub status: StatusCode,
-    /// Stored header fields (hop-by-hop removed); `Age` is computed on delivery.
-    pub headers: HeaderMap,
+    /// Stored header fields (hop-by-hop removed), in one block; `Age` is computed on delivery.
+    pub headers: StoredFields,
     pub body: Body,
     pub body_len: u64,
     /// Request header values this object was selected by (`Vary`), as (name, value) pairs.
@@ -142,7 +145,8 @@ pub struct Object {
     /// `Content-Length` and `Via`, cache-only fields removed, and `Age` / `Cache-Status`
     /// placeholders, so a hit clones one map and replaces two values in place instead of
     /// growing and rehashing it (see bench/RESULTS.md, "hit path").
-    pub prepared: std::sync::OnceLock<HeaderMap>,
+    /// Boxed: an object that is never hit pays one pointer for it, not a whole map.
+    pub prepared: std::sync::OnceLock<Box<HeaderMap>>,
     /// When the response head arrived (monotonic).
     pub stored_at: Instant,
     /// Tier bookkeeping (admission, promotion).
@@ -179,13 +183,13 @@ impl Object {
     }
 
     /// The stored `ETag`, if any.
-    pub fn etag(&self) -> Option<&HeaderValue> {
-        self.headers.get(http::header::ETAG)
+    pub fn etag(&self) -> Option<&str> {
+        self.headers.get_str(&http::header::ETAG)
     }
 
     /// The stored `Last-Modified`, if any.
-    pub fn last_modified(&self) -> Option<&HeaderValue> {
-        self.headers.get(http::header::LAST_MODIFIED)
+    pub fn last_modified(&self) -> Option<&str> {
+        self.headers.get_str(&http::header::LAST_MODIFIED)
     }
 
     /// Freshness left, zero once stale.
@@ -249,14 +253,12 @@ impl Object {
 
     /// Bytes charged against the memory budget.
     pub fn weight(&self) -> u64 {
-        // Twice: the stored fields and the prepared copy a hit is served from (plus its four
-        // added fields).
-        let fields: usize = self
-            .headers
-            .iter()
-            .map(|(k, v)| k.as_str().len() + v.len() + FIELD_OVERHEAD)
-            .sum();
-        let headers = 2 * fields + 4 * (FIELD_OVERHEAD + 24);
+        // The block, plus the two maps a hit may build from it (the prepared delivery map with
+        // its four added fields, and the stored fields as a map for conditional and range
+        // requests): charged up front so the budget holds however the object is used, although
+        // an object that is never hit costs only its block.
+        let fields = self.headers.len();
+        let headers = self.headers.block_len() + (2 * fields + 4) * FIELD_OVERHEAD + 4 * 24;
         // A body left on disk costs the memory tier nothing but its handle.
         let body = match &self.body {
             Body::Memory(_) => self.body_len,
@@ -521,10 +523,12 @@ impl Cache {
 pub fn test_object(headers: &[(&str, &str)]) -> Object {
     Object {
         status: StatusCode::OK,
-        headers: headers
-            .iter()
-            .map(|(k, v)| (k.parse().unwrap(), v.parse().unwrap()))
-            .collect(),
+        headers: StoredFields::from_map(
+            &headers
+                .iter()
+                .map(|(k, v)| (k.parse().unwrap(), v.parse().unwrap()))
+                .collect(),
+        ),
         body: Body::Memory(vec![Bytes::from_static(b"x")]),
         body_len: 1,
         vary: vec![],

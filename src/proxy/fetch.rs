@@ -16,7 +16,7 @@ use super::send::{self, SendFailure};
 use crate::backend::BackendBody;
 use crate::cache::busy::{BusyHead, BusyObject, LeaderGuard};
 use crate::cache::policy::{self, NoCacheReason};
-use crate::cache::{Body, CacheKey, Object, VarySelection};
+use crate::cache::{Body, CacheKey, Object, StoredFields, VarySelection};
 use crate::http::headers;
 
 /// Sends the backend request for `mode` and turns the answer into the next step.
@@ -254,7 +254,7 @@ fn revalidated(
 ) -> Step {
     let proxy = txn.proxy;
     proxy.counters.cache_revalidated.inc();
-    let mut headers = stale.headers.clone();
+    let mut headers = stale.headers.to_map();
     for name in parts.headers.keys() {
         if name == header::CONTENT_LENGTH || name == header::CONTENT_RANGE {
             continue;
@@ -280,7 +280,7 @@ fn revalidated(
             headers.remove(header::AGE);
             let object = Arc::new(Object {
                 status: stale.status,
-                headers: super::fill::compact(&headers),
+                headers: StoredFields::from_map(&headers),
                 body: stale.body.clone(),
                 body_len: stale.body_len,
                 vary: stale.vary.clone(),
@@ -304,7 +304,7 @@ fn revalidated(
             // Validated, but no longer storable: deliver this once and forget the copy.
             proxy.cache.purge(primary);
             let object = Arc::new(Object {
-                headers,
+                headers: StoredFields::from_map(&headers),
                 ttl: std::time::Duration::ZERO,
                 stored_at,
                 ..clone_object(&stale)
@@ -323,7 +323,7 @@ fn revalidated(
         let busy = guard.object();
         busy.set_head(BusyHead {
             status: object.status,
-            headers: object.headers.clone(),
+            headers: object.headers.to_map(),
             content_length: Some(object.body_len),
             vary: object.vary.clone(),
         });

@@ -554,7 +554,7 @@ fn object_from(meta: Meta, body: Body, body_len: u64) -> Object {
     let elapsed = now_ms().saturating_sub(meta.stored_ms);
     Object {
         status: meta.status,
-        headers: meta.headers,
+        headers: crate::cache::StoredFields::from_map(&meta.headers),
         body,
         body_len,
         vary: meta.vary,

@@ -51,7 +51,7 @@ pub(super) fn object(body: Vec<u8>, ttl: Duration, initial_age: Duration) -> Arc
     let chunks: Vec<Bytes> = body.chunks(64 * 1024).map(Bytes::copy_from_slice).collect();
     Arc::new(Object {
         status: StatusCode::OK,
-        headers,
+        headers: crate::cache::StoredFields::from_map(&headers),
         body: Body::Memory(chunks),
         body_len: len,
         vary: vec![],
@@ -141,7 +141,7 @@ async fn objects_survive_clean_close_and_crash() {
             .await
             .expect("recovered object found");
         assert_eq!(body_of(&got).await, body_for(i, len), "object {i}");
-        assert_eq!(got.headers["content-type"], "text/plain");
+        assert_eq!(got.headers.map()["content-type"], "text/plain");
     }
     assert!(disk.lookup_io(&key(1000)).await.is_none());
     disk.close();

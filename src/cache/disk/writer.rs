@@ -279,7 +279,7 @@ impl Writer {
         let stored_ms = now_ms().saturating_sub(object.stored_at.elapsed().as_millis() as u64);
         let meta = Meta {
             status: object.status,
-            headers: object.headers.clone(),
+            headers: object.headers.to_map(),
             vary: object.vary.clone(),
             initial_age_ms: object.initial_age.as_millis() as u64,
             ttl_ms: object.ttl.as_millis() as u64,
