@@ -730,3 +730,55 @@ async fn a_damaged_ban_list_is_detected_and_never_unbans() {
     assert_eq!(origin.count(), fetched + 2);
     shellac.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweeper_retires_a_ban_once_nothing_older_is_on_disk() {
+    // 60 KB fill objects: few requests fill the disk (each miss costs the test origin a
+    // delayed ACK).
+    let origin = Origin::start(|s| {
+        let body = if s.path.starts_with("/fill/") {
+            "x".repeat(60_000)
+        } else {
+            body_of(&s.path)
+        };
+        Reply::ok(&body).cc("max-age=3600")
+    })
+    .await;
+    let dir = TempDir::new("ban-retire");
+    let data = dir.path("cache.dat");
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.invalidation.ban_sweep_interval = Dur(Duration::from_millis(100));
+        disk(c, &data, 4 << 20, 1 << 20, Admission::Always)
+    })
+    .await;
+    get(shellac.addr, "/news/1").await;
+    wait_disk_objects(&shellac, 1).await;
+    let r = request(shellac.admin, "POST", "/ban", &[], b"req.url ~ ^/news/").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    // 6 MB through a 4 MiB disk: every region holding anything older than the ban is
+    // reclaimed.
+    for i in 0..100 {
+        get(shellac.addr, &format!("/fill/{i}")).await;
+    }
+    let mut retired = 0;
+    for _ in 0..400 {
+        retired = shellac.stat("ban_retired").await;
+        if retired == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(retired, 1);
+    assert!(shellac.stat("disk_regions_reclaimed").await >= 1);
+    let bans: serde_json::Value =
+        serde_json::from_slice(&get(shellac.admin, "/bans").await.body).unwrap();
+    assert_eq!(bans["bans"].as_array().map(Vec::len), Some(0));
+    shellac.stop().await;
+    // Not read back: the persisted list was rewritten without it.
+    let shellac = Shellac::start(origin.addr, |c| {
+        disk(c, &data, 4 << 20, 1 << 20, Admission::Always)
+    })
+    .await;
+    assert_eq!(shellac.stat("ban_recovered").await, 0);
+    shellac.stop().await;
+}
