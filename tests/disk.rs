@@ -733,8 +733,8 @@ async fn a_damaged_ban_list_is_detected_and_never_unbans() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sweeper_retires_a_ban_once_nothing_older_is_on_disk() {
-    // 60 KB fill objects: few requests fill the disk (each miss costs the test origin a
-    // delayed ACK).
+    // 60 KB fill objects: few requests fill the disk (a miss took ~45 ms in this harness, so
+    // 1,200 small ones took a minute).
     let origin = Origin::start(|s| {
         let body = if s.path.starts_with("/fill/") {
             "x".repeat(60_000)
