@@ -93,6 +93,7 @@ counters! {
     disk_recovered_objects: "Objects indexed from the disk tier at start-up",
     disk_recovery_ms: "Milliseconds spent rebuilding the disk index at start-up",
     disk_recovered_variants: "Vary variants whose URL's variant list was rebuilt from the disk tier at start-up",
+    disk_recovered_tagged: "Objects on disk whose surrogate keys were put back into the tag index at start-up",
     disk_reset: "Times the disk tier started empty because its file had another format version or layout, or no intact ban list (never misread)",
     backend_req: "Requests sent to backends",
     backend_conn: "Backend connections opened",

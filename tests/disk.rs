@@ -796,3 +796,57 @@ async fn the_sweeper_retires_a_ban_once_nothing_older_is_on_disk() {
     assert_eq!(shellac.stat("ban_recovered").await, 0);
     shellac.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tag_purge_after_a_kill_9_reaches_objects_on_disk() {
+    let origin = Origin::start(|s| {
+        let reply = Reply::ok(&body_of(&s.path)).cc("max-age=3600");
+        match s.path.as_str() {
+            "/product/1" => reply.header("surrogate-key", "all product-1"),
+            "/product/2" => reply.header("surrogate-key", "all"),
+            _ => reply,
+        }
+    })
+    .await;
+    let dir = TempDir::new("tags-kill9");
+    let config = binary_config(&dir, origin.addr);
+    let shellac = Proc::start(&config);
+    for path in ["/product/1", "/product/2", "/other"] {
+        get(shellac.proxy, path).await;
+    }
+    wait_proc_disk_objects(&shellac, 3).await;
+    shellac.kill9();
+
+    let shellac = Proc::start(&config);
+    assert_eq!(shellac.stat("disk_recovered_tagged").await, 2);
+    let purged = request(
+        shellac.proxy,
+        "PURGE",
+        "/",
+        &[("surrogate-key", "all")],
+        b"",
+    )
+    .await;
+    assert_eq!(purged.status, 200);
+    assert!(
+        purged.text().contains("purged 2 objects"),
+        "{}",
+        purged.text()
+    );
+    let fetched = origin.count();
+    for path in ["/product/1", "/product/2"] {
+        let r = get(shellac.proxy, path).await;
+        assert!(
+            r.cache_status().contains("fwd=miss"),
+            "{path}: {}",
+            r.cache_status()
+        );
+    }
+    let other = get(shellac.proxy, "/other").await;
+    assert!(
+        other.cache_status().ends_with("detail=disk"),
+        "{}",
+        other.cache_status()
+    );
+    assert_eq!(origin.count(), fetched + 2);
+}

@@ -352,11 +352,20 @@ pub trait Storage: Send + Sync + 'static {
     fn retire_bans(&self, _before: Instant) -> usize {
         0
     }
-    /// Variant keys (with the `Vary` names of each) found in persistent storage at start-up,
-    /// oldest first; handed over once. Default: none.
-    fn recovered_variants(&self) -> Vec<(CacheKey, Vec<HeaderName>)> {
-        Vec::new()
+    /// What persistent storage found at start-up for the cache's own indexes; handed over
+    /// once. Default: nothing.
+    fn recovered_index(&self) -> RecoveredIndex {
+        RecoveredIndex::default()
     }
+}
+
+/// Index entries read back from persistent storage at start-up.
+#[derive(Debug, Default)]
+pub struct RecoveredIndex {
+    /// Variant keys with the `Vary` names of each, oldest first.
+    pub variants: Vec<(CacheKey, Vec<HeaderName>)>,
+    /// URLs (primary keys) with the surrogate keys of their stored objects.
+    pub tagged: Vec<(CacheKey, Vec<String>)>,
 }
 
 /// The cache as the request path sees it: a storage tier, the hit-for-miss memory and the
@@ -386,8 +395,8 @@ pub const HIT_FOR_MISS_CAPACITY: usize = 65_536;
 pub const VARY_INDEX_CAPACITY: usize = 262_144;
 
 impl Cache {
-    /// The cache over `storage`; the variant lists of URLs found in persistent storage are
-    /// rebuilt at once (see [`Cache::restore_variants`]).
+    /// The cache over `storage`; the variant lists of URLs and the tag index are rebuilt at
+    /// once from what persistent storage found (see [`Cache::restore_variants`]).
     pub fn new(storage: Arc<dyn Storage>, max_variants: usize) -> Cache {
         let cache = Cache {
             storage,
@@ -398,8 +407,11 @@ impl Cache {
             bans: Arc::new(ban::BanList::new(DEFAULT_MAX_BANS)),
             tags: tags::TagIndex::default(),
         };
-        let variants = cache.storage.recovered_variants();
-        cache.restore_variants(variants);
+        let found = cache.storage.recovered_index();
+        cache.restore_variants(found.variants);
+        for (primary, tags) in &found.tagged {
+            cache.tags.add(primary, tags);
+        }
         cache
     }
 

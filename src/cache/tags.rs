@@ -17,9 +17,21 @@ pub const TAG_FIELDS: [&str; 2] = ["surrogate-key", "xkey"];
 
 /// The tags of a response.
 pub fn tags_of(headers: &StoredFields) -> Vec<String> {
-    let mut out: Vec<String> = TAG_FIELDS
-        .iter()
-        .flat_map(|f| headers.values(f))
+    tags_from(TAG_FIELDS.iter().flat_map(|f| headers.values(f)))
+}
+
+/// The tags of a response whose fields are in a map (metadata read back from disk).
+pub fn tags_of_map(headers: &http::HeaderMap) -> Vec<String> {
+    tags_from(
+        TAG_FIELDS
+            .iter()
+            .flat_map(|f| headers.get_all(*f))
+            .map(|v| v.as_bytes()),
+    )
+}
+
+fn tags_from<'a>(values: impl Iterator<Item = &'a [u8]>) -> Vec<String> {
+    let mut out: Vec<String> = values
         .filter_map(|v| std::str::from_utf8(v).ok())
         .flat_map(|v| v.split_ascii_whitespace())
         .map(str::to_string)

@@ -16,12 +16,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use http::HeaderName;
-
 use super::ban::{Ban, BanError};
 use super::disk::{DiskStorage, format};
 use super::memory::{EvictHook, MemoryStorage};
-use super::{BanFuture, Body, CacheKey, LookupFuture, Object, Storage, StorageStats};
+use super::{
+    BanFuture, Body, CacheKey, LookupFuture, Object, RecoveredIndex, Storage, StorageStats,
+};
 use crate::config::Admission;
 use crate::stats::Counters;
 
@@ -100,8 +100,8 @@ impl Storage for Tiered {
         self.disk.retire_bans(before)
     }
 
-    fn recovered_variants(&self) -> Vec<(CacheKey, Vec<HeaderName>)> {
-        self.disk.take_variants()
+    fn recovered_index(&self) -> RecoveredIndex {
+        self.disk.take_index()
     }
 
     fn name(&self) -> &'static str {

@@ -66,7 +66,7 @@ pub struct RegionBook {
     pub max_expires_ms: u64,
     /// Entries written, for the summary.
     pub entries: Vec<EntryInfo>,
-    /// Vary records of the variant entries written (the summary's second part).
+    /// Key records of the variant and tagged entries written (the summary's second part).
     pub vary: Vec<u8>,
     /// Next write offset within the region (block aligned once flushed).
     pub cursor: u64,
@@ -91,6 +91,8 @@ pub struct Recovered {
     pub ban_generation: u64,
     /// Variant keys still indexed and the `Vary` names of each, in write order.
     pub variants: Vec<(CacheKey, Vec<HeaderName>)>,
+    /// URLs (primary keys) of indexed objects with surrogate keys, and their tags.
+    pub tagged: Vec<(CacheKey, Vec<String>)>,
 }
 
 /// Why the ban list could not be written.
@@ -238,6 +240,7 @@ impl Engine {
                 bans: Vec::new(),
                 ban_generation: 0,
                 variants: Vec::new(),
+                tagged: Vec::new(),
             }
         } else {
             engine.recover()?
@@ -494,7 +497,7 @@ impl Engine {
         Ok(Some(object_from(meta, body, h.body_len)))
     }
 
-    /// Writes the summary of `entries` (then the vary records) at `cursor` and the trailer;
+    /// Writes the summary of `entries` (then the key records) at `cursor` and the trailer;
     /// returns bytes written.
     pub fn write_summary(
         &self,

@@ -6,7 +6,8 @@
 //!  file:    [superblock 4 KiB][ban list copy A 1 MiB][copy B 1 MiB][region 0] ... [region N-1]
 //!  region:  [header 4 KiB][entry][entry][pad]...[entry][pad] ... [summary][trailer 4 KiB]
 //!  entry:   [64-byte header][key][meta][body]  padded to 8 bytes
-//!  summary: [32-byte record per entry][vary record per variant entry: key, Vary names]
+//!  summary: [32-byte record per entry][key record per variant or tagged entry: key, Vary
+//!           names, surrogate keys]
 //! ```
 //!
 //! Every write is a whole number of 4 KiB blocks at a 4 KiB-aligned offset. A region is written
@@ -36,7 +37,8 @@ pub const BAN_SLOT: u64 = 1 << 20;
 pub const DATA_START: u64 = BLOCK + 2 * BAN_SLOT;
 
 const SUPER_MAGIC: &[u8; 8] = b"SHLCDSK1";
-/// Version 3: ban list copies, vary records in summaries, `summary_len` in trailers. A file of
+/// Version 3: ban list copies, key records in summaries, entry flags, `summary_len` in
+/// trailers. A file of
 /// another version is started empty (`disk_reset`), never read with this layout.
 pub const FORMAT_VERSION: u32 = 3;
 const BAN_MAGIC: &[u8; 8] = b"SHLCBANS";
@@ -48,6 +50,9 @@ const PAD_MAGIC: u32 = 0x5041_4431; // "PAD1"
 /// Entry kinds.
 pub const KIND_OBJECT: u8 = 1;
 pub const KIND_TOMBSTONE: u8 = 2;
+/// Entry flag: the summary has a [`KeyRecord`] for this entry (a region walked by its entry
+/// headers reads the key and metadata of these entries only).
+pub const FLAG_KEY_RECORD: u8 = 1;
 
 /// Rounds `n` up to a multiple of `to` (a power of two).
 pub fn align_up(n: u64, to: u64) -> u64 {
@@ -196,7 +201,7 @@ pub struct Trailer {
     pub summary_offset: u32,
     /// Number of 32-byte summary records.
     pub entries: u32,
-    /// Bytes of the summary: the records, then the vary records.
+    /// Bytes of the summary: the records, then the key records.
     pub summary_len: u32,
     pub summary_hash: u64,
 }
@@ -286,6 +291,8 @@ impl EntryInfo {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EntryHeader {
     pub kind: u8,
+    /// [`FLAG_KEY_RECORD`] or 0.
+    pub flags: u8,
     /// Region incarnation the entry was written in; entries left over from an earlier
     /// incarnation of the region never match.
     pub seq: u64,
@@ -316,6 +323,7 @@ impl EntryHeader {
         let mut b = [0u8; ENTRY_HEADER];
         b[0..4].copy_from_slice(&ENTRY_MAGIC.to_le_bytes());
         b[4] = self.kind;
+        b[5] = self.flags;
         b[8..16].copy_from_slice(&self.seq.to_le_bytes());
         b[16..24].copy_from_slice(&self.hash.to_le_bytes());
         b[24..28].copy_from_slice(&self.key_len.to_le_bytes());
@@ -335,9 +343,11 @@ impl EntryHeader {
             return None;
         }
         let kind = r.u8()?;
-        r.bytes(3)?;
+        let flags = r.u8()?;
+        r.bytes(2)?;
         let h = EntryHeader {
             kind,
+            flags,
             seq: r.u64()?,
             hash: r.u64()?,
             key_len: r.u32()?,
@@ -425,59 +435,89 @@ pub fn key_variant(bytes: &[u8]) -> Option<u64> {
     Reader::new(bytes).u64()
 }
 
-/// What the summary keeps of a variant entry so that the URL's variant list can be rebuilt at
-/// recovery without reading the entry: its key and the field names it varies on.
+/// What the summary keeps of an entry that other indexes refer to, so they can be rebuilt at
+/// recovery without reading the entry: its key, the `Vary` field names of a variant (for the
+/// URL's variant list) and its surrogate keys (for the tag index).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct VaryRecord {
+pub struct KeyRecord {
     /// Index of the entry's record in the summary.
     pub entry: u32,
     /// The encoded key (with its variant).
     pub key: Vec<u8>,
+    /// Empty for an entry that is not a variant.
     pub names: Vec<HeaderName>,
+    pub tags: Vec<String>,
 }
 
-impl VaryRecord {
+impl KeyRecord {
     /// Bytes `encode_into` appends.
-    pub fn encoded_len(key: &[u8], names: &[HeaderName]) -> usize {
-        4 + 2 + key.len() + 1 + names.iter().map(|n| 2 + n.as_str().len()).sum::<usize>()
+    pub fn encoded_len(key: &[u8], names: &[HeaderName], tags: &[String]) -> usize {
+        4 + 2
+            + key.len()
+            + 1
+            + names.iter().map(|n| 2 + n.as_str().len()).sum::<usize>()
+            + 2
+            + tags.iter().map(|t| 2 + t.len()).sum::<usize>()
     }
 
-    /// Appends the record; false (nothing appended) if the key or the name list is too long to
-    /// encode (the variant is then simply not found again after a restart: a miss).
-    pub fn encode_into(entry: u32, key: &[u8], names: &[HeaderName], out: &mut Vec<u8>) -> bool {
+    /// Appends the record; false (nothing appended) if there is nothing to record or something
+    /// is too long to encode (the variant or tags are then simply not known after a restart:
+    /// a miss, or a tag purge that does not reach this copy — see the caller).
+    pub fn encode_into(
+        entry: u32,
+        key: &[u8],
+        names: &[HeaderName],
+        tags: &[String],
+        out: &mut Vec<u8>,
+    ) -> bool {
         if key.len() > u16::MAX as usize
-            || names.is_empty()
+            || (names.is_empty() && tags.is_empty())
             || names.len() > u8::MAX as usize
+            || tags.len() > u16::MAX as usize
             || names.iter().any(|n| n.as_str().len() > u16::MAX as usize)
+            || tags.iter().any(|t| t.len() > u16::MAX as usize)
         {
             return false;
         }
         out.extend_from_slice(&entry.to_le_bytes());
-        out.extend_from_slice(&(key.len() as u16).to_le_bytes());
-        out.extend_from_slice(key);
+        put_str16(out, key);
         out.push(names.len() as u8);
         for n in names {
             put_str16(out, n.as_str().as_bytes());
         }
+        out.extend_from_slice(&(tags.len() as u16).to_le_bytes());
+        for t in tags {
+            put_str16(out, t.as_bytes());
+        }
         true
     }
 
-    /// Decodes a whole vary section; `None` if anything is malformed.
-    pub fn decode_section(buf: &[u8]) -> Option<Vec<VaryRecord>> {
+    /// Decodes a whole section of key records; `None` if anything is malformed.
+    pub fn decode_section(buf: &[u8]) -> Option<Vec<KeyRecord>> {
         let mut r = Reader::new(buf);
         let mut out = Vec::new();
         while r.pos < buf.len() {
             let entry = r.u32()?;
             let key = str16(&mut r)?.to_vec();
             let n = r.u8()? as usize;
-            if n == 0 {
-                return None;
-            }
             let mut names = Vec::with_capacity(n);
             for _ in 0..n {
                 names.push(HeaderName::from_bytes(str16(&mut r)?).ok()?);
             }
-            out.push(VaryRecord { entry, key, names });
+            let n = r.u16()? as usize;
+            let mut tags = Vec::with_capacity(n.min(buf.len() / 2));
+            for _ in 0..n {
+                tags.push(std::str::from_utf8(str16(&mut r)?).ok()?.to_string());
+            }
+            if names.is_empty() && tags.is_empty() {
+                return None;
+            }
+            out.push(KeyRecord {
+                entry,
+                key,
+                names,
+                tags,
+            });
         }
         Some(out)
     }
@@ -758,6 +798,7 @@ mod tests {
     fn headers_detect_any_flipped_bit() {
         let h = EntryHeader {
             kind: KIND_OBJECT,
+            flags: FLAG_KEY_RECORD,
             seq: 7,
             hash: 42,
             key_len: 10,
@@ -831,26 +872,42 @@ mod tests {
     }
 
     #[test]
-    fn vary_records_round_trip_and_reject_truncation() {
+    fn key_records_round_trip_and_reject_truncation() {
         let names = vec![
             HeaderName::from_static("accept-encoding"),
             HeaderName::from_static("cookie"),
         ];
+        let tags = vec!["product-7".to_string(), "home".to_string()];
         let mut b = Vec::new();
-        assert!(VaryRecord::encode_into(3, b"key-bytes", &names, &mut b));
-        assert_eq!(b.len(), VaryRecord::encoded_len(b"key-bytes", &names));
-        assert!(VaryRecord::encode_into(5, b"k2", &names[..1], &mut b));
-        let got = VaryRecord::decode_section(&b).unwrap();
-        assert_eq!(got.len(), 2);
+        assert!(KeyRecord::encode_into(
+            3,
+            b"key-bytes",
+            &names,
+            &tags,
+            &mut b
+        ));
+        let first = KeyRecord::encoded_len(b"key-bytes", &names, &tags);
+        assert_eq!(b.len(), first);
+        assert!(KeyRecord::encode_into(5, b"k2", &names[..1], &[], &mut b));
+        assert!(KeyRecord::encode_into(6, b"k3", &[], &tags[..1], &mut b));
+        let got = KeyRecord::decode_section(&b).unwrap();
+        assert_eq!(got.len(), 3);
         assert_eq!(got[0].entry, 3);
         assert_eq!(got[0].key, b"key-bytes");
+        assert_eq!(got[0].tags, tags);
         assert_eq!(got[1].names, names[..1]);
+        assert!(got[1].tags.is_empty());
+        assert!(got[2].names.is_empty());
+        let second = first + KeyRecord::encoded_len(b"k2", &names[..1], &[]);
         for cut in 1..b.len() {
-            if cut != VaryRecord::encoded_len(b"key-bytes", &names) {
-                assert_eq!(VaryRecord::decode_section(&b[..cut]), None, "cut at {cut}");
+            if cut != first && cut != second {
+                assert_eq!(KeyRecord::decode_section(&b[..cut]), None, "cut at {cut}");
             }
         }
-        assert!(!VaryRecord::encode_into(1, b"k", &[], &mut b));
+        assert!(
+            !KeyRecord::encode_into(1, b"k", &[], &[], &mut b),
+            "nothing to record"
+        );
     }
 
     #[test]

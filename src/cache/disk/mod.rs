@@ -24,14 +24,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::HeaderName;
 
 pub use engine::{DiskBody, INLINE_MAX, ReadError};
 use engine::{Engine, Recovered, now_ms};
 use writer::{Cmd, Shared, Writer};
 
 use super::ban::{Ban, BanError, BanList};
-use super::{CacheKey, Object, Storage, StorageStats};
+use super::{CacheKey, Object, RecoveredIndex, Storage, StorageStats};
 use crate::config::{DISK_REGION_OVERHEAD, DiskConfig};
 use crate::stats::Counters;
 
@@ -45,8 +44,8 @@ pub struct DiskStorage {
     engine: Arc<Engine>,
     /// The cache's ban list: read back at start-up, persisted on change, checked on disk reads.
     bans: Arc<BanList>,
-    /// Variant keys and their `Vary` names found at recovery, until the cache takes them.
-    variants: Mutex<Vec<(CacheKey, Vec<HeaderName>)>>,
+    /// Variant lists and tags found at recovery, until the cache takes them.
+    recovered: Mutex<RecoveredIndex>,
     tx: SyncSender<Cmd>,
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -91,8 +90,16 @@ impl DiskStorage {
                 Err(e) => tracing::warn!(error = ?e, "cannot rewrite the disk cache ban list"),
             }
         }
-        let variants = std::mem::take(&mut rec.variants);
-        counters.disk_recovered_variants.add(variants.len() as u64);
+        let recovered = RecoveredIndex {
+            variants: std::mem::take(&mut rec.variants),
+            tagged: std::mem::take(&mut rec.tagged),
+        };
+        counters
+            .disk_recovered_variants
+            .add(recovered.variants.len() as u64);
+        counters
+            .disk_recovered_tagged
+            .add(recovered.tagged.len() as u64);
         rec.objects = engine.objects();
         counters.disk_recovered_objects.add(rec.objects);
         counters
@@ -101,7 +108,8 @@ impl DiskStorage {
         tracing::info!(
             path = %config.path.display(),
             objects = rec.objects,
-            variants = variants.len(),
+            variants = recovered.variants.len(),
+            tagged = recovered.tagged.len(),
             bans = bans.len(),
             ms = rec.elapsed.as_millis() as u64,
             "disk cache ready"
@@ -126,7 +134,7 @@ impl DiskStorage {
             max_object: config.region_size.0.saturating_sub(DISK_REGION_OVERHEAD),
             engine,
             bans,
-            variants: Mutex::new(variants),
+            recovered: Mutex::new(recovered),
             tx,
             shared,
             thread: Mutex::new(Some(thread)),
@@ -170,9 +178,10 @@ impl DiskStorage {
         }
     }
 
-    /// Variant keys (with their `Vary` names) indexed at recovery, oldest first; taken once.
-    pub fn take_variants(&self) -> Vec<(CacheKey, Vec<HeaderName>)> {
-        std::mem::take(&mut *self.variants.lock().unwrap_or_else(|e| e.into_inner()))
+    /// Variant keys (with their `Vary` names, oldest first) and tagged URLs indexed at
+    /// recovery; taken once.
+    pub fn take_index(&self) -> RecoveredIndex {
+        std::mem::take(&mut *self.recovered.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Persists `ban` (already in the ban list): answers once the list holding it is synced

@@ -258,13 +258,13 @@ async fn variant_lists_are_rebuilt_after_a_clean_stop_and_a_crash() {
     // Crash: the open region is scanned, variant entries' metadata read for their names.
     let (disk, counters, _) = open_with_bans(&config, 100);
     assert_eq!(counters.disk_recovered_variants.get(), 2);
-    assert_eq!(sorted(disk.take_variants()), want);
-    assert!(disk.take_variants().is_empty(), "handed over once");
+    assert_eq!(sorted(disk.take_index().variants), want);
+    assert!(disk.take_index().variants.is_empty(), "handed over once");
     disk.close();
     // Clean stop: the sealed summary carries them.
     let (disk, counters, _) = open_with_bans(&config, 100);
     assert_eq!(counters.disk_recovered_variants.get(), 2);
-    assert_eq!(sorted(disk.take_variants()), want);
+    assert_eq!(sorted(disk.take_index().variants), want);
     let (k, _) = variant("fr", 11);
     let got = disk.lookup_io(&k).await.expect("variant on disk");
     assert_eq!(body_of(&got).await, b"fr");
@@ -273,7 +273,7 @@ async fn variant_lists_are_rebuilt_after_a_clean_stop_and_a_crash() {
     assert!(disk.flush(Duration::from_secs(10)));
     disk.close();
     let (disk, _, _) = open_with_bans(&config, 100);
-    assert_eq!(sorted(disk.take_variants()), want[1..]);
+    assert_eq!(sorted(disk.take_index().variants), want[1..]);
     disk.close();
 }
 
@@ -314,7 +314,7 @@ async fn damaged_vary_records_never_register_a_wrong_variant() {
     // Damage the summary again so recovery reads the entries.
     write_file(&config.path, base + in_summary as u64, b"ZZ");
     let (disk, counters, _) = open_with_bans(&config, 100);
-    assert_eq!(sorted(disk.take_variants()).len(), 1);
+    assert_eq!(sorted(disk.take_index().variants).len(), 1);
     assert!(counters.disk_checksum_fail.get() >= 1);
     assert!(disk.lookup_io(&de).await.is_none(), "never served");
     assert!(disk.lookup_io(&fr).await.is_some());
@@ -343,5 +343,47 @@ async fn an_old_format_file_is_dropped_with_a_count_never_misread() {
     // Reformatted as the current version.
     let (disk, counters, _) = open_with_bans(&config, 100);
     assert_eq!(counters.disk_reset.get(), 0);
+    disk.close();
+}
+
+fn tagged(i: usize, tags: &str) -> (CacheKey, Arc<Object>) {
+    let mut o = small(i);
+    let mut headers = http::HeaderMap::new();
+    headers.insert("surrogate-key", HeaderValue::from_str(tags).unwrap());
+    Arc::get_mut(&mut o).expect("fresh object").headers =
+        crate::cache::StoredFields::from_map(&headers);
+    (key(i), o)
+}
+
+#[tokio::test]
+async fn surrogate_keys_are_found_again_after_a_clean_stop_and_a_crash() {
+    let dir = TempDir::new("tags");
+    let config = dir.config(8 << 20, 1 << 20);
+    let (disk, _, _) = open_with_bans(&config, 100);
+    for (i, tags) in [(1, "home product-1"), (2, "product-2")] {
+        let (k, o) = tagged(i, tags);
+        disk.admit(k, o);
+    }
+    disk.admit(key(3), small(3));
+    assert!(disk.flush(Duration::from_secs(10)));
+    disk.crash();
+    let want = vec![
+        (key(1), vec!["home".to_string(), "product-1".to_string()]),
+        (key(2), vec!["product-2".to_string()]),
+    ];
+    // Crash: read from the flagged entries of the open region.
+    let (disk, counters, _) = open_with_bans(&config, 100);
+    assert_eq!(counters.disk_recovered_tagged.get(), 2);
+    let mut got = disk.take_index().tagged;
+    got.sort_by(|a, b| a.0.path_and_query.cmp(&b.0.path_and_query));
+    assert_eq!(got, want);
+    // Removed objects are not re-tagged.
+    assert!(disk.remove(&key(2)));
+    assert!(disk.flush(Duration::from_secs(10)));
+    disk.close();
+    // Clean stop: from the summary.
+    let (disk, counters, _) = open_with_bans(&config, 100);
+    assert_eq!(counters.disk_recovered_tagged.get(), 1);
+    assert_eq!(disk.take_index().tagged, want[..1]);
     disk.close();
 }

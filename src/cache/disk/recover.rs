@@ -12,19 +12,19 @@ use http::HeaderName;
 
 use super::engine::{Engine, Loc, Recovered, RegionBook, now_ms};
 use super::format::{
-    self, BAN_SLOT, BLOCK, BanRecord, ENTRY_HEADER, EntryHeader, EntryInfo, KIND_OBJECT,
-    KIND_TOMBSTONE, Meta, Record, RegionHeader, SUMMARY_RECORD, Trailer, VaryRecord,
+    self, BAN_SLOT, BLOCK, BanRecord, ENTRY_HEADER, EntryHeader, EntryInfo, FLAG_KEY_RECORD,
+    KIND_OBJECT, KIND_TOMBSTONE, KeyRecord, Meta, Record, RegionHeader, SUMMARY_RECORD, Trailer,
 };
+use crate::cache::tags::tags_of_map;
 use crate::stats::Counters;
 
-/// A variant entry found at recovery: where it is, its key and the names it varies on.
-struct FoundVariant {
+/// A variant or tagged entry found at recovery: where it is and its key record.
+struct Found {
     region: u32,
     seq: u64,
     offset: u32,
     hash: u64,
-    key: Vec<u8>,
-    names: Vec<HeaderName>,
+    record: KeyRecord,
 }
 
 impl Engine {
@@ -57,12 +57,12 @@ impl Engine {
         let mut found = Vec::new();
         for &(seq, r) in &order {
             next_seq = next_seq.max(seq + 1);
-            let (entries, vary, cursor, sealed) = match self.read_summary(r, seq) {
-                Some((entries, vary, cursor)) => (entries, vary, cursor, true),
+            let (entries, records, cursor, sealed) = match self.read_summary(r, seq) {
+                Some((entries, records, cursor)) => (entries, records, cursor, true),
                 None => {
-                    let (entries, vary, cursor) = self.scan_region(r, seq);
+                    let (entries, records, cursor) = self.scan_region(r, seq);
                     scanned.push(r);
-                    (entries, vary, cursor, false)
+                    (entries, records, cursor, false)
                 }
             };
             self.set_region_seq(r, seq);
@@ -70,21 +70,20 @@ impl Engine {
             book.seq = seq;
             book.cursor = cursor;
             book.sealed = sealed;
-            for v in vary {
+            for v in records {
                 let Some(e) = entries.get(v.entry as usize) else {
                     continue;
                 };
                 if !sealed {
                     // Kept for the summary written when this region is sealed below.
-                    VaryRecord::encode_into(v.entry, &v.key, &v.names, &mut book.vary);
+                    KeyRecord::encode_into(v.entry, &v.key, &v.names, &v.tags, &mut book.vary);
                 }
-                found.push(FoundVariant {
+                found.push(Found {
                     region: r,
                     seq,
                     offset: e.offset,
                     hash: e.hash,
-                    key: v.key,
-                    names: v.names,
+                    record: v,
                 });
             }
             for e in &entries {
@@ -126,19 +125,26 @@ impl Engine {
                 Err(e) => tracing::warn!(region = r, error = %e, "cannot seal recovered region"),
             }
         }
-        // Variants still indexed (not replaced, removed or expired since) and whose key bytes
-        // agree with their entry's hash.
-        let variants = found
-            .into_iter()
-            .filter(|v| {
-                self.index_get(v.hash)
-                    .is_some_and(|l| l.region == v.region && l.seq == v.seq && l.offset == v.offset)
-            })
-            .filter_map(|v| {
-                let key = format::decode_key(&v.key)?;
-                (key.variant != 0 && format::key_hash(&key) == v.hash).then_some((key, v.names))
-            })
-            .collect();
+        // Entries still indexed (not replaced, removed or expired since) whose key bytes agree
+        // with their entry's hash: variants (with their names) and tagged URLs.
+        let mut variants = Vec::new();
+        let mut tagged = Vec::new();
+        for f in found {
+            let live = self
+                .index_get(f.hash)
+                .is_some_and(|l| l.region == f.region && l.seq == f.seq && l.offset == f.offset);
+            let Some(key) =
+                format::decode_key(&f.record.key).filter(|k| live && format::key_hash(k) == f.hash)
+            else {
+                continue;
+            };
+            if !f.record.tags.is_empty() {
+                tagged.push((key.primary(), f.record.tags));
+            }
+            if key.variant != 0 && !f.record.names.is_empty() {
+                variants.push((key, f.record.names));
+            }
+        }
         Ok(Recovered {
             books,
             next_seq,
@@ -147,12 +153,13 @@ impl Engine {
             bans: Vec::new(),
             ban_generation: 0,
             variants,
+            tagged,
         })
     }
 
-    /// The summary of a sealed region (records, vary records) and the offset where its data
+    /// The summary of a sealed region (records, key records) and the offset where its data
     /// ends.
-    fn read_summary(&self, r: u32, seq: u64) -> Option<(Vec<EntryInfo>, Vec<VaryRecord>, u64)> {
+    fn read_summary(&self, r: u32, seq: u64) -> Option<(Vec<EntryInfo>, Vec<KeyRecord>, u64)> {
         let base = self.region_base(r);
         let mut block = vec![0u8; BLOCK as usize];
         self.file
@@ -174,7 +181,7 @@ impl Engine {
             return None;
         }
         let entries = EntryInfo::decode_summary(&buf[..records as usize])?;
-        let vary = VaryRecord::decode_section(&buf[records as usize..])?;
+        let vary = KeyRecord::decode_section(&buf[records as usize..])?;
         let data_end = off;
         let sane = entries
             .iter()
@@ -187,20 +194,19 @@ impl Engine {
         sane.then_some((entries, vary, data_end))
     }
 
-    /// Walks a region without a summary entry header by entry header (a 72-byte read: the
-    /// header and the key's variant), up to the first record that is not valid for incarnation
-    /// `seq`. A variant entry's key and metadata are read too (checksum verified) for its
-    /// `Vary` names. Returns the entries, their vary records and the block-aligned offset after
-    /// them.
-    fn scan_region(&self, r: u32, seq: u64) -> (Vec<EntryInfo>, Vec<VaryRecord>, u64) {
+    /// Walks a region without a summary entry header by entry header (64-byte reads), up to
+    /// the first record that is not valid for incarnation `seq`. The key and metadata of an
+    /// entry flagged [`FLAG_KEY_RECORD`] are read too (checksum verified) for its key record.
+    /// Returns the entries, their key records and the block-aligned offset after them.
+    fn scan_region(&self, r: u32, seq: u64) -> (Vec<EntryInfo>, Vec<KeyRecord>, u64) {
         let base = self.region_base(r);
         let limit = self.region_size - BLOCK;
         let mut pos = BLOCK;
         let mut entries = Vec::new();
-        let mut vary = Vec::new();
-        let mut head = [0u8; ENTRY_HEADER + 8];
+        let mut records = Vec::new();
+        let mut head = [0u8; ENTRY_HEADER];
         while pos + 8 <= limit {
-            let n = (limit - pos).min(head.len() as u64) as usize;
+            let n = (limit - pos).min(ENTRY_HEADER as u64) as usize;
             if self.file.read_exact_at(&mut head[..n], base + pos).is_err() {
                 break;
             }
@@ -210,16 +216,12 @@ impl Engine {
                     if let (Ok(offset), Ok(len)) =
                         (u32::try_from(pos), u32::try_from(h.total_len()))
                     {
-                        let variant = format::key_variant(head.get(ENTRY_HEADER..n).unwrap_or(&[]));
                         if h.kind == KIND_OBJECT
-                            && variant.is_some_and(|v| v != 0)
-                            && let Some((key, names)) = self.read_vary(base + pos, &h)
+                            && h.flags & FLAG_KEY_RECORD != 0
+                            && let Some(record) =
+                                self.read_key_record(base + pos, &h, entries.len() as u32)
                         {
-                            vary.push(VaryRecord {
-                                entry: entries.len() as u32,
-                                key,
-                                names,
-                            });
+                            records.push(record);
                         }
                         entries.push(EntryInfo {
                             hash: h.hash,
@@ -234,12 +236,13 @@ impl Engine {
                 _ => break,
             }
         }
-        (entries, vary, format::align_up(pos, BLOCK))
+        (entries, records, format::align_up(pos, BLOCK))
     }
 
-    /// The key and `Vary` names of the entry at file offset `at`, if its key and metadata pass
-    /// their checksum (otherwise the variant is not registered: a miss, never a wrong variant).
-    fn read_vary(&self, at: u64, h: &EntryHeader) -> Option<(Vec<u8>, Vec<HeaderName>)> {
+    /// The key record of entry number `entry` at file offset `at`, if its key and metadata pass
+    /// their checksum (otherwise nothing is registered for it: a miss, never a wrong variant;
+    /// the entry itself fails the same check when read).
+    fn read_key_record(&self, at: u64, h: &EntryHeader, entry: u32) -> Option<KeyRecord> {
         let len = h.key_len as usize + h.meta_len as usize;
         if len as u64 > self.region_size {
             return None;
@@ -254,8 +257,18 @@ impl Engine {
         }
         let (key, meta) = buf.split_at(h.key_len as usize);
         let meta = Meta::decode(meta)?;
-        let names: Vec<HeaderName> = meta.vary.into_iter().map(|(n, _)| n).collect();
-        (!names.is_empty()).then(|| (key.to_vec(), names))
+        let names: Vec<HeaderName> = if format::key_variant(key)? != 0 {
+            meta.vary.into_iter().map(|(n, _)| n).collect()
+        } else {
+            Vec::new()
+        };
+        let tags = tags_of_map(&meta.headers);
+        (!names.is_empty() || !tags.is_empty()).then(|| KeyRecord {
+            entry,
+            key: key.to_vec(),
+            names,
+            tags,
+        })
     }
 
     /// Stream position of the oldest region holding an indexed object (`u64::MAX` if none):

@@ -12,8 +12,8 @@ use xxhash_rust::xxh3::Xxh3;
 
 use super::engine::{BanWriteError, Engine, Loc, RegionBook, now_ms};
 use super::format::{
-    self, BAN_SLOT, BLOCK, BODY_CHUNK, BanRecord, EntryHeader, EntryInfo, KIND_OBJECT,
-    KIND_TOMBSTONE, Meta, RegionHeader, VaryRecord,
+    self, BAN_SLOT, BLOCK, BODY_CHUNK, BanRecord, EntryHeader, EntryInfo, FLAG_KEY_RECORD,
+    KIND_OBJECT, KIND_TOMBSTONE, KeyRecord, Meta, RegionHeader,
 };
 use crate::cache::ban::{Ban, BanError, BanList, NOT_PERSISTED};
 use crate::cache::{Body, CacheKey, Object};
@@ -295,8 +295,24 @@ impl Writer {
         // then; the index forgets it after that.
         let extra = (object.grace + object.keep).max(object.stale_if_error.unwrap_or_default());
         let lifetime = (object.ttl + extra).saturating_sub(object.initial_age);
+        // A variant's key and Vary names, and a tagged object's surrogate keys, go into the
+        // summary too, so the URL's variant list and the tag index are rebuilt at recovery
+        // without reading the entry. Encoded now with entry index 0, patched when appended.
+        let names: Vec<http::HeaderName> = if key.variant != 0 {
+            object.vary.iter().map(|(n, _)| n.clone()).collect()
+        } else {
+            Vec::new()
+        };
+        let tags = crate::cache::tags::tags_of(&object.headers);
+        let mut key_record = Vec::new();
+        let flags = if KeyRecord::encode_into(0, &key_bytes, &names, &tags, &mut key_record) {
+            FLAG_KEY_RECORD
+        } else {
+            0
+        };
         let header = EntryHeader {
             kind: KIND_OBJECT,
+            flags,
             seq: 0,
             hash,
             key_len: key_bytes.len() as u32,
@@ -310,19 +326,7 @@ impl Writer {
             self.engine.counters.disk_reject.inc();
             return;
         }
-        // A variant: its key and Vary names go into the summary, so the URL's variant list is
-        // rebuilt at recovery without reading the entry.
-        let names: Vec<http::HeaderName> = if key.variant != 0 {
-            object.vary.iter().map(|(n, _)| n.clone()).collect()
-        } else {
-            Vec::new()
-        };
-        let vary_len = if names.is_empty() {
-            0
-        } else {
-            VaryRecord::encoded_len(&key_bytes, &names) as u64
-        };
-        let Some(seq) = self.make_room(total, vary_len) else {
+        let Some(seq) = self.make_room(total, key_record.len() as u64) else {
             self.engine.counters.disk_reject.inc();
             return;
         };
@@ -358,16 +362,12 @@ impl Writer {
             expires_ms: header.expires_ms,
             kind: KIND_OBJECT,
         };
-        if !names.is_empty()
+        if !key_record.is_empty()
             && let Some(a) = &self.active
         {
             let book = &mut self.books[a.region as usize];
-            VaryRecord::encode_into(
-                book.entries.len() as u32,
-                &key_bytes,
-                &names,
-                &mut book.vary,
-            );
+            key_record[..4].copy_from_slice(&(book.entries.len() as u32).to_le_bytes());
+            book.vary.extend_from_slice(&key_record);
         }
         self.record(info);
         self.pending.push((info, end));
@@ -391,6 +391,7 @@ impl Writer {
         self.engine.index_remove(hash);
         let header = EntryHeader {
             kind: KIND_TOMBSTONE,
+            flags: 0,
             seq: 0,
             hash,
             key_len: key_bytes.len() as u32,
@@ -442,15 +443,15 @@ impl Writer {
             .map(|a| a.buf_start + self.buf.len() as u64)
     }
 
-    /// Makes sure an entry of `total` bytes (and `vary_len` more bytes of summary) fits the
+    /// Makes sure an entry of `total` bytes (and `record_len` more bytes of summary) fits the
     /// active region (sealing it and opening the next one if not); returns the active region's
     /// incarnation.
-    fn make_room(&mut self, total: u64, vary_len: u64) -> Option<u64> {
+    fn make_room(&mut self, total: u64, record_len: u64) -> Option<u64> {
         let fits = |w: &Writer| match (&w.active, w.cursor()) {
             (Some(a), Some(cursor)) => {
                 let summary = w.books[a.region as usize].summary_bytes()
                     + format::SUMMARY_RECORD as u64
-                    + vary_len;
+                    + record_len;
                 format::align_up(cursor + total, BLOCK) + format::align_up(summary, BLOCK) + BLOCK
                     <= w.engine.region_size
             }
