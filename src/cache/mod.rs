@@ -310,6 +310,9 @@ pub struct StorageStats {
 /// A future returned by [`Storage::lookup_io`].
 pub type LookupFuture<'a> = Pin<Box<dyn Future<Output = Option<Arc<Object>>> + Send + 'a>>;
 
+/// A future returned by [`Storage::persist_ban`].
+pub type BanFuture = Pin<Box<dyn Future<Output = Result<(), ban::BanError>> + Send>>;
+
 /// A storage tier ("stevedore"). The pipeline only sees this trait (through [`Cache::lookup`]),
 /// so tiers can be added without touching it.
 pub trait Storage: Send + Sync + 'static {
@@ -339,6 +342,21 @@ pub trait Storage: Send + Sync + 'static {
     fn scan(&self, _f: &mut dyn FnMut(&CacheKey, &Arc<Object>)) -> bool {
         false
     }
+    /// Makes a ban just added to the list durable; resolves once it is (tiers that keep
+    /// nothing across a restart: at once).
+    fn persist_ban(&self, _ban: Arc<ban::Ban>) -> BanFuture {
+        Box::pin(std::future::ready(Ok(())))
+    }
+    /// After a [`Storage::scan`] that started at `before` but did not visit every object:
+    /// retires the bans the tiers it did not visit no longer need. Blocking. Default: none.
+    fn retire_bans(&self, _before: Instant) -> usize {
+        0
+    }
+    /// Variant keys (with the `Vary` names of each) found in persistent storage at start-up,
+    /// oldest first; handed over once. Default: none.
+    fn recovered_variants(&self) -> Vec<(CacheKey, Vec<HeaderName>)> {
+        Vec::new()
+    }
 }
 
 /// The cache as the request path sees it: a storage tier, the hit-for-miss memory and the
@@ -350,8 +368,8 @@ pub struct Cache {
     /// Primary key → the URL's Vary field names and stored variants.
     vary_index: quick_cache::sync::Cache<CacheKey, Arc<vary::VaryIndex>>,
     max_variants: usize,
-    /// Active bans, checked at lookup.
-    pub bans: ban::BanList,
+    /// Active bans, checked at lookup (shared with a disk tier, which persists them).
+    pub bans: Arc<ban::BanList>,
     /// Surrogate key → URLs.
     pub tags: tags::TagIndex,
 }
@@ -368,22 +386,36 @@ pub const HIT_FOR_MISS_CAPACITY: usize = 65_536;
 pub const VARY_INDEX_CAPACITY: usize = 262_144;
 
 impl Cache {
+    /// The cache over `storage`; the variant lists of URLs found in persistent storage are
+    /// rebuilt at once (see [`Cache::restore_variants`]).
     pub fn new(storage: Arc<dyn Storage>, max_variants: usize) -> Cache {
-        Cache {
+        let cache = Cache {
             storage,
             busy: Arc::new(busy::BusyTable::default()),
             hit_for_miss: quick_cache::sync::Cache::new(HIT_FOR_MISS_CAPACITY),
             vary_index: quick_cache::sync::Cache::new(VARY_INDEX_CAPACITY),
             max_variants,
-            bans: ban::BanList::new(DEFAULT_MAX_BANS),
+            bans: Arc::new(ban::BanList::new(DEFAULT_MAX_BANS)),
             tags: tags::TagIndex::default(),
-        }
+        };
+        let variants = cache.storage.recovered_variants();
+        cache.restore_variants(variants);
+        cache
     }
 
-    /// Sets the bound on active bans (`invalidation.max_bans`).
-    pub fn with_max_bans(mut self, max: usize) -> Cache {
-        self.bans = ban::BanList::new(max);
+    /// Uses `bans` (shared with the storage that persists them) as the ban list.
+    pub fn with_bans(mut self, bans: Arc<ban::BanList>) -> Cache {
+        self.bans = bans;
         self
+    }
+
+    /// Adds a ban and waits until the storage has made it durable. Errors: the expression is
+    /// invalid, the list is full, or the ban could not be persisted (`NotDurable`: applied
+    /// anyway; `PersistFull`: not applied).
+    pub async fn ban(&self, expr: &str) -> Result<Arc<ban::Ban>, ban::BanError> {
+        let ban = self.bans.add(expr)?;
+        self.storage.persist_ban(ban.clone()).await?;
+        Ok(ban)
     }
 
     /// The object stored under `key` in any tier (memory first, then tiers that need I/O).
@@ -464,7 +496,7 @@ impl Cache {
         let retired = if complete {
             self.bans.retire_before(started)
         } else {
-            0
+            self.storage.retire_bans(started)
         };
         (banned.len(), retired)
     }
