@@ -1,6 +1,8 @@
-//! The admin listener: counters (`/stats`, `/stats/live`, `/metrics`) and a small index.
+//! The admin listener: counters (`/stats`, `/stats/live`, `/metrics`), live tools, cache
+//! inspection and invalidation, reload, the dashboard, and a small index (`/help`).
 
 mod dashboard;
+mod inspect;
 mod invalidate;
 mod live;
 mod stats;
@@ -83,6 +85,7 @@ async fn handle(live: &Arc<Live>, req: Request<Incoming>) -> Response<AdminBody>
         (&Method::POST, "/reload") => reload(live).await,
         (&Method::GET, "/log/stream") => live::log_stream(&proxy, req.uri()),
         (&Method::GET, "/top") => live::top(&proxy, req.uri()),
+        (&Method::GET, "/cache") => inspect::route(&proxy, req.uri()).await,
         _ => route(&proxy, req),
     }
 }
@@ -204,6 +207,8 @@ POST /ban                body: a ban expression, e.g. req.url ~ ^/news/
 GET /bans                active bans
 POST /purge[?soft=1]     body: the URL to purge (every variant)
 POST /purge/tags         body: surrogate keys (space-separated)
+GET /cache?url=URL       what is cached for a URL: variants, tiers, TTL left, size, tags
+                         (URL = http://HOST/path, or /path with &host=HOST; percent-encoded)
 POST /reload             re-read the configuration file and swap it in (JSON result)
 ";
 

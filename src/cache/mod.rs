@@ -6,6 +6,7 @@
 pub mod ban;
 pub mod busy;
 pub mod disk;
+pub mod inspect;
 pub mod memory;
 pub mod policy;
 pub mod tags;
@@ -308,6 +309,10 @@ pub struct StorageStats {
 /// A future returned by [`Storage::lookup_io`].
 pub type LookupFuture<'a> = Pin<Box<dyn Future<Output = Option<Arc<Object>>> + Send + 'a>>;
 
+/// A future returned by [`Storage::inspect`]: the copy in each tier holding a key, top first.
+pub type InspectFuture<'a> =
+    Pin<Box<dyn Future<Output = Vec<(&'static str, Arc<Object>)>> + Send + 'a>>;
+
 /// A storage tier ("stevedore"). The pipeline only sees this trait (through [`Cache::lookup`]),
 /// so tiers can be added without touching it.
 pub trait Storage: Send + Sync + 'static {
@@ -320,6 +325,9 @@ pub trait Storage: Send + Sync + 'static {
     fn lookup_io<'a>(&'a self, _key: &'a CacheKey) -> LookupFuture<'a> {
         Box::pin(std::future::ready(None))
     }
+    /// The copy of `key` in each tier holding it, top tier first, for the admin API. Unlike
+    /// a lookup it changes nothing: no recency, no hit mark, no promotion, no counter.
+    fn inspect<'a>(&'a self, key: &'a CacheKey) -> InspectFuture<'a>;
     /// Stores `object` under `key`, replacing any previous one; may evict others.
     fn insert(&self, key: CacheKey, object: Arc<Object>);
     /// Removes `key`; true if something was removed.
