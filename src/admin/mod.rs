@@ -5,6 +5,7 @@ mod dashboard;
 mod inspect;
 mod invalidate;
 mod live;
+mod metrics;
 mod stats;
 
 use std::convert::Infallible;
@@ -166,8 +167,8 @@ fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<AdminBody> {
         (&Method::GET, "/stats/live") => reply(StatusCode::OK, JSON, json(stats::live(proxy))),
         (&Method::GET, "/metrics") => reply(
             StatusCode::OK,
-            "text/plain; version=0.0.4; charset=utf-8",
-            stats::prometheus(proxy).into_bytes(),
+            metrics::CONTENT_TYPE,
+            metrics::encode(proxy).into_bytes(),
         ),
         (&Method::GET, "/") => reply(
             StatusCode::OK,
@@ -199,7 +200,7 @@ GET /api/dashboard       the JSON it polls every second
 GET /stats               counters, gauges and hit ratios (flat JSON)
 GET /stats/descriptions  what each one means
 GET /stats/live          values, rates, averages, hit ratios, TTFB percentiles
-GET /metrics             Prometheus text format
+GET /metrics             Prometheus / OpenMetrics text format
 GET /backends            health, probes, connections and counters per backend (JSON)
 GET /log/stream          live transactions, JSON lines (?url=REGEX&status=5xx&miss=1&backend=NAME)
 GET /top                 rankings (?by=url|host|backend|ua&sort=requests|misses|bytes&window=60&n=20)
