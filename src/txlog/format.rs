@@ -241,6 +241,8 @@ fn render_item(item: &Item, r: &Record, out: &mut String) {
             clf_time(r.time, out);
             out.push(']');
         }
+        // A refused request whose line was not valid: `-`, as Apache logs garbage.
+        Item::RequestLine | Item::Method | Item::Protocol if !r.has_request_line() => out.push('-'),
         Item::RequestLine => {
             escape(r.method.as_str(), out);
             out.push(' ');
@@ -350,10 +352,13 @@ fn render_json(r: &Record, out: &mut String) {
     out.push_str("{\"time\":\"");
     iso_time(r.time, out);
     let _ = write!(out, "\",\"client\":\"{}\",\"method\":", r.client);
-    json_str(r.method.as_str(), out);
+    let line = r.has_request_line();
+    json_opt(line.then(|| r.method.as_str()), out);
     out.push_str(",\"url\":");
-    json_str(r.target(), out);
-    let _ = write!(out, ",\"protocol\":\"{}\",\"host\":", r.protocol());
+    json_opt(line.then(|| r.target()), out);
+    out.push_str(",\"protocol\":");
+    json_opt(line.then(|| r.protocol()), out);
+    out.push_str(",\"host\":");
     json_str(r.host(), out);
     let _ = write!(
         out,
