@@ -1,14 +1,14 @@
 //! Resource limits and slow clients: sizes (414, 431, 413), slow request bodies, slow readers,
 //! connection limits, and an accept loop that survives running out of file descriptors.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use shellac::config::units::{Dur, Size};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::*;
+use common::binary::{BIN, Served};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn size_limits() {
@@ -236,37 +236,13 @@ async fn refused_connection_ends_cleanly_after_the_503() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accept_loop_survives_emfile() {
     let origin = RawOrigin::ok().await;
-    let bin = env!("CARGO_BIN_EXE_shellac");
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "ulimit -n 64 && exec {bin} serve --listen 127.0.0.1:0 --admin 127.0.0.1:0 --backend {}",
-            origin.addr
-        ))
-        .env("SHELLAC_LOG", "info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start shellac");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let (mut proxy, mut admin) = (None, None);
-    while proxy.is_none() || admin.is_none() {
-        let line = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("shellac logs its addresses");
-        if let Some(a) = line.split("proxy listening on ").nth(1) {
-            proxy = a.trim().parse::<std::net::SocketAddr>().ok();
-        }
-        if let Some(a) = line.split("admin listening on ").nth(1) {
-            admin = a.trim().parse::<std::net::SocketAddr>().ok();
-        }
-    }
-    let (proxy, admin) = (proxy.unwrap(), admin.unwrap());
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(format!(
+        "ulimit -n 64 && exec {BIN} serve --listen 127.0.0.1:0 --admin 127.0.0.1:0 --backend {}",
+        origin.addr
+    ));
+    let served = Served::start(cmd);
+    let (proxy, admin) = (served.proxy, served.admin);
     // Hold more connections than the process has descriptors.
     let mut held = Vec::new();
     for _ in 0..100 {
@@ -276,7 +252,7 @@ async fn accept_loop_survives_emfile() {
     }
     let mut saw_emfile = false;
     for _ in 0..100 {
-        if let Ok(line) = rx.recv_timeout(Duration::from_millis(100))
+        if let Ok(line) = served.log.recv_timeout(Duration::from_millis(100))
             && line.contains("accept failed")
         {
             saw_emfile = true;
@@ -303,7 +279,6 @@ async fn accept_loop_survives_emfile() {
     assert!(ok, "serving again after EMFILE");
     let stats = get(admin, "/stats").await.text();
     assert!(!stats.contains("\"client_accept_error\": 0,"), "{stats}");
-    let _ = Command::new("kill").arg(child.id().to_string()).status();
-    let _ = child.wait();
+    served.stop();
     origin.stop();
 }
