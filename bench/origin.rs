@@ -7,6 +7,7 @@
 //! - `/pass50k`: 51200 B, `no-store, private`;
 //! - `/slow/pass50k`: the same after a 2 ms delay (an application server's think time);
 //! - `/obj/...`: any path, 100 B, `public, max-age=3600` (miss storm, object count);
+//! - `/obj6k/...`: any path, 6451 B, `public, max-age=3600` (RSS against the cache size);
 //! - `/cold/...`: 6451 B, `public, max-age=3600`, after a 200 ms delay (coalescing);
 //! - `/__count/cold/...`: how many requests `/cold/...` has received, as a decimal number.
 //!
@@ -102,6 +103,7 @@ async fn answer(
             (bodies.b50k.clone(), UNCACHEABLE)
         }
         p if p.starts_with("/obj/") => (bodies.b100.clone(), CACHEABLE),
+        p if p.starts_with("/obj6k/") => (bodies.b6k.clone(), CACHEABLE),
         p if p.starts_with("/cold/") => {
             if let Ok(mut counts) = counts.lock() {
                 *counts.entry(p.to_owned()).or_default() += 1;

@@ -88,13 +88,23 @@ impl StoredFields {
 
     /// Every value of field `name` (lower-case), in stored order.
     pub fn values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
-        self.iter().filter(move |(n, _)| *n == name).map(|(_, v)| v)
+        self.raw()
+            .filter(move |(n, _)| *n == name.as_bytes())
+            .map(|(_, v)| v)
+    }
+
+    /// (name, value) as bytes: no UTF-8 check per name for lookups.
+    fn raw(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.block.split(|b| *b == b'\n').filter_map(|line| {
+            let colon = memchr::memchr(b':', line)?;
+            Some((&line[..colon], &line[colon + 1..]))
+        })
     }
 
     /// The first value of `name` as text, if any and if it is visible ASCII.
     pub fn get_str(&self, name: &HeaderName) -> Option<&str> {
-        let name = name.as_str();
-        self.iter()
+        let name = name.as_str().as_bytes();
+        self.raw()
             .find(|(n, _)| *n == name)
             .and_then(|(_, v)| std::str::from_utf8(v).ok())
     }

@@ -7,6 +7,7 @@ pub mod ban;
 pub mod busy;
 pub mod disk;
 pub mod fields;
+pub mod inspect;
 pub mod memory;
 pub mod policy;
 pub mod tags;
@@ -312,6 +313,9 @@ pub type LookupFuture<'a> = Pin<Box<dyn Future<Output = Option<Arc<Object>>> + S
 
 /// A future returned by [`Storage::persist_ban`].
 pub type BanFuture = Pin<Box<dyn Future<Output = Result<(), ban::BanError>> + Send>>;
+/// A future returned by [`Storage::inspect`]: the copy in each tier holding a key, top first.
+pub type InspectFuture<'a> =
+    Pin<Box<dyn Future<Output = Vec<(&'static str, Arc<Object>)>> + Send + 'a>>;
 
 /// A storage tier ("stevedore"). The pipeline only sees this trait (through [`Cache::lookup`]),
 /// so tiers can be added without touching it.
@@ -325,6 +329,9 @@ pub trait Storage: Send + Sync + 'static {
     fn lookup_io<'a>(&'a self, _key: &'a CacheKey) -> LookupFuture<'a> {
         Box::pin(std::future::ready(None))
     }
+    /// The copy of `key` in each tier holding it, top tier first, for the admin API. Unlike
+    /// a lookup it changes nothing: no recency, no hit mark, no promotion, no counter.
+    fn inspect<'a>(&'a self, key: &'a CacheKey) -> InspectFuture<'a>;
     /// Stores `object` under `key`, replacing any previous one; may evict others.
     fn insert(&self, key: CacheKey, object: Arc<Object>);
     /// Removes `key`; true if something was removed.

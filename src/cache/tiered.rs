@@ -20,7 +20,8 @@ use super::ban::{Ban, BanError};
 use super::disk::{DiskStorage, format};
 use super::memory::{EvictHook, MemoryStorage};
 use super::{
-    BanFuture, Body, CacheKey, LookupFuture, Object, RecoveredIndex, Storage, StorageStats,
+    BanFuture, Body, CacheKey, InspectFuture, LookupFuture, Object, RecoveredIndex, Storage,
+    StorageStats,
 };
 use crate::config::Admission;
 use crate::stats::Counters;
@@ -117,7 +118,6 @@ impl Storage for Tiered {
             self.memory.remove(key);
             return None;
         }
-        object.state.mark_hit();
         Some(object)
     }
 
@@ -128,6 +128,21 @@ impl Storage for Tiered {
                 self.memory.insert(key.clone(), Arc::new(copy));
             }
             Some(object)
+        })
+    }
+
+    /// The memory copy (peeked: not marked hit) and the disk copy (read from disk when the
+    /// index has one, never promoted).
+    fn inspect<'a>(&'a self, key: &'a CacheKey) -> InspectFuture<'a> {
+        Box::pin(async move {
+            let mut copies = Vec::new();
+            if let Some(object) = self.memory.peek(key) {
+                copies.push(("memory", object));
+            }
+            if let Some(object) = self.disk.lookup_io(key).await {
+                copies.push(("disk", object));
+            }
+            copies
         })
     }
 

@@ -141,6 +141,11 @@ impl ResponseBody {
         self
     }
 
+    /// Takes the transaction record back (it is then not queued when this body ends).
+    pub fn take_record(&mut self) -> Option<Box<Record>> {
+        self.record.take()
+    }
+
     /// Keeps `guard` alive until the body is finished or dropped.
     pub fn with_guard(mut self, guard: impl OnDone + 'static) -> ResponseBody {
         self._guard = Some(Box::new(guard));

@@ -40,8 +40,8 @@ pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
 
     let (guard, detail) = match mode {
         FetchMode::Pass(reason) => return pass(txn, reason, parts, body),
-        FetchMode::Miss(guard) => (Some(guard), String::new()),
-        FetchMode::Alone(why) => (None, format!("; detail={why}")),
+        FetchMode::Miss(guard) => (Some(guard), None),
+        FetchMode::Alone(why) => (None, Some(why)),
     };
     let Some(primary) = txn.key.clone() else {
         return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-key");
@@ -154,7 +154,13 @@ pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
         head_headers,
         body,
         content_length,
-        &format!("shellac; fwd=miss; stored{detail}"),
+        // The common case without formatting (this runs for every miss).
+        &match detail {
+            None => std::borrow::Cow::Borrowed("shellac; fwd=miss; stored"),
+            Some(why) => {
+                std::borrow::Cow::Owned(format!("shellac; fwd=miss; stored; detail={why}"))
+            }
+        },
     ))
 }
 

@@ -6,16 +6,19 @@
 //! load; a recorded transaction reuses a record the writer handed back (allocating only when
 //! there is none) and is one lock-free queue push. Strings are copied, so a record never pins the connection's read buffer.
 
+use std::borrow::Cow;
+use std::net::IpAddr;
 use std::sync::OnceLock;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
-use http::Response;
-use http::header;
+use http::header::{self, HeaderName};
+use http::{HeaderMap, Method, Response, Version};
 
+use super::Proxy;
 use super::body::ResponseBody;
 use super::deliver::CACHE_STATUS;
 use super::fsm::Txn;
-use crate::txlog::{Decision, DecisionKind, RecordHead};
+use crate::txlog::{Decision, DecisionKind, Record, RecordHead};
 
 /// The wall-clock time of `at`, from one (Instant, SystemTime) pair taken at first use: one
 /// clock read per record less, and log times that never go backwards.
@@ -67,18 +70,25 @@ pub(super) fn deliver(
     }
     let req = &txn.req;
     let headers = &req.headers;
-    let host: &[u8] = match req.uri.authority() {
-        Some(a) => a.as_str().as_bytes(),
-        None => headers.get(header::HOST).map_or(&[], |h| h.as_bytes()),
+    let recorder = &proxy.shared.recorder;
+    // Live readers and rankings see every field; the log alone captures what its format prints.
+    let everything = recorder.wants_records();
+    let host: &[u8] = if everything || format.is_some_and(|f| f.needs_host()) {
+        match req.uri.authority() {
+            Some(a) => a.as_str().as_bytes(),
+            None => headers.get(header::HOST).map_or(&[], |h| h.as_bytes()),
+        }
+    } else {
+        &[]
     };
     // Only the rankings use the user agent on its own (a log format names it as a header).
-    let ua = if proxy.shared.recorder.top_wanted() {
+    let ua = if recorder.top_wanted() {
         headers.get(header::USER_AGENT).map(|v| v.as_bytes())
     } else {
         None
     };
     let backend = txn.backend.as_ref().map(|b| b.name());
-    let mut record = proxy.shared.recorder.record(
+    let mut record = recorder.record(
         RecordHead {
             time: wall_clock(started),
             client: txn.client.ip(),
@@ -97,14 +107,141 @@ pub(super) fn deliver(
     record.set_user_agent(ua);
     record.set_backend(backend);
     if let Some(f) = format {
-        for n in &f.request_headers {
-            record.push_request_header(headers.get(n).map(|v| v.as_bytes()));
-        }
-        for n in &f.response_headers {
-            record.push_response_header(resp.headers().get(n).map(|v| v.as_bytes()));
-        }
+        capture(&f.request_headers, headers, |v| {
+            record.push_request_header(v)
+        });
+        capture(&f.response_headers, resp.headers(), |v| {
+            record.push_response_header(v)
+        });
         record.format = Some(f.clone());
     }
-    record.queue_to(proxy.shared.recorder.clone());
+    record.queue_to(recorder.clone());
     resp.map(|b| b.counted(counters).recorded(record))
+}
+
+/// The decision logged for a refusal: synth, with the `refused:<word>` reason.
+pub(super) fn refused(reason: &'static str) -> Decision {
+    Decision {
+        kind: DecisionKind::Synth,
+        reason: Some(Cow::Borrowed(reason)),
+    }
+}
+
+/// Counts a request refused before the request pipeline (`client_refused`) and, when the
+/// access log is on or somebody follows `shellac log`, returns its transaction record, queued
+/// when finished: `status`, `reason` (`refused:<word>`), the client, and the request line when
+/// it was valid (`line`; else the log shows `-`).
+pub(super) fn refusal(
+    proxy: &Proxy,
+    client: IpAddr,
+    status: u16,
+    reason: &'static str,
+    line: Option<&[u8]>,
+) -> Option<Box<Record>> {
+    proxy.counters.client_refused.inc();
+    let format = proxy.log_format.as_ref();
+    if format.is_none() && !proxy.shared.recorder.wants_records() {
+        return None;
+    }
+    let started = Instant::now();
+    let parts = line.and_then(split_request_line);
+    let (method, version) = match &parts {
+        Some((m, _, v)) => (m.clone(), *v),
+        None => (Method::GET, Version::HTTP_11),
+    };
+    let mut record = proxy.shared.recorder.record(
+        RecordHead {
+            time: wall_clock(started),
+            client,
+            method,
+            version,
+            status,
+            decision: refused(reason),
+            started,
+            ttfb: Duration::ZERO,
+        },
+        line.map_or(0, <[u8]>::len),
+    );
+    if let Some((_, target, _)) = parts {
+        record.set_request_target(target);
+    }
+    record.format = format.cloned();
+    record.queue_to(proxy.shared.recorder.clone());
+    Some(record)
+}
+
+/// Method, target and version of a request line the strict parser accepted.
+fn split_request_line(line: &[u8]) -> Option<(Method, &str, Version)> {
+    let line = std::str::from_utf8(line).ok()?;
+    let mut it = line.splitn(3, ' ');
+    let method = Method::from_bytes(it.next()?.as_bytes()).ok()?;
+    let target = it.next()?;
+    let version = match it.next()? {
+        "HTTP/1.0" => Version::HTTP_10,
+        _ => Version::HTTP_11,
+    };
+    Some((method, target, version))
+}
+
+/// Hands `push` the first value of each of `names` in `headers` (None when absent), in order.
+/// A few names are found in one pass over the fields (comparing names, no hashing): cheaper
+/// than one map lookup per name for the usual handful of request fields.
+fn capture(names: &[HeaderName], headers: &HeaderMap, mut push: impl FnMut(Option<&[u8]>)) {
+    const ONE_PASS: usize = 4;
+    if names.is_empty() {
+        return;
+    }
+    if names.len() > ONE_PASS || headers.len() > 32 {
+        for n in names {
+            push(headers.get(n).map(|v| v.as_bytes()));
+        }
+        return;
+    }
+    let mut found: [Option<&[u8]>; ONE_PASS] = [None; ONE_PASS];
+    let mut missing = names.len();
+    for (name, value) in headers {
+        if let Some(i) = names.iter().position(|n| n == name)
+            && found[i].is_none()
+        {
+            found[i] = Some(value.as_bytes());
+            missing -= 1;
+            if missing == 0 {
+                break;
+            }
+        }
+    }
+    for value in &found[..names.len()] {
+        push(*value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn captures_first_values_in_format_order() {
+        let mut h = HeaderMap::new();
+        h.append("user-agent", "ua/1".parse().unwrap());
+        h.append("x-forwarded-for", "203.0.113.1".parse().unwrap());
+        h.append("x-forwarded-for", "198.51.100.2".parse().unwrap());
+        let names: Vec<HeaderName> = ["referer", "x-forwarded-for", "user-agent"]
+            .into_iter()
+            .map(HeaderName::from_static)
+            .collect();
+        let mut got = Vec::new();
+        capture(&names, &h, |v| got.push(v.map(<[u8]>::to_vec)));
+        assert_eq!(
+            got,
+            vec![None, Some(b"203.0.113.1".to_vec()), Some(b"ua/1".to_vec())]
+        );
+        // Many names: map lookups, same answer.
+        let many: Vec<HeaderName> = ["a", "b", "c", "d", "user-agent"]
+            .into_iter()
+            .map(HeaderName::from_static)
+            .collect();
+        let mut got = Vec::new();
+        capture(&many, &h, |v| got.push(v.map(<[u8]>::to_vec)));
+        assert_eq!(got, vec![None, None, None, None, Some(b"ua/1".to_vec())]);
+    }
 }

@@ -220,21 +220,59 @@ impl Record {
         }
     }
 
-    /// Makes a used record new again, keeping its text buffer's memory.
+    /// Makes a used record new again, keeping its buffers' memory. Field by field (the
+    /// destructuring makes a new field a compile error here), not a whole new `Record`
+    /// moved over the old one.
     fn reset(&mut self, head: RecordHead, capacity: usize) {
-        let mut text = std::mem::take(&mut self.text);
-        text.clear();
-        text.reserve(capacity);
-        let mut request_headers = std::mem::take(&mut self.request_headers);
-        request_headers.clear();
-        let mut response_headers = std::mem::take(&mut self.response_headers);
-        response_headers.clear();
-        *self = Record {
+        let Record {
+            time,
+            client,
+            method,
+            version,
+            status,
+            bytes,
+            duration,
+            ttfb,
+            decision,
+            complete,
+            format,
             text,
+            target,
+            path,
+            query,
+            host,
+            user_agent,
+            backend,
             request_headers,
             response_headers,
-            ..Record::new(head, 0)
-        };
+            started,
+            recorder,
+            shard,
+        } = self;
+        *time = head.time;
+        *client = head.client;
+        *method = head.method;
+        *version = head.version;
+        *status = head.status;
+        *bytes = 0;
+        *duration = head.ttfb;
+        *ttfb = head.ttfb;
+        *decision = head.decision;
+        *complete = false;
+        *format = None;
+        text.clear();
+        text.reserve(capacity);
+        *target = Span::default();
+        *path = Span::default();
+        *query = None;
+        *host = Span::default();
+        *user_agent = None;
+        *backend = None;
+        request_headers.clear();
+        response_headers.clear();
+        *started = head.started;
+        *recorder = None;
+        *shard = 0;
     }
 
     fn push(&mut self, s: &str) -> Span {
@@ -281,6 +319,27 @@ impl Record {
                 self.query = uri.query().map(|q| self.push(q));
             }
         }
+    }
+
+    /// Sets the request target from the raw request line (a request refused before hyper
+    /// parsed it), and its path and query.
+    pub fn set_request_target(&mut self, target: &str) {
+        self.target = self.push(target);
+        let path_len = target.find('?').unwrap_or(target.len()) as u32;
+        self.path = Span {
+            start: self.target.start,
+            end: self.target.start + path_len,
+        };
+        self.query = target.find('?').map(|q| Span {
+            start: self.target.start + q as u32 + 1,
+            end: self.target.end,
+        });
+    }
+
+    /// False for a refused request whose request line was not valid: the log shows `-` for
+    /// the request line, method and protocol.
+    pub fn has_request_line(&self) -> bool {
+        self.target.end > self.target.start
     }
 
     pub fn set_host(&mut self, host: &[u8]) {
@@ -363,13 +422,14 @@ impl Record {
 
     /// The record as one JSON object (the live log stream; no captured headers).
     pub fn to_json(&self) -> serde_json::Value {
-        let mut time = String::new();
+        let mut time = Vec::with_capacity(24);
         format::iso_time(self.time, &mut time);
+        let time = String::from_utf8_lossy(&time);
         serde_json::json!({
             "time": time,
             "client": self.client.to_string(),
-            "method": self.method.as_str(),
-            "url": self.target(),
+            "method": self.has_request_line().then(|| self.method.as_str()),
+            "url": self.has_request_line().then(|| self.target()),
             "host": self.host(),
             "status": self.status,
             "bytes": self.bytes,

@@ -293,6 +293,17 @@ impl Storage for DiskStorage {
         Box::pin(self.read(key))
     }
 
+    /// The copy on disk, read and verified like a lookup (nothing is promoted or counted).
+    fn inspect<'a>(&'a self, key: &'a CacheKey) -> super::InspectFuture<'a> {
+        Box::pin(async move {
+            self.read(key)
+                .await
+                .map(|o| ("disk", o))
+                .into_iter()
+                .collect()
+        })
+    }
+
     fn insert(&self, key: CacheKey, object: Arc<Object>) {
         self.admit(key, object);
     }
