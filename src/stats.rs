@@ -124,7 +124,7 @@ counters! {
     purge_objects: "Objects removed or marked stale by PURGE (URL, soft or tag)",
     ban_added: "Bans added",
     ban_objects: "Objects removed because a ban matched (at lookup or by the sweeper)",
-    ban_retired: "Bans retired after every object was checked against them (or, on disk, nothing older than them was left)",
+    ban_retired: "Bans retired after every object was checked against them (or, on disk, nothing older than them could still be served)",
     ban_recovered: "Bans read back from the disk tier at start-up",
     ban_recovered_folded: "Persisted bans not reloaded (over invalidation.max_bans, or invalid): every disk object older than them was dropped instead",
     ban_persist_full: "Bans refused because the ban list kept by the disk tier (1 MiB) was full",

@@ -200,7 +200,7 @@ impl DiskStorage {
     }
 
     /// Retires bans created before `before` (the memory tier was swept completely since) that
-    /// nothing on disk is older than. Blocking; returns how many.
+    /// nothing servable on disk is older than. Blocking; returns how many.
     pub fn retire_bans(&self, before: Instant) -> usize {
         let (ack, done) = sync_channel(1);
         if self.tx.send(Cmd::RetireBans(before, ack)).is_err() {

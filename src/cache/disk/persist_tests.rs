@@ -387,3 +387,26 @@ async fn surrogate_keys_are_found_again_after_a_clean_stop_and_a_crash() {
     assert_eq!(disk.take_index().tagged, want[..1]);
     disk.close();
 }
+
+#[test]
+fn bans_expire_once_everything_older_on_disk_has_expired() {
+    let dir = TempDir::new("ban-expired-objects");
+    let config = dir.config(8 << 20, 1 << 20);
+    let (disk, _, bans) = open_with_bans(&config, 100);
+    disk.admit(
+        news(1),
+        object(body_for(1, 100), Duration::from_millis(200), Duration::ZERO),
+    );
+    assert!(disk.flush(Duration::from_secs(10)));
+    ban(&disk, &bans, "req.url ~ ^/news/").expect("persisted");
+    assert_eq!(
+        disk.retire_bans(Instant::now()),
+        0,
+        "news/1 can still be served"
+    );
+    // Past its lifetime news/1 is never read again, though its region is not reclaimed.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(disk.retire_bans(Instant::now()), 1);
+    assert!(bans.is_empty());
+    disk.close();
+}

@@ -271,13 +271,17 @@ impl Engine {
         })
     }
 
-    /// Stream position of the oldest region holding an indexed object (`u64::MAX` if none):
-    /// a ban positioned before it covers nothing on disk any more.
+    /// Stream position of the oldest region holding an indexed object that has not expired
+    /// (`u64::MAX` if none): a ban positioned before it covers nothing servable on disk any
+    /// more (an expired entry is never read; it only waits for its region to be reused).
     pub fn oldest_live_pos(&self, books: &[RegionBook]) -> u64 {
+        let now = now_ms();
         books
             .iter()
             .enumerate()
-            .filter(|(r, b)| b.seq != 0 && self.region_live(*r as u32) > 0)
+            .filter(|(r, b)| {
+                b.seq != 0 && self.region_live(*r as u32) > 0 && b.max_expires_ms > now
+            })
             .map(|(_, b)| format::stream_pos(b.seq, 0))
             .min()
             .unwrap_or(u64::MAX)

@@ -231,14 +231,14 @@ impl Writer {
     }
 
     /// Retires bans created before `before` whose position is before the oldest region still
-    /// holding an indexed object: nothing on disk is older than them any more, and whatever
-    /// was queued before this command has been written (or dropped) by now.
+    /// holding an unexpired indexed object: nothing on disk older than them can be served any
+    /// more, and whatever was queued before this command has been written (or dropped) by now.
     fn retire_bans(&mut self, before: Instant) -> usize {
-        // The open region counts even before its entries are indexed (they are pending).
-        let open = self
-            .active
-            .as_ref()
-            .map_or(u64::MAX, |a| format::stream_pos(a.seq, 0));
+        // Entries of the open region not yet written are not indexed: they count too.
+        let open = match &self.active {
+            Some(a) if !self.pending.is_empty() => format::stream_pos(a.seq, 0),
+            _ => u64::MAX,
+        };
         let oldest = self.engine.oldest_live_pos(&self.books).min(open);
         let retired = self
             .bans
