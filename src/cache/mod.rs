@@ -83,13 +83,18 @@ pub const OBJECT_OVERHEAD: u64 = std::mem::size_of::<Object>() as u64 + 128;
 /// Bytes a header map spends per field beyond name and value (bucket, index slot, `Bytes`).
 const FIELD_OVERHEAD: usize = 96;
 
+/// Body chunks in memory. Most stored bodies are one chunk: it is kept inline, not in a
+/// second allocation (bench/RESULTS.md, "memory per object").
+pub type Chunks = smallvec::SmallVec<[Bytes; 1]>;
+
 /// Where a stored body is.
 #[derive(Clone, Debug)]
 pub enum Body {
     /// In memory, in chunks (one chunk for small bodies).
-    Memory(Vec<Bytes>),
-    /// On disk, read and verified chunk by chunk while it is sent (large objects).
-    Disk(disk::DiskBody),
+    Memory(Chunks),
+    /// On disk, read and verified chunk by chunk while it is sent (large objects). Boxed: the
+    /// handle is twice the size of the in-memory variant, and most objects are in memory.
+    Disk(Box<disk::DiskBody>),
 }
 
 /// What the tiers remember about an object besides the response itself.
@@ -548,7 +553,7 @@ pub fn test_object(headers: &[(&str, &str)]) -> Object {
                 .map(|(k, v)| (k.parse().unwrap(), v.parse().unwrap()))
                 .collect(),
         ),
-        body: Body::Memory(vec![Bytes::from_static(b"x")]),
+        body: Body::Memory(smallvec::smallvec![Bytes::from_static(b"x")]),
         body_len: 1,
         vary: vec![],
         initial_age: Duration::ZERO,

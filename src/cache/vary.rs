@@ -183,7 +183,7 @@ mod tests {
         Arc::new(Object {
             status: http::StatusCode::OK,
             headers: Default::default(),
-            body: crate::cache::Body::Memory(vec![Bytes::from(lang.to_string())]),
+            body: crate::cache::Body::Memory(smallvec::smallvec![Bytes::from(lang.to_string())]),
             body_len: lang.len() as u64,
             vary: vec![(
                 HeaderName::from_static("accept-language"),

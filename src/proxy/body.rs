@@ -89,7 +89,7 @@ impl ResponseBody {
         let remaining = object.body_len;
         if let StoredBody::Disk(disk) = &object.body {
             return ResponseBody::new(Kind::Disk {
-                reader: DiskReader::new(disk.clone()),
+                reader: DiskReader::new((**disk).clone()),
                 remaining,
             });
         }

@@ -77,7 +77,7 @@ impl Fill {
             let object = Object {
                 status: self.status,
                 headers: StoredFields::from_map(&self.headers),
-                body: Body::Memory(body),
+                body: Body::Memory(body.into_iter().collect()),
                 body_len: total,
                 vary: self.vary,
                 initial_age: self.plan.initial_age,

@@ -475,7 +475,7 @@ impl Engine {
                     return Err(ReadError::Corrupt("body checksum"));
                 }
             }
-            Body::Memory(if body.is_empty() { vec![] } else { vec![body] })
+            Body::Memory((!body.is_empty()).then_some(body).into_iter().collect())
         } else {
             let disk = DiskBody {
                 engine: self.clone(),
@@ -492,7 +492,7 @@ impl Engine {
                 }
                 self.mark_verified(hash, &loc);
             }
-            Body::Disk(disk)
+            Body::Disk(Box::new(disk))
         };
         Ok(Some(object_from(meta, body, h.body_len)))
     }

@@ -52,7 +52,7 @@ pub(super) fn object(body: Vec<u8>, ttl: Duration, initial_age: Duration) -> Arc
     Arc::new(Object {
         status: StatusCode::OK,
         headers: crate::cache::StoredFields::from_map(&headers),
-        body: Body::Memory(chunks),
+        body: Body::Memory(chunks.into()),
         body_len: len,
         vary: vec![],
         initial_age,
@@ -81,7 +81,7 @@ pub(super) async fn body_of(object: &Object) -> Vec<u8> {
     match &object.body {
         Body::Memory(chunks) => chunks.iter().flat_map(|c| c.to_vec()).collect(),
         Body::Disk(disk) => {
-            let mut reader = DiskReader::new(disk.clone());
+            let mut reader = DiskReader::new((**disk).clone());
             let mut out = Vec::new();
             while let Some(chunk) = std::future::poll_fn(|cx| reader.poll_chunk(cx)).await {
                 out.extend_from_slice(&chunk.expect("chunk reads"));
