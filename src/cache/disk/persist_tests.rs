@@ -410,3 +410,56 @@ fn bans_expire_once_everything_older_on_disk_has_expired() {
     assert!(bans.is_empty());
     disk.close();
 }
+
+#[test]
+fn a_ban_that_cannot_be_written_is_applied_and_reported_not_durable() {
+    let dir = TempDir::new("ban-ioerr");
+    let config = dir.config(8 << 20, 1 << 20);
+    let (disk, counters, bans) = open_with_bans(&config, 100);
+    // Swap the data file's descriptor for a read-only one: every write now fails (EBADF).
+    let ro = std::fs::File::open(&config.path).unwrap();
+    let fd = disk.engine().raw_fd();
+    // SAFETY: dup2 onto a descriptor this test's engine owns; both stay open.
+    assert!(unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&ro), fd) } >= 0);
+    let err = ban(&disk, &bans, "req.url ~ ^/news/").expect_err("write fails");
+    assert!(matches!(err, BanError::NotDurable(_)), "{err:?}");
+    assert_eq!(bans.len(), 1, "still applied in this process");
+    assert!(counters.disk_io_error.get() >= 1);
+    disk.close();
+}
+
+#[tokio::test]
+async fn a_persisted_ban_that_no_longer_compiles_drops_what_it_covered() {
+    let dir = TempDir::new("ban-invalid");
+    let config = dir.config(8 << 20, 1 << 20);
+    let (disk, _, _) = open_with_bans(&config, 100);
+    disk.admit(sport(1), small(1));
+    assert!(disk.flush(Duration::from_secs(10)));
+    let loc = disk
+        .engine()
+        .index_get(format::key_hash(&sport(1)))
+        .expect("indexed");
+    disk.admit(sport(2), small(2));
+    assert!(disk.flush(Duration::from_secs(10)));
+    // A list whose one ban sits after sport/1 but before sport/2 and cannot be parsed.
+    let after_first = format::stream_pos(loc.seq, loc.offset as u64 + loc.len as u64);
+    let records = [format::BanRecord {
+        pos: after_first,
+        created_ms: 1,
+        expr: "req.url ~ (".into(),
+    }];
+    disk.engine().write_bans(99, &records).expect("written");
+    disk.close();
+    let (disk, counters, bans) = open_with_bans(&config, 100);
+    assert_eq!(counters.ban_recovered_folded.get(), 1);
+    assert!(bans.is_empty());
+    assert!(
+        disk.lookup_io(&sport(1)).await.is_none(),
+        "covered: dropped"
+    );
+    assert!(
+        disk.lookup_io(&sport(2)).await.is_some(),
+        "written after it: kept"
+    );
+    disk.close();
+}
