@@ -850,3 +850,34 @@ async fn a_tag_purge_after_a_kill_9_reaches_objects_on_disk() {
     );
     assert_eq!(origin.count(), fetched + 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ban_answered_200_survives_a_kill_9_right_after_the_answer() {
+    let origin = Origin::start(|s| Reply::ok(&body_of(&s.path)).cc("max-age=3600")).await;
+    let dir = TempDir::new("ban-200-kill9");
+    let config = binary_config(&dir, origin.addr);
+    let shellac = Proc::start(&config);
+    get(shellac.proxy, "/news/1").await;
+    get(shellac.proxy, "/sport/1").await;
+    wait_proc_disk_objects(&shellac, 2).await;
+    let r = request(shellac.admin, "POST", "/ban", &[], b"req.url ~ ^/news/").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    // No wait: the 200 means the ban list holding it is synced.
+    shellac.kill9();
+
+    let shellac = Proc::start(&config);
+    assert_eq!(shellac.stat("ban_recovered").await, 1);
+    let news = get(shellac.proxy, "/news/1").await;
+    assert!(
+        news.cache_status().contains("fwd=miss"),
+        "{}",
+        news.cache_status()
+    );
+    let sport = get(shellac.proxy, "/sport/1").await;
+    assert!(
+        sport.cache_status().ends_with("detail=disk"),
+        "{}",
+        sport.cache_status()
+    );
+    assert_eq!(origin.count_path("/news/1"), 2);
+}
