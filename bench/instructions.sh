@@ -7,6 +7,9 @@
 #   cargo build --release --bins --example reference
 #   bench/instructions.sh            # SECS=8 of load
 #   CALLGRIND_OUT=/tmp/cg.out bench/instructions.sh && callgrind_annotate --inclusive=yes /tmp/cg.out
+#   ACCESS_LOG=combined bench/instructions.sh   # access log on (combined|common|json|"%h ..."),
+#                                               # written to a temporary file; also prints the
+#                                               # share spent in the log writer thread
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHELLAC=${SHELLAC:-target/release/shellac}
@@ -22,13 +25,21 @@ s = [socket.socket() for _ in range(3)]
 for x in s: x.bind(("127.0.0.1", 0))
 print(*[x.getsockname()[1] for x in s])')
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
+TMP=$(mktemp -d -t shellac-ir.XXXXXX)
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$TMP"; }
 trap cleanup EXIT
+# The flags below override listen, admin and backend; the file only adds the access log.
+CONFIG=()
+if [[ -n ${ACCESS_LOG:-} ]]; then
+  printf '[log]\naccess_log = "%s"\nformat = "%s"\n\n[[backend]]\nhost = "127.0.0.1"\nport = 1\n' \
+    "$TMP/access.log" "${ACCESS_LOG//\"/\\\"}" > "$TMP/shellac.toml"
+  CONFIG=(--config "$TMP/shellac.toml")
+fi
 "$REFERENCE" "127.0.0.1:$P_ORIGIN" 6451 2>/dev/null & PIDS+=($!)
 sleep 0.3
 
 run() {  # SECONDS_OF_LOAD -> "requests instructions"
-  valgrind --tool=callgrind --callgrind-out-file="$OUT" "$SHELLAC" serve \
+  valgrind --tool=callgrind --callgrind-out-file="$OUT" "$SHELLAC" serve "${CONFIG[@]}" \
     --listen "127.0.0.1:$P_PROXY" --admin "127.0.0.1:$P_ADMIN" --backend "127.0.0.1:$P_ORIGIN" \
     2>/dev/null &
   local vp=$!
@@ -38,8 +49,18 @@ run() {  # SECONDS_OF_LOAD -> "requests instructions"
   local req
   req=$(curl -s "http://127.0.0.1:$P_ADMIN/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["client_req"])')
   kill -INT "$vp"; wait "$vp" 2>/dev/null || true
-  echo "$req $(awk '/^(summary|totals):/ {print $2; exit}' "$OUT")"
+  # Inclusive instructions of the access-log writer thread (its entry point, where
+  # `writer::run` is inlined into the thread's start; 0 with the log off).
+  local writer
+  writer=$(callgrind_annotate --inclusive=yes --threshold=100 "$OUT" 2>/dev/null \
+    | awk '/txlog\/writer.rs:(std::sys::backtrace::__rust_begin_short_backtrace|shellac::txlog::writer::run)/ {gsub(",", "", $1); print $1; exit}')
+  echo "$req $(awk '/^(summary|totals):/ {print $2; exit}' "$OUT") ${writer:-0}"
 }
-read -r R0 I0 < <(run 0)
-read -r R1 I1 < <(run "$SECS")
-python3 -c "print(f'requests={$R1 - $R0} instructions/hit={($I1 - $I0) / ($R1 - $R0):.0f}')"
+read -r R0 I0 W0 < <(run 0)
+read -r R1 I1 W1 < <(run "$SECS")
+python3 -c "
+n = $R1 - $R0
+print(f'requests={n} instructions/hit={($I1 - $I0) / n:.0f} of which log writer thread={($W1 - $W0) / n:.0f}')"
+if [[ -n ${ACCESS_LOG:-} ]]; then
+  echo "access log lines: $(wc -l < "$TMP/access.log")"
+fi

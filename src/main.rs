@@ -136,6 +136,24 @@ enum Command {
         #[command(flatten)]
         admin: AdminArgs,
     },
+    /// Show what is cached for a URL: every variant, the tiers holding it (memory, disk),
+    /// status, size, age, TTL / grace / keep / stale-if-error left, tags, ETag and
+    /// Last-Modified (GET /cache on the admin listener). An inspection is not a hit: nothing is
+    /// promoted or counted. Exits 1 when nothing is cached.
+    /// Examples: `shellac inspect http://www.example.com/news/` ;
+    /// `shellac inspect /news/ --host www.example.com --json`
+    Inspect {
+        /// Absolute URL (http://HOST/path?query), or a path with --host.
+        url: String,
+        /// Host the URL is requested with (required for a path; overrides the URL's host).
+        #[arg(long, value_name = "HOST")]
+        host: Option<String>,
+        /// Print the JSON answer as received.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
     /// Purge a URL (every variant) or surrogate keys.
     /// Examples: `shellac purge http://www.example.com/news/` ; `shellac purge --tag product-42`
     Purge {
@@ -263,6 +281,16 @@ fn main() -> ExitCode {
             }
             console::log(&admin.client(), &query.join("&"), json).map_err(anyhow::Error::from)
         }
+        Command::Inspect {
+            url,
+            host,
+            json,
+            admin,
+        } => match console::inspect(&admin.client(), &url, host.as_deref(), json) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::FAILURE,
+            Err(e) => Err(e.into()),
+        },
         Command::Ban { expr, admin } => admin_post(&admin.client(), "/ban", &expr),
         Command::Purge {
             url,

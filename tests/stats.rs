@@ -1,8 +1,9 @@
-//! Counters as the operator sees them: `/stats` hit ratios, `/stats/live`, `/metrics`.
+//! Counters as the operator sees them: `/stats` hit ratios, `/stats/live`, `/metrics`
+//! (read back with a strict OpenMetrics reader written here, independent of the encoder).
 
 mod common;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use common::*;
 
@@ -80,6 +81,111 @@ async fn live_stats_have_rates_and_percentiles() {
     shellac.stop().await;
 }
 
+/// One sample of an exposition: family it belongs to, type, labels, value.
+#[derive(Debug)]
+struct Sample {
+    family: String,
+    kind: String,
+    labels: Vec<(String, String)>,
+    value: f64,
+}
+
+/// A strict reader of the OpenMetrics text format (written for this test, independent of the
+/// encoder): `# HELP` then `# TYPE` before a family's samples, sample names that are the
+/// family plus the suffix its type allows, `name{k="v",...} value` with escaped label values,
+/// one `# EOF` at the very end. Returns samples by their full name and labels.
+fn parse_openmetrics(text: &str) -> HashMap<String, Sample> {
+    let body = text.strip_suffix("# EOF\n").expect("ends with # EOF");
+    assert!(!body.contains("# EOF"), "one EOF");
+    let mut helped: Option<String> = None;
+    let mut current: Option<(String, String)> = None;
+    let mut families = HashSet::new();
+    let mut samples = HashMap::new();
+    for line in body.lines() {
+        assert!(!line.is_empty(), "no blank lines");
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, _) = rest.split_once(' ').expect(line);
+            assert!(families.insert(name.to_string()), "family {name} twice");
+            helped = Some(name.to_string());
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect(line);
+            assert_eq!(helped.as_deref(), Some(name), "HELP before TYPE: {line}");
+            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+            current = Some((name.to_string(), kind.to_string()));
+            continue;
+        }
+        assert!(!line.starts_with('#'), "unknown comment {line}");
+        let (family, kind) = current.clone().expect("TYPE before samples");
+        let (series, value) = line.rsplit_once(' ').expect(line);
+        let value: f64 = match value {
+            "+Inf" => f64::INFINITY,
+            v => v.parse().unwrap_or_else(|_| panic!("value in {line}")),
+        };
+        let (name, labels) = match series.split_once('{') {
+            None => (series, Vec::new()),
+            Some((name, rest)) => (name, parse_labels(rest.strip_suffix('}').expect(line))),
+        };
+        let allowed: &[&str] = match kind.as_str() {
+            "counter" => &["_total"],
+            "gauge" => &[""],
+            _ => &["_bucket", "_sum", "_count"],
+        };
+        assert!(
+            allowed
+                .iter()
+                .any(|suffix| name.strip_suffix(suffix) == Some(family.as_str())),
+            "{name} is not a sample of {kind} {family}"
+        );
+        let key = format!(
+            "{name}{}",
+            labels
+                .iter()
+                .map(|(k, v)| format!("{{{k}={v}}}"))
+                .collect::<String>()
+        );
+        let sample = Sample {
+            family,
+            kind,
+            labels,
+            value,
+        };
+        assert!(samples.insert(key.clone(), sample).is_none(), "{key} twice");
+    }
+    samples
+}
+
+/// `k="v",k2="v2"` with `\\`, `\"` and `\n` escapes.
+fn parse_labels(s: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut chars = s.chars().peekable();
+    while chars.peek().is_some() {
+        let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
+        assert!(!key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+        assert_eq!(chars.next(), Some('"'), "quoted value in {s}");
+        let mut value = String::new();
+        loop {
+            match chars.next().expect("closing quote") {
+                '"' => break,
+                '\\' => match chars.next() {
+                    Some('n') => value.push('\n'),
+                    Some(c @ ('\\' | '"')) => value.push(c),
+                    other => panic!("bad escape {other:?} in {s}"),
+                },
+                c => value.push(c),
+            }
+        }
+        out.push((key, value));
+        match chars.next() {
+            None => break,
+            Some(',') => {}
+            Some(c) => panic!("unexpected {c} in {s}"),
+        }
+    }
+    out
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_in_prometheus_text_format() {
     let origin = Origin::start(origin_handler).await;
@@ -87,69 +193,71 @@ async fn metrics_in_prometheus_text_format() {
     traffic(&shellac).await;
     let resp = get(shellac.admin, "/metrics").await;
     assert_eq!(resp.status, 200);
-    assert!(
-        resp.header("content-type")
-            .unwrap()
-            .starts_with("text/plain; version=0.0.4")
+    assert_eq!(
+        resp.header("content-type").unwrap(),
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
     );
-    let text = resp.text();
-    for line in [
-        "shellac_client_req_total 6",
-        "shellac_cache_hit_total 3",
-        "shellac_cache_miss_total 2",
-        "shellac_n_object 1",
-        "# TYPE shellac_n_object gauge",
-        "# TYPE shellac_cache_hit_total counter",
-        "shellac_pass_reason_total{reason=\"no-store\"} 1",
-        "shellac_pass_reason_total{reason=\"method\"} 1",
-        "shellac_hit_ratio{window=\"10s\"} 0.5",
-        "shellac_hit_ratio{window=\"all\"} 0.5",
-        "shellac_ttfb_seconds_bucket{le=\"+Inf\"} 6",
-        "shellac_ttfb_seconds_count 6",
-        "# TYPE shellac_ttfb_seconds histogram",
-    ] {
-        assert!(
-            text.lines().any(|l| l == line),
-            "missing `{line}` in\n{text}"
-        );
-    }
-    // Structure: every sample line is `name{labels} number`, every metric has HELP and TYPE
-    // before its samples, and names are valid.
-    let mut described = HashSet::new();
-    let mut typed = HashSet::new();
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("# HELP ") {
-            described.insert(rest.split(' ').next().unwrap().to_string());
-        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
-            let mut parts = rest.split(' ');
-            let name = parts.next().unwrap();
-            let kind = parts.next().unwrap();
-            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
-            typed.insert(name.to_string());
+    let samples = parse_openmetrics(&resp.text());
+    let value = |key: &str| {
+        samples
+            .get(key)
+            .unwrap_or_else(|| panic!("no sample {key}"))
+            .value
+    };
+    // What the traffic did: 6 requests, 3 hits, 2 misses (one not stored), 1 pass.
+    assert_eq!(value("shellac_client_req_total"), 6.0);
+    assert_eq!(value("shellac_cache_hit_total"), 3.0);
+    assert_eq!(value("shellac_cache_miss_total"), 2.0);
+    assert_eq!(value("shellac_cache_pass_total"), 1.0);
+    assert_eq!(value("shellac_n_object"), 1.0);
+    assert_eq!(samples["shellac_n_object"].kind, "gauge");
+    assert_eq!(samples["shellac_cache_hit_total"].kind, "counter");
+    assert_eq!(
+        samples["shellac_cache_hit_total"].family,
+        "shellac_cache_hit"
+    );
+    assert_eq!(value("shellac_pass_reason_total{reason=no-store}"), 1.0);
+    assert_eq!(value("shellac_pass_reason_total{reason=method}"), 1.0);
+    assert_eq!(value("shellac_hit_ratio{window=10s}"), 0.5);
+    assert_eq!(value("shellac_hit_ratio{window=all}"), 0.5);
+    assert_eq!(value("shellac_ttfb_seconds_count"), 6.0);
+    assert_eq!(value("shellac_ttfb_seconds_bucket{le=+Inf}"), 6.0);
+    assert_eq!(samples["shellac_ttfb_seconds_count"].kind, "histogram");
+    // Buckets: cumulative, bounds increasing, ending at +Inf.
+    let mut buckets: Vec<(f64, f64)> = samples
+        .values()
+        .filter(|s| s.family == "shellac_ttfb_seconds" && !s.labels.is_empty())
+        .map(|s| {
+            assert_eq!(s.labels[0].0, "le");
+            let le = match s.labels[0].1.as_str() {
+                "+Inf" => f64::INFINITY,
+                v => v.parse().unwrap(),
+            };
+            (le, s.value)
+        })
+        .collect();
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    assert_eq!(buckets.len(), 17);
+    assert_eq!(buckets[0].0, 0.0001);
+    assert!(buckets.windows(2).all(|w| w[0].1 <= w[1].1), "{buckets:?}");
+    // Every counter of /stats has the same value under its Prometheus name.
+    let stats = shellac.stats().await;
+    let descriptions = get(shellac.admin, "/stats/descriptions").await;
+    let descriptions: HashMap<String, String> = serde_json::from_slice(&descriptions.body).unwrap();
+    let mut compared = 0;
+    for (name, v) in &stats {
+        if name.starts_with("pass_reason_") || !descriptions.contains_key(name) {
+            continue;
+        }
+        let total = format!("shellac_{name}_total");
+        if let Some(s) = samples.get(&total) {
+            assert_eq!(s.value, *v as f64, "{name}");
+            compared += 1;
         } else {
-            let (name, value) = line.rsplit_once(' ').expect(line);
-            value
-                .parse::<f64>()
-                .unwrap_or_else(|_| panic!("value in {line}"));
-            let base = name.split('{').next().unwrap();
-            assert!(
-                base.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
-                "{line}"
-            );
-            let family = ["_bucket", "_sum", "_count"]
-                .iter()
-                .find_map(|s| base.strip_suffix(s).filter(|f| typed.contains(*f)))
-                .unwrap_or(base);
-            assert!(typed.contains(family), "no TYPE before {line}");
-            assert!(described.contains(family), "no HELP before {line}");
+            let gauge = &samples[&format!("shellac_{name}")];
+            assert_eq!(gauge.kind, "gauge", "{name}");
         }
     }
-    // Cumulative buckets never decrease.
-    let buckets: Vec<u64> = text
-        .lines()
-        .filter(|l| l.starts_with("shellac_ttfb_seconds_bucket"))
-        .map(|l| l.rsplit_once(' ').unwrap().1.parse().unwrap())
-        .collect();
-    assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "{buckets:?}");
+    assert!(compared > 50, "{compared} counters compared");
     shellac.stop().await;
 }

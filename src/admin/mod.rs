@@ -1,8 +1,11 @@
-//! The admin listener: counters (`/stats`, `/stats/live`, `/metrics`) and a small index.
+//! The admin listener: counters (`/stats`, `/stats/live`, `/metrics`), live tools, cache
+//! inspection and invalidation, reload, the dashboard, and a small index (`/help`).
 
 mod dashboard;
+mod inspect;
 mod invalidate;
 mod live;
+mod metrics;
 mod stats;
 
 use std::convert::Infallible;
@@ -83,6 +86,7 @@ async fn handle(live: &Arc<Live>, req: Request<Incoming>) -> Response<AdminBody>
         (&Method::POST, "/reload") => reload(live).await,
         (&Method::GET, "/log/stream") => live::log_stream(&proxy, req.uri()),
         (&Method::GET, "/top") => live::top(&proxy, req.uri()),
+        (&Method::GET, "/cache") => inspect::route(&proxy, req.uri()).await,
         _ => route(&proxy, req),
     }
 }
@@ -163,8 +167,8 @@ fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<AdminBody> {
         (&Method::GET, "/stats/live") => reply(StatusCode::OK, JSON, json(stats::live(proxy))),
         (&Method::GET, "/metrics") => reply(
             StatusCode::OK,
-            "text/plain; version=0.0.4; charset=utf-8",
-            stats::prometheus(proxy).into_bytes(),
+            metrics::CONTENT_TYPE,
+            metrics::encode(proxy).into_bytes(),
         ),
         (&Method::GET, "/") => reply(
             StatusCode::OK,
@@ -196,7 +200,7 @@ GET /api/dashboard       the JSON it polls every second
 GET /stats               counters, gauges and hit ratios (flat JSON)
 GET /stats/descriptions  what each one means
 GET /stats/live          values, rates, averages, hit ratios, TTFB percentiles
-GET /metrics             Prometheus text format
+GET /metrics             Prometheus / OpenMetrics text format
 GET /backends            health, probes, connections and counters per backend (JSON)
 GET /log/stream          live transactions, JSON lines (?url=REGEX&status=5xx&miss=1&backend=NAME)
 GET /top                 rankings (?by=url|host|backend|ua&sort=requests|misses|bytes&window=60&n=20)
@@ -204,6 +208,8 @@ POST /ban                body: a ban expression, e.g. req.url ~ ^/news/
 GET /bans                active bans
 POST /purge[?soft=1]     body: the URL to purge (every variant)
 POST /purge/tags         body: surrogate keys (space-separated)
+GET /cache?url=URL       what is cached for a URL: variants, tiers, TTL left, size, tags
+                         (URL = http://HOST/path, or /path with &host=HOST; percent-encoded)
 POST /reload             re-read the configuration file and swap it in (JSON result)
 ";
 

@@ -1,18 +1,21 @@
-//! Counter views for the admin listener: `/stats` (flat JSON), `/stats/descriptions`,
-//! `/stats/live` (values, rates, averages, hit ratios, TTFB percentiles) and `/metrics`
-//! (Prometheus text exposition format 0.0.4, formatted here at scrape time).
+//! Counter views for the admin listener: `/stats` (flat JSON), `/stats/descriptions` and
+//! `/stats/live` (values, rates, averages, hit ratios, TTFB percentiles). `/metrics` is in
+//! `metrics.rs`.
 
-use std::fmt::Write as _;
 use std::time::Instant;
 
 use serde_json::{Map, Value, json};
 
 use crate::history::WINDOWS;
 use crate::proxy::Proxy;
-use crate::stats::{self, LATENCY_BOUNDS_US, TTFB_DESCRIPTION};
+use crate::stats;
 
 /// Hit ratio since start and over each window; None when there was no lookup.
-fn hit_ratios(proxy: &Proxy, now: Instant, values: &[u64]) -> Vec<(String, Option<f64>)> {
+pub(super) fn hit_ratios(
+    proxy: &Proxy,
+    now: Instant,
+    values: &[u64],
+) -> Vec<(String, Option<f64>)> {
     let history = &proxy.shared.history;
     let zero = vec![0; values.len()];
     let mut out = vec![("hit_ratio".to_string(), history.hit_ratio(&zero, values))];
@@ -100,78 +103,4 @@ pub fn live(proxy: &Proxy) -> Value {
 
 fn round(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
-}
-
-/// `GET /metrics`: Prometheus text format. Counters end in `_total`; gauges as they are.
-pub fn prometheus(proxy: &Proxy) -> String {
-    let now = Instant::now();
-    let stats = proxy.stats();
-    let values: Vec<u64> = stats.iter().map(|(_, v)| *v).collect();
-    let mut out = String::with_capacity(16 * 1024);
-    for (name, value) in &stats {
-        if name.starts_with("pass_reason_") {
-            continue;
-        }
-        let gauge = stats::is_gauge(name);
-        let metric = if gauge {
-            format!("shellac_{name}")
-        } else {
-            format!("shellac_{name}_total")
-        };
-        help(&mut out, &metric, stats::description(name));
-        let _ = writeln!(
-            out,
-            "# TYPE {metric} {}\n{metric} {value}",
-            if gauge { "gauge" } else { "counter" }
-        );
-    }
-    let metric = "shellac_pass_reason_total";
-    help(
-        &mut out,
-        metric,
-        "Responses that were not a plain hit or miss, by reason (Cache-Status detail word)",
-    );
-    let _ = writeln!(out, "# TYPE {metric} counter");
-    for (word, _, n) in proxy.counters.pass_reason.snapshot() {
-        let _ = writeln!(out, "{metric}{{reason=\"{word}\"}} {n}");
-    }
-    let metric = "shellac_hit_ratio";
-    help(
-        &mut out,
-        metric,
-        "Share of lookups served from the cache over a window (0 without lookups)",
-    );
-    let _ = writeln!(out, "# TYPE {metric} gauge");
-    for (name, ratio) in hit_ratios(proxy, now, &values) {
-        let window = name.strip_prefix("hit_ratio_").unwrap_or("all");
-        let _ = writeln!(
-            out,
-            "{metric}{{window=\"{window}\"}} {}",
-            ratio.unwrap_or(0.0)
-        );
-    }
-    let metric = "shellac_ttfb_seconds";
-    help(&mut out, metric, TTFB_DESCRIPTION);
-    let _ = writeln!(out, "# TYPE {metric} histogram");
-    let buckets = proxy.counters.ttfb.buckets();
-    let mut cumulative = 0;
-    for (i, n) in buckets.iter().enumerate() {
-        cumulative += n;
-        let le = match LATENCY_BOUNDS_US.get(i) {
-            Some(us) => format!("{}", *us as f64 / 1e6),
-            None => "+Inf".into(),
-        };
-        let _ = writeln!(out, "{metric}_bucket{{le=\"{le}\"}} {cumulative}");
-    }
-    let _ = writeln!(
-        out,
-        "{metric}_sum {}\n{metric}_count {cumulative}",
-        proxy.counters.ttfb.sum_us() as f64 / 1e6
-    );
-    out
-}
-
-fn help(out: &mut String, metric: &str, text: &str) {
-    let text = text.replace('\\', "\\\\").replace('\n', "\\n");
-    let _ = writeln!(out, "# HELP {metric} {text}");
 }

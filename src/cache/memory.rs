@@ -6,7 +6,7 @@ use std::sync::Arc;
 use quick_cache::sync::Cache;
 use quick_cache::{Lifecycle, OptionsBuilder, Weighter};
 
-use super::{CacheKey, Object, Storage, StorageStats};
+use super::{CacheKey, InspectFuture, Object, Storage, StorageStats};
 use crate::stats::Counters;
 
 #[derive(Clone)]
@@ -94,6 +94,11 @@ impl MemoryStorage {
     pub fn max_object(&self) -> u64 {
         self.max_object
     }
+
+    /// The object under `key` without making it hotter (an inspection is not a use).
+    pub fn peek(&self, key: &CacheKey) -> Option<Arc<Object>> {
+        self.cache.peek(key)
+    }
 }
 
 impl Storage for MemoryStorage {
@@ -108,8 +113,17 @@ impl Storage for MemoryStorage {
         "memory"
     }
 
+    /// Also marks the object hit (the disk tier's admission signal, and `hit_in_memory` for
+    /// inspection).
     fn lookup(&self, key: &CacheKey) -> Option<Arc<Object>> {
-        self.cache.get(key)
+        let object = self.cache.get(key)?;
+        object.state.mark_hit();
+        Some(object)
+    }
+
+    fn inspect<'a>(&'a self, key: &'a CacheKey) -> InspectFuture<'a> {
+        let found = self.peek(key).map(|o| ("memory", o));
+        Box::pin(std::future::ready(found.into_iter().collect()))
     }
 
     fn insert(&self, key: CacheKey, object: Arc<Object>) {

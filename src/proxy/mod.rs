@@ -22,6 +22,7 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 
 use crate::backend::director::Backends;
+use crate::cache::ban::BanList;
 use crate::cache::disk::DiskStorage;
 use crate::cache::memory::MemoryStorage;
 use crate::cache::tiered::Tiered;
@@ -75,7 +76,10 @@ impl Proxy {
             (config.cache.memory_size.0, config.cache.max_object_size.0);
         // The memory tier never holds more than it can (its shards are sized by this).
         let memory_max = max_object.min(memory_size);
-        let disk = config.storage.disk.as_ref().and_then(|d| match DiskStorage::open(d, counters.clone()) {
+        // Shared with the disk tier, which reads persisted bans back into it and persists new
+        // ones.
+        let bans = Arc::new(BanList::new(config.invalidation.max_bans));
+        let disk = config.storage.disk.as_ref().and_then(|d| match DiskStorage::open(d, counters.clone(), bans.clone()) {
             Ok(disk) => Some((disk, d.admission)),
             Err(e) => {
                 counters.disk_io_error.inc();
@@ -112,10 +116,7 @@ impl Proxy {
             counters.clone(),
         )?;
         Ok(Arc::new(Proxy {
-            cache: Arc::new(
-                Cache::new(storage, config.cache.max_variants)
-                    .with_max_bans(config.invalidation.max_bans),
-            ),
+            cache: Arc::new(Cache::new(storage, config.cache.max_variants).with_bans(bans)),
             backends,
             rules,
             counters,

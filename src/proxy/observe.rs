@@ -11,8 +11,8 @@ use std::net::IpAddr;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
-use http::header;
-use http::{Method, Response, Version};
+use http::header::{self, HeaderName};
+use http::{HeaderMap, Method, Response, Version};
 
 use super::Proxy;
 use super::body::ResponseBody;
@@ -70,18 +70,25 @@ pub(super) fn deliver(
     }
     let req = &txn.req;
     let headers = &req.headers;
-    let host: &[u8] = match req.uri.authority() {
-        Some(a) => a.as_str().as_bytes(),
-        None => headers.get(header::HOST).map_or(&[], |h| h.as_bytes()),
+    let recorder = &proxy.shared.recorder;
+    // Live readers and rankings see every field; the log alone captures what its format prints.
+    let everything = recorder.wants_records();
+    let host: &[u8] = if everything || format.is_some_and(|f| f.needs_host()) {
+        match req.uri.authority() {
+            Some(a) => a.as_str().as_bytes(),
+            None => headers.get(header::HOST).map_or(&[], |h| h.as_bytes()),
+        }
+    } else {
+        &[]
     };
     // Only the rankings use the user agent on its own (a log format names it as a header).
-    let ua = if proxy.shared.recorder.top_wanted() {
+    let ua = if recorder.top_wanted() {
         headers.get(header::USER_AGENT).map(|v| v.as_bytes())
     } else {
         None
     };
     let backend = txn.backend.as_ref().map(|b| b.name());
-    let mut record = proxy.shared.recorder.record(
+    let mut record = recorder.record(
         RecordHead {
             time: wall_clock(started),
             client: txn.client.ip(),
@@ -100,15 +107,15 @@ pub(super) fn deliver(
     record.set_user_agent(ua);
     record.set_backend(backend);
     if let Some(f) = format {
-        for n in &f.request_headers {
-            record.push_request_header(headers.get(n).map(|v| v.as_bytes()));
-        }
-        for n in &f.response_headers {
-            record.push_response_header(resp.headers().get(n).map(|v| v.as_bytes()));
-        }
+        capture(&f.request_headers, headers, |v| {
+            record.push_request_header(v)
+        });
+        capture(&f.response_headers, resp.headers(), |v| {
+            record.push_response_header(v)
+        });
         record.format = Some(f.clone());
     }
-    record.queue_to(proxy.shared.recorder.clone());
+    record.queue_to(recorder.clone());
     resp.map(|b| b.counted(counters).recorded(record))
 }
 
@@ -174,4 +181,67 @@ fn split_request_line(line: &[u8]) -> Option<(Method, &str, Version)> {
         _ => Version::HTTP_11,
     };
     Some((method, target, version))
+}
+
+/// Hands `push` the first value of each of `names` in `headers` (None when absent), in order.
+/// A few names are found in one pass over the fields (comparing names, no hashing): cheaper
+/// than one map lookup per name for the usual handful of request fields.
+fn capture(names: &[HeaderName], headers: &HeaderMap, mut push: impl FnMut(Option<&[u8]>)) {
+    const ONE_PASS: usize = 4;
+    if names.is_empty() {
+        return;
+    }
+    if names.len() > ONE_PASS || headers.len() > 32 {
+        for n in names {
+            push(headers.get(n).map(|v| v.as_bytes()));
+        }
+        return;
+    }
+    let mut found: [Option<&[u8]>; ONE_PASS] = [None; ONE_PASS];
+    let mut missing = names.len();
+    for (name, value) in headers {
+        if let Some(i) = names.iter().position(|n| n == name)
+            && found[i].is_none()
+        {
+            found[i] = Some(value.as_bytes());
+            missing -= 1;
+            if missing == 0 {
+                break;
+            }
+        }
+    }
+    for value in &found[..names.len()] {
+        push(*value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn captures_first_values_in_format_order() {
+        let mut h = HeaderMap::new();
+        h.append("user-agent", "ua/1".parse().unwrap());
+        h.append("x-forwarded-for", "203.0.113.1".parse().unwrap());
+        h.append("x-forwarded-for", "198.51.100.2".parse().unwrap());
+        let names: Vec<HeaderName> = ["referer", "x-forwarded-for", "user-agent"]
+            .into_iter()
+            .map(HeaderName::from_static)
+            .collect();
+        let mut got = Vec::new();
+        capture(&names, &h, |v| got.push(v.map(<[u8]>::to_vec)));
+        assert_eq!(
+            got,
+            vec![None, Some(b"203.0.113.1".to_vec()), Some(b"ua/1".to_vec())]
+        );
+        // Many names: map lookups, same answer.
+        let many: Vec<HeaderName> = ["a", "b", "c", "d", "user-agent"]
+            .into_iter()
+            .map(HeaderName::from_static)
+            .collect();
+        let mut got = Vec::new();
+        capture(&many, &h, |v| got.push(v.map(<[u8]>::to_vec)));
+        assert_eq!(got, vec![None, None, None, None, Some(b"ua/1".to_vec())]);
+    }
 }

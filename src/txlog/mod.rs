@@ -220,21 +220,59 @@ impl Record {
         }
     }
 
-    /// Makes a used record new again, keeping its text buffer's memory.
+    /// Makes a used record new again, keeping its buffers' memory. Field by field (the
+    /// destructuring makes a new field a compile error here), not a whole new `Record`
+    /// moved over the old one.
     fn reset(&mut self, head: RecordHead, capacity: usize) {
-        let mut text = std::mem::take(&mut self.text);
-        text.clear();
-        text.reserve(capacity);
-        let mut request_headers = std::mem::take(&mut self.request_headers);
-        request_headers.clear();
-        let mut response_headers = std::mem::take(&mut self.response_headers);
-        response_headers.clear();
-        *self = Record {
+        let Record {
+            time,
+            client,
+            method,
+            version,
+            status,
+            bytes,
+            duration,
+            ttfb,
+            decision,
+            complete,
+            format,
             text,
+            target,
+            path,
+            query,
+            host,
+            user_agent,
+            backend,
             request_headers,
             response_headers,
-            ..Record::new(head, 0)
-        };
+            started,
+            recorder,
+            shard,
+        } = self;
+        *time = head.time;
+        *client = head.client;
+        *method = head.method;
+        *version = head.version;
+        *status = head.status;
+        *bytes = 0;
+        *duration = head.ttfb;
+        *ttfb = head.ttfb;
+        *decision = head.decision;
+        *complete = false;
+        *format = None;
+        text.clear();
+        text.reserve(capacity);
+        *target = Span::default();
+        *path = Span::default();
+        *query = None;
+        *host = Span::default();
+        *user_agent = None;
+        *backend = None;
+        request_headers.clear();
+        response_headers.clear();
+        *started = head.started;
+        *recorder = None;
+        *shard = 0;
     }
 
     fn push(&mut self, s: &str) -> Span {
@@ -384,8 +422,9 @@ impl Record {
 
     /// The record as one JSON object (the live log stream; no captured headers).
     pub fn to_json(&self) -> serde_json::Value {
-        let mut time = String::new();
+        let mut time = Vec::with_capacity(24);
         format::iso_time(self.time, &mut time);
+        let time = String::from_utf8_lossy(&time);
         serde_json::json!({
             "time": time,
             "client": self.client.to_string(),

@@ -1,0 +1,192 @@
+//! `GET /metrics`: the OpenMetrics text exposition (which Prometheus scrapes natively), encoded
+//! by the Prometheus org's `prometheus-client` crate at scrape time. A custom collector reads
+//! a snapshot of Shellac's own counters: the request path keeps its relaxed atomic increments
+//! on its own cells and never touches the crate's types.
+//!
+//! Sample names are stable: counters `shellac_NAME_total`, gauges `shellac_NAME`,
+//! `shellac_pass_reason_total{reason}`, `shellac_hit_ratio{window}`, and the
+//! `shellac_ttfb_seconds` histogram (`_bucket{le}`, `_sum`, `_count`).
+
+use std::time::Instant;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+
+use crate::proxy::Proxy;
+use crate::stats::{self, LATENCY_BOUNDS_US, TTFB_DESCRIPTION};
+
+/// The exposition's media type (OpenMetrics 1.0; Prometheus asks for it and parses it).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Everything one scrape reports, read from the counters once.
+#[derive(Debug)]
+struct Snapshot {
+    /// Counters and gauges of `/stats` (the `pass_reason_*` ones are reported as a family).
+    values: Vec<(&'static str, u64)>,
+    /// (Cache-Status detail word, responses).
+    pass_reasons: Vec<(&'static str, u64)>,
+    /// (window label, hit ratio).
+    ratios: Vec<(String, f64)>,
+    /// (upper bound in seconds, responses in that bucket alone); the last bound is +Inf.
+    ttfb_buckets: Vec<(f64, u64)>,
+    ttfb_sum_seconds: f64,
+}
+
+/// `GET /metrics` body.
+pub fn encode(proxy: &Proxy) -> String {
+    let now = Instant::now();
+    let values = proxy.stats();
+    let numbers: Vec<u64> = values.iter().map(|(_, v)| *v).collect();
+    let ratios = super::stats::hit_ratios(proxy, now, &numbers)
+        .into_iter()
+        .map(|(name, ratio)| {
+            let window = name.strip_prefix("hit_ratio_").unwrap_or("all").to_string();
+            (window, ratio.unwrap_or(0.0))
+        })
+        .collect();
+    let ttfb_buckets = proxy
+        .counters
+        .ttfb
+        .buckets()
+        .into_iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let bound = LATENCY_BOUNDS_US
+                .get(i)
+                .map_or(f64::INFINITY, |us| *us as f64 / 1e6);
+            (bound, n)
+        })
+        .collect();
+    let snapshot = Snapshot {
+        pass_reasons: proxy
+            .counters
+            .pass_reason
+            .snapshot()
+            .map(|(word, _, n)| (word, n))
+            .collect(),
+        values,
+        ratios,
+        ttfb_buckets,
+        ttfb_sum_seconds: proxy.counters.ttfb.sum_us() as f64 / 1e6,
+    };
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(snapshot));
+    let mut out = String::with_capacity(32 * 1024);
+    if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &registry) {
+        // Writing into a String cannot fail; say so rather than serve half an exposition.
+        tracing::error!(error = %e, "encoding /metrics failed");
+        return "# EOF\n".into();
+    }
+    out
+}
+
+/// HELP text escaped as OpenMetrics requires (backslash, double quote, line feed).
+fn help(text: &str) -> String {
+    text.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+impl Collector for Snapshot {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        for (name, value) in &self.values {
+            if name.starts_with("pass_reason_") {
+                continue;
+            }
+            let metric = format!("shellac_{name}");
+            let text = help(stats::description(name));
+            if stats::is_gauge(name) {
+                let gauge = ConstGauge::new(*value);
+                gauge.encode(encoder.encode_descriptor(
+                    &metric,
+                    &text,
+                    None,
+                    gauge.metric_type(),
+                )?)?;
+            } else {
+                // The encoder adds the `_total` suffix of counter samples.
+                let counter = ConstCounter::new(*value);
+                counter.encode(encoder.encode_descriptor(
+                    &metric,
+                    &text,
+                    None,
+                    counter.metric_type(),
+                )?)?;
+            }
+        }
+        let mut family = encoder.encode_descriptor(
+            "shellac_pass_reason",
+            "Responses that were not a plain hit or miss, by reason (Cache-Status detail word)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (word, n) in &self.pass_reasons {
+            family
+                .encode_family(&[("reason", *word)])?
+                .encode_counter::<NoLabelSet, _, u64>(n, None)?;
+        }
+        let mut family = encoder.encode_descriptor(
+            "shellac_hit_ratio",
+            "Share of lookups served from the cache over a window (0 without lookups)",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (window, ratio) in &self.ratios {
+            family
+                .encode_family(&[("window", window.as_str())])?
+                .encode_gauge(ratio)?;
+        }
+        let count = self.ttfb_buckets.iter().map(|(_, n)| n).sum();
+        encoder
+            .encode_descriptor(
+                "shellac_ttfb_seconds",
+                &help(TTFB_DESCRIPTION),
+                None,
+                MetricType::Histogram,
+            )?
+            .encode_histogram::<NoLabelSet>(
+                self.ttfb_sum_seconds,
+                count,
+                &self.ttfb_buckets,
+                None,
+            )?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn every_counter_and_gauge_is_exposed_once() {
+        let proxy = Proxy::new(
+            Arc::new(crate::config::Config::embedded_default()),
+            Arc::new(stats::Counters::default()),
+        )
+        .unwrap();
+        proxy.counters.client_req.add(3);
+        let text = encode(&proxy);
+        assert!(text.ends_with("# EOF\n"), "OpenMetrics ends with EOF");
+        assert!(text.contains("\nshellac_client_req_total 3\n"), "{text}");
+        assert!(text.contains("# TYPE shellac_client_req counter\n"));
+        assert!(text.contains("# TYPE shellac_n_object gauge\nshellac_n_object 0\n"));
+        assert!(text.contains("shellac_ttfb_seconds_bucket{le=\"+Inf\"} 0\n"));
+        for name in stats::names() {
+            if name.starts_with("pass_reason_") {
+                continue;
+            }
+            let family = format!("# TYPE shellac_{name} ");
+            assert_eq!(text.matches(&family).count(), 1, "{name}");
+        }
+        proxy
+            .shared
+            .recorder
+            .close(std::time::Duration::from_secs(5));
+    }
+}

@@ -1,0 +1,232 @@
+//! Inspecting a cached URL (admin `GET /cache`): every variant, the tiers holding it and what
+//! each copy says — without touching recency, admission or counters (an inspection is not a hit).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::HeaderName;
+
+use super::{Body, Cache, CacheKey, Object, tags};
+
+/// What the cache holds for one URL.
+#[derive(Debug)]
+pub struct Inspection {
+    /// The primary key (variant 0) the URL is stored under.
+    pub key: CacheKey,
+    /// The request fields the URL varies on (`Vary`), empty when it does not vary or its
+    /// variant index was forgotten (then only the primary key is looked at).
+    pub vary: Vec<HeaderName>,
+    /// Variants with at least one copy in some tier, in the order they were stored.
+    pub variants: Vec<VariantView>,
+    /// The URL is remembered as uncacheable (requests pass without coalescing).
+    pub hit_for_miss: bool,
+}
+
+/// One variant of a URL.
+#[derive(Debug)]
+pub struct VariantView {
+    /// The storage key (primary key plus variant hash; 0 = no `Vary`).
+    pub key: CacheKey,
+    /// The copy in each tier holding it, top tier first (e.g. memory, then disk).
+    pub copies: Vec<(&'static str, Arc<Object>)>,
+}
+
+impl VariantView {
+    /// Names of the tiers holding this variant.
+    pub fn tiers(&self) -> Vec<&'static str> {
+        self.copies.iter().map(|(t, _)| *t).collect()
+    }
+}
+
+impl Inspection {
+    pub fn is_empty(&self) -> bool {
+        self.variants.is_empty()
+    }
+}
+
+impl Cache {
+    /// Everything cached for `primary`, read through [`super::Storage::inspect`]: nothing is
+    /// promoted, marked hit, admitted or counted, and the variant index's recency is untouched.
+    pub async fn inspect(&self, primary: &CacheKey) -> Inspection {
+        let primary = primary.primary();
+        let index = self.vary_index.peek(&primary);
+        let mut keys = vec![primary.clone()];
+        let mut vary = Vec::new();
+        if let Some(index) = &index {
+            vary = index.names.clone();
+            keys.extend(index.variants.iter().map(|v| primary.with_variant(*v)));
+        }
+        let mut variants = Vec::new();
+        for key in keys {
+            let copies = self.storage.inspect(&key).await;
+            if !copies.is_empty() {
+                variants.push(VariantView { key, copies });
+            }
+        }
+        let hit_for_miss = self
+            .hit_for_miss
+            .peek(&primary)
+            .is_some_and(|until| until > Instant::now());
+        Inspection {
+            key: primary,
+            vary,
+            variants,
+            hit_for_miss,
+        }
+    }
+}
+
+/// Where an object stands in its life (RFC 9111 freshness, then Shellac's windows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Fresh: served as a hit.
+    Fresh,
+    /// Stale within grace: served while one background refresh runs.
+    Grace,
+    /// Stale beyond grace, within keep: revalidated, or served if no backend answers.
+    Keep,
+    /// Past keep: never used again; its space is reclaimed.
+    Expired,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Fresh => "fresh",
+            Phase::Grace => "grace",
+            Phase::Keep => "keep",
+            Phase::Expired => "expired",
+        }
+    }
+}
+
+/// Read-only views of a stored object for inspection. Kept here, next to their only user, so
+/// the object's own definition stays small.
+impl Object {
+    /// Where the object stands at `now`.
+    pub fn phase(&self, now: Instant) -> Phase {
+        if self.is_fresh(now) {
+            Phase::Fresh
+        } else if self.within_grace(now) {
+            Phase::Grace
+        } else if self.within_keep(now) {
+            Phase::Keep
+        } else {
+            Phase::Expired
+        }
+    }
+
+    /// Freshness lifetime.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// Time left in which the object may be served stale while refreshed (zero when stale
+    /// serving is not allowed or the window has passed).
+    pub fn grace_left(&self, now: Instant) -> Duration {
+        if !self.stale_ok {
+            return Duration::ZERO;
+        }
+        (self.ttl + self.grace).saturating_sub(self.age(now))
+    }
+
+    /// Time left before the object is dropped (past TTL, grace and keep).
+    pub fn keep_left(&self, now: Instant) -> Duration {
+        (self.ttl + self.grace + self.keep).saturating_sub(self.age(now))
+    }
+
+    /// Time left in which a backend 5xx may be answered with this object; None when the
+    /// response did not allow it (`stale-if-error`).
+    pub fn stale_if_error_left(&self, now: Instant) -> Option<Duration> {
+        if !self.stale_ok {
+            return None;
+        }
+        self.stale_if_error
+            .map(|w| (self.ttl + w).saturating_sub(self.age(now)))
+    }
+
+    /// The stored status code.
+    pub fn status_code(&self) -> u16 {
+        self.status.as_u16()
+    }
+
+    /// Bytes of the stored header fields as they would be sent (`name: value\r\n`).
+    pub fn header_bytes(&self) -> u64 {
+        self.headers
+            .iter()
+            .map(|(k, v)| (k.len() + v.len() + 4) as u64)
+            .sum()
+    }
+
+    /// Body bytes.
+    pub fn body_bytes(&self) -> u64 {
+        self.body_len
+    }
+
+    /// Where the body is kept: `memory` or `disk` (a large object is streamed from disk).
+    pub fn body_location(&self) -> &'static str {
+        match self.body {
+            Body::Memory(_) => "memory",
+            Body::Disk(_) => "disk",
+        }
+    }
+
+    /// Surrogate keys (`Surrogate-Key`, `xkey`), sorted.
+    pub fn tags(&self) -> Vec<String> {
+        tags::tags_of(&self.headers)
+    }
+
+    /// The `Vary` selection as (field, value) text; None for a field the request lacked.
+    pub fn vary_selection(&self) -> Vec<(String, Option<String>)> {
+        self.vary
+            .iter()
+            .map(|(n, v)| {
+                let v = v
+                    .as_ref()
+                    .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+                (n.as_str().to_string(), v)
+            })
+            .collect()
+    }
+
+    /// Found in the memory tier by a request at least once (the second-request admission
+    /// signal; Shellac keeps no per-object hit count on the hot path).
+    pub fn was_hit(&self) -> bool {
+        self.state.hit.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::memory::MemoryStorage;
+    use crate::cache::{Storage, test_object};
+    use crate::stats::Counters;
+
+    #[tokio::test]
+    async fn inspecting_does_not_mark_a_hit() {
+        let storage = Arc::new(MemoryStorage::new(
+            1 << 20,
+            1 << 16,
+            Arc::new(Counters::default()),
+        ));
+        let cache = Cache::new(storage.clone(), 4);
+        let key = CacheKey::new("h", "/a");
+        cache.store(&key, Arc::new(test_object(&[("xkey", "b a")])));
+        let seen = cache.inspect(&key).await;
+        assert_eq!(seen.variants.len(), 1);
+        let (tier, object) = &seen.variants[0].copies[0];
+        assert_eq!(*tier, "memory");
+        assert_eq!(object.tags(), vec!["a", "b"]);
+        assert_eq!(object.phase(Instant::now()), Phase::Fresh);
+        assert!(!object.was_hit(), "inspection is not a hit");
+        assert!(storage.lookup(&key).is_some());
+        assert!(
+            cache
+                .inspect(&CacheKey::new("h", "/b"))
+                .await
+                .variants
+                .is_empty()
+        );
+    }
+}
