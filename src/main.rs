@@ -117,6 +117,10 @@ enum Command {
         /// Only transactions sent to this backend.
         #[arg(long, value_name = "NAME")]
         backend: Option<String>,
+        /// Only reasons starting with this: `refused` (every request refused by the strict
+        /// parser or at max_connections), `refused:bad-host`, `no-store`, `hit-for-miss`, ...
+        #[arg(long, value_name = "WORD")]
+        reason: Option<String>,
         /// Print the JSON objects as received.
         #[arg(long)]
         json: bool,
@@ -258,6 +262,7 @@ fn main() -> ExitCode {
             status,
             miss,
             backend,
+            reason,
             json,
         } => {
             if let Some(re) = &url
@@ -278,6 +283,9 @@ fn main() -> ExitCode {
             }
             if let Some(b) = &backend {
                 query.push(format!("backend={}", console::encode(b)));
+            }
+            if let Some(r) = &reason {
+                query.push(format!("reason={}", console::encode(r)));
             }
             console::log(&admin.client(), &query.join("&"), json).map_err(anyhow::Error::from)
         }

@@ -299,6 +299,14 @@ async fn serve_connection(
                     }
                 }
             }
+            // An error followed by a close: the client may still be sending; linger.
+            let close = resp
+                .headers()
+                .get(http::header::CONNECTION)
+                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
+            if close && resp.status().as_u16() >= 400 {
+                guard.0.linger_on_close();
+            }
             Ok::<_, Infallible>(resp.map(|b| b.with_guard(guard)))
         }
     });

@@ -65,7 +65,7 @@ counters! {
     client_tunnel: "Connections switched to a tunnel after the backend answered an Upgrade request with 101",
     client_tunnel_idle_closed: "Tunnels closed after idle_timeout without a byte either way",
     client_accept_error: "Failed accept() calls (e.g. out of file descriptors); the listener backs off 50 ms",
-    client_reject_request_line: "Requests refused before parsing: bad method, target or version, URI too long (400/414/505)",
+    client_reject_request_line: "Requests refused before parsing: bad method, target or version, URI too long, CONNECT (400/414/505/405)",
     client_reject_header: "Requests refused before parsing: malformed field lines (obs-fold, space before colon, bare CR/LF, control bytes)",
     client_reject_host: "Requests refused before parsing: missing, duplicate or invalid Host",
     client_reject_framing: "Requests refused before parsing: ambiguous or invalid Content-Length / Transfer-Encoding (400/501)",

@@ -70,6 +70,9 @@ pub struct Filter {
     /// Only responses not served from the cache.
     miss: bool,
     backend: Option<String>,
+    /// Only reasons starting with this (`refused` for every refusal, `refused:bad-host`,
+    /// `no-store`, ...): the words of `Cache-Status` `detail=` and the access log.
+    reason: Option<String>,
 }
 
 impl Filter {
@@ -95,6 +98,7 @@ impl Filter {
             status,
             miss,
             backend: q.get("backend").cloned(),
+            reason: q.get("reason").cloned(),
         })
     }
 
@@ -109,6 +113,15 @@ impl Filter {
         }
         if let Some(b) = &self.backend
             && r.backend() != Some(b.as_str())
+        {
+            return false;
+        }
+        if let Some(p) = &self.reason
+            && !r
+                .decision
+                .reason
+                .as_deref()
+                .is_some_and(|w| w.starts_with(p.as_str()))
         {
             return false;
         }
@@ -272,6 +285,7 @@ pub fn top(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::txlog::Decision;
 
     #[test]
     fn query_decoding() {
@@ -301,6 +315,23 @@ mod tests {
         assert!(!Filter::parse(&q("backend=other")).unwrap().matches(&r));
         r.decision.kind = DecisionKind::Hit;
         assert!(!Filter::parse(&q("miss=1")).unwrap().matches(&r));
+        assert!(Filter::parse(&q("reason=no-st")).unwrap().matches(&r));
+        assert!(!Filter::parse(&q("reason=refused")).unwrap().matches(&r));
+        r.decision = Decision {
+            kind: DecisionKind::Synth,
+            reason: Some("refused:bad-host".into()),
+        };
+        assert!(Filter::parse(&q("reason=refused")).unwrap().matches(&r));
+        assert!(
+            Filter::parse(&q("reason=refused%3Abad-host"))
+                .unwrap()
+                .matches(&r)
+        );
+        assert!(
+            !Filter::parse(&q("reason=refused%3Abad-method"))
+                .unwrap()
+                .matches(&r)
+        );
         assert!(Filter::parse(&q("status=6xx")).is_err());
         assert!(Filter::parse(&q("url=(")).is_err());
     }

@@ -115,6 +115,9 @@ violations! {
     HeaderTooLarge = 27, 431, Limit, "header-too-large";
     TooManyHeaders = 28, 431, Limit, "too-many-headers";
     BodyTooLarge = 29, 413, Limit, "body-too-large";
+    // Not a parsing rule but policy, applied by the gate to a valid head: Shellac is no
+    // forward proxy.
+    ConnectNotSupported = 30, 405, RequestLine, "connect-not-supported";
 }
 
 /// How the body of an accepted request is delimited.

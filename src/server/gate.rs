@@ -19,7 +19,7 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::task::{Context, Poll, Waker, ready};
 
@@ -60,6 +60,8 @@ pub(super) struct ConnState {
     refused_line: OnceLock<Box<[u8]>>,
     /// A violation found in the body of the request in flight (0: none).
     body_error: AtomicU8,
+    /// The service answered an error with `Connection: close`: linger when closing.
+    linger: AtomicBool,
     /// Slow-body bookkeeping: since when hyper has been waiting for body bytes (0: not
     /// waiting), total time waited, body bytes received.
     body_wait_since: AtomicU64,
@@ -97,6 +99,7 @@ impl ConnState {
             reject: AtomicU8::new(0),
             refused_line: OnceLock::new(),
             body_error: AtomicU8::new(0),
+            linger: AtomicBool::new(false),
             body_wait_since: AtomicU64::new(0),
             body_waited_ms: AtomicU64::new(0),
             body_bytes: AtomicU64::new(0),
@@ -143,6 +146,12 @@ impl ConnState {
             self.since_ms.store(now_ms(), Ordering::Relaxed);
             self.phase.store(PHASE_IDLE, Ordering::Relaxed);
         }
+    }
+
+    /// The response is an error followed by a close: the client may still be sending (a body,
+    /// pipelined requests), so the close lingers as after a refusal.
+    pub fn linger_on_close(&self) {
+        self.linger.store(true, Ordering::Relaxed);
     }
 
     /// The request line of the refused request, if it was complete and valid.
@@ -294,6 +303,17 @@ impl<T> Gate<T> {
         let mut head_at: Option<usize> = None;
         while pos < data.len() {
             match self.scanner.scan(&data[pos..]) {
+                // CONNECT is refused here, as a whole request: hyper hands the socket of a
+                // CONNECT to its upgrade machinery instead of closing it, which would reset
+                // the connection under the error response.
+                Scan::Head(_, _) if data[pos..].starts_with(b"CONNECT ") => {
+                    let violation = Violation::ConnectNotSupported;
+                    self.count(violation);
+                    return Outcome::RefuseRequest {
+                        cut: pos,
+                        violation,
+                    };
+                }
                 Scan::Head(n, head) => {
                     head_at = Some(pos);
                     self.heads += 1;
@@ -549,16 +569,17 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Gate<T> {
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_flush(cx)
     }
-    /// After a refusal, a lingering close: send FIN, then read and discard what the client
-    /// still sends (at most `LINGER_BYTES`, `LINGER_TIME`) so that closing with unread bytes
-    /// does not reset the connection and destroy the error response before the client read it.
+    /// After a refusal, a body error, or an error answered with `Connection: close`, a lingering
+    /// close: send FIN, then read and discard what the client still sends (at most
+    /// `LINGER_BYTES`, `LINGER_TIME`) so that closing with unread bytes does not reset the
+    /// connection and destroy the error response before the client read it.
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
         if !this.shut {
             ready!(Pin::new(&mut this.inner).poll_shutdown(cx))?;
             this.shut = true;
         }
-        if this.after == After::Continue {
+        if this.after == After::Continue && !this.state.linger.load(Ordering::Relaxed) {
             return Poll::Ready(Ok(()));
         }
         let linger = this
@@ -614,6 +635,41 @@ mod tests {
         assert!(s.body_too_slow(10_600, 1000, 100)); // 1500 + 600 > 2000
         s.body_received(10);
         assert_eq!(s.body_wait_since.load(Ordering::Relaxed), 0);
+    }
+
+    /// An error answered with a close (`linger_on_close`): shutdown sends FIN, then reads what
+    /// the client still sends until it closes. Without it, shutdown returns at once.
+    #[tokio::test]
+    async fn error_close_lingers_until_the_client_closes() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        for linger in [false, true] {
+            let (server, mut client) = tokio::io::duplex(64);
+            let state = Arc::new(ConnState::new());
+            if linger {
+                state.linger_on_close();
+            }
+            let counters = Arc::new(Counters::default());
+            let mut gate = Gate::new(server, state, counters, Limits::default());
+            // The client's request is still on its way when the answer ends with a close.
+            client.write_all(&[b'x'; 64]).await.unwrap();
+            client.shutdown().await.unwrap();
+            gate.shutdown().await.unwrap();
+            let mut end = [0u8; 1];
+            assert_eq!(
+                client.read(&mut end).await.unwrap(),
+                0,
+                "FIN after the answer"
+            );
+            if linger {
+                assert_eq!(
+                    gate.lingered, 64,
+                    "read and discarded until the client closed"
+                );
+            } else {
+                assert_eq!(gate.lingered, 0);
+                assert!(gate.linger.is_none(), "no lingering without an error");
+            }
+        }
     }
 
     #[test]

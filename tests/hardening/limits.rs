@@ -231,6 +231,58 @@ async fn refused_connection_ends_cleanly_after_the_503() {
     bench.stop().await;
 }
 
+/// Sends `bytes` and reads to the end: the statuses seen, and whether the stream ended with
+/// FIN (Ok) or a reset.
+async fn send_and_read_to_end(
+    addr: std::net::SocketAddr,
+    bytes: &[u8],
+) -> (Vec<u16>, Result<(), std::io::ErrorKind>) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(bytes).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let end = loop {
+        match tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await {
+            Ok(Ok(0)) => break Ok(()),
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+            Ok(Err(e)) => break Err(e.kind()),
+            Err(_) => panic!(
+                "no end of stream within 10 s: {}",
+                String::from_utf8_lossy(&got)
+            ),
+        }
+    };
+    let got = Exchange {
+        text: String::from_utf8_lossy(&got).into_owned(),
+        closed: true,
+    };
+    (got.statuses(), end)
+}
+
+/// Regression: CONNECT's 405 closed the socket with the client's pipelined bytes unread (hyper
+/// gives a CONNECT's socket to its upgrade machinery, which dropped it without a shutdown), so
+/// the client got a reset after the 405. CONNECT is now refused by the gate, and every refusal
+/// ends with a lingering close (checked here too with a refused request's body unread).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_closes_end_cleanly_with_unread_bytes() {
+    let bench = Bench::start().await;
+    let pipelined = "GET / HTTP/1.1\r\nHost: a\r\n\r\n".repeat(1000);
+    let connect = format!("CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n{pipelined}");
+    let refused = format!(
+        "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 30000\r\nTransfer-Encoding: chunked\r\n\r\n{}",
+        "x".repeat(30000)
+    );
+    for attempt in 0..20 {
+        for (name, bytes, status) in [("CL+TE", &refused, 400), ("CONNECT", &connect, 405)] {
+            let (statuses, end) = send_and_read_to_end(bench.shellac.addr, bytes.as_bytes()).await;
+            assert_eq!(statuses, vec![status], "{name}, attempt {attempt}");
+            assert_eq!(end, Ok(()), "{name}, attempt {attempt}: FIN, not a reset");
+        }
+    }
+    assert_eq!(bench.origin.count(), 0);
+    bench.stop().await;
+}
+
 /// Runs the real binary with a file-descriptor limit of 64, exhausts it with idle client
 /// connections, and checks the accept loop backs off and serves again once they close.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -162,3 +162,50 @@ async fn refusals_in_json_lines() {
     );
     bench.stop().await;
 }
+
+/// `shellac log --reason refused`: refusals reach live readers with nothing else (the access
+/// log is off; a subscriber alone makes requests recorded).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_log_filters_refusals_by_reason() {
+    use common::log_stream::{next_json, stream};
+    let bench = Bench::start().await;
+    let mut refusals = stream(bench.shellac.admin, "reason=refused").await;
+    let mut one_kind = stream(bench.shellac.admin, "reason=refused%3Aduplicate-host").await;
+    let ok = exchange(
+        bench.shellac.addr,
+        b"GET /fine HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(3),
+    )
+    .await;
+    assert_eq!(ok.statuses(), vec![200]);
+    for (send, status) in [
+        (
+            &b"GET /te HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, x\r\n\r\n"[..],
+            501,
+        ),
+        (b"GET /dup HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
+    ] {
+        let got = exchange(bench.shellac.addr, send, Duration::from_secs(3)).await;
+        assert_eq!(got.statuses(), vec![status]);
+    }
+    let a = next_json(&mut refusals).await;
+    let b = next_json(&mut refusals).await;
+    let mut seen = [
+        (a["url"].clone(), a["reason"].clone()),
+        (b["url"].clone(), b["reason"].clone()),
+    ];
+    seen.sort_by_key(|(u, _)| u.to_string());
+    assert_eq!(
+        seen,
+        [
+            ("/dup".into(), "refused:duplicate-host".into()),
+            ("/te".into(), "refused:unknown-transfer-coding".into()),
+        ]
+    );
+    let d = next_json(&mut one_kind).await;
+    assert_eq!(
+        (d["url"].as_str(), d["status"].as_u64()),
+        (Some("/dup"), Some(400))
+    );
+    bench.stop().await;
+}
