@@ -94,6 +94,7 @@ fn help_reads_well() {
         "top",
         "log",
         "reload",
+        "inspect",
         "Quick start",
     ] {
         assert!(out.contains(word), "{word} missing from --help:\n{out}");
