@@ -155,10 +155,19 @@ impl Drop for Served {
 
 /// Starts `shellac serve ARGS` and reads the proxy and admin addresses from its log.
 fn spawn_serve(args: &[&str]) -> (Served, std::net::SocketAddr, std::net::SocketAddr) {
+    spawn_serve_with(args, Stdio::inherit())
+}
+
+/// Like [`spawn_serve`], with the child's stdout going to `stdout`.
+fn spawn_serve_with(
+    args: &[&str],
+    stdout: Stdio,
+) -> (Served, std::net::SocketAddr, std::net::SocketAddr) {
     let mut child = Command::new(BIN)
         .arg("serve")
         .args(args)
         .env("SHELLAC_LOG", "info")
+        .stdout(stdout)
         .stderr(Stdio::piped())
         .spawn()
         .expect("start shellac serve");
@@ -224,6 +233,35 @@ fn closed_stdout_is_not_a_panic() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.code(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn access_log_to_stdout() {
+    let origin = Origin::start(|_| Reply::ok("from origin").cc("max-age=60")).await;
+    let dir = temp_dir("cli-stdout");
+    let config = dir.join("shellac.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"127.0.0.1:0\"\n\n[log]\naccess_log = \"stdout\"\nformat = \"%m %U %s %{{cache}}x\"\n\n[[backend]]\nhost = \"127.0.0.1\"\nport = {}\n",
+            origin.addr.port()
+        ),
+    )
+    .unwrap();
+    let (mut child, proxy, _admin) =
+        spawn_serve_with(&["--config", config.to_str().unwrap()], Stdio::piped());
+    let stdout = child.0.stdout.take().expect("piped stdout");
+    get(proxy, "/out").await;
+    get(proxy, "/out").await;
+    // SIGTERM flushes the log; stdout then ends.
+    stop(child);
+    let mut lines: Vec<String> = BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .collect();
+    lines.sort();
+    assert_eq!(lines, vec!["GET /out 200 hit", "GET /out 200 miss"]);
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
