@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side loopback benchmark: Shellac vs nginx (proxy_cache) vs Varnish
-# (malloc storage), all in front of the same nginx origin, driven by wrk.
+# (malloc storage) vs a reference server, all in front of the same origin
+# (bench/origin.rs), driven by wrk and bench/clients.rs (issue 8's workloads 1-8).
 #
 #   bench/run.sh                       # DURATION=10s RUNS=3
 #   DURATION=3 RUNS=1 bench/run.sh     # quick smoke run
@@ -20,6 +21,12 @@ DURATION=${DURATION:-10s}
 RUNS=${RUNS:-3}
 SHELLAC=${SHELLAC:-target/release/shellac}
 REFERENCE=${REFERENCE:-target/release/examples/reference}
+ORIGIN=${ORIGIN:-target/release/examples/origin}
+CLIENTS=${CLIENTS:-target/release/examples/clients}
+MISS_KEYS=${MISS_KEYS:-100000}     # workload 4: distinct keys per run
+BURST=${BURST:-1000}               # workload 6: simultaneous requests for one cold key
+IDLE_CONNS=${IDLE_CONNS:-10000}    # workload 7: idle keep-alive connections
+OBJECTS=${OBJECTS:-1000000}        # workload 8: small objects cached
 WARMUP_S=2
 SERVER_CPU=0   # proxies under test
 LOAD_CPU=1     # wrk + origin
@@ -28,11 +35,18 @@ log()  { printf '[bench] %s\n' "$*" >&2; }
 warn() { printf '[bench] WARNING: %s\n' "$*" >&2; WARNINGS+=("$*"); }
 die()  { printf '[bench] ERROR: %s\n' "$*" >&2; exit 1; }
 WARNINGS=()
+# Workload 7 holds 10,000 connections: every process started here inherits this limit.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 [[ $DURATION =~ ^([0-9]+)s?$ ]] || die "DURATION must be whole seconds, e.g. 10 or 10s (got '$DURATION')"
 DUR_S=${BASH_REMATCH[1]}
 (( DUR_S >= 1 )) || die "DURATION must be >= 1s"
 [[ $RUNS =~ ^[0-9]+$ ]] && (( RUNS >= 1 )) || die "RUNS must be a positive integer (got '$RUNS')"
+for tool in "$ORIGIN" "$CLIENTS"; do
+  [[ -x $tool ]] || die "$tool not found: cargo build --release --bins --examples"
+done
+(( $(ulimit -n) >= IDLE_CONNS + 1000 )) \
+  || die "open-file limit $(ulimit -n) is below IDLE_CONNS + 1000; lower IDLE_CONNS or raise the hard limit"
 
 # --------------------------------------------------------------------------
 # Tools
@@ -204,45 +218,9 @@ if (( EUID == 0 )); then
 fi
 
 # --------------------------------------------------------------------------
-# Origin: nginx serving static files with fixed Cache-Control headers.
+# Origin: bench/origin.rs (routes and headers documented there and in bench/README.md).
 # --------------------------------------------------------------------------
-DOCROOT="$T/docroot"
-mkdir -p "$DOCROOT" "$T/origin"
-head -c 6451     /dev/urandom >"$DOCROOT/hit6k"
-head -c 51200    /dev/urandom >"$DOCROOT/pass50k"
-head -c 22020096 /dev/urandom >"$DOCROOT/big21m"
-head -c 100      /dev/urandom >"$DOCROOT/small100"
-chmod 644 "$DOCROOT"/*
-
-cat >"$T/origin/nginx.conf" <<EOF
-$NGINX_USER_LINE
-worker_processes 1;
-pid $T/origin/nginx.pid;
-error_log $T/origin/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    default_type application/octet-stream;
-    sendfile on;
-    tcp_nopush on;
-    tcp_nodelay on;
-    keepalive_timeout 65;
-    keepalive_requests 1000000;
-    client_body_temp_path $T/origin/client_body;
-    proxy_temp_path       $T/origin/proxy;
-    fastcgi_temp_path     $T/origin/fastcgi;
-    uwsgi_temp_path       $T/origin/uwsgi;
-    scgi_temp_path        $T/origin/scgi;
-    server {
-        listen 127.0.0.1:$P_ORIGIN;
-        root $DOCROOT;
-        location = /hit6k    { add_header Cache-Control "public, max-age=3600"; }
-        location = /pass50k  { add_header Cache-Control "no-store, private"; }
-        location = /big21m   { add_header Cache-Control "public, max-age=3600"; }
-        location = /small100 { add_header Cache-Control "public, max-age=3600"; }
-    }
-}
-EOF
+mkdir -p "$T/origin"
 
 # --------------------------------------------------------------------------
 # nginx proxy_cache
@@ -253,7 +231,8 @@ $NGINX_USER_LINE
 worker_processes 1;
 pid $T/nginx/nginx.pid;
 error_log $T/nginx/error.log warn;
-events { worker_connections 4096; }
+worker_rlimit_nofile 20000;
+events { worker_connections 20000; }
 http {
     access_log off;
     sendfile on;
@@ -289,6 +268,17 @@ http {
             # it and poll every 500 ms (p99 ~1 s, half the throughput).
             add_header X-Cache-Status \$upstream_cache_status always;
         }
+        # Coalescing (workload 6): nginx's documented way to send one request per cold key.
+        # Only here, see the note above on /pass50k.
+        location /cold/ {
+            proxy_pass http://origin;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_cache bench;
+            proxy_cache_lock on;
+            proxy_cache_lock_timeout 5s;
+            add_header X-Cache-Status \$upstream_cache_status always;
+        }
     }
 }
 EOF
@@ -310,6 +300,8 @@ chmod 644 "$T/varnish-conf/bench.vcl"
 # As root varnishd uses its unix jail (manager as 'varnish', worker child as
 # 'vcache'); that works because $T is 0755. Not as root: no jail possible.
 VARNISH_JAIL=()
+# Varnish closes idle client connections after 5 s by default; workload 7 holds them longer.
+VARNISH_PARAMS=(-p timeout_idle=300)
 if (( EUID != 0 )) || ! id varnish >/dev/null 2>&1 || ! id vcache >/dev/null 2>&1; then
   VARNISH_JAIL=(-j none)
 fi
@@ -325,6 +317,8 @@ if [[ -x $SHELLAC ]]; then
 [server]
 listen = ["127.0.0.1:$P_SHELLAC"]
 admin = "127.0.0.1:$P_SHELLAC_ADMIN"
+
+max_connections = 20000
 
 [cache]
 memory_size = "256MiB"
@@ -371,17 +365,18 @@ out ""
 # --------------------------------------------------------------------------
 # Benchmark machinery
 # --------------------------------------------------------------------------
-WORKLOADS=(hit6k small100 pass50k big21m)
+WORKLOADS=(hit6k small100 pass50k pass2ms big21m)
 # The reference server (no proxy, body from memory) runs only the hit workloads: the limit.
 REFERENCE_WORKLOADS=" hit6k small100 "
-declare -A WL_PATH=([hit6k]=/hit6k [small100]=/small100 [pass50k]=/pass50k [big21m]=/big21m)
-declare -A WL_SIZE=([hit6k]=6451 [small100]=100 [pass50k]=51200 [big21m]=22020096)
-declare -A WL_CONNS=([hit6k]=50 [small100]=200 [pass50k]=50 [big21m]=4)
-declare -A WL_CACHEABLE=([hit6k]=1 [small100]=1 [pass50k]=0 [big21m]=1)
+declare -A WL_PATH=([hit6k]=/hit6k [small100]=/small100 [pass50k]=/pass50k [pass2ms]=/slow/pass50k [big21m]=/big21m)
+declare -A WL_SIZE=([hit6k]=6451 [small100]=100 [pass50k]=51200 [pass2ms]=51200 [big21m]=22020096)
+declare -A WL_CONNS=([hit6k]=50 [small100]=200 [pass50k]=50 [pass2ms]=50 [big21m]=4)
+declare -A WL_CACHEABLE=([hit6k]=1 [small100]=1 [pass50k]=0 [pass2ms]=0 [big21m]=1)
 declare -A WL_DESC=(
   [hit6k]="cache hit, 6451 B object (max-age=3600), keep-alive"
   [small100]="cache hit, 100 B object (max-age=3600), keep-alive"
   [pass50k]="pass, 51200 B uncacheable object (no-store, private), keep-alive"
+  [pass2ms]="pass, 51200 B uncacheable object from an origin that takes 2 ms, keep-alive"
   [big21m]="cache hit, 22020096 B object (max-age=3600), keep-alive"
 )
 
@@ -556,12 +551,134 @@ bench_server() {
   done
 }
 
+# kv FILE KEY -> the value of a `KEY value` line printed by bench/clients.rs (NA if absent)
+kv() { awk -v k="$2" '$1 == k {print $2; found = 1} END {if (!found) print "NA"}' "$1"; }
+
+# Workloads 4, 6 and 7 (bench/clients.rs), after the wrk workloads, on the same server.
+# bench_special SERVER PORT
+bench_special() {
+  local s=$1 port=$2 pid run f t0 t1 reqs cpu single key count rss0 rss1 ipid i
+  pid=${PID_OF[$s]}
+  for (( run = 1; run <= RUNS; run++ )); do
+    # 4. miss storm: MISS_KEYS distinct cacheable keys, each requested once, 50 connections.
+    f="$T/miss-$s-$run.txt"
+    log "$s / missstorm / run $run of $RUNS: $MISS_KEYS distinct keys"
+    t0=$(cpu_ticks "$pid")
+    timeout --kill-after=5 300 taskset -c "$LOAD_CPU" \
+      "$CLIENTS" unique "127.0.0.1:$port" "/obj/$s-r$run-" "$MISS_KEYS" 50 >"$f" 2>&1 \
+      || warn "$s missstorm run $run: clients exited non-zero: $(tail -n 3 "$f")"
+    t1=$(cpu_ticks "$pid")
+    reqs=$(kv "$f" REQUESTS)
+    cpu=NA
+    [[ $reqs != NA ]] && cpu=$(awk -v t="$(( t1 - t0 ))" -v hz="$(getconf CLK_TCK)" -v n="$reqs" \
+      'BEGIN{printf "%.3f", t / hz / n * 100000}')
+    [[ $(kv "$f" ERRORS) == 0 ]] || NOTE["$s,missstorm"]+="errors=$(kv "$f" ERRORS) "
+    log "  -> req/s=$(kv "$f" RPS) p50=$(kv "$f" P50_MS)ms p99=$(kv "$f" P99_MS)ms cpu/100k=${cpu}s"
+    RES["$s,missstorm,rps"]+="$(kv "$f" RPS) "
+    RES["$s,missstorm,p50"]+="$(kv "$f" P50_MS) "
+    RES["$s,missstorm,p99"]+="$(kv "$f" P99_MS) "
+    RES["$s,missstorm,p999"]+="$(kv "$f" P999_MS) "
+    RES["$s,missstorm,cpu"]+="$cpu "
+    RES["$s,missstorm,rss"]+="$(rss_kib "$pid") "
+
+    # 6. coalescing: one cold request for the baseline, then BURST at once on another cold key.
+    single=$(curl -s -o /dev/null --max-time 30 -w '%{time_total}' \
+      "http://127.0.0.1:$port/cold/$s-single-$run" | awk '{printf "%.3f", $1 * 1000}')
+    key="/cold/$s-burst-$run"
+    f="$T/burst-$s-$run.txt"
+    log "$s / coalesce / run $run of $RUNS: $BURST simultaneous requests for $key"
+    timeout --kill-after=5 120 taskset -c "$LOAD_CPU" \
+      "$CLIENTS" burst "127.0.0.1:$port" "$key" "$BURST" >"$f" 2>&1 \
+      || warn "$s coalesce run $run: clients exited non-zero: $(tail -n 3 "$f")"
+    count=$(curl -s --max-time 10 "http://127.0.0.1:$P_ORIGIN/__count$key")
+    [[ $(kv "$f" ERRORS) == 0 ]] || NOTE["$s,coalesce"]+="errors=$(kv "$f" ERRORS) "
+    log "  -> backend requests=$count single=${single}ms last done=$(kv "$f" LAST_DONE_MS)ms p50=$(kv "$f" P50_MS)ms"
+    RES["$s,coalesce,backend"]+="$count "
+    RES["$s,coalesce,single"]+="$single "
+    RES["$s,coalesce,last"]+="$(kv "$f" LAST_DONE_MS) "
+    RES["$s,coalesce,p50"]+="$(kv "$f" P50_MS) "
+  done
+
+  # 7. IDLE_CONNS idle keep-alive connections held open while workload 1 runs (once).
+  f="$T/idle-$s.txt"
+  rss0=$(rss_kib "$pid")
+  log "$s / idle: opening $IDLE_CONNS keep-alive connections"
+  timeout --kill-after=5 $(( DUR_S + 240 )) taskset -c "$LOAD_CPU" \
+    "$CLIENTS" idle "127.0.0.1:$port" /hit6k "$IDLE_CONNS" $(( DUR_S + 120 )) >"$f" 2>&1 &
+  ipid=$!
+  for (( i = 0; i < 1200; i++ )); do        # up to 120 s to open them
+    grep -q '^IDLE_READY' "$f" 2>/dev/null && break
+    kill -0 "$ipid" 2>/dev/null || break
+    sleep 0.1
+  done
+  sleep 1
+  rss1=$(rss_kib "$pid")
+  log "  -> $(kv "$f" IDLE_READY) open ($(kv "$f" IDLE_FAILED) failed); RSS ${rss0} -> ${rss1} KiB"
+  if run_wrk "$port" hit6k "$DUR_S" "$T/wrk-$s-idle.txt"; then
+    RES["$s,idle,rps"]=$(parse_wrk "$T/wrk-$s-idle.txt" | awk '{print $1}')
+    RES["$s,idle,p99"]=$(parse_wrk "$T/wrk-$s-idle.txt" | awk '{print $3}')
+  else
+    RES["$s,idle,rps"]=NA; RES["$s,idle,p99"]=NA
+  fi
+  RES["$s,idle,open"]=$(kv "$f" IDLE_READY)
+  RES["$s,idle,perconn"]=$(awk -v a="$rss0" -v b="$rss1" -v n="$(kv "$f" IDLE_READY)" \
+    'BEGIN{ if (n + 0 > 0) printf "%.2f", (b - a) / n; else print "NA" }')
+  log "  -> hit6k with idle connections: req/s=${RES[$s,idle,rps]}; ${RES[$s,idle,perconn]} KiB per idle connection"
+  stop_pid "$ipid"
+}
+
+# Workload 8: a fresh server with a large cache, OBJECTS small objects, RSS before and after;
+# then a fresh server with a 64 MiB cache filled with 3x its size of 6.3 KB objects.
+# bench_objects SERVER
+bench_objects() {
+  local s=$1 port f rss0 rss1 conf
+  for phase in count bound; do
+    case $s in
+      shellac)
+        port=$P_SHELLAC
+        conf="$T/shellac-$phase.toml"
+        sed -e "s/^memory_size = .*/memory_size = \"$([[ $phase == count ]] && echo 4GiB || echo 64MiB)\"/" \
+          "$T/shellac.toml" >"$conf"
+        start_server shellac "$P_SHELLAC" "$T/shellac-$phase.log" \
+          taskset -c "$SERVER_CPU" "$SHELLAC" serve --config "$conf" || return 0 ;;
+      varnish)
+        port=$P_VARNISH
+        start_server varnish "$P_VARNISH" "$T/varnish-$phase.log" \
+          taskset -c "$SERVER_CPU" varnishd -F "${VARNISH_JAIL[@]}" \
+            -a "127.0.0.1:$P_VARNISH" -T "127.0.0.1:$P_VARNISH_ADMIN" \
+            -f "$T/varnish-conf/bench.vcl" -s "malloc,$([[ $phase == count ]] && echo 4g || echo 64m)" \
+            -n "$T/varnish" "${VARNISH_PARAMS[@]}" || return 0 ;;
+    esac
+    taskset -c "$LOAD_CPU" "$CLIENTS" unique "127.0.0.1:$port" "/obj/warm-" 1000 20 >/dev/null 2>&1 || true
+    sleep 1
+    rss0=$(rss_kib "${PID_OF[$s]}")
+    f="$T/objects-$s-$phase.txt"
+    if [[ $phase == count ]]; then
+      log "$s / objects: caching $OBJECTS objects of 100 B"
+      timeout --kill-after=5 900 taskset -c "$LOAD_CPU" \
+        "$CLIENTS" unique "127.0.0.1:$port" "/obj/o-" "$OBJECTS" 100 >"$f" 2>&1 \
+        || warn "$s objects: clients exited non-zero: $(tail -n 3 "$f")"
+    else
+      log "$s / objects: 30000 objects of 6451 B through a 64 MiB cache"
+      timeout --kill-after=5 300 taskset -c "$LOAD_CPU" \
+        "$CLIENTS" unique "127.0.0.1:$port" "/obj6k/b-" 30000 50 >"$f" 2>&1 \
+        || warn "$s objects (bound): clients exited non-zero: $(tail -n 3 "$f")"
+    fi
+    sleep 2
+    rss1=$(rss_kib "${PID_OF[$s]}")
+    RES["$s,objects-$phase,rss0"]=$rss0
+    RES["$s,objects-$phase,rss1"]=$rss1
+    RES["$s,objects-$phase,errors"]=$(kv "$f" ERRORS)
+    log "  -> RSS ${rss0} -> ${rss1} KiB, fill req/s=$(kv "$f" RPS), errors=$(kv "$f" ERRORS)"
+    stop_server "$s"
+  done
+}
+
 # --------------------------------------------------------------------------
 # Run
 # --------------------------------------------------------------------------
 start_server origin "$P_ORIGIN" "$T/origin/stderr.log" \
-  taskset -c "$LOAD_CPU" nginx -p "$T/origin" -e "$T/origin/error.log" \
-    -c "$T/origin/nginx.conf" -g 'daemon off;'
+  taskset -c "$LOAD_CPU" "$ORIGIN" "127.0.0.1:$P_ORIGIN"
 # Sanity-check the origin.
 for wl in "${WORKLOADS[@]}"; do
   read -r code size < <(curl -s -o /dev/null --max-time 30 -w '%{http_code} %{size_download}\n' \
@@ -591,7 +708,7 @@ for s in "${SERVERS[@]}"; do
       start_server varnish "$P_VARNISH" "$T/varnish.log" \
         taskset -c "$SERVER_CPU" varnishd -F "${VARNISH_JAIL[@]}" \
           -a "127.0.0.1:$P_VARNISH" -T "127.0.0.1:$P_VARNISH_ADMIN" \
-          -f "$T/varnish-conf/bench.vcl" -s malloc,256m -n "$T/varnish"
+          -f "$T/varnish-conf/bench.vcl" -s malloc,256m -n "$T/varnish" "${VARNISH_PARAMS[@]}"
       port=$P_VARNISH ;;
     reference)
       start_server reference "$P_REFERENCE" "$T/reference.log" \
@@ -608,8 +725,16 @@ for s in "${SERVERS[@]}"; do
       port=$P_SHELLAC ;;
   esac
   bench_server "$s" "$port"
+  [[ $s == reference ]] || bench_special "$s" "$port"
   stop_server "$s"
   log "$s stopped"
+done
+
+# Workload 8 needs a fresh server per phase. nginx's proxy_cache keeps objects in files (its
+# memory holds only the keys zone), so memory per cached object applies to Varnish and Shellac.
+for s in varnish shellac; do
+  [[ $s == shellac && $SHELLAC_OK == 0 ]] && continue
+  bench_objects "$s"
 done
 
 # --------------------------------------------------------------------------
@@ -662,6 +787,73 @@ for wl in "${WORKLOADS[@]}"; do
   fi
   out ""
 done
+# Workloads 4, 6, 7 and 8.
+SPECIAL_SERVERS=(nginx varnish)
+(( SHELLAC_OK )) && SPECIAL_SERVERS+=(shellac)
+for m in rps p50 p99 p999 cpu rss; do
+  for s in "${SPECIAL_SERVERS[@]}"; do
+    # shellcheck disable=SC2086
+    MED["$s,missstorm,$m"]=$(median ${RES["$s,missstorm,$m"]:-NA})
+  done
+done
+out "== missstorm: $MISS_KEYS distinct cacheable keys (GET /obj/<n>, 100 B), each requested once, 50 connections (bench/clients.rs) =="
+out "$(printf '%-9s %12s %9s %9s %9s %9s' server req/s 'p50 ms' 'p99 ms' 'p99.9 ms' 'cpu/100k')"
+for s in "${SPECIAL_SERVERS[@]}"; do
+  out "$(printf '%-9s %12s %9s %9s %9s %9s   %s' "$s" "$(fmt "${MED[$s,missstorm,rps]}" 0)" \
+    "$(fmt "${MED[$s,missstorm,p50]}" 3)" "$(fmt "${MED[$s,missstorm,p99]}" 3)" \
+    "$(fmt "${MED[$s,missstorm,p999]}" 3)" "$(fmt "${MED[$s,missstorm,cpu]}" 3)" "${NOTE[$s,missstorm]:-}" | sed 's/ *$//')"
+done
+(( SHELLAC_OK )) && out "ratio (req/s): shellac/nginx = $(ratio "${MED[shellac,missstorm,rps]}" "${MED[nginx,missstorm,rps]}"), shellac/varnish = $(ratio "${MED[shellac,missstorm,rps]}" "${MED[varnish,missstorm,rps]}")"
+out ""
+
+out "== coalesce: $BURST simultaneous requests for one cold key (GET /cold/<key>, origin takes 200 ms), one connection each =="
+out "$(printf '%-9s %16s %11s %13s %11s %8s' server backend-requests 'single ms' 'last done ms' 'p50 ms' 'last/single')"
+for s in "${SPECIAL_SERVERS[@]}"; do
+  for m in backend single last p50; do
+    # shellcheck disable=SC2086
+    MED["$s,coalesce,$m"]=$(median ${RES["$s,coalesce,$m"]:-NA})
+  done
+  out "$(printf '%-9s %16s %11s %13s %11s %8s   %s' "$s" "${RES[$s,coalesce,backend]:-NA}" \
+    "$(fmt "${MED[$s,coalesce,single]}" 1)" "$(fmt "${MED[$s,coalesce,last]}" 1)" \
+    "$(fmt "${MED[$s,coalesce,p50]}" 1)" "$(ratio "${MED[$s,coalesce,last]}" "${MED[$s,coalesce,single]}")" \
+    "${NOTE[$s,coalesce]:-}" | sed 's/ *$//')"
+done
+out "backend-requests: what the origin counted for the burst key, per run; single: one cold request alone."
+out ""
+
+out "== idle: $IDLE_CONNS idle keep-alive connections held open while hit6k runs (50 connections) =="
+out "$(printf '%-9s %8s %15s %12s %12s %9s' server open 'KiB/idle conn' 'req/s idle' 'req/s hit6k' change)"
+for s in "${SPECIAL_SERVERS[@]}"; do
+  out "$(printf '%-9s %8s %15s %12s %12s %9s' "$s" "${RES[$s,idle,open]:-NA}" "${RES[$s,idle,perconn]:-NA}" \
+    "$(fmt "${RES[$s,idle,rps]:-NA}" 0)" "$(fmt "${MED[$s,hit6k,rps]:-NA}" 0)" \
+    "$(awk -v a="${RES[$s,idle,rps]:-NA}" -v b="${MED[$s,hit6k,rps]:-NA}" \
+       'BEGIN{ if (a == "NA" || b == "NA" || b == 0) print "n/a"; else printf "%+.1f%%", (a / b - 1) * 100 }')")"
+done
+out ""
+
+# Stored bytes per small object: body + the origin's header fields (names and values) + key.
+hdr_bytes=$(curl -s -D - -o /dev/null "http://127.0.0.1:$P_ORIGIN/obj/o-1" \
+  | tr -d '\r' | awk -F': ' 'NR > 1 && NF >= 2 {n += length($1) + length($0) - length($1) - 2} END {print n + 0}')
+key_bytes=$(awk -v n="$OBJECTS" 'BEGIN{ d = 0; for (p = 1; p <= n; p *= 10) { c = (n < p * 10 ? n : p * 10) - p; d += c * (length(p "") ) } printf "%.1f", length("bench.test/obj/o-") + d / n }')
+payload=$(awk -v h="$hdr_bytes" -v k="$key_bytes" 'BEGIN{printf "%.0f", 100 + h + k}')
+out "== objects: RSS after caching $OBJECTS objects of 100 B (fresh server, 4 GiB cache) =="
+out "stored bytes per object: body 100 + header fields $hdr_bytes + key $key_bytes = $payload B"
+out "$(printf '%-9s %11s %11s %13s %14s' server 'RSS0 MiB' 'RSS1 MiB' 'B per object' 'overhead B')"
+for s in varnish shellac; do
+  [[ -n ${RES[$s,objects-count,rss1]:-} ]] || continue
+  per=$(awk -v a="${RES[$s,objects-count,rss0]}" -v b="${RES[$s,objects-count,rss1]}" -v n="$OBJECTS" 'BEGIN{printf "%.0f", (b - a) * 1024 / n}')
+  out "$(printf '%-9s %11s %11s %13s %14s   errors=%s' "$s" "$(awk -v k="${RES[$s,objects-count,rss0]}" 'BEGIN{printf "%.1f", k/1024}')" \
+    "$(awk -v k="${RES[$s,objects-count,rss1]}" 'BEGIN{printf "%.1f", k/1024}')" "$per" "$(( per - payload ))" "${RES[$s,objects-count,errors]}")"
+done
+out "== objects: RSS with a 64 MiB cache after 30,000 objects of 6451 B (3x the cache size) =="
+out "$(printf '%-9s %11s %11s %12s' server 'RSS0 MiB' 'RSS1 MiB' 'RSS1/64 MiB')"
+for s in varnish shellac; do
+  [[ -n ${RES[$s,objects-bound,rss1]:-} ]] || continue
+  out "$(printf '%-9s %11s %11s %12s   errors=%s' "$s" "$(awk -v k="${RES[$s,objects-bound,rss0]}" 'BEGIN{printf "%.1f", k/1024}')" \
+    "$(awk -v k="${RES[$s,objects-bound,rss1]}" 'BEGIN{printf "%.1f", k/1024}')" \
+    "$(awk -v k="${RES[$s,objects-bound,rss1]}" 'BEGIN{printf "%.2f", k/1024/64}')" "${RES[$s,objects-bound,errors]}")"
+done
+out ""
 out "MB/s is wrk's Transfer/sec (MiB/s: wrk uses 1024-based units), body + headers."
 out "Values are the median over $RUNS run(s) of ${DUR_S}s, each metric taken separately."
 out "cpu/100k: CPU seconds (user+sys, the server and its children) per 100,000 requests;"

@@ -1,34 +1,69 @@
 #!/usr/bin/env bash
 # Short bounded fuzz run of every target (default 30 s each), seeded from fuzz/corpus/.
-#   fuzz/run.sh                 # all targets, 30 s each
+#   fuzz/run.sh                                   # all targets, 30 s each
 #   FUZZ_SECONDS=600 fuzz/run.sh request_head request_stream
-# Needs cargo-fuzz (`cargo install cargo-fuzz`). With a nightly toolchain it runs with
-# AddressSanitizer; with stable only, without a sanitizer (RUSTC_BOOTSTRAP=1, -s none): still
+#   FUZZ_TOOLCHAIN=stable fuzz/run.sh             # force the stable path (what a bare CI has)
+# Needs cargo-fuzz (`cargo install cargo-fuzz --locked`). FUZZ_TOOLCHAIN=auto (default) uses
+# nightly when it is installed, with AddressSanitizer; with stable only (or
+# FUZZ_TOOLCHAIN=stable) it runs without a sanitizer (RUSTC_BOOTSTRAP=1, -s none): still
 # coverage-guided, panics and assertion failures are found, memory errors in unsafe code are not.
+# Every target is run even after one fails; the script exits 1 if any failed and lists the
+# crashing inputs (fuzz/artifacts/<target>/crash-*, or oom-*/timeout-*/slow-unit-*).
 set -euo pipefail
 cd "$(dirname "$0")"
 SECONDS_EACH=${FUZZ_SECONDS:-30}
+TOOLCHAIN=${FUZZ_TOOLCHAIN:-auto}
 TARGETS=("$@")
 if (( ${#TARGETS[@]} == 0 )); then
   TARGETS=(request_head request_stream cache_key range vary config)
 fi
-command -v cargo-fuzz >/dev/null 2>&1 || { echo "cargo-fuzz not installed: cargo install cargo-fuzz" >&2; exit 2; }
-if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
-  FUZZ=(cargo +nightly fuzz)
-  SAN=()
-else
-  export RUSTC_BOOTSTRAP=1
-  FUZZ=(cargo fuzz)
-  SAN=(-s none)
+command -v cargo-fuzz >/dev/null 2>&1 || { echo "cargo-fuzz not installed: cargo install cargo-fuzz --locked" >&2; exit 2; }
+if [[ $TOOLCHAIN == auto ]]; then
+  if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then TOOLCHAIN=nightly; else TOOLCHAIN=stable; fi
 fi
-export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-1}
+case $TOOLCHAIN in
+  nightly)
+    FUZZ=(cargo +nightly fuzz)
+    SAN=()
+    REPRO=
+    ;;
+  stable)
+    # cargo-fuzz passes unstable flags (-Z...); the stable compiler accepts them this way.
+    # The +stable makes a rustup override or rust-toolchain file irrelevant.
+    export RUSTC_BOOTSTRAP=1
+    if command -v rustup >/dev/null 2>&1; then FUZZ=(cargo +stable fuzz); else FUZZ=(cargo fuzz); fi
+    SAN=(-s none)
+    REPRO="RUSTC_BOOTSTRAP=1 "
+    ;;
+  *) echo "FUZZ_TOOLCHAIN must be auto, nightly or stable, not '$TOOLCHAIN'" >&2; exit 2 ;;
+esac
+# Build parallelism is cargo's default (all cores) unless CARGO_BUILD_JOBS says otherwise.
+echo "== fuzz: toolchain $TOOLCHAIN ($(${FUZZ[0]} ${FUZZ[1]} --version 2>/dev/null || true)), sanitizer ${SAN[*]:-address}"
+# Build every target in one cargo invocation (the shellac crate and its dependencies once),
+# so the time of the build and of the runs are separate in the log.
+start=$SECONDS
+"${FUZZ[@]}" build "${SAN[@]}"
+echo "== fuzz: built in $((SECONDS - start))s"
+failed=()
 for t in "${TARGETS[@]}"; do
   echo "== fuzz $t (${SECONDS_EACH}s)"
-  mkdir -p "corpus/$t"
+  mkdir -p "corpus/$t" "artifacts/$t"
   # New inputs go to a scratch directory; the committed seeds stay as they are.
   work=$(mktemp -d)
-  "${FUZZ[@]}" run "${SAN[@]}" "$t" "$work" "corpus/$t" -- \
-    -max_total_time="$SECONDS_EACH" -max_len=4096 -timeout=10 -print_final_stats=1
+  if ! "${FUZZ[@]}" run "${SAN[@]}" "$t" "$work" "corpus/$t" -- \
+    -max_total_time="$SECONDS_EACH" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1; then
+    failed+=("$t")
+  fi
   rm -rf "$work"
 done
+if (( ${#failed[@]} > 0 )); then
+  echo "fuzz: FAILED: ${failed[*]}" >&2
+  for t in "${failed[@]}"; do
+    for f in "artifacts/$t"/*; do
+      [[ -e $f ]] && echo "  input: fuzz/$f  (reproduce: cd fuzz && ${REPRO}${FUZZ[*]} run ${SAN[*]} $t $f)" >&2
+    done
+  done
+  exit 1
+fi
 echo "fuzz: ${#TARGETS[@]} targets, ${SECONDS_EACH}s each, no failure"

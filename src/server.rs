@@ -25,6 +25,7 @@ use crate::reload::{ConfigSource, Live};
 use crate::stats::Counters;
 
 mod gate;
+mod refuse;
 mod tunnel;
 
 use gate::{ConnState, Gate, PHASE_HEAD, PHASE_IDLE};
@@ -161,6 +162,7 @@ pub(crate) async fn accept_loop(
     live: Arc<Live>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let lingering = refuse::Lingering::default();
     loop {
         let accepted = tokio::select! {
             r = listener.accept() => r,
@@ -175,9 +177,7 @@ pub(crate) async fn accept_loop(
                 let open = proxy.shared.open_conns.fetch_add(1, Ordering::Relaxed);
                 if max_conns > 0 && open >= max_conns {
                     proxy.shared.open_conns.fetch_sub(1, Ordering::Relaxed);
-                    proxy.counters.client_conn_refused.inc();
-                    // Best effort, never waits: the socket buffer of a new connection is empty.
-                    let _ = stream.try_write(REFUSED);
+                    refuse::refuse(stream, peer, &proxy, &lingering);
                     continue;
                 }
                 tokio::spawn(serve_connection(
@@ -197,9 +197,6 @@ pub(crate) async fn accept_loop(
         }
     }
 }
-
-/// Sent to a connection beyond `server.max_connections` before it is closed.
-const REFUSED: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\ncontent-length: 0\r\ncache-status: shellac; detail=max-connections\r\n\r\n";
 
 /// Decrements the connection's in-flight count when the response body is done.
 struct InFlight(Arc<ConnState>);
@@ -264,12 +261,12 @@ async fn serve_connection(
         async move {
             let mut resp = match begin.refused {
                 // The stand-in for a request the gate refused: answer it, close.
-                Some(v) => proxy.refuse(v.status(), v.as_str()),
+                Some(v) => proxy.refuse_request(v, peer.ip(), guard.0.refused_line()),
                 None => {
                     let resp = proxy.handle(req, peer).await;
                     // The body broke the framing rules while the request was in flight.
                     match guard.0.body_error() {
-                        Some(v) => proxy.refuse(v.status(), v.as_str()),
+                        Some(v) => proxy.refuse_body(v, resp),
                         None => resp,
                     }
                 }

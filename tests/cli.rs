@@ -6,9 +6,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::binary::{BIN, Served};
 use common::*;
-
-const BIN: &str = env!("CARGO_BIN_EXE_shellac");
 
 fn shellac(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(BIN).args(args).output().expect("run shellac");
@@ -116,7 +115,7 @@ fn help_reads_well() {
 async fn serve_binary_caches_and_stops_on_sigterm() {
     let origin = Origin::start(|_| Reply::ok("from origin").cc("max-age=60")).await;
     let backend = origin.addr.to_string();
-    let (child, proxy, admin) = spawn_serve(&[
+    let child = Served::serve(&[
         "--listen",
         "127.0.0.1:0",
         "--admin",
@@ -126,6 +125,7 @@ async fn serve_binary_caches_and_stops_on_sigterm() {
         "--cache-size",
         "16MiB",
     ]);
+    let (proxy, admin) = (child.proxy, child.admin);
     assert!(get(proxy, "/").await.cache_status().contains("fwd=miss"));
     let hit = get(proxy, "/").await;
     assert_eq!(hit.text(), "from origin");
@@ -137,83 +137,7 @@ async fn serve_binary_caches_and_stops_on_sigterm() {
         "{stats}"
     );
 
-    stop(child);
-}
-
-/// A `shellac serve` child process, killed if a test panics before stopping it (so no
-/// process outlives the test holding its output pipe).
-struct Served(std::process::Child);
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
-/// Starts `shellac serve ARGS` and reads the proxy and admin addresses from its log.
-fn spawn_serve(args: &[&str]) -> (Served, std::net::SocketAddr, std::net::SocketAddr) {
-    spawn_serve_with(args, Stdio::inherit())
-}
-
-/// Like [`spawn_serve`], with the child's stdout going to `stdout`.
-fn spawn_serve_with(
-    args: &[&str],
-    stdout: Stdio,
-) -> (Served, std::net::SocketAddr, std::net::SocketAddr) {
-    let mut child = Command::new(BIN)
-        .arg("serve")
-        .args(args)
-        .env("SHELLAC_LOG", "info")
-        .stdout(stdout)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start shellac serve");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let (mut proxy, mut admin) = (None, None);
-    while proxy.is_none() || admin.is_none() {
-        let line = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("shellac logs its addresses");
-        if let Some(a) = line.split("proxy listening on ").nth(1) {
-            proxy = Some(a.trim().parse::<std::net::SocketAddr>().unwrap());
-        }
-        if let Some(a) = line.split("admin listening on ").nth(1) {
-            admin = Some(a.trim().parse::<std::net::SocketAddr>().unwrap());
-        }
-    }
-    (Served(child), proxy.unwrap(), admin.unwrap())
-}
-
-fn signal(child: &Served, sig: &str) {
-    let status = Command::new("kill")
-        .args([sig, &child.0.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
-/// SIGTERM, then wait (bounded) for a clean exit.
-fn stop(mut child: Served) {
-    signal(&child, "-TERM");
-    let mut exited = None;
-    for _ in 0..100 {
-        if let Some(s) = child.0.try_wait().unwrap() {
-            exited = Some(s);
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let exited = exited.unwrap_or_else(|| panic!("shellac did not stop on SIGTERM"));
-    assert!(exited.success(), "{exited:?}");
+    child.stop();
 }
 
 /// Regression: `shellac check FILE | head -1` panicked with "failed printing to stdout".
@@ -248,13 +172,15 @@ async fn access_log_to_stdout() {
         ),
     )
     .unwrap();
-    let (mut child, proxy, _admin) =
-        spawn_serve_with(&["--config", config.to_str().unwrap()], Stdio::piped());
-    let stdout = child.0.stdout.take().expect("piped stdout");
-    get(proxy, "/out").await;
-    get(proxy, "/out").await;
+    let mut cmd = Command::new(BIN);
+    cmd.args(["serve", "--config", config.to_str().unwrap()])
+        .stdout(Stdio::piped());
+    let mut child = Served::start(cmd);
+    let stdout = child.take_stdout().expect("piped stdout");
+    get(child.proxy, "/out").await;
+    get(child.proxy, "/out").await;
     // SIGTERM flushes the log; stdout then ends.
-    stop(child);
+    child.stop();
     let mut lines: Vec<String> = BufReader::new(stdout)
         .lines()
         .map_while(Result::ok)
@@ -279,12 +205,13 @@ async fn sigusr1_reopens_the_access_log_and_sigterm_flushes_it() {
         ),
     )
     .unwrap();
-    let (child, proxy, _admin) = spawn_serve(&["--config", config.to_str().unwrap()]);
+    let child = Served::serve(&["--config", config.to_str().unwrap()]);
+    let proxy = child.proxy;
     get(proxy, "/one").await;
     assert_eq!(wait_lines(&log, 1).await, vec!["/one 200 miss"]);
     let rotated = dir.join("access.log.1");
     std::fs::rename(&log, &rotated).unwrap();
-    signal(&child, "-USR1");
+    child.signal("-USR1");
     for _ in 0..200 {
         if log.exists() {
             break;
@@ -294,7 +221,7 @@ async fn sigusr1_reopens_the_access_log_and_sigterm_flushes_it() {
     assert!(log.exists(), "SIGUSR1 reopens (creates) the access log");
     get(proxy, "/two").await;
     get(proxy, "/two").await;
-    stop(child);
+    child.stop();
     // SIGTERM drains and flushes: both records are there once the process has exited (in
     // either order: the two requests may have run on different workers).
     let mut lines: Vec<String> = std::fs::read_to_string(&log)
@@ -323,12 +250,13 @@ async fn sighup_and_reload_command_swap_the_config() {
         )
     };
     std::fs::write(&config, text(a.addr.port(), "")).unwrap();
-    let (child, proxy, admin) = spawn_serve(&["--config", config.to_str().unwrap()]);
+    let child = Served::serve(&["--config", config.to_str().unwrap()]);
+    let (proxy, admin) = (child.proxy, child.admin);
     assert_eq!(get(proxy, "/1").await.text(), "A");
 
     // SIGHUP: the next miss goes to B (bounded wait for the signal to be handled).
     std::fs::write(&config, text(b.addr.port(), "")).unwrap();
-    signal(&child, "-HUP");
+    child.signal("-HUP");
     let mut got = String::new();
     for i in 0..100 {
         got = get(proxy, &format!("/hup{i}")).await.text();
@@ -365,7 +293,7 @@ async fn sighup_and_reload_command_swap_the_config() {
     assert!(err.contains("`server.threads`"), "{err}");
     assert!(err.contains("`server.bogus`"), "{err}");
     assert_eq!(get(proxy, "/3").await.text(), "A");
-    stop(child);
+    child.stop();
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -377,7 +305,7 @@ async fn stat_top_and_log_against_a_running_proxy() {
     })
     .await;
     let backend = origin.addr.to_string();
-    let (child, proxy, admin) = spawn_serve(&[
+    let child = Served::serve(&[
         "--listen",
         "127.0.0.1:0",
         "--admin",
@@ -385,6 +313,7 @@ async fn stat_top_and_log_against_a_running_proxy() {
         "--backend",
         &backend,
     ]);
+    let (proxy, admin) = (child.proxy, child.admin);
     let admin_arg = admin.to_string();
     // Ask for rankings first, so transactions are collected from now on.
     get(admin, "/top").await;
@@ -465,5 +394,5 @@ async fn stat_top_and_log_against_a_running_proxy() {
     let (code, _, err) = shellac(&["log", "--admin", &admin_arg, "--url", "("]);
     assert_eq!(code, 2);
     assert!(err.contains("--url"), "{err}");
-    stop(child);
+    child.stop();
 }

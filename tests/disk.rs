@@ -478,3 +478,321 @@ async fn request_or_error(addr: SocketAddr, path: &str) -> bool {
         Err(_) => false,
     }
 }
+
+/// A config file for the real binary: small memory tier, a 16 MiB disk tier written through,
+/// no ban sweeps while a test runs (bans act at lookup only, so counts are exact).
+fn binary_config(dir: &TempDir, origin: SocketAddr) -> std::path::PathBuf {
+    let config = dir.path("shellac.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"127.0.0.1:0\"\n\n[cache]\nmemory_size = \"1MiB\"\nmax_object_size = \"256KiB\"\n\n[invalidation]\nban_sweep_interval = \"1h\"\n\n[storage.disk]\npath = \"{}\"\nsize = \"16MiB\"\nregion_size = \"1MiB\"\nadmission = \"always\"\n\n[[backend]]\nhost = \"127.0.0.1\"\nport = {}\n",
+            dir.path("cache.dat").display(),
+            origin.port()
+        ),
+    )
+    .unwrap();
+    config
+}
+
+/// Waits (bounded) until the `n_object_disk` of the process is exactly `n`.
+async fn wait_proc_disk_objects(p: &Proc, n: u64) {
+    for _ in 0..400 {
+        if p.stat("n_object_disk").await == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!(
+        "disk tier indexed {} objects, expected {n}",
+        p.stat("n_object_disk").await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bans_and_purges_issued_before_a_kill_9_still_apply_after_it() {
+    let origin = Origin::start(|s| Reply::ok(&body_of(&s.path)).cc("max-age=3600")).await;
+    let dir = TempDir::new("ban-kill9");
+    let config = binary_config(&dir, origin.addr);
+    let shellac = Proc::start(&config);
+    for i in 0..10 {
+        get(shellac.proxy, &format!("/news/{i}")).await;
+        get(shellac.proxy, &format!("/sport/{i}")).await;
+    }
+    wait_proc_disk_objects(&shellac, 20).await;
+    let purged = request(shellac.proxy, "PURGE", "/sport/9", &[], b"").await;
+    assert_eq!(purged.status, 200);
+    let r = request(shellac.admin, "POST", "/ban", &[], b"req.url ~ ^/news/").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    // Fetched again after the ban: this copy is newer than the ban and must survive it.
+    let again = get(shellac.proxy, "/news/0").await;
+    assert!(
+        again.cache_status().contains("fwd=miss"),
+        "{}",
+        again.cache_status()
+    );
+    // The purged and the banned copy left the disk index at once; the new /news/0 is indexed
+    // once written, and with it the purge's tombstone queued before it.
+    wait_proc_disk_objects(&shellac, 19).await;
+    shellac.kill9();
+
+    let shellac = Proc::start(&config);
+    assert_eq!(shellac.stat("ban_recovered").await, 1);
+    let fetched = origin.count();
+    let r = get(shellac.proxy, "/news/0").await;
+    assert_eq!(r.text(), body_of("/news/0"));
+    assert!(
+        r.cache_status().ends_with("detail=disk"),
+        "stored after the ban: {}",
+        r.cache_status()
+    );
+    for i in 0..9 {
+        let path = format!("/sport/{i}");
+        let r = get(shellac.proxy, &path).await;
+        assert!(
+            r.cache_status().ends_with("detail=disk"),
+            "{path}: {}",
+            r.cache_status()
+        );
+    }
+    assert_eq!(origin.count(), fetched, "no backend fetch for hits");
+    let purged = get(shellac.proxy, "/sport/9").await;
+    assert!(
+        purged.cache_status().contains("fwd=miss"),
+        "purged: {}",
+        purged.cache_status()
+    );
+    let fetched = fetched + 1;
+    for i in 1..10 {
+        let path = format!("/news/{i}");
+        let r = get(shellac.proxy, &path).await;
+        assert_eq!(r.text(), body_of(&path));
+        assert!(
+            r.cache_status().contains("fwd=miss"),
+            "{path} banned: {}",
+            r.cache_status()
+        );
+    }
+    assert_eq!(origin.count(), fetched + 9);
+    assert_eq!(shellac.stat("ban_objects").await, 9);
+    let bans: serde_json::Value =
+        serde_json::from_slice(&get(shellac.admin, "/bans").await.body).unwrap();
+    assert_eq!(bans["bans"][0]["expr"], "req.url ~ ^/news/");
+    assert_eq!(shellac.stat("disk_checksum_fail").await, 0);
+}
+
+fn by_language(s: &Seen) -> Reply {
+    let lang = s
+        .headers
+        .get("accept-language")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("none")
+        .to_string();
+    Reply::ok(&format!("{} in {lang}", s.path))
+        .cc("max-age=3600")
+        .header("vary", "Accept-Language")
+}
+
+async fn get_lang(addr: SocketAddr, lang: &str) -> Resp {
+    get_with(addr, "/page", &[("accept-language", lang)]).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vary_variants_are_hits_right_after_a_clean_restart() {
+    let origin = Origin::start(by_language).await;
+    let dir = TempDir::new("vary-clean");
+    let data = dir.path("cache.dat");
+    let start = || async {
+        Shellac::start(origin.addr, |c| {
+            disk(c, &data, 8 << 20, 1 << 20, Admission::Always)
+        })
+        .await
+    };
+    let shellac = start().await;
+    for lang in ["fr", "de", "en"] {
+        assert_eq!(
+            get_lang(shellac.addr, lang).await.text(),
+            format!("/page in {lang}")
+        );
+    }
+    wait_disk_objects(&shellac, 3).await;
+    shellac.stop().await;
+
+    let shellac = start().await;
+    assert_eq!(shellac.stat("disk_recovered_variants").await, 3);
+    for lang in ["fr", "de", "en"] {
+        let r = get_lang(shellac.addr, lang).await;
+        assert_eq!(r.text(), format!("/page in {lang}"));
+        assert!(
+            r.cache_status().ends_with("detail=disk"),
+            "{lang}: {}",
+            r.cache_status()
+        );
+    }
+    assert_eq!(origin.count(), 3, "every variant answered from disk");
+    // A language never fetched is a miss, and becomes a fourth variant.
+    let it = get_lang(shellac.addr, "it").await;
+    assert_eq!(it.text(), "/page in it");
+    assert!(
+        it.cache_status().contains("fwd=miss"),
+        "{}",
+        it.cache_status()
+    );
+    assert_eq!(origin.count(), 4);
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vary_variants_are_hits_right_after_a_kill_9() {
+    let origin = Origin::start(by_language).await;
+    let dir = TempDir::new("vary-kill9");
+    let config = binary_config(&dir, origin.addr);
+    let shellac = Proc::start(&config);
+    for lang in ["fr", "de"] {
+        get_lang(shellac.proxy, lang).await;
+    }
+    wait_proc_disk_objects(&shellac, 2).await;
+    shellac.kill9();
+
+    let shellac = Proc::start(&config);
+    assert_eq!(shellac.stat("disk_recovered_variants").await, 2);
+    for lang in ["fr", "de"] {
+        let r = get_lang(shellac.proxy, lang).await;
+        assert_eq!(r.text(), format!("/page in {lang}"));
+        assert!(
+            r.cache_status().ends_with("detail=disk"),
+            "{lang}: {}",
+            r.cache_status()
+        );
+    }
+    assert_eq!(origin.count(), 2); // The rebuilt list also lets a PURGE reach every variant on disk.
+    let purged = request(shellac.proxy, "PURGE", "/page", &[], b"").await;
+    assert_eq!(purged.status, 200);
+    assert!(
+        purged.text().contains("purged 2 objects"),
+        "{}",
+        purged.text()
+    );
+    let fr = get_lang(shellac.proxy, "fr").await;
+    assert!(
+        fr.cache_status().contains("fwd=miss"),
+        "{}",
+        fr.cache_status()
+    );
+    assert_eq!(origin.count(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_ban_list_is_detected_and_never_unbans() {
+    use shellac::cache::disk::format::{BAN_SLOT, BLOCK};
+    use std::os::unix::fs::FileExt;
+    let origin = Origin::start(|s| Reply::ok(&body_of(&s.path)).cc("max-age=3600")).await;
+    let dir = TempDir::new("ban-damage");
+    let data = dir.path("cache.dat");
+    let start = || async {
+        Shellac::start(origin.addr, |c| {
+            disk(c, &data, 8 << 20, 1 << 20, Admission::Always)
+        })
+        .await
+    };
+    let scribble = |at: u64| {
+        let file = std::fs::OpenOptions::new().write(true).open(&data).unwrap();
+        file.write_all_at(b"scribble", at + 40).unwrap();
+    };
+    let shellac = start().await;
+    get(shellac.addr, "/news/1").await;
+    get(shellac.addr, "/sport/1").await;
+    wait_disk_objects(&shellac, 2).await;
+    let r = request(shellac.admin, "POST", "/ban", &[], b"req.url ~ ^/news/").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    shellac.stop().await;
+
+    // One copy damaged: detected, and the other copy keeps the ban.
+    scribble(BLOCK);
+    let shellac = start().await;
+    assert_eq!(shellac.stat("disk_checksum_fail").await, 1);
+    assert_eq!(shellac.stat("ban_recovered").await, 1);
+    let news = get(shellac.addr, "/news/1").await;
+    assert!(
+        news.cache_status().contains("fwd=miss"),
+        "{}",
+        news.cache_status()
+    );
+    let sport = get(shellac.addr, "/sport/1").await;
+    assert!(
+        sport.cache_status().ends_with("detail=disk"),
+        "{}",
+        sport.cache_status()
+    );
+    shellac.stop().await;
+
+    // Both copies damaged: which bans existed is unknown, so nothing on disk is served.
+    scribble(BLOCK);
+    scribble(BLOCK + BAN_SLOT);
+    let shellac = start().await;
+    assert_eq!(shellac.stat("disk_reset").await, 1);
+    assert_eq!(shellac.stat("disk_recovered_objects").await, 0);
+    let fetched = origin.count();
+    for path in ["/news/1", "/sport/1"] {
+        let r = get(shellac.addr, path).await;
+        assert!(
+            r.cache_status().contains("fwd=miss"),
+            "{path}: {}",
+            r.cache_status()
+        );
+    }
+    assert_eq!(origin.count(), fetched + 2);
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweeper_retires_a_ban_once_nothing_older_is_on_disk() {
+    // 60 KB fill objects: few requests fill the disk (a miss took ~45 ms in this harness, so
+    // 1,200 small ones took a minute).
+    let origin = Origin::start(|s| {
+        let body = if s.path.starts_with("/fill/") {
+            "x".repeat(60_000)
+        } else {
+            body_of(&s.path)
+        };
+        Reply::ok(&body).cc("max-age=3600")
+    })
+    .await;
+    let dir = TempDir::new("ban-retire");
+    let data = dir.path("cache.dat");
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.invalidation.ban_sweep_interval = Dur(Duration::from_millis(100));
+        disk(c, &data, 4 << 20, 1 << 20, Admission::Always)
+    })
+    .await;
+    get(shellac.addr, "/news/1").await;
+    wait_disk_objects(&shellac, 1).await;
+    let r = request(shellac.admin, "POST", "/ban", &[], b"req.url ~ ^/news/").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    // 6 MB through a 4 MiB disk: every region holding anything older than the ban is
+    // reclaimed.
+    for i in 0..100 {
+        get(shellac.addr, &format!("/fill/{i}")).await;
+    }
+    let mut retired = 0;
+    for _ in 0..400 {
+        retired = shellac.stat("ban_retired").await;
+        if retired == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(retired, 1);
+    assert!(shellac.stat("disk_regions_reclaimed").await >= 1);
+    let bans: serde_json::Value =
+        serde_json::from_slice(&get(shellac.admin, "/bans").await.body).unwrap();
+    assert_eq!(bans["bans"].as_array().map(Vec::len), Some(0));
+    shellac.stop().await;
+    // Not read back: the persisted list was rewritten without it.
+    let shellac = Shellac::start(origin.addr, |c| {
+        disk(c, &data, 4 << 20, 1 << 20, Admission::Always)
+    })
+    .await;
+    assert_eq!(shellac.stat("ban_recovered").await, 0);
+    shellac.stop().await;
+}

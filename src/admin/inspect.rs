@@ -112,10 +112,7 @@ fn describe(proxy: &Proxy, seen: &Inspection, now: Instant) -> Value {
 
 /// One tier's copy of a variant. Durations in whole seconds (rounded down), like `Age`.
 fn copy(o: &Object, now: Instant) -> Value {
-    let text = |v: Option<&http::HeaderValue>| {
-        v.map(|v| Value::from(String::from_utf8_lossy(v.as_bytes()).into_owned()))
-            .unwrap_or(Value::Null)
-    };
+    let text = |v: Option<&str>| v.map(Value::from).unwrap_or(Value::Null);
     json!({
         "status": o.status_code(),
         "state": o.phase(now).as_str(),

@@ -60,7 +60,8 @@ pub(super) async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<sup
     };
     let counters = &proxy.counters;
     match path.as_str() {
-        "/ban" => match proxy.cache.bans.add(&body) {
+        // 200 only once the ban is durable (with a disk tier: the synced ban list holds it).
+        "/ban" => match proxy.cache.ban(&body).await {
             Ok(ban) => {
                 counters.ban_added.inc();
                 json(
@@ -72,9 +73,16 @@ pub(super) async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<sup
                 StatusCode::BAD_REQUEST,
                 serde_json::json!({"error": e.to_string()}),
             ),
-            Err(e @ BanError::Full(_)) => json(
+            Err(e @ BanError::NotDurable(_)) => {
+                counters.ban_added.inc();
+                json(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    serde_json::json!({"error": e.to_string(), "applied": true}),
+                )
+            }
+            Err(e @ (BanError::Full(_) | BanError::PersistFull(_))) => json(
                 StatusCode::SERVICE_UNAVAILABLE,
-                serde_json::json!({"error": e.to_string()}),
+                serde_json::json!({"error": e.to_string(), "applied": false}),
             ),
         },
         "/purge" => {

@@ -2,10 +2,15 @@
 //! applied lazily — an object is checked against the bans newer than itself when it is looked
 //! up — and by a background sweeper that walks the memory tier and retires bans every object
 //! has been checked against. Never a storage scan on the request path. The list is bounded.
+//!
+//! "Newer" is the monotonic clock for objects in memory and, for objects on disk, the position
+//! in the disk tier's write stream (a ban applies to entries written before its position; see
+//! `cache/disk`): clocks do not survive a restart and wall clocks can step backwards.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use http::HeaderName;
 use regex::Regex;
@@ -35,13 +40,20 @@ struct Cond {
     op: Op,
 }
 
+/// Position of a ban not (yet) written to the disk tier: it covers every entry on disk.
+pub const NOT_PERSISTED: u64 = u64::MAX;
+
 /// One ban: a conjunction of conditions, applying to objects stored before it.
 #[derive(Debug)]
 pub struct Ban {
     pub id: u64,
     pub created: Instant,
+    /// Wall clock when the ban was added, ms since the Unix epoch (kept across restarts).
+    pub created_ms: u64,
     pub expr: String,
     conds: Vec<Cond>,
+    /// Position in the disk tier's write stream; disk entries before it are covered.
+    pos: AtomicU64,
 }
 
 impl Ban {
@@ -103,9 +115,23 @@ impl Ban {
         Ok(Ban {
             id,
             created: Instant::now(),
+            created_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
             expr: expr.trim().to_string(),
             conds,
+            pos: AtomicU64::new(NOT_PERSISTED),
         })
+    }
+
+    /// Position in the disk tier's write stream ([`NOT_PERSISTED`] until written).
+    pub fn pos(&self) -> u64 {
+        self.pos.load(Ordering::Acquire)
+    }
+
+    /// Sets the position (the disk writer, when it persists the ban).
+    pub fn set_pos(&self, pos: u64) {
+        self.pos.store(pos, Ordering::Release);
     }
 
     /// Whether this ban removes `object` stored under `key`.
@@ -119,7 +145,7 @@ impl Ban {
                     status = object.status.as_u16().to_string();
                     Some(&status)
                 }
-                Field::ObjHeader(name) => object.headers.get(name).and_then(|v| v.to_str().ok()),
+                Field::ObjHeader(name) => object.headers.get_str(name),
             };
             match (&c.op, value) {
                 (Op::Match(re), Some(v)) => re.is_match(v),
@@ -141,6 +167,16 @@ pub enum BanError {
     Invalid(String),
     #[error("the ban list is full ({0} bans); wait for the sweeper to retire old ones")]
     Full(usize),
+    /// Applied now, but not written to the disk tier: it will not survive a restart.
+    #[error(
+        "ban applied, but it could not be written to the disk cache ({0}); it will not survive a restart"
+    )]
+    NotDurable(String),
+    /// Not applied: the persisted list has no room (its size on disk is bounded).
+    #[error(
+        "ban not applied: the ban list kept by the disk cache is full ({0} bytes); wait for old bans to be retired"
+    )]
+    PersistFull(u64),
 }
 
 /// The active bans, oldest first.
@@ -174,6 +210,54 @@ impl BanList {
         Ok(ban)
     }
 
+    /// Re-adds a ban read back from the disk tier: older than every object stored in this
+    /// process, covering disk entries before `pos`. Bypasses the bound (the caller keeps to it).
+    pub fn restore(&self, expr: &str, created_ms: u64, pos: u64) -> Result<Arc<Ban>, BanError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut ban = Ban::compile(id, expr).map_err(BanError::Invalid)?;
+        ban.created_ms = created_ms;
+        ban.pos = AtomicU64::new(pos);
+        let ban = Arc::new(ban);
+        let mut bans = self.bans.write().unwrap_or_else(|p| p.into_inner());
+        bans.push(ban.clone());
+        self.len.store(bans.len(), Ordering::Relaxed);
+        Ok(ban)
+    }
+
+    /// The bound on active bans.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// Every active ban, oldest first.
+    pub fn snapshot(&self) -> Vec<Arc<Ban>> {
+        self.bans.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Removes one ban (one the disk tier could not persist). True if it was there.
+    pub fn remove(&self, id: u64) -> bool {
+        self.retire_where(|b| b.id == id) == 1
+    }
+
+    /// Drops every ban for which `f` is true; returns how many.
+    pub fn retire_where(&self, f: impl Fn(&Ban) -> bool) -> usize {
+        let mut bans = self.bans.write().unwrap_or_else(|p| p.into_inner());
+        let before = bans.len();
+        bans.retain(|b| !f(b));
+        self.len.store(bans.len(), Ordering::Relaxed);
+        before - bans.len()
+    }
+
+    /// Whether a ban positioned after the disk entry at stream position `pos` matches the
+    /// object read from it. One atomic load when there are no bans.
+    pub fn is_banned_on_disk(&self, pos: u64, key: &CacheKey, object: &Object) -> bool {
+        if self.len.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
+        let bans = self.bans.read().unwrap_or_else(|p| p.into_inner());
+        bans.iter().any(|b| b.pos() > pos && b.matches(key, object))
+    }
+
     /// Whether a ban newer than `object` matches it. One atomic load when there are no bans.
     pub fn is_banned(&self, key: &CacheKey, object: &Object) -> bool {
         if self.len.load(Ordering::Relaxed) == 0 {
@@ -189,11 +273,7 @@ impl BanList {
     /// Drops bans created before `t`: a complete sweep that started at `t` has checked every
     /// object they could apply to.
     pub fn retire_before(&self, t: Instant) -> usize {
-        let mut bans = self.bans.write().unwrap_or_else(|p| p.into_inner());
-        let before = bans.len();
-        bans.retain(|b| b.created >= t);
-        self.len.store(bans.len(), Ordering::Relaxed);
-        before - bans.len()
+        self.retire_where(|b| b.created < t)
     }
 
     pub fn len(&self) -> usize {
@@ -204,11 +284,18 @@ impl BanList {
         self.len() == 0
     }
 
-    /// (id, seconds since creation, expression) of every active ban.
+    /// (id, seconds since creation, expression) of every active ban. The age is by the wall
+    /// clock, so bans read back after a restart show their real age.
     pub fn list(&self) -> Vec<(u64, u64, String)> {
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
         let bans = self.bans.read().unwrap_or_else(|p| p.into_inner());
         bans.iter()
-            .map(|b| (b.id, b.created.elapsed().as_secs(), b.expr.clone()))
+            .map(|b| {
+                let age = now_ms.saturating_sub(b.created_ms) / 1000;
+                (b.id, age, b.expr.clone())
+            })
             .collect()
     }
 }
@@ -256,5 +343,31 @@ mod tests {
         assert!(matches!(list.add("req.url ~ b"), Err(BanError::Full(2))));
         assert_eq!(list.retire_before(Instant::now()), 2);
         assert!(list.is_empty());
+    }
+
+    #[test]
+    fn disk_objects_are_ordered_by_stream_position() {
+        let list = BanList::new(4);
+        let obj = test_object(&[]);
+        let key = CacheKey::new("h", "/news/1");
+        let ban = list.add("req.url ~ ^/news/").unwrap();
+        assert!(
+            list.is_banned_on_disk(1 << 40, &key, &obj),
+            "not yet persisted: covers every disk entry"
+        );
+        ban.set_pos(1000);
+        assert!(list.is_banned_on_disk(999, &key, &obj));
+        assert!(!list.is_banned_on_disk(1000, &key, &obj));
+        assert!(!list.is_banned_on_disk(5, &CacheKey::new("h", "/sport"), &obj));
+        let restored = list.restore("req.url ~ ^/sport", 7, 50).unwrap();
+        assert_eq!(restored.created_ms, 7);
+        assert!(list.is_banned_on_disk(49, &CacheKey::new("h", "/sport"), &obj));
+        assert!(
+            !list.is_banned(&CacheKey::new("h", "/sport"), &test_object(&[])),
+            "older than objects stored in this process"
+        );
+        assert!(list.remove(ban.id));
+        assert!(!list.remove(ban.id));
+        assert_eq!(list.snapshot().len(), 1);
     }
 }

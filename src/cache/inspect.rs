@@ -154,7 +154,7 @@ impl Object {
     pub fn header_bytes(&self) -> u64 {
         self.headers
             .iter()
-            .map(|(k, v)| (k.as_str().len() + v.len() + 4) as u64)
+            .map(|(k, v)| (k.len() + v.len() + 4) as u64)
             .sum()
     }
 

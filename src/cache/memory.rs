@@ -155,7 +155,7 @@ mod tests {
         Arc::new(Object {
             status: http::StatusCode::OK,
             headers: Default::default(),
-            body: crate::cache::Body::Memory(vec![Bytes::from(vec![b'x'; size])]),
+            body: crate::cache::Body::Memory(smallvec::smallvec![Bytes::from(vec![b'x'; size])]),
             body_len: size as u64,
             vary: vec![],
             initial_age: Duration::ZERO,

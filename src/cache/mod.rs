@@ -6,6 +6,7 @@
 pub mod ban;
 pub mod busy;
 pub mod disk;
+pub mod fields;
 pub mod inspect;
 pub mod memory;
 pub mod policy;
@@ -21,6 +22,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+
+pub use fields::StoredFields;
 
 /// The primary cache key: a structured tuple, never a concatenated string, so two different
 /// requests cannot collide into one key.
@@ -80,13 +83,18 @@ pub const OBJECT_OVERHEAD: u64 = std::mem::size_of::<Object>() as u64 + 128;
 /// Bytes a header map spends per field beyond name and value (bucket, index slot, `Bytes`).
 const FIELD_OVERHEAD: usize = 96;
 
+/// Body chunks in memory. Most stored bodies are one chunk: it is kept inline, not in a
+/// second allocation (bench/RESULTS.md, "memory per object").
+pub type Chunks = smallvec::SmallVec<[Bytes; 1]>;
+
 /// Where a stored body is.
 #[derive(Clone, Debug)]
 pub enum Body {
     /// In memory, in chunks (one chunk for small bodies).
-    Memory(Vec<Bytes>),
-    /// On disk, read and verified chunk by chunk while it is sent (large objects).
-    Disk(disk::DiskBody),
+    Memory(Chunks),
+    /// On disk, read and verified chunk by chunk while it is sent (large objects). Boxed: the
+    /// handle is twice the size of the in-memory variant, and most objects are in memory.
+    Disk(Box<disk::DiskBody>),
 }
 
 /// What the tiers remember about an object besides the response itself.
@@ -121,8 +129,8 @@ impl TierState {
 #[derive(Debug)]
 pub struct Object {
     pub status: StatusCode,
-    /// Stored header fields (hop-by-hop removed); `Age` is computed on delivery.
-    pub headers: HeaderMap,
+    /// Stored header fields (hop-by-hop removed), in one block; `Age` is computed on delivery.
+    pub headers: StoredFields,
     pub body: Body,
     pub body_len: u64,
     /// Request header values this object was selected by (`Vary`), as (name, value) pairs.
@@ -143,7 +151,8 @@ pub struct Object {
     /// `Content-Length` and `Via`, cache-only fields removed, and `Age` / `Cache-Status`
     /// placeholders, so a hit clones one map and replaces two values in place instead of
     /// growing and rehashing it (see bench/RESULTS.md, "hit path").
-    pub prepared: std::sync::OnceLock<HeaderMap>,
+    /// Boxed: an object that is never hit pays one pointer for it, not a whole map.
+    pub prepared: std::sync::OnceLock<Box<HeaderMap>>,
     /// When the response head arrived (monotonic).
     pub stored_at: Instant,
     /// Tier bookkeeping (admission, promotion).
@@ -180,13 +189,13 @@ impl Object {
     }
 
     /// The stored `ETag`, if any.
-    pub fn etag(&self) -> Option<&HeaderValue> {
-        self.headers.get(http::header::ETAG)
+    pub fn etag(&self) -> Option<&str> {
+        self.headers.get_str(&http::header::ETAG)
     }
 
     /// The stored `Last-Modified`, if any.
-    pub fn last_modified(&self) -> Option<&HeaderValue> {
-        self.headers.get(http::header::LAST_MODIFIED)
+    pub fn last_modified(&self) -> Option<&str> {
+        self.headers.get_str(&http::header::LAST_MODIFIED)
     }
 
     /// Freshness left, zero once stale.
@@ -250,14 +259,12 @@ impl Object {
 
     /// Bytes charged against the memory budget.
     pub fn weight(&self) -> u64 {
-        // Twice: the stored fields and the prepared copy a hit is served from (plus its four
-        // added fields).
-        let fields: usize = self
-            .headers
-            .iter()
-            .map(|(k, v)| k.as_str().len() + v.len() + FIELD_OVERHEAD)
-            .sum();
-        let headers = 2 * fields + 4 * (FIELD_OVERHEAD + 24);
+        // The block, plus the two maps a hit may build from it (the prepared delivery map with
+        // its four added fields, and the stored fields as a map for conditional and range
+        // requests): charged up front so the budget holds however the object is used, although
+        // an object that is never hit costs only its block.
+        let fields = self.headers.len();
+        let headers = self.headers.block_len() + (2 * fields + 4) * FIELD_OVERHEAD + 4 * 24;
         // A body left on disk costs the memory tier nothing but its handle.
         let body = match &self.body {
             Body::Memory(_) => self.body_len,
@@ -309,6 +316,8 @@ pub struct StorageStats {
 /// A future returned by [`Storage::lookup_io`].
 pub type LookupFuture<'a> = Pin<Box<dyn Future<Output = Option<Arc<Object>>> + Send + 'a>>;
 
+/// A future returned by [`Storage::persist_ban`].
+pub type BanFuture = Pin<Box<dyn Future<Output = Result<(), ban::BanError>> + Send>>;
 /// A future returned by [`Storage::inspect`]: the copy in each tier holding a key, top first.
 pub type InspectFuture<'a> =
     Pin<Box<dyn Future<Output = Vec<(&'static str, Arc<Object>)>> + Send + 'a>>;
@@ -345,6 +354,21 @@ pub trait Storage: Send + Sync + 'static {
     fn scan(&self, _f: &mut dyn FnMut(&CacheKey, &Arc<Object>)) -> bool {
         false
     }
+    /// Makes a ban just added to the list durable; resolves once it is (tiers that keep
+    /// nothing across a restart: at once).
+    fn persist_ban(&self, _ban: Arc<ban::Ban>) -> BanFuture {
+        Box::pin(std::future::ready(Ok(())))
+    }
+    /// After a [`Storage::scan`] that started at `before` but did not visit every object:
+    /// retires the bans the tiers it did not visit no longer need. Blocking. Default: none.
+    fn retire_bans(&self, _before: Instant) -> usize {
+        0
+    }
+    /// Variant keys (with the `Vary` names of each) found in persistent storage at start-up,
+    /// oldest first; handed over once. Default: none.
+    fn recovered_variants(&self) -> Vec<(CacheKey, Vec<HeaderName>)> {
+        Vec::new()
+    }
 }
 
 /// The cache as the request path sees it: a storage tier, the hit-for-miss memory and the
@@ -356,8 +380,8 @@ pub struct Cache {
     /// Primary key → the URL's Vary field names and stored variants.
     vary_index: quick_cache::sync::Cache<CacheKey, Arc<vary::VaryIndex>>,
     max_variants: usize,
-    /// Active bans, checked at lookup.
-    pub bans: ban::BanList,
+    /// Active bans, checked at lookup (shared with a disk tier, which persists them).
+    pub bans: Arc<ban::BanList>,
     /// Surrogate key → URLs.
     pub tags: tags::TagIndex,
 }
@@ -374,22 +398,36 @@ pub const HIT_FOR_MISS_CAPACITY: usize = 65_536;
 pub const VARY_INDEX_CAPACITY: usize = 262_144;
 
 impl Cache {
+    /// The cache over `storage`; the variant lists of URLs found in persistent storage are
+    /// rebuilt at once (see [`Cache::restore_variants`]).
     pub fn new(storage: Arc<dyn Storage>, max_variants: usize) -> Cache {
-        Cache {
+        let cache = Cache {
             storage,
             busy: Arc::new(busy::BusyTable::default()),
             hit_for_miss: quick_cache::sync::Cache::new(HIT_FOR_MISS_CAPACITY),
             vary_index: quick_cache::sync::Cache::new(VARY_INDEX_CAPACITY),
             max_variants,
-            bans: ban::BanList::new(DEFAULT_MAX_BANS),
+            bans: Arc::new(ban::BanList::new(DEFAULT_MAX_BANS)),
             tags: tags::TagIndex::default(),
-        }
+        };
+        let variants = cache.storage.recovered_variants();
+        cache.restore_variants(variants);
+        cache
     }
 
-    /// Sets the bound on active bans (`invalidation.max_bans`).
-    pub fn with_max_bans(mut self, max: usize) -> Cache {
-        self.bans = ban::BanList::new(max);
+    /// Uses `bans` (shared with the storage that persists them) as the ban list.
+    pub fn with_bans(mut self, bans: Arc<ban::BanList>) -> Cache {
+        self.bans = bans;
         self
+    }
+
+    /// Adds a ban and waits until the storage has made it durable. Errors: the expression is
+    /// invalid, the list is full, or the ban could not be persisted (`NotDurable`: applied
+    /// anyway; `PersistFull`: not applied).
+    pub async fn ban(&self, expr: &str) -> Result<Arc<ban::Ban>, ban::BanError> {
+        let ban = self.bans.add(expr)?;
+        self.storage.persist_ban(ban.clone()).await?;
+        Ok(ban)
     }
 
     /// The object stored under `key` in any tier (memory first, then tiers that need I/O).
@@ -470,7 +508,7 @@ impl Cache {
         let retired = if complete {
             self.bans.retire_before(started)
         } else {
-            0
+            self.storage.retire_bans(started)
         };
         (banned.len(), retired)
     }
@@ -497,11 +535,13 @@ impl Cache {
 pub fn test_object(headers: &[(&str, &str)]) -> Object {
     Object {
         status: StatusCode::OK,
-        headers: headers
-            .iter()
-            .map(|(k, v)| (k.parse().unwrap(), v.parse().unwrap()))
-            .collect(),
-        body: Body::Memory(vec![Bytes::from_static(b"x")]),
+        headers: StoredFields::from_map(
+            &headers
+                .iter()
+                .map(|(k, v)| (k.parse().unwrap(), v.parse().unwrap()))
+                .collect(),
+        ),
+        body: Body::Memory(smallvec::smallvec![Bytes::from_static(b"x")]),
         body_len: 1,
         vary: vec![],
         initial_age: Duration::ZERO,

@@ -14,10 +14,16 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
+use http::HeaderName;
+
+use super::ban::{Ban, BanError};
 use super::disk::{DiskStorage, format};
 use super::memory::{EvictHook, MemoryStorage};
-use super::{Body, CacheKey, InspectFuture, LookupFuture, Object, Storage, StorageStats};
+use super::{
+    BanFuture, Body, CacheKey, InspectFuture, LookupFuture, Object, Storage, StorageStats,
+};
 use crate::config::Admission;
 use crate::stats::Counters;
 
@@ -76,11 +82,28 @@ impl Tiered {
 }
 
 impl Storage for Tiered {
-    /// Visits the memory tier only: objects on disk are checked against bans when looked up,
-    /// so bans are not retired while a disk tier exists.
+    /// Visits the memory tier only: objects on disk are checked against bans when read (by
+    /// their position in the write stream), and bans are retired by [`Storage::retire_bans`].
     fn scan(&self, f: &mut dyn FnMut(&CacheKey, &Arc<Object>)) -> bool {
         self.memory.scan(f);
         false
+    }
+
+    fn persist_ban(&self, ban: Arc<Ban>) -> BanFuture {
+        let disk = self.disk.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || disk.persist_ban(ban))
+                .await
+                .unwrap_or_else(|e| Err(BanError::NotDurable(e.to_string())))
+        })
+    }
+
+    fn retire_bans(&self, before: Instant) -> usize {
+        self.disk.retire_bans(before)
+    }
+
+    fn recovered_variants(&self) -> Vec<(CacheKey, Vec<HeaderName>)> {
+        self.disk.take_variants()
     }
 
     fn name(&self) -> &'static str {

@@ -3,10 +3,12 @@
 //! the request's values for those fields. Objects keep their exact selection, so a hash
 //! collision can only cause a miss, never the wrong variant.
 
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use http::{HeaderMap, HeaderName};
+use xxhash_rust::xxh3::Xxh3;
 
 use super::{Cache, CacheKey, Object, normalised_value};
 
@@ -20,8 +22,10 @@ pub struct VaryIndex {
 
 /// The secondary key for `request` under `names`. Never 0 (0 means "no Vary").
 pub fn variant_hash(names: &[HeaderName], request: &HeaderMap) -> u64 {
-    // DefaultHasher::new() has fixed keys: the same variant hashes the same across restarts.
-    let mut h = DefaultHasher::new();
+    // A specified hash (xxh3, seed 0), not std's DefaultHasher (which may change between Rust
+    // releases): variant keys are stored on disk and must hash the same after a restart or
+    // an upgrade.
+    let mut h = Xxh3::new();
     for name in names {
         name.as_str().hash(&mut h);
         let mut values = request.get_all(name).iter();
@@ -110,6 +114,42 @@ impl Cache {
         key
     }
 
+    /// Rebuilds the variant lists of URLs from variant keys found in persistent storage (oldest
+    /// first) with the `Vary` names of each: a URL's newest names win (variants stored under
+    /// other names are unreachable and removed), and at most `max_variants` per URL are kept
+    /// (the oldest removed), as [`Cache::store`] would have left them.
+    pub fn restore_variants(&self, found: Vec<(CacheKey, Vec<HeaderName>)>) {
+        if found.is_empty() {
+            return;
+        }
+        let mut urls: HashMap<CacheKey, VaryIndex> = HashMap::new();
+        let mut order = Vec::new();
+        for (key, names) in found {
+            let primary = key.primary();
+            let index = urls.entry(primary.clone()).or_insert_with(|| {
+                order.push(primary.clone());
+                VaryIndex::default()
+            });
+            if index.names != names {
+                for v in index.variants.drain(..) {
+                    self.storage.remove(&primary.with_variant(v));
+                }
+                index.names = names;
+            }
+            index.variants.retain(|v| *v != key.variant);
+            index.variants.push(key.variant);
+            while index.variants.len() > self.max_variants {
+                let oldest = index.variants.remove(0);
+                self.storage.remove(&primary.with_variant(oldest));
+            }
+        }
+        for primary in order {
+            if let Some(index) = urls.remove(&primary) {
+                self.vary_index.insert(primary, Arc::new(index));
+            }
+        }
+    }
+
     /// Removes every variant of a URL. Returns how many objects were removed.
     pub fn purge(&self, primary: &CacheKey) -> usize {
         let mut removed = self.storage.remove(primary) as usize;
@@ -143,7 +183,7 @@ mod tests {
         Arc::new(Object {
             status: http::StatusCode::OK,
             headers: Default::default(),
-            body: crate::cache::Body::Memory(vec![Bytes::from(lang.to_string())]),
+            body: crate::cache::Body::Memory(smallvec::smallvec![Bytes::from(lang.to_string())]),
             body_len: lang.len() as u64,
             vary: vec![(
                 HeaderName::from_static("accept-language"),

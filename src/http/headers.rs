@@ -10,16 +10,22 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 pub const VIA: &str = "1.1 shellac";
 
 /// Hop-by-hop fields (RFC 9110 §7.6.1) plus the legacy ones proxies remove in practice.
-const HOP_BY_HOP: [&str; 8] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "proxy-authorization",
+/// `HeaderName` constants, not `&str`: a `&str` name is parsed and hashed again on every map
+/// operation, and this list is applied to every backend request and response.
+const HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+    header::PROXY_AUTHORIZATION,
 ];
+
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 
 /// Fields that ask an origin framework to route or treat a request as something other than
 /// what the cache keyed it on (IIS/Symfony/Zend URL rewrites, method overrides). Removed from
@@ -79,29 +85,38 @@ pub fn sanitize_request(headers: &mut HeaderMap, trusted: bool) {
 /// set them), `Forwarded` (RFC 7239, appended) and `Via`. Untrusted inbound values were removed
 /// by [`sanitize_request`].
 pub fn add_forwarding(headers: &mut HeaderMap, client: IpAddr) {
-    append_forwarded_for(headers, client);
+    let text = ip_text(client);
+    append_forwarded_for_text(headers, &text);
     let host = headers.get(header::HOST).cloned();
-    if !headers.contains_key("x-forwarded-host")
+    if !headers.contains_key(X_FORWARDED_HOST)
         && let Some(h) = &host
     {
-        headers.insert("x-forwarded-host", h.clone());
+        headers.insert(X_FORWARDED_HOST, h.clone());
     }
-    if !headers.contains_key("x-forwarded-proto") {
-        headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
+    if !headers.contains_key(X_FORWARDED_PROTO) {
+        headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
     }
-    let client = client.to_canonical();
-    let node = if client.is_ipv6() {
-        format!("for=\"[{client}]\"")
-    } else {
-        format!("for={client}")
-    };
+    // RFC 7239: `for=` (IPv6 quoted and bracketed), `host=` quoted, `proto=`.
     let host = host
         .as_ref()
         .and_then(|h| h.to_str().ok())
-        .filter(|h| !h.is_empty())
-        .map(|h| format!(";host=\"{h}\""))
-        .unwrap_or_default();
-    if let Ok(v) = HeaderValue::from_str(&format!("{node}{host};proto=http")) {
+        .filter(|h| !h.is_empty());
+    let mut forwarded = String::with_capacity(text.len() + host.map_or(0, str::len) + 32);
+    if client.to_canonical().is_ipv6() {
+        forwarded.push_str("for=\"[");
+        forwarded.push_str(&text);
+        forwarded.push_str("]\"");
+    } else {
+        forwarded.push_str("for=");
+        forwarded.push_str(&text);
+    }
+    if let Some(h) = host {
+        forwarded.push_str(";host=\"");
+        forwarded.push_str(h);
+        forwarded.push('"');
+    }
+    forwarded.push_str(";proto=http");
+    if let Ok(v) = HeaderValue::from_str(&forwarded) {
         headers.append(header::FORWARDED, v);
     }
     append_via(headers);
@@ -136,6 +151,10 @@ pub fn upgrade_request(
 
 /// Removes hop-by-hop fields, including every field named in `Connection`.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Usually there is none: one pass over the (few) names instead of eight removals.
+    if !headers.keys().any(|k| HOP_BY_HOP.contains(k)) {
+        return;
+    }
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -146,26 +165,48 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     for name in named {
         headers.remove(name);
     }
-    for name in HOP_BY_HOP {
+    for name in &HOP_BY_HOP {
         headers.remove(name);
+    }
+}
+
+/// The client address as text (IPv4-mapped IPv6 shown as IPv4). IPv4 without `fmt`: every
+/// backend request carries it twice (`X-Forwarded-For`, `Forwarded`).
+pub fn ip_text(ip: IpAddr) -> String {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => {
+            let mut s = String::with_capacity(15);
+            let mut digits = itoa::Buffer::new();
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    s.push('.');
+                }
+                s.push_str(digits.format(octet));
+            }
+            s
+        }
+        ip => ip.to_string(),
     }
 }
 
 /// Appends the client address to `X-Forwarded-For` (one combined field line).
 pub fn append_forwarded_for(headers: &mut HeaderMap, client: IpAddr) {
-    let client = client.to_canonical().to_string();
+    append_forwarded_for_text(headers, &ip_text(client));
+}
+
+fn append_forwarded_for_text(headers: &mut HeaderMap, client: &str) {
     let prior: Vec<&str> = headers
-        .get_all("x-forwarded-for")
+        .get_all(X_FORWARDED_FOR)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .collect();
     let value = if prior.is_empty() {
-        client
+        client.to_owned()
     } else {
         format!("{}, {client}", prior.join(", "))
     };
     if let Ok(v) = HeaderValue::from_str(&value) {
-        headers.insert("x-forwarded-for", v);
+        headers.insert(X_FORWARDED_FOR, v);
     }
 }
 

@@ -63,6 +63,11 @@ macro_rules! violations {
                 match self { $( Violation::$name => $word, )* }
             }
 
+            /// The access-log / `shellac log` reason: `refused:` and the word.
+            pub fn refused_reason(self) -> &'static str {
+                match self { $( Violation::$name => concat!("refused:", $word), )* }
+            }
+
             /// The status Shellac answers with.
             pub fn status(self) -> u16 {
                 match self { $( Violation::$name => $status, )* }
@@ -130,36 +135,24 @@ pub struct Head {
     pub upgrade: bool,
 }
 
-/// RFC 9110 §5.6.2 tchar.
-const fn tchar_table() -> [bool; 256] {
+/// A byte table: ASCII letters and digits, plus `extra`.
+const fn alnum_and(extra: &[u8]) -> [bool; 256] {
     let mut t = [false; 256];
     let mut i = 0;
     while i < 256 {
-        let b = i as u8;
-        t[i] = b.is_ascii_alphanumeric()
-            || matches!(
-                b,
-                b'!' | b'#'
-                    | b'$'
-                    | b'%'
-                    | b'&'
-                    | b'\''
-                    | b'*'
-                    | b'+'
-                    | b'-'
-                    | b'.'
-                    | b'^'
-                    | b'_'
-                    | b'`'
-                    | b'|'
-                    | b'~'
-            );
+        t[i] = (i as u8).is_ascii_alphanumeric();
         i += 1;
+    }
+    let mut j = 0;
+    while j < extra.len() {
+        t[extra[j] as usize] = true;
+        j += 1;
     }
     t
 }
 
-static TCHAR: [bool; 256] = tchar_table();
+/// RFC 9110 §5.6.2 tchar.
+static TCHAR: [bool; 256] = alnum_and(b"!#$%&'*+-.^_`|~");
 
 #[inline]
 fn is_tchar(b: u8) -> bool {
@@ -225,35 +218,7 @@ const fn target_table() -> [bool; 256] {
 static TARGET: [bool; 256] = target_table();
 
 /// reg-name characters other than `%` (RFC 3986 §3.2.2): unreserved and sub-delims.
-const fn reg_name_table() -> [bool; 256] {
-    let mut t = [false; 256];
-    let mut i = 0;
-    while i < 256 {
-        let b = i as u8;
-        t[i] = b.is_ascii_alphanumeric()
-            || matches!(
-                b,
-                b'-' | b'.'
-                    | b'_'
-                    | b'~'
-                    | b'!'
-                    | b'$'
-                    | b'&'
-                    | b'\''
-                    | b'('
-                    | b')'
-                    | b'*'
-                    | b'+'
-                    | b','
-                    | b';'
-                    | b'='
-            );
-        i += 1;
-    }
-    t
-}
-
-static REG_NAME: [bool; 256] = reg_name_table();
+static REG_NAME: [bool; 256] = alnum_and(b"-._~!$&'()*+,;=");
 
 #[inline]
 fn is_target_byte(b: u8) -> bool {
@@ -318,12 +283,19 @@ pub fn check_head(head: &[u8], limits: &Limits) -> Result<Head, Violation> {
     }
 }
 
+/// Whether a request line whose LF has not arrived yet is already longer than `max`. Its last
+/// byte may be the CR that ends it: a line of exactly `max` bytes must not be refused because
+/// its CR and LF came in different reads.
+pub(crate) fn partial_line_too_long(partial: &[u8], max: usize) -> bool {
+    partial.len() - usize::from(partial.last() == Some(&b'\r')) > max
+}
+
 /// Parses the head at the start of `data` in one pass: `Some((length, head))` once its blank
 /// line is in `data`, `None` while it is incomplete (with every complete line already checked),
 /// or the first rule it breaks.
 pub fn parse_head(data: &[u8], limits: &Limits) -> Result<Option<(usize, Head)>, Violation> {
     let Some(first) = memchr::memchr(b'\n', data) else {
-        return if data.len() > limits.max_request_line {
+        return if partial_line_too_long(data, limits.max_request_line) {
             Err(Violation::UriTooLong)
         } else {
             Ok(None)
@@ -462,6 +434,16 @@ pub fn parse_head(data: &[u8], limits: &Limits) -> Result<Option<(usize, Head)>,
             upgrade: upgrade_field && connection_upgrade && framing == Framing::None,
         },
     )))
+}
+
+/// The request line at the start of `data` (without its CRLF) when it is complete, at most
+/// `max` bytes and valid: what the access log shows of a refused request (else `-`).
+pub fn valid_request_line(data: &[u8], max: usize) -> Option<&[u8]> {
+    let window = &data[..data.len().min(max.saturating_add(2))];
+    let end = memchr::memchr(b'\n', window)?;
+    let line = data[..end].strip_suffix(b"\r")?;
+    request_line(line).ok()?;
+    Some(line)
 }
 
 /// `method SP request-target SP HTTP-version`. Returns whether it is HTTP/1.0.

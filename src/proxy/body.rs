@@ -89,7 +89,7 @@ impl ResponseBody {
         let remaining = object.body_len;
         if let StoredBody::Disk(disk) = &object.body {
             return ResponseBody::new(Kind::Disk {
-                reader: DiskReader::new(disk.clone()),
+                reader: DiskReader::new((**disk).clone()),
                 remaining,
             });
         }
@@ -139,6 +139,11 @@ impl ResponseBody {
     pub fn recorded(mut self, record: Box<Record>) -> ResponseBody {
         self.record = Some(record);
         self
+    }
+
+    /// Takes the transaction record back (it is then not queued when this body ends).
+    pub fn take_record(&mut self) -> Option<Box<Record>> {
+        self.record.take()
     }
 
     /// Keeps `guard` alive until the body is finished or dropped.

@@ -64,7 +64,7 @@ pub fn object(
         Answer::NotModified => {
             let mut h = HeaderMap::new();
             for name in NOT_MODIFIED_FIELDS {
-                for v in object.headers.get_all(&name) {
+                for v in object.headers.map().get_all(&name) {
                     h.append(name.clone(), v.clone());
                 }
             }
@@ -77,7 +77,7 @@ pub fn object(
                 false,
             );
         }
-        _ => object.headers.clone(),
+        _ => object.headers.to_map(),
     };
     headers.insert(header::AGE, age_value(object.age(now).as_secs()));
     let (status, body) = match answer {
@@ -168,16 +168,19 @@ fn full(
     let mut headers = object
         .prepared
         .get_or_init(|| {
-            let mut h = object.headers.clone();
-            for name in SURROGATE_ONLY {
-                h.remove(name);
+            let mut h = HeaderMap::with_capacity(object.headers.len() + 4);
+            for (name, value) in object.headers.header_pairs() {
+                if !SURROGATE_ONLY.contains(&name) {
+                    h.append(name, value);
+                }
             }
             h.insert(header::CONTENT_LENGTH, HeaderValue::from(object.body_len));
             h.append(header::VIA, HeaderValue::from_static(VIA));
             h.insert(header::AGE, HeaderValue::from_static("0"));
             h.insert(CACHE_STATUS, HeaderValue::from_static("shellac"));
-            h
+            Box::new(h)
         })
+        .as_ref()
         .clone();
     headers.insert(header::AGE, age_value(object.age(now).as_secs()));
     if let Ok(v) = HeaderValue::from_str(cache_status) {

@@ -16,7 +16,7 @@ use super::send::{self, SendFailure};
 use crate::backend::BackendBody;
 use crate::cache::busy::{BusyHead, BusyObject, LeaderGuard};
 use crate::cache::policy::{self, NoCacheReason};
-use crate::cache::{Body, CacheKey, Object, VarySelection};
+use crate::cache::{Body, CacheKey, Object, StoredFields, VarySelection};
 use crate::http::headers;
 
 /// Sends the backend request for `mode` and turns the answer into the next step.
@@ -40,8 +40,8 @@ pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
 
     let (guard, detail) = match mode {
         FetchMode::Pass(reason) => return pass(txn, reason, parts, body),
-        FetchMode::Miss(guard) => (Some(guard), String::new()),
-        FetchMode::Alone(why) => (None, format!("; detail={why}")),
+        FetchMode::Miss(guard) => (Some(guard), None),
+        FetchMode::Alone(why) => (None, Some(why)),
     };
     let Some(primary) = txn.key.clone() else {
         return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-key");
@@ -154,7 +154,13 @@ pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
         head_headers,
         body,
         content_length,
-        &format!("shellac; fwd=miss; stored{detail}"),
+        // The common case without formatting (this runs for every miss).
+        &match detail {
+            None => std::borrow::Cow::Borrowed("shellac; fwd=miss; stored"),
+            Some(why) => {
+                std::borrow::Cow::Owned(format!("shellac; fwd=miss; stored; detail={why}"))
+            }
+        },
     ))
 }
 
@@ -254,7 +260,7 @@ fn revalidated(
 ) -> Step {
     let proxy = txn.proxy;
     proxy.counters.cache_revalidated.inc();
-    let mut headers = stale.headers.clone();
+    let mut headers = stale.headers.to_map();
     for name in parts.headers.keys() {
         if name == header::CONTENT_LENGTH || name == header::CONTENT_RANGE {
             continue;
@@ -280,7 +286,7 @@ fn revalidated(
             headers.remove(header::AGE);
             let object = Arc::new(Object {
                 status: stale.status,
-                headers: super::fill::compact(&headers),
+                headers: StoredFields::from_map(&headers),
                 body: stale.body.clone(),
                 body_len: stale.body_len,
                 vary: stale.vary.clone(),
@@ -304,7 +310,7 @@ fn revalidated(
             // Validated, but no longer storable: deliver this once and forget the copy.
             proxy.cache.purge(primary);
             let object = Arc::new(Object {
-                headers,
+                headers: StoredFields::from_map(&headers),
                 ttl: std::time::Duration::ZERO,
                 stored_at,
                 ..clone_object(&stale)
@@ -323,7 +329,7 @@ fn revalidated(
         let busy = guard.object();
         busy.set_head(BusyHead {
             status: object.status,
-            headers: object.headers.clone(),
+            headers: object.headers.to_map(),
             content_length: Some(object.body_len),
             vary: object.vary.clone(),
         });

@@ -5,14 +5,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use http::{HeaderMap, HeaderValue, StatusCode};
+use http::{HeaderMap, StatusCode};
 use http_body_util::BodyExt;
 
 use super::Proxy;
 use crate::backend::BackendBody;
 use crate::cache::busy::{BusyObject, LeaderGuard};
 use crate::cache::policy::StorePlan;
-use crate::cache::{Body, CacheKey, Object, VarySelection};
+use crate::cache::{Body, CacheKey, Object, StoredFields, VarySelection};
 
 /// Bodies up to this size are stored as one contiguous chunk; larger ones in pieces this big.
 const STORE_CHUNK: usize = 64 * 1024;
@@ -76,8 +76,8 @@ impl Fill {
             let body = rechunk(busy.chunks(), total);
             let object = Object {
                 status: self.status,
-                headers: compact(&self.headers),
-                body: Body::Memory(body),
+                headers: StoredFields::from_map(&self.headers),
+                body: Body::Memory(body.into_iter().collect()),
                 body_len: total,
                 vary: self.vary,
                 initial_age: self.plan.initial_age,
@@ -127,22 +127,10 @@ fn rechunk(chunks: Vec<Bytes>, total: u64) -> Vec<Bytes> {
     out
 }
 
-/// A copy of `headers` whose values own their bytes: values parsed by hyper are slices of the
-/// read buffer, and a stored object must not pin it (see `rechunk`).
-pub(super) fn compact(headers: &HeaderMap) -> HeaderMap {
-    let mut out = HeaderMap::with_capacity(headers.len());
-    for (name, value) in headers {
-        let mut v = HeaderValue::from_maybe_shared(Bytes::copy_from_slice(value.as_bytes()))
-            .unwrap_or_else(|_| value.clone());
-        v.set_sensitive(value.is_sensitive());
-        out.append(name.clone(), v);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::HeaderValue;
 
     /// Regression: a stored small body kept a slice of hyper's read buffer alive (RSS 41% over
     /// `cache.memory_size`). Small bodies and header values are copied out.
@@ -166,10 +154,11 @@ mod tests {
             "content-type",
             HeaderValue::from_maybe_shared(raw.slice(0..24)).unwrap(),
         );
-        let c = compact(&h);
-        assert_eq!(c["content-type"], "text/html; charset=utf-8");
+        // Stored fields are copied into their own block (StoredFields), never sliced.
+        let c = StoredFields::from_map(&h);
+        assert_eq!(c.map()["content-type"], "text/html; charset=utf-8");
         assert_ne!(
-            c["content-type"].as_bytes().as_ptr(),
+            c.map()["content-type"].as_bytes().as_ptr(),
             h["content-type"].as_bytes().as_ptr()
         );
     }

@@ -13,7 +13,7 @@ pub mod partial;
 mod refresh;
 mod send;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -22,16 +22,22 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 
 use crate::backend::director::Backends;
+use crate::cache::ban::BanList;
 use crate::cache::disk::DiskStorage;
 use crate::cache::memory::MemoryStorage;
 use crate::cache::tiered::Tiered;
 use crate::cache::{Cache, Storage};
 use crate::config::Config;
 use crate::history::{History, Sample};
+use crate::http::strict::Violation;
 use crate::rules::Rules;
 use crate::stats::Counters;
 use crate::txlog::{self, Format, Recorder};
 pub use body::ResponseBody;
+
+/// The log reason of a connection refused at `server.max_connections` (the `Cache-Status`
+/// detail of its 503 is `max-connections`).
+pub const MAX_CONNECTIONS_REASON: &str = "refused:max-connections";
 
 /// Everything a request needs, shared by all connections.
 pub struct Proxy {
@@ -70,7 +76,10 @@ impl Proxy {
             (config.cache.memory_size.0, config.cache.max_object_size.0);
         // The memory tier never holds more than it can (its shards are sized by this).
         let memory_max = max_object.min(memory_size);
-        let disk = config.storage.disk.as_ref().and_then(|d| match DiskStorage::open(d, counters.clone()) {
+        // Shared with the disk tier, which reads persisted bans back into it and persists new
+        // ones.
+        let bans = Arc::new(BanList::new(config.invalidation.max_bans));
+        let disk = config.storage.disk.as_ref().and_then(|d| match DiskStorage::open(d, counters.clone(), bans.clone()) {
             Ok(disk) => Some((disk, d.admission)),
             Err(e) => {
                 counters.disk_io_error.inc();
@@ -107,10 +116,7 @@ impl Proxy {
             counters.clone(),
         )?;
         Ok(Arc::new(Proxy {
-            cache: Arc::new(
-                Cache::new(storage, config.cache.max_variants)
-                    .with_max_bans(config.invalidation.max_bans),
-            ),
+            cache: Arc::new(Cache::new(storage, config.cache.max_variants).with_bans(bans)),
             backends,
             rules,
             counters,
@@ -178,11 +184,59 @@ impl Proxy {
         fsm::run(self, req, client).await
     }
 
-    /// The answer to a request refused before it reached the state machine (strict parsing,
-    /// limits): `status` with `detail` and `Connection: close`. Never cached, never logged.
+    /// A generated error answer: `status` with `detail` (in `Cache-Status`) and
+    /// `Connection: close`. Never cached; not logged by itself (see [`Proxy::refuse_request`]).
     pub fn refuse(&self, status: u16, detail: &str) -> Response<ResponseBody> {
         let status = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::BAD_REQUEST);
         deliver::synth(status, detail, true)
+    }
+
+    /// The answer to a request the strict parser refused (framing, fields, limits): the
+    /// violation's status, `Connection: close`. Counted in `client_refused`; logged (access log,
+    /// `shellac log`) with reason `refused:<word>` and the request line when it was valid
+    /// (`line`), else `-`.
+    pub fn refuse_request(
+        &self,
+        v: Violation,
+        client: IpAddr,
+        line: Option<&[u8]>,
+    ) -> Response<ResponseBody> {
+        let resp = self.refuse(v.status(), v.as_str());
+        match observe::refusal(self, client, v.status(), v.refused_reason(), line) {
+            Some(record) => resp.map(|b| b.recorded(record)),
+            None => resp,
+        }
+    }
+
+    /// A request whose body broke the framing rules after its head was forwarded: `answer`
+    /// (what the pipeline made of it) is dropped for the refusal. Its transaction record, which
+    /// knows the request line and the backend, is kept with the refusal's status and reason.
+    pub fn refuse_body(
+        &self,
+        v: Violation,
+        mut answer: Response<ResponseBody>,
+    ) -> Response<ResponseBody> {
+        self.counters.client_refused.inc();
+        let record = answer.body_mut().take_record();
+        drop(answer);
+        let resp = self.refuse(v.status(), v.as_str());
+        match record {
+            Some(mut r) => {
+                r.status = v.status();
+                r.decision = observe::refused(v.refused_reason());
+                resp.map(|b| b.recorded(r))
+            }
+            None => resp,
+        }
+    }
+
+    /// Records a connection refused at `server.max_connections` (it was answered 503 without
+    /// reading its request): counted in `client_refused`, logged with reason
+    /// `refused:max-connections` and `-` for the request line.
+    pub fn log_connection_refused(&self, client: IpAddr) {
+        if let Some(r) = observe::refusal(self, client, 503, MAX_CONNECTIONS_REASON, None) {
+            r.finish(true);
+        }
     }
 
     /// Counters and gauges as (name, value), for `/stats`; names as `stats::names()`.

@@ -6,16 +6,19 @@
 //! load; a recorded transaction reuses a record the writer handed back (allocating only when
 //! there is none) and is one lock-free queue push. Strings are copied, so a record never pins the connection's read buffer.
 
+use std::borrow::Cow;
+use std::net::IpAddr;
 use std::sync::OnceLock;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use http::header::{self, HeaderName};
-use http::{HeaderMap, Response};
+use http::{HeaderMap, Method, Response, Version};
 
+use super::Proxy;
 use super::body::ResponseBody;
 use super::deliver::CACHE_STATUS;
 use super::fsm::Txn;
-use crate::txlog::{Decision, DecisionKind, RecordHead};
+use crate::txlog::{Decision, DecisionKind, Record, RecordHead};
 
 /// The wall-clock time of `at`, from one (Instant, SystemTime) pair taken at first use: one
 /// clock read per record less, and log times that never go backwards.
@@ -114,6 +117,70 @@ pub(super) fn deliver(
     }
     record.queue_to(recorder.clone());
     resp.map(|b| b.counted(counters).recorded(record))
+}
+
+/// The decision logged for a refusal: synth, with the `refused:<word>` reason.
+pub(super) fn refused(reason: &'static str) -> Decision {
+    Decision {
+        kind: DecisionKind::Synth,
+        reason: Some(Cow::Borrowed(reason)),
+    }
+}
+
+/// Counts a request refused before the request pipeline (`client_refused`) and, when the
+/// access log is on or somebody follows `shellac log`, returns its transaction record, queued
+/// when finished: `status`, `reason` (`refused:<word>`), the client, and the request line when
+/// it was valid (`line`; else the log shows `-`).
+pub(super) fn refusal(
+    proxy: &Proxy,
+    client: IpAddr,
+    status: u16,
+    reason: &'static str,
+    line: Option<&[u8]>,
+) -> Option<Box<Record>> {
+    proxy.counters.client_refused.inc();
+    let format = proxy.log_format.as_ref();
+    if format.is_none() && !proxy.shared.recorder.wants_records() {
+        return None;
+    }
+    let started = Instant::now();
+    let parts = line.and_then(split_request_line);
+    let (method, version) = match &parts {
+        Some((m, _, v)) => (m.clone(), *v),
+        None => (Method::GET, Version::HTTP_11),
+    };
+    let mut record = proxy.shared.recorder.record(
+        RecordHead {
+            time: wall_clock(started),
+            client,
+            method,
+            version,
+            status,
+            decision: refused(reason),
+            started,
+            ttfb: Duration::ZERO,
+        },
+        line.map_or(0, <[u8]>::len),
+    );
+    if let Some((_, target, _)) = parts {
+        record.set_request_target(target);
+    }
+    record.format = format.cloned();
+    record.queue_to(proxy.shared.recorder.clone());
+    Some(record)
+}
+
+/// Method, target and version of a request line the strict parser accepted.
+fn split_request_line(line: &[u8]) -> Option<(Method, &str, Version)> {
+    let line = std::str::from_utf8(line).ok()?;
+    let mut it = line.splitn(3, ' ');
+    let method = Method::from_bytes(it.next()?.as_bytes()).ok()?;
+    let target = it.next()?;
+    let version = match it.next()? {
+        "HTTP/1.0" => Version::HTTP_10,
+        _ => Version::HTTP_11,
+    };
+    Some((method, target, version))
 }
 
 /// Hands `push` the first value of each of `names` in `headers` (None when absent), in order.

@@ -6,6 +6,8 @@ use std::time::SystemTime;
 use http::Method;
 use http::header::{self, HeaderMap, HeaderValue};
 
+use crate::cache::StoredFields;
+
 /// Ranges per request at most; a request with more gets the whole representation (RFC 9110
 /// §14.2 lets a server ignore Range; this bounds the work a request can cause).
 pub const MAX_RANGES: usize = 16;
@@ -27,7 +29,7 @@ pub enum Answer {
 
 /// Evaluates preconditions in RFC 9110 §13.2.2 order, then Range and If-Range.
 /// `stored` are the stored response's headers, `len` its body length.
-pub fn evaluate(method: &Method, request: &HeaderMap, stored: &HeaderMap, len: u64) -> Answer {
+pub fn evaluate(method: &Method, request: &HeaderMap, stored: &StoredFields, len: u64) -> Answer {
     // Most hits carry none of these fields: one pass over the request's (few) field names
     // instead of five hash lookups and the stored validators' date parsing.
     let relevant = request.keys().any(|k| {
@@ -40,8 +42,10 @@ pub fn evaluate(method: &Method, request: &HeaderMap, stored: &HeaderMap, len: u
     if !relevant {
         return Answer::Full;
     }
-    let etag = stored.get(header::ETAG).and_then(|v| v.to_str().ok());
-    let last_modified = date(stored.get(header::LAST_MODIFIED));
+    let etag = stored.get_str(&header::ETAG);
+    let last_modified = stored
+        .get_str(&header::LAST_MODIFIED)
+        .and_then(|v| httpdate::parse_http_date(v.trim()).ok());
     // 1. If-Match (strong comparison)
     if let Some(im) = list(request, header::IF_MATCH) {
         if !im
@@ -225,7 +229,12 @@ mod tests {
     }
 
     fn answer(req: &[(&str, &str)]) -> Answer {
-        evaluate(&Method::GET, &headers(req), &stored(), 1000)
+        evaluate(
+            &Method::GET,
+            &headers(req),
+            &StoredFields::from_map(&stored()),
+            1000,
+        )
     }
 
     #[test]

@@ -170,11 +170,14 @@ fn build_request(txn: &mut Txn<'_>, backend: &Backend, for_cache: bool) -> Reque
         }
         // Revalidate the stale copy instead of refetching it (RFC 9111 §4.3.1).
         if let Some(stale) = &txn.stale {
-            if let Some(etag) = stale.etag() {
-                headers.insert(header::IF_NONE_MATCH, etag.clone());
+            if let Some(etag) = stale.etag().and_then(|v| HeaderValue::from_str(v).ok()) {
+                headers.insert(header::IF_NONE_MATCH, etag);
             }
-            if let Some(lm) = stale.last_modified() {
-                headers.insert(header::IF_MODIFIED_SINCE, lm.clone());
+            if let Some(lm) = stale
+                .last_modified()
+                .and_then(|v| HeaderValue::from_str(v).ok())
+            {
+                headers.insert(header::IF_MODIFIED_SINCE, lm);
             }
         }
         http::Method::GET

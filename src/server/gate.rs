@@ -19,14 +19,14 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::task::{Context, Poll, Waker, ready};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::clock::now_ms;
-use crate::http::strict::{Class, Limits, Scan, Scanner, Violation};
+use crate::http::strict::{Class, Limits, Scan, Scanner, Violation, valid_request_line};
 use crate::stats::Counters;
 
 /// What hyper parses in place of a refused request. The service recognises it by its number,
@@ -35,9 +35,10 @@ const STAND_IN: &[u8] = b"GET / HTTP/1.1\r\nhost: refused.invalid\r\n\r\n";
 
 const NONE: u64 = u64::MAX;
 
-/// Lingering close after a refusal: how long, and how many bytes, to read and discard.
-const LINGER_TIME: std::time::Duration = std::time::Duration::from_secs(2);
-const LINGER_BYTES: usize = 64 * 1024;
+/// Lingering close after a refusal (here and at `max_connections`): how long, and how many
+/// bytes, to read and discard.
+pub(super) const LINGER_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+pub(super) const LINGER_BYTES: usize = 64 * 1024;
 
 pub(super) const PHASE_IDLE: u8 = 0;
 pub(super) const PHASE_HEAD: u8 = 1;
@@ -55,6 +56,8 @@ pub(super) struct ConnState {
     /// The number of the request that stands in for a refused one, and why.
     reject_at: AtomicU64,
     reject: AtomicU8,
+    /// The refused request's line when it was complete and valid (for the access log).
+    refused_line: OnceLock<Box<[u8]>>,
     /// A violation found in the body of the request in flight (0: none).
     body_error: AtomicU8,
     /// Slow-body bookkeeping: since when hyper has been waiting for body bytes (0: not
@@ -92,6 +95,7 @@ impl ConnState {
             requests: AtomicU64::new(0),
             reject_at: AtomicU64::new(NONE),
             reject: AtomicU8::new(0),
+            refused_line: OnceLock::new(),
             body_error: AtomicU8::new(0),
             body_wait_since: AtomicU64::new(0),
             body_waited_ms: AtomicU64::new(0),
@@ -139,6 +143,11 @@ impl ConnState {
             self.since_ms.store(now_ms(), Ordering::Relaxed);
             self.phase.store(PHASE_IDLE, Ordering::Relaxed);
         }
+    }
+
+    /// The request line of the refused request, if it was complete and valid.
+    pub fn refused_line(&self) -> Option<&[u8]> {
+        self.refused_line.get().map(|l| &l[..])
     }
 
     /// A violation in the body of the request in flight, if any.
@@ -219,6 +228,8 @@ pub(super) struct Gate<T> {
     state: Arc<ConnState>,
     counters: Arc<Counters>,
     scanner: Scanner,
+    /// `limits.max_request_line`: how much of a refused request's line the log may show.
+    max_request_line: usize,
     /// A partial, not yet validated head (and what arrived after it).
     held: Vec<u8>,
     /// Validated bytes (or the stand-in request) waiting for room in hyper's buffer.
@@ -262,6 +273,7 @@ impl<T> Gate<T> {
             state,
             counters,
             scanner: Scanner::new(limits),
+            max_request_line: limits.max_request_line,
             held: Vec::new(),
             pending: Vec::new(),
             pending_pos: 0,
@@ -341,8 +353,12 @@ impl<T> Gate<T> {
         tracing::debug!(violation = v.as_str(), "client request refused");
     }
 
-    /// Queues the stand-in request for `v`; nothing is read after it.
-    fn refuse(&mut self, v: Violation) {
+    /// Queues the stand-in request for `v`; nothing is read after it. `from` is the refused
+    /// request's first bytes (its line is kept for the access log when it is valid).
+    fn refuse(&mut self, v: Violation, from: &[u8]) {
+        if let Some(line) = valid_request_line(from, self.max_request_line) {
+            let _ = self.state.refused_line.set(line.into());
+        }
         self.state.reject.store(v as u8, Ordering::Relaxed);
         self.state.reject_at.store(self.heads, Ordering::Relaxed);
         self.heads += 1;
@@ -446,8 +462,8 @@ impl<T: AsyncRead + Unpin> AsyncRead for Gate<T> {
                         }
                     }
                     Outcome::RefuseRequest { cut, violation } => {
+                        this.refuse(violation, &buf.filled()[start + cut..end]);
                         buf.set_filled(start + cut);
-                        this.refuse(violation);
                     }
                     Outcome::FailBody { cut, violation } => {
                         buf.set_filled(start + cut);
@@ -480,7 +496,7 @@ impl<T> Gate<T> {
             }
             Outcome::RefuseRequest { cut, violation } => {
                 self.pending.extend_from_slice(&held[..cut]);
-                self.refuse(violation);
+                self.refuse(violation, &held[cut..]);
             }
             Outcome::FailBody { cut, violation } => {
                 self.pending.extend_from_slice(&held[..cut]);

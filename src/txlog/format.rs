@@ -258,6 +258,10 @@ fn render_item(item: &Item, r: &Record, out: &mut Vec<u8>) {
             clf_time(r.time, out);
             out.push(b']');
         }
+        // A refused request whose line was not valid: `-`, as Apache logs garbage.
+        Item::RequestLine | Item::Method | Item::Protocol if !r.has_request_line() => {
+            out.push(b'-')
+        }
         Item::RequestLine => {
             escape(r.method.as_str(), out);
             out.push(b' ');
@@ -410,12 +414,13 @@ fn render_json(r: &Record, out: &mut Vec<u8>) {
     out.extend_from_slice(b"\",\"client\":\"");
     client_ip(r.client, out);
     out.extend_from_slice(b"\",\"method\":");
-    json_str(r.method.as_str(), out);
+    let line = r.has_request_line();
+    json_opt(line.then(|| r.method.as_str()), out);
     out.extend_from_slice(b",\"url\":");
-    json_str(r.target(), out);
-    out.extend_from_slice(b",\"protocol\":\"");
-    out.extend_from_slice(r.protocol().as_bytes());
-    out.extend_from_slice(b"\",\"host\":");
+    json_opt(line.then(|| r.target()), out);
+    out.extend_from_slice(b",\"protocol\":");
+    json_opt(line.then(|| r.protocol()), out);
+    out.extend_from_slice(b",\"host\":");
     json_str(r.host(), out);
     out.extend_from_slice(b",\"status\":");
     number(u64::from(r.status), out);

@@ -321,6 +321,27 @@ impl Record {
         }
     }
 
+    /// Sets the request target from the raw request line (a request refused before hyper
+    /// parsed it), and its path and query.
+    pub fn set_request_target(&mut self, target: &str) {
+        self.target = self.push(target);
+        let path_len = target.find('?').unwrap_or(target.len()) as u32;
+        self.path = Span {
+            start: self.target.start,
+            end: self.target.start + path_len,
+        };
+        self.query = target.find('?').map(|q| Span {
+            start: self.target.start + q as u32 + 1,
+            end: self.target.end,
+        });
+    }
+
+    /// False for a refused request whose request line was not valid: the log shows `-` for
+    /// the request line, method and protocol.
+    pub fn has_request_line(&self) -> bool {
+        self.target.end > self.target.start
+    }
+
     pub fn set_host(&mut self, host: &[u8]) {
         self.host = self.push_bytes(host);
     }
@@ -407,8 +428,8 @@ impl Record {
         serde_json::json!({
             "time": time,
             "client": self.client.to_string(),
-            "method": self.method.as_str(),
-            "url": self.target(),
+            "method": self.has_request_line().then(|| self.method.as_str()),
+            "url": self.has_request_line().then(|| self.target()),
             "host": self.host(),
             "status": self.status,
             "bytes": self.bytes,

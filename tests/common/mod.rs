@@ -2,6 +2,7 @@
 //! all on ephemeral loopback ports, speaking HTTP over sockets.
 #![allow(dead_code)]
 
+pub mod binary;
 pub mod raw_origin;
 
 use std::collections::HashMap;

@@ -1,14 +1,14 @@
 //! Resource limits and slow clients: sizes (414, 431, 413), slow request bodies, slow readers,
 //! connection limits, and an accept loop that survives running out of file descriptors.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use shellac::config::units::{Dur, Size};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::*;
+use common::binary::{BIN, Served};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn size_limits() {
@@ -180,42 +180,69 @@ async fn connection_limit() {
     bench.stop().await;
 }
 
+/// Regression: at max_connections the 503 was written and the socket closed at once, so a
+/// client that had already sent its request (unread bytes on the server side) got a reset
+/// after the 503 instead of the end of the stream. Now the refusal lingers: FIN after the 503,
+/// the client's bytes read and discarded until it closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_connection_ends_cleanly_after_the_503() {
+    let bench = Bench::with(|c| c.server.max_connections = 1).await;
+    let held = TcpStream::connect(bench.shellac.addr).await.unwrap();
+    let mut waited = 0;
+    while bench.shellac.stat("n_client_conn").await < 1 && waited < 500 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        waited += 1;
+    }
+    let mut request = b"POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 32768\r\n\r\n".to_vec();
+    request.extend_from_slice(&[b'x'; 32768]);
+    // Whether the request is on the server's side before it closes is a race; every attempt
+    // must end cleanly (with the old close-at-once, attempt 1 already got a reset).
+    for attempt in 0..20 {
+        let mut s = TcpStream::connect(bench.shellac.addr).await.unwrap();
+        s.write_all(&request).await.unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        let end = loop {
+            match tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await {
+                Ok(Ok(0)) => break Ok(()),
+                Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+                Ok(Err(e)) => break Err(e.kind()),
+                Err(_) => panic!("no end of stream within 10 s"),
+            }
+        };
+        let text = String::from_utf8_lossy(&got);
+        assert!(
+            text.starts_with("HTTP/1.1 503 "),
+            "attempt {attempt}: {text}"
+        );
+        assert!(text.contains("detail=max-connections"), "{text}");
+        assert_eq!(
+            end,
+            Ok(()),
+            "attempt {attempt}: the stream ends with FIN, not a reset"
+        );
+    }
+    let stats = bench.shellac.stats().await;
+    assert_eq!(stats["client_conn_refused"], 20);
+    assert_eq!(stats["client_refused"], 20);
+    assert_eq!(stats["client_linger_skipped"], 0);
+    assert_eq!(bench.origin.count(), 0);
+    drop(held);
+    bench.stop().await;
+}
+
 /// Runs the real binary with a file-descriptor limit of 64, exhausts it with idle client
 /// connections, and checks the accept loop backs off and serves again once they close.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accept_loop_survives_emfile() {
     let origin = RawOrigin::ok().await;
-    let bin = env!("CARGO_BIN_EXE_shellac");
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "ulimit -n 64 && exec {bin} serve --listen 127.0.0.1:0 --admin 127.0.0.1:0 --backend {}",
-            origin.addr
-        ))
-        .env("SHELLAC_LOG", "info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start shellac");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let (mut proxy, mut admin) = (None, None);
-    while proxy.is_none() || admin.is_none() {
-        let line = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("shellac logs its addresses");
-        if let Some(a) = line.split("proxy listening on ").nth(1) {
-            proxy = a.trim().parse::<std::net::SocketAddr>().ok();
-        }
-        if let Some(a) = line.split("admin listening on ").nth(1) {
-            admin = a.trim().parse::<std::net::SocketAddr>().ok();
-        }
-    }
-    let (proxy, admin) = (proxy.unwrap(), admin.unwrap());
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(format!(
+        "ulimit -n 64 && exec {BIN} serve --listen 127.0.0.1:0 --admin 127.0.0.1:0 --backend {}",
+        origin.addr
+    ));
+    let served = Served::start(cmd);
+    let (proxy, admin) = (served.proxy, served.admin);
     // Hold more connections than the process has descriptors.
     let mut held = Vec::new();
     for _ in 0..100 {
@@ -225,7 +252,7 @@ async fn accept_loop_survives_emfile() {
     }
     let mut saw_emfile = false;
     for _ in 0..100 {
-        if let Ok(line) = rx.recv_timeout(Duration::from_millis(100))
+        if let Ok(line) = served.log.recv_timeout(Duration::from_millis(100))
             && line.contains("accept failed")
         {
             saw_emfile = true;
@@ -252,7 +279,6 @@ async fn accept_loop_survives_emfile() {
     assert!(ok, "serving again after EMFILE");
     let stats = get(admin, "/stats").await.text();
     assert!(!stats.contains("\"client_accept_error\": 0,"), "{stats}");
-    let _ = Command::new("kill").arg(child.id().to_string()).status();
-    let _ = child.wait();
+    served.stop();
     origin.stop();
 }

@@ -12,6 +12,7 @@ mod headers;
 mod hop_by_hop;
 mod key_normalisation;
 mod limits;
+mod logging;
 mod mutations;
 mod poisoning;
 mod range;

@@ -18,10 +18,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
+use http::HeaderName;
+
 use super::format::{
-    self, BLOCK, ENTRY_HEADER, EntryHeader, EntryInfo, KIND_OBJECT, KIND_TOMBSTONE, Meta, Record,
-    RegionHeader, SUMMARY_RECORD, Superblock, Trailer,
+    self, BAN_SLOT, BLOCK, BanRecord, DATA_START, ENTRY_HEADER, EntryHeader, EntryInfo,
+    KIND_OBJECT, Meta, SUMMARY_RECORD, Superblock, Trailer,
 };
+use super::recover::read_bans;
 use crate::cache::{Body, CacheKey, Object};
 use crate::stats::Counters;
 
@@ -63,9 +66,18 @@ pub struct RegionBook {
     pub max_expires_ms: u64,
     /// Entries written, for the summary.
     pub entries: Vec<EntryInfo>,
+    /// Vary records of the variant entries written (the summary's second part).
+    pub vary: Vec<u8>,
     /// Next write offset within the region (block aligned once flushed).
     pub cursor: u64,
     pub sealed: bool,
+}
+
+impl RegionBook {
+    /// Bytes the summary of this region takes so far.
+    pub fn summary_bytes(&self) -> u64 {
+        (self.entries.len() * SUMMARY_RECORD + self.vary.len()) as u64
+    }
 }
 
 /// What recovery hands to the writer.
@@ -74,6 +86,19 @@ pub struct Recovered {
     pub next_seq: u64,
     pub objects: u64,
     pub elapsed: Duration,
+    /// The persisted ban list, oldest position first, and its generation.
+    pub bans: Vec<BanRecord>,
+    pub ban_generation: u64,
+    /// Variant keys still indexed and the `Vary` names of each, in write order.
+    pub variants: Vec<(CacheKey, Vec<HeaderName>)>,
+}
+
+/// Why the ban list could not be written.
+#[derive(Debug)]
+pub enum BanWriteError {
+    /// It does not fit [`BAN_SLOT`].
+    Full,
+    Io(io::Error),
 }
 
 /// Milliseconds since the Unix epoch.
@@ -86,7 +111,7 @@ pub fn now_ms() -> u64 {
 const INDEX_SHARDS: usize = 64;
 
 pub struct Engine {
-    file: File,
+    pub(super) file: File,
     pub region_size: u64,
     pub regions: u32,
     pub instance: u64,
@@ -115,7 +140,7 @@ impl Engine {
     ) -> io::Result<(Arc<Engine>, Recovered)> {
         let started = Instant::now();
         let regions = (size / region_size) as u32;
-        let file_len = BLOCK + regions as u64 * region_size;
+        let file_len = DATA_START + regions as u64 * region_size;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -132,29 +157,62 @@ impl Engine {
         }
         let mut head = vec![0u8; BLOCK as usize];
         let existing = match file.read_exact_at(&mut head, 0) {
-            Ok(()) => Superblock::decode(&head).filter(|s| {
-                s.region_size == region_size
-                    && s.regions == regions
-                    && file.metadata().is_ok_and(|m| m.len() >= file_len)
-            }),
+            Ok(()) => match (Superblock::decode(&head), Superblock::version_of(&head)) {
+                (Some(s), _)
+                    if s.region_size == region_size
+                        && s.regions == regions
+                        && file.metadata().is_ok_and(|m| m.len() >= file_len) =>
+                {
+                    Some(s)
+                }
+                (Some(_), _) => {
+                    counters.disk_reset.inc();
+                    tracing::warn!(path = %path.display(), "disk cache size or region_size changed; starting empty");
+                    None
+                }
+                (None, Some(v)) if v != format::FORMAT_VERSION => {
+                    counters.disk_reset.inc();
+                    tracing::warn!(path = %path.display(), version = v, "disk cache file has format version {v}, this build reads version {}; starting empty", format::FORMAT_VERSION);
+                    None
+                }
+                (None, _) => {
+                    counters.disk_reset.inc();
+                    tracing::warn!(path = %path.display(), "disk cache file unreadable (no valid superblock); starting empty");
+                    None
+                }
+            },
+            // A new (empty) file.
             Err(_) => None,
         };
-        let fresh = existing.is_none();
-        let sb = match existing {
-            Some(sb) => sb,
+        // The ban list: without an intact copy nothing on disk can be trusted not to be banned.
+        let existing = existing.and_then(|sb| match read_bans(&file, sb.instance, &counters) {
+            Some(bans) => Some((sb, bans)),
             None => {
-                if file.metadata()?.len() > 0 {
-                    tracing::warn!(path = %path.display(), "disk cache layout changed or unreadable; starting empty");
-                }
+                counters.disk_reset.inc();
+                tracing::error!(path = %path.display(), "disk cache ban list unreadable (both copies); starting empty rather than serve objects a lost ban may cover");
+                None
+            }
+        });
+        let fresh = existing.is_none();
+        let (sb, (ban_generation, bans)) = match existing {
+            Some(found) => found,
+            None => {
                 let sb = Superblock {
                     region_size,
                     regions,
                     instance: random_instance(),
                 };
                 preallocate(&file, file_len)?;
+                // The superblock goes last: a file is only ever read with intact ban lists.
+                file.write_all_at(&[0u8; BLOCK as usize], 0)?;
+                let empty = format::encode_bans(sb.instance, 0, &[])
+                    .ok_or_else(|| io::Error::other("empty ban list does not fit"))?;
+                file.write_all_at(&empty, BLOCK)?;
+                file.write_all_at(&empty, BLOCK + BAN_SLOT)?;
+                file.sync_all()?;
                 file.write_all_at(&sb.encode(), 0)?;
                 file.sync_all()?;
-                sb
+                (sb, (0, Vec::new()))
             }
         };
         let engine = Arc::new(Engine {
@@ -177,10 +235,17 @@ impl Engine {
                 next_seq: 1,
                 objects: 0,
                 elapsed: Duration::ZERO,
+                bans: Vec::new(),
+                ban_generation: 0,
+                variants: Vec::new(),
             }
         } else {
             engine.recover()?
         };
+        let mut bans = bans;
+        bans.sort_by_key(|b| b.pos);
+        recovered.bans = bans;
+        recovered.ban_generation = ban_generation;
         recovered.elapsed = started.elapsed();
         recovered.objects = engine.objects.load(Ordering::Relaxed);
         Ok((engine, recovered))
@@ -188,7 +253,21 @@ impl Engine {
 
     /// File offset of region `r`.
     pub fn region_base(&self, r: u32) -> u64 {
-        BLOCK + r as u64 * self.region_size
+        DATA_START + r as u64 * self.region_size
+    }
+
+    /// Writes the ban list: copy A, sync, copy B, sync, so that at every moment one copy is
+    /// intact and a single corrupted copy never loses a ban. Returns bytes written.
+    pub fn write_bans(&self, generation: u64, bans: &[BanRecord]) -> Result<u64, BanWriteError> {
+        let buf =
+            format::encode_bans(self.instance, generation, bans).ok_or(BanWriteError::Full)?;
+        for at in [BLOCK, BLOCK + BAN_SLOT] {
+            self.file
+                .write_all_at(&buf, at)
+                .map_err(BanWriteError::Io)?;
+            self.file.sync_data().map_err(BanWriteError::Io)?;
+        }
+        Ok(2 * buf.len() as u64)
     }
 
     /// Largest entry (header, key, meta, body) one region can hold.
@@ -393,7 +472,7 @@ impl Engine {
                     return Err(ReadError::Corrupt("body checksum"));
                 }
             }
-            Body::Memory(if body.is_empty() { vec![] } else { vec![body] })
+            Body::Memory((!body.is_empty()).then_some(body).into_iter().collect())
         } else {
             let disk = DiskBody {
                 engine: self.clone(),
@@ -410,183 +489,34 @@ impl Engine {
                 }
                 self.mark_verified(hash, &loc);
             }
-            Body::Disk(disk)
+            Body::Disk(Box::new(disk))
         };
         Ok(Some(object_from(meta, body, h.body_len)))
     }
 
-    /// Rebuilds the index: region headers, then each region's summary (or, for a region
-    /// without one, its entry headers), in incarnation order so newer entries and tombstones win.
-    fn recover(self: &Arc<Self>) -> io::Result<Recovered> {
-        let mut books = vec![RegionBook::default(); self.regions as usize];
-        let mut order = Vec::new();
-        let mut block = vec![0u8; BLOCK as usize];
-        for r in 0..self.regions {
-            if self
-                .file
-                .read_exact_at(&mut block, self.region_base(r))
-                .is_err()
-            {
-                continue;
-            }
-            if let Some(h) = RegionHeader::decode(&block)
-                && h.index == r
-                && h.instance == self.instance
-                && h.seq > 0
-            {
-                order.push((h.seq, r));
-            }
-        }
-        order.sort_unstable();
-        let now = now_ms();
-        let mut next_seq = 1;
-        let mut scanned = Vec::new();
-        for &(seq, r) in &order {
-            next_seq = next_seq.max(seq + 1);
-            let (entries, cursor, sealed) = match self.read_summary(r, seq) {
-                Some((entries, cursor)) => (entries, cursor, true),
-                None => {
-                    let (entries, cursor) = self.scan_region(r, seq);
-                    scanned.push(r);
-                    (entries, cursor, false)
-                }
-            };
-            self.set_region_seq(r, seq);
-            let book = &mut books[r as usize];
-            book.seq = seq;
-            book.cursor = cursor;
-            book.sealed = sealed;
-            for e in &entries {
-                if e.kind == KIND_TOMBSTONE {
-                    book.tombstones += 1;
-                    self.index_remove(e.hash);
-                    continue;
-                }
-                book.hashes.push(e.hash);
-                book.max_expires_ms = book.max_expires_ms.max(e.expires_ms);
-                if e.expires_ms > now {
-                    self.index_put(
-                        e.hash,
-                        Loc {
-                            region: r,
-                            offset: e.offset,
-                            len: e.len,
-                            seq,
-                            expires_ms: e.expires_ms,
-                            verified: false,
-                        },
-                    );
-                } else {
-                    // Expired before the restart: a newer copy must not be shadowed by it, and
-                    // an older one must not come back.
-                    self.index_remove(e.hash);
-                }
-            }
-            book.entries = entries;
-        }
-        // Seal what a crash left open, so the next start reads its summary instead.
-        for r in scanned {
-            let book = &mut books[r as usize];
-            match self.write_summary(r, book.seq, book.cursor, &book.entries) {
-                Ok(n) => {
-                    self.counters.disk_bytes_written.add(n);
-                    book.sealed = true;
-                }
-                Err(e) => tracing::warn!(region = r, error = %e, "cannot seal recovered region"),
-            }
-        }
-        Ok(Recovered {
-            books,
-            next_seq,
-            objects: 0,
-            elapsed: Duration::ZERO,
-        })
-    }
-
-    /// The summary of a sealed region and the offset where its data ends.
-    fn read_summary(&self, r: u32, seq: u64) -> Option<(Vec<EntryInfo>, u64)> {
-        let base = self.region_base(r);
-        let mut block = vec![0u8; BLOCK as usize];
-        self.file
-            .read_exact_at(&mut block, base + self.region_size - BLOCK)
-            .ok()?;
-        let t = Trailer::decode(&block)?;
-        if t.index != r || t.seq != seq || t.instance != self.instance {
-            return None;
-        }
-        let len = t.entries as u64 * SUMMARY_RECORD as u64;
-        let off = t.summary_offset as u64;
-        if off < BLOCK || off + len > self.region_size - BLOCK {
-            return None;
-        }
-        let mut buf = vec![0u8; len as usize];
-        self.file.read_exact_at(&mut buf, base + off).ok()?;
-        if format::checksum(&buf) != t.summary_hash {
-            return None;
-        }
-        let entries = EntryInfo::decode_summary(&buf)?;
-        let data_end = off;
-        entries
-            .iter()
-            .all(|e| e.offset as u64 >= BLOCK && e.offset as u64 + e.len as u64 <= data_end)
-            .then_some((entries, data_end))
-    }
-
-    /// Walks a region without a summary entry header by entry header (64-byte reads), up to
-    /// the first record that is not valid for incarnation `seq`. Returns the entries and the
-    /// block-aligned offset after them.
-    fn scan_region(&self, r: u32, seq: u64) -> (Vec<EntryInfo>, u64) {
-        let base = self.region_base(r);
-        let limit = self.region_size - BLOCK;
-        let mut pos = BLOCK;
-        let mut entries = Vec::new();
-        let mut head = [0u8; ENTRY_HEADER];
-        while pos + 8 <= limit {
-            let n = (limit - pos).min(ENTRY_HEADER as u64) as usize;
-            if self.file.read_exact_at(&mut head[..n], base + pos).is_err() {
-                break;
-            }
-            match format::record_at(&head[..n]) {
-                Record::Pad(len) if pos + len <= limit => pos += len,
-                Record::Entry(h) if h.seq == seq && pos + h.total_len() <= limit => {
-                    if let (Ok(offset), Ok(len)) =
-                        (u32::try_from(pos), u32::try_from(h.total_len()))
-                    {
-                        entries.push(EntryInfo {
-                            hash: h.hash,
-                            offset,
-                            len,
-                            expires_ms: h.expires_ms,
-                            kind: h.kind,
-                        });
-                    }
-                    pos += h.total_len();
-                }
-                _ => break,
-            }
-        }
-        (entries, format::align_up(pos, BLOCK))
-    }
-
-    /// Writes the summary of `entries` at `cursor` and the trailer; returns bytes written.
+    /// Writes the summary of `entries` (then the vary records) at `cursor` and the trailer;
+    /// returns bytes written.
     pub fn write_summary(
         &self,
         r: u32,
         seq: u64,
         cursor: u64,
         entries: &[EntryInfo],
+        vary: &[u8],
     ) -> io::Result<u64> {
-        let mut summary = Vec::with_capacity(entries.len() * SUMMARY_RECORD);
+        let mut summary = Vec::with_capacity(entries.len() * SUMMARY_RECORD + vary.len());
         for e in entries {
             e.encode_into(&mut summary);
         }
+        summary.extend_from_slice(vary);
+        let summary_len = summary.len() as u32;
         let hash = format::checksum(&summary);
         let cursor = format::align_up(cursor, BLOCK);
         let padded = format::align_up(summary.len() as u64, BLOCK);
         if cursor + padded > self.region_size - BLOCK {
             return Err(io::Error::other("summary does not fit the region"));
         }
-        let count = summary.len() / SUMMARY_RECORD;
+        let count = entries.len();
         summary.resize(padded as usize, 0);
         let base = self.region_base(r);
         self.file.write_all_at(&summary, base + cursor)?;
@@ -596,6 +526,7 @@ impl Engine {
             instance: self.instance,
             summary_offset: cursor as u32,
             entries: count as u32,
+            summary_len,
             summary_hash: hash,
         };
         self.file
@@ -623,7 +554,7 @@ fn object_from(meta: Meta, body: Body, body_len: u64) -> Object {
     let elapsed = now_ms().saturating_sub(meta.stored_ms);
     Object {
         status: meta.status,
-        headers: meta.headers,
+        headers: crate::cache::StoredFields::from_map(&meta.headers),
         body,
         body_len,
         vary: meta.vary,

@@ -3,14 +3,17 @@
 //! malformed, so a truncated or corrupted file can never panic the process.
 //!
 //! ```text
-//!  file:    [superblock 4 KiB][region 0][region 1] ... [region N-1]
+//!  file:    [superblock 4 KiB][ban list copy A 1 MiB][copy B 1 MiB][region 0] ... [region N-1]
 //!  region:  [header 4 KiB][entry][entry][pad]...[entry][pad] ... [summary][trailer 4 KiB]
 //!  entry:   [64-byte header][key][meta][body]  padded to 8 bytes
+//!  summary: [32-byte record per entry][vary record per variant entry: key, Vary names]
 //! ```
 //!
 //! Every write is a whole number of 4 KiB blocks at a 4 KiB-aligned offset. A region is written
-//! front to back; when it is full the writer appends a summary (one 32-byte record per entry) and
-//! the trailer pointing at it, so recovery reads two small pieces per region and never a body.
+//! front to back; when it is full the writer appends a summary (one 32-byte record per entry,
+//! then the key and `Vary` field names of each variant) and the trailer pointing at it, so
+//! recovery reads two small pieces per region and never a body. The ban list is rewritten
+//! whole (both copies, each synced) when a ban is added or retired.
 
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use xxhash_rust::xxh3::xxh3_64;
@@ -27,8 +30,16 @@ pub const BODY_CHUNK: u64 = 256 * 1024;
 /// One summary record.
 pub const SUMMARY_RECORD: usize = 32;
 
+/// Size of each of the two copies of the persisted ban list: the bound on its encoded size.
+pub const BAN_SLOT: u64 = 1 << 20;
+/// File offset of region 0 (after the superblock and the two ban list copies).
+pub const DATA_START: u64 = BLOCK + 2 * BAN_SLOT;
+
 const SUPER_MAGIC: &[u8; 8] = b"SHLCDSK1";
-const FORMAT_VERSION: u32 = 2;
+/// Version 3: ban list copies, vary records in summaries, `summary_len` in trailers. A file of
+/// another version is started empty (`disk_reset`), never read with this layout.
+pub const FORMAT_VERSION: u32 = 3;
+const BAN_MAGIC: &[u8; 8] = b"SHLCBANS";
 const REGION_MAGIC: u32 = 0x5247_4e31; // "RGN1"
 const TRAILER_MAGIC: u32 = 0x5452_4c31; // "TRL1"
 const ENTRY_MAGIC: u32 = 0x454e_5431; // "ENT1"
@@ -112,6 +123,14 @@ impl Superblock {
         b
     }
 
+    /// The format version of a superblock, if `buf` starts with Shellac's magic (whatever the
+    /// version: used to say why a file is not read).
+    pub fn version_of(buf: &[u8]) -> Option<u32> {
+        let mut r = Reader::new(buf);
+        (r.bytes(8)? == SUPER_MAGIC).then_some(())?;
+        r.u32()
+    }
+
     pub fn decode(buf: &[u8]) -> Option<Superblock> {
         let mut r = Reader::new(buf);
         if r.bytes(8)? != SUPER_MAGIC || r.u32()? != FORMAT_VERSION {
@@ -175,8 +194,10 @@ pub struct Trailer {
     pub instance: u64,
     /// Offset of the summary within the region.
     pub summary_offset: u32,
-    /// Number of summary records.
+    /// Number of 32-byte summary records.
     pub entries: u32,
+    /// Bytes of the summary: the records, then the vary records.
+    pub summary_len: u32,
     pub summary_hash: u64,
 }
 
@@ -189,6 +210,7 @@ impl Trailer {
         b.extend_from_slice(&self.instance.to_le_bytes());
         b.extend_from_slice(&self.summary_offset.to_le_bytes());
         b.extend_from_slice(&self.entries.to_le_bytes());
+        b.extend_from_slice(&self.summary_len.to_le_bytes());
         b.extend_from_slice(&self.summary_hash.to_le_bytes());
         let h = checksum(&b);
         b.extend_from_slice(&h.to_le_bytes());
@@ -207,10 +229,11 @@ impl Trailer {
             instance: r.u64()?,
             summary_offset: r.u32()?,
             entries: r.u32()?,
+            summary_len: r.u32()?,
             summary_hash: r.u64()?,
         };
         let h = r.u64()?;
-        (checksum(buf.get(..40)?) == h).then_some(t)
+        (checksum(buf.get(..44)?) == h).then_some(t)
     }
 }
 
@@ -381,6 +404,170 @@ pub fn encode_key(key: &CacheKey) -> Vec<u8> {
 /// Whether `bytes` encode `key`.
 pub fn key_matches(bytes: &[u8], key: &CacheKey) -> bool {
     encode_key(key) == bytes
+}
+
+/// The key [`encode_key`] encoded; `None` if malformed.
+pub fn decode_key(bytes: &[u8]) -> Option<CacheKey> {
+    let mut r = Reader::new(bytes);
+    let variant = r.u64()?;
+    let host_len = r.u16()? as usize;
+    let host = std::str::from_utf8(r.bytes(host_len)?).ok()?;
+    let path = std::str::from_utf8(r.rest()).ok()?;
+    Some(CacheKey {
+        host: host.into(),
+        path_and_query: path.into(),
+        variant,
+    })
+}
+
+/// The variant of a key from its encoded bytes (0 for a URL without `Vary`).
+pub fn key_variant(bytes: &[u8]) -> Option<u64> {
+    Reader::new(bytes).u64()
+}
+
+/// What the summary keeps of a variant entry so that the URL's variant list can be rebuilt at
+/// recovery without reading the entry: its key and the field names it varies on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VaryRecord {
+    /// Index of the entry's record in the summary.
+    pub entry: u32,
+    /// The encoded key (with its variant).
+    pub key: Vec<u8>,
+    pub names: Vec<HeaderName>,
+}
+
+impl VaryRecord {
+    /// Bytes `encode_into` appends.
+    pub fn encoded_len(key: &[u8], names: &[HeaderName]) -> usize {
+        4 + 2 + key.len() + 1 + names.iter().map(|n| 2 + n.as_str().len()).sum::<usize>()
+    }
+
+    /// Appends the record; false (nothing appended) if the key or the name list is too long to
+    /// encode (the variant is then simply not found again after a restart: a miss).
+    pub fn encode_into(entry: u32, key: &[u8], names: &[HeaderName], out: &mut Vec<u8>) -> bool {
+        if key.len() > u16::MAX as usize
+            || names.is_empty()
+            || names.len() > u8::MAX as usize
+            || names.iter().any(|n| n.as_str().len() > u16::MAX as usize)
+        {
+            return false;
+        }
+        out.extend_from_slice(&entry.to_le_bytes());
+        out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+        out.extend_from_slice(key);
+        out.push(names.len() as u8);
+        for n in names {
+            put_str16(out, n.as_str().as_bytes());
+        }
+        true
+    }
+
+    /// Decodes a whole vary section; `None` if anything is malformed.
+    pub fn decode_section(buf: &[u8]) -> Option<Vec<VaryRecord>> {
+        let mut r = Reader::new(buf);
+        let mut out = Vec::new();
+        while r.pos < buf.len() {
+            let entry = r.u32()?;
+            let key = str16(&mut r)?.to_vec();
+            let n = r.u8()? as usize;
+            if n == 0 {
+                return None;
+            }
+            let mut names = Vec::with_capacity(n);
+            for _ in 0..n {
+                names.push(HeaderName::from_bytes(str16(&mut r)?).ok()?);
+            }
+            out.push(VaryRecord { entry, key, names });
+        }
+        Some(out)
+    }
+}
+
+/// One persisted ban: its expression, when it was added (wall clock, for display) and its
+/// position in the write stream (`region incarnation << 32 | offset`): it applies to the
+/// entries written before that position. Positions, unlike clocks, cannot step backwards.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BanRecord {
+    pub pos: u64,
+    pub created_ms: u64,
+    pub expr: String,
+}
+
+/// A position in the write stream: entry `offset` of region incarnation `seq`.
+pub fn stream_pos(seq: u64, offset: u64) -> u64 {
+    (seq.min(u32::MAX as u64 - 1) << 32) | offset.min(u32::MAX as u64)
+}
+
+/// Encodes one copy of the ban list, padded to a block; `None` if it does not fit [`BAN_SLOT`].
+///
+/// ```text
+///  [magic 8][instance 8][generation 8][count 4][payload length 4]
+///  [payload: per ban: pos 8, created_ms 8, expression length 4, expression][checksum 8]
+/// ```
+pub fn encode_bans(instance: u64, generation: u64, bans: &[BanRecord]) -> Option<Vec<u8>> {
+    let mut payload = Vec::new();
+    for b in bans {
+        payload.extend_from_slice(&b.pos.to_le_bytes());
+        payload.extend_from_slice(&b.created_ms.to_le_bytes());
+        put_str32(&mut payload, b.expr.as_bytes());
+    }
+    let mut out = Vec::with_capacity(40 + payload.len());
+    out.extend_from_slice(BAN_MAGIC);
+    out.extend_from_slice(&instance.to_le_bytes());
+    out.extend_from_slice(&generation.to_le_bytes());
+    out.extend_from_slice(&u32::try_from(bans.len()).ok()?.to_le_bytes());
+    out.extend_from_slice(&u32::try_from(payload.len()).ok()?.to_le_bytes());
+    out.extend_from_slice(&payload);
+    let h = checksum(&out);
+    out.extend_from_slice(&h.to_le_bytes());
+    let padded = align_up(out.len() as u64, BLOCK);
+    if padded > BAN_SLOT {
+        return None;
+    }
+    out.resize(padded as usize, 0);
+    Some(out)
+}
+
+/// Length of the ban list copy whose first block is `head` (to read the rest); `None` if the
+/// head is not a ban list copy.
+pub fn bans_len(head: &[u8]) -> Option<u64> {
+    let mut r = Reader::new(head);
+    (r.bytes(8)? == BAN_MAGIC).then_some(())?;
+    r.bytes(20)?;
+    let payload = r.u32()? as u64;
+    let len = 32 + payload + 8;
+    (len <= BAN_SLOT).then_some(len)
+}
+
+/// Decodes one copy of the ban list: `(generation, bans)`, or `None` if it is not a complete,
+/// intact copy written for `instance`.
+pub fn decode_bans(buf: &[u8], instance: u64) -> Option<(u64, Vec<BanRecord>)> {
+    let len = bans_len(buf)? as usize;
+    let body = buf.get(..len - 8)?;
+    let sum = u64::from_le_bytes(buf.get(len - 8..len)?.try_into().ok()?);
+    if checksum(body) != sum {
+        return None;
+    }
+    let mut r = Reader::new(body);
+    r.bytes(8)?;
+    if r.u64()? != instance {
+        return None;
+    }
+    let generation = r.u64()?;
+    let count = r.u32()? as usize;
+    r.u32()?;
+    let mut bans = Vec::with_capacity(count.min(body.len() / 20));
+    for _ in 0..count {
+        let pos = r.u64()?;
+        let created_ms = r.u64()?;
+        let expr = std::str::from_utf8(str32(&mut r)?).ok()?.to_string();
+        bans.push(BanRecord {
+            pos,
+            created_ms,
+            expr,
+        });
+    }
+    r.rest().is_empty().then_some((generation, bans))
 }
 
 /// The response metadata stored with a body.
@@ -592,6 +779,7 @@ mod tests {
             instance: 11,
             summary_offset: 8192,
             entries: 2,
+            summary_len: 100,
             summary_hash: 77,
         };
         assert_eq!(Trailer::decode(&t.encode()), Some(t));
@@ -631,6 +819,91 @@ mod tests {
         assert!(key_matches(&encode_key(&a), &a));
         assert_ne!(key_hash(&a), key_hash(&b));
         assert_ne!(key_hash(&a), key_hash(&a.with_variant(7)));
+    }
+
+    #[test]
+    fn keys_decode_back() {
+        let k = CacheKey::new("Example.COM:80", "/a?b=c").with_variant(99);
+        let bytes = encode_key(&k);
+        assert_eq!(decode_key(&bytes), Some(k));
+        assert_eq!(key_variant(&bytes), Some(99));
+        assert_eq!(decode_key(&bytes[..9]), None);
+    }
+
+    #[test]
+    fn vary_records_round_trip_and_reject_truncation() {
+        let names = vec![
+            HeaderName::from_static("accept-encoding"),
+            HeaderName::from_static("cookie"),
+        ];
+        let mut b = Vec::new();
+        assert!(VaryRecord::encode_into(3, b"key-bytes", &names, &mut b));
+        assert_eq!(b.len(), VaryRecord::encoded_len(b"key-bytes", &names));
+        assert!(VaryRecord::encode_into(5, b"k2", &names[..1], &mut b));
+        let got = VaryRecord::decode_section(&b).unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].entry, 3);
+        assert_eq!(got[0].key, b"key-bytes");
+        assert_eq!(got[1].names, names[..1]);
+        for cut in 1..b.len() {
+            if cut != VaryRecord::encoded_len(b"key-bytes", &names) {
+                assert_eq!(VaryRecord::decode_section(&b[..cut]), None, "cut at {cut}");
+            }
+        }
+        assert!(!VaryRecord::encode_into(1, b"k", &[], &mut b));
+    }
+
+    #[test]
+    fn ban_lists_round_trip_and_detect_any_flipped_bit() {
+        let bans = vec![
+            BanRecord {
+                pos: stream_pos(7, 8192),
+                created_ms: 1_700_000_000_000,
+                expr: "req.url ~ ^/news/".into(),
+            },
+            BanRecord {
+                pos: stream_pos(9, 4096),
+                created_ms: 1_700_000_000_001,
+                expr: "obj.status == 404".into(),
+            },
+        ];
+        let b = encode_bans(42, 5, &bans).unwrap();
+        assert_eq!(b.len() as u64 % BLOCK, 0);
+        assert_eq!(decode_bans(&b, 42), Some((5, bans.clone())));
+        assert_eq!(decode_bans(&b, 43), None, "another formatting's list");
+        let len = bans_len(&b).unwrap() as usize;
+        for i in 0..len * 8 {
+            let mut c = b.clone();
+            c[i / 8] ^= 1 << (i % 8);
+            assert_eq!(decode_bans(&c, 42), None, "bit {i}");
+        }
+        assert!(stream_pos(7, 8192) < stream_pos(8, 0));
+        let huge = vec![
+            BanRecord {
+                pos: 0,
+                created_ms: 0,
+                expr: "x".repeat(BAN_SLOT as usize),
+            };
+            1
+        ];
+        assert_eq!(encode_bans(1, 1, &huge), None, "bounded by the slot");
+    }
+
+    #[test]
+    fn other_versions_are_recognised_not_read() {
+        let s = Superblock {
+            region_size: 1 << 20,
+            regions: 4,
+            instance: 5,
+        };
+        let mut b = s.encode();
+        assert_eq!(Superblock::version_of(&b), Some(FORMAT_VERSION));
+        b[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let h = checksum(&b[..32]);
+        b[32..40].copy_from_slice(&h.to_le_bytes());
+        assert_eq!(Superblock::decode(&b), None);
+        assert_eq!(Superblock::version_of(&b), Some(2));
+        assert_eq!(Superblock::version_of(&[0u8; 64]), None);
     }
 
     #[test]

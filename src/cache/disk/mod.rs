@@ -1,7 +1,8 @@
 //! The persistent disk tier: a [`Storage`] over a focused log-structured engine.
 //!
 //! - `format.rs`: the on-disk layout (superblock, regions, entries, summaries, trailers).
-//! - `engine.rs`: the data file, the in-memory index, recovery, reads and lazily read bodies.
+//! - `engine.rs`: the data file, the in-memory index, reads and lazily read bodies.
+//! - `recover.rs`: rebuilding the index, the ban list and the variant lists at start-up.
 //! - `writer.rs`: the background writer thread (batched aligned writes, sealing, reclaim).
 //!
 //! The request path only ever does an in-memory index probe, a read on the blocking pool
@@ -9,6 +10,7 @@
 
 mod engine;
 pub mod format;
+mod recover;
 mod writer;
 
 use std::future::Future;
@@ -22,11 +24,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use http::HeaderName;
 
 pub use engine::{DiskBody, INLINE_MAX, ReadError};
-use engine::{Engine, now_ms};
+use engine::{Engine, Recovered, now_ms};
 use writer::{Cmd, Shared, Writer};
 
+use super::ban::{Ban, BanError, BanList};
 use super::{CacheKey, Object, Storage, StorageStats};
 use crate::config::{DISK_REGION_OVERHEAD, DiskConfig};
 use crate::stats::Counters;
@@ -39,6 +43,10 @@ const QUEUE_BYTES: u64 = 128 << 20;
 /// The disk tier.
 pub struct DiskStorage {
     engine: Arc<Engine>,
+    /// The cache's ban list: read back at start-up, persisted on change, checked on disk reads.
+    bans: Arc<BanList>,
+    /// Variant keys and their `Vary` names found at recovery, until the cache takes them.
+    variants: Mutex<Vec<(CacheKey, Vec<HeaderName>)>>,
     tx: SyncSender<Cmd>,
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -48,18 +56,44 @@ pub struct DiskStorage {
 
 impl DiskStorage {
     /// Opens the data file (creating and preallocating it if needed), rebuilds the index
-    /// (counted in `disk_recovered_objects`, `disk_recovery_ms`) and starts the writer thread.
+    /// (counted in `disk_recovered_objects`, `disk_recovery_ms`), puts the persisted bans back
+    /// into `bans` and starts the writer thread.
     /// Errors: the file cannot be created, locked (another process uses it), preallocated
     /// (no space) or read.
     /// Each object carries its own keep window (stale objects stay usable that long past
     /// TTL + grace).
-    pub fn open(config: &DiskConfig, counters: Arc<Counters>) -> io::Result<DiskStorage> {
-        let (engine, rec) = Engine::open(
+    pub fn open(
+        config: &DiskConfig,
+        counters: Arc<Counters>,
+        bans: Arc<BanList>,
+    ) -> io::Result<DiskStorage> {
+        let (engine, mut rec) = Engine::open(
             &config.path,
             config.size.0,
             config.region_size.0,
             counters.clone(),
         )?;
+        let mut ban_generation = rec.ban_generation;
+        if restore_bans(&engine, &rec, &bans, &counters) {
+            // Write back what is left, so retired bans are not read again.
+            let records: Vec<format::BanRecord> = bans
+                .snapshot()
+                .iter()
+                .map(|b| format::BanRecord {
+                    pos: b.pos(),
+                    created_ms: b.created_ms,
+                    expr: b.expr.clone(),
+                })
+                .collect();
+            ban_generation += 1;
+            match engine.write_bans(ban_generation, &records) {
+                Ok(n) => counters.disk_bytes_written.add(n),
+                Err(e) => tracing::warn!(error = ?e, "cannot rewrite the disk cache ban list"),
+            }
+        }
+        let variants = std::mem::take(&mut rec.variants);
+        counters.disk_recovered_variants.add(variants.len() as u64);
+        rec.objects = engine.objects();
         counters.disk_recovered_objects.add(rec.objects);
         counters
             .disk_recovery_ms
@@ -67,6 +101,8 @@ impl DiskStorage {
         tracing::info!(
             path = %config.path.display(),
             objects = rec.objects,
+            variants = variants.len(),
+            bans = bans.len(),
             ms = rec.elapsed.as_millis() as u64,
             "disk cache ready"
         );
@@ -75,13 +111,22 @@ impl DiskStorage {
             suspended_until: AtomicU64::new(0),
         });
         let (tx, rx) = sync_channel(QUEUE_LEN);
-        let writer = Writer::new(engine.clone(), shared.clone(), rec.books, rec.next_seq);
+        let writer = Writer::new(
+            engine.clone(),
+            shared.clone(),
+            bans.clone(),
+            ban_generation,
+            rec.books,
+            rec.next_seq,
+        );
         let thread = std::thread::Builder::new()
             .name("shellac-disk-writer".into())
             .spawn(move || writer.run(rx))?;
         Ok(DiskStorage {
             max_object: config.region_size.0.saturating_sub(DISK_REGION_OVERHEAD),
             engine,
+            bans,
+            variants: Mutex::new(variants),
             tx,
             shared,
             thread: Mutex::new(Some(thread)),
@@ -125,6 +170,36 @@ impl DiskStorage {
         }
     }
 
+    /// Variant keys (with their `Vary` names) indexed at recovery, oldest first; taken once.
+    pub fn take_variants(&self) -> Vec<(CacheKey, Vec<HeaderName>)> {
+        std::mem::take(&mut *self.variants.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Persists `ban` (already in the ban list): answers once the list holding it is synced
+    /// to disk. Blocking; at most 30 s.
+    pub fn persist_ban(&self, ban: Arc<Ban>) -> Result<(), BanError> {
+        let (ack, done) = sync_channel(1);
+        if self.tx.send(Cmd::Ban(ban, ack)).is_err() {
+            return Err(BanError::NotDurable("the disk writer has stopped".into()));
+        }
+        done.recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| {
+                Err(BanError::NotDurable(
+                    "the disk writer did not answer".into(),
+                ))
+            })
+    }
+
+    /// Retires bans created before `before` (the memory tier was swept completely since) that
+    /// nothing on disk is older than. Blocking; returns how many.
+    pub fn retire_bans(&self, before: Instant) -> usize {
+        let (ack, done) = sync_channel(1);
+        if self.tx.send(Cmd::RetireBans(before, ack)).is_err() {
+            return 0;
+        }
+        done.recv_timeout(Duration::from_secs(30)).unwrap_or(0)
+    }
+
     /// Waits (blocking, at most `timeout`) until everything queued so far is written.
     pub fn flush(&self, timeout: Duration) -> bool {
         let (ack, done) = sync_channel(1);
@@ -142,6 +217,19 @@ impl DiskStorage {
         let (engine, k) = (self.engine.clone(), key.clone());
         let read = tokio::task::spawn_blocking(move || engine.read_object(&k, hash, loc)).await;
         match read {
+            Ok(Ok(Some(object)))
+                if self.bans.is_banned_on_disk(
+                    format::stream_pos(loc.seq, loc.offset as u64),
+                    key,
+                    &object,
+                ) =>
+            {
+                // Written before a ban that matches it. No tombstone: the ban itself stays
+                // persisted for as long as anything this old is on disk.
+                self.engine.index_remove_exact(hash, &loc);
+                self.engine.counters.ban_objects.inc();
+                None
+            }
             Ok(Ok(object)) => object.map(Arc::new),
             Ok(Err(ReadError::Corrupt(what))) => {
                 self.engine.drop_corrupt(hash, &loc, what);
@@ -242,6 +330,52 @@ impl Storage for DiskStorage {
     }
 }
 
+/// Puts the persisted bans back into `bans`: those positioned at or before the oldest region
+/// still holding an object cover nothing any more and are dropped (`ban_retired`); beyond
+/// `invalidation.max_bans`, or no longer valid, a ban is replaced by dropping every object
+/// written before it (`ban_recovered_folded`) — never by serving what it covered. True if the
+/// list changed.
+fn restore_bans(engine: &Engine, rec: &Recovered, bans: &BanList, counters: &Counters) -> bool {
+    let oldest = engine.oldest_live_pos(&rec.books);
+    let mut keep: Vec<&format::BanRecord> = Vec::new();
+    let mut changed = false;
+    for b in &rec.bans {
+        if b.pos <= oldest {
+            counters.ban_retired.inc();
+            changed = true;
+        } else {
+            keep.push(b);
+        }
+    }
+    let mut fold_to = 0;
+    let over = keep.len().saturating_sub(bans.max());
+    if over > 0 {
+        fold_to = keep[over - 1].pos;
+        keep.drain(..over);
+        counters.ban_recovered_folded.add(over as u64);
+        changed = true;
+    }
+    for b in keep {
+        match bans.restore(&b.expr, b.created_ms, b.pos) {
+            Ok(_) => counters.ban_recovered.inc(),
+            Err(e) => {
+                tracing::warn!(expr = %b.expr, error = %e, "persisted ban no longer valid; dropping every disk object it could cover");
+                fold_to = fold_to.max(b.pos);
+                counters.ban_recovered_folded.inc();
+                changed = true;
+            }
+        }
+    }
+    if fold_to > 0 {
+        let dropped = engine.drop_before(&rec.books, fold_to);
+        tracing::warn!(
+            dropped,
+            "disk objects older than bans that could not be reloaded dropped"
+        );
+    }
+    changed
+}
+
 /// Streams a [`DiskBody`] chunk by chunk: each read runs on the blocking pool and is verified
 /// before its bytes are handed out. A failed check ends the stream with an error (the client
 /// sees a truncated response, never wrong bytes) and drops the entry.
@@ -299,5 +433,7 @@ impl DiskReader {
     }
 }
 
+#[cfg(test)]
+mod persist_tests;
 #[cfg(test)]
 mod tests;

@@ -10,15 +10,16 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode};
 
 use super::*;
+use crate::cache::ban::BanList;
 use crate::cache::{Body, CacheKey, Object, Storage};
 use crate::config::units::Size;
 use crate::config::{Admission, DiskConfig};
 use crate::stats::Counters;
 
-struct TempDir(PathBuf);
+pub(super) struct TempDir(PathBuf);
 
 impl TempDir {
-    fn new(name: &str) -> TempDir {
+    pub(super) fn new(name: &str) -> TempDir {
         let dir = std::env::temp_dir().join(format!(
             "shellac-disk-{name}-{}-{}",
             std::process::id(),
@@ -27,7 +28,7 @@ impl TempDir {
         std::fs::create_dir_all(&dir).unwrap();
         TempDir(dir)
     }
-    fn config(&self, size: u64, region: u64) -> DiskConfig {
+    pub(super) fn config(&self, size: u64, region: u64) -> DiskConfig {
         DiskConfig {
             path: self.0.join("cache.dat"),
             size: Size(size),
@@ -43,15 +44,15 @@ impl Drop for TempDir {
     }
 }
 
-fn object(body: Vec<u8>, ttl: Duration, initial_age: Duration) -> Arc<Object> {
+pub(super) fn object(body: Vec<u8>, ttl: Duration, initial_age: Duration) -> Arc<Object> {
     let mut headers = HeaderMap::new();
     headers.insert("content-type", HeaderValue::from_static("text/plain"));
     let len = body.len() as u64;
     let chunks: Vec<Bytes> = body.chunks(64 * 1024).map(Bytes::copy_from_slice).collect();
     Arc::new(Object {
         status: StatusCode::OK,
-        headers,
-        body: Body::Memory(chunks),
+        headers: crate::cache::StoredFields::from_map(&headers),
+        body: Body::Memory(chunks.into()),
         body_len: len,
         vary: vec![],
         initial_age,
@@ -66,21 +67,21 @@ fn object(body: Vec<u8>, ttl: Duration, initial_age: Duration) -> Arc<Object> {
     })
 }
 
-fn body_for(i: usize, len: usize) -> Vec<u8> {
+pub(super) fn body_for(i: usize, len: usize) -> Vec<u8> {
     (0..len).map(|j| (i * 31 + j) as u8).collect()
 }
 
-fn key(i: usize) -> CacheKey {
+pub(super) fn key(i: usize) -> CacheKey {
     CacheKey::new("disk.test", &format!("/object/{i}"))
 }
 
-const HOUR: Duration = Duration::from_secs(3600);
+pub(super) const HOUR: Duration = Duration::from_secs(3600);
 
-async fn body_of(object: &Object) -> Vec<u8> {
+pub(super) async fn body_of(object: &Object) -> Vec<u8> {
     match &object.body {
         Body::Memory(chunks) => chunks.iter().flat_map(|c| c.to_vec()).collect(),
         Body::Disk(disk) => {
-            let mut reader = DiskReader::new(disk.clone());
+            let mut reader = DiskReader::new((**disk).clone());
             let mut out = Vec::new();
             while let Some(chunk) = std::future::poll_fn(|cx| reader.poll_chunk(cx)).await {
                 out.extend_from_slice(&chunk.expect("chunk reads"));
@@ -91,9 +92,19 @@ async fn body_of(object: &Object) -> Vec<u8> {
 }
 
 fn open(config: &DiskConfig) -> (DiskStorage, Arc<Counters>) {
-    let counters = Arc::new(Counters::default());
-    let disk = DiskStorage::open(config, counters.clone()).expect("disk tier opens");
+    let (disk, counters, _) = open_with_bans(config, 100);
     (disk, counters)
+}
+
+/// Opens the tier with a ban list of at most `max_bans` (filled with the persisted bans).
+pub(super) fn open_with_bans(
+    config: &DiskConfig,
+    max_bans: usize,
+) -> (DiskStorage, Arc<Counters>, Arc<BanList>) {
+    let counters = Arc::new(Counters::default());
+    let bans = Arc::new(BanList::new(max_bans));
+    let disk = DiskStorage::open(config, counters.clone(), bans.clone()).expect("disk tier opens");
+    (disk, counters, bans)
 }
 
 #[tokio::test]
@@ -130,7 +141,7 @@ async fn objects_survive_clean_close_and_crash() {
             .await
             .expect("recovered object found");
         assert_eq!(body_of(&got).await, body_for(i, len), "object {i}");
-        assert_eq!(got.headers["content-type"], "text/plain");
+        assert_eq!(got.headers.map()["content-type"], "text/plain");
     }
     assert!(disk.lookup_io(&key(1000)).await.is_none());
     disk.close();
@@ -206,7 +217,7 @@ async fn garbage_file_never_panics_and_starts_empty() {
         .open(&config.path)
         .unwrap();
     for r in 0..4u64 {
-        let base = format::BLOCK + r * (1 << 20);
+        let base = format::DATA_START + r * (1 << 20);
         file.write_all_at(&[0xA5; 100], base + 10).unwrap();
         file.write_all_at(&[0x5A; 100], base + (1 << 20) - 50)
             .unwrap();
@@ -327,9 +338,13 @@ fn a_second_process_cannot_open_the_same_file() {
     let config = dir.config(4 << 20, 1 << 20);
     let (disk, _) = open(&config);
     // flock locks are per open file description, so a second open in this process conflicts.
-    let err = DiskStorage::open(&config, Arc::new(Counters::default()))
-        .err()
-        .expect("locked");
+    let err = DiskStorage::open(
+        &config,
+        Arc::new(Counters::default()),
+        Arc::new(BanList::new(100)),
+    )
+    .err()
+    .expect("locked");
     assert!(err.to_string().contains("locked"), "{err}");
     disk.close();
     let (disk, _) = open(&config);

@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 
 use xxhash_rust::xxh3::Xxh3;
 
-use super::engine::{Engine, Loc, RegionBook, now_ms};
+use super::engine::{BanWriteError, Engine, Loc, RegionBook, now_ms};
 use super::format::{
-    self, BLOCK, BODY_CHUNK, EntryHeader, EntryInfo, KIND_OBJECT, KIND_TOMBSTONE, Meta,
-    RegionHeader,
+    self, BAN_SLOT, BLOCK, BODY_CHUNK, BanRecord, EntryHeader, EntryInfo, KIND_OBJECT,
+    KIND_TOMBSTONE, Meta, RegionHeader, VaryRecord,
 };
+use crate::cache::ban::{Ban, BanError, BanList, NOT_PERSISTED};
 use crate::cache::{Body, CacheKey, Object};
 
 /// Writes are issued once this much is buffered (whole blocks only; the tail waits). Kept
@@ -45,6 +46,11 @@ pub enum Cmd {
     Remove(CacheKey),
     /// Write everything queued so far, then answer.
     Flush(SyncSender<()>),
+    /// Give the ban its stream position and persist the ban list (synced) before answering.
+    Ban(Arc<Ban>, SyncSender<Result<(), BanError>>),
+    /// Retire the bans created before this instant that no indexed object is older than (the
+    /// memory tier was swept completely since); answers how many.
+    RetireBans(Instant, SyncSender<usize>),
     /// Flush, seal the open region, sync, answer and stop.
     Close(SyncSender<()>),
     /// Stop at once without writing anything more, as if the process died (tests).
@@ -72,6 +78,9 @@ struct Active {
 pub struct Writer {
     engine: Arc<Engine>,
     shared: Arc<Shared>,
+    bans: Arc<BanList>,
+    /// Generation of the ban list last written.
+    ban_generation: u64,
     books: Vec<RegionBook>,
     next_seq: u64,
     active: Option<Active>,
@@ -85,12 +94,16 @@ impl Writer {
     pub fn new(
         engine: Arc<Engine>,
         shared: Arc<Shared>,
+        bans: Arc<BanList>,
+        ban_generation: u64,
         books: Vec<RegionBook>,
         next_seq: u64,
     ) -> Writer {
         Writer {
             engine,
             shared,
+            bans,
+            ban_generation,
             books,
             next_seq,
             active: None,
@@ -125,6 +138,12 @@ impl Writer {
                 Ok(Cmd::Flush(ack)) => {
                     self.flush();
                     let _ = ack.send(());
+                }
+                Ok(Cmd::Ban(ban, ack)) => {
+                    let _ = ack.send(self.persist_ban(&ban));
+                }
+                Ok(Cmd::RetireBans(before, ack)) => {
+                    let _ = ack.send(self.retire_bans(before));
                 }
                 Ok(Cmd::Close(ack)) => {
                     self.close();
@@ -165,6 +184,75 @@ impl Writer {
         }
     }
 
+    /// Positions `ban` at the current end of the write stream (entries written before it are
+    /// the ones it covers; later ones were checked against it in [`Writer::put`]) and writes
+    /// the ban list. Not done in place of admission: bans are persisted even while admission is
+    /// suspended.
+    fn persist_ban(&mut self, ban: &Ban) -> Result<(), BanError> {
+        let pos = match (&self.active, self.cursor()) {
+            (Some(a), Some(cursor)) => format::stream_pos(a.seq, cursor),
+            _ => format::stream_pos(self.next_seq, 0),
+        };
+        ban.set_pos(pos);
+        match self.write_bans() {
+            Ok(()) => Ok(()),
+            Err(BanWriteError::Full) => {
+                // Not applied: a ban that cannot be persisted would block every later one.
+                self.bans.remove(ban.id);
+                self.engine.counters.ban_persist_full.inc();
+                Err(BanError::PersistFull(BAN_SLOT))
+            }
+            Err(BanWriteError::Io(e)) => {
+                // Still applied in this process (and written with the next list that succeeds).
+                self.engine.counters.disk_io_error.inc();
+                tracing::error!(error = %e, "cannot persist the ban list");
+                Err(BanError::NotDurable(e.to_string()))
+            }
+        }
+    }
+
+    /// Writes every positioned ban (a new generation of the list).
+    fn write_bans(&mut self) -> Result<(), BanWriteError> {
+        let records: Vec<BanRecord> = self
+            .bans
+            .snapshot()
+            .iter()
+            .filter(|b| b.pos() != NOT_PERSISTED)
+            .map(|b| BanRecord {
+                pos: b.pos(),
+                created_ms: b.created_ms,
+                expr: b.expr.clone(),
+            })
+            .collect();
+        self.ban_generation += 1;
+        let n = self.engine.write_bans(self.ban_generation, &records)?;
+        self.engine.counters.disk_bytes_written.add(n);
+        Ok(())
+    }
+
+    /// Retires bans created before `before` whose position is before the oldest region still
+    /// holding an indexed object: nothing on disk is older than them any more, and whatever
+    /// was queued before this command has been written (or dropped) by now.
+    fn retire_bans(&mut self, before: Instant) -> usize {
+        // The open region counts even before its entries are indexed (they are pending).
+        let open = self
+            .active
+            .as_ref()
+            .map_or(u64::MAX, |a| format::stream_pos(a.seq, 0));
+        let oldest = self.engine.oldest_live_pos(&self.books).min(open);
+        let retired = self
+            .bans
+            .retire_where(|b| b.created < before && b.pos() != NOT_PERSISTED && b.pos() <= oldest);
+        if retired > 0
+            && let Err(BanWriteError::Io(e)) = self.write_bans()
+        {
+            // The retired bans come back at the next start and are dropped there again.
+            self.engine.counters.disk_io_error.inc();
+            tracing::warn!(error = %e, "cannot rewrite the ban list after retiring bans");
+        }
+        retired
+    }
+
     fn suspended(&self) -> bool {
         self.shared.suspended_until.load(Ordering::Relaxed) > now_ms()
     }
@@ -180,12 +268,18 @@ impl Writer {
             // Only objects with their body in memory are written (disk-backed ones are there).
             return;
         };
+        // Every object written after a ban's position has been checked against it here: that
+        // is what lets a ban cover only the entries before its position.
+        if self.bans.is_banned(key, object) {
+            self.engine.counters.ban_objects.inc();
+            return;
+        }
         let key_bytes = format::encode_key(key);
         let hash = format::key_hash(key);
         let stored_ms = now_ms().saturating_sub(object.stored_at.elapsed().as_millis() as u64);
         let meta = Meta {
             status: object.status,
-            headers: object.headers.clone(),
+            headers: object.headers.to_map(),
             vary: object.vary.clone(),
             initial_age_ms: object.initial_age.as_millis() as u64,
             ttl_ms: object.ttl.as_millis() as u64,
@@ -216,7 +310,19 @@ impl Writer {
             self.engine.counters.disk_reject.inc();
             return;
         }
-        let Some(seq) = self.make_room(total) else {
+        // A variant: its key and Vary names go into the summary, so the URL's variant list is
+        // rebuilt at recovery without reading the entry.
+        let names: Vec<http::HeaderName> = if key.variant != 0 {
+            object.vary.iter().map(|(n, _)| n.clone()).collect()
+        } else {
+            Vec::new()
+        };
+        let vary_len = if names.is_empty() {
+            0
+        } else {
+            VaryRecord::encoded_len(&key_bytes, &names) as u64
+        };
+        let Some(seq) = self.make_room(total, vary_len) else {
             self.engine.counters.disk_reject.inc();
             return;
         };
@@ -252,6 +358,17 @@ impl Writer {
             expires_ms: header.expires_ms,
             kind: KIND_OBJECT,
         };
+        if !names.is_empty()
+            && let Some(a) = &self.active
+        {
+            let book = &mut self.books[a.region as usize];
+            VaryRecord::encode_into(
+                book.entries.len() as u32,
+                &key_bytes,
+                &names,
+                &mut book.vary,
+            );
+        }
         self.record(info);
         self.pending.push((info, end));
         self.engine.counters.disk_admit.inc();
@@ -283,7 +400,7 @@ impl Writer {
             meta_hash: meta_checksum(&key_bytes, &[]),
         };
         let total = header.total_len();
-        let Some(seq) = self.make_room(total) else {
+        let Some(seq) = self.make_room(total, 0) else {
             return;
         };
         let Some(start) = self.cursor() else {
@@ -325,15 +442,16 @@ impl Writer {
             .map(|a| a.buf_start + self.buf.len() as u64)
     }
 
-    /// Makes sure an entry of `total` bytes fits the active region (sealing it and opening the
-    /// next one if not); returns the active region's incarnation.
-    fn make_room(&mut self, total: u64) -> Option<u64> {
+    /// Makes sure an entry of `total` bytes (and `vary_len` more bytes of summary) fits the
+    /// active region (sealing it and opening the next one if not); returns the active region's
+    /// incarnation.
+    fn make_room(&mut self, total: u64, vary_len: u64) -> Option<u64> {
         let fits = |w: &Writer| match (&w.active, w.cursor()) {
             (Some(a), Some(cursor)) => {
-                let entries = w.books[a.region as usize].entries.len() as u64 + 1;
-                format::align_up(cursor + total, BLOCK)
-                    + format::align_up(entries * format::SUMMARY_RECORD as u64, BLOCK)
-                    + BLOCK
+                let summary = w.books[a.region as usize].summary_bytes()
+                    + format::SUMMARY_RECORD as u64
+                    + vary_len;
+                format::align_up(cursor + total, BLOCK) + format::align_up(summary, BLOCK) + BLOCK
                     <= w.engine.region_size
             }
             _ => false,
@@ -482,10 +600,12 @@ impl Writer {
         let book = &mut self.books[a.region as usize];
         match self
             .engine
-            .write_summary(a.region, a.seq, a.buf_start, &book.entries)
+            .write_summary(a.region, a.seq, a.buf_start, &book.entries, &book.vary)
         {
             Ok(n) => {
                 book.sealed = true;
+                // On disk now; only recovery reads it back.
+                book.vary = Vec::new();
                 self.engine.counters.disk_bytes_written.add(n);
             }
             Err(e) => self.fail(e),

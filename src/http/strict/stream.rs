@@ -2,7 +2,9 @@
 //! bodies between them — `Content-Length` skipped exactly, chunked bodies checked byte by byte
 //! (sizes, extensions, data framing, trailers) against RFC 9112 §7.1.
 
-use super::{Framing, Head, Limits, Violation, is_field_byte, is_tchar, parse_head};
+use super::{
+    Framing, Head, Limits, Violation, is_field_byte, is_tchar, parse_head, partial_line_too_long,
+};
 
 /// Where the scanner is in a chunked body (RFC 9112 §7.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,7 +184,9 @@ impl Scanner {
     /// A head not complete yet: remember how far it was searched, enforce the size limits.
     fn incomplete(&mut self, data: &[u8]) -> Scan {
         self.searched = data.len();
-        if data.len() > self.limits.max_request_line && memchr::memchr(b'\n', data).is_none() {
+        if partial_line_too_long(data, self.limits.max_request_line)
+            && memchr::memchr(b'\n', data).is_none()
+        {
             return Scan::Reject(Violation::UriTooLong);
         }
         if data.len() > self.limits.max_header_size {

@@ -365,3 +365,72 @@ fn violation_codes_round_trip() {
     }
     assert_eq!(Violation::from_code(0), None);
 }
+
+/// The byte tables built by `alnum_and` are exactly RFC 9110's tchar and RFC 3986's
+/// reg-name characters (without `%`).
+#[test]
+fn byte_tables_match_the_grammars() {
+    for b in 0..=255u8 {
+        let tchar = b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+        assert_eq!(is_tchar(b), tchar, "tchar {b:#04x}");
+        let unreserved = b.is_ascii_alphanumeric() || b"-._~".contains(&b);
+        let sub_delim = b"!$&'()*+,;=".contains(&b);
+        assert_eq!(
+            REG_NAME[b as usize],
+            unreserved || sub_delim,
+            "reg-name {b:#04x}"
+        );
+    }
+}
+
+#[test]
+fn request_line_of_a_refused_request() {
+    let line = |d: &str, max| valid_request_line(d.as_bytes(), max).map(|l| l.to_vec());
+    let ok = |s: &str| Some(s.as_bytes().to_vec());
+    assert_eq!(
+        line("GET /a?b HTTP/1.1\r\nHost: x\r\n", 100),
+        ok("GET /a?b HTTP/1.1")
+    );
+    assert_eq!(line("POST / HTTP/1.0\r\n", 15), ok("POST / HTTP/1.0"));
+    // Too long, incomplete, bare LF, or not a valid request line: not shown.
+    assert_eq!(line("POST / HTTP/1.0\r\n", 14), None);
+    assert_eq!(line("GET /a HTTP/1.1", 100), None);
+    assert_eq!(line("GET /a HTTP/1.1\nHost: x\r\n", 100), None);
+    assert_eq!(line("GET /a HTTP/2.0\r\n", 100), None);
+    assert_eq!(line("GET /a b HTTP/1.1\r\n", 100), None);
+    assert_eq!(line("\x16\x03\x01\r\n", 100), None);
+    assert_eq!(
+        Violation::LengthAndChunked.refused_reason(),
+        "refused:content-length-and-transfer-encoding"
+    );
+}
+
+/// Fuzzing regression (`request_stream`, corpus `regress-line-at-limit-split-crlf`): a request
+/// line of exactly `max_request_line` bytes was refused (414) when its CR arrived in one read
+/// and its LF in the next, and accepted when both came together.
+#[test]
+fn request_line_at_the_limit_with_crlf_split_across_reads() {
+    let limits = Limits {
+        max_request_line: 16,
+        ..Limits::default()
+    };
+    let line = format!("GET /{} HTTP/1.1", "x".repeat(16 - "GET / HTTP/1.1".len()));
+    assert_eq!(line.len(), 16);
+    let mut s = Scanner::new(limits);
+    let first = format!("{line}\r");
+    assert_eq!(s.scan(first.as_bytes()), Scan::Incomplete);
+    let whole = format!("{line}\r\nHost: a\r\n\r\n");
+    assert!(matches!(s.scan(whole.as_bytes()), Scan::Head(n, _) if n == whole.len()));
+    // One byte more is too long, with or without the CR.
+    let long = format!(
+        "GET /{} HTTP/1.1\r",
+        "x".repeat(17 - "GET / HTTP/1.1".len())
+    );
+    let mut s = Scanner::new(limits);
+    assert_eq!(s.scan(long.as_bytes()), Scan::Reject(Violation::UriTooLong));
+    assert_eq!(
+        parse_head(&long.as_bytes()[..long.len() - 1], &limits),
+        Err(Violation::UriTooLong)
+    );
+    assert_eq!(parse_head(first.as_bytes(), &limits), Ok(None));
+}

@@ -1,0 +1,347 @@
+//! Engine tests for what recovery rebuilds besides the index: the ban list (durable, ordered by
+//! stream position, expired, damaged copies), the variant lists, and old-format files.
+
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::{HeaderName, HeaderValue};
+
+use super::tests::{HOUR, TempDir, body_for, body_of, key, object, open_with_bans};
+use super::*;
+use crate::cache::ban::BanError;
+use crate::cache::{CacheKey, Object, Storage};
+
+fn news(i: usize) -> CacheKey {
+    CacheKey::new("disk.test", &format!("/news/{i}"))
+}
+
+fn sport(i: usize) -> CacheKey {
+    CacheKey::new("disk.test", &format!("/sport/{i}"))
+}
+
+fn small(i: usize) -> Arc<Object> {
+    object(body_for(i, 3000), HOUR, Duration::ZERO)
+}
+
+/// Adds `expr` to the list and persists it, as `Cache::ban` does.
+fn ban(disk: &DiskStorage, bans: &BanList, expr: &str) -> Result<(), BanError> {
+    let b = bans.add(expr)?;
+    disk.persist_ban(b)
+}
+
+fn write_file(path: &std::path::Path, at: u64, bytes: &[u8]) {
+    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    file.write_all_at(bytes, at).unwrap();
+}
+
+#[tokio::test]
+async fn bans_survive_a_crash_and_cover_only_entries_written_before_them() {
+    let dir = TempDir::new("ban-crash");
+    let config = dir.config(8 << 20, 1 << 20);
+    let (disk, _, bans) = open_with_bans(&config, 100);
+    for i in 0..5 {
+        disk.admit(news(i), small(i));
+        disk.admit(sport(i), small(i));
+    }
+    assert!(disk.flush(Duration::from_secs(10)));
+    let stored_before = small(7);
+    std::thread::sleep(Duration::from_millis(2));
+    ban(&disk, &bans, "req.url ~ ^/news/").expect("persisted");
+    // Stored after the ban: not covered.
+    disk.admit(news(9), small(9));
+    // Stored before the ban, written after it: dropped by the writer, never written.
+    disk.admit(news(7), stored_before);
+    assert!(disk.flush(Duration::from_secs(10)));
+    disk.crash();
+
+    let (disk, counters, bans) = open_with_bans(&config, 100);
+    assert_eq!(counters.ban_recovered.get(), 1);
+    assert_eq!(bans.len(), 1);
+    assert_eq!(bans.list()[0].2, "req.url ~ ^/news/");
+    for i in 0..5 {
+        assert!(disk.lookup_io(&news(i)).await.is_none(), "news {i} banned");
+        let s = disk.lookup_io(&sport(i)).await.expect("sport kept");
+        assert_eq!(body_of(&s).await, body_for(i, 3000));
+    }
+    assert_eq!(counters.ban_objects.get(), 5);
+    assert!(
+        disk.lookup_io(&news(9)).await.is_some(),
+        "stored after the ban"
+    );
+    assert!(disk.lookup_io(&news(7)).await.is_none(), "never written");
+    disk.close();
+}
+
+#[test]
+fn objects_older_than_a_ban_are_not_written_after_it() {
+    let dir = TempDir::new("ban-filter");
+    let config = dir.config(8 << 20, 1 << 20);
+    let (disk, counters, bans) = open_with_bans(&config, 100);
+    let old = small(1);
+    std::thread::sleep(Duration::from_millis(2));
+    ban(&disk, &bans, "req.url ~ ^/news/").expect("persisted");
+    disk.admit(news(1), old);
+    assert!(disk.flush(Duration::from_secs(10)));
+    assert_eq!(counters.ban_objects.get(), 1);
+    assert_eq!(counters.disk_admit.get(), 0);
+    disk.close();
+}
+
+#[tokio::test]
+async fn a_damaged_ban_list_copy_is_detected_and_never_loses_a_ban() {
+    let dir = TempDir::new("ban-damage");
+    let config = dir.config(8 << 20, 1 << 20);
+    let (disk, _, bans) = open_with_bans(&config, 100);
+    disk.admit(news(1), small(1));
+    disk.admit(sport(1), small(1));
+    assert!(disk.flush(Duration::from_secs(10)));
+    ban(&disk, &bans, "req.url ~ ^/news/").expect("persisted");
+    disk.close();
+
+    // Copy A scribbled: copy B still holds the ban.
+    write_file(&config.path, format::BLOCK + 40, b"scribble");
+    let (disk, counters, bans) = open_with_bans(&config, 100);
+    assert_eq!(counters.disk_checksum_fail.get(), 1);
+    assert_eq!(counters.disk_reset.get(), 0);
+    assert_eq!(bans.len(), 1);
+    assert!(disk.lookup_io(&news(1)).await.is_none());
+    assert!(disk.lookup_io(&sport(1)).await.is_some());
+    disk.close();
+
+    // Both copies scribbled: no ban can be trusted to be known, so nothing on disk is served.
+    write_file(&config.path, format::BLOCK + 40, b"scribble");
+    write_file(
+        &config.path,
+        format::BLOCK + format::BAN_SLOT + 40,
+        b"scribble",
+    );
+    let (disk, counters, bans) = open_with_bans(&config, 100);
+    assert_eq!(counters.disk_reset.get(), 1);
+    assert_eq!(counters.disk_recovered_objects.get(), 0);
+    assert!(bans.is_empty());
+    assert!(disk.lookup_io(&sport(1)).await.is_none());
+    assert!(disk.lookup_io(&news(1)).await.is_none());
+    // And the file is usable again.
+    disk.admit(sport(2), small(2));
+    assert!(disk.flush(Duration::from_secs(10)));
+    disk.close();
+    let (disk, counters, _) = open_with_bans(&config, 100);
+    assert_eq!(counters.disk_recovered_objects.get(), 1);
+    assert_eq!(counters.disk_reset.get(), 0);
+    disk.close();
+}
+
+#[tokio::test]
+async fn bans_expire_once_nothing_older_is_on_disk() {
+    let dir = TempDir::new("ban-expire");
+    let config = dir.config(4 << 20, 1 << 20);
+    let (disk, counters, bans) = open_with_bans(&config, 100);
+    disk.admit(news(1), small(1));
+    assert!(disk.flush(Duration::from_secs(10)));
+    ban(&disk, &bans, "req.url ~ ^/news/").expect("persisted");
+    assert_eq!(disk.retire_bans(Instant::now()), 0, "news/1 is older");
+    // Write enough to reclaim every region that held anything older than the ban.
+    for i in 0..700 {
+        disk.admit(key(i), object(body_for(i, 8 * 1024), HOUR, Duration::ZERO));
+        if i % 100 == 99 {
+            assert!(disk.flush(Duration::from_secs(10)));
+        }
+    }
+    assert!(disk.flush(Duration::from_secs(10)));
+    assert!(counters.disk_regions_reclaimed.get() >= 1);
+    assert_eq!(disk.retire_bans(Instant::now()), 1);
+    assert!(bans.is_empty());
+    disk.close();
+    let (disk, counters, bans) = open_with_bans(&config, 100);
+    assert_eq!(
+        counters.ban_recovered.get(),
+        0,
+        "the rewritten list is empty"
+    );
+    assert!(bans.is_empty());
+    disk.close();
+}
+
+#[tokio::test]
+async fn bans_no_object_predates_are_dropped_at_recovery() {
+    let dir = TempDir::new("ban-recovery-expire");
+    let config = dir.config(4 << 20, 1 << 20);
+    let (disk, _, bans) = open_with_bans(&config, 100);
+    disk.admit(news(1), small(1));
+    assert!(disk.flush(Duration::from_secs(10)));
+    ban(&disk, &bans, "req.url ~ ^/news/").expect("persisted");
+    for i in 0..700 {
+        disk.admit(key(i), object(body_for(i, 8 * 1024), HOUR, Duration::ZERO));
+        if i % 100 == 99 {
+            assert!(disk.flush(Duration::from_secs(10)));
+        }
+    }
+    assert!(disk.flush(Duration::from_secs(10)));
+    disk.crash();
+    let (disk, counters, bans) = open_with_bans(&config, 100);
+    assert_eq!(counters.ban_retired.get(), 1);
+    assert_eq!(counters.ban_recovered.get(), 0);
+    assert!(bans.is_empty());
+    assert!(disk.lookup_io(&key(699)).await.is_some());
+    disk.close();
+}
+
+#[tokio::test]
+async fn bans_over_the_bound_are_replaced_by_dropping_what_they_cover() {
+    let dir = TempDir::new("ban-fold");
+    let config = dir.config(8 << 20, 1 << 20);
+    let (disk, _, bans) = open_with_bans(&config, 100);
+    disk.admit(sport(1), small(1));
+    assert!(disk.flush(Duration::from_secs(10)));
+    ban(&disk, &bans, "req.url ~ ^/nothing-a").expect("persisted");
+    disk.admit(sport(2), small(2));
+    assert!(disk.flush(Duration::from_secs(10)));
+    ban(&disk, &bans, "req.url ~ ^/nothing-b").expect("persisted");
+    disk.admit(sport(3), small(3));
+    assert!(disk.flush(Duration::from_secs(10)));
+    disk.close();
+
+    // Room for one ban: the older one is folded, dropping sport/1 (written before it).
+    let (disk, counters, bans) = open_with_bans(&config, 1);
+    assert_eq!(counters.ban_recovered_folded.get(), 1);
+    assert_eq!(counters.ban_recovered.get(), 1);
+    assert_eq!(bans.list()[0].2, "req.url ~ ^/nothing-b");
+    assert!(disk.lookup_io(&sport(1)).await.is_none());
+    assert!(disk.lookup_io(&sport(2)).await.is_some());
+    assert!(disk.lookup_io(&sport(3)).await.is_some());
+    disk.close();
+}
+
+#[test]
+fn a_ban_list_over_its_bound_on_disk_refuses_the_ban() {
+    let dir = TempDir::new("ban-full");
+    let config = dir.config(8 << 20, 1 << 20);
+    let (disk, counters, bans) = open_with_bans(&config, 100);
+    let long = format!("req.url == /{}", "x".repeat(600 * 1024));
+    ban(&disk, &bans, &long).expect("fits");
+    let err = ban(&disk, &bans, &long).expect_err("does not fit 1 MiB");
+    assert!(matches!(err, BanError::PersistFull(_)), "{err:?}");
+    assert_eq!(bans.len(), 1, "not applied");
+    assert_eq!(counters.ban_persist_full.get(), 1);
+    disk.close();
+}
+
+fn variant(lang: &str, v: u64) -> (CacheKey, Arc<Object>) {
+    let mut o = object(lang.as_bytes().to_vec(), HOUR, Duration::ZERO);
+    Arc::get_mut(&mut o).expect("fresh object").vary = vec![(
+        HeaderName::from_static("accept-language"),
+        Some(HeaderValue::from_str(lang).unwrap()),
+    )];
+    (CacheKey::new("disk.test", "/page").with_variant(v), o)
+}
+
+fn sorted(mut v: Vec<(CacheKey, Vec<HeaderName>)>) -> Vec<(u64, Vec<HeaderName>)> {
+    v.sort_by_key(|(k, _)| k.variant);
+    v.into_iter().map(|(k, n)| (k.variant, n)).collect()
+}
+
+#[tokio::test]
+async fn variant_lists_are_rebuilt_after_a_clean_stop_and_a_crash() {
+    let dir = TempDir::new("vary");
+    let config = dir.config(8 << 20, 1 << 20);
+    let names = vec![HeaderName::from_static("accept-language")];
+    let want = vec![(11, names.clone()), (22, names.clone())];
+    let (disk, _, _) = open_with_bans(&config, 100);
+    for (lang, v) in [("fr", 11), ("de", 22)] {
+        let (k, o) = variant(lang, v);
+        disk.admit(k, o);
+    }
+    disk.admit(key(1), small(1));
+    assert!(disk.flush(Duration::from_secs(10)));
+    disk.crash();
+    // Crash: the open region is scanned, variant entries' metadata read for their names.
+    let (disk, counters, _) = open_with_bans(&config, 100);
+    assert_eq!(counters.disk_recovered_variants.get(), 2);
+    assert_eq!(sorted(disk.take_variants()), want);
+    assert!(disk.take_variants().is_empty(), "handed over once");
+    disk.close();
+    // Clean stop: the sealed summary carries them.
+    let (disk, counters, _) = open_with_bans(&config, 100);
+    assert_eq!(counters.disk_recovered_variants.get(), 2);
+    assert_eq!(sorted(disk.take_variants()), want);
+    let (k, _) = variant("fr", 11);
+    let got = disk.lookup_io(&k).await.expect("variant on disk");
+    assert_eq!(body_of(&got).await, b"fr");
+    // A removed variant is not listed again.
+    assert!(disk.remove(&k));
+    assert!(disk.flush(Duration::from_secs(10)));
+    disk.close();
+    let (disk, _, _) = open_with_bans(&config, 100);
+    assert_eq!(sorted(disk.take_variants()), want[1..]);
+    disk.close();
+}
+
+#[tokio::test]
+async fn damaged_vary_records_never_register_a_wrong_variant() {
+    let dir = TempDir::new("vary-damage");
+    let config = dir.config(8 << 20, 1 << 20);
+    let (disk, _, _) = open_with_bans(&config, 100);
+    let (fr, o) = variant("fr", 11);
+    disk.admit(fr.clone(), o);
+    let (de, o) = variant("de", 22);
+    disk.admit(de.clone(), o);
+    assert!(disk.flush(Duration::from_secs(10)));
+    let loc_de = disk
+        .engine()
+        .index_get(format::key_hash(&de))
+        .expect("indexed");
+    let base = disk.engine().region_base(loc_de.region);
+    disk.close();
+
+    // The summary's vary part damaged: the summary fails its checksum, the region is walked
+    // by its entry headers and the names are read from the (verified) entries instead.
+    let file = std::fs::read(&config.path).unwrap();
+    let region = &file[base as usize..base as usize + (1 << 20)];
+    let needle = format::encode_key(&fr);
+    let in_summary = region
+        .windows(needle.len())
+        .rposition(|w| w == needle.as_slice())
+        .expect("vary record in the summary");
+    write_file(&config.path, base + in_summary as u64, b"XX");
+    let (disk, counters, _) = open_with_bans(&config, 100);
+    assert_eq!(counters.disk_recovered_variants.get(), 2);
+    disk.close();
+
+    // The de entry's metadata damaged: that variant is not registered (and not served).
+    let meta_at = base + loc_de.offset as u64 + format::ENTRY_HEADER as u64 + needle.len() as u64;
+    write_file(&config.path, meta_at + 4, b"YY");
+    // Damage the summary again so recovery reads the entries.
+    write_file(&config.path, base + in_summary as u64, b"ZZ");
+    let (disk, counters, _) = open_with_bans(&config, 100);
+    assert_eq!(sorted(disk.take_variants()).len(), 1);
+    assert!(counters.disk_checksum_fail.get() >= 1);
+    assert!(disk.lookup_io(&de).await.is_none(), "never served");
+    assert!(disk.lookup_io(&fr).await.is_some());
+    disk.close();
+}
+
+#[tokio::test]
+async fn an_old_format_file_is_dropped_with_a_count_never_misread() {
+    let dir = TempDir::new("old-format");
+    let config = dir.config(4 << 20, 1 << 20);
+    let (disk, _, _) = open_with_bans(&config, 100);
+    disk.admit(key(1), small(1));
+    assert!(disk.flush(Duration::from_secs(10)));
+    disk.close();
+    // Rewrite the superblock as version 2 (the layout before ban lists and vary records).
+    let mut head = std::fs::read(&config.path).unwrap()[..64].to_vec();
+    head[8..12].copy_from_slice(&2u32.to_le_bytes());
+    let sum = format::checksum(&head[..32]);
+    head[32..40].copy_from_slice(&sum.to_le_bytes());
+    write_file(&config.path, 0, &head);
+    let (disk, counters, _) = open_with_bans(&config, 100);
+    assert_eq!(counters.disk_reset.get(), 1);
+    assert_eq!(counters.disk_recovered_objects.get(), 0);
+    assert!(disk.lookup_io(&key(1)).await.is_none());
+    disk.close();
+    // Reformatted as the current version.
+    let (disk, counters, _) = open_with_bans(&config, 100);
+    assert_eq!(counters.disk_reset.get(), 0);
+    disk.close();
+}

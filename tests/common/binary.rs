@@ -1,0 +1,101 @@
+//! The real `shellac` binary as a child process: `serve` started, its proxy and admin
+//! addresses read from its log, signals, a bounded stop, and a kill if a test panics first (so
+//! no process outlives the test holding its output pipe).
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_shellac");
+
+/// A running `shellac serve`.
+pub struct Served {
+    child: Child,
+    pub proxy: SocketAddr,
+    pub admin: SocketAddr,
+    /// Its log (stderr) after the two address lines, one line at a time.
+    pub log: mpsc::Receiver<String>,
+}
+
+impl Served {
+    /// `shellac serve ARGS`.
+    pub fn serve(args: &[&str]) -> Served {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("serve").args(args);
+        Served::start(cmd)
+    }
+
+    /// Starts `cmd` (the binary, or a shell that execs it) with `SHELLAC_LOG=info` and waits
+    /// (at most 20 s per line) for its `proxy listening on` and `admin listening on` lines.
+    pub fn start(mut cmd: Command) -> Served {
+        let mut child = cmd
+            .env("SHELLAC_LOG", "info")
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start shellac");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let (tx, log) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let (mut proxy, mut admin) = (None, None);
+        while proxy.is_none() || admin.is_none() {
+            let line = log
+                .recv_timeout(Duration::from_secs(20))
+                .expect("shellac logs its addresses");
+            if let Some(a) = line.split("proxy listening on ").nth(1) {
+                proxy = a.trim().parse().ok();
+            }
+            if let Some(a) = line.split("admin listening on ").nth(1) {
+                admin = a.trim().parse().ok();
+            }
+        }
+        Served {
+            child,
+            proxy: proxy.expect("proxy address"),
+            admin: admin.expect("admin address"),
+            log,
+        }
+    }
+
+    /// Its stdout, when `cmd` piped it (once).
+    pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.child.stdout.take()
+    }
+
+    /// Sends a signal with kill(1), e.g. `"-HUP"`.
+    pub fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+    }
+
+    /// SIGTERM, then waits (at most 5 s) for a clean exit.
+    pub fn stop(mut self) {
+        self.signal("-TERM");
+        for _ in 0..100 {
+            if let Some(status) = self.child.try_wait().expect("wait for shellac") {
+                assert!(status.success(), "{status:?}");
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("shellac did not stop on SIGTERM");
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
