@@ -50,10 +50,11 @@ run() {  # SECONDS_OF_LOAD -> "requests instructions"
   req=$(curl -s "http://127.0.0.1:$P_ADMIN/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["client_req"])')
   kill -INT "$vp"; wait "$vp" 2>/dev/null || true
   # Inclusive instructions of the access-log writer thread (its entry point, where
-  # `writer::run` is inlined into the thread's start; 0 with the log off).
+  # `writer::run` is inlined into the thread's start; 0 with the log off). awk reads to the
+  # end: an early exit would kill callgrind_annotate with SIGPIPE (and this script, pipefail).
   local writer
   writer=$(callgrind_annotate --inclusive=yes --threshold=100 "$OUT" 2>/dev/null \
-    | awk '/txlog\/writer.rs:(std::sys::backtrace::__rust_begin_short_backtrace|shellac::txlog::writer::run)/ {gsub(",", "", $1); print $1; exit}')
+    | awk '!v && /txlog\/writer.rs:(std::sys::backtrace::__rust_begin_short_backtrace|shellac::txlog::writer::run)/ {gsub(",", "", $1); v = $1} END {print v + 0}')
   echo "$req $(awk '/^(summary|totals):/ {print $2; exit}' "$OUT") ${writer:-0}"
 }
 read -r R0 I0 W0 < <(run 0)

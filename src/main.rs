@@ -16,7 +16,7 @@ use shellac::{console, demo, server};
 
 /// Shellac: a caching HTTP reverse proxy (web accelerator).
 #[derive(Parser)]
-#[command(name = "shellac", version, about, long_about = None, after_help = "Quick start:\n  shellac demo                       built-in origin + cache, shows a miss then a hit\n  shellac serve --backend 127.0.0.1:8080\n  shellac check /etc/shellac/shellac.toml\n  shellac stat | top | log           watch a running instance")]
+#[command(name = "shellac", version, about, long_about = None, after_help = "Quick start:\n  shellac demo                       built-in origin + cache, shows a miss then a hit\n  shellac serve --backend 127.0.0.1:8080\n  shellac check /etc/shellac/shellac.toml\n  shellac stat | top | log           watch a running instance\n  shellac inspect http://HOST/path   what is cached for a URL (tiers, TTL left, size, tags)")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -36,7 +36,8 @@ enum Command {
         /// Origin server; replaces the first backend's host and port.
         #[arg(short, long, value_name = "HOST:PORT")]
         backend: Option<String>,
-        /// Admin listener address (GET /stats).
+        /// Admin listener address (counters, /metrics, cache inspection, purge, reload,
+        /// dashboard; every route in docs/admin.md).
         #[arg(long, value_name = "ADDR:PORT")]
         admin: Option<SocketAddr>,
         /// Memory cache size, e.g. 512MiB or 2GiB.

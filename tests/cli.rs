@@ -93,6 +93,7 @@ fn help_reads_well() {
         "top",
         "log",
         "reload",
+        "inspect",
         "Quick start",
     ] {
         assert!(out.contains(word), "{word} missing from --help:\n{out}");
@@ -156,6 +157,37 @@ fn closed_stdout_is_not_a_panic() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.code(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn access_log_to_stdout() {
+    let origin = Origin::start(|_| Reply::ok("from origin").cc("max-age=60")).await;
+    let dir = temp_dir("cli-stdout");
+    let config = dir.join("shellac.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"127.0.0.1:0\"\n\n[log]\naccess_log = \"stdout\"\nformat = \"%m %U %s %{{cache}}x\"\n\n[[backend]]\nhost = \"127.0.0.1\"\nport = {}\n",
+            origin.addr.port()
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new(BIN);
+    cmd.args(["serve", "--config", config.to_str().unwrap()])
+        .stdout(Stdio::piped());
+    let mut child = Served::start(cmd);
+    let stdout = child.take_stdout().expect("piped stdout");
+    get(child.proxy, "/out").await;
+    get(child.proxy, "/out").await;
+    // SIGTERM flushes the log; stdout then ends.
+    child.stop();
+    let mut lines: Vec<String> = BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .collect();
+    lines.sort();
+    assert_eq!(lines, vec!["GET /out 200 hit", "GET /out 200 miss"]);
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -251,7 +251,7 @@ fn index_of(list: &mut Vec<HeaderName>, name: HeaderName) -> usize {
 fn render_item(item: &Item, r: &Record, out: &mut Vec<u8>) {
     match item {
         Item::Literal(s) => out.extend_from_slice(s.as_bytes()),
-        Item::ClientIp => ip(r.client, out),
+        Item::ClientIp => client_ip(r.client, out),
         Item::Dash => out.push(b'-'),
         Item::Time => {
             out.push(b'[');
@@ -303,6 +303,25 @@ fn render_item(item: &Item, r: &Record, out: &mut Vec<u8>) {
 /// Decimal digits (itoa: no `core::fmt`; the writer prints several numbers per line).
 fn number(n: u64, out: &mut Vec<u8>) {
     out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+thread_local! {
+    /// The last client address and its text: consecutive records often share one (keep-alive
+    /// connections, a proxy in front).
+    static LAST_IP: RefCell<Option<(std::net::IpAddr, Vec<u8>)>> = const { RefCell::new(None) };
+}
+
+/// Client address, from the cache when it is the previous record's.
+fn client_ip(addr: std::net::IpAddr, out: &mut Vec<u8>) {
+    LAST_IP.with_borrow_mut(|last| match last {
+        Some((a, text)) if *a == addr => out.extend_from_slice(text),
+        _ => {
+            let mut text = Vec::with_capacity(15);
+            ip(addr, &mut text);
+            out.extend_from_slice(&text);
+            *last = Some((addr, text));
+        }
+    });
 }
 
 fn ip(addr: std::net::IpAddr, out: &mut Vec<u8>) {
@@ -393,7 +412,7 @@ fn render_json(r: &Record, out: &mut Vec<u8>) {
     out.extend_from_slice(b"{\"time\":\"");
     iso_time(r.time, out);
     out.extend_from_slice(b"\",\"client\":\"");
-    ip(r.client, out);
+    client_ip(r.client, out);
     out.extend_from_slice(b"\",\"method\":");
     let line = r.has_request_line();
     json_opt(line.then(|| r.method.as_str()), out);
@@ -513,10 +532,42 @@ const MONTHS: [&str; 12] = [
     "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
 ];
 
+/// The text of one wall-clock second, for the records that fall into it.
+struct SecondText {
+    /// `[start, end)` of that second; comparing `SystemTime`s is cheaper than converting each
+    /// record's time to seconds since the epoch.
+    start: SystemTime,
+    end: SystemTime,
+    text: String,
+}
+
+impl SecondText {
+    const fn new() -> SecondText {
+        SecondText {
+            start: UNIX_EPOCH,
+            end: UNIX_EPOCH,
+            text: String::new(),
+        }
+    }
+
+    /// The cached text for `t`, rebuilt by `build(seconds since the epoch, text)` when `t` is
+    /// in another second.
+    fn get(&mut self, t: SystemTime, build: impl FnOnce(u64, &mut String)) -> &str {
+        if !(self.start <= t && t < self.end) {
+            let secs = unix_secs(t);
+            self.start = UNIX_EPOCH + Duration::from_secs(secs);
+            self.end = self.start + Duration::from_secs(1);
+            self.text.clear();
+            build(secs, &mut self.text);
+        }
+        &self.text
+    }
+}
+
 thread_local! {
     /// The writer formats many records per second: keep the last second's text.
-    static CLF: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
-    static ISO: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+    static CLF: RefCell<SecondText> = const { RefCell::new(SecondText::new()) };
+    static ISO: RefCell<SecondText> = const { RefCell::new(SecondText::new()) };
 }
 
 fn unix_secs(t: SystemTime) -> u64 {
@@ -525,12 +576,10 @@ fn unix_secs(t: SystemTime) -> u64 {
 
 /// `10/Oct/2000:13:55:36 +0000`
 pub fn clf_time(t: SystemTime, out: &mut Vec<u8>) {
-    let secs = unix_secs(t);
-    CLF.with_borrow_mut(|(at, text)| {
-        if *at != secs {
-            let c = civil(t);
+    CLF.with_borrow_mut(|cached| {
+        let text = cached.get(t, |secs, text| {
+            let c = civil(UNIX_EPOCH + Duration::from_secs(secs));
             let month = MONTHS[(c.month as usize).saturating_sub(1).min(11)];
-            text.clear();
             let _ = std::fmt::Write::write_fmt(
                 text,
                 format_args!(
@@ -538,19 +587,16 @@ pub fn clf_time(t: SystemTime, out: &mut Vec<u8>) {
                     c.day, c.year, c.hour, c.minute, c.second
                 ),
             );
-            *at = secs;
-        }
+        });
         out.extend_from_slice(text.as_bytes());
     });
 }
 
 /// `2000-10-10T13:55:36.123Z`
 pub fn iso_time(t: SystemTime, out: &mut Vec<u8>) {
-    let secs = unix_secs(t);
-    ISO.with_borrow_mut(|(at, text)| {
-        if *at != secs {
-            let c = civil(t);
-            text.clear();
+    ISO.with_borrow_mut(|cached| {
+        let text = cached.get(t, |secs, text| {
+            let c = civil(UNIX_EPOCH + Duration::from_secs(secs));
             let _ = std::fmt::Write::write_fmt(
                 text,
                 format_args!(
@@ -558,8 +604,7 @@ pub fn iso_time(t: SystemTime, out: &mut Vec<u8>) {
                     c.year, c.month, c.day, c.hour, c.minute, c.second
                 ),
             );
-            *at = secs;
-        }
+        });
         out.extend_from_slice(text.as_bytes());
     });
     let millis = t
@@ -709,5 +754,22 @@ mod tests {
         let mut s = Vec::new();
         iso_time(UNIX_EPOCH + Duration::from_millis(971_186_136_042), &mut s);
         assert_eq!(s, b"2000-10-10T13:55:36.042Z");
+        // The per-second cache: the next second, the last instant of the first, then back.
+        let mut s = Vec::new();
+        for ms in [971_186_137_000, 971_186_136_999, 971_186_137_500] {
+            clf_time(UNIX_EPOCH + Duration::from_millis(ms), &mut s);
+            s.push(b' ');
+        }
+        assert_eq!(
+            s,
+            b"10/Oct/2000:13:55:37 +0000 10/Oct/2000:13:55:36 +0000 10/Oct/2000:13:55:37 +0000 "
+        );
+        // The client address cache follows the address.
+        let mut s = Vec::new();
+        for a in ["10.0.0.1", "10.0.0.1", "192.0.2.77"] {
+            client_ip(a.parse().unwrap(), &mut s);
+            s.push(b' ');
+        }
+        assert_eq!(s, b"10.0.0.1 10.0.0.1 192.0.2.77 ");
     }
 }

@@ -63,6 +63,11 @@ impl Served {
         }
     }
 
+    /// Its stdout, when `cmd` piped it (once).
+    pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.child.stdout.take()
+    }
+
     /// Sends a signal with kill(1), e.g. `"-HUP"`.
     pub fn signal(&self, sig: &str) {
         let status = Command::new("kill")
