@@ -139,8 +139,8 @@ impl Ban {
         self.conds.iter().all(|c| {
             let status;
             let value: Option<&str> = match &c.field {
-                Field::Url => Some(&key.path_and_query),
-                Field::Host => Some(&key.host),
+                Field::Url => Some(key.path_and_query()),
+                Field::Host => Some(key.host()),
                 Field::Status => {
                     status = object.status.as_u16().to_string();
                     Some(&status)

@@ -403,13 +403,13 @@ pub fn pad_to_block(buf: &mut Vec<u8>, start_offset: u64) {
 /// Key bytes: variant, host length, host, path and query (unambiguous, unlike a
 /// concatenation).
 pub fn encode_key(key: &CacheKey) -> Vec<u8> {
-    let host = key.host.as_bytes();
+    let host = key.host().as_bytes();
     let host_len = host.len().min(u16::MAX as usize);
-    let mut b = Vec::with_capacity(10 + host_len + key.path_and_query.len());
+    let mut b = Vec::with_capacity(10 + host_len + key.path_and_query().len());
     b.extend_from_slice(&key.variant.to_le_bytes());
     b.extend_from_slice(&(host_len as u16).to_le_bytes());
     b.extend_from_slice(&host[..host_len]);
-    b.extend_from_slice(key.path_and_query.as_bytes());
+    b.extend_from_slice(key.path_and_query().as_bytes());
     b
 }
 
@@ -425,11 +425,7 @@ pub fn decode_key(bytes: &[u8]) -> Option<CacheKey> {
     let host_len = r.u16()? as usize;
     let host = std::str::from_utf8(r.bytes(host_len)?).ok()?;
     let path = std::str::from_utf8(r.rest()).ok()?;
-    Some(CacheKey {
-        host: host.into(),
-        path_and_query: path.into(),
-        variant,
-    })
+    Some(CacheKey::from_parts(host, path, variant))
 }
 
 /// The variant of a key from its encoded bytes (0 for a URL without `Vary`).

@@ -375,7 +375,7 @@ async fn surrogate_keys_are_found_again_after_a_clean_stop_and_a_crash() {
     let (disk, counters, _) = open_with_bans(&config, 100);
     assert_eq!(counters.disk_recovered_tagged.get(), 2);
     let mut got = disk.take_index().tagged;
-    got.sort_by(|a, b| a.0.path_and_query.cmp(&b.0.path_and_query));
+    got.sort_by(|a, b| a.0.path_and_query().cmp(b.0.path_and_query()));
     assert_eq!(got, want);
     // Removed objects are not re-tagged.
     assert!(disk.remove(&key(2)));
