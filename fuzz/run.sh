@@ -3,6 +3,8 @@
 #   fuzz/run.sh                                   # all targets, 30 s each
 #   FUZZ_SECONDS=600 fuzz/run.sh request_head request_stream
 #   FUZZ_TOOLCHAIN=stable fuzz/run.sh             # force the stable path (what a bare CI has)
+#   FUZZ_RUNS=500000 FUZZ_SEED=1 fuzz/run.sh      # a fixed number of inputs from a fixed seed:
+#                                                 # the same inputs on every machine (what CI runs)
 # Needs cargo-fuzz (`cargo install cargo-fuzz --locked`). FUZZ_TOOLCHAIN=auto (default) uses
 # nightly when it is installed, with AddressSanitizer; with stable only (or
 # FUZZ_TOOLCHAIN=stable) it runs without a sanitizer (RUSTC_BOOTSTRAP=1, -s none): still
@@ -12,6 +14,20 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 SECONDS_EACH=${FUZZ_SECONDS:-30}
+# With FUZZ_RUNS, each target runs exactly that many inputs from seed FUZZ_SEED instead of for
+# a time: libFuzzer is deterministic for a given binary, corpus and seed, so a CI failure is a
+# regression that reproduces here, never the luck of a faster machine. Exploring new ground is
+# what the time-bounded runs are for.
+RUNS=${FUZZ_RUNS:-}
+SEED=${FUZZ_SEED:-1}
+if [[ -n $RUNS ]]; then
+  [[ $RUNS =~ ^[0-9]+$ && $SEED =~ ^[0-9]+$ ]] || { echo "FUZZ_RUNS and FUZZ_SEED must be numbers" >&2; exit 2; }
+  BOUND=(-runs="$RUNS" -seed="$SEED")
+  BOUND_TEXT="$RUNS inputs, seed $SEED"
+else
+  BOUND=(-max_total_time="$SECONDS_EACH")
+  BOUND_TEXT="${SECONDS_EACH}s"
+fi
 TOOLCHAIN=${FUZZ_TOOLCHAIN:-auto}
 TARGETS=("$@")
 if (( ${#TARGETS[@]} == 0 )); then
@@ -46,15 +62,17 @@ start=$SECONDS
 echo "== fuzz: built in $((SECONDS - start))s"
 failed=()
 for t in "${TARGETS[@]}"; do
-  echo "== fuzz $t (${SECONDS_EACH}s)"
+  echo "== fuzz $t ($BOUND_TEXT)"
+  t0=$SECONDS
   mkdir -p "corpus/$t" "artifacts/$t"
   # New inputs go to a scratch directory; the committed seeds stay as they are.
   work=$(mktemp -d)
   if ! "${FUZZ[@]}" run "${SAN[@]}" "$t" "$work" "corpus/$t" -- \
-    -max_total_time="$SECONDS_EACH" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+    "${BOUND[@]}" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1; then
     failed+=("$t")
   fi
+  echo "== fuzz $t: $((SECONDS - t0))s"
   rm -rf "$work"
 done
 if (( ${#failed[@]} > 0 )); then
@@ -66,4 +84,4 @@ if (( ${#failed[@]} > 0 )); then
   done
   exit 1
 fi
-echo "fuzz: ${#TARGETS[@]} targets, ${SECONDS_EACH}s each, no failure"
+echo "fuzz: ${#TARGETS[@]} targets, $BOUND_TEXT each, no failure"

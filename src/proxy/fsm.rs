@@ -594,6 +594,9 @@ impl Txn<'_> {
 /// they spell it share one variant (and the backend sees what the variant was fetched with).
 fn normalize_accept_encoding(headers: &mut http::HeaderMap) {
     // Fast paths: no field (nothing to do), or already normalised.
+    if !crate::http::headers::has_field(headers, &header::ACCEPT_ENCODING) {
+        return;
+    }
     let mut values = headers.get_all(header::ACCEPT_ENCODING).iter();
     match (values.next(), values.next()) {
         (None, _) => return,
