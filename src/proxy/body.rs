@@ -47,10 +47,12 @@ enum Kind {
     },
     /// A large object streamed from the disk tier, chunk by verified chunk.
     Disk {
-        reader: DiskReader,
+        reader: Box<DiskReader>,
         remaining: u64,
     },
-    Backend(BackendBody),
+    /// Boxed, like the disk reader: the body is moved with its response through every step of
+    /// a request, and these two would make every response 72 bytes larger (bench/RESULTS.md).
+    Backend(Box<BackendBody>),
 }
 
 /// Something to run when the body is finished or dropped (e.g. connection bookkeeping).
@@ -89,7 +91,7 @@ impl ResponseBody {
         let remaining = object.body_len;
         if let StoredBody::Disk(disk) = &object.body {
             return ResponseBody::new(Kind::Disk {
-                reader: DiskReader::new((**disk).clone()),
+                reader: Box::new(DiskReader::new((**disk).clone())),
                 remaining,
             });
         }
@@ -126,7 +128,7 @@ impl ResponseBody {
     }
 
     pub fn backend(body: BackendBody) -> ResponseBody {
-        ResponseBody::new(Kind::Backend(body))
+        ResponseBody::new(Kind::Backend(Box::new(body)))
     }
 
     /// Counts body bytes sent into `counters.s_resp_bytes`.
@@ -239,7 +241,7 @@ impl Body for ResponseBody {
                 Poll::Pending => Poll::Pending,
             },
             Kind::Backend(body) => loop {
-                match Pin::new(&mut *body).poll_frame(cx) {
+                match Pin::new(&mut **body).poll_frame(cx) {
                     Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
                         Ok(data) => break Poll::Ready(Some(Ok(data))),
                         // Trailers are not forwarded in HTTP/1.1 responses we re-frame.

@@ -35,9 +35,6 @@ use crate::http::cache_control::CacheControl;
 /// again). Bounds the loop; exceeding it answers 503.
 const MAX_LOOKUPS: u32 = 4;
 
-// One `Step` at a time lives in the driver loop; boxing the response in `Deliver` would cost an
-// allocation on every request to save stack space that is used anyway.
-#[allow(clippy::large_enum_variant)]
 pub(super) enum Step {
     Recv,
     Lookup,
