@@ -3,12 +3,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use common::binary::Served;
 use common::*;
 use shellac::config::units::{Dur, Size};
 use shellac::config::{Admission, Config, DiskConfig};
@@ -308,47 +307,23 @@ async fn expiry_holds_across_a_restart() {
     shellac.stop().await;
 }
 
-/// The real binary as a child process; killed when dropped.
-struct Proc {
-    child: Child,
-    proxy: SocketAddr,
-    admin: SocketAddr,
+/// The real binary on a config file (`common::binary::Served`), with the counters these
+/// tests read.
+struct Proc(Served);
+
+impl std::ops::Deref for Proc {
+    type Target = Served;
+    fn deref(&self) -> &Served {
+        &self.0
+    }
 }
 
 impl Proc {
     fn start(config: &Path) -> Proc {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_shellac"))
-            .args(["serve", "--config"])
-            .arg(config)
-            .env("SHELLAC_LOG", "info")
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start shellac serve");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let (mut proxy, mut admin) = (None, None);
-        while proxy.is_none() || admin.is_none() {
-            let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) else {
-                let _ = child.kill();
-                panic!("shellac did not log its addresses");
-            };
-            if let Some(a) = line.split("proxy listening on ").nth(1) {
-                proxy = a.trim().parse().ok();
-            }
-            if let Some(a) = line.split("admin listening on ").nth(1) {
-                admin = a.trim().parse().ok();
-            }
-        }
-        Proc {
-            child,
-            proxy: proxy.unwrap(),
-            admin: admin.unwrap(),
-        }
+        Proc(Served::serve(&[
+            "--config",
+            config.to_str().expect("temp paths are UTF-8"),
+        ]))
     }
 
     async fn stat(&self, name: &str) -> u64 {
@@ -360,16 +335,8 @@ impl Proc {
             .unwrap_or_else(|| panic!("{name} is not a count"))
     }
 
-    fn kill9(mut self) {
-        self.child.kill().expect("SIGKILL");
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    fn kill9(self) {
+        self.0.kill9();
     }
 }
 

@@ -77,6 +77,12 @@ impl Served {
         assert!(status.success());
     }
 
+    /// SIGKILL (a crash: nothing is flushed), and waits for it.
+    pub fn kill9(mut self) {
+        self.child.kill().expect("SIGKILL");
+        let _ = self.child.wait();
+    }
+
     /// SIGTERM, then waits (at most 5 s) for a clean exit.
     pub fn stop(mut self) {
         self.signal("-TERM");
