@@ -45,9 +45,10 @@ case $TOOLCHAIN in
     ;;
   stable)
     # cargo-fuzz passes unstable flags (-Z...); the stable compiler accepts them this way.
-    # The +stable makes a rustup override or rust-toolchain file irrelevant.
+    # The default toolchain, not `+stable`: a CI machine may have its stable compiler under
+    # a versioned name only, and rustup would try to download `stable` (no network there).
     export RUSTC_BOOTSTRAP=1
-    if command -v rustup >/dev/null 2>&1; then FUZZ=(cargo +stable fuzz); else FUZZ=(cargo fuzz); fi
+    FUZZ=(cargo fuzz)
     SAN=(-s none)
     REPRO="RUSTC_BOOTSTRAP=1 "
     ;;
