@@ -17,6 +17,7 @@ mod mutations;
 mod poisoning;
 mod range;
 mod responses;
+mod slow_clients;
 mod upgrade;
 
 use std::time::Duration;
