@@ -92,20 +92,29 @@ pub fn render_stat(live: &Value, all: bool) -> String {
     out
 }
 
+/// Prints `screen` once (returns true: done) or redraws it and waits a second before the next
+/// refresh (false).
+fn show(screen: &str, once: bool) -> io::Result<bool> {
+    let mut stdout = io::stdout().lock();
+    if once {
+        stdout.write_all(screen.as_bytes())?;
+        return Ok(true);
+    }
+    write!(stdout, "{CLEAR}{screen}")?;
+    stdout.flush()?;
+    drop(stdout);
+    std::thread::sleep(Duration::from_secs(1));
+    Ok(false)
+}
+
 /// `shellac stat`: once (`once`) or refreshed every second until interrupted.
 pub fn stat(client: &AdminClient, once: bool, all: bool) -> io::Result<()> {
     loop {
         let live = client.get_json("/stats/live")?;
         let screen = render_stat(&live, all);
-        let mut stdout = io::stdout().lock();
-        if once {
-            stdout.write_all(screen.as_bytes())?;
+        if show(&screen, once)? {
             return Ok(());
         }
-        write!(stdout, "{CLEAR}{screen}")?;
-        stdout.flush()?;
-        drop(stdout);
-        std::thread::sleep(Duration::from_secs(1));
     }
 }
 
@@ -175,15 +184,9 @@ pub fn top(client: &AdminClient, query: &str, once: bool, settle: Duration) -> i
             top = client.get_json(&path)?;
         }
         let screen = render_top(&top);
-        let mut stdout = io::stdout().lock();
-        if once {
-            stdout.write_all(screen.as_bytes())?;
+        if show(&screen, once)? {
             return Ok(());
         }
-        write!(stdout, "{CLEAR}{screen}")?;
-        stdout.flush()?;
-        drop(stdout);
-        std::thread::sleep(Duration::from_secs(1));
     }
 }
 

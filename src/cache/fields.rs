@@ -76,14 +76,8 @@ impl StoredFields {
 
     /// Every field as (name, value), in stored order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
-        self.block
-            .split(|b| *b == b'\n')
-            .filter(|line| !line.is_empty())
-            .filter_map(|line| {
-                let colon = memchr::memchr(b':', line)?;
-                let name = std::str::from_utf8(&line[..colon]).ok()?;
-                Some((name, &line[colon + 1..]))
-            })
+        self.raw()
+            .filter_map(|(name, value)| Some((std::str::from_utf8(name).ok()?, value)))
     }
 
     /// Every value of field `name` (lower-case), in stored order.

@@ -198,18 +198,7 @@ async fn refused_connection_ends_cleanly_after_the_503() {
     // Whether the request is on the server's side before it closes is a race; every attempt
     // must end cleanly (with the old close-at-once, attempt 1 already got a reset).
     for attempt in 0..20 {
-        let mut s = TcpStream::connect(bench.shellac.addr).await.unwrap();
-        s.write_all(&request).await.unwrap();
-        let mut got = Vec::new();
-        let mut buf = [0u8; 4096];
-        let end = loop {
-            match tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await {
-                Ok(Ok(0)) => break Ok(()),
-                Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
-                Ok(Err(e)) => break Err(e.kind()),
-                Err(_) => panic!("no end of stream within 10 s"),
-            }
-        };
+        let (got, end) = send_and_read_raw(bench.shellac.addr, &request).await;
         let text = String::from_utf8_lossy(&got);
         assert!(
             text.starts_with("HTTP/1.1 503 "),
@@ -237,6 +226,20 @@ async fn send_and_read_to_end(
     addr: std::net::SocketAddr,
     bytes: &[u8],
 ) -> (Vec<u16>, Result<(), std::io::ErrorKind>) {
+    let (got, end) = send_and_read_raw(addr, bytes).await;
+    let got = Exchange {
+        text: String::from_utf8_lossy(&got).into_owned(),
+        closed: true,
+    };
+    (got.statuses(), end)
+}
+
+/// Sends `bytes` and reads to the end (at most 10 s without data): the bytes received, and
+/// whether the stream ended with FIN (Ok) or a reset.
+async fn send_and_read_raw(
+    addr: std::net::SocketAddr,
+    bytes: &[u8],
+) -> (Vec<u8>, Result<(), std::io::ErrorKind>) {
     let mut s = TcpStream::connect(addr).await.unwrap();
     s.write_all(bytes).await.unwrap();
     let mut got = Vec::new();
@@ -252,11 +255,7 @@ async fn send_and_read_to_end(
             ),
         }
     };
-    let got = Exchange {
-        text: String::from_utf8_lossy(&got).into_owned(),
-        closed: true,
-    };
-    (got.statuses(), end)
+    (got, end)
 }
 
 /// Regression: CONNECT's 405 closed the socket with the client's pipelined bytes unread (hyper
