@@ -10,6 +10,8 @@
 #   ACCESS_LOG=combined bench/instructions.sh   # access log on (combined|common|json|"%h ..."),
 #                                               # written to a temporary file; also prints the
 #                                               # share spent in the log writer thread
+#   PIN=0 bench/instructions.sh                 # Shellac on CPU 0 only (one worker thread, as
+#                                               # in bench/run.sh and bench/access_log.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHELLAC=${SHELLAC:-target/release/shellac}
@@ -39,7 +41,9 @@ fi
 sleep 0.3
 
 run() {  # SECONDS_OF_LOAD -> "requests instructions"
-  valgrind --tool=callgrind --callgrind-out-file="$OUT" "$SHELLAC" serve "${CONFIG[@]}" \
+  local pin=()
+  if [[ -n ${PIN:-} ]]; then pin=(taskset -c "$PIN"); fi
+  "${pin[@]}" valgrind --tool=callgrind --callgrind-out-file="$OUT" "$SHELLAC" serve "${CONFIG[@]}" \
     --listen "127.0.0.1:$P_PROXY" --admin "127.0.0.1:$P_ADMIN" --backend "127.0.0.1:$P_ORIGIN" \
     2>/dev/null &
   local vp=$!

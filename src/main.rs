@@ -367,6 +367,8 @@ fn parse_backend(spec: &str) -> anyhow::Result<(String, u16)> {
 fn runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
+        // Access-log records wait in a per-worker batch while the worker is busy.
+        .on_thread_park(shellac::txlog::worker_parks)
         .enable_all()
         .build()?)
 }

@@ -8,8 +8,7 @@
 
 use std::borrow::Cow;
 use std::net::IpAddr;
-use std::sync::OnceLock;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use http::header::{self, HeaderName};
 use http::{HeaderMap, Method, Response, Version};
@@ -19,17 +18,6 @@ use super::body::ResponseBody;
 use super::deliver::CACHE_STATUS;
 use super::fsm::Txn;
 use crate::txlog::{Decision, DecisionKind, Record, RecordHead};
-
-/// The wall-clock time of `at`, from one (Instant, SystemTime) pair taken at first use: one
-/// clock read per record less, and log times that never go backwards.
-fn wall_clock(at: Instant) -> SystemTime {
-    static ANCHOR: OnceLock<(Instant, SystemTime)> = OnceLock::new();
-    let (i, s) = *ANCHOR.get_or_init(|| (Instant::now(), SystemTime::now()));
-    match at.checked_duration_since(i) {
-        Some(d) => s + d,
-        None => s.checked_sub(i - at).unwrap_or(s),
-    }
-}
 
 /// Attaches byte counting and, if wanted, the transaction record to the response.
 pub(super) fn deliver(
@@ -90,7 +78,6 @@ pub(super) fn deliver(
     let backend = txn.backend.as_ref().map(|b| b.name());
     let mut record = recorder.record(
         RecordHead {
-            time: wall_clock(started),
             client: txn.client.ip(),
             method: req.method.clone(),
             version: req.version,
@@ -151,7 +138,6 @@ pub(super) fn refusal(
     };
     let mut record = proxy.shared.recorder.record(
         RecordHead {
-            time: wall_clock(started),
             client,
             method,
             version,

@@ -12,10 +12,10 @@ pub mod top;
 mod writer;
 
 use std::borrow::Cow;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -128,6 +128,11 @@ fn intern(word: &str) -> Cow<'static, str> {
     }
 }
 
+/// Records handed between a worker and the writer. Boxed on purpose: a record also travels
+/// alone (inside a response body, to live readers), and moving a pointer beats moving ~330 bytes.
+#[allow(clippy::vec_box)]
+type Batch = Vec<Box<Record>>;
+
 /// Where a captured string sits in a record's text buffer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Span {
@@ -140,7 +145,8 @@ pub struct Span {
 /// read buffer; written records go back to their worker's spares and are reused (no allocation
 /// in the steady state).
 pub struct Record {
-    /// When the request arrived.
+    /// When the request arrived, on the wall clock: filled in by the writer from `started`
+    /// (one clock conversion less on the request path).
     pub time: SystemTime,
     pub client: IpAddr,
     pub method: Method,
@@ -177,7 +183,6 @@ pub struct Record {
 
 /// What a record starts from; strings are added with the `set_*` / `push_*` methods.
 pub struct RecordHead {
-    pub time: SystemTime,
     pub client: IpAddr,
     pub method: Method,
     pub version: Version,
@@ -194,7 +199,7 @@ impl Record {
     pub fn new(head: RecordHead, capacity: usize) -> Record {
         let ttfb = head.ttfb;
         Record {
-            time: head.time,
+            time: SystemTime::UNIX_EPOCH,
             client: head.client,
             method: head.method,
             version: head.version,
@@ -249,7 +254,7 @@ impl Record {
             recorder,
             shard,
         } = self;
-        *time = head.time;
+        *time = SystemTime::UNIX_EPOCH;
         *client = head.client;
         *method = head.method;
         *version = head.version;
@@ -409,6 +414,20 @@ impl Record {
             .map(|s| self.get(s))
     }
 
+    /// `" HTTP/1.1"`: the end of a request line.
+    pub fn protocol_with_space(&self) -> &'static str {
+        match self.version {
+            Version::HTTP_10 => " HTTP/1.0",
+            Version::HTTP_11 => " HTTP/1.1",
+            Version::HTTP_2 => " HTTP/2.0",
+            _ => match self.protocol() {
+                "HTTP/0.9" => " HTTP/0.9",
+                "HTTP/3.0" => " HTTP/3.0",
+                _ => " HTTP/?",
+            },
+        }
+    }
+
     pub fn protocol(&self) -> &'static str {
         match self.version {
             Version::HTTP_09 => "HTTP/0.9",
@@ -474,7 +493,6 @@ impl Record {
     pub fn sample() -> Record {
         let mut r = Record::new(
             RecordHead {
-                time: SystemTime::UNIX_EPOCH + Duration::from_secs(971_186_136),
                 client: IpAddr::from([192, 0, 2, 1]),
                 method: Method::GET,
                 version: Version::HTTP_11,
@@ -488,6 +506,7 @@ impl Record {
             },
             64,
         );
+        r.time = SystemTime::UNIX_EPOCH + Duration::from_secs(971_186_136);
         r.set_uri(&Uri::from_static("/a/b?x=1"));
         r.set_host(b"example.com");
         r.set_user_agent(Some(b"curl/8.0"));
@@ -509,10 +528,12 @@ enum Control {
 
 /// Shards drained by the writer thread, plus the live subscribers.
 struct Shards {
-    queues: Box<[ArrayQueue<Box<Record>>]>,
-    /// Written records handed back by the writer, per worker, so recording allocates nothing
-    /// in the steady state.
-    spares: Box<[ArrayQueue<Box<Record>>]>,
+    /// Finished records per worker, in batches of up to [`PUSH_BATCH`].
+    queues: Box<[ArrayQueue<Batch>]>,
+    /// Written records handed back by the writer, per worker, in batches of up to
+    /// [`SPARE_BATCH`], so recording allocates nothing in the steady state and touches this
+    /// shared queue once per batch, not once per record.
+    spares: Box<[ArrayQueue<Batch>]>,
     counters: Arc<Counters>,
     live: broadcast::Sender<Arc<Record>>,
     /// Rankings for `shellac top`, updated by the writer once per pass while wanted.
@@ -525,6 +546,14 @@ struct Shards {
 }
 
 impl Shards {
+    /// Hands a batch of finished records to shard `i`'s queue; a full queue drops the batch
+    /// and counts its records in `log_dropped` (the request path never waits for the log).
+    fn push_batch(&self, i: usize, records: Batch) {
+        if let Err(dropped) = self.queues[i % self.queues.len()].push(records) {
+            self.counters.log_dropped.add(dropped.len() as u64);
+        }
+    }
+
     #[inline]
     fn top_wanted(&self) -> bool {
         self.top_active.load(Ordering::Relaxed)
@@ -554,20 +583,89 @@ pub struct Recorder {
 pub const LIVE_CAPACITY: usize = 4096;
 
 /// Written records kept for reuse per worker, at most (fewer with a smaller `log.buffer`). A
-/// writer pass hands back what it wrote; at 135k requests/s on one worker a 20 ms pass writes
-/// ~2,700 records, and every one that finds no room is freed and allocated again on the request
-/// path. 4096 records of ~0.5 KiB (struct and text buffer) bound this at ~2 MiB per worker.
-const SPARES_PER_SHARD: usize = 4096;
+/// writer pass (every [`BUSY_PAUSE`] under load) hands back what it wrote, ~150 records at
+/// 140k requests/s; every record that finds no room is freed and allocated again on the
+/// request path. 1024 records of ~0.6 KiB (struct and text buffer) bound this at ~0.6 MiB per
+/// worker and keep the records in use few (see [`BUSY_PAUSE`]).
+const SPARES_PER_SHARD: usize = 1024;
+
+/// Records per batch of spares: a worker takes a batch into its own list and pops from that
+/// (a thread-local access instead of a lock-free queue operation per record).
+const SPARE_BATCH: usize = 64;
+
+/// Finished records a worker hands to the writer at once. One queue operation per batch
+/// instead of per record: a per-record push walked a ring of `log.buffer` slots and missed
+/// the cache on nearly every push (perf: 60% of `Record::finish` on the slot's stamp load).
+const PUSH_BATCH: usize = 64;
 
 /// How long one `/top` query keeps records flowing with the access log off.
 pub const TOP_LEASE: Duration = Duration::from_secs(60);
 
-/// The writer's pause between two passes (unless a queue held a full batch): records reach
-/// the log within about this long, plus the flush interval under load.
-const IDLE_PAUSE: Duration = Duration::from_millis(20);
+/// The writer's pause between two passes while records flow (unless a queue held a full
+/// batch): records reach the log within about this long. Measured with the writer on the
+/// worker's core (`bench/access_log.sh` setup, 200 connections, req/s with the combined log):
+/// 1 ms 123k (the writer's wake-ups cost more than they save), 5 ms 130k, 20 ms 128k.
+const BUSY_PAUSE: Duration = Duration::from_millis(5);
+
+/// The longest pause: with no records the pause doubles up to this (an idle proxy's writer
+/// wakes ~20 times a second, not 1,000).
+const IDLE_PAUSE: Duration = Duration::from_millis(50);
 
 thread_local! {
     static SHARD: Cell<Option<usize>> = const { Cell::new(None) };
+    /// This worker's current batch of spare records (at most [`SPARE_BATCH`]).
+    static SPARES: RefCell<Batch> = const { RefCell::new(Vec::new()) };
+    /// This worker's finished records not handed to the writer yet.
+    static PENDING: RefCell<Pending> = const {
+        RefCell::new(Pending { to: None, records: Vec::new() })
+    };
+    /// Set by [`worker_parks`]: this thread's runtime calls it whenever the thread goes idle,
+    /// so records may wait in [`PENDING`] until then.
+    static FLUSHED_WHEN_IDLE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A worker's batch of finished records and the recorder they belong to.
+struct Pending {
+    to: Option<Arc<Shards>>,
+    records: Batch,
+}
+
+impl Pending {
+    fn flush(&mut self) {
+        if let Some(shards) = &self.to
+            && !self.records.is_empty()
+        {
+            let i = self.records[0].shard as usize;
+            shards.push_batch(i, std::mem::take(&mut self.records));
+        }
+    }
+}
+
+impl Drop for Pending {
+    /// A worker thread that exits hands over what it still holds.
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+/// Hands this thread's pending records to the writer. Install as the runtime's
+/// `on_thread_park` hook: a worker then batches records while busy and flushes them whenever
+/// it goes idle, so at low load every record reaches the writer at once. Threads that never
+/// call this queue each record immediately.
+pub fn worker_parks() {
+    FLUSHED_WHEN_IDLE.set(true);
+    let _ = PENDING.try_with(|p| p.borrow_mut().flush());
+}
+
+/// The wall-clock time of `at`, from one (Instant, SystemTime) pair taken at first use: log
+/// times that never go backwards, and no second clock read per record.
+fn wall_clock(at: Instant) -> SystemTime {
+    static ANCHOR: OnceLock<(Instant, SystemTime)> = OnceLock::new();
+    let (i, s) = *ANCHOR.get_or_init(|| (Instant::now(), SystemTime::now()));
+    match at.checked_duration_since(i) {
+        Some(d) => s + d,
+        None => s.checked_sub(i - at).unwrap_or(s),
+    }
 }
 static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
 
@@ -592,10 +690,10 @@ impl Recorder {
         counters: Arc<Counters>,
     ) -> std::io::Result<Arc<Recorder>> {
         let queues = (0..shards.max(1))
-            .map(|_| ArrayQueue::new(per_shard.max(1)))
+            .map(|_| ArrayQueue::new((per_shard / PUSH_BATCH).max(1)))
             .collect();
         let spares = (0..shards.max(1))
-            .map(|_| ArrayQueue::new(SPARES_PER_SHARD.min(per_shard.max(1))))
+            .map(|_| ArrayQueue::new(SPARES_PER_SHARD.min(per_shard.max(1)).div_ceil(SPARE_BATCH)))
             .collect();
         let (live, _) = broadcast::channel(LIVE_CAPACITY);
         let shards = Arc::new(Shards {
@@ -611,7 +709,7 @@ impl Recorder {
         let weak = Arc::downgrade(&shards);
         let thread = std::thread::Builder::new()
             .name("shellac-log".into())
-            .spawn(move || writer::run(weak, rx, output, IDLE_PAUSE))?;
+            .spawn(move || writer::run(weak, rx, output, BUSY_PAUSE..=IDLE_PAUSE))?;
         Ok(Arc::new(Recorder {
             shards,
             subscribers: Arc::new(AtomicUsize::new(0)),
@@ -668,8 +766,16 @@ impl Recorder {
 
     /// A record to fill: a spare one of this worker's if there is one, else a new one.
     pub fn record(&self, head: RecordHead, capacity: usize) -> Box<Record> {
-        let spares = &self.shards.spares;
-        match spares[shard_index() % spares.len()].pop() {
+        let spare = SPARES.with_borrow_mut(|local| {
+            if local.is_empty() {
+                let spares = &self.shards.spares;
+                if let Some(batch) = spares[shard_index() % spares.len()].pop() {
+                    *local = batch;
+                }
+            }
+            local.pop()
+        });
+        match spare {
             Some(mut r) => {
                 r.reset(head, capacity);
                 r
@@ -678,13 +784,34 @@ impl Recorder {
         }
     }
 
+    /// Queues a finished record. On a runtime worker (see [`worker_parks`]) it joins this
+    /// thread's pending batch, handed to the writer when it holds [`PUSH_BATCH`] records or
+    /// when the worker goes idle; elsewhere it is queued at once.
     fn push(&self, mut record: Box<Record>) {
-        let queues = &self.shards.queues;
-        let i = shard_index() % queues.len();
+        let i = shard_index() % self.shards.queues.len();
         record.shard = i as u32;
-        if queues[i].push(record).is_err() {
-            self.shards.counters.log_dropped.inc();
+        if !FLUSHED_WHEN_IDLE.get() {
+            self.shards.push_batch(i, vec![record]);
+            return;
         }
+        let _ = PENDING.try_with(|pending| {
+            let mut pending = pending.borrow_mut();
+            if !pending
+                .to
+                .as_ref()
+                .is_some_and(|s| Arc::ptr_eq(s, &self.shards))
+            {
+                pending.flush();
+                pending.to = Some(self.shards.clone());
+            }
+            if pending.records.capacity() == 0 {
+                pending.records.reserve_exact(PUSH_BATCH);
+            }
+            pending.records.push(record);
+            if pending.records.len() >= PUSH_BATCH {
+                pending.flush();
+            }
+        });
     }
 
     fn send(&self, c: Control) {
@@ -804,13 +931,10 @@ mod tests {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        assert_eq!(
-            rec.shards.spares[0].len(),
-            1,
-            "the writer hands the record back"
-        );
+        let batch = rec.shards.spares[0].pop().unwrap_or_default();
+        assert_eq!(batch.len(), 1, "the writer hands the record back");
+        assert!(rec.shards.spares[0].push(batch).is_ok());
         let head = RecordHead {
-            time: SystemTime::now(),
             client: IpAddr::from([127, 0, 0, 1]),
             method: Method::HEAD,
             version: Version::HTTP_10,
@@ -832,6 +956,44 @@ mod tests {
         assert_eq!(again.request_header(0), None);
         assert_eq!((again.status, again.bytes, again.complete), (304, 0, false));
         assert!(again.format.is_none() && again.recorder.is_none());
+        rec.close(Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_worker_batches_records_and_hands_them_over_when_idle() {
+        let counters = Arc::new(Counters::default());
+        let rec = Recorder::start(1, 1024, None, counters.clone()).unwrap();
+        let mut live = rec.subscribe();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .on_thread_park(worker_parks)
+            .build()
+            .unwrap();
+        // Three records, fewer than a batch: they reach the writer once the worker is idle.
+        let recorder = rec.clone();
+        rt.block_on(async move {
+            tokio::spawn(async move {
+                tokio::task::yield_now().await;
+                for _ in 0..3 {
+                    let mut r = Box::new(Record::sample());
+                    r.queue_to(recorder.clone());
+                    r.finish(true);
+                }
+            })
+            .await
+            .unwrap();
+        });
+        let mut seen = 0;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while seen < 3 && Instant::now() < deadline {
+            match live.rx.try_recv() {
+                Ok(_) => seen += 1,
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+        assert_eq!(seen, 3, "an idle worker hands over its pending records");
+        assert_eq!(counters.log_dropped.get(), 0);
+        drop(rt);
         rec.close(Duration::from_secs(5));
     }
 

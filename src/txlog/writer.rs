@@ -3,11 +3,12 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
+use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak, mpsc};
 use std::time::{Duration, Instant};
 
-use super::{Control, Record, Shards};
+use super::{Batch, Control, SPARE_BATCH, Shards};
 
 /// Records drained per queue before the writer looks at control messages again.
 const BATCH: usize = 4096;
@@ -68,8 +69,9 @@ pub(super) fn run(
     shards: Weak<Shards>,
     control: mpsc::Receiver<Control>,
     mut output: Option<Output>,
-    pause: Duration,
+    pauses: RangeInclusive<Duration>,
 ) {
+    let mut pause = *pauses.start();
     let mut lines = Vec::with_capacity(WRITE_CHUNK + 4096);
     let mut last_flush = Instant::now();
     let mut dirty = false;
@@ -108,16 +110,24 @@ pub(super) fn run(
             last_flush = Instant::now();
         }
         if let Some(ack) = close {
-            // Requests still finishing after shutdown began are drained by this final pass.
+            // Requests still finishing after shutdown began are drained by this final pass;
+            // workers hand over their last batch as they go idle, which at shutdown is at once.
+            std::thread::sleep(Duration::from_millis(10));
             drain(&shards, &mut output, &mut lines);
             flush(&mut output, Some(&shards));
             let _ = ack.send(());
             return;
         }
         drop(shards);
-        // Waiting between passes makes batches big and the writer cheap; a queue that was
-        // drained only up to BATCH may hold more, so go on at once.
+        // A short pause while records flow, a doubling one when idle (an idle proxy's writer
+        // stays asleep); a queue that was drained only up to BATCH may hold more, so go on at
+        // once.
         if !full {
+            pause = if drained > 0 {
+                *pauses.start()
+            } else {
+                (pause * 2).min(*pauses.end())
+            };
             std::thread::park_timeout(pause);
         }
     }
@@ -127,14 +137,17 @@ pub(super) fn run(
 /// lines from different workers interleave as they happened (up to one pass apart).
 /// Returns (records drained, whether a queue had BATCH or more).
 fn drain(shards: &Arc<Shards>, output: &mut Option<Output>, lines: &mut Vec<u8>) -> (usize, bool) {
-    let mut batch: Vec<Box<Record>> = Vec::new();
+    let mut batch: Batch = Vec::new();
     let mut full = false;
     let mut sources = 0;
     for queue in shards.queues.iter() {
         let before = batch.len();
-        while let Some(record) = queue.pop() {
-            batch.push(record);
-            if batch.len() - before == BATCH {
+        while let Some(records) = queue.pop() {
+            for mut record in records {
+                record.time = super::wall_clock(record.started);
+                batch.push(record);
+            }
+            if batch.len() - before >= BATCH {
                 full = true;
                 break;
             }
@@ -144,7 +157,7 @@ fn drain(shards: &Arc<Shards>, output: &mut Option<Output>, lines: &mut Vec<u8>)
     // Each queue is in completion order already (its worker pushes records as they finish):
     // only records from several workers need ordering.
     if sources > 1 {
-        batch.sort_by_key(|r| r.time + r.duration);
+        batch.sort_by_key(|r| r.started + r.duration);
     }
     if !batch.is_empty()
         && shards.top_wanted()
@@ -157,6 +170,8 @@ fn drain(shards: &Arc<Shards>, output: &mut Option<Output>, lines: &mut Vec<u8>)
     let live = shards.live.receiver_count() > 0;
     let n = batch.len();
     lines.clear();
+    // Written records go back to their worker in batches (one queue operation per batch).
+    let mut returning: Vec<Batch> = Vec::new();
     for mut record in batch {
         if let (Some(out), Some(format)) = (output.as_mut(), record.format.as_ref()) {
             format.render(&record, lines);
@@ -166,9 +181,26 @@ fn drain(shards: &Arc<Shards>, output: &mut Option<Output>, lines: &mut Vec<u8>)
         }
         if live {
             let _ = shards.live.send(Arc::from(record));
-        } else if let Some(spares) = shards.spares.get(record.shard as usize) {
-            record.format = None;
-            let _ = spares.push(record);
+            continue;
+        }
+        let shard = record.shard as usize;
+        if shard >= shards.spares.len() {
+            continue;
+        }
+        if returning.len() < shards.spares.len() {
+            returning.resize_with(shards.spares.len(), Vec::new);
+        }
+        record.format = None;
+        let back = &mut returning[shard];
+        back.push(record);
+        if back.len() == SPARE_BATCH {
+            // A full spares queue frees the batch.
+            let _ = shards.spares[shard].push(std::mem::take(back));
+        }
+    }
+    for (shard, back) in returning.into_iter().enumerate() {
+        if !back.is_empty() {
+            let _ = shards.spares[shard].push(back);
         }
     }
     if let Some(out) = output.as_mut()
