@@ -9,13 +9,14 @@
 
 pub mod format;
 pub mod top;
+mod wire;
 mod writer;
 
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -128,8 +129,8 @@ fn intern(word: &str) -> Cow<'static, str> {
     }
 }
 
-/// Records handed between a worker and the writer. Boxed on purpose: a record also travels
-/// alone (inside a response body, to live readers), and moving a pointer beats moving ~330 bytes.
+/// Records the writer handles in one pass. Boxed on purpose: a record also travels alone (to
+/// live readers, inside a response body), and sorting pointers beats moving ~330 bytes.
 #[allow(clippy::vec_box)]
 type Batch = Vec<Box<Record>>;
 
@@ -142,8 +143,8 @@ pub struct Span {
 
 /// One finished transaction. The strings it needs (URL, host, headers the log format prints,
 /// backend name) are copied into one buffer, so a record never holds on to the connection's
-/// read buffer; written records go back to their worker's spares and are reused (no allocation
-/// in the steady state).
+/// read buffer. A finished record is encoded for the writer ([`wire`]) and reused by its worker
+/// at once (no allocation in the steady state).
 pub struct Record {
     /// When the request arrived, on the wall clock: filled in by the writer from `started`
     /// (one clock conversion less on the request path).
@@ -177,7 +178,7 @@ pub struct Record {
     /// For the duration, and where to queue the record when its body is done.
     started: Instant,
     recorder: Option<Arc<Recorder>>,
-    /// The queue it went to (the writer hands the box back to that worker's spares).
+    /// Unused (kept for the field-by-field reset's exhaustiveness).
     shard: u32,
 }
 
@@ -223,6 +224,25 @@ impl Record {
             recorder: None,
             shard: 0,
         }
+    }
+
+    /// A record for the writer to decode into.
+    fn blank() -> Record {
+        Record::new(
+            RecordHead {
+                client: IpAddr::from([0, 0, 0, 0]),
+                method: Method::GET,
+                version: Version::HTTP_11,
+                status: 0,
+                decision: Decision {
+                    kind: DecisionKind::Synth,
+                    reason: None,
+                },
+                started: wire::anchor().0,
+                ttfb: Duration::ZERO,
+            },
+            256,
+        )
     }
 
     /// Makes a used record new again, keeping its buffers' memory. Field by field (the
@@ -528,12 +548,10 @@ enum Control {
 
 /// Shards drained by the writer thread, plus the live subscribers.
 struct Shards {
-    /// Finished records per worker, in batches of up to [`PUSH_BATCH`].
-    queues: Box<[ArrayQueue<Batch>]>,
-    /// Written records handed back by the writer, per worker, in batches of up to
-    /// [`SPARE_BATCH`], so recording allocates nothing in the steady state and touches this
-    /// shared queue once per batch, not once per record.
-    spares: Box<[ArrayQueue<Batch>]>,
+    /// Finished records per worker, encoded in chunks of up to [`PUSH_BATCH`].
+    queues: Box<[ArrayQueue<wire::Chunk>]>,
+    /// Chunk buffers the writer is done with, per worker, for reuse.
+    empties: Box<[ArrayQueue<Vec<u8>>]>,
     counters: Arc<Counters>,
     live: broadcast::Sender<Arc<Record>>,
     /// Rankings for `shellac top`, updated by the writer once per pass while wanted.
@@ -546,12 +564,22 @@ struct Shards {
 }
 
 impl Shards {
-    /// Hands a batch of finished records to shard `i`'s queue; a full queue drops the batch
+    /// Hands a chunk of finished records to shard `i`'s queue; a full queue drops the chunk
     /// and counts its records in `log_dropped` (the request path never waits for the log).
-    fn push_batch(&self, i: usize, records: Batch) {
-        if let Err(dropped) = self.queues[i % self.queues.len()].push(records) {
-            self.counters.log_dropped.add(dropped.len() as u64);
+    fn push_chunk(&self, i: usize, chunk: wire::Chunk) {
+        if chunk.records == 0 {
+            return;
         }
+        if let Err(dropped) = self.queues[i % self.queues.len()].push(chunk) {
+            self.counters.log_dropped.add(u64::from(dropped.records));
+        }
+    }
+
+    /// A buffer for a new chunk of shard `i`: one the writer handed back, else a new one.
+    fn chunk_buffer(&self, i: usize) -> Vec<u8> {
+        self.empties[i % self.empties.len()]
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(CHUNK_BYTES + 1024))
     }
 
     #[inline]
@@ -582,21 +610,21 @@ pub struct Recorder {
 /// and is told how many.
 pub const LIVE_CAPACITY: usize = 4096;
 
-/// Written records kept for reuse per worker, at most (fewer with a smaller `log.buffer`). A
-/// writer pass (every [`BUSY_PAUSE`] under load) hands back what it wrote, ~150 records at
-/// 140k requests/s; every record that finds no room is freed and allocated again on the
-/// request path. 1024 records of ~0.6 KiB (struct and text buffer) bound this at ~0.6 MiB per
-/// worker and keep the records in use few (see [`BUSY_PAUSE`]).
-const SPARES_PER_SHARD: usize = 1024;
+/// Records a worker keeps for reuse (per thread): finished records are encoded for the writer
+/// and reused at once, so a few suffice; the last ones used are taken first (warm in cache).
+const SPARES_PER_THREAD: usize = 64;
 
-/// Records per batch of spares: a worker takes a batch into its own list and pops from that
-/// (a thread-local access instead of a lock-free queue operation per record).
-const SPARE_BATCH: usize = 64;
-
-/// Finished records a worker hands to the writer at once. One queue operation per batch
-/// instead of per record: a per-record push walked a ring of `log.buffer` slots and missed
-/// the cache on nearly every push (perf: 60% of `Record::finish` on the slot's stamp load).
+/// Records a worker encodes into one chunk before handing it to the writer (one queue
+/// operation per chunk instead of per record: a per-record push walked a ring of `log.buffer`
+/// slots and missed the cache on nearly every push; perf: 60% of `Record::finish` was the
+/// slot's stamp load).
 const PUSH_BATCH: usize = 64;
+
+/// A chunk is also handed over once it holds this many bytes (long URLs or headers).
+const CHUNK_BYTES: usize = 16 * 1024;
+
+/// Chunk buffers kept for reuse per worker.
+const EMPTIES_PER_SHARD: usize = 16;
 
 /// How long one `/top` query keeps records flowing with the access log off.
 pub const TOP_LEASE: Duration = Duration::from_secs(60);
@@ -613,35 +641,31 @@ const IDLE_PAUSE: Duration = Duration::from_millis(50);
 
 thread_local! {
     static SHARD: Cell<Option<usize>> = const { Cell::new(None) };
-    /// This worker's current batch of spare records (at most [`SPARE_BATCH`]).
+    /// This thread's records for reuse (at most [`SPARES_PER_THREAD`]).
     static SPARES: RefCell<Batch> = const { RefCell::new(Vec::new()) };
     /// This worker's finished records not handed to the writer yet.
-    static PENDING: RefCell<Pending> = const {
-        RefCell::new(Pending { to: None, records: Vec::new() })
-    };
+    static OUTBOX: RefCell<Outbox> = const { RefCell::new(Outbox { to: None, shard: 0, chunk: None }) };
     /// Set by [`worker_parks`]: this thread's runtime calls it whenever the thread goes idle,
-    /// so records may wait in [`PENDING`] until then.
+    /// so records may wait in [`OUTBOX`] until then.
     static FLUSHED_WHEN_IDLE: Cell<bool> = const { Cell::new(false) };
 }
 
-/// A worker's batch of finished records and the recorder they belong to.
-struct Pending {
+/// A worker's chunk of finished records and the recorder (and shard) it goes to.
+struct Outbox {
     to: Option<Arc<Shards>>,
-    records: Batch,
+    shard: usize,
+    chunk: Option<wire::Chunk>,
 }
 
-impl Pending {
+impl Outbox {
     fn flush(&mut self) {
-        if let Some(shards) = &self.to
-            && !self.records.is_empty()
-        {
-            let i = self.records[0].shard as usize;
-            shards.push_batch(i, std::mem::take(&mut self.records));
+        if let (Some(shards), Some(chunk)) = (&self.to, self.chunk.take()) {
+            shards.push_chunk(self.shard, chunk);
         }
     }
 }
 
-impl Drop for Pending {
+impl Drop for Outbox {
     /// A worker thread that exits hands over what it still holds.
     fn drop(&mut self) {
         self.flush();
@@ -654,19 +678,9 @@ impl Drop for Pending {
 /// call this queue each record immediately.
 pub fn worker_parks() {
     FLUSHED_WHEN_IDLE.set(true);
-    let _ = PENDING.try_with(|p| p.borrow_mut().flush());
+    let _ = OUTBOX.try_with(|o| o.borrow_mut().flush());
 }
 
-/// The wall-clock time of `at`, from one (Instant, SystemTime) pair taken at first use: log
-/// times that never go backwards, and no second clock read per record.
-fn wall_clock(at: Instant) -> SystemTime {
-    static ANCHOR: OnceLock<(Instant, SystemTime)> = OnceLock::new();
-    let (i, s) = *ANCHOR.get_or_init(|| (Instant::now(), SystemTime::now()));
-    match at.checked_duration_since(i) {
-        Some(d) => s + d,
-        None => s.checked_sub(i - at).unwrap_or(s),
-    }
-}
 static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
 
 fn shard_index() -> usize {
@@ -692,13 +706,14 @@ impl Recorder {
         let queues = (0..shards.max(1))
             .map(|_| ArrayQueue::new((per_shard / PUSH_BATCH).max(1)))
             .collect();
-        let spares = (0..shards.max(1))
-            .map(|_| ArrayQueue::new(SPARES_PER_SHARD.min(per_shard.max(1)).div_ceil(SPARE_BATCH)))
+        let empties = (0..shards.max(1))
+            .map(|_| ArrayQueue::new(EMPTIES_PER_SHARD))
             .collect();
+        wire::anchor();
         let (live, _) = broadcast::channel(LIVE_CAPACITY);
         let shards = Arc::new(Shards {
             queues,
-            spares,
+            empties,
             counters,
             live,
             top: Mutex::new(Top::default()),
@@ -766,16 +781,11 @@ impl Recorder {
 
     /// A record to fill: a spare one of this worker's if there is one, else a new one.
     pub fn record(&self, head: RecordHead, capacity: usize) -> Box<Record> {
-        let spare = SPARES.with_borrow_mut(|local| {
-            if local.is_empty() {
-                let spares = &self.shards.spares;
-                if let Some(batch) = spares[shard_index() % spares.len()].pop() {
-                    *local = batch;
-                }
-            }
-            local.pop()
-        });
-        match spare {
+        match SPARES
+            .try_with(|spares| spares.borrow_mut().pop())
+            .ok()
+            .flatten()
+        {
             Some(mut r) => {
                 r.reset(head, capacity);
                 r
@@ -784,32 +794,56 @@ impl Recorder {
         }
     }
 
-    /// Queues a finished record. On a runtime worker (see [`worker_parks`]) it joins this
-    /// thread's pending batch, handed to the writer when it holds [`PUSH_BATCH`] records or
-    /// when the worker goes idle; elsewhere it is queued at once.
+    /// Queues a finished record: encoded into this thread's chunk, which goes to the writer
+    /// when it holds [`PUSH_BATCH`] records or when the worker goes idle (see
+    /// [`worker_parks`]); on other threads at once. The record is then kept for reuse.
     fn push(&self, mut record: Box<Record>) {
         let i = shard_index() % self.shards.queues.len();
-        record.shard = i as u32;
-        if !FLUSHED_WHEN_IDLE.get() {
-            self.shards.push_batch(i, vec![record]);
-            return;
+        if FLUSHED_WHEN_IDLE.get() {
+            let _ = OUTBOX.try_with(|outbox| {
+                let mut outbox = outbox.borrow_mut();
+                let same_recorder = outbox
+                    .to
+                    .as_ref()
+                    .is_some_and(|s| Arc::ptr_eq(s, &self.shards));
+                let same_format =
+                    outbox
+                        .chunk
+                        .as_ref()
+                        .is_none_or(|c| match (&c.format, &record.format) {
+                            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                            (a, b) => a.is_none() && b.is_none(),
+                        });
+                if !same_recorder || !same_format {
+                    outbox.flush();
+                    outbox.to = Some(self.shards.clone());
+                    outbox.shard = i;
+                }
+                let chunk = outbox.chunk.get_or_insert_with(|| wire::Chunk {
+                    bytes: self.shards.chunk_buffer(i),
+                    records: 0,
+                    format: record.format.take(),
+                });
+                wire::encode(&record, &mut chunk.bytes);
+                chunk.records += 1;
+                if chunk.records as usize >= PUSH_BATCH || chunk.bytes.len() >= CHUNK_BYTES {
+                    outbox.flush();
+                }
+            });
+        } else {
+            let mut chunk = wire::Chunk {
+                bytes: Vec::new(),
+                records: 1,
+                format: record.format.take(),
+            };
+            wire::encode(&record, &mut chunk.bytes);
+            self.shards.push_chunk(i, chunk);
         }
-        let _ = PENDING.try_with(|pending| {
-            let mut pending = pending.borrow_mut();
-            if !pending
-                .to
-                .as_ref()
-                .is_some_and(|s| Arc::ptr_eq(s, &self.shards))
-            {
-                pending.flush();
-                pending.to = Some(self.shards.clone());
-            }
-            if pending.records.capacity() == 0 {
-                pending.records.reserve_exact(PUSH_BATCH);
-            }
-            pending.records.push(record);
-            if pending.records.len() >= PUSH_BATCH {
-                pending.flush();
+        record.format = None;
+        let _ = SPARES.try_with(|spares| {
+            let mut spares = spares.borrow_mut();
+            if spares.len() < SPARES_PER_THREAD {
+                spares.push(record);
             }
         });
     }
@@ -925,15 +959,11 @@ mod tests {
         r.push_request_header(Some(b"x"));
         r.queue_to(rec.clone());
         r.finish(true);
-        for _ in 0..500 {
-            if !rec.shards.spares[0].is_empty() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let batch = rec.shards.spares[0].pop().unwrap_or_default();
-        assert_eq!(batch.len(), 1, "the writer hands the record back");
-        assert!(rec.shards.spares[0].push(batch).is_ok());
+        assert_eq!(
+            SPARES.with_borrow(|s| s.len()),
+            1,
+            "a finished record is kept for reuse"
+        );
         let head = RecordHead {
             client: IpAddr::from([127, 0, 0, 1]),
             method: Method::HEAD,
@@ -947,7 +977,7 @@ mod tests {
             ttfb: Duration::ZERO,
         };
         let again = rec.record(head, 8);
-        assert!(rec.shards.spares[0].is_empty());
+        assert!(SPARES.with_borrow(|s| s.is_empty()));
         assert!(again.text.capacity() >= 20, "its buffer is kept");
         assert_eq!(
             (again.target(), again.host(), again.backend()),

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak, mpsc};
 use std::time::{Duration, Instant};
 
-use super::{Batch, Control, SPARE_BATCH, Shards};
+use super::{Batch, Control, Record, Shards, wire};
 
 /// Records drained per queue before the writer looks at control messages again.
 const BATCH: usize = 4096;
@@ -73,6 +73,8 @@ pub(super) fn run(
 ) {
     let mut pause = *pauses.start();
     let mut lines = Vec::with_capacity(WRITE_CHUNK + 4096);
+    // Records the writer decodes chunks into, reused pass after pass.
+    let mut pool: Batch = Vec::new();
     let mut last_flush = Instant::now();
     let mut dirty = false;
     loop {
@@ -100,7 +102,7 @@ pub(super) fn run(
             return;
         };
         shards.expire_top_lease();
-        let (drained, full) = drain(&shards, &mut output, &mut lines);
+        let (drained, full) = drain(&shards, &mut output, &mut lines, &mut pool);
         dirty |= drained > 0;
         // Write out when things calm down, and at least every FLUSH_EVERY under load; the
         // buffer also writes itself out whenever it fills.
@@ -113,7 +115,7 @@ pub(super) fn run(
             // Requests still finishing after shutdown began are drained by this final pass;
             // workers hand over their last batch as they go idle, which at shutdown is at once.
             std::thread::sleep(Duration::from_millis(10));
-            drain(&shards, &mut output, &mut lines);
+            drain(&shards, &mut output, &mut lines, &mut pool);
             flush(&mut output, Some(&shards));
             let _ = ack.send(());
             return;
@@ -136,17 +138,32 @@ pub(super) fn run(
 /// One pass over every queue. Records of one pass are written in order of completion, so
 /// lines from different workers interleave as they happened (up to one pass apart).
 /// Returns (records drained, whether a queue had BATCH or more).
-fn drain(shards: &Arc<Shards>, output: &mut Option<Output>, lines: &mut Vec<u8>) -> (usize, bool) {
+fn drain(
+    shards: &Arc<Shards>,
+    output: &mut Option<Output>,
+    lines: &mut Vec<u8>,
+    pool: &mut Batch,
+) -> (usize, bool) {
     let mut batch: Batch = Vec::new();
     let mut full = false;
     let mut sources = 0;
-    for queue in shards.queues.iter() {
+    for (shard, queue) in shards.queues.iter().enumerate() {
         let before = batch.len();
-        while let Some(records) = queue.pop() {
-            for mut record in records {
-                record.time = super::wall_clock(record.started);
+        while let Some(chunk) = queue.pop() {
+            let mut input = &chunk.bytes[..];
+            for _ in 0..chunk.records {
+                let mut record = pool.pop().unwrap_or_else(|| Box::new(Record::blank()));
+                if wire::decode(&mut input, &mut record).is_none() {
+                    tracing::error!("access log: a record chunk did not decode; skipped");
+                    pool.push(record);
+                    break;
+                }
+                record.format = chunk.format.clone();
                 batch.push(record);
             }
+            let mut buffer = chunk.bytes;
+            buffer.clear();
+            let _ = shards.empties[shard].push(buffer);
             if batch.len() - before >= BATCH {
                 full = true;
                 break;
@@ -154,7 +171,7 @@ fn drain(shards: &Arc<Shards>, output: &mut Option<Output>, lines: &mut Vec<u8>)
         }
         sources += usize::from(batch.len() > before);
     }
-    // Each queue is in completion order already (its worker pushes records as they finish):
+    // Each queue is in completion order already (its worker encodes records as they finish):
     // only records from several workers need ordering.
     if sources > 1 {
         batch.sort_by_key(|r| r.started + r.duration);
@@ -170,8 +187,6 @@ fn drain(shards: &Arc<Shards>, output: &mut Option<Output>, lines: &mut Vec<u8>)
     let live = shards.live.receiver_count() > 0;
     let n = batch.len();
     lines.clear();
-    // Written records go back to their worker in batches (one queue operation per batch).
-    let mut returning: Vec<Batch> = Vec::new();
     for mut record in batch {
         if let (Some(out), Some(format)) = (output.as_mut(), record.format.as_ref()) {
             format.render(&record, lines);
@@ -181,26 +196,9 @@ fn drain(shards: &Arc<Shards>, output: &mut Option<Output>, lines: &mut Vec<u8>)
         }
         if live {
             let _ = shards.live.send(Arc::from(record));
-            continue;
-        }
-        let shard = record.shard as usize;
-        if shard >= shards.spares.len() {
-            continue;
-        }
-        if returning.len() < shards.spares.len() {
-            returning.resize_with(shards.spares.len(), Vec::new);
-        }
-        record.format = None;
-        let back = &mut returning[shard];
-        back.push(record);
-        if back.len() == SPARE_BATCH {
-            // A full spares queue frees the batch.
-            let _ = shards.spares[shard].push(std::mem::take(back));
-        }
-    }
-    for (shard, back) in returning.into_iter().enumerate() {
-        if !back.is_empty() {
-            let _ = shards.spares[shard].push(back);
+        } else if pool.len() < BATCH {
+            record.format = None;
+            pool.push(record);
         }
     }
     if let Some(out) = output.as_mut()
