@@ -100,9 +100,9 @@ pub(super) fn deliver(
         capture(&f.response_headers, resp.headers(), |v| {
             record.push_response_header(v)
         });
-        record.format = Some(f.clone());
     }
-    record.queue_to(recorder.clone());
+    record.set_format(format);
+    record.queue_to(recorder);
     resp.map(|b| b.counted(counters).recorded(record))
 }
 
@@ -151,8 +151,8 @@ pub(super) fn refusal(
     if let Some((_, target, _)) = parts {
         record.set_request_target(target);
     }
-    record.format = format.cloned();
-    record.queue_to(proxy.shared.recorder.clone());
+    record.set_format(format);
+    record.queue_to(&proxy.shared.recorder);
     Some(record)
 }
 

@@ -162,7 +162,8 @@ pub struct Record {
     pub decision: Decision,
     /// False when the body ended early (client gone, backend failed).
     pub complete: bool,
-    /// The access-log format in force when the request arrived (None: log off).
+    /// The access-log format in force when the request arrived (None: log off). Kept when
+    /// the record is reused: see [`Record::set_format`].
     pub format: Option<Arc<Format>>,
     text: String,
     target: Span,
@@ -175,9 +176,13 @@ pub struct Record {
     request_headers: SmallVec<[Option<Span>; 4]>,
     /// Values of `format.response_headers`, in order.
     response_headers: SmallVec<[Option<Span>; 2]>,
-    /// For the duration, and where to queue the record when its body is done.
+    /// For the duration.
     started: Instant,
+    /// Where the record goes when its body is done (kept when the record is reused, like
+    /// `format`: reference counts are atomic read-modify-writes, too dear per request).
     recorder: Option<Arc<Recorder>>,
+    /// [`Record::queue_to`] was called for this use of the record.
+    queued: bool,
     /// Unused (kept for the field-by-field reset's exhaustiveness).
     shard: u32,
 }
@@ -222,6 +227,7 @@ impl Record {
             response_headers: SmallVec::new(),
             started: head.started,
             recorder: None,
+            queued: false,
             shard: 0,
         }
     }
@@ -271,7 +277,8 @@ impl Record {
             request_headers,
             response_headers,
             started,
-            recorder,
+            recorder: _,
+            queued,
             shard,
         } = self;
         *time = SystemTime::UNIX_EPOCH;
@@ -284,7 +291,7 @@ impl Record {
         *ttfb = head.ttfb;
         *decision = head.decision;
         *complete = false;
-        *format = None;
+        let _ = format; // kept: see `set_format`
         text.clear();
         text.reserve(capacity);
         *target = Span::default();
@@ -296,7 +303,7 @@ impl Record {
         request_headers.clear();
         response_headers.clear();
         *started = head.started;
-        *recorder = None;
+        *queued = false;
         *shard = 0;
     }
 
@@ -481,9 +488,30 @@ impl Record {
         })
     }
 
-    /// Where to queue this record when [`Record::finish`] is called.
-    pub fn queue_to(&mut self, recorder: Arc<Recorder>) {
-        self.recorder = Some(recorder);
+    /// Where to queue this record when [`Record::finish`] is called. A reused record that
+    /// already points there keeps its reference (no reference-count change).
+    pub fn queue_to(&mut self, recorder: &Arc<Recorder>) {
+        if !self
+            .recorder
+            .as_ref()
+            .is_some_and(|r| Arc::ptr_eq(r, recorder))
+        {
+            self.recorder = Some(recorder.clone());
+        }
+        self.queued = true;
+    }
+
+    /// Sets the access-log format (None: not logged, only for live readers), keeping the
+    /// reference a reused record already holds when it is the same format.
+    pub fn set_format(&mut self, format: Option<&Arc<Format>>) {
+        let same = match (&self.format, format) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            self.format = format.cloned();
+        }
     }
 
     /// Counts body bytes sent.
@@ -503,8 +531,8 @@ impl Record {
     pub fn finish(mut self: Box<Self>, at_end: bool) {
         self.complete |= at_end;
         self.duration = self.started.elapsed();
-        if let Some(recorder) = self.recorder.take() {
-            recorder.push(self);
+        if std::mem::take(&mut self.queued) {
+            Recorder::push(self);
         }
     }
 
@@ -797,15 +825,20 @@ impl Recorder {
     /// Queues a finished record: encoded into this thread's chunk, which goes to the writer
     /// when it holds [`PUSH_BATCH`] records or when the worker goes idle (see
     /// [`worker_parks`]); on other threads at once. The record is then kept for reuse.
-    fn push(&self, mut record: Box<Record>) {
-        let i = shard_index() % self.shards.queues.len();
+    fn push(record: Box<Record>) {
+        let Some(shards) = record.recorder.as_ref().map(|r| &r.shards) else {
+            return;
+        };
+        let i = shard_index() % shards.queues.len();
+        let new_chunk = || wire::Chunk {
+            bytes: shards.chunk_buffer(i),
+            records: 0,
+            format: record.format.clone(),
+        };
         if FLUSHED_WHEN_IDLE.get() {
             let _ = OUTBOX.try_with(|outbox| {
                 let mut outbox = outbox.borrow_mut();
-                let same_recorder = outbox
-                    .to
-                    .as_ref()
-                    .is_some_and(|s| Arc::ptr_eq(s, &self.shards));
+                let same_recorder = outbox.to.as_ref().is_some_and(|s| Arc::ptr_eq(s, shards));
                 let same_format =
                     outbox
                         .chunk
@@ -816,14 +849,12 @@ impl Recorder {
                         });
                 if !same_recorder || !same_format {
                     outbox.flush();
-                    outbox.to = Some(self.shards.clone());
+                    if !same_recorder {
+                        outbox.to = Some(shards.clone());
+                    }
                     outbox.shard = i;
                 }
-                let chunk = outbox.chunk.get_or_insert_with(|| wire::Chunk {
-                    bytes: self.shards.chunk_buffer(i),
-                    records: 0,
-                    format: record.format.take(),
-                });
+                let chunk = outbox.chunk.get_or_insert_with(new_chunk);
                 wire::encode(&record, &mut chunk.bytes);
                 chunk.records += 1;
                 if chunk.records as usize >= PUSH_BATCH || chunk.bytes.len() >= CHUNK_BYTES {
@@ -831,15 +862,11 @@ impl Recorder {
                 }
             });
         } else {
-            let mut chunk = wire::Chunk {
-                bytes: Vec::new(),
-                records: 1,
-                format: record.format.take(),
-            };
+            let mut chunk = new_chunk();
             wire::encode(&record, &mut chunk.bytes);
-            self.shards.push_chunk(i, chunk);
+            chunk.records = 1;
+            shards.push_chunk(i, chunk);
         }
-        record.format = None;
         let _ = SPARES.try_with(|spares| {
             let mut spares = spares.borrow_mut();
             if spares.len() < SPARES_PER_THREAD {
@@ -957,7 +984,7 @@ mod tests {
         let rec = Recorder::start(1, 16, None, counters).unwrap();
         let mut r = Box::new(Record::sample());
         r.push_request_header(Some(b"x"));
-        r.queue_to(rec.clone());
+        r.queue_to(&rec);
         r.finish(true);
         assert_eq!(
             SPARES.with_borrow(|s| s.len()),
@@ -985,7 +1012,7 @@ mod tests {
         );
         assert_eq!(again.request_header(0), None);
         assert_eq!((again.status, again.bytes, again.complete), (304, 0, false));
-        assert!(again.format.is_none() && again.recorder.is_none());
+        assert!(!again.queued, "not queued until queue_to");
         rec.close(Duration::from_secs(5));
     }
 
@@ -1006,7 +1033,7 @@ mod tests {
                 tokio::task::yield_now().await;
                 for _ in 0..3 {
                     let mut r = Box::new(Record::sample());
-                    r.queue_to(recorder.clone());
+                    r.queue_to(&recorder);
                     r.finish(true);
                 }
             })
@@ -1035,7 +1062,9 @@ mod tests {
         let rec = Recorder::start(1, 1, None, counters.clone()).unwrap();
         let mut dropped_seen = false;
         for _ in 0..10_000 {
-            rec.push(Box::new(Record::sample()));
+            let mut r = Box::new(Record::sample());
+            r.queue_to(&rec);
+            r.finish(true);
             if counters.log_dropped.get() > 0 {
                 dropped_seen = true;
                 break;

@@ -211,6 +211,7 @@ pub(super) fn decode(input: &mut &[u8], r: &mut Record) -> Option<()> {
         response_headers: r_response_headers,
         started,
         recorder,
+        queued,
         shard: _,
     } = r;
     *time = anchor_time + since_anchor;
@@ -250,6 +251,7 @@ pub(super) fn decode(input: &mut &[u8], r: &mut Record) -> Option<()> {
     *r_request_headers = request_headers;
     *r_response_headers = response_headers;
     *recorder = None;
+    *queued = false;
     *input = rd.0;
     Some(())
 }
