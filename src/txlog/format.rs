@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::header::HeaderName;
 
-use super::Record;
+use super::wire::{self, View};
 
 /// NCSA common log format.
 pub const COMMON: &str = "%h %l %u %t \"%r\" %>s %b";
@@ -244,7 +244,7 @@ impl Format {
     /// Appends one log line for `r` (with a trailing newline) to `out`. Bytes, not a
     /// `String`: the writer renders a whole pass into one buffer and every value is escaped
     /// to ASCII (text formats) or is valid UTF-8 (JSON).
-    pub fn render(&self, r: &Record, out: &mut Vec<u8>) {
+    pub(super) fn render(&self, r: &View<'_>, out: &mut Vec<u8>) {
         match &self.kind {
             Kind::Text(items) => {
                 for item in items {
@@ -272,7 +272,7 @@ fn index_of(list: &mut Vec<HeaderName>, name: HeaderName) -> usize {
     }
 }
 
-fn render_item(item: &Item, r: &Record, out: &mut Vec<u8>) {
+fn render_item(item: &Item, r: &View<'_>, out: &mut Vec<u8>) {
     match item {
         Item::Literal(s) => out.extend_from_slice(s.as_bytes()),
         Item::Short(piece, len) => put_fixed(out, piece, usize::from(*len)),
@@ -285,12 +285,12 @@ fn render_item(item: &Item, r: &Record, out: &mut Vec<u8>) {
         }
         Item::RequestLine => {
             // A method is a token (RFC 9110 §9.1): nothing in it needs escaping.
-            out.extend_from_slice(r.method.as_str().as_bytes());
+            out.extend_from_slice(r.method);
             out.push(b' ');
             escape(r.target(), out);
-            out.extend_from_slice(r.protocol_with_space().as_bytes());
+            out.extend_from_slice(wire::protocol_with_space(r.version).as_bytes());
         }
-        Item::Method => out.extend_from_slice(r.method.as_str().as_bytes()),
+        Item::Method => out.extend_from_slice(r.method),
         Item::Path => escape(r.path(), out),
         Item::Query => {
             if let Some(q) = r.query() {
@@ -298,7 +298,7 @@ fn render_item(item: &Item, r: &Record, out: &mut Vec<u8>) {
                 escape(q, out);
             }
         }
-        Item::Protocol => out.extend_from_slice(r.protocol().as_bytes()),
+        Item::Protocol => out.extend_from_slice(wire::protocol(r.version).as_bytes()),
         Item::Status => status(r.status, out),
         Item::BytesClf if r.bytes == 0 => out.push(b'-'),
         Item::BytesClf | Item::Bytes => number(r.bytes, out),
@@ -306,9 +306,9 @@ fn render_item(item: &Item, r: &Record, out: &mut Vec<u8>) {
         Item::DurationSecs => number(r.duration.as_secs(), out),
         Item::RequestHeader(i) => header_value(r.request_header(*i), out),
         Item::ResponseHeader(i) => header_value(r.response_header(*i), out),
-        Item::Cache => out.extend_from_slice(r.decision.kind.as_str().as_bytes()),
-        Item::Reason => escape(r.decision.reason.as_deref().unwrap_or("-"), out),
-        Item::Backend => escape(r.backend().unwrap_or("-"), out),
+        Item::Cache => out.extend_from_slice(r.kind.as_str().as_bytes()),
+        Item::Reason => escape(r.reason.unwrap_or(b"-"), out),
+        Item::Backend => escape(r.backend().unwrap_or(b"-"), out),
         Item::Ttfb => seconds(r.ttfb, out),
         Item::Host => {
             let host = r.host();
@@ -403,7 +403,7 @@ fn ip(addr: std::net::IpAddr, out: &mut Vec<u8>) {
     }
 }
 
-fn header_value(v: Option<&str>, out: &mut Vec<u8>) {
+fn header_value(v: Option<&[u8]>, out: &mut Vec<u8>) {
     match v {
         Some(v) => escape(v, out),
         None => out.push(b'-'),
@@ -436,8 +436,7 @@ static SAFE: [bool; 256] = safe_table();
 
 /// Apache-style escaping: `"`, `\\` and control or non-ASCII bytes become `\\xHH`, so a header
 /// value can never break a line or a quoted field. Runs of safe bytes are copied at once.
-fn escape(s: &str, out: &mut Vec<u8>) {
-    let bytes = s.as_bytes();
+fn escape(bytes: &[u8], out: &mut Vec<u8>) {
     // The common case: nothing to escape, one copy.
     let Some(first) = bytes.iter().position(|&b| !SAFE[b as usize]) else {
         out.extend_from_slice(bytes);
@@ -456,7 +455,7 @@ fn escape(s: &str, out: &mut Vec<u8>) {
 
 /// One JSON object, written directly (no intermediate `serde_json::Value`: this runs once per
 /// request on the writer thread).
-fn render_json(r: &Record, out: &mut Vec<u8>) {
+fn render_json(r: &View<'_>, out: &mut Vec<u8>) {
     let header = |i: usize| r.request_header(i);
     out.extend_from_slice(b"{\"time\":\"");
     iso_time(r.time, out);
@@ -464,11 +463,11 @@ fn render_json(r: &Record, out: &mut Vec<u8>) {
     client_ip(r.client, out);
     out.extend_from_slice(b"\",\"method\":");
     let line = r.has_request_line();
-    json_opt(line.then(|| r.method.as_str()), out);
+    json_opt(line.then_some(r.method), out);
     out.extend_from_slice(b",\"url\":");
     json_opt(line.then(|| r.target()), out);
     out.extend_from_slice(b",\"protocol\":");
-    json_opt(line.then(|| r.protocol()), out);
+    json_opt(line.then(|| wire::protocol(r.version).as_bytes()), out);
     out.extend_from_slice(b",\"host\":");
     json_str(r.host(), out);
     out.extend_from_slice(b",\"status\":");
@@ -480,9 +479,9 @@ fn render_json(r: &Record, out: &mut Vec<u8>) {
     out.extend_from_slice(b",\"ttfb_us\":");
     number(r.ttfb.as_micros() as u64, out);
     out.extend_from_slice(b",\"cache\":\"");
-    out.extend_from_slice(r.decision.kind.as_str().as_bytes());
+    out.extend_from_slice(r.kind.as_str().as_bytes());
     out.extend_from_slice(b"\",\"reason\":");
-    json_opt(r.decision.reason.as_deref(), out);
+    json_opt(r.reason, out);
     out.extend_from_slice(b",\"backend\":");
     json_opt(r.backend(), out);
     out.extend_from_slice(if r.complete {
@@ -498,7 +497,7 @@ fn render_json(r: &Record, out: &mut Vec<u8>) {
     out.push(b'}');
 }
 
-fn json_opt(s: Option<&str>, out: &mut Vec<u8>) {
+fn json_opt(s: Option<&[u8]>, out: &mut Vec<u8>) {
     match s {
         Some(s) => json_str(s, out),
         None => out.extend_from_slice(b"null"),
@@ -506,9 +505,10 @@ fn json_opt(s: Option<&str>, out: &mut Vec<u8>) {
 }
 
 /// A JSON string literal (RFC 8259 escaping). Runs of plain characters are copied at once.
-fn json_str(s: &str, out: &mut Vec<u8>) {
+/// Bytes other than `"`, `\\` and controls are copied as they are: they come from `str`s, so
+/// the output stays UTF-8.
+fn json_str(bytes: &[u8], out: &mut Vec<u8>) {
     out.push(b'"');
-    let bytes = s.as_bytes();
     let mut from = 0;
     for (i, &b) in bytes.iter().enumerate() {
         let escaped: &[u8] = match b {
@@ -683,7 +683,20 @@ pub fn iso_time(t: SystemTime, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::txlog::{Decision, DecisionKind};
+    use crate::txlog::{Decision, DecisionKind, Record};
+
+    /// `f`'s line for `r`, rendered as the writer does: from the record's encoded form.
+    fn line(f: &Format, r: &Record) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        wire::encode(r, &mut bytes);
+        let mut input = &bytes[..];
+        let mut view = View::parse(&mut input).unwrap();
+        // The wall-clock time travels as the arrival instant; pin it to the sample's.
+        view.time = r.time;
+        let mut out = Vec::new();
+        f.render(&view, &mut out);
+        out
+    }
 
     fn record(format: &Format) -> Record {
         let mut r = Record::sample();
@@ -704,8 +717,7 @@ mod tests {
     #[test]
     fn combined_is_ncsa() {
         let f = Format::parse("combined").unwrap();
-        let mut out = Vec::new();
-        f.render(&record(&f), &mut out);
+        let out = line(&f, &record(&f));
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "192.0.2.1 - - [10/Oct/2000:13:55:36 +0000] \"GET /a/b?x=1 HTTP/1.1\" 200 1234 \"http://ref.example/\" \"curl/8.0 \\x22quoted\\x22\"\n"
@@ -718,8 +730,7 @@ mod tests {
             "%{X-Forwarded-For}i %a %m %U%q %H %>s %B %D %{cache}x %{reason}x %{backend}x %{ttfb}x %{host}x %{Cache-Status}o 100%%",
         )
         .unwrap();
-        let mut out = Vec::new();
-        f.render(&record(&f), &mut out);
+        let out = line(&f, &record(&f));
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "203.0.113.9 192.0.2.1 GET /a/b?x=1 HTTP/1.1 200 1234 1500 pass no-store app 0.000250 example.com shellac; hit 100%\n"
@@ -732,8 +743,7 @@ mod tests {
         let mut r = record(&f);
         r.bytes = 0;
         r.set_backend(None);
-        let mut out = Vec::new();
-        f.render(&r, &mut out);
+        let out = line(&f, &r);
         assert_eq!(out, b"- - -\n");
     }
 
@@ -745,8 +755,7 @@ mod tests {
             kind: DecisionKind::Hit,
             reason: None,
         };
-        let mut out = Vec::new();
-        f.render(&r, &mut out);
+        let out = line(&f, &r);
         let out = String::from_utf8(out).unwrap();
         assert!(out.ends_with('\n'));
         let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
@@ -760,7 +769,7 @@ mod tests {
         assert_eq!(v["complete"], true);
         assert_eq!(v["backend"], "app");
         let mut tricky = Vec::new();
-        json_str("a\"b\\c\nd\u{1}é", &mut tricky);
+        json_str("a\"b\\c\nd\u{1}é".as_bytes(), &mut tricky);
         assert_eq!(
             serde_json::from_slice::<String>(&tricky).unwrap(),
             "a\"b\\c\nd\u{1}é"
@@ -797,7 +806,7 @@ mod tests {
             seconds(Duration::from_micros(micros), &mut s);
             s.push(b' ');
         }
-        escape("a\"b\\c\u{7f}é ok", &mut s);
+        escape("a\"b\\c\u{7f}é ok".as_bytes(), &mut s);
         assert_eq!(
             String::from_utf8(s).unwrap(),
             "0 7 10 65535 18446744073709551615 10.0.255.1 ::1 0.000000 0.000250 1.000000 12.345678 a\\x22b\\x5cc\\x7f\\xc3\\xa9 ok"

@@ -441,29 +441,8 @@ impl Record {
             .map(|s| self.get(s))
     }
 
-    /// `" HTTP/1.1"`: the end of a request line.
-    pub fn protocol_with_space(&self) -> &'static str {
-        match self.version {
-            Version::HTTP_10 => " HTTP/1.0",
-            Version::HTTP_11 => " HTTP/1.1",
-            Version::HTTP_2 => " HTTP/2.0",
-            _ => match self.protocol() {
-                "HTTP/0.9" => " HTTP/0.9",
-                "HTTP/3.0" => " HTTP/3.0",
-                _ => " HTTP/?",
-            },
-        }
-    }
-
     pub fn protocol(&self) -> &'static str {
-        match self.version {
-            Version::HTTP_09 => "HTTP/0.9",
-            Version::HTTP_10 => "HTTP/1.0",
-            Version::HTTP_11 => "HTTP/1.1",
-            Version::HTTP_2 => "HTTP/2.0",
-            Version::HTTP_3 => "HTTP/3.0",
-            _ => "HTTP/?",
-        }
+        wire::protocol(self.version)
     }
 
     /// The record as one JSON object (the live log stream; no captured headers).

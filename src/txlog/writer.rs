@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak, mpsc};
 use std::time::{Duration, Instant};
 
-use super::{Batch, Control, Record, Shards, wire};
+use super::wire::View;
+use super::{Control, Record, Shards};
 
 /// Records drained per queue before the writer looks at control messages again.
 const BATCH: usize = 4096;
@@ -73,8 +74,8 @@ pub(super) fn run(
 ) {
     let mut pause = *pauses.start();
     let mut lines = Vec::with_capacity(WRITE_CHUNK + 4096);
-    // Records the writer decodes chunks into, reused pass after pass.
-    let mut pool: Batch = Vec::new();
+    // The record rankings are fed from (reused while nobody reads live records).
+    let mut spare = None;
     let mut last_flush = Instant::now();
     let mut dirty = false;
     loop {
@@ -102,7 +103,7 @@ pub(super) fn run(
             return;
         };
         shards.expire_top_lease();
-        let (drained, full) = drain(&shards, &mut output, &mut lines, &mut pool);
+        let (drained, full) = drain(&shards, &mut output, &mut lines, &mut spare);
         dirty |= drained > 0;
         // Write out when things calm down, and at least every FLUSH_EVERY under load; the
         // buffer also writes itself out whenever it fills.
@@ -115,7 +116,7 @@ pub(super) fn run(
             // Requests still finishing after shutdown began are drained by this final pass;
             // workers hand over their last batch as they go idle, which at shutdown is at once.
             std::thread::sleep(Duration::from_millis(10));
-            drain(&shards, &mut output, &mut lines, &mut pool);
+            drain(&shards, &mut output, &mut lines, &mut spare);
             flush(&mut output, Some(&shards));
             let _ = ack.send(());
             return;
@@ -142,69 +143,79 @@ fn drain(
     shards: &Arc<Shards>,
     output: &mut Option<Output>,
     lines: &mut Vec<u8>,
-    pool: &mut Batch,
+    spare: &mut Option<Box<Record>>,
 ) -> (usize, bool) {
-    let mut batch: Batch = Vec::new();
+    let mut chunks = Vec::new();
     let mut full = false;
     let mut sources = 0;
     for (shard, queue) in shards.queues.iter().enumerate() {
-        let before = batch.len();
+        let mut records = 0;
         while let Some(chunk) = queue.pop() {
-            let mut input = &chunk.bytes[..];
-            for _ in 0..chunk.records {
-                let mut record = pool.pop().unwrap_or_else(|| Box::new(Record::blank()));
-                if wire::decode(&mut input, &mut record).is_none() {
-                    tracing::error!("access log: a record chunk did not decode; skipped");
-                    pool.push(record);
-                    break;
-                }
-                record.format = chunk.format.clone();
-                batch.push(record);
-            }
-            let mut buffer = chunk.bytes;
-            buffer.clear();
-            let _ = shards.empties[shard].push(buffer);
-            if batch.len() - before >= BATCH {
+            records += chunk.records as usize;
+            chunks.push((shard, chunk));
+            if records >= BATCH {
                 full = true;
                 break;
             }
         }
-        sources += usize::from(batch.len() > before);
+        sources += usize::from(records > 0);
+    }
+    // Records are rendered in place from their chunks (no copy into records).
+    let mut views = Vec::with_capacity(chunks.iter().map(|(_, c)| c.records as usize).sum());
+    for (_, chunk) in &chunks {
+        let mut input = &chunk.bytes[..];
+        for _ in 0..chunk.records {
+            match View::parse(&mut input) {
+                Some(view) => views.push((view, &chunk.format)),
+                None => {
+                    tracing::error!("access log: a record chunk did not decode; rest skipped");
+                    break;
+                }
+            }
+        }
     }
     // Each queue is in completion order already (its worker encodes records as they finish):
     // only records from several workers need ordering.
     if sources > 1 {
-        batch.sort_by_key(|r| r.started + r.duration);
+        views.sort_by_key(|(v, _)| v.ended());
     }
-    if !batch.is_empty()
-        && shards.top_wanted()
-        && let Ok(mut top) = shards.top.lock()
-    {
-        for r in &batch {
-            top.add(r);
-        }
-    }
+    let top = shards.top_wanted();
     let live = shards.live.receiver_count() > 0;
-    let n = batch.len();
-    lines.clear();
-    for mut record in batch {
-        if let (Some(out), Some(format)) = (output.as_mut(), record.format.as_ref()) {
-            format.render(&record, lines);
-            if lines.len() >= WRITE_CHUNK {
-                write_out(out, lines, shards);
+    if (top || live) && !views.is_empty() {
+        let mut top = if top { shards.top.lock().ok() } else { None };
+        for (view, _) in &views {
+            let mut record = spare.take().unwrap_or_else(|| Box::new(Record::blank()));
+            view.fill(&mut record);
+            if let Some(top) = top.as_mut() {
+                top.add(&record);
+            }
+            if live {
+                let _ = shards.live.send(Arc::from(record));
+            } else {
+                *spare = Some(record);
             }
         }
-        if live {
-            let _ = shards.live.send(Arc::from(record));
-        } else if pool.len() < BATCH {
-            record.format = None;
-            pool.push(record);
+    }
+    let n = views.len();
+    lines.clear();
+    if let Some(out) = output.as_mut() {
+        for (view, format) in &views {
+            if let Some(format) = format {
+                format.render(view, lines);
+                if lines.len() >= WRITE_CHUNK {
+                    write_out(out, lines, shards);
+                }
+            }
+        }
+        if !lines.is_empty() {
+            write_out(out, lines, shards);
         }
     }
-    if let Some(out) = output.as_mut()
-        && !lines.is_empty()
-    {
-        write_out(out, lines, shards);
+    drop(views);
+    for (shard, chunk) in chunks {
+        let mut buffer = chunk.bytes;
+        buffer.clear();
+        let _ = shards.empties[shard].push(buffer);
     }
     (n, full)
 }
