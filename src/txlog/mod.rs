@@ -16,7 +16,7 @@ use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -568,6 +568,8 @@ struct Shards {
     /// `top_until_ms` is still ahead: set by a lease, cleared by the writer when it runs out,
     /// so the request path reads one flag instead of the clock.
     top_active: AtomicBool,
+    /// The writer thread, to wake it when a queue fills up.
+    writer: OnceLock<std::thread::Thread>,
 }
 
 impl Shards {
@@ -577,8 +579,16 @@ impl Shards {
         if chunk.records == 0 {
             return;
         }
-        if let Err(dropped) = self.queues[i % self.queues.len()].push(chunk) {
+        let queue = &self.queues[i % self.queues.len()];
+        if let Err(dropped) = queue.push(chunk) {
             self.counters.log_dropped.add(u64::from(dropped.records));
+        }
+        // A queue half full wakes the writer early: after an idle spell it may be in its
+        // longest pause while load starts. Unparking a running thread is one atomic swap.
+        if queue.len() * 2 >= queue.capacity()
+            && let Some(writer) = self.writer.get()
+        {
+            writer.unpark();
         }
     }
 
@@ -726,12 +736,14 @@ impl Recorder {
             top: Mutex::new(Top::default()),
             top_until_ms: AtomicU64::new(0),
             top_active: AtomicBool::new(false),
+            writer: OnceLock::new(),
         });
         let (tx, rx) = mpsc::channel();
         let weak = Arc::downgrade(&shards);
         let thread = std::thread::Builder::new()
             .name("shellac-log".into())
             .spawn(move || writer::run(weak, rx, output, BUSY_PAUSE..=IDLE_PAUSE))?;
+        let _ = shards.writer.set(thread.thread().clone());
         Ok(Arc::new(Recorder {
             shards,
             subscribers: Arc::new(AtomicUsize::new(0)),

@@ -167,12 +167,9 @@ impl<'a> Reader<'a> {
         self.take(n)
     }
 
-    /// `n` encoded spans, each checked against the text length.
-    fn spans(&mut self, n: usize, text_len: usize) -> Option<&'a [u8]> {
-        let raw = self.take(n * 8)?;
-        raw.chunks_exact(8)
-            .all(|s| span_at(s, 0, text_len).is_some())
-            .then_some(raw)
+    /// `n` encoded spans (each is checked when it is read: [`span_at`]).
+    fn spans(&mut self, n: usize) -> Option<&'a [u8]> {
+        self.take(n * 8)
     }
 }
 
@@ -235,11 +232,11 @@ impl<'a> View<'a> {
             None
         };
         let text = rd.bytes()?;
-        let spans = rd.spans(6, text.len())?;
+        let spans = rd.spans(6)?;
         let n = usize::from(rd.array::<1>()?[0]);
-        let request_headers = rd.spans(n, text.len())?;
+        let request_headers = rd.spans(n)?;
         let n = usize::from(rd.array::<1>()?[0]);
-        let response_headers = rd.spans(n, text.len())?;
+        let response_headers = rd.spans(n)?;
         let started = u64_at(0);
         let view = View {
             time: anchor().1 + Duration::from_nanos(started),
@@ -493,6 +490,21 @@ mod tests {
         assert!(input.is_empty());
         assert_eq!((first.status, first.backend()), (201, Some(&b"app"[..])));
         assert_eq!((second.status, second.backend()), (404, None));
+    }
+
+    #[test]
+    fn a_span_outside_the_text_reads_as_absent() {
+        let r = Record::sample();
+        let mut bytes = Vec::new();
+        encode(&r, &mut bytes);
+        // The target span is the first of the six after the text: point it past the end.
+        let spans_at = bytes.len() - 48 - 2;
+        bytes[spans_at + 4..spans_at + 8].copy_from_slice(&u32::MAX.wrapping_sub(1).to_le_bytes());
+        let mut input = &bytes[..];
+        let view = View::parse(&mut input).unwrap();
+        assert_eq!(view.target(), b"");
+        assert!(!view.has_request_line());
+        assert_eq!(view.path(), b"/a/b");
     }
 
     #[test]
