@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use http::{Method, Version};
 
-use super::{Decision, DecisionKind, Format, Record, Span, intern};
+use super::{Decision, DecisionKind, Format, Record, RecordHead, Span, intern};
 
 /// Finished records of one worker, encoded back to back, all logged with one format.
 #[derive(Default)]
@@ -316,68 +316,44 @@ impl<'a> View<'a> {
         self.span(self.response_headers, i)
     }
 
-    /// Makes `r` this record (every field is set; for rankings and live readers).
+    /// Makes `r` this record (for rankings and live readers): reset from the head fields,
+    /// then the rest.
     pub fn fill(&self, r: &mut Record) {
         let text = String::from_utf8_lossy(self.text);
-        let spans = |raw: &[u8]| -> smallvec::SmallVec<[Option<Span>; 4]> {
-            (0..raw.len() / 8)
-                .map(|i| span_at(raw, i, text.len()).flatten())
-                .collect()
-        };
-        let at = |i: usize| span_at(self.spans, i, text.len()).flatten();
-        let Record {
-            time,
-            client,
-            method,
-            version,
-            status,
-            bytes,
-            duration,
-            ttfb,
-            decision,
-            complete,
-            format,
-            text: r_text,
-            target,
-            path,
-            query,
-            host,
-            user_agent,
-            backend,
-            request_headers,
-            response_headers,
-            started,
-            recorder,
-            queued,
-            shard: _,
-        } = r;
-        *time = self.time;
-        *client = self.client;
-        *method = Method::from_bytes(self.method).unwrap_or(Method::GET);
-        *version = self.version;
-        *status = self.status;
-        *bytes = self.bytes;
-        *duration = self.duration;
-        *ttfb = self.ttfb;
-        *decision = Decision {
-            kind: self.kind,
-            reason: self.reason.map(|s| intern(&String::from_utf8_lossy(s))),
-        };
-        *complete = self.complete;
-        *format = None;
-        *target = at(0).unwrap_or_default();
-        *path = at(1).unwrap_or_default();
-        *host = at(2).unwrap_or_default();
-        *query = at(3);
-        *user_agent = at(4);
-        *backend = at(5);
-        *request_headers = spans(self.request_headers);
-        *response_headers = spans(self.response_headers).into_iter().collect();
-        *started = anchor().0 + Duration::from_nanos(self.started);
-        *recorder = None;
-        *queued = false;
-        r_text.clear();
-        r_text.push_str(&text);
+        r.reset(
+            RecordHead {
+                client: self.client,
+                method: Method::from_bytes(self.method).unwrap_or(Method::GET),
+                version: self.version,
+                status: self.status,
+                decision: Decision {
+                    kind: self.kind,
+                    reason: self.reason.map(|s| intern(&String::from_utf8_lossy(s))),
+                },
+                started: anchor().0 + Duration::from_nanos(self.started),
+                ttfb: self.ttfb,
+            },
+            text.len(),
+        );
+        r.set_format(None);
+        r.time = self.time;
+        r.bytes = self.bytes;
+        r.duration = self.duration;
+        r.complete = self.complete;
+        r.text.push_str(&text);
+        let at = |raw: &[u8], i: usize| span_at(raw, i, text.len()).flatten();
+        r.target = at(self.spans, 0).unwrap_or_default();
+        r.path = at(self.spans, 1).unwrap_or_default();
+        r.host = at(self.spans, 2).unwrap_or_default();
+        r.query = at(self.spans, 3);
+        r.user_agent = at(self.spans, 4);
+        r.backend = at(self.spans, 5);
+        r.request_headers = (0..self.request_headers.len() / 8)
+            .map(|i| at(self.request_headers, i))
+            .collect();
+        r.response_headers = (0..self.response_headers.len() / 8)
+            .map(|i| at(self.response_headers, i))
+            .collect();
     }
 }
 
