@@ -180,11 +180,10 @@ pub(crate) async fn accept_loop(
                     refuse::refuse(stream, peer, &proxy, &lingering);
                     continue;
                 }
-                tokio::spawn(serve_connection(
+                tokio::spawn(client_connection(
                     stream,
                     peer,
                     live.clone(),
-                    proxy.config.server.clone(),
                     shutdown.clone(),
                 ));
             }
@@ -217,29 +216,77 @@ impl Drop for OpenConn {
     }
 }
 
-async fn serve_connection(
+/// A client connection for its whole life: HTTP sessions (hyper) while it is used, and, after
+/// `idle_release` without a request, a released state in which only the socket, a timer and
+/// this task's few hundred bytes remain (the session and its buffers are freed) until the next
+/// request arrives, `idle_timeout` ends it or Shellac shuts down.
+async fn client_connection(
     stream: TcpStream,
     peer: SocketAddr,
     live: Arc<Live>,
-    cfg: ServerConfig,
     mut shutdown: watch::Receiver<bool>,
 ) {
     // Counters and shared state are the same in every configuration generation.
-    let (counters, shared) = {
+    let (counters, shared, nodelay) = {
         let proxy = live.load();
-        (proxy.counters.clone(), proxy.shared.clone())
+        let nodelay = proxy.config.server.tcp_nodelay;
+        (proxy.counters.clone(), proxy.shared.clone(), nodelay)
     };
     // Shared with a tunnel that outlives this task (an upgraded connection is still open).
     let open = Arc::new(OpenConn(shared));
-    let _ = stream.set_nodelay(cfg.tcp_nodelay);
-    // A new connection must send its first request head within header_read_timeout.
+    let _ = stream.set_nodelay(nodelay);
+    let mut stream = stream;
+    loop {
+        let idle_end = {
+            // Connection settings come from the configuration current when a session starts.
+            let cfg = live.load().config.server.clone();
+            // Boxed: a released connection keeps only this loop's state, not the session's.
+            let session = serve_session(stream, peer, &live, &open, &cfg, shutdown.clone());
+            let Some((released, idle_since)) = Box::pin(session).await else {
+                return;
+            };
+            stream = released;
+            idle_since.saturating_add(ms(cfg.idle_timeout.0))
+        };
+        counters.client_idle_released.inc();
+        let wait = Duration::from_millis(idle_end.saturating_sub(now_ms()));
+        tokio::select! {
+            readable = stream.readable() => {
+                // The next request (or the client's close, which the next session reads).
+                if readable.is_err() {
+                    return;
+                }
+            }
+            _ = tokio::time::sleep(wait) => {
+                counters.client_idle_closed.inc();
+                return;
+            }
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis().min(u64::MAX as u128) as u64
+}
+
+/// One HTTP/1.1 session on a client connection (hyper behind the strict gate) with its
+/// timeouts. Returns the socket and when it went idle if the session was released after
+/// `idle_release` without a request; `None` when the connection is done.
+async fn serve_session(
+    stream: TcpStream,
+    peer: SocketAddr,
+    live: &Arc<Live>,
+    open: &Arc<OpenConn>,
+    cfg: &ServerConfig,
+    mut shutdown: watch::Receiver<bool>,
+) -> Option<(TcpStream, u64)> {
+    let counters = live.load().counters.clone();
+    // A new session must send its first request head within header_read_timeout.
     let state = Arc::new(ConnState::new());
-    let io = TokioIo::new(Gate::new(
-        stream,
-        state.clone(),
-        counters.clone(),
-        cfg.limits(),
-    ));
+    let mut gate = Gate::new(stream, state.clone(), counters.clone(), cfg.limits());
+    let mut released = gate.releasable();
+    let io = TokioIo::new(gate);
     let svc_state = state.clone();
     let svc_live = live.clone();
     let svc_open = open.clone();
@@ -322,17 +369,21 @@ async fn serve_connection(
     }
     let conn = builder.serve_connection(io, service).with_upgrades();
     tokio::pin!(conn);
-    let ms = |d: Duration| d.as_millis().min(u64::MAX as u128) as u64;
     let idle = ms(cfg.idle_timeout.0);
+    // 0: never released.
+    let release = match ms(cfg.idle_release.0) {
+        0 => u64::MAX,
+        r => r,
+    };
     let head = ms(cfg.header_read_timeout.0);
     let body = ms(cfg.body_timeout.0);
     let send = ms(cfg.send_timeout.0);
     let min_rate = cfg.body_min_rate.0;
     // The timer is not touched per request. It fires at the current phase's deadline or after
-    // the shortest timeout, whichever is first, and re-checks: a phase that started after the
+    // the shortest timeout (or `idle_release`), whichever is first, and re-checks: a phase that started after the
     // timer was set can only end later than that tick, so no deadline is ever missed. Body and
     // send stalls are noticed within one tick of their deadline.
-    let tick = idle.min(head).min(body).min(send);
+    let tick = idle.min(head).min(body).min(send).min(release);
     let timer = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(timer);
     let mut closing = *shutdown.borrow();
@@ -347,23 +398,36 @@ async fn serve_connection(
                         counters.client_req_400.inc();
                     }
                     tracing::debug!(%peer, error = %e, "client connection ended with error");
+                    return None;
                 }
-                return;
+                // The gate handed the socket back and hyper ended at the end of stream it
+                // was shown: the connection lives on, released.
+                let since = state.since_ms.load(Ordering::Relaxed);
+                return released.try_recv().ok().map(|s| (s, since));
             }
             _ = timer.as_mut() => {
                 let now = now_ms();
                 if state.send_stalled(now, send) {
                     counters.client_send_timeout.inc();
-                    return;
+                    return None;
                 }
                 if state.body_too_slow(now, body, min_rate) {
                     counters.client_body_timeout.inc();
-                    return;
+                    return None;
                 }
                 let since = state.since_ms.load(Ordering::Relaxed);
                 let phase = state.phase.load(Ordering::Relaxed);
                 let (expired, next) = match phase {
-                    PHASE_IDLE if !closing => (now >= since + idle, since + idle),
+                    PHASE_IDLE if !closing => {
+                        let release_at = since.saturating_add(release);
+                        if now >= release_at && now < since + idle {
+                            // hyper reads next (this loop polls it again) and, if the gate
+                            // agrees the connection is idle, sees the end of the stream.
+                            state.want_release();
+                        }
+                        let next = if now < release_at { release_at } else { since + idle };
+                        (now >= since + idle, next.min(since + idle))
+                    }
                     PHASE_HEAD if !closing => (now >= since + head, since + head),
                     _ => (false, u64::MAX),
                 };
@@ -375,7 +439,7 @@ async fn serve_connection(
                     }
                     PHASE_HEAD if expired => {
                         counters.client_header_timeout.inc();
-                        return;
+                        return None;
                     }
                     _ => {}
                 }

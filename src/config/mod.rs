@@ -68,6 +68,11 @@ pub struct ServerConfig {
     pub tcp_nodelay: bool,
     /// Close a keep-alive client connection idle for this long. Default `60s`.
     pub idle_timeout: Dur,
+    /// A keep-alive client connection idle for this long gives back its HTTP buffers and
+    /// request state (~16 KiB) and waits on its socket alone (a few hundred bytes); the state
+    /// is rebuilt when its next request arrives. `0s` keeps every connection's state until it
+    /// closes. Default `1s`.
+    pub idle_release: Dur,
     /// Close a client connection that has not sent a complete request head this long after its
     /// first byte. Default `10s`.
     pub header_read_timeout: Dur,
@@ -147,6 +152,7 @@ impl Default for ServerConfig {
             admin: Some(SocketAddr::from(([127, 0, 0, 1], 6082))),
             tcp_nodelay: true,
             idle_timeout: Dur(Duration::from_secs(60)),
+            idle_release: Dur(Duration::from_secs(1)),
             header_read_timeout: Dur(Duration::from_secs(10)),
             threads: 0,
             max_request_line: Size(8 * 1024),

@@ -15,6 +15,10 @@
 //!   decides: a backend 101 makes the rest of the connection a tunnel (bytes pass through
 //!   unread); anything else and parsing goes on with the bytes that followed.
 //! - It also keeps the per-connection clocks for the idle, header-read, body and send timeouts.
+//! - An idle connection can be *released* (`idle_release`): asked by the connection's timer,
+//!   the gate hands its socket back to the server through a channel and shows hyper an end of
+//!   stream, so hyper's connection ends cleanly and its buffers are freed while the socket
+//!   stays open. Only at a request boundary with nothing held, queued or in flight.
 
 use std::io;
 use std::pin::Pin;
@@ -24,6 +28,7 @@ use std::sync::{Mutex, OnceLock};
 use std::task::{Context, Poll, Waker, ready};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::oneshot;
 
 use crate::clock::now_ms;
 use crate::http::strict::{Class, Limits, Scan, Scanner, Violation, valid_request_line};
@@ -74,6 +79,8 @@ pub(super) struct ConnState {
     upgrade_at: AtomicU64,
     upgrade: AtomicU8,
     upgrade_waker: Mutex<Option<Waker>>,
+    /// The timer asks the gate to hand the socket back at the next idle read (`idle_release`).
+    release: AtomicBool,
 }
 
 const UPGRADE_PENDING: u8 = 0;
@@ -107,6 +114,7 @@ impl ConnState {
             upgrade_at: AtomicU64::new(NONE),
             upgrade: AtomicU8::new(UPGRADE_PENDING),
             upgrade_waker: Mutex::new(None),
+            release: AtomicBool::new(false),
         }
     }
 
@@ -139,6 +147,17 @@ impl ConnState {
         if let Some(w) = waker {
             w.wake();
         }
+    }
+
+    /// Asks the gate to release the connection the next time hyper reads while it is idle.
+    pub fn want_release(&self) {
+        self.release.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the connection is between requests: none in flight, none started.
+    fn idle(&self) -> bool {
+        self.phase.load(Ordering::Relaxed) == PHASE_IDLE
+            && self.in_flight.load(Ordering::Relaxed) == 0
     }
 
     pub fn end_request(&self) {
@@ -233,7 +252,10 @@ enum After {
 
 /// The strict gate around a client socket.
 pub(super) struct Gate<T> {
-    inner: T,
+    /// The socket; `None` once handed back by a release.
+    inner: Option<T>,
+    /// Where a release hands the socket (`Gate::releasable`).
+    hand_back: Option<oneshot::Sender<T>>,
     state: Arc<ConnState>,
     counters: Arc<Counters>,
     scanner: Scanner,
@@ -278,7 +300,8 @@ enum Outcome {
 impl<T> Gate<T> {
     pub fn new(inner: T, state: Arc<ConnState>, counters: Arc<Counters>, limits: Limits) -> Self {
         Gate {
-            inner,
+            inner: Some(inner),
+            hand_back: None,
             state,
             counters,
             scanner: Scanner::new(limits),
@@ -293,6 +316,49 @@ impl<T> Gate<T> {
             shut: false,
             linger: None,
             lingered: 0,
+        }
+    }
+
+    /// Lets the connection be released while idle (`ConnState::want_release`): the socket
+    /// then arrives on the returned channel and hyper reads an end of stream.
+    pub fn releasable(&mut self) -> oneshot::Receiver<T> {
+        let (tx, rx) = oneshot::channel();
+        self.hand_back = Some(tx);
+        rx
+    }
+
+    /// The socket, or `NotConnected` once it was handed back.
+    fn io(&mut self) -> io::Result<Pin<&mut T>>
+    where
+        T: Unpin,
+    {
+        match self.inner.as_mut() {
+            Some(io) => Ok(Pin::new(io)),
+            None => Err(io::ErrorKind::NotConnected.into()),
+        }
+    }
+
+    /// Hands the socket back if a release was asked for and the connection is at a request
+    /// boundary with nothing held or queued here and nothing in flight. Returns whether it did.
+    fn try_release(&mut self) -> bool {
+        if !self.state.release.swap(false, Ordering::Relaxed)
+            || !self.held.is_empty()
+            || !self.scanner.at_head()
+            || !self.state.idle()
+        {
+            return false;
+        }
+        match (self.hand_back.take(), self.inner.take()) {
+            (Some(tx), Some(io)) => {
+                // A dropped receiver (the connection is ending anyway) just closes the socket.
+                let _ = tx.send(io);
+                true
+            }
+            (tx, io) => {
+                self.hand_back = tx;
+                self.inner = io;
+                false
+            }
         }
     }
 
@@ -441,7 +507,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for Gate<T> {
                     }
                 },
                 // A tunnel: bytes pass through unread.
-                Mode::Tunnel => return Pin::new(&mut this.inner).poll_read(cx, buf),
+                Mode::Tunnel => return this.io()?.poll_read(cx, buf),
             }
             if this.rescan {
                 this.rescan = false;
@@ -449,9 +515,13 @@ impl<T: AsyncRead + Unpin> AsyncRead for Gate<T> {
                 this.scan_held(held);
                 continue;
             }
+            // Released (now or before): hyper sees the end of the stream and finishes cleanly.
+            if this.inner.is_none() || this.try_release() {
+                return Poll::Ready(Ok(()));
+            }
             let in_body = !this.scanner.at_head();
             let start = buf.filled().len();
-            match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            match this.io()?.poll_read(cx, buf) {
                 Poll::Pending => {
                     if in_body {
                         this.state.body_waiting();
@@ -550,7 +620,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Gate<T> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        let polled = self.io()?.poll_write(cx, buf);
         self.note_write(polled.is_pending());
         polled
     }
@@ -559,15 +629,18 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Gate<T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        let polled = self.io()?.poll_write_vectored(cx, bufs);
         self.note_write(polled.is_pending());
         polled
     }
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        self.inner.as_ref().is_some_and(T::is_write_vectored)
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+        match self.inner.as_mut() {
+            Some(io) => Pin::new(io).poll_flush(cx),
+            None => Poll::Ready(Ok(())),
+        }
     }
     /// After a refusal, a body error, or an error answered with `Connection: close`, a lingering
     /// close: send FIN, then read and discard what the client still sends (at most
@@ -575,8 +648,12 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Gate<T> {
     /// connection and destroy the error response before the client read it.
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        // Released: the socket lives on elsewhere and must not be shut down.
+        let Some(inner) = this.inner.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
         if !this.shut {
-            ready!(Pin::new(&mut this.inner).poll_shutdown(cx))?;
+            ready!(Pin::new(&mut *inner).poll_shutdown(cx))?;
             this.shut = true;
         }
         if this.after == After::Continue && !this.state.linger.load(Ordering::Relaxed) {
@@ -591,7 +668,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Gate<T> {
                 return Poll::Ready(Ok(()));
             }
             let mut rb = ReadBuf::new(&mut scratch);
-            match Pin::new(&mut this.inner).poll_read(cx, &mut rb) {
+            match Pin::new(&mut *inner).poll_read(cx, &mut rb) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Ok(())) if !rb.filled().is_empty() => {
                     this.lingered += rb.filled().len();

@@ -1,0 +1,222 @@
+//! Idle keep-alive client connections (`server.idle_release`): after `idle_release` without a
+//! request a connection gives back its HTTP session (hyper's buffers, the gate, the request
+//! state) and keeps only its socket; the next request on it is served by a new session, as if
+//! nothing happened. Asserted on responses and on `client_idle_released` / `client_conn`.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use shellac::config::units::Dur;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const RELEASE: Duration = Duration::from_millis(150);
+
+/// Long enough after a response for the connection to be released (one timer tick after
+/// `RELEASE`, with room for a slow CI machine).
+const AFTER_RELEASE: Duration = Duration::from_millis(700);
+
+async fn start(origin: &Origin, tweak: impl FnOnce(&mut shellac::config::Config)) -> Shellac {
+    Shellac::start(origin.addr, |c| {
+        c.server.idle_release = Dur(RELEASE);
+        tweak(c);
+    })
+    .await
+}
+
+/// Reads exactly `n` complete responses with `Content-Length` bodies from `s`.
+async fn read_responses(s: &mut TcpStream, n: usize) -> Vec<String> {
+    let mut buf = Vec::new();
+    let mut out = Vec::new();
+    while out.len() < n {
+        let mut chunk = [0u8; 4096];
+        let got = tokio::time::timeout(Duration::from_secs(5), s.read(&mut chunk))
+            .await
+            .expect("response within 5 s")
+            .expect("read");
+        assert!(got > 0, "connection closed after {} responses", out.len());
+        buf.extend_from_slice(&chunk[..got]);
+        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse().ok())?
+                })
+                .unwrap_or(0);
+            if buf.len() < end + 4 + len {
+                break;
+            }
+            let body = String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).into_owned();
+            out.push(format!("{head}\r\n\r\n{body}"));
+            buf.drain(..end + 4 + len);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_connection_is_released_and_serves_its_next_requests() {
+    let origin =
+        Origin::start(|s| Reply::ok(&format!("body of {}", s.path)).cc("max-age=60")).await;
+    let shellac = start(&origin, |_| {}).await;
+    let mut conn = Conn::open(shellac.addr).await;
+    let first = conn.send("GET", "/a", &[], b"").await;
+    assert_eq!(first.text(), "body of /a");
+    assert!(first.cache_status().contains("fwd=miss"));
+
+    tokio::time::sleep(AFTER_RELEASE).await;
+    assert_eq!(shellac.stat("client_idle_released").await, 1);
+    // The same connection, now served by a new session: a hit, then a miss.
+    let hit = conn.send("GET", "/a", &[], b"").await;
+    assert_eq!(hit.text(), "body of /a");
+    assert!(hit.cache_status().contains("hit"), "{}", hit.cache_status());
+    let other = conn.send("GET", "/b", &[], b"").await;
+    assert_eq!(other.text(), "body of /b");
+
+    tokio::time::sleep(AFTER_RELEASE).await;
+    assert_eq!(shellac.stat("client_idle_released").await, 2);
+    let again = conn.send("GET", "/b", &[], b"").await;
+    assert_eq!(again.status, 200);
+    assert_eq!(again.text(), "body of /b");
+    assert_eq!(
+        shellac.stat("client_conn").await,
+        1,
+        "one connection throughout"
+    );
+    assert_eq!(origin.count(), 2);
+    shellac.stop().await;
+}
+
+/// Requests pipelined into a released connection in one write: the new session reads them all
+/// and answers in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_requests_on_a_released_connection_are_answered_in_order() {
+    let origin =
+        Origin::start(|s| Reply::ok(&format!("body of {}", s.path)).cc("max-age=60")).await;
+    let shellac = start(&origin, |_| {}).await;
+    let mut s = TcpStream::connect(shellac.addr).await.unwrap();
+    s.write_all(b"GET /1 HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .unwrap();
+    let first = read_responses(&mut s, 1).await;
+    assert!(first[0].ends_with("body of /1"), "{first:?}");
+
+    tokio::time::sleep(AFTER_RELEASE).await;
+    assert_eq!(shellac.stat("client_idle_released").await, 1);
+    s.write_all(
+        b"GET /2 HTTP/1.1\r\nHost: a\r\n\r\nGET /3 HTTP/1.1\r\nHost: a\r\n\r\nGET /1 HTTP/1.1\r\nHost: a\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let rest = read_responses(&mut s, 3).await;
+    assert!(rest[0].ends_with("body of /2"), "{rest:?}");
+    assert!(rest[1].ends_with("body of /3"), "{rest:?}");
+    assert!(rest[2].ends_with("body of /1"), "{rest:?}");
+    assert!(rest[2].contains("hit"), "{}", rest[2]);
+    shellac.stop().await;
+}
+
+/// `idle_timeout` counts from the end of the last response, released or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_connection_is_closed_after_idle_timeout() {
+    let origin = Origin::start(|_| Reply::ok("x")).await;
+    let shellac = start(&origin, |c| {
+        c.server.idle_timeout = Dur(Duration::from_millis(900))
+    })
+    .await;
+    let mut s = TcpStream::connect(shellac.addr).await.unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut got = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut got)).await;
+    assert!(closed.is_ok(), "closed within 5 s");
+    assert!(
+        started.elapsed() >= Duration::from_millis(800),
+        "not before idle_timeout ({:?})",
+        started.elapsed()
+    );
+    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"));
+    assert_eq!(shellac.stat("client_idle_released").await, 1);
+    assert_eq!(shellac.stat("client_idle_closed").await, 1);
+    shellac.stop().await;
+}
+
+/// Never released in the middle of something: a request whose backend takes longer than
+/// `idle_release`, or a head that is still arriving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_connections_are_not_released() {
+    let origin = Origin::start(|_| Reply::ok("slow").delay(Duration::from_millis(600))).await;
+    let shellac = start(&origin, |_| {}).await;
+    let mut s = TcpStream::connect(shellac.addr).await.unwrap();
+    s.write_all(b"GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .unwrap();
+    let r = read_responses(&mut s, 1).await;
+    assert!(r[0].ends_with("slow"), "{r:?}");
+    assert_eq!(shellac.stat("client_idle_released").await, 0, "in flight");
+
+    // A head sent in two parts, the pause longer than idle_release.
+    s.write_all(b"GET /slow HTTP/1.1\r\n").await.unwrap();
+    tokio::time::sleep(AFTER_RELEASE).await;
+    s.write_all(b"Host: a\r\n\r\n").await.unwrap();
+    let r = read_responses(&mut s, 1).await;
+    assert!(r[0].starts_with("HTTP/1.1 200"), "{r:?}");
+    assert_eq!(
+        shellac.stat("client_idle_released").await,
+        0,
+        "head in progress"
+    );
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_idle_release_keeps_sessions() {
+    let origin = Origin::start(|_| Reply::ok("x")).await;
+    let shellac = start(&origin, |c| c.server.idle_release = Dur(Duration::ZERO)).await;
+    let mut conn = Conn::open(shellac.addr).await;
+    assert_eq!(conn.send("GET", "/", &[], b"").await.status, 200);
+    tokio::time::sleep(AFTER_RELEASE).await;
+    assert_eq!(conn.send("GET", "/", &[], b"").await.status, 200);
+    assert_eq!(shellac.stat("client_idle_released").await, 0);
+    shellac.stop().await;
+}
+
+/// Shutdown closes released connections at once (they hold no request) and does not wait for
+/// them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_closes_released_connections() {
+    let origin = Origin::start(|_| Reply::ok("x")).await;
+    let shellac = start(&origin, |_| {}).await;
+    let mut conns = Vec::new();
+    for _ in 0..20 {
+        let mut s = TcpStream::connect(shellac.addr).await.unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            .await
+            .unwrap();
+        read_responses(&mut s, 1).await;
+        conns.push(s);
+    }
+    tokio::time::sleep(AFTER_RELEASE).await;
+    assert_eq!(shellac.stat("client_idle_released").await, 20);
+    let started = std::time::Instant::now();
+    shellac.stop_with(Duration::from_secs(10)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "shutdown waited {:?} for idle connections",
+        started.elapsed()
+    );
+    for mut s in conns {
+        let mut rest = Vec::new();
+        let n = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut rest))
+            .await
+            .expect("closed");
+        assert_eq!(n.unwrap_or(0), 0);
+    }
+}
