@@ -341,7 +341,10 @@ impl<T> Gate<T> {
     /// Hands the socket back if a release was asked for and the connection is at a request
     /// boundary with nothing held or queued here and nothing in flight. Returns whether it did.
     fn try_release(&mut self) -> bool {
-        if !self.state.release.swap(false, Ordering::Relaxed)
+        // A plain load first: this runs on every read, the swap (a locked instruction) only
+        // once a release was asked for.
+        if !self.state.release.load(Ordering::Relaxed)
+            || !self.state.release.swap(false, Ordering::Relaxed)
             || !self.held.is_empty()
             || !self.scanner.at_head()
             || !self.state.idle()

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Access-log cost measured in pairs: two Shellac instances run *at the same time* on CPU 0, one
+# with the access log off and one with it on (MODE: combined or json, to a file), each driven
+# by its own wrk on CPU 1 (100-byte cached object, CONNS keep-alive connections each). Both
+# see the same machine at the same moment, so a virtual machine whose speed drifts between
+# runs (bench/access_log.sh runs the modes one after the other) affects them alike. Reported:
+# each instance's own CPU time per request (user + system, all its threads, the log writer
+# included) and off/on = the requests the logged instance keeps at equal CPU.
+#
+#   cargo build --release --bins --examples && bench/access_log_paired.sh
+#   RUNS=7 SECS=8 MODE=json bench/access_log_paired.sh
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+MODE=${MODE:-combined}
+RUNS=${RUNS:-5}
+SECS=${SECS:-8}
+CONNS=${CONNS:-100}
+SHELLAC=${SHELLAC:-target/release/shellac}
+ORIGIN=${ORIGIN:-target/release/examples/origin}
+for f in "$SHELLAC" "$ORIGIN"; do
+  [[ -x $f ]] || { echo "build first: cargo build --release --bins --examples ($f)" >&2; exit 1; }
+done
+command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 1; }
+
+TMP=$(mktemp -d)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$TMP"; }
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+ORIGIN_PORT=$(free_port)
+taskset -c 1 "$ORIGIN" "127.0.0.1:$ORIGIN_PORT" >/dev/null 2>&1 &
+PIDS+=($!)
+
+start() { # name log-section -> "port pid"
+  local port admin
+  port=$(free_port); admin=$(free_port)
+  printf '[server]\nlisten = ["127.0.0.1:%s"]\nadmin = "127.0.0.1:%s"\nthreads = 1\n\n[log]\n%s\n\n[[backend]]\nhost = "127.0.0.1"\nport = %s\n' \
+    "$port" "$admin" "$2" "$ORIGIN_PORT" > "$TMP/$1.toml"
+  taskset -c 0 "$SHELLAC" serve --config "$TMP/$1.toml" 2>"$TMP/$1.err" &
+  echo "$port $!"
+}
+
+ratios=()
+for run in $(seq "$RUNS"); do
+  read -r port_off pid_off < <(start off 'access_log = "off"')
+  read -r port_on pid_on < <(start on "access_log = \"$TMP/access.log\"
+format = \"$MODE\"")
+  PIDS+=("$pid_off" "$pid_on")
+  for port in "$port_off" "$port_on"; do
+    for _ in $(seq 200); do
+      curl -si "http://127.0.0.1:$port/small100" 2>/dev/null | grep -qi '^cache-status: shellac; hit' && break
+      sleep 0.05
+    done
+    curl -si "http://127.0.0.1:$port/small100" | grep -qi '^cache-status: shellac; hit' \
+      || { echo "no cache hit on port $port" >&2; exit 1; }
+  done
+  timeout 30 taskset -c 1 wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$port_off/small100" >/dev/null &
+  timeout 30 taskset -c 1 wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$port_on/small100" >/dev/null
+  wait $!
+  off0=$(cpu_ticks "$pid_off"); on0=$(cpu_ticks "$pid_on")
+  timeout $((SECS + 30)) taskset -c 1 wrk -t1 -c"$CONNS" -d"${SECS}s" "http://127.0.0.1:$port_off/small100" >"$TMP/wrk-off.txt" &
+  w_off=$!
+  timeout $((SECS + 30)) taskset -c 1 wrk -t1 -c"$CONNS" -d"${SECS}s" "http://127.0.0.1:$port_on/small100" >"$TMP/wrk-on.txt"
+  wait "$w_off"
+  off1=$(cpu_ticks "$pid_off"); on1=$(cpu_ticks "$pid_on")
+  req_off=$(awk '/requests in/ {print $1}' "$TMP/wrk-off.txt")
+  req_on=$(awk '/requests in/ {print $1}' "$TMP/wrk-on.txt")
+  kill -TERM "$pid_off" "$pid_on"; wait "$pid_off" "$pid_on" 2>/dev/null || true
+  lines=$(wc -l < "$TMP/access.log"); rm -f "$TMP/access.log"
+  read -r us_off us_on ratio < <(python3 -c "
+t = $(getconf CLK_TCK)
+a = ($off1 - $off0) * 1e6 / t / $req_off
+b = ($on1 - $on0) * 1e6 / t / $req_on
+print(f'{a:.2f} {b:.2f} {100 * a / b:.1f}')")
+  printf 'run %s: off %9s req %6s µs CPU/request | %-8s %9s req %6s µs CPU/request (%s log lines) | off/on %5s%%\n' \
+    "$run" "$req_off" "$us_off" "$MODE" "$req_on" "$us_on" "$lines" "$ratio" >&2
+  ratios+=("$ratio")
+done
+median=$(printf '%s\n' "${ratios[@]}" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')
+echo "access log ($MODE) paired with log off on one core, $CONNS connections each, ${SECS}s x $RUNS: median off/on CPU per request = $median% (goal >= 95%)"
