@@ -220,3 +220,34 @@ async fn shutdown_closes_released_connections() {
         assert_eq!(n.unwrap_or(0), 0);
     }
 }
+
+/// A slow reader: the whole response is in Shellac's write buffer (the request is over), but
+/// the client has not read it yet. Releasing now would take the socket from under the bytes
+/// still to be written; the connection is released only once they are out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_with_unwritten_response_bytes_is_not_released() {
+    const LEN: usize = 256 * 1024;
+    let body = "y".repeat(LEN);
+    let origin = Origin::start(move |_| Reply::ok(&body)).await;
+    let shellac = start(&origin, |_| {}).await;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut s = socket.connect(shellac.addr).await.unwrap();
+    s.write_all(b"GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .unwrap();
+    // Do not read for several release periods.
+    tokio::time::sleep(AFTER_RELEASE * 2).await;
+    let r = read_responses(&mut s, 1).await;
+    let body_at = r[0].find("\r\n\r\n").expect("head") + 4;
+    assert_eq!(r[0].len() - body_at, LEN, "the whole body arrived");
+    // Once written, the idle connection is released and still serves.
+    tokio::time::sleep(AFTER_RELEASE).await;
+    assert_eq!(shellac.stat("client_idle_released").await, 1);
+    s.write_all(b"GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .unwrap();
+    let r = read_responses(&mut s, 1).await;
+    assert!(r[0].starts_with("HTTP/1.1 200"), "{}", &r[0][..40]);
+    shellac.stop().await;
+}

@@ -348,6 +348,9 @@ impl<T> Gate<T> {
             || !self.held.is_empty()
             || !self.scanner.at_head()
             || !self.state.idle()
+            // hyper reads while it still flushes a response to a slow reader: the bytes it
+            // holds need the socket.
+            || self.state.write_blocked_since.load(Ordering::Relaxed) != 0
         {
             return false;
         }
@@ -750,6 +753,50 @@ mod tests {
                 assert!(gate.linger.is_none(), "no lingering without an error");
             }
         }
+    }
+
+    /// A release happens at an idle read only: never while a write to the client is blocked
+    /// (hyper still holds response bytes) or a head is partly held; then the socket is handed
+    /// back and the reader sees the end of the stream.
+    #[tokio::test]
+    async fn release_only_when_idle_and_nothing_is_unwritten() {
+        use std::future::poll_fn;
+        let (server, _client) = tokio::io::duplex(64);
+        let state = Arc::new(ConnState::new());
+        let counters = Arc::new(Counters::default());
+        let mut gate = Gate::new(server, state.clone(), counters, Limits::default());
+        let mut released = gate.releasable();
+        let mut buf = [0u8; 16];
+        let mut read_once = |gate: &mut Gate<_>| {
+            let mut rb = ReadBuf::new(&mut buf);
+            let mut cx = Context::from_waker(Waker::noop());
+            let polled = Pin::new(gate).poll_read(&mut cx, &mut rb);
+            (polled.is_ready(), rb.filled().len())
+        };
+        // A new connection waits for its first head: not idle.
+        state.want_release();
+        assert_eq!(read_once(&mut gate), (false, 0));
+        assert!(released.try_recv().is_err());
+        // Idle, but a response write is blocked.
+        state.phase.store(PHASE_IDLE, Ordering::Relaxed);
+        state.write_blocked_since.store(1, Ordering::Relaxed);
+        state.want_release();
+        assert_eq!(read_once(&mut gate), (false, 0));
+        assert!(released.try_recv().is_err());
+        // Idle with everything written: released, and hyper reads an end of stream.
+        state.write_blocked_since.store(0, Ordering::Relaxed);
+        state.want_release();
+        assert_eq!(read_once(&mut gate), (true, 0));
+        assert!(released.try_recv().is_ok(), "socket handed back");
+        assert_eq!(
+            read_once(&mut gate),
+            (true, 0),
+            "still the end of the stream"
+        );
+        // Shutting a released gate down leaves the socket alone.
+        poll_fn(|cx| Pin::new(&mut gate).poll_shutdown(cx))
+            .await
+            .unwrap();
     }
 
     #[test]
