@@ -1,22 +1,57 @@
 #!/usr/bin/env bash
-# RSS growth per idle keep-alive connection: N connections, one request each, then held.
-N=${N:-10000}; REL=${REL:-1s}
-SH=/work/main/target/release/shellac; CL=/work/main/target/release/examples/clients
-fp() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-OP=$(fp); P=$(fp); A=$(fp)
-ulimit -n 65536
-taskset -c 1 /work/main/target/release/examples/origin 127.0.0.1:$OP >/dev/null 2>&1 & OPID=$!
-printf '[server]\nlisten = ["127.0.0.1:%s"]\nadmin = "127.0.0.1:%s"\nthreads = 1\nmax_connections = 20000\nidle_release = "%s"\n[[backend]]\nhost = "127.0.0.1"\nport = %s\n' $P $A $REL $OP > idle.toml
-taskset -c 0 $SH serve --config idle.toml 2>/dev/null & SPID=$!
-for i in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:$P/hit6k && break; sleep 0.05; done
-taskset -c 1 wrk -t1 -c50 -d2s http://127.0.0.1:$P/hit6k >/dev/null
-rss() { awk '/VmRSS/ {print $2}' /proc/$SPID/status; }
-r0=$(rss)
-taskset -c 1 $CL idle 127.0.0.1:$P /hit6k $N 30 > idle-out.txt 2>&1 & CPID=$!
+# Memory per idle keep-alive connection (workload 7) for one `server.idle_release` setting:
+# N connections each make one GET /hit6k and are then held idle (bench/clients.rs idle);
+# Shellac's RSS growth per connection 1, 3 and 6 s after the last one opened, and again after
+# glibc's malloc_trim(0) (called through gdb when gdb is installed: what a released
+# connection really holds, once the allocator gives freed memory back).
+#
+#   cargo build --release --bins --examples
+#   bench/idle_release.sh                 # REL=1s N=10000
+#   REL=0s bench/idle_release.sh          # never released (the behaviour before)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+N=${N:-10000}
+REL=${REL:-1s}
+SHELLAC=${SHELLAC:-target/release/shellac}
+ORIGIN=${ORIGIN:-target/release/examples/origin}
+CLIENTS=${CLIENTS:-target/release/examples/clients}
+for f in "$SHELLAC" "$ORIGIN" "$CLIENTS"; do
+  [[ -x $f ]] || { echo "build first: cargo build --release --bins --examples ($f)" >&2; exit 1; }
+done
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+TMP=$(mktemp -d)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$TMP"; }
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+ORIGIN_PORT=$(free_port); PORT=$(free_port); ADMIN=$(free_port)
+taskset -c 1 "$ORIGIN" "127.0.0.1:$ORIGIN_PORT" >/dev/null 2>&1 &
+PIDS+=($!)
+for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$ORIGIN_PORT/hit6k" && break; sleep 0.05; done
+printf '[server]\nlisten = ["127.0.0.1:%s"]\nadmin = "127.0.0.1:%s"\nthreads = 1\nmax_connections = %s\nidle_release = "%s"\n\n[[backend]]\nhost = "127.0.0.1"\nport = %s\n' \
+  "$PORT" "$ADMIN" $((N + 1000)) "$REL" "$ORIGIN_PORT" > "$TMP/shellac.toml"
+taskset -c 0 "$SHELLAC" serve --config "$TMP/shellac.toml" 2>"$TMP/shellac.err" &
+SPID=$!
+PIDS+=("$SPID")
+for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$PORT/hit6k" && break; sleep 0.05; done
+timeout 30 taskset -c 1 wrk -t1 -c50 -d2s "http://127.0.0.1:$PORT/hit6k" >/dev/null
+rss() { awk '/VmRSS/ {print $2}' "/proc/$SPID/status"; }
+per_conn() { python3 -c "print(round(($(rss) - $1) / $N, 2))"; }
+rss0=$(rss)
+timeout 300 taskset -c 1 "$CLIENTS" idle "127.0.0.1:$PORT" /hit6k "$N" 60 >"$TMP/idle.txt" 2>&1 &
+PIDS+=($!)
 t0=$(date +%s.%N)
-for i in $(seq 600); do grep -q IDLE_READY idle-out.txt && break; sleep 0.1; done
+for _ in $(seq 1200); do grep -q IDLE_READY "$TMP/idle.txt" && break; sleep 0.1; done
 t1=$(date +%s.%N)
-for s in 1 3 6; do sleep $([ $s = 1 ] && echo 1 || echo $(( s == 3 ? 2 : 3 ))); echo "after ${s}s: $(python3 -c "print(round(($(rss)-$r0)/$N,2))") KiB/conn"; done
-gdb -p $SPID -batch -ex "call (int)malloc_trim(0)" >/dev/null 2>&1; echo "after malloc_trim: $(python3 -c "print(round(($(rss)-$r0)/$N,2))") KiB/conn"
-echo "opened $(grep IDLE_READY idle-out.txt) in $(python3 -c "print(round($t1-$t0,1))") s; released=$(curl -s http://127.0.0.1:$A/stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["client_idle_released"])')"
-kill $CPID $SPID $OPID; wait 2>/dev/null
+grep -q IDLE_READY "$TMP/idle.txt" || { echo "clients idle failed:" >&2; cat "$TMP/idle.txt" >&2; exit 1; }
+echo "idle_release=$REL: $(grep IDLE_READY "$TMP/idle.txt") opened in $(python3 -c "print(round($t1 - $t0, 1))") s"
+for wait in 1 2 3; do
+  sleep "$wait"
+  echo "  +$wait s: $(per_conn "$rss0") KiB per idle connection"
+done
+if command -v gdb >/dev/null; then
+  gdb -p "$SPID" -batch -ex 'call (int)malloc_trim(0)' >/dev/null 2>&1 || true
+  echo "  after malloc_trim(0): $(per_conn "$rss0") KiB per idle connection"
+fi
+released=$(curl -s "http://127.0.0.1:$ADMIN/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["client_idle_released"])')
+echo "  client_idle_released=$released"
