@@ -220,6 +220,22 @@ impl Drop for OpenConn {
 /// `idle_release` without a request, a released state in which only the socket, a timer and
 /// this task's few hundred bytes remain (the session and its buffers are freed) until the next
 /// request arrives, `idle_timeout` ends it or Shellac shuts down.
+/// Counts a connection in the released gauge while it waits released, however the wait ends.
+struct Released<'a>(&'a Shared);
+
+impl<'a> Released<'a> {
+    fn new(shared: &'a Shared) -> Released<'a> {
+        shared.released_conns.fetch_add(1, Ordering::Relaxed);
+        Released(shared)
+    }
+}
+
+impl Drop for Released<'_> {
+    fn drop(&mut self) {
+        self.0.released_conns.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 async fn client_connection(
     stream: TcpStream,
     peer: SocketAddr,
@@ -250,6 +266,7 @@ async fn client_connection(
         };
         counters.client_idle_released.inc();
         let wait = Duration::from_millis(idle_end.saturating_sub(now_ms()));
+        let _released = Released::new(&open.0);
         tokio::select! {
             readable = stream.readable() => {
                 // The next request (or the client's close, which the next session reads).

@@ -384,6 +384,10 @@ pub const GAUGES: &[(&str, &str)] = &[
         "Size of the disk data file's regions (0 without a disk tier)",
     ),
     ("n_client_conn", "Client connections open now"),
+    (
+        "n_client_conn_released",
+        "Client connections open now that are idle and released (no HTTP buffers held)",
+    ),
     ("uptime_seconds", "Seconds since start"),
     (
         "log_subscribers",

@@ -71,8 +71,15 @@ async fn an_idle_connection_is_released_and_serves_its_next_requests() {
 
     tokio::time::sleep(AFTER_RELEASE).await;
     assert_eq!(shellac.stat("client_idle_released").await, 1);
+    assert_eq!(shellac.stat("n_client_conn").await, 1);
+    assert_eq!(shellac.stat("n_client_conn_released").await, 1);
     // The same connection, now served by a new session: a hit, then a miss.
     let hit = conn.send("GET", "/a", &[], b"").await;
+    assert_eq!(
+        shellac.stat("n_client_conn_released").await,
+        0,
+        "in use again"
+    );
     assert_eq!(hit.text(), "body of /a");
     assert!(hit.cache_status().contains("hit"), "{}", hit.cache_status());
     let other = conn.send("GET", "/b", &[], b"").await;

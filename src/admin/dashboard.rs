@@ -60,6 +60,7 @@ pub fn data(proxy: &Proxy) -> Value {
             "cache_hit": value("cache_hit"),
             "s_resp_bytes": value("s_resp_bytes"),
             "n_client_conn": value("n_client_conn"),
+            "n_client_conn_released": value("n_client_conn_released"),
             "log_dropped": value("log_dropped"),
         },
         "storage": {

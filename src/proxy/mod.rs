@@ -61,6 +61,8 @@ pub struct Shared {
     pub started: Instant,
     /// Client connections open right now (gauge `n_client_conn`).
     pub open_conns: AtomicU64,
+    /// Of those, released after `idle_release` (gauge `n_client_conn_released`).
+    pub released_conns: AtomicU64,
     /// Transaction records: access log and live subscribers.
     pub recorder: Arc<Recorder>,
     /// One sample of every counter and gauge per second (hit ratios, rates).
@@ -125,6 +127,7 @@ impl Proxy {
             shared: Arc::new(Shared {
                 started: Instant::now(),
                 open_conns: AtomicU64::new(0),
+                released_conns: AtomicU64::new(0),
                 recorder,
                 history: Arc::new(History::new(crate::stats::names())),
             }),
@@ -268,6 +271,10 @@ impl Proxy {
         out.push((
             "n_client_conn",
             self.shared.open_conns.load(Ordering::Relaxed),
+        ));
+        out.push((
+            "n_client_conn_released",
+            self.shared.released_conns.load(Ordering::Relaxed),
         ));
         out.push(("uptime_seconds", self.shared.started.elapsed().as_secs()));
         out.push((

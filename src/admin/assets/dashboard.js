@@ -73,7 +73,8 @@ function render(d) {
   document.getElementById("hr100").textContent = percent(d.hit_ratio["100s"]);
   document.getElementById("hr1000").textContent = percent(d.hit_ratio["1000s"]);
   document.getElementById("requests").textContent = d.totals.client_req;
-  document.getElementById("conns").textContent = d.totals.n_client_conn;
+  document.getElementById("conns").textContent =
+    d.totals.n_client_conn + " · " + d.totals.n_client_conn_released + " idle released";
   chart("chart-req", s.t, [{ values: s.req_per_s, color: COLORS.a }, { values: s.backend_errors_per_s, color: COLORS.d }], v => human(v, ""));
   chart("chart-hit", s.t, [{ values: s.hit_ratio, color: COLORS.c }], v => Math.round(v * 100) + "%", 1);
   chart("chart-bytes", s.t, [{ values: s.bytes_per_s, color: COLORS.b }], v => human(v, "B"));
