@@ -216,10 +216,6 @@ impl Drop for OpenConn {
     }
 }
 
-/// A client connection for its whole life: HTTP sessions (hyper) while it is used, and, after
-/// `idle_release` without a request, a released state in which only the socket, a timer and
-/// this task's few hundred bytes remain (the session and its buffers are freed) until the next
-/// request arrives, `idle_timeout` ends it or Shellac shuts down.
 /// Counts a connection in the released gauge while it waits released, however the wait ends.
 struct Released<'a>(&'a Shared);
 
@@ -236,6 +232,10 @@ impl Drop for Released<'_> {
     }
 }
 
+/// A client connection for its whole life: HTTP sessions (hyper) while it is used, and, after
+/// `idle_release` without a request, a released state in which only the socket, a timer and
+/// this task's few hundred bytes remain (the session and its buffers are freed) until the next
+/// request arrives, `idle_timeout` ends it or Shellac shuts down.
 async fn client_connection(
     stream: TcpStream,
     peer: SocketAddr,
@@ -397,9 +397,9 @@ async fn serve_session(
     let send = ms(cfg.send_timeout.0);
     let min_rate = cfg.body_min_rate.0;
     // The timer is not touched per request. It fires at the current phase's deadline or after
-    // the shortest timeout (or `idle_release`), whichever is first, and re-checks: a phase that started after the
-    // timer was set can only end later than that tick, so no deadline is ever missed. Body and
-    // send stalls are noticed within one tick of their deadline.
+    // the shortest timeout (or `idle_release`), whichever is first, and re-checks: a phase
+    // that started after the timer was set can only end later than that tick, so no deadline
+    // is ever missed. Body and send stalls are noticed within one tick of their deadline.
     let tick = idle.min(head).min(body).min(send).min(release);
     let timer = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(timer);
