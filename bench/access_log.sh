@@ -15,12 +15,8 @@ SHELLAC=${SHELLAC:-target/release/shellac}
 [[ -x $SHELLAC ]] || { echo "build first: cargo build --release" >&2; exit 1; }
 command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 1; }
 
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$TMP"; }
-trap cleanup EXIT
+. bench/lib.sh   # TMP, PIDS (stopped on exit), free_port
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # Origin: a 100-byte body, Cache-Control: max-age=3600 (fetched once per mode).
 ORIGIN_PORT=$(free_port)

@@ -22,11 +22,7 @@ for f in "$SHELLAC" "$ORIGIN"; do
 done
 command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 1; }
 
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$TMP"; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. bench/lib.sh   # TMP, PIDS (stopped on exit), free_port
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 ORIGIN_PORT=$(free_port)

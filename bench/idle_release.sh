@@ -19,11 +19,7 @@ for f in "$SHELLAC" "$ORIGIN" "$CLIENTS"; do
   [[ -x $f ]] || { echo "build first: cargo build --release --bins --examples ($f)" >&2; exit 1; }
 done
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$TMP"; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. bench/lib.sh   # TMP, PIDS (stopped on exit), free_port
 ORIGIN_PORT=$(free_port); PORT=$(free_port); ADMIN=$(free_port)
 taskset -c 1 "$ORIGIN" "127.0.0.1:$ORIGIN_PORT" >/dev/null 2>&1 &
 PIDS+=($!)

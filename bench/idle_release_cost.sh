@@ -14,11 +14,7 @@ ORIGIN=${ORIGIN:-target/release/examples/origin}
 for tool in valgrind callgrind_annotate curl python3; do
   command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install -y valgrind curl)" >&2; exit 1; }
 done
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$TMP"; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. bench/lib.sh   # TMP, PIDS (stopped on exit), free_port
 ORIGIN_PORT=$(free_port); PORT=$(free_port); ADMIN=$(free_port)
 "$ORIGIN" "127.0.0.1:$ORIGIN_PORT" >/dev/null 2>&1 &
 PIDS+=($!)
