@@ -6,6 +6,7 @@
 #
 #   cargo build --release --bins --examples
 #   REL=1s bench/idle_release_cost.sh; REL=100ms bench/idle_release_cost.sh
+#   CALLGRIND_OUT=/tmp/cg.out REL=100ms bench/idle_release_cost.sh   # keep the loaded run's profile
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 REL=${REL:-1s}
@@ -52,6 +53,7 @@ run() { # requests-per-connection -> total instructions
   for _ in $(seq 150); do curl -s -o /dev/null "http://127.0.0.1:$PORT/hit6k" && break; sleep 0.2; done
   if (( $1 > 0 )); then timeout 120 python3 "$TMP/pause.py" "$PORT" "$1" 0.25 10; fi
   kill -INT "$vp"; wait "$vp" 2>/dev/null || true
+  [[ -n ${CALLGRIND_OUT:-} && $1 -gt 0 ]] && cp "$TMP/cg.out" "$CALLGRIND_OUT"
   callgrind_annotate "$TMP/cg.out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'
 }
 base=$(run 0)
