@@ -264,9 +264,10 @@ async fn client_connection(
             stream = released;
             idle_since.saturating_add(ms(cfg.idle_timeout.0))
         };
-        counters.client_idle_released.inc();
         let wait = Duration::from_millis(idle_end.saturating_sub(now_ms()));
+        // The gauge before the counter: whoever sees the count sees the gauge too.
         let _released = Released::new(&open.0);
+        counters.client_idle_released.inc();
         tokio::select! {
             readable = stream.readable() => {
                 // The next request (or the client's close, which the next session reads).
