@@ -244,9 +244,7 @@ async fn a_connection_with_unwritten_response_bytes_is_not_released() {
     let body = "y".repeat(LEN);
     let origin = Origin::start(move |_| Reply::ok(&body)).await;
     let shellac = start(&origin, |_| {}).await;
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut s = socket.connect(shellac.addr).await.unwrap();
+    let mut s = connect_small_window(shellac.addr).await;
     s.write_all(b"GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
         .await
         .unwrap();

@@ -90,9 +90,7 @@ async fn slow_reader_is_dropped_and_told() {
     let origin = Origin::start(origin_handler).await;
     let shellac = Shellac::start(origin.addr, |_| {}).await;
     // A small receive window so the admin connection backs up quickly.
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut s = socket.connect(shellac.admin).await.unwrap();
+    let mut s = connect_small_window(shellac.admin).await;
     s.write_all(b"GET /log/stream HTTP/1.0\r\nHost: x\r\n\r\n")
         .await
         .unwrap();

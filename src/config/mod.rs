@@ -69,7 +69,7 @@ pub struct ServerConfig {
     /// Close a keep-alive client connection idle for this long. Default `60s`.
     pub idle_timeout: Dur,
     /// A keep-alive client connection idle for this long gives back its HTTP buffers and
-    /// request state (~16 KiB) and waits on its socket alone (a few hundred bytes); the state
+    /// request state (~16 KiB) and waits on its socket alone (a ~640-byte task); the state
     /// is rebuilt when its next request arrives. `0s` keeps every connection's state until it
     /// closes. Default `1s`.
     pub idle_release: Dur,

@@ -523,6 +523,14 @@ impl Conn {
     }
 }
 
+/// A client socket with a 4 KiB receive buffer: a reader that does not read backs the
+/// server's writes up after a few KiB (slow readers, blocked writes).
+pub async fn connect_small_window(addr: SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(addr).await.unwrap()
+}
+
 pub async fn get(addr: SocketAddr, path: &str) -> Resp {
     Conn::open(addr).await.send("GET", path, &[], b"").await
 }

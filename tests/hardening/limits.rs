@@ -126,9 +126,7 @@ async fn slow_readers_are_cut_off() {
         c.server.send_timeout = Dur(Duration::from_millis(300));
     })
     .await;
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut s = socket.connect(shellac.addr).await.unwrap();
+    let mut s = connect_small_window(shellac.addr).await;
     s.write_all(b"GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
         .await
         .unwrap();
