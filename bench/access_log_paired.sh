@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Access-log cost measured in pairs: two Shellac instances run *at the same time* on CPU 0, one
 # with the access log off and one with it on (MODE: combined or json, to a file), each driven
-# by its own wrk on CPU 1 (100-byte cached object, CONNS keep-alive connections each). Both
+# by its own wrk on CPU 1 (a cached object, 100 bytes unless OBJECT says otherwise, CONNS keep-alive connections each). Both
 # see the same machine at the same moment, so a virtual machine whose speed drifts between
 # runs (bench/access_log.sh runs the modes one after the other) affects them alike. Reported:
 # each instance's own CPU time per request (user + system, all its threads, the log writer
@@ -9,12 +9,14 @@
 #
 #   cargo build --release --bins --examples && bench/access_log_paired.sh
 #   RUNS=7 SECS=8 MODE=json bench/access_log_paired.sh
+#   OBJECT=hit6k bench/access_log_paired.sh     # the 6.3 KB object of bench/run.sh workload 1
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 MODE=${MODE:-combined}
 RUNS=${RUNS:-5}
 SECS=${SECS:-8}
 CONNS=${CONNS:-100}
+OBJECT=${OBJECT:-small100}
 SHELLAC=${SHELLAC:-target/release/shellac}
 ORIGIN=${ORIGIN:-target/release/examples/origin}
 for f in "$SHELLAC" "$ORIGIN"; do
@@ -46,19 +48,19 @@ format = \"$MODE\"")
   PIDS+=("$pid_off" "$pid_on")
   for port in "$port_off" "$port_on"; do
     for _ in $(seq 200); do
-      curl -si "http://127.0.0.1:$port/small100" 2>/dev/null | grep -qi '^cache-status: shellac; hit' && break
+      curl -s -D - -o /dev/null "http://127.0.0.1:$port/$OBJECT" 2>/dev/null | grep -qi '^cache-status: shellac; hit' && break
       sleep 0.05
     done
-    curl -si "http://127.0.0.1:$port/small100" | grep -qi '^cache-status: shellac; hit' \
+    curl -s -D - -o /dev/null "http://127.0.0.1:$port/$OBJECT" | grep -qi '^cache-status: shellac; hit' \
       || { echo "no cache hit on port $port" >&2; exit 1; }
   done
-  timeout 30 taskset -c 1 wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$port_off/small100" >/dev/null &
-  timeout 30 taskset -c 1 wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$port_on/small100" >/dev/null
+  timeout 30 taskset -c 1 wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$port_off/$OBJECT" >/dev/null &
+  timeout 30 taskset -c 1 wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$port_on/$OBJECT" >/dev/null
   wait $!
   off0=$(cpu_ticks "$pid_off"); on0=$(cpu_ticks "$pid_on")
-  timeout $((SECS + 30)) taskset -c 1 wrk -t1 -c"$CONNS" -d"${SECS}s" "http://127.0.0.1:$port_off/small100" >"$TMP/wrk-off.txt" &
+  timeout $((SECS + 30)) taskset -c 1 wrk -t1 -c"$CONNS" -d"${SECS}s" "http://127.0.0.1:$port_off/$OBJECT" >"$TMP/wrk-off.txt" &
   w_off=$!
-  timeout $((SECS + 30)) taskset -c 1 wrk -t1 -c"$CONNS" -d"${SECS}s" "http://127.0.0.1:$port_on/small100" >"$TMP/wrk-on.txt"
+  timeout $((SECS + 30)) taskset -c 1 wrk -t1 -c"$CONNS" -d"${SECS}s" "http://127.0.0.1:$port_on/$OBJECT" >"$TMP/wrk-on.txt"
   wait "$w_off"
   off1=$(cpu_ticks "$pid_off"); on1=$(cpu_ticks "$pid_on")
   req_off=$(awk '/requests in/ {print $1}' "$TMP/wrk-off.txt")
@@ -75,4 +77,4 @@ print(f'{a:.2f} {b:.2f} {100 * a / b:.1f}')")
   ratios+=("$ratio")
 done
 median=$(printf '%s\n' "${ratios[@]}" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')
-echo "access log ($MODE) paired with log off on one core, $CONNS connections each, ${SECS}s x $RUNS: median off/on CPU per request = $median% (goal >= 95%)"
+echo "access log ($MODE) paired with log off on one core, /$OBJECT, $CONNS connections each, ${SECS}s x $RUNS: median off/on CPU per request = $median% (goal >= 95%)"
