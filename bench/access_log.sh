@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Access-log cost on the hit path (issue 6, incident 4 of the brief): Shellac with the access
 # log off vs on (NCSA combined to a file, and JSON lines), 200 keep-alive connections, a 100-byte
-# cached object, wrk on another CPU. Alternates the modes run by run so machine noise hits
-# all of them alike; prints each run and the medians.
+# cached object, wrk on another CPU. Alternates the modes run by run (each round starting with
+# another) so machine noise hits all of them alike; prints each run and the medians.
 #
 #   cargo build --release && bench/access_log.sh          # DURATION=10 RUNS=3
 #   DURATION=3 RUNS=1 bench/access_log.sh                 # quick look
@@ -93,18 +93,24 @@ TOML
   echo "$rps $cpu_us"
 }
 
-# Each round runs off, combined, json back to back; the ratio to "off" is taken within the
-# round (so a noisy neighbour slowing a whole round cancels out), then the median over rounds.
+# Each round runs off, combined and json back to back, starting with a different one each
+# round (a fixed order measured the mode right after "off" ~6 points low, every round); the
+# ratio to "off" is taken within the round (so a noisy neighbour slowing a whole round cancels
+# out), then the median over rounds.
 declare -A RESULTS RATIOS CPU CPURATIOS
+MODES=(off combined json)
 for run in $(seq "$RUNS"); do
-  off_rps=""; off_cpu=""
-  for mode in off combined json; do
+  declare -A RPS=() US=()
+  for i in 0 1 2; do
+    mode=${MODES[$(( (run + i) % 3 ))]}
     read -r rps cpu < <(run_mode "$mode" "$run")
-    RESULTS[$mode]+="$rps "
-    CPU[$mode]+="$cpu "
-    [[ $mode == off ]] && off_rps=$rps && off_cpu=$cpu
-    RATIOS[$mode]+="$(python3 -c "print(100*$rps/$off_rps)") "
-    CPURATIOS[$mode]+="$(python3 -c "print(100*$off_cpu/max($cpu, 0.001))") "
+    RPS[$mode]=$rps; US[$mode]=$cpu
+  done
+  for mode in "${MODES[@]}"; do
+    RESULTS[$mode]+="${RPS[$mode]} "
+    CPU[$mode]+="${US[$mode]} "
+    RATIOS[$mode]+="$(python3 -c "print(100*${RPS[$mode]}/${RPS[off]})") "
+    CPURATIOS[$mode]+="$(python3 -c "print(100*${US[off]}/max(${US[$mode]}, 0.001))") "
   done
 done
 
