@@ -157,7 +157,11 @@ pub(super) fn encode(r: &Record, out: &mut Vec<u8>) {
     out.reserve(
         HEAD + 8 * (request_headers.len() + response_headers.len())
             + r.text.len()
-            + if method == 0 { 4 + r.method.as_str().len() } else { 0 }
+            + if method == 0 {
+                4 + r.method.as_str().len()
+            } else {
+                0
+            }
             + reason.map_or(0, |s| 4 + s.len()),
     );
     out.extend_from_slice(&head);

@@ -249,3 +249,33 @@ fn flush(output: &mut Option<Output>, shards: Option<&Shards>) {
         s.counters.log_write_error.inc();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_reach_the_file_at_a_full_chunk_a_flush_or_a_drop() {
+        let path = std::env::temp_dir().join(format!("shellac-writer-{}.log", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let on_disk = || std::fs::metadata(&path).map_or(0, |m| m.len() as usize);
+        let mut out = open_output(path.to_str().unwrap()).unwrap();
+        out.pending.extend_from_slice(b"one\n");
+        out.maybe_write().unwrap();
+        assert_eq!(on_disk(), 0, "a short tail waits for the flush");
+        out.flush().unwrap();
+        assert_eq!(on_disk(), 4);
+        out.pending.resize(WRITE_CHUNK, b'x');
+        out.maybe_write().unwrap();
+        assert_eq!(on_disk(), 4 + WRITE_CHUNK, "a full chunk goes out at once");
+        assert!(out.pending.is_empty());
+        out.pending.extend_from_slice(b"last\n");
+        drop(out);
+        assert_eq!(
+            on_disk(),
+            4 + WRITE_CHUNK + 5,
+            "a dropped output writes what it holds"
+        );
+        let _ = std::fs::remove_file(&path);
+    }
+}
