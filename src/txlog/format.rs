@@ -504,39 +504,50 @@ fn json_opt(s: Option<&[u8]>, out: &mut Vec<u8>) {
     }
 }
 
-/// A JSON string literal (RFC 8259 escaping). Runs of plain characters are copied at once.
+/// Bytes copied as they are inside a JSON string: everything but `"`, `\\` and controls.
+const fn json_plain_table() -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut b = 0x20;
+    while b < 256 {
+        t[b] = b != b'"' as usize && b != b'\\' as usize;
+        b += 1;
+    }
+    t
+}
+static JSON_PLAIN: [bool; 256] = json_plain_table();
+
+/// A JSON string literal (RFC 8259 escaping). Runs of plain bytes are found with a table and
+/// copied at once (a per-byte `match` cost ~700 instructions per JSON line, callgrind).
 /// Bytes other than `"`, `\\` and controls are copied as they are: they come from `str`s, so
 /// the output stays UTF-8.
 fn json_str(bytes: &[u8], out: &mut Vec<u8>) {
+    out.reserve(bytes.len() + 2);
     out.push(b'"');
-    let mut from = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let escaped: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            b if b < 0x20 => b"",
-            _ => continue,
-        };
-        out.extend_from_slice(&bytes[from..i]);
-        if escaped.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.extend_from_slice(&[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[(b >> 4) as usize],
-                HEX[(b & 15) as usize],
-            ]);
-        } else {
-            out.extend_from_slice(escaped);
+    let mut rest = bytes;
+    while let Some(i) = rest.iter().position(|&b| !JSON_PLAIN[b as usize]) {
+        out.extend_from_slice(&rest[..i]);
+        let b = rest[i];
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            _ => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(&[
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[(b >> 4) as usize],
+                    HEX[(b & 15) as usize],
+                ]);
+            }
         }
-        from = i + 1;
+        rest = &rest[i + 1..];
     }
-    out.extend_from_slice(&bytes[from..]);
+    out.extend_from_slice(rest);
     out.push(b'"');
 }
 
