@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Two Shellac binaries compared in pairs: both run *at the same time* on CPU 0 (one worker
+# thread each, default config apart from ports), each driven by its own wrk on CPU 1 against
+# the same cached object of bench/origin.rs. Reported per run: each binary's own CPU time per
+# request (user + system, all threads) and A/B = the requests B keeps at A's CPU. On a virtual
+# machine whose speed drifts between runs this is the comparison to trust (both see the same
+# moment); use it to decide whether a change pays.
+#
+#   cp target/release/shellac /tmp/shellac.before   # then rebuild with the change
+#   bench/ab_paired.sh /tmp/shellac.before target/release/shellac
+#   OBJECT=small100 CONNS=200 RUNS=7 B_ENV=MIMALLOC_PURGE_DELAY=-1 bench/ab_paired.sh A B
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+A=${1:?usage: bench/ab_paired.sh BINARY_A BINARY_B}
+B=${2:?usage: bench/ab_paired.sh BINARY_A BINARY_B}
+OBJECT=${OBJECT:-hit6k}
+CONNS=${CONNS:-50}
+SECS=${SECS:-6}
+RUNS=${RUNS:-5}
+ORIGIN=${ORIGIN:-target/release/examples/origin}
+for f in "$A" "$B" "$ORIGIN"; do
+  [[ -x $f ]] || { echo "not an executable: $f (cargo build --release --bins --examples)" >&2; exit 1; }
+done
+command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 1; }
+
+. bench/lib.sh   # TMP, PIDS (stopped on exit), free_port
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+ORIGIN_PORT=$(free_port)
+taskset -c 1 "$ORIGIN" "127.0.0.1:$ORIGIN_PORT" >/dev/null 2>&1 &
+PIDS+=($!)
+
+start() { # binary extra-env -> "port pid"
+  local port admin
+  port=$(free_port); admin=$(free_port)
+  printf '[server]\nlisten = ["127.0.0.1:%s"]\nadmin = "127.0.0.1:%s"\nthreads = 1\n\n[[backend]]\nhost = "127.0.0.1"\nport = %s\n' \
+    "$port" "$admin" "$ORIGIN_PORT" > "$TMP/$port.toml"
+  env ${2:+"$2"} taskset -c 0 "$1" serve --config "$TMP/$port.toml" 2>"$TMP/$port.err" &
+  echo "$port $!"
+}
+
+ratios=()
+for run in $(seq "$RUNS"); do
+  read -r port_a pid_a < <(start "$A" "${A_ENV:-}")
+  read -r port_b pid_b < <(start "$B" "${B_ENV:-}")
+  PIDS+=("$pid_a" "$pid_b")
+  for port in "$port_a" "$port_b"; do
+    for _ in $(seq 200); do
+      curl -s -D - -o /dev/null "http://127.0.0.1:$port/$OBJECT" 2>/dev/null | grep -qi '^cache-status: shellac; hit' && break
+      sleep 0.05
+    done
+  done
+  timeout 30 taskset -c 1 wrk -t1 -c"$CONNS" -d1s "http://127.0.0.1:$port_a/$OBJECT" >/dev/null &
+  warm=$!
+  timeout 30 taskset -c 1 wrk -t1 -c"$CONNS" -d1s "http://127.0.0.1:$port_b/$OBJECT" >/dev/null
+  wait "$warm"
+  a0=$(cpu_ticks "$pid_a"); b0=$(cpu_ticks "$pid_b")
+  timeout $((SECS + 30)) taskset -c 1 wrk -t1 -c"$CONNS" -d"${SECS}s" "http://127.0.0.1:$port_a/$OBJECT" >"$TMP/wrk-a.txt" &
+  w_a=$!
+  timeout $((SECS + 30)) taskset -c 1 wrk -t1 -c"$CONNS" -d"${SECS}s" "http://127.0.0.1:$port_b/$OBJECT" >"$TMP/wrk-b.txt"
+  wait "$w_a"
+  a1=$(cpu_ticks "$pid_a"); b1=$(cpu_ticks "$pid_b")
+  req_a=$(awk '/requests in/ {print $1}' "$TMP/wrk-a.txt")
+  req_b=$(awk '/requests in/ {print $1}' "$TMP/wrk-b.txt")
+  kill -TERM "$pid_a" "$pid_b"; wait "$pid_a" "$pid_b" 2>/dev/null || true
+  read -r us_a us_b ratio < <(python3 -c "
+t = $(getconf CLK_TCK)
+a = ($a1 - $a0) * 1e6 / t / $req_a
+b = ($b1 - $b0) * 1e6 / t / $req_b
+print(f'{a:.2f} {b:.2f} {100 * a / b:.1f}')")
+  printf 'run %s: A %9s req %6s µs CPU/request | B %9s req %6s µs CPU/request | A/B %5s%%\n' \
+    "$run" "$req_a" "$us_a" "$req_b" "$us_b" "$ratio" >&2
+  ratios+=("$ratio")
+done
+median=$(printf '%s\n' "${ratios[@]}" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')
+echo "/$OBJECT, $CONNS connections each, ${SECS}s x $RUNS: median A/B CPU per request = $median% (above 100%: B is cheaper)"
