@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Workload 7's second half, measured in rounds: the hit rate of workload 1 (GET /hit6k, 50
+# keep-alive connections) with and without N idle keep-alive connections held open, on the
+# same Shellac process (one worker thread on CPU 0; origin, wrk and the idle clients on CPU 1).
+# Each round measures without, opens the idle connections (one request each, then held),
+# measures with, and closes them; the change is taken within the round, then the median over
+# rounds (the drift of a virtual machine between rounds cancels out).
+#
+#   cargo build --release --bins --examples && bench/idle_hit.sh     # N=10000 RUNS=5 SECS=5
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+N=${N:-10000}
+RUNS=${RUNS:-5}
+SECS=${SECS:-5}
+SHELLAC=${SHELLAC:-target/release/shellac}
+ORIGIN=${ORIGIN:-target/release/examples/origin}
+CLIENTS=${CLIENTS:-target/release/examples/clients}
+for f in "$SHELLAC" "$ORIGIN" "$CLIENTS"; do
+  [[ -x $f ]] || { echo "build first: cargo build --release --bins --examples ($f)" >&2; exit 1; }
+done
+command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 1; }
+ulimit -n $(( N + 4096 )) 2>/dev/null || { echo "needs ulimit -n $(( N + 4096 ))" >&2; exit 1; }
+
+. bench/lib.sh   # TMP, PIDS (stopped on exit), free_port
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+ORIGIN_PORT=$(free_port); PORT=$(free_port); ADMIN=$(free_port)
+taskset -c 1 "$ORIGIN" "127.0.0.1:$ORIGIN_PORT" >/dev/null 2>&1 &
+PIDS+=($!)
+printf '[server]\nlisten = ["127.0.0.1:%s"]\nadmin = "127.0.0.1:%s"\nthreads = 1\nmax_connections = %s\nidle_timeout = "300s"\n\n[[backend]]\nhost = "127.0.0.1"\nport = %s\n' \
+  "$PORT" "$ADMIN" $(( N + 1000 )) "$ORIGIN_PORT" > "$TMP/shellac.toml"
+taskset -c 0 "$SHELLAC" serve --config "$TMP/shellac.toml" 2>"$TMP/shellac.err" &
+SP=$!
+PIDS+=("$SP")
+for _ in $(seq 200); do
+  curl -s -D - -o /dev/null "http://127.0.0.1:$PORT/hit6k" 2>/dev/null | grep -qi '^cache-status: shellac; hit' && break
+  sleep 0.05
+done
+
+measure() { # -> "req/s µs-CPU-per-request"
+  local c0 c1 out
+  c0=$(cpu_ticks "$SP")
+  out=$(timeout $((SECS + 30)) taskset -c 1 wrk -t1 -c50 -d"${SECS}s" "http://127.0.0.1:$PORT/hit6k")
+  c1=$(cpu_ticks "$SP")
+  python3 -c "
+t = $(getconf CLK_TCK); n = $(awk '/requests in/ {print $1}' <<<"$out")
+print($(awk '/Requests\/sec/ {print $2}' <<<"$out"), round(($c1 - $c0) * 1e6 / t / n, 2))"
+}
+
+changes=(); cpu_changes=()
+timeout 30 taskset -c 1 wrk -t1 -c50 -d2s "http://127.0.0.1:$PORT/hit6k" >/dev/null
+for run in $(seq "$RUNS"); do
+  read -r rps0 us0 < <(measure)
+  taskset -c 1 "$CLIENTS" idle "127.0.0.1:$PORT" /hit6k "$N" $(( SECS + 60 )) >"$TMP/idle.txt" 2>&1 &
+  cp=$!
+  for _ in $(seq 600); do grep -q IDLE_READY "$TMP/idle.txt" && break; sleep 0.1; done
+  sleep 2   # idle_release (1 s by default) has released them
+  open=$(awk '/IDLE_READY/ {print $2}' "$TMP/idle.txt")
+  read -r rps1 us1 < <(measure)
+  kill "$cp" 2>/dev/null; wait "$cp" 2>/dev/null || true
+  read -r change cpu_change < <(python3 -c "print(round(100 * ($rps1 / $rps0 - 1), 1), round(100 * ($us1 / $us0 - 1), 1))")
+  printf 'run %s: without %9.0f req/s %6s µs CPU/request | with %s idle %9.0f req/s %6s µs CPU/request | req/s %+.1f%%, CPU/request %+.1f%%\n' \
+    "$run" "$rps0" "$us0" "$open" "$rps1" "$us1" "$change" "$cpu_change" >&2
+  changes+=("$change"); cpu_changes+=("$cpu_change")
+  sleep 1
+done
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+echo "hit6k with $N idle connections held, ${SECS}s x $RUNS rounds: median req/s change $(median "${changes[@]}")%, CPU per request $(median "${cpu_changes[@]}")% (goal: drop <= 10%)"
