@@ -23,8 +23,7 @@ for f in "$A" "$B" "$ORIGIN"; do
 done
 command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 1; }
 
-. bench/lib.sh   # TMP, PIDS (stopped on exit), free_port
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+. bench/lib.sh   # TMP, PIDS (stopped on exit), free_port, cpu_ticks, median, wait_for_hit, paired_wrk
 
 ORIGIN_PORT=$(free_port)
 taskset -c 1 "$ORIGIN" "127.0.0.1:$ORIGIN_PORT" >/dev/null 2>&1 &
@@ -44,21 +43,11 @@ for run in $(seq "$RUNS"); do
   read -r port_a pid_a < <(start "$A" "${A_ENV:-}")
   read -r port_b pid_b < <(start "$B" "${B_ENV:-}")
   PIDS+=("$pid_a" "$pid_b")
-  for port in "$port_a" "$port_b"; do
-    for _ in $(seq 200); do
-      curl -s -D - -o /dev/null "http://127.0.0.1:$port/$OBJECT" 2>/dev/null | grep -qi '^cache-status: shellac; hit' && break
-      sleep 0.05
-    done
-  done
-  timeout 30 taskset -c 1 wrk -t1 -c"$CONNS" -d1s "http://127.0.0.1:$port_a/$OBJECT" >/dev/null &
-  warm=$!
-  timeout 30 taskset -c 1 wrk -t1 -c"$CONNS" -d1s "http://127.0.0.1:$port_b/$OBJECT" >/dev/null
-  wait "$warm"
+  wait_for_hit "$port_a" "$OBJECT"; wait_for_hit "$port_b" "$OBJECT"
+  paired_wrk "$CONNS" 1 "http://127.0.0.1:$port_a/$OBJECT" /dev/null "http://127.0.0.1:$port_b/$OBJECT" /dev/null
   a0=$(cpu_ticks "$pid_a"); b0=$(cpu_ticks "$pid_b")
-  timeout $((SECS + 30)) taskset -c 1 wrk -t1 -c"$CONNS" -d"${SECS}s" "http://127.0.0.1:$port_a/$OBJECT" >"$TMP/wrk-a.txt" &
-  w_a=$!
-  timeout $((SECS + 30)) taskset -c 1 wrk -t1 -c"$CONNS" -d"${SECS}s" "http://127.0.0.1:$port_b/$OBJECT" >"$TMP/wrk-b.txt"
-  wait "$w_a"
+  paired_wrk "$CONNS" "$SECS" "http://127.0.0.1:$port_a/$OBJECT" "$TMP/wrk-a.txt" \
+    "http://127.0.0.1:$port_b/$OBJECT" "$TMP/wrk-b.txt"
   a1=$(cpu_ticks "$pid_a"); b1=$(cpu_ticks "$pid_b")
   req_a=$(awk '/requests in/ {print $1}' "$TMP/wrk-a.txt")
   req_b=$(awk '/requests in/ {print $1}' "$TMP/wrk-b.txt")
@@ -72,5 +61,5 @@ print(f'{a:.2f} {b:.2f} {100 * a / b:.1f}')")
     "$run" "$req_a" "$us_a" "$req_b" "$us_b" "$ratio" >&2
   ratios+=("$ratio")
 done
-median=$(printf '%s\n' "${ratios[@]}" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')
+median=$(median "${ratios[@]}")
 echo "/$OBJECT, $CONNS connections each, ${SECS}s x $RUNS: median A/B CPU per request = $median% (above 100%: B is cheaper)"

@@ -114,12 +114,11 @@ for run in $(seq "$RUNS"); do
   done
 done
 
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 echo
 echo "access log cost, hit path, $CONNS connections, 1 worker thread on CPU 0, wrk on CPU 1, ${DURATION}s x $RUNS rounds:"
 for mode in off combined json; do
   printf '  %-9s median %8.0f req/s (%5.1f%% of off, median per-round ratio)   %6.2f µs CPU/request (off/this: %5.1f%%)\n' \
-    "$mode" "$(median <<<"${RESULTS[$mode]}")" "$(median <<<"${RATIOS[$mode]}")" \
-    "$(median <<<"${CPU[$mode]}")" "$(median <<<"${CPURATIOS[$mode]}")"
+    "$mode" "$(median ${RESULTS[$mode]})" "$(median ${RATIOS[$mode]})" \
+    "$(median ${CPU[$mode]})" "$(median ${CPURATIOS[$mode]})"
 done
 echo "  (off/this CPU per request = the req/s this mode keeps at equal CPU; the goal is >= 95%)"

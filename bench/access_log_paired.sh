@@ -24,8 +24,7 @@ for f in "$SHELLAC" "$ORIGIN"; do
 done
 command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 1; }
 
-. bench/lib.sh   # TMP, PIDS (stopped on exit), free_port
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+. bench/lib.sh   # TMP, PIDS (stopped on exit), free_port, cpu_ticks, median, wait_for_hit, paired_wrk
 
 ORIGIN_PORT=$(free_port)
 taskset -c 1 "$ORIGIN" "127.0.0.1:$ORIGIN_PORT" >/dev/null 2>&1 &
@@ -46,22 +45,11 @@ for run in $(seq "$RUNS"); do
   read -r port_on pid_on < <(start on "access_log = \"$TMP/access.log\"
 format = \"$MODE\"")
   PIDS+=("$pid_off" "$pid_on")
-  for port in "$port_off" "$port_on"; do
-    for _ in $(seq 200); do
-      curl -s -D - -o /dev/null "http://127.0.0.1:$port/$OBJECT" 2>/dev/null | grep -qi '^cache-status: shellac; hit' && break
-      sleep 0.05
-    done
-    curl -s -D - -o /dev/null "http://127.0.0.1:$port/$OBJECT" | grep -qi '^cache-status: shellac; hit' \
-      || { echo "no cache hit on port $port" >&2; exit 1; }
-  done
-  timeout 30 taskset -c 1 wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$port_off/$OBJECT" >/dev/null &
-  timeout 30 taskset -c 1 wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$port_on/$OBJECT" >/dev/null
-  wait $!
+  wait_for_hit "$port_off" "$OBJECT"; wait_for_hit "$port_on" "$OBJECT"
+  paired_wrk "$CONNS" 2 "http://127.0.0.1:$port_off/$OBJECT" /dev/null "http://127.0.0.1:$port_on/$OBJECT" /dev/null
   off0=$(cpu_ticks "$pid_off"); on0=$(cpu_ticks "$pid_on")
-  timeout $((SECS + 30)) taskset -c 1 wrk -t1 -c"$CONNS" -d"${SECS}s" "http://127.0.0.1:$port_off/$OBJECT" >"$TMP/wrk-off.txt" &
-  w_off=$!
-  timeout $((SECS + 30)) taskset -c 1 wrk -t1 -c"$CONNS" -d"${SECS}s" "http://127.0.0.1:$port_on/$OBJECT" >"$TMP/wrk-on.txt"
-  wait "$w_off"
+  paired_wrk "$CONNS" "$SECS" "http://127.0.0.1:$port_off/$OBJECT" "$TMP/wrk-off.txt" \
+    "http://127.0.0.1:$port_on/$OBJECT" "$TMP/wrk-on.txt"
   off1=$(cpu_ticks "$pid_off"); on1=$(cpu_ticks "$pid_on")
   req_off=$(awk '/requests in/ {print $1}' "$TMP/wrk-off.txt")
   req_on=$(awk '/requests in/ {print $1}' "$TMP/wrk-on.txt")
@@ -76,5 +64,5 @@ print(f'{a:.2f} {b:.2f} {100 * a / b:.1f}')")
     "$run" "$req_off" "$us_off" "$MODE" "$req_on" "$us_on" "$lines" "$ratio" >&2
   ratios+=("$ratio")
 done
-median=$(printf '%s\n' "${ratios[@]}" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')
+median=$(median "${ratios[@]}")
 echo "access log ($MODE) paired with log off on one core, /$OBJECT, $CONNS connections each, ${SECS}s x $RUNS: median off/on CPU per request = $median% (goal >= 95%)"

@@ -21,8 +21,7 @@ done
 command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 1; }
 ulimit -n $(( N + 4096 )) 2>/dev/null || { echo "needs ulimit -n $(( N + 4096 ))" >&2; exit 1; }
 
-. bench/lib.sh   # TMP, PIDS (stopped on exit), free_port
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+. bench/lib.sh   # TMP, PIDS (stopped on exit), free_port, cpu_ticks, median, wait_for_hit
 
 ORIGIN_PORT=$(free_port); PORT=$(free_port); ADMIN=$(free_port)
 taskset -c 1 "$ORIGIN" "127.0.0.1:$ORIGIN_PORT" >/dev/null 2>&1 &
@@ -32,10 +31,7 @@ printf '[server]\nlisten = ["127.0.0.1:%s"]\nadmin = "127.0.0.1:%s"\nthreads = 1
 taskset -c 0 "$SHELLAC" serve --config "$TMP/shellac.toml" 2>"$TMP/shellac.err" &
 SP=$!
 PIDS+=("$SP")
-for _ in $(seq 200); do
-  curl -s -D - -o /dev/null "http://127.0.0.1:$PORT/hit6k" 2>/dev/null | grep -qi '^cache-status: shellac; hit' && break
-  sleep 0.05
-done
+wait_for_hit "$PORT" hit6k
 
 measure() { # -> "req/s µs-CPU-per-request"
   local c0 c1 out
@@ -64,5 +60,4 @@ for run in $(seq "$RUNS"); do
   changes+=("$change"); cpu_changes+=("$cpu_change")
   sleep 1
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 echo "hit6k with $N idle connections held, ${SECS}s x $RUNS rounds: median req/s change $(median "${changes[@]}")%, CPU per request $(median "${cpu_changes[@]}")% (goal: drop <= 10%)"

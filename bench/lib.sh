@@ -1,7 +1,29 @@
 # Shared by the bench scripts (sourced, not run): a temporary directory and the PIDs of
-# everything the script starts, both cleaned up on exit, and a free loopback port.
+# everything the script starts, both cleaned up on exit, a free loopback port, and the helpers
+# the paired measurements share (CPU time of a process, median, waiting for a hit, two wrks).
 TMP=$(mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$TMP"; }
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# CPU time (user + system, all threads) of a process so far, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# The median of the numbers given as arguments.
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+# Waits up to 10 s until GET http://127.0.0.1:PORT/PATH is a Shellac cache hit; fails if never.
+wait_for_hit() {
+  local _
+  for _ in $(seq 200); do
+    curl -s -D - -o /dev/null "http://127.0.0.1:$1/$2" 2>/dev/null | grep -qi '^cache-status: shellac; hit' && return 0
+    sleep 0.05
+  done
+  echo "no cache hit on port $1 for /$2" >&2
+  return 1
+}
+# Two wrk runs at the same time on CPU 1: paired_wrk CONNS SECS URL_A OUT_A URL_B OUT_B
+paired_wrk() {
+  timeout $(($2 + 30)) taskset -c 1 wrk -t1 -c"$1" -d"$2s" "$3" >"$4" &
+  local first=$!
+  timeout $(($2 + 30)) taskset -c 1 wrk -t1 -c"$1" -d"$2s" "$5" >"$6"
+  wait "$first"
+}
