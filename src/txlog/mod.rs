@@ -649,9 +649,10 @@ pub const TOP_LEASE: Duration = Duration::from_secs(60);
 /// The writer's pause between two passes while records flow (unless a queue held a full
 /// batch, or one filled up to half and woke it): records reach the log within about this
 /// long. Each wake-up of the writer costs the worker it shares a core with far more than the
-/// pass itself (`bench/access_log_paired.sh`, combined log, median CPU per request off/on over
-/// 5 runs: 1 ms 92.6%, 5 ms 94.2%, 20 ms 95.7%, 50 ms with 64 spare chunks 95.7%), so it wakes at most ~50 times a
-/// second under load; 20 ms is still well below what anyone reading the log can notice.
+/// pass itself (`CONNS=100 bench/access_log_paired.sh`, combined log, median CPU per request
+/// off/on over 5 runs: 1 ms 92.6%, 5 ms 94.2%, 20 ms 95.7%, 50 ms with 64 spare chunks
+/// 95.7%), so it wakes at most ~50 times a second under load; 20 ms is still well below what
+/// anyone reading the log can notice.
 const BUSY_PAUSE: Duration = Duration::from_millis(20);
 
 /// The longest pause: with no records the pause doubles up to this (an idle proxy's writer
