@@ -23,25 +23,14 @@ for f in "$A" "$B" "$ORIGIN"; do
 done
 command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 1; }
 
-. bench/lib.sh   # TMP, PIDS (stopped on exit), free_port, cpu_ticks, median, wait_for_hit, paired_wrk
+. bench/lib.sh   # TMP, PIDS (stopped on exit), free_port, start_origin, start_shellac, cpu_ticks, ...
 
-ORIGIN_PORT=$(free_port)
-taskset -c 1 "$ORIGIN" "127.0.0.1:$ORIGIN_PORT" >/dev/null 2>&1 &
-PIDS+=($!)
-
-start() { # binary extra-env -> "port pid"
-  local port admin
-  port=$(free_port); admin=$(free_port)
-  printf '[server]\nlisten = ["127.0.0.1:%s"]\nadmin = "127.0.0.1:%s"\nthreads = 1\n\n[[backend]]\nhost = "127.0.0.1"\nport = %s\n' \
-    "$port" "$admin" "$ORIGIN_PORT" > "$TMP/$port.toml"
-  env ${2:+"$2"} taskset -c 0 "$1" serve --config "$TMP/$port.toml" 2>"$TMP/$port.err" &
-  echo "$port $!"
-}
+start_origin "$ORIGIN"
 
 ratios=()
 for run in $(seq "$RUNS"); do
-  read -r port_a pid_a < <(start "$A" "${A_ENV:-}")
-  read -r port_b pid_b < <(start "$B" "${B_ENV:-}")
+  read -r port_a _ pid_a < <(start_shellac "$A" "" "${A_ENV:-}")
+  read -r port_b _ pid_b < <(start_shellac "$B" "" "${B_ENV:-}")
   PIDS+=("$pid_a" "$pid_b")
   wait_for_hit "$port_a" "$OBJECT"; wait_for_hit "$port_b" "$OBJECT"
   paired_wrk "$CONNS" 1 "http://127.0.0.1:$port_a/$OBJECT" /dev/null "http://127.0.0.1:$port_b/$OBJECT" /dev/null

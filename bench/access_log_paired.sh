@@ -24,25 +24,16 @@ for f in "$SHELLAC" "$ORIGIN"; do
 done
 command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 1; }
 
-. bench/lib.sh   # TMP, PIDS (stopped on exit), free_port, cpu_ticks, median, wait_for_hit, paired_wrk
+. bench/lib.sh   # TMP, PIDS (stopped on exit), free_port, start_origin, start_shellac, cpu_ticks, ...
 
-ORIGIN_PORT=$(free_port)
-taskset -c 1 "$ORIGIN" "127.0.0.1:$ORIGIN_PORT" >/dev/null 2>&1 &
-PIDS+=($!)
-
-start() { # name log-section -> "port pid"
-  local port admin
-  port=$(free_port); admin=$(free_port)
-  printf '[server]\nlisten = ["127.0.0.1:%s"]\nadmin = "127.0.0.1:%s"\nthreads = 1\n\n[log]\n%s\n\n[[backend]]\nhost = "127.0.0.1"\nport = %s\n' \
-    "$port" "$admin" "$2" "$ORIGIN_PORT" > "$TMP/$1.toml"
-  taskset -c 0 "$SHELLAC" serve --config "$TMP/$1.toml" 2>"$TMP/$1.err" &
-  echo "$port $!"
-}
+start_origin "$ORIGIN"
 
 ratios=()
 for run in $(seq "$RUNS"); do
-  read -r port_off pid_off < <(start off 'access_log = "off"')
-  read -r port_on pid_on < <(start on "access_log = \"$TMP/access.log\"
+  read -r port_off _ pid_off < <(start_shellac "$SHELLAC" '[log]
+access_log = "off"')
+  read -r port_on _ pid_on < <(start_shellac "$SHELLAC" "[log]
+access_log = \"$TMP/access.log\"
 format = \"$MODE\"")
   PIDS+=("$pid_off" "$pid_on")
   wait_for_hit "$port_off" "$OBJECT"; wait_for_hit "$port_on" "$OBJECT"

@@ -21,15 +21,11 @@ done
 command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 1; }
 ulimit -n $(( N + 4096 )) 2>/dev/null || { echo "needs ulimit -n $(( N + 4096 ))" >&2; exit 1; }
 
-. bench/lib.sh   # TMP, PIDS (stopped on exit), free_port, cpu_ticks, median, wait_for_hit
+. bench/lib.sh   # TMP, PIDS (stopped on exit), free_port, start_origin, start_shellac, cpu_ticks, median, wait_for_hit
 
-ORIGIN_PORT=$(free_port); PORT=$(free_port); ADMIN=$(free_port)
-taskset -c 1 "$ORIGIN" "127.0.0.1:$ORIGIN_PORT" >/dev/null 2>&1 &
-PIDS+=($!)
-printf '[server]\nlisten = ["127.0.0.1:%s"]\nadmin = "127.0.0.1:%s"\nthreads = 1\nmax_connections = %s\nidle_timeout = "300s"\n\n[[backend]]\nhost = "127.0.0.1"\nport = %s\n' \
-  "$PORT" "$ADMIN" $(( N + 1000 )) "$ORIGIN_PORT" > "$TMP/shellac.toml"
-taskset -c 0 "$SHELLAC" serve --config "$TMP/shellac.toml" 2>"$TMP/shellac.err" &
-SP=$!
+start_origin "$ORIGIN"
+read -r PORT _ SP < <(start_shellac "$SHELLAC" "max_connections = $(( N + 1000 ))
+idle_timeout = \"300s\"")
 PIDS+=("$SP")
 wait_for_hit "$PORT" hit6k
 

@@ -1,6 +1,7 @@
 # Shared by the bench scripts (sourced, not run): a temporary directory and the PIDs of
 # everything the script starts, both cleaned up on exit, a free loopback port, and the helpers
-# the paired measurements share (CPU time of a process, median, waiting for a hit, two wrks).
+# the paired measurements share (start the origin and Shellac, CPU time of a process, median,
+# waiting for a hit, two wrks at once).
 TMP=$(mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$TMP"; }
@@ -26,4 +27,22 @@ paired_wrk() {
   local first=$!
   timeout $(($2 + 30)) taskset -c 1 wrk -t1 -c"$1" -d"$2s" "$5" >"$6"
   wait "$first"
+}
+# Starts ORIGIN (bench/origin.rs) on CPU 1 and sets ORIGIN_PORT.
+start_origin() {
+  ORIGIN_PORT=$(free_port)
+  taskset -c 1 "$1" "127.0.0.1:$ORIGIN_PORT" >/dev/null 2>&1 &
+  PIDS+=($!)
+}
+# Starts a Shellac binary on CPU 0, one worker thread, in front of ORIGIN_PORT, and prints
+# "port admin-port pid" (the caller adds the pid to PIDS: this usually runs in a subshell).
+#   start_shellac BINARY [TOML [VAR=VALUE]]
+# TOML is added after `[server]`'s keys: more server keys, then any other sections.
+start_shellac() {
+  local port admin
+  port=$(free_port); admin=$(free_port)
+  printf '[server]\nlisten = ["127.0.0.1:%s"]\nadmin = "127.0.0.1:%s"\nthreads = 1\n%s\n\n[[backend]]\nhost = "127.0.0.1"\nport = %s\n' \
+    "$port" "$admin" "${2:-}" "$ORIGIN_PORT" > "$TMP/shellac-$port.toml"
+  env ${3:+"$3"} taskset -c 0 "$1" serve --config "$TMP/shellac-$port.toml" 2>"$TMP/shellac-$port.err" &
+  echo "$port $admin $!"
 }
