@@ -18,12 +18,10 @@ CONNS=${CONNS:-50}
 SECS=${SECS:-6}
 RUNS=${RUNS:-5}
 ORIGIN=${ORIGIN:-target/release/examples/origin}
-for f in "$A" "$B" "$ORIGIN"; do
-  [[ -x $f ]] || { echo "not an executable: $f (cargo build --release --bins --examples)" >&2; exit 1; }
-done
 command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 1; }
 
 . bench/lib.sh   # TMP, PIDS (stopped on exit), free_port, start_origin, start_shellac, cpu_ticks, ...
+need_built "$A" "$B" "$ORIGIN"
 
 start_origin "$ORIGIN"
 

@@ -19,12 +19,10 @@ CONNS=${CONNS:-200}
 OBJECT=${OBJECT:-small100}
 SHELLAC=${SHELLAC:-target/release/shellac}
 ORIGIN=${ORIGIN:-target/release/examples/origin}
-for f in "$SHELLAC" "$ORIGIN"; do
-  [[ -x $f ]] || { echo "build first: cargo build --release --bins --examples ($f)" >&2; exit 1; }
-done
 command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 1; }
 
 . bench/lib.sh   # TMP, PIDS (stopped on exit), free_port, start_origin, start_shellac, cpu_ticks, ...
+need_built "$SHELLAC" "$ORIGIN"
 
 start_origin "$ORIGIN"
 

@@ -15,13 +15,11 @@ SECS=${SECS:-5}
 SHELLAC=${SHELLAC:-target/release/shellac}
 ORIGIN=${ORIGIN:-target/release/examples/origin}
 CLIENTS=${CLIENTS:-target/release/examples/clients}
-for f in "$SHELLAC" "$ORIGIN" "$CLIENTS"; do
-  [[ -x $f ]] || { echo "build first: cargo build --release --bins --examples ($f)" >&2; exit 1; }
-done
 command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 1; }
 ulimit -n $(( N + 4096 )) 2>/dev/null || { echo "needs ulimit -n $(( N + 4096 ))" >&2; exit 1; }
 
 . bench/lib.sh   # TMP, PIDS (stopped on exit), free_port, start_origin, start_shellac, cpu_ticks, median, wait_for_hit
+need_built "$SHELLAC" "$ORIGIN" "$CLIENTS"
 
 start_origin "$ORIGIN"
 read -r PORT _ SP < <(start_shellac "$SHELLAC" "max_connections = $(( N + 1000 ))

@@ -15,11 +15,9 @@ REL=${REL:-1s}
 SHELLAC=${SHELLAC:-target/release/shellac}
 ORIGIN=${ORIGIN:-target/release/examples/origin}
 CLIENTS=${CLIENTS:-target/release/examples/clients}
-for f in "$SHELLAC" "$ORIGIN" "$CLIENTS"; do
-  [[ -x $f ]] || { echo "build first: cargo build --release --bins --examples ($f)" >&2; exit 1; }
-done
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 . bench/lib.sh   # TMP, PIDS (stopped on exit), free_port
+need_built "$SHELLAC" "$ORIGIN" "$CLIENTS"
 ORIGIN_PORT=$(free_port); PORT=$(free_port); ADMIN=$(free_port)
 taskset -c 1 "$ORIGIN" "127.0.0.1:$ORIGIN_PORT" >/dev/null 2>&1 &
 PIDS+=($!)

@@ -46,3 +46,10 @@ start_shellac() {
   env ${3:+"$3"} taskset -c 0 "$1" serve --config "$TMP/shellac-$port.toml" 2>"$TMP/shellac-$port.err" &
   echo "$port $admin $!"
 }
+# Exits with a hint unless every argument is an executable (the release build and examples).
+need_built() {
+  local f
+  for f in "$@"; do
+    [[ -x $f ]] || { echo "build first: cargo build --release --bins --examples ($f)" >&2; exit 1; }
+  done
+}
