@@ -2,13 +2,16 @@
 //! shutdown. Hands each parsed request to the [`Proxy`].
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use http::{Request, StatusCode};
+use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -20,7 +23,7 @@ use tokio::task::JoinSet;
 use crate::admin;
 use crate::clock::now_ms;
 use crate::config::{Config, Overrides, ServerConfig};
-use crate::proxy::{Proxy, Shared};
+use crate::proxy::{Handled, Proxy, ResponseBody, Shared};
 use crate::reload::{ConfigSource, Live};
 use crate::stats::Counters;
 
@@ -197,6 +200,91 @@ pub(crate) async fn accept_loop(
     }
 }
 
+/// The service's future (hyper keeps one per connection and moves it in on every request):
+/// the response itself when no step of the request had to wait, else the boxed rest.
+enum Answer<F> {
+    Ready(std::future::Ready<Result<Response<ResponseBody>, Infallible>>),
+    Pending(Pin<Box<F>>),
+}
+
+impl<F: Future<Output = Response<ResponseBody>>> Future for Answer<F> {
+    type Output = Result<Response<ResponseBody>, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Answer::Ready(resp) => Pin::new(resp).poll(cx),
+            Answer::Pending(rest) => rest.as_mut().poll(cx).map(Ok),
+        }
+    }
+}
+
+impl<F> Answer<F> {
+    fn now(resp: Response<ResponseBody>) -> Answer<F> {
+        Answer::Ready(std::future::ready(Ok(resp)))
+    }
+}
+
+/// What the tunnel needs if the backend answers an upgrade request with 101.
+struct Upgrade {
+    client: hyper::upgrade::OnUpgrade,
+    open: Arc<OpenConn>,
+    shutdown: watch::Receiver<bool>,
+    idle: Duration,
+}
+
+/// The last step of every response before hyper writes it: a refusal if the request's body
+/// broke the framing rules while it was in flight (`check_body`), the tunnel after a 101
+/// (never a 101 without one), lingering after an error close; the body carries the
+/// in-flight guard until it is done.
+fn respond(
+    mut resp: Response<ResponseBody>,
+    check_body: bool,
+    guard: InFlight,
+    upgrade: Option<Upgrade>,
+    live: &Live,
+) -> Response<ResponseBody> {
+    if check_body && let Some(v) = guard.0.body_error() {
+        resp = live.load().refuse_body(v, resp);
+    }
+    let backend = (resp.status() == StatusCode::SWITCHING_PROTOCOLS)
+        .then(|| resp.extensions_mut().remove::<hyper::upgrade::OnUpgrade>())
+        .flatten();
+    match (upgrade, backend) {
+        (Some(up), Some(backend)) => {
+            guard.0.decide_upgrade(true);
+            let counters = live.load().counters.clone();
+            counters.client_tunnel.inc();
+            tokio::spawn(tunnel::run(
+                up.client,
+                backend,
+                up.idle,
+                up.shutdown,
+                counters,
+                up.open,
+            ));
+        }
+        (upgrade, backend) => {
+            if upgrade.is_some() {
+                guard.0.decide_upgrade(false);
+            }
+            if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
+                // Never a 101 without a tunnel behind it.
+                drop(backend);
+                resp = live.load().refuse(502, "backend-invalid-response");
+            }
+        }
+    }
+    // An error followed by a close: the client may still be sending; linger.
+    let close = resp
+        .headers()
+        .get(http::header::CONNECTION)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
+    if close && resp.status().as_u16() >= 400 {
+        guard.0.linger_on_close();
+    }
+    resp.map(|b| b.with_guard(guard))
+}
+
 /// Decrements the connection's in-flight count when the response body is done.
 struct InFlight(Arc<ConnState>);
 
@@ -316,63 +404,30 @@ async fn serve_session(
         // One configuration snapshot per request, kept until its response is done.
         let proxy = svc_live.load();
         // An upgrade request: what the tunnel needs if the backend switches protocols.
-        let upgrade = begin.upgrade.then(|| {
-            (
-                hyper::upgrade::on(&mut req),
-                svc_open.clone(),
-                svc_shutdown.clone(),
-            )
+        let upgrade = begin.upgrade.then(|| Upgrade {
+            client: hyper::upgrade::on(&mut req),
+            open: svc_open.clone(),
+            shutdown: svc_shutdown.clone(),
+            idle: tunnel_idle,
         });
-        async move {
-            let mut resp = match begin.refused {
-                // The stand-in for a request the gate refused: answer it, close.
-                Some(v) => proxy.refuse_request(v, peer.ip(), guard.0.refused_line()),
-                None => {
-                    let resp = proxy.handle(req, peer).await;
-                    // The body broke the framing rules while the request was in flight.
-                    match guard.0.body_error() {
-                        Some(v) => proxy.refuse_body(v, resp),
-                        None => resp,
-                    }
-                }
-            };
-            let backend = (resp.status() == StatusCode::SWITCHING_PROTOCOLS)
-                .then(|| resp.extensions_mut().remove::<hyper::upgrade::OnUpgrade>())
-                .flatten();
-            match (upgrade, backend) {
-                (Some((client, open, shutdown)), Some(backend)) => {
-                    guard.0.decide_upgrade(true);
-                    proxy.counters.client_tunnel.inc();
-                    let counters = proxy.counters.clone();
-                    tokio::spawn(tunnel::run(
-                        client,
-                        backend,
-                        tunnel_idle,
-                        shutdown,
-                        counters,
-                        open,
-                    ));
-                }
-                (upgrade, backend) => {
-                    if upgrade.is_some() {
-                        guard.0.decide_upgrade(false);
-                    }
-                    if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
-                        // Never a 101 without a tunnel behind it.
-                        drop(backend);
-                        resp = proxy.refuse(502, "backend-invalid-response");
-                    }
-                }
+        let answered = match begin.refused {
+            // The stand-in for a request the gate refused: answer it, close.
+            Some(v) => {
+                let resp = proxy.refuse_request(v, peer.ip(), guard.0.refused_line());
+                return Answer::now(respond(resp, false, guard, upgrade, &svc_live));
             }
-            // An error followed by a close: the client may still be sending; linger.
-            let close = resp
-                .headers()
-                .get(http::header::CONNECTION)
-                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
-            if close && resp.status().as_u16() >= 400 {
-                guard.0.linger_on_close();
+            None => proxy.handle(req, peer),
+        };
+        match answered {
+            // No step had to wait (a hit from memory): no future, nothing for hyper to move.
+            Handled::Done(resp) => Answer::now(respond(resp, true, guard, upgrade, &svc_live)),
+            Handled::Waits(rest) => {
+                let live = svc_live.clone();
+                Answer::Pending(Box::pin(async move {
+                    let resp = rest.run().await;
+                    respond(resp, true, guard, upgrade, &live)
+                }))
             }
-            Ok::<_, Infallible>(resp.map(|b| b.with_guard(guard)))
         }
     });
     let mut builder = http1::Builder::new();

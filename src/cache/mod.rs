@@ -352,19 +352,27 @@ pub struct StorageStats {
 /// A future returned by [`Storage::lookup_io`].
 pub type LookupFuture<'a> = Pin<Box<dyn Future<Output = Option<Arc<Object>>> + Send + 'a>>;
 
+/// [`Cache::lookup_now`]: the tiers without I/O have no copy; a tier with I/O must be asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NeedsIo;
+
 /// A future returned by [`Storage::persist_ban`].
 pub type BanFuture = Pin<Box<dyn Future<Output = Result<(), ban::BanError>> + Send>>;
 /// A future returned by [`Storage::inspect`]: the copy in each tier holding a key, top first.
 pub type InspectFuture<'a> =
     Pin<Box<dyn Future<Output = Vec<(&'static str, Arc<Object>)>> + Send + 'a>>;
 
-/// A storage tier ("stevedore"). The pipeline only sees this trait (through [`Cache::lookup`]),
+/// A storage tier ("stevedore"). The pipeline only sees this trait (through [`Cache::lookup_now`] and [`Cache::lookup_io`]),
 /// so tiers can be added without touching it.
 pub trait Storage: Send + Sync + 'static {
     /// Short name for logs and `Cache-Status` detail, e.g. `memory`.
     fn name(&self) -> &'static str;
     /// The object stored under `key` that can be had without I/O, fresh or not.
     fn lookup(&self, key: &CacheKey) -> Option<Arc<Object>>;
+    /// True if a tier needs I/O ([`Storage::lookup_io`]) to look a key up. Default: false.
+    fn has_io(&self) -> bool {
+        false
+    }
     /// After `lookup` found nothing: the object from tiers that need I/O (disk). Such tiers
     /// return only objects not yet expired. Default: nothing.
     fn lookup_io<'a>(&'a self, _key: &'a CacheKey) -> LookupFuture<'a> {
@@ -478,12 +486,20 @@ impl Cache {
         Ok(ban)
     }
 
-    /// The object stored under `key` in any tier (memory first, then tiers that need I/O).
-    pub async fn lookup(&self, key: &CacheKey) -> Option<Arc<Object>> {
+    /// The object stored under `key` in the tiers that need no I/O (memory); `Err(NeedsIo)`
+    /// when they have none and a tier below (disk) must be asked with [`Cache::lookup_io`].
+    /// Lets a request be answered from memory without becoming a future (`proxy::fsm`).
+    pub fn lookup_now(&self, key: &CacheKey) -> Result<Option<Arc<Object>>, NeedsIo> {
         match self.storage.lookup(key) {
-            Some(object) => Some(object),
-            None => self.storage.lookup_io(key).await,
+            Some(object) => Ok(Some(object)),
+            None if self.storage.has_io() => Err(NeedsIo),
+            None => Ok(None),
         }
+    }
+
+    /// After [`Cache::lookup_now`] said `NeedsIo`: the object from the tiers that need I/O.
+    pub async fn lookup_io(&self, key: &CacheKey) -> Option<Arc<Object>> {
+        self.storage.lookup_io(key).await
     }
 
     /// True while `key` is remembered as uncacheable.

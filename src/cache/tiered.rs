@@ -121,6 +121,10 @@ impl Storage for Tiered {
         Some(object)
     }
 
+    fn has_io(&self) -> bool {
+        true
+    }
+
     fn lookup_io<'a>(&'a self, key: &'a CacheKey) -> LookupFuture<'a> {
         Box::pin(async move {
             let object = self.disk.lookup_io(key).await?;

@@ -20,7 +20,7 @@ use crate::cache::{Body, CacheKey, Object, StoredFields, VarySelection};
 use crate::http::headers;
 
 /// Sends the backend request for `mode` and turns the answer into the next step.
-pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
+pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
     let for_cache = !matches!(mode, FetchMode::Pass(_));
     let request_time = SystemTime::now();
     let resp = match send::send(txn, for_cache).await {
@@ -46,7 +46,7 @@ pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
     let Some(primary) = txn.key.clone() else {
         return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-key");
     };
-    let proxy = txn.proxy;
+    let proxy = txn.proxy.clone();
     if parts.status == StatusCode::NOT_MODIFIED
         && let Some(stale) = txn.stale.take()
     {
@@ -165,7 +165,7 @@ pub(super) async fn fetch(txn: &mut Txn<'_>, mode: FetchMode) -> Step {
 }
 
 /// No backend could answer: waiters get the same error; the stale copy answers if allowed.
-fn failed(txn: &mut Txn<'_>, mode: &FetchMode, failure: SendFailure) -> Step {
+fn failed(txn: &mut Txn, mode: &FetchMode, failure: SendFailure) -> Step {
     let (status, detail) = failure.status_detail();
     if let FetchMode::Miss(guard) = mode {
         guard.object().fail_with(status, detail);
@@ -181,7 +181,7 @@ fn failed(txn: &mut Txn<'_>, mode: &FetchMode, failure: SendFailure) -> Step {
 
 /// A passed request's response, streamed as is; a successful unsafe request invalidates
 /// what it changed (RFC 9111 §4.4).
-fn pass(txn: &mut Txn<'_>, reason: NoCacheReason, parts: Parts, body: BackendBody) -> Step {
+fn pass(txn: &mut Txn, reason: NoCacheReason, parts: Parts, body: BackendBody) -> Step {
     let unsafe_method = matches!(
         txn.req.method,
         Method::POST | Method::PUT | Method::DELETE | Method::PATCH
@@ -218,7 +218,7 @@ fn pass(txn: &mut Txn<'_>, reason: NoCacheReason, parts: Parts, body: BackendBod
 }
 
 /// Purges the target URI and the same-host `Location` / `Content-Location` URIs.
-fn invalidate(txn: &Txn<'_>, response: &HeaderMap) {
+fn invalidate(txn: &Txn, response: &HeaderMap) {
     let Some(target) = &txn.key else { return };
     let cache = &txn.proxy.cache;
     let mut removed = cache.purge(target);
@@ -250,7 +250,7 @@ fn same_host_key(target: &CacheKey, uri: &str) -> Option<CacheKey> {
 /// The backend answered our conditional request with 304: the stale copy is fresh again with
 /// the 304's header fields merged in (RFC 9111 §3.2, §4.3.4).
 fn revalidated(
-    txn: &mut Txn<'_>,
+    txn: &mut Txn,
     guard: Option<LeaderGuard>,
     primary: &CacheKey,
     stale: Arc<Object>,
@@ -258,7 +258,7 @@ fn revalidated(
     overrides: &policy::Overrides,
     (request_time, response_time, stored_at): (SystemTime, SystemTime, Instant),
 ) -> Step {
-    let proxy = txn.proxy;
+    let proxy = txn.proxy.clone();
     proxy.counters.cache_revalidated.inc();
     let mut headers = stale.headers.to_map();
     for name in parts.headers.keys() {

@@ -28,7 +28,7 @@ use crate::backend::Backend;
 use crate::backend::director::Member;
 use crate::cache::busy::{BusyObject, HeadOutcome, Join, LeaderGuard};
 use crate::cache::policy::NoCacheReason;
-use crate::cache::{CacheKey, Object, vary_matches};
+use crate::cache::{CacheKey, NeedsIo, Object, vary_matches};
 use crate::http::cache_control::CacheControl;
 
 /// Lookups one request may make (a waiter whose leader's response was not shareable looks up
@@ -38,6 +38,12 @@ const MAX_LOOKUPS: u32 = 4;
 pub(super) enum Step {
     Recv,
     Lookup,
+    /// The tiers without I/O had no usable copy of this (variant) key, looked up at this
+    /// instant: ask the tiers below (disk).
+    LookupIo(CacheKey, Instant),
+    /// Leader of a fetch for this key, whose copy the tiers without I/O do not have: look in
+    /// the tiers below once more before fetching (the previous leader may have stored it).
+    RecheckIo(CacheKey, Instant, LeaderGuard),
     Hit(Arc<Object>),
     Grace(Arc<Object>),
     Wait(Arc<BusyObject>),
@@ -54,6 +60,8 @@ impl Step {
         match self {
             Step::Recv => "recv",
             Step::Lookup => "lookup",
+            Step::LookupIo(..) => "lookup-io",
+            Step::RecheckIo(..) => "recheck-io",
             Step::Hit(_) => "hit",
             Step::Grace(_) => "grace",
             Step::Wait(_) => "wait",
@@ -79,8 +87,8 @@ pub(super) enum FetchMode {
 }
 
 /// One client request in flight.
-pub(super) struct Txn<'a> {
-    pub proxy: &'a Arc<Proxy>,
+pub(super) struct Txn {
+    pub proxy: Arc<Proxy>,
     pub req: Parts,
     pub body: Option<Incoming>,
     pub client: SocketAddr,
@@ -107,12 +115,16 @@ pub(super) struct Txn<'a> {
     close: bool,
 }
 
-/// Drives a request from `Recv` to `Deliver`.
-pub(super) async fn run(
-    proxy: &Arc<Proxy>,
-    req: Request<Incoming>,
-    client: SocketAddr,
-) -> Response<ResponseBody> {
+/// Starts a request and runs its steps for as long as none has to wait: a hit from memory, a
+/// refusal or a generated answer is complete when this returns (`Ok`), with no future behind
+/// it (`Handled::Done`). Otherwise the rest runs in [`Rest::run`] (`Handled::Waits`).
+///
+/// Why not one `async fn` for everything: hyper keeps the service's future in a slot per
+/// connection and moves it there on every request; the whole request machine as one future
+/// was 2,600 bytes, moved (memcpy) 2–3 times per hit — 2.5% of the CPU of a 100-byte hit under
+/// load (perf, bench/RESULTS.md). Now a hit's future is only its response, and the boxed
+/// `Rest` is paid by requests that wait for a backend, a coalesced fetch or the disk.
+pub(super) fn start(proxy: Arc<Proxy>, req: Request<Incoming>, client: SocketAddr) -> Handled {
     let started = Instant::now();
     let (parts, body) = req.into_parts();
     let mut txn = Txn {
@@ -132,25 +144,70 @@ pub(super) async fn run(
         looked_up: started,
         close: false,
     };
-    let mut step = Step::Recv;
+    match drive(&mut txn, Step::Recv) {
+        Step::Deliver(resp) => Handled::Done(super::observe::deliver(&txn, resp, started)),
+        step => Handled::Waits(Rest { txn, step, started }),
+    }
+}
+
+/// What [`Proxy::handle`] gives back.
+// `Waits` is large on purpose: it is moved once, into the box its future runs in; a boxed
+// `Rest` would cost a second allocation per miss.
+#[allow(clippy::large_enum_variant)]
+pub enum Handled {
+    /// The response: no step had to wait.
+    Done(Response<ResponseBody>),
+    /// A step must wait: the rest of the request, to run with [`Rest::run`].
+    Waits(Rest),
+}
+
+/// A request one of whose steps must wait, and that step.
+pub struct Rest {
+    txn: Txn,
+    step: Step,
+    started: Instant,
+}
+
+impl Rest {
+    /// Runs the remaining steps to `Deliver`, waiting where a step must.
+    pub async fn run(self) -> Response<ResponseBody> {
+        let Rest {
+            mut txn,
+            mut step,
+            started,
+        } = self;
+        loop {
+            step = match step {
+                Step::Wait(busy) => txn.wait(busy).await,
+                Step::Fetch(mode) => fetch::fetch(&mut txn, mode).await,
+                Step::LookupIo(key, now) => txn.lookup_io(key, now).await,
+                Step::RecheckIo(key, now, guard) => txn.recheck_io(key, now, guard).await,
+                Step::Deliver(resp) => return super::observe::deliver(&txn, resp, started),
+                step => drive(&mut txn, step),
+            };
+        }
+    }
+}
+
+/// Runs the steps that need no waiting, from `step` on, and returns the first that is
+/// `Deliver` or has to wait (`Wait`, `Fetch`, `LookupIo`, `RecheckIo`).
+fn drive(txn: &mut Txn, mut step: Step) -> Step {
     loop {
         tracing::trace!(step = step.as_str(), "request step");
         step = match step {
             Step::Recv => txn.recv(),
-            Step::Lookup => txn.lookup().await,
+            Step::Lookup => txn.lookup(),
             Step::Hit(object) => txn.hit(object),
             Step::Grace(object) => txn.grace(object),
-            Step::Wait(busy) => txn.wait(busy).await,
             Step::Miss(guard) => txn.miss(guard),
             Step::HitForMiss => txn.hit_for_miss(),
             Step::Pass(reason) => txn.pass(reason),
-            // Boxed: the fetch (backend exchange, fill, revalidation) is most of this future's
-            // size, and hyper keeps a slot of the whole request future per connection and moves
-            // it on every request. Boxed, hits do not pay for the miss path's state: fewer
-            // bytes moved per hit, and an idle connection's slot is small (bench/RESULTS.md).
-            Step::Fetch(mode) => Box::pin(fetch::fetch(&mut txn, mode)).await,
             Step::Synth(status, detail) => txn.synth(status, detail),
-            Step::Deliver(resp) => return super::observe::deliver(&txn, resp, started),
+            stop @ (Step::Deliver(_)
+            | Step::Wait(_)
+            | Step::Fetch(_)
+            | Step::LookupIo(..)
+            | Step::RecheckIo(..)) => return stop,
         };
     }
 }
@@ -158,7 +215,7 @@ pub(super) async fn run(
 /// Runs a background refresh fetch for `primary` (grace), revalidating `stale` if it has
 /// validators. The caller holds the busy-table lead for the key.
 pub(super) async fn refresh(
-    proxy: &Arc<Proxy>,
+    proxy: Arc<Proxy>,
     req: Parts,
     client: SocketAddr,
     primary: CacheKey,
@@ -188,7 +245,7 @@ pub(super) async fn refresh(
     }
 }
 
-impl Txn<'_> {
+impl Txn {
     /// Validates the request and decides between cache lookup and pass.
     fn recv(&mut self) -> Step {
         self.proxy.counters.client_req.inc();
@@ -356,7 +413,9 @@ impl Txn<'_> {
         }
     }
 
-    async fn lookup(&mut self) -> Step {
+    /// Looks the request's (variant) key up in the tiers that need no I/O and decides from
+    /// what they hold; `LookupIo` when they have no copy and a tier below needs I/O.
+    fn lookup(&mut self) -> Step {
         self.lookups += 1;
         if self.lookups > MAX_LOOKUPS {
             return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "too-many-lookups");
@@ -365,43 +424,88 @@ impl Txn<'_> {
         let Some(primary) = self.key.take() else {
             return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-key");
         };
-        let step = self.lookup_key(&primary).await;
+        let variant = self.proxy.cache.variant_key(&primary, &self.req.headers);
+        let key = variant.as_ref().unwrap_or(&primary);
+        let now = Instant::now();
+        self.looked_up = now;
+        let step = match self.proxy.cache.lookup_now(key) {
+            Ok(found) => self.decide(&primary, key, now, found),
+            Err(NeedsIo) => Step::LookupIo(key.clone(), now),
+        };
         self.key = Some(primary);
         step
     }
 
-    async fn lookup_key(&mut self, primary: &CacheKey) -> Step {
-        let cache = &self.proxy.cache;
-        let variant = cache.variant_key(primary, &self.req.headers);
-        let key = variant.as_ref().unwrap_or(primary);
-        let now = Instant::now();
-        self.looked_up = now;
-        if let Some(step) = self.classify(key, now, true).await {
+    /// `Lookup` continued in the tiers that need I/O.
+    async fn lookup_io(&mut self, key: CacheKey, now: Instant) -> Step {
+        let found = self.proxy.cache.lookup_io(&key).await;
+        let Some(primary) = self.key.take() else {
+            return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-key");
+        };
+        let step = self.decide(&primary, &key, now, found);
+        self.key = Some(primary);
+        step
+    }
+
+    /// A lookup's outcome once the tiers have answered for `key` (`found`): a hit or grace
+    /// delivery, waiting for another request's fetch, or a fetch of this request's own.
+    fn decide(
+        &mut self,
+        primary: &CacheKey,
+        key: &CacheKey,
+        now: Instant,
+        found: Option<Arc<Object>>,
+    ) -> Step {
+        if let Some(step) = found.and_then(|object| self.classify(key, object, now, true)) {
             return step;
         }
         if self.req_cc.as_ref().is_some_and(|cc| cc.only_if_cached) {
             return Step::Synth(StatusCode::GATEWAY_TIMEOUT, "only-if-cached");
         }
+        let cache = &self.proxy.cache;
         if cache.is_hit_for_miss(primary, now) {
             return Step::HitForMiss;
         }
         match cache.busy.join(key) {
             Join::Waiter(busy) => Step::Wait(busy),
-            Join::Leader(guard) => {
-                // The previous leader may have stored the object between our lookup and join.
-                match self.classify(key, now, false).await {
-                    Some(hit) => hit,
-                    None => Step::Miss(guard),
-                }
-            }
+            // The previous leader may have stored the object between our lookup and join.
+            Join::Leader(guard) => match cache.lookup_now(key) {
+                Ok(found) => self.recheck(key, now, found, guard),
+                Err(NeedsIo) => Step::RecheckIo(key.clone(), now, guard),
+            },
         }
     }
 
-    /// What the stored object under `key` (if any) can do for this request: a fresh hit, a
-    /// grace delivery, or nothing (remembering a stale copy within `keep` for revalidation and
-    /// as a fallback). `count` counts a stale object once per request.
-    async fn classify(&mut self, key: &CacheKey, now: Instant, count: bool) -> Option<Step> {
-        let object = self.proxy.cache.lookup(key).await?;
+    /// The leader's second look: a hit after all, or this request's fetch.
+    fn recheck(
+        &mut self,
+        key: &CacheKey,
+        now: Instant,
+        found: Option<Arc<Object>>,
+        guard: LeaderGuard,
+    ) -> Step {
+        match found.and_then(|object| self.classify(key, object, now, false)) {
+            Some(hit) => hit,
+            None => Step::Miss(guard),
+        }
+    }
+
+    /// The leader's second look continued in the tiers that need I/O.
+    async fn recheck_io(&mut self, key: CacheKey, now: Instant, guard: LeaderGuard) -> Step {
+        let found = self.proxy.cache.lookup_io(&key).await;
+        self.recheck(&key, now, found, guard)
+    }
+
+    /// What the stored `object` under `key` can do for this request: a fresh hit, a grace
+    /// delivery, or nothing (remembering a stale copy within `keep` for revalidation and as a
+    /// fallback). `count` counts a stale object once per request.
+    fn classify(
+        &mut self,
+        key: &CacheKey,
+        object: Arc<Object>,
+        now: Instant,
+        count: bool,
+    ) -> Option<Step> {
         if self.proxy.cache.check_bans(key, &object) {
             self.proxy.counters.ban_objects.inc();
             return None;
@@ -463,7 +567,7 @@ impl Txn<'_> {
     fn grace(&mut self, object: Arc<Object>) -> Step {
         self.proxy.counters.cache_grace_hit.inc();
         if let Some(primary) = self.key.clone() {
-            super::refresh::spawn(self.proxy, primary, &self.req, self.client, object.clone());
+            super::refresh::spawn(&self.proxy, primary, &self.req, self.client, object.clone());
         }
         let status = deliver::stale_status(&object, Instant::now(), "while-revalidate");
         self.deliver_object(object, &status)

@@ -34,6 +34,7 @@ use crate::rules::Rules;
 use crate::stats::Counters;
 use crate::txlog::{self, Format, Recorder};
 pub use body::ResponseBody;
+pub use fsm::{Handled, Rest};
 
 /// The log reason of a connection refused at `server.max_connections` (the `Cache-Status`
 /// detail of its 503 is `max-connections`).
@@ -159,16 +160,14 @@ impl Proxy {
         }
     }
 
-    /// Runs one request through the state machine.
+    /// Runs one request through the state machine: the response when no step had to wait (a
+    /// hit from memory, a refusal, a generated answer), otherwise the rest of the request's
+    /// work, to be run with [`Rest::run`] (why: `fsm::start`).
     ///
     /// First the request is put in the one form every later step sees: the rewrite fields
     /// and (from untrusted clients) the forwarding fields removed, the target's escapes
     /// normalised (`http::target`).
-    pub async fn handle(
-        self: &Arc<Self>,
-        mut req: Request<Incoming>,
-        client: SocketAddr,
-    ) -> Response<ResponseBody> {
+    pub fn handle(self: Arc<Self>, mut req: Request<Incoming>, client: SocketAddr) -> Handled {
         let trusted = self.config.server.trusts(client.ip());
         crate::http::headers::sanitize_request(req.headers_mut(), trusted);
         if let Some(normal) = req
@@ -184,7 +183,7 @@ impl Proxy {
                 }
             }
         }
-        fsm::run(self, req, client).await
+        fsm::start(self, req, client)
     }
 
     /// A generated error answer: `status` with `detail` (in `Cache-Status`) and

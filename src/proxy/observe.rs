@@ -21,11 +21,11 @@ use crate::txlog::{Decision, DecisionKind, Record, RecordHead};
 
 /// Attaches byte counting and, if wanted, the transaction record to the response.
 pub(super) fn deliver(
-    txn: &Txn<'_>,
+    txn: &Txn,
     resp: Response<ResponseBody>,
     started: Instant,
 ) -> Response<ResponseBody> {
-    let proxy = txn.proxy;
+    let proxy = &txn.proxy;
     let ttfb = started.elapsed();
     proxy.counters.ttfb.observe(ttfb);
     let counters = proxy.counters.clone();

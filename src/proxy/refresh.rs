@@ -34,6 +34,6 @@ pub(super) fn spawn(
     let proxy = proxy.clone();
     tokio::spawn(async move {
         // The response is only a by-product: the fill stores the object.
-        drop(fsm::refresh(&proxy, parts, client, primary, stale, guard).await);
+        drop(fsm::refresh(proxy, parts, client, primary, stale, guard).await);
     });
 }

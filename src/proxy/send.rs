@@ -51,7 +51,7 @@ impl SendFailure {
 /// `max_restarts` times — after the last one, or when no other backend is left, that response
 /// is delivered.
 pub(super) async fn send(
-    txn: &mut Txn<'_>,
+    txn: &mut Txn,
     for_cache: bool,
 ) -> Result<Response<BackendBody>, SendFailure> {
     let route = txn
@@ -59,7 +59,9 @@ pub(super) async fn send(
         .clone()
         .unwrap_or_else(|| txn.proxy.backends.default.clone());
     let key = txn.key.clone().unwrap_or_else(|| CacheKey::new("", "/"));
-    let counters = &txn.proxy.counters;
+    // Owned: `txn` is lent mutably below (the miss path; one reference count per fetch).
+    let proxy = txn.proxy.clone();
+    let counters = &proxy.counters;
     let has_body = !for_cache && txn.body.as_ref().is_some_and(|b| !b.is_end_stream());
     let idempotent = for_cache
         || (!has_body
@@ -122,7 +124,7 @@ pub(super) async fn send(
 fn choose(
     route: &Member,
     key: &CacheKey,
-    txn: &Txn<'_>,
+    txn: &Txn,
     tried: &[Arc<Backend>],
 ) -> Option<Arc<Backend>> {
     route.pick(&Pick {
@@ -136,7 +138,7 @@ fn choose(
 /// The backend request: hop-by-hop removed, forwarding fields (`X-Forwarded-*`, `Forwarded`,
 /// `Via`) added; for cache
 /// fills a plain GET without conditionals or ranges, so the whole object comes back.
-fn build_request(txn: &mut Txn<'_>, backend: &Backend, for_cache: bool) -> Request<RequestBody> {
+fn build_request(txn: &mut Txn, backend: &Backend, for_cache: bool) -> Request<RequestBody> {
     let mut headers: HeaderMap = txn.req.headers.clone();
     headers::strip_hop_by_hop(&mut headers);
     // A protocol upgrade the operator allows goes to the backend (never for a cache fill).

@@ -286,6 +286,10 @@ impl Storage for DiskStorage {
         None
     }
 
+    fn has_io(&self) -> bool {
+        true
+    }
+
     fn lookup_io<'a>(
         &'a self,
         key: &'a CacheKey,
