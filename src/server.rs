@@ -235,15 +235,15 @@ struct Upgrade {
 /// The last step of every response before hyper writes it: a refusal if the request's body
 /// broke the framing rules while it was in flight (`check_body`), the tunnel after a 101
 /// (never a 101 without one), lingering after an error close; the body carries the
-/// in-flight guard until it is done.
+/// connection's state and ends the request when it is done.
 fn respond(
     mut resp: Response<ResponseBody>,
     check_body: bool,
-    guard: InFlight,
+    state: Arc<ConnState>,
     upgrade: Option<Upgrade>,
     live: &Live,
 ) -> Response<ResponseBody> {
-    if check_body && let Some(v) = guard.0.body_error() {
+    if check_body && let Some(v) = state.body_error() {
         resp = live.load().refuse_body(v, resp);
     }
     let backend = (resp.status() == StatusCode::SWITCHING_PROTOCOLS)
@@ -251,7 +251,7 @@ fn respond(
         .flatten();
     match (upgrade, backend) {
         (Some(up), Some(backend)) => {
-            guard.0.decide_upgrade(true);
+            state.decide_upgrade(true);
             let counters = live.load().counters.clone();
             counters.client_tunnel.inc();
             tokio::spawn(tunnel::run(
@@ -265,7 +265,7 @@ fn respond(
         }
         (upgrade, backend) => {
             if upgrade.is_some() {
-                guard.0.decide_upgrade(false);
+                state.decide_upgrade(false);
             }
             if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
                 // Never a 101 without a tunnel behind it.
@@ -280,17 +280,35 @@ fn respond(
         .get(http::header::CONNECTION)
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
     if close && resp.status().as_u16() >= 400 {
-        guard.0.linger_on_close();
+        state.linger_on_close();
     }
-    resp.map(|b| b.with_guard(guard))
+    resp.map(|b| b.with_on_done(state))
 }
 
-/// Decrements the connection's in-flight count when the response body is done.
-struct InFlight(Arc<ConnState>);
+/// Ends a request whose future is dropped before it has a response (the client went away
+/// while it waited for a backend); once the response exists its body does that instead.
+struct InFlight {
+    state: Arc<ConnState>,
+    armed: bool,
+}
+
+impl InFlight {
+    fn new(state: Arc<ConnState>) -> InFlight {
+        InFlight { state, armed: true }
+    }
+
+    /// The state, for the response body to end the request with.
+    fn hand_over(mut self) -> Arc<ConnState> {
+        self.armed = false;
+        self.state.clone()
+    }
+}
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.end_request();
+        if self.armed {
+            self.state.end_request();
+        }
     }
 }
 
@@ -400,7 +418,8 @@ async fn serve_session(
     let tunnel_idle = cfg.idle_timeout.0;
     let service = service_fn(move |mut req: Request<Incoming>| {
         let begin = svc_state.begin_request();
-        let guard = InFlight(svc_state.clone());
+        // Ends the request when its response body is done (`respond`).
+        let state = svc_state.clone();
         // One configuration snapshot per request, kept until its response is done.
         let proxy = svc_live.load();
         // An upgrade request: what the tunnel needs if the backend switches protocols.
@@ -413,19 +432,20 @@ async fn serve_session(
         let answered = match begin.refused {
             // The stand-in for a request the gate refused: answer it, close.
             Some(v) => {
-                let resp = proxy.refuse_request(v, peer.ip(), guard.0.refused_line());
-                return Answer::now(respond(resp, false, guard, upgrade, &svc_live));
+                let resp = proxy.refuse_request(v, peer.ip(), state.refused_line());
+                return Answer::now(respond(resp, false, state, upgrade, &svc_live));
             }
             None => proxy.handle(req, peer),
         };
         match answered {
             // No step had to wait (a hit from memory): no future, nothing for hyper to move.
-            Handled::Done(resp) => Answer::now(respond(resp, true, guard, upgrade, &svc_live)),
+            Handled::Done(resp) => Answer::now(respond(resp, true, state, upgrade, &svc_live)),
             Handled::Waits(rest) => {
                 let live = svc_live.clone();
+                let guard = InFlight::new(state);
                 Answer::Pending(Box::pin(async move {
                     let resp = rest.run().await;
-                    respond(resp, true, guard, upgrade, &live)
+                    respond(resp, true, guard.hand_over(), upgrade, &live)
                 }))
             }
         }

@@ -55,9 +55,10 @@ enum Kind {
     Backend(Box<BackendBody>),
 }
 
-/// Something to run when the body is finished or dropped (e.g. connection bookkeeping).
-pub trait OnDone: Send + Sync {}
-impl<T: Send + Sync> OnDone for T {}
+/// Told once when a response body is finished or dropped (e.g. connection bookkeeping).
+pub trait OnDone: Send + Sync {
+    fn done(&self);
+}
 
 /// A response body on its way to a client. Counts `s_resp_bytes`; completes the transaction
 /// record (bytes sent, duration) when it ends or is dropped.
@@ -66,7 +67,9 @@ pub struct ResponseBody {
     counters: Option<Arc<Counters>>,
     /// Boxed: most responses carry none, and the body sits in every `Step::Deliver`.
     record: Option<Box<Record>>,
-    _guard: Option<Box<dyn OnDone>>,
+    /// Shared, not boxed: what is told is already behind an `Arc` (the connection's state),
+    /// so attaching it costs no allocation per response.
+    on_done: Option<Arc<dyn OnDone>>,
 }
 
 impl ResponseBody {
@@ -75,7 +78,7 @@ impl ResponseBody {
             kind,
             counters: None,
             record: None,
-            _guard: None,
+            on_done: None,
         }
     }
 
@@ -148,9 +151,9 @@ impl ResponseBody {
         self.record.take()
     }
 
-    /// Keeps `guard` alive until the body is finished or dropped.
-    pub fn with_guard(mut self, guard: impl OnDone + 'static) -> ResponseBody {
-        self._guard = Some(Box::new(guard));
+    /// Tells `on_done` once the body is finished or dropped.
+    pub fn with_on_done(mut self, on_done: Arc<dyn OnDone>) -> ResponseBody {
+        self.on_done = Some(on_done);
         self
     }
 }
@@ -290,6 +293,9 @@ impl Drop for ResponseBody {
         if let Some(record) = self.record.take() {
             let at_end = self.kind_is_end_stream();
             record.finish(at_end);
+        }
+        if let Some(on_done) = self.on_done.take() {
+            on_done.done();
         }
     }
 }

@@ -95,6 +95,13 @@ pub(super) struct Begin {
     pub upgrade: bool,
 }
 
+/// A response body ends its request when it is finished or dropped.
+impl crate::proxy::body::OnDone for ConnState {
+    fn done(&self) {
+        self.end_request();
+    }
+}
+
 impl ConnState {
     pub fn new() -> ConnState {
         ConnState {
