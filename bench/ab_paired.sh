@@ -9,6 +9,9 @@
 #   cp target/release/shellac /tmp/shellac.before   # then rebuild with the change
 #   bench/ab_paired.sh /tmp/shellac.before target/release/shellac
 #   OBJECT=small100 CONNS=200 RUNS=7 B_ENV=MIMALLOC_PURGE_DELAY=-1 bench/ab_paired.sh A B
+#   OBJECT=small100 CONNS=200 bench/ab_paired.sh reference target/release/shellac
+#       A = the reference server (bench/reference.rs, one thread on CPU 0): A/B is then
+#       Shellac's share of the reference's throughput at equal CPU (issue 8's "of reference")
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 A=${1:?usage: bench/ab_paired.sh BINARY_A BINARY_B}
@@ -21,16 +24,33 @@ ORIGIN=${ORIGIN:-target/release/examples/origin}
 command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 1; }
 
 . bench/lib.sh   # TMP, PIDS (stopped on exit), free_port, start_origin, start_shellac, cpu_ticks, ...
-need_built "$A" "$B" "$ORIGIN"
+REFERENCE=${REFERENCE:-target/release/examples/reference}
+if [[ $A == reference ]]; then need_built "$REFERENCE" "$B" "$ORIGIN"; else need_built "$A" "$B" "$ORIGIN"; fi
+
+# Starts A: a Shellac binary, or the reference server; prints "port pid".
+start_a() {
+  if [[ $A == reference ]]; then
+    local port; port=$(free_port)
+    taskset -c 0 "$REFERENCE" "127.0.0.1:$port" 6451 2>/dev/null &
+    local pid=$!
+    for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.05; done
+    echo "$port $pid"
+  else
+    local port pid
+    read -r port _ pid < <(start_shellac "$A" "" "${A_ENV:-}")
+    echo "$port $pid"
+  fi
+}
 
 start_origin "$ORIGIN"
 
 ratios=()
 for run in $(seq "$RUNS"); do
-  read -r port_a _ pid_a < <(start_shellac "$A" "" "${A_ENV:-}")
+  read -r port_a pid_a < <(start_a)
   read -r port_b _ pid_b < <(start_shellac "$B" "" "${B_ENV:-}")
   PIDS+=("$pid_a" "$pid_b")
-  wait_for_hit "$port_a" "$OBJECT"; wait_for_hit "$port_b" "$OBJECT"
+  [[ $A == reference ]] || wait_for_hit "$port_a" "$OBJECT"
+  wait_for_hit "$port_b" "$OBJECT"
   paired_wrk "$CONNS" 1 "http://127.0.0.1:$port_a/$OBJECT" /dev/null "http://127.0.0.1:$port_b/$OBJECT" /dev/null
   a0=$(cpu_ticks "$pid_a"); b0=$(cpu_ticks "$pid_b")
   paired_wrk "$CONNS" "$SECS" "http://127.0.0.1:$port_a/$OBJECT" "$TMP/wrk-a.txt" \

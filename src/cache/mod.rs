@@ -114,7 +114,8 @@ impl std::fmt::Display for CacheKey {
 /// Fixed per-object bookkeeping charged against the memory budget on top of key, headers and body.
 /// Measured, not guessed: the `Object` itself, its `Arc`, the memory tier's entry and the key's
 /// two boxed strings' headers (see bench/RESULTS.md, "memory").
-pub const OBJECT_OVERHEAD: u64 = std::mem::size_of::<Object>() as u64 + 128;
+pub const OBJECT_OVERHEAD: u64 =
+    std::mem::size_of::<Object>() as u64 + 128 + std::mem::size_of::<Prepared>() as u64 + 16;
 
 /// Bytes a header map spends per field beyond name and value (bucket, index slot, `Bytes`).
 const FIELD_OVERHEAD: usize = 96;
@@ -184,15 +185,26 @@ pub struct Object {
     /// Window past `ttl + grace` in which the object is kept for revalidation and fallback.
     pub keep: Duration,
     /// The header fields of a full (200) delivery, built on first use: stored fields plus
-    /// `Content-Length` and `Via`, cache-only fields removed, and `Age` / `Cache-Status`
-    /// placeholders, so a hit clones one map and replaces two values in place instead of
-    /// growing and rehashing it (see bench/RESULTS.md, "hit path").
-    /// Boxed: an object that is never hit pays one pointer for it, not a whole map.
-    pub prepared: std::sync::OnceLock<Box<HeaderMap>>,
+    /// `Content-Length` and `Via`, cache-only fields removed, and `Age` / `Cache-Status` as
+    /// of the last delivery's second. A delivery in the same second with the same status
+    /// clones the map as it is; otherwise it replaces the two values and stores the result
+    /// for the deliveries after it (see bench/RESULTS.md, "hit path").
+    /// Behind a pointer: an object that is never hit pays one pointer for it, not a map.
+    pub prepared: arc_swap::ArcSwapOption<Prepared>,
     /// When the response head arrived (monotonic).
     pub stored_at: Instant,
     /// Tier bookkeeping (admission, promotion).
     pub state: TierState,
+}
+
+/// A full delivery's header fields as of one second of an object's age ([`Object::prepared`]).
+#[derive(Debug)]
+pub struct Prepared {
+    /// The object's `Age`, whole seconds, that `map` carries.
+    pub age: u64,
+    /// The `Cache-Status` value `map` carries.
+    pub status: HeaderValue,
+    pub map: HeaderMap,
 }
 
 impl Object {
