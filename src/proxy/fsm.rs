@@ -248,7 +248,7 @@ impl Txn {
     /// Validates the request and decides between cache lookup and pass.
     fn recv(&mut self) -> Step {
         self.proxy.counters.client_req.inc();
-        let host = match self.authority() {
+        let host = match Txn::authority(&self.req) {
             Ok(h) => h,
             Err(problem) => {
                 self.proxy.counters.client_req_400.inc();
@@ -266,14 +266,14 @@ impl Txn {
             .path_and_query()
             .map(|p| p.as_str())
             .unwrap_or("/");
-        self.key = Some(CacheKey::new(&host, path));
+        self.key = Some(CacheKey::new(host, path));
         if self.req.method.as_str() == "PURGE" {
             return self.purge();
         }
         let rules = &self.proxy.rules;
         let mut forced_lookup = false;
         if !rules.is_empty() {
-            let path = path.to_string();
+            let (host, path) = (host.to_string(), path.to_string());
             let outcome = rules.on_request(&host, &path, &self.req.method, &mut self.req.headers);
             self.matched_rules = outcome.matched;
             if let Some(name) = &outcome.director {
@@ -394,21 +394,24 @@ impl Txn {
     }
 
     /// The authority the request is for: the absolute-form target's, else the single Host.
-    fn authority(&self) -> Result<String, &'static str> {
-        let hosts: Vec<&HeaderValue> = self.req.headers.get_all(header::HOST).iter().collect();
-        if hosts.len() > 1 {
+    /// The request's authority: the absolute-form target's, else the single `Host` field's.
+    /// Borrowed from the request, not copied (this runs on every request).
+    fn authority(req: &Parts) -> Result<&str, &'static str> {
+        let mut hosts = req.headers.get_all(header::HOST).iter();
+        let host = hosts.next();
+        if hosts.next().is_some() {
             return Err("duplicate Host header");
         }
-        if let Some(authority) = self.req.uri.authority() {
-            return Ok(authority.as_str().to_string());
+        if let Some(authority) = req.uri.authority() {
+            return Ok(authority.as_str());
         }
-        match hosts.first() {
+        match host {
             Some(h) => match h.to_str() {
-                Ok(s) if !s.is_empty() && !s.contains(['/', ' ', '@']) => Ok(s.to_string()),
+                Ok(s) if !s.is_empty() && !s.contains(['/', ' ', '@']) => Ok(s),
                 _ => Err("invalid Host header"),
             },
-            None if self.req.version == Version::HTTP_11 => Err("missing Host header"),
-            None => Ok(String::new()),
+            None if req.version == Version::HTTP_11 => Err("missing Host header"),
+            None => Ok(""),
         }
     }
 
