@@ -274,12 +274,14 @@ fn respond(
             }
         }
     }
-    // An error followed by a close: the client may still be sending; linger.
-    let close = resp
-        .headers()
-        .get(http::header::CONNECTION)
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
-    if close && resp.status().as_u16() >= 400 {
+    // An error followed by a close: the client may still be sending; linger. (The status
+    // first: a field lookup in every hit's ten-odd fields was ~85 instructions.)
+    if resp.status().as_u16() >= 400
+        && resp
+            .headers()
+            .get(http::header::CONNECTION)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"))
+    {
         state.linger_on_close();
     }
     resp.map(|b| b.with_on_done(state))
