@@ -241,10 +241,10 @@ fn respond(
     check_body: bool,
     state: Arc<ConnState>,
     upgrade: Option<Upgrade>,
-    live: &Live,
+    proxy: &Proxy,
 ) -> Response<ResponseBody> {
     if check_body && let Some(v) = state.body_error() {
-        resp = live.load().refuse_body(v, resp);
+        resp = proxy.refuse_body(v, resp);
     }
     let backend = (resp.status() == StatusCode::SWITCHING_PROTOCOLS)
         .then(|| resp.extensions_mut().remove::<hyper::upgrade::OnUpgrade>())
@@ -252,7 +252,7 @@ fn respond(
     match (upgrade, backend) {
         (Some(up), Some(backend)) => {
             state.decide_upgrade(true);
-            let counters = live.load().counters.clone();
+            let counters = proxy.counters.clone();
             counters.client_tunnel.inc();
             tokio::spawn(tunnel::run(
                 up.client,
@@ -270,7 +270,7 @@ fn respond(
             if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
                 // Never a 101 without a tunnel behind it.
                 drop(backend);
-                resp = live.load().refuse(502, "backend-invalid-response");
+                resp = proxy.refuse(502, "backend-invalid-response");
             }
         }
     }
@@ -435,19 +435,18 @@ async fn serve_session(
             // The stand-in for a request the gate refused: answer it, close.
             Some(v) => {
                 let resp = proxy.refuse_request(v, peer.ip(), state.refused_line());
-                return Answer::now(respond(resp, false, state, upgrade, &svc_live));
+                return Answer::now(respond(resp, false, state, upgrade, &proxy));
             }
             None => proxy.handle(req, peer),
         };
         match answered {
             // No step had to wait (a hit from memory): no future, nothing for hyper to move.
-            Handled::Done(resp) => Answer::now(respond(resp, true, state, upgrade, &svc_live)),
+            Handled::Done(resp, proxy) => Answer::now(respond(resp, true, state, upgrade, &proxy)),
             Handled::Waits(rest) => {
-                let live = svc_live.clone();
                 let guard = InFlight::new(state);
                 Answer::Pending(Box::pin(async move {
-                    let resp = rest.run().await;
-                    respond(resp, true, guard.hand_over(), upgrade, &live)
+                    let (resp, proxy) = rest.run().await;
+                    respond(resp, true, guard.hand_over(), upgrade, &proxy)
                 }))
             }
         }

@@ -145,7 +145,10 @@ pub(super) fn start(proxy: Arc<Proxy>, req: Request<Incoming>, client: SocketAdd
         close: false,
     };
     match drive(&mut txn, Step::Recv) {
-        Step::Deliver(resp) => Handled::Done(super::observe::deliver(&txn, resp, started)),
+        Step::Deliver(resp) => {
+            let resp = super::observe::deliver(&txn, resp, started);
+            Handled::Done(resp, txn.proxy)
+        }
         step => Handled::Waits(Box::new(Rest { txn, step, started })),
     }
 }
@@ -154,8 +157,8 @@ pub(super) fn start(proxy: Arc<Proxy>, req: Request<Incoming>, client: SocketAdd
 /// carry it through its returns; it costs one allocation per request that waits anyway
 /// (measured neutral on hits: `bench/ab_paired.sh`, 99.7%).
 pub enum Handled {
-    /// The response: no step had to wait.
-    Done(Response<ResponseBody>),
+    /// The response, and the configuration snapshot the request ran with: no step had to wait.
+    Done(Response<ResponseBody>, Arc<Proxy>),
     /// A step must wait: the rest of the request, to run with [`Rest::run`].
     Waits(Box<Rest>),
 }
@@ -168,8 +171,9 @@ pub struct Rest {
 }
 
 impl Rest {
-    /// Runs the remaining steps to `Deliver`, waiting where a step must.
-    pub async fn run(self: Box<Self>) -> Response<ResponseBody> {
+    /// Runs the remaining steps to `Deliver`, waiting where a step must; the response and the
+    /// configuration snapshot the request ran with.
+    pub async fn run(self: Box<Self>) -> (Response<ResponseBody>, Arc<Proxy>) {
         let Rest {
             mut txn,
             mut step,
@@ -181,7 +185,10 @@ impl Rest {
                 Step::Fetch(mode) => fetch::fetch(&mut txn, mode).await,
                 Step::LookupIo(key, now) => txn.lookup_io(key, now).await,
                 Step::RecheckIo(key, now, guard) => txn.recheck_io(key, now, guard).await,
-                Step::Deliver(resp) => return super::observe::deliver(&txn, resp, started),
+                Step::Deliver(resp) => {
+                    let resp = super::observe::deliver(&txn, resp, started);
+                    return (resp, txn.proxy);
+                }
                 step => drive(&mut txn, step),
             };
         }
