@@ -39,13 +39,16 @@ for _ in $(seq 1200); do grep -q IDLE_READY "$TMP/idle.txt" && break; sleep 0.1;
 t1=$(date +%s.%N)
 grep -q IDLE_READY "$TMP/idle.txt" || { echo "clients idle failed:" >&2; cat "$TMP/idle.txt" >&2; exit 1; }
 echo "idle_release=$REL: $(grep IDLE_READY "$TMP/idle.txt") opened in $(python3 -c "print(round($t1 - $t0, 1))") s"
-for wait in 1 2 3; do
-  sleep "$wait"
-  echo "  +$wait s: $(per_conn "$rss0") KiB per idle connection"
+for at in 1 3 6; do   # seconds after the last connection opened
+  sleep $(( at - ${prev:-0} )); prev=$at
+  echo "  +$at s: $(per_conn "$rss0") KiB per idle connection"
 done
 if command -v gdb >/dev/null; then
   gdb -p "$SPID" -batch -ex 'call (int)malloc_trim(0)' >/dev/null 2>&1 || true
   echo "  after malloc_trim(0): $(per_conn "$rss0") KiB per idle connection"
 fi
-released=$(curl -s "http://127.0.0.1:$ADMIN/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["client_idle_released"])')
-echo "  client_idle_released=$released"
+curl -s "http://127.0.0.1:$ADMIN/stats" | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+print("  client_idle_released=%d mem_trim=%d mem_trim_usec=%d" % (s["client_idle_released"], s["mem_trim"], s["mem_trim_usec"]))'
+

@@ -29,6 +29,7 @@ use crate::stats::Counters;
 
 mod gate;
 mod refuse;
+mod trim;
 mod tunnel;
 
 use gate::{ConnState, Gate, PHASE_HEAD, PHASE_IDLE};
@@ -94,6 +95,7 @@ pub async fn start_with(
     }
     live.sync_probes();
     tasks.spawn(sweep_bans(live.clone(), shutdown.subscribe()));
+    tasks.spawn(trim::run(live.clone(), shutdown.subscribe()));
     Ok(Running {
         live,
         listen,

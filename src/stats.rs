@@ -57,6 +57,8 @@ counters! {
     client_req_400: "Client requests rejected as malformed (400)",
     client_idle_closed: "Client connections closed after idle_timeout",
     client_idle_released: "Keep-alive client connections that gave back their buffers and request state after idle_release (rebuilt when the next request arrives)",
+    mem_trim: "Times freed session memory was returned to the operating system (malloc_trim) after at least 1,000 released connections",
+    mem_trim_usec: "Microseconds spent returning freed memory to the operating system (mem_trim)",
     client_header_timeout: "Client connections closed by header_read_timeout",
     client_body_timeout: "Client connections closed because the request body came too slowly (body_timeout, body_min_rate)",
     client_send_timeout: "Client connections closed because a response write made no progress for send_timeout",

@@ -1,0 +1,93 @@
+//! Gives the memory of released sessions back to the operating system.
+//!
+//! glibc keeps what a program frees for its next allocations, so after a burst of keep-alive
+//! connections went idle and were released (`server.idle_release`), their sessions' ~16 KiB
+//! each (hyper's buffers, the gate, the session future) stay in the process's RSS until new
+//! sessions reuse them. Once at least [`TRIM_AFTER`] sessions were released since the last
+//! trim and the burst is over (fewer than a tenth of them came in the last second), or
+//! [`STEADY`] has passed with that many released, `malloc_trim(0)` hands whole free pages
+//! back to the kernel. It runs on the blocking pool; while it walks a thread's malloc arena
+//! that thread's allocations wait, which is why it runs after bursts and at most once per
+//! [`STEADY`] under steady churn, never per release. Counted in `mem_trim` /
+//! `mem_trim_usec` (measured effect: bench/RESULTS.md, workload 7).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::reload::Live;
+
+/// Released sessions (~16 KiB each, so ~16 MiB) that make a trim worth its walk of the heap.
+pub const TRIM_AFTER: u64 = 1000;
+
+/// Under steady churn (releases every second), at most one trim per this interval.
+pub const STEADY: Duration = Duration::from_secs(30);
+
+/// Whether to trim now: `pending` sessions released since the last trim, `last_second` of
+/// them in the last second, `since` the last trim.
+pub fn should_trim(pending: u64, last_second: u64, since: Duration) -> bool {
+    pending >= TRIM_AFTER && (last_second * 10 < pending || since >= STEADY)
+}
+
+/// Checks once a second until shutdown.
+pub(super) async fn run(live: Arc<Live>, mut shutdown: watch::Receiver<bool>) {
+    let released = || live.load().counters.client_idle_released.get();
+    let (mut at_trim, mut previous) = (released(), released());
+    let mut last_trim = Instant::now();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = shutdown.changed() => return,
+        }
+        let now = released();
+        let (pending, last_second) = (now - at_trim, now - previous);
+        previous = now;
+        if !should_trim(pending, last_second, last_trim.elapsed()) {
+            continue;
+        }
+        at_trim = now;
+        last_trim = Instant::now();
+        if let Ok(took) = tokio::task::spawn_blocking(trim).await {
+            let counters = &live.load().counters;
+            counters.mem_trim.inc();
+            counters.mem_trim_usec.add(took.as_micros() as u64);
+            tracing::debug!(released = pending, ?took, "freed session memory returned");
+        }
+    }
+}
+
+/// Returns free heap pages to the kernel; how long that took.
+fn trim() -> Duration {
+    let started = Instant::now();
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks glibc's own heap structures under their locks; it has no
+    // preconditions on the caller.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    started.elapsed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trims_after_a_burst_is_over_not_during_it() {
+        let s = Duration::from_secs(1);
+        // Not enough released yet.
+        assert!(!should_trim(TRIM_AFTER - 1, 0, STEADY));
+        // Still coming in: wait for the burst to end.
+        assert!(!should_trim(5000, 4000, s));
+        // The burst is over.
+        assert!(should_trim(5000, 100, s));
+        assert!(should_trim(TRIM_AFTER, 0, s));
+    }
+
+    #[test]
+    fn steady_churn_trims_at_most_once_per_interval() {
+        assert!(!should_trim(3000, 1000, STEADY - Duration::from_secs(1)));
+        assert!(should_trim(3000, 1000, STEADY));
+    }
+}
