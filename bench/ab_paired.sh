@@ -51,19 +51,7 @@ for run in $(seq "$RUNS"); do
   PIDS+=("$pid_a" "$pid_b")
   [[ $A == reference ]] || wait_for_hit "$port_a" "$OBJECT"
   wait_for_hit "$port_b" "$OBJECT"
-  paired_wrk "$CONNS" 1 "http://127.0.0.1:$port_a/$OBJECT" /dev/null "http://127.0.0.1:$port_b/$OBJECT" /dev/null
-  a0=$(cpu_ticks "$pid_a"); b0=$(cpu_ticks "$pid_b")
-  paired_wrk "$CONNS" "$SECS" "http://127.0.0.1:$port_a/$OBJECT" "$TMP/wrk-a.txt" \
-    "http://127.0.0.1:$port_b/$OBJECT" "$TMP/wrk-b.txt"
-  a1=$(cpu_ticks "$pid_a"); b1=$(cpu_ticks "$pid_b")
-  req_a=$(awk '/requests in/ {print $1}' "$TMP/wrk-a.txt")
-  req_b=$(awk '/requests in/ {print $1}' "$TMP/wrk-b.txt")
-  kill -TERM "$pid_a" "$pid_b"; wait "$pid_a" "$pid_b" 2>/dev/null || true
-  read -r us_a us_b ratio < <(python3 -c "
-t = $(getconf CLK_TCK)
-a = ($a1 - $a0) * 1e6 / t / $req_a
-b = ($b1 - $b0) * 1e6 / t / $req_b
-print(f'{a:.2f} {b:.2f} {100 * a / b:.1f}')")
+  read -r req_a us_a req_b us_b ratio < <(paired_cpu "$pid_a" "$port_a" "$pid_b" "$port_b" 1)
   printf 'run %s: A %9s req %6s µs CPU/request | B %9s req %6s µs CPU/request | A/B %5s%%\n' \
     "$run" "$req_a" "$us_a" "$req_b" "$us_b" "$ratio" >&2
   ratios+=("$ratio")

@@ -35,20 +35,8 @@ access_log = \"$TMP/access.log\"
 format = \"$MODE\"")
   PIDS+=("$pid_off" "$pid_on")
   wait_for_hit "$port_off" "$OBJECT"; wait_for_hit "$port_on" "$OBJECT"
-  paired_wrk "$CONNS" 2 "http://127.0.0.1:$port_off/$OBJECT" /dev/null "http://127.0.0.1:$port_on/$OBJECT" /dev/null
-  off0=$(cpu_ticks "$pid_off"); on0=$(cpu_ticks "$pid_on")
-  paired_wrk "$CONNS" "$SECS" "http://127.0.0.1:$port_off/$OBJECT" "$TMP/wrk-off.txt" \
-    "http://127.0.0.1:$port_on/$OBJECT" "$TMP/wrk-on.txt"
-  off1=$(cpu_ticks "$pid_off"); on1=$(cpu_ticks "$pid_on")
-  req_off=$(awk '/requests in/ {print $1}' "$TMP/wrk-off.txt")
-  req_on=$(awk '/requests in/ {print $1}' "$TMP/wrk-on.txt")
-  kill -TERM "$pid_off" "$pid_on"; wait "$pid_off" "$pid_on" 2>/dev/null || true
+  read -r req_off us_off req_on us_on ratio < <(paired_cpu "$pid_off" "$port_off" "$pid_on" "$port_on" 2)
   lines=$(wc -l < "$TMP/access.log"); rm -f "$TMP/access.log"
-  read -r us_off us_on ratio < <(python3 -c "
-t = $(getconf CLK_TCK)
-a = ($off1 - $off0) * 1e6 / t / $req_off
-b = ($on1 - $on0) * 1e6 / t / $req_on
-print(f'{a:.2f} {b:.2f} {100 * a / b:.1f}')")
   printf 'run %s: off %9s req %6s µs CPU/request | %-8s %9s req %6s µs CPU/request (%s log lines) | off/on %5s%%\n' \
     "$run" "$req_off" "$us_off" "$MODE" "$req_on" "$us_on" "$lines" "$ratio" >&2
   ratios+=("$ratio")

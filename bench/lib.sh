@@ -28,6 +28,26 @@ paired_wrk() {
   timeout $(($2 + 30)) taskset -c 1 wrk -t1 -c"$1" -d"$2s" "$5" >"$6"
   wait "$first"
 }
+# Two servers measured at once (both already serving /$OBJECT): WARM s of paired wrk, then
+# $SECS s measured with $CONNS connections each; stops both; prints
+# "requests_a µs_a requests_b µs_b A/B%" (CPU per request, user + system, all threads).
+#   paired_cpu PID_A PORT_A PID_B PORT_B WARM
+paired_cpu() {
+  local pa=$1 porta=$2 pb=$3 portb=$4 a0 b0 a1 b1 ra rb
+  local url_a="http://127.0.0.1:$porta/$OBJECT" url_b="http://127.0.0.1:$portb/$OBJECT"
+  paired_wrk "$CONNS" "$5" "$url_a" /dev/null "$url_b" /dev/null
+  a0=$(cpu_ticks "$pa"); b0=$(cpu_ticks "$pb")
+  paired_wrk "$CONNS" "$SECS" "$url_a" "$TMP/wrk-a.txt" "$url_b" "$TMP/wrk-b.txt"
+  a1=$(cpu_ticks "$pa"); b1=$(cpu_ticks "$pb")
+  ra=$(awk '/requests in/ {print $1}' "$TMP/wrk-a.txt")
+  rb=$(awk '/requests in/ {print $1}' "$TMP/wrk-b.txt")
+  kill -TERM "$pa" "$pb"; wait "$pa" "$pb" 2>/dev/null || true
+  python3 -c "
+t = $(getconf CLK_TCK)
+a = ($a1 - $a0) * 1e6 / t / $ra
+b = ($b1 - $b0) * 1e6 / t / $rb
+print(f'$ra {a:.2f} $rb {b:.2f} {100 * a / b:.1f}')"
+}
 # Starts ORIGIN (bench/origin.rs) on CPU 1 and sets ORIGIN_PORT.
 start_origin() {
   ORIGIN_PORT=$(free_port)
