@@ -20,6 +20,7 @@ use tokio::task::AbortHandle;
 use crate::backend::{Backend, probe};
 use crate::config::{Config, Overrides, units};
 use crate::proxy::Proxy;
+use crate::server::park::Parking;
 
 /// Where the configuration comes from, for reloads.
 #[derive(Clone, Debug)]
@@ -59,14 +60,17 @@ pub struct Live {
     listeners: Mutex<Vec<Listener>>,
     probes: Mutex<Vec<(Arc<Backend>, AbortHandle)>>,
     shutdown: watch::Receiver<bool>,
+    /// Released client connections, waiting for their next request.
+    parking: Arc<Parking>,
 }
 
 impl Live {
-    pub fn new(
+    pub(crate) fn new(
         proxy: Arc<Proxy>,
         source: ConfigSource,
         overrides: Overrides,
         shutdown: watch::Receiver<bool>,
+        parking: Arc<Parking>,
     ) -> Arc<Live> {
         Arc::new(Live {
             current: ArcSwap::new(proxy),
@@ -77,7 +81,13 @@ impl Live {
             listeners: Mutex::new(Vec::new()),
             probes: Mutex::new(Vec::new()),
             shutdown,
+            parking,
         })
+    }
+
+    /// Where released client connections wait (see `server::park`).
+    pub(crate) fn parking(&self) -> &Parking {
+        &self.parking
     }
 
     /// The current configuration's proxy. Load once per request and keep it.

@@ -28,6 +28,7 @@ use crate::reload::{ConfigSource, Live};
 use crate::stats::Counters;
 
 mod gate;
+pub(crate) mod park;
 mod refuse;
 mod trim;
 mod tunnel;
@@ -60,7 +61,15 @@ pub async fn start_with(
     let counters = Arc::new(Counters::default());
     let proxy = Proxy::new(config.clone(), counters)?;
     let (shutdown, _) = watch::channel(false);
-    let live = Live::new(proxy.clone(), source, overrides, shutdown.subscribe());
+    let parking =
+        park::Parking::new().context("cannot create the parked connections' epoll set")?;
+    let live = Live::new(
+        proxy.clone(),
+        source,
+        overrides,
+        shutdown.subscribe(),
+        parking.clone(),
+    );
     let mut tasks = JoinSet::new();
     let mut bound = Vec::new();
     for addr in &config.server.listen {
@@ -96,6 +105,7 @@ pub async fn start_with(
     live.sync_probes();
     tasks.spawn(sweep_bans(live.clone(), shutdown.subscribe()));
     tasks.spawn(trim::run(live.clone(), shutdown.subscribe()));
+    tasks.spawn(park::run(parking, live.clone(), shutdown.subscribe()));
     Ok(Running {
         live,
         listen,
@@ -190,6 +200,7 @@ pub(crate) async fn accept_loop(
                     peer,
                     live.clone(),
                     shutdown.clone(),
+                    None,
                 ));
             }
             Err(e) => {
@@ -326,71 +337,36 @@ impl Drop for OpenConn {
     }
 }
 
-/// Counts a connection in the released gauge while it waits released, however the wait ends.
-struct Released<'a>(&'a Shared);
-
-impl<'a> Released<'a> {
-    fn new(shared: &'a Shared) -> Released<'a> {
-        shared.released_conns.fetch_add(1, Ordering::Relaxed);
-        Released(shared)
-    }
-}
-
-impl Drop for Released<'_> {
-    fn drop(&mut self) {
-        self.0.released_conns.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// A client connection for its whole life: HTTP sessions (hyper) while it is used, and, after
-/// `idle_release` without a request, a released state in which only the socket, a timer and
-/// this task's few hundred bytes remain (the session and its buffers are freed) until the next
-/// request arrives, `idle_timeout` ends it or Shellac shuts down.
+/// A client connection from accept (or from the parking lot, `open` then carried over) until
+/// it closes or is released: one HTTP session (hyper behind the strict gate). After
+/// `idle_release` without a request the session is freed and the socket parked
+/// ([`park::Parking`]) until the next request arrives, `idle_timeout` ends it or Shellac
+/// shuts down; the next request starts a new task.
 async fn client_connection(
     stream: TcpStream,
     peer: SocketAddr,
     live: Arc<Live>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
+    open: Option<Arc<OpenConn>>,
 ) {
-    // Counters and shared state are the same in every configuration generation.
-    let (counters, shared, nodelay) = {
-        let proxy = live.load();
-        let nodelay = proxy.config.server.tcp_nodelay;
-        (proxy.counters.clone(), proxy.shared.clone(), nodelay)
-    };
-    // Shared with a tunnel that outlives this task (an upgraded connection is still open).
-    let open = Arc::new(OpenConn(shared));
-    let _ = stream.set_nodelay(nodelay);
-    let mut stream = stream;
-    loop {
-        let idle_end = {
-            // Connection settings come from the configuration current when a session starts.
-            let cfg = live.load().config.server.clone();
-            // Boxed: a released connection keeps only this loop's state, not the session's.
-            let session = serve_session(stream, peer, &live, &open, &cfg, shutdown.clone());
-            let Some((released, idle_since)) = Box::pin(session).await else {
-                return;
-            };
-            stream = released;
-            idle_since.saturating_add(ms(cfg.idle_timeout.0))
-        };
-        let wait = Duration::from_millis(idle_end.saturating_sub(now_ms()));
-        // The gauge before the counter: whoever sees the count sees the gauge too.
-        let _released = Released::new(&open.0);
-        counters.client_idle_released.inc();
-        tokio::select! {
-            readable = stream.readable() => {
-                // The next request (or the client's close, which the next session reads).
-                if readable.is_err() {
-                    return;
-                }
-            }
-            _ = tokio::time::sleep(wait) => {
-                counters.client_idle_closed.inc();
-                return;
-            }
-            _ = shutdown.changed() => return,
+    // Connection settings come from the configuration current when a session starts.
+    let cfg = live.load().config.server.clone();
+    let open = match open {
+        Some(open) => open,
+        None => {
+            let _ = stream.set_nodelay(cfg.tcp_nodelay);
+            // Shared with a tunnel that outlives this task (an upgraded connection).
+            Arc::new(OpenConn(live.load().shared.clone()))
         }
+    };
+    let session = serve_session(stream, peer, &live, &open, &cfg, shutdown);
+    let Some((released, idle_since)) = session.await else {
+        return;
+    };
+    let deadline = idle_since.saturating_add(ms(cfg.idle_timeout.0));
+    // The gauge (in park) before the counter: whoever sees the count sees the gauge too.
+    if live.parking().park(released, peer, open, deadline) {
+        live.load().counters.client_idle_released.inc();
     }
 }
 
