@@ -359,7 +359,10 @@ async fn client_connection(
             Arc::new(OpenConn(live.load().shared.clone()))
         }
     };
-    let session = serve_session(stream, peer, &live, &open, &cfg, shutdown);
+    // Boxed: this task's future stays small, so spawning it (from accept or the parking lot)
+    // moves a few hundred bytes, not the session's state (callgrind, a new session per
+    // request: memcpy −1,350 instructions per request, −300 net of the box's allocation).
+    let session = Box::pin(serve_session(stream, peer, &live, &open, &cfg, shutdown));
     let Some((released, idle_since)) = session.await else {
         return;
     };
