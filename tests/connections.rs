@@ -235,6 +235,41 @@ async fn shutdown_closes_released_connections() {
     }
 }
 
+/// Shutdown reaches sessions that are kept (not released) and have served many requests: each
+/// session's shutdown signal is polled cheaply after its first poll (`server::Stop`) and must
+/// still fire. Regression guard for that shortcut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_closes_kept_sessions_after_many_requests() {
+    // Cacheable: the requests after the first are hits, answered without the origin.
+    let origin = Origin::start(|_| Reply::ok("x").cc("max-age=60")).await;
+    let shellac = start(&origin, |c| c.server.idle_release = Dur(Duration::ZERO)).await;
+    let mut conns = Vec::new();
+    for _ in 0..5 {
+        let mut s = TcpStream::connect(shellac.addr).await.unwrap();
+        for _ in 0..50 {
+            s.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+                .await
+                .unwrap();
+            read_responses(&mut s, 1).await;
+        }
+        conns.push(s);
+    }
+    let started = std::time::Instant::now();
+    shellac.stop_with(Duration::from_secs(10)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "shutdown waited {:?} for idle sessions",
+        started.elapsed()
+    );
+    for mut s in conns {
+        let mut rest = Vec::new();
+        let n = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut rest))
+            .await
+            .expect("closed");
+        assert_eq!(n.unwrap_or(0), 0);
+    }
+}
+
 /// A slow reader: the whole response is in Shellac's write buffer (the request is over), but
 /// the client has not read it yet. Releasing now would take the socket from under the bytes
 /// still to be written; the connection is released only once they are out.
