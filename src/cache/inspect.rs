@@ -118,7 +118,7 @@ impl Object {
 
     /// Freshness lifetime.
     pub fn ttl(&self) -> Duration {
-        self.ttl
+        self.ttl.get()
     }
 
     /// Time left in which the object may be served stale while refreshed (zero when stale
@@ -127,12 +127,12 @@ impl Object {
         if !self.stale_ok {
             return Duration::ZERO;
         }
-        (self.ttl + self.grace).saturating_sub(self.age(now))
+        (self.ttl.get() + self.grace.get()).saturating_sub(self.age(now))
     }
 
     /// Time left before the object is dropped (past TTL, grace and keep).
     pub fn keep_left(&self, now: Instant) -> Duration {
-        (self.ttl + self.grace + self.keep).saturating_sub(self.age(now))
+        (self.ttl.get() + self.grace.get() + self.keep.get()).saturating_sub(self.age(now))
     }
 
     /// Time left in which a backend 5xx may be answered with this object; None when the
@@ -142,7 +142,8 @@ impl Object {
             return None;
         }
         self.stale_if_error
-            .map(|w| (self.ttl + w).saturating_sub(self.age(now)))
+            .get()
+            .map(|w| (self.ttl.get() + w).saturating_sub(self.age(now)))
     }
 
     /// The stored status code.
@@ -178,7 +179,7 @@ impl Object {
 
     /// The `Vary` selection as (field, value) text; None for a field the request lacked.
     pub fn vary_selection(&self) -> Vec<(String, Option<String>)> {
-        self.vary
+        self.vary()
             .iter()
             .map(|(n, v)| {
                 let v = v

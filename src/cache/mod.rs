@@ -170,20 +170,21 @@ pub struct Object {
     pub headers: StoredFields,
     pub body: Body,
     pub body_len: u64,
-    /// Request header values this object was selected by (`Vary`), as (name, value) pairs.
-    pub vary: VarySelection,
-    /// RFC 9111 corrected_initial_age.
-    pub initial_age: Duration,
+    /// Request header values this object was selected by (`Vary`), as (name, value) pairs;
+    /// boxed, and `None` without `Vary`: one pointer on the objects that have none.
+    pub vary: Option<Box<VarySelection>>,
+    /// RFC 9111 corrected_initial_age. The lifetimes are [`Span`]s: 8 bytes each.
+    pub initial_age: Span,
     /// Freshness lifetime.
-    pub ttl: Duration,
+    pub ttl: Span,
     /// Whether it may be served stale at all (see `StorePlan::stale_ok`).
     pub stale_ok: bool,
     /// Stale-while-revalidate window past `ttl`.
-    pub grace: Duration,
+    pub grace: Span,
     /// Window past `ttl` in which a backend 5xx may be answered with this object.
-    pub stale_if_error: Option<Duration>,
+    pub stale_if_error: MaybeSpan,
     /// Window past `ttl + grace` in which the object is kept for revalidation and fallback.
-    pub keep: Duration,
+    pub keep: Span,
     /// The header fields of a full (200) delivery, built on first use: stored fields plus
     /// `Content-Length` and `Via`, cache-only fields removed, and `Age` / `Cache-Status` as
     /// of the last delivery's second. A delivery in the same second with the same status
@@ -195,6 +196,58 @@ pub struct Object {
     pub stored_at: Instant,
     /// Tier bookkeeping (admission, promotion).
     pub state: TierState,
+}
+
+/// A duration in 8 bytes (whole milliseconds) instead of `Duration`'s 16: an object keeps five
+/// of them (bench/RESULTS.md, "memory per object"). Saturates at ~584 million years.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Span(u64);
+
+impl Span {
+    pub const ZERO: Span = Span(0);
+
+    pub fn new(d: Duration) -> Span {
+        Span(d.as_millis().min(u64::MAX as u128) as u64)
+    }
+
+    pub fn get(self) -> Duration {
+        Duration::from_millis(self.0)
+    }
+
+    pub fn millis(self) -> u64 {
+        self.0
+    }
+}
+
+impl From<Duration> for Span {
+    fn from(d: Duration) -> Span {
+        Span::new(d)
+    }
+}
+
+/// An optional [`Span`] in 8 bytes (`u64::MAX` is "none").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MaybeSpan(u64);
+
+impl MaybeSpan {
+    pub const NONE: MaybeSpan = MaybeSpan(u64::MAX);
+
+    pub fn new(d: Option<Duration>) -> MaybeSpan {
+        match d {
+            Some(d) => MaybeSpan(d.as_millis().min(u64::MAX as u128 - 1) as u64),
+            None => MaybeSpan::NONE,
+        }
+    }
+
+    pub fn get(self) -> Option<Duration> {
+        (self.0 != u64::MAX).then(|| Duration::from_millis(self.0))
+    }
+}
+
+impl From<Option<Duration>> for MaybeSpan {
+    fn from(d: Option<Duration>) -> MaybeSpan {
+        MaybeSpan::new(d)
+    }
 }
 
 /// A full delivery's header fields as of one second of an object's age ([`Object::prepared`]).
@@ -210,22 +263,22 @@ pub struct Prepared {
 impl Object {
     /// RFC 9111 §4.2.3 current_age.
     pub fn age(&self, now: Instant) -> Duration {
-        self.initial_age + now.saturating_duration_since(self.stored_at)
+        self.initial_age.get() + now.saturating_duration_since(self.stored_at)
     }
 
     pub fn is_fresh(&self, now: Instant) -> bool {
-        self.age(now) < self.ttl
+        self.age(now) < self.ttl.get()
     }
 
     /// Stale, but within its stale-while-revalidate window: deliver and refresh.
     pub fn within_grace(&self, now: Instant) -> bool {
-        self.stale_ok && self.age(now) < self.ttl + self.grace
+        self.stale_ok && self.age(now) < self.ttl.get() + self.grace.get()
     }
 
     /// Stale beyond grace but within `keep`: usable for revalidation, and for answering when no
     /// backend can be reached (if stale serving is allowed at all).
     pub fn within_keep(&self, now: Instant) -> bool {
-        self.age(now) < self.ttl + self.grace + self.keep
+        self.age(now) < self.ttl.get() + self.grace.get() + self.keep.get()
     }
 
     /// Whether a backend 5xx may be answered with this stale object (`stale-if-error`).
@@ -233,7 +286,8 @@ impl Object {
         self.stale_ok
             && self
                 .stale_if_error
-                .is_some_and(|w| self.age(now) < self.ttl + w)
+                .get()
+                .is_some_and(|w| self.age(now) < self.ttl.get() + w)
     }
 
     /// The stored `ETag`, if any.
@@ -248,12 +302,17 @@ impl Object {
 
     /// Freshness left, zero once stale.
     pub fn remaining_ttl(&self, now: Instant) -> Duration {
-        self.ttl.saturating_sub(self.age(now))
+        self.ttl.get().saturating_sub(self.age(now))
+    }
+
+    /// The request values this object was selected by (`Vary`); empty without `Vary`.
+    pub fn vary(&self) -> &[(HeaderName, Option<HeaderValue>)] {
+        self.vary.as_deref().map_or(&[], |v| v.as_slice())
     }
 
     /// Whether `request` selects this object (RFC 9111 §4.1).
     pub fn vary_matches(&self, request: &HeaderMap) -> bool {
-        vary_matches(&self.vary, request)
+        vary_matches(self.vary(), request)
     }
 
     /// A copy that is stale from `now` on (soft purge); None for bodies on disk.
@@ -268,7 +327,7 @@ impl Object {
             body_len: self.body_len,
             vary: self.vary.clone(),
             initial_age: self.initial_age,
-            ttl: self.ttl.min(self.age(now)),
+            ttl: Span::new(self.ttl.get().min(self.age(now))),
             stale_ok: self.stale_ok,
             grace: self.grace,
             keep: self.keep,
@@ -324,6 +383,11 @@ impl Object {
 
 /// The request header values a stored response was selected by (`Vary`).
 pub type VarySelection = Vec<(HeaderName, Option<HeaderValue>)>;
+
+/// A selection as an object keeps it: boxed, and nothing at all without `Vary`.
+pub fn boxed_vary(selection: VarySelection) -> Option<Box<VarySelection>> {
+    (!selection.is_empty()).then(|| Box::new(selection))
+}
 
 /// Whether `request` carries the same values for the `Vary` fields as `selection`.
 /// A field present several times never matches (it would need combining first).
@@ -619,15 +683,53 @@ pub fn test_object(headers: &[(&str, &str)]) -> Object {
         ),
         body: Body::Memory(smallvec::smallvec![Bytes::from_static(b"x")]),
         body_len: 1,
-        vary: vec![],
-        initial_age: Duration::ZERO,
-        ttl: Duration::from_secs(60),
+        vary: None,
+        initial_age: Span::ZERO,
+        ttl: Span::new(Duration::from_secs(60)),
         stale_ok: true,
-        grace: Duration::ZERO,
-        keep: Duration::ZERO,
-        stale_if_error: None,
+        grace: Span::ZERO,
+        keep: Span::ZERO,
+        stale_if_error: MaybeSpan::NONE,
         stored_at: Instant::now(),
         state: TierState::default(),
         prepared: Default::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_keep_milliseconds_and_none() {
+        let d = Duration::from_millis(31_536_000_123);
+        assert_eq!(Span::new(d).get(), d);
+        assert_eq!(
+            Span::new(Duration::from_micros(1_999)).get(),
+            Duration::from_millis(1)
+        );
+        assert_eq!(Span::new(Duration::MAX).millis(), u64::MAX);
+        assert_eq!(MaybeSpan::new(None).get(), None);
+        assert_eq!(
+            MaybeSpan::new(Some(Duration::ZERO)).get(),
+            Some(Duration::ZERO)
+        );
+        // The largest value stays "some".
+        assert!(MaybeSpan::new(Some(Duration::MAX)).get().is_some());
+    }
+
+    /// The object's size is most of a small cached object's overhead (workload 8): it went
+    /// from 248 to 184 bytes (bench/RESULTS.md, "memory per object"). A field that grows it
+    /// should be a choice, not an accident.
+    #[test]
+    fn an_object_stays_compact() {
+        assert!(
+            std::mem::size_of::<Object>() <= 184,
+            "Object is {} bytes",
+            std::mem::size_of::<Object>()
+        );
+        assert_eq!(std::mem::size_of::<Span>(), 8);
+        assert_eq!(std::mem::size_of::<MaybeSpan>(), 8);
+        assert_eq!(std::mem::size_of::<Option<Box<VarySelection>>>(), 8);
     }
 }

@@ -68,7 +68,7 @@ impl Cache {
         if !tags.is_empty() {
             self.tags.add(primary, &tags);
         }
-        let names: Vec<HeaderName> = object.vary.iter().map(|(n, _)| n.clone()).collect();
+        let names: Vec<HeaderName> = object.vary().iter().map(|(n, _)| n.clone()).collect();
         if names.is_empty() {
             if let Some((_, old)) = self.vary_index.remove(primary) {
                 for v in &old.variants {
@@ -79,7 +79,7 @@ impl Cache {
             return primary.clone();
         }
         let selection: HeaderMap = object
-            .vary
+            .vary()
             .iter()
             .filter_map(|(n, v)| v.clone().map(|v| (n.clone(), v)))
             .collect();
@@ -185,16 +185,16 @@ mod tests {
             headers: Default::default(),
             body: crate::cache::Body::Memory(smallvec::smallvec![Bytes::from(lang.to_string())]),
             body_len: lang.len() as u64,
-            vary: vec![(
+            vary: Some(Box::new(vec![(
                 HeaderName::from_static("accept-language"),
                 Some(HeaderValue::from_str(lang).unwrap()),
-            )],
-            initial_age: Duration::ZERO,
-            ttl: Duration::from_secs(60),
+            )])),
+            initial_age: crate::cache::Span::ZERO,
+            ttl: Duration::from_secs(60).into(),
             stale_ok: true,
-            grace: Duration::ZERO,
-            stale_if_error: None,
-            keep: Duration::ZERO,
+            grace: crate::cache::Span::ZERO,
+            stale_if_error: crate::cache::MaybeSpan::NONE,
+            keep: crate::cache::Span::ZERO,
             stored_at: Instant::now(),
             state: Default::default(),
             prepared: Default::default(),

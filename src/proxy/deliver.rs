@@ -289,7 +289,7 @@ impl std::ops::Deref for StackStr {
 
 /// `Cache-Status` for a stale object served for `why`: ttl is negative (RFC 9211 §2.4).
 pub fn stale_status(object: &Object, now: Instant, why: &str) -> String {
-    let overdue = object.age(now).saturating_sub(object.ttl).as_secs();
+    let overdue = object.age(now).saturating_sub(object.ttl.get()).as_secs();
     format!("shellac; hit; ttl=-{overdue}; detail=stale-{why}")
 }
 

@@ -290,12 +290,12 @@ fn revalidated(
                 body: stale.body.clone(),
                 body_len: stale.body_len,
                 vary: stale.vary.clone(),
-                initial_age: plan.initial_age,
-                ttl: plan.ttl,
+                initial_age: plan.initial_age.into(),
+                ttl: plan.ttl.into(),
                 stale_ok: plan.stale_ok,
-                grace: plan.grace,
-                stale_if_error: plan.stale_if_error,
-                keep: plan.keep,
+                grace: plan.grace.into(),
+                stale_if_error: plan.stale_if_error.into(),
+                keep: plan.keep.into(),
                 stored_at,
                 state: Default::default(),
                 prepared: Default::default(),
@@ -311,7 +311,7 @@ fn revalidated(
             proxy.cache.purge(primary);
             let object = Arc::new(Object {
                 headers: StoredFields::from_map(&headers),
-                ttl: std::time::Duration::ZERO,
+                ttl: crate::cache::Span::ZERO,
                 stored_at,
                 ..clone_object(&stale)
             });
@@ -331,7 +331,7 @@ fn revalidated(
             status: object.status,
             headers: object.headers.to_map(),
             content_length: Some(object.body_len),
-            vary: object.vary.clone(),
+            vary: object.vary().to_vec(),
         });
         match &object.body {
             Body::Memory(chunks) => {

@@ -12,7 +12,7 @@ use super::Proxy;
 use crate::backend::BackendBody;
 use crate::cache::busy::{BusyObject, LeaderGuard};
 use crate::cache::policy::StorePlan;
-use crate::cache::{Body, CacheKey, Object, StoredFields, VarySelection};
+use crate::cache::{Body, CacheKey, Object, StoredFields, VarySelection, boxed_vary};
 
 /// Bodies up to this size are stored as one contiguous chunk; larger ones in pieces this big.
 const STORE_CHUNK: usize = 64 * 1024;
@@ -79,13 +79,13 @@ impl Fill {
                 headers: StoredFields::from_map(&self.headers),
                 body: Body::Memory(body.into_iter().collect()),
                 body_len: total,
-                vary: self.vary,
-                initial_age: self.plan.initial_age,
-                ttl: self.plan.ttl,
+                vary: boxed_vary(self.vary),
+                initial_age: self.plan.initial_age.into(),
+                ttl: self.plan.ttl.into(),
                 stale_ok: self.plan.stale_ok,
-                grace: self.plan.grace,
-                stale_if_error: self.plan.stale_if_error,
-                keep: self.plan.keep,
+                grace: self.plan.grace.into(),
+                stale_if_error: self.plan.stale_if_error.into(),
+                keep: self.plan.keep.into(),
                 stored_at: self.stored_at,
                 state: Default::default(),
                 prepared: Default::default(),

@@ -535,7 +535,7 @@ impl Txn {
             if !fresh
                 && object.stale_ok
                 && let Some(max_stale) = cc.max_stale
-                && max_stale.is_none_or(|m| age.saturating_sub(object.ttl) <= m)
+                && max_stale.is_none_or(|m| age.saturating_sub(object.ttl.get()) <= m)
             {
                 return Some(Step::Hit(object));
             }

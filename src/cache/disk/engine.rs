@@ -25,7 +25,7 @@ use super::format::{
     KIND_OBJECT, Meta, SUMMARY_RECORD, Superblock, Trailer,
 };
 use super::recover::read_bans;
-use crate::cache::{Body, CacheKey, Object};
+use crate::cache::{Body, CacheKey, Object, boxed_vary};
 use crate::stats::Counters;
 
 /// Entries up to this length are read whole on a hit (and promoted to memory); longer ones are
@@ -560,13 +560,13 @@ fn object_from(meta: Meta, body: Body, body_len: u64) -> Object {
         headers: crate::cache::StoredFields::from_map(&meta.headers),
         body,
         body_len,
-        vary: meta.vary,
-        initial_age: Duration::from_millis(meta.initial_age_ms.saturating_add(elapsed)),
-        ttl: Duration::from_millis(meta.ttl_ms),
+        vary: boxed_vary(meta.vary),
+        initial_age: Duration::from_millis(meta.initial_age_ms.saturating_add(elapsed)).into(),
+        ttl: Duration::from_millis(meta.ttl_ms).into(),
         stale_ok: meta.stale_ok,
-        grace: Duration::from_millis(meta.grace_ms),
-        keep: Duration::from_millis(meta.keep_ms),
-        stale_if_error: meta.stale_if_error_ms.map(Duration::from_millis),
+        grace: Duration::from_millis(meta.grace_ms).into(),
+        keep: Duration::from_millis(meta.keep_ms).into(),
+        stale_if_error: meta.stale_if_error_ms.map(Duration::from_millis).into(),
         stored_at: Instant::now(),
         state: crate::cache::TierState::from_disk(),
         prepared: Default::default(),

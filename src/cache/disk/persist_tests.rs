@@ -229,10 +229,10 @@ fn a_ban_list_over_its_bound_on_disk_refuses_the_ban() {
 
 fn variant(lang: &str, v: u64) -> (CacheKey, Arc<Object>) {
     let mut o = object(lang.as_bytes().to_vec(), HOUR, Duration::ZERO);
-    Arc::get_mut(&mut o).expect("fresh object").vary = vec![(
+    Arc::get_mut(&mut o).expect("fresh object").vary = Some(Box::new(vec![(
         HeaderName::from_static("accept-language"),
         Some(HeaderValue::from_str(lang).unwrap()),
-    )];
+    )]));
     (CacheKey::new("disk.test", "/page").with_variant(v), o)
 }
 

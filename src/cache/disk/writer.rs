@@ -280,26 +280,27 @@ impl Writer {
         let meta = Meta {
             status: object.status,
             headers: object.headers.to_map(),
-            vary: object.vary.clone(),
-            initial_age_ms: object.initial_age.as_millis() as u64,
-            ttl_ms: object.ttl.as_millis() as u64,
+            vary: object.vary().to_vec(),
+            initial_age_ms: object.initial_age.millis(),
+            ttl_ms: object.ttl.millis(),
             stored_ms,
             stale_ok: object.stale_ok,
-            grace_ms: object.grace.as_millis() as u64,
-            keep_ms: object.keep.as_millis() as u64,
-            stale_if_error_ms: object.stale_if_error.map(|d| d.as_millis() as u64),
+            grace_ms: object.grace.millis(),
+            keep_ms: object.keep.millis(),
+            stale_if_error_ms: object.stale_if_error.get().map(|d| d.as_millis() as u64),
             chunk_hashes: chunk_hashes(chunks, object.body_len),
         };
         let meta_bytes = meta.encode();
         // Usable (fresh, in grace, or stale but kept for revalidation / stale-if-error) until
         // then; the index forgets it after that.
-        let extra = (object.grace + object.keep).max(object.stale_if_error.unwrap_or_default());
-        let lifetime = (object.ttl + extra).saturating_sub(object.initial_age);
+        let extra = (object.grace.get() + object.keep.get())
+            .max(object.stale_if_error.get().unwrap_or_default());
+        let lifetime = (object.ttl.get() + extra).saturating_sub(object.initial_age.get());
         // A variant's key and Vary names, and a tagged object's surrogate keys, go into the
         // summary too, so the URL's variant list and the tag index are rebuilt at recovery
         // without reading the entry. Encoded now with entry index 0, patched when appended.
         let names: Vec<http::HeaderName> = if key.variant != 0 {
-            object.vary.iter().map(|(n, _)| n.clone()).collect()
+            object.vary().iter().map(|(n, _)| n.clone()).collect()
         } else {
             Vec::new()
         };
