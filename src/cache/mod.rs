@@ -508,6 +508,10 @@ pub struct Cache {
     hit_for_miss: quick_cache::sync::Cache<CacheKey, Instant>,
     /// Primary key → the URL's Vary field names and stored variants.
     vary_index: quick_cache::sync::Cache<CacheKey, Arc<vary::VaryIndex>>,
+    /// Set (before its first entry) once the index has held anything: until then a lookup
+    /// skips it. A site without `Vary` never pays the index's hashed lookup per hit (~160
+    /// instructions; bench/RESULTS.md).
+    vary_seen: std::sync::atomic::AtomicBool,
     max_variants: usize,
     /// Active bans, checked at lookup (shared with a disk tier, which persists them).
     pub bans: Arc<ban::BanList>,
@@ -535,6 +539,7 @@ impl Cache {
             busy: Arc::new(busy::BusyTable::default()),
             hit_for_miss: quick_cache::sync::Cache::new(HIT_FOR_MISS_CAPACITY),
             vary_index: quick_cache::sync::Cache::new(VARY_INDEX_CAPACITY),
+            vary_seen: std::sync::atomic::AtomicBool::new(false),
             max_variants,
             bans: Arc::new(ban::BanList::new(DEFAULT_MAX_BANS)),
             tags: tags::TagIndex::default(),

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use http::{HeaderMap, HeaderName};
 use xxhash_rust::xxh3::Xxh3;
@@ -53,6 +54,9 @@ impl Cache {
     /// The variant key for a request if the URL varies; `None` means "use the primary key"
     /// (no copy of the key on the common path).
     pub fn variant_key(&self, primary: &CacheKey, request: &HeaderMap) -> Option<CacheKey> {
+        if !self.vary_seen.load(Ordering::Acquire) {
+            return None;
+        }
         match self.vary_index.get(primary) {
             Some(index) if !index.names.is_empty() => {
                 Some(primary.with_variant(variant_hash(&index.names, request)))
@@ -109,6 +113,7 @@ impl Cache {
             let oldest = index.variants.remove(0);
             self.storage.remove(&primary.with_variant(oldest));
         }
+        self.vary_seen.store(true, Ordering::Release);
         self.vary_index.insert(primary.clone(), Arc::new(index));
         self.storage.insert(key.clone(), object);
         key
@@ -145,6 +150,7 @@ impl Cache {
         }
         for primary in order {
             if let Some(index) = urls.remove(&primary) {
+                self.vary_seen.store(true, Ordering::Release);
                 self.vary_index.insert(primary, Arc::new(index));
             }
         }
