@@ -733,6 +733,8 @@ mod tests {
             "Object is {} bytes",
             std::mem::size_of::<Object>()
         );
+        // docs/configuration.md (`cache.memory_size`) quotes this figure.
+        assert_eq!(OBJECT_OVERHEAD, 472);
         assert_eq!(std::mem::size_of::<Span>(), 8);
         assert_eq!(std::mem::size_of::<MaybeSpan>(), 8);
         assert_eq!(std::mem::size_of::<Option<Box<VarySelection>>>(), 8);
