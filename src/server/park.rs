@@ -336,6 +336,7 @@ pub(crate) async fn run(
         tokio::select! {
             ready = poll.readable_mut() => {
                 let Ok(mut ready) = ready else {
+                    tracing::error!("parked connections' epoll set failed; they are closed instead");
                     parking.close_all();
                     return;
                 };
@@ -422,6 +423,16 @@ mod tests {
             out.push((server, client));
         }
         out
+    }
+
+    /// What a parked connection costs besides its socket (docs: ARCHITECTURE.md invariant).
+    #[test]
+    fn a_parked_connection_is_one_small_slot() {
+        assert!(
+            std::mem::size_of::<Slot>() <= 72,
+            "{}",
+            std::mem::size_of::<Slot>()
+        );
     }
 
     #[test]
