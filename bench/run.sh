@@ -555,6 +555,28 @@ bench_server() {
 kv() { awk -v k="$2" '$1 == k {print $2; found = 1} END {if (!found) print "NA"}' "$1"; }
 
 # Workloads 4, 6 and 7 (bench/clients.rs), after the wrk workloads, on the same server.
+# Workload 6 once: a cold request alone (the baseline), then BURST at once on another cold key;
+# the backend requests are what ORIGIN_PORT's origin counted for the burst key ("-" without).
+# bench_burst NAME PORT RUN [ORIGIN_PORT]
+bench_burst() {
+  local s=$1 port=$2 run=$3 origin=${4:-} single key f count=-
+  single=$(curl -s -o /dev/null --max-time 30 -w '%{time_total}' \
+    "http://127.0.0.1:$port/cold/$s-single-$run" | awk '{printf "%.3f", $1 * 1000}')
+  key="/cold/$s-burst-$run"
+  f="$T/burst-$s-$run.txt"
+  log "$s / coalesce / run $run of $RUNS: $BURST simultaneous requests for $key"
+  timeout --kill-after=5 120 taskset -c "$LOAD_CPU" \
+    "$CLIENTS" burst "127.0.0.1:$port" "$key" "$BURST" >"$f" 2>&1 \
+    || warn "$s coalesce run $run: clients exited non-zero: $(tail -n 3 "$f")"
+  [[ -n $origin ]] && count=$(curl -s --max-time 10 "http://127.0.0.1:$origin/__count$key")
+  [[ $(kv "$f" ERRORS) == 0 ]] || NOTE["$s,coalesce"]+="errors=$(kv "$f" ERRORS) "
+  log "  -> backend requests=$count single=${single}ms last done=$(kv "$f" LAST_DONE_MS)ms p50=$(kv "$f" P50_MS)ms"
+  RES["$s,coalesce,backend"]+="$count "
+  RES["$s,coalesce,single"]+="$single "
+  RES["$s,coalesce,last"]+="$(kv "$f" LAST_DONE_MS) "
+  RES["$s,coalesce,p50"]+="$(kv "$f" P50_MS) "
+}
+
 # bench_special SERVER PORT
 bench_special() {
   local s=$1 port=$2 pid run f t0 t1 reqs cpu single key count rss0 rss1 ipid i
@@ -582,21 +604,7 @@ bench_special() {
     RES["$s,missstorm,rss"]+="$(rss_kib "$pid") "
 
     # 6. coalescing: one cold request for the baseline, then BURST at once on another cold key.
-    single=$(curl -s -o /dev/null --max-time 30 -w '%{time_total}' \
-      "http://127.0.0.1:$port/cold/$s-single-$run" | awk '{printf "%.3f", $1 * 1000}')
-    key="/cold/$s-burst-$run"
-    f="$T/burst-$s-$run.txt"
-    log "$s / coalesce / run $run of $RUNS: $BURST simultaneous requests for $key"
-    timeout --kill-after=5 120 taskset -c "$LOAD_CPU" \
-      "$CLIENTS" burst "127.0.0.1:$port" "$key" "$BURST" >"$f" 2>&1 \
-      || warn "$s coalesce run $run: clients exited non-zero: $(tail -n 3 "$f")"
-    count=$(curl -s --max-time 10 "http://127.0.0.1:$P_ORIGIN/__count$key")
-    [[ $(kv "$f" ERRORS) == 0 ]] || NOTE["$s,coalesce"]+="errors=$(kv "$f" ERRORS) "
-    log "  -> backend requests=$count single=${single}ms last done=$(kv "$f" LAST_DONE_MS)ms p50=$(kv "$f" P50_MS)ms"
-    RES["$s,coalesce,backend"]+="$count "
-    RES["$s,coalesce,single"]+="$single "
-    RES["$s,coalesce,last"]+="$(kv "$f" LAST_DONE_MS) "
-    RES["$s,coalesce,p50"]+="$(kv "$f" P50_MS) "
+    bench_burst "$s" "$port" "$run" "$P_ORIGIN"
   done
 
   # 7. IDLE_CONNS idle keep-alive connections held open while workload 1 runs (once).
@@ -737,6 +745,16 @@ for s in "${SERVERS[@]}"; do
   log "$s stopped"
 done
 
+# Workload 6's floor: the same burst straight to a second origin on the proxies' CPU, no proxy
+# in between: what the client and the transfer of BURST responses take by themselves.
+if SOFT=1 start_server direct "$P_REFERENCE" "$T/direct.log" \
+    taskset -c "$SERVER_CPU" "$ORIGIN" "127.0.0.1:$P_REFERENCE"; then
+  for (( run = 1; run <= RUNS; run++ )); do
+    bench_burst direct "$P_REFERENCE" "$run"
+  done
+  stop_server direct
+fi
+
 # Workload 8 needs a fresh server per phase. nginx's proxy_cache keeps objects in files (its
 # memory holds only the keys zone), so memory per cached object applies to Varnish and Shellac.
 for s in varnish shellac; do
@@ -815,7 +833,8 @@ out ""
 
 out "== coalesce: $BURST simultaneous requests for one cold key (GET /cold/<key>, origin takes 200 ms), one connection each =="
 out "$(printf '%-9s %16s %11s %13s %11s %8s' server backend-requests 'single ms' 'last done ms' 'p50 ms' 'last/single')"
-for s in "${SPECIAL_SERVERS[@]}"; do
+for s in "${SPECIAL_SERVERS[@]}" direct; do
+  [[ -n ${RES[$s,coalesce,last]:-} ]] || continue
   for m in backend single last p50; do
     # shellcheck disable=SC2086
     MED["$s,coalesce,$m"]=$(median ${RES["$s,coalesce,$m"]:-NA})
@@ -826,6 +845,8 @@ for s in "${SPECIAL_SERVERS[@]}"; do
     "${NOTE[$s,coalesce]:-}" | sed 's/ *$//')"
 done
 out "backend-requests: what the origin counted for the burst key, per run; single: one cold request alone."
+out "direct: the same burst straight to an origin on the proxies' CPU (no proxy): the floor the client"
+out "and the transfer of $BURST responses set by themselves."
 out ""
 
 out "== idle: $IDLE_CONNS idle keep-alive connections held open while hit6k runs (50 connections) =="
