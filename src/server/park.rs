@@ -176,6 +176,10 @@ impl Parking {
             return false;
         }
         let earliest = lot.deadlines.peek().map(|Reverse((d, _, _))| *d);
+        // Counted under the lock: the lot's task (which decrements it in `take`, also under the
+        // lock) may see the socket readable as soon as it is registered; counting after the
+        // unlock could let the gauge dip below zero (it is unsigned) for a moment.
+        shared.released_conns.fetch_add(1, Ordering::Relaxed);
         lot.slots[index as usize].conn = Some(Parked {
             stream,
             peer,
@@ -185,7 +189,6 @@ impl Parking {
         lot.deadlines.push(Reverse((deadline, index, generation)));
         lot.parked += 1;
         drop(lot);
-        shared.released_conns.fetch_add(1, Ordering::Relaxed);
         if earliest.is_none_or(|e| deadline < e) {
             self.earlier.notify_one();
         }
