@@ -27,9 +27,68 @@ pub fn now_ms() -> u64 {
     START.get_or_init(Instant::now).elapsed().as_millis() as u64 + 1
 }
 
+/// Length of [`date_line`]: `date: ` + an IMF-fixdate (29 bytes) + CRLF + the blank line's CRLF.
+pub const DATE_LINE_LEN: usize = 39;
+
+/// `date: Tue, 24 Nov 2026 04:29:13 GMT\r\n\r\n`: the `Date` field hyper adds to every
+/// response and the blank line after it, for a response head written without hyper (a fast
+/// hit, server/gate.rs). Formatted at most once per second per thread.
+pub fn date_line() -> [u8; DATE_LINE_LEN] {
+    use std::cell::Cell;
+    thread_local! {
+        static LAST: Cell<(u64, [u8; DATE_LINE_LEN])> = const { Cell::new((0, [0; DATE_LINE_LEN])) };
+    }
+    let secs = unix_seconds();
+    LAST.with(|last| {
+        let (at, line) = last.get();
+        if at == secs {
+            return line;
+        }
+        let mut line = [0u8; DATE_LINE_LEN];
+        let time = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+        let date = httpdate::HttpDate::from(time).to_string();
+        let text = format!("date: {date}\r\n\r\n");
+        if text.len() == DATE_LINE_LEN {
+            line.copy_from_slice(text.as_bytes());
+        }
+        last.set((secs, line));
+        line
+    })
+}
+
+/// Whole seconds since the Unix epoch, from the kernel's coarse real-time clock (a vDSO read).
+fn unix_seconds() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: as in `now_ms`: one `timespec` written through a pointer to a live local.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
+    if rc == 0 && ts.tv_sec > 0 {
+        return ts.tv_sec as u64;
+    }
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn date_line_is_an_http_date_field() {
+        let line = date_line();
+        let text = std::str::from_utf8(&line).unwrap();
+        assert!(
+            text.starts_with("date: ") && text.ends_with(" GMT\r\n\r\n"),
+            "{text}"
+        );
+        let parsed = httpdate::parse_http_date(&text[6..35]).unwrap();
+        let now = std::time::SystemTime::now();
+        let off = now.duration_since(parsed).unwrap_or_default();
+        assert!(off < std::time::Duration::from_secs(3), "{text}");
+    }
 
     #[test]
     fn monotonic_and_in_milliseconds() {

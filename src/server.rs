@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 use crate::admin;
 use crate::clock::now_ms;
 use crate::config::{Config, Overrides, ServerConfig};
-use crate::proxy::{Handled, Proxy, ResponseBody, Shared};
+use crate::proxy::{FastAnswer, Handled, Proxy, ResponseBody, Shared};
 use crate::reload::{ConfigSource, Live};
 use crate::stats::Counters;
 
@@ -392,6 +392,12 @@ async fn serve_session(
     // A new session must send its first request head within header_read_timeout.
     let state = Arc::new(ConnState::new());
     let mut gate = Gate::new(stream, state.clone(), counters.clone(), cfg.limits());
+    if cfg.fast_hits {
+        gate.answer_with(Box::new(FastHits {
+            live: live.clone(),
+            peer,
+        }));
+    }
     let mut released = gate.releasable();
     let io = TokioIo::new(gate);
     let svc_state = state.clone();
@@ -465,6 +471,7 @@ async fn serve_session(
     let stop = Stop::new(shutdown);
     tokio::pin!(stop);
     if closing {
+        state.closing();
         conn.as_mut().graceful_shutdown();
     }
     loop {
@@ -512,6 +519,7 @@ async fn serve_session(
                     PHASE_IDLE if expired => {
                         counters.client_idle_closed.inc();
                         closing = true;
+                        state.closing();
                         conn.as_mut().graceful_shutdown();
                     }
                     PHASE_HEAD if expired => {
@@ -525,9 +533,23 @@ async fn serve_session(
             }
             _ = &mut stop, if !closing => {
                 closing = true;
+                state.closing();
                 conn.as_mut().graceful_shutdown();
             }
         }
+    }
+}
+
+/// Fast hits for one session (`server.fast_hits`): the gate offers each plain request head to
+/// the configuration current at that moment ([`Proxy::fast_hit`]).
+struct FastHits {
+    live: Arc<Live>,
+    peer: SocketAddr,
+}
+
+impl gate::Answerer for FastHits {
+    fn answer(&self, head: &[u8]) -> Option<FastAnswer> {
+        self.live.load().fast_hit(head, self.peer)
     }
 }
 

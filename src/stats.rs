@@ -78,6 +78,7 @@ counters! {
     cache_hit: "Requests answered from a fresh cached object",
     cache_hit_memory: "Cache hits answered by the memory tier",
     cache_hit_disk: "Cache hits answered by the disk tier (small objects are then promoted to memory)",
+    cache_hit_fast: "Cache hits answered on the fast path: from the request head's bytes and the object's pre-serialised response head, without hyper (server.fast_hits)",
     cache_miss: "Requests that fetched from a backend to fill the cache",
     cache_hitmiss: "Requests that skipped coalescing because the URL was recently uncacheable (hit-for-miss)",
     cache_coalesced: "Requests that waited on another request's fetch instead of going to the backend",

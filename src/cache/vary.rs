@@ -51,6 +51,15 @@ impl Cache {
             .unwrap_or_else(|| primary.clone())
     }
 
+    /// Whether the URL of `primary` varies: its variant depends on request fields.
+    pub fn varies(&self, primary: &CacheKey) -> bool {
+        self.vary_seen.load(Ordering::Acquire)
+            && self
+                .vary_index
+                .get(primary)
+                .is_some_and(|index| !index.names.is_empty())
+    }
+
     /// The variant key for a request if the URL varies; `None` means "use the primary key"
     /// (no copy of the key on the common path).
     pub fn variant_key(&self, primary: &CacheKey, request: &HeaderMap) -> Option<CacheKey> {

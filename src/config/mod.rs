@@ -66,6 +66,10 @@ pub struct ServerConfig {
     pub admin: Option<SocketAddr>,
     /// Set TCP_NODELAY on client sockets (and backends that do not say otherwise). Default true.
     pub tcp_nodelay: bool,
+    /// Answer fresh hits from memory for plain GET/HEAD requests from the request head's
+    /// bytes and a pre-serialised response head, without hyper (server/gate.rs). `false`
+    /// sends every request through hyper. Default true.
+    pub fast_hits: bool,
     /// Close a keep-alive client connection idle for this long. Default `60s`.
     pub idle_timeout: Dur,
     /// A keep-alive client connection idle for this long gives back its HTTP buffers and
@@ -151,6 +155,7 @@ impl Default for ServerConfig {
             listen: vec![SocketAddr::from(([127, 0, 0, 1], 6081))],
             admin: Some(SocketAddr::from(([127, 0, 0, 1], 6082))),
             tcp_nodelay: true,
+            fast_hits: true,
             idle_timeout: Dur(Duration::from_secs(60)),
             idle_release: Dur(Duration::from_secs(1)),
             header_read_timeout: Dur(Duration::from_secs(10)),

@@ -62,12 +62,10 @@ pub const FORWARDING_FIELDS: [&str; 14] = [
 /// Removes the rewrite fields, and the forwarding fields unless the client is a trusted proxy.
 /// One pass over the names first: on most requests there is nothing to remove.
 pub fn sanitize_request(headers: &mut HeaderMap, trusted: bool) {
-    let owned = |name: &HeaderName| {
-        let n = name.as_str();
-        matches!(n.as_bytes().first(), Some(b'x' | b'f' | b'v' | b't'))
-            && (REWRITE_FIELDS.contains(&n) || (!trusted && FORWARDING_FIELDS.contains(&n)))
-    };
-    if !headers.keys().any(owned) {
+    if !headers
+        .keys()
+        .any(|n| removed_from_request(n.as_str(), trusted))
+    {
         return;
     }
     for name in REWRITE_FIELDS {
@@ -78,6 +76,13 @@ pub fn sanitize_request(headers: &mut HeaderMap, trusted: bool) {
             headers.remove(name);
         }
     }
+}
+
+/// Whether [`sanitize_request`] removes a field named `name` (lower case) from a request of a
+/// client that is (`trusted`) or is not a trusted proxy.
+pub fn removed_from_request(name: &str, trusted: bool) -> bool {
+    matches!(name.as_bytes().first(), Some(b'x' | b'f' | b'v' | b't'))
+        && (REWRITE_FIELDS.contains(&name) || (!trusted && FORWARDING_FIELDS.contains(&name)))
 }
 
 /// Adds what Shellac says about the client to a backend request: `X-Forwarded-For` (appended

@@ -178,18 +178,32 @@ fn full(
 }
 
 /// The delivery fields of a full hit on `object` at `now` with `cache_status`: a clone of the
-/// object's prepared map, which is brought to this second and status first if it is not
-/// there yet. Most hits on a hot object therefore clone one map and change nothing: inserting
-/// `Age` and `Cache-Status` into the clone (with the status copied into a new value) was ~550
-/// instructions per hit (callgrind, bench/RESULTS.md).
+/// object's prepared map ([`prepared`]).
 fn prepared_fields(object: &Object, now: Instant, cache_status: &str) -> HeaderMap {
+    match prepared(object, now, cache_status) {
+        Ok(p) => p.map.clone(),
+        Err(map) => map,
+    }
+}
+
+/// The object's delivery fields at `now` with `cache_status` ([`Object::prepared`]), brought
+/// to this second and status first if they are not there yet. Most hits on a hot object
+/// therefore find them as they are: inserting `Age` and `Cache-Status` into a clone of the map
+/// on every hit (with the status copied into a new value) was ~550 instructions per hit
+/// (callgrind, bench/RESULTS.md). `Err` carries the fields, not kept, when `cache_status` is
+/// not a valid field value (never built here).
+pub(super) fn prepared(
+    object: &Object,
+    now: Instant,
+    cache_status: &str,
+) -> Result<Arc<Prepared>, HeaderMap> {
     let age = object.age(now).as_secs();
     let current = object.prepared.load();
-    if let Some(p) = current.as_deref()
+    if let Some(p) = current.as_ref()
         && p.age == age
         && p.status.as_bytes() == cache_status.as_bytes()
     {
-        return p.map.clone();
+        return Ok(p.clone());
     }
     let mut map = match current.as_deref() {
         Some(p) => p.map.clone(),
@@ -207,17 +221,13 @@ fn prepared_fields(object: &Object, now: Instant, cache_status: &str) -> HeaderM
     };
     map.insert(header::AGE, age_value(age));
     let Ok(status) = HeaderValue::from_str(cache_status) else {
-        // Not a valid field value (never built here): delivered without, and not kept.
         map.remove(CACHE_STATUS);
-        return map;
+        return Err(map);
     };
     map.insert(CACHE_STATUS, status.clone());
-    object.prepared.store(Some(Arc::new(Prepared {
-        age,
-        status,
-        map: map.clone(),
-    })));
-    map
+    let p = Arc::new(Prepared::new(age, status, map));
+    object.prepared.store(Some(p.clone()));
+    Ok(p)
 }
 
 /// `Age` values below this come from a table built once: formatting one allocates.

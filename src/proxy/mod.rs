@@ -10,6 +10,7 @@ mod fill;
 mod fsm;
 mod observe;
 pub mod partial;
+mod quick;
 mod refresh;
 mod send;
 
@@ -35,6 +36,7 @@ use crate::stats::Counters;
 use crate::txlog::{self, Format, Recorder};
 pub use body::ResponseBody;
 pub use fsm::{Handled, Rest};
+pub use quick::FastAnswer;
 
 /// The log reason of a connection refused at `server.max_connections` (the `Cache-Status`
 /// detail of its 503 is `max-connections`).

@@ -116,6 +116,72 @@ pub(super) fn deliver(
     resp.map(|b| b.counted(counters).recorded(record))
 }
 
+/// What a fast hit's record is made of (`proxy/quick.rs`): the request as its head's bytes
+/// said it, and the response fields sent.
+pub(super) struct FastHit<'a> {
+    pub client: IpAddr,
+    pub method: Method,
+    /// Origin-form, as sent (a fast hit's target needs no normalising).
+    pub target: &'a str,
+    pub host: &'a [u8],
+    pub user_agent: Option<&'a [u8]>,
+    pub fields: &'a [httparse::Header<'a>],
+    pub status: u16,
+    pub response: &'a HeaderMap,
+    pub started: Instant,
+    pub ttfb: Duration,
+}
+
+/// The transaction record of a fast hit, when the access log is on or somebody follows
+/// `shellac log` / `shellac top`: the same fields [`deliver`] records for a hit, taken from
+/// the request head's bytes instead of a parsed request.
+pub(super) fn fast_hit_record(proxy: &Proxy, hit: FastHit<'_>) -> Option<Box<Record>> {
+    let format = proxy.log_format.as_ref();
+    let recorder = &proxy.shared.recorder;
+    let everything = recorder.wants_records();
+    if format.is_none() && !everything {
+        return None;
+    }
+    let mut record = recorder.record(
+        RecordHead {
+            client: hit.client,
+            method: hit.method,
+            version: Version::HTTP_11,
+            status: hit.status,
+            decision: Decision {
+                kind: DecisionKind::Hit,
+                reason: None,
+            },
+            started: hit.started,
+            ttfb: hit.ttfb,
+        },
+        256,
+    );
+    record.set_request_target(hit.target);
+    if (everything || format.is_some_and(|f| f.needs_host())) && !hit.host.is_empty() {
+        record.set_host(hit.host);
+    }
+    if recorder.top_wanted() && hit.user_agent.is_some() {
+        record.set_user_agent(hit.user_agent);
+    }
+    if let Some(f) = format {
+        for name in &f.request_headers {
+            let value = hit
+                .fields
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case(name.as_str()))
+                .map(|h| h.value);
+            record.push_request_header(value);
+        }
+        capture(&f.response_headers, hit.response, |v| {
+            record.push_response_header(v)
+        });
+    }
+    record.set_format(format);
+    record.queue_to(recorder);
+    Some(record)
+}
+
 /// The decision logged for a refusal: synth, with the `refused:<word>` reason.
 pub(super) fn refused(reason: &'static str) -> Decision {
     Decision {

@@ -27,11 +27,16 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::task::{Context, Poll, Waker, ready};
 
+use std::collections::VecDeque;
+
+use bytes::{Buf, Bytes};
+use http_body::Body as _;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
 
-use crate::clock::now_ms;
-use crate::http::strict::{Class, Limits, Scan, Scanner, Violation, valid_request_line};
+use crate::clock::{DATE_LINE_LEN, date_line, now_ms};
+use crate::http::strict::{Class, Framing, Limits, Scan, Scanner, Violation, valid_request_line};
+use crate::proxy::{FastAnswer, ResponseBody};
 use crate::stats::Counters;
 
 /// What hyper parses in place of a refused request. The service recognises it by its number,
@@ -81,6 +86,8 @@ pub(super) struct ConnState {
     upgrade_waker: Mutex<Option<Waker>>,
     /// The timer asks the gate to hand the socket back at the next idle read (`idle_release`).
     release: AtomicBool,
+    /// The session is shutting down (hyper's graceful shutdown): no more fast answers.
+    closing: AtomicBool,
 }
 
 const UPGRADE_PENDING: u8 = 0;
@@ -122,7 +129,14 @@ impl ConnState {
             upgrade: AtomicU8::new(UPGRADE_PENDING),
             upgrade_waker: Mutex::new(None),
             release: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
         }
+    }
+
+    /// The session is closing: every request from now on goes to hyper, which answers with
+    /// `Connection: close`.
+    pub fn closing(&self) {
+        self.closing.store(true, Ordering::Relaxed);
     }
 
     /// Called by the service for each request hyper dispatches.
@@ -257,6 +271,27 @@ enum After {
     Stop,
 }
 
+/// Answers a request without hyper from its validated, bodiless head (server.rs: fast hits,
+/// `Proxy::fast_hit`), or declines and hyper gets the request.
+pub(super) trait Answerer: Send + Sync {
+    fn answer(&self, head: &[u8]) -> Option<FastAnswer>;
+}
+
+/// Fast answers queued at most; a later request goes to hyper (whose writes wait for these).
+const MAX_ANSWERS: usize = 16;
+
+/// A fast answer being written: head, `Date` line, then the body's chunks.
+struct Outgoing {
+    head: Bytes,
+    date: [u8; DATE_LINE_LEN],
+    /// Bytes of `head` and `date` written so far.
+    written: usize,
+    body: ResponseBody,
+    /// The body chunk being written (what is left of it).
+    chunk: Bytes,
+    body_done: bool,
+}
+
 /// The strict gate around a client socket.
 pub(super) struct Gate<T> {
     /// The socket; `None` once handed back by a release.
@@ -283,6 +318,15 @@ pub(super) struct Gate<T> {
     shut: bool,
     linger: Option<Pin<Box<tokio::time::Sleep>>>,
     lingered: usize,
+    /// Answers requests hyper then never sees (fast hits); `None`: everything goes to hyper.
+    answerer: Option<Box<dyn Answerer>>,
+    /// Fast answers not yet completely written, in request order. Written before anything
+    /// hyper writes, and nothing more is read until they are out.
+    out: VecDeque<Outgoing>,
+    /// `ConnState::requests` when hyper last flushed with no request in flight (`u64::MAX`
+    /// after a write it has not flushed yet): while it is the current count, hyper holds no
+    /// response bytes, and a fast answer written now cannot overtake one of hyper's.
+    flushed_at: u64,
 }
 
 /// Whether the gate is parsing HTTP, waiting for the answer to an upgrade request, or passing
@@ -323,7 +367,33 @@ impl<T> Gate<T> {
             shut: false,
             linger: None,
             lingered: 0,
+            answerer: None,
+            out: VecDeque::new(),
+            flushed_at: 0,
         }
+    }
+
+    /// Lets `answerer` answer requests without hyper while hyper is idle ([`Answerer`]).
+    pub fn answer_with(&mut self, answerer: Box<dyn Answerer>) {
+        self.answerer = Some(answerer);
+    }
+
+    /// Whether a head at the start of the bytes about to be scanned may be answered without
+    /// hyper: the gate is parsing, at a head, with nothing queued for hyper, and hyper has
+    /// dispatched every head it was given, has none in flight and has flushed everything it
+    /// wrote — so the answer cannot overtake one of hyper's, and hyper's request numbering
+    /// (refusals, upgrades) is untouched. Not while the session is closing.
+    fn may_answer(&self) -> bool {
+        self.answerer.is_some()
+            && self.mode == Mode::Scan
+            && self.after == After::Continue
+            && self.pending_pos >= self.pending.len()
+            && self.scanner.at_head()
+            && self.out.len() < MAX_ANSWERS
+            && self.state.in_flight.load(Ordering::Relaxed) == 0
+            && self.heads == self.state.requests.load(Ordering::Relaxed)
+            && self.flushed_at == self.heads
+            && !self.state.closing.load(Ordering::Relaxed)
     }
 
     /// Lets the connection be released while idle (`ConnState::want_release`): the socket
@@ -353,6 +423,7 @@ impl<T> Gate<T> {
         if !self.state.release.load(Ordering::Relaxed)
             || !self.state.release.swap(false, Ordering::Relaxed)
             || !self.held.is_empty()
+            || !self.out.is_empty()
             || !self.scanner.at_head()
             || !self.state.idle()
             // hyper reads while it still flushes a response to a slow reader: the bytes it
@@ -376,7 +447,37 @@ impl<T> Gate<T> {
     }
 
     /// Runs the scanner over `data`, which continues the stream where the last run stopped.
-    fn scan(&mut self, data: &[u8]) -> Outcome {
+    /// With `answer` (`may_answer`), bodiless heads at the start of `data` are offered to the
+    /// answerer one after the other until it declines one; the first number returned is how
+    /// many bytes of `data` were answered that way (they must not reach hyper).
+    fn scan(&mut self, data: &[u8], mut answer: bool) -> (usize, Outcome) {
+        let mut answered = 0;
+        let outcome = self.scan_from(data, &mut answer, &mut answered);
+        (answered, outcome)
+    }
+
+    /// Offers the head `head` (bodiless, no upgrade) to the answerer; queues the answer.
+    fn try_answer(&mut self, head: &[u8]) -> bool {
+        if self.out.len() >= MAX_ANSWERS {
+            return false;
+        }
+        let Some(a) = self.answerer.as_ref().and_then(|x| x.answer(head)) else {
+            return false;
+        };
+        self.out.push_back(Outgoing {
+            head: a.head,
+            date: date_line(),
+            written: 0,
+            body: a.body,
+            chunk: Bytes::new(),
+            body_done: false,
+        });
+        // Busy until written: the idle and header timeouts do not run, the send timeout does.
+        self.state.phase.store(PHASE_BUSY, Ordering::Relaxed);
+        true
+    }
+
+    fn scan_from(&mut self, data: &[u8], answer: &mut bool, answered: &mut usize) -> Outcome {
         let mut pos = 0;
         // Start of the last head found in `data` (its request not yet handed to hyper).
         let mut head_at: Option<usize> = None;
@@ -393,7 +494,18 @@ impl<T> Gate<T> {
                         violation,
                     };
                 }
+                Scan::Head(n, head)
+                    if *answer
+                        && pos == *answered
+                        && head.framing == Framing::None
+                        && !head.upgrade
+                        && self.try_answer(&data[pos..pos + n]) =>
+                {
+                    pos += n;
+                    *answered = pos;
+                }
                 Scan::Head(n, head) => {
+                    *answer = false;
                     head_at = Some(pos);
                     self.heads += 1;
                     self.state.body_started();
@@ -473,7 +585,7 @@ impl<T> Gate<T> {
     }
 }
 
-impl<T: AsyncRead + Unpin> AsyncRead for Gate<T> {
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Gate<T> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -481,6 +593,10 @@ impl<T: AsyncRead + Unpin> AsyncRead for Gate<T> {
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
         loop {
+            // Fast answers first; nothing more is read until they are written.
+            if !this.out.is_empty() {
+                ready!(this.poll_answers(cx))?;
+            }
             if this.pending_pos < this.pending.len() {
                 let n = (this.pending.len() - this.pending_pos).min(buf.remaining());
                 buf.put_slice(&this.pending[this.pending_pos..this.pending_pos + n]);
@@ -554,8 +670,9 @@ impl<T: AsyncRead + Unpin> AsyncRead for Gate<T> {
                 this.state.body_received(end - start);
             }
             if this.held.is_empty() {
-                // Fast path: scan in place in hyper's buffer.
-                let outcome = this.scan(&buf.filled()[start..end]);
+                // Scanned in place in hyper's buffer.
+                let answer = this.may_answer();
+                let (answered, outcome) = this.scan(&buf.filled()[start..end], answer);
                 match outcome {
                     Outcome::Valid { held_from } => {
                         if held_from < end - start {
@@ -572,6 +689,13 @@ impl<T: AsyncRead + Unpin> AsyncRead for Gate<T> {
                         buf.set_filled(start + cut);
                         this.fail_body(violation);
                     }
+                }
+                if answered > 0 {
+                    // The answered requests leave hyper's buffer.
+                    let filled = buf.filled().len();
+                    buf.filled_mut()
+                        .copy_within(start + answered..filled, start);
+                    buf.set_filled(filled - answered);
                 }
                 if buf.filled().len() > start {
                     return Poll::Ready(Ok(()));
@@ -591,21 +715,98 @@ impl<T> Gate<T> {
     /// Scans held bytes (a partial head and what followed it): the valid part is queued for
     /// hyper, an incomplete head stays held.
     fn scan_held(&mut self, held: Vec<u8>) {
-        match self.scan(&held) {
+        let answer = self.may_answer();
+        let (answered, outcome) = self.scan(&held, answer);
+        match outcome {
             Outcome::Valid { held_from } => {
-                self.pending.extend_from_slice(&held[..held_from]);
+                self.pending.extend_from_slice(&held[answered..held_from]);
                 self.held = held;
                 self.held.drain(..held_from);
             }
             Outcome::RefuseRequest { cut, violation } => {
-                self.pending.extend_from_slice(&held[..cut]);
+                self.pending.extend_from_slice(&held[answered..cut]);
                 self.refuse(violation, &held[cut..]);
             }
             Outcome::FailBody { cut, violation } => {
-                self.pending.extend_from_slice(&held[..cut]);
+                self.pending.extend_from_slice(&held[answered..cut]);
                 self.fail_body(violation);
             }
         }
+    }
+
+    /// Writes the queued fast answers, in order: each one's head and `Date` line, then its
+    /// body's chunks, in vectored writes. An answer is dropped once written (its body then
+    /// completes the transaction record); when the last is out and hyper has nothing in
+    /// flight, the connection is idle again (or waiting for the rest of a held head).
+    fn poll_answers(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>>
+    where
+        T: AsyncWrite + Unpin,
+    {
+        while let Some(o) = self.out.front_mut() {
+            if o.chunk.is_empty() && !o.body_done {
+                match Pin::new(&mut o.body).poll_frame(cx) {
+                    Poll::Ready(Some(Ok(frame))) => {
+                        if let Ok(data) = frame.into_data() {
+                            o.chunk = data;
+                        }
+                        continue;
+                    }
+                    Poll::Ready(Some(Err(e))) => {
+                        return Poll::Ready(Err(io::Error::other(e.to_string())));
+                    }
+                    Poll::Ready(None) => o.body_done = true,
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+            let head_len = o.head.len() + DATE_LINE_LEN;
+            if o.written == head_len && o.chunk.is_empty() {
+                if o.body_done {
+                    self.out.pop_front();
+                }
+                continue;
+            }
+            let mut slices = [io::IoSlice::new(&[]); 3];
+            let mut k = 0;
+            if o.written < o.head.len() {
+                slices[k] = io::IoSlice::new(&o.head[o.written..]);
+                k += 1;
+            }
+            if o.written < head_len {
+                let at = o.written.saturating_sub(o.head.len());
+                slices[k] = io::IoSlice::new(&o.date[at..]);
+                k += 1;
+            }
+            if !o.chunk.is_empty() {
+                slices[k] = io::IoSlice::new(&o.chunk);
+                k += 1;
+            }
+            let Some(io) = self.inner.as_mut() else {
+                return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
+            };
+            let polled = Pin::new(io).poll_write_vectored(cx, &slices[..k]);
+            note_write(&self.state, polled.is_pending());
+            let mut n = ready!(polled)?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            let of_head = (head_len - o.written).min(n);
+            o.written += of_head;
+            n -= of_head;
+            o.chunk.advance(n.min(o.chunk.len()));
+        }
+        let state = &self.state;
+        if state.in_flight.load(Ordering::Relaxed) == 0
+            && state.phase.load(Ordering::Relaxed) == PHASE_BUSY
+        {
+            state.since_ms.store(now_ms(), Ordering::Relaxed);
+            let phase = if self.held.is_empty() {
+                PHASE_IDLE
+            } else {
+                PHASE_HEAD
+            };
+            state.phase.store(phase, Ordering::Relaxed);
+        }
+        Poll::Ready(Ok(()))
     }
 
     /// The service's decision on the pending upgrade (`Some(true)`: tunnel), or None after
@@ -628,13 +829,18 @@ impl<T> Gate<T> {
 }
 
 impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Gate<T> {
+    /// hyper's writes go out after the fast answers queued before them.
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        if !self.out.is_empty() {
+            ready!(self.poll_answers(cx))?;
+        }
+        self.flushed_at = u64::MAX;
         let polled = self.io()?.poll_write(cx, buf);
-        self.note_write(polled.is_pending());
+        note_write(&self.state, polled.is_pending());
         polled
     }
     fn poll_write_vectored(
@@ -642,18 +848,32 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Gate<T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        if !self.out.is_empty() {
+            ready!(self.poll_answers(cx))?;
+        }
+        self.flushed_at = u64::MAX;
         let polled = self.io()?.poll_write_vectored(cx, bufs);
-        self.note_write(polled.is_pending());
+        note_write(&self.state, polled.is_pending());
         polled
     }
     fn is_write_vectored(&self) -> bool {
         self.inner.as_ref().is_some_and(T::is_write_vectored)
     }
+    /// hyper flushes its buffer into `poll_write` before it calls this: once it returns with
+    /// no request in flight, hyper holds no response bytes (`flushed_at`).
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.inner.as_mut() {
-            Some(io) => Pin::new(io).poll_flush(cx),
-            None => Poll::Ready(Ok(())),
+        if !self.out.is_empty() {
+            ready!(self.poll_answers(cx))?;
         }
+        let this = &mut *self;
+        let Some(io) = this.inner.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        ready!(Pin::new(io).poll_flush(cx))?;
+        if this.state.in_flight.load(Ordering::Relaxed) == 0 {
+            this.flushed_at = this.state.requests.load(Ordering::Relaxed);
+        }
+        Poll::Ready(Ok(()))
     }
     /// After a refusal, a body error, or an error answered with `Connection: close`, a lingering
     /// close: send FIN, then read and discard what the client still sends (at most
@@ -662,6 +882,13 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Gate<T> {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
         // Released: the socket lives on elsewhere and must not be shut down.
+        if this.inner.is_none() {
+            return Poll::Ready(Ok(()));
+        }
+        // Answers already queued go out before the FIN (a write error ends them).
+        if !this.out.is_empty() && this.poll_answers(cx).is_pending() {
+            return Poll::Pending;
+        }
         let Some(inner) = this.inner.as_mut() else {
             return Poll::Ready(Ok(()));
         };
@@ -692,16 +919,15 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Gate<T> {
     }
 }
 
-impl<T> Gate<T> {
-    fn note_write(&self, blocked: bool) {
-        let since = &self.state.write_blocked_since;
-        if blocked {
-            if since.load(Ordering::Relaxed) == 0 {
-                since.store(now_ms().max(1), Ordering::Relaxed);
-            }
-        } else if since.load(Ordering::Relaxed) != 0 {
-            since.store(0, Ordering::Relaxed);
+/// Keeps the send clock: since when a write to the client has been blocked (0: it is not).
+fn note_write(state: &ConnState, blocked: bool) {
+    let since = &state.write_blocked_since;
+    if blocked {
+        if since.load(Ordering::Relaxed) == 0 {
+            since.store(now_ms().max(1), Ordering::Relaxed);
         }
+    } else if since.load(Ordering::Relaxed) != 0 {
+        since.store(0, Ordering::Relaxed);
     }
 }
 

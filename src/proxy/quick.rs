@@ -1,0 +1,214 @@
+//! Fast hits: a fresh hit from memory answered from the request head's bytes, without hyper.
+//!
+//! Most of a small hit's cost was not the cache but the HTTP machinery around it: hyper
+//! parsing the head into a request (a `HeaderMap` built and dropped), the request state
+//! machine's bookkeeping, a clone of the delivery map, and hyper encoding eleven fields again
+//! for every response (bench/RESULTS.md, "fast hits"). The gate (server/gate.rs) offers every
+//! complete, bodiless request head it validated, while hyper has nothing in flight, to
+//! [`Proxy::fast_hit`]; when this returns an answer the gate writes it itself — the object's
+//! pre-serialised head ([`Prepared::wire`]), a `Date` line and the body — and hyper never sees
+//! the request. Anything this path does not handle exactly as the state machine would is
+//! declined (`None`) and takes the full path, so both give the same answer: a plain `GET` or
+//! `HEAD` over HTTP/1.1 in origin form, one valid `Host`, none of the fields that change a
+//! lookup or a delivery (conditionals, `Range`, `Authorization`, `Cache-Control`, `Pragma`,
+//! `Upgrade`, `Connection`, `Expect`, body framing, the rewrite and untrusted forwarding fields
+//! the full path removes), no operator rules, a URL without variants, a fresh object in memory.
+//!
+//! [`Prepared::wire`]: crate::cache::Prepared::wire
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::Method;
+
+use super::body::ResponseBody;
+use super::observe::{self, FastHit};
+use super::{Proxy, deliver};
+use crate::cache::{Body, CacheKey};
+
+/// Header fields a fast hit reads at most; a request with more takes the full path.
+const MAX_FIELDS: usize = 32;
+
+/// A fast hit's answer, for the gate to write.
+pub struct FastAnswer {
+    /// Status line and fields, without `Date` and the blank line (the writer adds both).
+    pub head: Bytes,
+    /// The object's body (empty for `HEAD`), counting bytes and completing the transaction
+    /// record like any response body.
+    pub body: ResponseBody,
+}
+
+impl Proxy {
+    /// The answer to a request from its validated, bodiless `head` when it is a plain fresh
+    /// hit from memory (see the module docs); `None` leaves the request to the full path,
+    /// which then does every step itself. Counts what the full path counts for a hit, plus
+    /// `cache_hit_fast`.
+    pub fn fast_hit(&self, head: &[u8], client: SocketAddr) -> Option<FastAnswer> {
+        if !self.config.server.fast_hits || !self.rules.is_empty() {
+            return None;
+        }
+        let started = Instant::now();
+        let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
+        let mut req = httparse::Request::new(&mut fields);
+        if !matches!(req.parse(head), Ok(httparse::Status::Complete(_))) || req.version != Some(1) {
+            return None;
+        }
+        let (method, head_only) = match req.method? {
+            "GET" => (Method::GET, false),
+            "HEAD" => (Method::HEAD, true),
+            _ => return None,
+        };
+        let target = req.path?;
+        if !target.starts_with('/')
+            || target.contains('#')
+            || crate::http::target::normalise(target).is_some()
+        {
+            return None;
+        }
+        let mut host: Option<&[u8]> = None;
+        let mut user_agent = None;
+        let mut trusted = None;
+        for field in req.headers.iter() {
+            let name = field.name.as_bytes();
+            if name.eq_ignore_ascii_case(b"host") {
+                if host.is_some() {
+                    return None;
+                }
+                host = Some(field.value);
+            } else if name.eq_ignore_ascii_case(b"user-agent") {
+                user_agent = Some(field.value);
+            } else if changes_the_answer(name) {
+                return None;
+            } else if matches!(name[0] | 0x20, b'x' | b'f' | b'v' | b't') {
+                let trusted =
+                    *trusted.get_or_insert_with(|| self.config.server.trusts(client.ip()));
+                let lower = field.name.to_ascii_lowercase();
+                if crate::http::headers::removed_from_request(&lower, trusted) {
+                    return None;
+                }
+            }
+        }
+        let host = std::str::from_utf8(host?).ok()?;
+        // As the full path's authority check: anything else is answered there (400).
+        if host.is_empty() || host.bytes().any(|b| matches!(b, b'/' | b' ' | b'@')) {
+            return None;
+        }
+        let key = CacheKey::new(host, target);
+        let cache = &self.cache;
+        if cache.varies(&key) {
+            return None;
+        }
+        let object = cache.lookup_now(&key).ok()??;
+        if !object.vary().is_empty() || !matches!(object.body, Body::Memory(_)) {
+            return None;
+        }
+        if cache.check_bans(&key, &object) {
+            // Removed: the full path finds no copy and fetches.
+            self.counters.ban_objects.inc();
+            return None;
+        }
+        let now = Instant::now();
+        if !object.is_fresh(now) {
+            return None;
+        }
+        let status = deliver::hit_status(&object, now);
+        let prepared = deliver::prepared(&object, now, &status).ok()?;
+        let counters = &self.counters;
+        counters.client_req.inc();
+        counters.cache_hit.inc();
+        counters.cache_hit_fast.inc();
+        if object.state.from_disk {
+            counters.cache_hit_disk.inc();
+        } else {
+            counters.cache_hit_memory.inc();
+        }
+        let head = prepared.wire(object.status).clone();
+        let body = if head_only {
+            ResponseBody::empty()
+        } else {
+            ResponseBody::object(object.clone())
+        }
+        .counted(counters.clone());
+        let ttfb = started.elapsed();
+        counters.ttfb.observe(ttfb);
+        let record = observe::fast_hit_record(
+            self,
+            FastHit {
+                client: client.ip(),
+                method,
+                target,
+                host: host.as_bytes(),
+                user_agent,
+                fields: req.headers,
+                status: object.status.as_u16(),
+                response: &prepared.map,
+                started,
+                ttfb,
+            },
+        );
+        let body = match record {
+            Some(r) => body.recorded(r),
+            None => body,
+        };
+        Some(FastAnswer { head, body })
+    }
+}
+
+/// Request fields after which a hit is not simply the object as it is: preconditions and
+/// ranges (`If-*`, `Range`), the builtin pass and revalidation rules (`Authorization`,
+/// `Cache-Control`, `Pragma`), connection management (`Connection`, `Upgrade`, `Expect`, `TE`,
+/// `Keep-Alive`) and body framing. Names compared without case.
+fn changes_the_answer(name: &[u8]) -> bool {
+    const NAMES: [&[u8]; 11] = [
+        b"range",
+        b"authorization",
+        b"cache-control",
+        b"pragma",
+        b"connection",
+        b"upgrade",
+        b"expect",
+        b"te",
+        b"keep-alive",
+        b"content-length",
+        b"transfer-encoding",
+    ];
+    (name.len() > 3 && name[..3].eq_ignore_ascii_case(b"if-"))
+        || NAMES.iter().any(|n| name.eq_ignore_ascii_case(n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_that_change_the_answer() {
+        for name in [
+            "If-None-Match",
+            "if-modified-since",
+            "Range",
+            "AUTHORIZATION",
+            "Cache-Control",
+            "Pragma",
+            "Connection",
+            "Upgrade",
+            "Expect",
+            "TE",
+            "Keep-Alive",
+            "Content-Length",
+            "Transfer-Encoding",
+        ] {
+            assert!(changes_the_answer(name.as_bytes()), "{name}");
+        }
+        for name in [
+            "Accept",
+            "Accept-Encoding",
+            "User-Agent",
+            "If",
+            "Ranges",
+            "Cookie",
+        ] {
+            assert!(!changes_the_answer(name.as_bytes()), "{name}");
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! Fast hits (`server.fast_hits`): plain fresh hits from memory answered by the gate without
+//! hyper. The answer must be the one the full path gives; everything else must take the full
+//! path; responses stay in request order on pipelined and kept-alive connections; counters,
+//! log lines, timeouts and released connections behave as for any hit.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+fn origin_reply(path: &str) -> Reply {
+    match path {
+        "/slow" => Reply::ok("slow")
+            .cc("max-age=60")
+            .delay(Duration::from_millis(300)),
+        "/big" => Reply::ok(&"x".repeat(4 << 20)).cc("max-age=60"),
+        p => Reply::ok(&format!("body of {p}"))
+            .cc("max-age=60")
+            .header("etag", "\"v1\"")
+            .header("x-custom", "kept")
+            .header("surrogate-key", "k1"),
+    }
+}
+
+/// Status, fields (without `date`) and body.
+fn shape(r: &Resp) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    let mut fields: Vec<(String, String)> = r
+        .headers
+        .iter()
+        .filter(|(n, _)| n.as_str() != "date")
+        .map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_string()))
+        .collect();
+    fields.sort();
+    (r.status, fields, r.body.to_vec())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fast_hit_is_the_full_paths_hit() {
+    let origin = Origin::start(|s| origin_reply(&s.path)).await;
+    let fast = Shellac::start(origin.addr, |_| {}).await;
+    let full = Shellac::start(origin.addr, |c| c.server.fast_hits = false).await;
+    for shellac in [&fast, &full] {
+        assert!(
+            get(shellac.addr, "/a")
+                .await
+                .cache_status()
+                .contains("fwd=miss")
+        );
+    }
+    for method in ["GET", "HEAD"] {
+        let a = request(fast.addr, method, "/a", &[("user-agent", "t/1")], b"").await;
+        let b = request(full.addr, method, "/a", &[("user-agent", "t/1")], b"").await;
+        assert!(
+            a.cache_status().starts_with("shellac; hit; ttl="),
+            "{}",
+            a.cache_status()
+        );
+        assert!(a.header("date").is_some(), "a fast hit carries Date");
+        assert_eq!(shape(&a), shape(&b), "{method}");
+        assert_eq!(a.header("surrogate-key"), None);
+        assert_eq!(a.header("content-length"), Some("10"));
+    }
+    let (f, s) = (fast.stats().await, full.stats().await);
+    assert_eq!(f["cache_hit_fast"], 2);
+    assert_eq!(s["cache_hit_fast"], 0);
+    for name in [
+        "client_req",
+        "cache_hit",
+        "cache_hit_memory",
+        "s_resp_bytes",
+    ] {
+        assert_eq!(f[name], s[name], "{name}");
+    }
+    assert_eq!(f["cache_hit"], 2);
+    assert_eq!(origin.count(), 2);
+    fast.stop().await;
+    full.stop().await;
+}
+
+/// Requests a stored object cannot simply answer are left to the full path, which applies
+/// their semantics (304, 206, revalidation, pass, close).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_that_change_the_answer_take_the_full_path() {
+    let origin = Origin::start(|s| origin_reply(&s.path)).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    get(shellac.addr, "/a").await;
+    let not_modified = get_with(shellac.addr, "/a", &[("if-none-match", "\"v1\"")]).await;
+    assert_eq!(not_modified.status, 304);
+    let partial = get_with(shellac.addr, "/a", &[("range", "bytes=0-3")]).await;
+    assert_eq!((partial.status, partial.text().as_str()), (206, "body"));
+    let authorized = get_with(shellac.addr, "/a", &[("authorization", "Basic eDp5")]).await;
+    assert!(
+        authorized.cache_status().contains("detail=authorization"),
+        "{}",
+        authorized.cache_status()
+    );
+    // Request Cache-Control is ignored by default (`cache.request_cache_control`), but only
+    // the full path knows that: a hit, not a fast one.
+    let no_cache = get_with(shellac.addr, "/a", &[("cache-control", "no-cache")]).await;
+    assert!(
+        no_cache.cache_status().contains("hit"),
+        "{}",
+        no_cache.cache_status()
+    );
+    // Connection: close is honoured (hyper answers and closes).
+    let closing = exchange(
+        shellac.addr,
+        b"GET /a HTTP/1.1\r\nhost: test.example\r\nconnection: close\r\n\r\n",
+        Duration::from_secs(2),
+    )
+    .await;
+    assert!(closing.closed, "closed after Connection: close");
+    assert!(
+        closing
+            .text
+            .to_ascii_lowercase()
+            .contains("connection: close")
+    );
+    // HTTP/1.0: hyper's framing and keep-alive rules.
+    let old = exchange(
+        shellac.addr,
+        b"GET /a HTTP/1.0\r\nhost: test.example\r\n\r\n",
+        Duration::from_secs(2),
+    )
+    .await;
+    assert!(
+        old.text.starts_with("HTTP/1.0 200") || old.text.starts_with("HTTP/1.1 200"),
+        "{}",
+        old.text
+    );
+    assert!(old.closed);
+    let stats = shellac.stats().await;
+    assert_eq!(stats["cache_hit_fast"], 0, "none of these was a fast hit");
+    // 304, 206, no-cache and the two raw ones: hits answered by the full path.
+    assert_eq!(stats["cache_hit"], 5);
+    shellac.stop().await;
+}
+
+/// Pipelined requests: hits after a request hyper is still answering wait for it; the
+/// answers arrive in request order whichever path made them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_answers_keep_request_order() {
+    let origin = Origin::start(|s| origin_reply(&s.path)).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    get(shellac.addr, "/a").await;
+    get(shellac.addr, "/b").await;
+    let req = |p: &str| format!("GET {p} HTTP/1.1\r\nhost: test.example\r\n\r\n");
+    // Two fast hits, a miss on a slow origin, then hits that must wait for it.
+    let all = [req("/a"), req("/b"), req("/slow"), req("/a"), req("/b")].concat();
+    let mut stream = TcpStream::connect(shellac.addr).await.unwrap();
+    stream.write_all(all.as_bytes()).await.unwrap();
+    // And one more while the slow one is still in flight.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    stream.write_all(req("/a").as_bytes()).await.unwrap();
+    let text = read_responses(&mut stream, 6).await;
+    let bodies: Vec<&str> = text
+        .split("HTTP/1.1 ")
+        .skip(1)
+        .map(|r| r.rsplit("\r\n\r\n").next().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        bodies,
+        [
+            "body of /a",
+            "body of /b",
+            "slow",
+            "body of /a",
+            "body of /b",
+            "body of /a"
+        ],
+        "{text}"
+    );
+    let stats = shellac.stats().await;
+    assert_eq!(
+        stats["cache_hit_fast"], 2,
+        "the first two; the rest went to hyper in order"
+    );
+    // Once hyper has answered and flushed, hits on the connection are fast again.
+    stream.write_all(req("/b").as_bytes()).await.unwrap();
+    let text = read_responses(&mut stream, 1).await;
+    assert!(text.ends_with("body of /b"), "{text}");
+    assert_eq!(shellac.stat("cache_hit_fast").await, 3);
+    shellac.stop().await;
+}
+
+/// Reads until `n` responses with bodies of the known sizes (or 5 s).
+async fn read_responses(stream: &mut TcpStream, n: usize) -> String {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let complete = text.matches("HTTP/1.1 ").count() == n
+            && (text.ends_with("body of /a")
+                || text.ends_with("body of /b")
+                || text.ends_with("slow"));
+        if complete {
+            return text;
+        }
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return text,
+            Ok(Ok(k)) => out.extend_from_slice(&buf[..k]),
+        }
+    }
+}
+
+/// A client that stops reading a large fast hit is closed by `send_timeout`, as on the full
+/// path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_fast_hit_meets_the_send_timeout() {
+    let origin = Origin::start(|s| origin_reply(&s.path)).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.server.send_timeout = shellac::config::units::Dur(Duration::from_millis(300));
+    })
+    .await;
+    assert_eq!(get(shellac.addr, "/big").await.body.len(), 4 << 20);
+    let mut slow = connect_small_window(shellac.addr).await;
+    slow.write_all(b"GET /big HTTP/1.1\r\nhost: test.example\r\n\r\n")
+        .await
+        .unwrap();
+    let mut closed = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if shellac.stat("client_send_timeout").await == 1 {
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed, "send timeout counted");
+    assert_eq!(shellac.stat("cache_hit_fast").await, 1);
+    shellac.stop().await;
+}
+
+/// Fast hits leave the connection idle: it is released after `idle_release` and the next
+/// fast hit resumes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_with_fast_hits_is_released_and_resumed() {
+    let origin = Origin::start(|s| origin_reply(&s.path)).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.server.idle_release = shellac::config::units::Dur(Duration::from_millis(200));
+    })
+    .await;
+    get(shellac.addr, "/a").await;
+    let mut conn = Conn::open(shellac.addr).await;
+    assert!(
+        conn.send("GET", "/a", &[], b"")
+            .await
+            .cache_status()
+            .contains("hit")
+    );
+    let mut released = false;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if shellac.stat("client_idle_released").await >= 1 {
+            released = true;
+            break;
+        }
+    }
+    assert!(released, "released after idle_release");
+    let again = conn.send("GET", "/a", &[], b"").await;
+    assert_eq!(again.text(), "body of /a");
+    assert_eq!(shellac.stat("cache_hit_fast").await, 2);
+    shellac.stop().await;
+}
