@@ -265,3 +265,26 @@ async fn a_connection_with_fast_hits_is_released_and_resumed() {
     assert_eq!(shellac.stat("cache_hit_fast").await, 2);
     shellac.stop().await;
 }
+
+/// A malformed request after pipelined fast hits: the hits are answered, then the refusal,
+/// then the connection closes; nothing after the refused request is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_after_fast_hits_comes_after_their_answers() {
+    let origin = Origin::start(|s| origin_reply(&s.path)).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    get(shellac.addr, "/a").await;
+    let seen = exchange(
+        shellac.addr,
+        b"GET /a HTTP/1.1\r\nhost: test.example\r\n\r\n\
+          GET /a HTTP/1.1\r\nhost: test.example\r\n\r\n\
+          GET /a HTTP/1.1\r\nhost: test.example\r\nhost: other.example\r\n\r\n\
+          GET /a HTTP/1.1\r\nhost: test.example\r\n\r\n",
+        Duration::from_secs(3),
+    )
+    .await;
+    assert_eq!(seen.statuses(), [200, 200, 400], "{}", seen.text);
+    assert!(seen.closed);
+    assert_eq!(shellac.stat("cache_hit_fast").await, 2);
+    assert_eq!(origin.count(), 1);
+    shellac.stop().await;
+}
