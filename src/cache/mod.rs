@@ -273,10 +273,11 @@ impl Prepared {
     }
 
     /// The response head for `map` with `status` as hyper writes it (status line with the
-    /// canonical reason, then each field as `name: value`, in the map's order), without `Date`
-    /// and the blank line, which the writer adds: a fast hit (server/gate.rs) sends these
-    /// bytes as they are. Built once per `Prepared`, i.e. at most once per second of the
-    /// object's age.
+    /// canonical reason, then each field as `name: value`, in the map's order): a fast hit
+    /// (server/gate.rs) sends these bytes as they are. hyper adds `Date` when the fields have
+    /// none; so does the writer then, with the blank line: the bytes end with the blank line
+    /// (`\r\n\r\n`) only when the stored fields carry their own `Date`. Built once per
+    /// `Prepared`, i.e. at most once per second of the object's age.
     pub fn wire(&self, status: StatusCode) -> &Bytes {
         self.wire.get_or_init(|| {
             let fields: usize = self
@@ -295,6 +296,9 @@ impl Prepared {
                 out.extend_from_slice(name.as_str().as_bytes());
                 out.extend_from_slice(b": ");
                 out.extend_from_slice(value.as_bytes());
+                out.extend_from_slice(b"\r\n");
+            }
+            if self.map.contains_key(http::header::DATE) {
                 out.extend_from_slice(b"\r\n");
             }
             Bytes::from(out)
@@ -763,6 +767,29 @@ mod tests {
         );
         // The largest value stays "some".
         assert!(MaybeSpan::new(Some(Duration::MAX)).get().is_some());
+    }
+
+    /// The wire form of prepared fields: hyper's status line and field lines; the blank line
+    /// only when the fields carry their own `Date` (otherwise the writer adds `Date` first,
+    /// as hyper does).
+    #[test]
+    fn prepared_wire_is_what_hyper_writes() {
+        let mut map = HeaderMap::new();
+        map.insert("content-length", HeaderValue::from_static("5"));
+        map.insert("cache-status", HeaderValue::from_static("shellac; hit"));
+        let p = Prepared::new(0, HeaderValue::from_static("shellac; hit"), map.clone());
+        assert_eq!(
+            &p.wire(StatusCode::OK)[..],
+            b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\ncache-status: shellac; hit\r\n"
+        );
+        map.insert(
+            "date",
+            HeaderValue::from_static("Tue, 24 Nov 2026 04:29:13 GMT"),
+        );
+        let p = Prepared::new(0, HeaderValue::from_static("x"), map);
+        let wire = p.wire(StatusCode::NOT_FOUND);
+        assert!(wire.starts_with(b"HTTP/1.1 404 Not Found\r\n"));
+        assert!(wire.ends_with(b"date: Tue, 24 Nov 2026 04:29:13 GMT\r\n\r\n"));
     }
 
     /// The object's size is most of a small cached object's overhead (workload 8): it went

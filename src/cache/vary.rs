@@ -51,13 +51,15 @@ impl Cache {
             .unwrap_or_else(|| primary.clone())
     }
 
-    /// Whether the URL of `primary` varies: its variant depends on request fields.
-    pub fn varies(&self, primary: &CacheKey) -> bool {
-        self.vary_seen.load(Ordering::Acquire)
-            && self
-                .vary_index
-                .get(primary)
-                .is_some_and(|index| !index.names.is_empty())
+    /// The request fields the variant of `primary` depends on (its URL's `Vary`), or None
+    /// when the URL does not vary.
+    pub fn vary_names(&self, primary: &CacheKey) -> Option<Arc<VaryIndex>> {
+        if !self.vary_seen.load(Ordering::Acquire) {
+            return None;
+        }
+        self.vary_index
+            .get(primary)
+            .filter(|index| !index.names.is_empty())
     }
 
     /// The variant key for a request if the URL varies; `None` means "use the primary key"

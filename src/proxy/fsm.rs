@@ -720,7 +720,7 @@ impl Txn {
 
 /// Rewrites `Accept-Encoding` to `gzip`, `br` or nothing, so clients that differ only in how
 /// they spell it share one variant (and the backend sees what the variant was fetched with).
-fn normalize_accept_encoding(headers: &mut http::HeaderMap) {
+pub(super) fn normalize_accept_encoding(headers: &mut http::HeaderMap) {
     // Fast paths: no field (nothing to do), or already normalised.
     if !crate::http::headers::has_field(headers, &header::ACCEPT_ENCODING) {
         return;

@@ -12,7 +12,8 @@
 //! `HEAD` over HTTP/1.1 in origin form, one valid `Host`, none of the fields that change a
 //! lookup or a delivery (conditionals, `Range`, `Authorization`, `Cache-Control`, `Pragma`,
 //! `Upgrade`, `Connection`, `Expect`, body framing, the rewrite and untrusted forwarding fields
-//! the full path removes), no operator rules, a URL without variants, a fresh object in memory.
+//! the full path removes), no operator rules, a fresh object in memory (of the request's variant
+//! when the URL has `Vary` variants).
 //!
 //! [`Prepared::wire`]: crate::cache::Prepared::wire
 
@@ -20,11 +21,12 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use bytes::Bytes;
-use http::Method;
+use http::{HeaderMap, HeaderValue, Method};
 
 use super::body::ResponseBody;
 use super::observe::{self, FastHit};
 use super::{Proxy, deliver};
+use crate::cache::vary::variant_hash;
 use crate::cache::{Body, CacheKey};
 
 /// Header fields a fast hit reads at most; a request with more takes the full path.
@@ -32,8 +34,10 @@ const MAX_FIELDS: usize = 32;
 
 /// A fast hit's answer, for the gate to write.
 pub struct FastAnswer {
-    /// Status line and fields, without `Date` and the blank line (the writer adds both).
+    /// Status line and fields (`Prepared::wire`).
     pub head: Bytes,
+    /// The head has no `Date` and no blank line yet: the writer adds both.
+    pub add_date: bool,
     /// The object's body (empty for `HEAD`), counting bytes and completing the transaction
     /// record like any response body.
     pub body: ResponseBody,
@@ -94,16 +98,40 @@ impl Proxy {
         if host.is_empty() || host.bytes().any(|b| matches!(b, b'/' | b' ' | b'@')) {
             return None;
         }
-        let key = CacheKey::new(host, target);
+        let primary = CacheKey::new(host, target);
         let cache = &self.cache;
-        if cache.varies(&key) {
+        // A URL with variants: its variant from the request fields its `Vary` names, as the
+        // full path computes it (`Cache::variant_key`, Accept-Encoding normalised first).
+        let selection = match cache.vary_names(&primary) {
+            None => None,
+            Some(index) => {
+                let mut selected = HeaderMap::with_capacity(index.names.len());
+                for field in req.headers.iter() {
+                    if let Some(name) = index
+                        .names
+                        .iter()
+                        .find(|n| field.name.eq_ignore_ascii_case(n.as_str()))
+                    {
+                        selected.append(name.clone(), HeaderValue::from_bytes(field.value).ok()?);
+                    }
+                }
+                if self.config.cache.normalize_accept_encoding {
+                    super::fsm::normalize_accept_encoding(&mut selected);
+                }
+                let variant = variant_hash(&index.names, &selected);
+                Some((primary.with_variant(variant), selected))
+            }
+        };
+        let key = selection.as_ref().map_or(&primary, |(k, _)| k);
+        let object = cache.lookup_now(key).ok()??;
+        let matches = match &selection {
+            Some((_, selected)) => object.vary_matches(selected),
+            None => object.vary().is_empty(),
+        };
+        if !matches || !matches!(object.body, Body::Memory(_)) {
             return None;
         }
-        let object = cache.lookup_now(&key).ok()??;
-        if !object.vary().is_empty() || !matches!(object.body, Body::Memory(_)) {
-            return None;
-        }
-        if cache.check_bans(&key, &object) {
+        if cache.check_bans(key, &object) {
             // Removed: the full path finds no copy and fetches.
             self.counters.ban_objects.inc();
             return None;
@@ -151,7 +179,12 @@ impl Proxy {
             Some(r) => body.recorded(r),
             None => body,
         };
-        Some(FastAnswer { head, body })
+        let add_date = !head.ends_with(b"\r\n\r\n");
+        Some(FastAnswer {
+            head,
+            add_date,
+            body,
+        })
     }
 }
 

@@ -280,10 +280,13 @@ pub(super) trait Answerer: Send + Sync {
 /// Fast answers queued at most; a later request goes to hyper (whose writes wait for these).
 const MAX_ANSWERS: usize = 16;
 
-/// A fast answer being written: head, `Date` line, then the body's chunks.
+/// A fast answer being written: head, `Date` line (if the head has none), then the body's
+/// chunks.
 struct Outgoing {
     head: Bytes,
     date: [u8; DATE_LINE_LEN],
+    /// Bytes of `date` to send: all or none.
+    date_len: usize,
     /// Bytes of `head` and `date` written so far.
     written: usize,
     body: ResponseBody,
@@ -464,9 +467,15 @@ impl<T> Gate<T> {
         let Some(a) = self.answerer.as_ref().and_then(|x| x.answer(head)) else {
             return false;
         };
+        let (date, date_len) = if a.add_date {
+            (date_line(), DATE_LINE_LEN)
+        } else {
+            ([0; DATE_LINE_LEN], 0)
+        };
         self.out.push_back(Outgoing {
             head: a.head,
-            date: date_line(),
+            date,
+            date_len,
             written: 0,
             body: a.body,
             chunk: Bytes::new(),
@@ -758,7 +767,7 @@ impl<T> Gate<T> {
                     Poll::Pending => return Poll::Pending,
                 }
             }
-            let head_len = o.head.len() + DATE_LINE_LEN;
+            let head_len = o.head.len() + o.date_len;
             if o.written == head_len && o.chunk.is_empty() {
                 if o.body_done {
                     self.out.pop_front();
@@ -773,7 +782,7 @@ impl<T> Gate<T> {
             }
             if o.written < head_len {
                 let at = o.written.saturating_sub(o.head.len());
-                slices[k] = io::IoSlice::new(&o.date[at..]);
+                slices[k] = io::IoSlice::new(&o.date[at..o.date_len]);
                 k += 1;
             }
             if !o.chunk.is_empty() {
