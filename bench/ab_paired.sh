@@ -12,6 +12,10 @@
 #   OBJECT=small100 CONNS=200 bench/ab_paired.sh reference target/release/shellac
 #       A = the reference server (bench/reference.rs, one thread on CPU 0): A/B is then
 #       Shellac's share of the reference's throughput at equal CPU (issue 8's "of reference")
+#   B_IDLE=10000 bench/ab_paired.sh target/release/shellac target/release/shellac
+#       workload 7 at equal CPU: B holds 10,000 idle keep-alive connections (one request each,
+#       then held; released and trimmed before the measurement, SETTLE=4 s), A none; A/B is
+#       then B's CPU per request with them against A's without, at the same moment
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 A=${1:?usage: bench/ab_paired.sh BINARY_A BINARY_B}
@@ -21,11 +25,17 @@ CONNS=${CONNS:-50}
 SECS=${SECS:-6}
 RUNS=${RUNS:-5}
 ORIGIN=${ORIGIN:-target/release/examples/origin}
+CLIENTS=${CLIENTS:-target/release/examples/clients}
+B_IDLE=${B_IDLE:-0}
+if (( B_IDLE > 0 )); then
+  ulimit -n $(( B_IDLE + 4096 )) 2>/dev/null || { echo "needs ulimit -n $(( B_IDLE + 4096 ))" >&2; exit 1; }
+fi
 command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 1; }
 
 . bench/lib.sh   # TMP, PIDS (stopped on exit), free_port, start_origin, start_shellac, cpu_ticks, ...
 REFERENCE=${REFERENCE:-target/release/examples/reference}
 if [[ $A == reference ]]; then need_built "$REFERENCE" "$B" "$ORIGIN"; else need_built "$A" "$B" "$ORIGIN"; fi
+(( B_IDLE == 0 )) || need_built "$CLIENTS"
 
 # Starts A: a Shellac binary, or the reference server; prints "port pid".
 start_a() {
@@ -47,11 +57,27 @@ start_origin "$ORIGIN"
 ratios=()
 for run in $(seq "$RUNS"); do
   read -r port_a pid_a < <(start_a)
-  read -r port_b _ pid_b < <(start_shellac "$B" "" "${B_ENV:-}")
+  b_config=""
+  (( B_IDLE > 0 )) && b_config="max_connections = $(( B_IDLE + 1000 ))
+idle_timeout = \"300s\""
+  read -r port_b admin_b pid_b < <(start_shellac "$B" "$b_config" "${B_ENV:-}")
   PIDS+=("$pid_a" "$pid_b")
   [[ $A == reference ]] || wait_for_hit "$port_a" "$OBJECT"
   wait_for_hit "$port_b" "$OBJECT"
+  idle_pid=""
+  if (( B_IDLE > 0 )); then
+    taskset -c 1 "$CLIENTS" idle "127.0.0.1:$port_b" "/$OBJECT" "$B_IDLE" $(( SECS + 120 )) >"$TMP/idle.txt" 2>&1 &
+    idle_pid=$!
+    PIDS+=("$idle_pid")
+    for _ in $(seq 600); do grep -q IDLE_READY "$TMP/idle.txt" && break; sleep 0.1; done
+    sleep "${SETTLE:-4}"
+    curl -s "http://127.0.0.1:$admin_b/stats" | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+print("B holds %d idle connections (%d released), %d trims" % (s["n_client_conn"], s["n_client_conn_released"], s["mem_trim"]), file=sys.stderr)'
+  fi
   read -r req_a us_a req_b us_b ratio < <(paired_cpu "$pid_a" "$port_a" "$pid_b" "$port_b" 1)
+  if [[ -n $idle_pid ]]; then kill "$idle_pid" 2>/dev/null; wait "$idle_pid" 2>/dev/null || true; fi
   printf 'run %s: A %9s req %6s µs CPU/request | B %9s req %6s µs CPU/request | A/B %5s%%\n' \
     "$run" "$req_a" "$us_a" "$req_b" "$us_b" "$ratio" >&2
   ratios+=("$ratio")

@@ -44,7 +44,7 @@ for run in $(seq "$RUNS"); do
   taskset -c 1 "$CLIENTS" idle "127.0.0.1:$PORT" /hit6k "$N" $(( SECS + 60 )) >"$TMP/idle.txt" 2>&1 &
   cp=$!
   for _ in $(seq 600); do grep -q IDLE_READY "$TMP/idle.txt" && break; sleep 0.1; done
-  sleep 2   # idle_release (1 s by default) has released them
+  sleep "${SETTLE:-2}"   # idle_release (1 s by default) has released them
   open=$(awk '/IDLE_READY/ {print $2}' "$TMP/idle.txt")
   read -r rps1 us1 < <(measure)
   kill "$cp" 2>/dev/null; wait "$cp" 2>/dev/null || true
