@@ -1041,6 +1041,66 @@ mod tests {
             .unwrap();
     }
 
+    /// Answers every request with a fixed head and no body.
+    struct Fixed;
+    impl Answerer for Fixed {
+        fn answer(&self, _head: &[u8]) -> Option<FastAnswer> {
+            Some(FastAnswer {
+                head: Bytes::from_static(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"),
+                add_date: false,
+                body: ResponseBody::empty(),
+            })
+        }
+    }
+
+    /// A fast answer is written only while hyper holds nothing: after hyper wrote without
+    /// flushing, or while its request is in flight, the next head goes to hyper; once hyper
+    /// flushed with nothing in flight, heads are answered again (and never reach hyper).
+    #[tokio::test]
+    async fn fast_answers_never_overtake_hyper() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        const GET: &[u8] = b"GET / HTTP/1.1\r\nhost: a\r\n\r\n";
+        let (server, mut client) = tokio::io::duplex(4096);
+        let state = Arc::new(ConnState::new());
+        let counters = Arc::new(Counters::default());
+        let mut gate = Gate::new(server, state.clone(), counters, Limits::default());
+        gate.answer_with(Box::new(Fixed));
+        let mut buf = [0u8; 256];
+        let mut read_once = |gate: &mut Gate<_>| {
+            let mut rb = ReadBuf::new(&mut buf);
+            let mut cx = Context::from_waker(Waker::noop());
+            let _ = Pin::new(gate).poll_read(&mut cx, &mut rb);
+            rb.filled().len()
+        };
+        // Answered by the gate: hyper reads nothing, the client gets the answer.
+        client.write_all(GET).await.unwrap();
+        assert_eq!(read_once(&mut gate), 0);
+        let mut got = [0u8; 38];
+        client.read_exact(&mut got).await.unwrap();
+        assert!(got.starts_with(b"HTTP/1.1 200 OK"));
+        // hyper wrote something it has not flushed: the next head is hyper's.
+        gate.write_all(b"x").await.unwrap();
+        client.write_all(GET).await.unwrap();
+        assert_eq!(read_once(&mut gate), GET.len(), "handed to hyper");
+        let _ = state.begin_request();
+        // hyper flushes while its request is still in flight: still hyper's turn.
+        gate.flush().await.unwrap();
+        client.write_all(GET).await.unwrap();
+        assert_eq!(read_once(&mut gate), GET.len());
+        let _ = state.begin_request();
+        state.end_request();
+        state.end_request();
+        // Everything dispatched, nothing in flight, flushed: the gate answers again.
+        gate.flush().await.unwrap();
+        client.write_all(GET).await.unwrap();
+        assert_eq!(read_once(&mut gate), 0);
+        let mut x = [0u8; 1];
+        client.read_exact(&mut x).await.unwrap();
+        assert_eq!(&x, b"x", "hyper's byte first");
+        client.read_exact(&mut got).await.unwrap();
+        assert!(got.starts_with(b"HTTP/1.1 200 OK"));
+    }
+
     #[test]
     fn stand_in_is_recognised_by_number() {
         let s = ConnState::new();
