@@ -392,7 +392,6 @@ impl<T> Gate<T> {
             && self.after == After::Continue
             && self.pending_pos >= self.pending.len()
             && self.scanner.at_head()
-            && self.out.len() < MAX_ANSWERS
             && self.state.in_flight.load(Ordering::Relaxed) == 0
             && self.heads == self.state.requests.load(Ordering::Relaxed)
             && self.flushed_at == self.heads
