@@ -210,7 +210,13 @@ pub fn evaluate_with(
 
     // RFC 9111 §4.2.3
     let date = http_date(headers, header::DATE).unwrap_or(response_time);
-    let apparent_age = response_time.duration_since(date).unwrap_or(Duration::ZERO);
+    // `Date` has whole seconds: the fraction of the second the response arrived in is not
+    // age. Compared with the exact receive time, a response made and received within one
+    // second started at up to ~1 s of age, and a `max-age=1` (micro-caching) object was
+    // stale almost at once in about half the cases.
+    let apparent_age = whole_seconds(response_time)
+        .duration_since(date)
+        .unwrap_or(Duration::ZERO);
     let response_delay = response_time
         .duration_since(request_time)
         .unwrap_or(Duration::ZERO);
@@ -298,6 +304,14 @@ fn heuristic(headers: &HeaderMap, date: SystemTime, cfg: &CacheConfig) -> Option
 fn http_date(headers: &HeaderMap, name: HeaderName) -> Option<SystemTime> {
     let v = headers.get(name)?.to_str().ok()?;
     httpdate::parse_http_date(v.trim()).ok()
+}
+
+/// `t` without its fraction of a second.
+fn whole_seconds(t: SystemTime) -> SystemTime {
+    match t.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(d) => SystemTime::UNIX_EPOCH + Duration::from_secs(d.as_secs()),
+        Err(_) => t,
+    }
 }
 
 #[cfg(test)]
@@ -551,6 +565,29 @@ mod tests {
             ),
             Err(NoCacheReason::Expired)
         );
+    }
+
+    /// Received 0.999 s into the second its `Date` names: no age yet (the fraction is the
+    /// date's resolution); a second later, one second.
+    #[test]
+    fn the_fraction_of_the_dates_second_is_not_age() {
+        let date = httpdate::parse_http_date("Sun, 22 Nov 2026 00:00:00 GMT").unwrap();
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::DATE,
+            HeaderValue::from_static("Sun, 22 Nov 2026 00:00:00 GMT"),
+        );
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("max-age=1"));
+        let cfg = CacheConfig::default();
+        let at = |ms| date + Duration::from_millis(ms);
+        let p = evaluate(StatusCode::OK, &h, at(990), at(999), &cfg).unwrap();
+        assert_eq!(
+            p.initial_age,
+            Duration::from_millis(9),
+            "only the response delay"
+        );
+        let p = evaluate(StatusCode::OK, &h, at(1500), at(1500), &cfg);
+        assert_eq!(p.err(), Some(NoCacheReason::Expired), "a whole second old");
     }
 
     #[test]
