@@ -357,3 +357,27 @@ async fn fast_hits_pick_the_requests_variant() {
     fast.stop().await;
     full.stop().await;
 }
+
+/// A head that arrives in pieces is held by the gate until complete, then answered fast like
+/// any other; a pipelined request behind it too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_in_pieces_is_answered_fast_once_complete() {
+    let origin = Origin::start(|s| origin_reply(&s.path)).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    get(shellac.addr, "/a").await;
+    get(shellac.addr, "/b").await;
+    let mut stream = TcpStream::connect(shellac.addr).await.unwrap();
+    stream.write_all(b"GET /a HTTP/1.1\r\nho").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    stream
+        .write_all(b"st: test.example\r\n\r\nGET /b HTTP/1.1\r\nhost: test.example\r\n\r\n")
+        .await
+        .unwrap();
+    let text = read_responses(&mut stream, 2).await;
+    assert!(
+        text.contains("body of /a") && text.ends_with("body of /b"),
+        "{text}"
+    );
+    assert_eq!(shellac.stat("cache_hit_fast").await, 2);
+    shellac.stop().await;
+}

@@ -84,7 +84,11 @@ impl Proxy {
                 user_agent = Some(field.value);
             } else if changes_the_answer(name) {
                 return None;
-            } else if matches!(name[0] | 0x20, b'x' | b'f' | b'v' | b't') && name.len() <= 32 {
+            } else if matches!(
+                name.first().map(|b| b | 0x20),
+                Some(b'x' | b'f' | b'v' | b't')
+            ) && name.len() <= 32
+            {
                 // Every listed name is shorter: lower-cased on the stack, not allocated.
                 let mut lower = [0u8; 32];
                 let lower = &mut lower[..name.len()];

@@ -699,11 +699,12 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Gate<T> {
                     }
                 }
                 if answered > 0 {
-                    // The answered requests leave hyper's buffer.
+                    // The answered requests leave hyper's buffer (they precede whatever the
+                    // outcome kept: a held head, a refusal's cut).
                     let filled = buf.filled().len();
-                    buf.filled_mut()
-                        .copy_within(start + answered..filled, start);
-                    buf.set_filled(filled - answered);
+                    let from = (start + answered).min(filled);
+                    buf.filled_mut().copy_within(from..filled, start);
+                    buf.set_filled(filled - (from - start));
                 }
                 if buf.filled().len() > start {
                     return Poll::Ready(Ok(()));
@@ -725,18 +726,20 @@ impl<T> Gate<T> {
     fn scan_held(&mut self, held: Vec<u8>) {
         let answer = self.may_answer();
         let (answered, outcome) = self.scan(&held, answer);
+        // The answered requests come first; hyper's bytes run from them to `to`.
+        let hypers = |to: usize| &held[answered.min(to)..to];
         match outcome {
             Outcome::Valid { held_from } => {
-                self.pending.extend_from_slice(&held[answered..held_from]);
+                self.pending.extend_from_slice(hypers(held_from));
                 self.held = held;
                 self.held.drain(..held_from);
             }
             Outcome::RefuseRequest { cut, violation } => {
-                self.pending.extend_from_slice(&held[answered..cut]);
+                self.pending.extend_from_slice(hypers(cut));
                 self.refuse(violation, &held[cut..]);
             }
             Outcome::FailBody { cut, violation } => {
-                self.pending.extend_from_slice(&held[answered..cut]);
+                self.pending.extend_from_slice(hypers(cut));
                 self.fail_body(violation);
             }
         }
