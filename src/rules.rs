@@ -53,6 +53,19 @@ struct Rule {
     unset_response: Vec<HeaderName>,
 }
 
+impl Rule {
+    /// The request-phase actions that change a hit (`Rules::change_a_hit`).
+    fn acts_on_request(&self) -> bool {
+        let c = &self.cfg;
+        c.pass
+            || c.synth.is_some()
+            || c.redirect.is_some()
+            || c.strip_request_cookies
+            || !self.set_request.is_empty()
+            || !self.unset_request.is_empty()
+    }
+}
+
 /// All rules of a config.
 pub struct Rules {
     rules: Vec<Rule>,
@@ -138,6 +151,11 @@ impl Rules {
         self.rules.is_empty()
     }
 
+    /// Whether any rule has a request-phase action that changes a hit (`change_a_hit`).
+    pub fn act_on_requests(&self) -> bool {
+        self.rules.iter().any(Rule::acts_on_request)
+    }
+
     /// Request phase: finds the matching rules in order and applies their request actions
     /// (header edits happen on `headers`). Stops at the first `pass`, `synth` or `redirect`.
     pub fn on_request(
@@ -152,29 +170,12 @@ impl Rules {
             return out;
         }
         let path = path_and_query.split('?').next().unwrap_or("/");
-        let mut path_hit = vec![false; self.rules.len()];
-        for i in self.path_set.matches(path).iter() {
-            path_hit[self.path_rule[i]] = true;
-        }
-        let mut url_hit = vec![false; self.rules.len()];
-        for i in self.url_set.matches(path_and_query).iter() {
-            url_hit[self.url_rule[i]] = true;
-        }
-        let host = host.split(':').next().unwrap_or(host).to_ascii_lowercase();
+        let target = self.target(host, path_and_query);
         for (i, rule) in self.rules.iter().enumerate() {
-            let c = &rule.cfg;
-            let matches = (c.path.is_none() || path_hit[i])
-                && (c.url.is_none() || url_hit[i])
-                && (c.host.0.is_empty() || c.host.0.iter().any(|h| host_matches(h, &host)))
-                && (c.method.0.is_empty() || c.method.0.iter().any(|m| m == method.as_str()))
-                && rule.request_headers.iter().all(|f| f.matches(headers))
-                && rule
-                    .cookie
-                    .as_ref()
-                    .is_none_or(|re| cookie_names(headers).any(|n| re.is_match(n)));
-            if !matches {
+            if !target.matches(i, rule, method, headers) {
                 continue;
             }
+            let c = &rule.cfg;
             out.matched.push(i);
             if c.strip_request_cookies {
                 headers.remove(header::COOKIE);
@@ -207,6 +208,48 @@ impl Rules {
             }
         }
         out
+    }
+
+    /// Whether the request phase could change what a cache hit on this request delivers: a
+    /// rule whose request matchers match it answers instead (`pass`, `synth`, `redirect`) or
+    /// edits the request (cookies stripped, fields set or unset: the `Vary` selection and the
+    /// logged fields see the edit). Rules that only choose a director, say `cache`, or act in
+    /// the response phase change nothing on a hit. Decided on the request as it is: no rule
+    /// edits it unless one of these matched. A fast hit (proxy/quick.rs) is taken only when
+    /// this is false.
+    pub fn change_a_hit(
+        &self,
+        host: &str,
+        path_and_query: &str,
+        method: &Method,
+        headers: &HeaderMap,
+    ) -> bool {
+        if !self.act_on_requests() {
+            return false;
+        }
+        let target = self.target(host, path_and_query);
+        self.rules
+            .iter()
+            .enumerate()
+            .any(|(i, rule)| rule.acts_on_request() && target.matches(i, rule, method, headers))
+    }
+
+    /// What the rules' path, URL and host matchers say about a request target.
+    fn target(&self, host: &str, path_and_query: &str) -> Target {
+        let path = path_and_query.split('?').next().unwrap_or("/");
+        let mut path_hit = vec![false; self.rules.len()];
+        for i in self.path_set.matches(path).iter() {
+            path_hit[self.path_rule[i]] = true;
+        }
+        let mut url_hit = vec![false; self.rules.len()];
+        for i in self.url_set.matches(path_and_query).iter() {
+            url_hit[self.url_rule[i]] = true;
+        }
+        Target {
+            path_hit,
+            url_hit,
+            host: host.split(':').next().unwrap_or(host).to_ascii_lowercase(),
+        }
     }
 
     /// Response phase: for the rules matched in the request phase whose response matchers
@@ -250,6 +293,30 @@ impl Rules {
             o.rule = Some(c.name.clone());
         }
         o
+    }
+}
+
+/// A request target as the rules' matchers see it: which path and URL patterns matched (by
+/// rule index) and the host without port, lower case.
+struct Target {
+    path_hit: Vec<bool>,
+    url_hit: Vec<bool>,
+    host: String,
+}
+
+impl Target {
+    /// Whether rule `i`'s request matchers all match (`headers` as they are now).
+    fn matches(&self, i: usize, rule: &Rule, method: &Method, headers: &HeaderMap) -> bool {
+        let c = &rule.cfg;
+        (c.path.is_none() || self.path_hit[i])
+            && (c.url.is_none() || self.url_hit[i])
+            && (c.host.0.is_empty() || c.host.0.iter().any(|h| host_matches(h, &self.host)))
+            && (c.method.0.is_empty() || c.method.0.iter().any(|m| m == method.as_str()))
+            && rule.request_headers.iter().all(|f| f.matches(headers))
+            && rule
+                .cookie
+                .as_ref()
+                .is_none_or(|re| cookie_names(headers).any(|n| re.is_match(n)))
     }
 }
 
@@ -297,6 +364,34 @@ mod tests {
         let full = format!("[[backend]]\nhost = \"127.0.0.1\"\n\n{text}");
         let config = Config::parse(&full, "t.toml").unwrap_or_else(|e| panic!("{e:?}"));
         Rules::compile(&config.rules)
+    }
+
+    /// Only a matching rule that answers or edits the request changes a hit; response-phase
+    /// rules, `cache` and directors do not, and neither do rules that do not match.
+    #[test]
+    fn which_rules_change_a_hit() {
+        let r = rules(
+            "[[rule]]\nttl = \"1h\"\n\n[[rule]]\npath = '^/api'\ncache = true\n\n\
+             [[rule]]\ncookie = '^session'\npass = true\n\n\
+             [[rule]]\nrequest_header = { \"x-debug\" = \"\" }\nset_request_headers = { \"x-a\" = \"1\" }\n",
+        );
+        assert!(r.act_on_requests());
+        let mut h = HeaderMap::new();
+        assert!(!r.change_a_hit("example.com", "/api/x", &Method::GET, &h));
+        h.insert(header::COOKIE, HeaderValue::from_static("a=1; session=2"));
+        assert!(
+            r.change_a_hit("example.com", "/api/x", &Method::GET, &h),
+            "pass"
+        );
+        h.clear();
+        h.insert("x-debug", HeaderValue::from_static("1"));
+        assert!(
+            r.change_a_hit("example.com", "/", &Method::GET, &h),
+            "edits"
+        );
+        let quiet = rules("[[rule]]\nmin_ttl = \"2m\"\nstrip_set_cookie = true\n");
+        assert!(!quiet.act_on_requests());
+        assert!(!quiet.change_a_hit("example.com", "/", &Method::GET, &h));
     }
 
     #[test]

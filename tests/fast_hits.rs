@@ -381,3 +381,35 @@ async fn a_head_in_pieces_is_answered_fast_once_complete() {
     assert_eq!(shellac.stat("cache_hit_fast").await, 2);
     shellac.stop().await;
 }
+
+/// With operator rules (examples/wordpress-apache.toml): a page no rule answers or edits is
+/// a fast hit (the response-phase rules and `cache` change nothing on a hit); a logged-in
+/// visitor's request is passed by its rule; a static file, whose rule strips the request's
+/// cookies, is a hit from the full path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_that_would_act_keep_their_requests_on_the_full_path() {
+    let origin = Origin::start(|s| origin_reply(&s.path)).await;
+    let shellac = Shellac::start_file("examples/wordpress-apache.toml", origin.addr, |_| {}).await;
+    for path in ["/a", "/style.css"] {
+        assert!(
+            get(shellac.addr, path)
+                .await
+                .cache_status()
+                .contains("fwd=miss")
+        );
+    }
+    assert!(get(shellac.addr, "/a").await.cache_status().contains("hit"));
+    assert_eq!(shellac.stat("cache_hit_fast").await, 1, "a page: fast");
+    let logged_in = get_with(shellac.addr, "/a", &[("cookie", "wordpress_logged_in_x=1")]).await;
+    assert!(
+        logged_in.cache_status().contains("fwd=request"),
+        "{}",
+        logged_in.cache_status()
+    );
+    let css = get(shellac.addr, "/style.css").await;
+    assert!(css.cache_status().contains("hit"), "{}", css.cache_status());
+    let stats = shellac.stats().await;
+    assert_eq!(stats["cache_hit_fast"], 1, "neither of the last two");
+    assert_eq!(stats["cache_hit"], 2);
+    shellac.stop().await;
+}

@@ -12,8 +12,9 @@
 //! `HEAD` over HTTP/1.1 in origin form, one valid `Host`, none of the fields that change a
 //! lookup or a delivery (conditionals, `Range`, `Authorization`, `Cache-Control`, `Pragma`,
 //! `Upgrade`, `Connection`, `Expect`, body framing, the rewrite and untrusted forwarding fields
-//! the full path removes), no operator rules, a fresh object in memory (of the request's variant
-//! when the URL has `Vary` variants).
+//! the full path removes), no operator rule that would answer or edit it
+//! (`Rules::change_a_hit`), a fresh object in memory (of the request's variant when the URL has
+//! `Vary` variants).
 //!
 //! [`Prepared::wire`]: crate::cache::Prepared::wire
 
@@ -21,7 +22,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method};
+use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
 use super::body::ResponseBody;
 use super::observe::{self, FastHit};
@@ -49,7 +50,7 @@ impl Proxy {
     /// which then does every step itself. Counts what the full path counts for a hit, plus
     /// `cache_hit_fast`.
     pub fn fast_hit(&self, head: &[u8], client: SocketAddr) -> Option<FastAnswer> {
-        if !self.config.server.fast_hits || !self.rules.is_empty() {
+        if !self.config.server.fast_hits {
             return None;
         }
         let started = Instant::now();
@@ -107,6 +108,20 @@ impl Proxy {
         // As the full path's authority check: anything else is answered there (400).
         if host.is_empty() || host.bytes().any(|b| matches!(b, b'/' | b' ' | b'@')) {
             return None;
+        }
+        if self.rules.act_on_requests() {
+            // Only a request no rule acts on is a plain hit. The rules' header and cookie
+            // matchers read a map: built here only when such rules are configured.
+            let mut map = HeaderMap::with_capacity(req.headers.len());
+            for field in req.headers.iter() {
+                map.append(
+                    HeaderName::from_bytes(field.name.as_bytes()).ok()?,
+                    HeaderValue::from_bytes(field.value).ok()?,
+                );
+            }
+            if self.rules.change_a_hit(host, target, &method, &map) {
+                return None;
+            }
         }
         let primary = CacheKey::new(host, target);
         let cache = &self.cache;
