@@ -52,13 +52,23 @@ impl CacheControl {
     ) -> Option<CacheControl> {
         let mut values = headers.get_all(name).iter().peekable();
         values.peek()?;
+        Some(Self::from_lines(values.map(|v| v.as_bytes())))
+    }
+
+    /// Parses field lines given as bytes; a line that is not visible ASCII is skipped (as
+    /// `HeaderValue::to_str` refuses it).
+    pub fn from_lines<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> CacheControl {
         let mut cc = CacheControl::default();
-        for value in values {
-            if let Ok(text) = value.to_str() {
+        for line in lines {
+            if line
+                .iter()
+                .all(|&b| b == b'\t' || (0x20..0x7f).contains(&b))
+                && let Ok(text) = std::str::from_utf8(line)
+            {
                 cc.parse_into(text);
             }
         }
-        Some(cc)
+        cc
     }
 
     /// The first targeted field (RFC 9213) present in `targets`, else `Cache-Control`.

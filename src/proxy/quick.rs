@@ -10,8 +10,9 @@
 //! the request. Anything this path does not handle exactly as the state machine would is
 //! declined (`None`) and takes the full path, so both give the same answer: a plain `GET` or
 //! `HEAD` over HTTP/1.1 in origin form, one valid `Host`, none of the fields that change a
-//! lookup or a delivery (conditionals, `Range`, `Authorization`, `Cache-Control`, `Pragma`,
-//! `Upgrade`, `Connection`, `Expect`, body framing, the rewrite and untrusted forwarding fields
+//! lookup or a delivery (conditionals, `Range`, `Authorization`, `Cache-Control` or `Pragma`
+//! when `cache.request_cache_control` makes them count and `no-store` always, `Upgrade`,
+//! `Connection`, `Expect`, body framing, the rewrite and untrusted forwarding fields
 //! the full path removes), no operator rule that would answer or edit it
 //! (`Rules::change_a_hit`), a fresh object in memory (of the request's variant when the URL has
 //! `Vary` variants).
@@ -29,6 +30,7 @@ use super::observe::{self, FastHit};
 use super::{Proxy, deliver};
 use crate::cache::vary::variant_hash;
 use crate::cache::{Body, CacheKey};
+use crate::http::cache_control::CacheControl;
 
 /// Header fields a fast hit reads at most; a request with more takes the full path.
 const MAX_FIELDS: usize = 32;
@@ -83,6 +85,16 @@ impl Proxy {
                 host = Some(field.value);
             } else if name.eq_ignore_ascii_case(b"user-agent") {
                 user_agent = Some(field.value);
+            } else if name.eq_ignore_ascii_case(b"cache-control")
+                || name.eq_ignore_ascii_case(b"pragma")
+            {
+                // The request's directives count only with `cache.request_cache_control`
+                // (then the full path decides); without it only `no-store` does (a pass).
+                if self.config.cache.request_cache_control
+                    || (name.len() == 13 && CacheControl::from_lines([field.value]).no_store)
+                {
+                    return None;
+                }
             } else if changes_the_answer(name) {
                 return None;
             } else if matches!(
@@ -214,15 +226,13 @@ impl Proxy {
 }
 
 /// Request fields after which a hit is not simply the object as it is: preconditions and
-/// ranges (`If-*`, `Range`), the builtin pass and revalidation rules (`Authorization`,
-/// `Cache-Control`, `Pragma`), connection management (`Connection`, `Upgrade`, `Expect`, `TE`,
-/// `Keep-Alive`) and body framing. Names compared without case.
+/// ranges (`If-*`, `Range`), the builtin pass (`Authorization`), connection management
+/// (`Connection`, `Upgrade`, `Expect`, `TE`, `Keep-Alive`) and body framing. Names compared
+/// without case. (`Cache-Control` and `Pragma` are judged by `fast_hit` itself.)
 fn changes_the_answer(name: &[u8]) -> bool {
-    const NAMES: [&[u8]; 11] = [
+    const NAMES: [&[u8]; 9] = [
         b"range",
         b"authorization",
-        b"cache-control",
-        b"pragma",
         b"connection",
         b"upgrade",
         b"expect",
@@ -246,8 +256,6 @@ mod tests {
             "if-modified-since",
             "Range",
             "AUTHORIZATION",
-            "Cache-Control",
-            "Pragma",
             "Connection",
             "Upgrade",
             "Expect",
