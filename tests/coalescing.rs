@@ -232,3 +232,44 @@ async fn a_waiter_never_gets_another_vary_variant() {
     assert_eq!(shellac.stat("cache_vary_miss").await, 1);
     shellac.stop().await;
 }
+
+/// Waiters share one prepared set of fields: each gets the leader's fields without the
+/// surrogate ones, plus `Via` and the collapsed `Cache-Status`; a HEAD waiter no body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_get_the_delivered_fields() {
+    let origin = Origin::start(|_| {
+        Reply::ok("shared body")
+            .cc("max-age=60")
+            .header("surrogate-key", "t1")
+            .header("x-custom", "kept")
+            .delay(Duration::from_millis(300))
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let addr = shellac.addr;
+    let clients: Vec<_> = (0..6)
+        .map(|i| {
+            tokio::spawn(async move {
+                let method = if i == 5 { "HEAD" } else { "GET" };
+                (method, request(addr, method, "/shared", &[], b"").await)
+            })
+        })
+        .collect();
+    let mut collapsed = 0;
+    for c in clients {
+        let (method, r) = c.await.unwrap();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("surrogate-key"), None);
+        assert_eq!(r.header("x-custom"), Some("kept"));
+        assert_eq!(r.header("via"), Some("1.1 shellac"));
+        let want = if method == "HEAD" { "" } else { "shared body" };
+        assert_eq!(r.text(), want, "{method}");
+        if r.cache_status() == "shellac; fwd=miss; collapsed" {
+            collapsed += 1;
+        }
+    }
+    assert_eq!(origin.count(), 1);
+    assert!(collapsed >= 1, "some requests waited for the leader");
+    assert_eq!(shellac.stat("cache_coalesced").await, collapsed);
+    shellac.stop().await;
+}

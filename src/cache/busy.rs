@@ -36,6 +36,9 @@ pub struct BusyHead {
     /// The leader's request values for the response's `Vary` fields; a waiter whose request
     /// differs must not share this response.
     pub vary: super::VarySelection,
+    /// The fields every coalesced waiter sends (built by the first one, cloned by the rest:
+    /// proxy/fsm.rs).
+    pub delivered: std::sync::OnceLock<HeaderMap>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -464,6 +467,7 @@ mod tests {
             headers: HeaderMap::new(),
             content_length: None,
             vary: vec![],
+            delivered: Default::default(),
         });
         obj.push(Bytes::from_static(b"hello "));
         tokio::task::yield_now().await;
@@ -517,6 +521,7 @@ mod tests {
             headers: HeaderMap::new(),
             content_length: None,
             vary: vec![],
+            delivered: Default::default(),
         });
         let mut r = obj.reader();
         obj.start_trimming();

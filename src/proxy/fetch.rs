@@ -131,6 +131,7 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         headers: head_headers.clone(),
         content_length,
         vary: vary.clone(),
+        delivered: Default::default(),
     });
     // Register our reader before the fill starts so no chunk can be trimmed before we read it.
     let reader = (!txn.head_only).then(|| busy.reader());
@@ -332,6 +333,7 @@ fn revalidated(
             headers: object.headers.to_map(),
             content_length: Some(object.body_len),
             vary: object.vary().to_vec(),
+            delivered: Default::default(),
         });
         match &object.body {
             Body::Memory(chunks) => {
