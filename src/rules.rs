@@ -54,13 +54,14 @@ struct Rule {
 }
 
 impl Rule {
-    /// The request-phase actions that change a hit (`Rules::change_a_hit`).
-    fn acts_on_request(&self) -> bool {
+    /// The request-phase actions that change a hit (`Rules::change_a_hit`). Stripping the
+    /// request's cookies counts only where cookies matter to a hit (`cookies_matter`).
+    fn acts_on_request(&self, cookies_matter: bool) -> bool {
         let c = &self.cfg;
         c.pass
             || c.synth.is_some()
             || c.redirect.is_some()
-            || c.strip_request_cookies
+            || (c.strip_request_cookies && cookies_matter)
             || !self.set_request.is_empty()
             || !self.unset_request.is_empty()
     }
@@ -152,8 +153,8 @@ impl Rules {
     }
 
     /// Whether any rule has a request-phase action that changes a hit (`change_a_hit`).
-    pub fn act_on_requests(&self) -> bool {
-        self.rules.iter().any(Rule::acts_on_request)
+    pub fn act_on_requests(&self, cookies_matter: bool) -> bool {
+        self.rules.iter().any(|r| r.acts_on_request(cookies_matter))
     }
 
     /// Request phase: finds the matching rules in order and applies their request actions
@@ -212,26 +213,28 @@ impl Rules {
 
     /// Whether the request phase could change what a cache hit on this request delivers: a
     /// rule whose request matchers match it answers instead (`pass`, `synth`, `redirect`) or
-    /// edits the request (cookies stripped, fields set or unset: the `Vary` selection and the
-    /// logged fields see the edit). Rules that only choose a director, say `cache`, or act in
-    /// the response phase change nothing on a hit. Decided on the request as it is: no rule
-    /// edits it unless one of these matched. A fast hit (proxy/quick.rs) is taken only when
-    /// this is false.
+    /// edits the request (fields set or unset, cookies stripped: the `Vary` selection and the
+    /// logged fields see the edit; cookies only when `cookies_matter`, i.e. the URL varies on
+    /// `Cookie` or the access log prints it). Rules that only choose a director, say `cache`,
+    /// or act in the response phase change nothing on a hit. Decided on the request as it is:
+    /// no rule edits it unless one of these matched, and an edit can only make a later
+    /// matcher fail (they test presence), so this errs towards "changes". A fast hit
+    /// (proxy/quick.rs) is taken only when this is false.
     pub fn change_a_hit(
         &self,
         host: &str,
         path_and_query: &str,
         method: &Method,
         headers: &HeaderMap,
+        cookies_matter: bool,
     ) -> bool {
-        if !self.act_on_requests() {
+        if !self.act_on_requests(cookies_matter) {
             return false;
         }
         let target = self.target(host, path_and_query);
-        self.rules
-            .iter()
-            .enumerate()
-            .any(|(i, rule)| rule.acts_on_request() && target.matches(i, rule, method, headers))
+        self.rules.iter().enumerate().any(|(i, rule)| {
+            rule.acts_on_request(cookies_matter) && target.matches(i, rule, method, headers)
+        })
     }
 
     /// What the rules' path, URL and host matchers say about a request target.
@@ -375,23 +378,29 @@ mod tests {
              [[rule]]\ncookie = '^session'\npass = true\n\n\
              [[rule]]\nrequest_header = { \"x-debug\" = \"\" }\nset_request_headers = { \"x-a\" = \"1\" }\n",
         );
-        assert!(r.act_on_requests());
+        assert!(r.act_on_requests(false));
         let mut h = HeaderMap::new();
-        assert!(!r.change_a_hit("example.com", "/api/x", &Method::GET, &h));
+        assert!(!r.change_a_hit("example.com", "/api/x", &Method::GET, &h, true));
         h.insert(header::COOKIE, HeaderValue::from_static("a=1; session=2"));
         assert!(
-            r.change_a_hit("example.com", "/api/x", &Method::GET, &h),
+            r.change_a_hit("example.com", "/api/x", &Method::GET, &h, true),
             "pass"
         );
         h.clear();
         h.insert("x-debug", HeaderValue::from_static("1"));
         assert!(
-            r.change_a_hit("example.com", "/", &Method::GET, &h),
+            r.change_a_hit("example.com", "/", &Method::GET, &h, true),
             "edits"
         );
         let quiet = rules("[[rule]]\nmin_ttl = \"2m\"\nstrip_set_cookie = true\n");
-        assert!(!quiet.act_on_requests());
-        assert!(!quiet.change_a_hit("example.com", "/", &Method::GET, &h));
+        assert!(!quiet.act_on_requests(true));
+        assert!(!quiet.change_a_hit("example.com", "/", &Method::GET, &h, true));
+        // Stripping cookies changes a hit only where cookies matter.
+        let strip =
+            rules("[[rule]]\npath = '\\.css$'\nstrip_request_cookies = true\ncache = true\n");
+        h.insert(header::COOKIE, HeaderValue::from_static("a=1"));
+        assert!(!strip.change_a_hit("example.com", "/s.css", &Method::GET, &h, false));
+        assert!(strip.change_a_hit("example.com", "/s.css", &Method::GET, &h, true));
     }
 
     #[test]

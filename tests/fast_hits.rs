@@ -375,9 +375,10 @@ async fn a_head_in_pieces_is_answered_fast_once_complete() {
 }
 
 /// With operator rules (examples/wordpress-apache.toml): a page no rule answers or edits is
-/// a fast hit (the response-phase rules and `cache` change nothing on a hit); a logged-in
-/// visitor's request is passed by its rule; a static file, whose rule strips the request's
-/// cookies, is a hit from the full path.
+/// a fast hit (the response-phase rules and `cache` change nothing on a hit); so is a static
+/// file, whose rule strips the request's cookies (they change nothing here: the URL does not
+/// vary on them and the log does not print them); a logged-in visitor's request is passed by
+/// its rule, static file or not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rules_that_would_act_keep_their_requests_on_the_full_path() {
     let origin = Origin::start(|s| origin_reply(&s.path)).await;
@@ -391,18 +392,49 @@ async fn rules_that_would_act_keep_their_requests_on_the_full_path() {
         );
     }
     assert!(get(shellac.addr, "/a").await.cache_status().contains("hit"));
-    assert_eq!(shellac.stat("cache_hit_fast").await, 1, "a page: fast");
-    let logged_in = get_with(shellac.addr, "/a", &[("cookie", "wordpress_logged_in_x=1")]).await;
-    assert!(
-        logged_in.cache_status().contains("fwd=request"),
-        "{}",
-        logged_in.cache_status()
-    );
-    let css = get(shellac.addr, "/style.css").await;
+    let css = get_with(shellac.addr, "/style.css", &[("cookie", "theme=dark")]).await;
     assert!(css.cache_status().contains("hit"), "{}", css.cache_status());
+    assert_eq!(
+        shellac.stat("cache_hit_fast").await,
+        2,
+        "the page and the static file"
+    );
+    for path in ["/a", "/style.css"] {
+        let r = get_with(shellac.addr, path, &[("cookie", "wordpress_logged_in_x=1")]).await;
+        assert!(
+            r.cache_status().contains("fwd=request"),
+            "{path}: {}",
+            r.cache_status()
+        );
+    }
     let stats = shellac.stats().await;
-    assert_eq!(stats["cache_hit_fast"], 1, "neither of the last two");
+    assert_eq!(stats["cache_hit_fast"], 2);
     assert_eq!(stats["cache_hit"], 2);
+    shellac.stop().await;
+}
+
+/// Where cookies matter to a hit (here: the access log prints them), a rule that strips them
+/// keeps its requests on the full path, which logs what the rule left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cookie_stripping_rule_counts_where_cookies_are_logged() {
+    let dir = TempDir::new("fast-cookie-log");
+    let log = dir.path("access.log");
+    let origin = Origin::start(|s| origin_reply(&s.path)).await;
+    let log_path = log.to_str().unwrap().to_string();
+    let shellac = Shellac::start_file("examples/wordpress-apache.toml", origin.addr, |c| {
+        c.log.access_log = log_path;
+        c.log.format = "%r %{Cookie}i".to_string();
+    })
+    .await;
+    get(shellac.addr, "/style.css").await;
+    let css = get_with(shellac.addr, "/style.css", &[("cookie", "theme=dark")]).await;
+    assert!(css.cache_status().contains("hit"), "{}", css.cache_status());
+    assert_eq!(shellac.stat("cache_hit_fast").await, 0);
+    let lines = wait_lines(&log, 2).await;
+    assert!(
+        lines.iter().all(|l| l.ends_with(" -")),
+        "cookies stripped before logging: {lines:?}"
+    );
     shellac.stop().await;
 }
 

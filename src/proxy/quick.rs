@@ -121,7 +121,19 @@ impl Proxy {
         if host.is_empty() || host.bytes().any(|b| matches!(b, b'/' | b' ' | b'@')) {
             return None;
         }
-        if self.rules.act_on_requests() {
+        let primary = CacheKey::new(host, target);
+        let cache = &self.cache;
+        let varies = cache.vary_names(&primary);
+        // Whether a rule stripping the request's cookies would change this hit: only if the
+        // URL varies on them or the access log prints them.
+        let cookies_matter = varies
+            .as_ref()
+            .is_some_and(|index| index.names.contains(&http::header::COOKIE))
+            || self
+                .log_format
+                .as_ref()
+                .is_some_and(|f| f.request_headers.contains(&http::header::COOKIE));
+        if self.rules.act_on_requests(cookies_matter) {
             // Only a request no rule acts on is a plain hit. The rules' header and cookie
             // matchers read a map: built here only when such rules are configured.
             let mut map = HeaderMap::with_capacity(req.headers.len());
@@ -131,15 +143,16 @@ impl Proxy {
                     HeaderValue::from_bytes(field.value).ok()?,
                 );
             }
-            if self.rules.change_a_hit(host, target, &method, &map) {
+            if self
+                .rules
+                .change_a_hit(host, target, &method, &map, cookies_matter)
+            {
                 return None;
             }
         }
-        let primary = CacheKey::new(host, target);
-        let cache = &self.cache;
         // A URL with variants: its variant from the request fields its `Vary` names, as the
         // full path computes it (`Cache::variant_key`, Accept-Encoding normalised first).
-        let selection = match cache.vary_names(&primary) {
+        let selection = match varies {
             None => None,
             Some(index) => {
                 let mut selected = HeaderMap::with_capacity(index.names.len());
