@@ -201,11 +201,13 @@ impl Proxy {
         } else {
             counters.cache_hit_memory.inc();
         }
-        let head = prepared.wire(object.status).clone();
+        let status = object.status;
+        let head = prepared.wire(status).clone();
+        // The object moves into the body: no second reference count per hit.
         let body = if head_only {
             ResponseBody::empty()
         } else {
-            ResponseBody::object(object.clone())
+            ResponseBody::object(object)
         }
         .counted(counters.clone());
         let ttfb = started.elapsed();
@@ -219,7 +221,7 @@ impl Proxy {
                 host: host.as_bytes(),
                 user_agent,
                 fields: req.headers,
-                status: object.status.as_u16(),
+                status: status.as_u16(),
                 response: &prepared.map,
                 started,
                 ttfb,
