@@ -60,6 +60,21 @@ impl StoredFields {
         }
     }
 
+    /// Fields from a block another `StoredFields` produced ([`StoredFields::block`]) and its
+    /// field count (the memory tier keeps compact objects that way).
+    pub fn from_block(block: Bytes, count: u32) -> StoredFields {
+        StoredFields {
+            block,
+            count,
+            map: OnceBox::new(),
+        }
+    }
+
+    /// The fields as one block, `name:value\n` per field.
+    pub fn block(&self) -> &[u8] {
+        &self.block
+    }
+
     /// Number of fields.
     pub fn len(&self) -> usize {
         self.count as usize

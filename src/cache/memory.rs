@@ -1,65 +1,365 @@
-//! The memory tier: a byte-bounded, sharded cache with S3-FIFO-like eviction (quick_cache's
-//! CLOCK-PRO variant, scan resistant). Evictions are counted in `n_lru_nuked`.
+//! The memory tier: a byte-bounded, sharded index of its own, with CLOCK eviction.
+//!
+//! Why not a general-purpose cache crate: per cached object those keep the key inline, a
+//! pointer to the object, eviction links and table slots (~140 bytes), on top of the `Object`
+//! (~190 bytes with its `Arc`) and one allocation each for the key, the header fields and the
+//! body. For a 100-byte response that was ~390 bytes of overhead per object (workload 8,
+//! bench/RESULTS.md, "memory tier of its own"). Here:
+//!
+//! - **One allocation per small object.** An [`Entry`] is a thin, reference-counted block
+//!   (`triomphe::ThinArc`): a 72-byte [`Head`] (lifetimes as 4-byte [`Life`]s, the stored
+//!   time as nanoseconds, status, flags), then the key's text, the stored header fields and
+//!   the body. Most cached objects are never hit (the long tail), so this is all they cost.
+//! - **The object is built on first use.** A lookup that finds only the compact form builds
+//!   the `Arc<Object>` the pipeline works with (fields and body copied into `Bytes`) and keeps
+//!   it in the entry ([`Head::full`]): hits after the first cost what they did before. Objects
+//!   that are not small (a body over [`COMPACT_BODY`], several chunks, or on disk) are kept as
+//!   an `Object` from the start, the entry holding only their key.
+//! - **The index is a hash table of entry pointers** (8 bytes and a control byte per slot),
+//!   one per shard behind a read-write lock; the key is compared where it is stored, in the
+//!   entry.
+//! - **Eviction is CLOCK over the table's buckets**, with a 2-bit use count per entry: a hit
+//!   raises it (up to 3), the hand lowers it, and evicts entries it finds at 0. An entry just
+//!   inserted starts at 0, so a scan of one-time URLs evicts itself before it evicts objects
+//!   that are hit. No eviction queue or ghost list: nothing per object beyond the slot.
+//!
+//! Budget: every entry is charged [`Object::weight`] (as if it were hit and its maps built)
+//! plus, for the compact form, the compact block, so the bytes charged stay above what the
+//! entry can come to use. Evictions are counted in `n_lru_nuked`.
 
 use std::sync::Arc;
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::time::{Duration, Instant};
 
-use quick_cache::sync::Cache;
-use quick_cache::{Lifecycle, OptionsBuilder, Weighter};
+use bytes::Bytes;
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry as Slot;
+use http::StatusCode;
+use once_cell::race::OnceBox;
+use parking_lot::RwLock;
+use triomphe::ThinArc;
 
-use super::{CacheKey, InspectFuture, Object, Storage, StorageStats};
+use super::{
+    Body, CacheKey, InspectFuture, MaybeSpan, Object, Span, Storage, StorageStats, StoredFields,
+    TierState, VarySelection,
+};
 use crate::stats::Counters;
 
-#[derive(Clone)]
-struct ObjectWeighter;
+/// Largest body kept in the compact form. A hit builds the full object once and keeps both
+/// (the body twice), so the compact form is for objects whose per-object bookkeeping would
+/// outweigh their body; larger ones are stored as objects directly.
+pub const COMPACT_BODY: u64 = 2048;
 
-impl Weighter<CacheKey, Arc<Object>> for ObjectWeighter {
-    fn weight(&self, key: &CacheKey, obj: &Arc<Object>) -> u64 {
-        key.weight() + obj.weight()
+/// Bytes a compact entry costs beyond its key, fields and body: the block's header (count,
+/// [`Head`], length) and malloc's chunk header, charged on top of [`Object::weight`].
+const COMPACT_OVERHEAD: u64 = 8 + std::mem::size_of::<Head>() as u64 + 8 + 16;
+
+/// Told about objects evicted for room (the tiered storage admits some to disk).
+pub trait EvictSink: Send + Sync {
+    /// Whether an evicted object with these flags is wanted: only then is it built and passed
+    /// to [`EvictSink::evicted`] (a compact entry that was never hit costs nothing to drop).
+    fn wants(&self, hit: bool, on_disk: bool) -> bool;
+    /// An object evicted for room (called outside the shard's lock).
+    fn evicted(&self, key: CacheKey, object: Arc<Object>);
+}
+
+/// One cached object: [`Head`], then the key's text, the fields block and the body (compact
+/// form) or the key's text alone (full form, [`Head::full`] set at insert).
+type Entry = ThinArc<Head, u8>;
+
+/// An entry's fixed part (72 bytes; `memory::tests::an_entry_stays_compact`).
+struct Head {
+    /// `Object::stored_at`, nanoseconds from [`EPOCH`] (negative for objects read from disk
+    /// that were stored before this process started).
+    stored_at: i64,
+    /// The key's variant (Vary).
+    variant: u64,
+    vary: Option<Box<VarySelection>>,
+    /// The object as the pipeline uses it: set at insert (full form) or on the first lookup.
+    full: OnceBox<Arc<Object>>,
+    host_len: u32,
+    key_len: u32,
+    fields_len: u32,
+    initial_age: Life,
+    ttl: Life,
+    grace: Life,
+    keep: Life,
+    stale_if_error: Life,
+    field_count: u16,
+    status: StatusCode,
+    /// Whether the key is followed by the response (compact form).
+    compact: bool,
+    stale_ok: bool,
+    on_disk: AtomicBool,
+    /// CLOCK use count, 0..=3.
+    uses: AtomicU8,
+}
+
+/// The process's reference instant for [`Head::stored_at`].
+static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+fn nanos_from_epoch(at: Instant) -> i64 {
+    let epoch = *EPOCH;
+    match at.checked_duration_since(epoch) {
+        Some(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
+        None => -i64::try_from(epoch.duration_since(at).as_nanos()).unwrap_or(i64::MAX),
     }
 }
 
-/// Called with every object evicted for room (under the shard lock: must not block).
-pub type EvictHook = Arc<dyn Fn(CacheKey, Arc<Object>) + Send + Sync>;
+fn instant_from_epoch(nanos: i64) -> Instant {
+    let epoch = *EPOCH;
+    let d = Duration::from_nanos(nanos.unsigned_abs());
+    if nanos >= 0 {
+        epoch.checked_add(d).unwrap_or(epoch)
+    } else {
+        epoch.checked_sub(d).unwrap_or(epoch)
+    }
+}
 
-#[derive(Clone)]
-struct CountEvictions(Arc<Counters>, Option<EvictHook>);
+/// A lifetime in 4 bytes: milliseconds below 2^31 (24.8 days), whole seconds with the top bit
+/// set above (up to 68 years); `u32::MAX` is "none" (for `stale-if-error`). Lifetimes that long
+/// come from `max-age` in whole seconds anyway.
+#[derive(Clone, Copy)]
+struct Life(u32);
 
-impl Lifecycle<CacheKey, Arc<Object>> for CountEvictions {
-    type RequestState = ();
-    fn on_evict(&self, _: &mut (), key: CacheKey, object: Arc<Object>) {
-        self.0.n_lru_nuked.inc();
-        if let Some(hook) = &self.1 {
-            hook(key, object);
+impl Life {
+    const SECONDS: u32 = 1 << 31;
+    const NONE: Life = Life(u32::MAX);
+
+    fn new(ms: u64) -> Life {
+        match u32::try_from(ms) {
+            Ok(ms) if ms < Life::SECONDS => Life(ms),
+            _ => Life(Life::SECONDS | (ms / 1000).min(u64::from(Life::SECONDS - 2)) as u32),
+        }
+    }
+
+    fn of(span: Span) -> Life {
+        Life::new(span.millis())
+    }
+
+    fn of_maybe(span: MaybeSpan) -> Life {
+        span.get()
+            .map_or(Life::NONE, |d| Life::new(Span::new(d).millis()))
+    }
+
+    fn millis(self) -> u64 {
+        if self.0 & Life::SECONDS == 0 {
+            u64::from(self.0)
+        } else {
+            u64::from(self.0 & !Life::SECONDS) * 1000
+        }
+    }
+
+    fn span(self) -> Span {
+        Span::new(Duration::from_millis(self.millis()))
+    }
+
+    fn maybe_span(self) -> MaybeSpan {
+        if self.0 == u32::MAX {
+            MaybeSpan::NONE
+        } else {
+            MaybeSpan::new(Some(Duration::from_millis(self.millis())))
+        }
+    }
+}
+
+fn head(entry: &Entry) -> &Head {
+    &entry.header.header
+}
+
+fn key_text(entry: &Entry) -> &[u8] {
+    entry
+        .slice
+        .get(..head(entry).key_len as usize)
+        .unwrap_or(&[])
+}
+
+fn key_of(entry: &Entry) -> CacheKey {
+    let h = head(entry);
+    let text = std::str::from_utf8(key_text(entry)).unwrap_or("");
+    CacheKey::from_text_parts(text, h.host_len as usize, h.variant)
+}
+
+fn is_key(entry: &Entry, key: &CacheKey) -> bool {
+    let h = head(entry);
+    h.variant == key.variant
+        && h.host_len as usize == key.host_len()
+        && key_text(entry) == key.text().as_bytes()
+}
+
+/// Whether `object` is kept compact, and its fields' count and block length if so.
+fn compact_shape(key: &CacheKey, object: &Object) -> Option<(u16, u32)> {
+    let Body::Memory(chunks) = &object.body else {
+        return None;
+    };
+    let small = chunks.len() <= 1 && object.body_len <= COMPACT_BODY;
+    let count = u16::try_from(object.headers.len()).ok()?;
+    let fields = u32::try_from(object.headers.block().len()).ok()?;
+    u32::try_from(key.text().len()).ok()?;
+    small.then_some((count, fields))
+}
+
+/// The entry for `key` and `object`: compact when it is small, else the key and the object.
+fn entry_for(key: &CacheKey, object: Arc<Object>) -> Entry {
+    let shape = compact_shape(key, &object);
+    let text = key.text().as_bytes();
+    let (count, fields_len) = shape.unwrap_or((0, 0));
+    let head = Head {
+        stored_at: nanos_from_epoch(object.stored_at),
+        variant: key.variant,
+        vary: object.vary.clone(),
+        full: OnceBox::new(),
+        host_len: key.host_len() as u32,
+        key_len: text.len().min(u32::MAX as usize) as u32,
+        fields_len,
+        initial_age: Life::of(object.initial_age),
+        ttl: Life::of(object.ttl),
+        grace: Life::of(object.grace),
+        keep: Life::of(object.keep),
+        stale_if_error: Life::of_maybe(object.stale_if_error),
+        field_count: count,
+        status: object.status,
+        compact: shape.is_some(),
+        stale_ok: object.stale_ok,
+        on_disk: AtomicBool::new(object.state.on_disk.load(Ordering::Relaxed)),
+        uses: AtomicU8::new(0),
+    };
+    match (shape, &object.body) {
+        (Some(_), Body::Memory(chunks)) => {
+            let body = chunks.first().map_or(&[][..], |c| &c[..]);
+            let block = object.headers.block();
+            let mut data = Vec::with_capacity(text.len() + block.len() + body.len());
+            data.extend_from_slice(text);
+            data.extend_from_slice(block);
+            data.extend_from_slice(body);
+            ThinArc::from_header_and_slice(head, &data)
+        }
+        _ => {
+            let _ = head.full.set(Box::new(object));
+            ThinArc::from_header_and_slice(head, text)
+        }
+    }
+}
+
+/// The object a compact entry holds, built from its block (a full entry's own object).
+fn build(entry: &Entry, hit: bool) -> Arc<Object> {
+    let h = head(entry);
+    if let Some(object) = h.full.get() {
+        return object.clone();
+    }
+    let fields_at = h.key_len as usize;
+    let body_at = fields_at + h.fields_len as usize;
+    let fields = entry.slice.get(fields_at..body_at).unwrap_or(&[]);
+    let body = entry.slice.get(body_at..).unwrap_or(&[]);
+    let chunks = if body.is_empty() {
+        Default::default()
+    } else {
+        smallvec::smallvec![Bytes::copy_from_slice(body)]
+    };
+    Arc::new(Object {
+        status: h.status,
+        headers: StoredFields::from_block(Bytes::copy_from_slice(fields), u32::from(h.field_count)),
+        body: Body::Memory(chunks),
+        body_len: body.len() as u64,
+        vary: h.vary.clone(),
+        initial_age: h.initial_age.span(),
+        ttl: h.ttl.span(),
+        stale_ok: h.stale_ok,
+        grace: h.grace.span(),
+        stale_if_error: h.stale_if_error.maybe_span(),
+        keep: h.keep.span(),
+        stored_at: instant_from_epoch(h.stored_at),
+        state: TierState {
+            hit: AtomicBool::new(hit),
+            on_disk: AtomicBool::new(h.on_disk.load(Ordering::Relaxed)),
+            from_disk: false,
+        },
+        prepared: Default::default(),
+    })
+}
+
+/// Bytes an entry is charged: its key and the object's weight, plus the compact block.
+fn charge(entry: &Entry) -> u64 {
+    let h = head(entry);
+    let key = u64::from(h.key_len);
+    match h.full.get() {
+        Some(object) if !h.compact => key + object.weight(),
+        _ => {
+            let fields = u64::from(h.fields_len);
+            let body = entry.slice.len() as u64 - key - fields;
+            key + Object::weight_of(fields as usize, usize::from(h.field_count), body)
+                + entry.slice.len() as u64
+                + COMPACT_OVERHEAD
+        }
+    }
+}
+
+struct Shard {
+    table: HashTable<Entry>,
+    /// Bytes charged for the entries in `table`.
+    weight: u64,
+    /// The CLOCK hand: the next bucket to look at.
+    hand: usize,
+}
+
+impl Shard {
+    /// Evicts until the shard is within `capacity`, never `keep` (the entry just inserted).
+    /// Each step looks at one bucket: an entry used since the hand last passed has its count
+    /// lowered, one at 0 is evicted. Bounded: four sweeps bring every count to 0.
+    fn make_room(&mut self, capacity: u64, keep: &Entry, evicted: &mut Vec<Entry>) {
+        let buckets = self.table.num_buckets();
+        let mut steps = 0;
+        while self.weight > capacity && self.table.len() > 1 && steps < 4 * buckets + 4 {
+            steps += 1;
+            let i = self.hand % buckets;
+            self.hand = i + 1;
+            let Some(entry) = self.table.get_bucket(i) else {
+                continue;
+            };
+            if entry.ptr() == keep.ptr() {
+                continue;
+            }
+            let uses = &head(entry).uses;
+            let n = uses.load(Ordering::Relaxed);
+            if n > 0 {
+                uses.store(n - 1, Ordering::Relaxed);
+                continue;
+            }
+            if let Ok(slot) = self.table.get_bucket_entry(i) {
+                let (entry, _) = slot.remove();
+                self.weight = self.weight.saturating_sub(charge(&entry));
+                evicted.push(entry);
+            }
         }
     }
 }
 
 /// Memory storage bounded by `capacity` bytes.
 pub struct MemoryStorage {
-    cache: Cache<
-        CacheKey,
-        Arc<Object>,
-        ObjectWeighter,
-        quick_cache::DefaultHashBuilder,
-        CountEvictions,
-    >,
+    shards: Box<[RwLock<Shard>]>,
+    hasher: foldhash::fast::RandomState,
+    /// Bytes each shard may hold.
+    shard_capacity: u64,
     capacity: u64,
     max_object: u64,
+    counters: Arc<Counters>,
+    sink: Option<Arc<dyn EvictSink>>,
 }
 
 impl MemoryStorage {
     /// `max_object` is the largest object that will ever be inserted; shards are sized so it fits.
     pub fn new(capacity: u64, max_object: u64, counters: Arc<Counters>) -> MemoryStorage {
-        MemoryStorage::with_evict_hook(capacity, max_object, counters, None)
+        MemoryStorage::with_evict_sink(capacity, max_object, counters, None)
     }
 
-    /// Like [`MemoryStorage::new`]; `hook` sees every object evicted for room (the tiered
-    /// storage uses it to admit objects to disk).
-    pub fn with_evict_hook(
+    /// Like [`MemoryStorage::new`]; `sink` is told about objects evicted for room (the
+    /// tiered storage uses it to admit objects to disk).
+    pub fn with_evict_sink(
         capacity: u64,
         max_object: u64,
         counters: Arc<Counters>,
-        hook: Option<EvictHook>,
+        sink: Option<Arc<dyn EvictSink>>,
     ) -> MemoryStorage {
         let cpus = std::thread::available_parallelism()
             .map(|n| n.get())
@@ -72,21 +372,22 @@ impl MemoryStorage {
         } else {
             (shards / 2).max(1)
         };
-        let options = OptionsBuilder::new()
-            .shards(shards)
-            .estimated_items_capacity((capacity / 8192).clamp(1024, 1 << 22) as usize)
-            .weight_capacity(capacity)
-            .build()
-            .expect("valid cache options");
         MemoryStorage {
-            cache: Cache::with_options(
-                options,
-                ObjectWeighter,
-                Default::default(),
-                CountEvictions(counters, hook),
-            ),
+            shards: (0..shards)
+                .map(|_| {
+                    RwLock::new(Shard {
+                        table: HashTable::new(),
+                        weight: 0,
+                        hand: 0,
+                    })
+                })
+                .collect(),
+            hasher: Default::default(),
+            shard_capacity: capacity / shards as u64,
             capacity,
             max_object: capacity / shards as u64,
+            counters,
+            sink,
         }
     }
 
@@ -95,16 +396,47 @@ impl MemoryStorage {
         self.max_object
     }
 
-    /// The object under `key` without making it hotter (an inspection is not a use).
+    fn hash(&self, text: &[u8], host_len: usize, variant: u64) -> u64 {
+        use std::hash::BuildHasher;
+        self.hasher.hash_one((text, host_len, variant))
+    }
+
+    fn hash_key(&self, key: &CacheKey) -> u64 {
+        self.hash(key.text().as_bytes(), key.host_len(), key.variant)
+    }
+
+    fn hash_entry(&self, entry: &Entry) -> u64 {
+        let h = head(entry);
+        self.hash(key_text(entry), h.host_len as usize, h.variant)
+    }
+
+    fn shard(&self, hash: u64) -> &RwLock<Shard> {
+        // The table uses the low bits (bucket) and the top 7 (tag); the shard takes others.
+        &self.shards[(hash >> 40) as usize & (self.shards.len() - 1)]
+    }
+
+    fn find(&self, key: &CacheKey) -> Option<Entry> {
+        let hash = self.hash_key(key);
+        let shard = self.shard(hash).read();
+        shard.table.find(hash, |e| is_key(e, key)).cloned()
+    }
+
+    /// The object under `key` without making it hotter (an inspection is not a use); a
+    /// compact entry's object is built for the caller and not kept.
     pub fn peek(&self, key: &CacheKey) -> Option<Arc<Object>> {
-        self.cache.peek(key)
+        self.find(key).map(|e| build(&e, false))
     }
 }
 
 impl Storage for MemoryStorage {
+    /// Visits every object; compact entries' objects are built for the visit and not kept.
+    /// Each shard's entries are collected under its lock and visited after it is released.
     fn scan(&self, f: &mut dyn FnMut(&CacheKey, &Arc<Object>)) -> bool {
-        for (key, object) in self.cache.iter() {
-            f(&key, &object);
+        for shard in self.shards.iter() {
+            let entries: Vec<Entry> = shard.read().table.iter().cloned().collect();
+            for entry in entries {
+                f(&key_of(&entry), &build(&entry, false));
+            }
         }
         true
     }
@@ -114,9 +446,18 @@ impl Storage for MemoryStorage {
     }
 
     /// Also marks the object hit (the disk tier's admission signal, and `hit_in_memory` for
-    /// inspection).
+    /// inspection) and raises the entry's CLOCK count.
     fn lookup(&self, key: &CacheKey) -> Option<Arc<Object>> {
-        let object = self.cache.get(key)?;
+        let entry = self.find(key)?;
+        let h = head(&entry);
+        let uses = h.uses.load(Ordering::Relaxed);
+        if uses < 3 {
+            h.uses.store(uses + 1, Ordering::Relaxed);
+        }
+        let object = match h.full.get() {
+            Some(object) => object.clone(),
+            None => h.full.get_or_init(|| Box::new(build(&entry, true))).clone(),
+        };
         object.state.mark_hit();
         Some(object)
     }
@@ -127,19 +468,82 @@ impl Storage for MemoryStorage {
     }
 
     fn insert(&self, key: CacheKey, object: Arc<Object>) {
-        if key.weight() + object.weight() <= self.max_object {
-            self.cache.insert(key, object);
+        let entry = entry_for(&key, object);
+        let weight = charge(&entry);
+        if weight > self.max_object {
+            return;
+        }
+        let hash = self.hash_key(&key);
+        let mut evicted = Vec::new();
+        let replaced = {
+            let mut shard = self.shard(hash).write();
+            let shard = &mut *shard;
+            let replaced =
+                match shard
+                    .table
+                    .entry(hash, |e| is_key(e, &key), |e| self.hash_entry(e))
+                {
+                    Slot::Occupied(mut slot) => {
+                        Some(std::mem::replace(slot.get_mut(), entry.clone()))
+                    }
+                    Slot::Vacant(slot) => {
+                        slot.insert(entry.clone());
+                        None
+                    }
+                };
+            if let Some(old) = &replaced {
+                shard.weight = shard.weight.saturating_sub(charge(old));
+            }
+            shard.weight += weight;
+            shard.make_room(self.shard_capacity, &entry, &mut evicted);
+            replaced
+        };
+        // Dropped and handed on outside the lock.
+        drop(replaced);
+        for entry in evicted {
+            self.counters.n_lru_nuked.inc();
+            let Some(sink) = &self.sink else { continue };
+            let h = head(&entry);
+            let (hit, on_disk) = match h.full.get() {
+                Some(object) => (
+                    object.state.hit.load(Ordering::Relaxed),
+                    object.state.on_disk.load(Ordering::Relaxed),
+                ),
+                None => (false, h.on_disk.load(Ordering::Relaxed)),
+            };
+            if sink.wants(hit, on_disk) {
+                sink.evicted(key_of(&entry), build(&entry, false));
+            }
         }
     }
 
     fn remove(&self, key: &CacheKey) -> bool {
-        self.cache.remove(key).is_some()
+        let hash = self.hash_key(key);
+        let removed = {
+            let mut shard = self.shard(hash).write();
+            let shard = &mut *shard;
+            match shard.table.find_entry(hash, |e| is_key(e, key)) {
+                Ok(slot) => {
+                    let (entry, _) = slot.remove();
+                    shard.weight = shard.weight.saturating_sub(charge(&entry));
+                    Some(entry)
+                }
+                Err(_) => None,
+            }
+        };
+        removed.is_some()
     }
 
     fn stats(&self) -> StorageStats {
+        let (mut objects, mut bytes) = (0, 0);
+        for shard in self.shards.iter() {
+            let shard = shard.read();
+            objects += shard.table.len() as u64;
+            bytes += shard.weight;
+        }
         StorageStats {
-            objects: self.cache.len() as u64,
-            bytes: self.cache.weight(),
+            objects,
+            bytes,
             capacity: self.capacity,
         }
     }
@@ -148,14 +552,18 @@ impl Storage for MemoryStorage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
-    use std::time::{Duration, Instant};
+    use http::HeaderMap;
 
-    fn object(size: usize) -> Arc<Object> {
+    fn object_with(size: usize, headers: &HeaderMap) -> Arc<Object> {
+        let body = if size == 0 {
+            Default::default()
+        } else {
+            smallvec::smallvec![Bytes::from(vec![b'x'; size])]
+        };
         Arc::new(Object {
             status: http::StatusCode::OK,
-            headers: Default::default(),
-            body: crate::cache::Body::Memory(smallvec::smallvec![Bytes::from(vec![b'x'; size])]),
+            headers: StoredFields::from_map(headers),
+            body: crate::cache::Body::Memory(body),
             body_len: size as u64,
             vary: None,
             initial_age: crate::cache::Span::ZERO,
@@ -170,6 +578,10 @@ mod tests {
         })
     }
 
+    fn object(size: usize) -> Arc<Object> {
+        object_with(size, &HeaderMap::new())
+    }
+
     #[test]
     fn bounded_in_bytes_and_counts_evictions() {
         let counters = Arc::new(Counters::default());
@@ -181,5 +593,152 @@ mod tests {
         assert!(s.bytes <= 1 << 20, "{} bytes", s.bytes);
         assert!(s.objects < 200);
         assert_eq!(counters.n_lru_nuked.get() + s.objects, 200);
+    }
+
+    #[test]
+    fn small_objects_are_bounded_and_counted_too() {
+        let counters = Arc::new(Counters::default());
+        let m = MemoryStorage::new(1 << 20, 64 << 10, counters.clone());
+        for i in 0..5000 {
+            m.insert(CacheKey::new("h", &format!("/{i}")), object(100));
+        }
+        let s = m.stats();
+        assert!(s.bytes <= 1 << 20, "{} bytes", s.bytes);
+        assert!(s.objects > 100 && s.objects < 5000, "{} objects", s.objects);
+        assert_eq!(counters.n_lru_nuked.get() + s.objects, 5000);
+    }
+
+    /// A compact entry's object is the stored object, field for field.
+    #[test]
+    fn a_compact_object_comes_back_as_stored() {
+        let m = MemoryStorage::new(1 << 20, 64 << 10, Arc::new(Counters::default()));
+        let mut headers = HeaderMap::new();
+        headers.insert("cache-control", "max-age=60".parse().unwrap());
+        headers.append("set-cookie", "a=1".parse().unwrap());
+        headers.append("set-cookie", "b=2".parse().unwrap());
+        headers.insert("etag", "\"v1\"".parse().unwrap());
+        let stored_at = Instant::now() - Duration::from_millis(1500);
+        let original = Object {
+            status: StatusCode::NOT_FOUND,
+            headers: StoredFields::from_map(&headers),
+            body: Body::Memory(smallvec::smallvec![Bytes::from_static(b"not here")]),
+            body_len: 8,
+            vary: crate::cache::boxed_vary(vec![(
+                http::header::ACCEPT_ENCODING,
+                Some("gzip".parse().unwrap()),
+            )]),
+            initial_age: Duration::from_secs(3).into(),
+            ttl: Duration::from_secs(365 * 86400).into(),
+            stale_ok: false,
+            grace: Duration::from_millis(2500).into(),
+            stale_if_error: Some(Duration::from_secs(30)).into(),
+            keep: Duration::from_secs(40 * 86400 + 1).into(),
+            stored_at,
+            state: Default::default(),
+            prepared: Default::default(),
+        };
+        original.state.on_disk.store(true, Ordering::Relaxed);
+        let key = CacheKey::new("Example.COM:80", "/a?b=1").with_variant(7);
+        m.insert(key.clone(), Arc::new(original));
+        assert!(m.lookup(&CacheKey::new("example.com", "/a?b=1")).is_none());
+        let got = m.lookup(&key).expect("stored");
+        assert_eq!(got.status, StatusCode::NOT_FOUND);
+        assert_eq!(got.headers.map(), &headers);
+        let Body::Memory(chunks) = &got.body else {
+            panic!("body in memory")
+        };
+        assert_eq!(&chunks[..], &[Bytes::from_static(b"not here")]);
+        assert_eq!(got.body_len, 8);
+        assert_eq!(got.vary().len(), 1);
+        assert_eq!(got.initial_age.get(), Duration::from_secs(3));
+        assert_eq!(got.ttl.get(), Duration::from_secs(365 * 86400));
+        assert!(!got.stale_ok);
+        assert_eq!(got.grace.get(), Duration::from_millis(2500));
+        assert_eq!(got.stale_if_error.get(), Some(Duration::from_secs(30)));
+        assert_eq!(got.keep.get(), Duration::from_secs(40 * 86400 + 1));
+        assert_eq!(got.stored_at, stored_at);
+        assert!(got.state.on_disk.load(Ordering::Relaxed));
+        assert!(got.state.hit.load(Ordering::Relaxed));
+        // Built once: the next hit gets the same object.
+        assert!(Arc::ptr_eq(&got, &m.lookup(&key).unwrap()));
+    }
+
+    #[test]
+    fn large_and_empty_bodies() {
+        let m = MemoryStorage::new(1 << 22, 1 << 20, Arc::new(Counters::default()));
+        let large = object(COMPACT_BODY as usize + 1);
+        m.insert(CacheKey::new("h", "/large"), large.clone());
+        // Not compact: the very object stored.
+        assert!(Arc::ptr_eq(
+            &large,
+            &m.lookup(&CacheKey::new("h", "/large")).unwrap()
+        ));
+        m.insert(CacheKey::new("h", "/empty"), object(0));
+        let empty = m.lookup(&CacheKey::new("h", "/empty")).unwrap();
+        assert_eq!(empty.body_len, 0);
+        assert!(matches!(&empty.body, Body::Memory(c) if c.is_empty()));
+    }
+
+    #[test]
+    fn replace_remove_scan_and_stats() {
+        let m = MemoryStorage::new(1 << 22, 1 << 20, Arc::new(Counters::default()));
+        let key = CacheKey::new("h", "/x");
+        m.insert(key.clone(), object(10));
+        let one = m.stats().bytes;
+        m.insert(key.clone(), object(20));
+        assert_eq!(m.stats().objects, 1);
+        // Charged twice: in the compact block and in the object a hit builds.
+        assert_eq!(m.stats().bytes, one + 2 * 10);
+        assert_eq!(m.lookup(&key).unwrap().body_len, 20);
+        m.insert(CacheKey::new("h", "/y"), object(5000));
+        let mut seen = Vec::new();
+        m.scan(&mut |k, o| seen.push((k.to_string(), o.body_len)));
+        seen.sort();
+        assert_eq!(seen, [("h/x".to_string(), 20), ("h/y".to_string(), 5000)]);
+        assert!(m.remove(&key));
+        assert!(!m.remove(&key));
+        assert!(m.lookup(&key).is_none());
+        assert_eq!(m.stats().objects, 1);
+        assert!(m.remove(&CacheKey::new("h", "/y")));
+        assert_eq!(m.stats().bytes, 0);
+    }
+
+    /// Objects that are hit survive a scan of one-time URLs through a full cache.
+    #[test]
+    fn hit_objects_outlive_a_scan() {
+        let m = MemoryStorage::new(1 << 20, 64 << 10, Arc::new(Counters::default()));
+        let hot: Vec<CacheKey> = (0..50)
+            .map(|i| CacheKey::new("h", &format!("/hot{i}")))
+            .collect();
+        for key in &hot {
+            m.insert(key.clone(), object(1000));
+        }
+        for i in 0..5000 {
+            for key in hot.iter().skip(i % 10).step_by(10) {
+                assert!(m.lookup(key).is_some(), "{key} evicted after {i} scanned");
+            }
+            m.insert(CacheKey::new("h", &format!("/scan{i}")), object(1000));
+        }
+    }
+
+    #[test]
+    fn lifetimes_in_four_bytes() {
+        for ms in [0, 1, 999, 86_400_000, (1 << 31) - 1] {
+            assert_eq!(Life::new(ms).millis(), ms);
+        }
+        // Beyond 24.8 days: whole seconds.
+        assert_eq!(Life::new(365 * 86_400_000 + 999).millis(), 365 * 86_400_000);
+        assert_eq!(
+            Life::new(u64::MAX).millis(),
+            (u64::from(Life::SECONDS) - 2) * 1000
+        );
+        assert_ne!(Life::new(u64::MAX).0, Life::NONE.0);
+        assert!(Life::of_maybe(MaybeSpan::NONE).maybe_span().get().is_none());
+    }
+
+    #[test]
+    fn an_entry_stays_compact() {
+        assert_eq!(std::mem::size_of::<Head>(), 72);
+        assert_eq!(std::mem::size_of::<Entry>(), 8);
     }
 }

@@ -100,8 +100,20 @@ impl CacheKey {
         self.with_variant(0)
     }
 
-    fn weight(&self) -> u64 {
-        self.text.len() as u64
+    /// The authority, then the path and query, as one text (`host_len` splits it).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Bytes of [`CacheKey::text`] that are the authority.
+    pub fn host_len(&self) -> usize {
+        self.host_len as usize
+    }
+
+    /// A key from its text and split as [`CacheKey::text`] and [`CacheKey::host_len`] give
+    /// them (the memory tier keeps keys that way).
+    pub fn from_text_parts(text: &str, host_len: usize, variant: u64) -> CacheKey {
+        CacheKey::from_text(text.to_owned(), host_len, variant)
     }
 }
 
@@ -412,17 +424,22 @@ impl Object {
 
     /// Bytes charged against the memory budget.
     pub fn weight(&self) -> u64 {
-        // The block, plus the two maps a hit may build from it (the prepared delivery map with
-        // its four added fields, and the stored fields as a map for conditional and range
-        // requests): charged up front so the budget holds however the object is used, although
-        // an object that is never hit costs only its block.
-        let fields = self.headers.len();
-        let headers = self.headers.block_len() + (2 * fields + 4) * FIELD_OVERHEAD + 4 * 24;
         // A body left on disk costs the memory tier nothing but its handle.
         let body = match &self.body {
             Body::Memory(_) => self.body_len,
             Body::Disk(_) => 0,
         };
+        Object::weight_of(self.headers.block_len(), self.headers.len(), body)
+    }
+
+    /// [`Object::weight`] from the object's sizes: `block` bytes of `fields` header fields and
+    /// `body` bytes of body in memory.
+    pub fn weight_of(block: usize, fields: usize, body: u64) -> u64 {
+        // The block, plus the two maps a hit may build from it (the prepared delivery map with
+        // its four added fields, and the stored fields as a map for conditional and range
+        // requests): charged up front so the budget holds however the object is used, although
+        // an object that is never hit costs only its block.
+        let headers = block + (2 * fields + 4) * FIELD_OVERHEAD + 4 * 24;
         OBJECT_OVERHEAD + headers as u64 + body
     }
 }

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use super::ban::{Ban, BanError};
 use super::disk::{DiskStorage, format};
-use super::memory::{EvictHook, MemoryStorage};
+use super::memory::{EvictSink, MemoryStorage};
 use super::{
     BanFuture, Body, CacheKey, InspectFuture, LookupFuture, Object, RecoveredIndex, Storage,
     StorageStats,
@@ -45,20 +45,12 @@ impl Tiered {
         counters: Arc<Counters>,
     ) -> Tiered {
         let disk = Arc::new(disk);
-        let on_evict = disk.clone();
-        let hook: EvictHook = Arc::new(move |key, object: Arc<Object>| {
-            // Hit in memory (or write-through refused earlier because the writer was busy):
-            // one more chance on the way out.
-            let wanted = admission == Admission::Always || object.state.hit.load(Ordering::Relaxed);
-            if wanted
-                && !object.state.on_disk.load(Ordering::Relaxed)
-                && on_evict.admit(key, object.clone())
-            {
-                object.state.on_disk.store(true, Ordering::Relaxed);
-            }
+        let sink: Arc<dyn EvictSink> = Arc::new(Admit {
+            disk: disk.clone(),
+            admission,
         });
         let memory =
-            MemoryStorage::with_evict_hook(memory_size, max_object, counters.clone(), Some(hook));
+            MemoryStorage::with_evict_sink(memory_size, max_object, counters.clone(), Some(sink));
         let remembered = (disk.stats().capacity / 8192).clamp(4096, 1 << 22) as usize;
         Tiered {
             memory,
@@ -77,6 +69,25 @@ impl Tiered {
     /// The disk tier (for flushing in tests and benchmarks).
     pub fn disk(&self) -> &DiskStorage {
         &self.disk
+    }
+}
+
+/// Admission on the way out of memory: an object hit there (or, write-through, one the
+/// writer refused earlier because it was busy) gets one more chance at disk.
+struct Admit {
+    disk: Arc<DiskStorage>,
+    admission: Admission,
+}
+
+impl EvictSink for Admit {
+    fn wants(&self, hit: bool, on_disk: bool) -> bool {
+        (self.admission == Admission::Always || hit) && !on_disk
+    }
+
+    fn evicted(&self, key: CacheKey, object: Arc<Object>) {
+        if self.disk.admit(key, object.clone()) {
+            object.state.on_disk.store(true, Ordering::Relaxed);
+        }
     }
 }
 

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Workload 8 for Shellac alone, quickly: a fresh Shellac (one worker, 4 GiB cache) in front of
+# bench/origin.rs, N distinct 100-byte objects fetched once each, RSS growth per object and
+# beyond what is stored (body + the origin's header fields + key), as bench/run.sh computes it.
+#   N=200000 [PRELOAD=allocator.so] bench/objects.sh [BINARY]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+N=${N:-200000}
+BIN=${1:-target/release/shellac}
+CLIENTS=target/release/examples/clients
+need_built "$BIN" target/release/examples/origin "$CLIENTS"
+start_origin target/release/examples/origin
+read -r PORT ADMIN PID < <(start_shellac "$BIN" $'\n[cache]\nmemory_size = "4GiB"' ${PRELOAD:+"LD_PRELOAD=$PRELOAD"})
+PIDS+=("$PID")
+for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$PORT/" && break; sleep 0.05; done
+taskset -c 1 "$CLIENTS" unique "127.0.0.1:$PORT" "/obj/warm-" 1000 20 >/dev/null 2>&1 || true
+sleep 1
+rss0=$(awk '/^VmRSS/ {print $2}' "/proc/$PID/status")
+taskset -c 1 "$CLIENTS" unique "127.0.0.1:$PORT" "/obj/o-" "$N" 100 >"$TMP/fill.txt" 2>&1
+sleep 2
+rss1=$(awk '/^VmRSS/ {print $2}' "/proc/$PID/status")
+hdr=$(curl -s -D - -o /dev/null "http://127.0.0.1:$ORIGIN_PORT/obj/o-1" \
+  | tr -d '\r' | awk -F': ' 'NR > 1 && NF >= 2 {n += length($1) + length($0) - length($1) - 2} END {print n + 0}')
+key=$(awk -v n="$N" 'BEGIN{ d = 0; for (p = 1; p <= n; p *= 10) { c = (n < p * 10 ? n : p * 10) - p; d += c * (length(p "")) } printf "%.1f", length("127.0.0.1:/obj/o-") + 5 + d / n }')
+python3 - "$rss0" "$rss1" "$N" "$hdr" "$key" "errors=$(awk '$1 == "ERRORS" {print $2}' "$TMP/fill.txt")" <<'PY'
+import sys
+r0, r1, n, hdr, key = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+per = (r1 - r0) * 1024 / n
+stored = 100 + hdr + key
+print(f"objects={n} rss0={r0/1024:.1f}MiB rss1={r1/1024:.1f}MiB per_object={per:.0f}B stored={stored:.0f}B overhead={per - stored:.0f}B {sys.argv[6]}")
+PY
+curl -s "http://127.0.0.1:$ADMIN/stats" 2>/dev/null | grep -E '"(n_object|cache_insert|n_lru_nuked)"' | tr -d ' \n'; echo
