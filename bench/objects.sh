@@ -3,6 +3,8 @@
 # bench/origin.rs, N distinct 100-byte objects fetched once each, RSS growth per object and
 # beyond what is stored (body + the origin's header fields + key), as bench/run.sh computes it.
 #   N=200000 [PRELOAD=allocator.so] bench/objects.sh [BINARY]
+# BOUND=1: workload 8's second half instead: a 64 MiB cache, 30,000 objects of 6451 B (3x the
+# cache size), RSS after against the configured size.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -11,12 +13,20 @@ BIN=${1:-target/release/shellac}
 CLIENTS=target/release/examples/clients
 need_built "$BIN" target/release/examples/origin "$CLIENTS"
 start_origin target/release/examples/origin
-read -r PORT ADMIN PID < <(start_shellac "$BIN" $'\n[cache]\nmemory_size = "4GiB"' ${PRELOAD:+"LD_PRELOAD=$PRELOAD"})
+SIZE=4GiB; (( ${BOUND:-0} )) && SIZE=64MiB
+read -r PORT ADMIN PID < <(start_shellac "$BIN" $'\n[cache]\nmemory_size = "'$SIZE'"' ${PRELOAD:+"LD_PRELOAD=$PRELOAD"})
 PIDS+=("$PID")
 for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$PORT/" && break; sleep 0.05; done
 taskset -c 1 "$CLIENTS" unique "127.0.0.1:$PORT" "/obj/warm-" 1000 20 >/dev/null 2>&1 || true
 sleep 1
 rss0=$(awk '/^VmRSS/ {print $2}' "/proc/$PID/status")
+if (( ${BOUND:-0} )); then
+  taskset -c 1 "$CLIENTS" unique "127.0.0.1:$PORT" "/obj6k/b-" 30000 50 >"$TMP/fill.txt" 2>&1
+  sleep 2
+  rss1=$(awk '/^VmRSS/ {print $2}' "/proc/$PID/status")
+  awk -v a="$rss0" -v b="$rss1" 'BEGIN{printf "64 MiB cache, 30000 x 6451 B: rss0=%.1fMiB rss1=%.1fMiB rss1/64MiB=%.2f\n", a/1024, b/1024, b/1024/64}'
+  exit 0
+fi
 taskset -c 1 "$CLIENTS" unique "127.0.0.1:$PORT" "/obj/o-" "$N" 100 >"$TMP/fill.txt" 2>&1
 sleep 2
 rss1=$(awk '/^VmRSS/ {print $2}' "/proc/$PID/status")
