@@ -287,7 +287,7 @@ fn charge(entry: &Entry) -> u64 {
         Some(object) if !h.compact => key + object.weight(),
         _ => {
             let fields = u64::from(h.fields_len);
-            let body = entry.slice.len() as u64 - key - fields;
+            let body = (entry.slice.len() as u64).saturating_sub(key + fields);
             key + Object::weight_of(fields as usize, usize::from(h.field_count), body)
                 + entry.slice.len() as u64
                 + COMPACT_OVERHEAD
