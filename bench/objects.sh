@@ -5,6 +5,8 @@
 #   N=200000 [PRELOAD=allocator.so] bench/objects.sh [BINARY]
 # BOUND=1: workload 8's second half instead: a 64 MiB cache, 30,000 objects of 6451 B (3x the
 # cache size), RSS after against the configured size.
+# SHIFT=1 [MB=64]: a MB MiB cache whose objects change size (100, 1500, 700, 100-byte bodies, each
+# phase ~3x the cache), RSS after each phase against the configured size.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -13,13 +15,27 @@ BIN=${1:-target/release/shellac}
 CLIENTS=target/release/examples/clients
 need_built "$BIN" target/release/examples/origin "$CLIENTS"
 start_origin target/release/examples/origin
-SIZE=4GiB; (( ${BOUND:-0} )) && SIZE=64MiB
+MB=${MB:-64}
+SIZE=4GiB; (( ${BOUND:-0} || ${SHIFT:-0} )) && SIZE=${MB}MiB
 read -r PORT ADMIN PID < <(start_shellac "$BIN" $'\n[cache]\nmemory_size = "'$SIZE'"' ${PRELOAD:+"LD_PRELOAD=$PRELOAD"})
 PIDS+=("$PID")
 for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$PORT/" && break; sleep 0.05; done
 taskset -c 1 "$CLIENTS" unique "127.0.0.1:$PORT" "/obj/warm-" 1000 20 >/dev/null 2>&1 || true
 sleep 1
 rss0=$(awk '/^VmRSS/ {print $2}' "/proc/$PID/status")
+if (( ${SHIFT:-0} )); then
+  # Sizes that change under eviction: the memory tier's slabs must give back what one size
+  # class no longer uses. Four rounds through the cache, ~3x its size each.
+  for phase in 100:400000 1500:90000 700:170000 100:400000; do
+    size=${phase%%:*} n=$(( ${phase##*:} * MB / 64 ))
+    taskset -c 1 "$CLIENTS" unique "127.0.0.1:$PORT" "/sized/$size/s$phase-" "$n" 100 >"$TMP/fill.txt" 2>&1
+    sleep 1
+    rss=$(awk '/^VmRSS/ {print $2}' "/proc/$PID/status")
+    awk -v s="$size" -v n="$n" -v r="$rss" -v r0="$rss0" -v mb="$MB" 'BEGIN{printf "%d MiB cache, %d x %d-byte bodies: rss=%.1fMiB rss/size=%.2f (rss-rss0)/size=%.2f\n", mb, n, s, r/1024, r/1024/mb, (r-r0)/1024/mb}'
+  done
+  curl -s "http://127.0.0.1:$ADMIN/stats" 2>/dev/null | grep -E '"(n_object|n_lru_nuked|cache_bytes|cache_slab_bytes|cache_slot_bytes)"' | tr -d ' \n'; echo
+  exit 0
+fi
 if (( ${BOUND:-0} )); then
   taskset -c 1 "$CLIENTS" unique "127.0.0.1:$PORT" "/obj6k/b-" 30000 50 >"$TMP/fill.txt" 2>&1
   sleep 2

@@ -375,6 +375,14 @@ pub const GAUGES: &[(&str, &str)] = &[
     ),
     ("cache_capacity_bytes", "Configured memory cache size"),
     (
+        "cache_slab_bytes",
+        "Bytes of the memory tier's slabs in use (entries, their free slots, one spare slab per size)",
+    ),
+    (
+        "cache_slot_bytes",
+        "Bytes of the memory tier's slabs in entries now",
+    ),
+    (
         "n_object_disk",
         "Objects currently indexed in the disk tier",
     ),

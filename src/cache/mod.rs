@@ -10,6 +10,7 @@ pub mod fields;
 pub mod inspect;
 pub mod memory;
 pub mod policy;
+pub mod slab;
 pub mod tags;
 pub mod tiered;
 pub mod vary;

@@ -258,6 +258,9 @@ impl Proxy {
         out.push(("n_busy", self.cache.busy.len() as u64));
         out.push(("cache_bytes", storage.bytes));
         out.push(("cache_capacity_bytes", storage.capacity));
+        let slabs = crate::cache::slab::stats();
+        out.push(("cache_slab_bytes", slabs.chunk_bytes));
+        out.push(("cache_slot_bytes", slabs.slot_bytes));
         let disk = self
             .cache
             .storage
