@@ -478,3 +478,53 @@ async fn request_cache_control_counts_only_when_configured() {
     default.stop().await;
     strict.stop().await;
 }
+
+/// A fast hit's access-log line is the one the full path writes for the same hit: request
+/// line, host, request and response fields, decision (the record is built by the same code
+/// from the request head's bytes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fast_hits_log_line_is_the_full_paths() {
+    let dir = TempDir::new("fast-log-line");
+    let origin = Origin::start(|s| origin_reply(&s.path)).await;
+    let format = "%h %r %s %b %{host}x %{User-agent}i %{Referer}i %{X-Absent}i \
+                  %{Cache-Status}o %{Content-Type}o %{cache}x %{reason}x %{backend}x";
+    let mut lines = Vec::new();
+    for (name, fast) in [("fast", true), ("full", false)] {
+        let log = dir.path(&format!("{name}.log"));
+        let log_path = log.to_str().unwrap().to_string();
+        let shellac = Shellac::start(origin.addr, |c| {
+            c.server.fast_hits = fast;
+            c.log.access_log = log_path;
+            c.log.format = format.to_string();
+        })
+        .await;
+        get(shellac.addr, "/a?q=1").await;
+        let hit = get_with(
+            shellac.addr,
+            "/a?q=1",
+            &[("user-agent", "t/1"), ("referer", "http://r.test/")],
+        )
+        .await;
+        assert!(hit.cache_status().contains("hit"), "{}", hit.cache_status());
+        assert_eq!(shellac.stat("cache_hit_fast").await, u64::from(fast));
+        let mut got = wait_lines(&log, 2).await;
+        // Cache-Status carries the remaining TTL, which may differ by a second.
+        let line = got.remove(1);
+        let ttl = line.find("ttl=").unwrap();
+        let end = ttl + line[ttl..].find(' ').unwrap();
+        lines.push(format!("{}ttl={}", &line[..ttl], &line[end..]));
+        shellac.stop().await;
+    }
+    assert_eq!(lines[0], lines[1]);
+    assert!(
+        lines[0].contains("GET /a?q=1 HTTP/1.1 200 "),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[0].contains(" 200 14 test.example t/1 http://r.test/ - shellac; hit; "),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[0].ends_with(" hit - -"), "{}", lines[0]);
+}

@@ -59,61 +59,117 @@ pub(super) fn deliver(
     if !wanted {
         return resp.map(|b| b.counted(counters));
     }
-    let req = &txn.req;
-    let headers = &req.headers;
-    let recorder = &proxy.shared.recorder;
-    // Live readers and rankings see every field; the log alone captures what its format prints.
-    let everything = recorder.wants_records();
-    let host: &[u8] = if everything || format.is_some_and(|f| f.needs_host()) {
-        match req.uri.authority() {
-            Some(a) => a.as_str().as_bytes(),
-            None => headers.get(header::HOST).map_or(&[], |h| h.as_bytes()),
-        }
-    } else {
-        &[]
-    };
-    // Only the rankings use the user agent on its own (a log format names it as a header).
-    let ua = if recorder.top_wanted() {
-        headers.get(header::USER_AGENT).map(|v| v.as_bytes())
-    } else {
-        None
+    let head = RecordHead {
+        client: txn.client.ip(),
+        method: txn.req.method.clone(),
+        version: txn.req.version,
+        status: resp.status().as_u16(),
+        decision,
+        started,
+        ttfb,
     };
     let backend = txn.backend.as_ref().map(|b| b.name());
-    let mut record = recorder.record(
-        RecordHead {
-            client: txn.client.ip(),
-            method: req.method.clone(),
-            version: req.version,
-            status: resp.status().as_u16(),
-            decision,
-            started,
-            ttfb,
-        },
-        // A recycled record keeps its buffer; a new one starts with room for a typical request.
-        256,
+    let record = record(
+        proxy,
+        head,
+        Request::Parsed(&txn.req),
+        backend,
+        resp.headers(),
     );
-    record.set_uri(&req.uri);
-    // A reset record has no host, user agent or backend: set only what there is.
-    if !host.is_empty() {
-        record.set_host(host);
+    resp.map(|b| b.counted(counters).recorded(record))
+}
+
+/// A request as its transaction record reads it: parsed (the full path), or as a fast hit's
+/// head said it (`proxy/quick.rs`: no parsed request exists).
+enum Request<'a> {
+    Parsed(&'a http::request::Parts),
+    Raw(&'a FastHit<'a>),
+}
+
+impl Request<'_> {
+    fn host(&self) -> &[u8] {
+        match self {
+            Request::Parsed(req) => match req.uri.authority() {
+                Some(a) => a.as_str().as_bytes(),
+                None => req.headers.get(header::HOST).map_or(&[], |h| h.as_bytes()),
+            },
+            Request::Raw(hit) => hit.host,
+        }
     }
-    if ua.is_some() {
-        record.set_user_agent(ua);
+
+    fn user_agent(&self) -> Option<&[u8]> {
+        match self {
+            Request::Parsed(req) => req.headers.get(header::USER_AGENT).map(|v| v.as_bytes()),
+            Request::Raw(hit) => hit.user_agent,
+        }
+    }
+
+    fn set_target(&self, record: &mut Record) {
+        match self {
+            Request::Parsed(req) => record.set_uri(&req.uri),
+            Request::Raw(hit) => record.set_request_target(hit.target),
+        }
+    }
+
+    /// Pushes the value of each of `names` (or `None`), in order.
+    fn capture(&self, names: &[HeaderName], push: impl FnMut(Option<&[u8]>)) {
+        match self {
+            Request::Parsed(req) => capture(names, &req.headers, push),
+            Request::Raw(hit) => names
+                .iter()
+                .map(|name| {
+                    hit.fields
+                        .iter()
+                        .find(|h| h.name.eq_ignore_ascii_case(name.as_str()))
+                        .map(|h| h.value)
+                })
+                .for_each(push),
+        }
+    }
+}
+
+/// A transaction's record, filled and queued: what [`deliver`] and [`fast_hit_record`] both
+/// record. Live readers and rankings see every field; the log alone captures what its format
+/// prints. Call only when a record is wanted (the access log is on or somebody follows).
+fn record(
+    proxy: &Proxy,
+    head: RecordHead,
+    req: Request<'_>,
+    backend: Option<&str>,
+    response: &HeaderMap,
+) -> Box<Record> {
+    let format = proxy.log_format.as_ref();
+    let recorder = &proxy.shared.recorder;
+    let everything = recorder.wants_records();
+    // A recycled record keeps its buffer; a new one starts with room for a typical request.
+    let mut record = recorder.record(head, 256);
+    req.set_target(&mut record);
+    // A reset record has no host, user agent or backend: set only what there is.
+    if everything || format.is_some_and(|f| f.needs_host()) {
+        let host = req.host();
+        if !host.is_empty() {
+            record.set_host(host);
+        }
+    }
+    // Only the rankings use the user agent on its own (a log format names it as a header).
+    if recorder.top_wanted() {
+        let ua = req.user_agent();
+        if ua.is_some() {
+            record.set_user_agent(ua);
+        }
     }
     if backend.is_some() {
         record.set_backend(backend);
     }
     if let Some(f) = format {
-        capture(&f.request_headers, headers, |v| {
-            record.push_request_header(v)
-        });
-        capture(&f.response_headers, resp.headers(), |v| {
+        req.capture(&f.request_headers, |v| record.push_request_header(v));
+        capture(&f.response_headers, response, |v| {
             record.push_response_header(v)
         });
     }
     record.set_format(format);
     record.queue_to(recorder);
-    resp.map(|b| b.counted(counters).recorded(record))
+    record
 }
 
 /// What a fast hit's record is made of (`proxy/quick.rs`): the request as its head's bytes
@@ -136,50 +192,22 @@ pub(super) struct FastHit<'a> {
 /// `shellac log` / `shellac top`: the same fields [`deliver`] records for a hit, taken from
 /// the request head's bytes instead of a parsed request.
 pub(super) fn fast_hit_record(proxy: &Proxy, hit: FastHit<'_>) -> Option<Box<Record>> {
-    let format = proxy.log_format.as_ref();
-    let recorder = &proxy.shared.recorder;
-    let everything = recorder.wants_records();
-    if format.is_none() && !everything {
+    if proxy.log_format.is_none() && !proxy.shared.recorder.wants_records() {
         return None;
     }
-    let mut record = recorder.record(
-        RecordHead {
-            client: hit.client,
-            method: hit.method,
-            version: Version::HTTP_11,
-            status: hit.status,
-            decision: Decision {
-                kind: DecisionKind::Hit,
-                reason: None,
-            },
-            started: hit.started,
-            ttfb: hit.ttfb,
+    let head = RecordHead {
+        client: hit.client,
+        method: hit.method.clone(),
+        version: Version::HTTP_11,
+        status: hit.status,
+        decision: Decision {
+            kind: DecisionKind::Hit,
+            reason: None,
         },
-        256,
-    );
-    record.set_request_target(hit.target);
-    if (everything || format.is_some_and(|f| f.needs_host())) && !hit.host.is_empty() {
-        record.set_host(hit.host);
-    }
-    if recorder.top_wanted() && hit.user_agent.is_some() {
-        record.set_user_agent(hit.user_agent);
-    }
-    if let Some(f) = format {
-        for name in &f.request_headers {
-            let value = hit
-                .fields
-                .iter()
-                .find(|h| h.name.eq_ignore_ascii_case(name.as_str()))
-                .map(|h| h.value);
-            record.push_request_header(value);
-        }
-        capture(&f.response_headers, hit.response, |v| {
-            record.push_response_header(v)
-        });
-    }
-    record.set_format(format);
-    record.queue_to(recorder);
-    Some(record)
+        started: hit.started,
+        ttfb: hit.ttfb,
+    };
+    Some(record(proxy, head, Request::Raw(&hit), None, hit.response))
 }
 
 /// The decision logged for a refusal: synth, with the `refused:<word>` reason.
