@@ -430,16 +430,12 @@ impl Object {
             Body::Memory(_) => self.body_len,
             Body::Disk(_) => 0,
         };
-        Object::weight_of(self.headers.block_len(), self.headers.len(), body)
-    }
-
-    /// [`Object::weight`] from the object's sizes: `block` bytes of `fields` header fields and
-    /// `body` bytes of body in memory.
-    pub fn weight_of(block: usize, fields: usize, body: u64) -> u64 {
         // The block, plus the two maps a hit may build from it (the prepared delivery map with
         // its four added fields, and the stored fields as a map for conditional and range
-        // requests): charged up front so the budget holds however the object is used, although
-        // an object that is never hit costs only its block.
+        // requests): charged once the object exists, so the budget holds however it is used.
+        // (A small object the memory tier keeps compact has no `Object` until its first hit and
+        // is charged only its slab slot until then.)
+        let (block, fields) = (self.headers.block_len(), self.headers.len());
         let headers = block + (2 * fields + 4) * FIELD_OVERHEAD + 4 * 24;
         OBJECT_OVERHEAD + headers as u64 + body
     }
