@@ -104,7 +104,7 @@ counters! {
     backend_req: "Requests sent to backends",
     backend_conn: "Backend connections opened",
     backend_reuse: "Backend requests sent on a reused keep-alive connection",
-    backend_retry: "Requests retried on a fresh connection after a reused one failed",
+    backend_retry: "Requests retried: on a fresh connection after a reused one failed, or on another backend after a connection failure (only counted when another backend is tried)",
     backend_fail: "Backend connection failures (refused, unreachable, connect timeout)",
     backend_timeout: "Backend first-byte timeouts (answered 504)",
     backend_body_timeout: "Backend between-bytes timeouts while streaming a body",

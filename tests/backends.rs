@@ -291,6 +291,21 @@ async fn hash_director_is_sticky_per_key() {
     shellac.stop().await;
 }
 
+/// Regression (issue 23, defect 15): a refused connection to the only backend used to count a
+/// `backend_retry` that never happened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_refused_backend_counts_no_retry() {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_addr = dead.local_addr().unwrap();
+    drop(dead);
+    let shellac = Shellac::start(dead_addr, |_| {}).await;
+    assert_eq!(get(shellac.addr, "/").await.status, 503);
+    let stats = shellac.stats().await;
+    assert_eq!(stats["backend_fail"], 1, "{stats:?}");
+    assert_eq!(stats["backend_retry"], 0, "{stats:?}");
+    shellac.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_refused_is_retried_on_the_next_backend() {
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

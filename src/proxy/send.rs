@@ -91,6 +91,11 @@ pub(super) async fn send(
                 }
                 tried.push(backend);
                 last_error = Some(e);
+                // A retry is counted only when there is another backend to retry on: one
+                // refused backend alone is a failure, not a retry that never happened.
+                if choose(&route, &key, txn, &tried).is_none() {
+                    break;
+                }
                 counters.backend_retry.inc();
             }
             Ok(resp) => {
