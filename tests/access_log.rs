@@ -330,3 +330,65 @@ async fn shutdown_drains_in_flight_requests_and_flushes_the_log() {
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "/slow 200 10\n");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Regression (issue 23, defect 11): a miss whose backend resets mid-body was announced as
+/// `stored` in the head already sent; the log said `miss` too, although nothing was stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fill_aborted_mid_body_is_logged_as_not_stored() {
+    let dir = temp_dir("log-aborted");
+    let path = dir.join("access.log");
+    // An origin that promises 100,000 bytes, sends 10 and closes the connection.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin_addr = listener.local_addr().unwrap();
+    let fetches = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = fetches.clone();
+    let origin = tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut s, _)) = listener.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf).await;
+            let _ = s
+                .write_all(
+                    b"HTTP/1.1 200 OK\r\ncache-control: max-age=60\r\ncontent-length: 100000\r\n\r\n0123456789",
+                )
+                .await;
+            let _ = s.flush().await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            drop(s);
+        }
+    });
+    let log = path.to_str().unwrap().to_string();
+    let shellac = Shellac::start(origin_addr, |c| {
+        c.log.access_log = log;
+        c.log.format = "%s|%{cache}x|%{reason}x|%{Cache-Status}o".into();
+    })
+    .await;
+    for _ in 0..2 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut c = tokio::net::TcpStream::connect(shellac.addr).await.unwrap();
+        c.write_all(b"GET /big HTTP/1.1\r\nhost: test.example\r\n\r\n")
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), c.read_to_end(&mut got)).await;
+        assert!(got.starts_with(b"HTTP/1.1 200"), "{got:?}");
+        assert!(
+            got.len() < 100_000,
+            "the truncated body never looks complete"
+        );
+    }
+    let lines = wait_lines(&path, 2).await;
+    assert_eq!(
+        lines,
+        vec![
+            "200|pass|aborted|shellac; fwd=miss; stored",
+            "200|pass|aborted|shellac; fwd=miss; stored",
+        ],
+        "the second request was a miss again: nothing was stored"
+    );
+    assert_eq!(fetches.load(std::sync::atomic::Ordering::SeqCst), 2);
+    shellac.stop().await;
+    origin.abort();
+    std::fs::remove_dir_all(&dir).ok();
+}

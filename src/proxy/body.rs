@@ -268,7 +268,12 @@ impl Body for ResponseBody {
                 }
                 Poll::Ready(Some(Ok(Frame::data(data))))
             }
-            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
+            Poll::Ready(Some(Err(e))) => {
+                if let Some(r) = &mut this.record {
+                    r.aborted();
+                }
+                Poll::Ready(Some(Err(e)))
+            }
             Poll::Ready(None) => {
                 if let Some(r) = &mut this.record {
                     r.ended();

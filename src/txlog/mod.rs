@@ -122,6 +122,7 @@ fn intern(word: &str) -> Cow<'static, str> {
         "backend-connect-timeout",
         "backend-first-byte-timeout",
         "backend-error",
+        "aborted",
     ];
     match KNOWN.iter().find(|k| **k == word) {
         Some(k) => Cow::Borrowed(k),
@@ -503,6 +504,16 @@ impl Record {
     #[inline]
     pub fn ended(&mut self) {
         self.complete = true;
+    }
+
+    /// The body failed before its end (the backend reset or timed out mid-body, a disk read
+    /// failed). A miss was announced as `stored` in the head already sent, but a fill that
+    /// fails stores nothing: the record says what happened, `pass` with reason `aborted`.
+    pub fn aborted(&mut self) {
+        if self.decision.kind == DecisionKind::Miss {
+            self.decision.kind = DecisionKind::Pass;
+        }
+        self.decision.reason = Some(Cow::Borrowed("aborted"));
     }
 
     /// Completes the record (`at_end`: the body had nothing left to send) and queues it.
