@@ -43,6 +43,10 @@ use crate::stats::Counters;
 /// never by its content.
 const STAND_IN: &[u8] = b"GET / HTTP/1.1\r\nhost: refused.invalid\r\n\r\n";
 
+/// The stand-in for a refused `HEAD` request: hyper then sends the refusal's head without its
+/// body (RFC 9110 §9.3.2), as for any other answer to HEAD.
+const STAND_IN_HEAD: &[u8] = b"HEAD / HTTP/1.1\r\nhost: refused.invalid\r\n\r\n";
+
 const NONE: u64 = u64::MAX;
 
 /// Lingering close after a refusal (here and at `max_connections`): how long, and how many
@@ -581,7 +585,13 @@ impl<T> Gate<T> {
         self.state.reject.store(v as u8, Ordering::Relaxed);
         self.state.reject_at.store(self.heads, Ordering::Relaxed);
         self.heads += 1;
-        self.pending.extend_from_slice(STAND_IN);
+        // The method is case-sensitive (RFC 9110 §9.1): only `HEAD` itself is a HEAD request.
+        let stand_in = if from.starts_with(b"HEAD ") {
+            STAND_IN_HEAD
+        } else {
+            STAND_IN
+        };
+        self.pending.extend_from_slice(stand_in);
         self.held = Vec::new();
         self.after = After::Stop;
     }

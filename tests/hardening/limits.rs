@@ -331,3 +331,47 @@ async fn accept_loop_survives_emfile() {
     served.stop();
     origin.stop();
 }
+
+/// Regression (issue 23, defect 11): a refusal answered to a HEAD request carried a body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_head_request_gets_no_body() {
+    let bench = Bench::with(|c| c.server.max_request_line = Size(256)).await;
+    let long = "x".repeat(300);
+    for (name, req, status) in [
+        (
+            "duplicate Host",
+            "HEAD / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n".to_string(),
+            400,
+        ),
+        (
+            "URI too long",
+            format!("HEAD /{long} HTTP/1.1\r\nHost: a\r\n\r\n"),
+            414,
+        ),
+    ] {
+        let text = raw(bench.shellac.addr, req.as_bytes()).await;
+        assert!(
+            text.starts_with(&format!("HTTP/1.1 {status}")),
+            "{name}: {text:?}"
+        );
+        let (head, body) = text.split_once("\r\n\r\n").expect("a complete head");
+        assert_eq!(body, "", "{name}: no body after the head: {text:?}");
+        // The head still says what a GET would have got (RFC 9110 §9.3.2).
+        assert!(
+            head.to_ascii_lowercase().contains("content-length: "),
+            "{name}: {head}"
+        );
+    }
+    // The same refusal to a GET has its body.
+    let text = raw(
+        bench.shellac.addr,
+        b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+    )
+    .await;
+    assert!(
+        !text.split_once("\r\n\r\n").unwrap().1.is_empty(),
+        "{text:?}"
+    );
+    assert_eq!(bench.origin.count(), 0);
+    bench.shellac.stop().await;
+}
