@@ -225,6 +225,12 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour only a terminal: escape codes in a log file or journald are noise.
+        // `NO_COLOR` (no-color.org) turns it off there too.
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none(),
+        )
         .init();
     let result = match cli.command {
         Command::Check { file } => return check(&file),
@@ -317,11 +323,21 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader went away (`shellac stat -1 | head -2`): not an error of ours.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("shellac: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Whether `e` is (or was caused by) writing to a pipe whose reader has closed.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 fn print_errors(errors: &[ConfigError]) {

@@ -324,6 +324,24 @@ async fn stat_top_and_log_against_a_running_proxy() {
     let (code, out, err) = shellac(&["stat", "-1", "--admin", &admin_arg]);
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with("Uptime 0d+00:00:"), "{out}");
+    // Regression (issue 23, defect 6): `shellac stat -1 | head -2` printed
+    // `Broken pipe (os error 32)` and failed.
+    for args in [
+        &["stat", "-1", "--all", "--admin", &admin_arg][..],
+        &["top", "-1", "--admin", &admin_arg][..],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let closed = Command::new(BIN)
+            .args(args)
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&closed.stderr);
+        assert_eq!(closed.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(stderr.is_empty(), "{args:?}: {stderr}");
+    }
     assert!(out.contains("Hit ratio: 10s  33.3%"), "{out}");
     assert!(out.contains("TTFB (10s): p50 "), "{out}");
     let req = out

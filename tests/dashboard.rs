@@ -260,5 +260,11 @@ async fn dashboard_in_headless_chromium_receives_data() {
     assert!(dom.contains("/img/logo.png"), "top URLs table filled");
     assert!(dom.contains(">default<"), "backends table filled");
     assert!(dom.contains("live ·"), "status shows live");
+    // Regression (issue 23, defect 6): the backends table was clipped at 1400 px.
+    assert_eq!(
+        attribute(&dom, "<body", "data-clipped").as_deref(),
+        Some(""),
+        "no panel is cut off at 1400 px"
+    );
     shellac.stop().await;
 }

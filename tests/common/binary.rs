@@ -48,6 +48,11 @@ impl Served {
             let line = log
                 .recv_timeout(Duration::from_secs(20))
                 .expect("shellac logs its addresses");
+            // Regression (issue 23, defect 6): colour codes were written to pipes and files.
+            assert!(
+                !line.contains('\x1b'),
+                "colour codes in a log that is not a terminal: {line:?}"
+            );
             if let Some(a) = line.split("proxy listening on ").nth(1) {
                 proxy = a.trim().parse().ok();
             }

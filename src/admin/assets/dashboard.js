@@ -101,6 +101,11 @@ function render(d) {
   }));
   updates++;
   document.body.dataset.updates = updates;
+  // Panels whose content is wider than the panel (a table cut off behind a scroll bar), for
+  // the headless-browser test.
+  document.body.dataset.clipped = [...document.querySelectorAll("section")]
+    .filter(s => s.scrollWidth > s.clientWidth + 1)
+    .map(s => s.querySelector("h2").textContent).join(",");
   document.body.dataset.requests = d.totals.client_req;
 }
 
