@@ -187,7 +187,7 @@ pub const PASS_REASONS: &[(&str, &str, &str)] = &[
     (
         "status",
         "pass_reason_status",
-        "Response status not cacheable without explicit freshness",
+        "Response status not cacheable without explicit freshness, or one the director restarts on",
     ),
     (
         "no-freshness",

@@ -249,3 +249,97 @@ set_response_headers = { "X-Frame-Options" = "DENY" }
     );
     shellac.stop().await;
 }
+
+/// Every example file under examples/ (and examples/rules/), pointed at a failing origin.
+fn example_files() -> Vec<String> {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut files = Vec::new();
+    for dir in ["examples", "examples/rules"] {
+        for entry in std::fs::read_dir(format!("{root}/{dir}")).unwrap() {
+            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+            if name.ends_with(".toml") {
+                files.push(format!("{dir}/{name}"));
+            }
+        }
+    }
+    files.sort();
+    assert!(files.len() >= 10, "{files:?}");
+    files
+}
+
+/// Issue 23, defect 1: with examples/wordpress-apache.toml a bare 500 from PHP was stored
+/// (`min_ttl`) and served as a hit for two minutes; a restart that ended on a 503 with
+/// `max-age=60` was stored too. No shipped example stores an error: a bare 500 or 503, an
+/// error with an Expires date in the past, an error behind a static-looking URL, or (where the
+/// director restarts on it) a 503 with explicit freshness.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_example_stores_an_error() {
+    let origin = Origin::start(|s| {
+        let past = "Thu, 19 Nov 1981 08:52:00 GMT";
+        match s.path.as_str() {
+            "/e/500" | "/e/style.css" => Reply::ok("error").status(500),
+            "/e/503" | "/e/logo.png" => Reply::ok("busy").status(503).header("retry-after", "5"),
+            "/e/500-expired" => Reply::ok("error").status(500).header("expires", past),
+            "/e/502-modified" => Reply::ok("bad gateway")
+                .status(502)
+                .header("last-modified", past),
+            _ => Reply::ok("busy")
+                .status(503)
+                .cc("max-age=60")
+                .header("retry-after", "5"),
+        }
+    })
+    .await;
+    let disk = TempDir::new("examples-errors");
+    for file in example_files() {
+        let addr = origin.addr;
+        let disk_path = disk.path(&format!("{}.dat", file.replace('/', "-")));
+        let mut restarts_on_503 = false;
+        let shellac = Shellac::start_file(&file, origin.addr, |c| {
+            for b in &mut c.backends {
+                b.host = addr.ip().to_string();
+                b.port = addr.port();
+                b.probe = None;
+            }
+            if let Some(d) = &mut c.storage.disk {
+                d.path = disk_path;
+            }
+            c.log.access_log = "off".into();
+            let default = c.default_target().map(str::to_string);
+            restarts_on_503 = c
+                .directors
+                .iter()
+                .any(|d| Some(&d.name) == default.as_ref() && d.restarts_on(503));
+        })
+        .await;
+        let mut paths = vec![
+            "/e/500",
+            "/e/503",
+            "/e/500-expired",
+            "/e/502-modified",
+            "/e/style.css",
+            "/e/logo.png",
+        ];
+        if restarts_on_503 {
+            paths.push("/e/503-fresh");
+        }
+        assert_eq!(
+            restarts_on_503,
+            file.ends_with("restart-on-status.toml"),
+            "{file}"
+        );
+        for path in paths {
+            let first = get(shellac.addr, path).await;
+            assert!(first.status >= 500, "{file} {path}: {}", first.status);
+            let before = origin.count_path(path);
+            let second = get(shellac.addr, path).await;
+            assert!(
+                !second.cache_status().contains("hit") && origin.count_path(path) > before,
+                "{file}: {path} ({}) was stored: {}",
+                first.status,
+                second.cache_status()
+            );
+        }
+        shellac.stop().await;
+    }
+}

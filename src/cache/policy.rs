@@ -136,6 +136,30 @@ pub struct Overrides {
     pub rule: Option<String>,
 }
 
+/// What the exchange, not the response's own fields, tells the storage decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Exchange {
+    /// When the backend request was sent.
+    pub request_time: SystemTime,
+    /// When the response head arrived.
+    pub response_time: SystemTime,
+    /// The route's director counts this status as failed (`restart_on` / `restart_unless`):
+    /// the response is delivered because nothing better was left, never stored (unless a
+    /// rule says `override_origin`).
+    pub failed_status: bool,
+}
+
+impl Exchange {
+    /// A plain exchange: sent at `request_time`, answered at `response_time`.
+    pub fn at(request_time: SystemTime, response_time: SystemTime) -> Exchange {
+        Exchange {
+            request_time,
+            response_time,
+            failed_status: false,
+        }
+    }
+}
+
 /// Decides whether a backend response may be stored, and for how long, by RFC 9111 and the
 /// builtin policy alone.
 ///
@@ -150,24 +174,31 @@ pub fn evaluate(
     evaluate_with(
         status,
         headers,
-        request_time,
-        response_time,
+        &Exchange::at(request_time, response_time),
         cfg,
         &Overrides::default(),
     )
 }
 
-/// [`evaluate`] with operator overrides applied.
+/// [`evaluate`] with what the exchange adds and operator overrides applied.
+///
+/// A rule's `ttl` / `min_ttl` only changes how long a response the builtin policy would store
+/// stays fresh (and may store one that merely lacks freshness or arrived expired); refusals
+/// for the status, a failed status, `no-store`, `private` and `no-cache` stand unless the rule
+/// says `override_origin`.
 pub fn evaluate_with(
     status: StatusCode,
     headers: &HeaderMap,
-    request_time: SystemTime,
-    response_time: SystemTime,
+    ex: &Exchange,
     cfg: &CacheConfig,
     o: &Overrides,
 ) -> Result<StorePlan, NoCacheReason> {
+    let (request_time, response_time) = (ex.request_time, ex.response_time);
     let code = status.as_u16();
     if !(200..600).contains(&code) || code == 206 || code == 304 {
+        return Err(NoCacheReason::Status);
+    }
+    if ex.failed_status && !o.override_origin {
         return Err(NoCacheReason::Status);
     }
     let cc = CacheControl::targeted(headers, &cfg.targeted_cache_control);
@@ -235,22 +266,29 @@ pub fn evaluate_with(
                 .unwrap_or(Duration::ZERO)
         })
     });
+    // Without explicit freshness only the heuristically cacheable statuses may be stored
+    // (RFC 9111 §3, §4.2.2). A rule's `ttl` / `min_ttl` applies to those statuses only, unless
+    // it says `override_origin`: otherwise `min_ttl` for pages would keep a bare 500 error page
+    // (or one with an Expires date in the past) for minutes. Other statuses keep exactly the
+    // origin's explicit lifetime.
+    let rule_lifetimes = o.override_origin || heuristically_cacheable(status);
+    if explicit.is_none() && !rule_lifetimes {
+        return Err(NoCacheReason::Status);
+    }
+    let (ttl, min_ttl) = if rule_lifetimes {
+        (o.ttl, o.min_ttl)
+    } else {
+        (None, None)
+    };
     // Operator lifetimes count from now: they are added to the age already accrued.
-    let lifetime = if let Some(ttl) = o.ttl {
+    let lifetime = if let Some(ttl) = ttl {
         ttl + initial_age
     } else {
-        let origin = match explicit {
-            Some(l) => Some(l),
-            None if !heuristically_cacheable(status)
-                && !o.override_origin
-                && o.min_ttl.is_none() =>
-            {
-                return Err(NoCacheReason::Status);
-            }
-            None => heuristic(headers, date, cfg)
-                .or_else(|| (!cfg.default_ttl.0.is_zero()).then_some(cfg.default_ttl.0)),
-        };
-        match (origin, o.min_ttl) {
+        let origin = explicit.or_else(|| {
+            heuristic(headers, date, cfg)
+                .or_else(|| (!cfg.default_ttl.0.is_zero()).then_some(cfg.default_ttl.0))
+        });
+        match (origin, min_ttl) {
             (Some(l), Some(min)) => l.max(min + initial_age),
             (None, Some(min)) => min + initial_age,
             (Some(l), None) => l,
@@ -498,7 +536,13 @@ mod tests {
                     http::HeaderValue::from_str(v).unwrap(),
                 );
             }
-            evaluate_with(StatusCode::OK, &h, now, now, &CacheConfig::default(), ov)
+            evaluate_with(
+                StatusCode::OK,
+                &h,
+                &Exchange::at(now, now),
+                &CacheConfig::default(),
+                ov,
+            )
         };
         // Static files: 1 h whatever the origin says (with override_origin).
         assert_eq!(
@@ -543,6 +587,82 @@ mod tests {
             run(&[("set-cookie", "a=b")], &o(Some(60), None, true)),
             Err(NoCacheReason::SetCookie)
         );
+    }
+
+    /// Issue 23, defect 1: a rule's `ttl` / `min_ttl` without `override_origin` stored a bare
+    /// 500 (and a restart's final 503) that the builtin policy refuses.
+    #[test]
+    fn rule_lifetimes_never_make_an_error_cacheable() {
+        let now = httpdate::parse_http_date("Sun, 22 Nov 2026 00:00:00 GMT").unwrap();
+        let run = |status: u16, pairs: &[(&str, &str)], ex: Exchange, o: &Overrides| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.append(
+                    HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                    HeaderValue::from_str(v).unwrap(),
+                );
+            }
+            let status = StatusCode::from_u16(status).unwrap();
+            evaluate_with(status, &h, &ex, &CacheConfig::default(), o)
+        };
+        let plain = Exchange::at(now, now);
+        let min = Overrides {
+            min_ttl: Some(Duration::from_secs(120)),
+            ..Default::default()
+        };
+        let ttl = Overrides {
+            ttl: Some(Duration::from_secs(3600)),
+            ..Default::default()
+        };
+        for o in [&min, &ttl] {
+            assert_eq!(run(500, &[DATE], plain, o), Err(NoCacheReason::Status));
+            assert_eq!(
+                run(
+                    503,
+                    &[DATE, ("expires", "Sat, 21 Nov 2026 00:00:00 GMT")],
+                    plain,
+                    o
+                ),
+                Err(NoCacheReason::Expired),
+                "an explicit lifetime in the past is not lengthened for an error"
+            );
+            assert_eq!(
+                run(500, &[DATE, ("cache-control", "max-age=60")], plain, o)
+                    .unwrap()
+                    .ttl,
+                Duration::from_secs(60),
+                "the origin's own lifetime for a 500, not the rule's"
+            );
+            // Heuristically cacheable statuses get the rule's lifetime.
+            assert!(run(200, &[DATE], plain, o).is_ok());
+            assert!(run(404, &[DATE], plain, o).is_ok());
+        }
+        // The director marks the status failed: never stored, whatever its freshness.
+        let failed = Exchange {
+            failed_status: true,
+            ..plain
+        };
+        let fresh503 = [DATE, ("cache-control", "max-age=60")];
+        assert!(run(503, &fresh503, plain, &Overrides::default()).is_ok());
+        assert_eq!(
+            run(503, &fresh503, failed, &Overrides::default()),
+            Err(NoCacheReason::Status)
+        );
+        assert_eq!(
+            run(200, &fresh503, failed, &min),
+            Err(NoCacheReason::Status)
+        );
+        // Only override_origin stores such a status.
+        let force = Overrides {
+            ttl: Some(Duration::from_secs(3600)),
+            override_origin: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            run(500, &[DATE], plain, &force).unwrap().ttl,
+            Duration::from_secs(3600)
+        );
+        assert!(run(503, &fresh503, failed, &force).is_ok());
     }
 
     #[test]

@@ -76,11 +76,15 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
+    let exchange = policy::Exchange {
+        request_time,
+        response_time,
+        failed_status: send::failed_status(txn, parts.status),
+    };
     let plan = policy::evaluate_with(
         parts.status,
         &parts.headers,
-        request_time,
-        response_time,
+        &exchange,
         &proxy.config.cache,
         &overrides,
     )
@@ -274,8 +278,7 @@ fn revalidated(
     let plan = policy::evaluate_with(
         stale.status,
         &headers,
-        request_time,
-        response_time,
+        &policy::Exchange::at(request_time, response_time),
         &proxy.config.cache,
         overrides,
     );

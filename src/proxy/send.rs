@@ -126,6 +126,17 @@ pub(super) async fn send(
     }
 }
 
+/// Whether the director this request is routed to counts `status` as failed (`restart_on` /
+/// `restart_unless`): such a response is what was left after the restarts, delivered but never
+/// stored (unless a rule says `override_origin`).
+pub(super) fn failed_status(txn: &Txn, status: StatusCode) -> bool {
+    txn.route
+        .as_ref()
+        .unwrap_or(&txn.proxy.backends.default)
+        .director()
+        .is_some_and(|d| d.restarts_on(status.as_u16()))
+}
+
 fn choose(
     route: &Member,
     key: &CacheKey,
