@@ -9,7 +9,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
-use hyper::client::conn::http1::SendRequest;
 use tokio::time::Sleep;
 
 use super::Backend;
@@ -92,7 +91,7 @@ pub struct BackendBody {
     /// Allocated on the first wait, then re-armed; `armed` says whether it runs now.
     sleep: Option<Pin<Box<Sleep>>>,
     armed: bool,
-    pool: Option<(Arc<Backend>, SendRequest<super::RequestBody>)>,
+    pool: Option<(Arc<Backend>, super::Conn)>,
     counters: Arc<Counters>,
     /// Connection-limit slot, released when the body is finished or dropped.
     lease: Option<super::Lease>,
@@ -102,7 +101,7 @@ impl BackendBody {
     pub(super) fn new(
         inner: Incoming,
         timeout: Duration,
-        pool: Option<(Arc<Backend>, SendRequest<super::RequestBody>)>,
+        pool: Option<(Arc<Backend>, super::Conn)>,
         counters: Arc<Counters>,
     ) -> BackendBody {
         let mut body = BackendBody {
@@ -128,8 +127,8 @@ impl BackendBody {
     }
 
     fn release(&mut self) {
-        if let Some((backend, sender)) = self.pool.take() {
-            backend.checkin(sender);
+        if let Some((backend, conn)) = self.pool.take() {
+            backend.checkin(conn);
         }
         self.lease = None;
     }

@@ -4,22 +4,24 @@
 //! Architecture invariant: only this module opens connections to origins.
 
 mod body;
+mod conn;
 pub mod director;
 pub mod health;
 pub mod probe;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use http::{Request, Response, StatusCode};
-use hyper::client::conn::http1::{self, SendRequest};
+use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use body::{BackendBody, RequestBody};
+use conn::{Conn, HeadLimited};
 use health::Health;
 
 use crate::config::{BackendConfig, Config, ProbeConfig, ProbeRef};
@@ -80,7 +82,7 @@ impl FetchError {
 }
 
 struct Idle {
-    sender: SendRequest<RequestBody>,
+    conn: Conn,
     since: Instant,
 }
 
@@ -92,8 +94,8 @@ pub struct Backend {
     pub stats: BackendCounters,
     pub(crate) counters: Arc<Counters>,
     tcp_nodelay: bool,
-    /// `server.max_response_header_size`: hyper's read buffer bound, so a larger head is an
-    /// error (502) rather than unbounded memory.
+    /// `server.max_response_header_size`: every response head is held to it exactly
+    /// (`conn::HeadLimited`, 502 beyond it); also hyper's read buffer bound.
     max_response_head: usize,
     idle: Mutex<Vec<Idle>>,
     limit: Option<Arc<Semaphore>>,
@@ -208,18 +210,18 @@ impl Backend {
         self.counters.backend_req.inc();
         self.stats.req.inc();
         let retry_copy = req.body().is_empty().then(|| clone_head(&req));
-        let (sender, reused) = match self.checkout().await {
-            Some(s) => (s, true),
+        let (conn, reused) = match self.checkout().await {
+            Some(c) => (c, true),
             None => (self.connect().await?, false),
         };
-        match self.exchange(sender, req).await {
+        match self.exchange(conn, req).await {
             Err(FetchError::Failed(_, e))
                 if reused && retry_copy.is_some() && is_stale_connection(&e) =>
             {
                 self.counters.backend_retry.inc();
-                let sender = self.connect().await?;
+                let conn = self.connect().await?;
                 let req = retry_copy.expect("checked above");
-                self.exchange(sender, req).await
+                self.exchange(conn, req).await
             }
             other => other,
         }
@@ -266,13 +268,22 @@ impl Backend {
 
     async fn exchange(
         self: &Arc<Self>,
-        mut sender: SendRequest<RequestBody>,
+        mut conn: Conn,
         req: Request<RequestBody>,
     ) -> Result<Response<BackendBody>, FetchError> {
         let timeout = self.config.first_byte_timeout.0;
         let upgrade = req.headers().contains_key(http::header::UPGRADE);
-        let resp = match tokio::time::timeout(timeout, sender.send_request(req)).await {
+        conn.expect_head();
+        let resp = match tokio::time::timeout(timeout, conn.sender.send_request(req)).await {
             Ok(Ok(resp)) => resp,
+            Ok(Err(e)) if conn::is_head_too_large(&e) => {
+                self.counters.backend_invalid.inc();
+                self.stats.error.inc();
+                return Err(FetchError::Invalid(
+                    self.config.name.clone(),
+                    "response head larger than max_response_header_size",
+                ));
+            }
             Ok(Err(e)) => {
                 self.counters.backend_error.inc();
                 self.stats.error.inc();
@@ -296,26 +307,26 @@ impl Backend {
             BackendBody::new(
                 incoming,
                 self.config.between_bytes_timeout.0,
-                keep.then(|| (self.clone(), sender)),
+                keep.then(|| (self.clone(), conn)),
                 self.counters.clone(),
             )
         }))
     }
 
     /// Takes a usable idle connection (LIFO: the warmest one), dropping stale ones.
-    async fn checkout(&self) -> Option<SendRequest<RequestBody>> {
+    async fn checkout(&self) -> Option<Conn> {
         loop {
             let idle = self.idle.lock().ok()?.pop()?;
-            if idle.since.elapsed() > self.config.idle_timeout.0 || idle.sender.is_closed() {
+            if idle.since.elapsed() > self.config.idle_timeout.0 || idle.conn.sender.is_closed() {
                 continue;
             }
-            let mut sender = idle.sender;
+            let mut conn = idle.conn;
             // The connection task may still be finishing the previous exchange.
-            match tokio::time::timeout(Duration::from_millis(100), sender.ready()).await {
+            match tokio::time::timeout(Duration::from_millis(100), conn.sender.ready()).await {
                 Ok(Ok(())) => {
                     self.counters.backend_reuse.inc();
                     self.stats.reuse.inc();
-                    return Some(sender);
+                    return Some(conn);
                 }
                 _ => continue,
             }
@@ -323,23 +334,23 @@ impl Backend {
     }
 
     /// Returns a connection whose last response was read to the end.
-    pub(crate) fn checkin(&self, sender: SendRequest<RequestBody>) {
-        if sender.is_closed() {
+    pub(crate) fn checkin(&self, conn: Conn) {
+        if conn.sender.is_closed() {
             return;
         }
         if let Ok(mut idle) = self.idle.lock() {
             let now = Instant::now();
             let max_idle = self.config.idle_timeout.0;
-            idle.retain(|i| now.duration_since(i.since) < max_idle && !i.sender.is_closed());
+            idle.retain(|i| now.duration_since(i.since) < max_idle && !i.conn.sender.is_closed());
             if idle.len() < self.config.max_idle {
-                idle.push(Idle { sender, since: now });
+                idle.push(Idle { conn, since: now });
                 self.counters.backend_recycle.inc();
                 self.stats.recycle.inc();
             }
         }
     }
 
-    async fn connect(&self) -> Result<SendRequest<RequestBody>, FetchError> {
+    async fn connect(&self) -> Result<Conn, FetchError> {
         let name = &self.config.name;
         let target = (self.config.host.as_str(), self.config.port);
         let result =
@@ -359,8 +370,11 @@ impl Backend {
             }
         };
         let _ = stream.set_nodelay(self.tcp_nodelay);
+        let watch = Arc::new(AtomicBool::new(false));
+        let stream = HeadLimited::new(stream, self.max_response_head, watch.clone());
+        // hyper's buffer must hold a head at the limit; the exact bound is `HeadLimited`'s.
         let (sender, conn) = http1::Builder::new()
-            .max_buf_size(self.max_response_head)
+            .max_buf_size(self.max_response_head.max(8192).saturating_add(8192))
             .handshake(TokioIo::new(stream))
             .await
             .map_err(|e| FetchError::Failed(name.clone(), e))?;
@@ -372,7 +386,7 @@ impl Backend {
                 tracing::debug!(backend = %name, error = %e, "backend connection closed");
             }
         });
-        Ok(sender)
+        Ok(Conn::new(sender, watch))
     }
 
     fn connect_failed(&self, why: &str) {
@@ -460,11 +474,9 @@ pub fn check_response<B>(resp: &Response<B>, upgrade: bool) -> Result<(), &'stat
     Ok(())
 }
 
-/// hyper's read buffer bound for backend connections (its minimum is 8 KiB).
+/// `server.max_response_header_size` in bytes.
 fn response_head_limit(whole: &Config) -> usize {
-    usize::try_from(whole.server.max_response_header_size.0)
-        .unwrap_or(usize::MAX)
-        .max(8192)
+    usize::try_from(whole.server.max_response_header_size.0).unwrap_or(usize::MAX)
 }
 
 fn clone_head(req: &Request<RequestBody>) -> Request<RequestBody> {

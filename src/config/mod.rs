@@ -92,7 +92,8 @@ pub struct ServerConfig {
     /// Largest request body (declared by Content-Length or sent chunked); larger → 413.
     /// Default `1GiB`.
     pub max_body_size: Size,
-    /// Largest response head a backend may send; larger → 502. Default `64KiB`.
+    /// Largest response head a backend may send (bytes on the wire, status line through the
+    /// blank line, exactly); larger → 502. Default `64KiB`.
     pub max_response_header_size: Size,
     /// A client sending a request body: the longest stretch Shellac waits for body bytes, and
     /// the allowance before `body_min_rate` applies. Default `30s`.
