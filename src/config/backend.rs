@@ -4,13 +4,13 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::Config;
 use super::units::Dur;
 
 /// `[[backend]]`: one origin server.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct BackendConfig {
     /// Name used in logs, stats and directors. Default `backend<N>`.
@@ -115,7 +115,7 @@ impl BackendConfig {
 }
 
 /// A backend's probe: by name or inline.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(untagged)]
 pub enum ProbeRef {
     Named(String),
@@ -124,7 +124,7 @@ pub enum ProbeRef {
 
 /// `[[probe]]`: an active health check, run in the background (never on the request path).
 /// A backend is healthy when at least `threshold` of the last `window` probes passed.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProbeConfig {
     /// Name backends refer to (`probe = "name"`). Required for `[[probe]]` tables.
@@ -181,7 +181,7 @@ impl ProbeConfig {
 }
 
 /// How a director picks a backend.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum DirectorKind {
     /// Each healthy member in turn.
@@ -237,7 +237,7 @@ impl HashOn {
 }
 
 /// `[[director]]`: a named group of backends and/or other directors.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DirectorConfig {
     /// Name routes and other directors refer to. Required.
@@ -283,7 +283,7 @@ impl DirectorConfig {
 }
 
 /// `[routing]`: where requests go.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RoutingConfig {
     /// Backend or director that receives requests. Default: the first `[[director]]`, else the

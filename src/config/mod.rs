@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 pub use backend::{
     BackendConfig, DirectorConfig, DirectorKind, HashOn, ProbeConfig, ProbeRef, RoutingConfig,
@@ -25,7 +25,7 @@ use units::{Dur, Size};
 pub const DEFAULT_CONFIG: &str = include_str!("default.toml");
 
 /// The whole validated configuration. Cheap to share behind an `Arc`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     #[serde(default)]
@@ -57,7 +57,7 @@ pub struct Config {
 }
 
 /// `[server]`: client-facing listeners and connection handling.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
     /// Addresses to accept client connections on. Default `["127.0.0.1:6081"]`.
@@ -178,7 +178,7 @@ impl Default for ServerConfig {
 }
 
 /// `[cache]`: the memory tier and the TTL policy.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CacheConfig {
     /// Upper bound on bytes held by cached objects (headers, bodies and per-object overhead).
@@ -241,7 +241,7 @@ impl Default for CacheConfig {
 }
 
 /// `[storage]`: tiers below the memory tier.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StorageConfig {
     /// `[storage.disk]`: the persistent disk tier. Default: none (memory only).
@@ -250,7 +250,7 @@ pub struct StorageConfig {
 
 /// `[storage.disk]`: a persistent disk tier below the memory tier (one preallocated file divided
 /// into regions; see `cache/disk`).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DiskConfig {
     /// The data file (created if missing, preallocated to `size`). Its directory must exist.
@@ -268,7 +268,7 @@ pub struct DiskConfig {
 }
 
 /// Disk admission policy.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum Admission {
     /// Written when fetched for the second time (recently missed before), or when evicted from
@@ -290,7 +290,7 @@ impl Admission {
 
 /// `[log]`: the access log. Records are buffered per worker and written by a background
 /// thread; the request path never waits for the disk.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
     /// Where access-log lines go: a file path (appended to, created if missing, reopened on
@@ -385,6 +385,12 @@ impl Config {
     pub fn embedded_default() -> Config {
         Config::parse(DEFAULT_CONFIG, "<embedded default>")
             .unwrap_or_else(|e| panic!("embedded default config is invalid: {e:?}"))
+    }
+
+    /// The configuration as TOML text in the file's own syntax, every value exact (durations
+    /// and sizes in their largest whole unit): parsing it gives the same configuration back.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_else(|e| format!("# cannot serialize: {e}\n"))
     }
 
     /// Applies command-line overrides and re-validates.
@@ -740,6 +746,50 @@ mod tests {
             c.cache.default_ttl.0.is_zero(),
             "RFC 9111 defaults: no default TTL"
         );
+    }
+
+    /// Issue 23 #12: what a file says is written back exactly, and what is written back is
+    /// valid (the config fuzz target checks the same for every input that parses).
+    #[test]
+    fn a_valid_config_serializes_to_the_same_valid_config() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+        let mut texts = vec![DEFAULT_CONFIG.to_string()];
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                texts.push(std::fs::read_to_string(path).unwrap());
+            }
+        }
+        texts.push("[server]\nidle_timeout = 1.5\n[cache]\nkeep = 315360000\n[[backend]]\nhost = \"a\"\nbetween_bytes_timeout = \"0.000001s\"\n".into());
+        for text in texts {
+            let c = Config::parse(&text, "t.toml").unwrap();
+            let again = c.to_toml();
+            let c2 =
+                Config::parse(&again, "again.toml").unwrap_or_else(|e| panic!("{e:?}\n{again}"));
+            assert_eq!(c2.to_toml(), again);
+        }
+    }
+
+    /// Issue 23 #12: a duration in any spelling is checked against one cap while parsing; a
+    /// float no longer panics and an integer no longer passes the cap strings had.
+    #[test]
+    fn out_of_range_durations_are_errors_with_lines() {
+        let text = "[server]\nidle_timeout = 1e20\n[cache]\nhit_for_miss_ttl = 9223372036854775807\ngrace = -1\n[[backend]]\nhost = \"a\"\nbetween_bytes_timeout = 9223372036854775807\nconnect_timeout = nan\n";
+        let errs = Config::parse(text, "t.toml").unwrap_err();
+        let got: Vec<(usize, &str)> = errs.iter().map(|e| (e.line, e.key.as_str())).collect();
+        assert_eq!(
+            got,
+            vec![
+                (2, "server.idle_timeout"),
+                (4, "cache.hit_for_miss_ttl"),
+                (5, "cache.grace"),
+                (8, "backend.0.between_bytes_timeout"),
+                (9, "backend.0.connect_timeout"),
+            ],
+            "{errs:?}"
+        );
+        assert!(errs[0].message.contains("at most 10 years"), "{errs:?}");
+        assert!(errs[2].message.contains("negative"), "{errs:?}");
     }
 
     #[test]

@@ -3,15 +3,20 @@
 //! headers) narrow it for response-phase actions. See docs/policy.md.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use super::units::Dur;
 
 /// A string or a list of strings.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OneOrMany(pub Vec<String>);
+
+impl Serialize for OneOrMany {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
 
 impl<'de> Deserialize<'de> for OneOrMany {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -32,7 +37,7 @@ impl<'de> Deserialize<'de> for OneOrMany {
 }
 
 /// `synth = { status = 403, body = "..." }`: answer without a backend.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SynthConfig {
     pub status: u16,
@@ -48,7 +53,7 @@ fn default_content_type() -> String {
 
 /// `redirect = { to = "https://example.com/$1", status = 301 }`: `$1`, `${name}` expand the
 /// captures of the rule's `path` (or `url`) regex.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedirectConfig {
     pub to: String,
@@ -61,7 +66,7 @@ fn default_redirect_status() -> u16 {
 }
 
 /// One policy rule. Every matcher given must match; actions apply in rule order.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RuleConfig {
     /// Name in logs and `Cache-Status` detail. Default `rule<N>`.
@@ -279,12 +284,6 @@ pub(super) fn validate(rule: &RuleConfig, names: &dyn Fn(&str) -> bool) -> Vec<(
         && min > max
     {
         out.push(("min_ttl".into(), "min_ttl is longer than max_ttl".into()));
-    }
-    if rule
-        .ttl
-        .is_some_and(|t| t.0 > Duration::from_secs(10 * 365 * 86400))
-    {
-        out.push(("ttl".into(), "at most 10 years".into()));
     }
     out
 }

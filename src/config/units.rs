@@ -1,81 +1,208 @@
 //! Human-friendly units in the config file: durations (`"30s"`) and sizes (`"512MiB"`).
+//!
+//! Every spelling of a value (string, integer, float) goes through one checked constructor, so
+//! no value in a file can panic later: a duration is at most [`MAX_DURATION`] (10 years), which
+//! `Instant::now() + d` and `SystemTime::now() + d` always survive; a size at most [`MAX_SIZE`].
 
 use std::fmt;
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer, de};
+use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 
-/// A duration written as `"250ms"`, `"30s"`, `"5m"`, `"2h"`, `"1d"` or a plain number of seconds.
+/// A duration written as `"250ms"`, `"30s"`, `"5m"`, `"2h"`, `"1d"`, `"1w"` or a number of
+/// seconds (integer or decimal). At most [`MAX_DURATION`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Dur(pub Duration);
 
-/// A byte size written as `"512MiB"`, `"64KiB"`, `"1GB"`, `"100B"` or a plain number of bytes.
+/// A byte size written as `"512MiB"`, `"64KiB"`, `"1GB"`, `"100B"` or a whole number of bytes.
+/// At most [`MAX_SIZE`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Size(pub u64);
 
-/// Parses `"1.5s"`, `"500ms"`, `"2m"`, `"1h"`, `"1d"`, `"10"` (seconds).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let split = t
+/// The longest duration a setting may hold: 10 years (of 365 days).
+pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 86400);
+
+/// The largest size a setting may hold: 10^18 bytes (1 EB).
+pub const MAX_SIZE: u64 = 1_000_000_000_000_000_000;
+
+const NANOS_PER_SEC: u128 = 1_000_000_000;
+
+fn out_of_range(text: &str) -> String {
+    format!("duration `{text}` is out of range (at most 10 years)")
+}
+
+/// Splits `"1.5 MiB"` into the number's integer digits, its fraction digits and the unit.
+/// `None` when the number is not `DIGITS[.DIGITS]`.
+fn split_number(t: &str) -> Option<(&str, &str, &str)> {
+    let end = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 = num.parse().map_err(|_| {
-        format!("`{text}` is not a duration (examples: \"500ms\", \"30s\", \"5m\", \"2h\", \"1d\")")
-    })?;
-    let scale = match unit.trim() {
-        "ms" => 0.001,
-        "" | "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        "d" => 86400.0,
-        "w" => 7.0 * 86400.0,
+    let (num, unit) = t.split_at(end);
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    if (int.is_empty() && frac.is_empty()) || frac.contains('.') {
+        return None;
+    }
+    Some((int, frac, unit.trim()))
+}
+
+/// `int.frac × scale`, exactly (fraction digits beyond the 18th are dropped: they are worth
+/// less than one unit of `scale / 10^18`). `None` on overflow.
+fn scaled(int: &str, frac: &str, scale: u128) -> Option<u128> {
+    let whole: u128 = if int.is_empty() {
+        0
+    } else if int.len() > 30 {
+        return None;
+    } else {
+        int.parse().ok()?
+    };
+    let frac = &frac[..frac.len().min(18)];
+    let part = if frac.is_empty() {
+        0
+    } else {
+        let digits: u128 = frac.parse().ok()?;
+        digits.checked_mul(scale)? / 10u128.pow(frac.len() as u32)
+    };
+    whole.checked_mul(scale)?.checked_add(part)
+}
+
+/// Parses `"1.5s"`, `"500ms"`, `"2m"`, `"1h"`, `"1d"`, `"1w"`, `"10"` (seconds), exactly (no
+/// floating point). Refuses negative values and anything over [`MAX_DURATION`].
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    if t.starts_with('-') {
+        return Err(format!("`{text}`: a duration cannot be negative"));
+    }
+    let Some((int, frac, unit)) = split_number(t) else {
+        return Err(format!(
+            "`{text}` is not a duration (examples: \"500ms\", \"30s\", \"5m\", \"2h\", \"1d\")"
+        ));
+    };
+    let scale: u128 = match unit {
+        "ms" => 1_000_000,
+        "" | "s" => NANOS_PER_SEC,
+        "m" => 60 * NANOS_PER_SEC,
+        "h" => 3600 * NANOS_PER_SEC,
+        "d" => 86400 * NANOS_PER_SEC,
+        "w" => 7 * 86400 * NANOS_PER_SEC,
         other => {
             return Err(format!(
                 "unknown duration unit `{other}` in `{text}` (use ms, s, m, h, d or w)"
             ));
         }
     };
-    let secs = value * scale;
-    if !secs.is_finite() || secs > 10.0 * 365.0 * 86400.0 {
-        return Err(format!(
-            "duration `{text}` is out of range (at most 10 years)"
-        ));
+    let nanos = scaled(int, frac, scale).ok_or_else(|| out_of_range(text))?;
+    duration_from_nanos(nanos).ok_or_else(|| out_of_range(text))
+}
+
+fn duration_from_nanos(nanos: u128) -> Option<Duration> {
+    if nanos > MAX_DURATION.as_nanos() {
+        return None;
+    }
+    let secs = u64::try_from(nanos / NANOS_PER_SEC).ok()?;
+    Some(Duration::new(secs, (nanos % NANOS_PER_SEC) as u32))
+}
+
+/// A duration given as a number of seconds (a TOML float): finite, not negative, at most
+/// [`MAX_DURATION`]. Checked before `Duration::from_secs_f64`, which panics on the rest.
+pub fn duration_from_secs_f64(secs: f64) -> Result<Duration, String> {
+    if secs.is_nan() {
+        return Err("a duration must be a number of seconds, not nan".into());
+    }
+    if secs < 0.0 {
+        return Err(format!("`{secs}`: a duration cannot be negative"));
+    }
+    if secs > MAX_DURATION.as_secs_f64() {
+        return Err(out_of_range(&format!("{secs}")));
     }
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// Parses `"512MiB"`, `"1GB"`, `"64k"`, `"100"` (bytes). Binary (KiB) and decimal (KB) units.
+/// A duration given as a whole number of seconds (a TOML integer), at most [`MAX_DURATION`].
+pub fn duration_from_secs(secs: i64) -> Result<Duration, String> {
+    let Ok(secs) = u64::try_from(secs) else {
+        return Err(format!("`{secs}`: a duration cannot be negative"));
+    };
+    if secs > MAX_DURATION.as_secs() {
+        return Err(out_of_range(&secs.to_string()));
+    }
+    Ok(Duration::from_secs(secs))
+}
+
+/// Parses `"512MiB"`, `"1GB"`, `"64k"`, `"1.5KiB"`, `"100"` (bytes), exactly. Binary (KiB) and
+/// decimal (KB) units; a fraction of a byte is dropped. At most [`MAX_SIZE`].
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 = num.parse().map_err(|_| {
-        format!("`{text}` is not a size (examples: \"64KiB\", \"512MiB\", \"2GiB\")")
-    })?;
-    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kib" => 1024.0,
-        "kb" => 1e3,
-        "m" | "mib" => 1024.0 * 1024.0,
-        "mb" => 1e6,
-        "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        "gb" => 1e9,
-        "t" | "tib" => 1024.0f64.powi(4),
-        "tb" => 1e12,
-        other => {
+    if t.starts_with('-') {
+        return Err(format!("`{text}`: a size cannot be negative"));
+    }
+    let Some((int, frac, unit)) = split_number(t) else {
+        return Err(format!(
+            "`{text}` is not a size (examples: \"64KiB\", \"512MiB\", \"2GiB\")"
+        ));
+    };
+    let scale: u128 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "kb" => 1_000,
+        "m" | "mib" => 1 << 20,
+        "mb" => 1_000_000,
+        "g" | "gib" => 1 << 30,
+        "gb" => 1_000_000_000,
+        "t" | "tib" => 1 << 40,
+        "tb" => 1_000_000_000_000,
+        _ => {
             return Err(format!(
-                "unknown size unit `{other}` in `{text}` (use B, KiB, MiB, GiB, TiB or KB, MB, GB, TB)"
+                "unknown size unit `{unit}` in `{text}` (use B, KiB, MiB, GiB, TiB or KB, MB, GB, TB)"
             ));
         }
     };
-    let bytes = value * scale;
-    if !bytes.is_finite() || bytes > 1e18 {
-        return Err(format!("size `{text}` is out of range"));
+    scaled(int, frac, scale)
+        .filter(|b| *b <= u128::from(MAX_SIZE))
+        .map(|b| b as u64)
+        .ok_or_else(|| format!("size `{text}` is out of range (at most 1 EB)"))
+}
+
+/// A size given as a TOML integer: not negative, at most [`MAX_SIZE`].
+pub fn size_from_int(bytes: i64) -> Result<u64, String> {
+    match u64::try_from(bytes) {
+        Err(_) => Err(format!("`{bytes}`: a size cannot be negative")),
+        Ok(b) if b > MAX_SIZE => Err(format!("size `{b}` is out of range (at most 1 EB)")),
+        Ok(b) => Ok(b),
     }
-    Ok(bytes as u64)
+}
+
+/// The exact text of a duration in the config's own syntax, in its largest whole unit
+/// (`"2h"`, `"90s"`, `"250ms"`, `"1.0000005s"`): `parse_duration` gives back the same value.
+pub fn duration_text(d: Duration) -> String {
+    let nanos = d.as_nanos();
+    if nanos == 0 {
+        return "0s".into();
+    }
+    for (unit, scale) in [
+        ("w", 7 * 86400 * NANOS_PER_SEC),
+        ("d", 86400 * NANOS_PER_SEC),
+        ("h", 3600 * NANOS_PER_SEC),
+        ("m", 60 * NANOS_PER_SEC),
+        ("s", NANOS_PER_SEC),
+        ("ms", 1_000_000),
+    ] {
+        if nanos.is_multiple_of(scale) {
+            return format!("{}{unit}", nanos / scale);
+        }
+    }
+    let frac = format!("{:09}", d.subsec_nanos());
+    format!("{}.{}s", d.as_secs(), frac.trim_end_matches('0'))
+}
+
+/// The exact text of a size in its largest whole binary unit (`"256MiB"`, `"1500B"`):
+/// `parse_size` gives back the same value.
+pub fn size_text(bytes: u64) -> String {
+    for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if bytes != 0 && bytes.is_multiple_of(1u64 << shift) {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    format!("{bytes}B")
 }
 
 /// Formats a byte count the way operators write it: `256 MiB`, `6.3 KiB`.
@@ -94,8 +221,11 @@ pub fn format_size(bytes: u64) -> String {
     }
 }
 
-/// Formats a duration compactly: `250ms`, `30s`, `2m`, `1h30m`.
+/// Formats a duration compactly for messages: `250ms`, `30s`, `2m`, `1h30m`.
 pub fn format_duration(d: Duration) -> String {
+    if !d.subsec_nanos().is_multiple_of(1_000_000) {
+        return duration_text(d);
+    }
     if d.subsec_nanos() != 0 {
         return format!("{}ms", d.as_millis());
     }
@@ -123,22 +253,27 @@ impl<'de> de::Visitor<'de> for DurVisitor {
         parse_duration(v).map(Dur).map_err(E::custom)
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Dur, E> {
-        u64::try_from(v)
-            .map(|s| Dur(Duration::from_secs(s)))
-            .map_err(|_| E::custom("a duration cannot be negative"))
+        duration_from_secs(v).map(Dur).map_err(E::custom)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Dur, E> {
+        duration_from_secs(i64::try_from(v).unwrap_or(i64::MAX))
+            .map(Dur)
+            .map_err(E::custom)
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Dur, E> {
-        if v.is_finite() && v >= 0.0 {
-            Ok(Dur(Duration::from_secs_f64(v)))
-        } else {
-            Err(E::custom("a duration cannot be negative"))
-        }
+        duration_from_secs_f64(v).map(Dur).map_err(E::custom)
     }
 }
 
 impl<'de> Deserialize<'de> for Dur {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(DurVisitor)
+    }
+}
+
+impl Serialize for Dur {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&duration_text(self.0))
     }
 }
 
@@ -152,15 +287,24 @@ impl<'de> de::Visitor<'de> for SizeVisitor {
         parse_size(v).map(Size).map_err(E::custom)
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Size, E> {
-        u64::try_from(v)
+        size_from_int(v).map(Size).map_err(E::custom)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Size, E> {
+        size_from_int(i64::try_from(v).unwrap_or(i64::MAX))
             .map(Size)
-            .map_err(|_| E::custom("a size cannot be negative"))
+            .map_err(E::custom)
     }
 }
 
 impl<'de> Deserialize<'de> for Size {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(SizeVisitor)
+    }
+}
+
+impl Serialize for Size {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&size_text(self.0))
     }
 }
 
@@ -176,9 +320,65 @@ mod tests {
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_duration("1d").unwrap(), Duration::from_secs(86400));
         assert_eq!(parse_duration("10").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration(".5s").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("0.1s").unwrap(), Duration::from_millis(100));
         assert!(parse_duration("10 parsecs").is_err());
         assert!(parse_duration("").is_err());
+        assert!(parse_duration(".").is_err());
+        assert!(parse_duration("1.2.3s").is_err());
         assert!(parse_duration("99999999999d").is_err());
+        assert!(parse_duration("-5s").unwrap_err().contains("negative"));
+    }
+
+    /// Issue 23 #12: every spelling of a duration meets one cap; none panics.
+    #[test]
+    fn every_spelling_of_a_duration_is_capped() {
+        let ten_years = MAX_DURATION;
+        assert_eq!(parse_duration("3650d").unwrap(), ten_years);
+        assert!(parse_duration("3651d").is_err());
+        assert!(parse_duration("315360000.000000001s").is_err());
+        assert!(parse_duration(&"9".repeat(40)).is_err());
+        assert_eq!(duration_from_secs(315_360_000).unwrap(), ten_years);
+        assert!(duration_from_secs(315_360_001).is_err());
+        assert!(duration_from_secs(i64::MAX).is_err());
+        assert!(duration_from_secs(-1).unwrap_err().contains("negative"));
+        for bad in [
+            1e20,
+            f64::INFINITY,
+            f64::NAN,
+            -1.0,
+            f64::NEG_INFINITY,
+            f64::MAX,
+        ] {
+            assert!(duration_from_secs_f64(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            duration_from_secs_f64(0.25).unwrap(),
+            Duration::from_millis(250)
+        );
+        // Through serde, as a file spells them.
+        #[derive(Deserialize, Debug)]
+        struct T {
+            #[allow(dead_code)]
+            d: Dur,
+        }
+        for text in [
+            "d = 1e20",
+            "d = inf",
+            "d = nan",
+            "d = -0.5",
+            "d = 9223372036854775807",
+            "d = -9223372036854775808",
+            "d = \"1e20\"",
+            "d = \"-1s\"",
+        ] {
+            assert!(toml::from_str::<T>(text).is_err(), "{text}");
+        }
+        for text in ["d = 315360000", "d = 1.5", "d = \"3650d\"", "d = 0"] {
+            let t: T = toml::from_str(text).unwrap();
+            assert!(std::time::Instant::now().checked_add(t.d.0).is_some());
+            assert!(std::time::SystemTime::now().checked_add(t.d.0).is_some());
+        }
     }
 
     #[test]
@@ -187,9 +387,39 @@ mod tests {
         assert_eq!(parse_size("1GB").unwrap(), 1_000_000_000);
         assert_eq!(parse_size("64k").unwrap(), 65536);
         assert_eq!(parse_size("100").unwrap(), 100);
+        assert_eq!(parse_size("1.5KiB").unwrap(), 1536);
+        assert_eq!(
+            parse_size("9007199254740993").unwrap(),
+            9_007_199_254_740_993
+        );
         assert!(parse_size("12 bananas").is_err());
+        assert!(parse_size("-1").is_err());
+        assert!(parse_size("2000PB").is_err());
+        assert!(size_from_int(-1).is_err());
         assert_eq!(format_size(256 << 20), "256 MiB");
         assert_eq!(format_size(6451), "6.3 KiB");
+    }
+
+    #[test]
+    fn exact_texts_round_trip() {
+        for d in [
+            Duration::ZERO,
+            Duration::from_millis(250),
+            Duration::from_secs(90),
+            Duration::from_secs(7200),
+            Duration::from_secs(86400 * 14),
+            Duration::new(1, 500),
+            MAX_DURATION,
+        ] {
+            assert_eq!(parse_duration(&duration_text(d)).unwrap(), d, "{d:?}");
+        }
+        assert_eq!(duration_text(Duration::from_secs(7200)), "2h");
+        assert_eq!(duration_text(Duration::from_millis(1500)), "1500ms");
+        for b in [0, 1, 1000, 1024, 256 << 20, (1 << 30) + 1, MAX_SIZE] {
+            assert_eq!(parse_size(&size_text(b)).unwrap(), b, "{b}");
+        }
+        assert_eq!(size_text(256 << 20), "256MiB");
+        assert_eq!(size_text(1000), "1000B");
     }
 
     #[test]
@@ -197,5 +427,6 @@ mod tests {
         assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
         assert_eq!(format_duration(Duration::from_secs(90)), "1m30s");
         assert_eq!(format_duration(Duration::from_millis(3500)), "3500ms");
+        assert_eq!(format_duration(Duration::new(0, 1500)), "0.0000015s");
     }
 }
