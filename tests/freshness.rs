@@ -85,6 +85,39 @@ async fn expires_in_the_past_is_not_stored() {
     assert!(status.contains("detail=expired"), "{status}");
 }
 
+/// Issue 23: an `Age` that is not a non-negative integer is ignored, not read as its numeric
+/// prefix; an Age given on two lines counts as the larger value, not the first line's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn age_that_is_not_an_integer_is_ignored() {
+    for garbage in ["3599a", "3599.5", "-3599"] {
+        let (n, status) = twice(
+            move || Reply::ok("x").cc("max-age=3600").header("age", garbage),
+            |_| {},
+        )
+        .await;
+        assert_eq!(n, 1, "{garbage}");
+        let ttl: u64 = status
+            .split("ttl=")
+            .nth(1)
+            .and_then(|t| t.split(';').next())
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0);
+        assert!(ttl >= 3590, "Age {garbage} is no age: {status}");
+    }
+    let (n, status) = twice(
+        || {
+            Reply::ok("x")
+                .cc("max-age=3600")
+                .header("age", "0")
+                .header("age", "7200")
+        },
+        |_| {},
+    )
+    .await;
+    assert_eq!(n, 2, "7200 s old on the second line: {status}");
+    assert!(status.contains("detail=expired"), "{status}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heuristic_freshness_from_last_modified() {
     let (n, status) = twice(

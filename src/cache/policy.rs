@@ -251,11 +251,7 @@ pub fn evaluate_with(
     let response_delay = response_time
         .duration_since(request_time)
         .unwrap_or(Duration::ZERO);
-    let age_value = headers
-        .get(header::AGE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| parse_age(v.trim()))
-        .unwrap_or(Duration::ZERO);
+    let age_value = age_field(headers).unwrap_or(Duration::ZERO);
     let initial_age = apparent_age.max(age_value + response_delay);
 
     let explicit = cc.s_maxage.or(cc.max_age).or_else(|| {
@@ -317,6 +313,23 @@ pub fn evaluate_with(
 
 /// The largest Age Shellac represents or sends (RFC 9111 §1.2.2: 2^31).
 pub const MAX_AGE: u64 = 2_147_483_648;
+
+/// The `Age` field (RFC 9111 §5.1): every member of every line must be delta-seconds (a
+/// non-negative integer), else the whole field is invalid and ignored — `1a`, `1.5`, `-1`,
+/// `0x10` are not read as their numeric prefix. Repeated members (`Age: 7200, 7200`, or two
+/// lines) are one value; conflicting ones count as the largest, since the response may be that
+/// old.
+fn age_field(headers: &HeaderMap) -> Option<Duration> {
+    let mut age: Option<Duration> = None;
+    for line in headers.get_all(header::AGE) {
+        let text = line.to_str().ok()?;
+        for member in text.split(',') {
+            let v = parse_age(member.trim_matches([' ', '\t']))?;
+            age = Some(age.map_or(v, |a| a.max(v)));
+        }
+    }
+    age
+}
 
 /// delta-seconds; a value too large to represent counts as [`MAX_AGE`] (RFC 9111 §1.2.2),
 /// anything that is not digits is ignored.
@@ -674,6 +687,9 @@ mod tests {
         assert_eq!(parse_age("10"), Some(Duration::from_secs(10)));
         assert_eq!(parse_age("-1"), None);
         assert_eq!(parse_age("1.5"), None);
+        assert_eq!(parse_age("1a"), None);
+        assert_eq!(parse_age("+1"), None);
+        assert_eq!(parse_age(""), None);
         assert_eq!(
             eval(
                 &[
@@ -681,6 +697,46 @@ mod tests {
                     ("cache-control", "max-age=60"),
                     ("age", "99999999999999999999")
                 ],
+                200
+            ),
+            Err(NoCacheReason::Expired)
+        );
+    }
+
+    /// Issue 23: an `Age` that is not a non-negative integer is ignored as a whole (never read
+    /// as its numeric prefix); repeated values are one value, conflicting ones the largest.
+    #[test]
+    fn age_field_is_all_integers_or_ignored() {
+        let age = |lines: &[&str]| {
+            let mut h = HeaderMap::new();
+            for l in lines {
+                h.append(header::AGE, HeaderValue::from_str(l).unwrap());
+            }
+            age_field(&h).map(|d| d.as_secs())
+        };
+        for bad in [
+            "1a", "1.5", "7200.0", "-7200", "abc", "a7200", "0x10", "", "1 2",
+        ] {
+            assert_eq!(age(&[bad]), None, "{bad:?}");
+        }
+        assert_eq!(age(&["7200", "a"]), None, "one bad line spoils the field");
+        assert_eq!(age(&["0,abc"]), None);
+        assert_eq!(age(&[" 10 "]), Some(10));
+        assert_eq!(age(&["0, 0"]), Some(0));
+        assert_eq!(age(&["7200", "7200"]), Some(7200));
+        assert_eq!(age(&["0,7200"]), Some(7200), "conflicting: the largest");
+        assert_eq!(age(&["0", "7200"]), Some(7200));
+        assert_eq!(age(&[]), None);
+        // In the freshness decision: a garbage Age is no age at all.
+        let p = eval(
+            &[DATE, ("cache-control", "max-age=60"), ("age", "59a")],
+            200,
+        )
+        .unwrap();
+        assert_eq!(p.initial_age, Duration::ZERO);
+        assert_eq!(
+            eval(
+                &[DATE, ("cache-control", "max-age=60"), ("age", "0, 60")],
                 200
             ),
             Err(NoCacheReason::Expired)
