@@ -122,7 +122,7 @@ counters! {
     cache_grace_hit: "Stale objects delivered within grace while a background fetch refreshes them",
     cache_refresh: "Background fetches started to refresh an object delivered within grace",
     cache_revalidated: "Stale objects refreshed by a 304 from the backend (conditional revalidation)",
-    cache_invalidated: "Objects removed after a successful unsafe request (POST, PUT, DELETE, PATCH)",
+    cache_invalidated: "Objects removed after a successful unsafe request (any method but GET, HEAD, OPTIONS, TRACE)",
     purge_req: "PURGE requests accepted",
     purge_denied: "PURGE requests refused (client not in invalidation.purge_from)",
     purge_objects: "Objects removed or marked stale by PURGE (URL, soft or tag)",

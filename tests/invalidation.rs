@@ -224,6 +224,48 @@ async fn unsafe_methods_invalidate_target_and_location() {
     shellac.stop().await;
 }
 
+/// Issue 23: every successful unsafe request invalidates, extension methods included — not
+/// only the methods Shellac knows by name. Safe methods (OPTIONS) and failed requests do not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extension_methods_invalidate_too() {
+    let origin = Origin::start(|s| match s.method.as_str() {
+        "GET" => Reply::ok(&format!("{} v", s.path)).cc("max-age=600"),
+        "BREW" => Reply::ok("no").status(418),
+        _ => Reply::ok("done"),
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let hit = |path: &'static str| {
+        let addr = shellac.addr;
+        async move { get(addr, path).await.cache_status().contains("hit") }
+    };
+    for path in ["/m", "/o", "/b"] {
+        get(shellac.addr, path).await;
+        assert!(hit(path).await, "{path} cached");
+    }
+    for (method, path) in [("M-SEARCH", "/m"), ("MKCOL", "/m"), ("LINK", "/m")] {
+        let r = request(shellac.addr, method, path, &[], b"").await;
+        assert_eq!(r.status, 200, "{method}");
+        assert!(
+            r.cache_status().contains("fwd=method"),
+            "{method}: {}",
+            r.cache_status()
+        );
+        assert!(!hit(path).await, "{method} invalidated {path}");
+        assert!(hit(path).await, "stored again");
+    }
+    // Safe: OPTIONS changes nothing. An error (418) changed nothing either.
+    request(shellac.addr, "OPTIONS", "/o", &[], b"").await;
+    assert!(hit("/o").await, "OPTIONS is safe");
+    request(shellac.addr, "BREW", "/b", &[], b"").await;
+    assert!(
+        hit("/b").await,
+        "a failed unsafe request invalidates nothing"
+    );
+    assert_eq!(shellac.stat("cache_invalidated").await, 3);
+    shellac.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_ban_and_purge() {
     let origin = Origin::start(counting_origin()).await;

@@ -184,14 +184,21 @@ fn failed(txn: &mut Txn, mode: &FetchMode, failure: SendFailure) -> Step {
     }
 }
 
-/// A passed request's response, streamed as is; a successful unsafe request invalidates
-/// what it changed (RFC 9111 §4.4).
+/// Whether `method` is safe (RFC 9110 §9.2.1: GET, HEAD, OPTIONS, TRACE). Every other method
+/// — POST, PUT, DELETE, PATCH and any extension method (`M-SEARCH`, WebDAV's `MKCOL`, ...) —
+/// may change the resource: Shellac cannot know what an unknown method does, so it assumes
+/// the worst.
+pub(super) fn is_safe(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+    )
+}
+
+/// A passed request's response, streamed as is; a successful (2xx/3xx) unsafe request
+/// invalidates what it may have changed (RFC 9111 §4.4).
 fn pass(txn: &mut Txn, reason: NoCacheReason, parts: Parts, body: BackendBody) -> Step {
-    let unsafe_method = matches!(
-        txn.req.method,
-        Method::POST | Method::PUT | Method::DELETE | Method::PATCH
-    );
-    if unsafe_method && (parts.status.is_success() || parts.status.is_redirection()) {
+    if !is_safe(&txn.req.method) && (parts.status.is_success() || parts.status.is_redirection()) {
         invalidate(txn, &parts.headers);
     }
     let fwd = if reason == NoCacheReason::Method {
@@ -375,6 +382,27 @@ fn clone_object(o: &Object) -> Object {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 23: extension methods are unsafe too (only GET, HEAD, OPTIONS, TRACE are safe).
+    #[test]
+    fn only_the_four_safe_methods_are_safe() {
+        for m in ["GET", "HEAD", "OPTIONS", "TRACE"] {
+            assert!(is_safe(&Method::from_bytes(m.as_bytes()).unwrap()), "{m}");
+        }
+        for m in [
+            "POST",
+            "PUT",
+            "DELETE",
+            "PATCH",
+            "M-SEARCH",
+            "MKCOL",
+            "PROPPATCH",
+            "LINK",
+            "get",
+        ] {
+            assert!(!is_safe(&Method::from_bytes(m.as_bytes()).unwrap()), "{m}");
+        }
+    }
 
     #[test]
     fn invalidation_stays_on_the_same_host() {
