@@ -95,6 +95,7 @@ counters! {
     disk_bytes_written: "Bytes written to the disk data file (entries, padding, region headers, summaries); divided by disk_bytes_admitted: write amplification",
     disk_regions_reclaimed: "Disk regions reclaimed whole to make room (their objects dropped from the index)",
     disk_checksum_fail: "Disk entries that failed their checksum and were dropped (never served; fetched again)",
+    disk_incomplete_tail: "Entries at the end of a disk region that was being written when the process died (kill -9, crash), found incomplete at start-up and dropped (not corruption)",
     disk_io_error: "Disk tier read or write errors (writes: admission suspended for 10 s, serving continues)",
     disk_recovered_objects: "Objects indexed from the disk tier at start-up",
     disk_recovery_ms: "Milliseconds spent rebuilding the disk index at start-up",

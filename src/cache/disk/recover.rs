@@ -1,6 +1,7 @@
 //! Recovery of the disk tier at start-up: the ban list, region headers, then each region's
 //! summary (or, for the region a crash left open, its entry headers) in incarnation order, and
-//! what bans and variants need from that index. Never reads a body.
+//! what bans and variants need from that index. Never reads a body, except the last piece of
+//! the last entry of a region a crash left open (to tell a torn tail from a complete entry).
 
 use std::fs::File;
 use std::io;
@@ -12,8 +13,9 @@ use http::HeaderName;
 
 use super::engine::{Engine, Loc, Recovered, RegionBook, now_ms};
 use super::format::{
-    self, BAN_SLOT, BLOCK, BanRecord, ENTRY_HEADER, EntryHeader, EntryInfo, FLAG_KEY_RECORD,
-    KIND_OBJECT, KIND_TOMBSTONE, KeyRecord, Meta, Record, RegionHeader, SUMMARY_RECORD, Trailer,
+    self, BAN_SLOT, BLOCK, BODY_CHUNK, BanRecord, ENTRY_HEADER, EntryHeader, EntryInfo,
+    FLAG_KEY_RECORD, KIND_OBJECT, KIND_TOMBSTONE, KeyRecord, Meta, Record, RegionHeader,
+    SUMMARY_RECORD, Trailer,
 };
 use crate::cache::tags::tags_of_map;
 use crate::stats::Counters;
@@ -60,7 +62,8 @@ impl Engine {
             let (entries, records, cursor, sealed) = match self.read_summary(r, seq) {
                 Some((entries, records, cursor)) => (entries, records, cursor, true),
                 None => {
-                    let (entries, records, cursor) = self.scan_region(r, seq);
+                    let open = !self.has_trailer(r, seq);
+                    let (entries, records, cursor) = self.scan_region(r, seq, open);
                     scanned.push(r);
                     (entries, records, cursor, false)
                 }
@@ -194,16 +197,34 @@ impl Engine {
         sane.then_some((entries, vary, data_end))
     }
 
+    /// Whether region `r` has a valid trailer for incarnation `seq`: it was sealed (its
+    /// summary may still be damaged). A region without one was being written when the
+    /// process stopped.
+    fn has_trailer(&self, r: u32, seq: u64) -> bool {
+        let mut block = vec![0u8; BLOCK as usize];
+        self.file
+            .read_exact_at(&mut block, self.region_base(r) + self.region_size - BLOCK)
+            .is_ok()
+            && Trailer::decode(&block)
+                .is_some_and(|t| t.index == r && t.seq == seq && t.instance == self.instance)
+    }
+
     /// Walks a region without a summary entry header by entry header (64-byte reads), up to
     /// the first record that is not valid for incarnation `seq`. The key and metadata of an
     /// entry flagged [`FLAG_KEY_RECORD`] are read too (checksum verified) for its key record.
+    /// In a region that was `open` (never sealed), the last entry found is dropped if it was
+    /// not completely written ([`Engine::complete`]): the torn tail a `kill -9` leaves,
+    /// counted in `disk_incomplete_tail`, not as corruption. (In a sealed region whose summary
+    /// is damaged every entry was written whole, so a bad one is damage, found when read.)
     /// Returns the entries, their key records and the block-aligned offset after them.
-    fn scan_region(&self, r: u32, seq: u64) -> (Vec<EntryInfo>, Vec<KeyRecord>, u64) {
+    fn scan_region(&self, r: u32, seq: u64, open: bool) -> (Vec<EntryInfo>, Vec<KeyRecord>, u64) {
         let base = self.region_base(r);
         let limit = self.region_size - BLOCK;
         let mut pos = BLOCK;
         let mut entries = Vec::new();
         let mut records = Vec::new();
+        // The entry found last, taken in once the next one shows it is not the tail.
+        let mut last: Option<(u64, EntryHeader)> = None;
         let mut head = [0u8; ENTRY_HEADER];
         while pos + 8 <= limit {
             let n = (limit - pos).min(ENTRY_HEADER as u64) as usize;
@@ -213,30 +234,103 @@ impl Engine {
             match format::record_at(&head[..n]) {
                 Record::Pad(len) if pos + len <= limit => pos += len,
                 Record::Entry(h) if h.seq == seq && pos + h.total_len() <= limit => {
-                    if let (Ok(offset), Ok(len)) =
-                        (u32::try_from(pos), u32::try_from(h.total_len()))
-                    {
-                        if h.kind == KIND_OBJECT
-                            && h.flags & FLAG_KEY_RECORD != 0
-                            && let Some(record) =
-                                self.read_key_record(base + pos, &h, entries.len() as u32)
-                        {
-                            records.push(record);
-                        }
-                        entries.push(EntryInfo {
-                            hash: h.hash,
-                            offset,
-                            len,
-                            expires_ms: h.expires_ms,
-                            kind: h.kind,
-                        });
+                    if let Some((at, prev)) = last.replace((pos, h)) {
+                        self.take_scanned(base, at, &prev, &mut entries, &mut records);
                     }
                     pos += h.total_len();
                 }
                 _ => break,
             }
         }
+        if let Some((at, h)) = last {
+            if !open || self.complete(base + at, &h) {
+                self.take_scanned(base, at, &h, &mut entries, &mut records);
+            } else {
+                pos = at;
+                self.counters.disk_incomplete_tail.inc();
+                tracing::info!(
+                    region = r,
+                    offset = at,
+                    "incomplete tail entry dropped (unclean shutdown)"
+                );
+            }
+        }
         (entries, records, format::align_up(pos, BLOCK))
+    }
+
+    /// Adds the entry at `at` (offset in the region at `base`) to `entries`, with its key
+    /// record if it is flagged as having one.
+    fn take_scanned(
+        &self,
+        base: u64,
+        at: u64,
+        h: &EntryHeader,
+        entries: &mut Vec<EntryInfo>,
+        records: &mut Vec<KeyRecord>,
+    ) {
+        let (Ok(offset), Ok(len)) = (u32::try_from(at), u32::try_from(h.total_len())) else {
+            return;
+        };
+        if h.kind == KIND_OBJECT
+            && h.flags & FLAG_KEY_RECORD != 0
+            && let Some(record) = self.read_key_record(base + at, h, entries.len() as u32)
+        {
+            records.push(record);
+        }
+        entries.push(EntryInfo {
+            hash: h.hash,
+            offset,
+            len,
+            expires_ms: h.expires_ms,
+            kind: h.kind,
+        });
+    }
+
+    /// Whether the entry at file offset `at` was written to its end: its key and metadata
+    /// match their checksum and, for an object, so does the last piece of its body.
+    ///
+    /// Why the end is enough: the writer fills a region front to back, one thread, each write
+    /// a sequence of whole blocks after the previous one, so what a `kill -9` leaves written
+    /// is a prefix of the region (the page cache keeps every completed write). An entry whose
+    /// last bytes are there was written whole; one whose header is there but not its end
+    /// straddled the point where writing stopped, and the bytes after it are zeros or an
+    /// earlier incarnation's. Damage anywhere else (a bad sector, a scribble) is found when
+    /// the entry is read, and counted in `disk_checksum_fail`.
+    fn complete(&self, at: u64, h: &EntryHeader) -> bool {
+        let key_meta = h.key_len as u64 + h.meta_len as u64;
+        if key_meta > self.region_size {
+            return false;
+        }
+        let mut buf = vec![0u8; key_meta as usize];
+        if self
+            .file
+            .read_exact_at(&mut buf, at + ENTRY_HEADER as u64)
+            .is_err()
+            || format::checksum(&buf) != h.meta_hash
+        {
+            return false;
+        }
+        if h.kind != KIND_OBJECT {
+            return true;
+        }
+        let Some(meta) = Meta::decode(&buf[h.key_len as usize..]) else {
+            // Written whole (its checksum holds) but not an object's metadata: damage, for the
+            // read to find and count.
+            return true;
+        };
+        let (Some(&want), Some(last)) = (
+            meta.chunk_hashes.last(),
+            format::chunk_count(h.body_len).checked_sub(1),
+        ) else {
+            return true;
+        };
+        let start = last as u64 * BODY_CHUNK;
+        let len = h.body_len.saturating_sub(start).min(BODY_CHUNK);
+        let mut piece = vec![0u8; len as usize];
+        self.file
+            .read_exact_at(&mut piece, at + h.body_offset() + start)
+            .is_ok()
+            && format::checksum(&piece) == want
     }
 
     /// The key record of entry number `entry` at file offset `at`, if its key and metadata pass
