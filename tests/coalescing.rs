@@ -10,32 +10,61 @@ use common::*;
 use http_body_util::BodyExt;
 use tokio::sync::Notify;
 
+/// Fifty requests for one missing URL: one goes to the backend, 49 wait for it. The origin
+/// holds the rest of the body until every client has its response head, so no request can
+/// arrive after the object is complete and be a plain hit: each of the 49 must have joined the
+/// fetch (`cache_coalesced` = 49), whatever the timing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_concurrent_misses_make_one_backend_request() {
-    let origin = Origin::start(|_| {
-        Reply::ok(&"c".repeat(10_000))
-            .cc("max-age=60")
-            .delay(Duration::from_millis(300))
+    let gate = Arc::new(Notify::new());
+    let g = gate.clone();
+    let origin = Origin::start(move |_| {
+        Reply::ok("").cc("max-age=60").body(ReplyBody::Gated {
+            first: vec![b'c'; 5_000],
+            gate: g.clone(),
+            rest: vec![b'c'; 5_000],
+        })
     })
     .await;
     let shellac = Shellac::start(origin.addr, |_| {}).await;
-    let clients: Vec<_> = (0..50)
-        .map(|_| tokio::spawn(get(shellac.addr, "/hot")))
+    let addr = shellac.addr;
+    let heads: Vec<_> = (0..50)
+        .map(|_| {
+            tokio::spawn(async move {
+                let mut conn = Conn::open(addr).await;
+                let resp = conn.send_head("GET", "/hot", &[], b"").await;
+                (conn, resp)
+            })
+        })
         .collect();
-    for c in clients {
-        let r = c.await.unwrap();
-        assert_eq!(r.status, 200);
-        assert_eq!(r.body.len(), 10_000);
+    let mut responses = Vec::new();
+    let mut collapsed = 0;
+    for h in heads {
+        let (conn, resp) = h.await.unwrap();
+        assert_eq!(resp.status(), 200);
+        if resp.headers()["cache-status"] == "shellac; fwd=miss; collapsed" {
+            collapsed += 1;
+        }
+        responses.push((conn, resp));
+    }
+    // Every head is out and the body is still held: one leader, 49 waiters.
+    assert_eq!(collapsed, 49);
+    let stats = shellac.stats().await;
+    assert_eq!(stats["cache_miss"], 1, "{stats:?}");
+    assert_eq!(stats["cache_coalesced"], 49, "{stats:?}");
+    assert_eq!(stats["cache_hit"], 0, "{stats:?}");
+    gate.notify_one();
+    for (_conn, resp) in responses {
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(body.len(), 10_000);
+        assert!(body.iter().all(|&b| b == b'c'));
     }
     assert_eq!(origin.count(), 1, "exactly one backend request");
-    let stats = shellac.stats().await;
-    assert_eq!(stats["backend_req"], 1);
-    assert_eq!(
-        stats["cache_miss"] + stats["cache_coalesced"] + stats["cache_hit"],
-        50,
-        "{stats:?}"
-    );
-    assert_eq!(stats["cache_miss"], 1);
+    assert_eq!(shellac.stat("backend_req").await, 1);
+    // The object is stored: the next request is a hit.
+    assert_eq!(get(shellac.addr, "/hot").await.body.len(), 10_000);
+    assert_eq!(shellac.stat("cache_hit").await, 1);
+    assert_eq!(origin.count(), 1);
     shellac.stop().await;
 }
 
@@ -234,42 +263,65 @@ async fn a_waiter_never_gets_another_vary_variant() {
 }
 
 /// Waiters share one prepared set of fields: each gets the leader's fields without the
-/// surrogate ones, plus `Via` and the collapsed `Cache-Status`; a HEAD waiter no body.
+/// surrogate ones, plus `Via` and the collapsed `Cache-Status`; a HEAD waiter no body. The
+/// origin holds the body's end until all six have their heads, so the five after the leader
+/// are waiters whatever the timing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_get_the_delivered_fields() {
-    let origin = Origin::start(|_| {
-        Reply::ok("shared body")
+    let gate = Arc::new(Notify::new());
+    let g = gate.clone();
+    let origin = Origin::start(move |_| {
+        Reply::ok("")
             .cc("max-age=60")
             .header("surrogate-key", "t1")
             .header("x-custom", "kept")
-            .delay(Duration::from_millis(300))
+            .body(ReplyBody::Gated {
+                first: b"shared ".to_vec(),
+                gate: g.clone(),
+                rest: b"body".to_vec(),
+            })
     })
     .await;
     let shellac = Shellac::start(origin.addr, |_| {}).await;
     let addr = shellac.addr;
-    let clients: Vec<_> = (0..6)
+    let mut leader = Conn::open(addr).await;
+    let leader_resp = leader.send_head("GET", "/shared", &[], b"").await;
+    assert_eq!(
+        leader_resp.headers()["cache-status"],
+        "shellac; fwd=miss; stored"
+    );
+    let clients: Vec<_> = (0..5)
         .map(|i| {
             tokio::spawn(async move {
-                let method = if i == 5 { "HEAD" } else { "GET" };
-                (method, request(addr, method, "/shared", &[], b"").await)
+                let method = if i == 4 { "HEAD" } else { "GET" };
+                let mut conn = Conn::open(addr).await;
+                let resp = conn.send_head(method, "/shared", &[], b"").await;
+                (method, conn, resp)
             })
         })
         .collect();
-    let mut collapsed = 0;
+    let mut waiters = Vec::new();
     for c in clients {
-        let (method, r) = c.await.unwrap();
-        assert_eq!(r.status, 200);
-        assert_eq!(r.header("surrogate-key"), None);
-        assert_eq!(r.header("x-custom"), Some("kept"));
-        assert_eq!(r.header("via"), Some("1.1 shellac"));
+        waiters.push(c.await.unwrap());
+    }
+    assert_eq!(shellac.stat("cache_coalesced").await, 5);
+    gate.notify_one();
+    let leader_body = leader_resp.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(leader_body, "shared body");
+    for (method, _conn, r) in waiters {
+        assert_eq!(r.status(), 200);
+        let h = r.headers();
+        assert_eq!(
+            h["cache-status"], "shellac; fwd=miss; collapsed",
+            "{method}"
+        );
+        assert!(h.get("surrogate-key").is_none());
+        assert_eq!(h["x-custom"], "kept");
+        assert_eq!(h["via"], "1.1 shellac");
         let want = if method == "HEAD" { "" } else { "shared body" };
-        assert_eq!(r.text(), want, "{method}");
-        if r.cache_status() == "shellac; fwd=miss; collapsed" {
-            collapsed += 1;
-        }
+        let body = r.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(body, want, "{method}");
     }
     assert_eq!(origin.count(), 1);
-    assert!(collapsed >= 1, "some requests waited for the leader");
-    assert_eq!(shellac.stat("cache_coalesced").await, collapsed);
     shellac.stop().await;
 }

@@ -1,5 +1,6 @@
 //! The web dashboard: assets built into the binary, the JSON it polls, and (when Debian's
 //! `chromium` is installed) the real page in headless Chromium receiving data under load.
+//! Without chromium that test skips, or fails where `SHELLAC_REQUIRE_TOOLS=1` (`.ci/run`).
 
 mod common;
 
@@ -188,8 +189,7 @@ fn attribute(dom: &str, marker: &str, name: &str) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dashboard_in_headless_chromium_receives_data() {
-    let Some(bin) = chromium() else {
-        eprintln!("skipped: no chromium on this machine (apt-get install chromium)");
+    let Some(bin) = tools::require(chromium(), "chromium", "chromium") else {
         return;
     };
     let origin = Origin::start(origin_handler).await;

@@ -370,37 +370,57 @@ async fn kill_9_during_heavy_writes_keeps_what_was_written() {
     }
     assert_eq!(indexed, 200);
 
-    // Phase 2: heavy writes from 8 clients; kill -9 while they run.
+    // Phase 2: heavy writes from 8 clients; kill -9 while they run. Each writer returns every
+    // path it asked for, the one the kill interrupted included (its object may be on disk).
     let proxy = shellac.proxy;
     let writers: Vec<_> = (0..8)
         .map(|w| {
             tokio::spawn(async move {
+                let mut asked = Vec::new();
                 for i in 0..1000 {
                     let path = format!("/during/{w}/{i}");
+                    asked.push(path.clone());
                     let fut = tokio::time::timeout(Duration::from_secs(5), async {
                         request_or_error(proxy, &path).await
                     });
                     if !matches!(fut.await, Ok(true)) {
-                        return;
+                        break;
                     }
                 }
+                asked
             })
         })
         .collect();
-    for _ in 0..400 {
-        if shellac.stat("disk_admit").await >= 400 {
+    let mut admitted = 0;
+    for _ in 0..1000 {
+        admitted = shellac.stat("disk_admit").await;
+        if admitted >= 400 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    assert!(
+        admitted >= 400,
+        "only {admitted} objects written before the kill"
+    );
+    // Indexed = completely written to the file (the writer indexes an entry once its last
+    // byte is written): these must all be found again.
+    let indexed = shellac.stat("n_object_disk").await;
+    assert!(indexed > 200, "{indexed} indexed");
     shellac.kill9();
+    let mut asked = Vec::new();
     for w in writers {
-        let _ = w.await;
+        asked.extend(w.await.expect("writer task"));
     }
 
-    // Restart: everything from phase 1 is a disk hit; whatever of phase 2 is served is right.
+    // Restart: everything from phase 1 is a disk hit; of phase 2, exactly what was recovered
+    // is served from disk (no refetch), the rest is fetched again, and all of it is right.
     let shellac = Proc::start(&config);
-    assert!(shellac.stat("disk_recovered_objects").await >= 200);
+    let recovered = shellac.stat("disk_recovered_objects").await;
+    assert!(
+        recovered >= indexed,
+        "{recovered} recovered, {indexed} were on disk before the kill"
+    );
     let fetched = origin.count();
     for i in 0..200 {
         let path = format!("/before/{i}");
@@ -413,12 +433,31 @@ async fn kill_9_during_heavy_writes_keeps_what_was_written() {
         );
     }
     assert_eq!(origin.count(), fetched);
-    for w in 0..8 {
-        for i in (0..1000).step_by(50) {
-            let path = format!("/during/{w}/{i}");
-            assert_eq!(get(shellac.proxy, &path).await.text(), body_of(&path));
+    let (mut from_disk, mut refetched) = (0, 0);
+    for path in &asked {
+        let before = origin.count_path(path);
+        let r = get(shellac.proxy, path).await;
+        assert_eq!(r.text(), body_of(path));
+        if r.cache_status().ends_with("detail=disk") {
+            from_disk += 1;
+            assert_eq!(origin.count_path(path), before, "{path}: a disk hit");
+        } else {
+            refetched += 1;
+            assert!(
+                r.cache_status().contains("fwd=miss"),
+                "{path}: {}",
+                r.cache_status()
+            );
+            assert_eq!(origin.count_path(path), before + 1, "{path}: fetched again");
         }
     }
+    assert_eq!(
+        200 + from_disk,
+        recovered,
+        "every recovered object is served from disk ({refetched} refetched)"
+    );
+    assert_eq!(shellac.stat("cache_hit_disk").await, 200 + from_disk);
+    assert_eq!(origin.count(), fetched + refetched as usize);
     assert_eq!(shellac.stat("disk_checksum_fail").await, 0);
 }
 

@@ -55,29 +55,94 @@ async fn hit_ratios_in_stats() {
     shellac.stop().await;
 }
 
+/// `client_req` in `/stats/live`: its value, its average since start and its rates.
+fn client_req(live: &serde_json::Value) -> (u64, f64, f64, f64) {
+    let c = live["counters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "client_req")
+        .expect("client_req");
+    assert_eq!(c["gauge"], false);
+    assert!(!c["description"].as_str().unwrap().is_empty());
+    let f = |k: &str| c[k].as_f64().unwrap_or_else(|| panic!("{k} in {c}"));
+    (
+        c["value"].as_u64().unwrap(),
+        f("avg"),
+        f("rate"),
+        f("rate_10s"),
+    )
+}
+
+async fn live(shellac: &Shellac) -> serde_json::Value {
+    let resp = get(shellac.admin, "/stats/live").await;
+    assert_eq!(resp.status, 200);
+    serde_json::from_slice(&resp.body).unwrap()
+}
+
+/// Rates and averages are checked against what they must be, not only for being numbers. The
+/// sampler takes a sample at start (before any request) and one a second after; a rate is the
+/// growth since the newest sample at least its window old (else since the first). So: the
+/// average is the value over the uptime; while the process is younger than 10 s the 10 s rate
+/// counts all 6 requests (at least 6 / (uptime + 1)); and once a sample taken after the traffic
+/// is a second old, the 1 s rate is exactly 0 while the average is not. None of this depends on
+/// how fast the machine is (the loop waiting for the quiet second is bounded).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_stats_have_rates_and_percentiles() {
     let origin = Origin::start(origin_handler).await;
     let shellac = Shellac::start(origin.addr, |_| {}).await;
     traffic(&shellac).await;
-    let resp = get(shellac.admin, "/stats/live").await;
-    assert_eq!(resp.status, 200);
-    let v: serde_json::Value = serde_json::from_slice(&resp.body).unwrap();
+    let v = live(&shellac).await;
     assert_eq!(v["hit_ratio"]["hit_ratio_10s"], 0.5);
     assert!(v["ttfb_us_10s"]["p50"].as_u64().is_some(), "{v}");
-    let counters = v["counters"].as_array().unwrap();
-    let req = counters
+    let uptime = v["uptime_seconds"].as_u64().unwrap() as f64;
+    let (value, avg, rate, rate_10s) = client_req(&v);
+    assert_eq!(value, 6);
+    // avg = 6 / uptime (seconds, fractional); `uptime_seconds` is its whole part; rounded to
+    // hundredths.
+    assert!(
+        avg >= 6.0 / (uptime + 1.0) - 0.01,
+        "avg {avg}, uptime {uptime}"
+    );
+    if uptime > 0.0 {
+        assert!(avg <= 6.0 / uptime + 0.01, "avg {avg}, uptime {uptime}");
+    }
+    if uptime < 9.0 {
+        // No sample is 10 s old yet: the 10 s rate is over the whole life, since the first
+        // sample (taken before any request).
+        assert!(
+            rate_10s >= 6.0 / (uptime + 1.0) - 0.01,
+            "rate_10s {rate_10s}, uptime {uptime}"
+        );
+    }
+    if uptime == 0.0 {
+        // Younger than a second: the 1 s rate too is since the first sample.
+        assert!(rate >= 6.0 - 0.01, "rate {rate}");
+    }
+    assert!(rate >= 0.0);
+    // A quiet second later the 1 s rate is 0; the average is not.
+    let mut quiet = None;
+    for _ in 0..100 {
+        let v = live(&shellac).await;
+        let (value, avg, rate, _) = client_req(&v);
+        assert_eq!(value, 6, "admin requests are not client requests");
+        if rate == 0.0 {
+            quiet = Some(avg);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let avg = quiet.expect("the 1 s rate fell to 0 within 10 s of quiet");
+    assert!(avg > 0.0);
+    let objects = v["counters"]
+        .as_array()
+        .unwrap()
         .iter()
-        .find(|c| c["name"] == "client_req")
-        .expect("client_req");
-    assert_eq!(req["value"], 6);
-    assert_eq!(req["gauge"], false);
-    assert!(req["rate"].as_f64().unwrap() >= 0.0);
-    assert!(req["avg"].as_f64().unwrap() >= 0.0);
-    assert!(!req["description"].as_str().unwrap().is_empty());
-    let objects = counters.iter().find(|c| c["name"] == "n_object").unwrap();
+        .find(|c| c["name"] == "n_object")
+        .unwrap();
     assert_eq!(objects["gauge"], true);
     assert_eq!(objects["value"], 1);
+    assert_eq!(objects["rate"], 0.0, "gauges have no rate");
     shellac.stop().await;
 }
 

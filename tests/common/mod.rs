@@ -5,6 +5,7 @@
 pub mod binary;
 pub mod log_stream;
 pub mod raw_origin;
+pub mod tools;
 
 use std::collections::HashMap;
 use std::convert::Infallible;

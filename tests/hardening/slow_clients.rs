@@ -1,7 +1,8 @@
 //! Slow clients from slowhttptest (Debian package), in short bounded runs: slowloris (slow
 //! headers), R-U-Dead-Yet (slow body) and slow read. While each runs, normal requests are
 //! answered, and afterwards the counter of the timeout that closes such connections has moved.
-//! Skipped, with a message, where slowhttptest is not installed (`.ci/run` installs it).
+//! Skipped, with a message, where slowhttptest is not installed; a failure instead where
+//! `SHELLAC_REQUIRE_TOOLS=1` (`.ci/run` sets it and installs the package).
 //! `bench/slow.sh` runs the same modes longer and with more connections.
 
 use std::process::{Command, Stdio};
@@ -10,19 +11,19 @@ use shellac::config::units::{Dur, Size};
 
 use super::*;
 
-fn slowhttptest_installed() -> bool {
+fn slowhttptest_installed() -> Option<()> {
     Command::new("slowhttptest")
         .arg("-h")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
-        .is_ok()
+        .ok()
+        .map(|_| ())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slowhttptest_attacks_leave_the_service_available() {
-    if !slowhttptest_installed() {
-        eprintln!("slowhttptest is not installed (apt-get install slowhttptest): test skipped");
+    if tools::require(slowhttptest_installed(), "slowhttptest", "slowhttptest").is_none() {
         return;
     }
     // A 1 MiB cacheable object: large enough that a slow reader fills the socket buffers.
