@@ -62,7 +62,9 @@ pub struct Config {
 pub struct ServerConfig {
     /// Addresses to accept client connections on. Default `["127.0.0.1:6081"]`.
     pub listen: Vec<SocketAddr>,
-    /// Admin listener (`/stats`). Default `127.0.0.1:6082`; `""` is not allowed, omit to keep it.
+    /// Admin listener (every route in docs/admin.md). Default `127.0.0.1:6082`; `"off"` or
+    /// `false`: none (None here).
+    #[serde(with = "admin_address")]
     pub admin: Option<SocketAddr>,
     /// Set TCP_NODELAY on client sockets (and backends that do not say otherwise). Default true.
     pub tcp_nodelay: bool,
@@ -120,6 +122,51 @@ pub struct ServerConfig {
     /// sends `--token` or `$SHELLAC_ADMIN_TOKEN`. Default: none (keep the admin listener on
     /// loopback).
     pub admin_token: Option<String>,
+}
+
+/// `server.admin`: an address, or `"off"` / `false` for no admin listener.
+mod admin_address {
+    use std::fmt;
+    use std::net::SocketAddr;
+
+    use serde::{Deserializer, Serializer, de};
+
+    pub fn serialize<S: Serializer>(v: &Option<SocketAddr>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(a) => s.collect_str(a),
+            None => s.serialize_str("off"),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+        struct Visitor;
+        impl de::Visitor<'_> for Visitor {
+            type Value = Option<SocketAddr>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an address such as \"127.0.0.1:6082\", or \"off\"")
+            }
+            fn visit_bool<E: de::Error>(self, on: bool) -> Result<Self::Value, E> {
+                if on {
+                    Err(E::custom(
+                        "`true` is not an address: give the admin listener's address (e.g. \"127.0.0.1:6082\"), or \"off\" / false for none",
+                    ))
+                } else {
+                    Ok(None)
+                }
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                if v == "off" {
+                    return Ok(None);
+                }
+                v.parse().map(Some).map_err(|_| {
+                    E::custom(format!(
+                        "`{v}` is not an address (e.g. \"127.0.0.1:6082\" or \"[::1]:6082\"), or \"off\""
+                    ))
+                })
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 impl ServerConfig {
@@ -790,6 +837,27 @@ mod tests {
         );
         assert!(errs[0].message.contains("at most 10 years"), "{errs:?}");
         assert!(errs[2].message.contains("negative"), "{errs:?}");
+    }
+
+    /// Issue 23 #15: the admin listener can be turned off.
+    #[test]
+    fn admin_listener_can_be_off() {
+        for off in ["admin = false", "admin = \"off\""] {
+            let text = format!("[server]\n{off}\n[[backend]]\nhost = \"a\"\n");
+            let c = Config::parse(&text, "t.toml").unwrap();
+            assert_eq!(c.server.admin, None, "{off}");
+            assert!(c.summary().ends_with("admin off"), "{}", c.summary());
+            assert!(c.to_toml().contains("admin = \"off\""));
+        }
+        let text = "[server]\nadmin = \"[::1]:7000\"\n[[backend]]\nhost = \"a\"\n";
+        let c = Config::parse(text, "t.toml").unwrap();
+        assert_eq!(c.server.admin, Some("[::1]:7000".parse().unwrap()));
+        for bad in ["admin = true", "admin = \"localhost\"", "admin = 6082"] {
+            let text = format!("[server]\n{bad}\n[[backend]]\nhost = \"a\"\n");
+            let errs = Config::parse(&text, "t.toml").unwrap_err();
+            assert_eq!(errs[0].key, "server.admin", "{errs:?}");
+            assert!(errs[0].message.contains("\"off\""), "{errs:?}");
+        }
     }
 
     #[test]

@@ -1,0 +1,150 @@
+//! Start-up as an operator meets it: `shellac check` refuses every file `shellac serve` would
+//! refuse to start with, and the settings that shape start-up and shutdown (admin listener
+//! off, listen backlog, shutdown grace, an unusable disk tier) do what they say.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::binary::BIN;
+use common::*;
+
+/// `shellac ARGS`: (exit code, stdout, stderr).
+fn shellac(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN).args(args).output().expect("run shellac");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `shellac serve --config FILE` with its log (stderr) read line by line; killed on drop.
+struct Serving {
+    child: Child,
+    log: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Serving {
+    fn start(config: &Path) -> Serving {
+        let mut child = Command::new(BIN)
+            .args(["serve", "--config", config.to_str().unwrap()])
+            .env("SHELLAC_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start shellac");
+        let stderr = child.stderr.take().expect("piped");
+        let (tx, log) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        Serving {
+            child,
+            log,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The first log line containing `text` (at most 20 s), remembering every line read.
+    fn wait_for(&mut self, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.log.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if line.contains(text) {
+                        return line;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        panic!("no log line with {text:?}; log:\n{}", self.seen.join("\n"));
+    }
+
+    /// Waits (at most 20 s) for the process to exit: its exit code and its whole log.
+    fn exit(mut self) -> (Option<i32>, String) {
+        for _ in 0..400 {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                // The reader thread ends with the pipe; collect what it still has.
+                while let Ok(line) = self.log.recv_timeout(Duration::from_secs(5)) {
+                    self.seen.push(line);
+                }
+                return (status.code(), self.seen.join("\n"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("shellac did not exit; log:\n{}", self.seen.join("\n"));
+    }
+
+    fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+    }
+
+    /// The proxy's first listening address, from its log.
+    fn proxy(&mut self) -> SocketAddr {
+        let line = self.wait_for("proxy listening on ");
+        line.split("proxy listening on ")
+            .nth(1)
+            .and_then(|a| a.trim().parse().ok())
+            .expect("an address")
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn write_config(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("shellac.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Issue 23 #15: `admin = "off"` (or `false`) starts no admin listener, and says so.
+#[test]
+fn the_admin_listener_can_be_turned_off() {
+    let dir = TempDir::new("admin-off");
+    for off in ["\"off\"", "false"] {
+        let config = write_config(
+            &dir.0,
+            &format!(
+                "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = {off}\n\n[[backend]]\nhost = \"127.0.0.1\"\nport = 9\n"
+            ),
+        );
+        let (code, out, err) = shellac(&["check", config.to_str().unwrap()]);
+        assert_eq!(code, 0, "{out}{err}");
+        assert!(out.contains("admin off"), "{out}");
+        let mut serving = Serving::start(&config);
+        serving.proxy();
+        let line = serving.wait_for("serving:");
+        assert!(line.contains("; admin off"), "{line}");
+        assert!(
+            !serving.seen.iter().any(|l| l.contains("admin listening")),
+            "{:?}",
+            serving.seen
+        );
+        serving.signal("-TERM");
+        let (code, log) = serving.exit();
+        assert_eq!(code, Some(0), "{log}");
+    }
+}
