@@ -133,6 +133,24 @@ async fn heuristic_freshness_from_last_modified() {
     assert!(status.contains("hit"), "{status}");
 }
 
+/// Issue 23: 414 and 501 are heuristically cacheable too (RFC 9110 §15.1); a 500 is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heuristic_freshness_for_414_and_501_not_500() {
+    for (status, stored) in [(414, true), (501, true), (500, false)] {
+        let (n, cache_status) = twice(
+            move || {
+                Reply::ok("x")
+                    .status(status)
+                    .header("date", &now_date())
+                    .header("last-modified", &date_in(-36_000))
+            },
+            |_| {},
+        )
+        .await;
+        assert_eq!(n, if stored { 1 } else { 2 }, "{status}: {cache_status}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_freshness_is_not_stored_by_default() {
     let (n, status) = twice(|| Reply::ok("x"), |_| {}).await;

@@ -269,7 +269,7 @@ fn example_files() -> Vec<String> {
 
 /// Issue 23, defect 1: with examples/wordpress-apache.toml a bare 500 from PHP was stored
 /// (`min_ttl`) and served as a hit for two minutes; a restart that ended on a 503 with
-/// `max-age=60` was stored too. No shipped example stores an error: a bare 500 or 503, an
+/// `max-age=60` was stored too. No shipped example stores an error: a bare 500, 501 or 503, an
 /// error with an Expires date in the past, an error behind a static-looking URL, or (where the
 /// director restarts on it) a 503 with explicit freshness.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -278,6 +278,7 @@ async fn no_example_stores_an_error() {
         let past = "Thu, 19 Nov 1981 08:52:00 GMT";
         match s.path.as_str() {
             "/e/500" | "/e/style.css" => Reply::ok("error").status(500),
+            "/e/501" => Reply::ok("not implemented").status(501),
             "/e/503" | "/e/logo.png" => Reply::ok("busy").status(503).header("retry-after", "5"),
             "/e/500-expired" => Reply::ok("error").status(500).header("expires", past),
             "/e/502-modified" => Reply::ok("bad gateway")
@@ -314,6 +315,7 @@ async fn no_example_stores_an_error() {
         .await;
         let mut paths = vec![
             "/e/500",
+            "/e/501",
             "/e/503",
             "/e/500-expired",
             "/e/502-modified",

@@ -109,12 +109,13 @@ pub struct StorePlan {
     pub stale_if_error: Option<Duration>,
 }
 
-/// Statuses a cache may store with heuristic or default freshness (RFC 9110 §15.1, minus 206
-/// which Shellac never requests from a backend, and 414/501 which are error pages).
+/// Statuses a cache may store without explicit freshness, with heuristic freshness (RFC 9110
+/// §15.1: "heuristically cacheable"). Operator lifetimes (`default_ttl`, a rule's `ttl` /
+/// `min_ttl`) apply to these short of 5xx (so not to 501).
 pub fn heuristically_cacheable(status: StatusCode) -> bool {
     matches!(
         status.as_u16(),
-        200 | 203 | 204 | 300 | 301 | 308 | 404 | 405 | 410
+        200 | 203 | 204 | 206 | 300 | 301 | 308 | 404 | 405 | 410 | 414 | 501
     )
 }
 
@@ -263,27 +264,28 @@ pub fn evaluate_with(
         })
     });
     // Without explicit freshness only the heuristically cacheable statuses may be stored
-    // (RFC 9111 §3, §4.2.2). A rule's `ttl` / `min_ttl` applies to those statuses only, unless
-    // it says `override_origin`: otherwise `min_ttl` for pages would keep a bare 500 error page
-    // (or one with an Expires date in the past) for minutes. Other statuses keep exactly the
-    // origin's explicit lifetime.
-    let rule_lifetimes = o.override_origin || heuristically_cacheable(status);
-    if explicit.is_none() && !rule_lifetimes {
+    // (RFC 9111 §3, §4.2.2); only `override_origin` stores others.
+    if explicit.is_none() && !heuristically_cacheable(status) && !o.override_origin {
         return Err(NoCacheReason::Status);
     }
-    let (ttl, min_ttl) = if rule_lifetimes {
-        (o.ttl, o.min_ttl)
+    // Lifetimes the operator chose — a rule's `ttl` / `min_ttl`, `cache.default_ttl` — apply to
+    // the heuristically cacheable statuses short of 5xx, unless the rule says
+    // `override_origin`: otherwise `min_ttl` for pages would keep a bare 500 error page (or
+    // one with an Expires date in the past) for minutes. Any other status keeps exactly the
+    // freshness the origin gave it.
+    let operator_lifetimes =
+        o.override_origin || (heuristically_cacheable(status) && !status.is_server_error());
+    let (ttl, min_ttl, default_ttl) = if operator_lifetimes {
+        let default_ttl = (!cfg.default_ttl.0.is_zero()).then_some(cfg.default_ttl.0);
+        (o.ttl, o.min_ttl, default_ttl)
     } else {
-        (None, None)
+        (None, None, None)
     };
     // Operator lifetimes count from now: they are added to the age already accrued.
     let lifetime = if let Some(ttl) = ttl {
         ttl + initial_age
     } else {
-        let origin = explicit.or_else(|| {
-            heuristic(headers, date, cfg)
-                .or_else(|| (!cfg.default_ttl.0.is_zero()).then_some(cfg.default_ttl.0))
-        });
+        let origin = explicit.or_else(|| heuristic(headers, date, cfg).or(default_ttl));
         match (origin, min_ttl) {
             (Some(l), Some(min)) => l.max(min + initial_age),
             (None, Some(min)) => min + initial_age,
@@ -446,6 +448,34 @@ mod tests {
         assert!(
             eval(&[DATE, ("cache-control", "max-age=5")], 500).is_ok(),
             "explicit freshness allows any final status"
+        );
+    }
+
+    /// Issue 23: every status RFC 9110 §15.1 calls heuristically cacheable gets heuristic
+    /// freshness (414 and 501 were missing); operator lifetimes stop short of 5xx.
+    #[test]
+    fn heuristic_freshness_for_every_heuristically_cacheable_status() {
+        let lm = ("last-modified", "Sat, 21 Nov 2026 14:00:00 GMT");
+        for code in [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501] {
+            let p = eval(&[DATE, lm], code).unwrap_or_else(|e| panic!("{code}: {e:?}"));
+            assert_eq!(p.ttl, Duration::from_secs(3600), "{code}");
+        }
+        for code in [201, 202, 302, 303, 307, 400, 403, 500, 502, 503] {
+            assert_eq!(
+                eval(&[DATE, lm], code),
+                Err(NoCacheReason::Status),
+                "{code}"
+            );
+        }
+        let cfg = CacheConfig {
+            default_ttl: crate::config::units::Dur(Duration::from_secs(5)),
+            ..Default::default()
+        };
+        assert!(eval_with(&[DATE], 414, &cfg).is_ok());
+        assert_eq!(
+            eval_with(&[DATE], 501, &cfg),
+            Err(NoCacheReason::NoFreshness),
+            "default_ttl never keeps a server error"
         );
     }
 

@@ -234,8 +234,9 @@ pub struct CacheConfig {
     /// Largest single object stored; larger responses are streamed through uncached.
     /// Default `64MiB`, at most `memory_size`.
     pub max_object_size: Size,
-    /// TTL for cacheable responses that carry no freshness information at all. Default `0s`
-    /// (RFC 9111: such responses are not reused). Opt-in.
+    /// TTL for responses with a heuristically cacheable status short of 5xx (200, 203, 204,
+    /// 206, 300, 301, 308, 404, 405, 410, 414) that carry no freshness information at all.
+    /// Default `0s` (RFC 9111: such responses are not reused). Opt-in.
     pub default_ttl: Dur,
     /// Upper clamp on any TTL, origin-given or heuristic. Default: none.
     pub max_ttl: Option<Dur>,
