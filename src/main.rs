@@ -461,8 +461,13 @@ fn serve(
             }
         }
         wait_for_signal().await;
-        tracing::info!("shutting down: finishing requests in flight (at most 10s)");
-        running.shutdown(Duration::from_secs(10)).await;
+        // The configuration in force now: a reload may have changed the grace.
+        let grace = running.live.load().config.server.shutdown_grace.0;
+        tracing::info!(
+            "shutting down: finishing requests in flight (at most {}, server.shutdown_grace)",
+            units::format_duration(grace)
+        );
+        running.shutdown(grace).await;
         Ok(())
     })
 }

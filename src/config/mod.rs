@@ -118,6 +118,10 @@ pub struct ServerConfig {
     /// `X-Forwarded-Proto`, `Forwarded` and `Via` are kept (and appended to). From any other
     /// client these fields are replaced. Default `[]` (no client is trusted).
     pub trusted_proxies: Vec<invalidation::Network>,
+    /// On SIGTERM / SIGINT: how long requests in flight may take to finish after the listeners
+    /// stop accepting; then the rest are cut off and the process exits. `0s` stops at once.
+    /// Default `10s`.
+    pub shutdown_grace: Dur,
     /// Bearer token every admin request must carry (`Authorization: Bearer TOKEN`); the CLI
     /// sends `--token` or `$SHELLAC_ADMIN_TOKEN`. Default: none (keep the admin listener on
     /// loopback).
@@ -219,6 +223,7 @@ impl Default for ServerConfig {
             max_connections: 10_000,
             upgrade_protocols: vec!["websocket".into()],
             trusted_proxies: Vec::new(),
+            shutdown_grace: Dur(Duration::from_secs(10)),
             admin_token: None,
         }
     }
