@@ -191,7 +191,7 @@ impl Live {
             .unwrap_or_default();
         let mut bound = Vec::new();
         for addr in config.server.listen.iter().filter(|a| !running.contains(a)) {
-            match TcpListener::bind(addr).await {
+            match crate::server::bind_listener(*addr, config.server.listen_backlog) {
                 Ok(l) => bound.push((*addr, l)),
                 Err(e) => errors.push(format!("`server.listen`: cannot listen on {addr}: {e}")),
             }
@@ -291,6 +291,11 @@ fn restart_only(old: &Config, new: &Config) -> Vec<String> {
         "server.admin",
         addr(&old.server.admin),
         addr(&new.server.admin),
+    );
+    check(
+        "server.listen_backlog",
+        old.server.listen_backlog.to_string(),
+        new.server.listen_backlog.to_string(),
     );
     check(
         "server.threads",

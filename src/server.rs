@@ -73,8 +73,7 @@ pub async fn start_with(
     let mut tasks = JoinSet::new();
     let mut bound = Vec::new();
     for addr in &config.server.listen {
-        let listener = TcpListener::bind(addr)
-            .await
+        let listener = bind_listener(*addr, config.server.listen_backlog)
             .with_context(|| format!("cannot listen on {addr}"))?;
         bound.push((*addr, listener));
     }
@@ -170,6 +169,20 @@ async fn sweep_bans(live: Arc<Live>, mut shutdown: watch::Receiver<bool>) {
             proxy.counters.ban_retired.add(retired as u64);
         }
     }
+}
+
+/// Binds a client listener with `server.listen_backlog` as its accept queue (the kernel caps
+/// it at `net.core.somaxconn`). SO_REUSEADDR as `TcpListener::bind` sets it, so a restart
+/// binds again at once.
+pub(crate) fn bind_listener(addr: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(backlog)
 }
 
 pub(crate) async fn accept_loop(

@@ -194,3 +194,82 @@ async fn sigterm_waits_for_shutdown_grace() {
         .unwrap();
     assert_eq!(code, Some(0), "{log}");
 }
+
+/// The accept-queue limit of the socket listening on `addr`: `ss`'s Send-Q of a listener.
+fn listen_queue_limit(addr: SocketAddr) -> u32 {
+    let out = Command::new("ss")
+        .args(["-ltnH"])
+        .output()
+        .expect("this test reads listen queues with ss (iproute2)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().nth(3) == Some(addr.to_string().as_str()))
+        .unwrap_or_else(|| panic!("{addr} is not listening:\n{text}"));
+    line.split_whitespace()
+        .nth(2)
+        .and_then(|q| q.parse().ok())
+        .unwrap_or_else(|| panic!("no Send-Q in {line}"))
+}
+
+/// Issue 23 #10: `server.listen_backlog` is the listen queue of every client listener (it was
+/// a fixed 128: a burst of connections beyond it waited 1 s for a SYN retransmit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listen_backlog_reaches_the_socket() {
+    let origin = Origin::start(|_| Reply::ok("x")).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.server.listen = vec![
+            "127.0.0.1:0".parse().unwrap(),
+            "127.0.0.1:0".parse().unwrap(),
+        ];
+        c.server.listen_backlog = 77;
+    })
+    .await;
+    let listening = shellac.listening();
+    assert_eq!(listening.len(), 2);
+    for addr in listening {
+        assert_eq!(listen_queue_limit(addr), 77, "{addr}");
+    }
+    shellac.stop().await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let somaxconn: u32 = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(4096);
+    assert_eq!(
+        listen_queue_limit(shellac.addr),
+        somaxconn.min(4096),
+        "the default"
+    );
+    shellac.stop().await;
+}
+
+/// A listener a reload adds gets the backlog too; changing the backlog needs a restart (the
+/// listeners already open keep theirs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listen_backlog_on_reload() {
+    let origin = Origin::start(|_| Reply::ok("x")).await;
+    let dir = TempDir::new("backlog-reload");
+    let text = |listen: &str, backlog: u32| {
+        format!(
+            "[server]\nlisten = [{listen}]\nadmin = \"127.0.0.1:0\"\nlisten_backlog = {backlog}\n\n[[backend]]\nhost = \"127.0.0.1\"\nport = {}\n",
+            origin.addr.port()
+        )
+    };
+    let config = write_config(&dir.0, &text("\"127.0.0.1:0\"", 33));
+    let shellac = Shellac::start_reloadable(&config).await;
+    assert_eq!(listen_queue_limit(shellac.addr), 33);
+    // A second listener on a port known to be free now.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let added = free.local_addr().unwrap();
+    drop(free);
+    write_config(&dir.0, &text(&format!("\"127.0.0.1:0\", \"{added}\""), 33));
+    let (status, v) = shellac.reload().await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(listen_queue_limit(added), 33);
+    write_config(&dir.0, &text(&format!("\"127.0.0.1:0\", \"{added}\""), 44));
+    let (status, v) = shellac.reload().await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v.to_string().contains("server.listen_backlog"), "{v}");
+    shellac.stop().await;
+}

@@ -66,6 +66,11 @@ pub struct ServerConfig {
     /// `false`: none (None here).
     #[serde(with = "admin_address")]
     pub admin: Option<SocketAddr>,
+    /// Length of each client listener's queue of connections the kernel has accepted and
+    /// Shellac has not yet taken (`listen(2)` backlog); a burst beyond it waits for the
+    /// client's SYN retransmit (1 s, then 3 s). Capped by the kernel at `net.core.somaxconn`.
+    /// Default 4096; 1-65535.
+    pub listen_backlog: u32,
     /// Set TCP_NODELAY on client sockets (and backends that do not say otherwise). Default true.
     pub tcp_nodelay: bool,
     /// Answer fresh hits from memory for plain GET/HEAD requests from the request head's
@@ -206,6 +211,7 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: vec![SocketAddr::from(([127, 0, 0, 1], 6081))],
             admin: Some(SocketAddr::from(([127, 0, 0, 1], 6082))),
+            listen_backlog: 4096,
             tcp_nodelay: true,
             fast_hits: true,
             idle_timeout: Dur(Duration::from_secs(60)),
@@ -496,6 +502,12 @@ impl Config {
             out.push((
                 key(&["server", "listen"]),
                 "at least one listen address is required".into(),
+            ));
+        }
+        if !(1..=65_535).contains(&self.server.listen_backlog) {
+            out.push((
+                key(&["server", "listen_backlog"]),
+                "must be between 1 and 65535".into(),
             ));
         }
         if self.server.idle_timeout.0.is_zero() {
