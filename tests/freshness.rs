@@ -70,6 +70,64 @@ async fn expires_relative_to_date() {
     assert!(status.contains("hit"), "{status}");
 }
 
+/// `date_in(secs)` rewritten in the obsolete RFC 850 and asctime formats, and in lower case.
+fn obsolete_forms(imf: &str) -> Vec<String> {
+    // "Sun, 06 Nov 1994 08:49:37 GMT"
+    let p: Vec<&str> = imf.split([' ', ',']).filter(|t| !t.is_empty()).collect();
+    let (wday, day, mon, year, time) = (p[0], p[1], p[2], p[3], p[4]);
+    let full = [
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+    ]
+    .into_iter()
+    .find(|d| d.starts_with(wday))
+    .unwrap();
+    let day_num: u32 = day.parse().unwrap();
+    vec![
+        format!("{full}, {day}-{mon}-{} {time} GMT", &year[2..]),
+        format!("{wday} {mon} {day_num:>2} {time} {year}"),
+        imf.to_lowercase(),
+    ]
+}
+
+/// Issue 23: an Expires in an obsolete format (RFC 850, asctime) or in lower case is read as
+/// the date it names, not as an invalid (already expired) one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expires_in_obsolete_formats_is_understood() {
+    for expires in obsolete_forms(&date_in(600)) {
+        let e = expires.clone();
+        let (n, status) = twice(
+            move || {
+                Reply::ok("x")
+                    .header("date", &now_date())
+                    .header("expires", &e)
+            },
+            |_| {},
+        )
+        .await;
+        assert_eq!(n, 1, "Expires: {expires} → {status}");
+        assert!(status.contains("hit"), "{expires}: {status}");
+    }
+    for expires in obsolete_forms(&date_in(-600)) {
+        let e = expires.clone();
+        let (n, status) = twice(
+            move || {
+                Reply::ok("x")
+                    .header("date", &now_date())
+                    .header("expires", &e)
+            },
+            |_| {},
+        )
+        .await;
+        assert_eq!(n, 2, "Expires: {expires} is in the past → {status}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expires_in_the_past_is_not_stored() {
     let (n, status) = twice(

@@ -241,7 +241,7 @@ pub fn evaluate_with(
     }
 
     // RFC 9111 §4.2.3
-    let date = http_date(headers, header::DATE).unwrap_or(response_time);
+    let date = http_date(headers, header::DATE, response_time).unwrap_or(response_time);
     // `Date` has whole seconds: the fraction of the second the response arrived in is not
     // age. Compared with the exact receive time, a response made and received within one
     // second started at up to ~1 s of age, and a `max-age=1` (micro-caching) object was
@@ -258,7 +258,7 @@ pub fn evaluate_with(
     let explicit = cc.s_maxage.or(cc.max_age).or_else(|| {
         headers.get(header::EXPIRES).map(|_| {
             // An invalid Expires (e.g. "0") means "already expired" (RFC 9111 §5.3).
-            http_date(headers, header::EXPIRES)
+            http_date(headers, header::EXPIRES, response_time)
                 .and_then(|exp| exp.duration_since(date).ok())
                 .unwrap_or(Duration::ZERO)
         })
@@ -285,7 +285,8 @@ pub fn evaluate_with(
     let lifetime = if let Some(ttl) = ttl {
         ttl + initial_age
     } else {
-        let origin = explicit.or_else(|| heuristic(headers, date, cfg).or(default_ttl));
+        let origin =
+            explicit.or_else(|| heuristic(headers, date, response_time, cfg).or(default_ttl));
         match (origin, min_ttl) {
             (Some(l), Some(min)) => l.max(min + initial_age),
             (None, Some(min)) => min + initial_age,
@@ -344,19 +345,25 @@ fn parse_age(v: &str) -> Option<Duration> {
     ))
 }
 
-fn heuristic(headers: &HeaderMap, date: SystemTime, cfg: &CacheConfig) -> Option<Duration> {
+fn heuristic(
+    headers: &HeaderMap,
+    date: SystemTime,
+    now: SystemTime,
+    cfg: &CacheConfig,
+) -> Option<Duration> {
     if cfg.heuristic_percent == 0 {
         return None;
     }
-    let lm = http_date(headers, header::LAST_MODIFIED)?;
+    let lm = http_date(headers, header::LAST_MODIFIED, now)?;
     let since = date.duration_since(lm).ok()?;
     let h = since * cfg.heuristic_percent / 100;
     (!h.is_zero()).then_some(h)
 }
 
-fn http_date(headers: &HeaderMap, name: HeaderName) -> Option<SystemTime> {
+/// A date field, read leniently (`crate::http::date`: the obsolete formats, any case).
+fn http_date(headers: &HeaderMap, name: HeaderName, now: SystemTime) -> Option<SystemTime> {
     let v = headers.get(name)?.to_str().ok()?;
-    httpdate::parse_http_date(v.trim()).ok()
+    crate::http::date::parse(v, now)
 }
 
 /// `t` without its fraction of a second.
@@ -476,6 +483,40 @@ mod tests {
             eval_with(&[DATE], 501, &cfg),
             Err(NoCacheReason::NoFreshness),
             "default_ttl never keeps a server error"
+        );
+    }
+
+    /// Issue 23: obsolete date formats (RFC 850, asctime) and other spellings are read, not
+    /// taken for an invalid (already expired) Expires.
+    #[test]
+    fn expires_in_obsolete_formats() {
+        for expires in [
+            "Sunday, 22-Nov-26 01:00:00 GMT",
+            "Sun Nov 22 01:00:00 2026",
+            "sun, 22 nov 2026 01:00:00 gmt",
+            "Sun, 22 Nov 2026 01:00:00 UTC",
+        ] {
+            let p = eval(&[DATE, ("expires", expires)], 200)
+                .unwrap_or_else(|e| panic!("{expires}: {e:?}"));
+            assert_eq!(p.ttl, Duration::from_secs(3600), "{expires}");
+        }
+        let p = eval(
+            &[
+                ("date", "sunday, 22-nov-26 00:00:00 GMT"),
+                ("last-modified", "Sat Nov 21 14:00:00 2026"),
+            ],
+            200,
+        )
+        .unwrap();
+        assert_eq!(
+            p.ttl,
+            Duration::from_secs(3600),
+            "Date and Last-Modified too"
+        );
+        assert_eq!(
+            eval(&[DATE, ("expires", "Sun, 22 Nov 2026 01:00:00 PST")], 200),
+            Err(NoCacheReason::Expired),
+            "an unknown zone is not guessed: invalid, so already expired"
         );
     }
 
