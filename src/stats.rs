@@ -83,7 +83,7 @@ counters! {
     cache_hitmiss: "Requests that skipped coalescing because the URL was recently uncacheable (hit-for-miss)",
     cache_coalesced: "Requests that waited on another request's fetch instead of going to the backend",
     cache_vary_miss: "Requests that found another Vary variant being fetched and fetched their own",
-    cache_pass: "Requests passed to the backend without cache lookup (method, Authorization, no-store)",
+    cache_pass: "Requests passed to the backend without cache lookup (method, request no-store, a rule's pass, upgrade)",
     cache_uncacheable: "Backend responses not stored (no-store, private, Set-Cookie, no freshness, ...)",
     cache_insert: "Objects inserted into the cache",
     cache_expired: "Stale objects found on lookup and fetched again",
@@ -170,7 +170,7 @@ pub const PASS_REASONS: &[(&str, &str, &str)] = &[
     (
         "authorization",
         "pass_reason_authorization",
-        "Request carried Authorization",
+        "Response to a request with Authorization not stored: it did not say public, s-maxage or must-revalidate",
     ),
     (
         "request-no-store",

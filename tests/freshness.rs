@@ -287,25 +287,75 @@ async fn refusals_are_not_stored() {
     }
 }
 
+/// Issue 23 (RFC 9111 §3.5): requests with Authorization are looked up. A response to one is
+/// stored only if it says `public`, `s-maxage` or `must-revalidate`, and only such a stored
+/// response answers them; anything else goes to the origin, is not stored, and does not
+/// disturb what anonymous clients get.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn authorization_requests_are_passed() {
-    let origin = Origin::start(|_| Reply::ok("secret").cc("max-age=60")).await;
+async fn authorization_reuse_follows_the_response() {
+    let origin = Origin::start(|s| {
+        let who = if s.headers.contains_key("authorization") {
+            "user"
+        } else {
+            "anonymous"
+        };
+        let cc = match s.path.as_str() {
+            "/public" => "public, max-age=60",
+            "/shared" => "s-maxage=60",
+            "/revalidate" => "max-age=60, must-revalidate",
+            _ => "max-age=60",
+        };
+        Reply::ok(&format!("{} for {who}", s.path)).cc(cc)
+    })
+    .await;
     let shellac = Shellac::start(origin.addr, |_| {}).await;
-    let a = get_with(shellac.addr, "/", &[("authorization", "Bearer x")]).await;
+    let auth = [("authorization", "Bearer x")];
+    for path in ["/public", "/shared", "/revalidate"] {
+        let first = get_with(shellac.addr, path, &auth).await;
+        assert!(
+            first.cache_status().contains("stored"),
+            "{path}: {}",
+            first.cache_status()
+        );
+        let again = get_with(shellac.addr, path, &auth).await;
+        assert!(again.cache_status().contains("hit"), "{path}");
+        // The origin said the authorised answer may be shared.
+        let anonymous = get(shellac.addr, path).await;
+        assert_eq!(anonymous.text(), format!("{path} for user"));
+        assert_eq!(origin.count_path(path), 1, "{path}");
+    }
+    // max-age alone: never stored for an authorised request, never served to one.
+    let a = get_with(shellac.addr, "/page", &auth).await;
+    assert_eq!(a.cache_status(), "shellac; fwd=miss; detail=authorization");
+    get_with(shellac.addr, "/page", &auth).await;
+    assert_eq!(origin.count_path("/page"), 2);
+    let anonymous = get(shellac.addr, "/page").await;
     assert_eq!(
-        a.cache_status(),
-        "shellac; fwd=request; detail=authorization"
+        anonymous.text(),
+        "/page for anonymous",
+        "an authorised answer is not shared"
     );
-    get_with(shellac.addr, "/", &[("authorization", "Bearer x")]).await;
-    assert_eq!(origin.count(), 2);
-    // ... and an authorised response is never served to anonymous clients.
     assert!(
-        get(shellac.addr, "/")
+        get(shellac.addr, "/page")
             .await
             .cache_status()
-            .contains("fwd=miss")
+            .contains("hit")
     );
-    assert_eq!(shellac.stat("cache_pass").await, 2);
+    let a = get_with(shellac.addr, "/page", &auth).await;
+    assert_eq!(
+        a.text(),
+        "/page for user",
+        "the anonymous copy is not reused for it"
+    );
+    assert!(
+        get(shellac.addr, "/page")
+            .await
+            .cache_status()
+            .contains("hit"),
+        "and it stays cached (no hit-for-miss)"
+    );
+    assert_eq!(origin.count_path("/page"), 4);
+    assert_eq!(shellac.stat("pass_reason_authorization").await, 3);
     shellac.stop().await;
 }
 

@@ -205,3 +205,52 @@ async fn request_cache_control_setting() {
     assert_eq!(origin.count(), before + 2);
     shellac.stop().await;
 }
+
+/// A background refresh is fetched and stored as the request that started it would have been:
+/// with its rules' response phase (a `ttl` + `override_origin` rule storing a `no-store`
+/// stylesheet), on the director a rule chose. It used to run with neither: the refreshed
+/// stylesheet was not stored and went to the default backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_refresh_keeps_the_rules_of_its_request() {
+    let default = Origin::start(|_| Reply::ok("default backend").cc("no-store")).await;
+    let assets = Origin::start(counting(|i| Reply::ok(&format!("css v{i}")).cc("no-store"))).await;
+    let assets_addr = assets.addr;
+    let shellac = Shellac::start(default.addr, move |c| {
+        c.cache.grace = Dur(Duration::from_secs(60));
+        let text = format!(
+            "[[backend]]\nhost = \"h\"\n\n[[backend]]\nname = \"assets\"\nhost = \"{}\"\nport = {}\n\n\
+             [[rule]]\npath = '\\.css$'\ndirector = \"assets\"\nttl = \"1s\"\noverride_origin = true\n",
+            assets_addr.ip(),
+            assets_addr.port()
+        );
+        let parsed = shellac::config::Config::parse(&text, "rules.toml").unwrap();
+        c.backends.push(parsed.backends[1].clone());
+        c.rules = parsed.rules;
+    })
+    .await;
+    assert_eq!(get(shellac.addr, "/a.css").await.text(), "css v0");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let stale = get(shellac.addr, "/a.css").await;
+    assert!(
+        stale.cache_status().contains("stale-while-revalidate"),
+        "{}",
+        stale.cache_status()
+    );
+    // Only a stored refresh is ever delivered: the background fetch's own response goes to no
+    // client.
+    let mut stored = false;
+    for _ in 0..100 {
+        if get(shellac.addr, "/a.css").await.text() == "css v1" {
+            stored = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(stored, "the refreshed stylesheet was stored");
+    assert_eq!(
+        default.count(),
+        0,
+        "the refresh went to the rule's director"
+    );
+    shellac.stop().await;
+}

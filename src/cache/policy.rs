@@ -17,7 +17,8 @@ use crate::http::cache_control::CacheControl;
 pub enum NoCacheReason {
     /// Request method is not GET or HEAD.
     Method,
-    /// Request carries `Authorization` (builtin policy: pass).
+    /// Response to a request with `Authorization` that does not allow sharing (`public`,
+    /// `s-maxage`, `must-revalidate`; RFC 9111 §3.5).
     Authorization,
     /// Request says `Cache-Control: no-store`.
     RequestNoStore,
@@ -148,6 +149,9 @@ pub struct Exchange {
     /// the response is delivered because nothing better was left, never stored (unless a
     /// rule says `override_origin`).
     pub failed_status: bool,
+    /// The request carried `Authorization`: stored only if the response allows sharing
+    /// ([`shared_with_authorization`]).
+    pub authorization: bool,
 }
 
 impl Exchange {
@@ -157,8 +161,15 @@ impl Exchange {
             request_time,
             response_time,
             failed_status: false,
+            authorization: false,
         }
     }
+}
+
+/// Whether a response to a request with `Authorization` may be stored by a shared cache and
+/// reused (RFC 9111 §3.5): it says `public`, `s-maxage` or `must-revalidate`.
+pub fn shared_with_authorization(cc: &CacheControl) -> bool {
+    cc.public || cc.s_maxage.is_some() || cc.must_revalidate
 }
 
 /// Decides whether a backend response may be stored, and for how long, by RFC 9111 and the
@@ -212,6 +223,9 @@ pub fn evaluate_with(
         }
         if cc.no_cache {
             return Err(NoCacheReason::NoCache);
+        }
+        if ex.authorization && !shared_with_authorization(&cc) {
+            return Err(NoCacheReason::Authorization);
         }
     }
     let mut strip: Vec<HeaderName> = Vec::new();
@@ -572,6 +586,36 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.strip, vec![header::SET_COOKIE]);
+    }
+
+    /// RFC 9111 §3.5: a response to a request with Authorization is stored only with
+    /// `public`, `s-maxage` or `must-revalidate`.
+    #[test]
+    fn authorization_needs_leave_to_share() {
+        let now = httpdate::parse_http_date("Sun, 22 Nov 2026 00:00:00 GMT").unwrap();
+        let ex = Exchange {
+            authorization: true,
+            ..Exchange::at(now, now)
+        };
+        let run = |cc: &str, o: &Overrides| {
+            let mut h = HeaderMap::new();
+            h.insert(header::CACHE_CONTROL, HeaderValue::from_str(cc).unwrap());
+            evaluate_with(StatusCode::OK, &h, &ex, &CacheConfig::default(), o)
+        };
+        let none = Overrides::default();
+        assert_eq!(run("max-age=60", &none), Err(NoCacheReason::Authorization));
+        for cc in [
+            "public, max-age=60",
+            "s-maxage=60",
+            "max-age=60, must-revalidate",
+        ] {
+            assert!(run(cc, &none).is_ok(), "{cc}");
+        }
+        let force = Overrides {
+            override_origin: true,
+            ..Default::default()
+        };
+        assert!(run("max-age=60", &force).is_ok(), "override_origin");
     }
 
     #[test]

@@ -94,7 +94,8 @@ pub struct RuleConfig {
     // Request actions
     /// Never cache: fetch and deliver (`Cache-Status` detail `rule`).
     pub pass: bool,
-    /// Look up even if the builtin policy would pass (Authorization).
+    /// Look up and store as if the request carried no `Authorization` (the operator vouches
+    /// that the credentials do not change the answer).
     pub cache: bool,
     /// Remove the `Cookie` header before lookup and fetch.
     pub strip_request_cookies: bool,

@@ -42,6 +42,7 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         FetchMode::Pass(reason) => return pass(txn, reason, parts, body),
         FetchMode::Miss(guard) => (Some(guard), None),
         FetchMode::Alone(why) => (None, Some(why)),
+        FetchMode::Authorized => (None, None),
     };
     let Some(primary) = txn.key.clone() else {
         return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-key");
@@ -80,6 +81,7 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         request_time,
         response_time,
         failed_status: send::failed_status(txn, parts.status),
+        authorization: txn.authorized,
     };
     let plan = policy::evaluate_with(
         parts.status,
@@ -96,9 +98,12 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         Ok(plan) => plan,
         Err(reason) => {
             proxy.counters.cache_uncacheable.inc();
-            proxy
-                .cache
-                .mark_hit_for_miss(primary, proxy.config.cache.hit_for_miss_ttl.0);
+            // What one user's credentials got says nothing about the URL for others.
+            if reason != NoCacheReason::Authorization {
+                proxy
+                    .cache
+                    .mark_hit_for_miss(primary, proxy.config.cache.hit_for_miss_ttl.0);
+            }
             if let Some(guard) = guard {
                 guard.object().abandon();
             }
@@ -285,7 +290,10 @@ fn revalidated(
     let plan = policy::evaluate_with(
         stale.status,
         &headers,
-        &policy::Exchange::at(request_time, response_time),
+        &policy::Exchange {
+            authorization: txn.authorized,
+            ..policy::Exchange::at(request_time, response_time)
+        },
         &proxy.config.cache,
         overrides,
     );

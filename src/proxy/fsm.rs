@@ -86,6 +86,9 @@ pub(super) enum FetchMode {
     /// Fetch without coalescing (the URL was recently uncacheable, or another Vary variant is
     /// being fetched); store if the response is cacheable. The word is the Cache-Status detail.
     Alone(&'static str),
+    /// Fetch without coalescing for a request with `Authorization`; store only if the response
+    /// allows sharing (RFC 9111 §3.5), else `detail=authorization`.
+    Authorized,
     /// Never stored.
     Pass(NoCacheReason),
 }
@@ -111,6 +114,10 @@ pub(super) struct Txn {
     pub matched_rules: Vec<usize>,
     /// Backend or director chosen by a rule instead of the default route.
     pub route: Option<Member>,
+    /// The request carries `Authorization` (and no rule said `cache`): only stored responses
+    /// that allow it are reused for it, and its own response is stored only if it allows
+    /// sharing (RFC 9111 §3.5).
+    pub authorized: bool,
     lookups: u32,
     /// When the last lookup looked: a hit is judged and delivered at that instant (one clock
     /// read per hit instead of three).
@@ -144,6 +151,7 @@ pub(super) fn start(proxy: Arc<Proxy>, req: Request<Incoming>, client: SocketAdd
         background: false,
         matched_rules: Vec::new(),
         route: None,
+        authorized: false,
         lookups: 0,
         looked_up: started,
         close: false,
@@ -222,13 +230,33 @@ fn drive(txn: &mut Txn, mut step: Step) -> Step {
     }
 }
 
+/// What a background refresh inherits from the request that started it, so it is fetched and
+/// stored as that request's own miss would be: the rules whose response phase applies, the
+/// route a rule chose, and whether it carried `Authorization`.
+pub(super) struct Inherited {
+    pub matched_rules: Vec<usize>,
+    pub route: Option<Member>,
+    pub authorized: bool,
+}
+
+impl Txn {
+    /// What a background refresh started by this request inherits.
+    pub(super) fn inherited(&self) -> Inherited {
+        Inherited {
+            matched_rules: self.matched_rules.clone(),
+            route: self.route.clone(),
+            authorized: self.authorized,
+        }
+    }
+}
+
 /// Runs a background refresh fetch for `primary` (grace), revalidating `stale` if it has
 /// validators. The caller holds the busy-table lead for the key.
 pub(super) async fn refresh(
     proxy: Arc<Proxy>,
     req: Parts,
     client: SocketAddr,
-    primary: CacheKey,
+    (primary, inherited): (CacheKey, Inherited),
     stale: Arc<Object>,
     guard: LeaderGuard,
 ) -> Response<ResponseBody> {
@@ -243,8 +271,9 @@ pub(super) async fn refresh(
         stale: Some(stale),
         req_cc: None,
         background: true,
-        matched_rules: Vec::new(),
-        route: None,
+        matched_rules: inherited.matched_rules,
+        route: inherited.route,
+        authorized: inherited.authorized,
         lookups: 1,
         looked_up: Instant::now(),
         close: false,
@@ -326,9 +355,9 @@ impl Txn {
         if self.req.method != Method::GET && self.req.method != Method::HEAD {
             return Step::Pass(NoCacheReason::Method);
         }
-        if !forced_lookup && has_field(&self.req.headers, &header::AUTHORIZATION) {
-            return Step::Pass(NoCacheReason::Authorization);
-        }
+        // RFC 9111 §3.5: looked up, but see `authorized`. A rule's `cache = true` vouches for
+        // the request: then it is a lookup like any other.
+        self.authorized = !forced_lookup && has_field(&self.req.headers, &header::AUTHORIZATION);
         let cc = CacheControl::from_headers(&self.req.headers);
         if cc.no_store {
             return Step::Pass(NoCacheReason::RequestNoStore);
@@ -477,6 +506,13 @@ impl Txn {
         if self.req_cc.as_ref().is_some_and(|cc| cc.only_if_cached) {
             return Step::Synth(StatusCode::GATEWAY_TIMEOUT, "only-if-cached");
         }
+        if self.authorized {
+            // Not coalesced: a waiter would be handed whatever the leader's response is,
+            // shareable with an authorized request or not. Fetched alone, stored if the
+            // response allows it (and never marking the URL hit-for-miss for others).
+            self.proxy.counters.cache_miss.inc();
+            return Step::Fetch(FetchMode::Authorized);
+        }
         let cache = &self.proxy.cache;
         if cache.is_hit_for_miss(primary, now) {
             return Step::HitForMiss;
@@ -528,6 +564,11 @@ impl Txn {
         if !object.vary_matches(&self.req.headers) {
             return None;
         }
+        if self.authorized && !self.shared_with_authorization(&object) {
+            // Stored for requests without credentials (or without leave to share): this
+            // request's answer may differ, so it is not reused for it, nor revalidated.
+            return None;
+        }
         let fresh = object.is_fresh(now);
         if let Some(cc) = &self.req_cc {
             let age = object.age(now);
@@ -561,6 +602,16 @@ impl Txn {
         None
     }
 
+    /// Whether a stored response may answer a request with `Authorization`: it says `public`,
+    /// `s-maxage` or `must-revalidate` (RFC 9111 §3.5), in the field the policy reads.
+    fn shared_with_authorization(&self, object: &Object) -> bool {
+        let targets = &self.proxy.config.cache.targeted_cache_control;
+        crate::cache::policy::shared_with_authorization(&CacheControl::targeted(
+            object.headers.map(),
+            targets,
+        ))
+    }
+
     fn hit(&mut self, object: Arc<Object>) -> Step {
         self.proxy.counters.cache_hit.inc();
         if object.state.from_disk {
@@ -582,7 +633,14 @@ impl Txn {
     fn grace(&mut self, object: Arc<Object>) -> Step {
         self.proxy.counters.cache_grace_hit.inc();
         if let Some(primary) = self.key.clone() {
-            super::refresh::spawn(&self.proxy, primary, &self.req, self.client, object.clone());
+            let inherited = self.inherited();
+            super::refresh::spawn(
+                &self.proxy,
+                (primary, inherited),
+                &self.req,
+                self.client,
+                object.clone(),
+            );
         }
         let status = deliver::stale_status(&object, Instant::now(), "while-revalidate");
         self.deliver_object(object, &status)

@@ -15,7 +15,7 @@ use crate::cache::{CacheKey, Object};
 /// Starts a refresh of `primary` unless a fetch for it is already in progress.
 pub(super) fn spawn(
     proxy: &Arc<Proxy>,
-    primary: CacheKey,
+    (primary, inherited): (CacheKey, fsm::Inherited),
     req: &Parts,
     client: SocketAddr,
     stale: Arc<Object>,
@@ -34,6 +34,6 @@ pub(super) fn spawn(
     let proxy = proxy.clone();
     tokio::spawn(async move {
         // The response is only a by-product: the fill stores the object.
-        drop(fsm::refresh(proxy, parts, client, primary, stale, guard).await);
+        drop(fsm::refresh(proxy, parts, client, (primary, inherited), stale, guard).await);
     });
 }
