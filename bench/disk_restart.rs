@@ -837,6 +837,7 @@ fn free_port() -> u16 {
 /// nginx as in bench/run.sh (one worker, `user www-data` as root, every path in `prefix`),
 /// with `proxy_cache_path levels=1:2` and `max_size`.
 fn write_nginx_config(prefix: &Path, origin: SocketAddr, port: u16, max_size_mib: u64) {
+    // SAFETY: geteuid has no preconditions and touches no memory of ours.
     let user = if unsafe { libc::geteuid() } == 0 {
         let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
         if passwd.lines().any(|l| l.starts_with("www-data:")) {

@@ -315,7 +315,9 @@ pub(crate) async fn run(
         return;
     };
     // SAFETY: a mio `Poll` owns its epoll descriptor and returns that same descriptor from
-    // `as_raw_fd` until it is dropped, which only the `AsyncFd` does.
+    // `as_raw_fd` until it is dropped, which only the `AsyncFd` does (it is moved in here;
+    // below it is only polled through `get_inner_mut`, never replaced or closed; the
+    // registry handle `Parking` keeps is a `dup` of its own).
     let registered =
         unsafe { AsyncFd::register_with_interest(poll, tokio::io::Interest::READABLE) };
     let mut poll = match registered {

@@ -654,8 +654,11 @@ fn preallocate(file: &File, len: u64) -> io::Result<()> {
         use std::os::unix::fs::MetadataExt;
         file.metadata()?.blocks() * 512
     };
-    // SAFETY: fstatvfs fills the zeroed struct it is given for a valid descriptor.
+    // SAFETY: `statvfs` is a C struct of integers (and padding), for which all zero bytes
+    // are a valid value.
     let mut vfs: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatvfs on a descriptor `file` owns; it writes one `statvfs` through a pointer
+    // to the live local above.
     if unsafe { libc::fstatvfs(file.as_raw_fd(), &mut vfs) } == 0 {
         let available = (vfs.f_bavail as u64).saturating_mul(vfs.f_frsize as u64);
         if len.saturating_sub(allocated) > available {

@@ -17,6 +17,10 @@
 //!
 //! Bounds: resident slab memory is at most the live slots, plus the free slots of partly used
 //! chunks, plus one empty chunk per class ([`SlabStats`]).
+//!
+//! Checking: every block handed out and given back is reported to valgrind's memcheck
+//! ([`memcheck`]), which `.ci/run` runs this module's tests (random sequences across threads
+//! included) and the memory tier's under.
 
 use std::alloc::{Layout, handle_alloc_error};
 use std::marker::PhantomData;
@@ -24,6 +28,8 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
 use parking_lot::Mutex;
+
+mod memcheck;
 
 /// Slot sizes are multiples of this, which is also every slot's alignment.
 pub const GRAIN: usize = 16;
@@ -36,6 +42,10 @@ const REGION: usize = 32 * 1024 * 1024;
 const CLASSES: usize = MAX_SLOT / GRAIN;
 /// Bytes at the start of a chunk taken by its header (a multiple of [`GRAIN`]).
 const HEADER: usize = 64;
+/// Bytes of a free slot holding the link to the next free one.
+const LINK: usize = std::mem::size_of::<*mut u8>();
+
+const _: () = assert!(LINK <= GRAIN);
 
 /// The header at the start of every chunk.
 #[repr(C)]
@@ -138,7 +148,9 @@ pub fn alloc(size: usize) -> NonNull<u8> {
     let mut slab = SLABS[class].lock();
     if slab.partial.is_null() {
         let chunk = new_chunk().cast::<Chunk>().as_ptr();
-        // SAFETY: a fresh chunk, ours alone, at least HEADER bytes long.
+        memcheck::undefined(chunk.cast(), HEADER);
+        // SAFETY: a fresh chunk, ours alone, at least HEADER bytes long, aligned to CHUNK
+        // (more than `Chunk` needs).
         unsafe {
             chunk.write(Chunk {
                 free: ptr::null_mut(),
@@ -150,7 +162,8 @@ pub fn alloc(size: usize) -> NonNull<u8> {
             });
         }
         slab.chunks += 1;
-        // SAFETY: the class's lock is held.
+        // SAFETY: the chunk is live (just written), of this class, not listed; the class's
+        // lock is held.
         unsafe { link(&mut slab, chunk) };
     }
     let chunk = slab.partial;
@@ -163,8 +176,12 @@ pub fn alloc(size: usize) -> NonNull<u8> {
             c.bump += slot;
             block
         } else {
+            // A freed slot holds the next free one in its first word (see `free`), written
+            // aligned: slots are GRAIN-aligned.
             let block = c.free;
+            memcheck::defined(block, LINK);
             c.free = block.cast::<*mut u8>().read();
+            memcheck::noaccess(block, LINK);
             block
         };
         c.used += 1;
@@ -174,6 +191,8 @@ pub fn alloc(size: usize) -> NonNull<u8> {
         block
     };
     SLOT_BYTES.fetch_add(slot as u64, Ordering::Relaxed);
+    // Only the `size` bytes asked for: memcheck reports a touch of the slot's slack too.
+    memcheck::malloclike(block, size);
     // SAFETY: inside a chunk, so not null.
     unsafe { NonNull::new_unchecked(block) }
 }
@@ -196,7 +215,10 @@ pub unsafe fn free(block: NonNull<u8>, size: usize) {
     // while it has a slot in use; its header is touched only with the class's lock held.
     let empty = unsafe {
         let c = &mut *chunk;
+        memcheck::freelike(block.as_ptr());
+        memcheck::undefined(block.as_ptr(), LINK);
         block.as_ptr().cast::<*mut u8>().write(c.free);
+        memcheck::noaccess(block.as_ptr(), LINK);
         c.free = block.as_ptr();
         c.used -= 1;
         if !c.listed {
@@ -205,11 +227,13 @@ pub unsafe fn free(block: NonNull<u8>, size: usize) {
         c.used == 0 && slab.chunks > 1
     };
     if empty {
-        // SAFETY: lock held; the chunk has no slot in use, so nothing points into it.
+        // SAFETY: lock held; the chunk is of this class, live, and listed (just above); it has
+        // no slot in use, so nothing points into it.
         unsafe { unlink(&mut slab, chunk) };
         slab.chunks -= 1;
         drop(slab);
-        // SAFETY: as above; the chunk leaves the class for good.
+        // SAFETY: no slot in use, unlinked and no longer counted by the class: no class holds
+        // it. A chunk's address is not null.
         unsafe { give_back(NonNull::new_unchecked(chunk.cast())) };
     }
     SLOT_BYTES.fetch_sub(slot as u64, Ordering::Relaxed);
@@ -266,16 +290,20 @@ fn new_chunk() -> NonNull<u8> {
         if pool.next == pool.end {
             let region = reserve();
             pool.next = region;
-            // SAFETY: within (one past) the region just reserved.
+            // SAFETY: `region` is less than CHUNK past the mapping's start (see `reserve`), so
+            // this is inside the REGION-byte mapping.
             pool.end = unsafe { region.add(REGION - CHUNK) };
         }
         let chunk = pool.next;
-        // SAFETY: `next` stays within the region's aligned part (see `reserve`).
+        // SAFETY: `chunk` < `end`, both CHUNK-aligned, so `chunk + CHUNK` ≤ `end`, inside the
+        // mapping.
         pool.next = unsafe { chunk.add(CHUNK) };
         // SAFETY: inside a mapping, so not null.
         unsafe { NonNull::new_unchecked(chunk) }
     };
     CHUNKS_IN_USE.fetch_add(1, Ordering::Relaxed);
+    // No slot is handed out yet; `alloc` opens the header.
+    memcheck::noaccess(chunk.as_ptr(), CHUNK);
     chunk
 }
 
@@ -287,6 +315,7 @@ unsafe fn give_back(chunk: NonNull<u8>) {
     // SAFETY: the chunk is ours alone (the caller's contract); dropping its pages only makes
     // them read as zero when next touched.
     unsafe { libc::madvise(chunk.as_ptr().cast(), CHUNK, libc::MADV_DONTNEED) };
+    memcheck::noaccess(chunk.as_ptr(), CHUNK);
     CHUNKS_IN_USE.fetch_sub(1, Ordering::Relaxed);
     let mut pool = POOL.lock();
     pool.spare.push(chunk);
@@ -328,9 +357,11 @@ struct Inner<H> {
     head: H,
 }
 
-// SAFETY: like `Arc`: shared access to `H` and the bytes from any thread, the last owner
-// dropping `H` wherever it is.
+// SAFETY: like `Arc<H>`: a handle sent to another thread may drop `H` there as the last owner
+// (`H: Send`) and read it while others do (`H: Sync`); the count is atomic, the bytes immutable.
 unsafe impl<H: Send + Sync> Send for Block<H> {}
+// SAFETY: as for `Send`: shared handles only read `H` and the bytes, and clone or drop through
+// the atomic count.
 unsafe impl<H: Send + Sync> Sync for Block<H> {}
 
 impl<H> Block<H> {
@@ -433,111 +464,64 @@ impl<H> Drop for Block<H> {
     }
 }
 
+/// Checks the bookkeeping of every class (under its lock, so while other threads allocate):
+/// the list of chunks with a free slot is doubly linked and holds only chunks marked listed;
+/// each listed chunk has a free slot or room at `bump`; its free slots lie inside it on slot
+/// boundaries, and free + used slots are all it handed out. Panics with what is wrong.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::Arc;
-
-    #[test]
-    fn a_block_keeps_its_head_and_bytes() {
-        let b = Block::new((7u64, String::from("head")), &[b"key", b"", b"body"]);
-        let c = b.clone();
-        assert!(Block::same(&b, &c));
-        drop(b);
-        assert_eq!(c.head().0, 7);
-        assert_eq!(c.head().1, "head");
-        assert_eq!(c.bytes(), b"keybody");
-        // 8 bytes of count and length, the head, the bytes, rounded up to a slot.
-        assert_eq!(std::mem::size_of::<Inner<(u64, String)>>(), 40);
-        assert_eq!(c.footprint(), 48);
-        assert_eq!(std::mem::size_of::<Block<u64>>(), 8);
-    }
-
-    #[test]
-    fn the_head_is_dropped_once_with_the_last_handle() {
-        let counted = Arc::new(());
-        let b = Block::new(counted.clone(), &[b"x"]);
-        let clones: Vec<_> = (0..10).map(|_| b.clone()).collect();
-        assert_eq!(Arc::strong_count(&counted), 2);
-        drop(b);
-        drop(clones);
-        assert_eq!(Arc::strong_count(&counted), 1);
-    }
-
-    #[test]
-    fn sizes_round_to_slots_and_big_blocks_use_the_heap() {
-        assert_eq!(footprint(1), 16);
-        assert_eq!(footprint(16), 16);
-        assert_eq!(footprint(17), 32);
-        assert_eq!(footprint(MAX_SLOT), MAX_SLOT);
-        assert_eq!(footprint(MAX_SLOT + 1), MAX_SLOT + 1);
-        let big = vec![9u8; 10_000];
-        let b = Block::new(1u8, &[&big]);
-        assert_eq!(b.bytes(), &big[..]);
-    }
-
-    /// Blocks of one size class (only this test uses 4000-byte slots): chunks fill, a freed
-    /// slot is reused, and emptied chunks go back until the class holds one.
-    #[test]
-    fn slots_are_reused_and_empty_chunks_given_back() {
-        const SIZE: usize = 4000;
-        let slot = footprint(SIZE);
-        let per_chunk = (CHUNK - HEADER) / slot;
-        let class = class_of(SIZE);
-        let blocks: Vec<NonNull<u8>> = (0..per_chunk * 5).map(|_| alloc(SIZE)).collect();
-        assert_eq!(SLABS[class].lock().chunks, 5);
-        for (i, b) in blocks.iter().enumerate() {
-            // SAFETY: a fresh block of SIZE bytes.
-            unsafe { b.as_ptr().write_bytes(i as u8, SIZE) };
+fn check_classes() {
+    for (class, lock) in SLABS.iter().enumerate() {
+        let slot = (class + 1) * GRAIN;
+        let slab = lock.lock();
+        let mut prev: *mut Chunk = ptr::null_mut();
+        let mut chunk = slab.partial;
+        let mut listed = 0;
+        while !chunk.is_null() {
+            listed += 1;
+            assert!(
+                listed <= slab.chunks,
+                "class {class}: list longer than its chunks"
+            );
+            // SAFETY: the lock is held; listed chunks are live and their free slots are
+            // theirs (their first word is a link, told to memcheck around the read).
+            unsafe {
+                let c = &*chunk;
+                assert!(c.listed && c.prev == prev, "class {class}: list links");
+                assert!(c.bump >= HEADER && c.bump <= CHUNK, "class {class}: bump");
+                assert!(
+                    (c.bump - HEADER).is_multiple_of(slot),
+                    "class {class}: bump"
+                );
+                assert!(
+                    !c.free.is_null() || c.bump + slot <= CHUNK,
+                    "class {class}: full"
+                );
+                let mut free = 0;
+                let mut at = c.free;
+                while !at.is_null() {
+                    let off = at as usize - chunk as usize;
+                    assert!(
+                        off >= HEADER && off < c.bump,
+                        "class {class}: free slot outside"
+                    );
+                    assert!(
+                        (off - HEADER).is_multiple_of(slot),
+                        "class {class}: slot edge"
+                    );
+                    free += 1;
+                    assert!(free <= CHUNK / slot, "class {class}: free list loops");
+                    memcheck::defined(at, LINK);
+                    let next = at.cast::<*mut u8>().read();
+                    memcheck::noaccess(at, LINK);
+                    at = next;
+                }
+                assert_eq!(free + c.used, (c.bump - HEADER) / slot, "class {class}");
+                prev = chunk;
+                chunk = c.next;
+            }
         }
-        for (i, b) in blocks.iter().enumerate() {
-            // SAFETY: written above, still ours.
-            let first = unsafe { b.as_ptr().add(8).read() };
-            assert_eq!(first, i as u8, "block {i} overwritten");
-            assert!((b.as_ptr() as usize).is_multiple_of(GRAIN));
-        }
-        // A freed slot is the next one handed out.
-        // SAFETY: ours, not used again.
-        unsafe { free(blocks[3], SIZE) };
-        let again = alloc(SIZE);
-        assert_eq!(again, blocks[3]);
-        for b in blocks {
-            // SAFETY: ours, not used again (`again` is `blocks[3]`).
-            unsafe { free(b, SIZE) };
-        }
-        assert_eq!(SLABS[class].lock().chunks, 1);
-        let c = SLABS[class].lock();
-        // SAFETY: lock held; the class's one chunk is listed.
-        assert_eq!(unsafe { (*c.partial).used }, 0);
-    }
-
-    #[test]
-    fn blocks_from_many_threads() {
-        let threads: Vec<_> = (0..4)
-            .map(|t| {
-                std::thread::spawn(move || {
-                    let mut kept = Vec::new();
-                    for i in 0..20_000usize {
-                        let tag = [t as u8; 40];
-                        let b = Block::new(i, &[&tag[..(i % 40)]]);
-                        if i % 3 == 0 {
-                            kept.push(b);
-                        }
-                    }
-                    for (n, b) in kept.iter().enumerate() {
-                        assert_eq!(*b.head(), n * 3);
-                        assert!(b.bytes().iter().all(|&x| x == t as u8));
-                    }
-                    // Handed to another thread and dropped there.
-                    kept
-                })
-            })
-            .collect();
-        let all: Vec<_> = threads
-            .into_iter()
-            .flat_map(|t| t.join().unwrap())
-            .collect();
-        assert_eq!(all.len(), 4 * 6667);
-        drop(all);
     }
 }
+
+#[cfg(test)]
+mod tests;
