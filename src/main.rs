@@ -431,7 +431,7 @@ fn serve(
             config = %file.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "<embedded default>".into()),
             "shellac {} serving: {}",
             env!("CARGO_PKG_VERSION"),
-            config.summary()
+            running.live.summary()
         );
         #[cfg(unix)]
         {

@@ -96,6 +96,19 @@ impl Live {
         self.current.load_full()
     }
 
+    /// What runs, in one paragraph (the start-up and reload log lines): the configuration's
+    /// summary, with the disk tier said to be off when it could not be opened.
+    pub fn summary(&self) -> String {
+        let proxy = self.load();
+        let disk_running = proxy
+            .cache
+            .storage
+            .lower_tiers()
+            .iter()
+            .any(|(name, _)| *name == "disk");
+        proxy.config.summary_running(disk_running)
+    }
+
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Relaxed)
     }
@@ -256,11 +269,7 @@ impl Live {
             });
         }
         self.sync_probes();
-        tracing::info!(
-            generation,
-            "configuration reloaded: {}",
-            next.config.summary()
-        );
+        tracing::info!(generation, "configuration reloaded: {}", self.summary());
         for c in &changes {
             tracing::info!(generation, "reload: {c}");
         }

@@ -18,6 +18,7 @@ fn disk(config: &mut Config, path: &Path, size: u64, region: u64, admission: Adm
         size: Size(size),
         region_size: Size(region),
         admission,
+        on_open_error: Default::default(),
     });
 }
 
@@ -172,9 +173,14 @@ async fn a_disk_without_room_leaves_the_proxy_serving() {
     let origin = Origin::start(|_| Reply::ok("still here").cc("max-age=60")).await;
     let dir = TempDir::new("full");
     let data = dir.path("cache.dat");
-    // 64 TiB cannot be preallocated here: the tier is refused at start-up, before any write.
+    // 64 TiB cannot be preallocated here: the tier is refused at start-up, before any write;
+    // with on_open_error = "memory-only" the proxy serves from memory (the default refuses to
+    // start: tests/startup.rs).
     let shellac = Shellac::start(origin.addr, |c| {
-        disk(c, &data, 64 << 40, 1 << 30, Admission::Always)
+        disk(c, &data, 64 << 40, 1 << 30, Admission::Always);
+        if let Some(d) = c.storage.disk.as_mut() {
+            d.on_open_error = shellac::config::OnOpenError::MemoryOnly;
+        }
     })
     .await;
     assert_eq!(get(shellac.addr, "/").await.text(), "still here");

@@ -237,6 +237,7 @@ async fn disk_copy_after_eviction_is_read_without_promotion() {
             size: Size(8 << 20),
             region_size: Size(1 << 20),
             admission: Admission::Always,
+            on_open_error: Default::default(),
         });
     })
     .await;

@@ -273,3 +273,71 @@ async fn listen_backlog_on_reload() {
     assert!(v.to_string().contains("server.listen_backlog"), "{v}");
     shellac.stop().await;
 }
+
+/// A config with a disk tier at `path`; `extra` goes into `[storage.disk]`.
+fn disk_config(path: &str, extra: &str) -> String {
+    format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"127.0.0.1:0\"\n\n[storage.disk]\npath = \"{path}\"\nsize = \"4MiB\"\nregion_size = \"1MiB\"\n{extra}\n\n[[backend]]\nhost = \"127.0.0.1\"\nport = 9\n"
+    )
+}
+
+/// Issue 23 #3: a disk tier that cannot be opened (missing directory, a directory nobody may
+/// create files in) stops start-up by default, with the reason; it used to log an ERROR and
+/// run on memory alone while the start-up line still announced the disk cache.
+#[test]
+fn an_unusable_disk_tier_refuses_to_start() {
+    let dir = TempDir::new("disk-refuse");
+    let missing = dir.0.join("no-such-dir/cache.dat");
+    for path in [missing.to_str().unwrap(), "/sys/shellac-cache.dat"] {
+        let config = write_config(&dir.0, &disk_config(path, ""));
+        let (code, log) = Serving::start(&config).exit();
+        assert_ne!(code, Some(0), "{log}");
+        assert!(
+            log.contains(&format!("cannot open the disk cache {path}")),
+            "{log}"
+        );
+        assert!(!log.contains("serving:"), "{log}");
+    }
+}
+
+/// With `on_open_error = "memory-only"` it serves from memory, and the start-up line says the
+/// disk tier is not running.
+#[test]
+fn memory_only_is_an_explicit_choice_and_the_start_up_line_says_so() {
+    let dir = TempDir::new("disk-memory-only");
+    let missing = dir.0.join("no-such-dir/cache.dat");
+    let config = write_config(
+        &dir.0,
+        &disk_config(missing.to_str().unwrap(), "on_open_error = \"memory-only\""),
+    );
+    let mut serving = Serving::start(&config);
+    serving.proxy();
+    let line = serving.wait_for("serving:");
+    assert!(
+        line.contains(&format!("disk cache at {} NOT running", missing.display())),
+        "{line}"
+    );
+    assert!(!line.contains("disk cache 4 MiB"), "{line}");
+    assert!(
+        serving
+            .seen
+            .iter()
+            .any(|l| l.contains("ERROR") && l.contains("memory tier only")),
+        "{:?}",
+        serving.seen
+    );
+    serving.signal("-TERM");
+    let (code, log) = serving.exit();
+    assert_eq!(code, Some(0), "{log}");
+    // A disk tier that opens is announced as before.
+    let data = dir.0.join("cache.dat");
+    let config = write_config(&dir.0, &disk_config(data.to_str().unwrap(), ""));
+    let mut serving = Serving::start(&config);
+    let line = serving.wait_for("serving:");
+    assert!(
+        line.contains(&format!("disk cache 4 MiB at {}", data.display())),
+        "{line}"
+    );
+    serving.signal("-TERM");
+    assert_eq!(serving.exit().0, Some(0));
+}

@@ -324,6 +324,23 @@ pub struct DiskConfig {
     /// Which objects are written to disk. Default `second-request`.
     #[serde(default)]
     pub admission: Admission,
+    /// What start-up does when the data file cannot be opened, locked or preallocated.
+    /// Default `refuse`.
+    #[serde(default)]
+    pub on_open_error: OnOpenError,
+}
+
+/// `storage.disk.on_open_error`: the operator asked for persistence, so by default a disk
+/// tier that cannot be opened stops start-up; running on memory alone is a choice.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnOpenError {
+    /// `shellac serve` exits with the reason.
+    #[default]
+    Refuse,
+    /// Serve from the memory tier alone (an ERROR is logged, `disk_io_error` counted, and the
+    /// start-up line says the disk tier is not running).
+    MemoryOnly,
 }
 
 /// Disk admission policy.
@@ -744,8 +761,15 @@ impl Config {
         out
     }
 
-    /// One-paragraph summary for `shellac check` and the start-up log.
+    /// One-paragraph summary of what the configuration asks for (`shellac check`).
     pub fn summary(&self) -> String {
+        self.summary_running(true)
+    }
+
+    /// One-paragraph summary of what runs (the start-up log): as [`Config::summary`], except
+    /// that a configured disk tier that is not running (it could not be opened and
+    /// `on_open_error = "memory-only"`) is said to be off.
+    pub fn summary_running(&self, disk_running: bool) -> String {
         let listen: Vec<String> = self.server.listen.iter().map(|a| a.to_string()).collect();
         let backends: Vec<String> = self
             .backends
@@ -753,6 +777,11 @@ impl Config {
             .map(|b| format!("{} → {}:{}", b.name, b.host, b.port))
             .collect();
         let disk = match &self.storage.disk {
+            Some(d) if !disk_running => format!(
+                "; disk cache at {} NOT running (it could not be opened, see the error above; \
+                 on_open_error = \"memory-only\")",
+                d.path.display()
+            ),
             Some(d) => format!(
                 "; disk cache {} at {} (admission {})",
                 units::format_size(d.size.0),

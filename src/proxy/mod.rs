@@ -28,7 +28,7 @@ use crate::cache::disk::DiskStorage;
 use crate::cache::memory::MemoryStorage;
 use crate::cache::tiered::Tiered;
 use crate::cache::{Cache, Storage};
-use crate::config::Config;
+use crate::config::{Config, OnOpenError};
 use crate::history::{History, Sample};
 use crate::http::strict::Violation;
 use crate::rules::Rules;
@@ -75,7 +75,8 @@ pub struct Shared {
 impl Proxy {
     /// Builds the proxy for `config`: storage tiers (memory, and disk if configured), backends,
     /// rules, and the transaction recorder with its writer thread. Fails if the access log
-    /// cannot be opened. Disk trouble never fails it: the proxy runs on the memory tier.
+    /// cannot be opened, or the disk tier (`storage.disk.on_open_error = "refuse"`, the
+    /// default); with `"memory-only"` an unusable disk tier leaves the memory tier alone.
     pub fn new(config: Arc<Config>, counters: Arc<Counters>) -> std::io::Result<Arc<Proxy>> {
         let (memory_size, max_object) =
             (config.cache.memory_size.0, config.cache.max_object_size.0);
@@ -84,14 +85,26 @@ impl Proxy {
         // Shared with the disk tier, which reads persisted bans back into it and persists new
         // ones.
         let bans = Arc::new(BanList::new(config.invalidation.max_bans));
-        let disk = config.storage.disk.as_ref().and_then(|d| match DiskStorage::open(d, counters.clone(), bans.clone()) {
-            Ok(disk) => Some((disk, d.admission)),
-            Err(e) => {
-                counters.disk_io_error.inc();
-                tracing::error!(path = %d.path.display(), error = %e, "disk cache unavailable; running with the memory tier only");
-                None
-            }
-        });
+        let disk = match &config.storage.disk {
+            None => None,
+            Some(d) => match DiskStorage::open(d, counters.clone(), bans.clone()) {
+                Ok(disk) => Some((disk, d.admission)),
+                Err(e) if d.on_open_error == OnOpenError::Refuse => {
+                    return Err(std::io::Error::new(
+                        e.kind(),
+                        format!(
+                            "cannot open the disk cache {}: {e} (storage.disk.on_open_error = \"memory-only\" would run without it)",
+                            d.path.display()
+                        ),
+                    ));
+                }
+                Err(e) => {
+                    counters.disk_io_error.inc();
+                    tracing::error!(path = %d.path.display(), error = %e, "disk cache unavailable; running with the memory tier only (storage.disk.on_open_error = \"memory-only\")");
+                    None
+                }
+            },
+        };
         let (storage, tier_max): (Arc<dyn Storage>, u64) = match disk {
             Some((disk, admission)) => {
                 let tiered =

@@ -34,6 +34,7 @@ impl TempDir {
             size: Size(size),
             region_size: Size(region),
             admission: Admission::Always,
+            on_open_error: Default::default(),
         }
     }
 }
