@@ -468,3 +468,53 @@ async fn targeted_cache_control_takes_precedence() {
     assert_eq!(origin.count(), 2);
     shellac.stop().await;
 }
+
+/// Issue 23: CDN-Cache-Control is a Structured Field Dictionary (RFC 9213 §2.1). A member of
+/// the wrong type is ignored (so is Cache-Control, which the valid targeted field replaces);
+/// a field that is not a Dictionary is ignored whole and Cache-Control applies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cdn_cache_control_is_parsed_as_a_structured_field() {
+    let origin = Origin::start(|s| {
+        let cdn = match s.path.as_str() {
+            "/string" => "max-age=\"3600\"",
+            "/decimal" => "max-age=3600.0",
+            "/invalid" => "Max-Age=3600",
+            _ => "max-age=3600;unit=s",
+        };
+        Reply::ok("x")
+            .cc("max-age=60")
+            .header("cdn-cache-control", cdn)
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let ttl = |status: &str| -> Option<u64> {
+        status
+            .split("ttl=")
+            .nth(1)
+            .and_then(|t| t.split(';').next())
+            .and_then(|t| t.trim().parse().ok())
+    };
+    for path in ["/string", "/decimal"] {
+        let r = get(shellac.addr, path).await;
+        assert!(
+            r.cache_status().contains("detail=no-freshness"),
+            "{path}: {}",
+            r.cache_status()
+        );
+    }
+    get(shellac.addr, "/invalid").await;
+    let hit = get(shellac.addr, "/invalid").await;
+    assert!(
+        ttl(hit.cache_status()).is_some_and(|t| (55..=60).contains(&t)),
+        "Cache-Control's 60 s: {}",
+        hit.cache_status()
+    );
+    get(shellac.addr, "/params").await;
+    let hit = get(shellac.addr, "/params").await;
+    assert!(
+        ttl(hit.cache_status()).is_some_and(|t| t > 3500),
+        "parameters are ignored: {}",
+        hit.cache_status()
+    );
+    shellac.stop().await;
+}

@@ -269,8 +269,10 @@ pub fn evaluate_with(
     let age_value = age_field(headers).unwrap_or(Duration::ZERO);
     let initial_age = apparent_age.max(age_value + response_delay);
 
+    // A targeted field replaces Cache-Control and Expires alike (RFC 9213 §2.2).
+    let expires = headers.get(header::EXPIRES).filter(|_| !cc.targeted);
     let explicit = cc.s_maxage.or(cc.max_age).or_else(|| {
-        headers.get(header::EXPIRES).map(|_| {
+        expires.map(|_| {
             // An invalid Expires (e.g. "0") means "already expired" (RFC 9111 §5.3).
             http_date(headers, header::EXPIRES, response_time)
                 .and_then(|exp| exp.duration_since(date).ok())
@@ -531,6 +533,42 @@ mod tests {
             eval(&[DATE, ("expires", "Sun, 22 Nov 2026 01:00:00 PST")], 200),
             Err(NoCacheReason::Expired),
             "an unknown zone is not guessed: invalid, so already expired"
+        );
+    }
+
+    /// RFC 9213 §2.2: a valid targeted field replaces Cache-Control *and* Expires; a member of
+    /// the wrong type is ignored, not read as 0 (which would be "already stale").
+    #[test]
+    fn targeted_field_replaces_expires_and_ignores_wrong_types() {
+        let expires = ("expires", "Sun, 22 Nov 2026 01:00:00 GMT");
+        assert_eq!(
+            eval(&[DATE, expires, ("cdn-cache-control", "public")], 200),
+            Err(NoCacheReason::NoFreshness)
+        );
+        assert_eq!(
+            eval(&[DATE, expires, ("cdn-cache-control", "max-age=60")], 200)
+                .unwrap()
+                .ttl,
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            eval(&[DATE, ("cdn-cache-control", "max-age=3600.0")], 200),
+            Err(NoCacheReason::NoFreshness),
+            "ignored, so no explicit lifetime at all"
+        );
+        assert_eq!(
+            eval(
+                &[
+                    DATE,
+                    ("cache-control", "max-age=60"),
+                    ("cdn-cache-control", "Max-Age=3600")
+                ],
+                200
+            )
+            .unwrap()
+            .ttl,
+            Duration::from_secs(60),
+            "not a Dictionary: Cache-Control counts"
         );
     }
 

@@ -270,8 +270,11 @@ pub struct CacheConfig {
     /// `only-if-cached`) and `Pragma: no-cache`. Default false: ignored, as Varnish does, so
     /// clients cannot force backend traffic.
     pub request_cache_control: bool,
-    /// Targeted cache-control fields (RFC 9213) honoured instead of `Cache-Control`, first
-    /// present wins. Default `["CDN-Cache-Control", "Surrogate-Control"]`.
+    /// Targeted cache-control fields (RFC 9213) honoured instead of `Cache-Control` and
+    /// `Expires`, the first present with a valid value wins. Each is read as a Structured Field
+    /// Dictionary (invalid: ignored whole; a member of the wrong type: ignored), except
+    /// `Surrogate-Control`, read like `Cache-Control`. Default `["CDN-Cache-Control",
+    /// "Surrogate-Control"]`.
     pub targeted_cache_control: Vec<String>,
     /// Normalise `Accept-Encoding` to `gzip`, `br` or nothing before lookup and fetch, so
     /// trivial differences share one `Vary` variant. Default true.

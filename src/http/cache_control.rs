@@ -5,6 +5,8 @@ use std::time::Duration;
 use http::HeaderMap;
 use http::header::CACHE_CONTROL;
 
+use super::structured::{self, Bare, Member};
+
 /// Directives relevant to a shared cache. Unknown directives are ignored (RFC 9111 §5.2.3).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CacheControl {
@@ -32,6 +34,9 @@ pub struct CacheControl {
     pub min_fresh: Option<Duration>,
     /// Request: answer from cache or 504.
     pub only_if_cached: bool,
+    /// The directives came from a targeted field (RFC 9213): `Cache-Control` and `Expires`
+    /// are ignored for the response.
+    pub targeted: bool,
 }
 
 impl CacheControl {
@@ -71,12 +76,79 @@ impl CacheControl {
         cc
     }
 
-    /// The first targeted field (RFC 9213) present in `targets`, else `Cache-Control`.
+    /// The first targeted field in `targets` with a valid, non-empty value (RFC 9213 §2.2),
+    /// else `Cache-Control`. Targeted fields are Structured Field Dictionaries (RFC 9213 §2.1):
+    /// one that does not parse as one is ignored whole, and a directive whose value has the
+    /// wrong type (`max-age="3600"`, `max-age=3600.0`, `no-store=1`) is ignored rather than
+    /// coerced. `Surrogate-Control`, older than RFC 9213 and not a structured field, is read
+    /// like `Cache-Control`.
     pub fn targeted(headers: &HeaderMap, targets: &[String]) -> CacheControl {
         targets
             .iter()
-            .find_map(|t| Self::from_field(headers, t.as_str()))
+            .find_map(|t| {
+                let mut cc = if t.eq_ignore_ascii_case("surrogate-control") {
+                    Self::from_field(headers, t.as_str())?
+                } else {
+                    Self::from_structured(headers, t.as_str())?
+                };
+                cc.targeted = true;
+                Some(cc)
+            })
             .unwrap_or_else(|| Self::from_headers(headers))
+    }
+
+    /// A targeted field parsed as a Dictionary; `None` when absent, empty or invalid.
+    fn from_structured(headers: &HeaderMap, name: &str) -> Option<CacheControl> {
+        let mut lines = headers.get_all(name).iter().peekable();
+        lines.peek()?;
+        let members = structured::parse_dictionary(lines.map(|v| v.as_bytes()))?;
+        if members.is_empty() {
+            return None;
+        }
+        let mut cc = CacheControl::default();
+        for (key, member) in members {
+            let Member::Item(value) = member else {
+                continue;
+            };
+            let seconds = || match value {
+                Bare::Integer(n) if n >= 0 => {
+                    Some(Duration::from_secs((n as u64).min(u32::MAX as u64)))
+                }
+                _ => None,
+            };
+            let flag = || match value {
+                Bare::Boolean(b) => Some(b),
+                _ => None,
+            };
+            let fields = || match &value {
+                Bare::String(s) => Some(field_list(s).collect::<Vec<_>>()),
+                _ => None,
+            };
+            match key.as_str() {
+                "max-age" => cc.max_age = seconds().or(cc.max_age),
+                "s-maxage" => cc.s_maxage = seconds().or(cc.s_maxage),
+                "stale-while-revalidate" => {
+                    cc.stale_while_revalidate = seconds().or(cc.stale_while_revalidate)
+                }
+                "stale-if-error" => cc.stale_if_error = seconds().or(cc.stale_if_error),
+                "no-store" => cc.no_store = flag().unwrap_or(false),
+                "public" => cc.public = flag().unwrap_or(false),
+                "must-revalidate" => cc.must_revalidate = flag().unwrap_or(false),
+                "proxy-revalidate" => cc.proxy_revalidate = flag().unwrap_or(false),
+                "no-cache" => match (flag(), fields()) {
+                    (Some(b), _) => cc.no_cache = b,
+                    (None, Some(f)) => cc.no_cache_fields = f,
+                    _ => {}
+                },
+                "private" => match (flag(), fields()) {
+                    (Some(b), _) => cc.private = b,
+                    (None, Some(f)) => cc.private_fields = f,
+                    _ => {}
+                },
+                _ => {}
+            }
+        }
+        Some(cc)
     }
 
     fn parse_into(&mut self, text: &str) {
@@ -238,6 +310,79 @@ mod tests {
         assert_eq!(c.max_age, Some(Duration::from_secs(600)));
         h.remove("cdn-cache-control");
         assert!(CacheControl::targeted(&h, &targets).no_store);
+    }
+
+    /// Issue 23: CDN-Cache-Control is an RFC 9213 Structured Field Dictionary. A member of the
+    /// wrong type is ignored (not coerced, not "0"); a field that does not parse is ignored
+    /// whole and the next one (or Cache-Control) counts.
+    #[test]
+    fn cdn_cache_control_is_a_structured_dictionary() {
+        let targets = vec![
+            "CDN-Cache-Control".to_string(),
+            "Surrogate-Control".to_string(),
+        ];
+        let with = |cdn: &[&str]| {
+            let mut h = HeaderMap::new();
+            h.insert("cache-control", "max-age=5".parse().unwrap());
+            for line in cdn {
+                h.append("cdn-cache-control", line.parse().unwrap());
+            }
+            CacheControl::targeted(&h, &targets)
+        };
+        let secs = |n| Some(Duration::from_secs(n));
+        assert_eq!(with(&["max-age=3600"]).max_age, secs(3600));
+        assert!(with(&["max-age=3600"]).targeted);
+        for wrong in [
+            "max-age=\"3600\"",
+            "max-age=3600.0",
+            "max-age=-1",
+            "max-age=?1",
+            "max-age=(1)",
+            "max-age",
+        ] {
+            let cc = with(&[wrong]);
+            assert!(cc.targeted, "{wrong}: the field is valid");
+            assert_eq!(cc.max_age, None, "{wrong}: the member is ignored");
+        }
+        assert_eq!(
+            with(&["max-age=60;foo=bar"]).max_age,
+            secs(60),
+            "parameters"
+        );
+        assert_eq!(
+            with(&["max-age=60, max-age=10"]).max_age,
+            secs(10),
+            "last wins"
+        );
+        assert_eq!(with(&["max-age=60", "no-store"]).max_age, secs(60));
+        assert!(with(&["max-age=60", "no-store"]).no_store);
+        assert!(!with(&["no-store=?0, max-age=1"]).no_store);
+        assert!(!with(&["no-store=1, max-age=1"]).no_store, "not a Boolean");
+        let c = with(&["no-cache=\"Set-Cookie\", private"]);
+        assert_eq!(c.no_cache_fields, vec!["set-cookie"]);
+        assert!(c.private && !c.no_cache);
+        assert!(
+            !with(&["private=x-user, max-age=1"]).private,
+            "a Token: ignored"
+        );
+        // Not a Dictionary, or empty: ignored whole, Cache-Control applies.
+        for invalid in [
+            "Max-Age=3600",
+            "max-age=3600,",
+            "max-age=1 2",
+            "max-age=60, ",
+        ] {
+            let cc = with(&[invalid]);
+            assert!(!cc.targeted, "{invalid}");
+            assert_eq!(cc.max_age, secs(5), "{invalid}");
+        }
+        // Surrogate-Control keeps the Cache-Control syntax.
+        let mut h = HeaderMap::new();
+        h.insert("surrogate-control", "max-age=\"30\"".parse().unwrap());
+        assert_eq!(CacheControl::targeted(&h, &targets).max_age, secs(30));
+        // An invalid CDN-Cache-Control falls through to the next targeted field.
+        h.insert("cdn-cache-control", "MAX-AGE=1".parse().unwrap());
+        assert_eq!(CacheControl::targeted(&h, &targets).max_age, secs(30));
     }
 
     #[test]

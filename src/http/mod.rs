@@ -4,4 +4,5 @@ pub mod cache_control;
 pub mod date;
 pub mod headers;
 pub mod strict;
+pub mod structured;
 pub mod target;
