@@ -400,6 +400,10 @@ pub const GAUGES: &[(&str, &str)] = &[
         "n_client_conn_released",
         "Client connections open now that are idle and released (no HTTP buffers held)",
     ),
+    (
+        "n_client_conn_waiting",
+        "New client connections open now that have not sent a byte yet (a socket alone until they do or header_read_timeout passes)",
+    ),
     ("uptime_seconds", "Seconds since start"),
     (
         "log_subscribers",

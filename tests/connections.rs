@@ -290,3 +290,66 @@ async fn a_connection_with_unwritten_response_bytes_is_not_released() {
     assert!(r[0].starts_with("HTTP/1.1 200"), "{}", &r[0][..40]);
     shellac.stop().await;
 }
+
+/// Waits (up to 10 s) until the stat `name` reaches `n`.
+async fn stat_reaches(shellac: &Shellac, name: &str, n: u64) {
+    for _ in 0..500 {
+        if shellac.stat(name).await == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(shellac.stat(name).await, n, "{name}");
+}
+
+/// Regression (issue 23, defect 9): connections that never sent a byte held a whole session
+/// (~11.5 KiB) each until `header_read_timeout`. Now they wait as a socket alone (gauge
+/// `n_client_conn_waiting`), are served like any connection once they speak, and are closed
+/// and counted in `client_header_timeout` when they never do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_new_connections_wait_without_a_session_then_time_out() {
+    let origin = Origin::start(|_| Reply::ok("hello").cc("max-age=60")).await;
+    let shellac = start(&origin, |c| {
+        c.server.header_read_timeout = Dur(Duration::from_secs(2));
+    })
+    .await;
+    let mut silent = Vec::new();
+    for _ in 0..200 {
+        silent.push(TcpStream::connect(shellac.addr).await.unwrap());
+    }
+    stat_reaches(&shellac, "n_client_conn_waiting", 200).await;
+    assert_eq!(shellac.stat("n_client_conn").await, 200);
+    assert_eq!(shellac.stat("n_client_conn_released").await, 0);
+    // One of them speaks: it gets a session and its answer, and stays open (keep-alive).
+    let mut speaker = silent.pop().unwrap();
+    speaker
+        .write_all(b"GET / HTTP/1.1\r\nHost: test.example\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = read_responses(&mut speaker, 1).await;
+    assert!(answer[0].starts_with("HTTP/1.1 200"), "{answer:?}");
+    assert!(answer[0].ends_with("hello"), "{answer:?}");
+    assert_eq!(shellac.stat("n_client_conn_waiting").await, 199);
+    // The silent rest are closed at header_read_timeout.
+    stat_reaches(&shellac, "client_header_timeout", 199).await;
+    assert_eq!(shellac.stat("n_client_conn_waiting").await, 0);
+    for mut s in silent {
+        let mut buf = [0u8; 16];
+        let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf))
+            .await
+            .expect("closed by Shellac")
+            .unwrap_or(0);
+        assert_eq!(n, 0, "closed without an answer");
+    }
+    assert_eq!(
+        shellac.stat("n_client_conn").await,
+        1,
+        "the speaker is still open"
+    );
+    // A connection that closes before speaking leaves the lot at once.
+    drop(TcpStream::connect(shellac.addr).await.unwrap());
+    stat_reaches(&shellac, "n_client_conn", 1).await;
+    assert_eq!(shellac.stat("client_header_timeout").await, 199);
+    drop(speaker);
+    shellac.stop().await;
+}

@@ -66,6 +66,9 @@ pub struct Shared {
     pub open_conns: AtomicU64,
     /// Of those, released after `idle_release` (gauge `n_client_conn_released`).
     pub released_conns: AtomicU64,
+    /// Of those, new connections that have not sent a byte yet, held as a socket alone in the
+    /// parking lot (gauge `n_client_conn_waiting`).
+    pub waiting_conns: AtomicU64,
     /// Transaction records: access log and live subscribers.
     pub recorder: Arc<Recorder>,
     /// One sample of every counter and gauge per second (hit ratios, rates).
@@ -144,6 +147,7 @@ impl Proxy {
                 started: Instant::now(),
                 open_conns: AtomicU64::new(0),
                 released_conns: AtomicU64::new(0),
+                waiting_conns: AtomicU64::new(0),
                 recorder,
                 history: Arc::new(History::new(crate::stats::names())),
             }),
@@ -292,6 +296,10 @@ impl Proxy {
         out.push((
             "n_client_conn_released",
             self.shared.released_conns.load(Ordering::Relaxed),
+        ));
+        out.push((
+            "n_client_conn_waiting",
+            self.shared.waiting_conns.load(Ordering::Relaxed),
         ));
         out.push(("uptime_seconds", self.shared.started.elapsed().as_secs()));
         out.push((

@@ -12,6 +12,11 @@
 //! - `idle_timeout` over: closed, counted in `client_idle_closed`;
 //! - shutdown: every parked connection is closed at once.
 //!
+//! A new connection that has not sent a byte when it is accepted waits here too, from the
+//! start (a connection flood that never speaks costs a slot each, not a session): readable →
+//! its first session starts, with `header_read_timeout` still counted from the accept;
+//! deadline (`header_read_timeout`) over → closed, counted in `client_header_timeout`.
+//!
 //! The lot is bounded by `server.max_connections`: a parked connection keeps its place in the
 //! open-connection count ([`OpenConn`] travels with it).
 
@@ -76,6 +81,22 @@ struct Parked {
     peer: SocketAddr,
     open: Carried,
     deadline: u64,
+    /// A new connection that has sent nothing yet (its `deadline` is its accept time plus
+    /// `header_read_timeout`), not a released keep-alive one. A flag rather than the accept
+    /// time: a slot stays 72 bytes.
+    new: bool,
+}
+
+impl Parked {
+    /// The gauge this connection is counted in while parked.
+    fn gauge(&self) -> &std::sync::atomic::AtomicU64 {
+        let shared = &self.open.conn().0;
+        if self.new {
+            &shared.waiting_conns
+        } else {
+            &shared.released_conns
+        }
+    }
 }
 
 /// The open-connection count a parked connection carries. Unwrapped from its `Arc` when the
@@ -138,20 +159,22 @@ impl Parking {
         self.lot.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Parks a released connection until it is readable, `deadline` (on [`now_ms`]'s clock)
-    /// passes, or shutdown. Counted in the released gauge while parked. A connection that
-    /// cannot be parked (after shutdown, or the epoll set refuses it) is closed: `false`.
+    /// Parks a released connection (`new_since: None`) or a new one that has sent nothing
+    /// yet (`Some(accepted at)`) until it is readable, `deadline` (on [`now_ms`]'s clock)
+    /// passes, or shutdown. Counted in the released (or waiting) gauge while parked. A
+    /// connection that cannot be parked (after shutdown, or the epoll set refuses it) is
+    /// closed: `false`.
     pub(crate) fn park(
         &self,
         stream: tokio::net::TcpStream,
         peer: SocketAddr,
         open: Arc<OpenConn>,
         deadline: u64,
+        new_since: Option<u64>,
     ) -> bool {
         let Ok(stream) = stream.into_std() else {
             return false;
         };
-        let shared = open.0.clone();
         let open = Carried::new(open);
         let mut lot = self.lot();
         if lot.closed {
@@ -179,13 +202,15 @@ impl Parking {
         // Counted under the lock: the lot's task (which decrements it in `take`, also under the
         // lock) may see the socket readable as soon as it is registered; counting after the
         // unlock could let the gauge dip below zero (it is unsigned) for a moment.
-        shared.released_conns.fetch_add(1, Ordering::Relaxed);
-        lot.slots[index as usize].conn = Some(Parked {
+        let parked = Parked {
             stream,
             peer,
             open,
             deadline,
-        });
+            new: new_since.is_some(),
+        };
+        parked.gauge().fetch_add(1, Ordering::Relaxed);
+        lot.slots[index as usize].conn = Some(parked);
         lot.deadlines.push(Reverse((deadline, index, generation)));
         lot.parked += 1;
         drop(lot);
@@ -209,12 +234,7 @@ impl Parking {
         // Closing the socket would remove it too, but a resumed socket lives on in Tokio's
         // reactor and must not stay in this set.
         let _ = self.registry.deregister(&mut SourceFd(&fd));
-        parked
-            .open
-            .conn()
-            .0
-            .released_conns
-            .fetch_sub(1, Ordering::Relaxed);
+        parked.gauge().fetch_sub(1, Ordering::Relaxed);
         if lot.parked == 0 {
             // Every remaining heap entry is stale: start afresh and give back what a burst
             // of parked connections grew.
@@ -365,8 +385,13 @@ pub(crate) async fn run(
             }
             _ = until(sleep) => {
                 let expired = parking.expired(now_ms());
-                if !expired.is_empty() {
-                    live.load().counters.client_idle_closed.add(expired.len() as u64);
+                let new = expired.iter().filter(|p| p.new).count() as u64;
+                let counters = &live.load().counters;
+                if new > 0 {
+                    counters.client_header_timeout.add(new);
+                }
+                if expired.len() as u64 > new {
+                    counters.client_idle_closed.add(expired.len() as u64 - new);
                 }
                 // Dropping them closes the sockets and their open-connection counts.
             }
@@ -387,8 +412,17 @@ async fn until(sleep: Option<tokio::time::Sleep>) {
 /// Back into Tokio's reactor, with a new connection task that starts a session.
 fn resume(p: Parked, live: &Arc<Live>, shutdown: &watch::Receiver<bool>) {
     let Parked {
-        stream, peer, open, ..
+        stream,
+        peer,
+        open,
+        deadline,
+        new,
     } = p;
+    // A new connection's head is still due `header_read_timeout` after its accept.
+    let new_since = new.then(|| {
+        let head = live.load().config.server.header_read_timeout.0;
+        deadline.saturating_sub(head.as_millis().min(u64::MAX as u128) as u64)
+    });
     match tokio::net::TcpStream::from_std(stream) {
         Ok(stream) => {
             tokio::spawn(super::client_connection(
@@ -397,6 +431,7 @@ fn resume(p: Parked, live: &Arc<Live>, shutdown: &watch::Receiver<bool>) {
                 live.clone(),
                 shutdown.clone(),
                 Some(open.into_arc()),
+                new_since,
             ));
         }
         Err(e) => tracing::debug!(%peer, error = %e, "cannot resume a parked connection"),
@@ -457,7 +492,7 @@ mod tests {
             let peer = client.local_addr().unwrap();
             let open = Arc::new(OpenConn(shared.clone()));
             shared.open_conns.fetch_add(1, Ordering::Relaxed);
-            assert!(parking.park(server, peer, open, 1_000 + i as u64 * 10));
+            assert!(parking.park(server, peer, open, 1_000 + i as u64 * 10, None));
             clients.push(client);
         }
         assert_eq!(parking.parked(), 4);
@@ -490,7 +525,7 @@ mod tests {
         let (server, client) = connections(1).await.pop().unwrap();
         let open = Arc::new(OpenConn(shared.clone()));
         shared.open_conns.fetch_add(1, Ordering::Relaxed);
-        assert!(!parking.park(server, client.local_addr().unwrap(), open, 5));
+        assert!(!parking.park(server, client.local_addr().unwrap(), open, 5, None));
         assert_eq!(shared.open_conns.load(Ordering::Relaxed), 0);
     }
 
@@ -503,7 +538,13 @@ mod tests {
         let mut conns = connections(40).await;
         let (keep, client) = conns.pop().unwrap();
         let peer = client.local_addr().unwrap();
-        assert!(parking.park(keep, peer, Arc::new(OpenConn(shared.clone())), u64::MAX));
+        assert!(parking.park(
+            keep,
+            peer,
+            Arc::new(OpenConn(shared.clone())),
+            u64::MAX,
+            None
+        ));
         shared.open_conns.fetch_add(1, Ordering::Relaxed);
         let mut pairs: Vec<_> = conns.into_iter().map(|(s, c)| (Some(s), c)).collect();
         for round in 0..100 {
@@ -511,7 +552,7 @@ mod tests {
                 let stream = server.take().unwrap();
                 shared.open_conns.fetch_add(1, Ordering::Relaxed);
                 let open = Arc::new(OpenConn(shared.clone()));
-                assert!(parking.park(stream, client.local_addr().unwrap(), open, round));
+                assert!(parking.park(stream, client.local_addr().unwrap(), open, round, None));
             }
             // Resume them all again, the way `run` does.
             let mut lot = parking.lot();

@@ -1,4 +1,5 @@
-//! Gives the memory of released sessions back to the operating system.
+//! Gives the memory of released sessions (and of sessions closed at `header_read_timeout`)
+//! back to the operating system.
 //!
 //! glibc keeps what a program frees for its next allocations, so after a burst of keep-alive
 //! connections went idle and were released (`server.idle_release`), their sessions' ~16 KiB
@@ -32,7 +33,12 @@ pub fn should_trim(pending: u64, last_second: u64, since: Duration) -> bool {
 
 /// Checks once a second until shutdown.
 pub(super) async fn run(live: Arc<Live>, mut shutdown: watch::Receiver<bool>) {
-    let released = || live.load().counters.client_idle_released.get();
+    // Sessions freed by a release, and by a header timeout (a client that sent part of a
+    // head and stalled: its session's memory is just as free).
+    let released = || {
+        let c = &live.load().counters;
+        c.client_idle_released.get() + c.client_header_timeout.get()
+    };
     let (mut at_trim, mut previous) = (released(), released());
     let mut last_trim = Instant::now();
     loop {
