@@ -1,6 +1,7 @@
-//! A small blocking client for the admin listener, used by the CLI (`stats`, `stat`, `top`,
-//! `log`, `reload`). It speaks HTTP/1.0 so every body, streamed or not, is delimited by the
-//! connection closing (no chunked decoding needed).
+//! A small blocking client for the admin listener, used by every CLI command that talks to a
+//! running instance (`stats`, `stat`, `top`, `log`, `inspect`, `reload`, `ban`, `purge`). It
+//! speaks HTTP/1.0 so every body, streamed or not, is delimited by the connection closing (no
+//! chunked decoding needed), and sends the admin token when one is given.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -1,4 +1,6 @@
-//! HTTP helpers shared by the request path: Cache-Control and date parsing, header hygiene.
+//! HTTP building blocks below the proxy: the strict HTTP/1 request scanner (`strict`),
+//! target normalisation (`target`), Cache-Control, structured fields (RFC 8941) and date
+//! parsing, and header hygiene (hop-by-hop, forwarding fields).
 
 pub mod cache_control;
 pub mod date;

@@ -1,9 +1,12 @@
 //! Transaction records: what happened to each request, for the access log and `shellac log`.
 //!
-//! In the spirit of Varnish's VSL: the request path only appends a [`Record`] to a bounded,
-//! lock-free queue owned by its worker thread (one shard per worker); a background writer
-//! thread drains the shards, formats, writes the access log and feeds live subscribers. A full
-//! shard drops the record and counts `log_dropped`; a request never waits for the log.
+//! In the spirit of Varnish's VSL: when a response ends, the request path encodes its
+//! [`Record`] into its worker thread's current chunk (a compact binary form, `wire.rs`) and
+//! hands full chunks — or what it holds when the worker goes idle — to that worker's bounded,
+//! lock-free queue (one shard per worker thread). A background writer thread drains the
+//! shards, formats, writes the access log, keeps `shellac top`'s rankings and feeds live
+//! subscribers. A full queue drops the chunk and counts its records in `log_dropped`; a request
+//! never waits for the log.
 //!
 //! Architecture invariant: the request path takes no lock and does no I/O for logging.
 
