@@ -29,10 +29,7 @@ fn named_counters(text: &str) -> Vec<String> {
         while let Some(i) = rest.find(w) {
             rest = &rest[i + w.len()..];
             let mut list = rest;
-            loop {
-                let Some(after) = list.strip_prefix('`') else {
-                    break;
-                };
+            while let Some(after) = list.strip_prefix('`') {
                 let Some(end) = after.find('`') else { break };
                 let name = &after[..end];
                 if name
@@ -91,7 +88,10 @@ async fn every_counter_the_docs_name_exists() {
             }
         }
     }
-    assert!(checked >= 30, "only {checked} counter names found: the reader broke");
+    assert!(
+        checked >= 30,
+        "only {checked} counter names found: the reader broke"
+    );
     missing.sort();
     missing.dedup();
     assert!(
