@@ -86,6 +86,7 @@ counters! {
     cache_pass: "Requests passed to the backend without cache lookup (method, request no-store, a rule's pass, upgrade)",
     cache_uncacheable: "Backend responses not stored (no-store, private, Set-Cookie, no freshness, ...)",
     cache_insert: "Objects inserted into the cache",
+    cache_deception_armor: "Backend responses a rule's ttl / min_ttl / override_origin did not apply to because their Content-Type did not fit the URL's extension (cache deception armor)",
     cache_expired: "Stale objects found on lookup and fetched again",
     n_lru_nuked: "Objects evicted to make room (size limit)",
     disk_admit: "Objects written to the disk tier",

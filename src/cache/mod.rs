@@ -3,6 +3,7 @@
 //! Architecture invariant: `cache/` knows nothing of client or backend connections; it deals in
 //! keys, objects and body chunks.
 
+pub mod armor;
 pub mod ban;
 pub mod busy;
 pub mod disk;

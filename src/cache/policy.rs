@@ -136,6 +136,28 @@ pub struct Overrides {
     pub override_origin: bool,
     /// The last rule that applied, for `Cache-Status` detail.
     pub rule: Option<String>,
+    /// Cache deception armor withheld the rules' caching actions ([`Overrides::armor`]).
+    pub armored: bool,
+}
+
+impl Overrides {
+    /// Cache deception armor (`cache::armor`): the rules' caching actions — `ttl`, `min_ttl`,
+    /// `override_origin` — apply only if the response's `Content-Type` fits the extension
+    /// `path_and_query` claims; otherwise they are withheld (`armored`) and the origin's word
+    /// and the builtin policy decide alone. `max_ttl`, `grace` and `keep` only shorten or
+    /// shape what may be stored anyway, and stay.
+    pub fn armor(&mut self, path_and_query: &str, headers: &HeaderMap) {
+        let forcing = self.ttl.is_some() || self.min_ttl.is_some() || self.override_origin;
+        let content_type = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
+        if forcing && !super::armor::fits(path_and_query, content_type) {
+            self.ttl = None;
+            self.min_ttl = None;
+            self.override_origin = false;
+            self.armored = true;
+        }
+    }
 }
 
 /// What the exchange, not the response's own fields, tells the storage decision.

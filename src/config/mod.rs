@@ -281,6 +281,12 @@ pub struct CacheConfig {
     pub normalize_accept_encoding: bool,
     /// Variants (by `Vary`) kept per URL at most; the oldest is dropped first. Default 16.
     pub max_variants: usize,
+    /// Cache deception armor: a rule's `ttl`, `min_ttl` and `override_origin` apply only when
+    /// the response's `Content-Type` fits the extension the URL claims (`.css` → `text/css`;
+    /// `application/octet-stream` fits any; an unknown extension fits anything but HTML), so
+    /// `/account.php/x.css` answered with the private account page is never stored by a
+    /// static-files rule. Default true.
+    pub deception_armor: bool,
 }
 
 impl Default for CacheConfig {
@@ -298,6 +304,7 @@ impl Default for CacheConfig {
             targeted_cache_control: vec!["CDN-Cache-Control".into(), "Surrogate-Control".into()],
             normalize_accept_encoding: true,
             max_variants: 16,
+            deception_armor: true,
         }
     }
 }

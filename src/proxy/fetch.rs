@@ -31,12 +31,19 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
     let stored_at = Instant::now();
     let (mut parts, body) = resp.into_parts();
     headers::strip_hop_by_hop(&mut parts.headers);
-    let overrides = txn.proxy.rules.on_response(
+    let mut overrides = txn.proxy.rules.on_response(
         &txn.matched_rules,
         &txn.req.method,
         parts.status,
         &mut parts.headers,
     );
+    if txn.proxy.config.cache.deception_armor {
+        let target = txn.req.uri.path_and_query().map_or("/", |p| p.as_str());
+        overrides.armor(target, &parts.headers);
+        if overrides.armored {
+            txn.proxy.counters.cache_deception_armor.inc();
+        }
+    }
 
     let (guard, detail) = match mode {
         FetchMode::Pass(reason) => return pass(txn, reason, parts, body),
