@@ -27,7 +27,15 @@ fn ttl_of(cache_status: &str) -> u64 {
 /// examples/rules/static-1h.toml: images/css/js cached 1 h whatever the origin says.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn static_files_cached_one_hour_whatever_the_origin_says() {
-    let origin = Origin::start(|_| Reply::ok("x").cc("no-store, private")).await;
+    let origin = Origin::start(|s| {
+        let r = Reply::ok("x").cc("no-store, private");
+        if s.path.ends_with(".png") {
+            r.header("content-type", "image/png")
+        } else {
+            r.header("content-type", "text/html")
+        }
+    })
+    .await;
     let shellac = Shellac::start_file("examples/rules/static-1h.toml", origin.addr, |_| {}).await;
     get(shellac.addr, "/img/logo.png").await;
     let hit = get(shellac.addr, "/img/logo.png").await;

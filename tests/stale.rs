@@ -213,7 +213,12 @@ async fn request_cache_control_setting() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_refresh_keeps_the_rules_of_its_request() {
     let default = Origin::start(|_| Reply::ok("default backend").cc("no-store")).await;
-    let assets = Origin::start(counting(|i| Reply::ok(&format!("css v{i}")).cc("no-store"))).await;
+    let assets = Origin::start(counting(|i| {
+        Reply::ok(&format!("css v{i}"))
+            .cc("no-store")
+            .header("content-type", "text/css")
+    }))
+    .await;
     let assets_addr = assets.addr;
     let shellac = Shellac::start(default.addr, move |c| {
         c.cache.grace = Dur(Duration::from_secs(60));
