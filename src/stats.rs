@@ -180,7 +180,11 @@ pub const PASS_REASONS: &[(&str, &str, &str)] = &[
     ),
     ("no-store", "pass_reason_no_store", "Response said no-store"),
     ("private", "pass_reason_private", "Response said private"),
-    ("no-cache", "pass_reason_no_cache", "Response said no-cache"),
+    (
+        "no-cache",
+        "pass_reason_no_cache",
+        "Response said no-cache and had no validator (ETag, Last-Modified) to revalidate it with",
+    ),
     (
         "set-cookie",
         "pass_reason_set_cookie",

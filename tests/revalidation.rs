@@ -106,3 +106,63 @@ async fn client_conditionals_are_not_forwarded_on_a_fill() {
     );
     shellac.stop().await;
 }
+
+/// Issue 23 (RFC 9111 §5.2.2.4): a `no-cache` response with a validator is stored and
+/// revalidated on every use: each request sends If-None-Match, a 304 answers it with the
+/// stored body (never a fast hit), a 200 replaces it, and with the origin gone nothing stale is
+/// served (504). Without a validator it is not stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_cache_is_stored_and_revalidated_on_every_use() {
+    let version = Arc::new(AtomicUsize::new(1));
+    let v = version.clone();
+    let origin = Origin::start(move |s| {
+        let etag = format!("\"v{}\"", v.load(Ordering::SeqCst));
+        if s.headers.get("if-none-match").is_some_and(|h| *h == etag) {
+            return Reply::ok("")
+                .status(304)
+                .cc("no-cache")
+                .header("etag", &etag);
+        }
+        Reply::ok(&format!("body {etag}"))
+            .cc("no-cache, max-age=600")
+            .header("etag", &etag)
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |c| c.server.fast_hits = true).await;
+    let first = get(shellac.addr, "/doc").await;
+    assert_eq!(first.cache_status(), "shellac; fwd=miss; stored");
+    for i in 0..3 {
+        let r = get(shellac.addr, "/doc").await;
+        assert_eq!(r.text(), "body \"v1\"");
+        assert_eq!(
+            r.cache_status(),
+            "shellac; fwd=stale; fwd-status=304; stored",
+            "use {i}"
+        );
+        assert_eq!(origin.last().headers["if-none-match"], "\"v1\"");
+    }
+    assert_eq!(origin.count(), 4, "every use went to the origin");
+    assert_eq!(shellac.stat("cache_hit_fast").await, 0);
+    version.store(2, Ordering::SeqCst);
+    let changed = get(shellac.addr, "/doc").await;
+    assert_eq!(changed.text(), "body \"v2\"");
+    assert!(
+        get(shellac.addr, "/doc")
+            .await
+            .cache_status()
+            .contains("fwd-status=304"),
+        "the new version is stored"
+    );
+    // Not servable stale: with the origin gone the answer is an error, not the stored body.
+    origin.stop();
+    let down = get(shellac.addr, "/doc").await;
+    assert_eq!(down.status, 504, "{}", down.text());
+    shellac.stop().await;
+
+    let origin = Origin::start(|_| Reply::ok("no validator").cc("no-cache")).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    get(shellac.addr, "/plain").await;
+    let r = get(shellac.addr, "/plain").await;
+    assert_eq!(r.cache_status(), "shellac; fwd=miss; detail=no-cache");
+    shellac.stop().await;
+}

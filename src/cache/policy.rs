@@ -26,7 +26,8 @@ pub enum NoCacheReason {
     NoStore,
     /// Response says `private`.
     Private,
-    /// Response says `no-cache` (would need revalidation on every use).
+    /// Response says `no-cache` and has no validator (`ETag`, `Last-Modified`) to revalidate
+    /// it with on every use, or `keep` is 0 (with one it is stored, and revalidated each time).
     NoCache,
     /// Response sets a cookie (builtin policy).
     SetCookie,
@@ -243,7 +244,9 @@ pub fn evaluate_with(
         if cc.private {
             return Err(NoCacheReason::Private);
         }
-        if cc.no_cache {
+        // no-cache: stored, but reused only after validation with the origin (RFC 9111
+        // §5.2.2.4) — worth storing only with a validator to revalidate with.
+        if cc.no_cache && !has_validator(headers) {
             return Err(NoCacheReason::NoCache);
         }
         if ex.authorization && !shared_with_authorization(&cc) {
@@ -293,6 +296,7 @@ pub fn evaluate_with(
 
     // A targeted field replaces Cache-Control and Expires alike (RFC 9213 §2.2).
     let expires = headers.get(header::EXPIRES).filter(|_| !cc.targeted);
+    let revalidate = cc.no_cache && !o.override_origin;
     let explicit = cc.s_maxage.or(cc.max_age).or_else(|| {
         expires.map(|_| {
             // An invalid Expires (e.g. "0") means "already expired" (RFC 9111 §5.3).
@@ -305,6 +309,25 @@ pub fn evaluate_with(
     // (RFC 9111 §3, §4.2.2); only `override_origin` stores others.
     if explicit.is_none() && !heuristically_cacheable(status) && !o.override_origin {
         return Err(NoCacheReason::Status);
+    }
+    if revalidate {
+        // Stale from the start and never served stale (RFC 9111 §4.2.4): every use revalidates
+        // (Lookup finds it stale within `keep` and sends its validators). A rule's lifetimes
+        // do not apply without `override_origin`.
+        let keep = o.keep.unwrap_or(cfg.keep.0);
+        if keep.is_zero() {
+            return Err(NoCacheReason::NoCache);
+        }
+        return Ok(StorePlan {
+            ttl: Duration::ZERO,
+            initial_age,
+            strip,
+            vary,
+            stale_ok: false,
+            grace: Duration::ZERO,
+            keep,
+            stale_if_error: None,
+        });
     }
     // Lifetimes the operator chose — a rule's `ttl` / `min_ttl`, `cache.default_ttl` — apply to
     // the heuristically cacheable statuses short of 5xx, unless the rule says
@@ -350,6 +373,11 @@ pub fn evaluate_with(
         keep: o.keep.unwrap_or(cfg.keep.0),
         stale_if_error: cc.stale_if_error,
     })
+}
+
+/// Whether a response carries a validator a conditional request can use (RFC 9110 §8.8).
+fn has_validator(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::ETAG) || headers.contains_key(header::LAST_MODIFIED)
 }
 
 /// The largest Age Shellac represents or sends (RFC 9111 §1.2.2: 2^31).
@@ -620,7 +648,8 @@ mod tests {
         );
         assert_eq!(
             eval(&[("cache-control", "no-cache, max-age=60")], 200),
-            Err(NoCacheReason::NoCache)
+            Err(NoCacheReason::NoCache),
+            "no validator to revalidate with"
         );
         assert_eq!(
             eval(
@@ -676,6 +705,41 @@ mod tests {
             ..Default::default()
         };
         assert!(run("max-age=60", &force).is_ok(), "override_origin");
+    }
+
+    /// Issue 23 (RFC 9111 §5.2.2.4): a `no-cache` response with a validator is stored, stale
+    /// from the start and never servable stale, so every use revalidates.
+    #[test]
+    fn no_cache_is_stored_for_revalidation() {
+        for validator in [
+            ("etag", "\"v1\""),
+            ("last-modified", "Sat, 21 Nov 2026 14:00:00 GMT"),
+        ] {
+            let p = eval(
+                &[DATE, ("cache-control", "no-cache, max-age=600"), validator],
+                200,
+            )
+            .unwrap_or_else(|e| panic!("{validator:?}: {e:?}"));
+            assert_eq!(p.ttl, Duration::ZERO);
+            assert!(!p.stale_ok);
+            assert_eq!(p.grace, Duration::ZERO);
+            assert_eq!(p.keep, Duration::from_secs(3600));
+        }
+        let etag = ("etag", "\"v1\"");
+        assert!(eval(&[DATE, ("cache-control", "no-cache"), etag], 200).is_ok());
+        assert_eq!(
+            eval(&[DATE, ("cache-control", "no-cache"), etag], 500),
+            Err(NoCacheReason::Status)
+        );
+        let cfg = CacheConfig {
+            keep: crate::config::units::Dur(Duration::ZERO),
+            ..Default::default()
+        };
+        assert_eq!(
+            eval_with(&[DATE, ("cache-control", "no-cache"), etag], 200, &cfg),
+            Err(NoCacheReason::NoCache),
+            "nothing to keep it for"
+        );
     }
 
     #[test]

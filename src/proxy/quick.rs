@@ -187,6 +187,8 @@ impl Proxy {
             return None;
         }
         let now = Instant::now();
+        // Only a fresh object: a stale one needs grace handling or revalidation — and a stored
+        // `no-cache` response is stale from the start (TTL 0), so it is never a fast hit.
         if !object.is_fresh(now) {
             return None;
         }
