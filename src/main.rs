@@ -58,10 +58,15 @@ enum Command {
         #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:6082")]
         admin: SocketAddr,
     },
-    /// Validate a configuration file: exit 0 with a summary, or 1 with every error found.
+    /// Validate a configuration file, then check it against this machine as `serve` would
+    /// (addresses, access log and disk tier paths, free space): exit 0 with a summary, or 1
+    /// with every error found. Warnings (a port in use now, ...) do not fail it.
     Check {
         /// Configuration file (TOML).
         file: PathBuf,
+        /// Check the file alone, not this machine (a file meant for another machine).
+        #[arg(long)]
+        file_only: bool,
     },
     /// Print the counters of a running Shellac once (GET /stats on its admin listener).
     Stats {
@@ -233,7 +238,7 @@ fn main() -> ExitCode {
         )
         .init();
     let result = match cli.command {
-        Command::Check { file } => return check(&file),
+        Command::Check { file, file_only } => return check(&file, file_only),
         Command::Serve {
             config,
             listen,
@@ -346,15 +351,28 @@ fn print_errors(errors: &[ConfigError]) {
     }
 }
 
-fn check(file: &std::path::Path) -> ExitCode {
-    match Config::load(file) {
-        Ok(config) => {
+/// `shellac check`: the file, then (unless `file_only`) what the machine says about it (the
+/// same checks `serve` runs before it starts), every error in one run.
+fn check(file: &std::path::Path, file_only: bool) -> ExitCode {
+    let (errors, warnings, config) = match Config::load_text(file) {
+        Ok((config, _)) if file_only => (Vec::new(), Vec::new(), Some(config)),
+        Ok((config, text)) => {
+            let (errors, warnings) = config.check_machine(&text, &file.display().to_string());
+            (errors, warnings, Some(config))
+        }
+        Err(errors) => (errors, Vec::new(), None),
+    };
+    print_errors(&errors);
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    match config {
+        Some(config) if errors.is_empty() => {
             say!("{}: OK", file.display());
             say!("  {}", config.summary());
             ExitCode::SUCCESS
         }
-        Err(errors) => {
-            print_errors(&errors);
+        _ => {
             eprintln!(
                 "{}: {} error{}",
                 file.display(),
@@ -396,12 +414,15 @@ fn serve(
     admin: Option<SocketAddr>,
     cache_size: Option<u64>,
 ) -> anyhow::Result<()> {
-    let mut config = match &file {
-        Some(path) => Config::load(path).map_err(|e| {
+    let (mut config, text) = match &file {
+        Some(path) => Config::load_text(path).map_err(|e| {
             print_errors(&e);
             anyhow::anyhow!("invalid configuration")
         })?,
-        None => Config::embedded_default(),
+        None => (
+            Config::embedded_default(),
+            shellac::config::DEFAULT_CONFIG.to_string(),
+        ),
     };
     let overrides = Overrides {
         listen,
@@ -413,12 +434,30 @@ fn serve(
         print_errors(&e);
         anyhow::anyhow!("invalid command-line overrides")
     })?;
+    // What `shellac check` says about the machine, before anything starts.
+    let name = file.as_ref().map_or_else(
+        || "<embedded default>".to_string(),
+        |p| p.display().to_string(),
+    );
+    let (errors, warnings) = config.check_machine(&text, &name);
+    for w in &warnings {
+        tracing::warn!("{w}");
+    }
+    if !errors.is_empty() {
+        print_errors(&errors);
+        bail!(
+            "cannot start: {} error{} (`shellac check` reports the same)",
+            errors.len(),
+            if errors.len() == 1 { "" } else { "s" }
+        );
+    }
     let source = match &file {
         Some(path) => ConfigSource::File(path.clone()),
         None => ConfigSource::Embedded,
     };
     let rt = runtime(config.server.worker_threads())?;
     rt.block_on(async move {
+        let stop = StopSignals::register();
         let config = Arc::new(config);
         let running = server::start_with(config.clone(), source, overrides).await?;
         for addr in &running.listen {
@@ -460,7 +499,7 @@ fn serve(
                 });
             }
         }
-        wait_for_signal().await;
+        stop.wait().await;
         // The configuration in force now: a reload may have changed the grace.
         let grace = running.live.load().config.server.shutdown_grace.0;
         tracing::info!(
@@ -472,19 +511,45 @@ fn serve(
     })
 }
 
-async fn wait_for_signal() {
+/// SIGTERM and SIGINT, registered when made: a signal that arrives while Shellac is still
+/// starting is kept for [`StopSignals::wait`] instead of killing the process.
+struct StopSignals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    /// Must be called inside the runtime.
+    fn register() -> StopSignals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            StopSignals {
+                term: signal(SignalKind::terminate()).ok(),
+                int: signal(SignalKind::interrupt()).ok(),
+            }
+        }
+        #[cfg(not(unix))]
+        StopSignals {}
+    }
+
+    async fn wait(self) {
+        #[cfg(unix)]
+        if let (Some(mut term), Some(mut int)) = (self.term, self.int) {
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
                 _ = term.recv() => {}
+                _ = int.recv() => {}
             }
             return;
         }
+        let _ = tokio::signal::ctrl_c().await;
     }
-    let _ = tokio::signal::ctrl_c().await;
+}
+
+async fn wait_for_signal() {
+    StopSignals::register().wait().await;
 }
 
 fn run_demo(listen: SocketAddr, admin: SocketAddr) -> anyhow::Result<()> {

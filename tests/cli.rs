@@ -24,7 +24,8 @@ fn check_accepts_every_example() {
     for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/examples")).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "toml") {
-            let (code, out, err) = shellac(&["check", path.to_str().unwrap()]);
+            // The examples are meant for other machines (listeners.toml names 10.0.0.5).
+            let (code, out, err) = shellac(&["check", "--file-only", path.to_str().unwrap()]);
             assert_eq!(code, 0, "{}: {out}{err}", path.display());
             assert!(out.contains("OK"), "{out}");
             n += 1;

@@ -283,20 +283,34 @@ fn disk_config(path: &str, extra: &str) -> String {
 
 /// Issue 23 #3: a disk tier that cannot be opened (missing directory, a directory nobody may
 /// create files in) stops start-up by default, with the reason; it used to log an ERROR and
-/// run on memory alone while the start-up line still announced the disk cache.
-#[test]
-fn an_unusable_disk_tier_refuses_to_start() {
+/// run on memory alone while the start-up line still announced the disk cache. `serve`
+/// refuses before anything starts (the checks `check` runs); should the file still fail to
+/// open after them, starting the proxy fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unusable_disk_tier_refuses_to_start() {
     let dir = TempDir::new("disk-refuse");
     let missing = dir.0.join("no-such-dir/cache.dat");
     for path in [missing.to_str().unwrap(), "/sys/shellac-cache.dat"] {
         let config = write_config(&dir.0, &disk_config(path, ""));
-        let (code, log) = Serving::start(&config).exit();
+        let (code, log) = tokio::task::spawn_blocking(move || Serving::start(&config).exit())
+            .await
+            .unwrap();
         assert_ne!(code, Some(0), "{log}");
-        assert!(
-            log.contains(&format!("cannot open the disk cache {path}")),
-            "{log}"
-        );
+        assert!(log.contains("`storage.disk.path`: cannot create"), "{log}");
+        assert!(log.contains(path), "{log}");
         assert!(!log.contains("serving:"), "{log}");
+
+        let text = disk_config(path, "");
+        let config = shellac::config::Config::parse(&text, "t.toml").unwrap();
+        let err = match shellac::server::start(std::sync::Arc::new(config)).await {
+            Ok(_) => panic!("started without its disk tier"),
+            Err(e) => format!("{e:#}"),
+        };
+        assert!(
+            err.contains(&format!("cannot open the disk cache {path}")),
+            "{err}"
+        );
+        assert!(err.contains("on_open_error"), "{err}");
     }
 }
 
@@ -340,4 +354,122 @@ fn memory_only_is_an_explicit_choice_and_the_start_up_line_says_so() {
     );
     serving.signal("-TERM");
     assert_eq!(serving.exit().0, Some(0));
+}
+
+/// A port free now (bound and released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Issue 23 #2: for each thing `serve` refuses at start-up, `check` refuses too, naming the
+/// key (it said OK, then `serve` exited: an access log in a missing directory, the admin
+/// address equal to a listen address, ...).
+#[test]
+fn check_refuses_what_serve_refuses() {
+    let dir = TempDir::new("check-refuses");
+    let d = dir.0.display().to_string();
+    std::fs::create_dir_all(dir.0.join("a-directory")).unwrap();
+    let port = free_port();
+    let backend = "\n[[backend]]\nhost = \"127.0.0.1\"\nport = 9\n";
+    let disk = |path: &str, size: &str| {
+        format!("[storage.disk]\npath = \"{path}\"\nsize = \"{size}\"\nregion_size = \"1GiB\"\n")
+    };
+    let server = "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"127.0.0.1:0\"\n";
+    let cases: Vec<(&str, String)> = vec![
+        (
+            "log.access_log",
+            format!("{server}[log]\naccess_log = \"{d}/missing/access.log\"\n"),
+        ),
+        (
+            "log.access_log",
+            format!("{server}[log]\naccess_log = \"{d}/a-directory\"\n"),
+        ),
+        (
+            "server.admin",
+            format!("[server]\nlisten = [\"127.0.0.1:{port}\"]\nadmin = \"127.0.0.1:{port}\"\n"),
+        ),
+        (
+            "server.listen.1",
+            format!(
+                "[server]\nlisten = [\"0.0.0.0:{port}\", \"127.0.0.1:{port}\"]\nadmin = \"127.0.0.1:0\"\n"
+            ),
+        ),
+        (
+            "server.listen.0",
+            "[server]\nlisten = [\"192.0.2.1:0\"]\nadmin = \"127.0.0.1:0\"\n".to_string(),
+        ),
+        (
+            "server.admin",
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"192.0.2.1:0\"\n".to_string(),
+        ),
+        (
+            "storage.disk.path",
+            format!(
+                "{server}{}",
+                disk(&format!("{d}/missing/cache.dat"), "4GiB")
+            ),
+        ),
+        (
+            "storage.disk.path",
+            format!("{server}{}", disk("/sys/shellac-cache.dat", "4GiB")),
+        ),
+        (
+            "storage.disk.path",
+            format!("{server}{}", disk(&format!("{d}/a-directory"), "4GiB")),
+        ),
+        (
+            "storage.disk.size",
+            format!("{server}{}", disk(&format!("{d}/cache.dat"), "64TiB")),
+        ),
+        ("server.threads", format!("{server}threads = \"many\"\n")),
+    ];
+    for (key, text) in cases {
+        let config = write_config(&dir.0, &format!("{text}{backend}"));
+        let (code, out, err) = shellac(&["check", config.to_str().unwrap()]);
+        assert_eq!(
+            code, 1,
+            "check accepted what serve refuses ({key}):\n{text}\n{out}{err}"
+        );
+        assert!(err.contains(&format!("`{key}`")), "{key}:\n{err}");
+        let (code, log) = Serving::start(&config).exit();
+        assert_ne!(code, Some(0), "serve started with:\n{text}\n{log}");
+        assert!(!log.contains("serving:"), "{log}");
+        // serve says what check says.
+        let first = err.lines().next().unwrap_or_default();
+        assert!(log.contains(first), "check: {first}\nserve: {log}");
+        assert!(
+            !dir.0.join("cache.dat").exists(),
+            "check and serve left a data file"
+        );
+    }
+}
+
+/// What depends on the moment rather than the file (a port another process holds now) is a
+/// warning: `check` passes (the configuration may be meant to replace that process) and
+/// says that `serve` cannot start until the port is free.
+#[test]
+fn a_port_in_use_is_a_warning_of_check_and_an_error_of_serve() {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = held.local_addr().unwrap();
+    let dir = TempDir::new("check-in-use");
+    let config = write_config(
+        &dir.0,
+        &format!(
+            "[server]\nlisten = [\"{addr}\"]\nadmin = \"off\"\n\n[[backend]]\nhost = \"127.0.0.1\"\nport = 9\n"
+        ),
+    );
+    let (code, out, err) = shellac(&["check", config.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        err.contains(&format!("warning: {}:2:", config.display())),
+        "{err}"
+    );
+    assert!(err.contains("in use now"), "{err}");
+    let (code, log) = Serving::start(&config).exit();
+    assert_ne!(code, Some(0), "{log}");
+    assert!(log.contains(&format!("cannot listen on {addr}")), "{log}");
 }

@@ -3,9 +3,11 @@
 //! Parsing is strict (`deny_unknown_fields`); every error carries file, line, column and the
 //! dotted key it concerns (see [`ConfigError`]). Cross-field checks live in [`Config::validate`].
 
+mod addresses;
 mod backend;
 pub mod invalidation;
 mod locate;
+pub mod machine;
 pub mod rules;
 pub mod units;
 
@@ -454,6 +456,11 @@ impl Config {
 
     /// Reads and parses a config file.
     pub fn load(path: &Path) -> Result<Config, Vec<ConfigError>> {
+        Config::load_text(path).map(|(config, _)| config)
+    }
+
+    /// Reads and parses a config file; also returns its text (to locate later findings).
+    pub fn load_text(path: &Path) -> Result<(Config, String), Vec<ConfigError>> {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| {
             vec![ConfigError {
@@ -464,7 +471,24 @@ impl Config {
                 message: format!("cannot read config file: {e}"),
             }]
         })?;
-        Config::parse(&text, &file)
+        Config::parse(&text, &file).map(|config| (config, text))
+    }
+
+    /// What the machine says about this configuration ([`machine::check`]: addresses that
+    /// cannot be bound, paths that cannot be opened or created, room for the disk tier),
+    /// located in `text` (the file it came from, named `file`): (errors, warnings).
+    pub fn check_machine(&self, text: &str, file: &str) -> (Vec<ConfigError>, Vec<ConfigError>) {
+        let (mut errors, mut warnings) = (Vec::new(), Vec::new());
+        for f in machine::check(self) {
+            let located = locate::at_path(text, file, &f.path, f.message);
+            match f.severity {
+                machine::Severity::Error => errors.push(located),
+                machine::Severity::Warning => warnings.push(located),
+            }
+        }
+        errors.sort_by_key(|e| (e.line, e.column));
+        warnings.sort_by_key(|e| (e.line, e.column));
+        (errors, warnings)
     }
 
     /// The embedded default configuration.
@@ -748,6 +772,7 @@ impl Config {
             ));
         }
         out.extend(backend::validate(self));
+        out.extend(addresses::validate(self));
         if !(1..=1_000_000).contains(&self.invalidation.max_bans) {
             out.push((
                 key(&["invalidation", "max_bans"]),

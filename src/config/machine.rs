@@ -1,0 +1,341 @@
+//! What the machine says about a valid configuration: the checks `shellac check` and
+//! `shellac serve` run before anything starts, so `check` refuses what `serve` would refuse.
+//!
+//! Addresses are bound and released (not an address of this machine, no permission); the
+//! access log and the disk tier's data file are opened the way `serve` opens them, without
+//! writing to them (a file that does not exist yet is tested by creating and removing a probe
+//! file next to it); the disk tier's preallocation is compared with the free space; the listen
+//! backlog with `net.core.somaxconn`. What depends on the moment rather than the file (a port
+//! another process holds, a data file a running Shellac has locked) is a warning: it is what
+//! a configuration meant to replace a running instance meets.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use super::{Config, DiskConfig, OnOpenError, units};
+
+/// How much a finding matters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Severity {
+    /// `serve` would refuse to start: `check` fails.
+    Error,
+    /// Worth knowing; `check` still passes.
+    Warning,
+}
+
+/// One thing the machine says about the configuration, at a dotted key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    pub severity: Severity,
+    pub path: Vec<String>,
+    pub message: String,
+}
+
+fn at(parts: &[&str]) -> Vec<String> {
+    parts.iter().map(|p| p.to_string()).collect()
+}
+
+/// Every finding for `config`, in file order of sections.
+pub fn check(config: &Config) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (i, addr) in config.server.listen.iter().enumerate() {
+        let path = vec!["server".into(), "listen".into(), i.to_string()];
+        out.extend(bindable(*addr, path));
+    }
+    if let Some(addr) = config.server.admin {
+        out.extend(bindable(addr, at(&["server", "admin"])));
+    }
+    if let Some(max) = somaxconn()
+        && config.server.listen_backlog > max
+    {
+        out.push(Finding {
+            severity: Severity::Warning,
+            path: at(&["server", "listen_backlog"]),
+            message: format!(
+                "{} is capped at {max} by the kernel (net.core.somaxconn); raise that sysctl for a longer queue",
+                config.server.listen_backlog
+            ),
+        });
+    }
+    if let Some(d) = &config.storage.disk {
+        out.extend(disk(d));
+    }
+    let log = config.log.access_log.as_str();
+    if log != "off" && log != "stdout" {
+        out.extend(access_log(Path::new(log)));
+    }
+    out
+}
+
+fn bindable(addr: SocketAddr, path: Vec<String>) -> Option<Finding> {
+    let e = std::net::TcpListener::bind(addr).err()?;
+    let (severity, message) = match e.kind() {
+        io::ErrorKind::AddrInUse => (
+            Severity::Warning,
+            format!(
+                "{addr} is in use now (by another process, or the running Shellac this configuration is for); `serve` cannot start until it is free"
+            ),
+        ),
+        io::ErrorKind::AddrNotAvailable => (
+            Severity::Error,
+            format!("cannot listen on {addr}: not an address of this machine"),
+        ),
+        io::ErrorKind::PermissionDenied => (
+            Severity::Error,
+            format!(
+                "cannot listen on {addr} as this user: {e} (ports below 1024 need root or CAP_NET_BIND_SERVICE)"
+            ),
+        ),
+        _ => (Severity::Error, format!("cannot listen on {addr}: {e}")),
+    };
+    Some(Finding {
+        severity,
+        path,
+        message,
+    })
+}
+
+/// `net.core.somaxconn`, the kernel's cap on a listen backlog (Linux).
+fn somaxconn() -> Option<u32> {
+    std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The directory a file named by `path` goes in.
+fn directory_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Whether a new file can be created in `dir`: a probe file is created and removed at once.
+fn can_create_in(dir: &Path) -> io::Result<()> {
+    match std::fs::metadata(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(io::Error::new(
+                e.kind(),
+                format!("directory {} does not exist", dir.display()),
+            ));
+        }
+        Err(e) => return Err(e),
+        Ok(m) if !m.is_dir() => {
+            return Err(io::Error::other(format!(
+                "{} is not a directory",
+                dir.display()
+            )));
+        }
+        Ok(_) => {}
+    }
+    let probe = dir.join(format!(".shellac-check-{}", std::process::id()));
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot create files in {}: {e}", dir.display()),
+            )
+        })?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+fn access_log(path: &Path) -> Option<Finding> {
+    let problem = match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Some(format!("{} is a directory", path.display())),
+        // A FIFO or device is opened by `serve` as it is (a FIFO waits for its reader).
+        Ok(m) if !m.is_file() => None,
+        Ok(_) => OpenOptions::new()
+            .append(true)
+            .open(path)
+            .err()
+            .map(|e| format!("cannot open {} for appending: {e}", path.display())),
+        Err(_) => can_create_in(&directory_of(path))
+            .err()
+            .map(|e| format!("cannot create {}: {e}", path.display())),
+    }?;
+    Some(Finding {
+        severity: Severity::Error,
+        path: at(&["log", "access_log"]),
+        message: problem,
+    })
+}
+
+fn disk(d: &DiskConfig) -> Vec<Finding> {
+    // With `memory-only`, `serve` runs without the tier instead of refusing.
+    let (severity, consequence) = match d.on_open_error {
+        OnOpenError::Refuse => (Severity::Error, ""),
+        OnOpenError::MemoryOnly => (
+            Severity::Warning,
+            " (on_open_error = \"memory-only\": `serve` will run without the disk tier)",
+        ),
+    };
+    let finding = |severity, field: &str, message: String| Finding {
+        severity,
+        path: at(&["storage", "disk", field]),
+        message,
+    };
+    let mut out = Vec::new();
+    if d.path.as_os_str().is_empty() || d.path.is_dir() {
+        return out; // Config::validate says so.
+    }
+    let existing = match std::fs::metadata(&d.path) {
+        Ok(m) if !m.is_file() => {
+            out.push(finding(
+                severity,
+                "path",
+                format!("{} is not a regular file{consequence}", d.path.display()),
+            ));
+            return out;
+        }
+        Ok(_) => match OpenOptions::new().read(true).write(true).open(&d.path) {
+            Ok(file) => Some(file),
+            Err(e) => {
+                out.push(finding(
+                    severity,
+                    "path",
+                    format!(
+                        "cannot open {} for reading and writing: {e}{consequence}",
+                        d.path.display()
+                    ),
+                ));
+                return out;
+            }
+        },
+        Err(_) => {
+            if let Err(e) = can_create_in(&directory_of(&d.path)) {
+                out.push(finding(
+                    severity,
+                    "path",
+                    format!("cannot create {}: {e}{consequence}", d.path.display()),
+                ));
+                return out;
+            }
+            None
+        }
+    };
+    if let Some(file) = &existing
+        && !lockable(file)
+    {
+        out.push(finding(
+            Severity::Warning,
+            "path",
+            format!(
+                "{} is locked by another process now (a running Shellac?); `serve` cannot use it until that process stops{}",
+                d.path.display(),
+                if d.on_open_error == OnOpenError::Refuse {
+                    " (on_open_error = \"refuse\": it would not start)"
+                } else {
+                    consequence
+                }
+            ),
+        ));
+    }
+    let regions = d.size.0.checked_div(d.region_size.0).unwrap_or(0);
+    let needed = crate::cache::disk::format::DATA_START
+        .saturating_add(regions.saturating_mul(d.region_size.0));
+    let allocated = existing
+        .as_ref()
+        .and_then(|f| f.metadata().ok())
+        .map_or(0, |m| m.blocks().saturating_mul(512));
+    if let Some(available) = free_space(&directory_of(&d.path))
+        && needed.saturating_sub(allocated) > available
+    {
+        out.push(finding(
+            severity,
+            "size",
+            format!(
+                "not enough free space for the disk cache in {}: {} needed, {} available{consequence}",
+                directory_of(&d.path).display(),
+                units::format_size(needed.saturating_sub(allocated)),
+                units::format_size(available)
+            ),
+        ));
+    }
+    out
+}
+
+/// Whether nobody else holds the data file's lock (taken and released at once).
+fn lockable(file: &File) -> bool {
+    // SAFETY: flock on a valid descriptor we own; released when `file` closes (or below).
+    let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    if locked {
+        // SAFETY: as above.
+        unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
+    }
+    locked
+}
+
+/// Bytes an unprivileged writer may still allocate in the filesystem holding `dir`.
+fn free_space(dir: &Path) -> Option<u64> {
+    let dir = File::open(dir).ok()?;
+    // SAFETY: fstatvfs fills the zeroed struct it is given for a valid descriptor.
+    let mut vfs: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid descriptor and a struct of the type fstatvfs fills.
+    if unsafe { libc::fstatvfs(dir.as_raw_fd(), &mut vfs) } != 0 {
+        return None;
+    }
+    Some((vfs.f_bavail as u64).saturating_mul(vfs.f_frsize as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> Config {
+        Config::parse(text, "t.toml").unwrap()
+    }
+
+    #[test]
+    fn a_missing_directory_is_an_error_for_the_log_and_the_disk_tier() {
+        let c = config(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"off\"\n[log]\naccess_log = \"/nonexistent-dir/access.log\"\n[storage.disk]\npath = \"/nonexistent-dir/cache.dat\"\nsize = \"4MiB\"\nregion_size = \"1MiB\"\n[[backend]]\nhost = \"a\"\n",
+        );
+        let found = check(&c);
+        let keys: Vec<String> = found.iter().map(|f| f.path.join(".")).collect();
+        assert_eq!(keys, ["storage.disk.path", "log.access_log"], "{found:?}");
+        assert!(found.iter().all(|f| f.severity == Severity::Error));
+        assert!(
+            found[1]
+                .message
+                .contains("directory /nonexistent-dir does not exist"),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn memory_only_makes_disk_findings_warnings() {
+        let c = config(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"off\"\n[storage.disk]\npath = \"/nonexistent-dir/cache.dat\"\nsize = \"4MiB\"\nregion_size = \"1MiB\"\non_open_error = \"memory-only\"\n[[backend]]\nhost = \"a\"\n",
+        );
+        let found = check(&c);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].severity, Severity::Warning);
+        assert!(found[0].message.contains("memory-only"), "{found:?}");
+    }
+
+    #[test]
+    fn a_port_in_use_is_a_warning_and_a_foreign_address_an_error() {
+        let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = held.local_addr().unwrap();
+        let c = config(&format!(
+            "[server]\nlisten = [\"{addr}\", \"192.0.2.1:0\"]\nadmin = \"off\"\n[[backend]]\nhost = \"a\"\n"
+        ));
+        let found = check(&c);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(found[0].severity, Severity::Warning);
+        assert!(found[0].message.contains("in use"), "{found:?}");
+        assert_eq!(found[1].severity, Severity::Error);
+        assert_eq!(found[1].path.join("."), "server.listen.1");
+        assert!(found[1].message.contains("not an address of this machine"));
+    }
+}
