@@ -17,6 +17,12 @@ fn origin_reply(path: &str) -> Reply {
             .cc("max-age=60")
             .delay(Duration::from_millis(300)),
         "/big" => Reply::ok(&"x".repeat(4 << 20)).cc("max-age=60"),
+        // Every byte tells its offset: a chunk sent twice, skipped or out of order shows.
+        "/pattern" => Reply {
+            body: ReplyBody::Bytes(pattern(3 << 20 | 12345)),
+            ..Reply::ok("")
+        }
+        .cc("max-age=60"),
         p => Reply::ok(&format!("body of {p}"))
             .cc("max-age=60")
             .header("etag", "\"v1\"")
@@ -216,6 +222,54 @@ async fn read_responses(stream: &mut TcpStream, n: usize) -> String {
             Ok(Ok(k)) => out.extend_from_slice(&buf[..k]),
         }
     }
+}
+
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
+}
+
+/// A large fast hit goes out in vectored writes of many stored chunks at once; a reader with a
+/// small window takes them in small, partial writes. Every byte arrives once, in order, followed
+/// by the next response on the same connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_fast_hit_arrives_whole_through_partial_writes() {
+    let origin = Origin::start(|s| origin_reply(&s.path)).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let want = pattern(3 << 20 | 12345);
+    assert_eq!(get(shellac.addr, "/pattern").await.body.to_vec(), want);
+    get(shellac.addr, "/a").await;
+    let mut slow = connect_small_window(shellac.addr).await;
+    slow.write_all(b"GET /pattern HTTP/1.1\r\nhost: test.example\r\n\r\nGET /a HTTP/1.1\r\nhost: test.example\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    let ends = |got: &[u8]| {
+        got[got.len().saturating_sub(64)..]
+            .windows(10)
+            .any(|w| w == b"body of /a")
+    };
+    while !ends(&got) {
+        let n = tokio::time::timeout(Duration::from_secs(20), slow.read(&mut buf))
+            .await
+            .expect("the answers keep coming")
+            .unwrap();
+        assert!(n > 0, "closed early after {} bytes", got.len());
+        got.extend_from_slice(&buf[..n]);
+    }
+    let head_end = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    assert!(got.starts_with(b"HTTP/1.1 200"));
+    assert_eq!(
+        &got[head_end..head_end + want.len()],
+        &want[..],
+        "the body, byte for byte"
+    );
+    assert!(
+        got[head_end + want.len()..].starts_with(b"HTTP/1.1 200"),
+        "then the next answer"
+    );
+    assert_eq!(shellac.stat("cache_hit_fast").await, 2);
+    shellac.stop().await;
 }
 
 /// A client that stops reading a large fast hit is closed by `send_timeout`, as on the full
