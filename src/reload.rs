@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use crate::backend::{Backend, probe};
-use crate::config::{Config, Overrides, units};
+use crate::config::{Config, Overrides, diff};
 use crate::proxy::Proxy;
 use crate::server::park::Parking;
 
@@ -193,8 +193,21 @@ impl Live {
         };
         config.apply(&self.overrides).map_err(display)?;
         let old = self.load();
-        let mut errors = restart_only(&old.config, &config);
-        let mut changes = Vec::new();
+        let changed = diff::describe(&old.config, &config);
+        let mut errors: Vec<String> = changed
+            .iter()
+            .filter(|c| needs_restart(&c.key))
+            .map(|c| {
+                format!(
+                    "`{}`: changing it needs a restart (running with {}, file says {})",
+                    c.key,
+                    c.old.as_deref().unwrap_or("unset"),
+                    c.new.as_deref().unwrap_or("unset")
+                )
+            })
+            .collect();
+        // Every setting that changed, then what the running proxy did about it.
+        let mut changes: Vec<String> = changed.iter().map(|c| c.to_string()).collect();
 
         // Listeners: bind the new ones first, so a port in use rejects the reload.
         let running: Vec<SocketAddr> = self
@@ -242,13 +255,9 @@ impl Live {
         }
         let recorder = &next.shared.recorder;
         if log_changed {
-            changes.push(format!("access log: {}", next.config.log.access_log));
             recorder.set_output(output);
         } else {
             recorder.reopen();
-        }
-        if next.config.log.format != old.config.log.format {
-            changes.push(format!("log format: {}", next.config.log.format));
         }
         self.current.store(next.clone());
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
@@ -284,61 +293,26 @@ fn display(errors: Vec<crate::config::ConfigError>) -> Vec<String> {
     errors.iter().map(|e| e.to_string()).collect()
 }
 
-/// Settings fixed at start: changing them in a reload is an error naming the running value.
-fn restart_only(old: &Config, new: &Config) -> Vec<String> {
-    let size = |s: &units::Size| units::format_size(s.0);
-    let mut out = Vec::new();
-    let mut check = |key: &str, running: String, wanted: String| {
-        if running != wanted {
-            out.push(format!(
-                "`{key}`: changing it needs a restart (running with {running}, file says {wanted})"
-            ));
-        }
-    };
-    let addr = |a: &Option<SocketAddr>| a.map_or("off".to_string(), |a| a.to_string());
-    check(
-        "server.admin",
-        addr(&old.server.admin),
-        addr(&new.server.admin),
-    );
-    check(
-        "server.listen_backlog",
-        old.server.listen_backlog.to_string(),
-        new.server.listen_backlog.to_string(),
-    );
-    check(
-        "server.threads",
-        old.server.threads.to_string(),
-        new.server.threads.to_string(),
-    );
-    check(
-        "cache.memory_size",
-        size(&old.cache.memory_size),
-        size(&new.cache.memory_size),
-    );
-    check(
-        "cache.max_object_size",
-        size(&old.cache.max_object_size),
-        size(&new.cache.max_object_size),
-    );
-    check(
-        "cache.max_variants",
-        old.cache.max_variants.to_string(),
-        new.cache.max_variants.to_string(),
-    );
-    check(
-        "log.buffer",
-        old.log.buffer.to_string(),
-        new.log.buffer.to_string(),
-    );
-    check(
-        "invalidation.max_bans",
-        old.invalidation.max_bans.to_string(),
-        new.invalidation.max_bans.to_string(),
-    );
-    // The storage tiers are opened once; the Debug form lists every setting.
-    if format!("{:?}", old.storage) != format!("{:?}", new.storage) {
-        out.push("`storage`: changing the storage tiers needs a restart".to_string());
-    }
-    out
+/// Settings fixed at start (a key, or a section whose every key is): changing them in a
+/// reload is an error naming the running value.
+const RESTART_ONLY: &[&str] = &[
+    "server.admin",
+    "server.listen_backlog",
+    "server.threads",
+    "cache.memory_size",
+    "cache.max_object_size",
+    "cache.max_variants",
+    "log.buffer",
+    "invalidation.max_bans",
+    // The storage tiers are opened once.
+    "storage",
+];
+
+fn needs_restart(key: &str) -> bool {
+    RESTART_ONLY.iter().any(|k| {
+        key == *k
+            || key
+                .strip_prefix(k)
+                .is_some_and(|rest| rest.starts_with('.'))
+    })
 }

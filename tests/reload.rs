@@ -83,7 +83,11 @@ async fn unchanged_backends_keep_their_pool() {
     );
     let (status, v) = shellac.reload().await;
     assert_eq!(status, 200, "{v}");
-    assert_eq!(v["changes"], serde_json::json!([]), "{v}");
+    assert_eq!(
+        v["changes"],
+        serde_json::json!(["cache.heuristic_percent: 10 → 5"]),
+        "{v}"
+    );
     get(shellac.addr, "/2").await;
     let stats = shellac.stats().await;
     assert_eq!(stats["backend_conn"], 1, "the pooled connection was reused");
@@ -136,7 +140,9 @@ async fn bad_config_is_rejected_with_every_error_and_the_old_one_runs_on() {
     assert_eq!(status, 400, "{v}");
     let errors = v["errors"].to_string();
     assert!(
-        errors.contains("`cache.memory_size`: changing it needs a restart (running with 256 MiB"),
+        errors.contains(
+            "`cache.memory_size`: changing it needs a restart (running with \\\"256MiB\\\", file says \\\"64MiB\\\")"
+        ),
         "{errors}"
     );
 
@@ -333,4 +339,54 @@ async fn admin_token_is_required_when_set() {
     assert!(resp.text().contains("nothing to reload"), "{}", resp.text());
     // The harness's own stop does not need the admin listener.
     shellac.stop().await;
+}
+
+/// Issue 23 #4: every changed setting is reported (`max_restarts` and `trusted_proxies` gave
+/// `"changes": []`); #15: a restart-only size is compared exactly (a change smaller than the
+/// rounded display was neither applied nor refused).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_reports_every_change_and_compares_exactly() {
+    let s = setup("reload-diff").await;
+    let director = "[[director]]\nname = \"web\"\ntype = \"fallback\"\nbackends = [\"app\"]\n";
+    write(&s.file, &config(s.a.addr.port(), "", director));
+    let shellac = Shellac::start_reloadable(&s.file).await;
+    write(
+        &s.file,
+        &config(
+            s.a.addr.port(),
+            "trusted_proxies = [\"10.0.0.0/8\"]\nmax_connections = 500",
+            &format!("{director}max_restarts = 2\n"),
+        ),
+    );
+    let (status, v) = shellac.reload().await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        v["changes"],
+        serde_json::json!([
+            "director[web].max_restarts: 4 → 2",
+            "server.max_connections: 10000 → 500",
+            "server.trusted_proxies: [] → [\"10.0.0.0/8\"]",
+        ]),
+        "{v}"
+    );
+    // One byte more memory: refused, with both exact values.
+    write(
+        &s.file,
+        &config(
+            s.a.addr.port(),
+            "trusted_proxies = [\"10.0.0.0/8\"]\nmax_connections = 500",
+            &format!("{director}max_restarts = 2\n[cache]\nmemory_size = 268435457\n"),
+        ),
+    );
+    let (status, v) = shellac.reload().await;
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(
+        v["errors"],
+        serde_json::json!([
+            "`cache.memory_size`: changing it needs a restart (running with \"256MiB\", file says \"268435457B\")"
+        ]),
+        "{v}"
+    );
+    shellac.stop().await;
+    std::fs::remove_dir_all(&s.dir).ok();
 }

@@ -5,6 +5,7 @@
 
 mod addresses;
 mod backend;
+pub mod diff;
 pub mod invalidation;
 mod locate;
 pub mod machine;
