@@ -475,7 +475,9 @@ async fn serve_session(
         match answered {
             // No step had to wait (a hit from memory): no future, nothing for hyper to move.
             Handled::Done(resp, proxy) => Answer::now(respond(resp, true, state, upgrade, &proxy)),
-            Handled::Waits(rest) => {
+            Handled::Waits(mut rest) => {
+                // 1xx responses from its backend go out through the gate (server/gate.rs).
+                rest.forward_interim(state.clone());
                 let guard = InFlight::new(state);
                 Answer::Pending(Box::pin(async move {
                     let (resp, proxy) = rest.run().await;

@@ -485,6 +485,8 @@ fn clone_head(req: &Request<RequestBody>) -> Request<RequestBody> {
     *copy.uri_mut() = req.uri().clone();
     *copy.version_mut() = req.version();
     *copy.headers_mut() = req.headers().clone();
+    // The 1xx callback (`hyper::ext::on_informational`) goes with the retry.
+    *copy.extensions_mut() = req.extensions().clone();
     copy
 }
 

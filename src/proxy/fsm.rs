@@ -118,6 +118,9 @@ pub(super) struct Txn {
     /// that allow it are reused for it, and its own response is stored only if it allows
     /// sharing (RFC 9111 §3.5).
     pub authorized: bool,
+    /// Where 1xx heads from the backend go (the client connection); `None` for a background
+    /// refresh, or a request that never had to wait.
+    pub interim: Option<Arc<dyn super::InterimSink>>,
     lookups: u32,
     /// When the last lookup looked: a hit is judged and delivered at that instant (one clock
     /// read per hit instead of three).
@@ -152,6 +155,7 @@ pub(super) fn start(proxy: Arc<Proxy>, req: Request<Incoming>, client: SocketAdd
         matched_rules: Vec::new(),
         route: None,
         authorized: false,
+        interim: None,
         lookups: 0,
         looked_up: started,
         close: false,
@@ -183,6 +187,12 @@ pub struct Rest {
 }
 
 impl Rest {
+    /// Forwards the 1xx responses (103 Early Hints, ...) a backend sends for this request to
+    /// `sink`, the client connection (`proxy/interim.rs`).
+    pub fn forward_interim(&mut self, sink: Arc<dyn super::InterimSink>) {
+        self.txn.interim = Some(sink);
+    }
+
     /// Runs the remaining steps to `Deliver`, waiting where a step must; the response and the
     /// configuration snapshot the request ran with.
     pub async fn run(self: Box<Self>) -> (Response<ResponseBody>, Arc<Proxy>) {
@@ -274,6 +284,7 @@ pub(super) async fn refresh(
         matched_rules: inherited.matched_rules,
         route: inherited.route,
         authorized: inherited.authorized,
+        interim: None,
         lookups: 1,
         looked_up: Instant::now(),
         close: false,

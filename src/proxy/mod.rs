@@ -8,6 +8,7 @@ mod deliver;
 mod fetch;
 mod fill;
 mod fsm;
+mod interim;
 mod observe;
 pub mod partial;
 mod quick;
@@ -36,6 +37,7 @@ use crate::stats::Counters;
 use crate::txlog::{self, Format, Recorder};
 pub use body::ResponseBody;
 pub use fsm::{Handled, Rest};
+pub use interim::InterimSink;
 pub use quick::FastAnswer;
 
 /// The log reason of a connection refused at `server.max_connections` (the `Cache-Status`

@@ -82,8 +82,17 @@ pub(super) async fn send(
             break;
         };
         txn.backend = Some(backend.clone());
-        let bereq = build_request(txn, &backend, for_cache);
-        match backend.send(bereq).await {
+        let mut bereq = build_request(txn, &backend, for_cache);
+        let sent = match txn.interim.clone() {
+            Some(sink) => {
+                let heads = super::interim::listen(&mut bereq);
+                let version = txn.req.version;
+                super::interim::forward_while(backend.send(bereq), heads, &*sink, version, counters)
+                    .await
+            }
+            None => backend.send(bereq).await,
+        };
+        match sent {
             Err(e) => {
                 tracing::warn!(backend = backend.name(), error = %e, "backend fetch failed");
                 if !(idempotent && e.before_response()) {

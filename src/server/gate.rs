@@ -93,6 +93,30 @@ pub(super) struct ConnState {
     release: AtomicBool,
     /// The session is shutting down (hyper's graceful shutdown): no more fast answers.
     closing: AtomicBool,
+    /// 1xx heads (103 Early Hints, ...) the request in flight got from its backend, with the
+    /// number of that request: the gate writes them before hyper's first byte for it
+    /// (`Gate::poll_interim`). hyper's server cannot send 1xx responses itself.
+    interim: Mutex<VecDeque<(u64, Bytes)>>,
+    interim_queued: AtomicBool,
+}
+
+/// 1xx heads queued per request at most; more are dropped.
+const MAX_INTERIM: usize = 8;
+
+/// The service hands a request's 1xx heads to the connection (`proxy/interim.rs`).
+impl crate::proxy::InterimSink for ConnState {
+    fn send(&self, head: Bytes) -> bool {
+        let request = self.requests.load(Ordering::Relaxed);
+        let Ok(mut queue) = self.interim.lock() else {
+            return false;
+        };
+        if queue.len() >= MAX_INTERIM {
+            return false;
+        }
+        queue.push_back((request, head));
+        self.interim_queued.store(true, Ordering::Release);
+        true
+    }
 }
 
 const UPGRADE_PENDING: u8 = 0;
@@ -135,6 +159,8 @@ impl ConnState {
             upgrade_waker: Mutex::new(None),
             release: AtomicBool::new(false),
             closing: AtomicBool::new(false),
+            interim: Mutex::new(VecDeque::new()),
+            interim_queued: AtomicBool::new(false),
         }
     }
 
@@ -345,6 +371,8 @@ pub(super) struct Gate<T> {
     /// after a write it has not flushed yet): while it is the current count, hyper holds no
     /// response bytes, and a fast answer written now cannot overtake one of hyper's.
     flushed_at: u64,
+    /// The 1xx head being written (what is left of it).
+    interim: Bytes,
 }
 
 /// Whether the gate is parsing HTTP, waiting for the answer to an upgrade request, or passing
@@ -388,6 +416,7 @@ impl<T> Gate<T> {
             answerer: None,
             out: VecDeque::new(),
             flushed_at: 0,
+            interim: Bytes::new(),
         }
     }
 
@@ -857,6 +886,56 @@ impl<T> Gate<T> {
         Poll::Ready(Ok(()))
     }
 
+    /// Writes the 1xx heads queued for the request in flight, before any byte hyper writes for
+    /// it. Only while hyper has written nothing since it flushed everything before this request
+    /// (`flushed_at`): then every byte on the wire so far belongs to earlier responses and the
+    /// next ones hyper writes are this request's final response. Otherwise (a pipelined
+    /// request whose predecessor's bytes are still in hyper's buffer, hyper already writing the
+    /// final response, a head left from an earlier request) a head is dropped: it could not go
+    /// out in order. Counted in `client_interim` / `client_interim_dropped`.
+    fn poll_interim(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>>
+    where
+        T: AsyncWrite + Unpin,
+    {
+        loop {
+            if self.interim.is_empty() {
+                if !self.state.interim_queued.load(Ordering::Acquire) {
+                    return Poll::Ready(Ok(()));
+                }
+                let next = match self.state.interim.lock() {
+                    Ok(mut queue) => {
+                        let next = queue.pop_front();
+                        if queue.is_empty() {
+                            self.state.interim_queued.store(false, Ordering::Release);
+                        }
+                        next
+                    }
+                    Err(_) => None,
+                };
+                let Some((request, head)) = next else {
+                    return Poll::Ready(Ok(()));
+                };
+                let current = self.state.requests.load(Ordering::Relaxed);
+                if request != current || self.flushed_at.wrapping_add(1) != current {
+                    self.counters.client_interim_dropped.inc();
+                    continue;
+                }
+                self.counters.client_interim.inc();
+                self.interim = head;
+            }
+            let Some(io) = self.inner.as_mut() else {
+                return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
+            };
+            let polled = Pin::new(io).poll_write(cx, &self.interim);
+            note_write(&self.state, polled.is_pending());
+            let n = ready!(polled)?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.interim.advance(n);
+        }
+    }
+
     /// The service's decision on the pending upgrade (`Some(true)`: tunnel), or None after
     /// registering to be woken when it comes.
     fn upgrade_decision(&self, cx: &mut Context<'_>) -> Option<bool> {
@@ -886,6 +965,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Gate<T> {
         if !self.out.is_empty() {
             ready!(self.poll_answers(cx))?;
         }
+        ready!(self.poll_interim(cx))?;
         self.flushed_at = u64::MAX;
         let polled = self.io()?.poll_write(cx, buf);
         note_write(&self.state, polled.is_pending());
@@ -899,6 +979,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Gate<T> {
         if !self.out.is_empty() {
             ready!(self.poll_answers(cx))?;
         }
+        ready!(self.poll_interim(cx))?;
         self.flushed_at = u64::MAX;
         let polled = self.io()?.poll_write_vectored(cx, bufs);
         note_write(&self.state, polled.is_pending());
@@ -913,6 +994,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Gate<T> {
         if !self.out.is_empty() {
             ready!(self.poll_answers(cx))?;
         }
+        ready!(self.poll_interim(cx))?;
         let this = &mut *self;
         let Some(io) = this.inner.as_mut() else {
             return Poll::Ready(Ok(()));
