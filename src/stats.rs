@@ -125,6 +125,7 @@ counters! {
     backend_probe_fail: "Health probes that failed",
     cache_grace_hit: "Stale objects delivered within grace while a background fetch refreshes them",
     cache_refresh: "Background fetches started to refresh an object delivered within grace",
+    cache_refresh_ahead: "Background fetches started to refresh a fresh object requested within cache.refresh_ahead of its expiry",
     cache_revalidated: "Stale objects refreshed by a 304 from the backend (conditional revalidation)",
     cache_invalidated: "Objects removed after a successful unsafe request (any method but GET, HEAD, OPTIONS, TRACE)",
     purge_req: "PURGE requests accepted",

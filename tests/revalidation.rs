@@ -166,3 +166,75 @@ async fn no_cache_is_stored_and_revalidated_on_every_use() {
     assert_eq!(r.cache_status(), "shellac; fwd=miss; detail=no-cache");
     shellac.stop().await;
 }
+
+/// Issue 23, refresh-ahead (`cache.refresh_ahead`): a fresh object requested within the window
+/// before its expiry is delivered from the cache at once and refreshed in the background
+/// (revalidated with its ETag), so it never goes stale for its readers. Here the window is the
+/// whole lifetime, so the first hit starts it. Off by default: nothing is refreshed early.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refresh_ahead_refreshes_a_fresh_object_in_the_background() {
+    let n = Arc::new(AtomicUsize::new(0));
+    let n2 = n.clone();
+    let origin = Origin::start(move |s| {
+        let i = n2.fetch_add(1, Ordering::SeqCst);
+        if s.headers
+            .get("if-none-match")
+            .is_some_and(|v| v == "\"v0\"")
+        {
+            return Reply::ok("")
+                .status(304)
+                .cc("max-age=3600")
+                .header("etag", "\"v0\"")
+                .header("x-refreshed", &i.to_string());
+        }
+        Reply::ok("the body")
+            .cc("max-age=3600")
+            .header("etag", "\"v0\"")
+    })
+    .await;
+    let off = Shellac::start(origin.addr, |_| {}).await;
+    get(off.addr, "/").await;
+    assert!(get(off.addr, "/").await.cache_status().contains("hit"));
+    assert_eq!(origin.count(), 1, "off by default");
+    assert_eq!(off.stat("cache_refresh_ahead").await, 0);
+    off.stop().await;
+
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.cache.refresh_ahead =
+            shellac::config::units::RefreshAhead::Before(Duration::from_secs(3600));
+    })
+    .await;
+    let first = get(shellac.addr, "/").await;
+    assert!(
+        first.cache_status().contains("stored"),
+        "{}",
+        first.cache_status()
+    );
+    let hit = get(shellac.addr, "/").await;
+    assert!(hit.cache_status().contains("hit"), "{}", hit.cache_status());
+    assert_eq!(hit.text(), "the body");
+    let mut refreshed = None;
+    for _ in 0..100 {
+        let r = get(shellac.addr, "/").await;
+        if r.header("x-refreshed").is_some() {
+            refreshed = Some(r);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let refreshed = refreshed.expect("the object was refreshed in the background");
+    assert!(
+        refreshed.cache_status().contains("hit"),
+        "{}",
+        refreshed.cache_status()
+    );
+    assert_eq!(refreshed.text(), "the body");
+    assert_eq!(origin.last().headers["if-none-match"], "\"v0\"");
+    assert!(shellac.stat("cache_refresh_ahead").await >= 1);
+    assert_eq!(
+        shellac.stat("cache_miss").await,
+        1,
+        "never a miss after the first"
+    );
+    shellac.stop().await;
+}

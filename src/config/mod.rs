@@ -290,6 +290,12 @@ pub struct CacheConfig {
     /// `/account.php/x.css` answered with the private account page is never stored by a
     /// static-files rule. Default true.
     pub deception_armor: bool,
+    /// Refresh-ahead (Varnish's `obj.prefetch`, Akamai's prefresh): a fresh object requested
+    /// within this much of its expiry is delivered and refreshed in the background (one
+    /// refresh at a time per object, revalidated with its validators), so popular objects
+    /// neither go stale nor miss. `"off"`, a share of the object's TTL (`"10%"`: its last
+    /// tenth; 1–99 %) or a duration (`"30s"`). Counter `cache_refresh_ahead`. Default `"off"`.
+    pub refresh_ahead: units::RefreshAhead,
 }
 
 impl Default for CacheConfig {
@@ -308,6 +314,7 @@ impl Default for CacheConfig {
             normalize_accept_encoding: true,
             max_variants: 16,
             deception_armor: true,
+            refresh_ahead: units::RefreshAhead::Off,
         }
     }
 }

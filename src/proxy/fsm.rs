@@ -632,11 +632,44 @@ impl Txn {
         }
         let now = self.looked_up;
         if object.is_fresh(now) {
+            self.refresh_ahead(&object, now);
             let status = deliver::hit_status(&object, now);
             return self.deliver_object_at(object, &status, now);
         }
         let status = deliver::stale_status(&object, now, "max-stale");
         self.deliver_object_at(object, &status, now)
+    }
+
+    /// Refresh-ahead (`cache.refresh_ahead`): a fresh object within the window before its
+    /// expiry is refreshed in the background — unless a fetch for it is already running, or
+    /// the URL was recently uncacheable (a refresh would only be refused again).
+    fn refresh_ahead(&self, object: &Arc<Object>, now: Instant) {
+        let Some(window) = self
+            .proxy
+            .config
+            .cache
+            .refresh_ahead
+            .window(object.ttl.get())
+        else {
+            return;
+        };
+        if object.remaining_ttl(now) > window {
+            return;
+        }
+        let Some(primary) = self.key.clone() else {
+            return;
+        };
+        if self.proxy.cache.is_hit_for_miss(&primary, now) {
+            return;
+        }
+        let current = (object.clone(), super::refresh::Why::Ahead);
+        super::refresh::spawn(
+            &self.proxy,
+            (primary, self.inherited()),
+            &self.req,
+            self.client,
+            current,
+        );
     }
 
     /// Stale within grace: deliver at once, and refresh it in the background unless a fetch
@@ -650,7 +683,7 @@ impl Txn {
                 (primary, inherited),
                 &self.req,
                 self.client,
-                object.clone(),
+                (object.clone(), super::refresh::Why::Grace),
             );
         }
         let status = deliver::stale_status(&object, Instant::now(), "while-revalidate");

@@ -192,6 +192,13 @@ impl Proxy {
         if !object.is_fresh(now) {
             return None;
         }
+        // Within `cache.refresh_ahead` of expiry: the full path delivers it and starts the
+        // background refresh.
+        if let Some(window) = self.config.cache.refresh_ahead.window(object.ttl.get())
+            && object.remaining_ttl(now) <= window
+        {
+            return None;
+        }
         let status = deliver::hit_status(&object, now);
         let prepared = deliver::prepared(&object, now, &status).ok()?;
         let counters = &self.counters;

@@ -1,5 +1,7 @@
-//! Background refresh for grace (stale-while-revalidate): one fetch per stale object, run as
-//! its own task so the client that found the stale copy is answered at once.
+//! Background refresh: for grace (stale-while-revalidate, a stale object delivered) and for
+//! refresh-ahead (`cache.refresh_ahead`, a fresh object close to expiry delivered). One fetch
+//! per object at a time (the busy table's lead), run as its own task so the client that found
+//! the copy is answered at once.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,19 +14,33 @@ use super::fsm;
 use crate::cache::busy::Join;
 use crate::cache::{CacheKey, Object};
 
-/// Starts a refresh of `primary` unless a fetch for it is already in progress.
+/// Why an object is refreshed in the background.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Why {
+    /// Stale within grace, delivered.
+    Grace,
+    /// Fresh, within `cache.refresh_ahead` of expiry, delivered.
+    Ahead,
+}
+
+/// Starts a refresh of `primary` (revalidating `current` if it has validators) unless a fetch
+/// for it is already in progress.
 pub(super) fn spawn(
     proxy: &Arc<Proxy>,
     (primary, inherited): (CacheKey, fsm::Inherited),
     req: &Parts,
     client: SocketAddr,
-    stale: Arc<Object>,
+    (current, why): (Arc<Object>, Why),
 ) {
     let key = proxy.cache.lookup_key(&primary, &req.headers);
     let Join::Leader(guard) = proxy.cache.busy.join(&key) else {
         return;
     };
-    proxy.counters.cache_refresh.inc();
+    match why {
+        Why::Grace => proxy.counters.cache_refresh.inc(),
+        Why::Ahead => proxy.counters.cache_refresh_ahead.inc(),
+    }
+    let stale = current;
     let mut head = Request::new(());
     *head.method_mut() = Method::GET;
     *head.uri_mut() = req.uri.clone();
