@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use crate::backend::{Backend, probe};
-use crate::config::{Config, Overrides, diff};
+use crate::config::{Config, Overrides, diff, settings};
 use crate::proxy::Proxy;
 use crate::server::park::Parking;
 
@@ -196,7 +196,7 @@ impl Live {
         let changed = diff::describe(&old.config, &config);
         let mut errors: Vec<String> = changed
             .iter()
-            .filter(|c| needs_restart(&c.key))
+            .filter(|c| settings::needs_restart(&c.key))
             .map(|c| {
                 format!(
                     "`{}`: changing it needs a restart (running with {}, file says {})",
@@ -291,28 +291,4 @@ impl Live {
 
 fn display(errors: Vec<crate::config::ConfigError>) -> Vec<String> {
     errors.iter().map(|e| e.to_string()).collect()
-}
-
-/// Settings fixed at start (a key, or a section whose every key is): changing them in a
-/// reload is an error naming the running value.
-const RESTART_ONLY: &[&str] = &[
-    "server.admin",
-    "server.listen_backlog",
-    "server.threads",
-    "cache.memory_size",
-    "cache.max_object_size",
-    "cache.max_variants",
-    "log.buffer",
-    "invalidation.max_bans",
-    // The storage tiers are opened once.
-    "storage",
-];
-
-fn needs_restart(key: &str) -> bool {
-    RESTART_ONLY.iter().any(|k| {
-        key == *k
-            || key
-                .strip_prefix(k)
-                .is_some_and(|rest| rest.starts_with('.'))
-    })
 }

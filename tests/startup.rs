@@ -473,3 +473,15 @@ fn a_port_in_use_is_a_warning_of_check_and_an_error_of_serve() {
     assert_ne!(code, Some(0), "{log}");
     assert!(log.contains(&format!("cannot listen on {addr}")), "{log}");
 }
+
+/// Issue 23 #17: examples/full.toml (every setting, generated from the definitions) is a
+/// valid configuration for this machine too: `shellac check` says OK (a port in use now would
+/// only be a warning).
+#[test]
+fn check_accepts_full_toml() {
+    let full = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/full.toml");
+    let (code, out, err) = shellac(&["check", full]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("examples/full.toml: OK"), "{out}");
+    assert!(!err.contains("error"), "{err}");
+}

@@ -7,10 +7,12 @@ mod addresses;
 mod backend;
 pub mod diff;
 pub mod invalidation;
-mod locate;
+pub(crate) mod locate;
 pub mod machine;
 pub mod rules;
+pub mod settings;
 pub mod units;
+mod validate;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -38,8 +40,8 @@ pub struct Config {
     /// Storage tiers below the memory cache (`[storage.disk]`).
     #[serde(default)]
     pub storage: StorageConfig,
-    /// Origin servers, in declaration order. The first one receives all traffic (as in Varnish,
-    /// the first backend declared is the default).
+    /// Origin servers, in declaration order. Requests go to `[routing] default`, else to the
+    /// first `[[director]]`, else to the first backend.
     #[serde(default, rename = "backend")]
     pub backends: Vec<BackendConfig>,
     /// Health probes that backends may share by name.
@@ -83,9 +85,10 @@ pub struct ServerConfig {
     /// Close a keep-alive client connection idle for this long. Default `60s`.
     pub idle_timeout: Dur,
     /// A keep-alive client connection idle for this long gives back its HTTP buffers and
-    /// request state (~16 KiB) and waits on its socket alone (a ~640-byte task); the state
-    /// is rebuilt when its next request arrives. `0s` keeps every connection's state until it
-    /// closes. Default `1s`.
+    /// request state (~16 KiB) and is parked: no task of its own, only its socket and a
+    /// 72-byte slot that one task watches for all parked connections (server/park.rs); the
+    /// state is rebuilt when its next request arrives. `0s` keeps every connection's state
+    /// until it closes. Default `1s`.
     pub idle_release: Dur,
     /// Close a client connection that has not sent a complete request head this long after its
     /// first byte. Default `10s`.
@@ -242,17 +245,18 @@ impl Default for ServerConfig {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CacheConfig {
-    /// Upper bound on bytes held by cached objects (headers, bodies and per-object overhead).
-    /// Default `256MiB`.
+    /// Bound on the memory tier, charged what it holds (slab slots of compact objects, built
+    /// objects' weight, the index's tables). Default `256MiB`, at least 64 KiB.
     pub memory_size: Size,
     /// Largest single object stored; larger responses are streamed through uncached.
-    /// Default `64MiB`, at most `memory_size`.
+    /// Default `64MiB`; at most `memory_size`, or with a disk tier the larger of `memory_size`
+    /// and `storage.disk.region_size - 64KiB`.
     pub max_object_size: Size,
     /// TTL for responses with a heuristically cacheable status short of 5xx (200, 203, 204,
     /// 206, 300, 301, 308, 404, 405, 410, 414) that carry no freshness information at all.
     /// Default `0s` (RFC 9111: such responses are not reused). Opt-in.
     pub default_ttl: Dur,
-    /// Upper clamp on any TTL, origin-given or heuristic. Default: none.
+    /// Upper clamp on any TTL: origin-given, heuristic or `default_ttl`. Default: none.
     pub max_ttl: Option<Dur>,
     /// Heuristic freshness: this percentage of the time since `Last-Modified`, for responses
     /// without explicit lifetime (RFC 9111 §4.2.2). Default 10; 0 disables.
@@ -335,7 +339,8 @@ pub struct DiskConfig {
     /// The data file (created if missing, preallocated to `size`). Its directory must exist.
     /// Required.
     pub path: PathBuf,
-    /// Size of the data file: the bound on the disk tier. Required; at least 4 regions.
+    /// Size of the data file's regions (the file is 2 MiB + 4 KiB larger: superblock and two
+    /// ban lists): the bound on the disk tier. Required; 4 to 65536 regions.
     pub size: Size,
     /// Unit of writing and reclaim; the largest object the disk tier holds is a little smaller.
     /// Default `64MiB`; between 1 MiB and 1 GiB, a multiple of 4 KiB.
@@ -455,10 +460,12 @@ impl Config {
         if problems.is_empty() {
             Ok(config)
         } else {
-            Err(problems
+            let mut errors: Vec<ConfigError> = problems
                 .into_iter()
                 .map(|(path, msg)| locate::at_path(text, file, &path, msg))
-                .collect())
+                .collect();
+            errors.sort_by_key(|e| (e.line, e.column));
+            Err(errors)
         }
     }
 
@@ -553,254 +560,11 @@ impl Config {
         }
     }
 
-    /// Cross-field checks. Returns (key path, problem) for every problem found.
+    /// Every problem with this configuration: the ranges of the setting definitions
+    /// ([`settings`]) and the checks across settings (`validate.rs`), as (key path, problem).
     pub fn validate(&self) -> Vec<(Vec<String>, String)> {
-        let mut out = Vec::new();
-        let key = |parts: &[&str]| parts.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        if self.server.listen.is_empty() {
-            out.push((
-                key(&["server", "listen"]),
-                "at least one listen address is required".into(),
-            ));
-        }
-        if !(1..=65_535).contains(&self.server.listen_backlog) {
-            out.push((
-                key(&["server", "listen_backlog"]),
-                "must be between 1 and 65535".into(),
-            ));
-        }
-        if self.server.idle_timeout.0.is_zero() {
-            out.push((
-                key(&["server", "idle_timeout"]),
-                "must be greater than 0".into(),
-            ));
-        }
-        if self.server.header_read_timeout.0.is_zero() {
-            out.push((
-                key(&["server", "header_read_timeout"]),
-                "must be greater than 0".into(),
-            ));
-        }
-        let sv = &self.server;
-        for (field, d) in [
-            ("body_timeout", sv.body_timeout),
-            ("send_timeout", sv.send_timeout),
-        ] {
-            if d.0.is_zero() {
-                out.push((key(&["server", field]), "must be greater than 0".into()));
-            }
-        }
-        if !(64..=1 << 20).contains(&sv.max_request_line.0) {
-            out.push((
-                key(&["server", "max_request_line"]),
-                "must be between 64 bytes and 1MiB".into(),
-            ));
-        }
-        if !(1024..=1 << 20).contains(&sv.max_header_size.0) {
-            out.push((
-                key(&["server", "max_header_size"]),
-                "must be between 1KiB and 1MiB".into(),
-            ));
-        } else if sv.max_request_line.0 > sv.max_header_size.0 {
-            out.push((
-                key(&["server", "max_request_line"]),
-                format!(
-                    "{} is larger than server.max_header_size ({})",
-                    units::format_size(sv.max_request_line.0),
-                    units::format_size(sv.max_header_size.0)
-                ),
-            ));
-        }
-        if !(1..=10_000).contains(&sv.max_headers) {
-            out.push((
-                key(&["server", "max_headers"]),
-                "must be between 1 and 10000".into(),
-            ));
-        }
-        for (i, p) in sv.upgrade_protocols.iter().enumerate() {
-            let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~/".contains(&b);
-            if p.is_empty() || !p.bytes().all(token) {
-                out.push((
-                    vec!["server".into(), "upgrade_protocols".into(), i.to_string()],
-                    format!("`{p}` is not a protocol name (a token, e.g. \"websocket\")"),
-                ));
-            }
-        }
-        if sv.max_body_size.0 == 0 {
-            out.push((
-                key(&["server", "max_body_size"]),
-                "must be greater than 0".into(),
-            ));
-        }
-        if !(8 * 1024..=16 << 20).contains(&sv.max_response_header_size.0) {
-            out.push((
-                key(&["server", "max_response_header_size"]),
-                "must be between 8KiB and 16MiB".into(),
-            ));
-        }
-        if self.server.threads > 1024 {
-            out.push((
-                key(&["server", "threads"]),
-                "at most 1024 worker threads".into(),
-            ));
-        }
-        let c = &self.cache;
-        if c.memory_size.0 < 64 * 1024 {
-            out.push((
-                key(&["cache", "memory_size"]),
-                "must be at least 64KiB".into(),
-            ));
-        }
-        let disk_max = self
-            .storage
-            .disk
-            .as_ref()
-            .map_or(0, |d| d.region_size.0.saturating_sub(DISK_REGION_OVERHEAD));
-        if c.max_object_size.0 > c.memory_size.0.max(disk_max) {
-            out.push((
-                key(&["cache", "max_object_size"]),
-                if disk_max == 0 {
-                    format!(
-                        "{} is larger than cache.memory_size ({})",
-                        units::format_size(c.max_object_size.0),
-                        units::format_size(c.memory_size.0)
-                    )
-                } else {
-                    format!(
-                        "{} is larger than both cache.memory_size ({}) and the largest disk object \
-                         (storage.disk.region_size - 64 KiB = {})",
-                        units::format_size(c.max_object_size.0),
-                        units::format_size(c.memory_size.0),
-                        units::format_size(disk_max)
-                    )
-                },
-            ));
-        }
-        if let Some(d) = &self.storage.disk {
-            let at = |field: &str| key(&["storage", "disk", field]);
-            if d.path.as_os_str().is_empty() {
-                out.push((at("path"), "must not be empty".into()));
-            } else if d.path.as_os_str().to_string_lossy().ends_with('/') || d.path.is_dir() {
-                out.push((
-                    at("path"),
-                    format!(
-                        "`{}` is a directory; name the data file (e.g. `{}/shellac.dat`)",
-                        d.path.display(),
-                        d.path.display().to_string().trim_end_matches('/')
-                    ),
-                ));
-            }
-            let r = d.region_size.0;
-            if !(1 << 20..=1 << 30).contains(&r) || r % 4096 != 0 {
-                out.push((
-                    at("region_size"),
-                    format!(
-                        "{} must be between 1 MiB and 1 GiB and a multiple of 4 KiB",
-                        units::format_size(r)
-                    ),
-                ));
-            } else if d.size.0 < 4 * r {
-                out.push((
-                    at("size"),
-                    format!(
-                        "{} is less than 4 regions of {} (storage.disk.region_size)",
-                        units::format_size(d.size.0),
-                        units::format_size(r)
-                    ),
-                ));
-            } else if d.size.0 / r > 65_536 {
-                out.push((
-                    at("size"),
-                    format!(
-                        "{} is more than 65536 regions of {}; raise storage.disk.region_size",
-                        units::format_size(d.size.0),
-                        units::format_size(r)
-                    ),
-                ));
-            }
-        }
-        if let Some(max) = c.max_ttl
-            && max < c.default_ttl
-        {
-            out.push((
-                key(&["cache", "max_ttl"]),
-                format!(
-                    "max_ttl ({}) is shorter than default_ttl ({})",
-                    units::format_duration(max.0),
-                    units::format_duration(c.default_ttl.0)
-                ),
-            ));
-        }
-        for (i, name) in c.targeted_cache_control.iter().enumerate() {
-            if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
-                out.push((
-                    vec![
-                        "cache".into(),
-                        "targeted_cache_control".into(),
-                        i.to_string(),
-                    ],
-                    format!("`{name}` is not a header field name"),
-                ));
-            }
-        }
-        if !(1..=256).contains(&c.max_variants) {
-            out.push((
-                key(&["cache", "max_variants"]),
-                "must be between 1 and 256".into(),
-            ));
-        }
-        if c.heuristic_percent > 100 {
-            out.push((
-                key(&["cache", "heuristic_percent"]),
-                "must be between 0 and 100".into(),
-            ));
-        }
-        if let Some(token) = &self.server.admin_token
-            && (token.len() < 8 || !token.bytes().all(|b| b.is_ascii_graphic()))
-        {
-            out.push((
-                key(&["server", "admin_token"]),
-                "must be at least 8 printable ASCII characters without spaces".into(),
-            ));
-        }
-        let log = &self.log;
-        if log.access_log.trim().is_empty() {
-            out.push((
-                key(&["log", "access_log"]),
-                "must be a file path, \"stdout\" or \"off\"".into(),
-            ));
-        }
-        if let Err(problem) = crate::txlog::Format::parse(&log.format) {
-            out.push((key(&["log", "format"]), problem));
-        }
-        if !(16..=1 << 20).contains(&log.buffer) {
-            out.push((
-                key(&["log", "buffer"]),
-                "must be between 16 and 1048576 records".into(),
-            ));
-        }
-        out.extend(backend::validate(self));
-        out.extend(addresses::validate(self));
-        if !(1..=1_000_000).contains(&self.invalidation.max_bans) {
-            out.push((
-                key(&["invalidation", "max_bans"]),
-                "must be between 1 and 1000000".into(),
-            ));
-        }
-        if self.invalidation.ban_sweep_interval.0 < Duration::from_millis(100) {
-            out.push((
-                key(&["invalidation", "ban_sweep_interval"]),
-                "must be at least 100ms".into(),
-            ));
-        }
-        let names = |n: &str| {
-            self.backends.iter().any(|b| b.name == n) || self.directors.iter().any(|d| d.name == n)
-        };
-        for (i, rule) in self.rules.iter().enumerate() {
-            for (field, msg) in rules::validate(rule, &names) {
-                out.push((vec!["rule".into(), i.to_string(), field], msg));
-            }
-        }
+        let mut out = settings::check_ranges(self);
+        out.extend(validate::across(self));
         out
     }
 
@@ -1045,10 +809,10 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                (6, "server.send_timeout"),
-                (3, "server.max_request_line"),
                 (2, "server.max_headers"),
+                (3, "server.max_request_line"),
                 (5, "server.upgrade_protocols.0"),
+                (6, "server.send_timeout"),
             ],
             "{errs:?}"
         );

@@ -1,0 +1,254 @@
+//! `[cache]`, `[storage]` / `[storage.disk]` and `[invalidation]`: the tiers, the TTL policy
+//! and what may remove objects.
+
+use std::time::Duration;
+
+use super::{Default, Kind, Setting};
+use crate::config::units;
+
+pub(super) const CACHE: &[Setting] = &[
+    Setting {
+        section: "cache",
+        key: "memory_size",
+        kind: Kind::Size {
+            min: 64 << 10,
+            max: units::MAX_SIZE,
+        },
+        default: Default::Value(r##""256MiB""##),
+        example: r##""##,
+        restart: true,
+        doc: r##"Bound on the memory tier, charged what it holds. A small object (one in-memory body of ≤ 2 KiB) is kept compact: one slab slot with its key, header fields and body and ~80 bytes of bookkeeping, rounded up to 16 bytes (~120 bytes per object beyond what it stores, including the index; bench/RESULTS.md). The first hit builds the object the pipeline serves from and keeps it too: from then on the object is also charged its weight (a fixed 512 bytes and ~96 bytes per header field, for the maps and the wire form a hit may build, plus its fields and body copy); if that takes the tier over the bound, other objects are evicted at once. Larger objects are charged their weight from the start. The index's tables are charged as allocated. Beyond the bound objects are evicted (CLOCK with 2-bit use counts: objects that are hit outlive a scan of one-time URLs); counter `n_lru_nuked`. `cache_bytes` is what is charged now, `cache_slab_bytes` what the slabs hold. RSS stays within about 1.1× of it plus the process's base (bench/RESULTS.md)."##,
+    },
+    Setting {
+        section: "cache",
+        key: "max_object_size",
+        kind: Kind::Size {
+            min: 0,
+            max: units::MAX_SIZE,
+        },
+        default: Default::Value(r##""64MiB""##),
+        example: r##""##,
+        restart: true,
+        doc: r##"Largest object stored. Larger responses (by Content-Length, or once the streamed body passes the limit) go to the client uncached (`detail=too-large`). At most `memory_size`, or with a disk tier at most the larger of `memory_size` and `storage.disk.region_size - 64KiB`; Shellac may lower it to what the tiers can hold (memory: one shard, `memory_size / shards`; disk: one region). Objects too large for memory live on disk only."##,
+    },
+    Setting {
+        section: "cache",
+        key: "default_ttl",
+        kind: Kind::Duration {
+            min: Duration::ZERO,
+        },
+        default: Default::Value(r##""0s""##),
+        example: r##""##,
+        restart: false,
+        doc: r##"Freshness for responses with a heuristically cacheable status short of 5xx (200, 203, 204, 206, 300, 301, 308, 404, 405, 410, 414) and no freshness information at all (no `s-maxage`, `max-age`, `Expires`, usable `Last-Modified`). `0s` follows RFC 9111: such responses are not reused. Like Apache's `CacheDefaultExpire`."##,
+    },
+    Setting {
+        section: "cache",
+        key: "max_ttl",
+        kind: Kind::Duration {
+            min: Duration::ZERO,
+        },
+        default: Default::Unset(r##"none"##),
+        example: r##""1d""##,
+        restart: false,
+        doc: r##"Upper clamp on every TTL (origin-given, heuristic or default). Like `CacheMaxExpire`. Must not be shorter than `default_ttl`."##,
+    },
+    Setting {
+        section: "cache",
+        key: "heuristic_percent",
+        kind: Kind::Count { min: 0, max: 100 },
+        default: Default::Value(r##"10"##),
+        example: r##""##,
+        restart: false,
+        doc: r##"RFC 9111 §4.2.2 heuristic: this percentage of `Date − Last-Modified` when the response has no explicit lifetime. 0 disables. Like `CacheLastModifiedFactor 0.1`."##,
+    },
+    Setting {
+        section: "cache",
+        key: "grace",
+        kind: Kind::Duration {
+            min: Duration::ZERO,
+        },
+        default: Default::Value(r##""0s""##),
+        example: r##""##,
+        restart: false,
+        doc: r##"Grace (stale-while-revalidate): an object up to this long past its TTL is delivered at once (`Cache-Status: shellac; hit; ttl=-N; detail=stale-while-revalidate`, counter `cache_grace_hit`) while one background fetch refreshes it (`cache_refresh`). A response's `stale-while-revalidate=N` (RFC 5861) sets it per object. `0s` follows RFC 9111 §4.2.4: no stale responses without permission. Never for `must-revalidate`, `proxy-revalidate` or `s-maxage` responses."##,
+    },
+    Setting {
+        section: "cache",
+        key: "keep",
+        kind: Kind::Duration {
+            min: Duration::ZERO,
+        },
+        default: Default::Value(r##""1h""##),
+        example: r##""##,
+        restart: false,
+        doc: r##"How long past TTL + grace a stale object is kept usable: for conditional revalidation with the backend (`If-None-Match` / `If-Modified-Since`; a 304 refreshes it, counter `cache_revalidated`), and to answer when no backend can be reached (all sick, refused, timed out: `detail=stale-<why>`, counter `cache_stale_served`; RFC 9111 §4.2.4 "disconnected"). A backend 5xx is answered with the stale copy only if the response said `stale-if-error=N` (RFC 5861). Objects are not removed when they expire, so keep costs no extra memory; they go when evicted or replaced."##,
+    },
+    Setting {
+        section: "cache",
+        key: "request_cache_control",
+        kind: Kind::Bool,
+        default: Default::Value(r##"false"##),
+        example: r##""##,
+        restart: false,
+        doc: r##"Honour request `Cache-Control` (`no-cache`, `max-age`, `min-fresh`, `max-stale`, `only-if-cached` → 504) and `Pragma: no-cache`. Off by default, as in Varnish: clients cannot force backend traffic."##,
+    },
+    Setting {
+        section: "cache",
+        key: "targeted_cache_control",
+        kind: Kind::Texts("a list of header field names"),
+        default: Default::Value(r##"["CDN-Cache-Control", "Surrogate-Control"]"##),
+        example: r##""##,
+        restart: false,
+        doc: r##"Targeted fields (RFC 9213) used instead of `Cache-Control` and `Expires` for storage and freshness, the first present with a valid value wins. Each is read as a Structured Field Dictionary (one that does not parse is ignored whole; a member of the wrong type, e.g. `max-age="60"` or `max-age=60.0`, is ignored), except `Surrogate-Control`, read like `Cache-Control`. `Surrogate-Control` is never sent to clients."##,
+    },
+    Setting {
+        section: "cache",
+        key: "normalize_accept_encoding",
+        kind: Kind::Bool,
+        default: Default::Value(r##"true"##),
+        example: r##""##,
+        restart: false,
+        doc: r##"Rewrite `Accept-Encoding` to `gzip`, `br` or nothing before lookup and fetch, so clients that spell it differently share one `Vary` variant."##,
+    },
+    Setting {
+        section: "cache",
+        key: "max_variants",
+        kind: Kind::Count { min: 1, max: 256 },
+        default: Default::Value(r##"16"##),
+        example: r##""##,
+        restart: true,
+        doc: r##"`Vary` variants kept per URL; the oldest is dropped."##,
+    },
+    Setting {
+        section: "cache",
+        key: "deception_armor",
+        kind: Kind::Bool,
+        default: Default::Value(r##"true"##),
+        example: r##""##,
+        restart: false,
+        doc: r##"Cache deception armor: a rule's `ttl`, `min_ttl` and `override_origin` apply only when the response's `Content-Type` fits the extension the URL claims (`.css` → `text/css`, `.png` → `image/png`, ...; `application/octet-stream` fits any; an unknown extension fits anything but HTML), so `/account.php/x.css` answered with a private page is never stored by a static-files rule. Counter `cache_deception_armor`. See SECURITY.md, "Web cache deception"."##,
+    },
+    Setting {
+        section: "cache",
+        key: "hit_for_miss_ttl",
+        kind: Kind::Duration {
+            min: Duration::ZERO,
+        },
+        default: Default::Value(r##""120s""##),
+        example: r##""##,
+        restart: false,
+        doc: r##"When a URL's response was uncacheable, later requests for it skip coalescing (go straight to the backend, in parallel) for this long. A cacheable response clears the mark."##,
+    },
+    Setting {
+        section: "cache",
+        key: "refresh_ahead",
+        kind: Kind::Text(
+            "\"off\", a share of the TTL such as \"10%\", or a duration such as \"30s\"",
+        ),
+        default: Default::Value(r##""off""##),
+        example: r##""10%""##,
+        restart: false,
+        doc: r##"Refresh-ahead (Varnish's `obj.prefetch`, Akamai's prefresh): a fresh object requested within this much of its expiry is delivered from the cache and refreshed in the background — one refresh at a time per object, revalidated with its `ETag` / `Last-Modified`, with the rules and route of the request that started it; not while the URL is marked uncacheable (hit-for-miss). A share of the object's TTL (`"10%"`: its last tenth; 1–99 %) or a duration (`"30s"`); `"off"`, `false` or `"0s"` turn it off. Counter `cache_refresh_ahead`."##,
+    },
+];
+
+pub(super) const STORAGE: &[Setting] = &[
+    Setting {
+        section: "storage",
+        key: "disk",
+        kind: Kind::Table {
+            section: "storage.disk",
+        },
+        default: Default::Unset(r##"none: memory only"##),
+        example: r##"{ path = "/var/cache/shellac/cache.dat", size = "10GiB" }"##,
+        restart: true,
+        doc: r##"The persistent disk tier below the memory tier: the table below. Without it Shellac caches in memory only."##,
+    },
+    Setting {
+        section: "storage.disk",
+        key: "path",
+        kind: Kind::Text("a file path"),
+        default: Default::Required,
+        example: r##""/var/cache/shellac/cache.dat""##,
+        restart: true,
+        doc: r##"The data file. Created if missing and preallocated to `size` (`fallocate`), so a full filesystem shows at start-up, not while serving. Its directory must exist; a directory is refused. Locked while Shellac runs (a second instance on the same file cannot open it: see `on_open_error`). One file whatever the number of objects. `shellac check` tests that the directory exists and takes new files, that the file is a regular file Shellac can read and write, and that the filesystem has room for the preallocation."##,
+    },
+    Setting {
+        section: "storage.disk",
+        key: "size",
+        kind: Kind::Size {
+            min: 0,
+            max: units::MAX_SIZE,
+        },
+        default: Default::Required,
+        example: r##""10GiB""##,
+        restart: true,
+        doc: r##"Size of the data file's regions: the bound on the disk tier (the file is 2 MiB + 4 KiB larger: a superblock and two copies of the persisted ban list). At least 4 regions and at most 65536. Changing it (or `region_size`) starts with an empty disk cache (`disk_reset`)."##,
+    },
+    Setting {
+        section: "storage.disk",
+        key: "region_size",
+        kind: Kind::Size {
+            min: 1 << 20,
+            max: 1 << 30,
+        },
+        default: Default::Value(r##""64MiB""##),
+        example: r##""##,
+        restart: true,
+        doc: r##"The unit of writing and of reclaim: when the disk is full a whole region is reclaimed (one with nothing live, else the oldest), never a scan of objects. The largest object on disk is `region_size - 64KiB`. A multiple of 4 KiB."##,
+    },
+    Setting {
+        section: "storage.disk",
+        key: "admission",
+        kind: Kind::Choice(&["second-request", "always"]),
+        default: Default::Value(r##""second-request""##),
+        example: r##""##,
+        restart: true,
+        doc: r##"Which objects are written to disk. `second-request`: an object is written when its key is stored again after a recent fetch that was not admitted, or when the memory tier evicts it after at least one memory hit; one-hit wonders never cost a disk write (counter `disk_admit_skip`). `always`: every stored object is written too (write-through; after a restart everything stored before is there); an object the writer refused because it was behind (`disk_reject`) is offered again when the memory tier evicts it."##,
+    },
+    Setting {
+        section: "storage.disk",
+        key: "on_open_error",
+        kind: Kind::Choice(&["refuse", "memory-only"]),
+        default: Default::Value(r##""refuse""##),
+        example: r##""##,
+        restart: true,
+        doc: r##"What start-up does when the data file cannot be opened, locked or preallocated (missing or read-only directory, no room, another process holding it). `"refuse"`: `shellac serve` exits with the reason (the operator asked for persistence). `"memory-only"`: Shellac serves from the memory tier alone; the error is logged, `disk_io_error` counted and the start-up line says `disk cache at PATH NOT running`."##,
+    },
+];
+
+pub(super) const INVALIDATION: &[Setting] = &[
+    Setting {
+        section: "invalidation",
+        key: "purge_from",
+        kind: Kind::Networks,
+        default: Default::Value(r##"["127.0.0.0/8", "::1"]"##),
+        example: r##""##,
+        restart: false,
+        doc: r##"Client networks allowed to send `PURGE` (others get 405, counter `purge_denied`). `[]` disables PURGE."##,
+    },
+    Setting {
+        section: "invalidation",
+        key: "max_bans",
+        kind: Kind::Count {
+            min: 1,
+            max: 1000000,
+        },
+        default: Default::Value(r##"10000"##),
+        example: r##""##,
+        restart: true,
+        doc: r##"Active bans at most (including those read back from the disk tier at start-up); adding more answers 503 until the sweeper retires old ones."##,
+    },
+    Setting {
+        section: "invalidation",
+        key: "ban_sweep_interval",
+        kind: Kind::Duration {
+            min: Duration::from_millis(100),
+        },
+        default: Default::Value(r##""10s""##),
+        example: r##""##,
+        restart: false,
+        doc: r##"How often the background sweeper walks the memory tier for banned objects and retires bans. With a disk tier (which it does not read: objects on disk are checked when read), a ban is retired once the walk is complete and nothing on disk older than it can still be served (reclaimed or expired)."##,
+    },
+];

@@ -1,0 +1,178 @@
+//! Checks across settings (one value against another, names that must exist, texts with a
+//! syntax of their own). Each setting's own range comes from its definition
+//! (`settings::check_ranges`); both run in `Config::validate`.
+
+use super::{Config, DISK_REGION_OVERHEAD, addresses, backend, rules, units};
+
+type Problems = Vec<(Vec<String>, String)>;
+
+fn key(parts: &[&str]) -> Vec<String> {
+    parts.iter().map(|s| s.to_string()).collect()
+}
+
+/// Every problem across settings, as (key path, problem).
+pub(super) fn across(c: &Config) -> Problems {
+    let mut out = Vec::new();
+    server(c, &mut out);
+    cache(c, &mut out);
+    log(c, &mut out);
+    out.extend(backend::validate(c));
+    out.extend(addresses::validate(c));
+    let names =
+        |n: &str| c.backends.iter().any(|b| b.name == n) || c.directors.iter().any(|d| d.name == n);
+    for (i, rule) in c.rules.iter().enumerate() {
+        for (field, msg) in rules::validate(rule, &names) {
+            let mut path = vec!["rule".to_string(), i.to_string()];
+            path.extend(field.split('.').map(str::to_string));
+            out.push((path, msg));
+        }
+    }
+    out
+}
+
+fn server(c: &Config, out: &mut Problems) {
+    let sv = &c.server;
+    if sv.listen.is_empty() {
+        out.push((
+            key(&["server", "listen"]),
+            "at least one listen address is required".into(),
+        ));
+    }
+    let header_size_ok = (1024..=1 << 20).contains(&sv.max_header_size.0);
+    if header_size_ok && sv.max_request_line.0 > sv.max_header_size.0 {
+        out.push((
+            key(&["server", "max_request_line"]),
+            format!(
+                "{} is larger than server.max_header_size ({})",
+                units::format_size(sv.max_request_line.0),
+                units::format_size(sv.max_header_size.0)
+            ),
+        ));
+    }
+    for (i, p) in sv.upgrade_protocols.iter().enumerate() {
+        let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~/".contains(&b);
+        if p.is_empty() || !p.bytes().all(token) {
+            out.push((
+                vec!["server".into(), "upgrade_protocols".into(), i.to_string()],
+                format!("`{p}` is not a protocol name (a token, e.g. \"websocket\")"),
+            ));
+        }
+    }
+    if let Some(token) = &sv.admin_token
+        && (token.len() < 8 || !token.bytes().all(|b| b.is_ascii_graphic()))
+    {
+        out.push((
+            key(&["server", "admin_token"]),
+            "must be at least 8 printable ASCII characters without spaces".into(),
+        ));
+    }
+}
+
+fn cache(c: &Config, out: &mut Problems) {
+    let cache = &c.cache;
+    let disk_max = c
+        .storage
+        .disk
+        .as_ref()
+        .map_or(0, |d| d.region_size.0.saturating_sub(DISK_REGION_OVERHEAD));
+    if cache.max_object_size.0 > cache.memory_size.0.max(disk_max) {
+        out.push((
+            key(&["cache", "max_object_size"]),
+            if disk_max == 0 {
+                format!(
+                    "{} is larger than cache.memory_size ({})",
+                    units::format_size(cache.max_object_size.0),
+                    units::format_size(cache.memory_size.0)
+                )
+            } else {
+                format!(
+                    "{} is larger than both cache.memory_size ({}) and the largest disk object \
+                     (storage.disk.region_size - 64 KiB = {})",
+                    units::format_size(cache.max_object_size.0),
+                    units::format_size(cache.memory_size.0),
+                    units::format_size(disk_max)
+                )
+            },
+        ));
+    }
+    if let Some(d) = &c.storage.disk {
+        let at = |field: &str| key(&["storage", "disk", field]);
+        if d.path.as_os_str().is_empty() {
+            out.push((at("path"), "must not be empty".into()));
+        } else if d.path.as_os_str().to_string_lossy().ends_with('/') || d.path.is_dir() {
+            out.push((
+                at("path"),
+                format!(
+                    "`{}` is a directory; name the data file (e.g. `{}/shellac.dat`)",
+                    d.path.display(),
+                    d.path.display().to_string().trim_end_matches('/')
+                ),
+            ));
+        }
+        // The range (1 MiB - 1 GiB) is the definition's; the rest needs a region size in it.
+        let r = d.region_size.0;
+        if (1 << 20..=1 << 30).contains(&r) {
+            if !r.is_multiple_of(4096) {
+                out.push((
+                    at("region_size"),
+                    format!("{} must be a multiple of 4 KiB", units::format_size(r)),
+                ));
+            } else if d.size.0 < 4 * r {
+                out.push((
+                    at("size"),
+                    format!(
+                        "{} is less than 4 regions of {} (storage.disk.region_size)",
+                        units::format_size(d.size.0),
+                        units::format_size(r)
+                    ),
+                ));
+            } else if d.size.0 / r > 65_536 {
+                out.push((
+                    at("size"),
+                    format!(
+                        "{} is more than 65536 regions of {}; raise storage.disk.region_size",
+                        units::format_size(d.size.0),
+                        units::format_size(r)
+                    ),
+                ));
+            }
+        }
+    }
+    if let Some(max) = cache.max_ttl
+        && max < cache.default_ttl
+    {
+        out.push((
+            key(&["cache", "max_ttl"]),
+            format!(
+                "max_ttl ({}) is shorter than default_ttl ({})",
+                units::format_duration(max.0),
+                units::format_duration(cache.default_ttl.0)
+            ),
+        ));
+    }
+    for (i, name) in cache.targeted_cache_control.iter().enumerate() {
+        if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            out.push((
+                vec![
+                    "cache".into(),
+                    "targeted_cache_control".into(),
+                    i.to_string(),
+                ],
+                format!("`{name}` is not a header field name"),
+            ));
+        }
+    }
+}
+
+fn log(c: &Config, out: &mut Problems) {
+    let log = &c.log;
+    if log.access_log.trim().is_empty() {
+        out.push((
+            key(&["log", "access_log"]),
+            "must be a file path, \"stdout\" or \"off\"".into(),
+        ));
+    }
+    if let Err(problem) = crate::txlog::Format::parse(&log.format) {
+        out.push((key(&["log", "format"]), problem));
+    }
+}
