@@ -10,6 +10,7 @@ pub mod disk;
 pub mod fields;
 pub mod inspect;
 pub mod memory;
+pub mod partial;
 pub mod policy;
 pub mod slab;
 pub mod tags;
@@ -578,7 +579,13 @@ pub struct Cache {
     pub bans: Arc<ban::BanList>,
     /// Surrogate key → URLs.
     pub tags: tags::TagIndex,
+    /// Partial content (206 pieces) per URL, beside the tiers (`partial.rs`).
+    pub partial: partial::Partials,
 }
+
+/// What the partial content store holds at most unless told otherwise
+/// ([`Cache::with_partial_capacity`]).
+pub const DEFAULT_PARTIAL_CAPACITY: u64 = 64 << 20;
 
 /// Active bans at most, unless configured otherwise.
 pub const DEFAULT_MAX_BANS: usize = 10_000;
@@ -604,6 +611,7 @@ impl Cache {
             max_variants,
             bans: Arc::new(ban::BanList::new(DEFAULT_MAX_BANS)),
             tags: tags::TagIndex::default(),
+            partial: partial::Partials::new(DEFAULT_PARTIAL_CAPACITY),
         };
         let found = cache.storage.recovered_index();
         cache.restore_variants(found.variants);
@@ -611,6 +619,12 @@ impl Cache {
             cache.tags.add(primary, tags);
         }
         cache
+    }
+
+    /// Holds at most `bytes` of partial content (206 pieces).
+    pub fn with_partial_capacity(mut self, bytes: u64) -> Cache {
+        self.partial = partial::Partials::new(bytes);
+        self
     }
 
     /// Uses `bans` (shared with the storage that persists them) as the ban list.
@@ -676,6 +690,8 @@ impl Cache {
     /// Marks every variant of a URL stale now (kept for grace and keep, revalidated on next
     /// use). Objects whose body is on disk are removed instead. Returns objects affected.
     pub fn soft_purge(&self, primary: &CacheKey) -> usize {
+        // Pieces of a representation cannot be revalidated as one: they go.
+        self.partial.remove(primary);
         let mut keys = vec![primary.clone()];
         if let Some(index) = self.vary_index.get(primary) {
             keys.extend(index.variants.iter().map(|v| primary.with_variant(*v)));

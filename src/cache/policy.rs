@@ -175,6 +175,9 @@ pub struct Exchange {
     /// The request carried `Authorization`: stored only if the response allows sharing
     /// ([`shared_with_authorization`]).
     pub authorization: bool,
+    /// A 206 to a Range the cache itself forwarded (`proxy/combine.rs`): storable as a
+    /// piece of partial content (RFC 9111 §3.3). Any other 206 is not stored.
+    pub partial_content: bool,
 }
 
 impl Exchange {
@@ -185,6 +188,7 @@ impl Exchange {
             response_time,
             failed_status: false,
             authorization: false,
+            partial_content: false,
         }
     }
 }
@@ -230,7 +234,7 @@ pub fn evaluate_with(
 ) -> Result<StorePlan, NoCacheReason> {
     let (request_time, response_time) = (ex.request_time, ex.response_time);
     let code = status.as_u16();
-    if !(200..600).contains(&code) || code == 206 || code == 304 {
+    if !(200..600).contains(&code) || (code == 206 && !ex.partial_content) || code == 304 {
         return Err(NoCacheReason::Status);
     }
     if ex.failed_status && !o.override_origin {

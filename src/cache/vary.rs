@@ -167,9 +167,11 @@ impl Cache {
         }
     }
 
-    /// Removes every variant of a URL. Returns how many objects were removed.
+    /// Removes every variant of a URL, and its partial content. Returns how many objects were
+    /// removed (partial content counting as one).
     pub fn purge(&self, primary: &CacheKey) -> usize {
         let mut removed = self.storage.remove(primary) as usize;
+        removed += self.partial.remove(primary) as usize;
         if let Some((_, index)) = self.vary_index.remove(primary) {
             for v in &index.variants {
                 removed += self.storage.remove(&primary.with_variant(*v)) as usize;

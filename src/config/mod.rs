@@ -246,7 +246,8 @@ impl Default for ServerConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct CacheConfig {
     /// Bound on the memory tier, charged what it holds (slab slots of compact objects, built
-    /// objects' weight, the index's tables). Default `256MiB`, at least 64 KiB.
+    /// objects' weight, the index's tables). Partial content (206 pieces) is held beside it,
+    /// up to an eighth of it more. Default `256MiB`, at least 64 KiB.
     pub memory_size: Size,
     /// Largest single object stored; larger responses are streamed through uncached.
     /// Default `64MiB`; at most `memory_size`, or with a disk tier the larger of `memory_size`

@@ -53,6 +53,14 @@ enum Kind {
     /// Boxed, like the disk reader: the body is moved with its response through every step of
     /// a request, and these two would make every response 72 bytes larger (bench/RESULTS.md).
     Backend(Box<BackendBody>),
+    /// Several bodies, one after the other (held pieces around fetched bytes). Boxed like the
+    /// two above: rare, and a queue inline would make every body larger.
+    Chain(Box<Chain>),
+}
+
+/// The bodies of a `Kind::Chain`, the one being sent first.
+struct Chain {
+    bodies: std::collections::VecDeque<ResponseBody>,
 }
 
 /// Told once when a response body is finished or dropped (e.g. connection bookkeeping).
@@ -132,6 +140,13 @@ impl ResponseBody {
 
     pub fn backend(body: BackendBody) -> ResponseBody {
         ResponseBody::new(Kind::Backend(Box::new(body)))
+    }
+
+    /// `bodies`, one after the other.
+    pub fn chain(bodies: Vec<ResponseBody>) -> ResponseBody {
+        ResponseBody::new(Kind::Chain(Box::new(Chain {
+            bodies: bodies.into(),
+        })))
     }
 
     /// Counts body bytes sent into `counters.s_resp_bytes`.
@@ -257,6 +272,22 @@ impl Body for ResponseBody {
                     Poll::Pending => break Poll::Pending,
                 }
             },
+            Kind::Chain(chain) => loop {
+                let Some(front) = chain.bodies.front_mut() else {
+                    break Poll::Ready(None);
+                };
+                match Pin::new(front).poll_frame(cx) {
+                    Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                        Ok(data) => break Poll::Ready(Some(Ok(data))),
+                        Err(_) => continue,
+                    },
+                    Poll::Ready(Some(Err(e))) => break Poll::Ready(Some(Err(e))),
+                    Poll::Ready(None) => {
+                        chain.bodies.pop_front();
+                    }
+                    Poll::Pending => break Poll::Pending,
+                }
+            },
         };
         match polled {
             Poll::Ready(Some(Ok(data))) => {
@@ -315,6 +346,7 @@ impl ResponseBody {
             Kind::Slice { take, .. } => *take == 0,
             Kind::Busy { remaining, .. } => *remaining == Some(0),
             Kind::Backend(b) => b.is_end_stream(),
+            Kind::Chain(chain) => chain.bodies.iter().all(ResponseBody::kind_is_end_stream),
         }
     }
 
@@ -334,6 +366,12 @@ impl ResponseBody {
                 remaining: None, ..
             } => SizeHint::default(),
             Kind::Backend(b) => b.size_hint(),
+            Kind::Chain(chain) => chain
+                .bodies
+                .iter()
+                .map(|b| b.kind_size_hint().exact())
+                .sum::<Option<u64>>()
+                .map_or_else(SizeHint::default, SizeHint::with_exact),
         }
     }
 }

@@ -10,6 +10,7 @@ use http::response::Parts;
 use http::{Method, StatusCode};
 
 use super::body::ResponseBody;
+use super::combine;
 use super::fill::Fill;
 use super::fsm::{FetchMode, Step, Txn};
 use super::send::{self, SendFailure};
@@ -45,11 +46,31 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         }
     }
 
+    let times = || combine::Times {
+        request: request_time,
+        response: response_time,
+        received: stored_at,
+    };
     let (guard, detail) = match mode {
         FetchMode::Pass(reason) => return pass(txn, reason, parts, body),
         FetchMode::Miss(guard) => (Some(guard), None),
         FetchMode::Alone(why) => (None, Some(why)),
         FetchMode::Authorized => (None, None),
+        FetchMode::Range(joined) if parts.status == StatusCode::PARTIAL_CONTENT => {
+            return combine::ranged(txn, parts, body, times(), &overrides, joined);
+        }
+        FetchMode::Complete(held, gap)
+            if matches!(
+                parts.status,
+                StatusCode::PARTIAL_CONTENT | StatusCode::RANGE_NOT_SATISFIABLE
+            ) =>
+        {
+            return combine::complete(txn, (held, gap), parts, body, times(), &overrides);
+        }
+        // A full answer (the backend ignored the Range, or If-Range found the representation
+        // changed) or an error: the usual path (a 200 is stored whole; a client's Range is
+        // cut from it).
+        FetchMode::Range(_) | FetchMode::Complete(..) => (None, None),
     };
     let Some(primary) = txn.key.clone() else {
         return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-key");
@@ -89,6 +110,7 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         response_time,
         failed_status: send::failed_status(txn, parts.status),
         authorization: txn.authorized,
+        partial_content: false,
     };
     let plan = policy::evaluate_with(
         parts.status,
@@ -160,6 +182,7 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         vary,
         plan,
         stored_at,
+        piece: None,
     };
     tokio::spawn(fill.run(proxy.clone(), primary, busy, guard, body));
     let body = match reader {

@@ -11,6 +11,7 @@ use http_body_util::BodyExt;
 use super::Proxy;
 use crate::backend::BackendBody;
 use crate::cache::busy::{BusyObject, LeaderGuard};
+use crate::cache::partial::{Added, Piece, Validator, representation_fields};
 use crate::cache::policy::StorePlan;
 use crate::cache::{Body, CacheKey, Object, StoredFields, VarySelection, boxed_vary};
 
@@ -24,6 +25,19 @@ pub(super) struct Fill {
     pub vary: VarySelection,
     pub plan: StorePlan,
     pub stored_at: Instant,
+    /// The body is a piece of partial content (`combine.rs`), not a whole object.
+    pub piece: Option<PieceTarget>,
+}
+
+/// Where a 206's body goes in its representation.
+pub(super) struct PieceTarget {
+    /// Its first byte.
+    pub start: u64,
+    /// The representation's complete length.
+    pub length: u64,
+    /// Its size (`Content-Range`): a body of any other length is not stored.
+    pub size: u64,
+    pub validator: Option<Validator>,
 }
 
 impl Fill {
@@ -72,7 +86,40 @@ impl Fill {
                 None => break,
             }
         }
-        if storing {
+        if storing && let Some(target) = self.piece {
+            if total == target.size {
+                let body = rechunk(busy.chunks(), total);
+                let body = match &body[..] {
+                    [one] => one.clone(),
+                    pieces => pieces.concat().into(),
+                };
+                let piece = Piece {
+                    start: target.start,
+                    length: target.length,
+                    body,
+                    headers: representation_fields(self.headers),
+                    validator: target.validator,
+                    vary: self.vary,
+                    initial_age: self.plan.initial_age,
+                    ttl: self.plan.ttl,
+                    received: self.stored_at,
+                };
+                match proxy.cache.partial.add(&key, piece) {
+                    Added::Held(_) => proxy.counters.cache_partial_stored.inc(),
+                    Added::Complete(mut object) => {
+                        proxy.counters.cache_partial_stored.inc();
+                        proxy.counters.cache_partial_completed.inc();
+                        object.stale_ok = self.plan.stale_ok;
+                        object.grace = self.plan.grace.into();
+                        object.stale_if_error = self.plan.stale_if_error.into();
+                        object.keep = self.plan.keep.into();
+                        proxy.cache.store(&key, Arc::new(object));
+                        proxy.counters.cache_insert.inc();
+                    }
+                    Added::Dropped => {}
+                }
+            }
+        } else if storing {
             let body = rechunk(busy.chunks(), total);
             let object = Object {
                 status: self.status,
@@ -92,6 +139,8 @@ impl Fill {
             };
             proxy.cache.store(&key, Arc::new(object));
             proxy.counters.cache_insert.inc();
+            // A whole object supersedes any pieces of the URL.
+            proxy.cache.partial.remove(&key);
         }
         busy.finish();
         drop(guard);

@@ -89,6 +89,11 @@ pub(super) enum FetchMode {
     /// Fetch without coalescing for a request with `Authorization`; store only if the response
     /// allows sharing (RFC 9111 §3.5), else `detail=authorization`.
     Authorized,
+    /// Forward the client's Range (`Txn::range_fetch`) and store a 206 as a piece
+    /// (`combine.rs`); `true` when pieces were held already.
+    Range(bool),
+    /// Fetch the one run of bytes the held pieces lack and deliver the whole representation.
+    Complete(Arc<crate::cache::partial::Partial>, (u64, u64)),
     /// Never stored.
     Pass(NoCacheReason),
 }
@@ -121,6 +126,8 @@ pub(super) struct Txn {
     /// Where 1xx heads from the backend go (the client connection); `None` for a background
     /// refresh, or a request that never had to wait.
     pub interim: Option<Arc<dyn super::InterimSink>>,
+    /// The Range (and If-Range) a fetch for partial content sends instead of the client's.
+    pub range_fetch: Option<super::combine::RangeFetch>,
     lookups: u32,
     /// When the last lookup looked: a hit is judged and delivered at that instant (one clock
     /// read per hit instead of three).
@@ -156,6 +163,7 @@ pub(super) fn start(proxy: Arc<Proxy>, req: Request<Incoming>, client: SocketAdd
         route: None,
         authorized: false,
         interim: None,
+        range_fetch: None,
         lookups: 0,
         looked_up: started,
         close: false,
@@ -285,6 +293,7 @@ pub(super) async fn refresh(
         route: inherited.route,
         authorized: inherited.authorized,
         interim: None,
+        range_fetch: None,
         lookups: 1,
         looked_up: Instant::now(),
         close: false,
@@ -517,6 +526,9 @@ impl Txn {
         if self.req_cc.as_ref().is_some_and(|cc| cc.only_if_cached) {
             return Step::Synth(StatusCode::GATEWAY_TIMEOUT, "only-if-cached");
         }
+        if let Some(step) = super::combine::decide(self, primary, now) {
+            return step;
+        }
         if self.authorized {
             // Not coalesced: a waiter would be handed whatever the leader's response is,
             // shareable with an authorized request or not. Fetched alone, stored if the
@@ -611,6 +623,14 @@ impl Txn {
             self.stale = Some(object);
         }
         None
+    }
+
+    /// Whether the request's own `Cache-Control` / `Pragma` count and say anything
+    /// (`cache.request_cache_control`).
+    pub(super) fn request_directives(&self) -> bool {
+        self.req_cc
+            .as_ref()
+            .is_some_and(|cc| *cc != CacheControl::default())
     }
 
     /// Whether a stored response may answer a request with `Authorization`: it says `public`,

@@ -4,6 +4,7 @@
 //! a response. Connections live in `server`, origins in `backend`.
 
 pub mod body;
+mod combine;
 mod deliver;
 mod fetch;
 mod fill;
@@ -139,7 +140,12 @@ impl Proxy {
             counters.clone(),
         )?;
         Ok(Arc::new(Proxy {
-            cache: Arc::new(Cache::new(storage, config.cache.max_variants).with_bans(bans)),
+            cache: Arc::new(
+                Cache::new(storage, config.cache.max_variants)
+                    .with_bans(bans)
+                    // Partial content beside the memory tier: an eighth of its bound.
+                    .with_partial_capacity(config.cache.memory_size.0 / 8),
+            ),
             backends,
             rules,
             counters,

@@ -195,6 +195,14 @@ fn build_request(txn: &mut Txn, backend: &Backend, for_cache: bool) -> Request<R
         for name in CONDITIONAL {
             headers.remove(name);
         }
+        // Partial content (`combine.rs`): the one range the cache wants, of the representation
+        // it holds pieces of.
+        if let Some(fetch) = &txn.range_fetch {
+            headers.insert(header::RANGE, fetch.range.clone());
+            if let Some(v) = &fetch.if_range {
+                headers.insert(header::IF_RANGE, v.clone());
+            }
+        }
         // Revalidate the stale copy instead of refetching it (RFC 9111 §4.3.1).
         if let Some(stale) = &txn.stale {
             if let Some(etag) = stale.etag().and_then(|v| HeaderValue::from_str(v).ok()) {
