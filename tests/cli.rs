@@ -49,7 +49,7 @@ fn check_reports_file_line_key_and_problem_for_every_error() {
     let file = bad.display().to_string();
     assert!(
         err.contains(&format!(
-            "{file}:3:1: `server.idle_timout`: unknown field `idle_timout`"
+            "{file}:3:1: `server.idle_timout`: unknown key `idle_timout` in [server]; did you mean `idle_timeout`?"
         )),
         "{err}"
     );

@@ -123,7 +123,7 @@ async fn bad_config_is_rejected_with_every_error_and_the_old_one_runs_on() {
     let file = s.file.display().to_string();
     assert_eq!(errors.len(), 2, "{errors:?}");
     assert!(
-        errors[0].starts_with(&format!("{file}:4:1: `server.idle_timout`: unknown field")),
+        errors[0].starts_with(&format!("{file}:4:1: `server.idle_timout`: unknown key")),
         "{errors:?}"
     );
     assert!(

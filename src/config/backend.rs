@@ -268,15 +268,16 @@ pub struct DirectorConfig {
     #[serde(rename = "type")]
     pub kind: DirectorKind,
     /// Member backends or directors, by name. Required, at least one.
+    #[serde(deserialize_with = "super::lists::one_or_many")]
     pub backends: Vec<String>,
     /// For `hash`: `key` (default), `client_ip`, `header:NAME` or `cookie:NAME`.
     #[serde(default)]
     pub hash_on: Option<String>,
     /// Statuses that make Shellac re-run the request on the director's next choice.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::lists::one_or_many")]
     pub restart_on: Vec<u16>,
     /// The opposite: restart on any status not listed (e.g. `[200, 302]`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::lists::one_or_many")]
     pub restart_unless: Vec<u16>,
     /// Restarts per request at most; after the last one its response is delivered. Default 4.
     #[serde(default = "default_max_restarts")]

@@ -91,6 +91,7 @@ impl<'de> Deserialize<'de> for Network {
 pub struct InvalidationConfig {
     /// Client networks allowed to send `PURGE`. Default loopback only
     /// (`["127.0.0.0/8", "::1"]`); `[]` disables PURGE.
+    #[serde(deserialize_with = "super::lists::one_or_many")]
     pub purge_from: Vec<Network>,
     /// Active bans at most; adding more fails until the sweeper retires old ones. Default 10000.
     pub max_bans: usize,

@@ -2,7 +2,6 @@
 
 use std::fmt;
 
-use serde::de::DeserializeOwned;
 use toml::de::{DeTable, DeValue};
 
 /// One problem in a config file.
@@ -32,54 +31,6 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Deserializes `text`, collecting as many errors as possible: after each error the offending
-/// `key = value` line is commented out and parsing resumes, so one run reports every bad key.
-pub(super) fn deserialize<T: DeserializeOwned>(
-    text: &str,
-    file: &str,
-) -> Result<T, Vec<ConfigError>> {
-    let mut src = text.to_string();
-    let mut errors = Vec::new();
-    for _ in 0..64 {
-        let e = match toml::from_str::<T>(&src) {
-            Ok(v) if errors.is_empty() => return Ok(v),
-            Ok(_) => break,
-            Err(e) => e,
-        };
-        let offset = e.span().map(|s| s.start);
-        let key = offset.map(|o| key_at(&src, o)).unwrap_or_default();
-        let (line, column) = offset.map(|o| line_col(text, o)).unwrap_or((0, 0));
-        errors.push(ConfigError {
-            file: file.to_string(),
-            line,
-            column,
-            key,
-            message: e.message().trim().to_string(),
-        });
-        // Resume only if the error sits on a plain `key = value` line we can comment out and the
-        // document still parses afterwards; otherwise the later errors would be noise.
-        let Some(offset) = offset else { break };
-        let start = src[..offset].rfind('\n').map(|i| i + 1).unwrap_or(0);
-        let end = src[offset..]
-            .find('\n')
-            .map(|i| offset + i)
-            .unwrap_or(src.len());
-        let line_text = src[start..end].trim_start();
-        if line_text.starts_with('[') || line_text.starts_with('#') || !line_text.contains('=') {
-            break;
-        }
-        // Comment out the line without changing its length (later offsets stay right), even
-        // when it starts with a multi-byte character (found by fuzzing: a leading BOM).
-        let width = src[start..].chars().next().map_or(1, char::len_utf8);
-        src.replace_range(start..start + width, &format!("#{}", " ".repeat(width - 1)));
-        if DeTable::parse(&src).is_err() {
-            break;
-        }
-    }
-    errors.sort_by_key(|e| (e.line, e.column));
-    Err(errors)
-}
-
 /// Builds an error located at the dotted `path` (deepest existing part of it).
 pub(super) fn at_path(text: &str, file: &str, path: &[String], message: String) -> ConfigError {
     let offset = DeTable::parse(text)
@@ -95,7 +46,7 @@ pub(super) fn at_path(text: &str, file: &str, path: &[String], message: String) 
     }
 }
 
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
+pub(super) fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
     let before = &text[..offset];
     let line = before.matches('\n').count() + 1;
@@ -124,14 +75,12 @@ fn value_offset(value: &DeValue<'_>, path: &[String]) -> Option<usize> {
     }
 }
 
-/// The dotted key whose key or value contains `offset` (empty if none).
-fn key_at(text: &str, offset: usize) -> String {
-    let Ok(doc) = DeTable::parse(text) else {
-        return String::new();
-    };
+/// The key path whose key or value contains `offset`, with array indices (`backend.1.port`);
+/// a table header (`[[backend]]`, `[storage.disk]`) gives the path of its table.
+pub(super) fn path_at(doc: &DeTable<'_>, offset: usize) -> Vec<String> {
     let mut path = Vec::new();
-    walk_table(doc.get_ref(), offset, &mut path);
-    path.join(".")
+    walk_table(doc, offset, &mut path);
+    path
 }
 
 fn walk_table(table: &DeTable<'_>, offset: usize, path: &mut Vec<String>) -> bool {
@@ -163,7 +112,9 @@ fn walk_value(value: &DeValue<'_>, offset: usize, path: &mut Vec<String>) -> boo
         DeValue::Array(items) => {
             for (i, item) in items.iter().enumerate() {
                 path.push(i.to_string());
-                if walk_value(item.get_ref(), offset, path) {
+                // An array of tables' item spans its header.
+                let here = item.span().contains(&offset) || item.span().start == offset;
+                if walk_value(item.get_ref(), offset, path) || here {
                     return true;
                 }
                 path.pop();
@@ -171,5 +122,39 @@ fn walk_value(value: &DeValue<'_>, offset: usize, path: &mut Vec<String>) -> boo
             false
         }
         _ => false,
+    }
+}
+
+/// The spans of the key at `path` and of its value (the deepest part of `path` that exists
+/// must be the whole of it).
+pub(super) fn spans_of(
+    doc: &DeTable<'_>,
+    path: &[String],
+) -> Option<(std::ops::Range<usize>, std::ops::Range<usize>)> {
+    let (first, rest) = path.split_first()?;
+    let (key, value) = doc
+        .iter()
+        .find(|(k, _)| k.get_ref().as_ref() == first.as_str())?;
+    if rest.is_empty() {
+        return Some((key.span(), value.span()));
+    }
+    inner_spans(value.get_ref(), rest)
+}
+
+fn inner_spans(
+    value: &DeValue<'_>,
+    path: &[String],
+) -> Option<(std::ops::Range<usize>, std::ops::Range<usize>)> {
+    match value {
+        DeValue::Table(t) => spans_of(t, path),
+        DeValue::Array(items) => {
+            let (index, rest) = path.split_first()?;
+            let item = items.get(index.parse::<usize>().ok()?)?;
+            if rest.is_empty() {
+                return Some((item.span(), item.span()));
+            }
+            inner_spans(item.get_ref(), rest)
+        }
+        _ => None,
     }
 }

@@ -7,8 +7,10 @@ mod addresses;
 mod backend;
 pub mod diff;
 pub mod invalidation;
-pub(crate) mod locate;
+mod lists;
+mod locate;
 pub mod machine;
+pub(crate) mod recover;
 pub mod rules;
 pub mod settings;
 pub mod units;
@@ -66,6 +68,7 @@ pub struct Config {
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
     /// Addresses to accept client connections on. Default `["127.0.0.1:6081"]`.
+    #[serde(deserialize_with = "lists::one_or_many")]
     pub listen: Vec<SocketAddr>,
     /// Admin listener (every route in docs/admin.md). Default `127.0.0.1:6082`; `"off"` or
     /// `false`: none (None here).
@@ -124,10 +127,12 @@ pub struct ServerConfig {
     /// request is passed with its `Upgrade` to the backend, and if the backend answers 101 the
     /// connection becomes a tunnel (closed after `idle_timeout` without traffic). Others are
     /// answered as plain HTTP. Default `["websocket"]`; `[]` tunnels nothing.
+    #[serde(deserialize_with = "lists::one_or_many")]
     pub upgrade_protocols: Vec<String>,
     /// Networks of proxies in front of Shellac whose `X-Forwarded-For`, `X-Forwarded-Host`,
     /// `X-Forwarded-Proto`, `Forwarded` and `Via` are kept (and appended to). From any other
     /// client these fields are replaced. Default `[]` (no client is trusted).
+    #[serde(deserialize_with = "lists::one_or_many")]
     pub trusted_proxies: Vec<invalidation::Network>,
     /// On SIGTERM / SIGINT: how long requests in flight may take to finish after the listeners
     /// stop accepting; then the rest are cut off and the process exits. `0s` stops at once.
@@ -283,6 +288,7 @@ pub struct CacheConfig {
     /// Dictionary (invalid: ignored whole; a member of the wrong type: ignored), except
     /// `Surrogate-Control`, read like `Cache-Control`. Default `["CDN-Cache-Control",
     /// "Surrogate-Control"]`.
+    #[serde(deserialize_with = "lists::one_or_many")]
     pub targeted_cache_control: Vec<String>,
     /// Normalise `Accept-Encoding` to `gzip`, `br` or nothing before lookup and fetch, so
     /// trivial differences share one `Vary` variant. Default true.
@@ -444,30 +450,44 @@ pub struct Overrides {
 }
 
 impl Config {
-    /// Parses and validates `text`; `file` is only used to name the source in errors.
+    /// Parses and validates `text`; `file` is only used to name the source in errors. Every
+    /// error is reported, sorted by line: those of reading the file (`recover.rs` reads on
+    /// past each), then the checks of what was read, except checks of a table where a value
+    /// had to be stood in for (they would report the stand-in, not the file).
     pub fn parse(text: &str, file: &str) -> Result<Config, Vec<ConfigError>> {
-        let mut config: Config = locate::deserialize(text, file)?;
-        for (i, b) in config.backends.iter_mut().enumerate() {
-            if b.name.is_empty() {
-                b.name = format!("backend{i}");
+        let read = recover::deserialize::<Config>(text, file);
+        let mut errors = read.errors;
+        if let Some(mut config) = read.value {
+            for (i, b) in config.backends.iter_mut().enumerate() {
+                if b.name.is_empty() {
+                    b.name = format!("backend{i}");
+                }
+            }
+            for (i, r) in config.rules.iter_mut().enumerate() {
+                if r.name.is_empty() {
+                    r.name = format!("rule{i}");
+                }
+            }
+            let table = |p: &[String]| p[..p.len().saturating_sub(1)].to_vec();
+            let consequence = |path: &[String]| {
+                let related = |t: &Vec<String>| path.starts_with(t) || t.starts_with(path);
+                read.removed.iter().any(related)
+                    || read
+                        .stood_in
+                        .iter()
+                        .any(|t| related(t) || table(path) == table(t))
+            };
+            for (path, msg) in config.validate() {
+                if !consequence(&path) {
+                    errors.push(locate::at_path(text, file, &path, msg));
+                }
+            }
+            if errors.is_empty() {
+                return Ok(config);
             }
         }
-        for (i, r) in config.rules.iter_mut().enumerate() {
-            if r.name.is_empty() {
-                r.name = format!("rule{i}");
-            }
-        }
-        let problems = config.validate();
-        if problems.is_empty() {
-            Ok(config)
-        } else {
-            let mut errors: Vec<ConfigError> = problems
-                .into_iter()
-                .map(|(path, msg)| locate::at_path(text, file, &path, msg))
-                .collect();
-            errors.sort_by_key(|e| (e.line, e.column));
-            Err(errors)
-        }
+        errors.sort_by_key(|e| (e.line, e.column));
+        Err(errors)
     }
 
     /// Reads and parses a config file.
@@ -722,10 +742,9 @@ mod tests {
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].line, 5);
         assert_eq!(errs[0].key, "cache.memory_sise");
-        assert!(
-            errs[0].message.contains("unknown field"),
-            "{}",
-            errs[0].message
+        assert_eq!(
+            errs[0].message,
+            "unknown key `memory_sise` in [cache]; did you mean `memory_size`?"
         );
     }
 
@@ -734,8 +753,8 @@ mod tests {
         let text = "[cache]\nmemory_size = \"12 bananas\"\ndefault_ttl = \"soon\"\n\n[[backend]]\nhost = \"a\"\nport = 0\n\n[[backend]]\nname = \"backend0\"\nhost = \"b\"\n";
         let errs = Config::parse(text, "t.toml").unwrap_err();
         let lines: Vec<usize> = errs.iter().map(|e| e.line).collect();
-        assert_eq!(lines, vec![2, 3], "{errs:?}");
-        // Once the syntax is right, cross-field errors are reported together.
+        // Issue 23 #5: the checks of what was read run too, in the same run.
+        assert_eq!(lines, vec![2, 3, 7, 10], "{errs:?}");
         let text = "[cache]\nmemory_size = \"1MiB\"\nmax_object_size = \"2MiB\"\n\n[[backend]]\nhost = \"a\"\nport = 0\n\n[[backend]]\nname = \"backend0\"\nhost = \"b\"\n";
         let errs = Config::parse(text, "t.toml").unwrap_err();
         let got: Vec<(usize, &str)> = errs.iter().map(|e| (e.line, e.key.as_str())).collect();
@@ -748,6 +767,75 @@ mod tests {
             ],
             "{errs:?}"
         );
+    }
+
+    fn errors(text: &str) -> Vec<String> {
+        Config::parse(text, "t.toml")
+            .unwrap_err()
+            .iter()
+            .map(|e| format!("{}:{}: {}", e.line, e.key, e.message))
+            .collect()
+    }
+
+    /// Issue 23 #5: a misnamed table hid every other error; now it is commented out with its
+    /// keys (and named with what was meant), and reading goes on.
+    #[test]
+    fn a_misnamed_table_hides_nothing() {
+        let text = "[server]\nlisten = [\"127.0.0.1:1\"]\n\n[backends]\nhost = \"a\"\nport = 80\n\n[cache]\nmemory_size = \"lots\"\n\n[[backend]]\nhost = \"b\"\nport = 0\n\n[storage.dsk]\npath = \"/x\"\n";
+        assert_eq!(
+            errors(text),
+            [
+                "4:backends: unknown table `[backends]`; did you mean `[[backend]]`?",
+                "9:cache.memory_size: `lots` is not a size (examples: \"64KiB\", \"512MiB\", \"2GiB\")",
+                "13:backend.0.port: must be between 1 and 65535",
+                "15:storage.dsk: unknown table `[storage.dsk]`; did you mean `[storage.disk]`?",
+            ]
+        );
+    }
+
+    /// Issue 23 #5: a bad enum value added a spurious "missing field"; it is one error with
+    /// the closest word, and a key really missing is one error naming what it needs.
+    #[test]
+    fn a_bad_word_is_one_error_with_a_suggestion() {
+        let text = "[[director]]\nname = \"d\"\ntype = \"roundrobin\"\nbackends = [\"a\"]\n\n[[director]]\nname = \"e\"\nbackends = \"a\"\n\n[[backend]]\nname = \"a\"\n";
+        assert_eq!(
+            errors(text),
+            [
+                "3:director.0.type: \"roundrobin\" is not one of \"round_robin\", \"random\", \"fallback\", \"hash\"; did you mean \"round_robin\"?",
+                "6:director.1.type: `type` is required in [[director]] (one of \"round_robin\", \"random\", \"fallback\", \"hash\")",
+                "10:backend.0.host: `host` is required in [[backend]] (a host name or IP address)",
+            ]
+        );
+    }
+
+    /// Issue 23 #5: type errors spoke Rust (`expected u16`, `expected a sequence`).
+    #[test]
+    fn type_errors_speak_the_operators_words() {
+        let text = "[server]\nlisten = 5\ntcp_nodelay = \"yes\"\nthreads = -1\ntrusted_proxies = [\"10.0.0.0/8\", 7]\n\n[[backend]]\nhost = \"a\"\nport = \"80\"\n\n[[backend]]\nhost = \"b\"\nport = 70000\nprobe = { url = \"/h\", windw = 3, threshold = \"x\" }\n";
+        assert_eq!(
+            errors(text),
+            [
+                "2:server.listen: expected a list of addresses such as [\"127.0.0.1:6081\", \"[::1]:6081\"], found 5",
+                "3:server.tcp_nodelay: expected true or false, found \"yes\"",
+                "4:server.threads: -1 is not a whole number (0-1024)",
+                "5:server.trusted_proxies: expected a network such as \"10.0.0.0/8\" or \"::1\", found 7 in the list",
+                "9:backend.0.port: expected a port number (1-65535), found \"80\"",
+                "13:backend.1.port: 70000 is not a port number (1-65535)",
+                "14:backend.1.probe.windw: unknown key `windw` in `probe`; did you mean `window`?",
+                "14:backend.1.probe.threshold: expected a whole number (1-64), found \"x\"",
+            ]
+        );
+    }
+
+    /// Issue 23 #5: a single address (or network, or status) is a list of one.
+    #[test]
+    fn one_value_where_a_list_is_expected() {
+        let text = "[server]\nlisten = \"0.0.0.0:8080\"\ntrusted_proxies = \"10.0.0.0/8\"\n[[backend]]\nhost = \"a\"\n[[director]]\nname = \"d\"\ntype = \"fallback\"\nbackends = \"backend0\"\nrestart_on = 503\n";
+        let c = Config::parse(text, "t.toml").unwrap();
+        assert_eq!(c.server.listen, vec!["0.0.0.0:8080".parse().unwrap()]);
+        assert_eq!(c.server.trusted_proxies.len(), 1);
+        assert_eq!(c.directors[0].backends, ["backend0"]);
+        assert_eq!(c.directors[0].restart_on, [503]);
     }
 
     #[test]

@@ -87,6 +87,7 @@ pub struct RuleConfig {
     pub cookie: Option<String>,
 
     // Response matchers (response-phase actions only)
+    #[serde(deserialize_with = "super::lists::one_or_many")]
     pub status: Vec<u16>,
     /// Response headers: name → regex on the value (`""` = present).
     pub response_header: BTreeMap<String, String>,
@@ -100,6 +101,7 @@ pub struct RuleConfig {
     /// Remove the `Cookie` header before lookup and fetch.
     pub strip_request_cookies: bool,
     pub set_request_headers: BTreeMap<String, String>,
+    #[serde(deserialize_with = "super::lists::one_or_many")]
     pub unset_request_headers: Vec<String>,
     /// Answer without a backend.
     pub synth: Option<SynthConfig>,
@@ -126,6 +128,7 @@ pub struct RuleConfig {
     /// Remove `Set-Cookie` from responses, except to POST requests.
     pub strip_set_cookie: bool,
     pub set_response_headers: BTreeMap<String, String>,
+    #[serde(deserialize_with = "super::lists::one_or_many")]
     pub unset_response_headers: Vec<String>,
 }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::*;
-use crate::config::locate;
+use crate::config::recover;
 
 /// `context` with `line` added to the section's table: after its header, or inside its
 /// inline table, or (for the top level) before everything.
@@ -137,9 +137,15 @@ fn defaults_are_the_codes_defaults_and_examples_are_valid() {
             let given = with_value(section, s.key, s.sample());
             if !s.example.is_empty() {
                 let text = with_value(section, s.key, s.example);
-                if let Err(e) = locate::deserialize::<Config>(&text, "t.toml") {
-                    panic!("{}.{}: example {}: {e:?}", section.name, s.key, s.example);
-                }
+                let read = recover::deserialize::<Config>(&text, "t.toml");
+                assert!(
+                    read.errors.is_empty(),
+                    "{}.{}: example {}: {:?}",
+                    section.name,
+                    s.key,
+                    s.example,
+                    read.errors
+                );
             }
             match s.default {
                 Default::Value(v) => {
