@@ -30,7 +30,6 @@ use crate::stats::Counters;
 mod gate;
 pub(crate) mod park;
 mod refuse;
-mod transport;
 mod trim;
 mod tunnel;
 

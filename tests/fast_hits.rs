@@ -228,10 +228,9 @@ fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i % 251) as u8).collect()
 }
 
-/// A large fast hit (a body of over 1 MiB: stored in a memory file of its own and sent with
-/// `sendfile`) reaches a reader with a small window in small, partial writes. Every byte
-/// arrives once, in order, followed by the next response on the same connection; the full path
-/// (a Range request) reads the same stored bytes.
+/// A large fast hit goes out in vectored writes of many stored chunks at once; a reader with a
+/// small window takes them in small, partial writes. Every byte arrives once, in order, followed
+/// by the next response on the same connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_fast_hit_arrives_whole_through_partial_writes() {
     let origin = Origin::start(|s| origin_reply(&s.path)).await;
@@ -270,20 +269,6 @@ async fn a_large_fast_hit_arrives_whole_through_partial_writes() {
         "then the next answer"
     );
     assert_eq!(shellac.stat("cache_hit_fast").await, 2);
-    assert_eq!(shellac.stat("cache_mapped").await, 1);
-    let sent = shellac.stat("s_sendfile_bytes").await;
-    assert!(
-        sent >= want.len() as u64,
-        "sent from the body's file: {sent}"
-    );
-    let range = get_with(
-        shellac.addr,
-        "/pattern",
-        &[("range", "bytes=1048570-1048590")],
-    )
-    .await;
-    assert_eq!(range.status, 206);
-    assert_eq!(range.body.to_vec(), want[1_048_570..=1_048_590].to_vec());
     shellac.stop().await;
 }
 

@@ -9,7 +9,6 @@ pub mod busy;
 pub mod disk;
 pub mod fields;
 pub mod inspect;
-pub mod mapped;
 pub mod memory;
 pub mod partial;
 pub mod policy;

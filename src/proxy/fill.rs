@@ -11,7 +11,6 @@ use http_body_util::BodyExt;
 use super::Proxy;
 use crate::backend::BackendBody;
 use crate::cache::busy::{BusyObject, LeaderGuard};
-use crate::cache::mapped;
 use crate::cache::partial::{Added, Piece, Validator, representation_fields};
 use crate::cache::policy::StorePlan;
 use crate::cache::{Body, CacheKey, Object, StoredFields, VarySelection, boxed_vary};
@@ -121,15 +120,7 @@ impl Fill {
                 }
             }
         } else if storing {
-            // A large body goes into a memory file of its own, so hits can be sent without
-            // copying it (cache/mapped.rs); where the kernel refuses, it stays on the heap.
-            let mapped = (total >= mapped::MIN_MAPPED)
-                .then(|| mapped::map(&busy.chunks(), total))
-                .flatten();
-            if mapped.is_some() {
-                proxy.counters.cache_mapped.inc();
-            }
-            let body = mapped.unwrap_or_else(|| rechunk(busy.chunks(), total));
+            let body = rechunk(busy.chunks(), total);
             let object = Object {
                 status: self.status,
                 headers: StoredFields::from_map(&self.headers),

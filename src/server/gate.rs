@@ -35,8 +35,6 @@ use smallvec::SmallVec;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
 
-use super::transport::Transport;
-use crate::cache::mapped;
 use crate::clock::{DATE_LINE_LEN, date_line, now_ms};
 use crate::http::strict::{Class, Framing, Limits, Scan, Scanner, Violation, valid_request_line};
 use crate::proxy::{FastAnswer, ResponseBody};
@@ -327,21 +325,6 @@ struct Outgoing {
     /// written): up to [`GATHER_CHUNKS`] / [`GATHER_BYTES`] go out in one vectored write.
     chunks: SmallVec<[Bytes; 1]>,
     body_done: bool,
-}
-
-/// Drops the first `n` bytes of `chunks` (written), and the chunks they emptied.
-fn advance(chunks: &mut SmallVec<[Bytes; 1]>, mut n: usize) {
-    let mut done = 0;
-    for c in chunks.iter_mut() {
-        let of_chunk = n.min(c.len());
-        c.advance(of_chunk);
-        n -= of_chunk;
-        if !c.is_empty() {
-            break;
-        }
-        done += 1;
-    }
-    chunks.drain(..done);
 }
 
 /// Body chunks gathered into one vectored write at most (a 21 MB object from memory is 336
@@ -660,7 +643,7 @@ impl<T> Gate<T> {
     }
 }
 
-impl<T: Transport> AsyncRead for Gate<T> {
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Gate<T> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -818,7 +801,7 @@ impl<T> Gate<T> {
     /// flight, the connection is idle again (or waiting for the rest of a held head).
     fn poll_answers(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>>
     where
-        T: Transport,
+        T: AsyncWrite + Unpin,
     {
         while let Some(o) = self.out.front_mut() {
             // Gather what the body has ready, up to one vectored write's worth.
@@ -849,27 +832,6 @@ impl<T> Gate<T> {
                 }
                 continue;
             }
-            // A run of a mapped body's chunks, once the head is out: the kernel sends it from
-            // the body's pages without copying them (cache/mapped.rs); transports that cannot
-            // get the bytes written below.
-            let run = mapped::locate(&o.chunks);
-            if o.written == head_len
-                && let Some(run) = run
-            {
-                let Some(io) = self.inner.as_mut() else {
-                    return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
-                };
-                if let Some(polled) = io.poll_send_file(cx, run.file, run.offset, run.len) {
-                    note_write(&self.state, polled.is_pending());
-                    let n = ready!(polled)?;
-                    if n == 0 {
-                        return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
-                    }
-                    self.counters.s_sendfile_bytes.add(n as u64);
-                    advance(&mut o.chunks, n);
-                    continue;
-                }
-            }
             let mut slices = [io::IoSlice::new(&[]); 2 + GATHER_CHUNKS];
             let mut k = 0;
             if o.written < o.head.len() {
@@ -881,14 +843,9 @@ impl<T> Gate<T> {
                 slices[k] = io::IoSlice::new(&o.date[at..o.date_len]);
                 k += 1;
             }
-            // Before a mapped run only the head goes out here (the run is sent from its file
-            // next), unless the transport cannot send files.
-            let sends_files = self.inner.as_ref().is_some_and(T::sends_files);
-            if run.is_none() || !sends_files {
-                for c in &o.chunks {
-                    slices[k] = io::IoSlice::new(c);
-                    k += 1;
-                }
+            for c in &o.chunks {
+                slices[k] = io::IoSlice::new(c);
+                k += 1;
             }
             let Some(io) = self.inner.as_mut() else {
                 return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
@@ -902,7 +859,17 @@ impl<T> Gate<T> {
             let of_head = (head_len - o.written).min(n);
             o.written += of_head;
             n -= of_head;
-            advance(&mut o.chunks, n);
+            let mut done = 0;
+            for c in &mut o.chunks {
+                let of_chunk = n.min(c.len());
+                c.advance(of_chunk);
+                n -= of_chunk;
+                if !c.is_empty() {
+                    break;
+                }
+                done += 1;
+            }
+            o.chunks.drain(..done);
         }
         let state = &self.state;
         if state.in_flight.load(Ordering::Relaxed) == 0
@@ -988,7 +955,7 @@ impl<T> Gate<T> {
     }
 }
 
-impl<T: Transport> AsyncWrite for Gate<T> {
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Gate<T> {
     /// hyper's writes go out after the fast answers queued before them.
     fn poll_write(
         mut self: Pin<&mut Self>,
