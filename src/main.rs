@@ -354,14 +354,36 @@ fn print_errors(errors: &[ConfigError]) {
 /// `shellac check`: the file, then (unless `file_only`) what the machine says about it (the
 /// same checks `serve` runs before it starts), every error in one run.
 fn check(file: &std::path::Path, file_only: bool) -> ExitCode {
-    let (errors, warnings, config) = match Config::load_text(file) {
-        Ok((config, _)) if file_only => (Vec::new(), Vec::new(), Some(config)),
-        Ok((config, text)) => {
-            let (errors, warnings) = config.check_machine(&text, &file.display().to_string());
-            (errors, warnings, Some(config))
+    let name = file.display().to_string();
+    let (config, mut errors, mut warnings) = match std::fs::read_to_string(file) {
+        Ok(text) => {
+            let (config, mut errors) = Config::read(&text, &name);
+            // A file read as written is checked against the machine even when checks across
+            // its settings failed: everything `serve` would refuse, in one run.
+            let mut warnings = Vec::new();
+            if let Some(config) = &config
+                && !file_only
+            {
+                let (machine, warned) = config.check_machine(&text, &name);
+                errors.extend(machine);
+                warnings = warned;
+            }
+            (config, errors, warnings)
         }
-        Err(errors) => (errors, Vec::new(), None),
+        Err(e) => (
+            None,
+            vec![ConfigError {
+                file: name.clone(),
+                line: 0,
+                column: 0,
+                key: String::new(),
+                message: format!("cannot read config file: {e}"),
+            }],
+            Vec::new(),
+        ),
     };
+    errors.sort_by_key(|e| (e.line, e.column));
+    warnings.sort_by_key(|e| (e.line, e.column));
     print_errors(&errors);
     for w in &warnings {
         eprintln!("warning: {w}");

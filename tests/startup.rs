@@ -485,3 +485,28 @@ fn check_accepts_full_toml() {
     assert!(out.contains("examples/full.toml: OK"), "{out}");
     assert!(!err.contains("error"), "{err}");
 }
+
+/// `check` asks the machine about a file read as written even when checks across its settings
+/// failed: every error in one run.
+#[test]
+fn check_reports_file_and_machine_errors_together() {
+    let dir = TempDir::new("check-together");
+    let config = write_config(
+        &dir.0,
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"off\"\nmax_headers = 0\n\n[log]\naccess_log = \"{}/missing/access.log\"\n\n[[backend]]\nhost = \"127.0.0.1\"\nport = 9\n",
+            dir.0.display()
+        ),
+    );
+    let (code, out, err) = shellac(&["check", config.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains(":4:1: `server.max_headers`: must be between 1 and 10000"),
+        "{err}"
+    );
+    assert!(
+        err.contains(":7:1: `log.access_log`: cannot create"),
+        "{err}"
+    );
+    assert!(err.contains("2 errors"), "{err}");
+}

@@ -451,12 +451,23 @@ pub struct Overrides {
 
 impl Config {
     /// Parses and validates `text`; `file` is only used to name the source in errors. Every
-    /// error is reported, sorted by line: those of reading the file (`recover.rs` reads on
-    /// past each), then the checks of what was read, except checks of a table where a value
-    /// had to be stood in for (they would report the stand-in, not the file).
+    /// error is reported, sorted by line (see [`Config::read`]).
     pub fn parse(text: &str, file: &str) -> Result<Config, Vec<ConfigError>> {
+        match Config::read(text, file) {
+            (Some(config), errors) if errors.is_empty() => Ok(config),
+            (_, errors) => Err(errors),
+        }
+    }
+
+    /// Every error of `text`, sorted by line: those of reading it (`recover.rs` reads on past
+    /// each), then the checks of what was read, except checks of a table where a value had to
+    /// be stood in for (they would report the stand-in, not the file). Also the configuration
+    /// as read, when every key could be read as written (so only checks failed, if anything):
+    /// `shellac check` asks the machine about it too.
+    pub fn read(text: &str, file: &str) -> (Option<Config>, Vec<ConfigError>) {
         let read = recover::deserialize::<Config>(text, file);
         let mut errors = read.errors;
+        let mut as_written = None;
         if let Some(mut config) = read.value {
             for (i, b) in config.backends.iter_mut().enumerate() {
                 if b.name.is_empty() {
@@ -482,12 +493,12 @@ impl Config {
                     errors.push(locate::at_path(text, file, &path, msg));
                 }
             }
-            if errors.is_empty() {
-                return Ok(config);
+            if read.stood_in.is_empty() && read.removed.is_empty() {
+                as_written = Some(config);
             }
         }
         errors.sort_by_key(|e| (e.line, e.column));
-        Err(errors)
+        (as_written, errors)
     }
 
     /// Reads and parses a config file.
