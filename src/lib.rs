@@ -18,3 +18,4 @@ pub mod rules;
 pub mod server;
 pub mod stats;
 pub mod txlog;
+pub mod vcl;

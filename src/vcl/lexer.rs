@@ -1,0 +1,363 @@
+//! VCL's tokens with their positions: what Varnish's vcc_token.c splits a VCL file into.
+
+use super::ast::Pos;
+use super::error::VclError;
+
+/// One token of VCL.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Tok {
+    /// A name: letters, digits, `_`, `.` and `-` after a first letter, as Varnish allows
+    /// (`req.http.X-Forwarded-For`, `std.tolower`, `vcl_recv`). A name ending in `.` is the
+    /// head of a quoted field name (`req.http."x"`, VCL 4.1).
+    Ident(String),
+    /// A string literal's value: `"..."` (one line), `{"..."}` or `"""..."""` (any lines).
+    Str(String),
+    /// A number as written (`3`, `1.5`).
+    Number(String),
+    /// A number with a time unit (`120s`, `1.5m`, `10ms`): value as written, unit.
+    Duration(String, &'static str),
+    /// A number with a size unit (`10KB`, `1MB`): value as written, unit.
+    Bytes(String, &'static str),
+    /// An operator or punctuation (`==`, `{`, `;`, `.` ...).
+    Op(&'static str),
+    /// An inline C block `C{ ... }C`, kept so it can be refused by name later.
+    CCode(String),
+    /// The end of the file.
+    Eof,
+}
+
+impl Tok {
+    /// How an operator reads this token in an error message.
+    pub fn describe(&self) -> String {
+        match self {
+            Tok::Ident(s) => format!("'{s}'"),
+            Tok::Str(_) => "a string".to_string(),
+            Tok::Number(n) => format!("the number {n}"),
+            Tok::Duration(n, u) => format!("the duration {n}{u}"),
+            Tok::Bytes(n, u) => format!("the size {n}{u}"),
+            Tok::Op(o) => format!("'{o}'"),
+            Tok::CCode(_) => "an inline C block (C{ ... }C)".to_string(),
+            Tok::Eof => "the end of the file".to_string(),
+        }
+    }
+}
+
+/// A token and where it starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Token {
+    pub tok: Tok,
+    pub pos: Pos,
+}
+
+/// Longest first, so `==` is not read as `=` `=`.
+const OPS: &[&str] = &[
+    "==", "!=", "<=", ">=", "!~", "&&", "||", "+=", "-=", "*=", "/=", "++", "--", "~", "<", ">",
+    "!", "+", "-", "*", "/", "=", "{", "}", "(", ")", ";", ",", ".", "%",
+];
+
+/// Time units Varnish accepts after a number, longest first (`ms` before `m`).
+const TIME_UNITS: &[&str] = &["ms", "s", "m", "h", "d", "w", "y"];
+/// Size units (VCL's BYTES type).
+const SIZE_UNITS: &[&str] = &["KB", "MB", "GB", "TB", "B"];
+
+/// Splits `src` (the text of `file`) into tokens, ending with `Tok::Eof`.
+pub fn lex(file: &str, src: &str) -> Result<Vec<Token>, VclError> {
+    Lexer {
+        file,
+        src: src.as_bytes(),
+        text: src,
+        at: 0,
+        line: 1,
+        col: 1,
+    }
+    .run()
+}
+
+struct Lexer<'a> {
+    file: &'a str,
+    src: &'a [u8],
+    text: &'a str,
+    at: usize,
+    line: u32,
+    col: u32,
+}
+
+impl Lexer<'_> {
+    fn pos(&self) -> Pos {
+        Pos {
+            line: self.line,
+            col: self.col,
+        }
+    }
+
+    fn error(&self, pos: Pos, message: String) -> VclError {
+        VclError {
+            file: self.file.to_string(),
+            pos,
+            message,
+        }
+    }
+
+    fn peek(&self, ahead: usize) -> u8 {
+        self.src.get(self.at + ahead).copied().unwrap_or(0)
+    }
+
+    fn starts_with(&self, s: &str) -> bool {
+        self.src[self.at..].starts_with(s.as_bytes())
+    }
+
+    /// Moves over `n` bytes, counting lines and columns (columns in characters).
+    fn bump(&mut self, n: usize) {
+        for _ in 0..n {
+            let Some(&b) = self.src.get(self.at) else {
+                return;
+            };
+            self.at += 1;
+            if b == b'\n' {
+                self.line += 1;
+                self.col = 1;
+            } else if b & 0xC0 != 0x80 {
+                self.col += 1;
+            }
+        }
+    }
+
+    /// The text from `start` to here (always on character boundaries: tokens end at ASCII).
+    fn since(&self, start: usize) -> String {
+        self.text
+            .get(start..self.at)
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// Reads up to `end`, returning the text before it and moving past it.
+    fn until(&mut self, end: &str, pos: Pos, what: &str) -> Result<String, VclError> {
+        match self.text[self.at..].find(end) {
+            Some(len) => {
+                let body = self.text[self.at..self.at + len].to_string();
+                self.bump(len + end.len());
+                Ok(body)
+            }
+            None => Err(self.error(pos, format!("{what} is never closed"))),
+        }
+    }
+
+    fn run(mut self) -> Result<Vec<Token>, VclError> {
+        let mut out = Vec::new();
+        loop {
+            self.skip_blanks()?;
+            let pos = self.pos();
+            let c = self.peek(0);
+            let tok = if self.at >= self.src.len() {
+                out.push(Token { tok: Tok::Eof, pos });
+                return Ok(out);
+            } else if self.starts_with("C{") {
+                self.bump(2);
+                Tok::CCode(self.until("}C", pos, "the inline C block 'C{'")?)
+            } else if self.starts_with("{\"") {
+                self.bump(2);
+                Tok::Str(self.until("\"}", pos, "the long string '{\"'")?)
+            } else if self.starts_with("\"\"\"") {
+                self.bump(3);
+                Tok::Str(self.until("\"\"\"", pos, "the string '\"\"\"'")?)
+            } else if c == b'"' {
+                self.bump(1);
+                let body = self.until("\"", pos, "the string")?;
+                if body.contains('\n') {
+                    return Err(self.error(
+                        pos,
+                        "the string runs past the end of its line (a \"...\" string is one \
+                         line; use {\"...\"} for several)"
+                            .to_string(),
+                    ));
+                }
+                Tok::Str(body)
+            } else if c.is_ascii_alphabetic() {
+                let start = self.at;
+                while matches!(self.peek(0), b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-')
+                {
+                    self.bump(1);
+                }
+                Tok::Ident(self.since(start))
+            } else if c.is_ascii_digit() {
+                self.number()
+            } else if let Some(op) = OPS.iter().find(|op| self.starts_with(op)) {
+                self.bump(op.len());
+                Tok::Op(op)
+            } else {
+                let shown = self.text[self.at..].chars().next().unwrap_or(' ');
+                return Err(self.error(pos, format!("unexpected character {shown:?}")));
+            };
+            out.push(Token { tok, pos });
+        }
+    }
+
+    /// A number, and its unit when a time or size unit follows it directly.
+    fn number(&mut self) -> Tok {
+        let start = self.at;
+        while self.peek(0).is_ascii_digit() {
+            self.bump(1);
+        }
+        if self.peek(0) == b'.' && self.peek(1).is_ascii_digit() {
+            self.bump(1);
+            while self.peek(0).is_ascii_digit() {
+                self.bump(1);
+            }
+        }
+        let value = self.since(start);
+        // The unit must end the word: `1mx` is a number followed by a bad name, not `1m`.
+        let unit_here = |units: &[&'static str]| {
+            units.iter().copied().find(|u| {
+                self.starts_with(u) && {
+                    let next = self.src.get(self.at + u.len()).copied().unwrap_or(0);
+                    !(next.is_ascii_alphanumeric() || next == b'_')
+                }
+            })
+        };
+        if let Some(unit) = unit_here(TIME_UNITS) {
+            self.bump(unit.len());
+            Tok::Duration(value, unit)
+        } else if let Some(unit) = unit_here(SIZE_UNITS) {
+            self.bump(unit.len());
+            Tok::Bytes(value, unit)
+        } else {
+            Tok::Number(value)
+        }
+    }
+
+    /// Skips whitespace and comments (`#`, `//`, `/* */`).
+    fn skip_blanks(&mut self) -> Result<(), VclError> {
+        loop {
+            let c = self.peek(0);
+            if c.is_ascii_whitespace() {
+                self.bump(1);
+            } else if c == b'#' || self.starts_with("//") {
+                while self.at < self.src.len() && self.peek(0) != b'\n' {
+                    self.bump(1);
+                }
+            } else if self.starts_with("/*") {
+                let pos = self.pos();
+                self.bump(2);
+                self.until("*/", pos, "the comment '/*'")?;
+            } else {
+                return Ok(());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toks(src: &str) -> Vec<Tok> {
+        lex("t.vcl", src)
+            .expect("lexes")
+            .into_iter()
+            .map(|t| t.tok)
+            .collect()
+    }
+
+    fn id(s: &str) -> Tok {
+        Tok::Ident(s.to_string())
+    }
+
+    #[test]
+    fn names_keep_dots_and_dashes() {
+        assert_eq!(
+            toks("set req.http.X-Forwarded-For = client.ip;"),
+            vec![
+                id("set"),
+                id("req.http.X-Forwarded-For"),
+                Tok::Op("="),
+                id("client.ip"),
+                Tok::Op(";"),
+                Tok::Eof
+            ]
+        );
+    }
+
+    #[test]
+    fn three_kinds_of_string() {
+        assert_eq!(
+            toks("\"a\" {\"b\nc\"} \"\"\"d\"e\"\"\""),
+            vec![
+                Tok::Str("a".into()),
+                Tok::Str("b\nc".into()),
+                Tok::Str("d\"e".into()),
+                Tok::Eof
+            ]
+        );
+    }
+
+    #[test]
+    fn durations_sizes_numbers() {
+        assert_eq!(
+            toks("120s 1.5m 10ms 1d 1w 1y 3 2.5 10KB 1mx"),
+            vec![
+                Tok::Duration("120".into(), "s"),
+                Tok::Duration("1.5".into(), "m"),
+                Tok::Duration("10".into(), "ms"),
+                Tok::Duration("1".into(), "d"),
+                Tok::Duration("1".into(), "w"),
+                Tok::Duration("1".into(), "y"),
+                Tok::Number("3".into()),
+                Tok::Number("2.5".into()),
+                Tok::Bytes("10".into(), "KB"),
+                Tok::Number("1".into()),
+                id("mx"),
+                Tok::Eof
+            ]
+        );
+    }
+
+    #[test]
+    fn operators_longest_first() {
+        let ops: Vec<Tok> = "== != < > <= >= ~ !~ && || ! + - * / = += -= *= /="
+            .split(' ')
+            .map(|o| Tok::Op(OPS.iter().copied().find(|x| *x == o).expect("known")))
+            .chain([Tok::Eof])
+            .collect();
+        assert_eq!(
+            toks("== != < > <= >= ~ !~ && || ! + - * / = += -= *= /="),
+            ops
+        );
+        assert_eq!(
+            toks("a!=b"),
+            vec![id("a"), Tok::Op("!="), id("b"), Tok::Eof]
+        );
+    }
+
+    #[test]
+    fn comments_are_skipped() {
+        assert_eq!(toks("# a\n// b\n/* c\n d */ x"), vec![id("x"), Tok::Eof]);
+    }
+
+    #[test]
+    fn inline_c_is_one_token() {
+        assert_eq!(
+            toks("C{ int x = 1; }C sub"),
+            vec![Tok::CCode(" int x = 1; ".into()), id("sub"), Tok::Eof]
+        );
+    }
+
+    #[test]
+    fn positions_are_line_and_column() {
+        let t = lex("t.vcl", "sub\n  vcl_recv {").expect("lexes");
+        assert_eq!((t[1].pos.line, t[1].pos.col), (2, 3));
+        assert_eq!((t[2].pos.line, t[2].pos.col), (2, 12));
+    }
+
+    #[test]
+    fn errors_name_file_line_column() {
+        let e = lex("site.vcl", "set x = \"abc\n\";").expect_err("bad");
+        assert_eq!(e.to_string().split(": ").next(), Some("site.vcl:1:9"));
+        let e = lex("site.vcl", "\n  /* open").expect_err("bad");
+        assert_eq!(
+            e.to_string(),
+            "site.vcl:2:3: the comment '/*' is never closed"
+        );
+        let e = lex("site.vcl", "a @ b").expect_err("bad");
+        assert!(e.to_string().contains("unexpected character '@'"), "{e}");
+    }
+}
