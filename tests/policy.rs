@@ -312,6 +312,8 @@ async fn no_example_stores_an_error() {
             }
             if let Some(d) = &mut c.storage.disk {
                 d.path = disk_path;
+                // The example reserves 4 GiB; a test machine may not have it free.
+                d.size = shellac::config::units::Size(256 << 20);
             }
             c.log.access_log = "off".into();
             let default = c.default_target().map(str::to_string);
