@@ -18,9 +18,10 @@ pub struct Vcl {
 /// A top-level declaration.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decl {
-    /// `import std;` or `import std from "path";`.
+    /// `import std;`, `import std as s;` or `import std from "path";`.
     Import {
         name: String,
+        alias: Option<String>,
         from: Option<String>,
         pos: Pos,
     },
@@ -59,6 +60,8 @@ pub enum Decl {
         body: Vec<Stmt>,
         pos: Pos,
     },
+    /// `unused NAME;`: the declaration NAME may go unused without an error (trunk).
+    Unused { name: String, pos: Pos },
     /// A top-level inline C block, kept to be refused by name.
     CCode { pos: Pos },
 }
@@ -106,8 +109,8 @@ pub enum Stmt {
     },
     /// `unset TARGET;` (`remove` in 2.x).
     Unset { target: String, pos: Pos },
-    /// `call NAME;`.
-    Call { name: String, pos: Pos },
+    /// `call NAME;`, or trunk's `call obj.method(args);` (a SUB value).
+    Call { target: Expr, pos: Pos },
     /// `return (ACTION);`, `return (synth(503, "x"));`, or a bare `return;`.
     Return { action: Option<Expr>, pos: Pos },
     /// A bare action with optional arguments: 2.x `lookup;`, `pass;`, `error 503 "msg";`,
@@ -141,6 +144,8 @@ pub enum Expr {
     Number(String, Pos),
     Duration(String, &'static str, Pos),
     Bytes(String, &'static str, Pos),
+    /// A BLOB literal `:base64:` (trunk), the text between the colons.
+    Blob(String, Pos),
     /// A variable, a name (backend, ACL, sub) or an action word (`pass`, `true`).
     Name(String, Pos),
     /// `f(args)`, `std.tolower(x)`, `vdir.backend()`, `synth(503, "x")`.
@@ -182,7 +187,7 @@ impl Expr {
     /// Where the expression starts.
     pub fn pos(&self) -> Pos {
         match self {
-            Expr::Str(_, p) | Expr::Number(_, p) | Expr::Name(_, p) => *p,
+            Expr::Str(_, p) | Expr::Number(_, p) | Expr::Name(_, p) | Expr::Blob(_, p) => *p,
             Expr::Duration(_, _, p) | Expr::Bytes(_, _, p) => *p,
             Expr::Call { pos, .. } | Expr::Method { pos, .. } => *pos,
             Expr::Unary { pos, .. } | Expr::Binary { pos, .. } => *pos,

@@ -18,6 +18,8 @@ pub enum Tok {
     Duration(String, &'static str),
     /// A number with a size unit (`10KB`, `1MB`): value as written, unit.
     Bytes(String, &'static str),
+    /// A BLOB literal `:base64:` (trunk): the text between the colons.
+    Blob(String),
     /// An operator or punctuation (`==`, `{`, `;`, `.` ...).
     Op(&'static str),
     /// An inline C block `C{ ... }C`, kept so it can be refused by name later.
@@ -35,6 +37,7 @@ impl Tok {
             Tok::Number(n) => format!("the number {n}"),
             Tok::Duration(n, u) => format!("the duration {n}{u}"),
             Tok::Bytes(n, u) => format!("the size {n}{u}"),
+            Tok::Blob(_) => "a BLOB literal (:...:)".to_string(),
             Tok::Op(o) => format!("'{o}'"),
             Tok::CCode(_) => "an inline C block (C{ ... }C)".to_string(),
             Tok::Eof => "the end of the file".to_string(),
@@ -172,6 +175,19 @@ impl Lexer<'_> {
                     ));
                 }
                 Tok::Str(body)
+            } else if c == b':' {
+                self.bump(1);
+                let body = self.until(":", pos, "the BLOB literal ':'")?;
+                if let Some(bad) = body
+                    .chars()
+                    .find(|c| !(c.is_ascii_alphanumeric() || "+/=".contains(*c)))
+                {
+                    return Err(self.error(
+                        pos,
+                        format!("a BLOB literal :...: holds base64, not {bad:?}"),
+                    ));
+                }
+                Tok::Blob(body)
             } else if c.is_ascii_alphabetic() {
                 let start = self.at;
                 while matches!(self.peek(0), b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-')
@@ -198,7 +214,8 @@ impl Lexer<'_> {
         while self.peek(0).is_ascii_digit() {
             self.bump(1);
         }
-        if self.peek(0) == b'.' && self.peek(1).is_ascii_digit() {
+        // Varnish reads `12.` as a REAL, so the fraction's digits are optional.
+        if self.peek(0) == b'.' && !self.peek(1).is_ascii_alphabetic() {
             self.bump(1);
             while self.peek(0).is_ascii_digit() {
                 self.bump(1);
@@ -326,6 +343,19 @@ mod tests {
             toks("a!=b"),
             vec![id("a"), Tok::Op("!="), id("b"), Tok::Eof]
         );
+    }
+
+    #[test]
+    fn blob_literals_and_trailing_dots() {
+        assert_eq!(
+            toks(":AQID: 12."),
+            vec![
+                Tok::Blob("AQID".into()),
+                Tok::Number("12.".into()),
+                Tok::Eof
+            ]
+        );
+        assert!(lex("t.vcl", ":a b:").is_err());
     }
 
     #[test]

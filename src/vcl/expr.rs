@@ -1,0 +1,167 @@
+//! Parsing VCL expressions by precedence: `||`, `&&`, `!`, comparisons, `+ -`, `* /`, calls.
+
+use super::ast::{Arg, Expr};
+use super::error::VclError;
+use super::lexer::Tok;
+use super::parser::Parser;
+
+/// Binding power of an infix operator (higher binds tighter), as Varnish's vcc_expr.c orders
+/// them: `a || b && c` is `a || (b && c)`, `!a ~ b` is `!(a ~ b)`.
+fn infix(op: &str) -> Option<u8> {
+    Some(match op {
+        "||" => 1,
+        "&&" => 2,
+        "==" | "!=" | "<" | ">" | "<=" | ">=" | "~" | "!~" => 4,
+        "+" | "-" => 5,
+        "*" | "/" | "%" => 6,
+        _ => return None,
+    })
+}
+
+/// `!` takes a comparison as its operand.
+const NOT_OPERAND: u8 = 4;
+/// Juxtaposed values (2.x `"a" req.url "b"`) concatenate like `+`.
+const JUXTAPOSE: u8 = 5;
+
+impl Parser<'_> {
+    /// A full expression.
+    pub(super) fn expr(&mut self) -> Result<Expr, VclError> {
+        self.expr_bp(0, true)
+    }
+
+    /// An expression where a following value starts the next argument rather than being
+    /// concatenated (2.x `error 503 "msg"`).
+    pub(super) fn expr_no_juxtaposition(&mut self) -> Result<Expr, VclError> {
+        self.expr_bp(0, false)
+    }
+
+    fn expr_bp(&mut self, min: u8, juxtapose: bool) -> Result<Expr, VclError> {
+        let mut left = self.prefix(juxtapose)?;
+        loop {
+            let pos = self.pos();
+            let (op, bp) = match self.peek() {
+                Tok::Op(o) => match infix(o) {
+                    Some(bp) => (*o, bp),
+                    None => break,
+                },
+                Tok::Str(_) | Tok::Ident(_) if juxtapose => ("+", JUXTAPOSE),
+                _ => break,
+            };
+            if bp < min {
+                break;
+            }
+            if bp != JUXTAPOSE || matches!(self.peek(), Tok::Op(_)) {
+                self.at += 1;
+            }
+            let right = self.expr_bp(bp + 1, juxtapose)?;
+            left = Expr::Binary {
+                op,
+                left: Box::new(left),
+                right: Box::new(right),
+                pos,
+            };
+        }
+        Ok(left)
+    }
+
+    fn prefix(&mut self, juxtapose: bool) -> Result<Expr, VclError> {
+        let pos = self.pos();
+        if self.eat("!") {
+            let expr = self.expr_bp(NOT_OPERAND, juxtapose)?;
+            return Ok(Expr::Unary {
+                op: "!",
+                expr: Box::new(expr),
+                pos,
+            });
+        }
+        if self.eat("-") {
+            let expr = self.postfix()?;
+            return Ok(Expr::Unary {
+                op: "-",
+                expr: Box::new(expr),
+                pos,
+            });
+        }
+        self.postfix()
+    }
+
+    /// A value and any `.method(args)` after it.
+    fn postfix(&mut self) -> Result<Expr, VclError> {
+        let mut expr = self.primary()?;
+        while self.is_op(".")
+            && matches!(self.peek_at(1), Tok::Ident(_))
+            && matches!(self.peek_at(2), Tok::Op("("))
+        {
+            let pos = self.pos();
+            self.at += 1;
+            let method = self.ident("a method name")?;
+            let args = self.args()?;
+            expr = Expr::Method {
+                on: Box::new(expr),
+                method,
+                args,
+                pos,
+            };
+        }
+        Ok(expr)
+    }
+
+    fn primary(&mut self) -> Result<Expr, VclError> {
+        let pos = self.pos();
+        let expr = match self.peek().clone() {
+            Tok::Str(s) => Expr::Str(s, pos),
+            Tok::Number(n) => Expr::Number(n, pos),
+            Tok::Duration(n, u) => Expr::Duration(n, u, pos),
+            Tok::Bytes(n, u) => Expr::Bytes(n, u, pos),
+            Tok::Blob(b) => Expr::Blob(b, pos),
+            Tok::Op("(") => {
+                self.at += 1;
+                let inner = self.expr()?;
+                self.expect(")", "to close '('")?;
+                return Ok(inner);
+            }
+            Tok::Ident(_) => {
+                let name = self.name("a value")?;
+                if self.is_op("(") {
+                    let args = self.args()?;
+                    return Ok(Expr::Call {
+                        func: name,
+                        args,
+                        pos,
+                    });
+                }
+                return Ok(Expr::Name(name, pos));
+            }
+            _ => return Err(self.expected("a value (a string, number, variable or call)")),
+        };
+        self.at += 1;
+        Ok(expr)
+    }
+
+    /// `( [arg {, arg}] )` where an argument may be named: `name = value`.
+    fn args(&mut self) -> Result<Vec<Arg>, VclError> {
+        self.expect("(", "")?;
+        let mut args = Vec::new();
+        if self.eat(")") {
+            return Ok(args);
+        }
+        loop {
+            let name = match (self.peek(), self.peek_at(1)) {
+                (Tok::Ident(n), Tok::Op("=")) => {
+                    let n = n.clone();
+                    self.at += 2;
+                    Some(n)
+                }
+                _ => None,
+            };
+            args.push(Arg {
+                name,
+                value: self.expr()?,
+            });
+            if self.eat(")") {
+                return Ok(args);
+            }
+            self.expect(",", "or ')' after the argument")?;
+        }
+    }
+}
