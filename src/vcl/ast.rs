@@ -142,8 +142,9 @@ pub enum Stmt {
 pub enum Expr {
     Str(String, Pos),
     Number(String, Pos),
-    Duration(String, &'static str, Pos),
-    Bytes(String, &'static str, Pos),
+    /// A number with a unit: a DURATION (`120s`) or BYTES (`10KB`) by the context, as vcc
+    /// decides (`1m` is a minute or a mebibyte); value and unit as written.
+    Quantity(String, String, Pos),
     /// A BLOB literal `:base64:` (trunk), the text between the colons.
     Blob(String, Pos),
     /// A variable, a name (backend, ACL, sub) or an action word (`pass`, `true`).
@@ -188,7 +189,7 @@ impl Expr {
     pub fn pos(&self) -> Pos {
         match self {
             Expr::Str(_, p) | Expr::Number(_, p) | Expr::Name(_, p) | Expr::Blob(_, p) => *p,
-            Expr::Duration(_, _, p) | Expr::Bytes(_, _, p) => *p,
+            Expr::Quantity(_, _, p) => *p,
             Expr::Call { pos, .. } | Expr::Method { pos, .. } => *pos,
             Expr::Unary { pos, .. } | Expr::Binary { pos, .. } => *pos,
         }

@@ -18,6 +18,14 @@ fn infix(op: &str) -> Option<u8> {
     })
 }
 
+/// Whether a juxtaposed name may extend `e` (2.x `req.url req.proto`); not a number (`1 q`).
+fn stringy(e: &Expr) -> bool {
+    !matches!(
+        e,
+        Expr::Number(..) | Expr::Quantity(..) | Expr::Blob(..) | Expr::Unary { .. }
+    )
+}
+
 /// `!` takes a comparison as its operand.
 const NOT_OPERAND: u8 = 4;
 /// Juxtaposed values (2.x `"a" req.url "b"`) concatenate like `+`.
@@ -44,7 +52,10 @@ impl Parser<'_> {
                     Some(bp) => (*o, bp),
                     None => break,
                 },
-                Tok::Str(_) | Tok::Ident(_) if juxtapose => ("+", JUXTAPOSE),
+                // A string next to a value, or a name next to a string or name (2.x
+                // `"a" req.url req.proto`).
+                Tok::Str(_) if juxtapose => ("+", JUXTAPOSE),
+                Tok::Ident(_) if juxtapose && stringy(&left) => ("+", JUXTAPOSE),
                 _ => break,
             };
             if bp < min {
@@ -111,8 +122,7 @@ impl Parser<'_> {
         let expr = match self.peek().clone() {
             Tok::Str(s) => Expr::Str(s, pos),
             Tok::Number(n) => Expr::Number(n, pos),
-            Tok::Duration(n, u) => Expr::Duration(n, u, pos),
-            Tok::Bytes(n, u) => Expr::Bytes(n, u, pos),
+            Tok::Quantity(n, u) => Expr::Quantity(n, u, pos),
             Tok::Blob(b) => Expr::Blob(b, pos),
             Tok::Op("(") => {
                 self.at += 1;

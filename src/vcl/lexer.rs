@@ -14,10 +14,9 @@ pub enum Tok {
     Str(String),
     /// A number as written (`3`, `1.5`).
     Number(String),
-    /// A number with a time unit (`120s`, `1.5m`, `10ms`): value as written, unit.
-    Duration(String, &'static str),
-    /// A number with a size unit (`10KB`, `1MB`): value as written, unit.
-    Bytes(String, &'static str),
+    /// A number with a unit (`120s`, `1.5 m`, `10KB`): value and unit as written. Whether it
+    /// is a DURATION or BYTES is the context's decision, as in vcc (`1m`: minute or MiB).
+    Quantity(String, String),
     /// A BLOB literal `:base64:` (trunk): the text between the colons.
     Blob(String),
     /// An operator or punctuation (`==`, `{`, `;`, `.` ...).
@@ -35,8 +34,7 @@ impl Tok {
             Tok::Ident(s) => format!("'{s}'"),
             Tok::Str(_) => "a string".to_string(),
             Tok::Number(n) => format!("the number {n}"),
-            Tok::Duration(n, u) => format!("the duration {n}{u}"),
-            Tok::Bytes(n, u) => format!("the size {n}{u}"),
+            Tok::Quantity(n, u) => format!("the quantity {n}{u}"),
             Tok::Blob(_) => "a BLOB literal (:...:)".to_string(),
             Tok::Op(o) => format!("'{o}'"),
             Tok::CCode(_) => "an inline C block (C{ ... }C)".to_string(),
@@ -58,10 +56,11 @@ const OPS: &[&str] = &[
     "!", "+", "-", "*", "/", "=", "{", "}", "(", ")", ";", ",", ".", "%",
 ];
 
-/// Time units Varnish accepts after a number, longest first (`ms` before `m`).
-const TIME_UNITS: &[&str] = &["ms", "s", "m", "h", "d", "w", "y"];
-/// Size units (VCL's BYTES type).
-const SIZE_UNITS: &[&str] = &["KB", "MB", "GB", "TB", "B"];
+/// Units Varnish accepts after a number, matched without regard to case: durations (ms s m
+/// h d w y) and sizes (b k kb m mb g gb t tb p pb; VNUM_bytes_unit).
+const UNITS: &[&str] = &[
+    "ms", "s", "m", "h", "d", "w", "y", "b", "k", "kb", "mb", "g", "gb", "t", "tb", "p", "pb",
+];
 
 /// Splits `src` (the text of `file`) into tokens, ending with `Tok::Eof`.
 pub fn lex(file: &str, src: &str) -> Result<Vec<Token>, VclError> {
@@ -196,7 +195,7 @@ impl Lexer<'_> {
                 }
                 Tok::Ident(self.since(start))
             } else if c.is_ascii_digit() {
-                self.number()
+                self.number(pos)?
             } else if let Some(op) = OPS.iter().find(|op| self.starts_with(op)) {
                 self.bump(op.len());
                 Tok::Op(op)
@@ -208,8 +207,9 @@ impl Lexer<'_> {
         }
     }
 
-    /// A number, and its unit when a time or size unit follows it directly.
-    fn number(&mut self) -> Tok {
+    /// A number, and its unit when a time or size unit follows it directly; any other letter
+    /// there is an error (`1k`, `42.42e42`: VCL has no exponents).
+    fn number(&mut self, pos: Pos) -> Result<Tok, VclError> {
         let start = self.at;
         while self.peek(0).is_ascii_digit() {
             self.bump(1);
@@ -222,24 +222,34 @@ impl Lexer<'_> {
             }
         }
         let value = self.since(start);
-        // The unit must end the word: `1mx` is a number followed by a bad name, not `1m`.
-        let unit_here = |units: &[&'static str]| {
-            units.iter().copied().find(|u| {
-                self.starts_with(u) && {
-                    let next = self.src.get(self.at + u.len()).copied().unwrap_or(0);
-                    !(next.is_ascii_alphanumeric() || next == b'_')
-                }
-            })
-        };
-        if let Some(unit) = unit_here(TIME_UNITS) {
-            self.bump(unit.len());
-            Tok::Duration(value, unit)
-        } else if let Some(unit) = unit_here(SIZE_UNITS) {
-            self.bump(unit.len());
-            Tok::Bytes(value, unit)
-        } else {
-            Tok::Number(value)
+        // The unit is its own word in vcc, so `1 s` is a second too.
+        let mut gap = 0;
+        while matches!(self.peek(gap), b' ' | b'\t') {
+            gap += 1;
         }
+        let mut len = 0;
+        while self.peek(gap + len).is_ascii_alphanumeric() || self.peek(gap + len) == b'_' {
+            len += 1;
+        }
+        let word = self
+            .text
+            .get(self.at + gap..self.at + gap + len)
+            .unwrap_or_default();
+        let first_is_letter = self.peek(gap).is_ascii_alphabetic();
+        if first_is_letter && UNITS.iter().any(|u| u.eq_ignore_ascii_case(word)) {
+            self.bump(gap + len);
+            return Ok(Tok::Quantity(value, word.to_string()));
+        }
+        if gap == 0 && len > 0 {
+            return Err(self.error(
+                pos,
+                format!(
+                    "unknown unit '{word}' after the number {value} (durations take ms, s, m, \
+                     h, d, w or y; sizes B, KB, MB, GB or TB)"
+                ),
+            ));
+        }
+        Ok(Tok::Number(value))
     }
 
     /// Skips whitespace and comments (`#`, `//`, `/* */`).
@@ -273,6 +283,10 @@ mod tests {
             .into_iter()
             .map(|t| t.tok)
             .collect()
+    }
+
+    fn q(n: &str, u: &str) -> Tok {
+        Tok::Quantity(n.into(), u.into())
     }
 
     fn id(s: &str) -> Tok {
@@ -310,19 +324,20 @@ mod tests {
     #[test]
     fn durations_sizes_numbers() {
         assert_eq!(
-            toks("120s 1.5m 10ms 1d 1w 1y 3 2.5 10KB 1mx"),
+            toks("120s 1.5m 10ms 1d 1w 1y 3 2.5 10KB 1 s 100000b 1k"),
             vec![
-                Tok::Duration("120".into(), "s"),
-                Tok::Duration("1.5".into(), "m"),
-                Tok::Duration("10".into(), "ms"),
-                Tok::Duration("1".into(), "d"),
-                Tok::Duration("1".into(), "w"),
-                Tok::Duration("1".into(), "y"),
+                q("120", "s"),
+                q("1.5", "m"),
+                q("10", "ms"),
+                q("1", "d"),
+                q("1", "w"),
+                q("1", "y"),
                 Tok::Number("3".into()),
                 Tok::Number("2.5".into()),
-                Tok::Bytes("10".into(), "KB"),
-                Tok::Number("1".into()),
-                id("mx"),
+                q("10", "KB"),
+                q("1", "s"),
+                q("100000", "b"),
+                q("1", "k"),
                 Tok::Eof
             ]
         );
@@ -356,6 +371,17 @@ mod tests {
             ]
         );
         assert!(lex("t.vcl", ":a b:").is_err());
+        let e = lex("t.vcl", "x = 42.42e42;").expect_err("no exponents");
+        assert!(
+            e.to_string()
+                .starts_with("t.vcl:1:5: unknown unit 'e42' after the number 42.42"),
+            "{e}"
+        );
+        assert!(lex("t.vcl", "1mx").is_err());
+        assert_eq!(
+            toks("1 q"),
+            vec![Tok::Number("1".into()), id("q"), Tok::Eof]
+        );
     }
 
     #[test]

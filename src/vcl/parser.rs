@@ -93,12 +93,34 @@ impl Parser<'_> {
         }
     }
 
+    /// The name a declaration gives (backend, probe, ACL, director, sub, object): no `.`,
+    /// which would make it read as a field of another name. (`-` is legal since 4.0; the
+    /// checker refuses it in 2.x files.)
+    pub(super) fn decl_name(&mut self, what: &str) -> Result<String, VclError> {
+        let pos = self.pos();
+        let name = self.ident(what)?;
+        if name.contains('.') {
+            return Err(self.error_at(
+                pos,
+                format!("the name '{name}' may not hold '.' (letters, digits, '_' and '-' only)"),
+            ));
+        }
+        Ok(name)
+    }
+
     /// A name that may end in a quoted part: `req.http."x-y"` (VCL 4.1) or a plain name.
     pub(super) fn name(&mut self, what: &str) -> Result<String, VclError> {
         let mut name = self.ident(what)?;
         if name.ends_with('.')
             && let Tok::Str(s) = self.peek()
         {
+            // A field name is an HTTP token (RFC 9110 tchar), quoted or not.
+            let tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+            if let Some(bad) = s.chars().find(|c| !tchar(*c)) {
+                return Err(
+                    self.error_at(self.pos(), format!("a header name may not hold {bad:?}"))
+                );
+            }
             name.push_str(s);
             self.at += 1;
         }
@@ -175,7 +197,7 @@ impl Parser<'_> {
                 Ok(Decl::Include { path, glob, pos })
             }
             "backend" => {
-                let name = self.ident("the backend's name")?;
+                let name = self.decl_name("the backend's name")?;
                 if self.is_word("none") || self.is_word("None") {
                     self.at += 1;
                     self.expect(";", "after 'none'")?;
@@ -193,7 +215,7 @@ impl Parser<'_> {
                 })
             }
             "probe" => {
-                let name = self.ident("the probe's name")?;
+                let name = self.decl_name("the probe's name")?;
                 let fields = self.table("the probe's settings")?;
                 Ok(Decl::Probe { name, fields, pos })
             }
@@ -205,7 +227,7 @@ impl Parser<'_> {
             }
             "director" => self.director(pos),
             "sub" => {
-                let name = self.ident("the subroutine's name")?;
+                let name = self.decl_name("the subroutine's name")?;
                 let body = self.block()?;
                 Ok(Decl::Sub { name, body, pos })
             }
@@ -280,7 +302,7 @@ impl Parser<'_> {
     }
 
     fn acl(&mut self, pos: Pos) -> Result<Decl, VclError> {
-        let name = self.ident("the ACL's name")?;
+        let name = self.decl_name("the ACL's name")?;
         let mut flags = Vec::new();
         while self.is_op("+") || self.is_op("-") {
             // The loop's condition guarantees one of the two signs is next.
@@ -354,7 +376,7 @@ impl Parser<'_> {
 
     /// 2.x `director NAME KIND { .field = v; { .backend = b; .weight = 1; } ... }`.
     fn director(&mut self, pos: Pos) -> Result<Decl, VclError> {
-        let name = self.ident("the director's name")?;
+        let name = self.decl_name("the director's name")?;
         let kind = self.ident("the director's kind (random, round-robin, client, hash, ...)")?;
         self.expect("{", "to open the director")?;
         let mut fields = Vec::new();
@@ -519,11 +541,14 @@ mod tests {
 
     #[test]
     fn quoted_header_names_and_methods_on_values() {
-        let v = ok(r#"sub s { set resp.http."x y" = resp.http."a".upper(); std.log(s = "n"); }"#);
+        let v = ok(r#"sub s { set resp.http."x~y" = resp.http."a".upper(); std.log(s = "n"); }"#);
         assert!(
             matches!(&body(&v)[0], Stmt::Set { target, value: Expr::Method { .. }, .. }
-            if target == "resp.http.x y")
+            if target == "resp.http.x~y")
         );
+        assert!(err("sub s { set req.http.{\"a\nb\"} = \"x\"; }").contains("may not hold '\\n'"));
+        assert!(err("sub foo.bar { }").contains("may not hold '.'"));
+        ok("acl my-acl { \"localhost\"; } sub my-sub { }");
     }
 
     #[test]

@@ -85,7 +85,7 @@ impl Parser<'_> {
                 Stmt::Return { action, pos }
             }
             "new" => {
-                let name = self.ident("the name of the new object")?;
+                let name = self.decl_name("the name of the new object")?;
                 self.expect("=", &format!("after 'new {name}'"))?;
                 Stmt::New {
                     name,
