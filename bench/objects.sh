@@ -3,8 +3,9 @@
 # bench/origin.rs, N distinct 100-byte objects fetched once each, RSS growth per object and
 # beyond what is stored (body + the origin's header fields + key), as bench/run.sh computes it.
 #   N=200000 [PRELOAD=allocator.so] bench/objects.sh [BINARY]
-# BOUND=1: workload 8's second half instead: a 64 MiB cache, 30,000 objects of 6451 B (3x the
-# cache size), RSS after against the configured size.
+# BOUND=1 [OBJ=6451] [MB=64]: workload 8's second half instead: an MB MiB cache filled with
+# distinct OBJ-byte objects, 3x the cache size (so it evicts everything about three times over),
+# RSS growth beyond the base measured before the fill, against the configured size.
 # SHIFT=1 [MB=64]: a MB MiB cache whose objects change size (100, 1500, 700, 100-byte bodies, each
 # phase ~3x the cache), RSS after each phase against the configured size.
 set -euo pipefail
@@ -37,10 +38,19 @@ if (( ${SHIFT:-0} )); then
   exit 0
 fi
 if (( ${BOUND:-0} )); then
-  taskset -c 1 "$CLIENTS" unique "127.0.0.1:$PORT" "/obj6k/b-" 30000 50 >"$TMP/fill.txt" 2>&1
+  OBJ=${OBJ:-6451}
+  path="/sized/$OBJ/b-"; (( OBJ == 6451 )) && path="/obj6k/b-"
+  n=$(( (3 * MB * 1048576 + OBJ - 1) / OBJ ))
+  conns=$(( n < 50 ? n : 50 ))
+  cpu0=$(cpu_ticks "$PID")
+  taskset -c 1 "$CLIENTS" unique "127.0.0.1:$PORT" "$path" "$n" "$conns" >"$TMP/fill.txt" 2>&1
+  cpu1=$(cpu_ticks "$PID")
   sleep 2
   rss1=$(awk '/^VmRSS/ {print $2}' "/proc/$PID/status")
-  awk -v a="$rss0" -v b="$rss1" 'BEGIN{printf "64 MiB cache, 30000 x 6451 B: rss0=%.1fMiB rss1=%.1fMiB rss1/64MiB=%.2f\n", a/1024, b/1024, b/1024/64}'
+  awk -v a="$rss0" -v b="$rss1" -v mb="$MB" -v n="$n" -v o="$OBJ" -v e="$(awk '$1 == "ERRORS" {print $2}' "$TMP/fill.txt")" \
+    -v us="$(( (cpu1 - cpu0) * 1000000 / $(getconf CLK_TCK) ))" \
+    'BEGIN{printf "%d MiB cache, %d x %d B: rss0=%.1fMiB rss1=%.1fMiB rss1/size=%.2f (rss1-rss0)/size=%.2f cpu/miss=%.0fus errors=%s\n", mb, n, o, a/1024, b/1024, b/1024/mb, (b-a)/1024/mb, us/n, e}'
+  curl -s "http://127.0.0.1:$ADMIN/stats" 2>/dev/null | grep -E '"(n_object|n_lru_nuked|cache_bytes|cache_slab_bytes|mem_trim)"' | tr -d ' \n'; echo
   exit 0
 fi
 taskset -c 1 "$CLIENTS" unique "127.0.0.1:$PORT" "/obj/o-" "$N" 100 >"$TMP/fill.txt" 2>&1

@@ -104,15 +104,15 @@ async fn answer(
         }
         p if p.starts_with("/obj/") => (bodies.b100.clone(), CACHEABLE),
         p if p.starts_with("/obj6k/") => (bodies.b6k.clone(), CACHEABLE),
-        // /sized/N/...: an N-byte body (at most the 50 KB page's length).
+        // /sized/N/...: an N-byte body (at most the 21 MB body's length).
         p if p.starts_with("/sized/") => {
             let n = p["/sized/".len()..]
                 .split('/')
                 .next()
                 .and_then(|n| n.parse::<usize>().ok())
                 .unwrap_or(0)
-                .min(bodies.b50k.len());
-            (bodies.b50k.slice(..n), CACHEABLE)
+                .min(bodies.b21m.len());
+            (bodies.b21m.slice(..n), CACHEABLE)
         }
         p if p.starts_with("/cold/") => {
             if let Ok(mut counts) = counts.lock() {

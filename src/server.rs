@@ -58,6 +58,7 @@ pub async fn start_with(
     source: ConfigSource,
     overrides: Overrides,
 ) -> anyhow::Result<Running> {
+    trim::return_large_blocks();
     let counters = Arc::new(Counters::default());
     let proxy = Proxy::new(config.clone(), counters)?;
     let (shutdown, _) = watch::channel(false);

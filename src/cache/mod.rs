@@ -5,6 +5,7 @@
 
 pub mod armor;
 pub mod ban;
+pub mod body;
 pub mod busy;
 pub mod disk;
 pub mod fields;
@@ -427,9 +428,11 @@ impl Object {
 
     /// Bytes charged against the memory budget.
     pub fn weight(&self) -> u64 {
-        // A body left on disk costs the memory tier nothing but its handle.
+        // A body in memory costs what its allocation takes (stored bodies are one exact-size
+        // heap block, or whole pages of a mapping of their own: `body::store`); one left on
+        // disk costs the memory tier nothing but its handle.
         let body = match &self.body {
-            Body::Memory(_) => self.body_len,
+            Body::Memory(pieces) => body::footprint(self.body_len, pieces.len()),
             Body::Disk(_) => 0,
         };
         // The block, plus the two maps a hit may build from it (the prepared delivery map with

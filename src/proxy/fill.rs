@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, StatusCode};
 use http_body_util::BodyExt;
 
@@ -13,10 +12,7 @@ use crate::backend::BackendBody;
 use crate::cache::busy::{BusyObject, LeaderGuard};
 use crate::cache::partial::{Added, Piece, Validator, representation_fields};
 use crate::cache::policy::StorePlan;
-use crate::cache::{Body, CacheKey, Object, StoredFields, VarySelection, boxed_vary};
-
-/// Bodies up to this size are stored as one contiguous chunk; larger ones in pieces this big.
-const STORE_CHUNK: usize = 64 * 1024;
+use crate::cache::{Body, CacheKey, Object, StoredFields, VarySelection, body, boxed_vary};
 
 /// What the fill needs to build the cached object once the body is complete.
 pub(super) struct Fill {
@@ -88,11 +84,8 @@ impl Fill {
         }
         if storing && let Some(target) = self.piece {
             if total == target.size {
-                let body = rechunk(busy.chunks(), total);
-                let body = match &body[..] {
-                    [one] => one.clone(),
-                    pieces => pieces.concat().into(),
-                };
+                // One allocation of exactly its size (`cache::body`), pieces join it later.
+                let body = body::one(&busy.chunks(), total as usize);
                 let piece = Piece {
                     start: target.start,
                     length: target.length,
@@ -120,11 +113,12 @@ impl Fill {
                 }
             }
         } else if storing {
-            let body = rechunk(busy.chunks(), total);
+            // One allocation of exactly its size (cache/body.rs).
+            let body = body::store(&busy.chunks(), total as usize);
             let object = Object {
                 status: self.status,
                 headers: StoredFields::from_map(&self.headers),
-                body: Body::Memory(body.into_iter().collect()),
+                body: Body::Memory(body),
                 body_len: total,
                 vary: boxed_vary(self.vary),
                 initial_age: self.plan.initial_age.into(),
@@ -147,56 +141,16 @@ impl Fill {
     }
 }
 
-/// Regroups body chunks into pieces of [`STORE_CHUNK`] bytes (one piece for small bodies), so a
-/// hit sends few, large frames whatever framing the backend used.
-///
-/// Small bodies are always copied: a chunk from hyper is a slice of the connection's read
-/// buffer, and keeping it would pin that whole buffer (several times the body) for as long as
-/// the object lives — measured as ~40% resident memory beyond `cache.memory_size`.
-fn rechunk(chunks: Vec<Bytes>, total: u64) -> Vec<Bytes> {
-    if chunks.iter().all(|c| c.len() >= STORE_CHUNK) {
-        return chunks;
-    }
-    let mut out = Vec::with_capacity((total as usize / STORE_CHUNK) + 1);
-    let mut piece = BytesMut::with_capacity(STORE_CHUNK.min(total as usize));
-    for chunk in chunks {
-        let mut rest = &chunk[..];
-        while !rest.is_empty() {
-            let take = (STORE_CHUNK - piece.len()).min(rest.len());
-            piece.extend_from_slice(&rest[..take]);
-            rest = &rest[take..];
-            if piece.len() == STORE_CHUNK {
-                out.push(piece.split().freeze());
-            }
-        }
-    }
-    if !piece.is_empty() {
-        out.push(piece.freeze());
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
     use http::HeaderValue;
 
-    /// Regression: a stored small body kept a slice of hyper's read buffer alive (RSS 41% over
-    /// `cache.memory_size`). Small bodies and header values are copied out.
+    /// Regression: stored header values kept a slice of hyper's read buffer (RSS 41% over
+    /// `cache.memory_size`). They are copied out (bodies too: `cache::body::store`).
     #[test]
-    fn stored_pieces_do_not_pin_the_read_buffer() {
-        let buffer = Bytes::from(vec![7u8; 64 * 1024]);
-        let body = buffer.slice(100..6551);
-        let out = rechunk(vec![body.clone()], body.len() as u64);
-        assert_eq!(out[0], body);
-        assert_ne!(out[0].as_ptr(), body.as_ptr(), "small body copied");
-        let large = Bytes::from(vec![1u8; STORE_CHUNK * 2]);
-        assert_eq!(
-            rechunk(vec![large.clone()], large.len() as u64)[0].as_ptr(),
-            large.as_ptr(),
-            "large chunk kept"
-        );
-
+    fn stored_fields_do_not_pin_the_read_buffer() {
         let raw = Bytes::from_static(b"text/html; charset=utf-8 and the rest of a big read buffer");
         let mut h = HeaderMap::new();
         h.insert(
@@ -210,14 +164,5 @@ mod tests {
             c.map()["content-type"].as_bytes().as_ptr(),
             h["content-type"].as_bytes().as_ptr()
         );
-    }
-
-    #[test]
-    fn rechunk_merges_small_pieces() {
-        let chunks: Vec<Bytes> = (0..100).map(|_| Bytes::from(vec![1u8; 1000])).collect();
-        let out = rechunk(chunks, 100_000);
-        assert_eq!(out.len(), 2);
-        assert_eq!(out[0].len(), STORE_CHUNK);
-        assert_eq!(out.iter().map(|c| c.len()).sum::<usize>(), 100_000);
     }
 }

@@ -1,5 +1,16 @@
-//! Gives the memory of released sessions (and of sessions closed at `header_read_timeout`)
-//! back to the operating system.
+//! Gives freed memory back to the operating system: large blocks at once, the memory of
+//! released sessions (and of sessions closed at `header_read_timeout`) after a burst.
+//!
+//! Large blocks: glibc serves a block from its heap unless it is at least its mmap threshold,
+//! and raises that threshold (up to 32 MiB) each time a mapped block is freed, so after a
+//! while the large, short-lived buffers of fills (hyper's read buffers that a body's frames
+//! pin until the object is stored) come from the heap, and once freed stay resident. With a
+//! 64 MiB `memory_size` and 1 MB objects that left RSS 1.5× the setting above the base after
+//! a fill (bench/RESULTS.md, "memory bound for large objects"). [`return_large_blocks`] fixes
+//! the threshold at [`LARGE_BLOCK`]: every block that large is a mapping of its own, unmapped
+//! when freed. The price is page faults on each such allocation (with the stored bodies'
+//! own mappings, `cache::body`: ~1.8× the CPU per miss of a 100 KB–1 MB object; hits
+//! allocate no such block).
 //!
 //! glibc keeps what a program frees for its next allocations, so after a burst of keep-alive
 //! connections went idle and were released (`server.idle_release`), their sessions' ~16 KiB
@@ -18,6 +29,27 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::reload::Live;
+
+/// Blocks of at least this size are mappings of their own (as stored bodies are:
+/// `cache::body::MAPPED_MIN`).
+pub const LARGE_BLOCK: usize = 64 * 1024;
+
+/// Fixes glibc's mmap threshold at [`LARGE_BLOCK`] (once per process; elsewhere than glibc,
+/// nothing).
+pub fn return_large_blocks() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            // SAFETY: mallopt only sets a parameter of glibc's allocator (under its lock); no
+            // memory of ours is involved. Setting it also stops the threshold's adjustment.
+            let ok = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, LARGE_BLOCK as libc::c_int) };
+            if ok != 1 {
+                tracing::warn!("cannot set the allocator's mmap threshold; freed large blocks may stay resident");
+            }
+        });
+    }
+}
 
 /// Released sessions (~16 KiB each, so ~16 MiB) that make a trim worth its walk of the heap.
 pub const TRIM_AFTER: u64 = 1000;

@@ -68,6 +68,11 @@ impl Served {
         }
     }
 
+    /// Its process id (to read `/proc/PID/status`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Its stdout, when `cmd` piped it (once).
     pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
         self.child.stdout.take()

@@ -475,7 +475,10 @@ impl Engine {
                     return Err(ReadError::Corrupt("body checksum"));
                 }
             }
-            Body::Memory((!body.is_empty()).then_some(body).into_iter().collect())
+            // Copied out of the entry's read buffer into an allocation of its own size, as the
+            // fill stores bodies (`cache::body`): a promoted object then costs the memory tier
+            // what it is charged, not the whole entry's buffer.
+            Body::Memory(crate::cache::body::store(&[body], h.body_len as usize))
         } else {
             let disk = DiskBody {
                 engine: self.clone(),
