@@ -252,15 +252,15 @@ fn varnish_test_suite_vcl_parses() {
         "the corpus gave only {} snippets",
         all.total
     );
-    // Measured when this test was written (806 of 806 parse; the parser alone refuses 53 of
+    // Measured when this test was written (806 of 806 parse; the parser alone refuses 60 of
     // the 365 snippets Varnish refuses): anything less is a regression.
     assert_eq!(
         all.ok, all.total,
         "VCL snippets Varnish accepts no longer parse"
     );
     assert!(
-        all.refused_by_parser >= 53,
-        "the parser refuses only {} of the snippets Varnish refuses (was 53)",
+        all.refused_by_parser >= 60,
+        "the parser refuses only {} of the snippets Varnish refuses (was 60)",
         all.refused_by_parser
     );
 }

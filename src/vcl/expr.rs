@@ -26,6 +26,12 @@ fn stringy(e: &Expr) -> bool {
     )
 }
 
+/// Words that start statements, never a value (`set x = "a" if "b";`). Declaration words
+/// are not here: they are also enum values (`vtc.workspace_free(backend)`).
+const KEYWORDS: &[&str] = &[
+    "if", "else", "elsif", "elseif", "elif", "set", "unset", "remove", "call", "return",
+];
+
 /// `!` takes a comparison as its operand.
 const NOT_OPERAND: u8 = 4;
 /// Juxtaposed values (2.x `"a" req.url "b"`) concatenate like `+`.
@@ -129,6 +135,9 @@ impl Parser<'_> {
                 let inner = self.expr()?;
                 self.expect(")", "to close '('")?;
                 return Ok(inner);
+            }
+            Tok::Ident(w) if KEYWORDS.contains(&w.as_str()) => {
+                return Err(self.error_at(pos, format!("'{w}' is a keyword, not a value")));
             }
             Tok::Ident(_) => {
                 let name = self.name("a value")?;

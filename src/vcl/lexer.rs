@@ -177,14 +177,8 @@ impl Lexer<'_> {
             } else if c == b':' {
                 self.bump(1);
                 let body = self.until(":", pos, "the BLOB literal ':'")?;
-                if let Some(bad) = body
-                    .chars()
-                    .find(|c| !(c.is_ascii_alphanumeric() || "+/=".contains(*c)))
-                {
-                    return Err(self.error(
-                        pos,
-                        format!("a BLOB literal :...: holds base64, not {bad:?}"),
-                    ));
+                if let Some(problem) = base64_problem(&body) {
+                    return Err(self.error(pos, format!("the BLOB literal :{body}: {problem}")));
                 }
                 Tok::Blob(body)
             } else if c.is_ascii_alphabetic() {
@@ -271,6 +265,27 @@ impl Lexer<'_> {
             }
         }
     }
+}
+
+/// What is wrong with `text` as standard base64 with padding, as vcc checks a BLOB literal.
+fn base64_problem(text: &str) -> Option<String> {
+    if let Some(bad) = text
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "+/=".contains(*c)))
+    {
+        return Some(format!("holds {bad:?}, which is not base64"));
+    }
+    if text.len() % 4 != 0 {
+        return Some(format!(
+            "must have a multiple of 4 base64 characters, not {}",
+            text.len()
+        ));
+    }
+    let data = text.trim_end_matches('=');
+    if data.contains('=') || text.len() - data.len() > 2 {
+        return Some("has '=' padding other than one or two at its end".to_string());
+    }
+    None
 }
 
 #[cfg(test)]
@@ -371,6 +386,18 @@ mod tests {
             ]
         );
         assert!(lex("t.vcl", ":a b:").is_err());
+        assert!(toks(":AQI=: :AA==: ::").len() == 4);
+        for bad in [
+            ":a:",
+            ":bbbbaa:",
+            ":aa?:",
+            ":aaaa=aa:",
+            ":aaaa==a:",
+            ":aaaaa=a:",
+            ":a===:",
+        ] {
+            assert!(lex("t.vcl", bad).is_err(), "{bad}");
+        }
         let e = lex("t.vcl", "x = 42.42e42;").expect_err("no exponents");
         assert!(
             e.to_string()

@@ -581,5 +581,7 @@ mod tests {
         assert!(err("acl a { \"1.2.3.4\"/x; }").contains("expected a mask length"));
         assert!(err("frobnicate x;").contains("expected a declaration"));
         assert!(err("sub s { set x = ; }").contains("expected a value"));
+        assert!(err("sub s { set req.url = \"foo\" if \"bar\"; }").contains("'if' is a keyword"));
+        assert!(err("sub s { purge_url(if); }").contains("'if' is a keyword"));
     }
 }
