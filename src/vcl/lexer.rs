@@ -275,7 +275,7 @@ fn base64_problem(text: &str) -> Option<String> {
     {
         return Some(format!("holds {bad:?}, which is not base64"));
     }
-    if text.len() % 4 != 0 {
+    if !text.len().is_multiple_of(4) {
         return Some(format!(
             "must have a multiple of 4 base64 characters, not {}",
             text.len()
