@@ -50,6 +50,7 @@ impl Parser<'_> {
     }
 
     fn expr_bp(&mut self, min: u8, juxtapose: bool) -> Result<Expr, VclError> {
+        self.enter()?;
         let mut left = self.prefix(juxtapose)?;
         loop {
             let pos = self.pos();
@@ -78,6 +79,7 @@ impl Parser<'_> {
                 pos,
             };
         }
+        self.leave();
         Ok(left)
     }
 

@@ -7,7 +7,12 @@ use super::lexer::{Tok, Token, lex};
 /// Parses the VCL text `src` of the file named `file`.
 pub fn parse(file: &str, src: &str) -> Result<Vcl, VclError> {
     let toks = lex(file, src)?;
-    let mut p = Parser { file, toks, at: 0 };
+    let mut p = Parser {
+        file,
+        toks,
+        at: 0,
+        depth: 0,
+    };
     p.file_()
 }
 
@@ -15,9 +20,31 @@ pub(super) struct Parser<'a> {
     pub(super) file: &'a str,
     pub(super) toks: Vec<Token>,
     pub(super) at: usize,
+    /// How many blocks and expressions are open, bounded so a hostile file cannot overflow
+    /// the stack.
+    pub(super) depth: u32,
 }
 
+/// The deepest nesting of blocks and parenthesised expressions read.
+const MAX_DEPTH: u32 = 200;
+
 impl Parser<'_> {
+    /// Enters one more level of nesting; `leave` undoes it.
+    pub(super) fn enter(&mut self) -> Result<(), VclError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(self.error_at(
+                self.pos(),
+                format!("blocks or expressions nest deeper than {MAX_DEPTH} levels"),
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn leave(&mut self) {
+        self.depth -= 1;
+    }
+
     pub(super) fn peek(&self) -> &Tok {
         self.peek_at(0)
     }
@@ -132,13 +159,10 @@ impl Parser<'_> {
         if self.is_word("vcl") {
             let pos = self.pos();
             self.at += 1;
-            let v = match self.next() {
-                Tok::Number(v) => v,
-                _ => {
-                    self.at -= 1;
-                    return Err(self.expected("a version number after 'vcl' (as in 'vcl 4.1;')"));
-                }
+            let Tok::Number(v) = self.peek().clone() else {
+                return Err(self.expected("a version number after 'vcl' (as in 'vcl 4.1;')"));
             };
+            self.at += 1;
             // `vcl 4.1 syntax ...;` and similar trailing words are not Varnish's; refuse them.
             self.expect(";", "after the 'vcl' version line")?;
             version = Some((v, pos));
@@ -156,6 +180,7 @@ impl Parser<'_> {
             Tok::Ident(w) => w,
             Tok::CCode(_) => return Ok(Decl::CCode { pos }),
             _ => {
+                // `file_` stops at Eof, so `next` moved past this token.
                 self.at -= 1;
                 return Err(self.expected(
                     "a declaration ('vcl', 'import', 'include', 'backend', 'probe', 'acl', \
@@ -360,15 +385,15 @@ impl Parser<'_> {
     fn acl_mask(&mut self) -> Result<Option<u8>, VclError> {
         Ok(if self.eat("/") {
             let at = self.pos();
-            match self.next() {
-                Tok::Number(n) => Some(n.parse::<u8>().map_err(|_| {
+            let Tok::Number(n) = self.peek().clone() else {
+                return Err(self.expected("a mask length after '/', such as 24"));
+            };
+            self.at += 1;
+            Some(
+                n.parse::<u8>().map_err(|_| {
                     self.error_at(at, format!("the mask /{n} is not a number of bits"))
-                })?),
-                _ => {
-                    self.at -= 1;
-                    return Err(self.expected("a mask length after '/', such as 24"));
-                }
-            }
+                })?,
+            )
         } else {
             None
         })
@@ -549,6 +574,45 @@ mod tests {
         assert!(err("sub s { set req.http.{\"a\nb\"} = \"x\"; }").contains("may not hold '\\n'"));
         assert!(err("sub foo.bar { }").contains("may not hold '.'"));
         ok("acl my-acl { \"localhost\"; } sub my-sub { }");
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_crash() {
+        let deep = format!(
+            "sub s {{ set x = {}1{}; }}",
+            "(".repeat(100_000),
+            ")".repeat(100_000)
+        );
+        assert!(err(&deep).contains("nest deeper than 200 levels"));
+        let deep = format!("sub s {}{}", "{".repeat(100_000), "}".repeat(100_000));
+        assert!(err(&deep).contains("nest deeper than 200 levels"));
+        let deep = format!("sub s {{ set x = {}1; }}", "!".repeat(100_000));
+        assert!(err(&deep).contains("nest deeper than 200 levels"));
+        ok(&format!(
+            "sub s {{ set x = {}1{}; }}",
+            "(".repeat(60),
+            ")".repeat(60)
+        ));
+    }
+
+    /// Every prefix and every one-byte deletion of a real file parses or errs, never panics.
+    #[test]
+    fn damaged_files_never_panic() {
+        let src = "vcl 4.1; import std; backend b { .host = \"h\"; .probe = { .url = \"/\"; } }\n\
+                   acl a { \"10.0.0.0\"/8; !(\"x\"); } sub vcl_recv { if (req.url ~ \"^/a\" && \
+                   !req.http.X) { set req.http.Y = regsub(req.url, \"x\", \"y\") + \"z\"; } \
+                   elsif (req.restarts > 0) { return (synth(503, {\"long\"})); } \
+                   else { unset req.http.Cookie; call other; } } director d random { { .backend = b; } }\
+                   sub other { error 503 \"x\"; set obj.ttl = 1.5m; hash_data(:AQID:); }";
+        ok(src);
+        for cut in 0..src.len() {
+            if src.is_char_boundary(cut) {
+                let _ = parse("t.vcl", &src[..cut]);
+                let mut damaged = src.to_string();
+                damaged.remove(cut);
+                let _ = parse("t.vcl", &damaged);
+            }
+        }
     }
 
     #[test]

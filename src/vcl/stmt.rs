@@ -12,9 +12,11 @@ impl Parser<'_> {
     /// `{ statements }`.
     pub(super) fn block(&mut self) -> Result<Vec<Stmt>, VclError> {
         self.expect("{", "to open the block")?;
+        self.enter()?;
         let mut body = Vec::new();
         loop {
             if self.eat("}") {
+                self.leave();
                 return Ok(body);
             }
             if self.eat(";") {
