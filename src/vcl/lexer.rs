@@ -32,7 +32,11 @@ impl Tok {
     pub fn describe(&self) -> String {
         match self {
             Tok::Ident(s) => format!("'{s}'"),
-            Tok::Str(_) => "a string".to_string(),
+            Tok::Str(s) => {
+                let shown: String = s.chars().take(24).collect();
+                let more = if shown.len() < s.len() { "..." } else { "" };
+                format!("the string {:?}", format!("{shown}{more}"))
+            }
             Tok::Number(n) => format!("the number {n}"),
             Tok::Quantity(n, u) => format!("the quantity {n}{u}"),
             Tok::Blob(_) => "a BLOB literal (:...:)".to_string(),

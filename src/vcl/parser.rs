@@ -626,7 +626,7 @@ mod tests {
     fn errors_say_where_and_what_was_expected() {
         assert_eq!(
             err("sub vcl_recv {\n  set req.url \"x\";\n}"),
-            "t.vcl:2:15: expected '=' after 'set req.url', found a string"
+            "t.vcl:2:15: expected '=' after 'set req.url', found the string \"x\""
         );
         assert_eq!(
             err("backend b { host = \"x\"; }"),
