@@ -264,3 +264,112 @@ fn varnish_test_suite_vcl_parses() {
         all.refused_by_parser
     );
 }
+
+/// Every `sub` of a parsed file with how many statements it has at its top level.
+fn subs(vcl: &shellac::vcl::ast::Vcl) -> Vec<(String, usize)> {
+    use shellac::vcl::ast::Decl;
+    vcl.decls
+        .iter()
+        .filter_map(|d| match d {
+            Decl::Sub { name, body, .. } => Some((name.clone(), body.len())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn fixture(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/vcl")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The shapes of a 4.x WordPress-guide file: probe with a concatenated request, directors
+/// built in vcl_init, purge ACL, cookie regexes, long-string synthetic bodies.
+#[test]
+fn wordpress_style_4x_configuration_parses() {
+    use shellac::vcl::ast::{Decl, Expr, FieldValue, Stmt};
+    let vcl =
+        parse("wordpress-4.vcl", &fixture("wordpress-4.vcl")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(vcl.version.as_ref().map(|v| v.0.as_str()), Some("4.1"));
+    assert_eq!(
+        subs(&vcl),
+        [
+            ("vcl_init".to_string(), 3),
+            ("vcl_recv".to_string(), 12),
+            ("vcl_hash".to_string(), 3),
+            ("vcl_backend_response".to_string(), 7),
+            ("vcl_deliver".to_string(), 4),
+            ("vcl_synth".to_string(), 4),
+        ]
+    );
+    let Some(Decl::Probe { fields, .. }) =
+        vcl.decls.iter().find(|d| matches!(d, Decl::Probe { .. }))
+    else {
+        panic!("no probe")
+    };
+    // The three juxtaposed request lines are one concatenation.
+    assert!(matches!(
+        &fields[0].value,
+        FieldValue::Expr(Expr::Binary { op: "+", .. })
+    ));
+    let Some(Decl::Acl { entries, .. }) = vcl.decls.iter().find(|d| matches!(d, Decl::Acl { .. }))
+    else {
+        panic!("no acl")
+    };
+    assert_eq!(entries.iter().filter(|e| e.negated).count(), 1);
+    let Some(Decl::Sub { body, .. }) = vcl
+        .decls
+        .iter()
+        .find(|d| matches!(d, Decl::Sub { name, .. } if name == "vcl_init"))
+    else {
+        panic!("no vcl_init")
+    };
+    assert!(matches!(&body[0], Stmt::New { name, .. } if name == "cluster"));
+    assert!(
+        matches!(&body[1], Stmt::Expr { expr: Expr::Call { func, .. }, .. } if func == "cluster.add_backend")
+    );
+}
+
+/// The shapes of a 2.1 file: inline probes, random and round-robin directors (one with an
+/// inline backend), `req.request`, `set req.hash +=`, bare actions, `error`, 2.x juxtaposed
+/// synthetic body.
+#[test]
+fn classic_21_configuration_parses() {
+    use shellac::vcl::ast::{Decl, Stmt};
+    let vcl =
+        parse("classic-2.1.vcl", &fixture("classic-2.1.vcl")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(vcl.version.is_none());
+    let directors: Vec<(&str, usize)> = vcl
+        .decls
+        .iter()
+        .filter_map(|d| match d {
+            Decl::Director { kind, members, .. } => Some((kind.as_str(), members.len())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(directors, [("random", 2), ("round-robin", 2)]);
+    assert_eq!(
+        subs(&vcl),
+        [
+            ("vcl_recv".to_string(), 8),
+            ("vcl_hash".to_string(), 3),
+            ("vcl_fetch".to_string(), 7),
+            ("vcl_deliver".to_string(), 3),
+            ("vcl_error".to_string(), 3),
+        ]
+    );
+    let Some(Decl::Sub { body, .. }) = vcl
+        .decls
+        .iter()
+        .find(|d| matches!(d, Decl::Sub { name, .. } if name == "vcl_error"))
+    else {
+        panic!("no vcl_error")
+    };
+    assert!(
+        matches!(&body[1], Stmt::Action { name, args, .. } if name == "synthetic" && args.len() == 1)
+    );
+    assert!(
+        matches!(&body[2], Stmt::Action { name, args, .. } if name == "deliver" && args.is_empty())
+    );
+}
