@@ -131,6 +131,8 @@ pub enum Stmt {
         otherwise: Option<Vec<Stmt>>,
         pos: Pos,
     },
+    /// `include "file.vcl";` inside a subroutine: the file's statements go here.
+    Include { path: String, glob: bool, pos: Pos },
     /// A nested `{ ... }`.
     Block { body: Vec<Stmt>, pos: Pos },
     /// An inline C block, kept to be refused by name.

@@ -212,13 +212,7 @@ impl Parser<'_> {
                 })
             }
             "include" => {
-                let glob =
-                    self.is_op("+") && matches!(self.peek_at(1), Tok::Ident(w) if w == "glob");
-                if glob {
-                    self.at += 2;
-                }
-                let path = self.string("the file to include, in quotes")?;
-                self.expect(";", "after the include")?;
+                let (path, glob) = self.include()?;
                 Ok(Decl::Include { path, glob, pos })
             }
             "backend" => {
@@ -264,6 +258,17 @@ impl Parser<'_> {
                 ),
             )),
         }
+    }
+
+    /// After `include`: `[+glob] "path";`, the path and whether it is a glob.
+    pub(super) fn include(&mut self) -> Result<(String, bool), VclError> {
+        let glob = self.is_op("+") && matches!(self.peek_at(1), Tok::Ident(w) if w == "glob");
+        if glob {
+            self.at += 2;
+        }
+        let path = self.string("the file to include, in quotes")?;
+        self.expect(";", "after the include")?;
+        Ok((path, glob))
     }
 
     pub(super) fn string(&mut self, what: &str) -> Result<String, VclError> {
@@ -613,6 +618,18 @@ mod tests {
                 let _ = parse("t.vcl", &damaged);
             }
         }
+    }
+
+    #[test]
+    fn include_at_top_level_and_in_a_sub() {
+        let v = ok("include +glob \"conf.d/*.vcl\"; sub vcl_recv { include \"recv.vcl\"; }");
+        assert!(
+            matches!(&v.decls[0], Decl::Include { path, glob: true, .. } if path == "conf.d/*.vcl")
+        );
+        assert!(
+            matches!(&body(&v)[0], Stmt::Include { path, glob: false, .. } if path == "recv.vcl")
+        );
+        assert!(err("include recv.vcl;").contains("expected the file to include, in quotes"));
     }
 
     #[test]

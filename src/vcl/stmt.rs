@@ -86,6 +86,11 @@ impl Parser<'_> {
                 };
                 Stmt::Return { action, pos }
             }
+            // Varnish splices an included file's text wherever `include` stands, in a sub too.
+            "include" => {
+                let (path, glob) = self.include()?;
+                return Ok(Stmt::Include { path, glob, pos });
+            }
             "new" => {
                 let name = self.decl_name("the name of the new object")?;
                 self.expect("=", &format!("after 'new {name}'"))?;
