@@ -10,6 +10,8 @@ mod expr;
 pub mod lexer;
 pub mod parser;
 mod stmt;
+#[cfg(test)]
+mod tests;
 
 pub use error::VclError;
 pub use parser::parse;
