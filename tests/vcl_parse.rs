@@ -308,10 +308,10 @@ fn wordpress_style_4x_configuration_parses() {
     else {
         panic!("no probe")
     };
-    // The three juxtaposed request lines are one concatenation.
+    // The three juxtaposed request lines stay three lines.
     assert!(matches!(
         &fields[0].value,
-        FieldValue::Expr(Expr::Binary { op: "+", .. })
+        FieldValue::Expr(Expr::Concat { parts, .. }) if parts.len() == 3
     ));
     let Some(Decl::Acl { entries, .. }) = vcl.decls.iter().find(|d| matches!(d, Decl::Acl { .. }))
     else {

@@ -170,7 +170,13 @@ pub enum Expr {
         expr: Box<Expr>,
         pos: Pos,
     },
-    /// An infix operator; `+` also for 2.x's juxtaposed strings (`"a" req.url`).
+    /// Values written side by side: 2.x's `"a" req.url "b"`, and the lines of a probe's
+    /// `.request = "GET / HTTP/1.1" "Host: x";`, which Varnish joins with CRLF.
+    Concat {
+        parts: Vec<Expr>,
+        pos: Pos,
+    },
+    /// An infix operator.
     Binary {
         op: &'static str,
         left: Box<Expr>,
@@ -193,7 +199,7 @@ impl Expr {
             Expr::Str(_, p) | Expr::Number(_, p) | Expr::Name(_, p) | Expr::Blob(_, p) => *p,
             Expr::Quantity(_, _, p) => *p,
             Expr::Call { pos, .. } | Expr::Method { pos, .. } => *pos,
-            Expr::Unary { pos, .. } | Expr::Binary { pos, .. } => *pos,
+            Expr::Unary { pos, .. } | Expr::Binary { pos, .. } | Expr::Concat { pos, .. } => *pos,
         }
     }
 }

@@ -34,7 +34,7 @@ const KEYWORDS: &[&str] = &[
 
 /// `!` takes a comparison as its operand.
 const NOT_OPERAND: u8 = 4;
-/// Juxtaposed values (2.x `"a" req.url "b"`) concatenate like `+`.
+/// Juxtaposed values (2.x `"a" req.url "b"`) concatenate, binding like `+`.
 const JUXTAPOSE: u8 = 5;
 
 impl Parser<'_> {
@@ -56,21 +56,33 @@ impl Parser<'_> {
             let pos = self.pos();
             let (op, bp) = match self.peek() {
                 Tok::Op(o) => match infix(o) {
-                    Some(bp) => (*o, bp),
+                    Some(bp) => (Some(*o), bp),
                     None => break,
                 },
                 // A string next to a value, or a name next to a string or name (2.x
                 // `"a" req.url req.proto`).
-                Tok::Str(_) if juxtapose => ("+", JUXTAPOSE),
-                Tok::Ident(_) if juxtapose && stringy(&left) => ("+", JUXTAPOSE),
+                Tok::Str(_) if juxtapose => (None, JUXTAPOSE),
+                Tok::Ident(_) if juxtapose && stringy(&left) => (None, JUXTAPOSE),
                 _ => break,
             };
             if bp < min {
                 break;
             }
-            if bp != JUXTAPOSE || matches!(self.peek(), Tok::Op(_)) {
-                self.at += 1;
-            }
+            let Some(op) = op else {
+                let right = self.expr_bp(JUXTAPOSE + 1, juxtapose)?;
+                left = match left {
+                    Expr::Concat { mut parts, pos } => {
+                        parts.push(right);
+                        Expr::Concat { parts, pos }
+                    }
+                    first => Expr::Concat {
+                        pos: first.pos(),
+                        parts: vec![first, right],
+                    },
+                };
+                continue;
+            };
+            self.at += 1;
             let right = self.expr_bp(bp + 1, juxtapose)?;
             left = Expr::Binary {
                 op,

@@ -103,9 +103,9 @@ fn old_dialect_directors_actions_and_juxtaposition() {
     assert!(matches!(
         &stmts[2],
         Stmt::Set {
-            value: Expr::Binary { op: "+", .. },
+            value: Expr::Concat { parts, .. },
             ..
-        }
+        } if parts.len() == 3
     ));
     assert!(matches!(&stmts[4], Stmt::Action { name, args, .. }
         if name == "error" && args.len() == 2 && matches!(args[0], Expr::Number(..))));
