@@ -173,7 +173,7 @@ impl Parser<'_> {
 
     /// `( [arg {, arg}] )` where an argument may be named: `name = value`.
     fn args(&mut self) -> Result<Vec<Arg>, VclError> {
-        self.expect("(", "")?;
+        self.expect("(", "to open the arguments")?;
         let mut args = Vec::new();
         if self.eat(")") {
             return Ok(args);

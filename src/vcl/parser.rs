@@ -312,7 +312,7 @@ impl Parser<'_> {
 
     /// A nested table; with address entries (2.x DNS directors' `.list`) it is a list.
     fn table_or_list(&mut self) -> Result<FieldValue, VclError> {
-        self.expect("{", "")?;
+        self.expect("{", "to open the table")?;
         let mut fields = Vec::new();
         let mut entries = Vec::new();
         while !self.eat("}") {
