@@ -28,6 +28,7 @@ use crate::reload::{ConfigSource, Live};
 use crate::stats::Counters;
 
 mod gate;
+pub(crate) mod h2;
 pub(crate) mod park;
 mod refuse;
 mod trim;
@@ -391,6 +392,7 @@ async fn client_connection(
 ) {
     // Connection settings come from the configuration current when a session starts.
     let cfg = live.load().config.server.clone();
+    let resumed = open.is_some();
     let open = match open {
         Some(open) => open,
         None => {
@@ -399,6 +401,21 @@ async fn client_connection(
             Arc::new(OpenConn(live.load().shared.clone()))
         }
     };
+    // A new connection on a listener that accepts h2c: HTTP/2 if it starts with the preface.
+    if (new_since.is_some() || !resumed) && live.load().config.http2.h2c {
+        let since = new_since.unwrap_or_else(now_ms);
+        match sniff_preface(&stream, since.saturating_add(ms(cfg.header_read_timeout.0))).await {
+            Some(true) => {
+                h2::serve(stream, peer, live.clone(), shutdown).await;
+                return;
+            }
+            Some(false) => {}
+            None => {
+                live.load().counters.client_header_timeout.inc();
+                return;
+            }
+        }
+    }
     // Boxed: this task's future stays small, so spawning it (from accept or the parking lot)
     // moves a few hundred bytes, not the session's state (callgrind, a new session per
     // request: memcpy −1,350 instructions per request, −300 net of the box's allocation).
@@ -412,6 +429,39 @@ async fn client_connection(
     // The gauge (in park) before the counter: whoever sees the count sees the gauge too.
     if live.parking().park(released, peer, open, deadline, None) {
         live.load().counters.client_idle_released.inc();
+    }
+}
+
+/// Whether a new connection's first bytes are the HTTP/2 preface (`Some(true)`), something
+/// else (`Some(false)`: HTTP/1.1, or the client closed), or only a prefix of it until
+/// `deadline` (ms; `None`). Peeks, so the session that follows reads every byte.
+async fn sniff_preface(stream: &TcpStream, deadline: u64) -> Option<bool> {
+    let mut buf = [0u8; h2::PREFACE.len()];
+    let mut pause = 2;
+    loop {
+        let n = match tokio::time::timeout(
+            Duration::from_millis(deadline.saturating_sub(now_ms()).max(1)),
+            stream.peek(&mut buf),
+        )
+        .await
+        {
+            Ok(Ok(n)) => n,
+            Ok(Err(_)) => return Some(false),
+            Err(_) => return None,
+        };
+        if n == 0 || buf[..n] != h2::PREFACE[..n] {
+            return Some(false);
+        }
+        if n == buf.len() {
+            return Some(true);
+        }
+        // A preface split over segments (rare): peek again a little later; a peek does not
+        // consume, so waiting for readiness would return at once.
+        if now_ms() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        pause = (pause * 2).min(200);
     }
 }
 

@@ -18,20 +18,32 @@ use crate::stats::Counters;
 pub struct RequestBody {
     inner: Option<Incoming>,
     counters: Option<Arc<Counters>>,
+    /// Bytes the body may still bring (`server.max_body_size`); past it the body fails and
+    /// the backend request is aborted. HTTP/1.1 bodies were bounded by the gate already;
+    /// this bounds HTTP/2 bodies sent without `Content-Length`.
+    allowed: u64,
 }
+
+/// A client body that passed `server.max_body_size` while streaming to a backend.
+#[derive(Debug, thiserror::Error)]
+#[error("request body larger than server.max_body_size")]
+pub struct BodyTooLarge;
 
 impl RequestBody {
     pub fn empty() -> RequestBody {
         RequestBody {
             inner: None,
             counters: None,
+            allowed: 0,
         }
     }
 
-    pub fn stream(body: Incoming, counters: Arc<Counters>) -> RequestBody {
+    /// The client's `body`, at most `max` bytes of it.
+    pub fn stream(body: Incoming, counters: Arc<Counters>, max: u64) -> RequestBody {
         RequestBody {
             inner: Some(body),
             counters: Some(counters),
+            allowed: max,
         }
     }
 
@@ -43,23 +55,31 @@ impl RequestBody {
 
 impl Body for RequestBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = &mut *self;
         let Some(inner) = this.inner.as_mut() else {
             return Poll::Ready(None);
         };
-        let polled = Pin::new(inner).poll_frame(cx);
-        if let (Poll::Ready(Some(Ok(frame))), Some(c)) = (&polled, &this.counters)
+        let polled = std::task::ready!(Pin::new(inner).poll_frame(cx));
+        if let Some(Ok(frame)) = &polled
             && let Some(data) = frame.data_ref()
         {
-            c.s_req_bytes.add(data.len() as u64);
+            let n = data.len() as u64;
+            if n > this.allowed {
+                this.inner = None;
+                return Poll::Ready(Some(Err(Box::new(BodyTooLarge))));
+            }
+            this.allowed -= n;
+            if let Some(c) = &this.counters {
+                c.s_req_bytes.add(n);
+            }
         }
-        polled
+        Poll::Ready(polled.map(|r| r.map_err(Into::into)))
     }
 
     fn is_end_stream(&self) -> bool {

@@ -6,6 +6,7 @@
 mod addresses;
 mod backend;
 pub mod diff;
+pub mod http2;
 pub mod invalidation;
 mod lists;
 mod locate;
@@ -61,6 +62,9 @@ pub struct Config {
     pub invalidation: invalidation::InvalidationConfig,
     #[serde(default)]
     pub log: LogConfig,
+    /// HTTP/2 to clients: h2c, limits, flood defences.
+    #[serde(default)]
+    pub http2: http2::Http2Config,
 }
 
 /// `[server]`: client-facing listeners and connection handling.

@@ -480,6 +480,22 @@ fn request_line(line: &[u8]) -> Result<bool, Violation> {
     Ok(http10)
 }
 
+/// An HTTP/2 `:path` (RFC 9113 §8.3.1): origin-form, or `*` for OPTIONS, with only the bytes
+/// and escapes an HTTP/1.1 request target may have.
+pub fn check_path(path: &[u8], is_options: bool) -> Result<(), Violation> {
+    match path.first() {
+        Some(b'/') => check_target(path, false, is_options),
+        Some(b'*') if path.len() == 1 && is_options => Ok(()),
+        _ => Err(Violation::BadTarget),
+    }
+}
+
+/// Whether a field value has no leading or trailing space or tab (RFC 9113 §8.2.1: malformed
+/// in HTTP/2; HTTP/1.1 trims them as optional whitespace).
+pub fn trimmed_value(value: &[u8]) -> bool {
+    !matches!(value.first(), Some(b' ' | b'\t')) && !matches!(value.last(), Some(b' ' | b'\t'))
+}
+
 /// origin-form, absolute-form (http/https, no userinfo), authority-form for CONNECT,
 /// asterisk-form for OPTIONS (RFC 9112 §3.2). Percent-escapes must be two hex digits.
 fn check_target(target: &[u8], is_connect: bool, is_options: bool) -> Result<(), Violation> {

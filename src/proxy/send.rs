@@ -222,9 +222,11 @@ fn build_request(txn: &mut Txn, backend: &Backend, for_cache: bool) -> Request<R
     // A GET or HEAD body is never forwarded: it cannot change what the cache keyed, and some
     // origins would read it as a second request on the pooled connection.
     let body = match (for_cache, txn.body.take()) {
-        (false, Some(b)) if !matches!(method, Method::GET | Method::HEAD) => {
-            RequestBody::stream(b, txn.proxy.counters.clone())
-        }
+        (false, Some(b)) if !matches!(method, Method::GET | Method::HEAD) => RequestBody::stream(
+            b,
+            txn.proxy.counters.clone(),
+            txn.proxy.config.server.max_body_size.0,
+        ),
         _ => RequestBody::empty(),
     };
     let path = txn

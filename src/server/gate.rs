@@ -600,20 +600,7 @@ impl<T> Gate<T> {
     }
 
     fn count(&self, v: Violation) {
-        let c = &self.counters;
-        match v.class() {
-            Class::RequestLine => c.client_reject_request_line.inc(),
-            Class::Header => c.client_reject_header.inc(),
-            Class::Host => c.client_reject_host.inc(),
-            Class::Framing => c.client_reject_framing.inc(),
-            Class::HopByHop => c.client_reject_hop_by_hop.inc(),
-            Class::Chunked => c.client_reject_chunked.inc(),
-            Class::Limit => c.client_reject_limit.inc(),
-        }
-        if v.status() == 400 {
-            c.client_req_400.inc();
-        }
-        tracing::debug!(violation = v.as_str(), "client request refused");
+        count_violation(&self.counters, v);
     }
 
     /// Queues the stand-in request for `v`; nothing is read after it. `from` is the refused
@@ -1059,6 +1046,23 @@ fn note_write(state: &ConnState, blocked: bool) {
     } else if since.load(Ordering::Relaxed) != 0 {
         since.store(0, Ordering::Relaxed);
     }
+}
+
+/// Counts a refused request in its class's `client_reject_*` counter (and `client_req_400`).
+pub(super) fn count_violation(c: &Counters, v: Violation) {
+    match v.class() {
+        Class::RequestLine => c.client_reject_request_line.inc(),
+        Class::Header => c.client_reject_header.inc(),
+        Class::Host => c.client_reject_host.inc(),
+        Class::Framing => c.client_reject_framing.inc(),
+        Class::HopByHop => c.client_reject_hop_by_hop.inc(),
+        Class::Chunked => c.client_reject_chunked.inc(),
+        Class::Limit => c.client_reject_limit.inc(),
+    }
+    if v.status() == 400 {
+        c.client_req_400.inc();
+    }
+    tracing::debug!(violation = v.as_str(), "client request refused");
 }
 
 #[cfg(test)]

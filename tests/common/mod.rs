@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod binary;
+pub mod h2;
 pub mod log_stream;
 pub mod raw_origin;
 pub mod tools;

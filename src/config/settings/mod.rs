@@ -10,6 +10,7 @@
 //!   that each definition's default is what the code uses.
 
 mod cache;
+mod http2;
 mod origins;
 pub mod render;
 mod rules;
@@ -324,6 +325,13 @@ pub const SECTIONS: &[Section] = &[
         inline: false,
         context: "[log]\n[[backend]]\nhost = \"127.0.0.1\"\n",
     },
+    Section {
+        name: "http2",
+        array: false,
+        optional: false,
+        inline: false,
+        context: "[http2]\n[[backend]]\nhost = \"127.0.0.1\"\n",
+    },
 ];
 
 /// Every setting, section by section in the order of [`SECTIONS`].
@@ -339,6 +347,7 @@ pub fn all() -> impl Iterator<Item = &'static Setting> {
         .chain(rules::RULE)
         .chain(cache::INVALIDATION)
         .chain(server::LOG)
+        .chain(http2::HTTP2)
 }
 
 /// The settings of one section, in definition order.

@@ -1,0 +1,524 @@
+//! The frame watcher: the byte stream of an HTTP/2 connection, read and written through a
+//! frame-header scanner on each side, so Shellac counts and bounds what the h2 library
+//! handles silently (resets either way, control-frame floods, CONTINUATION floods) and ends an
+//! abusive connection with its own `GOAWAY` and the right error code.
+//!
+//! Only the 9-byte frame headers are parsed (and the error code of an outgoing `RST_STREAM` or
+//! `GOAWAY`); payloads are skipped by length, so the cost is a few instructions per frame. The
+//! h2 library still validates everything (RFC 9113, RFC 7541); the watcher never changes a
+//! byte it passes. When it ends a connection it drops the read that broke a limit (h2 never
+//! sees it), waits until h2's output is at a frame boundary, writes `GOAWAY` (last stream: the
+//! highest the client opened), flushes, shuts the socket's write side and then shows h2 an
+//! end of stream.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll, ready};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use super::Shared;
+use crate::clock::now_ms;
+use crate::stats::{Counter, Counters};
+
+const DATA: u8 = 0;
+const HEADERS: u8 = 1;
+const PRIORITY: u8 = 2;
+const RST_STREAM: u8 = 3;
+const SETTINGS: u8 = 4;
+const PUSH_PROMISE: u8 = 5;
+const PING: u8 = 6;
+const GOAWAY: u8 = 7;
+const WINDOW_UPDATE: u8 = 8;
+const CONTINUATION: u8 = 9;
+
+const END_STREAM: u8 = 0x1;
+const END_HEADERS: u8 = 0x4;
+
+/// RFC 9113 §7 error codes the watcher uses or tells apart.
+pub(super) const NO_ERROR: u32 = 0x0;
+const INTERNAL_ERROR: u32 = 0x2;
+const CANCEL: u32 = 0x8;
+pub(super) const ENHANCE_YOUR_CALM: u32 = 0xb;
+
+/// The connection preface a client sends first (RFC 9113 §3.4).
+pub(crate) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// The bounds the watcher enforces, from `[http2]` and `[server]`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Limits {
+    pub reset_budget: u32,
+    pub control_per_second: u32,
+    pub max_continuations: u32,
+    /// Encoded bytes one header block may take (twice `server.max_header_size`).
+    pub max_block_bytes: u64,
+}
+
+/// A frame header as one side saw it, with the first bytes of its payload when they matter.
+#[derive(Clone, Copy, Debug, Default)]
+struct Frame {
+    len: u32,
+    kind: u8,
+    flags: u8,
+    stream: u32,
+    /// The error code of a `RST_STREAM` or `GOAWAY`.
+    code: u32,
+}
+
+/// Follows frame boundaries in one direction of the stream.
+#[derive(Debug, Default)]
+struct Scan {
+    head: [u8; 9],
+    have: u8,
+    /// Payload bytes of the current frame still to come.
+    remaining: u32,
+    frame: Frame,
+    /// Payload bytes to capture for the error code (RST_STREAM: 4, GOAWAY: 8), and held.
+    want: u8,
+    cap: [u8; 8],
+    got: u8,
+}
+
+/// What `Scan::feed` reports.
+enum Event {
+    /// A complete frame header (the read side acts on it).
+    Head(Frame),
+    /// A frame whose error code (if it has one) is known (the write side acts on it).
+    Coded(Frame),
+}
+
+impl Scan {
+    /// Whether the stream is between two frames.
+    fn at_boundary(&self) -> bool {
+        self.have == 0 && self.remaining == 0
+    }
+
+    /// Payload bytes left of the current frame (0 between frames or inside a header).
+    fn left_in_frame(&self) -> usize {
+        if self.have == 0 {
+            self.remaining as usize
+        } else {
+            0
+        }
+    }
+
+    /// Walks `data`, calling `on` for each frame header completed and each frame whose error
+    /// code became known. Stops early (returning the bytes consumed) when `on` says so.
+    fn feed(&mut self, mut data: &[u8], mut on: impl FnMut(Event) -> bool) -> usize {
+        let total = data.len();
+        while !data.is_empty() {
+            if self.remaining > 0 {
+                let n = data.len().min(self.remaining as usize);
+                if self.got < self.want {
+                    let take = n.min(usize::from(self.want - self.got));
+                    let at = usize::from(self.got);
+                    self.cap[at..at + take].copy_from_slice(&data[..take]);
+                    self.got += take as u8;
+                    if self.got == self.want {
+                        let at = usize::from(self.want) - 4;
+                        self.frame.code = u32::from_be_bytes([
+                            self.cap[at],
+                            self.cap[at + 1],
+                            self.cap[at + 2],
+                            self.cap[at + 3],
+                        ]);
+                        if !on(Event::Coded(self.frame)) {
+                            self.remaining -= n as u32;
+                            return total - data.len() + n;
+                        }
+                    }
+                }
+                self.remaining -= n as u32;
+                data = &data[n..];
+                continue;
+            }
+            let take = data.len().min(9 - usize::from(self.have));
+            let at = usize::from(self.have);
+            self.head[at..at + take].copy_from_slice(&data[..take]);
+            self.have += take as u8;
+            data = &data[take..];
+            if self.have < 9 {
+                break;
+            }
+            self.have = 0;
+            let h = self.head;
+            let frame = Frame {
+                len: u32::from_be_bytes([0, h[0], h[1], h[2]]),
+                kind: h[3],
+                flags: h[4],
+                stream: u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff,
+                code: 0,
+            };
+            self.frame = frame;
+            self.remaining = frame.len;
+            self.got = 0;
+            self.want = match frame.kind {
+                RST_STREAM if frame.len >= 4 => 4,
+                GOAWAY if frame.len >= 8 => 8,
+                _ => 0,
+            };
+            let go_on = on(Event::Head(frame)) && (self.want > 0 || on(Event::Coded(frame)));
+            if !go_on {
+                return total - data.len();
+            }
+        }
+        total
+    }
+}
+
+/// Why the watcher ends a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Abuse {
+    RapidReset,
+    MadeYouReset,
+    ControlFlood,
+    ContinuationFlood,
+}
+
+/// A `GOAWAY` of Shellac's own on its way out.
+#[derive(Debug)]
+enum Kill {
+    Writing { frame: [u8; 17], at: usize },
+    Flushing,
+    ShuttingDown,
+    Done,
+}
+
+/// A client connection's stream seen through the two scanners. `I` is the socket, or the
+/// TLS stream over it.
+pub(super) struct Watched<I> {
+    io: I,
+    shared: Arc<Shared>,
+    counters: Arc<Counters>,
+    limits: Limits,
+    preface_left: u8,
+    rd: Scan,
+    wr: Scan,
+    /// Highest stream the client opened (the last stream of Shellac's GOAWAY).
+    max_stream: u32,
+    /// CONTINUATION frames and encoded bytes of the header block in progress.
+    block: Option<(u32, u64)>,
+    /// Resets the connection may still cause (refilled by completed responses).
+    resets_left: i64,
+    /// Control frames left in the bucket, and when it was last refilled (ms).
+    tokens: u32,
+    refilled: u64,
+    kill: Option<Kill>,
+}
+
+impl<I> Watched<I> {
+    pub(super) fn new(
+        io: I,
+        shared: Arc<Shared>,
+        counters: Arc<Counters>,
+        limits: Limits,
+    ) -> Watched<I> {
+        Watched {
+            io,
+            shared,
+            counters,
+            limits,
+            preface_left: PREFACE.len() as u8,
+            rd: Scan::default(),
+            wr: Scan::default(),
+            max_stream: 0,
+            block: None,
+            resets_left: i64::from(limits.reset_budget),
+            tokens: limits.control_per_second,
+            refilled: now_ms(),
+            kill: None,
+        }
+    }
+
+    /// Acts on one frame header the client sent; false when the connection must end.
+    fn on_read(&mut self, f: Frame) -> bool {
+        self.shared.preface_done.store(true, Ordering::Relaxed);
+        if let Some((continuations, bytes)) = self.block.as_mut() {
+            // h2 refuses anything but the block's CONTINUATION frames (connection error).
+            if f.kind == CONTINUATION {
+                *continuations += 1;
+                *bytes += u64::from(f.len);
+                if *continuations > self.limits.max_continuations
+                    || *bytes > self.limits.max_block_bytes
+                {
+                    return self.abuse(Abuse::ContinuationFlood);
+                }
+                if f.flags & END_HEADERS != 0 {
+                    self.block = None;
+                    self.shared.block_since.store(0, Ordering::Relaxed);
+                }
+            }
+            return true;
+        }
+        match f.kind {
+            DATA if f.len == 0 && f.flags & END_STREAM == 0 => self.control(),
+            HEADERS => {
+                if f.stream % 2 == 1 && f.stream > self.max_stream {
+                    self.max_stream = f.stream;
+                }
+                if f.flags & END_HEADERS == 0 {
+                    if u64::from(f.len) > self.limits.max_block_bytes {
+                        return self.abuse(Abuse::ContinuationFlood);
+                    }
+                    self.block = Some((0, u64::from(f.len)));
+                    self.shared
+                        .block_since
+                        .store(now_ms().max(1), Ordering::Relaxed);
+                }
+                true
+            }
+            RST_STREAM => {
+                self.counters.h2_rst_received.inc();
+                self.spend_reset(Abuse::RapidReset)
+            }
+            PRIORITY | SETTINGS | PING => self.control(),
+            DATA | PUSH_PROMISE | GOAWAY | WINDOW_UPDATE | CONTINUATION => true,
+            // Extension frames are ignored by h2 (RFC 9113 §4.1), but each costs a read.
+            _ => self.control(),
+        }
+    }
+
+    /// Acts on one frame h2 wrote.
+    fn on_write(&mut self, f: Frame) {
+        match f.kind {
+            DATA | HEADERS if f.stream != 0 => {
+                if f.kind == DATA && f.len > 0 {
+                    self.shared.last_data.store(now_ms(), Ordering::Relaxed);
+                }
+                if f.flags & END_STREAM != 0 {
+                    // A completed response gives back one reset.
+                    self.resets_left =
+                        (self.resets_left + 1).min(i64::from(self.limits.reset_budget));
+                }
+            }
+            RST_STREAM => {
+                self.counters.h2_rst_sent.inc();
+                // Resets the client provoked (a protocol error on the stream, a refused
+                // stream); not Shellac's own cancels and internal errors.
+                if !matches!(f.code, NO_ERROR | INTERNAL_ERROR | CANCEL) {
+                    self.spend_reset(Abuse::MadeYouReset);
+                }
+            }
+            GOAWAY => {
+                if f.code == NO_ERROR {
+                    self.counters.h2_goaway_sent.inc();
+                } else {
+                    self.counters.h2_goaway_error.inc();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn spend_reset(&mut self, kind: Abuse) -> bool {
+        self.resets_left -= 1;
+        self.resets_left >= 0 || self.abuse(kind)
+    }
+
+    /// One control frame from the bucket (refilled at `control_per_second`).
+    fn control(&mut self) -> bool {
+        if self.tokens == 0 {
+            let now = now_ms();
+            let rate = u64::from(self.limits.control_per_second);
+            let earned = now.saturating_sub(self.refilled).saturating_mul(rate) / 1000;
+            if earned > 0 {
+                self.tokens = earned.min(rate) as u32;
+                self.refilled = now;
+            }
+        }
+        if self.tokens == 0 {
+            return self.abuse(Abuse::ControlFlood);
+        }
+        self.tokens -= 1;
+        true
+    }
+
+    /// Starts ending the connection with `GOAWAY ENHANCE_YOUR_CALM`; always false.
+    fn abuse(&mut self, kind: Abuse) -> bool {
+        if self.kill.is_some() {
+            return false;
+        }
+        let counter: &Counter = match kind {
+            Abuse::RapidReset => &self.counters.h2_rapid_reset,
+            Abuse::MadeYouReset => &self.counters.h2_made_you_reset,
+            Abuse::ControlFlood => &self.counters.h2_control_flood,
+            Abuse::ContinuationFlood => &self.counters.h2_continuation_flood,
+        };
+        counter.inc();
+        self.counters.h2_goaway_error.inc();
+        tracing::debug!(?kind, "HTTP/2 connection ended: GOAWAY ENHANCE_YOUR_CALM");
+        self.kill = Some(Kill::Writing {
+            frame: goaway(self.max_stream, ENHANCE_YOUR_CALM),
+            at: 0,
+        });
+        false
+    }
+}
+
+/// A `GOAWAY` frame: last stream `last`, error `code`, no debug data.
+fn goaway(last: u32, code: u32) -> [u8; 17] {
+    let mut f = [0u8; 17];
+    f[2] = 8;
+    f[3] = GOAWAY;
+    f[9..13].copy_from_slice(&(last & 0x7fff_ffff).to_be_bytes());
+    f[13..17].copy_from_slice(&code.to_be_bytes());
+    f
+}
+
+impl<I: AsyncRead + AsyncWrite + Unpin> Watched<I> {
+    /// Writes Shellac's GOAWAY, flushes and shuts the write side; Ready once done (errors
+    /// end it too: the connection is going away either way).
+    fn drive_kill(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            let Some(kill) = self.kill.as_mut() else {
+                return Poll::Ready(());
+            };
+            match kill {
+                Kill::Writing { frame, at } => {
+                    match Pin::new(&mut self.io).poll_write(cx, &frame[*at..]) {
+                        Poll::Ready(Ok(n)) if n > 0 => {
+                            *at += n;
+                            if *at == frame.len() {
+                                *kill = Kill::Flushing;
+                            }
+                        }
+                        Poll::Ready(_) => *kill = Kill::Done,
+                        Poll::Pending => return Poll::Pending,
+                    }
+                }
+                Kill::Flushing => {
+                    let _ = ready!(Pin::new(&mut self.io).poll_flush(cx));
+                    *kill = Kill::ShuttingDown;
+                }
+                Kill::ShuttingDown => {
+                    let _ = ready!(Pin::new(&mut self.io).poll_shutdown(cx));
+                    *kill = Kill::Done;
+                }
+                Kill::Done => return Poll::Ready(()),
+            }
+        }
+    }
+}
+
+fn gone() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::BrokenPipe,
+        "HTTP/2 connection ended by Shellac",
+    )
+}
+
+impl<I: AsyncRead + AsyncWrite + Unpin> AsyncRead for Watched<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if this.kill.is_some() {
+            if !this.wr.at_boundary() {
+                // h2 finishes the frame it is writing first (it is polled for that).
+                return Poll::Pending;
+            }
+            ready!(this.drive_kill(cx));
+            return Poll::Ready(Ok(()));
+        }
+        let before = buf.filled().len();
+        ready!(Pin::new(&mut this.io).poll_read(cx, buf))?;
+        let mut fresh = &buf.filled()[before..];
+        if this.preface_left > 0 {
+            let skip = fresh.len().min(usize::from(this.preface_left));
+            this.preface_left -= skip as u8;
+            fresh = &fresh[skip..];
+        }
+        let mut ok = true;
+        // Taken out while it runs: the frame handlers borrow the rest of `this`.
+        let mut scan = std::mem::take(&mut this.rd);
+        scan.feed(fresh, |e| {
+            if let Event::Head(f) = e {
+                ok = this.on_read(f);
+            }
+            ok
+        });
+        this.rd = scan;
+        if !ok {
+            // h2 never sees the read that broke a limit.
+            buf.set_filled(before);
+            if !this.wr.at_boundary() {
+                return Poll::Pending;
+            }
+            ready!(this.drive_kill(cx));
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<I: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Watched<I> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        let mut buf = buf;
+        if this.kill.is_some() {
+            if this.wr.at_boundary() {
+                ready!(this.drive_kill(cx));
+                return Poll::Ready(Err(gone()));
+            }
+            // Only the rest of the frame in progress, so the GOAWAY goes right after it.
+            buf = &buf[..buf.len().min(this.wr.left_in_frame().max(1))];
+        }
+        let n = ready!(Pin::new(&mut this.io).poll_write(cx, buf))?;
+        let mut scan = std::mem::take(&mut this.wr);
+        scan.feed(&buf[..n], |e| {
+            if let Event::Coded(f) = e {
+                this.on_write(f);
+            }
+            true
+        });
+        this.wr = scan;
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        // One slice at a time through poll_write: the scanner sees exactly what was written.
+        let first = bufs
+            .iter()
+            .find(|b| !b.is_empty())
+            .map_or(&[][..], |b| &b[..]);
+        self.poll_write(cx, first)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        false
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if this.kill.is_some() && this.wr.at_boundary() {
+            ready!(this.drive_kill(cx));
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if this.kill.is_some() {
+            if this.wr.at_boundary() {
+                ready!(this.drive_kill(cx));
+            }
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,386 @@
+//! HTTP/2 sessions on client connections: hyper's HTTP/2 server over the frame watcher
+//! (`frames.rs`), each request checked (`check.rs`) and handed to [`Proxy::handle`] exactly as
+//! an HTTP/1.1 request is, with the connection's timeouts and limits.
+//!
+//! [`serve`] is the one entry point, whatever carries the bytes: a cleartext socket whose
+//! first bytes were the HTTP/2 preface (h2c with prior knowledge), or a TLS stream whose ALPN
+//! chose `h2`.
+
+use std::convert::Infallible;
+use std::error::Error as StdError;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode, header};
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper::server::conn::http2;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{Notify, watch};
+
+use super::gate::count_violation;
+use crate::clock::now_ms;
+use crate::proxy::{Handled, Proxy, ResponseBody};
+use crate::reload::Live;
+
+mod check;
+mod frames;
+
+pub(crate) use frames::PREFACE;
+
+/// What the session loop, the service and the watcher share about one connection.
+#[derive(Debug)]
+pub(super) struct Shared {
+    /// Requests with a response not yet finished (or dropped).
+    active: AtomicU32,
+    /// When `active` last went to 0 (ms, `clock::now_ms`).
+    idle_since: AtomicU64,
+    /// Streams the connection has opened.
+    requests: AtomicU64,
+    /// Response bodies that handed hyper data and have not been asked for more: they wait for
+    /// the client (its flow-control window, or the socket).
+    stalled: AtomicU32,
+    /// When a DATA frame was last written (ms).
+    last_data: AtomicU64,
+    /// The client's first frame after the preface arrived.
+    preface_done: AtomicBool,
+    /// When the header block in progress began (ms; 0: none).
+    block_since: AtomicU64,
+    /// `max_requests` reached: the loop sends GOAWAY.
+    enough: AtomicBool,
+    wake: Notify,
+}
+
+impl Shared {
+    fn new(now: u64) -> Shared {
+        Shared {
+            active: AtomicU32::new(0),
+            idle_since: AtomicU64::new(now),
+            requests: AtomicU64::new(0),
+            stalled: AtomicU32::new(0),
+            last_data: AtomicU64::new(now),
+            preface_done: AtomicBool::new(false),
+            block_since: AtomicU64::new(0),
+            enough: AtomicBool::new(false),
+            wake: Notify::new(),
+        }
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis().min(u64::MAX as u128) as u64
+}
+
+/// Serves one HTTP/2 connection on `io` until it ends: the client closes it, a timeout or a
+/// defence ends it, or Shellac shuts down (GOAWAY, the streams in flight finish). `io`
+/// starts with the client's connection preface (nothing of it consumed). The caller keeps the
+/// connection counted as open while this runs.
+///
+/// Settings come from the configuration current when it starts (`[http2]`, and `[server]`'s
+/// `max_header_size`, `max_headers`, `max_request_line`, `max_body_size`, `idle_timeout`,
+/// `header_read_timeout`, `send_timeout`); each request reads the configuration current when
+/// it arrives, as over HTTP/1.1.
+pub(crate) async fn serve<I>(
+    io: I,
+    peer: SocketAddr,
+    live: Arc<Live>,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let proxy = live.load();
+    let config = proxy.config.clone();
+    let counters = proxy.counters.clone();
+    drop(proxy);
+    counters.h2_conn.inc();
+    let h2 = &config.http2;
+    let server = &config.server;
+    let started = now_ms();
+    let shared = Arc::new(Shared::new(started));
+    let header_bytes = u32::try_from(server.max_header_size.0).unwrap_or(u32::MAX);
+    let watched = frames::Watched::new(
+        io,
+        shared.clone(),
+        counters.clone(),
+        frames::Limits {
+            reset_budget: h2.reset_budget,
+            control_per_second: h2.control_frames_per_second,
+            max_continuations: h2.max_continuation_frames,
+            max_block_bytes: server.max_header_size.0.saturating_mul(2),
+        },
+    );
+    let limits = server.limits();
+    let max_requests = h2.max_requests;
+    let svc_shared = shared.clone();
+    let svc_live = live.clone();
+    let service = service_fn(move |req: Request<Incoming>| {
+        let stream = Stream::open(&svc_shared);
+        let n = svc_shared.requests.fetch_add(1, Ordering::Relaxed) + 1;
+        if max_requests > 0 && n == max_requests {
+            svc_shared.enough.store(true, Ordering::Relaxed);
+            svc_shared.wake.notify_one();
+        }
+        // One configuration snapshot per request, kept until its response is done.
+        let proxy = svc_live.load();
+        proxy.counters.h2_req.inc();
+        let req = match check::request(req, &limits) {
+            Ok(req) => req,
+            Err(refusal) => {
+                count_violation(&proxy.counters, refusal.violation);
+                let resp = proxy.refuse_request(
+                    refusal.violation,
+                    peer.ip(),
+                    Some(refusal.line.as_bytes()),
+                );
+                let reset = refusal.malformed.then_some(h2::Reason::PROTOCOL_ERROR);
+                return Answer::Ready(Some(finish(resp, stream, reset, &proxy)));
+            }
+        };
+        match proxy.handle(req, peer) {
+            Handled::Done(resp, proxy) => Answer::Ready(Some(finish(resp, stream, None, &proxy))),
+            Handled::Waits(rest) => Answer::Pending(Box::pin(async move {
+                let (resp, proxy) = rest.run().await;
+                finish(resp, stream, None, &proxy)
+            })),
+        }
+    });
+    let mut builder = http2::Builder::new(TokioExecutor::new());
+    builder
+        .max_concurrent_streams(h2.max_concurrent_streams)
+        .initial_stream_window_size(window(h2.stream_window.0))
+        .initial_connection_window_size(window(h2.connection_window.0))
+        .max_frame_size(u32::try_from(h2.max_frame_size.0).unwrap_or(16_777_215))
+        .max_header_list_size(header_bytes)
+        .max_send_buf_size(usize::try_from(h2.stream_send_buffer.0).unwrap_or(usize::MAX))
+        // h2's own bound on the resets it sends for a client's errors; the watcher's
+        // `reset_budget` (refilled by completed responses) normally acts first.
+        .max_local_error_reset_streams(Some((h2.reset_budget as usize).max(1024)));
+    let conn = builder.serve_connection(TokioIo::new(watched), service);
+    tokio::pin!(conn);
+
+    let idle = ms(server.idle_timeout.0);
+    let head = ms(server.header_read_timeout.0);
+    let send = ms(server.send_timeout.0);
+    let tick = idle.min(head).min(send).max(1);
+    let timer = tokio::time::sleep(Duration::from_millis(tick));
+    tokio::pin!(timer);
+    // After a graceful GOAWAY: the streams in flight get `idle_timeout` to finish.
+    let mut closing_since: Option<u64> = None;
+    macro_rules! close {
+        () => {
+            if closing_since.is_none() {
+                closing_since = Some(now_ms());
+                conn.as_mut().graceful_shutdown();
+            }
+        };
+    }
+    if *shutdown.borrow() {
+        close!();
+    }
+    loop {
+        tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!(%peer, error = %e, "HTTP/2 connection ended with error");
+                }
+                return;
+            }
+            _ = shared.wake.notified() => {
+                if shared.enough.load(Ordering::Relaxed) && closing_since.is_none() {
+                    counters.h2_max_requests.inc();
+                    close!();
+                }
+            }
+            _ = timer.as_mut() => {
+                let now = now_ms();
+                if !shared.preface_done.load(Ordering::Relaxed) && now >= started + head {
+                    counters.client_header_timeout.inc();
+                    return;
+                }
+                let block = shared.block_since.load(Ordering::Relaxed);
+                if block != 0 && now >= block + head {
+                    counters.client_header_timeout.inc();
+                    return;
+                }
+                if shared.stalled.load(Ordering::Relaxed) > 0
+                    && now >= shared.last_data.load(Ordering::Relaxed) + send
+                {
+                    counters.h2_slow_reader.inc();
+                    return;
+                }
+                let active = shared.active.load(Ordering::Relaxed);
+                match closing_since {
+                    Some(since) if now >= since + idle => return,
+                    None if active == 0
+                        && now >= shared.idle_since.load(Ordering::Relaxed) + idle =>
+                    {
+                        counters.client_idle_closed.inc();
+                        close!();
+                    }
+                    _ => {}
+                }
+                timer.as_mut().reset(tokio::time::Instant::now() + Duration::from_millis(tick));
+            }
+            changed = shutdown.changed(), if closing_since.is_none() => {
+                if changed.is_err() || *shutdown.borrow() {
+                    close!();
+                }
+            }
+        }
+    }
+}
+
+/// A flow-control window from a size setting (validated to 65,535 – 2³¹−1).
+fn window(bytes: u64) -> u32 {
+    u32::try_from(bytes)
+        .unwrap_or(i32::MAX as u32)
+        .min(i32::MAX as u32)
+}
+
+/// One request on the connection, from the service call until its response body is done or
+/// dropped (hyper drops it when the client resets the stream).
+struct Stream {
+    shared: Arc<Shared>,
+    /// The body handed hyper data it has not sent yet (counted in `Shared::stalled`).
+    waiting: bool,
+}
+
+impl Stream {
+    fn open(shared: &Arc<Shared>) -> Stream {
+        shared.active.fetch_add(1, Ordering::Relaxed);
+        Stream {
+            shared: shared.clone(),
+            waiting: false,
+        }
+    }
+
+    fn set_waiting(&mut self, waiting: bool) {
+        if self.waiting != waiting {
+            self.waiting = waiting;
+            if waiting {
+                self.shared.stalled.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.shared.stalled.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        self.set_waiting(false);
+        if self.shared.active.fetch_sub(1, Ordering::Relaxed) == 1 {
+            self.shared.idle_since.store(now_ms(), Ordering::Relaxed);
+        }
+    }
+}
+
+/// The service's future: the response itself when no step of the request had to wait.
+enum Answer<F> {
+    Ready(Option<Response<H2Body>>),
+    Pending(Pin<Box<F>>),
+}
+
+impl<F: Future<Output = Response<H2Body>>> Future for Answer<F> {
+    type Output = Result<Response<H2Body>, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Answer::Ready(resp) => match resp.take() {
+                Some(r) => Poll::Ready(Ok(r)),
+                None => Poll::Pending,
+            },
+            Answer::Pending(rest) => rest.as_mut().poll(cx).map(Ok),
+        }
+    }
+}
+
+/// Fields that mean nothing in HTTP/2 (RFC 9113 §8.2.2); hyper would drop them with a
+/// warning in the log for every response.
+const CONNECTION_SPECIFIC: [header::HeaderName; 5] = [
+    header::CONNECTION,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+    header::TE,
+    header::HeaderName::from_static("keep-alive"),
+];
+
+/// The last step of every HTTP/2 response: never a 101 (there is no tunnel in HTTP/2), no
+/// connection-specific fields; the body ends the stream's bookkeeping, and a malformed
+/// request's answer ends with `RST_STREAM` (`reset`).
+fn finish(
+    mut resp: Response<ResponseBody>,
+    stream: Stream,
+    reset: Option<h2::Reason>,
+    proxy: &Proxy,
+) -> Response<H2Body> {
+    if resp.status() == StatusCode::SWITCHING_PROTOCOLS || resp.status().is_informational() {
+        resp = proxy.refuse(502, "backend-invalid-response");
+    }
+    let headers = resp.headers_mut();
+    for name in &CONNECTION_SPECIFIC {
+        headers.remove(name);
+    }
+    headers.remove("proxy-connection");
+    resp.map(|inner| H2Body {
+        inner,
+        stream,
+        reset,
+    })
+}
+
+/// A response body on an HTTP/2 stream: the pipeline's body, watched for waiting on the
+/// client, optionally ending in a reset.
+pub(crate) struct H2Body {
+    inner: ResponseBody,
+    stream: Stream,
+    reset: Option<h2::Reason>,
+}
+
+impl Body for H2Body {
+    type Data = Bytes;
+    type Error = Box<dyn StdError + Send + Sync>;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        this.stream.set_waiting(false);
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                // hyper asks again as soon as the client can take more.
+                if frame.is_data() && !this.inner.is_end_stream() {
+                    this.stream.set_waiting(true);
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Box::new(e)))),
+            Poll::Ready(None) => match this.reset.take() {
+                // hyper resets the stream with the reason it finds in the error.
+                Some(reason) => Poll::Ready(Some(Err(Box::new(h2::Error::from(reason))))),
+                None => Poll::Ready(None),
+            },
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.reset.is_none() && self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        if self.reset.is_some() {
+            return SizeHint::default();
+        }
+        self.inner.size_hint()
+    }
+}

@@ -1,0 +1,249 @@
+//! HTTP/2 to clients over cleartext (h2c with prior knowledge): every cache feature behaves as
+//! over HTTP/1.1 (hits, coalescing, Vary, conditionals, Range, PURGE, Cache-Status, rules,
+//! the access log, counters), HTTP/1.1 still works on the same listener, malformed requests
+//! never reach the backend.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::h2::*;
+use common::*;
+use tokio::sync::Notify;
+
+fn h2c(c: &mut shellac::config::Config) {
+    c.http2.h2c = true;
+}
+
+fn origin_reply(s: &Seen) -> Reply {
+    match s.path.as_str() {
+        "/vary" => {
+            let lang = s
+                .headers
+                .get("accept-language")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("none")
+                .to_string();
+            Reply::ok(&format!("lang {lang}"))
+                .cc("max-age=60")
+                .header("vary", "accept-language")
+        }
+        "/nostore" => Reply::ok("private").cc("no-store"),
+        p => Reply::ok(&format!("body of {p}"))
+            .cc("max-age=60")
+            .header("etag", "\"v1\"")
+            .header("last-modified", "Mon, 01 Jan 2024 00:00:00 GMT"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn miss_then_hit_over_h2c_and_http1_on_the_same_listener() {
+    let origin = Origin::start(origin_reply).await;
+    let shellac = Shellac::start(origin.addr, h2c).await;
+    let mut conn = H2Conn::open(shellac.addr).await;
+    let first = conn.send("GET", "/a", &[], b"").await;
+    assert_eq!(first.status, 200);
+    assert_eq!(first.text(), "body of /a");
+    assert!(
+        first.cache_status().contains("fwd=miss"),
+        "{}",
+        first.cache_status()
+    );
+    let second = conn.send("GET", "/a", &[], b"").await;
+    assert!(
+        second.cache_status().contains("hit"),
+        "{}",
+        second.cache_status()
+    );
+    assert_eq!(second.text(), "body of /a");
+    assert!(second.header("age").is_some());
+    // No connection-specific field goes out over HTTP/2.
+    assert!(second.header("connection").is_none());
+    // HTTP/1.1 on the same listener: the same object.
+    let h1 = get(shellac.addr, "/a").await;
+    assert!(h1.cache_status().contains("hit"), "{}", h1.cache_status());
+    assert_eq!(origin.count(), 1);
+    // The backend got an HTTP/1.1 request with the authority as Host.
+    let seen = origin.last();
+    assert_eq!(seen.headers["host"], "test.example");
+    let stats = shellac.stats().await;
+    assert_eq!(stats["h2_conn"], 1);
+    assert_eq!(stats["h2_req"], 2);
+    assert_eq!(stats["cache_hit"], 2);
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_preface_is_http1_version_not_supported_without_h2c() {
+    let origin = Origin::start(origin_reply).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let answer = raw(shellac.addr, PREFACE).await;
+    // Refused as an HTTP/1.1 request: `*` is a target only OPTIONS may have.
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vary_conditionals_range_and_purge_as_over_http1() {
+    let origin = Origin::start(origin_reply).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        h2c(c);
+        c.invalidation.purge_from =
+            vec![shellac::config::invalidation::Network::parse("127.0.0.1").unwrap()];
+    })
+    .await;
+    let mut conn = H2Conn::open(shellac.addr).await;
+    // Vary: two variants, each a hit the second time.
+    for lang in ["en", "fr", "en", "fr"] {
+        let r = conn
+            .send("GET", "/vary", &[("accept-language", lang)], b"")
+            .await;
+        assert_eq!(r.text(), format!("lang {lang}"));
+    }
+    assert_eq!(origin.count_path("/vary"), 2);
+    // Conditionals answered from the cache.
+    conn.send("GET", "/c", &[], b"").await;
+    let r = conn
+        .send("GET", "/c", &[("if-none-match", "\"v1\"")], b"")
+        .await;
+    assert_eq!(r.status, 304);
+    assert!(r.body.is_empty());
+    // Range from the cached object.
+    let r = conn.send("GET", "/c", &[("range", "bytes=0-3")], b"").await;
+    assert_eq!(r.status, 206);
+    assert_eq!(r.text(), "body");
+    assert_eq!(r.header("content-range"), Some("bytes 0-3/10"));
+    assert_eq!(origin.count_path("/c"), 1);
+    // PURGE over HTTP/2 drops it.
+    let r = conn.send("PURGE", "/c", &[], b"").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = conn.send("GET", "/c", &[], b"").await;
+    assert!(
+        r.cache_status().contains("fwd=miss"),
+        "{}",
+        r.cache_status()
+    );
+    assert_eq!(origin.count_path("/c"), 2);
+    // Uncacheable: passed each time.
+    conn.send("GET", "/nostore", &[], b"").await;
+    conn.send("GET", "/nostore", &[], b"").await;
+    assert_eq!(origin.count_path("/nostore"), 2);
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_streams_coalesce_and_stream_to_waiters() {
+    let gate = Arc::new(Notify::new());
+    let g = gate.clone();
+    let origin = Origin::start(move |_| {
+        Reply::ok("").cc("max-age=60").body(ReplyBody::Gated {
+            first: b"first-".to_vec(),
+            gate: g.clone(),
+            rest: b"rest".to_vec(),
+        })
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, h2c).await;
+    let conn = H2Conn::open(shellac.addr).await;
+    // Ten streams on one connection for one URL: one backend request.
+    let mut tasks = Vec::new();
+    for _ in 0..10 {
+        let mut sender = conn.sender();
+        tasks.push(tokio::spawn(async move {
+            let req = http::Request::builder()
+                .uri("http://test.example/slow")
+                .body(http_body_util::Full::new(bytes::Bytes::new()))
+                .unwrap();
+            sender.ready().await.unwrap();
+            let resp = sender.send_request(req).await.unwrap();
+            use http_body_util::BodyExt;
+            resp.into_body().collect().await.unwrap().to_bytes()
+        }));
+    }
+    // Every stream waits on the one fetch (bounded wait for the busy object's readers).
+    for _ in 0..200 {
+        if shellac.stat("cache_miss").await + shellac.stat("cache_coalesced").await >= 10 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    gate.notify_waiters();
+    gate.notify_one();
+    for t in tasks {
+        assert_eq!(&t.await.unwrap()[..], b"first-rest");
+    }
+    assert_eq!(origin.count(), 1);
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_access_log_says_http2() {
+    let dir = temp_dir("h2-log");
+    let path = dir.join("access.log");
+    let origin = Origin::start(origin_reply).await;
+    let log = path.to_str().unwrap().to_string();
+    let shellac = Shellac::start(origin.addr, |c| {
+        h2c(c);
+        c.log.access_log = log;
+    })
+    .await;
+    h2_get(shellac.addr, "/logged?q=1", &[("user-agent", "h2test")]).await;
+    let lines = wait_lines(&path, 1).await;
+    assert!(
+        lines[0].contains("\"GET /logged?q=1 HTTP/2.0\" 200 19 \"-\" \"h2test\""),
+        "{}",
+        lines[0]
+    );
+    shellac.stop().await;
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_requests_are_refused_and_reset_never_forwarded() {
+    let origin = Origin::start(origin_reply).await;
+    let shellac = Shellac::start(origin.addr, h2c).await;
+    let mut raw = Raw::open(shellac.addr).await;
+    // :authority test.example, Host elsewhere: malformed (RFC 9113 §8.3.1).
+    let block = request_block("GET", "/x", &[("host", "evil.example")]);
+    raw.send(&frame(HEADERS, END_HEADERS | END_STREAM, 1, &block))
+        .await;
+    // RST_STREAM PROTOCOL_ERROR (the 400 answer queued before it may be discarded by h2).
+    let reset = raw
+        .until(Duration::from_secs(5), |f| {
+            f.kind == RST_STREAM && f.stream == 1
+        })
+        .await
+        .expect("then RST_STREAM");
+    assert_eq!(reset.code(), Some(1), "PROTOCOL_ERROR");
+    // A value with leading whitespace, and a :path with a bad escape.
+    let block = request_block("GET", "/y", &[("x-a", " padded")]);
+    raw.send(&frame(HEADERS, END_HEADERS | END_STREAM, 3, &block))
+        .await;
+    let block = request_block("GET", "/%zz", &[]);
+    raw.send(&frame(HEADERS, END_HEADERS | END_STREAM, 5, &block))
+        .await;
+    // Either order: each stream is answered by its own task.
+    let mut reset = std::collections::HashMap::new();
+    while reset.len() < 2 {
+        let f = raw
+            .until(Duration::from_secs(5), |f| f.kind == RST_STREAM)
+            .await
+            .expect("RST_STREAM");
+        reset.insert(f.stream, f.code());
+    }
+    assert_eq!(reset[&3], Some(1));
+    assert_eq!(reset[&5], Some(1));
+    // The connection still serves a valid request.
+    raw.get(7, "/fine").await;
+    let ok = raw
+        .until(Duration::from_secs(5), |f| f.kind == DATA && f.stream == 7)
+        .await
+        .expect("answered");
+    assert_eq!(ok.payload, b"body of /fine");
+    assert_eq!(origin.count(), 1, "nothing malformed reached the backend");
+    let stats = shellac.stats().await;
+    assert_eq!(stats["client_refused"], 3);
+    assert_eq!(stats["client_reject_host"], 1);
+    shellac.stop().await;
+}
