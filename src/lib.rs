@@ -17,5 +17,6 @@ pub mod reload;
 pub mod rules;
 pub mod server;
 pub mod stats;
+pub mod tls;
 pub mod txlog;
 pub mod vcl;

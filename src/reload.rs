@@ -21,6 +21,7 @@ use crate::backend::{Backend, probe};
 use crate::config::{Config, Overrides, diff, settings};
 use crate::proxy::Proxy;
 use crate::server::park::Parking;
+use crate::tls::server::Frontends;
 
 /// Where the configuration comes from, for reloads.
 #[derive(Clone, Debug)]
@@ -46,6 +47,8 @@ struct Listener {
     /// As configured (`127.0.0.1:0` stays itself across reloads).
     configured: SocketAddr,
     bound: SocketAddr,
+    /// The `[[tls]]` it belongs to; None: a cleartext `server.listen` address.
+    tls: Option<Arc<str>>,
     task: AbortHandle,
 }
 
@@ -62,6 +65,8 @@ pub struct Live {
     shutdown: watch::Receiver<bool>,
     /// Released client connections, waiting for their next request.
     parking: Arc<Parking>,
+    /// The TLS listeners' certificates and settings (swapped by reloads and file changes).
+    tls: ArcSwap<Frontends>,
 }
 
 impl Live {
@@ -71,6 +76,7 @@ impl Live {
         overrides: Overrides,
         shutdown: watch::Receiver<bool>,
         parking: Arc<Parking>,
+        tls: Frontends,
     ) -> Arc<Live> {
         Arc::new(Live {
             current: ArcSwap::new(proxy),
@@ -82,7 +88,25 @@ impl Live {
             probes: Mutex::new(Vec::new()),
             shutdown,
             parking,
+            tls: ArcSwap::from_pointee(tls),
         })
+    }
+
+    /// Replaces the TLS listeners with what `f` builds from the running ones, between reloads
+    /// (a reload in progress finishes first); an error changes nothing.
+    pub(crate) async fn swap_tls(
+        &self,
+        f: impl FnOnce(&Frontends) -> Result<Frontends, Vec<String>>,
+    ) -> Result<(), Vec<String>> {
+        let _one_at_a_time = self.reloading.lock().await;
+        let next = f(&self.tls())?;
+        self.tls.store(Arc::new(next));
+        Ok(())
+    }
+
+    /// The TLS listeners in force (load once per connection).
+    pub fn tls(&self) -> Arc<Frontends> {
+        self.tls.load_full()
     }
 
     /// Where released client connections wait (see `server::park`).
@@ -113,16 +137,26 @@ impl Live {
         self.generation.load(Ordering::Relaxed)
     }
 
-    /// Addresses accepting client connections now.
+    /// Cleartext addresses accepting client connections now (`server.listen`).
     pub fn listening(&self) -> Vec<SocketAddr> {
         self.listeners
             .lock()
-            .map(|l| l.iter().map(|l| l.bound).collect())
+            .map(|l| {
+                l.iter()
+                    .filter(|l| l.tls.is_none())
+                    .map(|l| l.bound)
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
-    /// Starts accepting on an already bound listener.
-    pub(crate) fn add_listener(self: &Arc<Self>, configured: SocketAddr, listener: TcpListener) {
+    /// Starts accepting on an already bound listener (of the `[[tls]]` named `tls`, if any).
+    pub(crate) fn add_listener(
+        self: &Arc<Self>,
+        configured: SocketAddr,
+        listener: TcpListener,
+        tls: Option<Arc<str>>,
+    ) {
         let Ok(bound) = listener.local_addr() else {
             return;
         };
@@ -130,15 +164,29 @@ impl Live {
             listener,
             self.clone(),
             self.shutdown.clone(),
+            tls.clone(),
         ))
         .abort_handle();
         if let Ok(mut l) = self.listeners.lock() {
             l.push(Listener {
                 configured,
                 bound,
+                tls,
                 task,
             });
         }
+    }
+
+    /// TLS listeners accepting now: (`[[tls]]` name, bound address).
+    pub fn listening_tls(&self) -> Vec<(String, SocketAddr)> {
+        self.listeners
+            .lock()
+            .map(|l| {
+                l.iter()
+                    .filter_map(|l| l.tls.as_ref().map(|t| (t.to_string(), l.bound)))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Runs a probe task for every probed backend of the current configuration that has none,
@@ -209,17 +257,41 @@ impl Live {
         // Every setting that changed, then what the running proxy did about it.
         let mut changes: Vec<String> = changed.iter().map(|c| c.to_string()).collect();
 
+        // TLS: every certificate and key loaded and checked before anything changes.
+        let tls = match Frontends::build(&config.tls, Some(&self.tls())) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                errors.extend(e);
+                None
+            }
+        };
         // Listeners: bind the new ones first, so a port in use rejects the reload.
-        let running: Vec<SocketAddr> = self
+        let running: Vec<(SocketAddr, Option<Arc<str>>)> = self
             .listeners
             .lock()
-            .map(|l| l.iter().map(|l| l.configured).collect())
+            .map(|l| l.iter().map(|l| (l.configured, l.tls.clone())).collect())
             .unwrap_or_default();
         let mut bound = Vec::new();
-        for addr in config.server.listen.iter().filter(|a| !running.contains(a)) {
-            match crate::server::bind_listener(*addr, config.server.listen_backlog) {
-                Ok(l) => bound.push((*addr, l)),
-                Err(e) => errors.push(format!("`server.listen`: cannot listen on {addr}: {e}")),
+        for (addr, tls_name) in wanted(&config) {
+            match running.iter().find(|(a, _)| *a == addr) {
+                Some((_, t)) if *t == tls_name => continue,
+                Some(_) => {
+                    errors.push(format!(
+                        "{addr} moves between cleartext and TLS listeners (or between [[tls]] tables): that needs a restart"
+                    ));
+                    continue;
+                }
+                None => {}
+            }
+            match crate::server::bind_listener(addr, config.server.listen_backlog) {
+                Ok(l) => bound.push((addr, l, tls_name)),
+                Err(e) => {
+                    let key = match &tls_name {
+                        None => "server.listen".to_string(),
+                        Some(t) => format!("tls {t}: listen"),
+                    };
+                    errors.push(format!("`{key}`: cannot listen on {addr}: {e}"));
+                }
             }
         }
         // The access log: open the new output before anything changes.
@@ -242,6 +314,10 @@ impl Live {
         }
 
         let next = old.next(Arc::new(config));
+        if let Some(tls) = tls {
+            self.tls.store(Arc::new(tls));
+            next.counters.tls_reload.inc();
+        }
         for b in &next.backends.backends {
             let reused = old.backends.backends.iter().any(|o| Arc::ptr_eq(o, b));
             if !reused {
@@ -262,13 +338,17 @@ impl Live {
         self.current.store(next.clone());
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
 
-        for (addr, listener) in bound {
-            changes.push(format!("listening on {addr}"));
-            self.add_listener(addr, listener);
+        for (addr, listener, tls) in bound {
+            match &tls {
+                None => changes.push(format!("listening on {addr}")),
+                Some(t) => changes.push(format!("listening on {addr} (TLS, {t})")),
+            }
+            self.add_listener(addr, listener, tls);
         }
+        let wanted = wanted(&next.config);
         if let Ok(mut l) = self.listeners.lock() {
             l.retain(|l| {
-                let kept = next.config.server.listen.contains(&l.configured);
+                let kept = wanted.contains(&(l.configured, l.tls.clone()));
                 if !kept {
                     // Connections accepted on it carry on; only accepting stops.
                     l.task.abort();
@@ -287,6 +367,17 @@ impl Live {
             changes,
         })
     }
+}
+
+/// Every client listener a configuration asks for: (address, `[[tls]]` name).
+pub(crate) fn wanted(config: &Config) -> Vec<(SocketAddr, Option<Arc<str>>)> {
+    let mut out: Vec<(SocketAddr, Option<Arc<str>>)> =
+        config.server.listen.iter().map(|a| (*a, None)).collect();
+    for t in &config.tls {
+        let name: Arc<str> = t.name.as_str().into();
+        out.extend(t.listen.iter().map(|a| (*a, Some(name.clone()))));
+    }
+    out
 }
 
 fn display(errors: Vec<crate::config::ConfigError>) -> Vec<String> {

@@ -31,8 +31,11 @@ mod gate;
 pub(crate) mod h2;
 pub(crate) mod park;
 mod refuse;
+mod tls_conn;
 mod trim;
 mod tunnel;
+
+pub(crate) use tls_conn::TlsStart;
 
 use gate::{ConnState, Gate, PHASE_HEAD, PHASE_IDLE};
 
@@ -40,8 +43,10 @@ use gate::{ConnState, Gate, PHASE_HEAD, PHASE_IDLE};
 pub struct Running {
     /// The running configuration (swapped on reload).
     pub live: Arc<Live>,
-    /// Client listeners bound at start.
+    /// Client listeners bound at start (`server.listen`).
     pub listen: Vec<SocketAddr>,
+    /// TLS listeners bound at start (every `[[tls]]`'s `listen`, in order).
+    pub tls: Vec<SocketAddr>,
     pub admin: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     tasks: JoinSet<()>,
@@ -62,6 +67,8 @@ pub async fn start_with(
     trim::return_large_blocks();
     let counters = Arc::new(Counters::default());
     let proxy = Proxy::new(config.clone(), counters)?;
+    let tls = crate::tls::server::Frontends::build(&config.tls, None)
+        .map_err(|e| anyhow::anyhow!("{}", e.join("\n")))?;
     let (shutdown, _) = watch::channel(false);
     let parking =
         park::Parking::new().context("cannot create the parked connections' epoll set")?;
@@ -71,13 +78,14 @@ pub async fn start_with(
         overrides,
         shutdown.subscribe(),
         parking.clone(),
+        tls,
     );
     let mut tasks = JoinSet::new();
     let mut bound = Vec::new();
-    for addr in &config.server.listen {
-        let listener = bind_listener(*addr, config.server.listen_backlog)
+    for (addr, tls) in crate::reload::wanted(&config) {
+        let listener = bind_listener(addr, config.server.listen_backlog)
             .with_context(|| format!("cannot listen on {addr}"))?;
-        bound.push((*addr, listener));
+        bound.push((addr, listener, tls));
     }
     let admin = match config.server.admin {
         Some(addr) => {
@@ -90,10 +98,13 @@ pub async fn start_with(
         }
         None => None,
     };
-    let mut listen = Vec::new();
-    for (addr, listener) in bound {
-        listen.push(listener.local_addr()?);
-        live.add_listener(addr, listener);
+    let (mut listen, mut tls_listen) = (Vec::new(), Vec::new());
+    for (addr, listener, tls) in bound {
+        match tls {
+            None => listen.push(listener.local_addr()?),
+            Some(_) => tls_listen.push(listener.local_addr()?),
+        }
+        live.add_listener(addr, listener, tls);
     }
     {
         let sampled = live.clone();
@@ -107,9 +118,11 @@ pub async fn start_with(
     tasks.spawn(sweep_bans(live.clone(), shutdown.subscribe()));
     tasks.spawn(trim::run(live.clone(), shutdown.subscribe()));
     tasks.spawn(park::run(parking, live.clone(), shutdown.subscribe()));
+    tasks.spawn(crate::tls::watch::run(live.clone(), shutdown.subscribe()));
     Ok(Running {
         live,
         listen,
+        tls: tls_listen,
         admin,
         shutdown,
         tasks,
@@ -187,10 +200,13 @@ pub(crate) fn bind_listener(addr: SocketAddr, backlog: u32) -> std::io::Result<T
     socket.listen(backlog)
 }
 
+/// Accepts client connections on `listener`; `tls`: the `[[tls]]` listener it belongs to
+/// (its certificates and settings are those current at each accept).
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     live: Arc<Live>,
     mut shutdown: watch::Receiver<bool>,
+    tls: Option<Arc<str>>,
 ) {
     let lingering = refuse::Lingering::default();
     loop {
@@ -210,16 +226,31 @@ pub(crate) async fn accept_loop(
                     refuse::refuse(stream, peer, &proxy, &lingering);
                     continue;
                 }
+                let tls = match &tls {
+                    None => None,
+                    Some(name) => match live.tls().get(name) {
+                        Some(frontend) => Some(TlsStart::Handshake(frontend)),
+                        // Removed by a reload that has not stopped this loop yet.
+                        None => {
+                            proxy.shared.open_conns.fetch_sub(1, Ordering::Relaxed);
+                            continue;
+                        }
+                    },
+                };
                 // A connection that has not sent a byte yet waits as a socket alone (no task,
                 // no session) until it does or `header_read_timeout` passes: a flood of silent
                 // connections costs a parking slot each, not ~11.5 KiB.
                 if !has_bytes(&stream) {
                     let _ = stream.set_nodelay(proxy.config.server.tcp_nodelay);
                     let now = now_ms();
-                    let deadline =
-                        now.saturating_add(ms(proxy.config.server.header_read_timeout.0));
+                    let wait = match &tls {
+                        Some(TlsStart::Handshake(f)) => f.handshake_timeout,
+                        _ => proxy.config.server.header_read_timeout.0,
+                    };
+                    let deadline = now.saturating_add(ms(wait));
                     let open = Arc::new(OpenConn(proxy.shared.clone()));
-                    live.parking().park(stream, peer, open, deadline, Some(now));
+                    live.parking()
+                        .park(stream, peer, open, deadline, Some(now), tls);
                     continue;
                 }
                 tokio::spawn(client_connection(
@@ -229,6 +260,7 @@ pub(crate) async fn accept_loop(
                     shutdown.clone(),
                     None,
                     None,
+                    tls,
                 ));
             }
             Err(e) => {
@@ -381,7 +413,8 @@ fn has_bytes(stream: &TcpStream) -> bool {
 }
 
 /// `new_since`: a new connection resumed from the parking lot on its first byte, accepted at
-/// this time (its request head is due `header_read_timeout` after it).
+/// this time (its request head is due `header_read_timeout` after it). `tls`: a connection
+/// on a TLS listener (server/tls_conn.rs runs it).
 async fn client_connection(
     stream: TcpStream,
     peer: SocketAddr,
@@ -389,6 +422,7 @@ async fn client_connection(
     shutdown: watch::Receiver<bool>,
     open: Option<Arc<OpenConn>>,
     new_since: Option<u64>,
+    tls: Option<TlsStart>,
 ) {
     // Connection settings come from the configuration current when a session starts.
     let cfg = live.load().config.server.clone();
@@ -401,6 +435,9 @@ async fn client_connection(
             Arc::new(OpenConn(live.load().shared.clone()))
         }
     };
+    if let Some(start) = tls {
+        return tls_conn::run(stream, peer, live, shutdown, open, new_since, start).await;
+    }
     // A new connection on a listener that accepts h2c: HTTP/2 if it starts with the preface.
     if (new_since.is_some() || !resumed) && live.load().config.http2.h2c {
         let since = new_since.unwrap_or_else(now_ms);
@@ -420,14 +457,17 @@ async fn client_connection(
     // moves a few hundred bytes, not the session's state (callgrind, a new session per
     // request: memcpy −1,350 instructions per request, −300 net of the box's allocation).
     let session = Box::pin(serve_session(
-        stream, peer, &live, &open, &cfg, shutdown, new_since,
+        stream, peer, &live, &open, &cfg, shutdown, new_since, None,
     ));
     let Some((released, idle_since)) = session.await else {
         return;
     };
     let deadline = idle_since.saturating_add(ms(cfg.idle_timeout.0));
     // The gauge (in park) before the counter: whoever sees the count sees the gauge too.
-    if live.parking().park(released, peer, open, deadline, None) {
+    if live
+        .parking()
+        .park(released, peer, open, deadline, None, None)
+    {
         live.load().counters.client_idle_released.inc();
     }
 }
@@ -470,17 +510,23 @@ fn ms(d: Duration) -> u64 {
 }
 
 /// One HTTP/1.1 session on a client connection (hyper behind the strict gate) with its
-/// timeouts. Returns the socket and when it went idle if the session was released after
-/// `idle_release` without a request; `None` when the connection is done.
-async fn serve_session(
-    stream: TcpStream,
+/// timeouts, over a plain socket or a TLS stream (`tls`: what the connection negotiated; its
+/// requests carry it). Returns the stream and when it went idle if the session was released
+/// after `idle_release` without a request; `None` when the connection is done.
+#[allow(clippy::too_many_arguments)]
+async fn serve_session<T>(
+    stream: T,
     peer: SocketAddr,
     live: &Arc<Live>,
     open: &Arc<OpenConn>,
     cfg: &ServerConfig,
     shutdown: watch::Receiver<bool>,
     new_since: Option<u64>,
-) -> Option<(TcpStream, u64)> {
+    tls: Option<Arc<crate::tls::server::ConnTls>>,
+) -> Option<(T, u64)>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + gate::Quiet + Unpin + Send + 'static,
+{
     let counters = live.load().counters.clone();
     // A new session must send its first request head within header_read_timeout (of the
     // accept, for a new connection that waited for its first byte in the parking lot).
@@ -503,6 +549,10 @@ async fn serve_session(
     let svc_shutdown = shutdown.clone();
     let tunnel_idle = cfg.idle_timeout.0;
     let service = service_fn(move |mut req: Request<Incoming>| {
+        if let Some(t) = &tls {
+            req.extensions_mut()
+                .insert(crate::tls::server::Session(t.clone()));
+        }
         let begin = svc_state.begin_request();
         // Ends the request when its response body is done (`respond`).
         let state = svc_state.clone();

@@ -50,26 +50,41 @@ fn is_own_listener(host: &str, port: u16, listen: SocketAddr) -> bool {
 /// (key path, problem) for every clash.
 pub(super) fn validate(c: &Config) -> Vec<(Vec<String>, String)> {
     let mut out = Vec::new();
-    let listen_key = |i: usize| vec!["server".to_string(), "listen".into(), i.to_string()];
-    let listen = &c.server.listen;
-    for (i, a) in listen.iter().enumerate() {
-        if let Some((j, b)) = listen[..i].iter().enumerate().find(|(_, b)| clash(*a, **b)) {
+    // Every client listener (cleartext and TLS), with its key path and how messages name it.
+    let mut listen: Vec<(SocketAddr, Vec<String>, String)> = Vec::new();
+    for (i, a) in c.server.listen.iter().enumerate() {
+        let path = vec!["server".to_string(), "listen".into(), i.to_string()];
+        listen.push((*a, path, format!("server.listen.{i}")));
+    }
+    for (t, tls) in c.tls.iter().enumerate() {
+        for (i, a) in tls.listen.iter().enumerate() {
+            let path = vec![
+                "tls".to_string(),
+                t.to_string(),
+                "listen".into(),
+                i.to_string(),
+            ];
+            listen.push((*a, path, format!("tls.{t}.listen.{i}")));
+        }
+    }
+    for (i, (a, path, _)) in listen.iter().enumerate() {
+        if let Some((b, _, named)) = listen[..i].iter().find(|(b, _, _)| clash(*a, *b)) {
             out.push((
-                listen_key(i),
+                path.clone(),
                 format!(
-                    "{a} {} {b} (server.listen.{j}): two listeners cannot share a port",
+                    "{a} {} {b} ({named}): two listeners cannot share a port",
                     describe(*a, *b)
                 ),
             ));
         }
     }
     if let Some(admin) = c.server.admin
-        && let Some((i, a)) = listen.iter().enumerate().find(|(_, a)| clash(admin, **a))
+        && let Some((a, _, named)) = listen.iter().find(|(a, _, _)| clash(admin, *a))
     {
         out.push((
             vec!["server".into(), "admin".into()],
             format!(
-                "{admin} {} the client listener {a} (server.listen.{i}); the admin listener needs an address of its own",
+                "{admin} {} the client listener {a} ({named}); the admin listener needs an address of its own",
                 describe(admin, *a)
             ),
         ));
@@ -77,9 +92,8 @@ pub(super) fn validate(c: &Config) -> Vec<(Vec<String>, String)> {
     for (i, b) in c.backends.iter().enumerate() {
         let own = listen
             .iter()
-            .enumerate()
-            .find(|(_, l)| is_own_listener(&b.host, b.port, **l))
-            .map(|(j, l)| format!("Shellac's own client listener {l} (server.listen.{j})"))
+            .find(|(l, _, _)| is_own_listener(&b.host, b.port, *l))
+            .map(|(l, _, named)| format!("Shellac's own client listener {l} ({named})"))
             .or_else(|| {
                 c.server
                     .admin

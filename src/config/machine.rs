@@ -61,12 +61,76 @@ pub fn check(config: &Config) -> Vec<Finding> {
             ),
         });
     }
+    for (i, t) in config.tls.iter().enumerate() {
+        for (j, a) in t.listen.iter().enumerate() {
+            let path = vec!["tls".into(), i.to_string(), "listen".into(), j.to_string()];
+            out.extend(bindable(*a, path));
+        }
+        out.extend(tls_files(i, t));
+    }
     if let Some(d) = &config.storage.disk {
         out.extend(disk(d));
     }
     let log = config.log.access_log.as_str();
     if log != "off" && log != "stdout" {
         out.extend(access_log(Path::new(log)));
+    }
+    out
+}
+
+/// A `[[tls]]`'s files, loaded as `serve` loads them: certificates with their keys (and
+/// their validity now), the client CA, the ticket keys. Each problem names the file. A
+/// certificate that expires within 14 days is a warning.
+fn tls_files(i: usize, t: &super::tls::TlsConfig) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let at = |rest: &[&str]| {
+        let mut p = vec!["tls".to_string(), i.to_string()];
+        p.extend(rest.iter().map(|s| s.to_string()));
+        p
+    };
+    let error = |path: Vec<String>, message: String| Finding {
+        severity: Severity::Error,
+        path,
+        message,
+    };
+    let provider = crate::tls::provider();
+    let now = crate::tls::certs::unix_now();
+    for (j, c) in t.certificates.iter().enumerate() {
+        let j = j.to_string();
+        match crate::tls::certs::load(&c.cert, &c.key, &provider, now) {
+            Ok(loaded) if loaded.facts.not_after - now < 14 * 86_400 => out.push(Finding {
+                severity: Severity::Warning,
+                path: at(&["certificate", &j, "cert"]),
+                message: format!(
+                    "{}: the certificate for {} expires on {}",
+                    c.cert.display(),
+                    loaded.facts.names_text(),
+                    crate::tls::certs::format_time(loaded.facts.not_after)
+                ),
+            }),
+            Ok(_) => {}
+            Err(e) => {
+                let key = if e.contains(&c.key.display().to_string())
+                    && !e.contains(&c.cert.display().to_string())
+                {
+                    "key"
+                } else {
+                    "cert"
+                };
+                out.push(error(at(&["certificate", &j, key]), e));
+            }
+        }
+    }
+    if let Some(ca) = &t.client_ca
+        && let Err(e) = crate::tls::server::client_roots(ca)
+    {
+        out.push(error(at(&["client_ca"]), e));
+    }
+    if t.session_tickets
+        && !t.ticket_key_file.is_empty()
+        && let Err(e) = crate::tls::ticket::FileTicketer::load(&t.ticket_key_file)
+    {
+        out.push(error(at(&["ticket_key_file"]), e));
     }
     out
 }

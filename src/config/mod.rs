@@ -14,6 +14,7 @@ pub mod machine;
 pub(crate) mod recover;
 pub mod rules;
 pub mod settings;
+pub mod tls;
 pub mod units;
 mod validate;
 
@@ -38,6 +39,9 @@ pub const DEFAULT_CONFIG: &str = include_str!("default.toml");
 pub struct Config {
     #[serde(default)]
     pub server: ServerConfig,
+    /// TLS listeners (`[[tls]]`, config/tls.rs).
+    #[serde(default, rename = "tls", skip_serializing_if = "Vec::is_empty")]
+    pub tls: Vec<tls::TlsConfig>,
     #[serde(default)]
     pub cache: CacheConfig,
     /// Storage tiers below the memory cache (`[storage.disk]`).
@@ -481,6 +485,11 @@ impl Config {
             for (i, r) in config.rules.iter_mut().enumerate() {
                 if r.name.is_empty() {
                     r.name = format!("rule{i}");
+                }
+            }
+            for (i, t) in config.tls.iter_mut().enumerate() {
+                if t.name.is_empty() {
+                    t.name = format!("tls{i}");
                 }
             }
             let table = |p: &[String]| p[..p.len().saturating_sub(1)].to_vec();

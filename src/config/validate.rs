@@ -18,6 +18,7 @@ pub(super) fn across(c: &Config) -> Problems {
     log(c, &mut out);
     out.extend(backend::validate(c));
     out.extend(addresses::validate(c));
+    out.extend(super::tls::validate(&c.tls));
     let names =
         |n: &str| c.backends.iter().any(|b| b.name == n) || c.directors.iter().any(|d| d.name == n);
     for (i, rule) in c.rules.iter().enumerate() {

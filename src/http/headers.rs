@@ -88,8 +88,9 @@ pub fn removed_from_request(name: &str, trusted: bool) -> bool {
 /// Adds what Shellac says about the client to a backend request: `X-Forwarded-For` (appended
 /// to a trusted proxy's list), `X-Forwarded-Host` and `X-Forwarded-Proto` (unless a trusted proxy
 /// set them), `Forwarded` (RFC 7239, appended) and `Via`. Untrusted inbound values were removed
-/// by [`sanitize_request`].
-pub fn add_forwarding(headers: &mut HeaderMap, client: IpAddr) {
+/// by [`sanitize_request`]. `https`: the request arrived over TLS.
+pub fn add_forwarding(headers: &mut HeaderMap, client: IpAddr, https: bool) {
+    let proto = if https { "https" } else { "http" };
     let text = ip_text(client);
     append_forwarded_for_text(headers, &text);
     let host = headers.get(header::HOST).cloned();
@@ -99,7 +100,7 @@ pub fn add_forwarding(headers: &mut HeaderMap, client: IpAddr) {
         headers.insert(X_FORWARDED_HOST, h.clone());
     }
     if !headers.contains_key(X_FORWARDED_PROTO) {
-        headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
+        headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static(proto));
     }
     // RFC 7239: `for=` (IPv6 quoted and bracketed), `host=` quoted, `proto=`.
     let host = host
@@ -120,7 +121,8 @@ pub fn add_forwarding(headers: &mut HeaderMap, client: IpAddr) {
         forwarded.push_str(h);
         forwarded.push('"');
     }
-    forwarded.push_str(";proto=http");
+    forwarded.push_str(";proto=");
+    forwarded.push_str(proto);
     if let Ok(v) = HeaderValue::from_str(&forwarded) {
         headers.append(header::FORWARDED, v);
     }
@@ -343,7 +345,7 @@ mod tests {
         h.insert("x-kept", HeaderValue::from_static("1"));
         let mut trusted = h.clone();
         sanitize_request(&mut h, false);
-        add_forwarding(&mut h, "192.0.2.1".parse().unwrap());
+        add_forwarding(&mut h, "192.0.2.1".parse().unwrap(), false);
         assert_eq!(h["x-forwarded-for"], "192.0.2.1");
         assert_eq!(h["x-forwarded-host"], "www.example");
         assert_eq!(h["x-forwarded-proto"], "http");
@@ -355,7 +357,7 @@ mod tests {
         assert!(!h.contains_key("x-original-url"));
         assert_eq!(h["x-kept"], "1");
         sanitize_request(&mut trusted, true);
-        add_forwarding(&mut trusted, "::1".parse().unwrap());
+        add_forwarding(&mut trusted, "::1".parse().unwrap(), false);
         assert_eq!(trusted["x-forwarded-for"], "6.6.6.6, ::1");
         assert_eq!(trusted["x-forwarded-host"], "evil.example");
         let fwd: Vec<_> = trusted.get_all("forwarded").iter().collect();

@@ -190,7 +190,12 @@ fn build_request(txn: &mut Txn, backend: &Backend, for_cache: bool) -> Request<R
     {
         headers.insert(header::HOST, v);
     }
-    headers::add_forwarding(&mut headers, txn.client.ip());
+    let https = txn
+        .req
+        .extensions
+        .get::<crate::tls::server::Session>()
+        .is_some();
+    headers::add_forwarding(&mut headers, txn.client.ip(), https);
     let method = if for_cache {
         for name in CONDITIONAL {
             headers.remove(name);

@@ -308,6 +308,18 @@ pub(super) trait Answerer: Send + Sync {
     fn answer(&self, head: &[u8]) -> Option<FastAnswer>;
 }
 
+/// A transport the gate can hand back for parking: `quiet` says nothing is buffered inside
+/// it (no decrypted bytes unread, nothing unwritten), so the socket's readiness tells all.
+pub(crate) trait Quiet {
+    fn quiet(&mut self) -> bool;
+}
+
+impl Quiet for tokio::net::TcpStream {
+    fn quiet(&mut self) -> bool {
+        true
+    }
+}
+
 /// Fast answers queued at most; a later request goes to hyper (whose writes wait for these).
 const MAX_ANSWERS: usize = 16;
 
@@ -463,7 +475,10 @@ impl<T> Gate<T> {
 
     /// Hands the socket back if a release was asked for and the connection is at a request
     /// boundary with nothing held or queued here and nothing in flight. Returns whether it did.
-    fn try_release(&mut self) -> bool {
+    fn try_release(&mut self) -> bool
+    where
+        T: Quiet,
+    {
         // A plain load first: this runs on every read, the swap (a locked instruction) only
         // once a release was asked for.
         if !self.state.release.load(Ordering::Relaxed)
@@ -475,6 +490,8 @@ impl<T> Gate<T> {
             // hyper reads while it still flushes a response to a slow reader: the bytes it
             // holds need the socket.
             || self.state.write_blocked_since.load(Ordering::Relaxed) != 0
+            // A TLS connection holding decrypted bytes or unsent records.
+            || !self.inner.as_mut().is_some_and(|io| io.quiet())
         {
             return false;
         }
@@ -630,7 +647,7 @@ impl<T> Gate<T> {
     }
 }
 
-impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Gate<T> {
+impl<T: AsyncRead + AsyncWrite + Unpin + Quiet> AsyncRead for Gate<T> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -1068,6 +1085,12 @@ pub(super) fn count_violation(c: &Counters, v: Violation) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Quiet for tokio::io::DuplexStream {
+        fn quiet(&mut self) -> bool {
+            true
+        }
+    }
 
     #[test]
     fn slow_body_allowance() {

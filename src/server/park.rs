@@ -35,6 +35,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::{Notify, watch};
 
 use super::OpenConn;
+use super::tls_conn::TlsStart;
 use crate::clock::now_ms;
 use crate::reload::Live;
 
@@ -103,14 +104,19 @@ impl Parked {
 /// connection task held the only reference (always, unless a tunnel shares it, which a
 /// released connection never has): a small allocation made at accept and kept for the whole
 /// idle time would pin a page among the freed session's (measured: 3.0 KiB per idle
-/// connection with it, see bench/RESULTS.md).
+/// connection with it, see bench/RESULTS.md). A TLS connection also carries its TLS state
+/// (boxed with the count: a slot stays 72 bytes).
 enum Carried {
     Count(OpenConn),
     Shared(Arc<OpenConn>),
+    Tls(Box<(Arc<OpenConn>, TlsStart)>),
 }
 
 impl Carried {
-    fn new(open: Arc<OpenConn>) -> Carried {
+    fn new(open: Arc<OpenConn>, tls: Option<TlsStart>) -> Carried {
+        if let Some(tls) = tls {
+            return Carried::Tls(Box::new((open, tls)));
+        }
         match Arc::try_unwrap(open) {
             Ok(count) => Carried::Count(count),
             Err(shared) => Carried::Shared(shared),
@@ -121,14 +127,21 @@ impl Carried {
         match self {
             Carried::Count(c) => c,
             Carried::Shared(s) => s,
+            Carried::Tls(b) => &b.0,
         }
     }
 
-    fn into_arc(self) -> Arc<OpenConn> {
+    fn into_parts(self) -> (Arc<OpenConn>, Option<TlsStart>) {
         match self {
-            Carried::Count(c) => Arc::new(c),
-            Carried::Shared(s) => s,
+            Carried::Count(c) => (Arc::new(c), None),
+            Carried::Shared(s) => (s, None),
+            Carried::Tls(b) => (b.0, Some(b.1)),
         }
+    }
+
+    /// A new TLS connection that has not started its handshake.
+    fn handshake_pending(&self) -> bool {
+        matches!(self, Carried::Tls(b) if matches!(b.1, TlsStart::Handshake(_)))
     }
 }
 
@@ -161,9 +174,10 @@ impl Parking {
 
     /// Parks a released connection (`new_since: None`) or a new one that has sent nothing
     /// yet (`Some(accepted at)`) until it is readable, `deadline` (on [`now_ms`]'s clock)
-    /// passes, or shutdown. Counted in the released (or waiting) gauge while parked. A
-    /// connection that cannot be parked (after shutdown, or the epoll set refuses it) is
-    /// closed: `false`.
+    /// passes, or shutdown; a TLS connection with its TLS state (`tls`: the listener whose
+    /// handshake it waits for, or the established session). Counted in the released (or
+    /// waiting) gauge while parked. A connection that cannot be parked (after shutdown, or
+    /// the epoll set refuses it) is closed: `false`.
     pub(crate) fn park(
         &self,
         stream: tokio::net::TcpStream,
@@ -171,11 +185,12 @@ impl Parking {
         open: Arc<OpenConn>,
         deadline: u64,
         new_since: Option<u64>,
+        tls: Option<TlsStart>,
     ) -> bool {
         let Ok(stream) = stream.into_std() else {
             return false;
         };
-        let open = Carried::new(open);
+        let open = Carried::new(open, tls);
         let mut lot = self.lot();
         if lot.closed {
             return false;
@@ -385,13 +400,18 @@ pub(crate) async fn run(
             }
             _ = until(sleep) => {
                 let expired = parking.expired(now_ms());
-                let new = expired.iter().filter(|p| p.new).count() as u64;
+                let handshakes = expired.iter().filter(|p| p.open.handshake_pending()).count() as u64;
+                let new = expired.iter().filter(|p| p.new).count() as u64 - handshakes;
                 let counters = &live.load().counters;
                 if new > 0 {
                     counters.client_header_timeout.add(new);
                 }
-                if expired.len() as u64 > new {
-                    counters.client_idle_closed.add(expired.len() as u64 - new);
+                for _ in 0..handshakes {
+                    crate::tls::server::Reason::Timeout.count(counters);
+                }
+                let idle = expired.len() as u64 - new - handshakes;
+                if idle > 0 {
+                    counters.client_idle_closed.add(idle);
                 }
                 // Dropping them closes the sockets and their open-connection counts.
             }
@@ -418,10 +438,15 @@ fn resume(p: Parked, live: &Arc<Live>, shutdown: &watch::Receiver<bool>) {
         deadline,
         new,
     } = p;
-    // A new connection's head is still due `header_read_timeout` after its accept.
+    let (open, tls) = open.into_parts();
+    // A new connection's head is still due `header_read_timeout` after its accept (a TLS
+    // one's handshake, `handshake_timeout` after it).
     let new_since = new.then(|| {
-        let head = live.load().config.server.header_read_timeout.0;
-        deadline.saturating_sub(head.as_millis().min(u64::MAX as u128) as u64)
+        let wait = match &tls {
+            Some(TlsStart::Handshake(f)) => f.handshake_timeout,
+            _ => live.load().config.server.header_read_timeout.0,
+        };
+        deadline.saturating_sub(wait.as_millis().min(u64::MAX as u128) as u64)
     });
     match tokio::net::TcpStream::from_std(stream) {
         Ok(stream) => {
@@ -430,8 +455,9 @@ fn resume(p: Parked, live: &Arc<Live>, shutdown: &watch::Receiver<bool>) {
                 peer,
                 live.clone(),
                 shutdown.clone(),
-                Some(open.into_arc()),
+                Some(open),
                 new_since,
+                tls,
             ));
         }
         Err(e) => tracing::debug!(%peer, error = %e, "cannot resume a parked connection"),
@@ -492,7 +518,7 @@ mod tests {
             let peer = client.local_addr().unwrap();
             let open = Arc::new(OpenConn(shared.clone()));
             shared.open_conns.fetch_add(1, Ordering::Relaxed);
-            assert!(parking.park(server, peer, open, 1_000 + i as u64 * 10, None));
+            assert!(parking.park(server, peer, open, 1_000 + i as u64 * 10, None, None));
             clients.push(client);
         }
         assert_eq!(parking.parked(), 4);
@@ -525,7 +551,7 @@ mod tests {
         let (server, client) = connections(1).await.pop().unwrap();
         let open = Arc::new(OpenConn(shared.clone()));
         shared.open_conns.fetch_add(1, Ordering::Relaxed);
-        assert!(!parking.park(server, client.local_addr().unwrap(), open, 5, None));
+        assert!(!parking.park(server, client.local_addr().unwrap(), open, 5, None, None));
         assert_eq!(shared.open_conns.load(Ordering::Relaxed), 0);
     }
 
@@ -543,6 +569,7 @@ mod tests {
             peer,
             Arc::new(OpenConn(shared.clone())),
             u64::MAX,
+            None,
             None
         ));
         shared.open_conns.fetch_add(1, Ordering::Relaxed);
@@ -552,7 +579,14 @@ mod tests {
                 let stream = server.take().unwrap();
                 shared.open_conns.fetch_add(1, Ordering::Relaxed);
                 let open = Arc::new(OpenConn(shared.clone()));
-                assert!(parking.park(stream, client.local_addr().unwrap(), open, round, None));
+                assert!(parking.park(
+                    stream,
+                    client.local_addr().unwrap(),
+                    open,
+                    round,
+                    None,
+                    None
+                ));
             }
             // Resume them all again, the way `run` does.
             let mut lot = parking.lot();

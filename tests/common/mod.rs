@@ -6,6 +6,7 @@ pub mod binary;
 pub mod h2;
 pub mod log_stream;
 pub mod raw_origin;
+pub mod tls;
 pub mod tools;
 
 use std::collections::HashMap;
@@ -390,6 +391,14 @@ impl Shellac {
         (resp.status, v)
     }
 
+    /// TLS addresses accepting client connections now, in `[[tls]]` order.
+    pub fn tls_addrs(&self) -> Vec<SocketAddr> {
+        self.running
+            .as_ref()
+            .map(|r| r.live.listening_tls().into_iter().map(|(_, a)| a).collect())
+            .unwrap_or_default()
+    }
+
     /// Addresses accepting client connections now.
     pub fn listening(&self) -> Vec<SocketAddr> {
         self.running
@@ -481,6 +490,13 @@ pub struct Conn {
 impl Conn {
     pub async fn open(addr: SocketAddr) -> Conn {
         let stream = TcpStream::connect(addr).await.unwrap();
+        Conn::over(stream).await
+    }
+
+    /// A connection over any stream (a TLS client connection).
+    pub async fn over(
+        stream: impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+    ) -> Conn {
         let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .unwrap();

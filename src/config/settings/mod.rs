@@ -15,6 +15,7 @@ mod origins;
 pub mod render;
 mod rules;
 mod server;
+mod tls;
 
 use std::time::Duration;
 
@@ -242,6 +243,20 @@ pub const SECTIONS: &[Section] = &[
         context: "[server]\n[[backend]]\nhost = \"127.0.0.1\"\n",
     },
     Section {
+        name: "tls",
+        array: true,
+        optional: true,
+        inline: false,
+        context: "[[tls]]\nlisten = \"127.0.0.1:8443\"\ncertificate = [{ cert = \"a.pem\", key = \"a.key\" }]\n[[backend]]\nhost = \"127.0.0.1\"\n",
+    },
+    Section {
+        name: "tls.certificate",
+        array: true,
+        optional: false,
+        inline: true,
+        context: "[[tls]]\nlisten = \"127.0.0.1:8443\"\ncertificate = [{ cert = \"a.pem\", key = \"a.key\" }]\n[[backend]]\nhost = \"127.0.0.1\"\n",
+    },
+    Section {
         name: "cache",
         array: false,
         optional: false,
@@ -338,6 +353,8 @@ pub const SECTIONS: &[Section] = &[
 pub fn all() -> impl Iterator<Item = &'static Setting> {
     server::SERVER
         .iter()
+        .chain(tls::TLS)
+        .chain(tls::TLS_CERTIFICATE)
         .chain(cache::CACHE)
         .chain(cache::STORAGE)
         .chain(origins::BACKEND)

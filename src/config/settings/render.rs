@@ -219,6 +219,18 @@ pub fn full_toml() -> String {
 
 fn setting(section: &Section, s: &Setting, out: &mut String) {
     comment(&about(section, s), out);
+    if let Kind::Table { section: inner } = s.kind
+        && SECTIONS.iter().any(|x| x.name == inner && x.array)
+    {
+        // A list of tables: one inline table of its keys, each explained above it.
+        let mut keys = Vec::new();
+        for k in of(inner) {
+            comment(&about(section, k), out);
+            keys.push(format!("{} = {}", k.key, k.sample()));
+        }
+        out.push_str(&format!("# {} = [{{ {} }}]\n", s.key, keys.join(", ")));
+        return;
+    }
     if let Kind::Table { section: inner } = s.kind {
         // An inline table's keys, as dotted keys (valid TOML where the table is).
         for k in of(inner) {

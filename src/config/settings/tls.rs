@@ -1,0 +1,155 @@
+//! `[[tls]]` and `[[tls.certificate]]`: TLS listeners and their certificates.
+
+use std::time::Duration;
+
+use super::{Default, Kind, ONE_NANOSECOND, Setting};
+
+pub(super) const TLS: &[Setting] = &[
+    Setting {
+        section: "tls",
+        key: "name",
+        kind: Kind::Text("a name"),
+        default: Default::Unset(r##"`tls<N>` (N: its position, from 0)"##),
+        example: r##""public""##,
+        restart: false,
+        doc: r##"Name in logs, `/stats`, `/metrics` and `GET /tls`. Unique across `[[tls]]` tables."##,
+    },
+    Setting {
+        section: "tls",
+        key: "listen",
+        kind: Kind::Addresses,
+        default: Default::Required,
+        example: r##"["0.0.0.0:443"]"##,
+        restart: false,
+        doc: r##"Addresses to accept TLS connections on (IPv6 as `"[::]:443"`). Everything `[server]` says about client connections (timeouts, limits, `idle_release`, fast hits) applies to them too; a reload binds new addresses and stops accepting on removed ones."##,
+    },
+    Setting {
+        section: "tls",
+        key: "certificate",
+        kind: Kind::Table {
+            section: "tls.certificate",
+        },
+        default: Default::Required,
+        example: r##"[{ cert = "/etc/shellac/example.com.pem", key = "/etc/shellac/example.com.key" }]"##,
+        restart: false,
+        doc: r##"Certificates, as `[[tls.certificate]]` tables (or a list of inline tables), at least one. The server name a client sends (SNI) picks the certificate whose names (subject alternative names, else the subject's common name) cover it: an exact name first, then a `*.example.com` wildcard (one label). The first certificate is the default (`unknown_name`). RSA, ECDSA (P-256, P-384) and Ed25519 keys. Each file is checked at start, by `shellac check` and on every reload: missing, unreadable, not PEM, expired, not yet valid, or a key that does not match its certificate is an error naming the file."##,
+    },
+    Setting {
+        section: "tls",
+        key: "unknown_name",
+        kind: Kind::Choice(&["default", "refuse"]),
+        default: Default::Value(r##""default""##),
+        example: r##""##,
+        restart: false,
+        doc: r##"A client that sends no server name, or one no certificate covers: `"default"` answers with the first certificate; `"refuse"` ends the handshake with an alert (counter `tls_handshake_fail_no_certificate`)."##,
+    },
+    Setting {
+        section: "tls",
+        key: "min_version",
+        kind: Kind::Choice(&["1.2", "1.3"]),
+        default: Default::Value(r##""1.2""##),
+        example: r##""##,
+        restart: false,
+        doc: r##"Lowest TLS version accepted (TLS 1.3 is always offered; SSL, TLS 1.0 and 1.1 never are). TLS 1.2 uses only ECDHE key exchange with AES-GCM or ChaCha20-Poly1305. Refused clients count in `tls_handshake_fail_version`."##,
+    },
+    Setting {
+        section: "tls",
+        key: "alpn",
+        kind: Kind::Texts("a list of protocol names such as [\"http/1.1\"]"),
+        default: Default::Value(r##"["http/1.1"]"##),
+        example: r##""##,
+        restart: false,
+        doc: r##"Application protocols offered by ALPN, in order of preference. Only protocols Shellac serves on this listener can be offered: `"http/1.1"` (HTTP/2 on TLS listeners is not available yet, so `"h2"` is refused). A client that offers ALPN without any of these is refused (`tls_handshake_fail_alpn`); one that offers none speaks HTTP/1.1."##,
+    },
+    Setting {
+        section: "tls",
+        key: "handshake_timeout",
+        kind: Kind::Duration {
+            min: ONE_NANOSECOND,
+        },
+        default: Default::Value(r##""10s""##),
+        example: r##""##,
+        restart: false,
+        doc: r##"Longest time from accept to the end of the TLS handshake (a connection that sends nothing waits without a task, as on cleartext listeners); then it is closed, counter `tls_handshake_fail_timeout`. `server.header_read_timeout` counts from the end of the handshake."##,
+    },
+    Setting {
+        section: "tls",
+        key: "session_tickets",
+        kind: Kind::Bool,
+        default: Default::Value(r##"true"##),
+        example: r##""##,
+        restart: false,
+        doc: r##"Session resumption with tickets (TLS 1.2 and 1.3): a returning client skips the certificate and its signature. Ticket keys are made in memory and rotated every 6 hours (the previous key still decrypts), kept across reloads; `ticket_key_file` shares them across a fleet. 0-RTT (early data) is never accepted. Counter `tls_handshake_resumed`."##,
+    },
+    Setting {
+        section: "tls",
+        key: "ticket_key_file",
+        kind: Kind::Texts("a list of file paths"),
+        default: Default::Value(r##"[]"##),
+        example: r##"["/etc/shellac/ticket.key", "/etc/shellac/ticket.key.old"]"##,
+        restart: false,
+        doc: r##"Files holding session-ticket keys shared by a fleet (`[]`: keys made in memory). 80 random bytes each (`openssl rand 80 > ticket.key`; nginx's `ssl_session_ticket_key` files work as they are, 48-byte ones too). Every node of a fleet given the same files resumes the others' sessions. The first file's key encrypts new tickets; all of them decrypt, so rotate by putting a new file first and keeping the previous one second for a ticket lifetime (Shellac re-reads them on reload and when they change). Keep them secret: whoever has them can decrypt recorded TLS 1.2 sessions."##,
+    },
+    Setting {
+        section: "tls",
+        key: "session_cache",
+        kind: Kind::Count {
+            min: 0,
+            max: 1 << 24,
+        },
+        default: Default::Value(r##"4096"##),
+        example: r##""##,
+        restart: false,
+        doc: r##"Sessions kept in memory for clients that resume by session ID (TLS 1.2 without tickets), and for TLS 1.3 resumption when `session_tickets` is off. 0: none."##,
+    },
+    Setting {
+        section: "tls",
+        key: "client_ca",
+        kind: Kind::Text("a file path"),
+        default: Default::Unset(r##"none (no client certificates)"##),
+        example: r##""/etc/shellac/clients-ca.pem""##,
+        restart: false,
+        doc: r##"PEM file of CA certificates that client certificates must chain to (mutual TLS). An unverifiable certificate ends the handshake (`tls_handshake_fail_client_cert`)."##,
+    },
+    Setting {
+        section: "tls",
+        key: "client_auth",
+        kind: Kind::Choice(&["required", "optional"]),
+        default: Default::Value(r##""required""##),
+        example: r##""##,
+        restart: false,
+        doc: r##"With `client_ca`: `"required"` refuses clients without a certificate; `"optional"` lets them in (rules see no subject), while a certificate that is sent must still verify."##,
+    },
+    Setting {
+        section: "tls",
+        key: "watch_interval",
+        kind: Kind::Duration {
+            min: Duration::ZERO,
+        },
+        default: Default::Value(r##""5s""##),
+        example: r##""##,
+        restart: false,
+        doc: r##"How often the certificate, key, CA and ticket-key files are looked at (size, time and inode); when one changed they are all loaded again, as a reload does: connections carry on, new handshakes use the new certificates, and a file that does not load keeps the running ones (logged, counter `tls_reload_error`). `"0s"`: only on reload."##,
+    },
+];
+
+pub(super) const TLS_CERTIFICATE: &[Setting] = &[
+    Setting {
+        section: "tls.certificate",
+        key: "cert",
+        kind: Kind::Text("a file path"),
+        default: Default::Required,
+        example: r##""/etc/shellac/example.com.pem""##,
+        restart: false,
+        doc: r##"PEM file with the certificate first and then its intermediates (what certbot calls `fullchain.pem`)."##,
+    },
+    Setting {
+        section: "tls.certificate",
+        key: "key",
+        kind: Kind::Text("a file path"),
+        default: Default::Required,
+        example: r##""/etc/shellac/example.com.key""##,
+        restart: false,
+        doc: r##"PEM file with the certificate's private key: PKCS#8 (`BEGIN PRIVATE KEY`), PKCS#1 RSA or SEC1 EC. It must match the certificate."##,
+    },
+];

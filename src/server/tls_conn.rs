@@ -1,0 +1,113 @@
+//! A client connection on a TLS listener: the handshake (under `tls.handshake_timeout`,
+//! counted by outcome), then the same HTTP session as on a cleartext listener over the
+//! decrypted stream. An idle TLS connection is released and parked like any other — its
+//! socket plus its rustls state, boxed — and resumed without a new handshake.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::ServerConnection;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use super::gate::Quiet;
+use super::{OpenConn, ms, serve_session};
+use crate::clock::now_ms;
+use crate::reload::Live;
+use crate::tls::server::{ConnTls, Frontend, Reason};
+use crate::tls::stream::TlsStream;
+
+/// The TLS state a connection starts (or resumes) its session with.
+pub(crate) enum TlsStart {
+    /// A new connection: the handshake for this listener comes first.
+    Handshake(Arc<Frontend>),
+    /// A parked connection: its established TLS session.
+    Resume(Box<ServerConnection>, Arc<ConnTls>),
+}
+
+/// A client connection's decrypted stream, as the gate reads it.
+pub(super) type Stream = TlsStream<TcpStream, ServerConnection>;
+
+impl Quiet for Stream {
+    fn quiet(&mut self) -> bool {
+        TlsStream::quiet(self)
+    }
+}
+
+/// Runs a TLS client connection: handshake (for a new one; `new_since`: when it was
+/// accepted, if it waited for its first byte in the parking lot), session, and parking when
+/// it is released.
+pub(super) async fn run(
+    stream: TcpStream,
+    peer: SocketAddr,
+    live: Arc<Live>,
+    shutdown: watch::Receiver<bool>,
+    open: Arc<OpenConn>,
+    new_since: Option<u64>,
+    start: TlsStart,
+) {
+    let proxy = live.load();
+    let counters = proxy.counters.clone();
+    let cfg = proxy.config.server.clone();
+    drop(proxy);
+    let (stream, info) = match start {
+        TlsStart::Resume(conn, info) => (TlsStream::from_parts(stream, *conn), info),
+        TlsStart::Handshake(frontend) => {
+            let conn = match frontend.connection() {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(%peer, error = %e, "cannot start a TLS connection");
+                    Reason::Protocol.count(&counters);
+                    return;
+                }
+            };
+            let mut tls = TlsStream::from_parts(stream, conn);
+            let since = new_since.unwrap_or_else(now_ms);
+            let deadline = since.saturating_add(ms(frontend.handshake_timeout));
+            let left = Duration::from_millis(deadline.saturating_sub(now_ms()));
+            match tokio::time::timeout(left, tls.handshake()).await {
+                Err(_) => {
+                    Reason::Timeout.count(&counters);
+                    return;
+                }
+                Ok(Err(e)) => {
+                    let reason = Reason::of(&e);
+                    reason.count(&counters);
+                    tracing::debug!(%peer, listener = %frontend.name, reason = reason.as_str(), error = %e, "TLS handshake failed");
+                    return;
+                }
+                Ok(Ok(())) => {}
+            }
+            counters.tls_handshake.inc();
+            let info = ConnTls::of(tls.get_ref().1);
+            if info.resumed {
+                counters.tls_handshake_resumed.inc();
+            }
+            (tls, Arc::new(info))
+        }
+    };
+    // Boxed, as for cleartext connections: the task's future stays small.
+    let session = Box::pin(serve_session(
+        stream,
+        peer,
+        &live,
+        &open,
+        &cfg,
+        shutdown,
+        None,
+        Some(info.clone()),
+    ));
+    let Some((released, idle_since)) = session.await else {
+        return;
+    };
+    let deadline = idle_since.saturating_add(ms(cfg.idle_timeout.0));
+    let (socket, conn) = released.into_parts();
+    let tls = TlsStart::Resume(Box::new(conn), info);
+    if live
+        .parking()
+        .park(socket, peer, open, deadline, None, Some(tls))
+    {
+        counters.client_idle_released.inc();
+    }
+}

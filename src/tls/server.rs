@@ -1,0 +1,366 @@
+//! TLS termination for client listeners: each `[[tls]]` table becomes a [`Frontend`] (a
+//! rustls server configuration over its [`CertStore`]); handshakes run under a timeout and
+//! every failure is counted by its reason ([`Reason`]); an established connection's facts
+//! ([`ConnTls`]: version, cipher, server name, protocol, client certificate) travel with each
+//! of its requests.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::crypto::CryptoProvider;
+use rustls::server::{NoServerSessionStorage, ProducesTickets, ServerSessionMemoryCache};
+use rustls::server::{ServerConfig, WebPkiClientVerifier};
+use rustls::{ProtocolVersion, ServerConnection};
+
+use super::certs::{self, Source};
+use super::store::{CertStore, Entry};
+use super::stream::HandshakeError;
+use super::watch::Stamps;
+use super::{provider, ticket};
+use crate::config::tls::{ClientAuth, TlsConfig, TlsVersion};
+use crate::stats::Counters;
+
+/// One `[[tls]]` listener group, ready for handshakes.
+pub struct Frontend {
+    pub name: Arc<str>,
+    pub config: Arc<ServerConfig>,
+    pub handshake_timeout: Duration,
+    pub store: Arc<CertStore>,
+    /// The settings it was built from.
+    pub settings: TlsConfig,
+    /// The in-memory ticket rotator, kept across reloads (None with key files or tickets off).
+    rotator: Option<Arc<dyn ProducesTickets>>,
+    /// The files it read and what they looked like then (for the watcher).
+    pub(super) stamps: Stamps,
+}
+
+impl std::fmt::Debug for Frontend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Frontend")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every TLS frontend of a configuration.
+#[derive(Debug, Default)]
+pub struct Frontends {
+    list: Vec<Arc<Frontend>>,
+}
+
+impl Frontends {
+    pub fn get(&self, name: &str) -> Option<Arc<Frontend>> {
+        self.list.iter().find(|f| &*f.name == name).cloned()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Frontend>> {
+        self.list.iter()
+    }
+
+    /// Builds every `[[tls]]` of a configuration, reading its files; `running`: the frontends
+    /// in force, whose certificate stores (with certificates installed at run time) and
+    /// in-memory ticket keys are kept for listeners of the same name. Every problem is
+    /// reported, each naming its file; then nothing changes.
+    pub fn build(
+        configs: &[TlsConfig],
+        running: Option<&Frontends>,
+    ) -> Result<Frontends, Vec<String>> {
+        let mut list = Vec::new();
+        let mut errors = Vec::new();
+        for c in configs {
+            let previous = running.and_then(|r| r.get(&c.name));
+            match Frontend::build(c, previous.as_deref()) {
+                Ok(f) => list.push(Arc::new(f)),
+                Err(e) => errors.extend(e.into_iter().map(|e| format!("[[tls]] {}: {e}", c.name))),
+            }
+        }
+        if errors.is_empty() {
+            Ok(Frontends { list })
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+impl Frontends {
+    /// The frontends with `name` built again from its files (which changed on disk); the
+    /// others as they are.
+    pub fn rebuilt(&self, name: &str) -> Result<Frontends, Vec<String>> {
+        let mut list = Vec::with_capacity(self.list.len());
+        for f in &self.list {
+            if &*f.name == name {
+                list.push(Arc::new(Frontend::build(&f.settings, Some(f))?));
+            } else {
+                list.push(f.clone());
+            }
+        }
+        Ok(Frontends { list })
+    }
+}
+
+/// The certificates of `c`, loaded and checked (every problem, each naming its file).
+pub fn load_certificates(
+    c: &TlsConfig,
+    provider: &CryptoProvider,
+) -> Result<Vec<Arc<Entry>>, Vec<String>> {
+    let now = certs::unix_now();
+    let mut entries = Vec::new();
+    let mut errors = Vec::new();
+    for cert in &c.certificates {
+        match certs::load(&cert.cert, &cert.key, provider, now) {
+            Ok(loaded) => entries.push(Arc::new(Entry {
+                loaded,
+                source: Source::Files {
+                    cert: cert.cert.clone(),
+                    key: cert.key.clone(),
+                },
+            })),
+            Err(e) => errors.push(e),
+        }
+    }
+    if errors.is_empty() {
+        Ok(entries)
+    } else {
+        Err(errors)
+    }
+}
+
+/// The client CA file's certificates as trust anchors.
+pub fn client_roots(path: &std::path::Path) -> Result<rustls::RootCertStore, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in certs::read_certs(path)? {
+        roots
+            .add(cert)
+            .map_err(|e| format!("{}: not a usable CA certificate ({e})", path.display()))?;
+    }
+    Ok(roots)
+}
+
+impl Frontend {
+    fn build(c: &TlsConfig, previous: Option<&Frontend>) -> Result<Frontend, Vec<String>> {
+        let provider = provider();
+        let stamps = Stamps::take(&c.files());
+        let entries = load_certificates(c, &provider)?;
+        let versions: &[&'static rustls::SupportedProtocolVersion] = match c.min_version {
+            TlsVersion::V12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
+            TlsVersion::V13 => &[&rustls::version::TLS13],
+        };
+        let builder = ServerConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(versions)
+            .map_err(|e| vec![format!("cannot set up TLS: {e}")])?;
+        let builder = match &c.client_ca {
+            None => builder.with_no_client_auth(),
+            Some(ca) => {
+                let roots = client_roots(ca).map_err(|e| vec![e])?;
+                let verifier =
+                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+                let verifier = match c.client_auth {
+                    ClientAuth::Required => verifier,
+                    ClientAuth::Optional => verifier.allow_unauthenticated(),
+                };
+                let verifier = verifier.build().map_err(|e| {
+                    vec![format!(
+                        "{}: cannot verify clients with it ({e})",
+                        ca.display()
+                    )]
+                })?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        // Certificates installed at run time (ACME) stay; the files' ones are replaced.
+        let store = match previous {
+            Some(p) => {
+                p.store.replace_files(entries, c.unknown_name);
+                p.store.clone()
+            }
+            None => Arc::new(CertStore::new(entries, c.unknown_name)),
+        };
+        let mut config = builder.with_cert_resolver(store.clone());
+        config.alpn_protocols = c.alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+        // The server's order of cipher suites (AES-GCM first where the CPU has AES
+        // instructions), not the client's.
+        config.ignore_client_order = true;
+        // No 0-RTT: early data can be replayed.
+        config.max_early_data_size = 0;
+        config.session_storage = match c.session_cache {
+            0 => Arc::new(NoServerSessionStorage {}),
+            n => ServerSessionMemoryCache::new(n),
+        };
+        let mut rotator = None;
+        if c.session_tickets {
+            let reuse = previous
+                .filter(|p| p.settings.session_tickets && p.settings.ticket_key_file.is_empty())
+                .and_then(|p| p.rotator.clone());
+            let t = ticket::ticketer(&c.ticket_key_file, reuse).map_err(|e| vec![e])?;
+            if c.ticket_key_file.is_empty() {
+                rotator = Some(t.clone());
+            }
+            config.ticketer = t;
+            // One ticket per full handshake: a client resumes one connection with it.
+            config.send_tls13_tickets = 1;
+        } else {
+            config.send_tls13_tickets = if c.session_cache > 0 { 1 } else { 0 };
+        }
+        Ok(Frontend {
+            name: c.name.as_str().into(),
+            config: Arc::new(config),
+            handshake_timeout: c.handshake_timeout.0,
+            store,
+            settings: c.clone(),
+            rotator,
+            stamps,
+        })
+    }
+
+    /// A new server-side TLS connection for this listener.
+    pub fn connection(&self) -> Result<ServerConnection, rustls::Error> {
+        ServerConnection::new(self.config.clone())
+    }
+}
+
+/// What is known about an established client TLS connection; each of its requests carries it
+/// (request extensions) for rules, logs and `X-Forwarded-Proto`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnTls {
+    /// `TLSv1.2`, `TLSv1.3`.
+    pub version: &'static str,
+    /// IANA name: `TLS13_AES_128_GCM_SHA256`.
+    pub cipher: &'static str,
+    /// The server name the client sent.
+    pub sni: Option<Box<str>>,
+    /// The negotiated application protocol.
+    pub alpn: Option<Box<str>>,
+    /// The verified client certificate's subject (RFC 4514).
+    pub client: Option<Box<str>>,
+    pub resumed: bool,
+}
+
+/// Request extension: the request arrived over TLS.
+#[derive(Clone, Debug)]
+pub struct Session(pub Arc<ConnTls>);
+
+impl ConnTls {
+    pub fn of(conn: &ServerConnection) -> ConnTls {
+        let version = match conn.protocol_version() {
+            Some(ProtocolVersion::TLSv1_3) => "TLSv1.3",
+            Some(ProtocolVersion::TLSv1_2) => "TLSv1.2",
+            _ => "unknown",
+        };
+        let cipher = conn
+            .negotiated_cipher_suite()
+            .and_then(|s| s.suite().as_str())
+            .unwrap_or("unknown");
+        let client = conn
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .and_then(|c| super::der::parse(c).ok())
+            .map(|f| f.subject.into_boxed_str());
+        ConnTls {
+            version,
+            cipher,
+            sni: conn.server_name().map(Into::into),
+            alpn: conn
+                .alpn_protocol()
+                .map(|p| String::from_utf8_lossy(p).into_owned().into_boxed_str()),
+            client,
+            resumed: matches!(conn.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
+        }
+    }
+}
+
+/// Why a handshake failed, as counted (`tls_handshake_fail_<reason>`) and logged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// `handshake_timeout` passed.
+    Timeout,
+    /// The client closed the connection.
+    Eof,
+    /// The first bytes were not a TLS handshake (plain HTTP to a TLS port, a scanner).
+    NotTls,
+    /// No protocol version in common (`min_version`, an old client).
+    Version,
+    /// No cipher suite, key exchange group or signature scheme in common.
+    Cipher,
+    /// ALPN offered without a protocol this listener serves.
+    Alpn,
+    /// No certificate for the server name (`unknown_name = "refuse"`) or for the client's
+    /// signature schemes.
+    NoCertificate,
+    /// A client certificate missing (required) or not verifiable.
+    ClientCert,
+    /// The client sent an alert (it refused our certificate, or gave up).
+    PeerAlert,
+    /// Anything else the peer did wrong.
+    Protocol,
+    /// A transport error.
+    Io,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Timeout => "timeout",
+            Reason::Eof => "eof",
+            Reason::NotTls => "not_tls",
+            Reason::Version => "version",
+            Reason::Cipher => "cipher",
+            Reason::Alpn => "alpn",
+            Reason::NoCertificate => "no_certificate",
+            Reason::ClientCert => "client_cert",
+            Reason::PeerAlert => "peer_alert",
+            Reason::Protocol => "protocol",
+            Reason::Io => "io",
+        }
+    }
+
+    pub fn of(e: &HandshakeError) -> Reason {
+        use rustls::{Error, PeerIncompatible as P, PeerMisbehaved as M};
+        match e {
+            HandshakeError::Eof => Reason::Eof,
+            HandshakeError::Io(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Reason::Eof,
+            HandshakeError::Io(_) => Reason::Io,
+            HandshakeError::Tls(e) => match e {
+                Error::InvalidMessage(_) => Reason::NotTls,
+                Error::PeerIncompatible(p) => match p {
+                    P::NoCipherSuitesInCommon
+                    | P::NoKxGroupsInCommon
+                    | P::NoSignatureSchemesInCommon
+                    | P::NoEcPointFormatsInCommon
+                    | P::UncompressedEcPointsRequired => Reason::Cipher,
+                    P::SupportedVersionsExtensionRequired
+                    | P::Tls12NotOffered
+                    | P::Tls12NotOfferedOrEnabled
+                    | P::ServerDoesNotSupportTls12Or13 => Reason::Version,
+                    _ => Reason::Protocol,
+                },
+                Error::PeerMisbehaved(M::IllegalTlsInnerPlaintext) => Reason::Protocol,
+                Error::NoApplicationProtocol => Reason::Alpn,
+                Error::NoCertificatesPresented | Error::InvalidCertificate(_) => Reason::ClientCert,
+                Error::AlertReceived(_) => Reason::PeerAlert,
+                Error::General(m) if m == "no server certificate chain resolved" => {
+                    Reason::NoCertificate
+                }
+                _ => Reason::Protocol,
+            },
+        }
+    }
+
+    /// Counts a failure with this reason (and in the total).
+    pub fn count(self, c: &Counters) {
+        c.tls_handshake_fail.inc();
+        let counter = match self {
+            Reason::Timeout => &c.tls_handshake_fail_timeout,
+            Reason::Eof => &c.tls_handshake_fail_eof,
+            Reason::NotTls => &c.tls_handshake_fail_not_tls,
+            Reason::Version => &c.tls_handshake_fail_version,
+            Reason::Cipher => &c.tls_handshake_fail_cipher,
+            Reason::Alpn => &c.tls_handshake_fail_alpn,
+            Reason::NoCertificate => &c.tls_handshake_fail_no_certificate,
+            Reason::ClientCert => &c.tls_handshake_fail_client_cert,
+            Reason::PeerAlert => &c.tls_handshake_fail_peer_alert,
+            Reason::Protocol => &c.tls_handshake_fail_protocol,
+            Reason::Io => &c.tls_handshake_fail_io,
+        };
+        counter.inc();
+    }
+}
