@@ -32,12 +32,10 @@ pub struct Http2Config {
     /// resets Shellac sends for the client's protocol errors (MadeYouReset) — beyond one per
     /// completed response. Default 100.
     pub reset_budget: u32,
-    /// Frames that carry neither a request nor its body — PING, SETTINGS, PRIORITY, empty
-    /// DATA, frames of unknown types — a connection may send per second (and in one burst).
+    /// Frames that carry neither a request nor its body — PING, SETTINGS, PRIORITY, frames
+    /// of unknown types — a connection may send per second (and in one burst).
     /// Default 1000.
     pub control_frames_per_second: u32,
-    /// CONTINUATION frames one header block may use. Default 32.
-    pub max_continuation_frames: u32,
 }
 
 impl Default for Http2Config {
@@ -52,7 +50,6 @@ impl Default for Http2Config {
             max_requests: 10_000,
             reset_budget: 100,
             control_frames_per_second: 1000,
-            max_continuation_frames: 32,
         }
     }
 }

@@ -194,6 +194,14 @@ impl Raw {
         }
     }
 
+    /// A connection the test opened and greeted itself.
+    pub fn from_stream(stream: TcpStream) -> Raw {
+        Raw {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
     /// Writes bytes; false when the connection is gone.
     pub async fn send(&mut self, bytes: &[u8]) -> bool {
         self.stream.write_all(bytes).await.is_ok()
@@ -276,4 +284,49 @@ impl Raw {
             }
         }
     }
+}
+
+/// Opens a connection, sends the preface, an empty SETTINGS and `flood` while reading
+/// everything the server sends (without acknowledging anything) until it closes the
+/// connection or `wait` passes; returns what was read.
+pub async fn flood_and_read(addr: SocketAddr, flood: Vec<u8>, wait: Duration) -> Vec<u8> {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut rd, mut wr) = stream.into_split();
+    let writer = tokio::spawn(async move {
+        let mut hello = PREFACE.to_vec();
+        hello.extend(frame(SETTINGS, 0, 0, &[]));
+        let _ = wr.write_all(&hello).await;
+        let _ = wr.write_all(&flood).await;
+        wr
+    });
+    let mut seen = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        match tokio::time::timeout_at(deadline, rd.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => seen.extend_from_slice(&buf[..n]),
+            _ => break,
+        }
+    }
+    writer.abort();
+    seen
+}
+
+/// The frames in `bytes` (a whole stream read from the server), in order.
+pub fn frames_of(mut bytes: &[u8]) -> Vec<RawFrame> {
+    let mut out = Vec::new();
+    while bytes.len() >= 9 {
+        let len = u32::from_be_bytes([0, bytes[0], bytes[1], bytes[2]]) as usize;
+        if bytes.len() < 9 + len {
+            break;
+        }
+        out.push(RawFrame {
+            kind: bytes[3],
+            flags: bytes[4],
+            stream: u32::from_be_bytes([bytes[5], bytes[6], bytes[7], bytes[8]]) & 0x7fff_ffff,
+            payload: bytes[9..9 + len].to_vec(),
+        });
+        bytes = &bytes[9 + len..];
+    }
+    out
 }

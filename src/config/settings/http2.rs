@@ -93,7 +93,7 @@ pub(super) const HTTP2: &[Setting] = &[
         default: Default::Value(r##"100"##),
         example: r##""##,
         restart: false,
-        doc: r##"Stream resets a connection may cause beyond one per completed response: `RST_STREAM` frames from the client (*rapid reset*, CVE-2023-44487) and resets Shellac must send because the client broke a stream's rules (*MadeYouReset*, CVE-2025-8671). Each completed response gives one back, up to this many. Spent: `GOAWAY ENHANCE_YOUR_CALM`, counters `h2_rapid_reset` / `h2_made_you_reset`. A browser that cancels some of its requests never gets near it; a client that resets everything it opens is cut off after this many."##,
+        doc: r##"Stream resets a connection may cause beyond one per completed response: `RST_STREAM` frames from the client (*rapid reset*, CVE-2023-44487) and resets Shellac must send because the client broke a stream's rules (*MadeYouReset*, CVE-2025-8671). Each completed response gives one back, up to this many. Spent: `GOAWAY ENHANCE_YOUR_CALM`, counters `h2_rapid_reset` / `h2_made_you_reset`. h2 acts first when more than 20 streams are reset before Shellac took them (same counter). A browser that cancels some of its requests never gets near it; a client that resets everything it opens is cut off after this many."##,
     },
     Setting {
         section: "http2",
@@ -105,15 +105,6 @@ pub(super) const HTTP2: &[Setting] = &[
         default: Default::Value(r##"1000"##),
         example: r##""##,
         restart: false,
-        doc: r##"Frames that carry neither a request nor its body — `PING`, `SETTINGS`, `PRIORITY`, empty `DATA` without END_STREAM, frames of unknown types — a connection may send per second, and in one burst. Beyond: `GOAWAY ENHANCE_YOUR_CALM`, counter `h2_control_flood` (PING / SETTINGS floods: each makes Shellac write an acknowledgement). `WINDOW_UPDATE` is not counted: fast downloads legitimately send many."##,
-    },
-    Setting {
-        section: "http2",
-        key: "max_continuation_frames",
-        kind: Kind::Count { min: 1, max: 10000 },
-        default: Default::Value(r##"32"##),
-        example: r##""##,
-        restart: false,
-        doc: r##"`CONTINUATION` frames one header block may use (the CONTINUATION flood of 2024: endless frames that never end the block). More, or a block whose encoded bytes pass twice `server.max_header_size`: `GOAWAY ENHANCE_YOUR_CALM`, counter `h2_continuation_flood`. A block that has not ended within `server.header_read_timeout` closes the connection too."##,
+        doc: r##"Frames that carry neither a request nor its body — `PING`, `SETTINGS`, `PRIORITY`, frames of unknown types — a connection may send per second, and in one burst. Beyond: `GOAWAY ENHANCE_YOUR_CALM`, counter `h2_control_flood` (PING / SETTINGS floods: each makes Shellac write an acknowledgement). `WINDOW_UPDATE` is not counted: fast downloads legitimately send many. Empty `DATA` frames are bounded by h2 (100 per connection, then `GOAWAY ENHANCE_YOUR_CALM`, counter `h2_data_flood`)."##,
     },
 ];

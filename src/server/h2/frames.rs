@@ -51,10 +51,17 @@ pub(crate) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 pub(super) struct Limits {
     pub reset_budget: u32,
     pub control_per_second: u32,
+    /// CONTINUATION frames one header block may use: as many as a header list of
+    /// `server.max_header_size` needs in frames of `http2.max_frame_size`, at least 4 —
+    /// never more than h2's own bound (at least 5, and 1.25× that need), so the watcher
+    /// acts first and names the attack.
     pub max_continuations: u32,
     /// Encoded bytes one header block may take (twice `server.max_header_size`).
     pub max_block_bytes: u64,
 }
+
+/// Debug data of an outgoing `GOAWAY` kept: enough for h2's reason words.
+const DEBUG_KEPT: usize = 32;
 
 /// A frame header as one side saw it, with the first bytes of its payload when they matter.
 #[derive(Clone, Copy, Debug, Default)]
@@ -65,19 +72,24 @@ struct Frame {
     stream: u32,
     /// The error code of a `RST_STREAM` or `GOAWAY`.
     code: u32,
+    /// The start of a `GOAWAY`'s debug data (h2 names its defence there:
+    /// `too_many_resets`, ...), `debug_len` bytes of it.
+    debug: [u8; DEBUG_KEPT],
+    debug_len: u8,
 }
 
 /// Follows frame boundaries in one direction of the stream.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Scan {
     head: [u8; 9],
     have: u8,
     /// Payload bytes of the current frame still to come.
     remaining: u32,
     frame: Frame,
-    /// Payload bytes to capture for the error code (RST_STREAM: 4, GOAWAY: 8), and held.
+    /// Payload bytes to capture for the error code (RST_STREAM: 4, GOAWAY: 8 and some of
+    /// its debug data), and held.
     want: u8,
-    cap: [u8; 8],
+    cap: [u8; 8 + DEBUG_KEPT],
     got: u8,
 }
 
@@ -87,6 +99,20 @@ enum Event {
     Head(Frame),
     /// A frame whose error code (if it has one) is known (the write side acts on it).
     Coded(Frame),
+}
+
+impl Default for Scan {
+    fn default() -> Scan {
+        Scan {
+            head: [0; 9],
+            have: 0,
+            remaining: 0,
+            frame: Frame::default(),
+            want: 0,
+            cap: [0; 8 + DEBUG_KEPT],
+            got: 0,
+        }
+    }
 }
 
 impl Scan {
@@ -117,13 +143,18 @@ impl Scan {
                     self.cap[at..at + take].copy_from_slice(&data[..take]);
                     self.got += take as u8;
                     if self.got == self.want {
-                        let at = usize::from(self.want) - 4;
+                        let at = if self.frame.kind == GOAWAY { 4 } else { 0 };
                         self.frame.code = u32::from_be_bytes([
                             self.cap[at],
                             self.cap[at + 1],
                             self.cap[at + 2],
                             self.cap[at + 3],
                         ]);
+                        if self.frame.kind == GOAWAY {
+                            let debug = &self.cap[8..usize::from(self.want)];
+                            self.frame.debug[..debug.len()].copy_from_slice(debug);
+                            self.frame.debug_len = debug.len() as u8;
+                        }
                         if !on(Event::Coded(self.frame)) {
                             self.remaining -= n as u32;
                             return total - data.len() + n;
@@ -150,13 +181,15 @@ impl Scan {
                 flags: h[4],
                 stream: u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff,
                 code: 0,
+                debug: [0; DEBUG_KEPT],
+                debug_len: 0,
             };
             self.frame = frame;
             self.remaining = frame.len;
             self.got = 0;
             self.want = match frame.kind {
                 RST_STREAM if frame.len >= 4 => 4,
-                GOAWAY if frame.len >= 8 => 8,
+                GOAWAY if frame.len >= 8 => (frame.len as usize).min(8 + DEBUG_KEPT) as u8,
                 _ => 0,
             };
             let go_on = on(Event::Head(frame)) && (self.want > 0 || on(Event::Coded(frame)));
@@ -253,7 +286,6 @@ impl<I> Watched<I> {
             return true;
         }
         match f.kind {
-            DATA if f.len == 0 && f.flags & END_STREAM == 0 => self.control(),
             HEADERS => {
                 if f.stream % 2 == 1 && f.stream > self.max_stream {
                     self.max_stream = f.stream;
@@ -306,6 +338,16 @@ impl<I> Watched<I> {
                     self.counters.h2_goaway_sent.inc();
                 } else {
                     self.counters.h2_goaway_error.inc();
+                }
+                // h2's own defences, named in the debug data of its GOAWAY.
+                let c = &self.counters;
+                match &f.debug[..usize::from(f.debug_len)] {
+                    b"too_many_resets" => c.h2_rapid_reset.inc(),
+                    b"too_many_internal_resets" => c.h2_made_you_reset.inc(),
+                    b"too_many_continuations" => c.h2_continuation_flood.inc(),
+                    b"header_list_way_too_large" => c.h2_hpack_bomb.inc(),
+                    b"too_many_data_frames" => c.h2_data_flood.inc(),
+                    _ => {}
                 }
             }
             _ => {}

@@ -113,7 +113,14 @@ pub(crate) async fn serve<I>(
         frames::Limits {
             reset_budget: h2.reset_budget,
             control_per_second: h2.control_frames_per_second,
-            max_continuations: h2.max_continuation_frames,
+            max_continuations: u32::try_from(
+                server
+                    .max_header_size
+                    .0
+                    .div_ceil(h2.max_frame_size.0.max(1)),
+            )
+            .unwrap_or(u32::MAX)
+            .max(4),
             max_block_bytes: server.max_header_size.0.saturating_mul(2),
         },
     );
