@@ -272,16 +272,22 @@ impl Live {
             .map(|l| l.iter().map(|l| (l.configured, l.tls.clone())).collect())
             .unwrap_or_default();
         let mut bound = Vec::new();
-        for (addr, tls_name) in wanted(&config) {
-            match running.iter().find(|(a, _)| *a == addr) {
-                Some((_, t)) if *t == tls_name => continue,
-                Some(_) => {
-                    errors.push(format!(
-                        "{addr} moves between cleartext and TLS listeners (or between [[tls]] tables): that needs a restart"
-                    ));
-                    continue;
-                }
-                None => {}
+        let asked = wanted(&config);
+        for (addr, tls_name) in asked.clone() {
+            if running.contains(&(addr, tls_name.clone())) {
+                continue;
+            }
+            // The same fixed address held by a listener of another kind that goes away:
+            // it cannot be bound before that one stops.
+            let moves = addr.port() != 0
+                && running
+                    .iter()
+                    .any(|(a, t)| *a == addr && !asked.contains(&(*a, t.clone())));
+            if moves {
+                errors.push(format!(
+                    "{addr} moves between cleartext and TLS listeners (or between [[tls]] tables): that needs a restart"
+                ));
+                continue;
             }
             match crate::server::bind_listener(addr, config.server.listen_backlog) {
                 Ok(l) => bound.push((addr, l, tls_name)),

@@ -45,6 +45,7 @@ struct Rule {
     path: Option<Regex>,
     url: Option<Regex>,
     cookie: Option<Regex>,
+    client_cert: Option<Regex>,
     request_headers: Vec<FieldMatch>,
     response_headers: Vec<FieldMatch>,
     set_request: Vec<(HeaderName, HeaderValue)>,
@@ -120,6 +121,7 @@ impl Rules {
                 path: cfg.path.as_deref().and_then(|p| Regex::new(p).ok()),
                 url: cfg.url.as_deref().and_then(|p| Regex::new(p).ok()),
                 cookie: cfg.cookie.as_deref().and_then(|p| Regex::new(p).ok()),
+                client_cert: cfg.client_cert.as_deref().and_then(|p| Regex::new(p).ok()),
                 request_headers: FieldMatch::compile(&cfg.request_header),
                 response_headers: FieldMatch::compile(&cfg.response_header),
                 set_request: pairs(&cfg.set_request_headers),
@@ -159,19 +161,21 @@ impl Rules {
 
     /// Request phase: finds the matching rules in order and applies their request actions
     /// (header edits happen on `headers`). Stops at the first `pass`, `synth` or `redirect`.
+    /// `client_cert`: the verified client certificate's subject, empty without one.
     pub fn on_request(
         &self,
         host: &str,
         path_and_query: &str,
         method: &Method,
         headers: &mut HeaderMap,
+        client_cert: &str,
     ) -> RequestOutcome {
         let mut out = RequestOutcome::default();
         if self.rules.is_empty() {
             return out;
         }
         let path = path_and_query.split('?').next().unwrap_or("/");
-        let target = self.target(host, path_and_query);
+        let target = self.target(host, path_and_query, Some(client_cert));
         for (i, rule) in self.rules.iter().enumerate() {
             if !target.matches(i, rule, method, headers) {
                 continue;
@@ -231,14 +235,16 @@ impl Rules {
         if !self.act_on_requests(cookies_matter) {
             return false;
         }
-        let target = self.target(host, path_and_query);
+        // The connection's client certificate is not known here: a rule that asks about it
+        // is taken to match.
+        let target = self.target(host, path_and_query, None);
         self.rules.iter().enumerate().any(|(i, rule)| {
             rule.acts_on_request(cookies_matter) && target.matches(i, rule, method, headers)
         })
     }
 
     /// What the rules' path, URL and host matchers say about a request target.
-    fn target(&self, host: &str, path_and_query: &str) -> Target {
+    fn target(&self, host: &str, path_and_query: &str, client_cert: Option<&str>) -> Target {
         let path = path_and_query.split('?').next().unwrap_or("/");
         let mut path_hit = vec![false; self.rules.len()];
         for i in self.path_set.matches(path).iter() {
@@ -252,6 +258,7 @@ impl Rules {
             path_hit,
             url_hit,
             host: host.split(':').next().unwrap_or(host).to_ascii_lowercase(),
+            client_cert: client_cert.map(str::to_string),
         }
     }
 
@@ -305,6 +312,9 @@ struct Target {
     path_hit: Vec<bool>,
     url_hit: Vec<bool>,
     host: String,
+    /// The client certificate's subject (empty: none); None: not known (a rule that asks
+    /// matches).
+    client_cert: Option<String>,
 }
 
 impl Target {
@@ -320,6 +330,11 @@ impl Target {
                 .cookie
                 .as_ref()
                 .is_none_or(|re| cookie_names(headers).any(|n| re.is_match(n)))
+            && rule.client_cert.as_ref().is_none_or(|re| {
+                self.client_cert
+                    .as_deref()
+                    .is_none_or(|subject| re.is_match(subject))
+            })
     }
 }
 
@@ -360,6 +375,19 @@ fn expand(rule: &Rule, path: &str, path_and_query: &str, to: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// `client_cert` matches the subject of a verified client certificate, the empty string
+    /// without one; on the fast path (subject unknown) a rule that asks is taken to match.
+    #[test]
+    fn client_cert_matcher() {
+        let r = rules("[[rule]]\nclient_cert = '^$'\nsynth = { status = 403 }\n");
+        let mut h = HeaderMap::new();
+        let anonymous = r.on_request("x", "/", &Method::GET, &mut h, "");
+        assert!(anonymous.synth.is_some());
+        let alice = r.on_request("x", "/", &Method::GET, &mut h, "CN=alice,O=Example");
+        assert!(alice.synth.is_none());
+        assert!(r.change_a_hit("x", "/", &Method::GET, &h, false));
+    }
+
     use super::*;
     use crate::config::Config;
 
@@ -409,13 +437,13 @@ mod tests {
             "[[rule]]\npath = '\\.(png|gif|jpg|swf|css|js)$'\nttl = \"1h\"\noverride_origin = true\n",
         );
         let mut h = HeaderMap::new();
-        let out = r.on_request("example.com", "/a/b.css?v=1", &Method::GET, &mut h);
+        let out = r.on_request("example.com", "/a/b.css?v=1", &Method::GET, &mut h, "");
         assert_eq!(out.matched, vec![0]);
         let o = r.on_response(&out.matched, &Method::GET, StatusCode::OK, &mut h);
         assert_eq!(o.ttl, Some(std::time::Duration::from_secs(3600)));
         assert!(o.override_origin);
         assert!(
-            r.on_request("example.com", "/page.php", &Method::GET, &mut h)
+            r.on_request("example.com", "/page.php", &Method::GET, &mut h, "")
                 .matched
                 .is_empty()
         );
@@ -429,20 +457,22 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert("x-debug", "1".parse().unwrap());
         assert_eq!(
-            r.on_request("WWW.Example.com:8080", "/", &Method::GET, &mut h)
+            r.on_request("WWW.Example.com:8080", "/", &Method::GET, &mut h, "")
                 .pass
                 .as_deref(),
             Some("rule0")
         );
         assert!(
-            r.on_request("example.org", "/", &Method::GET, &mut h)
+            r.on_request("example.org", "/", &Method::GET, &mut h, "")
                 .pass
                 .is_none()
         );
         let mut h = HeaderMap::new();
         h.insert("cookie", "a=1; wordpress_logged_in_abc=x".parse().unwrap());
         assert_eq!(
-            r.on_request("x", "/", &Method::GET, &mut h).pass.as_deref(),
+            r.on_request("x", "/", &Method::GET, &mut h, "")
+                .pass
+                .as_deref(),
             Some("logged-in")
         );
     }
@@ -453,7 +483,7 @@ mod tests {
             "[[rule]]\npath = '^/old/(.*)$'\nredirect = { to = \"https://new.example/$1\", status = 301 }\n\n[[rule]]\npath = '^/admin'\nsynth = { status = 403, body = \"no\" }\n",
         );
         let mut h = HeaderMap::new();
-        let out = r.on_request("x", "/old/a/b", &Method::GET, &mut h);
+        let out = r.on_request("x", "/old/a/b", &Method::GET, &mut h, "");
         assert_eq!(
             out.redirect,
             Some((
@@ -461,7 +491,7 @@ mod tests {
                 "https://new.example/a/b".into()
             ))
         );
-        let out = r.on_request("x", "/admin/x", &Method::GET, &mut h);
+        let out = r.on_request("x", "/admin/x", &Method::GET, &mut h, "");
         assert_eq!(out.synth.map(|s| s.0), Some(StatusCode::FORBIDDEN));
     }
 
@@ -470,7 +500,7 @@ mod tests {
         let r =
             rules("[[rule]]\nstrip_set_cookie = true\n\n[[rule]]\nstatus = [404]\nttl = \"10s\"\n");
         let mut req = HeaderMap::new();
-        let out = r.on_request("x", "/", &Method::GET, &mut req);
+        let out = r.on_request("x", "/", &Method::GET, &mut req, "");
         let mut h = HeaderMap::new();
         h.insert("set-cookie", "a=b".parse().unwrap());
         let o = r.on_response(&out.matched, &Method::GET, StatusCode::OK, &mut h);

@@ -443,7 +443,7 @@ async fn client_connection(
         let since = new_since.unwrap_or_else(now_ms);
         match sniff_preface(&stream, since.saturating_add(ms(cfg.header_read_timeout.0))).await {
             Some(true) => {
-                h2::serve(stream, peer, live.clone(), shutdown).await;
+                h2::serve(stream, peer, live.clone(), shutdown, None).await;
                 return;
             }
             Some(false) => {}

@@ -408,3 +408,224 @@ async fn check_names_the_file_of_every_certificate_problem() {
         .expect("refused");
     assert!(err.to_string().contains("expired on"), "{err}");
 }
+
+#[tokio::test]
+async fn alpn_h2_gets_an_http2_session_and_http11_stays_available() {
+    let pki = Pki::new("alpn");
+    let cert = pki.leaf("site", &["site.test"]);
+    let origin = origin().await;
+    let text = format!(
+        "{}\n{}",
+        tls_table(&[&cert], ""),
+        tls_table(&[&cert], "alpn = \"http/1.1\"")
+    );
+    let tls = tls_of(&text);
+    let sh = Shellac::start(origin.addr, |c| c.tls = tls).await;
+    let (both, h1only) = (sh.tls_addrs()[0], sh.tls_addrs()[1]);
+    let mut h2_client = pki.client_config(&all_versions());
+    h2_client.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let h2_client = Arc::new(h2_client);
+    let stream = connect(both, &h2_client, "site.test").await.unwrap();
+    assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (mut sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    for _ in 0..2 {
+        let req = http::Request::get("https://site.test/h2")
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap();
+        let resp = sender.send_request(req).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.version(), http::Version::HTTP_2);
+        use http_body_util::BodyExt;
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"body of /h2");
+    }
+    let seen = origin.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "the second was a hit");
+    assert_eq!(seen[0].headers["x-forwarded-proto"], "https");
+    // The HTTP/1.1-only listener: the same client gets HTTP/1.1.
+    let stream = connect(h1only, &h2_client, "site.test").await.unwrap();
+    assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+    // A client offering only protocols the listener does not serve is refused.
+    let mut other = pki.client_config(&all_versions());
+    other.alpn_protocols = vec![b"spdy/3".to_vec()];
+    assert!(connect(both, &Arc::new(other), "site.test").await.is_err());
+    until_stats(&sh, "an ALPN refusal", |s| {
+        s["tls_handshake_fail_alpn"] == 1
+    })
+    .await;
+    assert!(sh.stats().await["h2_conn"] >= 1);
+}
+
+/// Whether a TLS client is refused: at the handshake, or (TLS 1.3, where the server checks
+/// the client's certificate after the client is done) at its first read.
+async fn refused(addr: std::net::SocketAddr, client: &Arc<rustls::ClientConfig>) -> bool {
+    let Ok(mut tls) = connect(addr, client, "site.test").await else {
+        return true;
+    };
+    if tls
+        .write_all(b"GET / HTTP/1.1\r\nhost: site.test\r\n\r\n")
+        .await
+        .is_err()
+    {
+        return true;
+    }
+    let mut buf = [0u8; 16];
+    !matches!(
+        tokio::time::timeout(Duration::from_secs(10), tls.read(&mut buf)).await,
+        Ok(Ok(n)) if n > 0
+    )
+}
+
+#[tokio::test]
+async fn client_certificates_are_verified_and_their_subject_drives_rules() {
+    let pki = Pki::new("mtls");
+    let cert = pki.leaf("site", &["site.test"]);
+    let alice = pki.client("alice", "alice");
+    let stranger_ca = Pki::new("mtls-stranger");
+    let mallory = stranger_ca.client("mallory", "mallory");
+    let origin = origin().await;
+    let ca = format!("client_ca = \"{}\"", pki.ca_file.display());
+    let text = format!(
+        "{}\n{}\n[[rule]]\nclient_cert = '^$'\nsynth = {{ status = 403, body = \"certificate required\" }}\n",
+        tls_table(&[&cert], &ca),
+        tls_table(&[&cert], &format!("{ca}\nclient_auth = \"optional\"")),
+    );
+    let full = format!("{text}\n[[backend]]\nhost = \"127.0.0.1\"\n");
+    let parsed = Config::parse(&full, "t.toml").unwrap();
+    let sh = Shellac::start(origin.addr, |c| {
+        c.tls = parsed.tls;
+        c.rules = parsed.rules;
+    })
+    .await;
+    let (required, optional) = (sh.tls_addrs()[0], sh.tls_addrs()[1]);
+    let anonymous = Arc::new(pki.client_config(&all_versions()));
+    let as_alice = Arc::new(pki.client_config_with(&all_versions(), Some(&alice)));
+    let as_mallory = Arc::new(pki.client_config_with(&all_versions(), Some(&mallory)));
+    // Required: no certificate, or one from another CA, is refused.
+    assert!(refused(required, &anonymous).await);
+    assert!(refused(required, &as_mallory).await);
+    let stream = connect(required, &as_alice, "site.test").await.unwrap();
+    let mut conn = Conn::over(stream).await;
+    let resp = conn.send("GET", "/m", &[("host", "site.test")], b"").await;
+    assert_eq!(resp.status, 200);
+    // Optional: in without one, but the rule answers 403; a bad one is still refused.
+    let stream = connect(optional, &anonymous, "site.test").await.unwrap();
+    let mut conn = Conn::over(stream).await;
+    let resp = conn.send("GET", "/m", &[("host", "site.test")], b"").await;
+    assert_eq!(
+        (resp.status, resp.text().as_str()),
+        (403, "certificate required")
+    );
+    assert!(refused(optional, &as_mallory).await);
+    let stream = connect(optional, &as_alice, "site.test").await.unwrap();
+    let mut conn = Conn::over(stream).await;
+    assert_eq!(
+        conn.send("GET", "/m", &[("host", "site.test")], b"")
+            .await
+            .status,
+        200
+    );
+    until_stats(&sh, "client certificate refusals", |s| {
+        s["tls_handshake_fail_client_cert"] == 3
+    })
+    .await;
+}
+
+/// The subject of the certificate a new connection to `addr` gets.
+async fn served(addr: std::net::SocketAddr, client: &Arc<rustls::ClientConfig>) -> String {
+    server_subject(&connect(addr, client, "site.test").await.expect("handshake"))
+}
+
+#[tokio::test]
+async fn a_reload_with_a_bad_certificate_keeps_the_running_one() {
+    let pki = Pki::new("reload");
+    let one = pki.leaf("one", &["site.test"]);
+    let two = pki.leaf_with(
+        "two",
+        &["site.test"],
+        rcgen::KeyPair::generate().unwrap(),
+        |p| {
+            p.distinguished_name
+                .push(rcgen::DnType::OrganizationName, "second");
+        },
+    );
+    let other = pki.leaf("other", &["other.test"]);
+    let origin = origin().await;
+    let file = |cert: &(std::path::PathBuf, std::path::PathBuf)| {
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n\n{}\n[[backend]]\nhost = \"{}\"\nport = {}\n",
+            tls_table(&[cert], "watch_interval = \"0s\""),
+            origin.addr.ip(),
+            origin.addr.port()
+        )
+    };
+    let path = write(&pki.dir, "shellac.toml", &file(&one));
+    let sh = Shellac::start_reloadable(&path).await;
+    let addr = sh.tls_addrs()[0];
+    let client = Arc::new(pki.client_config(&all_versions()));
+    assert_eq!(served(addr, &client).await, "CN=site.test");
+    // An open connection, to carry on through every reload.
+    let mut open = Conn::over(connect(addr, &client, "site.test").await.unwrap()).await;
+    // A key that is not the certificate's: refused, naming the files; the old one serves.
+    let bad = (two.0.clone(), other.1.clone());
+    std::fs::write(&path, file(&bad)).unwrap();
+    let (status, body) = sh.reload().await;
+    assert_ne!(status, 200, "{body}");
+    let text = body.to_string();
+    assert!(text.contains(&other.1.display().to_string()), "{text}");
+    assert!(
+        text.contains("does not belong to the certificate"),
+        "{text}"
+    );
+    assert_eq!(served(addr, &client).await, "CN=site.test");
+    // A good one: new handshakes get it at once.
+    std::fs::write(&path, file(&two)).unwrap();
+    let (status, body) = sh.reload().await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(served(addr, &client).await, "O=second,CN=site.test");
+    assert_eq!(open.send("GET", "/still", &[], b"").await.status, 200);
+    assert_eq!(sh.stats().await["tls_reload"], 1);
+}
+
+#[tokio::test]
+async fn changed_files_are_loaded_without_a_reload_and_bad_ones_are_kept_out() {
+    let pki = Pki::new("watch");
+    let (cert, key) = pki.leaf("site", &["site.test"]);
+    let origin = origin().await;
+    let tls = tls_of(&tls_table(
+        &[&(cert.clone(), key.clone())],
+        "watch_interval = \"100ms\"",
+    ));
+    let sh = Shellac::start(origin.addr, |c| c.tls = tls).await;
+    let addr = sh.tls_addrs()[0];
+    let client = Arc::new(pki.client_config(&all_versions()));
+    assert_eq!(served(addr, &client).await, "CN=site.test");
+    // A renewal writes new files (as certbot does): picked up within a few intervals.
+    let renewed = pki.leaf_with(
+        "renewed",
+        &["site.test"],
+        rcgen::KeyPair::generate().unwrap(),
+        |p| {
+            p.distinguished_name
+                .push(rcgen::DnType::OrganizationName, "renewed");
+        },
+    );
+    std::fs::copy(&renewed.0, &cert).unwrap();
+    std::fs::copy(&renewed.1, &key).unwrap();
+    until_stats(&sh, "the files loaded again", |s| s["tls_reload"] == 1).await;
+    assert_eq!(served(addr, &client).await, "O=renewed,CN=site.test");
+    // A half-written certificate: an error, and the renewed one keeps serving.
+    std::fs::write(&cert, "-----BEGIN CERTIFICATE-----\nMIIB").unwrap();
+    until_stats(&sh, "the load error", |s| s["tls_reload_error"] == 1).await;
+    assert_eq!(served(addr, &client).await, "O=renewed,CN=site.test");
+    // Once it is whole again it loads (once: the failed stamps are not retried).
+    std::fs::copy(&renewed.0, &cert).unwrap();
+    until_stats(&sh, "the repaired file", |s| s["tls_reload"] == 2).await;
+    assert_eq!(sh.stats().await["tls_reload_error"], 1);
+}

@@ -85,6 +85,8 @@ pub struct RuleConfig {
     pub request_header: BTreeMap<String, String>,
     /// Regex on cookie names: matches when the request carries such a cookie.
     pub cookie: Option<String>,
+    /// Regex on the verified client certificate's subject (RFC 4514); empty without one.
+    pub client_cert: Option<String>,
 
     // Response matchers (response-phase actions only)
     #[serde(deserialize_with = "super::lists::one_or_many")]
@@ -158,6 +160,7 @@ pub(super) fn validate(rule: &RuleConfig, names: &dyn Fn(&str) -> bool) -> Vec<(
         ("path", &rule.path),
         ("url", &rule.url),
         ("cookie", &rule.cookie),
+        ("client_cert", &rule.client_cert),
     ] {
         if let Some(re) = re
             && let Err(e) = regex::Regex::new(re)

@@ -31,7 +31,8 @@ pub struct TlsConfig {
     /// Lowest protocol version accepted: `"1.2"` or `"1.3"`. Default `"1.2"`.
     #[serde(default)]
     pub min_version: TlsVersion,
-    /// Application protocols offered by ALPN, in order of preference. Default `["http/1.1"]`.
+    /// Application protocols offered by ALPN, in order of preference. Default
+    /// `["h2", "http/1.1"]`.
     #[serde(default = "default_alpn", deserialize_with = "lists::one_or_many")]
     pub alpn: Vec<String>,
     /// Longest time from accept to the end of the handshake. Default `10s`.
@@ -99,7 +100,7 @@ pub enum ClientAuth {
 }
 
 fn default_alpn() -> Vec<String> {
-    vec!["http/1.1".into()]
+    vec!["h2".into(), "http/1.1".into()]
 }
 
 fn default_handshake_timeout() -> Dur {
@@ -120,7 +121,7 @@ fn yes() -> bool {
 
 /// Application protocols a TLS listener can serve (ALPN names). Only what a session exists
 /// for: never advertise a protocol that cannot be served.
-pub const SERVABLE_ALPN: &[&str] = &["http/1.1"];
+pub const SERVABLE_ALPN: &[&str] = &["h2", "http/1.1"];
 
 /// (key path, problem) for every `[[tls]]` problem the file alone shows.
 pub(super) fn validate(tls: &[TlsConfig]) -> Vec<(Vec<String>, String)> {
@@ -160,11 +161,7 @@ pub(super) fn validate(tls: &[TlsConfig]) -> Vec<(Vec<String>, String)> {
         }
         for (j, p) in t.alpn.iter().enumerate() {
             if !SERVABLE_ALPN.contains(&p.as_str()) {
-                let why = if p == "h2" {
-                    "HTTP/2 is not served on TLS listeners yet".to_string()
-                } else {
-                    format!("Shellac serves only {}", SERVABLE_ALPN.join(", "))
-                };
+                let why = format!("Shellac serves only {}", SERVABLE_ALPN.join(", "));
                 out.push((
                     at(i, &["alpn", &j.to_string()]),
                     format!("`{p}` cannot be offered: {why}"),

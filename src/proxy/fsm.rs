@@ -334,7 +334,19 @@ impl Txn {
         let mut forced_lookup = false;
         if !rules.is_empty() {
             let (host, path) = (host.to_string(), path.to_string());
-            let outcome = rules.on_request(&host, &path, &self.req.method, &mut self.req.headers);
+            let client_cert = self
+                .req
+                .extensions
+                .get::<crate::tls::server::Session>()
+                .and_then(|s| s.0.client.as_deref())
+                .unwrap_or("");
+            let outcome = rules.on_request(
+                &host,
+                &path,
+                &self.req.method,
+                &mut self.req.headers,
+                client_cert,
+            );
             self.matched_rules = outcome.matched;
             if let Some(name) = &outcome.director {
                 self.route = self.proxy.backends.get(name);

@@ -87,6 +87,11 @@ pub(super) async fn run(
             (tls, Arc::new(info))
         }
     };
+    // ALPN chose HTTP/2: its session (server/h2/) over the decrypted stream, to the end.
+    if info.alpn.as_deref() == Some("h2") {
+        super::h2::serve(stream, peer, live, shutdown, Some(info)).await;
+        return;
+    }
     // Boxed, as for cleartext connections: the task's future stays small.
     let session = Box::pin(serve_session(
         stream,

@@ -70,6 +70,15 @@ pub(super) const RULE: &[Setting] = &[
     },
     Setting {
         section: "rule",
+        key: "client_cert",
+        kind: Kind::Text("a regular expression"),
+        default: Default::Unset(r##"none"##),
+        example: r##"'^CN=[^,]+,O=Example$'"##,
+        restart: false,
+        doc: r##"Matcher: the subject of the client certificate the request's TLS connection presented and Shellac verified (`[[tls]]` with `client_ca`), in RFC 4514 form with the most specific part first (`CN=alice,O=Example,C=FR`), matches the regular expression. Without a certificate (cleartext, or `client_auth = "optional"` and none sent) the subject is empty, so `'^$'` matches requests without one (e.g. to `synth` a 403 for them)."##,
+    },
+    Setting {
+        section: "rule",
         key: "status",
         kind: Kind::Statuses,
         default: Default::Value(r##"[]"##),

@@ -56,10 +56,10 @@ pub(super) const TLS: &[Setting] = &[
         section: "tls",
         key: "alpn",
         kind: Kind::Texts("a list of protocol names such as [\"http/1.1\"]"),
-        default: Default::Value(r##"["http/1.1"]"##),
+        default: Default::Value(r##"["h2", "http/1.1"]"##),
         example: r##""##,
         restart: false,
-        doc: r##"Application protocols offered by ALPN, in order of preference. Only protocols Shellac serves on this listener can be offered: `"http/1.1"` (HTTP/2 on TLS listeners is not available yet, so `"h2"` is refused). A client that offers ALPN without any of these is refused (`tls_handshake_fail_alpn`); one that offers none speaks HTTP/1.1."##,
+        doc: r##"Application protocols offered by ALPN, in order of preference: `"h2"` (HTTP/2, with the `[http2]` settings and defences, [http2.md](http2.md)) and `"http/1.1"`. `["http/1.1"]` keeps a listener on HTTP/1.1 alone. A client that offers ALPN without any of these is refused (`tls_handshake_fail_alpn`); one that offers none speaks HTTP/1.1."##,
     },
     Setting {
         section: "tls",
@@ -109,7 +109,7 @@ pub(super) const TLS: &[Setting] = &[
         default: Default::Unset(r##"none (no client certificates)"##),
         example: r##""/etc/shellac/clients-ca.pem""##,
         restart: false,
-        doc: r##"PEM file of CA certificates that client certificates must chain to (mutual TLS). An unverifiable certificate ends the handshake (`tls_handshake_fail_client_cert`)."##,
+        doc: r##"PEM file of CA certificates that client certificates must chain to (mutual TLS). The verified certificate's subject (RFC 4514, e.g. `CN=alice,O=Example`) is what `[[rule]]`'s `client_cert` matcher sees. An unverifiable certificate ends the handshake (`tls_handshake_fail_client_cert`)."##,
     },
     Setting {
         section: "tls",

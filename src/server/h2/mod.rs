@@ -93,6 +93,7 @@ pub(crate) async fn serve<I>(
     peer: SocketAddr,
     live: Arc<Live>,
     mut shutdown: watch::Receiver<bool>,
+    tls: Option<Arc<crate::tls::server::ConnTls>>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -128,7 +129,12 @@ pub(crate) async fn serve<I>(
     let max_requests = h2.max_requests;
     let svc_shared = shared.clone();
     let svc_live = live.clone();
-    let service = service_fn(move |req: Request<Incoming>| {
+    let service = service_fn(move |mut req: Request<Incoming>| {
+        // Over TLS (ALPN `h2`): what the connection negotiated travels with each request.
+        if let Some(t) = &tls {
+            req.extensions_mut()
+                .insert(crate::tls::server::Session(t.clone()));
+        }
         let stream = Stream::open(&svc_shared);
         let n = svc_shared.requests.fetch_add(1, Ordering::Relaxed) + 1;
         if max_requests > 0 && n == max_requests {
