@@ -629,3 +629,36 @@ async fn changed_files_are_loaded_without_a_reload_and_bad_ones_are_kept_out() {
     until_stats(&sh, "the repaired file", |s| s["tls_reload"] == 2).await;
     assert_eq!(sh.stats().await["tls_reload_error"], 1);
 }
+
+#[tokio::test]
+async fn admin_api_metrics_and_dashboard_show_each_certificate_and_its_expiry() {
+    let pki = Pki::new("admin");
+    let cert = pki.leaf("site", &["site.test", "*.site.test"]);
+    let origin = origin().await;
+    let tls = tls_of(&tls_table(&[&cert], "name = \"public\""));
+    let sh = Shellac::start(origin.addr, |c| c.tls = tls).await;
+    let got = common::get(sh.admin, "/tls").await;
+    assert_eq!(got.status, 200);
+    let v: serde_json::Value = serde_json::from_slice(&got.body).unwrap();
+    let listener = &v["listeners"][0];
+    assert_eq!(listener["name"], "public");
+    assert_eq!(listener["listening"][0], sh.tls_addrs()[0].to_string());
+    let c = &listener["certificates"][0];
+    assert_eq!(c["names"], serde_json::json!(["site.test", "*.site.test"]));
+    assert_eq!(c["key"], "ECDSA");
+    assert!(c["expires_in_days"].as_i64().unwrap() > 365, "{c}");
+    assert!(c["source"].as_str().unwrap().contains("site.pem"));
+    let metrics = common::get(sh.admin, "/metrics").await.text();
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with("shellac_tls_certificate_not_after_seconds{"))
+        .expect("the expiry gauge");
+    assert!(
+        line.contains("listener=\"public\",names=\"site.test,*.site.test\""),
+        "{line}"
+    );
+    assert!(metrics.contains("shellac_tls_handshake_fail_timeout_total 0"));
+    let dash: serde_json::Value =
+        serde_json::from_slice(&common::get(sh.admin, "/api/dashboard").await.body).unwrap();
+    assert_eq!(dash["tls"][0]["names"], "site.test, *.site.test");
+}

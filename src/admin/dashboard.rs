@@ -75,6 +75,25 @@ pub fn data(proxy: &Proxy) -> Value {
     })
 }
 
+/// The TLS certificates for the dashboard's table: listener, names, expiry.
+pub fn tls(certs: &[crate::tls::server::CertView]) -> serde_json::Value {
+    let now = crate::tls::certs::unix_now();
+    serde_json::Value::Array(
+        certs
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "listener": c.listener,
+                    "names": c.names.join(", "),
+                    "key": c.algorithm,
+                    "not_after": crate::tls::certs::format_time(c.not_after),
+                    "days_left": (c.not_after - now).div_euclid(86_400),
+                })
+            })
+            .collect(),
+    )
+}
+
 #[derive(Default)]
 struct Series {
     t: Vec<f64>,

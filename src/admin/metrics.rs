@@ -34,10 +34,12 @@ struct Snapshot {
     /// (upper bound in seconds, responses in that bucket alone); the last bound is +Inf.
     ttfb_buckets: Vec<(f64, u64)>,
     ttfb_sum_seconds: f64,
+    /// Every TLS certificate.
+    certs: Vec<crate::tls::server::CertView>,
 }
 
-/// `GET /metrics` body.
-pub fn encode(proxy: &Proxy) -> String {
+/// `GET /metrics` body; `certs`: the TLS listeners' certificates (their expiry).
+pub fn encode(proxy: &Proxy, certs: &[crate::tls::server::CertView]) -> String {
     let now = Instant::now();
     let values = proxy.stats();
     let numbers: Vec<u64> = values.iter().map(|(_, v)| *v).collect();
@@ -72,6 +74,7 @@ pub fn encode(proxy: &Proxy) -> String {
         ratios,
         ttfb_buckets,
         ttfb_sum_seconds: proxy.counters.ttfb.sum_us() as f64 / 1e6,
+        certs: certs.to_vec(),
     };
     let mut registry = Registry::default();
     registry.register_collector(Box::new(snapshot));
@@ -140,6 +143,22 @@ impl Collector for Snapshot {
                 .encode_family(&[("window", window.as_str())])?
                 .encode_gauge(ratio)?;
         }
+        let mut family = encoder.encode_descriptor(
+            "shellac_tls_certificate_not_after_seconds",
+            "When each TLS certificate expires (seconds since the epoch), by listener, names and source",
+            None,
+            MetricType::Gauge,
+        )?;
+        for c in &self.certs {
+            let names = c.names.join(",");
+            family
+                .encode_family(&[
+                    ("listener", c.listener.as_str()),
+                    ("names", names.as_str()),
+                    ("source", c.source.as_str()),
+                ])?
+                .encode_gauge(&c.not_after)?;
+        }
         let count = self.ttfb_buckets.iter().map(|(_, n)| n).sum();
         encoder
             .encode_descriptor(
@@ -171,7 +190,7 @@ mod tests {
         )
         .unwrap();
         proxy.counters.client_req.add(3);
-        let text = encode(&proxy);
+        let text = encode(&proxy, &[]);
         assert!(text.ends_with("# EOF\n"), "OpenMetrics ends with EOF");
         assert!(text.contains("\nshellac_client_req_total 3\n"), "{text}");
         assert!(text.contains("# TYPE shellac_client_req counter\n"));

@@ -87,6 +87,21 @@ async fn handle(live: &Arc<Live>, req: Request<Incoming>) -> Response<AdminBody>
         (&Method::GET, "/log/stream") => live::log_stream(&proxy, req.uri()),
         (&Method::GET, "/top") => live::top(&proxy, req.uri()),
         (&Method::GET, "/cache") => inspect::route(&proxy, req.uri()).await,
+        (&Method::GET, "/tls") => reply(
+            StatusCode::OK,
+            JSON,
+            json(live.tls().describe(&live.listening_tls())),
+        ),
+        (&Method::GET, "/metrics") => reply(
+            StatusCode::OK,
+            metrics::CONTENT_TYPE,
+            metrics::encode(&proxy, &live.tls().certificates()).into_bytes(),
+        ),
+        (&Method::GET, "/api/dashboard") => {
+            let mut data = dashboard::data(&proxy);
+            data["tls"] = dashboard::tls(&live.tls().certificates());
+            reply(StatusCode::OK, JSON, json(data))
+        }
         _ => route(&proxy, req),
     }
 }
@@ -165,11 +180,6 @@ fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<AdminBody> {
             reply(StatusCode::OK, JSON, json(body))
         }
         (&Method::GET, "/stats/live") => reply(StatusCode::OK, JSON, json(stats::live(proxy))),
-        (&Method::GET, "/metrics") => reply(
-            StatusCode::OK,
-            metrics::CONTENT_TYPE,
-            metrics::encode(proxy).into_bytes(),
-        ),
         (&Method::GET, "/") => reply(
             StatusCode::OK,
             "text/html; charset=utf-8",
@@ -180,9 +190,6 @@ fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<AdminBody> {
             "text/javascript; charset=utf-8",
             dashboard::SCRIPT_JS.as_bytes().to_vec(),
         ),
-        (&Method::GET, "/api/dashboard") => {
-            reply(StatusCode::OK, JSON, json(dashboard::data(proxy)))
-        }
         (&Method::GET, "/help") => reply(StatusCode::OK, TEXT, INDEX.as_bytes().to_vec()),
         (_, "/reload") => reply(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -202,6 +209,7 @@ GET /stats/descriptions  what each one means
 GET /stats/live          values, rates, averages, hit ratios, TTFB percentiles
 GET /metrics             Prometheus / OpenMetrics text format
 GET /backends            health, probes, connections and counters per backend (JSON)
+GET /tls                 TLS listeners and each certificate's names, key and expiry (JSON)
 GET /log/stream          live transactions, JSON lines (?url=REGEX&status=5xx&miss=1&backend=NAME)
 GET /top                 rankings (?by=url|host|backend|ua&sort=requests|misses|bytes&window=60&n=20)
 POST /ban                body: a ban expression, e.g. req.url ~ ^/news/

@@ -92,6 +92,14 @@ function render(d) {
       cell(b.idle, "num"), cell(b.req, "num"), cell((b.fail || 0) + (b.error || 0), "num"));
     return tr;
   }));
+  const certs = d.tls || [];
+  document.getElementById("tls-panel").hidden = certs.length === 0;
+  document.getElementById("tls").replaceChildren(...certs.map(c => {
+    const tr = document.createElement("tr");
+    tr.append(cell(c.listener), cell(c.names), cell(c.key), cell(c.not_after),
+      cell(c.days_left, c.days_left < 14 ? "num sick" : "num"));
+    return tr;
+  }));
   const top = document.getElementById("top");
   top.replaceChildren(...d.top_urls.map(r => {
     const tr = document.createElement("tr");
