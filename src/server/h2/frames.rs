@@ -36,6 +36,7 @@ const CONTINUATION: u8 = 9;
 
 const END_STREAM: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
+const ACK: u8 = 0x1;
 
 /// RFC 9113 §7 error codes the watcher uses or tells apart.
 pub(super) const NO_ERROR: u32 = 0x0;
@@ -58,6 +59,8 @@ pub(super) struct Limits {
     pub max_continuations: u32,
     /// Encoded bytes one header block may take (twice `server.max_header_size`).
     pub max_block_bytes: u64,
+    /// `SETTINGS_MAX_FRAME_SIZE` Shellac announced.
+    pub max_frame_size: u32,
 }
 
 /// Debug data of an outgoing `GOAWAY` kept: enough for h2's reason words.
@@ -94,11 +97,13 @@ struct Scan {
 }
 
 /// What `Scan::feed` reports.
-enum Event {
+enum Event<'a> {
     /// A complete frame header (the read side acts on it).
     Head(Frame),
     /// A frame whose error code (if it has one) is known (the write side acts on it).
     Coded(Frame),
+    /// Payload bytes of a SETTINGS frame (the read side checks the values).
+    Settings(&'a [u8]),
 }
 
 impl Default for Scan {
@@ -132,11 +137,15 @@ impl Scan {
 
     /// Walks `data`, calling `on` for each frame header completed and each frame whose error
     /// code became known. Stops early (returning the bytes consumed) when `on` says so.
-    fn feed(&mut self, mut data: &[u8], mut on: impl FnMut(Event) -> bool) -> usize {
+    fn feed<'a>(&mut self, mut data: &'a [u8], mut on: impl FnMut(Event<'a>) -> bool) -> usize {
         let total = data.len();
         while !data.is_empty() {
             if self.remaining > 0 {
                 let n = data.len().min(self.remaining as usize);
+                if self.frame.kind == SETTINGS && !on(Event::Settings(&data[..n])) {
+                    self.remaining -= n as u32;
+                    return total - data.len() + n;
+                }
                 if self.got < self.want {
                     let take = n.min(usize::from(self.want - self.got));
                     let at = usize::from(self.got);
@@ -210,6 +219,12 @@ enum Abuse {
     ContinuationFlood,
 }
 
+/// RFC 9113 §7 codes of the connection errors the watcher raises itself (h2 would answer
+/// these frames with `PROTOCOL_ERROR`).
+const PROTOCOL_ERROR: u32 = 0x1;
+const FLOW_CONTROL_ERROR: u32 = 0x3;
+const FRAME_SIZE_ERROR: u32 = 0x6;
+
 /// A `GOAWAY` of Shellac's own on its way out.
 #[derive(Debug)]
 enum Kill {
@@ -235,6 +250,11 @@ pub(super) struct Watched<I> {
     block: Option<(u32, u64)>,
     /// Resets the connection may still cause (refilled by completed responses).
     resets_left: i64,
+    /// The client's first frame (which must be SETTINGS) is still to come.
+    first_frame: bool,
+    /// A SETTINGS parameter split between reads: its bytes so far.
+    setting: [u8; 6],
+    setting_have: u8,
     /// Control frames left in the bucket, and when it was last refilled (ms).
     tokens: u32,
     refilled: u64,
@@ -259,6 +279,9 @@ impl<I> Watched<I> {
             max_stream: 0,
             block: None,
             resets_left: i64::from(limits.reset_budget),
+            first_frame: true,
+            setting: [0; 6],
+            setting_have: 0,
             tokens: limits.control_per_second,
             refilled: now_ms(),
             kill: None,
@@ -268,6 +291,24 @@ impl<I> Watched<I> {
     /// Acts on one frame header the client sent; false when the connection must end.
     fn on_read(&mut self, f: Frame) -> bool {
         self.shared.preface_done.store(true, Ordering::Relaxed);
+        // RFC 9113 checks h2 answers with another code than the RFC's (PROTOCOL_ERROR).
+        if std::mem::take(&mut self.first_frame) && (f.kind != SETTINGS || f.flags & ACK != 0) {
+            // §3.4: the client's preface is followed by a SETTINGS frame.
+            return self.end(PROTOCOL_ERROR);
+        }
+        let size_ok = f.len <= self.limits.max_frame_size
+            && match f.kind {
+                // §6.3, §6.4, §6.7, §6.9: fixed lengths; §6.5: 6-byte parameters, an ACK empty.
+                PRIORITY => f.len == 5,
+                RST_STREAM | WINDOW_UPDATE => f.len == 4,
+                PING => f.len == 8,
+                SETTINGS if f.flags & ACK != 0 => f.len == 0,
+                SETTINGS => f.len.is_multiple_of(6),
+                _ => true,
+            };
+        if !size_ok {
+            return self.end(FRAME_SIZE_ERROR);
+        }
         if let Some((continuations, bytes)) = self.block.as_mut() {
             // h2 refuses anything but the block's CONTINUATION frames (connection error).
             if f.kind == CONTINUATION {
@@ -377,6 +418,41 @@ impl<I> Watched<I> {
         true
     }
 
+    /// Checks SETTINGS parameters as they stream by (§6.5.2): h2 checks them too, but
+    /// answers an `INITIAL_WINDOW_SIZE` over 2³¹−1 with `PROTOCOL_ERROR`.
+    fn on_settings(&mut self, mut bytes: &[u8]) -> bool {
+        while !bytes.is_empty() {
+            let at = usize::from(self.setting_have);
+            let take = bytes.len().min(6 - at);
+            self.setting[at..at + take].copy_from_slice(&bytes[..take]);
+            self.setting_have += take as u8;
+            bytes = &bytes[take..];
+            if self.setting_have == 6 {
+                self.setting_have = 0;
+                let p = self.setting;
+                let id = u16::from_be_bytes([p[0], p[1]]);
+                let value = u32::from_be_bytes([p[2], p[3], p[4], p[5]]);
+                if id == 4 && value > 0x7fff_ffff {
+                    return self.end(FLOW_CONTROL_ERROR);
+                }
+            }
+        }
+        true
+    }
+
+    /// Starts ending the connection with `GOAWAY` and `code` (a protocol error of the
+    /// client's, not an attack); always false.
+    fn end(&mut self, code: u32) -> bool {
+        if self.kill.is_none() {
+            self.counters.h2_goaway_error.inc();
+            self.kill = Some(Kill::Writing {
+                frame: goaway(self.max_stream, code),
+                at: 0,
+            });
+        }
+        false
+    }
+
     /// Starts ending the connection with `GOAWAY ENHANCE_YOUR_CALM`; always false.
     fn abuse(&mut self, kind: Abuse) -> bool {
         if self.kill.is_some() {
@@ -478,9 +554,11 @@ impl<I: AsyncRead + AsyncWrite + Unpin> AsyncRead for Watched<I> {
         // Taken out while it runs: the frame handlers borrow the rest of `this`.
         let mut scan = std::mem::take(&mut this.rd);
         scan.feed(fresh, |e| {
-            if let Event::Head(f) = e {
-                ok = this.on_read(f);
-            }
+            ok = match e {
+                Event::Head(f) => this.on_read(f),
+                Event::Settings(bytes) => this.on_settings(bytes),
+                Event::Coded(_) => true,
+            };
             ok
         });
         this.rd = scan;

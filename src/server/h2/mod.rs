@@ -123,6 +123,7 @@ pub(crate) async fn serve<I>(
             .unwrap_or(u32::MAX)
             .max(4),
             max_block_bytes: server.max_header_size.0.saturating_mul(2),
+            max_frame_size: u32::try_from(h2.max_frame_size.0).unwrap_or(16_777_215),
         },
     );
     let limits = server.limits();

@@ -20,6 +20,7 @@ fn events(bytes: &[u8], step: usize) -> Vec<(bool, u8, u32, u32)> {
             match e {
                 Event::Head(f) => out.push((true, f.kind, f.stream, f.code)),
                 Event::Coded(f) => out.push((false, f.kind, f.stream, f.code)),
+                Event::Settings(_) => {}
             }
             true
         });
