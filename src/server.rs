@@ -69,6 +69,15 @@ pub async fn start_with(
     let proxy = Proxy::new(config.clone(), counters)?;
     let tls = crate::tls::server::Frontends::build(&config.tls, None)
         .map_err(|e| anyhow::anyhow!("{}", e.join("\n")))?;
+    if let (Some(shared), Some(c)) = (&proxy.cache.shared, &config.storage.shared) {
+        // A node that restarts catches up with the fleet's invalidations before it serves
+        // from its local tiers; Redis unreachable costs at most this wait.
+        if !shared.feed.wait_synced(c.connect_timeout.0 * 2).await {
+            tracing::warn!(
+                "not in sync with the fleet's invalidation log yet; serving, and catching up when Redis answers"
+            );
+        }
+    }
     let (shutdown, _) = watch::channel(false);
     let parking =
         park::Parking::new().context("cannot create the parked connections' epoll set")?;

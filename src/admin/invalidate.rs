@@ -8,6 +8,7 @@ use hyper::body::Incoming;
 use super::reply;
 use crate::cache::CacheKey;
 use crate::cache::ban::BanError;
+use crate::cache::shared::feed::{self, Invalidation};
 use crate::proxy::Proxy;
 
 /// Largest request body the admin endpoints read.
@@ -64,10 +65,11 @@ pub(super) async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<sup
         "/ban" => match proxy.cache.ban(&body).await {
             Ok(ban) => {
                 counters.ban_added.inc();
-                json(
-                    StatusCode::OK,
-                    serde_json::json!({"id": ban.id, "expr": ban.expr}),
-                )
+                let mut out = serde_json::json!({"id": ban.id, "expr": ban.expr});
+                if let Some(fleet) = fleet(proxy, Invalidation::Ban(ban.expr.clone())).await {
+                    out["fleet"] = fleet;
+                }
+                json(StatusCode::OK, out)
             }
             Err(e @ BanError::Invalid(_)) => json(
                 StatusCode::BAD_REQUEST,
@@ -92,17 +94,21 @@ pub(super) async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<sup
                     serde_json::json!({"error": "body must be an absolute http(s) URL"}),
                 );
             };
-            let n = if soft {
-                proxy.cache.soft_purge(&key)
+            let (n, inv) = if soft {
+                (
+                    proxy.cache.soft_purge(&key),
+                    Invalidation::Soft(key.clone()),
+                )
             } else {
-                proxy.cache.purge(&key)
+                (proxy.cache.purge(&key), Invalidation::Purge(key.clone()))
             };
             counters.purge_req.inc();
             counters.purge_objects.add(n as u64);
-            json(
-                StatusCode::OK,
-                serde_json::json!({"purged": n, "url": key.to_string(), "soft": soft}),
-            )
+            let mut out = serde_json::json!({"purged": n, "url": key.to_string(), "soft": soft});
+            if let Some(fleet) = fleet(proxy, inv).await {
+                out["fleet"] = fleet;
+            }
+            json(StatusCode::OK, out)
         }
         _ => {
             let tags: Vec<String> = body.split_ascii_whitespace().map(str::to_string).collect();
@@ -115,12 +121,20 @@ pub(super) async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<sup
             let n = proxy.cache.purge_tags(&tags);
             counters.purge_req.inc();
             counters.purge_objects.add(n as u64);
-            json(
-                StatusCode::OK,
-                serde_json::json!({"purged": n, "tags": tags}),
-            )
+            let mut out = serde_json::json!({"purged": n, "tags": tags});
+            if let Some(fleet) = fleet(proxy, Invalidation::Tags(tags.clone())).await {
+                out["fleet"] = fleet;
+            }
+            json(StatusCode::OK, out)
         }
     }
+}
+
+/// With a fleet (`[storage.shared]`): sends an invalidation applied here to every node and
+/// says what became of it (`fleet` in the answer).
+async fn fleet(proxy: &Proxy, inv: Invalidation) -> Option<serde_json::Value> {
+    let shared = proxy.cache.shared.as_ref()?;
+    Some(feed::broadcast(shared, inv).await.json())
 }
 
 /// `http://host[:port]/path?query` → the cache key it is stored under.

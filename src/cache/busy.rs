@@ -70,6 +70,9 @@ struct Inner {
 /// A fetch in progress that other requests may follow.
 pub struct BusyObject {
     inner: Mutex<Inner>,
+    /// Its URL was purged while it was fetched: what it stores is removed again (a fill that
+    /// raced a purge never outlives it).
+    purged: std::sync::atomic::AtomicBool,
 }
 
 /// What a waiter learns once the leader has a response head.
@@ -99,7 +102,13 @@ impl BusyObject {
                 wakers: Vec::new(),
                 writer: None,
             }),
+            purged: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Whether its URL was purged since the fetch started.
+    pub fn is_purged(&self) -> bool {
+        self.purged.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -369,7 +378,17 @@ impl BusyTable {
             key: key.clone(),
             object,
             released: false,
+            ticket: None,
         })
+    }
+
+    /// Marks the fetch of `key` in progress, if any, as purged (see [`BusyObject::is_purged`]).
+    pub fn mark_purged(&self, key: &CacheKey) {
+        if let Some(object) = self.shard(key).get(key) {
+            object
+                .purged
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
     }
 
     /// Fetches in progress.
@@ -399,11 +418,23 @@ pub struct LeaderGuard {
     key: CacheKey,
     object: Arc<BusyObject>,
     released: bool,
+    /// The fleet lease on this fetch (`[storage.shared]`), released when the fetch ends.
+    ticket: Option<super::shared::Ticket>,
 }
 
 impl LeaderGuard {
     pub fn object(&self) -> &Arc<BusyObject> {
         &self.object
+    }
+
+    /// Holds the fleet lease for this fetch.
+    pub fn set_ticket(&mut self, ticket: Option<super::shared::Ticket>) {
+        self.ticket = ticket;
+    }
+
+    /// The fleet lease, for the write that releases it (or to mark the URL uncacheable).
+    pub fn take_ticket(&mut self) -> Option<super::shared::Ticket> {
+        self.ticket.take()
     }
 
     /// Stops new requests from joining (the object was stored, abandoned or is trimming).

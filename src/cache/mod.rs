@@ -13,6 +13,7 @@ pub mod inspect;
 pub mod memory;
 pub mod partial;
 pub mod policy;
+pub mod shared;
 pub mod slab;
 pub mod tags;
 pub mod tiered;
@@ -584,6 +585,9 @@ pub struct Cache {
     pub tags: tags::TagIndex,
     /// Partial content (206 pieces) per URL, beside the tiers (`partial.rs`).
     pub partial: partial::Partials,
+    /// The fleet's shared tier (`[storage.shared]`), asked by a key's local leader after the
+    /// local tiers missed; None without it (then nothing on any path touches it).
+    pub shared: Option<Arc<shared::SharedTier>>,
 }
 
 /// What the partial content store holds at most unless told otherwise
@@ -615,6 +619,7 @@ impl Cache {
             bans: Arc::new(ban::BanList::new(DEFAULT_MAX_BANS)),
             tags: tags::TagIndex::default(),
             partial: partial::Partials::new(DEFAULT_PARTIAL_CAPACITY),
+            shared: None,
         };
         let found = cache.storage.recovered_index();
         cache.restore_variants(found.variants);
@@ -628,6 +633,34 @@ impl Cache {
     pub fn with_partial_capacity(mut self, bytes: u64) -> Cache {
         self.partial = partial::Partials::new(bytes);
         self
+    }
+
+    /// Asks `shared` after the local tiers (`[storage.shared]`).
+    pub fn with_shared(mut self, shared: Option<Arc<shared::SharedTier>>) -> Cache {
+        self.shared = shared;
+        self
+    }
+
+    /// Stores an object read from the shared tier in the local tiers (variant list and tags
+    /// as a fetched one's), without writing it back. Returns the key it was stored under.
+    pub fn store_from_shared(&self, primary: &CacheKey, object: Arc<Object>) -> CacheKey {
+        self.store(primary, object)
+    }
+
+    /// Learns that `primary` varies on `names` (from the shared tier's variant index), so the
+    /// next lookup computes the request's variant.
+    pub fn learn_vary(&self, primary: &CacheKey, names: Vec<HeaderName>) {
+        if self.vary_names(primary).is_some_and(|i| i.names == names) {
+            return;
+        }
+        self.vary_seen.store(true, Ordering::Release);
+        self.vary_index.insert(
+            primary.clone(),
+            Arc::new(vary::VaryIndex {
+                names,
+                variants: Vec::new(),
+            }),
+        );
     }
 
     /// Uses `bans` (shared with the storage that persists them) as the ban list.

@@ -170,6 +170,13 @@ impl Cache {
     /// Removes every variant of a URL, and its partial content. Returns how many objects were
     /// removed (partial content counting as one).
     pub fn purge(&self, primary: &CacheKey) -> usize {
+        // Marked before the removals: a fill that stores after them sees the mark.
+        self.busy.mark_purged(primary);
+        if let Some(index) = self.vary_index.get(primary) {
+            for v in &index.variants {
+                self.busy.mark_purged(&primary.with_variant(*v));
+            }
+        }
         let mut removed = self.storage.remove(primary) as usize;
         removed += self.partial.remove(primary) as usize;
         if let Some((_, index)) = self.vary_index.remove(primary) {

@@ -344,6 +344,82 @@ impl Default for CacheConfig {
 pub struct StorageConfig {
     /// `[storage.disk]`: the persistent disk tier. Default: none (memory only).
     pub disk: Option<DiskConfig>,
+    /// `[storage.shared]`: the tier shared by a fleet on Redis Cluster. Default: none.
+    pub shared: Option<SharedConfig>,
+}
+
+/// `[storage.shared]`: a tier below memory and disk that every node of a fleet shares, on a
+/// Redis Cluster, and the broadcast of invalidations between the nodes (`cache/shared`).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharedConfig {
+    /// Seed nodes of the cluster, `host:port`. Required, at least one.
+    #[serde(deserialize_with = "lists::one_or_many")]
+    pub nodes: Vec<String>,
+    /// The cluster's password (`requirepass` / the default user). Default: none.
+    #[serde(default)]
+    pub password: Option<String>,
+    /// Prefix of every key Shellac writes. Default `shellac:`.
+    #[serde(default = "default_key_prefix")]
+    pub key_prefix: String,
+    /// This node's name among the fleet (invalidation positions, lag). Default: the host
+    /// name and the first listen port.
+    #[serde(default)]
+    pub node_name: Option<String>,
+    /// Largest object written to the shared tier; larger ones stay local. Default `1MiB`.
+    #[serde(default = "default_shared_max_object")]
+    pub max_object_size: Size,
+    /// Deadline of a connection to a node. Default `1s`.
+    #[serde(default = "default_shared_connect")]
+    pub connect_timeout: Dur,
+    /// Deadline of each read a request waits for (lookup, lease). Default `50ms`.
+    #[serde(default = "default_shared_read")]
+    pub read_timeout: Dur,
+    /// Deadline of each background write and invalidation. Default `500ms`.
+    #[serde(default = "default_shared_write")]
+    pub write_timeout: Dur,
+    /// How long a node holds the fleet lease on fetching a URL, and the longest another node
+    /// waits for it. Default `1s`.
+    #[serde(default = "default_shared_lease")]
+    pub lease_timeout: Dur,
+    /// Failed operations in a row that open the circuit breaker. Default 5.
+    #[serde(default = "default_breaker_threshold")]
+    pub breaker_threshold: u32,
+    /// How long an open breaker skips the shared tier before one probe. Default `1s`.
+    #[serde(default = "default_shared_connect")]
+    pub breaker_cooldown: Dur,
+    /// How long an invalidation waits for every live node to confirm it. Default `1s`.
+    #[serde(default = "default_shared_connect")]
+    pub confirm_timeout: Dur,
+    /// Invalidations kept in the fleet's log (a Redis Stream) for nodes catching up; a node
+    /// further behind drops its local tiers. Default 100000.
+    #[serde(default = "default_log_length")]
+    pub log_length: u64,
+}
+
+fn default_key_prefix() -> String {
+    "shellac:".into()
+}
+fn default_shared_max_object() -> Size {
+    Size(1 << 20)
+}
+fn default_shared_connect() -> Dur {
+    Dur(Duration::from_secs(1))
+}
+fn default_shared_read() -> Dur {
+    Dur(Duration::from_millis(50))
+}
+fn default_shared_write() -> Dur {
+    Dur(Duration::from_millis(500))
+}
+fn default_shared_lease() -> Dur {
+    Dur(Duration::from_secs(1))
+}
+fn default_breaker_threshold() -> u32 {
+    5
+}
+fn default_log_length() -> u64 {
+    100_000
 }
 
 /// `[storage.disk]`: a persistent disk tier below the memory tier (one preallocated file divided

@@ -96,6 +96,39 @@ fn cache(c: &Config, out: &mut Problems) {
             },
         ));
     }
+    if let Some(s) = &c.storage.shared {
+        let at = |field: &str| key(&["storage", "shared", field]);
+        if s.nodes.is_empty() {
+            out.push((
+                at("nodes"),
+                "must name at least one Redis Cluster node".into(),
+            ));
+        }
+        for node in &s.nodes {
+            let port = node.rsplit_once(':').map(|(h, p)| (h, p.parse::<u16>()));
+            if !matches!(port, Some((h, Ok(p))) if !h.is_empty() && p > 0 && !h.contains('/')) {
+                out.push((
+                    at("nodes"),
+                    format!("`{node}` is not host:port (e.g. \"10.0.0.5:7000\")"),
+                ));
+            }
+        }
+        if s.key_prefix.contains(['{', '}']) {
+            out.push((
+                at("key_prefix"),
+                "must not contain `{` or `}` (Redis Cluster reads them as a hash tag)".into(),
+            ));
+        }
+        if s.node_name
+            .as_deref()
+            .is_some_and(|n| n.is_empty() || n.contains(char::is_whitespace))
+        {
+            out.push((
+                at("node_name"),
+                "must be a non-empty word without spaces".into(),
+            ));
+        }
+    }
     if let Some(d) = &c.storage.disk {
         let at = |field: &str| key(&["storage", "disk", field]);
         if d.path.as_os_str().is_empty() {

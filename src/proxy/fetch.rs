@@ -17,6 +17,7 @@ use super::send::{self, SendFailure};
 use crate::backend::BackendBody;
 use crate::cache::busy::{BusyHead, BusyObject, LeaderGuard};
 use crate::cache::policy::{self, NoCacheReason};
+use crate::cache::shared::feed::Position;
 use crate::cache::{Body, CacheKey, Object, StoredFields, VarySelection};
 use crate::http::headers;
 
@@ -24,6 +25,14 @@ use crate::http::headers;
 pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
     let for_cache = !matches!(mode, FetchMode::Pass(_));
     let request_time = SystemTime::now();
+    // Where this node stood in the fleet's invalidation log before asking the origin.
+    let seen = txn
+        .proxy
+        .cache
+        .shared
+        .as_ref()
+        .map(|s| s.feed.position())
+        .unwrap_or_default();
     let resp = match send::send(txn, for_cache).await {
         Ok(resp) => resp,
         Err(failure) => return failed(txn, &mode, failure),
@@ -86,7 +95,7 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
             stale,
             parts,
             &overrides,
-            (request_time, response_time, stored_at),
+            (request_time, response_time, stored_at, seen),
         );
     }
     if parts.status.is_server_error()
@@ -133,7 +142,11 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
                     .cache
                     .mark_hit_for_miss(primary, proxy.config.cache.hit_for_miss_ttl.0);
             }
-            if let Some(guard) = guard {
+            if let Some(mut guard) = guard {
+                if let Some(ticket) = guard.take_ticket() {
+                    // Other nodes fetch this URL at once instead of waiting for the lease.
+                    ticket.pass(proxy.config.cache.hit_for_miss_ttl.0);
+                }
                 guard.object().abandon();
             }
             let status = format!("shellac; fwd=miss; detail={}", reason.as_str());
@@ -183,6 +196,7 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         plan,
         stored_at,
         piece: None,
+        seen,
     };
     tokio::spawn(fill.run(proxy.clone(), primary, busy, guard, body));
     let body = match reader {
@@ -298,12 +312,12 @@ fn same_host_key(target: &CacheKey, uri: &str) -> Option<CacheKey> {
 /// the 304's header fields merged in (RFC 9111 §3.2, §4.3.4).
 fn revalidated(
     txn: &mut Txn,
-    guard: Option<LeaderGuard>,
+    mut guard: Option<LeaderGuard>,
     primary: &CacheKey,
     stale: Arc<Object>,
     parts: Parts,
     overrides: &policy::Overrides,
-    (request_time, response_time, stored_at): (SystemTime, SystemTime, Instant),
+    (request_time, response_time, stored_at, seen): (SystemTime, SystemTime, Instant, Position),
 ) -> Step {
     let proxy = txn.proxy.clone();
     proxy.counters.cache_revalidated.inc();
@@ -349,7 +363,13 @@ fn revalidated(
                 state: Default::default(),
                 prepared: Default::default(),
             });
-            proxy.cache.store(primary, object.clone());
+            let key = proxy.cache.store(primary, object.clone());
+            if let Some(shared) = &proxy.cache.shared {
+                // The refreshed copy replaces the stale one fleet-wide (its lease, if this
+                // request held one, is released by the write).
+                let ticket = guard.as_mut().and_then(LeaderGuard::take_ticket);
+                shared.share(primary, &key, &object, ticket, seen);
+            }
             (
                 object,
                 "shellac; fwd=stale; fwd-status=304; stored".to_string(),

@@ -12,6 +12,7 @@ use crate::backend::BackendBody;
 use crate::cache::busy::{BusyObject, LeaderGuard};
 use crate::cache::partial::{Added, Piece, Validator, representation_fields};
 use crate::cache::policy::StorePlan;
+use crate::cache::shared::feed::Position;
 use crate::cache::{Body, CacheKey, Object, StoredFields, VarySelection, body, boxed_vary};
 
 /// What the fill needs to build the cached object once the body is complete.
@@ -23,6 +24,9 @@ pub(super) struct Fill {
     pub stored_at: Instant,
     /// The body is a piece of partial content (`combine.rs`), not a whole object.
     pub piece: Option<PieceTarget>,
+    /// This node's position in the fleet's invalidation log when the fetch started: the
+    /// shared tier refuses the object if its URL was purged after it (`cache/shared`).
+    pub seen: Position,
 }
 
 /// Where a 206's body goes in its representation.
@@ -131,10 +135,19 @@ impl Fill {
                 state: Default::default(),
                 prepared: Default::default(),
             };
-            proxy.cache.store(&key, Arc::new(object));
+            let object = Arc::new(object);
+            let stored = proxy.cache.store(&key, object.clone());
             proxy.counters.cache_insert.inc();
             // A whole object supersedes any pieces of the URL.
             proxy.cache.partial.remove(&key);
+            if busy.is_purged() {
+                // Purged while it was fetched (the mark is set before the purge removes, and
+                // read after this store): it does not outlive the purge.
+                proxy.cache.storage.remove(&stored);
+            } else if let Some(shared) = &proxy.cache.shared {
+                let ticket = guard.as_mut().and_then(LeaderGuard::take_ticket);
+                shared.share(&key, &stored, &object, ticket, self.seen);
+            }
         }
         busy.finish();
         drop(guard);

@@ -28,6 +28,8 @@ use crate::backend::Backend;
 use crate::backend::director::Member;
 use crate::cache::busy::{BusyObject, HeadOutcome, Join, LeaderGuard};
 use crate::cache::policy::NoCacheReason;
+use crate::cache::shared::Found;
+use crate::cache::shared::feed::{self, Invalidation};
 use crate::cache::{CacheKey, NeedsIo, Object, vary_matches};
 use crate::http::cache_control::CacheControl;
 use crate::http::headers::has_field;
@@ -48,6 +50,11 @@ pub(super) enum Step {
     /// Leader of a fetch for this key, whose copy the tiers without I/O do not have: look in
     /// the tiers below once more before fetching (the previous leader may have stored it).
     RecheckIo(CacheKey, Instant, LeaderGuard),
+    /// Leader of a fetch whose key the local tiers do not have: ask the fleet's shared tier
+    /// (`[storage.shared]`) — a copy, the lease on fetching it, or a wait for another node's.
+    Shared(CacheKey, LeaderGuard),
+    /// A PURGE applied here, to be sent to the fleet: (what, objects removed here, words).
+    Broadcast(Invalidation, usize, String),
     Hit(Arc<Object>),
     Grace(Arc<Object>),
     Wait(Arc<BusyObject>),
@@ -66,6 +73,8 @@ impl Step {
             Step::Lookup => "lookup",
             Step::LookupIo(..) => "lookup-io",
             Step::RecheckIo(..) => "recheck-io",
+            Step::Shared(..) => "shared",
+            Step::Broadcast(..) => "broadcast",
             Step::Hit(_) => "hit",
             Step::Grace(_) => "grace",
             Step::Wait(_) => "wait",
@@ -215,6 +224,8 @@ impl Rest {
                 Step::Fetch(mode) => fetch::fetch(&mut txn, mode).await,
                 Step::LookupIo(key, now) => txn.lookup_io(key, now).await,
                 Step::RecheckIo(key, now, guard) => txn.recheck_io(key, now, guard).await,
+                Step::Shared(key, guard) => txn.shared(key, guard).await,
+                Step::Broadcast(inv, n, what) => txn.broadcast(inv, n, what).await,
                 Step::Deliver(resp) => {
                     let resp = super::observe::deliver(&txn, resp, started);
                     return (resp, txn.proxy);
@@ -243,7 +254,9 @@ fn drive(txn: &mut Txn, mut step: Step) -> Step {
             | Step::Wait(_)
             | Step::Fetch(_)
             | Step::LookupIo(..)
-            | Step::RecheckIo(..)) => return stop,
+            | Step::RecheckIo(..)
+            | Step::Shared(..)
+            | Step::Broadcast(..)) => return stop,
         };
     }
 }
@@ -439,31 +452,24 @@ impl Txn {
         let Some(key) = &self.key else {
             return Step::Synth(StatusCode::BAD_REQUEST, "no-key");
         };
-        let (n, what) = if !tags.is_empty() {
-            (cache.purge_tags(&tags), format!("tags {}", tags.join(" ")))
+        let (n, what, inv) = if !tags.is_empty() {
+            let what = format!("tags {}", tags.join(" "));
+            (cache.purge_tags(&tags), what, Invalidation::Tags(tags))
         } else if soft {
-            (cache.soft_purge(key), format!("{key} (soft)"))
+            let what = format!("{key} (soft)");
+            (cache.soft_purge(key), what, Invalidation::Soft(key.clone()))
         } else {
-            (cache.purge(key), key.to_string())
+            (
+                cache.purge(key),
+                key.to_string(),
+                Invalidation::Purge(key.clone()),
+            )
         };
         counters.purge_objects.add(n as u64);
-        let status = if n > 0 {
-            StatusCode::OK
-        } else {
-            StatusCode::NOT_FOUND
-        };
-        let body = format!(
-            "{} {}\npurged {n} object{} for {what}\n",
-            status.as_u16(),
-            status.canonical_reason().unwrap_or(""),
-            if n == 1 { "" } else { "s" }
-        );
-        Step::Deliver(deliver::generated(
-            status,
-            "text/plain; charset=utf-8",
-            body,
-            None,
-        ))
+        if cache.shared.is_some() {
+            return Step::Broadcast(inv, n, what);
+        }
+        purge_answer(n, &what, None)
     }
 
     /// The authority the request is for: the absolute-form target's, else the single Host.
@@ -572,8 +578,60 @@ impl Txn {
     ) -> Step {
         match found.and_then(|object| self.classify(key, object, now, false)) {
             Some(hit) => hit,
+            None if self.proxy.cache.shared.is_some() => Step::Shared(key.clone(), guard),
             None => Step::Miss(guard),
         }
+    }
+
+    /// The leader asks the fleet's shared tier: a copy (stored locally, then judged like a
+    /// local one; local waiters look up again and find it), the URL's `Vary` fields (look up
+    /// the request's variant), or nothing — fetch, with the fleet lease if this node got it.
+    async fn shared(&mut self, key: CacheKey, mut guard: LeaderGuard) -> Step {
+        let (Some(shared), Some(primary)) = (self.proxy.cache.shared.clone(), self.key.clone())
+        else {
+            return Step::Miss(guard);
+        };
+        match shared.lookup(&key, true).await {
+            Found::Object(object) => {
+                self.proxy.cache.store_from_shared(&primary, object.clone());
+                let now = Instant::now();
+                self.looked_up = now;
+                match self.classify(&key, object, now, false) {
+                    Some(Step::Hit(object)) => {
+                        drop(guard);
+                        let counters = &self.proxy.counters;
+                        counters.cache_hit.inc();
+                        counters.cache_hit_shared.inc();
+                        let status =
+                            format!("{}; detail=shared", &*deliver::hit_status(&object, now));
+                        self.deliver_object_at(object, &status, now)
+                    }
+                    Some(step) => {
+                        drop(guard);
+                        step
+                    }
+                    None => Step::Miss(guard),
+                }
+            }
+            Found::Varies(names) => {
+                self.proxy.cache.learn_vary(&primary, names);
+                drop(guard);
+                Step::Lookup
+            }
+            Found::Miss(ticket) => {
+                guard.set_ticket(ticket);
+                Step::Miss(guard)
+            }
+        }
+    }
+
+    /// Sends a PURGE applied here to the fleet and answers with what became of it.
+    async fn broadcast(&mut self, inv: Invalidation, n: usize, what: String) -> Step {
+        let fleet = match &self.proxy.cache.shared {
+            Some(shared) => Some(feed::broadcast(shared, inv).await),
+            None => None,
+        };
+        purge_answer(n, &what, fleet.as_ref())
     }
 
     /// The leader's second look continued in the tiers that need I/O.
@@ -876,6 +934,33 @@ impl Txn {
         self.proxy.counters.synth_resp.inc();
         Step::Deliver(deliver::synth(status, detail, self.close))
     }
+}
+
+/// The answer to a PURGE: 200 with what was removed (here, and from the shared tier), 404 if
+/// nothing was cached; with a fleet, whether the other nodes confirmed it.
+fn purge_answer(n: usize, what: &str, fleet: Option<&feed::Broadcast>) -> Step {
+    let shared = fleet.map_or(0, |b| b.shared_removed);
+    let status = if n > 0 || shared > 0 {
+        StatusCode::OK
+    } else {
+        StatusCode::NOT_FOUND
+    };
+    let mut body = format!(
+        "{} {}\npurged {n} object{} for {what}\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or(""),
+        if n == 1 { "" } else { "s" }
+    );
+    if let Some(b) = fleet {
+        body.push_str(&b.summary());
+        body.push('\n');
+    }
+    Step::Deliver(deliver::generated(
+        status,
+        "text/plain; charset=utf-8",
+        body,
+        None,
+    ))
 }
 
 /// Rewrites `Accept-Encoding` to `gzip`, `br` or nothing, so clients that differ only in how

@@ -28,6 +28,7 @@ use crate::backend::director::Backends;
 use crate::cache::ban::BanList;
 use crate::cache::disk::DiskStorage;
 use crate::cache::memory::MemoryStorage;
+use crate::cache::shared::SharedTier;
 use crate::cache::tiered::Tiered;
 use crate::cache::{Cache, Storage};
 use crate::config::{Config, OnOpenError};
@@ -111,6 +112,7 @@ impl Proxy {
                 }
             },
         };
+        let disk_running = disk.is_some();
         let (storage, tier_max): (Arc<dyn Storage>, u64) = match disk {
             Some((disk, admission)) => {
                 let tiered =
@@ -139,13 +141,35 @@ impl Proxy {
             output,
             counters.clone(),
         )?;
+        // The fleet's shared tier connects in the background: start-up never waits for Redis.
+        let shared = config
+            .storage
+            .shared
+            .as_ref()
+            .map(|s| SharedTier::start(s, node_name(&config, s), counters.clone()));
+        let cache = Arc::new(
+            Cache::new(storage, config.cache.max_variants)
+                .with_bans(bans)
+                // Partial content beside the memory tier: an eighth of its bound.
+                .with_partial_capacity(config.cache.memory_size.0 / 8)
+                .with_shared(shared.clone()),
+        );
+        if let Some(shared) = &shared {
+            // With a disk tier the position in the fleet's invalidation log survives a
+            // restart beside its file, so the node catches up instead of dropping its cache.
+            let state = disk_running
+                .then(|| {
+                    config
+                        .storage
+                        .disk
+                        .as_ref()
+                        .map(|d| d.path.with_extension("fleet"))
+                })
+                .flatten();
+            shared.feed.attach(&cache, state);
+        }
         Ok(Arc::new(Proxy {
-            cache: Arc::new(
-                Cache::new(storage, config.cache.max_variants)
-                    .with_bans(bans)
-                    // Partial content beside the memory tier: an eighth of its bound.
-                    .with_partial_capacity(config.cache.memory_size.0 / 8),
-            ),
+            cache,
             backends,
             rules,
             counters,
@@ -309,12 +333,49 @@ impl Proxy {
             "n_client_conn_waiting",
             self.shared.waiting_conns.load(Ordering::Relaxed),
         ));
+        let fleet = self.cache.shared.as_deref();
+        out.push((
+            "shared_breaker_state",
+            fleet.map_or(0, |f| f.breaker.state_code()),
+        ));
+        out.push((
+            "fleet_inval_lag_ms",
+            fleet.map_or(0, |f| f.feed.lag_ms.load(Ordering::Relaxed)),
+        ));
+        out.push((
+            "fleet_sync_age_ms",
+            fleet.map_or(0, |f| f.feed.sync_age_ms().min(u64::MAX >> 1)),
+        ));
+        out.push((
+            "fleet_inval_outbox",
+            fleet.map_or(0, |f| f.feed.queued() as u64),
+        ));
         out.push(("uptime_seconds", self.shared.started.elapsed().as_secs()));
         out.push((
             "log_subscribers",
             self.shared.recorder.subscriber_count() as u64,
         ));
         out
+    }
+}
+
+/// `storage.shared.node_name`, else the host name and the first listen port: stable across
+/// restarts (the fleet keeps each node's position under it) and distinct per instance.
+fn node_name(config: &Config, shared: &crate::config::SharedConfig) -> String {
+    if let Some(name) = &shared.node_name {
+        return name.clone();
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let host = if host.is_empty() {
+        "shellac".into()
+    } else {
+        host
+    };
+    match config.server.listen.first() {
+        Some(addr) => format!("{host}:{}", addr.port()),
+        None => host,
     }
 }
 

@@ -6,6 +6,7 @@ pub mod binary;
 pub mod h2;
 pub mod log_stream;
 pub mod raw_origin;
+pub mod redis_cluster;
 pub mod tls;
 pub mod tools;
 

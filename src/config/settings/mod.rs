@@ -10,6 +10,7 @@
 //!   that each definition's default is what the code uses.
 
 mod cache;
+mod fleet;
 mod http2;
 mod origins;
 pub mod render;
@@ -278,6 +279,13 @@ pub const SECTIONS: &[Section] = &[
         context: "[storage.disk]\npath = \"/var/cache/shellac/cache.dat\"\nsize = \"1GiB\"\n[[backend]]\nhost = \"127.0.0.1\"\n",
     },
     Section {
+        name: "storage.shared",
+        array: false,
+        optional: true,
+        inline: false,
+        context: "[storage.shared]\nnodes = [\"127.0.0.1:7000\"]\n[[backend]]\nhost = \"127.0.0.1\"\n",
+    },
+    Section {
         name: "backend",
         array: true,
         optional: false,
@@ -357,6 +365,7 @@ pub fn all() -> impl Iterator<Item = &'static Setting> {
         .chain(tls::TLS_CERTIFICATE)
         .chain(cache::CACHE)
         .chain(cache::STORAGE)
+        .chain(fleet::SHARED)
         .chain(origins::BACKEND)
         .chain(origins::PROBE)
         .chain(origins::DIRECTOR)

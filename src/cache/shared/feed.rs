@@ -1,0 +1,709 @@
+//! Invalidation everywhere: a PURGE, soft purge, ban or tag purge sent to any node is applied
+//! there, removed from the shared tier, appended to the fleet's log (a Redis Stream,
+//! `P{fleet}log`, bounded by `log_length`) and announced on a sharded pub/sub channel
+//! (`P{fleet}inval`). Every node's feed task applies the log in order from its position: at
+//! once when the announcement arrives, and every [`POLL`] anyway (a lost message, a node that
+//! was disconnected or restarted catches up from its position). A node whose position was
+//! trimmed from the log, or whose log vanished, drops its local tiers (a ban on everything)
+//! rather than serve something purged. Each node records its position and a heartbeat in
+//! `P{fleet}nodes`; the sender waits, up to `confirm_timeout`, until every live node's
+//! position has passed the invalidation, and says which did.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use super::SharedTier;
+use super::layout::wall_ms;
+use super::remote::Reply;
+use crate::cache::{Cache, CacheKey};
+
+/// How often the feed reads the log without being told (also the heartbeat).
+pub const POLL: Duration = Duration::from_millis(500);
+/// A node whose heartbeat is older is not waited for.
+const LIVE: Duration = Duration::from_secs(5);
+/// Log entries read per request.
+const BATCH: usize = 512;
+/// Invalidations kept while Redis cannot be reached, sent when it can.
+const OUTBOX: usize = 10_000;
+
+/// A position in the fleet's log (a stream id, `ms-seq`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Position {
+    pub ms: u64,
+    pub seq: u64,
+}
+
+impl Position {
+    pub fn parse(s: &str) -> Option<Position> {
+        let (ms, seq) = s.split_once('-')?;
+        Some(Position {
+            ms: ms.parse().ok()?,
+            seq: seq.parse().ok()?,
+        })
+    }
+}
+
+impl std::fmt::Display for Position {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.ms, self.seq)
+    }
+}
+
+/// One invalidation, as the log carries it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Invalidation {
+    Purge(CacheKey),
+    Soft(CacheKey),
+    Ban(String),
+    Tags(Vec<String>),
+}
+
+impl Invalidation {
+    fn kind(&self) -> &'static str {
+        match self {
+            Invalidation::Purge(_) => "purge",
+            Invalidation::Soft(_) => "soft",
+            Invalidation::Ban(_) => "ban",
+            Invalidation::Tags(_) => "tags",
+        }
+    }
+
+    fn arg(&self) -> String {
+        match self {
+            Invalidation::Purge(k) | Invalidation::Soft(k) => {
+                format!("{}:{}", k.host_len(), k.text())
+            }
+            Invalidation::Ban(e) => e.clone(),
+            Invalidation::Tags(t) => t.join(" "),
+        }
+    }
+
+    fn decode(kind: &[u8], arg: &[u8]) -> Option<Invalidation> {
+        let arg = std::str::from_utf8(arg).ok()?;
+        let url = || super::layout::tag_member_key(arg.as_bytes());
+        Some(match kind {
+            b"purge" => Invalidation::Purge(url()?),
+            b"soft" => Invalidation::Soft(url()?),
+            b"ban" => Invalidation::Ban(arg.to_string()),
+            b"tags" => {
+                Invalidation::Tags(arg.split_ascii_whitespace().map(str::to_string).collect())
+            }
+            _ => return None,
+        })
+    }
+
+    /// Applies it to this node's local tiers; objects affected.
+    pub fn apply_locally(&self, cache: &Cache) -> usize {
+        match self {
+            Invalidation::Purge(k) => cache.purge(k),
+            Invalidation::Soft(k) => cache.soft_purge(k),
+            Invalidation::Tags(t) => cache.purge_tags(t),
+            Invalidation::Ban(e) => match cache.bans.add(e) {
+                Ok(ban) => {
+                    let storage = cache.storage.clone();
+                    // Persisted like a local ban (disk tier); not waited for here.
+                    tokio::spawn(async move {
+                        if let Err(e) = storage.persist_ban(ban).await {
+                            tracing::warn!(error = %e, "fleet ban not persisted");
+                        }
+                    });
+                    1
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "fleet ban not applied");
+                    0
+                }
+            },
+        }
+    }
+}
+
+/// What became of an invalidation sent to the fleet.
+#[derive(Debug, Default)]
+pub struct Broadcast {
+    /// In the fleet's log (false: queued until Redis can be reached).
+    pub sent: bool,
+    /// Objects removed from the shared tier.
+    pub shared_removed: u64,
+    /// Other live nodes that applied it within `confirm_timeout`.
+    pub confirmed: Vec<String>,
+    /// Other live nodes that had not.
+    pub pending: Vec<String>,
+}
+
+impl Broadcast {
+    /// One line for an answer: `fleet: sent; shared tier: N removed; confirmed by a, b;
+    /// pending c` or `fleet: queued (...)`.
+    pub fn summary(&self) -> String {
+        if !self.sent {
+            return "fleet: queued (Redis cannot be reached; sent when it can)".into();
+        }
+        let mut out = format!("fleet: sent; shared tier: {} removed", self.shared_removed);
+        if !self.confirmed.is_empty() {
+            out.push_str(&format!("; confirmed by {}", self.confirmed.join(", ")));
+        }
+        if !self.pending.is_empty() {
+            out.push_str(&format!(
+                "; not confirmed in time by {}",
+                self.pending.join(", ")
+            ));
+        }
+        out
+    }
+
+    /// The same as JSON, for the admin API.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "sent": self.sent,
+            "shared_removed": self.shared_removed,
+            "confirmed": self.confirmed,
+            "pending": self.pending,
+        })
+    }
+}
+
+/// The feed's state on this node.
+pub struct Feed {
+    stream: Vec<u8>,
+    channel: Vec<u8>,
+    nodes: Vec<u8>,
+    applied: Mutex<Position>,
+    /// Set once the node knows where it stands in the log.
+    started: AtomicBool,
+    cache: OnceLock<Weak<Cache>>,
+    /// Where the position survives a restart (beside the disk tier's file).
+    state_file: OnceLock<std::path::PathBuf>,
+    wake: tokio::sync::Notify,
+    outbox: Mutex<VecDeque<Invalidation>>,
+    /// Milliseconds since the last complete read of the log (0 before the first).
+    last_sync: AtomicU64,
+    /// The log's newest position (ms part) at the last read, and ours then: the lag.
+    pub lag_ms: AtomicU64,
+    /// Set after the first complete read of the log.
+    synced: tokio::sync::watch::Sender<bool>,
+}
+
+impl Feed {
+    pub fn new(prefix: &str) -> Feed {
+        Feed {
+            stream: format!("{prefix}{{fleet}}log").into_bytes(),
+            channel: format!("{prefix}{{fleet}}inval").into_bytes(),
+            nodes: format!("{prefix}{{fleet}}nodes").into_bytes(),
+            applied: Mutex::new(Position::default()),
+            started: AtomicBool::new(false),
+            cache: OnceLock::new(),
+            state_file: OnceLock::new(),
+            wake: tokio::sync::Notify::new(),
+            outbox: Mutex::new(VecDeque::new()),
+            last_sync: AtomicU64::new(0),
+            lag_ms: AtomicU64::new(0),
+            synced: tokio::sync::watch::channel(false).0,
+        }
+    }
+
+    /// Waits (at most `limit`) for the first complete read of the log; true if it happened.
+    pub async fn wait_synced(&self, limit: Duration) -> bool {
+        let mut rx = self.synced.subscribe();
+        tokio::time::timeout(limit, rx.wait_for(|s| *s))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// The cache invalidations apply to (set once, after it is built).
+    pub fn attach(&self, cache: &Arc<Cache>, state_file: Option<std::path::PathBuf>) {
+        let _ = self.cache.set(Arc::downgrade(cache));
+        if let Some(f) = state_file {
+            let _ = self.state_file.set(f);
+        }
+    }
+
+    /// This node's position: every invalidation up to it is applied here.
+    pub fn position(&self) -> Position {
+        *self.applied.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set_position(&self, p: Position) {
+        *self.applied.lock().unwrap_or_else(|p| p.into_inner()) = p;
+    }
+
+    /// Invalidations waiting for Redis.
+    pub fn queued(&self) -> usize {
+        self.outbox.lock().map(|q| q.len()).unwrap_or(0)
+    }
+
+    /// Milliseconds since the log was last read completely (`u64::MAX`: never).
+    pub fn sync_age_ms(&self) -> u64 {
+        match self.last_sync.load(Ordering::Relaxed) {
+            0 => u64::MAX,
+            t => crate::clock::now_ms().saturating_sub(t),
+        }
+    }
+}
+
+/// Starts the feed task of `tier`.
+pub fn spawn(
+    tier: Arc<SharedTier>,
+    mut messages: tokio::sync::mpsc::UnboundedReceiver<(Bytes, Bytes)>,
+) {
+    let weak = Arc::downgrade(&tier);
+    drop(tier);
+    tokio::spawn(async move {
+        let mut subscribed = false;
+        loop {
+            let Some(tier) = weak.upgrade() else {
+                return;
+            };
+            if !subscribed {
+                let sub = tier.remote().subscribe(tier.feed.channel.clone());
+                subscribed = tier.call(tier.write_timeout, sub).await.is_some();
+            }
+            flush_outbox(&tier).await;
+            sync(&tier).await;
+            let wake = async {
+                tokio::select! {
+                    m = messages.recv() => m.is_some(),
+                    _ = tier.feed.wake.notified() => true,
+                    _ = tokio::time::sleep(POLL) => true,
+                }
+            };
+            if !wake.await {
+                // The client is gone (shutdown).
+                tokio::time::sleep(POLL).await;
+            }
+            drop(tier);
+        }
+    });
+}
+
+/// Reads the log from this node's position and applies what it finds, in order.
+async fn sync(tier: &Arc<SharedTier>) {
+    let feed = &tier.feed;
+    let Some(cache) = feed.cache.get().and_then(Weak::upgrade) else {
+        return;
+    };
+    let started = crate::clock::now_ms();
+    let info = tier.remote().command(vec![
+        b"XINFO".to_vec(),
+        b"STREAM".to_vec(),
+        feed.stream.clone(),
+    ]);
+    let (newest, trimmed) = match tokio::time::timeout(tier.write_timeout, info).await {
+        Ok(Ok(reply)) => stream_info(reply),
+        // No log yet (no invalidation was ever sent).
+        Ok(Err(e)) if e.to_string().contains("no such key") => {
+            (Position::default(), Position::default())
+        }
+        _ => {
+            tier.counters.shared_error.inc();
+            return;
+        }
+    };
+    let mut at = feed.position();
+    if !feed.started.load(Ordering::Acquire) {
+        at = start_position(tier, &cache, newest).await;
+        feed.set_position(at);
+        feed.started.store(true, Ordering::Release);
+    } else if at < trimmed || newest < at {
+        // Entries we never applied were trimmed, or the log was lost (flushed, a failover
+        // that lost it): what they said is unknown.
+        tracing::warn!(position = %at, log = %newest, "this node fell behind the fleet's invalidation log; dropping its local cache");
+        drop_local(tier, &cache).await;
+        at = newest;
+        feed.set_position(at);
+    }
+    loop {
+        let read = tier.remote().command(vec![
+            b"XRANGE".to_vec(),
+            feed.stream.clone(),
+            format!("({at}").into_bytes(),
+            b"+".to_vec(),
+            b"COUNT".to_vec(),
+            BATCH.to_string().into_bytes(),
+        ]);
+        let Some(entries) = tier.call(tier.write_timeout, read).await else {
+            return;
+        };
+        let entries = entries.array();
+        let n = entries.len();
+        for entry in entries {
+            let mut parts = entry.array().into_iter();
+            let Some(id) = parts
+                .next()
+                .and_then(|i| i.text().and_then(Position::parse))
+            else {
+                continue;
+            };
+            let fields = parts.next().map(Reply::array).unwrap_or_default();
+            apply(tier, &cache, &fields);
+            at = id;
+            feed.set_position(at);
+        }
+        if n < BATCH {
+            break;
+        }
+    }
+    feed.last_sync.store(started, Ordering::Relaxed);
+    feed.synced.send_replace(true);
+    feed.lag_ms
+        .store(newest.ms.saturating_sub(at.ms), Ordering::Relaxed);
+    let beat = tier.remote().command(vec![
+        b"HSET".to_vec(),
+        feed.nodes.clone(),
+        tier.node.clone().into_bytes(),
+        format!("{at} {}", wall_ms()).into_bytes(),
+    ]);
+    tier.call(tier.write_timeout, beat).await;
+    save_position(feed, at);
+}
+
+fn apply(tier: &SharedTier, cache: &Cache, fields: &[Reply]) {
+    let mut node = None;
+    let (mut kind, mut arg) = (None, None);
+    for pair in fields.chunks(2) {
+        if let [Reply::Data(name), Reply::Data(value)] = pair {
+            match &name[..] {
+                b"n" => node = Some(value.clone()),
+                b"k" => kind = Some(value.clone()),
+                b"a" => arg = Some(value.clone()),
+                _ => {}
+            }
+        }
+    }
+    if node.as_deref() == Some(tier.node.as_bytes()) {
+        return; // Ours: applied when it was sent.
+    }
+    let (Some(kind), Some(arg)) = (kind, arg) else {
+        return;
+    };
+    match Invalidation::decode(&kind, &arg) {
+        Some(inv) => {
+            inv.apply_locally(cache);
+            tier.counters.fleet_inval_applied.inc();
+        }
+        None => tracing::warn!("unreadable entry in the fleet's invalidation log; skipped"),
+    }
+}
+
+/// Where a node that just connected starts: its saved position if it has one (a restart with
+/// a disk tier), else the log's end — dropping what the local tiers hold if they hold
+/// anything, since what was invalidated meanwhile is unknown.
+async fn start_position(tier: &SharedTier, cache: &Arc<Cache>, newest: Position) -> Position {
+    if let Some(saved) = tier
+        .feed
+        .state_file
+        .get()
+        .and_then(|f| std::fs::read_to_string(f).ok())
+        && let Some(p) = Position::parse(saved.trim())
+        && p <= newest
+    {
+        return p;
+    }
+    let local = cache.storage.stats().objects
+        + cache
+            .storage
+            .lower_tiers()
+            .iter()
+            .map(|(_, s)| s.objects)
+            .sum::<u64>();
+    if local > 0 {
+        tracing::warn!(
+            objects = local,
+            "joining the fleet's invalidation log without a saved position; dropping the local cache"
+        );
+        drop_local(tier, cache).await;
+    }
+    newest
+}
+
+/// Bans everything stored until now on this node only (memory and disk).
+async fn drop_local(tier: &SharedTier, cache: &Cache) {
+    tier.counters.fleet_reset.inc();
+    if let Err(e) = cache.ban("req.url ~ .").await {
+        tracing::warn!(error = %e, "dropping the local cache: ban not persisted");
+    }
+}
+
+fn save_position(feed: &Feed, at: Position) {
+    let Some(path) = feed.state_file.get().cloned() else {
+        return;
+    };
+    tokio::task::spawn_blocking(move || {
+        let tmp = path.with_extension("fleet.tmp");
+        if std::fs::write(&tmp, format!("{at}\n")).is_ok() {
+            let _ = std::fs::rename(&tmp, &path);
+        }
+    });
+}
+
+/// (newest id, largest trimmed id) from `XINFO STREAM`.
+fn stream_info(reply: Reply) -> (Position, Position) {
+    let items = reply.array();
+    let mut newest = Position::default();
+    let mut trimmed = Position::default();
+    for pair in items.chunks(2) {
+        if let [Reply::Data(name), value] = pair {
+            let p = value.text().and_then(Position::parse).unwrap_or_default();
+            match &name[..] {
+                b"last-generated-id" => newest = p,
+                b"max-deleted-entry-id" => trimmed = p,
+                _ => {}
+            }
+        }
+    }
+    (newest, trimmed)
+}
+
+/// Sends `inv` (already applied on this node) to the fleet: the shared tier's copies go,
+/// the log gets it, the other nodes are told and, up to `confirm_timeout`, waited for.
+pub async fn broadcast(tier: &Arc<SharedTier>, inv: Invalidation) -> Broadcast {
+    // Copies in the shared tier go first: a node that applies the entry and misses locally
+    // must not find them there.
+    let mut out = Broadcast {
+        shared_removed: remove_shared(tier, &inv, tier.feed.position())
+            .await
+            .unwrap_or(0),
+        ..Broadcast::default()
+    };
+    let Some(at) = append(tier, &inv).await else {
+        tier.counters.fleet_inval_queued.inc();
+        let mut q = tier.feed.outbox.lock().unwrap_or_else(|p| p.into_inner());
+        if q.len() < OUTBOX {
+            q.push_back(inv);
+        } else {
+            tier.counters.fleet_inval_dropped.inc();
+        }
+        return out;
+    };
+    out.sent = true;
+    tier.counters.fleet_inval_sent.inc();
+    // Again at the log position: what a fill that raced the purge committed meanwhile goes,
+    // and later commits of fills that started before it are refused.
+    if let Some(n) = remove_shared(tier, &inv, at).await {
+        out.shared_removed += n;
+    }
+    let publish = tier.remote().command(vec![
+        b"SPUBLISH".to_vec(),
+        tier.feed.channel.clone(),
+        at.to_string().into_bytes(),
+    ]);
+    tier.call(tier.write_timeout, publish).await;
+    (out.confirmed, out.pending) = confirmations(tier, at).await;
+    out
+}
+
+async fn remove_shared(tier: &SharedTier, inv: &Invalidation, at: Position) -> Option<u64> {
+    match inv {
+        Invalidation::Purge(k) | Invalidation::Soft(k) => tier.purge_url(k, at).await,
+        Invalidation::Tags(tags) => {
+            let mut n = 0;
+            for tag in tags {
+                for url in tier.take_tag(tag).await? {
+                    n += tier.purge_url(&url, at).await?;
+                }
+            }
+            Some(n)
+        }
+        // Bans are checked when an object is read from the shared tier (`Cache::check_bans`
+        // at lookup), by the node reading it: no scan of the keyspace.
+        Invalidation::Ban(_) => Some(0),
+    }
+}
+
+async fn append(tier: &SharedTier, inv: &Invalidation) -> Option<Position> {
+    let add = tier.remote().command(vec![
+        b"XADD".to_vec(),
+        tier.feed.stream.clone(),
+        b"MAXLEN".to_vec(),
+        b"~".to_vec(),
+        tier.log_length.to_string().into_bytes(),
+        b"*".to_vec(),
+        b"n".to_vec(),
+        tier.node.clone().into_bytes(),
+        b"k".to_vec(),
+        inv.kind().as_bytes().to_vec(),
+        b"a".to_vec(),
+        inv.arg().into_bytes(),
+    ]);
+    let id = tier.call(tier.write_timeout, add).await?;
+    id.text().and_then(Position::parse)
+}
+
+/// Polls the nodes' positions until every other live node has passed `at`.
+async fn confirmations(tier: &SharedTier, at: Position) -> (Vec<String>, Vec<String>) {
+    let until = Instant::now() + tier.confirm_timeout;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        let mut confirmed = Vec::new();
+        let mut pending = Vec::new();
+        let get = tier
+            .remote()
+            .command(vec![b"HGETALL".to_vec(), tier.feed.nodes.clone()]);
+        let Some(nodes) = tier.call(tier.write_timeout, get).await else {
+            return (confirmed, pending);
+        };
+        let now = wall_ms();
+        for pair in nodes.array().chunks(2) {
+            let [Reply::Data(name), Reply::Data(value)] = pair else {
+                continue;
+            };
+            let name = String::from_utf8_lossy(name).into_owned();
+            if name == tier.node {
+                continue;
+            }
+            let value = String::from_utf8_lossy(value);
+            let mut parts = value.split_ascii_whitespace();
+            let pos = parts.next().and_then(Position::parse).unwrap_or_default();
+            let beat: u64 = parts.next().and_then(|b| b.parse().ok()).unwrap_or(0);
+            if now.saturating_sub(beat) > LIVE.as_millis() as u64 {
+                continue;
+            }
+            if pos >= at {
+                confirmed.push(name);
+            } else {
+                pending.push(name);
+            }
+        }
+        if pending.is_empty() || Instant::now() + pause > until {
+            if !pending.is_empty() {
+                tier.counters.fleet_inval_unconfirmed.inc();
+            }
+            return (confirmed, pending);
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
+/// Sends what was queued while Redis could not be reached.
+async fn flush_outbox(tier: &Arc<SharedTier>) {
+    loop {
+        let next = tier.feed.outbox.lock().ok().and_then(|mut q| q.pop_front());
+        let Some(inv) = next else {
+            return;
+        };
+        let at = tier.feed.position();
+        if remove_shared(tier, &inv, at).await.is_none() {
+            push_front(tier, inv);
+            return;
+        }
+        let Some(at) = append(tier, &inv).await else {
+            push_front(tier, inv);
+            return;
+        };
+        tier.counters.fleet_inval_sent.inc();
+        remove_shared(tier, &inv, at).await;
+        let publish = tier.remote().command(vec![
+            b"SPUBLISH".to_vec(),
+            tier.feed.channel.clone(),
+            at.to_string().into_bytes(),
+        ]);
+        tier.call(tier.write_timeout, publish).await;
+    }
+}
+
+fn push_front(tier: &SharedTier, inv: Invalidation) {
+    if let Ok(mut q) = tier.feed.outbox.lock() {
+        q.push_front(inv);
+    }
+}
+
+/// The other nodes as the log sees them: (name, position, milliseconds since its heartbeat,
+/// lag behind the log's newest entry in ms). For `/fleet`.
+pub async fn nodes(tier: &SharedTier) -> Option<Vec<(String, Position, u64, u64)>> {
+    let get = tier
+        .remote()
+        .command(vec![b"HGETALL".to_vec(), tier.feed.nodes.clone()]);
+    let nodes = tier
+        .call(tier.read_timeout.max(Duration::from_millis(200)), get)
+        .await?;
+    let info = tier.remote().command(vec![
+        b"XINFO".to_vec(),
+        b"STREAM".to_vec(),
+        tier.feed.stream.clone(),
+    ]);
+    let newest = match tier
+        .call(tier.read_timeout.max(Duration::from_millis(200)), info)
+        .await
+    {
+        Some(r) => stream_info(r).0,
+        None => Position::default(),
+    };
+    let now = wall_ms();
+    let mut out = Vec::new();
+    for pair in nodes.array().chunks(2) {
+        let [Reply::Data(name), Reply::Data(value)] = pair else {
+            continue;
+        };
+        let value = String::from_utf8_lossy(value);
+        let mut parts = value.split_ascii_whitespace();
+        let pos = parts.next().and_then(Position::parse).unwrap_or_default();
+        let beat: u64 = parts.next().and_then(|b| b.parse().ok()).unwrap_or(0);
+        out.push((
+            String::from_utf8_lossy(name).into_owned(),
+            pos,
+            now.saturating_sub(beat),
+            newest.ms.saturating_sub(pos.ms),
+        ));
+    }
+    out.sort();
+    Some(out)
+}
+
+impl SharedTier {
+    /// Wakes the feed (tests, and after a local drop).
+    pub fn wake_feed(&self) {
+        self.feed.wake.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_order_and_parse() {
+        let a = Position::parse("1700000000000-3").unwrap();
+        let b = Position::parse("1700000000000-12").unwrap();
+        assert!(a < b);
+        assert!(b < Position::parse("1700000000001-0").unwrap());
+        assert_eq!(a.to_string(), "1700000000000-3");
+        for bad in ["", "1", "a-1", "1-", "-1"] {
+            assert_eq!(Position::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn invalidations_round_trip() {
+        for inv in [
+            Invalidation::Purge(CacheKey::new("example.com:8080", "/a:b?c")),
+            Invalidation::Soft(CacheKey::new("h", "/")),
+            Invalidation::Ban("req.url ~ ^/news && obj.status == 200".into()),
+            Invalidation::Tags(vec!["a".into(), "b".into()]),
+        ] {
+            let back = Invalidation::decode(inv.kind().as_bytes(), inv.arg().as_bytes());
+            assert_eq!(back, Some(inv));
+        }
+        assert_eq!(Invalidation::decode(b"nuke", b"x"), None);
+    }
+
+    #[test]
+    fn stream_info_reads_newest_and_trimmed() {
+        let d = |s: &str| Reply::Data(Bytes::from(s.to_string()));
+        let reply = Reply::Array(vec![
+            d("length"),
+            Reply::Int(2),
+            d("last-generated-id"),
+            d("5-1"),
+            d("max-deleted-entry-id"),
+            d("4-0"),
+        ]);
+        assert_eq!(
+            stream_info(reply),
+            (Position { ms: 5, seq: 1 }, Position { ms: 4, seq: 0 })
+        );
+    }
+}

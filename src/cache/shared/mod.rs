@@ -1,0 +1,545 @@
+//! The shared tier: a cache every node of a fleet reads and fills, on Redis Cluster, below the
+//! memory and disk tiers (`[storage.shared]`).
+//!
+//! - A request's local miss asks it (only the local leader of a key does, `proxy/fsm.rs`)
+//!   before the origin: [`SharedTier::lookup`], which also takes the fleet lease on fetching
+//!   the key or waits, bounded by `lease_timeout`, for the node that holds it.
+//! - A node that fetched a cacheable object writes it once, in the background
+//!   ([`SharedTier::share`]): chunks first, then the metadata committed by a script that
+//!   refuses a fill that raced a purge (`scripts.rs`). Objects over `max_object_size` and
+//!   bodies on disk stay local.
+//! - Invalidations are applied here and on every other node (`feed.rs`).
+//!
+//! Every operation has a deadline and goes through the circuit breaker (`breaker.rs`):
+//! Redis slow, failing over or gone costs a request at most one deadline, then nothing while
+//! the breaker is open — the node works as a single Shellac and recovers by itself.
+
+pub mod breaker;
+pub mod feed;
+pub mod layout;
+pub mod remote;
+pub mod scripts;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::HeaderName;
+
+use self::breaker::{Breaker, Permit};
+use self::feed::{Feed, Position};
+use self::layout::UrlKeys;
+use self::remote::{Remote, RemoteError, Reply};
+use super::{CacheKey, Object};
+use crate::config::SharedConfig;
+use crate::stats::Counters;
+
+/// Background writes queued at most; more are dropped (`shared_write_dropped`).
+const WRITE_QUEUE: usize = 4096;
+/// Background writes in flight at once.
+const WRITERS: usize = 16;
+
+/// What the shared tier holds for a key.
+pub enum Found {
+    /// A complete object (a hit, or the copy another node finished while we waited).
+    Object(Arc<Object>),
+    /// The URL varies on these fields: look up the request's variant instead.
+    Varies(Vec<HeaderName>),
+    /// Nothing usable: fetch from the origin, holding the fleet lease if there is one.
+    Miss(Option<Ticket>),
+}
+
+/// The fleet lease on fetching one key: released (or left as `pass`) when the fetch ends;
+/// dropped unused, it is released in the background.
+pub struct Ticket {
+    tier: Arc<SharedTier>,
+    key: Vec<u8>,
+    token: String,
+    done: bool,
+}
+
+impl Ticket {
+    /// The lease is handed to the commit (which releases it).
+    fn token(mut self) -> String {
+        self.done = true;
+        std::mem::take(&mut self.token)
+    }
+
+    /// The answer was not cacheable: other nodes fetch at once for `hit_for_miss`.
+    pub fn pass(mut self, hit_for_miss: Duration) {
+        self.done = true;
+        let (tier, key, token) = (
+            self.tier.clone(),
+            std::mem::take(&mut self.key),
+            std::mem::take(&mut self.token),
+        );
+        let ms = hit_for_miss.as_millis().clamp(1, 600_000) as u64;
+        spawn(async move { tier.release(key, token, ms).await });
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if !self.done {
+            let (tier, key, token) = (
+                self.tier.clone(),
+                std::mem::take(&mut self.key),
+                std::mem::take(&mut self.token),
+            );
+            spawn(async move { tier.release(key, token, 0).await });
+        }
+    }
+}
+
+fn spawn(f: impl Future<Output = ()> + Send + 'static) {
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        rt.spawn(f);
+    }
+}
+
+/// One background write.
+struct Write {
+    primary: CacheKey,
+    key: CacheKey,
+    object: Arc<Object>,
+    ticket: Option<String>,
+    seen: Position,
+}
+
+/// The shared tier of this node.
+pub struct SharedTier {
+    remote: Arc<dyn Remote>,
+    pub breaker: Breaker,
+    pub counters: Arc<Counters>,
+    prefix: String,
+    pub node: String,
+    max_object: u64,
+    read_timeout: Duration,
+    write_timeout: Duration,
+    lease_timeout: Duration,
+    pub confirm_timeout: Duration,
+    pub log_length: u64,
+    writes: tokio::sync::mpsc::Sender<Write>,
+    /// The invalidation feed (positions, lag, the cache it applies to).
+    pub feed: Feed,
+}
+
+impl SharedTier {
+    /// The tier for `config`, connecting in the background (the breaker stays open until the
+    /// first connection). Needs a Tokio runtime.
+    pub fn start(config: &SharedConfig, node: String, counters: Arc<Counters>) -> Arc<SharedTier> {
+        let (remote, messages) = remote::RedisRemote::start(
+            remote::Options {
+                nodes: config.nodes.clone(),
+                password: config.password.clone(),
+                connect_timeout: config.connect_timeout.0,
+                response_timeout: config.write_timeout.0,
+            },
+            config.breaker_cooldown.0,
+        );
+        let tier = SharedTier::with_remote(config, node, counters, remote);
+        feed::spawn(tier.clone(), messages);
+        tier
+    }
+
+    fn with_remote(
+        config: &SharedConfig,
+        node: String,
+        counters: Arc<Counters>,
+        remote: Arc<dyn Remote>,
+    ) -> Arc<SharedTier> {
+        let (tx, rx) = tokio::sync::mpsc::channel(WRITE_QUEUE);
+        let tier = Arc::new(SharedTier {
+            remote,
+            breaker: Breaker::new(
+                config.breaker_threshold,
+                config.breaker_cooldown.0.as_millis() as u64,
+            ),
+            counters,
+            prefix: config.key_prefix.clone(),
+            feed: Feed::new(&config.key_prefix),
+            node,
+            max_object: config.max_object_size.0,
+            read_timeout: config.read_timeout.0,
+            write_timeout: config.write_timeout.0,
+            lease_timeout: config.lease_timeout.0,
+            confirm_timeout: config.confirm_timeout.0,
+            log_length: config.log_length,
+            writes: tx,
+        });
+        tier.breaker.open_now(crate::clock::now_ms());
+        tokio::spawn(writer(Arc::downgrade(&tier), rx));
+        tier
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Runs `op` under a deadline and the breaker; None when skipped, failed or late (counted).
+    pub(crate) async fn call<T>(
+        &self,
+        deadline: Duration,
+        op: impl Future<Output = Result<T, RemoteError>>,
+    ) -> Option<T> {
+        if self.breaker.permit(crate::clock::now_ms()) == Permit::Refused {
+            self.counters.shared_skipped.inc();
+            return None;
+        }
+        match tokio::time::timeout(deadline, op).await {
+            Ok(Ok(v)) => {
+                self.breaker.success();
+                Some(v)
+            }
+            Ok(Err(RemoteError::NotConnected)) => {
+                self.counters.shared_skipped.inc();
+                self.breaker.not_ready(crate::clock::now_ms());
+                None
+            }
+            Ok(Err(e)) => {
+                self.counters.shared_error.inc();
+                tracing::debug!(error = %e, "shared tier operation failed");
+                self.failed();
+                None
+            }
+            Err(_) => {
+                self.counters.shared_timeout.inc();
+                self.failed();
+                None
+            }
+        }
+    }
+
+    fn failed(&self) {
+        if self.breaker.failure(crate::clock::now_ms()) {
+            self.counters.shared_breaker_open.inc();
+            tracing::warn!("shared tier circuit breaker open: serving without it for a while");
+        }
+    }
+
+    /// Looks `key` up (`primary` is its URL). With `lease`, a miss takes the fleet lease on
+    /// fetching it, or waits for the node holding it — at most `lease_timeout`, polling.
+    pub async fn lookup(self: &Arc<Self>, key: &CacheKey, lease: bool) -> Found {
+        let keys = UrlKeys::new(&self.prefix, &key.primary());
+        let token = if lease {
+            format!("{}:{:x}", self.node, rand_u64())
+        } else {
+            String::new()
+        };
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(2);
+        let mut waited = false;
+        loop {
+            let args = vec![
+                keys.base(),
+                format!("{:x}", key.variant).into_bytes(),
+                token.clone().into_bytes(),
+                self.lease_timeout
+                    .as_millis()
+                    .max(1)
+                    .to_string()
+                    .into_bytes(),
+                if key.variant == 0 {
+                    b"1".to_vec()
+                } else {
+                    b"0".to_vec()
+                },
+            ];
+            let reply = self
+                .call(
+                    self.read_timeout,
+                    self.remote.eval(&scripts::LOOKUP, vec![keys.index()], args),
+                )
+                .await;
+            let Some(reply) = reply else {
+                return Found::Miss(None);
+            };
+            let mut parts = reply.array().into_iter();
+            let (meta, names, word) = (parts.next(), parts.next(), parts.next());
+            let word = word.as_ref().and_then(Reply::text).unwrap_or("");
+            match word {
+                "hit" => {
+                    if let Some(object) = self.read(&keys, key, meta.and_then(Reply::data)).await {
+                        if waited {
+                            self.counters.shared_lease_waited_hit.inc();
+                        }
+                        return Found::Object(Arc::new(object));
+                    }
+                    return Found::Miss(None);
+                }
+                "vary" => {
+                    let names = names
+                        .and_then(|n| n.data())
+                        .map(|n| parse_names(&n))
+                        .unwrap_or_default();
+                    if names.is_empty() {
+                        return Found::Miss(None);
+                    }
+                    return Found::Varies(names);
+                }
+                "lease" => {
+                    self.counters.shared_lease.inc();
+                    self.counters.shared_miss.inc();
+                    return Found::Miss(Some(Ticket {
+                        tier: self.clone(),
+                        key: keys.lease(key.variant),
+                        token,
+                        done: false,
+                    }));
+                }
+                "held" if started.elapsed() + pause < self.lease_timeout => {
+                    if !waited {
+                        waited = true;
+                        self.counters.shared_lease_wait.inc();
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(25));
+                }
+                "held" => {
+                    self.counters.shared_lease_timeout.inc();
+                    self.counters.shared_miss.inc();
+                    return Found::Miss(None);
+                }
+                _ => {
+                    self.counters.shared_miss.inc();
+                    return Found::Miss(None);
+                }
+            }
+        }
+    }
+
+    /// The object a metadata record names, its chunks read in one round trip (same slot).
+    async fn read(&self, keys: &UrlKeys, key: &CacheKey, record: Option<Bytes>) -> Option<Object> {
+        let meta = match layout::decode(key, record?) {
+            Ok(meta) => meta,
+            Err(why) => {
+                tracing::debug!(%key, ?why, "shared record not used");
+                self.counters.shared_refused.inc();
+                return None;
+            }
+        };
+        let chunks = if meta.chunks == 0 {
+            Vec::new()
+        } else {
+            let mut args = vec![b"MGET".to_vec()];
+            args.extend((0..meta.chunks).map(|n| keys.chunk(key.variant, meta.generation, n)));
+            let reply = self
+                .call(self.read_timeout, self.remote.command(args))
+                .await?;
+            reply.array().into_iter().map(Reply::data).collect()
+        };
+        match meta.into_object(chunks) {
+            Ok(object) => {
+                self.counters.shared_hit.inc();
+                Some(object)
+            }
+            Err(why) => {
+                tracing::debug!(%key, ?why, "shared object incomplete: a miss");
+                self.counters.shared_refused.inc();
+                None
+            }
+        }
+    }
+
+    /// Queues `object` (stored locally under `key`, URL `primary`) to be written to the shared
+    /// tier; never waits. `seen`: this node's invalidation position when the fetch started.
+    pub fn share(
+        &self,
+        primary: &CacheKey,
+        key: &CacheKey,
+        object: &Arc<Object>,
+        ticket: Option<Ticket>,
+        seen: Position,
+    ) {
+        if object.body_len > self.max_object || !matches!(object.body, super::Body::Memory(_)) {
+            self.counters.shared_write_skip.inc();
+            return; // Dropping the ticket releases the lease.
+        }
+        let write = Write {
+            primary: primary.clone(),
+            key: key.clone(),
+            object: object.clone(),
+            ticket: ticket.map(Ticket::token),
+            seen,
+        };
+        if self.writes.try_send(write).is_err() {
+            self.counters.shared_write_dropped.inc();
+        }
+    }
+
+    /// Chunks, then the commit; tags after it.
+    async fn write(&self, w: Write) {
+        let now = Instant::now();
+        let Some(ttl) = layout::redis_ttl(&w.object, now) else {
+            return;
+        };
+        let ttl_ms = ttl.as_millis().max(1).to_string().into_bytes();
+        let generation = rand_u64();
+        let Some(enc) = layout::encode(&w.key, &w.object, generation, now) else {
+            return;
+        };
+        let keys = UrlKeys::new(&self.prefix, &w.primary);
+        let v = w.key.variant;
+        if !enc.chunks.is_empty() {
+            let mut args = vec![ttl_ms.clone()];
+            for (n, chunk) in enc.chunks.iter().enumerate() {
+                args.push(keys.chunk(v, generation, n as u32));
+                args.push(chunk.to_vec());
+            }
+            let put = self
+                .remote
+                .eval(&scripts::PUT_CHUNKS, vec![keys.index()], args);
+            if self.call(self.write_timeout, put).await.is_none() {
+                return;
+            }
+        }
+        let names: Vec<&str> = w.object.vary().iter().map(|(n, _)| n.as_str()).collect();
+        let args = vec![
+            enc.meta.to_vec(),
+            ttl_ms.clone(),
+            format!("{v:x}").into_bytes(),
+            format!("{generation:x}").into_bytes(),
+            enc.chunks.len().to_string().into_bytes(),
+            if names.is_empty() {
+                b"-".to_vec()
+            } else {
+                names.join(",").into_bytes()
+            },
+            keys.base(),
+            w.seen.to_string().into_bytes(),
+            w.ticket.unwrap_or_default().into_bytes(),
+        ];
+        let commit = self.remote.eval(&scripts::COMMIT, vec![keys.index()], args);
+        match self
+            .call(self.write_timeout, commit)
+            .await
+            .and_then(|r| r.int())
+        {
+            Some(1) => self.counters.shared_write.inc(),
+            Some(-1) => self.counters.shared_write_purged.inc(),
+            Some(_) => self.counters.shared_write_incomplete.inc(),
+            None => return,
+        }
+        let member = layout::tag_member(&w.primary);
+        for tag in super::tags::tags_of(&w.object.headers) {
+            let add = self.remote.eval(
+                &scripts::TAG_ADD,
+                vec![layout::tag_key(&self.prefix, &tag)],
+                vec![member.clone(), ttl_ms.clone()],
+            );
+            self.call(self.write_timeout, add).await;
+        }
+    }
+
+    async fn release(&self, key: Vec<u8>, token: String, pass_ms: u64) {
+        let release = self.remote.eval(
+            &scripts::RELEASE,
+            vec![key],
+            vec![token.into_bytes(), pass_ms.to_string().into_bytes()],
+        );
+        self.call(self.write_timeout, release).await;
+    }
+
+    /// Removes every variant of `primary` from the shared tier and marks the URL purged at
+    /// `at` (fills that started before are refused). None if Redis could not be asked.
+    pub async fn purge_url(&self, primary: &CacheKey, at: Position) -> Option<u64> {
+        let keys = UrlKeys::new(&self.prefix, primary);
+        let mark_ms = (self.lease_timeout.max(Duration::from_secs(600))).as_millis();
+        let purge = self.remote.eval(
+            &scripts::PURGE,
+            vec![keys.index()],
+            vec![
+                keys.base(),
+                at.to_string().into_bytes(),
+                mark_ms.to_string().into_bytes(),
+            ],
+        );
+        let n = self.call(self.write_timeout, purge).await?.int()?;
+        Some(n.max(0) as u64)
+    }
+
+    /// The URLs tagged `tag` in the shared tier (the set is removed).
+    pub async fn take_tag(&self, tag: &str) -> Option<Vec<CacheKey>> {
+        let take = self.remote.eval(
+            &scripts::TAG_TAKE,
+            vec![layout::tag_key(&self.prefix, tag)],
+            Vec::new(),
+        );
+        let members = self.call(self.write_timeout, take).await?;
+        Some(
+            members
+                .array()
+                .into_iter()
+                .filter_map(Reply::data)
+                .filter_map(|m| layout::tag_member_key(&m))
+                .collect(),
+        )
+    }
+
+    /// Whether the shared tier holds `key` now (the admin API; no lease, not counted as a
+    /// lookup). None when Redis could not be asked.
+    pub async fn inspect(&self, key: &CacheKey) -> Option<Option<Object>> {
+        let keys = UrlKeys::new(&self.prefix, &key.primary());
+        let get = self
+            .remote
+            .command(vec![b"GET".to_vec(), keys.meta(key.variant)]);
+        let record = self.call(self.read_timeout, get).await?.data();
+        let Some(record) = record else {
+            return Some(None);
+        };
+        Some(
+            layout::decode(key, record)
+                .ok()
+                .map(layout::Meta::head_only),
+        )
+    }
+
+    /// The remote, for the feed.
+    pub(crate) fn remote(&self) -> &Arc<dyn Remote> {
+        &self.remote
+    }
+}
+
+/// Takes queued writes and runs up to [`WRITERS`] at once.
+async fn writer(tier: std::sync::Weak<SharedTier>, mut rx: tokio::sync::mpsc::Receiver<Write>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(WRITERS));
+    while let Some(w) = rx.recv().await {
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let Some(tier) = tier.upgrade() else {
+            return;
+        };
+        tokio::spawn(async move {
+            tier.write(w).await;
+            drop(permit);
+        });
+    }
+}
+
+fn parse_names(names: &[u8]) -> Vec<HeaderName> {
+    names
+        .split(|b| *b == b',')
+        .filter_map(|n| HeaderName::from_bytes(n).ok())
+        .collect()
+}
+
+/// A random 64-bit number (generations, lease tokens): xxh3 of the time and a counter is
+/// enough, nothing depends on it being unpredictable.
+fn rand_u64() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    xxhash_rust::xxh3::xxh3_64(
+        &[
+            t.to_le_bytes(),
+            n.to_le_bytes(),
+            (std::process::id() as u64).to_le_bytes(),
+        ]
+        .concat(),
+    )
+}

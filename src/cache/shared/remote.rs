@@ -1,0 +1,274 @@
+//! The small trait the shared tier talks to Redis through ([`Remote`]: a script or a command
+//! routed by its first key, replies in our own [`Reply`]), and its implementation over
+//! redis-rs's cluster client (MOVED/ASK, failovers and slot refreshes are the client's job).
+//!
+//! Deadlines are not here: the tier puts one around every operation (`mod.rs`).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use redis::aio::ConnectionLike;
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+
+/// A reply, whatever client produced it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    Nil,
+    Int(i64),
+    Data(Bytes),
+    Array(Vec<Reply>),
+}
+
+impl Reply {
+    pub fn int(&self) -> Option<i64> {
+        match self {
+            Reply::Int(i) => Some(*i),
+            Reply::Data(d) => std::str::from_utf8(d).ok()?.parse().ok(),
+            _ => None,
+        }
+    }
+
+    pub fn data(self) -> Option<Bytes> {
+        match self {
+            Reply::Data(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Reply::Data(d) => std::str::from_utf8(d).ok(),
+            _ => None,
+        }
+    }
+
+    pub fn array(self) -> Vec<Reply> {
+        match self {
+            Reply::Array(a) => a,
+            Reply::Nil => Vec::new(),
+            other => vec![other],
+        }
+    }
+}
+
+/// Why an operation failed (the tier counts it and tells the breaker).
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    #[error("not connected to the Redis cluster yet")]
+    NotConnected,
+    #[error("{0}")]
+    Redis(String),
+    #[error("unexpected reply")]
+    Reply,
+}
+
+pub type RemoteFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, RemoteError>> + Send + 'a>>;
+
+/// A Lua script the tier runs; its keys are always in one hash slot.
+pub struct Script {
+    pub name: &'static str,
+    pub source: &'static str,
+}
+
+/// What the shared tier needs from a Redis client.
+pub trait Remote: Send + Sync + 'static {
+    /// Runs `script` with `keys` (one hash slot) and `args` on the master serving them.
+    fn eval<'a>(
+        &'a self,
+        script: &'static Script,
+        keys: Vec<Vec<u8>>,
+        args: Vec<Vec<u8>>,
+    ) -> RemoteFuture<'a, Reply>;
+    /// Runs one command (`args[0]` is its name), routed by its first key.
+    fn command<'a>(&'a self, args: Vec<Vec<u8>>) -> RemoteFuture<'a, Reply>;
+    /// Subscribes to a sharded pub/sub channel (kept across reconnects by the client).
+    fn subscribe<'a>(&'a self, channel: Vec<u8>) -> RemoteFuture<'a, ()>;
+}
+
+/// How to reach the cluster.
+pub struct Options {
+    pub nodes: Vec<String>,
+    pub password: Option<String>,
+    pub connect_timeout: Duration,
+    pub response_timeout: Duration,
+}
+
+/// redis-rs's cluster client behind [`Remote`]. Connects in the background: until the first
+/// connection succeeds every operation fails at once with [`RemoteError::NotConnected`].
+pub struct RedisRemote {
+    conn: arc_swap::ArcSwapOption<ClusterConnection>,
+    scripts: Mutex<HashMap<&'static str, Arc<redis::Script>>>,
+}
+
+impl RedisRemote {
+    /// Starts connecting (retrying every `retry` until it succeeds) and returns at once.
+    /// Sharded pub/sub messages (channel, payload) arrive on the returned receiver.
+    pub fn start(
+        options: Options,
+        retry: Duration,
+    ) -> (
+        Arc<RedisRemote>,
+        tokio::sync::mpsc::UnboundedReceiver<(Bytes, Bytes)>,
+    ) {
+        let remote = Arc::new(RedisRemote {
+            conn: arc_swap::ArcSwapOption::empty(),
+            scripts: Mutex::new(HashMap::new()),
+        });
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let weak = Arc::downgrade(&remote);
+        tokio::spawn(async move {
+            loop {
+                match connect(&options, tx.clone()).await {
+                    Ok(conn) => {
+                        if let Some(remote) = weak.upgrade() {
+                            remote.conn.store(Some(Arc::new(conn)));
+                            tracing::info!(nodes = ?options.nodes, "connected to the Redis cluster (shared tier)");
+                        }
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(nodes = ?options.nodes, error = %e, "cannot connect to the Redis cluster yet; serving without the shared tier");
+                    }
+                }
+                if weak.strong_count() == 0 {
+                    return;
+                }
+                tokio::time::sleep(retry).await;
+            }
+        });
+        (remote, rx)
+    }
+
+    fn conn(&self) -> Result<ClusterConnection, RemoteError> {
+        self.conn
+            .load()
+            .as_deref()
+            .cloned()
+            .ok_or(RemoteError::NotConnected)
+    }
+
+    fn script(&self, script: &'static Script) -> Arc<redis::Script> {
+        let mut map = self.scripts.lock().unwrap_or_else(|p| p.into_inner());
+        map.entry(script.name)
+            .or_insert_with(|| Arc::new(redis::Script::new(script.source)))
+            .clone()
+    }
+}
+
+async fn connect(
+    options: &Options,
+    tx: tokio::sync::mpsc::UnboundedSender<(Bytes, Bytes)>,
+) -> redis::RedisResult<ClusterConnection> {
+    let nodes: Vec<String> = options
+        .nodes
+        .iter()
+        .map(|n| format!("redis://{n}/?protocol=resp3"))
+        .collect();
+    let mut builder = ClusterClientBuilder::new(nodes)
+        .connection_timeout(options.connect_timeout)
+        .response_timeout(options.response_timeout)
+        .retries(2)
+        .min_retry_wait(5)
+        .max_retry_wait(100)
+        .use_protocol(redis::ProtocolVersion::RESP3)
+        .push_sender(move |push: redis::PushInfo| {
+            if push.kind == redis::PushKind::SMessage
+                && let [channel, payload] = &push.data[..]
+                && let (Some(c), Some(p)) = (bulk(channel), bulk(payload))
+            {
+                let _ = tx.send((c, p));
+            }
+            Ok::<(), ()>(())
+        });
+    if let Some(p) = &options.password {
+        builder = builder.password(p);
+    }
+    builder.build()?.get_async_connection().await
+}
+
+fn bulk(v: &redis::Value) -> Option<Bytes> {
+    match v {
+        redis::Value::BulkString(b) => Some(Bytes::copy_from_slice(b)),
+        redis::Value::SimpleString(s) => Some(Bytes::copy_from_slice(s.as_bytes())),
+        _ => None,
+    }
+}
+
+fn reply(v: redis::Value) -> Result<Reply, RemoteError> {
+    use redis::Value as V;
+    Ok(match v {
+        V::Nil => Reply::Nil,
+        V::Int(i) => Reply::Int(i),
+        V::Boolean(b) => Reply::Int(i64::from(b)),
+        V::BulkString(b) => Reply::Data(Bytes::from(b)),
+        V::SimpleString(s) => Reply::Data(Bytes::from(s)),
+        V::Okay => Reply::Data(Bytes::from_static(b"OK")),
+        V::Double(d) => Reply::Data(Bytes::from(d.to_string())),
+        V::VerbatimString { text, .. } => Reply::Data(Bytes::from(text)),
+        V::Array(a) | V::Set(a) => {
+            Reply::Array(a.into_iter().map(reply).collect::<Result<_, _>>()?)
+        }
+        V::Map(m) => Reply::Array(
+            m.into_iter()
+                .flat_map(|(k, v)| [reply(k), reply(v)])
+                .collect::<Result<_, _>>()?,
+        ),
+        V::Attribute { data, .. } => reply(*data)?,
+        V::ServerError(e) => return Err(RemoteError::Redis(e.to_string())),
+        _ => return Err(RemoteError::Reply),
+    })
+}
+
+fn failed(e: redis::RedisError) -> RemoteError {
+    RemoteError::Redis(e.to_string())
+}
+
+impl Remote for RedisRemote {
+    fn eval<'a>(
+        &'a self,
+        script: &'static Script,
+        keys: Vec<Vec<u8>>,
+        args: Vec<Vec<u8>>,
+    ) -> RemoteFuture<'a, Reply> {
+        Box::pin(async move {
+            let mut conn = self.conn()?;
+            let s = self.script(script);
+            let mut call = s.prepare_invoke();
+            for k in &keys {
+                call.key(&k[..]);
+            }
+            for a in &args {
+                call.arg(&a[..]);
+            }
+            let v: redis::Value = call.invoke_async(&mut conn).await.map_err(failed)?;
+            reply(v)
+        })
+    }
+
+    fn command<'a>(&'a self, args: Vec<Vec<u8>>) -> RemoteFuture<'a, Reply> {
+        Box::pin(async move {
+            let mut conn = self.conn()?;
+            let Some((name, rest)) = args.split_first() else {
+                return Err(RemoteError::Reply);
+            };
+            let mut cmd = redis::cmd(std::str::from_utf8(name).map_err(|_| RemoteError::Reply)?);
+            for a in rest {
+                cmd.arg(&a[..]);
+            }
+            let v = conn.req_packed_command(&cmd).await.map_err(failed)?;
+            reply(v)
+        })
+    }
+
+    fn subscribe<'a>(&'a self, channel: Vec<u8>) -> RemoteFuture<'a, ()> {
+        Box::pin(async move {
+            let mut conn = self.conn()?;
+            conn.ssubscribe(&channel[..]).await.map_err(failed)
+        })
+    }
+}

@@ -1,0 +1,579 @@
+//! A fleet: three real `shellac` processes sharing one real Redis Cluster (3 masters, 3
+//! replicas of `redis-server` on loopback, started once for this binary): shared hits across
+//! nodes, chunked objects and the size cap, purge / ban / tag broadcast, a purge racing a
+//! fill, resharding (ASK, MOVED), a node paused with SIGSTOP, a node restarted (catch-up), a
+//! master killed with SIGKILL under load, and Redis gone entirely. Every scenario asserts that
+//! no client saw an error and that nothing purged was served after its purge was answered
+//! (by the nodes the answer says confirmed it).
+
+mod common;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::binary::Served;
+use common::redis_cluster::Cluster;
+use common::{Origin, Reply, Resp, TempDir, get, get_with, request};
+use shellac::cache::CacheKey;
+use shellac::cache::shared::layout::UrlKeys;
+
+const PREFIX: &str = "t:";
+
+/// The origin: every path answers `PATH vN` (N bumped by the test), cacheable for a minute.
+struct Site {
+    origin: Origin,
+    versions: Arc<Mutex<HashMap<String, u32>>>,
+}
+
+impl Site {
+    async fn start() -> Site {
+        let versions: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
+        let v = versions.clone();
+        let origin = Origin::start(move |seen| {
+            let n = *v.lock().unwrap().get(&seen.path).unwrap_or(&1);
+            let body = match seen.path.as_str() {
+                "/chunky" => "c".repeat(600 * 1024) + &format!("v{n}"),
+                "/big" => "b".repeat(2 << 20),
+                p => format!("{p} v{n}"),
+            };
+            let mut reply = Reply::ok(&body).cc("max-age=60");
+            if seen.path.starts_with("/vary") {
+                let lang = seen
+                    .headers
+                    .get("accept-language")
+                    .map_or("-", |v| v.to_str().unwrap_or("?"));
+                reply = Reply::ok(&format!("{} v{n} {lang}", seen.path))
+                    .cc("max-age=60")
+                    .header("vary", "accept-language");
+            }
+            if seen.path.starts_with("/tagged") {
+                reply = reply.header("surrogate-key", "group-7");
+            }
+            if seen.path == "/race" && n == 1 {
+                reply = reply.delay(Duration::from_millis(1500));
+            }
+            reply
+        })
+        .await;
+        Site { origin, versions }
+    }
+
+    fn bump(&self, path: &str) {
+        *self
+            .versions
+            .lock()
+            .unwrap()
+            .entry(path.to_string())
+            .or_insert(1) += 1;
+    }
+}
+
+/// One node's config file.
+fn config(dir: &TempDir, name: &str, origin: SocketAddr, seeds: &[String], disk: bool) -> PathBuf {
+    let seeds: Vec<String> = seeds.iter().map(|s| format!("\"{s}\"")).collect();
+    let disk = if disk {
+        format!(
+            "[storage.disk]\npath = \"{}\"\nsize = \"8MiB\"\nregion_size = \"1MiB\"\nadmission = \"always\"\n",
+            dir.path(&format!("{name}.dat")).display()
+        )
+    } else {
+        String::new()
+    };
+    let text = format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"127.0.0.1:0\"\n\n\
+         [[backend]]\nhost = \"127.0.0.1\"\nport = {}\n\n\
+         [storage.shared]\nnodes = [{}]\nkey_prefix = \"{PREFIX}\"\nnode_name = \"{name}\"\n\
+         confirm_timeout = \"1s\"\nbreaker_cooldown = \"300ms\"\nread_timeout = \"100ms\"\n\n{disk}",
+        origin.port(),
+        seeds.join(", ")
+    );
+    let path = dir.path(&format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+struct Node {
+    name: &'static str,
+    config: PathBuf,
+    proc: Option<Served>,
+}
+
+impl Node {
+    fn start(name: &'static str, config: PathBuf) -> Node {
+        let proc = Some(Served::serve(&["--config", config.to_str().unwrap()]));
+        Node { name, config, proc }
+    }
+
+    fn served(&self) -> &Served {
+        self.proc.as_ref().expect("node running")
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.served().proxy
+    }
+
+    fn admin(&self) -> SocketAddr {
+        self.served().admin
+    }
+
+    async fn get(&self, path: &str) -> Resp {
+        get(self.addr(), path).await
+    }
+
+    async fn stat(&self, name: &str) -> u64 {
+        let resp = get(self.admin(), "/stats").await;
+        let v: serde_json::Value = serde_json::from_slice(&resp.body).unwrap();
+        v[name]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{}: no {name}", self.name))
+    }
+
+    async fn purge(&self, path: &str, headers: &[(&str, &str)]) -> Resp {
+        request(self.addr(), "PURGE", path, headers, b"").await
+    }
+}
+
+/// Asserts a 200 with `PATH vN`.
+fn expect(resp: &Resp, path: &str, version: u32, node: &str) {
+    assert_eq!(resp.status, 200, "{node} {path}: {resp:?}");
+    assert_eq!(
+        resp.text(),
+        format!("{path} v{version}"),
+        "{node} {path}: {}",
+        resp.cache_status()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet() {
+    let Some(mut cluster) = Cluster::start() else {
+        return;
+    };
+    let site = Site::start().await;
+    let dir = TempDir::new("fleet");
+    let seeds = cluster.seeds();
+    let mut nodes = vec![
+        Node::start("a", config(&dir, "a", site.origin.addr, &seeds, false)),
+        Node::start("b", config(&dir, "b", site.origin.addr, &seeds, false)),
+        Node::start("c", config(&dir, "c", site.origin.addr, &seeds, true)),
+    ];
+
+    shared_hits_across_nodes(&site, &nodes).await;
+    chunked_objects_and_the_size_cap(&site, &nodes).await;
+    purge_ban_and_tags_reach_every_node(&site, &nodes).await;
+    a_purge_racing_a_fill_wins(&site, &nodes).await;
+    resharding_is_followed(&site, &nodes, &cluster).await;
+    a_paused_node_catches_up(&site, &nodes).await;
+    a_restarted_node_catches_up(&site, &mut nodes).await;
+    a_killed_master_costs_no_client_error(&site, &nodes, &mut cluster).await;
+    redis_gone_entirely(&site, &nodes, &mut cluster).await;
+
+    for n in &mut nodes {
+        if let Some(p) = n.proc.take() {
+            p.stop();
+        }
+    }
+}
+
+/// One fetch from the origin serves the fleet: the other nodes read the shared copy.
+async fn shared_hits_across_nodes(site: &Site, nodes: &[Node]) {
+    let [a, b, c] = nodes else { unreachable!() };
+    let first = a.get("/s1").await;
+    expect(&first, "/s1", 1, "a");
+    for n in [b, c] {
+        let r = n.get("/s1").await;
+        expect(&r, "/s1", 1, n.name);
+        assert!(
+            r.cache_status().contains("detail=shared"),
+            "{}: {}",
+            n.name,
+            r.cache_status()
+        );
+    }
+    assert_eq!(
+        site.origin.count_path("/s1"),
+        1,
+        "one origin request for the fleet"
+    );
+    // Then each node has its own copy.
+    let again = b.get("/s1").await;
+    assert!(again.cache_status().contains("hit") && !again.cache_status().contains("shared"));
+
+    // Vary: the variant index is shared too.
+    let fr = [("accept-language", "fr")];
+    let de = [("accept-language", "de")];
+    let r = get_with(a.addr(), "/vary1", &fr).await;
+    assert_eq!(r.text(), "/vary1 v1 fr");
+    let r = get_with(b.addr(), "/vary1", &fr).await;
+    assert_eq!(r.text(), "/vary1 v1 fr");
+    assert!(
+        r.cache_status().contains("detail=shared"),
+        "{}",
+        r.cache_status()
+    );
+    let r = get_with(b.addr(), "/vary1", &de).await;
+    assert_eq!(r.text(), "/vary1 v1 de");
+    let r = get_with(c.addr(), "/vary1", &de).await;
+    assert_eq!(r.text(), "/vary1 v1 de");
+    assert!(
+        r.cache_status().contains("detail=shared"),
+        "{}",
+        r.cache_status()
+    );
+    assert_eq!(site.origin.count_path("/vary1"), 2, "one fetch per variant");
+    assert!(a.stat("shared_write").await >= 1);
+    assert!(b.stat("cache_hit_shared").await >= 2);
+}
+
+/// Bodies over 256 KiB travel as chunks; bodies over `max_object_size` stay local.
+async fn chunked_objects_and_the_size_cap(site: &Site, nodes: &[Node]) {
+    let [a, b, c] = nodes else { unreachable!() };
+    let first = a.get("/chunky").await;
+    assert_eq!(first.status, 200);
+    let r = b.get("/chunky").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, first.body, "the chunked body, whole and in order");
+    assert!(
+        r.cache_status().contains("detail=shared"),
+        "{}",
+        r.cache_status()
+    );
+    assert_eq!(site.origin.count_path("/chunky"), 1);
+
+    for n in [a, b, c] {
+        let r = n.get("/big").await;
+        assert_eq!((r.status, r.body.len()), (200, 2 << 20), "{}", n.name);
+    }
+    assert_eq!(
+        site.origin.count_path("/big"),
+        3,
+        "over the cap: each node fetches its own"
+    );
+    assert!(a.stat("shared_write_skip").await >= 1);
+}
+
+/// PURGE, a ban and a tag purge sent to one node: once answered, no node serves the old copy.
+async fn purge_ban_and_tags_reach_every_node(site: &Site, nodes: &[Node]) {
+    let [a, b, c] = nodes else { unreachable!() };
+    for path in ["/p1", "/ban/1", "/tagged1"] {
+        for n in nodes {
+            expect(&n.get(path).await, path, 1, n.name);
+        }
+        site.bump(path);
+    }
+    let r = b.purge("/p1", &[]).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.text().contains("confirmed by a, c"), "{}", r.text());
+    for n in nodes {
+        expect(&n.get("/p1").await, "/p1", 2, n.name);
+    }
+
+    let r = request(c.admin(), "POST", "/ban", &[], b"req.url ~ ^/ban/").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(v["fleet"]["sent"], true, "{v}");
+    assert_eq!(
+        v["fleet"]["pending"].as_array().map(Vec::len),
+        Some(0),
+        "{v}"
+    );
+    for n in nodes {
+        expect(&n.get("/ban/1").await, "/ban/1", 2, n.name);
+    }
+
+    let r = a.purge("/", &[("surrogate-key", "group-7")]).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    for n in nodes {
+        expect(&n.get("/tagged1").await, "/tagged1", 2, n.name);
+    }
+    assert!(b.stat("fleet_inval_applied").await >= 2);
+}
+
+/// A fill that started before a purge and ends after it stores nothing, here or shared.
+async fn a_purge_racing_a_fill_wins(site: &Site, nodes: &[Node]) {
+    let [a, b, _] = nodes else { unreachable!() };
+    let addr = a.addr();
+    let slow = tokio::spawn(async move { get(addr, "/race").await });
+    // The fill is under way (the origin holds v1 for 1.5 s).
+    wait_until(Duration::from_secs(5), || {
+        site.origin.count_path("/race") == 1
+    })
+    .await;
+    site.bump("/race");
+    let r = b.purge("/race", &[]).await;
+    assert!(r.text().contains("confirmed by"), "{}", r.text());
+    let old = slow.await.unwrap();
+    expect(&old, "/race", 1, "a (asked before the purge)");
+    for n in nodes {
+        expect(&n.get("/race").await, "/race", 2, n.name);
+    }
+    assert!(a.stat("shared_write_purged").await + a.stat("shared_write").await >= 1);
+}
+
+/// A slot moves to another master while nodes read it: ASK during the move, MOVED after.
+async fn resharding_is_followed(_site: &Site, nodes: &[Node], cluster: &Cluster) {
+    let [a, b, c] = nodes else { unreachable!() };
+    expect(&a.get("/moved").await, "/moved", 1, "a");
+    // The test client's Host.
+    let keys = UrlKeys::new(PREFIX, &CacheKey::new("test.example", "/moved"));
+    let index = String::from_utf8(keys.index()).unwrap();
+    let slot: u16 = cluster.nodes[0]
+        .cli(&["CLUSTER", "KEYSLOT", &index])
+        .trim()
+        .parse()
+        .unwrap();
+    let from = cluster.master_of_slot(slot);
+    let to = (0..cluster.nodes.len())
+        .find(|i| *i != from && cluster.master_of_slot_is(*i))
+        .expect("another master");
+    let (src, dst) = (&cluster.nodes[from], &cluster.nodes[to]);
+    let slot_s = slot.to_string();
+    let (src_id, dst_id) = (cluster.id(from), cluster.id(to));
+    assert!(
+        dst.cli(&["CLUSTER", "SETSLOT", &slot_s, "IMPORTING", &src_id])
+            .contains("OK")
+    );
+    assert!(
+        src.cli(&["CLUSTER", "SETSLOT", &slot_s, "MIGRATING", &dst_id])
+            .contains("OK")
+    );
+    let in_slot = src.cli(&["CLUSTER", "GETKEYSINSLOT", &slot_s, "1000"]);
+    let moving: Vec<&str> = in_slot.lines().filter(|l| !l.is_empty()).collect();
+    assert!(!moving.is_empty(), "the object's keys are in the slot");
+    let mut args = vec!["MIGRATE", "127.0.0.1"];
+    let port = dst.port.to_string();
+    args.extend([port.as_str(), "", "0", "5000", "KEYS"]);
+    args.extend(moving.iter().copied());
+    assert!(src.cli(&args).contains("OK"), "migrate");
+    // Keys moved, slot not yet: the source answers ASK for them.
+    let r = b.get("/moved").await;
+    expect(&r, "/moved", 1, "b during the migration");
+    assert!(
+        r.cache_status().contains("detail=shared"),
+        "{}: {:?} errors {} timeouts {} refused {} skipped {}",
+        r.cache_status(),
+        b.served()
+            .log
+            .try_iter()
+            .filter(|l| l.contains("shared"))
+            .collect::<Vec<_>>(),
+        b.stat("shared_error").await,
+        b.stat("shared_timeout").await,
+        b.stat("shared_refused").await,
+        b.stat("shared_skipped").await
+    );
+    for n in &cluster.nodes {
+        if cluster.is_master(n.port) {
+            n.cli(&["CLUSTER", "SETSLOT", &slot_s, "NODE", &dst_id]);
+        }
+    }
+    cluster.wait_ok(Duration::from_secs(10));
+    let r = c.get("/moved").await;
+    expect(&r, "/moved", 1, "c after the move");
+    assert!(
+        r.cache_status().contains("detail=shared"),
+        "{}",
+        r.cache_status()
+    );
+}
+
+/// A node stopped with SIGSTOP: the others keep serving without an error and the purge
+/// answer names it as unconfirmed; once continued it catches up before serving the URL.
+async fn a_paused_node_catches_up(site: &Site, nodes: &[Node]) {
+    let [a, b, c] = nodes else { unreachable!() };
+    for n in nodes {
+        expect(&n.get("/paused").await, "/paused", 1, n.name);
+    }
+    b.served().signal("-STOP");
+    let load = Load::start(&[a.addr(), c.addr()], &["/s1", "/p1", "/chunky"]);
+    site.bump("/paused");
+    let r = a.purge("/paused", &[]).await;
+    assert_eq!(r.status, 200);
+    assert!(
+        r.text().contains("not confirmed in time by b"),
+        "{}",
+        r.text()
+    );
+    expect(&c.get("/paused").await, "/paused", 2, "c");
+    expect(&a.get("/paused").await, "/paused", 2, "a");
+    let (sent, errors) = load.finish().await;
+    assert!(sent > 0);
+    assert_eq!(errors, 0, "client errors while a node was paused");
+    b.served().signal("-CONT");
+    // Caught up (it applies the log in order at once when it runs again).
+    let caught_up = wait_until_async(Duration::from_secs(10), || async {
+        b.get("/paused").await.text() == "/paused v2"
+    })
+    .await;
+    assert!(caught_up, "b caught up with the purge after SIGCONT");
+}
+
+/// A node restarted with its disk cache reads the log from its saved position before it
+/// serves: what was purged while it was down is not served.
+async fn a_restarted_node_catches_up(site: &Site, nodes: &mut [Node]) {
+    let c = &mut nodes[2];
+    expect(&c.get("/restart").await, "/restart", 1, "c");
+    let config = c.config.clone();
+    c.proc.take().unwrap().stop();
+    site.bump("/restart");
+    let r = nodes[0].purge("/restart", &[]).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    nodes[2] = Node::start("c", config);
+    expect(
+        &nodes[2].get("/restart").await,
+        "/restart",
+        2,
+        "c after restart",
+    );
+    assert_eq!(
+        nodes[2].stat("fleet_reset").await,
+        0,
+        "caught up from its position, no reset"
+    );
+}
+
+/// A master killed under load: no client error, and the tier works again after failover.
+async fn a_killed_master_costs_no_client_error(site: &Site, nodes: &[Node], cluster: &mut Cluster) {
+    let paths: Vec<String> = (0..24).map(|i| format!("/k{i}")).collect();
+    for p in &paths {
+        expect(&nodes[0].get(p).await, p, 1, "a");
+    }
+    let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let addrs: Vec<SocketAddr> = nodes.iter().map(Node::addr).collect();
+    let load = Load::start(&addrs, &refs);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let victim = cluster.master_of_slot(0);
+    cluster.nodes[victim].kill9();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let fresh: Vec<String> = (0..24).map(|i| format!("/f{i}")).collect();
+    for p in &fresh {
+        // Misses during the failover: served from the origin, never an error.
+        expect(&nodes[1].get(p).await, p, 1, "b during failover");
+    }
+    let (sent, errors) = load.finish().await;
+    assert!(sent > 0);
+    assert_eq!(errors, 0, "client errors during the failover");
+    cluster.wait_ok(Duration::from_secs(20));
+    // Recovered by itself: a new object written by one node is a shared hit on another.
+    let recovered = wait_until_async(Duration::from_secs(15), || async {
+        let p = format!("/after{}", site.origin.count());
+        nodes[0].get(&p).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        nodes[2]
+            .get(&p)
+            .await
+            .cache_status()
+            .contains("detail=shared")
+    })
+    .await;
+    assert!(recovered, "the shared tier works again after the failover");
+}
+
+/// Every Redis process gone: every node serves as a single Shellac, PURGE still answers.
+async fn redis_gone_entirely(site: &Site, nodes: &[Node], cluster: &mut Cluster) {
+    cluster.stop_all();
+    let started = Instant::now();
+    for n in nodes {
+        expect(&n.get("/s1").await, "/s1", 1, n.name);
+        expect(&n.get("/gone1").await, "/gone1", 1, n.name);
+    }
+    site.bump("/gone1");
+    let r = nodes[0].purge("/gone1", &[]).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.text().contains("queued"), "{}", r.text());
+    expect(&nodes[0].get("/gone1").await, "/gone1", 2, "a");
+    let load = Load::start(
+        &nodes.iter().map(Node::addr).collect::<Vec<_>>(),
+        &["/s1", "/gone2", "/gone3"],
+    );
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let (sent, errors) = load.finish().await;
+    assert!(sent > 0);
+    assert_eq!(errors, 0);
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert_eq!(
+        nodes[0].stat("shared_breaker_state").await,
+        1,
+        "breaker open"
+    );
+}
+
+/// Bounded client load: a few tasks GET paths round-robin until told to stop.
+struct Load {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<(usize, usize)>>,
+}
+
+impl Load {
+    fn start(addrs: &[SocketAddr], paths: &[&str]) -> Load {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let counter = Arc::new(AtomicUsize::new(0));
+        let paths: Arc<Vec<String>> = Arc::new(paths.iter().map(|p| p.to_string()).collect());
+        let tasks = (0..4)
+            .map(|_| {
+                let (stop, counter, paths, addrs) =
+                    (stop.clone(), counter.clone(), paths.clone(), addrs.to_vec());
+                tokio::spawn(async move {
+                    let (mut sent, mut errors) = (0, 0);
+                    // At most 5,000 requests a task, whatever happens.
+                    while !stop.load(Ordering::Relaxed) && sent < 5_000 {
+                        let i = counter.fetch_add(1, Ordering::Relaxed);
+                        let addr = addrs[i % addrs.len()];
+                        let path = &paths[i % paths.len()];
+                        // A failed connection or response panics in `get`: its task's
+                        // error counts as a client error.
+                        let path = path.clone();
+                        let r = tokio::time::timeout(
+                            Duration::from_secs(5),
+                            tokio::spawn(async move { get(addr, &path).await }),
+                        )
+                        .await;
+                        sent += 1;
+                        if !matches!(r, Ok(Ok(ref r)) if r.status == 200) {
+                            errors += 1;
+                        }
+                    }
+                    (sent, errors)
+                })
+            })
+            .collect();
+        Load { stop, tasks }
+    }
+
+    async fn finish(self) -> (usize, usize) {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut total = (0, 0);
+        for t in self.tasks {
+            let (s, e) = t.await.unwrap();
+            total.0 += s;
+            total.1 += e;
+        }
+        total
+    }
+}
+
+async fn wait_until(limit: Duration, f: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !f() && start.elapsed() < limit {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn wait_until_async<F, Fut>(limit: Duration, f: F) -> bool
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if f().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
