@@ -247,3 +247,65 @@ async fn malformed_requests_are_refused_and_reset_never_forwarded() {
     assert_eq!(stats["client_reject_host"], 1);
     shellac.stop().await;
 }
+
+/// `curl --http2-prior-knowledge` (Debian's curl, built with nghttp2): a miss, then a hit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curl_speaks_h2c_with_prior_knowledge() {
+    let Some(curl) = tools::require(which("curl"), "curl", "curl") else {
+        return;
+    };
+    let origin = Origin::start(origin_reply).await;
+    let shellac = Shellac::start(origin.addr, h2c).await;
+    let url = format!("http://{}/curl", shellac.addr);
+    for expect in ["fwd=miss", "hit"] {
+        let out = tokio::process::Command::new(&curl)
+            .args(["--http2-prior-knowledge", "-si", &url])
+            .output()
+            .await
+            .expect("curl runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.starts_with("HTTP/2 200"), "{text}");
+        assert!(text.contains(expect), "{text}");
+        assert!(text.ends_with("body of /curl"), "{text}");
+    }
+    assert_eq!(shellac.stat("h2_conn").await, 2);
+    shellac.stop().await;
+}
+
+/// `nghttp` (nghttp2-client): several streams on one connection, all answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nghttp_multiplexes_streams() {
+    let Some(nghttp) = tools::require(which("nghttp"), "nghttp", "nghttp2-client") else {
+        return;
+    };
+    let origin = Origin::start(origin_reply).await;
+    let shellac = Shellac::start(origin.addr, h2c).await;
+    let base = format!("http://{}", shellac.addr);
+    let out = tokio::process::Command::new(&nghttp)
+        .args([
+            "-ns",
+            &format!("{base}/n1"),
+            &format!("{base}/n2"),
+            &format!("{base}/n3"),
+        ])
+        .output()
+        .await
+        .expect("nghttp runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(shellac.stat("h2_conn").await, 1);
+    assert_eq!(shellac.stat("h2_req").await, 3);
+    assert_eq!(origin.count(), 3);
+    shellac.stop().await;
+}
+
+fn which(tool: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| std::path::Path::new(d).join(tool))
+        .find(|p| p.is_file())
+}
