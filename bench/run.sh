@@ -889,6 +889,17 @@ out "MB/s is wrk's Transfer/sec (MiB/s: wrk uses 1024-based units), body + heade
 out "Values are the median over $RUNS run(s) of ${DUR_S}s, each metric taken separately."
 out "cpu/100k: CPU seconds (user+sys, the server and its children) per 100,000 requests;"
 out "RSS: resident memory of the server process tree after the run."
+# HTTP/2 (issue 20): h2load hit throughput and memory per idle HTTP/2 connection, Shellac vs
+# nginx (its own servers, same pinning); H2=0 skips it.
+if [[ ${H2:-1} == 1 ]]; then
+  out ""
+  out "== HTTP/2 (h2c, bench/h2.sh) =="
+  if h2out=$(SHELLAC="$SHELLAC" ORIGIN="$ORIGIN" RUNS="$RUNS" bench/h2.sh 2>&1); then
+    while IFS= read -r line; do out "$line"; done <<<"$h2out"
+  else
+    warn "bench/h2.sh failed: $(tail -n1 <<<"$h2out")"
+  fi
+fi
 if (( ${#WARNINGS[@]} )); then
   out ""
   out "Warnings during the run:"
