@@ -257,6 +257,14 @@ impl Live {
         // Every setting that changed, then what the running proxy did about it.
         let mut changes: Vec<String> = changed.iter().map(|c| c.to_string()).collect();
 
+        // TLS to backends: their CA, certificate and key files load.
+        for b in &config.backends {
+            if let Some(t) = &b.tls
+                && let Err(e) = crate::tls::client::BackendTlsClient::build(t, &b.host)
+            {
+                errors.push(format!("backend {}: tls: {e}", b.name));
+            }
+        }
         // TLS: every certificate and key loaded and checked before anything changes.
         let tls = match Frontends::build(&config.tls, Some(&self.tls())) {
             Ok(t) => Some(t),

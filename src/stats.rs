@@ -75,6 +75,8 @@ counters! {
     tls_handshake_fail_protocol: "TLS handshakes that failed for another protocol error",
     tls_handshake_fail_io: "TLS handshakes that failed on a transport error",
     tls_reload: "Times the TLS certificates and keys were loaded again (reload or changed files)",
+    backend_tls_handshake: "TLS handshakes completed with backends ([[backend]] tls)",
+    backend_tls_fail: "TLS handshakes with backends that failed (certificate not trusted or not for the name, no common protocol; also counted in backend_fail)",
     tls_reload_error: "Times TLS files that changed on disk could not be loaded (the running certificates were kept)",
     client_body_timeout: "Client connections closed because the request body came too slowly (body_timeout, body_min_rate)",
     client_send_timeout: "Client connections closed because a response write made no progress for send_timeout",

@@ -5,6 +5,7 @@
 
 mod body;
 mod conn;
+pub(crate) mod connector;
 pub mod director;
 pub mod health;
 pub mod probe;
@@ -17,7 +18,6 @@ use std::time::{Duration, Instant};
 use http::{Request, Response, StatusCode};
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use body::{BackendBody, RequestBody};
@@ -94,6 +94,8 @@ pub struct Backend {
     pub stats: BackendCounters,
     pub(crate) counters: Arc<Counters>,
     tcp_nodelay: bool,
+    /// TCP or TLS (`connector.rs`).
+    pub(crate) connector: connector::Connector,
     /// `server.max_response_header_size`: every response head is held to it exactly
     /// (`conn::HeadLimited`, 502 beyond it); also hyper's read buffer bound.
     max_response_head: usize,
@@ -125,6 +127,7 @@ impl Backend {
         };
         Arc::new(Backend {
             tcp_nodelay: config.tcp_nodelay.unwrap_or(whole.server.tcp_nodelay),
+            connector: connector::Connector::for_backend(&config),
             max_response_head: response_head_limit(whole),
             health: Health::new(
                 probe.as_ref(),
@@ -352,24 +355,30 @@ impl Backend {
 
     async fn connect(&self) -> Result<Conn, FetchError> {
         let name = &self.config.name;
-        let target = (self.config.host.as_str(), self.config.port);
-        let result =
-            tokio::time::timeout(self.config.connect_timeout.0, TcpStream::connect(target)).await;
-        let stream = match result {
-            Ok(Ok(s)) => {
+        let opened = self
+            .connector
+            .connect(
+                &self.config.host,
+                self.config.port,
+                self.config.connect_timeout.0,
+                self.tcp_nodelay,
+                &self.counters,
+            )
+            .await;
+        let stream = match opened {
+            Ok(s) => {
                 self.health.connect_ok();
                 s
             }
-            Ok(Err(e)) => {
+            Err(connector::ConnectError::Io(e)) => {
                 self.connect_failed(&e.to_string());
                 return Err(FetchError::Connect(name.clone(), e));
             }
-            Err(_) => {
+            Err(connector::ConnectError::Timeout) => {
                 self.connect_failed("connect timeout");
                 return Err(FetchError::ConnectTimeout(name.clone()));
             }
         };
-        let _ = stream.set_nodelay(self.tcp_nodelay);
         let watch = Arc::new(AtomicBool::new(false));
         let stream = HeadLimited::new(stream, self.max_response_head, watch.clone());
         // hyper's buffer must hold a head at the limit; the exact bound is `HeadLimited`'s.

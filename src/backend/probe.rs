@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use super::Backend;
@@ -70,9 +69,21 @@ fn request_bytes(probe: &ProbeConfig, backend: &Backend) -> Vec<u8> {
 
 /// One probe: connect, send, read the status line. Returns the status code.
 async fn once(backend: &Backend, request: &[u8]) -> Result<u16, String> {
-    let mut stream = TcpStream::connect((backend.config.host.as_str(), backend.config.port))
+    // TCP or TLS, as requests connect (the probe's own timeout bounds it).
+    let mut stream = backend
+        .connector
+        .connect(
+            &backend.config.host,
+            backend.config.port,
+            std::time::Duration::MAX,
+            true,
+            &backend.counters,
+        )
         .await
-        .map_err(|e| format!("connect: {e}"))?;
+        .map_err(|e| match e {
+            super::connector::ConnectError::Io(e) => format!("connect: {e}"),
+            super::connector::ConnectError::Timeout => "connect: timed out".to_string(),
+        })?;
     stream
         .write_all(request)
         .await

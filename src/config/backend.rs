@@ -61,6 +61,32 @@ pub struct BackendConfig {
     /// How long a backend marked sick by connection failures stays sick. Default `10s`.
     #[serde(default = "default_passive_cooldown")]
     pub passive_cooldown: Dur,
+    /// TLS to this backend (`tls = { ... }`, `tls = {}` for the defaults). Default: none
+    /// (plain TCP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<BackendTls>,
+}
+
+/// `[[backend]] tls = { ... }`: how Shellac talks TLS to a backend.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct BackendTls {
+    /// The name sent by SNI and checked against the backend's certificate. Default: `host`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_name: Option<String>,
+    /// PEM file of the CA certificates the backend's certificate must chain to. Default: the
+    /// system's trust store (`/etc/ssl/certs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<std::path::PathBuf>,
+    /// Client certificate (PEM chain) presented to the backend, with `key`. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert: Option<std::path::PathBuf>,
+    /// The client certificate's private key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<std::path::PathBuf>,
+    /// Skip every check of the backend's certificate (chain, name, dates). Default false.
+    #[serde(default)]
+    pub insecure_skip_verify: bool,
 }
 
 fn default_port() -> u16 {
@@ -110,6 +136,7 @@ impl BackendConfig {
             probe: None,
             passive_failures: default_passive_failures(),
             passive_cooldown: default_passive_cooldown(),
+            tls: None,
         }
     }
 }
@@ -361,6 +388,30 @@ pub(super) fn validate(c: &Config) -> Problems {
                     b.host
                 ),
             ));
+        }
+        if let Some(t) = &b.tls {
+            let key = |k: &str| vec!["backend".to_string(), i.to_string(), "tls".into(), k.into()];
+            if t.cert.is_some() != t.key.is_some() {
+                let missing = if t.cert.is_some() { "key" } else { "cert" };
+                out.push((
+                    key(missing),
+                    "a client certificate needs both `cert` and `key`".into(),
+                ));
+            }
+            if let Some(n) = &t.server_name
+                && rustls::pki_types::ServerName::try_from(n.as_str()).is_err()
+            {
+                out.push((
+                    key("server_name"),
+                    format!("`{n}` is not a host name or IP address"),
+                ));
+            }
+            if t.insecure_skip_verify && t.ca.is_some() {
+                out.push((
+                    key("ca"),
+                    "`insecure_skip_verify = true` checks nothing: `ca` would not be used".into(),
+                ));
+            }
         }
         match &b.probe {
             Some(ProbeRef::Named(name)) if !probe_names.contains(name.as_str()) => out.push((

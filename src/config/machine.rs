@@ -68,6 +68,17 @@ pub fn check(config: &Config) -> Vec<Finding> {
         }
         out.extend(tls_files(i, t));
     }
+    for (i, b) in config.backends.iter().enumerate() {
+        if let Some(t) = &b.tls
+            && let Err(e) = crate::tls::client::BackendTlsClient::build(t, &b.host)
+        {
+            out.push(Finding {
+                severity: Severity::Error,
+                path: vec!["backend".into(), i.to_string(), "tls".into()],
+                message: e,
+            });
+        }
+    }
     if let Some(d) = &config.storage.disk {
         out.extend(disk(d));
     }

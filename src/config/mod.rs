@@ -25,7 +25,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use backend::{
-    BackendConfig, DirectorConfig, DirectorKind, HashOn, ProbeConfig, ProbeRef, RoutingConfig,
+    BackendConfig, BackendTls, DirectorConfig, DirectorKind, HashOn, ProbeConfig, ProbeRef,
+    RoutingConfig,
 };
 pub use locate::ConfigError;
 use units::{Dur, Size};

@@ -13,6 +13,7 @@
 //! - `watch.rs`: noticing changed files.
 
 pub mod certs;
+pub mod client;
 pub mod der;
 pub mod server;
 pub mod store;

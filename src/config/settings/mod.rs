@@ -293,6 +293,13 @@ pub const SECTIONS: &[Section] = &[
         context: "[[backend]]\nhost = \"127.0.0.1\"\n",
     },
     Section {
+        name: "backend.tls",
+        array: false,
+        optional: true,
+        inline: true,
+        context: "[[backend]]\nhost = \"127.0.0.1\"\ntls = { insecure_skip_verify = false }\n",
+    },
+    Section {
         name: "probe",
         array: true,
         optional: false,
@@ -367,6 +374,7 @@ pub fn all() -> impl Iterator<Item = &'static Setting> {
         .chain(cache::STORAGE)
         .chain(fleet::SHARED)
         .chain(origins::BACKEND)
+        .chain(origins::BACKEND_TLS)
         .chain(origins::PROBE)
         .chain(origins::DIRECTOR)
         .chain(origins::ROUTING)

@@ -143,6 +143,17 @@ pub(super) const BACKEND: &[Setting] = &[
     },
     Setting {
         section: "backend",
+        key: "tls",
+        kind: Kind::Table {
+            section: "backend.tls",
+        },
+        default: Default::Unset(r##"none (plain TCP)"##),
+        example: r##"{ server_name = "origin.example.com" }"##,
+        restart: false,
+        doc: r##"TLS to this backend: `tls = {}` for the defaults (the backend's certificate verified against the system's trust store for `host`), or a table of the keys below. Health probes use TLS too. A failed handshake (an untrusted or mismatched certificate) fails the connection like a refused one: `503`, `detail=backend-connect-failed`, counters `backend_fail` and `backend_tls_fail`."##,
+    },
+    Setting {
+        section: "backend",
         key: "passive_failures",
         kind: Kind::Count {
             min: 0,
@@ -163,6 +174,54 @@ pub(super) const BACKEND: &[Setting] = &[
         example: r##""##,
         restart: false,
         doc: r##"How long passive sickness lasts."##,
+    },
+];
+
+pub(super) const BACKEND_TLS: &[Setting] = &[
+    Setting {
+        section: "backend.tls",
+        key: "server_name",
+        kind: Kind::Text("a host name or IP address"),
+        default: Default::Unset(r##"the backend's `host`"##),
+        example: r##""origin.example.com""##,
+        restart: false,
+        doc: r##"Name sent by SNI and required in the backend's certificate (an IP address is checked against the certificate's IP addresses and sent without SNI)."##,
+    },
+    Setting {
+        section: "backend.tls",
+        key: "ca",
+        kind: Kind::Text("a file path"),
+        default: Default::Unset(r##"the system's trust store"##),
+        example: r##""/etc/shellac/origin-ca.pem""##,
+        restart: false,
+        doc: r##"PEM file of the CA certificates the backend's certificate must chain to (a private CA). Without it: the operating system's trust store (`/etc/ssl/certs`, read at start and on reload)."##,
+    },
+    Setting {
+        section: "backend.tls",
+        key: "cert",
+        kind: Kind::Text("a file path"),
+        default: Default::Unset(r##"none"##),
+        example: r##""/etc/shellac/client.pem""##,
+        restart: false,
+        doc: r##"Client certificate chain (PEM) to present when the backend asks for one (mutual TLS); needs `key`."##,
+    },
+    Setting {
+        section: "backend.tls",
+        key: "key",
+        kind: Kind::Text("a file path"),
+        default: Default::Unset(r##"none"##),
+        example: r##""/etc/shellac/client.key""##,
+        restart: false,
+        doc: r##"The client certificate's private key (PEM)."##,
+    },
+    Setting {
+        section: "backend.tls",
+        key: "insecure_skip_verify",
+        kind: Kind::Bool,
+        default: Default::Value(r##"false"##),
+        example: r##""##,
+        restart: false,
+        doc: r##"Accept any certificate from this backend — no chain, name or date check — so anyone on the path can read and change the traffic. For a test origin with a self-signed certificate only; a warning is logged at start and on every reload that keeps it."##,
     },
 ];
 

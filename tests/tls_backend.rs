@@ -1,0 +1,189 @@
+//! TLS to backends: a TLS origin (a second Shellac terminating TLS in front of a plain
+//! origin), verified against a CA file, refused with the wrong CA or name, accepted with
+//! `insecure_skip_verify`, client certificates presented, probes over TLS.
+
+mod common;
+
+use std::time::Duration;
+
+use common::tls::{Pki, tls_table};
+use common::{Origin, Reply, Shellac, get};
+use shellac::config::{BackendTls, Config};
+
+/// A TLS origin for `origin.test` answering with `origin`'s bodies; `extra`: more `[[tls]]`
+/// keys (client certificates).
+async fn tls_origin(pki: &Pki, origin: &Origin, extra: &str) -> (Shellac, u16) {
+    let cert = pki.leaf("origin", &["origin.test"]);
+    let text = format!(
+        "{}\n[[backend]]\nhost = \"127.0.0.1\"\n",
+        tls_table(&[&cert], extra)
+    );
+    let tls = Config::parse(&text, "t.toml").unwrap().tls;
+    let sh = Shellac::start(origin.addr, |c| c.tls = tls).await;
+    let port = sh.tls_addrs()[0].port();
+    (sh, port)
+}
+
+/// A Shellac whose backend is `127.0.0.1:port` over TLS as `tls` says.
+async fn front(port: u16, tls: BackendTls, probe: bool) -> Shellac {
+    let origin_addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    Shellac::start(origin_addr, move |c| {
+        c.backends[0].tls = Some(tls);
+        if probe {
+            let text = "[[backend]]\nhost = \"127.0.0.1\"\nprobe = { url = \"/health\", interval = \"100ms\", window = 3, threshold = 2 }\n";
+            c.backends[0].probe = Config::parse(text, "t.toml").unwrap().backends[0].probe.clone();
+        }
+    })
+    .await
+}
+
+async fn origin() -> Origin {
+    Origin::start(|seen| Reply::ok(&format!("origin says {}", seen.path))).await
+}
+
+fn with_ca(pki: &Pki) -> BackendTls {
+    BackendTls {
+        server_name: Some("origin.test".into()),
+        ca: Some(pki.ca_file.clone()),
+        ..BackendTls::default()
+    }
+}
+
+#[tokio::test]
+async fn a_backend_over_tls_is_verified_with_its_ca_and_name() {
+    let pki = Pki::new("backend");
+    let plain = origin().await;
+    let (_tls_origin, port) = tls_origin(&pki, &plain, "").await;
+    let sh = front(port, with_ca(&pki), false).await;
+    let resp = get(sh.addr, "/x").await;
+    assert_eq!((resp.status, resp.text().as_str()), (200, "origin says /x"));
+    let s = sh.stats().await;
+    assert_eq!(s["backend_tls_handshake"], 1);
+    assert_eq!(s["backend_tls_fail"], 0);
+    // Another CA: refused, 503, counted.
+    let stranger = Pki::new("backend-stranger");
+    let sh = front(port, with_ca(&stranger), false).await;
+    let resp = get(sh.addr, "/y").await;
+    assert_eq!(resp.status, 503);
+    assert!(
+        resp.cache_status().contains("backend-connect-failed"),
+        "{}",
+        resp.cache_status()
+    );
+    assert!(sh.stats().await["backend_tls_fail"] >= 1);
+    // The right CA, the wrong name: refused too.
+    let wrong_name = BackendTls {
+        server_name: Some("other.test".into()),
+        ..with_ca(&pki)
+    };
+    let sh = front(port, wrong_name, false).await;
+    assert_eq!(get(sh.addr, "/z").await.status, 503);
+    // Without `ca`, the system's store: our test CA is not in it.
+    let system = BackendTls {
+        server_name: Some("origin.test".into()),
+        ..BackendTls::default()
+    };
+    let sh = front(port, system, false).await;
+    assert_eq!(get(sh.addr, "/s").await.status, 503);
+    // insecure_skip_verify: anything goes.
+    let insecure = BackendTls {
+        insecure_skip_verify: true,
+        ..BackendTls::default()
+    };
+    let sh = front(port, insecure, false).await;
+    assert_eq!(get(sh.addr, "/i").await.status, 200);
+}
+
+#[tokio::test]
+async fn client_certificates_are_presented_to_backends_that_ask() {
+    let pki = Pki::new("backend-mtls");
+    let plain = origin().await;
+    let ca = format!("client_ca = \"{}\"", pki.ca_file.display());
+    let (tls_origin, port) = tls_origin(&pki, &plain, &ca).await;
+    let (cert, key) = pki.client("shellac", "shellac-front");
+    let with_cert = BackendTls {
+        cert: Some(cert),
+        key: Some(key),
+        ..with_ca(&pki)
+    };
+    let sh = front(port, with_cert, false).await;
+    assert_eq!(get(sh.addr, "/c").await.status, 200);
+    let sh = front(port, with_ca(&pki), false).await;
+    // With TLS 1.3 the backend judges the client's certificate after the client's handshake
+    // is done: its alert arrives in place of the response, a 502.
+    assert_eq!(
+        get(sh.addr, "/c").await.status,
+        502,
+        "no certificate, no entry"
+    );
+    assert!(tls_origin.stats().await["tls_handshake_fail_client_cert"] >= 1);
+}
+
+#[tokio::test]
+async fn probes_run_over_tls_and_a_bad_certificate_makes_the_backend_sick() {
+    let pki = Pki::new("backend-probe");
+    let plain = origin().await;
+    let (_tls_origin, port) = tls_origin(&pki, &plain, "").await;
+    let healthy = front(port, with_ca(&pki), true).await;
+    let stranger = Pki::new("backend-probe-stranger");
+    let sick = front(port, with_ca(&stranger), true).await;
+    let health = |sh: &Shellac| {
+        let admin = sh.admin;
+        async move {
+            let v: serde_json::Value =
+                serde_json::from_slice(&get(admin, "/backends").await.body).unwrap();
+            v["backends"][0]["healthy"].as_bool().unwrap()
+        }
+    };
+    let mut seen = (false, true);
+    for _ in 0..100 {
+        seen = (health(&healthy).await, health(&sick).await);
+        if seen == (true, false) && healthy.stats().await["backend_tls_handshake"] >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(seen, (true, false));
+    let probes = plain
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.path == "/health")
+        .count();
+    assert!(
+        probes >= 2,
+        "probes reached the origin through TLS: {probes}"
+    );
+}
+
+#[tokio::test]
+async fn check_and_reload_name_unusable_backend_tls_files() {
+    let pki = Pki::new("backend-check");
+    let missing = pki.dir.join("nope.pem");
+    let text = format!(
+        "[[backend]]\nhost = \"origin.test\"\ntls = {{ ca = \"{}\" }}\n",
+        missing.display()
+    );
+    let config = Config::parse(&text, "t.toml").unwrap();
+    let (errors, _) = config.check_machine(&text, "t.toml");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let e = errors[0].to_string();
+    assert!(
+        e.contains(&format!(
+            "cannot read certificate file {}",
+            missing.display()
+        )),
+        "{e}"
+    );
+    assert!(e.contains("backend.0.tls"), "{e}");
+    let half = Config::parse(
+        "[[backend]]\nhost = \"a\"\ntls = { cert = \"/x.pem\" }\n",
+        "t.toml",
+    )
+    .unwrap_err();
+    assert!(
+        half[0].to_string().contains("needs both `cert` and `key`"),
+        "{half:?}"
+    );
+}
