@@ -111,7 +111,13 @@ fn show(screen: &str, once: bool) -> io::Result<bool> {
 pub fn stat(client: &AdminClient, once: bool, all: bool) -> io::Result<()> {
     loop {
         let live = client.get_json("/stats/live")?;
-        let screen = render_stat(&live, all);
+        let mut screen = render_stat(&live, all);
+        if live["fleet"].is_object() {
+            // The shared tier and every node's lag (one more request: it asks Redis).
+            if let Ok(fleet) = client.get_json("/fleet") {
+                screen = format!("{}\n{screen}", crate::admin::fleet::render(&fleet));
+            }
+        }
         if show(&screen, once)? {
             return Ok(());
         }
@@ -276,6 +282,9 @@ pub fn render_inspect(v: &Value) -> String {
     }
     if v["hit_for_miss"].as_bool() == Some(true) {
         out.push_str("  [hit-for-miss: requests pass]");
+    }
+    if v["shared"].as_str() == Some("unreachable") {
+        out.push_str("  [shared tier: Redis unreachable, not shown]");
     }
     out.push('\n');
     let variants = v["variants"].as_array().map(Vec::as_slice).unwrap_or(&[]);

@@ -15,6 +15,7 @@ const DOCS: &[&str] = &[
     "docs/admin.md",
     "docs/policy.md",
     "docs/conformance.md",
+    "docs/fleet.md",
 ];
 
 /// Names in backticks after "counter(s)" or "gauge(s)", in lists joined by `,`, `/`, `and`,

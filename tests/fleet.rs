@@ -227,6 +227,31 @@ async fn shared_hits_across_nodes(site: &Site, nodes: &[Node]) {
     assert_eq!(site.origin.count_path("/vary1"), 2, "one fetch per variant");
     assert!(a.stat("shared_write").await >= 1);
     assert!(b.stat("cache_hit_shared").await >= 2);
+
+    // Observability: the copy in each tier, the fleet's nodes, the Prometheus counters.
+    let r = get(b.admin(), "/cache?url=/s1&host=test.example").await;
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(v["shared"], "reachable", "{v}");
+    assert_eq!(
+        v["variants"][0]["tiers"],
+        serde_json::json!(["memory", "shared"]),
+        "{v}"
+    );
+    let r = get(a.admin(), "/fleet").await;
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(v["breaker"], "closed", "{v}");
+    let names: Vec<&str> = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["name"].as_str())
+        .collect();
+    assert_eq!(names, ["a", "b", "c"], "{v}");
+    let metrics = get(c.admin(), "/metrics").await.text();
+    assert!(
+        metrics.contains("shellac_cache_hit_shared_total"),
+        "{metrics}"
+    );
 }
 
 /// Bodies over 256 KiB travel as chunks; bodies over `max_object_size` stay local.

@@ -69,6 +69,7 @@ pub fn data(proxy: &Proxy) -> Value {
             "objects": value("n_object"),
             "evicted": value("n_lru_nuked"),
         },
+        "fleet": super::fleet::summary(proxy),
         "series": series.into_json(),
         "backends": proxy.backends.backends.iter().map(|b| b.describe()).collect::<Vec<_>>(),
         "top_urls": top,

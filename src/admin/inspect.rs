@@ -78,6 +78,11 @@ fn describe(proxy: &Proxy, seen: &Inspection, now: Instant) -> Value {
                 .map(|(tier, o)| {
                     let mut c = copy(o, now);
                     c["tier"] = json!(tier);
+                    if *tier == "shared" {
+                        // Its metadata only: chunks are not read for a look.
+                        c["body_in"] = json!("shared");
+                        c["hit_in_memory"] = Value::Null;
+                    }
                     c["banned"] = json!(proxy.cache.bans.is_banned(&v.key, o));
                     c
                 })
@@ -106,6 +111,11 @@ fn describe(proxy: &Proxy, seen: &Inspection, now: Instant) -> Value {
         },
         "vary": seen.vary.iter().map(|n| n.as_str()).collect::<Vec<_>>(),
         "hit_for_miss": seen.hit_for_miss,
+        "shared": match seen.shared {
+            None => Value::Null,
+            Some(true) => json!("reachable"),
+            Some(false) => json!("unreachable"),
+        },
         "variants": variants,
     })
 }

@@ -2,6 +2,7 @@
 //! inspection and invalidation, reload, the dashboard, and a small index (`/help`).
 
 mod dashboard;
+pub mod fleet;
 mod inspect;
 mod invalidate;
 mod live;
@@ -87,6 +88,14 @@ async fn handle(live: &Arc<Live>, req: Request<Incoming>) -> Response<AdminBody>
         (&Method::GET, "/log/stream") => live::log_stream(&proxy, req.uri()),
         (&Method::GET, "/top") => live::top(&proxy, req.uri()),
         (&Method::GET, "/cache") => inspect::route(&proxy, req.uri()).await,
+        (&Method::GET, "/fleet") => match fleet::describe(&proxy).await {
+            Some(v) => reply(StatusCode::OK, JSON, json(v)),
+            None => reply(
+                StatusCode::NOT_FOUND,
+                TEXT,
+                b"no fleet: [storage.shared] is not configured\n".to_vec(),
+            ),
+        },
         (&Method::GET, "/tls") => reply(
             StatusCode::OK,
             JSON,
@@ -218,6 +227,7 @@ POST /purge[?soft=1]     body: the URL to purge (every variant)
 POST /purge/tags         body: surrogate keys (space-separated)
 GET /cache?url=URL       what is cached for a URL: variants, tiers, TTL left, size, tags
                          (URL = http://HOST/path, or /path with &host=HOST; percent-encoded)
+GET /fleet               the shared tier ([storage.shared]) and every node's invalidation lag
 POST /reload             re-read the configuration file and swap it in (JSON result)
 ";
 

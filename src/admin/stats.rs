@@ -98,6 +98,7 @@ pub fn live(proxy: &Proxy) -> Value {
         "hit_ratio": ratios,
         "ttfb_us_10s": { "p50": quantile(0.5), "p90": quantile(0.9), "p99": quantile(0.99) },
         "counters": counters,
+        "fleet": super::fleet::summary(proxy),
     })
 }
 

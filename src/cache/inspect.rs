@@ -20,6 +20,9 @@ pub struct Inspection {
     pub variants: Vec<VariantView>,
     /// The URL is remembered as uncacheable (requests pass without coalescing).
     pub hit_for_miss: bool,
+    /// With a fleet (`[storage.shared]`): whether the shared tier could be asked (its copies
+    /// are in `variants` under the tier name `shared`). None without one.
+    pub shared: Option<bool>,
 }
 
 /// One variant of a URL.
@@ -56,9 +59,35 @@ impl Cache {
             vary = index.names.clone();
             keys.extend(index.variants.iter().map(|v| primary.with_variant(*v)));
         }
+        let mut shared_ok = None;
+        if let Some(shared) = &self.shared {
+            // The shared tier's variant index names variants this node may never have seen.
+            match shared.variants(&primary).await {
+                Some((names, found)) => {
+                    shared_ok = Some(true);
+                    if vary.is_empty() {
+                        vary = names;
+                    }
+                    for v in found {
+                        let key = primary.with_variant(v);
+                        if !keys.contains(&key) {
+                            keys.push(key);
+                        }
+                    }
+                }
+                None => shared_ok = Some(false),
+            }
+        }
         let mut variants = Vec::new();
         for key in keys {
-            let copies = self.storage.inspect(&key).await;
+            let mut copies = self.storage.inspect(&key).await;
+            if let (Some(shared), Some(true)) = (&self.shared, shared_ok) {
+                match shared.inspect(&key).await {
+                    Some(Some(object)) => copies.push(("shared", Arc::new(object))),
+                    Some(None) => {}
+                    None => shared_ok = Some(false),
+                }
+            }
             if !copies.is_empty() {
                 variants.push(VariantView { key, copies });
             }
@@ -72,6 +101,7 @@ impl Cache {
             vary,
             variants,
             hit_for_miss,
+            shared: shared_ok,
         }
     }
 }

@@ -719,6 +719,14 @@ impl Config {
             ),
             None => String::new(),
         };
+        let disk = match &self.storage.shared {
+            Some(s) => format!(
+                "{disk}; shared tier on the Redis Cluster at {} (prefix {})",
+                s.nodes.join(", "),
+                s.key_prefix
+            ),
+            None => disk,
+        };
         let directors: Vec<String> = self
             .directors
             .iter()

@@ -84,6 +84,22 @@ function render(d) {
   document.getElementById("storage-text").textContent =
     human(st.bytes, "B") + " of " + human(st.capacity, "B") + " · " + st.objects + " objects · " + st.evicted + " evicted";
   document.getElementById("storage-bar").style.width = (st.capacity ? 100 * st.bytes / st.capacity : 0).toFixed(1) + "%";
+  const fleet = d.fleet;
+  document.getElementById("fleet-panel").hidden = !fleet;
+  if (fleet) {
+    document.getElementById("fleet-text").textContent =
+      "node " + fleet.node + " · breaker " + fleet.breaker + " · " + fleet.hits + " shared hits · " + fleet.writes +
+      " writes · " + (fleet.errors + fleet.timeouts) + " errors · invalidation lag " + fleet.lag_ms + " ms" +
+      (fleet.outbox ? " · " + fleet.outbox + " queued" : "");
+    fetch("/fleet", { headers: token ? { Authorization: "Bearer " + token } : {}, cache: "no-store" }).then(r => r.ok ? r.json() : null).then(f => {
+      if (!f || !f.nodes) return;
+      document.getElementById("fleet-nodes").replaceChildren(...f.nodes.map(n => {
+        const tr = document.createElement("tr");
+        tr.append(cell(n.name), cell(n.position), cell(n.lag_ms, "num"), cell(n.heartbeat_age_ms, n.live ? "num" : "num sick"));
+        return tr;
+      }));
+    }).catch(() => {});
+  }
   const backends = document.getElementById("backends");
   backends.replaceChildren(...d.backends.map(b => {
     const tr = document.createElement("tr");

@@ -495,6 +495,30 @@ impl SharedTier {
         )
     }
 
+    /// The URL's `Vary` names and the variants its index lists (the admin API). None when
+    /// Redis could not be asked.
+    pub async fn variants(&self, primary: &CacheKey) -> Option<(Vec<HeaderName>, Vec<u64>)> {
+        let keys = UrlKeys::new(&self.prefix, primary);
+        let get = self.remote.command(vec![b"HGETALL".to_vec(), keys.index()]);
+        let reply = self.call(self.read_timeout, get).await?;
+        let (mut names, mut variants) = (Vec::new(), Vec::new());
+        for pair in reply.array().chunks(2) {
+            if let [Reply::Data(field), _] = pair {
+                if &field[..] == b"names" {
+                    if let Some(v) = pair[1].clone().data() {
+                        names = parse_names(&v);
+                    }
+                } else if let Some(v) = std::str::from_utf8(field)
+                    .ok()
+                    .and_then(|f| u64::from_str_radix(f, 16).ok())
+                {
+                    variants.push(v);
+                }
+            }
+        }
+        Some((names, variants))
+    }
+
     /// The remote, for the feed.
     pub(crate) fn remote(&self) -> &Arc<dyn Remote> {
         &self.remote
