@@ -1,10 +1,12 @@
 //! The syntax tree of a VCL file, as written: every dialect (2.x, 3.0, 4.x) in one shape.
 
-/// A position in a VCL file (1-based line and column).
+/// A position in a VCL file (1-based line and column). `file` is the file's index in the
+/// loaded source (`load::Source::files`): 0 for the main file, then each included file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Pos {
     pub line: u32,
     pub col: u32,
+    pub file: u16,
 }
 
 /// A whole VCL file.
@@ -100,7 +102,8 @@ pub struct AclEntry {
 /// A statement in a subroutine.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Stmt {
-    /// `set TARGET OP value;` with OP one of `= += -= *= /=`.
+    /// `set TARGET OP value;` with OP one of `= += -= *= /=`. A quoted field name keeps its
+    /// quotes (`resp.http."x.y"`): only VCL 4.1 allows them, and only they may hold '.'.
     Set {
         target: String,
         op: &'static str,

@@ -68,8 +68,14 @@ const UNITS: &[&str] = &[
 
 /// Splits `src` (the text of `file`) into tokens, ending with `Tok::Eof`.
 pub fn lex(file: &str, src: &str) -> Result<Vec<Token>, VclError> {
+    lex_file(file, 0, src)
+}
+
+/// Like [`lex`], for the file with index `index` in a loaded source (positions carry it).
+pub fn lex_file(file: &str, index: u16, src: &str) -> Result<Vec<Token>, VclError> {
     Lexer {
         file,
+        index,
         src: src.as_bytes(),
         text: src,
         at: 0,
@@ -81,6 +87,7 @@ pub fn lex(file: &str, src: &str) -> Result<Vec<Token>, VclError> {
 
 struct Lexer<'a> {
     file: &'a str,
+    index: u16,
     src: &'a [u8],
     text: &'a str,
     at: usize,
@@ -93,15 +100,12 @@ impl Lexer<'_> {
         Pos {
             line: self.line,
             col: self.col,
+            file: self.index,
         }
     }
 
     fn error(&self, pos: Pos, message: String) -> VclError {
-        VclError {
-            file: self.file.to_string(),
-            pos,
-            message,
-        }
+        VclError::new(self.file, pos, message)
     }
 
     fn peek(&self, ahead: usize) -> u8 {

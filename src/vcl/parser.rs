@@ -1,19 +1,27 @@
 //! A recursive-descent parser from VCL tokens to the syntax tree, every dialect at once.
 
+use super::ast::Stmt;
 use super::ast::{AclEntry, Decl, Field, FieldValue, Pos, Vcl};
 use super::error::VclError;
-use super::lexer::{Tok, Token, lex};
+use super::lexer::{Tok, Token, lex_file};
 
 /// Parses the VCL text `src` of the file named `file`.
 pub fn parse(file: &str, src: &str) -> Result<Vcl, VclError> {
-    let toks = lex(file, src)?;
-    let mut p = Parser {
-        file,
-        toks,
-        at: 0,
-        depth: 0,
-    };
+    parse_file(file, 0, src)
+}
+
+/// Parses the VCL text `src` of the file named `file`, which has index `index` in a loaded
+/// source (every position carries it).
+pub fn parse_file(file: &str, index: u16, src: &str) -> Result<Vcl, VclError> {
+    let mut p = Parser::new(file, index, src)?;
     p.file_()
+}
+
+/// Parses `src` as the statements of a subroutine body: what an `include` inside a `sub`
+/// splices in.
+pub fn parse_body(file: &str, index: u16, src: &str) -> Result<Vec<Stmt>, VclError> {
+    let mut p = Parser::new(file, index, src)?;
+    p.statements_to_end()
 }
 
 pub(super) struct Parser<'a> {
@@ -28,7 +36,16 @@ pub(super) struct Parser<'a> {
 /// The deepest nesting of blocks and parenthesised expressions read.
 const MAX_DEPTH: u32 = 200;
 
-impl Parser<'_> {
+impl<'a> Parser<'a> {
+    fn new(file: &'a str, index: u16, src: &str) -> Result<Parser<'a>, VclError> {
+        Ok(Parser {
+            file,
+            toks: lex_file(file, index, src)?,
+            at: 0,
+            depth: 0,
+        })
+    }
+
     /// Enters one more level of nesting; `leave` undoes it.
     pub(super) fn enter(&mut self) -> Result<(), VclError> {
         self.depth += 1;
@@ -94,11 +111,7 @@ impl Parser<'_> {
     }
 
     pub(super) fn error_at(&self, pos: Pos, message: String) -> VclError {
-        VclError {
-            file: self.file.to_string(),
-            pos,
-            message,
-        }
+        VclError::new(self.file, pos, message)
     }
 
     pub(super) fn expect(&mut self, op: &str, what: &str) -> Result<(), VclError> {
@@ -148,7 +161,11 @@ impl Parser<'_> {
                     self.error_at(self.pos(), format!("a header name may not hold {bad:?}"))
                 );
             }
+            // Kept in quotes: the checker allows the form from VCL 4.1 only, and a quoted
+            // name may hold '.', which an unquoted one may not.
+            name.push('"');
             name.push_str(s);
+            name.push('"');
             self.at += 1;
         }
         Ok(name)

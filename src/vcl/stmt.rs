@@ -29,6 +29,18 @@ impl Parser<'_> {
         }
     }
 
+    /// Statements up to the end of the file (an included file spliced into a sub).
+    pub(super) fn statements_to_end(&mut self) -> Result<Vec<Stmt>, VclError> {
+        let mut body = Vec::new();
+        while *self.peek() != Tok::Eof {
+            if self.eat(";") {
+                continue;
+            }
+            body.push(self.stmt()?);
+        }
+        Ok(body)
+    }
+
     fn stmt(&mut self) -> Result<Stmt, VclError> {
         let pos = self.pos();
         let word = match self.peek() {

@@ -144,7 +144,7 @@ fn quoted_header_names_and_methods_on_values() {
     let v = ok(r#"sub s { set resp.http."x~y" = resp.http."a".upper(); std.log(s = "n"); }"#);
     assert!(
         matches!(&body(&v)[0], Stmt::Set { target, value: Expr::Method { .. }, .. }
-        if target == "resp.http.x~y")
+        if target == "resp.http.\"x~y\"")
     );
     assert!(err("sub s { set req.http.{\"a\nb\"} = \"x\"; }").contains("may not hold '\\n'"));
     assert!(err("sub foo.bar { }").contains("may not hold '.'"));

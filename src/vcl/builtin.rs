@@ -1,0 +1,54 @@
+//! The built-in VCL of each dialect, appended to the operator's subroutines as Varnish does:
+//! 4.x's builtin.vcl (unknown methods piped, every method but GET and HEAD passed, requests
+//! with Authorization or Cookie passed) and 2.x's default.vcl (the same, plus
+//! X-Forwarded-For, and `obj.cacheable` / `beresp.cacheable`).
+
+use std::sync::OnceLock;
+
+use super::ast::Vcl;
+use super::parser::parse_file;
+use super::types::Dialect;
+
+/// The file index built-in positions carry (no file of the operator's).
+pub const BUILTIN_FILE: u16 = u16::MAX;
+
+const V4: &str = include_str!("builtin/builtin-4.vcl");
+const V21: &str = include_str!("builtin/default-2.1.vcl");
+const V20: &str = include_str!("builtin/default-2.0.vcl");
+
+/// The text of the built-in VCL of `dialect`.
+pub fn text(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::V20 => V20,
+        Dialect::V21 => V21,
+        Dialect::V40 | Dialect::V41 => V4,
+    }
+}
+
+/// The built-in VCL of `dialect`, parsed once.
+pub fn source(dialect: Dialect) -> &'static Vcl {
+    static PARSED: [OnceLock<Vcl>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let i = match dialect {
+        Dialect::V20 => 0,
+        Dialect::V21 => 1,
+        Dialect::V40 | Dialect::V41 => 2,
+    };
+    PARSED[i].get_or_init(|| {
+        // Shellac's own text, parsed by its tests: an error here is a bug in this file.
+        parse_file("<built-in VCL>", BUILTIN_FILE, text(dialect)).unwrap_or_else(|e| {
+            panic!("the built-in VCL does not parse: {e}");
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_parses() {
+        for d in [Dialect::V20, Dialect::V21, Dialect::V40, Dialect::V41] {
+            assert!(!source(d).decls.is_empty());
+        }
+    }
+}

@@ -1,0 +1,592 @@
+//! Functions: the built-in ones (`regsub`, `hash_data`, `ban`, `synthetic`, ...) and the
+//! VMODs Shellac implements (`std`, `cookie`, `directors`), as one table of signatures the
+//! checker binds arguments against (positional, then named, then defaults).
+
+use regex::Regex;
+
+use super::super::ast::{Arg, Expr as AstExpr, Pos};
+use super::super::ir::{Expr, Func, Text};
+use super::super::types::Type;
+use super::super::types::ctx::*;
+use super::Checker;
+use super::sigs::{Dflt, F, SIGS, Sig};
+
+/// A VMOD as imported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Vmod {
+    Std,
+    Directors,
+    Cookie,
+    /// Anything else: refused at the import.
+    Other(String),
+}
+
+impl Vmod {
+    pub(super) fn by_name(name: &str) -> Vmod {
+        match name {
+            "std" => Vmod::Std,
+            "directors" => Vmod::Directors,
+            "cookie" => Vmod::Cookie,
+            other => Vmod::Other(other.to_string()),
+        }
+    }
+
+    fn prefix(&self) -> &str {
+        match self {
+            Vmod::Std => "std",
+            Vmod::Directors => "directors",
+            Vmod::Cookie => "cookie",
+            Vmod::Other(n) => n,
+        }
+    }
+}
+
+/// Converts a Varnish replacement (`\1` a group, `\0` the match, `\\` a backslash) to the
+/// regex crate's (`${1}`, `$$`).
+pub(crate) fn replacement(varnish: &str) -> String {
+    let mut out = String::with_capacity(varnish.len() + 8);
+    let mut chars = varnish.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '$' => out.push_str("$$"),
+            '\\' => match chars.peek() {
+                Some(d) if d.is_ascii_digit() => {
+                    out.push_str("${");
+                    out.push(*d);
+                    out.push('}');
+                    chars.next();
+                }
+                Some('\\') => {
+                    out.push('\\');
+                    chars.next();
+                }
+                _ => out.push('\\'),
+            },
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Compiles a VCL regular expression (PCRE in Varnish). The regex crate has no look-around
+/// or back-references: such a pattern is valid VCL that Shellac cannot run.
+pub(super) fn compile_regex(c: &mut Checker<'_>, pattern: &str, pos: Pos) -> Option<Regex> {
+    match Regex::new(pattern) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            let text = e.to_string();
+            // PCRE features the regex crate lacks: valid in Varnish, refused as unsupported.
+            let pcre_only = [
+                "\\Q", "(?>", "(?=", "(?!", "(?<=", "(?<!", "\\K", "*+", "++", "?+", "\\Z", "(?|",
+                "(?R", "\\g",
+            ];
+            if text.contains("look-around")
+                || text.contains("backreference")
+                || pcre_only.iter().any(|p| pattern.contains(p))
+            {
+                c.unsupported(
+                    pos,
+                    format!(
+                        "Regexp \"{pattern}\": look-around and back-references are not \
+                         supported by Shellac's regular expressions (docs/vcl.md)"
+                    ),
+                );
+            } else {
+                let last = text.lines().last().unwrap_or(&text).trim().to_string();
+                c.error(
+                    pos,
+                    format!("Regexp compilation error: \"{pattern}\": {last}"),
+                );
+            }
+            None
+        }
+    }
+}
+
+impl Checker<'_> {
+    /// A call `name(args)` as an expression; `None` for the type means the call was wrong
+    /// (reported).
+    pub(super) fn call(&mut self, name: &str, args: &[Arg], pos: Pos) -> (Expr, Type) {
+        let bad = (Expr::Bool(false), Type::Error);
+        if let Some((prefix, method)) = name.rsplit_once('.') {
+            if let Some(obj) = self.objects.get(prefix).cloned() {
+                return self.object_call(prefix, &obj, method, args, pos);
+            }
+            let Some(import) = self.imports.get(prefix).cloned() else {
+                // A string's methods (trunk): `resp.proto.lower()`.
+                if (method == "upper" || method == "lower") && args.is_empty() {
+                    let (on, ty) = self.expr(&AstExpr::Name(prefix.to_string(), pos), None);
+                    if ty == Type::Error {
+                        return bad;
+                    }
+                    let on = self.coerce(on, ty, Type::String, pos);
+                    let f = if method == "upper" {
+                        Func::StdToUpper
+                    } else {
+                        Func::StdToLower
+                    };
+                    return (Expr::Call(f, Box::new([on])), Type::String);
+                }
+                if ["std", "directors", "cookie"].contains(&prefix) {
+                    self.error(
+                        pos,
+                        format!("Symbol not found: '{name}' (add 'import {prefix};' first)"),
+                    );
+                } else {
+                    self.error(pos, format!("Symbol not found: '{name}'"));
+                }
+                return bad;
+            };
+            if let Vmod::Other(_) = import.vmod {
+                // Refused at its import already; what it is given still counts as used.
+                self.mark_used(args);
+                return bad;
+            }
+            let full = format!("{}.{method}", import.vmod.prefix());
+            return match SIGS.iter().find(|s| s.name == full) {
+                Some(sig) => self.bind(sig, args, pos),
+                None if import.vmod == Vmod::Directors => {
+                    self.error(
+                        pos,
+                        format!(
+                            "'{name}' cannot be called here: directors are made with 'new NAME = \
+                             directors.round_robin();' in vcl_init"
+                        ),
+                    );
+                    bad
+                }
+                None => {
+                    self.unsupported(
+                        pos,
+                        format!(
+                            "{full}() is not implemented by Shellac (docs/vcl.md lists what the \
+                             {} VMOD offers)",
+                            import.vmod.prefix()
+                        ),
+                    );
+                    bad
+                }
+            };
+        }
+        match SIGS.iter().find(|s| s.name == name) {
+            Some(sig) if self.dialect.is_legacy() || !["purge_url", "ban_url"].contains(&name) => {
+                self.bind(sig, args, pos)
+            }
+            None if self.dialect.is_legacy() && ["purge", "purge_hash"].contains(&name) => {
+                self.error(pos, format!("{name}(...) is a statement, not a value"));
+                bad
+            }
+            _ => {
+                self.error(pos, format!("Symbol not found: '{name}'"));
+                bad
+            }
+        }
+    }
+
+    /// Marks the declarations named in `args` as used (arguments of a refused VMOD's call).
+    pub(super) fn mark_used(&mut self, args: &[Arg]) {
+        fn walk(c: &mut Checker<'_>, e: &AstExpr) {
+            match e {
+                AstExpr::Name(n, _) => {
+                    if let Some(t) = c.targets.iter_mut().find(|t| t.name == *n) {
+                        t.used = true;
+                    }
+                    if let Some(a) = c.acls.get_mut(n) {
+                        a.used = true;
+                    }
+                    if let Some(p) = c.probes.get_mut(n) {
+                        p.used = true;
+                    }
+                    if let Some(s) = c.subs.get_mut(n) {
+                        s.used = true;
+                    }
+                }
+                AstExpr::Call { args, .. } => args.iter().for_each(|a| walk(c, &a.value)),
+                AstExpr::Binary { left, right, .. } => {
+                    walk(c, left);
+                    walk(c, right);
+                }
+                AstExpr::Unary { expr, .. } => walk(c, expr),
+                AstExpr::Concat { parts, .. } => parts.iter().for_each(|p| walk(c, p)),
+                _ => {}
+            }
+        }
+        for a in args {
+            walk(self, &a.value);
+        }
+    }
+
+    /// Binds `args` to `sig`'s parameters and compiles the call.
+    fn bind(&mut self, sig: &Sig, args: &[Arg], pos: Pos) -> (Expr, Type) {
+        let bad = (Expr::Bool(false), Type::Error);
+        if sig.within != 0 && self.here != 0 && self.here & !sig.within != 0 {
+            let outside: Vec<&str> = Self::method_names(self.here & !sig.within);
+            self.error(
+                pos,
+                format!(
+                    "{}() is Not available in subroutine '{}'.",
+                    sig.name,
+                    outside.first().copied().unwrap_or("?")
+                ),
+            );
+            return bad;
+        }
+        let mut given: Vec<Option<&AstExpr>> = vec![None; sig.params.len()];
+        let mut ok = true;
+        for (i, a) in args.iter().enumerate() {
+            let slot = match &a.name {
+                Some(n) => sig.params.iter().position(|p| p.name == n),
+                None => (i < sig.params.len()).then_some(i),
+            };
+            match slot {
+                Some(s) if given[s].is_none() => given[s] = Some(&a.value),
+                Some(_) => {
+                    self.error(
+                        a.value.pos(),
+                        format!("{}(): argument given twice", sig.name),
+                    );
+                    ok = false;
+                }
+                None => {
+                    match &a.name {
+                        Some(n) => self.error(
+                            a.value.pos(),
+                            format!("{}(): Unknown argument '{n}'", sig.name),
+                        ),
+                        None => self.error(
+                            a.value.pos(),
+                            format!(
+                                "{}() takes {} argument{}, not {}",
+                                sig.name,
+                                sig.params.len(),
+                                if sig.params.len() == 1 { "" } else { "s" },
+                                args.len()
+                            ),
+                        ),
+                    }
+                    ok = false;
+                }
+            }
+        }
+        let mut compiled: Vec<Expr> = Vec::with_capacity(sig.params.len());
+        let mut regexes: Vec<Regex> = Vec::new();
+        for (param, value) in sig.params.iter().zip(&given) {
+            match (value, param.default) {
+                (None, Dflt::Required) => {
+                    self.error(
+                        pos,
+                        format!("{}(): Argument '{}' missing", sig.name, param.name),
+                    );
+                    ok = false;
+                }
+                (None, d) => compiled.push(match d {
+                    Dflt::Str(s) => Expr::Str(Text::new(s)),
+                    Dflt::Int(n) => Expr::Int(n),
+                    Dflt::Real(r) => Expr::Real(r),
+                    Dflt::Bool(b) => Expr::Bool(b),
+                    Dflt::Dur(d) => Expr::Duration(d),
+                    Dflt::NoIp => Expr::NoIp,
+                    Dflt::Required | Dflt::Unsupported => Expr::Bool(false),
+                }),
+                (Some(v), Dflt::Unsupported) => {
+                    self.unsupported(
+                        v.pos(),
+                        format!(
+                            "{}(): the argument '{}' is not supported by Shellac",
+                            sig.name, param.name
+                        ),
+                    );
+                    ok = false;
+                }
+                (Some(v), _) if param.regex => match v {
+                    AstExpr::Str(s, p) => match compile_regex(self, s, *p) {
+                        Some(r) => {
+                            regexes.push(r);
+                            compiled.push(Expr::Bool(false));
+                        }
+                        None => ok = false,
+                    },
+                    other => {
+                        if let Some(text) = super::ops::const_str(other) {
+                            match compile_regex(self, &text, other.pos()) {
+                                Some(r) => {
+                                    regexes.push(r);
+                                    compiled.push(Expr::Bool(false));
+                                }
+                                None => ok = false,
+                            }
+                        } else {
+                            let (_, t) = self.expr(other, None);
+                            if t != Type::Error {
+                                self.error(
+                                    other.pos(),
+                                    format!(
+                                        "{}(): Expected CSTR: the regular expression must be a \
+                                         constant string",
+                                        sig.name
+                                    ),
+                                );
+                            }
+                            ok = false;
+                        }
+                    }
+                },
+                (Some(v), _) if param.ty == Type::Header => match v {
+                    AstExpr::Name(n, p) => match self.variable(n, *p, super::names::Access::Read) {
+                        Some((var, Type::Header)) => compiled.push(Expr::Var(var)),
+                        Some(_) => {
+                            self.error(*p, format!("{}(): '{n}' is not a header", sig.name));
+                            ok = false;
+                        }
+                        None => ok = false,
+                    },
+                    other => {
+                        self.error(
+                            other.pos(),
+                            format!("{}(): expected a header such as req.http.X", sig.name),
+                        );
+                        ok = false;
+                    }
+                },
+                (Some(v), _) if param.ty == Type::Http => match v {
+                    AstExpr::Name(n, _) if n == "req" || n == "bereq" => {
+                        compiled.push(Expr::Bool(n == "req"));
+                    }
+                    other => {
+                        self.error(
+                            other.pos(),
+                            format!("{}(): expected req or bereq", sig.name),
+                        );
+                        ok = false;
+                    }
+                },
+                (Some(v), _) => {
+                    let e = self.expr_as(v, param.ty);
+                    compiled.push(e);
+                }
+            }
+        }
+        if !ok {
+            return bad;
+        }
+        let func = match sig.f {
+            F::Regsub | F::Regsuball => {
+                let regex = regexes.remove(0);
+                // The replacement in the regex crate's syntax: converted now if constant.
+                let sub = compiled.remove(2);
+                let sub = match sub {
+                    Expr::Str(t) => Expr::Str(Text::new(&replacement(&t.text))),
+                    dynamic => Expr::Call(Func::Replacement, Box::new([dynamic])),
+                };
+                compiled.truncate(1);
+                compiled.push(sub);
+                if sig.f == F::Regsub {
+                    Func::Regsub(regex)
+                } else {
+                    Func::Regsuball(regex)
+                }
+            }
+            F::HashData => Func::HashData,
+            F::Ban => Func::Ban,
+            F::StdBan => Func::StdBan,
+            F::BanUrl => Func::BanUrl,
+            F::Synthetic => Func::Synthetic,
+            F::Rollback => {
+                if compiled
+                    .first()
+                    .is_some_and(|e| matches!(e, Expr::Bool(false)))
+                {
+                    self.unsupported(pos, "std.rollback(bereq) is not supported by Shellac");
+                    return bad;
+                }
+                compiled.clear();
+                Func::Rollback
+            }
+            F::Log => Func::StdLog,
+            F::Syslog => Func::StdSyslog,
+            F::ToLower => Func::StdToLower,
+            F::ToUpper => Func::StdToUpper,
+            F::Ip => Func::StdIp,
+            F::Healthy => Func::StdHealthy,
+            F::QuerySort => Func::StdQuerySort,
+            F::Duration => Func::StdDuration,
+            F::Integer => Func::StdInteger,
+            F::Real => Func::StdReal,
+            F::Time => Func::StdTime,
+            F::FileRead => match compiled.first() {
+                Some(Expr::Str(path)) => match std::fs::read_to_string(&*path.text) {
+                    Ok(text) => {
+                        compiled.clear();
+                        Func::FileRead(Text::new(&text))
+                    }
+                    Err(e) => {
+                        self.error(pos, format!("std.fileread(\"{}\"): {e}", path.text));
+                        return bad;
+                    }
+                },
+                _ => {
+                    self.unsupported(
+                        pos,
+                        "std.fileread() of a path computed at run time: Shellac reads the file \
+                         when it loads the VCL, so the path must be a constant string",
+                    );
+                    return bad;
+                }
+            },
+            F::Collect => {
+                let Some(Expr::Var(var)) = compiled.first().cloned() else {
+                    return bad;
+                };
+                let sep = match compiled.get(1) {
+                    Some(Expr::Str(t)) => t.clone(),
+                    _ => {
+                        self.unsupported(pos, "std.collect(): the separator must be a constant");
+                        return bad;
+                    }
+                };
+                compiled.clear();
+                Func::StdCollect(var, sep)
+            }
+            F::Port => Func::StdPort,
+            F::Strstr => Func::StdStrstr,
+            F::Random => Func::StdRandom,
+            F::Timestamp => Func::StdTimestamp,
+            F::Now => Func::StdNow,
+            F::CParse => Func::CookieParse,
+            F::CGet => Func::CookieGet,
+            F::CIsSet => Func::CookieIsSet,
+            F::CSet => Func::CookieSet,
+            F::CDelete => Func::CookieDelete,
+            F::CFilter => Func::CookieFilter,
+            F::CKeep => Func::CookieKeep,
+            F::CFilterRe => {
+                compiled.clear();
+                Func::CookieFilterRe(regexes.remove(0))
+            }
+            F::CKeepRe => {
+                compiled.clear();
+                Func::CookieKeepRe(regexes.remove(0))
+            }
+            F::CGetString => Func::CookieGetString,
+            F::CClean => Func::CookieClean,
+        };
+        (Expr::Call(func, compiled.into_boxed_slice()), sig.ret)
+    }
+
+    /// A method of an object made in vcl_init: `dir.backend()`, `hash.backend(key)`.
+    fn object_call(
+        &mut self,
+        name: &str,
+        obj: &super::Object,
+        method: &str,
+        args: &[Arg],
+        pos: Pos,
+    ) -> (Expr, Type) {
+        use super::directors::ObjectKind;
+        let bad = (Expr::Bool(false), Type::Error);
+        if obj.kind == ObjectKind::Refused {
+            // Its VMOD was refused at the import.
+            self.mark_used(args);
+            return bad;
+        }
+        if let Some(t) = self.targets.get_mut(obj.target as usize) {
+            t.used = true;
+        }
+        match method {
+            "backend" => {
+                if self.here & (INIT | FINI) != 0 {
+                    self.error(
+                        pos,
+                        format!("{name}.backend() is Not available in subroutine 'vcl_init'"),
+                    );
+                    return bad;
+                }
+                match obj.kind {
+                    ObjectKind::Hash => {
+                        if args.len() != 1 || args[0].name.is_some() {
+                            self.error(pos, format!("{name}.backend() takes the string to hash"));
+                            return bad;
+                        }
+                        let key = self.expr_as(&args[0].value, Type::String);
+                        (
+                            Expr::Call(Func::DirectorHash(obj.target), Box::new([key])),
+                            Type::Backend,
+                        )
+                    }
+                    ObjectKind::Shard => {
+                        for a in args {
+                            match a.name.as_deref() {
+                                Some("by") => match &a.value {
+                                    AstExpr::Name(n, _) if n == "HASH" || n == "URL" => {}
+                                    other => {
+                                        self.unsupported(
+                                            other.pos(),
+                                            "shard.backend(by=...): Shellac's shard director \
+                                             hashes the cache key (by=HASH or by=URL)",
+                                        );
+                                        return bad;
+                                    }
+                                },
+                                Some("resolve") | Some("healthy") => {}
+                                _ => {
+                                    self.unsupported(
+                                        a.value.pos(),
+                                        "this shard.backend() argument is not supported by \
+                                         Shellac (it hashes the cache key, skipping sick \
+                                         backends)",
+                                    );
+                                    return bad;
+                                }
+                            }
+                        }
+                        (
+                            Expr::Call(Func::DirectorBackend(obj.target), Box::new([])),
+                            Type::Backend,
+                        )
+                    }
+                    _ => {
+                        if !args.is_empty() {
+                            self.error(pos, format!("{name}.backend() takes no arguments"));
+                            return bad;
+                        }
+                        (
+                            Expr::Call(Func::DirectorBackend(obj.target), Box::new([])),
+                            Type::Backend,
+                        )
+                    }
+                }
+            }
+            "add_backend" | "remove_backend" | "reconfigure" | "set_rampup" | "set_warmup" => {
+                if self.here & !(INIT) != 0 || self.here == 0 {
+                    self.unsupported(
+                        pos,
+                        format!(
+                            "{name}.{method}() outside vcl_init: Shellac's directors are fixed \
+                             when the VCL is loaded"
+                        ),
+                    );
+                }
+                bad
+            }
+            other => {
+                self.error(
+                    pos,
+                    format!("Unknown property '{other}' for the object {name}"),
+                );
+                bad
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replacements_use_the_regex_crates_syntax() {
+        assert_eq!(replacement(r"\1-\0"), "${1}-${0}");
+        assert_eq!(replacement("$5 a\\\\b"), "$$5 a\\b");
+        assert_eq!(replacement(r"\x"), r"\x");
+    }
+}

@@ -1,0 +1,218 @@
+//! Names of variables resolved through the table (`vars.rs`) for the subroutines the code
+//! runs in: which row applies, whether it may be read, set or unset there, header field names.
+
+use http::HeaderName;
+
+use super::super::ast::Pos;
+use super::super::ir::Var;
+use super::super::types::{Method, Type};
+use super::super::vars::{self, Slot, VarDef};
+use super::Checker;
+
+/// How a variable is used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    Read,
+    Write,
+    Unset,
+}
+
+impl Checker<'_> {
+    /// Resolves a variable for `access` in every subroutine the current code runs in.
+    /// `None` when it is not one (or not usable here: reported).
+    pub(crate) fn variable(&mut self, name: &str, pos: Pos, access: Access) -> Option<(Var, Type)> {
+        let mut rows: Vec<&'static VarDef> = vars::rows(name, self.dialect).collect();
+        if rows.is_empty() {
+            return None;
+        }
+        // An exact row (a protected header such as `req.http.content-length`) is the
+        // variable; the family row does not apply to it.
+        if rows.iter().any(|r| !r.name.ends_with('.')) {
+            rows.retain(|r| !r.name.ends_with('.'));
+        }
+        let rows = rows;
+        let perm = |r: &VarDef| match access {
+            Access::Read => r.read,
+            Access::Write => r.write,
+            Access::Unset => r.unset,
+        };
+        let chosen: &'static VarDef = if self.here == 0 {
+            match rows.iter().find(|r| perm(r) != 0) {
+                Some(r) => r,
+                None => {
+                    self.not_allowed(name, pos, access, None);
+                    return Some((
+                        Var {
+                            slot: Slot::Unsupported(""),
+                            header: None,
+                        },
+                        Type::Error,
+                    ));
+                }
+            }
+        } else {
+            let mut chosen: Option<&'static VarDef> = None;
+            for m in Method::ALL {
+                if self.here & m.bit() == 0 {
+                    continue;
+                }
+                match rows.iter().find(|r| perm(r) & m.bit() != 0) {
+                    None => {
+                        self.not_allowed(name, pos, access, Some((m, &rows)));
+                        return Some((
+                            Var {
+                                slot: Slot::Unsupported(""),
+                                header: None,
+                            },
+                            Type::Error,
+                        ));
+                    }
+                    Some(r) => match chosen {
+                        Some(c) if c.slot != r.slot => {
+                            let names = Self::method_names(self.here).join(", ");
+                            self.error(
+                                pos,
+                                format!(
+                                    "'{name}' means different things in the subroutines that \
+                                     call {} ({names}); use it in one of them",
+                                    self.here_name
+                                ),
+                            );
+                            return Some((
+                                Var {
+                                    slot: Slot::Unsupported(""),
+                                    header: None,
+                                },
+                                Type::Error,
+                            ));
+                        }
+                        _ => chosen = Some(r),
+                    },
+                }
+            }
+            chosen?
+        };
+        if let Slot::Unsupported(why) = chosen.slot {
+            self.unsupported(pos, format!("'{name}': {why}"));
+            return Some((
+                Var {
+                    slot: chosen.slot,
+                    header: None,
+                },
+                Type::Error,
+            ));
+        }
+        let header = match vars::field_of(chosen, name) {
+            Some(field) => match self.header_field(field, pos) {
+                Some(field) => match HeaderName::from_bytes(field.as_bytes()) {
+                    Ok(h) => Some(h),
+                    Err(_) => {
+                        self.error(pos, format!("'{field}' is not a valid header field name"));
+                        return Some((
+                            Var {
+                                slot: chosen.slot,
+                                header: None,
+                            },
+                            Type::Error,
+                        ));
+                    }
+                },
+                None => {
+                    return Some((
+                        Var {
+                            slot: chosen.slot,
+                            header: None,
+                        },
+                        Type::Error,
+                    ));
+                }
+            },
+            None if chosen.name.ends_with('.') => None,
+            None => {
+                // Protected headers have exact rows (`req.http.content-length`).
+                chosen
+                    .name
+                    .split_once(".http.")
+                    .and_then(|(_, f)| HeaderName::from_bytes(f.as_bytes()).ok())
+            }
+        };
+        if self.here == 0 {
+            // An unreached subroutine: what could run it at all.
+            self.possible &= rows.iter().fold(0, |m, r| m | r.read | r.write | r.unset);
+        }
+        Some((
+            Var {
+                slot: chosen.slot,
+                header,
+            },
+            chosen.ty,
+        ))
+    }
+
+    /// Reports why `name` cannot be used for `access` (here, or in `m`).
+    fn not_allowed(
+        &mut self,
+        name: &str,
+        pos: Pos,
+        access: Access,
+        missing: Option<(Method, &[&'static VarDef])>,
+    ) {
+        let mut rows: Vec<&VarDef> = vars::rows(name, self.dialect).collect();
+        if rows.iter().any(|r| !r.name.ends_with('.')) {
+            rows.retain(|r| !r.name.ends_with('.'));
+        }
+        let anywhere = rows.iter().any(|r| match access {
+            Access::Read => r.read != 0,
+            Access::Write => r.write != 0,
+            Access::Unset => r.unset != 0,
+        });
+        let called = if self.here_name.starts_with("vcl_") {
+            String::new()
+        } else {
+            format!(" (sub {} is called from it)", self.here_name)
+        };
+        let msg = match (access, anywhere, missing) {
+            (Access::Write, false, _) => format!("'{name}': Variable is read only."),
+            (Access::Unset, false, _) => format!("'{name}': Variable cannot be unset"),
+            (Access::Read, false, _) => format!("'{name}': Variable cannot be read"),
+            (_, true, Some((m, _))) => format!(
+                "'{name}': Not available in subroutine '{}'.{called}",
+                m.sub_name()
+            ),
+            (_, true, None) => format!("'{name}' cannot be used here"),
+        };
+        self.error(pos, msg);
+    }
+
+    /// The field name of a header variable (`X-Foo`, or `"x.y"` quoted in VCL 4.1), checked.
+    fn header_field<'n>(&mut self, field: &'n str, pos: Pos) -> Option<&'n str> {
+        let name = match field.strip_prefix('"').and_then(|f| f.strip_suffix('"')) {
+            Some(quoted) => {
+                if self.dialect < super::super::types::Dialect::V41 {
+                    self.error(pos, "Quoted headers are available for VCL >= 4.1");
+                    return None;
+                }
+                quoted
+            }
+            None => {
+                if field.contains('.') {
+                    self.error(
+                        pos,
+                        format!(
+                            "the header name '{field}' may not hold '.' (quote it in VCL 4.1: \
+                             \"{field}\")"
+                        ),
+                    );
+                    return None;
+                }
+                field
+            }
+        };
+        if name.len() > 127 {
+            let short: String = name.chars().take(20).collect();
+            self.error(pos, format!("HTTP header ({short}..) is too long."));
+            return None;
+        }
+        Some(name)
+    }
+}

@@ -1,0 +1,554 @@
+//! Statements: `set`, `unset`, `call`, `return`, `if`, calls for effect, and 2.x's bare
+//! actions (`lookup;`, `error 503 "x";`, `set req.hash += ...;`), each checked against the
+//! subroutines the code runs in.
+
+use super::super::ast::{self, Pos};
+use super::super::ir::{Action, Expr, Func, SetOp, Stmt, Text};
+use super::super::types::{Method, Type};
+use super::super::vars::Slot;
+use super::Checker;
+use super::names::Access;
+
+impl Checker<'_> {
+    /// A block of statements.
+    pub(super) fn block(&mut self, body: &[ast::Stmt]) -> Vec<Stmt> {
+        let mut out = Vec::with_capacity(body.len());
+        for s in body {
+            self.stmt(s, &mut out);
+        }
+        out
+    }
+
+    fn stmt(&mut self, s: &ast::Stmt, out: &mut Vec<Stmt>) {
+        match s {
+            ast::Stmt::Set {
+                target,
+                op,
+                value,
+                pos,
+            } => self.set(target, op, value, *pos, out),
+            ast::Stmt::Unset { target, pos } => match self.variable(target, *pos, Access::Unset) {
+                Some((_, Type::Error)) => {}
+                Some((var, _)) => out.push(Stmt::Unset { var, pos: *pos }),
+                None => self.unknown_target(target, *pos),
+            },
+            ast::Stmt::Call { target, .. } => match target {
+                ast::Expr::Name(n, _) => {
+                    if let Some(sym) = self.subs.get(n)
+                        && !n.starts_with("vcl_")
+                    {
+                        out.push(Stmt::Call(sym.index));
+                    }
+                    // Undefined subroutines were reported by `reach`.
+                }
+                other => self.unsupported(
+                    other.pos(),
+                    "calling a SUB value (call obj.method()) is not supported by Shellac",
+                ),
+            },
+            ast::Stmt::Return { action, pos } => match action {
+                None if self.here_name.starts_with("vcl_") => self.error(
+                    *pos,
+                    format!(
+                        "Expected '(' got ';': a bare 'return;' leaves a custom subroutine; \
+                         {} must return an action",
+                        self.here_name
+                    ),
+                ),
+                None => out.push(Stmt::Leave),
+                Some(a) => {
+                    if let Some(action) = self.action(a, *pos) {
+                        out.push(Stmt::Return(action, *pos));
+                    }
+                }
+            },
+            ast::Stmt::Action { name, args, pos } => self.bare_action(name, args, *pos, out),
+            ast::Stmt::Expr { expr, pos } => match expr {
+                ast::Expr::Call { func, args, .. }
+                    if self.dialect.is_legacy() && (func == "purge" || func == "purge_hash") =>
+                {
+                    let values: Vec<ast::Expr> = args.iter().map(|a| a.value.clone()).collect();
+                    self.bare_action(func, &values, *pos, out);
+                }
+                ast::Expr::Call { func, args, .. } => {
+                    let (e, ty) = self.call(func, args, *pos);
+                    match (e, ty) {
+                        (_, Type::Error) => {}
+                        (Expr::Call(f, args), _) => out.push(Stmt::Effect(f, args, *pos)),
+                        _ => {}
+                    }
+                }
+                other => {
+                    self.expr(other, None);
+                }
+            },
+            ast::Stmt::New { name, pos, .. } => {
+                if self.here != Method::Init.bit() {
+                    self.error(*pos, format!("'new {name}' is only allowed in vcl_init"));
+                }
+                // Objects were made by the vcl_init pass (`init.rs`).
+            }
+            ast::Stmt::If {
+                branches,
+                otherwise,
+                ..
+            } => {
+                let mut bs = Vec::with_capacity(branches.len());
+                for (cond, body) in branches {
+                    let c = self.cond(cond);
+                    let b = self.block(body);
+                    bs.push((c, b.into_boxed_slice()));
+                }
+                let o = otherwise
+                    .as_ref()
+                    .map(|b| self.block(b))
+                    .unwrap_or_default();
+                out.push(Stmt::If {
+                    branches: bs.into_boxed_slice(),
+                    otherwise: o.into_boxed_slice(),
+                });
+            }
+            ast::Stmt::Include { pos, .. } => self.error(
+                *pos,
+                "include was not read (VCL text given without its file)",
+            ),
+            ast::Stmt::Block { body, .. } => {
+                let inner = self.block(body);
+                out.extend(inner);
+            }
+            ast::Stmt::CCode { pos } => self.unsupported(
+                *pos,
+                "inline C (C{ ... }C) cannot run in Shellac; write it as VCL",
+            ),
+        }
+    }
+
+    fn unknown_target(&mut self, target: &str, pos: Pos) {
+        let others = super::super::vars::other_dialects(target);
+        if others.is_empty() {
+            self.error(
+                pos,
+                format!("Symbol not found: '{target}' (not a variable)"),
+            );
+        } else {
+            self.error(
+                pos,
+                format!(
+                    "Symbol not found: '{target}' (Only available in VCL {}, this file is VCL {})",
+                    others.join(", "),
+                    self.dialect.as_str()
+                ),
+            );
+        }
+    }
+
+    fn set(&mut self, target: &str, op: &str, value: &ast::Expr, pos: Pos, out: &mut Vec<Stmt>) {
+        let Some((var, ty)) = self.variable(target, pos, Access::Write) else {
+            self.unknown_target(target, pos);
+            // Still check the value, for its own errors.
+            self.expr(value, None);
+            return;
+        };
+        if ty == Type::Error {
+            self.expr(value, None);
+            return;
+        }
+        let set_op = match op {
+            "=" => SetOp::Assign,
+            "+=" => SetOp::Add,
+            "-=" => SetOp::Sub,
+            "*=" => SetOp::Mul,
+            _ => SetOp::Div,
+        };
+        match var.slot {
+            Slot::ReqHash => {
+                if set_op != SetOp::Add {
+                    self.error(
+                        pos,
+                        format!("Expected '+=' got '{op}' (req.hash is added to)"),
+                    );
+                    return;
+                }
+                let v = self.stringify(value);
+                out.push(Stmt::Effect(Func::HashData, Box::new([v]), pos));
+                return;
+            }
+            Slot::Fixed(fixed, why) => {
+                let (e, t) = self.expr(value, Some(Type::Bool));
+                match (set_op, e, t) {
+                    (SetOp::Assign, Expr::Bool(b), Type::Bool) if b == fixed => {}
+                    (SetOp::Assign, Expr::Bool(_), Type::Bool) => {
+                        self.unsupported(pos, format!("'set {target} = {}': {why}", !fixed))
+                    }
+                    (_, _, Type::Error) => {}
+                    (SetOp::Assign, _, Type::Bool) => self.unsupported(
+                        pos,
+                        format!("'{target}' can only be set to {fixed} in Shellac: {why}"),
+                    ),
+                    (SetOp::Assign, _, t) => self.error(
+                        value.pos(),
+                        format!("Expected \"true\" or \"false\", found {t}"),
+                    ),
+                    _ => self.error(pos, format!("Expected '=' got '{op}'")),
+                }
+                return;
+            }
+            _ => {}
+        }
+        let allowed = match ty {
+            Type::String | Type::Header => {
+                set_op == SetOp::Assign || (set_op == SetOp::Add && !self.dialect.is_legacy())
+            }
+            Type::Body => matches!(set_op, SetOp::Assign | SetOp::Add),
+            Type::Int | Type::Real | Type::Duration | Type::Bytes => true,
+            Type::Time => matches!(set_op, SetOp::Assign | SetOp::Add | SetOp::Sub),
+            _ => set_op == SetOp::Assign,
+        };
+        if !allowed {
+            self.error(pos, format!("Expected '=' got '{op}' ('{target}' is {ty})"));
+            self.expr(value, None);
+            return;
+        }
+        let want = match (set_op, ty) {
+            (SetOp::Mul | SetOp::Div, Type::Duration) => Type::Real,
+            (SetOp::Add | SetOp::Sub, Type::Time) => Type::Duration,
+            (_, Type::Header) => Type::String,
+            (_, t) => t,
+        };
+        let value_expr = if ty == Type::Bool {
+            let (e, t) = self.expr(value, Some(Type::Bool));
+            match t {
+                Type::Bool | Type::Error => e,
+                other => {
+                    self.error(
+                        value.pos(),
+                        format!("Expected \"true\" or \"false\" (a BOOL), found {other}"),
+                    );
+                    return;
+                }
+            }
+        } else if want == Type::Real {
+            let (e, t) = self.expr(value, Some(Type::Real));
+            match t {
+                Type::Real | Type::Int | Type::Error => e,
+                other => {
+                    self.error(
+                        value.pos(),
+                        format!("Expression has type {other}, expected REAL"),
+                    );
+                    return;
+                }
+            }
+        } else {
+            self.expr_as(value, want)
+        };
+        out.push(Stmt::Set {
+            var,
+            op: set_op,
+            value: value_expr,
+            pos,
+        });
+    }
+
+    /// The action of `return (...)`, checked against where the code runs.
+    fn action(&mut self, a: &ast::Expr, pos: Pos) -> Option<Action> {
+        let (word, args): (&str, &[ast::Arg]) = match a {
+            ast::Expr::Name(n, _) => (n.as_str(), &[]),
+            ast::Expr::Call { func, args, .. } => (func.as_str(), args.as_slice()),
+            other => {
+                self.error(
+                    other.pos(),
+                    "Expected an action, such as pass or synth(503)",
+                );
+                return None;
+            }
+        };
+        let action = self.action_word(word, args, pos)?;
+        self.allowed(word, pos).then_some(action)
+    }
+
+    /// Whether `word` may be returned from every subroutine the code runs in.
+    fn allowed(&mut self, word: &str, pos: Pos) -> bool {
+        if self.here == 0 {
+            return true;
+        }
+        for m in Method::ALL {
+            if self.here & m.bit() != 0 && !m.actions(self.dialect).contains(&word) {
+                let called = if self.here_name.starts_with("vcl_") {
+                    String::new()
+                } else {
+                    format!(" (sub {} is called from it)", self.here_name)
+                };
+                let allowed = m.actions(self.dialect).join(", ");
+                self.error(
+                    pos,
+                    format!(
+                        "Invalid return \"{word}\" in {}{called}: it may return {allowed}",
+                        m.sub_name()
+                    ),
+                );
+                return false;
+            }
+        }
+        true
+    }
+
+    fn action_word(&mut self, word: &str, args: &[ast::Arg], pos: Pos) -> Option<Action> {
+        let legacy = self.dialect.is_legacy();
+        let action = match word {
+            "hash" if legacy && self.here & Method::Hash.bit() != 0 => Action::Lookup,
+            "hash" => Action::Hash,
+            "lookup" if legacy => Action::Hash,
+            "lookup" => Action::Lookup,
+            "pass" if !args.is_empty() => {
+                self.unsupported(pos, "return (pass(DURATION)) is not supported by Shellac");
+                return None;
+            }
+            "pass" => Action::Pass,
+            "pipe" => Action::Pipe,
+            "deliver" => Action::Deliver,
+            "fetch" => Action::Fetch,
+            "restart" => Action::Restart,
+            "retry" => Action::Retry,
+            "miss" => Action::Miss,
+            "purge" => Action::Purge,
+            "abandon" => Action::Abandon,
+            "fail" => Action::Fail,
+            "ok" => Action::Ok,
+            "hit_for_pass" => Action::HitForPass,
+            "synth" | "error" => {
+                if args.len() > 2 || args.iter().any(|a| a.name.is_some()) {
+                    self.error(
+                        pos,
+                        format!("{word}() takes a status and an optional reason"),
+                    );
+                    return None;
+                }
+                if word == "synth" && args.is_empty() {
+                    self.error(pos, "synth() needs a status, as in synth(503)");
+                    return None;
+                }
+                let status = args
+                    .first()
+                    .map(|a| Box::new(self.expr_as(&a.value, Type::Int)));
+                let reason = args.get(1).map(|a| Box::new(self.stringify(&a.value)));
+                Action::Synth(status, reason)
+            }
+            "vcl" => {
+                self.unsupported(pos, "return (vcl(label)): Shellac runs one VCL program");
+                return None;
+            }
+            "esi" => {
+                self.unsupported(pos, "ESI (Edge Side Includes) is not supported by Shellac");
+                return None;
+            }
+            other => {
+                self.error(pos, format!("Unknown action '{other}'"));
+                return None;
+            }
+        };
+        Some(action)
+    }
+
+    /// A 2.x bare action or statement word: `lookup;`, `error 503 "x";`, `purge_url(...)`,
+    /// `synthetic "...";`.
+    fn bare_action(&mut self, name: &str, args: &[ast::Expr], pos: Pos, out: &mut Vec<Stmt>) {
+        let legacy = self.dialect.is_legacy();
+        let action_words = [
+            "lookup",
+            "pass",
+            "pipe",
+            "deliver",
+            "fetch",
+            "restart",
+            "hash",
+            "discard",
+            "keep",
+            "hit_for_pass",
+        ];
+        if !legacy {
+            if action_words.contains(&name) || name == "error" {
+                self.error(
+                    pos,
+                    format!("'{name};' is VCL 2.x; in VCL 4.x write 'return ({name});'"),
+                );
+            } else {
+                self.error(pos, format!("Symbol not found: '{name}' (not a statement)"));
+            }
+            return;
+        }
+        match name {
+            "error" => {
+                if args.len() > 2 {
+                    self.error(pos, "error takes a status and an optional reason");
+                    return;
+                }
+                // `error 503 "x";`, `error 503;`, and 2.x's `error "x";` (status 503).
+                let (status, reason) = match args.first() {
+                    None => (None, None),
+                    Some(first) => {
+                        let (e, t) = self.expr(first, Some(Type::Int));
+                        match t {
+                            Type::String | Type::Header if args.len() == 1 => {
+                                (None, Some(Box::new(self.coerce(e, t, Type::String, pos))))
+                            }
+                            _ => (
+                                Some(Box::new(self.coerce(e, t, Type::Int, first.pos()))),
+                                args.get(1).map(|a| Box::new(self.stringify(a))),
+                            ),
+                        }
+                    }
+                };
+                if self.allowed("error", pos) {
+                    out.push(Stmt::Return(Action::Synth(status, reason), pos));
+                }
+            }
+            "synthetic" => {
+                if args.len() != 1 {
+                    self.error(pos, "synthetic takes one string");
+                    return;
+                }
+                let (e, _) = self.call(
+                    "synthetic",
+                    &[ast::Arg {
+                        name: None,
+                        value: args[0].clone(),
+                    }],
+                    pos,
+                );
+                if let Expr::Call(f, a) = e {
+                    out.push(Stmt::Effect(f, a, pos));
+                }
+            }
+            "purge" | "ban" => self.legacy_ban(args, pos, out),
+            "purge_url" | "ban_url" => {
+                if args.len() != 1 {
+                    self.error(pos, format!("{name} takes one regular expression"));
+                    return;
+                }
+                let v = self.stringify(&args[0]);
+                out.push(Stmt::Effect(Func::BanUrl, Box::new([v]), pos));
+            }
+            "purge_hash" => {
+                self.unsupported(
+                    pos,
+                    "purge_hash: Shellac bans by URL, host and object fields",
+                );
+            }
+            "esi" => self.unsupported(pos, "ESI (Edge Side Includes) is not supported by Shellac"),
+            "panic" => self.unsupported(pos, "panic: Shellac does not stop on a VCL statement"),
+            "rollback" => out.push(Stmt::Effect(Func::Rollback, Box::new([]), pos)),
+            "log" => {
+                if args.len() != 1 {
+                    self.error(pos, "log takes one string");
+                    return;
+                }
+                let v = self.stringify(&args[0]);
+                out.push(Stmt::Effect(Func::StdLog, Box::new([v]), pos));
+            }
+            w if action_words.contains(&w) => {
+                // 2.x read further action words as actions of their own (`restart rollback;`).
+                let mut rest = Vec::new();
+                for a in args {
+                    match a {
+                        ast::Expr::Name(n, p)
+                            if action_words.contains(&n.as_str())
+                                || n == "rollback"
+                                || n == "error" =>
+                        {
+                            rest.push((n.clone(), *p))
+                        }
+                        _ => {
+                            self.error(pos, format!("'{w}' takes no arguments"));
+                            return;
+                        }
+                    }
+                }
+                if let Some(a) = self.action_word(w, &[], pos)
+                    && self.allowed(w, pos)
+                {
+                    out.push(Stmt::Return(a, pos));
+                }
+                for (n, p) in rest {
+                    self.bare_action(&n, &[], p, out);
+                }
+            }
+            other => self.error(
+                pos,
+                format!("Symbol not found: '{other}' (not a statement)"),
+            ),
+        }
+    }
+
+    /// 2.x `purge(req.url ~ "x" && req.http.host == req.http.host)` or `purge("expr")`: a
+    /// ban whose values are computed now.
+    fn legacy_ban(&mut self, args: &[ast::Expr], pos: Pos, out: &mut Vec<Stmt>) {
+        if args.len() != 1 {
+            self.error(pos, "purge takes one condition");
+            return;
+        }
+        let mut parts: Vec<Expr> = Vec::new();
+        if !self.ban_terms(&args[0], &mut parts) {
+            return;
+        }
+        out.push(Stmt::Effect(
+            Func::Ban,
+            Box::new([Expr::Concat(parts.into_boxed_slice())]),
+            pos,
+        ));
+    }
+
+    fn ban_terms(&mut self, e: &ast::Expr, parts: &mut Vec<Expr>) -> bool {
+        match e {
+            ast::Expr::Binary {
+                op: "&&",
+                left,
+                right,
+                ..
+            } => {
+                if !self.ban_terms(left, parts) {
+                    return false;
+                }
+                parts.push(Expr::Str(Text::new(" && ")));
+                self.ban_terms(right, parts)
+            }
+            ast::Expr::Binary {
+                op,
+                left,
+                right,
+                pos,
+            } if ["==", "!=", "~", "!~"].contains(op) => {
+                let ast::Expr::Name(field, fpos) = &**left else {
+                    self.error(*pos, "a purge condition starts with a field, as req.url");
+                    return false;
+                };
+                let known = field == "req.url"
+                    || field == "req.http.host"
+                    || field == "obj.status"
+                    || field.len() > 9 && field.starts_with("obj.http.")
+                    || field.len() > 9 && field.starts_with("req.http.");
+                if !known {
+                    self.error(
+                        *fpos,
+                        format!("Symbol not found: '{field}' (a purge can test req.url, req.http.host, obj.status, obj.http.NAME)"),
+                    );
+                    return false;
+                }
+                if field.starts_with("req.http.") && field != "req.http.host" {
+                    self.unsupported(
+                        *fpos,
+                        format!("a ban on '{field}': Shellac bans by req.url, req.http.host and obj.* fields"),
+                    );
+                    return false;
+                }
+                parts.push(Expr::Str(Text::new(&format!("{field} {op} "))));
+                parts.push(self.stringify(right));
+                true
+            }
+            other => {
+                parts.push(self.stringify(other));
+                true
+            }
+        }
+    }
+}
