@@ -2,6 +2,7 @@
 //!
 //! See ARCHITECTURE.md for the bird's-eye view and the request path.
 
+pub mod acme;
 pub mod admin;
 pub mod backend;
 pub mod cache;

@@ -107,6 +107,9 @@ pub async fn start_with(
         }
         None => None,
     };
+    // Certificates kept by ACME answer from the first handshake on.
+    crate::acme::sync(&live, &shutdown.subscribe());
+    tasks.spawn(crate::acme::run(live.clone(), shutdown.subscribe()));
     let (mut listen, mut tls_listen) = (Vec::new(), Vec::new());
     for (addr, listener, tls) in bound {
         match tls {

@@ -36,6 +36,8 @@ struct Snapshot {
     ttfb_sum_seconds: f64,
     /// Every TLS certificate.
     certs: Vec<crate::tls::server::CertView>,
+    /// One row per ACME certificate.
+    acme: Vec<super::acme::Row>,
 }
 
 /// `GET /metrics` body; `certs`: the TLS listeners' certificates (their expiry).
@@ -75,6 +77,7 @@ pub fn encode(proxy: &Proxy, certs: &[crate::tls::server::CertView]) -> String {
         ttfb_buckets,
         ttfb_sum_seconds: proxy.counters.ttfb.sum_us() as f64 / 1e6,
         certs: certs.to_vec(),
+        acme: super::acme::rows(proxy),
     };
     let mut registry = Registry::default();
     registry.register_collector(Box::new(snapshot));
@@ -173,6 +176,7 @@ impl Collector for Snapshot {
                 &self.ttfb_buckets,
                 None,
             )?;
+        super::acme::encode(&self.acme, &mut encoder)?;
         Ok(())
     }
 }

@@ -1,6 +1,7 @@
 //! The admin listener: counters (`/stats`, `/stats/live`, `/metrics`), live tools, cache
 //! inspection and invalidation, reload, the dashboard, and a small index (`/help`).
 
+mod acme;
 mod dashboard;
 pub mod fleet;
 mod inspect;
@@ -82,6 +83,9 @@ async fn handle(live: &Arc<Live>, req: Request<Incoming>) -> Response<AdminBody>
     }
     if invalidate::handles(&req) {
         return invalidate::route(&proxy, req).await;
+    }
+    if acme::handles(&req) {
+        return acme::route(&proxy, req);
     }
     match (req.method(), req.uri().path()) {
         (&Method::POST, "/reload") => reload(live).await,
@@ -229,6 +233,8 @@ GET /cache?url=URL       what is cached for a URL: variants, tiers, TTL left, si
                          (URL = http://HOST/path, or /path with &host=HOST; percent-encoded)
 GET /fleet               the shared tier ([storage.shared]) and every node's invalidation lag
 POST /reload             re-read the configuration file and swap it in (JSON result)
+GET /acme                ACME certificates: names, state, expiry, next renewal, last error
+POST /acme/renew[?name=N] renew ACME certificates now (all, or the one covering N)
 ";
 
 fn reply(status: StatusCode, content_type: &'static str, body: Vec<u8>) -> Response<AdminBody> {

@@ -67,6 +67,7 @@ pub fn check(config: &Config) -> Vec<Finding> {
             out.extend(bindable(*a, path));
         }
         out.extend(tls_files(i, t));
+        out.extend(super::acme::machine(i, &t.acme));
     }
     for (i, b) in config.backends.iter().enumerate() {
         if let Some(t) = &b.tls

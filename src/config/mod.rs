@@ -3,6 +3,7 @@
 //! Parsing is strict (`deny_unknown_fields`); every error carries file, line, column and the
 //! dotted key it concerns (see [`ConfigError`]). Cross-field checks live in [`Config::validate`].
 
+pub mod acme;
 mod addresses;
 mod backend;
 pub mod diff;

@@ -21,9 +21,14 @@ pub struct TlsConfig {
     /// Addresses to accept TLS connections on. Required, at least one.
     #[serde(deserialize_with = "lists::one_or_many")]
     pub listen: Vec<SocketAddr>,
-    /// Certificates (chain and key), at least one; the first is the default.
+    /// Certificates (chain and key); the first is the default. At least one, unless `acme`
+    /// obtains them.
     #[serde(rename = "certificate", default)]
     pub certificates: Vec<CertificateConfig>,
+    /// Certificates obtained and renewed from an ACME server (`[[tls.acme]]`,
+    /// config/acme.rs). Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acme: Vec<super::acme::AcmeConfig>,
     /// A client that sends no server name, or one no certificate covers: answered with the
     /// first certificate (`"default"`) or refused (`"refuse"`). Default `"default"`.
     #[serde(default)]
@@ -144,10 +149,10 @@ pub(super) fn validate(tls: &[TlsConfig]) -> Vec<(Vec<String>, String)> {
                 "at least one listen address is required".into(),
             ));
         }
-        if t.certificates.is_empty() {
+        if t.certificates.is_empty() && t.acme.is_empty() {
             out.push((
                 at(i, &["listen"]),
-                "a TLS listener needs at least one [[tls.certificate]] (cert and key files)".into(),
+                "a TLS listener needs at least one [[tls.certificate]] (cert and key files) or [[tls.acme]]".into(),
             ));
         }
         if t.alpn.is_empty() {

@@ -19,6 +19,27 @@ pub(super) fn across(c: &Config) -> Problems {
     out.extend(backend::validate(c));
     out.extend(addresses::validate(c));
     out.extend(super::tls::validate(&c.tls));
+    for (i, t) in c.tls.iter().enumerate() {
+        out.extend(super::acme::validate(
+            i,
+            &t.acme,
+            !c.server.listen.is_empty(),
+        ));
+        // One worker per name: two listeners ordering one name would race for its files.
+        for (j, a) in t.acme.iter().enumerate() {
+            for (k, name) in a.names.iter().enumerate() {
+                let earlier = c.tls[..i]
+                    .iter()
+                    .find(|o| o.acme.iter().any(|oa| oa.names.contains(name)));
+                if let Some(o) = earlier {
+                    out.push((
+                        key(&["tls", &i.to_string(), "acme", &j.to_string(), "names", &k.to_string()]),
+                        format!("`{name}` is already obtained by [[tls]] `{}`: give each name to one listener (one listener can listen on several addresses)", o.name),
+                    ));
+                }
+            }
+        }
+    }
     let names =
         |n: &str| c.backends.iter().any(|b| b.name == n) || c.directors.iter().any(|d| d.name == n);
     for (i, rule) in c.rules.iter().enumerate() {

@@ -340,6 +340,19 @@ impl Txn {
             .map(|p| p.as_str())
             .unwrap_or("/");
         self.key = Some(CacheKey::new(host, path));
+        // An ACME server validating HTTP-01: before rules, cache and backends.
+        if path.starts_with(crate::acme::challenge::HTTP01_PREFIX)
+            && matches!(self.req.method, Method::GET | Method::HEAD)
+            && let Some(answer) = self.proxy.shared.acme.tokens.answer(path)
+        {
+            self.proxy.counters.acme_challenge_http.inc();
+            return Step::Deliver(deliver::generated(
+                StatusCode::OK,
+                "application/octet-stream",
+                answer,
+                None,
+            ));
+        }
         if self.req.method.as_str() == "PURGE" {
             return self.purge();
         }

@@ -77,6 +77,8 @@ pub struct Shared {
     pub recorder: Arc<Recorder>,
     /// One sample of every counter and gauge per second (hit ratios, rates).
     pub history: Arc<History>,
+    /// ACME: the HTTP-01 answers being asked for and every managed certificate.
+    pub acme: crate::acme::Acme,
 }
 
 impl Proxy {
@@ -182,6 +184,7 @@ impl Proxy {
                 waiting_conns: AtomicU64::new(0),
                 recorder,
                 history: Arc::new(History::new(crate::stats::names())),
+                acme: crate::acme::Acme::default(),
             }),
             config,
         }))

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::ServerConnection;
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
@@ -16,6 +17,7 @@ use super::{OpenConn, ms, serve_session};
 use crate::clock::now_ms;
 use crate::reload::Live;
 use crate::tls::server::{ConnTls, Frontend, Reason};
+use crate::tls::store::ACME_TLS_ALPN;
 use crate::tls::stream::TlsStream;
 
 /// The TLS state a connection starts (or resumes) its session with.
@@ -78,6 +80,12 @@ pub(super) async fn run(
                     return;
                 }
                 Ok(Ok(())) => {}
+            }
+            if tls.get_ref().1.alpn_protocol() == Some(ACME_TLS_ALPN) {
+                // A TLS-ALPN-01 validation: the handshake was the answer (RFC 8737 §3).
+                counters.acme_challenge_tls.inc();
+                let _ = tokio::time::timeout(Duration::from_secs(1), tls.shutdown()).await;
+                return;
             }
             counters.tls_handshake.inc();
             let info = ConnTls::of(tls.get_ref().1);

@@ -17,6 +17,7 @@ use super::store::{CertStore, Entry};
 use super::stream::HandshakeError;
 use super::watch::Stamps;
 use super::{provider, ticket};
+use crate::config::acme::Challenge;
 use crate::config::tls::{ClientAuth, TlsConfig, TlsVersion};
 use crate::stats::Counters;
 
@@ -251,6 +252,12 @@ impl Frontend {
         };
         let mut config = builder.with_cert_resolver(store.clone());
         config.alpn_protocols = c.alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+        // TLS-ALPN-01: `acme-tls/1` last, chosen only by a client that offers nothing else.
+        if c.acme.iter().any(|a| a.challenge == Challenge::TlsAlpn01) {
+            config
+                .alpn_protocols
+                .push(super::store::ACME_TLS_ALPN.to_vec());
+        }
         // The server's order of cipher suites (AES-GCM first where the CPU has AES
         // instructions), not the client's.
         config.ignore_client_order = true;

@@ -13,7 +13,9 @@
 //!
 //! For an ACME client: [`CertStore::install`] adds or replaces a certificate for the names it
 //! covers (it wins over configured files for those names), [`CertStore::uninstall`] removes
-//! it; installed certificates survive reloads and file changes.
+//! it; installed certificates survive reloads and file changes. While an ACME server validates
+//! a name with TLS-ALPN-01 (RFC 8737), [`CertStore::set_challenge`] holds the one-off
+//! certificate a client offering only ALPN `acme-tls/1` gets for that name.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -24,6 +26,9 @@ use rustls::sign::CertifiedKey;
 
 use super::certs::{Loaded, Source};
 use crate::config::tls::UnknownName;
+
+/// The ALPN protocol of TLS-ALPN-01 challenges (RFC 8737 §6.2).
+pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
 
 /// One certificate in a store.
 #[derive(Debug)]
@@ -40,6 +45,8 @@ struct Table {
     wildcard: HashMap<String, Vec<Arc<Entry>>>,
     default: Option<Arc<Entry>>,
     refuse_unknown: bool,
+    /// TLS-ALPN-01 challenge certificates by name, answered only to `acme-tls/1` clients.
+    challenges: HashMap<String, Arc<CertifiedKey>>,
 }
 
 /// The certificates of a listener: from its files, and installed at run time.
@@ -55,6 +62,7 @@ struct Sources {
     files: Vec<Arc<Entry>>,
     installed: Vec<Arc<Entry>>,
     unknown_name: UnknownName,
+    challenges: HashMap<String, Arc<CertifiedKey>>,
 }
 
 impl Sources {
@@ -77,6 +85,7 @@ impl Sources {
             }
         }
         t.default = self.files.first().or(self.installed.first()).cloned();
+        t.challenges = self.challenges.clone();
         t
     }
 }
@@ -87,6 +96,7 @@ impl CertStore {
             files,
             installed: Vec::new(),
             unknown_name,
+            challenges: HashMap::new(),
         };
         CertStore {
             table: ArcSwap::from_pointee(sources.table()),
@@ -136,6 +146,20 @@ impl CertStore {
         found
     }
 
+    /// Sets (or with `None` removes) the TLS-ALPN-01 challenge certificate for `name`: what a
+    /// client that offers only ALPN `acme-tls/1` and names `name` gets, from the next
+    /// handshake on.
+    pub fn set_challenge(&self, name: &str, cert: Option<Arc<CertifiedKey>>) {
+        self.change(|s| match cert {
+            Some(c) => {
+                s.challenges.insert(name.to_string(), c);
+            }
+            None => {
+                s.challenges.remove(name);
+            }
+        });
+    }
+
     /// Every certificate, installed ones first (for the admin API and metrics).
     pub fn entries(&self) -> Vec<Arc<Entry>> {
         let s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
@@ -176,6 +200,13 @@ impl CertStore {
 impl ResolvesServerCert for CertStore {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         let sni = hello.server_name().map(|n| n.to_ascii_lowercase());
+        // An ACME server validating TLS-ALPN-01 offers `acme-tls/1` alone (RFC 8737 §3): it
+        // gets the challenge certificate for its name or nothing, never a real one.
+        let mut offered = hello.alpn().into_iter().flatten().peekable();
+        if offered.peek().is_some() && offered.all(|p| p == ACME_TLS_ALPN) {
+            let t = self.table.load();
+            return sni.and_then(|n| t.challenges.get(&n).cloned());
+        }
         let schemes = hello.signature_schemes();
         self.pick(sni.as_deref(), |k| k.key.choose_scheme(schemes).is_some())
     }

@@ -5,6 +5,7 @@
 pub mod binary;
 pub mod h2;
 pub mod log_stream;
+pub mod pebble;
 pub mod raw_origin;
 pub mod redis_cluster;
 pub mod tls;
@@ -345,19 +346,26 @@ impl Shellac {
     /// Starts Shellac from a config file (so `POST /reload` re-reads it). The file should
     /// listen on `127.0.0.1:0` and put the admin listener on `127.0.0.1:0`.
     pub async fn start_reloadable(path: &std::path::Path) -> Shellac {
+        Shellac::try_start_reloadable(path)
+            .await
+            .expect("shellac starts")
+    }
+
+    /// Like [`Shellac::start_reloadable`], with the start-up error instead of a panic (a
+    /// fixed port a previous test's Shellac has not released yet).
+    pub async fn try_start_reloadable(path: &std::path::Path) -> anyhow::Result<Shellac> {
         let config = Config::load(path).unwrap_or_else(|e| panic!("test config invalid: {e:?}"));
         let running = server::start_with(
             Arc::new(config),
             shellac::reload::ConfigSource::File(path.to_path_buf()),
             shellac::config::Overrides::default(),
         )
-        .await
-        .expect("shellac starts");
-        Shellac {
+        .await?;
+        Ok(Shellac {
             addr: running.listen[0],
             admin: running.admin.unwrap(),
             running: Some(running),
-        }
+        })
     }
 
     /// Starts Shellac on an example config file, pointed at `origin` (first backend) and at

@@ -9,6 +9,7 @@
 //! - tests prove that every key serde accepts has a definition and the other way round, and
 //!   that each definition's default is what the code uses.
 
+mod acme;
 mod cache;
 mod fleet;
 mod http2;
@@ -258,6 +259,13 @@ pub const SECTIONS: &[Section] = &[
         context: "[[tls]]\nlisten = \"127.0.0.1:8443\"\ncertificate = [{ cert = \"a.pem\", key = \"a.key\" }]\n[[backend]]\nhost = \"127.0.0.1\"\n",
     },
     Section {
+        name: "tls.acme",
+        array: true,
+        optional: false,
+        inline: true,
+        context: "[[tls]]\nlisten = \"127.0.0.1:8443\"\nacme = [{ names = [\"example.com\"] }]\n[[backend]]\nhost = \"127.0.0.1\"\n",
+    },
+    Section {
         name: "cache",
         array: false,
         optional: false,
@@ -370,6 +378,7 @@ pub fn all() -> impl Iterator<Item = &'static Setting> {
         .iter()
         .chain(tls::TLS)
         .chain(tls::TLS_CERTIFICATE)
+        .chain(acme::TLS_ACME)
         .chain(cache::CACHE)
         .chain(cache::STORAGE)
         .chain(fleet::SHARED)

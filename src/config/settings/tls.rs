@@ -29,10 +29,10 @@ pub(super) const TLS: &[Setting] = &[
         kind: Kind::Table {
             section: "tls.certificate",
         },
-        default: Default::Required,
+        default: Default::Unset(r##"none (then `acme` is needed)"##),
         example: r##"[{ cert = "/etc/shellac/example.com.pem", key = "/etc/shellac/example.com.key" }]"##,
         restart: false,
-        doc: r##"Certificates, as `[[tls.certificate]]` tables (or a list of inline tables), at least one. The server name a client sends (SNI) picks the certificate whose names (subject alternative names, else the subject's common name) cover it: an exact name first, then a `*.example.com` wildcard (one label). The first certificate is the default (`unknown_name`). RSA, ECDSA (P-256, P-384) and Ed25519 keys. Each file is checked at start, by `shellac check` and on every reload: missing, unreadable, not PEM, expired, not yet valid, or a key that does not match its certificate is an error naming the file."##,
+        doc: r##"Certificates, as `[[tls.certificate]]` tables (or a list of inline tables), at least one unless `acme` obtains them. The server name a client sends (SNI) picks the certificate whose names (subject alternative names, else the subject's common name) cover it: an exact name first, then a `*.example.com` wildcard (one label). The first certificate is the default (`unknown_name`). RSA, ECDSA (P-256, P-384) and Ed25519 keys. Each file is checked at start, by `shellac check` and on every reload: missing, unreadable, not PEM, expired, not yet valid, or a key that does not match its certificate is an error naming the file."##,
     },
     Setting {
         section: "tls",
@@ -130,6 +130,17 @@ pub(super) const TLS: &[Setting] = &[
         example: r##""##,
         restart: false,
         doc: r##"How often the certificate, key, CA and ticket-key files are looked at (size, time and inode); when one changed they are all loaded again, as a reload does: connections carry on, new handshakes use the new certificates, and a file that does not load keeps the running ones (logged, counter `tls_reload_error`). `"0s"`: only on reload."##,
+    },
+    Setting {
+        section: "tls",
+        key: "acme",
+        kind: Kind::Table {
+            section: "tls.acme",
+        },
+        default: Default::Unset(r##"none"##),
+        example: r##"[{ names = ["example.com", "www.example.com"], contact = "admin@example.com" }]"##,
+        restart: false,
+        doc: r##"Certificates this listener obtains and renews itself from an ACME server such as Let's Encrypt (RFC 8555), as `[[tls.acme]]` tables (or a list of inline tables), one per certificate; see the TLS guide (docs/tls.md). They win over `certificate` files for their names. Until the first certificate for a name is obtained (or found in `state_dir`), a handshake for it is treated like one for a name no certificate covers (`unknown_name`): with no `certificate` files it is refused (`tls_handshake_fail_no_certificate`), never answered with a self-signed certificate that no client trusts."##,
     },
 ];
 

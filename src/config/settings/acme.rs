@@ -1,0 +1,102 @@
+//! `[[tls.acme]]`: certificates obtained and renewed from an ACME server.
+
+use super::{Default, Kind, ONE_NANOSECOND, Setting};
+
+pub(super) const TLS_ACME: &[Setting] = &[
+    Setting {
+        section: "tls.acme",
+        key: "names",
+        kind: Kind::Texts("a list of DNS names such as [\"example.com\", \"www.example.com\"]"),
+        default: Default::Required,
+        example: r##"["example.com", "www.example.com"]"##,
+        restart: false,
+        doc: r##"DNS names of the certificate (its subject alternative names), in lower case, each pointing at this listener. No wildcards (they need the DNS-01 challenge) and no IP addresses. A name belongs to one `[[tls.acme]]` in the whole file. The first name names the certificate's directory under `state_dir` and the certificate in `GET /acme` and `/metrics`."##,
+    },
+    Setting {
+        section: "tls.acme",
+        key: "challenge",
+        kind: Kind::Choice(&["tls-alpn-01", "http-01"]),
+        default: Default::Value(r##""tls-alpn-01""##),
+        example: r##""##,
+        restart: false,
+        doc: r##"How the ACME server checks that the names are ours. `"tls-alpn-01"` (RFC 8737): it connects to port 443 of each name and asks for ALPN `acme-tls/1`; this listener answers with a one-off certificate and closes (counter `acme_challenge_tls`), so this listener must be what port 443 of the names reaches. `"http-01"`: it fetches `http://NAME/.well-known/acme-challenge/TOKEN` on port 80; every listener answers the tokens Shellac is waiting for before any rule, cache lookup or backend (counter `acme_challenge_http`; other paths under `/.well-known/acme-challenge/` go the normal way), so a `server.listen` address must be what port 80 reaches."##,
+    },
+    Setting {
+        section: "tls.acme",
+        key: "directory",
+        kind: Kind::Text("an https:// URL"),
+        default: Default::Value(r##""https://acme-v02.api.letsencrypt.org/directory""##),
+        example: r##""##,
+        restart: false,
+        doc: r##"The ACME server's directory URL. Let's Encrypt's staging server, for trying things out without its rate limits, is `"https://acme-staging-v02.api.letsencrypt.org/directory"`. Giving `acme` agrees to the server's terms of service. A certificate on disk from another directory keeps being served until one from this directory replaces it."##,
+    },
+    Setting {
+        section: "tls.acme",
+        key: "contact",
+        kind: Kind::Texts("a list of e-mail addresses"),
+        default: Default::Value(r##"[]"##),
+        example: r##"["admin@example.com"]"##,
+        restart: false,
+        doc: r##"E-mail addresses registered with the ACME account (`mailto:` may be written or left out), where the CA writes about problems with the certificates. Changed addresses are sent to the server at the next start or reload."##,
+    },
+    Setting {
+        section: "tls.acme",
+        key: "ca_root",
+        kind: Kind::Text("a file path"),
+        default: Default::Unset(r##"the system's CA store"##),
+        example: r##""/etc/shellac/pebble-ca.pem""##,
+        restart: false,
+        doc: r##"PEM file of the CA certificates the ACME server's own HTTPS certificate must chain to, for a server with a private or test CA (pebble, step-ca). Only for talking to the ACME server: it says nothing about the certificates issued."##,
+    },
+    Setting {
+        section: "tls.acme",
+        key: "state_dir",
+        kind: Kind::Text("a directory path"),
+        default: Default::Value(r##""/var/lib/shellac/acme""##),
+        example: r##""##,
+        restart: false,
+        doc: r##"Directory of the ACME state: per ACME server an account key (`accounts/SERVER/account.key`, created on first use) and its URL, per certificate `certificates/NAME/cert.pem`, `key.pem` and `meta.json`. Created with mode 0700 if missing; files are written whole (a temporary file renamed over the old one) with mode 0600. Certificates found there are served from the start, before anything is ordered. `shellac check` tells when it cannot be created or written."##,
+    },
+    Setting {
+        section: "tls.acme",
+        key: "key_type",
+        kind: Kind::Choice(&["ecdsa-p256", "ecdsa-p384"]),
+        default: Default::Value(r##""ecdsa-p256""##),
+        example: r##""##,
+        restart: false,
+        doc: r##"The certificate's key, made anew for every certificate. ECDSA P-256 is what every client takes and the cheapest handshake."##,
+    },
+    Setting {
+        section: "tls.acme",
+        key: "renew_before",
+        kind: Kind::Duration {
+            min: ONE_NANOSECOND,
+        },
+        default: Default::Unset(r##"a third of the certificate's lifetime"##),
+        example: r##""30d""##,
+        restart: false,
+        doc: r##"Renew when the certificate has less than this left before it expires; never earlier than halfway through its lifetime, so a value longer than the lifetime does not renew in a loop. By default a certificate is renewed two thirds into its lifetime (30 days before a 90-day certificate expires). Until a renewal succeeds the current certificate is served; `POST /acme/renew` renews at once."##,
+    },
+    Setting {
+        section: "tls.acme",
+        key: "retry_min",
+        kind: Kind::Duration {
+            min: ONE_NANOSECOND,
+        },
+        default: Default::Value(r##""1m""##),
+        example: r##""##,
+        restart: false,
+        doc: r##"Wait after a failed attempt (ACME server unreachable, a challenge that failed, a refusal); it doubles after each failure in a row, up to `retry_max`. Meanwhile the last good certificate is served. Counters `acme_fail` and `acme_fail_<reason>`; `GET /acme` shows the failures in a row, the last error and the next attempt. Mind the CA's limits: Let's Encrypt allows 5 failed validations per name per hour."##,
+    },
+    Setting {
+        section: "tls.acme",
+        key: "retry_max",
+        kind: Kind::Duration {
+            min: ONE_NANOSECOND,
+        },
+        default: Default::Value(r##""1h""##),
+        example: r##""##,
+        restart: false,
+        doc: r##"Longest wait between failed attempts; at least `retry_min`."##,
+    },
+];
