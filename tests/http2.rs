@@ -309,3 +309,60 @@ fn which(tool: &str) -> Option<std::path::PathBuf> {
         .map(|d| std::path::Path::new(d).join(tool))
         .find(|p| p.is_file())
 }
+
+/// Grace, bans and operator rules over HTTP/2, as over HTTP/1.1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grace_bans_and_rules_as_over_http1() {
+    let n = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = n.clone();
+    let origin = Origin::start(move |s| {
+        let i = seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        match s.path.as_str() {
+            "/grace" => Reply::ok(&format!("v{i}")).cc("max-age=1, stale-while-revalidate=30"),
+            p => Reply::ok(&format!("{p} {i}")).cc("max-age=60"),
+        }
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        h2c(c);
+        let parsed = shellac::config::Config::parse(
+            "[[backend]]\nhost = \"h\"\n\n[[rule]]\npath = '^/rule'\nset_response_headers = { x-rule = \"yes\" }\n\n\
+             [[rule]]\npath = '^/synth'\nsynth = { status = 403, body = \"no\" }\n",
+            "rules.toml",
+        )
+        .unwrap();
+        c.rules = parsed.rules;
+    })
+    .await;
+    let mut conn = H2Conn::open(shellac.addr).await;
+    // Rules: a response field added, a synthetic answer.
+    let r = conn.send("GET", "/rule", &[], b"").await;
+    assert_eq!(r.header("x-rule"), Some("yes"));
+    let r = conn.send("GET", "/synth", &[], b"").await;
+    assert_eq!(r.status, 403);
+    assert_eq!(r.text(), "no");
+    // Grace: the stale copy at once, one background refresh.
+    let first = conn.send("GET", "/grace", &[], b"").await.text();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let stale = conn.send("GET", "/grace", &[], b"").await;
+    assert_eq!(stale.text(), first);
+    assert!(
+        stale.cache_status().contains("stale-while-revalidate"),
+        "{}",
+        stale.cache_status()
+    );
+    // A ban through the admin API: the next request is a miss.
+    conn.send("GET", "/news/1", &[], b"").await;
+    let hit = conn.send("GET", "/news/1", &[], b"").await;
+    assert!(hit.cache_status().contains("hit"));
+    let ban = request(shellac.admin, "POST", "/ban", &[], b"req.url ~ ^/news/").await;
+    assert_eq!(ban.status, 200, "{}", ban.text());
+    let after = conn.send("GET", "/news/1", &[], b"").await;
+    assert!(
+        after.cache_status().contains("fwd=miss"),
+        "{}",
+        after.cache_status()
+    );
+    assert_ne!(after.text(), hit.text());
+    shellac.stop().await;
+}
