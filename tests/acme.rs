@@ -2,9 +2,10 @@
 //! validating for real (HTTP-01 and TLS-ALPN-01) against the Shellac under test on loopback.
 //! A certificate is obtained, served and verified against pebble's issuing root, kept on disk
 //! and served again after a restart without a new order, renewed on demand without dropping
-//! connections, and kept in service while the ACME server cannot be reached; a name that
-//! cannot be validated leaves handshakes for it refused. `shellac check` names the file, line
-//! and key of bad acme settings.
+//! connections, and kept in service while the ACME server a reload named cannot be reached
+//! (failures counted, retried with backoff); a client offering ALPN `acme-tls/1` alone never
+//! gets a certificate outside a validation; a failed validation leaves handshakes for the name
+//! refused. `shellac check` names the file, line and key of bad acme settings.
 
 mod common;
 
@@ -244,9 +245,38 @@ async fn tls_alpn01_certificate_renews_on_demand_without_dropping_connections() 
     let stored = shellac::acme::files::from_pem(&pem, &pem).unwrap();
     assert_eq!(stored.key.cert[0].as_ref(), second.as_slice());
 
-    // An unknown name is a 404; renewing everything is a 202.
+    // An unknown name is a 404.
     let resp = request(sh.admin, "POST", "/acme/renew?name=other.test", &[], b"").await;
     assert_eq!(resp.status, 404);
+
+    // Outside a validation, a client offering only acme-tls/1 gets no certificate at all; one
+    // that offers it among others gets the real certificate and its protocol.
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], pebble.tls_port));
+    let with_alpn = |protocols: &[&[u8]]| {
+        let mut c = (*roots).clone();
+        c.alpn_protocols = protocols.iter().map(|p| p.to_vec()).collect();
+        Arc::new(c)
+    };
+    let refused_before = sh.stat("tls_handshake_fail_no_certificate").await;
+    assert!(
+        connect(addr, &with_alpn(&[b"acme-tls/1"]), "localhost")
+            .await
+            .is_err()
+    );
+    let tls = connect(addr, &with_alpn(&[b"http/1.1", b"acme-tls/1"]), "localhost")
+        .await
+        .expect("a normal client offering acme-tls/1 too");
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+    assert_eq!(presented(&tls), second);
+    let mut refused = refused_before;
+    for _ in 0..100 {
+        refused = sh.stat("tls_handshake_fail_no_certificate").await;
+        if refused > refused_before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(refused, refused_before + 1);
     sh.stop().await;
 }
 
@@ -263,9 +293,9 @@ async fn an_unreachable_acme_server_leaves_the_last_good_certificate_in_service(
     until_acme(&sh, pebble, "a certificate", |s| s["state"] == "valid").await;
     let roots = client_config(pebble).await;
     let (good, _) = fetch_over_tls(pebble, &roots, "localhost").await;
-    sh.stop().await;
 
-    // The ACME server is now an address nothing listens on (a port bound then released).
+    // A reload points the certificate at an ACME server nothing listens on (a port bound then
+    // released).
     let dead = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -278,8 +308,9 @@ async fn an_unreachable_acme_server_leaves_the_last_good_certificate_in_service(
             "retry_min = \"50ms\"\nretry_max = \"200ms\"",
         )
         .replace(&pebble.directory, &format!("https://{dead}/dir"));
-    let path = config(&dir, pebble, &origin, &acme);
-    let sh = start(&path).await;
+    config(&dir, pebble, &origin, &acme);
+    let (status, body) = sh.reload().await;
+    assert_eq!(status, 200, "{body}");
     // A certificate from another ACME server is replaced: attempts start at once and fail.
     let st = until_acme(&sh, pebble, "failures in a row", |s| {
         s["failures"].as_u64() >= Some(3)
@@ -297,7 +328,14 @@ async fn an_unreachable_acme_server_leaves_the_last_good_certificate_in_service(
         stats["acme_fail"] >= 3 && stats["acme_fail_network"] >= 3,
         "{stats:?}"
     );
-    assert_eq!(stats["acme_issued"], 0);
+    assert_eq!(
+        stats["acme_issued"], 1,
+        "only the first certificate: {stats:?}"
+    );
+    assert_eq!(
+        stats["acme_loaded"], 1,
+        "the new worker took the kept certificate"
+    );
     let before = stats["acme_fail"];
     let (served, _) = fetch_over_tls(pebble, &roots, "localhost").await;
     assert_eq!(served, good, "the last good certificate stays in service");
