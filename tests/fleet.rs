@@ -316,6 +316,23 @@ async fn purge_ban_and_tags_reach_every_node(site: &Site, nodes: &[Node]) {
         expect(&n.get("/tagged1").await, "/tagged1", 2, n.name);
     }
     assert!(b.stat("fleet_inval_applied").await >= 2);
+
+    // A successful unsafe request invalidates its URL (RFC 9111 §4.4) fleet-wide: the shared
+    // copy before the answer (this node's next miss must not find it), the others after.
+    for n in nodes {
+        expect(&n.get("/post1").await, "/post1", 1, n.name);
+    }
+    site.bump("/post1");
+    let r = request(a.addr(), "POST", "/post1", &[], b"x").await;
+    assert_eq!(r.status, 200);
+    expect(&a.get("/post1").await, "/post1", 2, "a");
+    for n in [b, c] {
+        let seen = wait_until_async(Duration::from_secs(5), || async {
+            n.get("/post1").await.text() == "/post1 v2"
+        })
+        .await;
+        assert!(seen, "{} dropped /post1 after the POST through a", n.name);
+    }
 }
 
 /// A fill that started before a purge and ends after it stores nothing, here or shared.

@@ -77,10 +77,13 @@ pub(super) async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<sup
             ),
             Err(e @ BanError::NotDurable(_)) => {
                 counters.ban_added.inc();
-                json(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    serde_json::json!({"error": e.to_string(), "applied": true}),
-                )
+                let mut out = serde_json::json!({"error": e.to_string(), "applied": true});
+                // Applied here: the fleet gets it too.
+                if let Some(fleet) = fleet(proxy, Invalidation::Ban(body.trim().to_string())).await
+                {
+                    out["fleet"] = fleet;
+                }
+                json(StatusCode::SERVICE_UNAVAILABLE, out)
             }
             Err(e @ (BanError::Full(_) | BanError::PersistFull(_))) => json(
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -17,7 +17,8 @@ use super::send::{self, SendFailure};
 use crate::backend::BackendBody;
 use crate::cache::busy::{BusyHead, BusyObject, LeaderGuard};
 use crate::cache::policy::{self, NoCacheReason};
-use crate::cache::shared::feed::Position;
+use crate::cache::shared::SharedTier;
+use crate::cache::shared::feed::{self, Invalidation, Position};
 use crate::cache::{Body, CacheKey, Object, StoredFields, VarySelection};
 use crate::http::headers;
 
@@ -61,7 +62,17 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         received: stored_at,
     };
     let (guard, detail) = match mode {
-        FetchMode::Pass(reason) => return pass(txn, reason, parts, body),
+        FetchMode::Pass(reason) => {
+            if !is_safe(&txn.req.method)
+                && (parts.status.is_success() || parts.status.is_redirection())
+            {
+                let urls = invalidate(txn, &parts.headers);
+                if let Some(shared) = txn.proxy.cache.shared.clone() {
+                    invalidate_fleet(shared, urls).await;
+                }
+            }
+            return pass(txn, reason, parts, body);
+        }
         FetchMode::Miss(guard) => (Some(guard), None),
         FetchMode::Alone(why) => (None, Some(why)),
         FetchMode::Authorized => (None, None),
@@ -247,9 +258,6 @@ pub(super) fn is_safe(method: &Method) -> bool {
 /// A passed request's response, streamed as is; a successful (2xx/3xx) unsafe request
 /// invalidates what it may have changed (RFC 9111 §4.4).
 fn pass(txn: &mut Txn, reason: NoCacheReason, parts: Parts, body: BackendBody) -> Step {
-    if !is_safe(&txn.req.method) && (parts.status.is_success() || parts.status.is_redirection()) {
-        invalidate(txn, &parts.headers);
-    }
     let fwd = if reason == NoCacheReason::Method {
         "method"
     } else {
@@ -279,19 +287,39 @@ fn pass(txn: &mut Txn, reason: NoCacheReason, parts: Parts, body: BackendBody) -
 }
 
 /// Purges the target URI and the same-host `Location` / `Content-Location` URIs.
-fn invalidate(txn: &Txn, response: &HeaderMap) {
-    let Some(target) = &txn.key else { return };
+fn invalidate(txn: &Txn, response: &HeaderMap) -> Vec<CacheKey> {
+    let Some(target) = &txn.key else {
+        return Vec::new();
+    };
     let cache = &txn.proxy.cache;
     let mut removed = cache.purge(target);
+    let mut urls = vec![target.clone()];
     for name in [header::LOCATION, header::CONTENT_LOCATION] {
         let Some(uri) = response.get(&name).and_then(|v| v.to_str().ok()) else {
             continue;
         };
         if let Some(key) = same_host_key(target, uri) {
             removed += cache.purge(&key);
+            urls.push(key);
         }
     }
     txn.proxy.counters.cache_invalidated.add(removed as u64);
+    urls
+}
+
+/// With a fleet, the URLs an unsafe request invalidated leave the shared tier before the
+/// answer (or this node's next miss would find them there: at most `write_timeout` each),
+/// and every other node's tiers in the background.
+async fn invalidate_fleet(shared: Arc<SharedTier>, urls: Vec<CacheKey>) {
+    let at = shared.feed.position();
+    for url in &urls {
+        shared.purge_url(url, at).await;
+    }
+    tokio::spawn(async move {
+        for url in urls {
+            feed::broadcast(&shared, Invalidation::Purge(url)).await;
+        }
+    });
 }
 
 /// The cache key of `uri` if it is relative or names the same host as `target`.

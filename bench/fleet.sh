@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# The fleet benchmark (issue 22): a Redis Cluster of 6 redis-server processes (3 masters, 3
+# replicas) and three Shellac nodes on loopback, in front of bench/origin.rs, driven by
+# bench/fleet_load.rs:
+#   1. miss storm: KEYS distinct keys, each asked of the three nodes at the same moment —
+#      origin requests per key without [storage.shared], then with it;
+#   2. shared-tier hits: 6.3 KB objects fetched on node A, then read once each on node B
+#      (local miss, shared hit): latency percentiles;
+#   3. purge visibility: PURGEs sent to each node in turn, timed until no node (local tiers
+#      or shared tier, GET /cache) has the URL;
+#   4. a master killed with SIGKILL during a shared-hit load on nodes B and C (each key read
+#      once: every read is a local miss the shared tier answers): client errors and latency
+#      in the 5 s after the kill (read_timeout = 50 ms).
+# Everything it starts is stopped on exit (bench/lib.sh).
+#
+#   cargo build --release --bins --examples && bench/fleet.sh
+#   KEYS=20000 HIT_KEYS=5000 PURGES=200 bench/fleet.sh     # shorter
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+SHELLAC=${SHELLAC:-target/release/shellac}
+ORIGIN=${ORIGIN:-target/release/examples/origin}
+LOAD=${LOAD:-target/release/examples/fleet_load}
+KEYS=${KEYS:-100000}
+HIT_KEYS=${HIT_KEYS:-20000}
+PURGES=${PURGES:-500}
+FAILOVER_KEYS=${FAILOVER_KEYS:-60000}
+CONNS=${CONNS:-32}
+command -v redis-server >/dev/null && command -v redis-cli >/dev/null ||
+  { echo "needs redis-server and redis-cli (apt-get install redis-server redis-tools)" >&2; exit 1; }
+
+. bench/lib.sh   # TMP, PIDS (stopped on exit), free_port, start_origin, need_built
+need_built "$SHELLAC" "$ORIGIN" "$LOAD"
+
+# A port whose cluster bus port (+10000) is free too.
+redis_port() {
+  local p
+  while :; do
+    p=$(free_port)
+    (( p < 55000 )) && python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', $p + 10000))" 2>/dev/null && { echo "$p"; return; }
+  done
+}
+
+REDIS_PORTS=()
+REDIS_PIDS=()
+for i in 1 2 3 4 5 6; do
+  p=$(redis_port)
+  mkdir -p "$TMP/redis-$p"
+  (cd "$TMP/redis-$p" && exec redis-server --port "$p" --bind 127.0.0.1 --cluster-enabled yes \
+    --cluster-config-file nodes.conf --cluster-node-timeout 1000 --appendonly no --save '' \
+    --logfile redis.log) &
+  PIDS+=($!); REDIS_PIDS+=($!); REDIS_PORTS+=("$p")
+done
+for p in "${REDIS_PORTS[@]}"; do
+  for _ in $(seq 100); do redis-cli -p "$p" ping 2>/dev/null | grep -q PONG && break; sleep 0.05; done
+done
+timeout 30 redis-cli --cluster create $(printf '127.0.0.1:%s ' "${REDIS_PORTS[@]}") \
+  --cluster-replicas 1 --cluster-yes >"$TMP/create.txt"
+for _ in $(seq 200); do
+  redis-cli -p "${REDIS_PORTS[0]}" cluster info | grep -q 'cluster_state:ok' && break; sleep 0.1
+done
+SEEDS=$(printf '"127.0.0.1:%s", ' "${REDIS_PORTS[@]}"); SEEDS=${SEEDS%, }
+
+start_origin "$ORIGIN"
+
+# start_node PREFIX (empty: no shared tier): prints "port admin pid".
+start_node() {
+  local port admin shared=""
+  port=$(free_port); admin=$(free_port)
+  [[ -n $1 ]] && shared=$(printf '[storage.shared]\nnodes = [%s]\nkey_prefix = "%s"\nnode_name = "n%s"\n' "$SEEDS" "$1" "$port")
+  printf '[server]\nlisten = ["127.0.0.1:%s"]\nadmin = "127.0.0.1:%s"\n\n[cache]\nmemory_size = "1GiB"\n\n[[backend]]\nhost = "127.0.0.1"\nport = %s\nmax_connections = 1000\n\n%s\n' \
+    "$port" "$admin" "$ORIGIN_PORT" "$shared" > "$TMP/node-$port.toml"
+  "$SHELLAC" serve --config "$TMP/node-$port.toml" 2>"$TMP/node-$port.err" &
+  local pid=$!
+  for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$admin/stats" && break; sleep 0.05; done
+  echo "$port $admin $pid"
+}
+stat() { curl -s "http://127.0.0.1:$1/stats" | python3 -c "import json,sys; print(json.load(sys.stdin)['$2'])"; }
+
+# Three nodes; sets NODES, ADMINS, NODE_PIDS.
+three_nodes() {
+  NODES=(); ADMINS=(); NODE_PIDS=()
+  for _ in 1 2 3; do
+    read -r port admin pid < <(start_node "$1")
+    PIDS+=("$pid"); NODES+=("127.0.0.1:$port"); ADMINS+=("$admin"); NODE_PIDS+=("$pid")
+  done
+}
+stop_nodes() { kill -TERM "${NODE_PIDS[@]}"; wait "${NODE_PIDS[@]}" 2>/dev/null || true; }
+origin_per_key() {
+  local total=0 a
+  for a in "${ADMINS[@]}"; do total=$(( total + $(stat "$a" backend_req) )); done
+  python3 -c "print(f'{$total} origin requests, {$total / $KEYS:.3f} per key')"
+}
+csv() { local IFS=,; echo "$*"; }
+
+echo "== miss storm: $KEYS keys, each asked of 3 nodes at once ($CONNS keys at a time)"
+three_nodes ""
+"$LOAD" storm "$(csv "${NODES[@]}")" /obj/storm-a/ "$KEYS" "$CONNS" | sed 's/^/   without shared tier: /'
+echo "   without shared tier: $(origin_per_key)"
+stop_nodes
+three_nodes "bench:"
+"$LOAD" storm "$(csv "${NODES[@]}")" /obj/storm-b/ "$KEYS" "$CONNS" | sed 's/^/   with shared tier: /'
+echo "   with shared tier: $(origin_per_key)"
+for a in "${ADMINS[@]}"; do
+  echo "   node $a: $(for c in shared_hit shared_lease shared_lease_wait shared_lease_waited_hit shared_lease_timeout shared_error shared_timeout; do printf '%s=%s ' $c "$(stat "$a" $c)"; done)"
+done
+
+echo "== shared-tier hits: $HIT_KEYS objects of 6,451 bytes filled on node A, read once on node B"
+"$LOAD" hits "${NODES[0]}" "${NODES[1]}" /obj6k/hits/ "$HIT_KEYS" | sed 's/^/   /'
+
+echo "== purge visibility: $PURGES purges, sent to each node in turn"
+"$LOAD" purge "$(csv "${NODES[@]}")" "$(csv "${ADMINS[@]/#/127.0.0.1:}")" /obj/purge/ "$PURGES" | sed 's/^/   /'
+
+MASTER_PID=""
+for i in "${!REDIS_PORTS[@]}"; do
+  if redis-cli -p "${REDIS_PORTS[$i]}" role | head -1 | grep -q master; then MASTER_PID=${REDIS_PIDS[$i]}; break; fi
+done
+echo "== a master (pid $MASTER_PID) killed 1.5 s into shared-tier reads on nodes B and C ($FAILOVER_KEYS keys, each read once, 10 s at most)"
+"$LOAD" failover "${NODES[0]}" "$(csv "${NODES[1]}" "${NODES[2]}")" /obj6k/failover/ "$FAILOVER_KEYS" 10 "$MASTER_PID" 1500 | sed 's/^/   /'
+for a in "${ADMINS[@]:1}"; do
+  echo "   node $a: $(for c in shared_hit shared_timeout shared_error shared_skipped shared_breaker_open; do printf '%s=%s ' $c "$(stat "$a" $c)"; done)"
+done
+stop_nodes
