@@ -900,6 +900,17 @@ if [[ ${H2:-1} == 1 ]]; then
     warn "bench/h2.sh failed: $(tail -n1 <<<"$h2out")"
   fi
 fi
+# TLS (issue 20): keep-alive hits, handshakes (full and resumed) and memory per idle TLS
+# connection, Shellac vs nginx (bench/tls.sh, its own servers, same pinning); TLS=0 skips it.
+if [[ ${TLS:-1} == 1 ]]; then
+  out ""
+  out "== TLS (bench/tls.sh) =="
+  if tlsout=$(SHELLAC="$SHELLAC" ORIGIN="$ORIGIN" RUNS="$RUNS" bench/tls.sh 2>&1); then
+    while IFS= read -r line; do out "$line"; done <<<"$tlsout"
+  else
+    warn "bench/tls.sh failed: $(tail -n1 <<<"$tlsout")"
+  fi
+fi
 if (( ${#WARNINGS[@]} )); then
   out ""
   out "Warnings during the run:"

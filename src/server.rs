@@ -551,6 +551,7 @@ where
         gate.answer_with(Box::new(FastHits {
             live: live.clone(),
             peer,
+            tls: tls.clone(),
         }));
     }
     let mut released = gate.releasable();
@@ -706,11 +707,15 @@ where
 struct FastHits {
     live: Arc<Live>,
     peer: SocketAddr,
+    /// The connection's TLS facts, for the access log.
+    tls: Option<Arc<crate::tls::server::ConnTls>>,
 }
 
 impl gate::Answerer for FastHits {
     fn answer(&self, head: &[u8]) -> Option<FastAnswer> {
-        self.live.load().fast_hit(head, self.peer)
+        self.live
+            .load()
+            .fast_hit(head, self.peer, self.tls.as_deref())
     }
 }
 

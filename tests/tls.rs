@@ -662,3 +662,48 @@ async fn admin_api_metrics_and_dashboard_show_each_certificate_and_its_expiry() 
         serde_json::from_slice(&common::get(sh.admin, "/api/dashboard").await.body).unwrap();
     assert_eq!(dash["tls"][0]["names"], "site.test, *.site.test");
 }
+
+#[tokio::test]
+async fn the_access_log_prints_what_each_tls_connection_negotiated() {
+    let pki = Pki::new("log");
+    let cert = pki.leaf("site", &["site.test"]);
+    let alice = pki.client("alice", "alice");
+    let origin = origin().await;
+    let ca = format!(
+        "client_ca = \"{}\"\nclient_auth = \"optional\"",
+        pki.ca_file.display()
+    );
+    let tls = tls_of(&tls_table(&[&cert], &ca));
+    let log = pki.dir.join("access.log");
+    let log_text = log.to_str().unwrap().to_string();
+    let sh = Shellac::start(origin.addr, |c| {
+        c.tls = tls;
+        c.log.access_log = log_text;
+        c.log.format =
+            "%U %{cache}x %{tls_version}x %{tls_cipher}x %{tls_sni}x %{tls_alpn}x %{tls_client}x"
+                .into();
+    })
+    .await;
+    let mut with_alpn = pki.client_config_with(&all_versions(), Some(&alice));
+    with_alpn.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let stream = connect(sh.tls_addrs()[0], &Arc::new(with_alpn), "site.test")
+        .await
+        .unwrap();
+    let mut conn = Conn::over(stream).await;
+    // A miss (full path), then a hit the gate answers (fast path): both logged alike.
+    assert_eq!(conn.send("GET", "/l", &[], b"").await.status, 200);
+    assert_eq!(conn.send("GET", "/l", &[], b"").await.status, 200);
+    assert_eq!(sh.stats().await["cache_hit_fast"], 1);
+    // Cleartext: dashes.
+    assert_eq!(common::get(sh.addr, "/plain").await.status, 200);
+    let mut lines = common::wait_lines(&log, 3).await;
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "/l hit TLSv1.3 TLS13_AES_128_GCM_SHA256 site.test http/1.1 CN=alice,O=Shellac tests",
+            "/l miss TLSv1.3 TLS13_AES_128_GCM_SHA256 site.test http/1.1 CN=alice,O=Shellac tests",
+            "/plain miss - - - - -",
+        ]
+    );
+}

@@ -69,12 +69,18 @@ pub(super) fn deliver(
         ttfb,
     };
     let backend = txn.backend.as_ref().map(|b| b.name());
+    let tls = txn
+        .req
+        .extensions
+        .get::<crate::tls::server::Session>()
+        .map(|s| &*s.0);
     let record = record(
         proxy,
         head,
         Request::Parsed(&txn.req),
         backend,
         resp.headers(),
+        tls,
     );
     resp.map(|b| b.counted(counters).recorded(record))
 }
@@ -137,6 +143,7 @@ fn record(
     req: Request<'_>,
     backend: Option<&str>,
     response: &HeaderMap,
+    tls: Option<&crate::tls::server::ConnTls>,
 ) -> Box<Record> {
     let format = proxy.log_format.as_ref();
     let recorder = &proxy.shared.recorder;
@@ -160,6 +167,11 @@ fn record(
     }
     if backend.is_some() {
         record.set_backend(backend);
+    }
+    if let Some(t) = tls
+        && (everything || format.is_some_and(|f| f.needs_tls()))
+    {
+        record.set_tls(t);
     }
     if let Some(f) = format {
         req.capture(&f.request_headers, |v| record.push_request_header(v));
@@ -186,6 +198,8 @@ pub(super) struct FastHit<'a> {
     pub response: &'a HeaderMap,
     pub started: Instant,
     pub ttfb: Duration,
+    /// The client's TLS connection, if any.
+    pub tls: Option<&'a crate::tls::server::ConnTls>,
 }
 
 /// The transaction record of a fast hit, when the access log is on or somebody follows
@@ -207,7 +221,14 @@ pub(super) fn fast_hit_record(proxy: &Proxy, hit: FastHit<'_>) -> Option<Box<Rec
         started: hit.started,
         ttfb: hit.ttfb,
     };
-    Some(record(proxy, head, Request::Raw(&hit), None, hit.response))
+    Some(record(
+        proxy,
+        head,
+        Request::Raw(&hit),
+        None,
+        hit.response,
+        hit.tls,
+    ))
 }
 
 /// The decision logged for a refusal: synth, with the `refused:<word>` reason.

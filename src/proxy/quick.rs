@@ -51,7 +51,13 @@ impl Proxy {
     /// hit from memory (see the module docs); `None` leaves the request to the full path,
     /// which then does every step itself. Counts what the full path counts for a hit, plus
     /// `cache_hit_fast`.
-    pub fn fast_hit(&self, head: &[u8], client: SocketAddr) -> Option<FastAnswer> {
+    /// `tls`: the client's TLS connection, for the transaction record.
+    pub fn fast_hit(
+        &self,
+        head: &[u8],
+        client: SocketAddr,
+        tls: Option<&crate::tls::server::ConnTls>,
+    ) -> Option<FastAnswer> {
         if !self.config.server.fast_hits {
             return None;
         }
@@ -234,6 +240,7 @@ impl Proxy {
                 response: &prepared.map,
                 started,
                 ttfb,
+                tls,
             },
         );
         let body = match record {

@@ -62,6 +62,10 @@ enum Item {
     Ttfb,
     /// `%{host}x`: the Host the request was for (the cache key's host).
     Host,
+    /// `%{tls_version}x`, `%{tls_cipher}x`, `%{tls_sni}x`, `%{tls_alpn}x`,
+    /// `%{tls_client}x`: what the client's TLS connection negotiated (field 0-4 of
+    /// `Record::set_tls`), `-` over cleartext or when empty.
+    Tls(u8),
 }
 
 impl Item {
@@ -95,6 +99,8 @@ pub struct Format {
     pub response_headers: Vec<HeaderName>,
     /// Whether the format prints the host (`%{host}x`, JSON): only then is it captured.
     needs_host: bool,
+    /// Whether it prints TLS facts (`%{tls_*}x`, JSON): only then are they captured.
+    needs_tls: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -117,6 +123,7 @@ impl Format {
                     .collect(),
                 response_headers: vec![],
                 needs_host: true,
+                needs_tls: true,
             }),
             s if s.contains('%') => Format::parse_text(s),
             s => Err(format!(
@@ -199,9 +206,14 @@ impl Format {
                     "backend" => Item::Backend,
                     "ttfb" => Item::Ttfb,
                     "host" => Item::Host,
+                    "tls_version" => Item::Tls(0),
+                    "tls_cipher" => Item::Tls(1),
+                    "tls_sni" => Item::Tls(2),
+                    "tls_alpn" => Item::Tls(3),
+                    "tls_client" => Item::Tls(4),
                     other => {
                         return Err(format!(
-                            "`%{{{other}}}x` at position {at}: known are %{{cache}}x, %{{reason}}x, %{{backend}}x, %{{ttfb}}x, %{{host}}x"
+                            "`%{{{other}}}x` at position {at}: known are %{{cache}}x, %{{reason}}x, %{{backend}}x, %{{ttfb}}x, %{{host}}x, %{{tls_version}}x, %{{tls_cipher}}x, %{{tls_sni}}x, %{{tls_alpn}}x, %{{tls_client}}x"
                         ));
                     }
                 },
@@ -230,6 +242,7 @@ impl Format {
         }
         Ok(Format {
             needs_host: items.contains(&Item::Host),
+            needs_tls: items.iter().any(|i| matches!(i, Item::Tls(_))),
             kind: Kind::Text(items),
             request_headers,
             response_headers,
@@ -239,6 +252,11 @@ impl Format {
     /// Whether records for this format must capture the request's host.
     pub fn needs_host(&self) -> bool {
         self.needs_host
+    }
+
+    /// Whether records for this format must capture the TLS connection's facts.
+    pub fn needs_tls(&self) -> bool {
+        self.needs_tls
     }
 
     /// Appends one log line for `r` (with a trailing newline) to `out`. Bytes, not a
@@ -309,6 +327,10 @@ fn render_item(item: &Item, r: &View<'_>, out: &mut Vec<u8>) {
         Item::Cache => out.extend_from_slice(r.kind.as_str().as_bytes()),
         Item::Reason => escape(r.reason.unwrap_or(b"-"), out),
         Item::Backend => escape(r.backend().unwrap_or(b"-"), out),
+        Item::Tls(i) => match r.tls_field(usize::from(*i)) {
+            Some(v) if !v.is_empty() => escape(v, out),
+            _ => out.push(b'-'),
+        },
         Item::Ttfb => seconds(r.ttfb, out),
         Item::Host => {
             let host = r.host();
@@ -470,6 +492,23 @@ fn render_json(r: &View<'_>, out: &mut Vec<u8>) {
     json_opt(line.then(|| wire::protocol(r.version).as_bytes()), out);
     out.extend_from_slice(b",\"host\":");
     json_str(r.host(), out);
+    // Over TLS only: what the connection negotiated (empty fields as null).
+    if r.tls_field(0).is_some() {
+        out.extend_from_slice(b",\"tls\":{");
+        for (i, key) in ["version", "cipher", "sni", "alpn", "client"]
+            .iter()
+            .enumerate()
+        {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.push(b'"');
+            out.extend_from_slice(key.as_bytes());
+            out.extend_from_slice(b"\":");
+            json_opt(r.tls_field(i).filter(|v| !v.is_empty()), out);
+        }
+        out.push(b'}');
+    }
     out.extend_from_slice(b",\"status\":");
     number(u64::from(r.status), out);
     out.extend_from_slice(b",\"bytes\":");

@@ -176,6 +176,9 @@ pub struct Record {
     host: Span,
     user_agent: Option<Span>,
     backend: Option<Span>,
+    /// What the client's TLS connection negotiated (version, cipher, SNI, ALPN, client
+    /// subject, separated by `\x1f`); None over cleartext or when nothing prints it.
+    tls: Option<Span>,
     /// Values of `format.request_headers`, in order.
     request_headers: SmallVec<[Option<Span>; 4]>,
     /// Values of `format.response_headers`, in order.
@@ -227,6 +230,7 @@ impl Record {
             host: Span::default(),
             user_agent: None,
             backend: None,
+            tls: None,
             request_headers: SmallVec::new(),
             response_headers: SmallVec::new(),
             started: head.started,
@@ -278,6 +282,7 @@ impl Record {
             host,
             user_agent,
             backend,
+            tls,
             request_headers,
             response_headers,
             started,
@@ -304,6 +309,7 @@ impl Record {
         *host = Span::default();
         *user_agent = None;
         *backend = None;
+        *tls = None;
         request_headers.clear();
         response_headers.clear();
         *started = head.started;
@@ -388,6 +394,33 @@ impl Record {
 
     pub fn set_backend(&mut self, name: Option<&str>) {
         self.backend = name.map(|n| self.push(n));
+    }
+
+    /// The client's TLS connection: version, cipher, SNI, ALPN, client certificate subject.
+    pub fn set_tls(&mut self, t: &crate::tls::server::ConnTls) {
+        let start = self.text.len() as u32;
+        let parts = [
+            t.version,
+            t.cipher,
+            t.sni.as_deref().unwrap_or(""),
+            t.alpn.as_deref().unwrap_or(""),
+            t.client.as_deref().unwrap_or(""),
+        ];
+        for (i, p) in parts.iter().enumerate() {
+            if i > 0 {
+                self.text.push('\x1f');
+            }
+            self.text.push_str(p);
+        }
+        self.tls = Some(Span {
+            start,
+            end: self.text.len() as u32,
+        });
+    }
+
+    /// One field of [`Record::set_tls`] (0 version … 4 client subject); None over cleartext.
+    pub fn tls_field(&self, i: usize) -> Option<&str> {
+        self.tls.and_then(|s| self.get(s).split('\x1f').nth(i))
     }
 
     pub fn push_request_header(&mut self, value: Option<&[u8]>) {

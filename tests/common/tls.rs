@@ -91,7 +91,7 @@ impl Pki {
         (cert_file, key_file)
     }
 
-    /// A client certificate with subject `CN=<cn>,O=Shellac tests`.
+    /// A client certificate with subject `CN=<cn>,O=Shellac tests` (RFC 4514 order).
     pub fn client(&self, file: &str, cn: &str) -> (PathBuf, PathBuf) {
         self.leaf_with(file, &[], KeyPair::generate().unwrap(), |p| {
             p.distinguished_name = rcgen::DistinguishedName::new();
