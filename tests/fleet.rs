@@ -170,6 +170,7 @@ async fn fleet() {
     a_paused_node_catches_up(&site, &nodes).await;
     a_restarted_node_catches_up(&site, &mut nodes).await;
     a_killed_master_costs_no_client_error(&site, &nodes, &mut cluster).await;
+    a_hanging_cluster_costs_deadlines_not_errors(&site, &nodes, &cluster).await;
     redis_gone_entirely(&site, &nodes, &mut cluster).await;
 
     for n in &mut nodes {
@@ -513,6 +514,50 @@ async fn a_killed_master_costs_no_client_error(site: &Site, nodes: &[Node], clus
     })
     .await;
     assert!(recovered, "the shared tier works again after the failover");
+}
+
+/// Every Redis process stopped (SIGSTOP: connections open, nothing answers) for a moment: each
+/// node's operations end at their deadline, the breaker opens, clients see no error; once
+/// the cluster runs again the tier is used again.
+async fn a_hanging_cluster_costs_deadlines_not_errors(
+    site: &Site,
+    nodes: &[Node],
+    cluster: &Cluster,
+) {
+    for n in &cluster.nodes {
+        n.signal("-STOP");
+    }
+    let started = Instant::now();
+    let load = Load::start(
+        &nodes.iter().map(Node::addr).collect::<Vec<_>>(),
+        &["/s1", "/hang1", "/hang2", "/hang3", "/p1"],
+    );
+    // Below cluster-node-timeout (1 s): no failover, just a cluster that does not answer.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let (sent, errors) = load.finish().await;
+    for n in &cluster.nodes {
+        n.signal("-CONT");
+    }
+    assert!(sent > 0);
+    assert_eq!(errors, 0, "client errors while Redis hung");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(
+        nodes[0].stat("shared_timeout").await > 0,
+        "deadlines were hit"
+    );
+    cluster.wait_ok(Duration::from_secs(20));
+    let recovered = wait_until_async(Duration::from_secs(15), || async {
+        let p = format!("/unhung{}", site.origin.count());
+        nodes[1].get(&p).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        nodes[0]
+            .get(&p)
+            .await
+            .cache_status()
+            .contains("detail=shared")
+    })
+    .await;
+    assert!(recovered, "the shared tier works again once Redis answers");
 }
 
 /// Every Redis process gone: every node serves as a single Shellac, PURGE still answers.

@@ -29,6 +29,11 @@ const LIVE: Duration = Duration::from_secs(5);
 const BATCH: usize = 512;
 /// Invalidations kept while Redis cannot be reached, sent when it can.
 const OUTBOX: usize = 10_000;
+/// A node whose heartbeat is older than this is forgotten (`P{fleet}nodes` stays bounded by
+/// the nodes of the last hour).
+const FORGET: Duration = Duration::from_secs(3600);
+/// Reads of the log between two sweeps of forgotten nodes (about a minute).
+const SWEEP_EVERY: u64 = 120;
 
 /// A position in the fleet's log (a stream id, `ms-seq`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -185,6 +190,8 @@ pub struct Feed {
     pub lag_ms: AtomicU64,
     /// Set after the first complete read of the log.
     synced: tokio::sync::watch::Sender<bool>,
+    /// Complete reads of the log so far (sweeps of forgotten nodes are every SWEEP_EVERY).
+    reads: AtomicU64,
 }
 
 impl Feed {
@@ -202,6 +209,7 @@ impl Feed {
             last_sync: AtomicU64::new(0),
             lag_ms: AtomicU64::new(0),
             synced: tokio::sync::watch::channel(false).0,
+            reads: AtomicU64::new(0),
         }
     }
 
@@ -358,6 +366,28 @@ async fn sync(tier: &Arc<SharedTier>) {
     ]);
     tier.call(tier.write_timeout, beat).await;
     save_position(feed, at);
+    if feed.reads.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == SWEEP_EVERY - 1 {
+        forget_old_nodes(tier).await;
+    }
+}
+
+/// Removes nodes not heard of for [`FORGET`] from `P{fleet}nodes`.
+async fn forget_old_nodes(tier: &SharedTier) {
+    let Some(nodes) = nodes(tier).await else {
+        return;
+    };
+    let old: Vec<Vec<u8>> = nodes
+        .into_iter()
+        .filter(|(_, _, beat_ms, _)| *beat_ms > FORGET.as_millis() as u64)
+        .map(|(name, ..)| name.into_bytes())
+        .collect();
+    if old.is_empty() {
+        return;
+    }
+    let mut args = vec![b"HDEL".to_vec(), tier.feed.nodes.clone()];
+    args.extend(old);
+    tier.call(tier.write_timeout, tier.remote().command(args))
+        .await;
 }
 
 fn apply(tier: &SharedTier, cache: &Cache, fields: &[Reply]) {
