@@ -260,7 +260,7 @@ impl Live {
         // TLS to backends: their CA, certificate and key files load.
         for b in &config.backends {
             if let Some(t) = &b.tls
-                && let Err(e) = crate::tls::client::BackendTlsClient::build(t, &b.host)
+                && let Err(e) = crate::tls::client::BackendTlsClient::build(t, &b.host, false)
             {
                 errors.push(format!("backend {}: tls: {e}", b.name));
             }

@@ -179,6 +179,7 @@ counters! {
     fleet_reset: "Times this node dropped its local cache because it could not know what the fleet invalidated (too far behind the log, log lost, joined without a saved position)",
     backend_req: "Requests sent to backends",
     backend_conn: "Backend connections opened",
+    backend_h2_conn: "HTTP/2 connections opened to backends with protocol = \"h2\" (also counted in backend_conn)",
     backend_reuse: "Backend requests sent on a reused keep-alive connection",
     backend_retry: "Requests retried: on a fresh connection after a reused one failed, or on another backend after a connection failure (only counted when another backend is tried)",
     backend_fail: "Backend connection failures (refused, unreachable, connect timeout)",

@@ -41,7 +41,11 @@ impl Connector {
     pub fn for_backend(config: &BackendConfig) -> Connector {
         match &config.tls {
             None => Connector::Tcp,
-            Some(t) => match BackendTlsClient::build(t, &config.host) {
+            Some(t) => match BackendTlsClient::build(
+                t,
+                &config.host,
+                config.protocol == crate::config::BackendProtocol::H2,
+            ) {
                 Ok(client) => {
                     if t.insecure_skip_verify {
                         tracing::warn!(backend = %config.name, "TLS to this backend does not verify its certificate (insecure_skip_verify)");

@@ -8,6 +8,7 @@ mod conn;
 pub(crate) mod connector;
 pub mod director;
 pub mod health;
+mod mux;
 pub mod probe;
 
 use std::net::SocketAddr;
@@ -103,13 +104,17 @@ pub struct Backend {
     limit: Option<Arc<Semaphore>>,
     queued: AtomicUsize,
     in_flight: AtomicI64,
+    /// `protocol = "h2"`: the multiplexed connections (`mux.rs`); the pool above stays empty.
+    mux: Option<mux::Mux>,
 }
 
-/// Held while a request is in flight on a backend: the connection-limit permit and the
-/// in-flight gauge. Released when the response body is finished or dropped.
+/// Held while a request is in flight on a backend: the connection-limit permit, the
+/// in-flight gauge and, over HTTP/2, the stream slot. Released when the response body is
+/// finished or dropped.
 pub(crate) struct Lease {
     backend: Arc<Backend>,
     _permit: Option<OwnedSemaphorePermit>,
+    slot: Option<mux::Slot>,
 }
 
 impl Drop for Lease {
@@ -120,6 +125,8 @@ impl Drop for Lease {
 
 impl Backend {
     pub fn new(config: BackendConfig, whole: &Config, counters: Arc<Counters>) -> Arc<Backend> {
+        let mux = (config.protocol == crate::config::BackendProtocol::H2)
+            .then(|| mux::Mux::new(config.max_streams));
         let probe = match &config.probe {
             Some(ProbeRef::Inline(p)) => Some(p.clone()),
             Some(ProbeRef::Named(name)) => whole.probes.iter().find(|p| &p.name == name).cloned(),
@@ -143,6 +150,7 @@ impl Backend {
             idle: Mutex::new(Vec::new()),
             queued: AtomicUsize::new(0),
             in_flight: AtomicI64::new(0),
+            mux,
         })
     }
 
@@ -212,6 +220,9 @@ impl Backend {
         let lease = self.lease().await?;
         self.counters.backend_req.inc();
         self.stats.req.inc();
+        if let Some(mux) = &self.mux {
+            return self.send_h2(mux, lease, req).await;
+        }
         let retry_copy = req.body().is_empty().then(|| clone_head(&req));
         let (conn, reused) = match self.checkout().await {
             Some(c) => (c, true),
@@ -229,6 +240,150 @@ impl Backend {
             other => other,
         }
         .map(|resp| resp.map(|body| body.with_lease(lease)))
+    }
+
+    /// [`Backend::send`] over HTTP/2: a stream on a shared connection (a new connection
+    /// when every one is full), the request in HTTP/2's form.
+    async fn send_h2(
+        self: &Arc<Self>,
+        mux: &mux::Mux,
+        mut lease: Lease,
+        req: Request<RequestBody>,
+    ) -> Result<Response<BackendBody>, FetchError> {
+        let slot = match mux.take() {
+            Some(slot) => slot,
+            None => {
+                // One connection opened at a time; those waiting take its streams.
+                let _opening = mux.opening.lock().await;
+                match mux.take() {
+                    Some(slot) => slot,
+                    None => self.connect_h2(mux).await?,
+                }
+            }
+        };
+        if slot.reused() {
+            self.counters.backend_reuse.inc();
+            self.stats.reuse.inc();
+        }
+        let req = self.h2_form(req);
+        let mut sender = slot.sender();
+        let timeout = self.config.first_byte_timeout.0;
+        let sent = tokio::time::timeout(timeout, async {
+            sender.ready().await?;
+            sender.send_request(req).await
+        });
+        let resp = match sent.await {
+            Ok(Ok(resp)) => resp,
+            Ok(Err(e)) => {
+                self.counters.backend_error.inc();
+                self.stats.error.inc();
+                return Err(FetchError::Failed(self.config.name.clone(), e));
+            }
+            Err(_) => {
+                self.counters.backend_timeout.inc();
+                self.stats.error.inc();
+                return Err(FetchError::FirstByteTimeout(self.config.name.clone()));
+            }
+        };
+        if let Err(why) = check_response(&resp, false) {
+            self.counters.backend_invalid.inc();
+            self.stats.error.inc();
+            return Err(FetchError::Invalid(self.config.name.clone(), why));
+        }
+        lease.slot = Some(slot);
+        Ok(resp.map(|incoming| {
+            BackendBody::new(
+                incoming,
+                self.config.between_bytes_timeout.0,
+                None,
+                self.counters.clone(),
+            )
+            .with_lease(lease)
+        }))
+    }
+
+    /// The HTTP/1.1-shaped backend request in HTTP/2's form: the target absolute (its
+    /// authority the request's `Host`, which becomes `:authority`), version 2, no field that
+    /// is connection-specific in HTTP/2.
+    fn h2_form(&self, mut req: Request<RequestBody>) -> Request<RequestBody> {
+        let authority = req
+            .headers_mut()
+            .remove(http::header::HOST)
+            .and_then(|h| h.to_str().ok().map(str::to_owned))
+            .unwrap_or_else(|| self.host_header());
+        let scheme = if self.config.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let path = req
+            .uri()
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned();
+        if let Ok(uri) = format!("{scheme}://{authority}{path}").parse() {
+            *req.uri_mut() = uri;
+        }
+        *req.version_mut() = http::Version::HTTP_2;
+        let headers = req.headers_mut();
+        for name in [
+            http::header::CONNECTION,
+            http::header::TRANSFER_ENCODING,
+            http::header::UPGRADE,
+            http::header::HeaderName::from_static("keep-alive"),
+            http::header::HeaderName::from_static("proxy-connection"),
+        ] {
+            headers.remove(name);
+        }
+        if headers
+            .get(http::header::TE)
+            .is_some_and(|v| v.as_bytes() != b"trailers")
+        {
+            headers.remove(http::header::TE);
+        }
+        req
+    }
+
+    /// Opens an HTTP/2 connection (TCP with prior knowledge, or TLS with ALPN `h2`) and adds
+    /// it to the mux; its task closes it after `idle_timeout` without a request.
+    async fn connect_h2(self: &Arc<Self>, mux: &mux::Mux) -> Result<mux::Slot, FetchError> {
+        let name = &self.config.name;
+        let stream = self.open_transport().await?;
+        let (sender, conn) =
+            hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                .max_header_list_size(u32::try_from(self.max_response_head).unwrap_or(u32::MAX))
+                .handshake(TokioIo::new(stream))
+                .await
+                .map_err(|e| FetchError::Failed(name.clone(), e))?;
+        self.counters.backend_conn.inc();
+        self.counters.backend_h2_conn.inc();
+        self.stats.conn.inc();
+        let (slot, busy) = mux.add(sender);
+        let name = name.clone();
+        let idle = self.config.idle_timeout.0;
+        tokio::spawn(async move {
+            let conn = std::pin::pin!(conn);
+            let mut conn = conn;
+            let mut idle_since: Option<Instant> = None;
+            loop {
+                tokio::select! {
+                    result = conn.as_mut() => {
+                        if let Err(e) = result {
+                            tracing::debug!(backend = %name, error = %e, "backend HTTP/2 connection closed");
+                        }
+                        return;
+                    }
+                    _ = tokio::time::sleep(idle.min(Duration::from_secs(1))) => {
+                        if busy.streams() > 0 {
+                            idle_since = None;
+                        } else if idle_since.get_or_insert_with(Instant::now).elapsed() >= idle {
+                            return; // dropping the connection closes it
+                        }
+                    }
+                }
+            }
+        });
+        Ok(slot)
     }
 
     /// Waits for a connection slot under `max_connections` (bounded queue, bounded wait).
@@ -266,6 +421,7 @@ impl Backend {
         Ok(Lease {
             backend: self.clone(),
             _permit: permit,
+            slot: None,
         })
     }
 
@@ -355,30 +511,7 @@ impl Backend {
 
     async fn connect(&self) -> Result<Conn, FetchError> {
         let name = &self.config.name;
-        let opened = self
-            .connector
-            .connect(
-                &self.config.host,
-                self.config.port,
-                self.config.connect_timeout.0,
-                self.tcp_nodelay,
-                &self.counters,
-            )
-            .await;
-        let stream = match opened {
-            Ok(s) => {
-                self.health.connect_ok();
-                s
-            }
-            Err(connector::ConnectError::Io(e)) => {
-                self.connect_failed(&e.to_string());
-                return Err(FetchError::Connect(name.clone(), e));
-            }
-            Err(connector::ConnectError::Timeout) => {
-                self.connect_failed("connect timeout");
-                return Err(FetchError::ConnectTimeout(name.clone()));
-            }
-        };
+        let stream = self.open_transport().await?;
         let watch = Arc::new(AtomicBool::new(false));
         let stream = HeadLimited::new(stream, self.max_response_head, watch.clone());
         // hyper's buffer must hold a head at the limit; the exact bound is `HeadLimited`'s.
@@ -396,6 +529,36 @@ impl Backend {
             }
         });
         Ok(Conn::new(sender, watch))
+    }
+
+    /// A connection to the backend, TCP or TLS (`connector.rs`), within `connect_timeout`;
+    /// a failure counts against the backend's health.
+    async fn open_transport(&self) -> Result<connector::Transport, FetchError> {
+        let name = &self.config.name;
+        let opened = self
+            .connector
+            .connect(
+                &self.config.host,
+                self.config.port,
+                self.config.connect_timeout.0,
+                self.tcp_nodelay,
+                &self.counters,
+            )
+            .await;
+        match opened {
+            Ok(s) => {
+                self.health.connect_ok();
+                Ok(s)
+            }
+            Err(connector::ConnectError::Io(e)) => {
+                self.connect_failed(&e.to_string());
+                Err(FetchError::Connect(name.clone(), e))
+            }
+            Err(connector::ConnectError::Timeout) => {
+                self.connect_failed("connect timeout");
+                Err(FetchError::ConnectTimeout(name.clone()))
+            }
+        }
     }
 
     fn connect_failed(&self, why: &str) {

@@ -65,6 +65,24 @@ pub struct BackendConfig {
     /// (plain TCP).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<BackendTls>,
+    /// The HTTP version spoken to this backend. Default `http1`.
+    #[serde(default)]
+    pub protocol: BackendProtocol,
+    /// With `protocol = "h2"`: requests one connection carries at once; more open another
+    /// connection. Default 100.
+    #[serde(default = "default_max_streams")]
+    pub max_streams: u32,
+}
+
+/// `[[backend]] protocol`.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendProtocol {
+    /// HTTP/1.1 with a pool of keep-alive connections.
+    #[default]
+    Http1,
+    /// HTTP/2: with prior knowledge over TCP, by ALPN over TLS; multiplexed connections.
+    H2,
 }
 
 /// `[[backend]] tls = { ... }`: how Shellac talks TLS to a backend.
@@ -89,6 +107,9 @@ pub struct BackendTls {
     pub insecure_skip_verify: bool,
 }
 
+fn default_max_streams() -> u32 {
+    100
+}
 fn default_port() -> u16 {
     80
 }
@@ -137,6 +158,8 @@ impl BackendConfig {
             passive_failures: default_passive_failures(),
             passive_cooldown: default_passive_cooldown(),
             tls: None,
+            protocol: BackendProtocol::Http1,
+            max_streams: default_max_streams(),
         }
     }
 }

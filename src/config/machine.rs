@@ -71,7 +71,7 @@ pub fn check(config: &Config) -> Vec<Finding> {
     }
     for (i, b) in config.backends.iter().enumerate() {
         if let Some(t) = &b.tls
-            && let Err(e) = crate::tls::client::BackendTlsClient::build(t, &b.host)
+            && let Err(e) = crate::tls::client::BackendTlsClient::build(t, &b.host, false)
         {
             out.push(Finding {
                 severity: Severity::Error,

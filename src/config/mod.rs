@@ -26,8 +26,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use backend::{
-    BackendConfig, BackendTls, DirectorConfig, DirectorKind, HashOn, ProbeConfig, ProbeRef,
-    RoutingConfig,
+    BackendConfig, BackendProtocol, BackendTls, DirectorConfig, DirectorKind, HashOn, ProbeConfig,
+    ProbeRef, RoutingConfig,
 };
 pub use locate::ConfigError;
 use units::{Dur, Size};

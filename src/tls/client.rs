@@ -31,7 +31,8 @@ pub type BackendStream = TlsStream<TcpStream, ClientConnection>;
 impl BackendTlsClient {
     /// Builds the client for a backend at `host` (reads the CA, certificate and key files;
     /// an error names the file).
-    pub fn build(t: &BackendTls, host: &str) -> Result<BackendTlsClient, String> {
+    /// With `h2`, ALPN offers `h2` only (`[[backend]] protocol = "h2"`), else `http/1.1`.
+    pub fn build(t: &BackendTls, host: &str, h2: bool) -> Result<BackendTlsClient, String> {
         let name_text = t.server_name.as_deref().unwrap_or(host);
         let name = ServerName::try_from(name_text.to_string())
             .map_err(|_| format!("`{name_text}` is not a host name or IP address"))?;
@@ -59,7 +60,11 @@ impl BackendTlsClient {
             }
             _ => builder.with_no_client_auth(),
         };
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.alpn_protocols = vec![if h2 {
+            b"h2".to_vec()
+        } else {
+            b"http/1.1".to_vec()
+        }];
         Ok(BackendTlsClient {
             config: Arc::new(config),
             name,

@@ -154,6 +154,24 @@ pub(super) const BACKEND: &[Setting] = &[
     },
     Setting {
         section: "backend",
+        key: "protocol",
+        kind: Kind::Choice(&["http1", "h2"]),
+        default: Default::Value(r##""http1""##),
+        example: r##""##,
+        restart: false,
+        doc: r##"The HTTP version spoken to this backend. `"http1"`: HTTP/1.1 over a pool of keep-alive connections (`max_idle`, `idle_timeout`). `"h2"`: HTTP/2 — with prior knowledge (h2c) over plain TCP, negotiated by ALPN `h2` with `tls` — over a few connections shared by every request, each carrying up to `max_streams` requests at once; a connection is opened when all are full, and closed when the backend closes it (idle ones after `idle_timeout`). `max_connections` still bounds the requests in flight. Health probes speak the same protocol. Counters `backend_conn` (connections opened, both protocols), `backend_h2_conn` (of them HTTP/2), `backend_reuse` (requests on a connection already open)."##,
+    },
+    Setting {
+        section: "backend",
+        key: "max_streams",
+        kind: Kind::Count { min: 1, max: 10000 },
+        default: Default::Value(r##"100"##),
+        example: r##""##,
+        restart: false,
+        doc: r##"With `protocol = "h2"`: requests one HTTP/2 connection to the backend carries at once (the backend's own `SETTINGS_MAX_CONCURRENT_STREAMS` lowers it further). More requests open another connection."##,
+    },
+    Setting {
+        section: "backend",
         key: "passive_failures",
         kind: Kind::Count {
             min: 0,
