@@ -15,10 +15,12 @@
 //! the breaker is open — the node works as a single Shellac and recovers by itself.
 
 pub mod breaker;
+mod broadcast;
 pub mod feed;
 pub mod layout;
 pub mod remote;
 pub mod scripts;
+mod writer;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -34,11 +36,6 @@ use self::remote::{Remote, RemoteError, Reply};
 use super::{CacheKey, Object};
 use crate::config::SharedConfig;
 use crate::stats::Counters;
-
-/// Background writes queued at most; more are dropped (`shared_write_dropped`).
-const WRITE_QUEUE: usize = 4096;
-/// Background writes in flight at once.
-const WRITERS: usize = 16;
 
 /// What the shared tier holds for a key.
 pub enum Found {
@@ -61,7 +58,7 @@ pub struct Ticket {
 
 impl Ticket {
     /// The lease is handed to the commit (which releases it).
-    fn token(mut self) -> String {
+    pub(super) fn token(mut self) -> String {
         self.done = true;
         std::mem::take(&mut self.token)
     }
@@ -98,15 +95,6 @@ fn spawn(f: impl Future<Output = ()> + Send + 'static) {
     }
 }
 
-/// One background write.
-struct Write {
-    primary: CacheKey,
-    key: CacheKey,
-    object: Arc<Object>,
-    ticket: Option<String>,
-    seen: Position,
-}
-
 /// The shared tier of this node.
 pub struct SharedTier {
     remote: Arc<dyn Remote>,
@@ -120,7 +108,7 @@ pub struct SharedTier {
     lease_timeout: Duration,
     pub confirm_timeout: Duration,
     pub log_length: u64,
-    writes: tokio::sync::mpsc::Sender<Write>,
+    writes: tokio::sync::mpsc::Sender<writer::Write>,
     /// The invalidation feed (positions, lag, the cache it applies to).
     pub feed: Feed,
 }
@@ -149,7 +137,7 @@ impl SharedTier {
         counters: Arc<Counters>,
         remote: Arc<dyn Remote>,
     ) -> Arc<SharedTier> {
-        let (tx, rx) = tokio::sync::mpsc::channel(WRITE_QUEUE);
+        let (tx, rx) = tokio::sync::mpsc::channel(writer::WRITE_QUEUE);
         let tier = Arc::new(SharedTier {
             remote,
             breaker: Breaker::new(
@@ -169,7 +157,7 @@ impl SharedTier {
             writes: tx,
         });
         tier.breaker.open_now(crate::clock::now_ms());
-        tokio::spawn(writer(Arc::downgrade(&tier), rx));
+        tokio::spawn(writer::writer(Arc::downgrade(&tier), rx));
         tier
     }
 
@@ -342,96 +330,6 @@ impl SharedTier {
         }
     }
 
-    /// Queues `object` (stored locally under `key`, URL `primary`) to be written to the shared
-    /// tier; never waits. `seen`: this node's invalidation position when the fetch started.
-    pub fn share(
-        &self,
-        primary: &CacheKey,
-        key: &CacheKey,
-        object: &Arc<Object>,
-        ticket: Option<Ticket>,
-        seen: Position,
-    ) {
-        if object.body_len > self.max_object || !matches!(object.body, super::Body::Memory(_)) {
-            self.counters.shared_write_skip.inc();
-            return; // Dropping the ticket releases the lease.
-        }
-        let write = Write {
-            primary: primary.clone(),
-            key: key.clone(),
-            object: object.clone(),
-            ticket: ticket.map(Ticket::token),
-            seen,
-        };
-        if self.writes.try_send(write).is_err() {
-            self.counters.shared_write_dropped.inc();
-        }
-    }
-
-    /// Chunks, then the commit; tags after it.
-    async fn write(&self, w: Write) {
-        let now = Instant::now();
-        let Some(ttl) = layout::redis_ttl(&w.object, now) else {
-            return;
-        };
-        let ttl_ms = ttl.as_millis().max(1).to_string().into_bytes();
-        let generation = rand_u64();
-        let Some(enc) = layout::encode(&w.key, &w.object, generation, now) else {
-            return;
-        };
-        let keys = UrlKeys::new(&self.prefix, &w.primary);
-        let v = w.key.variant;
-        if !enc.chunks.is_empty() {
-            let mut args = vec![ttl_ms.clone()];
-            for (n, chunk) in enc.chunks.iter().enumerate() {
-                args.push(keys.chunk(v, generation, n as u32));
-                args.push(chunk.to_vec());
-            }
-            let put = self
-                .remote
-                .eval(&scripts::PUT_CHUNKS, vec![keys.index()], args);
-            if self.call(self.write_timeout, put).await.is_none() {
-                return;
-            }
-        }
-        let names: Vec<&str> = w.object.vary().iter().map(|(n, _)| n.as_str()).collect();
-        let args = vec![
-            enc.meta.to_vec(),
-            ttl_ms.clone(),
-            format!("{v:x}").into_bytes(),
-            format!("{generation:x}").into_bytes(),
-            enc.chunks.len().to_string().into_bytes(),
-            if names.is_empty() {
-                b"-".to_vec()
-            } else {
-                names.join(",").into_bytes()
-            },
-            keys.base(),
-            w.seen.to_string().into_bytes(),
-            w.ticket.unwrap_or_default().into_bytes(),
-        ];
-        let commit = self.remote.eval(&scripts::COMMIT, vec![keys.index()], args);
-        match self
-            .call(self.write_timeout, commit)
-            .await
-            .and_then(|r| r.int())
-        {
-            Some(1) => self.counters.shared_write.inc(),
-            Some(-1) => self.counters.shared_write_purged.inc(),
-            Some(_) => self.counters.shared_write_incomplete.inc(),
-            None => return,
-        }
-        let member = layout::tag_member(&w.primary);
-        for tag in super::tags::tags_of(&w.object.headers) {
-            let add = self.remote.eval(
-                &scripts::TAG_ADD,
-                vec![layout::tag_key(&self.prefix, &tag)],
-                vec![member.clone(), ttl_ms.clone()],
-            );
-            self.call(self.write_timeout, add).await;
-        }
-    }
-
     async fn release(&self, key: Vec<u8>, token: String, pass_ms: u64) {
         let release = self.remote.eval(
             &scripts::RELEASE,
@@ -525,23 +423,6 @@ impl SharedTier {
     }
 }
 
-/// Takes queued writes and runs up to [`WRITERS`] at once.
-async fn writer(tier: std::sync::Weak<SharedTier>, mut rx: tokio::sync::mpsc::Receiver<Write>) {
-    let slots = Arc::new(tokio::sync::Semaphore::new(WRITERS));
-    while let Some(w) = rx.recv().await {
-        let Ok(permit) = slots.clone().acquire_owned().await else {
-            return;
-        };
-        let Some(tier) = tier.upgrade() else {
-            return;
-        };
-        tokio::spawn(async move {
-            tier.write(w).await;
-            drop(permit);
-        });
-    }
-}
-
 fn parse_names(names: &[u8]) -> Vec<HeaderName> {
     names
         .split(|b| *b == b',')
@@ -551,7 +432,7 @@ fn parse_names(names: &[u8]) -> Vec<HeaderName> {
 
 /// A random 64-bit number (generations, lease tokens): xxh3 of the time and a counter is
 /// enough, nothing depends on it being unpredictable.
-fn rand_u64() -> u64 {
+pub(super) fn rand_u64() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     let n = N.fetch_add(1, Ordering::Relaxed);
@@ -569,96 +450,4 @@ fn rand_u64() -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::SharedConfig;
-
-    /// A Redis that never answers in time, or fails at once.
-    struct Broken {
-        hang: bool,
-    }
-
-    impl Remote for Broken {
-        fn eval<'a>(
-            &'a self,
-            _: &'static remote::Script,
-            _: Vec<Vec<u8>>,
-            _: Vec<Vec<u8>>,
-        ) -> remote::RemoteFuture<'a, Reply> {
-            self.command(Vec::new())
-        }
-        fn command<'a>(&'a self, _: Vec<Vec<u8>>) -> remote::RemoteFuture<'a, Reply> {
-            let hang = self.hang;
-            Box::pin(async move {
-                if hang {
-                    tokio::time::sleep(Duration::from_secs(3600)).await;
-                }
-                Err(RemoteError::Redis("CLUSTERDOWN".into()))
-            })
-        }
-        fn subscribe<'a>(&'a self, _: Vec<u8>) -> remote::RemoteFuture<'a, ()> {
-            Box::pin(async { Err(RemoteError::NotConnected) })
-        }
-    }
-
-    fn config() -> SharedConfig {
-        let text = "[storage.shared]\nnodes = [\"127.0.0.1:1\"]\nread_timeout = \"20ms\"\nbreaker_threshold = 3\nbreaker_cooldown = \"1h\"\n[[backend]]\nhost = \"a\"\n";
-        crate::config::Config::parse(text, "t.toml")
-            .unwrap()
-            .storage
-            .shared
-            .unwrap()
-    }
-
-    /// Redis hanging costs a lookup its deadline, then the breaker skips it: no wait at all.
-    #[tokio::test]
-    async fn a_hanging_redis_costs_one_deadline_then_nothing() {
-        let counters = Arc::new(Counters::default());
-        let tier = SharedTier::with_remote(
-            &config(),
-            "n".into(),
-            counters.clone(),
-            Arc::new(Broken { hang: true }),
-        );
-        // As after a first successful operation (a new tier starts open: its first call probes).
-        tier.breaker.success();
-        let key = CacheKey::new("h", "/");
-        for _ in 0..3 {
-            let t = Instant::now();
-            assert!(matches!(tier.lookup(&key, true).await, Found::Miss(None)));
-            let spent = t.elapsed();
-            assert!(spent >= Duration::from_millis(20), "{spent:?}");
-        }
-        assert_eq!(counters.shared_timeout.get(), 3);
-        assert_eq!(tier.breaker.state(), "open");
-        assert_eq!(counters.shared_breaker_open.get(), 1);
-        let t = Instant::now();
-        assert!(matches!(tier.lookup(&key, true).await, Found::Miss(None)));
-        assert!(
-            t.elapsed() < Duration::from_millis(20),
-            "skipped, not waited for"
-        );
-        assert_eq!(counters.shared_skipped.get(), 1);
-    }
-
-    /// Errors open the breaker too; a write that cannot be made is dropped, nothing waits.
-    #[tokio::test]
-    async fn failing_redis_opens_the_breaker() {
-        let counters = Arc::new(Counters::default());
-        let tier = SharedTier::with_remote(
-            &config(),
-            "n".into(),
-            counters.clone(),
-            Arc::new(Broken { hang: false }),
-        );
-        tier.breaker.success();
-        let key = CacheKey::new("h", "/");
-        for _ in 0..4 {
-            assert!(matches!(tier.lookup(&key, false).await, Found::Miss(None)));
-        }
-        assert_eq!(counters.shared_error.get(), 3);
-        assert_eq!(counters.shared_skipped.get(), 1);
-        assert_eq!(tier.breaker.state_code(), 1);
-        assert_eq!(tier.purge_url(&key, feed::Position::default()).await, None);
-    }
-}
+mod tests;

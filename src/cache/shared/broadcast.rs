@@ -1,0 +1,251 @@
+//! Sending an invalidation to the fleet (`feed.rs` applies what others sent): the shared
+//! tier's copies removed, the entry appended to the log, the other nodes told by sharded
+//! pub/sub and waited for up to `confirm_timeout`; what could not be sent waits in the outbox.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::SharedTier;
+use super::feed::{Invalidation, LIVE, OUTBOX, Position, stream_info};
+use super::layout::wall_ms;
+use super::remote::Reply;
+
+/// What became of an invalidation sent to the fleet.
+#[derive(Debug, Default)]
+pub struct Broadcast {
+    /// In the fleet's log (false: queued until Redis can be reached).
+    pub sent: bool,
+    /// Objects removed from the shared tier.
+    pub shared_removed: u64,
+    /// Other live nodes that applied it within `confirm_timeout`.
+    pub confirmed: Vec<String>,
+    /// Other live nodes that had not.
+    pub pending: Vec<String>,
+}
+
+impl Broadcast {
+    /// One line for an answer: `fleet: sent; shared tier: N removed; confirmed by a, b;
+    /// pending c` or `fleet: queued (...)`.
+    pub fn summary(&self) -> String {
+        if !self.sent {
+            return "fleet: queued (Redis cannot be reached; sent when it can)".into();
+        }
+        let mut out = format!("fleet: sent; shared tier: {} removed", self.shared_removed);
+        if !self.confirmed.is_empty() {
+            out.push_str(&format!("; confirmed by {}", self.confirmed.join(", ")));
+        }
+        if !self.pending.is_empty() {
+            out.push_str(&format!(
+                "; not confirmed in time by {}",
+                self.pending.join(", ")
+            ));
+        }
+        out
+    }
+
+    /// The same as JSON, for the admin API.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "sent": self.sent,
+            "shared_removed": self.shared_removed,
+            "confirmed": self.confirmed,
+            "pending": self.pending,
+        })
+    }
+}
+
+/// Sends `inv` (already applied on this node) to the fleet: the shared tier's copies go,
+/// the log gets it, the other nodes are told and, up to `confirm_timeout`, waited for.
+pub async fn broadcast(tier: &Arc<SharedTier>, inv: Invalidation) -> Broadcast {
+    // Copies in the shared tier go first: a node that applies the entry and misses locally
+    // must not find them there.
+    let mut out = Broadcast {
+        shared_removed: remove_shared(tier, &inv, tier.feed.position())
+            .await
+            .unwrap_or(0),
+        ..Broadcast::default()
+    };
+    let Some(at) = append(tier, &inv).await else {
+        tier.counters.fleet_inval_queued.inc();
+        let mut q = tier.feed.outbox.lock().unwrap_or_else(|p| p.into_inner());
+        if q.len() < OUTBOX {
+            q.push_back(inv);
+        } else {
+            tier.counters.fleet_inval_dropped.inc();
+        }
+        return out;
+    };
+    out.sent = true;
+    tier.counters.fleet_inval_sent.inc();
+    // Again at the log position: what a fill that raced the purge committed meanwhile goes,
+    // and later commits of fills that started before it are refused.
+    if let Some(n) = remove_shared(tier, &inv, at).await {
+        out.shared_removed += n;
+    }
+    let publish = tier.remote().command(vec![
+        b"SPUBLISH".to_vec(),
+        tier.feed.channel.clone(),
+        at.to_string().into_bytes(),
+    ]);
+    tier.call(tier.write_timeout, publish).await;
+    (out.confirmed, out.pending) = confirmations(tier, at).await;
+    out
+}
+
+async fn remove_shared(tier: &SharedTier, inv: &Invalidation, at: Position) -> Option<u64> {
+    match inv {
+        Invalidation::Purge(k) | Invalidation::Soft(k) => tier.purge_url(k, at).await,
+        Invalidation::Tags(tags) => {
+            let mut n = 0;
+            for tag in tags {
+                for url in tier.take_tag(tag).await? {
+                    n += tier.purge_url(&url, at).await?;
+                }
+            }
+            Some(n)
+        }
+        // Bans are checked when an object is read from the shared tier (`Cache::check_bans`
+        // at lookup), by the node reading it: no scan of the keyspace.
+        Invalidation::Ban(_) => Some(0),
+    }
+}
+
+async fn append(tier: &SharedTier, inv: &Invalidation) -> Option<Position> {
+    let add = tier.remote().command(vec![
+        b"XADD".to_vec(),
+        tier.feed.stream.clone(),
+        b"MAXLEN".to_vec(),
+        b"~".to_vec(),
+        tier.log_length.to_string().into_bytes(),
+        b"*".to_vec(),
+        b"n".to_vec(),
+        tier.node.clone().into_bytes(),
+        b"k".to_vec(),
+        inv.kind().as_bytes().to_vec(),
+        b"a".to_vec(),
+        inv.arg().into_bytes(),
+    ]);
+    let id = tier.call(tier.write_timeout, add).await?;
+    id.text().and_then(Position::parse)
+}
+
+/// Polls the nodes' positions until every other live node has passed `at`.
+async fn confirmations(tier: &SharedTier, at: Position) -> (Vec<String>, Vec<String>) {
+    let until = Instant::now() + tier.confirm_timeout;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        let mut confirmed = Vec::new();
+        let mut pending = Vec::new();
+        let get = tier
+            .remote()
+            .command(vec![b"HGETALL".to_vec(), tier.feed.nodes.clone()]);
+        let Some(nodes) = tier.call(tier.write_timeout, get).await else {
+            return (confirmed, pending);
+        };
+        let now = wall_ms();
+        for pair in nodes.array().chunks(2) {
+            let [Reply::Data(name), Reply::Data(value)] = pair else {
+                continue;
+            };
+            let name = String::from_utf8_lossy(name).into_owned();
+            if name == tier.node {
+                continue;
+            }
+            let value = String::from_utf8_lossy(value);
+            let mut parts = value.split_ascii_whitespace();
+            let pos = parts.next().and_then(Position::parse).unwrap_or_default();
+            let beat: u64 = parts.next().and_then(|b| b.parse().ok()).unwrap_or(0);
+            if now.saturating_sub(beat) > LIVE.as_millis() as u64 {
+                continue;
+            }
+            if pos >= at {
+                confirmed.push(name);
+            } else {
+                pending.push(name);
+            }
+        }
+        if pending.is_empty() || Instant::now() + pause > until {
+            if !pending.is_empty() {
+                tier.counters.fleet_inval_unconfirmed.inc();
+            }
+            return (confirmed, pending);
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
+/// Sends what was queued while Redis could not be reached.
+pub(super) async fn flush_outbox(tier: &Arc<SharedTier>) {
+    loop {
+        let next = tier.feed.outbox.lock().ok().and_then(|mut q| q.pop_front());
+        let Some(inv) = next else {
+            return;
+        };
+        let at = tier.feed.position();
+        if remove_shared(tier, &inv, at).await.is_none() {
+            push_front(tier, inv);
+            return;
+        }
+        let Some(at) = append(tier, &inv).await else {
+            push_front(tier, inv);
+            return;
+        };
+        tier.counters.fleet_inval_sent.inc();
+        remove_shared(tier, &inv, at).await;
+        let publish = tier.remote().command(vec![
+            b"SPUBLISH".to_vec(),
+            tier.feed.channel.clone(),
+            at.to_string().into_bytes(),
+        ]);
+        tier.call(tier.write_timeout, publish).await;
+    }
+}
+
+fn push_front(tier: &SharedTier, inv: Invalidation) {
+    if let Ok(mut q) = tier.feed.outbox.lock() {
+        q.push_front(inv);
+    }
+}
+
+/// The other nodes as the log sees them: (name, position, milliseconds since its heartbeat,
+/// lag behind the log's newest entry in ms). For `/fleet`.
+pub async fn nodes(tier: &SharedTier) -> Option<Vec<(String, Position, u64, u64)>> {
+    let get = tier
+        .remote()
+        .command(vec![b"HGETALL".to_vec(), tier.feed.nodes.clone()]);
+    let nodes = tier
+        .call(tier.read_timeout.max(Duration::from_millis(200)), get)
+        .await?;
+    let info = tier.remote().command(vec![
+        b"XINFO".to_vec(),
+        b"STREAM".to_vec(),
+        tier.feed.stream.clone(),
+    ]);
+    let newest = match tier
+        .call(tier.read_timeout.max(Duration::from_millis(200)), info)
+        .await
+    {
+        Some(r) => stream_info(r).0,
+        None => Position::default(),
+    };
+    let now = wall_ms();
+    let mut out = Vec::new();
+    for pair in nodes.array().chunks(2) {
+        let [Reply::Data(name), Reply::Data(value)] = pair else {
+            continue;
+        };
+        let value = String::from_utf8_lossy(value);
+        let mut parts = value.split_ascii_whitespace();
+        let pos = parts.next().and_then(Position::parse).unwrap_or_default();
+        let beat: u64 = parts.next().and_then(|b| b.parse().ok()).unwrap_or(0);
+        out.push((
+            String::from_utf8_lossy(name).into_owned(),
+            pos,
+            now.saturating_sub(beat),
+            newest.ms.saturating_sub(pos.ms),
+        ));
+    }
+    out.sort();
+    Some(out)
+}
