@@ -918,6 +918,40 @@ mod tests {
         );
     }
 
+    /// `[storage.shared]`: nodes that are not host:port, a prefix Redis Cluster would read as
+    /// a hash tag, a timeout below its range — each named with its line.
+    #[test]
+    fn shared_tier_settings_are_checked() {
+        let text = "[storage.shared]\nnodes = [\"10.0.0.5:7000\", \"redis.local\"]\nkey_prefix = \"a{b}:\"\nread_timeout = \"0s\"\nlog_length = 5\n\n[[backend]]\nhost = \"a\"\n";
+        let got = errors(text);
+        assert!(
+            got.iter()
+                .any(|e| e.starts_with("2:storage.shared.nodes: `redis.local` is not host:port")),
+            "{got:?}"
+        );
+        assert!(
+            got.iter()
+                .any(|e| e.starts_with("3:storage.shared.key_prefix:")),
+            "{got:?}"
+        );
+        assert!(
+            got.iter()
+                .any(|e| e.starts_with("4:storage.shared.read_timeout:")),
+            "{got:?}"
+        );
+        assert!(
+            got.iter()
+                .any(|e| e.starts_with("5:storage.shared.log_length:")),
+            "{got:?}"
+        );
+        let ok = "[storage.shared]\nnodes = \"10.0.0.5:7000\"\n[[backend]]\nhost = \"a\"\n";
+        let c = Config::parse(ok, "t.toml").unwrap();
+        let s = c.storage.shared.unwrap();
+        assert_eq!(s.nodes, ["10.0.0.5:7000"], "one node is a list of one");
+        assert_eq!(s.key_prefix, "shellac:");
+        assert_eq!(s.read_timeout.0, Duration::from_millis(50));
+    }
+
     /// Issue 23 #5: type errors spoke Rust (`expected u16`, `expected a sequence`).
     #[test]
     fn type_errors_speak_the_operators_words() {
