@@ -87,7 +87,7 @@ fn config(dir: &TempDir, name: &str, origin: SocketAddr, seeds: &[String], disk:
         "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"127.0.0.1:0\"\n\n\
          [[backend]]\nhost = \"127.0.0.1\"\nport = {}\n\n\
          [storage.shared]\nnodes = [{}]\nkey_prefix = \"{PREFIX}\"\nnode_name = \"{name}\"\n\
-         confirm_timeout = \"1s\"\nbreaker_cooldown = \"300ms\"\nread_timeout = \"100ms\"\n\n{disk}",
+         confirm_timeout = \"3s\"\nlease_timeout = \"5s\"\nbreaker_cooldown = \"300ms\"\nread_timeout = \"100ms\"\n\n{disk}",
         origin.port(),
         seeds.join(", ")
     );

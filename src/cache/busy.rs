@@ -382,9 +382,12 @@ impl BusyTable {
         })
     }
 
-    /// Marks the fetch of `key` in progress, if any, as purged (see [`BusyObject::is_purged`]).
+    /// Marks the fetch of `key` in progress, if any, as purged (see [`BusyObject::is_purged`])
+    /// and takes it out of the table: requests after the purge start a fetch of their own
+    /// instead of following one that started before it.
     pub fn mark_purged(&self, key: &CacheKey) {
-        if let Some(object) = self.shard(key).get(key) {
+        let removed = self.shard(key).remove(key);
+        if let Some(object) = removed {
             object
                 .purged
                 .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -466,6 +469,27 @@ mod tests {
 
     fn key() -> CacheKey {
         CacheKey::new("example.com", "/")
+    }
+
+    /// A purge during a fetch: the fetch is marked (what it stores is removed again) and later
+    /// requests lead a fetch of their own.
+    #[test]
+    fn a_purge_detaches_the_fetch_in_progress() {
+        let table = Arc::new(BusyTable::default());
+        let Join::Leader(old) = table.join(&key()) else {
+            panic!("first is leader")
+        };
+        table.mark_purged(&key());
+        assert!(old.object().is_purged());
+        let Join::Leader(new) = table.join(&key()) else {
+            panic!("a request after the purge leads its own fetch")
+        };
+        drop(old);
+        assert!(
+            matches!(table.join(&key()), Join::Waiter(_)),
+            "the old leader leaving keeps the new one"
+        );
+        assert!(!new.object().is_purged());
     }
 
     #[tokio::test]
