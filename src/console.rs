@@ -214,7 +214,7 @@ pub fn render_log_line(v: &Value) -> Option<String> {
         None => v["cache"].as_str().unwrap_or("?").to_string(),
     };
     Some(format!(
-        "{clock} {} {} {}{} {} {decision} backend={} ttfb={} time={} {}{}",
+        "{clock} {} {} {}{} {} {decision} backend={} ttfb={} time={} {}{}{}",
         v["client"].as_str().unwrap_or("-"),
         v["method"].as_str().unwrap_or("-"),
         v["host"]
@@ -231,6 +231,10 @@ pub fn render_log_line(v: &Value) -> Option<String> {
             " (incomplete)"
         } else {
             ""
+        },
+        match v["vcl"].as_str() {
+            Some(t) => format!(" vcl=[{t}]"),
+            None => String::new(),
         }
     ))
 }

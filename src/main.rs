@@ -43,6 +43,10 @@ enum Command {
         /// Memory cache size, e.g. 512MiB or 2GiB.
         #[arg(short = 's', long, value_name = "SIZE", value_parser = parse_size)]
         cache_size: Option<u64>,
+        /// A Varnish VCL file (2.x, 3.0, 4.x) as the policy: its backends, probes and
+        /// directors replace the config's (docs/vcl.md). Compiled again on every reload.
+        #[arg(long, value_name = "FILE")]
+        vcl: Option<PathBuf>,
     },
     /// Start a built-in origin and the proxy in front of it, and show a miss then a hit.
     Demo {
@@ -60,9 +64,10 @@ enum Command {
     },
     /// Validate a configuration file, then check it against this machine as `serve` would
     /// (addresses, access log and disk tier paths, free space): exit 0 with a summary, or 1
-    /// with every error found. Warnings (a port in use now, ...) do not fail it.
+    /// with every error found. Warnings (a port in use now, ...) do not fail it. A `.vcl`
+    /// file is compiled and every error reported with file:line:column.
     Check {
-        /// Configuration file (TOML).
+        /// Configuration file (TOML), or a VCL file (`.vcl`).
         file: PathBuf,
         /// Check the file alone, not this machine (a file meant for another machine).
         #[arg(long)]
@@ -245,7 +250,8 @@ fn main() -> ExitCode {
             backend,
             admin,
             cache_size,
-        } => serve(config, listen, backend, admin, cache_size),
+            vcl,
+        } => serve(config, listen, backend, admin, cache_size, vcl),
         Command::Demo { listen, admin } => run_demo(listen, admin),
         Command::Stats { admin } => stats(&admin.client()),
         Command::Reload { admin } => return reload(&admin.client()),
@@ -354,10 +360,22 @@ fn print_errors(errors: &[ConfigError]) {
 /// `shellac check`: the file, then (unless `file_only`) what the machine says about it (the
 /// same checks `serve` runs before it starts), every error in one run.
 fn check(file: &std::path::Path, file_only: bool) -> ExitCode {
+    if file.extension().is_some_and(|e| e == "vcl") {
+        return check_vcl(file);
+    }
     let name = file.display().to_string();
     let (config, mut errors, mut warnings) = match std::fs::read_to_string(file) {
         Ok(text) => {
-            let (config, mut errors) = Config::read(&text, &name);
+            let (mut config, mut errors) = Config::read(&text, &name);
+            // `[vcl] file`: compiled, every error in it reported too.
+            if let Some(c) = config.as_mut() {
+                let base = file.parent().unwrap_or(std::path::Path::new("."));
+                let vcl = c.attach_vcl(base);
+                if !vcl.is_empty() {
+                    errors.extend(vcl);
+                    config = None;
+                }
+            }
             // A file read as written is checked against the machine even when checks across
             // its settings failed: everything `serve` would refuse, in one run.
             let mut warnings = Vec::new();
@@ -406,6 +424,65 @@ fn check(file: &std::path::Path, file_only: bool) -> ExitCode {
     }
 }
 
+/// `shellac check site.vcl`: every error of a VCL file (and its includes), or a summary.
+fn check_vcl(file: &std::path::Path) -> ExitCode {
+    match shellac::vcl::compile_file(file) {
+        Ok(p) => {
+            say!("{}: OK", file.display());
+            let o = &p.origins;
+            let backends: Vec<String> = o
+                .backends
+                .iter()
+                .map(|b| format!("{} → {}:{}", b.name, b.host, b.port))
+                .collect();
+            let directors: Vec<String> = o
+                .directors
+                .iter()
+                .map(|d| {
+                    format!(
+                        "{} ({}: {})",
+                        d.name,
+                        d.kind.as_str(),
+                        d.backends.join(", ")
+                    )
+                })
+                .collect();
+            let subs: Vec<&str> = p.defined.iter().map(|m| m.sub_name()).collect();
+            say!(
+                "  VCL {}; backends: {}; directors: {}; probes: {}; ACLs: {}; subroutines: {}",
+                p.dialect.as_str(),
+                if backends.is_empty() {
+                    "none".to_string()
+                } else {
+                    backends.join(", ")
+                },
+                if directors.is_empty() {
+                    "none".to_string()
+                } else {
+                    directors.join(", ")
+                },
+                o.probes.len(),
+                p.acls.len(),
+                subs.join(", ")
+            );
+            ExitCode::SUCCESS
+        }
+        Err(errors) => {
+            for e in &errors {
+                let e = shellac::config::vcl::vcl_error(e.clone());
+                eprintln!("error: {e}");
+            }
+            eprintln!(
+                "{}: {} error{}",
+                file.display(),
+                errors.len(),
+                if errors.len() == 1 { "" } else { "s" }
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn parse_backend(spec: &str) -> anyhow::Result<(String, u16)> {
     let (host, port) = spec
         .rsplit_once(':')
@@ -435,6 +512,7 @@ fn serve(
     backend: Option<String>,
     admin: Option<SocketAddr>,
     cache_size: Option<u64>,
+    vcl: Option<PathBuf>,
 ) -> anyhow::Result<()> {
     let (mut config, text) = match &file {
         Some(path) => Config::load_text(path).map_err(|e| {
@@ -451,10 +529,15 @@ fn serve(
         backend: backend.as_deref().map(parse_backend).transpose()?,
         admin,
         cache_size,
+        vcl,
     };
     config.apply(&overrides).map_err(|e| {
         print_errors(&e);
-        anyhow::anyhow!("invalid command-line overrides")
+        anyhow::anyhow!(
+            "invalid command-line overrides or VCL ({} error{})",
+            e.len(),
+            if e.len() == 1 { "" } else { "s" }
+        )
     })?;
     // What `shellac check` says about the machine, before anything starts.
     let name = file.as_ref().map_or_else(
@@ -585,6 +668,7 @@ fn run_demo(listen: SocketAddr, admin: SocketAddr) -> anyhow::Result<()> {
                 backend: Some((origin.ip().to_string(), origin.port())),
                 admin: Some(admin),
                 cache_size: None,
+                vcl: None,
             })
             .map_err(|e| anyhow::anyhow!("{}", e[0]))?;
         let running = server::start(Arc::new(config)).await.context(

@@ -327,6 +327,13 @@ impl Live {
             return Err(errors);
         }
 
+        if let (Some(file), Some(p)) = (&config.vcl.file, &config.vcl_program) {
+            changes.push(format!(
+                "vcl {}: compiled (VCL {})",
+                file.display(),
+                p.dialect.as_str()
+            ));
+        }
         let next = old.next(Arc::new(config));
         if let Some(tls) = tls {
             self.tls.store(Arc::new(tls));

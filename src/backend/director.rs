@@ -46,6 +46,27 @@ impl Member {
         }
     }
 
+    /// No backend at all (VCL's `backend x none;`): a director without members, so a fetch
+    /// routed to it fails with 503 (`no-healthy-backend`).
+    pub fn none() -> Member {
+        Member::Director(Arc::new(Director {
+            config: DirectorConfig {
+                name: "none".to_string(),
+                kind: DirectorKind::Fallback,
+                backends: Vec::new(),
+                hash_on: None,
+                restart_on: Vec::new(),
+                restart_unless: Vec::new(),
+                max_restarts: 0,
+            },
+            members: Vec::new(),
+            weights: Vec::new(),
+            seeds: Vec::new(),
+            hash_on: HashOn::Key,
+            next: AtomicUsize::new(0),
+        }))
+    }
+
     /// The director's config when this is a director (restart rules live there).
     pub fn director(&self) -> Option<&DirectorConfig> {
         match self {
@@ -62,6 +83,8 @@ pub struct Pick<'a> {
     pub client: IpAddr,
     /// Backends this request already tried (retries and restarts go elsewhere).
     pub exclude: &'a [Arc<Backend>],
+    /// What a hash director hashes instead of its `hash_on` (VCL's `hash.backend(key)`).
+    pub hash: Option<u64>,
 }
 
 impl Pick<'_> {
@@ -144,6 +167,9 @@ impl Director {
     }
 
     fn request_hash(&self, ctx: &Pick<'_>) -> u64 {
+        if let Some(h) = ctx.hash {
+            return mix(h);
+        }
         let mut h = FixedHasher::default();
         match &self.hash_on {
             HashOn::Key => ctx.key.hash(&mut h),
@@ -285,7 +311,9 @@ impl Backends {
         let default = config
             .default_target()
             .and_then(|name| built.get(name).cloned())
-            .unwrap_or_else(|| Member::Backend(backends[0].clone()));
+            .or_else(|| backends.first().map(|b| Member::Backend(b.clone())))
+            // Only a VCL program may declare no backend (`backend default none;`).
+            .unwrap_or_else(Member::none);
         Backends {
             backends,
             directors,
@@ -366,6 +394,7 @@ mod tests {
             headers: &headers,
             client: "127.0.0.1".parse().unwrap(),
             exclude,
+            hash: None,
         };
         b.default
             .pick(&ctx)

@@ -87,6 +87,15 @@ struct Idle {
     since: Instant,
 }
 
+/// Timeouts of one backend request that replace the backend's own (VCL's
+/// `bereq.connect_timeout`, `bereq.first_byte_timeout`, `bereq.between_bytes_timeout`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RequestTimeouts {
+    pub connect: Option<Duration>,
+    pub first_byte: Option<Duration>,
+    pub between_bytes: Option<Duration>,
+}
+
 /// One origin server, its pool, limit and health.
 pub struct Backend {
     pub config: BackendConfig,
@@ -209,7 +218,9 @@ impl Backend {
     }
 
     /// Sends `req` and returns the response head; the body streams with the between-bytes
-    /// timeout and returns its connection to the pool when read to the end.
+    /// timeout and returns its connection to the pool when read to the end. A
+    /// [`RequestTimeouts`] in the request's extensions (VCL's `bereq.*_timeout`) replaces the
+    /// backend's own timeouts for this request.
     ///
     /// A request without a body that fails on a reused connection before any response byte is
     /// retried once on a fresh connection (the origin may have closed the idle connection).
@@ -223,17 +234,22 @@ impl Backend {
         if let Some(mux) = &self.mux {
             return self.send_h2(mux, lease, req).await;
         }
+        let connect_timeout = req
+            .extensions()
+            .get::<RequestTimeouts>()
+            .and_then(|t| t.connect)
+            .unwrap_or(self.config.connect_timeout.0);
         let retry_copy = req.body().is_empty().then(|| clone_head(&req));
         let (conn, reused) = match self.checkout().await {
             Some(c) => (c, true),
-            None => (self.connect().await?, false),
+            None => (self.connect(connect_timeout).await?, false),
         };
         match self.exchange(conn, req).await {
             Err(FetchError::Failed(_, e))
                 if reused && retry_copy.is_some() && is_stale_connection(&e) =>
             {
                 self.counters.backend_retry.inc();
-                let conn = self.connect().await?;
+                let conn = self.connect(connect_timeout).await?;
                 let req = retry_copy.expect("checked above");
                 self.exchange(conn, req).await
             }
@@ -348,7 +364,7 @@ impl Backend {
     /// it to the mux; its task closes it after `idle_timeout` without a request.
     async fn connect_h2(self: &Arc<Self>, mux: &mux::Mux) -> Result<mux::Slot, FetchError> {
         let name = &self.config.name;
-        let stream = self.open_transport().await?;
+        let stream = self.open_transport(self.config.connect_timeout.0).await?;
         let (sender, conn) =
             hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
                 .max_header_list_size(u32::try_from(self.max_response_head).unwrap_or(u32::MAX))
@@ -430,7 +446,13 @@ impl Backend {
         mut conn: Conn,
         req: Request<RequestBody>,
     ) -> Result<Response<BackendBody>, FetchError> {
-        let timeout = self.config.first_byte_timeout.0;
+        let timeouts = req.extensions().get::<RequestTimeouts>().copied();
+        let timeout = timeouts
+            .and_then(|t| t.first_byte)
+            .unwrap_or(self.config.first_byte_timeout.0);
+        let between_bytes = timeouts
+            .and_then(|t| t.between_bytes)
+            .unwrap_or(self.config.between_bytes_timeout.0);
         let upgrade = req.headers().contains_key(http::header::UPGRADE);
         conn.expect_head();
         let resp = match tokio::time::timeout(timeout, conn.sender.send_request(req)).await {
@@ -465,7 +487,7 @@ impl Backend {
         Ok(resp.map(|incoming| {
             BackendBody::new(
                 incoming,
-                self.config.between_bytes_timeout.0,
+                between_bytes,
                 keep.then(|| (self.clone(), conn)),
                 self.counters.clone(),
             )
@@ -509,9 +531,9 @@ impl Backend {
         }
     }
 
-    async fn connect(&self) -> Result<Conn, FetchError> {
+    async fn connect(&self, timeout: Duration) -> Result<Conn, FetchError> {
         let name = &self.config.name;
-        let stream = self.open_transport().await?;
+        let stream = self.open_transport(timeout).await?;
         let watch = Arc::new(AtomicBool::new(false));
         let stream = HeadLimited::new(stream, self.max_response_head, watch.clone());
         // hyper's buffer must hold a head at the limit; the exact bound is `HeadLimited`'s.
@@ -533,14 +555,14 @@ impl Backend {
 
     /// A connection to the backend, TCP or TLS (`connector.rs`), within `connect_timeout`;
     /// a failure counts against the backend's health.
-    async fn open_transport(&self) -> Result<connector::Transport, FetchError> {
+    async fn open_transport(&self, timeout: Duration) -> Result<connector::Transport, FetchError> {
         let name = &self.config.name;
         let opened = self
             .connector
             .connect(
                 &self.config.host,
                 self.config.port,
-                self.config.connect_timeout.0,
+                timeout,
                 self.tcp_nodelay,
                 &self.counters,
             )

@@ -329,6 +329,27 @@ impl Object {
         self.initial_age.get() + now.saturating_duration_since(self.stored_at)
     }
 
+    /// A copy of this object with new lifetimes (2.x VCL's `set obj.ttl` in vcl_hit): `ttl`
+    /// is the whole freshness lifetime (age included), as [`Object::ttl`].
+    pub fn retimed(&self, ttl: Duration, grace: Duration, keep: Duration) -> Object {
+        Object {
+            status: self.status,
+            headers: self.headers.clone(),
+            body: self.body.clone(),
+            body_len: self.body_len,
+            vary: self.vary.clone(),
+            initial_age: self.initial_age,
+            ttl: Span::new(ttl),
+            stale_ok: self.stale_ok,
+            grace: Span::new(grace),
+            stale_if_error: self.stale_if_error,
+            keep: Span::new(keep),
+            stored_at: self.stored_at,
+            state: Default::default(),
+            prepared: Default::default(),
+        }
+    }
+
     pub fn is_fresh(&self, now: Instant) -> bool {
         self.age(now) < self.ttl.get()
     }
@@ -675,6 +696,22 @@ impl Cache {
     pub async fn ban(&self, expr: &str) -> Result<Arc<ban::Ban>, ban::BanError> {
         let ban = self.bans.add(expr)?;
         self.storage.persist_ban(ban.clone()).await?;
+        Ok(ban)
+    }
+
+    /// Adds a ban from the request path (VCL's `ban()`): applied at once; persisting it to the
+    /// disk tier runs in the background, so no request waits for it (a ban VCL adds is as
+    /// durable as the admin API's once that task is done).
+    pub fn add_ban(&self, expr: &str) -> Result<Arc<ban::Ban>, ban::BanError> {
+        let ban = self.bans.add(expr)?;
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let (storage, b) = (self.storage.clone(), ban.clone());
+            rt.spawn(async move {
+                if let Err(e) = storage.persist_ban(b).await {
+                    tracing::warn!(error = %e, "a ban added by VCL was not persisted");
+                }
+            });
+        }
         Ok(ban)
     }
 

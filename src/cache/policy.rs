@@ -47,6 +47,8 @@ pub enum NoCacheReason {
     Upgrade,
     /// An operator rule said `pass`.
     Rule,
+    /// The VCL program said `pass`, `hit_for_pass`, or made the response uncacheable.
+    Vcl,
 }
 
 impl NoCacheReason {
@@ -85,6 +87,7 @@ impl NoCacheReason {
             NoCacheReason::HitForMiss => "hit-for-miss",
             NoCacheReason::Upgrade => "upgrade",
             NoCacheReason::Rule => "rule",
+            NoCacheReason::Vcl => "vcl",
         }
     }
 }
@@ -377,6 +380,108 @@ pub fn evaluate_with(
         keep: o.keep.unwrap_or(cfg.keep.0),
         stale_if_error: cc.stale_if_error,
     })
+}
+
+/// A backend response's freshness as VCL sees it before `vcl_backend_response` (`beresp.ttl`,
+/// `beresp.grace`, `beresp.keep`) and what storing it needs. Unlike [`evaluate_with`] nothing
+/// is refused here: `no-store`, `private`, `Set-Cookie` and the rest are the VCL's to judge
+/// (the built-in VCL does, as Varnish's does).
+#[derive(Clone, Debug, PartialEq)]
+pub struct VclFreshness {
+    /// Seconds of freshness left: the lifetime (`s-maxage`, `max-age`, `Expires`, else the
+    /// heuristic or `cache.default_ttl` for the heuristically cacheable statuses) less the
+    /// age; -1 when the response has none.
+    pub ttl: f64,
+    pub grace: Duration,
+    pub keep: Duration,
+    pub initial_age: Duration,
+    /// May be served stale at all (not after must-revalidate, proxy-revalidate, s-maxage).
+    pub stale_ok: bool,
+    pub stale_if_error: Option<Duration>,
+    /// `no-cache="f"` / `private="f"`: fields dropped before storing.
+    pub strip: Vec<HeaderName>,
+}
+
+/// See [`VclFreshness`].
+pub fn vcl_freshness(
+    status: StatusCode,
+    headers: &HeaderMap,
+    ex: &Exchange,
+    cfg: &CacheConfig,
+) -> VclFreshness {
+    let (request_time, response_time) = (ex.request_time, ex.response_time);
+    let cc = CacheControl::targeted(headers, &cfg.targeted_cache_control);
+    let date = http_date(headers, header::DATE, response_time).unwrap_or(response_time);
+    let apparent_age = whole_seconds(response_time)
+        .duration_since(date)
+        .unwrap_or(Duration::ZERO);
+    let response_delay = response_time
+        .duration_since(request_time)
+        .unwrap_or(Duration::ZERO);
+    let initial_age =
+        apparent_age.max(age_field(headers).unwrap_or(Duration::ZERO) + response_delay);
+    let expires = headers.get(header::EXPIRES).filter(|_| !cc.targeted);
+    let explicit = cc.s_maxage.or(cc.max_age).or_else(|| {
+        expires.map(|_| {
+            http_date(headers, header::EXPIRES, response_time)
+                .and_then(|exp| exp.duration_since(date).ok())
+                .unwrap_or(Duration::ZERO)
+        })
+    });
+    let code = status.as_u16();
+    let storable = (200..600).contains(&code) && code != 206 && code != 304;
+    let lifetime = if !storable {
+        None
+    } else if explicit.is_some() {
+        explicit
+    } else if heuristically_cacheable(status) && !status.is_server_error() {
+        heuristic(headers, date, response_time, cfg)
+            .or((!cfg.default_ttl.0.is_zero()).then_some(cfg.default_ttl.0))
+    } else {
+        None
+    };
+    let lifetime = match (lifetime, cfg.max_ttl.map(|d| d.0)) {
+        (Some(l), Some(max)) => Some(l.min(max + initial_age)),
+        (l, _) => l,
+    };
+    let ttl = match lifetime {
+        Some(l) => l.as_secs_f64() - initial_age.as_secs_f64(),
+        None => -1.0,
+    };
+    let mut strip: Vec<HeaderName> = Vec::new();
+    for f in cc.no_cache_fields.iter().chain(&cc.private_fields) {
+        if let Ok(name) = HeaderName::from_bytes(f.as_bytes()) {
+            strip.push(name);
+        }
+    }
+    VclFreshness {
+        ttl,
+        grace: cc.stale_while_revalidate.unwrap_or(cfg.grace.0),
+        keep: cfg.keep.0,
+        initial_age,
+        stale_ok: !(cc.must_revalidate || cc.proxy_revalidate || cc.s_maxage.is_some()),
+        stale_if_error: cc.stale_if_error,
+        strip,
+    }
+}
+
+/// The `Vary` field names of a response; `None` for `Vary: *` (or a field that is not a list
+/// of names), which no later request matches.
+pub fn vary_names(headers: &HeaderMap) -> Option<Vec<HeaderName>> {
+    let mut vary = Vec::new();
+    for v in headers.get_all(header::VARY) {
+        let text = v.to_str().ok()?;
+        for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            if name == "*" {
+                return None;
+            }
+            let n = HeaderName::from_bytes(name.as_bytes()).ok()?;
+            if !vary.contains(&n) {
+                vary.push(n);
+            }
+        }
+    }
+    Some(vary)
 }
 
 /// Whether a response carries a validator a conditional request can use (RFC 9110 §8.8).

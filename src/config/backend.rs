@@ -385,7 +385,8 @@ fn at(section: &str, i: usize, field: &str) -> Vec<String> {
 /// Checks backends, probes, directors and routing together.
 pub(super) fn validate(c: &Config) -> Problems {
     let mut out = Vec::new();
-    if c.backends.is_empty() {
+    // A VCL file declares the origins (it may declare only `backend default none;`).
+    if c.backends.is_empty() && c.vcl.file.is_none() {
         out.push((
             vec!["backend".to_string()],
             "at least one [[backend]] is required".into(),

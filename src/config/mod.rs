@@ -18,6 +18,7 @@ pub mod settings;
 pub mod tls;
 pub mod units;
 mod validate;
+pub mod vcl;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -64,6 +65,12 @@ pub struct Config {
     /// Operator policy rules, in order (see docs/policy.md).
     #[serde(default, rename = "rule")]
     pub rules: Vec<rules::RuleConfig>,
+    /// A Varnish VCL file as the policy instead of `[[rule]]`s (docs/vcl.md).
+    #[serde(default)]
+    pub vcl: vcl::VclConfig,
+    /// The compiled program of `[vcl] file`, made when the file is loaded; not in the TOML.
+    #[serde(skip)]
+    pub vcl_program: Option<std::sync::Arc<crate::vcl::ir::Program>>,
     #[serde(default)]
     pub invalidation: invalidation::InvalidationConfig,
     #[serde(default)]
@@ -533,6 +540,9 @@ pub struct Overrides {
     pub backend: Option<(String, u16)>,
     pub admin: Option<SocketAddr>,
     pub cache_size: Option<u64>,
+    /// `--vcl FILE`: the VCL file is the policy (replaces `[vcl] file`); compiled again on
+    /// every reload.
+    pub vcl: Option<PathBuf>,
 }
 
 impl Config {
@@ -609,7 +619,13 @@ impl Config {
                 message: format!("cannot read config file: {e}"),
             }]
         })?;
-        Config::parse(&text, &file).map(|config| (config, text))
+        let mut config = Config::parse(&text, &file)?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let errors = config.attach_vcl(base);
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok((config, text))
     }
 
     /// What the machine says about this configuration ([`machine::check`]: addresses that
@@ -643,6 +659,12 @@ impl Config {
 
     /// Applies command-line overrides and re-validates.
     pub fn apply(&mut self, o: &Overrides) -> Result<(), Vec<ConfigError>> {
+        if let Some(path) = &o.vcl {
+            let errors = self.attach_vcl_file(path);
+            if !errors.is_empty() {
+                return Err(errors);
+            }
+        }
         if !o.listen.is_empty() {
             self.server.listen = o.listen.clone();
         }
@@ -747,6 +769,19 @@ impl Config {
             if self.backends.len() == 1 { "" } else { "s" },
             backends.join(", "),
         );
+        if let (Some(file), Some(p)) = (&self.vcl.file, &self.vcl_program) {
+            out.push_str(&format!(
+                "; policy: VCL {} ({}, {} subroutine{} of its own)",
+                file.display(),
+                p.dialect.as_str(),
+                p.defined.len() + p.subs.iter().filter(|s| !s.name.starts_with('#')).count(),
+                if p.defined.len() + p.subs.len() == 1 {
+                    ""
+                } else {
+                    "s"
+                },
+            ));
+        }
         if !directors.is_empty() {
             out.push_str(&format!("; directors {}", directors.join(", ")));
         }
@@ -1013,6 +1048,7 @@ mod tests {
             backend: Some(("10.0.0.1".into(), 81)),
             admin: None,
             cache_size: Some(512 << 20),
+            vcl: None,
         })
         .unwrap();
         assert_eq!(c.server.listen.len(), 2);

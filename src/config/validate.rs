@@ -16,6 +16,7 @@ pub(super) fn across(c: &Config) -> Problems {
     server(c, &mut out);
     cache(c, &mut out);
     log(c, &mut out);
+    out.extend(super::vcl::validate(c));
     out.extend(backend::validate(c));
     out.extend(addresses::validate(c));
     out.extend(super::tls::validate(&c.tls));

@@ -90,9 +90,17 @@ pub fn removed_from_request(name: &str, trusted: bool) -> bool {
 /// set them), `Forwarded` (RFC 7239, appended) and `Via`. Untrusted inbound values were removed
 /// by [`sanitize_request`]. `https`: the request arrived over TLS.
 pub fn add_forwarding(headers: &mut HeaderMap, client: IpAddr, https: bool) {
+    add_forwarding_fields(headers, client, https, true);
+}
+
+/// [`add_forwarding`], with `X-Forwarded-For` only when `xff` (a VCL program adds that one
+/// itself, as Varnish does: 4.x before vcl_recv, 2.x's default.vcl in it).
+pub fn add_forwarding_fields(headers: &mut HeaderMap, client: IpAddr, https: bool, xff: bool) {
     let proto = if https { "https" } else { "http" };
     let text = ip_text(client);
-    append_forwarded_for_text(headers, &text);
+    if xff {
+        append_forwarded_for_text(headers, &text);
+    }
     let host = headers.get(header::HOST).cloned();
     if !headers.contains_key(X_FORWARDED_HOST)
         && let Some(h) = &host

@@ -25,23 +25,71 @@ use crate::http::headers;
 /// Sends the backend request for `mode` and turns the answer into the next step.
 pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
     let for_cache = !matches!(mode, FetchMode::Pass(_));
-    let request_time = SystemTime::now();
-    // Where this node stood in the fleet's invalidation log before asking the origin.
-    let seen = txn
-        .proxy
-        .cache
-        .shared
-        .as_ref()
-        .map(|s| s.feed.position())
-        .unwrap_or_default();
-    let resp = match send::send(txn, for_cache).await {
-        Ok(resp) => resp,
-        Err(failure) => return failed(txn, &mode, failure),
+    // VCL's vcl_backend_fetch on the backend request, and its route.
+    if txn.vcl.is_some()
+        && let Some(step) = super::vcl::backend_fetch(txn, for_cache)
+    {
+        leave(&mode);
+        return step;
+    }
+    // The exchange, again as long as VCL says `retry` (bounded by MAX_RETRIES).
+    let (request_time, response_time, stored_at, seen, mut parts, body, vcl_plan) = loop {
+        let request_time = SystemTime::now();
+        // Where this node stood in the fleet's invalidation log before asking the origin.
+        let seen = txn
+            .proxy
+            .cache
+            .shared
+            .as_ref()
+            .map(|s| s.feed.position())
+            .unwrap_or_default();
+        let resp = match send::send(txn, for_cache).await {
+            Ok(resp) => resp,
+            Err(failure) => {
+                let stale_answers =
+                    txn.stale.as_ref().is_some_and(|s| s.stale_ok) && !txn.background;
+                if txn.vcl.is_some() && !stale_answers {
+                    let (status, detail) = failure.status_detail();
+                    match super::vcl::backend_error(txn, status, detail) {
+                        super::vcl::ErrorOutcome::Retry => continue,
+                        super::vcl::ErrorOutcome::Step(step) => {
+                            if let FetchMode::Miss(guard) = &mode {
+                                guard.object().fail_with(status, detail);
+                            }
+                            return step;
+                        }
+                    }
+                }
+                return failed(txn, &mode, failure);
+            }
+        };
+        let response_time = SystemTime::now();
+        let stored_at = Instant::now();
+        let (mut parts, body) = resp.into_parts();
+        headers::strip_hop_by_hop(&mut parts.headers);
+        let mut vcl_plan = None;
+        if txn.vcl.is_some() {
+            let ex = policy::Exchange::at(request_time, response_time);
+            let pass = matches!(mode, FetchMode::Pass(_));
+            match super::vcl::backend_response(txn, &mut parts, &ex, pass) {
+                super::vcl::BerespOutcome::Plan(plan, hfm) => vcl_plan = Some((plan, hfm)),
+                super::vcl::BerespOutcome::Retry => continue,
+                super::vcl::BerespOutcome::Step(step) => {
+                    leave(&mode);
+                    return step;
+                }
+            }
+        }
+        break (
+            request_time,
+            response_time,
+            stored_at,
+            seen,
+            parts,
+            body,
+            vcl_plan,
+        );
     };
-    let response_time = SystemTime::now();
-    let stored_at = Instant::now();
-    let (mut parts, body) = resp.into_parts();
-    headers::strip_hop_by_hop(&mut parts.headers);
     let mut overrides = txn.proxy.rules.on_response(
         &txn.matched_rules,
         &txn.req.method,
@@ -132,14 +180,21 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         authorization: txn.authorized,
         partial_content: false,
     };
-    let plan = policy::evaluate_with(
-        parts.status,
-        &parts.headers,
-        &exchange,
-        &proxy.config.cache,
-        &overrides,
-    )
-    .and_then(|plan| match content_length {
+    // A VCL program decided in vcl_backend_response; otherwise RFC 9111 and the rules.
+    let (plan, vcl_hit_for_miss) = match vcl_plan {
+        Some((plan, hfm)) => (plan, Some(hfm)),
+        None => (
+            policy::evaluate_with(
+                parts.status,
+                &parts.headers,
+                &exchange,
+                &proxy.config.cache,
+                &overrides,
+            ),
+            None,
+        ),
+    };
+    let plan = plan.and_then(|plan| match content_length {
         Some(len) if len > proxy.max_object_size => Err(NoCacheReason::TooLarge),
         _ => Ok(plan),
     });
@@ -147,11 +202,16 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         Ok(plan) => plan,
         Err(reason) => {
             proxy.counters.cache_uncacheable.inc();
-            // What one user's credentials got says nothing about the URL for others.
-            if reason != NoCacheReason::Authorization {
-                proxy
+            // What one user's credentials got says nothing about the URL for others. Under
+            // VCL the URL is remembered as uncacheable for the `beresp.ttl` of its
+            // hit-for-miss (none: not remembered).
+            match vcl_hit_for_miss {
+                Some(Some(ttl)) => proxy.cache.mark_hit_for_miss(primary, ttl),
+                Some(None) => {}
+                None if reason != NoCacheReason::Authorization => proxy
                     .cache
-                    .mark_hit_for_miss(primary, proxy.config.cache.hit_for_miss_ttl.0);
+                    .mark_hit_for_miss(primary, proxy.config.cache.hit_for_miss_ttl.0),
+                None => {}
             }
             if let Some(mut guard) = guard {
                 if let Some(ticket) = guard.take_ticket() {
@@ -227,6 +287,13 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
             }
         },
     ))
+}
+
+/// A fetch VCL left: the busy object is abandoned, so waiters look up again.
+fn leave(mode: &FetchMode) {
+    if let FetchMode::Miss(guard) = mode {
+        guard.object().abandon();
+    }
 }
 
 /// No backend could answer: waiters get the same error; the stale copy answers if allowed.

@@ -23,6 +23,7 @@ use hyper::body::Incoming;
 
 use super::body::ResponseBody;
 use super::partial::{self, RangeSpec};
+use super::vcl::Delivery;
 use super::{Proxy, deliver, fetch};
 use crate::backend::Backend;
 use crate::backend::director::Member;
@@ -63,6 +64,10 @@ pub(super) enum Step {
     Pass(NoCacheReason),
     Fetch(FetchMode),
     Synth(StatusCode, &'static str),
+    /// A response the VCL program makes (vcl_synth; 2.x vcl_error): status and reason.
+    VclSynth(u16, Option<String>),
+    /// VCL's `return (restart)`: the request runs again from vcl_recv.
+    Restart,
     Deliver(Response<ResponseBody>),
 }
 
@@ -83,6 +88,8 @@ impl Step {
             Step::Pass(_) => "pass",
             Step::Fetch(_) => "fetch",
             Step::Synth(..) => "synth",
+            Step::VclSynth(..) => "vcl-synth",
+            Step::Restart => "restart",
             Step::Deliver(_) => "deliver",
         }
     }
@@ -126,8 +133,12 @@ pub(super) struct Txn {
     pub background: bool,
     /// Rules whose request matchers matched (their response phase runs in Fetch).
     pub matched_rules: Vec<usize>,
-    /// Backend or director chosen by a rule instead of the default route.
+    /// Backend or director chosen by a rule (or VCL) instead of the default route.
     pub route: Option<Member>,
+    /// A hash director's key hash chosen by VCL (`hash.backend(key)`).
+    pub route_hash: Option<u64>,
+    /// The VCL program's state for this request, when one runs.
+    pub vcl: Option<Box<super::vcl::VclTxn>>,
     /// The request carries `Authorization` (and no rule said `cache`): only stored responses
     /// that allow it are reused for it, and its own response is stored only if it allows
     /// sharing (RFC 9111 §3.5).
@@ -170,6 +181,8 @@ pub(super) fn start(proxy: Arc<Proxy>, req: Request<Incoming>, client: SocketAdd
         background: false,
         matched_rules: Vec::new(),
         route: None,
+        route_hash: None,
+        vcl: None,
         authorized: false,
         interim: None,
         range_fetch: None,
@@ -177,12 +190,19 @@ pub(super) fn start(proxy: Arc<Proxy>, req: Request<Incoming>, client: SocketAdd
         looked_up: started,
         close: false,
     };
-    match drive(&mut txn, Step::Recv) {
-        Step::Deliver(resp) => {
-            let resp = super::observe::deliver(&txn, resp, started);
-            Handled::Done(resp, txn.proxy)
+    let mut step = drive(&mut txn, Step::Recv);
+    loop {
+        match step {
+            Step::Deliver(resp) => match super::vcl::deliver(&mut txn, resp) {
+                Delivery::Send(resp) => {
+                    let resp = super::observe::deliver(&txn, resp, started);
+                    return Handled::Done(resp, txn.proxy);
+                }
+                // vcl_deliver restarted the request or answered otherwise.
+                Delivery::Step(next) => step = drive(&mut txn, next),
+            },
+            step => return Handled::Waits(Box::new(Rest { txn, step, started })),
         }
-        step => Handled::Waits(Box::new(Rest { txn, step, started })),
     }
 }
 
@@ -226,10 +246,13 @@ impl Rest {
                 Step::RecheckIo(key, now, guard) => txn.recheck_io(key, now, guard).await,
                 Step::Shared(key, guard) => txn.shared(key, guard).await,
                 Step::Broadcast(inv, n, what) => txn.broadcast(inv, n, what).await,
-                Step::Deliver(resp) => {
-                    let resp = super::observe::deliver(&txn, resp, started);
-                    return (resp, txn.proxy);
-                }
+                Step::Deliver(resp) => match super::vcl::deliver(&mut txn, resp) {
+                    Delivery::Send(resp) => {
+                        let resp = super::observe::deliver(&txn, resp, started);
+                        return (resp, txn.proxy);
+                    }
+                    Delivery::Step(next) => drive(&mut txn, next),
+                },
                 step => drive(&mut txn, step),
             };
         }
@@ -250,6 +273,8 @@ fn drive(txn: &mut Txn, mut step: Step) -> Step {
             Step::HitForMiss => txn.hit_for_miss(),
             Step::Pass(reason) => txn.pass(reason),
             Step::Synth(status, detail) => txn.synth(status, detail),
+            Step::VclSynth(status, reason) => super::vcl::synth(txn, status, reason),
+            Step::Restart => super::vcl::restart(txn),
             stop @ (Step::Deliver(_)
             | Step::Wait(_)
             | Step::Fetch(_)
@@ -267,7 +292,10 @@ fn drive(txn: &mut Txn, mut step: Step) -> Step {
 pub(super) struct Inherited {
     pub matched_rules: Vec<usize>,
     pub route: Option<Member>,
+    pub route_hash: Option<u64>,
     pub authorized: bool,
+    /// The backend VCL chose (`req.backend_hint`), for the refresh's own VCL state.
+    pub vcl_backend: Option<crate::vcl::run::BackendSel>,
 }
 
 impl Txn {
@@ -276,7 +304,9 @@ impl Txn {
         Inherited {
             matched_rules: self.matched_rules.clone(),
             route: self.route.clone(),
+            route_hash: self.route_hash,
             authorized: self.authorized,
+            vcl_backend: self.vcl.as_ref().and_then(|v| v.state.backend),
         }
     }
 }
@@ -291,6 +321,12 @@ pub(super) async fn refresh(
     stale: Arc<Object>,
     guard: LeaderGuard,
 ) -> Response<ResponseBody> {
+    // A background fetch runs the backend side's VCL (bereq.is_bgfetch), not the client's.
+    let vcl = proxy.vcl.clone().map(|rt| {
+        let mut v = super::vcl::VclTxn::new(rt);
+        v.state.backend = inherited.vcl_backend;
+        Box::new(v)
+    });
     let mut txn = Txn {
         proxy,
         head_only: true,
@@ -304,6 +340,8 @@ pub(super) async fn refresh(
         background: true,
         matched_rules: inherited.matched_rules,
         route: inherited.route,
+        route_hash: inherited.route_hash,
+        vcl,
         authorized: inherited.authorized,
         interim: None,
         range_fetch: None,
@@ -320,7 +358,10 @@ pub(super) async fn refresh(
 impl Txn {
     /// Validates the request and decides between cache lookup and pass.
     fn recv(&mut self) -> Step {
-        self.proxy.counters.client_req.inc();
+        // A restarted request is the same client request.
+        if self.vcl.as_ref().is_none_or(|v| v.state.restarts == 0) {
+            self.proxy.counters.client_req.inc();
+        }
         let host = match Txn::authority(&self.req) {
             Ok(h) => h,
             Err(problem) => {
@@ -352,6 +393,15 @@ impl Txn {
                 answer,
                 None,
             ));
+        }
+        if let Some(rt) = self.proxy.vcl.clone() {
+            // The VCL program decides (its built-in VCL for what the operator's does not):
+            // PURGE, methods, Authorization, cookies; Accept-Encoding normalised first, as
+            // Varnish does before vcl_recv.
+            if self.proxy.config.cache.normalize_accept_encoding {
+                normalize_accept_encoding(&mut self.req.headers);
+            }
+            return super::vcl::recv(self, &rt);
         }
         if self.req.method.as_str() == "PURGE" {
             return self.purge();
@@ -420,12 +470,19 @@ impl Txn {
         if cc.no_store {
             return Step::Pass(NoCacheReason::RequestNoStore);
         }
-        let cfg = &self.proxy.config.cache;
-        if cfg.normalize_accept_encoding {
+        if self.proxy.config.cache.normalize_accept_encoding {
             normalize_accept_encoding(&mut self.req.headers);
         }
+        self.read_request_directives();
+        Step::Lookup
+    }
+
+    /// Reads the request's own `Cache-Control` (and `Pragma: no-cache`) when
+    /// `cache.request_cache_control` makes them count.
+    pub(super) fn read_request_directives(&mut self) {
+        let cfg = &self.proxy.config.cache;
         if cfg.request_cache_control {
-            let mut cc = cc;
+            let mut cc = CacheControl::from_headers(&self.req.headers);
             // Pragma: no-cache counts only without Cache-Control (RFC 9111 §5.4).
             if !has_field(&self.req.headers, &header::CACHE_CONTROL)
                 && has_field(&self.req.headers, &header::PRAGMA)
@@ -440,7 +497,6 @@ impl Txn {
             }
             self.req_cc = Some(cc);
         }
-        Step::Lookup
     }
 
     /// `PURGE`: from allowed networks only. With `Surrogate-Key` (or `xkey-purge`) it purges
@@ -488,7 +544,7 @@ impl Txn {
     /// The authority the request is for: the absolute-form target's, else the single Host.
     /// The request's authority: the absolute-form target's, else the single `Host` field's.
     /// Borrowed from the request, not copied (this runs on every request).
-    fn authority(req: &Parts) -> Result<&str, &'static str> {
+    pub(super) fn authority(req: &Parts) -> Result<&str, &'static str> {
         let Ok(host) = crate::http::headers::single_field(&req.headers, &header::HOST) else {
             return Err("duplicate Host header");
         };
@@ -523,7 +579,10 @@ impl Txn {
         let key = variant.as_ref().unwrap_or(&primary);
         let now = Instant::now();
         self.looked_up = now;
+        let always_miss = self.vcl.as_ref().is_some_and(|v| v.state.hash_always_miss);
         let step = match self.proxy.cache.lookup_now(key) {
+            // VCL's `req.hash_always_miss`: fetched and stored anew whatever is cached.
+            _ if always_miss => self.decide(&primary, key, now, None),
             Ok(found) => self.decide(&primary, key, now, found),
             Err(NeedsIo) => Step::LookupIo(key.clone(), now),
         };
@@ -572,6 +631,11 @@ impl Txn {
             return Step::HitForMiss;
         }
         match cache.busy.join(key) {
+            // VCL's `req.hash_ignore_busy`: fetched alone rather than waiting.
+            Join::Waiter(_) if self.vcl.as_ref().is_some_and(|v| v.state.hash_ignore_busy) => {
+                self.proxy.counters.cache_miss.inc();
+                Step::Fetch(FetchMode::Alone("ignore-busy"))
+            }
             Join::Waiter(busy) => Step::Wait(busy),
             // The previous leader may have stored the object between our lookup and join.
             Join::Leader(guard) => match cache.lookup_now(key) {
@@ -675,7 +739,15 @@ impl Txn {
             // request's answer may differ, so it is not reused for it, nor revalidated.
             return None;
         }
-        let fresh = object.is_fresh(now);
+        let mut fresh = object.is_fresh(now);
+        // VCL's `req.ttl` (the oldest object a hit may be) and `req.grace` (the most grace).
+        let (req_ttl, req_grace) = self
+            .vcl
+            .as_ref()
+            .map_or((None, None), |v| (v.state.req_ttl, v.state.req_grace));
+        if let Some(limit) = req_ttl {
+            fresh &= object.age(now).as_secs_f64() < limit;
+        }
         if let Some(cc) = &self.req_cc {
             let age = object.age(now);
             let wants_validation = cc.no_cache
@@ -699,7 +771,14 @@ impl Txn {
         if count {
             self.proxy.counters.cache_expired.inc();
         }
-        if object.within_grace(now) {
+        let graced = match req_grace {
+            Some(limit) => {
+                let past = object.age(now).saturating_sub(object.ttl.get());
+                object.within_grace(now) && past.as_secs_f64() < limit
+            }
+            None => object.within_grace(now),
+        };
+        if graced {
             return Some(Step::Grace(object));
         }
         if object.within_keep(now) {
@@ -727,6 +806,11 @@ impl Txn {
     }
 
     fn hit(&mut self, object: Arc<Object>) -> Step {
+        if self.vcl.is_some()
+            && let Some(step) = super::vcl::after_hit(self, &object)
+        {
+            return step;
+        }
         self.proxy.counters.cache_hit.inc();
         if object.state.from_disk {
             self.proxy.counters.cache_hit_disk.inc();
@@ -778,6 +862,11 @@ impl Txn {
     /// Stale within grace: deliver at once, and refresh it in the background unless a fetch
     /// for it is already running.
     fn grace(&mut self, object: Arc<Object>) -> Step {
+        if self.vcl.is_some()
+            && let Some(step) = super::vcl::after_hit(self, &object)
+        {
+            return step;
+        }
         self.proxy.counters.cache_grace_hit.inc();
         if let Some(primary) = self.key.clone() {
             let inherited = self.inherited();
@@ -856,17 +945,50 @@ impl Txn {
 
     fn miss(&mut self, guard: LeaderGuard) -> Step {
         self.proxy.counters.cache_miss.inc();
+        if self.vcl.is_some() {
+            return super::vcl::miss(self, Some(guard), false);
+        }
         Step::Fetch(FetchMode::Miss(guard))
     }
 
     fn hit_for_miss(&mut self) -> Step {
         self.proxy.counters.cache_hitmiss.inc();
+        if self.vcl.is_some() {
+            return super::vcl::miss(self, None, true);
+        }
         Step::Fetch(FetchMode::Alone("hit-for-miss"))
     }
 
     fn pass(&mut self, reason: NoCacheReason) -> Step {
         self.proxy.counters.cache_pass.inc();
+        if self.vcl.is_some() {
+            return super::vcl::pass(self, reason);
+        }
         Step::Fetch(FetchMode::Pass(reason))
+    }
+
+    /// Closes the client connection after this response (VCL's pipe of a plain request).
+    pub(super) fn close_after(&mut self) {
+        self.close = true;
+    }
+
+    /// Whether the client connection closes after this response.
+    pub(super) fn closing(&self) -> bool {
+        self.close
+    }
+
+    /// Before a VCL restart: what the last run found is forgotten; the request (as VCL left
+    /// it) and its VCL state stay.
+    pub(super) fn reset_for_restart(&mut self) {
+        self.key = None;
+        self.stale = None;
+        self.backend = None;
+        self.route = None;
+        self.route_hash = None;
+        self.req_cc = None;
+        self.range_fetch = None;
+        self.lookups = 0;
+        self.head_only = self.req.method == Method::HEAD;
     }
 
     /// Serves a stale object because no backend could answer (`why`).

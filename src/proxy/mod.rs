@@ -15,6 +15,7 @@ pub mod partial;
 mod quick;
 mod refresh;
 mod send;
+mod vcl;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -53,6 +54,8 @@ pub struct Proxy {
     pub backends: Backends,
     /// Operator policy rules, compiled.
     pub rules: Rules,
+    /// The VCL program (`vcl = "site.vcl"`, `serve --vcl`), with its backends resolved.
+    pub vcl: Option<Arc<vcl::VclRuntime>>,
     pub counters: Arc<Counters>,
     /// Largest object the storage accepts (`cache.max_object_size`, possibly lowered so an
     /// object fits one shard of the memory tier).
@@ -131,6 +134,10 @@ impl Proxy {
         let max_object_size = max_object.min(tier_max);
         let backends = Backends::build(&config, &counters);
         let rules = Rules::compile(&config.rules);
+        let vcl = config
+            .vcl_program
+            .as_ref()
+            .map(|p| Arc::new(vcl::VclRuntime::new((**p).clone(), &backends)));
         let output = match config.log.access_log.as_str() {
             "off" => None,
             target => Some(txlog::open_output(target).map_err(|e| {
@@ -174,6 +181,7 @@ impl Proxy {
             cache,
             backends,
             rules,
+            vcl,
             counters,
             max_object_size,
             log_format: config.log.active_format().map(Arc::new),
@@ -193,8 +201,14 @@ impl Proxy {
     /// The proxy for a reloaded `config`: same cache, counters and shared state; backends whose
     /// settings did not change are kept (pools, health); the rest is built anew.
     pub fn next(&self, config: Arc<Config>) -> Arc<Proxy> {
+        let backends = Backends::build_reusing(&config, &self.counters, Some(&self.backends));
+        let vcl = config
+            .vcl_program
+            .as_ref()
+            .map(|p| Arc::new(vcl::VclRuntime::new((**p).clone(), &backends)));
         Arc::new(Proxy {
-            backends: Backends::build_reusing(&config, &self.counters, Some(&self.backends)),
+            backends,
+            vcl,
             rules: Rules::compile(&config.rules),
             cache: self.cache.clone(),
             counters: self.counters.clone(),

@@ -74,7 +74,7 @@ pub(super) fn deliver(
         .extensions
         .get::<crate::tls::server::Session>()
         .map(|s| &*s.0);
-    let record = record(
+    let mut record = record(
         proxy,
         head,
         Request::Parsed(&txn.req),
@@ -82,6 +82,9 @@ pub(super) fn deliver(
         resp.headers(),
         tls,
     );
+    if let Some(v) = &txn.vcl {
+        record.set_vcl(Some(&v.state.trace));
+    }
     resp.map(|b| b.counted(counters).recorded(record))
 }
 

@@ -58,7 +58,7 @@ impl Proxy {
         client: SocketAddr,
         tls: Option<&crate::tls::server::ConnTls>,
     ) -> Option<FastAnswer> {
-        if !self.config.server.fast_hits {
+        if !self.config.server.fast_hits || self.vcl.is_some() {
             return None;
         }
         let started = Instant::now();

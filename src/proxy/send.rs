@@ -157,6 +157,7 @@ fn choose(
         headers: &txn.req.headers,
         client: txn.client.ip(),
         exclude: tried,
+        hash: txn.route_hash,
     })
 }
 
@@ -164,7 +165,20 @@ fn choose(
 /// `Via`) added; for cache
 /// fills a plain GET without conditionals or ranges, so the whole object comes back.
 fn build_request(txn: &mut Txn, backend: &Backend, for_cache: bool) -> Request<RequestBody> {
-    let mut headers: HeaderMap = txn.req.headers.clone();
+    // VCL's backend request (`bereq.*`), when a program made one: its method, URL and fields.
+    let bereq = txn.vcl.as_ref().and_then(|v| v.bereq.as_ref());
+    let mut headers: HeaderMap = match bereq {
+        Some(b) => b.headers.clone(),
+        None => txn.req.headers.clone(),
+    };
+    let vcl_method = bereq.map(|b| b.method.clone());
+    let vcl_uri = bereq.map(|b| b.uri.clone());
+    let no_body = bereq.is_some_and(|b| b.no_body);
+    let timeouts = bereq.map(|b| crate::backend::RequestTimeouts {
+        connect: b.connect_timeout,
+        first_byte: b.first_byte_timeout,
+        between_bytes: b.between_bytes_timeout,
+    });
     headers::strip_hop_by_hop(&mut headers);
     // A protocol upgrade the operator allows goes to the backend (never for a cache fill).
     if !for_cache
@@ -195,7 +209,7 @@ fn build_request(txn: &mut Txn, backend: &Backend, for_cache: bool) -> Request<R
         .extensions
         .get::<crate::tls::server::Session>()
         .is_some();
-    headers::add_forwarding(&mut headers, txn.client.ip(), https);
+    headers::add_forwarding_fields(&mut headers, txn.client.ip(), https, txn.vcl.is_none());
     let method = if for_cache {
         for name in CONDITIONAL {
             headers.remove(name);
@@ -220,27 +234,28 @@ fn build_request(txn: &mut Txn, backend: &Backend, for_cache: bool) -> Request<R
                 headers.insert(header::IF_MODIFIED_SINCE, lm);
             }
         }
-        http::Method::GET
+        vcl_method.clone().unwrap_or(http::Method::GET)
     } else {
-        txn.req.method.clone()
+        vcl_method.clone().unwrap_or_else(|| txn.req.method.clone())
     };
     // A GET or HEAD body is never forwarded: it cannot change what the cache keyed, and some
     // origins would read it as a second request on the pooled connection.
     let body = match (for_cache, txn.body.take()) {
-        (false, Some(b)) if !matches!(method, Method::GET | Method::HEAD) => RequestBody::stream(
-            b,
-            txn.proxy.counters.clone(),
-            txn.proxy.config.server.max_body_size.0,
-        ),
+        (false, Some(b)) if !no_body && !matches!(method, Method::GET | Method::HEAD) => {
+            RequestBody::stream(
+                b,
+                txn.proxy.counters.clone(),
+                txn.proxy.config.server.max_body_size.0,
+            )
+        }
         _ => RequestBody::empty(),
     };
-    let path = txn
-        .req
-        .uri
-        .path_and_query()
-        .map(|p| p.as_str())
-        .unwrap_or("/");
+    let uri = vcl_uri.as_ref().unwrap_or(&txn.req.uri);
+    let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let mut req = Request::new(body);
+    if let Some(t) = timeouts {
+        req.extensions_mut().insert(t);
+    }
     *req.method_mut() = method;
     *req.uri_mut() = path.parse().unwrap_or_else(|_| http::Uri::from_static("/"));
     *req.version_mut() = Version::HTTP_11;

@@ -58,6 +58,8 @@ enum Item {
     Reason,
     /// `%{backend}x`: backend name, or `-` when none was contacted.
     Backend,
+    /// `%{vcl}x`: which VCL subroutine returned what (`recv:hash hash:lookup ...`), or `-`.
+    Vcl,
     /// `%{ttfb}x`: seconds from request to response head, microsecond precision.
     Ttfb,
     /// `%{host}x`: the Host the request was for (the cache key's host).
@@ -204,6 +206,7 @@ impl Format {
                     "cache" => Item::Cache,
                     "reason" => Item::Reason,
                     "backend" => Item::Backend,
+                    "vcl" => Item::Vcl,
                     "ttfb" => Item::Ttfb,
                     "host" => Item::Host,
                     "tls_version" => Item::Tls(0),
@@ -213,7 +216,7 @@ impl Format {
                     "tls_client" => Item::Tls(4),
                     other => {
                         return Err(format!(
-                            "`%{{{other}}}x` at position {at}: known are %{{cache}}x, %{{reason}}x, %{{backend}}x, %{{ttfb}}x, %{{host}}x, %{{tls_version}}x, %{{tls_cipher}}x, %{{tls_sni}}x, %{{tls_alpn}}x, %{{tls_client}}x"
+                            "`%{{{other}}}x` at position {at}: known are %{{cache}}x, %{{reason}}x, %{{backend}}x, %{{vcl}}x, %{{ttfb}}x, %{{host}}x, %{{tls_version}}x, %{{tls_cipher}}x, %{{tls_sni}}x, %{{tls_alpn}}x, %{{tls_client}}x"
                         ));
                     }
                 },
@@ -331,6 +334,7 @@ fn render_item(item: &Item, r: &View<'_>, out: &mut Vec<u8>) {
             Some(v) if !v.is_empty() => escape(v, out),
             _ => out.push(b'-'),
         },
+        Item::Vcl => escape(r.vcl().unwrap_or(b"-"), out),
         Item::Ttfb => seconds(r.ttfb, out),
         Item::Host => {
             let host = r.host();

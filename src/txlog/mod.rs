@@ -179,6 +179,8 @@ pub struct Record {
     /// What the client's TLS connection negotiated (version, cipher, SNI, ALPN, client
     /// subject, separated by `\x1f`); None over cleartext or when nothing prints it.
     tls: Option<Span>,
+    /// Which VCL subroutine returned what (`recv:hash hash:lookup miss:fetch ...`).
+    vcl: Option<Span>,
     /// Values of `format.request_headers`, in order.
     request_headers: SmallVec<[Option<Span>; 4]>,
     /// Values of `format.response_headers`, in order.
@@ -231,6 +233,7 @@ impl Record {
             user_agent: None,
             backend: None,
             tls: None,
+            vcl: None,
             request_headers: SmallVec::new(),
             response_headers: SmallVec::new(),
             started: head.started,
@@ -283,6 +286,7 @@ impl Record {
             user_agent,
             backend,
             tls,
+            vcl,
             request_headers,
             response_headers,
             started,
@@ -310,6 +314,7 @@ impl Record {
         *user_agent = None;
         *backend = None;
         *tls = None;
+        *vcl = None;
         request_headers.clear();
         response_headers.clear();
         *started = head.started;
@@ -423,6 +428,11 @@ impl Record {
         self.tls.and_then(|s| self.get(s).split('\x1f').nth(i))
     }
 
+    /// Which VCL subroutine returned what (`recv:hash hash:lookup ...`).
+    pub fn set_vcl(&mut self, trace: Option<&str>) {
+        self.vcl = trace.filter(|t| !t.is_empty()).map(|t| self.push(t));
+    }
+
     pub fn push_request_header(&mut self, value: Option<&[u8]>) {
         let span = value.map(|v| self.push_bytes(v));
         self.request_headers.push(span);
@@ -456,6 +466,10 @@ impl Record {
     }
 
     /// The backend contacted, if any.
+    pub fn vcl(&self) -> Option<&str> {
+        self.vcl.map(|s| self.get(s))
+    }
+
     pub fn backend(&self) -> Option<&str> {
         self.backend.map(|s| self.get(s))
     }
@@ -500,6 +514,7 @@ impl Record {
             "cache": self.decision.kind.as_str(),
             "reason": self.decision.reason.as_deref(),
             "backend": self.backend(),
+            "vcl": self.vcl(),
             "complete": self.complete,
         })
     }

@@ -102,7 +102,7 @@ fn method_code(m: &Method) -> u8 {
 }
 
 /// Size of the fixed part every record starts with.
-const HEAD: usize = 120;
+const HEAD: usize = 128;
 
 /// Appends `r` to `out` (everything but the format, the recorder and the wall-clock time,
 /// which the writer derives from `started`). This runs on the request path, so the layout is
@@ -116,7 +116,8 @@ const HEAD: usize = 120;
 ///  0..8 started ns | 8..16 duration ns | 16..24 ttfb ns | 24..32 bytes | 32..34 status
 ///  34 version | 35 flags (kind 0-3, complete 4, reason 5, IPv6 6) | 36 method code
 ///  37 request-header spans | 38 response-header spans | 40..56 client (IPv4: first 4)
-///  56..60 text length | 60..116 spans: target, path, host, query, user agent, backend, TLS
+///  56..60 text length | 60..124 spans: target, path, host, query, user agent, backend, TLS,
+///  VCL trace
 ///  then: [method: u32 length + bytes] [reason: u32 length + bytes] header spans, text
 /// ```
 pub(super) fn encode(r: &Record, out: &mut Vec<u8>) {
@@ -152,8 +153,9 @@ pub(super) fn encode(r: &Record, out: &mut Vec<u8>) {
         r.user_agent,
         r.backend,
         r.tls,
+        r.vcl,
     ];
-    for (slot, span) in head[60..116].chunks_exact_mut(8).zip(spans) {
+    for (slot, span) in head[60..124].chunks_exact_mut(8).zip(spans) {
         slot.copy_from_slice(&span_bytes(span));
     }
     out.reserve(
@@ -237,7 +239,7 @@ pub(super) struct View<'a> {
     /// Nanoseconds from the anchor to the request's arrival.
     started: u64,
     text: &'a [u8],
-    /// target, path, host, query, user agent, backend, TLS.
+    /// target, path, host, query, user agent, backend, TLS, VCL trace.
     spans: &'a [u8],
     request_headers: &'a [u8],
     response_headers: &'a [u8],
@@ -302,7 +304,7 @@ impl<'a> View<'a> {
             complete: flags & 1 << 4 != 0,
             started,
             text,
-            spans: &head[60..116],
+            spans: &head[60..124],
             request_headers,
             response_headers,
         };
@@ -350,6 +352,11 @@ impl<'a> View<'a> {
         self.span(self.spans, 6)?.split(|b| *b == 0x1f).nth(i)
     }
 
+    /// Which VCL subroutine returned what (`recv:hash hash:lookup ...`).
+    pub fn vcl(&self) -> Option<&'a [u8]> {
+        self.span(self.spans, 7)
+    }
+
     /// Value of the format's `i`th request header.
     pub fn request_header(&self, i: usize) -> Option<&'a [u8]> {
         self.span(self.request_headers, i)
@@ -393,6 +400,7 @@ impl<'a> View<'a> {
         r.user_agent = at(self.spans, 4);
         r.backend = at(self.spans, 5);
         r.tls = at(self.spans, 6);
+        r.vcl = at(self.spans, 7);
         r.request_headers = (0..self.request_headers.len() / 8)
             .map(|i| at(self.request_headers, i))
             .collect();

@@ -340,6 +340,21 @@ impl Program {
     pub fn defines(&self, m: Method) -> bool {
         self.defined.contains(&m)
     }
+
+    /// Whether any statement calls `f` for its effect (such as `rollback`).
+    pub fn has_effect(&self, f: &dyn Fn(&Func) -> bool) -> bool {
+        fn walk(body: &[Stmt], f: &dyn Fn(&Func) -> bool) -> bool {
+            body.iter().any(|s| match s {
+                Stmt::Effect(func, _, _) => f(func),
+                Stmt::If {
+                    branches,
+                    otherwise,
+                } => branches.iter().any(|(_, b)| walk(b, f)) || walk(otherwise, f),
+                _ => false,
+            })
+        }
+        self.methods.iter().any(|(_, b)| walk(b, f)) || self.subs.iter().any(|s| walk(&s.body, f))
+    }
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ pub mod lexer;
 pub mod load;
 pub mod origins;
 pub mod parser;
+pub mod run;
 mod stmt;
 #[cfg(test)]
 mod tests;
@@ -23,6 +24,7 @@ pub mod types;
 pub mod vars;
 
 pub use compile::{Options, compile, compile_with, only_unsupported};
+pub(crate) use compile::{duration_unit, replacement};
 pub use error::{ErrorKind, VclError};
 pub use parser::parse;
 

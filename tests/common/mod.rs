@@ -320,6 +320,16 @@ pub struct Shellac {
 }
 
 impl Shellac {
+    /// A Shellac started by the test itself (`server::start` with a config of its own).
+    #[allow(dead_code)]
+    pub fn from_running(running: Running) -> Shellac {
+        Shellac {
+            addr: running.listen[0],
+            admin: running.admin.expect("an admin listener"),
+            running: Some(running),
+        }
+    }
+
     /// Starts Shellac in front of `origin`; `tweak` adjusts the config first.
     pub async fn start(origin: SocketAddr, tweak: impl FnOnce(&mut Config)) -> Shellac {
         let mut config = Config::embedded_default();

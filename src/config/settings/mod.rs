@@ -350,6 +350,13 @@ pub const SECTIONS: &[Section] = &[
         context: "[[rule]]\nredirect = { to = \"https://example.com/\" }\n[[backend]]\nhost = \"127.0.0.1\"\n",
     },
     Section {
+        name: "vcl",
+        array: false,
+        optional: false,
+        inline: false,
+        context: "[vcl]\n[[backend]]\nhost = \"127.0.0.1\"\n",
+    },
+    Section {
         name: "invalidation",
         array: false,
         optional: false,
@@ -388,6 +395,7 @@ pub fn all() -> impl Iterator<Item = &'static Setting> {
         .chain(origins::DIRECTOR)
         .chain(origins::ROUTING)
         .chain(rules::RULE)
+        .chain(rules::VCL)
         .chain(cache::INVALIDATION)
         .chain(server::LOG)
         .chain(http2::HTTP2)

@@ -1,4 +1,5 @@
-//! `[[rule]]` and its `synth` / `redirect` tables (the details are in docs/policy.md).
+//! `[[rule]]` and its `synth` / `redirect` tables (the details are in docs/policy.md), and
+//! `[vcl]`, the policy as a Varnish VCL file instead (docs/vcl.md).
 
 use std::time::Duration;
 
@@ -314,5 +315,26 @@ pub(super) const RULE: &[Setting] = &[
         example: r##"301"##,
         restart: false,
         doc: r##"The redirect's status."##,
+    },
+];
+
+pub(super) const VCL: &[Setting] = &[
+    Setting {
+        section: "vcl",
+        key: "file",
+        kind: Kind::Text("a path to a VCL file"),
+        default: Default::Unset(r##"none: the `[[rule]]`s are the policy"##),
+        example: r##""/etc/shellac/site.vcl""##,
+        restart: false,
+        doc: r##"A Varnish VCL file (2.0, 2.1/3.0, 4.0 or 4.1) that is the policy: its subroutines run at the request's steps, followed by its dialect's built-in VCL, and its backends, probes and directors are Shellac's (so `[[backend]]`, `[[probe]]`, `[[director]]`, `[routing]` and `[[rule]]` are not given with it). Relative to this file's directory; `include`s are relative to the including file. Compiled at start and on every reload (a VCL with errors keeps the running one); `shellac check` reports every error with file:line:column. What is supported: docs/vcl.md."##,
+    },
+    Setting {
+        section: "vcl",
+        key: "err_unref",
+        kind: Kind::Bool,
+        default: Default::Value(r##"true"##),
+        example: r##""##,
+        restart: false,
+        doc: r##"A backend, probe, ACL or subroutine the VCL declares but never uses is an error, as with Varnish's `vcc_feature +err_unref` (`unused NAME;` in the file allows one)."##,
     },
 ];

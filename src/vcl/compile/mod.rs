@@ -21,6 +21,9 @@ mod xref;
 
 use std::collections::{HashMap, HashSet};
 
+pub(crate) use calls::replacement;
+pub(crate) use decls::duration_unit;
+
 use super::ast::{self, Decl, Pos};
 use super::error::{ErrorKind, VclError};
 use super::ir::{self, Program};

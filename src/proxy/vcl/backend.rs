@@ -1,0 +1,303 @@
+//! The backend side's VCL: vcl_backend_fetch before the request is sent, vcl_backend_response
+//! (2.x: vcl_fetch) on the response head, and vcl_backend_error when no backend answered,
+//! each turned into what the fetch does next (send, store, deliver uncached, retry, or a
+//! step of the client side).
+
+use std::time::Duration;
+
+use http::header::{self, HeaderMap, HeaderValue};
+use http::response::Parts;
+use http::{Response, StatusCode};
+
+use super::client::{make_bereq, reason_phrase};
+use super::env::Scope;
+use super::{Beresp, MAX_RETRIES, VclTxn};
+use crate::cache::policy::{self, NoCacheReason, StorePlan};
+use crate::proxy::body::ResponseBody;
+use crate::proxy::deliver;
+use crate::proxy::fsm::{Step, Txn};
+use crate::vcl::run::{Verdict, run};
+use crate::vcl::types::Method;
+
+/// What vcl_backend_response decided.
+pub(in crate::proxy) enum BerespOutcome {
+    /// Store the response with this plan, or deliver it uncached for this reason (and
+    /// remember the URL as uncacheable this long: `beresp.ttl` of a hit-for-miss).
+    Plan(Result<StorePlan, NoCacheReason>, Option<Duration>),
+    /// `return (retry)`: send the request again.
+    Retry,
+    /// Leave the fetch for this client-side step (restart, synth, abandon).
+    Step(Step),
+}
+
+/// Runs `m` with the backend request (and `beresp`), the client request only in 2.x (whose
+/// vcl_fetch is on the client side).
+fn run_backend(txn: &mut Txn, m: Method, beresp: Option<&mut Beresp>) -> Verdict {
+    let Txn {
+        proxy,
+        req,
+        vcl,
+        client,
+        ..
+    } = txn;
+    let Some(v) = vcl.as_deref_mut() else {
+        return Verdict::Fail("no VCL state".to_string());
+    };
+    let VclTxn {
+        runtime,
+        state,
+        bereq,
+        is_hitmiss,
+        is_hitpass,
+        ..
+    } = v;
+    let legacy = runtime.program.dialect.is_legacy();
+    let mut scope = Scope::client(runtime, &proxy.cache, *client, state, req);
+    if !legacy {
+        scope.req = None;
+    }
+    scope.bereq = bereq.as_mut();
+    scope.beresp = beresp;
+    scope.is_hitmiss = *is_hitmiss;
+    scope.is_hitpass = *is_hitpass;
+    run(&runtime.program, m, &mut scope)
+}
+
+fn failed(m: Method, why: &str) -> Step {
+    tracing::warn!(subroutine = m.sub_name(), reason = why, "VCL failed");
+    Step::VclSynth(503, Some("VCL failed".to_string()))
+}
+
+/// vcl_backend_fetch (4.x) on the backend request made from the client's; it also picks the
+/// route: `bereq.backend`, else `req.backend_hint`, else the default. `Some(step)` when VCL
+/// does not fetch.
+pub(in crate::proxy) fn backend_fetch(txn: &mut Txn, for_cache: bool) -> Option<Step> {
+    let v = txn.vcl.as_deref()?;
+    let legacy = v.runtime.program.dialect.is_legacy();
+    make_bereq(txn, for_cache);
+    if !legacy {
+        match run_backend(txn, Method::BackendFetch, None) {
+            Verdict::Fetch => {}
+            Verdict::Abandon => {
+                return Some(Step::VclSynth(503, Some("Backend fetch abandoned".into())));
+            }
+            Verdict::Synth(status, reason) => return Some(Step::VclSynth(status, reason)),
+            Verdict::Fail(why) => return Some(failed(Method::BackendFetch, &why)),
+            other => {
+                return Some(failed(
+                    Method::BackendFetch,
+                    &format!("vcl_backend_fetch returned {}", other.as_str()),
+                ));
+            }
+        }
+    }
+    route(txn);
+    None
+}
+
+/// Sets the request's route from what VCL chose.
+fn route(txn: &mut Txn) {
+    let Some(v) = txn.vcl.as_deref() else {
+        return;
+    };
+    let sel = v.bereq.as_ref().and_then(|b| b.backend).or(v.state.backend);
+    if let Some(sel) = sel {
+        txn.route = Some(
+            v.runtime
+                .member(sel)
+                .unwrap_or_else(crate::backend::director::Member::none),
+        );
+        txn.route_hash = sel.hash;
+    }
+}
+
+/// vcl_backend_response (2.x: vcl_fetch) on the response head in `parts`: VCL may change its
+/// status and fields and decides whether and how long it is stored. `pass`: a pass fetch,
+/// never stored.
+pub(in crate::proxy) fn backend_response(
+    txn: &mut Txn,
+    parts: &mut Parts,
+    ex: &policy::Exchange,
+    pass: bool,
+) -> BerespOutcome {
+    let Some(v) = txn.vcl.as_deref() else {
+        return BerespOutcome::Plan(Err(NoCacheReason::Vcl), None);
+    };
+    let legacy = v.runtime.program.dialect.is_legacy();
+    let cfg = &txn.proxy.config.cache;
+    let fresh = policy::vcl_freshness(parts.status, &parts.headers, ex, cfg);
+    // 2.x: cacheable statuses with a lifetime (Varnish 2.1's list).
+    let cacheable = !pass
+        && fresh.ttl > 0.0
+        && matches!(
+            parts.status.as_u16(),
+            200 | 203 | 300 | 301 | 302 | 307 | 404 | 410
+        );
+    let mut beresp = Beresp {
+        status: parts.status,
+        reason: None,
+        headers: std::mem::take(&mut parts.headers),
+        ttl: fresh.ttl,
+        grace: fresh.grace.as_secs_f64(),
+        keep: fresh.keep.as_secs_f64(),
+        uncacheable: if legacy { !cacheable } else { pass },
+        age: fresh.initial_age.as_secs_f64(),
+        backend: txn.backend.as_ref().map(|b| b.name().to_string()),
+        was_304: false,
+    };
+    let m = if legacy {
+        Method::Fetch
+    } else {
+        Method::BackendResponse
+    };
+    let verdict = run_backend(txn, m, Some(&mut beresp));
+    parts.status = beresp.status;
+    parts.headers = std::mem::take(&mut beresp.headers);
+    if let Some(r) = beresp.reason.as_deref().and_then(reason_phrase) {
+        parts.extensions.insert(r);
+    }
+    let hfm = |ttl: f64| (ttl > 0.0).then(|| crate::vcl::run::value::to_duration(ttl));
+    match verdict {
+        Verdict::Deliver if pass => BerespOutcome::Plan(Err(NoCacheReason::Vcl), None),
+        Verdict::Deliver if beresp.uncacheable => {
+            BerespOutcome::Plan(Err(NoCacheReason::Vcl), hfm(beresp.ttl))
+        }
+        Verdict::Deliver => BerespOutcome::Plan(plan(&beresp, &parts.headers, fresh), None),
+        Verdict::Pass | Verdict::HitForPass => {
+            let ttl = if beresp.ttl > 0.0 {
+                beresp.ttl
+            } else {
+                txn.proxy.config.cache.hit_for_miss_ttl.0.as_secs_f64()
+            };
+            BerespOutcome::Plan(Err(NoCacheReason::Vcl), hfm(ttl))
+        }
+        Verdict::Retry => {
+            let Some(v) = txn.vcl.as_deref_mut() else {
+                return BerespOutcome::Step(failed(m, "no VCL state"));
+            };
+            if v.state.retries >= MAX_RETRIES {
+                return BerespOutcome::Step(Step::VclSynth(
+                    503,
+                    Some("Too many retries".to_string()),
+                ));
+            }
+            v.state.retries += 1;
+            BerespOutcome::Retry
+        }
+        Verdict::Abandon => BerespOutcome::Step(Step::VclSynth(
+            503,
+            Some("Backend fetch abandoned".to_string()),
+        )),
+        Verdict::Restart => BerespOutcome::Step(Step::Restart),
+        Verdict::Synth(status, reason) => BerespOutcome::Step(Step::VclSynth(status, reason)),
+        Verdict::Fail(why) => BerespOutcome::Step(failed(m, &why)),
+        other => BerespOutcome::Step(failed(m, &format!("returned {}", other.as_str()))),
+    }
+}
+
+/// How to store a response VCL delivers: its `beresp.ttl`, `beresp.grace` and `beresp.keep`
+/// (from now), the `Vary` it has now (VCL may have changed it).
+fn plan(
+    beresp: &Beresp,
+    headers: &HeaderMap,
+    fresh: policy::VclFreshness,
+) -> Result<StorePlan, NoCacheReason> {
+    let code = beresp.status.as_u16();
+    if !(200..600).contains(&code) || code == 206 || code == 304 {
+        return Err(NoCacheReason::Status);
+    }
+    let secs = crate::vcl::run::value::to_duration;
+    if beresp.ttl + beresp.grace.max(0.0) + beresp.keep.max(0.0) <= 0.0 {
+        return Err(NoCacheReason::Expired);
+    }
+    let vary = policy::vary_names(headers).ok_or(NoCacheReason::VaryStar)?;
+    Ok(StorePlan {
+        ttl: fresh.initial_age + secs(beresp.ttl),
+        initial_age: fresh.initial_age,
+        strip: fresh.strip,
+        vary,
+        stale_ok: fresh.stale_ok,
+        grace: secs(beresp.grace),
+        keep: secs(beresp.keep),
+        stale_if_error: fresh.stale_if_error,
+    })
+}
+
+/// What happens when no backend answered.
+pub(in crate::proxy) enum ErrorOutcome {
+    Retry,
+    Step(Step),
+}
+
+/// No backend answered (`status`, `detail`): 4.x runs vcl_backend_error, whose `beresp` is
+/// delivered (then through vcl_deliver) or retried; 2.x goes to vcl_error.
+pub(in crate::proxy) fn backend_error(
+    txn: &mut Txn,
+    status: StatusCode,
+    detail: &str,
+) -> ErrorOutcome {
+    let Some(v) = txn.vcl.as_deref_mut() else {
+        return ErrorOutcome::Step(Step::Synth(status, "backend-error"));
+    };
+    if v.runtime.program.dialect.is_legacy() {
+        return ErrorOutcome::Step(Step::VclSynth(503, Some("Service Unavailable".into())));
+    }
+    v.state.body = None;
+    let mut beresp = Beresp {
+        status: StatusCode::SERVICE_UNAVAILABLE,
+        reason: Some("Backend fetch failed".to_string()),
+        headers: HeaderMap::new(),
+        ttl: 0.0,
+        grace: 0.0,
+        keep: 0.0,
+        uncacheable: true,
+        age: 0.0,
+        backend: txn.backend.as_ref().map(|b| b.name().to_string()),
+        was_304: false,
+    };
+    match run_backend(txn, Method::BackendError, Some(&mut beresp)) {
+        Verdict::Deliver => {}
+        Verdict::Retry => {
+            let Some(v) = txn.vcl.as_deref_mut() else {
+                return ErrorOutcome::Step(Step::Synth(status, "backend-error"));
+            };
+            if v.state.retries < MAX_RETRIES {
+                v.state.retries += 1;
+                return ErrorOutcome::Retry;
+            }
+            return ErrorOutcome::Step(Step::VclSynth(503, Some("Too many retries".into())));
+        }
+        Verdict::Abandon => {
+            return ErrorOutcome::Step(Step::VclSynth(503, Some("Backend fetch failed".into())));
+        }
+        Verdict::Fail(why) => return ErrorOutcome::Step(failed(Method::BackendError, &why)),
+        other => {
+            return ErrorOutcome::Step(failed(
+                Method::BackendError,
+                &format!("vcl_backend_error returned {}", other.as_str()),
+            ));
+        }
+    }
+    let body = txn
+        .vcl
+        .as_deref_mut()
+        .and_then(|v| v.state.body.take())
+        .unwrap_or_default();
+    let mut headers = beresp.headers;
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    let body = if txn.head_only {
+        ResponseBody::empty()
+    } else {
+        ResponseBody::full(body)
+    };
+    let mut resp: Response<ResponseBody> = deliver::respond(
+        beresp.status,
+        headers,
+        body,
+        &format!("shellac; fwd=miss; detail={detail}"),
+    );
+    if let Some(r) = beresp.reason.as_deref().and_then(reason_phrase) {
+        resp.extensions_mut().insert(r);
+    }
+    ErrorOutcome::Step(Step::Deliver(resp))
+}

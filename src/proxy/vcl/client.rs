@@ -1,0 +1,486 @@
+//! The client side's VCL: vcl_recv, vcl_hash, vcl_hit, vcl_miss, vcl_pass, vcl_pipe,
+//! vcl_purge, vcl_deliver and vcl_synth (2.x: vcl_error), called by the state machine
+//! (`fsm.rs`) at its steps, each turning the subroutine's action into the next step.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Response, StatusCode};
+
+use super::env::{ObjEdit, Scope};
+use super::{Bereq, MAX_RESTARTS, Resp, VclRuntime, VclTxn, key_from_hash};
+use crate::cache::Object;
+use crate::cache::busy::LeaderGuard;
+use crate::cache::policy::NoCacheReason;
+use crate::proxy::body::ResponseBody;
+use crate::proxy::deliver;
+use crate::proxy::fsm::{FetchMode, Step, Txn};
+use crate::vcl::run::{Verdict, run};
+use crate::vcl::types::Method;
+
+/// Runs `m` on the client request (and `obj` / `resp` when given).
+fn run_client(
+    txn: &mut Txn,
+    m: Method,
+    obj: Option<(&Object, bool)>,
+    edit: Option<&mut ObjEdit>,
+    resp: Option<&mut Resp>,
+) -> Verdict {
+    let Txn {
+        proxy,
+        req,
+        vcl,
+        client,
+        ..
+    } = txn;
+    let Some(v) = vcl.as_deref_mut() else {
+        return Verdict::Fail("no VCL state".to_string());
+    };
+    let VclTxn {
+        runtime,
+        state,
+        original,
+        bereq,
+        is_hitmiss,
+        is_hitpass,
+        ..
+    } = v;
+    let mut scope = Scope::client(runtime, &proxy.cache, *client, state, req);
+    scope.original = original.as_deref();
+    scope.obj = obj;
+    scope.obj_edit = edit;
+    scope.resp = resp;
+    scope.bereq = bereq.as_mut();
+    scope.is_hitmiss = *is_hitmiss;
+    scope.is_hitpass = *is_hitpass;
+    run(&runtime.program, m, &mut scope)
+}
+
+/// A failed subroutine: logged, and answered with a 503 through vcl_synth.
+fn failed(txn: &Txn, m: Method, why: &str) -> Step {
+    tracing::warn!(subroutine = m.sub_name(), reason = why, "VCL failed");
+    txn.proxy.counters.synth_resp.inc();
+    Step::VclSynth(503, Some("VCL failed".to_string()))
+}
+
+/// vcl_recv, and what its action leads to. Called once the request's authority is known.
+pub(in crate::proxy) fn recv(txn: &mut Txn, rt: &Arc<VclRuntime>) -> Step {
+    let first = txn.vcl.is_none();
+    let v = txn
+        .vcl
+        .get_or_insert_with(|| Box::new(VclTxn::new(rt.clone())));
+    if first {
+        if rt.rollback {
+            v.original = Some(Box::new((
+                txn.req.method.clone(),
+                txn.req.uri.clone(),
+                txn.req.headers.clone(),
+            )));
+        }
+        // Varnish 4 adds the client to X-Forwarded-For before vcl_recv; 2.x's default.vcl
+        // does it itself.
+        if !rt.program.dialect.is_legacy() {
+            crate::http::headers::append_forwarded_for(&mut txn.req.headers, txn.client.ip());
+        }
+    }
+    v.ran = true;
+    match run_client(txn, Method::Recv, None, None, None) {
+        Verdict::Hash | Verdict::Lookup => hash(txn, false),
+        Verdict::Pass => Step::Pass(NoCacheReason::Vcl),
+        Verdict::Pipe => pipe(txn),
+        Verdict::Synth(status, reason) => Step::VclSynth(status, reason),
+        Verdict::Purge => hash(txn, true),
+        Verdict::Restart => Step::Restart,
+        Verdict::Fail(why) => failed(txn, Method::Recv, &why),
+        other => failed(
+            txn,
+            Method::Recv,
+            &format!("vcl_recv returned {}", other.as_str()),
+        ),
+    }
+}
+
+/// vcl_hash: the cache key from `hash_data()`, then the lookup (or, for `return (purge)`,
+/// the purge of that key).
+fn hash(txn: &mut Txn, purge: bool) -> Step {
+    if let Some(v) = txn.vcl.as_deref_mut() {
+        v.state.hash.clear();
+    }
+    match run_client(txn, Method::Hash, None, None, None) {
+        Verdict::Lookup | Verdict::Hash => {}
+        Verdict::Fail(why) => return failed(txn, Method::Hash, &why),
+        other => {
+            return failed(
+                txn,
+                Method::Hash,
+                &format!("vcl_hash returned {}", other.as_str()),
+            );
+        }
+    }
+    let host = Txn::authority(&txn.req).unwrap_or("").to_string();
+    let url = txn
+        .req
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    let Some(v) = txn.vcl.as_deref() else {
+        return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-vcl-state");
+    };
+    let key = key_from_hash(&v.state, &host, &url);
+    if purge {
+        let n = txn.proxy.cache.purge(&key);
+        txn.proxy.counters.purge_objects.add(n as u64);
+        txn.key = Some(key);
+        return match run_client(txn, Method::Purge, None, None, None) {
+            Verdict::Synth(status, reason) => Step::VclSynth(status, reason),
+            Verdict::Restart => Step::Restart,
+            Verdict::Fail(why) => failed(txn, Method::Purge, &why),
+            other => failed(
+                txn,
+                Method::Purge,
+                &format!("vcl_purge returned {}", other.as_str()),
+            ),
+        };
+    }
+    txn.key = Some(key);
+    txn.read_request_directives();
+    Step::Lookup
+}
+
+/// vcl_pipe: an upgrade request is tunnelled when the backend switches protocols; any
+/// other request is passed and its connection closed after the response (Shellac does not
+/// shovel raw bytes of plain HTTP).
+fn pipe(txn: &mut Txn) -> Step {
+    make_bereq(txn, false);
+    match run_client(txn, Method::Pipe, None, None, None) {
+        Verdict::Pipe => {
+            if let Some(v) = txn.vcl.as_deref_mut() {
+                v.pipe = true;
+                if let Some(b) = v.bereq.as_mut() {
+                    b.headers
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                }
+            }
+            let upgrade = crate::http::headers::upgrade_request(
+                &txn.req.method,
+                txn.req.version,
+                &txn.req.headers,
+                &txn.proxy.config.server.upgrade_protocols,
+            )
+            .is_some();
+            if upgrade {
+                Step::Pass(NoCacheReason::Upgrade)
+            } else {
+                txn.close_after();
+                Step::Pass(NoCacheReason::Vcl)
+            }
+        }
+        Verdict::Synth(status, reason) => Step::VclSynth(status, reason),
+        Verdict::Fail(why) => failed(txn, Method::Pipe, &why),
+        other => failed(
+            txn,
+            Method::Pipe,
+            &format!("vcl_pipe returned {}", other.as_str()),
+        ),
+    }
+}
+
+/// The backend request VCL edits, made from the client request when first needed.
+pub(super) fn make_bereq(txn: &mut Txn, for_cache: bool) {
+    let Some(v) = txn.vcl.as_deref_mut() else {
+        return;
+    };
+    if v.bereq.is_some() {
+        return;
+    }
+    v.bereq = Some(Bereq {
+        method: if for_cache {
+            http::Method::GET
+        } else {
+            txn.req.method.clone()
+        },
+        uri: txn.req.uri.clone(),
+        headers: txn.req.headers.clone(),
+        backend: v.state.backend,
+        connect_timeout: None,
+        first_byte_timeout: None,
+        between_bytes_timeout: None,
+        uncacheable: !for_cache,
+        bgfetch: txn.background,
+        no_body: false,
+    });
+}
+
+/// vcl_hit for a fresh or graced object: `None` delivers it as Shellac would; otherwise the
+/// step VCL chose (pass, a miss, synth, restart). 2.x's `set obj.ttl = ...` in vcl_hit
+/// changes the stored object.
+pub(in crate::proxy) fn after_hit(txn: &mut Txn, object: &Arc<Object>) -> Option<Step> {
+    txn.vcl.as_ref()?;
+    let mut edit = ObjEdit::default();
+    let verdict = run_client(
+        txn,
+        Method::Hit,
+        Some((object, true)),
+        Some(&mut edit),
+        None,
+    );
+    if edit.ttl.is_some() || edit.grace.is_some() || edit.keep.is_some() {
+        retime(txn, object, &edit);
+    }
+    let legacy_uncacheable = edit.cacheable == Some(false);
+    match verdict {
+        Verdict::Deliver if !legacy_uncacheable => {
+            if let Some(v) = txn.vcl.as_deref_mut() {
+                v.obj = Some(object.clone());
+            }
+            None
+        }
+        Verdict::Deliver | Verdict::Pass => Some(Step::Pass(NoCacheReason::Vcl)),
+        Verdict::Miss | Verdict::Fetch => {
+            txn.stale = Some(object.clone());
+            Some(Step::Fetch(FetchMode::Alone("vcl-miss")))
+        }
+        Verdict::Synth(status, reason) => Some(Step::VclSynth(status, reason)),
+        Verdict::Restart => Some(Step::Restart),
+        Verdict::Fail(why) => Some(failed(txn, Method::Hit, &why)),
+        other => Some(failed(
+            txn,
+            Method::Hit,
+            &format!("vcl_hit returned {}", other.as_str()),
+        )),
+    }
+}
+
+/// Stores `object` again with the lifetimes vcl_hit gave it (seconds from now).
+fn retime(txn: &Txn, object: &Object, edit: &ObjEdit) {
+    let Some(key) = &txn.key else { return };
+    let now = Instant::now();
+    let age = object.age(now);
+    let secs = |s: f64| Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::ZERO);
+    let ttl = match edit.ttl {
+        Some(t) => age + secs(t),
+        None => object.ttl.get(),
+    };
+    let grace = edit.grace.map_or(object.grace.get(), secs);
+    let keep = edit.keep.map_or(object.keep.get(), secs);
+    let copy = object.retimed(ttl, grace, keep);
+    txn.proxy.cache.store(key, Arc::new(copy));
+}
+
+/// vcl_miss (also for hit-for-miss): `Some(step)` when VCL does not fetch as planned.
+pub(in crate::proxy) fn miss(
+    txn: &mut Txn,
+    guard: Option<LeaderGuard>,
+    hit_for_miss: bool,
+) -> Step {
+    if let Some(v) = txn.vcl.as_deref_mut() {
+        v.is_hitmiss = hit_for_miss;
+        if v.runtime.program.dialect.is_legacy() {
+            make_bereq(txn, true);
+        }
+    }
+    let verdict = run_client(txn, Method::Miss, None, None, None);
+    let abandon = |g: Option<LeaderGuard>| {
+        if let Some(g) = g {
+            g.object().abandon();
+        }
+    };
+    match verdict {
+        Verdict::Fetch => match guard {
+            Some(g) => Step::Fetch(FetchMode::Miss(g)),
+            None => Step::Fetch(FetchMode::Alone("hit-for-miss")),
+        },
+        Verdict::Pass => {
+            abandon(guard);
+            Step::Pass(NoCacheReason::Vcl)
+        }
+        Verdict::Synth(status, reason) => {
+            abandon(guard);
+            Step::VclSynth(status, reason)
+        }
+        Verdict::Restart => {
+            abandon(guard);
+            Step::Restart
+        }
+        Verdict::Fail(why) => {
+            abandon(guard);
+            failed(txn, Method::Miss, &why)
+        }
+        other => {
+            abandon(guard);
+            failed(
+                txn,
+                Method::Miss,
+                &format!("vcl_miss returned {}", other.as_str()),
+            )
+        }
+    }
+}
+
+/// vcl_pass (not after vcl_pipe, whose request is already decided).
+pub(in crate::proxy) fn pass(txn: &mut Txn, reason: NoCacheReason) -> Step {
+    let Some(v) = txn.vcl.as_deref_mut() else {
+        return Step::Fetch(FetchMode::Pass(reason));
+    };
+    if v.pipe || !v.ran {
+        return Step::Fetch(FetchMode::Pass(reason));
+    }
+    if v.runtime.program.dialect.is_legacy() {
+        make_bereq(txn, false);
+    }
+    match run_client(txn, Method::Pass, None, None, None) {
+        Verdict::Fetch | Verdict::Pass => Step::Fetch(FetchMode::Pass(reason)),
+        Verdict::Synth(status, reason) => Step::VclSynth(status, reason),
+        Verdict::Restart => Step::Restart,
+        Verdict::Fail(why) => failed(txn, Method::Pass, &why),
+        other => failed(
+            txn,
+            Method::Pass,
+            &format!("vcl_pass returned {}", other.as_str()),
+        ),
+    }
+}
+
+/// What vcl_deliver made of a response.
+pub(in crate::proxy) enum Delivery {
+    /// Send it (as VCL changed it).
+    Send(Response<ResponseBody>),
+    /// VCL restarted the request, or answered otherwise: run this step.
+    Step(Step),
+}
+
+/// vcl_deliver on a response about to be sent.
+pub(in crate::proxy) fn deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
+    let Some(v) = txn.vcl.as_deref() else {
+        return Delivery::Send(response);
+    };
+    if !v.ran || v.synthesized {
+        return Delivery::Send(response);
+    }
+    let obj = v.obj.clone();
+    let pipe = v.pipe;
+    let (mut parts, body) = response.into_parts();
+    let mut resp = Resp {
+        status: parts.status,
+        reason: None,
+        headers: std::mem::take(&mut parts.headers),
+    };
+    let verdict = run_client(
+        txn,
+        Method::Deliver,
+        obj.as_deref().map(|o| (o, true)),
+        None,
+        Some(&mut resp),
+    );
+    match verdict {
+        Verdict::Deliver => {
+            parts.status = resp.status;
+            parts.headers = resp.headers;
+            if let Some(r) = resp.reason.as_deref().and_then(reason_phrase) {
+                parts.extensions.insert(r);
+            }
+            if pipe {
+                parts
+                    .headers
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            Delivery::Send(Response::from_parts(parts, body))
+        }
+        Verdict::Restart => Delivery::Step(Step::Restart),
+        Verdict::Synth(status, reason) => Delivery::Step(Step::VclSynth(status, reason)),
+        Verdict::Fail(why) => Delivery::Step(failed(txn, Method::Deliver, &why)),
+        other => Delivery::Step(failed(
+            txn,
+            Method::Deliver,
+            &format!("vcl_deliver returned {}", other.as_str()),
+        )),
+    }
+}
+
+/// A custom reason phrase, when it is valid on the wire.
+pub(super) fn reason_phrase(r: &str) -> Option<hyper::ext::ReasonPhrase> {
+    hyper::ext::ReasonPhrase::try_from(r.as_bytes().to_vec()).ok()
+}
+
+/// vcl_synth (2.x: vcl_error): the generated response VCL makes for `status` and `reason`.
+pub(in crate::proxy) fn synth(txn: &mut Txn, status: u16, reason: Option<String>) -> Step {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    let Some(v) = txn.vcl.as_deref_mut() else {
+        return Step::Synth(status, "vcl-synth");
+    };
+    v.synthesized = true;
+    v.state.body = None;
+    let legacy = v.runtime.program.dialect.is_legacy();
+    let mut resp = Resp {
+        status,
+        reason,
+        headers: HeaderMap::new(),
+    };
+    let m = if legacy { Method::Error } else { Method::Synth };
+    let verdict = run_client(txn, m, None, None, Some(&mut resp));
+    match verdict {
+        Verdict::Deliver => {}
+        Verdict::Restart => return Step::Restart,
+        Verdict::Fail(why) => {
+            tracing::warn!(subroutine = m.sub_name(), reason = %why, "VCL failed");
+            return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "vcl-failed");
+        }
+        other => {
+            tracing::warn!(
+                subroutine = m.sub_name(),
+                action = other.as_str(),
+                "unexpected VCL action"
+            );
+            return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "vcl-failed");
+        }
+    }
+    txn.proxy.counters.synth_resp.inc();
+    let body = txn
+        .vcl
+        .as_deref_mut()
+        .and_then(|v| v.state.body.take())
+        .unwrap_or_default();
+    let mut headers = resp.headers;
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    if txn.closing() {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    let body = if txn.head_only {
+        ResponseBody::empty()
+    } else {
+        ResponseBody::full(body)
+    };
+    let mut response = deliver::respond(resp.status, headers, body, "shellac; detail=vcl-synth");
+    if let Some(r) = resp.reason.as_deref().and_then(reason_phrase) {
+        response.extensions_mut().insert(r);
+    }
+    Step::Deliver(response)
+}
+
+/// `return (restart)`: the request runs again from vcl_recv, at most [`MAX_RESTARTS`] times.
+pub(in crate::proxy) fn restart(txn: &mut Txn) -> Step {
+    let Some(v) = txn.vcl.as_deref_mut() else {
+        return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "restart");
+    };
+    v.state.restarts += 1;
+    v.obj = None;
+    v.bereq = None;
+    v.synthesized = false;
+    v.is_hitmiss = false;
+    v.is_hitpass = false;
+    v.state.hash.clear();
+    v.state.body = None;
+    v.state.retries = 0;
+    if v.state.restarts > MAX_RESTARTS {
+        v.synthesized = false;
+        tracing::warn!(xid = v.state.xid, "too many restarts");
+        // Once more through vcl_synth, whose own restart ends in Shellac's 503.
+        v.state.restarts = MAX_RESTARTS + 1;
+        return Step::VclSynth(503, Some("Too many restarts".to_string()));
+    }
+    txn.proxy.counters.backend_restart.inc();
+    txn.reset_for_restart();
+    Step::Recv
+}

@@ -1,0 +1,219 @@
+//! VCL on the request path: the compiled program with its backends resolved
+//! ([`VclRuntime`], one per configuration), the state a request carries through its steps
+//! ([`VclTxn`]), and the messages VCL sees at each step (`bereq`, `beresp`, `resp`). The
+//! state machine calls the hooks in `client.rs` and `backend.rs` at its steps; `env.rs` is
+//! what a subroutine can read and change there.
+
+mod backend;
+mod client;
+mod env;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Method, StatusCode, Uri};
+
+use crate::backend::director::{Backends, Member};
+use crate::cache::{CacheKey, Object};
+use crate::vcl::ir::Program;
+use crate::vcl::run::{BackendSel, State};
+
+pub(super) use backend::{
+    BerespOutcome, ErrorOutcome, backend_error, backend_fetch, backend_response,
+};
+pub(super) use client::{Delivery, after_hit, deliver, miss, pass, recv, restart, synth};
+
+/// Restarts per request at most (Varnish's `max_restarts`); the next one is a 503.
+pub const MAX_RESTARTS: u32 = 4;
+/// Backend retries per fetch at most (Varnish's `max_retries`).
+pub const MAX_RETRIES: u32 = 4;
+
+/// A configuration's VCL program, ready to run.
+pub struct VclRuntime {
+    pub program: Program,
+    /// The program's targets (`Program::targets`) as backends and directors; `None` for a
+    /// `none` backend.
+    pub targets: Vec<Option<Member>>,
+    /// `server.hostname` and `server.identity`.
+    pub hostname: String,
+    /// Whether any subroutine uses `rollback` (only then is the received request kept).
+    pub rollback: bool,
+    /// `req.xid` numbers.
+    xids: AtomicU64,
+}
+
+impl VclRuntime {
+    pub fn new(program: Program, backends: &Backends) -> VclRuntime {
+        let targets = program.targets.iter().map(|n| backends.get(n)).collect();
+        let rollback = program.has_effect(&|f| matches!(f, crate::vcl::ir::Func::Rollback));
+        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "localhost".to_string());
+        VclRuntime {
+            program,
+            targets,
+            hostname,
+            rollback,
+            xids: AtomicU64::new(1000),
+        }
+    }
+
+    fn next_xid(&self) -> u64 {
+        self.xids.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The member a backend value routes to (`None`: no backend, or `none`).
+    pub fn member(&self, sel: BackendSel) -> Option<Member> {
+        self.targets.get(sel.target as usize).cloned().flatten()
+    }
+}
+
+/// The backend request as VCL edits it (`bereq.*`): made from the client request when the
+/// fetch starts, then used by the backend request builder instead of the client's.
+#[derive(Debug, Clone)]
+pub(super) struct Bereq {
+    pub method: Method,
+    pub uri: Uri,
+    pub headers: HeaderMap,
+    pub backend: Option<BackendSel>,
+    pub connect_timeout: Option<Duration>,
+    pub first_byte_timeout: Option<Duration>,
+    pub between_bytes_timeout: Option<Duration>,
+    /// A pass (or hit-for-pass): nothing of it is stored.
+    pub uncacheable: bool,
+    pub bgfetch: bool,
+    /// `unset bereq.body`: send no body.
+    pub no_body: bool,
+}
+
+/// The backend response as VCL sees it (`beresp.*`) in vcl_backend_response / vcl_fetch.
+#[derive(Debug)]
+pub(super) struct Beresp {
+    pub status: StatusCode,
+    pub reason: Option<String>,
+    pub headers: HeaderMap,
+    /// Seconds of freshness left (negative: already stale).
+    pub ttl: f64,
+    pub grace: f64,
+    pub keep: f64,
+    pub uncacheable: bool,
+    pub age: f64,
+    pub backend: Option<String>,
+    pub was_304: bool,
+}
+
+/// The response to the client as VCL sees it (`resp.*`) in vcl_deliver / vcl_synth.
+#[derive(Debug)]
+pub(super) struct Resp {
+    pub status: StatusCode,
+    pub reason: Option<String>,
+    pub headers: HeaderMap,
+}
+
+/// What a request carries through its steps when a VCL program runs.
+pub(super) struct VclTxn {
+    pub runtime: Arc<VclRuntime>,
+    pub state: State,
+    /// vcl_recv ran: every response but a generated one goes through vcl_deliver.
+    pub ran: bool,
+    /// The response was made by vcl_synth / vcl_error (vcl_deliver does not run for it).
+    pub synthesized: bool,
+    /// The stored object being delivered (obj.* in vcl_deliver).
+    pub obj: Option<Arc<Object>>,
+    pub bereq: Option<Bereq>,
+    /// The request as received, for `rollback`.
+    pub original: Option<Box<(Method, Uri, HeaderMap)>>,
+    pub is_hitmiss: bool,
+    pub is_hitpass: bool,
+    /// `return (pipe)`: the connection closes after this exchange.
+    pub pipe: bool,
+}
+
+impl VclTxn {
+    pub fn new(runtime: Arc<VclRuntime>) -> VclTxn {
+        let xid = runtime.next_xid();
+        VclTxn {
+            runtime,
+            state: State {
+                xid,
+                ..State::default()
+            },
+            ran: false,
+            synthesized: false,
+            obj: None,
+            bereq: None,
+            original: None,
+            is_hitmiss: false,
+            is_hitpass: false,
+            pipe: false,
+        }
+    }
+}
+
+/// The cache key of what vcl_hash gave `hash_data()`: the default key when it was the URL
+/// and the host (the built-in vcl_hash), else the host (if hashed) and the URL (if hashed)
+/// with every other input after `#` (which no request target holds).
+pub(super) fn key_from_hash(state: &State, host: &str, url: &str) -> CacheKey {
+    let parts: Vec<&str> = state.hash_parts().collect();
+    if let [u, h] = parts[..]
+        && u == url
+        && h == host
+    {
+        return CacheKey::new(host, url);
+    }
+    let host_part = parts.iter().position(|p| !host.is_empty() && *p == host);
+    let url_part = parts.iter().position(|p| *p == url);
+    let mut path = String::new();
+    if url_part.is_some() {
+        path.push_str(url);
+    }
+    for (i, p) in parts.iter().enumerate() {
+        if Some(i) == host_part || Some(i) == url_part {
+            continue;
+        }
+        path.push('#');
+        path.push_str(p);
+    }
+    if path.is_empty() {
+        path.push('#');
+    }
+    CacheKey::new(if host_part.is_some() { host } else { "" }, &path)
+}
+
+/// A header value from VCL text: CR, LF and NUL fail the request (they would split it).
+pub(super) fn header_value(s: String) -> Result<HeaderValue, String> {
+    HeaderValue::from_maybe_shared(bytes::Bytes::from(s))
+        .map_err(|_| "a header value holds a control character (CR, LF or NUL)".to_string())
+}
+
+/// Whether `name` is a header VCL may not set or unset (framing is Shellac's).
+pub(super) fn protected(name: &header::HeaderName) -> bool {
+    name == header::CONTENT_LENGTH || name == header::TRANSFER_ENCODING
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(parts: &[&str]) -> State {
+        let mut s = State::default();
+        for p in parts {
+            s.hash.push_str(p);
+            s.hash.push('\0');
+        }
+        s
+    }
+
+    #[test]
+    fn the_built_in_hash_is_the_default_key_and_extras_extend_it() {
+        let k = key_from_hash(&state(&["/a?b", "example.com"]), "example.com", "/a?b");
+        assert_eq!(k, CacheKey::new("example.com", "/a?b"));
+        let k = key_from_hash(&state(&["/a", "example.com", "https"]), "example.com", "/a");
+        assert_eq!(k.host(), "example.com");
+        assert_eq!(k.path_and_query(), "/a#https");
+        let k = key_from_hash(&state(&["/a"]), "example.com", "/a");
+        assert_eq!((k.host(), k.path_and_query()), ("", "/a"));
+    }
+}

@@ -1,0 +1,155 @@
+//! Running a compiled program (`ir::Program`) at a step of a request: the statements of one
+//! built-in subroutine (the operator's, then the built-in VCL) against an [`Env`] — what the
+//! request path gives the program to read and change at that step — until one returns an
+//! action. Reading a variable or testing a regex allocates nothing; setting a header to a
+//! constant clones a ready value; setting it to the value it already has does nothing.
+
+mod cookie;
+mod eval;
+mod exec;
+pub mod value;
+
+use http::HeaderValue;
+
+use super::ir::{Program, Var};
+use super::types::Method;
+pub use cookie::CookieJar;
+pub use value::{BackendSel, Value};
+
+/// What a subroutine decided.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    Hash,
+    Lookup,
+    Pass,
+    Pipe,
+    Deliver,
+    Fetch,
+    Restart,
+    Retry,
+    Miss,
+    Purge,
+    Abandon,
+    /// `return (fail)`, or a failure while running (the reason is logged).
+    Fail(String),
+    Ok,
+    HitForPass,
+    /// `synth(status, reason)` / 2.x `error status reason`.
+    Synth(u16, Option<String>),
+}
+
+impl Verdict {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Verdict::Hash => "hash",
+            Verdict::Lookup => "lookup",
+            Verdict::Pass => "pass",
+            Verdict::Pipe => "pipe",
+            Verdict::Deliver => "deliver",
+            Verdict::Fetch => "fetch",
+            Verdict::Restart => "restart",
+            Verdict::Retry => "retry",
+            Verdict::Miss => "miss",
+            Verdict::Purge => "purge",
+            Verdict::Abandon => "abandon",
+            Verdict::Fail(_) => "fail",
+            Verdict::Ok => "ok",
+            Verdict::HitForPass => "hit_for_pass",
+            Verdict::Synth(..) => "synth",
+        }
+    }
+}
+
+/// What the request path lets a subroutine read and change.
+pub trait Env {
+    /// A variable's value (strings borrowed from the request where they can be).
+    fn get(&self, var: &Var) -> Value<'_>;
+    /// Sets a variable. An error fails the request (Varnish's "VCL failure": a 503).
+    fn set(&mut self, var: &Var, value: Value<'static>) -> Result<(), String>;
+    /// Sets a header to a ready value (a constant: no allocation).
+    fn set_header(&mut self, var: &Var, value: HeaderValue) -> Result<(), String>;
+    /// Removes a variable (every line of a header).
+    fn unset(&mut self, var: &Var) -> Result<(), String>;
+    /// Every line of a header joined with `sep` into one (`std.collect`).
+    fn collect(&mut self, var: &Var, sep: &str);
+    /// A target's name (backend or director).
+    fn target_name(&self, target: u16) -> &str;
+    /// Whether a backend or director has a healthy backend.
+    fn healthy(&self, sel: BackendSel) -> bool;
+    /// Adds a ban (`ban()`); the error is the ban parser's.
+    fn ban(&self, expr: &str) -> Result<(), String>;
+    /// A line for the log (`std.log`).
+    fn log(&mut self, msg: &str);
+    /// Puts the request back as it arrived (`rollback`).
+    fn rollback(&mut self);
+    fn state(&self) -> &State;
+    fn state_mut(&mut self) -> &mut State;
+}
+
+/// A request's VCL state that lives across its steps.
+#[derive(Debug, Default)]
+pub struct State {
+    /// `req.restarts`.
+    pub restarts: u32,
+    /// `bereq.retries`.
+    pub retries: u32,
+    /// `req.xid`.
+    pub xid: u64,
+    /// `hash_data()` inputs of this lookup, each ended by a 0 byte.
+    pub hash: String,
+    /// The request's backend (`req.backend_hint`), when VCL chose one.
+    pub backend: Option<BackendSel>,
+    /// `req.ttl`, `req.grace` (seconds; `None`: unset).
+    pub req_ttl: Option<f64>,
+    pub req_grace: Option<f64>,
+    pub hash_always_miss: bool,
+    pub hash_ignore_busy: bool,
+    pub hash_ignore_vary: bool,
+    /// `client.identity` when set.
+    pub identity: Option<String>,
+    /// The body of a generated response (`synthetic`, `resp.body`, `beresp.body`).
+    pub body: Option<String>,
+    /// The cookie VMOD's jar.
+    pub cookies: CookieJar,
+    /// Which subroutine returned what, for the log: `recv:hash hash:lookup miss:fetch`.
+    pub trace: String,
+    /// Lines from `std.log`.
+    pub log: Vec<String>,
+}
+
+impl State {
+    /// Notes that `method` returned `verdict` (for `shellac log`).
+    pub fn note(&mut self, method: Method, verdict: &Verdict) {
+        if !self.trace.is_empty() {
+            self.trace.push(' ');
+        }
+        self.trace
+            .push_str(method.sub_name().trim_start_matches("vcl_"));
+        self.trace.push(':');
+        self.trace.push_str(verdict.as_str());
+        if let Verdict::Synth(status, _) = verdict {
+            self.trace.push('(');
+            self.trace.push_str(itoa::Buffer::new().format(*status));
+            self.trace.push(')');
+        }
+    }
+
+    /// The `hash_data()` inputs, in order.
+    pub fn hash_parts(&self) -> impl Iterator<Item = &str> {
+        self.hash.split_terminator('\0')
+    }
+}
+
+/// Runs built-in subroutine `m` (the operator's code, then the built-in VCL) and returns what
+/// it decided. A failure while running is `Verdict::Fail` with its reason.
+pub fn run(program: &Program, m: Method, env: &mut dyn Env) -> Verdict {
+    let verdict = match exec::block(program, program.method(m), env) {
+        Ok(exec::Flow::Return(v)) => v,
+        // A built-in subroutine always returns (the built-in VCL does); vcl_init / vcl_fini
+        // end without.
+        Ok(exec::Flow::Next | exec::Flow::Leave) => Verdict::Ok,
+        Err(reason) => Verdict::Fail(reason),
+    };
+    env.state_mut().note(m, &verdict);
+    verdict
+}
