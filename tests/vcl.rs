@@ -458,3 +458,59 @@ async fn check_and_serve_a_vcl_file() {
     assert_eq!(r.header("x-vcl"), Some("yes"));
     served.stop();
 }
+
+/// Fast hits under VCL: taken when the program provably changes nothing about a hit (its
+/// vcl_recv only decides), declined when it would (a vcl_deliver, a header set in vcl_recv).
+#[tokio::test]
+async fn fast_hits_only_when_the_program_leaves_hits_alone() {
+    let origin = Origin::start(|seen| Reply::ok(&seen.path).cc("max-age=60")).await;
+    let deciding = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_recv {
+    if (req.url ~ "^/admin" || req.http.Cookie ~ "logged_in") { return (pass); }
+    if (req.method == "GET" && req.url ~ "\.css$") { return (hash); }
+}
+sub vcl_backend_response { set beresp.ttl = 1h; }
+"#;
+    let shellac = start_vcl("fast", deciding, &[origin.addr]).await;
+    let full = get(shellac.addr, "/a.css").await;
+    let fast = get(shellac.addr, "/a.css").await;
+    assert_eq!(shellac.stat("cache_hit_fast").await, 1);
+    let fields = |r: &common::Resp| -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = r
+            .headers
+            .iter()
+            .filter(|(k, _)| !["date", "age", "cache-status"].contains(&k.as_str()))
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        fields(&full),
+        fields(&fast),
+        "the same fields as the full path"
+    );
+    assert_eq!(fast.body, full.body);
+    // A request vcl_recv passes is never a fast hit.
+    get_with(shellac.addr, "/a.css", &[("cookie", "logged_in=1")]).await;
+    assert_eq!(origin.count_path("/a.css"), 2);
+    assert_eq!(shellac.stat("cache_hit_fast").await, 1);
+    shellac.stop().await;
+
+    let editing = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_deliver { set resp.http.X-Cache = "HIT"; }
+"#;
+    let shellac = start_vcl("fast-deliver", editing, &[origin.addr]).await;
+    get(shellac.addr, "/b").await;
+    let r = get(shellac.addr, "/b").await;
+    assert_eq!(r.header("x-cache"), Some("HIT"));
+    assert_eq!(shellac.stat("cache_hit").await, 1);
+    assert_eq!(
+        shellac.stat("cache_hit_fast").await,
+        0,
+        "vcl_deliver runs on every hit"
+    );
+    shellac.stop().await;
+}

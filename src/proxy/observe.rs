@@ -83,7 +83,7 @@ pub(super) fn deliver(
         tls,
     );
     if let Some(v) = &txn.vcl {
-        record.set_vcl(Some(&v.state.trace));
+        record.set_vcl(Some(&v.state.trace_text()));
     }
     resp.map(|b| b.counted(counters).recorded(record))
 }

@@ -15,7 +15,8 @@
 //! `Connection`, `Expect`, body framing, the rewrite and untrusted forwarding fields
 //! the full path removes), no operator rule that would answer or edit it
 //! (`Rules::change_a_hit`), a fresh object in memory (of the request's variant when the URL has
-//! `Vary` variants).
+//! `Vary` variants). Under a VCL program, only when it provably changes nothing about the hit
+//! (`proxy/vcl/quick.rs`).
 //!
 //! [`Prepared::wire`]: crate::cache::Prepared::wire
 
@@ -58,7 +59,7 @@ impl Proxy {
         client: SocketAddr,
         tls: Option<&crate::tls::server::ConnTls>,
     ) -> Option<FastAnswer> {
-        if !self.config.server.fast_hits || self.vcl.is_some() {
+        if !self.config.server.fast_hits {
             return None;
         }
         let started = Instant::now();
@@ -125,6 +126,20 @@ impl Proxy {
         let host = std::str::from_utf8(host?).ok()?;
         // As the full path's authority check: anything else is answered there (400).
         if host.is_empty() || host.bytes().any(|b| matches!(b, b'/' | b' ' | b'@')) {
+            return None;
+        }
+        // A VCL program: only when vcl_recv, run on this head, looks it up unchanged and the
+        // program's vcl_hash, vcl_hit and vcl_deliver are the built-in ones.
+        if let Some(rt) = &self.vcl
+            && !super::vcl::recv_looks_up(
+                rt,
+                method.as_str(),
+                target,
+                req.headers,
+                client,
+                self.config.cache.normalize_accept_encoding,
+            )
+        {
             return None;
         }
         let primary = CacheKey::new(host, target);
@@ -243,6 +258,12 @@ impl Proxy {
                 tls,
             },
         );
+        let record = record.map(|mut r| {
+            if self.vcl.is_some() {
+                r.set_vcl(Some(super::vcl::FAST_HIT_TRACE));
+            }
+            r
+        });
         let body = match record {
             Some(r) => body.recorded(r),
             None => body,

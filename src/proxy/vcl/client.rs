@@ -104,31 +104,36 @@ pub(in crate::proxy) fn recv(txn: &mut Txn, rt: &Arc<VclRuntime>) -> Step {
 /// vcl_hash: the cache key from `hash_data()`, then the lookup (or, for `return (purge)`,
 /// the purge of that key).
 fn hash(txn: &mut Txn, purge: bool) -> Step {
-    if let Some(v) = txn.vcl.as_deref_mut() {
-        v.state.hash.clear();
-    }
-    match run_client(txn, Method::Hash, None, None, None) {
-        Verdict::Lookup | Verdict::Hash => {}
-        Verdict::Fail(why) => return failed(txn, Method::Hash, &why),
-        other => {
-            return failed(
-                txn,
-                Method::Hash,
-                &format!("vcl_hash returned {}", other.as_str()),
-            );
-        }
-    }
-    let host = Txn::authority(&txn.req).unwrap_or("").to_string();
-    let url = txn
-        .req
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_string();
-    let Some(v) = txn.vcl.as_deref() else {
+    let Some(v) = txn.vcl.as_deref_mut() else {
         return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-vcl-state");
     };
-    let key = key_from_hash(&v.state, &host, &url);
+    v.state.hash.clear();
+    let key = if v.runtime.program.defines(Method::Hash) {
+        match run_client(txn, Method::Hash, None, None, None) {
+            Verdict::Lookup | Verdict::Hash => {}
+            Verdict::Fail(why) => return failed(txn, Method::Hash, &why),
+            other => {
+                return failed(
+                    txn,
+                    Method::Hash,
+                    &format!("vcl_hash returned {}", other.as_str()),
+                );
+            }
+        }
+        let host = Txn::authority(&txn.req).unwrap_or("");
+        let url = txn.req.uri.path_and_query().map_or("/", |p| p.as_str());
+        let Some(v) = txn.vcl.as_deref() else {
+            return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-vcl-state");
+        };
+        key_from_hash(&v.state, host, url)
+    } else {
+        // The built-in vcl_hash (URL and host) is the default key: made directly, without
+        // copying its inputs through hash_data().
+        v.state.note(Method::Hash, &Verdict::Lookup);
+        let host = Txn::authority(&txn.req).unwrap_or("");
+        let url = txn.req.uri.path_and_query().map_or("/", |p| p.as_str());
+        crate::cache::CacheKey::new(host, url)
+    };
     if purge {
         let n = txn.proxy.cache.purge(&key);
         txn.proxy.counters.purge_objects.add(n as u64);

@@ -7,6 +7,7 @@
 mod backend;
 mod client;
 mod env;
+mod quick;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +25,11 @@ pub(super) use backend::{
     BerespOutcome, ErrorOutcome, backend_error, backend_fetch, backend_response,
 };
 pub(super) use client::{Delivery, after_hit, deliver, miss, pass, recv, restart, synth};
+pub(super) use quick::recv_looks_up;
+
+/// What the log says of a fast hit under VCL: what the full path's subroutines would have
+/// returned (`quick.rs` proved it).
+pub(super) const FAST_HIT_TRACE: &str = "recv:hash hash:lookup hit:deliver deliver:deliver";
 
 /// Restarts per request at most (Varnish's `max_restarts`); the next one is a 503.
 pub const MAX_RESTARTS: u32 = 4;

@@ -27,7 +27,13 @@ pub(super) fn block(p: &Program, body: &[Stmt], env: &mut dyn Env) -> Result<Flo
     Ok(Flow::Next)
 }
 
+/// Why a dry run stops.
+const READ_ONLY: &str = "read-only";
+
 fn stmt(p: &Program, s: &Stmt, env: &mut dyn Env) -> Result<Flow, String> {
+    if env.read_only() && matches!(s, Stmt::Set { .. } | Stmt::Unset { .. } | Stmt::Effect(..)) {
+        return Err(READ_ONLY.to_string());
+    }
     match s {
         Stmt::Set { var, op, value, .. } => {
             set(p, env, var, *op, value)?;

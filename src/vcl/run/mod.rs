@@ -7,6 +7,8 @@
 mod cookie;
 mod eval;
 mod exec;
+#[cfg(test)]
+mod tests;
 pub mod value;
 
 use http::HeaderValue;
@@ -84,6 +86,11 @@ pub trait Env {
     fn rollback(&mut self);
     fn state(&self) -> &State;
     fn state_mut(&mut self) -> &mut State;
+    /// A dry run (the fast hit path's): any `set`, `unset` or call for an effect stops it
+    /// (`Verdict::Fail`), since it would have to change the request.
+    fn read_only(&self) -> bool {
+        false
+    }
 }
 
 /// A request's VCL state that lives across its steps.
@@ -111,27 +118,44 @@ pub struct State {
     pub body: Option<String>,
     /// The cookie VMOD's jar.
     pub cookies: CookieJar,
-    /// Which subroutine returned what, for the log: `recv:hash hash:lookup miss:fetch`.
-    pub trace: String,
+    /// Which subroutine returned what, for the log (`recv:hash hash:lookup miss:fetch`):
+    /// kept inline, written out only when a transaction record is made.
+    pub trace: smallvec::SmallVec<[(Method, &'static str, u16); 12]>,
     /// Lines from `std.log`.
     pub log: Vec<String>,
 }
 
 impl State {
-    /// Notes that `method` returned `verdict` (for `shellac log`).
+    /// Notes that `method` returned `verdict` (for `shellac log`). Bounded: a request that
+    /// restarts four times runs at most ~40 subroutines; the first 64 are kept.
     pub fn note(&mut self, method: Method, verdict: &Verdict) {
-        if !self.trace.is_empty() {
-            self.trace.push(' ');
+        if self.trace.len() >= 64 {
+            return;
         }
-        self.trace
-            .push_str(method.sub_name().trim_start_matches("vcl_"));
-        self.trace.push(':');
-        self.trace.push_str(verdict.as_str());
-        if let Verdict::Synth(status, _) = verdict {
-            self.trace.push('(');
-            self.trace.push_str(itoa::Buffer::new().format(*status));
-            self.trace.push(')');
+        let status = match verdict {
+            Verdict::Synth(status, _) => *status,
+            _ => 0,
+        };
+        self.trace.push((method, verdict.as_str(), status));
+    }
+
+    /// The trace as text: `recv:hash hash:lookup miss:fetch ... synth(503)`.
+    pub fn trace_text(&self) -> String {
+        let mut out = String::new();
+        for (m, v, status) in &self.trace {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(m.sub_name().trim_start_matches("vcl_"));
+            out.push(':');
+            out.push_str(v);
+            if *status != 0 {
+                out.push('(');
+                out.push_str(itoa::Buffer::new().format(*status));
+                out.push(')');
+            }
         }
+        out
     }
 
     /// The `hash_data()` inputs, in order.
@@ -143,13 +167,18 @@ impl State {
 /// Runs built-in subroutine `m` (the operator's code, then the built-in VCL) and returns what
 /// it decided. A failure while running is `Verdict::Fail` with its reason.
 pub fn run(program: &Program, m: Method, env: &mut dyn Env) -> Verdict {
-    let verdict = match exec::block(program, program.method(m), env) {
+    let verdict = evaluate(program, m, env);
+    env.state_mut().note(m, &verdict);
+    verdict
+}
+
+/// [`run`] without noting the verdict in the trace (a dry run).
+pub fn evaluate(program: &Program, m: Method, env: &mut dyn Env) -> Verdict {
+    match exec::block(program, program.method(m), env) {
         Ok(exec::Flow::Return(v)) => v,
         // A built-in subroutine always returns (the built-in VCL does); vcl_init / vcl_fini
         // end without.
         Ok(exec::Flow::Next | exec::Flow::Leave) => Verdict::Ok,
         Err(reason) => Verdict::Fail(reason),
-    };
-    env.state_mut().note(m, &verdict);
-    verdict
+    }
 }

@@ -1,0 +1,225 @@
+//! The interpreter on its own: a compiled program run against a small map-backed request.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use http::HeaderValue;
+
+use super::*;
+use crate::vcl::compile_text;
+use crate::vcl::ir::Var;
+use crate::vcl::vars::Slot;
+
+/// A request as a map of header fields plus URL and method.
+#[derive(Default)]
+struct MapEnv {
+    url: String,
+    method: String,
+    headers: HashMap<String, String>,
+    resp: HashMap<String, String>,
+    state: State,
+    bans: std::cell::RefCell<Vec<String>>,
+    logged: Vec<String>,
+}
+
+impl Env for MapEnv {
+    fn get(&self, var: &Var) -> Value<'_> {
+        let field = || {
+            var.header
+                .as_ref()
+                .map(|h| h.as_str().to_string())
+                .unwrap_or_default()
+        };
+        match var.slot {
+            Slot::ReqUrl => Value::str(&self.url),
+            Slot::ReqMethod => Value::str(&self.method),
+            Slot::ReqHttp => self
+                .headers
+                .get(&field())
+                .map_or(Value::None, |v| Value::str(v)),
+            Slot::RespHttp => self
+                .resp
+                .get(&field())
+                .map_or(Value::None, |v| Value::str(v)),
+            Slot::ReqRestarts => Value::Int(i64::from(self.state.restarts)),
+            Slot::ClientIp => Value::Ip(SocketAddr::from(([10, 1, 2, 3], 5555))),
+            _ => Value::None,
+        }
+    }
+    fn set(&mut self, var: &Var, value: Value<'static>) -> Result<(), String> {
+        let text = value.text(&|_| "b").into_owned();
+        let field = var
+            .header
+            .as_ref()
+            .map(|h| h.as_str().to_string())
+            .unwrap_or_default();
+        match var.slot {
+            Slot::ReqUrl => self.url = text,
+            Slot::ReqHttp => {
+                self.headers.insert(field, text);
+            }
+            Slot::RespHttp => {
+                self.resp.insert(field, text);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+    fn set_header(&mut self, var: &Var, value: HeaderValue) -> Result<(), String> {
+        let text = value.to_str().unwrap_or("").to_string();
+        self.set(var, Value::Str(std::borrow::Cow::Owned(text)))
+    }
+    fn unset(&mut self, var: &Var) -> Result<(), String> {
+        let field = var
+            .header
+            .as_ref()
+            .map(|h| h.as_str().to_string())
+            .unwrap_or_default();
+        self.headers.remove(&field);
+        self.resp.remove(&field);
+        Ok(())
+    }
+    fn collect(&mut self, _: &Var, _: &str) {}
+    fn target_name(&self, _: u16) -> &str {
+        "b"
+    }
+    fn healthy(&self, _: BackendSel) -> bool {
+        true
+    }
+    fn ban(&self, expr: &str) -> Result<(), String> {
+        self.bans.borrow_mut().push(expr.to_string());
+        Ok(())
+    }
+    fn log(&mut self, msg: &str) {
+        self.logged.push(msg.to_string());
+    }
+    fn rollback(&mut self) {}
+    fn state(&self) -> &State {
+        &self.state
+    }
+    fn state_mut(&mut self) -> &mut State {
+        &mut self.state
+    }
+}
+
+fn program(subs: &str) -> crate::vcl::ir::Program {
+    let src =
+        format!("vcl 4.1;\nimport std;\nimport cookie;\nbackend b {{ .host = \"h\"; }}\n{subs}");
+    compile_text("t.vcl", &src).unwrap_or_else(|e| panic!("{e:?}"))
+}
+
+fn env(url: &str, headers: &[(&str, &str)]) -> MapEnv {
+    MapEnv {
+        url: url.to_string(),
+        method: "GET".to_string(),
+        headers: headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..MapEnv::default()
+    }
+}
+
+#[test]
+fn regsub_uses_varnish_backreferences_and_unset_strings_compare_as_varnish() {
+    let p = program(
+        r#"sub vcl_recv {
+            set req.url = regsub(req.url, "^/old/(.*)$", "/new/\1");
+            set req.http.x = regsuball(req.http.cookie, "(^|; )_ga=[^;]*", "");
+            if (req.http.missing == "") { set req.http.eq = "yes"; }
+            if (req.http.missing != "x") { set req.http.ne = "yes"; }
+            return (hash);
+        }"#,
+    );
+    let mut e = env("/old/a/b", &[("cookie", "_ga=1; a=2")]);
+    assert_eq!(run(&p, Method::Recv, &mut e), Verdict::Hash);
+    assert_eq!(e.url, "/new/a/b");
+    assert_eq!(e.headers["x"], "; a=2");
+    // As VRT_strcmp: an unset string equals nothing, not even "".
+    assert!(!e.headers.contains_key("eq"));
+    assert_eq!(e.headers["ne"], "yes");
+    assert_eq!(e.state.trace_text(), "recv:hash");
+}
+
+#[test]
+fn custom_subs_return_and_leave() {
+    let p = program(
+        r#"sub pick { if (req.url ~ "^/a") { return (pass); } set req.http.seen = "1"; return; }
+        sub vcl_recv { call pick; set req.http.after = "1"; return (hash); }"#,
+    );
+    let mut e = env("/a", &[]);
+    assert_eq!(run(&p, Method::Recv, &mut e), Verdict::Pass);
+    assert!(!e.headers.contains_key("after"));
+    let mut e = env("/b", &[]);
+    assert_eq!(run(&p, Method::Recv, &mut e), Verdict::Hash);
+    assert_eq!(e.headers["seen"], "1");
+    assert_eq!(
+        e.headers["after"], "1",
+        "a bare return goes back to the caller"
+    );
+}
+
+#[test]
+fn the_built_in_vcl_runs_after_the_operators_code() {
+    let p = program("sub vcl_recv { set req.http.x = \"1\"; }");
+    assert_eq!(
+        run(&p, Method::Recv, &mut env("/", &[("host", "h")])),
+        Verdict::Hash
+    );
+    assert_eq!(
+        run(
+            &p,
+            Method::Recv,
+            &mut env("/", &[("host", "h"), ("cookie", "a=1")])
+        ),
+        Verdict::Pass
+    );
+    let mut post = env("/", &[("host", "h")]);
+    post.method = "PROPFIND".to_string();
+    assert_eq!(run(&p, Method::Recv, &mut post), Verdict::Pipe);
+}
+
+#[test]
+fn synth_status_and_reason_and_failures() {
+    let p = program(
+        r#"sub vcl_recv {
+            if (req.url == "/x") { return (synth(1418, "teapot " + req.url)); }
+            set req.http.n = std.integer(req.http.bad, 7) + 1;
+            set req.http.zero = 1 / std.integer(req.http.zero, 0);
+        }"#,
+    );
+    assert_eq!(
+        run(&p, Method::Recv, &mut env("/x", &[])),
+        Verdict::Synth(418, Some("teapot /x".to_string()))
+    );
+    let mut e = env("/y", &[]);
+    match run(&p, Method::Recv, &mut e) {
+        Verdict::Fail(why) => assert!(why.contains("division by zero"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(e.headers["n"], "8");
+}
+
+#[test]
+fn cookie_jar_ban_and_log() {
+    let p = program(
+        r#"sub vcl_recv {
+            cookie.parse(req.http.cookie);
+            cookie.keep_re("^(SESS|lang)");
+            set req.http.cookie = cookie.get_string();
+            if (cookie.isset("lang")) { set req.http.lang = cookie.get("lang"); }
+            std.log("kept " + req.http.cookie);
+            ban("req.url ~ " + req.url);
+            if (client.ip ~ office) { set req.http.office = "yes"; }
+            return (hash);
+        }
+        acl office { "10.0.0.0"/8; }"#,
+    );
+    let mut e = env("/p", &[("cookie", "_ga=1; SESS1=a; lang=fr; x=2")]);
+    assert_eq!(run(&p, Method::Recv, &mut e), Verdict::Hash);
+    assert_eq!(e.headers["cookie"], "SESS1=a; lang=fr");
+    assert_eq!(e.headers["lang"], "fr");
+    assert_eq!(e.logged, ["kept SESS1=a; lang=fr"]);
+    assert_eq!(*e.bans.borrow(), ["req.url ~ /p"]);
+    assert_eq!(e.headers["office"], "yes");
+}
