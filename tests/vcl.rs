@@ -514,3 +514,169 @@ sub vcl_deliver { set resp.http.X-Cache = "HIT"; }
     );
     shellac.stop().await;
 }
+
+/// The backend's health as the admin API reports it.
+async fn healthy(shellac: &Shellac, name: &str) -> bool {
+    let resp = request(shellac.admin, "GET", "/backends", &[], b"").await;
+    let v: serde_json::Value = serde_json::from_slice(&resp.body).unwrap();
+    v["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == name)
+        .unwrap_or_else(|| panic!("no backend {name}: {v}"))["healthy"]
+        .as_bool()
+        .unwrap()
+}
+
+async fn wait_health(shellac: &Shellac, name: &str, want: bool) {
+    for _ in 0..400 {
+        if healthy(shellac, name).await == want {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!(
+        "{name} never became {}",
+        if want { "healthy" } else { "sick" }
+    );
+}
+
+/// vmod_directors in vcl_init over backends with a shared probe: a sick backend is skipped,
+/// a round-robin spreads over the healthy ones, `std.healthy()` and a hash director.
+#[tokio::test]
+async fn probes_and_vmod_directors() {
+    let a = Origin::start(|seen| Reply::ok(&format!("a {}", seen.path))).await;
+    let b = Origin::start(|seen| Reply::ok(&format!("b {}", seen.path))).await;
+    let sick = Origin::start(|seen| {
+        if seen.path == "/health" {
+            Reply::ok("down").status(500)
+        } else {
+            Reply::ok("should not be asked")
+        }
+    })
+    .await;
+    let vcl = r#"vcl 4.1;
+import directors;
+import std;
+probe health {
+    .url = "/health";
+    .interval = 50ms;
+    .timeout = 1s;
+    .window = 2;
+    .threshold = 1;
+    .initial = 0;
+}
+backend a { ${origin0} .probe = health; }
+backend b { ${origin1} .probe = health; }
+backend s { ${origin2} .probe = health; }
+sub vcl_init {
+    new rr = directors.round_robin();
+    rr.add_backend(a);
+    rr.add_backend(s);
+    rr.add_backend(b);
+    new h = directors.hash();
+    h.add_backend(a);
+    h.add_backend(b);
+}
+sub vcl_recv {
+    if (req.url ~ "^/sticky") {
+        set req.backend_hint = h.backend(req.http.x-user);
+    } else {
+        set req.backend_hint = rr.backend();
+    }
+    if (!std.healthy(req.backend_hint)) { return (synth(503, "nobody home")); }
+    return (pass);
+}
+sub vcl_deliver { set resp.http.x-healthy-s = std.healthy(s); }
+"#;
+    let shellac = start_vcl("directors", vcl, &[a.addr, b.addr, sick.addr]).await;
+    wait_health(&shellac, "a", true).await;
+    wait_health(&shellac, "b", true).await;
+    assert!(!healthy(&shellac, "s").await);
+    let mut seen = std::collections::BTreeSet::new();
+    for i in 0..6 {
+        let r = get(shellac.addr, &format!("/p{i}")).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.header("x-healthy-s"), Some("false"));
+        seen.insert(r.text().split(' ').next().unwrap().to_string());
+    }
+    assert_eq!(
+        seen.into_iter().collect::<Vec<_>>(),
+        ["a", "b"],
+        "both healthy ones, never s"
+    );
+    assert_eq!(sick.count_path("/p0") + sick.count_path("/p1"), 0);
+    // The hash director sends one user to one backend.
+    let first = get_with(shellac.addr, "/sticky", &[("x-user", "alice")])
+        .await
+        .text();
+    for _ in 0..5 {
+        let again = get_with(shellac.addr, "/sticky", &[("x-user", "alice")])
+            .await
+            .text();
+        assert_eq!(again, first);
+    }
+    shellac.stop().await;
+}
+
+/// The 4.x WordPress-guide configuration (tests/vcl/wordpress-4.vcl) with its backends
+/// pointed at two origins: logged-in users and wp-admin passed, cookies of anonymous
+/// visitors stripped, static files cached, PURGE from the ACL, BAN by URL and host.
+#[tokio::test]
+async fn the_wordpress_guide_configuration() {
+    let handler = |seen: &common::Seen| {
+        let reply = Reply::ok(&format!(
+            "{} cookie={}",
+            seen.path,
+            seen.headers
+                .get("cookie")
+                .map_or("-", |v| v.to_str().unwrap())
+        ));
+        if seen.path == "/healthcheck.php" {
+            return reply;
+        }
+        reply.cc("max-age=300")
+    };
+    let a = Origin::start(handler).await;
+    let b = Origin::start(handler).await;
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/vcl/wordpress-4.vcl"
+    ))
+    .unwrap()
+    .replace(".host = \"10.0.0.11\"; .port = \"8080\";", "${origin0}")
+    .replace(".host = \"10.0.0.12\"; .port = \"8080\";", "${origin1}");
+    let shellac = start_vcl("wordpress", &text, &[a.addr, b.addr]).await;
+    wait_health(&shellac, "web1", true).await;
+    wait_health(&shellac, "web2", true).await;
+    let total = |path: &str| a.count_path(path) + b.count_path(path);
+    // Anonymous visitors with analytics cookies share one cached page, without the cookies.
+    let r = get_with(
+        shellac.addr,
+        "/hello-world/",
+        &[("cookie", "_ga=1; has_js=1")],
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), "/hello-world/ cookie=-");
+    get(shellac.addr, "/hello-world/").await;
+    assert_eq!(total("/hello-world/"), 1);
+    // Logged-in users and the admin are passed, cookies and all.
+    let r = get_with(
+        shellac.addr,
+        "/hello-world/",
+        &[("cookie", "wordpress_logged_in_abc=u1")],
+    )
+    .await;
+    assert_eq!(r.text(), "/hello-world/ cookie=wordpress_logged_in_abc=u1");
+    get(shellac.addr, "/wp-admin/").await;
+    get(shellac.addr, "/wp-admin/").await;
+    assert_eq!(total("/wp-admin/"), 2);
+    // PURGE from localhost (in the ACL).
+    let r = request(shellac.addr, "PURGE", "/hello-world/", &[], b"").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    get(shellac.addr, "/hello-world/").await;
+    assert_eq!(total("/hello-world/"), 3);
+    shellac.stop().await;
+}
