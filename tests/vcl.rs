@@ -498,19 +498,41 @@ sub vcl_backend_response { set beresp.ttl = 1h; }
     assert_eq!(shellac.stat("cache_hit_fast").await, 1);
     shellac.stop().await;
 
-    let editing = r#"vcl 4.1;
+    // A vcl_deliver that adds fields: fast hits carry them; one that removes a field the
+    // object has: every hit takes the full path.
+    let adding = r#"vcl 4.1;
 backend b { ${origin0} }
-sub vcl_deliver { set resp.http.X-Cache = "HIT"; }
+sub vcl_deliver {
+    if (obj.hits > 0) { set resp.http.X-Cache = "HIT"; } else { set resp.http.X-Cache = "MISS"; }
+    unset resp.http.X-Powered-By;
+    set resp.http.X-Frame-Options = "SAMEORIGIN";
+}
 "#;
-    let shellac = start_vcl("fast-deliver", editing, &[origin.addr]).await;
-    get(shellac.addr, "/b").await;
+    let shellac = start_vcl("fast-deliver", adding, &[origin.addr]).await;
+    let miss = get(shellac.addr, "/b").await;
+    assert_eq!(miss.header("x-cache"), Some("MISS"));
     let r = get(shellac.addr, "/b").await;
     assert_eq!(r.header("x-cache"), Some("HIT"));
+    assert_eq!(r.header("x-frame-options"), Some("SAMEORIGIN"));
+    assert_eq!(
+        shellac.stat("cache_hit_fast").await,
+        1,
+        "added fields ride the fast path"
+    );
+    shellac.stop().await;
+    let removing = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_deliver { unset resp.http.cache-control; }
+"#;
+    let shellac = start_vcl("fast-unset", removing, &[origin.addr]).await;
+    get(shellac.addr, "/c").await;
+    let r = get(shellac.addr, "/c").await;
+    assert_eq!(r.header("cache-control"), None);
     assert_eq!(shellac.stat("cache_hit").await, 1);
     assert_eq!(
         shellac.stat("cache_hit_fast").await,
         0,
-        "vcl_deliver runs on every hit"
+        "a removal takes the full path"
     );
     shellac.stop().await;
 }

@@ -222,6 +222,26 @@ impl Proxy {
         }
         let status = deliver::hit_status(&object, now);
         let prepared = deliver::prepared(&object, now, &status).ok()?;
+        // Under VCL: the fields vcl_deliver adds (declined if it would do more).
+        let added = match &self.vcl {
+            Some(rt) => super::vcl::deliver_adds(
+                rt,
+                (method.as_str(), target, req.headers, client),
+                &object,
+                &prepared.map,
+            )?,
+            None => Default::default(),
+        };
+        // The log captures response fields from the object's map: one vcl_deliver adds is
+        // not in it, so such a hit takes the full path (its record names the field).
+        if !added.is_empty()
+            && self
+                .log_format
+                .as_ref()
+                .is_some_and(|f| added.iter().any(|(n, _)| f.response_headers.contains(n)))
+        {
+            return None;
+        }
         let counters = &self.counters;
         counters.client_req.inc();
         counters.cache_hit.inc();
@@ -233,6 +253,11 @@ impl Proxy {
         }
         let status = object.status;
         let head = prepared.wire(status).clone();
+        let head = if added.is_empty() {
+            head
+        } else {
+            with_fields(&head, &added)
+        };
         // The object moves into the body: no second reference count per hit.
         let body = if head_only {
             ResponseBody::empty()
@@ -275,6 +300,33 @@ impl Proxy {
             body,
         })
     }
+}
+
+/// A prepared head with `added` fields after its own (before the blank line, when the head
+/// has one: the stored fields carried their own `Date`).
+fn with_fields(head: &Bytes, added: &[(HeaderName, HeaderValue)]) -> Bytes {
+    let ends = head.ends_with(b"\r\n\r\n");
+    let body = if ends {
+        &head[..head.len() - 2]
+    } else {
+        &head[..]
+    };
+    let extra: usize = added
+        .iter()
+        .map(|(n, v)| n.as_str().len() + v.len() + 4)
+        .sum();
+    let mut out = Vec::with_capacity(head.len() + extra);
+    out.extend_from_slice(body);
+    for (name, value) in added {
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if ends {
+        out.extend_from_slice(b"\r\n");
+    }
+    Bytes::from(out)
 }
 
 /// Request fields after which a hit is not simply the object as it is: preconditions and

@@ -25,7 +25,7 @@ pub(super) use backend::{
     BerespOutcome, ErrorOutcome, backend_error, backend_fetch, backend_response,
 };
 pub(super) use client::{Delivery, after_hit, deliver, miss, pass, recv, restart, synth};
-pub(super) use quick::recv_looks_up;
+pub(super) use quick::{deliver_adds, recv_looks_up};
 
 /// What the log says of a fast hit under VCL: what the full path's subroutines would have
 /// returned (`quick.rs` proved it).

@@ -1,14 +1,20 @@
 //! Fast hits under a VCL program: a hit may skip the full path only when the program provably
-//! changes nothing about it. That holds when the operator wrote no `vcl_hash`, `vcl_hit` or
-//! `vcl_deliver` (the built-in ones key by URL and host and deliver as they are) and
-//! `vcl_recv`, run on the raw request head without being able to change it, returns `hash`
-//! (or `lookup`): any `set`, `unset` or call for its effect stops the dry run, and the request
-//! takes the full path, where it runs for real.
+//! does to it nothing the fast path cannot do. That holds when the operator wrote no
+//! `vcl_hash` or `vcl_hit` (the built-in ones key by URL and host and deliver), `vcl_recv`,
+//! run on the raw request head without being able to change it, returns `hash` (or
+//! `lookup`), and `vcl_deliver`, if the operator wrote one, only adds fields the object does
+//! not have (`set resp.http.X-Cache = "HIT";`): those become extra lines of the fast
+//! answer's head. A `set` to the value already there and an `unset` of what is not there
+//! change nothing and are allowed; any other `set` or `unset`, a call for its effect, or
+//! reading what a dry run does not have stops it, and the request takes the full path, where
+//! the program runs for real.
 
 use std::cell::Cell;
 use std::net::SocketAddr;
+use std::time::Instant;
 
-use http::HeaderValue;
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use smallvec::SmallVec;
 
 use super::VclRuntime;
 use crate::vcl::ir::Var;
@@ -17,10 +23,22 @@ use crate::vcl::run::{BackendSel, Env, State, Value, Verdict, evaluate};
 use crate::vcl::types::Method;
 use crate::vcl::vars::Slot;
 
-/// Whether the program leaves hits alone but for what `vcl_recv` decides.
+/// Whether the program leaves hits alone but for what `vcl_recv` decides and the fields
+/// `vcl_deliver` adds.
 pub(super) fn hits_untouched(rt: &VclRuntime) -> bool {
     let p = &rt.program;
-    !p.defines(Method::Hash) && !p.defines(Method::Hit) && !p.defines(Method::Deliver)
+    !p.defines(Method::Hash) && !p.defines(Method::Hit)
+}
+
+/// Fields vcl_deliver adds to a fast hit's head.
+pub(in crate::proxy) type Added = SmallVec<[(HeaderName, HeaderValue); 4]>;
+
+/// The response a dry run of vcl_deliver sees: the stored object as it would be delivered.
+struct Delivered<'a> {
+    object: &'a crate::cache::Object,
+    status: StatusCode,
+    fields: &'a HeaderMap,
+    added: Added,
 }
 
 /// A request head as `vcl_recv` reads it in a dry run.
@@ -36,6 +54,8 @@ struct RawRequest<'a> {
     doubt: Cell<bool>,
     normalised_ae: bool,
     now: f64,
+    /// For a dry run of vcl_deliver.
+    delivered: Option<Delivered<'a>>,
 }
 
 impl Env for RawRequest<'_> {
@@ -78,6 +98,44 @@ impl Env for RawRequest<'_> {
                 None => BackendSel::none(),
             }),
             Slot::Fixed(b, _) => Value::Bool(b),
+            Slot::RespHttp | Slot::RespStatus | Slot::ObjHits | Slot::ObjTtl | Slot::ObjAge
+                if self.delivered.is_some() =>
+            {
+                let Some(d) = &self.delivered else {
+                    return Value::None;
+                };
+                match var.slot {
+                    Slot::RespStatus => Value::Int(i64::from(d.status.as_u16())),
+                    Slot::ObjHits => Value::Int(1),
+                    Slot::ObjAge => Value::Duration(d.object.age(Instant::now()).as_secs_f64()),
+                    Slot::ObjTtl => {
+                        let age = d.object.age(Instant::now()).as_secs_f64();
+                        Value::Duration(d.object.ttl.get().as_secs_f64() - age)
+                    }
+                    _ => {
+                        let Some(name) = var.header.as_ref() else {
+                            return Value::None;
+                        };
+                        if let Some((_, v)) = d.added.iter().find(|(n, _)| n == name) {
+                            return match v.to_str() {
+                                Ok(s) => Value::str(s),
+                                Err(_) => {
+                                    self.doubt.set(true);
+                                    Value::None
+                                }
+                            };
+                        }
+                        match d.fields.get(name).map(|v| v.to_str()) {
+                            None => Value::None,
+                            Some(Ok(s)) => Value::str(s),
+                            Some(Err(_)) => {
+                                self.doubt.set(true);
+                                Value::None
+                            }
+                        }
+                    }
+                }
+            }
             _ => {
                 self.doubt.set(true);
                 Value::None
@@ -85,12 +143,26 @@ impl Env for RawRequest<'_> {
         }
     }
 
-    fn set(&mut self, _: &Var, _: Value<'static>) -> Result<(), String> {
-        Err("read-only".to_string())
+    fn set(&mut self, var: &Var, value: Value<'static>) -> Result<(), String> {
+        let text = value.text(&|_| "").into_owned();
+        let v = super::header_value(text)?;
+        self.set_header(var, v)
     }
 
-    fn set_header(&mut self, _: &Var, _: HeaderValue) -> Result<(), String> {
-        Err("read-only".to_string())
+    fn set_header(&mut self, var: &Var, value: HeaderValue) -> Result<(), String> {
+        // Only a field the stored object does not have may be added (once).
+        match (&mut self.delivered, var.slot, var.header.as_ref()) {
+            (Some(d), Slot::RespHttp, Some(name))
+                if !d.fields.contains_key(name) && !super::protected(name) =>
+            {
+                match d.added.iter_mut().find(|(n, _)| n == name) {
+                    Some(slot) => slot.1 = value,
+                    None => d.added.push((name.clone(), value)),
+                }
+                Ok(())
+            }
+            _ => Err("read-only".to_string()),
+        }
     }
 
     fn unset(&mut self, _: &Var) -> Result<(), String> {
@@ -162,7 +234,43 @@ pub(in crate::proxy) fn recv_looks_up(
         doubt: Cell::new(false),
         normalised_ae,
         now: epoch(std::time::SystemTime::now()),
+        delivered: None,
     };
     let verdict = evaluate(&rt.program, Method::Recv, &mut env);
     matches!(verdict, Verdict::Hash | Verdict::Lookup) && !env.doubt.get()
+}
+
+/// What vcl_deliver adds to this fast hit (nothing when the operator wrote none), or `None`
+/// when it would do more than add fields the object does not have.
+pub(in crate::proxy) fn deliver_adds(
+    rt: &VclRuntime,
+    (method, target, fields, client): (&str, &str, &[httparse::Header<'_>], SocketAddr),
+    object: &crate::cache::Object,
+    response: &HeaderMap,
+) -> Option<Added> {
+    if !rt.program.defines(Method::Deliver) {
+        return Some(Added::new());
+    }
+    let mut env = RawRequest {
+        rt,
+        method,
+        target,
+        fields,
+        client,
+        state: State::default(),
+        doubt: Cell::new(false),
+        normalised_ae: false,
+        now: epoch(std::time::SystemTime::now()),
+        delivered: Some(Delivered {
+            object,
+            status: object.status,
+            fields: response,
+            added: Added::new(),
+        }),
+    };
+    let verdict = evaluate(&rt.program, Method::Deliver, &mut env);
+    if verdict != Verdict::Deliver || env.doubt.get() {
+        return None;
+    }
+    env.delivered.map(|d| d.added)
 }

@@ -31,7 +31,9 @@ pub(super) fn block(p: &Program, body: &[Stmt], env: &mut dyn Env) -> Result<Flo
 const READ_ONLY: &str = "read-only";
 
 fn stmt(p: &Program, s: &Stmt, env: &mut dyn Env) -> Result<Flow, String> {
-    if env.read_only() && matches!(s, Stmt::Set { .. } | Stmt::Unset { .. } | Stmt::Effect(..)) {
+    // A dry run goes on past what changes nothing (a `set` to the value already there, an
+    // `unset` of what is not there) and stops at anything else that would.
+    if env.read_only() && matches!(s, Stmt::Effect(..)) {
         return Err(READ_ONLY.to_string());
     }
     match s {
@@ -40,6 +42,12 @@ fn stmt(p: &Program, s: &Stmt, env: &mut dyn Env) -> Result<Flow, String> {
             Ok(Flow::Next)
         }
         Stmt::Unset { var, .. } => {
+            if env.read_only() {
+                if !matches!(env.get(var), Value::None) {
+                    return Err(READ_ONLY.to_string());
+                }
+                return Ok(Flow::Next);
+            }
             env.unset(var)?;
             Ok(Flow::Next)
         }
