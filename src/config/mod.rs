@@ -762,13 +762,23 @@ impl Config {
                 )
             })
             .collect();
-        let mut out = format!(
-            "listen {}; {} backend{} ({})",
-            listen.join(", "),
+        let mut out = format!("listen {}", listen.join(", "));
+        for t in &self.tls {
+            let addrs: Vec<String> = t.listen.iter().map(|a| a.to_string()).collect();
+            out.push_str(&format!(
+                "; TLS {} on {} ({} certificate{})",
+                t.name,
+                addrs.join(", "),
+                t.certificates.len(),
+                if t.certificates.len() == 1 { "" } else { "s" }
+            ));
+        }
+        out.push_str(&format!(
+            "; {} backend{} ({})",
             self.backends.len(),
             if self.backends.len() == 1 { "" } else { "s" },
             backends.join(", "),
-        );
+        ));
         if let (Some(file), Some(p)) = (&self.vcl.file, &self.vcl_program) {
             out.push_str(&format!(
                 "; policy: VCL {} ({}, {} subroutine{} of its own)",
