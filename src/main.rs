@@ -571,6 +571,9 @@ fn serve(
         if let Some(addr) = running.admin {
             tracing::info!("admin listening on {addr}");
         }
+        for (name, addr) in running.live.listening_tls() {
+            tracing::info!("TLS listening on {addr} ({name})");
+        }
         tracing::info!(
             config = %file.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "<embedded default>".into()),
             "shellac {} serving: {}",

@@ -305,10 +305,13 @@ async fn no_example_stores_an_error() {
         let disk_path = disk.path(&format!("{}.dat", file.replace('/', "-")));
         let mut restarts_on_503 = false;
         let shellac = Shellac::start_file(&file, origin.addr, |c| {
+            // Policy only: the examples' TLS files (certificates, CAs) are not on this machine.
+            c.tls.clear();
             for b in &mut c.backends {
                 b.host = addr.ip().to_string();
                 b.port = addr.port();
                 b.probe = None;
+                b.tls = None;
             }
             if let Some(d) = &mut c.storage.disk {
                 d.path = disk_path;

@@ -93,38 +93,8 @@ async fn openssl_s_client_resumes_sessions() {
         let sess = pki.dir.join(format!("sess{version}.pem"));
         let mut outputs = Vec::new();
         for arg in ["-sess_out", "-sess_in"] {
-            let mut child = Command::new(&openssl)
-                .args([
-                    "s_client",
-                    version,
-                    "-connect",
-                    &connect,
-                    "-servername",
-                    "a.site.test",
-                ])
-                .args(["-ign_eof", "-CAfile"])
-                .arg(&pki.ca_file)
-                .arg(arg)
-                .arg(&sess)
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .expect("openssl runs");
-            // A request, read to the server's close: TLS 1.3's ticket comes after the
-            // handshake, with the first records.
-            let mut stdin = child.stdin.take().unwrap();
-            use tokio::io::AsyncWriteExt;
-            stdin
-                .write_all(b"GET /s HTTP/1.1\r\nHost: a.site.test\r\nConnection: close\r\n\r\n")
-                .await
-                .unwrap();
-            drop(stdin);
-            let out =
-                tokio::time::timeout(std::time::Duration::from_secs(20), child.wait_with_output())
-                    .await
-                    .expect("openssl ends when the server closes")
-                    .unwrap();
-            outputs.push(String::from_utf8_lossy(&out.stdout).into_owned());
+            let out = s_client(&openssl, &connect, version, &pki.ca_file, arg, &sess).await;
+            outputs.push(out);
         }
         assert!(
             outputs[0].contains("subject=CN = site.test"),
@@ -145,6 +115,76 @@ async fn openssl_s_client_resumes_sessions() {
     }
     let s = sh.stats().await;
     assert!(s["tls_handshake_resumed"] >= 2, "{s:?}");
+    // Two servers sharing a ticket-key file: a session made on one resumes on the other.
+    let key = pki.dir.join("ticket.key");
+    let rand = Command::new(&openssl)
+        .args(["rand", "-out"])
+        .arg(&key)
+        .arg("80")
+        .output()
+        .await
+        .unwrap();
+    assert!(rand.status.success());
+    let shared = format!("ticket_key_file = \"{}\"", key.display());
+    let (_o1, one) = start(&pki, &shared).await;
+    let (_o2, two) = start(&pki, &shared).await;
+    let sess = pki.dir.join("fleet.pem");
+    let mut outputs = Vec::new();
+    for (node, arg) in [(&one, "-sess_out"), (&two, "-sess_in")] {
+        let out = s_client(
+            &openssl,
+            &node.tls_addrs()[0].to_string(),
+            "-tls1_3",
+            &pki.ca_file,
+            arg,
+            &sess,
+        )
+        .await;
+        outputs.push(out);
+    }
+    assert!(outputs[1].contains("Reused, TLSv1.3"), "{}", outputs[1]);
+    assert_eq!(two.stats().await["tls_handshake_resumed"], 1);
+}
+
+/// One `openssl s_client` connection that sends a request and reads to the server's close;
+/// its standard output.
+async fn s_client(
+    openssl: &std::path::Path,
+    connect: &str,
+    version: &str,
+    ca: &std::path::Path,
+    sess_arg: &str,
+    sess: &std::path::Path,
+) -> String {
+    use tokio::io::AsyncWriteExt;
+    let mut child = Command::new(openssl)
+        .args([
+            "s_client",
+            version,
+            "-connect",
+            connect,
+            "-servername",
+            "a.site.test",
+        ])
+        .args(["-ign_eof", "-CAfile"])
+        .arg(ca)
+        .arg(sess_arg)
+        .arg(sess)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("openssl runs");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"GET /s HTTP/1.1\r\nHost: a.site.test\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    drop(stdin);
+    let out = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait_with_output())
+        .await
+        .expect("openssl ends when the server closes")
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Python's ssl module: verified connection with SNI, the negotiated version, and a resumed
@@ -286,4 +326,105 @@ async fn testssl_finds_no_weak_protocol_or_cipher() {
         .filter(|f| matches!(f["severity"].as_str(), Some("HIGH" | "CRITICAL" | "MEDIUM")))
         .collect();
     assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// Two `shellac serve` processes sharing a ticket-key file: a session `openssl s_client`
+/// made with one resumes on the other. Then `SIGHUP` makes one load a renewed certificate.
+#[test]
+fn two_processes_share_ticket_keys_and_sighup_reloads_certificates() {
+    let Some(openssl) = tools::require(which("openssl"), "openssl", "openssl") else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let pki = Pki::new("processes");
+    let (cert, key) = pki.leaf("site", &["site.test", "*.site.test"]);
+    let origin = rt.block_on(Origin::start(|seen| {
+        Reply::ok(&format!("body of {}", seen.path))
+    }));
+    let ticket = pki.dir.join("ticket.key");
+    std::fs::write(&ticket, (0..80u8).collect::<Vec<u8>>()).unwrap();
+    let serve = |name: &str| {
+        let config = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n\n[[tls]]\nlisten = \"127.0.0.1:0\"\nticket_key_file = \"{}\"\nwatch_interval = \"0s\"\n[[tls.certificate]]\ncert = \"{}\"\nkey = \"{}\"\n\n[[backend]]\nhost = \"127.0.0.1\"\nport = {}\n",
+            ticket.display(),
+            cert.display(),
+            key.display(),
+            origin.addr.port()
+        );
+        let path = common::tls::write(&pki.dir, name, &config);
+        let served = common::binary::Served::serve(&["--config", path.to_str().unwrap()]);
+        // Logged right after the admin address (bounded: a missing line fails the test).
+        let mut tls = None;
+        while tls.is_none() {
+            let line = served
+                .log
+                .recv_timeout(std::time::Duration::from_secs(20))
+                .expect("the TLS address in the log");
+            tls = line
+                .split("TLS listening on ")
+                .nth(1)
+                .and_then(|rest| rest.split(' ').next())
+                .map(str::to_string);
+        }
+        let tls = tls.unwrap();
+        (served, tls)
+    };
+    let (one, one_addr) = serve("one.toml");
+    let (two, two_addr) = serve("two.toml");
+    let sess = pki.dir.join("sess.pem");
+    let first = rt.block_on(s_client(
+        &openssl,
+        &one_addr,
+        "-tls1_3",
+        &pki.ca_file,
+        "-sess_out",
+        &sess,
+    ));
+    assert!(first.contains("New, TLSv1.3"), "{first}");
+    let second = rt.block_on(s_client(
+        &openssl,
+        &two_addr,
+        "-tls1_3",
+        &pki.ca_file,
+        "-sess_in",
+        &sess,
+    ));
+    assert!(
+        second.contains("Reused, TLSv1.3"),
+        "resumed in the other process: {second}"
+    );
+    // A renewed certificate in place, then SIGHUP: new handshakes get it.
+    let renewed = pki.leaf_with(
+        "renewed",
+        &["site.test"],
+        rcgen::KeyPair::generate().unwrap(),
+        |p| {
+            p.distinguished_name
+                .push(rcgen::DnType::OrganizationName, "renewed");
+        },
+    );
+    std::fs::copy(&renewed.0, &cert).unwrap();
+    std::fs::copy(&renewed.1, &key).unwrap();
+    two.signal("-HUP");
+    let mut seen = String::new();
+    for _ in 0..100 {
+        seen = rt.block_on(s_client(
+            &openssl,
+            &two_addr,
+            "-tls1_3",
+            &pki.ca_file,
+            "-sess_out",
+            &pki.dir.join("x.pem"),
+        ));
+        if seen.contains("O = renewed") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        seen.contains("subject=CN = site.test, O = renewed"),
+        "{seen}"
+    );
+    one.stop();
+    two.stop();
 }
