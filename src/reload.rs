@@ -162,6 +162,7 @@ impl Live {
         };
         let task = tokio::spawn(crate::server::accept_loop(
             listener,
+            configured,
             self.clone(),
             self.shutdown.clone(),
             tls.clone(),

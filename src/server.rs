@@ -212,10 +212,11 @@ pub(crate) fn bind_listener(addr: SocketAddr, backlog: u32) -> std::io::Result<T
     socket.listen(backlog)
 }
 
-/// Accepts client connections on `listener`; `tls`: the `[[tls]]` listener it belongs to
-/// (its certificates and settings are those current at each accept).
+/// Accepts client connections on `listener`, configured as `configured`; `tls`: the `[[tls]]`
+/// listener it belongs to (its certificates and settings are those current at each accept).
 pub(crate) async fn accept_loop(
     listener: TcpListener,
+    configured: SocketAddr,
     live: Arc<Live>,
     mut shutdown: watch::Receiver<bool>,
     tls: Option<Arc<str>>,
@@ -249,6 +250,8 @@ pub(crate) async fn accept_loop(
                         }
                     },
                 };
+                // `[http2] h2c` for this listener, as configured at accept time.
+                let h2c = tls.is_none() && proxy.config.http2.h2c.on(configured);
                 // A connection that has not sent a byte yet waits as a socket alone (no task,
                 // no session) until it does or `header_read_timeout` passes: a flood of silent
                 // connections costs a parking slot each, not ~11.5 KiB.
@@ -262,7 +265,7 @@ pub(crate) async fn accept_loop(
                     let deadline = now.saturating_add(ms(wait));
                     let open = Arc::new(OpenConn(proxy.shared.clone()));
                     live.parking()
-                        .park(stream, peer, open, deadline, Some(now), tls);
+                        .park(stream, peer, open, deadline, Some(now), tls, h2c);
                     continue;
                 }
                 tokio::spawn(client_connection(
@@ -273,6 +276,7 @@ pub(crate) async fn accept_loop(
                     None,
                     None,
                     tls,
+                    h2c,
                 ));
             }
             Err(e) => {
@@ -426,7 +430,10 @@ fn has_bytes(stream: &TcpStream) -> bool {
 
 /// `new_since`: a new connection resumed from the parking lot on its first byte, accepted at
 /// this time (its request head is due `header_read_timeout` after it). `tls`: a connection
-/// on a TLS listener (server/tls_conn.rs runs it).
+/// on a TLS listener (server/tls_conn.rs runs it). `h2c`: a new connection on a cleartext
+/// listener that accepts HTTP/2 with prior knowledge.
+// Each argument is a separate fact about the connection, from the accept loop or the lot.
+#[allow(clippy::too_many_arguments)]
 async fn client_connection(
     stream: TcpStream,
     peer: SocketAddr,
@@ -435,6 +442,7 @@ async fn client_connection(
     open: Option<Arc<OpenConn>>,
     new_since: Option<u64>,
     tls: Option<TlsStart>,
+    h2c: bool,
 ) {
     // Connection settings come from the configuration current when a session starts.
     let cfg = live.load().config.server.clone();
@@ -451,7 +459,7 @@ async fn client_connection(
         return tls_conn::run(stream, peer, live, shutdown, open, new_since, start).await;
     }
     // A new connection on a listener that accepts h2c: HTTP/2 if it starts with the preface.
-    if (new_since.is_some() || !resumed) && live.load().config.http2.h2c {
+    if h2c && (new_since.is_some() || !resumed) {
         let since = new_since.unwrap_or_else(now_ms);
         match sniff_preface(&stream, since.saturating_add(ms(cfg.header_read_timeout.0))).await {
             Some(true) => {
@@ -478,7 +486,7 @@ async fn client_connection(
     // The gauge (in park) before the counter: whoever sees the count sees the gauge too.
     if live
         .parking()
-        .park(released, peer, open, deadline, None, None)
+        .park(released, peer, open, deadline, None, None, false)
     {
         live.load().counters.client_idle_released.inc();
     }

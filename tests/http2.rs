@@ -13,7 +13,7 @@ use common::*;
 use tokio::sync::Notify;
 
 fn h2c(c: &mut shellac::config::Config) {
-    c.http2.h2c = true;
+    c.http2.h2c = shellac::config::http2::H2c::All;
 }
 
 fn origin_reply(s: &Seen) -> Reply {
@@ -81,6 +81,48 @@ async fn the_preface_is_http1_version_not_supported_without_h2c() {
     let answer = raw(shellac.addr, PREFACE).await;
     // Refused as an HTTP/1.1 request: `*` is a target only OPTIONS may have.
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    shellac.stop().await;
+}
+
+/// `[http2] h2c` as a list: HTTP/2 with prior knowledge on the listeners named only, also for
+/// a connection that waits in the parking lot before its first byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2c_per_listener() {
+    use shellac::config::http2::H2c;
+    let origin = Origin::start(origin_reply).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.server.listen = vec![
+            "127.0.0.1:0".parse().unwrap(),
+            "127.0.0.2:0".parse().unwrap(),
+        ];
+        c.http2.h2c = H2c::Only(vec!["127.0.0.2:0".parse().unwrap()]);
+    })
+    .await;
+    let listening = shellac.listening();
+    let (plain, with_h2c) = (listening[0], listening[1]);
+    assert_eq!(with_h2c.ip().to_string(), "127.0.0.2");
+    let answer = raw(plain, PREFACE).await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    let mut conn = H2Conn::open(with_h2c).await;
+    assert_eq!(conn.send("GET", "/a", &[], b"").await.text(), "body of /a");
+    // Silent for a while first: parked on accept, resumed on its first byte as h2c.
+    let stream = tokio::net::TcpStream::connect(with_h2c).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut late = Raw::from_stream(stream);
+    let mut hello = PREFACE.to_vec();
+    hello.extend(frame(SETTINGS, 0, 0, &[]));
+    assert!(late.send(&hello).await);
+    assert!(late.get(1, "/a").await);
+    let headers = late
+        .until(Duration::from_secs(5), |f| {
+            f.kind == HEADERS && f.stream == 1
+        })
+        .await;
+    assert!(headers.is_some(), "an HTTP/2 answer on the h2c listener");
+    // HTTP/1.1 on both.
+    assert!(get(plain, "/a").await.cache_status().contains("hit"));
+    assert!(get(with_h2c, "/a").await.cache_status().contains("hit"));
+    assert_eq!(shellac.stats().await["h2_conn"], 2);
     shellac.stop().await;
 }
 

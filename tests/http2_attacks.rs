@@ -39,7 +39,7 @@ fn origin_reply(s: &Seen) -> Reply {
 async fn start(tweak: impl FnOnce(&mut shellac::config::Config)) -> (Origin, Shellac) {
     let origin = Origin::start(origin_reply).await;
     let shellac = Shellac::start(origin.addr, |c| {
-        c.http2.h2c = true;
+        c.http2.h2c = shellac::config::http2::H2c::All;
         tweak(c);
     })
     .await;

@@ -102,7 +102,10 @@ async fn start() -> (Origin, Shellac) {
         Reply::ok(&format!("{} {} {}", s.method, s.path, s.body_len)).cc("max-age=60")
     })
     .await;
-    let shellac = Shellac::start(origin.addr, |c| c.http2.h2c = true).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.http2.h2c = shellac::config::http2::H2c::All
+    })
+    .await;
     (origin, shellac)
 }
 

@@ -1,6 +1,11 @@
 //! `[http2]`: HTTP/2 to clients — cleartext h2c, the protocol limits Shellac announces, and the
 //! bounds of the flood defences (docs/http2.md, SECURITY.md).
 
+use std::fmt;
+use std::net::SocketAddr;
+
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::ser::{SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
 
 use super::units::Size;
@@ -9,9 +14,10 @@ use super::units::Size;
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Http2Config {
-    /// Accept HTTP/2 with prior knowledge (h2c) on the cleartext listeners: a connection that
-    /// starts with the HTTP/2 preface is served as HTTP/2. Default false.
-    pub h2c: bool,
+    /// Accept HTTP/2 with prior knowledge (h2c) on cleartext listeners: a connection that
+    /// starts with the HTTP/2 preface is served as HTTP/2. `true`: on every `server.listen`
+    /// address; a list: on those of them only. Default false.
+    pub h2c: H2c,
     /// SETTINGS_MAX_CONCURRENT_STREAMS: requests one connection may have open. Default 100.
     pub max_concurrent_streams: u32,
     /// SETTINGS_INITIAL_WINDOW_SIZE: request body bytes a client may send on one stream
@@ -41,7 +47,7 @@ pub struct Http2Config {
 impl Default for Http2Config {
     fn default() -> Self {
         Http2Config {
-            h2c: false,
+            h2c: H2c::Off,
             max_concurrent_streams: 100,
             stream_window: Size(256 * 1024),
             connection_window: Size(1024 * 1024),
@@ -51,5 +57,189 @@ impl Default for Http2Config {
             reset_budget: 100,
             control_frames_per_second: 1000,
         }
+    }
+}
+
+/// `h2c`: on which cleartext listeners a connection may start with the HTTP/2 preface.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum H2c {
+    /// `false`: on none.
+    Off,
+    /// `true`: on every `server.listen` address.
+    All,
+    /// A list: on the listeners configured with these addresses (each one of `server.listen`,
+    /// checked in `validate`).
+    Only(Vec<SocketAddr>),
+}
+
+impl H2c {
+    /// Whether the listener configured as `listen` (an entry of `server.listen`) accepts h2c.
+    pub fn on(&self, listen: SocketAddr) -> bool {
+        match self {
+            H2c::Off => false,
+            H2c::All => true,
+            H2c::Only(list) => list.contains(&listen),
+        }
+    }
+}
+
+impl Serialize for H2c {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            H2c::Off => s.serialize_bool(false),
+            H2c::All => s.serialize_bool(true),
+            H2c::Only(list) => {
+                let mut seq = s.serialize_seq(Some(list.len()))?;
+                for a in list {
+                    seq.serialize_element(&a.to_string())?;
+                }
+                seq.end()
+            }
+        }
+    }
+}
+
+fn address<E: de::Error>(v: &str) -> Result<SocketAddr, E> {
+    v.parse().map_err(|_| {
+        E::custom(format!(
+            "`{v}` is not an address (e.g. \"127.0.0.1:6081\" or \"[::1]:6081\"): h2c is true, false, or a list of server.listen addresses"
+        ))
+    })
+}
+
+impl<'de> Deserialize<'de> for H2c {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<H2c, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = H2c;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("true, false, or a list of server.listen addresses")
+            }
+            fn visit_bool<E: de::Error>(self, on: bool) -> Result<H2c, E> {
+                Ok(if on { H2c::All } else { H2c::Off })
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<H2c, E> {
+                address(v).map(|a| H2c::Only(vec![a]))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<H2c, A::Error> {
+                let mut out = Vec::new();
+                while let Some(item) = seq.next_element::<String>()? {
+                    out.push(address(&item)?);
+                }
+                Ok(H2c::Only(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Problems with `h2c`'s list, as (key path, problem): every address must be a cleartext
+/// listener's, as written in `server.listen`.
+pub(super) fn validate(c: &super::Config) -> Vec<(Vec<String>, String)> {
+    let H2c::Only(list) = &c.http2.h2c else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, a) in list.iter().enumerate() {
+        if c.server.listen.contains(a) {
+            continue;
+        }
+        let tls = c.tls.iter().find(|t| t.listen.contains(a));
+        let why = match tls {
+            Some(t) => format!(
+                "{a} is a TLS listener ([[tls]] `{}`): HTTP/2 is chosen there by ALPN (its `alpn` setting), not h2c",
+                t.name
+            ),
+            None => {
+                let listen: Vec<String> = c.server.listen.iter().map(|l| l.to_string()).collect();
+                format!(
+                    "{a} is not one of server.listen ({}): h2c names the cleartext listeners, as written there, that accept HTTP/2 with prior knowledge",
+                    listen.join(", ")
+                )
+            }
+        };
+        out.push((vec!["http2".into(), "h2c".into(), i.to_string()], why));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn errors(text: &str) -> Vec<String> {
+        match Config::parse(text, "t.toml") {
+            Ok(_) => Vec::new(),
+            Err(errs) => errs
+                .iter()
+                .map(|e| format!("{}:{}: {}", e.line, e.key, e.message))
+                .collect(),
+        }
+    }
+
+    const HEAD: &str = "[server]\nlisten = [\"0.0.0.0:80\", \"127.0.0.1:8080\"]\n\n[[backend]]\nhost = \"b\"\nport = 80\n\n";
+
+    #[test]
+    fn true_false_or_a_list_of_listeners() {
+        let c = Config::parse(&format!("{HEAD}[http2]\nh2c = true\n"), "t.toml").unwrap();
+        assert_eq!(c.http2.h2c, H2c::All);
+        assert!(c.http2.h2c.on("0.0.0.0:80".parse().unwrap()));
+        let c = Config::parse(
+            &format!("{HEAD}[http2]\nh2c = [\"127.0.0.1:8080\"]\n"),
+            "t.toml",
+        )
+        .unwrap();
+        assert!(c.http2.h2c.on("127.0.0.1:8080".parse().unwrap()));
+        assert!(!c.http2.h2c.on("0.0.0.0:80".parse().unwrap()));
+        // One address is a list of one.
+        let c = Config::parse(
+            &format!("{HEAD}[http2]\nh2c = \"127.0.0.1:8080\"\n"),
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            c.http2.h2c,
+            H2c::Only(vec!["127.0.0.1:8080".parse().unwrap()])
+        );
+        assert!(
+            !Config::embedded_default()
+                .http2
+                .h2c
+                .on("127.0.0.1:6081".parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn bad_values_name_line_and_key() {
+        assert_eq!(
+            errors(&format!(
+                "{HEAD}[http2]\nh2c = [\"127.0.0.1:8080\",\n  \"127.0.0.1:9090\"]\n"
+            )),
+            [
+                "10:http2.h2c.1: 127.0.0.1:9090 is not one of server.listen (0.0.0.0:80, 127.0.0.1:8080): h2c names the cleartext listeners, as written there, that accept HTTP/2 with prior knowledge"
+            ]
+        );
+        let tls = "[[tls]]\nname = \"t\"\nlisten = [\"127.0.0.1:443\"]\ncertificates = [{ cert = \"/nonexistent/c.pem\", key = \"/nonexistent/k.pem\" }]\n\n";
+        let got = errors(&format!("{HEAD}{tls}[http2]\nh2c = [\"127.0.0.1:443\"]\n"));
+        assert!(
+            got.iter()
+                .any(|e| e
+                    .starts_with("14:http2.h2c.0: 127.0.0.1:443 is a TLS listener ([[tls]] `t`)")),
+            "{got:?}"
+        );
+        let got = errors(&format!("{HEAD}[http2]\nh2c = \"yes\"\n"));
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].starts_with("9:http2.h2c: `yes` is not an address"),
+            "{got:?}"
+        );
+        let got = errors(&format!("{HEAD}[http2]\nh2c = 1\n"));
+        assert_eq!(
+            got,
+            [
+                "9:http2.h2c: expected true, false, or a list of server.listen addresses such as [\"127.0.0.1:6081\"], found 1"
+            ]
+        );
     }
 }

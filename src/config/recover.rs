@@ -376,7 +376,7 @@ fn operator_words(message: &str, kind: &Kind, inside_list: bool) -> String {
 /// What one element of a list kind is.
 fn element_phrase(kind: &Kind) -> Option<String> {
     Some(match kind {
-        Kind::Addresses => "an address such as \"127.0.0.1:6081\"".into(),
+        Kind::Addresses | Kind::Listeners => "an address such as \"127.0.0.1:6081\"".into(),
         Kind::Networks => "a network such as \"10.0.0.0/8\" or \"::1\"".into(),
         Kind::Statuses => "an HTTP status (100-599)".into(),
         Kind::Texts(_) | Kind::FieldTable(_) => "a string".into(),

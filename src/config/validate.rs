@@ -19,6 +19,7 @@ pub(super) fn across(c: &Config) -> Problems {
     out.extend(super::vcl::validate(c));
     out.extend(backend::validate(c));
     out.extend(addresses::validate(c));
+    out.extend(super::http2::validate(c));
     out.extend(super::tls::validate(&c.tls));
     for (i, t) in c.tls.iter().enumerate() {
         out.extend(super::acme::validate(

@@ -86,6 +86,8 @@ struct Parked {
     /// `header_read_timeout`), not a released keep-alive one. A flag rather than the accept
     /// time: a slot stays 72 bytes.
     new: bool,
+    /// A new connection on a listener that accepts h2c (`[http2] h2c`).
+    h2c: bool,
 }
 
 impl Parked {
@@ -175,9 +177,12 @@ impl Parking {
     /// Parks a released connection (`new_since: None`) or a new one that has sent nothing
     /// yet (`Some(accepted at)`) until it is readable, `deadline` (on [`now_ms`]'s clock)
     /// passes, or shutdown; a TLS connection with its TLS state (`tls`: the listener whose
-    /// handshake it waits for, or the established session). Counted in the released (or
+    /// handshake it waits for, or the established session); `h2c`: a new one on a listener that
+    /// accepts h2c. Counted in the released (or
     /// waiting) gauge while parked. A connection that cannot be parked (after shutdown, or
     /// the epoll set refuses it) is closed: `false`.
+    // Each argument is a separate fact about the connection that the slot keeps.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn park(
         &self,
         stream: tokio::net::TcpStream,
@@ -186,6 +191,7 @@ impl Parking {
         deadline: u64,
         new_since: Option<u64>,
         tls: Option<TlsStart>,
+        h2c: bool,
     ) -> bool {
         let Ok(stream) = stream.into_std() else {
             return false;
@@ -223,6 +229,7 @@ impl Parking {
             open,
             deadline,
             new: new_since.is_some(),
+            h2c: h2c && new_since.is_some(),
         };
         parked.gauge().fetch_add(1, Ordering::Relaxed);
         lot.slots[index as usize].conn = Some(parked);
@@ -437,6 +444,7 @@ fn resume(p: Parked, live: &Arc<Live>, shutdown: &watch::Receiver<bool>) {
         open,
         deadline,
         new,
+        h2c,
     } = p;
     let (open, tls) = open.into_parts();
     // A new connection's head is still due `header_read_timeout` after its accept (a TLS
@@ -458,6 +466,7 @@ fn resume(p: Parked, live: &Arc<Live>, shutdown: &watch::Receiver<bool>) {
                 Some(open),
                 new_since,
                 tls,
+                h2c,
             ));
         }
         Err(e) => tracing::debug!(%peer, error = %e, "cannot resume a parked connection"),
@@ -518,7 +527,7 @@ mod tests {
             let peer = client.local_addr().unwrap();
             let open = Arc::new(OpenConn(shared.clone()));
             shared.open_conns.fetch_add(1, Ordering::Relaxed);
-            assert!(parking.park(server, peer, open, 1_000 + i as u64 * 10, None, None));
+            assert!(parking.park(server, peer, open, 1_000 + i as u64 * 10, None, None, false));
             clients.push(client);
         }
         assert_eq!(parking.parked(), 4);
@@ -551,7 +560,15 @@ mod tests {
         let (server, client) = connections(1).await.pop().unwrap();
         let open = Arc::new(OpenConn(shared.clone()));
         shared.open_conns.fetch_add(1, Ordering::Relaxed);
-        assert!(!parking.park(server, client.local_addr().unwrap(), open, 5, None, None));
+        assert!(!parking.park(
+            server,
+            client.local_addr().unwrap(),
+            open,
+            5,
+            None,
+            None,
+            false
+        ));
         assert_eq!(shared.open_conns.load(Ordering::Relaxed), 0);
     }
 
@@ -570,7 +587,8 @@ mod tests {
             Arc::new(OpenConn(shared.clone())),
             u64::MAX,
             None,
-            None
+            None,
+            false
         ));
         shared.open_conns.fetch_add(1, Ordering::Relaxed);
         let mut pairs: Vec<_> = conns.into_iter().map(|(s, c)| (Some(s), c)).collect();
@@ -585,7 +603,8 @@ mod tests {
                     open,
                     round,
                     None,
-                    None
+                    None,
+                    false
                 ));
             }
             // Resume them all again, the way `run` does.

@@ -119,7 +119,7 @@ pub(super) async fn run(
     let tls = TlsStart::Resume(Box::new(conn), info);
     if live
         .parking()
-        .park(socket, peer, open, deadline, None, Some(tls))
+        .park(socket, peer, open, deadline, None, Some(tls), false)
     {
         counters.client_idle_released.inc();
     }

@@ -8,11 +8,11 @@ pub(super) const HTTP2: &[Setting] = &[
     Setting {
         section: "http2",
         key: "h2c",
-        kind: Kind::Bool,
+        kind: Kind::Listeners,
         default: Default::Value(r##"false"##),
         example: r##""##,
         restart: false,
-        doc: r##"Accept HTTP/2 with prior knowledge (h2c, RFC 9113 §3.3) on the cleartext listeners: a new connection whose first bytes are the HTTP/2 connection preface (`PRI * HTTP/2.0`…) is served as HTTP/2, every other one as HTTP/1.1 as before. Off: the preface is refused as an HTTP/1.1 request (`400`). The `Upgrade: h2c` dance of HTTP/1.1 is not offered (RFC 9113 deprecates it). On TLS listeners HTTP/2 is chosen by ALPN instead. A reload applies it to connections accepted after it. Counter `h2_conn` (HTTP/2 connections served)."##,
+        doc: r##"Accept HTTP/2 with prior knowledge (h2c, RFC 9113 §3.3) on cleartext listeners: a new connection whose first bytes are the HTTP/2 connection preface (`PRI * HTTP/2.0`…) is served as HTTP/2, every other one as HTTP/1.1 as before. `true`: on every `server.listen` address; a list: only on the listeners named, each written as in `server.listen` (e.g. h2c on an internal `"127.0.0.1:8080"` for a load balancer that speaks h2c, HTTP/1.1 only on the public one); `false`: on none. Where it is off, the preface is refused as an HTTP/1.1 request (`400`). An address that is not in `server.listen` (or is a `[[tls]]` listener's) is a configuration error. The `Upgrade: h2c` dance of HTTP/1.1 is not offered (RFC 9113 deprecates it). On TLS listeners HTTP/2 is chosen by ALPN instead. A reload applies it to connections accepted after it. Counter `h2_conn` (HTTP/2 connections served)."##,
     },
     Setting {
         section: "http2",

@@ -51,6 +51,8 @@ pub enum Kind {
     Addresses,
     /// `ADDRESS:PORT`, or `"off"` / `false`.
     AdminAddress,
+    /// `true`, `false`, or a list of `server.listen` addresses (`[http2] h2c`).
+    Listeners,
     /// A list of IP networks (one is accepted).
     Networks,
     /// A string, described by the phrase given.
@@ -88,6 +90,10 @@ impl Kind {
                 "a list of addresses such as [\"127.0.0.1:6081\", \"[::1]:6081\"]".into()
             }
             Kind::AdminAddress => "an address such as \"127.0.0.1:6082\", or \"off\"".into(),
+            Kind::Listeners => {
+                "true, false, or a list of server.listen addresses such as [\"127.0.0.1:6081\"]"
+                    .into()
+            }
             Kind::Networks => "a list of networks such as [\"10.0.0.0/8\", \"::1\"]".into(),
             Kind::Text(what) | Kind::Texts(what) | Kind::FieldTable(what) => what.into(),
             Kind::Choice(words) => {
