@@ -660,7 +660,24 @@ async fn admin_api_metrics_and_dashboard_show_each_certificate_and_its_expiry() 
     assert!(metrics.contains("shellac_tls_handshake_fail_timeout_total 0"));
     let dash: serde_json::Value =
         serde_json::from_slice(&common::get(sh.admin, "/api/dashboard").await.body).unwrap();
-    assert_eq!(dash["tls"][0]["names"], "site.test, *.site.test");
+    assert_eq!(
+        dash["tls"]["certificates"][0]["names"],
+        "site.test, *.site.test"
+    );
+    assert_eq!(dash["tls"]["handshakes"], 0);
+    // A failed handshake shows with its reason.
+    let mut plain = tokio::net::TcpStream::connect(sh.tls_addrs()[0])
+        .await
+        .unwrap();
+    plain
+        .write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let _ = tokio::time::timeout(Duration::from_secs(10), plain.read_to_end(&mut Vec::new())).await;
+    until_stats(&sh, "the failure", |s| s["tls_handshake_fail"] == 1).await;
+    let dash: serde_json::Value =
+        serde_json::from_slice(&common::get(sh.admin, "/api/dashboard").await.body).unwrap();
+    assert_eq!(dash["tls"]["failures"], serde_json::json!({"not_tls": 1}));
 }
 
 #[tokio::test]

@@ -76,10 +76,20 @@ pub fn data(proxy: &Proxy) -> Value {
     })
 }
 
-/// The TLS certificates for the dashboard's table: listener, names, expiry.
-pub fn tls(certs: &[crate::tls::server::CertView]) -> serde_json::Value {
+/// The TLS panel: handshakes (completed, resumed, failed, and the failures by reason that
+/// happened), and each certificate (listener, names, expiry).
+pub fn tls(proxy: &Proxy, certs: &[crate::tls::server::CertView]) -> serde_json::Value {
     let now = crate::tls::certs::unix_now();
-    serde_json::Value::Array(
+    let c = &proxy.counters;
+    let failures: serde_json::Map<String, Value> = c
+        .snapshot()
+        .into_iter()
+        .filter_map(|(name, n)| {
+            let reason = name.strip_prefix("tls_handshake_fail_")?;
+            (n > 0).then(|| (reason.to_string(), json!(n)))
+        })
+        .collect();
+    let certificates = serde_json::Value::Array(
         certs
             .iter()
             .map(|c| {
@@ -92,7 +102,14 @@ pub fn tls(certs: &[crate::tls::server::CertView]) -> serde_json::Value {
                 })
             })
             .collect(),
-    )
+    );
+    json!({
+        "handshakes": c.tls_handshake.get(),
+        "resumed": c.tls_handshake_resumed.get(),
+        "failed": c.tls_handshake_fail.get(),
+        "failures": failures,
+        "certificates": certificates,
+    })
 }
 
 #[derive(Default)]

@@ -112,7 +112,7 @@ async fn handle(live: &Arc<Live>, req: Request<Incoming>) -> Response<AdminBody>
         ),
         (&Method::GET, "/api/dashboard") => {
             let mut data = dashboard::data(&proxy);
-            data["tls"] = dashboard::tls(&live.tls().certificates());
+            data["tls"] = dashboard::tls(&proxy, &live.tls().certificates());
             reply(StatusCode::OK, JSON, json(data))
         }
         _ => route(&proxy, req),

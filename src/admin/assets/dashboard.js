@@ -108,8 +108,13 @@ function render(d) {
       cell(b.idle, "num"), cell(b.req, "num"), cell((b.fail || 0) + (b.error || 0), "num"));
     return tr;
   }));
-  const certs = d.tls || [];
+  const tls = d.tls || { certificates: [], failures: {} };
+  const certs = tls.certificates;
   document.getElementById("tls-panel").hidden = certs.length === 0;
+  const reasons = Object.entries(tls.failures).map(([r, n]) => r + " " + n).join(", ");
+  document.getElementById("tls-handshakes").textContent =
+    "handshakes " + tls.handshakes + " (" + tls.resumed + " resumed) · failed " + tls.failed +
+    (reasons ? " (" + reasons + ")" : "");
   document.getElementById("tls").replaceChildren(...certs.map(c => {
     const tr = document.createElement("tr");
     tr.append(cell(c.listener), cell(c.names), cell(c.key), cell(c.not_after),
