@@ -21,3 +21,4 @@ pub mod stats;
 pub mod tls;
 pub mod txlog;
 pub mod vcl;
+pub mod vtc;

@@ -184,6 +184,29 @@ enum Command {
         #[command(flatten)]
         admin: AdminArgs,
     },
+    /// Run Varnish's own test scripts (.vtc, varnishtest) against this Shellac: each
+    /// `varnish vN` is a `shellac serve` process; a file needing what Shellac or the runner
+    /// does not have is skipped with its reason (docs/varnishtest.md). Exit 1 if one failed.
+    Vtc {
+        /// .vtc files, or folders of them.
+        #[arg(required = true, value_name = "FILE|DIR")]
+        paths: Vec<PathBuf>,
+        /// Print the table (pass / fail / skipped per folder, top causes) at the end.
+        #[arg(long)]
+        summary: bool,
+        /// Files run at once.
+        #[arg(short, long, default_value_t = 2)]
+        jobs: usize,
+        /// Time limit per file, in seconds (its processes are killed after it).
+        #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+        timeout: u64,
+        /// Print every file's log, not only the failures'.
+        #[arg(short, long)]
+        verbose: bool,
+        /// Also write the table (with every file's result) to this file.
+        #[arg(long, value_name = "FILE")]
+        results: Option<PathBuf>,
+    },
 }
 
 /// How to reach a running Shellac's admin listener.
@@ -244,6 +267,23 @@ fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Check { file, file_only } => return check(&file, file_only),
+        Command::Vtc {
+            paths,
+            summary,
+            jobs,
+            timeout,
+            verbose,
+            results,
+        } => {
+            return shellac::vtc::command(&shellac::vtc::CommandArgs {
+                paths,
+                summary,
+                jobs,
+                timeout: Duration::from_secs(timeout),
+                verbose,
+                results,
+            });
+        }
         Command::Serve {
             config,
             listen,

@@ -1,0 +1,132 @@
+//! `shellac vtc FILE|DIR...`: the command line of the runner — a line per file, the
+//! failures' logs, the table with `--summary`, a results file with `--results`.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use super::{Options, Outcome, Runner, Verdict, report};
+
+/// `shellac vtc`'s arguments.
+pub struct CommandArgs {
+    pub paths: Vec<PathBuf>,
+    pub summary: bool,
+    pub jobs: usize,
+    pub timeout: Duration,
+    pub verbose: bool,
+    pub results: Option<PathBuf>,
+}
+
+/// The .vtc files of `paths` (folders: their `*.vtc`, sorted).
+pub fn collect(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(p)?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.extension().is_some_and(|e| e == "vtc"))
+                .collect();
+            files.sort();
+            out.extend(files);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// `shellac vtc`: runs the files, prints a line per file (and the failures' logs), and the
+/// table with `--summary`. Exit 1 if a file failed, 2 if the runner could not start.
+pub fn command(args: &CommandArgs) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    let files = match collect(&args.paths) {
+        Ok(f) if !f.is_empty() => f,
+        Ok(_) => {
+            eprintln!("shellac vtc: no .vtc files in {:?}", args.paths);
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("shellac vtc: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let shellac = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("shellac vtc: cannot find this executable: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runner = match Runner::new(Options {
+        shellac,
+        timeout: args.timeout,
+        jobs: args.jobs,
+        verbose: args.verbose,
+    }) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("shellac vtc: temporary directory: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let w = runner.wiring();
+    eprintln!(
+        "shellac vtc: {} files, {} at a time; VCL: serve {}, check {}",
+        files.len(),
+        args.jobs.max(1),
+        if w.serve { "wired" } else { "not wired" },
+        if w.check { "wired" } else { "not wired" },
+    );
+    let t0 = Instant::now();
+    let print = |o: &Outcome| {
+        let (word, why) = match &o.verdict {
+            Verdict::Pass => ("PASS", String::new()),
+            Verdict::Fail(r) => ("FAIL", format!(": {r}")),
+            Verdict::Skip(r) => ("SKIP", format!(": {r}")),
+        };
+        let mut text = format!(
+            "{word} {} ({:.1}s){why}\n",
+            o.name(),
+            o.duration.as_secs_f64()
+        );
+        for l in &o.log {
+            text.push_str("    ");
+            text.push_str(l);
+            text.push('\n');
+        }
+        print!("{text}");
+    };
+    let outcomes = runner.run_all(&files, &print);
+    let table = report::table(&outcomes, 15);
+    if args.summary {
+        println!(
+            "\n== varnishtest against shellac\n{table}total time {:.1}s",
+            t0.elapsed().as_secs_f64()
+        );
+    }
+    if let Some(path) = &args.results {
+        let mut text = format!(
+            "# shellac vtc results ({} files, {:.1}s)\n{table}\n",
+            outcomes.len(),
+            t0.elapsed().as_secs_f64()
+        );
+        for o in &outcomes {
+            let (word, why) = match &o.verdict {
+                Verdict::Pass => ("PASS", String::new()),
+                Verdict::Fail(r) => ("FAIL", r.clone()),
+                Verdict::Skip(r) => ("SKIP", r.clone()),
+            };
+            text.push_str(&format!("{word} {} {why}\n", o.name()));
+        }
+        if let Err(e) = std::fs::write(path, text) {
+            eprintln!("shellac vtc: {}: {e}", path.display());
+        }
+    }
+    if outcomes
+        .iter()
+        .any(|o| matches!(o.verdict, Verdict::Fail(_)))
+    {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

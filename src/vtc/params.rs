@@ -1,0 +1,371 @@
+//! Varnish parameters (`-p NAME=VALUE`, `param.set`) and storage (`-s`) as Shellac
+//! settings, and the configuration file a `varnish vN` runs on. One table says which
+//! parameters have a Shellac equivalent; a file that sets any other is skipped, naming it.
+//!
+//! varnishd runs with its parameters' defaults; where Shellac has the setting, the runner
+//! writes Varnish's default (`default_ttl` 120 s, `default_grace` 10 s, `default_keep` 0 s)
+//! so that Shellac stands in for a Varnish as the tests assume one.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::config::units;
+
+/// How a parameter's value is written.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// Seconds (a plain number, as Varnish shows them, or a duration with a unit).
+    Seconds,
+}
+
+/// What a Varnish parameter is here.
+enum Rule {
+    /// A Shellac setting `(section, key)`, with Varnish's default.
+    Setting(&'static str, &'static str, Kind, &'static str),
+    /// It only shapes Varnish's own log (VSL), which nothing here reads.
+    LogOnly,
+    /// Shellac behaves as this value says and cannot be switched: the value is accepted,
+    /// the others have no equivalent.
+    Fixed(&'static str),
+    /// A list of `+flag`/`-flag`: each one maps to a boolean setting, only concerns Varnish's
+    /// log or debugging files, or has no equivalent.
+    Flags(&'static [(&'static str, Flag)]),
+}
+
+#[derive(Clone, Copy)]
+enum Flag {
+    Setting(&'static str, &'static str),
+    LogOnly,
+}
+
+const PARAMS: &[(&str, Rule)] = &[
+    (
+        "default_ttl",
+        Rule::Setting("cache", "default_ttl", Kind::Seconds, "120"),
+    ),
+    (
+        "default_grace",
+        Rule::Setting("cache", "grace", Kind::Seconds, "10"),
+    ),
+    (
+        "default_keep",
+        Rule::Setting("cache", "keep", Kind::Seconds, "0"),
+    ),
+    (
+        "timeout_idle",
+        Rule::Setting("server", "idle_timeout", Kind::Seconds, "5"),
+    ),
+    ("vsl_mask", Rule::LogOnly),
+    ("vsl_reclen", Rule::LogOnly),
+    ("syslog_cli_traffic", Rule::LogOnly),
+    ("http_range_support", Rule::Fixed("on")),
+    (
+        "debug",
+        Rule::Flags(&[
+            ("syncvsl", Flag::LogOnly),
+            ("waitinglist", Flag::LogOnly),
+            ("workspace", Flag::LogOnly),
+            ("witness", Flag::LogOnly),
+            ("vclrel", Flag::LogOnly),
+            ("lurker", Flag::LogOnly),
+            ("vcl_keep", Flag::LogOnly),
+            ("vmod_so_keep", Flag::LogOnly),
+            ("vsm_keep", Flag::LogOnly),
+        ]),
+    ),
+    (
+        "feature",
+        Rule::Flags(&[
+            ("http2", Flag::Setting("http2", "h2c")),
+            ("no_coredump", Flag::LogOnly),
+            ("short_panic", Flag::LogOnly),
+        ]),
+    ),
+];
+
+/// Why a parameter cannot be set.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ParamError {
+    /// No Shellac equivalent: the file is skipped.
+    Unmapped(String),
+    /// Not a valid value (Varnish answers 106).
+    Invalid(String),
+}
+
+/// The settings one `varnish vN` runs with.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// `(section, key) → TOML value`.
+    values: BTreeMap<(&'static str, &'static str), String>,
+    /// Varnish parameter → its value as given (`param.show`-like bookkeeping for messages).
+    pub given: BTreeMap<String, String>,
+    /// `[vcl] err_unref` (`vcc_feature -err_unref`); `None`: Shellac's default (true).
+    pub err_unref: Option<bool>,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        let mut s = Settings {
+            values: BTreeMap::new(),
+            given: BTreeMap::new(),
+            err_unref: None,
+        };
+        for (name, rule) in PARAMS {
+            if let Rule::Setting(_, _, _, default) = rule {
+                // The table's defaults are valid by construction.
+                let _ = s.set(name, default);
+            }
+        }
+        s.given.clear();
+        s
+    }
+}
+
+impl Settings {
+    /// `param.set NAME VALUE` / `-p NAME=VALUE`.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), ParamError> {
+        if name == "vcc_feature" || name == "vcc_err_unref" {
+            return self.vcc_feature(name, value);
+        }
+        let unmapped = |what: String| {
+            Err(ParamError::Unmapped(format!(
+                "Varnish parameter {what} has no Shellac equivalent"
+            )))
+        };
+        let Some((_, rule)) = PARAMS.iter().find(|p| p.0 == name) else {
+            return unmapped(name.to_string());
+        };
+        match rule {
+            Rule::Setting(section, key, Kind::Seconds, _) => {
+                let d = seconds(value).ok_or_else(|| {
+                    ParamError::Invalid(format!("{name}: {value:?} is not a duration"))
+                })?;
+                self.values
+                    .insert((section, key), format!("\"{}ms\"", d.as_millis()));
+            }
+            Rule::LogOnly => {}
+            Rule::Fixed(v) => {
+                if value != *v {
+                    return unmapped(format!("{name}={value}"));
+                }
+            }
+            Rule::Flags(flags) => {
+                for f in value.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+                    let (on, flag) = match f.as_bytes()[0] {
+                        b'+' => (true, &f[1..]),
+                        b'-' => (false, &f[1..]),
+                        _ => (true, f),
+                    };
+                    match flags.iter().find(|(n, _)| *n == flag) {
+                        Some((_, Flag::LogOnly)) => {}
+                        Some((_, Flag::Setting(section, key))) => {
+                            self.values.insert((section, key), on.to_string());
+                        }
+                        None => return unmapped(format!("{name} {f}")),
+                    }
+                }
+            }
+        }
+        self.given.insert(name.to_string(), value.to_string());
+        Ok(())
+    }
+
+    /// `param.reset NAME`.
+    pub fn reset(&mut self, name: &str) -> Result<(), ParamError> {
+        if name == "vcc_feature" || name == "vcc_err_unref" {
+            self.err_unref = None;
+            return Ok(());
+        }
+        match PARAMS.iter().find(|p| p.0 == name) {
+            Some((_, Rule::Setting(_, _, _, default))) => {
+                self.set(name, default)?;
+                self.given.remove(name);
+                Ok(())
+            }
+            Some((_, Rule::Flags(flags))) => {
+                for (_, f) in flags.iter() {
+                    if let Flag::Setting(section, key) = f {
+                        self.values.remove(&(*section, *key));
+                    }
+                }
+                Ok(())
+            }
+            Some(_) => Ok(()),
+            None => Err(ParamError::Unmapped(format!(
+                "Varnish parameter {name} has no Shellac equivalent"
+            ))),
+        }
+    }
+
+    /// `vcc_feature` (`+err_unref`, `-err_unref`; others have no equivalent) and 2.x/3.x's
+    /// `vcc_err_unref on|off`.
+    fn vcc_feature(&mut self, name: &str, value: &str) -> Result<(), ParamError> {
+        if name == "vcc_err_unref" {
+            self.err_unref = Some(matches!(value, "on" | "true" | "1"));
+            return Ok(());
+        }
+        for flag in value.split(',') {
+            match flag.trim() {
+                "+err_unref" => self.err_unref = Some(true),
+                "-err_unref" => self.err_unref = Some(false),
+                other => {
+                    return Err(ParamError::Unmapped(format!(
+                        "vcc_feature {other} has no Shellac equivalent"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `-s [NAME=]TYPE,SIZE`: the memory tier's size. Named storages (`Transient`, `s1`...)
+    /// and other types have no equivalent.
+    pub fn storage(&mut self, spec: &str) -> Result<(), ParamError> {
+        let spec = spec.trim();
+        if spec.contains('=') {
+            return Err(ParamError::Unmapped(format!(
+                "named storage {spec:?} has no Shellac equivalent"
+            )));
+        }
+        let mut parts = spec.split(',');
+        let kind = parts.next().unwrap_or("");
+        if !matches!(kind, "malloc" | "default") {
+            return Err(ParamError::Unmapped(format!(
+                "storage type {kind:?} has no Shellac equivalent"
+            )));
+        }
+        match parts.next() {
+            None => Ok(()),
+            Some(size) => {
+                let bytes = units::parse_size(size)
+                    .map_err(|e| ParamError::Invalid(format!("-s {spec}: {e}")))?;
+                self.values
+                    .insert(("cache", "memory_size"), bytes.to_string());
+                Ok(())
+            }
+        }
+    }
+
+    /// The configuration file: `listen`/`admin` (absent for a check), the VCL file, the
+    /// settings.
+    pub fn toml(
+        &self,
+        listen: Option<&str>,
+        admin: Option<&str>,
+        vcl: Option<&Path>,
+        dir: &Path,
+    ) -> String {
+        let mut sections: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        if let Some(l) = listen {
+            sections
+                .entry("server")
+                .or_default()
+                .push(format!("listen = [{}]", quote(l)));
+        }
+        if let Some(a) = admin {
+            let server = sections.entry("server").or_default();
+            server.push(format!("admin = {}", quote(a)));
+            server.push("shutdown_grace = \"1s\"".into());
+        }
+        for ((section, key), value) in &self.values {
+            sections
+                .entry(section)
+                .or_default()
+                .push(format!("{key} = {value}"));
+        }
+        if let Some(v) = vcl {
+            let vcl = sections.entry("vcl").or_default();
+            vcl.push(format!("file = {}", quote(&v.display().to_string())));
+            if let Some(e) = self.err_unref {
+                vcl.push(format!("err_unref = {e}"));
+            }
+        }
+        let mut out = format!(
+            "# Written by `shellac vtc` for one varnishtest file ({}).\n",
+            dir.display()
+        );
+        for (section, lines) in sections {
+            out.push_str(&format!("\n[{section}]\n"));
+            for l in lines {
+                out.push_str(&l);
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+/// A TOML basic string.
+fn quote(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Seconds as Varnish parameters take them: a plain number or a duration with a unit.
+fn seconds(v: &str) -> Option<Duration> {
+    let v = v.trim();
+    if let Ok(f) = v.parse::<f64>() {
+        return (f.is_finite() && f >= 0.0).then(|| Duration::from_secs_f64(f));
+    }
+    units::parse_duration(v).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mapped_and_unmapped_parameters() {
+        let mut s = Settings::default();
+        assert_eq!(s.set("default_ttl", "10"), Ok(()));
+        assert_eq!(s.set("default_grace", "0.5"), Ok(()));
+        assert!(matches!(
+            s.set("default_keep", "x"),
+            Err(ParamError::Invalid(_))
+        ));
+        assert!(matches!(
+            s.set("thread_pools", "1"),
+            Err(ParamError::Unmapped(_))
+        ));
+        assert_eq!(s.set("debug", "+syncvsl,+waitinglist"), Ok(()));
+        assert!(s.set("debug", "+slow_acceptor").is_err());
+        assert_eq!(s.set("feature", "+http2"), Ok(()));
+        assert_eq!(s.set("http_range_support", "on"), Ok(()));
+        assert!(s.set("http_range_support", "off").is_err());
+        assert_eq!(s.set("vsl_mask", "-VCL_trace"), Ok(()));
+        assert_eq!(s.set("vcc_feature", "-err_unref"), Ok(()));
+        assert_eq!(s.storage("malloc,1M"), Ok(()));
+        assert!(s.storage("Transient=malloc,1m").is_err());
+        let t = s.toml(
+            Some("127.0.0.1:0"),
+            Some("127.0.0.1:0"),
+            Some(Path::new("/t/v.vcl")),
+            Path::new("/t"),
+        );
+        assert!(t.contains("default_ttl = \"10000ms\""), "{t}");
+        assert!(t.contains("grace = \"500ms\""), "{t}");
+        assert!(t.contains("memory_size = 1048576"), "{t}");
+        assert!(t.contains("[http2]\nh2c = true"), "{t}");
+        assert!(
+            t.contains("[vcl]\nfile = \"/t/v.vcl\"\nerr_unref = false"),
+            "{t}"
+        );
+        let parsed: toml::Value = toml::from_str(&t).unwrap();
+        assert_eq!(parsed["server"]["listen"][0].as_str(), Some("127.0.0.1:0"));
+        s.reset("default_ttl").unwrap();
+        assert!(
+            s.toml(None, None, None, Path::new("/t"))
+                .contains("\"120000ms\"")
+        );
+    }
+}

@@ -1,0 +1,426 @@
+//! Before a file runs: does it need something out of scope? A file that does is reported as
+//! skipped with the first such thing — whatever it would have done before reaching it — and
+//! never run: Varnish-internal VMODs (`debug`, `vtc`), varnishd's own processes and shell
+//! (`shell`, `process`), VSL expectations (`logexpect`), jails, HTTP/2 frames, and every
+//! command, option, parameter or counter the runner has no Shellac equivalent for. The same
+//! tables decide at run time; this pass only finds them all before any process starts.
+
+use super::Wiring;
+use super::cli;
+use super::context::Flavour;
+use super::counters;
+use super::lex::{self, Command};
+use super::params::{ParamError, Settings};
+
+/// Top-level commands outside what the runner covers.
+const OUT_TOP: &[(&str, &str)] = &[
+    ("shell", "shell commands (`shell`)"),
+    ("process", "background processes (`process`)"),
+    ("logexpect", "VSL log expectations (`logexpect`)"),
+    ("varnishlog", "VSL log expectations (`varnishlog`)"),
+    ("haproxy", "HAProxy (`haproxy`)"),
+    ("syslog", "syslog servers (`syslog`)"),
+    ("tunnel", "TCP tunnels (`tunnel`)"),
+    ("filewrite", "file writes (`filewrite`)"),
+    ("setenv", "environment changes (`setenv`)"),
+    ("random", "Varnish's random number sequence (`random`)"),
+];
+
+/// Spec commands outside what the runner covers.
+const OUT_SPEC: &[(&str, &str)] = &[
+    ("txpri", "HTTP/2 frames in VTC (txpri)"),
+    ("rxpri", "HTTP/2 frames in VTC (rxpri)"),
+    ("stream", "HTTP/2 frames in VTC (stream)"),
+    ("settings", "HTTP/2 frames in VTC (settings)"),
+    ("upgrade", "HTTP/2 frames in VTC (upgrade)"),
+    ("gunzip", "gzip bodies in VTC (gunzip)"),
+    ("gunzip_body", "gzip bodies in VTC (gunzip)"),
+];
+
+/// The spec commands the runner does.
+const SPEC: &[&str] = &[
+    "txreq",
+    "txresp",
+    "rxreq",
+    "rxreqhdrs",
+    "rxhdrs",
+    "rxreqbody",
+    "rxbody",
+    "rxresp",
+    "rxresphdrs",
+    "rxrespbody",
+    "rxchunk",
+    "expect",
+    "expect_pattern",
+    "expect_close",
+    "send",
+    "send_n",
+    "send_urgent",
+    "sendhex",
+    "recv",
+    "chunked",
+    "chunkedlen",
+    "timeout",
+    "fatal",
+    "non_fatal",
+    "close",
+    "shutdown",
+    "accept",
+    "write_body",
+    "delay",
+    "loop",
+    "barrier",
+    "sema",
+];
+
+/// Why the file is out of scope, or `None`. `wiring`: what `shellac` can do with VCL.
+pub fn out_of_scope(cmds: &[Command], flavour: Flavour, wiring: Wiring) -> Option<String> {
+    for c in cmds {
+        if let Some(r) = top(c, flavour, wiring) {
+            if r.contains("(line ") {
+                return Some(r);
+            }
+            return Some(format!("{r} (line {})", c.line));
+        }
+    }
+    None
+}
+
+fn top(c: &Command, flavour: Flavour, wiring: Wiring) -> Option<String> {
+    let name = c.name();
+    if let Some((_, why)) = OUT_TOP.iter().find(|(n, _)| *n == name) {
+        return Some(why.to_string());
+    }
+    let words: Vec<&str> = c.words.iter().map(|w| w.text.as_str()).collect();
+    match name {
+        "feature" => {
+            for f in &words[1..] {
+                if !matches!(
+                    *f,
+                    "ipv4"
+                        | "64bit"
+                        | "SO_RCVTIMEO_WORKS"
+                        | "!sanitizer"
+                        | "!asan"
+                        | "!coverage"
+                        | "!workspace_emulator"
+                        | "!tsan"
+                        | "!msan"
+                        | "!ubsan"
+                        | "ignore_unknown_macro"
+                ) {
+                    return Some(format!("feature {f}"));
+                }
+            }
+            None
+        }
+        "server" | "client" => {
+            let mut i = 2;
+            while i < c.words.len() {
+                let w = &c.words[i];
+                if w.block || !w.text.starts_with('-') {
+                    if let Some(r) = spec(&w.text, w.line) {
+                        return Some(r);
+                    }
+                } else if matches!(w.text.as_str(), "-proxy1" | "-proxy2") {
+                    return Some(format!("the PROXY protocol ({name} {})", w.text));
+                } else if matches!(
+                    w.text.as_str(),
+                    "-connect" | "-listen" | "-repeat" | "-rcvbuf"
+                ) {
+                    // The option's value.
+                    i += 1;
+                }
+                i += 1;
+            }
+            None
+        }
+        "loop" => {
+            let block = c.words.get(2)?;
+            let inner = lex::split(&block.text, block.line).ok()?;
+            out_of_scope(&inner, flavour, wiring)
+        }
+        "varnish" => varnish(c, wiring),
+        _ => None,
+    }
+}
+
+/// A client's or server's specification.
+fn spec(text: &str, line: u32) -> Option<String> {
+    let cmds = match lex::split(text, line) {
+        Ok(c) => c,
+        Err(e) => return Some(format!("VTC syntax the runner cannot split: {e}")),
+    };
+    for c in &cmds {
+        let name = c.name();
+        if let Some((_, why)) = OUT_SPEC.iter().find(|(n, _)| *n == name) {
+            return Some(why.to_string());
+        }
+        if !SPEC.contains(&name) {
+            return Some(format!(
+                "VTC command {name:?} (line {}) is not implemented by the runner",
+                c.line
+            ));
+        }
+        for w in &c.words[1..] {
+            if w.text.starts_with("-gzip") {
+                return Some(format!("gzip bodies in VTC ({})", w.text));
+            }
+            if w.text == "-up" && name == "txreq" {
+                return Some("HTTP/2 upgrade in VTC (txreq -up)".into());
+            }
+        }
+        if name == "loop"
+            && let Some(b) = c.words.get(2)
+            && let Some(r) = spec(&b.text, b.line)
+        {
+            return Some(r);
+        }
+    }
+    None
+}
+
+fn varnish(c: &Command, wiring: Wiring) -> Option<String> {
+    let w = &c.words;
+    let mut settings = Settings::default();
+    let mut i = 2;
+    let mut uses_vcl = false;
+    let text = |i: usize| w.get(i).map_or("", |w| w.text.as_str());
+    while i < w.len() {
+        let opt = text(i);
+        match opt {
+            "-vcl" | "-vcl+backend" | "-badvcl" => {
+                uses_vcl = true;
+                i += 1;
+                if let Some(r) = vcl(text(i)) {
+                    return Some(r);
+                }
+            }
+            "-errvcl" => {
+                uses_vcl = true;
+                i += 2;
+                if let Some(r) = vcl(text(i)) {
+                    return Some(r);
+                }
+            }
+            "-start" => uses_vcl = true,
+            "-cli" | "-cliok" => {
+                i += 1;
+                if let Some(r) = cli_line(text(i), false, &mut settings) {
+                    return Some(r);
+                }
+            }
+            "-clierr" | "-cliexpect" => {
+                i += 2;
+                if let Some(r) = cli_line(text(i), opt == "-cliexpect", &mut settings) {
+                    return Some(r);
+                }
+            }
+            "-expect" => {
+                let name = text(i + 1);
+                i += 3;
+                if name.starts_with('!') {
+                    return Some(format!("-expect {name}: Varnish's counter namespace"));
+                }
+                // The VCL number is only known at run time: any is fine here.
+                let probe = name
+                    .split('.')
+                    .nth(1)
+                    .and_then(|v| v.strip_prefix("vcl").and_then(|n| n.parse::<u32>().ok()));
+                if let Err(super::context::Halt::Skip(r)) =
+                    counters::source(name, probe.unwrap_or(1))
+                {
+                    return Some(r);
+                }
+                let rhs = text(i);
+                if rhs.parse::<u64>().is_err()
+                    && !rhs.starts_with("0x")
+                    && let Err(super::context::Halt::Skip(r)) = counters::source(rhs, 1)
+                {
+                    return Some(r);
+                }
+            }
+            "-arg" => {
+                i += 1;
+                if let Some(r) = varnishd(text(i), &mut settings) {
+                    return Some(r);
+                }
+            }
+            "-storage" => {
+                i += 1;
+                for s in text(i).split_whitespace() {
+                    if let Err(ParamError::Unmapped(r)) =
+                        settings.storage(s.strip_prefix("-s").unwrap_or(s))
+                    {
+                        return Some(r);
+                    }
+                }
+            }
+            "-syntax" | "-vsc" => i += 1,
+            "-stop" | "-wait" | "-vsl_catchup" | "-wait-running" | "-wait-stopped" => {}
+            "-clijson" | "-cleanup" | "-expectexit" | "-jail" | "-proto" => {
+                return Some(format!("varnish {opt}: Varnish's management process"));
+            }
+            other => return Some(format!("varnish option {other} is not implemented")),
+        }
+        i += 1;
+    }
+    if uses_vcl && !wiring.serve && !wiring.check {
+        return Some(
+            "VCL not wired: neither `shellac check FILE.vcl` nor `[vcl] file` is on main yet"
+                .into(),
+        );
+    }
+    None
+}
+
+/// A VCL the file gives: Varnish's test VMODs are out of scope.
+fn vcl(text: &str) -> Option<String> {
+    for line in text.lines() {
+        let l = line.trim();
+        if let Some(rest) = l.strip_prefix("import") {
+            let m = rest.trim_start().trim_end_matches(';').trim();
+            let m = m.split_whitespace().next().unwrap_or("");
+            if matches!(m, "debug" | "vtc" | "${vmod_debug}" | "${vmod_vtc}")
+                || m.starts_with("${vmod_")
+            {
+                return Some(format!(
+                    "Varnish's test VMOD {} (import in VCL)",
+                    m.trim_start_matches("${vmod_").trim_end_matches('}')
+                ));
+            }
+        }
+    }
+    if text.contains("C{") {
+        return Some("inline C in VCL".into());
+    }
+    None
+}
+
+fn cli_line(line: &str, expect_text: bool, settings: &mut Settings) -> Option<String> {
+    if let Some(r) = cli::unsupported(line, expect_text) {
+        return Some(r);
+    }
+    let args = cli::split_args(line);
+    match args.first().map(String::as_str) {
+        Some("param.set") => {
+            if let (Some(n), Some(v)) = (args.get(1), args.get(2))
+                && let Err(ParamError::Unmapped(r)) = settings.set(n, v)
+            {
+                return Some(r);
+            }
+        }
+        Some("param.reset") => {
+            if let Some(n) = args.get(1)
+                && let Err(ParamError::Unmapped(r)) = settings.reset(n)
+            {
+                return Some(r);
+            }
+        }
+        _ => {}
+    }
+    None
+}
+
+fn varnishd(line: &str, settings: &mut Settings) -> Option<String> {
+    let words = cli::split_args(line);
+    let mut i = 0;
+    while i < words.len() {
+        let w = words[i].as_str();
+        let (flag, inline) = if w.len() > 2 && w.starts_with('-') {
+            (&w[..2], Some(w[2..].to_string()))
+        } else {
+            (w, None)
+        };
+        let value = match inline {
+            Some(v) => v,
+            None => {
+                i += 1;
+                words.get(i).cloned().unwrap_or_default()
+            }
+        };
+        let r = match flag {
+            "-p" => match value.split_once('=') {
+                Some((n, v)) => settings.set(n, v),
+                None => Ok(()),
+            },
+            "-s" => settings.storage(&value),
+            "-t" => settings.set("default_ttl", &value),
+            "-a" if value.contains(['=', ',', '/']) => Err(ParamError::Unmapped(format!(
+                "varnishd -a {value}: named, PROXY or Unix listeners"
+            ))),
+            "-a" | "-b" | "-l" | "-h" => Ok(()),
+            other => Err(ParamError::Unmapped(format!("varnishd option {other}"))),
+        };
+        if let Err(ParamError::Unmapped(r)) = r {
+            return Some(r);
+        }
+        i += 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WIRED: Wiring = Wiring {
+        serve: true,
+        check: true,
+    };
+
+    fn scope(src: &str) -> Option<String> {
+        out_of_scope(&lex::split(src, 1).unwrap(), Flavour::Trunk, WIRED)
+    }
+
+    #[test]
+    fn what_makes_a_file_skipped() {
+        assert_eq!(
+            scope("varnishtest \"x\"\nserver s1 { rxreq\n txresp } -start\n"),
+            None
+        );
+        assert!(
+            scope("logexpect l1 -v v1 { }")
+                .unwrap()
+                .contains("logexpect")
+        );
+        assert!(
+            scope("client c1 { txpri } -run")
+                .unwrap()
+                .contains("HTTP/2")
+        );
+        assert!(
+            scope("varnish v1 -vcl { import vtc; }")
+                .unwrap()
+                .contains("vtc")
+        );
+        assert!(
+            scope("varnish v1 -vcl+backend { import ${vmod_debug}; }")
+                .unwrap()
+                .contains("debug")
+        );
+        assert!(scope("varnish v1 -expect SM?.s0.g_bytes == 0").is_some());
+        assert_eq!(scope("varnish v1 -expect cache_hit == 1"), None);
+        assert!(
+            scope("varnish v1 -cliok \"param.set thread_pools 1\"")
+                .unwrap()
+                .contains("thread_pools")
+        );
+        assert_eq!(scope("varnish v1 -cliok \"param.set default_ttl 1\""), None);
+        assert!(scope("varnish v1 -arg \"-p debug=+slow_acceptor\"").is_some());
+        assert_eq!(scope("varnish v1 -arg \"-s malloc,1m\""), None);
+        assert!(scope("varnish v1 -cliexpect foo \"ban.list\"").is_some());
+        assert!(scope("feature cmd true").is_some());
+        assert!(scope("loop 2 { client c1 { stream 1 { } -run } -run }").is_some());
+        let unwired = Wiring {
+            serve: false,
+            check: false,
+        };
+        let cmds = lex::split("varnish v1 -vcl { } -start", 1).unwrap();
+        assert!(
+            out_of_scope(&cmds, Flavour::Trunk, unwired)
+                .unwrap()
+                .contains("not wired")
+        );
+    }
+}

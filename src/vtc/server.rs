@@ -1,0 +1,344 @@
+//! `server sN`: a scripted origin on a loopback port. It accepts one connection at a time,
+//! runs its specification on it and closes it, `-repeat` times (`-keepalive`: all on one
+//! connection; `-dispatch`, for `s0` only: every connection at once, each on a thread). The
+//! listening socket stays open between runs and after the last one, as in varnishtest, so
+//! Shellac's connections then wait instead of being refused.
+
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+
+use super::conn::Conn;
+use super::context::{Flavour, Halt, Shared, Step, fail, skip};
+use super::http::Session;
+use super::spec;
+
+/// A server's listening socket; `broken` ends its accepts (`-break`).
+pub struct Listening {
+    pub socket: TcpListener,
+    pub broken: AtomicBool,
+}
+
+pub struct Server {
+    pub name: String,
+    listen: Option<String>,
+    listener: Option<Arc<Listening>>,
+    pub addr: Option<SocketAddr>,
+    spec: String,
+    spec_line: u32,
+    repeat: u32,
+    keepalive: bool,
+    dispatch: bool,
+    thread: Option<JoinHandle<Step>>,
+}
+
+impl Server {
+    pub fn new(name: &str) -> Server {
+        Server {
+            name: name.to_string(),
+            listen: None,
+            listener: None,
+            addr: None,
+            spec: String::new(),
+            spec_line: 0,
+            repeat: 1,
+            keepalive: false,
+            dispatch: false,
+            thread: None,
+        }
+    }
+
+    /// One `server sN ...` command (its words after the name, macros expanded).
+    pub fn command(&mut self, shared: &Arc<Shared>, args: &[(String, bool, u32)]) -> Step {
+        let mut i = 0;
+        while i < args.len() {
+            shared.check()?;
+            let (a, block, line) = (&args[i].0, args[i].1, args[i].2);
+            match a.as_str() {
+                "-start" => self.start(shared)?,
+                "-wait" => self.wait(shared)?,
+                "-break" => self.brk(shared),
+                "-repeat" => {
+                    i += 1;
+                    self.repeat = value(args, i, "-repeat")?
+                        .parse()
+                        .map_err(|_| Halt::Fail("-repeat: not a count".into()))?;
+                }
+                "-keepalive" => self.keepalive = true,
+                "-dispatch" => {
+                    if self.name != "s0" {
+                        return fail("-dispatch is only allowed for server s0");
+                    }
+                    self.dispatch = true;
+                }
+                "-listen" => {
+                    i += 1;
+                    let l = value(args, i, "-listen")?;
+                    if l.starts_with('/') || l.starts_with('@') {
+                        return skip("servers on Unix domain sockets (server -listen PATH)");
+                    }
+                    self.listen = Some(l.to_string());
+                    self.listener = None;
+                }
+                "-rcvbuf" => i += 1,
+                s if !s.starts_with('-') || block => {
+                    self.spec = s.to_string();
+                    self.spec_line = line;
+                }
+                other => {
+                    return skip(format!(
+                        "server option {other} is not implemented by the runner"
+                    ));
+                }
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+
+    fn bind(&mut self, shared: &Shared) -> Step<Arc<Listening>> {
+        if let Some(l) = &self.listener {
+            return Ok(l.clone());
+        }
+        let want = self.listen.clone().unwrap_or_else(|| "127.0.0.1 0".into());
+        let addr = resolve(&want)?;
+        let listener = TcpListener::bind(addr).map_err(|e| {
+            Halt::Fail(format!(
+                "Server listen address ({want}) cannot be bound: {e}"
+            ))
+        })?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| Halt::Fail(format!("{}: {e}", self.name)))?;
+        let (ip, port) = (local.ip().to_string(), local.port().to_string());
+        shared.define(&self.name, &format!("{}_addr", self.name), ip.clone());
+        shared.define(&self.name, &format!("{}_port", self.name), port.clone());
+        let sock = match shared.flavour {
+            Flavour::Trunk => sock_text(local),
+            Flavour::Legacy => format!("{ip} {port}"),
+        };
+        shared.define(&self.name, &format!("{}_sock", self.name), sock);
+        // Later starts listen on the same port.
+        self.listen = Some(format!("{ip} {port}"));
+        self.addr = Some(local);
+        let l = Arc::new(Listening {
+            socket: listener,
+            broken: AtomicBool::new(false),
+        });
+        self.listener = Some(l.clone());
+        Ok(l)
+    }
+
+    fn start(&mut self, shared: &Arc<Shared>) -> Step {
+        if self.thread.is_some() {
+            self.wait(shared)?;
+        }
+        let listener = self.bind(shared)?;
+        shared.log(&self.name, format!("Started on {:?}", self.addr));
+        let (shared, name, spec, line) = (
+            shared.clone(),
+            self.name.clone(),
+            self.spec.clone(),
+            self.spec_line,
+        );
+        let (repeat, keepalive, dispatch) = (self.repeat, self.keepalive, self.dispatch);
+        let thread = std::thread::Builder::new()
+            .name(format!("vtc-{name}"))
+            .spawn(move || {
+                let r = serve(
+                    &shared, &name, &listener, &spec, line, repeat, keepalive, dispatch,
+                );
+                if let Err(h) = &r {
+                    shared.halt(&name, h);
+                }
+                shared.log(&name, "Ending");
+                r
+            })
+            .map_err(|e| Halt::Fail(format!("cannot start a thread: {e}")))?;
+        self.thread = Some(thread);
+        Ok(())
+    }
+
+    /// `-wait`: until its last connection is done.
+    pub fn wait(&mut self, shared: &Shared) -> Step {
+        let Some(t) = self.thread.take() else {
+            return Ok(());
+        };
+        shared.log(&self.name, "Waiting for server");
+        match t.join() {
+            Ok(Ok(())) => Ok(()),
+            // The thread recorded its own failure; the waiter only stops.
+            Ok(Err(_)) => Err(Halt::Stopped),
+            Err(_) => fail(format!("server {} panicked", self.name)),
+        }
+    }
+
+    /// `-break`: stop it now (its listening socket closes).
+    fn brk(&mut self, shared: &Shared) {
+        if let Some(l) = self.listener.take() {
+            l.broken.store(true, Ordering::Release);
+        }
+        if let Some(t) = self.thread.take() {
+            shared.log(&self.name, "Breaking");
+            // It ends at its next accept; its socket closes with it.
+            drop(t);
+        }
+    }
+
+    /// Its thread, if one runs (the end of the file cancels and joins it).
+    pub fn take_thread(&mut self) -> Option<JoinHandle<Step>> {
+        self.thread.take()
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn serve(
+    shared: &Arc<Shared>,
+    name: &str,
+    listener: &Arc<Listening>,
+    spec: &str,
+    line: u32,
+    repeat: u32,
+    keepalive: bool,
+    dispatch: bool,
+) -> Step {
+    if dispatch {
+        let mut workers = Vec::new();
+        loop {
+            let stream = match accept(shared, listener) {
+                Ok(s) => s,
+                Err(Halt::Stopped) => break,
+                Err(e) => return Err(e),
+            };
+            let (shared, spec, listener) = (shared.clone(), spec.to_string(), listener.clone());
+            let n = format!("{name}.{}", workers.len());
+            workers.push(std::thread::spawn(move || {
+                let r = session(&shared, &n, stream, &listener, &spec, line, 1);
+                if let Err(h) = &r {
+                    shared.halt(&n, h);
+                }
+            }));
+        }
+        for w in workers {
+            let _ = w.join();
+        }
+        return Ok(());
+    }
+    if keepalive {
+        let stream = accept(shared, listener)?;
+        return session(shared, name, stream, listener, spec, line, repeat);
+    }
+    for i in 0..repeat {
+        if repeat > 1 {
+            shared.log(name, format!("Iteration {i}"));
+        }
+        let stream = accept(shared, listener)?;
+        session(shared, name, stream, listener, spec, line, 1)?;
+    }
+    Ok(())
+}
+
+fn session(
+    shared: &Arc<Shared>,
+    name: &str,
+    stream: TcpStream,
+    listener: &Arc<Listening>,
+    spec: &str,
+    line: u32,
+    times: u32,
+) -> Step {
+    let mut s = Session::new(
+        shared.clone(),
+        name,
+        Conn::new(shared.clone(), stream),
+        true,
+    );
+    s.listener = Some(listener.clone());
+    for _ in 0..times {
+        spec::run(&mut s, spec, line)?;
+    }
+    if let Some(c) = s.conn.take() {
+        let _ = c.stream().shutdown(Shutdown::Write);
+        shared.log(name, "shutting fd");
+    }
+    Ok(())
+}
+
+/// The next connection on `listener` (waiting in 100 ms slices so a stop or a `-break`
+/// interrupts it).
+pub fn accept(shared: &Shared, listener: &Listening) -> Step<TcpStream> {
+    loop {
+        shared.check()?;
+        if listener.broken.load(Ordering::Acquire) {
+            return Err(Halt::Stopped);
+        }
+        let mut pfd = libc::pollfd {
+            fd: listener.socket.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd on the stack, length 1; poll(2) writes only its revents.
+        let n = unsafe { libc::poll(&mut pfd, 1, 100) };
+        if n > 0 {
+            match listener.socket.accept() {
+                Ok((s, _)) => {
+                    let _ = s.set_nonblocking(false);
+                    return Ok(s);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return fail(format!("Accept failed: {e}")),
+            }
+        }
+    }
+}
+
+/// `IP PORT`, `IP:PORT` or `[IP6]:PORT` as a socket address.
+pub fn resolve(text: &str) -> Step<SocketAddr> {
+    let t = text.trim();
+    let candidate = match t.split_once(' ') {
+        Some((ip, port)) if !ip.contains(':') => format!("{ip}:{}", port.trim()),
+        Some((ip, port)) => format!("[{ip}]:{}", port.trim()),
+        None => t.to_string(),
+    };
+    candidate
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| Halt::Fail(format!("cannot resolve address {text:?}")))
+}
+
+/// `IP:PORT` (`[IP]:PORT` for IPv6), today's harness's `_sock` macros.
+pub fn sock_text(a: SocketAddr) -> String {
+    match a {
+        SocketAddr::V4(v) => format!("{}:{}", v.ip(), v.port()),
+        SocketAddr::V6(v) => format!("[{}]:{}", v.ip(), v.port()),
+    }
+}
+
+fn value<'a>(args: &'a [(String, bool, u32)], i: usize, what: &str) -> Step<&'a str> {
+    args.get(i)
+        .map(|a| a.0.as_str())
+        .ok_or_else(|| Halt::Fail(format!("{what} needs an argument")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses() {
+        assert_eq!(
+            resolve("127.0.0.1 8080").unwrap(),
+            "127.0.0.1:8080".parse().unwrap()
+        );
+        assert_eq!(
+            resolve("127.0.0.1:8080").unwrap(),
+            "127.0.0.1:8080".parse().unwrap()
+        );
+        assert_eq!(resolve("::1 80").unwrap(), "[::1]:80".parse().unwrap());
+        assert!(resolve("nonsense").is_err());
+        assert_eq!(sock_text("[::1]:80".parse().unwrap()), "[::1]:80");
+    }
+}

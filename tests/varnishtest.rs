@@ -1,0 +1,175 @@
+//! Varnish's own test suite against Shellac (docs/varnishtest.md).
+//!
+//! `varnish_test_suite` runs every .vtc of `../shared/varnishtest/{trunk,2.1.5}` with the
+//! runner of `src/vtc/` (`shellac vtc`), two files at a time, prints the pass / fail /
+//! skipped table per folder into the test's output (past the capture: CI's log shows it) and
+//! writes it with every file's result to `target/tmp/varnishtest-results.txt`. The pass rate
+//! is a measure, not a condition; what fails the test:
+//! - a file listed in `tests/varnishtest/expected-pass.txt` that does not pass any more
+//!   (`SHELLAC_BLESS=1` rewrites the list from this run's passes);
+//! - once Shellac takes VCL, an in-scope `-errvcl`/`-badvcl` VCL Shellac accepts.
+//!
+//! `runner_self_test` runs `tests/varnishtest/runner/*.vtc`: files that must pass, fail or be
+//! skipped by their name, so the runner itself is held to what it reports.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use shellac::vtc::{Options, Outcome, Runner, Verdict, collect, display_name, report};
+
+fn runner(jobs: usize, timeout: Duration) -> Runner {
+    Runner::new(Options {
+        shellac: PathBuf::from(env!("CARGO_BIN_EXE_shellac")),
+        timeout,
+        jobs,
+        verbose: false,
+    })
+    .expect("runner")
+}
+
+/// Writes past libtest's capture, so the table is in CI's log whether the test passes or not.
+fn show(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(text.as_bytes());
+    let _ = err.flush();
+}
+
+fn manifest(p: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(p)
+}
+
+#[test]
+fn runner_self_test() {
+    let files = collect(&[manifest("tests/varnishtest/runner")]).expect("fixtures");
+    assert!(files.len() >= 8, "{files:?}");
+    let r = runner(4, Duration::from_secs(20));
+    let mut wrong = Vec::new();
+    for o in r.run_all(&files, &|_| {}) {
+        let name = o.file.file_name().unwrap().to_string_lossy().to_string();
+        let ok = match &o.verdict {
+            Verdict::Pass => name.starts_with("pass-"),
+            Verdict::Fail(_) => name.starts_with("fail-"),
+            Verdict::Skip(_) => name.starts_with("skip-"),
+        };
+        if !ok {
+            wrong.push(format!("{name}: {:?}\n{}", o.verdict, o.log.join("\n")));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+}
+
+#[test]
+fn varnish_test_suite() {
+    let data = manifest("../shared/varnishtest");
+    if !data.join("trunk").is_dir() {
+        assert!(
+            std::env::var("SHELLAC_REQUIRE_TOOLS").as_deref() != Ok("1"),
+            "{} is missing and SHELLAC_REQUIRE_TOOLS=1",
+            data.display()
+        );
+        show(&format!(
+            "skipped: Varnish's test scripts are not at {}\n",
+            data.display()
+        ));
+        return;
+    }
+    let files = collect(&[data.join("trunk"), data.join("2.1.5")]).expect("test scripts");
+    let r = runner(2, Duration::from_secs(30));
+    let w = r.wiring();
+    let t0 = Instant::now();
+    let outcomes = r.run_all(&files, &|_| {});
+    let elapsed = t0.elapsed();
+    let table = report::table(&outcomes, 15);
+    show(&format!(
+        "\n== varnishtest (Varnish's own test scripts) against shellac: {} files in {:.1} s, \
+         2 at a time; VCL serve {}, check {}\n{table}",
+        outcomes.len(),
+        elapsed.as_secs_f64(),
+        if w.serve { "wired" } else { "not wired" },
+        if w.check { "wired" } else { "not wired" },
+    ));
+    write_results(&outcomes, &table, elapsed);
+
+    let passing: Vec<String> = outcomes
+        .iter()
+        .filter(|o| o.verdict == Verdict::Pass)
+        .map(Outcome::name)
+        .collect();
+    let list = manifest("tests/varnishtest/expected-pass.txt");
+    if std::env::var("SHELLAC_BLESS").as_deref() == Ok("1") {
+        let mut text = String::from(
+            "# Varnish test scripts that pass against Shellac (tests/varnishtest.rs fails if\n\
+             # one stops passing). Rewritten by SHELLAC_BLESS=1 cargo test --test varnishtest.\n",
+        );
+        for p in &passing {
+            text.push_str(p);
+            text.push('\n');
+        }
+        std::fs::write(&list, text).expect("write expected-pass.txt");
+        show(&format!(
+            "blessed: {} passing files listed\n",
+            passing.len()
+        ));
+    }
+    let expected = std::fs::read_to_string(&list).unwrap_or_default();
+    let mut regressions = Vec::new();
+    for name in expected
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        match outcomes.iter().find(|o| o.name() == name) {
+            Some(o) if o.verdict == Verdict::Pass => {}
+            Some(o) => regressions.push(format!("{name}: {:?}\n{}", o.verdict, o.log.join("\n"))),
+            None => regressions.push(format!("{name}: not run")),
+        }
+    }
+    let accepted: Vec<String> = outcomes
+        .iter()
+        .flat_map(|o| {
+            o.errvcl
+                .iter()
+                .filter(|c| !c.rejected)
+                .map(move |c| format!("{}:{}", o.name(), c.line))
+        })
+        .collect();
+    assert!(
+        regressions.is_empty(),
+        "{} file(s) of tests/varnishtest/expected-pass.txt no longer pass:\n{}",
+        regressions.len(),
+        regressions.join("\n\n")
+    );
+    assert!(
+        accepted.is_empty() || !(w.serve || w.check),
+        "{} in-scope -errvcl/-badvcl VCL(s) accepted by Shellac (Varnish refuses them): {}",
+        accepted.len(),
+        accepted.join(", ")
+    );
+}
+
+fn write_results(outcomes: &[Outcome], table: &str, elapsed: Duration) {
+    let mut text = format!(
+        "# cargo test --test varnishtest: {} files, {:.1} s\n{table}\n",
+        outcomes.len(),
+        elapsed.as_secs_f64()
+    );
+    for o in outcomes {
+        let (word, why) = match &o.verdict {
+            Verdict::Pass => ("PASS", String::new()),
+            Verdict::Fail(r) => ("FAIL", r.clone()),
+            Verdict::Skip(r) => ("SKIP", r.clone()),
+        };
+        text.push_str(&format!(
+            "{word} {} ({:.1}s) {why}\n",
+            display_name(&o.file),
+            o.duration.as_secs_f64()
+        ));
+    }
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("varnishtest-results.txt");
+    if let Err(e) = std::fs::write(&path, text) {
+        show(&format!("cannot write {}: {e}\n", path.display()));
+    } else {
+        show(&format!("results: {}\n", path.display()));
+    }
+}
