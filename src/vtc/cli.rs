@@ -202,7 +202,14 @@ fn param(
 }
 
 /// A ban: Varnish's arguments joined into Shellac's expression (`FIELD OP VALUE && ...`).
+/// Fewer than three arguments is Varnish's CLI's own refusal (104) before any parsing.
 fn ban(v: &mut Varnish, shared: &Shared, args: &[String]) -> Step<Answer> {
+    if args.len() < 3 {
+        return Ok(Answer {
+            status: 104,
+            text: "Too few parameters".into(),
+        });
+    }
     let expr = args
         .iter()
         .map(|a| {

@@ -164,7 +164,7 @@ fn run(
         Ok(Session::new(
             shared.clone(),
             name,
-            Conn::new(shared.clone(), stream),
+            Conn::new(shared.clone(), stream, None),
             false,
         ))
     };

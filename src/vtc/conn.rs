@@ -5,6 +5,7 @@
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::context::{Halt, Shared};
@@ -38,13 +39,15 @@ pub struct Conn {
     shared: Arc<Shared>,
     stream: TcpStream,
     key: Option<u64>,
+    /// Set when the entity owning the connection is stopped on its own (`server -break`).
+    cancel: Option<Arc<AtomicBool>>,
     /// Bytes read but not consumed yet.
     buf: Vec<u8>,
     pos: usize,
 }
 
 impl Conn {
-    pub fn new(shared: Arc<Shared>, stream: TcpStream) -> Conn {
+    pub fn new(shared: Arc<Shared>, stream: TcpStream, cancel: Option<Arc<AtomicBool>>) -> Conn {
         let _ = stream.set_read_timeout(Some(SLICE));
         let _ = stream.set_write_timeout(Some(SLICE));
         let _ = stream.set_nodelay(true);
@@ -53,9 +56,18 @@ impl Conn {
             shared,
             stream,
             key,
+            cancel,
             buf: Vec::new(),
             pos: 0,
         }
+    }
+
+    fn cancelled(&self) -> bool {
+        self.shared.stopped()
+            || self
+                .cancel
+                .as_ref()
+                .is_some_and(|c| c.load(Ordering::Acquire))
     }
 
     pub fn stream(&self) -> &TcpStream {
@@ -84,7 +96,7 @@ impl Conn {
         let end = Instant::now() + timeout;
         let mut chunk = [0u8; 16384];
         loop {
-            if self.shared.stopped() {
+            if self.cancelled() {
                 return Err(RxError::Stopped);
             }
             match self.stream.read(&mut chunk) {
@@ -108,10 +120,7 @@ impl Conn {
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if self.shared.stopped() => {
-                    let _ = e;
-                    return Err(RxError::Stopped);
-                }
+                Err(_) if self.cancelled() => return Err(RxError::Stopped),
                 Err(e) => return Err(RxError::Io(e)),
             }
         }
@@ -129,7 +138,7 @@ impl Conn {
     pub fn send(&mut self, data: &[u8]) -> Result<(), Halt> {
         let mut off = 0;
         while off < data.len() {
-            if self.shared.stopped() {
+            if self.cancelled() {
                 return Err(Halt::Stopped);
             }
             if Instant::now() >= self.shared.deadline {

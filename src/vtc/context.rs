@@ -56,8 +56,10 @@ pub enum Flavour {
     Legacy,
 }
 
-/// The most lines a file's log keeps (its start and end are what explain a failure).
-const LOG_LINES: usize = 4000;
+/// The most lines a file's log keeps: its first ones and its last ones (the start and the end
+/// are what explain a failure).
+const LOG_HEAD: usize = 1000;
+const LOG_TAIL: usize = 3000;
 
 /// The state one file's threads share.
 pub struct Shared {
@@ -73,12 +75,33 @@ pub struct Shared {
     macros: Mutex<BTreeMap<String, String>>,
     stop: AtomicBool,
     first: Mutex<Option<Halt>>,
-    log: Mutex<Vec<String>>,
-    log_dropped: AtomicU64,
+    log: Mutex<Log>,
     sockets: Mutex<HashMap<u64, TcpStream>>,
     next_socket: AtomicU64,
     pids: Mutex<Vec<u32>>,
     barriers: Mutex<HashMap<String, Arc<Barrier>>>,
+}
+
+/// A file's log: the first lines, then a window of the last ones.
+#[derive(Default)]
+struct Log {
+    head: Vec<String>,
+    tail: std::collections::VecDeque<String>,
+    dropped: u64,
+}
+
+impl Log {
+    fn push(&mut self, line: String) {
+        if self.head.len() < LOG_HEAD {
+            self.head.push(line);
+            return;
+        }
+        if self.tail.len() == LOG_TAIL {
+            self.tail.pop_front();
+            self.dropped += 1;
+        }
+        self.tail.push_back(line);
+    }
 }
 
 /// Locks a mutex whatever a panicking holder left in it (every value here stays valid).
@@ -99,8 +122,7 @@ impl Shared {
             macros: Mutex::new(BTreeMap::new()),
             stop: AtomicBool::new(false),
             first: Mutex::new(None),
-            log: Mutex::new(Vec::new()),
-            log_dropped: AtomicU64::new(0),
+            log: Mutex::new(Log::default()),
             sockets: Mutex::new(HashMap::new()),
             next_socket: AtomicU64::new(0),
             pids: Mutex::new(Vec::new()),
@@ -119,24 +141,18 @@ impl Shared {
             } else {
                 format!("{:7} {:<5} | {part}", "", "")
             };
-            if log.len() < LOG_LINES {
-                log.push(line);
-            } else {
-                self.log_dropped.fetch_add(1, Ordering::Relaxed);
-                // Keep the end: it is where a failure shows.
-                let last = log.len() - 1;
-                log[last] = line;
-            }
+            log.push(line);
         }
     }
 
     /// The log so far.
     pub fn log_lines(&self) -> Vec<String> {
-        let mut out = lock(&self.log).clone();
-        let dropped = self.log_dropped.load(Ordering::Relaxed);
-        if dropped > 0 {
-            out.push(format!("({dropped} log lines left out)"));
+        let log = lock(&self.log);
+        let mut out = log.head.clone();
+        if log.dropped > 0 {
+            out.push(format!("({} log lines left out)", log.dropped));
         }
+        out.extend(log.tail.iter().cloned());
         out
     }
 

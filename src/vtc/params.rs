@@ -242,6 +242,12 @@ impl Settings {
                     .map_err(|e| ParamError::Invalid(format!("-s {spec}: {e}")))?;
                 self.values
                     .insert(("cache", "memory_size"), bytes.to_string());
+                // Varnish's storage bounds the largest object it can hold; Shellac's
+                // `max_object_size` (64 MiB) may not exceed the memory tier.
+                if bytes < 64 << 20 {
+                    self.values
+                        .insert(("cache", "max_object_size"), bytes.to_string());
+                }
                 Ok(())
             }
         }

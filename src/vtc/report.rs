@@ -159,6 +159,12 @@ pub fn fold(reason: &str) -> String {
     {
         r.replace_range(at..at + end + 1, "");
     }
+    // "... (vcl2.vcl:8:3)": where in the VCL.
+    if let Some(at) = r.rfind(" (vcl")
+        && r.ends_with(')')
+    {
+        r.truncate(at);
+    }
     // EXPECT lhs (value) op "rhs" failed → EXPECT lhs op failed.
     if let Some(rest) = r.strip_prefix("EXPECT ")
         && r.ends_with(" failed")
@@ -174,17 +180,25 @@ pub fn fold(reason: &str) -> String {
         let counter = rest.split_whitespace().next().unwrap_or("");
         return format!("counter {counter} not as expected");
     }
+    // Numbers vary (ports, paths, counts); a protocol's version ("HTTP/2") does not.
     let mut out = String::with_capacity(r.len());
-    let mut digits = false;
-    for c in r.chars() {
-        if c.is_ascii_digit() {
-            if !digits {
+    let chars: Vec<char> = r.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i].is_ascii_digit() {
+            let start = i;
+            while i < chars.len() && chars[i].is_ascii_digit() {
+                i += 1;
+            }
+            let version = start > 0 && chars[start - 1] == '/' && i - start == 1;
+            if version {
+                out.extend(&chars[start..i]);
+            } else {
                 out.push('N');
             }
-            digits = true;
         } else {
-            digits = false;
-            out.push(c);
+            out.push(chars[i]);
+            i += 1;
         }
     }
     out.chars().take(110).collect()
@@ -205,6 +219,7 @@ mod tests {
             "counter cache_hit not as expected"
         );
         assert_eq!(fold("logexpect (line 12)"), "logexpect");
+        assert_eq!(fold("HTTP/2 frames (line 3)"), "HTTP/2 frames");
         assert_eq!(
             fold("Failed to open 127.0.0.1:4242: refused"),
             "Failed to open N.N.N.N:N: refused"

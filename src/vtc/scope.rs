@@ -294,6 +294,50 @@ fn vcl(text: &str) -> Option<String> {
     if text.contains("C{") {
         return Some("inline C in VCL".into());
     }
+    if let Some(name) = dns_name(text) {
+        return Some(format!(
+            "DNS: the VCL names backend host {name:?} (only loopback addresses here)"
+        ));
+    }
+    None
+}
+
+/// A `.host = "NAME"` that only DNS could resolve (not an address, `localhost` or a macro).
+fn dns_name(text: &str) -> Option<String> {
+    let mut rest = text;
+    while let Some(at) = rest.find(".host") {
+        rest = &rest[at + 5..];
+        let after = rest.trim_start();
+        let Some(after) = after.strip_prefix('=') else {
+            continue;
+        };
+        let Some(value) = after.trim_start().strip_prefix('"') else {
+            continue;
+        };
+        let Some(end) = value.find('"') else { continue };
+        let host = &value[..end];
+        // "host port", "host:port" and "[v6]:port" forms.
+        let name = host
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .trim_start_matches('[');
+        let name = name.split(']').next().unwrap_or(name);
+        let name = if name.matches(':').count() == 1 {
+            name.split(':').next().unwrap_or(name)
+        } else {
+            name
+        };
+        if name.is_empty()
+            || name.contains("${")
+            || name == "localhost"
+            || name.parse::<std::net::IpAddr>().is_ok()
+            || !name.chars().any(|c| c.is_ascii_alphabetic())
+        {
+            continue;
+        }
+        return Some(name.to_string());
+    }
     None
 }
 
@@ -411,6 +455,19 @@ mod tests {
         assert_eq!(scope("varnish v1 -arg \"-s malloc,1m\""), None);
         assert!(scope("varnish v1 -cliexpect foo \"ban.list\"").is_some());
         assert!(scope("feature cmd true").is_some());
+        assert!(
+            scope("varnish v1 -badvcl { backend b1 { .host = \"v00002.freebsd.dk\"; } }")
+                .unwrap()
+                .contains("DNS")
+        );
+        assert_eq!(
+            scope("varnish v1 -vcl { backend b { .host = \"${s1_addr}\"; .port = \"80\"; } }"),
+            None
+        );
+        assert_eq!(
+            scope("varnish v1 -vcl { backend b { .host = \"127.0.0.1:80\"; } }"),
+            None
+        );
         assert!(scope("loop 2 { client c1 { stream 1 { } -run } -run }").is_some());
         let unwired = Wiring {
             serve: false,

@@ -18,7 +18,7 @@ use super::spec;
 /// A server's listening socket; `broken` ends its accepts (`-break`).
 pub struct Listening {
     pub socket: TcpListener,
-    pub broken: AtomicBool,
+    pub broken: Arc<AtomicBool>,
 }
 
 pub struct Server {
@@ -125,7 +125,7 @@ impl Server {
         self.addr = Some(local);
         let l = Arc::new(Listening {
             socket: listener,
-            broken: AtomicBool::new(false),
+            broken: Arc::new(AtomicBool::new(false)),
         });
         self.listener = Some(l.clone());
         Ok(l)
@@ -182,8 +182,9 @@ impl Server {
         }
         if let Some(t) = self.thread.take() {
             shared.log(&self.name, "Breaking");
-            // It ends at its next accept; its socket closes with it.
-            drop(t);
+            // It ends within 100 ms wherever it waits; its socket closes with it, so the
+            // port is free for a later -start.
+            let _ = t.join();
         }
     }
 
@@ -252,7 +253,7 @@ fn session(
     let mut s = Session::new(
         shared.clone(),
         name,
-        Conn::new(shared.clone(), stream),
+        Conn::new(shared.clone(), stream, Some(listener.broken.clone())),
         true,
     );
     s.listener = Some(listener.clone());

@@ -345,7 +345,11 @@ fn http_command(s: &mut Session, args: &[String], line: u32) -> Step {
                 s.rem_ip = a.ip().to_string();
                 s.rem_port = a.port().to_string();
             }
-            s.conn = Some(Conn::new(s.shared.clone(), stream));
+            s.conn = Some(Conn::new(
+                s.shared.clone(),
+                stream,
+                Some(listener.broken.clone()),
+            ));
             s.log("Accepted");
             Ok(())
         }

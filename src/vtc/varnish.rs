@@ -226,17 +226,14 @@ impl Varnish {
     }
 
     fn write_config(&self) -> Step {
-        let listen = match &self.child {
-            Some(r) => sock_text(r.addr),
-            None => self.listen.clone(),
-        };
-        let admin = self
-            .child
-            .as_ref()
-            .map_or("127.0.0.1:0".to_string(), |r| sock_text(r.admin));
-        let toml = self
-            .settings
-            .toml(Some(&listen), Some(&admin), self.vcl.as_deref(), &self.dir);
+        // A reload keeps the addresses as the process was started with (port 0 included):
+        // they cannot change without a restart.
+        let toml = self.settings.toml(
+            Some(&self.listen),
+            Some("127.0.0.1:0"),
+            self.vcl.as_deref(),
+            &self.dir,
+        );
         std::fs::write(self.config_path(), toml)
             .map_err(|e| Halt::Fail(format!("{}: {e}", self.config_path().display())))
     }
@@ -351,8 +348,6 @@ impl Varnish {
         shared.define(n, &format!("{n}_a0_addr"), addr.ip().to_string());
         shared.define(n, &format!("{n}_a0_port"), addr.port().to_string());
         shared.define(n, &format!("{n}_a0_sock"), sock);
-        // A restart listens where this one did.
-        self.listen = sock_text(addr);
         self.child = Some(Running {
             child,
             addr,
@@ -367,6 +362,8 @@ impl Varnish {
         let Some(mut r) = self.child.take() else {
             return Ok(());
         };
+        // A restart listens where this one did.
+        self.listen = sock_text(r.addr);
         for m in ["addr", "port", "sock"] {
             shared.undefine(&self.name, &format!("{}_{m}", self.name));
         }
@@ -462,14 +459,49 @@ fn read_log(
     }
 }
 
-/// The first line of a check's output that names an error.
+/// The first error of a check's output, without the runner's temporary path: `vclN.vcl:L:C:
+/// message` becomes `message (vclN.vcl:L:C)`, so that like errors read alike in the table.
 pub fn first_error(output: &str) -> String {
-    output
+    let line = output
         .lines()
-        .find(|l| l.contains("error") || l.contains(':'))
-        .unwrap_or_else(|| output.lines().next().unwrap_or(""))
-        .trim()
-        .chars()
-        .take(300)
-        .collect()
+        .find(|l| l.contains("error"))
+        .or_else(|| output.lines().find(|l| l.contains(':')))
+        .unwrap_or("")
+        .trim();
+    let line = line.strip_prefix("error: ").unwrap_or(line);
+    let text = ["vcl:", "toml:"]
+        .iter()
+        .find_map(|ext| {
+            let at = line.find(ext)?;
+            let start = line[..at].rfind('/').map_or(0, |s| s + 1);
+            let rest = &line[at + ext.len()..];
+            // line:col: message
+            let mut parts = rest.splitn(3, ':');
+            let (l, c, msg) = (parts.next()?, parts.next()?, parts.next()?);
+            Some(format!(
+                "{} ({}{}:{l}:{c})",
+                msg.trim(),
+                &line[start..at],
+                &ext[..ext.len() - 1],
+            ))
+        })
+        .unwrap_or_else(|| line.to_string());
+    text.chars().take(300).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn check_errors_read_without_paths() {
+        assert_eq!(
+            super::first_error(
+                "error: /tmp/shellac-vtc.1.0/b1.2/v1/vcl1.vcl:8:3: not supported: ESI\nmore"
+            ),
+            "not supported: ESI (vcl1.vcl:8:3)"
+        );
+        assert_eq!(
+            super::first_error("x.toml: OK\nerror: /t/check1.toml:3:2: `cache.x`: bad"),
+            "`cache.x`: bad (check1.toml:3:2)"
+        );
+    }
 }
