@@ -408,3 +408,95 @@ async fn grace_bans_and_rules_as_over_http1() {
     assert_ne!(after.text(), hit.text());
     shellac.stop().await;
 }
+
+/// An h2 client request with a streamed body and no `Content-Length`: its answer's status,
+/// after sending `chunks` (and then either ending the body or leaving it open).
+async fn post_streamed(
+    client: &mut ::h2::client::SendRequest<bytes::Bytes>,
+    path: &str,
+    chunks: &[usize],
+    end: bool,
+) -> u16 {
+    let req = http::Request::post(format!("http://test.example{path}"))
+        .body(())
+        .unwrap();
+    let (resp, mut body) = client.send_request(req, false).unwrap();
+    for (i, n) in chunks.iter().enumerate() {
+        let last = end && i + 1 == chunks.len();
+        body.send_data(bytes::Bytes::from(vec![b'x'; *n]), last)
+            .unwrap();
+    }
+    let resp = tokio::time::timeout(Duration::from_secs(10), resp)
+        .await
+        .expect("an answer in time")
+        .expect("an answer");
+    // Keep the sender alive until the answer: dropping it would reset the stream.
+    drop(body);
+    resp.status().as_u16()
+}
+
+async fn h2_client(addr: std::net::SocketAddr) -> ::h2::client::SendRequest<bytes::Bytes> {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (client, conn) = ::h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    client.ready().await.unwrap()
+}
+
+/// Issue 20: an HTTP/2 body without `Content-Length` that goes over `max_body_size` is
+/// answered 413 as over HTTP/1.1 (not the aborted fetch's 5xx), counted in
+/// `client_reject_limit`; the connection goes on serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_over_max_body_size_without_content_length_is_413() {
+    let origin = Origin::start(|_| Reply::ok("stored")).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        h2c(c);
+        c.server.max_body_size = shellac::config::units::Size(4096);
+    })
+    .await;
+    let mut client = h2_client(shellac.addr).await;
+    assert_eq!(
+        post_streamed(&mut client, "/small", &[1000, 1000], true).await,
+        200
+    );
+    assert_eq!(
+        post_streamed(&mut client, "/big", &[3000, 3000, 3000], true).await,
+        413
+    );
+    assert_eq!(
+        post_streamed(&mut client, "/small", &[100], true).await,
+        200
+    );
+    let stats = shellac.stats().await;
+    assert_eq!(stats["client_reject_limit"], 1);
+    assert_eq!(stats["client_refused"], 1);
+    shellac.stop().await;
+}
+
+/// Issue 20: `body_timeout` applies to HTTP/2 request bodies: a stream whose body stalls is
+/// answered 408 (`client_body_timeout`, as an HTTP/1.1 connection that stalls is closed);
+/// the connection's other streams go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_body_is_408_and_the_connection_goes_on() {
+    let origin = Origin::start(|_| Reply::ok("stored")).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        h2c(c);
+        c.server.body_timeout = shellac::config::units::Dur(Duration::from_millis(300));
+    })
+    .await;
+    let mut client = h2_client(shellac.addr).await;
+    let started = std::time::Instant::now();
+    assert_eq!(
+        post_streamed(&mut client, "/slow", &[100], false).await,
+        408
+    );
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(
+        post_streamed(&mut client, "/after", &[100], true).await,
+        200
+    );
+    let stats = shellac.stats().await;
+    assert_eq!(stats["client_body_timeout"], 1);
+    shellac.stop().await;
+}

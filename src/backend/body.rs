@@ -3,13 +3,14 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
 
 use super::Backend;
 use crate::stats::Counters;
@@ -22,6 +23,9 @@ pub struct RequestBody {
     /// the backend request is aborted. HTTP/1.1 bodies were bounded by the gate already;
     /// this bounds HTTP/2 bodies sent without `Content-Length`.
     allowed: u64,
+    /// `body_timeout` / `body_min_rate` for an HTTP/2 body (the HTTP/1.1 gate applies them to
+    /// its connections itself).
+    pacer: Option<Box<Pacer>>,
 }
 
 /// A client body that passed `server.max_body_size` while streaming to a backend.
@@ -29,21 +33,125 @@ pub struct RequestBody {
 #[error("request body larger than server.max_body_size")]
 pub struct BodyTooLarge;
 
+/// A client body that came slower than `body_timeout` / `body_min_rate` allow.
+#[derive(Debug, thiserror::Error)]
+#[error("request body too slow (server.body_timeout, server.body_min_rate)")]
+pub struct BodyTooSlow;
+
+/// How an HTTP/2 request's body is paced, and what became of it: put on the request (an
+/// extension) by server/h2, taken by the backend request that streams the body, read back by
+/// server/h2 to answer `413` / `408` in place of the failed fetch's answer.
+#[derive(Clone, Debug)]
+pub struct BodyPace {
+    /// `server.body_timeout` (ms): the longest wait for body bytes in one stretch, and the
+    /// allowance before `min_rate` applies.
+    pub timeout_ms: u64,
+    /// `server.body_min_rate` (bytes/s; 0: no rate check).
+    pub min_rate: u64,
+    pub outcome: Arc<BodyOutcome>,
+}
+
+/// Why a paced body failed, if it did.
+#[derive(Debug, Default)]
+pub struct BodyOutcome {
+    too_large: AtomicBool,
+    too_slow: AtomicBool,
+}
+
+impl BodyOutcome {
+    /// The body went over `server.max_body_size`.
+    pub fn too_large(&self) -> bool {
+        self.too_large.load(Ordering::Relaxed)
+    }
+
+    /// The body came too slowly.
+    pub fn too_slow(&self) -> bool {
+        self.too_slow.load(Ordering::Relaxed)
+    }
+}
+
+/// The HTTP/1.1 gate's body clock (server/gate.rs `body_too_slow`) for one body: only time
+/// spent waiting on the client counts (not time the backend took to take the bytes); too slow
+/// is one wait longer than `timeout_ms`, or waits adding up to more than `timeout_ms` plus one
+/// second per `min_rate` bytes received.
+struct Pacer {
+    pace: BodyPace,
+    bytes: u64,
+    waited_ms: u64,
+    /// The wait in progress began then (the client had nothing for us).
+    since: Option<Instant>,
+    sleep: Option<Pin<Box<Sleep>>>,
+}
+
+impl Pacer {
+    fn received(&mut self, n: u64) {
+        if let Some(since) = self.since.take() {
+            self.waited_ms = self
+                .waited_ms
+                .saturating_add(since.elapsed().as_millis() as u64);
+        }
+        self.bytes = self.bytes.saturating_add(n);
+    }
+
+    /// The client has nothing for us: whether the wait is over its allowance now (else the
+    /// timer is armed to wake this body when it will be).
+    fn waiting(&mut self, cx: &mut Context<'_>) -> bool {
+        let since = *self.since.get_or_insert_with(Instant::now);
+        let timeout = self.pace.timeout_ms;
+        let mut allowed = timeout;
+        // 0: no rate check, the stretch limit alone.
+        if let Some(earned) = self
+            .bytes
+            .saturating_mul(1000)
+            .checked_div(self.pace.min_rate)
+        {
+            allowed = allowed.min(
+                timeout
+                    .saturating_add(earned)
+                    .saturating_sub(self.waited_ms),
+            );
+        }
+        let deadline = since + Duration::from_millis(allowed.saturating_add(1));
+        let sleep = self
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if sleep.deadline() != deadline {
+            sleep.as_mut().reset(deadline);
+        }
+        sleep.as_mut().poll(cx).is_ready()
+    }
+}
+
 impl RequestBody {
     pub fn empty() -> RequestBody {
         RequestBody {
             inner: None,
             counters: None,
             allowed: 0,
+            pacer: None,
         }
     }
 
-    /// The client's `body`, at most `max` bytes of it.
-    pub fn stream(body: Incoming, counters: Arc<Counters>, max: u64) -> RequestBody {
+    /// The client's `body`, at most `max` bytes of it, paced by `pace` (HTTP/2) if given.
+    pub fn stream(
+        body: Incoming,
+        counters: Arc<Counters>,
+        max: u64,
+        pace: Option<BodyPace>,
+    ) -> RequestBody {
         RequestBody {
             inner: Some(body),
             counters: Some(counters),
             allowed: max,
+            pacer: pace.map(|pace| {
+                Box::new(Pacer {
+                    pace,
+                    bytes: 0,
+                    waited_ms: 0,
+                    since: None,
+                    sleep: None,
+                })
+            }),
         }
     }
 
@@ -65,12 +173,34 @@ impl Body for RequestBody {
         let Some(inner) = this.inner.as_mut() else {
             return Poll::Ready(None);
         };
-        let polled = std::task::ready!(Pin::new(inner).poll_frame(cx));
+        let polled = match Pin::new(inner).poll_frame(cx) {
+            Poll::Ready(polled) => polled,
+            Poll::Pending => {
+                if let Some(p) = this.pacer.as_mut()
+                    && p.waiting(cx)
+                {
+                    p.pace.outcome.too_slow.store(true, Ordering::Relaxed);
+                    this.inner = None;
+                    return Poll::Ready(Some(Err(Box::new(BodyTooSlow))));
+                }
+                return Poll::Pending;
+            }
+        };
+        if let Some(p) = this.pacer.as_mut() {
+            let n = match &polled {
+                Some(Ok(frame)) => frame.data_ref().map_or(0, |d| d.len() as u64),
+                _ => 0,
+            };
+            p.received(n);
+        }
         if let Some(Ok(frame)) = &polled
             && let Some(data) = frame.data_ref()
         {
             let n = data.len() as u64;
             if n > this.allowed {
+                if let Some(p) = &this.pacer {
+                    p.pace.outcome.too_large.store(true, Ordering::Relaxed);
+                }
                 this.inner = None;
                 return Poll::Ready(Some(Err(Box::new(BodyTooLarge))));
             }

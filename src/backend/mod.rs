@@ -21,7 +21,7 @@ use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-pub use body::{BackendBody, RequestBody};
+pub use body::{BackendBody, BodyOutcome, BodyPace, RequestBody};
 use conn::{Conn, HeadLimited};
 use health::Health;
 

@@ -284,16 +284,35 @@ impl Proxy {
     pub fn refuse_body(
         &self,
         v: Violation,
-        mut answer: Response<ResponseBody>,
+        answer: Response<ResponseBody>,
     ) -> Response<ResponseBody> {
         self.counters.client_refused.inc();
+        self.replace_answer(v.status(), v.as_str(), v.refused_reason(), answer)
+    }
+
+    /// The answer to an HTTP/2 request whose body came too slowly (`server.body_timeout`,
+    /// `server.body_min_rate`), in place of the aborted fetch's: `408`, logged with reason
+    /// `refused:body-timeout`. (Over HTTP/1.1 the connection is closed instead: its framing
+    /// is lost mid-body; an HTTP/2 stream can still be answered.)
+    pub fn refuse_slow_body(&self, answer: Response<ResponseBody>) -> Response<ResponseBody> {
+        self.replace_answer(408, "body-timeout", "refused:body-timeout", answer)
+    }
+
+    /// `answer` (its transaction record kept) replaced by a synthetic `status` page.
+    fn replace_answer(
+        &self,
+        status: u16,
+        detail: &str,
+        reason: &'static str,
+        mut answer: Response<ResponseBody>,
+    ) -> Response<ResponseBody> {
         let record = answer.body_mut().take_record();
         drop(answer);
-        let resp = self.refuse(v.status(), v.as_str());
+        let resp = self.refuse(status, detail);
         match record {
             Some(mut r) => {
-                r.status = v.status();
-                r.decision = observe::refused(v.refused_reason());
+                r.status = status;
+                r.decision = observe::refused(reason);
                 resp.map(|b| b.recorded(r))
             }
             None => resp,

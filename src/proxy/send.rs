@@ -246,6 +246,10 @@ fn build_request(txn: &mut Txn, backend: &Backend, for_cache: bool) -> Request<R
                 b,
                 txn.proxy.counters.clone(),
                 txn.proxy.config.server.max_body_size.0,
+                txn.req
+                    .extensions
+                    .get::<crate::backend::BodyPace>()
+                    .cloned(),
             )
         }
         _ => RequestBody::empty(),

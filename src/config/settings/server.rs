@@ -145,7 +145,7 @@ pub(super) const SERVER: &[Setting] = &[
         default: Default::Value(r##""1GiB""##),
         example: r##""##,
         restart: false,
-        doc: r##"Largest request body, declared (`Content-Length`, refused at once) or chunked (refused when the chunk that passes it is announced) → `413`, closed."##,
+        doc: r##"Largest request body, declared (`Content-Length`, refused at once) or chunked (refused when the chunk that passes it is announced) → `413`, closed. Over HTTP/2 a body without `Content-Length` is counted as it streams to the backend: the `DATA` that passes the limit aborts the backend request and the stream is answered `413`."##,
     },
     Setting {
         section: "server",
@@ -168,7 +168,7 @@ pub(super) const SERVER: &[Setting] = &[
         default: Default::Value(r##""30s""##),
         example: r##""##,
         restart: false,
-        doc: r##"Slow request bodies (slow POST): the longest Shellac waits for the next body bytes in one stretch, and the allowance before `body_min_rate` applies. Only time spent waiting on the client counts, not time a backend takes to accept the body. Exceeded → connection closed, counter `client_body_timeout`."##,
+        doc: r##"Slow request bodies (slow POST): the longest Shellac waits for the next body bytes in one stretch, and the allowance before `body_min_rate` applies. Only time spent waiting on the client counts, not time a backend takes to accept the body. Exceeded → connection closed, counter `client_body_timeout`; over HTTP/2 the clock runs per stream and a stalled stream is answered `408` instead (its backend request aborted, the connection's other streams go on)."##,
     },
     Setting {
         section: "server",

@@ -27,7 +27,9 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{Notify, watch};
 
 use super::gate::count_violation;
+use crate::backend::{BodyOutcome, BodyPace};
 use crate::clock::now_ms;
+use crate::http::strict::Violation;
 use crate::proxy::{Handled, Proxy, ResponseBody};
 use crate::reload::Live;
 
@@ -127,6 +129,8 @@ pub(crate) async fn serve<I>(
         },
     );
     let limits = server.limits();
+    let body_timeout_ms = ms(server.body_timeout.0);
+    let body_min_rate = server.body_min_rate.0;
     let max_requests = h2.max_requests;
     let svc_shared = shared.clone();
     let svc_live = live.clone();
@@ -158,10 +162,26 @@ pub(crate) async fn serve<I>(
                 return Answer::Ready(Some(finish(resp, stream, reset, &proxy)));
             }
         };
+        // A body is paced as over HTTP/1.1 (`body_timeout`, `body_min_rate`) and bounded by
+        // `max_body_size` while it streams to the backend; how it ended is read back here.
+        let mut req = req;
+        let outcome = (!req.body().is_end_stream()).then(|| {
+            let outcome = Arc::new(BodyOutcome::default());
+            req.extensions_mut().insert(BodyPace {
+                timeout_ms: body_timeout_ms,
+                min_rate: body_min_rate,
+                outcome: outcome.clone(),
+            });
+            outcome
+        });
         match proxy.handle(req, peer) {
-            Handled::Done(resp, proxy) => Answer::Ready(Some(finish(resp, stream, None, &proxy))),
+            Handled::Done(resp, proxy) => {
+                let resp = body_outcome(resp, outcome.as_deref(), &proxy);
+                Answer::Ready(Some(finish(resp, stream, None, &proxy)))
+            }
             Handled::Waits(rest) => Answer::Pending(Box::pin(async move {
                 let (resp, proxy) = rest.run().await;
+                let resp = body_outcome(resp, outcome.as_deref(), &proxy);
                 finish(resp, stream, None, &proxy)
             })),
         }
@@ -315,6 +335,29 @@ impl<F: Future<Output = Response<H2Body>>> Future for Answer<F> {
             Answer::Pending(rest) => rest.as_mut().poll(cx).map(Ok),
         }
     }
+}
+
+/// The answer to a request whose body failed while streaming to the backend, in place of the
+/// aborted fetch's answer: over `max_body_size` (sent without `Content-Length`) → `413` as
+/// over HTTP/1.1 (counted as a refused request); too slow → `408` (`client_body_timeout`).
+/// The stream then ends; h2 resets it with `NO_ERROR` if the client is still sending.
+fn body_outcome(
+    resp: Response<ResponseBody>,
+    outcome: Option<&BodyOutcome>,
+    proxy: &Proxy,
+) -> Response<ResponseBody> {
+    let Some(outcome) = outcome else {
+        return resp;
+    };
+    if outcome.too_large() {
+        count_violation(&proxy.counters, Violation::BodyTooLarge);
+        return proxy.refuse_body(Violation::BodyTooLarge, resp);
+    }
+    if outcome.too_slow() {
+        proxy.counters.client_body_timeout.inc();
+        return proxy.refuse_slow_body(resp);
+    }
+    resp
 }
 
 /// Fields that mean nothing in HTTP/2 (RFC 9113 §8.2.2); hyper would drop them with a
