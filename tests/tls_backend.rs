@@ -187,3 +187,46 @@ async fn check_and_reload_name_unusable_backend_tls_files() {
         "{half:?}"
     );
 }
+
+/// Issue 20: HTTP/2 to a backend over TLS (`protocol = "h2"` with `tls`): ALPN `h2` is
+/// negotiated with the verified backend, requests share one multiplexed connection, and the
+/// backend serves them as HTTP/2 (its `h2_conn`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_to_a_backend_over_tls() {
+    let pki = Pki::new("backend-h2");
+    let plain = origin().await;
+    let (tls_origin, port) = tls_origin(&pki, &plain, "").await;
+    let origin_addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let sh = Shellac::start(origin_addr, |c| {
+        c.backends[0].tls = Some(with_ca(&pki));
+        c.backends[0].protocol = shellac::config::BackendProtocol::H2;
+    })
+    .await;
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let addr = sh.addr;
+        tasks.push(tokio::spawn(
+            async move { get(addr, &format!("/h2/{i}")).await },
+        ));
+    }
+    for (i, t) in tasks.into_iter().enumerate() {
+        let resp = t.await.unwrap();
+        assert_eq!(
+            (resp.status, resp.text()),
+            (200, format!("origin says /h2/{i}"))
+        );
+    }
+    // Sequential ones after: the connection is reused.
+    let resp = get(sh.addr, "/h2/again").await;
+    assert_eq!(resp.status, 200);
+    let s = sh.stats().await;
+    assert_eq!(s["backend_h2_conn"], s["backend_conn"], "{s:?}");
+    assert!(s["backend_h2_conn"] >= 1);
+    assert_eq!(s["backend_tls_handshake"], s["backend_conn"]);
+    assert_eq!(s["backend_tls_fail"], 0);
+    assert!(s["backend_reuse"] >= 1, "{s:?}");
+    // The TLS origin served HTTP/2 (ALPN h2), as many connections as Shellac opened.
+    let o = tls_origin.stats().await;
+    assert_eq!(o["h2_conn"], s["backend_conn"], "{o:?}");
+    assert_eq!(o["h2_req"], 9);
+}
