@@ -161,21 +161,21 @@ impl Rules {
 
     /// Request phase: finds the matching rules in order and applies their request actions
     /// (header edits happen on `headers`). Stops at the first `pass`, `synth` or `redirect`.
-    /// `client_cert`: the verified client certificate's subject, empty without one.
+    /// `conn`: the connection's scheme and client certificate.
     pub fn on_request(
         &self,
         host: &str,
         path_and_query: &str,
         method: &Method,
         headers: &mut HeaderMap,
-        client_cert: &str,
+        conn: Conn<'_>,
     ) -> RequestOutcome {
         let mut out = RequestOutcome::default();
         if self.rules.is_empty() {
             return out;
         }
         let path = path_and_query.split('?').next().unwrap_or("/");
-        let target = self.target(host, path_and_query, Some(client_cert));
+        let target = self.target(host, path_and_query, conn);
         for (i, rule) in self.rules.iter().enumerate() {
             if !target.matches(i, rule, method, headers) {
                 continue;
@@ -231,20 +231,19 @@ impl Rules {
         method: &Method,
         headers: &HeaderMap,
         cookies_matter: bool,
+        conn: Conn<'_>,
     ) -> bool {
         if !self.act_on_requests(cookies_matter) {
             return false;
         }
-        // The connection's client certificate is not known here: a rule that asks about it
-        // is taken to match.
-        let target = self.target(host, path_and_query, None);
+        let target = self.target(host, path_and_query, conn);
         self.rules.iter().enumerate().any(|(i, rule)| {
             rule.acts_on_request(cookies_matter) && target.matches(i, rule, method, headers)
         })
     }
 
     /// What the rules' path, URL and host matchers say about a request target.
-    fn target(&self, host: &str, path_and_query: &str, client_cert: Option<&str>) -> Target {
+    fn target(&self, host: &str, path_and_query: &str, conn: Conn<'_>) -> Target {
         let path = path_and_query.split('?').next().unwrap_or("/");
         let mut path_hit = vec![false; self.rules.len()];
         for i in self.path_set.matches(path).iter() {
@@ -258,7 +257,8 @@ impl Rules {
             path_hit,
             url_hit,
             host: host.split(':').next().unwrap_or(host).to_ascii_lowercase(),
-            client_cert: client_cert.map(str::to_string),
+            client_cert: conn.client_cert.to_string(),
+            https: conn.https,
         }
     }
 
@@ -306,15 +306,24 @@ impl Rules {
     }
 }
 
+/// What the rules know of the request's connection: TLS or not, and the verified client
+/// certificate's subject (empty without one).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Conn<'a> {
+    pub https: bool,
+    pub client_cert: &'a str,
+}
+
 /// A request target as the rules' matchers see it: which path and URL patterns matched (by
 /// rule index) and the host without port, lower case.
 struct Target {
     path_hit: Vec<bool>,
     url_hit: Vec<bool>,
     host: String,
-    /// The client certificate's subject (empty: none); None: not known (a rule that asks
-    /// matches).
-    client_cert: Option<String>,
+    /// The client certificate's subject (empty: none).
+    client_cert: String,
+    /// The request came over TLS.
+    https: bool,
 }
 
 impl Target {
@@ -330,11 +339,15 @@ impl Target {
                 .cookie
                 .as_ref()
                 .is_none_or(|re| cookie_names(headers).any(|n| re.is_match(n)))
-            && rule.client_cert.as_ref().is_none_or(|re| {
-                self.client_cert
-                    .as_deref()
-                    .is_none_or(|subject| re.is_match(subject))
-            })
+            && rule
+                .client_cert
+                .as_ref()
+                .is_none_or(|re| re.is_match(&self.client_cert))
+            && rule
+                .cfg
+                .scheme
+                .as_deref()
+                .is_none_or(|s| (s == "https") == self.https)
     }
 }
 
@@ -376,16 +389,57 @@ fn expand(rule: &Rule, path: &str, path_and_query: &str, to: &str) -> String {
 #[cfg(test)]
 mod tests {
     /// `client_cert` matches the subject of a verified client certificate, the empty string
-    /// without one; on the fast path (subject unknown) a rule that asks is taken to match.
+    /// without one; the fast path asks with the connection's subject too.
+    /// `scheme`: an HTTP-to-HTTPS redirect answers cleartext requests only; TLS hits stay
+    /// fast.
+    #[test]
+    fn scheme_matcher() {
+        let r = rules(
+            "[[rule]]\nscheme = \"http\"\nurl = '^(.*)$'\nredirect = { to = \"https://example.com$1\", status = 301 }\n",
+        );
+        let mut h = HeaderMap::new();
+        let http = r.on_request("example.com", "/a?b", &Method::GET, &mut h, Conn::default());
+        assert_eq!(
+            http.redirect.map(|(s, to)| (s.as_u16(), to)),
+            Some((301, "https://example.com/a?b".to_string()))
+        );
+        let https = Conn {
+            https: true,
+            client_cert: "",
+        };
+        assert!(
+            r.on_request("example.com", "/a", &Method::GET, &mut h, https)
+                .redirect
+                .is_none()
+        );
+        assert!(!r.change_a_hit("example.com", "/a", &Method::GET, &h, false, https));
+        assert!(r.change_a_hit(
+            "example.com",
+            "/a",
+            &Method::GET,
+            &h,
+            false,
+            Conn::default()
+        ));
+    }
+
     #[test]
     fn client_cert_matcher() {
         let r = rules("[[rule]]\nclient_cert = '^$'\nsynth = { status = 403 }\n");
         let mut h = HeaderMap::new();
-        let anonymous = r.on_request("x", "/", &Method::GET, &mut h, "");
+        let anonymous = r.on_request("x", "/", &Method::GET, &mut h, Conn::default());
         assert!(anonymous.synth.is_some());
-        let alice = r.on_request("x", "/", &Method::GET, &mut h, "CN=alice,O=Example");
-        assert!(alice.synth.is_none());
-        assert!(r.change_a_hit("x", "/", &Method::GET, &h, false));
+        let alice = Conn {
+            https: true,
+            client_cert: "CN=alice,O=Example",
+        };
+        assert!(
+            r.on_request("x", "/", &Method::GET, &mut h, alice)
+                .synth
+                .is_none()
+        );
+        assert!(r.change_a_hit("x", "/", &Method::GET, &h, false, Conn::default()));
+        assert!(!r.change_a_hit("x", "/", &Method::GET, &h, false, alice));
     }
 
     use super::*;
@@ -408,27 +462,55 @@ mod tests {
         );
         assert!(r.act_on_requests(false));
         let mut h = HeaderMap::new();
-        assert!(!r.change_a_hit("example.com", "/api/x", &Method::GET, &h, true));
+        assert!(!r.change_a_hit(
+            "example.com",
+            "/api/x",
+            &Method::GET,
+            &h,
+            true,
+            Conn::default()
+        ));
         h.insert(header::COOKIE, HeaderValue::from_static("a=1; session=2"));
         assert!(
-            r.change_a_hit("example.com", "/api/x", &Method::GET, &h, true),
+            r.change_a_hit(
+                "example.com",
+                "/api/x",
+                &Method::GET,
+                &h,
+                true,
+                Conn::default()
+            ),
             "pass"
         );
         h.clear();
         h.insert("x-debug", HeaderValue::from_static("1"));
         assert!(
-            r.change_a_hit("example.com", "/", &Method::GET, &h, true),
+            r.change_a_hit("example.com", "/", &Method::GET, &h, true, Conn::default()),
             "edits"
         );
         let quiet = rules("[[rule]]\nmin_ttl = \"2m\"\nstrip_set_cookie = true\n");
         assert!(!quiet.act_on_requests(true));
-        assert!(!quiet.change_a_hit("example.com", "/", &Method::GET, &h, true));
+        assert!(!quiet.change_a_hit("example.com", "/", &Method::GET, &h, true, Conn::default()));
         // Stripping cookies changes a hit only where cookies matter.
         let strip =
             rules("[[rule]]\npath = '\\.css$'\nstrip_request_cookies = true\ncache = true\n");
         h.insert(header::COOKIE, HeaderValue::from_static("a=1"));
-        assert!(!strip.change_a_hit("example.com", "/s.css", &Method::GET, &h, false));
-        assert!(strip.change_a_hit("example.com", "/s.css", &Method::GET, &h, true));
+        assert!(!strip.change_a_hit(
+            "example.com",
+            "/s.css",
+            &Method::GET,
+            &h,
+            false,
+            Conn::default()
+        ));
+        assert!(strip.change_a_hit(
+            "example.com",
+            "/s.css",
+            &Method::GET,
+            &h,
+            true,
+            Conn::default()
+        ));
     }
 
     #[test]
@@ -437,15 +519,27 @@ mod tests {
             "[[rule]]\npath = '\\.(png|gif|jpg|swf|css|js)$'\nttl = \"1h\"\noverride_origin = true\n",
         );
         let mut h = HeaderMap::new();
-        let out = r.on_request("example.com", "/a/b.css?v=1", &Method::GET, &mut h, "");
+        let out = r.on_request(
+            "example.com",
+            "/a/b.css?v=1",
+            &Method::GET,
+            &mut h,
+            Conn::default(),
+        );
         assert_eq!(out.matched, vec![0]);
         let o = r.on_response(&out.matched, &Method::GET, StatusCode::OK, &mut h);
         assert_eq!(o.ttl, Some(std::time::Duration::from_secs(3600)));
         assert!(o.override_origin);
         assert!(
-            r.on_request("example.com", "/page.php", &Method::GET, &mut h, "")
-                .matched
-                .is_empty()
+            r.on_request(
+                "example.com",
+                "/page.php",
+                &Method::GET,
+                &mut h,
+                Conn::default()
+            )
+            .matched
+            .is_empty()
         );
     }
 
@@ -457,20 +551,26 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert("x-debug", "1".parse().unwrap());
         assert_eq!(
-            r.on_request("WWW.Example.com:8080", "/", &Method::GET, &mut h, "")
-                .pass
-                .as_deref(),
+            r.on_request(
+                "WWW.Example.com:8080",
+                "/",
+                &Method::GET,
+                &mut h,
+                Conn::default()
+            )
+            .pass
+            .as_deref(),
             Some("rule0")
         );
         assert!(
-            r.on_request("example.org", "/", &Method::GET, &mut h, "")
+            r.on_request("example.org", "/", &Method::GET, &mut h, Conn::default())
                 .pass
                 .is_none()
         );
         let mut h = HeaderMap::new();
         h.insert("cookie", "a=1; wordpress_logged_in_abc=x".parse().unwrap());
         assert_eq!(
-            r.on_request("x", "/", &Method::GET, &mut h, "")
+            r.on_request("x", "/", &Method::GET, &mut h, Conn::default())
                 .pass
                 .as_deref(),
             Some("logged-in")
@@ -483,7 +583,7 @@ mod tests {
             "[[rule]]\npath = '^/old/(.*)$'\nredirect = { to = \"https://new.example/$1\", status = 301 }\n\n[[rule]]\npath = '^/admin'\nsynth = { status = 403, body = \"no\" }\n",
         );
         let mut h = HeaderMap::new();
-        let out = r.on_request("x", "/old/a/b", &Method::GET, &mut h, "");
+        let out = r.on_request("x", "/old/a/b", &Method::GET, &mut h, Conn::default());
         assert_eq!(
             out.redirect,
             Some((
@@ -491,7 +591,7 @@ mod tests {
                 "https://new.example/a/b".into()
             ))
         );
-        let out = r.on_request("x", "/admin/x", &Method::GET, &mut h, "");
+        let out = r.on_request("x", "/admin/x", &Method::GET, &mut h, Conn::default());
         assert_eq!(out.synth.map(|s| s.0), Some(StatusCode::FORBIDDEN));
     }
 
@@ -500,7 +600,7 @@ mod tests {
         let r =
             rules("[[rule]]\nstrip_set_cookie = true\n\n[[rule]]\nstatus = [404]\nttl = \"10s\"\n");
         let mut req = HeaderMap::new();
-        let out = r.on_request("x", "/", &Method::GET, &mut req, "");
+        let out = r.on_request("x", "/", &Method::GET, &mut req, Conn::default());
         let mut h = HeaderMap::new();
         h.insert("set-cookie", "a=b".parse().unwrap());
         let o = r.on_response(&out.matched, &Method::GET, StatusCode::OK, &mut h);

@@ -724,3 +724,42 @@ async fn the_access_log_prints_what_each_tls_connection_negotiated() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_scheme_rule_sends_cleartext_visitors_to_https_and_leaves_tls_hits_fast() {
+    let pki = Pki::new("scheme");
+    let cert = pki.leaf("site", &["site.test"]);
+    let origin = origin().await;
+    let text = format!(
+        "{}\n[[rule]]\nscheme = \"http\"\nhost = \"site.test\"\nurl = '^(.*)$'\nredirect = {{ to = \"https://site.test$1\", status = 301 }}\n\n[[backend]]\nhost = \"127.0.0.1\"\n",
+        tls_table(&[&cert], "")
+    );
+    let parsed = Config::parse(&text, "t.toml").unwrap();
+    let sh = Shellac::start(origin.addr, |c| {
+        c.tls = parsed.tls;
+        c.rules = parsed.rules;
+    })
+    .await;
+    let resp = common::get_with(sh.addr, "/page?x=1", &[("host", "site.test")]).await;
+    assert_eq!(resp.status, 301);
+    assert_eq!(resp.header("location"), Some("https://site.test/page?x=1"));
+    let client = Arc::new(pki.client_config(&all_versions()));
+    let stream = connect(sh.tls_addrs()[0], &client, "site.test")
+        .await
+        .unwrap();
+    let mut conn = Conn::over(stream).await;
+    for _ in 0..2 {
+        let resp = conn
+            .send("GET", "/page?x=1", &[("host", "site.test")], b"")
+            .await;
+        assert_eq!(
+            (resp.status, resp.text().as_str()),
+            (200, "body of /page?x=1")
+        );
+    }
+    assert_eq!(
+        sh.stats().await["cache_hit_fast"],
+        1,
+        "the TLS hit stayed fast"
+    );
+}

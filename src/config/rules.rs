@@ -87,6 +87,8 @@ pub struct RuleConfig {
     pub cookie: Option<String>,
     /// Regex on the verified client certificate's subject (RFC 4514); empty without one.
     pub client_cert: Option<String>,
+    /// `"http"` or `"https"`: how the request arrived.
+    pub scheme: Option<String>,
 
     // Response matchers (response-phase actions only)
     #[serde(deserialize_with = "super::lists::one_or_many")]
@@ -156,6 +158,15 @@ impl RuleConfig {
 /// Checks one rule; returns (field, problem) pairs.
 pub(super) fn validate(rule: &RuleConfig, names: &dyn Fn(&str) -> bool) -> Vec<(String, String)> {
     let mut out = Vec::new();
+    if let Some(s) = &rule.scheme
+        && s != "http"
+        && s != "https"
+    {
+        out.push((
+            "scheme".to_string(),
+            format!("`{s}` is not a scheme: \"http\" (cleartext listeners) or \"https\" (TLS)"),
+        ));
+    }
     for (field, re) in [
         ("path", &rule.path),
         ("url", &rule.url),

@@ -410,19 +410,13 @@ impl Txn {
         let mut forced_lookup = false;
         if !rules.is_empty() {
             let (host, path) = (host.to_string(), path.to_string());
-            let client_cert = self
-                .req
-                .extensions
-                .get::<crate::tls::server::Session>()
-                .and_then(|s| s.0.client.as_deref())
-                .unwrap_or("");
-            let outcome = rules.on_request(
-                &host,
-                &path,
-                &self.req.method,
-                &mut self.req.headers,
-                client_cert,
-            );
+            let tls = self.req.extensions.get::<crate::tls::server::Session>();
+            let conn = crate::rules::Conn {
+                https: tls.is_some(),
+                client_cert: tls.and_then(|s| s.0.client.as_deref()).unwrap_or(""),
+            };
+            let outcome =
+                rules.on_request(&host, &path, &self.req.method, &mut self.req.headers, conn);
             self.matched_rules = outcome.matched;
             if let Some(name) = &outcome.director {
                 self.route = self.proxy.backends.get(name);

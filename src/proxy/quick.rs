@@ -164,10 +164,17 @@ impl Proxy {
                     HeaderValue::from_bytes(field.value).ok()?,
                 );
             }
-            if self
-                .rules
-                .change_a_hit(host, target, &method, &map, cookies_matter)
-            {
+            if self.rules.change_a_hit(
+                host,
+                target,
+                &method,
+                &map,
+                cookies_matter,
+                crate::rules::Conn {
+                    https: tls.is_some(),
+                    client_cert: tls.and_then(|t| t.client.as_deref()).unwrap_or(""),
+                },
+            ) {
                 return None;
             }
         }

@@ -80,6 +80,15 @@ pub(super) const RULE: &[Setting] = &[
     },
     Setting {
         section: "rule",
+        key: "scheme",
+        kind: Kind::Choice(&["http", "https"]),
+        default: Default::Unset(r##"either"##),
+        example: r##""http""##,
+        restart: false,
+        doc: r##"Matcher: the request arrived over a cleartext listener (`"http"`) or a `[[tls]]` listener (`"https"`). With `url = '^(.*)$'` and `redirect = { to = "https://example.com$1", status = 301 }` (and `host = "example.com"`) it sends cleartext visitors to HTTPS; requests over TLS are not matched and keep their fast hits."##,
+    },
+    Setting {
+        section: "rule",
         key: "status",
         kind: Kind::Statuses,
         default: Default::Value(r##"[]"##),
