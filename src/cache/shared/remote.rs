@@ -176,6 +176,9 @@ async fn connect(
         .min_retry_wait(5)
         .max_retry_wait(100)
         .use_protocol(redis::ProtocolVersion::RESP3)
+        // The client's default leaves Nagle's algorithm on: small commands behind another
+        // unacknowledged one waited for a delayed ACK (up to 40 ms; the brief's incident 2).
+        .tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true))
         .push_sender(move |push: redis::PushInfo| {
             if push.kind == redis::PushKind::SMessage
                 && let [channel, payload] = &push.data[..]
