@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # HTTP/2 side by side (issue 20): Shellac vs nginx (proxy_cache, `listen ... http2`), both on
 # CPU 0 with one worker, in front of bench/origin.rs, cleartext HTTP/2 with prior knowledge
-# (h2c). TLS is not in this script: h2load measures HTTP/2 framing and the cache here.
+# (h2c); with TLS=1 HTTP/2 over TLS instead (ALPN h2, one ECDSA P-256 certificate for both,
+# TLS 1.3: Shellac's [[tls]] listener, nginx's `listen ... ssl http2`).
 #
 #   1. Hit throughput: h2load (nghttp2-client) with C connections × M streams (default 10 × 10
 #      = 100 concurrent streams), N requests for /hit6k (6.3 KB) and /small100, RUNS rounds
@@ -12,6 +13,9 @@
 #
 #   cargo build --release --bin shellac --example origin
 #   bench/h2.sh                      # N=200000 RUNS=3 IDLE=2000
+#   TLS=1 bench/h2.sh                # over TLS (h2load https://, ALPN h2)
+#   LOAD=0 HTTP2_EXTRA='stream_window = "64KiB"' bench/h2.sh
+#                                    # idle memory only, with more [http2] keys for Shellac
 #   SHELLAC=path/to/other/shellac bench/h2.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -21,6 +25,9 @@ C=${C:-10}
 M=${M:-10}
 RUNS=${RUNS:-3}
 IDLE=${IDLE:-2000}
+TLS=${TLS:-0}
+LOAD=${LOAD:-1}
+HTTP2_EXTRA=${HTTP2_EXTRA:-}
 SHELLAC=${SHELLAC:-target/release/shellac}
 ORIGIN=${ORIGIN:-target/release/examples/origin}
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
@@ -35,9 +42,36 @@ $PY -c 'import h2' 2>/dev/null || { echo "python3-h2 missing (apt-get install py
 
 start_origin "$ORIGIN"
 
-# Shellac: h2c on, one worker thread, CPU 0.
-read -r S_PORT S_ADMIN S_PID < <(start_shellac "$SHELLAC" $'idle_timeout = "600s"\nmax_connections = 100000\n\n[http2]\nh2c = true\nmax_requests = 0')
+# Shellac: h2c on (or a [[tls]] listener, ALPN h2 by default), one worker thread, CPU 0.
+S_EXTRA=""
+N_LISTEN=http2
+if (( TLS )); then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
+    -subj /CN=bench.test -addext subjectAltName=DNS:bench.test \
+    -keyout "$TMP/key.pem" -out "$TMP/cert.pem" 2>/dev/null
+  S_TLS=$(free_port)
+  S_EXTRA="
+[[tls]]
+listen = \"127.0.0.1:$S_TLS\"
+[[tls.certificate]]
+cert = \"$TMP/cert.pem\"
+key = \"$TMP/key.pem\""
+  N_LISTEN="ssl http2;
+        ssl_certificate     $TMP/cert.pem;
+        ssl_certificate_key $TMP/key.pem;
+        ssl_protocols TLSv1.2 TLSv1.3"
+fi
+read -r S_PORT S_ADMIN S_PID < <(start_shellac "$SHELLAC" "idle_timeout = \"600s\"
+max_connections = 100000
+
+[http2]
+h2c = true
+max_requests = 0
+$HTTP2_EXTRA
+$S_EXTRA")
 PIDS+=("$S_PID")
+SCHEME=http
+if (( TLS )); then S_PORT=$S_TLS; SCHEME=https; fi
 
 # nginx: one worker on CPU 0, proxy_cache honouring the origin's Cache-Control, h2c.
 N_PORT=$(free_port)
@@ -71,7 +105,7 @@ http {
     proxy_cache_path $TMP/nginx/cache levels=1:2 keys_zone=bench:10m max_size=1g inactive=60m use_temp_path=off;
     upstream origin { server 127.0.0.1:$ORIGIN_PORT; keepalive 32; }
     server {
-        listen 127.0.0.1:$N_PORT http2;
+        listen 127.0.0.1:$N_PORT $N_LISTEN;
         location / {
             proxy_pass http://origin;
             proxy_http_version 1.1;
@@ -86,7 +120,11 @@ taskset -c 0 nginx -c "$TMP/nginx/nginx.conf" -g 'daemon off;' 2>"$TMP/nginx/std
 N_PID=$!
 PIDS+=("$N_PID")
 
-h2get() { curl -s --http2-prior-knowledge -D - -o /dev/null "http://127.0.0.1:$1/$2"; }
+if (( TLS )); then
+  h2get() { curl -sk --http2 -D - -o /dev/null "https://127.0.0.1:$1/$2"; }
+else
+  h2get() { curl -s --http2-prior-knowledge -D - -o /dev/null "http://127.0.0.1:$1/$2"; }
+fi
 for _ in $(seq 100); do
   h2get "$S_PORT" hit6k >/dev/null 2>&1 && h2get "$N_PORT" hit6k >/dev/null 2>&1 && break
   sleep 0.1
@@ -97,10 +135,11 @@ for path in hit6k small100; do
   h2get "$N_PORT" "$path" | grep -qi '^x-cache-status: HIT' || { echo "nginx: /$path is no hit" >&2; exit 1; }
 done
 
-echo "h2load: $C connections x $M streams, $N requests per run, $RUNS runs; servers on CPU 0, h2load and origin on CPU 1"
+echo "h2load ($SCHEME): $C connections x $M streams, $N requests per run, $RUNS runs; servers on CPU 0, h2load and origin on CPU 1"
 # h2load's "finished in X, Y req/s": the req/s.
-h2rate() { taskset -c 1 h2load -c"$C" -m"$M" -n"$N" "http://127.0.0.1:$1/$2" 2>&1 | awk '/^finished in/ {gsub(",", "", $4); print $4}'; }
+h2rate() { taskset -c 1 h2load -c"$C" -m"$M" -n"$N" "$SCHEME://127.0.0.1:$1/$2" 2>&1 | awk '/^finished in/ {gsub(",", "", $4); print $4}'; }
 for path in hit6k small100; do
+  (( LOAD )) || break
   s=(); n=()
   for _ in $(seq "$RUNS"); do
     s+=("$(h2rate "$S_PORT" "$path")")
@@ -122,13 +161,20 @@ rss_tree() {  # RSS (KiB) of a process and its children
 idle_rss() {  # PORT PID -> "before open per_conn_kib"
   local before open
   before=$(rss_tree "$2")
-  timeout 120 $PY - "$1" "$IDLE" >"$TMP/idle.txt" <<'PYEOF' &
-import socket, sys, time
+  timeout 120 $PY - "$1" "$IDLE" "$TLS" >"$TMP/idle.txt" <<'PYEOF' &
+import socket, ssl, sys, time
 import h2.connection, h2.config, h2.events
-port, n = int(sys.argv[1]), int(sys.argv[2])
+port, n, tls = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+ctx.set_alpn_protocols(["h2"])
 held = []
 for i in range(n):
     s = socket.create_connection(("127.0.0.1", port))
+    if tls:
+        s = ctx.wrap_socket(s)
+        assert s.selected_alpn_protocol() == "h2"
     c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
     c.initiate_connection()
     c.send_headers(1, [(":method", "GET"), (":scheme", "http"), (":authority", "bench"), (":path", "/small100")], end_stream=True)
@@ -155,6 +201,6 @@ PYEOF
 }
 read -r sb so sp < <(idle_rss "$S_PORT" "$S_PID")
 read -r nb no np < <(idle_rss "$N_PORT" "$N_PID")
-echo "idle HTTP/2 connections: $IDLE each"
+echo "idle HTTP/2 connections ($SCHEME): $IDLE each"
 echo "  shellac rss ${sb} -> ${so} KiB: ${sp} KiB per connection"
 echo "  nginx   rss ${nb} -> ${no} KiB: ${np} KiB per connection (master + worker)"
