@@ -77,11 +77,12 @@ for run in $(seq "$RUNS"); do
       >"$TMP/varnish-$run.log" 2>&1 &
     pid_vm=$!
     PIDS+=("$pid_vm")
-    pid_v=$(varnish_child "$pid_vm")
     read -r port_b _ pid_b < <(start_shellac_vcl)
     PIDS+=("$pid_b")
     warm "$port_v"
     warm "$port_b"
+    # After the warm-up: the manager's first children compile the VCL and exit.
+    pid_v=$(varnish_child "$pid_vm")
     read -r req_a us_a req_b us_b ratio < <(paired_cpu "$pid_v" "$port_v" "$pid_b" "$port_b" 1)
     kill -TERM "$pid_vm" 2>/dev/null; wait "$pid_vm" 2>/dev/null || true
     printf 'run %s: Varnish %9s req %6s µs/req | Shellac+VCL %9s req %6s µs/req | Varnish/Shellac CPU %5s%%\n' \

@@ -422,6 +422,36 @@ async fn check_and_serve_a_vcl_file() {
     );
     assert!(err.contains("3 errors"), "{err}");
 
+    // A configuration naming the bad file: `check` reports the VCL's errors too, and the
+    // [[backend]] given beside it.
+    let conf = dir.join("shellac.toml");
+    std::fs::write(
+        &conf,
+        "[vcl]\nfile = \"bad.vcl\"\n\n[[backend]]\nhost = \"127.0.0.1\"\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["check", "--file-only"])
+        .arg(&conf)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("[[backend]] cannot be given with [vcl] file"),
+        "{err}"
+    );
+    std::fs::write(&conf, "[vcl]\nfile = \"bad.vcl\"\n").unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["check", "--file-only"])
+        .arg(&conf)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.vcl:4:3: 'beresp.ttl'"), "{err}");
+    assert!(err.contains("3 errors"), "{err}");
+
     let origin = Origin::start(|_| Reply::ok("from origin").cc("max-age=60")).await;
     let good = dir.join("good.vcl");
     std::fs::write(

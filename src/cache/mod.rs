@@ -277,6 +277,11 @@ pub struct Prepared {
     pub map: HeaderMap,
     /// `map` as HTTP/1.1 bytes (`Prepared::wire`), built when a fast hit first needs them.
     pub wire: std::sync::OnceLock<Bytes>,
+    /// The head a fast hit sends under a VCL program whose `vcl_deliver` reads only the
+    /// object and the response (`proxy/vcl/quick.rs`): `wire` plus the fields it adds, made
+    /// once per `Prepared`; the program's identity (its runtime's address) with it, and
+    /// `None` when it does more than add fields.
+    pub vcl_wire: std::sync::OnceLock<(usize, Option<Bytes>)>,
 }
 
 impl Prepared {
@@ -286,6 +291,7 @@ impl Prepared {
             status,
             map,
             wire: std::sync::OnceLock::new(),
+            vcl_wire: std::sync::OnceLock::new(),
         }
     }
 

@@ -229,26 +229,28 @@ impl Proxy {
         }
         let status = deliver::hit_status(&object, now);
         let prepared = deliver::prepared(&object, now, &status).ok()?;
-        // Under VCL: the fields vcl_deliver adds (declined if it would do more).
-        let added = match &self.vcl {
-            Some(rt) => super::vcl::deliver_adds(
-                rt,
-                (method.as_str(), target, req.headers, client),
-                &object,
-                &prepared.map,
-            )?,
-            None => Default::default(),
+        // Under VCL: the head with the fields vcl_deliver adds (declined if it would do
+        // more). The log captures response fields from the object's map, which has none of
+        // those: with response fields in the log format such a hit takes the full path.
+        let vcl_head = match &self.vcl {
+            Some(rt) => {
+                if rt.program.defines(crate::vcl::types::Method::Deliver)
+                    && self
+                        .log_format
+                        .as_ref()
+                        .is_some_and(|f| !f.response_headers.is_empty())
+                {
+                    return None;
+                }
+                Some(super::vcl::fast_head(
+                    rt,
+                    (method.as_str(), target, req.headers, client),
+                    &object,
+                    &prepared,
+                )?)
+            }
+            None => None,
         };
-        // The log captures response fields from the object's map: one vcl_deliver adds is
-        // not in it, so such a hit takes the full path (its record names the field).
-        if !added.is_empty()
-            && self
-                .log_format
-                .as_ref()
-                .is_some_and(|f| added.iter().any(|(n, _)| f.response_headers.contains(n)))
-        {
-            return None;
-        }
         let counters = &self.counters;
         counters.client_req.inc();
         counters.cache_hit.inc();
@@ -259,11 +261,9 @@ impl Proxy {
             counters.cache_hit_memory.inc();
         }
         let status = object.status;
-        let head = prepared.wire(status).clone();
-        let head = if added.is_empty() {
-            head
-        } else {
-            with_fields(&head, &added)
+        let head = match vcl_head {
+            Some(head) => head,
+            None => prepared.wire(status).clone(),
         };
         // The object moves into the body: no second reference count per hit.
         let body = if head_only {
@@ -307,33 +307,6 @@ impl Proxy {
             body,
         })
     }
-}
-
-/// A prepared head with `added` fields after its own (before the blank line, when the head
-/// has one: the stored fields carried their own `Date`).
-fn with_fields(head: &Bytes, added: &[(HeaderName, HeaderValue)]) -> Bytes {
-    let ends = head.ends_with(b"\r\n\r\n");
-    let body = if ends {
-        &head[..head.len() - 2]
-    } else {
-        &head[..]
-    };
-    let extra: usize = added
-        .iter()
-        .map(|(n, v)| n.as_str().len() + v.len() + 4)
-        .sum();
-    let mut out = Vec::with_capacity(head.len() + extra);
-    out.extend_from_slice(body);
-    for (name, value) in added {
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    if ends {
-        out.extend_from_slice(b"\r\n");
-    }
-    Bytes::from(out)
 }
 
 /// Request fields after which a hit is not simply the object as it is: preconditions and

@@ -341,6 +341,70 @@ impl Program {
         self.defined.contains(&m)
     }
 
+    /// Whether built-in subroutine `m` (with the custom subs it calls) reads no variable but
+    /// those `slot` allows and calls no function but pure ones: its outcome then depends on
+    /// nothing else.
+    pub fn reads_only(&self, m: Method, slot: &dyn Fn(Slot) -> bool) -> bool {
+        fn expr(e: &Expr, slot: &dyn Fn(Slot) -> bool) -> bool {
+            match e {
+                Expr::Var(v) => slot(v.slot),
+                Expr::Concat(parts) => parts.iter().all(|x| expr(x, slot)),
+                Expr::Arith(_, _, a, b)
+                | Expr::Cmp(_, _, a, b)
+                | Expr::And(a, b)
+                | Expr::Or(a, b) => expr(a, slot) && expr(b, slot),
+                Expr::Neg(a) | Expr::Not(a) | Expr::Defined(a) => expr(a, slot),
+                Expr::Match { subject, .. } => expr(subject, slot),
+                Expr::InAcl { ip, .. } => expr(ip, slot),
+                Expr::Call(f, args) => pure(f) && args.iter().all(|x| expr(x, slot)),
+                _ => true,
+            }
+        }
+        fn pure(f: &Func) -> bool {
+            matches!(
+                f,
+                Func::Regsub(_)
+                    | Func::Regsuball(_)
+                    | Func::Replacement
+                    | Func::StdToLower
+                    | Func::StdToUpper
+                    | Func::StdInteger
+                    | Func::StdReal
+                    | Func::StdDuration
+                    | Func::StdStrstr
+                    | Func::FileRead(_)
+            )
+        }
+        fn body(p: &Program, b: &[Stmt], slot: &dyn Fn(Slot) -> bool, depth: u32) -> bool {
+            // Calls nest as deep as the subroutines do (no recursion: the checker refuses it).
+            depth < 64
+                && b.iter().all(|s| match s {
+                    Stmt::Set { var, value, .. } => slot(var.slot) && expr(value, slot),
+                    Stmt::Unset { var, .. } => slot(var.slot),
+                    Stmt::If {
+                        branches,
+                        otherwise,
+                    } => {
+                        branches
+                            .iter()
+                            .all(|(c, b)| expr(c, slot) && body(p, b, slot, depth + 1))
+                            && body(p, otherwise, slot, depth + 1)
+                    }
+                    Stmt::Call(i) => p
+                        .subs
+                        .get(*i)
+                        .is_some_and(|s| body(p, &s.body, slot, depth + 1)),
+                    Stmt::Return(Action::Synth(a, b), _) => {
+                        a.as_deref().is_none_or(|e| expr(e, slot))
+                            && b.as_deref().is_none_or(|e| expr(e, slot))
+                    }
+                    Stmt::Return(..) | Stmt::Leave => true,
+                    Stmt::Effect(..) => false,
+                })
+        }
+        body(self, self.method(m), slot, 0)
+    }
+
     /// Whether any statement calls `f` for its effect (such as `rollback`).
     pub fn has_effect(&self, f: &dyn Fn(&Func) -> bool) -> bool {
         fn walk(body: &[Stmt], f: &dyn Fn(&Func) -> bool) -> bool {

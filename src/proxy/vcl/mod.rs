@@ -25,7 +25,7 @@ pub(super) use backend::{
     BerespOutcome, ErrorOutcome, backend_error, backend_fetch, backend_response,
 };
 pub(super) use client::{Delivery, after_hit, deliver, miss, pass, recv, restart, synth};
-pub(super) use quick::{deliver_adds, recv_looks_up};
+pub(super) use quick::{fast_head, recv_looks_up};
 
 /// What the log says of a fast hit under VCL: what the full path's subroutines would have
 /// returned (`quick.rs` proved it).
@@ -46,6 +46,8 @@ pub struct VclRuntime {
     pub hostname: String,
     /// Whether any subroutine uses `rollback` (only then is the received request kept).
     pub rollback: bool,
+    /// Whether vcl_deliver depends on the object and response alone (`quick.rs`).
+    pub deliver_object_only: bool,
     /// `req.xid` numbers.
     xids: AtomicU64,
 }
@@ -57,13 +59,16 @@ impl VclRuntime {
         let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "localhost".to_string());
-        VclRuntime {
+        let mut rt = VclRuntime {
             program,
             targets,
             hostname,
             rollback,
+            deliver_object_only: false,
             xids: AtomicU64::new(1000),
-        }
+        };
+        rt.deliver_object_only = quick::deliver_reads_object_only(&rt);
+        rt
     }
 
     fn next_xid(&self) -> u64 {

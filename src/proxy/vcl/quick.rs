@@ -53,7 +53,8 @@ struct RawRequest<'a> {
     /// its normalisation) or that a dry run does not have: its verdict does not count.
     doubt: Cell<bool>,
     normalised_ae: bool,
-    now: f64,
+    /// `now`, read from the clock when a subroutine first asks.
+    now: Cell<Option<f64>>,
     /// For a dry run of vcl_deliver.
     delivered: Option<Delivered<'a>>,
 }
@@ -87,7 +88,14 @@ impl Env for RawRequest<'_> {
                 }
             }
             Slot::ClientIp | Slot::RemoteIp => Value::Ip(self.client),
-            Slot::Now => Value::Time(self.now),
+            Slot::Now => Value::Time(match self.now.get() {
+                Some(t) => t,
+                None => {
+                    let t = epoch(std::time::SystemTime::now());
+                    self.now.set(Some(t));
+                    t
+                }
+            }),
             Slot::ReqRestarts | Slot::ReqEsiLevel => Value::Int(0),
             Slot::ServerHostname | Slot::ServerIdentity => Value::str(&self.rt.hostname),
             Slot::ReqBackend => Value::Backend(match self.rt.program.default_target {
@@ -233,16 +241,94 @@ pub(in crate::proxy) fn recv_looks_up(
         state: State::default(),
         doubt: Cell::new(false),
         normalised_ae,
-        now: epoch(std::time::SystemTime::now()),
+        now: Cell::new(None),
         delivered: None,
     };
     let verdict = evaluate(&rt.program, Method::Recv, &mut env);
     matches!(verdict, Verdict::Hash | Verdict::Lookup) && !env.doubt.get()
 }
 
+/// Whether vcl_deliver's outcome depends on the object and the response alone (not on the
+/// request, the client or the clock): then what it adds is made once per prepared head
+/// (`Prepared::vcl_wire`), not per hit.
+pub(super) fn deliver_reads_object_only(rt: &VclRuntime) -> bool {
+    rt.program.reads_only(Method::Deliver, &|slot| {
+        matches!(
+            slot,
+            Slot::ObjHits
+                | Slot::RespHttp
+                | Slot::RespStatus
+                | Slot::RespReason
+                | Slot::RespProto
+                | Slot::ServerHostname
+                | Slot::ServerIdentity
+                | Slot::Fixed(..)
+        )
+    })
+}
+
+/// The head of a fast hit under `rt`: the prepared head with what vcl_deliver adds, or
+/// `None` when vcl_deliver would do more than add fields the object does not have.
+pub(in crate::proxy) fn fast_head(
+    rt: &std::sync::Arc<VclRuntime>,
+    request: (&str, &str, &[httparse::Header<'_>], SocketAddr),
+    object: &crate::cache::Object,
+    prepared: &crate::cache::Prepared,
+) -> Option<bytes::Bytes> {
+    let wire = prepared.wire(object.status);
+    if !rt.program.defines(Method::Deliver) {
+        return Some(wire.clone());
+    }
+    let make = || {
+        deliver_adds(rt, request, object, &prepared.map).map(|added| {
+            if added.is_empty() {
+                wire.clone()
+            } else {
+                with_fields(wire, &added)
+            }
+        })
+    };
+    if !rt.deliver_object_only {
+        return make();
+    }
+    let id = std::sync::Arc::as_ptr(rt) as usize;
+    match prepared.vcl_wire.get_or_init(|| (id, make())) {
+        (cached, head) if *cached == id => head.clone(),
+        // Made under a program a reload has replaced.
+        _ => make(),
+    }
+}
+
+/// A prepared head with `added` fields after its own (before the blank line, when the head
+/// has one: the stored fields carried their own `Date`).
+fn with_fields(head: &bytes::Bytes, added: &[(HeaderName, HeaderValue)]) -> bytes::Bytes {
+    let ends = head.ends_with(b"\r\n\r\n");
+    let body = if ends {
+        &head[..head.len() - 2]
+    } else {
+        &head[..]
+    };
+    let extra: usize = added
+        .iter()
+        .map(|(n, v)| n.as_str().len() + v.len() + 4)
+        .sum();
+    let mut out = Vec::with_capacity(head.len() + extra);
+    out.extend_from_slice(body);
+    for (name, value) in added {
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if ends {
+        out.extend_from_slice(b"\r\n");
+    }
+    bytes::Bytes::from(out)
+}
+
 /// What vcl_deliver adds to this fast hit (nothing when the operator wrote none), or `None`
 /// when it would do more than add fields the object does not have.
-pub(in crate::proxy) fn deliver_adds(
+fn deliver_adds(
     rt: &VclRuntime,
     (method, target, fields, client): (&str, &str, &[httparse::Header<'_>], SocketAddr),
     object: &crate::cache::Object,
@@ -260,7 +346,7 @@ pub(in crate::proxy) fn deliver_adds(
         state: State::default(),
         doubt: Cell::new(false),
         normalised_ae: false,
-        now: epoch(std::time::SystemTime::now()),
+        now: Cell::new(None),
         delivered: Some(Delivered {
             object,
             status: object.status,
