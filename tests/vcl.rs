@@ -732,3 +732,33 @@ async fn the_wordpress_guide_configuration() {
     assert_eq!(total("/hello-world/"), 3);
     shellac.stop().await;
 }
+
+/// Regression: lifetimes and dates far past what a clock can add (`1000000000y`) count as
+/// ten years and the year 9999: no overflow, no panic.
+#[tokio::test]
+async fn absurd_lifetimes_are_bounded() {
+    let origin = Origin::start(|seen| Reply::ok(&seen.path)).await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_backend_response {
+    if (bereq.url == "/hfm") {
+        set beresp.ttl = 1000000000y;
+        set beresp.uncacheable = true;
+    } else {
+        set beresp.ttl = 999999999999.999y;
+        set beresp.grace = 999999999999.999y;
+    }
+    set beresp.http.x-far = now + 999999999999.999y;
+}
+"#;
+    let shellac = start_vcl("absurd", vcl, &[origin.addr]).await;
+    let r = get(shellac.addr, "/hfm").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-far"), Some("Fri, 31 Dec 9999 23:59:59 GMT"));
+    assert_eq!(get(shellac.addr, "/hfm").await.status, 200);
+    assert_eq!(origin.count_path("/hfm"), 2, "hit-for-miss");
+    get(shellac.addr, "/long").await;
+    get(shellac.addr, "/long").await;
+    assert_eq!(origin.count_path("/long"), 1, "stored, ten years");
+    shellac.stop().await;
+}

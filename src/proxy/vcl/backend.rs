@@ -212,7 +212,7 @@ fn plan(
     }
     let vary = policy::vary_names(headers).ok_or(NoCacheReason::VaryStar)?;
     Ok(StorePlan {
-        ttl: fresh.initial_age + secs(beresp.ttl),
+        ttl: fresh.initial_age.saturating_add(secs(beresp.ttl)),
         initial_age: fresh.initial_age,
         strip: fresh.strip,
         vary,

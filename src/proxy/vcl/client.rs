@@ -3,7 +3,7 @@
 //! (`fsm.rs`) at its steps, each turning the subroutine's action into the next step.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Response, StatusCode};
@@ -263,9 +263,9 @@ fn retime(txn: &Txn, object: &Object, edit: &ObjEdit) {
     let Some(key) = &txn.key else { return };
     let now = Instant::now();
     let age = object.age(now);
-    let secs = |s: f64| Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::ZERO);
+    let secs = crate::vcl::run::value::to_duration;
     let ttl = match edit.ttl {
-        Some(t) => age + secs(t),
+        Some(t) => age.saturating_add(secs(t)),
         None => object.ttl.get(),
     };
     let grace = edit.grace.map_or(object.grace.get(), secs);

@@ -151,14 +151,25 @@ pub fn epoch(t: SystemTime) -> f64 {
 
 /// An HTTP date (IMF-fixdate) of seconds since the epoch.
 pub fn http_date(t: f64) -> String {
-    let t = if t.is_finite() && t > 0.0 { t } else { 0.0 };
-    httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs_f64(t))
+    // Beyond what a date can say (a VCL's `now + 1000000000y`): the largest one that is.
+    let t = if t.is_finite() && t > 0.0 {
+        t.min(253_402_300_799.0)
+    } else {
+        0.0
+    };
+    let d = Duration::try_from_secs_f64(t).unwrap_or(Duration::ZERO);
+    httpdate::fmt_http_date(UNIX_EPOCH + d)
 }
 
-/// A duration of seconds as a std `Duration` (negative and invalid are zero).
+/// The longest duration VCL's lifetimes and timeouts count with, as Shellac's settings: 10
+/// years (`set beresp.ttl = 1000000000y;` is 10 years; no clock arithmetic can overflow).
+pub const MAX_DURATION: f64 = 315_360_000.0;
+
+/// A duration of seconds as a std `Duration` (negative and invalid are zero, beyond
+/// [`MAX_DURATION`] is that).
 pub fn to_duration(secs: f64) -> Duration {
     if secs.is_finite() && secs > 0.0 {
-        Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
+        Duration::from_secs_f64(secs.min(MAX_DURATION))
     } else {
         Duration::ZERO
     }
@@ -191,6 +202,12 @@ mod tests {
             "b1"
         );
         assert_eq!(s(Value::None), "");
+        // Dates past year 9999 (or not numbers) do not panic.
+        assert_eq!(s(Value::Time(1e30)), "Fri, 31 Dec 9999 23:59:59 GMT");
+        assert_eq!(s(Value::Time(f64::NAN)), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(to_duration(1e30), Duration::from_secs(315_360_000));
+        assert_eq!(to_duration(-5.0), Duration::ZERO);
+        assert_eq!(to_duration(f64::INFINITY), Duration::ZERO);
         assert!(!Value::None.is_set());
         assert!(!Value::Backend(BackendSel::none()).is_set());
     }
