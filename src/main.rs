@@ -206,6 +206,10 @@ enum Command {
         /// Also write the table (with every file's result) to this file.
         #[arg(long, value_name = "FILE")]
         results: Option<PathBuf>,
+        /// Instead of running the files, check each of their -errvcl/-badvcl VCLs on its own
+        /// (refused, accepted or out of scope).
+        #[arg(long)]
+        errvcl: bool,
     },
 }
 
@@ -274,6 +278,7 @@ fn main() -> ExitCode {
             timeout,
             verbose,
             results,
+            errvcl,
         } => {
             return shellac::vtc::command(&shellac::vtc::CommandArgs {
                 paths,
@@ -282,6 +287,7 @@ fn main() -> ExitCode {
                 timeout: Duration::from_secs(timeout),
                 verbose,
                 results,
+                errvcl,
             });
         }
         Command::Serve {

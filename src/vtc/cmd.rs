@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::{Options, Outcome, Runner, Verdict, report};
+use super::{CaseVerdict, Options, Outcome, Runner, Verdict, report};
 
 /// `shellac vtc`'s arguments.
 pub struct CommandArgs {
@@ -14,6 +14,8 @@ pub struct CommandArgs {
     pub timeout: Duration,
     pub verbose: bool,
     pub results: Option<PathBuf>,
+    /// Check the files' `-errvcl`/`-badvcl` VCLs instead of running them.
+    pub errvcl: bool,
 }
 
 /// The .vtc files of `paths` (folders: their `*.vtc`, sorted).
@@ -77,6 +79,40 @@ pub fn command(args: &CommandArgs) -> std::process::ExitCode {
         if w.check { "wired" } else { "not wired" },
     );
     let t0 = Instant::now();
+    if args.errvcl {
+        let cases = runner.errvcl_census(&files);
+        let (mut refused, mut accepted, mut out) = (0, 0, 0);
+        for c in &cases {
+            let text = match &c.verdict {
+                CaseVerdict::Refused => {
+                    refused += 1;
+                    format!("REFUSED  {}: {}", c.name(), c.message)
+                }
+                CaseVerdict::Accepted => {
+                    accepted += 1;
+                    format!(
+                        "ACCEPTED {}: Varnish says {:?}",
+                        c.name(),
+                        c.expected.as_deref().unwrap_or("(-badvcl)")
+                    )
+                }
+                CaseVerdict::OutOfScope(why) => {
+                    out += 1;
+                    format!("SKIP     {}: {why}", c.name())
+                }
+            };
+            println!("{text}");
+        }
+        println!(
+            "{} cases: {refused} refused, {accepted} accepted, {out} out of scope",
+            cases.len()
+        );
+        return if accepted > 0 {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
     let print = |o: &Outcome| {
         let (word, why) = match &o.verdict {
             Verdict::Pass => ("PASS", String::new()),

@@ -12,6 +12,7 @@
 //! killed by their ids.
 
 mod barrier;
+mod census;
 mod cli;
 mod client;
 mod cmd;
@@ -36,6 +37,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
+pub use census::{Case, CaseVerdict};
 pub use cmd::{CommandArgs, collect, command};
 use context::{Flavour, Halt, Shared, lock};
 
@@ -272,7 +274,6 @@ impl Drop for Runner {
 }
 
 fn define_macros(shared: &Shared, path: &Path, tmpdir: &Path, n: u64, bad_port: u16) {
-    let legacy = shared.flavour == Flavour::Legacy;
     shared.define("top", "tmpdir", tmpdir.display().to_string());
     let testdir = path.parent().map_or_else(PathBuf::new, Path::to_path_buf);
     shared.define("top", "testdir", testdir.display().to_string());
@@ -280,15 +281,9 @@ fn define_macros(shared: &Shared, path: &Path, tmpdir: &Path, n: u64, bad_port: 
         shared.define("top", "pwd", cwd.display().to_string());
     }
     shared.define("top", "localhost", "127.0.0.1");
-    shared.define(
-        "top",
-        "bad_ip",
-        if legacy {
-            "10.255.255.255"
-        } else {
-            "192.0.2.255"
-        },
-    );
+    // TEST-NET-1 (RFC 5737): never routed. 2.1's harness used 10.255.255.255, which a private
+    // network may route (an egress filter answered it on one test machine).
+    shared.define("top", "bad_ip", "192.0.2.255");
     shared.define("top", "bad_backend", format!("127.0.0.1:{bad_port}"));
     shared.define("top", "listen_addr", "127.0.0.1:0");
     shared.define(

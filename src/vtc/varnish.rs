@@ -118,61 +118,37 @@ impl Varnish {
     /// Writes `text` as the next VCL file and checks it with `shellac check`.
     pub fn check(&mut self, shared: &Shared, text: &str) -> Step<(PathBuf, Checked)> {
         self.vcl_nbr += 1;
-        let path = self.dir.join(format!("vcl{}.vcl", self.vcl_nbr));
-        std::fs::write(&path, text).map_err(|e| Halt::Fail(format!("{}: {e}", path.display())))?;
-        let (target, via) = if self.wiring.serve {
-            let cfg = self.dir.join(format!("check{}.toml", self.vcl_nbr));
-            let toml = self.settings.toml(None, None, Some(&path), &self.dir);
-            std::fs::write(&cfg, toml)
-                .map_err(|e| Halt::Fail(format!("{}: {e}", cfg.display())))?;
-            (cfg, "config")
-        } else if self.wiring.check {
-            (path.clone(), "vcl")
-        } else {
-            return skip(
-                "VCL not wired: neither `shellac check FILE.vcl` nor `[vcl] file` is on main yet",
-            );
-        };
-        let out = Command::new(&self.shellac)
-            .arg("check")
-            .arg("--file-only")
-            .arg(&target)
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| Halt::Fail(format!("cannot run {}: {e}", self.shellac.display())))?;
-        let output = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let name = format!("vcl{}", self.vcl_nbr);
+        let (path, c) = check_vcl(
+            &self.shellac,
+            self.wiring,
+            &self.settings,
+            &self.dir,
+            &name,
+            text,
+        )?;
         shared.log(
             &self.name,
             format!(
-                "shellac check ({via}) vcl{}: {}",
-                self.vcl_nbr,
-                if out.status.success() {
-                    "accepted"
-                } else {
-                    "refused"
-                }
+                "shellac check {name}: {}",
+                if c.accepted { "accepted" } else { "refused" }
             ),
         );
-        for l in output.lines().take(40) {
+        for l in c.output.lines().take(40) {
             shared.log(&self.name, format!("| {l}"));
         }
-        Ok((
-            path,
-            Checked {
-                accepted: out.status.success(),
-                output,
-            },
-        ))
+        Ok((path, c))
     }
 
     /// `-vcl` / `-vcl+backend`: the VCL must be accepted; it is used from now on.
     pub fn load(&mut self, shared: &Shared, text: &str) -> Step {
         let (path, c) = self.check(shared, text)?;
+        if !c.accepted && first_error(&c.output).contains(".toml:") {
+            return fail(format!(
+                "Shellac refuses the settings the Varnish parameters map to: {}",
+                first_error(&c.output)
+            ));
+        }
         if !c.accepted {
             if c.output.contains("Unsupported") || c.output.contains("not supported") {
                 // Still a failure (valid VCL Shellac refuses), but say why.
@@ -400,6 +376,53 @@ impl Varnish {
         }
         Ok(())
     }
+}
+
+/// Writes `text` as `dir/NAME.vcl` and checks it with `shellac check --file-only`: as the
+/// `[vcl] file` of a configuration with `settings` when `serve` takes VCL (the path `serve`
+/// compiles it by), else the VCL file itself.
+pub fn check_vcl(
+    shellac: &Path,
+    wiring: Wiring,
+    settings: &Settings,
+    dir: &Path,
+    name: &str,
+    text: &str,
+) -> Step<(PathBuf, Checked)> {
+    let path = dir.join(format!("{name}.vcl"));
+    std::fs::write(&path, text).map_err(|e| Halt::Fail(format!("{}: {e}", path.display())))?;
+    let target = if wiring.serve {
+        let cfg = dir.join(format!("check-{name}.toml"));
+        std::fs::write(&cfg, settings.toml(None, None, Some(&path), dir))
+            .map_err(|e| Halt::Fail(format!("{}: {e}", cfg.display())))?;
+        cfg
+    } else if wiring.check {
+        path.clone()
+    } else {
+        return skip(
+            "VCL not wired: neither `shellac check FILE.vcl` nor `[vcl] file` is on main yet",
+        );
+    };
+    let out = Command::new(shellac)
+        .arg("check")
+        .arg("--file-only")
+        .arg(&target)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Halt::Fail(format!("cannot run {}: {e}", shellac.display())))?;
+    let output = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok((
+        path,
+        Checked {
+            accepted: out.status.success(),
+            output,
+        },
+    ))
 }
 
 impl Drop for Varnish {
