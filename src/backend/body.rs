@@ -83,6 +83,16 @@ struct Pacer {
     sleep: Option<Pin<Box<Sleep>>>,
 }
 
+/// How long the wait that starts now may last (ms): `timeout_ms` in one stretch, and no more
+/// than what is left of `timeout_ms` plus one second per `min_rate` bytes received after the
+/// `waited_ms` already spent waiting (0: no rate check).
+fn allowance(timeout_ms: u64, min_rate: u64, bytes: u64, waited_ms: u64) -> u64 {
+    match bytes.saturating_mul(1000).checked_div(min_rate) {
+        Some(earned) => timeout_ms.min(timeout_ms.saturating_add(earned).saturating_sub(waited_ms)),
+        None => timeout_ms,
+    }
+}
+
 impl Pacer {
     fn received(&mut self, n: u64) {
         if let Some(since) = self.since.take() {
@@ -97,20 +107,12 @@ impl Pacer {
     /// timer is armed to wake this body when it will be).
     fn waiting(&mut self, cx: &mut Context<'_>) -> bool {
         let since = *self.since.get_or_insert_with(Instant::now);
-        let timeout = self.pace.timeout_ms;
-        let mut allowed = timeout;
-        // 0: no rate check, the stretch limit alone.
-        if let Some(earned) = self
-            .bytes
-            .saturating_mul(1000)
-            .checked_div(self.pace.min_rate)
-        {
-            allowed = allowed.min(
-                timeout
-                    .saturating_add(earned)
-                    .saturating_sub(self.waited_ms),
-            );
-        }
+        let allowed = allowance(
+            self.pace.timeout_ms,
+            self.pace.min_rate,
+            self.bytes,
+            self.waited_ms,
+        );
         let deadline = since + Duration::from_millis(allowed.saturating_add(1));
         let sleep = self
             .sleep
@@ -338,5 +340,24 @@ impl Body for BackendBody {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::allowance;
+
+    /// The HTTP/1.1 gate's rule (server/gate.rs `body_too_slow`), per HTTP/2 body.
+    #[test]
+    fn the_allowance_follows_the_gate() {
+        // One stretch: never more than body_timeout.
+        assert_eq!(allowance(30_000, 500, 0, 0), 30_000);
+        assert_eq!(allowance(30_000, 500, 1 << 30, 0), 30_000);
+        // 100 bytes at 100 B/s earn 1 s: 1.5 s waited of 1 + 1 s leaves 0.5 s.
+        assert_eq!(allowance(1_000, 100, 100, 1_500), 500);
+        // Waited beyond it: nothing left, the next wait is too slow at once.
+        assert_eq!(allowance(1_000, 100, 100, 2_500), 0);
+        // Rate 0: the stretch limit alone, however long the waits added up.
+        assert_eq!(allowance(1_000, 0, 0, 1_000_000), 1_000);
     }
 }
