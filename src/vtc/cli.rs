@@ -1,6 +1,8 @@
 //! Varnish CLI commands (`varnish vN -cli|-cliok|-clierr|-cliexpect`) done on Shellac: the
 //! parameters it has (`param.set`, `param.reset`), bans through its admin API (`ban`, 2.1's
-//! `purge` and `purge.url`), `start`/`stop`, `status`, `ping`. The answer carries Varnish's
+//! `purge` and `purge.url`), `start`/`stop`, `status`, `ping`, loaded VCLs (`vcl.load`,
+//! `vcl.inline` — quoted or as a `<< TOKEN` block —, `vcl.use`, `vcl.discard`; `vcl.list`
+//! and `backend.list` for their status only). The answer carries Varnish's
 //! status code (200 OK, 106 bad parameter, 300 cannot). A command with no equivalent makes
 //! the file skipped, naming it; so does `-cliexpect` on an answer whose text is Varnish's
 //! (a ban list, a parameter's description), which Shellac does not write.
@@ -71,6 +73,12 @@ const COMMANDS: &[&str] = &[
     "purge.url",
     "ban.list",
     "purge.list",
+    "vcl.load",
+    "vcl.inline",
+    "vcl.use",
+    "vcl.discard",
+    "vcl.list",
+    "backend.list",
 ];
 
 /// Why CLI `line` cannot be done here (`None`: it can). `expect_text`: the answer's text is
@@ -162,6 +170,18 @@ pub fn run(v: &mut Varnish, shared: &Arc<Shared>, line: &str, expect_text: bool)
                 text: "Too few parameters".into(),
             }),
         },
+        "vcl.load" | "vcl.inline" | "vcl.use" | "vcl.discard" => vcl(v, shared, line, &args),
+        "vcl.list" => ok(""),
+        "backend.list" => {
+            let r = v
+                .admin()?
+                .request("GET", "/backends")
+                .map_err(|e| Halt::Fail(format!("GET /backends: {e}")))?;
+            Ok(Answer {
+                status: if r.status == 200 { OK } else { CANT },
+                text: r.body,
+            })
+        }
         "ban.list" | "purge.list" => {
             let admin = v.admin()?;
             let r = admin
@@ -175,6 +195,46 @@ pub fn run(v: &mut Varnish, shared: &Arc<Shared>, line: &str, expect_text: bool)
         other => skip(format!(
             "Varnish CLI command `{other}` has no Shellac equivalent in the runner"
         )),
+    }
+}
+
+/// `vcl.load NAME FILE`, `vcl.inline NAME VCL|<< TOKEN`, `vcl.use NAME`, `vcl.discard NAME`.
+fn vcl(v: &mut Varnish, shared: &Arc<Shared>, line: &str, args: &[String]) -> Step<Answer> {
+    let answer = |(status, text): (u32, String)| Ok(Answer { status, text });
+    let Some(name) = args.get(1) else {
+        return answer((104, "Too few parameters".into()));
+    };
+    match args[0].as_str() {
+        "vcl.use" => answer(v.cli_use(shared, name)?),
+        "vcl.discard" => answer(v.cli_discard(name)),
+        "vcl.load" => {
+            let Some(file) = args.get(2) else {
+                return answer((104, "Too few parameters".into()));
+            };
+            match std::fs::read_to_string(file) {
+                Ok(text) => answer(v.cli_load(shared, name, &text)?),
+                Err(e) => answer((106, format!("Cannot read {file}: {e}"))),
+            }
+        }
+        _ => {
+            // `vcl.inline NAME << TOKEN` then the VCL's lines up to TOKEN alone on a line.
+            let first = line.lines().next().unwrap_or("");
+            let text = match first.split_once("<<") {
+                Some((_, token)) => {
+                    let token = token.trim();
+                    line.lines()
+                        .skip(1)
+                        .take_while(|l| l.trim() != token)
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                }
+                None => match args.get(2) {
+                    Some(t) => t.clone(),
+                    None => return answer((104, "Too few parameters".into())),
+                },
+            };
+            answer(v.cli_load(shared, name, &text)?)
+        }
     }
 }
 

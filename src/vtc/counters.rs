@@ -55,9 +55,9 @@ pub enum Source {
     Backends,
 }
 
-/// The Shellac source of Varnish counter `pattern` (as written in the file); `vcl_nbr` is
-/// the number of the VCL in use (`VBE.vclN.*` of another VCL has no equivalent).
-pub fn source(pattern: &str, vcl_nbr: u32) -> Step<Source> {
+/// The Shellac source of Varnish counter `pattern` (as written in the file); `active` is the
+/// name of the VCL in use (`VBE.NAME.*` of another VCL has no equivalent; `None`: any).
+pub fn source(pattern: &str, active: Option<&str>) -> Step<Source> {
     let unmapped = || {
         skip(format!(
             "Varnish counter {pattern} has no Shellac equivalent"
@@ -74,17 +74,15 @@ pub fn source(pattern: &str, vcl_nbr: u32) -> Step<Source> {
         };
     }
     let parts: Vec<&str> = name.split('.').collect();
-    if let ["VBE", vcl, backend, field] = parts[..] {
-        let current = format!("vcl{vcl_nbr}");
-        if (vcl == current || vcl == "*")
-            && !backend.contains(['*', '?', '['])
-            && let Some((_, f)) = VBE.iter().find(|(n, _)| *n == field)
-        {
-            return Ok(Source::Backend {
-                name: backend.to_string(),
-                field: f,
-            });
-        }
+    if let ["VBE", vcl, backend, field] = parts[..]
+        && (active.is_none_or(|a| a == vcl) || vcl == "*")
+        && !backend.contains(['*', '?', '['])
+        && let Some((_, f)) = VBE.iter().find(|(n, _)| *n == field)
+    {
+        return Ok(Source::Backend {
+            name: backend.to_string(),
+            field: f,
+        });
     }
     unmapped()
 }
@@ -138,23 +136,26 @@ mod tests {
     #[test]
     fn names_map_or_skip() {
         assert_eq!(
-            source("cache_hit", 1),
+            source("cache_hit", Some("vcl1")),
             Ok(Source::Main(vec!["cache_hit", "cache_grace_hit"]))
         );
         assert_eq!(
-            source("MAIN.client_req", 1),
+            source("MAIN.client_req", Some("vcl1")),
             Ok(Source::Main(vec!["client_req"]))
         );
-        assert_eq!(source("n_backend", 3), Ok(Source::Backends));
+        assert_eq!(source("n_backend", Some("vcl3")), Ok(Source::Backends));
         assert_eq!(
-            source("VBE.vcl2.s1.req", 2),
+            source("VBE.vcl2.s1.req", Some("vcl2")),
             Ok(Source::Backend {
                 name: "s1".into(),
                 field: "req"
             })
         );
-        assert!(matches!(source("VBE.vcl1.s1.req", 2), Err(Halt::Skip(_))));
-        assert!(matches!(source("SM?.s0.g_bytes", 1), Err(Halt::Skip(_))));
-        assert!(matches!(source("n_expired", 1), Err(Halt::Skip(_))));
+        assert!(matches!(
+            source("VBE.vcl1.s1.req", Some("vcl2")),
+            Err(Halt::Skip(_))
+        ));
+        assert!(matches!(source("SM?.s0.g_bytes", None), Err(Halt::Skip(_))));
+        assert!(matches!(source("n_expired", None), Err(Halt::Skip(_))));
     }
 }

@@ -391,10 +391,10 @@ fn param_result(r: Result<(), ParamError>) -> Step {
 /// `-expect COUNTER OP VALUE|COUNTER`: true within 5 s (polled every 100 ms), as
 /// varnishtest waits for it.
 fn expect_counter(v: &Varnish, shared: &Shared, lhs: &str, op: &str, rhs: &str) -> Step {
-    let left = counters::source(lhs, v.active_vcl())?;
+    let left = counters::source(lhs, Some(v.active_vcl()))?;
     let right = match parse_number(rhs) {
         Some(n) => Err(n),
-        None => Ok(counters::source(rhs, v.active_vcl())?),
+        None => Ok(counters::source(rhs, Some(v.active_vcl()))?),
     };
     if !matches!(op, "==" | "!=" | ">" | "<" | ">=" | "<=") {
         return fail(format!("comparison {op} unknown"));

@@ -222,20 +222,14 @@ fn varnish(c: &Command, wiring: Wiring) -> Option<String> {
                 if name.starts_with('!') {
                     return Some(format!("-expect {name}: Varnish's counter namespace"));
                 }
-                // The VCL number is only known at run time: any is fine here.
-                let probe = name
-                    .split('.')
-                    .nth(1)
-                    .and_then(|v| v.strip_prefix("vcl").and_then(|n| n.parse::<u32>().ok()));
-                if let Err(super::context::Halt::Skip(r)) =
-                    counters::source(name, probe.unwrap_or(1))
-                {
+                // Which VCL is in use is only known at run time: any is fine here.
+                if let Err(super::context::Halt::Skip(r)) = counters::source(name, None) {
                     return Some(r);
                 }
                 let rhs = text(i);
                 if rhs.parse::<u64>().is_err()
                     && !rhs.starts_with("0x")
-                    && let Err(super::context::Halt::Skip(r)) = counters::source(rhs, 1)
+                    && let Err(super::context::Halt::Skip(r)) = counters::source(rhs, None)
                 {
                     return Some(r);
                 }

@@ -7,6 +7,7 @@
 //! Varnish's does across `vcl.use`. `-stop` ends the process (SIGTERM, then SIGKILL), by
 //! its id.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
@@ -39,8 +40,11 @@ pub struct Varnish {
     /// The VCL in use (its file), and how many were given.
     vcl: Option<PathBuf>,
     vcl_nbr: u32,
-    /// The number of the VCL in use (Varnish names them vcl1, vcl2, ...).
-    active: u32,
+    /// The VCLs loaded, by name (`-vcl` ones are vcl1, vcl2, ... in the order given, refused
+    /// ones counting, as Varnish names them; `vcl.load NAME` / `vcl.inline NAME` name theirs).
+    vcls: BTreeMap<String, PathBuf>,
+    /// The name of the VCL in use.
+    active: String,
     /// `-b ADDRESS`: Varnish's builtin VCL with this one backend.
     b_backend: Option<String>,
     listen: String,
@@ -80,7 +84,8 @@ impl Varnish {
             settings: Settings::default(),
             vcl: None,
             vcl_nbr: 0,
-            active: 0,
+            vcls: BTreeMap::new(),
+            active: String::new(),
             b_backend: None,
             listen: "127.0.0.1:0".into(),
             child: None,
@@ -91,9 +96,9 @@ impl Varnish {
         self.child.is_some()
     }
 
-    /// The number of the VCL in use.
-    pub fn active_vcl(&self) -> u32 {
-        self.active
+    /// The name of the VCL in use.
+    pub fn active_vcl(&self) -> &str {
+        &self.active
     }
 
     /// The admin client of the running process.
@@ -162,12 +167,72 @@ impl Varnish {
                 first_error(&c.output)
             ));
         }
+        self.active = format!("vcl{}", self.vcl_nbr);
+        self.vcls.insert(self.active.clone(), path.clone());
         self.vcl = Some(path);
-        self.active = self.vcl_nbr;
         if self.running() {
             self.reload(shared)?;
         }
         Ok(())
+    }
+
+    /// `vcl.load NAME FILE` / `vcl.inline NAME VCL`: checked and kept under NAME (Varnish's
+    /// CLI status: 200, or 106 with the errors).
+    pub fn cli_load(&mut self, shared: &Shared, name: &str, text: &str) -> Step<(u32, String)> {
+        let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            return Ok((106, format!("Illegal character in VCL name ({name})")));
+        }
+        if self.vcls.contains_key(name) {
+            return Ok((106, format!("Already a VCL named {name}")));
+        }
+        let (path, c) = check_vcl(
+            &self.shellac,
+            self.wiring,
+            &self.settings,
+            &self.dir,
+            &format!("cli-{name}"),
+            text,
+        )?;
+        shared.log(
+            &self.name,
+            format!(
+                "shellac check {name}: {}",
+                if c.accepted { "accepted" } else { "refused" }
+            ),
+        );
+        if !c.accepted {
+            return Ok((106, c.output));
+        }
+        self.vcls.insert(name.to_string(), path);
+        Ok((200, String::new()))
+    }
+
+    /// `vcl.use NAME`: that VCL from now on (a reload while running).
+    pub fn cli_use(&mut self, shared: &Shared, name: &str) -> Step<(u32, String)> {
+        let Some(path) = self.vcls.get(name).cloned() else {
+            return Ok((106, format!("No VCL named {name} known")));
+        };
+        self.vcl = Some(path);
+        self.active = name.to_string();
+        if self.running() {
+            self.reload(shared)?;
+        }
+        Ok((200, String::new()))
+    }
+
+    /// `vcl.discard NAME`: forgotten, unless in use (300, as Varnish).
+    pub fn cli_discard(&mut self, name: &str) -> (u32, String) {
+        if name == self.active {
+            return (300, format!("Cannot discard active VCL {name}"));
+        }
+        match self.vcls.remove(name) {
+            Some(_) => (200, String::new()),
+            None => (106, format!("No VCL named {name} known")),
+        }
     }
 
     /// `-b ADDRESS`.
