@@ -301,8 +301,21 @@ fn entity_name(args: &[Arg], first: char, what: &str) -> Step<String> {
 }
 
 /// `feature ...`: what this machine and runner have; a missing one skips the file, as in
-/// varnishtest.
+/// varnishtest. `feature cmd CMD` asks `sh -c CMD` (a platform or tool check: exit 0 means
+/// present), within 10 s.
 fn feature(shared: &Shared, names: &[String]) -> Step {
+    if names.first().map(String::as_str) == Some("cmd") {
+        let Some(cmd) = names.get(1) else {
+            return fail("feature cmd needs a command");
+        };
+        let ok = run_check(shared, cmd)?;
+        shared.log("top", format!("feature cmd {cmd:?}: {ok}"));
+        return if ok {
+            Ok(())
+        } else {
+            skip(format!("feature cmd {cmd:?} is false here"))
+        };
+    }
     for f in names {
         match f.as_str() {
             "ipv4"
@@ -318,11 +331,35 @@ fn feature(shared: &Shared, names: &[String]) -> Step {
             "ignore_unknown_macro" => shared
                 .ignore_unknown_macro
                 .store(true, std::sync::atomic::Ordering::Relaxed),
-            "cmd" => return skip("feature cmd: a shell command decides"),
             other => return skip(format!("feature {other}")),
         }
     }
     Ok(())
+}
+
+/// Whether `sh -c CMD` exits 0 (killed after 10 s: false).
+fn run_check(shared: &Shared, cmd: &str) -> Step<bool> {
+    let mut child = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(cmd)
+        .current_dir(&shared.tmpdir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| Halt::Fail(format!("feature cmd: cannot run /bin/sh: {e}")))?;
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Ok(status.success());
+        }
+        if std::time::Instant::now() > until || shared.stopped() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(false);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// `-arg "..."`: the varnishd options that map (`-p`, `-s`, `-a`, `-b`, `-t`, `-l`).

@@ -94,6 +94,10 @@ fn top(c: &Command, flavour: Flavour, wiring: Wiring) -> Option<String> {
     let words: Vec<&str> = c.words.iter().map(|w| w.text.as_str()).collect();
     match name {
         "feature" => {
+            // `feature cmd CMD`: the command decides, when the file runs.
+            if words.get(1) == Some(&"cmd") {
+                return None;
+            }
             for f in &words[1..] {
                 if !matches!(
                     *f,
@@ -448,7 +452,8 @@ mod tests {
         assert!(scope("varnish v1 -arg \"-p debug=+slow_acceptor\"").is_some());
         assert_eq!(scope("varnish v1 -arg \"-s malloc,1m\""), None);
         assert!(scope("varnish v1 -cliexpect foo \"ban.list\"").is_some());
-        assert!(scope("feature cmd true").is_some());
+        assert_eq!(scope("feature cmd {test 1 = 1}"), None);
+        assert!(scope("feature dns").is_some());
         assert!(
             scope("varnish v1 -badvcl { backend b1 { .host = \"v00002.freebsd.dk\"; } }")
                 .unwrap()
