@@ -72,6 +72,9 @@ pub struct Shared {
     pub tmpdir: PathBuf,
     /// Leave `${name}` as it is when no macro has that name (`feature ignore_unknown_macro`).
     pub ignore_unknown_macro: AtomicBool,
+    /// 2.1's files: HTTP/1.1 requests without `Host` get today's harness's default one
+    /// (unless the file checks the `Host` its origin receives).
+    pub legacy_host: AtomicBool,
     macros: Mutex<BTreeMap<String, String>>,
     stop: AtomicBool,
     first: Mutex<Option<Halt>>,
@@ -119,6 +122,7 @@ impl Shared {
             io_timeout: limit / 2,
             tmpdir,
             ignore_unknown_macro: AtomicBool::new(false),
+            legacy_host: AtomicBool::new(false),
             macros: Mutex::new(BTreeMap::new()),
             stop: AtomicBool::new(false),
             first: Mutex::new(None),

@@ -201,6 +201,9 @@ impl Runner {
             .and_then(|a| a.as_socket())
             .map_or(9, |a| a.port());
         define_macros(&shared, path, &tmpdir, n, bad_port);
+        if flavour == Flavour::Legacy && !text.to_ascii_lowercase().contains("req.http.host ==") {
+            shared.legacy_host.store(true, Ordering::Relaxed);
+        }
         let (tx, rx) = mpsc::channel();
         let (s2, shellac, wiring) = (shared.clone(), self.opts.shellac.clone(), self.wiring);
         let spawned = std::thread::Builder::new()

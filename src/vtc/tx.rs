@@ -64,8 +64,15 @@ impl Session {
             out.extend_from_slice(format!("{method} {url} {proto}\r\n").as_bytes());
             body = None;
             // 2.1's harness sent no Host; RFC 9112 requires one in HTTP/1.1 (Shellac refuses
-            // requests without), so HTTP/1.1 requests get today's harness's default Host.
-            nohost = proto != "HTTP/1.1";
+            // requests without), so HTTP/1.1 requests get today's harness's default Host —
+            // unless the file checks the Host its origin receives (what a proxy does with a
+            // request without one is then what is tested: it goes as written).
+            nohost = proto != "HTTP/1.1"
+                || (!trunk
+                    && !self
+                        .shared
+                        .legacy_host
+                        .load(std::sync::atomic::Ordering::Relaxed));
             nodate = true;
             noserver = true;
         }
