@@ -104,6 +104,23 @@ impl Runner {
     }
 }
 
+/// Which VCL a compile parameter without an equivalent changes.
+#[derive(Clone, Copy)]
+enum Relevance {
+    All,
+    /// VCL that includes files or imports VMODs (paths and how they may be written).
+    Paths,
+}
+
+impl Relevance {
+    fn changes(self, vcl: &str) -> bool {
+        match self {
+            Relevance::All => true,
+            Relevance::Paths => vcl.contains("include") || vcl.contains("import"),
+        }
+    }
+}
+
 /// Whether `output` names what Varnish's `expected` message names: its whole text, or every
 /// word it quotes in `'...'` (at least one).
 fn same_reason(expected: &str, output: &str) -> bool {
@@ -137,7 +154,7 @@ fn cases(path: &Path) -> Vec<Found> {
         shared,
         flavour,
         settings: Settings::default(),
-        unmapped: None,
+        unmapped: Vec::new(),
         out: Vec::new(),
         port: 20000,
     };
@@ -149,8 +166,9 @@ struct Walk {
     shared: Shared,
     flavour: Flavour,
     settings: Settings,
-    /// A VCC parameter without an equivalent was set: later cases are out of scope.
-    unmapped: Option<String>,
+    /// Parameters without an equivalent that change how Varnish compiles VCL, set so far:
+    /// `(what, which VCL it changes)`; a later case they change is out of scope.
+    unmapped: Vec<(String, Relevance)>,
     out: Vec<Found>,
     port: u16,
 }
@@ -258,8 +276,10 @@ impl Walk {
     }
 
     fn compose(&self, syntax: &str, body: &str) -> Result<String, String> {
-        if let Some(why) = &self.unmapped {
-            return Err(why.clone());
+        if let Some((why, _)) = self.unmapped.iter().find(|(_, r)| r.changes(body)) {
+            return Err(format!(
+                "{why} set before it changes how Varnish compiles it"
+            ));
         }
         if let Some(why) = scope::vcl(body) {
             return Err(why);
@@ -284,20 +304,45 @@ impl Walk {
     }
 
     /// A parameter: the VCC ones and those of Varnish's C compiler and paths change how VCL
-    /// is compiled; only `vcc_feature ±err_unref` has an equivalent.
+    /// is compiled; only `vcc_feature ±err_unref` has an equivalent. `allow_inline_c` only
+    /// changes VCL with inline C (out of scope anyway), `unsafe_path`, `vcl_path` and
+    /// `vmod_path` only VCL that includes or imports.
     fn param(&mut self, kv: &str) {
         let Some((name, value)) = kv.split_once('=') else {
             return;
         };
-        let compiles = name.starts_with("vcc")
-            || matches!(
-                name,
-                "cc_command" | "cc_warnings" | "vcl_path" | "vmod_path"
-            );
-        if compiles && self.settings.set(name, value).is_err() {
-            self.unmapped = Some(format!(
-                "Varnish parameter {name} set before it changes how Varnish compiles VCL"
-            ));
+        match name {
+            "vcc_feature" => {
+                for flag in value.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+                    let bare = flag.trim_start_matches(['+', '-']);
+                    match bare {
+                        "err_unref" => {
+                            let _ = self.settings.set(name, flag);
+                        }
+                        "allow_inline_c" => {}
+                        "unsafe_path" => self
+                            .unmapped
+                            .push((format!("vcc_feature {flag}"), Relevance::Paths)),
+                        _ => self
+                            .unmapped
+                            .push((format!("vcc_feature {flag}"), Relevance::All)),
+                    }
+                }
+            }
+            "vcc_err_unref" => {
+                let _ = self.settings.set(name, value);
+            }
+            "vcc_allow_inline_c" => {}
+            "vcc_unsafe_path" | "vcl_path" | "vmod_path" => self
+                .unmapped
+                .push((format!("{name}={value}"), Relevance::Paths)),
+            "cc_command" | "cc_warnings" => self
+                .unmapped
+                .push((format!("{name}={value}"), Relevance::All)),
+            n if n.starts_with("vcc") => self
+                .unmapped
+                .push((format!("{name}={value}"), Relevance::All)),
+            _ => {}
         }
     }
 }
