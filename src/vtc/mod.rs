@@ -32,7 +32,7 @@ mod tx;
 mod varnish;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
@@ -310,15 +310,9 @@ fn probe(shellac: &Path, dir: &Path) -> Wiring {
         "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; .port = \"9\"; }\nsub vcl_recv { nonsense; }\n",
     );
     let check = |file: &Path| {
-        Command::new(shellac)
-            .arg("check")
-            .arg("--file-only")
-            .arg(file)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
+        let mut cmd = Command::new(shellac);
+        cmd.arg("check").arg("--file-only").arg(file);
+        varnish::output_within(&mut cmd, Duration::from_secs(30)).is_ok_and(|(ok, _)| ok)
     };
     let vcl_check = check(&good) && !check(&bad);
     let cfg = |vcl: &Path, name: &str| {

@@ -98,8 +98,6 @@ pub enum ParamError {
 pub struct Settings {
     /// `(section, key) → TOML value`.
     values: BTreeMap<(&'static str, &'static str), String>,
-    /// Varnish parameter → its value as given (`param.show`-like bookkeeping for messages).
-    pub given: BTreeMap<String, String>,
     /// `[vcl] err_unref` (`vcc_feature -err_unref`); `None`: Shellac's default (true).
     pub err_unref: Option<bool>,
 }
@@ -108,7 +106,6 @@ impl Default for Settings {
     fn default() -> Settings {
         let mut s = Settings {
             values: BTreeMap::new(),
-            given: BTreeMap::new(),
             err_unref: None,
         };
         for (name, rule) in PARAMS {
@@ -117,7 +114,6 @@ impl Default for Settings {
                 let _ = s.set(name, default);
             }
         }
-        s.given.clear();
         s
     }
 }
@@ -167,7 +163,6 @@ impl Settings {
                 }
             }
         }
-        self.given.insert(name.to_string(), value.to_string());
         Ok(())
     }
 
@@ -180,7 +175,6 @@ impl Settings {
         match PARAMS.iter().find(|p| p.0 == name) {
             Some((_, Rule::Setting(_, _, _, default))) => {
                 self.set(name, default)?;
-                self.given.remove(name);
                 Ok(())
             }
             Some((_, Rule::Flags(flags))) => {

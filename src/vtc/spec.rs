@@ -178,7 +178,6 @@ fn http_command(s: &mut Session, args: &[String], line: u32) -> Step {
         }
         "rxchunk" => {
             only_client(s)?;
-            let start = s.body.as_ref().map_or(0, Vec::len);
             if s.body.is_none() {
                 s.body = Some(Vec::new());
             }
@@ -186,7 +185,6 @@ fn http_command(s: &mut Session, args: &[String], line: u32) -> Step {
                 let len = s.body.as_ref().map_or(0, Vec::len);
                 s.bodylen = Some(len.to_string());
             }
-            let _ = start;
             Ok(())
         }
         "expect" => {

@@ -468,26 +468,63 @@ pub fn check_vcl(
             "VCL not wired: neither `shellac check FILE.vcl` nor `[vcl] file` is on main yet",
         );
     };
-    let out = Command::new(shellac)
-        .arg("check")
+    let mut cmd = Command::new(shellac);
+    cmd.arg("check")
         .arg("--file-only")
         .arg(&target)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| Halt::Fail(format!("cannot run {}: {e}", shellac.display())))?;
-    let output = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .env("NO_COLOR", "1");
+    let (success, output) = output_within(&mut cmd, CHECK_LIMIT)
+        .map_err(|e| Halt::Fail(format!("shellac check {}: {e}", target.display())))?;
     Ok((
         path,
         Checked {
-            accepted: out.status.success(),
+            accepted: success,
             output,
         },
     ))
+}
+
+/// How long one `shellac check` may take.
+const CHECK_LIMIT: Duration = Duration::from_secs(30);
+
+/// Runs `cmd` to its end: whether it exited 0, and its stdout then stderr. Killed (an
+/// error) past `limit`.
+pub(super) fn output_within(cmd: &mut Command, limit: Duration) -> std::io::Result<(bool, String)> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out = drain(child.stdout.take().map(|s| Box::new(s) as _));
+    let err = drain(child.stderr.take().map(|s| Box::new(s) as _));
+    let until = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break s;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::other(format!(
+                "did not finish in {} s",
+                limit.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let text = |t: std::thread::JoinHandle<Vec<u8>>| {
+        String::from_utf8_lossy(&t.join().unwrap_or_default()).into_owned()
+    };
+    Ok((status.success(), format!("{}{}", text(out), text(err))))
 }
 
 impl Drop for Varnish {
