@@ -83,7 +83,11 @@ for run in $(seq "$RUNS"); do
     warm "$port_b"
     # After the warm-up: the manager's first children compile the VCL and exit.
     pid_v=$(varnish_child "$pid_vm")
-    read -r req_a us_a req_b us_b ratio < <(paired_cpu "$pid_v" "$port_v" "$pid_b" "$port_b" 1)
+    if ! read -r req_a us_a req_b us_b ratio < <(paired_cpu "$pid_v" "$port_v" "$pid_b" "$port_b" 1); then
+      echo "run $run: the Varnish pair did not complete (see $TMP/varnish-$run.log); skipped" >&2
+      kill -TERM "$pid_vm" "$pid_b" 2>/dev/null; wait "$pid_vm" 2>/dev/null || true
+      continue
+    fi
     kill -TERM "$pid_vm" 2>/dev/null; wait "$pid_vm" 2>/dev/null || true
     printf 'run %s: Varnish %9s req %6s µs/req | Shellac+VCL %9s req %6s µs/req | Varnish/Shellac CPU %5s%%\n' \
       "$run" "$req_a" "$us_a" "$req_b" "$us_b" "$ratio" >&2

@@ -292,7 +292,7 @@ pub(in crate::proxy) fn fast_head(
         return make();
     }
     let id = std::sync::Arc::as_ptr(rt) as usize;
-    match prepared.vcl_wire.get_or_init(|| (id, make())) {
+    match prepared.vcl_wire.get_or_init(|| Box::new((id, make()))) {
         (cached, head) if *cached == id => head.clone(),
         // Made under a program a reload has replaced.
         _ => make(),
