@@ -141,7 +141,8 @@ fn list() -> (Vec<Advisory>, Vec<String>) {
     (advisories, strings(&t, "reviewed"))
 }
 
-/// (name, version) of every registry package in a lock file (path packages have no source).
+/// (name, version) of every package in a lock file but Shellac itself: the registry's and the
+/// vendored ones (`vendor/`, no source: a patched release is checked as that release).
 fn locked(lock: &str) -> Vec<(String, String)> {
     let t: toml::Table = toml::from_str(lock).expect("Cargo.lock parses");
     t.get("package")
@@ -150,7 +151,9 @@ fn locked(lock: &str) -> Vec<(String, String)> {
         .iter()
         .filter_map(|p| {
             let p = p.as_table()?;
-            p.get("source")?;
+            if p.get("source").is_none() && p.get("name")?.as_str()? == "shellac" {
+                return None;
+            }
             Some((
                 p.get("name")?.as_str()?.to_string(),
                 p.get("version")?.as_str()?.to_string(),

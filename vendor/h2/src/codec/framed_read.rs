@@ -193,6 +193,9 @@ fn decode_frame(decoder: &mut FrameDecoder, mut bytes: BytesMut) -> Result<Optio
             match frame.load_hpack(&mut payload, decoder.max_header_list_size, &mut decoder.hpack) {
                 Ok(_) => {},
                 Err(frame::Error::Hpack(hpack::DecoderError::NeedMore(_))) if !is_end_headers => {},
+                // Malformed, but the block goes on in CONTINUATION frames: decode them
+                // (the HPACK state is the connection's) and reset the stream at its end.
+                Err(frame::Error::MalformedMessage) if !is_end_headers => {},
                 Err(frame::Error::MalformedMessage) => {
                     let id = $head.stream_id();
                     proto_err!(stream: "malformed header block; stream={:?}", id);
@@ -205,6 +208,12 @@ fn decode_frame(decoder: &mut FrameDecoder, mut bytes: BytesMut) -> Result<Optio
                         "header_list_way_too_large",
                     ));
                 },
+                // RFC 9113 §4.3: a field block that cannot be decoded is a connection error
+                // of type COMPRESSION_ERROR. (Shellac's patch; see PATCHES.md.)
+                Err(frame::Error::Hpack(e)) => {
+                    proto_err!(conn: "failed HPACK decoding; err={:?}", e);
+                    return Err(Error::library_go_away(Reason::COMPRESSION_ERROR));
+                }
                 Err(e) => {
                     proto_err!(conn: "failed HPACK decoding; err={:?}", e);
                     return Err(Error::library_go_away(Reason::PROTOCOL_ERROR));
@@ -376,6 +385,7 @@ fn decode_frame(decoder: &mut FrameDecoder, mut bytes: BytesMut) -> Result<Optio
             ) {
                 Ok(_) => {}
                 Err(frame::Error::Hpack(hpack::DecoderError::NeedMore(_))) if !is_end_headers => {}
+                Err(frame::Error::MalformedMessage) if !is_end_headers => {}
                 Err(frame::Error::MalformedMessage) => {
                     let id = head.stream_id();
                     proto_err!(stream: "malformed CONTINUATION frame; stream={:?}", id);
@@ -387,6 +397,10 @@ fn decode_frame(decoder: &mut FrameDecoder, mut bytes: BytesMut) -> Result<Optio
                         Reason::ENHANCE_YOUR_CALM,
                         "header_list_way_too_large",
                     ));
+                }
+                Err(frame::Error::Hpack(e)) => {
+                    proto_err!(conn: "failed HPACK decoding; err={:?}", e);
+                    return Err(Error::library_go_away(Reason::COMPRESSION_ERROR));
                 }
                 Err(e) => {
                     proto_err!(conn: "failed HPACK decoding; err={:?}", e);

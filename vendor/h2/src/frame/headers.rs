@@ -97,6 +97,11 @@ struct HeaderBlock {
     /// Set to true if decoding went over the max header list size.
     is_over_size: bool,
 
+    /// Set when a field line breaks HTTP/2's rules: kept across the CONTINUATION frames of
+    /// one block so that the block is reported malformed once it is complete, not lost when
+    /// a fragment ends in the middle of a field line. (Shellac's patch; see PATCHES.md.)
+    malformed: bool,
+
     /// Pseudo headers, these are broken out as they must be sent as part of the
     /// headers frame.
     pseudo: Pseudo,
@@ -125,6 +130,7 @@ impl Headers {
                 field_size: calculate_headermap_size(&fields),
                 fields,
                 is_over_size: false,
+                malformed: false,
                 pseudo,
             },
             flags: HeadersFlag::default(),
@@ -142,6 +148,7 @@ impl Headers {
                 field_size: calculate_headermap_size(&fields),
                 fields,
                 is_over_size: false,
+                malformed: false,
                 pseudo: Pseudo::default(),
             },
             flags,
@@ -207,6 +214,7 @@ impl Headers {
                 fields: HeaderMap::new(),
                 field_size: 0,
                 is_over_size: false,
+                malformed: false,
                 pseudo: Pseudo::default(),
             },
             flags,
@@ -367,6 +375,7 @@ impl PushPromise {
                 field_size: calculate_headermap_size(&fields),
                 fields,
                 is_over_size: false,
+                malformed: false,
                 pseudo,
             },
             promised_id,
@@ -458,6 +467,7 @@ impl PushPromise {
                 fields: HeaderMap::new(),
                 field_size: 0,
                 is_over_size: false,
+                malformed: false,
                 pseudo: Pseudo::default(),
             },
             promised_id,
@@ -558,6 +568,17 @@ impl Continuation {
 // ===== impl Pseudo =====
 
 impl Pseudo {
+    /// No pseudo-header field at all (what trailers must be, RFC 9113 §8.1).
+    /// (Shellac's patch; see PATCHES.md.)
+    pub fn is_empty(&self) -> bool {
+        self.method.is_none()
+            && self.scheme.is_none()
+            && self.authority.is_none()
+            && self.path.is_none()
+            && self.protocol.is_none()
+            && self.status.is_none()
+    }
+
     pub fn request(method: Method, uri: Uri, protocol: Option<Protocol>) -> Self {
         let parts = uri::Parts::from(uri);
 
@@ -866,7 +887,7 @@ impl HeaderBlock {
         decoder: &mut hpack::Decoder,
     ) -> Result<(), Error> {
         let mut reg = !self.fields.is_empty();
-        let mut malformed = false;
+        let mut malformed = self.malformed;
         let mut header_list_way_too_large = false;
         let mut headers_size = self.calculate_header_list_size();
         let max_header_list_abuse_size =
@@ -969,12 +990,14 @@ impl HeaderBlock {
         });
 
         match res {
-            Ok(()) => {}
+            Ok(bad_field) => malformed |= bad_field,
             Err(e) => {
+                self.malformed = malformed;
                 tracing::trace!("hpack decoding error; err={:?}", e);
                 return Err(e.into());
             }
         }
+        self.malformed = malformed;
 
         if header_list_way_too_large {
             tracing::trace!("header list way too large; aborting connection");

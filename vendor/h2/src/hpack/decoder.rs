@@ -138,9 +138,52 @@ enum Representation {
 
 #[derive(Debug)]
 struct Table {
-    entries: VecDeque<Header>,
+    entries: VecDeque<Entry>,
     size: usize,
     max_size: usize,
+}
+
+/// A decoded field line: a field, or the name and value of one that breaks HTTP/2's field
+/// rules (an upper-case or non-token name, a control character in a value, an unknown
+/// pseudo-header field, a bad method or status; RFC 9113 §8.2.1, §8.3). The second makes the
+/// message malformed (a stream error, RFC 9113 §8.1.1), not the HPACK block: it is decoded,
+/// and indexed when its representation says so, like any other field, so that the dynamic
+/// table stays in step with the peer's encoder. (Shellac's patch; see PATCHES.md.)
+#[derive(Debug, Clone)]
+enum Entry {
+    Field(Header),
+    Malformed { name: Bytes, value: Bytes },
+}
+
+impl Entry {
+    fn new(name: Bytes, value: Bytes) -> Entry {
+        match Header::new(name.clone(), value.clone()) {
+            Ok(header) => Entry::Field(header),
+            Err(_) => Entry::Malformed { name, value },
+        }
+    }
+
+    /// The entry with this name and a new value (a literal with an indexed name).
+    fn with_value(&self, value: Bytes) -> Entry {
+        match self {
+            Entry::Field(header) => match header.name().into_entry(value.clone()) {
+                Ok(header) => Entry::Field(header),
+                Err(_) => Entry::Malformed {
+                    name: Bytes::copy_from_slice(header.name().as_slice()),
+                    value,
+                },
+            },
+            Entry::Malformed { name, .. } => Entry::new(name.clone(), value),
+        }
+    }
+
+    /// Its size in the dynamic table (RFC 7541 §4.1).
+    fn len(&self) -> usize {
+        match self {
+            Entry::Field(header) => header.len(),
+            Entry::Malformed { name, value } => name.len() + value.len() + 32,
+        }
+    }
 }
 
 struct StringMarker {
@@ -174,17 +217,28 @@ impl Decoder {
     }
 
     /// Decodes the headers found in the given buffer.
+    ///
+    /// `Ok(true)`: the block decoded, but a field in it breaks HTTP/2's field rules (it was
+    /// not passed to `f`); the message is malformed, the connection's HPACK state is intact.
     pub fn decode<F>(
         &mut self,
         src: &mut Cursor<&mut BytesMut>,
         mut f: F,
-    ) -> Result<(), DecoderError>
+    ) -> Result<bool, DecoderError>
     where
         F: FnMut(Header) -> ControlFlow<()>,
     {
         use self::Representation::*;
 
         let mut can_resize = true;
+        let mut malformed = false;
+        let mut deliver = |entry: Entry| match entry {
+            Entry::Field(header) => f(header),
+            Entry::Malformed { .. } => {
+                malformed = true;
+                ControlFlow::Continue(())
+            }
+        };
 
         if let Some(size) = self.max_size_update.take() {
             self.last_max_update = size;
@@ -205,7 +259,7 @@ impl Decoder {
                     can_resize = false;
                     let entry = self.decode_indexed(src)?;
                     consume(src);
-                    if f(entry).is_break() {
+                    if deliver(entry).is_break() {
                         break;
                     }
                 }
@@ -218,7 +272,7 @@ impl Decoder {
                     self.table.insert(entry.clone());
                     consume(src);
 
-                    if f(entry).is_break() {
+                    if deliver(entry).is_break() {
                         break;
                     }
                 }
@@ -227,7 +281,7 @@ impl Decoder {
                     can_resize = false;
                     let entry = self.decode_literal(src, false)?;
                     consume(src);
-                    if f(entry).is_break() {
+                    if deliver(entry).is_break() {
                         break;
                     }
                 }
@@ -239,7 +293,7 @@ impl Decoder {
 
                     // TODO: Track that this should never be indexed
 
-                    if f(entry).is_break() {
+                    if deliver(entry).is_break() {
                         break;
                     }
                 }
@@ -256,7 +310,7 @@ impl Decoder {
             }
         }
 
-        Ok(())
+        Ok(malformed)
     }
 
     fn process_size_update(&mut self, buf: &mut Cursor<&mut BytesMut>) -> Result<(), DecoderError> {
@@ -277,7 +331,7 @@ impl Decoder {
         Ok(())
     }
 
-    fn decode_indexed(&self, buf: &mut Cursor<&mut BytesMut>) -> Result<Header, DecoderError> {
+    fn decode_indexed(&self, buf: &mut Cursor<&mut BytesMut>) -> Result<Entry, DecoderError> {
         let index = decode_int(buf, 7)?;
         self.table.get(index)
     }
@@ -286,7 +340,7 @@ impl Decoder {
         &mut self,
         buf: &mut Cursor<&mut BytesMut>,
         index: bool,
-    ) -> Result<Header, DecoderError> {
+    ) -> Result<Entry, DecoderError> {
         let prefix = if index { 6 } else { 4 };
 
         // Extract the table index for the name, or 0 if not indexed
@@ -301,12 +355,12 @@ impl Decoder {
             // Read the name as a literal
             let name = name_marker.consume(buf);
             let value = value_marker.consume(buf);
-            Header::new(name, value)
+            Ok(Entry::new(name, value))
         } else {
             let e = self.table.get(table_idx)?;
             let value = self.decode_string(buf)?;
 
-            e.name().into_entry(value)
+            Ok(e.with_value(value))
         }
     }
 
@@ -515,13 +569,13 @@ impl Table {
     ///
     /// This is according to the [HPACK spec, section 2.3.3.]
     /// (http://http2.github.io/http2-spec/compression.html#index.address.space)
-    pub fn get(&self, index: usize) -> Result<Header, DecoderError> {
+    fn get(&self, index: usize) -> Result<Entry, DecoderError> {
         if index == 0 {
             return Err(DecoderError::InvalidTableIndex);
         }
 
         if index <= 61 {
-            return Ok(get_static(index));
+            return Ok(Entry::Field(get_static(index)));
         }
 
         // Convert the index for lookup in the entries structure.
@@ -531,7 +585,7 @@ impl Table {
         }
     }
 
-    fn insert(&mut self, entry: Header) {
+    fn insert(&mut self, entry: Entry) {
         let len = entry.len();
 
         self.reserve(len);

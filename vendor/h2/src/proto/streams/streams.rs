@@ -590,7 +590,15 @@ impl Inner {
                     return Err(Error::library_reset(stream.id, Reason::PROTOCOL_ERROR));
                 }
 
-                actions.recv.recv_trailers(frame, stream)
+                if !frame.pseudo().is_empty() {
+                    // RFC 9113 §8.1: pseudo-header fields in trailers make the message
+                    // malformed, a stream error (§8.1.1); h2 used to drop them and go on.
+                    // (Shellac's patch; see PATCHES.md.)
+                    proto_err!(stream: "recv_headers: pseudo-header field in trailers; stream={:?}", stream.id);
+                    Err(Error::library_reset(stream.id, Reason::PROTOCOL_ERROR))
+                } else {
+                    actions.recv.recv_trailers(frame, stream)
+                }
             };
 
             actions.reset_on_recv_stream_err_deferred(send_buffer, stream, counts, res)
