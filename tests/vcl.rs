@@ -2,36 +2,8 @@
 
 mod common;
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-
+use common::vcl::start_vcl;
 use common::{Origin, Reply, Shellac, get, get_with, request};
-use shellac::config::Config;
-
-/// Starts Shellac running `vcl` (with `${origin}` replaced by the origin's `host` and
-/// `port` fields), written to a file in a temporary directory.
-async fn start_vcl(name: &str, vcl: &str, origins: &[SocketAddr]) -> Shellac {
-    let dir = common::temp_dir(&format!("vcl-{name}"));
-    let mut text = vcl.to_string();
-    for (i, o) in origins.iter().enumerate() {
-        text = text.replace(
-            &format!("${{origin{i}}}"),
-            &format!(".host = \"{}\"; .port = \"{}\";", o.ip(), o.port()),
-        );
-    }
-    let path = dir.join("site.vcl");
-    std::fs::write(&path, text).unwrap();
-    let mut config = Config::embedded_default();
-    config.server.listen = vec!["127.0.0.1:0".parse().unwrap()];
-    config.server.admin = Some("127.0.0.1:0".parse().unwrap());
-    let errors = config.attach_vcl_file(&path);
-    assert!(errors.is_empty(), "{errors:?}");
-    assert!(config.validate().is_empty(), "{:?}", config.validate());
-    let running = shellac::server::start(Arc::new(config))
-        .await
-        .expect("starts");
-    Shellac::from_running(running)
-}
 
 #[tokio::test]
 async fn a_4x_vcl_edits_requests_and_responses_and_caches() {

@@ -10,6 +10,7 @@ pub mod raw_origin;
 pub mod redis_cluster;
 pub mod tls;
 pub mod tools;
+pub mod vcl;
 
 use std::collections::HashMap;
 use std::convert::Infallible;

@@ -425,8 +425,15 @@ pub(in crate::proxy) fn synth(txn: &mut Txn, status: u16, reason: Option<String>
     };
     let m = if legacy { Method::Error } else { Method::Synth };
     let verdict = run_client(txn, m, None, None, Some(&mut resp));
+    // The response made after too many restarts is delivered even when vcl_synth asks for
+    // another restart (as Varnish does): the loop vcl_synth -> restart -> vcl_synth ends.
+    let exhausted = txn
+        .vcl
+        .as_deref()
+        .is_some_and(|v| v.state.restarts > MAX_RESTARTS);
     match verdict {
         Verdict::Deliver => {}
+        Verdict::Restart if exhausted => {}
         Verdict::Restart => return Step::Restart,
         Verdict::Fail(why) => {
             tracing::warn!(subroutine = m.sub_name(), reason = %why, "VCL failed");
@@ -469,6 +476,10 @@ pub(in crate::proxy) fn restart(txn: &mut Txn) -> Step {
     let Some(v) = txn.vcl.as_deref_mut() else {
         return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "restart");
     };
+    if v.state.restarts > MAX_RESTARTS {
+        // Already past the limit (its vcl_synth ran): no subroutine runs again.
+        return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "restart");
+    }
     v.state.restarts += 1;
     v.obj = None;
     v.bereq = None;
@@ -479,10 +490,8 @@ pub(in crate::proxy) fn restart(txn: &mut Txn) -> Step {
     v.state.body = None;
     v.state.retries = 0;
     if v.state.restarts > MAX_RESTARTS {
-        v.synthesized = false;
         tracing::warn!(xid = v.state.xid, "too many restarts");
-        // Once more through vcl_synth, whose own restart ends in Shellac's 503.
-        v.state.restarts = MAX_RESTARTS + 1;
+        // Once more through vcl_synth, which then delivers whatever it returns.
         return Step::VclSynth(503, Some("Too many restarts".to_string()));
     }
     txn.proxy.counters.backend_restart.inc();

@@ -1,0 +1,33 @@
+//! Starting the real proxy on a VCL file written for one test.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use shellac::config::Config;
+
+use super::Shellac;
+
+/// Starts Shellac running `vcl` (with `${origin}` replaced by the origin's `host` and
+/// `port` fields), written to a file in a temporary directory.
+pub async fn start_vcl(name: &str, vcl: &str, origins: &[SocketAddr]) -> Shellac {
+    let dir = super::temp_dir(&format!("vcl-{name}"));
+    let mut text = vcl.to_string();
+    for (i, o) in origins.iter().enumerate() {
+        text = text.replace(
+            &format!("${{origin{i}}}"),
+            &format!(".host = \"{}\"; .port = \"{}\";", o.ip(), o.port()),
+        );
+    }
+    let path = dir.join("site.vcl");
+    std::fs::write(&path, text).unwrap();
+    let mut config = Config::embedded_default();
+    config.server.listen = vec!["127.0.0.1:0".parse().unwrap()];
+    config.server.admin = Some("127.0.0.1:0".parse().unwrap());
+    let errors = config.attach_vcl_file(&path);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(config.validate().is_empty(), "{:?}", config.validate());
+    let running = shellac::server::start(Arc::new(config))
+        .await
+        .expect("starts");
+    Shellac::from_running(running)
+}
