@@ -238,6 +238,27 @@ fn declarations_are_checked() {
         "vcl 4.1;\nbackend b { .host = \"h\"; .probe = { .window = 65; .threshold = 3; } }",
         "Window must be 64 or less",
     );
+    // As Varnish 4.x and 2.x both refuse them (trunk/v00038.vtc, b00053.vtc, v00021.vtc).
+    has(
+        "vcl 4.1;\nbackend b { .host = \"h\"; .probe = { .window = 32; } }",
+        "Must specify .threshold with .window",
+    );
+    has(
+        "vcl 4.0;\nbackend default none;",
+        "needs 'vcl 4.1;': Compiled VCL version (4.0) not supported.",
+    );
+    ok("vcl 4.1;\nbackend default none;\nsub vcl_recv { return (synth(200)); }");
+    has(
+        &format!(
+            "vcl 4.1;\nbackend b {{ .host = \"h\"; }}\nsub vcl_deliver {{ set resp.http.{} = \"x\"; }}",
+            "h".repeat(127)
+        ),
+        "HTTP header (hhhhhhhhhhhhhhhhhhhh..) is too long.",
+    );
+    ok(&format!(
+        "vcl 4.1;\nbackend b {{ .host = \"h\"; }}\nsub vcl_deliver {{ set resp.http.{} = \"x\"; }}",
+        "h".repeat(126)
+    ));
     has(
         "vcl 4.1;\nbackend b { .host = \"h\"; .probe = { .url = \"/\"; .request = \"GET / HTTP/1.1\"; } }",
         "Probe request redefinition",

@@ -8,6 +8,7 @@ use super::super::ast::{Expr, Field, FieldValue, Pos};
 use super::{Checker, Import, ProbeSym, Target, calls};
 use crate::config::units::Dur;
 use crate::config::{BackendConfig, ProbeConfig, ProbeRef};
+use crate::vcl::types::Dialect;
 
 /// A constant value of a declaration's field.
 pub(super) enum Const {
@@ -240,6 +241,15 @@ impl Checker<'_> {
     /// A backend declaration (its name was registered by `add_target` already).
     pub(super) fn backend(&mut self, name: &str, fields: Option<&[Field]>, pos: Pos) {
         let Some(fields) = fields else {
+            // `backend NAME none;` came with VCL 4.1.
+            if self.dialect == Dialect::V40 {
+                self.error(
+                    pos,
+                    format!(
+                        "'backend {name} none;' needs 'vcl 4.1;': Compiled VCL version (4.0) not supported."
+                    ),
+                );
+            }
             return;
         };
         if let Some(b) = self.backend_config(name, fields, pos) {
@@ -526,9 +536,7 @@ impl Checker<'_> {
                 p.window = w as u32;
             }
         }
-        if self.dialect.is_legacy()
-            && let (Some((_, at)), None) = (window, threshold)
-        {
+        if let (Some((_, at)), None) = (window, threshold) {
             self.error(at, "Must specify .threshold with .window");
             ok = false;
         }

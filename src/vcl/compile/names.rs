@@ -104,6 +104,18 @@ impl Checker<'_> {
         }
         let header = match vars::field_of(chosen, name) {
             Some(field) => match self.header_field(field, pos) {
+                // Varnish keeps a header's name and its colon behind a signed length byte.
+                Some(field) if field.len() > 126 => {
+                    let start: String = field.chars().take(20).collect();
+                    self.error(pos, format!("HTTP header ({start}..) is too long."));
+                    return Some((
+                        Var {
+                            slot: chosen.slot,
+                            header: None,
+                        },
+                        Type::Error,
+                    ));
+                }
                 Some(field) => match HeaderName::from_bytes(field.as_bytes()) {
                     Ok(h) => Some(h),
                     Err(_) => {
