@@ -6,6 +6,8 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
 use common::get;
 use common::vcl::start_vcl;
 
@@ -51,4 +53,81 @@ sub vcl_synth {
     assert_eq!(r.header("restarts"), Some("5"));
     shellac.stop().await;
     other.stop().await;
+}
+
+/// An origin that answers HTTP/1.0-style, the body ended by closing the connection: `/stall`
+/// sends the head and `abc`, then nothing for 10 s; any other path sends `hello world` in two
+/// writes and closes.
+async fn eof_origin() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&head);
+                let _ = s
+                    .write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\nCache-Control: max-age=60\r\n\r\n")
+                    .await;
+                if text.contains(" /stall ") {
+                    let _ = s.write_all(b"abc").await;
+                    tokio::time::sleep(Duration::from_secs(10)).await;
+                    return;
+                }
+                let _ = s.write_all(b"hello ").await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let _ = s.write_all(b"world").await;
+            });
+        }
+    });
+    addr
+}
+
+/// `beresp.do_stream = false` reads the whole body before the response goes out: a body that
+/// stalls past between_bytes_timeout is a 503 (not a truncated 200), a body framed by the
+/// connection's end gets its Content-Length. 2.x files buffer by default, as Varnish did.
+#[tokio::test]
+async fn do_stream_false_buffers_the_body_before_delivery() {
+    let origin = eof_origin().await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_backend_fetch { set bereq.between_bytes_timeout = 300ms; }
+sub vcl_backend_response {
+    set beresp.do_stream = false;
+    set beresp.http.x-do-stream = beresp.do_stream;
+}
+"#;
+    let shellac = start_vcl("do-stream", vcl, &[origin]).await;
+    let r = get(shellac.addr, "/stall").await;
+    assert_eq!(r.status, 503, "{}", r.text());
+    let r = get(shellac.addr, "/ok").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "hello world");
+    assert_eq!(r.header("content-length"), Some("11"));
+    assert_eq!(r.header("x-do-stream"), Some("false"));
+    // Stored whole: the second request is a hit with the same body.
+    let r = get(shellac.addr, "/ok").await;
+    assert_eq!(r.text(), "hello world");
+    shellac.stop().await;
+
+    let vcl = r#"
+backend b { ${origin0} }
+sub vcl_miss { set bereq.between_bytes_timeout = 0.3s; }
+sub vcl_fetch { set beresp.http.x-do-stream = beresp.do_stream; }
+"#;
+    let legacy = start_vcl("do-stream-21", vcl, &[origin]).await;
+    let r = get(legacy.addr, "/stall").await;
+    assert_eq!(r.status, 503, "{}", r.text());
+    let r = get(legacy.addr, "/ok2").await;
+    assert_eq!(r.text(), "hello world");
+    assert_eq!(r.header("content-length"), Some("11"));
+    assert_eq!(r.header("x-do-stream"), Some("false"));
+    legacy.stop().await;
 }

@@ -1,6 +1,7 @@
 //! Bodies on the backend side: the request body forwarded to a backend, and the response body
 //! read from it with the between-bytes timeout and pool check-in at the end.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -247,6 +248,9 @@ pub struct BackendBody {
     counters: Arc<Counters>,
     /// Connection-limit slot, released when the body is finished or dropped.
     lease: Option<super::Lease>,
+    /// Frames read ahead by [`BackendBody::buffer`] (VCL's `beresp.do_stream = false`),
+    /// handed out before the rest. Empty (no allocation) otherwise.
+    ahead: VecDeque<Frame<Bytes>>,
 }
 
 impl BackendBody {
@@ -264,6 +268,7 @@ impl BackendBody {
             pool,
             counters,
             lease: None,
+            ahead: VecDeque::new(),
         };
         if body.inner.is_end_stream() {
             body.release();
@@ -276,6 +281,30 @@ impl BackendBody {
             self.lease = Some(lease);
         }
         self
+    }
+
+    /// Reads the body ahead (VCL's `beresp.do_stream = false`: the whole body before the
+    /// response goes out), with the between-bytes timeout, until its end or until more than
+    /// `limit` bytes came: `Some(length)` when it ended, `None` when it is longer than `limit`
+    /// (the rest then streams after what was read). A failure is the fetch's: the response
+    /// was not delivered yet.
+    pub async fn buffer(&mut self, limit: u64) -> Result<Option<u64>, BackendBodyError> {
+        let mut total: u64 = 0;
+        loop {
+            match std::future::poll_fn(|cx| Pin::new(&mut *self).poll_inner(cx)).await {
+                None => return Ok(Some(total)),
+                Some(Err(e)) => return Err(e),
+                Some(Ok(frame)) => {
+                    if let Some(data) = frame.data_ref() {
+                        total = total.saturating_add(data.len() as u64);
+                    }
+                    self.ahead.push_back(frame);
+                    if total > limit {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
     }
 
     fn release(&mut self) {
@@ -294,7 +323,42 @@ impl Body for BackendBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BackendBodyError>>> {
-        let this = &mut *self;
+        if let Some(frame) = self.ahead.pop_front() {
+            return Poll::Ready(Some(Ok(frame)));
+        }
+        self.poll_inner(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ahead.is_empty() && self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        if self.ahead.is_empty() {
+            return self.inner.size_hint();
+        }
+        let ahead: u64 = self
+            .ahead
+            .iter()
+            .filter_map(|f| f.data_ref().map(|d| d.len() as u64))
+            .sum();
+        let inner = self.inner.size_hint();
+        let mut hint = SizeHint::new();
+        hint.set_lower(inner.lower().saturating_add(ahead));
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper.saturating_add(ahead));
+        }
+        hint
+    }
+}
+
+impl BackendBody {
+    /// The next frame from the connection, with the between-bytes timeout.
+    fn poll_inner(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BackendBodyError>>> {
+        let this = self.get_mut();
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(None) => {
                 this.armed = false;
@@ -332,14 +396,6 @@ impl Body for BackendBody {
                 }
             }
         }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }
 

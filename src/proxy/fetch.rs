@@ -65,14 +65,24 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         };
         let response_time = SystemTime::now();
         let stored_at = Instant::now();
-        let (mut parts, body) = resp.into_parts();
+        let (mut parts, mut body) = resp.into_parts();
         headers::strip_hop_by_hop(&mut parts.headers);
         let mut vcl_plan = None;
         if txn.vcl.is_some() {
             let ex = policy::Exchange::at(request_time, response_time);
             let pass = matches!(mode, FetchMode::Pass(_));
             match super::vcl::backend_response(txn, &mut parts, &ex, pass) {
-                super::vcl::BerespOutcome::Plan(plan, hfm) => vcl_plan = Some((plan, hfm)),
+                super::vcl::BerespOutcome::Plan {
+                    plan,
+                    hit_for_miss,
+                    buffer,
+                } => {
+                    vcl_plan = Some((plan, hit_for_miss));
+                    if buffer && let Err(step) = read_ahead(txn, &mode, &mut parts, &mut body).await
+                    {
+                        return step;
+                    }
+                }
                 super::vcl::BerespOutcome::Retry => continue,
                 super::vcl::BerespOutcome::Step(step) => {
                     leave(&mode);
@@ -287,6 +297,42 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
             }
         },
     ))
+}
+
+/// VCL's `beresp.do_stream = false`: the whole body is read before the response goes out,
+/// so a body that fails (between_bytes_timeout, a cut connection) is a 503 rather than a
+/// truncated response, and a body the backend framed by closing the connection gets a
+/// `Content-Length`. At most `cache.max_object_size` is held: past it the rest streams.
+async fn read_ahead(
+    txn: &mut Txn,
+    mode: &FetchMode,
+    parts: &mut Parts,
+    body: &mut BackendBody,
+) -> Result<(), Step> {
+    match body.buffer(txn.proxy.max_object_size).await {
+        Ok(Some(len)) => {
+            // A length the backend sent stays (a HEAD's answer has one and no body).
+            if !parts.headers.contains_key(header::CONTENT_LENGTH) {
+                parts
+                    .headers
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+            }
+            Ok(())
+        }
+        Ok(None) => Ok(()),
+        Err(e) => {
+            tracing::warn!(error = %e, "backend body failed before delivery (beresp.do_stream = false)");
+            if let FetchMode::Miss(guard) = mode {
+                guard
+                    .object()
+                    .fail_with(StatusCode::SERVICE_UNAVAILABLE, "body-failed");
+            }
+            Err(Step::VclSynth(
+                503,
+                Some("Backend fetch failed".to_string()),
+            ))
+        }
+    }
 }
 
 /// A fetch VCL left: the busy object is abandoned, so waiters look up again.

@@ -22,8 +22,13 @@ use crate::vcl::types::Method;
 /// What vcl_backend_response decided.
 pub(in crate::proxy) enum BerespOutcome {
     /// Store the response with this plan, or deliver it uncached for this reason (and
-    /// remember the URL as uncacheable this long: `beresp.ttl` of a hit-for-miss).
-    Plan(Result<StorePlan, NoCacheReason>, Option<Duration>),
+    /// remember the URL as uncacheable this long: `beresp.ttl` of a hit-for-miss); `buffer`:
+    /// read the whole body before delivering (`beresp.do_stream = false`).
+    Plan {
+        plan: Result<StorePlan, NoCacheReason>,
+        hit_for_miss: Option<Duration>,
+        buffer: bool,
+    },
     /// `return (retry)`: send the request again.
     Retry,
     /// Leave the fetch for this client-side step (restart, synth, abandon).
@@ -121,7 +126,11 @@ pub(in crate::proxy) fn backend_response(
     pass: bool,
 ) -> BerespOutcome {
     let Some(v) = txn.vcl.as_deref() else {
-        return BerespOutcome::Plan(Err(NoCacheReason::Vcl), None);
+        return BerespOutcome::Plan {
+            plan: Err(NoCacheReason::Vcl),
+            hit_for_miss: None,
+            buffer: false,
+        };
     };
     let legacy = v.runtime.program.dialect.is_legacy();
     let cfg = &txn.proxy.config.cache;
@@ -144,6 +153,7 @@ pub(in crate::proxy) fn backend_response(
         age: fresh.initial_age.as_secs_f64(),
         backend: txn.backend.as_ref().map(|b| b.name().to_string()),
         was_304: false,
+        do_stream: !legacy,
     };
     let m = if legacy {
         Method::Fetch
@@ -157,19 +167,23 @@ pub(in crate::proxy) fn backend_response(
         parts.extensions.insert(r);
     }
     let hfm = |ttl: f64| (ttl > 0.0).then(|| crate::vcl::run::value::to_duration(ttl));
+    let buffer = !beresp.do_stream;
+    let outcome = |plan, hit_for_miss| BerespOutcome::Plan {
+        plan,
+        hit_for_miss,
+        buffer,
+    };
     match verdict {
-        Verdict::Deliver if pass => BerespOutcome::Plan(Err(NoCacheReason::Vcl), None),
-        Verdict::Deliver if beresp.uncacheable => {
-            BerespOutcome::Plan(Err(NoCacheReason::Vcl), hfm(beresp.ttl))
-        }
-        Verdict::Deliver => BerespOutcome::Plan(plan(&beresp, &parts.headers, fresh), None),
+        Verdict::Deliver if pass => outcome(Err(NoCacheReason::Vcl), None),
+        Verdict::Deliver if beresp.uncacheable => outcome(Err(NoCacheReason::Vcl), hfm(beresp.ttl)),
+        Verdict::Deliver => outcome(plan(&beresp, &parts.headers, fresh), None),
         Verdict::Pass | Verdict::HitForPass => {
             let ttl = if beresp.ttl > 0.0 {
                 beresp.ttl
             } else {
                 txn.proxy.config.cache.hit_for_miss_ttl.0.as_secs_f64()
             };
-            BerespOutcome::Plan(Err(NoCacheReason::Vcl), hfm(ttl))
+            outcome(Err(NoCacheReason::Vcl), hfm(ttl))
         }
         Verdict::Retry => {
             let Some(v) = txn.vcl.as_deref_mut() else {
@@ -254,6 +268,7 @@ pub(in crate::proxy) fn backend_error(
         age: 0.0,
         backend: txn.backend.as_ref().map(|b| b.name().to_string()),
         was_304: false,
+        do_stream: true,
     };
     match run_backend(txn, Method::BackendError, Some(&mut beresp)) {
         Verdict::Deliver => {}

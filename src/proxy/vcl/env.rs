@@ -283,6 +283,7 @@ impl Env for Scope<'_> {
                 }
             }
             Slot::BerespWas304 => Value::Bool(self.beresp.as_ref().is_some_and(|b| b.was_304)),
+            Slot::BerespDoStream => Value::Bool(self.beresp.as_ref().is_none_or(|b| b.do_stream)),
             Slot::BerespBody | Slot::RespBody => Value::None,
             Slot::ObjStatus => self.obj.map_or(Value::None, |(o, _)| {
                 Value::Int(i64::from(o.status.as_u16()))
@@ -463,6 +464,11 @@ impl Env for Scope<'_> {
             Slot::BerespCacheable => {
                 if let Some(b) = self.beresp.as_deref_mut() {
                     b.uncacheable = !value.truth();
+                }
+            }
+            Slot::BerespDoStream => {
+                if let Some(b) = self.beresp.as_deref_mut() {
+                    b.do_stream = value.truth();
                 }
             }
             Slot::BerespBody | Slot::RespBody => self.state.body = Some(text(&value, rt)),

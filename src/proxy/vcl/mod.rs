@@ -113,6 +113,9 @@ pub(super) struct Beresp {
     pub age: f64,
     pub backend: Option<String>,
     pub was_304: bool,
+    /// `beresp.do_stream`: false reads the whole body before the response goes out (the
+    /// default of 2.x/3.0 files, as in Varnish before 4.0).
+    pub do_stream: bool,
 }
 
 /// The response to the client as VCL sees it (`resp.*`) in vcl_deliver / vcl_synth.
