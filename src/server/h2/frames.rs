@@ -380,9 +380,16 @@ impl<I> Watched<I> {
                 } else {
                     self.counters.h2_goaway_error.inc();
                 }
-                // h2's own defences, named in the debug data of its GOAWAY.
+                // h2's own defences, named in the debug data of its GOAWAY — unless the
+                // watcher already ended the connection for an abuse (counted then): h2's
+                // GOAWAY can follow its resets in the same write.
                 let c = &self.counters;
-                match &f.debug[..usize::from(f.debug_len)] {
+                let reason = if self.kill.is_some() {
+                    &[][..]
+                } else {
+                    &f.debug[..usize::from(f.debug_len)]
+                };
+                match reason {
                     b"too_many_resets" => c.h2_rapid_reset.inc(),
                     b"too_many_internal_resets" => c.h2_made_you_reset.inc(),
                     b"too_many_continuations" => c.h2_continuation_flood.inc(),

@@ -101,7 +101,21 @@ impl<T> FramedRead<T> {
     pub fn set_header_table_size(&mut self, val: usize) {
         self.decoder.set_header_table_size(val);
     }
+
+    /// Nothing more to read for now: if no partial frame is buffered, frees the read buffer
+    /// and the HPACK decoder's Huffman scratch buffer, so that an idle connection holds
+    /// neither; the next poll allocates them again. A header block in progress (`partial`)
+    /// is kept. (Shellac's patch; see PATCHES.md.)
+    fn release(&mut self) {
+        if self.inner.read_buffer().is_empty() && self.inner.read_buffer().capacity() > 0 {
+            *self.inner.read_buffer_mut() = BytesMut::new();
+            self.decoder.hpack.release_scratch();
+        }
+    }
 }
+
+/// The read buffer's size when (re)allocated: tokio-util's `FramedRead` initial capacity.
+const READ_BUFFER_CAPACITY: usize = 8 * 1024;
 
 fn calc_max_continuation_frames(header_max: usize, frame_max: usize) -> usize {
     // At least this many frames needed to use max header list size
@@ -435,10 +449,18 @@ where
         let _e = span.enter();
         loop {
             tracing::trace!("poll");
-            let bytes = match ready!(Pin::new(&mut self.inner).poll_next(cx)) {
-                Some(Ok(bytes)) => bytes,
-                Some(Err(e)) => return Poll::Ready(Some(Err(map_err(e)))),
-                None => return Poll::Ready(None),
+            if self.inner.read_buffer().capacity() == 0 {
+                // Released while idle: allocate it again, at tokio-util's usual size.
+                self.inner.read_buffer_mut().reserve(READ_BUFFER_CAPACITY);
+            }
+            let bytes = match Pin::new(&mut self.inner).poll_next(cx) {
+                Poll::Ready(Some(Ok(bytes))) => bytes,
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(map_err(e)))),
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => {
+                    self.release();
+                    return Poll::Pending;
+                }
             };
 
             tracing::trace!(read.bytes = bytes.len());

@@ -93,7 +93,10 @@ where
             final_flush_done: false,
             encoder: Encoder {
                 hpack: hpack::Encoder::default(),
-                buf: Cursor::new(BytesMut::with_capacity(DEFAULT_BUFFER_CAPACITY)),
+                // Allocated when a frame is buffered, released once it is all written
+                // (`Encoder::release`): an idle connection holds no write buffer.
+                // (Shellac's patch; see PATCHES.md.)
+                buf: Cursor::new(BytesMut::new()),
                 next: None,
                 last_data_frame: None,
                 max_frame_size: frame::DEFAULT_MAX_FRAME_SIZE,
@@ -169,6 +172,10 @@ where
             }
         }
 
+        // Everything buffered is written: give the buffer back (Shellac's patch; see
+        // PATCHES.md).
+        self.encoder.release();
+
         tracing::trace!("flushing buffer");
         // Flush the upstream
         ready!(Pin::new(&mut self.inner).poll_flush(cx))?;
@@ -220,11 +227,26 @@ where
         }
     }
 
+    /// Frees the write buffer and the HPACK encoder's scratch buffer once nothing is left to
+    /// write, so that a connection between requests holds neither; the next frame allocates
+    /// them again. (Shellac's patch; see PATCHES.md.)
+    fn release(&mut self) {
+        if self.next.is_none() && !self.buf.has_remaining() && self.buf.get_ref().capacity() > 0 {
+            self.buf = Cursor::new(BytesMut::new());
+            self.hpack.release_scratch();
+        }
+    }
+
     fn buffer(&mut self, item: Frame<B>) -> Result<(), UserError> {
         // Ensure that we have enough capacity to accept the write.
         assert!(self.has_capacity());
         let span = tracing::trace_span!("FramedWrite::buffer", frame = ?item);
         let _e = span.enter();
+
+        if self.buf.get_ref().capacity() == 0 {
+            // Released while idle (`release`): allocate it again, at its usual size.
+            self.buf.get_mut().reserve(DEFAULT_BUFFER_CAPACITY);
+        }
 
         tracing::debug!(frame = ?item, "send");
 
@@ -307,9 +329,11 @@ where
     }
 
     fn has_capacity(&self) -> bool {
+        // A released buffer (capacity 0) has room: `buffer` allocates it again.
         self.next.is_none()
-            && (self.buf.get_ref().capacity() - self.buf.get_ref().len()
-                >= self.min_buffer_capacity)
+            && (self.buf.get_ref().capacity() == 0
+                || self.buf.get_ref().capacity() - self.buf.get_ref().len()
+                    >= self.min_buffer_capacity)
     }
 
     fn is_empty(&self) -> bool {

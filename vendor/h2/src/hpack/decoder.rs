@@ -12,6 +12,9 @@ use std::io::Cursor;
 use std::ops::ControlFlow;
 use std::str::Utf8Error;
 
+/// What the Huffman scratch buffer is allocated with (h2's original size).
+const SCRATCH_CAPACITY: usize = 4096;
+
 /// Decodes headers using HPACK
 #[derive(Debug)]
 pub struct Decoder {
@@ -177,6 +180,29 @@ impl Entry {
         }
     }
 
+    /// The entry with bytes of its own. A decoded `:authority`, `:path`, `:scheme` or
+    /// `:protocol` value (and a malformed field) is a slice of the buffer it was read from —
+    /// the connection's read buffer or the Huffman scratch buffer — and an entry kept in the
+    /// dynamic table would keep that whole buffer allocated for as long as the connection
+    /// lives; a copy of a few bytes lets it go. (Shellac's patch; see PATCHES.md.)
+    fn unshared(self) -> Entry {
+        match self {
+            Entry::Field(Header::Authority(v)) => Entry::Field(Header::Authority(BytesStr::from(&v))),
+            Entry::Field(Header::Scheme(v)) => Entry::Field(Header::Scheme(BytesStr::from(&v))),
+            Entry::Field(Header::Path(v)) => Entry::Field(Header::Path(BytesStr::from(&v))),
+            Entry::Field(Header::Protocol(v)) => {
+                Entry::Field(Header::Protocol(crate::ext::Protocol::from(v.as_str())))
+            }
+            Entry::Malformed { name, value } => Entry::Malformed {
+                name: Bytes::copy_from_slice(&name),
+                value: Bytes::copy_from_slice(&value),
+            },
+            // Names and values of regular fields are copies already (`HeaderName`,
+            // `HeaderValue::from_bytes`); methods and statuses hold no buffer.
+            entry => entry,
+        }
+    }
+
     /// Its size in the dynamic table (RFC 7541 §4.1).
     fn len(&self) -> usize {
         match self {
@@ -201,8 +227,16 @@ impl Decoder {
             max_size_update: None,
             last_max_update: size,
             table: Table::new(size),
-            buffer: BytesMut::with_capacity(4096),
+            // Allocated at the first Huffman string, released while the connection is idle
+            // (`release_scratch`). (Shellac's patch; see PATCHES.md.)
+            buffer: BytesMut::new(),
         }
+    }
+
+    /// Frees the Huffman scratch buffer (the connection has nothing left to read); the next
+    /// Huffman string allocates it again. (Shellac's patch; see PATCHES.md.)
+    pub fn release_scratch(&mut self) {
+        self.buffer = BytesMut::new();
     }
 
     /// Queues a potential size update
@@ -268,8 +302,9 @@ impl Decoder {
                     can_resize = false;
                     let entry = self.decode_literal(src, true)?;
 
-                    // Insert the header into the table
-                    self.table.insert(entry.clone());
+                    // Insert the header into the table (a copy that owns its bytes: Shellac's
+                    // patch; see PATCHES.md)
+                    self.table.insert(entry.clone().unshared());
                     consume(src);
 
                     if deliver(entry).is_break() {
@@ -387,6 +422,9 @@ impl Decoder {
 
         let offset = (buf.position() - old_pos) as usize;
         if huff {
+            if self.buffer.capacity() == 0 {
+                self.buffer.reserve(SCRATCH_CAPACITY);
+            }
             let ret = {
                 let raw = &buf.chunk()[..len];
                 huffman::decode(raw, &mut self.buffer).map(|buf| StringMarker {

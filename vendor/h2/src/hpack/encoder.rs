@@ -62,6 +62,12 @@ impl Encoder {
         self.scratch = scratch;
     }
 
+    /// Frees the scratch buffer (the connection has nothing left to write).
+    /// (Shellac's patch; see PATCHES.md.)
+    pub(crate) fn release_scratch(&mut self) {
+        self.scratch = BytesMut::new();
+    }
+
     /// Queues a max size update.
     ///
     /// The next call to `encode` will include a dynamic size update frame.

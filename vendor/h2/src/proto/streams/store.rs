@@ -406,6 +406,16 @@ impl<'a> Ptr<'a> {
         // Remove the stream state
         let stream = self.store.slab.remove(self.key.index.0 as usize);
         assert_eq!(stream.id, self.key.stream_id);
+        // The last stream gone: free the slab's and the map's room too (a `Stream` is over a
+        // kilobyte), so that a connection with no stream holds none. No key into the slab
+        // is live any more (and keys carry the stream id against reuse).
+        // (Shellac's patch; see PATCHES.md.)
+        if self.store.slab.is_empty() {
+            self.store.slab = slab::Slab::new();
+            if self.store.ids.is_empty() {
+                self.store.ids = IndexMap::new();
+            }
+        }
         stream.id
     }
 
