@@ -232,6 +232,7 @@ pub(crate) async fn accept_loop(
                 // Connection settings come from the configuration current at accept time.
                 let proxy = live.load();
                 proxy.counters.client_conn.inc();
+                proxy.session_begins();
                 let max_conns = proxy.config.server.max_connections as u64;
                 let open = proxy.shared.open_conns.fetch_add(1, Ordering::Relaxed);
                 if max_conns > 0 && open >= max_conns {

@@ -482,7 +482,7 @@ sub vcl_backend_response { set beresp.ttl = 1h; }
         let mut v: Vec<(String, String)> = r
             .headers
             .iter()
-            .filter(|(k, _)| !["date", "age", "cache-status"].contains(&k.as_str()))
+            .filter(|(k, _)| !["date", "age", "cache-status", "x-varnish"].contains(&k.as_str()))
             .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
             .collect();
         v.sort();
@@ -494,6 +494,10 @@ sub vcl_backend_response { set beresp.ttl = 1h; }
         "the same fields as the full path"
     );
     assert_eq!(fast.body, full.body);
+    // Each its own X-Varnish: session 1000, request 1001, its fetch 1002; the second
+    // connection 1003, its request 1004, a hit on what 1002 fetched.
+    assert_eq!(full.header("x-varnish"), Some("1001"));
+    assert_eq!(fast.header("x-varnish"), Some("1004 1002"));
     // A request vcl_recv passes is never a fast hit.
     get_with(shellac.addr, "/a.css", &[("cookie", "logged_in=1")]).await;
     assert_eq!(origin.count_path("/a.css"), 2);
@@ -536,6 +540,75 @@ sub vcl_deliver { unset resp.http.cache-control; }
         0,
         "a removal takes the full path"
     );
+    shellac.stop().await;
+}
+
+/// `X-Varnish` under VCL numbers transactions as Varnish does: in 4.x one counter for
+/// sessions, requests, restarts and backend requests (the backend is told its request's id),
+/// a hit names the fetch it came from; 2.x numbers client requests only. Without VCL there is
+/// no such field.
+#[tokio::test]
+async fn x_varnish_numbers_transactions_as_varnish_does() {
+    let origin = Origin::start(|seen| Reply::ok(&seen.path).cc("max-age=60")).await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_recv {
+    if (req.url == "/pass") { return (pass); }
+    if (req.url == "/synth") { return (synth(404)); }
+    if (req.url == "/restart" && req.restarts == 0) { return (restart); }
+}
+sub vcl_deliver { set resp.http.x-xid = req.xid; }
+sub vcl_synth { set resp.http.x-xid = req.xid; }
+"#;
+    let shellac = start_vcl("xid", vcl, &[origin.addr]).await;
+    let mut conn = common::Conn::open(shellac.addr).await;
+    // Session 1000; request 1001 fetches with 1002.
+    let r = conn.send("GET", "/a", &[], b"").await;
+    assert_eq!(r.header("x-varnish"), Some("1001"));
+    assert_eq!(r.header("x-xid"), Some("1001"));
+    assert_eq!(origin.last().headers.get("x-varnish").unwrap(), "1002");
+    // A hit on the same connection: 1003, fetched by 1002.
+    let r = conn.send("GET", "/a", &[], b"").await;
+    assert_eq!(r.header("x-varnish"), Some("1003 1002"));
+    // A pass: 1004, its backend request 1005.
+    let r = conn.send("GET", "/pass", &[], b"").await;
+    assert_eq!(r.header("x-varnish"), Some("1004"));
+    assert_eq!(origin.last().headers.get("x-varnish").unwrap(), "1005");
+    // A generated response: 1006.
+    let r = conn.send("GET", "/synth", &[], b"").await;
+    assert_eq!((r.status, r.header("x-varnish")), (404, Some("1006")));
+    assert_eq!(r.header("x-xid"), Some("1006"));
+    // A restart is a new transaction: 1007 restarts as 1008, which fetches with 1009.
+    let r = conn.send("GET", "/restart", &[], b"").await;
+    assert_eq!(r.header("x-varnish"), Some("1008"));
+    assert_eq!(origin.last().headers.get("x-varnish").unwrap(), "1009");
+    // A new connection is a new session (1010): its hit is 1011.
+    let r = get(shellac.addr, "/a").await;
+    assert_eq!(r.header("x-varnish"), Some("1011 1002"));
+    shellac.stop().await;
+
+    // 2.x: client requests only, from 1001; a hit names the request that fetched.
+    let legacy = r#"backend b { ${origin0} }
+sub vcl_deliver { set resp.http.x-xid = req.xid; }
+"#;
+    let shellac = start_vcl("xid-2x", legacy, &[origin.addr]).await;
+    let r = get(shellac.addr, "/b").await;
+    assert_eq!(r.header("x-varnish"), Some("1001"));
+    assert_eq!(r.header("x-xid"), Some("1001"));
+    assert_eq!(origin.last().headers.get("x-varnish").unwrap(), "1001");
+    let r = get(shellac.addr, "/b").await;
+    assert_eq!(r.header("x-varnish"), Some("1002 1001"));
+    shellac.stop().await;
+
+    // Without VCL: none, and none to the backend.
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let r = get(shellac.addr, "/c").await;
+    let r2 = get(shellac.addr, "/c").await;
+    assert_eq!(
+        (r.header("x-varnish"), r2.header("x-varnish")),
+        (None, None)
+    );
+    assert!(origin.last().headers.get("x-varnish").is_none());
     shellac.stop().await;
 }
 

@@ -245,6 +245,9 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         parts.headers.remove(name);
     }
     parts.headers.remove(header::AGE);
+    if let Some(v) = txn.vcl.as_deref() {
+        super::vcl::mark_fetched(v, &mut parts.headers);
+    }
     let vary: VarySelection = plan
         .vary
         .iter()

@@ -296,6 +296,8 @@ pub(super) struct Inherited {
     pub authorized: bool,
     /// The backend VCL chose (`req.backend_hint`), for the refresh's own VCL state.
     pub vcl_backend: Option<crate::vcl::run::BackendSel>,
+    /// The request's transaction id (a 2.x program stores the refreshed object under it).
+    pub vcl_xid: u64,
 }
 
 impl Txn {
@@ -307,6 +309,7 @@ impl Txn {
             route_hash: self.route_hash,
             authorized: self.authorized,
             vcl_backend: self.vcl.as_ref().and_then(|v| v.state.backend),
+            vcl_xid: self.vcl.as_ref().map_or(0, |v| v.state.xid),
         }
     }
 }
@@ -323,7 +326,7 @@ pub(super) async fn refresh(
 ) -> Response<ResponseBody> {
     // A background fetch runs the backend side's VCL (bereq.is_bgfetch), not the client's.
     let vcl = proxy.vcl.clone().map(|rt| {
-        let mut v = super::vcl::VclTxn::new(rt);
+        let mut v = super::vcl::VclTxn::background(rt, inherited.vcl_xid);
         v.state.backend = inherited.vcl_backend;
         Box::new(v)
     });
@@ -903,6 +906,10 @@ impl Txn {
             }
             HeadOutcome::Shared(head, reader) => {
                 self.proxy.counters.cache_coalesced.inc();
+                // Under VCL a waiter is served from the cache, as Varnish's waiting list is.
+                if let Some(v) = self.vcl.as_deref_mut() {
+                    v.hit = true;
+                }
                 let body = ResponseBody::busy(reader, head.content_length);
                 if self.ranged(head.status) {
                     return Step::Deliver(self.stream_response(

@@ -82,6 +82,8 @@ pub struct Shared {
     pub history: Arc<History>,
     /// ACME: the HTTP-01 answers being asked for and every managed certificate.
     pub acme: crate::acme::Acme,
+    /// VCL transaction ids (`X-Varnish`): numbered on across reloads.
+    xids: Arc<vcl::Xids>,
 }
 
 impl Proxy {
@@ -134,10 +136,11 @@ impl Proxy {
         let max_object_size = max_object.min(tier_max);
         let backends = Backends::build(&config, &counters);
         let rules = Rules::compile(&config.rules);
+        let xids = Arc::new(vcl::Xids::default());
         let vcl = config
             .vcl_program
             .as_ref()
-            .map(|p| Arc::new(vcl::VclRuntime::new((**p).clone(), &backends)));
+            .map(|p| Arc::new(vcl::VclRuntime::new((**p).clone(), &backends, xids.clone())));
         let output = match config.log.access_log.as_str() {
             "off" => None,
             target => Some(txlog::open_output(target).map_err(|e| {
@@ -193,6 +196,7 @@ impl Proxy {
                 recorder,
                 history: Arc::new(History::new(crate::stats::names())),
                 acme: crate::acme::Acme::default(),
+                xids,
             }),
             config,
         }))
@@ -202,10 +206,13 @@ impl Proxy {
     /// settings did not change are kept (pools, health); the rest is built anew.
     pub fn next(&self, config: Arc<Config>) -> Arc<Proxy> {
         let backends = Backends::build_reusing(&config, &self.counters, Some(&self.backends));
-        let vcl = config
-            .vcl_program
-            .as_ref()
-            .map(|p| Arc::new(vcl::VclRuntime::new((**p).clone(), &backends)));
+        let vcl = config.vcl_program.as_ref().map(|p| {
+            Arc::new(vcl::VclRuntime::new(
+                (**p).clone(),
+                &backends,
+                self.shared.xids.clone(),
+            ))
+        });
         Arc::new(Proxy {
             backends,
             vcl,
@@ -217,6 +224,14 @@ impl Proxy {
             shared: self.shared.clone(),
             config,
         })
+    }
+
+    /// A client connection was accepted: under a 4.x VCL program its session takes a
+    /// transaction id, as in Varnish (nothing to do without VCL).
+    pub fn session_begins(&self) {
+        if let Some(rt) = &self.vcl {
+            rt.session_begins();
+        }
     }
 
     /// Every counter and gauge now, for the history.

@@ -261,9 +261,9 @@ impl Proxy {
             counters.cache_hit_memory.inc();
         }
         let status = object.status;
-        let head = match vcl_head {
-            Some(head) => head,
-            None => prepared.wire(status).clone(),
+        let head = match (vcl_head, &self.vcl) {
+            (Some(head), Some(rt)) => super::vcl::with_xid(rt, &head),
+            _ => prepared.wire(status).clone(),
         };
         // The object moves into the body: no second reference count per hit.
         let body = if head_only {

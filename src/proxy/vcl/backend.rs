@@ -68,6 +68,14 @@ fn run_backend(txn: &mut Txn, m: Method, beresp: Option<&mut Beresp>) -> Verdict
     run(&runtime.program, m, &mut scope)
 }
 
+/// A retry is a new backend transaction in 4.x (its own `bereq.xid`).
+fn retried(v: &mut VclTxn) {
+    let xid = v.bereq_xid();
+    if let Some(b) = v.bereq.as_mut() {
+        b.xid = xid;
+    }
+}
+
 fn failed(m: Method, why: &str) -> Step {
     tracing::warn!(subroutine = m.sub_name(), reason = why, "VCL failed");
     Step::VclSynth(503, Some("VCL failed".to_string()))
@@ -196,6 +204,7 @@ pub(in crate::proxy) fn backend_response(
                 ));
             }
             v.state.retries += 1;
+            retried(v);
             BerespOutcome::Retry
         }
         Verdict::Abandon => BerespOutcome::Step(Step::VclSynth(
@@ -278,6 +287,7 @@ pub(in crate::proxy) fn backend_error(
             };
             if v.state.retries < MAX_RETRIES {
                 v.state.retries += 1;
+                retried(v);
                 return ErrorOutcome::Retry;
             }
             return ErrorOutcome::Step(Step::VclSynth(503, Some("Too many retries".into())));

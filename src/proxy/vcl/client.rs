@@ -158,7 +158,7 @@ fn hash(txn: &mut Txn, purge: bool) -> Step {
 /// other request is passed and its connection closed after the response (Shellac does not
 /// shovel raw bytes of plain HTTP).
 fn pipe(txn: &mut Txn) -> Step {
-    make_bereq(txn, false);
+    new_bereq(txn, false, true);
     match run_client(txn, Method::Pipe, None, None, None) {
         Verdict::Pipe => {
             if let Some(v) = txn.vcl.as_deref_mut() {
@@ -194,12 +194,23 @@ fn pipe(txn: &mut Txn) -> Step {
 
 /// The backend request VCL edits, made from the client request when first needed.
 pub(super) fn make_bereq(txn: &mut Txn, for_cache: bool) {
+    new_bereq(txn, for_cache, false);
+}
+
+/// [`make_bereq`]; `pipe`: for vcl_pipe.
+fn new_bereq(txn: &mut Txn, for_cache: bool, pipe: bool) {
     let Some(v) = txn.vcl.as_deref_mut() else {
         return;
     };
     if v.bereq.is_some() {
         return;
     }
+    let xid = v.bereq_xid();
+    // Varnish tells the backend which transaction asks (before the VCL runs, which may
+    // unset it): the backend request's id, or for a pipe the client request's.
+    let mut headers = txn.req.headers.clone();
+    let told = if pipe { v.state.xid } else { xid };
+    headers.insert(super::X_VARNISH, super::x_varnish(told, None));
     v.bereq = Some(Bereq {
         method: if for_cache {
             http::Method::GET
@@ -207,7 +218,7 @@ pub(super) fn make_bereq(txn: &mut Txn, for_cache: bool) {
             txn.req.method.clone()
         },
         uri: txn.req.uri.clone(),
-        headers: txn.req.headers.clone(),
+        headers,
         backend: v.state.backend,
         connect_timeout: None,
         first_byte_timeout: None,
@@ -215,6 +226,7 @@ pub(super) fn make_bereq(txn: &mut Txn, for_cache: bool) {
         uncacheable: !for_cache,
         bgfetch: txn.background,
         no_body: false,
+        xid,
     });
 }
 
@@ -239,10 +251,18 @@ pub(in crate::proxy) fn after_hit(txn: &mut Txn, object: &Arc<Object>) -> Option
         Verdict::Deliver if !legacy_uncacheable => {
             if let Some(v) = txn.vcl.as_deref_mut() {
                 v.obj = Some(object.clone());
+                v.hit = true;
             }
             None
         }
-        Verdict::Deliver | Verdict::Pass => Some(Step::Pass(NoCacheReason::Vcl)),
+        Verdict::Deliver | Verdict::Pass => {
+            // Varnish 4 counts a hit that vcl_hit passes as a hit (`X-Varnish` names the
+            // pass's backend request too); 2.x does not.
+            if let Some(v) = txn.vcl.as_deref_mut() {
+                v.hit = !v.runtime.program.dialect.is_legacy();
+            }
+            Some(Step::Pass(NoCacheReason::Vcl))
+        }
         Verdict::Miss | Verdict::Fetch => {
             txn.stale = Some(object.clone());
             Some(Step::Fetch(FetchMode::Alone("vcl-miss")))
@@ -367,10 +387,20 @@ pub(in crate::proxy) fn deliver(txn: &mut Txn, response: Response<ResponseBody>)
     let obj = v.obj.clone();
     let pipe = v.pipe;
     let (mut parts, body) = response.into_parts();
+    let mut headers = std::mem::take(&mut parts.headers);
+    // `X-Varnish` before vcl_deliver (which may change it), as Varnish sets it: the
+    // request's id, and from the cache the id of the transaction that fetched the object
+    // (stored with it by `fetch.rs`; a hit that vcl_hit passed: the pass's).
+    let fetched = match (v.hit, v.obj.is_none(), v.bereq.as_ref()) {
+        (false, ..) => None,
+        (true, true, Some(b)) => Some(b.xid),
+        (true, ..) => super::fetched_by(headers.get(super::X_VARNISH)),
+    };
+    headers.insert(super::X_VARNISH, super::x_varnish(v.state.xid, fetched));
     let mut resp = Resp {
         status: parts.status,
         reason: None,
-        headers: std::mem::take(&mut parts.headers),
+        headers,
     };
     let verdict = run_client(
         txn,
@@ -418,10 +448,12 @@ pub(in crate::proxy) fn synth(txn: &mut Txn, status: u16, reason: Option<String>
     v.synthesized = true;
     v.state.body = None;
     let legacy = v.runtime.program.dialect.is_legacy();
+    let mut headers = HeaderMap::new();
+    headers.insert(super::X_VARNISH, super::x_varnish(v.state.xid, None));
     let mut resp = Resp {
         status,
         reason,
-        headers: HeaderMap::new(),
+        headers,
     };
     let m = if legacy { Method::Error } else { Method::Synth };
     let verdict = run_client(txn, m, None, None, Some(&mut resp));
@@ -486,6 +518,7 @@ pub(in crate::proxy) fn restart(txn: &mut Txn) -> Step {
     v.synthesized = false;
     v.is_hitmiss = false;
     v.is_hitpass = false;
+    v.hit = false;
     v.state.hash.clear();
     v.state.body = None;
     v.state.retries = 0;
@@ -493,6 +526,10 @@ pub(in crate::proxy) fn restart(txn: &mut Txn) -> Step {
         tracing::warn!(xid = v.state.xid, "too many restarts");
         // Once more through vcl_synth, which then delivers whatever it returns.
         return Step::VclSynth(503, Some("Too many restarts".to_string()));
+    }
+    // 4.x: a restart is a new transaction (Varnish's restart takes a new id).
+    if !v.runtime.program.dialect.is_legacy() {
+        v.state.xid = v.runtime.next_xid();
     }
     txn.proxy.counters.backend_restart.inc();
     txn.reset_for_restart();

@@ -161,7 +161,10 @@ impl Env for Scope<'_> {
             Slot::ServerHostname | Slot::ServerIdentity => Value::str(&self.rt.hostname),
             Slot::LocalEndpoint | Slot::LocalSocket => Value::str("a0"),
             Slot::Now => Value::Time(self.now),
-            Slot::SessXid | Slot::ReqXid | Slot::BereqXid => Value::Int(self.state.xid as i64),
+            Slot::SessXid | Slot::ReqXid => Value::Int(self.state.xid as i64),
+            Slot::BereqXid => {
+                Value::Int(self.bereq.as_ref().map_or(self.state.xid, |b| b.xid) as i64)
+            }
             Slot::ReqMethod => self
                 .req
                 .as_ref()

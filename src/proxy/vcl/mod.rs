@@ -25,7 +25,7 @@ pub(super) use backend::{
     BerespOutcome, ErrorOutcome, backend_error, backend_fetch, backend_response,
 };
 pub(super) use client::{Delivery, after_hit, deliver, miss, pass, recv, restart, synth};
-pub(super) use quick::{fast_head, recv_looks_up};
+pub(super) use quick::{fast_head, recv_looks_up, with_xid};
 
 /// What the log says of a fast hit under VCL: what the full path's subroutines would have
 /// returned (`quick.rs` proved it).
@@ -48,12 +48,42 @@ pub struct VclRuntime {
     pub rollback: bool,
     /// Whether vcl_deliver depends on the object and response alone (`quick.rs`).
     pub deliver_object_only: bool,
-    /// `req.xid` numbers.
-    xids: AtomicU64,
+    /// Transaction ids (`X-Varnish`, `req.xid`, `bereq.xid`): the process's counter, which
+    /// outlives the program (a reload goes on counting).
+    xids: Arc<Xids>,
+}
+
+/// The transaction ids a VCL program hands out, as Varnish numbers them: one counter for
+/// every session (4.x), client request, restart (4.x) and backend request (4.x); 2.x numbers
+/// the client requests only. The first id is Varnish's under varnishtest — 1000 in 4.x (the
+/// first connection's session, so its first request is 1001), 1001 in 2.x — so the
+/// `X-Varnish` values operators' tests assert come out the same.
+#[derive(Debug, Default)]
+pub struct Xids {
+    /// The last id given; 0 before the first.
+    last: AtomicU64,
+}
+
+impl Xids {
+    /// The next id; `legacy`: under a 2.x program (which starts at 1001).
+    pub fn next(&self, legacy: bool) -> u64 {
+        let first = if legacy { 1001 } else { 1000 };
+        let mut last = self.last.load(Ordering::Relaxed);
+        loop {
+            let id = if last == 0 { first } else { last + 1 };
+            match self
+                .last
+                .compare_exchange_weak(last, id, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return id,
+                Err(now) => last = now,
+            }
+        }
+    }
 }
 
 impl VclRuntime {
-    pub fn new(program: Program, backends: &Backends) -> VclRuntime {
+    pub fn new(program: Program, backends: &Backends, xids: Arc<Xids>) -> VclRuntime {
         let targets = program.targets.iter().map(|n| backends.get(n)).collect();
         let rollback = program.has_effect(&|f| matches!(f, crate::vcl::ir::Func::Rollback));
         let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -65,14 +95,23 @@ impl VclRuntime {
             hostname,
             rollback,
             deliver_object_only: false,
-            xids: AtomicU64::new(1000),
+            xids,
         };
         rt.deliver_object_only = quick::deliver_reads_object_only(&rt);
         rt
     }
 
+    /// The next transaction id.
     fn next_xid(&self) -> u64 {
-        self.xids.fetch_add(1, Ordering::Relaxed)
+        self.xids.next(self.program.dialect.is_legacy())
+    }
+
+    /// A client connection was accepted: a 4.x program numbers its session (Varnish gives
+    /// every session an id from the same counter as requests); 2.x does not.
+    pub fn session_begins(&self) {
+        if !self.program.dialect.is_legacy() {
+            self.next_xid();
+        }
     }
 
     /// The member a backend value routes to (`None`: no backend, or `none`).
@@ -97,6 +136,9 @@ pub(super) struct Bereq {
     pub bgfetch: bool,
     /// `unset bereq.body`: send no body.
     pub no_body: bool,
+    /// `bereq.xid`: in 4.x the backend request's own id (a retry takes a new one), in 2.x
+    /// the client request's.
+    pub xid: u64,
 }
 
 /// The backend response as VCL sees it (`beresp.*`) in vcl_backend_response / vcl_fetch.
@@ -143,11 +185,26 @@ pub(super) struct VclTxn {
     pub is_hitpass: bool,
     /// `return (pipe)`: the connection closes after this exchange.
     pub pipe: bool,
+    /// The response comes from the cache (a hit, or another request's fetch this one
+    /// waited for) — or, in 4.x, vcl_hit passed: `X-Varnish` then names the transaction
+    /// that fetched what is delivered too.
+    pub hit: bool,
 }
 
 impl VclTxn {
+    /// A client request's state, with its transaction id.
     pub fn new(runtime: Arc<VclRuntime>) -> VclTxn {
         let xid = runtime.next_xid();
+        VclTxn::with_xid(runtime, xid)
+    }
+
+    /// A background fetch's state: `parent` is the id of the request that started it (2.x
+    /// stores the object under it; 4.x numbers the backend request itself).
+    pub fn background(runtime: Arc<VclRuntime>, parent: u64) -> VclTxn {
+        VclTxn::with_xid(runtime, parent)
+    }
+
+    fn with_xid(runtime: Arc<VclRuntime>, xid: u64) -> VclTxn {
         VclTxn {
             runtime,
             state: State {
@@ -162,8 +219,51 @@ impl VclTxn {
             is_hitmiss: false,
             is_hitpass: false,
             pipe: false,
+            hit: false,
         }
     }
+
+    /// The id a new backend request of this transaction gets (`bereq.xid`).
+    pub fn bereq_xid(&self) -> u64 {
+        if self.runtime.program.dialect.is_legacy() {
+            self.state.xid
+        } else {
+            self.runtime.next_xid()
+        }
+    }
+}
+
+/// `X-Varnish`, on responses and backend requests under a VCL program.
+pub(super) const X_VARNISH: header::HeaderName = header::HeaderName::from_static("x-varnish");
+
+/// The `X-Varnish` value of a response: the request's id, and for a response from the cache
+/// the id of the transaction that fetched it (`1004 1002`).
+pub(super) fn x_varnish(xid: u64, fetched_by: Option<u64>) -> HeaderValue {
+    let text = match fetched_by {
+        Some(f) => format!("{xid} {f}"),
+        None => xid.to_string(),
+    };
+    HeaderValue::from_str(&text).unwrap_or(HeaderValue::from_static("0"))
+}
+
+/// Marks a response about to be stored with the id of the transaction that fetched it (the
+/// backend request's in 4.x, the client request's in 2.x), which a hit's `X-Varnish` names.
+/// Replaces an `X-Varnish` the backend sent.
+pub(super) fn mark_fetched(v: &VclTxn, headers: &mut HeaderMap) {
+    let xid = v.bereq.as_ref().map_or(v.state.xid, |b| b.xid);
+    headers.insert(X_VARNISH, x_varnish(xid, None));
+}
+
+/// The fetching transaction's id a stored object carries in its `X-Varnish` (stored by
+/// `fetch.rs` under a VCL program): the last number of the value.
+pub(super) fn fetched_by(value: Option<&HeaderValue>) -> Option<u64> {
+    value?
+        .to_str()
+        .ok()?
+        .split_ascii_whitespace()
+        .next_back()?
+        .parse()
+        .ok()
 }
 
 /// The cache key of what vcl_hash gave `hash_data()`: the default key when it was the URL

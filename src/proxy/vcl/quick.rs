@@ -124,6 +124,11 @@ impl Env for RawRequest<'_> {
                         let Some(name) = var.header.as_ref() else {
                             return Value::None;
                         };
+                        // Per request (`with_xid`): not what a head made once can hold.
+                        if name == super::X_VARNISH {
+                            self.doubt.set(true);
+                            return Value::None;
+                        }
                         if let Some((_, v)) = d.added.iter().find(|(n, _)| n == name) {
                             return match v.to_str() {
                                 Ok(s) => Value::str(s),
@@ -161,7 +166,9 @@ impl Env for RawRequest<'_> {
         // Only a field the stored object does not have may be added (once).
         match (&mut self.delivered, var.slot, var.header.as_ref()) {
             (Some(d), Slot::RespHttp, Some(name))
-                if !d.fields.contains_key(name) && !super::protected(name) =>
+                if !d.fields.contains_key(name)
+                    && !super::protected(name)
+                    && name != super::X_VARNISH =>
             {
                 match d.added.iter_mut().find(|(n, _)| n == name) {
                     Some(slot) => slot.1 = value,
@@ -297,6 +304,42 @@ pub(in crate::proxy) fn fast_head(
         // Made under a program a reload has replaced.
         _ => make(),
     }
+}
+
+/// A fast hit's head with its `X-Varnish` (`1004 1002`: a new id for this request, and the
+/// one of the transaction that fetched the object, which the stored fields carry). The
+/// one allocation per fast hit that a VCL program costs; without VCL it never runs.
+pub(in crate::proxy) fn with_xid(rt: &VclRuntime, head: &bytes::Bytes) -> bytes::Bytes {
+    const LINE: &[u8] = b"\r\nx-varnish: ";
+    let xid = rt.next_xid();
+    let found = head.windows(LINE.len()).position(|w| w == LINE);
+    let (before, fetched, after) = match found {
+        Some(at) => {
+            let value_at = at + LINE.len();
+            let end = head[value_at..]
+                .windows(2)
+                .position(|w| w == b"\r\n")
+                .map_or(head.len(), |e| value_at + e);
+            let value = HeaderValue::from_bytes(&head[value_at..end]).ok();
+            (&head[..at], super::fetched_by(value.as_ref()), &head[end..])
+        }
+        // Stored without a program (no id): the line goes where added fields go.
+        None => {
+            let end = if head.ends_with(b"\r\n\r\n") {
+                head.len() - 4
+            } else {
+                head.len().saturating_sub(2)
+            };
+            (&head[..end], None, &head[end..])
+        }
+    };
+    let value = super::x_varnish(xid, fetched);
+    let mut out = Vec::with_capacity(head.len() + 16);
+    out.extend_from_slice(before);
+    out.extend_from_slice(LINE);
+    out.extend_from_slice(value.as_bytes());
+    out.extend_from_slice(after);
+    bytes::Bytes::from(out)
 }
 
 /// A prepared head with `added` fields after its own (before the blank line, when the head
