@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use common::get;
 use common::vcl::start_vcl;
+use common::{Origin, Reply, get, request};
 
 /// An address nothing listens on (a port bound and released).
 fn dead_addr() -> SocketAddr {
@@ -130,4 +130,48 @@ sub vcl_fetch { set beresp.http.x-do-stream = beresp.do_stream; }
     assert_eq!(r.header("content-length"), Some("11"));
     assert_eq!(r.header("x-do-stream"), Some("false"));
     legacy.stop().await;
+}
+
+/// vmod_purge as its manual shows it: PURGE looks the URL up, vcl_hit / vcl_miss call
+/// `purge.hard()` (or `purge.soft()`) and answer with the number of objects purged.
+#[tokio::test]
+async fn the_purge_vmod_purges_from_vcl_hit_and_vcl_miss() {
+    let origin =
+        Origin::start(|seen| Reply::ok(&format!("v {}", seen.path)).cc("max-age=600")).await;
+    let vcl = r#"vcl 4.1;
+import purge;
+backend b { ${origin0} }
+sub vcl_recv {
+    if (req.method == "PURGE") { return (hash); }
+}
+sub my_purge {
+    if (req.http.soft) {
+        set req.http.purged = purge.soft(grace = 0s, keep = 0s);
+    } else {
+        set req.http.purged = purge.hard();
+    }
+    return (synth(200));
+}
+sub vcl_hit { if (req.method == "PURGE") { call my_purge; } }
+sub vcl_miss { if (req.method == "PURGE") { call my_purge; } }
+sub vcl_synth { set resp.http.purged = req.http.purged; }
+"#;
+    let shellac = start_vcl("purge-vmod", vcl, &[origin.addr]).await;
+    get(shellac.addr, "/a").await;
+    get(shellac.addr, "/a").await;
+    assert_eq!(origin.count_path("/a"), 1);
+    let r = request(shellac.addr, "PURGE", "/a", &[], b"").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("purged"), Some("1"));
+    // Nothing left to purge: vcl_miss runs it, 0.
+    let r = request(shellac.addr, "PURGE", "/a", &[], b"").await;
+    assert_eq!(r.header("purged"), Some("0"));
+    get(shellac.addr, "/a").await;
+    assert_eq!(origin.count_path("/a"), 2);
+    // Soft, with no grace or keep left: the next request fetches anew.
+    let r = request(shellac.addr, "PURGE", "/a", &[("soft", "1")], b"").await;
+    assert_eq!(r.header("purged"), Some("1"));
+    get(shellac.addr, "/a").await;
+    assert_eq!(origin.count_path("/a"), 3);
+    shellac.stop().await;
 }

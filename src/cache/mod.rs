@@ -408,6 +408,18 @@ impl Object {
 
     /// A copy that is stale from `now` on (soft purge); None for bodies on disk.
     pub fn expired_copy(&self, now: Instant) -> Option<Object> {
+        self.rearmed_copy(now, Duration::ZERO, None, None)
+    }
+
+    /// A copy fresh for at most `ttl` from `now`, with at most `grace` and `keep` when given
+    /// (VCL's `purge.soft()`: never longer than they were); None for bodies on disk.
+    pub fn rearmed_copy(
+        &self,
+        now: Instant,
+        ttl: Duration,
+        grace: Option<Duration>,
+        keep: Option<Duration>,
+    ) -> Option<Object> {
         let Body::Memory(chunks) = &self.body else {
             return None;
         };
@@ -418,10 +430,10 @@ impl Object {
             body_len: self.body_len,
             vary: self.vary.clone(),
             initial_age: self.initial_age,
-            ttl: Span::new(self.ttl.get().min(self.age(now))),
+            ttl: Span::new(self.ttl.get().min(self.age(now).saturating_add(ttl))),
             stale_ok: self.stale_ok,
-            grace: self.grace,
-            keep: self.keep,
+            grace: grace.map_or(self.grace, |g| Span::new(g.min(self.grace.get()))),
+            keep: keep.map_or(self.keep, |k| Span::new(k.min(self.keep.get()))),
             stale_if_error: self.stale_if_error,
             stored_at: self.stored_at,
             state: TierState::default(),
@@ -770,6 +782,19 @@ impl Cache {
     /// Marks every variant of a URL stale now (kept for grace and keep, revalidated on next
     /// use). Objects whose body is on disk are removed instead. Returns objects affected.
     pub fn soft_purge(&self, primary: &CacheKey) -> usize {
+        self.rearm(primary, Duration::ZERO, None, None)
+    }
+
+    /// VCL's `purge.soft(ttl, grace, keep)`: every variant of a URL fresh for at most `ttl`
+    /// more, its grace and keep cut to those given (never lengthened). Objects whose body is on disk are
+    /// removed instead. Returns objects affected.
+    pub fn rearm(
+        &self,
+        primary: &CacheKey,
+        ttl: Duration,
+        grace: Option<Duration>,
+        keep: Option<Duration>,
+    ) -> usize {
         // Pieces of a representation cannot be revalidated as one: they go.
         self.partial.remove(primary);
         let mut keys = vec![primary.clone()];
@@ -784,7 +809,7 @@ impl Cache {
             };
             self.storage.remove(&key);
             n += 1;
-            if let Some(stale) = object.expired_copy(now) {
+            if let Some(stale) = object.rearmed_copy(now, ttl, grace, keep) {
                 self.storage.insert(key, Arc::new(stale));
             }
         }
@@ -901,6 +926,27 @@ mod tests {
         let wire = p.wire(StatusCode::NOT_FOUND);
         assert!(wire.starts_with(b"HTTP/1.1 404 Not Found\r\n"));
         assert!(wire.ends_with(b"date: Tue, 24 Nov 2026 04:29:13 GMT\r\n\r\n"));
+    }
+
+    /// `purge.soft(ttl, grace, keep)`: freshness, grace and keep are only ever shortened.
+    #[test]
+    fn a_rearmed_copy_never_lives_longer() {
+        let mut o = test_object(&[]);
+        o.grace = Span::new(Duration::from_secs(100));
+        o.keep = Span::new(Duration::from_secs(200));
+        let now = o.stored_at;
+        let secs = Duration::from_secs;
+        let c = o.rearmed_copy(now, secs(5), Some(secs(10)), None).unwrap();
+        assert_eq!(c.ttl.get(), secs(5));
+        assert_eq!(c.grace.get(), secs(10));
+        assert_eq!(c.keep.get(), secs(200));
+        let c = o
+            .rearmed_copy(now, secs(500), Some(secs(1000)), Some(secs(1)))
+            .unwrap();
+        assert_eq!(c.ttl.get(), secs(60));
+        assert_eq!(c.grace.get(), secs(100));
+        assert_eq!(c.keep.get(), secs(1));
+        assert_eq!(o.expired_copy(now).unwrap().ttl.get(), Duration::ZERO);
     }
 
     /// The object's size is most of a small cached object's overhead (workload 8): it went

@@ -163,6 +163,11 @@ pub enum Func {
     DirectorHash(u16),
     /// `std.rollback(req)` / `rollback`: the request as it arrived.
     Rollback,
+    /// `purge.hard()`: every variant of the request's cache key removed; their number.
+    PurgeHard,
+    /// `purge.soft(ttl, grace, keep)`: every variant made stale (at most `ttl` of freshness
+    /// left), `grace` and `keep` cut to those given when not negative; their number.
+    PurgeSoft,
 }
 
 /// What a subroutine returns.

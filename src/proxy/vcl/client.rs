@@ -32,6 +32,7 @@ fn run_client(
         req,
         vcl,
         client,
+        key,
         ..
     } = txn;
     let Some(v) = vcl.as_deref_mut() else {
@@ -54,6 +55,7 @@ fn run_client(
     scope.bereq = bereq.as_mut();
     scope.is_hitmiss = *is_hitmiss;
     scope.is_hitpass = *is_hitpass;
+    scope.key = key.as_ref();
     run(&runtime.program, m, &mut scope)
 }
 

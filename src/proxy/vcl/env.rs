@@ -11,10 +11,10 @@ use http::request::Parts;
 use http::{Method, StatusCode, Uri, Version};
 
 use super::{Bereq, Beresp, Resp, VclRuntime, header_value, protected};
-use crate::cache::{Cache, Object};
+use crate::cache::{Cache, CacheKey, Object};
 use crate::vcl::ir::Var;
 use crate::vcl::run::value::{epoch, to_duration};
-use crate::vcl::run::{BackendSel, Env, State, Value};
+use crate::vcl::run::{BackendSel, Env, SoftPurge, State, Value};
 use crate::vcl::vars::Slot;
 
 /// Changes 2.x's vcl_hit makes to the stored object (`set obj.ttl = 0s;`).
@@ -42,6 +42,8 @@ pub(super) struct Scope<'a> {
     pub resp: Option<&'a mut Resp>,
     pub is_hitmiss: bool,
     pub is_hitpass: bool,
+    /// The request's cache key once vcl_hash made it (vmod_purge's target).
+    pub key: Option<&'a CacheKey>,
     /// When the request arrived (`req.time`), seconds since the epoch.
     pub started: f64,
     pub now: f64,
@@ -71,6 +73,7 @@ impl<'a> Scope<'a> {
             resp: None,
             is_hitmiss: false,
             is_hitpass: false,
+            key: None,
             started: now,
             now,
         }
@@ -600,6 +603,20 @@ impl Env for Scope<'_> {
             .add_ban(expr)
             .map(|_| ())
             .map_err(|e| e.to_string())
+    }
+
+    fn purge(&self, soft: Option<SoftPurge>) -> usize {
+        let Some(key) = self.key else {
+            return 0;
+        };
+        match soft {
+            None => self.cache.purge(key),
+            Some(s) => {
+                let opt = |secs: f64| (secs >= 0.0).then(|| to_duration(secs));
+                self.cache
+                    .rearm(key, to_duration(s.ttl.max(0.0)), opt(s.grace), opt(s.keep))
+            }
+        }
     }
 
     fn log(&mut self, msg: &str) {

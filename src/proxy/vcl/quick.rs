@@ -205,6 +205,11 @@ impl Env for RawRequest<'_> {
         Err("read-only".to_string())
     }
 
+    fn purge(&self, _: Option<crate::vcl::run::SoftPurge>) -> usize {
+        self.doubt.set(true);
+        0
+    }
+
     fn log(&mut self, _: &str) {
         self.doubt.set(true);
     }

@@ -17,6 +17,8 @@ pub(super) enum Vmod {
     Std,
     Directors,
     Cookie,
+    /// vmod_purge: `purge.hard()`, `purge.soft()` in vcl_hit / vcl_miss.
+    Purge,
     /// Anything else: refused at the import.
     Other(String),
 }
@@ -27,6 +29,7 @@ impl Vmod {
             "std" => Vmod::Std,
             "directors" => Vmod::Directors,
             "cookie" => Vmod::Cookie,
+            "purge" => Vmod::Purge,
             other => Vmod::Other(other.to_string()),
         }
     }
@@ -36,6 +39,7 @@ impl Vmod {
             Vmod::Std => "std",
             Vmod::Directors => "directors",
             Vmod::Cookie => "cookie",
+            Vmod::Purge => "purge",
             Vmod::Other(n) => n,
         }
     }
@@ -127,7 +131,7 @@ impl Checker<'_> {
                     };
                     return (Expr::Call(f, Box::new([on])), Type::String);
                 }
-                if ["std", "directors", "cookie"].contains(&prefix) {
+                if ["std", "directors", "cookie", "purge"].contains(&prefix) {
                     self.error(
                         pos,
                         format!("Symbol not found: '{name}' (add 'import {prefix};' first)"),
@@ -452,6 +456,8 @@ impl Checker<'_> {
             F::Random => Func::StdRandom,
             F::Timestamp => Func::StdTimestamp,
             F::Now => Func::StdNow,
+            F::PurgeHard => Func::PurgeHard,
+            F::PurgeSoft => Func::PurgeSoft,
             F::CParse => Func::CookieParse,
             F::CGet => Func::CookieGet,
             F::CIsSet => Func::CookieIsSet,

@@ -1,5 +1,5 @@
 //! The signatures of the functions VCL can call: the built-in ones and those of the VMODs
-//! Shellac implements (std, cookie), as one table (`calls.rs` binds arguments against it).
+//! Shellac implements (std, cookie, purge), as one table (`calls.rs` binds arguments against it).
 
 use super::super::types::ctx::*;
 use super::super::types::{Methods, Type};
@@ -95,6 +95,8 @@ pub(super) enum F {
     CKeepRe,
     CGetString,
     CClean,
+    PurgeHard,
+    PurgeSoft,
 }
 
 pub(super) struct Sig {
@@ -150,4 +152,6 @@ pub(super) const SIGS: &[Sig] = &[
     Sig { name: "cookie.keep_re", ret: Void, params: &[re("expression")], within: CLIENT | BACKEND, f: F::CKeepRe, },
     Sig { name: "cookie.get_string", ret: Str, params: &[], within: CLIENT | BACKEND, f: F::CGetString, },
     Sig { name: "cookie.clean", ret: Void, params: &[], within: CLIENT | BACKEND, f: F::CClean, },
+    Sig { name: "purge.hard", ret: Int, params: &[], within: HIT | MISS, f: F::PurgeHard, },
+    Sig { name: "purge.soft", ret: Int, params: &[opt("ttl", Dur, Dflt::Dur(0.0)), opt("grace", Dur, Dflt::Dur(-1.0)), opt("keep", Dur, Dflt::Dur(-1.0))], within: HIT | MISS, f: F::PurgeSoft, },
 ];

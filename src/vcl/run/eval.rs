@@ -5,8 +5,8 @@ use std::borrow::Cow;
 use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, SocketAddr};
 
-use super::Env;
 use super::value::{BackendSel, Value, epoch};
+use super::{Env, SoftPurge};
 use crate::vcl::ir::{Arith, Cmp, Expr, Func, Program};
 use crate::vcl::types::Type;
 
@@ -285,6 +285,12 @@ fn call<'a>(
         }
         Func::StdNow => Value::Time(epoch(std::time::SystemTime::now())),
         Func::StdBan => Value::Bool(env.ban(&text_arg(0)?).is_ok()),
+        Func::PurgeHard => Value::Int(env.purge(None) as i64),
+        Func::PurgeSoft => Value::Int(env.purge(Some(SoftPurge {
+            ttl: arg(0)?.number(),
+            grace: arg(1)?.number(),
+            keep: arg(2)?.number(),
+        })) as i64),
         Func::CookieGet => {
             let name = text_arg(0)?;
             match env.state().cookies.get(&name) {

@@ -80,6 +80,9 @@ pub trait Env {
     fn healthy(&self, sel: BackendSel) -> bool;
     /// Adds a ban (`ban()`); the error is the ban parser's.
     fn ban(&self, expr: &str) -> Result<(), String>;
+    /// vmod_purge on every variant of the request's cache key: removed (`None`) or made
+    /// stale; how many objects it touched.
+    fn purge(&self, soft: Option<SoftPurge>) -> usize;
     /// A line for the log (`std.log`).
     fn log(&mut self, msg: &str);
     /// Puts the request back as it arrived (`rollback`).
@@ -91,6 +94,15 @@ pub trait Env {
     fn read_only(&self) -> bool {
         false
     }
+}
+
+/// `purge.soft(ttl, grace, keep)` in seconds: at most `ttl` of freshness left; at most
+/// `grace` and `keep` when not negative (a soft purge never lengthens them).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SoftPurge {
+    pub ttl: f64,
+    pub grace: f64,
+    pub keep: f64,
 }
 
 /// A request's VCL state that lives across its steps.

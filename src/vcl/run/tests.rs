@@ -19,6 +19,7 @@ struct MapEnv {
     resp: HashMap<String, String>,
     state: State,
     bans: std::cell::RefCell<Vec<String>>,
+    purges: std::cell::RefCell<Vec<Option<SoftPurge>>>,
     logged: Vec<String>,
 }
 
@@ -90,6 +91,10 @@ impl Env for MapEnv {
         self.bans.borrow_mut().push(expr.to_string());
         Ok(())
     }
+    fn purge(&self, soft: Option<super::SoftPurge>) -> usize {
+        self.purges.borrow_mut().push(soft);
+        1
+    }
     fn log(&mut self, msg: &str) {
         self.logged.push(msg.to_string());
     }
@@ -103,8 +108,9 @@ impl Env for MapEnv {
 }
 
 fn program(subs: &str) -> crate::vcl::ir::Program {
-    let src =
-        format!("vcl 4.1;\nimport std;\nimport cookie;\nbackend b {{ .host = \"h\"; }}\n{subs}");
+    let src = format!(
+        "vcl 4.1;\nimport std;\nimport cookie;\nimport purge;\nbackend b {{ .host = \"h\"; }}\n{subs}"
+    );
     compile_text("t.vcl", &src).unwrap_or_else(|e| panic!("{e:?}"))
 }
 
@@ -222,4 +228,27 @@ fn cookie_jar_ban_and_log() {
     assert_eq!(e.logged, ["kept SESS1=a; lang=fr"]);
     assert_eq!(*e.bans.borrow(), ["req.url ~ /p"]);
     assert_eq!(e.headers["office"], "yes");
+}
+
+#[test]
+fn purge_vmod_calls_carry_their_defaults() {
+    let p = program(
+        r#"sub vcl_hit {
+            if (req.url == "/hard") { set req.http.n = purge.hard(); }
+            elsif (req.url == "/soft") { purge.soft(); }
+            else { set req.http.n = purge.soft(ttl = 5s, keep = 1d); }
+            return (synth(200));
+        }"#,
+    );
+    let mut e = env("/hard", &[]);
+    run(&p, Method::Hit, &mut e);
+    assert_eq!(e.headers["n"], "1");
+    assert_eq!(*e.purges.borrow(), [None]);
+    let mut e = env("/soft", &[]);
+    run(&p, Method::Hit, &mut e);
+    let soft = |ttl, grace, keep| Some(SoftPurge { ttl, grace, keep });
+    assert_eq!(*e.purges.borrow(), [soft(0.0, -1.0, -1.0)]);
+    let mut e = env("/x", &[]);
+    run(&p, Method::Hit, &mut e);
+    assert_eq!(*e.purges.borrow(), [soft(5.0, -1.0, 86400.0)]);
 }
