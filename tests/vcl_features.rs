@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use common::vcl::start_vcl;
-use common::{Origin, Reply, get, request};
+use common::{Origin, Reply, get, get_with, raw, request};
 
 /// An address nothing listens on (a port bound and released).
 fn dead_addr() -> SocketAddr {
@@ -173,5 +173,50 @@ sub vcl_synth { set resp.http.purged = req.http.purged; }
     assert_eq!(r.header("purged"), Some("1"));
     get(shellac.addr, "/a").await;
     assert_eq!(origin.count_path("/a"), 3);
+    shellac.stop().await;
+}
+
+/// Regression (varnishtest c00037): `req.hash_always_miss` fetched anew only when the lookup
+/// found nothing between the lookup and joining the fetch; the leader's second look found
+/// the stored object and answered with it.
+#[tokio::test]
+async fn hash_always_miss_fetches_even_when_the_object_is_stored() {
+    let origin = Origin::start(|_| Reply::ok("x").cc("max-age=600")).await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_recv {
+    if (req.http.x-missit) { set req.hash_always_miss = true; }
+}
+"#;
+    let shellac = start_vcl("always-miss", vcl, &[origin.addr]).await;
+    get(shellac.addr, "/").await;
+    get(shellac.addr, "/").await;
+    assert_eq!(origin.count(), 1);
+    get_with(shellac.addr, "/", &[("x-missit", "1")]).await;
+    assert_eq!(origin.count(), 2);
+    shellac.stop().await;
+}
+
+/// `.host_header` is the Host of a backend request made from a request without one
+/// (HTTP/1.0); without it a VCL backend sends its `.host`, as Varnish does.
+#[tokio::test]
+async fn host_header_fills_in_a_missing_host() {
+    let origin = Origin::start(|_| Reply::ok("x")).await;
+    let vcl = r#"vcl 4.1;
+backend named { ${origin0} .host_header = "FOObar"; }
+backend plain { ${origin0} }
+sub vcl_recv {
+    if (req.url == "/plain") { set req.backend_hint = plain; } else { set req.backend_hint = named; }
+    return (pass);
+}
+"#;
+    let shellac = start_vcl("host-header", vcl, &[origin.addr]).await;
+    raw(shellac.addr, b"GET /named HTTP/1.0\r\n\r\n").await;
+    assert_eq!(origin.last().headers.get("host").unwrap(), "FOObar");
+    raw(shellac.addr, b"GET /plain HTTP/1.0\r\n\r\n").await;
+    assert_eq!(origin.last().headers.get("host").unwrap(), "127.0.0.1");
+    // A request with its own Host keeps it.
+    get_with(shellac.addr, "/named", &[("host", "site.example")]).await;
+    assert_eq!(origin.last().headers.get("host").unwrap(), "site.example");
     shellac.stop().await;
 }

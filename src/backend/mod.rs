@@ -203,8 +203,12 @@ impl Backend {
         self.queued.load(Ordering::Relaxed)
     }
 
-    /// `Host` value for probes: the host, with the port unless it is 80.
+    /// `Host` for probes and for requests without one: `host_header` if set, else the host,
+    /// with the port unless it is 80.
     pub fn host_header(&self) -> String {
+        if let Some(h) = &self.config.host_header {
+            return h.clone();
+        }
         let host = if self.config.host.contains(':') {
             format!("[{}]", self.config.host)
         } else {

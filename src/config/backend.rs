@@ -18,6 +18,11 @@ pub struct BackendConfig {
     pub name: String,
     /// Host name or IP address. Required.
     pub host: String,
+    /// The `Host` sent when the client's request has none (HTTP/1.0) and in health probes.
+    /// Default: `host`, with `:port` unless it is 80. (VCL's `.host_header`; a VCL backend
+    /// without one sends its `.host` as written, as Varnish does.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_header: Option<String>,
     /// TCP port. Default 80.
     #[serde(default = "default_port")]
     pub port: u16,
@@ -144,6 +149,7 @@ impl BackendConfig {
         BackendConfig {
             name: name.to_string(),
             host: host.to_string(),
+            host_header: None,
             port,
             connect_timeout: default_connect_timeout(),
             first_byte_timeout: default_long_timeout(),
@@ -411,6 +417,15 @@ pub(super) fn validate(c: &Config) -> Problems {
                     "`{}` is not a host name or IP address (put the port in `port`)",
                     b.host
                 ),
+            ));
+        }
+        if let Some(h) = &b.host_header
+            && (h.trim().is_empty() || http::HeaderValue::from_str(h).is_err())
+        {
+            out.push((
+                at("backend", i, "host_header"),
+                "must be a Host value (a name, with `:port` if wanted; no control characters)"
+                    .into(),
             ));
         }
         if let Some(t) = &b.tls {

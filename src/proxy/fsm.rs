@@ -634,6 +634,10 @@ impl Txn {
                 Step::Fetch(FetchMode::Alone("ignore-busy"))
             }
             Join::Waiter(busy) => Step::Wait(busy),
+            // VCL's `req.hash_always_miss`: what is stored is not looked at again either.
+            Join::Leader(guard) if self.vcl.as_ref().is_some_and(|v| v.state.hash_always_miss) => {
+                self.recheck(key, now, None, guard)
+            }
             // The previous leader may have stored the object between our lookup and join.
             Join::Leader(guard) => match cache.lookup_now(key) {
                 Ok(found) => self.recheck(key, now, found, guard),

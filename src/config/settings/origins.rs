@@ -24,6 +24,15 @@ pub(super) const BACKEND: &[Setting] = &[
     },
     Setting {
         section: "backend",
+        key: "host_header",
+        kind: Kind::Text("a Host value such as \"www.example.com\""),
+        default: Default::Unset(r##"`host`, with `:port` unless 80"##),
+        example: r##""www.example.com""##,
+        restart: false,
+        doc: r##"The `Host` sent to this backend when the client's request has none (HTTP/1.0) and in its health probes. A VCL backend's `.host_header`; a VCL backend without one sends its `.host` as written (no port), as Varnish does."##,
+    },
+    Setting {
+        section: "backend",
         key: "port",
         kind: Kind::Port,
         default: Default::Value(r##"80"##),

@@ -334,11 +334,15 @@ impl Checker<'_> {
                     },
                     _ => self.error(f.pos, "'.probe' must name a probe or be a { ... } probe"),
                 },
-                "host_header" => self.unsupported(
-                    f.pos,
-                    "'.host_header' is not a Shellac backend setting: the client's Host is sent; \
-                     set bereq.http.host in vcl_backend_fetch (4.x) or vcl_miss/vcl_pass (2.x)",
-                ),
+                "host_header" => {
+                    if let Some(h) = self.field_str(f) {
+                        if h.trim().is_empty() || http::HeaderValue::from_str(&h).is_err() {
+                            self.error(f.pos, "'.host_header' must be a Host value");
+                        } else {
+                            b.host_header = Some(h);
+                        }
+                    }
+                }
                 "saintmode_threshold" => self.unsupported(
                     f.pos,
                     "'.saintmode_threshold': Shellac has no saint mode; a probe and \
@@ -385,6 +389,14 @@ impl Checker<'_> {
             );
             return None;
         };
+        // Without `.host_header` Varnish sends `.host` (no port) to a request without Host.
+        if b.host_header.is_none() {
+            b.host_header = Some(if h.contains(':') {
+                format!("[{h}]")
+            } else {
+                h.clone()
+            });
+        }
         b.host = h;
         b.port = port.or(inline_port).unwrap_or(80);
         Some(b)
