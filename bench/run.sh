@@ -902,10 +902,12 @@ if [[ ${H2:-1} == 1 ]]; then
 fi
 # TLS (issue 20): keep-alive hits, handshakes (full and resumed) and memory per idle TLS
 # connection, Shellac vs nginx (bench/tls.sh, its own servers, same pinning); TLS=0 skips it.
+# Handshakes run with each server capped at TLS_QUOTA% (15) of a CPU, 6 resuming clients
+# at once (TLS_PAR), so the servers are the limit, not the client on the other core.
 if [[ ${TLS:-1} == 1 ]]; then
   out ""
   out "== TLS (bench/tls.sh) =="
-  if tlsout=$(SHELLAC="$SHELLAC" ORIGIN="$ORIGIN" RUNS="$RUNS" bench/tls.sh 2>&1); then
+  if tlsout=$(SHELLAC="$SHELLAC" ORIGIN="$ORIGIN" RUNS="$RUNS" QUOTA="${TLS_QUOTA-15}" PAR="${TLS_PAR:-6}" bench/tls.sh 2>&1); then
     while IFS= read -r line; do out "$line"; done <<<"$tlsout"
   else
     warn "bench/tls.sh failed: $(tail -n1 <<<"$tlsout")"

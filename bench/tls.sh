@@ -11,6 +11,11 @@
 #      handshake (user + system, from /proc): on two cores the client (which verifies an
 #      ECDSA signature per handshake, dearer than making one) may be the limit, so CPU per
 #      handshake is the comparison that holds; "ratio" is nginx's CPU over Shellac's.
+#      QUOTA=P caps each server at P% of one CPU (a cgroup, `cpu` controller, v1 or v2) for
+#      the handshake runs (and PAR=N runs N `s_time -reuse` at once, so resumed sessions are
+#      not one at a time), so the server rather than the client is the limit and handshakes/s
+#      compare the two at the same CPU budget; with P small enough that neither server
+#      reaches the client's own rate, the handshakes/s ratio is the servers' ratio.
 #   3. Memory per idle TLS connection: IDLE connections, each after a handshake and one
 #      answered GET, then silent; the server's RSS (nginx: master + worker) before and with
 #      them open, after Shellac's idle_release (1 s), per connection.
@@ -18,6 +23,7 @@
 #   cargo build --release --bins --examples
 #   bench/tls.sh                     # SECS=8 RUNS=3 CONNS=50 IDLE=2000
 #   SHELLAC=path/to/other/shellac bench/tls.sh
+#   QUOTA=10 PHASES=handshakes bench/tls.sh   # handshakes only, each server capped at 10% of a CPU
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
@@ -25,6 +31,9 @@ SECS=${SECS:-8}
 RUNS=${RUNS:-3}
 CONNS=${CONNS:-50}
 IDLE=${IDLE:-2000}
+QUOTA=${QUOTA:-}
+PHASES=${PHASES:-hit handshakes idle}
+PAR=${PAR:-1}
 SHELLAC=${SHELLAC:-target/release/shellac}
 ORIGIN=${ORIGIN:-target/release/examples/origin}
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
@@ -129,6 +138,40 @@ wrk_tls() {  # PORT CONNS [HEADER]
   echo "$rps ${p99:-0}"
 }
 
+phase() { [[ " $PHASES " == *" $1 "* ]]; }
+
+# CPU caps for the handshake runs (QUOTA): one cgroup per server, removed on exit.
+CGROUPS=()
+cap_cpu() {  # NAME PERCENT PID...
+  local name=$1 pct=$2 dir
+  shift 2
+  if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
+    dir=/sys/fs/cgroup/$name
+    mkdir -p "$dir" 2>/dev/null && echo "$((pct * 200)) 20000" 2>/dev/null >"$dir/cpu.max" || return 1
+  elif [[ -d /sys/fs/cgroup/cpu ]]; then
+    dir=/sys/fs/cgroup/cpu/$name
+    mkdir -p "$dir" 2>/dev/null || return 1
+    echo 20000 2>/dev/null >"$dir/cpu.cfs_period_us" || return 1
+    echo $((pct * 200)) >"$dir/cpu.cfs_quota_us"
+  else
+    return 1
+  fi
+  CGROUPS+=("$dir")
+  local p
+  for p in "$@"; do echo "$p" >"$dir/cgroup.procs"; done
+}
+uncap_all() {
+  local dir root p
+  for dir in "${CGROUPS[@]}"; do
+    root=$(dirname "$dir")
+    while read -r p; do echo "$p" >"$root/cgroup.procs" 2>/dev/null || true; done <"$dir/cgroup.procs"
+    rmdir "$dir" 2>/dev/null || true
+  done
+  CGROUPS=()
+}
+trap 'uncap_all; cleanup' EXIT
+
+if phase hit; then
 echo "== keep-alive hit, /hit6k, $CONNS connections, ${SECS}s x $RUNS =="
 sr=(); sp=(); nr=(); np=()
 for _ in $(seq "$RUNS"); do
@@ -138,6 +181,7 @@ done
 srm=$(median "${sr[@]}"); nrm=$(median "${nr[@]}"); spm=$(median "${sp[@]}"); npm=$(median "${np[@]}")
 printf 'shellac %s req/s p99 %s ms (%s)\nnginx   %s req/s p99 %s ms (%s)\nratio req/s %.2f, p99 shellac/nginx %.2f\n' \
   "$srm" "$spm" "${sr[*]}" "$nrm" "$npm" "${nr[*]}" "$(python3 -c "print($srm / $nrm)")" "$(python3 -c "print($spm / max($npm, 1e-9))")"
+fi
 
 # Handshakes: wrk with Connection: close (full) and s_time -reuse (resumed), measuring the
 # server's CPU. Prints "handshakes/s cpu_us_per_handshake".
@@ -151,15 +195,31 @@ full_hs() {  # PORT PID
   python3 -c "print(f'$rps {($t1 - $t0) * 1e6 / $(getconf CLK_TCK) / max($n, 1):.0f}')"
 }
 resumed_hs() {  # PORT PID
-  local t0 t1 out n secs
+  local t0 t1 i n secs
+  local clients=()
   t0=$(cpu_ticks "$2")
-  out=$(timeout $((SECS + 30)) taskset -c 1 openssl s_time -connect "127.0.0.1:$1" -reuse -time "$SECS" -www /small100 2>&1)
+  for i in $(seq "$PAR"); do
+    timeout $((SECS + 30)) taskset -c 1 openssl s_time -connect "127.0.0.1:$1" -reuse -time "$SECS" -www /small100 >"$TMP/s_time.$i" 2>&1 &
+    clients+=($!)
+  done
+  wait "${clients[@]}" || true
   t1=$(cpu_ticks "$2")
-  # "N connections in T real seconds" (the last such line: the reuse run)
-  read -r n secs < <(awk '/connections in .* real seconds/ {n=$1; s=$4} END {print n, s}' <<<"$out")
+  # "N connections in T real seconds" (each process's last such line: its reuse run), summed.
+  read -r n secs < <(for i in $(seq "$PAR"); do awk '/connections in .* real seconds/ {n=$1; s=$4} END {print n, s}' "$TMP/s_time.$i"; done \
+    | awk '{n += $1; if ($2 > s) s = $2} END {print n + 0, s + 0}')
   python3 -c "print(f'{$n / max($secs, 1e-9):.0f} {($t1 - $t0) * 1e6 / $(getconf CLK_TCK) / max($n, 1):.0f}')"
 }
-echo "== TLS handshakes, a new connection per request, ${SECS}s x $RUNS =="
+if phase handshakes; then
+if [[ -n "$QUOTA" ]]; then
+  if cap_cpu "shellac-bench-$$-s" "$QUOTA" "$S_PID" \
+    && cap_cpu "shellac-bench-$$-n" "$QUOTA" "$N_PID" $(pgrep -P "$N_PID"); then
+    echo "== each server capped at $QUOTA% of one CPU for the handshake runs =="
+  else
+    uncap_all
+    echo "== QUOTA=$QUOTA needs root and the cgroup cpu controller (v1 or v2): handshakes run uncapped =="
+  fi
+fi
+echo "== TLS handshakes, a new connection per request, ${SECS}s x $RUNS (resumed: $PAR clients at once) =="
 for kind in full resumed; do
   sh=(); sc=(); nh=(); nc=()
   for _ in $(seq "$RUNS"); do
@@ -170,6 +230,8 @@ for kind in full resumed; do
   printf '%-8s shellac %s handshakes/s, %s us CPU each | nginx %s handshakes/s, %s us CPU each | handshakes/s ratio %.2f, per-CPU ratio %.2f\n' \
     "$kind" "$shm" "$scm" "$nhm" "$ncm" "$(python3 -c "print($shm / max($nhm, 1e-9))")" "$(python3 -c "print($ncm / max($scm, 1e-9))")"
 done
+uncap_all
+fi
 
 # Memory per idle TLS connection.
 rss_tree() {
@@ -209,8 +271,10 @@ PYEOF
   wait "$py" || true
   python3 -c "print(f'$before $open {($open - $before) / $IDLE:.2f}')"
 }
+if phase idle; then
 read -r sb so sp < <(idle_rss "$S_TLS" "$S_PID")
 read -r nb no np < <(idle_rss "$N_PORT" "$N_PID")
 echo "== idle TLS connections: $IDLE each =="
 echo "shellac rss ${sb} -> ${so} KiB: ${sp} KiB per connection"
 echo "nginx   rss ${nb} -> ${no} KiB: ${np} KiB per connection (master + worker)"
+fi
