@@ -164,6 +164,7 @@ counters! {
     shared_write_purged: "Shared tier writes refused because the URL was purged after the fetch started (a fill that raced a purge)",
     shared_write_incomplete: "Shared tier writes refused because a chunk was gone before the commit",
     shared_error: "Shared tier operations that failed (connection, cluster, server errors)",
+    shared_connect_error: "Attempts to connect to the Redis Cluster that failed (unreachable, refused, TLS handshake, authentication), each logged; the node serves without the shared tier and tries again every storage.shared.breaker_cooldown",
     shared_timeout: "Shared tier operations that missed their deadline (storage.shared.read_timeout / write_timeout)",
     shared_skipped: "Shared tier operations skipped because the circuit breaker was open",
     shared_breaker_open: "Times the shared tier's circuit breaker opened (breaker_threshold failures in a row, or a failed probe)",

@@ -24,6 +24,7 @@ pub fn summary(proxy: &Proxy) -> Value {
         "writes": c.shared_write.get(),
         "write_skips": c.shared_write_skip.get(),
         "errors": c.shared_error.get(),
+        "connect_errors": c.shared_connect_error.get(),
         "timeouts": c.shared_timeout.get(),
         "skipped": c.shared_skipped.get(),
         "leases": c.shared_lease.get(),

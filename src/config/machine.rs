@@ -5,7 +5,8 @@
 //! access log and the disk tier's data file are opened the way `serve` opens them, without
 //! writing to them (a file that does not exist yet is tested by creating and removing a probe
 //! file next to it); the disk tier's preallocation is compared with the free space; the listen
-//! backlog with `net.core.somaxconn`. What depends on the moment rather than the file (a port
+//! backlog with `net.core.somaxconn`; certificate, key and CA files are loaded (listeners,
+//! backends, the shared tier's Redis). What depends on the moment rather than the file (a port
 //! another process holds, a data file a running Shellac has locked) is a warning: it is what
 //! a configuration meant to replace a running instance meets.
 
@@ -79,6 +80,15 @@ pub fn check(config: &Config) -> Vec<Finding> {
                 message: e,
             });
         }
+    }
+    if let Some(t) = config.storage.shared.as_ref().and_then(|s| s.tls.as_ref())
+        && let Err(e) = crate::cache::shared::tls::load(t)
+    {
+        out.push(Finding {
+            severity: Severity::Error,
+            path: at(&["storage", "shared", "tls", e.key]),
+            message: e.message,
+        });
     }
     if let Some(d) = &config.storage.disk {
         out.extend(disk(d));

@@ -365,9 +365,16 @@ pub struct SharedConfig {
     /// Seed nodes of the cluster, `host:port`. Required, at least one.
     #[serde(deserialize_with = "lists::one_or_many")]
     pub nodes: Vec<String>,
-    /// The cluster's password (`requirepass` / the default user). Default: none.
+    /// The ACL user (Redis 6+), with `password`. Default: none (the default user).
+    #[serde(default)]
+    pub username: Option<String>,
+    /// The password of `username`, else of the default user (`requirepass`). Default: none.
     #[serde(default)]
     pub password: Option<String>,
+    /// TLS to every node of the cluster (`tls = {}` for the defaults). Default: none
+    /// (cleartext).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<SharedTls>,
     /// Prefix of every key Shellac writes. Default `shellac:`.
     #[serde(default = "default_key_prefix")]
     pub key_prefix: String,
@@ -404,6 +411,32 @@ pub struct SharedConfig {
     /// further behind drops its local tiers. Default 100000.
     #[serde(default = "default_log_length")]
     pub log_length: u64,
+}
+
+/// `[storage.shared] tls = { ... }`: how Shellac talks TLS to the cluster's nodes
+/// (`cache/shared/tls.rs`).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SharedTls {
+    /// PEM file of the CA certificates the nodes' certificates must chain to. Default: the
+    /// system's trust store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<std::path::PathBuf>,
+    /// Client certificate chain (PEM) for clusters that require one (`tls-auth-clients`),
+    /// with `key`. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert: Option<std::path::PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<std::path::PathBuf>,
+    /// Whether a node's certificate must name the address it is reached at (as the cluster
+    /// announces it). Default true; false checks the chain only.
+    #[serde(default = "verify_by_default")]
+    pub verify_name: bool,
+}
+
+fn verify_by_default() -> bool {
+    true
 }
 
 fn default_key_prefix() -> String {
@@ -961,6 +994,42 @@ mod tests {
                 "10:backend.0.host: `host` is required in [[backend]] (a host name or IP address)",
             ]
         );
+    }
+
+    /// `[storage.shared]`: a user without a password, a client certificate without its key,
+    /// names unchecked against the system's trust store — at their lines.
+    #[test]
+    fn shared_tier_tls_and_acl_settings_are_checked() {
+        let text = "[storage.shared]\nnodes = \"10.0.0.5:7000\"\nusername = \"shellac\"\ntls = { cert = \"c.pem\", verify_name = false }\n[[backend]]\nhost = \"a\"\n";
+        let got = errors(text);
+        assert!(
+            got.contains(
+                &"3:storage.shared.username: an ACL user needs its `password`".to_string()
+            ),
+            "{got:?}"
+        );
+        assert!(
+            got.iter().any(|e| e
+                .starts_with("4:storage.shared.tls.cert: a client certificate needs its `key`")),
+            "{got:?}"
+        );
+        assert!(
+            got.iter()
+                .any(|e| e.starts_with("4:storage.shared.tls.verify_name: `false` needs `ca`")),
+            "{got:?}"
+        );
+        let text = "[storage.shared]\nnodes = \"10.0.0.5:7000\"\ntls = { keyfile = \"k\" }\n[[backend]]\nhost = \"a\"\n";
+        let got = errors(text);
+        assert!(
+            got.iter()
+                .any(|e| e.starts_with("3:storage.shared.tls") && e.contains("keyfile")),
+            "{got:?}"
+        );
+        let ok = "[storage.shared]\nnodes = \"10.0.0.5:7000\"\nusername = \"u\"\npassword = \"p\"\ntls = {}\n[[backend]]\nhost = \"a\"\n";
+        let s = Config::parse(ok, "t.toml").unwrap().storage.shared.unwrap();
+        let t = s.tls.unwrap();
+        assert!(t.verify_name && t.ca.is_none() && t.cert.is_none());
+        assert_eq!(s.username.as_deref(), Some("u"));
     }
 
     /// `[storage.shared]`: nodes that are not host:port, a prefix Redis Cluster would read as

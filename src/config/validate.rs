@@ -136,6 +136,30 @@ fn cache(c: &Config, out: &mut Problems) {
                 ));
             }
         }
+        if s.username.is_some() && s.password.is_none() {
+            out.push((at("username"), "an ACL user needs its `password`".into()));
+        }
+        if let Some(t) = &s.tls {
+            let tls = |field: &str| key(&["storage", "shared", "tls", field]);
+            match (&t.cert, &t.key) {
+                (Some(_), None) => {
+                    out.push((tls("cert"), "a client certificate needs its `key`".into()))
+                }
+                (None, Some(_)) => out.push((
+                    tls("key"),
+                    "a key needs its client certificate (`cert`)".into(),
+                )),
+                _ => {}
+            }
+            if !t.verify_name && t.ca.is_none() {
+                out.push((
+                    tls("verify_name"),
+                    "`false` needs `ca` (the cluster's own CA): with the system's trust store, \
+                     any certificate a public CA issued, for any name, would be accepted"
+                        .into(),
+                ));
+            }
+        }
         if s.key_prefix.contains(['{', '}']) {
             out.push((
                 at("key_prefix"),

@@ -1,7 +1,8 @@
 //! A real Redis Cluster on loopback for the fleet tests: 3 masters and 3 replicas of Debian's
-//! `redis-server`, each in a temporary directory on an ephemeral port, joined with
-//! `redis-cli --cluster create`. Every process is stopped by its PID when the cluster is
-//! dropped (also when a test panics). One cluster per test binary: it takes a few seconds.
+//! `redis-server` (or, [`Cluster::start_tls`], 3 masters speaking only TLS), each in a
+//! temporary directory on an ephemeral port, joined with `redis-cli --cluster create`. Every
+//! process is stopped by its PID when the cluster is dropped (also when a test panics). One
+//! cluster per test binary: it takes a few seconds.
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -15,6 +16,16 @@ pub struct Node {
     pub port: u16,
     child: Option<Child>,
     dir: std::path::PathBuf,
+    /// What `redis-cli` needs to reach it (`--tls` and its files for a TLS cluster).
+    cli_args: Vec<String>,
+}
+
+/// A TLS cluster's files: the CA its nodes and clients must chain to, and the nodes'
+/// certificate and key (also presented by `redis-cli` as its client certificate).
+pub struct TlsFiles {
+    pub ca: std::path::PathBuf,
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
 }
 
 impl Node {
@@ -26,13 +37,19 @@ impl Node {
         self.child.as_ref().map(Child::id)
     }
 
-    fn start(port: u16, dir: std::path::PathBuf) -> Node {
+    fn start(port: u16, dir: std::path::PathBuf, extra: &[String], cli_args: &[String]) -> Node {
         std::fs::create_dir_all(&dir).expect("node dir");
+        let port_args = if cli_args.is_empty() {
+            vec!["--port".to_string(), port.to_string()]
+        } else {
+            ["--port", "0", "--tls-port", &port.to_string()]
+                .map(String::from)
+                .to_vec()
+        };
         let child = Command::new("redis-server")
             .current_dir(&dir)
+            .args(&port_args)
             .args([
-                "--port",
-                &port.to_string(),
                 "--bind",
                 "127.0.0.1",
                 "--cluster-enabled",
@@ -51,6 +68,7 @@ impl Node {
                 "--logfile",
                 "redis.log",
             ])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -59,6 +77,7 @@ impl Node {
             port,
             child: Some(child),
             dir,
+            cli_args: cli_args.to_vec(),
         }
     }
 
@@ -79,7 +98,9 @@ impl Node {
 
     /// `redis-cli -p PORT ARGS`, its output.
     pub fn cli(&self, args: &[&str]) -> String {
-        cli(self.port, args)
+        let mut all: Vec<&str> = self.cli_args.iter().map(String::as_str).collect();
+        all.extend(args);
+        cli(self.port, &all)
     }
 
     /// The node's log (for a failing test's message).
@@ -134,6 +155,42 @@ impl Cluster {
     /// Starts the cluster, or None (skipped) when `redis-server` / `redis-cli` are missing
     /// and `SHELLAC_REQUIRE_TOOLS` is not set.
     pub fn start() -> Option<Cluster> {
+        Cluster::start_with(6, 1, &[], &[])
+    }
+
+    /// A cluster of 3 masters (no replicas) that speaks only TLS — between its nodes too —
+    /// with `files`, requires client certificates (`tls-auth-clients yes`), and runs with the
+    /// server arguments `extra` (ACL users...). None when skipped, as [`Cluster::start`].
+    pub fn start_tls(files: &TlsFiles, extra: &[String]) -> Option<Cluster> {
+        let file = |p: &std::path::Path| p.display().to_string();
+        let (ca, cert, key) = (file(&files.ca), file(&files.cert), file(&files.key));
+        let mut server: Vec<String> = [
+            "--tls-cluster",
+            "yes",
+            "--tls-replication",
+            "yes",
+            "--tls-auth-clients",
+            "yes",
+            "--tls-cert-file",
+            &cert,
+            "--tls-key-file",
+            &key,
+            "--tls-ca-cert-file",
+            &ca,
+        ]
+        .map(String::from)
+        .to_vec();
+        server.extend(extra.iter().cloned());
+        let cli = ["--tls", "--cacert", &ca, "--cert", &cert, "--key", &key].map(String::from);
+        Cluster::start_with(3, 0, &server, &cli)
+    }
+
+    fn start_with(
+        count: usize,
+        replicas: usize,
+        server: &[String],
+        cli_args: &[String],
+    ) -> Option<Cluster> {
         let have = |tool: &str| {
             Command::new(tool)
                 .arg("--version")
@@ -150,13 +207,13 @@ impl Cluster {
         tools::require(have("redis-cli").then_some(()), "redis-cli", "redis-tools")?;
         let dir = TempDir::new("redis-cluster");
         let mut ports = Vec::new();
-        for _ in 0..6 {
+        for _ in 0..count {
             let p = free_port(&ports);
             ports.push(p);
         }
         let nodes: Vec<Node> = ports
             .iter()
-            .map(|p| Node::start(*p, dir.path(&format!("n{p}"))))
+            .map(|p| Node::start(*p, dir.path(&format!("n{p}")), server, cli_args))
             .collect();
         for n in &nodes {
             wait_for(Duration::from_secs(10), || {
@@ -164,9 +221,11 @@ impl Cluster {
             })
             .unwrap_or_else(|| panic!("redis-server on {} did not start: {}", n.port, n.log()));
         }
-        let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
+        let mut args: Vec<String> = cli_args.to_vec();
+        args.extend(["--cluster".into(), "create".into()]);
         args.extend(nodes.iter().map(Node::addr));
-        args.extend(["--cluster-replicas", "1", "--cluster-yes"].map(String::from));
+        args.extend(["--cluster-replicas".into(), replicas.to_string()]);
+        args.push("--cluster-yes".into());
         let out = Command::new("timeout")
             .arg("30")
             .arg("redis-cli")
@@ -201,7 +260,7 @@ impl Cluster {
 
     /// The index of the master serving `key`'s slot.
     pub fn master_of(&self, key: &str) -> usize {
-        let slot = cli(self.nodes[0].port, &["CLUSTER", "KEYSLOT", key]);
+        let slot = self.nodes[0].cli(&["CLUSTER", "KEYSLOT", key]);
         let slot: u16 = slot.trim().parse().expect("keyslot");
         self.master_of_slot(slot)
     }

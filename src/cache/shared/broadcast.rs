@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::SharedTier;
-use super::feed::{Invalidation, LIVE, OUTBOX, Position, stream_info};
+use super::feed::{Invalidation, LIVE, OUTBOX, Position};
 use super::layout::wall_ms;
 use super::remote::Reply;
 
@@ -217,18 +217,24 @@ pub async fn nodes(tier: &SharedTier) -> Option<Vec<(String, Position, u64, u64)
     let nodes = tier
         .call(tier.read_timeout.max(Duration::from_millis(200)), get)
         .await?;
-    let info = tier.remote().command(vec![
-        b"XINFO".to_vec(),
-        b"STREAM".to_vec(),
+    // The newest entry's id. Not `XINFO STREAM`: it fails on a fleet that never sent an
+    // invalidation (no stream yet), and that counted an error — and a failure towards the
+    // breaker — at every `GET /fleet` (issue 22, `shared_error` at start-up).
+    let last = tier.remote().command(vec![
+        b"XREVRANGE".to_vec(),
         tier.feed.stream.clone(),
+        b"+".to_vec(),
+        b"-".to_vec(),
+        b"COUNT".to_vec(),
+        b"1".to_vec(),
     ]);
-    let newest = match tier
-        .call(tier.read_timeout.max(Duration::from_millis(200)), info)
+    let newest = tier
+        .call(tier.read_timeout.max(Duration::from_millis(200)), last)
         .await
-    {
-        Some(r) => stream_info(r).0,
-        None => Position::default(),
-    };
+        .and_then(|r| r.array().into_iter().next())
+        .and_then(|entry| entry.array().into_iter().next())
+        .and_then(|id| id.text().and_then(Position::parse))
+        .unwrap_or_default();
     let now = wall_ms();
     let mut out = Vec::new();
     for pair in nodes.array().chunks(2) {

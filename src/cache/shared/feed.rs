@@ -20,7 +20,7 @@ use super::SharedTier;
 use super::broadcast::flush_outbox;
 pub use super::broadcast::{Broadcast, broadcast, nodes};
 use super::layout::wall_ms;
-use super::remote::Reply;
+use super::remote::{RemoteError, Reply};
 use crate::cache::{Cache, CacheKey};
 
 /// How often the feed reads the log without being told (also the heartbeat).
@@ -246,7 +246,7 @@ pub fn spawn(
 }
 
 /// Reads the log from this node's position and applies what it finds, in order.
-async fn sync(tier: &Arc<SharedTier>) {
+pub(super) async fn sync(tier: &Arc<SharedTier>) {
     let feed = &tier.feed;
     let Some(cache) = feed.cache.get().and_then(Weak::upgrade) else {
         return;
@@ -263,8 +263,20 @@ async fn sync(tier: &Arc<SharedTier>) {
         Ok(Err(e)) if e.to_string().contains("no such key") => {
             (Position::default(), Position::default())
         }
-        _ => {
+        // Not connected yet (start-up, a cluster unreachable since): nothing failed, the
+        // connection is being retried. Counted as `call` counts it (skipped, not an error:
+        // `shared_error` at start-up made every healthy node look like it had a problem).
+        Ok(Err(RemoteError::NotConnected)) => {
+            tier.counters.shared_skipped.inc();
+            return;
+        }
+        Ok(Err(e)) => {
             tier.counters.shared_error.inc();
+            tracing::debug!(error = %e, "reading the fleet's invalidation log failed");
+            return;
+        }
+        Err(_) => {
+            tier.counters.shared_timeout.inc();
             return;
         }
     };

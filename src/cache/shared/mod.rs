@@ -20,6 +20,7 @@ pub mod feed;
 pub mod layout;
 pub mod remote;
 pub mod scripts;
+pub mod tls;
 mod writer;
 
 use std::future::Future;
@@ -120,11 +121,14 @@ impl SharedTier {
         let (remote, messages) = remote::RedisRemote::start(
             remote::Options {
                 nodes: config.nodes.clone(),
+                username: config.username.clone(),
                 password: config.password.clone(),
+                tls: config.tls.clone(),
                 connect_timeout: config.connect_timeout.0,
                 response_timeout: config.write_timeout.0,
             },
             config.breaker_cooldown.0,
+            counters.clone(),
         );
         let tier = SharedTier::with_remote(config, node, counters, remote);
         feed::spawn(tier.clone(), messages);
@@ -188,21 +192,26 @@ impl SharedTier {
             Ok(Err(e)) => {
                 self.counters.shared_error.inc();
                 tracing::debug!(error = %e, "shared tier operation failed");
-                self.failed();
+                self.failed(&e.to_string());
                 None
             }
             Err(_) => {
                 self.counters.shared_timeout.inc();
-                self.failed();
+                self.failed("no answer within the deadline");
                 None
             }
         }
     }
 
-    fn failed(&self) {
+    /// One more failure in a row; `why` (the last one's reason) is logged if it opens the
+    /// breaker — a TLS handshake refused after a reconnect shows there.
+    fn failed(&self, why: &str) {
         if self.breaker.failure(crate::clock::now_ms()) {
             self.counters.shared_breaker_open.inc();
-            tracing::warn!("shared tier circuit breaker open: serving without it for a while");
+            tracing::warn!(
+                last_error = why,
+                "shared tier circuit breaker open: serving without it for a while"
+            );
         }
     }
 

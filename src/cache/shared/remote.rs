@@ -93,7 +93,10 @@ pub trait Remote: Send + Sync + 'static {
 /// How to reach the cluster.
 pub struct Options {
     pub nodes: Vec<String>,
+    pub username: Option<String>,
     pub password: Option<String>,
+    /// TLS to every node (`[storage.shared] tls`); its files are read at each attempt.
+    pub tls: Option<crate::config::SharedTls>,
     pub connect_timeout: Duration,
     pub response_timeout: Duration,
 }
@@ -106,11 +109,13 @@ pub struct RedisRemote {
 }
 
 impl RedisRemote {
-    /// Starts connecting (retrying every `retry` until it succeeds) and returns at once.
+    /// Starts connecting (retrying every `retry` until it succeeds; each failed attempt is
+    /// logged and counted, `shared_connect_error`) and returns at once.
     /// Sharded pub/sub messages (channel, payload) arrive on the returned receiver.
     pub fn start(
         options: Options,
         retry: Duration,
+        counters: Arc<crate::stats::Counters>,
     ) -> (
         Arc<RedisRemote>,
         tokio::sync::mpsc::UnboundedReceiver<(Bytes, Bytes)>,
@@ -122,17 +127,27 @@ impl RedisRemote {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let weak = Arc::downgrade(&remote);
         tokio::spawn(async move {
+            if options.tls.as_ref().is_some_and(|t| !t.verify_name) {
+                tracing::warn!(
+                    "storage.shared.tls.verify_name = false: the Redis nodes' certificates are checked against `ca` but not for their names; any certificate that CA signed is accepted for any node"
+                );
+            }
             loop {
                 match connect(&options, tx.clone()).await {
                     Ok(conn) => {
                         if let Some(remote) = weak.upgrade() {
                             remote.conn.store(Some(Arc::new(conn)));
-                            tracing::info!(nodes = ?options.nodes, "connected to the Redis cluster (shared tier)");
+                            tracing::info!(nodes = ?options.nodes, tls = options.tls.is_some(), "connected to the Redis cluster (shared tier)");
                         }
                         return;
                     }
                     Err(e) => {
-                        tracing::warn!(nodes = ?options.nodes, error = %e, "cannot connect to the Redis cluster yet; serving without the shared tier");
+                        counters.shared_connect_error.inc();
+                        if options.tls.is_some() && super::tls::looks_like_tls(&e) {
+                            tracing::warn!(nodes = ?options.nodes, error = %e, "TLS with the Redis cluster failed (check storage.shared.tls: the CA, the names in the nodes' certificates, the client certificate); serving without the shared tier");
+                        } else {
+                            tracing::warn!(nodes = ?options.nodes, error = %e, "cannot connect to the Redis cluster yet; serving without the shared tier");
+                        }
                     }
                 }
                 if weak.strong_count() == 0 {
@@ -163,11 +178,16 @@ impl RedisRemote {
 async fn connect(
     options: &Options,
     tx: tokio::sync::mpsc::UnboundedSender<(Bytes, Bytes)>,
-) -> redis::RedisResult<ClusterConnection> {
+) -> Result<ClusterConnection, String> {
+    let scheme = if options.tls.is_some() {
+        "rediss"
+    } else {
+        "redis"
+    };
     let nodes: Vec<String> = options
         .nodes
         .iter()
-        .map(|n| format!("redis://{n}/?protocol=resp3"))
+        .map(|n| format!("{scheme}://{n}/?protocol=resp3"))
         .collect();
     let mut builder = ClusterClientBuilder::new(nodes)
         .connection_timeout(options.connect_timeout)
@@ -188,10 +208,27 @@ async fn connect(
             }
             Ok::<(), ()>(())
         });
+    if let Some(u) = &options.username {
+        builder = builder.username(u);
+    }
     if let Some(p) = &options.password {
         builder = builder.password(p);
     }
-    builder.build()?.get_async_connection().await
+    if let Some(t) = &options.tls {
+        // Read again at each attempt: a file fixed after start-up is picked up by the retry.
+        let certs = super::tls::load(t).map_err(|e| e.message)?;
+        // The client builds its rustls configuration with the process's default provider:
+        // make that ours (*ring*, our cipher suites) before the first handshake.
+        let _ = rustls::crypto::CryptoProvider::install_default((*crate::tls::provider()).clone());
+        builder = builder
+            .certs(certs)
+            .danger_accept_invalid_hostnames(!t.verify_name);
+    }
+    let client = builder.build().map_err(|e| e.to_string())?;
+    client
+        .get_async_connection()
+        .await
+        .map_err(|e| e.to_string())
 }
 
 fn bulk(v: &redis::Value) -> Option<Bytes> {

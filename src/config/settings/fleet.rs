@@ -28,12 +28,32 @@ pub(super) const SHARED: &[Setting] = &[
     },
     Setting {
         section: "storage.shared",
+        key: "username",
+        kind: Kind::Text("a user name"),
+        default: Default::Unset(r##"none: the default user"##),
+        example: r##""shellac""##,
+        restart: true,
+        doc: r##"The ACL user Shellac authenticates as (Redis 6 or later), with `password`. It needs every key and sharded channel under `key_prefix` and the commands of the categories it uses; docs/fleet.md has the `ACL SETUSER` line. The user must exist on every node of the cluster (ACLs are not replicated)."##,
+    },
+    Setting {
+        section: "storage.shared",
         key: "password",
         kind: Kind::Text("a password"),
         default: Default::Unset(r##"none"##),
         example: r##""s3cret""##,
         restart: true,
-        doc: r##"The cluster's password (`requirepass`, the default user). No TLS: run the cluster on a private network (the client's TLS support would bring a second TLS stack into the binary)."##,
+        doc: r##"The password of `username`, or without one of the default user (`requirepass`). Sent at every connection: in clear unless `tls` is on."##,
+    },
+    Setting {
+        section: "storage.shared",
+        key: "tls",
+        kind: Kind::Table {
+            section: "storage.shared.tls",
+        },
+        default: Default::Unset(r##"none (cleartext)"##),
+        example: r##"{ ca = "/etc/shellac/redis-ca.pem" }"##,
+        restart: true,
+        doc: r##"TLS to every node of the cluster (Redis started with `tls-port`, `port 0` and `tls-cluster yes`): `tls = {}` for the defaults (each node's certificate verified against the system's trust store for the address the cluster announces for it), or a table of the keys below. The seeds in `nodes` are then TLS ports. The files are read and checked by `shellac check` and at start (and again at each connection attempt until the first succeeds). A failed handshake is never a client error: it is logged, counted (`shared_connect_error`, or `shared_error` once connected) and the node serves without the shared tier, as when Redis is unreachable."##,
     },
     Setting {
         section: "storage.shared",
@@ -151,5 +171,44 @@ pub(super) const SHARED: &[Setting] = &[
         example: r##""##,
         restart: true,
         doc: r##"Invalidations kept in the fleet's log (a Redis Stream) for nodes that were disconnected or restarted to catch up. A node further behind than that drops its local cache rather than serve something purged (counter `fleet_reset`)."##,
+    },
+];
+
+pub(super) const SHARED_TLS: &[Setting] = &[
+    Setting {
+        section: "storage.shared.tls",
+        key: "ca",
+        kind: Kind::Text("a file path"),
+        default: Default::Unset(r##"the system's trust store"##),
+        example: r##""/etc/shellac/redis-ca.pem""##,
+        restart: true,
+        doc: r##"PEM file of the CA certificates the nodes' certificates must chain to (the cluster's own CA, as Redis's `tls-ca-cert-file`). Without it: the operating system's trust store (`/etc/ssl/certs`)."##,
+    },
+    Setting {
+        section: "storage.shared.tls",
+        key: "cert",
+        kind: Kind::Text("a file path"),
+        default: Default::Unset(r##"none"##),
+        example: r##""/etc/shellac/redis-client.pem""##,
+        restart: true,
+        doc: r##"Client certificate chain (PEM) presented to every node, for a cluster that requires one (`tls-auth-clients yes`, the default of a TLS Redis); needs `key`. It must be valid now and chain to the CA the nodes trust."##,
+    },
+    Setting {
+        section: "storage.shared.tls",
+        key: "key",
+        kind: Kind::Text("a file path"),
+        default: Default::Unset(r##"none"##),
+        example: r##""/etc/shellac/redis-client.key""##,
+        restart: true,
+        doc: r##"The client certificate's private key (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC)."##,
+    },
+    Setting {
+        section: "storage.shared.tls",
+        key: "verify_name",
+        kind: Kind::Bool,
+        default: Default::Value(r##"true"##),
+        example: r##""##,
+        restart: true,
+        doc: r##"Whether each node's certificate must name the address Shellac reaches it at — the address the cluster announces for it: an IP address (checked against the certificate's IP addresses), or a host name with `cluster-preferred-endpoint-type hostname`. `false` checks the chain (against `ca`, which it requires) and the dates, not the name: for certificates that name no node (as Redis's own `gen-test-certs.sh` makes them); then any certificate the CA signed is accepted for any node, so keep that CA for the cluster alone. A warning is logged at start."##,
     },
 ];

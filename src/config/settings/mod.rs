@@ -300,6 +300,13 @@ pub const SECTIONS: &[Section] = &[
         context: "[storage.shared]\nnodes = [\"127.0.0.1:7000\"]\n[[backend]]\nhost = \"127.0.0.1\"\n",
     },
     Section {
+        name: "storage.shared.tls",
+        array: false,
+        optional: true,
+        inline: true,
+        context: "[storage.shared]\nnodes = [\"127.0.0.1:7000\"]\ntls = { verify_name = true }\n[[backend]]\nhost = \"127.0.0.1\"\n",
+    },
+    Section {
         name: "backend",
         array: true,
         optional: false,
@@ -395,6 +402,7 @@ pub fn all() -> impl Iterator<Item = &'static Setting> {
         .chain(cache::CACHE)
         .chain(cache::STORAGE)
         .chain(fleet::SHARED)
+        .chain(fleet::SHARED_TLS)
         .chain(origins::BACKEND)
         .chain(origins::BACKEND_TLS)
         .chain(origins::PROBE)

@@ -1,0 +1,313 @@
+//! A fleet over TLS: real `shellac` processes and a real Redis Cluster (3 masters of
+//! `redis-server` on loopback, TLS only — between its nodes too — requiring client
+//! certificates, with an ACL user; started once for this binary). Shared hits across two
+//! nodes over mutual TLS as the ACL user; a node that trusts another CA, one without a client
+//! certificate and one with a wrong password each count their failed connections, log them,
+//! and answer every client from the origin. `shellac check` names the bad files.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::binary::{BIN, Served};
+use common::redis_cluster::{Cluster, TlsFiles};
+use common::tls::Pki;
+use common::{Origin, Reply, TempDir, get};
+
+const PREFIX: &str = "tt:";
+
+/// One node's config: `auth` and `tls` are lines of `[storage.shared]`.
+fn config(
+    dir: &TempDir,
+    name: &str,
+    origin: SocketAddr,
+    seeds: &[String],
+    auth: &str,
+    tls: &str,
+) -> PathBuf {
+    let seeds: Vec<String> = seeds.iter().map(|s| format!("\"{s}\"")).collect();
+    let text = format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"127.0.0.1:0\"\n\n\
+         [[backend]]\nhost = \"127.0.0.1\"\nport = {}\n\n\
+         [storage.shared]\nnodes = [{}]\nkey_prefix = \"{PREFIX}\"\nnode_name = \"{name}\"\n\
+         breaker_cooldown = \"300ms\"\nread_timeout = \"200ms\"\nconnect_timeout = \"2s\"\n{auth}\n{tls}\n",
+        origin.port(),
+        seeds.join(", ")
+    );
+    let path = dir.path(&format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn tls_line(ca: &Path, client: Option<&(PathBuf, PathBuf)>) -> String {
+    match client {
+        Some((cert, key)) => format!(
+            "tls = {{ ca = \"{}\", cert = \"{}\", key = \"{}\" }}",
+            ca.display(),
+            cert.display(),
+            key.display()
+        ),
+        None => format!("tls = {{ ca = \"{}\" }}", ca.display()),
+    }
+}
+
+async fn stats(admin: SocketAddr) -> serde_json::Value {
+    serde_json::from_slice(&get(admin, "/stats").await.body).unwrap()
+}
+
+/// Polls `f` every 50 ms, at most `limit`.
+async fn eventually<F, Fut>(limit: Duration, f: F) -> bool
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if f().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// Log lines received so far (without waiting).
+fn drain(node: &Served) -> Vec<String> {
+    node.log.try_iter().collect()
+}
+
+/// Whether `node` logs a line containing `needle` within `limit`.
+fn logs(node: &Served, needle: &str, limit: Duration) -> bool {
+    let start = Instant::now();
+    while let Some(left) = limit.checked_sub(start.elapsed()) {
+        match node.log.recv_timeout(left) {
+            Ok(line) if line.contains(needle) => return true,
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_over_tls() {
+    let pki = Pki::new("redis");
+    // The nodes' certificate names the address the cluster announces (127.0.0.1).
+    let (cert, key) = pki.leaf("redis", &["127.0.0.1"]);
+    let files = TlsFiles {
+        ca: pki.ca_file.clone(),
+        cert,
+        key,
+    };
+    let user: Vec<String> = [
+        "--user",
+        "shellac",
+        "on",
+        ">u-s3cret",
+        "~tt:*",
+        "&tt:*",
+        "+@all",
+        "-@dangerous",
+    ]
+    .map(String::from)
+    .to_vec();
+    let Some(cluster) = Cluster::start_tls(&files, &user) else {
+        return;
+    };
+    // The nodes listen for TLS only.
+    assert!(!common::redis_cluster::cli(cluster.nodes[0].port, &["PING"]).contains("PONG"));
+
+    let origin =
+        Origin::start(|seen| Reply::ok(&format!("{} from origin", seen.path)).cc("max-age=60"))
+            .await;
+    let dir = TempDir::new("fleet-tls");
+    let seeds = cluster.seeds();
+    let client = pki.client("shellac-client", "shellac");
+    let acl = "username = \"shellac\"\npassword = \"u-s3cret\"";
+    let good = tls_line(&pki.ca_file, Some(&client));
+
+    // Two nodes over mutual TLS as the ACL user: one fetch serves both.
+    let a = Served::serve(&[
+        "--config",
+        config(&dir, "a", origin.addr, &seeds, acl, &good)
+            .to_str()
+            .unwrap(),
+    ]);
+    let b = Served::serve(&[
+        "--config",
+        config(&dir, "b", origin.addr, &seeds, acl, &good)
+            .to_str()
+            .unwrap(),
+    ]);
+    for node in [&a, &b] {
+        let admin = node.admin;
+        assert!(
+            eventually(Duration::from_secs(15), || async move {
+                let v: serde_json::Value =
+                    serde_json::from_slice(&get(admin, "/fleet").await.body).unwrap_or_default();
+                v["breaker"] == "closed"
+            })
+            .await,
+            "a node never connected over TLS: {:?}",
+            drain(node)
+        );
+    }
+    let first = get(a.proxy, "/t1").await;
+    assert_eq!(
+        (first.status, first.text()),
+        (200, "/t1 from origin".to_string())
+    );
+    // b finds a's copy (or waits for it, a holding the fleet lease until it is written).
+    let shared = get(b.proxy, "/t1").await;
+    assert_eq!(shared.status, 200);
+    assert!(
+        shared.cache_status().contains("detail=shared"),
+        "{}",
+        shared.cache_status()
+    );
+    assert_eq!(shared.text(), "/t1 from origin");
+    assert_eq!(
+        origin.count_path("/t1"),
+        1,
+        "one origin request for the fleet"
+    );
+    let (sa, sb) = (stats(a.admin).await, stats(b.admin).await);
+    assert_eq!(sa["shared_write"], 1, "{sa}");
+    assert_eq!(sb["shared_hit"], 1, "{sb}");
+    for s in [&sa, &sb] {
+        assert_eq!(s["shared_error"], 0, "{s}");
+        assert_eq!(s["shared_connect_error"], 0, "{s}");
+    }
+    // The objects are under the ACL user's prefix, in the TLS cluster.
+    let keys: String = cluster
+        .nodes
+        .iter()
+        .map(|n| n.cli(&["--scan", "--pattern", "tt:*"]))
+        .collect();
+    assert!(keys.contains("tt:{"), "{keys}");
+
+    // Nodes that cannot use the cluster: another CA, no client certificate (Redis requires
+    // one), a wrong password. Each counts and logs its failed connections, and every client
+    // is answered from the origin.
+    let other = Pki::new("other");
+    let cases = [
+        (
+            "wrong-ca",
+            acl.to_string(),
+            tls_line(&other.ca_file, Some(&client)),
+            "TLS with the Redis cluster failed",
+        ),
+        (
+            "no-cert",
+            acl.to_string(),
+            tls_line(&pki.ca_file, None),
+            "serving without the shared tier",
+        ),
+        (
+            "bad-pass",
+            "username = \"shellac\"\npassword = \"wrong\"".to_string(),
+            good.clone(),
+            "serving without the shared tier",
+        ),
+    ];
+    for (name, auth, tls, logged) in cases {
+        let node = Served::serve(&[
+            "--config",
+            config(&dir, name, origin.addr, &seeds, &auth, &tls)
+                .to_str()
+                .unwrap(),
+        ]);
+        // The first attempt's line may come before the addresses `Served` reads: the
+        // retries (every breaker_cooldown) log it again.
+        assert!(
+            logs(&node, logged, Duration::from_secs(15)),
+            "{name}: no `{logged}` in the log"
+        );
+        for i in 0..3 {
+            let path = format!("/{name}/{i}");
+            let r = get(node.proxy, &path).await;
+            assert_eq!(
+                (r.status, r.text()),
+                (200, format!("{path} from origin")),
+                "{name}"
+            );
+        }
+        let s = stats(node.admin).await;
+        assert_eq!(s["shared_hit"], 0, "{name}: {s}");
+        let v: serde_json::Value =
+            serde_json::from_slice(&get(node.admin, "/fleet").await.body).unwrap();
+        assert_eq!(v["breaker"], "open", "{name}: {v}");
+        assert!(
+            v["connect_errors"].as_u64().unwrap_or(0) >= 1,
+            "{name}: {v}"
+        );
+        node.stop();
+    }
+    a.stop();
+    b.stop();
+    drop(cluster);
+}
+
+/// `shellac check` names a missing CA, a key that is not the certificate's and an unreadable
+/// key file, with file, line and key; `serve` refuses the same file.
+#[test]
+fn check_names_the_shared_tiers_bad_tls_files() {
+    let pki = Pki::new("redis-check");
+    let client = pki.client("client", "shellac");
+    let other = pki.client("other", "other");
+    let missing = pki.dir.join("missing-ca.pem");
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[[backend]]\nhost = \"127.0.0.1\"\n\
+         [storage.shared]\nnodes = \"127.0.0.1:7000\"\n\
+         tls = {{ ca = \"{}\", cert = \"{}\", key = \"{}\" }}\n",
+        missing.display(),
+        client.0.display(),
+        client.1.display()
+    );
+    let file = pki.dir.join("shellac.toml");
+    std::fs::write(&file, &text).unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["check", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("{}:7:", file.display()))
+            && err.contains(&format!(
+                "`storage.shared.tls.ca`: cannot read {}: no such file",
+                missing.display()
+            )),
+        "{err}"
+    );
+
+    // The CA is fine now; the key belongs to another certificate.
+    let text = text
+        .replace(
+            &missing.display().to_string(),
+            &pki.ca_file.display().to_string(),
+        )
+        .replace(
+            &client.1.display().to_string(),
+            &other.1.display().to_string(),
+        );
+    std::fs::write(&file, &text).unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["check", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("`storage.shared.tls.cert`: the key in") && err.contains("does not belong"),
+        "{err}"
+    );
+    let out = std::process::Command::new(BIN)
+        .args(["serve", "--config", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "serve refuses what check refuses");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not belong"));
+}
