@@ -220,3 +220,39 @@ sub vcl_recv {
     assert_eq!(origin.last().headers.get("host").unwrap(), "site.example");
     shellac.stop().await;
 }
+
+/// The built-in VCL is split as in Varnish 7: a VCL's `vcl_req_cookie` / `vcl_beresp_*` run
+/// before the built-in ones, and a bare `return;` skips the built-in rule.
+#[tokio::test]
+async fn split_builtin_subroutines_can_be_overridden() {
+    let origin = Origin::start(|seen| {
+        let r = Reply::ok("x").cc("max-age=600");
+        if seen.path == "/set-cookie" {
+            r.header("set-cookie", "a=1")
+        } else {
+            r
+        }
+    })
+    .await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_req_cookie { return; }
+sub vcl_beresp_cookie {
+    if (bereq.url == "/set-cookie") { return; }
+}
+"#;
+    let shellac = start_vcl("split-builtin", vcl, &[origin.addr]).await;
+    // A Cookie no longer passes the request.
+    get_with(shellac.addr, "/c", &[("cookie", "a=1")]).await;
+    get_with(shellac.addr, "/c", &[("cookie", "b=2")]).await;
+    assert_eq!(origin.count_path("/c"), 1);
+    // Authorization still does (vcl_req_authorization is the built-in one).
+    get_with(shellac.addr, "/auth", &[("authorization", "x")]).await;
+    get_with(shellac.addr, "/auth", &[("authorization", "x")]).await;
+    assert_eq!(origin.count_path("/auth"), 2);
+    // A Set-Cookie response is stored for this URL only.
+    get(shellac.addr, "/set-cookie").await;
+    get(shellac.addr, "/set-cookie").await;
+    assert_eq!(origin.count_path("/set-cookie"), 1);
+    shellac.stop().await;
+}

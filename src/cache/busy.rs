@@ -60,6 +60,8 @@ struct Inner {
     /// Index of `chunks[0]` in the whole body.
     first: usize,
     unread_bytes: usize,
+    /// Body bytes pushed so far.
+    received: u64,
     trimming: bool,
     /// Cursor (chunk index) per registered reader; `None` for free slots.
     cursors: Vec<Option<usize>>,
@@ -97,6 +99,7 @@ impl BusyObject {
                 chunks: VecDeque::new(),
                 first: 0,
                 unread_bytes: 0,
+                received: 0,
                 trimming: false,
                 cursors: Vec::new(),
                 wakers: Vec::new(),
@@ -134,6 +137,14 @@ impl BusyObject {
                 State::Streaming | State::Complete if inner.first > 0 => {
                     Poll::Ready(HeadOutcome::Retry)
                 }
+                // The whole body is here and being stored: wait for the store, then look the
+                // object up (a request right after a fill is a hit, as in Varnish: it runs
+                // vcl_hit, and a conditional request gets its 304).
+                State::Streaming if whole_body_received(&inner) => {
+                    inner.wakers.push(cx.waker().clone());
+                    Poll::Pending
+                }
+                State::Complete if !inner.trimming => Poll::Ready(HeadOutcome::Retry),
                 State::Streaming | State::Complete => {
                     let head = inner.head.clone().expect("head set when streaming");
                     let slot = register(&mut inner);
@@ -178,6 +189,7 @@ impl BusyObject {
     pub fn push(&self, chunk: Bytes) {
         let mut inner = self.lock();
         inner.unread_bytes += chunk.len();
+        inner.received += chunk.len() as u64;
         inner.chunks.push_back(chunk);
         if inner.trimming {
             trim(&mut inner);
@@ -254,6 +266,16 @@ fn register(inner: &mut Inner) -> usize {
             inner.cursors.len() - 1
         }
     }
+}
+
+/// Whether every byte of a body of known length has been pushed (and it is kept whole).
+fn whole_body_received(inner: &Inner) -> bool {
+    !inner.trimming
+        && inner
+            .head
+            .as_ref()
+            .and_then(|h| h.content_length)
+            .is_some_and(|n| n == inner.received)
 }
 
 fn wake_all(inner: &mut Inner) {
@@ -531,6 +553,52 @@ mod tests {
         drop(leader);
         assert_eq!(waiter.await.unwrap(), b"hello world");
         assert!(table.is_empty());
+    }
+
+    /// Regression (varnishtest c00008, c00026, m00057): a request arriving after the whole
+    /// body was received but before the fill stored it followed the busy object (a 200 to a
+    /// conditional request, no vcl_hit). It now waits for the store and looks up again.
+    #[tokio::test]
+    async fn a_waiter_after_the_whole_body_looks_up_the_stored_object() {
+        let table = Arc::new(BusyTable::default());
+        let Join::Leader(mut leader) = table.join(&key()) else {
+            panic!("first is leader")
+        };
+        let obj = leader.object().clone();
+        obj.set_head(BusyHead {
+            status: StatusCode::OK,
+            headers: HeaderMap::new(),
+            content_length: Some(5),
+            vary: vec![],
+            delivered: Default::default(),
+        });
+        obj.push(Bytes::from_static(b"hello"));
+        let Join::Waiter(busy) = table.join(&key()) else {
+            panic!("second waits")
+        };
+        let mut wait = Box::pin(busy.wait_head());
+        let pending = poll_fn(|cx| Poll::Ready(wait.as_mut().poll(cx).is_pending())).await;
+        assert!(pending, "waits for the store");
+        leader.release();
+        obj.finish();
+        assert!(matches!(wait.await, HeadOutcome::Retry));
+        assert!(matches!(table.join(&key()), Join::Leader(_)));
+        // Still streaming (a body of unknown length, or not all of it yet): followed.
+        let Join::Leader(leader) = table.join(&CacheKey::new("example.com", "/b")) else {
+            panic!()
+        };
+        leader.object().set_head(BusyHead {
+            status: StatusCode::OK,
+            headers: HeaderMap::new(),
+            content_length: Some(5),
+            vary: vec![],
+            delivered: Default::default(),
+        });
+        leader.object().push(Bytes::from_static(b"hel"));
+        let Join::Waiter(busy) = table.join(&CacheKey::new("example.com", "/b")) else {
+            panic!()
+        };
+        assert!(matches!(busy.wait_head().await, HeadOutcome::Shared(..)));
     }
 
     #[tokio::test]

@@ -149,6 +149,12 @@ impl Fill {
                 shared.share(&key, &stored, &object, ticket, self.seen);
             }
         }
+        // Out of the busy table before it is complete: a waiter that sees it complete looks
+        // the key up again (`BusyObject::wait_head`) and finds the stored object, or leads a
+        // fetch of its own, instead of joining this one again.
+        if let Some(g) = guard.as_mut() {
+            g.release();
+        }
         busy.finish();
         drop(guard);
     }

@@ -7,10 +7,38 @@ use std::sync::OnceLock;
 
 use super::ast::Vcl;
 use super::parser::parse_file;
-use super::types::Dialect;
+use super::types::{Dialect, Methods, ctx};
 
 /// The file index built-in positions carry (no file of the operator's).
 pub const BUILTIN_FILE: u16 = u16::MAX;
+
+/// 4.x: the subroutines the built-in vcl_recv and vcl_backend_response are split into (as in
+/// Varnish 7), with the subroutine they run in. A VCL may define them; its body runs before
+/// the built-in one, which a bare `return;` skips.
+pub const SPLIT_SUBS: &[(&str, Methods)] = &[
+    ("vcl_req_host", ctx::RECV),
+    ("vcl_req_method", ctx::RECV),
+    ("vcl_req_authorization", ctx::RECV),
+    ("vcl_req_cookie", ctx::RECV),
+    ("vcl_beresp_stale", ctx::BE_RESPONSE),
+    ("vcl_beresp_cookie", ctx::BE_RESPONSE),
+    ("vcl_beresp_control", ctx::BE_RESPONSE),
+    ("vcl_beresp_vary", ctx::BE_RESPONSE),
+    ("vcl_beresp_hitmiss", ctx::BE_RESPONSE),
+];
+
+/// The subroutine a split subroutine of `dialect`'s built-in VCL runs in.
+pub fn split_sub(name: &str, dialect: Dialect) -> Option<Methods> {
+    if dialect.is_legacy() {
+        return None;
+    }
+    SPLIT_SUBS.iter().find(|(n, _)| *n == name).map(|(_, m)| *m)
+}
+
+/// Whether `name` is a built-in subroutine's (`vcl_recv`): not a split one.
+pub fn is_method_name(name: &str, dialect: Dialect) -> bool {
+    name.starts_with("vcl_") && split_sub(name, dialect).is_none()
+}
 
 const V4: &str = include_str!("builtin/builtin-4.vcl");
 const V21: &str = include_str!("builtin/default-2.1.vcl");

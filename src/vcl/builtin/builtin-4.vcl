@@ -1,16 +1,29 @@
 # The built-in VCL of VCL 4.0 and 4.1 files: what runs after the operator's own subroutines
 # when they do not return. Varnish's bin/varnishd/builtin.vcl (BSD-2-Clause, Varnish
-# Software AS), with Shellac's name in the error page.
+# Software AS), with Shellac's name in the error page. As in Varnish 7, vcl_recv and
+# vcl_backend_response call split subroutines (vcl_req_*, vcl_beresp_*) that a VCL may
+# define too: its body runs first, and a bare `return;` skips the built-in one.
 vcl 4.0;
 
 sub vcl_recv {
-    if (req.method == "PRI") {
-        return (synth(405));
-    }
+    call vcl_req_host;
+    call vcl_req_method;
+    call vcl_req_authorization;
+    call vcl_req_cookie;
+    return (hash);
+}
+
+sub vcl_req_host {
     if (!req.http.host &&
       req.esi_level == 0 &&
       req.proto ~ "^(?i)HTTP/1.1") {
         return (synth(400));
+    }
+}
+
+sub vcl_req_method {
+    if (req.method == "PRI") {
+        return (synth(405));
     }
     if (req.method != "GET" &&
       req.method != "HEAD" &&
@@ -25,10 +38,18 @@ sub vcl_recv {
     if (req.method != "GET" && req.method != "HEAD") {
         return (pass);
     }
-    if (req.http.Authorization || req.http.Cookie) {
+}
+
+sub vcl_req_authorization {
+    if (req.http.Authorization) {
         return (pass);
     }
-    return (hash);
+}
+
+sub vcl_req_cookie {
+    if (req.http.Cookie) {
+        return (pass);
+    }
 }
 
 sub vcl_pipe {
@@ -95,15 +116,43 @@ sub vcl_backend_fetch {
 sub vcl_backend_response {
     if (bereq.uncacheable) {
         return (deliver);
-    } else if (beresp.ttl <= 0s ||
-      beresp.http.Set-Cookie ||
-      beresp.http.Surrogate-control ~ "(?i)no-store" ||
-      (!beresp.http.Surrogate-Control &&
-        beresp.http.Cache-Control ~ "(?i:no-cache|no-store|private)") ||
-      beresp.http.Vary == "*") {
-        set beresp.ttl = 120s;
-        set beresp.uncacheable = true;
     }
+    call vcl_beresp_stale;
+    call vcl_beresp_cookie;
+    call vcl_beresp_control;
+    call vcl_beresp_vary;
+    return (deliver);
+}
+
+sub vcl_beresp_stale {
+    if (beresp.ttl <= 0s) {
+        call vcl_beresp_hitmiss;
+    }
+}
+
+sub vcl_beresp_cookie {
+    if (beresp.http.Set-Cookie) {
+        call vcl_beresp_hitmiss;
+    }
+}
+
+sub vcl_beresp_control {
+    if (beresp.http.Surrogate-control ~ "(?i)no-store" ||
+      (!beresp.http.Surrogate-Control &&
+        beresp.http.Cache-Control ~ "(?i:no-cache|no-store|private)")) {
+        call vcl_beresp_hitmiss;
+    }
+}
+
+sub vcl_beresp_vary {
+    if (beresp.http.Vary == "*") {
+        call vcl_beresp_hitmiss;
+    }
+}
+
+sub vcl_beresp_hitmiss {
+    set beresp.ttl = 120s;
+    set beresp.uncacheable = true;
     return (deliver);
 }
 

@@ -393,6 +393,7 @@ impl<'a> Checker<'a> {
                 ),
             }
         }
+        self.split_subs();
         if self.targets.is_empty() && !self.builtin {
             self.error(
                 Pos {
@@ -438,8 +439,11 @@ impl<'a> Checker<'a> {
     }
 
     fn sub_decl(&mut self, name: &str, body: &'a [ast::Stmt], pos: Pos) {
+        // A split subroutine of the built-in VCL (`vcl_req_cookie`): its bodies join as a
+        // built-in subroutine's do, the built-in one last (`split_subs`).
+        let split = super::builtin::split_sub(name, self.dialect).is_some();
         let builtin = name.starts_with("vcl_");
-        if builtin && Method::from_sub(name, self.dialect).is_none() {
+        if builtin && !split && Method::from_sub(name, self.dialect).is_none() {
             let known: Vec<&str> = Method::ALL
                 .into_iter()
                 .filter(|m| m.exists_in(self.dialect))
@@ -471,6 +475,11 @@ impl<'a> Checker<'a> {
             );
             return;
         }
+        self.add_body(name, body, pos, builtin);
+    }
+
+    /// One more body of subroutine `name` (a new one is declared at `pos`).
+    fn add_body(&mut self, name: &str, body: &'a [ast::Stmt], pos: Pos, builtin: bool) {
         let next = self.subs.len();
         let sym = self.subs.entry(name.to_string()).or_insert(SubSym {
             pos,
@@ -483,6 +492,22 @@ impl<'a> Checker<'a> {
         sym.bodies.push(body);
     }
 
+    /// 4.x: the built-in VCL's split subroutines (`vcl_req_cookie`, ...), after the bodies a
+    /// VCL gave them.
+    fn split_subs(&mut self) {
+        if self.dialect.is_legacy() {
+            return;
+        }
+        let builtin: &'static ast::Vcl = super::builtin::source(self.dialect);
+        for d in &builtin.decls {
+            if let Decl::Sub { name, body, pos } = d
+                && super::builtin::split_sub(name, self.dialect).is_some()
+            {
+                self.add_body(name, body, *pos, true);
+            }
+        }
+    }
+
     /// Pass 4 and 5: reachability, then every body checked and compiled.
     fn bodies(&mut self, decls: &'a [Decl]) -> Program {
         self.reach();
@@ -490,7 +515,7 @@ impl<'a> Checker<'a> {
         let mut custom: Vec<(usize, String)> = self
             .subs
             .iter()
-            .filter(|(n, _)| !n.starts_with("vcl_"))
+            .filter(|(n, _)| !super::builtin::is_method_name(n, self.dialect))
             .map(|(n, s)| (s.index, n.clone()))
             .collect();
         custom.sort();

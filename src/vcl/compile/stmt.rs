@@ -35,7 +35,7 @@ impl Checker<'_> {
             ast::Stmt::Call { target, .. } => match target {
                 ast::Expr::Name(n, _) => {
                     if let Some(sym) = self.subs.get(n)
-                        && !n.starts_with("vcl_")
+                        && !super::super::builtin::is_method_name(n, self.dialect)
                     {
                         out.push(Stmt::Call(sym.index));
                     }
@@ -47,14 +47,16 @@ impl Checker<'_> {
                 ),
             },
             ast::Stmt::Return { action, pos } => match action {
-                None if self.here_name.starts_with("vcl_") => self.error(
-                    *pos,
-                    format!(
-                        "Expected '(' got ';': a bare 'return;' leaves a custom subroutine; \
+                None if super::super::builtin::is_method_name(&self.here_name, self.dialect) => {
+                    self.error(
+                        *pos,
+                        format!(
+                            "Expected '(' got ';': a bare 'return;' leaves a custom subroutine; \
                          {} must return an action",
-                        self.here_name
-                    ),
-                ),
+                            self.here_name
+                        ),
+                    )
+                }
                 None => out.push(Stmt::Leave),
                 Some(a) => {
                     if let Some(action) = self.action(a, *pos) {

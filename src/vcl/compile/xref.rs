@@ -4,7 +4,8 @@
 use std::collections::{HashMap, HashSet};
 
 use super::super::ast::{self, Pos};
-use super::super::types::Method;
+use super::super::builtin::{SPLIT_SUBS, is_method_name, split_sub};
+use super::super::types::{Method, Methods};
 use super::Checker;
 
 impl Checker<'_> {
@@ -30,7 +31,7 @@ impl Checker<'_> {
             for (callee, pos) in list {
                 if !self.subs.contains_key(callee) {
                     missing.push((callee.clone(), *pos));
-                } else if callee.starts_with("vcl_") {
+                } else if is_method_name(callee, self.dialect) {
                     missing.push((format!("!{callee}"), *pos));
                 }
             }
@@ -81,20 +82,31 @@ impl Checker<'_> {
                 }
             }
         }
-        // Reachability from each built-in subroutine.
-        for m in Method::ALL {
-            if !m.exists_in(self.dialect) {
-                continue;
+        // Reachability from each built-in subroutine, and from the built-in VCL's split
+        // subroutines (which its vcl_recv / vcl_backend_response call).
+        let mut roots: Vec<(String, Methods)> = Method::ALL
+            .into_iter()
+            .filter(|m| m.exists_in(self.dialect))
+            .map(|m| (m.sub_name().to_string(), m.bit()))
+            .collect();
+        for (name, bit) in SPLIT_SUBS {
+            if split_sub(name, self.dialect).is_some() {
+                if let Some(s) = self.subs.get_mut(*name) {
+                    s.reached |= bit;
+                }
+                roots.push((name.to_string(), *bit));
             }
-            let mut todo = vec![m.sub_name().to_string()];
+        }
+        for (root, bit) in roots {
+            let mut todo = vec![root];
             let mut seen = HashSet::new();
             while let Some(n) = todo.pop() {
                 for (callee, _) in calls.get(&n).cloned().unwrap_or_default() {
                     if seen.insert(callee.clone()) {
                         if let Some(s) = self.subs.get_mut(&callee) {
                             s.used = true;
-                            if !callee.starts_with("vcl_") {
-                                s.reached |= m.bit();
+                            if !is_method_name(&callee, self.dialect) {
+                                s.reached |= bit;
                             }
                         }
                         todo.push(callee);
