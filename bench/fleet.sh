@@ -18,6 +18,9 @@
 #   PHASES="hits purge" bench/fleet.sh                     # some of them (storm hits purge failover)
 #   nice -n -15 bench/fleet.sh     # on a machine busy with other work (as root): latencies are
 #                                  # otherwise the scheduler's
+#   TLS=1 PHASES=hits bench/fleet.sh   # the cluster speaks only TLS (a CA, node and client
+#                                      # certificates made here with openssl; tls-auth-clients
+#                                      # yes) and the nodes use [storage.shared] tls
 PHASES=${PHASES:-storm hits purge failover}
 phase() { [[ " $PHASES " == *" $1 "* ]]; }
 set -euo pipefail
@@ -45,23 +48,50 @@ redis_port() {
   done
 }
 
+# TLS=1: certificates (docs/fleet.md's commands), redis-server and redis-cli arguments, and
+# the [storage.shared] line.
+TLS=${TLS:-0}
+SERVER_TLS=(); CLI_TLS=(); SHARED_TLS=""
+if [[ $TLS == 1 ]]; then
+  command -v openssl >/dev/null || { echo "TLS=1 needs openssl" >&2; exit 1; }
+  (
+    cd "$TMP"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
+      -subj "/CN=bench Redis CA" -keyout ca.key -out ca.pem
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=redis" \
+      -keyout redis.key -out redis.csr
+    openssl x509 -req -in redis.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 30 \
+      -extfile <(printf "subjectAltName=IP:127.0.0.1") -out redis.pem
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=shellac" \
+      -keyout client.key -out client.csr
+    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 30 \
+      -extfile <(printf "extendedKeyUsage=clientAuth") -out client.pem
+  ) >/dev/null 2>&1
+  SERVER_TLS=(--tls-cluster yes --tls-replication yes --tls-auth-clients yes
+    --tls-cert-file "$TMP/redis.pem" --tls-key-file "$TMP/redis.key" --tls-ca-cert-file "$TMP/ca.pem")
+  CLI_TLS=(--tls --cacert "$TMP/ca.pem" --cert "$TMP/client.pem" --key "$TMP/client.key")
+  SHARED_TLS="tls = { ca = \"$TMP/ca.pem\", cert = \"$TMP/client.pem\", key = \"$TMP/client.key\" }"
+fi
+rcli() { redis-cli "${CLI_TLS[@]}" "$@"; }
+
 REDIS_PORTS=()
 REDIS_PIDS=()
 for i in 1 2 3 4 5 6; do
   p=$(redis_port)
   mkdir -p "$TMP/redis-$p"
-  (cd "$TMP/redis-$p" && exec redis-server --port "$p" --bind 127.0.0.1 --cluster-enabled yes \
+  if [[ $TLS == 1 ]]; then port_args=(--port 0 --tls-port "$p"); else port_args=(--port "$p"); fi
+  (cd "$TMP/redis-$p" && exec redis-server "${port_args[@]}" --bind 127.0.0.1 --cluster-enabled yes \
     --cluster-config-file nodes.conf --cluster-node-timeout 1000 --appendonly no --save '' \
-    --logfile redis.log) &
+    --logfile redis.log "${SERVER_TLS[@]}") &
   PIDS+=($!); REDIS_PIDS+=($!); REDIS_PORTS+=("$p")
 done
 for p in "${REDIS_PORTS[@]}"; do
-  for _ in $(seq 100); do redis-cli -p "$p" ping 2>/dev/null | grep -q PONG && break; sleep 0.05; done
+  for _ in $(seq 100); do rcli -p "$p" ping 2>/dev/null | grep -q PONG && break; sleep 0.05; done
 done
-timeout 30 redis-cli --cluster create $(printf '127.0.0.1:%s ' "${REDIS_PORTS[@]}") \
+timeout 30 redis-cli "${CLI_TLS[@]}" --cluster create $(printf '127.0.0.1:%s ' "${REDIS_PORTS[@]}") \
   --cluster-replicas 1 --cluster-yes >"$TMP/create.txt"
 for _ in $(seq 200); do
-  redis-cli -p "${REDIS_PORTS[0]}" cluster info | grep -q 'cluster_state:ok' && break; sleep 0.1
+  rcli -p "${REDIS_PORTS[0]}" cluster info | grep -q 'cluster_state:ok' && break; sleep 0.1
 done
 SEEDS=$(printf '"127.0.0.1:%s", ' "${REDIS_PORTS[@]}"); SEEDS=${SEEDS%, }
 
@@ -71,12 +101,16 @@ start_origin "$ORIGIN"
 start_node() {
   local port admin shared=""
   port=$(free_port); admin=$(free_port)
-  [[ -n $1 ]] && shared=$(printf '[storage.shared]\nnodes = [%s]\nkey_prefix = "%s"\nnode_name = "n%s"\n' "$SEEDS" "$1" "$port")
+  [[ -n $1 ]] && shared=$(printf '[storage.shared]\nnodes = [%s]\nkey_prefix = "%s"\nnode_name = "n%s"\n%s\n' "$SEEDS" "$1" "$port" "$SHARED_TLS")
   printf '[server]\nlisten = ["127.0.0.1:%s"]\nadmin = "127.0.0.1:%s"\n\n[cache]\nmemory_size = "1GiB"\n\n[[backend]]\nhost = "127.0.0.1"\nport = %s\nmax_connections = 1000\n\n%s\n' \
     "$port" "$admin" "$ORIGIN_PORT" "$shared" > "$TMP/node-$port.toml"
   "$SHELLAC" serve --config "$TMP/node-$port.toml" 2>"$TMP/node-$port.err" &
   local pid=$!
   for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$admin/stats" && break; sleep 0.05; done
+  # Connected to the cluster (the breaker closes at the first operation that succeeds).
+  [[ -n $1 ]] && for _ in $(seq 200); do
+    curl -s "http://127.0.0.1:$admin/fleet" | grep -q '"breaker":"closed"' && break; sleep 0.05
+  done
   echo "$port $admin $pid"
 }
 stat() { curl -s "http://127.0.0.1:$1/stats" | python3 -c "import json,sys; print(json.load(sys.stdin)['$2'])"; }
@@ -126,7 +160,7 @@ fi
 phase failover || { stop_nodes; exit 0; }
 MASTER_PID=""
 for i in "${!REDIS_PORTS[@]}"; do
-  if redis-cli -p "${REDIS_PORTS[$i]}" role | head -1 | grep -q master; then MASTER_PID=${REDIS_PIDS[$i]}; break; fi
+  if rcli -p "${REDIS_PORTS[$i]}" role | head -1 | grep -q master; then MASTER_PID=${REDIS_PIDS[$i]}; break; fi
 done
 echo "== a master (pid $MASTER_PID) killed 1.5 s into shared-tier reads on nodes B and C ($FAILOVER_KEYS keys, each read once, 10 s at most)"
 "$LOAD" failover "${NODES[0]}" "$(csv "${NODES[1]}" "${NODES[2]}")" /obj6k/failover/ "$FAILOVER_KEYS" 10 "$MASTER_PID" 1500 | sed 's/^/   /'

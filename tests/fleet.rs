@@ -50,6 +50,9 @@ impl Site {
                     .cc("max-age=60")
                     .header("vary", "accept-language");
             }
+            if seen.path.starts_with("/soft") {
+                reply = Reply::ok(&body).cc("max-age=60, stale-while-revalidate=60");
+            }
             if seen.path.starts_with("/tagged") {
                 reply = reply.header("surrogate-key", "group-7");
             }
@@ -166,6 +169,7 @@ async fn fleet() {
     chunked_objects_and_the_size_cap(&site, &nodes).await;
     purge_ban_and_tags_reach_every_node(&site, &nodes).await;
     a_purge_racing_a_fill_wins(&site, &nodes).await;
+    a_soft_purge_leaves_the_shared_copy_stale(&site, &nodes).await;
     resharding_is_followed(&site, &nodes, &cluster).await;
     a_paused_node_catches_up(&site, &nodes).await;
     a_restarted_node_catches_up(&site, &mut nodes).await;
@@ -355,6 +359,47 @@ async fn a_purge_racing_a_fill_wins(site: &Site, nodes: &[Node]) {
         expect(&n.get("/race").await, "/race", 2, n.name);
     }
     assert!(a.stat("shared_write_purged").await + a.stat("shared_write").await >= 1);
+}
+
+/// A soft purge marks the shared copy stale instead of removing it (issue 22): a node that
+/// never had the URL serves the old copy within grace while one refresh fetches the new one,
+/// as a single node's soft purge does.
+async fn a_soft_purge_leaves_the_shared_copy_stale(site: &Site, nodes: &[Node]) {
+    let [a, b, c] = nodes else { unreachable!() };
+    expect(&a.get("/soft1").await, "/soft1", 1, "a");
+    let r = b.get("/soft1").await;
+    expect(&r, "/soft1", 1, "b");
+    assert!(
+        r.cache_status().contains("detail=shared"),
+        "{}",
+        r.cache_status()
+    );
+    site.bump("/soft1");
+    let r = b.purge("/soft1", &[("soft-purge", "1")]).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.text().contains("confirmed by a, c"), "{}", r.text());
+    // c never had it: the shared copy, stale now, is served in grace (not a miss).
+    let r = c.get("/soft1").await;
+    expect(&r, "/soft1", 1, "c (grace)");
+    assert!(
+        r.cache_status().contains("stale-while-revalidate"),
+        "{}",
+        r.cache_status()
+    );
+    // The refresh brings v2 to every node; the fleet asked the origin for it at most once
+    // per node (each node's local copy is refreshed by that node).
+    for n in nodes {
+        let mut v2 = false;
+        for _ in 0..100 {
+            if n.get("/soft1").await.text() == "/soft1 v2" {
+                v2 = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(v2, "{}: never refreshed after the soft purge", n.name);
+    }
+    assert!(site.origin.count_path("/soft1") <= 4);
 }
 
 /// A slot moves to another master while nodes read it: ASK during the move, MOVED after.

@@ -94,7 +94,9 @@ pub async fn broadcast(tier: &Arc<SharedTier>, inv: Invalidation) -> Broadcast {
 
 async fn remove_shared(tier: &SharedTier, inv: &Invalidation, at: Position) -> Option<u64> {
     match inv {
-        Invalidation::Purge(k) | Invalidation::Soft(k) => tier.purge_url(k, at).await,
+        Invalidation::Purge(k) => tier.purge_url(k, at).await,
+        // Marked stale, not removed: other nodes still serve it in grace, as the local tiers do.
+        Invalidation::Soft(k) => tier.soft_purge_url(k).await,
         Invalidation::Tags(tags) => {
             let mut n = 0;
             for tag in tags {

@@ -201,6 +201,8 @@ fn put_bytes(b: &mut BytesMut, v: &[u8]) {
 pub struct Meta {
     pub generation: u64,
     pub chunks: u32,
+    /// When the object was stored (wall-clock ms, the storing node's clock).
+    stored_ms: u64,
     body_len: u64,
     body_hash: u64,
     /// The object with an empty body (filled by [`Meta::into_object`]).
@@ -304,6 +306,7 @@ pub fn decode(key: &CacheKey, record: Bytes) -> Result<Meta, Refused> {
     Ok(Meta {
         generation,
         chunks,
+        stored_ms,
         body_len,
         body_hash,
         object,
@@ -352,6 +355,19 @@ fn get_bytes(r: &mut Bytes) -> Result<Bytes, Refused> {
 
 impl Meta {
     /// The object without its body (the admin API reports what is stored, reads no chunk).
+    /// A soft purge of the URL at `mark_ms` (wall clock): a copy stored until then is stale
+    /// from that moment on — its freshness cut to its age then, grace and keep counted from
+    /// there, as the local tiers' soft purge does at the moment it runs. A copy stored after
+    /// it (a refresh) is untouched.
+    pub fn soft_purged(&mut self, mark_ms: u64) {
+        if self.stored_ms > mark_ms {
+            return;
+        }
+        let age_then =
+            self.object.initial_age.get() + Duration::from_millis(mark_ms - self.stored_ms);
+        self.object.ttl = Span::new(self.object.ttl.get().min(age_then));
+    }
+
     pub fn head_only(self) -> Object {
         self.object
     }
@@ -392,6 +408,40 @@ impl Meta {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A soft purge makes an older copy stale from its moment, grace counted from there; a
+    /// copy stored after it stays fresh.
+    #[test]
+    fn a_soft_purge_mark_makes_older_copies_stale_from_its_moment() {
+        let key = CacheKey::new("h", "/soft");
+        let mut o = object(b"body");
+        o.ttl = Span::new(Duration::from_secs(600));
+        o.grace = Span::new(Duration::from_secs(60));
+        o.stale_ok = true;
+        let e = encode(&key, &o, 1, Instant::now()).unwrap();
+        let now_ms = wall_ms();
+
+        let mut meta = decode(&key, e.meta.clone()).unwrap();
+        meta.soft_purged(now_ms + 1);
+        let stale = meta.into_object(Vec::new()).unwrap();
+        // A few milliseconds after the mark.
+        let now = Instant::now() + Duration::from_millis(50);
+        assert!(!stale.is_fresh(now));
+        assert!(stale.within_grace(now), "within grace after the soft purge");
+        assert!(
+            !stale.within_grace(now + Duration::from_secs(61)),
+            "grace from the purge"
+        );
+
+        // Purged 30 s ago (before this copy was stored): untouched.
+        let mut meta = decode(&key, e.meta.clone()).unwrap();
+        meta.soft_purged(now_ms - 30_000);
+        assert!(
+            meta.into_object(Vec::new())
+                .unwrap()
+                .is_fresh(Instant::now())
+        );
+    }
 
     fn object(body: &[u8]) -> Object {
         let mut o = crate::cache::test_object(&[("content-type", "text/html"), ("etag", "\"a\"")]);

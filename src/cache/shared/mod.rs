@@ -253,11 +253,16 @@ impl SharedTier {
                 return Found::Miss(None);
             };
             let mut parts = reply.array().into_iter();
-            let (meta, names, word) = (parts.next(), parts.next(), parts.next());
+            let (meta, names, word, soft) =
+                (parts.next(), parts.next(), parts.next(), parts.next());
             let word = word.as_ref().and_then(Reply::text).unwrap_or("");
             match word {
                 "hit" => {
-                    if let Some(object) = self.read(&keys, key, meta.and_then(Reply::data)).await {
+                    let soft = soft
+                        .and_then(|s| s.int())
+                        .and_then(|s| u64::try_from(s).ok());
+                    let record = meta.and_then(Reply::data);
+                    if let Some(object) = self.read(&keys, key, record, soft).await {
                         if waited {
                             self.counters.shared_lease_waited_hit.inc();
                         }
@@ -307,8 +312,15 @@ impl SharedTier {
     }
 
     /// The object a metadata record names, its chunks read in one round trip (same slot).
-    async fn read(&self, keys: &UrlKeys, key: &CacheKey, record: Option<Bytes>) -> Option<Object> {
-        let meta = match layout::decode(key, record?) {
+    /// `soft`: the URL's last soft purge (wall ms), which makes a copy stored before it stale.
+    async fn read(
+        &self,
+        keys: &UrlKeys,
+        key: &CacheKey,
+        record: Option<Bytes>,
+        soft: Option<u64>,
+    ) -> Option<Object> {
+        let mut meta = match layout::decode(key, record?) {
             Ok(meta) => meta,
             Err(why) => {
                 tracing::debug!(%key, ?why, "shared record not used");
@@ -316,6 +328,9 @@ impl SharedTier {
                 return None;
             }
         };
+        if let Some(mark) = soft {
+            meta.soft_purged(mark);
+        }
         let chunks = if meta.chunks == 0 {
             Vec::new()
         } else {
@@ -363,6 +378,20 @@ impl SharedTier {
             ],
         );
         let n = self.call(self.write_timeout, purge).await?.int()?;
+        Some(n.max(0) as u64)
+    }
+
+    /// Soft-purges every variant of `primary` in the shared tier: its copies stay, stale from
+    /// now (grace and keep still apply, on every node that reads them). None if Redis could
+    /// not be asked.
+    pub async fn soft_purge_url(&self, primary: &CacheKey) -> Option<u64> {
+        let keys = UrlKeys::new(&self.prefix, primary);
+        let soft = self.remote.eval(
+            &scripts::SOFT_PURGE,
+            vec![keys.index()],
+            vec![keys.base(), layout::wall_ms().to_string().into_bytes()],
+        );
+        let n = self.call(self.write_timeout, soft).await?.int()?;
         Some(n.max(0) as u64)
     }
 

@@ -48,8 +48,9 @@ end
 
 /// KEYS: index. ARGV: base, variant (hex), lease token (`""`: no lease), lease ms, `1` when
 /// the key is a primary key (a URL that varies then answers `vary`).
-/// Returns `{meta|nil, names|nil, word}`, word one of `hit`, `vary`, `miss`, `lease`
-/// (this caller now holds it), `held` (another node fetches), `pass` (uncacheable).
+/// Returns `{meta|nil, names|nil, word, soft|nil}`, word one of `hit`, `vary`, `miss`,
+/// `lease` (this caller now holds it), `held` (another node fetches), `pass` (uncacheable);
+/// with `hit`, `soft` is the URL's last soft purge (wall ms, [`SOFT_PURGE`]).
 pub static LOOKUP: Script = Script {
     name: "lookup",
     source: lua!(
@@ -60,7 +61,7 @@ if names and ARGV[5] == '1' then
 end
 local meta = redis.call('GET', ARGV[1] .. 'm' .. ARGV[2])
 if meta then
-  return {meta, names, 'hit'}
+  return {meta, names, 'hit', redis.call('GET', ARGV[1] .. 's')}
 end
 local lease = ARGV[1] .. 'l' .. ARGV[2]
 local held = redis.call('GET', lease)
@@ -172,6 +173,49 @@ local mark = redis.call('GET', mark_key)
 if not mark or after(ARGV[2], mark) then
   redis.call('SET', mark_key, ARGV[2], 'PX', ARGV[3])
 end
+return n
+"#
+    ),
+};
+
+/// KEYS: index. ARGV: base, the soft purge's moment (wall ms). Marks the URL soft-purged at
+/// that moment (`P{h}s`, the latest mark kept) for as long as any copy of it lives; readers
+/// treat copies stored until then as stale from then (`Meta::soft_purged`), so other nodes
+/// still serve them in grace and revalidate them. Returns the copies it concerns.
+pub static SOFT_PURGE: Script = Script {
+    name: "soft_purge",
+    source: lua!(
+        r#"
+local meta_base, mark_key = ARGV[1] .. 'm', ARGV[1] .. 's'
+local keys = {meta_base .. '0'}
+for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if f ~= 'names' and f ~= '0' then
+    table.insert(keys, meta_base .. f)
+  end
+end
+local n, longest = 0, 0
+for _, k in ipairs(keys) do
+  local t = redis.call('PTTL', k)
+  if t > 0 then
+    n = n + 1
+    if t > longest then
+      longest = t
+    end
+  end
+end
+if n == 0 then
+  return 0
+end
+local old = redis.call('GET', mark_key)
+local mark = ARGV[2]
+if old and tonumber(old) > tonumber(mark) then
+  mark = old
+end
+local left = redis.call('PTTL', mark_key)
+if left > longest then
+  longest = left
+end
+redis.call('SET', mark_key, mark, 'PX', longest)
 return n
 "#
     ),
