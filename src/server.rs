@@ -456,15 +456,21 @@ async fn client_connection(
             Arc::new(OpenConn(live.load().shared.clone()))
         }
     };
+    // The TLS and HTTP/2 sessions are boxed too (as `serve_session` below): this task's
+    // future is as large as its largest branch, and an idle HTTP/2 connection would
+    // otherwise carry the TLS branch's size (bench/RESULTS.md, idle HTTP/2 memory).
     if let Some(start) = tls {
-        return tls_conn::run(stream, peer, live, shutdown, open, new_since, start).await;
+        return Box::pin(tls_conn::run(
+            stream, peer, live, shutdown, open, new_since, start,
+        ))
+        .await;
     }
     // A new connection on a listener that accepts h2c: HTTP/2 if it starts with the preface.
     if h2c && (new_since.is_some() || !resumed) {
         let since = new_since.unwrap_or_else(now_ms);
         match sniff_preface(&stream, since.saturating_add(ms(cfg.header_read_timeout.0))).await {
             Some(true) => {
-                h2::serve(stream, peer, live.clone(), shutdown, None).await;
+                Box::pin(h2::serve(stream, peer, live.clone(), shutdown, None)).await;
                 return;
             }
             Some(false) => {}

@@ -50,9 +50,11 @@ static ALLOC: Counting = Counting;
 const CONNS: usize = 200;
 
 /// Bytes of heap one idle connection may add (Shellac's side and the test client's). Measured
-/// ~9.5 KiB in a debug build, most of it (7.2 KiB) the connection task's future, then h2's
-/// and hyper's connection state; before the patch h2's buffers alone added 28 KiB to that.
-const BOUND: isize = 16 * 1024;
+/// ~5.9 KiB in a debug build: the connection task with its boxed HTTP/2 session (hyper's and
+/// h2's connection, the frame watcher, the session loop: ~3 KiB), h2's stream table and HPACK
+/// tables, the sockets' registrations, the client's buffer. Before, h2's buffers alone added
+/// 28 KiB, and the task carried the TLS branch's size (another ~3.5 KiB).
+const BOUND: isize = 8 * 1024;
 
 async fn answered(raw: &mut Raw, stream: u32) {
     raw.get(stream, "/idle").await;
