@@ -661,8 +661,14 @@ impl Recv {
         let is_ignoring_frame = stream.state.is_local_error();
 
         if !is_ignoring_frame && !stream.state.is_recv_streaming() {
-            // TODO: There are cases where this can be a stream error of
-            // STREAM_CLOSED instead...
+            if let Some(err) = stream.state.recv_after_end_stream(stream.id) {
+                // RFC 9113 §5.1: STREAM_CLOSED, a stream error on a half-closed (remote)
+                // stream. The frame still counts against the connection window (the caller
+                // releases it on a stream error). (Shellac's patch; see PATCHES.md.)
+                proto_err!(stream: "DATA after END_STREAM; stream={:?}", stream.id);
+                self.consume_connection_window(sz)?;
+                return Err(err);
+            }
 
             // Receiving a DATA frame when not expecting one is a protocol
             // error.

@@ -411,6 +411,18 @@ impl State {
         )
     }
 
+    /// The error for a DATA or HEADERS frame on a stream whose remote side has ended
+    /// (END_STREAM received), RFC 9113 §5.1: half-closed (remote), a stream error
+    /// STREAM_CLOSED; closed by END_STREAM both ways, a connection error STREAM_CLOSED.
+    /// `None` in other states (h2's own handling applies). (Shellac's patch; see PATCHES.md.)
+    pub fn recv_after_end_stream(&self, id: StreamId) -> Option<Error> {
+        match self.inner {
+            HalfClosedRemote(..) => Some(Error::library_reset(id, Reason::STREAM_CLOSED)),
+            Closed(Cause::EndStream) => Some(Error::library_go_away(Reason::STREAM_CLOSED)),
+            _ => None,
+        }
+    }
+
     pub fn is_recv_streaming(&self) -> bool {
         matches!(
             self.inner,

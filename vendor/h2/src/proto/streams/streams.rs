@@ -582,6 +582,11 @@ impl Inner {
                     },
                     Err(RecvHeaderBlockError::State(err)) => Err(err),
                 }
+            } else if let Some(err) = stream.state.recv_after_end_stream(stream.id) {
+                // HEADERS after END_STREAM: not trailers, STREAM_CLOSED (RFC 9113 §5.1).
+                // (Shellac's patch; see PATCHES.md.)
+                proto_err!(stream: "recv_headers: HEADERS after END_STREAM; stream={:?}", stream.id);
+                Err(err)
             } else {
                 if !frame.is_end_stream() {
                     // Receiving trailers that don't set EOS is a "malformed"
