@@ -612,6 +612,39 @@ sub vcl_deliver { set resp.http.x-xid = req.xid; }
     shellac.stop().await;
 }
 
+/// Under VCL the client's `X-Forwarded-For` reaches the program, which appends the client
+/// (4.x before vcl_recv, 2.x in its built-in vcl_recv) as Varnish does; without VCL an
+/// untrusted client's is replaced.
+#[tokio::test]
+async fn forwarded_for_is_the_programs_under_vcl() {
+    let origin = Origin::start(|_| Reply::ok("x")).await;
+    let xff = |o: &Origin| {
+        o.last()
+            .headers
+            .get("x-forwarded-for")
+            .map(|v| v.to_str().unwrap().to_string())
+    };
+    for (name, vcl) in [
+        ("xff-4x", "vcl 4.1;\nbackend b { ${origin0} }\n"),
+        ("xff-2x", "backend b { ${origin0} }\n"),
+    ] {
+        let shellac = start_vcl(name, vcl, &[origin.addr]).await;
+        get(shellac.addr, "/1").await;
+        assert_eq!(xff(&origin).as_deref(), Some("127.0.0.1"), "{name}");
+        get_with(shellac.addr, "/2", &[("x-forwarded-for", "1.2.3.4")]).await;
+        assert_eq!(
+            xff(&origin).as_deref(),
+            Some("1.2.3.4, 127.0.0.1"),
+            "{name}"
+        );
+        shellac.stop().await;
+    }
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    get_with(shellac.addr, "/3", &[("x-forwarded-for", "1.2.3.4")]).await;
+    assert_eq!(xff(&origin).as_deref(), Some("127.0.0.1"));
+    shellac.stop().await;
+}
+
 /// The backend's health as the admin API reports it.
 async fn healthy(shellac: &Shellac, name: &str) -> bool {
     let resp = request(shellac.admin, "GET", "/backends", &[], b"").await;

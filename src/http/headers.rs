@@ -62,6 +62,18 @@ pub const FORWARDING_FIELDS: [&str; 14] = [
 /// Removes the rewrite fields, and the forwarding fields unless the client is a trusted proxy.
 /// One pass over the names first: on most requests there is nothing to remove.
 pub fn sanitize_request(headers: &mut HeaderMap, trusted: bool) {
+    sanitize(headers, trusted, false);
+}
+
+/// [`sanitize_request`] under a VCL program: the client's `X-Forwarded-For` stays, whoever
+/// sends it, because the program decides what becomes of it — as in Varnish, whose
+/// built-in VCL appends the client's address to it (docs/vcl.md). The other forwarding
+/// fields follow `server.trusted_proxies` as without VCL.
+pub fn sanitize_request_for_vcl(headers: &mut HeaderMap, trusted: bool) {
+    sanitize(headers, trusted, true);
+}
+
+fn sanitize(headers: &mut HeaderMap, trusted: bool, keep_xff: bool) {
     if !headers
         .keys()
         .any(|n| removed_from_request(n.as_str(), trusted))
@@ -73,7 +85,9 @@ pub fn sanitize_request(headers: &mut HeaderMap, trusted: bool) {
     }
     if !trusted {
         for name in FORWARDING_FIELDS {
-            headers.remove(name);
+            if !(keep_xff && name == "x-forwarded-for") {
+                headers.remove(name);
+            }
         }
     }
 }
@@ -373,6 +387,18 @@ mod tests {
         assert_eq!(fwd[1], "for=\"[::1]\";host=\"www.example\";proto=http");
         assert_eq!(trusted.get_all("via").iter().count(), 2);
         assert!(!trusted.contains_key("x-original-url"));
+    }
+
+    #[test]
+    fn under_vcl_the_clients_forwarded_for_stays() {
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", HeaderValue::from_static("1.2.3.4"));
+        h.insert("x-forwarded-proto", HeaderValue::from_static("https"));
+        h.insert("x-original-url", HeaderValue::from_static("/admin"));
+        sanitize_request_for_vcl(&mut h, false);
+        assert_eq!(h.get("x-forwarded-for").unwrap(), "1.2.3.4");
+        assert!(h.get("x-forwarded-proto").is_none());
+        assert!(h.get("x-original-url").is_none());
     }
 
     #[test]

@@ -252,7 +252,11 @@ impl Proxy {
     /// normalised (`http::target`).
     pub fn handle(self: Arc<Self>, mut req: Request<Incoming>, client: SocketAddr) -> Handled {
         let trusted = self.config.server.trusts(client.ip());
-        crate::http::headers::sanitize_request(req.headers_mut(), trusted);
+        if self.vcl.is_some() {
+            crate::http::headers::sanitize_request_for_vcl(req.headers_mut(), trusted);
+        } else {
+            crate::http::headers::sanitize_request(req.headers_mut(), trusted);
+        }
         if let Some(normal) = req
             .uri()
             .path_and_query()
