@@ -645,6 +645,28 @@ async fn forwarded_for_is_the_programs_under_vcl() {
     shellac.stop().await;
 }
 
+/// `req.hash_always_miss` fetches anew even though the object is stored (the leader's second
+/// look at the cache must not find it either), and the new copy replaces the old one.
+#[tokio::test]
+async fn hash_always_miss_refetches_a_stored_object() {
+    let origin = Origin::start(|_| Reply::ok("x").cc("max-age=60")).await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_recv { if (req.http.x-missit == "1") { set req.hash_always_miss = true; } }
+"#;
+    let shellac = start_vcl("always-miss", vcl, &[origin.addr]).await;
+    get(shellac.addr, "/").await;
+    get(shellac.addr, "/").await;
+    assert_eq!(origin.count(), 1);
+    let r = get_with(shellac.addr, "/", &[("x-missit", "1")]).await;
+    assert_eq!(origin.count(), 2);
+    assert_eq!(r.header("x-varnish"), Some("1006"), "a miss, not a hit");
+    let r = get(shellac.addr, "/").await;
+    assert_eq!(origin.count(), 2);
+    assert_eq!(r.header("x-varnish"), Some("1009 1007"), "the new copy");
+    shellac.stop().await;
+}
+
 /// The backend's health as the admin API reports it.
 async fn healthy(shellac: &Shellac, name: &str) -> bool {
     let resp = request(shellac.admin, "GET", "/backends", &[], b"").await;
