@@ -45,7 +45,8 @@ impl Vmod {
     }
 }
 
-/// Converts a Varnish replacement (`\1` a group, `\0` the match, `\\` a backslash) to the
+/// Converts a Varnish replacement (`\1` a group, `\0` the match, `\` before any other character
+/// that character, a final `\` itself) to the
 /// regex crate's (`${1}`, `$$`).
 pub(crate) fn replacement(varnish: &str) -> String {
     let mut out = String::with_capacity(varnish.len() + 8);
@@ -60,11 +61,17 @@ pub(crate) fn replacement(varnish: &str) -> String {
                     out.push('}');
                     chars.next();
                 }
-                Some('\\') => {
-                    out.push('\\');
+                // As VRT_regsub: a backslash before anything but a digit stands for that
+                // character (`\&` is `&`, `\\` one backslash); a final one for itself.
+                Some('$') => {
+                    out.push_str("$$");
                     chars.next();
                 }
-                _ => out.push('\\'),
+                Some(c) => {
+                    out.push(*c);
+                    chars.next();
+                }
+                None => out.push('\\'),
             },
             c => out.push(c),
         }
@@ -593,6 +600,7 @@ mod tests {
     fn replacements_use_the_regex_crates_syntax() {
         assert_eq!(replacement(r"\1-\0"), "${1}-${0}");
         assert_eq!(replacement("$5 a\\\\b"), "$$5 a\\b");
-        assert_eq!(replacement(r"\x"), r"\x");
+        assert_eq!(replacement(r"\x\&\$"), "x&$$");
+        assert_eq!(replacement(r"a\"), r"a\");
     }
 }
