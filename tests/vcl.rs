@@ -646,10 +646,11 @@ async fn forwarded_for_is_the_programs_under_vcl() {
 }
 
 /// `req.hash_always_miss` fetches anew even though the object is stored (the leader's second
-/// look at the cache must not find it either), and the new copy replaces the old one.
+/// look at the cache must not find it either), and the new copy replaces the old one — stored
+/// before the response ends, even with an empty body (whose response ends at its head).
 #[tokio::test]
 async fn hash_always_miss_refetches_a_stored_object() {
-    let origin = Origin::start(|_| Reply::ok("x").cc("max-age=60")).await;
+    let origin = Origin::start(|_| Reply::ok("").cc("max-age=60")).await;
     let vcl = r#"vcl 4.1;
 backend b { ${origin0} }
 sub vcl_recv { if (req.http.x-missit == "1") { set req.hash_always_miss = true; } }

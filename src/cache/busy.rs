@@ -224,6 +224,20 @@ impl BusyObject {
         .await
     }
 
+    /// Waits until the fill has settled: the body complete (and the object stored), or the
+    /// fetch failed or was abandoned.
+    pub async fn settled(&self) {
+        poll_fn(|cx| {
+            let mut inner = self.lock();
+            if matches!(inner.state, State::Pending | State::Streaming) && !inner.trimming {
+                inner.wakers.push(cx.waker().clone());
+                return Poll::Pending;
+            }
+            Poll::Ready(())
+        })
+        .await
+    }
+
     /// The body is complete.
     pub fn finish(&self) {
         let mut inner = self.lock();
@@ -322,12 +336,34 @@ pub enum ChunkPoll {
 
 impl BusyReader {
     pub fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<ChunkPoll> {
+        self.poll_chunk_settled(cx, None)
+    }
+
+    /// [`BusyReader::poll_chunk`] for a body of which `remaining` bytes are still to come:
+    /// the chunk that completes them is handed out only once the fill has settled (the
+    /// object stored, or given up). A client that has read the whole body and asks again —
+    /// a conditional request, a `hash_always_miss` refetch followed by a plain request —
+    /// then finds the new object stored instead of the copy it replaces (or none). The wait
+    /// is the fill's last step after the backend's last byte: no I/O.
+    pub fn poll_chunk_settled(
+        &mut self,
+        cx: &mut Context<'_>,
+        remaining: Option<u64>,
+    ) -> Poll<ChunkPoll> {
         let mut inner = self.object.lock();
         let Some(cursor) = inner.cursors.get(self.slot).copied().flatten() else {
             return Poll::Ready(ChunkPoll::Failed);
         };
         if cursor < inner.first + inner.chunks.len() {
-            let chunk = inner.chunks[cursor - inner.first].clone();
+            let chunk = &inner.chunks[cursor - inner.first];
+            if remaining.is_some_and(|r| chunk.len() as u64 >= r)
+                && !inner.trimming
+                && matches!(inner.state, State::Pending | State::Streaming)
+            {
+                inner.wakers.push(cx.waker().clone());
+                return Poll::Pending;
+            }
+            let chunk = chunk.clone();
             inner.cursors[self.slot] = Some(cursor + 1);
             if inner.trimming {
                 trim(&mut inner);
@@ -658,5 +694,38 @@ mod tests {
         ));
         assert_eq!(obj.lock().chunks.len(), 1);
         assert_eq!(obj.lock().first, 1);
+    }
+
+    /// Regression (varnishtest c00037, c00008): the chunk that completes a known length
+    /// waits for the fill to settle, so a client that read the body and asks again finds
+    /// the object stored, not the copy it replaces.
+    #[test]
+    fn the_last_chunk_waits_for_the_fill_to_settle() {
+        let obj = BusyObject::new();
+        obj.set_head(BusyHead {
+            status: StatusCode::OK,
+            headers: HeaderMap::new(),
+            content_length: Some(2),
+            vary: vec![],
+            delivered: Default::default(),
+        });
+        let mut r = obj.reader();
+        obj.push(Bytes::from_static(b"a"));
+        obj.push(Bytes::from_static(b"b"));
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(matches!(
+            r.poll_chunk_settled(&mut cx, Some(2)),
+            Poll::Ready(ChunkPoll::Chunk(_))
+        ));
+        assert!(r.poll_chunk_settled(&mut cx, Some(1)).is_pending());
+        obj.finish();
+        assert!(matches!(
+            r.poll_chunk_settled(&mut cx, Some(1)),
+            Poll::Ready(ChunkPoll::Chunk(_))
+        ));
+        assert!(matches!(
+            r.poll_chunk_settled(&mut cx, Some(0)),
+            Poll::Ready(ChunkPoll::End)
+        ));
     }
 }

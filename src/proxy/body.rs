@@ -236,7 +236,7 @@ impl Body for ResponseBody {
                     Poll::Pending => break Poll::Pending,
                 }
             },
-            Kind::Busy { reader, remaining } => match reader.poll_chunk(cx) {
+            Kind::Busy { reader, remaining } => match reader.poll_chunk_settled(cx, *remaining) {
                 Poll::Ready(ChunkPoll::Chunk(c)) => {
                     if let Some(r) = remaining {
                         *r = r.saturating_sub(c.len() as u64);

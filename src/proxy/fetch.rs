@@ -282,7 +282,14 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         piece: None,
         seen,
     };
-    tokio::spawn(fill.run(proxy.clone(), primary, busy, guard, body));
+    let empty = content_length == Some(0) && !txn.head_only;
+    tokio::spawn(fill.run(proxy.clone(), primary, busy.clone(), guard, body));
+    // An empty body ends the response at its head, before the fill stores the object: wait
+    // for that (it has nothing to read), so the client's next request finds it stored
+    // (`BusyReader::poll_chunk_settled` does the same for a body's last chunk).
+    if empty {
+        busy.settled().await;
+    }
     let body = match reader {
         Some(r) => ResponseBody::busy(r, content_length),
         None => ResponseBody::empty(),
