@@ -181,7 +181,13 @@ sub vcl_synth { set resp.http.purged = req.http.purged; }
 /// the stored object and answered with it.
 #[tokio::test]
 async fn hash_always_miss_fetches_even_when_the_object_is_stored() {
-    let origin = Origin::start(|_| Reply::ok("x").cc("max-age=600")).await;
+    let n = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = n.clone();
+    let origin = Origin::start(move |_| {
+        let v = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        Reply::ok(&format!("v{v}")).cc("max-age=600")
+    })
+    .await;
     let vcl = r#"vcl 4.1;
 backend b { ${origin0} }
 sub vcl_recv {
@@ -190,10 +196,13 @@ sub vcl_recv {
 "#;
     let shellac = start_vcl("always-miss", vcl, &[origin.addr]).await;
     get(shellac.addr, "/").await;
-    get(shellac.addr, "/").await;
+    assert_eq!(get(shellac.addr, "/").await.text(), "v1");
     assert_eq!(origin.count(), 1);
-    get_with(shellac.addr, "/", &[("x-missit", "1")]).await;
+    let r = get_with(shellac.addr, "/", &[("x-missit", "1")]).await;
+    assert_eq!(r.text(), "v2");
     assert_eq!(origin.count(), 2);
+    // The refreshed copy replaced the old one at once (varnishtest c00037's last request).
+    assert_eq!(get(shellac.addr, "/").await.text(), "v2");
     shellac.stop().await;
 }
 

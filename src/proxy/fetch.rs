@@ -257,6 +257,15 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
     if plan.initial_age.as_secs() > 0 {
         head_headers.insert(header::AGE, HeaderValue::from(plan.initial_age.as_secs()));
     }
+    // VCL's `req.hash_always_miss`: the copy it refreshes goes now, so requests from here on
+    // follow this fetch (and then hit what it stores) rather than the copy it replaces.
+    if guard.is_some() && txn.vcl.as_ref().is_some_and(|v| v.state.hash_always_miss) {
+        let variant = proxy.cache.variant_key(&primary, &txn.req.headers);
+        proxy
+            .cache
+            .storage
+            .remove(variant.as_ref().unwrap_or(&primary));
+    }
     let busy = guard
         .as_ref()
         .map(|g| g.object().clone())
