@@ -265,3 +265,30 @@ sub vcl_beresp_cookie {
     assert_eq!(origin.count_path("/set-cookie"), 1);
     shellac.stop().await;
 }
+
+/// Varnish 2.x's grace (varnishtest 2.1.5/v00023): a stale copy within grace answers only
+/// while a fetch of it is in progress or the backend is sick; otherwise it is fetched anew.
+/// 4.x serves it and refreshes it in the background.
+#[tokio::test]
+async fn grace_in_2x_files_waits_for_a_reason() {
+    let n = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = n.clone();
+    let origin = Origin::start(move |_| {
+        let v = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        Reply::ok(&format!("v{v}")).cc("max-age=60")
+    })
+    .await;
+    let vcl = r#"
+backend b { ${origin0} }
+sub vcl_fetch {
+    set beresp.ttl = 0s;
+    set beresp.grace = 1h;
+}
+"#;
+    let shellac = start_vcl("grace-2x", vcl, &[origin.addr]).await;
+    assert_eq!(get(shellac.addr, "/").await.text(), "v1");
+    // Stale at once, within grace, the backend healthy and idle: fetched anew.
+    assert_eq!(get(shellac.addr, "/").await.text(), "v2");
+    assert_eq!(origin.count(), 2);
+    shellac.stop().await;
+}

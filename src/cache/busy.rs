@@ -452,6 +452,11 @@ impl BusyTable {
         }
     }
 
+    /// Whether a fetch of `key` is in progress.
+    pub fn contains(&self, key: &CacheKey) -> bool {
+        self.shard(key).contains_key(key)
+    }
+
     /// Fetches in progress.
     pub fn len(&self) -> usize {
         self.shards

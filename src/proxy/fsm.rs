@@ -779,6 +779,12 @@ impl Txn {
             }
             None => object.within_grace(now),
         };
+        // (`count` is false for the leader's second look: the fetch in progress is its own.)
+        if graced && !self.legacy_grace_applies(key, !count) {
+            // 2.x: a stale copy is fetched anew unless grace is what Varnish 2.1 kept it for.
+            self.stale = Some(object);
+            return None;
+        }
         if graced {
             return Some(Step::Grace(object));
         }
@@ -786,6 +792,29 @@ impl Txn {
             self.stale = Some(object);
         }
         None
+    }
+
+    /// Varnish 2.x's grace: a stale copy within grace answers only while a fetch of it is in
+    /// progress or the request's backend is sick; otherwise it is fetched anew (4.x serves
+    /// it and refreshes it in the background). True without a 2.x program.
+    fn legacy_grace_applies(&self, key: &CacheKey, leading: bool) -> bool {
+        let Some(v) = self.vcl.as_deref() else {
+            return true;
+        };
+        if !v.runtime.program.dialect.is_legacy() {
+            return true;
+        }
+        if !leading && self.proxy.cache.busy.contains(key) {
+            return true;
+        }
+        let sel = v.state.backend.or_else(|| {
+            v.runtime
+                .program
+                .default_target
+                .map(|target| crate::vcl::run::BackendSel { target, hash: None })
+        });
+        sel.and_then(|s| v.runtime.member(s))
+            .is_some_and(|m| !m.healthy())
     }
 
     /// Whether the request's own `Cache-Control` / `Pragma` count and say anything
