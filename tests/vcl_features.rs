@@ -292,3 +292,42 @@ sub vcl_fetch {
     assert_eq!(origin.count(), 2);
     shellac.stop().await;
 }
+
+/// `req.hash_ignore_vary`: the lookup takes the variant stored last, whatever the request's
+/// `Vary` fields (varnishtest c00107: crawlers get any variant).
+#[tokio::test]
+async fn hash_ignore_vary_takes_the_newest_variant() {
+    let origin = Origin::start(|seen| {
+        let cookie = seen
+            .headers
+            .get("cookie")
+            .map_or("none", |v| v.to_str().unwrap_or("?"));
+        Reply::ok(cookie).cc("max-age=600").header("vary", "cookie")
+    })
+    .await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_recv { set req.hash_ignore_vary = req.http.user-agent ~ "bot"; }
+sub vcl_req_cookie { return; }
+"#;
+    let shellac = start_vcl("ignore-vary", vcl, &[origin.addr]).await;
+    assert_eq!(
+        get_with(shellac.addr, "/", &[("cookie", "a")]).await.text(),
+        "a"
+    );
+    assert_eq!(
+        get_with(shellac.addr, "/", &[("cookie", "b")]).await.text(),
+        "b"
+    );
+    let bot = get_with(shellac.addr, "/", &[("user-agent", "googlebot")]).await;
+    assert_eq!(bot.text(), "b");
+    assert_eq!(origin.count(), 2);
+    // Others still get their own variant.
+    assert_eq!(
+        get_with(shellac.addr, "/", &[("cookie", "a")]).await.text(),
+        "a"
+    );
+    assert_eq!(get(shellac.addr, "/").await.text(), "none");
+    assert_eq!(origin.count(), 3);
+    shellac.stop().await;
+}

@@ -76,6 +76,16 @@ impl Cache {
         }
     }
 
+    /// The key of the variant of `primary` stored last, when the URL varies (VCL's
+    /// `req.hash_ignore_vary`).
+    pub fn newest_variant_key(&self, primary: &CacheKey) -> Option<CacheKey> {
+        if !self.vary_seen.load(Ordering::Acquire) {
+            return None;
+        }
+        let index = self.vary_index.get(primary)?;
+        index.variants.last().map(|v| primary.with_variant(*v))
+    }
+
     /// Stores `object` for `primary` under its variant, keeping at most `max_variants` per URL.
     /// Returns the key it was stored under.
     pub fn store(&self, primary: &CacheKey, object: Arc<Object>) -> CacheKey {

@@ -572,7 +572,18 @@ impl Txn {
         let Some(primary) = self.key.take() else {
             return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-key");
         };
-        let variant = self.proxy.cache.variant_key(&primary, &self.req.headers);
+        // VCL's `req.hash_ignore_vary`: the variant stored last, whatever the request's fields
+        // (a miss there fetches the request's own variant).
+        let ignore_vary = self.vcl.as_ref().is_some_and(|v| v.state.hash_ignore_vary);
+        let newest = if ignore_vary {
+            self.proxy
+                .cache
+                .newest_variant_key(&primary)
+                .filter(|k| matches!(self.proxy.cache.lookup_now(k), Ok(Some(_))))
+        } else {
+            None
+        };
+        let variant = newest.or_else(|| self.proxy.cache.variant_key(&primary, &self.req.headers));
         let key = variant.as_ref().unwrap_or(&primary);
         let now = Instant::now();
         self.looked_up = now;
@@ -732,7 +743,8 @@ impl Txn {
             self.proxy.counters.ban_objects.inc();
             return None;
         }
-        if !object.vary_matches(&self.req.headers) {
+        let ignore_vary = self.vcl.as_ref().is_some_and(|v| v.state.hash_ignore_vary);
+        if !ignore_vary && !object.vary_matches(&self.req.headers) {
             return None;
         }
         if self.authorized && !self.shared_with_authorization(&object) {

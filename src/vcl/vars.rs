@@ -237,7 +237,7 @@ pub const VARS: &[VarDef] = &[
     v("req.grace", DUR, V4, C, C, C, ReqGrace),
     v("req.hash_always_miss", BOOL, V4, C, C, 0, ReqHashAlwaysMiss),
     v("req.hash_ignore_busy", BOOL, V4, C, C, 0, ReqHashIgnoreBusy),
-    v("req.hash_ignore_vary", BOOL, V4, C, C, 0, Unsupported("Shellac always selects the variant a request's fields choose")),
+    v("req.hash_ignore_vary", BOOL, V4, C, C, 0, ReqHashIgnoreVary),
     v("req.can_gzip", BOOL, V4, C, 0, 0, ReqCanGzip),
     v("req.esi_level", INT, V4, C, 0, 0, ReqEsiLevel),
     v("req.esi", BOOL, D40, C, C, 0, Fixed(false, ESI)),
