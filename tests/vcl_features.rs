@@ -331,3 +331,35 @@ sub vcl_req_cookie { return; }
     assert_eq!(origin.count(), 3);
     shellac.stop().await;
 }
+
+/// `directors.lookup("name")` in vcl_init is the backend of that name (resolved when the VCL
+/// is loaded; an unknown name is an error there).
+#[tokio::test]
+async fn directors_lookup_names_a_backend_in_vcl_init() {
+    let origin = Origin::start(|_| Reply::ok("from s1")).await;
+    let vcl = r#"vcl 4.1;
+import directors;
+backend s1 { ${origin0} }
+sub vcl_init {
+    new bar = directors.random();
+    bar.add_backend(directors.lookup("s1"), 1);
+}
+sub vcl_recv { set req.backend_hint = bar.backend(); return (pass); }
+sub vcl_backend_response { set beresp.http.x-director = bereq.backend; }
+"#;
+    let shellac = start_vcl("lookup", vcl, &[origin.addr]).await;
+    let r = get(shellac.addr, "/").await;
+    assert_eq!(r.text(), "from s1");
+    assert_eq!(r.header("x-director"), Some("bar"));
+    shellac.stop().await;
+    let bad = vcl
+        .replace("lookup(\"s1\")", "lookup(\"s2\")")
+        .replace("${origin0}", ".host = \"127.0.0.1\";");
+    let errors = shellac::vcl::compile_text("t.vcl", &bad).unwrap_err();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.to_string().contains("no backend has this name")),
+        "{errors:?}"
+    );
+}

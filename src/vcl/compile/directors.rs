@@ -5,6 +5,7 @@
 
 use super::super::ast::{self, Expr, Field, FieldValue, Pos};
 use super::calls::Vmod;
+use super::decls::{Const, const_of};
 use super::{Checker, Object};
 use crate::config::{DirectorConfig, DirectorKind};
 
@@ -212,8 +213,54 @@ impl<'a> Checker<'a> {
                         }
                         other.to_string()
                     }
+                    // `directors.lookup("name")` in vcl_init: the backend of that name, found
+                    // when the VCL is loaded.
+                    ast::Expr::Call {
+                        func: inner, args, ..
+                    } if inner.rsplit_once('.').is_some_and(|(prefix, m)| {
+                        m == "lookup"
+                            && self
+                                .imports
+                                .get(prefix)
+                                .is_some_and(|i| i.vmod == Vmod::Directors)
+                    }) =>
+                    {
+                        let name = match args.as_slice() {
+                            [a] if a.name.is_none() => match const_of(&a.value) {
+                                Some(Const::Str(n)) => n,
+                                _ => {
+                                    self.unsupported(
+                                        pos,
+                                        format!(
+                                            "{inner}() of a name computed at run time: Shellac \
+                                             resolves it when it loads the VCL, so it must be a \
+                                             constant string"
+                                        ),
+                                    );
+                                    return;
+                                }
+                            },
+                            _ => {
+                                self.error(pos, format!("{inner}() takes one backend name"));
+                                return;
+                            }
+                        };
+                        match self.targets.iter_mut().find(|t| t.name == name) {
+                            Some(t) => {
+                                t.used = true;
+                                name
+                            }
+                            None => {
+                                self.error(
+                                    pos,
+                                    format!("{inner}(\"{name}\"): no backend has this name"),
+                                );
+                                return;
+                            }
+                        }
+                    }
                     ast::Expr::Call { func: inner, .. } => {
-                        // directors.lookup() and other calls made at load time.
+                        // Other calls made at load time.
                         self.unsupported(
                             pos,
                             format!(
