@@ -3,7 +3,8 @@
 //! certificates, with an ACL user; started once for this binary). Shared hits across two
 //! nodes over mutual TLS as the ACL user; a node that trusts another CA, one without a client
 //! certificate and one with a wrong password each count their failed connections, log them,
-//! and answer every client from the origin. `shellac check` names the bad files.
+//! and answer every client from the origin; certificates that name another host are refused
+//! by default and accepted with `verify_name = false`. `shellac check` names the bad files.
 
 mod common;
 
@@ -213,41 +214,107 @@ async fn fleet_over_tls() {
         ),
     ];
     for (name, auth, tls, logged) in cases {
-        let node = Served::serve(&[
-            "--config",
-            config(&dir, name, origin.addr, &seeds, &auth, &tls)
-                .to_str()
-                .unwrap(),
-        ]);
-        // The first attempt's line may come before the addresses `Served` reads: the
-        // retries (every breaker_cooldown) log it again.
-        assert!(
-            logs(&node, logged, Duration::from_secs(15)),
-            "{name}: no `{logged}` in the log"
-        );
-        for i in 0..3 {
-            let path = format!("/{name}/{i}");
-            let r = get(node.proxy, &path).await;
-            assert_eq!(
-                (r.status, r.text()),
-                (200, format!("{path} from origin")),
-                "{name}"
-            );
-        }
-        let s = stats(node.admin).await;
-        assert_eq!(s["shared_hit"], 0, "{name}: {s}");
-        let v: serde_json::Value =
-            serde_json::from_slice(&get(node.admin, "/fleet").await.body).unwrap();
-        assert_eq!(v["breaker"], "open", "{name}: {v}");
-        assert!(
-            v["connect_errors"].as_u64().unwrap_or(0) >= 1,
-            "{name}: {v}"
-        );
-        node.stop();
+        refused(&dir, origin.addr, &seeds, name, &auth, &tls, logged).await;
     }
+
+    // Certificates that name no address the nodes are reached at (as Redis's own sample
+    // certificates): the name is checked by default, and `verify_name = false` checks the
+    // chain only. Redis takes the new certificate at once (CONFIG SET reloads TLS).
+    let (cert, key) = pki.leaf("redis-noname", &["redis.test"]);
+    for n in &cluster.nodes {
+        let out = n.cli(&[
+            "CONFIG",
+            "SET",
+            "tls-cert-file",
+            cert.to_str().unwrap(),
+            "tls-key-file",
+            key.to_str().unwrap(),
+        ]);
+        assert!(out.contains("OK"), "{out}");
+    }
+    refused(
+        &dir,
+        origin.addr,
+        &seeds,
+        "wrong-name",
+        acl,
+        &good,
+        "TLS with the Redis cluster failed",
+    )
+    .await;
+    let chain_only = good.replace(" }", ", verify_name = false }");
+    let node = Served::serve(&[
+        "--config",
+        config(&dir, "chain-only", origin.addr, &seeds, acl, &chain_only)
+            .to_str()
+            .unwrap(),
+    ]);
+    let admin = node.admin;
+    assert!(
+        eventually(Duration::from_secs(15), || async move {
+            let v: serde_json::Value =
+                serde_json::from_slice(&get(admin, "/fleet").await.body).unwrap_or_default();
+            v["breaker"] == "closed"
+        })
+        .await,
+        "verify_name = false did not connect"
+    );
+    // a's copy of /t1, read over the new certificate.
+    let r = get(node.proxy, "/t1").await;
+    assert!(
+        r.cache_status().contains("detail=shared"),
+        "{}",
+        r.cache_status()
+    );
+    node.stop();
+
     a.stop();
     b.stop();
     drop(cluster);
+}
+
+/// A node that cannot use the cluster: it logs `logged`, counts its failed connections, keeps
+/// the breaker open and answers every client from the origin.
+async fn refused(
+    dir: &TempDir,
+    origin: SocketAddr,
+    seeds: &[String],
+    name: &str,
+    auth: &str,
+    tls: &str,
+    logged: &str,
+) {
+    let node = Served::serve(&[
+        "--config",
+        config(dir, name, origin, seeds, auth, tls)
+            .to_str()
+            .unwrap(),
+    ]);
+    // The first attempt's line may come before the addresses `Served` reads: the retries
+    // (every breaker_cooldown) log it again.
+    assert!(
+        logs(&node, logged, Duration::from_secs(15)),
+        "{name}: no `{logged}` in the log"
+    );
+    for i in 0..3 {
+        let path = format!("/{name}/{i}");
+        let r = get(node.proxy, &path).await;
+        assert_eq!(
+            (r.status, r.text()),
+            (200, format!("{path} from origin")),
+            "{name}"
+        );
+    }
+    let s = stats(node.admin).await;
+    assert_eq!(s["shared_hit"], 0, "{name}: {s}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&get(node.admin, "/fleet").await.body).unwrap();
+    assert_eq!(v["breaker"], "open", "{name}: {v}");
+    assert!(
+        v["connect_errors"].as_u64().unwrap_or(0) >= 1,
+        "{name}: {v}"
+    );
+    node.stop();
 }
 
 /// `shellac check` names a missing CA, a key that is not the certificate's and an unreadable
