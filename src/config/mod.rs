@@ -1058,6 +1058,19 @@ mod tests {
                 .any(|e| e.starts_with("5:storage.shared.log_length:")),
             "{got:?}"
         );
+        // Nothing the client's URL would read as a query, a fragment or credentials.
+        for bad in ["a?insecure=1#:7000", "u@a:7000", "a/b:7000", ":7000"] {
+            let text = format!("[storage.shared]\nnodes = \"{bad}\"\n[[backend]]\nhost = \"a\"\n");
+            assert!(
+                errors(&text)
+                    .iter()
+                    .any(|e| e.starts_with("2:storage.shared.nodes:")
+                        && e.contains("is not host:port")),
+                "{bad}"
+            );
+        }
+        let good = "[storage.shared]\nnodes = [\"[::1]:7000\", \"redis-1.internal:7000\"]\n[[backend]]\nhost = \"a\"\n";
+        assert!(Config::parse(good, "t.toml").is_ok());
         let ok = "[storage.shared]\nnodes = \"10.0.0.5:7000\"\n[[backend]]\nhost = \"a\"\n";
         let c = Config::parse(ok, "t.toml").unwrap();
         let s = c.storage.shared.unwrap();

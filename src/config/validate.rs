@@ -129,7 +129,19 @@ fn cache(c: &Config, out: &mut Problems) {
         }
         for node in &s.nodes {
             let port = node.rsplit_once(':').map(|(h, p)| (h, p.parse::<u16>()));
-            if !matches!(port, Some((h, Ok(p))) if !h.is_empty() && p > 0 && !h.contains('/')) {
+            // A host name, an IPv4 address or a bracketed IPv6 one: nothing a URL would read
+            // as more (`?`, `#`, `@`, `/` — the client is given `redis://HOST:PORT/...`).
+            let host_ok = |h: &str| {
+                let inner = h
+                    .strip_prefix('[')
+                    .and_then(|h| h.strip_suffix(']'))
+                    .filter(|v6| v6.parse::<std::net::Ipv6Addr>().is_ok());
+                inner.is_some()
+                    || (!h.is_empty()
+                        && h.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_')))
+            };
+            if !matches!(port, Some((h, Ok(p))) if p > 0 && host_ok(h)) {
                 out.push((
                     at("nodes"),
                     format!("`{node}` is not host:port (e.g. \"10.0.0.5:7000\")"),
