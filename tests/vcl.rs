@@ -543,6 +543,53 @@ sub vcl_deliver { unset resp.http.cache-control; }
     shellac.stop().await;
 }
 
+/// `obj.hits` counts hits per object as Varnish does (issue 21, varnishtest v00013): vcl_hit
+/// already sees the hit it runs for, vcl_deliver reads 0 on a miss or a pass; fast hits count
+/// too, and a vcl_deliver that only tests `obj.hits > 0` keeps its cached head.
+#[tokio::test]
+async fn obj_hits_counts_per_object() {
+    let origin = Origin::start(|seen| Reply::ok(&seen.path).cc("max-age=60")).await;
+    let full = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_recv { if (req.url == "/pass") { return (pass); } }
+sub vcl_hit { set req.http.hit-hits = obj.hits; }
+sub vcl_deliver {
+    set resp.http.deliver-hits = obj.hits;
+    if (req.http.hit-hits) { set resp.http.hit-hits = req.http.hit-hits; }
+}
+"#;
+    let shellac = start_vcl("obj-hits-full", full, &[origin.addr]).await;
+    let hits = |r: &common::Resp| {
+        (
+            r.header("deliver-hits").map(str::to_string),
+            r.header("hit-hits").map(str::to_string),
+        )
+    };
+    let some = |n: &str| Some(n.to_string());
+    assert_eq!(hits(&get(shellac.addr, "/").await), (some("0"), None));
+    assert_eq!(hits(&get(shellac.addr, "/").await), (some("1"), some("1")));
+    assert_eq!(hits(&get(shellac.addr, "/foo").await), (some("0"), None));
+    assert_eq!(hits(&get(shellac.addr, "/").await), (some("2"), some("2")));
+    assert_eq!(hits(&get(shellac.addr, "/pass").await), (some("0"), None));
+    assert_eq!(hits(&get(shellac.addr, "/pass").await), (some("0"), None));
+    shellac.stop().await;
+
+    // No vcl_hit: hits take the fast path, which counts them too.
+    let fast = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_deliver {
+    set resp.http.deliver-hits = obj.hits;
+}
+"#;
+    let shellac = start_vcl("obj-hits-fast", fast, &[origin.addr]).await;
+    for n in 0..4 {
+        let r = get(shellac.addr, "/f").await;
+        assert_eq!(r.header("deliver-hits"), Some(n.to_string().as_str()));
+    }
+    assert_eq!(shellac.stat("cache_hit_fast").await, 3);
+    shellac.stop().await;
+}
+
 /// `X-Varnish` under VCL numbers transactions as Varnish does: in 4.x one counter for
 /// sessions, requests, restarts and backend requests (the backend is told its request's id),
 /// a hit names the fetch it came from; 2.x numbers client requests only. Without VCL there is

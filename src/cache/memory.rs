@@ -265,6 +265,7 @@ fn build(entry: &Entry, hit: bool) -> Arc<Object> {
             from_disk: false,
         },
         prepared: Default::default(),
+        hits: Default::default(),
     })
 }
 
@@ -602,6 +603,7 @@ mod tests {
             stored_at: Instant::now(),
             state: Default::default(),
             prepared: Default::default(),
+            hits: Default::default(),
         })
     }
 
@@ -690,6 +692,7 @@ mod tests {
             stored_at,
             state: Default::default(),
             prepared: Default::default(),
+            hits: Default::default(),
         };
         original.state.on_disk.store(true, Ordering::Relaxed);
         let key = CacheKey::new("Example.COM:80", "/a?b=1").with_variant(7);

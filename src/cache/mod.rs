@@ -22,7 +22,7 @@ pub mod vary;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -213,6 +213,9 @@ pub struct Object {
     pub stored_at: Instant,
     /// Tier bookkeeping (admission, promotion).
     pub state: TierState,
+    /// Hits counted for VCL's `obj.hits`: only a VCL program counts them, a hit without one
+    /// writes nothing here. 16 bits fit the padding after `status`; the count stops at 65535.
+    pub hits: AtomicU16,
 }
 
 /// A duration in 8 bytes (whole milliseconds) instead of `Duration`'s 16: an object keeps five
@@ -331,6 +334,26 @@ impl Prepared {
 }
 
 impl Object {
+    /// Counts a hit for VCL's `obj.hits` and returns the count with it (Varnish counts the
+    /// hit at lookup, before vcl_hit runs). Stops at 65535 rather than wrapping.
+    pub fn count_hit(&self) -> u16 {
+        match self
+            .hits
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1))
+        {
+            Ok(before) => before + 1,
+            Err(at_max) => at_max,
+        }
+    }
+
+    /// Takes back a hit [`Object::count_hit`] counted for a fast hit that then took the full
+    /// path (which counts it again).
+    pub fn uncount_hit(&self) {
+        let _ = self
+            .hits
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+
     /// RFC 9111 §4.2.3 current_age.
     pub fn age(&self, now: Instant) -> Duration {
         self.initial_age.get() + now.saturating_duration_since(self.stored_at)
@@ -354,6 +377,7 @@ impl Object {
             stored_at: self.stored_at,
             state: Default::default(),
             prepared: Default::default(),
+            hits: AtomicU16::new(self.hits.load(Ordering::Relaxed)),
         }
     }
 
@@ -438,6 +462,7 @@ impl Object {
             stored_at: self.stored_at,
             state: TierState::default(),
             prepared: Default::default(),
+            hits: AtomicU16::new(self.hits.load(Ordering::Relaxed)),
         })
     }
 
@@ -464,6 +489,7 @@ impl Object {
                 ..TierState::default()
             },
             prepared: Default::default(),
+            hits: AtomicU16::new(self.hits.load(Ordering::Relaxed)),
         })
     }
 
@@ -880,6 +906,7 @@ pub fn test_object(headers: &[(&str, &str)]) -> Object {
         stored_at: Instant::now(),
         state: TierState::default(),
         prepared: Default::default(),
+        hits: Default::default(),
     }
 }
 

@@ -177,6 +177,7 @@ impl Partial {
             stored_at: self.received,
             state: Default::default(),
             prepared: Default::default(),
+            hits: Default::default(),
         })
     }
 }

@@ -234,6 +234,7 @@ mod tests {
             stored_at: Instant::now(),
             state: Default::default(),
             prepared: Default::default(),
+            hits: Default::default(),
         })
     }
 

@@ -159,6 +159,7 @@ fn banned(txn: &Txn, primary: &CacheKey, held: &Partial) -> bool {
         stored_at: held.oldest,
         state: Default::default(),
         prepared: Default::default(),
+        hits: Default::default(),
     };
     if cache.bans.is_banned(primary, &probe) {
         cache.partial.remove(primary);

@@ -522,6 +522,7 @@ fn revalidated(
                 stored_at,
                 state: Default::default(),
                 prepared: Default::default(),
+                hits: Default::default(),
             });
             let key = proxy.cache.store(primary, object.clone());
             if let Some(shared) = &proxy.cache.shared {
@@ -594,6 +595,7 @@ fn clone_object(o: &Object) -> Object {
         stored_at: o.stored_at,
         state: Default::default(),
         prepared: Default::default(),
+        hits: Default::default(),
     }
 }
 

@@ -134,6 +134,7 @@ impl Fill {
                 stored_at: self.stored_at,
                 state: Default::default(),
                 prepared: Default::default(),
+                hits: Default::default(),
             };
             let object = Arc::new(object);
             let stored = proxy.cache.store(&key, object.clone());

@@ -242,12 +242,19 @@ impl Proxy {
                 {
                     return None;
                 }
-                Some(super::vcl::fast_head(
+                // `obj.hits` counts this hit (vcl_deliver's dry run may read it); a hit the
+                // fast path declines is counted again by the full path, so it takes it back.
+                object.count_hit();
+                let head = super::vcl::fast_head(
                     rt,
                     (method.as_str(), target, req.headers, client),
                     &object,
                     &prepared,
-                )?)
+                );
+                if head.is_none() {
+                    object.uncount_hit();
+                }
+                Some(head?)
             }
             None => None,
         };

@@ -348,20 +348,28 @@ impl Program {
 
     /// Whether built-in subroutine `m` (with the custom subs it calls) reads no variable but
     /// those `slot` allows and calls no function but pure ones: its outcome then depends on
-    /// nothing else.
-    pub fn reads_only(&self, m: Method, slot: &dyn Fn(Slot) -> bool) -> bool {
-        fn expr(e: &Expr, slot: &dyn Fn(Slot) -> bool) -> bool {
+    /// nothing else. `obj.hits` compared with 0 (`if (obj.hits > 0)`) reads nothing `slot`
+    /// is asked about when the caller passes `on_hit`: on a hit the count is at least 1, so
+    /// such a comparison has one outcome.
+    pub fn reads_only(&self, m: Method, on_hit: bool, slot: &dyn Fn(Slot) -> bool) -> bool {
+        fn hits_vs_zero(a: &Expr, b: &Expr) -> bool {
+            let hits = |e: &Expr| matches!(e, Expr::Var(v) if v.slot == Slot::ObjHits);
+            let zero = |e: &Expr| matches!(e, Expr::Int(0));
+            (hits(a) && zero(b)) || (zero(a) && hits(b))
+        }
+        fn expr(e: &Expr, on_hit: bool, slot: &dyn Fn(Slot) -> bool) -> bool {
             match e {
+                Expr::Cmp(_, _, a, b) if on_hit && hits_vs_zero(a, b) => true,
                 Expr::Var(v) => slot(v.slot),
-                Expr::Concat(parts) => parts.iter().all(|x| expr(x, slot)),
+                Expr::Concat(parts) => parts.iter().all(|x| expr(x, on_hit, slot)),
                 Expr::Arith(_, _, a, b)
                 | Expr::Cmp(_, _, a, b)
                 | Expr::And(a, b)
-                | Expr::Or(a, b) => expr(a, slot) && expr(b, slot),
-                Expr::Neg(a) | Expr::Not(a) | Expr::Defined(a) => expr(a, slot),
-                Expr::Match { subject, .. } => expr(subject, slot),
-                Expr::InAcl { ip, .. } => expr(ip, slot),
-                Expr::Call(f, args) => pure(f) && args.iter().all(|x| expr(x, slot)),
+                | Expr::Or(a, b) => expr(a, on_hit, slot) && expr(b, on_hit, slot),
+                Expr::Neg(a) | Expr::Not(a) | Expr::Defined(a) => expr(a, on_hit, slot),
+                Expr::Match { subject, .. } => expr(subject, on_hit, slot),
+                Expr::InAcl { ip, .. } => expr(ip, on_hit, slot),
+                Expr::Call(f, args) => pure(f) && args.iter().all(|x| expr(x, on_hit, slot)),
                 _ => true,
             }
         }
@@ -380,34 +388,39 @@ impl Program {
                     | Func::FileRead(_)
             )
         }
-        fn body(p: &Program, b: &[Stmt], slot: &dyn Fn(Slot) -> bool, depth: u32) -> bool {
+        fn body(
+            p: &Program,
+            b: &[Stmt],
+            on_hit: bool,
+            slot: &dyn Fn(Slot) -> bool,
+            depth: u32,
+        ) -> bool {
             // Calls nest as deep as the subroutines do (no recursion: the checker refuses it).
             depth < 64
                 && b.iter().all(|s| match s {
-                    Stmt::Set { var, value, .. } => slot(var.slot) && expr(value, slot),
+                    Stmt::Set { var, value, .. } => slot(var.slot) && expr(value, on_hit, slot),
                     Stmt::Unset { var, .. } => slot(var.slot),
                     Stmt::If {
                         branches,
                         otherwise,
                     } => {
-                        branches
-                            .iter()
-                            .all(|(c, b)| expr(c, slot) && body(p, b, slot, depth + 1))
-                            && body(p, otherwise, slot, depth + 1)
+                        branches.iter().all(|(c, b)| {
+                            expr(c, on_hit, slot) && body(p, b, on_hit, slot, depth + 1)
+                        }) && body(p, otherwise, on_hit, slot, depth + 1)
                     }
                     Stmt::Call(i) => p
                         .subs
                         .get(*i)
-                        .is_some_and(|s| body(p, &s.body, slot, depth + 1)),
+                        .is_some_and(|s| body(p, &s.body, on_hit, slot, depth + 1)),
                     Stmt::Return(Action::Synth(a, b), _) => {
-                        a.as_deref().is_none_or(|e| expr(e, slot))
-                            && b.as_deref().is_none_or(|e| expr(e, slot))
+                        a.as_deref().is_none_or(|e| expr(e, on_hit, slot))
+                            && b.as_deref().is_none_or(|e| expr(e, on_hit, slot))
                     }
                     Stmt::Return(..) | Stmt::Leave => true,
                     Stmt::Effect(..) => false,
                 })
         }
-        body(self, self.method(m), slot, 0)
+        body(self, self.method(m), on_hit, slot, 0)
     }
 
     /// Whether any statement calls `f` for its effect (such as `rollback`).

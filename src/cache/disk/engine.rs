@@ -573,6 +573,7 @@ fn object_from(meta: Meta, body: Body, body_len: u64) -> Object {
         stored_at: Instant::now(),
         state: crate::cache::TierState::from_disk(),
         prepared: Default::default(),
+        hits: Default::default(),
     }
 }
 

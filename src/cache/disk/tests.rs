@@ -65,6 +65,7 @@ pub(super) fn object(body: Vec<u8>, ttl: Duration, initial_age: Duration) -> Arc
         stored_at: Instant::now(),
         state: Default::default(),
         prepared: Default::default(),
+        hits: Default::default(),
     })
 }
 

@@ -300,6 +300,7 @@ pub fn decode(key: &CacheKey, record: Bytes) -> Result<Meta, Refused> {
         ),
         keep: Span::new(Duration::from_millis(keep)),
         prepared: Default::default(),
+        hits: Default::default(),
         stored_at,
         state: TierState::default(),
     };

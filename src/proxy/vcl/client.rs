@@ -237,6 +237,8 @@ fn new_bereq(txn: &mut Txn, for_cache: bool, pipe: bool) {
 /// changes the stored object.
 pub(in crate::proxy) fn after_hit(txn: &mut Txn, object: &Arc<Object>) -> Option<Step> {
     txn.vcl.as_ref()?;
+    // Varnish counts the hit at the lookup: vcl_hit already sees it in `obj.hits`.
+    object.count_hit();
     let mut edit = ObjEdit::default();
     let verdict = run_client(
         txn,

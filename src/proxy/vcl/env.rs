@@ -4,6 +4,7 @@
 
 use std::borrow::Cow;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -331,7 +332,12 @@ impl Env for Scope<'_> {
                 Value::Duration(o.age(Instant::now()).as_secs_f64())
             }),
             Slot::ObjLastuse => Value::Duration(0.0),
-            Slot::ObjHits => Value::Int(i64::from(self.obj.is_some_and(|(_, hit)| hit))),
+            // Counted at the lookup (`after_hit`), as Varnish counts it: at least 1 on a hit,
+            // 0 for an object just fetched (a miss or a pass).
+            Slot::ObjHits => Value::Int(match self.obj {
+                Some((o, true)) => i64::from(o.hits.load(Relaxed).max(1)),
+                _ => 0,
+            }),
             Slot::ObjUncacheable => Value::Bool(!self.obj.is_some_and(|(_, hit)| hit)),
             Slot::ObjCacheable => Value::Bool(
                 self.obj_edit

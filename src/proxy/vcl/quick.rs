@@ -11,6 +11,7 @@
 
 use std::cell::Cell;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
@@ -114,7 +115,8 @@ impl Env for RawRequest<'_> {
                 };
                 match var.slot {
                     Slot::RespStatus => Value::Int(i64::from(d.status.as_u16())),
-                    Slot::ObjHits => Value::Int(1),
+                    // The fast path counted this hit before the dry run.
+                    Slot::ObjHits => Value::Int(i64::from(d.object.hits.load(Relaxed).max(1))),
                     Slot::ObjAge => Value::Duration(d.object.age(Instant::now()).as_secs_f64()),
                     Slot::ObjTtl => {
                         let age = d.object.age(Instant::now()).as_secs_f64();
@@ -262,13 +264,13 @@ pub(in crate::proxy) fn recv_looks_up(
 
 /// Whether vcl_deliver's outcome depends on the object and the response alone (not on the
 /// request, the client or the clock): then what it adds is made once per prepared head
-/// (`Prepared::vcl_wire`), not per hit.
+/// (`Prepared::vcl_wire`), not per hit. `obj.hits` counts per hit, so only its comparison
+/// with 0 (`if (obj.hits > 0)`: the same on every hit) keeps that.
 pub(super) fn deliver_reads_object_only(rt: &VclRuntime) -> bool {
-    rt.program.reads_only(Method::Deliver, &|slot| {
+    rt.program.reads_only(Method::Deliver, true, &|slot| {
         matches!(
             slot,
-            Slot::ObjHits
-                | Slot::RespHttp
+            Slot::RespHttp
                 | Slot::RespStatus
                 | Slot::RespReason
                 | Slot::RespProto

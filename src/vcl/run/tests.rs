@@ -252,3 +252,20 @@ fn purge_vmod_calls_carry_their_defaults() {
     run(&p, Method::Hit, &mut e);
     assert_eq!(*e.purges.borrow(), [soft(5.0, -1.0, 86400.0)]);
 }
+
+/// A fast hit caches what vcl_deliver adds when its outcome is the same on every hit:
+/// `obj.hits` compared with 0 is (a hit counts at least 1), the count itself is not.
+#[test]
+fn obj_hits_compared_with_zero_is_fixed_on_a_hit() {
+    let only = |s: Slot| matches!(s, Slot::RespHttp);
+    let test = program(
+        "sub vcl_deliver { if (obj.hits > 0) { set resp.http.x-cache = \"HIT\"; } \
+         if (0 == obj.hits) { set resp.http.x-miss = \"1\"; } }",
+    );
+    assert!(test.reads_only(Method::Deliver, true, &only));
+    assert!(!test.reads_only(Method::Deliver, false, &only));
+    let count = program("sub vcl_deliver { set resp.http.x-hits = obj.hits; }");
+    assert!(!count.reads_only(Method::Deliver, true, &only));
+    let other = program("sub vcl_deliver { if (obj.hits > 1) { set resp.http.x-hot = \"1\"; } }");
+    assert!(!other.reads_only(Method::Deliver, true, &only));
+}
