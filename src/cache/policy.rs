@@ -390,7 +390,7 @@ pub fn evaluate_with(
 pub struct VclFreshness {
     /// Seconds of freshness left: the lifetime (`s-maxage`, `max-age`, `Expires`, else the
     /// heuristic or `cache.default_ttl` for the heuristically cacheable statuses) less the
-    /// age; -1 when the response has none.
+    /// age; with no lifetime (a status Varnish does not cache) 0 less the age.
     pub ttl: f64,
     pub grace: Duration,
     pub keep: Duration,
@@ -415,9 +415,15 @@ pub fn vcl_freshness(
     let apparent_age = whole_seconds(response_time)
         .duration_since(date)
         .unwrap_or(Duration::ZERO);
-    let response_delay = response_time
-        .duration_since(request_time)
-        .unwrap_or(Duration::ZERO);
+    // In whole seconds, as the Age field counts: the few milliseconds a backend takes to
+    // answer would otherwise show in `beresp.ttl` (29.999 for `max-age=30`), where Varnish,
+    // which counts no delay at all, reads the lifetime less the Age field exactly.
+    let response_delay = Duration::from_secs(
+        response_time
+            .duration_since(request_time)
+            .unwrap_or(Duration::ZERO)
+            .as_secs(),
+    );
     let initial_age =
         apparent_age.max(age_field(headers).unwrap_or(Duration::ZERO) + response_delay);
     let expires = headers.get(header::EXPIRES).filter(|_| !cc.targeted);
@@ -428,12 +434,19 @@ pub fn vcl_freshness(
                 .unwrap_or(Duration::ZERO)
         })
     });
+    // Varnish's list (RFC 9111 lets a cache decline any status): other statuses get no
+    // lifetime even with `max-age`, and a redirect that may be temporary only an explicit one.
     let code = status.as_u16();
-    let storable = (200..600).contains(&code) && code != 206 && code != 304;
+    let storable = matches!(
+        code,
+        200 | 203 | 204 | 300 | 301 | 302 | 307 | 404 | 410 | 414
+    );
     let lifetime = if !storable {
         None
     } else if explicit.is_some() {
         explicit
+    } else if code == 302 || code == 307 {
+        None
     } else if heuristically_cacheable(status) && !status.is_server_error() {
         heuristic(headers, date, response_time, cfg)
             .or((!cfg.default_ttl.0.is_zero()).then_some(cfg.default_ttl.0))
@@ -444,10 +457,8 @@ pub fn vcl_freshness(
         (Some(l), Some(max)) => Some(l.min(max + initial_age)),
         (l, _) => l,
     };
-    let ttl = match lifetime {
-        Some(l) => l.as_secs_f64() - initial_age.as_secs_f64(),
-        None => -1.0,
-    };
+    // Without a lifetime it reads as Varnish's does: none left, less the age.
+    let ttl = lifetime.unwrap_or(Duration::ZERO).as_secs_f64() - initial_age.as_secs_f64();
     let mut strip: Vec<HeaderName> = Vec::new();
     for f in cc.no_cache_fields.iter().chain(&cc.private_fields) {
         if let Ok(name) = HeaderName::from_bytes(f.as_bytes()) {
@@ -456,7 +467,11 @@ pub fn vcl_freshness(
     }
     VclFreshness {
         ttl,
-        grace: cc.stale_while_revalidate.unwrap_or(cfg.grace.0),
+        // `stale-while-revalidate` counts only for a response with a lifetime, as in Varnish.
+        grace: cc
+            .stale_while_revalidate
+            .filter(|_| lifetime.is_some())
+            .unwrap_or(cfg.grace.0),
         keep: cfg.keep.0,
         initial_age,
         stale_ok: !(cc.must_revalidate || cc.proxy_revalidate || cc.s_maxage.is_some()),
@@ -1122,5 +1137,41 @@ mod tests {
             eval(&[DATE, ("cache-control", "max-age=60"), ("age", "60")], 200),
             Err(NoCacheReason::Expired)
         );
+    }
+
+    /// What VCL reads as `beresp.ttl` and `beresp.grace` matches Varnish (varnishtest b00043):
+    /// the lifetime less the Age field exactly (a backend's few milliseconds do not show), a
+    /// status Varnish does not cache has no lifetime and no `stale-while-revalidate` grace.
+    #[test]
+    fn vcl_freshness_reads_as_varnish_does() {
+        let cfg = CacheConfig::default();
+        let sent = httpdate::parse_http_date("Sun, 22 Nov 2026 00:00:00 GMT").unwrap();
+        let ex = Exchange {
+            request_time: sent,
+            response_time: sent + Duration::from_millis(3),
+            failed_status: false,
+            authorization: false,
+            partial_content: false,
+        };
+        let fresh = |pairs: &[(&str, &str)], status: u16| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.append(
+                    HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                    HeaderValue::from_str(v).unwrap(),
+                );
+            }
+            vcl_freshness(StatusCode::from_u16(status).unwrap(), &h, &ex, &cfg)
+        };
+        let swr = ("cache-control", "max-age=30, stale-while-revalidate=30");
+        let f = fresh(&[swr], 200);
+        assert_eq!((f.ttl, f.grace), (30.0, Duration::from_secs(30)));
+        let f = fresh(&[swr, ("age", "40")], 200);
+        assert_eq!((f.ttl, f.grace), (-10.0, Duration::from_secs(30)));
+        let f = fresh(&[swr], 500);
+        assert_eq!((f.ttl, f.grace), (0.0, cfg.grace.0));
+        let f = fresh(&[("cache-control", "max-age=30")], 307);
+        assert_eq!(f.ttl, 30.0);
+        assert_eq!(fresh(&[], 307).ttl, 0.0);
     }
 }
