@@ -136,6 +136,21 @@ pub struct Head {
     /// `Upgrade` present, named in `Connection`, and no body: the connection may switch
     /// protocols right after this head.
     pub upgrade: bool,
+    /// The request line says `HTTP/1.x` with a minor version above 1: it is read as HTTP/1.1
+    /// (RFC 9110 §2.5), framing included, and [`as_http11`] must rewrite it so before the
+    /// HTTP/1.1 parser (which knows only 1.0 and 1.1) reads it.
+    pub later_minor: bool,
+}
+
+/// Rewrites the version of the request line at the start of `head`, a head whose
+/// [`Head::later_minor`] is set, to `HTTP/1.1`: one digit, in place.
+pub fn as_http11(head: &mut [u8]) {
+    if let Some(lf) = memchr::memchr(b'\n', head)
+        && lf >= 9
+        && &head[lf - 9..lf - 2] == b"HTTP/1."
+    {
+        head[lf - 2] = b'1';
+    }
 }
 
 /// A byte table: ASCII letters and digits, plus `extra`.
@@ -310,7 +325,7 @@ pub fn parse_head(data: &[u8], limits: &Limits) -> Result<Option<(usize, Head)>,
     if first - 1 > limits.max_request_line {
         return Err(Violation::UriTooLong);
     }
-    let http10 = request_line(&data[..first - 1])?;
+    let (http10, later_minor) = request_line(&data[..first - 1])?;
     let mut pos = first + 1;
     let mut fields = 0usize;
     let mut hosts = 0u32;
@@ -435,6 +450,7 @@ pub fn parse_head(data: &[u8], limits: &Limits) -> Result<Option<(usize, Head)>,
             framing,
             // Only a request without a body can switch protocols right after its head.
             upgrade: upgrade_field && connection_upgrade && framing == Framing::None,
+            later_minor,
         },
     )))
 }
@@ -449,8 +465,13 @@ pub fn valid_request_line(data: &[u8], max: usize) -> Option<&[u8]> {
     Some(line)
 }
 
-/// `method SP request-target SP HTTP-version`. Returns whether it is HTTP/1.0.
-fn request_line(line: &[u8]) -> Result<bool, Violation> {
+/// `method SP request-target SP HTTP-version`. Returns whether it is HTTP/1.0, and whether it
+/// is a later HTTP/1 minor version, read as HTTP/1.1: "A recipient that receives a message
+/// with a major version number that it implements and a minor version number higher than
+/// what it implements SHOULD process the message as if it were in the highest minor version
+/// within that major version to which the recipient is conformant" (RFC 9110 §2.5). Another
+/// major version is not supported (505).
+fn request_line(line: &[u8]) -> Result<(bool, bool), Violation> {
     let sp1 = line
         .iter()
         .position(|b| *b == b' ')
@@ -467,9 +488,10 @@ fn request_line(line: &[u8]) -> Result<bool, Violation> {
     let target = &rest[..sp2];
     let version = &rest[sp2 + 1..];
     check_target(target, method == b"CONNECT", method == b"OPTIONS")?;
-    let http10 = match version {
-        b"HTTP/1.1" => false,
-        b"HTTP/1.0" => true,
+    let version = match version {
+        b"HTTP/1.1" => (false, false),
+        b"HTTP/1.0" => (true, false),
+        [b'H', b'T', b'T', b'P', b'/', b'1', b'.', d2] if d2.is_ascii_digit() => (false, true),
         [b'H', b'T', b'T', b'P', b'/', d1, b'.', d2]
             if d1.is_ascii_digit() && d2.is_ascii_digit() =>
         {
@@ -477,7 +499,7 @@ fn request_line(line: &[u8]) -> Result<bool, Violation> {
         }
         _ => return Err(Violation::BadVersion),
     };
-    Ok(http10)
+    Ok(version)
 }
 
 /// An HTTP/2 `:path` (RFC 9113 §8.3.1): origin-form, or `*` for OPTIONS, with only the bytes

@@ -513,7 +513,7 @@ impl<T> Gate<T> {
     /// With `answer` (`may_answer`), bodiless heads at the start of `data` are offered to the
     /// answerer one after the other until it declines one; the first number returned is how
     /// many bytes of `data` were answered that way (they must not reach hyper).
-    fn scan(&mut self, data: &[u8], mut answer: bool) -> (usize, Outcome) {
+    fn scan(&mut self, data: &mut [u8], mut answer: bool) -> (usize, Outcome) {
         let mut answered = 0;
         let outcome = self.scan_from(data, &mut answer, &mut answered);
         (answered, outcome)
@@ -546,12 +546,20 @@ impl<T> Gate<T> {
         true
     }
 
-    fn scan_from(&mut self, data: &[u8], answer: &mut bool, answered: &mut usize) -> Outcome {
+    fn scan_from(&mut self, data: &mut [u8], answer: &mut bool, answered: &mut usize) -> Outcome {
         let mut pos = 0;
         // Start of the last head found in `data` (its request not yet handed to hyper).
         let mut head_at: Option<usize> = None;
         while pos < data.len() {
-            match self.scanner.scan(&data[pos..]) {
+            let scan = self.scanner.scan(&data[pos..]);
+            // A later HTTP/1 minor version is read as HTTP/1.1, by the scanner and, rewritten
+            // here before anything else sees the head, by the answerer and hyper alike.
+            if let Scan::Head(n, head) = &scan
+                && head.later_minor
+            {
+                crate::http::strict::as_http11(&mut data[pos..pos + n]);
+            }
+            match scan {
                 // CONNECT is refused here, as a whole request: hyper hands the socket of a
                 // CONNECT to its upgrade machinery instead of closing it, which would reset
                 // the connection under the error response.
@@ -734,7 +742,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Quiet> AsyncRead for Gate<T> {
             if this.held.is_empty() {
                 // Scanned in place in hyper's buffer.
                 let answer = this.may_answer();
-                let (answered, outcome) = this.scan(&buf.filled()[start..end], answer);
+                let (answered, outcome) = this.scan(&mut buf.filled_mut()[start..end], answer);
                 match outcome {
                     Outcome::Valid { held_from } => {
                         if held_from < end - start {
@@ -777,9 +785,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Quiet> AsyncRead for Gate<T> {
 impl<T> Gate<T> {
     /// Scans held bytes (a partial head and what followed it): the valid part is queued for
     /// hyper, an incomplete head stays held.
-    fn scan_held(&mut self, held: Vec<u8>) {
+    fn scan_held(&mut self, mut held: Vec<u8>) {
         let answer = self.may_answer();
-        let (answered, outcome) = self.scan(&held, answer);
+        let (answered, outcome) = self.scan(&mut held, answer);
         // The answered requests come first; hyper's bytes run from them to `to`.
         let hypers = |to: usize| &held[answered.min(to)..to];
         match outcome {

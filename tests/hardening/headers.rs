@@ -45,7 +45,13 @@ async fn request_line_and_host() {
         Vector::refused("trailing space", line("GET / HTTP/1.1 "), 400),
         Vector::refused("lower-case version", line("GET / http/1.1"), 400),
         Vector::refused("HTTP/2.0 over HTTP/1", line("GET / HTTP/2.0"), 505),
-        Vector::refused("HTTP/1.2", line("GET / HTTP/1.2"), 505),
+        Vector::refused("HTTP/0.5", line("GET / HTTP/0.5"), 505),
+        // RFC 9110 §2.5: a later minor version is read as the highest one implemented.
+        Vector::new(
+            "HTTP/1.2 read as HTTP/1.1",
+            "GET / HTTP/1.2\r\nHost: a\r\nConnection: close\r\n\r\n",
+        )
+        .expect(&[200], 1),
         Vector::refused("HTTP/0.9 style", "GET /\r\n\r\n", 400),
         Vector::refused("fragment", line("GET /a#b HTTP/1.1"), 400),
         Vector::refused("backslash", line("GET /a\\..\\b HTTP/1.1"), 400),

@@ -17,7 +17,8 @@ fn plain_requests_pass() {
         get("").unwrap(),
         Head {
             framing: Framing::None,
-            upgrade: false
+            upgrade: false,
+            later_minor: false
         }
     );
     assert_eq!(
@@ -129,7 +130,9 @@ fn request_line_and_host_rules() {
         ("GET / HTTP/1.1 \r\nHost: a\r\n\r\n", BadVersion),
         ("GET / http/1.1\r\nHost: a\r\n\r\n", BadVersion),
         ("GET / HTTP/2.0\r\nHost: a\r\n\r\n", VersionNotSupported),
-        ("GET / HTTP/1.2\r\nHost: a\r\n\r\n", VersionNotSupported),
+        ("GET / HTTP/0.9\r\nHost: a\r\n\r\n", VersionNotSupported),
+        ("GET / HTTP/1.x\r\nHost: a\r\n\r\n", BadVersion),
+        ("GET / HTTP/1.10\r\nHost: a\r\n\r\n", BadVersion),
         ("GET /a#b HTTP/1.1\r\nHost: a\r\n\r\n", BadTarget),
         ("GET /a\\b HTTP/1.1\r\nHost: a\r\n\r\n", BadTarget),
         ("GET /%zz HTTP/1.1\r\nHost: a\r\n\r\n", BadTarget),
@@ -145,6 +148,30 @@ fn request_line_and_host_rules() {
     ] {
         assert_eq!(head(text), Err(want), "{text:?}");
     }
+}
+
+/// A later HTTP/1 minor version is read as HTTP/1.1 (RFC 9110 §2.5), with HTTP/1.1's
+/// rules: Host required, Transfer-Encoding framing. The gate rewrites the digit in place.
+#[test]
+fn later_minor_versions_read_as_http11() {
+    let h = head("GET / HTTP/1.2\r\nHost: a\r\n\r\n").unwrap();
+    assert!(h.later_minor);
+    assert!(!get("").unwrap().later_minor);
+    assert_eq!(head("GET / HTTP/1.9\r\n\r\n"), Err(Violation::MissingHost));
+    let chunked = head("POST / HTTP/1.5\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n");
+    assert_eq!(chunked.unwrap().framing, Framing::Chunked);
+    assert_eq!(
+        head(
+            "POST / HTTP/1.3\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"
+        ),
+        head(
+            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"
+        ),
+        "the same smuggling rules as HTTP/1.1"
+    );
+    let mut line = b"GET /x HTTP/1.7\r\nHost: a\r\n\r\n".to_vec();
+    as_http11(&mut line);
+    assert_eq!(&line[..], b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
 }
 
 #[test]
