@@ -189,6 +189,8 @@ async fn fleet_over_tls() {
         .collect();
     assert!(keys.contains("tt:{"), "{keys}");
 
+    vcl_invalidations_reach_the_fleet(&a, &origin, &seeds, &pki, &client).await;
+
     // Nodes that cannot use the cluster: another CA, no client certificate (Redis requires
     // one), a wrong password. Each counts and logs its failed connections, and every client
     // is answered from the origin.
@@ -271,6 +273,92 @@ async fn fleet_over_tls() {
     a.stop();
     b.stop();
     drop(cluster);
+}
+
+/// Regression (issue 22): a node running VCL purged (`return (purge)`) and banned (`ban()`)
+/// only its own tiers; the shared copy stayed — its next miss read the purged object back —
+/// and the other nodes kept theirs. Now both go to the fleet as a PURGE or ban sent to the
+/// node would.
+async fn vcl_invalidations_reach_the_fleet(
+    a: &Served,
+    origin: &Origin,
+    seeds: &[String],
+    pki: &Pki,
+    client: &(PathBuf, PathBuf),
+) {
+    let dir = TempDir::new("fleet-tls-vcl");
+    let vcl = format!(
+        "vcl 4.1;\nbackend b {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}\n\
+         sub vcl_recv {{\n\
+           if (req.method == \"PURGE\") {{ return (purge); }}\n\
+           if (req.method == \"BAN\") {{ ban(\"req.url ~ \" + req.url); return (synth(200)); }}\n\
+         }}\n",
+        origin.addr.port()
+    );
+    let vcl_file = dir.path("site.vcl");
+    std::fs::write(&vcl_file, vcl).unwrap();
+    let seeds: Vec<String> = seeds.iter().map(|s| format!("\"{s}\"")).collect();
+    let shared = format!(
+        "[storage.shared]\nnodes = [{}]\nkey_prefix = \"{PREFIX}\"\nnode_name = \"v\"\n\
+         breaker_cooldown = \"300ms\"\nread_timeout = \"200ms\"\n\
+         username = \"shellac\"\npassword = \"u-s3cret\"\n{}\n[[backend]]\nhost = \"127.0.0.1\"\n",
+        seeds.join(", "),
+        tls_line(&pki.ca_file, Some(client))
+    );
+    let mut config = shellac::config::Config::embedded_default();
+    config.server.listen = vec!["127.0.0.1:0".parse().unwrap()];
+    config.server.admin = Some("127.0.0.1:0".parse().unwrap());
+    config.storage.shared = shellac::config::Config::parse(&shared, "shared.toml")
+        .unwrap()
+        .storage
+        .shared;
+    let errors = config.attach_vcl_file(&vcl_file);
+    assert!(errors.is_empty(), "{errors:?}");
+    let running = shellac::server::start(std::sync::Arc::new(config))
+        .await
+        .expect("starts");
+    let v = common::Shellac::from_running(running);
+    let admin = v.admin;
+    assert!(
+        eventually(Duration::from_secs(15), || async move {
+            let v: serde_json::Value =
+                serde_json::from_slice(&get(admin, "/fleet").await.body).unwrap_or_default();
+            v["breaker"] == "closed"
+        })
+        .await,
+        "the VCL node never connected"
+    );
+
+    // return (purge) on the VCL node: a's copy and the shared one go.
+    assert_eq!(get(a.proxy, "/vp").await.status, 200);
+    assert_eq!(get(v.addr, "/vp").await.status, 200);
+    let before = origin.count_path("/vp");
+    let r = common::request(v.addr, "PURGE", "/vp", &[], b"").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let a_proxy = a.proxy;
+    assert!(
+        eventually(Duration::from_secs(5), || async move {
+            get(a_proxy, "/vp").await;
+            origin.count_path("/vp") > before
+        })
+        .await,
+        "a kept serving what the VCL node purged"
+    );
+    // ban() in VCL: a's copy goes.
+    assert_eq!(get(a.proxy, "/vb").await.status, 200);
+    assert_eq!(get(a.proxy, "/vb").await.status, 200);
+    let before = origin.count_path("/vb");
+    let r = common::request(v.addr, "BAN", "/vb", &[], b"").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(
+        eventually(Duration::from_secs(5), || async move {
+            get(a_proxy, "/vb").await;
+            origin.count_path("/vb") > before
+        })
+        .await,
+        "a kept serving what the VCL node banned"
+    );
+    v.stop().await;
 }
 
 /// A node that cannot use the cluster: it logs `logged`, counts its failed connections, keeps

@@ -54,6 +54,16 @@ impl Broadcast {
     }
 }
 
+/// [`broadcast`] for a caller that cannot wait for Redis (VCL's `return (purge)`,
+/// `purge.hard()` / `purge.soft()`, `ban()`): sent in the background, unconfirmed; queued in
+/// the outbox like any other while Redis is unreachable.
+pub fn broadcast_later(tier: &Arc<SharedTier>, inv: Invalidation) {
+    let tier = tier.clone();
+    super::spawn(async move {
+        broadcast(&tier, inv).await;
+    });
+}
+
 /// Sends `inv` (already applied on this node) to the fleet: the shared tier's copies go,
 /// the log gets it, the other nodes are told and, up to `confirm_timeout`, waited for.
 pub async fn broadcast(tier: &Arc<SharedTier>, inv: Invalidation) -> Broadcast {

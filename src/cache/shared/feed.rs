@@ -18,7 +18,7 @@ use bytes::Bytes;
 
 use super::SharedTier;
 use super::broadcast::flush_outbox;
-pub use super::broadcast::{Broadcast, broadcast, nodes};
+pub use super::broadcast::{Broadcast, broadcast, broadcast_later, nodes};
 use super::layout::wall_ms;
 use super::remote::{RemoteError, Reply};
 use crate::cache::{Cache, CacheKey};

@@ -13,6 +13,7 @@ use super::{Bereq, MAX_RESTARTS, Resp, VclRuntime, VclTxn, key_from_hash};
 use crate::cache::Object;
 use crate::cache::busy::LeaderGuard;
 use crate::cache::policy::NoCacheReason;
+use crate::cache::shared::feed::{self, Invalidation};
 use crate::proxy::body::ResponseBody;
 use crate::proxy::deliver;
 use crate::proxy::fsm::{FetchMode, Step, Txn};
@@ -139,6 +140,11 @@ fn hash(txn: &mut Txn, purge: bool) -> Step {
     if purge {
         let n = txn.proxy.cache.purge(&key);
         txn.proxy.counters.purge_objects.add(n as u64);
+        // With a fleet: the shared copy and every other node's (else this node's next miss
+        // would read the purged object back from the shared tier).
+        if let Some(shared) = &txn.proxy.cache.shared {
+            feed::broadcast_later(shared, Invalidation::Purge(key.clone()));
+        }
         txn.key = Some(key);
         return match run_client(txn, Method::Purge, None, None, None) {
             Verdict::Synth(status, reason) => Step::VclSynth(status, reason),

@@ -12,6 +12,7 @@ use http::request::Parts;
 use http::{Method, StatusCode, Uri, Version};
 
 use super::{Bereq, Beresp, Resp, VclRuntime, header_value, protected};
+use crate::cache::shared::feed::{self, Invalidation};
 use crate::cache::{Cache, CacheKey, Object};
 use crate::vcl::ir::Var;
 use crate::vcl::run::value::{epoch, to_duration};
@@ -605,24 +606,35 @@ impl Env for Scope<'_> {
     }
 
     fn ban(&self, expr: &str) -> Result<(), String> {
-        self.cache
-            .add_ban(expr)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        let ban = self.cache.add_ban(expr).map_err(|e| e.to_string())?;
+        if let Some(shared) = &self.cache.shared {
+            feed::broadcast_later(shared, Invalidation::Ban(ban.expr.clone()));
+        }
+        Ok(())
     }
 
     fn purge(&self, soft: Option<SoftPurge>) -> usize {
         let Some(key) = self.key else {
             return 0;
         };
-        match soft {
-            None => self.cache.purge(key),
+        let (n, inv) = match soft {
+            None => (self.cache.purge(key), Invalidation::Purge(key.clone())),
             Some(s) => {
                 let opt = |secs: f64| (secs >= 0.0).then(|| to_duration(secs));
-                self.cache
-                    .rearm(key, to_duration(s.ttl.max(0.0)), opt(s.grace), opt(s.keep))
+                let n =
+                    self.cache
+                        .rearm(key, to_duration(s.ttl.max(0.0)), opt(s.grace), opt(s.keep));
+                // The fleet's soft purge carries no lifetimes: the other nodes and the shared
+                // copy are made stale now, with their own grace and keep.
+                (n, Invalidation::Soft(key.clone()))
             }
+        };
+        // With a fleet: the shared copy and every other node's go too (else this node's next
+        // miss would read the purged object back from the shared tier).
+        if let Some(shared) = &self.cache.shared {
+            feed::broadcast_later(shared, inv);
         }
+        n
     }
 
     fn log(&mut self, msg: &str) {
