@@ -543,6 +543,27 @@ sub vcl_deliver { unset resp.http.cache-control; }
     shellac.stop().await;
 }
 
+/// `set req.proto = "HTTP/1.2"` is HTTP/1.1, as the request parser reads a later HTTP/1 minor
+/// version (RFC 9110 §2.5), not a failed vcl_recv (issue 21, varnishtest v00001); a status
+/// VCL sets past 599 reaches the client as set.
+#[tokio::test]
+async fn a_later_http1_minor_version_in_req_proto_is_http11() {
+    let origin = Origin::start(|seen| Reply::ok(&seen.path)).await;
+    let vcl = r#"vcl 4.0;
+backend b { ${origin0} }
+sub vcl_recv { set req.proto = "HTTP/1.2"; }
+sub vcl_deliver {
+    set resp.http.x-proto = req.proto;
+    set resp.status = 904;
+}
+"#;
+    let shellac = start_vcl("req-proto", vcl, &[origin.addr]).await;
+    let r = get(shellac.addr, "/").await;
+    assert_eq!(r.status, 904);
+    assert_eq!(r.header("x-proto"), Some("HTTP/1.1"));
+    shellac.stop().await;
+}
+
 /// `obj.hits` counts hits per object as Varnish does (issue 21, varnishtest v00013): vcl_hit
 /// already sees the hit it runs for, vcl_deliver reads 0 on a miss or a pass; fast hits count
 /// too, and a vcl_deliver that only tests `obj.hits > 0` keeps its cached head.

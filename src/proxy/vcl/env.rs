@@ -396,8 +396,19 @@ impl Env for Scope<'_> {
                     r.version = match text(&value, rt).as_str() {
                         "HTTP/1.0" => Version::HTTP_10,
                         "HTTP/1.1" => Version::HTTP_11,
+                        // A later HTTP/1 minor version is HTTP/1.1 (RFC 9110 §2.5), as the
+                        // request parser reads one.
+                        later
+                            if later.len() == 8
+                                && later.starts_with("HTTP/1.")
+                                && later.as_bytes()[7].is_ascii_digit() =>
+                        {
+                            Version::HTTP_11
+                        }
                         other => {
-                            return Err(format!("req.proto: {other} is not HTTP/1.0 or HTTP/1.1"));
+                            return Err(format!(
+                                "req.proto: {other} is not HTTP/1.0 or HTTP/1.1 (or a later HTTP/1 minor version)"
+                            ));
                         }
                     };
                 }
