@@ -206,6 +206,37 @@ sub vcl_recv {
     shellac.stop().await;
 }
 
+/// A `req.hash_always_miss` refresh whose response has no freshness left (`beresp.ttl = 0s`)
+/// is delivered but does not replace the stored copy (varnishtest b00035); one with
+/// freshness does (above).
+#[tokio::test]
+async fn hash_always_miss_with_no_ttl_keeps_the_stored_copy() {
+    let n = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = n.clone();
+    let origin = Origin::start(move |_| {
+        let v = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        Reply::ok(&format!("v{v}")).cc("max-age=600")
+    })
+    .await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_recv {
+    if (req.http.x-missit) { set req.hash_always_miss = true; }
+}
+sub vcl_backend_response {
+    if (bereq.http.x-missit) { set beresp.ttl = 0s; }
+    set beresp.grace = 10s;
+}
+"#;
+    let shellac = start_vcl("always-miss-ttl0", vcl, &[origin.addr]).await;
+    assert_eq!(get(shellac.addr, "/").await.text(), "v1");
+    let r = get_with(shellac.addr, "/", &[("x-missit", "1")]).await;
+    assert_eq!(r.text(), "v2");
+    assert_eq!(get(shellac.addr, "/").await.text(), "v1");
+    assert_eq!(origin.count(), 2);
+    shellac.stop().await;
+}
+
 /// `.host_header` is the Host of a backend request made from a request without one
 /// (HTTP/1.0); without it a VCL backend sends its `.host`, as Varnish does.
 #[tokio::test]

@@ -208,6 +208,16 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         Some(len) if len > proxy.max_object_size => Err(NoCacheReason::TooLarge),
         _ => Ok(plan),
     });
+    // VCL's `req.hash_always_miss` refresh that brings a response with no freshness left
+    // (`beresp.ttl` 0 or less): delivered, but it does not replace the stored copy, which
+    // stays for grace (as in Varnish; varnishtest b00035). Nor is the URL hit-for-miss.
+    let stale_refresh = txn.vcl.as_ref().is_some_and(|v| v.state.hash_always_miss)
+        && plan.as_ref().is_ok_and(|p| p.ttl <= p.initial_age);
+    let (plan, vcl_hit_for_miss) = if stale_refresh {
+        (Err(NoCacheReason::Vcl), Some(None))
+    } else {
+        (plan, vcl_hit_for_miss)
+    };
     let plan = match plan {
         Ok(plan) => plan,
         Err(reason) => {
