@@ -564,6 +564,34 @@ sub vcl_deliver {
     shellac.stop().await;
 }
 
+/// `req.grace` before VCL sets it: 2.x reads `cache.grace` (Varnish 2.1 starts it at
+/// `default_grace`; varnishtest 2.1.5/b00030), 4.x reads -1 (unset).
+#[tokio::test]
+async fn unset_req_grace_reads_as_each_dialect_does() {
+    let origin = Origin::start(|seen| Reply::ok(&seen.path)).await;
+    let legacy = r#"backend b { ${origin0} }
+sub vcl_recv { pass; }
+sub vcl_fetch { set beresp.http.x-fetched = "1"; }
+sub vcl_deliver { set resp.http.x-grace = req.grace; }
+"#;
+    let shellac = start_vcl("req-grace-2", legacy, &[origin.addr]).await;
+    assert_eq!(
+        get(shellac.addr, "/").await.header("x-grace"),
+        Some("0.000")
+    );
+    shellac.stop().await;
+    let modern = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_deliver { set resp.http.x-grace = req.grace; }
+"#;
+    let shellac = start_vcl("req-grace-4", modern, &[origin.addr]).await;
+    assert_eq!(
+        get(shellac.addr, "/").await.header("x-grace"),
+        Some("-1.000")
+    );
+    shellac.stop().await;
+}
+
 /// `obj.hits` counts hits per object as Varnish does (issue 21, varnishtest v00013): vcl_hit
 /// already sees the hit it runs for, vcl_deliver reads 0 on a miss or a pass; fast hits count
 /// too, and a vcl_deliver that only tests `obj.hits > 0` keeps its cached head.

@@ -137,10 +137,14 @@ impl Proxy {
         let backends = Backends::build(&config, &counters);
         let rules = Rules::compile(&config.rules);
         let xids = Arc::new(vcl::Xids::default());
-        let vcl = config
-            .vcl_program
-            .as_ref()
-            .map(|p| Arc::new(vcl::VclRuntime::new((**p).clone(), &backends, xids.clone())));
+        let vcl = config.vcl_program.as_ref().map(|p| {
+            Arc::new(vcl::VclRuntime::new(
+                (**p).clone(),
+                &backends,
+                xids.clone(),
+                config.cache.grace.0,
+            ))
+        });
         let output = match config.log.access_log.as_str() {
             "off" => None,
             target => Some(txlog::open_output(target).map_err(|e| {
@@ -211,6 +215,7 @@ impl Proxy {
                 (**p).clone(),
                 &backends,
                 self.shared.xids.clone(),
+                config.cache.grace.0,
             ))
         });
         Arc::new(Proxy {

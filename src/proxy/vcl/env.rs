@@ -193,7 +193,13 @@ impl Env for Scope<'_> {
                 self.healthy(self.state.backend.unwrap_or_else(|| self.default_backend())),
             ),
             Slot::ReqRestarts => Value::Int(i64::from(self.state.restarts)),
-            Slot::ReqGrace => Value::Duration(self.state.req_grace.unwrap_or(-1.0)),
+            Slot::ReqGrace => Value::Duration(self.state.req_grace.unwrap_or(
+                if self.rt.program.dialect.is_legacy() {
+                    self.rt.default_grace
+                } else {
+                    -1.0
+                },
+            )),
             Slot::ReqTtl => Value::Duration(self.state.req_ttl.unwrap_or(-1.0)),
             Slot::ReqHashAlwaysMiss => Value::Bool(self.state.hash_always_miss),
             Slot::ReqHashIgnoreBusy => Value::Bool(self.state.hash_ignore_busy),

@@ -48,6 +48,9 @@ pub struct VclRuntime {
     pub rollback: bool,
     /// Whether vcl_deliver depends on the object and response alone (`quick.rs`).
     pub deliver_object_only: bool,
+    /// `cache.grace` in seconds: what 2.x's `req.grace` reads until VCL sets it (Varnish
+    /// 2.1 starts it at `default_grace`; 4.x reads -1, unset).
+    pub default_grace: f64,
     /// Transaction ids (`X-Varnish`, `req.xid`, `bereq.xid`): the process's counter, which
     /// outlives the program (a reload goes on counting).
     xids: Arc<Xids>,
@@ -83,7 +86,12 @@ impl Xids {
 }
 
 impl VclRuntime {
-    pub fn new(program: Program, backends: &Backends, xids: Arc<Xids>) -> VclRuntime {
+    pub fn new(
+        program: Program,
+        backends: &Backends,
+        xids: Arc<Xids>,
+        default_grace: std::time::Duration,
+    ) -> VclRuntime {
         let targets = program.targets.iter().map(|n| backends.get(n)).collect();
         let rollback = program.has_effect(&|f| matches!(f, crate::vcl::ir::Func::Rollback));
         let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -95,6 +103,7 @@ impl VclRuntime {
             hostname,
             rollback,
             deliver_object_only: false,
+            default_grace: default_grace.as_secs_f64(),
             xids,
         };
         rt.deliver_object_only = quick::deliver_reads_object_only(&rt);
