@@ -190,6 +190,7 @@ async fn fleet_over_tls() {
     assert!(keys.contains("tt:{"), "{keys}");
 
     vcl_invalidations_reach_the_fleet(&a, &origin, &seeds, &pki, &client).await;
+    renewed_files_are_used_without_a_restart(&dir, &a, &origin, &seeds, &pki, acl).await;
 
     // Nodes that cannot use the cluster: another CA, no client certificate (Redis requires
     // one), a wrong password. Each counts and logs its failed connections, and every client
@@ -359,6 +360,94 @@ async fn vcl_invalidations_reach_the_fleet(
         "a kept serving what the VCL node banned"
     );
     v.stop().await;
+}
+
+/// A client certificate replaced on disk: one from a CA the cluster does not trust is
+/// refused and the node keeps its connection; a valid one is used by a new connection (no
+/// restart), and the node goes on reading and invalidating through it.
+async fn renewed_files_are_used_without_a_restart(
+    dir: &TempDir,
+    a: &Served,
+    origin: &Origin,
+    seeds: &[String],
+    pki: &Pki,
+    acl: &str,
+) {
+    let (cert, key) = (dir.path("r-client.pem"), dir.path("r-client.key"));
+    let install = |from: &(PathBuf, PathBuf)| {
+        // Replaced as a renewal tool would: a new file renamed over the old one.
+        for (src, dst) in [(&from.0, &cert), (&from.1, &key)] {
+            let tmp = dst.with_extension("tmp");
+            std::fs::copy(src, &tmp).unwrap();
+            std::fs::rename(&tmp, dst).unwrap();
+        }
+    };
+    install(&pki.client("r-first", "shellac"));
+    let tls = tls_line(&pki.ca_file, Some(&(cert.clone(), key.clone())));
+    let r = Served::serve(&[
+        "--config",
+        config(dir, "r", origin.addr, seeds, acl, &tls)
+            .to_str()
+            .unwrap(),
+    ]);
+    let admin = r.admin;
+    assert!(
+        eventually(Duration::from_secs(15), || async move {
+            let v: serde_json::Value =
+                serde_json::from_slice(&get(admin, "/fleet").await.body).unwrap_or_default();
+            v["breaker"] == "closed"
+        })
+        .await,
+        "r never connected"
+    );
+    let shared_hit = |path: &'static str| async move {
+        assert_eq!(get(a.proxy, path).await.status, 200);
+        let resp = get(r.proxy, path).await;
+        assert!(
+            resp.cache_status().contains("detail=shared"),
+            "{path}: {}",
+            resp.cache_status()
+        );
+    };
+
+    // A certificate from another CA: the cluster refuses it; the old connection stays.
+    let other = Pki::new("rotation-other");
+    install(&other.client("r-other", "shellac"));
+    assert!(
+        logs(
+            &r,
+            "cannot be used; keeping the current connection",
+            Duration::from_secs(15)
+        ),
+        "the refused renewal was not logged"
+    );
+    shared_hit("/renew/1").await;
+
+    // A valid renewal: a new connection with it.
+    install(&pki.client("r-second", "shellac"));
+    assert!(
+        logs(
+            &r,
+            "reconnected to the Redis cluster with them",
+            Duration::from_secs(15)
+        ),
+        "the renewal was not used"
+    );
+    shared_hit("/renew/2").await;
+    // Invalidations still reach r through the new connection.
+    let before = origin.count_path("/renew/2");
+    let p = common::request(a.proxy, "PURGE", "/renew/2", &[], b"").await;
+    assert_eq!(p.status, 200, "{}", p.text());
+    let r_proxy = r.proxy;
+    assert!(
+        eventually(Duration::from_secs(5), || async move {
+            get(r_proxy, "/renew/2").await;
+            origin.count_path("/renew/2") > before
+        })
+        .await,
+        "r kept serving what a purged"
+    );
+    r.stop();
 }
 
 /// A node that cannot use the cluster: it logs `logged`, counts its failed connections, keeps

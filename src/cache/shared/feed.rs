@@ -218,14 +218,18 @@ pub fn spawn(
     let weak = Arc::downgrade(&tier);
     drop(tier);
     tokio::spawn(async move {
-        let mut subscribed = false;
+        // The connection the subscription is on: a new one (renewed TLS files) needs its own.
+        let mut subscribed: Option<u64> = None;
         loop {
             let Some(tier) = weak.upgrade() else {
                 return;
             };
-            if !subscribed {
+            let generation = tier.remote().generation();
+            if subscribed != Some(generation) {
                 let sub = tier.remote().subscribe(tier.feed.channel.clone());
-                subscribed = tier.call(tier.write_timeout, sub).await.is_some();
+                if tier.call(tier.write_timeout, sub).await.is_some() {
+                    subscribed = Some(generation);
+                }
             }
             flush_outbox(&tier).await;
             sync(&tier).await;

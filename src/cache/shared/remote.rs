@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,6 +15,8 @@ use bytes::Bytes;
 use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
+
+use crate::tls::watch::Stamps;
 
 /// A reply, whatever client produced it.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,6 +91,11 @@ pub trait Remote: Send + Sync + 'static {
     fn command<'a>(&'a self, args: Vec<Vec<u8>>) -> RemoteFuture<'a, Reply>;
     /// Subscribes to a sharded pub/sub channel (kept across reconnects by the client).
     fn subscribe<'a>(&'a self, channel: Vec<u8>) -> RemoteFuture<'a, ()>;
+    /// Bumped when the client is replaced by a new one (renewed TLS files): subscriptions
+    /// must be made again on it.
+    fn generation(&self) -> u64 {
+        0
+    }
 }
 
 /// How to reach the cluster.
@@ -105,6 +113,8 @@ pub struct Options {
 /// connection succeeds every operation fails at once with [`RemoteError::NotConnected`].
 pub struct RedisRemote {
     conn: arc_swap::ArcSwapOption<ClusterConnection>,
+    /// Connections made (a new one replaces the old when the TLS files change).
+    generation: AtomicU64,
     scripts: Mutex<HashMap<&'static str, Arc<redis::Script>>>,
 }
 
@@ -122,6 +132,7 @@ impl RedisRemote {
     ) {
         let remote = Arc::new(RedisRemote {
             conn: arc_swap::ArcSwapOption::empty(),
+            generation: AtomicU64::new(0),
             scripts: Mutex::new(HashMap::new()),
         });
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -132,12 +143,18 @@ impl RedisRemote {
                     "storage.shared.tls.verify_name = false: the Redis nodes' certificates are checked against `ca` but not for their names; any certificate that CA signed is accepted for any node"
                 );
             }
+            let files = options.tls.as_ref().map(tls_files).unwrap_or_default();
             loop {
+                let stamps = Stamps::take(&files);
                 match connect(&options, tx.clone()).await {
                     Ok(conn) => {
                         if let Some(remote) = weak.upgrade() {
                             remote.conn.store(Some(Arc::new(conn)));
+                            remote.generation.fetch_add(1, Ordering::AcqRel);
                             tracing::info!(nodes = ?options.nodes, tls = options.tls.is_some(), "connected to the Redis cluster (shared tier)");
+                        }
+                        if !files.is_empty() {
+                            renew(weak, options, tx, counters, stamps).await;
                         }
                         return;
                     }
@@ -159,6 +176,11 @@ impl RedisRemote {
         (remote, rx)
     }
 
+    /// How many connections were made (the first is 1).
+    pub fn connections(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
     fn conn(&self) -> Result<ClusterConnection, RemoteError> {
         self.conn
             .load()
@@ -172,6 +194,57 @@ impl RedisRemote {
         map.entry(script.name)
             .or_insert_with(|| Arc::new(redis::Script::new(script.source)))
             .clone()
+    }
+}
+
+/// How often the TLS files are checked for changes once connected.
+const RENEW_CHECK: Duration = Duration::from_secs(5);
+
+/// The files `[storage.shared] tls` names.
+fn tls_files(t: &crate::config::SharedTls) -> Vec<std::path::PathBuf> {
+    [&t.ca, &t.cert, &t.key]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect()
+}
+
+/// Once connected over TLS: when the CA, certificate or key files change (a renewed client
+/// certificate, a rotated CA), connects anew with them and swaps the new connection in;
+/// operations in flight finish on the old one. Files that do not load, or a cluster that
+/// refuses them, keep the current connection (logged, `shared_connect_error`) until the
+/// files change again.
+async fn renew(
+    weak: std::sync::Weak<RedisRemote>,
+    options: Options,
+    tx: tokio::sync::mpsc::UnboundedSender<(Bytes, Bytes)>,
+    counters: Arc<crate::stats::Counters>,
+    mut stamps: Stamps,
+) {
+    let files = options.tls.as_ref().map(tls_files).unwrap_or_default();
+    loop {
+        tokio::time::sleep(RENEW_CHECK).await;
+        if weak.strong_count() == 0 {
+            return;
+        }
+        if !stamps.changed() {
+            continue;
+        }
+        stamps = Stamps::take(&files);
+        match connect(&options, tx.clone()).await {
+            Ok(conn) => {
+                let Some(remote) = weak.upgrade() else {
+                    return;
+                };
+                remote.conn.store(Some(Arc::new(conn)));
+                remote.generation.fetch_add(1, Ordering::AcqRel);
+                tracing::info!(nodes = ?options.nodes, "the TLS files of storage.shared changed: reconnected to the Redis cluster with them");
+            }
+            Err(e) => {
+                counters.shared_connect_error.inc();
+                tracing::warn!(nodes = ?options.nodes, error = %e, "the TLS files of storage.shared changed but cannot be used; keeping the current connection");
+            }
+        }
     }
 }
 
@@ -310,5 +383,9 @@ impl Remote for RedisRemote {
             let mut conn = self.conn()?;
             conn.ssubscribe(&channel[..]).await.map_err(failed)
         })
+    }
+
+    fn generation(&self) -> u64 {
+        self.connections()
     }
 }

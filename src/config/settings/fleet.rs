@@ -53,7 +53,7 @@ pub(super) const SHARED: &[Setting] = &[
         default: Default::Unset(r##"none (cleartext)"##),
         example: r##"{ ca = "/etc/shellac/redis-ca.pem" }"##,
         restart: true,
-        doc: r##"TLS to every node of the cluster (Redis started with `tls-port`, `port 0` and `tls-cluster yes`): `tls = {}` for the defaults (each node's certificate verified against the system's trust store for the address the cluster announces for it), or a table of the keys below. The seeds in `nodes` are then TLS ports. The files are read and checked by `shellac check` and at start (and again at each connection attempt until the first succeeds). A failed handshake is never a client error: it is logged, counted (`shared_connect_error`, or `shared_error` once connected) and the node serves without the shared tier, as when Redis is unreachable."##,
+        doc: r##"TLS to every node of the cluster (Redis started with `tls-port`, `port 0` and `tls-cluster yes`): `tls = {}` for the defaults (each node's certificate verified against the system's trust store for the address the cluster announces for it), or a table of the keys below. The seeds in `nodes` are then TLS ports. The files are read and checked by `shellac check` and at start (and again at each connection attempt until the first succeeds), then every 5 s for changes: renewed files are used by a new connection, without a restart (files that do not load or that the cluster refuses are logged, and the current connection kept). A failed handshake is never a client error: it is logged, counted (`shared_connect_error`, or `shared_error` once connected) and the node serves without the shared tier, as when Redis is unreachable."##,
     },
     Setting {
         section: "storage.shared",
