@@ -592,6 +592,31 @@ sub vcl_deliver { set resp.http.x-grace = req.grace; }
     shellac.stop().await;
 }
 
+/// Varnish 2.x closes the connection after every vcl_error response (varnishtest
+/// 2.1.5/b00017); 4.x's vcl_synth keeps it open.
+#[tokio::test]
+async fn a_2x_error_response_closes_the_connection() {
+    let origin = Origin::start(|seen| Reply::ok(&seen.path)).await;
+    let legacy = r#"backend b { ${origin0} }
+sub vcl_recv { error 888; }
+sub vcl_fetch { set beresp.http.x-fetched = "1"; }
+"#;
+    let shellac = start_vcl("error-closes-2", legacy, &[origin.addr]).await;
+    let r = get(shellac.addr, "/").await;
+    assert_eq!(r.status, 888);
+    assert_eq!(r.header("connection"), Some("close"));
+    shellac.stop().await;
+    let modern = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_recv { return (synth(404)); }
+"#;
+    let shellac = start_vcl("error-closes-4", modern, &[origin.addr]).await;
+    let r = get(shellac.addr, "/").await;
+    assert_eq!(r.status, 404);
+    assert_eq!(r.header("connection"), None);
+    shellac.stop().await;
+}
+
 /// `obj.hits` counts hits per object as Varnish does (issue 21, varnishtest v00013): vcl_hit
 /// already sees the hit it runs for, vcl_deliver reads 0 on a miss or a pass; fast hits count
 /// too, and a vcl_deliver that only tests `obj.hits > 0` keeps its cached head.

@@ -498,7 +498,8 @@ pub(in crate::proxy) fn synth(txn: &mut Txn, status: u16, reason: Option<String>
         .unwrap_or_default();
     let mut headers = resp.headers;
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-    if txn.closing() {
+    // Varnish 2.x closes the connection after every vcl_error response.
+    if txn.closing() || legacy {
         headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     let body = if txn.head_only {
