@@ -402,12 +402,14 @@ pub struct VclFreshness {
     pub strip: Vec<HeaderName>,
 }
 
-/// See [`VclFreshness`].
+/// See [`VclFreshness`]. `legacy`: a 2.x program, which follows Varnish 2.1's list of
+/// cacheable statuses.
 pub fn vcl_freshness(
     status: StatusCode,
     headers: &HeaderMap,
     ex: &Exchange,
     cfg: &CacheConfig,
+    legacy: bool,
 ) -> VclFreshness {
     let (request_time, response_time) = (ex.request_time, ex.response_time);
     let cc = CacheControl::targeted(headers, &cfg.targeted_cache_control);
@@ -435,21 +437,26 @@ pub fn vcl_freshness(
         })
     });
     // Varnish's list (RFC 9111 lets a cache decline any status): other statuses get no
-    // lifetime even with `max-age`, and a redirect that may be temporary only an explicit one.
+    // lifetime even with `max-age`. In 4.x a redirect that may be temporary gets only an
+    // explicit one; Varnish 2.1 gave 302 and 307 the default TTL too.
     let code = status.as_u16();
-    let storable = matches!(
-        code,
-        200 | 203 | 204 | 300 | 301 | 302 | 307 | 404 | 410 | 414
-    );
+    let storable = if legacy {
+        matches!(code, 200 | 203 | 300 | 301 | 302 | 307 | 404 | 410)
+    } else {
+        matches!(
+            code,
+            200 | 203 | 204 | 300 | 301 | 302 | 307 | 404 | 410 | 414
+        )
+    };
+    let default_ttl = (!cfg.default_ttl.0.is_zero()).then_some(cfg.default_ttl.0);
     let lifetime = if !storable {
         None
     } else if explicit.is_some() {
         explicit
     } else if code == 302 || code == 307 {
-        None
+        if legacy { default_ttl } else { None }
     } else if heuristically_cacheable(status) && !status.is_server_error() {
-        heuristic(headers, date, response_time, cfg)
-            .or((!cfg.default_ttl.0.is_zero()).then_some(cfg.default_ttl.0))
+        heuristic(headers, date, response_time, cfg).or(default_ttl)
     } else {
         None
     };
@@ -1161,7 +1168,7 @@ mod tests {
                     HeaderValue::from_str(v).unwrap(),
                 );
             }
-            vcl_freshness(StatusCode::from_u16(status).unwrap(), &h, &ex, &cfg)
+            vcl_freshness(StatusCode::from_u16(status).unwrap(), &h, &ex, &cfg, false)
         };
         let swr = ("cache-control", "max-age=30, stale-while-revalidate=30");
         let f = fresh(&[swr], 200);
@@ -1173,5 +1180,17 @@ mod tests {
         let f = fresh(&[("cache-control", "max-age=30")], 307);
         assert_eq!(f.ttl, 30.0);
         assert_eq!(fresh(&[], 307).ttl, 0.0);
+        // Varnish 2.1 gave a 302 the default TTL (varnishtest 2.1.5/b00015), not a 204.
+        let cfg = CacheConfig {
+            default_ttl: crate::config::units::Dur(Duration::from_secs(120)),
+            ..CacheConfig::default()
+        };
+        let h = HeaderMap::new();
+        let found = StatusCode::FOUND;
+        assert_eq!(vcl_freshness(found, &h, &ex, &cfg, true).ttl, 120.0);
+        assert_eq!(vcl_freshness(found, &h, &ex, &cfg, false).ttl, 0.0);
+        let no_content = StatusCode::NO_CONTENT;
+        assert_eq!(vcl_freshness(no_content, &h, &ex, &cfg, true).ttl, 0.0);
+        assert_eq!(vcl_freshness(no_content, &h, &ex, &cfg, false).ttl, 120.0);
     }
 }

@@ -142,7 +142,7 @@ pub(in crate::proxy) fn backend_response(
     };
     let legacy = v.runtime.program.dialect.is_legacy();
     let cfg = &txn.proxy.config.cache;
-    let fresh = policy::vcl_freshness(parts.status, &parts.headers, ex, cfg);
+    let fresh = policy::vcl_freshness(parts.status, &parts.headers, ex, cfg, legacy);
     // 2.x: cacheable statuses with a lifetime (Varnish 2.1's list).
     let cacheable = !pass
         && fresh.ttl > 0.0
