@@ -273,8 +273,18 @@ async fn disk_copy_after_eviction_is_read_without_promotion() {
     }
     assert!(evicted, "/d never left the memory tier");
 
-    // Inspecting twice: still only on disk (not promoted), nothing counted.
-    let before = hit_counters(&shellac).await;
+    // Inspecting twice: still only on disk (not promoted), nothing counted. The disk
+    // writer admits the last fillers in the background: wait until it is done (bounded),
+    // or its `disk_admit` lands between the two readings (seen once on a loaded machine).
+    let mut before = hit_counters(&shellac).await;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = hit_counters(&shellac).await;
+        if now == before {
+            break;
+        }
+        before = now;
+    }
     for _ in 0..2 {
         let (status, v) = inspect(shellac.admin, "url=/d&host=test.example").await;
         assert_eq!(status, 200);
