@@ -194,3 +194,26 @@ async fn connect_is_refused() {
     assert_eq!(origin.count(), 0);
     shellac.stop().await;
 }
+
+/// An expectation other than `100-continue` is answered 417 before anything reaches the
+/// origin (RFC 9110 §10.1.1; varnishtest 2.1.5/c00018); `100-continue` goes through.
+#[tokio::test]
+async fn an_unknown_expectation_is_417() {
+    let origin = Origin::start(|seen| Reply::ok(&seen.path)).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let text = raw(
+        shellac.addr,
+        b"POST /a HTTP/1.1\r\nHost: a\r\nExpect: 101-continue\r\nContent-Length: 3\r\n\r\nfoo",
+    )
+    .await;
+    assert!(text.starts_with("HTTP/1.1 417 "), "{text}");
+    assert_eq!(origin.count(), 0);
+    let text = raw(
+        shellac.addr,
+        b"POST /b HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nContent-Length: 3\r\nConnection: close\r\n\r\nfoo",
+    )
+    .await;
+    assert!(text.contains("HTTP/1.1 200 "), "{text}");
+    assert_eq!(origin.count(), 1);
+    shellac.stop().await;
+}

@@ -377,6 +377,17 @@ impl Txn {
             self.close = true;
             return Step::Synth(StatusCode::METHOD_NOT_ALLOWED, "connect-not-supported");
         }
+        // An expectation other than 100-continue cannot be met (RFC 9110 §10.1.1): 417, before
+        // anything is forwarded or the body read (hyper sends `100 Continue` only then).
+        let unmet = |v: &http::HeaderValue| {
+            v.as_bytes()
+                .split(|b| *b == b',')
+                .any(|e| !e.trim_ascii().eq_ignore_ascii_case(b"100-continue"))
+        };
+        if self.req.headers.get_all(header::EXPECT).iter().any(unmet) {
+            self.close = true;
+            return Step::Synth(StatusCode::EXPECTATION_FAILED, "expectation-failed");
+        }
         let path = self
             .req
             .uri
