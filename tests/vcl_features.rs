@@ -237,6 +237,32 @@ sub vcl_backend_response {
     shellac.stop().await;
 }
 
+/// Hop-by-hop fields are each connection's own (varnishtest b00080): vcl_recv sees the
+/// client's Keep-Alive, vcl_backend_fetch does not; vcl_backend_response sees the backend's,
+/// vcl_deliver and the client do not.
+#[tokio::test]
+async fn hop_by_hop_fields_stay_on_their_connection() {
+    let origin =
+        Origin::start(|seen| Reply::ok(&seen.path).header("keep-alive", "timeout=5")).await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_recv { set req.http.req-keep-alive = !(!req.http.Keep-Alive); }
+sub vcl_backend_fetch { set bereq.http.bereq-keep-alive = !(!bereq.http.Keep-Alive); }
+sub vcl_backend_response { set beresp.http.beresp-keep-alive = !(!beresp.http.Keep-Alive); }
+sub vcl_deliver { set resp.http.resp-keep-alive = !(!resp.http.Keep-Alive); }
+"#;
+    let shellac = start_vcl("hop-by-hop", vcl, &[origin.addr]).await;
+    let r = get_with(shellac.addr, "/", &[("keep-alive", "1")]).await;
+    let seen = origin.last();
+    assert_eq!(seen.headers.get("req-keep-alive").unwrap(), "true");
+    assert_eq!(seen.headers.get("bereq-keep-alive").unwrap(), "false");
+    assert!(seen.headers.get("keep-alive").is_none());
+    assert_eq!(r.header("beresp-keep-alive"), Some("true"));
+    assert_eq!(r.header("resp-keep-alive"), Some("false"));
+    assert_eq!(r.header("keep-alive"), None);
+    shellac.stop().await;
+}
+
 /// `.host_header` is the Host of a backend request made from a request without one
 /// (HTTP/1.0); without it a VCL backend sends its `.host`, as Varnish does.
 #[tokio::test]

@@ -66,7 +66,11 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         let response_time = SystemTime::now();
         let stored_at = Instant::now();
         let (mut parts, mut body) = resp.into_parts();
-        headers::strip_hop_by_hop(&mut parts.headers);
+        // Under VCL, vcl_backend_response sees the backend's hop-by-hop fields (Keep-Alive)
+        // in beresp, as in Varnish; the stored or delivered response never has them.
+        if txn.vcl.is_none() {
+            headers::strip_hop_by_hop(&mut parts.headers);
+        }
         let mut vcl_plan = None;
         if txn.vcl.is_some() {
             let ex = policy::Exchange::at(request_time, response_time);
@@ -77,6 +81,7 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
                     hit_for_miss,
                     buffer,
                 } => {
+                    headers::strip_hop_by_hop(&mut parts.headers);
                     vcl_plan = Some((plan, hit_for_miss));
                     if buffer && let Err(step) = read_ahead(txn, &mode, &mut parts, &mut body).await
                     {

@@ -217,6 +217,11 @@ fn new_bereq(txn: &mut Txn, for_cache: bool, pipe: bool) {
     // Varnish tells the backend which transaction asks (before the VCL runs, which may
     // unset it): the backend request's id, or for a pipe the client request's.
     let mut headers = txn.req.headers.clone();
+    // Hop-by-hop fields (Keep-Alive, those named in Connection) are the client connection's:
+    // vcl_backend_fetch does not see them, as in Varnish. A pipe keeps them (Upgrade).
+    if !pipe {
+        crate::http::headers::strip_hop_by_hop(&mut headers);
+    }
     let told = if pipe { v.state.xid } else { xid };
     headers.insert(super::X_VARNISH, super::x_varnish(told, None));
     v.bereq = Some(Bereq {
