@@ -617,6 +617,27 @@ sub vcl_recv { return (synth(404)); }
     shellac.stop().await;
 }
 
+/// On a miss, vcl_deliver's `obj.ttl` and `obj.grace` are what vcl_backend_response gave
+/// the object just fetched (varnishtest s00008), not 0.
+#[tokio::test]
+async fn obj_lifetimes_on_a_miss_are_the_fetched_objects() {
+    let origin = Origin::start(|seen| Reply::ok(&seen.path)).await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_backend_response { set beresp.ttl = 10s; set beresp.grace = 5s; }
+sub vcl_deliver {
+    set resp.http.x-ttl = obj.ttl;
+    set resp.http.x-grace = obj.grace;
+}
+"#;
+    let shellac = start_vcl("obj-ttl-miss", vcl, &[origin.addr]).await;
+    let r = get(shellac.addr, "/").await;
+    let ttl: f64 = r.header("x-ttl").unwrap().parse().unwrap();
+    assert!((9.0..=10.0).contains(&ttl), "{ttl}");
+    assert_eq!(r.header("x-grace"), Some("5.000"));
+    shellac.stop().await;
+}
+
 /// `obj.hits` counts hits per object as Varnish does (issue 21, varnishtest v00013): vcl_hit
 /// already sees the hit it runs for, vcl_deliver reads 0 on a miss or a pass; fast hits count
 /// too, and a vcl_deliver that only tests `obj.hits > 0` keeps its cached head.

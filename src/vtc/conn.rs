@@ -100,6 +100,7 @@ impl Conn {
                 return Err(RxError::Stopped);
             }
             match self.stream.read(&mut chunk) {
+                Ok(0) if self.cancelled() => return Err(RxError::Stopped),
                 Ok(0) => return Err(RxError::Eof),
                 Ok(n) => {
                     if self.pos > 0 && self.pos == self.buf.len() {

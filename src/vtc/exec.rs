@@ -275,6 +275,11 @@ impl Top {
                 self.shared.halt("top", &h);
             }
         }
+        // A server still waiting for a request the file never makes (s00008's "never used")
+        // must not fail on the EOF the proxy's stop brings.
+        for s in self.servers.values() {
+            s.cancel();
+        }
         for v in self.varnishes.values_mut() {
             if let Err(h) = v.stop(&self.shared) {
                 self.shared.halt("top", &h);

@@ -188,6 +188,14 @@ impl Server {
         }
     }
 
+    /// The end of the file: what it still waits for or reads ends as stopped, not failed
+    /// (varnishtest cancels its servers), before the proxy stops and closes its connections.
+    pub fn cancel(&self) {
+        if let Some(l) = &self.listener {
+            l.broken.store(true, Ordering::Release);
+        }
+    }
+
     /// Its thread, if one runs (the end of the file cancels and joins it).
     pub fn take_thread(&mut self) -> Option<JoinHandle<Step>> {
         self.thread.take()

@@ -184,7 +184,17 @@ pub(in crate::proxy) fn backend_response(
     match verdict {
         Verdict::Deliver if pass => outcome(Err(NoCacheReason::Vcl), None),
         Verdict::Deliver if beresp.uncacheable => outcome(Err(NoCacheReason::Vcl), hfm(beresp.ttl)),
-        Verdict::Deliver => outcome(plan(&beresp, &parts.headers, fresh), None),
+        Verdict::Deliver => {
+            if let Some(v) = txn.vcl.as_deref_mut() {
+                v.fetched = Some(super::Fetched {
+                    ttl: beresp.ttl,
+                    grace: beresp.grace,
+                    keep: beresp.keep,
+                    at: std::time::Instant::now(),
+                });
+            }
+            outcome(plan(&beresp, &parts.headers, fresh), None)
+        }
         Verdict::Pass | Verdict::HitForPass => {
             let ttl = if beresp.ttl > 0.0 {
                 beresp.ttl

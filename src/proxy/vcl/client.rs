@@ -46,6 +46,7 @@ fn run_client(
         bereq,
         is_hitmiss,
         is_hitpass,
+        fetched,
         ..
     } = v;
     let mut scope = Scope::client(runtime, &proxy.cache, *client, state, req);
@@ -57,6 +58,7 @@ fn run_client(
     scope.is_hitmiss = *is_hitmiss;
     scope.is_hitpass = *is_hitpass;
     scope.key = key.as_ref();
+    scope.fetched = *fetched;
     run(&runtime.program, m, &mut scope)
 }
 
@@ -530,6 +532,7 @@ pub(in crate::proxy) fn restart(txn: &mut Txn) -> Step {
     }
     v.state.restarts += 1;
     v.obj = None;
+    v.fetched = None;
     v.bereq = None;
     v.synthesized = false;
     v.is_hitmiss = false;

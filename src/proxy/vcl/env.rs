@@ -44,6 +44,8 @@ pub(super) struct Scope<'a> {
     pub resp: Option<&'a mut Resp>,
     pub is_hitmiss: bool,
     pub is_hitpass: bool,
+    /// What a miss fetched and stores, when there is no stored `obj` (vcl_deliver on a miss).
+    pub fetched: Option<super::Fetched>,
     /// The request's cache key once vcl_hash made it (vmod_purge's target).
     pub key: Option<&'a CacheKey>,
     /// When the request arrived (`req.time`), seconds since the epoch.
@@ -76,6 +78,7 @@ impl<'a> Scope<'a> {
             is_hitmiss: false,
             is_hitpass: false,
             key: None,
+            fetched: None,
             started: now,
             now,
         }
@@ -310,6 +313,19 @@ impl Env for Scope<'_> {
                 (Some((o, _)), Some(h)) => header(o.headers.map(), h),
                 _ => Value::None,
             },
+            Slot::ObjTtl if self.obj.is_none() => Value::Duration(
+                self.fetched
+                    .map_or(0.0, |f| f.ttl - f.at.elapsed().as_secs_f64()),
+            ),
+            Slot::ObjGrace if self.obj.is_none() => {
+                Value::Duration(self.fetched.map_or(0.0, |f| f.grace))
+            }
+            Slot::ObjKeep if self.obj.is_none() => {
+                Value::Duration(self.fetched.map_or(0.0, |f| f.keep))
+            }
+            Slot::ObjAge if self.obj.is_none() => {
+                Value::Duration(self.fetched.map_or(0.0, |f| f.at.elapsed().as_secs_f64()))
+            }
             Slot::ObjTtl => self.obj.map_or(Value::Duration(0.0), |(o, _)| {
                 let age = o.age(Instant::now()).as_secs_f64();
                 Value::Duration(

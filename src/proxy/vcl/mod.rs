@@ -177,6 +177,15 @@ pub(super) struct Resp {
     pub headers: HeaderMap,
 }
 
+/// The lifetimes of an object a miss fetched (seconds), and when its response arrived.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Fetched {
+    pub ttl: f64,
+    pub grace: f64,
+    pub keep: f64,
+    pub at: std::time::Instant,
+}
+
 /// What a request carries through its steps when a VCL program runs.
 pub(super) struct VclTxn {
     pub runtime: Arc<VclRuntime>,
@@ -187,6 +196,9 @@ pub(super) struct VclTxn {
     pub synthesized: bool,
     /// The stored object being delivered (obj.* in vcl_deliver).
     pub obj: Option<Arc<Object>>,
+    /// The lifetimes vcl_backend_response gave the object this request fetched and stores:
+    /// obj.ttl, obj.grace, obj.keep and obj.age in vcl_deliver on a miss.
+    pub fetched: Option<Fetched>,
     pub bereq: Option<Bereq>,
     /// The request as received, for `rollback`.
     pub original: Option<Box<(Method, Uri, HeaderMap)>>,
@@ -223,6 +235,7 @@ impl VclTxn {
             ran: false,
             synthesized: false,
             obj: None,
+            fetched: None,
             bereq: None,
             original: None,
             is_hitmiss: false,
