@@ -639,10 +639,12 @@ async fn redis_gone_entirely(site: &Site, nodes: &[Node], cluster: &mut Cluster)
     assert!(sent > 0);
     assert_eq!(errors, 0);
     assert!(started.elapsed() < Duration::from_secs(20));
-    assert_eq!(
-        nodes[0].stat("shared_breaker_state").await,
-        1,
-        "breaker open"
+    // Open (1), or half-open (2) while its one probe of the dead cluster is under way: a
+    // busy machine caught it probing once. Closed (0) would mean it never noticed.
+    let state = nodes[0].stat("shared_breaker_state").await;
+    assert!(
+        state == 1 || state == 2,
+        "breaker open or probing, got {state}"
     );
 }
 
