@@ -102,11 +102,11 @@ impl<T> FramedRead<T> {
         self.decoder.set_header_table_size(val);
     }
 
-    /// Nothing more to read for now: if no partial frame is buffered, frees the read buffer
-    /// and the HPACK decoder's Huffman scratch buffer, so that an idle connection holds
-    /// neither; the next poll allocates them again. A header block in progress (`partial`)
-    /// is kept. (Shellac's patch; see PATCHES.md.)
-    fn release(&mut self) {
+    /// The connection is idle (`proto::Connection::poll`): if no partial frame is buffered,
+    /// frees the read buffer and the HPACK decoder's Huffman scratch buffer; the next poll
+    /// allocates them again. A header block in progress (`partial`) is kept.
+    /// (Shellac's patch; see PATCHES.md.)
+    pub fn release(&mut self) {
         if self.inner.read_buffer().is_empty() && self.inner.read_buffer().capacity() > 0 {
             *self.inner.read_buffer_mut() = BytesMut::new();
             self.decoder.hpack.release_scratch();
@@ -457,10 +457,7 @@ where
                 Poll::Ready(Some(Ok(bytes))) => bytes,
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(map_err(e)))),
                 Poll::Ready(None) => return Poll::Ready(None),
-                Poll::Pending => {
-                    self.release();
-                    return Poll::Pending;
-                }
+                Poll::Pending => return Poll::Pending,
             };
 
             tracing::trace!(read.bytes = bytes.len());

@@ -172,10 +172,6 @@ where
             }
         }
 
-        // Everything buffered is written: give the buffer back (Shellac's patch; see
-        // PATCHES.md).
-        self.encoder.release();
-
         tracing::trace!("flushing buffer");
         // Flush the upstream
         ready!(Pin::new(&mut self.inner).poll_flush(cx))?;
@@ -184,6 +180,12 @@ where
     }
 
     /// Close the codec
+    /// Frees the write buffer if everything in it was written (the connection is idle:
+    /// `proto::Connection::poll`). (Shellac's patch; see PATCHES.md.)
+    pub fn release_if_drained(&mut self) {
+        self.encoder.release();
+    }
+
     pub fn shutdown(&mut self, cx: &mut Context) -> Poll<io::Result<()>> {
         if !self.final_flush_done {
             ready!(self.flush(cx))?;

@@ -131,6 +131,14 @@ where
     T: AsyncWrite + Unpin,
     B: Buf,
 {
+    /// The connection is idle (nothing to read, everything written, no stream): frees the
+    /// read and write buffers and the HPACK scratch buffers. (Shellac's patch; see
+    /// PATCHES.md.)
+    pub(crate) fn release_idle(&mut self) {
+        self.inner.release();
+        self.framed_write().release_if_drained();
+    }
+
     /// Returns `Ready` when the codec can buffer a frame
     pub fn poll_ready(&mut self, cx: &mut Context) -> Poll<io::Result<()>> {
         self.framed_write().poll_ready(cx)

@@ -332,6 +332,14 @@ where
                                 continue;
                             }
 
+                            // Nothing to read, everything flushed: with no stream open the
+                            // connection is idle and holds no buffer (allocated again on
+                            // demand). Under load (streams open) they are kept.
+                            // (Shellac's patch; see PATCHES.md.)
+                            if !self.inner.streams.has_streams() {
+                                self.codec.release_idle();
+                            }
+
                             return Poll::Pending;
                         }
                     };
