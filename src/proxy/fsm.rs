@@ -14,7 +14,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use http::header::{self, HeaderValue};
 use http::request::Parts;
@@ -763,15 +763,22 @@ impl Txn {
             // request's answer may differ, so it is not reused for it, nor revalidated.
             return None;
         }
-        let mut fresh = object.is_fresh(now);
-        // VCL's `req.ttl` (the oldest object a hit may be) and `req.grace` (the most grace).
+        // VCL's `req.ttl` / `req.max_age` and `req.grace`, as Varnish's EXP_Ttl and
+        // EXP_Ttl_grace read them: a positive `req.ttl` below the object's TTL ends its
+        // freshness there (the object counts as if stored with that TTL, so its grace runs
+        // from then); a non-negative `req.grace` below the object's grace shortens that.
+        // Unset (or out of those ranges) they change nothing.
         let (req_ttl, req_grace) = self
             .vcl
             .as_ref()
             .map_or((None, None), |v| (v.state.req_ttl, v.state.req_grace));
-        if let Some(limit) = req_ttl {
-            fresh &= object.age(now).as_secs_f64() < limit;
-        }
+        let ttl_cap = req_ttl
+            .filter(|&l| l > 0.0 && l < object.ttl.get().as_secs_f64())
+            .map(Duration::from_secs_f64);
+        let fresh = match ttl_cap {
+            Some(cap) => object.age(now) < cap,
+            None => object.is_fresh(now),
+        };
         if let Some(cc) = &self.req_cc {
             let age = object.age(now);
             let wants_validation = cc.no_cache
@@ -795,12 +802,14 @@ impl Txn {
         if count {
             self.proxy.counters.cache_expired.inc();
         }
-        let graced = match req_grace {
-            Some(limit) => {
-                let past = object.age(now).saturating_sub(object.ttl.get());
-                object.within_grace(now) && past.as_secs_f64() < limit
-            }
-            None => object.within_grace(now),
+        let graced = object.stale_ok && {
+            let grace = match req_grace {
+                Some(limit) if limit >= 0.0 && limit < object.grace.get().as_secs_f64() => {
+                    Duration::from_secs_f64(limit)
+                }
+                _ => object.grace.get(),
+            };
+            object.age(now) < ttl_cap.unwrap_or_else(|| object.ttl.get()) + grace
         };
         // (`count` is false for the leader's second look: the fetch in progress is its own.)
         if graced && !self.legacy_grace_applies(key, !count) {

@@ -234,6 +234,8 @@ pub const VARS: &[VarDef] = &[
     v("req.restarts", INT, V4, C, 0, 0, ReqRestarts),
     v("req.xid", INT, V4, C, 0, 0, ReqXid),
     v("req.ttl", DUR, V4, C, C, C, ReqTtl),
+    // Varnish 8's name for req.ttl (the same knob, renamed: varnish-cache#4389).
+    v("req.max_age", DUR, V4, C, C, C, ReqTtl),
     v("req.grace", DUR, V4, C, C, C, ReqGrace),
     v("req.hash_always_miss", BOOL, V4, C, C, 0, ReqHashAlwaysMiss),
     v("req.hash_ignore_busy", BOOL, V4, C, C, 0, ReqHashIgnoreBusy),
@@ -393,7 +395,6 @@ pub const VARS: &[VarDef] = &[
     // Newer Varnish (7.x, 8.0) variables Shellac does not have.
     v("param.", DUR, V4, ALL, 0, 0, Unsupported("Varnish's parameters are not VCL values in Shellac; its settings are in the TOML configuration"),
     ),
-    v("req.max_age", DUR, V4, C, C, C, Unsupported("use req.ttl, or the request's Cache-Control (cache.request_cache_control)")),
     v("bereq.retry_connect", BOOL, V4, BACKEND, BACKEND, 0, Unsupported("Shellac retries a failed connection of an idempotent request on the next backend itself"),
     ),
 ];
