@@ -201,6 +201,7 @@ counters! {
     cache_refresh: "Background fetches started to refresh an object delivered within grace",
     cache_refresh_ahead: "Background fetches started to refresh a fresh object requested within cache.refresh_ahead of its expiry",
     cache_revalidated: "Stale objects refreshed by a 304 from the backend (conditional revalidation)",
+    cache_revalidated_gone: "304s to the revalidation of a copy purged or banned meanwhile: the copy is not refreshed (4.x VCL: the fetch fails into vcl_backend_error; else it is repeated unconditionally)",
     cache_invalidated: "Objects removed after a successful unsafe request (any method but GET, HEAD, OPTIONS, TRACE)",
     purge_req: "PURGE requests accepted",
     purge_denied: "PURGE requests refused (client not in invalidation.purge_from)",

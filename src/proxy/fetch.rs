@@ -22,6 +22,13 @@ use crate::cache::shared::feed::{self, Invalidation, Position};
 use crate::cache::{Body, CacheKey, Object, StoredFields, VarySelection};
 use crate::http::headers;
 
+/// What vcl_backend_response decided: how to store the response, or why not and how long the
+/// URL is remembered as uncacheable.
+type VclPlan = (
+    Result<policy::StorePlan, NoCacheReason>,
+    Option<std::time::Duration>,
+);
+
 /// Sends the backend request for `mode` and turns the answer into the next step.
 pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
     let for_cache = !matches!(mode, FetchMode::Pass(_));
@@ -33,7 +40,7 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         return step;
     }
     // The exchange, again as long as VCL says `retry` (bounded by MAX_RETRIES).
-    let (request_time, response_time, stored_at, seen, mut parts, body, vcl_plan) = loop {
+    let (request_time, response_time, stored_at, seen, mut parts, body, vcl_plan, was_304) = loop {
         let request_time = SystemTime::now();
         // Where this node stood in the fleet's invalidation log before asking the origin.
         let seen = txn
@@ -66,6 +73,35 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         let response_time = SystemTime::now();
         let stored_at = Instant::now();
         let (mut parts, mut body) = resp.into_parts();
+        // A 304 answering the revalidation of a stale copy (`send` made the request
+        // conditional on it).
+        let was_304 = for_cache && parts.status == StatusCode::NOT_MODIFIED && txn.stale.is_some();
+        if was_304 && !still_stored(txn).await {
+            // The copy was purged or banned while the backend was asked: it is never refreshed
+            // and served. As in Varnish, under a 4.x program that fetch failed
+            // (vcl_backend_error, which may retry); otherwise the object is fetched again,
+            // unconditionally (there is nothing left to revalidate).
+            txn.proxy.counters.cache_revalidated_gone.inc();
+            txn.stale = None;
+            drop(body);
+            if txn
+                .vcl
+                .as_ref()
+                .is_some_and(|v| !v.runtime.program.dialect.is_legacy())
+            {
+                let status = StatusCode::SERVICE_UNAVAILABLE;
+                match super::vcl::backend_error(txn, status, "stale-gone") {
+                    super::vcl::ErrorOutcome::Retry => continue,
+                    super::vcl::ErrorOutcome::Step(step) => {
+                        if let FetchMode::Miss(guard) = &mode {
+                            guard.object().fail_with(status, "stale-gone");
+                        }
+                        return step;
+                    }
+                }
+            }
+            continue;
+        }
         // Under VCL, vcl_backend_response sees the backend's hop-by-hop fields (Keep-Alive)
         // in beresp, as in Varnish; the stored or delivered response never has them.
         if txn.vcl.is_none() {
@@ -75,7 +111,13 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         if txn.vcl.is_some() {
             let ex = policy::Exchange::at(request_time, response_time);
             let pass = matches!(mode, FetchMode::Pass(_));
-            match super::vcl::backend_response(txn, &mut parts, &ex, pass) {
+            // Varnish: vcl_backend_response sees a revalidated copy as the object it becomes
+            // — the stale copy's status, its fields merged with the 304's, `beresp.was_304`.
+            if was_304 && let Some(stale) = &txn.stale {
+                parts.status = stale.status;
+                parts.headers = merge_304(stale, &parts.headers);
+            }
+            match super::vcl::backend_response(txn, &mut parts, &ex, pass, was_304) {
                 super::vcl::BerespOutcome::Plan {
                     plan,
                     hit_for_miss,
@@ -83,7 +125,9 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
                 } => {
                     headers::strip_hop_by_hop(&mut parts.headers);
                     vcl_plan = Some((plan, hit_for_miss));
-                    if buffer && let Err(step) = read_ahead(txn, &mode, &mut parts, &mut body).await
+                    if buffer
+                        && !was_304
+                        && let Err(step) = read_ahead(txn, &mode, &mut parts, &mut body).await
                     {
                         return step;
                     }
@@ -103,6 +147,7 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
             parts,
             body,
             vcl_plan,
+            was_304,
         );
     };
     let mut overrides = txn.proxy.rules.on_response(
@@ -159,16 +204,13 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-key");
     };
     let proxy = txn.proxy.clone();
-    if parts.status == StatusCode::NOT_MODIFIED
-        && let Some(stale) = txn.stale.take()
-    {
+    if was_304 && let Some(stale) = txn.stale.take() {
         return revalidated(
             txn,
-            guard,
-            &primary,
-            stale,
+            (guard, &primary, stale),
             parts,
             &overrides,
+            vcl_plan,
             (request_time, response_time, stored_at, seen),
         );
     }
@@ -483,39 +525,86 @@ fn same_host_key(target: &CacheKey, uri: &str) -> Option<CacheKey> {
     (key.host() == target.host()).then_some(key)
 }
 
-/// The backend answered our conditional request with 304: the stale copy is fresh again with
-/// the 304's header fields merged in (RFC 9111 §3.2, §4.3.4).
-fn revalidated(
-    txn: &mut Txn,
-    mut guard: Option<LeaderGuard>,
-    primary: &CacheKey,
-    stale: Arc<Object>,
-    parts: Parts,
-    overrides: &policy::Overrides,
-    (request_time, response_time, stored_at, seen): (SystemTime, SystemTime, Instant, Position),
-) -> Step {
-    let proxy = txn.proxy.clone();
-    proxy.counters.cache_revalidated.inc();
+/// The stale copy's fields with a 304's merged in (RFC 9111 §3.2, §4.3.4): each field the 304
+/// sends replaces the stored one (framing fields excepted: the body is the stored one).
+fn merge_304(stale: &Object, fresh: &HeaderMap) -> HeaderMap {
     let mut headers = stale.headers.to_map();
-    for name in parts.headers.keys() {
+    for name in fresh.keys() {
         if name == header::CONTENT_LENGTH || name == header::CONTENT_RANGE {
             continue;
         }
         headers.remove(name);
-        for v in parts.headers.get_all(name) {
+        for v in fresh.get_all(name) {
             headers.append(name.clone(), v.clone());
         }
     }
-    let plan = policy::evaluate_with(
-        stale.status,
-        &headers,
-        &policy::Exchange {
-            authorization: txn.authorized,
-            ..policy::Exchange::at(request_time, response_time)
-        },
-        &proxy.config.cache,
-        overrides,
-    );
+    headers
+}
+
+/// Whether the stale copy a 304 just revalidated is still stored (under its own variant's
+/// key, the same object or the same response re-timed by a soft purge) and unbanned. A copy
+/// purged or banned while the backend was asked must not come back refreshed.
+async fn still_stored(txn: &Txn) -> bool {
+    let (Some(primary), Some(stale)) = (&txn.key, &txn.stale) else {
+        return false;
+    };
+    let cache = &txn.proxy.cache;
+    let key = if stale.vary().is_empty() {
+        primary.clone()
+    } else {
+        let names: Vec<_> = stale.vary().iter().map(|(n, _)| n.clone()).collect();
+        let mut selected = HeaderMap::new();
+        for (n, v) in stale.vary() {
+            if let Some(v) = v {
+                selected.append(n.clone(), v.clone());
+            }
+        }
+        primary.with_variant(crate::cache::vary::variant_hash(&names, &selected))
+    };
+    if cache.bans.is_banned(&key, stale) {
+        return false;
+    }
+    cache.storage.inspect(&key).await.iter().any(|(_, o)| {
+        Arc::ptr_eq(o, stale)
+            || (o.status == stale.status
+                && o.body_len == stale.body_len
+                && o.headers.block() == stale.headers.block())
+    })
+}
+
+/// The backend answered our conditional request with 304: the stale copy is fresh again with
+/// the 304's header fields merged in (RFC 9111 §3.2, §4.3.4). Under VCL, `parts` is already
+/// that merge as vcl_backend_response left it, stored by `vcl_plan`.
+fn revalidated(
+    txn: &mut Txn,
+    (mut guard, primary, stale): (Option<LeaderGuard>, &CacheKey, Arc<Object>),
+    parts: Parts,
+    overrides: &policy::Overrides,
+    vcl_plan: Option<VclPlan>,
+    (request_time, response_time, stored_at, seen): (SystemTime, SystemTime, Instant, Position),
+) -> Step {
+    let proxy = txn.proxy.clone();
+    proxy.counters.cache_revalidated.inc();
+    let (status_code, mut headers, plan, hit_for_miss) = match vcl_plan {
+        Some((plan, hfm)) => (parts.status, parts.headers, plan, hfm),
+        None => {
+            let headers = merge_304(&stale, &parts.headers);
+            let plan = policy::evaluate_with(
+                stale.status,
+                &headers,
+                &policy::Exchange {
+                    authorization: txn.authorized,
+                    ..policy::Exchange::at(request_time, response_time)
+                },
+                &proxy.config.cache,
+                overrides,
+            );
+            (stale.status, headers, plan, None)
+        }
+    };
+    if let Some(v) = txn.vcl.as_deref() {
+        super::vcl::mark_fetched(v, &mut headers);
+    }
     let (object, status) = match plan {
         Ok(plan) => {
             for name in &plan.strip {
@@ -523,7 +612,7 @@ fn revalidated(
             }
             headers.remove(header::AGE);
             let object = Arc::new(Object {
-                status: stale.status,
+                status: status_code,
                 headers: StoredFields::from_map(&headers),
                 body: stale.body.clone(),
                 body_len: stale.body_len,
@@ -552,9 +641,14 @@ fn revalidated(
             )
         }
         Err(reason) => {
-            // Validated, but no longer storable: deliver this once and forget the copy.
+            // Validated, but no longer storable: deliver this once and forget the copy (VCL:
+            // remembered as uncacheable for its hit-for-miss `beresp.ttl`).
             proxy.cache.purge(primary);
+            if let Some(ttl) = hit_for_miss {
+                proxy.cache.mark_hit_for_miss(primary.clone(), ttl);
+            }
             let object = Arc::new(Object {
+                status: status_code,
                 headers: StoredFields::from_map(&headers),
                 ttl: crate::cache::Span::ZERO,
                 stored_at,

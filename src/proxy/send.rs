@@ -10,7 +10,7 @@ use http_body::Body as _;
 use super::fsm::Txn;
 use crate::backend::director::{Member, Pick};
 use crate::backend::{Backend, BackendBody, FetchError, RequestBody};
-use crate::cache::CacheKey;
+use crate::cache::{CacheKey, Object};
 use crate::http::headers;
 
 /// Request fields that would make the backend answer something other than the full object.
@@ -22,6 +22,21 @@ const CONDITIONAL: [HeaderName; 6] = [
     header::IF_RANGE,
     header::RANGE,
 ];
+
+/// The stored `Last-Modified` if it is a strong validator (RFC 9110 §8.8.2.2): at least a
+/// second before the stored `Date` — or, without one, before the response arrived (the Date
+/// RFC 9110 §6.6.1 has a cache record). Under VCL, as Varnish does, only such a time is sent
+/// in `If-Modified-Since`: a weak one may hide a change made within the same second.
+fn strong_last_modified(stale: &Object) -> Option<&str> {
+    let text = stale.last_modified()?;
+    let modified = httpdate::parse_http_date(text).ok()?;
+    let date = match stale.headers.get_str(&header::DATE) {
+        Some(d) => httpdate::parse_http_date(d).ok()?,
+        None => std::time::SystemTime::now().checked_sub(stale.stored_at.elapsed())?,
+    };
+    let gap = date.duration_since(modified).ok()?;
+    (gap >= std::time::Duration::from_secs(1)).then_some(text)
+}
 
 /// Attempts at most per request (first try, retries and restarts together).
 const MAX_ATTEMPTS: usize = 16;
@@ -227,10 +242,12 @@ fn build_request(txn: &mut Txn, backend: &Backend, for_cache: bool) -> Request<R
             if let Some(etag) = stale.etag().and_then(|v| HeaderValue::from_str(v).ok()) {
                 headers.insert(header::IF_NONE_MATCH, etag);
             }
-            if let Some(lm) = stale
-                .last_modified()
-                .and_then(|v| HeaderValue::from_str(v).ok())
-            {
+            let lm = if txn.vcl.is_some() {
+                strong_last_modified(stale)
+            } else {
+                stale.last_modified()
+            };
+            if let Some(lm) = lm.and_then(|v| HeaderValue::from_str(v).ok()) {
                 headers.insert(header::IF_MODIFIED_SINCE, lm);
             }
         }

@@ -82,7 +82,7 @@ pub(super) const CACHE: &[Setting] = &[
         default: Default::Value(r##""1h""##),
         example: r##""##,
         restart: false,
-        doc: r##"How long past TTL + grace a stale object is kept usable: for conditional revalidation with the backend (`If-None-Match` / `If-Modified-Since`; a 304 refreshes it, counter `cache_revalidated`), and to answer when no backend can be reached (all sick, refused, timed out: `detail=stale-<why>`, counter `cache_stale_served`; RFC 9111 §4.2.4 "disconnected"). A backend 5xx is answered with the stale copy only if the response said `stale-if-error=N` (RFC 5861). Objects are not removed when they expire, so keep costs no extra memory; they go when evicted or replaced."##,
+        doc: r##"How long past TTL + grace a stale object is kept usable: for conditional revalidation with the backend (`If-None-Match` / `If-Modified-Since`; a 304 refreshes it, counter `cache_revalidated`; a copy purged or banned while the backend was asked is not refreshed but fetched again, counter `cache_revalidated_gone`), and to answer when no backend can be reached (all sick, refused, timed out: `detail=stale-<why>`, counter `cache_stale_served`; RFC 9111 §4.2.4 "disconnected"). A backend 5xx is answered with the stale copy only if the response said `stale-if-error=N` (RFC 5861). Objects are not removed when they expire, so keep costs no extra memory; they go when evicted or replaced."##,
     },
     Setting {
         section: "cache",

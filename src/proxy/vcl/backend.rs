@@ -126,12 +126,14 @@ fn route(txn: &mut Txn) {
 
 /// vcl_backend_response (2.x: vcl_fetch) on the response head in `parts`: VCL may change its
 /// status and fields and decides whether and how long it is stored. `pass`: a pass fetch,
-/// never stored.
+/// never stored. `was_304`: `parts` is a stale copy a 304 revalidated, merged with the 304's
+/// fields (`beresp.was_304`).
 pub(in crate::proxy) fn backend_response(
     txn: &mut Txn,
     parts: &mut Parts,
     ex: &policy::Exchange,
     pass: bool,
+    was_304: bool,
 ) -> BerespOutcome {
     let Some(v) = txn.vcl.as_deref() else {
         return BerespOutcome::Plan {
@@ -160,7 +162,7 @@ pub(in crate::proxy) fn backend_response(
         uncacheable: if legacy { !cacheable } else { pass },
         age: fresh.initial_age.as_secs_f64(),
         backend: txn.backend.as_ref().map(|b| b.name().to_string()),
-        was_304: false,
+        was_304,
         do_stream: !legacy,
     };
     let m = if legacy {

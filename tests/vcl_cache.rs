@@ -1,0 +1,247 @@
+//! VCL and the cache, end to end: a 304 through vcl_backend_response (`beresp.was_304`), a
+//! copy purged while it was being revalidated, bans on the looking-up request's fields.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Semaphore;
+
+use common::vcl::start_vcl;
+use common::{Origin, Reply, Shellac, get, get_with, request};
+
+/// Regression (issue 21, varnishtest b00079): a 304 to a revalidation runs
+/// vcl_backend_response on the merged object — the stale copy's status 200, its fields with
+/// the 304's, `beresp.was_304` true — and what VCL sets there (a TTL, a field) is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_304_runs_vcl_backend_response_with_was_304() {
+    let origin = Origin::start(|s| {
+        if s.headers.contains_key("if-none-match") {
+            return Reply::ok("")
+                .status(304)
+                .header("etag", "\"v1\"")
+                .header("x-from", "304");
+        }
+        Reply::ok("the body")
+            .header("etag", "\"v1\"")
+            .header("x-from", "200")
+    })
+    .await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_backend_response {
+    set beresp.http.was-304 = beresp.was_304;
+    set beresp.http.status-seen = beresp.status;
+    if (beresp.was_304) {
+        set beresp.ttl = 60s;
+    } else {
+        set beresp.ttl = 1ms;
+        set beresp.grace = 0s;
+        set beresp.keep = 1m;
+    }
+}
+"#;
+    let shellac = start_vcl("was-304", vcl, &[origin.addr]).await;
+    let r = get(shellac.addr, "/").await;
+    assert_eq!(r.header("was-304"), Some("false"));
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let r = get(shellac.addr, "/").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "the body");
+    assert_eq!(r.header("was-304"), Some("true"));
+    assert_eq!(
+        r.header("status-seen"),
+        Some("200"),
+        "beresp is the merged object"
+    );
+    assert_eq!(
+        r.header("x-from"),
+        Some("304"),
+        "the 304's fields replace the stored ones"
+    );
+    assert_eq!(origin.last().headers["if-none-match"], "\"v1\"");
+    // The 60 s VCL gave the revalidated copy hold: a hit.
+    let r = get(shellac.addr, "/").await;
+    assert_eq!(r.text(), "the body");
+    assert_eq!(r.header("was-304"), Some("true"));
+    assert_eq!(origin.count(), 2);
+    assert_eq!(shellac.stat("cache_revalidated").await, 1);
+    shellac.stop().await;
+}
+
+/// Under VCL `If-Modified-Since` carries only a strong `Last-Modified` (RFC 9110 §8.8.2.2, as
+/// Varnish does): one at least a second before the stored `Date` — or, without a `Date`,
+/// before the response arrived.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vcl_revalidates_with_a_strong_last_modified_only() {
+    const LM: &str = "Wed, 11 Sep 2013 13:36:55 GMT";
+    let origin = Origin::start(|s| match s.path.as_str() {
+        "/weak" => Reply::ok("w")
+            .header("last-modified", LM)
+            .header("date", LM),
+        _ => Reply::ok("s").header("last-modified", LM),
+    })
+    .await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_backend_response {
+    set beresp.ttl = 1ms;
+    set beresp.grace = 0s;
+    set beresp.keep = 1m;
+}
+"#;
+    let shellac = start_vcl("strong-lm", vcl, &[origin.addr]).await;
+    for path in ["/weak", "/strong"] {
+        get(shellac.addr, path).await;
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    get(shellac.addr, "/weak").await;
+    assert!(!origin.last().headers.contains_key("if-modified-since"));
+    get(shellac.addr, "/strong").await;
+    assert_eq!(origin.last().headers["if-modified-since"], LM);
+    shellac.stop().await;
+}
+
+/// An origin whose conditional requests (`If-None-Match`) wait for a permit before their 304;
+/// other requests get `version N` (N counting them from 1), `ETag: "v"`, `max-age=1`.
+struct GatedOrigin {
+    addr: SocketAddr,
+    /// Conditional requests received so far.
+    conditional: Arc<AtomicUsize>,
+    gate: Arc<Semaphore>,
+}
+
+async fn gated_origin() -> GatedOrigin {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let conditional = Arc::new(AtomicUsize::new(0));
+    let gate = Arc::new(Semaphore::new(0));
+    let full = Arc::new(AtomicUsize::new(0));
+    let (c, g) = (conditional.clone(), gate.clone());
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let (c, g, full) = (c.clone(), g.clone(), full.clone());
+            tokio::spawn(async move {
+                loop {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+                    let reply = if text.contains("\r\nif-none-match:") {
+                        c.fetch_add(1, Ordering::SeqCst);
+                        let Ok(permit) = g.acquire().await else {
+                            return;
+                        };
+                        permit.forget();
+                        "HTTP/1.1 304 Not Modified\r\nETag: \"v\"\r\nCache-Control: max-age=1\r\n\r\n"
+                            .to_string()
+                    } else {
+                        let body = format!("version {}", full.fetch_add(1, Ordering::SeqCst) + 1);
+                        format!(
+                            "HTTP/1.1 200 OK\r\nETag: \"v\"\r\nCache-Control: max-age=1\r\nContent-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        )
+                    };
+                    if s.write_all(reply.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    GatedOrigin {
+        addr,
+        conditional,
+        gate,
+    }
+}
+
+/// Waits (bounded) until the origin has received `n` conditional requests.
+async fn conditional_requests(origin: &GatedOrigin, n: usize) {
+    for _ in 0..2000 {
+        if origin.conditional.load(Ordering::SeqCst) >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("the origin never received conditional request {n}");
+}
+
+/// Regression (issue 21, varnishtest c00129): a copy purged while its revalidation was on the
+/// way is not brought back by the 304. Without VCL the object is fetched again,
+/// unconditionally; under 4.x VCL the fetch fails into vcl_backend_error, which may retry (an
+/// unconditional fetch) or answer 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_purged_during_its_revalidation_is_not_refreshed() {
+    // Without VCL (`cache.keep` holds the stale copy for revalidation).
+    let origin = gated_origin().await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    assert_eq!(get(shellac.addr, "/").await.text(), "version 1");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let addr = shellac.addr;
+    let revalidating = tokio::spawn(async move { get(addr, "/").await });
+    conditional_requests(&origin, 1).await;
+    assert_eq!(
+        request(shellac.addr, "PURGE", "/", &[], b"").await.status,
+        200
+    );
+    origin.gate.add_permits(1);
+    let r = revalidating.await.unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "version 2", "fetched again, not the purged copy");
+    assert_eq!(shellac.stat("cache_revalidated_gone").await, 1);
+    assert_eq!(shellac.stat("cache_revalidated").await, 0);
+    shellac.stop().await;
+
+    // 4.x VCL: vcl_backend_error retries once (as varnishtest c00129), then answers 503.
+    let origin = gated_origin().await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_recv {
+    if (req.method == "PURGE") { return (purge); }
+}
+sub vcl_backend_response {
+    set beresp.ttl = 1ms;
+    set beresp.grace = 0s;
+    set beresp.keep = 10s;
+}
+sub vcl_backend_error {
+    if (bereq.http.retry && bereq.retries == 0) { return (retry); }
+    set beresp.http.failed = "yes";
+}
+"#;
+    let shellac = start_vcl("purged-304", vcl, &[origin.addr]).await;
+    for (i, path, retry) in [(1, "/", true), (2, "/b", false)] {
+        let primed = get(shellac.addr, path).await;
+        assert!(primed.text().starts_with("version"), "{}", primed.text());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let addr = shellac.addr;
+        let headers: &'static [(&'static str, &'static str)] =
+            if retry { &[("retry", "1")] } else { &[] };
+        let revalidating = tokio::spawn(async move { get_with(addr, path, headers).await });
+        conditional_requests(&origin, i).await;
+        assert_eq!(
+            request(shellac.addr, "PURGE", path, &[], b"").await.status,
+            200
+        );
+        origin.gate.add_permits(1);
+        let r = revalidating.await.unwrap();
+        if retry {
+            assert_eq!(r.status, 200);
+            assert_eq!(r.text(), "version 2", "retried without the purged copy");
+        } else {
+            assert_eq!(r.status, 503);
+            assert_eq!(r.header("failed"), Some("yes"));
+        }
+    }
+    shellac.stop().await;
+}
