@@ -1,9 +1,13 @@
 //! VCL constructs Shellac once refused as unsupported and now runs with Varnish's meaning,
-//! end to end: `req.max_age`, ...
+//! end to end: `req.max_age`, `bereq.retry_connect`, ...
 
 mod common;
 
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use common::vcl::start_vcl;
 use common::{Origin, Reply, get_with};
@@ -69,5 +73,78 @@ sub vcl_deliver {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(origin.count(), 3, "the grace hit refreshed the object");
+    shellac.stop().await;
+}
+
+/// An origin that answers the first request on each connection (`hello`, keep-alive) and
+/// closes the connection when a second one arrives on it, as an origin whose idle timeout
+/// ran out just as the proxy reused the connection. Returns its address and the requests it
+/// read (heads).
+async fn closes_reused_connections() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let log = log.clone();
+            tokio::spawn(async move {
+                for answered in 0.. {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        match s.read(&mut byte).await {
+                            Ok(1) => head.push(byte[0]),
+                            _ => return,
+                        }
+                    }
+                    log.lock()
+                        .unwrap()
+                        .push(String::from_utf8_lossy(&head).into_owned());
+                    if answered == 1 {
+                        return;
+                    }
+                    let _ = s
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello")
+                        .await;
+                }
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// `bereq.retry_connect` (varnishtest b00097): a bodyless request that fails on a reused
+/// backend connection is tried once more on a new connection — unless VCL set
+/// `bereq.retry_connect = false`, when it fails (503).
+#[tokio::test]
+async fn bereq_retry_connect_false_gives_up_on_a_dead_reused_connection() {
+    let (origin, seen) = closes_reused_connections().await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_recv { return (pass); }
+sub vcl_backend_fetch {
+    set bereq.http.x-default = bereq.retry_connect;
+    if (bereq.http.no-retry) {
+        set bereq.retry_connect = false;
+    }
+}
+"#;
+    let shellac = start_vcl("retry-connect", vcl, &[origin]).await;
+    let r = get_with(shellac.addr, "/a", &[]).await;
+    assert_eq!((r.status, r.text().as_str()), (200, "hello"));
+    // The pooled connection dies under the second request: retried on a new one.
+    let r = get_with(shellac.addr, "/b", &[]).await;
+    assert_eq!((r.status, r.text().as_str()), (200, "hello"));
+    // The same with retry_connect = false: no second try.
+    let r = get_with(shellac.addr, "/c", &[("no-retry", "1")]).await;
+    assert_eq!(r.status, 503);
+    let seen = seen.lock().unwrap().clone();
+    let paths: Vec<&str> = seen
+        .iter()
+        .map(|h| h.split(' ').nth(1).unwrap_or(""))
+        .collect();
+    assert_eq!(paths, ["/a", "/b", "/b", "/c"]);
+    assert!(seen[0].to_ascii_lowercase().contains("x-default: true"));
     shellac.stop().await;
 }

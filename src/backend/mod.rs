@@ -96,6 +96,11 @@ pub struct RequestTimeouts {
     pub between_bytes: Option<Duration>,
 }
 
+/// VCL's `bereq.retry_connect = false`, in a backend request's extensions: a request that
+/// fails on a reused connection is not tried again on a new one.
+#[derive(Clone, Copy, Debug)]
+pub struct NoConnectRetry;
+
 /// One origin server, its pool, limit and health.
 pub struct Backend {
     pub config: BackendConfig,
@@ -227,7 +232,8 @@ impl Backend {
     /// backend's own timeouts for this request.
     ///
     /// A request without a body that fails on a reused connection before any response byte is
-    /// retried once on a fresh connection (the origin may have closed the idle connection).
+    /// retried once on a fresh connection (the origin may have closed the idle connection),
+    /// unless its extensions hold [`NoConnectRetry`].
     pub async fn send(
         self: &Arc<Self>,
         req: Request<RequestBody>,
@@ -243,7 +249,9 @@ impl Backend {
             .get::<RequestTimeouts>()
             .and_then(|t| t.connect)
             .unwrap_or(self.config.connect_timeout.0);
-        let retry_copy = req.body().is_empty().then(|| clone_head(&req));
+        let retry_copy = (req.body().is_empty()
+            && req.extensions().get::<NoConnectRetry>().is_none())
+        .then(|| clone_head(&req));
         let (conn, reused) = match self.checkout().await {
             Some(c) => (c, true),
             None => (self.connect(connect_timeout).await?, false),

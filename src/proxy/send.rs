@@ -189,6 +189,7 @@ fn build_request(txn: &mut Txn, backend: &Backend, for_cache: bool) -> Request<R
     let vcl_method = bereq.map(|b| b.method.clone());
     let vcl_uri = bereq.map(|b| b.uri.clone());
     let no_body = bereq.is_some_and(|b| b.no_body);
+    let retry_connect = bereq.is_none_or(|b| b.retry_connect);
     let timeouts = bereq.map(|b| crate::backend::RequestTimeouts {
         connect: b.connect_timeout,
         first_byte: b.first_byte_timeout,
@@ -276,6 +277,9 @@ fn build_request(txn: &mut Txn, backend: &Backend, for_cache: bool) -> Request<R
     let mut req = Request::new(body);
     if let Some(t) = timeouts {
         req.extensions_mut().insert(t);
+    }
+    if !retry_connect {
+        req.extensions_mut().insert(crate::backend::NoConnectRetry);
     }
     *req.method_mut() = method;
     *req.uri_mut() = path.parse().unwrap_or_else(|_| http::Uri::from_static("/"));

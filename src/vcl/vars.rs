@@ -61,6 +61,9 @@ pub enum Slot {
     BereqFirstByteTimeout,
     BereqBetweenBytesTimeout,
     BereqBody,
+    /// `bereq.retry_connect`: whether a request that failed on a reused connection is tried
+    /// once more on a new one.
+    BereqRetryConnect,
     BereqTime,
     BerespStatus,
     BerespReason,
@@ -395,8 +398,7 @@ pub const VARS: &[VarDef] = &[
     // Newer Varnish (7.x, 8.0) variables Shellac does not have.
     v("param.", DUR, V4, ALL, 0, 0, Unsupported("Varnish's parameters are not VCL values in Shellac; its settings are in the TOML configuration"),
     ),
-    v("bereq.retry_connect", BOOL, V4, BACKEND, BACKEND, 0, Unsupported("Shellac retries a failed connection of an idempotent request on the next backend itself"),
-    ),
+    v("bereq.retry_connect", BOOL, V4, BACKEND, BACKEND, 0, BereqRetryConnect),
 ];
 
 /// The rows for `name` in `dialect`: an exact name, or a family whose prefix it extends

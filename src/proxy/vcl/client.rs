@@ -241,6 +241,7 @@ fn new_bereq(txn: &mut Txn, for_cache: bool, pipe: bool) {
         uncacheable: !for_cache,
         bgfetch: txn.background,
         no_body: false,
+        retry_connect: true,
         xid,
     });
 }

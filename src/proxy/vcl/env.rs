@@ -243,6 +243,9 @@ impl Env for Scope<'_> {
                 Value::Bool(self.bereq.as_ref().is_some_and(|b| b.uncacheable))
             }
             Slot::BereqIsBgfetch => Value::Bool(self.bereq.as_ref().is_some_and(|b| b.bgfetch)),
+            Slot::BereqRetryConnect => {
+                Value::Bool(self.bereq.as_ref().is_none_or(|b| b.retry_connect))
+            }
             Slot::BereqConnectTimeout => Value::Duration(
                 self.bereq
                     .as_ref()
@@ -464,6 +467,11 @@ impl Env for Scope<'_> {
             Slot::BereqConnectTimeout => {
                 if let Some(b) = self.bereq.as_deref_mut() {
                     b.connect_timeout = Some(to_duration(value.number()));
+                }
+            }
+            Slot::BereqRetryConnect => {
+                if let Some(b) = self.bereq.as_deref_mut() {
+                    b.retry_connect = value.truth();
                 }
             }
             Slot::BereqFirstByteTimeout => {

@@ -145,6 +145,10 @@ pub(super) struct Bereq {
     pub bgfetch: bool,
     /// `unset bereq.body`: send no body.
     pub no_body: bool,
+    /// `bereq.retry_connect` (true unless VCL says otherwise): a request that fails on a
+    /// reused backend connection before any response byte may be tried once more on a new
+    /// connection (Varnish's "extrachance").
+    pub retry_connect: bool,
     /// `bereq.xid`: in 4.x the backend request's own id (a retry takes a new one), in 2.x
     /// the client request's.
     pub xid: u64,
