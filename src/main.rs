@@ -143,7 +143,8 @@ enum Command {
         admin: AdminArgs,
     },
     /// Ban cached objects by expression, e.g. `shellac ban 'req.url ~ ^/news/'`.
-    /// Fields: req.url, req.http.host, obj.status, obj.http.NAME; operators ~ !~ == !=; join
+    /// Fields: req.url, req.http.host, req.http.NAME (the looking-up request), obj.status,
+    /// obj.http.NAME; operators ~ !~ == !=; join
     /// conditions with &&. Applies to everything cached before now.
     Ban {
         /// The ban expression.

@@ -154,6 +154,51 @@ async fn bans_apply_lazily_and_the_sweeper_retires_them() {
     shellac.stop().await;
 }
 
+/// Regression (issue 21, varnishtest c00133 / 2.1.5 c00021): a ban on a request field
+/// (`req.http.NAME`) is evaluated against the request looking the object up, as in Varnish —
+/// on the fast-hit path too (it declines, the full path checks) — and the sweeper, which has
+/// no request, neither applies nor retires it while older objects remain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ban_on_a_request_field_applies_to_the_looking_up_request() {
+    let n = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let origin = Origin::start(move |s| {
+        let i = n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let v = s
+            .headers
+            .get("version")
+            .map_or("-", |v| v.to_str().unwrap_or("?"));
+        Reply::ok(&format!("{v} #{i}"))
+            .cc("max-age=600")
+            .header("vary", "version")
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.invalidation.ban_sweep_interval = Dur(Duration::from_millis(100))
+    })
+    .await;
+    let fetch = |v: &'static str| {
+        let addr = shellac.addr;
+        async move { get_with(addr, "/", &[("version", v)]).await.text() }
+    };
+    assert_eq!(fetch("a").await, "a #0");
+    assert_eq!(fetch("b").await, "b #1");
+    assert_eq!(fetch("a").await, "a #0", "a hit");
+    let r = admin_post(&shellac, "/ban", "req.http.version == a").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    // Sweeps run meanwhile: they cannot tell, so the ban stays and variant b stays stored.
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    assert_eq!(shellac.stat("ban_retired").await, 0);
+    assert_eq!(fetch("b").await, "b #1", "the ban does not match version b");
+    assert_eq!(
+        fetch("a").await,
+        "a #2",
+        "banned for the request with version a"
+    );
+    assert_eq!(fetch("a").await, "a #2", "stored after the ban: a hit");
+    assert_eq!(shellac.stat("ban_objects").await, 1);
+    shellac.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn surrogate_keys_purge_every_tagged_object() {
     let origin = Origin::start(counting_origin()).await;

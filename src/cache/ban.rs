@@ -3,6 +3,11 @@
 //! up — and by a background sweeper that walks the memory tier and retires bans every object
 //! has been checked against. Never a storage scan on the request path. The list is bounded.
 //!
+//! A ban on the request's fields (`req.http.NAME`, as in Varnish) is evaluated against the
+//! request looking the object up, so only a lookup can apply it: the sweeper and the disk
+//! tier (which have no request) skip it, and it is retired only once nothing older than it is
+//! left to be looked up.
+//!
 //! "Newer" is the monotonic clock for objects in memory and, for objects on disk, the position
 //! in the disk tier's write stream (a ban applies to entries written before its position; see
 //! `cache/disk`): clocks do not survive a restart and wall clocks can step backwards.
@@ -12,7 +17,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Instant;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use http::HeaderName;
+use http::{HeaderMap, HeaderName};
 use regex::Regex;
 
 use super::{CacheKey, Object};
@@ -24,6 +29,8 @@ enum Field {
     Host,
     Status,
     ObjHeader(HeaderName),
+    /// A field of the request looking the object up (its first value).
+    ReqHeader(HeaderName),
 }
 
 #[derive(Debug)]
@@ -52,13 +59,25 @@ pub struct Ban {
     pub created_ms: u64,
     pub expr: String,
     conds: Vec<Cond>,
+    /// Whether a condition tests the looking-up request (`req.http.NAME` but Host): only a
+    /// lookup can apply the ban.
+    pub needs_request: bool,
     /// Position in the disk tier's write stream; disk entries before it are covered.
     pos: AtomicU64,
 }
 
+/// What the bans newer than an object say of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BanCheck {
+    Clear,
+    Banned,
+    /// A ban on the request's fields may match: only a lookup with the request can tell.
+    NeedsRequest,
+}
+
 impl Ban {
     /// Parses `FIELD OP VALUE [&& FIELD OP VALUE ...]`. Fields: `req.url`, `req.http.host`
-    /// (or `req.host`), `obj.status`, `obj.http.NAME`. Operators: `~`, `!~` (regex), `==`,
+    /// (or `req.host`), `req.http.NAME`, `obj.status`, `obj.http.NAME`. Operators: `~`, `!~` (regex), `==`,
     /// `!=`. Values may be quoted.
     pub fn parse(expr: &str) -> Result<Vec<(String, String, String)>, String> {
         let mut out = Vec::new();
@@ -91,17 +110,21 @@ impl Ban {
                 "req.url" => Field::Url,
                 "req.http.host" | "req.host" => Field::Host,
                 "obj.status" => Field::Status,
-                f => match f.strip_prefix("obj.http.") {
-                    Some(name) => Field::ObjHeader(
-                        HeaderName::from_bytes(name.as_bytes())
-                            .map_err(|_| format!("`{name}` is not a header name"))?,
-                    ),
-                    None => {
+                f => {
+                    let name = |n: &str| {
+                        HeaderName::from_bytes(n.as_bytes())
+                            .map_err(|_| format!("`{n}` is not a header name"))
+                    };
+                    if let Some(n) = f.strip_prefix("obj.http.") {
+                        Field::ObjHeader(name(n)?)
+                    } else if let Some(n) = f.strip_prefix("req.http.") {
+                        Field::ReqHeader(name(n)?)
+                    } else {
                         return Err(format!(
-                            "unknown field `{f}` (use req.url, req.http.host, obj.status, obj.http.NAME)"
+                            "unknown field `{f}` (use req.url, req.http.host, req.http.NAME, obj.status, obj.http.NAME)"
                         ));
                     }
-                },
+                }
             };
             let regex = || Regex::new(&value).map_err(|e| format!("invalid regex `{value}`: {e}"));
             let op = match op.as_str() {
@@ -113,6 +136,7 @@ impl Ban {
             conds.push(Cond { field, op });
         }
         Ok(Ban {
+            needs_request: conds.iter().any(|c| matches!(c.field, Field::ReqHeader(_))),
             id,
             created: Instant::now(),
             created_ms: SystemTime::now()
@@ -134,8 +158,12 @@ impl Ban {
         self.pos.store(pos, Ordering::Release);
     }
 
-    /// Whether this ban removes `object` stored under `key`.
-    pub fn matches(&self, key: &CacheKey, object: &Object) -> bool {
+    /// Whether this ban removes `object` stored under `key`; `req`: the request looking it up
+    /// (without one, a ban on the request's fields matches nothing).
+    pub fn matches(&self, key: &CacheKey, object: &Object, req: Option<&HeaderMap>) -> bool {
+        if self.needs_request && req.is_none() {
+            return false;
+        }
         self.conds.iter().all(|c| {
             let status;
             let value: Option<&str> = match &c.field {
@@ -146,6 +174,9 @@ impl Ban {
                     Some(&status)
                 }
                 Field::ObjHeader(name) => object.headers.get_str(name),
+                Field::ReqHeader(name) => {
+                    req.and_then(|r| r.get(name)).and_then(|v| v.to_str().ok())
+                }
             };
             match (&c.op, value) {
                 (Op::Match(re), Some(v)) => re.is_match(v),
@@ -255,25 +286,45 @@ impl BanList {
             return false;
         }
         let bans = self.bans.read().unwrap_or_else(|p| p.into_inner());
-        bans.iter().any(|b| b.pos() > pos && b.matches(key, object))
+        bans.iter()
+            .any(|b| b.pos() > pos && b.matches(key, object, None))
     }
 
-    /// Whether a ban newer than `object` matches it. One atomic load when there are no bans.
+    /// Whether a ban newer than `object` matches it, without a request (bans on the request's
+    /// fields match nothing). One atomic load when there are no bans.
     pub fn is_banned(&self, key: &CacheKey, object: &Object) -> bool {
+        self.check(key, object, None) == BanCheck::Banned
+    }
+
+    /// What the bans newer than `object` say of it, looked up by `req` (`None`: a lookup
+    /// that has no request map at hand, which a ban on the request's fields sends to one
+    /// that has). One atomic load when there are no bans.
+    pub fn check(&self, key: &CacheKey, object: &Object, req: Option<&HeaderMap>) -> BanCheck {
         if self.len.load(Ordering::Relaxed) == 0 {
-            return false;
+            return BanCheck::Clear;
         }
         let bans = self.bans.read().unwrap_or_else(|p| p.into_inner());
-        bans.iter()
+        let mut verdict = BanCheck::Clear;
+        for b in bans
+            .iter()
             .rev()
             .take_while(|b| b.created > object.stored_at)
-            .any(|b| b.matches(key, object))
+        {
+            if b.needs_request && req.is_none() {
+                verdict = BanCheck::NeedsRequest;
+            } else if b.matches(key, object, req) {
+                return BanCheck::Banned;
+            }
+        }
+        verdict
     }
 
     /// Drops bans created before `t`: a complete sweep that started at `t` has checked every
-    /// object they could apply to.
-    pub fn retire_before(&self, t: Instant) -> usize {
-        self.retire_where(|b| b.created < t)
+    /// object they could apply to — but those on the request's fields, which it cannot check:
+    /// they go once older than `oldest`, the oldest object the sweep saw (nothing left for
+    /// them to match).
+    pub fn retire_before(&self, t: Instant, oldest: Instant) -> usize {
+        self.retire_where(|b| b.created < t && (!b.needs_request || b.created < oldest))
     }
 
     pub fn len(&self) -> usize {
@@ -310,19 +361,45 @@ mod tests {
         let obj = test_object(&[("content-type", "text/html")]);
         let key = CacheKey::new("www.example.com", "/news/today?x=1");
         let ban = |e: &str| Ban::compile(1, e).unwrap();
-        assert!(ban("req.url ~ ^/news/").matches(&key, &obj));
-        assert!(!ban("req.url ~ ^/sport/").matches(&key, &obj));
+        assert!(ban("req.url ~ ^/news/").matches(&key, &obj, None));
+        assert!(!ban("req.url ~ ^/sport/").matches(&key, &obj, None));
         assert!(
             ban("req.http.host == www.example.com && obj.http.content-type ~ html")
-                .matches(&key, &obj)
+                .matches(&key, &obj, None)
         );
-        assert!(!ban("req.http.host == other.example && req.url ~ .").matches(&key, &obj));
-        assert!(ban("obj.status == 200").matches(&key, &obj));
-        assert!(ban("obj.http.x-missing !~ foo").matches(&key, &obj));
-        assert!(ban(r#"req.url ~ "^/news/today""#).matches(&key, &obj));
+        assert!(!ban("req.http.host == other.example && req.url ~ .").matches(&key, &obj, None));
+        assert!(ban("obj.status == 200").matches(&key, &obj, None));
+        assert!(ban("obj.http.x-missing !~ foo").matches(&key, &obj, None));
+        assert!(ban(r#"req.url ~ "^/news/today""#).matches(&key, &obj, None));
         for bad in ["req.url", "req.url ^/x", "obj.foo ~ x", "req.url ~ (", ""] {
             assert!(Ban::compile(1, bad).is_err(), "{bad}");
         }
+    }
+
+    /// Issue 21 (varnishtest c00133): `req.http.NAME` tests the looking-up request; without
+    /// one such a ban matches nothing, and is retired only once older than every object.
+    #[test]
+    fn bans_on_request_fields_need_the_request() {
+        let obj = test_object(&[]);
+        let key = CacheKey::new("h", "/");
+        let list = BanList::new(4);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let ban = list.add("req.http.version == a && req.url ~ ^/").unwrap();
+        assert!(ban.needs_request);
+        let mut req = HeaderMap::new();
+        req.insert("version", "a".parse().unwrap());
+        assert_eq!(list.check(&key, &obj, Some(&req)), BanCheck::Banned);
+        req.insert("version", "b".parse().unwrap());
+        assert_eq!(list.check(&key, &obj, Some(&req)), BanCheck::Clear);
+        assert_eq!(list.check(&key, &obj, None), BanCheck::NeedsRequest);
+        assert!(!list.is_banned(&key, &obj));
+        assert!(!list.is_banned_on_disk(0, &key, &obj));
+        // A sweep that saw `obj` (older than the ban) keeps it; one that saw nothing older
+        // retires it.
+        let now = Instant::now();
+        assert_eq!(list.retire_before(now, obj.stored_at), 0);
+        assert_eq!(list.retire_before(now, now), 1);
+        assert!(Ban::compile(1, "req.http.bad name == x").is_err());
     }
 
     #[test]
@@ -341,7 +418,7 @@ mod tests {
         );
         list.add("req.url ~ a").unwrap();
         assert!(matches!(list.add("req.url ~ b"), Err(BanError::Full(2))));
-        assert_eq!(list.retire_before(Instant::now()), 2);
+        assert_eq!(list.retire_before(Instant::now(), Instant::now()), 2);
         assert!(list.is_empty());
     }
 

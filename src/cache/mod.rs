@@ -612,8 +612,10 @@ pub trait Storage: Send + Sync + 'static {
         Box::pin(std::future::ready(Ok(())))
     }
     /// After a [`Storage::scan`] that started at `before` but did not visit every object:
-    /// retires the bans the tiers it did not visit no longer need. Blocking. Default: none.
-    fn retire_bans(&self, _before: Instant) -> usize {
+    /// retires the bans the tiers it did not visit no longer need (one on the request's
+    /// fields only if older than `oldest_in_memory`, the oldest object the scan saw).
+    /// Blocking. Default: none.
+    fn retire_bans(&self, _before: Instant, _oldest_in_memory: Instant) -> usize {
         0
     }
     /// What persistent storage found at start-up for the cache's own indexes; handed over
@@ -788,13 +790,20 @@ impl Cache {
         }
     }
 
-    /// Drops `object` found under `key` if a ban newer than it matches. True if banned.
-    pub fn check_bans(&self, key: &CacheKey, object: &Object) -> bool {
-        if self.bans.is_banned(key, object) {
+    /// Drops `object` found under `key` if a ban newer than it matches, evaluated for the
+    /// request looking it up (`req`; `None`: [`ban::BanCheck::NeedsRequest`] when a ban on
+    /// the request's fields may apply).
+    pub fn check_bans(
+        &self,
+        key: &CacheKey,
+        object: &Object,
+        req: Option<&HeaderMap>,
+    ) -> ban::BanCheck {
+        let verdict = self.bans.check(key, object, req);
+        if verdict == ban::BanCheck::Banned {
             self.storage.remove(key);
-            return true;
         }
-        false
+        verdict
     }
 
     /// Removes every object of every URL tagged with one of `tags`. Returns objects removed.
@@ -850,7 +859,11 @@ impl Cache {
         }
         let started = Instant::now();
         let mut banned = Vec::new();
+        // The oldest object seen: bans on the request's fields (which a sweep cannot check)
+        // are retired only once older than it.
+        let mut oldest = started;
         let complete = self.storage.scan(&mut |key, object| {
+            oldest = oldest.min(object.stored_at);
             if self.bans.is_banned(key, object) {
                 banned.push(key.clone());
             }
@@ -859,9 +872,9 @@ impl Cache {
             self.storage.remove(key);
         }
         let retired = if complete {
-            self.bans.retire_before(started)
+            self.bans.retire_before(started, oldest)
         } else {
-            self.storage.retire_bans(started)
+            self.storage.retire_bans(started, oldest)
         };
         (banned.len(), retired)
     }

@@ -108,8 +108,8 @@ impl Storage for Tiered {
         })
     }
 
-    fn retire_bans(&self, before: Instant) -> usize {
-        self.disk.retire_bans(before)
+    fn retire_bans(&self, before: Instant, oldest_in_memory: Instant) -> usize {
+        self.disk.retire_bans(before, oldest_in_memory)
     }
 
     fn recovered_index(&self) -> RecoveredIndex {

@@ -161,7 +161,9 @@ fn banned(txn: &Txn, primary: &CacheKey, held: &Partial) -> bool {
         prepared: Default::default(),
         hits: Default::default(),
     };
-    if cache.bans.is_banned(primary, &probe) {
+    if cache.bans.check(primary, &probe, Some(&txn.req.headers))
+        == crate::cache::ban::BanCheck::Banned
+    {
         cache.partial.remove(primary);
         txn.proxy.counters.ban_objects.inc();
         return true;

@@ -750,7 +750,12 @@ impl Txn {
         now: Instant,
         count: bool,
     ) -> Option<Step> {
-        if self.proxy.cache.check_bans(key, &object) {
+        if self
+            .proxy
+            .cache
+            .check_bans(key, &object, Some(&self.req.headers))
+            == crate::cache::ban::BanCheck::Banned
+        {
             self.proxy.counters.ban_objects.inc();
             return None;
         }

@@ -29,6 +29,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use super::body::ResponseBody;
 use super::observe::{self, FastHit};
 use super::{Proxy, deliver};
+use crate::cache::ban::BanCheck;
 use crate::cache::vary::variant_hash;
 use crate::cache::{Body, CacheKey};
 use crate::http::cache_control::CacheControl;
@@ -209,10 +210,15 @@ impl Proxy {
         if !matches || !matches!(object.body, Body::Memory(_)) {
             return None;
         }
-        if cache.check_bans(key, &object) {
-            // Removed: the full path finds no copy and fetches.
-            self.counters.ban_objects.inc();
-            return None;
+        match cache.check_bans(key, &object, None) {
+            BanCheck::Clear => {}
+            BanCheck::Banned => {
+                // Removed: the full path finds no copy and fetches.
+                self.counters.ban_objects.inc();
+                return None;
+            }
+            // A ban on a request field may apply: the full path checks it with the request.
+            BanCheck::NeedsRequest => return None,
         }
         let now = Instant::now();
         // Only a fresh object: a stale one needs grace handling or revalidation — and a stored

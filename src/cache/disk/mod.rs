@@ -200,10 +200,15 @@ impl DiskStorage {
     }
 
     /// Retires bans created before `before` (the memory tier was swept completely since) that
-    /// nothing servable on disk is older than. Blocking; returns how many.
-    pub fn retire_bans(&self, before: Instant) -> usize {
+    /// nothing servable on disk is older than (a ban on the request's fields: nor anything in
+    /// memory, whose oldest object is `oldest_in_memory`). Blocking; returns how many.
+    pub fn retire_bans(&self, before: Instant, oldest_in_memory: Instant) -> usize {
         let (ack, done) = sync_channel(1);
-        if self.tx.send(Cmd::RetireBans(before, ack)).is_err() {
+        if self
+            .tx
+            .send(Cmd::RetireBans(before, oldest_in_memory, ack))
+            .is_err()
+        {
             return 0;
         }
         done.recv_timeout(Duration::from_secs(30)).unwrap_or(0)

@@ -140,7 +140,11 @@ async fn bans_expire_once_nothing_older_is_on_disk() {
     disk.admit(news(1), small(1));
     assert!(disk.flush(Duration::from_secs(10)));
     ban(&disk, &bans, "req.url ~ ^/news/").expect("persisted");
-    assert_eq!(disk.retire_bans(Instant::now()), 0, "news/1 is older");
+    assert_eq!(
+        disk.retire_bans(Instant::now(), Instant::now()),
+        0,
+        "news/1 is older"
+    );
     // Write enough to reclaim every region that held anything older than the ban.
     for i in 0..700 {
         disk.admit(key(i), object(body_for(i, 8 * 1024), HOUR, Duration::ZERO));
@@ -150,7 +154,7 @@ async fn bans_expire_once_nothing_older_is_on_disk() {
     }
     assert!(disk.flush(Duration::from_secs(10)));
     assert!(counters.disk_regions_reclaimed.get() >= 1);
-    assert_eq!(disk.retire_bans(Instant::now()), 1);
+    assert_eq!(disk.retire_bans(Instant::now(), Instant::now()), 1);
     assert!(bans.is_empty());
     disk.close();
     let (disk, counters, bans) = open_with_bans(&config, 100);
@@ -398,7 +402,7 @@ fn bans_expire_once_everything_older_on_disk_has_expired() {
     disk.admit(news(1), object(body_for(1, 100), lifetime, Duration::ZERO));
     assert!(disk.flush(Duration::from_secs(10)));
     ban(&disk, &bans, "req.url ~ ^/news/").expect("persisted");
-    let retired = disk.retire_bans(Instant::now());
+    let retired = disk.retire_bans(Instant::now(), Instant::now());
     // Asked before news/1's lifetime was over (the margin covers the wall clock's
     // milliseconds), it can still be served: the ban stays. A slow machine (valgrind) may get
     // here later; then the ban may go at once.
@@ -408,7 +412,7 @@ fn bans_expire_once_everything_older_on_disk_has_expired() {
     if retired == 0 {
         // Past its lifetime news/1 is never read again, though its region is not reclaimed.
         std::thread::sleep(lifetime.saturating_sub(admitted.elapsed()) + Duration::from_millis(50));
-        assert_eq!(disk.retire_bans(Instant::now()), 1);
+        assert_eq!(disk.retire_bans(Instant::now(), Instant::now()), 1);
     }
     assert!(bans.is_empty());
     disk.close();

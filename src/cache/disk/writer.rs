@@ -50,7 +50,7 @@ pub enum Cmd {
     Ban(Arc<Ban>, SyncSender<Result<(), BanError>>),
     /// Retire the bans created before this instant that no indexed object is older than (the
     /// memory tier was swept completely since); answers how many.
-    RetireBans(Instant, SyncSender<usize>),
+    RetireBans(Instant, Instant, SyncSender<usize>),
     /// Flush, seal the open region, sync, answer and stop.
     Close(SyncSender<()>),
     /// Stop at once without writing anything more, as if the process died (tests).
@@ -142,8 +142,8 @@ impl Writer {
                 Ok(Cmd::Ban(ban, ack)) => {
                     let _ = ack.send(self.persist_ban(&ban));
                 }
-                Ok(Cmd::RetireBans(before, ack)) => {
-                    let _ = ack.send(self.retire_bans(before));
+                Ok(Cmd::RetireBans(before, oldest, ack)) => {
+                    let _ = ack.send(self.retire_bans(before, oldest));
                 }
                 Ok(Cmd::Close(ack)) => {
                     self.close();
@@ -233,16 +233,21 @@ impl Writer {
     /// Retires bans created before `before` whose position is before the oldest region still
     /// holding an unexpired indexed object: nothing on disk older than them can be served any
     /// more, and whatever was queued before this command has been written (or dropped) by now.
-    fn retire_bans(&mut self, before: Instant) -> usize {
+    fn retire_bans(&mut self, before: Instant, oldest_in_memory: Instant) -> usize {
         // Entries of the open region not yet written are not indexed: they count too.
         let open = match &self.active {
             Some(a) if !self.pending.is_empty() => format::stream_pos(a.seq, 0),
             _ => u64::MAX,
         };
         let oldest = self.engine.oldest_live_pos(&self.books).min(open);
-        let retired = self
-            .bans
-            .retire_where(|b| b.created < before && b.pos() != NOT_PERSISTED && b.pos() <= oldest);
+        let retired = self.bans.retire_where(|b| {
+            b.created < before
+                    && b.pos() != NOT_PERSISTED
+                    && b.pos() <= oldest
+                    // A ban on the request's fields was checked by no sweep: it goes only
+                    // once nothing older than it is left in memory either.
+                    && (!b.needs_request || b.created < oldest_in_memory)
+        });
         if retired > 0
             && let Err(BanWriteError::Io(e)) = self.write_bans()
         {

@@ -532,14 +532,7 @@ impl Checker<'_> {
                 if !known {
                     self.error(
                         *fpos,
-                        format!("Symbol not found: '{field}' (a purge can test req.url, req.http.host, obj.status, obj.http.NAME)"),
-                    );
-                    return false;
-                }
-                if field.starts_with("req.http.") && field != "req.http.host" {
-                    self.unsupported(
-                        *fpos,
-                        format!("a ban on '{field}': Shellac bans by req.url, req.http.host and obj.* fields"),
+                        format!("Symbol not found: '{field}' (a purge can test req.url, req.http.NAME, obj.status, obj.http.NAME)"),
                     );
                     return false;
                 }
