@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use common::binary::Served;
 use common::redis_cluster::Cluster;
-use common::{Origin, Reply, Resp, TempDir, get, get_with, request};
+use common::{Origin, Reply, Resp, TempDir, eventually, get, get_with, request};
 use shellac::cache::CacheKey;
 use shellac::cache::shared::layout::UrlKeys;
 
@@ -332,7 +332,7 @@ async fn purge_ban_and_tags_reach_every_node(site: &Site, nodes: &[Node]) {
     assert_eq!(r.status, 200);
     expect(&a.get("/post1").await, "/post1", 2, "a");
     for n in [b, c] {
-        let seen = wait_until_async(Duration::from_secs(5), || async {
+        let seen = eventually(Duration::from_secs(5), || async {
             n.get("/post1").await.text() == "/post1 v2"
         })
         .await;
@@ -505,7 +505,7 @@ async fn a_paused_node_catches_up(site: &Site, nodes: &[Node]) {
     assert_eq!(errors, 0, "client errors while a node was paused");
     b.served().signal("-CONT");
     // Caught up (it applies the log in order at once when it runs again).
-    let caught_up = wait_until_async(Duration::from_secs(10), || async {
+    let caught_up = eventually(Duration::from_secs(10), || async {
         b.get("/paused").await.text() == "/paused v2"
     })
     .await;
@@ -559,7 +559,7 @@ async fn a_killed_master_costs_no_client_error(site: &Site, nodes: &[Node], clus
     assert_eq!(errors, 0, "client errors during the failover");
     cluster.wait_ok(Duration::from_secs(20));
     // Recovered by itself: a new object written by one node is a shared hit on another.
-    let recovered = wait_until_async(Duration::from_secs(15), || async {
+    let recovered = eventually(Duration::from_secs(15), || async {
         let p = format!("/after{}", site.origin.count());
         nodes[0].get(&p).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -603,7 +603,7 @@ async fn a_hanging_cluster_costs_deadlines_not_errors(
         "deadlines were hit"
     );
     cluster.wait_ok(Duration::from_secs(20));
-    let recovered = wait_until_async(Duration::from_secs(15), || async {
+    let recovered = eventually(Duration::from_secs(15), || async {
         let p = format!("/unhung{}", site.origin.count());
         nodes[1].get(&p).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -707,19 +707,4 @@ async fn wait_until(limit: Duration, f: impl Fn() -> bool) {
     while !f() && start.elapsed() < limit {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-}
-
-async fn wait_until_async<F, Fut>(limit: Duration, f: F) -> bool
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if f().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
 }

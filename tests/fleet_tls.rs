@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use common::binary::{BIN, Served};
 use common::redis_cluster::{Cluster, TlsFiles};
 use common::tls::Pki;
-use common::{Origin, Reply, TempDir, get};
+use common::{Origin, Reply, TempDir, eventually, get};
 
 const PREFIX: &str = "tt:";
 
@@ -58,20 +58,15 @@ async fn stats(admin: SocketAddr) -> serde_json::Value {
     serde_json::from_slice(&get(admin, "/stats").await.body).unwrap()
 }
 
-/// Polls `f` every 50 ms, at most `limit`.
-async fn eventually<F, Fut>(limit: Duration, f: F) -> bool
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if f().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
+/// Whether the node whose admin API is at `admin` reports the fleet breaker closed (connected
+/// to the cluster) within 15 s.
+async fn fleet_connected(admin: SocketAddr) -> bool {
+    eventually(Duration::from_secs(15), || async move {
+        let v: serde_json::Value =
+            serde_json::from_slice(&get(admin, "/fleet").await.body).unwrap_or_default();
+        v["breaker"] == "closed"
+    })
+    .await
 }
 
 /// Log lines received so far (without waiting).
@@ -145,12 +140,7 @@ async fn fleet_over_tls() {
     for node in [&a, &b] {
         let admin = node.admin;
         assert!(
-            eventually(Duration::from_secs(15), || async move {
-                let v: serde_json::Value =
-                    serde_json::from_slice(&get(admin, "/fleet").await.body).unwrap_or_default();
-                v["breaker"] == "closed"
-            })
-            .await,
+            fleet_connected(admin).await,
             "a node never connected over TLS: {:?}",
             drain(node)
         );
@@ -254,12 +244,7 @@ async fn fleet_over_tls() {
     ]);
     let admin = node.admin;
     assert!(
-        eventually(Duration::from_secs(15), || async move {
-            let v: serde_json::Value =
-                serde_json::from_slice(&get(admin, "/fleet").await.body).unwrap_or_default();
-            v["breaker"] == "closed"
-        })
-        .await,
+        fleet_connected(admin).await,
         "verify_name = false did not connect"
     );
     // a's copy of /t1, read over the new certificate.
@@ -320,15 +305,7 @@ async fn vcl_invalidations_reach_the_fleet(
         .expect("starts");
     let v = common::Shellac::from_running(running);
     let admin = v.admin;
-    assert!(
-        eventually(Duration::from_secs(15), || async move {
-            let v: serde_json::Value =
-                serde_json::from_slice(&get(admin, "/fleet").await.body).unwrap_or_default();
-            v["breaker"] == "closed"
-        })
-        .await,
-        "the VCL node never connected"
-    );
+    assert!(fleet_connected(admin).await, "the VCL node never connected");
 
     // return (purge) on the VCL node: a's copy and the shared one go.
     assert_eq!(get(a.proxy, "/vp").await.status, 200);
@@ -391,15 +368,7 @@ async fn renewed_files_are_used_without_a_restart(
             .unwrap(),
     ]);
     let admin = r.admin;
-    assert!(
-        eventually(Duration::from_secs(15), || async move {
-            let v: serde_json::Value =
-                serde_json::from_slice(&get(admin, "/fleet").await.body).unwrap_or_default();
-            v["breaker"] == "closed"
-        })
-        .await,
-        "r never connected"
-    );
+    assert!(fleet_connected(admin).await, "r never connected");
     let shared_hit = |path: &'static str| async move {
         assert_eq!(get(a.proxy, path).await.status, 200);
         let resp = get(r.proxy, path).await;

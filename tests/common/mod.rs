@@ -604,6 +604,22 @@ pub async fn wait_lines(path: &std::path::Path, n: usize) -> Vec<String> {
     lines
 }
 
+/// Polls `f` every 50 ms until it is true or `limit` has passed; whether it became true.
+pub async fn eventually<F, Fut>(limit: Duration, f: F) -> bool
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if f().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
 /// A fresh temporary directory for one test.
 pub fn temp_dir(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("shellac-{name}-{}", std::process::id()));
