@@ -420,3 +420,47 @@ sub vcl_backend_response { set beresp.http.x-director = bereq.backend; }
         "{errors:?}"
     );
 }
+
+/// Regression (issue 21, varnishtest 2.1.5 v00026 / v00028): a 2.x program's `hash` and
+/// `client` directors send a request to the member Varnish 2.1 would (the SHA-256 of the
+/// hash inputs or of `client.identity`, on the cumulative weights).
+#[tokio::test]
+async fn legacy_hash_and_client_directors_pick_as_varnish_21() {
+    let s1 = Origin::start(|_| Reply::ok("s1")).await;
+    let s2 = Origin::start(|_| Reply::ok("s2")).await;
+    let vcl = r#"
+backend s1 { ${origin0} }
+backend s2 { ${origin1} }
+director h hash {
+    { .backend = s1; .weight = 1; }
+    { .backend = s2; .weight = 1; }
+}
+director c client {
+    { .backend = s1; .weight = 1; }
+    { .backend = s2; .weight = 1; }
+}
+sub vcl_recv {
+    if (req.http.id) {
+        set req.backend = c;
+        set client.identity = req.http.id;
+    } else {
+        set req.backend = h;
+    }
+    return (pass);
+}
+"#;
+    let shellac = start_vcl("legacy-hash", vcl, &[s1.addr, s2.addr]).await;
+    let host = [("host", "127.0.0.1")];
+    for (path, want) in [("/12", "s1"), ("/1", "s2"), ("/13", "s1"), ("/15", "s2")] {
+        assert_eq!(
+            get_with(shellac.addr, path, &host).await.text(),
+            want,
+            "{path}"
+        );
+    }
+    for (id, want) in [("foo", "s1"), ("baz", "s2")] {
+        let r = get_with(shellac.addr, "/", &[("host", "127.0.0.1"), ("id", id)]).await;
+        assert_eq!(r.text(), want, "{id}");
+    }
+    shellac.stop().await;
+}

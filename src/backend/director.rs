@@ -85,6 +85,10 @@ pub struct Pick<'a> {
     pub exclude: &'a [Arc<Backend>],
     /// What a hash director hashes instead of its `hash_on` (VCL's `hash.backend(key)`).
     pub hash: Option<u64>,
+    /// Varnish 2.1's `hash` and `client` directors (a 2.x VCL program's): a hash director
+    /// takes the member at this point (0 .. 2^32) of its members' cumulative weights, as
+    /// Varnish 2.1 does, instead of rendezvous hashing — see [`legacy_draw`].
+    pub draw: Option<u32>,
 }
 
 impl Pick<'_> {
@@ -149,6 +153,11 @@ impl Director {
                 None
             }
             DirectorKind::Hash => {
+                if let Some(draw) = ctx.draw
+                    && let Some(b) = self.pick_drawn(draw, ctx)
+                {
+                    return Some(b);
+                }
                 let h = self.request_hash(ctx);
                 // Rendezvous hashing: highest score among eligible members wins; removing a
                 // member moves only the keys it won.
@@ -164,6 +173,29 @@ impl Director {
                     .find_map(|(_, i)| self.members[i].pick(ctx))
             }
         }
+    }
+
+    /// Varnish 2.1's choice for a hash or client director: `draw / 2^32` of the members'
+    /// total weight falls on one member (the members laid end to end by weight, in order);
+    /// it is taken if it can be (healthy, not tried). Otherwise `None`, and the rendezvous
+    /// order among the others decides — where Varnish 2.1 drew at random among the healthy
+    /// ones, this keeps a key on one backend while its own is down.
+    fn pick_drawn(&self, draw: u32, ctx: &Pick<'_>) -> Option<Arc<Backend>> {
+        let total: f64 = self.weights.iter().map(|w| f64::from(*w)).sum();
+        let point = f64::from(draw) / 4_294_967_296.0 * total;
+        let mut upto = 0.0;
+        for (i, w) in self.weights.iter().enumerate() {
+            upto += f64::from(*w);
+            if point < upto {
+                return self.members[i].pick(ctx);
+            }
+        }
+        None
+    }
+
+    /// What this director hashes when it is a hash director.
+    pub fn hash_source(&self) -> Option<&HashOn> {
+        (self.config.kind == DirectorKind::Hash).then_some(&self.hash_on)
     }
 
     fn request_hash(&self, ctx: &Pick<'_>) -> u64 {
@@ -196,6 +228,16 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
             let (k, v) = pair.trim().split_once('=')?;
             (k == name).then_some(v)
         })
+}
+
+/// Varnish 2.1's draw for its hash and client directors: the first four bytes, read
+/// little-endian, of the SHA-256 of `input` — for a hash director the request's hash inputs
+/// each followed by `#` (`/url#host#` with the built-in vcl_hash), for a client director
+/// `client.identity` or, unset, the client's address as text.
+pub fn legacy_draw(input: &[u8]) -> u32 {
+    let digest = ring::digest::digest(&ring::digest::SHA256, input);
+    let d = digest.as_ref();
+    u32::from_le_bytes([d[0], d[1], d[2], d[3]])
 }
 
 /// A hasher with a fixed key, so hash directors map keys the same way across restarts and
@@ -395,6 +437,7 @@ mod tests {
             client: "127.0.0.1".parse().unwrap(),
             exclude,
             hash: None,
+            draw: None,
         };
         b.default
             .pick(&ctx)
@@ -442,6 +485,47 @@ mod tests {
         assert_eq!([pick(&b, "/", &[]), pick(&b, "/", &[])], ["a", "b"]);
         let both = vec![b.backends[0].clone(), b.backends[1].clone()];
         assert_eq!(pick(&b, "/", &both), "c", "inner exhausted: fall back to c");
+    }
+
+    /// Issue 21 (varnishtest 2.1.5 v00026, v00028): a 2.x VCL program's hash and client
+    /// directors take the member Varnish 2.1 takes — the draw from the SHA-256 of the hash
+    /// inputs (`URL#host#`) or the client identity, laid on the cumulative weights — and an
+    /// excluded (or sick) one gives way to the rendezvous order.
+    #[test]
+    fn a_legacy_draw_picks_the_member_varnish_21_picks() {
+        let text = "[[backend]]\nname = \"s1\"\nhost = \"h\"\n\n[[backend]]\nname = \"s2\"\nhost = \"h\"\n\n[[director]]\nname = \"d\"\ntype = \"hash\"\nbackends = [\"s1\", \"s2\"]\n";
+        let config = Config::parse(text, "t.toml").unwrap();
+        let b = Backends::build(&config, &Arc::new(Counters::default()));
+        let key = CacheKey::new("h", "/");
+        let headers = HeaderMap::new();
+        let pick = |input: &str, exclude: &[Arc<Backend>]| {
+            let ctx = Pick {
+                key: &key,
+                headers: &headers,
+                client: "127.0.0.1".parse().unwrap(),
+                exclude,
+                hash: None,
+                draw: Some(legacy_draw(input.as_bytes())),
+            };
+            b.default.pick(&ctx).map(|b| b.name().to_string())
+        };
+        for (input, want) in [
+            ("/12#127.0.0.1#", "s1"),
+            ("/1#127.0.0.1#", "s2"),
+            ("/13#127.0.0.1#", "s1"),
+            ("/15#127.0.0.1#", "s2"),
+            ("127.0.0.1", "s2"),
+            ("foo", "s1"),
+            ("baz", "s2"),
+        ] {
+            assert_eq!(pick(input, &[]).as_deref(), Some(want), "{input}");
+        }
+        let s1 = vec![b.backends[0].clone()];
+        assert_eq!(
+            pick("foo", &s1).as_deref(),
+            Some("s2"),
+            "s1 tried: the next one"
+        );
     }
 
     #[test]

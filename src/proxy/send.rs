@@ -11,6 +11,7 @@ use super::fsm::Txn;
 use crate::backend::director::{Member, Pick};
 use crate::backend::{Backend, BackendBody, FetchError, RequestBody};
 use crate::cache::{CacheKey, Object};
+use crate::config::HashOn;
 use crate::http::headers;
 
 /// Request fields that would make the backend answer something other than the full object.
@@ -173,7 +174,41 @@ fn choose(
         client: txn.client.ip(),
         exclude: tried,
         hash: txn.route_hash,
+        draw: legacy_draw(route, txn),
     })
+}
+
+/// A 2.x VCL program's `hash` or `client` director picks as Varnish 2.1's did (`Pick::draw`):
+/// from the SHA-256 of the request's hash inputs — those vcl_hash gave, else the built-in
+/// vcl_hash's URL and Host (a passed request runs no vcl_hash here) — or of
+/// `client.identity` / the client's address.
+fn legacy_draw(route: &Member, txn: &Txn) -> Option<u32> {
+    let v = txn.vcl.as_deref()?;
+    if !v.runtime.program.dialect.is_legacy() {
+        return None;
+    }
+    let Member::Director(d) = route else {
+        return None;
+    };
+    let input = match d.hash_source()? {
+        HashOn::ClientIp => match &v.state.identity {
+            Some(id) => id.clone(),
+            None => txn.client.ip().to_string(),
+        },
+        HashOn::Key if v.state.hash.is_empty() => {
+            let url = txn.req.uri.path_and_query().map_or("/", |p| p.as_str());
+            let host = txn
+                .req
+                .headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or("0.0.0.0");
+            format!("{url}#{host}#")
+        }
+        HashOn::Key => v.state.hash_parts().map(|p| format!("{p}#")).collect(),
+        HashOn::Header(_) | HashOn::Cookie(_) => return None,
+    };
+    Some(crate::backend::director::legacy_draw(input.as_bytes()))
 }
 
 /// The backend request: hop-by-hop removed, forwarding fields (`X-Forwarded-*`, `Forwarded`,
