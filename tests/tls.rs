@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::tls::{Pki, all_versions, connect, server_subject, tls_table, write};
+use common::tls::{Pki, all_versions, connect, refused, server_subject, tls_table, write};
 use common::{Conn, Origin, Reply, Shellac};
 use shellac::config::Config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -460,26 +460,6 @@ async fn alpn_h2_gets_an_http2_session_and_http11_stays_available() {
     })
     .await;
     assert!(sh.stats().await["h2_conn"] >= 1);
-}
-
-/// Whether a TLS client is refused: at the handshake, or (TLS 1.3, where the server checks
-/// the client's certificate after the client is done) at its first read.
-async fn refused(addr: std::net::SocketAddr, client: &Arc<rustls::ClientConfig>) -> bool {
-    let Ok(mut tls) = connect(addr, client, "site.test").await else {
-        return true;
-    };
-    if tls
-        .write_all(b"GET / HTTP/1.1\r\nhost: site.test\r\n\r\n")
-        .await
-        .is_err()
-    {
-        return true;
-    }
-    let mut buf = [0u8; 16];
-    !matches!(
-        tokio::time::timeout(Duration::from_secs(10), tls.read(&mut buf)).await,
-        Ok(Ok(n)) if n > 0
-    )
 }
 
 #[tokio::test]

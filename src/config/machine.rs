@@ -144,9 +144,14 @@ fn tls_files(i: usize, t: &super::tls::TlsConfig) -> Vec<Finding> {
         }
     }
     if let Some(ca) = &t.client_ca
-        && let Err(e) = crate::tls::server::client_roots(ca)
+        && let Err(e) = crate::tls::server::client_verifier(t, &crate::tls::provider())
     {
-        out.push(error(at(&["client_ca"]), e));
+        let key = if e.starts_with(&ca.display().to_string()) {
+            "client_ca"
+        } else {
+            "client_crl"
+        };
+        out.push(error(at(&[key]), e));
     }
     if t.session_tickets
         && !t.ticket_key_file.is_empty()

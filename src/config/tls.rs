@@ -63,6 +63,10 @@ pub struct TlsConfig {
     /// (verified when given). Default `"required"`.
     #[serde(default)]
     pub client_auth: ClientAuth,
+    /// With `client_ca`: PEM files of certificate revocation lists; a client certificate a
+    /// list revokes is refused. Default: none (no revocation check).
+    #[serde(default, deserialize_with = "lists::one_or_many")]
+    pub client_crl: Vec<PathBuf>,
     /// How often the certificate, key, CA and ticket-key files are checked for changes (a
     /// change reloads them, as a reload does); `"0s"`: never. Default `"5s"`.
     #[serde(default = "default_watch_interval")]
@@ -184,6 +188,12 @@ pub(super) fn validate(tls: &[TlsConfig]) -> Vec<(Vec<String>, String)> {
                 "needs `client_ca` (the CA file client certificates must chain to)".into(),
             ));
         }
+        if t.client_ca.is_none() && !t.client_crl.is_empty() {
+            out.push((
+                at(i, &["client_crl"]),
+                "needs `client_ca` (revocation lists apply to verified client certificates)".into(),
+            ));
+        }
         if !t.ticket_key_file.is_empty() && !t.session_tickets {
             out.push((
                 at(i, &["ticket_key_file"]),
@@ -195,7 +205,8 @@ pub(super) fn validate(tls: &[TlsConfig]) -> Vec<(Vec<String>, String)> {
 }
 
 impl TlsConfig {
-    /// Every file this listener reads (certificates, keys, client CA, ticket keys).
+    /// Every file this listener reads (certificates, keys, client CA and revocation lists,
+    /// ticket keys).
     pub fn files(&self) -> Vec<PathBuf> {
         let mut out = Vec::new();
         for c in &self.certificates {
@@ -203,6 +214,7 @@ impl TlsConfig {
             out.push(c.key.clone());
         }
         out.extend(self.client_ca.iter().cloned());
+        out.extend(self.client_crl.iter().cloned());
         out.extend(self.ticket_key_file.iter().cloned());
         out
     }

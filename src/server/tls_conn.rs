@@ -18,7 +18,7 @@ use crate::clock::now_ms;
 use crate::reload::Live;
 use crate::tls::server::{ConnTls, Frontend, Reason};
 use crate::tls::store::ACME_TLS_ALPN;
-use crate::tls::stream::TlsStream;
+use crate::tls::stream::{HandshakeError, TlsStream};
 
 /// The TLS state a connection starts (or resumes) its session with.
 pub(crate) enum TlsStart {
@@ -80,6 +80,13 @@ pub(super) async fn run(
                     return;
                 }
                 Ok(Ok(())) => {}
+            }
+            if let Err(e) = frontend.recheck_resumed(tls.get_ref().1) {
+                let e = HandshakeError::Tls(e);
+                let reason = Reason::of(&e);
+                reason.count(&counters);
+                tracing::debug!(%peer, listener = %frontend.name, reason = reason.as_str(), error = %e, "resumed TLS session refused");
+                return;
             }
             if tls.get_ref().1.alpn_protocol() == Some(ACME_TLS_ALPN) {
                 // A TLS-ALPN-01 validation: the handshake was the answer (RFC 8737 §3).

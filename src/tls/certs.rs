@@ -49,7 +49,7 @@ pub fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     Ok(certs)
 }
 
-fn read(path: &Path, what: &str) -> Result<Vec<u8>, String> {
+pub(super) fn read(path: &Path, what: &str) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| {
         let why = match e.kind() {
             std::io::ErrorKind::NotFound => "no such file".to_string(),

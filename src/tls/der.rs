@@ -86,6 +86,7 @@ impl<'a> Reader<'a> {
     }
 }
 
+const INTEGER: u8 = 0x02;
 const SEQUENCE: u8 = 0x30;
 const SET: u8 = 0x31;
 const OID: u8 = 0x06;
@@ -165,6 +166,59 @@ fn facts(der: &[u8]) -> Result<CertFacts> {
         issuer,
         not_before,
         not_after,
+    })
+}
+
+/// What a certificate revocation list (RFC 5280 §5) says about itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CrlFacts {
+    /// The CA that issued it, RFC 4514.
+    pub issuer: String,
+    /// Seconds since the Unix epoch.
+    pub this_update: i64,
+    /// When the next list is due (seconds since the epoch); `None` when the list names none.
+    pub next_update: Option<i64>,
+    /// How many certificates it revokes.
+    pub revoked: usize,
+}
+
+/// Reads the facts from a DER certificate revocation list.
+pub fn parse_crl(der: &[u8]) -> std::result::Result<CrlFacts, String> {
+    crl_facts(der).map_err(|e| format!("not a valid certificate revocation list ({e})"))
+}
+
+fn crl_facts(der: &[u8]) -> Result<CrlFacts> {
+    let list = Reader::new(der).expect(SEQUENCE)?;
+    let mut tbs = Reader::new(Reader::new(list).expect(SEQUENCE)?);
+    if tbs.peek_tag() == Some(INTEGER) {
+        tbs.next()?; // version
+    }
+    tbs.expect(SEQUENCE)?; // signature algorithm
+    let issuer = name(tbs.expect(SEQUENCE)?)?;
+    let this_update = time(tbs.next()?)?;
+    let mut next_update = None;
+    let mut revoked = 0;
+    while !tbs.is_empty() {
+        let t = tbs.next()?;
+        match t.tag {
+            UTC_TIME | GENERALIZED_TIME if next_update.is_none() && revoked == 0 => {
+                next_update = Some(time(t)?);
+            }
+            SEQUENCE => {
+                let mut entries = Reader::new(t.value);
+                while !entries.is_empty() {
+                    entries.expect(SEQUENCE)?;
+                    revoked += 1;
+                }
+            }
+            _ => {} // extensions
+        }
+    }
+    Ok(CrlFacts {
+        issuer,
+        this_update,
+        next_update,
+        revoked,
     })
 }
 

@@ -9,11 +9,13 @@
 //!   ACME client uses ([`store::CertStore::install`]).
 //! - `certs.rs`: PEM files → checked certificate and key; `der.rs`: names, validity and
 //!   subject read from a certificate.
+//! - `crl.rs`: revocation lists for client certificates (`client_crl`).
 //! - `ticket.rs`: session-ticket keys (rotated in memory, or shared files).
 //! - `watch.rs`: noticing changed files.
 
 pub mod certs;
 pub mod client;
+pub mod crl;
 pub mod der;
 pub mod server;
 pub mod store;

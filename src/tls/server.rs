@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::crypto::CryptoProvider;
+use rustls::server::danger::ClientCertVerifier;
 use rustls::server::{NoServerSessionStorage, ProducesTickets, ServerSessionMemoryCache};
 use rustls::server::{ServerConfig, WebPkiClientVerifier};
 use rustls::{ProtocolVersion, ServerConnection};
@@ -16,7 +17,7 @@ use super::certs::{self, Source};
 use super::store::{CertStore, Entry};
 use super::stream::HandshakeError;
 use super::watch::Stamps;
-use super::{provider, ticket};
+use super::{crl, provider, ticket};
 use crate::config::acme::Challenge;
 use crate::config::tls::{ClientAuth, TlsConfig, TlsVersion};
 use crate::stats::Counters;
@@ -33,6 +34,11 @@ pub struct Frontend {
     rotator: Option<Arc<dyn ProducesTickets>>,
     /// The files it read and what they looked like then (for the watcher).
     pub(super) stamps: Stamps,
+    /// The client certificate revocation lists in force (`client_crl`), for the admin API.
+    pub crls: Vec<crl::Crl>,
+    /// The verifier of client certificates in force, for resumed sessions
+    /// ([`Frontend::recheck_resumed`]).
+    client_verifier: Option<Arc<dyn ClientCertVerifier>>,
 }
 
 impl std::fmt::Debug for Frontend {
@@ -142,6 +148,14 @@ impl Frontends {
                     "session_tickets": c.session_tickets,
                     "shared_ticket_keys": !c.ticket_key_file.is_empty(),
                     "client_auth": c.client_ca.as_ref().map(|_| match c.client_auth { ClientAuth::Required => "required", ClientAuth::Optional => "optional" }),
+                    "client_crls": f.crls.iter().map(|l| serde_json::json!({
+                        "file": l.file.display().to_string(),
+                        "issuer": l.facts.issuer,
+                        "revoked": l.facts.revoked,
+                        "this_update": certs::format_time(l.facts.this_update),
+                        "next_update": l.facts.next_update.map(certs::format_time),
+                        "next_update_in_days": l.facts.next_update.map(|t| (t - now).div_euclid(86_400)),
+                    })).collect::<Vec<_>>(),
                     "certificates": certificates.iter().filter(|v| v.listener == *f.name).map(|v| serde_json::json!({
                         "names": v.names,
                         "subject": v.subject,
@@ -200,6 +214,49 @@ pub fn load_certificates(
     }
 }
 
+/// A listener's verifier of client certificates and the revocation lists it checks.
+pub type ClientVerifier = (Arc<dyn ClientCertVerifier>, Vec<crl::Crl>);
+
+/// The verifier of client certificates for `c` (`client_ca`, `client_auth`, `client_crl`) and
+/// the revocation lists it checks; `None` when the listener asks for no client certificate.
+/// Every problem names its file (`shellac check` runs this too).
+pub fn client_verifier(
+    c: &TlsConfig,
+    provider: &Arc<CryptoProvider>,
+) -> Result<Option<ClientVerifier>, String> {
+    let Some(ca) = &c.client_ca else {
+        return Ok(None);
+    };
+    let roots = client_roots(ca)?;
+    let crls = crl::load_all(&c.client_crl, certs::unix_now())?;
+    let mut verifier =
+        WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+    if let ClientAuth::Optional = c.client_auth {
+        verifier = verifier.allow_unauthenticated();
+    }
+    if !crls.is_empty() {
+        // As nginx's `ssl_crl` (OpenSSL's CRL_CHECK_ALL): every certificate of the chain
+        // below the trust anchor is checked, one whose issuer has no list here is refused,
+        // and a list past its next update refuses what it covers.
+        verifier = verifier
+            .with_crls(crls.iter().map(|l| l.der.clone()))
+            .enforce_revocation_expiration();
+    }
+    let verifier = verifier.build().map_err(|e| {
+        let file = match e {
+            rustls::server::VerifierBuilderError::InvalidCrl(_) => c
+                .client_crl
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            _ => ca.display().to_string(),
+        };
+        format!("{file}: cannot verify clients with it ({e})")
+    })?;
+    Ok(Some((verifier, crls)))
+}
+
 /// The client CA file's certificates as trust anchors.
 pub fn client_roots(path: &std::path::Path) -> Result<rustls::RootCertStore, String> {
     let mut roots = rustls::RootCertStore::empty();
@@ -223,25 +280,15 @@ impl Frontend {
         let builder = ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(versions)
             .map_err(|e| vec![format!("cannot set up TLS: {e}")])?;
-        let builder = match &c.client_ca {
-            None => builder.with_no_client_auth(),
-            Some(ca) => {
-                let roots = client_roots(ca).map_err(|e| vec![e])?;
-                let verifier =
-                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
-                let verifier = match c.client_auth {
-                    ClientAuth::Required => verifier,
-                    ClientAuth::Optional => verifier.allow_unauthenticated(),
-                };
-                let verifier = verifier.build().map_err(|e| {
-                    vec![format!(
-                        "{}: cannot verify clients with it ({e})",
-                        ca.display()
-                    )]
-                })?;
-                builder.with_client_cert_verifier(verifier)
-            }
-        };
+        let (builder, crls, client_verifier) =
+            match client_verifier(c, &provider).map_err(|e| vec![e])? {
+                None => (builder.with_no_client_auth(), Vec::new(), None),
+                Some((verifier, crls)) => (
+                    builder.with_client_cert_verifier(verifier.clone()),
+                    crls,
+                    Some(verifier),
+                ),
+            };
         // Certificates installed at run time (ACME) stay; the files' ones are replaced.
         let store = match previous {
             Some(p) => {
@@ -290,7 +337,34 @@ impl Frontend {
             settings: c.clone(),
             rotator,
             stamps,
+            crls,
+            client_verifier,
         })
+    }
+
+    /// A resumed session carries the client certificate verified when it began, perhaps
+    /// hours ago, under the CA and revocation lists of then (a ticket outlives reloads and,
+    /// with shared key files, the node). It is checked again against those in force now: a
+    /// certificate revoked since, or a listener that now requires one, ends the connection
+    /// as a full handshake would.
+    pub fn recheck_resumed(&self, conn: &ServerConnection) -> Result<(), rustls::Error> {
+        let Some(verifier) = &self.client_verifier else {
+            return Ok(());
+        };
+        if !matches!(conn.handshake_kind(), Some(rustls::HandshakeKind::Resumed)) {
+            return Ok(());
+        }
+        match conn.peer_certificates() {
+            Some([end_entity, intermediates @ ..]) => verifier
+                .verify_client_cert(
+                    end_entity,
+                    intermediates,
+                    rustls::pki_types::UnixTime::now(),
+                )
+                .map(|_| ()),
+            _ if verifier.client_auth_mandatory() => Err(rustls::Error::NoCertificatesPresented),
+            _ => Ok(()),
+        }
     }
 
     /// A new server-side TLS connection for this listener.
@@ -369,6 +443,8 @@ pub enum Reason {
     NoCertificate,
     /// A client certificate missing (required) or not verifiable.
     ClientCert,
+    /// A client certificate a revocation list (`client_crl`) revokes.
+    ClientCertRevoked,
     /// The client sent an alert (it refused our certificate, or gave up).
     PeerAlert,
     /// Anything else the peer did wrong.
@@ -388,6 +464,7 @@ impl Reason {
             Reason::Alpn => "alpn",
             Reason::NoCertificate => "no_certificate",
             Reason::ClientCert => "client_cert",
+            Reason::ClientCertRevoked => "client_cert_revoked",
             Reason::PeerAlert => "peer_alert",
             Reason::Protocol => "protocol",
             Reason::Io => "io",
@@ -416,6 +493,9 @@ impl Reason {
                 },
                 Error::PeerMisbehaved(M::IllegalTlsInnerPlaintext) => Reason::Protocol,
                 Error::NoApplicationProtocol => Reason::Alpn,
+                Error::InvalidCertificate(rustls::CertificateError::Revoked) => {
+                    Reason::ClientCertRevoked
+                }
                 Error::NoCertificatesPresented | Error::InvalidCertificate(_) => Reason::ClientCert,
                 Error::AlertReceived(_) => Reason::PeerAlert,
                 Error::General(m) if m == "no server certificate chain resolved" => {
@@ -438,6 +518,7 @@ impl Reason {
             Reason::Alpn => &c.tls_handshake_fail_alpn,
             Reason::NoCertificate => &c.tls_handshake_fail_no_certificate,
             Reason::ClientCert => &c.tls_handshake_fail_client_cert,
+            Reason::ClientCertRevoked => &c.tls_handshake_fail_client_cert_revoked,
             Reason::PeerAlert => &c.tls_handshake_fail_peer_alert,
             Reason::Protocol => &c.tls_handshake_fail_protocol,
             Reason::Io => &c.tls_handshake_fail_io,

@@ -4,11 +4,13 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, ClientConnection};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use shellac::tls::stream::{HandshakeError, TlsStream};
@@ -99,6 +101,42 @@ impl Pki {
                 .push(DnType::OrganizationName, "Shellac tests");
             p.distinguished_name.push(DnType::CommonName, cn);
         })
+    }
+
+    /// A client certificate as [`Pki::client`], with serial number `serial` (for a
+    /// revocation list to name).
+    pub fn client_serial(&self, file: &str, cn: &str, serial: u64) -> (PathBuf, PathBuf) {
+        self.leaf_with(file, &[], KeyPair::generate().unwrap(), |p| {
+            p.distinguished_name = rcgen::DistinguishedName::new();
+            p.distinguished_name.push(DnType::CommonName, cn);
+            p.serial_number = Some(rcgen::SerialNumber::from(serial));
+        })
+    }
+
+    /// A revocation list signed by this CA revoking `serials`, current from 2020 to
+    /// `next_update_year` (January 1st), written to `file`.
+    pub fn crl(&self, file: &str, serials: &[u64], next_update_year: i32) -> PathBuf {
+        let crl = rcgen::CertificateRevocationListParams {
+            this_update: rcgen::date_time_ymd(2020, 1, 1),
+            next_update: rcgen::date_time_ymd(next_update_year, 1, 1),
+            crl_number: rcgen::SerialNumber::from(1u64),
+            issuing_distribution_point: None,
+            revoked_certs: serials
+                .iter()
+                .map(|&s| rcgen::RevokedCertParams {
+                    serial_number: rcgen::SerialNumber::from(s),
+                    revocation_time: rcgen::date_time_ymd(2020, 1, 1),
+                    reason_code: Some(rcgen::RevocationReason::KeyCompromise),
+                    invalidity_date: None,
+                })
+                .collect(),
+            key_identifier_method: rcgen::KeyIdMethod::Sha256,
+        }
+        .signed_by(&self.ca, &self.ca_key)
+        .unwrap();
+        let path = self.dir.join(file);
+        std::fs::write(&path, crl.pem().unwrap()).unwrap();
+        path
     }
 
     /// This CA as the only trust anchor.
@@ -194,4 +232,24 @@ pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
     p
+}
+
+/// Whether a TLS client is refused: at the handshake, or (TLS 1.3, where the server checks
+/// the client's certificate after the client is done) at its first read.
+pub async fn refused(addr: std::net::SocketAddr, client: &Arc<rustls::ClientConfig>) -> bool {
+    let Ok(mut tls) = connect(addr, client, "site.test").await else {
+        return true;
+    };
+    if tls
+        .write_all(b"GET / HTTP/1.1\r\nhost: site.test\r\n\r\n")
+        .await
+        .is_err()
+    {
+        return true;
+    }
+    let mut buf = [0u8; 16];
+    !matches!(
+        tokio::time::timeout(Duration::from_secs(10), tls.read(&mut buf)).await,
+        Ok(Ok(n)) if n > 0
+    )
 }

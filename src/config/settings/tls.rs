@@ -122,6 +122,15 @@ pub(super) const TLS: &[Setting] = &[
     },
     Setting {
         section: "tls",
+        key: "client_crl",
+        kind: Kind::Texts("a list of file paths"),
+        default: Default::Value(r##"[]"##),
+        example: r##"["/etc/shellac/clients-ca.crl.pem"]"##,
+        restart: false,
+        doc: r##"With `client_ca`: PEM files of certificate revocation lists (`-----BEGIN X509 CRL-----`, e.g. `openssl ca -gencrl`). As nginx's `ssl_crl`: every certificate of the client's chain below the CA is checked, so each issuer needs its list here (a certificate whose issuer has none is refused), and a list past its next update refuses what it covers — `shellac check`, startup and reloads refuse such a list, and `GET /tls` shows each list's `next_update`. A revoked certificate ends the handshake (`tls_handshake_fail_client_cert_revoked`). Replaced files are picked up within `watch_interval`, as certificates are."##,
+    },
+    Setting {
+        section: "tls",
         key: "watch_interval",
         kind: Kind::Duration {
             min: Duration::ZERO,
