@@ -263,6 +263,46 @@ sub vcl_deliver { set resp.http.resp-keep-alive = !(!resp.http.Keep-Alive); }
     shellac.stop().await;
 }
 
+/// Regression (issue 21, varnishtest c00016): the fields the client's `Connection` named
+/// are taken when the request arrives, so one vcl_recv sets under such a name reaches the
+/// backend; a 4.x header set from an unset one is set, empty (2.x: left unset).
+#[tokio::test]
+async fn connection_named_fields_are_those_the_client_sent() {
+    let origin = Origin::start(|_| Reply::ok("x")).await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_recv { set req.http.FromVCL = "123"; return (pass); }
+sub vcl_backend_fetch { set bereq.http.baa = bereq.http.baax; }
+"#;
+    let shellac = start_vcl("connection-named", vcl, &[origin.addr]).await;
+    let r = get_with(
+        shellac.addr,
+        "/",
+        &[
+            ("foo", "1"),
+            ("baax", "2"),
+            ("connection", "FromVCL, foo, baax"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let seen = origin.last();
+    assert_eq!(seen.headers.get("fromvcl").unwrap(), "123");
+    assert!(seen.headers.get("foo").is_none());
+    assert!(seen.headers.get("baax").is_none());
+    assert_eq!(seen.headers.get("baa").unwrap(), "");
+    shellac.stop().await;
+
+    let vcl = r#"
+backend b { ${origin0} }
+sub vcl_recv { set req.http.baa = req.http.baax; return (pass); }
+"#;
+    let shellac = start_vcl("connection-named-2x", vcl, &[origin.addr]).await;
+    get_with(shellac.addr, "/", &[("host", "a")]).await;
+    assert!(origin.last().headers.get("baa").is_none(), "2.x: unset");
+    shellac.stop().await;
+}
+
 /// `.host_header` is the Host of a backend request made from a request without one
 /// (HTTP/1.0); without it a VCL backend sends its `.host`, as Varnish does.
 #[tokio::test]

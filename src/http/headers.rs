@@ -12,7 +12,11 @@ pub const VIA: &str = "1.1 shellac";
 /// Hop-by-hop fields (RFC 9110 §7.6.1) plus the legacy ones proxies remove in practice.
 /// `HeaderName` constants, not `&str`: a `&str` name is parsed and hashed again on every map
 /// operation, and this list is applied to every backend request and response.
-const HOP_BY_HOP: [HeaderName; 8] = [
+/// Hop-by-hop fields (RFC 9110 §7.6.1), and the proxy authentication pair, which concern the
+/// next hop only (RFC 9110 §11.7: "applies only to the next outbound client" / "inbound
+/// proxy"; RFC 2616 §13.5.1 listed them as hop-by-hop): Shellac demands no proxy
+/// credentials, so a client's are not the backend's, nor a backend's challenge the client's.
+const HOP_BY_HOP: [HeaderName; 9] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -21,6 +25,7 @@ const HOP_BY_HOP: [HeaderName; 8] = [
     header::TRANSFER_ENCODING,
     header::UPGRADE,
     header::PROXY_AUTHORIZATION,
+    header::PROXY_AUTHENTICATE,
 ];
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
@@ -200,6 +205,29 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
     for name in &HOP_BY_HOP {
         headers.remove(name);
+    }
+}
+
+/// The fields `Connection` names that `headers` holds: what a proxy removes before
+/// forwarding. Under VCL these are taken when the request arrives, so a field vcl_recv sets
+/// is forwarded even if the client's `Connection` named it (as in Varnish).
+pub fn connection_named(headers: &HeaderMap) -> Vec<HeaderName> {
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .filter(|name| headers.contains_key(name) && !HOP_BY_HOP.contains(name))
+        .collect()
+}
+
+/// Removes the hop-by-hop fields of fixed names (not those `Connection` names).
+pub fn strip_fixed_hop_by_hop(headers: &mut HeaderMap) {
+    if headers.keys().any(|k| HOP_BY_HOP.contains(k)) {
+        for name in &HOP_BY_HOP {
+            headers.remove(name);
+        }
     }
 }
 

@@ -244,7 +244,11 @@ fn is_target_byte(b: u8) -> bool {
 }
 
 /// Fields a client may not list in `Connection` (it would make a proxy drop them): framing,
-/// routing, identity, and cache-relevant end-to-end fields.
+/// routing, identity, and cache-relevant end-to-end fields, and the other end-to-end fields
+/// of HTTP's own (the list Varnish refuses too). RFC 9110 §7.6.1: "A sender MUST NOT send a
+/// connection option corresponding to a field that is intended for all recipients of the
+/// content". `Proxy-Authenticate` / `Proxy-Authorization` concern the next hop only and may
+/// be named.
 const END_TO_END: &[&str] = &[
     "host",
     "content-length",
@@ -274,6 +278,27 @@ const END_TO_END: &[&str] = &[
     "user-agent",
     "expect",
     "date",
+    "accept",
+    "accept-charset",
+    "accept-language",
+    "accept-ranges",
+    "age",
+    "allow",
+    "content-language",
+    "content-location",
+    "content-md5",
+    "content-range",
+    "etag",
+    "expires",
+    "from",
+    "last-modified",
+    "location",
+    "max-forwards",
+    "retry-after",
+    "server",
+    "set-cookie",
+    "warning",
+    "www-authenticate",
 ];
 
 fn trim_ows(mut v: &[u8]) -> &[u8] {

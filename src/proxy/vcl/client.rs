@@ -76,6 +76,9 @@ pub(in crate::proxy) fn recv(txn: &mut Txn, rt: &Arc<VclRuntime>) -> Step {
         .vcl
         .get_or_insert_with(|| Box::new(VclTxn::new(rt.clone())));
     if first {
+        if crate::http::headers::has_field(&txn.req.headers, &http::header::CONNECTION) {
+            v.connection_named = crate::http::headers::connection_named(&txn.req.headers);
+        }
         if rt.rollback {
             v.original = Some(Box::new((
                 txn.req.method.clone(),
@@ -222,7 +225,10 @@ fn new_bereq(txn: &mut Txn, for_cache: bool, pipe: bool) {
     // Hop-by-hop fields (Keep-Alive, those named in Connection) are the client connection's:
     // vcl_backend_fetch does not see them, as in Varnish. A pipe keeps them (Upgrade).
     if !pipe {
-        crate::http::headers::strip_hop_by_hop(&mut headers);
+        for name in &v.connection_named {
+            headers.remove(name);
+        }
+        crate::http::headers::strip_fixed_hop_by_hop(&mut headers);
     }
     let told = if pipe { v.state.xid } else { xid };
     headers.insert(super::X_VARNISH, super::x_varnish(told, None));

@@ -208,6 +208,9 @@ pub(super) struct VclTxn {
     pub original: Option<Box<(Method, Uri, HeaderMap)>>,
     pub is_hitmiss: bool,
     pub is_hitpass: bool,
+    /// The fields the client's `Connection` named, as the request arrived: they do not go to
+    /// the backend (a field vcl_recv sets under such a name does, as in Varnish).
+    pub connection_named: Vec<http::HeaderName>,
     /// `return (pipe)`: the connection closes after this exchange.
     pub pipe: bool,
     /// The response comes from the cache (a hit, or another request's fetch this one
@@ -244,6 +247,7 @@ impl VclTxn {
             original: None,
             is_hitmiss: false,
             is_hitpass: false,
+            connection_named: Vec::new(),
             pipe: false,
             hit: false,
         }

@@ -133,7 +133,12 @@ fn set(
             }
             return env.set_header(var, hv.clone());
         }
-        let new = eval(p, &*env, value)?;
+        let mut new = eval(p, &*env, value)?;
+        // 4.x: a header set from an unset one is set, empty (Varnish reads an unset string
+        // as "" when it builds the value); 2.x unsets it, as Varnish 2.1 did.
+        if var.header.is_some() && matches!(new, Value::None) && !p.dialect.is_legacy() {
+            new = Value::Str(Cow::Borrowed(""));
+        }
         if same(&env.get(var), &new) {
             return Ok(());
         }
