@@ -78,6 +78,8 @@ counters! {
     tls_reload: "Times the TLS certificates and keys were loaded again (reload or changed files)",
     backend_tls_handshake: "TLS handshakes completed with backends ([[backend]] tls)",
     backend_tls_fail: "TLS handshakes with backends that failed (certificate not trusted or not for the name, no common protocol; also counted in backend_fail)",
+    backend_tls_reload: "Backends whose TLS files (ca, cert, key) changed on disk and were loaded for new connections",
+    backend_tls_reload_error: "Backends whose TLS files changed on disk but did not load (the ones in use were kept)",
     tls_reload_error: "Times TLS files that changed on disk could not be loaded (the running certificates were kept)",
     acme_loaded: "ACME certificates loaded from tls.acme.state_dir (at start, or when a reload adds [[tls.acme]])",
     acme_order: "ACME orders placed (first certificates and renewals)",

@@ -230,3 +230,64 @@ async fn http2_to_a_backend_over_tls() {
     assert_eq!(o["h2_conn"], s["backend_conn"], "{o:?}");
     assert_eq!(o["h2_req"], 9);
 }
+
+/// A backend's CA file replaced on disk (the backend moved to a new CA): new connections use
+/// the new file within a few seconds, without a reload; a replacement that does not load
+/// keeps the one in use, counted once.
+#[tokio::test]
+async fn renewed_backend_tls_files_are_used_without_a_reload() {
+    let pki = Pki::new("backend-renew");
+    let old_ca = Pki::new("backend-renew-old");
+    let plain = origin().await;
+    let (_tls_origin, port) = tls_origin(&pki, &plain, "").await;
+    // The CA file in use is the old CA's: the origin's certificate is not trusted yet.
+    let ca_file = old_ca.dir.join("in-use-ca.pem");
+    std::fs::copy(&old_ca.ca_file, &ca_file).unwrap();
+    let tls = BackendTls {
+        ca: Some(ca_file.clone()),
+        ..with_ca(&pki)
+    };
+    let origin_addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let sh = Shellac::start(origin_addr, move |c| {
+        c.backends[0].tls = Some(tls);
+        c.backends[0].max_idle = 0; // a new connection (and TLS handshake) per request
+    })
+    .await;
+    assert_eq!(get(sh.addr, "/before").await.status, 503);
+
+    // The new CA, written as a deployment tool would (a new file renamed over the old one).
+    let tmp = ca_file.with_extension("tmp");
+    std::fs::copy(&pki.ca_file, &tmp).unwrap();
+    std::fs::rename(&tmp, &ca_file).unwrap();
+    let mut status = 0;
+    for i in 0..100 {
+        status = get(sh.addr, &format!("/after/{i}")).await.status;
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, 200, "the renewed CA file was not used");
+    assert_eq!(sh.stats().await["backend_tls_reload"], 1);
+
+    // A half-written file: the CA in use stays, the failure is counted once.
+    std::fs::write(&ca_file, "-----BEGIN CERTIFICATE-----\nMIIB").unwrap();
+    let mut errors = 0;
+    for i in 0..100 {
+        assert_eq!(get(sh.addr, &format!("/kept/{i}")).await.status, 200);
+        errors = sh.stats().await["backend_tls_reload_error"];
+        if errors > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(errors, 1, "the bad file was not noticed");
+    for i in 0..3 {
+        assert_eq!(get(sh.addr, &format!("/still/{i}")).await.status, 200);
+    }
+    let s = sh.stats().await;
+    assert_eq!(
+        (s["backend_tls_reload"], s["backend_tls_reload_error"]),
+        (1, 1)
+    );
+}

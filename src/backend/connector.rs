@@ -1,19 +1,29 @@
 //! Connectors: how a connection to a backend is opened, below the HTTP protocol spoken on it
 //! (`Backend::connect` puts hyper's HTTP/1 client on whatever this returns). TCP, or TLS
 //! over TCP (`[[backend]] tls`); the connect timeout covers both the TCP connect and the
-//! handshake.
+//! handshake. A TLS connector notices renewed CA, certificate and key files (looked at before
+//! a new connection, at most every [`CHECK_EVERY`]) and uses them for the connections it
+//! opens next; files that do not load leave it as it was.
 
 use std::io;
+use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-use crate::config::BackendConfig;
+use crate::config::{BackendConfig, BackendTls};
 use crate::stats::Counters;
 use crate::tls::client::{BackendStream, BackendTlsClient};
+use crate::tls::watch::Stamps;
+
+/// How often, at most, a TLS connector looks at its files (before opening a connection).
+pub(crate) const CHECK_EVERY: Duration = Duration::from_secs(2);
 
 /// An open connection to a backend.
 pub(crate) enum Transport {
@@ -25,7 +35,7 @@ pub(crate) enum Transport {
 #[derive(Debug)]
 pub(crate) enum Connector {
     Tcp,
-    Tls(BackendTlsClient),
+    Tls(Box<TlsConnector>),
     /// `tls` could not be set up (a file that does not load): every connection fails with
     /// this. `shellac check`, start and reload refuse such a configuration first.
     Broken(String),
@@ -50,7 +60,7 @@ impl Connector {
                     if t.insecure_skip_verify {
                         tracing::warn!(backend = %config.name, "TLS to this backend does not verify its certificate (insecure_skip_verify)");
                     }
-                    Connector::Tls(client)
+                    Connector::Tls(Box::new(TlsConnector::new(config, t, client)))
                 }
                 Err(e) => {
                     tracing::error!(backend = %config.name, "TLS to this backend cannot be set up: {e}");
@@ -76,7 +86,7 @@ impl Connector {
             let tcp = TcpStream::connect((host, port)).await?;
             let _ = tcp.set_nodelay(nodelay);
             match self {
-                Connector::Tls(client) => match client.connect(tcp).await {
+                Connector::Tls(tls) => match tls.client(counters).connect(tcp).await {
                     Ok(tls) => {
                         counters.backend_tls_handshake.inc();
                         Ok(Transport::Tls(Box::new(tls)))
@@ -96,6 +106,91 @@ impl Connector {
             Err(_) => Err(ConnectError::Timeout),
         }
     }
+}
+
+/// TLS to one backend: the client in force, and the files it was built from.
+pub(crate) struct TlsConnector {
+    backend: String,
+    settings: BackendTls,
+    host: String,
+    h2: bool,
+    client: ArcSwap<BackendTlsClient>,
+    watch: parking_lot::Mutex<Watch>,
+}
+
+/// What a [`TlsConnector`] last saw of its files.
+struct Watch {
+    /// The files the client in force was built from, as they were then.
+    stamps: Stamps,
+    checked: Instant,
+    /// Files that failed to load, as they were then: not tried again until they change.
+    failed: Option<Stamps>,
+}
+
+impl std::fmt::Debug for TlsConnector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsConnector")
+            .field("backend", &self.backend)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TlsConnector {
+    fn new(config: &BackendConfig, t: &BackendTls, client: BackendTlsClient) -> TlsConnector {
+        TlsConnector {
+            backend: config.name.clone(),
+            settings: t.clone(),
+            host: config.host.clone(),
+            h2: config.protocol == crate::config::BackendProtocol::H2,
+            client: ArcSwap::from_pointee(client),
+            watch: parking_lot::Mutex::new(Watch {
+                stamps: Stamps::take(&files(t)),
+                checked: Instant::now(),
+                failed: None,
+            }),
+        }
+    }
+
+    /// The client for a new connection: built again first if its files changed since (one
+    /// caller looks, at most every [`CHECK_EVERY`]; the others go on with the client in
+    /// force). A rebuild that fails keeps the client in force, logged and counted once per
+    /// change of the files.
+    fn client(&self, counters: &Counters) -> Arc<BackendTlsClient> {
+        if let Some(mut w) = self.watch.try_lock()
+            && w.checked.elapsed() >= CHECK_EVERY
+        {
+            w.checked = Instant::now();
+            if w.stamps.changed() {
+                let now = Stamps::take(&files(&self.settings));
+                if w.failed.as_ref() != Some(&now) {
+                    match BackendTlsClient::build(&self.settings, &self.host, self.h2) {
+                        Ok(client) => {
+                            self.client.store(Arc::new(client));
+                            w.stamps = now;
+                            w.failed = None;
+                            counters.backend_tls_reload.inc();
+                            tracing::info!(backend = %self.backend, "TLS files of this backend changed: new connections use them");
+                        }
+                        Err(e) => {
+                            w.failed = Some(now);
+                            counters.backend_tls_reload_error.inc();
+                            tracing::error!(backend = %self.backend, "TLS files of this backend changed but do not load, keeping the ones in use: {e}");
+                        }
+                    }
+                }
+            }
+        }
+        self.client.load_full()
+    }
+}
+
+/// The files a backend's TLS reads.
+fn files(t: &BackendTls) -> Vec<PathBuf> {
+    [&t.ca, &t.cert, &t.key]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect()
 }
 
 impl AsyncRead for Transport {

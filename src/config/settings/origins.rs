@@ -159,7 +159,7 @@ pub(super) const BACKEND: &[Setting] = &[
         default: Default::Unset(r##"none (plain TCP)"##),
         example: r##"{ server_name = "origin.example.com" }"##,
         restart: false,
-        doc: r##"TLS to this backend: `tls = {}` for the defaults (the backend's certificate verified against the system's trust store for `host`), or a table of the keys below. Health probes use TLS too. A failed handshake (an untrusted or mismatched certificate) fails the connection like a refused one: `503`, `detail=backend-connect-failed`, counters `backend_fail` and `backend_tls_fail`."##,
+        doc: r##"TLS to this backend: `tls = {}` for the defaults (the backend's certificate verified against the system's trust store for `host`), or a table of the keys below. Health probes use TLS too. A failed handshake (an untrusted or mismatched certificate) fails the connection like a refused one: `503`, `detail=backend-connect-failed`, counters `backend_fail` and `backend_tls_fail`. Renewed `ca`, `cert` and `key` files are used for new connections without a reload (looked at before a new connection, at most every 2 s; `backend_tls_reload`, or `backend_tls_reload_error` when they do not load and the ones in use are kept)."##,
     },
     Setting {
         section: "backend",
