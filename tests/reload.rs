@@ -96,6 +96,54 @@ async fn unchanged_backends_keep_their_pool() {
     std::fs::remove_dir_all(&s.dir).ok();
 }
 
+/// Regression (issue 21, varnishtest b00016): a reload that changes only a backend's weight
+/// keeps its pool (the weight is the directors'), and the director picks by the new weight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_weight_change_keeps_the_pool() {
+    let s = setup("reload-weight").await;
+    let director = |w: u32| {
+        format!(
+            "[[director]]\nname = \"d\"\ntype = \"random\"\nbackends = [\"app\", \"other\"]\n\n\
+             [[backend]]\nname = \"other\"\nhost = \"127.0.0.1\"\nport = {}\nweight = 1\n\n\
+             [routing]\ndefault = \"d\"\n",
+            s.b.addr.port()
+        ) + &format!(
+            "\n[[backend]]\nname = \"app\"\nhost = \"127.0.0.1\"\nport = {}\nweight = {w}\n",
+            s.a.addr.port()
+        )
+    };
+    let text = |w: u32| {
+        format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"127.0.0.1:0\"\n\n{}",
+            director(w)
+        )
+    };
+    write(&s.file, &text(1));
+    let shellac = Shellac::start_reloadable(&s.file).await;
+    // Both backends get a pooled connection.
+    for i in 0..40 {
+        get(shellac.addr, &format!("/w{i}")).await;
+        if s.a.count() > 0 && s.b.count() > 0 {
+            break;
+        }
+    }
+    assert!(s.a.count() > 0 && s.b.count() > 0);
+    let conns = shellac.stat("backend_conn").await;
+    write(&s.file, &text(1000));
+    let (status, v) = shellac.reload().await;
+    assert_eq!(status, 200, "{v}");
+    let changes = v["changes"].to_string();
+    assert!(!changes.contains("backend app: new"), "{changes}");
+    let before = s.a.count();
+    for i in 0..20 {
+        get(shellac.addr, &format!("/x{i}")).await;
+    }
+    assert!(s.a.count() - before >= 15, "the new weight decides");
+    assert_eq!(shellac.stat("backend_conn").await, conns, "pools kept");
+    shellac.stop().await;
+    std::fs::remove_dir_all(&s.dir).ok();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_config_is_rejected_with_every_error_and_the_old_one_runs_on() {
     let s = setup("reload-bad").await;

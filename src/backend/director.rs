@@ -339,8 +339,15 @@ impl Backends {
             .iter()
             .map(|b| (b.name().to_string(), Member::Backend(b.clone())))
             .collect();
+        // Weights from this configuration: a backend taken over from `previous` may carry
+        // another (`Backend::same_setup` leaves weights out).
+        let weights: HashMap<&str, u32> = config
+            .backends
+            .iter()
+            .map(|b| (b.name.as_str(), b.weight))
+            .collect();
         for d in &config.directors {
-            resolve(&d.name, &configs, &mut built);
+            resolve(&d.name, &configs, &weights, &mut built);
         }
         let directors = config
             .directors
@@ -367,6 +374,7 @@ impl Backends {
 fn resolve(
     name: &str,
     configs: &HashMap<&str, &DirectorConfig>,
+    weights: &HashMap<&str, u32>,
     built: &mut HashMap<String, Member>,
 ) -> Option<Member> {
     if let Some(m) = built.get(name) {
@@ -376,12 +384,12 @@ fn resolve(
     let members: Vec<Member> = cfg
         .backends
         .iter()
-        .filter_map(|m| resolve(m, configs, built))
+        .filter_map(|m| resolve(m, configs, weights, built))
         .collect();
     let weights = members
         .iter()
         .map(|m| match m {
-            Member::Backend(b) => b.config.weight,
+            Member::Backend(b) => weights.get(b.name()).copied().unwrap_or(b.config.weight),
             Member::Director(_) => 1,
         })
         .collect();

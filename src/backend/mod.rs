@@ -168,8 +168,16 @@ impl Backend {
         })
     }
 
-    /// Whether `config` (within `whole`) would build a backend identical to this one.
+    /// Whether `config` (within `whole`) would build a backend identical to this one. The
+    /// `weight` is left out: it is the directors' (which read it from the configuration they
+    /// are built from, not from the backend), so a reload that changes only a weight — a VCL
+    /// that adds the backend to a weighted director — keeps the pool, as Varnish keeps a
+    /// backend's connections across `vcl.use`.
     pub fn same_setup(&self, config: &BackendConfig, whole: &Config) -> bool {
+        let config = &BackendConfig {
+            weight: self.config.weight,
+            ..config.clone()
+        };
         let probe = match &config.probe {
             Some(ProbeRef::Inline(p)) => Some(p.clone()),
             Some(ProbeRef::Named(name)) => whole.probes.iter().find(|p| &p.name == name).cloned(),
