@@ -245,3 +245,62 @@ sub vcl_backend_error {
     }
     shellac.stop().await;
 }
+
+/// Regression (issue 21, varnishtest b00064): under 4.x VCL a request that waits for another's
+/// fetch runs vcl_hit on what that fetch stores (Varnish's waiting list looks the object up
+/// again): it sees `obj.*`, and its `return (pass)` sends it to the backend itself. (Arriving
+/// after the fetch, it is a plain hit and runs vcl_hit too: the outcome is the same.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_runs_vcl_hit_on_the_fetch_it_waited_for() {
+    let n = Arc::new(AtomicUsize::new(0));
+    let n2 = n.clone();
+    let origin = Origin::start(move |_| {
+        let i = n2.fetch_add(1, Ordering::SeqCst);
+        Reply::ok(&format!("body {i}"))
+            .cc("max-age=60")
+            .delay(Duration::from_millis(if i == 0 { 400 } else { 0 }))
+    })
+    .await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_backend_response { set beresp.grace = 30s; }
+sub vcl_hit {
+    set req.http.x-grace = obj.grace;
+    if (req.http.pass) { return (pass); }
+}
+sub vcl_deliver { set resp.http.x-grace = req.http.x-grace; }
+"#;
+    let shellac = start_vcl("waiter-hit", vcl, &[origin.addr]).await;
+    for headers in [&[][..], &[("pass", "1")][..]] {
+        let path = if headers.is_empty() { "/a" } else { "/b" };
+        n.store(0, Ordering::SeqCst);
+        let addr = shellac.addr;
+        let leader = tokio::spawn(async move { get(addr, path).await });
+        for _ in 0..400 {
+            if origin.count_path(path) > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let before = origin.count();
+        let waiter = get_with(shellac.addr, path, headers).await;
+        let leader = leader.await.unwrap();
+        assert_eq!(
+            leader.header("x-grace"),
+            Some(""),
+            "the leader ran no vcl_hit"
+        );
+        assert_eq!(waiter.header("x-grace"), Some("30.000"));
+        if headers.is_empty() {
+            assert_eq!(waiter.text(), leader.text());
+            assert_eq!(origin.count(), before);
+        } else {
+            assert_eq!(
+                origin.count(),
+                before + 1,
+                "vcl_hit passed: fetched on its own"
+            );
+        }
+    }
+    shellac.stop().await;
+}

@@ -39,6 +39,10 @@ pub struct BusyHead {
     /// The fields every coalesced waiter sends (built by the first one, cloned by the rest:
     /// proxy/fsm.rs).
     pub delivered: std::sync::OnceLock<HeaderMap>,
+    /// Under a 4.x VCL program, the object the fill stores, without its body: what vcl_hit
+    /// of a waiter reads as `obj` (Varnish's waiting list looks the busy object up again and
+    /// runs vcl_hit on it). `None` otherwise.
+    pub object: Option<std::sync::Arc<super::Object>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -586,6 +590,7 @@ mod tests {
             content_length: None,
             vary: vec![],
             delivered: Default::default(),
+            object: None,
         });
         obj.push(Bytes::from_static(b"hello "));
         tokio::task::yield_now().await;
@@ -612,6 +617,7 @@ mod tests {
             content_length: Some(5),
             vary: vec![],
             delivered: Default::default(),
+            object: None,
         });
         obj.push(Bytes::from_static(b"hello"));
         let Join::Waiter(busy) = table.join(&key()) else {
@@ -634,6 +640,7 @@ mod tests {
             content_length: Some(5),
             vary: vec![],
             delivered: Default::default(),
+            object: None,
         });
         leader.object().push(Bytes::from_static(b"hel"));
         let Join::Waiter(busy) = table.join(&CacheKey::new("example.com", "/b")) else {
@@ -686,6 +693,7 @@ mod tests {
             content_length: None,
             vary: vec![],
             delivered: Default::default(),
+            object: None,
         });
         let mut r = obj.reader();
         obj.start_trimming();
@@ -713,6 +721,7 @@ mod tests {
             content_length: Some(2),
             vary: vec![],
             delivered: Default::default(),
+            object: None,
         });
         let mut r = obj.reader();
         obj.push(Bytes::from_static(b"a"));

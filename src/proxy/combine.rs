@@ -403,6 +403,7 @@ fn start_fill(
         content_length: Some(target.size),
         vary: vary.clone(),
         delivered: Default::default(),
+        object: None,
     });
     let reader = busy.reader();
     let fill = Fill {

@@ -327,12 +327,38 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         .as_ref()
         .map(|g| g.object().clone())
         .unwrap_or_else(BusyObject::new);
+    // Under a 4.x program a waiter runs vcl_hit on what is being fetched (Varnish's waiting
+    // list looks the busy object up again): the object as it will be stored, bodyless.
+    let object = txn
+        .vcl
+        .as_ref()
+        .filter(|v| !v.runtime.program.dialect.is_legacy())
+        .map(|_| {
+            Arc::new(Object {
+                status: parts.status,
+                headers: StoredFields::from_map(&parts.headers),
+                body: Body::Memory(Default::default()),
+                body_len: content_length.unwrap_or(0),
+                vary: crate::cache::boxed_vary(vary.clone()),
+                initial_age: plan.initial_age.into(),
+                ttl: plan.ttl.into(),
+                stale_ok: plan.stale_ok,
+                grace: plan.grace.into(),
+                stale_if_error: plan.stale_if_error.into(),
+                keep: plan.keep.into(),
+                stored_at,
+                state: Default::default(),
+                prepared: Default::default(),
+                hits: Default::default(),
+            })
+        });
     busy.set_head(BusyHead {
         status: parts.status,
         headers: head_headers.clone(),
         content_length,
         vary: vary.clone(),
         delivered: Default::default(),
+        object,
     });
     // Register our reader before the fill starts so no chunk can be trimmed before we read it.
     let reader = (!txn.head_only).then(|| busy.reader());
@@ -672,6 +698,11 @@ fn revalidated(
             content_length: Some(object.body_len),
             vary: object.vary().to_vec(),
             delivered: Default::default(),
+            object: txn
+                .vcl
+                .as_ref()
+                .is_some_and(|v| !v.runtime.program.dialect.is_legacy())
+                .then(|| object.clone()),
         });
         match &object.body {
             Body::Memory(chunks) => {

@@ -976,6 +976,14 @@ impl Txn {
             }
             HeadOutcome::Shared(head, reader) => {
                 self.proxy.counters.cache_coalesced.inc();
+                // Under a 4.x program a waiter runs vcl_hit on what is being fetched, as
+                // Varnish's waiting list looks the busy object up again; VCL may take
+                // another way than delivering it.
+                if let Some(object) = &head.object
+                    && let Some(step) = super::vcl::after_waiting(self, object)
+                {
+                    return step;
+                }
                 // Under VCL a waiter is served from the cache, as Varnish's waiting list is.
                 if let Some(v) = self.vcl.as_deref_mut() {
                     v.hit = true;

@@ -302,6 +302,39 @@ pub(in crate::proxy) fn after_hit(txn: &mut Txn, object: &Arc<Object>) -> Option
     }
 }
 
+/// vcl_hit for a request that waited for another's fetch (4.x): `object` is what that fetch
+/// stores, without its body (the waiter follows the fetch for it). `None` delivers it;
+/// otherwise the step VCL chose. Unlike [`after_hit`], nothing is stored again and a miss
+/// fetches anew, without conditions (there is no stored copy to revalidate yet).
+pub(in crate::proxy) fn after_waiting(txn: &mut Txn, object: &Arc<Object>) -> Option<Step> {
+    txn.vcl.as_ref()?;
+    object.count_hit();
+    let verdict = run_client(txn, Method::Hit, Some((object, true)), None, None);
+    match verdict {
+        Verdict::Deliver => {
+            if let Some(v) = txn.vcl.as_deref_mut() {
+                v.obj = Some(object.clone());
+            }
+            None
+        }
+        Verdict::Pass => {
+            if let Some(v) = txn.vcl.as_deref_mut() {
+                v.hit = true;
+            }
+            Some(Step::Pass(NoCacheReason::Vcl))
+        }
+        Verdict::Miss | Verdict::Fetch => Some(Step::Fetch(FetchMode::Alone("vcl-miss"))),
+        Verdict::Synth(status, reason) => Some(Step::VclSynth(status, reason)),
+        Verdict::Restart => Some(Step::Restart),
+        Verdict::Fail(why) => Some(failed(txn, Method::Hit, &why)),
+        other => Some(failed(
+            txn,
+            Method::Hit,
+            &format!("vcl_hit returned {}", other.as_str()),
+        )),
+    }
+}
+
 /// Stores `object` again with the lifetimes vcl_hit gave it (seconds from now).
 fn retime(txn: &Txn, object: &Object, edit: &ObjEdit) {
     let Some(key) = &txn.key else { return };

@@ -24,7 +24,9 @@ use crate::vcl::run::{BackendSel, State};
 pub(super) use backend::{
     BerespOutcome, ErrorOutcome, backend_error, backend_fetch, backend_response,
 };
-pub(super) use client::{Delivery, after_hit, deliver, miss, pass, recv, restart, synth};
+pub(super) use client::{
+    Delivery, after_hit, after_waiting, deliver, miss, pass, recv, restart, synth,
+};
 pub(super) use quick::{fast_head, recv_looks_up, with_xid};
 
 /// What the log says of a fast hit under VCL: what the full path's subroutines would have
