@@ -412,3 +412,24 @@ fn cookie_and_std_functions_are_typed() {
         "hash_data() is Not available in subroutine 'vcl_recv'.",
     );
 }
+
+/// `std.cache_req_body()`: only in vcl_recv (as Varnish), with a constant size (Shellac reads
+/// the body before vcl_recv up to the largest size named); the program knows that size.
+#[test]
+fn cache_req_body_takes_a_constant_size_in_vcl_recv() {
+    let p = ok(&format!(
+        "{B4}import std;\nsub vcl_recv {{ if (std.cache_req_body(2KB)) {{ }} std.cache_req_body(100B); }}\n"
+    ));
+    assert_eq!(p.req_body_keep, Some(2048));
+    assert_eq!(ok(&format!("{B4}sub vcl_recv {{ }}\n")).req_body_keep, None);
+    has(
+        &format!(
+            "{B4}import std;\nsub vcl_recv {{ std.cache_req_body(std.integer(req.http.n, 1) * 1KB); }}\n"
+        ),
+        "the size must be a constant",
+    );
+    let all = messages(&format!(
+        "{B4}import std;\nsub vcl_deliver {{ std.cache_req_body(1KB); }}\n"
+    ));
+    assert!(all.iter().any(|m| m.starts_with("4:")), "{all:?}");
+}

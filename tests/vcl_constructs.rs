@@ -1,5 +1,5 @@
 //! VCL constructs Shellac once refused as unsupported and now runs with Varnish's meaning,
-//! end to end: `req.max_age`, `bereq.retry_connect`, ...
+//! end to end: `req.max_age`, `bereq.retry_connect`, `std.cache_req_body()`, ...
 
 mod common;
 
@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use common::vcl::start_vcl;
-use common::{Origin, Reply, get_with};
+use common::{Origin, Reply, get_with, request};
 
 /// `req.max_age` (Varnish 8's name for `req.ttl`, varnishtest v00000): a positive value
 /// below the object's TTL ends its freshness there, and its grace runs from then, as
@@ -146,5 +146,87 @@ sub vcl_backend_fetch {
         .collect();
     assert_eq!(paths, ["/a", "/b", "/b", "/c"]);
     assert!(seen[0].to_ascii_lowercase().contains("x-default: true"));
+    shellac.stop().await;
+}
+
+/// `std.cache_req_body(size)` (varnishtest v00068): a request body of at most `size` bytes
+/// is kept, and every backend request of the request sends it — here the retry vcl_backend_
+/// response asks for after a 503, and the request after a restart. A longer body is not
+/// kept (false): it goes once, whole (what was read ahead, then the rest), and the retry has
+/// none. Kept bodies are counted.
+#[tokio::test]
+async fn std_cache_req_body_keeps_a_body_for_retries_and_restarts() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let calls = Arc::new(AtomicUsize::new(0));
+    let n = calls.clone();
+    // Every odd request (the first of each pair) fails.
+    let origin = Origin::start(move |_| {
+        if n.fetch_add(1, Ordering::SeqCst).is_multiple_of(2) {
+            Reply::ok("busy").status(503)
+        } else {
+            Reply::ok("done")
+        }
+    })
+    .await;
+    let vcl = r#"vcl 4.1;
+import std;
+backend b { ${origin0} }
+sub vcl_recv {
+    if (req.http.keep == "1k") {
+        set req.http.x-kept = std.cache_req_body(1KB);
+    } elsif (req.http.keep == "4") {
+        set req.http.x-kept = std.cache_req_body(4B);
+    }
+    return (pass);
+}
+sub vcl_backend_response {
+    if (beresp.status == 503 && bereq.retries == 0 && !bereq.http.restart) {
+        return (retry);
+    }
+}
+sub vcl_deliver {
+    if (resp.status == 503 && req.restarts == 0) {
+        set req.http.restart = "1";
+        return (restart);
+    }
+    set resp.http.x-kept = req.http.x-kept;
+}
+"#;
+    let shellac = start_vcl("cache-req-body", vcl, &[origin.addr]).await;
+    let bodies = |from: usize| -> Vec<(String, u64)> {
+        origin.seen.lock().unwrap()[from..]
+            .iter()
+            .map(|s| (s.method.clone(), s.body_len))
+            .collect()
+    };
+    // Kept: the retry sends it again.
+    let r = request(shellac.addr, "POST", "/a", &[("keep", "1k")], b"payload").await;
+    assert_eq!((r.status, r.header("x-kept")), (200, Some("true")));
+    assert_eq!(bodies(0), [("POST".into(), 7), ("POST".into(), 7)]);
+    // Kept: the request after a restart sends it too.
+    let r = request(
+        shellac.addr,
+        "POST",
+        "/b",
+        &[("keep", "1k"), ("restart", "1")],
+        b"payload",
+    )
+    .await;
+    assert_eq!((r.status, r.header("x-kept")), (200, Some("true")));
+    assert_eq!(bodies(2), [("POST".into(), 7), ("POST".into(), 7)]);
+    // Longer than the size: not kept; it goes once, the retry has no body.
+    let r = request(shellac.addr, "POST", "/c", &[("keep", "4")], b"payload").await;
+    assert_eq!((r.status, r.header("x-kept")), (200, Some("false")));
+    assert_eq!(bodies(4), [("POST".into(), 7), ("POST".into(), 0)]);
+    // Longer than anything the program keeps (read ahead 1 KiB, then the rest streamed):
+    // the whole body goes once.
+    let big = vec![b'x'; 3000];
+    let r = request(shellac.addr, "POST", "/d", &[("keep", "1k")], &big).await;
+    assert_eq!((r.status, r.header("x-kept")), (200, Some("false")));
+    assert_eq!(bodies(6), [("POST".into(), 3000), ("POST".into(), 0)]);
+    let stats = shellac.stats().await;
+    assert_eq!(stats["req_body_cached"], 2);
+    assert_eq!(stats["req_body_cached_bytes"], 14);
+    assert_eq!(stats["s_req_bytes"], 7 * 5 + 3000);
     shellac.stop().await;
 }

@@ -16,8 +16,12 @@ use tokio::time::{Instant, Sleep};
 use super::Backend;
 use crate::stats::Counters;
 
-/// Body of a request sent to a backend: nothing, or the client's body streamed through.
+/// Body of a request sent to a backend: nothing, bytes held in memory (a body VCL's
+/// `std.cache_req_body()` kept), or the client's body streamed through (after the bytes read
+/// ahead of it, if any).
 pub struct RequestBody {
+    /// Bytes sent before anything of `inner`.
+    head: Option<Bytes>,
     inner: Option<Incoming>,
     counters: Option<Arc<Counters>>,
     /// Bytes the body may still bring (`server.max_body_size`); past it the body fails and
@@ -128,6 +132,7 @@ impl Pacer {
 impl RequestBody {
     pub fn empty() -> RequestBody {
         RequestBody {
+            head: None,
             inner: None,
             counters: None,
             allowed: 0,
@@ -143,6 +148,7 @@ impl RequestBody {
         pace: Option<BodyPace>,
     ) -> RequestBody {
         RequestBody {
+            head: None,
             inner: Some(body),
             counters: Some(counters),
             allowed: max,
@@ -158,9 +164,49 @@ impl RequestBody {
         }
     }
 
+    /// A body held in memory, counted in `s_req_bytes` as it is sent.
+    pub fn bytes(bytes: Bytes, counters: Arc<Counters>) -> RequestBody {
+        RequestBody {
+            head: Some(bytes),
+            inner: None,
+            counters: Some(counters),
+            allowed: u64::MAX,
+            pacer: None,
+        }
+    }
+
+    /// This body with `head` sent before it (bytes read ahead of the rest).
+    pub fn after(mut self, head: Bytes) -> RequestBody {
+        self.head = Some(head);
+        self
+    }
+
+    /// This body, its bytes counted in `s_req_bytes` as they are sent or not (`None`: read
+    /// ahead for VCL, not forwarded yet).
+    pub fn counted(mut self, counters: Option<Arc<Counters>>) -> RequestBody {
+        self.counters = counters;
+        self
+    }
+
     /// True when there is certainly nothing to send.
     pub fn is_empty(&self) -> bool {
-        self.inner.as_ref().is_none_or(|b| b.is_end_stream())
+        self.head.as_ref().is_none_or(|h| h.is_empty())
+            && self.inner.as_ref().is_none_or(|b| b.is_end_stream())
+    }
+
+    /// A copy to send again (a retry on a new connection), when everything it sends is held
+    /// in memory: nothing of a stream can be sent twice.
+    pub fn try_clone(&self) -> Option<RequestBody> {
+        if self.inner.as_ref().is_some_and(|b| !b.is_end_stream()) {
+            return None;
+        }
+        Some(RequestBody {
+            head: self.head.clone(),
+            inner: None,
+            counters: self.counters.clone(),
+            allowed: self.allowed,
+            pacer: None,
+        })
     }
 }
 
@@ -173,6 +219,14 @@ impl Body for RequestBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = &mut *self;
+        if let Some(head) = this.head.take()
+            && !head.is_empty()
+        {
+            if let Some(c) = &this.counters {
+                c.s_req_bytes.add(head.len() as u64);
+            }
+            return Poll::Ready(Some(Ok(Frame::data(head))));
+        }
         let Some(inner) = this.inner.as_mut() else {
             return Poll::Ready(None);
         };
@@ -220,10 +274,18 @@ impl Body for RequestBody {
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner
+        let head = self.head.as_ref().map_or(0, |h| h.len() as u64);
+        let rest = self
+            .inner
             .as_ref()
             .map(|b| b.size_hint())
-            .unwrap_or_else(|| SizeHint::with_exact(0))
+            .unwrap_or_else(|| SizeHint::with_exact(0));
+        let mut hint = SizeHint::new();
+        hint.set_lower(rest.lower().saturating_add(head));
+        if let Some(upper) = rest.upper() {
+            hint.set_upper(upper.saturating_add(head));
+        }
+        hint
     }
 }
 

@@ -21,7 +21,7 @@ use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-pub use body::{BackendBody, BodyOutcome, BodyPace, RequestBody};
+pub use body::{BackendBody, BodyOutcome, BodyPace, BodyTooLarge, BodyTooSlow, RequestBody};
 use conn::{Conn, HeadLimited};
 use health::Health;
 
@@ -239,9 +239,9 @@ impl Backend {
     /// [`RequestTimeouts`] in the request's extensions (VCL's `bereq.*_timeout`) replaces the
     /// backend's own timeouts for this request.
     ///
-    /// A request without a body that fails on a reused connection before any response byte is
-    /// retried once on a fresh connection (the origin may have closed the idle connection),
-    /// unless its extensions hold [`NoConnectRetry`].
+    /// A request whose body is held in memory (none, or one VCL kept) that fails on a reused
+    /// connection before any response byte is retried once on a fresh connection (the origin
+    /// may have closed the idle connection), unless its extensions hold [`NoConnectRetry`].
     pub async fn send(
         self: &Arc<Self>,
         req: Request<RequestBody>,
@@ -257,9 +257,13 @@ impl Backend {
             .get::<RequestTimeouts>()
             .and_then(|t| t.connect)
             .unwrap_or(self.config.connect_timeout.0);
-        let retry_copy = (req.body().is_empty()
-            && req.extensions().get::<NoConnectRetry>().is_none())
-        .then(|| clone_head(&req));
+        let retry_copy = req
+            .extensions()
+            .get::<NoConnectRetry>()
+            .is_none()
+            .then(|| req.body().try_clone())
+            .flatten()
+            .map(|body| clone_head(&req).map(|_| body));
         let (conn, reused) = match self.checkout().await {
             Some(c) => (c, true),
             None => (self.connect(connect_timeout).await?, false),

@@ -44,6 +44,9 @@ const MAX_LOOKUPS: u32 = 4;
 
 pub(super) enum Step {
     Recv,
+    /// Read the request body (at most this many bytes) before vcl_recv, whose
+    /// `std.cache_req_body()` may keep it (`held.rs`).
+    ReadBody(u64),
     Lookup,
     /// The tiers without I/O had no usable copy of this (variant) key, looked up at this
     /// instant: ask the tiers below (disk).
@@ -75,6 +78,7 @@ impl Step {
     fn as_str(&self) -> &'static str {
         match self {
             Step::Recv => "recv",
+            Step::ReadBody(_) => "read-body",
             Step::Lookup => "lookup",
             Step::LookupIo(..) => "lookup-io",
             Step::RecheckIo(..) => "recheck-io",
@@ -119,6 +123,9 @@ pub(super) struct Txn {
     pub proxy: Arc<Proxy>,
     pub req: Parts,
     pub body: Option<Incoming>,
+    /// The body as read before vcl_recv, for `std.cache_req_body()` (`held.rs`); then
+    /// `body` is `None`.
+    pub held_body: Option<super::held::HeldBody>,
     pub client: SocketAddr,
     pub key: Option<CacheKey>,
     pub head_only: bool,
@@ -153,7 +160,7 @@ pub(super) struct Txn {
     /// read per hit instead of three).
     looked_up: Instant,
     /// Set when the client connection must close after this response (malformed request).
-    close: bool,
+    pub(super) close: bool,
 }
 
 /// Starts a request and runs its steps for as long as none has to wait: a hit from memory, a
@@ -186,6 +193,7 @@ pub(super) fn start(proxy: Arc<Proxy>, req: Request<Incoming>, client: SocketAdd
         authorized: false,
         interim: None,
         range_fetch: None,
+        held_body: None,
         lookups: 0,
         looked_up: started,
         close: false,
@@ -241,6 +249,7 @@ impl Rest {
         loop {
             step = match step {
                 Step::Wait(busy) => txn.wait(busy).await,
+                Step::ReadBody(cap) => txn.read_body(cap).await,
                 Step::Fetch(mode) => fetch::fetch(&mut txn, mode).await,
                 Step::LookupIo(key, now) => txn.lookup_io(key, now).await,
                 Step::RecheckIo(key, now, guard) => txn.recheck_io(key, now, guard).await,
@@ -276,6 +285,7 @@ fn drive(txn: &mut Txn, mut step: Step) -> Step {
             Step::VclSynth(status, reason) => super::vcl::synth(txn, status, reason),
             Step::Restart => super::vcl::restart(txn),
             stop @ (Step::Deliver(_)
+            | Step::ReadBody(_)
             | Step::Wait(_)
             | Step::Fetch(_)
             | Step::LookupIo(..)
@@ -348,6 +358,7 @@ pub(super) async fn refresh(
         authorized: inherited.authorized,
         interim: None,
         range_fetch: None,
+        held_body: None,
         lookups: 1,
         looked_up: Instant::now(),
         close: false,
@@ -361,8 +372,9 @@ pub(super) async fn refresh(
 impl Txn {
     /// Validates the request and decides between cache lookup and pass.
     fn recv(&mut self) -> Step {
-        // A restarted request is the same client request.
-        if self.vcl.as_ref().is_none_or(|v| v.state.restarts == 0) {
+        // A restarted request is the same client request; so is the pass after its body was
+        // read ahead for vcl_recv.
+        if self.vcl.as_ref().is_none_or(|v| v.state.restarts == 0) && self.held_body.is_none() {
             self.proxy.counters.client_req.inc();
         }
         let host = match Txn::authority(&self.req) {
@@ -407,6 +419,9 @@ impl Txn {
                 answer,
                 None,
             ));
+        }
+        if let Some(cap) = self.body_to_read() {
+            return Step::ReadBody(cap);
         }
         if let Some(rt) = self.proxy.vcl.clone() {
             // The VCL program decides (its built-in VCL for what the operator's does not):

@@ -9,6 +9,7 @@ mod deliver;
 mod fetch;
 mod fill;
 mod fsm;
+mod held;
 mod interim;
 mod observe;
 pub mod partial;

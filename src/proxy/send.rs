@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Version};
-use http_body::Body as _;
 
 use super::fsm::Txn;
 use crate::backend::director::{Member, Pick};
@@ -78,9 +77,11 @@ pub(super) async fn send(
     // Owned: `txn` is lent mutably below (the miss path; one reference count per fetch).
     let proxy = txn.proxy.clone();
     let counters = &proxy.counters;
-    let has_body = !for_cache && txn.body.as_ref().is_some_and(|b| !b.is_end_stream());
+    // A body can go to a second backend only when it is held in memory (none, or kept by
+    // VCL's std.cache_req_body()).
+    let resendable = for_cache || txn.body_resendable();
     let idempotent = for_cache
-        || (!has_body
+        || (resendable
             && matches!(
                 txn.req.method,
                 Method::GET
@@ -293,18 +294,22 @@ fn build_request(txn: &mut Txn, backend: &Backend, for_cache: bool) -> Request<R
     };
     // A GET or HEAD body is never forwarded: it cannot change what the cache keyed, and some
     // origins would read it as a second request on the pooled connection.
+    let send_body = !for_cache && !no_body && !matches!(method, Method::GET | Method::HEAD);
     let body = match (for_cache, txn.body.take()) {
-        (false, Some(b)) if !no_body && !matches!(method, Method::GET | Method::HEAD) => {
-            RequestBody::stream(
-                b,
-                txn.proxy.counters.clone(),
-                txn.proxy.config.server.max_body_size.0,
-                txn.req
-                    .extensions
-                    .get::<crate::backend::BodyPace>()
-                    .cloned(),
-            )
-        }
+        // Read before vcl_recv (`held.rs`): a copy if VCL kept it, else sent once.
+        _ if txn.held_body.is_some() => match txn.held_body.as_mut() {
+            Some(held) => held.take_for(send_body, &txn.proxy.counters),
+            None => RequestBody::empty(),
+        },
+        (false, Some(b)) if send_body => RequestBody::stream(
+            b,
+            txn.proxy.counters.clone(),
+            txn.proxy.config.server.max_body_size.0,
+            txn.req
+                .extensions
+                .get::<crate::backend::BodyPace>()
+                .cloned(),
+        ),
         _ => RequestBody::empty(),
     };
     let uri = vcl_uri.as_ref().unwrap_or(&txn.req.uri);

@@ -168,6 +168,9 @@ pub enum Func {
     /// `purge.soft(ttl, grace, keep)`: every variant made stale (at most `ttl` of freshness
     /// left), `grace` and `keep` cut to those given when not negative; their number.
     PurgeSoft,
+    /// `std.cache_req_body(size)`: keep the request body (read before vcl_recv) for every
+    /// backend request of this request, if it is at most `size` bytes; whether it is kept.
+    StdCacheReqBody(u64),
 }
 
 /// What a subroutine returns.
@@ -329,6 +332,10 @@ pub struct Program {
     pub default_target: Option<u16>,
     /// The origins the program declares, as Shellac backends, probes and directors.
     pub origins: super::origins::Origins,
+    /// The largest size a `std.cache_req_body()` call names: a request body is read (up to
+    /// this many bytes) before vcl_recv runs, so the call can answer at once. `None`: the
+    /// program never calls it and bodies stream as they come.
+    pub req_body_keep: Option<u64>,
 }
 
 impl Program {

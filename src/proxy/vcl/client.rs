@@ -72,9 +72,11 @@ fn failed(txn: &Txn, m: Method, why: &str) -> Step {
 /// vcl_recv, and what its action leads to. Called once the request's authority is known.
 pub(in crate::proxy) fn recv(txn: &mut Txn, rt: &Arc<VclRuntime>) -> Step {
     let first = txn.vcl.is_none();
+    let whole_body = txn.body_whole_len();
     let v = txn
         .vcl
         .get_or_insert_with(|| Box::new(VclTxn::new(rt.clone())));
+    v.state.req_body_held = whole_body;
     if first {
         if crate::http::headers::has_field(&txn.req.headers, &http::header::CONNECTION) {
             v.connection_named = crate::http::headers::connection_named(&txn.req.headers);
@@ -93,7 +95,23 @@ pub(in crate::proxy) fn recv(txn: &mut Txn, rt: &Arc<VclRuntime>) -> Step {
         }
     }
     v.ran = true;
-    match run_client(txn, Method::Recv, None, None, None) {
+    let verdict = run_client(txn, Method::Recv, None, None, None);
+    let kept = txn.vcl.as_ref().is_some_and(|v| {
+        v.state
+            .req_body_cached
+            .load(std::sync::atomic::Ordering::Relaxed)
+    });
+    if kept
+        && let Some(held) = txn.held_body.as_mut()
+        && held.keep()
+    {
+        txn.proxy.counters.req_body_cached.inc();
+        txn.proxy
+            .counters
+            .req_body_cached_bytes
+            .add(held.len() as u64);
+    }
+    match verdict {
         Verdict::Hash | Verdict::Lookup => hash(txn, false),
         Verdict::Pass => Step::Pass(NoCacheReason::Vcl),
         Verdict::Pipe => pipe(txn),
@@ -212,6 +230,7 @@ pub(super) fn make_bereq(txn: &mut Txn, for_cache: bool) {
 
 /// [`make_bereq`]; `pipe`: for vcl_pipe.
 fn new_bereq(txn: &mut Txn, for_cache: bool, pipe: bool) {
+    let body_gone = txn.body_gone();
     let Some(v) = txn.vcl.as_deref_mut() else {
         return;
     };
@@ -229,6 +248,12 @@ fn new_bereq(txn: &mut Txn, for_cache: bool, pipe: bool) {
             headers.remove(name);
         }
         crate::http::headers::strip_fixed_hop_by_hop(&mut headers);
+    }
+    // A body an earlier backend request took (a restart's fetch, with no body kept by
+    // std.cache_req_body()) is not there to send: its framing fields go too.
+    if body_gone {
+        headers.remove(http::header::CONTENT_LENGTH);
+        headers.remove(http::header::TRANSFER_ENCODING);
     }
     let told = if pipe { v.state.xid } else { xid };
     headers.insert(super::X_VARNISH, super::x_varnish(told, None));

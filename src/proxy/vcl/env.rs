@@ -590,8 +590,11 @@ impl Env for Scope<'_> {
             Slot::ReqTtl => self.state.req_ttl = None,
             Slot::ReqGrace => self.state.req_grace = None,
             Slot::BereqBody => {
+                // As in Varnish, the body's framing fields go with it.
                 if let Some(b) = self.bereq.as_deref_mut() {
                     b.no_body = true;
+                    b.headers.remove(header::CONTENT_LENGTH);
+                    b.headers.remove(header::TRANSFER_ENCODING);
                 }
             }
             Slot::BereqConnectTimeout

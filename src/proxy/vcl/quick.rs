@@ -216,6 +216,11 @@ impl Env for RawRequest<'_> {
         self.doubt.set(true);
     }
 
+    fn cache_req_body(&self, _: u64) -> bool {
+        self.doubt.set(true);
+        false
+    }
+
     fn rollback(&mut self) {
         self.doubt.set(true);
     }

@@ -465,6 +465,23 @@ impl Checker<'_> {
             F::Now => Func::StdNow,
             F::PurgeHard => Func::PurgeHard,
             F::PurgeSoft => Func::PurgeSoft,
+            F::CacheReqBody => match compiled.first() {
+                Some(Expr::Bytes(size)) => {
+                    let size = *size;
+                    self.req_body_keep = Some(self.req_body_keep.map_or(size, |k| k.max(size)));
+                    compiled.clear();
+                    Func::StdCacheReqBody(size)
+                }
+                _ => {
+                    self.unsupported(
+                        pos,
+                        "std.cache_req_body() with a size computed at run time: Shellac reads \
+                         the body before vcl_recv, up to the largest size the VCL names, so \
+                         the size must be a constant (`std.cache_req_body(64KB)`)",
+                    );
+                    return bad;
+                }
+            },
             F::CParse => Func::CookieParse,
             F::CGet => Func::CookieGet,
             F::CIsSet => Func::CookieIsSet,

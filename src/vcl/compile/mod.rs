@@ -109,6 +109,8 @@ pub(super) struct Checker<'a> {
     /// For an unreached subroutine: the built-in subroutines where everything it uses is
     /// available (none: no subroutine could ever call it).
     possible: Methods,
+    /// The largest size a `std.cache_req_body()` call names.
+    req_body_keep: Option<u64>,
 }
 
 /// How strict the compiler is.
@@ -154,6 +156,7 @@ pub fn compile_with(src: &Source, options: &Options) -> Result<Program, Vec<VclE
         may_be_unused: HashSet::new(),
         origins: Origins::default(),
         here: 0,
+        req_body_keep: None,
         here_name: String::new(),
         builtin: false,
         possible: 0,
@@ -599,6 +602,7 @@ impl<'a> Checker<'a> {
             targets: self.targets.iter().map(|t| t.name.clone()).collect(),
             default_target,
             origins: Origins::default(),
+            req_body_keep: self.req_body_keep,
         }
     }
 

@@ -97,6 +97,7 @@ pub(super) enum F {
     CClean,
     PurgeHard,
     PurgeSoft,
+    CacheReqBody,
 }
 
 pub(super) struct Sig {
@@ -139,6 +140,7 @@ pub(super) const SIGS: &[Sig] = &[
     Sig { name: "std.timestamp", ret: Void, params: &[p("s", Str)], within: 0, f: F::Timestamp, },
     Sig { name: "std.ban", ret: Bool, params: &[p("expression", Str)], within: ALL & !(INIT | FINI), f: F::StdBan, },
     Sig { name: "std.now", ret: Time, params: &[], within: 0, f: F::Now, },
+    Sig { name: "std.cache_req_body", ret: Bool, params: &[p("size", Type::Bytes)], within: RECV, f: F::CacheReqBody, },
     Sig { name: "std.rollback", ret: Void, params: &[p("h", Type::Http)], within: CLIENT | BACKEND, f: F::Rollback, },
     Sig { name: "cookie.parse", ret: Void, params: &[p("cookieheader", Str)], within: CLIENT | BACKEND, f: F::CParse, },
     Sig { name: "cookie.get", ret: Str, params: &[p("cookiename", Str)], within: CLIENT | BACKEND, f: F::CGet, },

@@ -285,6 +285,7 @@ fn call<'a>(
         }
         Func::StdNow => Value::Time(epoch(std::time::SystemTime::now())),
         Func::StdBan => Value::Bool(env.ban(&text_arg(0)?).is_ok()),
+        Func::StdCacheReqBody(size) => Value::Bool(env.cache_req_body(*size)),
         Func::PurgeHard => Value::Int(env.purge(None) as i64),
         Func::PurgeSoft => Value::Int(env.purge(Some(SoftPurge {
             ttl: arg(0)?.number(),

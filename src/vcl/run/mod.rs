@@ -89,6 +89,20 @@ pub trait Env {
     fn rollback(&mut self);
     fn state(&self) -> &State;
     fn state_mut(&mut self) -> &mut State;
+    /// `std.cache_req_body(size)`: whether the request body, read whole before vcl_recv, is
+    /// at most `size` bytes; if so it is kept for every backend request of this request.
+    fn cache_req_body(&self, size: u64) -> bool {
+        let state = self.state();
+        match state.req_body_held {
+            Some(len) if len <= size => {
+                state
+                    .req_body_cached
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                true
+            }
+            _ => false,
+        }
+    }
     /// A dry run (the fast hit path's): any `set`, `unset` or call for an effect stops it
     /// (`Verdict::Fail`), since it would have to change the request.
     fn read_only(&self) -> bool {
@@ -135,6 +149,13 @@ pub struct State {
     pub trace: smallvec::SmallVec<[(Method, &'static str, u16); 12]>,
     /// Lines from `std.log`.
     pub log: Vec<String>,
+    /// The request body's length when it was read whole before vcl_recv (a program that
+    /// calls `std.cache_req_body()`); `None`: not read, or longer than the program keeps.
+    pub req_body_held: Option<u64>,
+    /// `std.cache_req_body()` kept the body: every backend request of this request (retries,
+    /// restarts) sends a copy. Atomic only to be set through `&self` (the call may be in an
+    /// expression); one request's task reads and writes it.
+    pub req_body_cached: std::sync::atomic::AtomicBool,
 }
 
 impl State {
