@@ -1,5 +1,5 @@
 //! VCL constructs Shellac once refused as unsupported and now runs with Varnish's meaning,
-//! end to end: `req.max_age`, `bereq.retry_connect`, `std.cache_req_body()`, ...
+//! end to end: `req.max_age`, `bereq.retry_connect`, `std.cache_req_body()`, saint mode, ...
 
 mod common;
 
@@ -228,5 +228,67 @@ sub vcl_deliver {
     assert_eq!(stats["req_body_cached"], 2);
     assert_eq!(stats["req_body_cached_bytes"], 14);
     assert_eq!(stats["s_req_bytes"], 7 * 5 + 3000);
+    shellac.stop().await;
+}
+
+/// Saint mode (VCL 2.1/3.0 `set beresp.saintmode = ...;` in vcl_fetch, varnishtest 2.1.5
+/// s00003): the backend that answered is held off for that URL — a director picks another
+/// one for it, and only for it — and, held off for 10 URLs at once, for every URL.
+#[tokio::test]
+async fn saintmode_holds_a_backend_off_for_the_object_then_for_all() {
+    let a = Origin::start(|s| {
+        if s.path.starts_with("/bad") {
+            Reply::ok("broken").status(500)
+        } else {
+            Reply::ok("from-a")
+        }
+    })
+    .await;
+    let b = Origin::start(|_| Reply::ok("from-b")).await;
+    let vcl = r#"
+backend a { ${origin0} }
+backend b { ${origin1} }
+director d round-robin { { .backend = a; } { .backend = b; } }
+sub vcl_recv {
+    set req.backend = d;
+    return (lookup);
+}
+sub vcl_fetch {
+    if (beresp.status == 500) {
+        set beresp.saintmode = 1h;
+        restart;
+    }
+    set beresp.cacheable = false;
+    return (deliver);
+}
+"#;
+    let shellac = start_vcl("saintmode", vcl, &[a.addr, b.addr]).await;
+    for _ in 0..6 {
+        let r = get_with(shellac.addr, "/bad", &[]).await;
+        assert_eq!((r.status, r.text().as_str()), (200, "from-b"));
+    }
+    assert_eq!(a.count_path("/bad"), 1, "held off for /bad after its 500");
+    for _ in 0..4 {
+        assert_eq!(get_with(shellac.addr, "/ok", &[]).await.status, 200);
+    }
+    assert!(a.count_path("/ok") >= 1, "not held off for other URLs");
+    // Nine more URLs held off: ten at once, a is held off for everything.
+    for i in 0..9 {
+        let path = format!("/bad{i}");
+        for _ in 0..2 {
+            let r = get_with(shellac.addr, &path, &[]).await;
+            assert_eq!((r.status, r.text().as_str()), (200, "from-b"));
+        }
+    }
+    let before = a.count();
+    for _ in 0..4 {
+        let r = get_with(shellac.addr, "/other", &[]).await;
+        assert_eq!((r.status, r.text().as_str()), (200, "from-b"));
+    }
+    assert_eq!(
+        a.count(),
+        before,
+        "held off for every object past the threshold"
+    );
     shellac.stop().await;
 }

@@ -38,10 +38,22 @@ impl Member {
         }
     }
 
-    /// A healthy backend not in `ctx.exclude`, by this member's policy.
+    /// True if some backend below is healthy and not held off for `key` by saint mode.
+    pub fn healthy_for(&self, key: &CacheKey) -> bool {
+        match self {
+            Member::Backend(b) => b.health.is_healthy() && b.saint.allows(key),
+            Member::Director(d) => d.members.iter().any(|m| m.healthy_for(key)),
+        }
+    }
+
+    /// A healthy backend not in `ctx.exclude` (nor held off for the key by saint mode), by
+    /// this member's policy.
     pub fn pick(&self, ctx: &Pick<'_>) -> Option<Arc<Backend>> {
         match self {
-            Member::Backend(b) => (b.health.is_healthy() && !ctx.excluded(b)).then(|| b.clone()),
+            Member::Backend(b) => {
+                (b.health.is_healthy() && !ctx.excluded(b) && b.saint.allows(ctx.key))
+                    .then(|| b.clone())
+            }
             Member::Director(d) => d.pick(ctx),
         }
     }
@@ -98,8 +110,10 @@ impl Pick<'_> {
 
     fn eligible(&self, m: &Member) -> bool {
         match m {
-            Member::Backend(b) => b.health.is_healthy() && !self.excluded(b),
-            Member::Director(_) => m.healthy(),
+            Member::Backend(b) => {
+                b.health.is_healthy() && !self.excluded(b) && b.saint.allows(self.key)
+            }
+            Member::Director(_) => m.healthy_for(self.key),
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod director;
 pub mod health;
 mod mux;
 pub mod probe;
+pub mod saint;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
@@ -106,6 +107,8 @@ pub struct Backend {
     pub config: BackendConfig,
     pub probe: Option<ProbeConfig>,
     pub health: Health,
+    /// Objects VCL's saint mode holds this backend off for (`saint.rs`).
+    pub saint: saint::Saint,
     pub stats: BackendCounters,
     pub(crate) counters: Arc<Counters>,
     tcp_nodelay: bool,
@@ -155,6 +158,7 @@ impl Backend {
                 config.passive_failures,
                 config.passive_cooldown.0,
             ),
+            saint: saint::Saint::default(),
             limit: (config.max_connections > 0)
                 .then(|| Arc::new(Semaphore::new(config.max_connections))),
             probe,

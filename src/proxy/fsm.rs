@@ -866,7 +866,7 @@ impl Txn {
                 .map(|target| crate::vcl::run::BackendSel { target, hash: None })
         });
         sel.and_then(|s| v.runtime.member(s))
-            .is_some_and(|m| !m.healthy())
+            .is_some_and(|m| !m.healthy_for(key))
     }
 
     /// Whether the request's own `Cache-Control` / `Pragma` count and say anything

@@ -83,6 +83,8 @@ pub enum Slot {
     BerespBody,
     /// `beresp.do_stream`: false buffers the whole body before the response goes out.
     BerespDoStream,
+    /// 2.x `beresp.saintmode`: hold the backend off for this object for so long.
+    BerespSaintmode,
     ObjStatus,
     ObjReason,
     ObjProto,
@@ -316,8 +318,7 @@ pub const VARS: &[VarDef] = &[
     v("beresp.do_stream", BOOL, D21, FETCH, FETCH, 0, BerespDoStream),
     v("beresp.backend.name", STR, D21, FETCH, 0, 0, BerespBackendName),
     v("beresp.storage", STR, D21, FETCH, FETCH, 0, Unsupported(STORAGE)),
-    v("beresp.saintmode", DUR, D21, FETCH, FETCH, 0, Unsupported("Shellac marks a backend sick by its probe and by failed connections (passive_failures), not per object; use a probe"),
-    ),
+    v("beresp.saintmode", DUR, D21, 0, FETCH, 0, BerespSaintmode),
     // The stored object, 2.x.
     v("obj.proto", STR, L, HIT, 0, 0, ObjProto),
     v("obj.status", INT, L, HIT, 0, 0, ObjStatus),

@@ -164,6 +164,7 @@ pub(in crate::proxy) fn backend_response(
         backend: txn.backend.as_ref().map(|b| b.name().to_string()),
         was_304,
         do_stream: !legacy,
+        saintmode: None,
     };
     let m = if legacy {
         Method::Fetch
@@ -171,6 +172,15 @@ pub(in crate::proxy) fn backend_response(
         Method::BackendResponse
     };
     let verdict = run_backend(txn, m, Some(&mut beresp));
+    // Saint mode (Varnish 2.1): the backend that answered is held off for this object — a
+    // looked-up one; a pass has no object to hold it off for.
+    if let Some(secs) = beresp.saintmode.filter(|s| *s > 0.0)
+        && !pass
+        && let (Some(backend), Some(key)) = (&txn.backend, &txn.key)
+    {
+        let until = std::time::Instant::now() + crate::vcl::run::value::to_duration(secs);
+        backend.saint.hold(key, until);
+    }
     parts.status = beresp.status;
     parts.headers = std::mem::take(&mut beresp.headers);
     if let Some(r) = beresp.reason.as_deref().and_then(reason_phrase) {
@@ -290,6 +300,7 @@ pub(in crate::proxy) fn backend_error(
         backend: txn.backend.as_ref().map(|b| b.name().to_string()),
         was_304: false,
         do_stream: true,
+        saintmode: None,
     };
     match run_backend(txn, Method::BackendError, Some(&mut beresp)) {
         Verdict::Deliver => {}

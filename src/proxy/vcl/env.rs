@@ -304,6 +304,13 @@ impl Env for Scope<'_> {
             }
             Slot::BerespWas304 => Value::Bool(self.beresp.as_ref().is_some_and(|b| b.was_304)),
             Slot::BerespDoStream => Value::Bool(self.beresp.as_ref().is_none_or(|b| b.do_stream)),
+            // Write-only in Varnish 2.1 (the checker refuses a read).
+            Slot::BerespSaintmode => Value::Duration(
+                self.beresp
+                    .as_ref()
+                    .and_then(|b| b.saintmode)
+                    .unwrap_or(0.0),
+            ),
             Slot::BerespBody | Slot::RespBody => Value::None,
             Slot::ObjStatus => self.obj.map_or(Value::None, |(o, _)| {
                 Value::Int(i64::from(o.status.as_u16()))
@@ -523,6 +530,11 @@ impl Env for Scope<'_> {
             Slot::BerespDoStream => {
                 if let Some(b) = self.beresp.as_deref_mut() {
                     b.do_stream = value.truth();
+                }
+            }
+            Slot::BerespSaintmode => {
+                if let Some(b) = self.beresp.as_deref_mut() {
+                    b.saintmode = Some(value.number());
                 }
             }
             Slot::BerespBody | Slot::RespBody => self.state.body = Some(text(&value, rt)),

@@ -173,6 +173,8 @@ pub(super) struct Beresp {
     /// `beresp.do_stream`: false reads the whole body before the response goes out (the
     /// default of 2.x/3.0 files, as in Varnish before 4.0).
     pub do_stream: bool,
+    /// 2.x `beresp.saintmode`: seconds to hold the backend off for this object.
+    pub saintmode: Option<f64>,
 }
 
 /// The response to the client as VCL sees it (`resp.*`) in vcl_deliver / vcl_synth.

@@ -345,8 +345,9 @@ impl Checker<'_> {
                 }
                 "saintmode_threshold" => self.unsupported(
                     f.pos,
-                    "'.saintmode_threshold': Shellac has no saint mode; a probe and \
-                     passive_failures mark a backend sick",
+                    "'.saintmode_threshold': Shellac's saint mode holds a backend off for \
+                     every object once it is held off for 10 (Varnish's default \
+                     saintmode_threshold); a threshold per backend is not supported",
                 ),
                 "path" => {
                     self.unsupported(
