@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 use crate::admin;
 use crate::clock::now_ms;
 use crate::config::{Config, Overrides, ServerConfig};
-use crate::proxy::{FastAnswer, Handled, Proxy, ResponseBody, Shared};
+use crate::proxy::{FastAnswer, Handled, Proxy, ResponseBody, SessionIdle, Shared};
 use crate::reload::{ConfigSource, Live};
 use crate::stats::Counters;
 
@@ -336,6 +336,9 @@ fn respond(
     if check_body && let Some(v) = state.body_error() {
         resp = proxy.refuse_body(v, resp);
     }
+    if let Some(SessionIdle(idle)) = resp.extensions_mut().remove::<SessionIdle>() {
+        state.set_idle(idle);
+    }
     let backend = (resp.status() == StatusCode::SWITCHING_PROTOCOLS)
         .then(|| resp.extensions_mut().remove::<hyper::upgrade::OnUpgrade>())
         .flatten();
@@ -581,6 +584,12 @@ where
             req.extensions_mut()
                 .insert(crate::tls::server::Session(t.clone()));
         }
+        // The idle timeout VCL set for the session, for `sess.timeout_idle` to read.
+        let idle_override = svc_state.idle_override();
+        if idle_override != 0 {
+            req.extensions_mut()
+                .insert(SessionIdle(Some(Duration::from_millis(idle_override))));
+        }
         let begin = svc_state.begin_request();
         // Ends the request when its response body is done (`respond`).
         let state = svc_state.clone();
@@ -678,6 +687,12 @@ where
                 }
                 let since = state.since_ms.load(Ordering::Relaxed);
                 let phase = state.phase.load(Ordering::Relaxed);
+                // VCL's `sess.timeout_idle` for this session; such a session is not
+                // released (a parked socket would forget it).
+                let (idle, release) = match state.idle_override() {
+                    0 => (idle, release),
+                    set => (set, u64::MAX),
+                };
                 let (expired, next) = match phase {
                     PHASE_IDLE if !closing => {
                         let release_at = since.saturating_add(release);

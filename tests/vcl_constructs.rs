@@ -1,5 +1,5 @@
 //! VCL constructs Shellac once refused as unsupported and now runs with Varnish's meaning,
-//! end to end: `req.max_age`, `bereq.retry_connect`, `std.cache_req_body()`, saint mode, ...
+//! end to end: `req.max_age`, `bereq.retry_connect`, `std.cache_req_body()`, saint mode, `sess.timeout_idle`.
 
 mod common;
 
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use common::vcl::start_vcl;
+use common::vcl::{start_vcl, start_vcl_with};
 use common::{Origin, Reply, get_with, request};
 
 /// `req.max_age` (Varnish 8's name for `req.ttl`, varnishtest v00000): a positive value
@@ -290,5 +290,110 @@ sub vcl_fetch {
         before,
         "held off for every object past the threshold"
     );
+    shellac.stop().await;
+}
+
+/// Writes a bodiless GET with `fields` on `s` and reads the response head (its body, sized by
+/// Content-Length, is read and dropped); `None` when the connection ends first.
+async fn exchange(s: &mut tokio::net::TcpStream, fields: &str) -> Option<String> {
+    let req = format!("GET / HTTP/1.1\r\nHost: t\r\n{fields}\r\n");
+    s.write_all(req.as_bytes()).await.ok()?;
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        match s.read(&mut byte).await {
+            Ok(1) => buf.push(byte[0]),
+            _ => return None,
+        }
+    }
+    let head = String::from_utf8_lossy(&buf).to_ascii_lowercase();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).await.ok()?;
+    Some(head)
+}
+
+/// `sess.timeout_idle` and `param.timeout_idle` (varnishtest c00136): VCL sets the client
+/// connection's idle timeout; later requests on the connection read it back; `unset` returns
+/// to `server.idle_timeout` (`param.timeout_idle`); the connection closes once idle for the
+/// time set.
+#[tokio::test]
+async fn sess_timeout_idle_sets_the_connections_idle_timeout() {
+    let vcl = r#"vcl 4.1;
+import std;
+backend none none;
+sub vcl_recv {
+    if (req.http.idle) {
+        set sess.timeout_idle = std.duration(req.http.idle, 1s);
+    }
+    if (req.http.reset) {
+        unset sess.timeout_idle;
+    }
+    return (synth(200));
+}
+sub vcl_synth {
+    set resp.http.x-sess-idle = sess.timeout_idle;
+    set resp.http.x-param = param.timeout_idle;
+}
+"#;
+    let shellac = start_vcl("sess-idle", vcl, &[]).await;
+    let mut s = tokio::net::TcpStream::connect(shellac.addr).await.unwrap();
+    let head = exchange(&mut s, "").await.expect("answered");
+    assert!(head.contains("x-sess-idle: 60.000"), "{head}");
+    assert!(head.contains("x-param: 60.000"), "{head}");
+    let head = exchange(&mut s, "idle: 30s\r\n").await.expect("answered");
+    assert!(head.contains("x-sess-idle: 30.000"), "{head}");
+    // The next request on the connection reads what the session keeps.
+    let head = exchange(&mut s, "").await.expect("answered");
+    assert!(head.contains("x-sess-idle: 30.000"), "{head}");
+    let head = exchange(&mut s, "reset: 1\r\n").await.expect("answered");
+    assert!(head.contains("x-sess-idle: 60.000"), "{head}");
+    // A short one closes the idle connection (within the session timer's tick).
+    let head = exchange(&mut s, "idle: 100ms\r\n").await.expect("answered");
+    assert!(head.contains("x-sess-idle: 0.100"), "{head}");
+    let mut byte = [0u8; 1];
+    let end = tokio::time::timeout(Duration::from_secs(20), s.read(&mut byte)).await;
+    assert!(
+        matches!(end, Ok(Ok(0)) | Ok(Err(_))),
+        "closed when idle: {end:?}"
+    );
+    shellac.stop().await;
+}
+
+/// `sess.timeout_idle` on an HTTP/2 connection (h2c): the connection is closed (GOAWAY) once
+/// idle for the time VCL set.
+#[tokio::test]
+async fn sess_timeout_idle_applies_to_http2_connections() {
+    use common::h2::{END_HEADERS, END_STREAM, HEADERS, Raw, frame, request_block};
+    let vcl = r#"vcl 4.1;
+import std;
+backend none none;
+sub vcl_recv {
+    set sess.timeout_idle = std.duration(req.http.idle, 1s);
+    return (synth(200));
+}
+"#;
+    let shellac = start_vcl_with("sess-idle-h2", vcl, &[], |c| {
+        c.http2.h2c = shellac::config::http2::H2c::All;
+    })
+    .await;
+    let mut raw = Raw::open(shellac.addr).await;
+    let block = request_block("GET", "/", &[("idle", "100ms")]);
+    assert!(
+        raw.send(&frame(HEADERS, END_HEADERS | END_STREAM, 1, &block))
+            .await
+    );
+    let answered = raw
+        .until(Duration::from_secs(10), |f| {
+            f.kind == HEADERS && f.stream == 1
+        })
+        .await;
+    assert!(answered.is_some(), "answered");
+    // Idle from then on: GOAWAY (NO_ERROR) well before server.idle_timeout (60 s).
+    assert_eq!(raw.goaway(Duration::from_secs(20)).await, Some(0));
     shellac.stop().await;
 }

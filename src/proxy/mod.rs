@@ -44,6 +44,13 @@ pub use fsm::{Handled, Rest};
 pub use interim::InterimSink;
 pub use quick::FastAnswer;
 
+/// VCL's `sess.timeout_idle`, as a request and response extension between the client
+/// session (`server.rs`, `server/h2`) and the VCL program: on a request, the idle timeout an
+/// earlier response set for the session; on a response, the idle timeout the session keeps
+/// from then on (`None`: back to `server.idle_timeout`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SessionIdle(pub Option<std::time::Duration>);
+
 /// The log reason of a connection refused at `server.max_connections` (the `Cache-Status`
 /// detail of its 503 is `max-connections`).
 pub const MAX_CONNECTIONS_REASON: &str = "refused:max-connections";
@@ -144,6 +151,7 @@ impl Proxy {
                 &backends,
                 xids.clone(),
                 config.cache.grace.0,
+                config.server.idle_timeout.0,
             ))
         });
         let output = match config.log.access_log.as_str() {
@@ -217,6 +225,7 @@ impl Proxy {
                 &backends,
                 self.shared.xids.clone(),
                 config.cache.grace.0,
+                config.server.idle_timeout.0,
             ))
         });
         Arc::new(Proxy {

@@ -91,6 +91,9 @@ pub(super) struct ConnState {
     upgrade_waker: Mutex<Option<Waker>>,
     /// The timer asks the gate to hand the socket back at the next idle read (`idle_release`).
     release: AtomicBool,
+    /// The idle timeout VCL set for this session (`sess.timeout_idle`, ms; 0: the
+    /// configured one).
+    idle_override_ms: AtomicU64,
     /// The session is shutting down (hyper's graceful shutdown): no more fast answers.
     closing: AtomicBool,
     /// 1xx heads (103 Early Hints, ...) the request in flight got from its backend, with the
@@ -139,6 +142,17 @@ impl crate::proxy::body::OnDone for ConnState {
 }
 
 impl ConnState {
+    /// The idle timeout VCL set for this session (ms; 0: the configured one).
+    pub fn idle_override(&self) -> u64 {
+        self.idle_override_ms.load(Ordering::Relaxed)
+    }
+
+    /// VCL's `sess.timeout_idle` from now on (`None`: back to the configured one).
+    pub fn set_idle(&self, idle: Option<std::time::Duration>) {
+        let ms = idle.map_or(0, |d| (d.as_millis() as u64).max(1));
+        self.idle_override_ms.store(ms, Ordering::Relaxed);
+    }
+
     pub fn new() -> ConnState {
         ConnState {
             phase: AtomicU8::new(PHASE_HEAD),
@@ -158,6 +172,7 @@ impl ConnState {
             upgrade: AtomicU8::new(UPGRADE_PENDING),
             upgrade_waker: Mutex::new(None),
             release: AtomicBool::new(false),
+            idle_override_ms: AtomicU64::new(0),
             closing: AtomicBool::new(false),
             interim: Mutex::new(VecDeque::new()),
             interim_queued: AtomicBool::new(false),

@@ -25,6 +25,10 @@ pub enum Slot {
     LocalSocket,
     Now,
     SessXid,
+    /// `sess.timeout_idle`: the client connection's idle timeout.
+    SessTimeoutIdle,
+    /// `param.timeout_idle`: `server.idle_timeout`.
+    ParamTimeoutIdle,
     ReqMethod,
     ReqUrl,
     ReqProto,
@@ -207,7 +211,7 @@ pub const VARS: &[VarDef] = &[
     v("local.socket", STR, D41, C | BACKEND, 0, 0, LocalSocket),
     v("now", TIME, L | V4, ALL, 0, 0, Now),
     v("sess.xid", INT, D41, C | BACKEND, 0, 0, SessXid),
-    v("sess.timeout_idle", DUR, V4, C, C, C, Unsupported(SESS)),
+    v("sess.timeout_idle", DUR, V4, C, C, C, SessTimeoutIdle),
     v("sess.timeout_linger", DUR, V4, C, C, C, Unsupported(SESS)),
     v("sess.send_timeout", DUR, V4, C, C, C, Unsupported(SESS)),
     v("sess.idle_send_timeout", DUR, V4, C, C, C, Unsupported(SESS)),
@@ -397,6 +401,7 @@ pub const VARS: &[VarDef] = &[
     // Storage backends (`storage.s0.free_space`, `beresp.storage = storage.s0`).
     v("storage.", Type::Stevedore, V4, ALL, 0, 0, Unsupported(STORAGE)),
     // Newer Varnish (7.x, 8.0) variables Shellac does not have.
+    v("param.timeout_idle", DUR, V4, ALL, 0, 0, ParamTimeoutIdle),
     v("param.", DUR, V4, ALL, 0, 0, Unsupported("Varnish's parameters are not VCL values in Shellac; its settings are in the TOML configuration"),
     ),
     v("bereq.retry_connect", BOOL, V4, BACKEND, BACKEND, 0, BereqRetryConnect),

@@ -10,6 +10,17 @@ use super::Shellac;
 /// Starts Shellac running `vcl` (with `${origin}` replaced by the origin's `host` and
 /// `port` fields), written to a file in a temporary directory.
 pub async fn start_vcl(name: &str, vcl: &str, origins: &[SocketAddr]) -> Shellac {
+    start_vcl_with(name, vcl, origins, |_| {}).await
+}
+
+/// [`start_vcl`] with `tweak` applied to the configuration first.
+#[allow(dead_code)]
+pub async fn start_vcl_with(
+    name: &str,
+    vcl: &str,
+    origins: &[SocketAddr],
+    tweak: impl FnOnce(&mut Config),
+) -> Shellac {
     let dir = super::temp_dir(&format!("vcl-{name}"));
     let mut text = vcl.to_string();
     for (i, o) in origins.iter().enumerate() {
@@ -23,6 +34,7 @@ pub async fn start_vcl(name: &str, vcl: &str, origins: &[SocketAddr]) -> Shellac
     let mut config = Config::embedded_default();
     config.server.listen = vec!["127.0.0.1:0".parse().unwrap()];
     config.server.admin = Some("127.0.0.1:0".parse().unwrap());
+    tweak(&mut config);
     let errors = config.attach_vcl_file(&path);
     assert!(errors.is_empty(), "{errors:?}");
     assert!(config.validate().is_empty(), "{:?}", config.validate());

@@ -458,8 +458,21 @@ pub(in crate::proxy) enum Delivery {
     Step(Step),
 }
 
-/// vcl_deliver on a response about to be sent.
+/// vcl_deliver on a response about to be sent; a `sess.timeout_idle` VCL set goes with the
+/// response to the client session (`SessionIdle`).
 pub(in crate::proxy) fn deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
+    let mut delivery = run_deliver(txn, response);
+    if let Delivery::Send(resp) = &mut delivery
+        && let Some(idle) = txn.vcl.as_ref().and_then(|v| v.state.sess_idle)
+    {
+        let idle = idle.map(crate::vcl::run::value::to_duration);
+        resp.extensions_mut()
+            .insert(crate::proxy::SessionIdle(idle));
+    }
+    delivery
+}
+
+fn run_deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
     let Some(v) = txn.vcl.as_deref() else {
         return Delivery::Send(response);
     };

@@ -170,6 +170,19 @@ impl Env for Scope<'_> {
             Slot::LocalEndpoint | Slot::LocalSocket => Value::str("a0"),
             Slot::Now => Value::Time(self.now),
             Slot::SessXid | Slot::ReqXid => Value::Int(self.state.xid as i64),
+            Slot::ParamTimeoutIdle => Value::Duration(self.rt.idle_timeout),
+            // As this request set it, else as an earlier response set it for the session,
+            // else the configured one.
+            Slot::SessTimeoutIdle => Value::Duration(match self.state.sess_idle {
+                Some(Some(secs)) => secs,
+                Some(None) => self.rt.idle_timeout,
+                None => self
+                    .req
+                    .as_ref()
+                    .and_then(|r| r.extensions.get::<crate::proxy::SessionIdle>())
+                    .and_then(|s| s.0)
+                    .map_or(self.rt.idle_timeout, |d| d.as_secs_f64()),
+            }),
             Slot::BereqXid => {
                 Value::Int(self.bereq.as_ref().map_or(self.state.xid, |b| b.xid) as i64)
             }
@@ -452,6 +465,8 @@ impl Env for Scope<'_> {
             }
             Slot::ReqGrace => self.state.req_grace = Some(value.number()),
             Slot::ReqTtl => self.state.req_ttl = Some(value.number()),
+            // At least a millisecond: the session's clocks count in milliseconds.
+            Slot::SessTimeoutIdle => self.state.sess_idle = Some(Some(value.number().max(0.001))),
             Slot::ReqHashAlwaysMiss => self.state.hash_always_miss = value.truth(),
             Slot::ReqHashIgnoreBusy => self.state.hash_ignore_busy = value.truth(),
             Slot::ReqHashIgnoreVary => self.state.hash_ignore_vary = value.truth(),
@@ -600,6 +615,7 @@ impl Env for Scope<'_> {
         }
         match var.slot {
             Slot::ReqTtl => self.state.req_ttl = None,
+            Slot::SessTimeoutIdle => self.state.sess_idle = Some(None),
             Slot::ReqGrace => self.state.req_grace = None,
             Slot::BereqBody => {
                 // As in Varnish, the body's framing fields go with it.

@@ -53,6 +53,9 @@ pub struct VclRuntime {
     /// `cache.grace` in seconds: what 2.x's `req.grace` reads until VCL sets it (Varnish
     /// 2.1 starts it at `default_grace`; 4.x reads -1, unset).
     pub default_grace: f64,
+    /// `server.idle_timeout` in seconds (`param.timeout_idle`, and `sess.timeout_idle` until
+    /// VCL sets it).
+    pub idle_timeout: f64,
     /// Transaction ids (`X-Varnish`, `req.xid`, `bereq.xid`): the process's counter, which
     /// outlives the program (a reload goes on counting).
     xids: Arc<Xids>,
@@ -93,6 +96,7 @@ impl VclRuntime {
         backends: &Backends,
         xids: Arc<Xids>,
         default_grace: std::time::Duration,
+        idle_timeout: std::time::Duration,
     ) -> VclRuntime {
         let targets = program.targets.iter().map(|n| backends.get(n)).collect();
         let rollback = program.has_effect(&|f| matches!(f, crate::vcl::ir::Func::Rollback));
@@ -106,6 +110,7 @@ impl VclRuntime {
             rollback,
             deliver_object_only: false,
             default_grace: default_grace.as_secs_f64(),
+            idle_timeout: idle_timeout.as_secs_f64(),
             xids,
         };
         rt.deliver_object_only = quick::deliver_reads_object_only(&rt);

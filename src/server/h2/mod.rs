@@ -59,6 +59,9 @@ pub(super) struct Shared {
     /// `max_requests` reached: the loop sends GOAWAY.
     enough: AtomicBool,
     wake: Notify,
+    /// The idle timeout VCL set for this connection (`sess.timeout_idle`, ms; 0: the
+    /// configured one).
+    idle_override: AtomicU64,
 }
 
 impl Shared {
@@ -73,6 +76,7 @@ impl Shared {
             block_since: AtomicU64::new(0),
             enough: AtomicBool::new(false),
             wake: Notify::new(),
+            idle_override: AtomicU64::new(0),
         }
     }
 }
@@ -139,6 +143,14 @@ pub(crate) async fn serve<I>(
         if let Some(t) = &tls {
             req.extensions_mut()
                 .insert(crate::tls::server::Session(t.clone()));
+        }
+        // The idle timeout VCL set for the connection, for `sess.timeout_idle` to read.
+        let idle_override = svc_shared.idle_override.load(Ordering::Relaxed);
+        if idle_override != 0 {
+            req.extensions_mut()
+                .insert(crate::proxy::SessionIdle(Some(Duration::from_millis(
+                    idle_override,
+                ))));
         }
         let stream = Stream::open(&svc_shared);
         let n = svc_shared.requests.fetch_add(1, Ordering::Relaxed) + 1;
@@ -232,6 +244,13 @@ pub(crate) async fn serve<I>(
                     counters.h2_max_requests.inc();
                     close!();
                 }
+                // VCL changed `sess.timeout_idle`: look again within it.
+                let set = shared.idle_override.load(Ordering::Relaxed);
+                if set != 0 {
+                    timer.as_mut().reset(
+                        tokio::time::Instant::now() + Duration::from_millis(tick.min(set).max(1)),
+                    );
+                }
             }
             _ = timer.as_mut() => {
                 let now = now_ms();
@@ -251,6 +270,11 @@ pub(crate) async fn serve<I>(
                     return;
                 }
                 let active = shared.active.load(Ordering::Relaxed);
+                // VCL's `sess.timeout_idle` for this connection, if set.
+                let idle = match shared.idle_override.load(Ordering::Relaxed) {
+                    0 => idle,
+                    set => set,
+                };
                 match closing_since {
                     Some(since) if now >= since + idle => return,
                     None if active == 0
@@ -261,6 +285,7 @@ pub(crate) async fn serve<I>(
                     }
                     _ => {}
                 }
+                let tick = tick.min(idle).max(1);
                 timer.as_mut().reset(tokio::time::Instant::now() + Duration::from_millis(tick));
             }
             changed = shutdown.changed(), if closing_since.is_none() => {
@@ -381,6 +406,15 @@ fn finish(
 ) -> Response<H2Body> {
     if resp.status() == StatusCode::SWITCHING_PROTOCOLS || resp.status().is_informational() {
         resp = proxy.refuse(502, "backend-invalid-response");
+    }
+    if let Some(crate::proxy::SessionIdle(idle)) =
+        resp.extensions_mut().remove::<crate::proxy::SessionIdle>()
+    {
+        let ms = idle.map_or(0, |d| (d.as_millis() as u64).max(1));
+        // A change wakes the loop, whose timer may be set further out than the new timeout.
+        if stream.shared.idle_override.swap(ms, Ordering::Relaxed) != ms {
+            stream.shared.wake.notify_one();
+        }
     }
     let headers = resp.headers_mut();
     for name in &CONNECTION_SPECIFIC {

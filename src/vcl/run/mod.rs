@@ -152,6 +152,9 @@ pub struct State {
     /// The request body's length when it was read whole before vcl_recv (a program that
     /// calls `std.cache_req_body()`); `None`: not read, or longer than the program keeps.
     pub req_body_held: Option<u64>,
+    /// `sess.timeout_idle` as this request set it: `Some(None)` unset (back to the
+    /// configured one), `Some(Some(seconds))` set; `None` untouched.
+    pub sess_idle: Option<Option<f64>>,
     /// `std.cache_req_body()` kept the body: every backend request of this request (retries,
     /// restarts) sends a copy. Atomic only to be set through `&self` (the call may be in an
     /// expression); one request's task reads and writes it.
