@@ -153,15 +153,15 @@ sub vcl_backend_fetch {
 /// is kept, and every backend request of the request sends it — here the retry vcl_backend_
 /// response asks for after a 503, and the request after a restart. A longer body is not
 /// kept (false): it goes once, whole (what was read ahead, then the rest), and the retry has
-/// none. Kept bodies are counted.
+/// none: a retry or restart that would send it fails (503) instead of sending the request
+/// without its body, as Varnish ("Uncached req.body can only be consumed once"). Kept bodies
+/// are counted.
 #[tokio::test]
 async fn std_cache_req_body_keeps_a_body_for_retries_and_restarts() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let calls = Arc::new(AtomicUsize::new(0));
-    let n = calls.clone();
-    // Every odd request (the first of each pair) fails.
-    let origin = Origin::start(move |_| {
-        if n.fetch_add(1, Ordering::SeqCst).is_multiple_of(2) {
+    // The first request for each path fails.
+    let tried = Arc::new(Mutex::new(std::collections::HashSet::new()));
+    let origin = Origin::start(move |s| {
+        if tried.lock().unwrap().insert(s.path.clone()) {
             Reply::ok("busy").status(503)
         } else {
             Reply::ok("done")
@@ -214,16 +214,17 @@ sub vcl_deliver {
     .await;
     assert_eq!((r.status, r.header("x-kept")), (200, Some("true")));
     assert_eq!(bodies(2), [("POST".into(), 7), ("POST".into(), 7)]);
-    // Longer than the size: not kept; it goes once, the retry has no body.
+    // Longer than the size: not kept; it goes once, and the retry (then the restart) that
+    // would send it again fails.
     let r = request(shellac.addr, "POST", "/c", &[("keep", "4")], b"payload").await;
-    assert_eq!((r.status, r.header("x-kept")), (200, Some("false")));
-    assert_eq!(bodies(4), [("POST".into(), 7), ("POST".into(), 0)]);
+    assert_eq!((r.status, r.header("x-kept")), (503, Some("false")));
+    assert_eq!(bodies(4), [("POST".into(), 7)]);
     // Longer than anything the program keeps (read ahead 1 KiB, then the rest streamed):
     // the whole body goes once.
     let big = vec![b'x'; 3000];
     let r = request(shellac.addr, "POST", "/d", &[("keep", "1k")], &big).await;
-    assert_eq!((r.status, r.header("x-kept")), (200, Some("false")));
-    assert_eq!(bodies(6), [("POST".into(), 3000), ("POST".into(), 0)]);
+    assert_eq!((r.status, r.header("x-kept")), (503, Some("false")));
+    assert_eq!(bodies(5), [("POST".into(), 3000)]);
     let stats = shellac.stats().await;
     assert_eq!(stats["req_body_cached"], 2);
     assert_eq!(stats["req_body_cached_bytes"], 14);
@@ -395,5 +396,37 @@ sub vcl_recv {
     assert!(answered.is_some(), "answered");
     // Idle from then on: GOAWAY (NO_ERROR) well before server.idle_timeout (60 s).
     assert_eq!(raw.goaway(Duration::from_secs(20)).await, Some(0));
+    shellac.stop().await;
+}
+
+/// Without `std.cache_req_body()`, a request body goes to one backend request: a VCL retry
+/// that would send it again fails (503) rather than send the request without its body.
+#[tokio::test]
+async fn a_retry_never_sends_a_request_without_the_body_it_had() {
+    let origin = Origin::start(|_| Reply::ok("busy").status(503)).await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_recv { return (pass); }
+sub vcl_backend_response {
+    if (beresp.status == 503 && bereq.retries == 0) {
+        return (retry);
+    }
+}
+"#;
+    let shellac = start_vcl("body-once", vcl, &[origin.addr]).await;
+    let r = request(shellac.addr, "POST", "/", &[], b"payload").await;
+    assert_eq!(r.status, 503);
+    let seen: Vec<u64> = origin
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.body_len)
+        .collect();
+    assert_eq!(seen, [7], "sent once, with its body");
+    // A bodiless request is retried.
+    let r = request(shellac.addr, "DELETE", "/", &[], b"").await;
+    assert_eq!(r.status, 503);
+    assert_eq!(origin.count(), 3);
     shellac.stop().await;
 }

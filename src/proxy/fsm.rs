@@ -126,6 +126,8 @@ pub(super) struct Txn {
     /// The body as read before vcl_recv, for `std.cache_req_body()` (`held.rs`); then
     /// `body` is `None`.
     pub held_body: Option<super::held::HeldBody>,
+    /// A backend request streamed the client's body (`body`, now `None`).
+    pub body_sent: bool,
     pub client: SocketAddr,
     pub key: Option<CacheKey>,
     pub head_only: bool,
@@ -194,6 +196,7 @@ pub(super) fn start(proxy: Arc<Proxy>, req: Request<Incoming>, client: SocketAdd
         interim: None,
         range_fetch: None,
         held_body: None,
+        body_sent: false,
         lookups: 0,
         looked_up: started,
         close: false,
@@ -359,6 +362,7 @@ pub(super) async fn refresh(
         interim: None,
         range_fetch: None,
         held_body: None,
+        body_sent: false,
         lookups: 1,
         looked_up: Instant::now(),
         close: false,

@@ -22,6 +22,8 @@ pub(super) struct HeldBody {
     kept: bool,
     /// Not kept, and a backend request took it (sent or dropped it): nothing is left.
     consumed: bool,
+    /// Not kept, and a backend request sent (some of) it.
+    sent: bool,
 }
 
 impl HeldBody {
@@ -80,6 +82,7 @@ impl HeldBody {
         if !send {
             return RequestBody::empty();
         }
+        self.sent = !bytes.is_empty() || rest.is_some();
         match rest {
             Some(rest) => rest.counted(Some(counters.clone())).after(bytes),
             None => RequestBody::bytes(bytes, counters.clone()),
@@ -135,6 +138,7 @@ impl Txn {
             rest,
             kept: false,
             consumed: false,
+            sent: false,
         });
         Step::Recv
     }
@@ -180,6 +184,16 @@ impl Txn {
         match &self.held_body {
             Some(held) => held.resendable(),
             None => !self.has_body(),
+        }
+    }
+
+    /// A backend request that would send a body (`send`) after an earlier one sent the
+    /// client's, which VCL did not keep: it cannot be sent twice (Varnish: "Uncached req.body
+    /// can only be consumed once"), so that request fails rather than go without it.
+    pub(super) fn body_spent(&self, send: bool) -> bool {
+        send && match &self.held_body {
+            Some(held) => held.sent,
+            None => self.body_sent,
         }
     }
 

@@ -45,6 +45,9 @@ const MAX_ATTEMPTS: usize = 16;
 pub(super) enum SendFailure {
     /// The route's director had no healthy backend to offer.
     NoHealthyBackend,
+    /// The request body went to an earlier backend request and was not kept (VCL's
+    /// `std.cache_req_body()`): a retry or restart cannot send it again.
+    BodyConsumed,
     /// The last backend tried failed.
     Fetch(FetchError),
 }
@@ -55,6 +58,7 @@ impl SendFailure {
             SendFailure::NoHealthyBackend => {
                 (StatusCode::SERVICE_UNAVAILABLE, "no-healthy-backend")
             }
+            SendFailure::BodyConsumed => (StatusCode::SERVICE_UNAVAILABLE, "request-body-consumed"),
             SendFailure::Fetch(e) => (e.status(), e.as_str()),
         }
     }
@@ -91,6 +95,16 @@ pub(super) async fn send(
                     | Method::OPTIONS
                     | Method::TRACE
             ));
+    // The body this backend request would send is gone (an earlier one sent it).
+    let vcl_bereq = txn.vcl.as_ref().and_then(|v| v.bereq.as_ref());
+    let method = vcl_bereq.map_or(&txn.req.method, |b| &b.method);
+    let sends = !for_cache
+        && !vcl_bereq.is_some_and(|b| b.no_body)
+        && !matches!(*method, Method::GET | Method::HEAD);
+    if txn.body_spent(sends) {
+        tracing::warn!("request body already sent to a backend and not kept: not sent again");
+        return Err(SendFailure::BodyConsumed);
+    }
     let mut tried: Vec<Arc<Backend>> = Vec::new();
     let mut restarts = 0;
     let mut last_error = None;
@@ -301,15 +315,18 @@ fn build_request(txn: &mut Txn, backend: &Backend, for_cache: bool) -> Request<R
             Some(held) => held.take_for(send_body, &txn.proxy.counters),
             None => RequestBody::empty(),
         },
-        (false, Some(b)) if send_body => RequestBody::stream(
-            b,
-            txn.proxy.counters.clone(),
-            txn.proxy.config.server.max_body_size.0,
-            txn.req
-                .extensions
-                .get::<crate::backend::BodyPace>()
-                .cloned(),
-        ),
+        (false, Some(b)) if send_body => {
+            txn.body_sent |= !http_body::Body::is_end_stream(&b);
+            RequestBody::stream(
+                b,
+                txn.proxy.counters.clone(),
+                txn.proxy.config.server.max_body_size.0,
+                txn.req
+                    .extensions
+                    .get::<crate::backend::BodyPace>()
+                    .cloned(),
+            )
+        }
         _ => RequestBody::empty(),
     };
     let uri = vcl_uri.as_ref().unwrap_or(&txn.req.uri);
