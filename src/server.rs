@@ -29,6 +29,7 @@ use crate::stats::Counters;
 
 mod gate;
 pub(crate) mod h2;
+mod near;
 pub(crate) mod park;
 mod refuse;
 mod tls_conn;
@@ -251,6 +252,12 @@ pub(crate) async fn accept_loop(
                         }
                     },
                 };
+                // A client a short round trip away gets a send buffer that keeps large
+                // responses warm in the caches (server/near.rs).
+                let server = &proxy.config.server;
+                if near::tune(&stream, server.near_send_buffer.0, server.near_rtt.0) {
+                    proxy.counters.client_conn_near.inc();
+                }
                 // `[http2] h2c` for this listener, as configured at accept time.
                 let h2c = tls.is_none() && proxy.config.http2.h2c.on(configured);
                 // A connection that has not sent a byte yet waits as a socket alone (no task,

@@ -53,6 +53,7 @@ counters! {
     /// Every process-wide counter Shellac keeps. See [`Counters::DESCRIPTIONS`].
     struct Counters {
     client_conn: "Client connections accepted",
+    client_conn_near: "Client connections given server.near_send_buffer (their handshake round trip was at most server.near_rtt)",
     client_req: "Client requests received",
     client_req_400: "Client requests rejected as malformed (400)",
     client_idle_closed: "Client connections closed after idle_timeout",

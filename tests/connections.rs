@@ -2,6 +2,8 @@
 //! request a connection gives back its HTTP session (hyper's buffers, the gate, the request
 //! state) and keeps only its socket; the next request on it is served by a new session, as if
 //! nothing happened. Asserted on responses and on `client_idle_released` / `client_conn`.
+//! Also the send buffer a near client gets at accept (`server.near_send_buffer`, counter
+//! `client_conn_near`).
 
 mod common;
 
@@ -352,4 +354,62 @@ async fn silent_new_connections_wait_without_a_session_then_time_out() {
     assert_eq!(shellac.stat("client_header_timeout").await, 199);
     drop(speaker);
     shellac.stop().await;
+}
+
+/// A 3 MB cacheable body whose bytes say where they are (a reordered or dropped piece shows).
+fn large_body() -> Vec<u8> {
+    (0..3_000_000u32).map(|i| (i % 251) as u8).collect()
+}
+
+/// Issue 23 (the 21 MB hit): a loopback client is near, gets `near_send_buffer` at accept and
+/// receives a large hit whole over it; with the setting 0 or a `near_rtt` no round trip is
+/// under, connections keep the kernel's autotuning and are not counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn near_clients_get_the_send_buffer_and_large_hits_whole() {
+    let body = large_body();
+    let served = body.clone();
+    let origin = Origin::start(move |_| {
+        Reply::ok("")
+            .body(ReplyBody::Bytes(served.clone()))
+            .cc("max-age=60")
+    })
+    .await;
+    // Any loopback handshake is near at 10 s, however loaded the machine.
+    let shellac = start(&origin, |c| {
+        c.server.near_rtt = Dur(Duration::from_secs(10))
+    })
+    .await;
+    for _ in 0..2 {
+        let r = get(shellac.addr, "/big").await;
+        assert_eq!(r.status, 200);
+        assert!(
+            r.body[..] == body[..],
+            "the body arrived whole and in order"
+        );
+    }
+    assert!(
+        get(shellac.addr, "/big")
+            .await
+            .cache_status()
+            .contains("hit")
+    );
+    let conns = shellac.stat("client_conn").await;
+    assert!(conns >= 3);
+    assert_eq!(shellac.stat("client_conn_near").await, conns);
+    shellac.stop().await;
+
+    for far in [
+        |c: &mut shellac::config::Config| {
+            c.server.near_send_buffer = shellac::config::units::Size(0)
+        },
+        |c: &mut shellac::config::Config| c.server.near_rtt = Dur(Duration::ZERO),
+    ] {
+        let shellac = start(&origin, far).await;
+        for _ in 0..2 {
+            assert!(get(shellac.addr, "/big").await.body[..] == body[..]);
+        }
+        assert!(shellac.stat("client_conn").await >= 2);
+        assert_eq!(shellac.stat("client_conn_near").await, 0);
+        shellac.stop().await;
+    }
 }

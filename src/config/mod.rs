@@ -98,6 +98,12 @@ pub struct ServerConfig {
     pub listen_backlog: u32,
     /// Set TCP_NODELAY on client sockets (and backends that do not say otherwise). Default true.
     pub tcp_nodelay: bool,
+    /// Send buffer (SO_SNDBUF, doubled by the kernel) of client connections whose handshake
+    /// round trip is at most `near_rtt` (server/near.rs). `0`: kernel autotuning for all.
+    /// Default `512KiB`.
+    pub near_send_buffer: Size,
+    /// Round trip up to which a client connection gets `near_send_buffer`. Default `0.2ms`.
+    pub near_rtt: Dur,
     /// Answer fresh hits from memory for plain GET/HEAD requests from the request head's
     /// bytes and a pre-serialised response head, without hyper (server/gate.rs). `false`
     /// sends every request through hyper. Default true.
@@ -241,6 +247,8 @@ impl Default for ServerConfig {
             admin: Some(SocketAddr::from(([127, 0, 0, 1], 6082))),
             listen_backlog: 4096,
             tcp_nodelay: true,
+            near_send_buffer: Size(512 * 1024),
+            near_rtt: Dur(Duration::from_micros(200)),
             fast_hits: true,
             idle_timeout: Dur(Duration::from_secs(60)),
             idle_release: Dur(Duration::from_secs(1)),

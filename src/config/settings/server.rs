@@ -44,6 +44,29 @@ pub(super) const SERVER: &[Setting] = &[
     },
     Setting {
         section: "server",
+        key: "near_send_buffer",
+        kind: Kind::Size {
+            min: 0,
+            max: 1 << 30,
+        },
+        default: Default::Value(r##""512KiB""##),
+        example: r##""##,
+        restart: false,
+        doc: r##"Send buffer (`SO_SNDBUF`; the kernel doubles it for its bookkeeping and caps it at `net.core.wmem_max`) of a client connection whose round trip, measured by the kernel in the handshake, is at most `near_rtt`: loopback, the same host, a LAN. Left alone, Linux grows a send buffer with the congestion window up to `net.ipv4.tcp_wmem`'s maximum (4 MiB by default), and on a path without loss it always gets there: a large response then waits in the kernel as megabytes copied but not yet sent, out of the CPU's caches by the time the receiver copies it. With 512 KiB a 21 MB hit over loopback took 1.16× less CPU per byte and went 1.16× as fast with 10 connections (1.06× with 4); against Varnish 1.48× its MiB/s and 1.24× its MiB per CPU-second with 10 (bench/RESULTS.md, "the 21 MB hit at 1.2× Varnish"). A fixed buffer stops the kernel from growing it, which caps a connection at buffer / round trip — 1 MiB over `near_rtt`'s 0.2 ms is still 5 GiB/s — so farther clients keep the kernel's autotuning. `0`: every connection keeps autotuning. Counter `client_conn_near`."##,
+    },
+    Setting {
+        section: "server",
+        key: "near_rtt",
+        kind: Kind::Duration {
+            min: Duration::ZERO,
+        },
+        default: Default::Value(r##""0.2ms""##),
+        example: r##""##,
+        restart: false,
+        doc: r##"Round trip up to which a client connection counts as near and gets `near_send_buffer` (the kernel's smoothed round-trip time right after the handshake; loopback measures 5–30 µs, a LAN typically 50–300 µs). A handshake the kernel has no sample of (a retransmitted SYN-ACK, a SYN cookie) counts as far."##,
+    },
+    Setting {
+        section: "server",
         key: "fast_hits",
         kind: Kind::Bool,
         default: Default::Value(r##"true"##),
