@@ -304,3 +304,55 @@ sub vcl_deliver { set resp.http.x-grace = req.http.x-grace; }
     }
     shellac.stop().await;
 }
+
+/// Regression (issue 21, varnishtest v00047): under VCL a hit's `If-Modified-Since` /
+/// `If-None-Match` are answered on the validators vcl_deliver delivers, as Varnish does: a
+/// `Last-Modified` it moves forward makes an older date a 200, a matching one a 304.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditionals_are_answered_on_what_vcl_deliver_delivers() {
+    let origin = Origin::start(|_| {
+        Reply::ok("body")
+            .cc("max-age=60")
+            .header("last-modified", "Wed, 27 Apr 2016 14:00:00 GMT")
+            .header("etag", "\"a\"")
+    })
+    .await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_deliver {
+    if (req.http.modify) {
+        set resp.http.Last-Modified = "Wed, 27 Apr 2016 16:00:00 GMT";
+        set resp.http.ETag = {""b""};
+    }
+}
+"#;
+    let shellac = start_vcl("deliver-conditional", vcl, &[origin.addr]).await;
+    get(shellac.addr, "/").await;
+    let ims = |d: &'static str| ("if-modified-since", d);
+    let status = |r: common::Resp| (r.status, r.body.len());
+    let at14 = ims("Wed, 27 Apr 2016 14:00:00 GMT");
+    let at16 = ims("Wed, 27 Apr 2016 16:00:00 GMT");
+    assert_eq!(status(get_with(shellac.addr, "/", &[at14]).await), (304, 0));
+    let m = ("modify", "1");
+    assert_eq!(
+        status(get_with(shellac.addr, "/", &[at14, m]).await),
+        (200, 4)
+    );
+    let r = get_with(shellac.addr, "/", &[at16, m]).await;
+    assert_eq!((r.status, r.header("content-length")), (304, None));
+    assert_eq!(
+        r.header("last-modified"),
+        Some("Wed, 27 Apr 2016 16:00:00 GMT")
+    );
+    let inm = |t: &'static str| ("if-none-match", t);
+    assert_eq!(
+        status(get_with(shellac.addr, "/", &[inm("\"a\""), m]).await),
+        (200, 4)
+    );
+    assert_eq!(
+        status(get_with(shellac.addr, "/", &[inm("\"b\""), m]).await),
+        (304, 0)
+    );
+    assert_eq!(origin.count(), 1);
+    shellac.stop().await;
+}

@@ -975,6 +975,27 @@ impl Txn {
 
     /// Like [`Txn::deliver_object`], with `Age` computed at `now`.
     fn deliver_object_at(&mut self, object: Arc<Object>, cache_status: &str, now: Instant) -> Step {
+        // Under VCL `If-None-Match` / `If-Modified-Since` are answered after vcl_deliver, on
+        // the validators it delivers (`vcl::deliver`), as Varnish does: the object's response
+        // is built without them.
+        if let Some(v) = self.vcl.as_deref_mut()
+            && matches!(self.req.method, http::Method::GET | http::Method::HEAD)
+            && (has_field(&self.req.headers, &header::IF_NONE_MATCH)
+                || has_field(&self.req.headers, &header::IF_MODIFIED_SINCE))
+        {
+            v.conditional = true;
+            let mut request = self.req.headers.clone();
+            request.remove(header::IF_NONE_MATCH);
+            request.remove(header::IF_MODIFIED_SINCE);
+            return Step::Deliver(deliver::object(
+                object,
+                &self.req.method,
+                &request,
+                self.head_only,
+                now,
+                cache_status,
+            ));
+        }
         Step::Deliver(deliver::object(
             object,
             &self.req.method,

@@ -110,6 +110,24 @@ pub fn evaluate(method: &Method, request: &HeaderMap, stored: &StoredFields, len
     }
 }
 
+/// Steps 3 and 4 of RFC 9110 §13.2.2 for a GET or HEAD — `If-None-Match` (weak comparison),
+/// else `If-Modified-Since` — against the validators of the response as it is delivered
+/// (`delivered`): under VCL they are evaluated after vcl_deliver, which may change them, as
+/// Varnish does. True: the answer is 304.
+pub fn not_modified(request: &HeaderMap, delivered: &HeaderMap) -> bool {
+    let etag = delivered.get(header::ETAG).and_then(|v| v.to_str().ok());
+    if let Some(inm) = list(request, header::IF_NONE_MATCH) {
+        return inm
+            .iter()
+            .any(|t| t == "*" || etag.is_some_and(|e| weak_eq(t, e)));
+    }
+    let last_modified = date(delivered.get(header::LAST_MODIFIED));
+    matches!(
+        (date(request.get(header::IF_MODIFIED_SINCE)), last_modified),
+        (Some(ims), Some(lm)) if lm <= ims
+    )
+}
+
 /// A parsed `Range` header against a body of known length.
 #[derive(Debug, PartialEq, Eq)]
 pub enum RangeSpec {

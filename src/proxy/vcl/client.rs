@@ -481,6 +481,7 @@ fn run_deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
     }
     let obj = v.obj.clone();
     let pipe = v.pipe;
+    let conditional = v.conditional;
     let (mut parts, body) = response.into_parts();
     let mut headers = std::mem::take(&mut parts.headers);
     // `X-Varnish` before vcl_deliver (which may change it), as Varnish sets it: the
@@ -515,6 +516,27 @@ fn run_deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
                 parts
                     .headers
                     .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            if conditional
+                && matches!(
+                    parts.status,
+                    http::StatusCode::OK | http::StatusCode::PARTIAL_CONTENT
+                )
+                && crate::proxy::partial::not_modified(&txn.req.headers, &parts.headers)
+            {
+                // 304 with the fields vcl_deliver left, but the body's own (RFC 9110
+                // §15.4.5: no representation metadata beyond what guides caches).
+                parts.status = http::StatusCode::NOT_MODIFIED;
+                for name in [
+                    header::CONTENT_LENGTH,
+                    header::CONTENT_RANGE,
+                    header::CONTENT_TYPE,
+                    header::CONTENT_ENCODING,
+                    header::CONTENT_LANGUAGE,
+                ] {
+                    parts.headers.remove(name);
+                }
+                return Delivery::Send(Response::from_parts(parts, ResponseBody::empty()));
             }
             Delivery::Send(Response::from_parts(parts, body))
         }

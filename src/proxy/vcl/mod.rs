@@ -220,6 +220,9 @@ pub(super) struct VclTxn {
     /// The fields the client's `Connection` named, as the request arrived: they do not go to
     /// the backend (a field vcl_recv sets under such a name does, as in Varnish).
     pub connection_named: Vec<http::HeaderName>,
+    /// The response comes from a stored object whose `If-None-Match` / `If-Modified-Since`
+    /// are answered after vcl_deliver, on the validators it delivers.
+    pub conditional: bool,
     /// `return (pipe)`: the connection closes after this exchange.
     pub pipe: bool,
     /// The response comes from the cache (a hit, or another request's fetch this one
@@ -257,6 +260,7 @@ impl VclTxn {
             is_hitmiss: false,
             is_hitpass: false,
             connection_named: Vec::new(),
+            conditional: false,
             pipe: false,
             hit: false,
         }
