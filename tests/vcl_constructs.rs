@@ -1,5 +1,5 @@
 //! VCL constructs Shellac once refused as unsupported and now runs with Varnish's meaning,
-//! end to end: `req.max_age`, `bereq.retry_connect`, `std.cache_req_body()`, saint mode, `sess.timeout_idle`.
+//! end to end: `req.max_age`, `bereq.retry_connect`, `std.cache_req_body()`, saint mode, `sess.timeout_idle`, a backend's `.preamble`.
 
 mod common;
 
@@ -429,4 +429,47 @@ sub vcl_backend_response {
     assert_eq!(r.status, 503);
     assert_eq!(origin.count(), 3);
     shellac.stop().await;
+}
+
+/// A backend's `.preamble` (varnishtest b00075): the bytes go first on every connection
+/// opened to the backend, once per connection (a reused one does not repeat them).
+#[tokio::test]
+async fn a_backend_preamble_opens_each_new_connection() {
+    let origin = common::raw_origin::RawOrigin::start(|_| {
+        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok".to_vec()
+    })
+    .await;
+    // "PROXY UNKNOWN\r\n"
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} .preamble = :UFJPWFkgVU5LTk9XTg0K:; }
+sub vcl_recv { return (pass); }
+"#;
+    let shellac = start_vcl("preamble", vcl, &[origin.addr]).await;
+    let mut conn = common::Conn::open(shellac.addr).await;
+    for path in ["/a", "/b"] {
+        let r = conn.send("GET", path, &[], b"").await;
+        assert_eq!(r.status, 200);
+    }
+    let streams = origin.streams.lock().unwrap().clone();
+    assert_eq!(streams.len(), 1, "one pooled connection");
+    let text = String::from_utf8_lossy(&streams[0]).into_owned();
+    assert!(
+        text.starts_with("PROXY UNKNOWN\r\nGET /a HTTP/1.1\r\n"),
+        "{text:?}"
+    );
+    assert_eq!(text.matches("PROXY UNKNOWN").count(), 1, "{text:?}");
+    assert!(text.contains("GET /b HTTP/1.1\r\n"));
+    shellac.stop().await;
+    // A preamble that is not base64 is refused with the file's position.
+    let errors = shellac::vcl::compile_text(
+        "t.vcl",
+        "vcl 4.1;\nbackend b { .host = \"127.0.0.1\"; .preamble = \"text\"; }\n",
+    )
+    .unwrap_err();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.pos.line == 2 && e.message.contains("BLOB")),
+        "{errors:?}"
+    );
 }

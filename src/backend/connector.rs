@@ -31,9 +31,16 @@ pub(crate) enum Transport {
     Tls(Box<BackendStream>),
 }
 
-/// How connections to one backend are opened.
+/// How connections to one backend are opened: the transport, and the bytes written first on
+/// each new connection (`preamble`).
 #[derive(Debug)]
-pub(crate) enum Connector {
+pub(crate) struct Connector {
+    kind: Kind,
+    preamble: Option<Box<[u8]>>,
+}
+
+#[derive(Debug)]
+enum Kind {
     Tcp,
     Tls(Box<TlsConnector>),
     /// `tls` could not be set up (a file that does not load): every connection fails with
@@ -49,8 +56,44 @@ pub(crate) enum ConnectError {
 
 impl Connector {
     pub fn for_backend(config: &BackendConfig) -> Connector {
+        // Validated with the configuration; an undecodable one sends nothing.
+        let preamble = config
+            .preamble
+            .as_deref()
+            .and_then(crate::vcl::blob::decode_base64)
+            .filter(|p| !p.is_empty())
+            .map(Vec::into_boxed_slice);
+        let kind = Kind::for_backend(config);
+        Connector { kind, preamble }
+    }
+
+    /// Opens a connection (TCP connect, the preamble, then the TLS handshake if any) within
+    /// `timeout`.
+    pub async fn connect(
+        &self,
+        host: &str,
+        port: u16,
+        timeout: Duration,
+        nodelay: bool,
+        counters: &Counters,
+    ) -> Result<Transport, ConnectError> {
+        self.kind
+            .connect(
+                host,
+                port,
+                timeout,
+                nodelay,
+                counters,
+                self.preamble.as_deref(),
+            )
+            .await
+    }
+}
+
+impl Kind {
+    fn for_backend(config: &BackendConfig) -> Kind {
         match &config.tls {
-            None => Connector::Tcp,
+            None => Kind::Tcp,
             Some(t) => match BackendTlsClient::build(
                 t,
                 &config.host,
@@ -60,33 +103,36 @@ impl Connector {
                     if t.insecure_skip_verify {
                         tracing::warn!(backend = %config.name, "TLS to this backend does not verify its certificate (insecure_skip_verify)");
                     }
-                    Connector::Tls(Box::new(TlsConnector::new(config, t, client)))
+                    Kind::Tls(Box::new(TlsConnector::new(config, t, client)))
                 }
                 Err(e) => {
                     tracing::error!(backend = %config.name, "TLS to this backend cannot be set up: {e}");
-                    Connector::Broken(e)
+                    Kind::Broken(e)
                 }
             },
         }
     }
 
-    /// Opens a connection (TCP connect, then the TLS handshake if any) within `timeout`.
-    pub async fn connect(
+    async fn connect(
         &self,
         host: &str,
         port: u16,
         timeout: Duration,
         nodelay: bool,
         counters: &Counters,
+        preamble: Option<&[u8]>,
     ) -> Result<Transport, ConnectError> {
-        if let Connector::Broken(e) = self {
+        if let Kind::Broken(e) = self {
             return Err(ConnectError::Io(io::Error::other(e.clone())));
         }
         let opened = tokio::time::timeout(timeout, async {
-            let tcp = TcpStream::connect((host, port)).await?;
+            let mut tcp = TcpStream::connect((host, port)).await?;
             let _ = tcp.set_nodelay(nodelay);
+            if let Some(bytes) = preamble {
+                tokio::io::AsyncWriteExt::write_all(&mut tcp, bytes).await?;
+            }
             match self {
-                Connector::Tls(tls) => match tls.client(counters).connect(tcp).await {
+                Kind::Tls(tls) => match tls.client(counters).connect(tcp).await {
                     Ok(tls) => {
                         counters.backend_tls_handshake.inc();
                         Ok(Transport::Tls(Box::new(tls)))

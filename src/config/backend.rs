@@ -23,6 +23,10 @@ pub struct BackendConfig {
     /// without one sends its `.host` as written, as Varnish does.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_header: Option<String>,
+    /// Bytes sent first on every connection opened to this backend (before TLS, if any), as
+    /// standard base64 (VCL's `.preamble = :...:;`). Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preamble: Option<String>,
     /// TCP port. Default 80.
     #[serde(default = "default_port")]
     pub port: u16,
@@ -150,6 +154,7 @@ impl BackendConfig {
             name: name.to_string(),
             host: host.to_string(),
             host_header: None,
+            preamble: None,
             port,
             connect_timeout: default_connect_timeout(),
             first_byte_timeout: default_long_timeout(),
@@ -426,6 +431,14 @@ pub(super) fn validate(c: &Config) -> Problems {
                 at("backend", i, "host_header"),
                 "must be a Host value (a name, with `:port` if wanted; no control characters)"
                     .into(),
+            ));
+        }
+        if let Some(p) = &b.preamble
+            && crate::vcl::blob::decode_base64(p).is_none()
+        {
+            out.push((
+                at("backend", i, "preamble"),
+                "must be standard base64 with padding (the bytes to send first, encoded)".into(),
             ));
         }
         if let Some(t) = &b.tls {

@@ -33,6 +33,15 @@ pub(super) const BACKEND: &[Setting] = &[
     },
     Setting {
         section: "backend",
+        key: "preamble",
+        kind: Kind::Text("standard base64 with padding"),
+        default: Default::Unset(r##"none"##),
+        example: r##""UFJPWFkgVU5LTk9XTg0K""##,
+        restart: false,
+        doc: r##"Bytes sent first on every connection opened to this backend — for requests, HTTP/2 and health probes; before the TLS handshake on a `tls` backend — written as standard base64 (the example is `PROXY UNKNOWN` and CR LF). A VCL backend's `.preamble = :...:;`, as Varnish sends it on each new backend connection."##,
+    },
+    Setting {
+        section: "backend",
         key: "port",
         kind: Kind::Port,
         default: Default::Value(r##"80"##),

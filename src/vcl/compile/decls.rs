@@ -343,6 +343,16 @@ impl Checker<'_> {
                         }
                     }
                 }
+                "preamble" => match &f.value {
+                    FieldValue::Expr(crate::vcl::ast::Expr::Blob(text, _)) => {
+                        if crate::vcl::blob::decode_base64(text).is_some() {
+                            b.preamble = Some(text.clone());
+                        } else {
+                            self.error(f.pos, "'.preamble' must be a BLOB in base64 (`:...:`)");
+                        }
+                    }
+                    _ => self.error(f.pos, "'.preamble' must be a BLOB (`:base64:`)"),
+                },
                 "saintmode_threshold" => self.unsupported(
                     f.pos,
                     "'.saintmode_threshold': Shellac's saint mode holds a backend off for \
