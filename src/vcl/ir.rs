@@ -68,6 +68,8 @@ pub enum Expr {
     /// Seconds.
     Duration(f64),
     Bytes(u64),
+    /// A BLOB literal (`:base64:`), its bytes.
+    Blob(Box<[u8]>),
     Ip(IpAddr),
     /// A backend or director, by index into [`Program::targets`].
     Backend(u16),
@@ -171,6 +173,15 @@ pub enum Func {
     /// `std.cache_req_body(size)`: keep the request body (read before vcl_recv) for every
     /// backend request of this request, if it is at most `size` bytes; whether it is kept.
     StdCacheReqBody(u64),
+    /// vmod_blob (`vcl/blob.rs`): `decode(decoding, length, encoded)`,
+    /// `encode(encoding, case, blob)`, `transcode(decoding, encoding, case, length,
+    /// encoded)`, `equal(a, b)`, `length(blob)`, `sub(blob, length, offset)`.
+    BlobDecode,
+    BlobEncode,
+    BlobTranscode,
+    BlobEqual,
+    BlobLength,
+    BlobSub,
 }
 
 /// What a subroutine returns.
@@ -336,6 +347,8 @@ pub struct Program {
     /// this many bytes) before vcl_recv runs, so the call can answer at once. `None`: the
     /// program never calls it and bodies stream as they come.
     pub req_body_keep: Option<u64>,
+    /// Some subroutine reads `req.hash` / `bereq.hash`: vcl_hash makes the digest.
+    pub reads_digest: bool,
 }
 
 impl Program {

@@ -35,6 +35,8 @@ pub enum Slot {
     ReqHttp,
     /// 2.x `set req.hash += value;`: one more input of the hash.
     ReqHash,
+    /// 4.x `req.hash` / `bereq.hash`: the SHA-256 of the hash inputs, a BLOB.
+    ReqDigest,
     ReqBackend,
     ReqBackendHealthy,
     ReqRestarts,
@@ -259,7 +261,7 @@ pub const VARS: &[VarDef] = &[
     v("req.storage", Type::Stevedore, V4, C, C, 0, Unsupported(STORAGE)),
     v("req.filters", STR, V4, RECV, RECV, 0, Unsupported(FILTERS)),
     v("req.trace", BOOL, V4, C, C, 0, Unsupported(TRACE)),
-    v("req.hash", Type::Blob, V4, HIT | MISS | PASS | PURGE | DELIVER | SYNTH | PIPE, 0, 0, Unsupported("Shellac's cache key is a text (`shellac inspect` shows it), not a BLOB")),
+    v("req.hash", Type::Blob, V4, HIT | MISS | PASS | PURGE | DELIVER | SYNTH | PIPE, 0, 0, ReqDigest),
     // Without ESI the top request is the request itself.
     v("req_top.url", STR, V4, C, 0, 0, ReqUrl),
     v("req_top.method", STR, V4, C, 0, 0, ReqMethod),
@@ -297,7 +299,7 @@ pub const VARS: &[VarDef] = &[
     v("bereq.filters", STR, V4, BE_FETCH, BE_FETCH, 0, Unsupported(FILTERS)),
     v("bereq.trace", BOOL, V4, BACKEND, BACKEND, 0, Unsupported(TRACE)),
     v("bereq.task_deadline", DUR, V4, PIPE, PIPE, PIPE, Unsupported("Shellac's pipe has no separate deadline setting")),
-    v("bereq.hash", Type::Blob, V4, PB, 0, 0, Unsupported("Shellac's cache key is a text, not a BLOB")),
+    v("bereq.hash", Type::Blob, V4, PB, 0, 0, ReqDigest),
     // The backend response, 2.0: `obj` in vcl_fetch.
     v("obj.proto", STR, D20, FETCH, FETCH, 0, BerespProto),
     v("obj.status", INT, D20, FETCH, FETCH, 0, BerespStatus),

@@ -148,9 +148,12 @@ fn hash(txn: &mut Txn, purge: bool) -> Step {
         }
         let host = Txn::authority(&txn.req).unwrap_or("");
         let url = txn.req.uri.path_and_query().map_or("/", |p| p.as_str());
-        let Some(v) = txn.vcl.as_deref() else {
+        let Some(v) = txn.vcl.as_deref_mut() else {
             return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-vcl-state");
         };
+        if v.runtime.program.reads_digest {
+            v.state.digest = Some(sha256(v.state.hash.as_bytes()));
+        }
         key_from_hash(&v.state, host, url)
     } else {
         // The built-in vcl_hash (URL and host) is the default key: made directly, without
@@ -158,6 +161,21 @@ fn hash(txn: &mut Txn, purge: bool) -> Step {
         v.state.note(Method::Hash, &Verdict::Lookup);
         let host = Txn::authority(&txn.req).unwrap_or("");
         let url = txn.req.uri.path_and_query().map_or("/", |p| p.as_str());
+        if v.runtime.program.reads_digest {
+            // The built-in's inputs, as Varnish's: `req.url`, then `req.http.host` (else
+            // `server.ip`, which Shellac reads as 0.0.0.0).
+            let host_field = txn
+                .req
+                .headers
+                .get(http::header::HOST)
+                .map_or(&b"0.0.0.0"[..], |h| h.as_bytes());
+            let mut inputs = Vec::with_capacity(url.len() + host_field.len() + 2);
+            inputs.extend_from_slice(url.as_bytes());
+            inputs.push(0);
+            inputs.extend_from_slice(host_field);
+            inputs.push(0);
+            v.state.digest = Some(sha256(&inputs));
+        }
         crate::cache::CacheKey::new(host, url)
     };
     if purge {
@@ -653,4 +671,11 @@ pub(in crate::proxy) fn restart(txn: &mut Txn) -> Step {
     txn.proxy.counters.backend_restart.inc();
     txn.reset_for_restart();
     Step::Recv
+}
+
+/// SHA-256, as Varnish digests the hash inputs (`req.hash`).
+fn sha256(data: &[u8]) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    out.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, data).as_ref());
+    out
 }

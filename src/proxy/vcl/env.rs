@@ -171,6 +171,10 @@ impl Env for Scope<'_> {
             Slot::Now => Value::Time(self.now),
             Slot::SessXid | Slot::ReqXid => Value::Int(self.state.xid as i64),
             Slot::ParamTimeoutIdle => Value::Duration(self.rt.idle_timeout),
+            Slot::ReqDigest => match &self.state.digest {
+                Some(d) => Value::Blob(Cow::Borrowed(&d[..])),
+                None => Value::None,
+            },
             // As this request set it, else as an earlier response set it for the session,
             // else the configured one.
             Slot::SessTimeoutIdle => Value::Duration(match self.state.sess_idle {

@@ -19,6 +19,8 @@ pub(super) enum Vmod {
     Cookie,
     /// vmod_purge: `purge.hard()`, `purge.soft()` in vcl_hit / vcl_miss.
     Purge,
+    /// vmod_blob's functions (not its `blob.blob()` objects).
+    Blob,
     /// Anything else: refused at the import.
     Other(String),
 }
@@ -30,6 +32,7 @@ impl Vmod {
             "directors" => Vmod::Directors,
             "cookie" => Vmod::Cookie,
             "purge" => Vmod::Purge,
+            "blob" => Vmod::Blob,
             other => Vmod::Other(other.to_string()),
         }
     }
@@ -40,6 +43,7 @@ impl Vmod {
             Vmod::Directors => "directors",
             Vmod::Cookie => "cookie",
             Vmod::Purge => "purge",
+            Vmod::Blob => "blob",
             Vmod::Other(n) => n,
         }
     }
@@ -138,7 +142,7 @@ impl Checker<'_> {
                     };
                     return (Expr::Call(f, Box::new([on])), Type::String);
                 }
-                if ["std", "directors", "cookie", "purge"].contains(&prefix) {
+                if ["std", "directors", "cookie", "purge", "blob"].contains(&prefix) {
                     self.error(
                         pos,
                         format!("Symbol not found: '{name}' (add 'import {prefix};' first)"),
@@ -296,6 +300,7 @@ impl Checker<'_> {
                     Dflt::Real(r) => Expr::Real(r),
                     Dflt::Bool(b) => Expr::Bool(b),
                     Dflt::Dur(d) => Expr::Duration(d),
+                    Dflt::Bytes(n) => Expr::Bytes(n),
                     Dflt::NoIp => Expr::NoIp,
                     Dflt::Required | Dflt::Unsupported => Expr::Bool(false),
                 }),
@@ -355,6 +360,23 @@ impl Checker<'_> {
                         self.error(
                             other.pos(),
                             format!("{}(): expected a header such as req.http.X", sig.name),
+                        );
+                        ok = false;
+                    }
+                },
+                (Some(v), _) if param.ty == Type::Enum => match v {
+                    AstExpr::Name(n, _) if param.values.contains(&n.as_str()) => {
+                        compiled.push(Expr::Str(Text::new(n)));
+                    }
+                    other => {
+                        self.error(
+                            other.pos(),
+                            format!(
+                                "{}(): Wrong enum value for '{}'. Expected one of: {}",
+                                sig.name,
+                                param.name,
+                                param.values.join(", ")
+                            ),
                         );
                         ok = false;
                     }
@@ -465,6 +487,12 @@ impl Checker<'_> {
             F::Now => Func::StdNow,
             F::PurgeHard => Func::PurgeHard,
             F::PurgeSoft => Func::PurgeSoft,
+            F::BlobDecode => Func::BlobDecode,
+            F::BlobEncode => Func::BlobEncode,
+            F::BlobTranscode => Func::BlobTranscode,
+            F::BlobEqual => Func::BlobEqual,
+            F::BlobLength => Func::BlobLength,
+            F::BlobSub => Func::BlobSub,
             F::CacheReqBody => match compiled.first() {
                 Some(Expr::Bytes(size)) => {
                     let size = *size;

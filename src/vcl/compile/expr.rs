@@ -45,10 +45,13 @@ impl Checker<'_> {
                     }
                 }
             }
-            ast::Expr::Blob(_, pos) => {
-                self.unsupported(*pos, "BLOB literals are not supported by Shellac");
-                bad()
-            }
+            ast::Expr::Blob(text, pos) => match crate::vcl::blob::decode_base64(text) {
+                Some(bytes) => (Expr::Blob(bytes.into_boxed_slice()), Type::Blob),
+                None => {
+                    self.error(*pos, "a BLOB literal is standard base64 between colons");
+                    bad()
+                }
+            },
             ast::Expr::Name(n, pos) => self.name(n, *pos),
             ast::Expr::Call { func, args, pos } => self.call(func, args, *pos),
             ast::Expr::Method {

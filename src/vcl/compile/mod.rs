@@ -111,6 +111,8 @@ pub(super) struct Checker<'a> {
     possible: Methods,
     /// The largest size a `std.cache_req_body()` call names.
     req_body_keep: Option<u64>,
+    /// Some subroutine reads `req.hash` or `bereq.hash`.
+    reads_digest: bool,
 }
 
 /// How strict the compiler is.
@@ -157,6 +159,7 @@ pub fn compile_with(src: &Source, options: &Options) -> Result<Program, Vec<VclE
         origins: Origins::default(),
         here: 0,
         req_body_keep: None,
+        reads_digest: false,
         here_name: String::new(),
         builtin: false,
         possible: 0,
@@ -603,6 +606,7 @@ impl<'a> Checker<'a> {
             default_target,
             origins: Origins::default(),
             req_body_keep: self.req_body_keep,
+            reads_digest: self.reads_digest,
         }
     }
 

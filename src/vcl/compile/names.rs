@@ -21,6 +21,17 @@ impl Checker<'_> {
     /// Resolves a variable for `access` in every subroutine the current code runs in.
     /// `None` when it is not one (or not usable here: reported).
     pub(crate) fn variable(&mut self, name: &str, pos: Pos, access: Access) -> Option<(Var, Type)> {
+        let found = self.find_variable(name, pos, access);
+        if found
+            .as_ref()
+            .is_some_and(|(v, _)| v.slot == Slot::ReqDigest)
+        {
+            self.reads_digest = true;
+        }
+        found
+    }
+
+    fn find_variable(&mut self, name: &str, pos: Pos, access: Access) -> Option<(Var, Type)> {
         let mut rows: Vec<&'static VarDef> = vars::rows(name, self.dialect).collect();
         if rows.is_empty() {
             return None;

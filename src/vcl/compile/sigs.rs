@@ -1,5 +1,5 @@
 //! The signatures of the functions VCL can call: the built-in ones and those of the VMODs
-//! Shellac implements (std, cookie, purge), as one table (`calls.rs` binds arguments against it).
+//! Shellac implements (std, cookie, purge, blob), as one table (`calls.rs` binds arguments against it).
 
 use super::super::types::ctx::*;
 use super::super::types::{Methods, Type};
@@ -13,6 +13,7 @@ pub(super) enum Dflt {
     Real(f64),
     Bool(bool),
     Dur(f64),
+    Bytes(u64),
     /// No address: `std.ip()` without a fallback fails the request when the text is not one.
     NoIp,
     /// Optional with no value of its own; giving it is refused (`unsupported`).
@@ -26,6 +27,8 @@ pub(super) struct P {
     pub(super) default: Dflt,
     /// Must be a constant string, compiled as a regular expression.
     pub(super) regex: bool,
+    /// An ENUM's values (the argument is one of these names, written bare).
+    pub(super) values: &'static [&'static str],
 }
 
 const fn p(name: &'static str, ty: Type) -> P {
@@ -34,6 +37,7 @@ const fn p(name: &'static str, ty: Type) -> P {
         ty,
         default: Dflt::Required,
         regex: false,
+        values: &[],
     }
 }
 
@@ -43,6 +47,7 @@ const fn opt(name: &'static str, ty: Type, default: Dflt) -> P {
         ty,
         default,
         regex: false,
+        values: &[],
     }
 }
 
@@ -52,8 +57,32 @@ const fn re(name: &'static str) -> P {
         ty: Type::String,
         default: Dflt::Required,
         regex: true,
+        values: &[],
     }
 }
+
+/// An ENUM parameter taking one of `values`, `default` when left out.
+const fn en(name: &'static str, values: &'static [&'static str], default: &'static str) -> P {
+    P {
+        name,
+        ty: Type::Enum,
+        default: Dflt::Str(default),
+        regex: false,
+        values,
+    }
+}
+
+/// vmod_blob's encodings.
+const SCHEMES: &[&str] = &[
+    "IDENTITY",
+    "BASE64",
+    "BASE64URL",
+    "BASE64URLNOPAD",
+    "BASE64CF",
+    "HEX",
+    "URL",
+];
+const CASES: &[&str] = &["LOWER", "UPPER", "DEFAULT"];
 
 /// Which function a signature compiles to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,6 +127,12 @@ pub(super) enum F {
     PurgeHard,
     PurgeSoft,
     CacheReqBody,
+    BlobDecode,
+    BlobEncode,
+    BlobTranscode,
+    BlobEqual,
+    BlobLength,
+    BlobSub,
 }
 
 pub(super) struct Sig {
@@ -140,6 +175,12 @@ pub(super) const SIGS: &[Sig] = &[
     Sig { name: "std.timestamp", ret: Void, params: &[p("s", Str)], within: 0, f: F::Timestamp, },
     Sig { name: "std.ban", ret: Bool, params: &[p("expression", Str)], within: ALL & !(INIT | FINI), f: F::StdBan, },
     Sig { name: "std.now", ret: Time, params: &[], within: 0, f: F::Now, },
+    Sig { name: "blob.decode", ret: Type::Blob, params: &[en("decoding", SCHEMES, "IDENTITY"), opt("length", Int, Dflt::Int(0)), p("encoded", Str)], within: 0, f: F::BlobDecode, },
+    Sig { name: "blob.encode", ret: Str, params: &[en("encoding", SCHEMES, "IDENTITY"), en("case", CASES, "DEFAULT"), p("blob", Type::Blob)], within: 0, f: F::BlobEncode, },
+    Sig { name: "blob.transcode", ret: Str, params: &[en("decoding", SCHEMES, "IDENTITY"), en("encoding", SCHEMES, "IDENTITY"), en("case", CASES, "DEFAULT"), opt("length", Int, Dflt::Int(0)), p("encoded", Str)], within: 0, f: F::BlobTranscode, },
+    Sig { name: "blob.equal", ret: Bool, params: &[p("a", Type::Blob), p("b", Type::Blob)], within: 0, f: F::BlobEqual, },
+    Sig { name: "blob.length", ret: Int, params: &[p("blob", Type::Blob)], within: 0, f: F::BlobLength, },
+    Sig { name: "blob.sub", ret: Type::Blob, params: &[p("blob", Type::Blob), p("length", Type::Bytes), opt("offset", Type::Bytes, Dflt::Bytes(0))], within: 0, f: F::BlobSub, },
     Sig { name: "std.cache_req_body", ret: Bool, params: &[p("size", Type::Bytes)], within: RECV, f: F::CacheReqBody, },
     Sig { name: "std.rollback", ret: Void, params: &[p("h", Type::Http)], within: CLIENT | BACKEND, f: F::Rollback, },
     Sig { name: "cookie.parse", ret: Void, params: &[p("cookieheader", Str)], within: CLIENT | BACKEND, f: F::CParse, },

@@ -152,6 +152,9 @@ pub struct State {
     /// The request body's length when it was read whole before vcl_recv (a program that
     /// calls `std.cache_req_body()`); `None`: not read, or longer than the program keeps.
     pub req_body_held: Option<u64>,
+    /// `req.hash` / `bereq.hash`: the SHA-256 of this lookup's hash inputs (each ended by a 0
+    /// byte, as Varnish's), made at vcl_hash when the program reads it.
+    pub digest: Option<[u8; 32]>,
     /// `sess.timeout_idle` as this request set it: `Some(None)` unset (back to the
     /// configured one), `Some(Some(seconds))` set; `None` untouched.
     pub sess_idle: Option<Option<f64>>,

@@ -43,6 +43,8 @@ pub enum Value<'a> {
     Ip(SocketAddr),
     Backend(BackendSel),
     Bytes(u64),
+    /// A BLOB (vmod_blob, `req.hash`): written as `:base64:`.
+    Blob(Cow<'a, [u8]>),
 }
 
 impl<'a> Value<'a> {
@@ -87,6 +89,7 @@ impl<'a> Value<'a> {
             Value::Bytes(n) => {
                 let _ = write!(out, "{n}");
             }
+            Value::Blob(b) => out.push_str(&crate::vcl::blob::as_text(b)),
         }
     }
 
@@ -138,6 +141,7 @@ impl<'a> Value<'a> {
             Value::Ip(ip) => Value::Ip(ip),
             Value::Backend(b) => Value::Backend(b),
             Value::Bytes(n) => Value::Bytes(n),
+            Value::Blob(b) => Value::Blob(Cow::Owned(b.into_owned())),
         }
     }
 }
