@@ -5,7 +5,9 @@
 //! connections, and kept in service while the ACME server a reload named cannot be reached
 //! (failures counted, retried with backoff); a client offering ALPN `acme-tls/1` alone never
 //! gets a certificate outside a validation; a failed validation leaves handshakes for the name
-//! refused. `shellac check` names the file, line and key of bad acme settings.
+//! refused. Pebble requires external account binding (RFC 8555 §7.3.4): accounts are bound
+//! with `eab_kid` / `eab_hmac_key`, and refused with the reason without them. `shellac check`
+//! names the file, line and key of bad acme settings.
 
 mod common;
 
@@ -404,11 +406,77 @@ async fn a_failed_validation_leaves_the_name_refused_not_self_signed() {
     sh.stop().await;
 }
 
+/// Pebble requires external account binding, as ZeroSSL or Google Trust Services do: every
+/// other test of this file registers with `eab_kid` / `eab_hmac_key` (Pebble::acme_table).
+/// Without them the account is refused, the error says why, and nothing is stored.
+#[tokio::test]
+async fn an_account_without_the_required_external_binding_is_refused_with_the_reason() {
+    let Some(pebble) = Pebble::get() else { return };
+    let _ports = pebble.lock().await;
+    let origin = origin().await;
+    let dir = TempDir::new("acme-no-eab");
+    let state = dir.path("state");
+    let acme = pebble
+        .acme_table(&["localhost"], "tls-alpn-01", &state, "retry_min = \"1h\"")
+        .lines()
+        .filter(|l| !l.starts_with("eab_"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let path = config(&dir, pebble, &origin, &acme);
+    let sh = start(&path).await;
+    let st = until_acme(&sh, pebble, "a refused account", |s| s["failures"] == 1).await;
+    let error = st["last_error"].as_str().unwrap().to_lowercase();
+    assert!(
+        error.contains("externalaccount") && error.contains("set `eab_kid` and `eab_hmac_key`"),
+        "{error}"
+    );
+    assert_eq!(sh.stats().await["acme_issued"], 0);
+    assert!(
+        !state.join("certificates").exists(),
+        "no certificate stored"
+    );
+    sh.stop().await;
+
+    // With the binding, the account is registered (its key kept for the next start).
+    let acme = pebble.acme_table(&["localhost"], "tls-alpn-01", &state, "");
+    let path = config(&dir, pebble, &origin, &acme);
+    let sh = start(&path).await;
+    until_acme(&sh, pebble, "a certificate", |s| s["state"] == "valid").await;
+    let keys: Vec<_> = walk(&state)
+        .into_iter()
+        .filter(|p| p.ends_with("account.key"))
+        .collect();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let mode = std::fs::metadata(&keys[0]).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // The key the first run made (the CA refused to register it) was set aside, not reused.
+    let aside = walk(&state)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains("account.key.unregistered-"))
+        .count();
+    assert_eq!(aside, 1);
+    sh.stop().await;
+}
+
+/// Every file below `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
 #[test]
 fn check_names_file_line_and_key_of_bad_acme_settings() {
     let dir = TempDir::new("acme-check");
     let file = dir.path("bad.toml");
-    std::fs::write(&file, "[server]\nlisten = \"127.0.0.1:0\"\n\n[[tls]]\nlisten = \"127.0.0.1:0\"\n\n[[tls.acme]]\nnames = [\"*.example.com\"]\ndirectory = \"http://acme.example/dir\"\ncontact = \"nobody\"\n\n[[backend]]\nhost = \"127.0.0.1\"\n").unwrap();
+    std::fs::write(&file, "[server]\nlisten = \"127.0.0.1:0\"\n\n[[tls]]\nlisten = \"127.0.0.1:0\"\n\n[[tls.acme]]\nnames = [\"*.example.com\"]\ndirectory = \"http://acme.example/dir\"\ncontact = \"nobody\"\neab_hmac_key = \"not base64!\"\neab_kid = \"k\"\n\n[[backend]]\nhost = \"127.0.0.1\"\n").unwrap();
     let out = std::process::Command::new(common::binary::BIN)
         .args(["check", file.to_str().unwrap()])
         .output()
@@ -419,6 +487,7 @@ fn check_names_file_line_and_key_of_bad_acme_settings() {
         (8, "tls.0.acme.0.names.0", "DNS-01"),
         (9, "tls.0.acme.0.directory", "https://"),
         (10, "tls.0.acme.0.contact.0", "e-mail address"),
+        (11, "tls.0.acme.0.eab_hmac_key", "base64url"),
     ] {
         let found = err.lines().any(|l| {
             l.contains(&format!("{}:{line}", file.display()))

@@ -3,11 +3,16 @@
 //! account whose key is lost; then the key is registered (or, if the server knows it
 //! already, found: newAccount is idempotent per key) and its contacts brought up to date.
 //! Its URL and contacts are kept beside the key so that a restart needs no request at all.
+//!
+//! With external account binding (`eab_kid`, RFC 8555 §7.3.4) the key is made by instant-acme
+//! as it registers the account (its API binds only keys it makes), and written the moment the
+//! server answers: a crash in those milliseconds would leave an account without its key, and a
+//! single-use binding spent.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use instant_acme::{Account, Key};
+use instant_acme::{Account, ExternalAccountKey, Key, NewAccount};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde::{Deserialize, Serialize};
@@ -39,11 +44,13 @@ fn mailtos(contact: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// The account for `directory`, loaded from `state_dir` or created (and stored) there.
+/// The account for `directory`, loaded from `state_dir` or created (and stored) there; a new
+/// account is bound to `eab` when given.
 pub async fn open(
     state_dir: &Path,
     directory: &str,
     contact: &[String],
+    eab: Option<&ExternalAccountKey>,
     client: Arc<Client>,
 ) -> Result<Account, Failure> {
     let _one = OPENING.lock().await;
@@ -51,6 +58,39 @@ pub async fn open(
     let key_file = dir.join("account.key");
     let json_file = dir.join("account.json");
     let storage = |e: std::io::Error, f: &Path| Failure::Storage(format!("{}: {e}", f.display()));
+    if eab.is_some() && key_file.exists() && !json_file.exists() {
+        set_aside_if_unregistered(&key_file, directory, &client).await?;
+    }
+    if let Some(eab) = eab
+        && !key_file.exists()
+    {
+        let wanted = mailtos(contact);
+        let refs: Vec<&str> = wanted.iter().map(String::as_str).collect();
+        let (account, credentials) = Account::builder_with_http(Box::new(Shared(client.clone())))
+            .create(
+                &NewAccount {
+                    contact: &refs,
+                    terms_of_service_agreed: true,
+                    only_return_existing: false,
+                },
+                directory.to_string(),
+                Some(eab),
+            )
+            .await
+            .map_err(Failure::from_acme)?;
+        let pem = pkcs8_pem(credentials.private_key())?;
+        files::write_private(&key_file, pem.as_bytes()).map_err(|e| storage(e, &key_file))?;
+        tracing::info!(account = account.id(), %directory, file = %key_file.display(), "ACME account registered with external account binding");
+        let saved = Saved {
+            url: account.id().to_string(),
+            directory: directory.to_string(),
+            contact: wanted,
+        };
+        let json = serde_json::to_vec_pretty(&saved)
+            .map_err(|e| Failure::Storage(format!("{}: {e}", json_file.display())))?;
+        files::write_private(&json_file, &json).map_err(|e| storage(e, &json_file))?;
+        return Ok(account);
+    }
     let pkcs8 = match std::fs::read(&key_file) {
         Ok(pem) => PrivatePkcs8KeyDer::from_pem_slice(&pem).map_err(|e| {
             Failure::Account(format!(
@@ -122,6 +162,46 @@ pub async fn open(
         files::write_private(&json_file, &json).map_err(|e| storage(e, &json_file))?;
     }
     Ok(account)
+}
+
+/// With a binding to make: an account key that was made but never registered (a run without
+/// `eab_kid` the CA refused, or a crash before the registration) cannot be bound — instant-acme
+/// binds only keys it makes — so it is renamed aside (`account.key.unregistered-<time>`) and a
+/// bound account made instead. A key the server does know stays and is used as it is.
+async fn set_aside_if_unregistered(
+    key_file: &Path,
+    directory: &str,
+    client: &Arc<Client>,
+) -> Result<(), Failure> {
+    let Ok(pem) = std::fs::read(key_file) else {
+        return Ok(()); // the caller reports an unreadable key
+    };
+    let Ok(pkcs8) = PrivatePkcs8KeyDer::from_pem_slice(&pem) else {
+        return Ok(());
+    };
+    let key = Key::from_pkcs8_der(pkcs8.clone_key())
+        .map_err(|e| Failure::Account(format!("{}: unusable key ({e})", key_file.display())))?;
+    let found = Account::builder_with_http(Box::new(Shared(client.clone())))
+        .from_key((key, PrivateKeyDer::Pkcs8(pkcs8)), directory.to_string())
+        .await;
+    match found {
+        Ok(_) => Ok(()),
+        Err(instant_acme::Error::Api(p))
+            if p.r#type
+                .as_deref()
+                .is_some_and(|t| t.ends_with(":accountDoesNotExist")) =>
+        {
+            let aside = key_file.with_extension(format!(
+                "key.unregistered-{}",
+                crate::tls::certs::unix_now()
+            ));
+            std::fs::rename(key_file, &aside)
+                .map_err(|e| Failure::Storage(format!("{}: {e}", key_file.display())))?;
+            tracing::warn!(key = %aside.display(), %directory, "ACME account key never registered: set aside to register a bound account (eab_kid)");
+            Ok(())
+        }
+        Err(e) => Err(Failure::from_acme(e).in_account()),
+    }
 }
 
 /// A PKCS#8 key as PEM.

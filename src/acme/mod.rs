@@ -214,6 +214,10 @@ impl Failure {
                     "accountDoesNotExist" | "invalidContact" | "unsupportedContact" => {
                         Failure::Account(text)
                     }
+                    "externalAccountRequired" => Failure::Account(format!(
+                        "{text}: this CA binds ACME accounts to an account of its own; set \
+                         `eab_kid` and `eab_hmac_key` to what it gave"
+                    )),
                     _ => Failure::Rejected(text),
                 }
             }

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use instant_acme::Account;
+use instant_acme::{Account, ExternalAccountKey};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -215,7 +215,22 @@ async fn attempt(
     proxy.counters.acme_order.inc();
     if account_slot.is_none() {
         let client = http::Client::new(s.ca_root.as_deref()).map_err(Failure::Network)?;
-        let acct = account::open(&s.state_dir, &s.directory, &s.contact, Arc::new(client)).await?;
+        let eab = match (&s.eab_kid, &s.eab_hmac_key) {
+            (Some(kid), Some(key)) => Some(ExternalAccountKey::new(
+                kid.clone(),
+                &crate::config::acme::eab_key_bytes(key)
+                    .map_err(|e| Failure::Account(format!("eab_hmac_key {e}")))?,
+            )),
+            _ => None,
+        };
+        let acct = account::open(
+            &s.state_dir,
+            &s.directory,
+            &s.contact,
+            eab.as_ref(),
+            Arc::new(client),
+        )
+        .await?;
         *account_slot = Some(acct);
     }
     let Some(acct) = account_slot.as_ref() else {

@@ -51,6 +51,41 @@ pub struct AcmeConfig {
     /// Longest wait between failed attempts. Default `1h`.
     #[serde(default = "default_retry_max")]
     pub retry_max: Dur,
+    /// External account binding (RFC 8555 §7.3.4): the key identifier the CA gave for the
+    /// account (ZeroSSL, Google Trust Services, Sectigo, ... require one). Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eab_kid: Option<String>,
+    /// With `eab_kid`: the HMAC key the CA gave, base64url as CAs print it. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eab_hmac_key: Option<String>,
+}
+
+/// An `eab_hmac_key` as bytes: base64url (padding and the standard alphabet's `+` `/`
+/// tolerated, as CAs and tools print both), at least 16 bytes.
+pub fn eab_key_bytes(text: &str) -> Result<Vec<u8>, String> {
+    use base64::Engine as _;
+    let normal: String = text
+        .trim()
+        .trim_end_matches('=')
+        .chars()
+        .map(|c| match c {
+            '+' => '-',
+            '/' => '_',
+            c => c,
+        })
+        .collect();
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(normal.as_bytes())
+        .map_err(|_| {
+            "is not base64url text (the HMAC key exactly as the CA shows it)".to_string()
+        })?;
+    if bytes.len() < 16 {
+        return Err(format!(
+            "is {} bytes once decoded; a CA's HMAC key is at least 16 (is it the whole key?)",
+            bytes.len()
+        ));
+    }
+    Ok(bytes)
 }
 
 /// The challenge type (RFC 8555 §8).
@@ -226,6 +261,25 @@ pub(super) fn validate(
         if a.state_dir.as_os_str().is_empty() {
             out.push((at(j, &["state_dir"]), "a directory path is required".into()));
         }
+        match (&a.eab_kid, &a.eab_hmac_key) {
+            (Some(_), None) => out.push((
+                at(j, &["eab_kid"]),
+                "needs `eab_hmac_key` (the HMAC key the CA gave with the key identifier)".into(),
+            )),
+            (None, Some(_)) => out.push((
+                at(j, &["eab_hmac_key"]),
+                "needs `eab_kid` (the key identifier the CA gave with the HMAC key)".into(),
+            )),
+            (Some(kid), Some(key)) => {
+                if kid.trim().is_empty() {
+                    out.push((at(j, &["eab_kid"]), "is empty".into()));
+                }
+                if let Err(e) = eab_key_bytes(key) {
+                    out.push((at(j, &["eab_hmac_key"]), e));
+                }
+            }
+            (None, None) => {}
+        }
     }
     out
 }
@@ -298,6 +352,22 @@ mod tests {
         assert!(name_problem("-a.b").is_some());
         assert!(name_problem("a_b.c").is_some());
         assert!(name_problem("").is_some());
+    }
+
+    #[test]
+    fn eab_hmac_keys_decode_as_cas_print_them() {
+        let key = "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W";
+        assert_eq!(eab_key_bytes(key).unwrap().len(), 48);
+        // Padded, or in the standard alphabet: the same bytes.
+        let standard = key.replace('-', "+").replace('_', "/");
+        assert_eq!(eab_key_bytes(&standard), eab_key_bytes(key));
+        assert_eq!(eab_key_bytes("AAAAAAAAAAAAAAAAAAAAAA=="), Ok(vec![0; 16]));
+        assert!(
+            eab_key_bytes("not base64!")
+                .unwrap_err()
+                .contains("base64url")
+        );
+        assert!(eab_key_bytes("AAAA").unwrap_err().contains("3 bytes"));
     }
 
     #[test]

@@ -28,6 +28,11 @@ use rustls::pki_types::pem::PemObject;
 
 use super::tls::Pki;
 
+/// The external account binding pebble requires of every new account (RFC 8555 §7.3.4), as
+/// ZeroSSL or Google Trust Services do: [`Pebble::acme_table`] gives it.
+pub const EAB_KID: &str = "kid-shellac";
+pub const EAB_HMAC_KEY: &str = "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W";
+
 /// A running pebble.
 pub struct Pebble {
     /// The ACME directory URL.
@@ -108,7 +113,8 @@ impl Pebble {
                 "httpPort": http_port,
                 "tlsPort": tls_port,
                 "ocspResponderURL": "",
-                "externalAccountBindingRequired": false,
+                "externalAccountBindingRequired": true,
+                "externalAccountMACKeys": { EAB_KID: EAB_HMAC_KEY },
             }
         });
         let config_file = pki.dir.join("pebble-config.json");
@@ -234,7 +240,7 @@ impl Pebble {
     ) -> String {
         let names: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
         format!(
-            "[[tls.acme]]\nnames = [{}]\nchallenge = \"{challenge}\"\ndirectory = \"{}\"\nca_root = \"{}\"\nstate_dir = \"{}\"\ncontact = \"ops@shellac.test\"\n{extra}\n",
+            "[[tls.acme]]\nnames = [{}]\nchallenge = \"{challenge}\"\ndirectory = \"{}\"\nca_root = \"{}\"\nstate_dir = \"{}\"\ncontact = \"ops@shellac.test\"\neab_kid = \"{EAB_KID}\"\neab_hmac_key = \"{EAB_HMAC_KEY}\"\n{extra}\n",
             names.join(", "),
             self.directory,
             self.ca_file.display(),

@@ -99,4 +99,22 @@ pub(super) const TLS_ACME: &[Setting] = &[
         restart: false,
         doc: r##"Longest wait between failed attempts; at least `retry_min`."##,
     },
+    Setting {
+        section: "tls.acme",
+        key: "eab_kid",
+        kind: Kind::Text("a key identifier"),
+        default: Default::Unset(r##"none"##),
+        example: r##""f1rst-k3y-1d""##,
+        restart: false,
+        doc: r##"External account binding (RFC 8555 §7.3.4), for CAs that tie ACME accounts to an account of theirs (ZeroSSL, Google Trust Services, Sectigo, ...; Let's Encrypt needs none): the key identifier the CA gave, with `eab_hmac_key`. Used once, when the account is registered; the account key and URL are then kept in `state_dir` and the binding is not sent again. An account key in `state_dir` that the CA never registered (a run without the binding it refused) is renamed aside (`account.key.unregistered-<time>`) and a bound account registered; one the CA knows is used as it is."##,
+    },
+    Setting {
+        section: "tls.acme",
+        key: "eab_hmac_key",
+        kind: Kind::Text("base64url text"),
+        default: Default::Unset(r##"none"##),
+        example: r##""zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W""##,
+        restart: false,
+        doc: r##"With `eab_kid`: the HMAC key the CA gave, as it shows it (base64url). `shellac check` refuses one that does not decode or is shorter than 16 bytes. It is a secret: keep the configuration file readable by Shellac's user only."##,
+    },
 ];
