@@ -610,20 +610,45 @@ impl<I: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Watched<I> {
     }
 
     fn poll_write_vectored(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        // One slice at a time through poll_write: the scanner sees exactly what was written.
-        let first = bufs
-            .iter()
-            .find(|b| !b.is_empty())
-            .map_or(&[][..], |b| &b[..]);
-        self.poll_write(cx, first)
+        let this = &mut *self;
+        if this.kill.is_some() || !this.io.is_write_vectored() {
+            // One slice at a time through poll_write (which cuts the write at the frame in
+            // progress when the connection is being ended).
+            let first = bufs
+                .iter()
+                .find(|b| !b.is_empty())
+                .map_or(&[][..], |b| &b[..]);
+            return self.poll_write(cx, first);
+        }
+        // h2 writes a frame's head and its payload (a response body's chunk, not copied into
+        // its buffer) as two slices: one system call for both. The scanner then sees the bytes
+        // written, slice by slice, in order.
+        let n = ready!(Pin::new(&mut this.io).poll_write_vectored(cx, bufs))?;
+        let mut scan = std::mem::take(&mut this.wr);
+        let mut left = n;
+        for b in bufs {
+            if left == 0 {
+                break;
+            }
+            let take = left.min(b.len());
+            scan.feed(&b[..take], |e| {
+                if let Event::Coded(f) = e {
+                    this.on_write(f);
+                }
+                true
+            });
+            left -= take;
+        }
+        this.wr = scan;
+        Poll::Ready(Ok(n))
     }
 
     fn is_write_vectored(&self) -> bool {
-        false
+        self.io.is_write_vectored()
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

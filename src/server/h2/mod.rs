@@ -22,7 +22,7 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::server::conn::http2;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{Notify, watch};
 
@@ -35,6 +35,7 @@ use crate::reload::Live;
 
 mod check;
 mod frames;
+mod inline;
 
 pub(crate) use frames::PREFACE;
 
@@ -198,7 +199,9 @@ pub(crate) async fn serve<I>(
             })),
         }
     });
-    let mut builder = http2::Builder::new(TokioExecutor::new());
+    // Each stream's first poll runs on this task; only a stream that has to wait becomes a
+    // task of its own (`inline.rs`).
+    let mut builder = http2::Builder::new(inline::InlineFirst);
     builder
         .max_concurrent_streams(h2.max_concurrent_streams)
         .initial_stream_window_size(window(h2.stream_window.0))

@@ -237,6 +237,12 @@ where
             self.buf = Cursor::new(BytesMut::new());
             self.hpack.release_scratch();
         }
+        // The HPACK dynamic table too, and the peer's decoder is told to empty its own at the
+        // start of the next header block (`hpack::Encoder::release_table`). Never in the
+        // middle of a header block's CONTINUATION frames. (Shellac's patch; see PATCHES.md.)
+        if self.next.is_none() {
+            self.hpack.release_table();
+        }
     }
 
     fn buffer(&mut self, item: Frame<B>) -> Result<(), UserError> {
@@ -261,7 +267,14 @@ where
                     return Err(PayloadTooBig);
                 }
 
-                if len >= self.chain_threshold {
+                // A payload that fits in the write buffer's free room is copied into it, so
+                // the frames of several responses go out in one write; only a payload that
+                // does not fit is chained (written from its own buffer, and nothing more is
+                // buffered until it is). h2 chained every payload of 256 bytes or more (1 KiB
+                // without vectored I/O): one write per DATA frame, two without vectored I/O.
+                // (Shellac's patch; see PATCHES.md.)
+                let room = self.buf.get_ref().capacity() - self.buf.get_ref().len();
+                if len >= self.chain_threshold && len + frame::HEADER_LEN > room {
                     let head = v.head();
 
                     // Encode the frame head to the buffer

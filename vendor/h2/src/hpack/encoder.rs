@@ -68,6 +68,37 @@ impl Encoder {
         self.scratch = BytesMut::new();
     }
 
+    /// Forgets the dynamic table (the connection is idle: its entries and their
+    /// allocations are freed) and queues what tells the peer's decoder to forget it too: the
+    /// next header block starts with a Dynamic Table Size Update to 0, which evicts every
+    /// entry (RFC 7541 §4.3), then one back to the size in use (§4.2, §6.3). Both tables are
+    /// then empty, so they stay in step. Nothing happens for a table that holds nothing.
+    /// (Shellac's patch; see PATCHES.md.)
+    pub(crate) fn release_table(&mut self) {
+        if self.table.is_unallocated() {
+            return;
+        }
+        let max = self.table.max_size();
+        let had_entries = !self.table.is_empty();
+        self.table = Table::new(max, 0);
+        if !had_entries {
+            // Nothing to evict on either side (every entry was evicted already): only the
+            // index's allocation was freed.
+            return;
+        }
+        // The size the peer's table is to have after this block: a pending update's target,
+        // else the current one.
+        let target = match self.size_update {
+            Some(SizeUpdate::One(val)) | Some(SizeUpdate::Two(_, val)) => val,
+            None => max,
+        };
+        self.size_update = Some(if target == 0 {
+            SizeUpdate::One(0)
+        } else {
+            SizeUpdate::Two(0, target)
+        });
+    }
+
     /// Queues a max size update.
     ///
     /// The next call to `encode` will include a dynamic size update frame.
@@ -652,6 +683,50 @@ mod test {
 
         encoder.update_max_size(50);
         assert_eq!(Some(SizeUpdate::One(50)), encoder.size_update);
+    }
+
+    // Shellac's patch; see PATCHES.md.
+    #[test]
+    fn test_release_table_signals_eviction() {
+        let mut encoder = Encoder::default();
+        let _ = encode(&mut encoder, vec![header("foo", "bar")]);
+        assert_eq!(1, encoder.table.len());
+
+        encoder.release_table();
+        assert_eq!(0, encoder.table.len());
+        assert!(encoder.table.is_unallocated());
+        assert_eq!(Some(SizeUpdate::Two(0, 4096)), encoder.size_update);
+
+        // The next block: size update to 0, back to 4096, then the field inserted afresh.
+        let res = encode(&mut encoder, vec![header("foo", "bar")]);
+        assert_eq!(&[32, 32 | 31, 0xe1, 0x1f, 0x40], &res[..5]);
+        assert_eq!(1, encoder.table.len());
+
+        // A table with nothing in it: nothing to signal.
+        let mut encoder = Encoder::default();
+        encoder.release_table();
+        assert!(encoder.size_update.is_none());
+        let res = encode(&mut encoder, vec![method("GET")]);
+        assert_eq!(*res, [0x80 | 2]);
+    }
+
+    // Shellac's patch; see PATCHES.md.
+    #[test]
+    fn test_release_table_keeps_a_pending_size() {
+        let mut encoder = Encoder::default();
+        let _ = encode(&mut encoder, vec![header("foo", "bar")]);
+        encoder.update_max_size(100);
+        encoder.release_table();
+        assert_eq!(Some(SizeUpdate::Two(0, 100)), encoder.size_update);
+        let res = encode(&mut encoder, vec![header("foo", "bar")]);
+        assert_eq!(&[32, 32 | 31, 69, 0x40], &res[..4]);
+        assert_eq!(100, encoder.table.max_size());
+
+        let mut encoder = Encoder::default();
+        let _ = encode(&mut encoder, vec![header("foo", "bar")]);
+        encoder.update_max_size(0);
+        encoder.release_table();
+        assert_eq!(Some(SizeUpdate::One(0)), encoder.size_update);
     }
 
     #[test]

@@ -105,6 +105,17 @@ impl Table {
         self.max_size
     }
 
+    /// Whether the table holds no entry. (Shellac's patch; see PATCHES.md.)
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Whether the table holds no entry and no allocation: as `Table::new(_, 0)` made it.
+    /// (Shellac's patch; see PATCHES.md.)
+    pub fn is_unallocated(&self) -> bool {
+        self.slots.is_empty() && self.slots.capacity() == 0 && self.indices.capacity() == 0
+    }
+
     /// Gets the header stored in the table
     pub fn resolve<'a>(&'a self, index: &'a Index) -> &'a Header {
         use self::Index::*;
