@@ -615,9 +615,11 @@ impl<I: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Watched<I> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
-        if this.kill.is_some() || !this.io.is_write_vectored() {
+        let slices = bufs.iter().filter(|b| !b.is_empty()).count();
+        if this.kill.is_some() || !this.io.is_write_vectored() || slices < 2 {
             // One slice at a time through poll_write (which cuts the write at the frame in
-            // progress when the connection is being ended).
+            // progress when the connection is being ended; a single slice is a plain `send`,
+            // cheaper in the kernel than `writev`).
             let first = bufs
                 .iter()
                 .find(|b| !b.is_empty())

@@ -219,7 +219,14 @@ pub(crate) async fn serve<I>(
     let head = ms(server.header_read_timeout.0);
     let send = ms(server.send_timeout.0);
     let tick = idle.min(head).min(send).max(1);
-    let timer = tokio::time::sleep(Duration::from_millis(tick));
+    // `idle_release` over HTTP/2: once no stream has been open for that long, two wakes of
+    // this task (1 ms apart) poll the connection with nothing to read, and the patched h2
+    // frees its buffers and HPACK encoder table (two idle polls in a row: PATCHES.md §3, §6).
+    // `poked` / `released`: the idle period (its `idle_since`) woken for once / twice.
+    let release = ms(server.idle_release.0);
+    let (mut poked, mut released) = (u64::MAX, u64::MAX);
+    let first = if release > 0 { tick.min(release) } else { tick };
+    let timer = tokio::time::sleep(Duration::from_millis(first));
     tokio::pin!(timer);
     // After a graceful GOAWAY: the streams in flight get `idle_timeout` to finish.
     let mut closing_since: Option<u64> = None;
@@ -278,6 +285,26 @@ pub(crate) async fn serve<I>(
                     0 => idle,
                     set => set,
                 };
+                let mut wait = tick.min(idle);
+                if release > 0 {
+                    let since = shared.idle_since.load(Ordering::Relaxed);
+                    if active > 0 {
+                        wait = wait.min(release);
+                    } else if released == since {
+                        // Released: wakes at growing intervals, up to the tick, so a stream
+                        // that opens and ends between two of them is noticed by the next.
+                        wait = wait.min(release.max(now.saturating_sub(since)));
+                    } else if now < since + release {
+                        wait = wait.min(since + release - now);
+                    } else if poked != since {
+                        // The loop polls the connection now and again in 1 ms.
+                        poked = since;
+                        wait = 1;
+                    } else {
+                        released = since;
+                        wait = wait.min(release);
+                    }
+                }
                 match closing_since {
                     Some(since) if now >= since + idle => return,
                     None if active == 0
@@ -288,8 +315,7 @@ pub(crate) async fn serve<I>(
                     }
                     _ => {}
                 }
-                let tick = tick.min(idle).max(1);
-                timer.as_mut().reset(tokio::time::Instant::now() + Duration::from_millis(tick));
+                timer.as_mut().reset(tokio::time::Instant::now() + Duration::from_millis(wait.max(1)));
             }
             changed = shutdown.changed(), if closing_since.is_none() => {
                 if changed.is_err() || *shutdown.borrow() {

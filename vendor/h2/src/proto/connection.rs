@@ -24,6 +24,11 @@ where
     codec: Codec<T, Prioritized<B>>,
 
     inner: ConnectionInner<P, B>,
+
+    /// The last poll found the connection idle (nothing read, all flushed, no stream open);
+    /// the next such poll with nothing in between releases its buffers and HPACK encoder
+    /// table. (Shellac's patch; see PATCHES.md.)
+    idle_seen: bool,
 }
 
 // Extracted part of `Connection` which does not depend on `T`. Reduces the amount of duplicated
@@ -170,6 +175,7 @@ where
                 span,
                 _phantom: PhantomData,
             },
+            idle_seen: false,
         }
     }
 
@@ -316,7 +322,10 @@ where
                 // When open, continue to poll a frame
                 State::Open => {
                     let result = match self.poll2(cx) {
-                        Poll::Ready(result) => result,
+                        Poll::Ready(result) => {
+                            self.idle_seen = false;
+                            result
+                        }
                         // The connection is not ready to make progress
                         Poll::Pending => {
                             // Ensure all window updates have been sent.
@@ -332,12 +341,20 @@ where
                                 continue;
                             }
 
-                            // Nothing to read, everything flushed: with no stream open the
-                            // connection is idle and holds no buffer (allocated again on
-                            // demand). Under load (streams open) they are kept.
-                            // (Shellac's patch; see PATCHES.md.)
-                            if !self.inner.streams.has_streams() {
+                            // Nothing to read, everything flushed, no stream open: idle. Found
+                            // so by two polls in a row with nothing read between them, the
+                            // connection frees its buffers (allocated again on demand) and its
+                            // HPACK encoder table. Not at the first: between two bursts of
+                            // requests a busy connection is idle for a moment after each, and
+                            // would free and rebuild them every time. The second poll comes
+                            // from whatever wakes the task next without a frame to read (the
+                            // server's idle timer). (Shellac's patch; see PATCHES.md.)
+                            if self.inner.streams.has_streams() {
+                                self.idle_seen = false;
+                            } else if self.idle_seen {
                                 self.codec.release_idle();
+                            } else {
+                                self.idle_seen = true;
                             }
 
                             return Poll::Pending;
