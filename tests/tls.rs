@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::tls::{Pki, all_versions, connect, refused, server_subject, tls_table, write};
-use common::{Conn, Origin, Reply, Shellac};
+use common::{Conn, Origin, Reply, Shellac, until_stats};
 use shellac::config::Config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -22,21 +22,6 @@ fn tls_of(text: &str) -> Vec<shellac::config::tls::TlsConfig> {
 
 async fn origin() -> Origin {
     Origin::start(|seen| Reply::ok(&format!("body of {}", seen.path)).cc("max-age=60")).await
-}
-
-/// Waits (bounded) until `cond` holds for the stats.
-async fn until_stats(
-    sh: &Shellac,
-    what: &str,
-    cond: impl Fn(&std::collections::HashMap<String, u64>) -> bool,
-) {
-    for _ in 0..100 {
-        if cond(&sh.stats().await) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}: {:?}", sh.stats().await);
 }
 
 #[tokio::test]

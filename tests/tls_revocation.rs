@@ -10,26 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::tls::{Pki, all_versions, connect, refused, tls_table};
-use common::{Conn, Origin, Reply, Shellac};
+use common::{Conn, Origin, Reply, Shellac, until_stats};
 use shellac::config::Config;
 
 async fn origin() -> Origin {
     Origin::start(|seen| Reply::ok(&format!("body of {}", seen.path)).cc("max-age=60")).await
-}
-
-/// Waits (bounded: 10 s) until `cond` holds for the stats.
-async fn until_stats(
-    sh: &Shellac,
-    what: &str,
-    cond: impl Fn(&std::collections::HashMap<String, u64>) -> bool,
-) {
-    for _ in 0..200 {
-        if cond(&sh.stats().await) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}: {:?}", sh.stats().await);
 }
 
 /// Whether a client with `client` gets an answer over a new connection.

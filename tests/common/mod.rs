@@ -604,6 +604,17 @@ pub async fn wait_lines(path: &std::path::Path, n: usize) -> Vec<String> {
     lines
 }
 
+/// Waits (bounded: 10 s) until `cond` holds for `sh`'s stats; panics naming `what` if not.
+pub async fn until_stats(sh: &Shellac, what: &str, cond: impl Fn(&HashMap<String, u64>) -> bool) {
+    for _ in 0..200 {
+        if cond(&sh.stats().await) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}: {:?}", sh.stats().await);
+}
+
 /// Polls `f` every 50 ms until it is true or `limit` has passed; whether it became true.
 pub async fn eventually<F, Fut>(limit: Duration, f: F) -> bool
 where
