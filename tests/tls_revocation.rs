@@ -7,7 +7,6 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use common::tls::{Pki, all_versions, connect, refused, tls_table};
 use common::{Conn, Origin, Reply, Shellac, until_stats};
