@@ -6,6 +6,7 @@
 #   bench/run.sh                       # DURATION=10s RUNS=3
 #   DURATION=3 RUNS=1 bench/run.sh     # quick smoke run
 #   SHELLAC=/path/to/shellac bench/run.sh
+#   ONLY="big21m" bench/run.sh         # just these wrk workloads (no 4, 6, 7, 8, HTTP/2, TLS)
 #
 # See bench/README.md. Every server runs from its own config in a private temp
 # dir, on its own loopback port, and is stopped by PID on exit (also on
@@ -366,11 +367,18 @@ out ""
 # Benchmark machinery
 # --------------------------------------------------------------------------
 WORKLOADS=(hit6k small100 pass50k pass2ms big21m)
+# ONLY="big21m hit6k" runs just those wrk workloads and skips workloads 4, 6, 7 and 8.
+if [[ -n ${ONLY:-} ]]; then
+  for wl in $ONLY; do
+    [[ " ${WORKLOADS[*]} " == *" $wl "* ]] || die "ONLY: unknown workload '$wl' (one of: ${WORKLOADS[*]})"
+  done
+  read -r -a WORKLOADS <<<"$ONLY"
+fi
 # The reference server (no proxy, body from memory) runs only the hit workloads: the limit.
 REFERENCE_WORKLOADS=" hit6k small100 "
 declare -A WL_PATH=([hit6k]=/hit6k [small100]=/small100 [pass50k]=/pass50k [pass2ms]=/slow/pass50k [big21m]=/big21m)
 declare -A WL_SIZE=([hit6k]=6451 [small100]=100 [pass50k]=51200 [pass2ms]=51200 [big21m]=22020096)
-declare -A WL_CONNS=([hit6k]=50 [small100]=200 [pass50k]=50 [pass2ms]=50 [big21m]=4)
+declare -A WL_CONNS=([hit6k]=50 [small100]=200 [pass50k]=50 [pass2ms]=50 [big21m]=10)
 declare -A WL_CACHEABLE=([hit6k]=1 [small100]=1 [pass50k]=0 [pass2ms]=0 [big21m]=1)
 declare -A WL_DESC=(
   [hit6k]="cache hit, 6451 B object (max-age=3600), keep-alive"
@@ -740,14 +748,14 @@ for s in "${SERVERS[@]}"; do
       port=$P_SHELLAC ;;
   esac
   bench_server "$s" "$port"
-  [[ $s == reference ]] || bench_special "$s" "$port"
+  [[ $s == reference || -n ${ONLY:-} ]] || bench_special "$s" "$port"
   stop_server "$s"
   log "$s stopped"
 done
 
 # Workload 6's floor: the same burst straight to a second origin on the proxies' CPU, no proxy
 # in between: what the client and the transfer of BURST responses take by themselves.
-if SOFT=1 start_server direct "$P_REFERENCE" "$T/direct.log" \
+if [[ -z ${ONLY:-} ]] && SOFT=1 start_server direct "$P_REFERENCE" "$T/direct.log" \
     taskset -c "$SERVER_CPU" "$ORIGIN" "127.0.0.1:$P_REFERENCE"; then
   for (( run = 1; run <= RUNS; run++ )); do
     bench_burst direct "$P_REFERENCE" "$run"
@@ -758,7 +766,7 @@ fi
 # Workload 8 needs a fresh server per phase. nginx's proxy_cache keeps objects in files (its
 # memory holds only the keys zone), so memory per cached object applies to Varnish and Shellac.
 for s in varnish shellac; do
-  [[ $s == shellac && $SHELLAC_OK == 0 ]] && continue
+  [[ $s == shellac && $SHELLAC_OK == 0 || -n ${ONLY:-} ]] && continue
   bench_objects "$s"
 done
 
@@ -812,78 +820,81 @@ for wl in "${WORKLOADS[@]}"; do
   fi
   out ""
 done
-# Workloads 4, 6, 7 and 8.
-SPECIAL_SERVERS=(nginx varnish)
-(( SHELLAC_OK )) && SPECIAL_SERVERS+=(shellac)
-for m in rps p50 p99 p999 cpu rss; do
+# Workloads 4, 6, 7 and 8 (not with ONLY).
+if [[ -z ${ONLY:-} ]]; then
+  # Workloads 4, 6, 7 and 8.
+  SPECIAL_SERVERS=(nginx varnish)
+  (( SHELLAC_OK )) && SPECIAL_SERVERS+=(shellac)
+  for m in rps p50 p99 p999 cpu rss; do
+    for s in "${SPECIAL_SERVERS[@]}"; do
+      # shellcheck disable=SC2086
+      MED["$s,missstorm,$m"]=$(median ${RES["$s,missstorm,$m"]:-NA})
+    done
+  done
+  out "== missstorm: $MISS_KEYS distinct cacheable keys (GET /obj/<n>, 100 B), each requested once, 50 connections (bench/clients.rs) =="
+  out "$(printf '%-9s %12s %9s %9s %9s %9s' server req/s 'p50 ms' 'p99 ms' 'p99.9 ms' 'cpu/100k')"
   for s in "${SPECIAL_SERVERS[@]}"; do
-    # shellcheck disable=SC2086
-    MED["$s,missstorm,$m"]=$(median ${RES["$s,missstorm,$m"]:-NA})
+    out "$(printf '%-9s %12s %9s %9s %9s %9s   %s' "$s" "$(fmt "${MED[$s,missstorm,rps]}" 0)" \
+      "$(fmt "${MED[$s,missstorm,p50]}" 3)" "$(fmt "${MED[$s,missstorm,p99]}" 3)" \
+      "$(fmt "${MED[$s,missstorm,p999]}" 3)" "$(fmt "${MED[$s,missstorm,cpu]}" 3)" "${NOTE[$s,missstorm]:-}" | sed 's/ *$//')"
   done
-done
-out "== missstorm: $MISS_KEYS distinct cacheable keys (GET /obj/<n>, 100 B), each requested once, 50 connections (bench/clients.rs) =="
-out "$(printf '%-9s %12s %9s %9s %9s %9s' server req/s 'p50 ms' 'p99 ms' 'p99.9 ms' 'cpu/100k')"
-for s in "${SPECIAL_SERVERS[@]}"; do
-  out "$(printf '%-9s %12s %9s %9s %9s %9s   %s' "$s" "$(fmt "${MED[$s,missstorm,rps]}" 0)" \
-    "$(fmt "${MED[$s,missstorm,p50]}" 3)" "$(fmt "${MED[$s,missstorm,p99]}" 3)" \
-    "$(fmt "${MED[$s,missstorm,p999]}" 3)" "$(fmt "${MED[$s,missstorm,cpu]}" 3)" "${NOTE[$s,missstorm]:-}" | sed 's/ *$//')"
-done
-(( SHELLAC_OK )) && out "ratio (req/s): shellac/nginx = $(ratio "${MED[shellac,missstorm,rps]}" "${MED[nginx,missstorm,rps]}"), shellac/varnish = $(ratio "${MED[shellac,missstorm,rps]}" "${MED[varnish,missstorm,rps]}")"
-out ""
+  (( SHELLAC_OK )) && out "ratio (req/s): shellac/nginx = $(ratio "${MED[shellac,missstorm,rps]}" "${MED[nginx,missstorm,rps]}"), shellac/varnish = $(ratio "${MED[shellac,missstorm,rps]}" "${MED[varnish,missstorm,rps]}")"
+  out ""
 
-out "== coalesce: $BURST simultaneous requests for one cold key (GET /cold/<key>, origin takes 200 ms), one connection each =="
-out "$(printf '%-9s %16s %11s %13s %11s %8s' server backend-requests 'single ms' 'last done ms' 'p50 ms' 'last/single')"
-for s in "${SPECIAL_SERVERS[@]}" direct; do
-  [[ -n ${RES[$s,coalesce,last]:-} ]] || continue
-  for m in backend single last p50; do
-    # shellcheck disable=SC2086
-    MED["$s,coalesce,$m"]=$(median ${RES["$s,coalesce,$m"]:-NA})
+  out "== coalesce: $BURST simultaneous requests for one cold key (GET /cold/<key>, origin takes 200 ms), one connection each =="
+  out "$(printf '%-9s %16s %11s %13s %11s %8s' server backend-requests 'single ms' 'last done ms' 'p50 ms' 'last/single')"
+  for s in "${SPECIAL_SERVERS[@]}" direct; do
+    [[ -n ${RES[$s,coalesce,last]:-} ]] || continue
+    for m in backend single last p50; do
+      # shellcheck disable=SC2086
+      MED["$s,coalesce,$m"]=$(median ${RES["$s,coalesce,$m"]:-NA})
+    done
+    out "$(printf '%-9s %16s %11s %13s %11s %8s   %s' "$s" "${RES[$s,coalesce,backend]:-NA}" \
+      "$(fmt "${MED[$s,coalesce,single]}" 1)" "$(fmt "${MED[$s,coalesce,last]}" 1)" \
+      "$(fmt "${MED[$s,coalesce,p50]}" 1)" "$(ratio "${MED[$s,coalesce,last]}" "${MED[$s,coalesce,single]}")" \
+      "${NOTE[$s,coalesce]:-}" | sed 's/ *$//')"
   done
-  out "$(printf '%-9s %16s %11s %13s %11s %8s   %s' "$s" "${RES[$s,coalesce,backend]:-NA}" \
-    "$(fmt "${MED[$s,coalesce,single]}" 1)" "$(fmt "${MED[$s,coalesce,last]}" 1)" \
-    "$(fmt "${MED[$s,coalesce,p50]}" 1)" "$(ratio "${MED[$s,coalesce,last]}" "${MED[$s,coalesce,single]}")" \
-    "${NOTE[$s,coalesce]:-}" | sed 's/ *$//')"
-done
-out "backend-requests: what the origin counted for the burst key, per run; single: one cold request alone."
-out "direct: the same burst straight to an origin on the proxies' CPU (no proxy): the floor the client"
-out "and the transfer of $BURST responses set by themselves."
-out ""
+  out "backend-requests: what the origin counted for the burst key, per run; single: one cold request alone."
+  out "direct: the same burst straight to an origin on the proxies' CPU (no proxy): the floor the client"
+  out "and the transfer of $BURST responses set by themselves."
+  out ""
 
-out "== idle: $IDLE_CONNS idle keep-alive connections held open while hit6k runs (50 connections) =="
-out "$(printf '%-9s %8s %15s %11s %12s %12s %9s' server open 'KiB/idle conn' 'at +1 s' 'req/s idle' 'req/s hit6k' change)"
-for s in "${SPECIAL_SERVERS[@]}"; do
-  out "$(printf '%-9s %8s %15s %11s %12s %12s %9s' "$s" "${RES[$s,idle,open]:-NA}" "${RES[$s,idle,perconn]:-NA}" "${RES[$s,idle,perconn1]:-NA}" \
-    "$(fmt "${RES[$s,idle,rps]:-NA}" 0)" "$(fmt "${MED[$s,hit6k,rps]:-NA}" 0)" \
-    "$(awk -v a="${RES[$s,idle,rps]:-NA}" -v b="${MED[$s,hit6k,rps]:-NA}" \
-       'BEGIN{ if (a == "NA" || b == "NA" || b == 0) print "n/a"; else printf "%+.1f%%", (a / b - 1) * 100 }')")"
-done
-out "KiB/idle conn: RSS growth per connection 4 s after the last one opened; at +1 s: 1 s after it"
-out "(Shellac's sessions are released after idle_release, 1 s). change: against workload 1's median"
-out "above, not the same moment; bench/idle_hit.sh measures it in rounds."
-out ""
+  out "== idle: $IDLE_CONNS idle keep-alive connections held open while hit6k runs (50 connections) =="
+  out "$(printf '%-9s %8s %15s %11s %12s %12s %9s' server open 'KiB/idle conn' 'at +1 s' 'req/s idle' 'req/s hit6k' change)"
+  for s in "${SPECIAL_SERVERS[@]}"; do
+    out "$(printf '%-9s %8s %15s %11s %12s %12s %9s' "$s" "${RES[$s,idle,open]:-NA}" "${RES[$s,idle,perconn]:-NA}" "${RES[$s,idle,perconn1]:-NA}" \
+      "$(fmt "${RES[$s,idle,rps]:-NA}" 0)" "$(fmt "${MED[$s,hit6k,rps]:-NA}" 0)" \
+      "$(awk -v a="${RES[$s,idle,rps]:-NA}" -v b="${MED[$s,hit6k,rps]:-NA}" \
+         'BEGIN{ if (a == "NA" || b == "NA" || b == 0) print "n/a"; else printf "%+.1f%%", (a / b - 1) * 100 }')")"
+  done
+  out "KiB/idle conn: RSS growth per connection 4 s after the last one opened; at +1 s: 1 s after it"
+  out "(Shellac's sessions are released after idle_release, 1 s). change: against workload 1's median"
+  out "above, not the same moment; bench/idle_hit.sh measures it in rounds."
+  out ""
 
-# Stored bytes per small object: body + the origin's header fields (names and values) + key.
-hdr_bytes=$(curl -s -D - -o /dev/null "http://127.0.0.1:$P_ORIGIN/obj/o-1" \
-  | tr -d '\r' | awk -F': ' 'NR > 1 && NF >= 2 {n += length($1) + length($0) - length($1) - 2} END {print n + 0}')
-key_bytes=$(awk -v n="$OBJECTS" 'BEGIN{ d = 0; for (p = 1; p <= n; p *= 10) { c = (n < p * 10 ? n : p * 10) - p; d += c * (length(p "") ) } printf "%.1f", length("bench.test/obj/o-") + d / n }')
-payload=$(awk -v h="$hdr_bytes" -v k="$key_bytes" 'BEGIN{printf "%.0f", 100 + h + k}')
-out "== objects: RSS after caching $OBJECTS objects of 100 B (fresh server, 4 GiB cache) =="
-out "stored bytes per object: body 100 + header fields $hdr_bytes + key $key_bytes = $payload B"
-out "$(printf '%-9s %11s %11s %13s %14s' server 'RSS0 MiB' 'RSS1 MiB' 'B per object' 'overhead B')"
-for s in varnish shellac; do
-  [[ -n ${RES[$s,objects-count,rss1]:-} ]] || continue
-  per=$(awk -v a="${RES[$s,objects-count,rss0]}" -v b="${RES[$s,objects-count,rss1]}" -v n="$OBJECTS" 'BEGIN{printf "%.0f", (b - a) * 1024 / n}')
-  out "$(printf '%-9s %11s %11s %13s %14s   errors=%s' "$s" "$(awk -v k="${RES[$s,objects-count,rss0]}" 'BEGIN{printf "%.1f", k/1024}')" \
-    "$(awk -v k="${RES[$s,objects-count,rss1]}" 'BEGIN{printf "%.1f", k/1024}')" "$per" "$(( per - payload ))" "${RES[$s,objects-count,errors]}")"
-done
-out "== objects: RSS with a 64 MiB cache after 30,000 objects of 6451 B (3x the cache size) =="
-out "$(printf '%-9s %11s %11s %12s' server 'RSS0 MiB' 'RSS1 MiB' 'RSS1/64 MiB')"
-for s in varnish shellac; do
-  [[ -n ${RES[$s,objects-bound,rss1]:-} ]] || continue
-  out "$(printf '%-9s %11s %11s %12s   errors=%s' "$s" "$(awk -v k="${RES[$s,objects-bound,rss0]}" 'BEGIN{printf "%.1f", k/1024}')" \
-    "$(awk -v k="${RES[$s,objects-bound,rss1]}" 'BEGIN{printf "%.1f", k/1024}')" \
-    "$(awk -v k="${RES[$s,objects-bound,rss1]}" 'BEGIN{printf "%.2f", k/1024/64}')" "${RES[$s,objects-bound,errors]}")"
-done
+  # Stored bytes per small object: body + the origin's header fields (names and values) + key.
+  hdr_bytes=$(curl -s -D - -o /dev/null "http://127.0.0.1:$P_ORIGIN/obj/o-1" \
+    | tr -d '\r' | awk -F': ' 'NR > 1 && NF >= 2 {n += length($1) + length($0) - length($1) - 2} END {print n + 0}')
+  key_bytes=$(awk -v n="$OBJECTS" 'BEGIN{ d = 0; for (p = 1; p <= n; p *= 10) { c = (n < p * 10 ? n : p * 10) - p; d += c * (length(p "") ) } printf "%.1f", length("bench.test/obj/o-") + d / n }')
+  payload=$(awk -v h="$hdr_bytes" -v k="$key_bytes" 'BEGIN{printf "%.0f", 100 + h + k}')
+  out "== objects: RSS after caching $OBJECTS objects of 100 B (fresh server, 4 GiB cache) =="
+  out "stored bytes per object: body 100 + header fields $hdr_bytes + key $key_bytes = $payload B"
+  out "$(printf '%-9s %11s %11s %13s %14s' server 'RSS0 MiB' 'RSS1 MiB' 'B per object' 'overhead B')"
+  for s in varnish shellac; do
+    [[ -n ${RES[$s,objects-count,rss1]:-} ]] || continue
+    per=$(awk -v a="${RES[$s,objects-count,rss0]}" -v b="${RES[$s,objects-count,rss1]}" -v n="$OBJECTS" 'BEGIN{printf "%.0f", (b - a) * 1024 / n}')
+    out "$(printf '%-9s %11s %11s %13s %14s   errors=%s' "$s" "$(awk -v k="${RES[$s,objects-count,rss0]}" 'BEGIN{printf "%.1f", k/1024}')" \
+      "$(awk -v k="${RES[$s,objects-count,rss1]}" 'BEGIN{printf "%.1f", k/1024}')" "$per" "$(( per - payload ))" "${RES[$s,objects-count,errors]}")"
+  done
+  out "== objects: RSS with a 64 MiB cache after 30,000 objects of 6451 B (3x the cache size) =="
+  out "$(printf '%-9s %11s %11s %12s' server 'RSS0 MiB' 'RSS1 MiB' 'RSS1/64 MiB')"
+  for s in varnish shellac; do
+    [[ -n ${RES[$s,objects-bound,rss1]:-} ]] || continue
+    out "$(printf '%-9s %11s %11s %12s   errors=%s' "$s" "$(awk -v k="${RES[$s,objects-bound,rss0]}" 'BEGIN{printf "%.1f", k/1024}')" \
+      "$(awk -v k="${RES[$s,objects-bound,rss1]}" 'BEGIN{printf "%.1f", k/1024}')" \
+      "$(awk -v k="${RES[$s,objects-bound,rss1]}" 'BEGIN{printf "%.2f", k/1024/64}')" "${RES[$s,objects-bound,errors]}")"
+  done
+fi
 out ""
 out "MB/s is wrk's Transfer/sec (MiB/s: wrk uses 1024-based units), body + headers."
 out "Values are the median over $RUNS run(s) of ${DUR_S}s, each metric taken separately."
@@ -891,7 +902,7 @@ out "cpu/100k: CPU seconds (user+sys, the server and its children) per 100,000 r
 out "RSS: resident memory of the server process tree after the run."
 # HTTP/2 (issue 20): h2load hit throughput and memory per idle HTTP/2 connection, Shellac vs
 # nginx (its own servers, same pinning); H2=0 skips it.
-if [[ ${H2:-1} == 1 ]]; then
+if [[ ${H2:-1} == 1 && -z ${ONLY:-} ]]; then
   out ""
   out "== HTTP/2 (h2c, bench/h2.sh) =="
   if h2out=$(SHELLAC="$SHELLAC" ORIGIN="$ORIGIN" RUNS="$RUNS" bench/h2.sh 2>&1); then
@@ -904,7 +915,7 @@ fi
 # connection, Shellac vs nginx (bench/tls.sh, its own servers, same pinning); TLS=0 skips it.
 # Handshakes run with each server capped at TLS_QUOTA% (15) of a CPU, 6 resuming clients
 # at once (TLS_PAR), so the servers are the limit, not the client on the other core.
-if [[ ${TLS:-1} == 1 ]]; then
+if [[ ${TLS:-1} == 1 && -z ${ONLY:-} ]]; then
   out ""
   out "== TLS (bench/tls.sh) =="
   if tlsout=$(SHELLAC="$SHELLAC" ORIGIN="$ORIGIN" RUNS="$RUNS" QUOTA="${TLS_QUOTA-15}" PAR="${TLS_PAR:-6}" bench/tls.sh 2>&1); then
