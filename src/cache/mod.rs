@@ -359,6 +359,38 @@ impl Object {
         self.initial_age.get() + now.saturating_duration_since(self.stored_at)
     }
 
+    /// A new object stored as `plan` says: its age, freshness, grace, keep and stale-if-error
+    /// windows are the plan's, counted from `stored_at` (when the response head arrived). One
+    /// constructor for what a fetch makes: the stored object, a revalidated copy, and the
+    /// bodyless object waiters' vcl_hit sees while the body still comes.
+    pub fn from_plan(
+        status: StatusCode,
+        headers: StoredFields,
+        body: Body,
+        body_len: u64,
+        vary: Option<Box<VarySelection>>,
+        plan: &policy::StorePlan,
+        stored_at: Instant,
+    ) -> Object {
+        Object {
+            status,
+            headers,
+            body,
+            body_len,
+            vary,
+            initial_age: plan.initial_age.into(),
+            ttl: plan.ttl.into(),
+            stale_ok: plan.stale_ok,
+            grace: plan.grace.into(),
+            stale_if_error: plan.stale_if_error.into(),
+            keep: plan.keep.into(),
+            stored_at,
+            state: Default::default(),
+            prepared: Default::default(),
+            hits: Default::default(),
+        }
+    }
+
     /// A copy of this object with new lifetimes (2.x VCL's `set obj.ttl` in vcl_hit): `ttl`
     /// is the whole freshness lifetime (age included), as [`Object::ttl`].
     pub fn retimed(&self, ttl: Duration, grace: Duration, keep: Duration) -> Object {

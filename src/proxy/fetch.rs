@@ -334,23 +334,15 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         .as_ref()
         .filter(|v| !v.runtime.program.dialect.is_legacy())
         .map(|_| {
-            Arc::new(Object {
-                status: parts.status,
-                headers: StoredFields::from_map(&parts.headers),
-                body: Body::Memory(Default::default()),
-                body_len: content_length.unwrap_or(0),
-                vary: crate::cache::boxed_vary(vary.clone()),
-                initial_age: plan.initial_age.into(),
-                ttl: plan.ttl.into(),
-                stale_ok: plan.stale_ok,
-                grace: plan.grace.into(),
-                stale_if_error: plan.stale_if_error.into(),
-                keep: plan.keep.into(),
+            Arc::new(Object::from_plan(
+                parts.status,
+                StoredFields::from_map(&parts.headers),
+                Body::Memory(Default::default()),
+                content_length.unwrap_or(0),
+                crate::cache::boxed_vary(vary.clone()),
+                &plan,
                 stored_at,
-                state: Default::default(),
-                prepared: Default::default(),
-                hits: Default::default(),
-            })
+            ))
         });
     busy.set_head(BusyHead {
         status: parts.status,
@@ -637,23 +629,15 @@ fn revalidated(
                 headers.remove(name);
             }
             headers.remove(header::AGE);
-            let object = Arc::new(Object {
-                status: status_code,
-                headers: StoredFields::from_map(&headers),
-                body: stale.body.clone(),
-                body_len: stale.body_len,
-                vary: stale.vary.clone(),
-                initial_age: plan.initial_age.into(),
-                ttl: plan.ttl.into(),
-                stale_ok: plan.stale_ok,
-                grace: plan.grace.into(),
-                stale_if_error: plan.stale_if_error.into(),
-                keep: plan.keep.into(),
+            let object = Arc::new(Object::from_plan(
+                status_code,
+                StoredFields::from_map(&headers),
+                stale.body.clone(),
+                stale.body_len,
+                stale.vary.clone(),
+                &plan,
                 stored_at,
-                state: Default::default(),
-                prepared: Default::default(),
-                hits: Default::default(),
-            });
+            ));
             let key = proxy.cache.store(primary, object.clone());
             if let Some(shared) = &proxy.cache.shared {
                 // The refreshed copy replaces the stale one fleet-wide (its lease, if this

@@ -119,24 +119,15 @@ impl Fill {
         } else if storing {
             // One allocation of exactly its size (cache/body.rs).
             let body = body::store(&busy.chunks(), total as usize);
-            let object = Object {
-                status: self.status,
-                headers: StoredFields::from_map(&self.headers),
-                body: Body::Memory(body),
-                body_len: total,
-                vary: boxed_vary(self.vary),
-                initial_age: self.plan.initial_age.into(),
-                ttl: self.plan.ttl.into(),
-                stale_ok: self.plan.stale_ok,
-                grace: self.plan.grace.into(),
-                stale_if_error: self.plan.stale_if_error.into(),
-                keep: self.plan.keep.into(),
-                stored_at: self.stored_at,
-                state: Default::default(),
-                prepared: Default::default(),
-                hits: Default::default(),
-            };
-            let object = Arc::new(object);
+            let object = Arc::new(Object::from_plan(
+                self.status,
+                StoredFields::from_map(&self.headers),
+                Body::Memory(body),
+                total,
+                boxed_vary(self.vary),
+                &self.plan,
+                self.stored_at,
+            ));
             let stored = proxy.cache.store(&key, object.clone());
             proxy.counters.cache_insert.inc();
             // A whole object supersedes any pieces of the URL.
