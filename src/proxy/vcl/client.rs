@@ -69,6 +69,22 @@ fn failed(txn: &Txn, m: Method, why: &str) -> Step {
     Step::VclSynth(503, Some("VCL failed".to_string()))
 }
 
+/// The step for an action the caller of `m` does not take itself: `synth` and `restart`
+/// (which every client subroutine that allows them takes alike), `fail`, and an action `m`
+/// does not allow, which fails the request as `fail` does (503 through vcl_synth).
+fn settle(txn: &Txn, m: Method, verdict: Verdict) -> Step {
+    match verdict {
+        Verdict::Synth(status, reason) => Step::VclSynth(status, reason),
+        Verdict::Restart => Step::Restart,
+        Verdict::Fail(why) => failed(txn, m, &why),
+        other => failed(
+            txn,
+            m,
+            &format!("{} returned {}", m.sub_name(), other.as_str()),
+        ),
+    }
+}
+
 /// vcl_recv, and what its action leads to. Called once the request's authority is known.
 pub(in crate::proxy) fn recv(txn: &mut Txn, rt: &Arc<VclRuntime>) -> Step {
     let first = txn.vcl.is_none();
@@ -115,15 +131,8 @@ pub(in crate::proxy) fn recv(txn: &mut Txn, rt: &Arc<VclRuntime>) -> Step {
         Verdict::Hash | Verdict::Lookup => hash(txn, false),
         Verdict::Pass => Step::Pass(NoCacheReason::Vcl),
         Verdict::Pipe => pipe(txn),
-        Verdict::Synth(status, reason) => Step::VclSynth(status, reason),
         Verdict::Purge => hash(txn, true),
-        Verdict::Restart => Step::Restart,
-        Verdict::Fail(why) => failed(txn, Method::Recv, &why),
-        other => failed(
-            txn,
-            Method::Recv,
-            &format!("vcl_recv returned {}", other.as_str()),
-        ),
+        other => settle(txn, Method::Recv, other),
     }
 }
 
@@ -187,16 +196,8 @@ fn hash(txn: &mut Txn, purge: bool) -> Step {
             feed::broadcast_later(shared, Invalidation::Purge(key.clone()));
         }
         txn.key = Some(key);
-        return match run_client(txn, Method::Purge, None, None, None) {
-            Verdict::Synth(status, reason) => Step::VclSynth(status, reason),
-            Verdict::Restart => Step::Restart,
-            Verdict::Fail(why) => failed(txn, Method::Purge, &why),
-            other => failed(
-                txn,
-                Method::Purge,
-                &format!("vcl_purge returned {}", other.as_str()),
-            ),
-        };
+        let verdict = run_client(txn, Method::Purge, None, None, None);
+        return settle(txn, Method::Purge, verdict);
     }
     txn.key = Some(key);
     txn.read_request_directives();
@@ -334,14 +335,7 @@ pub(in crate::proxy) fn after_hit(txn: &mut Txn, object: &Arc<Object>) -> Option
             txn.stale = Some(object.clone());
             Some(Step::Fetch(FetchMode::Alone("vcl-miss")))
         }
-        Verdict::Synth(status, reason) => Some(Step::VclSynth(status, reason)),
-        Verdict::Restart => Some(Step::Restart),
-        Verdict::Fail(why) => Some(failed(txn, Method::Hit, &why)),
-        other => Some(failed(
-            txn,
-            Method::Hit,
-            &format!("vcl_hit returned {}", other.as_str()),
-        )),
+        other => Some(settle(txn, Method::Hit, other)),
     }
 }
 
@@ -367,14 +361,7 @@ pub(in crate::proxy) fn after_waiting(txn: &mut Txn, object: &Arc<Object>) -> Op
             Some(Step::Pass(NoCacheReason::Vcl))
         }
         Verdict::Miss | Verdict::Fetch => Some(Step::Fetch(FetchMode::Alone("vcl-miss"))),
-        Verdict::Synth(status, reason) => Some(Step::VclSynth(status, reason)),
-        Verdict::Restart => Some(Step::Restart),
-        Verdict::Fail(why) => Some(failed(txn, Method::Hit, &why)),
-        other => Some(failed(
-            txn,
-            Method::Hit,
-            &format!("vcl_hit returned {}", other.as_str()),
-        )),
+        other => Some(settle(txn, Method::Hit, other)),
     }
 }
 
@@ -407,40 +394,19 @@ pub(in crate::proxy) fn miss(
         }
     }
     let verdict = run_client(txn, Method::Miss, None, None, None);
-    let abandon = |g: Option<LeaderGuard>| {
-        if let Some(g) = g {
-            g.object().abandon();
-        }
-    };
-    match verdict {
-        Verdict::Fetch => match guard {
+    if let Verdict::Fetch = verdict {
+        return match guard {
             Some(g) => Step::Fetch(FetchMode::Miss(g)),
             None => Step::Fetch(FetchMode::Alone("hit-for-miss")),
-        },
-        Verdict::Pass => {
-            abandon(guard);
-            Step::Pass(NoCacheReason::Vcl)
-        }
-        Verdict::Synth(status, reason) => {
-            abandon(guard);
-            Step::VclSynth(status, reason)
-        }
-        Verdict::Restart => {
-            abandon(guard);
-            Step::Restart
-        }
-        Verdict::Fail(why) => {
-            abandon(guard);
-            failed(txn, Method::Miss, &why)
-        }
-        other => {
-            abandon(guard);
-            failed(
-                txn,
-                Method::Miss,
-                &format!("vcl_miss returned {}", other.as_str()),
-            )
-        }
+        };
+    }
+    // Anything but a fetch: waiters for this fetch look up again.
+    if let Some(g) = guard {
+        g.object().abandon();
+    }
+    match verdict {
+        Verdict::Pass => Step::Pass(NoCacheReason::Vcl),
+        other => settle(txn, Method::Miss, other),
     }
 }
 
@@ -457,14 +423,7 @@ pub(in crate::proxy) fn pass(txn: &mut Txn, reason: NoCacheReason) -> Step {
     }
     match run_client(txn, Method::Pass, None, None, None) {
         Verdict::Fetch | Verdict::Pass => Step::Fetch(FetchMode::Pass(reason)),
-        Verdict::Synth(status, reason) => Step::VclSynth(status, reason),
-        Verdict::Restart => Step::Restart,
-        Verdict::Fail(why) => failed(txn, Method::Pass, &why),
-        other => failed(
-            txn,
-            Method::Pass,
-            &format!("vcl_pass returned {}", other.as_str()),
-        ),
+        other => settle(txn, Method::Pass, other),
     }
 }
 
@@ -558,14 +517,7 @@ fn run_deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
             }
             Delivery::Send(Response::from_parts(parts, body))
         }
-        Verdict::Restart => Delivery::Step(Step::Restart),
-        Verdict::Synth(status, reason) => Delivery::Step(Step::VclSynth(status, reason)),
-        Verdict::Fail(why) => Delivery::Step(failed(txn, Method::Deliver, &why)),
-        other => Delivery::Step(failed(
-            txn,
-            Method::Deliver,
-            &format!("vcl_deliver returned {}", other.as_str()),
-        )),
+        other => Delivery::Step(settle(txn, Method::Deliver, other)),
     }
 }
 
