@@ -122,7 +122,7 @@ impl Top {
         let bound: Vec<(String, std::net::SocketAddr)> = self
             .servers
             .values()
-            .filter_map(|s| s.addr.map(|a| (s.name.clone(), a)))
+            .filter_map(|s| s.addr.map(|a| (s.name().to_string(), a)))
             .collect();
         let Some(v) = self.varnishes.get_mut(&n) else {
             return fail("unreachable: varnish");

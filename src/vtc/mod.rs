@@ -24,6 +24,7 @@ mod expect;
 mod http;
 pub mod lex;
 mod params;
+mod peer;
 pub mod report;
 mod scope;
 mod server;

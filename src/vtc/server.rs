@@ -12,7 +12,9 @@ use std::thread::JoinHandle;
 
 use super::conn::Conn;
 use super::context::{Flavour, Halt, Shared, Step, fail, skip};
+use super::exec::Arg;
 use super::http::Session;
+use super::peer::{self, Peer, Role, value};
 use super::spec;
 
 /// A server's listening socket; `broken` ends its accepts (`-break`).
@@ -22,80 +24,80 @@ pub struct Listening {
 }
 
 pub struct Server {
-    pub name: String,
+    peer: Peer,
     listen: Option<String>,
     listener: Option<Arc<Listening>>,
     pub addr: Option<SocketAddr>,
-    spec: String,
-    spec_line: u32,
-    repeat: u32,
-    keepalive: bool,
     dispatch: bool,
-    thread: Option<JoinHandle<Step>>,
+}
+
+impl Role for Server {
+    const KIND: &'static str = "server";
+
+    fn peer(&mut self) -> &mut Peer {
+        &mut self.peer
+    }
+
+    fn option(&mut self, shared: &Arc<Shared>, args: &[Arg], i: &mut usize) -> Step<bool> {
+        match args[*i].0.as_str() {
+            "-break" => self.brk(shared),
+            "-dispatch" => {
+                if self.peer.name != "s0" {
+                    return fail("-dispatch is only allowed for server s0");
+                }
+                self.dispatch = true;
+            }
+            "-listen" => {
+                *i += 1;
+                let l = value(args, *i, "-listen")?;
+                if l.starts_with('/') || l.starts_with('@') {
+                    return skip("servers on Unix domain sockets (server -listen PATH)");
+                }
+                self.listen = Some(l.to_string());
+                self.listener = None;
+            }
+            "-rcvbuf" => *i += 1,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    fn start(&mut self, shared: &Arc<Shared>) -> Step {
+        self.peer.wait(shared, Self::KIND)?;
+        let listener = self.bind(shared)?;
+        shared.log(&self.peer.name, format!("Started on {:?}", self.addr));
+        let (repeat, keepalive, dispatch) = (self.peer.repeat, self.peer.keepalive, self.dispatch);
+        self.peer.spawn(shared, move |shared, name, spec, line| {
+            serve(
+                shared,
+                name,
+                &listener,
+                (spec, line),
+                (repeat, keepalive, dispatch),
+            )
+        })
+    }
 }
 
 impl Server {
     pub fn new(name: &str) -> Server {
         Server {
-            name: name.to_string(),
+            peer: Peer::new(name),
             listen: None,
             listener: None,
             addr: None,
-            spec: String::new(),
-            spec_line: 0,
-            repeat: 1,
-            keepalive: false,
             dispatch: false,
-            thread: None,
         }
     }
 
+    /// Its name (`sN`).
+    pub fn name(&self) -> &str {
+        &self.peer.name
+    }
+
     /// One `server sN ...` command (its words after the name, macros expanded).
-    pub fn command(&mut self, shared: &Arc<Shared>, args: &[(String, bool, u32)]) -> Step {
-        let mut i = 0;
-        while i < args.len() {
-            shared.check()?;
-            let (a, block, line) = (&args[i].0, args[i].1, args[i].2);
-            match a.as_str() {
-                "-start" => self.start(shared)?,
-                "-wait" => self.wait(shared)?,
-                "-break" => self.brk(shared),
-                "-repeat" => {
-                    i += 1;
-                    self.repeat = value(args, i, "-repeat")?
-                        .parse()
-                        .map_err(|_| Halt::Fail("-repeat: not a count".into()))?;
-                }
-                "-keepalive" => self.keepalive = true,
-                "-dispatch" => {
-                    if self.name != "s0" {
-                        return fail("-dispatch is only allowed for server s0");
-                    }
-                    self.dispatch = true;
-                }
-                "-listen" => {
-                    i += 1;
-                    let l = value(args, i, "-listen")?;
-                    if l.starts_with('/') || l.starts_with('@') {
-                        return skip("servers on Unix domain sockets (server -listen PATH)");
-                    }
-                    self.listen = Some(l.to_string());
-                    self.listener = None;
-                }
-                "-rcvbuf" => i += 1,
-                s if !s.starts_with('-') || block => {
-                    self.spec = s.to_string();
-                    self.spec_line = line;
-                }
-                other => {
-                    return skip(format!(
-                        "server option {other} is not implemented by the runner"
-                    ));
-                }
-            }
-            i += 1;
-        }
-        Ok(())
+    pub fn command(&mut self, shared: &Arc<Shared>, args: &[Arg]) -> Step {
+        peer::command(self, shared, args)
     }
 
     fn bind(&mut self, shared: &Shared) -> Step<Arc<Listening>> {
@@ -111,15 +113,16 @@ impl Server {
         })?;
         let local = listener
             .local_addr()
-            .map_err(|e| Halt::Fail(format!("{}: {e}", self.name)))?;
+            .map_err(|e| Halt::Fail(format!("{}: {e}", self.peer.name)))?;
         let (ip, port) = (local.ip().to_string(), local.port().to_string());
-        shared.define(&self.name, &format!("{}_addr", self.name), ip.clone());
-        shared.define(&self.name, &format!("{}_port", self.name), port.clone());
+        let name = &self.peer.name;
+        shared.define(name, &format!("{name}_addr"), ip.clone());
+        shared.define(name, &format!("{name}_port"), port.clone());
         let sock = match shared.flavour {
             Flavour::Trunk => sock_text(local),
             Flavour::Legacy => format!("{ip} {port}"),
         };
-        shared.define(&self.name, &format!("{}_sock", self.name), sock);
+        shared.define(name, &format!("{name}_sock"), sock);
         // Later starts listen on the same port.
         self.listen = Some(format!("{ip} {port}"));
         self.addr = Some(local);
@@ -131,57 +134,13 @@ impl Server {
         Ok(l)
     }
 
-    fn start(&mut self, shared: &Arc<Shared>) -> Step {
-        if self.thread.is_some() {
-            self.wait(shared)?;
-        }
-        let listener = self.bind(shared)?;
-        shared.log(&self.name, format!("Started on {:?}", self.addr));
-        let (shared, name, spec, line) = (
-            shared.clone(),
-            self.name.clone(),
-            self.spec.clone(),
-            self.spec_line,
-        );
-        let (repeat, keepalive, dispatch) = (self.repeat, self.keepalive, self.dispatch);
-        let thread = std::thread::Builder::new()
-            .name(format!("vtc-{name}"))
-            .spawn(move || {
-                let r = serve(
-                    &shared, &name, &listener, &spec, line, repeat, keepalive, dispatch,
-                );
-                if let Err(h) = &r {
-                    shared.halt(&name, h);
-                }
-                shared.log(&name, "Ending");
-                r
-            })
-            .map_err(|e| Halt::Fail(format!("cannot start a thread: {e}")))?;
-        self.thread = Some(thread);
-        Ok(())
-    }
-
-    /// `-wait`: until its last connection is done.
-    pub fn wait(&mut self, shared: &Shared) -> Step {
-        let Some(t) = self.thread.take() else {
-            return Ok(());
-        };
-        shared.log(&self.name, "Waiting for server");
-        match t.join() {
-            Ok(Ok(())) => Ok(()),
-            // The thread recorded its own failure; the waiter only stops.
-            Ok(Err(_)) => Err(Halt::Stopped),
-            Err(_) => fail(format!("server {} panicked", self.name)),
-        }
-    }
-
     /// `-break`: stop it now (its listening socket closes).
     fn brk(&mut self, shared: &Shared) {
         if let Some(l) = self.listener.take() {
             l.broken.store(true, Ordering::Release);
         }
-        if let Some(t) = self.thread.take() {
-            shared.log(&self.name, "Breaking");
+        if let Some(t) = self.peer.take_thread() {
+            shared.log(&self.peer.name, "Breaking");
             // It ends within 100 ms wherever it waits; its socket closes with it, so the
             // port is free for a later -start.
             let _ = t.join();
@@ -198,20 +157,18 @@ impl Server {
 
     /// Its thread, if one runs (the end of the file cancels and joins it).
     pub fn take_thread(&mut self) -> Option<JoinHandle<Step>> {
-        self.thread.take()
+        self.peer.take_thread()
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Accepts and runs the specification `repeat` times (`keepalive`: all on one connection;
+/// `dispatch`: every connection at once, each on a thread).
 fn serve(
     shared: &Arc<Shared>,
     name: &str,
     listener: &Arc<Listening>,
-    spec: &str,
-    line: u32,
-    repeat: u32,
-    keepalive: bool,
-    dispatch: bool,
+    (spec, line): (&str, u32),
+    (repeat, keepalive, dispatch): (u32, bool, bool),
 ) -> Step {
     if dispatch {
         let mut workers = Vec::new();
@@ -324,12 +281,6 @@ pub fn sock_text(a: SocketAddr) -> String {
         SocketAddr::V4(v) => format!("{}:{}", v.ip(), v.port()),
         SocketAddr::V6(v) => format!("[{}]:{}", v.ip(), v.port()),
     }
-}
-
-fn value<'a>(args: &'a [(String, bool, u32)], i: usize, what: &str) -> Step<&'a str> {
-    args.get(i)
-        .map(|a| a.0.as_str())
-        .ok_or_else(|| Halt::Fail(format!("{what} needs an argument")))
 }
 
 #[cfg(test)]
