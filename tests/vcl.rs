@@ -2,8 +2,8 @@
 
 mod common;
 
-use common::vcl::start_vcl;
-use common::{Origin, Reply, Shellac, get, get_with, request};
+use common::vcl::{start_vcl, with_origins};
+use common::{Origin, Reply, Resp, Shellac, get, get_with, request};
 
 #[tokio::test]
 async fn a_4x_vcl_edits_requests_and_responses_and_caches() {
@@ -306,12 +306,11 @@ async fn config_file_log_and_reload() {
     let origin = Origin::start(|seen| Reply::ok(&seen.path).cc("max-age=60")).await;
     let dir = common::temp_dir("vcl-reload");
     let vcl = |header: &str| {
-        format!(
-            "vcl 4.1;\nbackend b {{ .host = \"{}\"; .port = \"{}\"; }}\n\
-             sub vcl_deliver {{ set resp.http.x-version = \"{header}\"; }}\n",
-            origin.addr.ip(),
-            origin.addr.port()
-        )
+        let text = format!(
+            "vcl 4.1;\nbackend b {{ ${{origin0}} }}\n\
+             sub vcl_deliver {{ set resp.http.x-version = \"{header}\"; }}\n"
+        );
+        with_origins(&text, &[origin.addr])
     };
     std::fs::write(dir.join("site.vcl"), vcl("one")).unwrap();
     let log = dir.join("access.log");
@@ -426,16 +425,9 @@ async fn check_and_serve_a_vcl_file() {
 
     let origin = Origin::start(|_| Reply::ok("from origin").cc("max-age=60")).await;
     let good = dir.join("good.vcl");
-    std::fs::write(
-        &good,
-        format!(
-            "vcl 4.1;\nbackend b {{ .host = \"{}\"; .port = \"{}\"; }}\n\
-             sub vcl_deliver {{ set resp.http.x-vcl = \"yes\"; }}\n",
-            origin.addr.ip(),
-            origin.addr.port()
-        ),
-    )
-    .unwrap();
+    let text =
+        "vcl 4.1;\nbackend b { ${origin0} }\nsub vcl_deliver { set resp.http.x-vcl = \"yes\"; }\n";
+    std::fs::write(&good, with_origins(text, &[origin.addr])).unwrap();
     let out = std::process::Command::new(BIN)
         .arg("check")
         .arg(&good)
@@ -478,7 +470,7 @@ sub vcl_backend_response { set beresp.ttl = 1h; }
     let full = get(shellac.addr, "/a.css").await;
     let fast = get(shellac.addr, "/a.css").await;
     assert_eq!(shellac.stat("cache_hit_fast").await, 1);
-    let fields = |r: &common::Resp| -> Vec<(String, String)> {
+    let fields = |r: &Resp| -> Vec<(String, String)> {
         let mut v: Vec<(String, String)> = r
             .headers
             .iter()
@@ -543,6 +535,15 @@ sub vcl_deliver { unset resp.http.cache-control; }
     shellac.stop().await;
 }
 
+/// A VCL node running `vcl` (named `name`) in front of `origin`, for one `GET /`: its answer
+/// (the node is stopped before it is returned).
+async fn get_once(name: &str, vcl: &str, origin: &Origin) -> Resp {
+    let shellac = start_vcl(name, vcl, &[origin.addr]).await;
+    let r = get(shellac.addr, "/").await;
+    shellac.stop().await;
+    r
+}
+
 /// `set req.proto = "HTTP/1.2"` is HTTP/1.1, as the request parser reads a later HTTP/1 minor
 /// version (RFC 9110 §2.5), not a failed vcl_recv (issue 21, varnishtest v00001); a status
 /// VCL sets past 599 reaches the client as set.
@@ -557,11 +558,9 @@ sub vcl_deliver {
     set resp.status = 904;
 }
 "#;
-    let shellac = start_vcl("req-proto", vcl, &[origin.addr]).await;
-    let r = get(shellac.addr, "/").await;
+    let r = get_once("req-proto", vcl, &origin).await;
     assert_eq!(r.status, 904);
     assert_eq!(r.header("x-proto"), Some("HTTP/1.1"));
-    shellac.stop().await;
 }
 
 /// `req.grace` before VCL sets it: 2.x reads `cache.grace` (Varnish 2.1 starts it at
@@ -574,22 +573,14 @@ sub vcl_recv { pass; }
 sub vcl_fetch { set beresp.http.x-fetched = "1"; }
 sub vcl_deliver { set resp.http.x-grace = req.grace; }
 "#;
-    let shellac = start_vcl("req-grace-2", legacy, &[origin.addr]).await;
-    assert_eq!(
-        get(shellac.addr, "/").await.header("x-grace"),
-        Some("0.000")
-    );
-    shellac.stop().await;
+    let r = get_once("req-grace-2", legacy, &origin).await;
+    assert_eq!(r.header("x-grace"), Some("0.000"));
     let modern = r#"vcl 4.1;
 backend b { ${origin0} }
 sub vcl_deliver { set resp.http.x-grace = req.grace; }
 "#;
-    let shellac = start_vcl("req-grace-4", modern, &[origin.addr]).await;
-    assert_eq!(
-        get(shellac.addr, "/").await.header("x-grace"),
-        Some("-1.000")
-    );
-    shellac.stop().await;
+    let r = get_once("req-grace-4", modern, &origin).await;
+    assert_eq!(r.header("x-grace"), Some("-1.000"));
 }
 
 /// Varnish 2.x closes the connection after every vcl_error response (varnishtest
@@ -601,20 +592,16 @@ async fn a_2x_error_response_closes_the_connection() {
 sub vcl_recv { error 888; }
 sub vcl_fetch { set beresp.http.x-fetched = "1"; }
 "#;
-    let shellac = start_vcl("error-closes-2", legacy, &[origin.addr]).await;
-    let r = get(shellac.addr, "/").await;
+    let r = get_once("error-closes-2", legacy, &origin).await;
     assert_eq!(r.status, 888);
     assert_eq!(r.header("connection"), Some("close"));
-    shellac.stop().await;
     let modern = r#"vcl 4.1;
 backend b { ${origin0} }
 sub vcl_recv { return (synth(404)); }
 "#;
-    let shellac = start_vcl("error-closes-4", modern, &[origin.addr]).await;
-    let r = get(shellac.addr, "/").await;
+    let r = get_once("error-closes-4", modern, &origin).await;
     assert_eq!(r.status, 404);
     assert_eq!(r.header("connection"), None);
-    shellac.stop().await;
 }
 
 /// On a miss, vcl_deliver's `obj.ttl` and `obj.grace` are what vcl_backend_response gave
@@ -630,12 +617,10 @@ sub vcl_deliver {
     set resp.http.x-grace = obj.grace;
 }
 "#;
-    let shellac = start_vcl("obj-ttl-miss", vcl, &[origin.addr]).await;
-    let r = get(shellac.addr, "/").await;
+    let r = get_once("obj-ttl-miss", vcl, &origin).await;
     let ttl: f64 = r.header("x-ttl").unwrap().parse().unwrap();
     assert!((9.0..=10.0).contains(&ttl), "{ttl}");
     assert_eq!(r.header("x-grace"), Some("5.000"));
-    shellac.stop().await;
 }
 
 /// `obj.hits` counts hits per object as Varnish does (issue 21, varnishtest v00013): vcl_hit
@@ -654,7 +639,7 @@ sub vcl_deliver {
 }
 "#;
     let shellac = start_vcl("obj-hits-full", full, &[origin.addr]).await;
-    let hits = |r: &common::Resp| {
+    let hits = |r: &Resp| {
         (
             r.header("deliver-hits").map(str::to_string),
             r.header("hit-hits").map(str::to_string),

@@ -176,18 +176,23 @@ sub vcl_synth { set resp.http.purged = req.http.purged; }
     shellac.stop().await;
 }
 
+/// An origin whose answers are numbered `v1`, `v2`, ... in the order it gets the requests,
+/// each with `Cache-Control: cc`.
+async fn versioned_origin(cc: &'static str) -> Origin {
+    let n = std::sync::atomic::AtomicUsize::new(0);
+    Origin::start(move |_| {
+        let v = n.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        Reply::ok(&format!("v{v}")).cc(cc)
+    })
+    .await
+}
+
 /// Regression (varnishtest c00037): `req.hash_always_miss` fetched anew only when the lookup
 /// found nothing between the lookup and joining the fetch; the leader's second look found
 /// the stored object and answered with it.
 #[tokio::test]
 async fn hash_always_miss_fetches_even_when_the_object_is_stored() {
-    let n = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let count = n.clone();
-    let origin = Origin::start(move |_| {
-        let v = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-        Reply::ok(&format!("v{v}")).cc("max-age=600")
-    })
-    .await;
+    let origin = versioned_origin("max-age=600").await;
     let vcl = r#"vcl 4.1;
 backend b { ${origin0} }
 sub vcl_recv {
@@ -211,13 +216,7 @@ sub vcl_recv {
 /// freshness does (above).
 #[tokio::test]
 async fn hash_always_miss_with_no_ttl_keeps_the_stored_copy() {
-    let n = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let count = n.clone();
-    let origin = Origin::start(move |_| {
-        let v = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-        Reply::ok(&format!("v{v}")).cc("max-age=600")
-    })
-    .await;
+    let origin = versioned_origin("max-age=600").await;
     let vcl = r#"vcl 4.1;
 backend b { ${origin0} }
 sub vcl_recv {
@@ -368,13 +367,7 @@ sub vcl_beresp_cookie {
 /// 4.x serves it and refreshes it in the background.
 #[tokio::test]
 async fn grace_in_2x_files_waits_for_a_reason() {
-    let n = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let count = n.clone();
-    let origin = Origin::start(move |_| {
-        let v = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-        Reply::ok(&format!("v{v}")).cc("max-age=60")
-    })
-    .await;
+    let origin = versioned_origin("max-age=60").await;
     let vcl = r#"
 backend b { ${origin0} }
 sub vcl_fetch {

@@ -13,6 +13,18 @@ pub async fn start_vcl(name: &str, vcl: &str, origins: &[SocketAddr]) -> Shellac
     start_vcl_with(name, vcl, origins, |_| {}).await
 }
 
+/// `vcl` with each `${originN}` replaced by the `.host` and `.port` fields of `origins[N]`.
+pub fn with_origins(vcl: &str, origins: &[SocketAddr]) -> String {
+    let mut text = vcl.to_string();
+    for (i, o) in origins.iter().enumerate() {
+        text = text.replace(
+            &format!("${{origin{i}}}"),
+            &format!(".host = \"{}\"; .port = \"{}\";", o.ip(), o.port()),
+        );
+    }
+    text
+}
+
 /// [`start_vcl`] with `tweak` applied to the configuration first.
 #[allow(dead_code)]
 pub async fn start_vcl_with(
@@ -22,15 +34,8 @@ pub async fn start_vcl_with(
     tweak: impl FnOnce(&mut Config),
 ) -> Shellac {
     let dir = super::temp_dir(&format!("vcl-{name}"));
-    let mut text = vcl.to_string();
-    for (i, o) in origins.iter().enumerate() {
-        text = text.replace(
-            &format!("${{origin{i}}}"),
-            &format!(".host = \"{}\"; .port = \"{}\";", o.ip(), o.port()),
-        );
-    }
     let path = dir.join("site.vcl");
-    std::fs::write(&path, text).unwrap();
+    std::fs::write(&path, with_origins(vcl, origins)).unwrap();
     let mut config = Config::embedded_default();
     config.server.listen = vec!["127.0.0.1:0".parse().unwrap()];
     config.server.admin = Some("127.0.0.1:0".parse().unwrap());
