@@ -12,7 +12,7 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,13 +22,50 @@ use common::{Conn, Origin, Reply, Shellac, TempDir, get, request};
 use rustls::ClientConfig;
 use serde_json::Value;
 
-async fn origin() -> Origin {
-    Origin::start(|seen| Reply::ok(&format!("origin saw {}", seen.path))).await
+/// What every test against pebble starts from: pebble, its validation ports held for the
+/// test (they are fixed: one test at a time), an origin, and a directory with the `state`
+/// directory the `[[tls.acme]]` tables name.
+struct Setup {
+    pebble: &'static Pebble,
+    origin: Origin,
+    dir: TempDir,
+    state: PathBuf,
+    /// Declared last: released after the rest is dropped, as a test's own local was.
+    _ports: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl Setup {
+    /// `None` (the test is skipped) when pebble is not installed.
+    async fn new(name: &str) -> Option<Setup> {
+        let pebble = Pebble::get()?;
+        let ports = pebble.lock().await;
+        let origin = Origin::start(|seen| Reply::ok(&format!("origin saw {}", seen.path))).await;
+        let dir = TempDir::new(name);
+        let state = dir.path("state");
+        Some(Setup {
+            pebble,
+            origin,
+            dir,
+            state,
+            _ports: ports,
+        })
+    }
+
+    /// The `[[tls.acme]]` table for `localhost` validated by `challenge`, plus `extra`.
+    fn acme(&self, challenge: &str, extra: &str) -> String {
+        self.pebble
+            .acme_table(&["localhost"], challenge, &self.state, extra)
+    }
+
+    /// Writes the configuration file with `acme` (see [`config`]).
+    fn config(&self, acme: &str) -> PathBuf {
+        config(&self.dir, self.pebble, &self.origin, acme)
+    }
 }
 
 /// A configuration file for Shellac on pebble's validation ports: cleartext on `http_port`,
 /// TLS on `tls_port` with `acme` (the `[[tls.acme]]` tables).
-fn config(dir: &TempDir, pebble: &Pebble, origin: &Origin, acme: &str) -> std::path::PathBuf {
+fn config(dir: &TempDir, pebble: &Pebble, origin: &Origin, acme: &str) -> PathBuf {
     let text = format!(
         "[server]\nlisten = \"127.0.0.1:{}\"\nadmin = \"127.0.0.1:0\"\n\n[[tls]]\nname = \"public\"\nlisten = \"127.0.0.1:{}\"\n{acme}\n[[backend]]\nhost = \"127.0.0.1\"\nport = {}\n",
         pebble.http_port,
@@ -121,6 +158,20 @@ async fn fetch_over_tls(pebble: &Pebble, roots: &Arc<ClientConfig>, name: &str) 
     (der, conn)
 }
 
+/// `tls_handshake_fail_no_certificate` once it is past `before` (waiting at most 2 s: the
+/// counter is raised after the refused client sees its handshake fail).
+async fn refused_since(sh: &Shellac, before: u64) -> u64 {
+    let mut refused = before;
+    for _ in 0..100 {
+        refused = sh.stat("tls_handshake_fail_no_certificate").await;
+        if refused > before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    refused
+}
+
 fn mode(path: &Path) -> u32 {
     std::fs::metadata(path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -131,13 +182,11 @@ fn mode(path: &Path) -> u32 {
 
 #[tokio::test]
 async fn http01_certificate_is_obtained_served_and_kept_across_a_restart() {
-    let Some(pebble) = Pebble::get() else { return };
-    let _ports = pebble.lock().await;
-    let origin = origin().await;
-    let dir = TempDir::new("acme-http01");
-    let state = dir.path("state");
-    let acme = pebble.acme_table(&["localhost"], "http-01", &state, "");
-    let path = config(&dir, pebble, &origin, &acme);
+    let Some(t) = Setup::new("acme-http01").await else {
+        return;
+    };
+    let (pebble, state) = (t.pebble, &t.state);
+    let path = t.config(&t.acme("http-01", ""));
 
     let sh = start(&path).await;
     let st = until_acme(&sh, pebble, "a certificate", |s| s["state"] == "valid").await;
@@ -173,7 +222,7 @@ async fn http01_certificate_is_obtained_served_and_kept_across_a_restart() {
     let cert_dir = state.join("certificates/localhost");
     assert_eq!(mode(&cert_dir.join("certificate.pem")), 0o600);
     assert_eq!(mode(&cert_dir.join("meta.json")), 0o600);
-    assert_eq!(mode(&state), 0o700);
+    assert_eq!(mode(state), 0o700);
     // /metrics has the certificate's expiry.
     let metrics = get(sh.admin, "/metrics").await.text();
     let expiry = format!(
@@ -200,14 +249,12 @@ async fn http01_certificate_is_obtained_served_and_kept_across_a_restart() {
 
 #[tokio::test]
 async fn tls_alpn01_certificate_renews_on_demand_without_dropping_connections() {
-    let Some(pebble) = Pebble::get() else { return };
-    let _ports = pebble.lock().await;
-    let origin = origin().await;
-    let dir = TempDir::new("acme-tlsalpn");
-    let state = dir.path("state");
-    let acme = pebble.acme_table(&["localhost"], "tls-alpn-01", &state, "");
+    let Some(t) = Setup::new("acme-tlsalpn").await else {
+        return;
+    };
+    let (pebble, state) = (t.pebble, &t.state);
     // No cleartext listener is needed for TLS-ALPN-01; keep one for the harness' address.
-    let path = config(&dir, pebble, &origin, &acme);
+    let path = t.config(&t.acme("tls-alpn-01", ""));
     let sh = start(&path).await;
     let st = until_acme(&sh, pebble, "a certificate", |s| s["state"] == "valid").await;
     let first_fingerprint = st["fingerprint"].as_str().unwrap().to_string();
@@ -270,27 +317,17 @@ async fn tls_alpn01_certificate_renews_on_demand_without_dropping_connections() 
         .expect("a normal client offering acme-tls/1 too");
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
     assert_eq!(presented(&tls), second);
-    let mut refused = refused_before;
-    for _ in 0..100 {
-        refused = sh.stat("tls_handshake_fail_no_certificate").await;
-        if refused > refused_before {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(refused, refused_before + 1);
+    assert_eq!(refused_since(&sh, refused_before).await, refused_before + 1);
     sh.stop().await;
 }
 
 #[tokio::test]
 async fn an_unreachable_acme_server_leaves_the_last_good_certificate_in_service() {
-    let Some(pebble) = Pebble::get() else { return };
-    let _ports = pebble.lock().await;
-    let origin = origin().await;
-    let dir = TempDir::new("acme-unreachable");
-    let state = dir.path("state");
-    let acme = pebble.acme_table(&["localhost"], "http-01", &state, "");
-    let path = config(&dir, pebble, &origin, &acme);
+    let Some(t) = Setup::new("acme-unreachable").await else {
+        return;
+    };
+    let pebble = t.pebble;
+    let path = t.config(&t.acme("http-01", ""));
     let sh = start(&path).await;
     until_acme(&sh, pebble, "a certificate", |s| s["state"] == "valid").await;
     let roots = client_config(pebble).await;
@@ -302,15 +339,10 @@ async fn an_unreachable_acme_server_leaves_the_last_good_certificate_in_service(
         .unwrap()
         .local_addr()
         .unwrap();
-    let acme = pebble
-        .acme_table(
-            &["localhost"],
-            "http-01",
-            &state,
-            "retry_min = \"50ms\"\nretry_max = \"200ms\"",
-        )
+    let acme = t
+        .acme("http-01", "retry_min = \"50ms\"\nretry_max = \"200ms\"")
         .replace(&pebble.directory, &format!("https://{dead}/dir"));
-    config(&dir, pebble, &origin, &acme);
+    t.config(&acme);
     let (status, body) = sh.reload().await;
     assert_eq!(status, 200, "{body}");
     // A certificate from another ACME server is replaced: attempts start at once and fail.
@@ -362,15 +394,13 @@ async fn an_unreachable_acme_server_leaves_the_last_good_certificate_in_service(
 
 #[tokio::test]
 async fn a_failed_validation_leaves_the_name_refused_not_self_signed() {
-    let Some(pebble) = Pebble::get() else { return };
-    let _ports = pebble.lock().await;
-    let origin = origin().await;
-    let dir = TempDir::new("acme-invalid");
-    let state = dir.path("state");
-    let acme = pebble.acme_table(&["localhost"], "http-01", &state, "retry_min = \"1h\"");
+    let Some(t) = Setup::new("acme-invalid").await else {
+        return;
+    };
+    let (pebble, state) = (t.pebble, &t.state);
     // The cleartext listener is not where pebble's validation connects: nothing answers
     // there, the challenge fails.
-    let path = config(&dir, pebble, &origin, &acme);
+    let path = t.config(&t.acme("http-01", "retry_min = \"1h\""));
     let text = std::fs::read_to_string(&path).unwrap().replace(
         &format!("127.0.0.1:{}\"\nadmin", pebble.http_port),
         "127.0.0.1:0\"\nadmin",
@@ -393,15 +423,7 @@ async fn a_failed_validation_leaves_the_name_refused_not_self_signed() {
     let roots = client_config(pebble).await;
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], pebble.tls_port));
     assert!(connect(addr, &roots, "localhost").await.is_err());
-    let mut refused = 0;
-    for _ in 0..100 {
-        refused = sh.stat("tls_handshake_fail_no_certificate").await;
-        if refused > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(refused, 1);
+    assert_eq!(refused_since(&sh, 0).await, 1);
     assert!(!state.join("certificates").exists(), "nothing stored");
     sh.stop().await;
 }
@@ -411,18 +433,17 @@ async fn a_failed_validation_leaves_the_name_refused_not_self_signed() {
 /// Without them the account is refused, the error says why, and nothing is stored.
 #[tokio::test]
 async fn an_account_without_the_required_external_binding_is_refused_with_the_reason() {
-    let Some(pebble) = Pebble::get() else { return };
-    let _ports = pebble.lock().await;
-    let origin = origin().await;
-    let dir = TempDir::new("acme-no-eab");
-    let state = dir.path("state");
-    let acme = pebble
-        .acme_table(&["localhost"], "tls-alpn-01", &state, "retry_min = \"1h\"")
+    let Some(t) = Setup::new("acme-no-eab").await else {
+        return;
+    };
+    let (pebble, state) = (t.pebble, &t.state);
+    let acme = t
+        .acme("tls-alpn-01", "retry_min = \"1h\"")
         .lines()
         .filter(|l| !l.starts_with("eab_"))
         .collect::<Vec<_>>()
         .join("\n");
-    let path = config(&dir, pebble, &origin, &acme);
+    let path = t.config(&acme);
     let sh = start(&path).await;
     let st = until_acme(&sh, pebble, "a refused account", |s| s["failures"] == 1).await;
     let error = st["last_error"].as_str().unwrap().to_lowercase();
@@ -438,11 +459,10 @@ async fn an_account_without_the_required_external_binding_is_refused_with_the_re
     sh.stop().await;
 
     // With the binding, the account is registered (its key kept for the next start).
-    let acme = pebble.acme_table(&["localhost"], "tls-alpn-01", &state, "");
-    let path = config(&dir, pebble, &origin, &acme);
+    let path = t.config(&t.acme("tls-alpn-01", ""));
     let sh = start(&path).await;
     until_acme(&sh, pebble, "a certificate", |s| s["state"] == "valid").await;
-    let keys: Vec<_> = walk(&state)
+    let keys: Vec<_> = walk(state)
         .into_iter()
         .filter(|p| p.ends_with("account.key"))
         .collect();
@@ -450,7 +470,7 @@ async fn an_account_without_the_required_external_binding_is_refused_with_the_re
     let mode = std::fs::metadata(&keys[0]).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
     // The key the first run made (the CA refused to register it) was set aside, not reused.
-    let aside = walk(&state)
+    let aside = walk(state)
         .into_iter()
         .filter(|p| p.to_string_lossy().contains("account.key.unregistered-"))
         .count();
