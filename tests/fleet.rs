@@ -19,6 +19,7 @@ use common::binary::Served;
 use common::redis_cluster::Cluster;
 use common::{Origin, Reply, Resp, TempDir, eventually, get, get_with, request};
 use shellac::cache::CacheKey;
+use shellac::cache::shared::feed::Position;
 use shellac::cache::shared::layout::UrlKeys;
 
 const PREFIX: &str = "t:";
@@ -173,6 +174,7 @@ async fn fleet() {
     resharding_is_followed(&site, &nodes, &cluster).await;
     a_paused_node_catches_up(&site, &nodes).await;
     a_restarted_node_catches_up(&site, &mut nodes).await;
+    a_restarted_node_the_log_lost_track_of_drops_its_cache(&site, &mut nodes, &cluster).await;
     a_killed_master_costs_no_client_error(&site, &nodes, &mut cluster).await;
     a_hanging_cluster_costs_deadlines_not_errors(&site, &nodes, &cluster).await;
     redis_gone_entirely(&site, &nodes, &mut cluster).await;
@@ -516,7 +518,9 @@ async fn a_paused_node_catches_up(site: &Site, nodes: &[Node]) {
 /// serves: what was purged while it was down is not served.
 async fn a_restarted_node_catches_up(site: &Site, nodes: &mut [Node]) {
     let c = &mut nodes[2];
-    expect(&c.get("/restart").await, "/restart", 1, "c");
+    for path in ["/restart", "/restart-keep"] {
+        expect(&c.get(path).await, path, 1, "c");
+    }
     let config = c.config.clone();
     c.proc.take().unwrap().stop();
     site.bump("/restart");
@@ -534,6 +538,146 @@ async fn a_restarted_node_catches_up(site: &Site, nodes: &mut [Node]) {
         0,
         "caught up from its position, no reset"
     );
+    // What was not purged is served from the disk tier it kept (so the v2 above is the purge
+    // applied, not a cache that did not survive the restart).
+    let r = nodes[2].get("/restart-keep").await;
+    expect(&r, "/restart-keep", 1, "c after restart");
+    assert!(
+        r.cache_status().contains("detail=disk"),
+        "{}",
+        r.cache_status()
+    );
+}
+
+/// Regression (issue 22): a node restarted with its disk cache whose saved position the log
+/// no longer continues — the entries after it trimmed (`XTRIM`, or more than `log_length`
+/// invalidations), the log lost and begun again by a newer invalidation, or lost — resumed
+/// there and served from its disk tier what the missing entries had purged. It must drop its
+/// local tiers instead (`fleet_reset`). The nodes that were running and up to date are not
+/// reset by a trim; those whose log was lost under them are.
+async fn a_restarted_node_the_log_lost_track_of_drops_its_cache(
+    site: &Site,
+    nodes: &mut [Node],
+    cluster: &Cluster,
+) {
+    let stream = format!("{PREFIX}{{fleet}}log");
+    let on_master = |args: &[&str]| {
+        let master = &cluster.nodes[cluster.master_of(&stream)];
+        let mut all = vec![args[0], stream.as_str()];
+        all.extend(&args[1..]);
+        master.cli(&all)
+    };
+
+    // 1. Trimmed while c was down.
+    for path in ["/trim1", "/trim-keep"] {
+        expect(&nodes[2].get(path).await, path, 1, "c");
+    }
+    let config = nodes[2].config.clone();
+    nodes[2].proc.take().unwrap().stop();
+    site.bump("/trim1");
+    let r = nodes[0].purge("/trim1", &[]).await;
+    assert!(r.text().contains("confirmed by b"), "{}", r.text());
+    // a has read its own entry too: the trim below leaves a and b where they are.
+    let newest = on_master(&["XREVRANGE", "+", "-", "COUNT", "1"]);
+    let newest = Position::parse(newest.lines().next().unwrap_or("").trim())
+        .unwrap_or_else(|| panic!("the log's newest entry: {newest:?}"));
+    let a_read = eventually(Duration::from_secs(5), || async {
+        position(&nodes[0]).await >= newest
+    })
+    .await;
+    assert!(
+        a_read,
+        "a applied the log up to its own purge {newest}: {}",
+        get(nodes[0].admin(), "/fleet").await.text()
+    );
+    assert!(
+        on_master(&["XTRIM", "MAXLEN", "0"])
+            .trim()
+            .parse::<u64>()
+            .unwrap_or(0)
+            >= 1
+    );
+    nodes[2] = Node::start("c", config.clone());
+    expect(
+        &nodes[2].get("/trim1").await,
+        "/trim1",
+        2,
+        "c after the log was trimmed",
+    );
+    assert_eq!(nodes[2].stat("fleet_reset").await, 1, "c dropped its cache");
+    let r = nodes[2].get("/trim-keep").await;
+    expect(&r, "/trim-keep", 1, "c");
+    assert!(
+        !r.cache_status().contains("detail=disk"),
+        "dropped with the rest: {}",
+        r.cache_status()
+    );
+    for n in &nodes[..2] {
+        assert_eq!(
+            n.stat("fleet_reset").await,
+            0,
+            "{}: up to date, not reset: {:?}",
+            n.name,
+            n.served()
+                .log
+                .try_iter()
+                .filter(|l| l.contains("dropping"))
+                .collect::<Vec<_>>()
+        );
+    }
+
+    // 2. The log lost while c was down, and begun again by a newer purge: its ids are past
+    // c's position and nothing in it was trimmed.
+    expect(&nodes[2].get("/lost1").await, "/lost1", 1, "c");
+    nodes[2].proc.take().unwrap().stop();
+    site.bump("/lost1");
+    let r = nodes[0].purge("/lost1", &[]).await;
+    assert!(r.text().contains("fleet: sent"), "{}", r.text());
+    on_master(&["DEL"]);
+    let r = nodes[0].purge("/lost-other", &[]).await;
+    assert!(r.text().contains("fleet: sent"), "{}", r.text());
+    nodes[2] = Node::start("c", config.clone());
+    expect(
+        &nodes[2].get("/lost1").await,
+        "/lost1",
+        2,
+        "c after the log was begun again",
+    );
+    assert_eq!(nodes[2].stat("fleet_reset").await, 1, "c dropped its cache");
+    // a and b were running when their log went: they dropped theirs too.
+    for n in &nodes[..2] {
+        let reset = eventually(Duration::from_secs(5), || async {
+            n.stat("fleet_reset").await >= 1
+        })
+        .await;
+        assert!(reset, "{}: its log was lost under it", n.name);
+    }
+
+    // 3. The log lost while c was down, not begun again.
+    expect(&nodes[2].get("/lost2").await, "/lost2", 1, "c");
+    nodes[2].proc.take().unwrap().stop();
+    site.bump("/lost2");
+    let r = nodes[0].purge("/lost2", &[]).await;
+    assert!(r.text().contains("fleet: sent"), "{}", r.text());
+    on_master(&["DEL"]);
+    nodes[2] = Node::start("c", config);
+    expect(
+        &nodes[2].get("/lost2").await,
+        "/lost2",
+        2,
+        "c after the log was lost",
+    );
+    assert_eq!(nodes[2].stat("fleet_reset").await, 1, "c dropped its cache");
+}
+
+/// A node's position in the fleet's log (`GET /fleet`).
+async fn position(node: &Node) -> Position {
+    let resp = get(node.admin(), "/fleet").await;
+    let v: serde_json::Value = serde_json::from_slice(&resp.body).unwrap();
+    v["position"]
+        .as_str()
+        .and_then(Position::parse)
+        .unwrap_or_default()
 }
 
 /// A master killed under load: no client error, and the tier works again after failover.

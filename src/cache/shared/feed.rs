@@ -3,9 +3,10 @@
 //! `P{fleet}log`, bounded by `log_length`) and announced on a sharded pub/sub channel
 //! (`P{fleet}inval`). Every node's feed task applies the log in order from its position: at
 //! once when the announcement arrives, and every [`POLL`] anyway (a lost message, a node that
-//! was disconnected or restarted catches up from its position). A node whose position was
-//! trimmed from the log, or whose log vanished, drops its local tiers (a ban on everything)
-//! rather than serve something purged. Each node records its position and a heartbeat in
+//! was disconnected or restarted catches up from its position). A node that can no longer
+//! read everything after its position — entries trimmed, the log lost or begun anew, while
+//! it ran or while it was down (a saved position) — drops its local tiers (a ban on
+//! everything) rather than serve something purged ([`LogInfo::missed_after`]). Each node records its position and a heartbeat in
 //! `P{fleet}nodes`; the sender waits, up to `confirm_timeout`, until every live node's
 //! position has passed the invalidation, and says which did.
 
@@ -256,43 +257,17 @@ pub(super) async fn sync(tier: &Arc<SharedTier>) {
         return;
     };
     let started = crate::clock::now_ms();
-    let info = tier.remote().command(vec![
-        b"XINFO".to_vec(),
-        b"STREAM".to_vec(),
-        feed.stream.clone(),
-    ]);
-    let (newest, trimmed) = match tokio::time::timeout(tier.write_timeout, info).await {
-        Ok(Ok(reply)) => stream_info(reply),
-        // No log yet (no invalidation was ever sent).
-        Ok(Err(e)) if e.to_string().contains("no such key") => {
-            (Position::default(), Position::default())
-        }
-        // Not connected yet (start-up, a cluster unreachable since): nothing failed, the
-        // connection is being retried. Counted as `call` counts it (skipped, not an error:
-        // `shared_error` at start-up made every healthy node look like it had a problem).
-        Ok(Err(RemoteError::NotConnected)) => {
-            tier.counters.shared_skipped.inc();
-            return;
-        }
-        Ok(Err(e)) => {
-            tier.counters.shared_error.inc();
-            tracing::debug!(error = %e, "reading the fleet's invalidation log failed");
-            return;
-        }
-        Err(_) => {
-            tier.counters.shared_timeout.inc();
-            return;
-        }
+    let Some(log) = log_info(tier).await else {
+        return;
     };
+    let newest = log.newest;
     let mut at = feed.position();
     if !feed.started.load(Ordering::Acquire) {
-        at = start_position(tier, &cache, newest).await;
+        at = start_position(tier, &cache, &log).await;
         feed.set_position(at);
         feed.started.store(true, Ordering::Release);
-    } else if at < trimmed || newest < at {
-        // Entries we never applied were trimmed, or the log was lost (flushed, a failover
-        // that lost it): what they said is unknown.
-        tracing::warn!(position = %at, log = %newest, "this node fell behind the fleet's invalidation log; dropping its local cache");
+    } else if log.missed_after(at) {
+        tracing::warn!(position = %at, log = %newest, first = %log.first, "this node fell behind the fleet's invalidation log; dropping its local cache");
         drop_local(tier, &cache).await;
         at = newest;
         feed.set_position(at);
@@ -345,6 +320,37 @@ pub(super) async fn sync(tier: &Arc<SharedTier>) {
     }
 }
 
+/// What `XINFO STREAM` says of the fleet's log (all zero when there is no log yet); None when
+/// it could not be read (counted).
+async fn log_info(tier: &SharedTier) -> Option<LogInfo> {
+    let info = tier.remote().command(vec![
+        b"XINFO".to_vec(),
+        b"STREAM".to_vec(),
+        tier.feed.stream.clone(),
+    ]);
+    match tokio::time::timeout(tier.write_timeout, info).await {
+        Ok(Ok(reply)) => Some(LogInfo::parse(reply)),
+        // No log yet (no invalidation was ever sent), or lost.
+        Ok(Err(e)) if e.to_string().contains("no such key") => Some(LogInfo::default()),
+        // Not connected yet (start-up, a cluster unreachable since): nothing failed, the
+        // connection is being retried. Counted as `call` counts it (skipped, not an error:
+        // `shared_error` at start-up made every healthy node look like it had a problem).
+        Ok(Err(RemoteError::NotConnected)) => {
+            tier.counters.shared_skipped.inc();
+            None
+        }
+        Ok(Err(e)) => {
+            tier.counters.shared_error.inc();
+            tracing::debug!(error = %e, "reading the fleet's invalidation log failed");
+            None
+        }
+        Err(_) => {
+            tier.counters.shared_timeout.inc();
+            None
+        }
+    }
+}
+
 /// Removes nodes not heard of for [`FORGET`] from `P{fleet}nodes`.
 async fn forget_old_nodes(tier: &SharedTier) {
     let Some(nodes) = nodes(tier).await else {
@@ -393,18 +399,26 @@ fn apply(tier: &SharedTier, cache: &Cache, fields: &[Reply]) {
 }
 
 /// Where a node that just connected starts: its saved position if it has one (a restart with
-/// a disk tier), else the log's end — dropping what the local tiers hold if they hold
-/// anything, since what was invalidated meanwhile is unknown.
-async fn start_position(tier: &SharedTier, cache: &Arc<Cache>, newest: Position) -> Position {
+/// a disk tier) and the log still holds everything after it; else the log's end — dropping
+/// what the local tiers hold if they hold anything, since what was invalidated meanwhile is
+/// unknown.
+async fn start_position(tier: &SharedTier, cache: &Arc<Cache>, log: &LogInfo) -> Position {
     if let Some(saved) = tier
         .feed
         .state_file
         .get()
         .and_then(|f| std::fs::read_to_string(f).ok())
         && let Some(p) = Position::parse(saved.trim())
-        && p <= newest
     {
-        return p;
+        if !log.missed_after(p) {
+            return p;
+        }
+        // Entries after the saved position were trimmed while the node was down, or the log
+        // was lost: resuming there would skip them and serve what they purged. Regression:
+        // issue 22, a saved position was checked against the newest entry only.
+        tracing::warn!(position = %p, log = %log.newest, first = %log.first, "this node's saved position is no longer in the fleet's invalidation log; dropping its local cache");
+        drop_local(tier, cache).await;
+        return log.newest;
     }
     let local = cache.storage.stats().objects
         + cache
@@ -420,7 +434,7 @@ async fn start_position(tier: &SharedTier, cache: &Arc<Cache>, newest: Position)
         );
         drop_local(tier, cache).await;
     }
-    newest
+    log.newest
 }
 
 /// Bans everything stored until now on this node only (memory and disk).
@@ -443,22 +457,63 @@ fn save_position(feed: &Feed, at: Position) {
     });
 }
 
-/// (newest id, largest trimmed id) from `XINFO STREAM`.
-pub(super) fn stream_info(reply: Reply) -> (Position, Position) {
-    let items = reply.array();
-    let mut newest = Position::default();
-    let mut trimmed = Position::default();
-    for pair in items.chunks(2) {
-        if let [Reply::Data(name), value] = pair {
-            let p = value.text().and_then(Position::parse).unwrap_or_default();
+/// The fleet's log as `XINFO STREAM` describes it (Redis 7.0 or later).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct LogInfo {
+    /// The newest id ever given (`last-generated-id`; it stays when entries are trimmed).
+    pub newest: Position,
+    /// The oldest entry still in the log (`recorded-first-entry-id`; 0-0 when empty).
+    pub first: Position,
+    /// The largest id removed by `XDEL` (`max-deleted-entry-id`). Trimming — `XADD MAXLEN`,
+    /// `XTRIM` — does not set it (Redis 7.0): it cannot tell a trim.
+    pub deleted: Position,
+    /// Entries in the log now.
+    pub length: u64,
+    /// Entries ever added (`entries-added`).
+    pub added: u64,
+}
+
+impl LogInfo {
+    pub fn parse(reply: Reply) -> LogInfo {
+        let mut info = LogInfo::default();
+        for pair in reply.array().chunks(2) {
+            let [Reply::Data(name), value] = pair else {
+                continue;
+            };
+            let id = || value.text().and_then(Position::parse).unwrap_or_default();
+            let n = || value.int().and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
             match &name[..] {
-                b"last-generated-id" => newest = p,
-                b"max-deleted-entry-id" => trimmed = p,
+                b"last-generated-id" => info.newest = id(),
+                b"recorded-first-entry-id" => info.first = id(),
+                b"max-deleted-entry-id" => info.deleted = id(),
+                b"length" => info.length = n(),
+                b"entries-added" => info.added = n(),
                 _ => {}
             }
         }
+        info
     }
-    (newest, trimmed)
+
+    /// Whether a node that applied everything up to `at` (an id it read from this log, or
+    /// 0-0) can no longer read everything after it: the log is older than `at` (lost, and not
+    /// begun again), entries after `at` were trimmed (more than `log_length` since, an
+    /// `XTRIM`) or deleted, or the log was lost and begun again by newer invalidations (its
+    /// oldest entry is then newer than `at` with nothing trimmed). A node whose own position
+    /// was the last entry trimmed cannot be told from one that lost more: it drops its cache
+    /// too, unless the log is empty and ends at it.
+    pub fn missed_after(&self, at: Position) -> bool {
+        if self.newest < at || self.deleted > at {
+            return true;
+        }
+        if self.length == 0 {
+            // Everything trimmed (or no log): nothing was missed only if it ended with us.
+            return at != self.newest;
+        }
+        // Entries before the oldest one left were trimmed; `at` among them means it was
+        // trimmed too, and maybe what followed it. A node that never read an entry (0-0)
+        // missed nothing if nothing was ever removed.
+        at < self.first && !(at == Position::default() && self.added == self.length)
+    }
 }
 
 impl SharedTier {
@@ -499,19 +554,68 @@ mod tests {
     }
 
     #[test]
-    fn stream_info_reads_newest_and_trimmed() {
+    fn log_info_reads_xinfo_stream() {
         let d = |s: &str| Reply::Data(Bytes::from(s.to_string()));
+        // What redis-server 7.0.15 answers after three XADDs and `XTRIM MAXLEN 1`.
         let reply = Reply::Array(vec![
             d("length"),
-            Reply::Int(2),
+            Reply::Int(1),
+            d("radix-tree-keys"),
+            Reply::Int(1),
             d("last-generated-id"),
             d("5-1"),
             d("max-deleted-entry-id"),
-            d("4-0"),
+            d("0-0"),
+            d("entries-added"),
+            Reply::Int(3),
+            d("recorded-first-entry-id"),
+            d("5-1"),
+            d("first-entry"),
+            Reply::Array(vec![d("5-1"), Reply::Array(vec![d("a"), d("3")])]),
         ]);
+        let p = |ms, seq| Position { ms, seq };
+        let info = LogInfo::parse(reply);
         assert_eq!(
-            stream_info(reply),
-            (Position { ms: 5, seq: 1 }, Position { ms: 4, seq: 0 })
+            info,
+            LogInfo {
+                newest: p(5, 1),
+                first: p(5, 1),
+                deleted: p(0, 0),
+                length: 1,
+                added: 3,
+            }
         );
+        // Up to date, or at the last entry: nothing missed. Before the trimmed entries, or
+        // past the log's end (lost): missed.
+        assert!(!info.missed_after(p(5, 1)));
+        assert!(info.missed_after(p(4, 0)));
+        assert!(info.missed_after(p(0, 0)));
+        assert!(info.missed_after(p(6, 0)));
+        // Everything trimmed: only a node at the end missed nothing.
+        let empty = LogInfo {
+            length: 0,
+            first: p(0, 0),
+            ..info
+        };
+        assert!(!empty.missed_after(p(5, 1)));
+        assert!(empty.missed_after(p(5, 0)));
+        // A log never trimmed: a node that never read an entry reads them all.
+        let whole = LogInfo {
+            length: 3,
+            first: p(1, 0),
+            ..info
+        };
+        assert!(!whole.missed_after(p(0, 0)));
+        assert!(!whole.missed_after(p(1, 0)));
+        // An entry after the position deleted (`XDEL`).
+        let deleted = LogInfo {
+            deleted: p(3, 0),
+            ..whole
+        };
+        assert!(deleted.missed_after(p(2, 0)));
+        assert!(!deleted.missed_after(p(3, 0)));
+        // No log at all: a node that had read one missed what it said.
+        assert!(LogInfo::default().missed_after(p(5, 1)));
+        assert!(!LogInfo::default().missed_after(p(0, 0)));
     }
 }
