@@ -1,6 +1,7 @@
 //! Sending an invalidation to the fleet (`feed.rs` applies what others sent): the shared
 //! tier's copies removed, the entry appended to the log, the other nodes told by sharded
-//! pub/sub and waited for up to `confirm_timeout`; what could not be sent waits in the outbox.
+//! pub/sub and waited for up to `confirm_timeout`; what could not be sent — or whose shared
+//! copies could not be removed — waits in the outbox.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -68,21 +69,21 @@ pub fn broadcast_later(tier: &Arc<SharedTier>, inv: Invalidation) {
 /// the log gets it, the other nodes are told and, up to `confirm_timeout`, waited for.
 pub async fn broadcast(tier: &Arc<SharedTier>, inv: Invalidation) -> Broadcast {
     // Copies in the shared tier go first: a node that applies the entry and misses locally
-    // must not find them there.
+    // must not find them there. If they cannot be removed (their master failing over, the
+    // breaker open) the entry is not sent either: queued, both are done in that order once
+    // Redis answers. Regression (issue 22): a failed removal was ignored and the entry sent,
+    // so every node answered "confirmed" and then read the purged copy back from the shared
+    // tier at its next local miss.
+    let Some(removed) = remove_shared(tier, &inv, tier.feed.position()).await else {
+        queue(tier, inv);
+        return Broadcast::default();
+    };
     let mut out = Broadcast {
-        shared_removed: remove_shared(tier, &inv, tier.feed.position())
-            .await
-            .unwrap_or(0),
+        shared_removed: removed,
         ..Broadcast::default()
     };
     let Some(at) = append(tier, &inv).await else {
-        tier.counters.fleet_inval_queued.inc();
-        let mut q = tier.feed.outbox.lock().unwrap_or_else(|p| p.into_inner());
-        if q.len() < OUTBOX {
-            q.push_back(inv);
-        } else {
-            tier.counters.fleet_inval_dropped.inc();
-        }
+        queue(tier, inv);
         return out;
     };
     out.sent = true;
@@ -100,6 +101,19 @@ pub async fn broadcast(tier: &Arc<SharedTier>, inv: Invalidation) -> Broadcast {
     tier.call(tier.write_timeout, publish).await;
     (out.confirmed, out.pending) = confirmations(tier, at).await;
     out
+}
+
+/// Keeps `inv` (applied here) for when Redis answers; until its shared copies are removed
+/// this node reads none stored before it ([`super::feed::Feed::held`]).
+fn queue(tier: &SharedTier, inv: Invalidation) {
+    tier.counters.fleet_inval_queued.inc();
+    tier.feed.hold(&inv);
+    let mut q = tier.feed.outbox.lock().unwrap_or_else(|p| p.into_inner());
+    if q.len() < OUTBOX {
+        q.push_back(inv);
+    } else {
+        tier.counters.fleet_inval_dropped.inc();
+    }
 }
 
 async fn remove_shared(tier: &SharedTier, inv: &Invalidation, at: Position) -> Option<u64> {
@@ -199,6 +213,7 @@ pub(super) async fn flush_outbox(tier: &Arc<SharedTier>) {
             push_front(tier, inv);
             return;
         }
+        tier.feed.release_hold(&inv);
         let Some(at) = append(tier, &inv).await else {
             push_front(tier, inv);
             return;

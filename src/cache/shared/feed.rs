@@ -10,7 +10,7 @@
 //! `P{fleet}nodes`; the sender waits, up to `confirm_timeout`, until every live node's
 //! position has passed the invalidation, and says which did.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
@@ -143,6 +143,10 @@ pub struct Feed {
     state_file: OnceLock<std::path::PathBuf>,
     wake: tokio::sync::Notify,
     pub(super) outbox: Mutex<VecDeque<Invalidation>>,
+    /// URLs purged (false) or soft-purged (true) here while their shared copies could not be
+    /// removed, with the moment (wall ms): until the outbox has removed them, a copy this node
+    /// reads from the shared tier that was stored before that moment is refused (or stale).
+    held: Mutex<HashMap<CacheKey, (u64, bool)>>,
     /// Milliseconds since the last complete read of the log (0 before the first).
     last_sync: AtomicU64,
     /// The log's newest position (ms part) at the last read, and ours then: the lag.
@@ -165,6 +169,7 @@ impl Feed {
             state_file: OnceLock::new(),
             wake: tokio::sync::Notify::new(),
             outbox: Mutex::new(VecDeque::new()),
+            held: Mutex::new(HashMap::new()),
             last_sync: AtomicU64::new(0),
             lag_ms: AtomicU64::new(0),
             synced: tokio::sync::watch::channel(false).0,
@@ -195,6 +200,40 @@ impl Feed {
 
     fn set_position(&self, p: Position) {
         *self.applied.lock().unwrap_or_else(|p| p.into_inner()) = p;
+    }
+
+    /// Remembers a purge or soft purge of a URL queued for the outbox ([`Feed::held`]).
+    pub(super) fn hold(&self, inv: &Invalidation) {
+        let (key, soft) = match inv {
+            Invalidation::Purge(k) => (k.primary(), false),
+            Invalidation::Soft(k) => (k.primary(), true),
+            _ => return,
+        };
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        if held.len() < OUTBOX || held.contains_key(&key) {
+            let mark = held.entry(key).or_insert((0, soft));
+            *mark = (wall_ms(), mark.1 && soft);
+        }
+    }
+
+    /// The outbox removed `inv`'s shared copies.
+    pub(super) fn release_hold(&self, inv: &Invalidation) {
+        if let Invalidation::Purge(k) | Invalidation::Soft(k) = inv {
+            self.held
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&k.primary());
+        }
+    }
+
+    /// For a URL (`primary`) this node purged while Redis could not remove its shared
+    /// copies: the moment (wall ms), and whether it was a soft purge.
+    pub fn held(&self, primary: &CacheKey) -> Option<(u64, bool)> {
+        let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        if held.is_empty() {
+            return None;
+        }
+        held.get(primary).copied()
     }
 
     /// Invalidations waiting for Redis.

@@ -355,7 +355,6 @@ fn get_bytes(r: &mut Bytes) -> Result<Bytes, Refused> {
 }
 
 impl Meta {
-    /// The object without its body (the admin API reports what is stored, reads no chunk).
     /// A soft purge of the URL at `mark_ms` (wall clock): a copy stored until then is stale
     /// from that moment on — its freshness cut to its age then, grace and keep counted from
     /// there, as the local tiers' soft purge does at the moment it runs. A copy stored after
@@ -369,6 +368,12 @@ impl Meta {
         self.object.ttl = Span::new(self.object.ttl.get().min(age_then));
     }
 
+    /// When the copy was stored (wall-clock ms, the storing node's clock).
+    pub fn stored_ms(&self) -> u64 {
+        self.stored_ms
+    }
+
+    /// The object without its body (the admin API reports what is stored, reads no chunk).
     pub fn head_only(self) -> Object {
         self.object
     }

@@ -331,6 +331,15 @@ impl SharedTier {
         if let Some(mark) = soft {
             meta.soft_purged(mark);
         }
+        // Purged here while Redis could not remove this copy (the purge waits in the outbox).
+        match self.feed.held(&key.primary()) {
+            Some((mark, true)) => meta.soft_purged(mark),
+            Some((mark, false)) if meta.stored_ms() <= mark => {
+                self.counters.shared_refused.inc();
+                return None;
+            }
+            _ => {}
+        }
         let chunks = if meta.chunks == 0 {
             Vec::new()
         } else {

@@ -448,3 +448,86 @@ async fn a_saved_position_the_log_no_longer_holds_drops_the_local_tiers() {
     assert_eq!(counters.fleet_reset.get(), 1, "log lost while down");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A cluster whose `purge` script fails (the URL's master failing over) until `heal`, while
+/// the log takes entries and `lookup` finds `record`.
+struct PurgeFails {
+    healed: std::sync::atomic::AtomicBool,
+    record: Bytes,
+}
+
+impl Remote for PurgeFails {
+    fn eval<'a>(
+        &'a self,
+        script: &'static remote::Script,
+        _: Vec<Vec<u8>>,
+        _: Vec<Vec<u8>>,
+    ) -> remote::RemoteFuture<'a, Reply> {
+        let healed = self.healed.load(std::sync::atomic::Ordering::Relaxed);
+        let d = |s: &'static str| Reply::Data(Bytes::from_static(s.as_bytes()));
+        let reply = match script.name {
+            "purge" if !healed => Err(RemoteError::Redis("CLUSTERDOWN".into())),
+            "purge" => Ok(Reply::Int(1)),
+            "lookup" => Ok(Reply::Array(vec![
+                Reply::Data(self.record.clone()),
+                Reply::Nil,
+                d("hit"),
+                Reply::Nil,
+            ])),
+            _ => Ok(Reply::Nil),
+        };
+        Box::pin(async move { reply })
+    }
+    fn command<'a>(&'a self, args: Vec<Vec<u8>>) -> remote::RemoteFuture<'a, Reply> {
+        Box::pin(async move {
+            Ok(match &args[0][..] {
+                b"XADD" => Reply::Data(Bytes::from_static(b"1700000000000-0")),
+                _ => Reply::Array(Vec::new()),
+            })
+        })
+    }
+    fn subscribe<'a>(&'a self, _: Vec<u8>) -> remote::RemoteFuture<'a, ()> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// Regression (issue 22): a purge whose shared copies could not be removed was appended to
+/// the log anyway and reported sent — every node applied it, then read the purged copy back
+/// from the shared tier at its next miss. It is queued instead (removal first, then the log,
+/// once Redis answers), and meanwhile the node that took it refuses shared copies stored
+/// before it.
+#[tokio::test]
+async fn a_purge_whose_shared_copy_stays_is_queued_not_sent() {
+    let key = CacheKey::new("h", "/p");
+    let old = crate::cache::test_object(&[]);
+    let record = layout::encode(&key, &old, 1, Instant::now()).unwrap().meta;
+    std::thread::sleep(Duration::from_millis(2));
+    let remote = Arc::new(PurgeFails {
+        healed: false.into(),
+        record,
+    });
+    let counters = Arc::new(Counters::default());
+    let tier = SharedTier::with_remote(&config(), "n".into(), counters.clone(), remote.clone());
+    tier.breaker.success();
+    assert!(matches!(tier.lookup(&key, false).await, Found::Object(_)));
+
+    let out = feed::broadcast(&tier, feed::Invalidation::Purge(key.clone())).await;
+    assert!(!out.sent, "{out:?}");
+    assert!(out.summary().contains("queued"), "{}", out.summary());
+    assert_eq!(counters.fleet_inval_sent.get(), 0);
+    assert_eq!(counters.fleet_inval_queued.get(), 1);
+    assert_eq!(tier.feed.queued(), 1);
+    // The copy the shared tier still holds is not read back here.
+    assert!(matches!(tier.lookup(&key, false).await, Found::Miss(None)));
+    assert_eq!(counters.shared_refused.get(), 1);
+
+    // Redis answers again: removed, then sent; the shared tier is read as usual.
+    remote
+        .healed
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    broadcast::flush_outbox(&tier).await;
+    assert_eq!(tier.feed.queued(), 0);
+    assert_eq!(counters.fleet_inval_sent.get(), 1);
+    assert!(tier.feed.held(&key).is_none());
+    assert!(matches!(tier.lookup(&key, false).await, Found::Object(_)));
+}
