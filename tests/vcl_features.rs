@@ -497,3 +497,28 @@ sub vcl_recv {
     }
     shellac.stop().await;
 }
+
+/// Regression: a failed VCL subroutine counted its response twice in `synth_resp` (Varnish's
+/// `s_synth`, one per vcl_synth): once when the subroutine failed, again when vcl_synth's 503
+/// went out.
+#[tokio::test]
+async fn a_vcl_failure_is_one_synthetic_response() {
+    let origin = Origin::start(|_| Reply::ok("x")).await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_recv {
+    if (req.url == "/fail") { return (fail); }
+    if (req.url == "/synth") { return (synth(404)); }
+}
+sub vcl_miss { if (req.url == "/miss-fail") { return (fail); } }
+"#;
+    let shellac = start_vcl("fail-synth", vcl, &[origin.addr]).await;
+    assert_eq!(get(shellac.addr, "/fail").await.status, 503);
+    assert_eq!(shellac.stat("synth_resp").await, 1);
+    assert_eq!(get(shellac.addr, "/synth").await.status, 404);
+    assert_eq!(shellac.stat("synth_resp").await, 2);
+    assert_eq!(get(shellac.addr, "/miss-fail").await.status, 503);
+    assert_eq!(shellac.stat("synth_resp").await, 3);
+    assert_eq!(origin.count(), 0);
+    shellac.stop().await;
+}

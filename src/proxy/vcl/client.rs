@@ -62,26 +62,22 @@ fn run_client(
     run(&runtime.program, m, &mut scope)
 }
 
-/// A failed subroutine: logged, and answered with a 503 through vcl_synth.
-fn failed(txn: &Txn, m: Method, why: &str) -> Step {
+/// A failed subroutine: logged, and answered with a 503 through vcl_synth (which counts it in
+/// `synth_resp`, as Varnish's vcl_synth counts `s_synth`: once).
+fn failed(m: Method, why: &str) -> Step {
     tracing::warn!(subroutine = m.sub_name(), reason = why, "VCL failed");
-    txn.proxy.counters.synth_resp.inc();
     Step::VclSynth(503, Some("VCL failed".to_string()))
 }
 
 /// The step for an action the caller of `m` does not take itself: `synth` and `restart`
 /// (which every client subroutine that allows them takes alike), `fail`, and an action `m`
 /// does not allow, which fails the request as `fail` does (503 through vcl_synth).
-fn settle(txn: &Txn, m: Method, verdict: Verdict) -> Step {
+fn settle(m: Method, verdict: Verdict) -> Step {
     match verdict {
         Verdict::Synth(status, reason) => Step::VclSynth(status, reason),
         Verdict::Restart => Step::Restart,
-        Verdict::Fail(why) => failed(txn, m, &why),
-        other => failed(
-            txn,
-            m,
-            &format!("{} returned {}", m.sub_name(), other.as_str()),
-        ),
+        Verdict::Fail(why) => failed(m, &why),
+        other => failed(m, &format!("{} returned {}", m.sub_name(), other.as_str())),
     }
 }
 
@@ -132,7 +128,7 @@ pub(in crate::proxy) fn recv(txn: &mut Txn, rt: &Arc<VclRuntime>) -> Step {
         Verdict::Pass => Step::Pass(NoCacheReason::Vcl),
         Verdict::Pipe => pipe(txn),
         Verdict::Purge => hash(txn, true),
-        other => settle(txn, Method::Recv, other),
+        other => settle(Method::Recv, other),
     }
 }
 
@@ -146,10 +142,9 @@ fn hash(txn: &mut Txn, purge: bool) -> Step {
     let key = if v.runtime.program.defines(Method::Hash) {
         match run_client(txn, Method::Hash, None, None, None) {
             Verdict::Lookup | Verdict::Hash => {}
-            Verdict::Fail(why) => return failed(txn, Method::Hash, &why),
+            Verdict::Fail(why) => return failed(Method::Hash, &why),
             other => {
                 return failed(
-                    txn,
                     Method::Hash,
                     &format!("vcl_hash returned {}", other.as_str()),
                 );
@@ -197,7 +192,7 @@ fn hash(txn: &mut Txn, purge: bool) -> Step {
         }
         txn.key = Some(key);
         let verdict = run_client(txn, Method::Purge, None, None, None);
-        return settle(txn, Method::Purge, verdict);
+        return settle(Method::Purge, verdict);
     }
     txn.key = Some(key);
     txn.read_request_directives();
@@ -233,9 +228,8 @@ fn pipe(txn: &mut Txn) -> Step {
             }
         }
         Verdict::Synth(status, reason) => Step::VclSynth(status, reason),
-        Verdict::Fail(why) => failed(txn, Method::Pipe, &why),
+        Verdict::Fail(why) => failed(Method::Pipe, &why),
         other => failed(
-            txn,
             Method::Pipe,
             &format!("vcl_pipe returned {}", other.as_str()),
         ),
@@ -335,7 +329,7 @@ pub(in crate::proxy) fn after_hit(txn: &mut Txn, object: &Arc<Object>) -> Option
             txn.stale = Some(object.clone());
             Some(Step::Fetch(FetchMode::Alone("vcl-miss")))
         }
-        other => Some(settle(txn, Method::Hit, other)),
+        other => Some(settle(Method::Hit, other)),
     }
 }
 
@@ -361,7 +355,7 @@ pub(in crate::proxy) fn after_waiting(txn: &mut Txn, object: &Arc<Object>) -> Op
             Some(Step::Pass(NoCacheReason::Vcl))
         }
         Verdict::Miss | Verdict::Fetch => Some(Step::Fetch(FetchMode::Alone("vcl-miss"))),
-        other => Some(settle(txn, Method::Hit, other)),
+        other => Some(settle(Method::Hit, other)),
     }
 }
 
@@ -406,7 +400,7 @@ pub(in crate::proxy) fn miss(
     }
     match verdict {
         Verdict::Pass => Step::Pass(NoCacheReason::Vcl),
-        other => settle(txn, Method::Miss, other),
+        other => settle(Method::Miss, other),
     }
 }
 
@@ -423,7 +417,7 @@ pub(in crate::proxy) fn pass(txn: &mut Txn, reason: NoCacheReason) -> Step {
     }
     match run_client(txn, Method::Pass, None, None, None) {
         Verdict::Fetch | Verdict::Pass => Step::Fetch(FetchMode::Pass(reason)),
-        other => settle(txn, Method::Pass, other),
+        other => settle(Method::Pass, other),
     }
 }
 
@@ -517,7 +511,7 @@ fn run_deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
             }
             Delivery::Send(Response::from_parts(parts, body))
         }
-        other => Delivery::Step(settle(txn, Method::Deliver, other)),
+        other => Delivery::Step(settle(Method::Deliver, other)),
     }
 }
 
