@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http::Request;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::Resp;
@@ -95,6 +95,7 @@ pub const HEADERS: u8 = 1;
 pub const PRIORITY: u8 = 2;
 pub const RST_STREAM: u8 = 3;
 pub const SETTINGS: u8 = 4;
+pub const PUSH_PROMISE: u8 = 5;
 pub const PING: u8 = 6;
 pub const GOAWAY: u8 = 7;
 pub const WINDOW_UPDATE: u8 = 8;
@@ -103,6 +104,17 @@ pub const CONTINUATION: u8 = 9;
 pub const END_STREAM: u8 = 0x1;
 pub const ACK: u8 = 0x1;
 pub const END_HEADERS: u8 = 0x4;
+pub const PADDED: u8 = 0x8;
+/// HEADERS carries priority fields (RFC 9113 §6.2, deprecated but still parsed).
+pub const PRIORITY_FLAG: u8 = 0x20;
+
+/// What a raw connection read next.
+#[derive(Debug)]
+pub enum Event {
+    Frame(RawFrame),
+    Closed,
+    Timeout,
+}
 
 /// A frame as read back.
 #[derive(Clone, Debug)]
@@ -175,9 +187,14 @@ pub fn request_block(method: &str, path: &str, fields: &[(&str, &str)]) -> Vec<u
     b
 }
 
+/// What a raw connection runs over: a TCP socket, or a TLS stream over one.
+pub trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
 /// A raw HTTP/2 client connection.
 pub struct Raw {
-    pub stream: TcpStream,
+    stream: Box<dyn Io>,
     buf: Vec<u8>,
 }
 
@@ -188,16 +205,13 @@ impl Raw {
         let mut hello = PREFACE.to_vec();
         hello.extend(frame(SETTINGS, 0, 0, &[]));
         stream.write_all(&hello).await.unwrap();
-        Raw {
-            stream,
-            buf: Vec::new(),
-        }
+        Raw::from_stream(stream)
     }
 
-    /// A connection the test opened and greeted itself.
-    pub fn from_stream(stream: TcpStream) -> Raw {
+    /// A connection the test opened (and greeted, or not) itself: a socket or a TLS stream.
+    pub fn from_stream(stream: impl Io + 'static) -> Raw {
         Raw {
-            stream,
+            stream: Box::new(stream),
             buf: Vec::new(),
         }
     }
@@ -216,6 +230,15 @@ impl Raw {
 
     /// The next frame, or None when the connection closed or nothing came within `wait`.
     pub async fn next(&mut self, wait: Duration) -> Option<RawFrame> {
+        match self.event(wait).await {
+            Event::Frame(f) => Some(f),
+            Event::Closed | Event::Timeout => None,
+        }
+    }
+
+    /// The next frame, or whether the connection closed (an error or reset counts: h2spec's
+    /// "connection closed") or nothing came within `wait`.
+    pub async fn event(&mut self, wait: Duration) -> Event {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             if self.buf.len() >= 9 {
@@ -233,15 +256,15 @@ impl Raw {
                         payload: self.buf[9..9 + len].to_vec(),
                     };
                     self.buf.drain(..9 + len);
-                    return Some(f);
+                    return Event::Frame(f);
                 }
             }
             let mut chunk = [0u8; 16384];
-            let n = match tokio::time::timeout_at(deadline, self.stream.read(&mut chunk)).await {
-                Ok(Ok(n)) if n > 0 => n,
-                _ => return None,
-            };
-            self.buf.extend_from_slice(&chunk[..n]);
+            match tokio::time::timeout_at(deadline, self.stream.read(&mut chunk)).await {
+                Ok(Ok(n)) if n > 0 => self.buf.extend_from_slice(&chunk[..n]),
+                Ok(_) => return Event::Closed,
+                Err(_) => return Event::Timeout,
+            }
         }
     }
 

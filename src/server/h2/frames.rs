@@ -298,8 +298,9 @@ impl<I> Watched<I> {
         }
         let size_ok = f.len <= self.limits.max_frame_size
             && match f.kind {
-                // §6.3, §6.4, §6.7, §6.9: fixed lengths; §6.5: 6-byte parameters, an ACK empty.
-                PRIORITY => f.len == 5,
+                // §6.4, §6.7, §6.9: fixed lengths; §6.5: 6-byte parameters, an ACK empty. (A
+                // PRIORITY of another length than 5 is a stream error, §6.3: h2 resets the
+                // stream, vendor/h2/PATCHES.md §9.)
                 RST_STREAM | WINDOW_UPDATE => f.len == 4,
                 PING => f.len == 8,
                 SETTINGS if f.flags & ACK != 0 => f.len == 0,

@@ -324,6 +324,14 @@ fn decode_frame(decoder: &mut FrameDecoder, mut bytes: BytesMut) -> Result<Optio
                     proto_err!(stream: "PRIORITY invalid dependency ID; stream={:?}", id);
                     return Err(Error::library_reset(id, Reason::PROTOCOL_ERROR));
                 }
+                Err(frame::Error::InvalidPayloadLength) => {
+                    // RFC 9113 §6.3: a PRIORITY frame of another length than 5 octets is a
+                    // stream error of type FRAME_SIZE_ERROR. (Shellac's patch; see
+                    // PATCHES.md.)
+                    let id = head.stream_id();
+                    proto_err!(stream: "PRIORITY of a wrong length; stream={:?}", id);
+                    return Err(Error::library_reset(id, Reason::FRAME_SIZE_ERROR));
+                }
                 Err(e) => {
                     proto_err!(conn: "failed to load PRIORITY frame; err={:?};", e);
                     return Err(Error::library_go_away(Reason::PROTOCOL_ERROR));

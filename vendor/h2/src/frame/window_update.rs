@@ -37,7 +37,10 @@ impl WindowUpdate {
         // when received.
         let size_increment = unpack_octets_4!(payload, 0, u32) & !SIZE_INCREMENT_MASK;
 
-        if size_increment == 0 {
+        // An increment of 0 on a stream is a stream error (RFC 9113 §6.9), found where the
+        // stream's state is known (`Streams::recv_window_update`); on the connection, an
+        // error here. (Shellac's patch; see PATCHES.md.)
+        if size_increment == 0 && head.stream_id().is_zero() {
             return Err(Error::InvalidWindowUpdateValue);
         }
 

@@ -86,6 +86,63 @@ pub(super) struct Counts {
     /// Number of empty, non-final DATA frames received over the lifetime of
     /// the connection.
     num_recv_empty_data_frames: usize,
+
+    /// How the latest streams the peer opened ended, once forgotten. (Shellac's
+    /// patch; see PATCHES.md.)
+    forgotten: Forgotten,
+}
+
+/// How the last 128 streams the peer opened ended, kept after they leave the store, so a
+/// frame on one of them gets the error RFC 9113 §5.1 gives it: after the peer's END_STREAM a
+/// connection error STREAM_CLOSED, after a reset a stream error. (Shellac's patch; see
+/// PATCHES.md.) Two bit masks, no allocation.
+#[derive(Debug, Default)]
+struct Forgotten {
+    /// The highest stream recorded: bit `i` below is stream `top - 2 * i`.
+    top: u32,
+    /// Streams recorded.
+    known: u128,
+    /// Of those, the ones the peer had ended with END_STREAM.
+    ended: u128,
+}
+
+impl Forgotten {
+    fn record(&mut self, id: StreamId, peer_ended: bool) {
+        let id = u32::from(id);
+        if id > self.top {
+            let shift = (id - self.top) / 2;
+            if shift >= 128 {
+                self.known = 0;
+                self.ended = 0;
+            } else {
+                self.known <<= shift;
+                self.ended <<= shift;
+            }
+            self.top = id;
+        }
+        let i = (self.top - id) / 2;
+        if i < 128 {
+            self.known |= 1 << i;
+            if peer_ended {
+                self.ended |= 1 << i;
+            } else {
+                self.ended &= !(1 << i);
+            }
+        }
+    }
+
+    /// Whether the peer had ended the stream, if it is one of those recorded.
+    fn peer_ended(&self, id: StreamId) -> Option<bool> {
+        let id = u32::from(id);
+        if id > self.top || (self.top - id) % 2 != 0 {
+            return None;
+        }
+        let i = (self.top - id) / 2;
+        if i >= 128 || self.known & (1 << i) == 0 {
+            return None;
+        }
+        Some(self.ended & (1 << i) != 0)
+    }
 }
 
 impl Counts {
@@ -106,7 +163,18 @@ impl Counts {
             data_frame_budget: Budget::new(config.data_frame_budget.resolve(None)),
             data_frame_budget_is_auto: config.data_frame_budget.is_auto(),
             num_recv_empty_data_frames: 0,
+            forgotten: Forgotten::default(),
         }
+    }
+
+    /// For a stream the peer opened that is no longer in the store: whether the peer had
+    /// ended it (END_STREAM) before it was closed, if it is among the latest 128.
+    /// (Shellac's patch; see PATCHES.md.)
+    pub fn forgotten_peer_ended(&self, id: StreamId) -> Option<bool> {
+        if self.peer.is_local_init(id) {
+            return None;
+        }
+        self.forgotten.peer_ended(id)
     }
 
     pub fn set_target_connection_window_size(&mut self, size: WindowSize) {
@@ -310,6 +378,12 @@ impl Counts {
 
         if stream.is_closed() {
             if !stream.is_pending_reset_expiration() {
+                // Unlinked, the stream's id is no longer found: remember how it ended.
+                // (Shellac's patch; see PATCHES.md.)
+                if !self.peer.is_local_init(stream.id) {
+                    self.forgotten
+                        .record(stream.id, stream.state.is_peer_ended());
+                }
                 stream.unlink();
                 if is_reset_counted {
                     self.dec_num_reset_streams();

@@ -423,6 +423,15 @@ impl State {
         }
     }
 
+    /// Whether the peer ended its side of the stream (END_STREAM) before it closed.
+    /// (Shellac's patch; see PATCHES.md.)
+    pub fn is_peer_ended(&self) -> bool {
+        matches!(
+            self.inner,
+            Closed(Cause::EndStream) | Closed(Cause::ErrorAfterEndStream(_))
+        )
+    }
+
     pub fn is_recv_streaming(&self) -> bool {
         matches!(
             self.inner,

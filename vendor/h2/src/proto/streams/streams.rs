@@ -506,6 +506,22 @@ impl Inner {
                     }
                 }
 
+                // A stream the peer opened, closed and forgotten: after its END_STREAM a
+                // connection error STREAM_CLOSED, after a reset a stream error (RFC 9113
+                // §5.1); streams never opened, or too old to be known, go on to `open`
+                // (PROTOCOL_ERROR, §5.1.1). (Shellac's patch; see PATCHES.md.)
+                match self.counts.forgotten_peer_ended(id) {
+                    Some(true) => {
+                        proto_err!(conn: "recv_headers: HEADERS after END_STREAM; stream={:?}", id);
+                        return Err(Error::library_go_away(Reason::STREAM_CLOSED));
+                    }
+                    Some(false) => {
+                        proto_err!(stream: "recv_headers: HEADERS on a reset stream; stream={:?}", id);
+                        return Err(Error::library_reset(id, Reason::STREAM_CLOSED));
+                    }
+                    None => {}
+                }
+
                 match self
                     .actions
                     .recv
@@ -651,6 +667,13 @@ impl Inner {
                     let sz = sz as WindowSize;
                     self.actions.recv.ignore_data(sz)?;
 
+                    // After the peer's END_STREAM, a connection error (RFC 9113 §5.1).
+                    // (Shellac's patch; see PATCHES.md.)
+                    if self.counts.forgotten_peer_ended(id) == Some(true) {
+                        proto_err!(conn: "recv_data: DATA after END_STREAM; stream={:?}", id);
+                        return Err(Error::library_go_away(Reason::STREAM_CLOSED));
+                    }
+
                     return Err(Error::library_reset(id, Reason::STREAM_CLOSED));
                 }
 
@@ -764,17 +787,23 @@ impl Inner {
                     return Err(Error::library_go_away(Reason::PROTOCOL_ERROR));
                 }
 
-                let res = self
-                    .actions
-                    .send
-                    .recv_stream_window_update(
-                        frame.size_increment(),
-                        send_buffer,
-                        &mut stream,
-                        &mut self.counts,
-                        &mut self.actions.task,
-                    )
-                    .map_err(|reason| Error::library_reset(id, reason));
+                let res = if frame.size_increment() == 0 {
+                    // RFC 9113 §6.9: a stream error of type PROTOCOL_ERROR. (Shellac's
+                    // patch; see PATCHES.md.)
+                    proto_err!(stream: "recv_window_update: increment of 0; stream={:?}", id);
+                    Err(Error::library_reset(id, Reason::PROTOCOL_ERROR))
+                } else {
+                    self.actions
+                        .send
+                        .recv_stream_window_update(
+                            frame.size_increment(),
+                            send_buffer,
+                            &mut stream,
+                            &mut self.counts,
+                            &mut self.actions.task,
+                        )
+                        .map_err(|reason| Error::library_reset(id, reason))
+                };
 
                 return self.actions.reset_on_recv_stream_err(
                     send_buffer,
