@@ -4,7 +4,8 @@
 //! fill, resharding (ASK, MOVED), a node paused with SIGSTOP, a node restarted (catch-up), a
 //! master killed with SIGKILL under load, and Redis gone entirely. Every scenario asserts that
 //! no client saw an error and that nothing purged was served after its purge was answered
-//! (by the nodes the answer says confirmed it).
+//! (by the node it was sent to and the nodes the answer says confirmed it; under load, every
+//! answer is checked: `Load::require`).
 
 mod common;
 
@@ -59,6 +60,9 @@ impl Site {
             }
             if seen.path == "/race" && n == 1 {
                 reply = reply.delay(Duration::from_millis(1500));
+            }
+            if seen.path.starts_with("/coalesce") {
+                reply = reply.delay(Duration::from_millis(700));
             }
             reply
         })
@@ -167,7 +171,8 @@ async fn fleet() {
     ];
 
     shared_hits_across_nodes(&site, &nodes).await;
-    chunked_objects_and_the_size_cap(&site, &nodes).await;
+    the_fleet_coalesces_misses(&site, &nodes).await;
+    chunked_objects_and_the_size_cap(&site, &nodes, &cluster).await;
     purge_ban_and_tags_reach_every_node(&site, &nodes).await;
     a_purge_racing_a_fill_wins(&site, &nodes).await;
     a_soft_purge_leaves_the_shared_copy_stale(&site, &nodes).await;
@@ -255,14 +260,78 @@ async fn shared_hits_across_nodes(site: &Site, nodes: &[Node]) {
         .collect();
     assert_eq!(names, ["a", "b", "c"], "{v}");
     let metrics = get(c.admin(), "/metrics").await.text();
+    for sample in [
+        "\nshellac_cache_hit_shared_total 2\n",
+        "\nshellac_shared_hit_total 2\n",
+        "\nshellac_shared_breaker_state 0\n",
+        "\nshellac_shared_error_total ",
+        "\nshellac_shared_write_total ",
+        "\nshellac_fleet_inval_lag_ms ",
+    ] {
+        assert!(metrics.contains(sample), "{sample:?} in {metrics}");
+    }
+    // The command line: `shellac inspect` lists the shared copy, `shellac stat` the shared
+    // tier and every node's lag.
+    let (b_admin, a_admin) = (b.admin().to_string(), a.admin().to_string());
+    let (inspect, stat) = tokio::task::spawn_blocking(move || {
+        let run = |args: &[&str]| {
+            let out = std::process::Command::new(common::binary::BIN)
+                .args(args)
+                .output()
+                .expect("run shellac");
+            assert!(out.status.success(), "{args:?}: {out:?}");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        (
+            run(&["inspect", "http://test.example/s1", "--admin", &b_admin]),
+            run(&["stat", "--once", "--admin", &a_admin]),
+        )
+    })
+    .await
+    .unwrap();
+    assert!(inspect.contains("  shared 200 fresh"), "{inspect}");
+    assert!(inspect.contains("  memory 200 fresh"), "{inspect}");
     assert!(
-        metrics.contains("shellac_cache_hit_shared_total"),
-        "{metrics}"
+        stat.contains("Shared tier (node a): breaker closed"),
+        "{stat}"
     );
+    for n in ["b", "c"] {
+        assert!(stat.contains(&format!("  node {n} ")), "{stat}");
+    }
 }
 
-/// Bodies over 256 KiB travel as chunks; bodies over `max_object_size` stay local.
-async fn chunked_objects_and_the_size_cap(site: &Site, nodes: &[Node]) {
+/// Coalescing across the fleet: the three nodes miss one URL at the same moment; one fetches
+/// it (the fleet lease), the others wait for its copy in the shared tier.
+async fn the_fleet_coalesces_misses(site: &Site, nodes: &[Node]) {
+    let mut before = 0;
+    for n in nodes {
+        before += n.stat("cache_hit_shared").await;
+    }
+    let asks: Vec<_> = nodes
+        .iter()
+        .map(|n| {
+            let addr = n.addr();
+            tokio::spawn(async move { get(addr, "/coalesce1").await })
+        })
+        .collect();
+    for (ask, n) in asks.into_iter().zip(nodes) {
+        expect(&ask.await.unwrap(), "/coalesce1", 1, n.name);
+    }
+    assert_eq!(
+        site.origin.count_path("/coalesce1"),
+        1,
+        "one origin request for three nodes' simultaneous misses"
+    );
+    let mut after = 0;
+    for n in nodes {
+        after += n.stat("cache_hit_shared").await;
+    }
+    assert_eq!(after - before, 2, "the other two served the shared copy");
+}
+
+/// Bodies over 256 KiB travel as chunks — a chunk gone is a miss, never a short body; bodies
+/// over `max_object_size` stay local.
+async fn chunked_objects_and_the_size_cap(site: &Site, nodes: &[Node], cluster: &Cluster) {
     let [a, b, c] = nodes else { unreachable!() };
     let first = a.get("/chunky").await;
     assert_eq!(first.status, 200);
@@ -275,6 +344,34 @@ async fn chunked_objects_and_the_size_cap(site: &Site, nodes: &[Node]) {
         r.cache_status()
     );
     assert_eq!(site.origin.count_path("/chunky"), 1);
+
+    // One chunk removed behind the metadata's back (evicted under maxmemory, say): c, which
+    // never had the object, reads the record, misses the chunk and fetches the whole body.
+    let keys = UrlKeys::new(PREFIX, &CacheKey::new("test.example", "/chunky"));
+    let index = String::from_utf8(keys.index()).unwrap();
+    let master = &cluster.nodes[cluster.master_of(&index)];
+    let slot = master
+        .cli(&["CLUSTER", "KEYSLOT", &index])
+        .trim()
+        .to_string();
+    let listed = master.cli(&["CLUSTER", "GETKEYSINSLOT", &slot, "100"]);
+    let chunk = listed
+        .lines()
+        .find(|k| k.contains("}c0.") && k.ends_with(".1"))
+        .unwrap_or_else(|| panic!("chunk 1 of /chunky among {listed:?}"))
+        .to_string();
+    assert_eq!(master.cli(&["DEL", &chunk]).trim(), "1");
+    let refused = c.stat("shared_refused").await;
+    let r = c.get("/chunky").await;
+    assert_eq!(r.status, 200);
+    assert!(r.body == first.body, "the whole body, from the origin");
+    assert!(
+        !r.cache_status().contains("detail=shared"),
+        "{}",
+        r.cache_status()
+    );
+    assert_eq!(site.origin.count_path("/chunky"), 2);
+    assert!(c.stat("shared_refused").await > refused);
 
     for n in [a, b, c] {
         let r = n.get("/big").await;
@@ -313,12 +410,18 @@ async fn purge_ban_and_tags_reach_every_node(site: &Site, nodes: &[Node]) {
         Some(0),
         "{v}"
     );
+    assert_eq!(
+        v["fleet"]["confirmed"],
+        serde_json::json!(["a", "b"]),
+        "{v}"
+    );
     for n in nodes {
         expect(&n.get("/ban/1").await, "/ban/1", 2, n.name);
     }
 
     let r = a.purge("/", &[("surrogate-key", "group-7")]).await;
     assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.text().contains("confirmed by b, c"), "{}", r.text());
     for n in nodes {
         expect(&n.get("/tagged1").await, "/tagged1", 2, n.name);
     }
@@ -479,10 +582,11 @@ async fn a_paused_node_catches_up(site: &Site, nodes: &[Node]) {
         expect(&n.get("/paused").await, "/paused", 1, n.name);
     }
     b.served().signal("-STOP");
-    let load = Load::start(&[a.addr(), c.addr()], &["/s1", "/p1", "/chunky"]);
+    let load = Load::start(&[a.addr(), c.addr()], &["/s1", "/p1", "/chunky", "/paused"]);
     site.bump("/paused");
     let r = a.purge("/paused", &[]).await;
     assert_eq!(r.status, 200);
+    load.require("/paused", 2, &acknowledged(&r.text(), a, nodes));
     // b is among the nodes not confirmed (on a loaded machine c may be listed too, in either
     // order).
     let text = r.text();
@@ -502,9 +606,10 @@ async fn a_paused_node_catches_up(site: &Site, nodes: &[Node]) {
     assert!(pending.contains(&"b"), "{text}");
     expect(&c.get("/paused").await, "/paused", 2, "c");
     expect(&a.get("/paused").await, "/paused", 2, "a");
-    let (sent, errors) = load.finish().await;
+    let (sent, errors, stale) = load.finish().await;
     assert!(sent > 0);
     assert_eq!(errors, 0, "client errors while a node was paused");
+    assert_eq!(stale, 0, "purged object served after the purge's answer");
     b.served().signal("-CONT");
     // Caught up (it applies the log in order at once when it runs again).
     let caught_up = eventually(Duration::from_secs(10), || async {
@@ -686,6 +791,8 @@ async fn a_killed_master_costs_no_client_error(site: &Site, nodes: &[Node], clus
     for p in &paths {
         expect(&nodes[0].get(p).await, p, 1, "a");
     }
+    // b holds the one purged below (its answer is then 200 whatever Redis does).
+    expect(&nodes[1].get("/k3").await, "/k3", 1, "b");
     let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
     let addrs: Vec<SocketAddr> = nodes.iter().map(Node::addr).collect();
     let load = Load::start(&addrs, &refs);
@@ -693,14 +800,21 @@ async fn a_killed_master_costs_no_client_error(site: &Site, nodes: &[Node], clus
     let victim = cluster.master_of_slot(0);
     cluster.nodes[victim].kill9();
     tokio::time::sleep(Duration::from_millis(500)).await;
+    // A purge during the failover: sent (the nodes it names confirmed it) or queued (this
+    // node only, until Redis answers) — either way no node it names serves the old copy.
+    site.bump("/k3");
+    let r = nodes[1].purge("/k3", &[]).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    load.require("/k3", 2, &acknowledged(&r.text(), &nodes[1], nodes));
     let fresh: Vec<String> = (0..24).map(|i| format!("/f{i}")).collect();
     for p in &fresh {
         // Misses during the failover: served from the origin, never an error.
         expect(&nodes[1].get(p).await, p, 1, "b during failover");
     }
-    let (sent, errors) = load.finish().await;
+    let (sent, errors, stale) = load.finish().await;
     assert!(sent > 0);
     assert_eq!(errors, 0, "client errors during the failover");
+    assert_eq!(stale, 0, "purged object served after the purge's answer");
     cluster.wait_ok(Duration::from_secs(20));
     // Recovered by itself: a new object written by one node is a shared hit on another.
     let recovered = eventually(Duration::from_secs(15), || async {
@@ -715,6 +829,18 @@ async fn a_killed_master_costs_no_client_error(site: &Site, nodes: &[Node], clus
     })
     .await;
     assert!(recovered, "the shared tier works again after the failover");
+    // The purge reached every node, queued or not.
+    for n in nodes {
+        let purged = eventually(Duration::from_secs(15), || async {
+            n.get("/k3").await.text() == "/k3 v2"
+        })
+        .await;
+        assert!(
+            purged,
+            "{} applied the purge sent during the failover",
+            n.name
+        );
+    }
 }
 
 /// Every Redis process stopped (SIGSTOP: connections open, nothing answers) for a moment: each
@@ -735,10 +861,11 @@ async fn a_hanging_cluster_costs_deadlines_not_errors(
     );
     // Below cluster-node-timeout (1 s): no failover, just a cluster that does not answer.
     tokio::time::sleep(Duration::from_millis(700)).await;
-    let (sent, errors) = load.finish().await;
+    let (sent, errors, stale) = load.finish().await;
     for n in &cluster.nodes {
         n.signal("-CONT");
     }
+    assert_eq!(stale, 0);
     assert!(sent > 0);
     assert_eq!(errors, 0, "client errors while Redis hung");
     assert!(started.elapsed() < Duration::from_secs(10));
@@ -779,9 +906,10 @@ async fn redis_gone_entirely(site: &Site, nodes: &[Node], cluster: &mut Cluster)
         &["/s1", "/gone2", "/gone3"],
     );
     tokio::time::sleep(Duration::from_millis(800)).await;
-    let (sent, errors) = load.finish().await;
+    let (sent, errors, stale) = load.finish().await;
     assert!(sent > 0);
     assert_eq!(errors, 0);
+    assert_eq!(stale, 0);
     assert!(started.elapsed() < Duration::from_secs(20));
     // Open (1), or half-open (2) while its one probe of the dead cluster is under way: a
     // busy machine caught it probing once. Closed (0) would mean it never noticed.
@@ -790,57 +918,122 @@ async fn redis_gone_entirely(site: &Site, nodes: &[Node], cluster: &mut Cluster)
         state == 1 || state == 2,
         "breaker open or probing, got {state}"
     );
+    let metrics = get(nodes[0].admin(), "/metrics").await.text();
+    assert!(
+        metrics.contains("\nshellac_shared_breaker_state 1\n")
+            || metrics.contains("\nshellac_shared_breaker_state 2\n"),
+        "{metrics}"
+    );
 }
 
-/// Bounded client load: a few tasks GET paths round-robin until told to stop.
+/// Bounded client load: a few tasks GET paths round-robin until told to stop. An answer
+/// `PATH vN` asked of a node after [`Load::require`] set a higher version for that path and
+/// node is counted as stale.
 struct Load {
     stop: Arc<std::sync::atomic::AtomicBool>,
-    tasks: Vec<tokio::task::JoinHandle<(usize, usize)>>,
+    floors: Floors,
+    tasks: Vec<tokio::task::JoinHandle<(usize, usize, usize)>>,
+}
+
+/// (path, node) → the lowest version it may serve from now on.
+type Floors = Arc<Mutex<HashMap<(String, SocketAddr), u32>>>;
+
+/// The nodes a purge's answer (sent to `sender`) says will not serve the old copy: the
+/// sender, and the nodes it lists as confirmed.
+fn acknowledged(answer: &str, sender: &Node, nodes: &[Node]) -> Vec<SocketAddr> {
+    let confirmed: Vec<&str> = answer
+        .split("; confirmed by ")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .map(|list| list.split(';').next().unwrap_or("").split(", ").collect())
+        .unwrap_or_default();
+    nodes
+        .iter()
+        .filter(|n| n.name == sender.name || confirmed.contains(&n.name))
+        .map(Node::addr)
+        .collect()
 }
 
 impl Load {
     fn start(addrs: &[SocketAddr], paths: &[&str]) -> Load {
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let floors: Floors = Arc::default();
         let counter = Arc::new(AtomicUsize::new(0));
         let paths: Arc<Vec<String>> = Arc::new(paths.iter().map(|p| p.to_string()).collect());
         let tasks = (0..4)
             .map(|_| {
-                let (stop, counter, paths, addrs) =
-                    (stop.clone(), counter.clone(), paths.clone(), addrs.to_vec());
+                let (stop, counter, paths, addrs, floors) = (
+                    stop.clone(),
+                    counter.clone(),
+                    paths.clone(),
+                    addrs.to_vec(),
+                    floors.clone(),
+                );
                 tokio::spawn(async move {
-                    let (mut sent, mut errors) = (0, 0);
+                    let (mut sent, mut errors, mut stale) = (0, 0, 0);
                     // At most 5,000 requests a task, whatever happens.
                     while !stop.load(Ordering::Relaxed) && sent < 5_000 {
                         let i = counter.fetch_add(1, Ordering::Relaxed);
                         let addr = addrs[i % addrs.len()];
                         let path = &paths[i % paths.len()];
+                        // Read before the request is sent: a floor set after it does not
+                        // apply to its answer.
+                        let floor = floors.lock().unwrap().get(&(path.clone(), addr)).copied();
                         // A failed connection or response panics in `get`: its task's
                         // error counts as a client error.
-                        let path = path.clone();
+                        let asked = path.clone();
                         let r = tokio::time::timeout(
                             Duration::from_secs(5),
-                            tokio::spawn(async move { get(addr, &path).await }),
+                            tokio::spawn(async move { get(addr, &asked).await }),
                         )
                         .await;
                         sent += 1;
-                        if !matches!(r, Ok(Ok(ref r)) if r.status == 200) {
-                            errors += 1;
+                        match r {
+                            Ok(Ok(r)) if r.status == 200 => {
+                                let version = r
+                                    .text()
+                                    .strip_prefix(&format!("{path} v"))
+                                    .and_then(|v| v.parse::<u32>().ok());
+                                if let (Some(floor), Some(v)) = (floor, version)
+                                    && v < floor
+                                {
+                                    eprintln!(
+                                        "stale: {addr} {path} v{v} after v{floor} was required"
+                                    );
+                                    stale += 1;
+                                }
+                            }
+                            _ => errors += 1,
                         }
                     }
-                    (sent, errors)
+                    (sent, errors, stale)
                 })
             })
             .collect();
-        Load { stop, tasks }
+        Load {
+            stop,
+            floors,
+            tasks,
+        }
     }
 
-    async fn finish(self) -> (usize, usize) {
+    /// From now on `nodes` must answer `path` with version `version` or later.
+    fn require(&self, path: &str, version: u32, nodes: &[SocketAddr]) {
+        let mut floors = self.floors.lock().unwrap();
+        for n in nodes {
+            floors.insert((path.to_string(), *n), version);
+        }
+    }
+
+    /// (requests, client errors, stale answers).
+    async fn finish(self) -> (usize, usize, usize) {
         self.stop.store(true, Ordering::Relaxed);
-        let mut total = (0, 0);
+        let mut total = (0, 0, 0);
         for t in self.tasks {
-            let (s, e) = t.await.unwrap();
+            let (s, e, st) = t.await.unwrap();
             total.0 += s;
             total.1 += e;
+            total.2 += st;
         }
         total
     }

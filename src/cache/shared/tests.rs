@@ -531,3 +531,57 @@ async fn a_purge_whose_shared_copy_stays_is_queued_not_sent() {
     assert!(tier.feed.held(&key).is_none());
     assert!(matches!(tier.lookup(&key, false).await, Found::Object(_)));
 }
+
+/// A cluster where another node holds the fleet lease on every key and never finishes (it
+/// died mid-fetch).
+struct LeaseHeld;
+
+impl Remote for LeaseHeld {
+    fn eval<'a>(
+        &'a self,
+        _: &'static remote::Script,
+        _: Vec<Vec<u8>>,
+        _: Vec<Vec<u8>>,
+    ) -> remote::RemoteFuture<'a, Reply> {
+        Box::pin(async {
+            Ok(Reply::Array(vec![
+                Reply::Nil,
+                Reply::Nil,
+                Reply::Data(Bytes::from_static(b"held")),
+            ]))
+        })
+    }
+    fn command<'a>(&'a self, _: Vec<Vec<u8>>) -> remote::RemoteFuture<'a, Reply> {
+        Box::pin(async { Ok(Reply::Nil) })
+    }
+    fn subscribe<'a>(&'a self, _: Vec<u8>) -> remote::RemoteFuture<'a, ()> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// Fleet coalescing is bounded: a lease holder that never writes its copy makes the others
+/// wait `lease_timeout` at most, then fetch themselves (`shared_lease_timeout`), without a
+/// lease of their own.
+#[tokio::test]
+async fn a_dead_lease_holder_blocks_nobody_past_lease_timeout() {
+    let text = "[storage.shared]\nnodes = [\"127.0.0.1:1\"]\nlease_timeout = \"150ms\"\n[[backend]]\nhost = \"a\"\n";
+    let config = crate::config::Config::parse(text, "t.toml")
+        .unwrap()
+        .storage
+        .shared
+        .unwrap();
+    let counters = Arc::new(Counters::default());
+    let tier = SharedTier::with_remote(&config, "n".into(), counters.clone(), Arc::new(LeaseHeld));
+    tier.breaker.success();
+    let key = CacheKey::new("h", "/");
+    let found = tokio::time::timeout(Duration::from_secs(30), tier.lookup(&key, true))
+        .await
+        .expect("the wait for a lease holder ends");
+    assert!(
+        matches!(found, Found::Miss(None)),
+        "a miss, without a lease"
+    );
+    assert_eq!(counters.shared_lease_wait.get(), 1);
+    assert_eq!(counters.shared_lease_timeout.get(), 1);
+    assert_eq!(counters.shared_lease_waited_hit.get(), 0);
+}
