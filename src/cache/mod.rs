@@ -395,19 +395,30 @@ impl Object {
     /// is the whole freshness lifetime (age included), as [`Object::ttl`].
     pub fn retimed(&self, ttl: Duration, grace: Duration, keep: Duration) -> Object {
         Object {
+            ttl: Span::new(ttl),
+            grace: Span::new(grace),
+            keep: Span::new(keep),
+            ..self.copy()
+        }
+    }
+
+    /// A copy sharing the body and the stored fields, with `obj.hits` carried over; the tier
+    /// bookkeeping and the prepared delivery map start anew (the copy is stored on its own).
+    pub fn copy(&self) -> Object {
+        Object {
             status: self.status,
             headers: self.headers.clone(),
             body: self.body.clone(),
             body_len: self.body_len,
             vary: self.vary.clone(),
             initial_age: self.initial_age,
-            ttl: Span::new(ttl),
+            ttl: self.ttl,
             stale_ok: self.stale_ok,
-            grace: Span::new(grace),
+            grace: self.grace,
             stale_if_error: self.stale_if_error,
-            keep: Span::new(keep),
+            keep: self.keep,
             stored_at: self.stored_at,
-            state: Default::default(),
+            state: TierState::default(),
             prepared: Default::default(),
             hits: AtomicU16::new(self.hits.load(Ordering::Relaxed)),
         }
@@ -476,52 +487,28 @@ impl Object {
         grace: Option<Duration>,
         keep: Option<Duration>,
     ) -> Option<Object> {
-        let Body::Memory(chunks) = &self.body else {
+        if !matches!(self.body, Body::Memory(_)) {
             return None;
-        };
+        }
         Some(Object {
-            status: self.status,
-            headers: self.headers.clone(),
-            body: Body::Memory(chunks.clone()),
-            body_len: self.body_len,
-            vary: self.vary.clone(),
-            initial_age: self.initial_age,
             ttl: Span::new(self.ttl.get().min(self.age(now).saturating_add(ttl))),
-            stale_ok: self.stale_ok,
             grace: grace.map_or(self.grace, |g| Span::new(g.min(self.grace.get()))),
             keep: keep.map_or(self.keep, |k| Span::new(k.min(self.keep.get()))),
-            stale_if_error: self.stale_if_error,
-            stored_at: self.stored_at,
-            state: TierState::default(),
-            prepared: Default::default(),
-            hits: AtomicU16::new(self.hits.load(Ordering::Relaxed)),
+            ..self.copy()
         })
     }
 
     /// A copy for the memory tier of an object read from disk with its body in memory.
     pub fn promoted(&self) -> Option<Object> {
-        let Body::Memory(chunks) = &self.body else {
+        if !matches!(self.body, Body::Memory(_)) {
             return None;
-        };
+        }
         Some(Object {
-            status: self.status,
-            headers: self.headers.clone(),
-            body: Body::Memory(chunks.clone()),
-            body_len: self.body_len,
-            vary: self.vary.clone(),
-            initial_age: self.initial_age,
-            ttl: self.ttl,
-            stale_ok: self.stale_ok,
-            grace: self.grace,
-            keep: self.keep,
-            stale_if_error: self.stale_if_error,
-            stored_at: self.stored_at,
             state: TierState {
                 on_disk: AtomicBool::new(true),
                 ..TierState::default()
             },
-            prepared: Default::default(),
-            hits: AtomicU16::new(self.hits.load(Ordering::Relaxed)),
+            ..self.copy()
         })
     }
 

@@ -662,7 +662,8 @@ fn revalidated(
                 headers: StoredFields::from_map(&headers),
                 ttl: crate::cache::Span::ZERO,
                 stored_at,
-                ..clone_object(&stale)
+                hits: Default::default(),
+                ..stale.copy()
             });
             (
                 object,
@@ -701,26 +702,6 @@ fn revalidated(
         }
     }
     txn.deliver_object(object, &status)
-}
-
-fn clone_object(o: &Object) -> Object {
-    Object {
-        status: o.status,
-        headers: o.headers.clone(),
-        body: o.body.clone(),
-        body_len: o.body_len,
-        vary: o.vary.clone(),
-        initial_age: o.initial_age,
-        ttl: o.ttl,
-        stale_ok: o.stale_ok,
-        grace: o.grace,
-        stale_if_error: o.stale_if_error,
-        keep: o.keep,
-        stored_at: o.stored_at,
-        state: Default::default(),
-        prepared: Default::default(),
-        hits: Default::default(),
-    }
 }
 
 #[cfg(test)]
