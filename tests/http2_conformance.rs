@@ -220,7 +220,8 @@ async fn preface_and_settings() {
         raw.send(bytes).await;
         expect_goaway(&mut raw, codes, case).await;
     }
-    shellac.stop().await;
+    // Connections of earlier cases are still open (shadowed, not dropped): no grace period.
+    shellac.stop_with(Duration::ZERO).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -362,7 +363,8 @@ async fn ping_goaway_and_frame_sizes() {
         .await;
     let (_, body) = expect_answer(&mut raw, 1, "stream before GOAWAY").await;
     assert_eq!(body, b"GET /before-goaway 0");
-    shellac.stop().await;
+    // Connections of earlier cases are still open (shadowed, not dropped): no grace period.
+    shellac.stop_with(Duration::ZERO).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -428,7 +430,8 @@ async fn stream_states() {
     .await;
     let (_, body) = expect_answer(&mut raw, 3, "after RST_STREAM").await;
     assert_eq!(body, b"GET /after-reset 0");
-    shellac.stop().await;
+    // Connections of earlier cases are still open (shadowed, not dropped): no grace period.
+    shellac.stop_with(Duration::ZERO).await;
 }
 
 /// HPACK integer with a `prefix`-bit prefix and the flag bits `first`.
@@ -594,7 +597,8 @@ async fn hpack() {
             .iter()
             .any(|s| s.path.starts_with("/m-bad") || s.path == "/m")
     );
-    shellac.stop().await;
+    // Connections of earlier cases are still open (shadowed, not dropped): no grace period.
+    shellac.stop_with(Duration::ZERO).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -764,5 +768,6 @@ async fn pseudo_header_and_field_rules() {
         "{paths:?}"
     );
     let _ = NO_ERROR;
-    shellac.stop().await;
+    // Connections of earlier cases are still open (shadowed, not dropped): no grace period.
+    shellac.stop_with(Duration::ZERO).await;
 }

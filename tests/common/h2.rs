@@ -202,6 +202,9 @@ impl Raw {
     /// Connects, sends the preface and an empty SETTINGS frame.
     pub async fn open(addr: SocketAddr) -> Raw {
         let mut stream = TcpStream::connect(addr).await.unwrap();
+        // Tests write frames piece by piece: without this, Nagle holds each small write until
+        // the previous one is acknowledged (a delayed ACK, 40 ms, per connection).
+        stream.set_nodelay(true).unwrap();
         let mut hello = PREFACE.to_vec();
         hello.extend(frame(SETTINGS, 0, 0, &[]));
         stream.write_all(&hello).await.unwrap();
