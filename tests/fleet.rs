@@ -259,6 +259,11 @@ async fn shared_hits_across_nodes(site: &Site, nodes: &[Node]) {
         .filter_map(|n| n["name"].as_str())
         .collect();
     assert_eq!(names, ["a", "b", "c"], "{v}");
+    let r = get(a.admin(), "/api/dashboard").await;
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(v["fleet"]["node"], "a", "{v}");
+    assert_eq!(v["fleet"]["breaker"], "closed", "{v}");
+    assert!(v["fleet"]["writes"].as_u64() >= Some(1), "{v}");
     let metrics = get(c.admin(), "/metrics").await.text();
     for sample in [
         "\nshellac_cache_hit_shared_total 2\n",
@@ -508,7 +513,7 @@ async fn a_soft_purge_leaves_the_shared_copy_stale(site: &Site, nodes: &[Node]) 
 }
 
 /// A slot moves to another master while nodes read it: ASK during the move, MOVED after.
-async fn resharding_is_followed(_site: &Site, nodes: &[Node], cluster: &Cluster) {
+async fn resharding_is_followed(site: &Site, nodes: &[Node], cluster: &Cluster) {
     let [a, b, c] = nodes else { unreachable!() };
     expect(&a.get("/moved").await, "/moved", 1, "a");
     // The test client's Host.
@@ -559,19 +564,35 @@ async fn resharding_is_followed(_site: &Site, nodes: &[Node], cluster: &Cluster)
         b.stat("shared_refused").await,
         b.stat("shared_skipped").await
     );
+    // A purge while the slot moves: its script follows ASK to the importing master.
+    site.bump("/moved");
+    let r = a.purge("/moved", &[]).await;
+    assert!(
+        r.text().contains("shared tier: 1 removed") && r.text().contains("confirmed by b, c"),
+        "{}",
+        r.text()
+    );
+    for n in nodes {
+        expect(&n.get("/moved").await, "/moved", 2, n.name);
+    }
     for n in &cluster.nodes {
         if cluster.is_master(n.port) {
             n.cli(&["CLUSTER", "SETSLOT", &slot_s, "NODE", &dst_id]);
         }
     }
     cluster.wait_ok(Duration::from_secs(10));
-    let r = c.get("/moved").await;
-    expect(&r, "/moved", 1, "c after the move");
-    assert!(
-        r.cache_status().contains("detail=shared"),
-        "{}",
-        r.cache_status()
-    );
+    // After the move (MOVED): a write by one node, a shared hit on another, a purge.
+    site.bump("/moved");
+    let r = a.purge("/moved", &[]).await;
+    assert!(r.text().contains("confirmed by b, c"), "{}", r.text());
+    expect(&a.get("/moved").await, "/moved", 3, "a after the move");
+    let shared_hit = eventually(Duration::from_secs(5), || async {
+        let r = c.get("/moved").await;
+        r.text() == "/moved v3" && r.cache_status().contains("detail=shared")
+    })
+    .await;
+    assert!(shared_hit, "c reads a's copy from the slot's new master");
+    assert_eq!(site.origin.count_path("/moved"), 3);
 }
 
 /// A node stopped with SIGSTOP: the others keep serving without an error and the purge

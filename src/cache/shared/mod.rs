@@ -11,8 +11,10 @@
 //! - Invalidations are applied here and on every other node (`feed.rs`).
 //!
 //! Every operation has a deadline and goes through the circuit breaker (`breaker.rs`):
-//! Redis slow, failing over or gone costs a request at most one deadline, then nothing while
-//! the breaker is open — the node works as a single Shellac and recovers by itself.
+//! Redis slow, failing over or gone costs a request at most a deadline per operation it waits
+//! for (a lookup; the chunks of a large body; a second lookup for a URL with `Vary`), then
+//! nothing while the breaker is open — the node works as a single Shellac and recovers by
+//! itself.
 
 pub mod breaker;
 mod broadcast;

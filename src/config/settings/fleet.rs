@@ -15,7 +15,7 @@ pub(super) const SHARED: &[Setting] = &[
         default: Default::Unset(r##"none: no fleet"##),
         example: r##"{ nodes = ["10.0.0.5:7000", "10.0.0.6:7000"] }"##,
         restart: true,
-        doc: r##"The tier shared by a fleet of Shellac nodes, on a Redis Cluster, below the memory and disk tiers: the table below (how-to: docs/fleet.md). A local miss asks it before the origin; an object one node fetched is written there once, in the background, and every node can serve it; one node fetches a missing URL for the whole fleet while the others wait for its copy; PURGE, soft purge, bans and tag purges sent to any node apply on every node. Redis slow, failing over or gone never makes a client wait longer than `read_timeout` or see an error: the node works as a single Shellac until Redis answers again."##,
+        doc: r##"The tier shared by a fleet of Shellac nodes, on a Redis Cluster, below the memory and disk tiers: the table below (how-to: docs/fleet.md). A local miss asks it before the origin; an object one node fetched is written there once, in the background, and every node can serve it; one node fetches a missing URL for the whole fleet while the others wait for its copy; PURGE, soft purge, bans and tag purges sent to any node apply on every node. Redis slow, failing over or gone never makes a client see an error, and costs a request at most `read_timeout` per operation it waits for (then nothing while the circuit breaker is open): the node works as a single Shellac until Redis answers again."##,
     },
     Setting {
         section: "storage.shared",
@@ -94,7 +94,7 @@ pub(super) const SHARED: &[Setting] = &[
         default: Default::Value(r##""1s""##),
         example: r##""##,
         restart: true,
-        doc: r##"Deadline of a connection to a cluster node. Until the first connection succeeds (retried every `breaker_cooldown`) the node serves without the shared tier; start-up never waits for Redis."##,
+        doc: r##"Deadline of a connection to a cluster node. Until the first connection succeeds (retried every `breaker_cooldown`) the node serves without the shared tier; start-up waits at most twice this for the fleet's invalidation log (a node restarted with a disk tier catches up before it serves), then serves."##,
     },
     Setting {
         section: "storage.shared",
@@ -105,7 +105,7 @@ pub(super) const SHARED: &[Setting] = &[
         default: Default::Value(r##""50ms""##),
         example: r##""##,
         restart: true,
-        doc: r##"Deadline of each operation a client request waits for (a lookup and lease, reading an object's chunks): the most Redis can add to a miss. Past it the request goes to the origin (counter `shared_timeout`)."##,
+        doc: r##"Deadline of each operation a client request waits for: the lookup (and lease), and for a body over 256 KiB the read of its chunks; a URL with `Vary` is looked up twice (its variants, then the request's). A local miss waits for Redis at most this per operation — plus, while another node fetches the URL, up to `lease_timeout` for its copy. Past it the request goes to the origin (counter `shared_timeout`)."##,
     },
     Setting {
         section: "storage.shared",
