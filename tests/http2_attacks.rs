@@ -114,7 +114,8 @@ async fn made_you_reset_is_cut_off_after_the_reset_budget() {
     // (RFC 9113 §6.9.1: stream error FLOW_CONTROL_ERROR), a WINDOW_UPDATE of 0 (§6.9,
     // PROTOCOL_ERROR) or a PRIORITY frame of 4 bytes (§6.3, FRAME_SIZE_ERROR) — the last two
     // stream errors since vendor/h2/PATCHES.md §9, so they spend the same budget.
-    let provokers: [(&str, fn(u32) -> Vec<u8>); 3] = [
+    type Provoke = fn(u32) -> Vec<u8>;
+    let provokers: [(&str, Provoke); 3] = [
         ("window overflow", |id| {
             frame(WINDOW_UPDATE, 0, id, &0x7fff_ffffu32.to_be_bytes())
         }),
