@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use common::binary::Served;
 use common::redis_cluster::Cluster;
-use common::{Origin, Reply, Resp, TempDir, eventually, get, get_with, request};
+use common::{Origin, Reply, ReplyBody, Resp, TempDir, eventually, get, get_with, request};
 use shellac::cache::CacheKey;
 use shellac::cache::shared::feed::Position;
 use shellac::cache::shared::layout::UrlKeys;
@@ -60,6 +60,14 @@ impl Site {
             }
             if seen.path == "/race" && n == 1 {
                 reply = reply.delay(Duration::from_millis(1500));
+            }
+            if seen.path == "/bigstall" {
+                // Over the cap, its Content-Length says so at once; the body takes a while.
+                reply = reply.body(ReplyBody::Stall {
+                    first: vec![b's'; 1024],
+                    pause: Duration::from_millis(1500),
+                    rest: vec![b's'; 2 << 20],
+                });
             }
             if seen.path.starts_with("/coalesce") {
                 reply = reply.delay(Duration::from_millis(700));
@@ -388,6 +396,27 @@ async fn chunked_objects_and_the_size_cap(site: &Site, nodes: &[Node], cluster: 
         "over the cap: each node fetches its own"
     );
     assert!(a.stat("shared_write_skip").await >= 1);
+
+    // And nobody queues behind one: a node fetching an object its Content-Length puts over the
+    // cap passes the fleet lease at once, so b, missing it meanwhile, fetches it too instead of
+    // waiting for a's fetch to end and then taking the lease itself.
+    let leases = b.stat("shared_lease").await;
+    let addr = a.addr();
+    let slow = tokio::spawn(async move { get(addr, "/bigstall").await });
+    wait_until(Duration::from_secs(5), || {
+        site.origin.count_path("/bigstall") == 1
+    })
+    .await;
+    let r = b.get("/bigstall").await;
+    assert_eq!((r.status, r.body.len()), (200, 1024 + (2 << 20)), "b");
+    let r = slow.await.unwrap();
+    assert_eq!((r.status, r.body.len()), (200, 1024 + (2 << 20)), "a");
+    assert_eq!(site.origin.count_path("/bigstall"), 2);
+    assert_eq!(
+        b.stat("shared_lease").await,
+        leases,
+        "b took no lease: a passed it"
+    );
 }
 
 /// PURGE, a ban and a tag purge sent to one node: once answered, no node serves the old copy.

@@ -298,6 +298,16 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         }
     };
 
+    // Too large for the shared tier (`max_object_size`): no node will get a copy from this
+    // fetch, so the nodes waiting for it under the fleet lease fetch at once instead of
+    // queueing behind it until it ends.
+    let mut guard = guard;
+    if let (Some(shared), Some(len)) = (&proxy.cache.shared, content_length)
+        && len > shared.max_object_size()
+        && let Some(ticket) = guard.as_mut().and_then(LeaderGuard::take_ticket)
+    {
+        ticket.pass(proxy.config.cache.hit_for_miss_ttl.0);
+    }
     for name in &plan.strip {
         parts.headers.remove(name);
     }

@@ -171,6 +171,11 @@ impl SharedTier {
         &self.prefix
     }
 
+    /// `max_object_size`: larger objects stay in the node's own tiers.
+    pub fn max_object_size(&self) -> u64 {
+        self.max_object
+    }
+
     /// Runs `op` under a deadline and the breaker; None when skipped, failed or late (counted).
     pub(crate) async fn call<T>(
         &self,
