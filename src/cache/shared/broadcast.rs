@@ -121,12 +121,20 @@ async fn remove_shared(tier: &SharedTier, inv: &Invalidation, at: Position) -> O
         Invalidation::Purge(k) => tier.purge_url(k, at).await,
         // Marked stale, not removed: other nodes still serve it in grace, as the local tiers do.
         Invalidation::Soft(k) => tier.soft_purge_url(k).await,
+        // A tag's set loses its members only once their copies are purged: a purge that fails
+        // halfway is retried from the outbox with the set still whole. (Regression, issue 22:
+        // the set was taken and deleted first, and the retry of a failed purge found it
+        // empty, leaving the URLs it had not reached in the shared tier.)
         Invalidation::Tags(tags) => {
             let mut n = 0;
             for tag in tags {
-                for url in tier.take_tag(tag).await? {
+                let members = tier.tag_members(tag).await?;
+                let mut done = Vec::with_capacity(members.len());
+                for (member, url) in members {
                     n += tier.purge_url(&url, at).await?;
+                    done.push(member);
                 }
+                tier.drop_tag_members(tag, done).await?;
             }
             Some(n)
         }

@@ -411,22 +411,33 @@ impl SharedTier {
         Some(n.max(0) as u64)
     }
 
-    /// The URLs tagged `tag` in the shared tier (the set is removed).
-    pub async fn take_tag(&self, tag: &str) -> Option<Vec<CacheKey>> {
-        let take = self.remote.eval(
-            &scripts::TAG_TAKE,
-            vec![layout::tag_key(&self.prefix, tag)],
-            Vec::new(),
-        );
-        let members = self.call(self.write_timeout, take).await?;
+    /// The URLs tagged `tag` in the shared tier: (set member, URL).
+    pub async fn tag_members(&self, tag: &str) -> Option<Vec<(Bytes, CacheKey)>> {
+        let get = self.remote.command(vec![
+            b"SMEMBERS".to_vec(),
+            layout::tag_key(&self.prefix, tag),
+        ]);
+        let members = self.call(self.write_timeout, get).await?;
         Some(
             members
                 .array()
                 .into_iter()
                 .filter_map(Reply::data)
-                .filter_map(|m| layout::tag_member_key(&m))
+                .filter_map(|m| layout::tag_member_key(&m).map(|url| (m, url)))
                 .collect(),
         )
+    }
+
+    /// Takes `members` (their copies purged) out of `tag`'s set; members added since stay.
+    pub async fn drop_tag_members(&self, tag: &str, members: Vec<Bytes>) -> Option<()> {
+        if members.is_empty() {
+            return Some(());
+        }
+        let mut args = vec![b"SREM".to_vec(), layout::tag_key(&self.prefix, tag)];
+        args.extend(members.into_iter().map(|m| m.to_vec()));
+        self.call(self.write_timeout, self.remote.command(args))
+            .await
+            .map(drop)
     }
 
     /// Whether the shared tier holds `key` now (the admin API; no lease, not counted as a

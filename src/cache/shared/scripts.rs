@@ -253,15 +253,3 @@ return 1
 "#
     ),
 };
-
-/// KEYS: a tag's set. Returns its members and removes it.
-pub static TAG_TAKE: Script = Script {
-    name: "tag_take",
-    source: lua!(
-        r#"
-local m = redis.call('SMEMBERS', KEYS[1])
-redis.call('DEL', KEYS[1])
-return m
-"#
-    ),
-};

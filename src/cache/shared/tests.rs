@@ -585,3 +585,91 @@ async fn a_dead_lease_holder_blocks_nobody_past_lease_timeout() {
     assert_eq!(counters.shared_lease_timeout.get(), 1);
     assert_eq!(counters.shared_lease_waited_hit.get(), 0);
 }
+
+/// One tag's set in Redis, and a `purge` script that fails for one URL until `heal`.
+struct TagSet {
+    members: std::sync::Mutex<Vec<Bytes>>,
+    purged: std::sync::Mutex<Vec<Vec<u8>>>,
+    healed: std::sync::atomic::AtomicBool,
+    failing: Vec<u8>,
+}
+
+impl Remote for TagSet {
+    fn eval<'a>(
+        &'a self,
+        script: &'static remote::Script,
+        keys: Vec<Vec<u8>>,
+        _: Vec<Vec<u8>>,
+    ) -> remote::RemoteFuture<'a, Reply> {
+        let reply = if script.name == "tag_take" {
+            // What the script that took and deleted a tag's set did (Redis's `SMEMBERS`, `DEL`).
+            let taken = std::mem::take(&mut *self.members.lock().unwrap());
+            Ok(Reply::Array(taken.into_iter().map(Reply::Data).collect()))
+        } else if script.name != "purge" {
+            Ok(Reply::Nil)
+        } else if keys[0] == self.failing && !self.healed.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            Err(RemoteError::Redis("CLUSTERDOWN".into()))
+        } else {
+            self.purged.lock().unwrap().push(keys[0].clone());
+            Ok(Reply::Int(1))
+        };
+        Box::pin(async move { reply })
+    }
+    fn command<'a>(&'a self, args: Vec<Vec<u8>>) -> remote::RemoteFuture<'a, Reply> {
+        let mut members = self.members.lock().unwrap();
+        let reply = match &args[0][..] {
+            b"SMEMBERS" => Reply::Array(members.iter().cloned().map(Reply::Data).collect()),
+            b"SREM" => {
+                members.retain(|m| !args[2..].iter().any(|a| a[..] == m[..]));
+                Reply::Int(1)
+            }
+            b"XADD" => Reply::Data(Bytes::from_static(b"1700000000000-0")),
+            _ => Reply::Array(Vec::new()),
+        };
+        Box::pin(async move { Ok(reply) })
+    }
+    fn subscribe<'a>(&'a self, _: Vec<u8>) -> remote::RemoteFuture<'a, ()> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// Regression (issue 22): a tag purge took the tag's set (and deleted it) before purging its
+/// URLs; when one purge failed the invalidation was retried with an empty set, and the URLs
+/// it had not reached stayed in the shared tier. The set now loses only purged members.
+#[tokio::test]
+async fn a_tag_purge_that_fails_halfway_is_retried_whole() {
+    let (one, two) = (CacheKey::new("h", "/one"), CacheKey::new("h", "/two"));
+    let index = |k: &CacheKey| layout::UrlKeys::new("shellac:", k).index();
+    let remote = Arc::new(TagSet {
+        members: std::sync::Mutex::new(vec![
+            Bytes::from(layout::tag_member(&one)),
+            Bytes::from(layout::tag_member(&two)),
+        ]),
+        purged: Default::default(),
+        healed: false.into(),
+        failing: index(&two),
+    });
+    let counters = Arc::new(Counters::default());
+    let tier = SharedTier::with_remote(&config(), "n".into(), counters.clone(), remote.clone());
+    tier.breaker.success();
+    let out = feed::broadcast(&tier, feed::Invalidation::Tags(vec!["t".into()])).await;
+    assert!(!out.sent, "{out:?}");
+    assert_eq!(
+        remote.members.lock().unwrap().len(),
+        2,
+        "the set kept whole"
+    );
+
+    remote
+        .healed
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    broadcast::flush_outbox(&tier).await;
+    assert_eq!(tier.feed.queued(), 0);
+    assert_eq!(counters.fleet_inval_sent.get(), 1);
+    assert!(
+        remote.purged.lock().unwrap().contains(&index(&two)),
+        "the URL the first attempt missed is purged"
+    );
+    assert!(remote.members.lock().unwrap().is_empty());
+}
