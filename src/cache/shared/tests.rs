@@ -673,3 +673,76 @@ async fn a_tag_purge_that_fails_halfway_is_retried_whole() {
     );
     assert!(remote.members.lock().unwrap().is_empty());
 }
+
+/// Records the scripts run, in order; `tag_add` fails while `tags_fail`.
+#[derive(Default)]
+struct Recorder {
+    ran: std::sync::Mutex<Vec<&'static str>>,
+    tags_fail: std::sync::atomic::AtomicBool,
+}
+
+impl Remote for Recorder {
+    fn eval<'a>(
+        &'a self,
+        script: &'static remote::Script,
+        _: Vec<Vec<u8>>,
+        _: Vec<Vec<u8>>,
+    ) -> remote::RemoteFuture<'a, Reply> {
+        self.ran.lock().unwrap().push(script.name);
+        let fail =
+            script.name == "tag_add" && self.tags_fail.load(std::sync::atomic::Ordering::Relaxed);
+        Box::pin(async move {
+            if fail {
+                Err(RemoteError::Redis("CLUSTERDOWN".into()))
+            } else {
+                Ok(Reply::Int(1))
+            }
+        })
+    }
+    fn command<'a>(&'a self, _: Vec<Vec<u8>>) -> remote::RemoteFuture<'a, Reply> {
+        Box::pin(async { Ok(Reply::Nil) })
+    }
+    fn subscribe<'a>(&'a self, _: Vec<u8>) -> remote::RemoteFuture<'a, ()> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// Regression (issue 22): a write committed the copy, then added the URL to its tags' sets;
+/// a tag purge between the two missed it and the copy outlived the purge. The URL joins its
+/// tags' sets first (a tag purge then marks it purged and the commit is refused), and a tag
+/// that cannot be added stops the write.
+#[tokio::test]
+async fn a_copy_joins_its_tags_before_it_is_committed() {
+    let remote = Arc::new(Recorder::default());
+    let counters = Arc::new(Counters::default());
+    let tier = SharedTier::with_remote(&config(), "n".into(), counters.clone(), remote.clone());
+    tier.breaker.success();
+    let key = CacheKey::new("h", "/tagged");
+    let object = Arc::new(crate::cache::test_object(&[("surrogate-key", "a b")]));
+    let ran = |n: usize| {
+        let remote = remote.clone();
+        async move {
+            for _ in 0..500 {
+                if remote.ran.lock().unwrap().len() >= n {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            remote.ran.lock().unwrap().clone()
+        }
+    };
+    tier.share(&key, &key, &object, None, feed::Position::default());
+    assert_eq!(ran(3).await, ["tag_add", "tag_add", "commit"]);
+
+    remote.ran.lock().unwrap().clear();
+    remote
+        .tags_fail
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    tier.share(&key, &key, &object, None, feed::Position::default());
+    let seen = ran(1).await;
+    // Nothing after the failed tag (give the writer a moment to do something wrong).
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(seen, ["tag_add"]);
+    assert_eq!(*remote.ran.lock().unwrap(), ["tag_add"]);
+    assert_eq!(counters.shared_write.get(), 1);
+}

@@ -1,5 +1,5 @@
 //! The shared tier's background writes: queued by the fill (never waited for), run up to
-//! [`WRITERS`] at once — chunks first, then the commit script, then the tags.
+//! [`WRITERS`] at once — chunks first, then the tags, then the commit script.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -52,7 +52,12 @@ impl SharedTier {
         }
     }
 
-    /// Chunks, then the commit; tags after it.
+    /// Chunks and tags, then the commit. The URL joins its tags' sets before its copy is
+    /// committed: a tag purge that finds it there marks the URL purged (`P{h}p`) and the
+    /// commit of a fetch that started before is refused; one that comes after the commit
+    /// removes the copy. (Regression, issue 22: the tags were added after the commit, and a
+    /// tag purge between the two left the committed copy in the shared tier.) A tag that
+    /// cannot be added stops the write.
     async fn write(&self, w: Write) {
         let now = Instant::now();
         let Some(ttl) = layout::redis_ttl(&w.object, now) else {
@@ -75,6 +80,17 @@ impl SharedTier {
                 .remote
                 .eval(&scripts::PUT_CHUNKS, vec![keys.index()], args);
             if self.call(self.write_timeout, put).await.is_none() {
+                return;
+            }
+        }
+        let member = layout::tag_member(&w.primary);
+        for tag in crate::cache::tags::tags_of(&w.object.headers) {
+            let add = self.remote.eval(
+                &scripts::TAG_ADD,
+                vec![layout::tag_key(&self.prefix, &tag)],
+                vec![member.clone(), ttl_ms.clone()],
+            );
+            if self.call(self.write_timeout, add).await.is_none() {
                 return;
             }
         }
@@ -103,16 +119,7 @@ impl SharedTier {
             Some(1) => self.counters.shared_write.inc(),
             Some(-1) => self.counters.shared_write_purged.inc(),
             Some(_) => self.counters.shared_write_incomplete.inc(),
-            None => return,
-        }
-        let member = layout::tag_member(&w.primary);
-        for tag in crate::cache::tags::tags_of(&w.object.headers) {
-            let add = self.remote.eval(
-                &scripts::TAG_ADD,
-                vec![layout::tag_key(&self.prefix, &tag)],
-                vec![member.clone(), ttl_ms.clone()],
-            );
-            self.call(self.write_timeout, add).await;
+            None => {}
         }
     }
 }
