@@ -22,11 +22,15 @@ pub struct Broadcast {
     pub confirmed: Vec<String>,
     /// Other live nodes that had not.
     pub pending: Vec<String>,
+    /// Other nodes the fleet heard from in the last hour but not in the last 5 s (stopped,
+    /// partitioned from Redis, hung): not waited for. One that runs on without reaching Redis
+    /// serves what it holds until it reads the log.
+    pub silent: Vec<String>,
 }
 
 impl Broadcast {
     /// One line for an answer: `fleet: sent; shared tier: N removed; confirmed by a, b;
-    /// pending c` or `fleet: queued (...)`.
+    /// not confirmed in time by c; silent for 5 s or more: d` or `fleet: queued (...)`.
     pub fn summary(&self) -> String {
         if !self.sent {
             return "fleet: queued (Redis cannot be reached; sent when it can)".into();
@@ -41,6 +45,12 @@ impl Broadcast {
                 self.pending.join(", ")
             ));
         }
+        if !self.silent.is_empty() {
+            out.push_str(&format!(
+                "; silent for 5 s or more: {}",
+                self.silent.join(", ")
+            ));
+        }
         out
     }
 
@@ -51,6 +61,7 @@ impl Broadcast {
             "shared_removed": self.shared_removed,
             "confirmed": self.confirmed,
             "pending": self.pending,
+            "silent": self.silent,
         })
     }
 }
@@ -99,7 +110,7 @@ pub async fn broadcast(tier: &Arc<SharedTier>, inv: Invalidation) -> Broadcast {
         at.to_string().into_bytes(),
     ]);
     tier.call(tier.write_timeout, publish).await;
-    (out.confirmed, out.pending) = confirmations(tier, at).await;
+    (out.confirmed, out.pending, out.silent) = confirmations(tier, at).await;
     out
 }
 
@@ -163,18 +174,20 @@ async fn append(tier: &SharedTier, inv: &Invalidation) -> Option<Position> {
     id.text().and_then(Position::parse)
 }
 
-/// Polls the nodes' positions until every other live node has passed `at`.
-async fn confirmations(tier: &SharedTier, at: Position) -> (Vec<String>, Vec<String>) {
+/// Polls the nodes' positions until every other live node has passed `at`: (confirmed,
+/// pending, silent).
+async fn confirmations(tier: &SharedTier, at: Position) -> (Vec<String>, Vec<String>, Vec<String>) {
     let until = Instant::now() + tier.confirm_timeout;
     let mut pause = Duration::from_millis(1);
     loop {
         let mut confirmed = Vec::new();
         let mut pending = Vec::new();
+        let mut silent = Vec::new();
         let get = tier
             .remote()
             .command(vec![b"HGETALL".to_vec(), tier.feed.nodes.clone()]);
         let Some(nodes) = tier.call(tier.write_timeout, get).await else {
-            return (confirmed, pending);
+            return (confirmed, pending, silent);
         };
         let now = wall_ms();
         for pair in nodes.array().chunks(2) {
@@ -190,6 +203,7 @@ async fn confirmations(tier: &SharedTier, at: Position) -> (Vec<String>, Vec<Str
             let pos = parts.next().and_then(Position::parse).unwrap_or_default();
             let beat: u64 = parts.next().and_then(|b| b.parse().ok()).unwrap_or(0);
             if now.saturating_sub(beat) > LIVE.as_millis() as u64 {
+                silent.push(name);
                 continue;
             }
             if pos >= at {
@@ -202,7 +216,7 @@ async fn confirmations(tier: &SharedTier, at: Position) -> (Vec<String>, Vec<Str
             if !pending.is_empty() {
                 tier.counters.fleet_inval_unconfirmed.inc();
             }
-            return (confirmed, pending);
+            return (confirmed, pending, silent);
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(20));

@@ -746,3 +746,58 @@ async fn a_copy_joins_its_tags_before_it_is_committed() {
     assert_eq!(*remote.ran.lock().unwrap(), ["tag_add"]);
     assert_eq!(counters.shared_write.get(), 1);
 }
+
+/// A fleet of two other nodes: `live` (at the log's end, heartbeat now) and `gone` (heartbeat
+/// a minute ago).
+struct TwoNodes;
+
+impl Remote for TwoNodes {
+    fn eval<'a>(
+        &'a self,
+        _: &'static remote::Script,
+        _: Vec<Vec<u8>>,
+        _: Vec<Vec<u8>>,
+    ) -> remote::RemoteFuture<'a, Reply> {
+        Box::pin(async { Ok(Reply::Int(0)) })
+    }
+    fn command<'a>(&'a self, args: Vec<Vec<u8>>) -> remote::RemoteFuture<'a, Reply> {
+        let d = |s: String| Reply::Data(Bytes::from(s));
+        let now = layout::wall_ms();
+        let reply = match &args[0][..] {
+            b"XADD" => d("1700000000000-0".into()),
+            b"HGETALL" => Reply::Array(vec![
+                d("live".into()),
+                d(format!("1700000000000-0 {now}")),
+                d("gone".into()),
+                d(format!("1600000000000-0 {}", now - 60_000)),
+            ]),
+            _ => Reply::Nil,
+        };
+        Box::pin(async move { Ok(reply) })
+    }
+    fn subscribe<'a>(&'a self, _: Vec<u8>) -> remote::RemoteFuture<'a, ()> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// A purge's answer names the nodes it did not wait for because they have been silent for
+/// 5 s or more (stopped, partitioned from Redis): before, they were left out of it, and an
+/// answer "confirmed by" every other live node read as the whole fleet's.
+#[tokio::test]
+async fn a_purge_answer_names_the_silent_nodes() {
+    let counters = Arc::new(Counters::default());
+    let tier = SharedTier::with_remote(&config(), "n".into(), counters, Arc::new(TwoNodes));
+    tier.breaker.success();
+    let out = feed::broadcast(&tier, feed::Invalidation::Ban("req.url ~ /x".into())).await;
+    assert!(out.sent);
+    assert_eq!(out.confirmed, ["live"]);
+    assert!(out.pending.is_empty());
+    assert_eq!(out.silent, ["gone"]);
+    assert!(
+        out.summary()
+            .ends_with("confirmed by live; silent for 5 s or more: gone"),
+        "{}",
+        out.summary()
+    );
+    assert_eq!(out.json()["silent"], serde_json::json!(["gone"]));
+}
