@@ -433,3 +433,21 @@ fn cache_req_body_takes_a_constant_size_in_vcl_recv() {
     ));
     assert!(all.iter().any(|m| m.starts_with("4:")), "{all:?}");
 }
+
+/// Varnish 3.0's `purge;` (no condition) is vcl_hit's and vcl_miss's, also through a sub
+/// they call; elsewhere it is refused with where it may go. (Run: tests/vcl_field.rs.)
+#[test]
+fn varnish3_purge_statement_is_for_hit_and_miss() {
+    let b = "backend b { .host = \"127.0.0.1\"; }\n";
+    ok(&format!(
+        "{b}sub p {{ purge; }}\nsub vcl_hit {{ call p; error 200 \"Purged\"; }}\nsub vcl_miss {{ purge; }}\n"
+    ));
+    has(
+        &format!("{b}sub vcl_recv {{ purge; }}\n"),
+        "2:16: 'purge;' (Varnish 3.0) is only possible in vcl_hit and vcl_miss, not in 'vcl_recv'",
+    );
+    has(
+        &format!("{b}sub vcl_recv {{ purge(req.url ~ \"a\", 1); }}\n"),
+        "purge takes one condition, as in purge(req.url ~ \"^/news\")",
+    );
+}

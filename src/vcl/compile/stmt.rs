@@ -422,6 +422,25 @@ impl Checker<'_> {
                     out.push(Stmt::Effect(f, a, pos));
                 }
             }
+            // Varnish 3.0's `purge;` (no condition) in vcl_hit / vcl_miss: every variant of
+            // the request's object expires now (vcc's `VRT_purge(ctx, 0, 0)`, what vmod_purge's
+            // `purge.hard()` does); the subroutine goes on (`error 200 "Purged";` follows).
+            "purge" if args.is_empty() => {
+                use super::super::types::ctx::{HIT, MISS};
+                if self.here != 0 && self.here & !(HIT | MISS) != 0 {
+                    let outside = Self::method_names(self.here & !(HIT | MISS));
+                    self.error(
+                        pos,
+                        format!(
+                            "'purge;' (Varnish 3.0) is only possible in vcl_hit and vcl_miss, not in '{}'; \
+                             to ban, write purge(CONDITION) or ban(\"...\")",
+                            outside.first().copied().unwrap_or("?")
+                        ),
+                    );
+                    return;
+                }
+                out.push(Stmt::Effect(Func::PurgeHard, Box::new([]), pos));
+            }
             "purge" | "ban" => self.legacy_ban(args, pos, out),
             "purge_url" | "ban_url" => {
                 if args.len() != 1 {
@@ -486,7 +505,10 @@ impl Checker<'_> {
     /// ban whose values are computed now.
     fn legacy_ban(&mut self, args: &[ast::Expr], pos: Pos, out: &mut Vec<Stmt>) {
         if args.len() != 1 {
-            self.error(pos, "purge takes one condition");
+            self.error(
+                pos,
+                "purge takes one condition, as in purge(req.url ~ \"^/news\") (or 'purge;' alone in vcl_hit / vcl_miss)",
+            );
             return;
         }
         let mut parts: Vec<Expr> = Vec::new();

@@ -1,0 +1,91 @@
+//! Constructs that configurations from the field use and Shellac once refused, each run end to
+//! end with Varnish's meaning: Varnish 3.0's `purge;`, a weighted `directors.hash()`,
+//! `std.getenv()`. (The check-time side — where each is refused — is in tests/vcl_check.rs.)
+
+mod common;
+
+use common::vcl::start_vcl;
+use common::{Origin, Reply, get_with, request};
+
+/// Varnish 3.0's `purge;` in vcl_hit / vcl_miss expires every variant of the request's object
+/// (vcc's `VRT_purge(0, 0)`) and the subroutine goes on to its `error`: the purge guide's
+/// `PURGE` method, as WordPress and the Varnish book wrote it for 3.0.
+#[tokio::test]
+async fn varnish3_purge_statement_removes_every_variant() {
+    let origin = Origin::start(|seen| {
+        let lang = seen
+            .headers
+            .get("accept-language")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("none")
+            .to_string();
+        Reply::ok(&format!("page in {lang}"))
+            .cc("max-age=3600")
+            .header("vary", "accept-language")
+    })
+    .await;
+    let vcl = r#"backend b { ${origin0} }
+acl purgers { "127.0.0.1"; }
+sub vcl_recv {
+    if (req.request == "PURGE") {
+        if (!client.ip ~ purgers) {
+            error 405 "Not allowed.";
+        }
+        return (lookup);
+    }
+}
+sub vcl_hit {
+    if (req.request == "PURGE") {
+        purge;
+        error 200 "Purged.";
+    }
+}
+sub vcl_miss {
+    if (req.request == "PURGE") {
+        purge;
+        error 404 "Not in cache.";
+    }
+}
+sub vcl_deliver {
+    if (obj.hits > 0) { set resp.http.x-cache = "HIT"; } else { set resp.http.x-cache = "MISS"; }
+}
+"#;
+    let shellac = start_vcl("purge-30", vcl, &[origin.addr]).await;
+    for lang in ["en", "fi"] {
+        let r = get_with(shellac.addr, "/post", &[("accept-language", lang)]).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("x-cache"), Some("MISS"));
+        let r = get_with(shellac.addr, "/post", &[("accept-language", lang)]).await;
+        assert_eq!(r.header("x-cache"), Some("HIT"), "{lang} is cached");
+    }
+    assert_eq!(origin.count(), 2);
+
+    // The PURGE request looks up the `en` variant: a hit, whose `purge;` takes both.
+    let r = request(
+        shellac.addr,
+        "PURGE",
+        "/post",
+        &[("accept-language", "en")],
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert!(
+        String::from_utf8_lossy(&r.body).contains("Purged."),
+        "{:?}",
+        r.body
+    );
+    assert_eq!(origin.count(), 2, "a purge does not fetch");
+    for lang in ["fi", "en"] {
+        let r = get_with(shellac.addr, "/post", &[("accept-language", lang)]).await;
+        assert_eq!(r.header("x-cache"), Some("MISS"), "{lang} was purged");
+        assert_eq!(String::from_utf8_lossy(&r.body), format!("page in {lang}"));
+    }
+    assert_eq!(origin.count(), 4);
+
+    // Nothing stored under the key: vcl_miss's `purge;` finds nothing and its error answers.
+    let r = request(shellac.addr, "PURGE", "/never", &[], b"").await;
+    assert_eq!(r.status, 404);
+    assert_eq!(origin.count(), 4);
+    shellac.stop().await;
+}
