@@ -434,6 +434,40 @@ async fn stream_states() {
     shellac.stop_with(Duration::ZERO).await;
 }
 
+/// §5.1 on streams h2 no longer holds: it keeps how the latest 128 streams the client opened
+/// ended (vendor/h2/PATCHES.md §10). After 130 requests answered (streams 1 to 259), stream 5
+/// is the oldest one remembered: HEADERS on it is a connection error STREAM_CLOSED (its
+/// END_STREAM came). Streams 3 and 1 are forgotten: DATA on one a stream error
+/// STREAM_CLOSED, HEADERS a connection error PROTOCOL_ERROR, as h2 answers any closed stream it
+/// does not know.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frames_on_streams_closed_long_ago() {
+    let (_origin, shellac) = start().await;
+    async fn after_130_requests(addr: std::net::SocketAddr) -> Raw {
+        let mut raw = ready(addr).await;
+        for i in 0..130 {
+            let id = 2 * i + 1;
+            raw.send(&get(id, "/many")).await;
+            expect_answer(&mut raw, id, "one of 130").await;
+        }
+        raw
+    }
+    let mut raw = after_130_requests(shellac.addr).await;
+    raw.send(&get(5, "/again")).await;
+    expect_goaway_code(
+        &mut raw,
+        STREAM_CLOSED,
+        "HEADERS on the oldest stream remembered",
+    )
+    .await;
+    let mut raw = after_130_requests(shellac.addr).await;
+    raw.send(&frame(DATA, END_STREAM, 3, b"x")).await;
+    expect_reset(&mut raw, 3, STREAM_CLOSED, "DATA on a forgotten stream").await;
+    raw.send(&get(1, "/again")).await;
+    expect_goaway_code(&mut raw, PROTOCOL_ERROR, "HEADERS on a forgotten stream").await;
+    shellac.stop_with(Duration::ZERO).await;
+}
+
 /// HPACK integer with a `prefix`-bit prefix and the flag bits `first`.
 fn int(out: &mut Vec<u8>, first: u8, prefix: u8, mut n: usize) {
     let max = (1usize << prefix) - 1;
