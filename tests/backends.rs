@@ -48,6 +48,7 @@ fn director(c: &mut Config, kind: DirectorKind, members: &[&str]) -> usize {
         restart_on: vec![],
         restart_unless: vec![],
         max_restarts: 4,
+        member_weights: Vec::new(),
     });
     c.directors.len() - 1
 }

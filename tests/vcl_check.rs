@@ -451,3 +451,35 @@ fn varnish3_purge_statement_is_for_hit_and_miss() {
         "purge takes one condition, as in purge(req.url ~ \"^/news\")",
     );
 }
+
+/// `directors.hash()`'s `add_backend(b, w)` takes a weight (1.0 when left out), as
+/// vmod_directors' does; 0 is refused as for `random()`; a round-robin takes none.
+#[test]
+fn hash_director_members_take_a_weight() {
+    let two = "backend a { .host = \"127.0.0.1\"; }\nbackend c { .host = \"127.0.0.2\"; }\nimport directors;\n";
+    let p = ok(&format!(
+        "{B4}{two}sub vcl_init {{ new h = directors.hash(); h.add_backend(b); h.add_backend(a, 2.5); h.add_backend(c); }}\nsub vcl_recv {{ set req.backend_hint = h.backend(req.url); }}\n"
+    ));
+    let d = &p.origins.directors[0];
+    assert_eq!(d.backends, ["b", "a", "c"]);
+    assert_eq!(d.member_weights, [100, 250, 100]);
+    let p = ok(&format!(
+        "{B4}{two}sub vcl_init {{ new h = directors.hash(); h.add_backend(b); h.add_backend(a); h.add_backend(c); }}\nsub vcl_recv {{ set req.backend_hint = h.backend(req.url); }}\n"
+    ));
+    assert!(
+        p.origins.directors[0].member_weights.is_empty(),
+        "unweighted: as before"
+    );
+    has(
+        &format!(
+            "{B4}import directors;\nsub vcl_init {{ new h = directors.hash(); h.add_backend(b, 0); }}\nsub vcl_recv {{ set req.backend_hint = h.backend(req.url); }}\n"
+        ),
+        "4:59: a hash director member of weight 0 is not supported by Shellac (leave it out)",
+    );
+    has(
+        &format!(
+            "{B4}import directors;\nsub vcl_init {{ new r = directors.round_robin(); r.add_backend(b, 2); }}\nsub vcl_recv {{ set req.backend_hint = r.backend(); }}\n"
+        ),
+        "r.add_backend() takes no weight for this director",
+    );
+}

@@ -89,3 +89,42 @@ sub vcl_deliver {
     assert_eq!(origin.count(), 4);
     shellac.stop().await;
 }
+
+/// vmod_directors' `hash.add_backend(b, w)` (the "URL hash" load-balancing guides): keys
+/// spread in proportion to the weights, a key always to the same backend. The origins say
+/// who answered; every request is passed, so each one is a backend choice.
+#[tokio::test]
+async fn a_weighted_hash_director_spreads_urls_by_weight() {
+    let light = Origin::start(|_| Reply::ok("light")).await;
+    let heavy = Origin::start(|_| Reply::ok("heavy")).await;
+    let vcl = r#"vcl 4.1;
+import directors;
+backend light { ${origin0} }
+backend heavy { ${origin1} }
+sub vcl_init {
+    new by_url = directors.hash();
+    by_url.add_backend(light, 1);
+    by_url.add_backend(heavy, 3);
+}
+sub vcl_recv {
+    set req.backend_hint = by_url.backend(req.url);
+    return (pass);
+}
+"#;
+    let shellac = start_vcl("hash-weights", vcl, &[light.addr, heavy.addr]).await;
+    let mut first = Vec::new();
+    for i in 0..200 {
+        let r = get_with(shellac.addr, &format!("/item/{i}"), &[]).await;
+        assert_eq!(r.status, 200);
+        first.push(r.body.clone());
+    }
+    let (l, h) = (light.count(), heavy.count());
+    assert_eq!(l + h, 200);
+    // 1:3 is 50 : 150; the hashing is fixed, so this is the same every run.
+    assert!((30..=70).contains(&l), "light {l}, heavy {h}");
+    for (i, body) in first.iter().enumerate().take(40) {
+        let r = get_with(shellac.addr, &format!("/item/{i}"), &[]).await;
+        assert_eq!(&r.body, body, "/item/{i} goes where it went");
+    }
+    shellac.stop().await;
+}

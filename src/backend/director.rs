@@ -70,6 +70,7 @@ impl Member {
                 restart_on: Vec::new(),
                 restart_unless: Vec::new(),
                 max_restarts: 0,
+                member_weights: Vec::new(),
             },
             members: Vec::new(),
             weights: Vec::new(),
@@ -173,6 +174,9 @@ impl Director {
                     return Some(b);
                 }
                 let h = self.request_hash(ctx);
+                if !self.config.member_weights.is_empty() {
+                    return self.pick_weighted(h, ctx);
+                }
                 // Rendezvous hashing: highest score among eligible members wins; removing a
                 // member moves only the keys it won.
                 let mut order: Vec<(u64, usize)> = self
@@ -187,6 +191,29 @@ impl Director {
                     .find_map(|(_, i)| self.members[i].pick(ctx))
             }
         }
+    }
+
+    /// A hash director whose members a VCL program weighted (`hash.add_backend(b, w)`):
+    /// weighted rendezvous hashing — each member scores `w / -ln(u)` for its own uniform
+    /// draw `u` from the key, the highest eligible score wins — so a member gets keys in
+    /// proportion to its weight, as in Varnish's hash director, and a sick member's keys
+    /// move to the others while everyone else's stay where they were.
+    fn pick_weighted(&self, h: u64, ctx: &Pick<'_>) -> Option<Arc<Backend>> {
+        let mut order: Vec<(f64, usize)> = self
+            .seeds
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.weights[*i] > 0)
+            .map(|(i, seed)| {
+                // 53 random bits, centred in their interval so `u` is never 0 or 1.
+                let u = ((mix(h ^ seed) >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+                (f64::from(self.weights[i]) / -u.ln(), i)
+            })
+            .collect();
+        order.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
+        order
+            .into_iter()
+            .find_map(|(_, i)| self.members[i].pick(ctx))
     }
 
     /// Varnish 2.1's choice for a hash or client director: `draw / 2^32` of the members'
@@ -395,18 +422,22 @@ fn resolve(
         return Some(m.clone());
     }
     let cfg = configs.get(name)?;
-    let members: Vec<Member> = cfg
+    let (members, weights): (Vec<Member>, Vec<u32>) = cfg
         .backends
         .iter()
-        .filter_map(|m| resolve(m, configs, weights, built))
-        .collect();
-    let weights = members
-        .iter()
-        .map(|m| match m {
-            Member::Backend(b) => weights.get(b.name()).copied().unwrap_or(b.config.weight),
-            Member::Director(_) => 1,
+        .enumerate()
+        .filter_map(|(i, m)| {
+            let member = resolve(m, configs, weights, built)?;
+            let weight = match (cfg.member_weights.get(i), &member) {
+                (Some(w), _) => *w,
+                (None, Member::Backend(b)) => {
+                    weights.get(b.name()).copied().unwrap_or(b.config.weight)
+                }
+                (None, Member::Director(_)) => 1,
+            };
+            Some((member, weight))
         })
-        .collect();
+        .unzip();
     let seeds = members
         .iter()
         .map(|m| {
@@ -495,6 +526,46 @@ mod tests {
         for (name, share) in [("b0", 1.0 / 6.0), ("b1", 2.0 / 6.0), ("b2", 3.0 / 6.0)] {
             let got = counts[name] as f64 / 60_000.0;
             assert!((got - share).abs() < 0.02, "{name}: {got} vs {share}");
+        }
+    }
+
+    /// vmod_directors' `hash.add_backend(b, w)`: keys spread in proportion to the weights,
+    /// each key always to the same member, and a member left out keeps the others' keys put.
+    #[test]
+    fn weighted_hash_spreads_keys_by_weight() {
+        let mut text = String::new();
+        for i in 0..3 {
+            text.push_str(&format!(
+                "[[backend]]\nname = \"b{i}\"\nhost = \"127.0.0.1\"\n\n"
+            ));
+        }
+        text.push_str(
+            "[[director]]\nname = \"d\"\ntype = \"hash\"\nbackends = [\"b0\", \"b1\", \"b2\"]\n",
+        );
+        let mut config = Config::parse(&text, "t.toml").unwrap();
+        config.directors[0].member_weights = vec![100, 200, 300];
+        let b = Backends::build(&config, &Arc::new(Counters::default()));
+        let mut counts = HashMap::new();
+        let mut first = Vec::new();
+        for i in 0..30_000 {
+            let who = pick(&b, &format!("/{i}"), &[]);
+            *counts.entry(who.clone()).or_insert(0u32) += 1;
+            first.push(who);
+        }
+        for (name, share) in [("b0", 1.0 / 6.0), ("b1", 2.0 / 6.0), ("b2", 3.0 / 6.0)] {
+            let got = counts[name] as f64 / 30_000.0;
+            assert!((got - share).abs() < 0.02, "{name}: {got} vs {share}");
+        }
+        let b0 = vec![b.backends[0].clone()];
+        for (i, was) in first.iter().enumerate().take(3_000) {
+            let path = format!("/{i}");
+            assert_eq!(&pick(&b, &path, &[]), was, "the same key, the same member");
+            let now = pick(&b, &path, &b0);
+            if was != "b0" {
+                assert_eq!(&now, was, "b0 out: {path} stays");
+            } else {
+                assert_ne!(now, "b0");
+            }
         }
     }
 

@@ -343,6 +343,11 @@ pub struct DirectorConfig {
     /// Restarts per request at most; after the last one its response is delivered. Default 4.
     #[serde(default = "default_max_restarts")]
     pub max_restarts: u32,
+    /// Each member's weight in this director, in `backends`' order, where a VCL program gave
+    /// them (vmod_directors' `hash.add_backend(b, w)`): a hash director then spreads keys in
+    /// proportion to them. Empty (always, from TOML): the backends' own `weight`.
+    #[serde(skip)]
+    pub member_weights: Vec<u32>,
 }
 
 fn default_max_restarts() -> u32 {

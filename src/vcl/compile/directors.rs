@@ -169,6 +169,7 @@ impl<'a> Checker<'a> {
             restart_on: Vec::new(),
             restart_unless: Vec::new(),
             max_restarts: 4,
+            member_weights: Vec::new(),
         });
     }
 
@@ -288,6 +289,9 @@ impl<'a> Checker<'a> {
                         return;
                     }
                 };
+                // A hash director's weights are its own (`add_backend(b, w)`, 1.0 when left
+                // out, as in vmod_directors), kept per member once one is given.
+                let mut hash_weight = None;
                 if let Some((w, p)) = weight {
                     if object.kind == ObjectKind::Random {
                         if w <= 0.0 {
@@ -295,6 +299,16 @@ impl<'a> Checker<'a> {
                         } else {
                             self.member_weight(&member, w, p);
                         }
+                    } else if object.kind == ObjectKind::Hash {
+                        let scaled = (w * 100.0).round();
+                        if w <= 0.0 {
+                            self.unsupported(p, "a hash director member of weight 0 is not supported by Shellac (leave it out)");
+                            return;
+                        } else if !(1.0..=f64::from(u32::MAX)).contains(&scaled) {
+                            self.error(p, format!("weight {w} is out of range"));
+                            return;
+                        }
+                        hash_weight = Some(scaled as u32);
                     } else if object.kind != ObjectKind::Shard {
                         self.error(p, format!("{func}() takes no weight for this director"));
                     }
@@ -303,6 +317,12 @@ impl<'a> Checker<'a> {
                     if d.backends.contains(&member) {
                         self.error(pos, format!("{member} is added to {obj} twice"));
                     } else {
+                        if hash_weight.is_some() && d.member_weights.is_empty() {
+                            d.member_weights = vec![100; d.backends.len()];
+                        }
+                        if !d.member_weights.is_empty() {
+                            d.member_weights.push(hash_weight.unwrap_or(100));
+                        }
                         d.backends.push(member);
                     }
                 }
@@ -422,6 +442,7 @@ impl<'a> Checker<'a> {
             restart_on: Vec::new(),
             restart_unless: Vec::new(),
             max_restarts: 4,
+            member_weights: Vec::new(),
         });
     }
 
