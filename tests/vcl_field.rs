@@ -128,3 +128,43 @@ sub vcl_recv {
     }
     shellac.stop().await;
 }
+
+/// `std.getenv(name)` reads Shellac's environment at the call, as getenv(3) in varnishd;
+/// a variable that is not there (or a name none can have) is unset. The proxy runs in this
+/// process, so PATH is what the test sees.
+#[tokio::test]
+async fn std_getenv_reads_the_environment() {
+    let origin = Origin::start(|_| Reply::ok("unused")).await;
+    let vcl = r#"vcl 4.1;
+import std;
+backend b { ${origin0} }
+sub vcl_recv {
+    if (std.getenv(req.http.name)) {
+        return (synth(200, "set"));
+    }
+    return (synth(404, "unset"));
+}
+sub vcl_synth {
+    set resp.http.value = std.getenv(req.http.name);
+    set resp.http.home-or = std.getenv("SHELLAC_TEST_NEVER_SET") + "-";
+}
+"#;
+    let shellac = start_vcl("getenv", vcl, &[origin.addr]).await;
+    let path = std::env::var("PATH").expect("tests run with a PATH");
+    let r = get_with(shellac.addr, "/", &[("name", "PATH")]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("value"), Some(path.as_str()));
+    assert_eq!(
+        r.header("home-or"),
+        Some("-"),
+        "an unset variable reads empty"
+    );
+    for name in ["SHELLAC_TEST_NEVER_SET", "PA=TH", ""] {
+        let r = get_with(shellac.addr, "/", &[("name", name)]).await;
+        assert_eq!(r.status, 404, "{name:?}");
+        // A 4.x header set from an unset value is set, empty, as in Varnish.
+        assert_eq!(r.header("value"), Some(""), "{name:?}");
+    }
+    assert_eq!(origin.count(), 0);
+    shellac.stop().await;
+}

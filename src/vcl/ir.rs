@@ -135,6 +135,9 @@ pub enum Func {
     StdTime,
     /// `std.fileread(path)`: the file as read when the program was compiled.
     FileRead(Text),
+    /// `std.getenv(name)`: the variable in Shellac's environment when it is called; unset
+    /// when there is none.
+    StdGetenv,
     /// `std.collect(header, separator)`: every line of a header joined into one.
     StdCollect(Var, Text),
     StdPort,

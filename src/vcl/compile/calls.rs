@@ -446,6 +446,7 @@ impl Checker<'_> {
             F::Integer => Func::StdInteger,
             F::Real => Func::StdReal,
             F::Time => Func::StdTime,
+            F::Getenv => Func::StdGetenv,
             F::FileRead => match compiled.first() {
                 Some(Expr::Str(path)) => match std::fs::read_to_string(&*path.text) {
                     Ok(text) => {

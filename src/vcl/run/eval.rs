@@ -241,6 +241,20 @@ fn call<'a>(
             _ => Value::Bool(false),
         },
         Func::StdQuerySort => Value::Str(querysort(text_arg(0)?)),
+        // As getenv(3) in varnishd: read at the call, unset when there is none (a value
+        // that is not UTF-8 reads with U+FFFD for its stray bytes).
+        // A name no variable can have (empty, with `=` or NUL — it may come from a request)
+        // is never looked up: it is unset.
+        Func::StdGetenv => {
+            let name = text_arg(0)?;
+            match (!name.is_empty() && !name.contains(['=', '\0']))
+                .then(|| std::env::var_os(&*name))
+                .flatten()
+            {
+                Some(v) => Value::Str(Cow::Owned(v.to_string_lossy().into_owned())),
+                None => Value::None,
+            }
+        }
         Func::StdDuration => match parse_duration(&text_arg(0)?) {
             Some(d) => Value::Duration(d),
             None => Value::Duration(arg(1)?.number()),
