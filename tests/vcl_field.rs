@@ -168,3 +168,121 @@ sub vcl_synth {
     assert_eq!(origin.count(), 0);
     shellac.stop().await;
 }
+
+/// vmod_xkey as the Magento and training VCLs use it: the backend tags its pages (here the
+/// program copies `X-Tags` into `xkey` with `,all` added, commas and spaces both separate),
+/// `xkey.purge()` removes every object with one of the keys and says how many,
+/// `xkey.softpurge()` makes the fresh ones stale (served within grace while refreshed).
+#[tokio::test]
+async fn xkey_purges_and_softpurges_by_key() {
+    let origin = Origin::start(|seen| {
+        let tags = match seen.path.as_str() {
+            "/p1" => "product-1 category-9",
+            "/p2" => "product-2 category-9",
+            _ => "product-3",
+        };
+        Reply::ok(&format!("page {}", seen.path))
+            .cc("max-age=3600")
+            .header("x-tags", tags)
+    })
+    .await;
+    let vcl = r#"vcl 4.1;
+import xkey;
+backend b { ${origin0} }
+acl purgers { "127.0.0.1"; }
+sub vcl_recv {
+    if (req.method == "PURGE" || req.method == "SOFTPURGE") {
+        if (client.ip !~ purgers) {
+            return (synth(405));
+        }
+        if (req.method == "PURGE") {
+            set req.http.n-gone = xkey.purge(req.http.key);
+        } else {
+            set req.http.n-gone = xkey.softpurge(req.http.key);
+        }
+        return (synth(200, "Invalidated " + req.http.n-gone));
+    }
+}
+sub vcl_backend_response {
+    set beresp.http.xkey = beresp.http.x-tags + ",all";
+    set beresp.grace = 1h;
+}
+sub vcl_deliver {
+    if (obj.hits > 0) { set resp.http.x-cache = "HIT"; } else { set resp.http.x-cache = "MISS"; }
+    set resp.http.x-fresh = obj.ttl > 0s;
+}
+"#;
+    let shellac = start_vcl("xkey", vcl, &[origin.addr]).await;
+    let fill = |paths: &'static [&'static str]| async move {
+        for p in paths {
+            get_with(shellac.addr, p, &[]).await;
+        }
+    };
+    fill(&["/p1", "/p2", "/p3"]).await;
+    assert_eq!(origin.count(), 3);
+    let hit = |p: &'static str| async move { get_with(shellac.addr, p, &[]).await };
+    assert_eq!(hit("/p3").await.header("x-cache"), Some("HIT"));
+
+    // One key, space- and comma-separated lists alike.
+    let r = request(shellac.addr, "PURGE", "/", &[("key", "product-1")], b"").await;
+    assert_eq!(r.status, 200);
+    assert!(
+        String::from_utf8_lossy(&r.body).contains("Invalidated 1"),
+        "{:?}",
+        r.body
+    );
+    assert_eq!(hit("/p1").await.header("x-cache"), Some("MISS"));
+    assert_eq!(hit("/p2").await.header("x-cache"), Some("HIT"));
+    assert_eq!(origin.count(), 4);
+    let r = request(
+        shellac.addr,
+        "PURGE",
+        "/",
+        &[("key", "nothing, category-9")],
+        b"",
+    )
+    .await;
+    assert!(
+        String::from_utf8_lossy(&r.body).contains("Invalidated 2"),
+        "{:?}",
+        r.body
+    );
+    assert_eq!(
+        hit("/p3").await.header("x-cache"),
+        Some("HIT"),
+        "not tagged category-9"
+    );
+
+    // Soft: the fresh ones (all three, through the key the program added) become stale,
+    // still delivered within grace; a second soft purge finds none fresh.
+    fill(&["/p1", "/p2"]).await;
+    let before = origin.count();
+    let r = request(shellac.addr, "SOFTPURGE", "/", &[("key", "all")], b"").await;
+    assert!(
+        String::from_utf8_lossy(&r.body).contains("Invalidated 3"),
+        "{:?}",
+        r.body
+    );
+    let r = request(shellac.addr, "SOFTPURGE", "/", &[("key", "all")], b"").await;
+    assert!(
+        String::from_utf8_lossy(&r.body).contains("Invalidated 0"),
+        "{:?}",
+        r.body
+    );
+    let r = hit("/p3").await;
+    assert_eq!(r.header("x-cache"), Some("HIT"));
+    assert_eq!(r.header("x-fresh"), Some("false"), "stale, from grace");
+    assert_eq!(String::from_utf8_lossy(&r.body), "page /p3");
+    for _ in 0..100 {
+        if origin.count() > before {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        origin.count(),
+        before + 1,
+        "the grace hit refreshed /p3 in the background"
+    );
+    shellac.stop().await;
+}

@@ -833,6 +833,19 @@ impl Cache {
             .sum()
     }
 
+    /// vmod_xkey's `softpurge()`: every variant of every URL tagged with one of `tags` that
+    /// is still fresh becomes stale now, its grace and keep as they were (objects whose body
+    /// is on disk are removed instead); those already stale are left and not counted.
+    /// Returns the objects affected.
+    pub fn soft_purge_tags(&self, tags: &[String]) -> usize {
+        let mut seen = std::collections::HashSet::new();
+        tags.iter()
+            .flat_map(|t| self.tags.urls(t))
+            .filter(|url| seen.insert(url.clone()))
+            .map(|url| self.rearm_where(&url, Duration::ZERO, None, None, true))
+            .sum()
+    }
+
     /// Marks every variant of a URL stale now (kept for grace and keep, revalidated on next
     /// use). Objects whose body is on disk are removed instead. Returns objects affected.
     pub fn soft_purge(&self, primary: &CacheKey) -> usize {
@@ -849,6 +862,18 @@ impl Cache {
         grace: Option<Duration>,
         keep: Option<Duration>,
     ) -> usize {
+        self.rearm_where(primary, ttl, grace, keep, false)
+    }
+
+    /// [`Cache::rearm`], of only the variants still fresh when `only_fresh`.
+    fn rearm_where(
+        &self,
+        primary: &CacheKey,
+        ttl: Duration,
+        grace: Option<Duration>,
+        keep: Option<Duration>,
+        only_fresh: bool,
+    ) -> usize {
         // Pieces of a representation cannot be revalidated as one: they go.
         self.partial.remove(primary);
         let mut keys = vec![primary.clone()];
@@ -861,6 +886,9 @@ impl Cache {
             let Some(object) = self.storage.lookup(&key) else {
                 continue;
             };
+            if only_fresh && !object.is_fresh(now) {
+                continue;
+            }
             self.storage.remove(&key);
             n += 1;
             if let Some(stale) = object.rearmed_copy(now, ttl, grace, keep) {

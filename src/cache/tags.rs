@@ -17,23 +17,35 @@ pub const TAG_FIELDS: [&str; 2] = ["surrogate-key", "xkey"];
 
 /// The tags of a response.
 pub fn tags_of(headers: &StoredFields) -> Vec<String> {
-    tags_from(TAG_FIELDS.iter().flat_map(|f| headers.values(f)))
+    tags_from(
+        TAG_FIELDS
+            .iter()
+            .flat_map(|f| headers.values(f).map(move |v| (*f, v))),
+    )
 }
 
 /// The tags of a response whose fields are in a map (metadata read back from disk).
 pub fn tags_of_map(headers: &http::HeaderMap) -> Vec<String> {
-    tags_from(
-        TAG_FIELDS
-            .iter()
-            .flat_map(|f| headers.get_all(*f))
-            .map(|v| v.as_bytes()),
-    )
+    tags_from(TAG_FIELDS.iter().flat_map(|f| {
+        headers
+            .get_all(*f)
+            .into_iter()
+            .map(move |v| (*f, v.as_bytes()))
+    }))
 }
 
-fn tags_from<'a>(values: impl Iterator<Item = &'a [u8]>) -> Vec<String> {
+/// The keys of a list: separated by spaces, and — as vmod_xkey reads its `xkey` field and
+/// the keys given to `xkey.purge()` — by commas too where `commas` (`Surrogate-Key` keys are
+/// space-separated only).
+pub fn split_keys(list: &str, commas: bool) -> impl Iterator<Item = &str> {
+    list.split(move |c: char| c.is_ascii_whitespace() || (commas && c == ','))
+        .filter(|k| !k.is_empty())
+}
+
+fn tags_from<'a>(values: impl Iterator<Item = (&'static str, &'a [u8])>) -> Vec<String> {
     let mut out: Vec<String> = values
-        .filter_map(|v| std::str::from_utf8(v).ok())
-        .flat_map(|v| v.split_ascii_whitespace())
+        .filter_map(|(f, v)| std::str::from_utf8(v).ok().map(|v| (f, v)))
+        .flat_map(|(f, v)| split_keys(v, f == "xkey"))
         .map(str::to_string)
         .collect();
     out.sort();
@@ -85,6 +97,14 @@ impl TagIndex {
         dropped
     }
 
+    /// The URLs that carry `tag`, which stays indexed (a soft purge leaves the objects).
+    pub fn urls(&self, tag: &str) -> Vec<CacheKey> {
+        match self.map.get(tag) {
+            Some(keys) => keys.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            None => Vec::new(),
+        }
+    }
+
     /// Forgets `tag` and returns the URLs that carried it.
     pub fn take(&self, tag: &str) -> Vec<CacheKey> {
         match self.map.remove(tag) {
@@ -105,6 +125,17 @@ impl TagIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// vmod_xkey reads `xkey: a,b c` as three keys; `Surrogate-Key` keys are split on
+    /// spaces only.
+    #[test]
+    fn xkey_lists_split_on_commas_too() {
+        let mut h = http::HeaderMap::new();
+        h.insert("xkey", "a,b  c,".parse().unwrap());
+        h.insert("surrogate-key", "d,e f".parse().unwrap());
+        assert_eq!(tags_of_map(&h), ["a", "b", "c", "d,e", "f"]);
+        assert_eq!(split_keys(" x, y ", true).collect::<Vec<_>>(), ["x", "y"]);
+    }
 
     #[test]
     fn tags_from_both_fields() {

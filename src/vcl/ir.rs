@@ -173,6 +173,11 @@ pub enum Func {
     /// `purge.soft(ttl, grace, keep)`: every variant made stale (at most `ttl` of freshness
     /// left), `grace` and `keep` cut to those given when not negative; their number.
     PurgeSoft,
+    /// vmod_xkey's `purge(keys)`: every object tagged (`xkey`, `Surrogate-Key`) with one of
+    /// the keys removed; their number.
+    XkeyPurge,
+    /// vmod_xkey's `softpurge(keys)`: those still fresh made stale now; their number.
+    XkeySoftPurge,
     /// `std.cache_req_body(size)`: keep the request body (read before vcl_recv) for every
     /// backend request of this request, if it is at most `size` bytes; whether it is kept.
     StdCacheReqBody(u64),

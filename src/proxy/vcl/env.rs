@@ -713,6 +713,27 @@ impl Env for Scope<'_> {
         n
     }
 
+    fn purge_keys(&self, keys: &str, soft: bool) -> usize {
+        let tags: Vec<String> = crate::cache::tags::split_keys(keys, true)
+            .map(str::to_string)
+            .collect();
+        if tags.is_empty() {
+            return 0;
+        }
+        let n = if soft {
+            self.cache.soft_purge_tags(&tags)
+        } else {
+            self.cache.purge_tags(&tags)
+        };
+        // The fleet has no soft purge by tag: the other nodes and the shared tier remove the
+        // tagged objects (never fresh where this node made them stale), as a PURGE with
+        // `Surrogate-Key` sent to the node would.
+        if let Some(shared) = &self.cache.shared {
+            feed::broadcast_later(shared, Invalidation::Tags(tags));
+        }
+        n
+    }
+
     fn log(&mut self, msg: &str) {
         // Bounded: a loop of std.log cannot grow a request without end.
         if self.state.log.len() < 64 {

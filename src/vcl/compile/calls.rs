@@ -21,6 +21,9 @@ pub(super) enum Vmod {
     Purge,
     /// vmod_blob's functions (not its `blob.blob()` objects).
     Blob,
+    /// vmod_xkey (varnish-modules): `xkey.purge()`, `xkey.softpurge()` on Shellac's
+    /// surrogate-key index.
+    Xkey,
     /// Anything else: refused at the import.
     Other(String),
 }
@@ -33,6 +36,7 @@ impl Vmod {
             "cookie" => Vmod::Cookie,
             "purge" => Vmod::Purge,
             "blob" => Vmod::Blob,
+            "xkey" => Vmod::Xkey,
             other => Vmod::Other(other.to_string()),
         }
     }
@@ -44,6 +48,7 @@ impl Vmod {
             Vmod::Cookie => "cookie",
             Vmod::Purge => "purge",
             Vmod::Blob => "blob",
+            Vmod::Xkey => "xkey",
             Vmod::Other(n) => n,
         }
     }
@@ -488,6 +493,8 @@ impl Checker<'_> {
             F::Now => Func::StdNow,
             F::PurgeHard => Func::PurgeHard,
             F::PurgeSoft => Func::PurgeSoft,
+            F::XkeyPurge => Func::XkeyPurge,
+            F::XkeySoftPurge => Func::XkeySoftPurge,
             F::BlobDecode => Func::BlobDecode,
             F::BlobEncode => Func::BlobEncode,
             F::BlobTranscode => Func::BlobTranscode,

@@ -108,8 +108,8 @@ impl Checker<'_> {
             self.unsupported(
                 pos,
                 format!(
-                    "Shellac has no VMOD '{name}'{}: it implements std, directors, cookie, purge \
-                     and blob (docs/vcl.md lists what each offers)",
+                    "Shellac has no VMOD '{name}'{}: it implements std, directors, cookie, purge, \
+                     blob and xkey (docs/vcl.md lists what each offers)",
                     from.map(|f| format!(" (from {f})")).unwrap_or_default()
                 ),
             );

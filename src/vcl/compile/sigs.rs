@@ -127,6 +127,8 @@ pub(super) enum F {
     CClean,
     PurgeHard,
     PurgeSoft,
+    XkeyPurge,
+    XkeySoftPurge,
     CacheReqBody,
     BlobDecode,
     BlobEncode,
@@ -199,4 +201,6 @@ pub(super) const SIGS: &[Sig] = &[
     Sig { name: "cookie.clean", ret: Void, params: &[], within: CLIENT | BACKEND, f: F::CClean, },
     Sig { name: "purge.hard", ret: Int, params: &[], within: HIT | MISS, f: F::PurgeHard, },
     Sig { name: "purge.soft", ret: Int, params: &[opt("ttl", Dur, Dflt::Dur(0.0)), opt("grace", Dur, Dflt::Dur(-1.0)), opt("keep", Dur, Dflt::Dur(-1.0))], within: HIT | MISS, f: F::PurgeSoft, },
+    Sig { name: "xkey.purge", ret: Int, params: &[p("keys", Str)], within: CLIENT, f: F::XkeyPurge, },
+    Sig { name: "xkey.softpurge", ret: Int, params: &[p("keys", Str)], within: CLIENT, f: F::XkeySoftPurge, },
 ];

@@ -343,6 +343,8 @@ fn call<'a>(
         Func::StdBan => Value::Bool(env.ban(&text_arg(0)?).is_ok()),
         Func::StdCacheReqBody(size) => Value::Bool(env.cache_req_body(*size)),
         Func::PurgeHard => Value::Int(env.purge(None) as i64),
+        Func::XkeyPurge => Value::Int(env.purge_keys(&text_arg(0)?, false) as i64),
+        Func::XkeySoftPurge => Value::Int(env.purge_keys(&text_arg(0)?, true) as i64),
         Func::PurgeSoft => Value::Int(env.purge(Some(SoftPurge {
             ttl: arg(0)?.number(),
             grace: arg(1)?.number(),

@@ -83,6 +83,9 @@ pub trait Env {
     /// vmod_purge on every variant of the request's cache key: removed (`None`) or made
     /// stale; how many objects it touched.
     fn purge(&self, soft: Option<SoftPurge>) -> usize;
+    /// vmod_xkey on the objects tagged with one of `keys` (separated by spaces or commas):
+    /// removed, or (`soft`) those still fresh made stale; how many objects it touched.
+    fn purge_keys(&self, keys: &str, soft: bool) -> usize;
     /// A line for the log (`std.log`).
     fn log(&mut self, msg: &str);
     /// Puts the request back as it arrived (`rollback`).

@@ -95,6 +95,9 @@ impl Env for MapEnv {
         self.purges.borrow_mut().push(soft);
         1
     }
+    fn purge_keys(&self, _: &str, _: bool) -> usize {
+        0
+    }
     fn log(&mut self, msg: &str) {
         self.logged.push(msg.to_string());
     }
