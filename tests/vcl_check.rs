@@ -483,3 +483,28 @@ fn hash_director_members_take_a_weight() {
         "r.add_backend() takes no weight for this director",
     );
 }
+
+/// A string constant where an IP is expected is resolved when the VCL is compiled (vcc's "IP
+/// constant"): an address, or a name with one address; a path or a name that does not
+/// resolve is refused where it is written.
+#[test]
+fn string_constants_are_ip_constants_where_an_ip_is_expected() {
+    let recv = |arg: &str| {
+        format!("{B4}import std;\nsub vcl_recv {{ set req.http.a = std.ip(req.http.b, {arg}); }}\n")
+    };
+    ok(&recv("\"0.0.0.0\""));
+    ok(&recv("\"::1\""));
+    ok(&recv("\"[2001:db8::1]\""));
+    has(
+        &recv("\"/run/x.sock\""),
+        "4:52: Cannot convert to an IP address: \"/run/x.sock\"",
+    );
+    has(
+        &recv("\"no-such-host.invalid\""),
+        "IP constant \"no-such-host.invalid\": not an address, and no name resolves",
+    );
+    has(
+        &recv("req.http.c"),
+        "Expression has type HEADER, expected IP",
+    );
+}

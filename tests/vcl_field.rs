@@ -286,3 +286,39 @@ sub vcl_deliver {
     );
     shellac.stop().await;
 }
+
+/// A string constant where an IP is expected is an IP constant, as vcc reads it: the
+/// `std.ip(req.http.X-Real-IP, "0.0.0.0")` of configurations behind another proxy, whose
+/// fallback is that address when the field is missing or not an address. (The field here is
+/// `X-Client`: Shellac removes an untrusted client's `X-Real-IP`.)
+#[tokio::test]
+async fn a_string_constant_is_an_ip_where_one_is_expected() {
+    let origin = Origin::start(|_| Reply::ok("page")).await;
+    let vcl = r#"vcl 4.1;
+import std;
+backend b { ${origin0} }
+acl purgers { "10.0.0.0"/8; }
+sub vcl_recv {
+    set req.http.x-ip = std.ip(req.http.X-Client, "0.0.0.0");
+    if (req.method == "PURGE") {
+        if (std.ip(req.http.X-Client, "192.0.2.1") !~ purgers) {
+            return (synth(403, "Forbidden " + req.http.x-ip));
+        }
+        return (synth(200, "Allowed " + req.http.x-ip));
+    }
+}
+sub vcl_deliver { set resp.http.x-ip = req.http.x-ip; }
+"#;
+    let shellac = start_vcl("ip-constant", vcl, &[origin.addr]).await;
+    let r = get_with(shellac.addr, "/", &[("x-client", "10.1.2.3")]).await;
+    assert_eq!(r.header("x-ip"), Some("10.1.2.3"));
+    let r = get_with(shellac.addr, "/", &[("x-client", "not an address")]).await;
+    assert_eq!(r.header("x-ip"), Some("0.0.0.0"), "the constant fallback");
+    let r = get_with(shellac.addr, "/", &[]).await;
+    assert_eq!(r.header("x-ip"), Some("0.0.0.0"));
+    let r = request(shellac.addr, "PURGE", "/", &[("x-client", "10.9.9.9")], b"").await;
+    assert_eq!(r.status, 200);
+    let r = request(shellac.addr, "PURGE", "/", &[], b"").await;
+    assert_eq!(r.status, 403, "192.0.2.1 is not in the ACL");
+    shellac.stop().await;
+}

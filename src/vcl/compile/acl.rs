@@ -98,7 +98,7 @@ impl Checker<'_> {
 }
 
 /// Addresses a name resolves to (`localhost`), `None` when it does not.
-fn resolve(name: &str) -> Option<Vec<IpAddr>> {
+pub(super) fn resolve(name: &str) -> Option<Vec<IpAddr>> {
     if name.is_empty() || name.contains(['/', ' ']) || name.contains("..") || name.ends_with('.') {
         return None;
     }

@@ -225,8 +225,49 @@ impl Checker<'_> {
                 Expr::Concat(Box::new([expr]))
             }
             (Type::Bool, Type::Bool) => expr,
+            // A string constant where an IP is expected is an IP constant, resolved when
+            // the VCL is compiled, as vcc does (`std.ip(req.http.X-Real-IP, "0.0.0.0")`).
+            (Type::String, Type::Ip) if matches!(expr, Expr::Str(_)) => {
+                let Expr::Str(text) = &expr else {
+                    return expr;
+                };
+                self.ip_constant(&text.text, pos)
+            }
             _ => {
                 self.error(pos, format!("Expression has type {from}, expected {to}"));
+                Expr::Bool(false)
+            }
+        }
+    }
+
+    /// A string constant read as an IP: an address, or a name that resolves to exactly one
+    /// (vcc's "IP constant").
+    fn ip_constant(&mut self, text: &str, pos: Pos) -> Expr {
+        let literal = text.trim_start_matches('[').trim_end_matches(']');
+        if let Ok(ip) = literal.parse::<std::net::IpAddr>() {
+            return Expr::Ip(ip);
+        }
+        if text.starts_with('/') {
+            self.error(pos, format!("Cannot convert to an IP address: \"{text}\""));
+            return Expr::Bool(false);
+        }
+        match super::acl::resolve(text).as_deref() {
+            Some([ip]) => Expr::Ip(*ip),
+            Some(many) => {
+                self.error(
+                    pos,
+                    format!(
+                        "IP constant \"{text}\" resolves to {} addresses; it must be one",
+                        many.len()
+                    ),
+                );
+                Expr::Bool(false)
+            }
+            None => {
+                self.error(
+                    pos,
+                    format!("IP constant \"{text}\": not an address, and no name resolves"),
+                );
                 Expr::Bool(false)
             }
         }
