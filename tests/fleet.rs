@@ -1,11 +1,14 @@
 //! A fleet: three real `shellac` processes sharing one real Redis Cluster (3 masters, 3
 //! replicas of `redis-server` on loopback, started once for this binary): shared hits across
-//! nodes, chunked objects and the size cap, purge / ban / tag broadcast, a purge racing a
-//! fill, resharding (ASK, MOVED), a node paused with SIGSTOP, a node restarted (catch-up), a
-//! master killed with SIGKILL under load, and Redis gone entirely. Every scenario asserts that
-//! no client saw an error and that nothing purged was served after its purge was answered
-//! (by the node it was sent to and the nodes the answer says confirmed it; under load, every
-//! answer is checked: `Load::require`).
+//! nodes (and the admin API, /metrics, `shellac inspect` / `stat` showing them), coalescing
+//! across the fleet, chunked objects (a missing chunk is a miss) and the size cap (nobody
+//! queues behind an object over it), purge / ban / tag broadcast, a purge racing a fill, a
+//! soft purge, resharding (a lookup and a purge during ASK, writes after MOVED), a node paused
+//! with SIGSTOP, a node restarted (catch-up; and, the log trimmed or lost while it was down,
+//! its cache dropped), a master killed with SIGKILL under load, a hanging cluster, and Redis
+//! gone entirely. Every scenario asserts that no client saw an error and that nothing purged
+//! was served after its purge was answered (by the node it was sent to and the nodes the
+//! answer says confirmed it; under load, every answer is checked: `Load::require`).
 
 mod common;
 
