@@ -5,11 +5,14 @@
 //! Two halves, because hyper has one on each side only. hyper's client reports a backend's 1xx
 //! heads through a callback on the request (`hyper::ext::on_informational`); it used to
 //! discard them. hyper's server cannot send a 1xx response at all (a service returns exactly
-//! one, final response), so the fetch hands each head, serialised, to the client connection
-//! ([`InterimSink`]), whose socket adapter (`server/gate.rs`) writes it before the first byte
-//! hyper writes for the request — the same place that already writes fast hits without hyper.
+//! one, final response), so the fetch hands each head to the client connection
+//! ([`InterimSink`]): over HTTP/1.1 the socket adapter (`server/gate.rs`) writes it, serialised,
+//! before the first byte hyper writes for the request — the same place that already writes
+//! fast hits without hyper; over HTTP/2 it goes out as a HEADERS frame on the request's stream
+//! ahead of the final response's (`server/h2/interim.rs`, through vendor/h2's patch §11).
 
 use std::future::Future;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::header::HeaderMap;
@@ -19,41 +22,78 @@ use tokio::sync::mpsc;
 use crate::backend::RequestBody;
 use crate::stats::Counters;
 
-/// Where a request's 1xx heads go: the client connection, which writes them before the final
-/// response (or drops them when it cannot keep the order). `false`: dropped at once.
-pub trait InterimSink: Send + Sync {
-    fn send(&self, head: Bytes) -> bool;
+/// One 1xx response from a backend: its status and end-to-end fields (hop-by-hop ones
+/// removed, as from any response).
+#[derive(Debug)]
+pub struct InterimHead {
+    pub status: StatusCode,
+    pub fields: HeaderMap,
 }
 
-/// 1xx heads buffered between the backend connection and the fetch at most; more are dropped.
-const CHANNEL: usize = 8;
+/// Where a request's 1xx heads go: the client connection, which sends them before the final
+/// response (or drops them when it cannot keep the order). `false`: dropped at once.
+pub trait InterimSink: Send + Sync {
+    fn send(&self, head: InterimHead) -> bool;
+}
 
-/// Registers the 1xx callback on a backend request: each informational head arrives, already
-/// serialised for the client, on the returned channel.
-pub(super) fn listen(req: &mut Request<RequestBody>) -> mpsc::Receiver<Bytes> {
+/// 1xx heads a client connection forwards per request at most (HTTP/1.1 and HTTP/2); more are
+/// dropped (`client_interim_dropped`).
+pub const MAX_INTERIM: usize = 8;
+
+/// 1xx heads buffered between the backend connection and the fetch at most; more are dropped.
+const CHANNEL: usize = MAX_INTERIM;
+
+/// Registers the 1xx callback on a backend request: each informational head to forward
+/// arrives on the returned channel.
+pub(super) fn listen(
+    req: &mut Request<RequestBody>,
+    counters: Arc<Counters>,
+) -> mpsc::Receiver<InterimHead> {
     let (tx, rx) = mpsc::channel(CHANNEL);
     hyper::ext::on_informational(req, move |res| {
-        if let Some(head) = serialise(res.status(), res.headers()) {
+        if let Some(head) = forwarded(res.status(), res.headers()) {
             // A full channel drops the head: hints are an optimisation, never a reason to
             // hold up the backend connection.
-            let _ = tx.try_send(head);
+            if tx.try_send(head).is_err() {
+                counters.client_interim_dropped.inc();
+            }
         }
     });
     rx
 }
 
+/// The head a client gets for a backend's 1xx: the end-to-end fields (hop-by-hop ones
+/// removed, as from any response). `None` for 100 Continue (Shellac answers `Expect` itself
+/// and never sends it to a backend) and 101 (a final answer to an upgrade, not
+/// informational).
+fn forwarded(status: StatusCode, headers: &HeaderMap) -> Option<InterimHead> {
+    if !status.is_informational()
+        || status == StatusCode::CONTINUE
+        || status == StatusCode::SWITCHING_PROTOCOLS
+    {
+        return None;
+    }
+    let mut fields = headers.clone();
+    crate::http::headers::strip_hop_by_hop(&mut fields);
+    Some(InterimHead { status, fields })
+}
+
 /// Awaits `response` (the backend exchange), handing every 1xx head that arrives meanwhile to
-/// `sink` — only for HTTP/1.1 clients (RFC 9110 §15.2: never a 1xx to an HTTP/1.0 client).
+/// `sink` — only for HTTP/1.1 and HTTP/2 clients (RFC 9110 §15.2: never a 1xx to an HTTP/1.0
+/// client), at most [`MAX_INTERIM`].
 /// Heads still in the channel when the final response is there go first.
 pub(super) async fn forward_while<F: Future>(
     response: F,
-    mut heads: mpsc::Receiver<Bytes>,
+    mut heads: mpsc::Receiver<InterimHead>,
     sink: &dyn InterimSink,
     client: Version,
     counters: &Counters,
 ) -> F::Output {
-    let forward = |head: Bytes| {
-        if client >= Version::HTTP_11 && sink.send(head) {
+    // At most MAX_INTERIM per exchange, whatever the client connection could still take.
+    let mut forwarded = 0;
+    let mut forward = |head: InterimHead| {
+        if client >= Version::HTTP_11 && forwarded < MAX_INTERIM && sink.send(head) {
+            forwarded += 1;
             return;
         }
         counters.client_interim_dropped.inc();
@@ -72,34 +112,23 @@ pub(super) async fn forward_while<F: Future>(
     out
 }
 
-/// A 1xx head as HTTP/1.1 bytes: status line, the end-to-end fields (hop-by-hop ones removed,
-/// as from any response), blank line. `None` for 100 Continue (Shellac answers `Expect`
-/// itself and never sends it to a backend) and 101 (a final answer to an upgrade, not
-/// informational).
-fn serialise(status: StatusCode, headers: &HeaderMap) -> Option<Bytes> {
-    if !status.is_informational()
-        || status == StatusCode::CONTINUE
-        || status == StatusCode::SWITCHING_PROTOCOLS
-    {
-        return None;
-    }
-    let mut fields = headers.clone();
-    crate::http::headers::strip_hop_by_hop(&mut fields);
-    let reason = status.canonical_reason().unwrap_or("Informational");
-    let mut out = Vec::with_capacity(64 + fields.len() * 48);
+/// A 1xx head as HTTP/1.1 bytes: status line, fields, blank line.
+pub fn serialise(head: &InterimHead) -> Bytes {
+    let reason = head.status.canonical_reason().unwrap_or("Informational");
+    let mut out = Vec::with_capacity(64 + head.fields.len() * 48);
     out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(status.as_str().as_bytes());
+    out.extend_from_slice(head.status.as_str().as_bytes());
     out.push(b' ');
     out.extend_from_slice(reason.as_bytes());
     out.extend_from_slice(b"\r\n");
-    for (name, value) in &fields {
+    for (name, value) in &head.fields {
         out.extend_from_slice(name.as_str().as_bytes());
         out.extend_from_slice(b": ");
         out.extend_from_slice(value.as_bytes());
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
-    Some(Bytes::from(out))
+    Bytes::from(out)
 }
 
 #[cfg(test)]
@@ -114,17 +143,22 @@ mod tests {
         h.append("link", HeaderValue::from_static("</b.js>; rel=preload"));
         h.insert("connection", HeaderValue::from_static("x-secret"));
         h.insert("x-secret", HeaderValue::from_static("1"));
-        let head = serialise(StatusCode::from_u16(103).unwrap(), &h).unwrap();
+        let head = forwarded(StatusCode::from_u16(103).unwrap(), &h).unwrap();
+        assert!(!head.fields.contains_key("x-secret"));
+        assert!(!head.fields.contains_key("connection"));
         assert_eq!(
-            &head[..],
+            &serialise(&head)[..],
             b"HTTP/1.1 103 Early Hints\r\nlink: </a.css>; rel=preload\r\nlink: </b.js>; rel=preload\r\n\r\n"
         );
-        let processing = serialise(StatusCode::PROCESSING, &HeaderMap::new()).unwrap();
-        assert_eq!(&processing[..], b"HTTP/1.1 102 Processing\r\n\r\n");
-        assert!(serialise(StatusCode::CONTINUE, &HeaderMap::new()).is_none());
-        assert!(serialise(StatusCode::SWITCHING_PROTOCOLS, &HeaderMap::new()).is_none());
-        assert!(serialise(StatusCode::OK, &HeaderMap::new()).is_none());
-        let odd = serialise(StatusCode::from_u16(199).unwrap(), &HeaderMap::new()).unwrap();
-        assert!(odd.starts_with(b"HTTP/1.1 199 Informational\r\n"));
+        let processing = forwarded(StatusCode::PROCESSING, &HeaderMap::new()).unwrap();
+        assert_eq!(
+            &serialise(&processing)[..],
+            b"HTTP/1.1 102 Processing\r\n\r\n"
+        );
+        assert!(forwarded(StatusCode::CONTINUE, &HeaderMap::new()).is_none());
+        assert!(forwarded(StatusCode::SWITCHING_PROTOCOLS, &HeaderMap::new()).is_none());
+        assert!(forwarded(StatusCode::OK, &HeaderMap::new()).is_none());
+        let odd = forwarded(StatusCode::from_u16(199).unwrap(), &HeaderMap::new()).unwrap();
+        assert!(serialise(&odd).starts_with(b"HTTP/1.1 199 Informational\r\n"));
     }
 }

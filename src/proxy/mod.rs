@@ -41,7 +41,7 @@ use crate::stats::Counters;
 use crate::txlog::{self, Format, Recorder};
 pub use body::ResponseBody;
 pub use fsm::{Handled, Rest};
-pub use interim::InterimSink;
+pub use interim::{InterimHead, InterimSink, MAX_INTERIM, serialise as serialise_interim};
 pub use quick::FastAnswer;
 
 /// VCL's `sess.timeout_idle`, as a request and response extension between the client

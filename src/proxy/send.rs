@@ -116,7 +116,7 @@ pub(super) async fn send(
         let mut bereq = build_request(txn, &backend, for_cache);
         let sent = match txn.interim.clone() {
             Some(sink) => {
-                let heads = super::interim::listen(&mut bereq);
+                let heads = super::interim::listen(&mut bereq, txn.proxy.counters.clone());
                 let version = txn.req.version;
                 super::interim::forward_while(backend.send(bereq), heads, &*sink, version, counters)
                     .await

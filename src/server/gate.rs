@@ -103,12 +103,13 @@ pub(super) struct ConnState {
     interim_queued: AtomicBool,
 }
 
-/// 1xx heads queued per request at most; more are dropped.
-const MAX_INTERIM: usize = 8;
+/// 1xx heads queued per request at most; more are dropped (the same bound over HTTP/2).
+const MAX_INTERIM: usize = crate::proxy::MAX_INTERIM;
 
 /// The service hands a request's 1xx heads to the connection (`proxy/interim.rs`).
 impl crate::proxy::InterimSink for ConnState {
-    fn send(&self, head: Bytes) -> bool {
+    fn send(&self, head: crate::proxy::InterimHead) -> bool {
+        let head = crate::proxy::serialise_interim(&head);
         let request = self.requests.load(Ordering::Relaxed);
         let Ok(mut queue) = self.interim.lock() else {
             return false;

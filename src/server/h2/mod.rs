@@ -11,8 +11,8 @@ use std::error::Error as StdError;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -36,6 +36,7 @@ use crate::reload::Live;
 mod check;
 mod frames;
 mod inline;
+mod interim;
 
 pub(crate) use frames::PREFACE;
 
@@ -63,6 +64,9 @@ pub(super) struct Shared {
     /// The idle timeout VCL set for this connection (`sess.timeout_idle`, ms; 0: the
     /// configured one).
     idle_override: AtomicU64,
+    /// h2's handle for sending 1xx responses on this connection's streams (`interim.rs`),
+    /// kept from the first request that carries it.
+    interim: OnceLock<h2::server::Interim>,
 }
 
 impl Shared {
@@ -78,6 +82,7 @@ impl Shared {
             enough: AtomicBool::new(false),
             wake: Notify::new(),
             idle_override: AtomicU64::new(0),
+            interim: OnceLock::new(),
         }
     }
 }
@@ -139,6 +144,8 @@ pub(crate) async fn serve<I>(
     let max_requests = h2.max_requests;
     let svc_shared = shared.clone();
     let svc_live = live.clone();
+    // The same counters every configuration shares (a reload keeps them).
+    let svc_counters = counters.clone();
     let service = service_fn(move |mut req: Request<Incoming>| {
         // Over TLS (ALPN `h2`): what the connection negotiated travels with each request.
         if let Some(t) = &tls {
@@ -152,6 +159,12 @@ pub(crate) async fn serve<I>(
                 .insert(crate::proxy::SessionIdle(Some(Duration::from_millis(
                     idle_override,
                 ))));
+        }
+        // A load and a branch per request once the handle is kept (the first request).
+        if svc_shared.interim.get().is_none()
+            && let Some(handle) = interim::take_handle(&mut req)
+        {
+            let _ = svc_shared.interim.set(handle);
         }
         let stream = Stream::open(&svc_shared);
         let n = svc_shared.requests.fetch_add(1, Ordering::Relaxed) + 1;
@@ -192,11 +205,19 @@ pub(crate) async fn serve<I>(
                 let resp = body_outcome(resp, outcome.as_deref(), &proxy);
                 Answer::Ready(Some(finish(resp, stream, None, &proxy)))
             }
-            Handled::Waits(rest) => Answer::Pending(Box::pin(async move {
-                let (resp, proxy) = rest.run().await;
-                let resp = body_outcome(resp, outcome.as_deref(), &proxy);
-                finish(resp, stream, None, &proxy)
-            })),
+            Handled::Waits(mut rest) => {
+                // 1xx responses from its backend go out on its stream (`interim.rs`).
+                rest.forward_interim(Arc::new(interim::StreamInterim::new(
+                    svc_shared.interim.get(),
+                    n,
+                    svc_counters.clone(),
+                )));
+                Answer::Pending(Box::pin(async move {
+                    let (resp, proxy) = rest.run().await;
+                    let resp = body_outcome(resp, outcome.as_deref(), &proxy);
+                    finish(resp, stream, None, &proxy)
+                }))
+            }
         }
     });
     // Each stream's first poll runs on this task; only a stream that has to wait becomes a
@@ -424,6 +445,14 @@ const CONNECTION_SPECIFIC: [header::HeaderName; 5] = [
     header::HeaderName::from_static("keep-alive"),
 ];
 
+/// Removes what has no meaning in HTTP/2 from a response head (final or 1xx).
+fn strip_connection_specific(headers: &mut header::HeaderMap) {
+    for name in &CONNECTION_SPECIFIC {
+        headers.remove(name);
+    }
+    headers.remove("proxy-connection");
+}
+
 /// The last step of every HTTP/2 response: never a 101 (there is no tunnel in HTTP/2), no
 /// connection-specific fields; the body ends the stream's bookkeeping, and a malformed
 /// request's answer ends with `RST_STREAM` (`reset`).
@@ -445,11 +474,7 @@ fn finish(
             stream.shared.wake.notify_one();
         }
     }
-    let headers = resp.headers_mut();
-    for name in &CONNECTION_SPECIFIC {
-        headers.remove(name);
-    }
-    headers.remove("proxy-connection");
+    strip_connection_specific(resp.headers_mut());
     resp.map(|inner| H2Body {
         inner,
         stream,

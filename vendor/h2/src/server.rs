@@ -195,6 +195,65 @@ pub struct Handshake<T, B: Buf = Bytes> {
 #[must_use = "streams do nothing unless polled"]
 pub struct Connection<T, B: Buf> {
     connection: proto::Connection<T, Peer, B>,
+    /// Handed out with accepted requests until someone keeps it. (Shellac's patch; see
+    /// PATCHES.md.)
+    interim: Interim,
+}
+
+/// Sends 1xx (informational) responses on a connection's streams — for a server whose
+/// streams' `SendResponse` is out of its reach (hyper's HTTP/2 server keeps it). (Shellac's
+/// patch; see PATCHES.md.)
+///
+/// The connection puts a clone in the extensions of each request it accepts while no clone
+/// is kept anywhere else: a server keeps the first one it gets, and the requests after it
+/// carry none (nothing is allocated for them). It keeps neither the connection nor a stream
+/// alive.
+#[derive(Clone, Debug)]
+pub struct Interim {
+    conn: std::sync::Arc<proto::streams_interim::InterimRef>,
+}
+
+/// 1xx responses for one stream (see [`Interim::stream`]).
+#[derive(Clone, Debug)]
+pub struct InterimStream {
+    conn: std::sync::Arc<proto::streams_interim::InterimRef>,
+    id: StreamId,
+}
+
+impl Interim {
+    /// The stream the connection handed out last, if it was the `nth` (counting from 1) it
+    /// handed out: a server that counts the requests it was given, and asks while handling
+    /// the `nth`, gets that request's stream, and `None` (never another stream) if its count
+    /// and the connection's disagree.
+    pub fn stream(&self, nth: u64) -> Option<InterimStream> {
+        match self.conn.last_accepted() {
+            Some((accepted, id)) if accepted == nth => Some(InterimStream {
+                conn: self.conn.clone(),
+                id,
+            }),
+            _ => None,
+        }
+    }
+}
+
+impl InterimStream {
+    /// The stream's id.
+    pub fn stream_id(&self) -> StreamId {
+        self.id
+    }
+
+    /// Queues a 1xx response (HEADERS without END_STREAM) to go out before the stream's final
+    /// response. An error if `response` is not 1xx or has connection-specific fields, if the
+    /// stream has sent its final response, was reset or is gone, or if the connection is.
+    pub fn send_informational(&self, response: Response<()>) -> Result<(), crate::Error> {
+        if !response.status().is_informational() {
+            return Err(UserError::InvalidInformationalStatusCode.into());
+        }
+        let frame = Peer::convert_send_message(self.id, response, false);
+        self.conn
+            .send_informational(self.id, frame)
+            .map_err(Into::into)
+    }
 }
 
 /// Builds server connections with custom configuration values.
@@ -421,6 +480,14 @@ where
         crate::poll_fn(move |cx| self.poll_accept(cx)).await
     }
 
+    /// Puts the connection's [`Interim`] handle in `request` if nobody keeps one: the first
+    /// request (and any before a server first keeps it). (Shellac's patch; see PATCHES.md.)
+    fn offer_interim(&self, request: &mut Request<RecvStream>) {
+        if std::sync::Arc::strong_count(&self.interim.conn) == 1 {
+            request.extensions_mut().insert(self.interim.clone());
+        }
+    }
+
     #[doc(hidden)]
     pub fn poll_accept(
         &mut self,
@@ -436,7 +503,8 @@ where
             let (head, _) = inner.take_request().into_parts();
             let body = RecvStream::new(FlowControl::new(inner.clone_to_opaque()));
 
-            let request = Request::from_parts(head, body);
+            let mut request = Request::from_parts(head, body);
+            self.offer_interim(&mut request);
             let respond = SendResponse { inner };
 
             return Poll::Ready(Some(Ok((request, respond))));
@@ -455,7 +523,8 @@ where
             let (head, _) = inner.take_request().into_parts();
             let body = RecvStream::new(FlowControl::new(inner.clone_to_opaque()));
 
-            let request = Request::from_parts(head, body);
+            let mut request = Request::from_parts(head, body);
+            self.offer_interim(&mut request);
             let respond = SendResponse { inner };
 
             return Poll::Ready(Some(Ok((request, respond))));
@@ -1555,7 +1624,13 @@ where
                     );
 
                     tracing::trace!("connection established!");
-                    let mut c = Connection { connection };
+                    let interim = Interim {
+                        conn: std::sync::Arc::new(connection.interim_ref()),
+                    };
+                    let mut c = Connection {
+                        connection,
+                        interim,
+                    };
                     if let Some(sz) = self.builder.initial_target_connection_window_size {
                         c.set_target_window_size(sz);
                     }

@@ -677,6 +677,11 @@ where
         self.inner.streams.next_incoming()
     }
 
+    /// (Shellac's patch; see PATCHES.md.)
+    pub(crate) fn interim_ref(&self) -> crate::proto::streams::InterimRef {
+        self.inner.streams.interim_ref()
+    }
+
     // Graceful shutdown only makes sense for server peers.
     pub fn go_away_gracefully(&mut self) {
         if self.inner.go_away.is_going_away() {

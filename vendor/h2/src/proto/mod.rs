@@ -12,6 +12,10 @@ pub(crate) use self::peer::{Dyn as DynPeer, Peer};
 pub(crate) use self::ping_pong::UserPings;
 pub(crate) use self::streams::{DynStreams, OpaqueStreamRef, StreamRef, Streams};
 pub(crate) use self::streams::{Open, PollReset, Prioritized};
+/// (Shellac's patch; see PATCHES.md.)
+pub(crate) mod streams_interim {
+    pub(crate) use super::streams::InterimRef;
+}
 
 use crate::codec::Codec;
 

@@ -13,7 +13,9 @@ mod streams;
 pub(crate) use self::prioritize::Prioritized;
 pub(crate) use self::recv::Open;
 pub(crate) use self::send::PollReset;
-pub(crate) use self::streams::{DynStreams, OpaqueStreamRef, RecvOutcome, StreamRef, Streams};
+pub(crate) use self::streams::{
+    DynStreams, InterimRef, OpaqueStreamRef, RecvOutcome, StreamRef, Streams,
+};
 
 use self::buffer::Buffer;
 use self::counts::Counts;

@@ -399,6 +399,18 @@ impl State {
         )
     }
 
+    /// Returns true while the stream has not sent its (final) response HEADERS and can:
+    /// 1xx responses may still go before them. (Shellac's patch; see PATCHES.md.)
+    pub fn is_awaiting_send_headers(&self) -> bool {
+        matches!(
+            self.inner,
+            Open {
+                local: AwaitingHeaders,
+                ..
+            } | HalfClosedRemote(AwaitingHeaders)
+        )
+    }
+
     /// Returns true when the stream is in a state to receive headers
     pub fn is_recv_headers(&self) -> bool {
         matches!(

@@ -88,6 +88,14 @@ struct Inner {
 
     /// The number of stream refs to this shared state.
     refs: usize,
+
+    /// Streams handed out by `next_incoming` so far, and the last one's id; and 1xx
+    /// responses queued through an `InterimRef`, waiting for the connection task to move
+    /// them to their stream's send queue (they hold no `B`, so the handle needs no `B: Send`).
+    /// (Shellac's patch; see PATCHES.md.)
+    accepted: u64,
+    last_accepted: Option<StreamId>,
+    interim: Vec<(StreamId, frame::Headers)>,
 }
 
 #[derive(Debug)]
@@ -158,6 +166,10 @@ where
                 me.counts.dec_num_remote_reset_streams();
             }
 
+            // (Shellac's patch; see PATCHES.md.)
+            me.accepted += 1;
+            me.last_accepted = Some(stream.id);
+
             StreamRef {
                 opaque: OpaqueStreamRef::new(self.inner.clone(), stream),
                 send_buffer: self.send_buffer.clone(),
@@ -200,6 +212,9 @@ where
 
             let status = {
                 let mut me = self.inner.lock().unwrap();
+                if !me.interim.is_empty() {
+                    me.queue_interim(&self.send_buffer, None);
+                }
                 let status = me.buffer_pending(&self.send_buffer, dst)?;
 
                 // Register the task while holding the same lock used to
@@ -464,6 +479,9 @@ impl Inner {
             },
             store: Store::new(),
             refs: 1,
+            accepted: 0,
+            last_accepted: None,
+            interim: Vec::new(),
         }))
     }
 
@@ -1012,6 +1030,38 @@ impl Inner {
         Ok(())
     }
 
+    /// Moves the 1xx responses queued through an `InterimRef` (those for `only`, or all) to
+    /// their streams' send queues, ahead of anything queued later on the stream. A stream
+    /// that has sent its final response's HEADERS, been reset or gone meanwhile drops them.
+    /// (Shellac's patch; see PATCHES.md.)
+    fn queue_interim<B>(&mut self, send_buffer: &SendBuffer<B>, only: Option<StreamId>) {
+        let mut send_buffer = send_buffer.inner.lock().unwrap();
+        let send_buffer = &mut *send_buffer;
+        let queued = std::mem::take(&mut self.interim);
+        for (id, frame) in queued {
+            if only.is_some_and(|only| only != id) {
+                self.interim.push((id, frame));
+                continue;
+            }
+            let Some(stream) = self.store.find_mut(&id) else {
+                continue;
+            };
+            if !stream.state.is_awaiting_send_headers() {
+                continue;
+            }
+            let actions = &mut self.actions;
+            let _ = self.counts.transition(stream, |counts, stream| {
+                actions.send.send_interim_informational_headers(
+                    frame,
+                    send_buffer,
+                    stream,
+                    counts,
+                    &mut actions.task,
+                )
+            });
+        }
+    }
+
     fn buffer_pending<T, B>(
         &mut self,
         send_buffer: &SendBuffer<B>,
@@ -1198,6 +1248,71 @@ where
     }
 }
 
+impl<B, P> Streams<B, P>
+where
+    P: Peer,
+{
+    /// A handle for sending 1xx responses on this connection's streams that keeps neither
+    /// the connection nor any stream alive. (Shellac's patch; see PATCHES.md.)
+    pub(crate) fn interim_ref(&self) -> InterimRef {
+        InterimRef {
+            inner: Arc::downgrade(&self.inner),
+        }
+    }
+}
+
+/// See `Streams::interim_ref`. (Shellac's patch; see PATCHES.md.)
+#[derive(Clone, Debug)]
+pub(crate) struct InterimRef {
+    inner: std::sync::Weak<Mutex<Inner>>,
+}
+
+/// 1xx responses queued and not yet moved to their streams, at most (a bound on what a
+/// caller that outpaces the connection task can make it hold).
+const MAX_QUEUED_INTERIM: usize = 64;
+
+impl InterimRef {
+    /// How many streams the connection has handed out, and the last one's id.
+    pub(crate) fn last_accepted(&self) -> Option<(u64, StreamId)> {
+        let inner = self.inner.upgrade()?;
+        let me = inner.lock().ok()?;
+        me.last_accepted.map(|id| (me.accepted, id))
+    }
+
+    /// Queues a 1xx HEADERS frame (`frame`, without END_STREAM) on stream `id` and wakes
+    /// the connection task, which moves it to the stream's send queue; the stream's final
+    /// response, sent later, moves it first. Refused when the connection is gone, the stream
+    /// is gone or no longer awaiting its response HEADERS, or too many are queued.
+    pub(crate) fn send_informational(
+        &self,
+        id: StreamId,
+        frame: frame::Headers,
+    ) -> Result<(), UserError> {
+        if !frame.is_informational() || frame.is_end_stream() {
+            return Err(UserError::InvalidInformationalStatusCode);
+        }
+        let inner = self.inner.upgrade().ok_or(UserError::InactiveStreamId)?;
+        let mut me = inner.lock().map_err(|_| UserError::InactiveStreamId)?;
+        let me = &mut *me;
+        if me.actions.conn_error.is_some() {
+            return Err(UserError::InactiveStreamId);
+        }
+        match me.store.find_mut(&id) {
+            Some(stream) if stream.state.is_awaiting_send_headers() => {}
+            _ => return Err(UserError::InactiveStreamId),
+        }
+        if me.interim.len() >= MAX_QUEUED_INTERIM {
+            return Err(UserError::Rejected);
+        }
+        Send::check_headers(frame.fields())?;
+        me.interim.push((id, frame));
+        if let Some(task) = me.actions.task.take() {
+            task.wake();
+        }
+        Ok(())
+    }
+}
+
 // no derive because we don't need B and P to be Clone.
 impl<B, P> Clone for Streams<B, P>
 where
@@ -1346,6 +1461,13 @@ impl<B> StreamRef<B> {
         response.extensions_mut().clear();
         let mut me = self.opaque.inner.lock().unwrap();
         let me = &mut *me;
+
+        // 1xx responses queued for this stream go before it. (Shellac's patch; see
+        // PATCHES.md.)
+        if !me.interim.is_empty() {
+            let id = me.store.resolve(self.opaque.key).id;
+            me.queue_interim(&self.send_buffer, Some(id));
+        }
 
         let stream = me.store.resolve(self.opaque.key);
         let actions = &mut me.actions;
