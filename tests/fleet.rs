@@ -72,6 +72,14 @@ impl Site {
                     rest: vec![b's'; 2 << 20],
                 });
             }
+            if seen.path == "/nostore" {
+                // Uncacheable, its body slow to come.
+                reply = Reply::ok("").cc("no-store").body(ReplyBody::Stall {
+                    first: b"/nostore ".to_vec(),
+                    pause: Duration::from_millis(1500),
+                    rest: format!("v{n}").into_bytes(),
+                });
+            }
             if seen.path.starts_with("/coalesce") {
                 reply = reply.delay(Duration::from_millis(700));
             }
@@ -181,7 +189,7 @@ async fn fleet() {
         Node::start("c", config(&dir, "c", site.origin.addr, &seeds, true)),
     ];
 
-    shared_hits_across_nodes(&site, &nodes).await;
+    shared_hits_across_nodes(&site, &nodes, &cluster).await;
     the_fleet_coalesces_misses(&site, &nodes).await;
     chunked_objects_and_the_size_cap(&site, &nodes, &cluster).await;
     purge_ban_and_tags_reach_every_node(&site, &nodes).await;
@@ -203,7 +211,7 @@ async fn fleet() {
 }
 
 /// One fetch from the origin serves the fleet: the other nodes read the shared copy.
-async fn shared_hits_across_nodes(site: &Site, nodes: &[Node]) {
+async fn shared_hits_across_nodes(site: &Site, nodes: &[Node], cluster: &Cluster) {
     let [a, b, c] = nodes else { unreachable!() };
     let first = a.get("/s1").await;
     expect(&first, "/s1", 1, "a");
@@ -222,6 +230,15 @@ async fn shared_hits_across_nodes(site: &Site, nodes: &[Node]) {
         1,
         "one origin request for the fleet"
     );
+    // Redis keeps it for its TTL + grace + keep (60 s + 0 + the default keep, 1 h), not 60 s.
+    let meta = UrlKeys::new(PREFIX, &CacheKey::new("test.example", "/s1")).meta(0);
+    let meta = String::from_utf8(meta).unwrap();
+    let pttl: u64 = cluster.nodes[cluster.master_of(&meta)]
+        .cli(&["PTTL", &meta])
+        .trim()
+        .parse()
+        .unwrap();
+    assert!((3_600_000..=3_660_000).contains(&pttl), "PTTL {pttl}");
     // Then each node has its own copy.
     let again = b.get("/s1").await;
     assert!(again.cache_status().contains("hit") && !again.cache_status().contains("shared"));
@@ -343,6 +360,25 @@ async fn the_fleet_coalesces_misses(site: &Site, nodes: &[Node]) {
         after += n.stat("cache_hit_shared").await;
     }
     assert_eq!(after - before, 2, "the other two served the shared copy");
+
+    // An uncacheable answer passes the lease at once: b, missing the URL while a still
+    // receives its body, fetches it too instead of waiting for a's fetch to end.
+    let [a, b, _] = nodes else { unreachable!() };
+    let (leases, waits) = (
+        b.stat("shared_lease").await,
+        b.stat("shared_lease_timeout").await,
+    );
+    let addr = a.addr();
+    let slow = tokio::spawn(async move { get(addr, "/nostore").await });
+    wait_until(Duration::from_secs(5), || {
+        site.origin.count_path("/nostore") == 1
+    })
+    .await;
+    assert_eq!(b.get("/nostore").await.text(), "/nostore v1");
+    assert_eq!(slow.await.unwrap().text(), "/nostore v1");
+    assert_eq!(site.origin.count_path("/nostore"), 2);
+    assert_eq!(b.stat("shared_lease").await, leases, "b took no lease");
+    assert_eq!(b.stat("shared_lease_timeout").await, waits);
 }
 
 /// Bodies over 256 KiB travel as chunks — a chunk gone is a miss, never a short body; bodies
