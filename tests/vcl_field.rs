@@ -322,3 +322,40 @@ sub vcl_deliver { set resp.http.x-ip = req.http.x-ip; }
     assert_eq!(r.status, 403, "192.0.2.1 is not in the ACL");
     shellac.stop().await;
 }
+
+/// vmod_std's `round()` and the conversions Varnish 6.2 deprecated but 4.x/6.0 files still
+/// call (`std.real2integer(std.random(1, 10), 0)` in training VCLs): rounding half away from
+/// zero, the fallback for what is not finite or past ±(2^53 - 1).
+#[tokio::test]
+async fn std_conversions_of_varnish_6_0() {
+    let origin = Origin::start(|_| Reply::ok("unused")).await;
+    let vcl = r#"vcl 4.0;
+import std;
+backend b { ${origin0} }
+sub vcl_recv { return (synth(200, std.real2integer(std.random(1, 10), 0))); }
+sub vcl_synth {
+    set resp.http.r2i = std.real2integer(2.5, 7) + " " + std.real2integer(-2.5, 7)
+        + " " + std.real2integer(std.real("1e300", 0.0), 7) + " " + std.real2integer(std.real("9007199254740993", 0.0), 7);
+    set resp.http.time = std.real2time(1140618699.00, now);
+    set resp.http.t2i = std.time2integer(std.real2time(1140618699.4, now), 0);
+    set resp.http.t2r = std.time2real(std.real2time(12.5, now), 0.0);
+    set resp.http.round = std.round(2.5) + " " + std.round(-1.5);
+    set resp.http.reason = resp.reason;
+}
+"#;
+    let shellac = start_vcl("std-conversions", vcl, &[origin.addr]).await;
+    let r = get_with(shellac.addr, "/", &[]).await;
+    assert_eq!(r.status, 200);
+    let n: i64 = r
+        .header("reason")
+        .and_then(|v| v.parse().ok())
+        .expect("a number");
+    assert!((1..=10).contains(&n), "{n}");
+    assert_eq!(r.header("r2i"), Some("3 -3 7 7"));
+    assert_eq!(r.header("time"), Some("Wed, 22 Feb 2006 14:31:39 GMT"));
+    assert_eq!(r.header("t2i"), Some("1140618699"));
+    assert_eq!(r.header("t2r"), Some("12.500"));
+    assert_eq!(r.header("round"), Some("3.000 -2.000"));
+    assert_eq!(origin.count(), 0);
+    shellac.stop().await;
+}

@@ -138,6 +138,14 @@ pub enum Func {
     /// `std.getenv(name)`: the variable in Shellac's environment when it is called; unset
     /// when there is none.
     StdGetenv,
+    /// `std.round(r)`: half away from zero.
+    StdRound,
+    /// vmod_std's conversions deprecated since Varnish 6.2 (`std.real2integer(r, fallback)`,
+    /// ...): the fallback for a value that is not finite, or an integer past ±(2^53 - 1).
+    StdReal2Integer,
+    StdReal2Time,
+    StdTime2Integer,
+    StdTime2Real,
     /// `std.collect(header, separator)`: every line of a header joined into one.
     StdCollect(Var, Text),
     StdPort,

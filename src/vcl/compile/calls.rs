@@ -452,6 +452,11 @@ impl Checker<'_> {
             F::Real => Func::StdReal,
             F::Time => Func::StdTime,
             F::Getenv => Func::StdGetenv,
+            F::Round => Func::StdRound,
+            F::Real2Integer => Func::StdReal2Integer,
+            F::Real2Time => Func::StdReal2Time,
+            F::Time2Integer => Func::StdTime2Integer,
+            F::Time2Real => Func::StdTime2Real,
             F::FileRead => match compiled.first() {
                 Some(Expr::Str(path)) => match std::fs::read_to_string(&*path.text) {
                     Ok(text) => {

@@ -243,6 +243,25 @@ fn call<'a>(
         Func::StdQuerySort => Value::Str(querysort(text_arg(0)?)),
         // As getenv(3) in varnishd: read at the call, unset when there is none (a value
         // that is not UTF-8 reads with U+FFFD for its stray bytes).
+        Func::StdRound => Value::Real(arg(0)?.number().round()),
+        Func::StdReal2Integer | Func::StdTime2Integer => {
+            // vmod_std's VCL_INT_MAX: integers stay exact through the double they come from.
+            const MAX: f64 = ((1u64 << 53) - 1) as f64;
+            let r = arg(0)?.number().round();
+            if r.is_finite() && (-MAX..=MAX).contains(&r) {
+                Value::Int(r as i64)
+            } else {
+                Value::Int(arg(1)?.int())
+            }
+        }
+        Func::StdReal2Time => match arg(0)?.number() {
+            r if r.is_finite() => Value::Time(r),
+            _ => Value::Time(arg(1)?.number()),
+        },
+        Func::StdTime2Real => match arg(0)?.number() {
+            t if t.is_finite() => Value::Real(t),
+            _ => Value::Real(arg(1)?.number()),
+        },
         // A name no variable can have (empty, with `=` or NUL — it may come from a request)
         // is never looked up: it is unset.
         Func::StdGetenv => {
