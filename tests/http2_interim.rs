@@ -270,6 +270,74 @@ async fn early_hints_reach_an_h2c_client_before_the_final_headers_and_a_hit_gets
     origin.abort();
 }
 
+/// Two requests for the same URL at once (one fetch; the second waits on it): the request
+/// whose fetch got the 103 has it, the one waiting on that fetch gets none — as over HTTP/1.1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coalesced_waiter_gets_no_hints() {
+    let Some(python) = tools::require(python_with_h2().await, "python3-h2", "python3-h2") else {
+        return;
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let go = Arc::new(Notify::new());
+    let origin_go = go.clone();
+    let origin = tokio::spawn(async move {
+        // One connection, one request: a second fetch would never be answered.
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut text = String::new();
+        read_until(&mut s, &mut text, "\r\n\r\n").await;
+        s.write_all(b"HTTP/1.1 103 Early Hints\r\nLink: </shared.css>; rel=preload\r\n\r\n")
+            .await
+            .unwrap();
+        origin_go.notified().await;
+        s.write_all(
+            b"HTTP/1.1 200 OK\r\ncache-control: max-age=60\r\ncontent-length: 6\r\n\r\nshared",
+        )
+        .await
+        .unwrap();
+        let mut rest = [0u8; 1024];
+        let _ = tokio::time::timeout(Duration::from_secs(5), s.read(&mut rest)).await;
+    });
+    let shellac = Shellac::start(addr, h2c).await;
+    let mut client = Client::start(&python, shellac.addr.port(), &["/shared,/shared"]);
+    let hints = client.next().await.expect("an event");
+    assert_eq!(hints.ev, "info", "{hints:?}");
+    // Both requests are in (one read carried both HEADERS frames; each is looked up as it
+    // is accepted): the second is waiting on the first one's fetch.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while shellac.stat("h2_req").await < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the second request never came"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    go.notify_one();
+    let mut events = vec![hints];
+    events.extend(client.rest().await);
+    let info: Vec<u64> = events
+        .iter()
+        .filter(|e| e.ev == "info")
+        .map(|e| e.sid)
+        .collect();
+    assert_eq!(info.len(), 1, "{events:?}");
+    let ends = events.iter().filter(|e| e.ev == "end").count();
+    assert_eq!(ends, 2, "{events:?}");
+    // The waiter is counted `cache_coalesced` if it joined the fetch while the body streamed,
+    // or as a hit if the object was complete when its wait ended; either way it waited, and
+    // the origin had one request.
+    let stats = shellac.stats().await;
+    assert_eq!(
+        stats["cache_coalesced"] + stats["cache_hit"],
+        1,
+        "{stats:?}"
+    );
+    assert_eq!(stats["cache_miss"], 1, "{stats:?}");
+    assert_eq!(stats["client_interim"], 1, "{stats:?}");
+    shellac.stop().await;
+    origin.abort();
+}
+
 /// Two requests at once on one connection: each stream gets its own hints (102 then 103, in
 /// order), never the other's; 100 Continue is not forwarded. A backend sending 12 × 103
 /// gets 8 through (the bound per request, as over HTTP/1.1), the rest counted as dropped.

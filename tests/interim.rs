@@ -143,3 +143,44 @@ async fn every_informational_response_in_order_and_none_for_http_1_0() {
     shellac.stop().await;
     origin.stop();
 }
+
+/// A backend sending 12 × 103 before its answer: 8 reach the HTTP/1.1 client, in order, then
+/// the final response; the rest are counted as dropped (the bound HTTP/2 clients get too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_most_eight_informational_responses_per_request() {
+    let origin = RawOrigin::start(|_| {
+        let mut out = String::new();
+        for i in 0..12 {
+            out.push_str(&format!(
+                "HTTP/1.1 103 Early Hints\r\nLink: </{i}.css>; rel=preload\r\n\r\n"
+            ));
+        }
+        out.push_str("HTTP/1.1 200 OK\r\ncache-control: no-store\r\ncontent-length: 4\r\n\r\nmany");
+        out.into_bytes()
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let got = exchange(
+        shellac.addr,
+        b"GET /many HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(3),
+    )
+    .await;
+    assert_eq!(
+        got.statuses(),
+        [103, 103, 103, 103, 103, 103, 103, 103, 200],
+        "{}",
+        got.text
+    );
+    let mut at = 0;
+    for i in 0..8 {
+        let link = format!("</{i}.css>");
+        let found = got.text[at..].find(&link).expect("in order") + at;
+        at = found;
+    }
+    assert!(!got.text.contains("</8.css>"), "{}", got.text);
+    assert_eq!(shellac.stat("client_interim").await, 8);
+    assert_eq!(shellac.stat("client_interim_dropped").await, 4);
+    shellac.stop().await;
+    origin.stop();
+}
