@@ -80,6 +80,9 @@ impl Site {
                     rest: format!("v{n}").into_bytes(),
                 });
             }
+            if seen.path == "/race-mark" {
+                reply = reply.delay(Duration::from_millis(800));
+            }
             if seen.path.starts_with("/coalesce") {
                 reply = reply.delay(Duration::from_millis(700));
             }
@@ -193,7 +196,7 @@ async fn fleet() {
     the_fleet_coalesces_misses(&site, &nodes).await;
     chunked_objects_and_the_size_cap(&site, &nodes, &cluster).await;
     purge_ban_and_tags_reach_every_node(&site, &nodes).await;
-    a_purge_racing_a_fill_wins(&site, &nodes).await;
+    a_purge_racing_a_fill_wins(&site, &nodes, &cluster).await;
     a_soft_purge_leaves_the_shared_copy_stale(&site, &nodes).await;
     resharding_is_followed(&site, &nodes, &cluster).await;
     a_paused_node_catches_up(&site, &nodes).await;
@@ -519,7 +522,7 @@ async fn purge_ban_and_tags_reach_every_node(site: &Site, nodes: &[Node]) {
 }
 
 /// A fill that started before a purge and ends after it stores nothing, here or shared.
-async fn a_purge_racing_a_fill_wins(site: &Site, nodes: &[Node]) {
+async fn a_purge_racing_a_fill_wins(site: &Site, nodes: &[Node], cluster: &Cluster) {
     let [a, b, _] = nodes else { unreachable!() };
     let addr = a.addr();
     let slow = tokio::spawn(async move { get(addr, "/race").await });
@@ -536,7 +539,52 @@ async fn a_purge_racing_a_fill_wins(site: &Site, nodes: &[Node]) {
     for n in nodes {
         expect(&n.get("/race").await, "/race", 2, n.name);
     }
-    assert!(a.stat("shared_write_purged").await + a.stat("shared_write").await >= 1);
+
+    // Above, a applied the purge while it was fetching and never offered its copy. The
+    // shared tier's own guard, alone: the URL's purge mark set in Redis directly (the PURGE
+    // script, as a purge a does not hear of in time leaves it) while a fetches; a's commit,
+    // from a fetch that started before the mark, is refused.
+    let addr = a.addr();
+    let slow = tokio::spawn(async move { get(addr, "/race-mark").await });
+    wait_until(Duration::from_secs(5), || {
+        site.origin.count_path("/race-mark") == 1
+    })
+    .await;
+    let keys = UrlKeys::new(PREFIX, &CacheKey::new("test.example", "/race-mark"));
+    let (index, base) = (
+        String::from_utf8(keys.index()).unwrap(),
+        String::from_utf8(keys.base()).unwrap(),
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let refused = a.stat("shared_write_purged").await;
+    let master = &cluster.nodes[cluster.master_of(&index)];
+    let purge = master.cli(&[
+        "EVAL",
+        shellac::cache::shared::scripts::PURGE.source,
+        "1",
+        &index,
+        &base,
+        &format!("{now}-0"),
+        "600000",
+    ]);
+    assert_eq!(purge.trim(), "0", "nothing stored yet: {purge}");
+    expect(&slow.await.unwrap(), "/race-mark", 1, "a");
+    let was_refused = eventually(Duration::from_secs(5), || async {
+        a.stat("shared_write_purged").await > refused
+    })
+    .await;
+    assert!(was_refused, "a's commit refused by the purge mark");
+    let r = b.get("/race-mark").await;
+    expect(&r, "/race-mark", 1, "b");
+    assert!(
+        !r.cache_status().contains("detail=shared"),
+        "{}",
+        r.cache_status()
+    );
+    assert_eq!(site.origin.count_path("/race-mark"), 2);
 }
 
 /// A soft purge marks the shared copy stale instead of removing it (issue 22): a node that
