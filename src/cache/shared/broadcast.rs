@@ -115,7 +115,8 @@ pub async fn broadcast(tier: &Arc<SharedTier>, inv: Invalidation) -> Broadcast {
 }
 
 /// Keeps `inv` (applied here) for when Redis answers; until its shared copies are removed
-/// this node reads none stored before it ([`super::feed::Feed::held`]).
+/// this node reads none stored before it ([`super::feed::Feed::held`],
+/// [`super::feed::Feed::held_tag`]; a ban needs nothing: bans are checked at every lookup).
 fn queue(tier: &SharedTier, inv: Invalidation) {
     tier.counters.fleet_inval_queued.inc();
     tier.feed.hold(&inv);

@@ -147,6 +147,8 @@ pub struct Feed {
     /// removed, with the moment (wall ms): until the outbox has removed them, a copy this node
     /// reads from the shared tier that was stored before that moment is refused (or stale).
     held: Mutex<HashMap<CacheKey, (u64, bool)>>,
+    /// The same for tags purged here while their shared copies could not be removed.
+    held_tags: Mutex<HashMap<String, u64>>,
     /// Milliseconds since the last complete read of the log (0 before the first).
     last_sync: AtomicU64,
     /// The log's newest position (ms part) at the last read, and ours then: the lag.
@@ -170,6 +172,7 @@ impl Feed {
             wake: tokio::sync::Notify::new(),
             outbox: Mutex::new(VecDeque::new()),
             held: Mutex::new(HashMap::new()),
+            held_tags: Mutex::new(HashMap::new()),
             last_sync: AtomicU64::new(0),
             lag_ms: AtomicU64::new(0),
             synced: tokio::sync::watch::channel(false).0,
@@ -207,7 +210,17 @@ impl Feed {
         let (key, soft) = match inv {
             Invalidation::Purge(k) => (k.primary(), false),
             Invalidation::Soft(k) => (k.primary(), true),
-            _ => return,
+            Invalidation::Tags(tags) => {
+                let mut held = self.held_tags.lock().unwrap_or_else(|p| p.into_inner());
+                let now = wall_ms();
+                for tag in tags {
+                    if held.len() < OUTBOX || held.contains_key(tag) {
+                        held.insert(tag.clone(), now);
+                    }
+                }
+                return;
+            }
+            Invalidation::Ban(_) => return,
         };
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
         if held.len() < OUTBOX || held.contains_key(&key) {
@@ -218,11 +231,20 @@ impl Feed {
 
     /// The outbox removed `inv`'s shared copies.
     pub(super) fn release_hold(&self, inv: &Invalidation) {
-        if let Invalidation::Purge(k) | Invalidation::Soft(k) = inv {
-            self.held
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&k.primary());
+        match inv {
+            Invalidation::Purge(k) | Invalidation::Soft(k) => {
+                self.held
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&k.primary());
+            }
+            Invalidation::Tags(tags) => {
+                let mut held = self.held_tags.lock().unwrap_or_else(|p| p.into_inner());
+                for tag in tags {
+                    held.remove(tag);
+                }
+            }
+            Invalidation::Ban(_) => {}
         }
     }
 
@@ -234,6 +256,18 @@ impl Feed {
             return None;
         }
         held.get(primary).copied()
+    }
+
+    /// Whether a shared copy stored at `stored_ms` (wall ms) with these fields carries a tag
+    /// this node purged later while Redis could not remove its copies.
+    pub fn held_tag(&self, headers: &crate::cache::StoredFields, stored_ms: u64) -> bool {
+        let held = self.held_tags.lock().unwrap_or_else(|p| p.into_inner());
+        if held.is_empty() {
+            return false;
+        }
+        crate::cache::tags::tags_of(headers)
+            .iter()
+            .any(|t| held.get(t).is_some_and(|mark| stored_ms <= *mark))
     }
 
     /// Invalidations waiting for Redis.

@@ -357,7 +357,12 @@ impl SharedTier {
                 .await?;
             reply.array().into_iter().map(Reply::data).collect()
         };
+        let stored_ms = meta.stored_ms();
         match meta.into_object(chunks) {
+            Ok(object) if self.feed.held_tag(&object.headers, stored_ms) => {
+                self.counters.shared_refused.inc();
+                None
+            }
             Ok(object) => {
                 self.counters.shared_hit.inc();
                 Some(object)

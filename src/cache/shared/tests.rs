@@ -801,3 +801,79 @@ async fn a_purge_answer_names_the_silent_nodes() {
     );
     assert_eq!(out.json()["silent"], serde_json::json!(["gone"]));
 }
+
+/// A cluster that answers lookups with `record` and fails everything else (the tag's master
+/// failing over).
+struct OnlyLookups {
+    record: Bytes,
+}
+
+impl Remote for OnlyLookups {
+    fn eval<'a>(
+        &'a self,
+        script: &'static remote::Script,
+        _: Vec<Vec<u8>>,
+        _: Vec<Vec<u8>>,
+    ) -> remote::RemoteFuture<'a, Reply> {
+        let reply = match script.name {
+            "lookup" => Ok(Reply::Array(vec![
+                Reply::Data(self.record.clone()),
+                Reply::Nil,
+                Reply::Data(Bytes::from_static(b"hit")),
+                Reply::Nil,
+            ])),
+            _ => Err(RemoteError::Redis("CLUSTERDOWN".into())),
+        };
+        Box::pin(async move { reply })
+    }
+    fn command<'a>(&'a self, _: Vec<Vec<u8>>) -> remote::RemoteFuture<'a, Reply> {
+        Box::pin(async { Err(RemoteError::Redis("CLUSTERDOWN".into())) })
+    }
+    fn subscribe<'a>(&'a self, _: Vec<u8>) -> remote::RemoteFuture<'a, ()> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// A tag purge queued because the tag's set could not be read: until it is sent, the node it
+/// was sent to refuses shared copies carrying the tag that were stored before it (those
+/// without the tag are still read).
+#[tokio::test]
+async fn a_queued_tag_purge_keeps_its_copies_from_being_read_back() {
+    let key = CacheKey::new("h", "/t");
+    let tagged = crate::cache::test_object(&[("surrogate-key", "red blue")]);
+    let record = layout::encode(&key, &tagged, 1, Instant::now())
+        .unwrap()
+        .meta;
+    let untagged = crate::cache::test_object(&[]);
+    let plain = layout::encode(&key, &untagged, 1, Instant::now())
+        .unwrap()
+        .meta;
+    std::thread::sleep(Duration::from_millis(2));
+    let counters = Arc::new(Counters::default());
+    let tier = SharedTier::with_remote(
+        &config(),
+        "n".into(),
+        counters.clone(),
+        Arc::new(OnlyLookups { record }),
+    );
+    tier.breaker.success();
+    assert!(matches!(tier.lookup(&key, false).await, Found::Object(_)));
+    tier.breaker.success();
+    let out = feed::broadcast(&tier, feed::Invalidation::Tags(vec!["blue".into()])).await;
+    assert!(!out.sent);
+    tier.breaker.success();
+    assert!(matches!(tier.lookup(&key, false).await, Found::Miss(None)));
+    assert_eq!(counters.shared_refused.get(), 1);
+
+    let other = SharedTier::with_remote(
+        &config(),
+        "n".into(),
+        counters.clone(),
+        Arc::new(OnlyLookups { record: plain }),
+    );
+    other.breaker.success();
+    other
+        .feed
+        .hold(&feed::Invalidation::Tags(vec!["blue".into()]));
+    assert!(matches!(other.lookup(&key, false).await, Found::Object(_)));
+}
