@@ -188,6 +188,15 @@ impl Client {
     }
 }
 
+/// The next line a client printed ("" at its end; bounded: 10 s).
+async fn line(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) -> String {
+    tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .expect("in time")
+        .expect("read")
+        .unwrap_or_default()
+}
+
 /// Reads from `stream` until `text` holds `needle` (bounded: 5 s).
 async fn read_until(stream: &mut TcpStream, text: &mut String, needle: &str) {
     let mut buf = [0u8; 4096];
@@ -472,4 +481,120 @@ async fn curl_sees_early_hints_over_h2c_and_tls() {
     assert_eq!(shellac.stat("client_interim").await, 2);
     shellac.stop().await;
     origin.stop();
+}
+
+/// The client resets its stream after the first 103; the backend then sends another 103 and
+/// its answer: nothing more is sent on the reset stream (the request and its fetch end with
+/// the stream, or a late 103 is refused by h2), and the connection goes on — the next request
+/// on it is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hints_for_a_reset_stream_are_dropped_and_the_connection_goes_on() {
+    let Some(python) = tools::require(python_with_h2().await, "python3-h2", "python3-h2") else {
+        return;
+    };
+    const SCRIPT: &str = r#"
+import json, socket, sys
+import h2.connection, h2.config, h2.events
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.settimeout(10)
+c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+c.initiate_connection()
+def get(path):
+    sid = c.get_next_available_stream_id()
+    c.send_headers(sid, [(":method", "GET"), (":scheme", "http"),
+                         (":authority", "hints.test"), (":path", path)], end_stream=True)
+    s.sendall(c.data_to_send())
+    return sid
+def events():
+    data = s.recv(65536)
+    assert data, "connection closed"
+    evs = c.receive_data(data)
+    s.sendall(c.data_to_send())
+    return evs
+first = get("/slow")
+done = False
+while not done:
+    for e in events():
+        if isinstance(e, h2.events.InformationalResponseReceived):
+            c.reset_stream(first)
+            s.sendall(c.data_to_send())
+            print("reset", flush=True)
+            done = True
+sys.stdin.readline()  # the origin has sent the rest for /slow
+second = get("/after")
+seen = []
+while True:
+    for e in events():
+        if getattr(e, "stream_id", None) == first and not isinstance(e, h2.events.StreamReset):
+            seen.append(type(e).__name__)
+        if isinstance(e, h2.events.ResponseReceived) and e.stream_id == second:
+            print("status", dict(e.headers)[":status"], flush=True)
+        if isinstance(e, h2.events.StreamEnded) and e.stream_id == second:
+            print("after-first", json.dumps(seen), flush=True)
+            sys.exit(0)
+        if isinstance(e, h2.events.ConnectionTerminated):
+            raise AssertionError(f"unexpected {e}")
+"#;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let go = Arc::new(Notify::new());
+    let sent = Arc::new(Notify::new());
+    let (origin_go, origin_sent) = (go.clone(), sent.clone());
+    let origin = tokio::spawn(async move {
+        let mut first = true;
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            let mut text = String::new();
+            read_until(&mut s, &mut text, "\r\n\r\n").await;
+            if first && text.starts_with("GET /slow ") {
+                first = false;
+                let (go, sent) = (origin_go.clone(), origin_sent.clone());
+                tokio::spawn(async move {
+                    let hints = b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n";
+                    let _ = s.write_all(hints).await;
+                    go.notified().await;
+                    let _ = s.write_all(hints).await;
+                    let _ = s
+                        .write_all(
+                            b"HTTP/1.1 200 OK\r\ncache-control: no-store\r\ncontent-length: 4\r\n\r\nslow",
+                        )
+                        .await;
+                    sent.notify_one();
+                    let mut rest = [0u8; 1024];
+                    let _ = tokio::time::timeout(Duration::from_secs(5), s.read(&mut rest)).await;
+                });
+            } else {
+                let _ = s
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nafter")
+                    .await;
+            }
+        }
+    });
+    let shellac = Shellac::start(addr, h2c).await;
+    let mut child = Command::new(&python)
+        .args(["-c", SCRIPT, &shellac.addr.port().to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python runs");
+    let mut stdin = child.stdin.take().expect("piped");
+    let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+    assert_eq!(line(&mut lines).await, "reset");
+    // The backend goes on: a second 103 and the answer, for a stream the client reset. The
+    // fetch may already have been abandoned with its stream; either way nothing is sent on it.
+    go.notify_one();
+    tokio::time::timeout(Duration::from_secs(5), sent.notified())
+        .await
+        .expect("the origin sent the rest");
+    stdin.write_all(b"go\n").await.unwrap();
+    assert_eq!(line(&mut lines).await, "status 200");
+    let after = line(&mut lines).await;
+    assert_eq!(after, "after-first []", "nothing on the reset stream");
+    assert_eq!(shellac.stat("client_interim").await, 1);
+    shellac.stop().await;
+    origin.abort();
 }
