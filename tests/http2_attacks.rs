@@ -144,7 +144,15 @@ async fn made_you_reset_is_cut_off_after_the_reset_budget() {
             "{what}"
         );
         others_are_served(&shellac).await;
-        counted(&shellac, "h2_made_you_reset", n as u64 + 1).await;
+        if *what == "PRIORITY of 4 bytes" {
+            // PRIORITY frames also spend the control-frame budget (http2.control_frames_per_second):
+            // whichever of the two runs out first ends the connection, as timing has it.
+            let flood = shellac.stat("h2_control_flood").await;
+            counted(&shellac, "h2_made_you_reset", n as u64 + 1 - flood).await;
+            assert!(flood <= 1, "{what}: {flood} control floods");
+        } else {
+            counted(&shellac, "h2_made_you_reset", n as u64 + 1).await;
+        }
     }
     assert!(origin.count() <= 600, "{} backend requests", origin.count());
     assert!(rss_kib() < before + BOUND_KIB);
