@@ -584,6 +584,16 @@ while True:
     let mut stdin = child.stdin.take().expect("piped");
     let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
     assert_eq!(line(&mut lines).await, "reset");
+    // Shellac has read the RST_STREAM (h2 handles it in the same poll) before the backend
+    // sends more.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while shellac.stat("h2_rst_received").await < 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the reset never arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     // The backend goes on: a second 103 and the answer, for a stream the client reset. The
     // fetch may already have been abandoned with its stream; either way nothing is sent on it.
     go.notify_one();

@@ -31,7 +31,8 @@ pub struct InterimHead {
 }
 
 /// Where a request's 1xx heads go: the client connection, which sends them before the final
-/// response (or drops them when it cannot keep the order). `false`: dropped at once.
+/// response (or drops them when it cannot keep the order), at most [`MAX_INTERIM`] per
+/// request. `false`: dropped at once.
 pub trait InterimSink: Send + Sync {
     fn send(&self, head: InterimHead) -> bool;
 }
@@ -80,7 +81,8 @@ fn forwarded(status: StatusCode, headers: &HeaderMap) -> Option<InterimHead> {
 
 /// Awaits `response` (the backend exchange), handing every 1xx head that arrives meanwhile to
 /// `sink` — only for HTTP/1.1 and HTTP/2 clients (RFC 9110 §15.2: never a 1xx to an HTTP/1.0
-/// client), at most [`MAX_INTERIM`].
+/// client); the sink forwards at most [`MAX_INTERIM`] per request, over any number of
+/// backend exchanges (retries, restarts).
 /// Heads still in the channel when the final response is there go first.
 pub(super) async fn forward_while<F: Future>(
     response: F,
@@ -89,11 +91,8 @@ pub(super) async fn forward_while<F: Future>(
     client: Version,
     counters: &Counters,
 ) -> F::Output {
-    // At most MAX_INTERIM per exchange, whatever the client connection could still take.
-    let mut forwarded = 0;
-    let mut forward = |head: InterimHead| {
-        if client >= Version::HTTP_11 && forwarded < MAX_INTERIM && sink.send(head) {
-            forwarded += 1;
+    let forward = |head: InterimHead| {
+        if client >= Version::HTTP_11 && sink.send(head) {
             return;
         }
         counters.client_interim_dropped.inc();

@@ -99,25 +99,39 @@ pub(super) struct ConnState {
     /// 1xx heads (103 Early Hints, ...) the request in flight got from its backend, with the
     /// number of that request: the gate writes them before hyper's first byte for it
     /// (`Gate::poll_interim`). hyper's server cannot send 1xx responses itself.
-    interim: Mutex<VecDeque<(u64, Bytes)>>,
+    interim: Mutex<InterimQueue>,
     interim_queued: AtomicBool,
 }
 
-/// 1xx heads queued per request at most; more are dropped (the same bound over HTTP/2).
+/// 1xx heads waiting for the gate, and how many the latest request has queued in all.
+#[derive(Default)]
+struct InterimQueue {
+    heads: VecDeque<(u64, Bytes)>,
+    request: u64,
+    queued: usize,
+}
+
+/// 1xx heads forwarded per request at most; more are dropped (the same bound over HTTP/2).
 const MAX_INTERIM: usize = crate::proxy::MAX_INTERIM;
 
 /// The service hands a request's 1xx heads to the connection (`proxy/interim.rs`).
 impl crate::proxy::InterimSink for ConnState {
     fn send(&self, head: crate::proxy::InterimHead) -> bool {
-        let head = crate::proxy::serialise_interim(&head);
         let request = self.requests.load(Ordering::Relaxed);
         let Ok(mut queue) = self.interim.lock() else {
             return false;
         };
-        if queue.len() >= MAX_INTERIM {
+        if queue.request != request {
+            queue.request = request;
+            queue.queued = 0;
+        }
+        if queue.queued >= MAX_INTERIM {
             return false;
         }
-        queue.push_back((request, head));
+        queue.queued += 1;
+        queue
+            .heads
+            .push_back((request, crate::proxy::serialise_interim(&head)));
         self.interim_queued.store(true, Ordering::Release);
         true
     }
@@ -175,7 +189,7 @@ impl ConnState {
             release: AtomicBool::new(false),
             idle_override_ms: AtomicU64::new(0),
             closing: AtomicBool::new(false),
-            interim: Mutex::new(VecDeque::new()),
+            interim: Mutex::new(InterimQueue::default()),
             interim_queued: AtomicBool::new(false),
         }
     }
@@ -932,8 +946,8 @@ impl<T> Gate<T> {
                 }
                 let next = match self.state.interim.lock() {
                     Ok(mut queue) => {
-                        let next = queue.pop_front();
-                        if queue.is_empty() {
+                        let next = queue.heads.pop_front();
+                        if queue.heads.is_empty() {
                             self.state.interim_queued.store(false, Ordering::Release);
                         }
                         next
