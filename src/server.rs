@@ -29,6 +29,7 @@ use crate::stats::Counters;
 
 mod gate;
 pub(crate) mod h2;
+mod local;
 mod near;
 pub(crate) mod park;
 mod refuse;
@@ -223,6 +224,9 @@ pub(crate) async fn accept_loop(
     tls: Option<Arc<str>>,
 ) {
     let lingering = refuse::Lingering::default();
+    // Every connection's local address when the listener is bound to one IP (VCL's
+    // `server.ip`): known once here, not asked of each socket.
+    let bound = local::specific(listener.local_addr().ok());
     loop {
         let accepted = tokio::select! {
             r = listener.accept() => r,
@@ -285,6 +289,7 @@ pub(crate) async fn accept_loop(
                     None,
                     tls,
                     h2c,
+                    bound,
                 ));
             }
             Err(e) => {
@@ -442,7 +447,8 @@ fn has_bytes(stream: &TcpStream) -> bool {
 /// `new_since`: a new connection resumed from the parking lot on its first byte, accepted at
 /// this time (its request head is due `header_read_timeout` after it). `tls`: a connection
 /// on a TLS listener (server/tls_conn.rs runs it). `h2c`: a new connection on a cleartext
-/// listener that accepts HTTP/2 with prior knowledge.
+/// listener that accepts HTTP/2 with prior knowledge. `bound`: the listener's address when it
+/// is bound to one IP (`None` from the parking lot: then asked of the socket if VCL needs it).
 // Each argument is a separate fact about the connection, from the accept loop or the lot.
 #[allow(clippy::too_many_arguments)]
 async fn client_connection(
@@ -454,7 +460,9 @@ async fn client_connection(
     new_since: Option<u64>,
     tls: Option<TlsStart>,
     h2c: bool,
+    bound: Option<SocketAddr>,
 ) {
+    let local = local::ConnLocal::new(&stream, bound);
     // Connection settings come from the configuration current when a session starts.
     let cfg = live.load().config.server.clone();
     let resumed = open.is_some();
@@ -471,7 +479,7 @@ async fn client_connection(
     // otherwise carry the TLS branch's size (bench/RESULTS.md, idle HTTP/2 memory).
     if let Some(start) = tls {
         return Box::pin(tls_conn::run(
-            stream, peer, live, shutdown, open, new_since, start,
+            stream, peer, live, shutdown, open, new_since, start, local,
         ))
         .await;
     }
@@ -480,7 +488,7 @@ async fn client_connection(
         let since = new_since.unwrap_or_else(now_ms);
         match sniff_preface(&stream, since.saturating_add(ms(cfg.header_read_timeout.0))).await {
             Some(true) => {
-                Box::pin(h2::serve(stream, peer, live.clone(), shutdown, None)).await;
+                Box::pin(h2::serve(stream, peer, live.clone(), shutdown, None, local)).await;
                 return;
             }
             Some(false) => {}
@@ -494,7 +502,7 @@ async fn client_connection(
     // moves a few hundred bytes, not the session's state (callgrind, a new session per
     // request: memcpy −1,350 instructions per request, −300 net of the box's allocation).
     let session = Box::pin(serve_session(
-        stream, peer, &live, &open, &cfg, shutdown, new_since, None,
+        stream, peer, &live, &open, &cfg, shutdown, new_since, None, local,
     ));
     let Some((released, idle_since)) = session.await else {
         return;
@@ -560,6 +568,7 @@ async fn serve_session<T>(
     shutdown: watch::Receiver<bool>,
     new_since: Option<u64>,
     tls: Option<Arc<crate::tls::server::ConnTls>>,
+    local: local::ConnLocal,
 ) -> Option<(T, u64)>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + gate::Quiet + Unpin + Send + 'static,
@@ -602,6 +611,8 @@ where
         let state = svc_state.clone();
         // One configuration snapshot per request, kept until its response is done.
         let proxy = svc_live.load();
+        // `server.ip` / `local.ip`, when the VCL program reads them.
+        local.attach(&proxy, &mut req);
         // An upgrade request: what the tunnel needs if the backend switches protocols.
         let upgrade = begin.upgrade.then(|| Upgrade {
             client: hyper::upgrade::on(&mut req),

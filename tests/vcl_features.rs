@@ -522,3 +522,103 @@ sub vcl_miss { if (req.url == "/miss-fail") { return (fail); } }
     assert_eq!(origin.count(), 0);
     shellac.stop().await;
 }
+
+/// `server.ip` and `local.ip` are the local address of the socket the client connection was
+/// accepted on (they were `0.0.0.0:0`): a program routes on the listening port, over
+/// HTTP/1.1 on two listeners, HTTP/2 with prior knowledge, and TLS.
+#[tokio::test]
+async fn server_ip_is_the_address_the_connection_was_accepted_on() {
+    use common::tls::{Pki, all_versions, connect, tls_table};
+    let origin = Origin::start(|_| Reply::ok("origin")).await;
+    let pki = Pki::new("server-ip");
+    let cert = pki.leaf("site", &["site.test"]);
+    let dir = common::temp_dir("vcl-server-ip");
+    let vcl = |ports: [u16; 3]| {
+        let text = format!(
+            "vcl 4.1;\nimport std;\nbackend b {{ ${{origin0}} }}\n\
+             sub vcl_recv {{\n\
+               if (std.port(server.ip) == {}) {{ return (synth(200, \"first\")); }}\n\
+               if (std.port(local.ip) == {}) {{ return (synth(201, \"second\")); }}\n\
+               if (std.port(server.ip) != {}) {{ return (synth(403)); }}\n\
+               return (synth(202, \"tls\"));\n\
+             }}\n\
+             sub vcl_synth {{\n\
+               set resp.http.x-server-ip = server.ip;\n\
+               set resp.http.x-local-ip = local.ip;\n\
+               set resp.http.x-port = std.port(server.ip);\n\
+             }}\n",
+            ports[0], ports[1], ports[2]
+        );
+        common::vcl::with_origins(&text, &[origin.addr])
+    };
+    std::fs::write(dir.join("site.vcl"), vcl([1, 2, 3])).unwrap();
+    let toml = format!(
+        "[server]\nlisten = [\"127.0.0.1:0\", \"127.0.0.1:0\"]\nadmin = \"127.0.0.1:0\"\n\n\
+         [http2]\nh2c = true\n\n[vcl]\nfile = \"site.vcl\"\n\n{}",
+        tls_table(&[&cert], "")
+    );
+    let conf = dir.join("shellac.toml");
+    std::fs::write(&conf, toml).unwrap();
+    let shellac = common::Shellac::start_reloadable(&conf).await;
+    let tls_addr = shellac.tls_addrs()[0];
+    let plain: Vec<SocketAddr> = shellac
+        .listening()
+        .into_iter()
+        .filter(|a| *a != tls_addr)
+        .collect();
+    assert_eq!(plain.len(), 2, "{plain:?}");
+    let (a, b) = (plain[0], plain[1]);
+    // The program that knows the ports: a reload (connections made from now on).
+    std::fs::write(
+        dir.join("site.vcl"),
+        vcl([a.port(), b.port(), tls_addr.port()]),
+    )
+    .unwrap();
+    let (status, body) = shellac.reload().await;
+    assert_eq!(status, 200, "{body}");
+
+    let first = get(a, "/").await;
+    assert_eq!(first.status, 200);
+    assert_eq!(first.header("x-server-ip"), Some("127.0.0.1"));
+    assert_eq!(first.header("x-local-ip"), Some("127.0.0.1"));
+    assert_eq!(first.header("x-port"), Some(a.port().to_string().as_str()));
+    let second = get(b, "/").await;
+    assert_eq!(second.status, 201);
+    assert_eq!(second.header("x-port"), Some(b.port().to_string().as_str()));
+
+    // A connection that sends nothing at first waits in the parking lot, which keeps no
+    // listener: its address is asked of the socket when the program needs it.
+    let mut quiet = tokio::net::TcpStream::connect(b).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    quiet
+        .write_all(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    quiet.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    assert!(
+        answer.contains(&format!("x-port: {}\r\n", b.port())),
+        "{answer}"
+    );
+
+    // HTTP/2 with prior knowledge.
+    let h2 = common::h2::h2_get(a, "/", &[]).await;
+    assert_eq!(h2.status, 200);
+    assert_eq!(h2.header("x-local-ip"), Some("127.0.0.1"));
+    assert_eq!(h2.header("x-port"), Some(a.port().to_string().as_str()));
+
+    // TLS.
+    let client = std::sync::Arc::new(pki.client_config(&all_versions()));
+    let stream = connect(tls_addr, &client, "site.test").await.unwrap();
+    let mut conn = common::Conn::over(stream).await;
+    let tls = conn.send("GET", "/", &[("host", "site.test")], b"").await;
+    assert_eq!(tls.status, 202);
+    assert_eq!(tls.header("x-server-ip"), Some("127.0.0.1"));
+    assert_eq!(
+        tls.header("x-port"),
+        Some(tls_addr.port().to_string().as_str())
+    );
+    shellac.stop().await;
+}

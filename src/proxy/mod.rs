@@ -51,6 +51,13 @@ pub use quick::FastAnswer;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SessionIdle(pub Option<std::time::Duration>);
 
+/// VCL's `server.ip` and `local.ip`: the local address (IP and port) of the socket the
+/// client connection was accepted on, as a request extension from the client session
+/// (`server/local.rs`). Attached only when the loaded VCL program reads it
+/// ([`Proxy::reads_local`]); a request without it reads `0.0.0.0:0`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LocalAddr(pub std::net::SocketAddr);
+
 /// The log reason of a connection refused at `server.max_connections` (the `Cache-Status`
 /// detail of its 503 is `max-connections`).
 pub const MAX_CONNECTIONS_REASON: &str = "refused:max-connections";
@@ -256,6 +263,13 @@ impl Proxy {
             values: self.stats().into_iter().map(|(_, v)| v).collect(),
             ttfb: self.counters.ttfb.buckets(),
         }
+    }
+
+    /// Whether the loaded VCL program reads the connection's local address (`server.ip`,
+    /// `server.port`, `local.ip`): the client session then attaches [`LocalAddr`] to each
+    /// request. Without VCL this is one branch in the full path's service, none in fast hits.
+    pub fn reads_local(&self) -> bool {
+        self.vcl.as_ref().is_some_and(|rt| rt.program.reads_local)
     }
 
     /// Runs one request through the state machine: the response when no step had to wait (a

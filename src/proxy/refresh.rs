@@ -46,6 +46,10 @@ pub(super) fn spawn(
     *head.uri_mut() = req.uri.clone();
     *head.version_mut() = req.version;
     *head.headers_mut() = req.headers.clone();
+    // A VCL program's backend subroutines read `server.ip` for a background fetch too.
+    if let Some(local) = req.extensions.get::<super::LocalAddr>() {
+        head.extensions_mut().insert(*local);
+    }
     let (parts, ()) = head.into_parts();
     let proxy = proxy.clone();
     tokio::spawn(async move {

@@ -467,6 +467,8 @@ fn resume(p: Parked, live: &Arc<Live>, shutdown: &watch::Receiver<bool>) {
                 new_since,
                 tls,
                 h2c,
+                // The slot keeps no listener: asked of the socket if VCL needs it.
+                None,
             ));
         }
         Err(e) => tracing::debug!(%peer, error = %e, "cannot resume a parked connection"),

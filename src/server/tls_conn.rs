@@ -40,6 +40,8 @@ impl Quiet for Stream {
 /// Runs a TLS client connection: handshake (for a new one; `new_since`: when it was
 /// accepted, if it waited for its first byte in the parking lot), session, and parking when
 /// it is released.
+// Each argument is a separate fact about the connection.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn run(
     stream: TcpStream,
     peer: SocketAddr,
@@ -48,6 +50,7 @@ pub(super) async fn run(
     open: Arc<OpenConn>,
     new_since: Option<u64>,
     start: TlsStart,
+    local: super::local::ConnLocal,
 ) {
     let proxy = live.load();
     let counters = proxy.counters.clone();
@@ -104,7 +107,7 @@ pub(super) async fn run(
     };
     // ALPN chose HTTP/2: its session (server/h2/) over the decrypted stream, to the end.
     if info.alpn.as_deref() == Some("h2") {
-        super::h2::serve(stream, peer, live, shutdown, Some(info)).await;
+        super::h2::serve(stream, peer, live, shutdown, Some(info), local).await;
         return;
     }
     // Boxed, as for cleartext connections: the task's future stays small.
@@ -117,6 +120,7 @@ pub(super) async fn run(
         shutdown,
         None,
         Some(info.clone()),
+        local,
     ));
     let Some((released, idle_since)) = session.await else {
         return;

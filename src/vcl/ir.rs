@@ -365,6 +365,9 @@ pub struct Program {
     pub req_body_keep: Option<u64>,
     /// Some subroutine reads `req.hash` / `bereq.hash`: vcl_hash makes the digest.
     pub reads_digest: bool,
+    /// Some subroutine (the built-in ones included) reads `server.ip`, `server.port` or
+    /// `local.ip`: client sessions then find their local address for each request.
+    pub reads_local: bool,
 }
 
 impl Program {

@@ -167,12 +167,21 @@ fn hash(txn: &mut Txn, purge: bool) -> Step {
         let url = txn.req.uri.path_and_query().map_or("/", |p| p.as_str());
         if v.runtime.program.reads_digest {
             // The built-in's inputs, as Varnish's: `req.url`, then `req.http.host` (else
-            // `server.ip`, which Shellac reads as 0.0.0.0).
-            let host_field = txn
-                .req
-                .headers
-                .get(http::header::HOST)
-                .map_or(&b"0.0.0.0"[..], |h| h.as_bytes());
+            // `server.ip` as text).
+            let server_ip;
+            let host_field = match txn.req.headers.get(http::header::HOST) {
+                Some(h) => h.as_bytes(),
+                None => {
+                    server_ip = txn
+                        .req
+                        .extensions
+                        .get::<crate::proxy::LocalAddr>()
+                        .map_or("0.0.0.0".to_string(), |l| {
+                            l.0.ip().to_canonical().to_string()
+                        });
+                    server_ip.as_bytes()
+                }
+            };
             let mut inputs = Vec::with_capacity(url.len() + host_field.len() + 2);
             inputs.extend_from_slice(url.as_bytes());
             inputs.push(0);

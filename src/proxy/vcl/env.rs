@@ -33,6 +33,9 @@ pub(super) struct Scope<'a> {
     pub rt: &'a VclRuntime,
     pub cache: &'a Cache,
     pub client: SocketAddr,
+    /// The local address of the client's connection (`server.ip`, `local.ip`), when the
+    /// program reads it (`crate::proxy::LocalAddr`).
+    pub local: Option<SocketAddr>,
     pub state: &'a mut State,
     pub req: Option<&'a mut Parts>,
     pub original: Option<&'a (Method, Uri, HeaderMap)>,
@@ -63,10 +66,17 @@ impl<'a> Scope<'a> {
         req: &'a mut Parts,
     ) -> Scope<'a> {
         let now = epoch(std::time::SystemTime::now());
+        // Looked up only for a program that reads it (one map lookup per subroutine run).
+        let local = if rt.program.reads_local {
+            req.extensions.get::<crate::proxy::LocalAddr>().map(|l| l.0)
+        } else {
+            None
+        };
         Scope {
             rt,
             cache,
             client,
+            local,
             state,
             req: Some(req),
             original: None,
@@ -164,8 +174,13 @@ impl Env for Scope<'_> {
                 Some(i) => Value::str(i),
                 None => Value::Ip(self.client),
             },
-            Slot::ServerIp | Slot::LocalIp => Value::Ip(SocketAddr::from(([0, 0, 0, 0], 0))),
-            Slot::ServerPort => Value::Int(0),
+            // Without PROXY protocol (which Shellac does not take) `server.ip` is `local.ip`,
+            // as in Varnish.
+            Slot::ServerIp | Slot::LocalIp => Value::Ip(
+                self.local
+                    .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
+            ),
+            Slot::ServerPort => Value::Int(self.local.map_or(0, |a| i64::from(a.port()))),
             Slot::ServerHostname | Slot::ServerIdentity => Value::str(&self.rt.hostname),
             Slot::LocalEndpoint | Slot::LocalSocket => Value::str("a0"),
             Slot::Now => Value::Time(self.now),

@@ -106,6 +106,7 @@ pub(crate) async fn serve<I>(
     live: Arc<Live>,
     mut shutdown: watch::Receiver<bool>,
     tls: Option<Arc<crate::tls::server::ConnTls>>,
+    local: super::local::ConnLocal,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -175,6 +176,8 @@ pub(crate) async fn serve<I>(
         // One configuration snapshot per request, kept until its response is done.
         let proxy = svc_live.load();
         proxy.counters.h2_req.inc();
+        // `server.ip` / `local.ip`, when the VCL program reads them.
+        local.attach(&proxy, &mut req);
         let req = match check::request(req, &limits) {
             Ok(req) => req,
             Err(refusal) => {

@@ -113,6 +113,8 @@ pub(super) struct Checker<'a> {
     req_body_keep: Option<u64>,
     /// Some subroutine reads `req.hash` or `bereq.hash`.
     reads_digest: bool,
+    /// Some subroutine reads `server.ip`, `server.port` or `local.ip`.
+    reads_local: bool,
 }
 
 /// How strict the compiler is.
@@ -160,6 +162,7 @@ pub fn compile_with(src: &Source, options: &Options) -> Result<Program, Vec<VclE
         here: 0,
         req_body_keep: None,
         reads_digest: false,
+        reads_local: false,
         here_name: String::new(),
         builtin: false,
         possible: 0,
@@ -607,6 +610,7 @@ impl<'a> Checker<'a> {
             origins: Origins::default(),
             req_body_keep: self.req_body_keep,
             reads_digest: self.reads_digest,
+            reads_local: self.reads_local,
         }
     }
 

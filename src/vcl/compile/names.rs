@@ -28,6 +28,11 @@ impl Checker<'_> {
         {
             self.reads_digest = true;
         }
+        if found.as_ref().is_some_and(|(v, _)| {
+            matches!(v.slot, Slot::ServerIp | Slot::ServerPort | Slot::LocalIp)
+        }) {
+            self.reads_local = true;
+        }
         found
     }
 
