@@ -470,6 +470,11 @@ fn hash_director_members_take_a_weight() {
         p.origins.directors[0].member_weights.is_empty(),
         "unweighted: as before"
     );
+    // The first member's weight counts too (it was dropped).
+    let p = ok(&format!(
+        "{B4}{two}sub vcl_init {{ new h = directors.hash(); h.add_backend(b, 3); h.add_backend(a); h.add_backend(c); }}\nsub vcl_recv {{ set req.backend_hint = h.backend(req.url); }}\n"
+    ));
+    assert_eq!(p.origins.directors[0].member_weights, [300, 100, 100]);
     has(
         &format!(
             "{B4}import directors;\nsub vcl_init {{ new h = directors.hash(); h.add_backend(b, 0); }}\nsub vcl_recv {{ set req.backend_hint = h.backend(req.url); }}\n"
@@ -480,7 +485,7 @@ fn hash_director_members_take_a_weight() {
         &format!(
             "{B4}import directors;\nsub vcl_init {{ new r = directors.round_robin(); r.add_backend(b, 2); }}\nsub vcl_recv {{ set req.backend_hint = r.backend(); }}\n"
         ),
-        "r.add_backend() takes no weight for this director",
+        "r.add_backend() takes only a backend",
     );
 }
 
@@ -506,5 +511,66 @@ fn string_constants_are_ip_constants_where_an_ip_is_expected() {
     has(
         &recv("req.http.c"),
         "Expression has type HEADER, expected IP",
+    );
+}
+
+/// `directors.shard()`'s `add_backend(backend, ident, rampup, weight)`: the weight scales the
+/// member's share of the keys (at least 1, as vmod_directors limits it); `ident` and `rampup`
+/// are refused where they are written, as is `reconfigure(replicas)` and
+/// `backend(healthy=IGNORE)`; no director takes arguments it does not declare.
+#[test]
+fn shard_director_arguments_are_taken_or_refused() {
+    let head = format!("{B4}backend a {{ .host = \"127.0.0.2\"; }}\nimport directors;\n");
+    let recv = "sub vcl_recv { set req.backend_hint = s.backend(); }\n";
+    let p = ok(&format!(
+        "{head}sub vcl_init {{ new s = directors.shard(); s.add_backend(b); s.add_backend(a, weight=3); s.reconfigure(); }}\n{recv}"
+    ));
+    assert_eq!(p.origins.directors[0].member_weights, [100, 300]);
+    // Positional: (backend, ident, rampup, weight); below 1 counts as 1.
+    let p = ok(&format!(
+        "{head}sub vcl_init {{ new s = directors.shard(); s.add_backend(b, weight=0.5); s.add_backend(a); }}\n{recv}"
+    ));
+    assert_eq!(p.origins.directors[0].member_weights, [100, 100]);
+    has(
+        &format!(
+            "{head}sub vcl_init {{ new s = directors.shard(); s.add_backend(b, \"one\"); s.add_backend(a); }}\n{recv}"
+        ),
+        "5:60: s.add_backend(ident=...) is not supported by Shellac",
+    );
+    has(
+        &format!(
+            "{head}sub vcl_init {{ new s = directors.shard(); s.add_backend(b, rampup=30s); s.add_backend(a); }}\n{recv}"
+        ),
+        "5:67: s.add_backend(rampup=...) is not supported by Shellac",
+    );
+    has(
+        &format!(
+            "{head}sub vcl_init {{ new s = directors.shard(); s.add_backend(b); s.add_backend(a); s.reconfigure(25); }}\n{recv}"
+        ),
+        "5:93: s.reconfigure(replicas): Shellac's shard director has no ring",
+    );
+    has(
+        &format!(
+            "{head}sub vcl_init {{ new s = directors.shard(); s.add_backend(b); s.add_backend(a); }}\nsub vcl_recv {{ set req.backend_hint = s.backend(healthy=IGNORE); }}\n"
+        ),
+        "6:57: shard.backend(healthy=IGNORE)",
+    );
+    has(
+        &format!(
+            "{head}sub vcl_init {{ new s = directors.shard(); s.add_backend(b, wieght=2); s.add_backend(a); }}\n{recv}"
+        ),
+        "5:67: s.add_backend() has no argument 'wieght'",
+    );
+    has(
+        &format!(
+            "{head}sub vcl_init {{ new r = directors.round_robin(); r.add_backend(b, a); }}\nsub vcl_recv {{ set req.backend_hint = r.backend(); }}\n"
+        ),
+        "5:66: r.add_backend() takes only a backend",
+    );
+    has(
+        &format!(
+            "{head}sub vcl_init {{ new h = directors.hash(); h.add_backend(b, 1, 2); }}\nsub vcl_recv {{ set req.backend_hint = h.backend(req.url); }}\n"
+        ),
+        "h.add_backend() takes a backend and weight",
     );
 }

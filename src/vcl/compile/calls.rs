@@ -585,10 +585,12 @@ impl Checker<'_> {
                         )
                     }
                     ObjectKind::Shard => {
+                        let mut by_url = false;
                         for a in args {
                             match a.name.as_deref() {
                                 Some("by") => match &a.value {
-                                    AstExpr::Name(n, _) if n == "HASH" || n == "URL" => {}
+                                    AstExpr::Name(n, _) if n == "HASH" => {}
+                                    AstExpr::Name(n, _) if n == "URL" => by_url = true,
                                     other => {
                                         self.unsupported(
                                             other.pos(),
@@ -598,7 +600,30 @@ impl Checker<'_> {
                                         return bad;
                                     }
                                 },
-                                Some("resolve") | Some("healthy") => {}
+                                // Resolved when the fetch picks a backend either way.
+                                Some("resolve") => match &a.value {
+                                    AstExpr::Name(n, _) if n == "NOW" || n == "LAZY" => {}
+                                    other => {
+                                        self.error(
+                                            other.pos(),
+                                            "shard.backend(resolve=...) takes NOW or LAZY",
+                                        );
+                                        return bad;
+                                    }
+                                },
+                                // Sick backends are skipped (CHOSEN; ALL is the same without
+                                // `alt`); IGNORE would pick them.
+                                Some("healthy") => match &a.value {
+                                    AstExpr::Name(n, _) if n == "CHOSEN" || n == "ALL" => {}
+                                    other => {
+                                        self.unsupported(
+                                            other.pos(),
+                                            "shard.backend(healthy=IGNORE) is not supported by \
+                                             Shellac: its shard director skips sick backends",
+                                        );
+                                        return bad;
+                                    }
+                                },
                                 _ => {
                                     self.unsupported(
                                         a.value.pos(),
@@ -609,6 +634,21 @@ impl Checker<'_> {
                                     return bad;
                                 }
                             }
+                        }
+                        if by_url {
+                            // by=URL: the URL alone is hashed (req.url, or bereq.url on the
+                            // backend side), as vmod_directors does.
+                            let url = if self.here & BACKEND != 0 && self.here & CLIENT == 0 {
+                                "bereq.url"
+                            } else {
+                                "req.url"
+                            };
+                            let key =
+                                self.expr_as(&AstExpr::Name(url.to_string(), pos), Type::String);
+                            return (
+                                Expr::Call(Func::DirectorHash(obj.target), Box::new([key])),
+                                Type::Backend,
+                            );
                         }
                         (
                             Expr::Call(Func::DirectorBackend(obj.target), Box::new([])),

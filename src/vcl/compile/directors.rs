@@ -275,7 +275,61 @@ impl<'a> Checker<'a> {
                         return;
                     }
                 };
-                let weight = match args.get(1).map(|a| &a.value) {
+                // The other arguments, by position or by name, as vmod_directors declares
+                // them for each director; none is taken without doing what it says.
+                let params: &[&str] = match object.kind {
+                    ObjectKind::Random | ObjectKind::Hash => &["weight"],
+                    ObjectKind::Shard => &["ident", "rampup", "weight"],
+                    _ => &[],
+                };
+                let mut weight_arg = None;
+                for (i, a) in args.iter().enumerate().skip(1) {
+                    let at = a.value.pos();
+                    let param = match a.name.as_deref() {
+                        Some(n) => n,
+                        None => match params.get(i - 1) {
+                            Some(p) => p,
+                            None => {
+                                let takes = match params {
+                                    [] => "only a backend".to_string(),
+                                    _ => format!("a backend and {}", params.join(", ")),
+                                };
+                                self.error(at, format!("{func}() takes {takes}"));
+                                return;
+                            }
+                        },
+                    };
+                    if !params.contains(&param) {
+                        self.error(at, format!("{func}() has no argument '{param}'"));
+                        return;
+                    }
+                    match param {
+                        "weight" => weight_arg = Some(&a.value),
+                        "ident" => {
+                            self.unsupported(
+                                at,
+                                format!(
+                                    "{func}(ident=...) is not supported by Shellac: its shard \
+                                     director places each member by its backend, which it takes \
+                                     once"
+                                ),
+                            );
+                            return;
+                        }
+                        _ => {
+                            self.unsupported(
+                                at,
+                                format!(
+                                    "{func}(rampup=...) is not supported by Shellac: its shard \
+                                     director gives a backend its whole share of the keys as \
+                                     soon as it is healthy"
+                                ),
+                            );
+                            return;
+                        }
+                    }
+                }
+                let weight = match weight_arg {
                     None => None,
                     Some(ast::Expr::Number(n, p)) => match n.parse::<f64>() {
                         Ok(w) => Some((w, *p)),
@@ -299,7 +353,14 @@ impl<'a> Checker<'a> {
                         } else {
                             self.member_weight(&member, w, p);
                         }
-                    } else if object.kind == ObjectKind::Hash {
+                    } else if object.kind == ObjectKind::Hash || object.kind == ObjectKind::Shard {
+                        // A shard member's weight scales its replicas on Varnish's ring and
+                        // is at least 1 there; here it scales its share of the keys alike.
+                        let w = if object.kind == ObjectKind::Shard {
+                            w.max(1.0)
+                        } else {
+                            w
+                        };
                         let scaled = (w * 100.0).round();
                         if w <= 0.0 {
                             self.unsupported(p, "a hash director member of weight 0 is not supported by Shellac (leave it out)");
@@ -309,25 +370,35 @@ impl<'a> Checker<'a> {
                             return;
                         }
                         hash_weight = Some(scaled as u32);
-                    } else if object.kind != ObjectKind::Shard {
-                        self.error(p, format!("{func}() takes no weight for this director"));
                     }
                 }
                 if let Some(d) = self.origins.directors.iter_mut().find(|d| d.name == obj) {
                     if d.backends.contains(&member) {
                         self.error(pos, format!("{member} is added to {obj} twice"));
                     } else {
-                        if hash_weight.is_some() && d.member_weights.is_empty() {
-                            d.member_weights = vec![100; d.backends.len()];
-                        }
-                        if !d.member_weights.is_empty() {
+                        // From the first weight on (the first member's too), every member's.
+                        if hash_weight.is_some() || !d.member_weights.is_empty() {
+                            d.member_weights.resize(d.backends.len(), 100);
                             d.member_weights.push(hash_weight.unwrap_or(100));
                         }
                         d.backends.push(member);
                     }
                 }
             }
-            "reconfigure" => {}
+            // The members are placed when the VCL is loaded, so an explicit reconfigure()
+            // has nothing left to do; Shellac's shard director has no ring of replicas
+            // (rendezvous hashing), so a replicas count is refused rather than ignored.
+            "reconfigure" => {
+                if let Some(a) = args.first() {
+                    self.unsupported(
+                        a.value.pos(),
+                        format!(
+                            "{func}(replicas): Shellac's shard director has no ring of replicas \
+                             (it places keys by rendezvous hashing); call {func}() without it"
+                        ),
+                    );
+                }
+            }
             other => self.unsupported(
                 pos,
                 format!("{obj}.{other}() is not supported by Shellac's directors"),
