@@ -307,11 +307,20 @@ sub vcl_recv {
         return (synth(200, "Allowed " + req.http.x-ip));
     }
 }
-sub vcl_deliver { set resp.http.x-ip = req.http.x-ip; }
+sub vcl_deliver {
+    set resp.http.x-ip = req.http.x-ip;
+    set resp.http.x-port = std.port(std.ip(req.http.X-Client, "0.0.0.0"));
+    set resp.http.x-port-p = std.port(std.ip(req.http.X-Client, "0.0.0.0", p = "8080"));
+}
 "#;
     let shellac = start_vcl("ip-constant", vcl, &[origin.addr]).await;
     let r = get_with(shellac.addr, "/", &[("x-client", "10.1.2.3")]).await;
     assert_eq!(r.header("x-ip"), Some("10.1.2.3"));
+    // An address without a port takes `p`, "80" when left out (it was ignored: 0).
+    assert_eq!(r.header("x-port"), Some("80"));
+    assert_eq!(r.header("x-port-p"), Some("8080"));
+    let r = get_with(shellac.addr, "/", &[("x-client", "10.1.2.3:81")]).await;
+    assert_eq!(r.header("x-port-p"), Some("81"));
     let r = get_with(shellac.addr, "/", &[("x-client", "not an address")]).await;
     assert_eq!(r.header("x-ip"), Some("0.0.0.0"), "the constant fallback");
     let r = get_with(shellac.addr, "/", &[]).await;

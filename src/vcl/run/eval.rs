@@ -224,7 +224,22 @@ fn call<'a>(
         }
         Func::StdIp => {
             let s = text_arg(0)?;
-            match parse_ip(&s) {
+            // An address without a port takes `p` (default "80"), as vmod_std's does: what
+            // `std.port()` reads back.
+            let with_port = parse_ip(&s).and_then(|ip| {
+                if s.trim().parse::<IpAddr>().is_err() {
+                    return Some(ip);
+                }
+                let p = text_arg(3).ok()?;
+                let port = match p.trim() {
+                    "" => Some(80),
+                    "http" => Some(80),
+                    "https" => Some(443),
+                    n => n.parse::<u16>().ok(),
+                }?;
+                Some(SocketAddr::new(ip.ip(), port))
+            });
+            match with_port {
                 Some(ip) => Value::Ip(ip),
                 None => match arg(1)? {
                     v @ Value::Ip(_) => v,
