@@ -620,6 +620,31 @@ async fn server_ip_is_the_address_the_connection_was_accepted_on() {
         tls.header("x-port"),
         Some(tls_addr.port().to_string().as_str())
     );
+
+    // HTTP/2 over TLS (ALPN).
+    let mut h2_client = pki.client_config(&all_versions());
+    h2_client.alpn_protocols = vec![b"h2".to_vec()];
+    let stream = connect(tls_addr, &std::sync::Arc::new(h2_client), "site.test")
+        .await
+        .unwrap();
+    assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (mut sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::get("https://site.test/")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    assert_eq!(resp.version(), http::Version::HTTP_2);
+    assert_eq!(resp.status(), 202);
+    assert_eq!(
+        resp.headers().get("x-port").and_then(|v| v.to_str().ok()),
+        Some(tls_addr.port().to_string().as_str())
+    );
     shellac.stop().await;
 }
 
