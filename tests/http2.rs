@@ -293,7 +293,7 @@ async fn malformed_requests_are_refused_and_reset_never_forwarded() {
 /// `curl --http2-prior-knowledge` (Debian's curl, built with nghttp2): a miss, then a hit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curl_speaks_h2c_with_prior_knowledge() {
-    let Some(curl) = tools::require(which("curl"), "curl", "curl") else {
+    let Some(curl) = tools::require(tools::which("curl"), "curl", "curl") else {
         return;
     };
     let origin = Origin::start(origin_reply).await;
@@ -317,7 +317,7 @@ async fn curl_speaks_h2c_with_prior_knowledge() {
 /// `nghttp` (nghttp2-client): several streams on one connection, all answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nghttp_multiplexes_streams() {
-    let Some(nghttp) = tools::require(which("nghttp"), "nghttp", "nghttp2-client") else {
+    let Some(nghttp) = tools::require(tools::which("nghttp"), "nghttp", "nghttp2-client") else {
         return;
     };
     let origin = Origin::start(origin_reply).await;
@@ -342,14 +342,6 @@ async fn nghttp_multiplexes_streams() {
     assert_eq!(shellac.stat("h2_req").await, 3);
     assert_eq!(origin.count(), 3);
     shellac.stop().await;
-}
-
-fn which(tool: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| std::path::Path::new(d).join(tool))
-        .find(|p| p.is_file())
 }
 
 /// Grace, bans and operator rules over HTTP/2, as over HTTP/1.1.

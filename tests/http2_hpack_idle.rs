@@ -8,26 +8,10 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use common::*;
 use tokio::process::Command;
-
-/// A Python 3 that has the `h2` package (Debian's python3-h2 is for /usr/bin/python3).
-async fn python_with_h2() -> Option<PathBuf> {
-    for candidate in ["/usr/bin/python3", "python3"] {
-        let ok = Command::new(candidate)
-            .args(["-c", "import h2, hpack"])
-            .output()
-            .await
-            .is_ok_and(|o| o.status.success());
-        if ok {
-            return Some(PathBuf::from(candidate));
-        }
-    }
-    None
-}
 
 /// The client: sequential GETs with idle gaps, then two at once; asserts in Python and prints
 /// "ok" (or what went wrong).
@@ -104,7 +88,8 @@ print("ok")
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hpack_table_dropped_while_idle_keeps_the_client_decoder_in_step() {
-    let Some(python) = tools::require(python_with_h2().await, "python3-h2", "python3-h2") else {
+    let Some(python) = tools::require(tools::python_with_h2().await, "python3-h2", "python3-h2")
+    else {
         return;
     };
     let origin = Origin::start(|s| {

@@ -12,40 +12,17 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::raw_origin::RawOrigin;
+use common::raw_origin::{GatedOrigin, RawOrigin, read_until};
 use common::tls::{Pki, tls_table};
 use common::*;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::process::Command;
 use tokio::sync::Notify;
 
 fn h2c(c: &mut shellac::config::Config) {
     c.http2.h2c = shellac::config::http2::H2c::All;
-}
-
-fn which(tool: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| std::path::Path::new(d).join(tool))
-        .find(|p| p.is_file())
-}
-
-/// A Python 3 that has the `h2` package (Debian's python3-h2 is for /usr/bin/python3).
-async fn python_with_h2() -> Option<PathBuf> {
-    for candidate in ["/usr/bin/python3", "python3"] {
-        let ok = Command::new(candidate)
-            .args(["-c", "import h2, hpack"])
-            .output()
-            .await
-            .is_ok_and(|o| o.status.success());
-        if ok {
-            return Some(PathBuf::from(candidate));
-        }
-    }
-    None
 }
 
 /// The client: each argument after the port is a batch of comma-separated paths, requested at
@@ -197,54 +174,23 @@ async fn line(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout
         .unwrap_or_default()
 }
 
-/// Reads from `stream` until `text` holds `needle` (bounded: 5 s).
-async fn read_until(stream: &mut TcpStream, text: &mut String, needle: &str) {
-    let mut buf = [0u8; 4096];
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while !text.contains(needle) {
-        let n = tokio::time::timeout_at(deadline, stream.read(&mut buf))
-            .await
-            .expect("in time")
-            .expect("read");
-        assert!(n > 0, "closed before {needle:?}: {text:?}");
-        text.push_str(&String::from_utf8_lossy(&buf[..n]));
-    }
-}
-
 /// A 103 reaches the h2c client as its own HEADERS on the request's stream while the backend
 /// is still working on the final response (the origin sends the page only after the client
 /// has the hints), with its `Link` field and without the fields the backend's `Connection`
 /// named; the page is cached, and the hit on the same connection gets no 103.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn early_hints_reach_an_h2c_client_before_the_final_headers_and_a_hit_gets_none() {
-    let Some(python) = tools::require(python_with_h2().await, "python3-h2", "python3-h2") else {
+    let Some(python) = tools::require(tools::python_with_h2().await, "python3-h2", "python3-h2")
+    else {
         return;
     };
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let go = Arc::new(Notify::new());
-    let origin_go = go.clone();
-    let origin = tokio::spawn(async move {
-        let (mut s, _) = listener.accept().await.unwrap();
-        let mut text = String::new();
-        read_until(&mut s, &mut text, "\r\n\r\n").await;
-        s.write_all(
-            b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\
-              Connection: x-secret\r\nX-Secret: 1\r\nKeep-Alive: timeout=5\r\n\r\n",
-        )
-        .await
-        .unwrap();
-        origin_go.notified().await;
-        s.write_all(
-            b"HTTP/1.1 200 OK\r\ncache-control: max-age=60\r\ncontent-length: 4\r\n\r\npage",
-        )
-        .await
-        .unwrap();
-        // Keep the connection until the proxy is done with it.
-        let mut rest = [0u8; 1024];
-        let _ = tokio::time::timeout(Duration::from_secs(5), s.read(&mut rest)).await;
-    });
-    let shellac = Shellac::start(addr, h2c).await;
+    let origin = GatedOrigin::start(
+        b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\
+          Connection: x-secret\r\nX-Secret: 1\r\nKeep-Alive: timeout=5\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ncache-control: max-age=60\r\ncontent-length: 4\r\n\r\npage",
+    )
+    .await;
+    let shellac = Shellac::start(origin.addr, h2c).await;
     let mut client = Client::start(&python, shellac.addr.port(), &["/page", "/page"]);
     let hints = client.next().await.expect("an event");
     assert_eq!(hints.ev, "info", "the 103 first: {hints:?}");
@@ -259,7 +205,7 @@ async fn early_hints_reach_an_h2c_client_before_the_final_headers_and_a_hit_gets
         assert!(hints.get(gone).is_empty(), "{gone}: {hints:?}");
     }
     // Only now does the origin send the final response.
-    go.notify_one();
+    origin.go.notify_one();
     let events = client.rest().await;
     let kinds: Vec<(&str, u64)> = events.iter().map(|e| (e.ev.as_str(), e.sid)).collect();
     assert_eq!(
@@ -283,31 +229,17 @@ async fn early_hints_reach_an_h2c_client_before_the_final_headers_and_a_hit_gets
 /// whose fetch got the 103 has it, the one waiting on that fetch gets none — as over HTTP/1.1.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_coalesced_waiter_gets_no_hints() {
-    let Some(python) = tools::require(python_with_h2().await, "python3-h2", "python3-h2") else {
+    let Some(python) = tools::require(tools::python_with_h2().await, "python3-h2", "python3-h2")
+    else {
         return;
     };
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let go = Arc::new(Notify::new());
-    let origin_go = go.clone();
-    let origin = tokio::spawn(async move {
-        // One connection, one request: a second fetch would never be answered.
-        let (mut s, _) = listener.accept().await.unwrap();
-        let mut text = String::new();
-        read_until(&mut s, &mut text, "\r\n\r\n").await;
-        s.write_all(b"HTTP/1.1 103 Early Hints\r\nLink: </shared.css>; rel=preload\r\n\r\n")
-            .await
-            .unwrap();
-        origin_go.notified().await;
-        s.write_all(
-            b"HTTP/1.1 200 OK\r\ncache-control: max-age=60\r\ncontent-length: 6\r\n\r\nshared",
-        )
-        .await
-        .unwrap();
-        let mut rest = [0u8; 1024];
-        let _ = tokio::time::timeout(Duration::from_secs(5), s.read(&mut rest)).await;
-    });
-    let shellac = Shellac::start(addr, h2c).await;
+    // One connection, one request: a second fetch would never be answered.
+    let origin = GatedOrigin::start(
+        b"HTTP/1.1 103 Early Hints\r\nLink: </shared.css>; rel=preload\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ncache-control: max-age=60\r\ncontent-length: 6\r\n\r\nshared",
+    )
+    .await;
+    let shellac = Shellac::start(origin.addr, h2c).await;
     let mut client = Client::start(&python, shellac.addr.port(), &["/shared,/shared"]);
     let hints = client.next().await.expect("an event");
     assert_eq!(hints.ev, "info", "{hints:?}");
@@ -321,7 +253,7 @@ async fn a_coalesced_waiter_gets_no_hints() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    go.notify_one();
+    origin.go.notify_one();
     let mut events = vec![hints];
     events.extend(client.rest().await);
     let info: Vec<u64> = events
@@ -352,7 +284,8 @@ async fn a_coalesced_waiter_gets_no_hints() {
 /// gets 8 through (the bound per request, as over HTTP/1.1), the rest counted as dropped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_stream_gets_its_own_hints_in_order_and_at_most_eight() {
-    let Some(python) = tools::require(python_with_h2().await, "python3-h2", "python3-h2") else {
+    let Some(python) = tools::require(tools::python_with_h2().await, "python3-h2", "python3-h2")
+    else {
         return;
     };
     let origin = RawOrigin::start(|req| {
@@ -415,7 +348,7 @@ async fn each_stream_gets_its_own_hints_in_order_and_at_most_eight() {
 /// with ALPN h2; the second request of each, a hit, shows none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curl_sees_early_hints_over_h2c_and_tls() {
-    let Some(curl) = tools::require(which("curl"), "curl", "curl") else {
+    let Some(curl) = tools::require(tools::which("curl"), "curl", "curl") else {
         return;
     };
     let origin = RawOrigin::start(|_| {
@@ -489,7 +422,8 @@ async fn curl_sees_early_hints_over_h2c_and_tls() {
 /// on it is answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hints_for_a_reset_stream_are_dropped_and_the_connection_goes_on() {
-    let Some(python) = tools::require(python_with_h2().await, "python3-h2", "python3-h2") else {
+    let Some(python) = tools::require(tools::python_with_h2().await, "python3-h2", "python3-h2")
+    else {
         return;
     };
     const SCRIPT: &str = r#"

@@ -4,53 +4,23 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use common::raw_origin::RawOrigin;
+use common::raw_origin::{GatedOrigin, RawOrigin, read_until};
 use common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Notify;
+use tokio::net::TcpStream;
 
 const HINTS: &str = "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload; as=style\r\n\r\n";
 const FINAL: &str = "HTTP/1.1 200 OK\r\ncache-control: max-age=60\r\ncontent-length: 4\r\n\r\npage";
-
-/// Reads from `stream` until `text` holds `needle` (bounded: 5 s).
-async fn read_until(stream: &mut TcpStream, text: &mut String, needle: &str) {
-    let mut buf = [0u8; 4096];
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while !text.contains(needle) {
-        let n = tokio::time::timeout_at(deadline, stream.read(&mut buf))
-            .await
-            .expect("in time")
-            .expect("read");
-        assert!(n > 0, "closed before {needle:?}: {text:?}");
-        text.push_str(&String::from_utf8_lossy(&buf[..n]));
-    }
-}
 
 /// Issue 23: a 103 from the backend reaches the client while the backend is still working on
 /// the final response (the origin sends the page only after the client saw the hints); the
 /// page is cached, and the hit that follows carries no hints.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn early_hints_reach_the_client_before_the_final_response() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let go = Arc::new(Notify::new());
-    let origin_go = go.clone();
-    let origin = tokio::spawn(async move {
-        let (mut s, _) = listener.accept().await.unwrap();
-        let mut text = String::new();
-        read_until(&mut s, &mut text, "\r\n\r\n").await;
-        s.write_all(HINTS.as_bytes()).await.unwrap();
-        origin_go.notified().await;
-        s.write_all(FINAL.as_bytes()).await.unwrap();
-        // Keep the connection until the proxy is done with it.
-        let mut rest = [0u8; 1024];
-        let _ = tokio::time::timeout(Duration::from_secs(5), s.read(&mut rest)).await;
-    });
-    let shellac = Shellac::start(addr, |_| {}).await;
+    let origin = GatedOrigin::start(HINTS.as_bytes(), FINAL.as_bytes()).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
     let mut client = TcpStream::connect(shellac.addr).await.unwrap();
     client
         .write_all(b"GET /page HTTP/1.1\r\nHost: a\r\n\r\n")
@@ -65,7 +35,7 @@ async fn early_hints_reach_the_client_before_the_final_response() {
         "{text:?}"
     );
     assert!(!text.contains("200 OK"), "hints first: {text:?}");
-    go.notify_one();
+    origin.go.notify_one();
     read_until(&mut client, &mut text, "page").await;
     let final_at = text.find("HTTP/1.1 200 OK").expect("final response");
     assert!(final_at > 0);

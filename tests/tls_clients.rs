@@ -5,20 +5,10 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use common::tls::{Pki, tls_table};
 use common::{Origin, Reply, Shellac, tools};
 use shellac::config::Config;
 use tokio::process::Command;
-
-fn which(tool: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| std::path::Path::new(d).join(tool))
-        .find(|p| p.is_file())
-}
 
 /// A Shellac with one TLS listener for `site.test` (and `*.site.test`), plus `extra` keys.
 async fn start(pki: &Pki, extra: &str) -> (Origin, Shellac) {
@@ -36,7 +26,7 @@ async fn start(pki: &Pki, extra: &str) -> (Origin, Shellac) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curl_over_tls_with_http11_and_h2() {
-    let Some(curl) = tools::require(which("curl"), "curl", "curl") else {
+    let Some(curl) = tools::require(tools::which("curl"), "curl", "curl") else {
         return;
     };
     let pki = Pki::new("curl");
@@ -83,7 +73,7 @@ async fn curl_over_tls_with_http11_and_h2() {
 /// (TLS 1.2 and TLS 1.3), and reports the SNI-chosen certificate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openssl_s_client_resumes_sessions() {
-    let Some(openssl) = tools::require(which("openssl"), "openssl", "openssl") else {
+    let Some(openssl) = tools::require(tools::which("openssl"), "openssl", "openssl") else {
         return;
     };
     let pki = Pki::new("s_client");
@@ -191,7 +181,7 @@ async fn s_client(
 /// session (`session=` / `session_reused`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_ssl_verifies_and_resumes() {
-    let Some(python) = tools::require(which("python3"), "python3", "python3") else {
+    let Some(python) = tools::require(tools::which("python3"), "python3", "python3") else {
         return;
     };
     let pki = Pki::new("python");
@@ -243,7 +233,7 @@ print("ok")
 /// "average" (CBC) ciphers; no finding of medium severity or worse.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn testssl_finds_no_weak_protocol_or_cipher() {
-    let Some(testssl) = tools::require(which("testssl"), "testssl", "testssl.sh") else {
+    let Some(testssl) = tools::require(tools::which("testssl"), "testssl", "testssl.sh") else {
         return;
     };
     let pki = Pki::new("testssl");
@@ -332,7 +322,7 @@ async fn testssl_finds_no_weak_protocol_or_cipher() {
 /// made with one resumes on the other. Then `SIGHUP` makes one load a renewed certificate.
 #[test]
 fn two_processes_share_ticket_keys_and_sighup_reloads_certificates() {
-    let Some(openssl) = tools::require(which("openssl"), "openssl", "openssl") else {
+    let Some(openssl) = tools::require(tools::which("openssl"), "openssl", "openssl") else {
         return;
     };
     let rt = tokio::runtime::Runtime::new().unwrap();

@@ -153,3 +153,54 @@ fn request_len(buf: &[u8]) -> Option<usize> {
         .unwrap_or(0);
     (buf.len() >= head_end + len).then_some(head_end + len)
 }
+
+/// Reads from `stream` until `text` holds `needle` (bounded: 5 s).
+pub async fn read_until(stream: &mut TcpStream, text: &mut String, needle: &str) {
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !text.contains(needle) {
+        let n = tokio::time::timeout_at(deadline, stream.read(&mut buf))
+            .await
+            .expect("in time")
+            .expect("read");
+        assert!(n > 0, "closed before {needle:?}: {text:?}");
+        text.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+}
+
+/// A backend for one request on one connection that answers in two steps: `first` (an
+/// interim response) as soon as the request head is in, `last` only once the test calls
+/// `go.notify_one()` — so a test can see what reached the client while the backend is still
+/// working. It then keeps the connection (up to 5 s) until the proxy is done with it. A
+/// second fetch would never be answered.
+pub struct GatedOrigin {
+    pub addr: SocketAddr,
+    pub go: Arc<tokio::sync::Notify>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl GatedOrigin {
+    pub async fn start(first: &'static [u8], last: &'static [u8]) -> GatedOrigin {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let go = Arc::new(tokio::sync::Notify::new());
+        let origin_go = go.clone();
+        let task = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut text = String::new();
+            read_until(&mut s, &mut text, "\r\n\r\n").await;
+            s.write_all(first).await.unwrap();
+            origin_go.notified().await;
+            s.write_all(last).await.unwrap();
+            // Keep the connection until the proxy is done with it.
+            let mut rest = [0u8; 1024];
+            let _ = tokio::time::timeout(Duration::from_secs(5), s.read(&mut rest)).await;
+        });
+        GatedOrigin { addr, go, task }
+    }
+
+    /// Stops the backend's task.
+    pub fn abort(&self) {
+        self.task.abort();
+    }
+}
