@@ -1,0 +1,776 @@
+//! The layering test (issue 28, in the spirit of rust-analyzer's `tidy` tests): every
+//! `crate::` / `super::` / `self::` path in `src/` points down the layers that
+//! ARCHITECTURE.md's "Layers" section lists, and no two modules import each other — neither
+//! two top-level modules nor two files of one module. What still breaks the rule is listed
+//! below with the reason; an entry that no longer matches anything fails too, so the lists
+//! only shrink.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// Imports that still point up a layer: (importing file, imported top-level module, why).
+const UPWARD: &[(&str, &str, &str)] = &[
+    (
+        "src/tls/watch.rs",
+        "reload",
+        "the certificate watcher swaps certificates through reload::Live (engineer layers: a narrow trait)",
+    ),
+    (
+        "src/acme/mod.rs",
+        "reload",
+        "the ACME task swaps certificates through reload::Live (engineer layers: a narrow trait)",
+    ),
+    (
+        "src/acme/worker.rs",
+        "reload",
+        "the ACME task swaps certificates through reload::Live (engineer layers: a narrow trait)",
+    ),
+    (
+        "src/reload.rs",
+        "server",
+        "a reload binds listeners and starts accept loops itself (engineer layers: the server hands it down)",
+    ),
+    (
+        "src/config/machine.rs",
+        "tls",
+        "preflight checks (certificates) live in the config model (engineer layers: src/preflight/)",
+    ),
+    (
+        "src/config/machine.rs",
+        "cache",
+        "preflight checks (disk size, shared-tier TLS) live in the config model (engineer layers)",
+    ),
+    (
+        "src/config/acme.rs",
+        "acme",
+        "preflight checks (ACME state files) live in the config model (engineer layers)",
+    ),
+    (
+        "src/config/acme.rs",
+        "tls",
+        "preflight checks (the ACME CA's roots) live in the config model (engineer layers)",
+    ),
+    (
+        "src/config/invalidation.rs",
+        "cache",
+        "the default of max_bans is a cache constant (engineer layers: move it down)",
+    ),
+    (
+        "src/config/mod.rs",
+        "vcl",
+        "Config holds the compiled VCL program (engineer layers, with policy)",
+    ),
+    (
+        "src/config/vcl.rs",
+        "vcl",
+        "the config model compiles the VCL program (engineer layers, with policy)",
+    ),
+    (
+        "src/config/backend.rs",
+        "vcl",
+        "base64 decoding lives in vcl::blob (engineer layers: move it down)",
+    ),
+    (
+        "src/txlog/mod.rs",
+        "tls",
+        "a record copies its facts from tls::server::ConnTls (engineer layers)",
+    ),
+    (
+        "src/stats.rs",
+        "cache",
+        "a test that every NoCacheReason has a counter (engineer layers: move it to cache)",
+    ),
+];
+
+/// Circles between the files of one module still to be cut: (module, the files (children)
+/// of the circle, why). A circle must lie inside one entry; it may be smaller.
+const CIRCLES: &[(&str, &[&str], &str)] = &[
+    (
+        "proxy",
+        &[
+            "combine", "deliver", "fetch", "fill", "fsm", "held", "observe", "refresh", "send",
+            "vcl",
+        ],
+        "the state machine and its steps call each other (engineer policy is cutting it)",
+    ),
+    (
+        "vcl::compile",
+        &["calls", "decls", "directors", "ops"],
+        "the compiler's passes call each other (engineer split)",
+    ),
+    (
+        "cache::disk",
+        &["engine", "recover"],
+        "recovery builds the engine's state, the engine runs recovery (engineer split)",
+    ),
+    (
+        "cache::shared",
+        &["broadcast", "feed"],
+        "the broadcast uses the feed's invalidation types, the feed flushes the broadcast's outbox (engineer split)",
+    ),
+    (
+        "config",
+        &["acme", "machine", "tls"],
+        "the preflight checks (machine.rs) call the ACME section's, which return machine's Finding (engineer layers: src/preflight/)",
+    ),
+    (
+        "config",
+        &["recover", "settings"],
+        "recover.rs reads the settings table; the settings' tests call recover (engineer layers)",
+    ),
+    (
+        "vtc",
+        &[
+            "cli", "client", "exec", "http", "peer", "server", "spec", "tx", "varnish",
+        ],
+        "the varnishtest runner's commands and their executor call each other (not cut in issue 28)",
+    ),
+    (
+        "vtc",
+        &["barrier", "context"],
+        "a barrier uses the context's halt and lock helpers; the context holds the barriers (not cut in issue 28)",
+    ),
+];
+
+#[test]
+fn imports_point_down_the_layers() {
+    let layers = read_layers(&read("ARCHITECTURE.md"));
+    let mut files = Vec::new();
+    collect(Path::new("src"), &mut files);
+    let files: Vec<(String, String)> = files
+        .into_iter()
+        .map(|p| {
+            let text = read(&p);
+            (p, text)
+        })
+        .collect();
+    let problems = check(&files, &layers, UPWARD, CIRCLES);
+    assert!(
+        problems.is_empty(),
+        "imports that break the layers (ARCHITECTURE.md, \"Layers\"):\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_checker_fails_on_an_upward_import() {
+    let layers = read_layers("## Layers\n```text\nreload: a\ntls: b\nconfig: c\n```\n");
+    let mut files = vec![
+        (
+            "src/reload.rs".to_string(),
+            "use crate::tls::Certs;\n".to_string(),
+        ),
+        ("src/tls/mod.rs".to_string(), "pub mod watch;\n".to_string()),
+        (
+            "src/tls/watch.rs".to_string(),
+            "use crate::config::Tls;\n".to_string(),
+        ),
+        (
+            "src/config/mod.rs".to_string(),
+            "pub struct Tls;\n".to_string(),
+        ),
+    ];
+    assert_eq!(check(&files, &layers, &[], &[]), Vec::<String>::new());
+    // The deliberate upward import, inside a group, on the file's third line.
+    files[2].1 = "use crate::config::Tls;\n// crate::reload in a comment\nuse crate::{\n    config, reload::Live};\n".into();
+    let problems = check(&files, &layers, &[], &[]);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("src/tls/watch.rs:4: ") && p.contains("up a layer")),
+        "{problems:?}"
+    );
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    // Listed with a reason it passes; the listed exception that matches nothing fails.
+    assert_eq!(
+        check(
+            &files,
+            &layers,
+            &[("src/tls/watch.rs", "reload", "why")],
+            &[]
+        ),
+        Vec::<String>::new()
+    );
+    files[2].1 = "use crate::config::Tls;\n".into();
+    let stale = check(
+        &files,
+        &layers,
+        &[("src/tls/watch.rs", "reload", "why")],
+        &[],
+    );
+    assert!(stale.iter().any(|p| p.contains("no longer")), "{stale:?}");
+}
+
+#[test]
+fn the_checker_fails_on_two_modules_of_one_layer_importing_each_other() {
+    let layers = read_layers("## Layers\n```text\nrules, vcl: policy\nconfig: c\n```\n");
+    let mut files = vec![
+        (
+            "src/rules.rs".to_string(),
+            "use crate::vcl::Program;\n".to_string(),
+        ),
+        (
+            "src/vcl/mod.rs".to_string(),
+            "use crate::config::Config;\n".to_string(),
+        ),
+        (
+            "src/config.rs".to_string(),
+            "pub struct Config;\n".to_string(),
+        ),
+    ];
+    assert_eq!(check(&files, &layers, &[], &[]), Vec::<String>::new());
+    files[1].1.push_str("fn f(r: &crate::rules::Rules) {}\n");
+    let problems = check(&files, &layers, &[], &[]);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("an import circle in crate: rules, vcl"),
+        "{problems:?}"
+    );
+    assert!(problems[0].contains("src/vcl/mod.rs:2"), "{problems:?}");
+}
+
+#[test]
+fn the_checker_finds_circles_inside_a_module() {
+    let layers = read_layers("## Layers\n```text\nproxy: a\n```\n");
+    let files = vec![
+        ("src/proxy/mod.rs".to_string(), "mod fsm;\nmod fetch;\nmod deliver;\npub struct Proxy;\n".to_string()),
+        ("src/proxy/fsm.rs".to_string(), "use super::{Proxy, fetch::fetch};\n".to_string()),
+        (
+            "src/proxy/fetch.rs".to_string(),
+            "fn f() { let s = \"super::fsm\"; let c = '\"'; }\n#[cfg(test)]\nmod tests {\n    use super::super::deliver::x;\n}\n".to_string(),
+        ),
+        ("src/proxy/deliver.rs".to_string(), "fn g() -> crate::proxy::fsm::Step { todo() }\n".to_string()),
+    ];
+    let problems = check(&files, &layers, &[], &[]);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("proxy: deliver, fetch, fsm"),
+        "{problems:?}"
+    );
+    assert!(problems[0].contains("src/proxy/fetch.rs:4"), "{problems:?}");
+    let allowed: &[(&str, &[&str], &str)] =
+        &[("proxy", &["deliver", "fetch", "fsm", "send"], "why")];
+    assert_eq!(check(&files, &layers, &[], allowed), Vec::<String>::new());
+}
+
+fn read(path: impl AsRef<Path>) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Every `.rs` file under `dir` (as `src/...`), sorted.
+fn collect(dir: &Path, out: &mut Vec<String>) {
+    let full = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let mut entries: Vec<_> = std::fs::read_dir(&full)
+        .unwrap_or_else(|e| panic!("{}: {e}", full.display()))
+        .map(|e| {
+            e.expect("a directory entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    entries.sort();
+    for name in entries {
+        let rel = dir.join(&name);
+        if full.join(&name).is_dir() {
+            collect(&rel, out);
+        } else if name.ends_with(".rs") {
+            out.push(rel.to_string_lossy().into_owned());
+        }
+    }
+}
+
+/// The layers, top first: each line of the first ```text block after "## Layers" is
+/// `module, module, ...: what they are`.
+fn read_layers(doc: &str) -> Vec<Vec<String>> {
+    let section = doc
+        .split("\n## Layers")
+        .nth(1)
+        .or_else(|| doc.strip_prefix("## Layers"))
+        .expect("a \"## Layers\" section");
+    let block = section
+        .split("```text\n")
+        .nth(1)
+        .expect("a ```text block in the Layers section");
+    let block = block.split("```").next().unwrap_or_default();
+    block
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(names, _)| names.split(',').map(|n| n.trim().to_string()).collect())
+        .collect()
+}
+
+/// A reference from one file to a module path.
+struct Ref {
+    line: usize,
+    from: Vec<String>,
+    to: Vec<String>,
+    text: String,
+}
+
+/// The problems, one line each (`file:line: ...`), sorted.
+fn check(
+    files: &[(String, String)],
+    layers: &[Vec<String>],
+    upward: &[(&str, &str, &str)],
+    circles: &[(&str, &[&str], &str)],
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let layer_of: BTreeMap<&str, usize> = layers
+        .iter()
+        .enumerate()
+        .flat_map(|(i, l)| l.iter().map(move |m| (m.as_str(), i)))
+        .collect();
+    // The module tree the files make.
+    let mut modules = BTreeSet::new();
+    let mut refs: Vec<(&str, Ref)> = Vec::new();
+    for (path, text) in files {
+        let Some(module) = module_of(path) else {
+            continue;
+        };
+        for n in 1..=module.len() {
+            modules.insert(module[..n].to_vec());
+        }
+        for r in references(&module, text) {
+            refs.push((path, r));
+        }
+    }
+    let tops: BTreeSet<&str> = modules
+        .iter()
+        .filter(|m| m.len() == 1)
+        .map(|m| m[0].as_str())
+        .collect();
+    for t in &tops {
+        if !layer_of.contains_key(t) {
+            problems.push(format!(
+                "src/{t}: the top-level module `{t}` is in no layer of the Layers section"
+            ));
+        }
+    }
+    for m in layer_of.keys() {
+        if !tops.contains(m) && *m != "main" {
+            problems.push(format!(
+                "ARCHITECTURE.md: the Layers section names `{m}`, which src/ does not have"
+            ));
+        }
+    }
+    // Edges between siblings: (parent module, from child, to child) → the first file:line.
+    let mut edges: BTreeMap<(Vec<String>, String, String), String> = BTreeMap::new();
+    let mut used_upward = BTreeSet::new();
+    for (path, r) in &refs {
+        // The longest prefix of the path that is a module of the tree.
+        let mut to = r.to.clone();
+        while !to.is_empty() && !modules.contains(&to) {
+            to.pop();
+        }
+        let k = r.from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+        if k == r.from.len() || k == to.len() {
+            continue; // a module's own, its parents' or its children's items
+        }
+        let (a, b) = (&r.from[k], &to[k]);
+        let at = format!("{path}:{}", r.line);
+        if k == 0 {
+            let (Some(&la), Some(&lb)) = (layer_of.get(a.as_str()), layer_of.get(b.as_str()))
+            else {
+                continue;
+            };
+            if lb < la {
+                if let Some(i) = upward.iter().position(|(f, m, _)| f == path && m == b) {
+                    used_upward.insert(i);
+                    continue; // listed: not an edge of the graph either
+                }
+                problems.push(format!(
+                    "{at}: `{}` points up a layer: `{a}` (layer {}) imports `{b}` (layer {})",
+                    r.text,
+                    la + 1,
+                    lb + 1
+                ));
+                continue; // reported; the circles left are those inside one layer
+            }
+        }
+        edges
+            .entry((to[..k].to_vec(), a.clone(), b.clone()))
+            .or_insert(at);
+    }
+    for (i, (f, m, _)) in upward.iter().enumerate() {
+        if !used_upward.contains(&i) {
+            problems.push(format!(
+                "{f}: no longer imports `{m}`: remove it from UPWARD in tests/layers.rs"
+            ));
+        }
+    }
+    // Circles: strongly connected sets of siblings.
+    let mut by_parent: BTreeMap<&Vec<String>, BTreeMap<&str, BTreeSet<&str>>> = BTreeMap::new();
+    for (p, a, b) in edges.keys() {
+        by_parent
+            .entry(p)
+            .or_default()
+            .entry(a)
+            .or_default()
+            .insert(b);
+    }
+    let mut used_circles = BTreeSet::new();
+    for (parent, graph) in &by_parent {
+        let name = if parent.is_empty() {
+            "crate".to_string()
+        } else {
+            parent.join("::")
+        };
+        for scc in circles_of(graph) {
+            if let Some(i) = circles
+                .iter()
+                .position(|(m, allowed, _)| *m == name && scc.iter().all(|s| allowed.contains(s)))
+            {
+                used_circles.insert(i);
+                continue;
+            }
+            let witnesses: Vec<String> = edges
+                .iter()
+                .filter(|((p, a, b), _)| {
+                    p == *parent && scc.contains(&a.as_str()) && scc.contains(&b.as_str())
+                })
+                .map(|((_, a, b), at)| format!("{a} → {b} ({at})"))
+                .collect();
+            problems.push(format!(
+                "{}: an import circle in {name}: {}: {}",
+                witnesses
+                    .first()
+                    .and_then(|w| w.rsplit_once('('))
+                    .map_or("src", |(_, at)| at.trim_end_matches(')')),
+                scc.join(", "),
+                witnesses.join(", ")
+            ));
+        }
+    }
+    for (i, (m, c, _)) in circles.iter().enumerate() {
+        if !used_circles.contains(&i) {
+            problems.push(format!(
+                "{m}: the circle {} is gone: remove it from CIRCLES in tests/layers.rs",
+                c.join(", ")
+            ));
+        }
+    }
+    problems.sort();
+    problems
+}
+
+/// The module a file is: `src/proxy/fsm.rs` → `proxy::fsm`, `src/proxy/mod.rs` → `proxy`;
+/// `None` for the crate roots.
+fn module_of(path: &str) -> Option<Vec<String>> {
+    let rel = path.strip_prefix("src/")?.strip_suffix(".rs")?;
+    let mut parts: Vec<String> = rel.split('/').map(str::to_string).collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    if parts.is_empty() || parts == ["lib"] || parts == ["main"] {
+        return None;
+    }
+    Some(parts)
+}
+
+#[derive(Debug, PartialEq)]
+enum Tok {
+    Ident(String),
+    Path, // `::`
+    Open(char),
+    Close(char),
+    Comma,
+    Star,
+    Other,
+}
+
+/// Rust tokens enough to find paths: comments, strings and character literals skipped.
+fn lex(src: &str) -> Vec<(Tok, usize)> {
+    let c: Vec<char> = src.chars().collect();
+    let mut out = Vec::new();
+    let (mut i, mut line) = (0, 1);
+    let at = |i: usize| c.get(i).copied().unwrap_or('\0');
+    while i < c.len() {
+        let ch = c[i];
+        if ch == '\n' {
+            line += 1;
+            i += 1;
+        } else if ch.is_whitespace() {
+            i += 1;
+        } else if ch == '/' && at(i + 1) == '/' {
+            while i < c.len() && c[i] != '\n' {
+                i += 1;
+            }
+        } else if ch == '/' && at(i + 1) == '*' {
+            let mut depth = 0;
+            while i < c.len() {
+                if c[i] == '/' && at(i + 1) == '*' {
+                    depth += 1;
+                    i += 2;
+                } else if c[i] == '*' && at(i + 1) == '/' {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    line += usize::from(c[i] == '\n');
+                    i += 1;
+                }
+            }
+        } else if ch == '"' {
+            i += 1;
+            while i < c.len() && c[i] != '"' {
+                if c[i] == '\\' {
+                    i += 1;
+                }
+                line += usize::from(at(i) == '\n');
+                i += 1;
+            }
+            i += 1;
+            out.push((Tok::Other, line));
+        } else if ch == '\'' {
+            if at(i + 1) == '\\' {
+                i += 2;
+                while i < c.len() && c[i] != '\'' {
+                    i += 1;
+                }
+                i += 1;
+            } else if at(i + 2) == '\'' {
+                i += 3;
+            } else {
+                i += 1; // a lifetime; its name lexes as an identifier
+            }
+            out.push((Tok::Other, line));
+        } else if ch.is_alphabetic() || ch == '_' {
+            let start = i;
+            while i < c.len() && (c[i].is_alphanumeric() || c[i] == '_') {
+                i += 1;
+            }
+            let word: String = c[start..i].iter().collect();
+            let raw = matches!(word.as_str(), "r" | "br" | "cr")
+                && (at(i) == '"' || (at(i) == '#' && matches!(at(i + 1), '"' | '#')));
+            if raw {
+                let mut hashes = 0;
+                while at(i) == '#' {
+                    hashes += 1;
+                    i += 1;
+                }
+                i += 1;
+                while i < c.len() && !(c[i] == '"' && (1..=hashes).all(|h| at(i + h) == '#')) {
+                    line += usize::from(c[i] == '\n');
+                    i += 1;
+                }
+                i += 1 + hashes;
+                out.push((Tok::Other, line));
+            } else if matches!(word.as_str(), "b" | "c") && matches!(at(i), '"' | '\'') {
+                // b"..." / b'.': the quote lexes next as a string or character
+            } else {
+                if word == "r" && at(i) == '#' {
+                    i += 1; // r#ident
+                    continue;
+                }
+                out.push((Tok::Ident(word), line));
+            }
+        } else if ch.is_ascii_digit() {
+            while i < c.len() && (c[i].is_alphanumeric() || c[i] == '_') {
+                i += 1;
+            }
+            out.push((Tok::Other, line));
+        } else {
+            i += 1;
+            out.push((
+                match ch {
+                    ':' if at(i) == ':' => {
+                        i += 1;
+                        Tok::Path
+                    }
+                    '{' | '(' | '[' => Tok::Open(ch),
+                    '}' | ')' | ']' => Tok::Close(ch),
+                    ',' => Tok::Comma,
+                    '*' => Tok::Star,
+                    _ => Tok::Other,
+                },
+                line,
+            ));
+        }
+    }
+    out
+}
+
+/// The module paths a file names (`crate::`, `$crate::`, `self::`, `super::`, groups
+/// expanded), each resolved to a path from the crate root.
+fn references(module: &[String], src: &str) -> Vec<Ref> {
+    let toks = lex(src);
+    let mut out = Vec::new();
+    // Inline modules (`mod tests { ... }`): (name, brace depth inside).
+    let mut inline: Vec<(String, usize)> = Vec::new();
+    let mut depth = 0;
+    let mut i = 0;
+    while i < toks.len() {
+        match &toks[i].0 {
+            Tok::Open('{') => depth += 1,
+            Tok::Close('}') => {
+                if inline.last().is_some_and(|(_, d)| *d == depth) {
+                    inline.pop();
+                }
+                depth -= 1;
+            }
+            Tok::Ident(w) if w == "mod" => {
+                if let (Some((Tok::Ident(name), _)), Some((Tok::Open('{'), _))) =
+                    (toks.get(i + 1), toks.get(i + 2))
+                {
+                    inline.push((name.clone(), depth + 1));
+                }
+            }
+            Tok::Ident(w) if matches!(w.as_str(), "crate" | "self" | "super") => {
+                let starts = i == 0 || !matches!(toks[i - 1].0, Tok::Path);
+                let visibility = i > 0 && toks[i - 1].0 == Tok::Ident("in".into());
+                if starts && !visibility && toks.get(i + 1).is_some_and(|t| t.0 == Tok::Path) {
+                    let here: Vec<String> = module
+                        .iter()
+                        .cloned()
+                        .chain(inline.iter().map(|(n, _)| n.clone()))
+                        .collect();
+                    let mut paths = Vec::new();
+                    let end = tree(&toks, i, Vec::new(), &mut paths);
+                    for (p, line) in paths {
+                        let mut to = if p[0] == "crate" {
+                            Vec::new()
+                        } else {
+                            here.clone()
+                        };
+                        let mut segs = p.iter().peekable();
+                        if p[0] == "crate" || p[0] == "self" {
+                            segs.next();
+                        }
+                        while segs.next_if(|s| *s == "super").is_some() {
+                            to.pop();
+                        }
+                        to.extend(segs.filter(|s| *s != "self").cloned());
+                        out.push(Ref {
+                            line,
+                            from: module.to_vec(),
+                            text: p.join("::"),
+                            to,
+                        });
+                    }
+                    i = end;
+                    continue;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Reads a path (tree) from `toks[i]`: `a::b::{c, d::{e, f}}`; pushes each full path.
+fn tree(
+    toks: &[(Tok, usize)],
+    mut i: usize,
+    mut prefix: Vec<String>,
+    out: &mut Vec<(Vec<String>, usize)>,
+) -> usize {
+    let mut line = toks.get(i).map_or(0, |t| t.1);
+    loop {
+        match toks.get(i) {
+            Some((Tok::Ident(w), l)) => {
+                prefix.push(w.clone());
+                line = *l;
+                i += 1;
+            }
+            Some((Tok::Open('{'), _)) => {
+                i += 1;
+                loop {
+                    match toks.get(i).map(|t| &t.0) {
+                        Some(Tok::Close('}')) | None => return i + 1,
+                        Some(Tok::Comma) => i += 1,
+                        _ => {
+                            let next = tree(toks, i, prefix.clone(), out);
+                            // skip `as name` and anything else up to the item's end
+                            i = next;
+                            while let Some(t) = toks.get(i).map(|t| &t.0) {
+                                if matches!(t, Tok::Comma | Tok::Close('}')) {
+                                    break;
+                                }
+                                i += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            Some((Tok::Star, _)) => {
+                out.push((prefix, line));
+                return i + 1;
+            }
+            _ => {
+                if !prefix.is_empty() {
+                    out.push((prefix, line));
+                }
+                return i;
+            }
+        }
+        if toks.get(i).map(|t| &t.0) == Some(&Tok::Path) {
+            i += 1;
+        } else {
+            if !prefix.is_empty() {
+                out.push((prefix, line));
+            }
+            return i;
+        }
+    }
+}
+
+/// The circles of a graph: its strongly connected sets of more than one node (Tarjan).
+fn circles_of<'a>(graph: &BTreeMap<&'a str, BTreeSet<&'a str>>) -> Vec<Vec<&'a str>> {
+    struct State<'a, 'g> {
+        graph: &'g BTreeMap<&'a str, BTreeSet<&'a str>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        out: Vec<Vec<&'a str>>,
+    }
+    fn visit<'a>(s: &mut State<'a, '_>, v: &'a str) {
+        let n = s.index.len();
+        s.index.insert(v, n);
+        s.low.insert(v, n);
+        s.stack.push(v);
+        for &w in s.graph.get(v).into_iter().flatten() {
+            if !s.index.contains_key(w) {
+                visit(s, w);
+                let lw = s.low[w];
+                let lv = s.low.get_mut(v).expect("visited");
+                *lv = (*lv).min(lw);
+            } else if s.stack.contains(&w) {
+                let iw = s.index[w];
+                let lv = s.low.get_mut(v).expect("visited");
+                *lv = (*lv).min(iw);
+            }
+        }
+        if s.low[v] == s.index[v] {
+            let mut scc = Vec::new();
+            while let Some(w) = s.stack.pop() {
+                scc.push(w);
+                if w == v {
+                    break;
+                }
+            }
+            if scc.len() > 1 {
+                scc.sort();
+                s.out.push(scc);
+            }
+        }
+    }
+    let mut s = State {
+        graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        out: Vec::new(),
+    };
+    for &v in graph.keys() {
+        if !s.index.contains_key(v) {
+            visit(&mut s, v);
+        }
+    }
+    s.out.sort();
+    s.out
+}
