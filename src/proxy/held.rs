@@ -9,7 +9,7 @@ use bytes::{Bytes, BytesMut};
 use http::StatusCode;
 use http_body_util::BodyExt;
 
-use super::fsm::{Step, Txn};
+use super::txn::{Step, Txn};
 use crate::backend::{BodyPace, BodyTooLarge, BodyTooSlow, RequestBody};
 
 /// What was read of a request body before vcl_recv.

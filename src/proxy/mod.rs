@@ -11,11 +11,16 @@ mod fill;
 mod fsm;
 mod held;
 mod interim;
+mod judge;
+mod lookup;
 mod observe;
 pub mod partial;
+mod purge;
 mod quick;
 mod refresh;
+mod respond;
 mod send;
+mod txn;
 mod vcl;
 
 use std::net::{IpAddr, SocketAddr};

@@ -16,7 +16,7 @@ use http::{HeaderMap, Method, Response, Version};
 use super::Proxy;
 use super::body::ResponseBody;
 use super::deliver::CACHE_STATUS;
-use super::fsm::Txn;
+use super::txn::Txn;
 use crate::txlog::{Decision, DecisionKind, Record, RecordHead};
 
 /// Attaches byte counting and, if wanted, the transaction record to the response.

@@ -195,7 +195,7 @@ impl Proxy {
                     }
                 }
                 if self.config.cache.normalize_accept_encoding {
-                    super::fsm::normalize_accept_encoding(&mut selected);
+                    super::judge::normalize_accept_encoding(&mut selected);
                 }
                 let variant = variant_hash(&index.names, &selected);
                 Some((primary.with_variant(variant), selected))

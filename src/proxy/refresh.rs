@@ -7,11 +7,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use http::request::Parts;
-use http::{Method, Request};
+use http::{Method, Request, Response};
 
 use super::Proxy;
-use super::fsm;
-use crate::cache::busy::Join;
+use std::time::Instant;
+
+use http::StatusCode;
+
+use super::body::ResponseBody;
+use super::txn::{FetchMode, Inherited, Step, Txn};
+use super::{deliver, fetch};
+use crate::cache::busy::{Join, LeaderGuard};
 use crate::cache::{CacheKey, Object};
 
 /// Why an object is refreshed in the background.
@@ -27,7 +33,7 @@ pub(super) enum Why {
 /// for it is already in progress.
 pub(super) fn spawn(
     proxy: &Arc<Proxy>,
-    (primary, inherited): (CacheKey, fsm::Inherited),
+    (primary, inherited): (CacheKey, Inherited),
     req: &Parts,
     client: SocketAddr,
     (current, why): (Arc<Object>, Why),
@@ -54,6 +60,52 @@ pub(super) fn spawn(
     let proxy = proxy.clone();
     tokio::spawn(async move {
         // The response is only a by-product: the fill stores the object.
-        drop(fsm::refresh(proxy, parts, client, (primary, inherited), stale, guard).await);
+        drop(run(proxy, parts, client, (primary, inherited), stale, guard).await);
     });
+}
+
+/// Runs a background refresh fetch for `primary` (grace), revalidating `stale` if it has
+/// validators. The caller holds the busy-table lead for the key.
+async fn run(
+    proxy: Arc<Proxy>,
+    req: Parts,
+    client: SocketAddr,
+    (primary, inherited): (CacheKey, Inherited),
+    stale: Arc<Object>,
+    guard: LeaderGuard,
+) -> Response<ResponseBody> {
+    // A background fetch runs the backend side's VCL (bereq.is_bgfetch), not the client's.
+    let vcl = proxy.vcl.clone().map(|rt| {
+        let mut v = super::vcl::VclTxn::background(rt, inherited.vcl_xid);
+        v.state.backend = inherited.vcl_backend;
+        Box::new(v)
+    });
+    let mut txn = Txn {
+        proxy,
+        head_only: true,
+        req,
+        body: None,
+        client,
+        key: Some(primary),
+        backend: None,
+        stale: Some(stale),
+        req_cc: None,
+        background: true,
+        matched_rules: inherited.matched_rules,
+        route: inherited.route,
+        route_hash: inherited.route_hash,
+        vcl,
+        authorized: inherited.authorized,
+        interim: None,
+        range_fetch: None,
+        held_body: None,
+        body_sent: false,
+        lookups: 1,
+        looked_up: Instant::now(),
+        close: false,
+    };
+    match fetch::fetch(&mut txn, FetchMode::Miss(guard)).await {
+        Step::Deliver(resp) => resp,
+        _ => deliver::synth(StatusCode::SERVICE_UNAVAILABLE, "refresh-failed", false),
+    }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Version};
 
-use super::fsm::Txn;
+use super::txn::Txn;
 use crate::backend::director::{Member, Pick};
 use crate::backend::{Backend, BackendBody, FetchError, RequestBody};
 use crate::cache::{CacheKey, Object};

@@ -15,7 +15,7 @@ use super::{Beresp, MAX_RETRIES, VclTxn};
 use crate::cache::policy::{self, NoCacheReason, StorePlan};
 use crate::proxy::body::ResponseBody;
 use crate::proxy::deliver;
-use crate::proxy::fsm::{Step, Txn};
+use crate::proxy::txn::{Step, Txn};
 use crate::vcl::run::{Verdict, run};
 use crate::vcl::types::Method;
 

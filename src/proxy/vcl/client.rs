@@ -16,7 +16,7 @@ use crate::cache::policy::NoCacheReason;
 use crate::cache::shared::feed::{self, Invalidation};
 use crate::proxy::body::ResponseBody;
 use crate::proxy::deliver;
-use crate::proxy::fsm::{FetchMode, Step, Txn};
+use crate::proxy::txn::{FetchMode, Step, Txn};
 use crate::vcl::run::{Verdict, run};
 use crate::vcl::types::Method;
 

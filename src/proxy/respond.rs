@@ -1,0 +1,135 @@
+//! How a response to a request is formed once the machine knows what answers it: a stored
+//! object with the request's conditionals and Range applied, a stale copy served because no
+//! backend could answer, a streamed body cut to the request's Range.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::header::{self, HeaderValue};
+use http::{Method, Response, StatusCode};
+
+use super::body::ResponseBody;
+use super::deliver;
+use super::partial::{self, RangeSpec};
+use super::txn::{Step, Txn};
+use crate::cache::Object;
+use crate::http::headers::has_field;
+
+impl Txn {
+    /// A stored object, with the request's conditionals and Range applied.
+    pub(super) fn deliver_object(&mut self, object: Arc<Object>, cache_status: &str) -> Step {
+        self.deliver_object_at(object, cache_status, Instant::now())
+    }
+
+    /// Like [`Txn::deliver_object`], with `Age` computed at `now`.
+    pub(super) fn deliver_object_at(
+        &mut self,
+        object: Arc<Object>,
+        cache_status: &str,
+        now: Instant,
+    ) -> Step {
+        // Under VCL `If-None-Match` / `If-Modified-Since` are answered after vcl_deliver, on
+        // the validators it delivers (`vcl::deliver`), as Varnish does: the object's response
+        // is built without them.
+        if let Some(v) = self.vcl.as_deref_mut()
+            && matches!(self.req.method, http::Method::GET | http::Method::HEAD)
+            && (has_field(&self.req.headers, &header::IF_NONE_MATCH)
+                || has_field(&self.req.headers, &header::IF_MODIFIED_SINCE))
+        {
+            v.conditional = true;
+            let mut request = self.req.headers.clone();
+            request.remove(header::IF_NONE_MATCH);
+            request.remove(header::IF_MODIFIED_SINCE);
+            return Step::Deliver(deliver::object(
+                object,
+                &self.req.method,
+                &request,
+                self.head_only,
+                now,
+                cache_status,
+            ));
+        }
+        Step::Deliver(deliver::object(
+            object,
+            &self.req.method,
+            &self.req.headers,
+            self.head_only,
+            now,
+            cache_status,
+        ))
+    }
+
+    /// Serves a stale object because no backend could answer (`why`).
+    pub(super) fn deliver_stale(&mut self, object: Arc<Object>, why: &'static str) -> Step {
+        self.proxy.counters.cache_stale_served.inc();
+        let status = deliver::stale_status(&object, Instant::now(), why);
+        self.deliver_object(object, &status)
+    }
+
+    /// Whether a `status` response to this request is cut to its Range (a GET with `Range`
+    /// and no `If-Range`, to a 200).
+    pub(super) fn ranged(&self, status: StatusCode) -> bool {
+        status == StatusCode::OK
+            && self.req.method == Method::GET
+            && has_field(&self.req.headers, &header::RANGE)
+            && !has_field(&self.req.headers, &header::IF_RANGE)
+    }
+
+    /// A streamed response (busy object or backend body) to this request: a single Range is
+    /// answered with 206 when the length is known up front; HEAD gets no body.
+    pub(super) fn stream_response(
+        &self,
+        status: StatusCode,
+        mut headers: http::HeaderMap,
+        body: ResponseBody,
+        content_length: Option<u64>,
+        cache_status: &str,
+    ) -> Response<ResponseBody> {
+        if let (true, Some(len)) = (self.ranged(status), content_length) {
+            let range = self
+                .req
+                .headers
+                .get(header::RANGE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            match partial::parse_range(range, len) {
+                RangeSpec::Ranges(r) if r.len() == 1 => {
+                    let (start, end) = r[0];
+                    headers.insert(
+                        header::CONTENT_RANGE,
+                        deliver::content_range(start, end, len),
+                    );
+                    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start + 1));
+                    let body = ResponseBody::slice(body, start, end - start + 1);
+                    return deliver::respond(
+                        StatusCode::PARTIAL_CONTENT,
+                        headers,
+                        body,
+                        cache_status,
+                    );
+                }
+                RangeSpec::Unsatisfiable => {
+                    headers.insert(
+                        header::CONTENT_RANGE,
+                        HeaderValue::from_str(&format!("bytes */{len}"))
+                            .unwrap_or(HeaderValue::from_static("bytes */0")),
+                    );
+                    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
+                    return deliver::respond(
+                        StatusCode::RANGE_NOT_SATISFIABLE,
+                        headers,
+                        ResponseBody::empty(),
+                        cache_status,
+                    );
+                }
+                _ => {}
+            }
+        }
+        let body = if self.head_only {
+            ResponseBody::empty()
+        } else {
+            body
+        };
+        deliver::respond(status, headers, body, cache_status)
+    }
+}
