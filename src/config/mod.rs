@@ -7,6 +7,8 @@ pub mod acme;
 mod addresses;
 mod backend;
 pub mod diff;
+#[cfg(test)]
+mod error_tests;
 pub mod http2;
 pub mod invalidation;
 mod lists;
@@ -203,7 +205,8 @@ mod admin_address {
                 }
                 v.parse().map(Some).map_err(|_| {
                     E::custom(format!(
-                        "`{v}` is not an address (e.g. \"127.0.0.1:6082\" or \"[::1]:6082\"), or \"off\""
+                        "{}; or \"off\" for no admin listener",
+                        super::addresses::not_an_address(v)
                     ))
                 })
             }
@@ -602,10 +605,10 @@ impl Config {
     /// as read, when every key could be read as written (so only checks failed, if anything):
     /// `shellac check` asks the machine about it too.
     pub fn read(text: &str, file: &str) -> (Option<Config>, Vec<ConfigError>) {
-        let read = recover::deserialize::<Config>(text, file);
-        let mut errors = read.errors;
+        let mut read = recover::deserialize::<Config>(text, file);
+        let mut errors = std::mem::take(&mut read.errors);
         let mut as_written = None;
-        if let Some(mut config) = read.value {
+        if let Some(mut config) = read.value.take() {
             for (i, b) in config.backends.iter_mut().enumerate() {
                 if b.name.is_empty() {
                     b.name = format!("backend{i}");
@@ -630,9 +633,25 @@ impl Config {
                         .iter()
                         .any(|t| related(t) || table(path) == table(t))
             };
-            for (path, msg) in config.validate() {
+            let stood = |path: &[String]| {
+                let related = |t: &Vec<String>| path.starts_with(t) || t.starts_with(path);
+                read.removed.iter().chain(&read.stood_in).any(related)
+            };
+            // A value checked on its own is reported unless it is itself a stand-in; a check
+            // across keys is not, when a key of its table was stood in for.
+            let mut local = settings::check_ranges(&config);
+            local.extend(validate::local(&config));
+            let at = |path: &[String], msg| {
+                read.to_original(locate::at_path(&read.text, file, path, msg))
+            };
+            for (path, msg) in local {
+                if !stood(&path) {
+                    errors.push(at(&path, msg));
+                }
+            }
+            for (path, msg) in validate::across(&config) {
                 if !consequence(&path) {
-                    errors.push(locate::at_path(text, file, &path, msg));
+                    errors.push(at(&path, msg));
                 }
             }
             if read.stood_in.is_empty() && read.removed.is_empty() {
@@ -750,6 +769,7 @@ impl Config {
     /// ([`settings`]) and the checks across settings (`validate.rs`), as (key path, problem).
     pub fn validate(&self) -> Vec<(Vec<String>, String)> {
         let mut out = settings::check_ranges(self);
+        out.extend(validate::local(self));
         out.extend(validate::across(self));
         out
     }
@@ -1094,7 +1114,7 @@ mod tests {
         assert_eq!(
             errors(text),
             [
-                "2:server.listen: expected a list of addresses such as [\"127.0.0.1:6081\", \"[::1]:6081\"], found 5",
+                "2:server.listen: `5` is a port, not an address: write \"0.0.0.0:5\" (every IPv4 address), \"[::]:5\" (every IPv6 and IPv4 address) or \"127.0.0.1:5\" (this machine only)",
                 "3:server.tcp_nodelay: expected true or false, found \"yes\"",
                 "4:server.threads: -1 is not a whole number (0-1024)",
                 "5:server.trusted_proxies: expected a network such as \"10.0.0.0/8\" or \"::1\", found 7 in the list",
@@ -1125,7 +1145,16 @@ mod tests {
         assert_eq!(got, vec![(3, "storage.disk.size")], "{errs:?}");
         let text = "[storage.disk]\npath = \"/tmp/x.dat\"\nsize = \"1GiB\"\nregion_size = \"1000\"\nadmission = \"often\"\n\n[[backend]]\nhost = \"a\"\n";
         let errs = Config::parse(text, "t.toml").unwrap_err();
-        assert_eq!(errs[0].key, "storage.disk.admission", "{errs:?}");
+        let got: Vec<(usize, &str)> = errs.iter().map(|e| (e.line, e.key.as_str())).collect();
+        // Issue 32: a value checked on its own is reported beside a stand-in of its table.
+        assert_eq!(
+            got,
+            [
+                (4, "storage.disk.region_size"),
+                (5, "storage.disk.admission")
+            ],
+            "{errs:?}"
+        );
         let text = "[storage.disk]\npath = \"/tmp/x.dat\"\nsize = \"1GiB\"\nregion_size = \"1000\"\n\n[[backend]]\nhost = \"a\"\n";
         let errs = Config::parse(text, "t.toml").unwrap_err();
         assert_eq!(errs[0].key, "storage.disk.region_size", "{errs:?}");

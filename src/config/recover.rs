@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use toml::de::DeTable;
 
 use super::locate::{self, ConfigError};
-use super::settings::{self, Kind, SECTIONS};
+use super::settings::{self, Kind, SECTIONS, Setting};
 
 /// What reading a file gave.
 pub(super) struct Recovered<T> {
@@ -27,6 +27,20 @@ pub(super) struct Recovered<T> {
     pub stood_in: Vec<Vec<String>>,
     /// Key paths (or tables) removed to go on: keys and tables nobody knows.
     pub removed: Vec<Vec<String>>,
+    /// The text as repaired (checks of `value` are located in it), and the line of the
+    /// original each of its lines was (1-based).
+    pub text: String,
+    pub lines: Vec<usize>,
+}
+
+impl<T> Recovered<T> {
+    /// `e`, located in the repaired text, moved to its line in the original.
+    pub fn to_original(&self, mut e: ConfigError) -> ConfigError {
+        if e.line > 0 {
+            e.line = self.lines.get(e.line - 1).copied().unwrap_or(e.line);
+        }
+        e
+    }
 }
 
 /// A repair to the draft.
@@ -37,6 +51,8 @@ enum Edit {
     Replace(Range<usize>, String),
     /// Add a line after this one (0-based).
     LineAfter(usize, String),
+    /// Add a line before this one (0-based).
+    LineBefore(usize, String),
 }
 
 /// The text being repaired, and where each of its lines was in the original.
@@ -92,6 +108,18 @@ impl Draft {
                 self.src
                     .replace_range(range, &format!("{text}{}", "\n".repeat(newlines)));
             }
+            Edit::LineBefore(line, text) => {
+                let starts = self.line_starts();
+                let at = starts.get(line).copied().unwrap_or(self.src.len());
+                let text = if at == self.src.len() && !self.src.ends_with('\n') {
+                    format!("\n{text}")
+                } else {
+                    format!("{text}\n")
+                };
+                self.src.insert_str(at, &text);
+                let original = self.lines.get(line).copied().unwrap_or(0);
+                self.lines.insert(line.min(self.lines.len()), original);
+            }
             Edit::LineAfter(line, text) => {
                 let starts = self.line_starts();
                 let at = starts.get(line + 1).copied().unwrap_or(self.src.len());
@@ -121,6 +149,10 @@ pub(super) fn deserialize<T: DeserializeOwned>(text: &str, file: &str) -> Recove
         key: key.join("."),
         message,
     };
+    for (line, key, message, edit) in array_headers(&draft) {
+        errors.push(error(line + 1, 1, &key, message));
+        draft.apply(edit);
+    }
     for _ in 0..64 {
         let e = match toml::from_str::<T>(&draft.src) {
             Ok(value) => {
@@ -130,6 +162,8 @@ pub(super) fn deserialize<T: DeserializeOwned>(text: &str, file: &str) -> Recove
                     errors,
                     stood_in,
                     removed,
+                    text: draft.src,
+                    lines: draft.lines,
                 };
             }
             Err(e) => e,
@@ -171,7 +205,78 @@ pub(super) fn deserialize<T: DeserializeOwned>(text: &str, file: &str) -> Recove
         errors,
         stood_in,
         removed,
+        text: draft.src,
+        lines: draft.lines,
     }
+}
+
+/// Table headers of arrays of tables written as one table (`[backend]`, `[tls.certificate]`),
+/// and `[[tls.certificate]]` with no `[[tls]]` above it to belong to: (0-based line, key,
+/// message, repair), last line first so each repair leaves the lines of the others in place.
+/// serde would only say "invalid type: map, expected a sequence" about the first of them, and
+/// stop.
+fn array_headers(draft: &Draft) -> Vec<(usize, Vec<String>, String, Edit)> {
+    let mut out = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
+    let mut in_string = false;
+    let starts = draft.line_starts();
+    for (line, text) in draft.src.split('\n').enumerate() {
+        // A multi-line string's lines are not headers.
+        let quotes = text.matches("\"\"\"").count() + text.matches("\'\'\'").count();
+        if in_string || quotes % 2 == 1 {
+            in_string ^= quotes % 2 == 1;
+            continue;
+        }
+        let code = text.split('#').next().unwrap_or(text).trim();
+        let (double, inner) = match (code.strip_prefix("[["), code.strip_prefix('[')) {
+            (Some(rest), _) => (true, rest.strip_suffix("]]")),
+            (None, Some(rest)) => (false, rest.strip_suffix(']')),
+            _ => continue,
+        };
+        let Some(inner) = inner else { continue };
+        let name: String = inner
+            .split('.')
+            .map(|p| p.trim().trim_matches(['"', '\'']))
+            .collect::<Vec<_>>()
+            .join(".");
+        let Some(section) = SECTIONS.iter().find(|s| s.name == name) else {
+            continue;
+        };
+        let key: Vec<String> = name.split('.').map(str::to_string).collect();
+        let at = starts.get(line).copied().unwrap_or(0);
+        if section.array
+            && let Some((parent, _)) = name.rsplit_once('.')
+            && !seen.iter().any(|s| s == parent)
+            && SECTIONS.iter().any(|s| s.name == parent && s.array)
+        {
+            out.push((
+                line,
+                key.clone(),
+                format!(
+                    "`[[{name}]]` belongs to the `[[{parent}]]` above it, and there is none: write `[[{parent}]]` (with its settings) above this line"
+                ),
+                Edit::LineBefore(line, format!("[[{parent}]]")),
+            ));
+            seen.push(parent.to_string());
+        }
+        if section.array && !double {
+            let indent = text.len() - text.trim_start().len();
+            let end = at + indent + code.len();
+            out.push((
+                line,
+                key,
+                format!(
+                    "write `[[{name}]]` (an array of tables: one `[[{name}]]` header for each), not `[{name}]`"
+                ),
+                Edit::Replace(at + indent..end, format!("[[{name}]]")),
+            ));
+        }
+        if section.array {
+            seen.push(name);
+        }
+    }
+    out.reverse();
+    out
 }
 
 /// The key an error is about, the error in an operator's words, and the repair that gets past
@@ -204,7 +309,19 @@ fn understand(
     let inside = value
         .as_ref()
         .is_some_and(|v| span.start > v.start && span.end <= v.end);
-    let words = operator_words(message, &setting.kind, inside);
+    let words = match setting.kind {
+        Kind::Addresses if not_an_address(message) => {
+            super::addresses::not_an_address(&draft.src[span.clone()])
+        }
+        Kind::Listeners if message == "invalid socket address syntax" => {
+            super::addresses::not_an_address(&draft.src[span.clone()])
+        }
+        Kind::AdminAddress if not_an_address(message) => format!(
+            "{}; or \"off\" for no admin listener",
+            super::addresses::not_an_address(&draft.src[span.clone()])
+        ),
+        _ => operator_words(message, &setting.kind, inside),
+    };
     let edit = match (value, setting.sample()) {
         (Some(v), sample) if !sample.is_empty() => Some(Edit::Replace(v, sample.to_string())),
         _ => {
@@ -262,31 +379,43 @@ fn unknown_key(
             })
             .unwrap_or(starts.len());
         let header = text.split('#').next().unwrap_or(text).trim_end();
-        let suggestion = closest(name, expected.iter().map(String::as_str)).map(|s| {
-            let full: Vec<&str> = table.iter().map(String::as_str).chain([s]).collect();
-            let full = full.join(".");
-            match SECTIONS.iter().find(|x| x.name == full) {
+        let suggestion = closest(name, expected.iter().map(String::as_str))
+            .map(|s| {
+                let full: Vec<&str> = table.iter().map(String::as_str).chain([s]).collect();
+                full.join(".")
+            })
+            .or_else(|| table_elsewhere(name))
+            .map(|full| match SECTIONS.iter().find(|x| x.name == full) {
                 Some(x) if x.array => format!("; did you mean `[[{full}]]`?"),
                 _ => format!("; did you mean `[{full}]`?"),
-            }
-        });
+            });
         let message = format!(
             "unknown table `{header}`{}",
             suggestion.unwrap_or_else(|| format!(" (tables here: {})", expected.join(", ")))
         );
         return (path.to_vec(), message, Some(Edit::CommentLines(line..end)));
     }
-    let message = match closest(name, expected.iter().map(String::as_str)) {
+    let section = section_of(table);
+    let mut keys: Vec<&str> = expected.iter().map(String::as_str).collect();
+    for s in settings::of(&section) {
+        if !keys.contains(&s.key) {
+            keys.push(s.key);
+        }
+    }
+    let message = match closest(name, keys.iter().copied()) {
         Some(s) => format!(
             "unknown key `{name}` in {}; did you mean `{s}`?",
             title(table)
         ),
-        None if expected.is_empty() => format!("unknown key `{name}` in {}", title(table)),
-        None => format!(
-            "unknown key `{name}` in {} (its keys: {})",
-            title(table),
-            expected.join(", ")
-        ),
+        None => match elsewhere(name, &section) {
+            Some(hint) => format!("unknown key `{name}` in {}; {hint}", title(table)),
+            None if keys.is_empty() => format!("unknown key `{name}` in {}", title(table)),
+            None => format!(
+                "unknown key `{name}` in {} (its keys: {})",
+                title(table),
+                keys.join(", ")
+            ),
+        },
     };
     let bare = text.trim_start_matches(['"', '\'']);
     let edit = if bare.starts_with(name) {
@@ -311,6 +440,81 @@ fn unknown_key(
         })
     };
     (path.to_vec(), message, edit)
+}
+
+/// The section a table path is (`backend.0.probe` → `backend.probe`).
+fn section_of(table: &[String]) -> String {
+    let named: Vec<&str> = table
+        .iter()
+        .map(String::as_str)
+        .filter(|p| !p.bytes().all(|b| b.is_ascii_digit()))
+        .collect();
+    named.join(".")
+}
+
+/// Words other proxies (and other tables of this file) use for a setting: (word, section, key).
+const ALIASES: &[(&str, &str, &str)] = &[
+    ("port", "server", "listen"),
+    ("bind", "server", "listen"),
+    ("address", "server", "listen"),
+    ("workers", "server", "threads"),
+    ("worker_threads", "server", "threads"),
+    ("ttl", "cache", "default_ttl"),
+    ("size", "cache", "memory_size"),
+    ("max_size", "cache", "memory_size"),
+    ("cache_size", "cache", "memory_size"),
+    ("timeout", "backend", "first_byte_timeout"),
+    ("access_log", "log", "access_log"),
+];
+
+/// For a key `section` does not have: the key of another table it is, or is close to, or
+/// another proxy's word for ("did you mean `memory_size` in [cache]?").
+fn elsewhere(name: &str, section: &str) -> Option<String> {
+    let norm = |s: &str| s.to_ascii_lowercase().replace('-', "_");
+    let in_title = |section: &str| {
+        let path: Vec<String> = section.split('.').map(str::to_string).collect();
+        title(&path)
+    };
+    let others = || settings::all().filter(|s| s.section != section);
+    let alias = |here: bool| {
+        ALIASES
+            .iter()
+            .find(|(word, sec, _)| norm(word) == norm(name) && (*sec == section) == here)
+    };
+    if let Some(&(_, _, key)) = alias(true) {
+        return Some(format!("did you mean `{key}`?"));
+    }
+    if let Some(s) = others().find(|s| norm(s.key) == norm(name)) {
+        return Some(format!(
+            "`{}` is a key of {}: did you mean to write it there?",
+            s.key,
+            in_title(s.section)
+        ));
+    }
+    if let Some(&(_, sec, key)) = alias(false) {
+        return Some(format!("did you mean `{key}` in {}?", in_title(sec)));
+    }
+    let keys: Vec<&'static Setting> = others().collect();
+    let near = closest(name, keys.iter().map(|s| s.key))?;
+    let s = keys.iter().find(|s| s.key == near)?;
+    Some(format!(
+        "did you mean `{}` in {}?",
+        s.key,
+        in_title(s.section)
+    ))
+}
+
+/// The section an unknown table's last name is the end of, or close to (`[disk]` →
+/// `storage.disk`).
+fn table_elsewhere(name: &str) -> Option<String> {
+    let last = |s: &'static str| s.rsplit('.').next().unwrap_or(s);
+    let tables = SECTIONS.iter().filter(|s| !s.inline);
+    closest(name, tables.map(|s| last(s.name))).and_then(|end| {
+        SECTIONS
+            .iter()
+            .find(|s| !s.inline && last(s.name) == end)
+            .map(|s| s.name.to_string())
+    })
 }
 
 fn missing_key(
@@ -371,6 +575,12 @@ fn operator_words(message: &str, kind: &Kind, inside_list: bool) -> String {
     }
     // Our own parsers' messages (durations, sizes, addresses) are already in these words.
     message.to_string()
+}
+
+/// Whether serde's `message` says a value is no socket address: a string it could not parse,
+/// or a number (`listen = 443`).
+fn not_an_address(message: &str) -> bool {
+    message == "invalid socket address syntax" || message.starts_with("invalid type: integer")
 }
 
 /// What one element of a list kind is.

@@ -155,8 +155,10 @@ impl RuleConfig {
     }
 }
 
-/// Checks one rule; returns (field, problem) pairs.
-pub(super) fn validate(rule: &RuleConfig, names: &dyn Fn(&str) -> bool) -> Vec<(String, String)> {
+/// Checks of one rule's values each on its own (the syntax of a regex, a header name, a
+/// method): (field, problem) pairs. Each reads only its own key, so it is reported even when
+/// another key of the rule was wrong too (`Config::read`).
+pub(super) fn syntax(rule: &RuleConfig) -> Vec<(String, String)> {
     let mut out = Vec::new();
     if let Some(s) = &rule.scheme
         && s != "http"
@@ -248,6 +250,18 @@ pub(super) fn validate(rule: &RuleConfig, names: &dyn Fn(&str) -> bool) -> Vec<(
             ));
         }
     }
+    if let Some(r) = &rule.redirect
+        && r.to.contains(['\r', '\n'])
+    {
+        out.push(("redirect.to".into(), "must not contain line breaks".into()));
+    }
+    out
+}
+
+/// Checks of one rule's keys against each other and against the rest of the file (`names`:
+/// whether a backend or director has this name): (field, problem) pairs.
+pub(super) fn validate(rule: &RuleConfig, names: &dyn Fn(&str) -> bool) -> Vec<(String, String)> {
+    let mut out = Vec::new();
     if rule.pass && rule.cache {
         out.push(("cache".into(), "a rule cannot both pass and cache".into()));
     }
@@ -256,11 +270,6 @@ pub(super) fn validate(rule: &RuleConfig, names: &dyn Fn(&str) -> bool) -> Vec<(
             "redirect".into(),
             "a rule cannot both synth and redirect".into(),
         ));
-    }
-    if let Some(r) = &rule.redirect
-        && r.to.contains(['\r', '\n'])
-    {
-        out.push(("redirect.to".into(), "must not contain line breaks".into()));
     }
     if rule.has_response_matchers() && rule.has_request_actions() {
         out.push((

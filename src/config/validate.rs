@@ -10,6 +10,20 @@ fn key(parts: &[&str]) -> Vec<String> {
     parts.iter().map(|s| s.to_string()).collect()
 }
 
+/// Problems of one value on its own (a regex that does not compile), as (key path, problem):
+/// reported even when another key of the same table had to be stood in for.
+pub(super) fn local(c: &Config) -> Problems {
+    let mut out = Vec::new();
+    for (i, rule) in c.rules.iter().enumerate() {
+        for (field, msg) in rules::syntax(rule) {
+            let mut path = vec!["rule".to_string(), i.to_string()];
+            path.extend(field.split('.').map(str::to_string));
+            out.push((path, msg));
+        }
+    }
+    out
+}
+
 /// Every problem across settings, as (key path, problem).
 pub(super) fn across(c: &Config) -> Problems {
     let mut out = Vec::new();

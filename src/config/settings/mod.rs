@@ -83,18 +83,20 @@ impl Kind {
             },
             Kind::Port => "a port number (1-65535)".into(),
             Kind::Status { min, max, what } => format!("{what} ({min}-{max})"),
-            Kind::Statuses => "a list of HTTP statuses (100-599), e.g. [502, 503]".into(),
+            Kind::Statuses => "an HTTP status (100-599), or a list of them such as [502, 503]".into(),
             Kind::Duration { .. } => "a duration such as \"30s\", \"500ms\" or \"2h\"".into(),
             Kind::Size { .. } => "a size such as \"64KiB\" or \"512MiB\"".into(),
             Kind::Addresses => {
-                "a list of addresses such as [\"127.0.0.1:6081\", \"[::1]:6081\"]".into()
+                "an address such as \"127.0.0.1:6081\", or a list of them such as [\"127.0.0.1:6081\", \"[::1]:6081\"]".into()
             }
             Kind::AdminAddress => "an address such as \"127.0.0.1:6082\", or \"off\"".into(),
             Kind::Listeners => {
                 "true, false, or a list of server.listen addresses such as [\"127.0.0.1:6081\"]"
                     .into()
             }
-            Kind::Networks => "a list of networks such as [\"10.0.0.0/8\", \"::1\"]".into(),
+            Kind::Networks => {
+                "a network such as \"10.0.0.0/8\" or \"::1\", or a list of them".into()
+            }
             Kind::Text(what) | Kind::Texts(what) | Kind::FieldTable(what) => what.into(),
             Kind::Choice(words) => {
                 let quoted: Vec<String> = words.iter().map(|w| format!("\"{w}\"")).collect();

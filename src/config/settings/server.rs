@@ -13,7 +13,7 @@ pub(super) const SERVER: &[Setting] = &[
         default: Default::Value(r##"["127.0.0.1:6081"]"##),
         example: r##""##,
         restart: false,
-        doc: r##"Addresses to accept client connections on (IPv6 as `"[::1]:6081"`). At least one."##,
+        doc: r##"Addresses to accept client connections on: IP address and port (IPv6 as `"[::1]:6081"`; `"0.0.0.0:80"` for every IPv4 address, `"[::]:80"` for every address). One address is a list of one. At least one. Host names are refused, not resolved (what a name resolves to can change from one start to the next): `"localhost:80"` is `"127.0.0.1:80"` (and `"[::1]:80"`)."##,
     },
     Setting {
         section: "server",
