@@ -144,7 +144,7 @@ async fn expires_in_the_past_is_not_stored() {
 }
 
 /// Issue 23: an `Age` that is not a non-negative integer is ignored, not read as its numeric
-/// prefix; an Age given on two lines counts as the larger value, not the first line's.
+/// prefix.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn age_that_is_not_an_integer_is_ignored() {
     for garbage in ["3599a", "3599.5", "-3599"] {
@@ -162,18 +162,120 @@ async fn age_that_is_not_an_integer_is_ignored() {
             .unwrap_or(0);
         assert!(ttl >= 3590, "Age {garbage} is no age: {status}");
     }
-    let (n, status) = twice(
-        || {
-            Reply::ok("x")
-                .cc("max-age=3600")
-                .header("age", "0")
-                .header("age", "7200")
-        },
-        |_| {},
-    )
-    .await;
-    assert_eq!(n, 2, "7200 s old on the second line: {status}");
-    assert!(status.contains("detail=expired"), "{status}");
+}
+
+/// Issue 32: an `Age` given as a list or on several lines counts as its first value
+/// (`0, 7200` is 0 and fresh; `7200, 0` is 7200 and stale; two lines `0` then `7200`: 0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn age_list_or_lines_use_the_first_value() {
+    for (lines, fresh) in [
+        (&["0, 7200"][..], true),
+        (&["7200, 0"][..], false),
+        (&["0", "7200"][..], true),
+        (&["7200", "0"][..], false),
+    ] {
+        let (n, status) = twice(
+            move || {
+                lines
+                    .iter()
+                    .fold(Reply::ok("x").cc("max-age=3600"), |r, l| r.header("age", l))
+            },
+            |_| {},
+        )
+        .await;
+        if fresh {
+            assert_eq!(n, 1, "Age {lines:?} is fresh: {status}");
+            assert!(status.contains("hit"), "{lines:?}: {status}");
+        } else {
+            assert_eq!(n, 2, "Age {lines:?} is stale: {status}");
+            assert!(status.contains("detail=expired"), "{lines:?}: {status}");
+        }
+    }
+}
+
+/// Issue 32: the three HTTP-date formats in any letter case are valid dates (here far in the
+/// future, so the response is stored and the second request a hit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_expires_means_expired_valid_shapes_are_stored() {
+    for expires in [
+        "Thu, 18 Aug 2050 02:01:18 GMT",
+        "Thursday, 18-Aug-50 02:01:18 GMT",
+        "Thu Aug  8 02:01:18 2050",
+        "Thu Aug 18 02:01:18 2050",
+        "thu, 18 aug 2050 02:01:18 gmt",
+        "THURSDAY, 18-AUG-50 02:01:18 GMT",
+        "THU AUG  8 02:01:18 2050",
+    ] {
+        let (n, status) = twice(
+            move || {
+                Reply::ok("x")
+                    .header("date", &now_date())
+                    .header("expires", expires)
+            },
+            |_| {},
+        )
+        .await;
+        assert_eq!(n, 1, "Expires: {expires} → {status}");
+        assert!(status.contains("hit"), "{expires}: {status}");
+    }
+}
+
+/// Issue 32 (RFC 9111 §5.3): an `Expires` that is not an HTTP-date — whatever date it seems to
+/// name — is already expired, and so is one given on two lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_expires_means_expired() {
+    for lines in [
+        &["Thu, 18 Aug 2050 02:01:18 UTC"][..],
+        &["Thu, 18 Aug 2050 02:01:18 AEST"][..],
+        &["Thu, 18 Aug 50 02:01:18 GMT"][..],
+        &["Thu 18 Aug 2050 02:01:18 GMT"][..],
+        &["Thu, 18  Aug  2050 02:01:18 GMT"][..],
+        &["Thu, 18-Aug-2050 02:01:18 GMT"][..],
+        &["Thu, 18 Aug 2050 02.01.18 GMT"][..],
+        &["Thu, 18 Aug 2050 2:01:18 GMT"][..],
+        &[
+            "Thu, 18 Aug 2050 02:01:18 GMT",
+            "Thu, 18 Aug 2050 02:01:18 GMT",
+        ][..],
+    ] {
+        let (n, status) = twice(
+            move || {
+                lines
+                    .iter()
+                    .fold(Reply::ok("x").header("date", &now_date()), |r, l| {
+                        r.header("expires", l)
+                    })
+            },
+            |_| {},
+        )
+        .await;
+        assert_eq!(n, 2, "Expires: {lines:?} is invalid → {status}");
+        assert!(status.contains("detail=expired"), "{lines:?}: {status}");
+    }
+}
+
+/// Issue 32: the same parser reads `Last-Modified`: one that is not an HTTP-date (or is given
+/// twice) gives no heuristic freshness.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_last_modified_gives_no_heuristic_freshness() {
+    let ten_hours_ago = date_in(-36_000);
+    let utc = ten_hours_ago.replace("GMT", "UTC");
+    let no_comma = ten_hours_ago.replacen(',', "", 1);
+    for lines in [vec![utc], vec![no_comma], vec![ten_hours_ago.clone(); 2]] {
+        let shown = format!("{lines:?}");
+        let (n, status) = twice(
+            move || {
+                lines
+                    .iter()
+                    .fold(Reply::ok("x").header("date", &now_date()), |r, l| {
+                        r.header("last-modified", l)
+                    })
+            },
+            |_| {},
+        )
+        .await;
+        assert_eq!(n, 2, "Last-Modified: {shown} → {status}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

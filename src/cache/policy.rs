@@ -514,21 +514,15 @@ fn has_validator(headers: &HeaderMap) -> bool {
 /// The largest Age Shellac represents or sends (RFC 9111 §1.2.2: 2^31).
 pub const MAX_AGE: u64 = 2_147_483_648;
 
-/// The `Age` field (RFC 9111 §5.1): every member of every line must be delta-seconds (a
-/// non-negative integer), else the whole field is invalid and ignored — `1a`, `1.5`, `-1`,
-/// `0x10` are not read as their numeric prefix. Repeated members (`Age: 7200, 7200`, or two
-/// lines) are one value; conflicting ones count as the largest, since the response may be that
-/// old.
+/// The `Age` field (RFC 9111 §5.1): a single delta-seconds. A list (`Age: 0, 7200`) or several
+/// lines are not valid, and a cache reads the first value (issue 32, as the RFC 9111
+/// conformance suite expects: `0, 7200` is 0, `7200, 0` is 7200). That value must be a
+/// non-negative integer, else the field is ignored — `1a`, `1.5`, `-1`, `0x10` are not read as
+/// their numeric prefix.
 fn age_field(headers: &HeaderMap) -> Option<Duration> {
-    let mut age: Option<Duration> = None;
-    for line in headers.get_all(header::AGE) {
-        let text = line.to_str().ok()?;
-        for member in text.split(',') {
-            let v = parse_age(member.trim_matches([' ', '\t']))?;
-            age = Some(age.map_or(v, |a| a.max(v)));
-        }
-    }
-    age
+    let first = headers.get(header::AGE)?.to_str().ok()?;
+    let member = first.split(',').next().unwrap_or(first);
+    parse_age(member.trim_matches([' ', '\t']))
 }
 
 /// delta-seconds; a value too large to represent counts as [`MAX_AGE`] (RFC 9111 §1.2.2),
@@ -557,9 +551,16 @@ fn heuristic(
     (!h.is_zero()).then_some(h)
 }
 
-/// A date field, read leniently (`crate::http::date`: the obsolete formats, any case).
+/// A date field (`crate::http::date`: the three HTTP-date formats, any case). A field given on
+/// more than one line is invalid (RFC 9110 §5.3: these fields are not lists), so an `Expires`
+/// on two lines is already expired (RFC 9111 §5.3) and a `Last-Modified` on two gives no
+/// heuristic freshness.
 fn http_date(headers: &HeaderMap, name: HeaderName, now: SystemTime) -> Option<SystemTime> {
-    let v = headers.get(name)?.to_str().ok()?;
+    let mut lines = headers.get_all(name).iter();
+    let v = lines.next()?.to_str().ok()?;
+    if lines.next().is_some() {
+        return None;
+    }
     crate::http::date::parse(v, now)
 }
 
@@ -683,7 +684,7 @@ mod tests {
         );
     }
 
-    /// Issue 23: obsolete date formats (RFC 850, asctime) and other spellings are read, not
+    /// Issue 23: the obsolete date formats (RFC 850, asctime) and any letter case are read, not
     /// taken for an invalid (already expired) Expires.
     #[test]
     fn expires_in_obsolete_formats() {
@@ -691,7 +692,6 @@ mod tests {
             "Sunday, 22-Nov-26 01:00:00 GMT",
             "Sun Nov 22 01:00:00 2026",
             "sun, 22 nov 2026 01:00:00 gmt",
-            "Sun, 22 Nov 2026 01:00:00 UTC",
         ] {
             let p = eval(&[DATE, ("expires", expires)], 200)
                 .unwrap_or_else(|e| panic!("{expires}: {e:?}"));
@@ -710,11 +710,57 @@ mod tests {
             Duration::from_secs(3600),
             "Date and Last-Modified too"
         );
+    }
+
+    /// Issue 32: an Expires off the grammar (other zone, two-digit IMF year, missing comma,
+    /// doubled spaces, dashes, periods, one-digit hour) or on two lines is already expired; an
+    /// invalid or doubled Last-Modified gives no heuristic; an invalid Date is the receipt time.
+    #[test]
+    fn invalid_expires_means_expired() {
+        for expires in [
+            "Sun, 22 Nov 2026 01:00:00 UTC",
+            "Sun, 22 Nov 2026 01:00:00 AEST",
+            "Sun, 22 Nov 26 01:00:00 GMT",
+            "Sun 22 Nov 2026 01:00:00 GMT",
+            "Sun, 22  Nov 2026 01:00:00 GMT",
+            "Sun, 22-Nov-2026 01:00:00 GMT",
+            "Sun, 22 Nov 2026 01.00.00 GMT",
+            "Sun, 22 Nov 2026 1:00:00 GMT",
+        ] {
+            assert_eq!(
+                eval(&[DATE, ("expires", expires)], 200),
+                Err(NoCacheReason::Expired),
+                "{expires}"
+            );
+        }
+        let two = ("expires", "Sun, 22 Nov 2026 01:00:00 GMT");
         assert_eq!(
-            eval(&[DATE, ("expires", "Sun, 22 Nov 2026 01:00:00 PST")], 200),
+            eval(&[DATE, two, two], 200),
             Err(NoCacheReason::Expired),
-            "an unknown zone is not guessed: invalid, so already expired"
+            "two Expires lines"
         );
+        for lm in [
+            &[("last-modified", "Sat, 21 Nov 2026 14:00:00 UTC")][..],
+            &[("last-modified", "Sat, 21 Nov 2026 4:00:00 GMT")][..],
+            &[
+                ("last-modified", "Sat, 21 Nov 2026 14:00:00 GMT"),
+                ("last-modified", "Sat, 21 Nov 2026 14:00:00 GMT"),
+            ][..],
+        ] {
+            let mut pairs = vec![DATE];
+            pairs.extend_from_slice(lm);
+            assert_eq!(eval(&pairs, 200), Err(NoCacheReason::NoFreshness), "{lm:?}");
+        }
+        // An invalid Date is no Date: the receipt time stands in, so Expires − Date is 1 h.
+        let p = eval(
+            &[
+                ("date", "Sun, 22 Nov 2026 00:00:00 UTC"),
+                ("expires", "Sun, 22 Nov 2026 01:00:00 GMT"),
+            ],
+            200,
+        )
+        .unwrap();
+        assert_eq!(p.ttl, Duration::from_secs(3600));
     }
 
     /// RFC 9213 §2.2: a valid targeted field replaces Cache-Control *and* Expires; a member of
@@ -1074,9 +1120,9 @@ mod tests {
     }
 
     /// Issue 23: an `Age` that is not a non-negative integer is ignored as a whole (never read
-    /// as its numeric prefix); repeated values are one value, conflicting ones the largest.
+    /// as its numeric prefix). Issue 32: of a list or several lines, the first value counts.
     #[test]
-    fn age_field_is_all_integers_or_ignored() {
+    fn age_list_or_lines_use_the_first_value() {
         let age = |lines: &[&str]| {
             let mut h = HeaderMap::new();
             for l in lines {
@@ -1085,17 +1131,17 @@ mod tests {
             age_field(&h).map(|d| d.as_secs())
         };
         for bad in [
-            "1a", "1.5", "7200.0", "-7200", "abc", "a7200", "0x10", "", "1 2",
+            "1a", "1.5", "7200.0", "-7200", "abc", "a7200", "0x10", "", "1 2", "abc, 0",
         ] {
             assert_eq!(age(&[bad]), None, "{bad:?}");
         }
-        assert_eq!(age(&["7200", "a"]), None, "one bad line spoils the field");
-        assert_eq!(age(&["0,abc"]), None);
         assert_eq!(age(&[" 10 "]), Some(10));
         assert_eq!(age(&["0, 0"]), Some(0));
-        assert_eq!(age(&["7200", "7200"]), Some(7200));
-        assert_eq!(age(&["0,7200"]), Some(7200), "conflicting: the largest");
-        assert_eq!(age(&["0", "7200"]), Some(7200));
+        assert_eq!(age(&["0, 7200"]), Some(0), "a list: the first value");
+        assert_eq!(age(&["7200, 0"]), Some(7200));
+        assert_eq!(age(&["0,7200"]), Some(0));
+        assert_eq!(age(&["0", "7200"]), Some(0), "two lines: the first");
+        assert_eq!(age(&["7200", "0"]), Some(7200));
         assert_eq!(age(&[]), None);
         // In the freshness decision: a garbage Age is no age at all.
         let p = eval(
@@ -1104,9 +1150,16 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.initial_age, Duration::ZERO);
-        assert_eq!(
+        assert!(
             eval(
                 &[DATE, ("cache-control", "max-age=60"), ("age", "0, 60")],
+                200
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            eval(
+                &[DATE, ("cache-control", "max-age=60"), ("age", "60, 0")],
                 200
             ),
             Err(NoCacheReason::Expired)
