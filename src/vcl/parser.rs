@@ -384,15 +384,30 @@ impl<'a> Parser<'a> {
         let optional = self.eat("(");
         // Both `!("name")` and `(!"name")` are written.
         negated |= optional && self.eat("!");
-        let address = self.string("an address in quotes, such as \"10.0.0.0\"/8, or '}'")?;
-        let mask = self.acl_mask()?;
+        let at = self.pos();
+        let quoted = self.string("an address in quotes, such as \"10.0.0.0\"/8, or '}'")?;
+        // Varnish >= 4.0 also takes the mask inside the quotes: "172.16.0.0/16".
+        let (address, inside) = match quoted.split_once('/') {
+            Some((addr, bits)) if !bits.is_empty() && bits.bytes().all(|b| b.is_ascii_digit()) => {
+                let n = bits.parse::<u8>().map_err(|_| {
+                    self.error_at(at, format!("the mask /{bits} is not a number of bits"))
+                })?;
+                (addr.to_string(), Some(n))
+            }
+            Some(_) => {
+                return Err(self.error_at(at, format!("\"{quoted}\": .../mask is not numeric.")));
+            }
+            None => (quoted, None),
+        };
+        let mut mask = self.acl_mask_once(inside)?;
         if optional {
             self.expect(")", "after the optional address")?;
         }
-        let mask = match mask {
-            Some(m) => Some(m),
-            None => self.acl_mask()?,
-        };
+        if mask.is_none() {
+            mask = self.acl_mask()?;
+        } else {
+            self.acl_mask_once(mask)?;
+        }
         self.expect(";", "after the address")?;
         Ok(AclEntry {
             negated,
@@ -401,6 +416,19 @@ impl<'a> Parser<'a> {
             optional,
             pos,
         })
+    }
+
+    /// `mask` if the quotes held one (a `/` after them is an error then), else `/ bits` after
+    /// them, if there is one.
+    fn acl_mask_once(&mut self, mask: Option<u8>) -> Result<Option<u8>, VclError> {
+        match mask {
+            Some(_) if self.is_op("/") => Err(self.error_at(
+                self.pos(),
+                "/mask only allowed once (the address in quotes has one)".to_string(),
+            )),
+            Some(m) => Ok(Some(m)),
+            None => self.acl_mask(),
+        }
     }
 
     /// `/ bits` after an ACL address, if there is one.
