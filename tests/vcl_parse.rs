@@ -259,6 +259,7 @@ fn varnish_test_suite_vcl_parses() {
                 let result = parse(&s.file, &s.vcl);
                 let options = Options {
                     err_unref: s.err_unref,
+                    ..Options::default()
                 };
                 let checked =
                     load_text(&s.file, &s.vcl, None).and_then(|src| compile_with(&src, &options));

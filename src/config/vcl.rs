@@ -20,6 +20,10 @@ pub struct VclConfig {
     /// Declarations nothing uses are errors, as Varnish's `vcc_feature +err_unref`.
     /// Default true.
     pub err_unref: bool,
+    /// Backtracking steps a regular expression that needs the backtracking engine may take
+    /// per match (Varnish's `pcre2_match_limit`); past it the match fails (counter
+    /// `vcl_match_limit`). Default 10000.
+    pub match_limit: usize,
 }
 
 impl Default for VclConfig {
@@ -27,6 +31,7 @@ impl Default for VclConfig {
         VclConfig {
             file: None,
             err_unref: true,
+            match_limit: crate::vcl::pcre::DEFAULT_MATCH_LIMIT,
         }
     }
 }
@@ -84,6 +89,7 @@ impl Config {
     pub fn attach_vcl_file(&mut self, path: &Path) -> Vec<ConfigError> {
         let options = crate::vcl::Options {
             err_unref: self.vcl.err_unref,
+            match_limit: self.vcl.match_limit,
         };
         let compiled =
             crate::vcl::load::load(path).and_then(|src| crate::vcl::compile_with(&src, &options));

@@ -162,6 +162,7 @@ impl Proxy {
                 (**p).clone(),
                 &backends,
                 xids.clone(),
+                counters.clone(),
                 config.cache.grace.0,
                 config.server.idle_timeout.0,
             ))
@@ -236,6 +237,7 @@ impl Proxy {
                 (**p).clone(),
                 &backends,
                 self.shared.xids.clone(),
+                self.counters.clone(),
                 config.cache.grace.0,
                 config.server.idle_timeout.0,
             ))

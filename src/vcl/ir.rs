@@ -6,8 +6,8 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use super::pcre::Pattern;
 use http::{HeaderName, HeaderValue};
-use regex::Regex;
 
 use super::ast::Pos;
 use super::types::{Dialect, Method, Type};
@@ -88,7 +88,7 @@ pub enum Expr {
     Cmp(Cmp, Type, Box<Expr>, Box<Expr>),
     Match {
         subject: Box<Expr>,
-        regex: Regex,
+        regex: Pattern,
         negate: bool,
     },
     InAcl {
@@ -110,9 +110,9 @@ pub enum Expr {
 pub enum Func {
     /// `regsub(subject, replacement)` with the regex compiled: the first match replaced (the
     /// replacement in the regex crate's syntax).
-    Regsub(Regex),
+    Regsub(Pattern),
     /// `regsuball(...)`: every match replaced.
-    Regsuball(Regex),
+    Regsuball(Pattern),
     /// `hash_data(value)` or 2.x `set req.hash += value`.
     HashData,
     /// `ban(expression)` and 2.x `purge(...)`: a ban of the cache.
@@ -166,8 +166,8 @@ pub enum Func {
     CookieDelete,
     CookieFilter,
     CookieKeep,
-    CookieFilterRe(Regex),
-    CookieKeepRe(Regex),
+    CookieFilterRe(Pattern),
+    CookieKeepRe(Pattern),
     CookieGetString,
     CookieClean,
     /// `director.backend()`: the director (index into [`Program::targets`]).

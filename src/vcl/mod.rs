@@ -17,6 +17,7 @@ pub mod lexer;
 pub mod load;
 pub mod origins;
 pub mod parser;
+pub mod pcre;
 pub mod run;
 mod stmt;
 #[cfg(test)]

@@ -346,4 +346,16 @@ pub(super) const VCL: &[Setting] = &[
         restart: false,
         doc: r##"A backend, probe, ACL or subroutine the VCL declares but never uses is an error, as with Varnish's `vcc_feature +err_unref` (`unused NAME;` in the file allows one)."##,
     },
+    Setting {
+        section: "vcl",
+        key: "match_limit",
+        kind: Kind::Count {
+            min: 1,
+            max: 100_000_000,
+        },
+        default: Default::Value(r##"10000"##),
+        example: r##""##,
+        restart: false,
+        doc: r##"Backtracking steps one match of a VCL regular expression may take, as Varnish's `pcre2_match_limit` (same default). Patterns the `regex` crate runs (most) never backtrack and ignore it; those that need PCRE's backtracking (look-ahead, look-behind, back-references, atomic groups) run on a backtracking engine, and a match that goes past the limit fails — `~` is false, `!~` true, `regsub` leaves its subject as it is — and is counted in `vcl_match_limit`, so a pathological pattern costs a bounded amount of CPU per request. docs/vcl.md."##,
+    },
 ];

@@ -757,6 +757,10 @@ impl Env for Scope<'_> {
         tracing::info!(target: "vcl", xid = self.state.xid, "{msg}");
     }
 
+    fn match_limit_hit(&self) {
+        self.rt.counters.vcl_match_limit.inc();
+    }
+
     fn rollback(&mut self) {
         if let (Some(req), Some((method, uri, headers))) = (self.req.as_deref_mut(), self.original)
         {

@@ -59,6 +59,8 @@ pub struct VclRuntime {
     /// Transaction ids (`X-Varnish`, `req.xid`, `bereq.xid`): the process's counter, which
     /// outlives the program (a reload goes on counting).
     xids: Arc<Xids>,
+    /// The process's counters (a regular expression past its match limit, rate limits).
+    pub counters: Arc<crate::stats::Counters>,
 }
 
 /// The transaction ids a VCL program hands out, as Varnish numbers them: one counter for
@@ -95,6 +97,7 @@ impl VclRuntime {
         program: Program,
         backends: &Backends,
         xids: Arc<Xids>,
+        counters: Arc<crate::stats::Counters>,
         default_grace: std::time::Duration,
         idle_timeout: std::time::Duration,
     ) -> VclRuntime {
@@ -112,6 +115,7 @@ impl VclRuntime {
             default_grace: default_grace.as_secs_f64(),
             idle_timeout: idle_timeout.as_secs_f64(),
             xids,
+            counters,
         };
         rt.deliver_object_only = quick::deliver_reads_object_only(&rt);
         rt

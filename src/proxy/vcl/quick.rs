@@ -61,6 +61,11 @@ struct RawRequest<'a> {
 }
 
 impl Env for RawRequest<'_> {
+    /// The full path runs it again and counts it.
+    fn match_limit_hit(&self) {
+        self.doubt.set(true);
+    }
+
     fn get(&self, var: &Var) -> Value<'_> {
         match var.slot {
             Slot::ReqMethod => Value::str(self.method),

@@ -2,7 +2,7 @@
 //! VMODs Shellac implements (`std`, `cookie`, `directors`), as one table of signatures the
 //! checker binds arguments against (positional, then named, then defaults).
 
-use regex::Regex;
+use crate::vcl::pcre::{Pattern, PatternError};
 
 use super::super::ast::{Arg, Expr as AstExpr, Pos};
 use super::super::ir::{Expr, Func, Text};
@@ -88,36 +88,24 @@ pub(crate) fn replacement(varnish: &str) -> String {
     out
 }
 
-/// Compiles a VCL regular expression (PCRE in Varnish). The regex crate has no look-around
-/// or back-references: such a pattern is valid VCL that Shellac cannot run.
-pub(super) fn compile_regex(c: &mut Checker<'_>, pattern: &str, pos: Pos) -> Option<Regex> {
-    match Regex::new(pattern) {
+/// Compiles a VCL regular expression (PCRE2 in Varnish): on the regex crate when it can run
+/// it, else on the backtracking engine with `[vcl] match_limit` (vcl/pcre.rs).
+pub(super) fn compile_regex(c: &mut Checker<'_>, pattern: &str, pos: Pos) -> Option<Pattern> {
+    match Pattern::new(pattern, c.options.match_limit) {
         Ok(r) => Some(r),
-        Err(e) => {
-            let text = e.to_string();
-            // PCRE features the regex crate lacks: valid in Varnish, refused as unsupported.
-            let pcre_only = [
-                "\\Q", "(?>", "(?=", "(?!", "(?<=", "(?<!", "\\K", "*+", "++", "?+", "\\Z", "(?|",
-                "(?R", "\\g",
-            ];
-            if text.contains("look-around")
-                || text.contains("backreference")
-                || pcre_only.iter().any(|p| pattern.contains(p))
-            {
-                c.unsupported(
-                    pos,
-                    format!(
-                        "Regexp \"{pattern}\": look-around and back-references are not \
-                         supported by Shellac's regular expressions (docs/vcl.md)"
-                    ),
-                );
-            } else {
-                let last = text.lines().last().unwrap_or(&text).trim().to_string();
-                c.error(
-                    pos,
-                    format!("Regexp compilation error: \"{pattern}\": {last}"),
-                );
-            }
+        Err(PatternError::Unsupported(e)) => {
+            c.unsupported(
+                pos,
+                format!(
+                    "Regexp \"{pattern}\": {e} (recursion, branch reset, \\Q...\\E and \
+                     callouts are PCRE features Shellac's regular expressions do not have; \
+                     docs/vcl.md)"
+                ),
+            );
+            None
+        }
+        Err(PatternError::Invalid(e)) => {
+            c.error(pos, format!("Regexp compilation error: \"{pattern}\": {e}"));
             None
         }
     }
@@ -289,7 +277,7 @@ impl Checker<'_> {
             }
         }
         let mut compiled: Vec<Expr> = Vec::with_capacity(sig.params.len());
-        let mut regexes: Vec<Regex> = Vec::new();
+        let mut regexes: Vec<Pattern> = Vec::new();
         for (param, value) in sig.params.iter().zip(&given) {
             match (value, param.default) {
                 (None, Dflt::Required) => {

@@ -115,6 +115,7 @@ pub(super) struct Checker<'a> {
     reads_digest: bool,
     /// Some subroutine reads `server.ip`, `server.port` or `local.ip`.
     reads_local: bool,
+    options: Options,
 }
 
 /// How strict the compiler is.
@@ -123,11 +124,17 @@ pub struct Options {
     /// Declarations nothing uses are errors (Varnish's `vcc_feature +err_unref`, the
     /// default). `unused NAME;` allows one.
     pub err_unref: bool,
+    /// At most this many backtracking steps per match of a regular expression that needs the
+    /// backtracking engine (Varnish's `pcre2_match_limit`); past it the match fails.
+    pub match_limit: usize,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { err_unref: true }
+        Options {
+            err_unref: true,
+            match_limit: super::pcre::DEFAULT_MATCH_LIMIT,
+        }
     }
 }
 
@@ -166,6 +173,7 @@ pub fn compile_with(src: &Source, options: &Options) -> Result<Program, Vec<VclE
         here_name: String::new(),
         builtin: false,
         possible: 0,
+        options: *options,
     };
     c.declarations(&src.vcl.decls);
     let mut program = c.bodies(&src.vcl.decls);

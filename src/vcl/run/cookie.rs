@@ -1,7 +1,7 @@
 //! The cookie VMOD's jar: a request's cookies as an ordered list of names and values, parsed
 //! from a `Cookie` header, edited by name or regex, and written back.
 
-use regex::Regex;
+use crate::vcl::pcre::{LimitHit, Pattern};
 
 /// Cookies of one request, in the order they came (bounded by the request's header size).
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -58,12 +58,32 @@ impl CookieJar {
         self.cookies.retain(|(n, _)| list.contains(&n.as_str()));
     }
 
-    pub fn filter_re(&mut self, re: &Regex) {
-        self.cookies.retain(|(n, _)| !re.is_match(n));
+    /// Removes the cookies whose name matches `re`; how many matches ran past the match
+    /// limit (a failed match: such a cookie stays).
+    pub fn filter_re(&mut self, re: &Pattern) -> usize {
+        let mut limited = 0;
+        self.cookies.retain(|(n, _)| match re.is_match(n) {
+            Ok(m) => !m,
+            Err(LimitHit) => {
+                limited += 1;
+                true
+            }
+        });
+        limited
     }
 
-    pub fn keep_re(&mut self, re: &Regex) {
-        self.cookies.retain(|(n, _)| re.is_match(n));
+    /// Keeps only the cookies whose name matches `re`; how many matches ran past the match
+    /// limit (a failed match: such a cookie goes).
+    pub fn keep_re(&mut self, re: &Pattern) -> usize {
+        let mut limited = 0;
+        self.cookies.retain(|(n, _)| match re.is_match(n) {
+            Ok(m) => m,
+            Err(LimitHit) => {
+                limited += 1;
+                false
+            }
+        });
+        limited
     }
 
     pub fn clean(&mut self) {
@@ -95,7 +115,7 @@ mod tests {
         j.parse("_ga=GA1; session=abc; lang=en;  ; =x; flag");
         assert_eq!(j.get("session"), Some("abc"));
         assert_eq!(j.get("flag"), Some(""));
-        j.filter_re(&Regex::new("^_").unwrap());
+        j.filter_re(&Pattern::new("^_", 10).unwrap());
         j.set("lang", "fr");
         assert_eq!(j.to_header(), "session=abc; lang=fr; flag=");
         j.keep("session, lang");

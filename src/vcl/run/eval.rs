@@ -46,7 +46,12 @@ pub(super) fn eval<'a>(p: &'a Program, env: &'a dyn Env, e: &'a Expr) -> Result<
         } => {
             let v = eval(p, env, subject)?;
             let text = v.text(&|t| env.target_name(t));
-            Value::Bool(regex.is_match(&text) != *negate)
+            // Past the match limit the match fails, as VRT_re_match: `!~` is then true.
+            let matched = regex.is_match(&text).unwrap_or_else(|_| {
+                env.match_limit_hit();
+                false
+            });
+            Value::Bool(matched != *negate)
         }
         Expr::InAcl { ip, acl, negate } => {
             let inside = match eval(p, env, ip)? {
@@ -189,18 +194,18 @@ fn call<'a>(
             let subject = text_arg(0)?;
             let with = text_arg(1)?;
             let all = matches!(f, Func::Regsuball(_));
+            // Past the match limit the subject is left as it is, as VRT_regsub.
             let replaced: Cow<'a, str> = match subject {
-                Cow::Borrowed(s) => {
-                    if all {
-                        re.replace_all(s, with.as_ref())
-                    } else {
-                        re.replace(s, with.as_ref())
+                Cow::Borrowed(s) => re.replace(s, with.as_ref(), all).unwrap_or_else(|_| {
+                    env.match_limit_hit();
+                    Cow::Borrowed(s)
+                }),
+                Cow::Owned(s) => Cow::Owned(match re.replace(&s, with.as_ref(), all) {
+                    Ok(r) => r.into_owned(),
+                    Err(_) => {
+                        env.match_limit_hit();
+                        s
                     }
-                }
-                Cow::Owned(s) => Cow::Owned(if all {
-                    re.replace_all(&s, with.as_ref()).into_owned()
-                } else {
-                    re.replace(&s, with.as_ref()).into_owned()
                 }),
             };
             Value::Str(replaced)

@@ -268,8 +268,14 @@ fn effect(p: &Program, env: &mut dyn Env, f: &Func, args: &[Expr]) -> Result<(),
             let n = arg_text(&*env, 0)?;
             env.state_mut().cookies.keep(&n);
         }
-        Func::CookieFilterRe(re) => env.state_mut().cookies.filter_re(re),
-        Func::CookieKeepRe(re) => env.state_mut().cookies.keep_re(re),
+        Func::CookieFilterRe(re) => {
+            let limited = env.state_mut().cookies.filter_re(re);
+            (0..limited).for_each(|_| env.match_limit_hit());
+        }
+        Func::CookieKeepRe(re) => {
+            let limited = env.state_mut().cookies.keep_re(re);
+            (0..limited).for_each(|_| env.match_limit_hit());
+        }
         Func::CookieClean => env.state_mut().cookies.clean(),
         // A function that returns a value, called for its effect (none).
         _ => {

@@ -106,6 +106,8 @@ pub trait Env {
             _ => false,
         }
     }
+    /// A regular expression ran past `[vcl] match_limit` and its match failed: counted.
+    fn match_limit_hit(&self);
     /// A dry run (the fast hit path's): any `set`, `unset` or call for an effect stops it
     /// (`Verdict::Fail`), since it would have to change the request.
     fn read_only(&self) -> bool {

@@ -21,9 +21,14 @@ struct MapEnv {
     bans: std::cell::RefCell<Vec<String>>,
     purges: std::cell::RefCell<Vec<Option<SoftPurge>>>,
     logged: Vec<String>,
+    logged_limit: std::cell::Cell<usize>,
 }
 
 impl Env for MapEnv {
+    fn match_limit_hit(&self) {
+        self.logged_limit.set(self.logged_limit.get() + 1);
+    }
+
     fn get(&self, var: &Var) -> Value<'_> {
         let field = || {
             var.header
