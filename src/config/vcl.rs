@@ -31,7 +31,8 @@ impl Default for VclConfig {
         VclConfig {
             file: None,
             err_unref: true,
-            match_limit: crate::vcl::pcre::DEFAULT_MATCH_LIMIT,
+            // Varnish's pcre2_match_limit (vcl::pcre::DEFAULT_MATCH_LIMIT).
+            match_limit: 10_000,
         }
     }
 }
