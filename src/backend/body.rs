@@ -13,7 +13,7 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
-use super::Backend;
+use super::origin::{BoxError, BoxStream, Release, Source};
 use crate::stats::Counters;
 
 /// Body of a request sent to a backend: nothing, bytes held in memory (a body VCL's
@@ -296,17 +296,19 @@ pub enum BackendBodyError {
     Timeout,
     #[error("backend body failed: {0}")]
     Hyper(#[from] hyper::Error),
+    #[error("backend body failed: {0}")]
+    Stream(BoxError),
 }
 
-/// A backend response body. When read to the end its connection goes back to the pool;
-/// dropped early, the connection is closed (it may still carry unread body bytes).
+/// A backend response body, whatever the origin kind (`origin::Source`). When read to the
+/// end its connection is given back (to the pool, or its stream slot); dropped early, the
+/// connection is closed (it may still carry unread body bytes).
 pub struct BackendBody {
-    inner: Incoming,
+    source: Source,
     timeout: Duration,
     /// Allocated on the first wait, then re-armed; `armed` says whether it runs now.
     sleep: Option<Pin<Box<Sleep>>>,
     armed: bool,
-    pool: Option<(Arc<Backend>, super::Conn)>,
     counters: Arc<Counters>,
     /// Connection-limit slot, released when the body is finished or dropped.
     lease: Option<super::Lease>,
@@ -316,30 +318,37 @@ pub struct BackendBody {
 }
 
 impl BackendBody {
-    pub(super) fn new(
-        inner: Incoming,
-        timeout: Duration,
-        pool: Option<(Arc<Backend>, super::Conn)>,
-        counters: Arc<Counters>,
-    ) -> BackendBody {
+    pub(super) fn new(source: Source, timeout: Duration, counters: Arc<Counters>) -> BackendBody {
         let mut body = BackendBody {
-            inner,
+            source,
             timeout,
             sleep: None,
             armed: false,
-            pool,
             counters,
             lease: None,
             ahead: VecDeque::new(),
         };
-        if body.inner.is_end_stream() {
+        if body.source_ended() {
             body.release();
         }
         body
     }
 
+    /// A body of any origin kind produced as a stream of frames (`origin::BoxStream`), read
+    /// with the between-bytes `timeout` like hyper's.
+    pub fn from_stream(stream: BoxStream, timeout: Duration, counters: Arc<Counters>) -> Self {
+        BackendBody::new(Source::Stream(stream), timeout, counters)
+    }
+
     pub(super) fn with_lease(mut self, lease: super::Lease) -> BackendBody {
-        if self.pool.is_some() || !self.inner.is_end_stream() {
+        let pooled = matches!(
+            self.source,
+            Source::Hyper {
+                release: Release::Pool(..),
+                ..
+            }
+        );
+        if pooled || !self.source_ended() {
             self.lease = Some(lease);
         }
         self
@@ -369,11 +378,31 @@ impl BackendBody {
         }
     }
 
+    fn source_ended(&self) -> bool {
+        match &self.source {
+            Source::Hyper { body, .. } => body.is_end_stream(),
+            Source::Stream(s) => s.is_end_stream(),
+        }
+    }
+
+    /// The body ended: its connection goes back, its lease is released.
     fn release(&mut self) {
-        if let Some((backend, conn)) = self.pool.take() {
-            backend.checkin(conn);
+        if let Source::Hyper { release, .. } = &mut self.source {
+            match std::mem::replace(release, Release::Nothing) {
+                Release::Pool(backend, conn) => backend.checkin(conn),
+                Release::Slot { .. } | Release::Nothing => {}
+            }
         }
         self.lease = None;
+    }
+
+    /// The body failed: its connection is closed, never reused.
+    fn discard(&mut self) {
+        if let Source::Hyper { release, .. } = &mut self.source
+            && let Release::Pool(..) = release
+        {
+            *release = Release::Nothing;
+        }
     }
 }
 
@@ -392,19 +421,22 @@ impl Body for BackendBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.ahead.is_empty() && self.inner.is_end_stream()
+        self.ahead.is_empty() && self.source_ended()
     }
 
     fn size_hint(&self) -> SizeHint {
+        let inner = match &self.source {
+            Source::Hyper { body, .. } => body.size_hint(),
+            Source::Stream(s) => s.size_hint(),
+        };
         if self.ahead.is_empty() {
-            return self.inner.size_hint();
+            return inner;
         }
         let ahead: u64 = self
             .ahead
             .iter()
             .filter_map(|f| f.data_ref().map(|d| d.len() as u64))
             .sum();
-        let inner = self.inner.size_hint();
         let mut hint = SizeHint::new();
         hint.set_lower(inner.lower().saturating_add(ahead));
         if let Some(upper) = inner.upper() {
@@ -415,13 +447,22 @@ impl Body for BackendBody {
 }
 
 impl BackendBody {
-    /// The next frame from the connection, with the between-bytes timeout.
+    /// The next frame from the origin, with the between-bytes timeout.
     fn poll_inner(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BackendBodyError>>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.inner).poll_frame(cx) {
+        let polled = match &mut this.source {
+            Source::Hyper { body, .. } => Pin::new(body)
+                .poll_frame(cx)
+                .map(|f| f.map(|r| r.map_err(BackendBodyError::Hyper))),
+            Source::Stream(s) => s
+                .as_mut()
+                .poll_frame(cx)
+                .map(|f| f.map(|r| r.map_err(BackendBodyError::Stream))),
+        };
+        match polled {
             Poll::Ready(None) => {
                 this.armed = false;
                 this.release();
@@ -429,15 +470,15 @@ impl BackendBody {
             }
             Poll::Ready(Some(Ok(frame))) => {
                 this.armed = false;
-                if this.inner.is_end_stream() {
+                if this.source_ended() {
                     this.release();
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => {
-                this.pool = None;
+                this.discard();
                 this.counters.backend_error.inc();
-                Poll::Ready(Some(Err(e.into())))
+                Poll::Ready(Some(Err(e)))
             }
             Poll::Pending => {
                 let deadline = tokio::time::Instant::now() + this.timeout;
@@ -450,7 +491,7 @@ impl BackendBody {
                 }
                 match sleep.as_mut().poll(cx) {
                     Poll::Ready(()) => {
-                        this.pool = None;
+                        this.discard();
                         this.counters.backend_body_timeout.inc();
                         Poll::Ready(Some(Err(BackendBodyError::Timeout)))
                     }
@@ -463,7 +504,68 @@ impl BackendBody {
 
 #[cfg(test)]
 mod tests {
-    use super::allowance;
+    use super::*;
+    use http_body_util::BodyExt;
+
+    /// A body of another origin kind: `chunks`, then (unless `ends`) nothing ever again.
+    struct Script {
+        chunks: VecDeque<&'static str>,
+        ends: bool,
+    }
+
+    impl Body for Script {
+        type Data = Bytes;
+        type Error = BoxError;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+            match self.chunks.pop_front() {
+                Some(c) => Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(c.as_bytes()))))),
+                None if self.ends => Poll::Ready(None),
+                None => Poll::Pending,
+            }
+        }
+    }
+
+    fn script(chunks: &[&'static str], ends: bool) -> BoxStream {
+        Box::pin(Script {
+            chunks: chunks.iter().copied().collect(),
+            ends,
+        })
+    }
+
+    /// Seam 1: a body any origin kind produces is one `BackendBody` to the proxy, read to
+    /// its end like hyper's.
+    #[tokio::test]
+    async fn a_stream_from_any_kind_reads_as_a_backend_body() {
+        let counters = Arc::new(Counters::default());
+        let body = BackendBody::from_stream(
+            script(&["he", "llo"], true),
+            Duration::from_secs(60),
+            counters,
+        );
+        let bytes = body.collect().await.unwrap().to_bytes();
+        assert_eq!(&bytes[..], b"hello");
+    }
+
+    /// The between-bytes timeout is the body's, not the kind's: a stream that stops sending
+    /// fails with it and is counted.
+    #[tokio::test]
+    async fn a_stream_that_stalls_meets_the_between_bytes_timeout() {
+        let counters = Arc::new(Counters::default());
+        let mut body = BackendBody::from_stream(
+            script(&["part"], false),
+            Duration::from_millis(20),
+            counters.clone(),
+        );
+        let first = body.frame().await.unwrap().unwrap();
+        assert_eq!(first.into_data().unwrap(), "part");
+        let stalled = body.frame().await.unwrap();
+        assert!(matches!(stalled, Err(BackendBodyError::Timeout)));
+        assert_eq!(counters.backend_body_timeout.get(), 1);
+    }
 
     /// The HTTP/1.1 gate's rule (server/gate.rs `body_too_slow`), per HTTP/2 body.
     #[test]

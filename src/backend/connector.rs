@@ -55,7 +55,8 @@ pub(crate) enum ConnectError {
 }
 
 impl Connector {
-    pub fn for_backend(config: &BackendConfig) -> Connector {
+    /// The connector of a backend whose origin kind speaks `alpn` (`origin::Origin::alpn`).
+    pub fn for_backend(config: &BackendConfig, alpn: &[u8]) -> Connector {
         // Validated with the configuration; an undecodable one sends nothing.
         let preamble = config
             .preamble
@@ -63,7 +64,7 @@ impl Connector {
             .and_then(crate::vcl::blob::decode_base64)
             .filter(|p| !p.is_empty())
             .map(Vec::into_boxed_slice);
-        let kind = Kind::for_backend(config);
+        let kind = Kind::for_backend(config, alpn == b"h2");
         Connector { kind, preamble }
     }
 
@@ -91,19 +92,15 @@ impl Connector {
 }
 
 impl Kind {
-    fn for_backend(config: &BackendConfig) -> Kind {
+    fn for_backend(config: &BackendConfig, h2: bool) -> Kind {
         match &config.tls {
             None => Kind::Tcp,
-            Some(t) => match BackendTlsClient::build(
-                t,
-                &config.host,
-                config.protocol == crate::config::BackendProtocol::H2,
-            ) {
+            Some(t) => match BackendTlsClient::build(t, &config.host, h2) {
                 Ok(client) => {
                     if t.insecure_skip_verify {
                         tracing::warn!(backend = %config.name, "TLS to this backend does not verify its certificate (insecure_skip_verify)");
                     }
-                    Kind::Tls(Box::new(TlsConnector::new(config, t, client)))
+                    Kind::Tls(Box::new(TlsConnector::new(config, t, client, h2)))
                 }
                 Err(e) => {
                     tracing::error!(backend = %config.name, "TLS to this backend cannot be set up: {e}");
@@ -182,12 +179,17 @@ impl std::fmt::Debug for TlsConnector {
 }
 
 impl TlsConnector {
-    fn new(config: &BackendConfig, t: &BackendTls, client: BackendTlsClient) -> TlsConnector {
+    fn new(
+        config: &BackendConfig,
+        t: &BackendTls,
+        client: BackendTlsClient,
+        h2: bool,
+    ) -> TlsConnector {
         TlsConnector {
             backend: config.name.clone(),
             settings: t.clone(),
             host: config.host.clone(),
-            h2: config.protocol == crate::config::BackendProtocol::H2,
+            h2,
             client: ArcSwap::from_pointee(client),
             watch: parking_lot::Mutex::new(Watch {
                 stamps: Stamps::take(&files(t)),

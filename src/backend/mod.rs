@@ -1,5 +1,6 @@
-//! Backends: one origin server each, with a keep-alive connection pool, a connection limit with
-//! a bounded queue, health state, and the fetch timeouts (connect, first byte, between bytes).
+//! Backends: one origin each, of one kind (`origin.rs`: HTTP/1.1, HTTP/2), with what every
+//! kind shares around it: a connection limit with a bounded queue, health state, counters, the
+//! fetch timeouts (connect, first byte, between bytes) and the retry on a stale connection.
 //!
 //! Architecture invariant: only this module opens connections to origins.
 
@@ -7,24 +8,26 @@ mod body;
 mod conn;
 pub(crate) mod connector;
 pub mod director;
+mod h2;
 pub mod health;
+mod http1;
+mod kind;
 mod mux;
+mod origin;
 pub mod probe;
 pub mod saint;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use http::{Request, Response, StatusCode};
-use hyper::client::conn::http1;
-use hyper_util::rt::TokioIo;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use body::{BackendBody, BodyOutcome, BodyPace, BodyTooLarge, BodyTooSlow, RequestBody};
-use conn::{Conn, HeadLimited};
 use health::Health;
+pub use origin::{BoxError, BoxStream};
 
 use crate::config::{BackendConfig, Config, ProbeConfig, ProbeRef};
 use crate::stats::{BackendCounters, Counters};
@@ -42,7 +45,7 @@ pub enum FetchError {
     #[error("backend {0} sent no response within first_byte_timeout")]
     FirstByteTimeout(String),
     #[error("backend {0} failed: {1}")]
-    Failed(String, hyper::Error),
+    Failed(String, BoxError),
     #[error("backend {0} sent an invalid response: {1}")]
     Invalid(String, &'static str),
 }
@@ -78,14 +81,9 @@ impl FetchError {
         match self {
             FetchError::Connect(..) | FetchError::ConnectTimeout(_) | FetchError::Busy(_) => true,
             FetchError::FirstByteTimeout(_) | FetchError::Invalid(..) => false,
-            FetchError::Failed(_, e) => is_stale_connection(e),
+            FetchError::Failed(_, e) => is_stale_connection(&**e),
         }
     }
-}
-
-struct Idle {
-    conn: Conn,
-    since: Instant,
 }
 
 /// Timeouts of one backend request that replace the backend's own (VCL's
@@ -114,24 +112,20 @@ pub struct Backend {
     tcp_nodelay: bool,
     /// TCP or TLS (`connector.rs`).
     pub(crate) connector: connector::Connector,
-    /// `server.max_response_header_size`: every response head is held to it exactly
-    /// (`conn::HeadLimited`, 502 beyond it); also hyper's read buffer bound.
+    /// `server.max_response_header_size` (the kinds hold responses to it).
     max_response_head: usize,
-    idle: Mutex<Vec<Idle>>,
     limit: Option<Arc<Semaphore>>,
     queued: AtomicUsize,
     in_flight: AtomicI64,
-    /// `protocol = "h2"`: the multiplexed connections (`mux.rs`); the pool above stays empty.
-    mux: Option<mux::Mux>,
+    /// What the origin is and how it is spoken to (`origin.rs`).
+    kind: kind::Kind,
 }
 
-/// Held while a request is in flight on a backend: the connection-limit permit, the
-/// in-flight gauge and, over HTTP/2, the stream slot. Released when the response body is
-/// finished or dropped.
+/// Held while a request is in flight on a backend: the connection-limit permit and the
+/// in-flight gauge. Released when the response body is finished or dropped.
 pub(crate) struct Lease {
     backend: Arc<Backend>,
     _permit: Option<OwnedSemaphorePermit>,
-    slot: Option<mux::Slot>,
 }
 
 impl Drop for Lease {
@@ -142,8 +136,8 @@ impl Drop for Lease {
 
 impl Backend {
     pub fn new(config: BackendConfig, whole: &Config, counters: Arc<Counters>) -> Arc<Backend> {
-        let mux = (config.protocol == crate::config::BackendProtocol::H2)
-            .then(|| mux::Mux::new(config.max_streams));
+        let max_response_head = response_head_limit(whole);
+        let kind = kind::Kind::for_backend(&config, max_response_head);
         let probe = match &config.probe {
             Some(ProbeRef::Inline(p)) => Some(p.clone()),
             Some(ProbeRef::Named(name)) => whole.probes.iter().find(|p| &p.name == name).cloned(),
@@ -151,8 +145,8 @@ impl Backend {
         };
         Arc::new(Backend {
             tcp_nodelay: config.tcp_nodelay.unwrap_or(whole.server.tcp_nodelay),
-            connector: connector::Connector::for_backend(&config),
-            max_response_head: response_head_limit(whole),
+            connector: connector::Connector::for_backend(&config, kind.alpn()),
+            max_response_head,
             health: Health::new(
                 probe.as_ref(),
                 config.passive_failures,
@@ -165,10 +159,9 @@ impl Backend {
             config,
             stats: BackendCounters::default(),
             counters,
-            idle: Mutex::new(Vec::new()),
             queued: AtomicUsize::new(0),
             in_flight: AtomicI64::new(0),
-            mux,
+            kind,
         })
     }
 
@@ -207,7 +200,7 @@ impl Backend {
 
     /// Idle pooled connections right now.
     pub fn idle_count(&self) -> usize {
-        self.idle.lock().map(|i| i.len()).unwrap_or(0)
+        self.kind.idle()
     }
 
     /// Requests in flight right now.
@@ -239,13 +232,16 @@ impl Backend {
     }
 
     /// Sends `req` and returns the response head; the body streams with the between-bytes
-    /// timeout and returns its connection to the pool when read to the end. A
-    /// [`RequestTimeouts`] in the request's extensions (VCL's `bereq.*_timeout`) replaces the
-    /// backend's own timeouts for this request.
+    /// timeout and gives its connection back (to the pool, or its stream slot) when read to
+    /// the end. A [`RequestTimeouts`] in the request's extensions (VCL's `bereq.*_timeout`)
+    /// replaces the backend's own timeouts for this request.
     ///
-    /// A request whose body is held in memory (none, or one VCL kept) that fails on a reused
-    /// connection before any response byte is retried once on a fresh connection (the origin
-    /// may have closed the idle connection), unless its extensions hold [`NoConnectRetry`].
+    /// The same for every origin kind (`origin.rs`): the connection-limit lease, the
+    /// counters, the connect timeout (in `open_transport`), the first-byte timeout around the
+    /// kind's request and the framing checks on its answer. A request whose body is held in
+    /// memory (none, or one VCL kept) that fails on a reused connection before any response
+    /// byte is retried once on a fresh connection (the origin may have closed the idle
+    /// connection) when the kind allows it, unless its extensions hold [`NoConnectRetry`].
     pub async fn send(
         self: &Arc<Self>,
         req: Request<RequestBody>,
@@ -253,75 +249,72 @@ impl Backend {
         let lease = self.lease().await?;
         self.counters.backend_req.inc();
         self.stats.req.inc();
-        if let Some(mux) = &self.mux {
-            return self.send_h2(mux, lease, req).await;
-        }
-        let connect_timeout = req
-            .extensions()
-            .get::<RequestTimeouts>()
+        let timeouts = req.extensions().get::<RequestTimeouts>().copied();
+        let connect = timeouts
             .and_then(|t| t.connect)
             .unwrap_or(self.config.connect_timeout.0);
-        let retry_copy = req
-            .extensions()
-            .get::<NoConnectRetry>()
-            .is_none()
-            .then(|| req.body().try_clone())
-            .flatten()
-            .map(|body| clone_head(&req).map(|_| body));
-        let (conn, reused) = match self.checkout().await {
-            Some(c) => (c, true),
-            None => (self.connect(connect_timeout).await?, false),
-        };
-        match self.exchange(conn, req).await {
+        let first_byte = timeouts
+            .and_then(|t| t.first_byte)
+            .unwrap_or(self.config.first_byte_timeout.0);
+        let between_bytes = timeouts
+            .and_then(|t| t.between_bytes)
+            .unwrap_or(self.config.between_bytes_timeout.0);
+        let retry_copy = (self.kind.retries_stale()
+            && req.extensions().get::<NoConnectRetry>().is_none())
+        .then(|| req.body().try_clone())
+        .flatten()
+        .map(|body| clone_head(&req).map(|_| body));
+        let upgrade = req.headers().contains_key(http::header::UPGRADE);
+        let (conn, reused) = self.connection(connect, false).await?;
+        let resp = match self.request(conn, req, first_byte, upgrade).await {
             Err(FetchError::Failed(_, e))
-                if reused && retry_copy.is_some() && is_stale_connection(&e) =>
+                if reused && retry_copy.is_some() && is_stale_connection(&*e) =>
             {
                 self.counters.backend_retry.inc();
-                let conn = self.connect(connect_timeout).await?;
+                let (conn, _) = self.connection(connect, true).await?;
                 let req = retry_copy.expect("checked above");
-                self.exchange(conn, req).await
+                self.request(conn, req, first_byte, upgrade).await
             }
             other => other,
-        }
-        .map(|resp| resp.map(|body| body.with_lease(lease)))
+        }?;
+        Ok(resp.map(|source| {
+            BackendBody::new(source, between_bytes, self.counters.clone()).with_lease(lease)
+        }))
     }
 
-    /// [`Backend::send`] over HTTP/2: a stream on a shared connection (a new connection
-    /// when every one is full), the request in HTTP/2's form.
-    async fn send_h2(
+    /// A connection from the kind (`fresh`: a new one), reuse counted.
+    async fn connection(
         self: &Arc<Self>,
-        mux: &mux::Mux,
-        mut lease: Lease,
-        req: Request<RequestBody>,
-    ) -> Result<Response<BackendBody>, FetchError> {
-        let slot = match mux.take() {
-            Some(slot) => slot,
-            None => {
-                // One connection opened at a time; those waiting take its streams.
-                let _opening = mux.opening.lock().await;
-                match mux.take() {
-                    Some(slot) => slot,
-                    None => self.connect_h2(mux).await?,
-                }
-            }
-        };
-        if slot.reused() {
+        connect: Duration,
+        fresh: bool,
+    ) -> Result<(kind::Conn, bool), FetchError> {
+        let (conn, reused) = self.kind.connection(self, connect, fresh).await?;
+        if reused {
             self.counters.backend_reuse.inc();
             self.stats.reuse.inc();
         }
-        let req = self.h2_form(req);
-        let mut sender = slot.sender();
-        let timeout = self.config.first_byte_timeout.0;
-        let sent = tokio::time::timeout(timeout, async {
-            sender.ready().await?;
-            sender.send_request(req).await
-        });
-        let resp = match sent.await {
+        Ok((conn, reused))
+    }
+
+    /// The kind's request within `first_byte`, its failures counted, its answer checked.
+    async fn request(
+        self: &Arc<Self>,
+        conn: kind::Conn,
+        req: Request<RequestBody>,
+        first_byte: Duration,
+        upgrade: bool,
+    ) -> Result<Response<origin::Source>, FetchError> {
+        let resp = match tokio::time::timeout(first_byte, self.kind.request(self, conn, req)).await
+        {
             Ok(Ok(resp)) => resp,
             Ok(Err(e)) => {
-                self.counters.backend_error.inc();
+                if matches!(e, FetchError::Invalid(..)) {
+                    self.counters.backend_invalid.inc();
+                } else {
+                    self.counters.backend_error.inc();
+                }
                 self.stats.error.inc();
-                return Err(FetchError::Failed(self.config.name.clone(), e));
+                return Err(e);
             }
             Err(_) => {
                 self.counters.backend_timeout.inc();
@@ -329,105 +322,13 @@ impl Backend {
                 return Err(FetchError::FirstByteTimeout(self.config.name.clone()));
             }
         };
-        if let Err(why) = check_response(&resp, false) {
+        if let Err(why) = check_response(&resp, upgrade) {
+            // Dropping the response drops its connection with it: never pooled.
             self.counters.backend_invalid.inc();
             self.stats.error.inc();
             return Err(FetchError::Invalid(self.config.name.clone(), why));
         }
-        lease.slot = Some(slot);
-        Ok(resp.map(|incoming| {
-            BackendBody::new(
-                incoming,
-                self.config.between_bytes_timeout.0,
-                None,
-                self.counters.clone(),
-            )
-            .with_lease(lease)
-        }))
-    }
-
-    /// The HTTP/1.1-shaped backend request in HTTP/2's form: the target absolute (its
-    /// authority the request's `Host`, which becomes `:authority`), version 2, no field that
-    /// is connection-specific in HTTP/2.
-    fn h2_form(&self, mut req: Request<RequestBody>) -> Request<RequestBody> {
-        let authority = req
-            .headers_mut()
-            .remove(http::header::HOST)
-            .and_then(|h| h.to_str().ok().map(str::to_owned))
-            .unwrap_or_else(|| self.host_header());
-        let scheme = if self.config.tls.is_some() {
-            "https"
-        } else {
-            "http"
-        };
-        let path = req
-            .uri()
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_owned();
-        if let Ok(uri) = format!("{scheme}://{authority}{path}").parse() {
-            *req.uri_mut() = uri;
-        }
-        *req.version_mut() = http::Version::HTTP_2;
-        let headers = req.headers_mut();
-        for name in [
-            http::header::CONNECTION,
-            http::header::TRANSFER_ENCODING,
-            http::header::UPGRADE,
-            http::header::HeaderName::from_static("keep-alive"),
-            http::header::HeaderName::from_static("proxy-connection"),
-        ] {
-            headers.remove(name);
-        }
-        if headers
-            .get(http::header::TE)
-            .is_some_and(|v| v.as_bytes() != b"trailers")
-        {
-            headers.remove(http::header::TE);
-        }
-        req
-    }
-
-    /// Opens an HTTP/2 connection (TCP with prior knowledge, or TLS with ALPN `h2`) and adds
-    /// it to the mux; its task closes it after `idle_timeout` without a request.
-    async fn connect_h2(self: &Arc<Self>, mux: &mux::Mux) -> Result<mux::Slot, FetchError> {
-        let name = &self.config.name;
-        let stream = self.open_transport(self.config.connect_timeout.0).await?;
-        let (sender, conn) =
-            hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
-                .max_header_list_size(u32::try_from(self.max_response_head).unwrap_or(u32::MAX))
-                .handshake(TokioIo::new(stream))
-                .await
-                .map_err(|e| FetchError::Failed(name.clone(), e))?;
-        self.counters.backend_conn.inc();
-        self.counters.backend_h2_conn.inc();
-        self.stats.conn.inc();
-        let (slot, busy) = mux.add(sender);
-        let name = name.clone();
-        let idle = self.config.idle_timeout.0;
-        tokio::spawn(async move {
-            let conn = std::pin::pin!(conn);
-            let mut conn = conn;
-            let mut idle_since: Option<Instant> = None;
-            loop {
-                tokio::select! {
-                    result = conn.as_mut() => {
-                        if let Err(e) = result {
-                            tracing::debug!(backend = %name, error = %e, "backend HTTP/2 connection closed");
-                        }
-                        return;
-                    }
-                    _ = tokio::time::sleep(idle.min(Duration::from_secs(1))) => {
-                        if busy.streams() > 0 {
-                            idle_since = None;
-                        } else if idle_since.get_or_insert_with(Instant::now).elapsed() >= idle {
-                            return; // dropping the connection closes it
-                        }
-                    }
-                }
-            }
-        });
-        Ok(slot)
+        Ok(resp)
     }
 
     /// Waits for a connection slot under `max_connections` (bounded queue, bounded wait).
@@ -465,125 +366,40 @@ impl Backend {
         Ok(Lease {
             backend: self.clone(),
             _permit: permit,
-            slot: None,
         })
     }
 
-    async fn exchange(
-        self: &Arc<Self>,
-        mut conn: Conn,
-        req: Request<RequestBody>,
-    ) -> Result<Response<BackendBody>, FetchError> {
-        let timeouts = req.extensions().get::<RequestTimeouts>().copied();
-        let timeout = timeouts
-            .and_then(|t| t.first_byte)
-            .unwrap_or(self.config.first_byte_timeout.0);
-        let between_bytes = timeouts
-            .and_then(|t| t.between_bytes)
-            .unwrap_or(self.config.between_bytes_timeout.0);
-        let upgrade = req.headers().contains_key(http::header::UPGRADE);
-        conn.expect_head();
-        let resp = match tokio::time::timeout(timeout, conn.sender.send_request(req)).await {
-            Ok(Ok(resp)) => resp,
-            Ok(Err(e)) if conn::is_head_too_large(&e) => {
-                self.counters.backend_invalid.inc();
-                self.stats.error.inc();
-                return Err(FetchError::Invalid(
-                    self.config.name.clone(),
-                    "response head larger than max_response_header_size",
-                ));
-            }
-            Ok(Err(e)) => {
-                self.counters.backend_error.inc();
-                self.stats.error.inc();
-                return Err(FetchError::Failed(self.config.name.clone(), e));
-            }
-            Err(_) => {
-                self.counters.backend_timeout.inc();
-                self.stats.error.inc();
-                return Err(FetchError::FirstByteTimeout(self.config.name.clone()));
-            }
-        };
-        if let Err(why) = check_response(&resp, upgrade) {
-            // Dropping the response and the sender closes the connection: never pooled.
-            self.counters.backend_invalid.inc();
-            self.stats.error.inc();
-            return Err(FetchError::Invalid(self.config.name.clone(), why));
+    /// Gives back a connection whose last response was read to the end (HTTP/1.1's pool).
+    pub(crate) fn checkin(&self, conn: conn::Conn) {
+        if let Some(http1) = self.kind.http1() {
+            http1.checkin(self, conn);
         }
-        // A connection that switched protocols belongs to the tunnel, never to the pool.
-        let keep = self.config.max_idle > 0 && resp.status() != StatusCode::SWITCHING_PROTOCOLS;
-        Ok(resp.map(|incoming| {
-            BackendBody::new(
-                incoming,
-                between_bytes,
-                keep.then(|| (self.clone(), conn)),
-                self.counters.clone(),
+    }
+
+    /// A connection for a health probe, TCP or TLS as requests connect (the probe's own
+    /// timeout bounds it); it does not count against the backend's passive health.
+    pub(crate) async fn probe_transport(&self) -> Result<connector::Transport, String> {
+        self.connector
+            .connect(
+                &self.config.host,
+                self.config.port,
+                Duration::MAX,
+                true,
+                &self.counters,
             )
-        }))
-    }
-
-    /// Takes a usable idle connection (LIFO: the warmest one), dropping stale ones.
-    async fn checkout(&self) -> Option<Conn> {
-        loop {
-            let idle = self.idle.lock().ok()?.pop()?;
-            if idle.since.elapsed() > self.config.idle_timeout.0 || idle.conn.sender.is_closed() {
-                continue;
-            }
-            let mut conn = idle.conn;
-            // The connection task may still be finishing the previous exchange.
-            match tokio::time::timeout(Duration::from_millis(100), conn.sender.ready()).await {
-                Ok(Ok(())) => {
-                    self.counters.backend_reuse.inc();
-                    self.stats.reuse.inc();
-                    return Some(conn);
-                }
-                _ => continue,
-            }
-        }
-    }
-
-    /// Returns a connection whose last response was read to the end.
-    pub(crate) fn checkin(&self, conn: Conn) {
-        if conn.sender.is_closed() {
-            return;
-        }
-        if let Ok(mut idle) = self.idle.lock() {
-            let now = Instant::now();
-            let max_idle = self.config.idle_timeout.0;
-            idle.retain(|i| now.duration_since(i.since) < max_idle && !i.conn.sender.is_closed());
-            if idle.len() < self.config.max_idle {
-                idle.push(Idle { conn, since: now });
-                self.counters.backend_recycle.inc();
-                self.stats.recycle.inc();
-            }
-        }
-    }
-
-    async fn connect(&self, timeout: Duration) -> Result<Conn, FetchError> {
-        let name = &self.config.name;
-        let stream = self.open_transport(timeout).await?;
-        let watch = Arc::new(AtomicBool::new(false));
-        let stream = HeadLimited::new(stream, self.max_response_head, watch.clone());
-        // hyper's buffer must hold a head at the limit; the exact bound is `HeadLimited`'s.
-        let (sender, conn) = http1::Builder::new()
-            .max_buf_size(self.max_response_head.max(8192).saturating_add(8192))
-            .handshake(TokioIo::new(stream))
             .await
-            .map_err(|e| FetchError::Failed(name.clone(), e))?;
-        self.counters.backend_conn.inc();
-        self.stats.conn.inc();
-        let name = name.clone();
-        tokio::spawn(async move {
-            if let Err(e) = conn.with_upgrades().await {
-                tracing::debug!(backend = %name, error = %e, "backend connection closed");
-            }
-        });
-        Ok(Conn::new(sender, watch))
+            .map_err(|e| match e {
+                connector::ConnectError::Io(e) => format!("connect: {e}"),
+                connector::ConnectError::Timeout => "connect: timed out".to_string(),
+            })
     }
 
     /// A connection to the backend, TCP or TLS (`connector.rs`), within `connect_timeout`;
     /// a failure counts against the backend's health.
-    async fn open_transport(&self, timeout: Duration) -> Result<connector::Transport, FetchError> {
+    pub(crate) async fn open_transport(
+        &self,
+        timeout: Duration,
+    ) -> Result<connector::Transport, FetchError> {
         let name = &self.config.name;
         let opened = self
             .connector
@@ -712,18 +528,20 @@ fn clone_head(req: &Request<RequestBody>) -> Request<RequestBody> {
     copy
 }
 
-/// Errors that mean "the connection died before an answer", not "the backend answered badly".
-fn is_stale_connection(e: &hyper::Error) -> bool {
-    e.is_canceled() || e.is_incomplete_message() || e.is_closed() || {
-        let mut source = std::error::Error::source(e);
-        let mut io = false;
-        while let Some(s) = source {
-            if s.downcast_ref::<std::io::Error>().is_some() {
-                io = true;
-                break;
-            }
-            source = s.source();
-        }
-        io
+/// Errors that mean "the connection died before an answer", not "the backend answered badly":
+/// hyper's canceled, incomplete and closed, or an I/O error under the failure.
+fn is_stale_connection(e: &(dyn std::error::Error + 'static)) -> bool {
+    if let Some(h) = e.downcast_ref::<hyper::Error>()
+        && (h.is_canceled() || h.is_incomplete_message() || h.is_closed())
+    {
+        return true;
     }
+    let mut source = Some(e);
+    while let Some(s) = source {
+        if s.is::<std::io::Error>() {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }

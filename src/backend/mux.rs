@@ -42,8 +42,6 @@ impl Busy {
 /// A stream slot on a connection, given back when dropped (the response body ended).
 pub(crate) struct Slot {
     conn: Arc<Shared>,
-    /// On a connection that was already open (not the one opened for it).
-    reused: bool,
 }
 
 impl Drop for Slot {
@@ -53,10 +51,6 @@ impl Drop for Slot {
 }
 
 impl Slot {
-    pub(super) fn reused(&self) -> bool {
-        self.reused
-    }
-
     /// The connection's sender (a clone: hyper's HTTP/2 senders are shared handles).
     pub(super) fn sender(&self) -> SendRequest<RequestBody> {
         self.conn.sender.clone()
@@ -83,7 +77,7 @@ impl Mux {
             .min_by_key(|c| c.streams.load(Ordering::Relaxed))?
             .clone();
         conn.streams.fetch_add(1, Ordering::Relaxed);
-        Some(Slot { conn, reused: true })
+        Some(Slot { conn })
     }
 
     /// Adds a newly opened connection and takes a slot on it; the [`Busy`] handle tells the
@@ -97,12 +91,6 @@ impl Mux {
             conns.push(conn.clone());
         }
         let busy = Busy(Arc::downgrade(&conn));
-        (
-            Slot {
-                conn,
-                reused: false,
-            },
-            busy,
-        )
+        (Slot { conn }, busy)
     }
 }

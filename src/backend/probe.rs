@@ -2,15 +2,11 @@
 
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
 use super::Backend;
 use super::health::Transition;
 use crate::config::ProbeConfig;
-
-/// Longest status line read from a probe response.
-const MAX_STATUS_LINE: usize = 1024;
 
 /// Runs `probe` against `backend` every `interval` until `shutdown` fires.
 pub async fn run(backend: Arc<Backend>, probe: ProbeConfig, mut shutdown: watch::Receiver<bool>) {
@@ -67,127 +63,7 @@ fn request_bytes(probe: &ProbeConfig, backend: &Backend) -> Vec<u8> {
     }
 }
 
-/// One probe: connect, send, read the status line. Returns the status code.
+/// One probe, as the backend's origin kind sends it (`origin.rs`). Returns the status code.
 async fn once(backend: &Backend, request: &[u8]) -> Result<u16, String> {
-    // TCP or TLS, as requests connect (the probe's own timeout bounds it).
-    let stream = backend
-        .connector
-        .connect(
-            &backend.config.host,
-            backend.config.port,
-            std::time::Duration::MAX,
-            true,
-            &backend.counters,
-        )
-        .await
-        .map_err(|e| match e {
-            super::connector::ConnectError::Io(e) => format!("connect: {e}"),
-            super::connector::ConnectError::Timeout => "connect: timed out".to_string(),
-        })?;
-    if backend.config.protocol == crate::config::BackendProtocol::H2 {
-        return once_h2(backend, stream, request).await;
-    }
-    let mut stream = stream;
-    stream
-        .write_all(request)
-        .await
-        .map_err(|e| format!("send: {e}"))?;
-    let mut buf = Vec::with_capacity(128);
-    let mut chunk = [0u8; 256];
-    while !buf.contains(&b'\n') {
-        let n = stream
-            .read(&mut chunk)
-            .await
-            .map_err(|e| format!("read: {e}"))?;
-        if n == 0 {
-            return Err("connection closed before a status line".into());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if buf.len() > MAX_STATUS_LINE {
-            return Err("status line too long".into());
-        }
-    }
-    parse_status(&buf).ok_or_else(|| "malformed status line".into())
-}
-
-/// A probe over HTTP/2 (`protocol = "h2"`): the probe's request (its first line's method and
-/// target, its field lines) sent as an HTTP/2 request on a connection of its own.
-async fn once_h2(
-    backend: &Backend,
-    stream: super::connector::Transport,
-    request: &[u8],
-) -> Result<u16, String> {
-    let text = String::from_utf8_lossy(request);
-    let mut lines = text.split("\r\n");
-    let mut first = lines.next().unwrap_or("").split(' ');
-    let method = first.next().unwrap_or("GET");
-    let target = first.next().unwrap_or("/");
-    let mut authority = backend.host_header();
-    let mut fields = Vec::new();
-    for line in lines.take_while(|l| !l.is_empty()) {
-        let Some((name, value)) = line.split_once(':') else {
-            continue;
-        };
-        let (name, value) = (name.trim(), value.trim());
-        if name.eq_ignore_ascii_case("host") {
-            authority = value.to_string();
-        } else if !name.eq_ignore_ascii_case("connection") {
-            fields.push((name.to_string(), value.to_string()));
-        }
-    }
-    let scheme = if backend.config.tls.is_some() {
-        "https"
-    } else {
-        "http"
-    };
-    let mut req = http::Request::builder()
-        .method(method)
-        .uri(format!("{scheme}://{authority}{target}"))
-        .version(http::Version::HTTP_2);
-    for (name, value) in &fields {
-        req = req.header(name.as_str(), value.as_str());
-    }
-    let req = req
-        .body(super::RequestBody::empty())
-        .map_err(|e| format!("probe request: {e}"))?;
-    let (mut sender, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(stream),
-    )
-    .await
-    .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
-    let task = tokio::spawn(conn);
-    let answer = sender.send_request(req).await;
-    task.abort();
-    answer
-        .map(|r| r.status().as_u16())
-        .map_err(|e| format!("HTTP/2: {e}"))
-}
-
-fn parse_status(buf: &[u8]) -> Option<u16> {
-    let line = buf.split(|b| *b == b'\n').next()?;
-    let line = std::str::from_utf8(line).ok()?.trim_end();
-    let mut parts = line.splitn(3, ' ');
-    let version = parts.next()?;
-    if !version.starts_with("HTTP/1.") {
-        return None;
-    }
-    let code = parts.next()?;
-    (code.len() == 3).then(|| code.parse().ok()).flatten()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn status_lines() {
-        assert_eq!(parse_status(b"HTTP/1.1 200 OK\r\n"), Some(200));
-        assert_eq!(
-            parse_status(b"HTTP/1.0 503 Service Unavailable\r\n"),
-            Some(503)
-        );
-        assert_eq!(parse_status(b"HTTP/1.1 20 OK\r\n"), None);
-        assert_eq!(parse_status(b"SSH-2.0-OpenSSH\r\n"), None);
-    }
+    backend.kind.probe(backend, request).await
 }

@@ -1,0 +1,207 @@
+//! The HTTP/1.1 origin kind (`[[backend]] protocol = "http1"`, the default): hyper's HTTP/1
+//! client on a connection from the connector, a LIFO pool of idle keep-alive connections
+//! (`max_idle`, `idle_timeout`), every response head held to `max_response_header_size`
+//! (`conn.rs`), and probes written as raw HTTP/1.1.
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use http::{Request, Response, StatusCode};
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::conn::{self, Conn, HeadLimited};
+use super::origin::{Origin, Release, Source};
+use super::{Backend, FetchError, RequestBody};
+
+/// Longest status line read from a probe response.
+const MAX_STATUS_LINE: usize = 1024;
+
+struct Idle {
+    conn: Conn,
+    since: Instant,
+}
+
+/// HTTP/1.1 to one backend: its idle connections.
+pub(crate) struct Http1 {
+    idle: Mutex<Vec<Idle>>,
+    /// `server.max_response_header_size`: every response head is held to it exactly
+    /// (`conn::HeadLimited`, 502 beyond it); also hyper's read buffer bound.
+    max_response_head: usize,
+}
+
+impl Http1 {
+    pub(super) fn new(max_response_head: usize) -> Http1 {
+        Http1 {
+            idle: Mutex::new(Vec::new()),
+            max_response_head,
+        }
+    }
+
+    /// Takes a usable idle connection (LIFO: the warmest one), dropping stale ones.
+    async fn checkout(&self, backend: &Backend) -> Option<Conn> {
+        loop {
+            let idle = self.idle.lock().ok()?.pop()?;
+            if idle.since.elapsed() > backend.config.idle_timeout.0 || idle.conn.sender.is_closed()
+            {
+                continue;
+            }
+            let mut conn = idle.conn;
+            // The connection task may still be finishing the previous exchange.
+            match tokio::time::timeout(Duration::from_millis(100), conn.sender.ready()).await {
+                Ok(Ok(())) => return Some(conn),
+                _ => continue,
+            }
+        }
+    }
+
+    /// Returns a connection whose last response was read to the end.
+    pub(crate) fn checkin(&self, backend: &Backend, conn: Conn) {
+        if conn.sender.is_closed() {
+            return;
+        }
+        if let Ok(mut idle) = self.idle.lock() {
+            let now = Instant::now();
+            let max_idle = backend.config.idle_timeout.0;
+            idle.retain(|i| now.duration_since(i.since) < max_idle && !i.conn.sender.is_closed());
+            if idle.len() < backend.config.max_idle {
+                idle.push(Idle { conn, since: now });
+                backend.counters.backend_recycle.inc();
+                backend.stats.recycle.inc();
+            }
+        }
+    }
+
+    async fn connect(&self, backend: &Backend, timeout: Duration) -> Result<Conn, FetchError> {
+        let name = &backend.config.name;
+        let stream = backend.open_transport(timeout).await?;
+        let watch = Arc::new(AtomicBool::new(false));
+        let stream = HeadLimited::new(stream, self.max_response_head, watch.clone());
+        // hyper's buffer must hold a head at the limit; the exact bound is `HeadLimited`'s.
+        let (sender, conn) = http1::Builder::new()
+            .max_buf_size(self.max_response_head.max(8192).saturating_add(8192))
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| FetchError::Failed(name.clone(), e.into()))?;
+        backend.counters.backend_conn.inc();
+        backend.stats.conn.inc();
+        let name = name.clone();
+        tokio::spawn(async move {
+            if let Err(e) = conn.with_upgrades().await {
+                tracing::debug!(backend = %name, error = %e, "backend connection closed");
+            }
+        });
+        Ok(Conn::new(sender, watch))
+    }
+}
+
+impl Origin for Http1 {
+    type Conn = Conn;
+
+    fn alpn(&self) -> &'static [u8] {
+        b"http/1.1"
+    }
+
+    async fn connection(
+        &self,
+        backend: &Arc<Backend>,
+        connect: Duration,
+        fresh: bool,
+    ) -> Result<(Conn, bool), FetchError> {
+        if !fresh && let Some(conn) = self.checkout(backend).await {
+            return Ok((conn, true));
+        }
+        Ok((self.connect(backend, connect).await?, false))
+    }
+
+    async fn request(
+        &self,
+        backend: &Arc<Backend>,
+        mut conn: Conn,
+        req: Request<RequestBody>,
+    ) -> Result<Response<Source>, FetchError> {
+        conn.expect_head();
+        let resp = conn.sender.send_request(req).await.map_err(|e| {
+            if conn::is_head_too_large(&e) {
+                FetchError::Invalid(
+                    backend.config.name.clone(),
+                    "response head larger than max_response_header_size",
+                )
+            } else {
+                FetchError::Failed(backend.config.name.clone(), e.into())
+            }
+        })?;
+        // A connection that switched protocols belongs to the tunnel, never to the pool.
+        let keep = backend.config.max_idle > 0 && resp.status() != StatusCode::SWITCHING_PROTOCOLS;
+        let release = if keep {
+            Release::Pool(backend.clone(), conn)
+        } else {
+            Release::Nothing
+        };
+        Ok(resp.map(|body| Source::Hyper { body, release }))
+    }
+
+    fn retries_stale(&self) -> bool {
+        true
+    }
+
+    /// Connect, send the request text, read the status line.
+    async fn probe(&self, backend: &Backend, request: &[u8]) -> Result<u16, String> {
+        let mut stream = backend.probe_transport().await?;
+        stream
+            .write_all(request)
+            .await
+            .map_err(|e| format!("send: {e}"))?;
+        let mut buf = Vec::with_capacity(128);
+        let mut chunk = [0u8; 256];
+        while !buf.contains(&b'\n') {
+            let n = stream
+                .read(&mut chunk)
+                .await
+                .map_err(|e| format!("read: {e}"))?;
+            if n == 0 {
+                return Err("connection closed before a status line".into());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            if buf.len() > MAX_STATUS_LINE {
+                return Err("status line too long".into());
+            }
+        }
+        parse_status(&buf).ok_or_else(|| "malformed status line".into())
+    }
+
+    fn idle(&self) -> usize {
+        self.idle.lock().map(|i| i.len()).unwrap_or(0)
+    }
+}
+
+fn parse_status(buf: &[u8]) -> Option<u16> {
+    let line = buf.split(|b| *b == b'\n').next()?;
+    let line = std::str::from_utf8(line).ok()?.trim_end();
+    let mut parts = line.splitn(3, ' ');
+    let version = parts.next()?;
+    if !version.starts_with("HTTP/1.") {
+        return None;
+    }
+    let code = parts.next()?;
+    (code.len() == 3).then(|| code.parse().ok()).flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_lines() {
+        assert_eq!(parse_status(b"HTTP/1.1 200 OK\r\n"), Some(200));
+        assert_eq!(
+            parse_status(b"HTTP/1.0 503 Service Unavailable\r\n"),
+            Some(503)
+        );
+        assert_eq!(parse_status(b"HTTP/1.1 20 OK\r\n"), None);
+        assert_eq!(parse_status(b"SSH-2.0-OpenSSH\r\n"), None);
+    }
+}

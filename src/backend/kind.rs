@@ -1,0 +1,102 @@
+//! The kinds a backend can be (`origin.rs` is the interface they implement), chosen once from
+//! its configuration, and the dispatch to them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Request, Response};
+
+use super::h2::H2;
+use super::http1::Http1;
+use super::origin::{Origin, Source};
+use super::{Backend, FetchError, RequestBody};
+use crate::config::{BackendConfig, BackendProtocol};
+
+/// The kind a backend is, chosen once from its configuration. An enum, not a trait object:
+/// the request path calls the kind's methods without a virtual call or a boxed future.
+pub(crate) enum Kind {
+    Http1(Http1),
+    H2(H2),
+}
+
+/// A connection of one of the kinds.
+pub(crate) enum Conn {
+    Http1(super::conn::Conn),
+    H2(super::mux::Slot),
+}
+
+impl Kind {
+    pub(crate) fn for_backend(config: &BackendConfig, max_response_head: usize) -> Kind {
+        match config.protocol {
+            BackendProtocol::Http1 => Kind::Http1(Http1::new(max_response_head)),
+            BackendProtocol::H2 => Kind::H2(H2::new(config.max_streams, max_response_head)),
+        }
+    }
+
+    pub(crate) fn alpn(&self) -> &'static [u8] {
+        match self {
+            Kind::Http1(k) => k.alpn(),
+            Kind::H2(k) => k.alpn(),
+        }
+    }
+
+    pub(crate) async fn connection(
+        &self,
+        backend: &Arc<Backend>,
+        connect: Duration,
+        fresh: bool,
+    ) -> Result<(Conn, bool), FetchError> {
+        match self {
+            Kind::Http1(k) => k
+                .connection(backend, connect, fresh)
+                .await
+                .map(|(c, r)| (Conn::Http1(c), r)),
+            Kind::H2(k) => k
+                .connection(backend, connect, fresh)
+                .await
+                .map(|(c, r)| (Conn::H2(c), r)),
+        }
+    }
+
+    pub(crate) async fn request(
+        &self,
+        backend: &Arc<Backend>,
+        conn: Conn,
+        req: Request<RequestBody>,
+    ) -> Result<Response<Source>, FetchError> {
+        match (self, conn) {
+            (Kind::Http1(k), Conn::Http1(c)) => k.request(backend, c, req).await,
+            (Kind::H2(k), Conn::H2(c)) => k.request(backend, c, req).await,
+            _ => unreachable!("a connection is only handed to the kind that opened it"),
+        }
+    }
+
+    pub(crate) fn retries_stale(&self) -> bool {
+        match self {
+            Kind::Http1(k) => k.retries_stale(),
+            Kind::H2(k) => k.retries_stale(),
+        }
+    }
+
+    pub(crate) async fn probe(&self, backend: &Backend, request: &[u8]) -> Result<u16, String> {
+        match self {
+            Kind::Http1(k) => k.probe(backend, request).await,
+            Kind::H2(k) => k.probe(backend, request).await,
+        }
+    }
+
+    pub(crate) fn idle(&self) -> usize {
+        match self {
+            Kind::Http1(k) => k.idle(),
+            Kind::H2(k) => k.idle(),
+        }
+    }
+
+    /// The HTTP/1.1 kind, whose pool a finished body's connection goes back to.
+    pub(crate) fn http1(&self) -> Option<&Http1> {
+        match self {
+            Kind::Http1(k) => Some(k),
+            Kind::H2(_) => None,
+        }
+    }
+}
