@@ -99,7 +99,7 @@ impl AdminClient {
         if status == 401 {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
-                "the admin listener wants a token: --token TOKEN or $SHELLAC_ADMIN_TOKEN",
+                "the admin listener wants a token: --token TOKEN, $SHELLAC_ADMIN_TOKEN, or --config FILE (its server.admin_token)",
             ));
         }
         Ok(AdminResponse { status, body })
@@ -118,4 +118,84 @@ impl AdminClient {
         serde_json::from_str(&resp.body)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("GET {path}: {e}")))
     }
+}
+
+/// The default admin address, as `server.admin` defaults.
+pub const DEFAULT_ADMIN: &str = "127.0.0.1:6082";
+
+/// Where a CLI command found the admin listener: `--admin`, else the `server.admin` (and
+/// `server.admin_token`) of `--config FILE`, else `$SHELLAC_ADMIN`, else the default. A flag
+/// beats the environment. Returns the client and the words for where its address came from,
+/// for the error that says how to point the command elsewhere ([`unreachable_hint`]).
+pub fn locate(
+    flag: Option<SocketAddr>,
+    config: Option<&std::path::Path>,
+    env: Option<&str>,
+    token: Option<String>,
+) -> Result<(AdminClient, String), String> {
+    if let Some(addr) = flag {
+        return Ok((AdminClient { addr, token }, format!("--admin {addr}")));
+    }
+    if let Some(path) = config {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("--config {}: cannot read it: {e}", path.display()))?;
+        let doc: toml::Table = toml::from_str(&text)
+            .map_err(|e| format!("--config {}: not TOML: {}", path.display(), e.message()))?;
+        let server = doc.get("server").and_then(toml::Value::as_table);
+        let admin = server.and_then(|s| s.get("admin"));
+        let token = token.or_else(|| {
+            server
+                .and_then(|s| s.get("admin_token"))
+                .and_then(toml::Value::as_str)
+                .map(str::to_string)
+        });
+        let file = path.display();
+        let addr = match admin {
+            None => DEFAULT_ADMIN.parse().map_err(|_| String::new())?,
+            Some(toml::Value::String(s)) if s != "off" => s.parse().map_err(|_| {
+                format!("--config {file}: server.admin = {s:?} is not an address (ADDR:PORT)")
+            })?,
+            Some(_) => {
+                return Err(format!(
+                    "--config {file}: server.admin is off, so the Shellac running with it has no admin listener to talk to"
+                ));
+            }
+        };
+        let from = match admin {
+            None => format!("the default of --config {file} (no server.admin in it)"),
+            Some(_) => format!("server.admin in {file}"),
+        };
+        return Ok((AdminClient { addr, token }, from));
+    }
+    if let Some(v) = env.filter(|v| !v.is_empty()) {
+        let addr = v
+            .parse()
+            .map_err(|_| format!("SHELLAC_ADMIN={v:?} is not an address (ADDR:PORT)"))?;
+        return Ok((AdminClient { addr, token }, format!("$SHELLAC_ADMIN={v}")));
+    }
+    let addr = DEFAULT_ADMIN.parse().map_err(|_| String::new())?;
+    Ok((
+        AdminClient { addr, token },
+        "the default (no --admin, --config or $SHELLAC_ADMIN given)".into(),
+    ))
+}
+
+/// What to say when the admin listener found from `from` (see [`locate`]) cannot be reached.
+pub fn unreachable_hint(from: &str) -> String {
+    format!(
+        "the address is {from}. Is Shellac running, with its admin listener there? Point this command at it with --admin ADDR:PORT, --config FILE (the file it runs with: its server.admin and admin_token are used) or SHELLAC_ADMIN=ADDR:PORT"
+    )
+}
+
+/// Whether `e` is a failure to reach the admin listener at all (not an answer from it).
+pub fn is_unreachable(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::TimedOut
+            | io::ErrorKind::AddrNotAvailable
+            | io::ErrorKind::HostUnreachable
+            | io::ErrorKind::NetworkUnreachable
+            | io::ErrorKind::ConnectionReset
+    )
 }

@@ -374,6 +374,15 @@ pub fn inspect(
     host: Option<&str>,
     raw_json: bool,
 ) -> io::Result<bool> {
+    if host.is_none() && url.starts_with('/') {
+        // The admin API's words are `host=HOST`; the command's are `--host`.
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "a path needs --host HOST (the Host the requests carry): `shellac inspect {url} --host www.example.com`, or the whole URL: `shellac inspect http://www.example.com{url}`"
+            ),
+        ));
+    }
     let mut path = format!("/cache?url={}", encode(url));
     if let Some(h) = host {
         let _ = write!(path, "&host={}", encode(h));

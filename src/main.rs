@@ -217,9 +217,14 @@ enum Command {
 /// How to reach a running Shellac's admin listener.
 #[derive(clap::Args, Clone)]
 struct AdminArgs {
-    /// Admin listener address.
-    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:6082")]
-    admin: SocketAddr,
+    /// Admin listener address. Default: the `server.admin` of --config FILE, else
+    /// $SHELLAC_ADMIN, else 127.0.0.1:6082.
+    #[arg(long, value_name = "ADDR:PORT")]
+    admin: Option<SocketAddr>,
+    /// The configuration file the running Shellac was started with: its `server.admin` (and
+    /// `server.admin_token`) say where to connect.
+    #[arg(short, long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Bearer token, if `server.admin_token` is set.
     #[arg(
         long,
@@ -230,13 +235,38 @@ struct AdminArgs {
     token: Option<String>,
 }
 
+/// Where the admin address came from (`client::locate`), for the error that says how to point
+/// the command elsewhere.
+static ADMIN_FROM: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 impl AdminArgs {
+    /// The client for the admin listener this command talks to; exits 2 when the address
+    /// given cannot be used.
     fn client(&self) -> AdminClient {
-        AdminClient {
-            addr: self.admin,
-            token: self.token.clone(),
+        let env = std::env::var("SHELLAC_ADMIN").ok();
+        match shellac::client::locate(
+            self.admin,
+            self.config.as_deref(),
+            env.as_deref(),
+            self.token.clone(),
+        ) {
+            Ok((client, from)) => {
+                let _ = ADMIN_FROM.set(from);
+                client
+            }
+            Err(e) => {
+                eprintln!("shellac: {e}");
+                std::process::exit(2);
+            }
         }
     }
+}
+
+/// The hint for an admin listener that cannot be reached, if `e` says so.
+fn unreachable_hint(e: &anyhow::Error) -> Option<String> {
+    let io = e.chain().find_map(|c| c.downcast_ref::<std::io::Error>())?;
+    let from = ADMIN_FROM.get()?;
+    shellac::client::is_unreachable(io).then(|| shellac::client::unreachable_hint(from))
 }
 
 /// Prints a line to stdout, ignoring a closed pipe (`shellac check x | head -1` must not panic).
@@ -385,6 +415,9 @@ fn main() -> ExitCode {
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("shellac: {e:#}");
+            if let Some(hint) = unreachable_hint(&e) {
+                eprintln!("shellac: {hint}");
+            }
             ExitCode::FAILURE
         }
     }
@@ -787,6 +820,9 @@ fn reload(admin: &AdminClient) -> ExitCode {
         Ok(r) => r,
         Err(e) => {
             eprintln!("shellac: {e}");
+            if let Some(hint) = unreachable_hint(&e.into()) {
+                eprintln!("shellac: {hint}");
+            }
             return ExitCode::FAILURE;
         }
     };

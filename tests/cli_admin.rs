@@ -1,0 +1,133 @@
+//! Issue 32, "a new operator's first hour": the CLI tools (`stats`, `stat`, `top`, `log`,
+//! `inspect`, `reload`, `ban`, `purge`) find the admin listener from `--config FILE` or
+//! `$SHELLAC_ADMIN`, and when they cannot reach it they say how to point them.
+
+mod common;
+
+use std::process::Command;
+
+use common::binary::{BIN, Served};
+
+fn shellac(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .env_remove("SHELLAC_ADMIN_TOKEN")
+        .env_remove("SHELLAC_ADMIN")
+        .envs(env.iter().copied())
+        .output()
+        .expect("run shellac");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+#[test]
+fn cli_tools_find_the_admin_address_from_config_or_shellac_admin() {
+    let dir = std::env::temp_dir().join(format!("shellac-cli-admin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("shellac.toml");
+    let admin = format!("127.0.0.1:{}", free_port());
+    std::fs::write(
+        &file,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"{admin}\"\nadmin_token = \"s3cret-token\"\n[[backend]]\nhost = \"127.0.0.1\"\nport = 9\n"
+        ),
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let child = Served::serve(&["--config", path]);
+    assert_eq!(child.admin.to_string(), admin);
+
+    // --config FILE: its server.admin and its admin_token.
+    for args in [
+        &["stats", "--config", path][..],
+        &["stat", "-1", "-c", path][..],
+        &["top", "-1", "-c", path][..],
+        &["reload", "-c", path][..],
+        &["ban", "-c", path, "req.url ~ ^/nothing"][..],
+        &["purge", "-c", path, "http://x.example/nothing"][..],
+    ] {
+        let (code, out, err) = shellac(args, &[]);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+    }
+    let (code, out, _) = shellac(&["inspect", "-c", path, "http://x.example/"], &[]);
+    assert_eq!(code, 1, "nothing cached: {out}");
+    // $SHELLAC_ADMIN (with the token from its own variable).
+    let (code, out, err) = shellac(
+        &["stats"],
+        &[
+            ("SHELLAC_ADMIN", &admin),
+            ("SHELLAC_ADMIN_TOKEN", "s3cret-token"),
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("client_req"), "{out}");
+    // --admin beats both.
+    let (code, _, err) = shellac(
+        &["stats", "--admin", "127.0.0.1:1", "-c", path],
+        &[("SHELLAC_ADMIN", &admin)],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("the address is --admin 127.0.0.1:1"), "{err}");
+    child.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_connection_error_says_how_to_point_the_cli_tools() {
+    let closed = format!("127.0.0.1:{}", free_port());
+    for args in [
+        &["stats"][..],
+        &["stat", "-1"][..],
+        &["top", "-1"][..],
+        &["reload"][..],
+        &["ban", "req.url ~ ^/"][..],
+        &["purge", "http://x.example/"][..],
+        &["inspect", "http://x.example/"][..],
+        &["log"][..],
+    ] {
+        let (code, _, err) = shellac(args, &[("SHELLAC_ADMIN", &closed)]);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("cannot reach the admin listener at {closed}")),
+            "{args:?}: {err}"
+        );
+        assert!(
+            err.contains(&format!("the address is $SHELLAC_ADMIN={closed}"))
+                && err.contains("--admin ADDR:PORT, --config FILE")
+                && err.contains("SHELLAC_ADMIN=ADDR:PORT"),
+            "{args:?}: {err}"
+        );
+    }
+    let (code, _, err) = shellac(&["stats"], &[("SHELLAC_ADMIN", "localhost")]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("SHELLAC_ADMIN=\"localhost\" is not an address"),
+        "{err}"
+    );
+    let off = std::env::temp_dir().join(format!("shellac-admin-off-{}.toml", std::process::id()));
+    std::fs::write(
+        &off,
+        "[server]\nadmin = \"off\"\n[[backend]]\nhost = \"a\"\n",
+    )
+    .unwrap();
+    let (code, _, err) = shellac(&["stat", "-1", "-c", off.to_str().unwrap()], &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("server.admin is off"), "{err}");
+    let _ = std::fs::remove_file(&off);
+}
+
+#[test]
+fn inspect_a_path_says_the_host_flag_not_host_equals() {
+    let (code, _, err) = shellac(&["inspect", "/news/"], &[("SHELLAC_ADMIN", "127.0.0.1:1")]);
+    assert_eq!(code, 1);
+    assert!(err.contains("a path needs --host HOST"), "{err}");
+    assert!(!err.contains("host=HOST"), "{err}");
+}
