@@ -75,11 +75,6 @@ const UPWARD: &[(&str, &str, &str)] = &[
         "tls",
         "a record copies its facts from tls::server::ConnTls (engineer layers)",
     ),
-    (
-        "src/stats.rs",
-        "cache",
-        "a test that every NoCacheReason has a counter (engineer layers: move it to cache)",
-    ),
 ];
 
 /// Circles between the files of one module still to be cut: (module, the files (children)

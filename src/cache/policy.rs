@@ -1246,4 +1246,22 @@ mod tests {
         assert_eq!(vcl_freshness(no_content, &h, &ex, &cfg, true).ttl, 0.0);
         assert_eq!(vcl_freshness(no_content, &h, &ex, &cfg, false).ttl, 120.0);
     }
+
+    #[test]
+    fn every_no_cache_reason_has_a_pass_reason_counter() {
+        use crate::stats::{Counters, PASS_REASONS};
+        for r in NoCacheReason::ALL {
+            assert!(
+                PASS_REASONS.iter().any(|(w, _, _)| *w == r.as_str()),
+                "{} missing from PASS_REASONS",
+                r.as_str()
+            );
+        }
+        let c = Counters::default();
+        c.pass_reason.inc("no-store");
+        c.pass_reason.inc("something new");
+        let snap: Vec<_> = c.pass_reason.snapshot().collect();
+        assert!(snap.contains(&("no-store", "pass_reason_no_store", 1)));
+        assert!(snap.contains(&("other", "pass_reason_other", 1)));
+    }
 }
