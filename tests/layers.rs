@@ -51,11 +51,6 @@ const UPWARD: &[(&str, &str, &str)] = &[
         "preflight checks (the ACME CA's roots) live in the config model (engineer layers)",
     ),
     (
-        "src/config/invalidation.rs",
-        "cache",
-        "the default of max_bans is a cache constant (engineer layers: move it down)",
-    ),
-    (
         "src/config/mod.rs",
         "vcl",
         "Config holds the compiled VCL program (engineer layers, with policy)",

@@ -681,9 +681,6 @@ pub struct Cache {
 /// ([`Cache::with_partial_capacity`]).
 pub const DEFAULT_PARTIAL_CAPACITY: u64 = 64 << 20;
 
-/// Active bans at most, unless configured otherwise.
-pub const DEFAULT_MAX_BANS: usize = 10_000;
-
 /// Hit-for-miss entries remembered at most (each is one key; oldest are evicted first).
 pub const HIT_FOR_MISS_CAPACITY: usize = 65_536;
 
@@ -703,7 +700,9 @@ impl Cache {
             vary_index: quick_cache::sync::Cache::new(VARY_INDEX_CAPACITY),
             vary_seen: std::sync::atomic::AtomicBool::new(false),
             max_variants,
-            bans: Arc::new(ban::BanList::new(DEFAULT_MAX_BANS)),
+            bans: Arc::new(ban::BanList::new(
+                crate::config::invalidation::DEFAULT_MAX_BANS,
+            )),
             tags: tags::TagIndex::default(),
             partial: partial::Partials::new(DEFAULT_PARTIAL_CAPACITY),
             shared: None,

@@ -99,6 +99,9 @@ pub struct InvalidationConfig {
     pub ban_sweep_interval: Dur,
 }
 
+/// Active bans at most, unless configured otherwise.
+pub const DEFAULT_MAX_BANS: usize = 10_000;
+
 impl Default for InvalidationConfig {
     fn default() -> Self {
         InvalidationConfig {
@@ -112,7 +115,7 @@ impl Default for InvalidationConfig {
                     prefix: 128,
                 },
             ],
-            max_bans: crate::cache::DEFAULT_MAX_BANS,
+            max_bans: DEFAULT_MAX_BANS,
             ban_sweep_interval: Dur(Duration::from_secs(10)),
         }
     }
