@@ -61,11 +61,6 @@ const UPWARD: &[(&str, &str, &str)] = &[
         "the config model compiles the VCL program (engineer layers, with policy)",
     ),
     (
-        "src/config/backend.rs",
-        "vcl",
-        "base64 decoding lives in vcl::blob (engineer layers: move it down)",
-    ),
-    (
         "src/txlog/mod.rs",
         "tls",
         "a record copies its facts from tls::server::ConnTls (engineer layers)",

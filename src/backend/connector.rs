@@ -61,7 +61,7 @@ impl Connector {
         let preamble = config
             .preamble
             .as_deref()
-            .and_then(crate::vcl::blob::decode_base64)
+            .and_then(crate::http::base64::decode_base64)
             .filter(|p| !p.is_empty())
             .map(Vec::into_boxed_slice);
         let kind = Kind::for_backend(config, alpn == b"h2");

@@ -439,7 +439,7 @@ pub(super) fn validate(c: &Config) -> Problems {
             ));
         }
         if let Some(p) = &b.preamble
-            && crate::vcl::blob::decode_base64(p).is_none()
+            && crate::http::base64::decode_base64(p).is_none()
         {
             out.push((
                 at("backend", i, "preamble"),

@@ -2,6 +2,7 @@
 //! target normalisation (`target`), Cache-Control, structured fields (RFC 8941) and date
 //! parsing, and header hygiene (hop-by-hop, forwarding fields).
 
+pub mod base64;
 pub mod cache_control;
 pub mod date;
 pub mod headers;

@@ -345,7 +345,7 @@ impl Checker<'_> {
                 }
                 "preamble" => match &f.value {
                     FieldValue::Expr(crate::vcl::ast::Expr::Blob(text, _)) => {
-                        if crate::vcl::blob::decode_base64(text).is_some() {
+                        if crate::http::base64::decode_base64(text).is_some() {
                             b.preamble = Some(text.clone());
                         } else {
                             self.error(f.pos, "'.preamble' must be a BLOB in base64 (`:...:`)");

@@ -45,7 +45,7 @@ impl Checker<'_> {
                     }
                 }
             }
-            ast::Expr::Blob(text, pos) => match crate::vcl::blob::decode_base64(text) {
+            ast::Expr::Blob(text, pos) => match crate::http::base64::decode_base64(text) {
                 Some(bytes) => (Expr::Blob(bytes.into_boxed_slice()), Type::Blob),
                 None => {
                     self.error(*pos, "a BLOB literal is standard base64 between colons");
