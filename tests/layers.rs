@@ -60,11 +60,6 @@ const UPWARD: &[(&str, &str, &str)] = &[
         "vcl",
         "the config model compiles the VCL program (engineer layers, with policy)",
     ),
-    (
-        "src/txlog/mod.rs",
-        "tls",
-        "a record copies its facts from tls::server::ConnTls (engineer layers)",
-    ),
 ];
 
 /// Circles between the files of one module still to be cut: (module, the files (children)

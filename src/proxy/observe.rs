@@ -174,7 +174,13 @@ fn record(
     if let Some(t) = tls
         && (everything || format.is_some_and(|f| f.needs_tls()))
     {
-        record.set_tls(t);
+        record.set_tls([
+            t.version,
+            t.cipher,
+            t.sni.as_deref().unwrap_or(""),
+            t.alpn.as_deref().unwrap_or(""),
+            t.client.as_deref().unwrap_or(""),
+        ]);
     }
     if let Some(f) = format {
         req.capture(&f.request_headers, |v| record.push_request_header(v));

@@ -401,16 +401,10 @@ impl Record {
         self.backend = name.map(|n| self.push(n));
     }
 
-    /// The client's TLS connection: version, cipher, SNI, ALPN, client certificate subject.
-    pub fn set_tls(&mut self, t: &crate::tls::server::ConnTls) {
+    /// The client's TLS connection: version, cipher, SNI, ALPN, client certificate subject
+    /// (empty when absent).
+    pub fn set_tls(&mut self, parts: [&str; 5]) {
         let start = self.text.len() as u32;
-        let parts = [
-            t.version,
-            t.cipher,
-            t.sni.as_deref().unwrap_or(""),
-            t.alpn.as_deref().unwrap_or(""),
-            t.client.as_deref().unwrap_or(""),
-        ];
         for (i, p) in parts.iter().enumerate() {
             if i > 0 {
                 self.text.push('\x1f');
