@@ -67,11 +67,8 @@ const UPWARD: &[(&str, &str, &str)] = &[
 const CIRCLES: &[(&str, &[&str], &str)] = &[
     (
         "proxy",
-        &[
-            "combine", "deliver", "fetch", "fill", "fsm", "held", "observe", "refresh", "send",
-            "vcl",
-        ],
-        "the state machine and its steps call each other (engineer policy is cutting it)",
+        &["combine", "held", "txn", "vcl"],
+        "the transaction (txn.rs) holds the partial-content, held-body and VCL states, whose steps take it (engineer policy)",
     ),
     (
         "vcl::compile",
