@@ -29,6 +29,7 @@ use crate::stats::Counters;
 
 mod gate;
 pub(crate) mod h2;
+mod http10;
 mod local;
 mod near;
 pub(crate) mod park;
@@ -40,6 +41,7 @@ mod tunnel;
 pub(crate) use tls_conn::TlsStart;
 
 use gate::{ConnState, Gate, PHASE_HEAD, PHASE_IDLE};
+use http10::Http10;
 
 /// A started Shellac: bound listeners and the tasks serving them.
 pub struct Running {
@@ -336,7 +338,8 @@ struct Upgrade {
 
 /// The last step of every response before hyper writes it: a refusal if the request's body
 /// broke the framing rules while it was in flight (`check_body`), the tunnel after a 101
-/// (never a 101 without one), lingering after an error close; the body carries the
+/// (never a 101 without one), `Connection: close` where an HTTP/1.0 client cannot find the
+/// body's end otherwise (`old`), lingering after an error close; the body carries the
 /// connection's state and ends the request when it is done.
 fn respond(
     mut resp: Response<ResponseBody>,
@@ -344,10 +347,12 @@ fn respond(
     state: Arc<ConnState>,
     upgrade: Option<Upgrade>,
     proxy: &Proxy,
+    old: Http10,
 ) -> Response<ResponseBody> {
     if check_body && let Some(v) = state.body_error() {
         resp = proxy.refuse_body(v, resp);
     }
+    old.frame(&mut resp);
     if let Some(SessionIdle(idle)) = resp.extensions_mut().remove::<SessionIdle>() {
         state.set_idle(idle);
     }
@@ -607,6 +612,7 @@ where
                 .insert(SessionIdle(Some(Duration::from_millis(idle_override))));
         }
         let begin = svc_state.begin_request();
+        let old = Http10::of(&req);
         // Ends the request when its response body is done (`respond`).
         let state = svc_state.clone();
         // One configuration snapshot per request, kept until its response is done.
@@ -624,20 +630,22 @@ where
             // The stand-in for a request the gate refused: answer it, close.
             Some(v) => {
                 let resp = proxy.refuse_request(v, peer.ip(), state.refused_line());
-                return Answer::now(respond(resp, false, state, upgrade, &proxy));
+                return Answer::now(respond(resp, false, state, upgrade, &proxy, old));
             }
             None => proxy.handle(req, peer),
         };
         match answered {
             // No step had to wait (a hit from memory): no future, nothing for hyper to move.
-            Handled::Done(resp, proxy) => Answer::now(respond(resp, true, state, upgrade, &proxy)),
+            Handled::Done(resp, proxy) => {
+                Answer::now(respond(resp, true, state, upgrade, &proxy, old))
+            }
             Handled::Waits(mut rest) => {
                 // 1xx responses from its backend go out through the gate (server/gate.rs).
                 rest.forward_interim(state.clone());
                 let guard = InFlight::new(state);
                 Answer::Pending(Box::pin(async move {
                     let (resp, proxy) = rest.run().await;
-                    respond(resp, true, guard.hand_over(), upgrade, &proxy)
+                    respond(resp, true, guard.hand_over(), upgrade, &proxy, old)
                 }))
             }
         }
