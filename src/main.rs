@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use shellac::client::AdminClient;
 use shellac::config::{Config, ConfigError, Overrides, units};
@@ -212,6 +212,13 @@ enum Command {
         #[arg(long)]
         errvcl: bool,
     },
+    /// Write the manual pages, shell completions and installed configuration file into a
+    /// folder (packaging/build-deb.sh runs it with the binary it packages).
+    #[command(hide = true)]
+    Dist {
+        /// Output folder (created).
+        out: PathBuf,
+    },
 }
 
 /// How to reach a running Shellac's admin listener.
@@ -302,6 +309,9 @@ fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Check { file, file_only } => return check(&file, file_only),
+        Command::Dist { out } => shellac::dist::write_all(Cli::command(), &out)
+            .map(|written| say!("{} files written under {}", written.len(), out.display()))
+            .map_err(anyhow::Error::from),
         Command::Vtc {
             paths,
             summary,
@@ -660,6 +670,10 @@ fn serve(
             env!("CARGO_PKG_VERSION"),
             running.live.summary()
         );
+        // Every listener is bound and the storage open: tell systemd (Type=notify).
+        shellac::service::notify::ready(&format!("serving: {}", running.live.summary()));
+        let (quit, quit_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(shellac::service::run(running.live.clone(), quit_rx));
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
@@ -688,8 +702,10 @@ fn serve(
             }
         }
         stop.wait().await;
+        let _ = quit.send(true);
         // The configuration in force now: a reload may have changed the grace.
         let grace = running.live.load().config.server.shutdown_grace.0;
+        shellac::service::notify::stopping("shutting down: finishing requests in flight");
         tracing::info!(
             "shutting down: finishing requests in flight (at most {}, server.shutdown_grace)",
             units::format_duration(grace)

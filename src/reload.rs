@@ -228,9 +228,25 @@ impl Live {
         }
     }
 
-    /// Reads the configuration source again and swaps it in, or explains why not.
+    /// Reads the configuration source again and swaps it in, or explains why not. Under
+    /// systemd, `RELOADING=1` before and `READY=1` after, whatever the outcome.
     pub async fn reload(self: &Arc<Self>) -> Result<Reloaded, Vec<String>> {
         let _one_at_a_time = self.reloading.lock().await;
+        crate::service::notify::reloading();
+        let result = self.swap_in().await;
+        let status = match &result {
+            Ok(r) => format!("configuration generation {} loaded", r.generation),
+            Err(e) => format!(
+                "reload refused ({} errors); running configuration kept",
+                e.len()
+            ),
+        };
+        crate::service::notify::ready(&status);
+        result
+    }
+
+    /// [`Live::reload`]'s work, under its lock.
+    async fn swap_in(self: &Arc<Self>) -> Result<Reloaded, Vec<String>> {
         let mut config = match &self.source {
             ConfigSource::File(path) => Config::load(path).map_err(display)?,
             ConfigSource::Embedded => Config::embedded_default(),
