@@ -11,6 +11,7 @@ pub mod clock;
 pub mod config;
 pub mod console;
 pub mod demo;
+pub mod esi;
 pub mod dist;
 pub mod history;
 pub mod http;

@@ -1,7 +1,9 @@
 //! HTTP building blocks below the proxy: the strict HTTP/1 request scanner (`strict`),
-//! target normalisation (`target`), Cache-Control, structured fields (RFC 8941) and date
-//! parsing, and header hygiene (hop-by-hop, forwarding fields).
+//! target normalisation (`target`), `Accept-Encoding` negotiation (`accept_encoding`),
+//! Cache-Control, structured fields (RFC 8941) and date parsing, and header hygiene
+//! (hop-by-hop, forwarding fields).
 
+pub mod accept_encoding;
 pub mod base64;
 pub mod cache_control;
 pub mod date;
