@@ -240,6 +240,9 @@ counters! {
     fail: "Connection failures (refused, unreachable, connect timeout)",
     busy: "Requests refused by max_connections",
     error: "Failed exchanges (reset, bad response, timeouts)",
+    ;
+    /// Time from sending a request on a connection to this backend's response head.
+    ttfb: Histogram,
     }
 }
 

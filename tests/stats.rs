@@ -326,3 +326,91 @@ async fn metrics_in_prometheus_text_format() {
     assert!(compared > 50, "{compared} counters compared");
     shellac.stop().await;
 }
+
+/// Issue 32: `/metrics` had no per-backend series, so Prometheus could not alert on a sick
+/// backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_have_per_backend_health_requests_failures_connections_and_ttfb() {
+    let origin = Origin::start(origin_handler).await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let toml = format!(
+        "[[backend]]\nname = \"web\"\nhost = \"127.0.0.1\"\nport = {}\n\
+         [[backend]]\nname = \"dead\"\nhost = \"127.0.0.1\"\nport = {dead_port}\n\
+         [[backend]]\nname = \"sick\"\nhost = \"127.0.0.1\"\nport = {dead_port}\n\
+         probe = {{ url = \"/health\", interval = \"1h\", initial = 0 }}\n\
+         [routing]\ndefault = \"web\"\n\
+         [[rule]]\npath = \"^/dead\"\ndirector = \"dead\"\n",
+        origin.addr.port()
+    );
+    let shellac = Shellac::start(origin.addr, |c| {
+        let (listen, admin) = (c.server.listen.clone(), c.server.admin);
+        *c = shellac::config::Config::parse(&toml, "t.toml").unwrap();
+        c.server.listen = listen;
+        c.server.admin = admin;
+    })
+    .await;
+    get(shellac.addr, "/a").await; // web: miss
+    get(shellac.addr, "/nostore").await; // web: miss
+    get(shellac.addr, "/a").await; // hit: no backend request
+    assert_eq!(get(shellac.addr, "/dead").await.status, 503);
+    let samples = parse_openmetrics(&get(shellac.admin, "/metrics").await.text());
+    let value = |key: &str| {
+        samples
+            .get(key)
+            .unwrap_or_else(|| panic!("no sample {key}"))
+            .value
+    };
+    assert_eq!(value("shellac_backend_healthy{backend=web}"), 1.0);
+    assert_eq!(value("shellac_backend_healthy{backend=sick}"), 0.0);
+    assert_eq!(value("shellac_backend_requests_total{backend=web}"), 2.0);
+    assert_eq!(value("shellac_backend_requests_total{backend=sick}"), 0.0);
+    assert!(value("shellac_backend_requests_total{backend=dead}") >= 1.0);
+    assert!(value("shellac_backend_failures_total{backend=dead}{kind=connect}") >= 1.0);
+    assert_eq!(
+        value("shellac_backend_failures_total{backend=web}{kind=connect}"),
+        0.0
+    );
+    assert_eq!(
+        value("shellac_backend_failures_total{backend=web}{kind=exchange}"),
+        0.0
+    );
+    assert_eq!(
+        value("shellac_backend_connections_opened_total{backend=web}"),
+        1.0
+    );
+    assert_eq!(
+        samples["shellac_backend_connections{backend=web}{state=in_flight}"].kind,
+        "gauge"
+    );
+    assert!(samples.contains_key("shellac_backend_connections{backend=web}{state=idle}"));
+    assert_eq!(value("shellac_backend_queued{backend=web}"), 0.0);
+    assert_eq!(
+        value("shellac_backend_ttfb_seconds_count{backend=web}"),
+        2.0
+    );
+    let inf = samples.keys().find(|k| {
+        k.starts_with("shellac_backend_ttfb_seconds_bucket")
+            && k.contains("{backend=web}")
+            && k.contains("{le=+Inf}")
+    });
+    assert_eq!(
+        inf.map(|k| samples[k].value),
+        Some(2.0),
+        "{:?}",
+        samples
+            .keys()
+            .filter(|k| k.contains("backend_ttfb"))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        value("shellac_backend_ttfb_seconds_count{backend=dead}"),
+        0.0
+    );
+    assert_eq!(
+        samples["shellac_backend_ttfb_seconds_count{backend=web}"].kind,
+        "histogram"
+    );
+    shellac.stop().await;
+}

@@ -38,6 +38,151 @@ struct Snapshot {
     certs: Vec<crate::tls::server::CertView>,
     /// One row per ACME certificate.
     acme: Vec<super::acme::Row>,
+    /// One row per backend, in declaration order.
+    backends: Vec<BackendRow>,
+}
+
+/// What `/metrics` says about one backend (labels `backend="NAME"`), so an alert can name the
+/// sick one.
+#[derive(Debug)]
+struct BackendRow {
+    name: String,
+    healthy: bool,
+    requests: u64,
+    /// (kind label, count): `connect` (refused, unreachable, connect timeout), `exchange`
+    /// (reset, bad response, timeouts), `busy` (refused by max_connections).
+    failures: [(&'static str, u64); 3],
+    opened: u64,
+    in_flight: i64,
+    idle: i64,
+    queued: i64,
+    ttfb_buckets: Vec<(f64, u64)>,
+    ttfb_sum_seconds: f64,
+}
+
+fn seconds_buckets(buckets: &[u64]) -> Vec<(f64, u64)> {
+    buckets
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let bound = LATENCY_BOUNDS_US
+                .get(i)
+                .map_or(f64::INFINITY, |us| *us as f64 / 1e6);
+            (bound, *n)
+        })
+        .collect()
+}
+
+fn backend_rows(proxy: &Proxy) -> Vec<BackendRow> {
+    let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    proxy
+        .backends
+        .backends
+        .iter()
+        .map(|b| BackendRow {
+            name: b.name().to_string(),
+            healthy: b.health.is_healthy(),
+            requests: b.stats.req.get(),
+            failures: [
+                ("connect", b.stats.fail.get()),
+                ("exchange", b.stats.error.get()),
+                ("busy", b.stats.busy.get()),
+            ],
+            opened: b.stats.conn.get(),
+            in_flight: b.in_flight(),
+            idle: count(b.idle_count()),
+            queued: count(b.queued()),
+            ttfb_buckets: seconds_buckets(&b.stats.ttfb.buckets()),
+            ttfb_sum_seconds: b.stats.ttfb.sum_us() as f64 / 1e6,
+        })
+        .collect()
+}
+
+/// The per-backend families.
+fn encode_backends(rows: &[BackendRow], encoder: &mut DescriptorEncoder) -> std::fmt::Result {
+    let mut family = encoder.encode_descriptor(
+        "shellac_backend_healthy",
+        "Whether each backend is healthy (1) or sick (0) by its probe and passive health",
+        None,
+        MetricType::Gauge,
+    )?;
+    for b in rows {
+        family
+            .encode_family(&[("backend", b.name.as_str())])?
+            .encode_gauge(&i64::from(b.healthy))?;
+    }
+    let mut family = encoder.encode_descriptor(
+        "shellac_backend_requests",
+        "Requests sent to each backend",
+        None,
+        MetricType::Counter,
+    )?;
+    for b in rows {
+        family
+            .encode_family(&[("backend", b.name.as_str())])?
+            .encode_counter::<NoLabelSet, _, u64>(&b.requests, None)?;
+    }
+    let mut family = encoder.encode_descriptor(
+        "shellac_backend_failures",
+        "Failures per backend: kind connect (refused, unreachable, connect timeout), exchange (reset, bad response, timeouts), busy (refused by max_connections)",
+        None,
+        MetricType::Counter,
+    )?;
+    for b in rows {
+        for (kind, n) in &b.failures {
+            family
+                .encode_family(&[("backend", b.name.as_str()), ("kind", kind)])?
+                .encode_counter::<NoLabelSet, _, u64>(n, None)?;
+        }
+    }
+    let mut family = encoder.encode_descriptor(
+        "shellac_backend_connections_opened",
+        "Connections opened to each backend",
+        None,
+        MetricType::Counter,
+    )?;
+    for b in rows {
+        family
+            .encode_family(&[("backend", b.name.as_str())])?
+            .encode_counter::<NoLabelSet, _, u64>(&b.opened, None)?;
+    }
+    let mut family = encoder.encode_descriptor(
+        "shellac_backend_connections",
+        "Connections to each backend now: state in_flight (carrying a request) or idle (pooled)",
+        None,
+        MetricType::Gauge,
+    )?;
+    for b in rows {
+        for (state, n) in [("in_flight", b.in_flight), ("idle", b.idle)] {
+            family
+                .encode_family(&[("backend", b.name.as_str()), ("state", state)])?
+                .encode_gauge(&n)?;
+        }
+    }
+    let mut family = encoder.encode_descriptor(
+        "shellac_backend_queued",
+        "Requests waiting for a connection slot of each backend (max_connections) now",
+        None,
+        MetricType::Gauge,
+    )?;
+    for b in rows {
+        family
+            .encode_family(&[("backend", b.name.as_str())])?
+            .encode_gauge(&b.queued)?;
+    }
+    let mut family = encoder.encode_descriptor(
+        "shellac_backend_ttfb_seconds",
+        "Time from sending a request on a connection to each backend's response head",
+        None,
+        MetricType::Histogram,
+    )?;
+    for b in rows {
+        let count = b.ttfb_buckets.iter().map(|(_, n)| n).sum();
+        family
+            .encode_family(&[("backend", b.name.as_str())])?
+            .encode_histogram::<NoLabelSet>(b.ttfb_sum_seconds, count, &b.ttfb_buckets, None)?;
+    }
+    Ok(())
 }
 
 /// `GET /metrics` body; `certs`: the TLS listeners' certificates (their expiry).
@@ -78,6 +223,7 @@ pub fn encode(proxy: &Proxy, certs: &[crate::tls::server::CertView]) -> String {
         ttfb_sum_seconds: proxy.counters.ttfb.sum_us() as f64 / 1e6,
         certs: certs.to_vec(),
         acme: super::acme::rows(proxy),
+        backends: backend_rows(proxy),
     };
     let mut registry = Registry::default();
     registry.register_collector(Box::new(snapshot));
@@ -177,6 +323,7 @@ impl Collector for Snapshot {
                 None,
             )?;
         super::acme::encode(&self.acme, &mut encoder)?;
+        encode_backends(&self.backends, &mut encoder)?;
         Ok(())
     }
 }

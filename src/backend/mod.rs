@@ -304,9 +304,13 @@ impl Backend {
         first_byte: Duration,
         upgrade: bool,
     ) -> Result<Response<origin::Source>, FetchError> {
+        let sent = std::time::Instant::now();
         let resp = match tokio::time::timeout(first_byte, self.kind.request(self, conn, req)).await
         {
-            Ok(Ok(resp)) => resp,
+            Ok(Ok(resp)) => {
+                self.stats.ttfb.observe(sent.elapsed());
+                resp
+            }
             Ok(Err(e)) => {
                 if matches!(e, FetchError::Invalid(..)) {
                     self.counters.backend_invalid.inc();
