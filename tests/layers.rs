@@ -66,11 +66,6 @@ const UPWARD: &[(&str, &str, &str)] = &[
 /// of the circle, why). A circle must lie inside one entry; it may be smaller.
 const CIRCLES: &[(&str, &[&str], &str)] = &[
     (
-        "proxy",
-        &["combine", "held", "txn", "vcl"],
-        "the transaction (txn.rs) holds the partial-content, held-body and VCL states, whose steps take it (engineer policy)",
-    ),
-    (
         "vcl::compile",
         &["calls", "decls", "directors", "ops"],
         "the compiler's passes call each other (engineer split)",

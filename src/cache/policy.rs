@@ -506,6 +506,22 @@ pub fn vary_names(headers: &HeaderMap) -> Option<Vec<HeaderName>> {
     Some(vary)
 }
 
+/// A stored response's fields with a 304's merged in (RFC 9111 §3.2, §4.3.4): each field the
+/// 304 sends replaces the stored one (framing fields excepted: the body is the stored one).
+pub fn merge_304(stored: HeaderMap, fresh: &HeaderMap) -> HeaderMap {
+    let mut headers = stored;
+    for name in fresh.keys() {
+        if name == header::CONTENT_LENGTH || name == header::CONTENT_RANGE {
+            continue;
+        }
+        headers.remove(name);
+        for v in fresh.get_all(name) {
+            headers.append(name.clone(), v.clone());
+        }
+    }
+    headers
+}
+
 /// Whether a response carries a validator a conditional request can use (RFC 9110 §8.8).
 fn has_validator(headers: &HeaderMap) -> bool {
     headers.contains_key(header::ETAG) || headers.contains_key(header::LAST_MODIFIED)

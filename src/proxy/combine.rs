@@ -30,19 +30,13 @@ use super::body::ResponseBody;
 use super::deliver;
 use super::fill::{Fill, PieceTarget};
 use super::partial::{RangeSpec, parse_range};
-use super::txn::{FetchMode, Step, Txn};
+use super::txn::{FetchMode, RangeFetch, Step, Txn};
 use crate::backend::BackendBody;
 use crate::cache::busy::{BusyHead, BusyObject};
 use crate::cache::partial::{self, Partial, Validator};
 use crate::cache::policy::{self, Overrides};
 use crate::cache::{CacheKey, Object, VarySelection};
 use crate::http::headers::has_field;
-
-/// What a fetch for partial content sends to the backend instead of the client's fields.
-pub(super) struct RangeFetch {
-    pub range: HeaderValue,
-    pub if_range: Option<HeaderValue>,
-}
 
 /// Request fields that make the pieces not apply (the usual path answers them).
 const CONDITIONAL: [header::HeaderName; 5] = [

@@ -12,6 +12,7 @@ use http::{Method, StatusCode};
 use super::body::ResponseBody;
 use super::combine;
 use super::fill::Fill;
+use super::policy::{ErrorOutcome, Remember, ResponseOutcome, Storage};
 use super::send::{self, SendFailure};
 use super::txn::{FetchMode, Step, Txn};
 use crate::backend::BackendBody;
@@ -20,27 +21,17 @@ use crate::cache::policy::{self, NoCacheReason};
 use crate::cache::shared::SharedTier;
 use crate::cache::shared::feed::{self, Invalidation, Position};
 use crate::cache::{Body, CacheKey, Object, StoredFields, VarySelection};
-use crate::http::headers;
-
-/// What vcl_backend_response decided: how to store the response, or why not and how long the
-/// URL is remembered as uncacheable.
-type VclPlan = (
-    Result<policy::StorePlan, NoCacheReason>,
-    Option<std::time::Duration>,
-);
 
 /// Sends the backend request for `mode` and turns the answer into the next step.
 pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
     let for_cache = !matches!(mode, FetchMode::Pass(_));
-    // VCL's vcl_backend_fetch on the backend request, and its route.
-    if txn.vcl.is_some()
-        && let Some(step) = super::vcl::backend_fetch(txn, for_cache)
-    {
+    // The policy on the backend request (VCL: vcl_backend_fetch, and its route).
+    if let Some(step) = txn.policy.backend_fetch(txn, for_cache) {
         leave(&mode);
         return step;
     }
-    // The exchange, again as long as VCL says `retry` (bounded by MAX_RETRIES).
-    let (request_time, response_time, stored_at, seen, mut parts, body, vcl_plan, was_304) = loop {
+    // The exchange, again as long as the policy says `retry` (VCL: bounded by MAX_RETRIES).
+    let (request_time, response_time, stored_at, seen, mut parts, body, storage, was_304) = loop {
         let request_time = SystemTime::now();
         // Where this node stood in the fleet's invalidation log before asking the origin.
         let seen = txn
@@ -55,11 +46,13 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
             Err(failure) => {
                 let stale_answers =
                     txn.stale.as_ref().is_some_and(|s| s.stale_ok) && !txn.background;
-                if txn.vcl.is_some() && !stale_answers {
-                    let (status, detail) = failure.status_detail();
-                    match super::vcl::backend_error(txn, status, detail) {
-                        super::vcl::ErrorOutcome::Retry => continue,
-                        super::vcl::ErrorOutcome::Step(step) => {
+                let (status, detail) = failure.status_detail();
+                if !stale_answers
+                    && let Some(outcome) = txn.policy.backend_error(txn, status, detail)
+                {
+                    match outcome {
+                        ErrorOutcome::Retry => continue,
+                        ErrorOutcome::Step(step) => {
                             if let FetchMode::Miss(guard) = &mode {
                                 guard.object().fail_with(status, detail);
                             }
@@ -78,67 +71,44 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         let was_304 = for_cache && parts.status == StatusCode::NOT_MODIFIED && txn.stale.is_some();
         if was_304 && !still_stored(txn).await {
             // The copy was purged or banned while the backend was asked: it is never refreshed
-            // and served. As in Varnish, under a 4.x program that fetch failed
-            // (vcl_backend_error, which may retry); otherwise the object is fetched again,
-            // unconditionally (there is nothing left to revalidate).
+            // and served. The policy may fail the fetch (VCL 4.x, as Varnish does); otherwise
+            // the object is fetched again, unconditionally (there is nothing left to
+            // revalidate).
             txn.proxy.counters.cache_revalidated_gone.inc();
             txn.stale = None;
             drop(body);
-            if txn
-                .vcl
-                .as_ref()
-                .is_some_and(|v| !v.runtime.program.dialect.is_legacy())
-            {
-                let status = StatusCode::SERVICE_UNAVAILABLE;
-                match super::vcl::backend_error(txn, status, "stale-gone") {
-                    super::vcl::ErrorOutcome::Retry => continue,
-                    super::vcl::ErrorOutcome::Step(step) => {
-                        if let FetchMode::Miss(guard) = &mode {
-                            guard.object().fail_with(status, "stale-gone");
-                        }
-                        return step;
+            match txn.policy.stale_gone(txn) {
+                Some(ErrorOutcome::Retry) | None => continue,
+                Some(ErrorOutcome::Step(step)) => {
+                    if let FetchMode::Miss(guard) = &mode {
+                        guard
+                            .object()
+                            .fail_with(StatusCode::SERVICE_UNAVAILABLE, "stale-gone");
                     }
-                }
-            }
-            continue;
-        }
-        // Under VCL, vcl_backend_response sees the backend's hop-by-hop fields (Keep-Alive)
-        // in beresp, as in Varnish; the stored or delivered response never has them.
-        if txn.vcl.is_none() {
-            headers::strip_hop_by_hop(&mut parts.headers);
-        }
-        let mut vcl_plan = None;
-        if txn.vcl.is_some() {
-            let ex = policy::Exchange::at(request_time, response_time);
-            let pass = matches!(mode, FetchMode::Pass(_));
-            // Varnish: vcl_backend_response sees a revalidated copy as the object it becomes
-            // — the stale copy's status, its fields merged with the 304's, `beresp.was_304`.
-            if was_304 && let Some(stale) = &txn.stale {
-                parts.status = stale.status;
-                parts.headers = merge_304(stale, &parts.headers);
-            }
-            match super::vcl::backend_response(txn, &mut parts, &ex, pass, was_304) {
-                super::vcl::BerespOutcome::Plan {
-                    plan,
-                    hit_for_miss,
-                    buffer,
-                } => {
-                    headers::strip_hop_by_hop(&mut parts.headers);
-                    vcl_plan = Some((plan, hit_for_miss));
-                    if buffer
-                        && !was_304
-                        && let Err(step) = read_ahead(txn, &mode, &mut parts, &mut body).await
-                    {
-                        return step;
-                    }
-                }
-                super::vcl::BerespOutcome::Retry => continue,
-                super::vcl::BerespOutcome::Step(step) => {
-                    leave(&mode);
                     return step;
                 }
             }
         }
+        let ex = policy::Exchange::at(request_time, response_time);
+        let storage = match txn
+            .policy
+            .backend_response(txn, &mut parts, &ex, &mode, was_304)
+        {
+            ResponseOutcome::Store { storage, buffer } => {
+                if buffer
+                    && !was_304
+                    && let Err(step) = read_ahead(txn, &mode, &mut parts, &mut body).await
+                {
+                    return step;
+                }
+                storage
+            }
+            ResponseOutcome::Retry => continue,
+            ResponseOutcome::Step(step) => {
+                leave(&mode);
+                return step;
+            }
+        };
         break (
             request_time,
             response_time,
@@ -146,23 +116,11 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
             seen,
             parts,
             body,
-            vcl_plan,
+            storage,
             was_304,
         );
     };
-    let mut overrides = txn.proxy.rules.on_response(
-        &txn.matched_rules,
-        &txn.req.method,
-        parts.status,
-        &mut parts.headers,
-    );
-    if txn.proxy.config.cache.deception_armor {
-        let target = txn.req.uri.path_and_query().map_or("/", |p| p.as_str());
-        overrides.armor(target, &parts.headers);
-        if overrides.armored {
-            txn.proxy.counters.cache_deception_armor.inc();
-        }
-    }
+    let overrides = storage.overrides();
 
     let times = || combine::Times {
         request: request_time,
@@ -185,7 +143,7 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         FetchMode::Alone(why) => (None, Some(why)),
         FetchMode::Authorized => (None, None),
         FetchMode::Range(joined) if parts.status == StatusCode::PARTIAL_CONTENT => {
-            return combine::ranged(txn, parts, body, times(), &overrides, joined);
+            return combine::ranged(txn, parts, body, times(), overrides, joined);
         }
         FetchMode::Complete(held, gap)
             if matches!(
@@ -193,7 +151,7 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
                 StatusCode::PARTIAL_CONTENT | StatusCode::RANGE_NOT_SATISFIABLE
             ) =>
         {
-            return combine::complete(txn, (held, gap), parts, body, times(), &overrides);
+            return combine::complete(txn, (held, gap), parts, body, times(), overrides);
         }
         // A full answer (the backend ignored the Range, or If-Range found the representation
         // changed) or an error: the usual path (a 200 is stored whole; a client's Range is
@@ -209,8 +167,7 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
             txn,
             (guard, &primary, stale),
             parts,
-            &overrides,
-            vcl_plan,
+            storage,
             (request_time, response_time, stored_at, seen),
         );
     }
@@ -237,33 +194,22 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         authorization: txn.authorized,
         partial_content: false,
     };
-    // A VCL program decided in vcl_backend_response; otherwise RFC 9111 and the rules.
-    let (plan, vcl_hit_for_miss) = match vcl_plan {
-        Some((plan, hfm)) => (plan, Some(hfm)),
-        None => (
-            policy::evaluate_with(
-                parts.status,
-                &parts.headers,
-                &exchange,
-                &proxy.config.cache,
-                &overrides,
-            ),
-            None,
-        ),
-    };
+    let (plan, remember) =
+        storage.decide(parts.status, &parts.headers, &exchange, &proxy.config.cache);
     let plan = plan.and_then(|plan| match content_length {
         Some(len) if len > proxy.max_object_size => Err(NoCacheReason::TooLarge),
         _ => Ok(plan),
     });
-    // VCL's `req.hash_always_miss` refresh that brings a response with no freshness left
-    // (`beresp.ttl` 0 or less): delivered, but it does not replace the stored copy, which
-    // stays for grace (as in Varnish; varnishtest b00035). Nor is the URL hit-for-miss.
-    let stale_refresh = txn.vcl.as_ref().is_some_and(|v| v.state.hash_always_miss)
-        && plan.as_ref().is_ok_and(|p| p.ttl <= p.initial_age);
-    let (plan, vcl_hit_for_miss) = if stale_refresh {
-        (Err(NoCacheReason::Vcl), Some(None))
+    // An `always_miss` refresh (VCL's `req.hash_always_miss`) that brings a response with no
+    // freshness left (`beresp.ttl` 0 or less): delivered, but it does not replace the stored
+    // copy, which stays for grace (as in Varnish; varnishtest b00035). Nor is the URL
+    // hit-for-miss.
+    let always_miss = txn.policy.lookup_flags(txn).always_miss;
+    let stale_refresh = always_miss && plan.as_ref().is_ok_and(|p| p.ttl <= p.initial_age);
+    let (plan, remember) = if stale_refresh {
+        (Err(NoCacheReason::Vcl), Remember::Not)
     } else {
-        (plan, vcl_hit_for_miss)
+        (plan, remember)
     };
     let plan = match plan {
         Ok(plan) => plan,
@@ -272,13 +218,12 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
             // What one user's credentials got says nothing about the URL for others. Under
             // VCL the URL is remembered as uncacheable for the `beresp.ttl` of its
             // hit-for-miss (none: not remembered).
-            match vcl_hit_for_miss {
-                Some(Some(ttl)) => proxy.cache.mark_hit_for_miss(primary, ttl),
-                Some(None) => {}
-                None if reason != NoCacheReason::Authorization => proxy
+            match remember {
+                Remember::For(ttl) => proxy.cache.mark_hit_for_miss(primary, ttl),
+                Remember::Default if reason != NoCacheReason::Authorization => proxy
                     .cache
                     .mark_hit_for_miss(primary, proxy.config.cache.hit_for_miss_ttl.0),
-                None => {}
+                Remember::Default | Remember::Not => {}
             }
             if let Some(mut guard) = guard {
                 if let Some(ticket) = guard.take_ticket() {
@@ -312,9 +257,7 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         parts.headers.remove(name);
     }
     parts.headers.remove(header::AGE);
-    if let Some(v) = txn.vcl.as_deref() {
-        super::vcl::mark_fetched(v, &mut parts.headers);
-    }
+    txn.policy.storing(txn, &mut parts.headers);
     let vary: VarySelection = plan
         .vary
         .iter()
@@ -324,9 +267,10 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
     if plan.initial_age.as_secs() > 0 {
         head_headers.insert(header::AGE, HeaderValue::from(plan.initial_age.as_secs()));
     }
-    // VCL's `req.hash_always_miss`: the copy it refreshes goes now, so requests from here on
-    // follow this fetch (and then hit what it stores) rather than the copy it replaces.
-    if guard.is_some() && txn.vcl.as_ref().is_some_and(|v| v.state.hash_always_miss) {
+    // `always_miss` (VCL's `req.hash_always_miss`): the copy it refreshes goes now, so
+    // requests from here on follow this fetch (and then hit what it stores) rather than the
+    // copy it replaces.
+    if guard.is_some() && always_miss {
         let variant = proxy.cache.variant_key(&primary, &txn.req.headers);
         proxy
             .cache
@@ -337,23 +281,19 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         .as_ref()
         .map(|g| g.object().clone())
         .unwrap_or_else(BusyObject::new);
-    // Under a 4.x program a waiter runs vcl_hit on what is being fetched (Varnish's waiting
-    // list looks the busy object up again): the object as it will be stored, bodyless.
-    let object = txn
-        .vcl
-        .as_ref()
-        .filter(|v| !v.runtime.program.dialect.is_legacy())
-        .map(|_| {
-            Arc::new(Object::from_plan(
-                parts.status,
-                StoredFields::from_map(&parts.headers),
-                Body::Memory(Default::default()),
-                content_length.unwrap_or(0),
-                crate::cache::boxed_vary(vary.clone()),
-                &plan,
-                stored_at,
-            ))
-        });
+    // Waiters that judge what is being fetched (VCL 4.x: vcl_hit, as Varnish's waiting list
+    // looks the busy object up again) see the object as it will be stored, bodyless.
+    let object = txn.policy.waiters_judge(txn).then(|| {
+        Arc::new(Object::from_plan(
+            parts.status,
+            StoredFields::from_map(&parts.headers),
+            Body::Memory(Default::default()),
+            content_length.unwrap_or(0),
+            crate::cache::boxed_vary(vary.clone()),
+            &plan,
+            stored_at,
+        ))
+    });
     busy.set_head(BusyHead {
         status: parts.status,
         headers: head_headers.clone(),
@@ -553,22 +493,6 @@ fn same_host_key(target: &CacheKey, uri: &str) -> Option<CacheKey> {
     (key.host() == target.host()).then_some(key)
 }
 
-/// The stale copy's fields with a 304's merged in (RFC 9111 §3.2, §4.3.4): each field the 304
-/// sends replaces the stored one (framing fields excepted: the body is the stored one).
-fn merge_304(stale: &Object, fresh: &HeaderMap) -> HeaderMap {
-    let mut headers = stale.headers.to_map();
-    for name in fresh.keys() {
-        if name == header::CONTENT_LENGTH || name == header::CONTENT_RANGE {
-            continue;
-        }
-        headers.remove(name);
-        for v in fresh.get_all(name) {
-            headers.append(name.clone(), v.clone());
-        }
-    }
-    headers
-}
-
 /// Whether the stale copy a 304 just revalidated is still stored (under its own variant's
 /// key, the same object or the same response re-timed by a soft purge) and unbanned. A copy
 /// purged or banned while the backend was asked must not come back refreshed.
@@ -607,32 +531,31 @@ fn revalidated(
     txn: &mut Txn,
     (mut guard, primary, stale): (Option<LeaderGuard>, &CacheKey, Arc<Object>),
     parts: Parts,
-    overrides: &policy::Overrides,
-    vcl_plan: Option<VclPlan>,
+    storage: Storage,
     (request_time, response_time, stored_at, seen): (SystemTime, SystemTime, Instant, Position),
 ) -> Step {
     let proxy = txn.proxy.clone();
     proxy.counters.cache_revalidated.inc();
-    let (status_code, mut headers, plan, hit_for_miss) = match vcl_plan {
-        Some((plan, hfm)) => (parts.status, parts.headers, plan, hfm),
-        None => {
-            let headers = merge_304(&stale, &parts.headers);
-            let plan = policy::evaluate_with(
-                stale.status,
-                &headers,
-                &policy::Exchange {
-                    authorization: txn.authorized,
-                    ..policy::Exchange::at(request_time, response_time)
-                },
-                &proxy.config.cache,
-                overrides,
-            );
-            (stale.status, headers, plan, None)
-        }
+    // A plan the policy decided was made on the merge already (the policy saw the
+    // revalidated copy); otherwise the stale copy's fields with the 304's merged in are
+    // evaluated.
+    let (status_code, mut headers) = match &storage {
+        Storage::Decided { .. } => (parts.status, parts.headers),
+        Storage::Evaluate(_) => (
+            stale.status,
+            policy::merge_304(stale.headers.to_map(), &parts.headers),
+        ),
     };
-    if let Some(v) = txn.vcl.as_deref() {
-        super::vcl::mark_fetched(v, &mut headers);
-    }
+    let ex = policy::Exchange {
+        authorization: txn.authorized,
+        ..policy::Exchange::at(request_time, response_time)
+    };
+    let (plan, remember) = storage.decide(status_code, &headers, &ex, &proxy.config.cache);
+    let hit_for_miss = match remember {
+        Remember::For(ttl) => Some(ttl),
+        Remember::Default | Remember::Not => None,
+    };
+    txn.policy.storing(txn, &mut headers);
     let (object, status) = match plan {
         Ok(plan) => {
             for name in &plan.strip {
@@ -693,11 +616,7 @@ fn revalidated(
             content_length: Some(object.body_len),
             vary: object.vary().to_vec(),
             delivered: Default::default(),
-            object: txn
-                .vcl
-                .as_ref()
-                .is_some_and(|v| !v.runtime.program.dialect.is_legacy())
-                .then(|| object.clone()),
+            object: txn.policy.waiters_judge(txn).then(|| object.clone()),
         });
         match &object.body {
             Body::Memory(chunks) => {

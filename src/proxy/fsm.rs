@@ -23,15 +23,12 @@ use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use super::body::ResponseBody;
-use super::judge::normalize_accept_encoding;
-use super::txn::{FetchMode, Step, Txn};
-use super::vcl::Delivery;
+use super::policy::Delivery;
+use super::txn::{FetchMode, Policy, Step, Txn};
 use super::{Proxy, deliver, fetch};
 use crate::cache::busy::{BusyObject, HeadOutcome, LeaderGuard};
 use crate::cache::policy::NoCacheReason;
 use crate::cache::{CacheKey, Object, vary_matches};
-use crate::http::cache_control::CacheControl;
-use crate::http::headers::has_field;
 
 /// The `Cache-Status` of a response shared with the leader of a fetch.
 const COLLAPSED: &str = "shellac; fwd=miss; collapsed";
@@ -48,8 +45,10 @@ const COLLAPSED: &str = "shellac; fwd=miss; collapsed";
 pub(super) fn start(proxy: Arc<Proxy>, req: Request<Incoming>, client: SocketAddr) -> Handled {
     let started = Instant::now();
     let (parts, body) = req.into_parts();
+    let policy = Policy::choose(&proxy, &parts);
     let mut txn = Txn {
         proxy,
+        policy,
         head_only: parts.method == Method::HEAD,
         req: parts,
         body: Some(body),
@@ -75,7 +74,7 @@ pub(super) fn start(proxy: Arc<Proxy>, req: Request<Incoming>, client: SocketAdd
     let mut step = drive(&mut txn, Step::Recv);
     loop {
         match step {
-            Step::Deliver(resp) => match super::vcl::deliver(&mut txn, resp) {
+            Step::Deliver(resp) => match txn.policy.deliver(&mut txn, resp) {
                 Delivery::Send(resp) => {
                     let resp = super::observe::deliver(&txn, resp, started);
                     return Handled::Done(resp, txn.proxy);
@@ -129,7 +128,7 @@ impl Rest {
                 Step::RecheckIo(key, now, guard) => txn.recheck_io(key, now, guard).await,
                 Step::Shared(key, guard) => txn.shared(key, guard).await,
                 Step::Broadcast(inv, n, what) => txn.broadcast(inv, n, what).await,
-                Step::Deliver(resp) => match super::vcl::deliver(&mut txn, resp) {
+                Step::Deliver(resp) => match txn.policy.deliver(&mut txn, resp) {
                     Delivery::Send(resp) => {
                         let resp = super::observe::deliver(&txn, resp, started);
                         return (resp, txn.proxy);
@@ -156,8 +155,8 @@ fn drive(txn: &mut Txn, mut step: Step) -> Step {
             Step::HitForMiss => txn.hit_for_miss(),
             Step::Pass(reason) => txn.pass(reason),
             Step::Synth(status, detail) => txn.synth(status, detail),
-            Step::VclSynth(status, reason) => super::vcl::synth(txn, status, reason),
-            Step::Restart => super::vcl::restart(txn),
+            Step::VclSynth(status, reason) => txn.policy.synth(txn, status, reason),
+            Step::Restart => txn.policy.restart(txn),
             stop @ (Step::Deliver(_)
             | Step::ReadBody(_)
             | Step::Wait(_)
@@ -175,7 +174,7 @@ impl Txn {
     pub(super) fn recv(&mut self) -> Step {
         // A restarted request is the same client request; so is the pass after its body was
         // read ahead for vcl_recv.
-        if self.vcl.as_ref().is_none_or(|v| v.state.restarts == 0) && self.held_body.is_none() {
+        if !self.policy.restarted(self) && self.held_body.is_none() {
             self.proxy.counters.client_req.inc();
         }
         let host = match Txn::authority(&self.req) {
@@ -224,87 +223,11 @@ impl Txn {
         if let Some(cap) = self.body_to_read() {
             return Step::ReadBody(cap);
         }
-        if let Some(rt) = self.proxy.vcl.clone() {
-            // The VCL program decides (its built-in VCL for what the operator's does not):
-            // PURGE, methods, Authorization, cookies; Accept-Encoding normalised first, as
-            // Varnish does before vcl_recv.
-            if self.proxy.config.cache.normalize_accept_encoding {
-                normalize_accept_encoding(&mut self.req.headers);
-            }
-            return super::vcl::recv(self, &rt);
-        }
-        if self.req.method.as_str() == "PURGE" {
-            return self.purge();
-        }
-        let rules = &self.proxy.rules;
-        let mut forced_lookup = false;
-        if !rules.is_empty() {
-            let (host, path) = (host.to_string(), path.to_string());
-            let tls = self.req.extensions.get::<crate::tls::server::Session>();
-            let conn = crate::rules::Conn {
-                https: tls.is_some(),
-                client_cert: tls.and_then(|s| s.0.client.as_deref()).unwrap_or(""),
-            };
-            let outcome =
-                rules.on_request(&host, &path, &self.req.method, &mut self.req.headers, conn);
-            self.matched_rules = outcome.matched;
-            if let Some(name) = &outcome.director {
-                self.route = self.proxy.backends.get(name);
-            }
-            if let Some((status, content_type, body)) = outcome.synth {
-                self.proxy.counters.synth_resp.inc();
-                return Step::Deliver(deliver::generated(status, &content_type, body, None));
-            }
-            if let Some((status, location)) = outcome.redirect {
-                self.proxy.counters.synth_resp.inc();
-                let body = format!(
-                    "{} {}\n{location}\n",
-                    status.as_u16(),
-                    status.canonical_reason().unwrap_or("")
-                );
-                return Step::Deliver(deliver::generated(
-                    status,
-                    "text/plain; charset=utf-8",
-                    body,
-                    Some(&location),
-                ));
-            }
-            if outcome.pass.is_some() {
-                return Step::Pass(NoCacheReason::Rule);
-            }
-            forced_lookup = outcome.cache;
-        }
-        if crate::http::headers::upgrade_request(
-            &self.req.method,
-            self.req.version,
-            &self.req.headers,
-            &self.proxy.config.server.upgrade_protocols,
-        )
-        .is_some()
-        {
-            return Step::Pass(NoCacheReason::Upgrade);
-        }
-        if self.req.method != Method::GET && self.req.method != Method::HEAD {
-            return Step::Pass(NoCacheReason::Method);
-        }
-        // RFC 9111 §3.5: looked up, but see `authorized`. A rule's `cache = true` vouches for
-        // the request: then it is a lookup like any other.
-        self.authorized = !forced_lookup && has_field(&self.req.headers, &header::AUTHORIZATION);
-        let cc = CacheControl::from_headers(&self.req.headers);
-        if cc.no_store {
-            return Step::Pass(NoCacheReason::RequestNoStore);
-        }
-        if self.proxy.config.cache.normalize_accept_encoding {
-            normalize_accept_encoding(&mut self.req.headers);
-        }
-        self.read_request_directives();
-        Step::Lookup
+        self.policy.recv(self)
     }
 
     pub(super) fn hit(&mut self, object: Arc<Object>) -> Step {
-        if self.vcl.is_some()
-            && let Some(step) = super::vcl::after_hit(self, &object)
-        {
+        if let Some(step) = self.policy.hit(self, &object) {
             return step;
         }
         self.proxy.counters.cache_hit.inc();
@@ -358,9 +281,7 @@ impl Txn {
     /// Stale within grace: deliver at once, and refresh it in the background unless a fetch
     /// for it is already running.
     pub(super) fn grace(&mut self, object: Arc<Object>) -> Step {
-        if self.vcl.is_some()
-            && let Some(step) = super::vcl::after_hit(self, &object)
-        {
+        if let Some(step) = self.policy.hit(self, &object) {
             return step;
         }
         self.proxy.counters.cache_grace_hit.inc();
@@ -388,17 +309,8 @@ impl Txn {
             }
             HeadOutcome::Shared(head, reader) => {
                 self.proxy.counters.cache_coalesced.inc();
-                // Under a 4.x program a waiter runs vcl_hit on what is being fetched, as
-                // Varnish's waiting list looks the busy object up again; VCL may take
-                // another way than delivering it.
-                if let Some(object) = &head.object
-                    && let Some(step) = super::vcl::after_waiting(self, object)
-                {
+                if let Some(step) = self.policy.waiting_hit(self, head.object.as_ref()) {
                     return step;
-                }
-                // Under VCL a waiter is served from the cache, as Varnish's waiting list is.
-                if let Some(v) = self.vcl.as_deref_mut() {
-                    v.hit = true;
                 }
                 let body = ResponseBody::busy(reader, head.content_length);
                 if self.ranged(head.status) {
@@ -436,26 +348,17 @@ impl Txn {
 
     pub(super) fn miss(&mut self, guard: LeaderGuard) -> Step {
         self.proxy.counters.cache_miss.inc();
-        if self.vcl.is_some() {
-            return super::vcl::miss(self, Some(guard), false);
-        }
-        Step::Fetch(FetchMode::Miss(guard))
+        self.policy.miss(self, guard)
     }
 
     pub(super) fn hit_for_miss(&mut self) -> Step {
         self.proxy.counters.cache_hitmiss.inc();
-        if self.vcl.is_some() {
-            return super::vcl::miss(self, None, true);
-        }
-        Step::Fetch(FetchMode::Alone("hit-for-miss"))
+        self.policy.hit_for_miss(self)
     }
 
     pub(super) fn pass(&mut self, reason: NoCacheReason) -> Step {
         self.proxy.counters.cache_pass.inc();
-        if self.vcl.is_some() {
-            return super::vcl::pass(self, reason);
-        }
-        Step::Fetch(FetchMode::Pass(reason))
+        self.policy.pass(self, reason)
     }
 
     pub(super) fn synth(&mut self, status: StatusCode, detail: &'static str) -> Step {

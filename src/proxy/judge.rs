@@ -54,7 +54,7 @@ impl Txn {
             self.proxy.counters.ban_objects.inc();
             return None;
         }
-        let ignore_vary = self.vcl.as_ref().is_some_and(|v| v.state.hash_ignore_vary);
+        let ignore_vary = self.policy.lookup_flags(self).ignore_vary;
         if !ignore_vary && !object.vary_matches(&self.req.headers) {
             return None;
         }
@@ -63,15 +63,13 @@ impl Txn {
             // request's answer may differ, so it is not reused for it, nor revalidated.
             return None;
         }
-        // VCL's `req.ttl` / `req.max_age` and `req.grace`, as Varnish's EXP_Ttl and
-        // EXP_Ttl_grace read them: a positive `req.ttl` below the object's TTL ends its
-        // freshness there (the object counts as if stored with that TTL, so its grace runs
-        // from then); a non-negative `req.grace` below the object's grace shortens that.
-        // Unset (or out of those ranges) they change nothing.
-        let (req_ttl, req_grace) = self
-            .vcl
-            .as_ref()
-            .map_or((None, None), |v| (v.state.req_ttl, v.state.req_grace));
+        // The request's limits (VCL's `req.ttl` / `req.max_age` and `req.grace`): a positive
+        // TTL limit below the object's TTL ends its freshness there (the object counts as if
+        // stored with that TTL, so its grace runs from then); a non-negative grace limit
+        // below the object's grace shortens that. Unset (or out of those ranges) they change
+        // nothing.
+        let limits = self.policy.limits(self);
+        let (req_ttl, req_grace) = (limits.ttl, limits.grace);
         let ttl_cap = req_ttl
             .filter(|&l| l > 0.0 && l < object.ttl.get().as_secs_f64())
             .map(Duration::from_secs_f64);
@@ -112,8 +110,8 @@ impl Txn {
             object.age(now) < ttl_cap.unwrap_or_else(|| object.ttl.get()) + grace
         };
         // (`count` is false for the leader's second look: the fetch in progress is its own.)
-        if graced && !self.legacy_grace_applies(key, !count) {
-            // 2.x: a stale copy is fetched anew unless grace is what Varnish 2.1 kept it for.
+        if graced && !self.policy.grace_applies(self, key, !count) {
+            // The policy fetches it anew (2.x: unless grace is what Varnish 2.1 kept it for).
             self.stale = Some(object);
             return None;
         }
@@ -124,29 +122,6 @@ impl Txn {
             self.stale = Some(object);
         }
         None
-    }
-
-    /// Varnish 2.x's grace: a stale copy within grace answers only while a fetch of it is in
-    /// progress or the request's backend is sick; otherwise it is fetched anew (4.x serves
-    /// it and refreshes it in the background). True without a 2.x program.
-    pub(super) fn legacy_grace_applies(&self, key: &CacheKey, leading: bool) -> bool {
-        let Some(v) = self.vcl.as_deref() else {
-            return true;
-        };
-        if !v.runtime.program.dialect.is_legacy() {
-            return true;
-        }
-        if !leading && self.proxy.cache.busy.contains(key) {
-            return true;
-        }
-        let sel = v.state.backend.or_else(|| {
-            v.runtime
-                .program
-                .default_target
-                .map(|target| crate::vcl::run::BackendSel { target, hash: None })
-        });
-        sel.and_then(|s| v.runtime.member(s))
-            .is_some_and(|m| !m.healthy_for(key))
     }
 
     /// Whether the request's own `Cache-Control` / `Pragma` count and say anything

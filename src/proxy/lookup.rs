@@ -29,10 +29,10 @@ impl Txn {
         let Some(primary) = self.key.take() else {
             return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-key");
         };
-        // VCL's `req.hash_ignore_vary`: the variant stored last, whatever the request's fields
-        // (a miss there fetches the request's own variant).
-        let ignore_vary = self.vcl.as_ref().is_some_and(|v| v.state.hash_ignore_vary);
-        let newest = if ignore_vary {
+        let flags = self.policy.lookup_flags(self);
+        // `ignore_vary` (VCL's `req.hash_ignore_vary`): the variant stored last, whatever the
+        // request's fields (a miss there fetches the request's own variant).
+        let newest = if flags.ignore_vary {
             self.proxy
                 .cache
                 .newest_variant_key(&primary)
@@ -44,10 +44,10 @@ impl Txn {
         let key = variant.as_ref().unwrap_or(&primary);
         let now = Instant::now();
         self.looked_up = now;
-        let always_miss = self.vcl.as_ref().is_some_and(|v| v.state.hash_always_miss);
         let step = match self.proxy.cache.lookup_now(key) {
-            // VCL's `req.hash_always_miss`: fetched and stored anew whatever is cached.
-            _ if always_miss => self.decide(&primary, key, now, None),
+            // `always_miss` (VCL's `req.hash_always_miss`): fetched and stored anew whatever
+            // is cached.
+            _ if flags.always_miss => self.decide(&primary, key, now, None),
             Ok(found) => self.decide(&primary, key, now, found),
             Err(NeedsIo) => Step::LookupIo(key.clone(), now),
         };
@@ -95,17 +95,16 @@ impl Txn {
         if cache.is_hit_for_miss(primary, now) {
             return Step::HitForMiss;
         }
+        let flags = self.policy.lookup_flags(self);
         match cache.busy.join(key) {
             // VCL's `req.hash_ignore_busy`: fetched alone rather than waiting.
-            Join::Waiter(_) if self.vcl.as_ref().is_some_and(|v| v.state.hash_ignore_busy) => {
+            Join::Waiter(_) if flags.ignore_busy => {
                 self.proxy.counters.cache_miss.inc();
                 Step::Fetch(FetchMode::Alone("ignore-busy"))
             }
             Join::Waiter(busy) => Step::Wait(busy),
             // VCL's `req.hash_always_miss`: what is stored is not looked at again either.
-            Join::Leader(guard) if self.vcl.as_ref().is_some_and(|v| v.state.hash_always_miss) => {
-                self.recheck(key, now, None, guard)
-            }
+            Join::Leader(guard) if flags.always_miss => self.recheck(key, now, None, guard),
             // The previous leader may have stored the object between our lookup and join.
             Join::Leader(guard) => match cache.lookup_now(key) {
                 Ok(found) => self.recheck(key, now, found, guard),

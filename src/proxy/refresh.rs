@@ -82,6 +82,7 @@ async fn run(
     });
     let mut txn = Txn {
         proxy,
+        policy: inherited.policy,
         head_only: true,
         req,
         body: None,

@@ -28,15 +28,14 @@ impl Txn {
         cache_status: &str,
         now: Instant,
     ) -> Step {
-        // Under VCL `If-None-Match` / `If-Modified-Since` are answered after vcl_deliver, on
-        // the validators it delivers (`vcl::deliver`), as Varnish does: the object's response
-        // is built without them.
-        if let Some(v) = self.vcl.as_deref_mut()
-            && matches!(self.req.method, http::Method::GET | http::Method::HEAD)
+        // A policy that answers `If-None-Match` / `If-Modified-Since` itself after Deliver
+        // (VCL, on the validators vcl_deliver delivers, as Varnish does): the object's
+        // response is built without them.
+        if matches!(self.req.method, http::Method::GET | http::Method::HEAD)
             && (has_field(&self.req.headers, &header::IF_NONE_MATCH)
                 || has_field(&self.req.headers, &header::IF_MODIFIED_SINCE))
+            && self.policy.conditionals_after_deliver(self)
         {
-            v.conditional = true;
             let mut request = self.req.headers.clone();
             request.remove(header::IF_NONE_MATCH);
             request.remove(header::IF_MODIFIED_SINCE);

@@ -13,6 +13,7 @@ use hyper::body::Incoming;
 
 use super::Proxy;
 use super::body::ResponseBody;
+use super::held::HeldBody;
 use crate::backend::Backend;
 use crate::backend::director::Member;
 use crate::cache::busy::{BusyObject, LeaderGuard};
@@ -78,6 +79,15 @@ impl Step {
     }
 }
 
+/// The policy front-end a request runs under (its hooks: `policy/`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Policy {
+    /// The configuration's `[[rule]]`s (none: RFC 9111 and the builtin policy alone).
+    Rules,
+    /// The configuration's VCL program.
+    Vcl,
+}
+
 /// How a fetch relates to the cache.
 pub(super) enum FetchMode {
     /// Fill the cache; waiters follow this fetch.
@@ -97,6 +107,12 @@ pub(super) enum FetchMode {
     Pass(NoCacheReason),
 }
 
+/// What a fetch for partial content sends to the backend instead of the client's fields.
+pub(super) struct RangeFetch {
+    pub range: http::HeaderValue,
+    pub if_range: Option<http::HeaderValue>,
+}
+
 /// One client request in flight.
 pub(super) struct Txn {
     pub proxy: Arc<Proxy>,
@@ -104,7 +120,7 @@ pub(super) struct Txn {
     pub body: Option<Incoming>,
     /// The body as read before vcl_recv, for `std.cache_req_body()` (`held.rs`); then
     /// `body` is `None`.
-    pub held_body: Option<super::held::HeldBody>,
+    pub held_body: Option<HeldBody>,
     /// A backend request streamed the client's body (`body`, now `None`).
     pub body_sent: bool,
     pub client: SocketAddr,
@@ -125,6 +141,8 @@ pub(super) struct Txn {
     pub route: Option<Member>,
     /// A hash director's key hash chosen by VCL (`hash.backend(key)`).
     pub route_hash: Option<u64>,
+    /// The policy front-end this request runs under (`policy/`).
+    pub policy: Policy,
     /// The VCL program's state for this request, when one runs.
     pub vcl: Option<Box<super::vcl::VclTxn>>,
     /// The request carries `Authorization` (and no rule said `cache`): only stored responses
@@ -135,7 +153,7 @@ pub(super) struct Txn {
     /// refresh, or a request that never had to wait.
     pub interim: Option<Arc<dyn super::InterimSink>>,
     /// The Range (and If-Range) a fetch for partial content sends instead of the client's.
-    pub range_fetch: Option<super::combine::RangeFetch>,
+    pub range_fetch: Option<RangeFetch>,
     pub lookups: u32,
     /// When the last lookup looked: a hit is judged and delivered at that instant (one clock
     /// read per hit instead of three).
@@ -148,6 +166,7 @@ pub(super) struct Txn {
 /// stored as that request's own miss would be: the rules whose response phase applies, the
 /// route a rule chose, and whether it carried `Authorization`.
 pub(super) struct Inherited {
+    pub policy: Policy,
     pub matched_rules: Vec<usize>,
     pub route: Option<Member>,
     pub route_hash: Option<u64>,
@@ -162,6 +181,7 @@ impl Txn {
     /// What a background refresh started by this request inherits.
     pub(super) fn inherited(&self) -> Inherited {
         Inherited {
+            policy: self.policy,
             matched_rules: self.matched_rules.clone(),
             route: self.route.clone(),
             route_hash: self.route_hash,

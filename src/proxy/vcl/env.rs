@@ -21,7 +21,7 @@ use crate::vcl::vars::Slot;
 
 /// Changes 2.x's vcl_hit makes to the stored object (`set obj.ttl = 0s;`).
 #[derive(Debug, Default, Clone, Copy)]
-pub(super) struct ObjEdit {
+pub(in crate::proxy) struct ObjEdit {
     pub ttl: Option<f64>,
     pub grace: Option<f64>,
     pub keep: Option<f64>,
@@ -29,7 +29,7 @@ pub(super) struct ObjEdit {
 }
 
 /// A step's view of the request for a subroutine.
-pub(super) struct Scope<'a> {
+pub(in crate::proxy) struct Scope<'a> {
     pub rt: &'a VclRuntime,
     pub cache: &'a Cache,
     pub client: SocketAddr,

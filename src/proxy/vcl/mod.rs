@@ -1,12 +1,11 @@
 //! VCL on the request path: the compiled program with its backends resolved
 //! ([`VclRuntime`], one per configuration), the state a request carries through its steps
-//! ([`VclTxn`]), and the messages VCL sees at each step (`bereq`, `beresp`, `resp`). The
-//! state machine calls the hooks in `client.rs` and `backend.rs` at its steps; `env.rs` is
-//! what a subroutine can read and change there.
+//! ([`VclTxn`]), and the messages VCL sees at each step (`bereq`, `beresp`, `resp`); `env.rs`
+//! is what a subroutine can read and change, `quick.rs` what lets a hit skip the full path.
+//! The hooks that run the subroutines at the machine's steps are the policy seam's VCL
+//! front-end (`proxy/policy/vcl/`).
 
-mod backend;
-mod client;
-mod env;
+pub(super) mod env;
 mod quick;
 
 use std::sync::Arc;
@@ -21,12 +20,6 @@ use crate::cache::{CacheKey, Object};
 use crate::vcl::ir::Program;
 use crate::vcl::run::{BackendSel, State};
 
-pub(super) use backend::{
-    BerespOutcome, ErrorOutcome, backend_error, backend_fetch, backend_response,
-};
-pub(super) use client::{
-    Delivery, after_hit, after_waiting, deliver, miss, pass, recv, restart, synth,
-};
 pub(super) use quick::{fast_head, recv_looks_up, with_xid};
 
 /// What the log says of a fast hit under VCL: what the full path's subroutines would have
@@ -122,7 +115,7 @@ impl VclRuntime {
     }
 
     /// The next transaction id.
-    fn next_xid(&self) -> u64 {
+    pub(in crate::proxy) fn next_xid(&self) -> u64 {
         self.xids.next(self.program.dialect.is_legacy())
     }
 

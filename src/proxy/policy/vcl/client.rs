@@ -8,8 +8,7 @@ use std::time::Instant;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Response, StatusCode};
 
-use super::env::{ObjEdit, Scope};
-use super::{Bereq, MAX_RESTARTS, Resp, VclRuntime, VclTxn, key_from_hash};
+use super::super::Delivery;
 use crate::cache::Object;
 use crate::cache::busy::LeaderGuard;
 use crate::cache::policy::NoCacheReason;
@@ -17,6 +16,8 @@ use crate::cache::shared::feed::{self, Invalidation};
 use crate::proxy::body::ResponseBody;
 use crate::proxy::deliver;
 use crate::proxy::txn::{FetchMode, Step, Txn};
+use crate::proxy::vcl::env::{ObjEdit, Scope};
+use crate::proxy::vcl::{self as rt, Bereq, MAX_RESTARTS, Resp, VclRuntime, VclTxn, key_from_hash};
 use crate::vcl::run::{Verdict, run};
 use crate::vcl::types::Method;
 
@@ -82,7 +83,7 @@ fn settle(m: Method, verdict: Verdict) -> Step {
 }
 
 /// vcl_recv, and what its action leads to. Called once the request's authority is known.
-pub(in crate::proxy) fn recv(txn: &mut Txn, rt: &Arc<VclRuntime>) -> Step {
+pub(super) fn recv(txn: &mut Txn, rt: &Arc<VclRuntime>) -> Step {
     let first = txn.vcl.is_none();
     let whole_body = txn.body_whole_len();
     let v = txn
@@ -278,7 +279,7 @@ fn new_bereq(txn: &mut Txn, for_cache: bool, pipe: bool) {
         headers.remove(http::header::TRANSFER_ENCODING);
     }
     let told = if pipe { v.state.xid } else { xid };
-    headers.insert(super::X_VARNISH, super::x_varnish(told, None));
+    headers.insert(rt::X_VARNISH, rt::x_varnish(told, None));
     v.bereq = Some(Bereq {
         method: if for_cache {
             http::Method::GET
@@ -302,7 +303,7 @@ fn new_bereq(txn: &mut Txn, for_cache: bool, pipe: bool) {
 /// vcl_hit for a fresh or graced object: `None` delivers it as Shellac would; otherwise the
 /// step VCL chose (pass, a miss, synth, restart). 2.x's `set obj.ttl = ...` in vcl_hit
 /// changes the stored object.
-pub(in crate::proxy) fn after_hit(txn: &mut Txn, object: &Arc<Object>) -> Option<Step> {
+pub(super) fn after_hit(txn: &mut Txn, object: &Arc<Object>) -> Option<Step> {
     txn.vcl.as_ref()?;
     // Varnish counts the hit at the lookup: vcl_hit already sees it in `obj.hits`.
     object.count_hit();
@@ -346,7 +347,7 @@ pub(in crate::proxy) fn after_hit(txn: &mut Txn, object: &Arc<Object>) -> Option
 /// stores, without its body (the waiter follows the fetch for it). `None` delivers it;
 /// otherwise the step VCL chose. Unlike [`after_hit`], nothing is stored again and a miss
 /// fetches anew, without conditions (there is no stored copy to revalidate yet).
-pub(in crate::proxy) fn after_waiting(txn: &mut Txn, object: &Arc<Object>) -> Option<Step> {
+pub(super) fn after_waiting(txn: &mut Txn, object: &Arc<Object>) -> Option<Step> {
     txn.vcl.as_ref()?;
     object.count_hit();
     let verdict = run_client(txn, Method::Hit, Some((object, true)), None, None);
@@ -385,11 +386,7 @@ fn retime(txn: &Txn, object: &Object, edit: &ObjEdit) {
 }
 
 /// vcl_miss (also for hit-for-miss): `Some(step)` when VCL does not fetch as planned.
-pub(in crate::proxy) fn miss(
-    txn: &mut Txn,
-    guard: Option<LeaderGuard>,
-    hit_for_miss: bool,
-) -> Step {
+pub(super) fn miss(txn: &mut Txn, guard: Option<LeaderGuard>, hit_for_miss: bool) -> Step {
     if let Some(v) = txn.vcl.as_deref_mut() {
         v.is_hitmiss = hit_for_miss;
         if v.runtime.program.dialect.is_legacy() {
@@ -414,7 +411,7 @@ pub(in crate::proxy) fn miss(
 }
 
 /// vcl_pass (not after vcl_pipe, whose request is already decided).
-pub(in crate::proxy) fn pass(txn: &mut Txn, reason: NoCacheReason) -> Step {
+pub(super) fn pass(txn: &mut Txn, reason: NoCacheReason) -> Step {
     let Some(v) = txn.vcl.as_deref_mut() else {
         return Step::Fetch(FetchMode::Pass(reason));
     };
@@ -430,17 +427,9 @@ pub(in crate::proxy) fn pass(txn: &mut Txn, reason: NoCacheReason) -> Step {
     }
 }
 
-/// What vcl_deliver made of a response.
-pub(in crate::proxy) enum Delivery {
-    /// Send it (as VCL changed it).
-    Send(Response<ResponseBody>),
-    /// VCL restarted the request, or answered otherwise: run this step.
-    Step(Step),
-}
-
 /// vcl_deliver on a response about to be sent; a `sess.timeout_idle` VCL set goes with the
 /// response to the client session (`SessionIdle`).
-pub(in crate::proxy) fn deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
+pub(super) fn deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
     let mut delivery = run_deliver(txn, response);
     if let Delivery::Send(resp) = &mut delivery
         && let Some(idle) = txn.vcl.as_ref().and_then(|v| v.state.sess_idle)
@@ -470,9 +459,9 @@ fn run_deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
     let fetched = match (v.hit, v.obj.is_none(), v.bereq.as_ref()) {
         (false, ..) => None,
         (true, true, Some(b)) => Some(b.xid),
-        (true, ..) => super::fetched_by(headers.get(super::X_VARNISH)),
+        (true, ..) => rt::fetched_by(headers.get(rt::X_VARNISH)),
     };
-    headers.insert(super::X_VARNISH, super::x_varnish(v.state.xid, fetched));
+    headers.insert(rt::X_VARNISH, rt::x_varnish(v.state.xid, fetched));
     let mut resp = Resp {
         status: parts.status,
         reason: None,
@@ -530,7 +519,7 @@ pub(super) fn reason_phrase(r: &str) -> Option<hyper::ext::ReasonPhrase> {
 }
 
 /// vcl_synth (2.x: vcl_error): the generated response VCL makes for `status` and `reason`.
-pub(in crate::proxy) fn synth(txn: &mut Txn, status: u16, reason: Option<String>) -> Step {
+pub(super) fn synth(txn: &mut Txn, status: u16, reason: Option<String>) -> Step {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
     let Some(v) = txn.vcl.as_deref_mut() else {
         return Step::Synth(status, "vcl-synth");
@@ -539,7 +528,7 @@ pub(in crate::proxy) fn synth(txn: &mut Txn, status: u16, reason: Option<String>
     v.state.body = None;
     let legacy = v.runtime.program.dialect.is_legacy();
     let mut headers = HeaderMap::new();
-    headers.insert(super::X_VARNISH, super::x_varnish(v.state.xid, None));
+    headers.insert(rt::X_VARNISH, rt::x_varnish(v.state.xid, None));
     let mut resp = Resp {
         status,
         reason,
@@ -595,7 +584,7 @@ pub(in crate::proxy) fn synth(txn: &mut Txn, status: u16, reason: Option<String>
 }
 
 /// `return (restart)`: the request runs again from vcl_recv, at most [`MAX_RESTARTS`] times.
-pub(in crate::proxy) fn restart(txn: &mut Txn) -> Step {
+pub(super) fn restart(txn: &mut Txn) -> Step {
     let Some(v) = txn.vcl.as_deref_mut() else {
         return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "restart");
     };

@@ -9,18 +9,19 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::response::Parts;
 use http::{Response, StatusCode};
 
+use super::super::ErrorOutcome;
 use super::client::{make_bereq, reason_phrase};
-use super::env::Scope;
-use super::{Beresp, MAX_RETRIES, VclTxn};
 use crate::cache::policy::{self, NoCacheReason, StorePlan};
 use crate::proxy::body::ResponseBody;
 use crate::proxy::deliver;
 use crate::proxy::txn::{Step, Txn};
+use crate::proxy::vcl::env::Scope;
+use crate::proxy::vcl::{self as rt, Beresp, MAX_RETRIES, VclTxn};
 use crate::vcl::run::{Verdict, run};
 use crate::vcl::types::Method;
 
 /// What vcl_backend_response decided.
-pub(in crate::proxy) enum BerespOutcome {
+pub(super) enum BerespOutcome {
     /// Store the response with this plan, or deliver it uncached for this reason (and
     /// remember the URL as uncacheable this long: `beresp.ttl` of a hit-for-miss); `buffer`:
     /// read the whole body before delivering (`beresp.do_stream = false`).
@@ -84,7 +85,7 @@ fn failed(m: Method, why: &str) -> Step {
 /// vcl_backend_fetch (4.x) on the backend request made from the client's; it also picks the
 /// route: `bereq.backend`, else `req.backend_hint`, else the default. `Some(step)` when VCL
 /// does not fetch.
-pub(in crate::proxy) fn backend_fetch(txn: &mut Txn, for_cache: bool) -> Option<Step> {
+pub(super) fn backend_fetch(txn: &mut Txn, for_cache: bool) -> Option<Step> {
     let v = txn.vcl.as_deref()?;
     let legacy = v.runtime.program.dialect.is_legacy();
     make_bereq(txn, for_cache);
@@ -128,7 +129,7 @@ fn route(txn: &mut Txn) {
 /// status and fields and decides whether and how long it is stored. `pass`: a pass fetch,
 /// never stored. `was_304`: `parts` is a stale copy a 304 revalidated, merged with the 304's
 /// fields (`beresp.was_304`).
-pub(in crate::proxy) fn backend_response(
+pub(super) fn backend_response(
     txn: &mut Txn,
     parts: &mut Parts,
     ex: &policy::Exchange,
@@ -198,7 +199,7 @@ pub(in crate::proxy) fn backend_response(
         Verdict::Deliver if beresp.uncacheable => outcome(Err(NoCacheReason::Vcl), hfm(beresp.ttl)),
         Verdict::Deliver => {
             if let Some(v) = txn.vcl.as_deref_mut() {
-                v.fetched = Some(super::Fetched {
+                v.fetched = Some(rt::Fetched {
                     ttl: beresp.ttl,
                     grace: beresp.grace,
                     keep: beresp.keep,
@@ -268,19 +269,9 @@ fn plan(
     })
 }
 
-/// What happens when no backend answered.
-pub(in crate::proxy) enum ErrorOutcome {
-    Retry,
-    Step(Step),
-}
-
 /// No backend answered (`status`, `detail`): 4.x runs vcl_backend_error, whose `beresp` is
 /// delivered (then through vcl_deliver) or retried; 2.x goes to vcl_error.
-pub(in crate::proxy) fn backend_error(
-    txn: &mut Txn,
-    status: StatusCode,
-    detail: &str,
-) -> ErrorOutcome {
+pub(super) fn backend_error(txn: &mut Txn, status: StatusCode, detail: &str) -> ErrorOutcome {
     let Some(v) = txn.vcl.as_deref_mut() else {
         return ErrorOutcome::Step(Step::Synth(status, "backend-error"));
     };

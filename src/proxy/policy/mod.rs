@@ -1,0 +1,377 @@
+//! The policy seam: the request machine (`fsm.rs`, `lookup.rs`, `judge.rs`, `respond.rs`,
+//! `fetch.rs`) asks "the policy" at each of its steps — recv, lookup, hit, miss, pass, the
+//! backend request, the backend response, deliver, synth, error — and never which front-end
+//! wrote it. A front-end is one implementation of [`Hooks`]: one hook per step, each with a
+//! default that is Shellac's own behaviour, so a front-end writes only the steps it changes.
+//! Two exist: `[[rule]]`s ([`Rules`], `rules.rs`) and a VCL program ([`Vcl`], `vcl/`).
+//!
+//! A request carries its [`Policy`], chosen when it starts ([`Policy::choose`]): the enum
+//! names the front-ends once, here, and its methods dispatch each hook with a `match` — no
+//! `dyn` call and no allocation on the request path (the fast-hit path does not come here at
+//! all).
+
+mod rules;
+mod vcl;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::request::Parts as RequestParts;
+use http::response::Parts;
+use http::{HeaderMap, Response, StatusCode};
+
+use super::Proxy;
+use super::body::ResponseBody;
+use super::txn::{FetchMode, Policy, Step, Txn};
+use crate::cache::busy::LeaderGuard;
+use crate::cache::policy::{Exchange, NoCacheReason, Overrides, StorePlan};
+use crate::cache::{CacheKey, Object};
+use crate::config::CacheConfig;
+
+pub(super) use rules::Rules;
+pub(super) use vcl::Vcl;
+
+/// What the lookup does beyond RFC 9111 (VCL's `req.hash_ignore_vary`,
+/// `req.hash_always_miss`, `req.hash_ignore_busy`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct LookupFlags {
+    /// The variant stored last answers, whatever the request's fields.
+    pub ignore_vary: bool,
+    /// Fetched and stored anew whatever is cached.
+    pub always_miss: bool,
+    /// Fetched alone rather than waiting for another request's fetch.
+    pub ignore_busy: bool,
+}
+
+/// Limits this request puts on how long a stored object counts as fresh and graced, in
+/// seconds (VCL's `req.ttl` and `req.grace`); `None`: the object's own.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Limits {
+    pub ttl: Option<f64>,
+    pub grace: Option<f64>,
+}
+
+/// What the policy makes of a response about to be sent.
+pub(super) enum Delivery {
+    /// Send it (as the policy changed it).
+    Send(Response<ResponseBody>),
+    /// The policy restarted the request, or answered otherwise: run this step.
+    Step(Step),
+}
+
+/// What the policy does when no backend answered.
+pub(super) enum ErrorOutcome {
+    /// Send the backend request again.
+    Retry,
+    /// Leave the fetch for this step.
+    Step(Step),
+}
+
+/// The storage decision for a backend response, made once for every front-end: RFC 9111
+/// with the operator's overrides, or a plan the policy's program decided from RFC 9111's
+/// reading of the response (`cache::policy::freshness`).
+pub(super) enum Storage {
+    /// RFC 9111 and the builtin policy with these overrides (`cache::policy::evaluate_with`),
+    /// applied where the fetch stores (a whole response, a piece, a revalidated copy).
+    Evaluate(Overrides),
+    /// Store with this plan, or not for this reason; remember the URL as uncacheable this
+    /// long (`None`: not at all).
+    Decided {
+        plan: Result<StorePlan, NoCacheReason>,
+        hit_for_miss: Option<Duration>,
+    },
+}
+
+/// No operator overrides.
+static NO_OVERRIDES: Overrides = Overrides {
+    ttl: None,
+    min_ttl: None,
+    max_ttl: None,
+    grace: None,
+    keep: None,
+    override_origin: false,
+    rule: None,
+    armored: false,
+};
+
+/// How long the URL of a response that is not stored is remembered as uncacheable
+/// (hit-for-miss).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Remember {
+    /// `cache.hit_for_miss_ttl`, unless the reason is the request's `Authorization`.
+    Default,
+    /// This long.
+    For(Duration),
+    /// Not remembered.
+    Not,
+}
+
+impl Storage {
+    /// The storage decision for a response with `status` and `fields` from the exchange
+    /// `ex`: how to store it, or why not and how long its URL is remembered as uncacheable.
+    pub(super) fn decide(
+        self,
+        status: StatusCode,
+        fields: &HeaderMap,
+        ex: &Exchange,
+        cfg: &CacheConfig,
+    ) -> (Result<StorePlan, NoCacheReason>, Remember) {
+        match self {
+            Storage::Evaluate(o) => (
+                crate::cache::policy::evaluate_with(status, fields, ex, cfg, &o),
+                Remember::Default,
+            ),
+            Storage::Decided { plan, hit_for_miss } => {
+                (plan, hit_for_miss.map_or(Remember::Not, Remember::For))
+            }
+        }
+    }
+
+    /// The operator overrides pieces of partial content are stored with (none for a decided
+    /// plan).
+    pub(super) fn overrides(&self) -> &Overrides {
+        match self {
+            Storage::Evaluate(o) => o,
+            Storage::Decided { .. } => &NO_OVERRIDES,
+        }
+    }
+}
+
+/// What the policy made of a backend response head.
+pub(super) enum ResponseOutcome {
+    /// Go on with it, stored as `storage` says; `buffer`: read the whole body before the
+    /// response goes out.
+    Store { storage: Storage, buffer: bool },
+    /// Send the backend request again.
+    Retry,
+    /// Leave the fetch for this step (restart, synth, abandon).
+    Step(Step),
+}
+
+/// One hook per step of the request machine. Every hook but [`Hooks::recv`] and
+/// [`Hooks::backend_response`] has Shellac's own behaviour as its default.
+pub(super) trait Hooks {
+    /// Recv: the request is valid and its key known (nothing read of its body unless
+    /// `ReadBody` asked for it). Look it up, pass it, or answer it.
+    fn recv(txn: &mut Txn) -> Step;
+
+    /// Whether this request already ran Recv (a restart), so it is not counted again.
+    fn restarted(_txn: &Txn) -> bool {
+        false
+    }
+
+    /// How the lookup treats the stored variants and the busy table.
+    fn lookup_flags(_txn: &Txn) -> LookupFlags {
+        LookupFlags::default()
+    }
+
+    /// Limits on a stored object's freshness and grace for this request.
+    fn limits(_txn: &Txn) -> Limits {
+        Limits::default()
+    }
+
+    /// Whether a stale object within grace may answer now (`leading`: this request leads
+    /// the fetch of `key`); false fetches it anew instead.
+    fn grace_applies(_txn: &Txn, _key: &CacheKey, _leading: bool) -> bool {
+        true
+    }
+
+    /// Hit (fresh or within grace): `None` delivers `object`; otherwise the step chosen
+    /// instead.
+    fn hit(_txn: &mut Txn, _object: &Arc<Object>) -> Option<Step> {
+        None
+    }
+
+    /// A request that waited for another's fetch is about to follow it (`object`: what that
+    /// fetch stores, when [`Hooks::waiters_judge`] said so): `None` follows it.
+    fn waiting_hit(_txn: &mut Txn, _object: Option<&Arc<Object>>) -> Option<Step> {
+        None
+    }
+
+    /// Whether waiters judge the object being fetched (the busy head carries it).
+    fn waiters_judge(_txn: &Txn) -> bool {
+        false
+    }
+
+    /// Miss: this request leads the fetch.
+    fn miss(_txn: &mut Txn, guard: LeaderGuard) -> Step {
+        Step::Fetch(FetchMode::Miss(guard))
+    }
+
+    /// The URL was recently uncacheable: fetched alone.
+    fn hit_for_miss(_txn: &mut Txn) -> Step {
+        Step::Fetch(FetchMode::Alone("hit-for-miss"))
+    }
+
+    /// Pass: fetched, never stored.
+    fn pass(_txn: &mut Txn, reason: NoCacheReason) -> Step {
+        Step::Fetch(FetchMode::Pass(reason))
+    }
+
+    /// A stored object answers a conditional request: true when the policy answers the
+    /// conditionals itself after [`Hooks::deliver`] (the object is delivered whole).
+    fn conditionals_after_deliver(_txn: &mut Txn) -> bool {
+        false
+    }
+
+    /// Before the backend request is sent (`for_cache`: not a pass): `Some(step)` when the
+    /// policy does not fetch.
+    fn backend_fetch(_txn: &mut Txn, _for_cache: bool) -> Option<Step> {
+        None
+    }
+
+    /// No backend answered (`status`, `detail`): `None` answers as Shellac does (the error,
+    /// or a stale copy).
+    fn backend_error(_txn: &mut Txn, _status: StatusCode, _detail: &str) -> Option<ErrorOutcome> {
+        None
+    }
+
+    /// The stale copy a 304 revalidated was purged meanwhile: `None` fetches it again
+    /// unconditionally.
+    fn stale_gone(_txn: &mut Txn) -> Option<ErrorOutcome> {
+        None
+    }
+
+    /// The backend response head (`was_304`: a 304 revalidating the stale copy): the
+    /// policy may change it, and decides how it is stored.
+    fn backend_response(
+        txn: &mut Txn,
+        parts: &mut Parts,
+        ex: &Exchange,
+        mode: &FetchMode,
+        was_304: bool,
+    ) -> ResponseOutcome;
+
+    /// A response's fields about to be stored.
+    fn storing(_txn: &Txn, _headers: &mut HeaderMap) {}
+
+    /// Deliver: every response on its way to the client.
+    fn deliver(_txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
+        Delivery::Send(response)
+    }
+
+    /// A response the policy makes (`Step::VclSynth`): status and reason.
+    fn synth(_txn: &mut Txn, status: u16, _reason: Option<String>) -> Step {
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+        Step::Synth(status, "vcl-synth")
+    }
+
+    /// The policy restarts the request (`Step::Restart`).
+    fn restart(_txn: &mut Txn) -> Step {
+        Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "restart")
+    }
+}
+
+/// Calls `$hook` of the request's front-end.
+macro_rules! dispatch {
+    ($policy:expr, $hook:ident($($arg:expr),*)) => {
+        match $policy {
+            Policy::Rules => Rules::$hook($($arg),*),
+            Policy::Vcl => Vcl::$hook($($arg),*),
+        }
+    };
+}
+
+impl Policy {
+    /// The policy a request runs under: the configuration's VCL program when it has one,
+    /// else its `[[rule]]`s. Per request, so that a virtual host can carry its own.
+    pub(super) fn choose(proxy: &Proxy, _req: &RequestParts) -> Policy {
+        if proxy.vcl.is_some() {
+            Policy::Vcl
+        } else {
+            Policy::Rules
+        }
+    }
+
+    pub(super) fn recv(self, txn: &mut Txn) -> Step {
+        dispatch!(self, recv(txn))
+    }
+
+    pub(super) fn restarted(self, txn: &Txn) -> bool {
+        dispatch!(self, restarted(txn))
+    }
+
+    pub(super) fn lookup_flags(self, txn: &Txn) -> LookupFlags {
+        dispatch!(self, lookup_flags(txn))
+    }
+
+    pub(super) fn limits(self, txn: &Txn) -> Limits {
+        dispatch!(self, limits(txn))
+    }
+
+    pub(super) fn grace_applies(self, txn: &Txn, key: &CacheKey, leading: bool) -> bool {
+        dispatch!(self, grace_applies(txn, key, leading))
+    }
+
+    pub(super) fn hit(self, txn: &mut Txn, object: &Arc<Object>) -> Option<Step> {
+        dispatch!(self, hit(txn, object))
+    }
+
+    pub(super) fn waiting_hit(self, txn: &mut Txn, object: Option<&Arc<Object>>) -> Option<Step> {
+        dispatch!(self, waiting_hit(txn, object))
+    }
+
+    pub(super) fn waiters_judge(self, txn: &Txn) -> bool {
+        dispatch!(self, waiters_judge(txn))
+    }
+
+    pub(super) fn miss(self, txn: &mut Txn, guard: LeaderGuard) -> Step {
+        dispatch!(self, miss(txn, guard))
+    }
+
+    pub(super) fn hit_for_miss(self, txn: &mut Txn) -> Step {
+        dispatch!(self, hit_for_miss(txn))
+    }
+
+    pub(super) fn pass(self, txn: &mut Txn, reason: NoCacheReason) -> Step {
+        dispatch!(self, pass(txn, reason))
+    }
+
+    pub(super) fn conditionals_after_deliver(self, txn: &mut Txn) -> bool {
+        dispatch!(self, conditionals_after_deliver(txn))
+    }
+
+    pub(super) fn backend_fetch(self, txn: &mut Txn, for_cache: bool) -> Option<Step> {
+        dispatch!(self, backend_fetch(txn, for_cache))
+    }
+
+    pub(super) fn backend_error(
+        self,
+        txn: &mut Txn,
+        status: StatusCode,
+        detail: &str,
+    ) -> Option<ErrorOutcome> {
+        dispatch!(self, backend_error(txn, status, detail))
+    }
+
+    pub(super) fn stale_gone(self, txn: &mut Txn) -> Option<ErrorOutcome> {
+        dispatch!(self, stale_gone(txn))
+    }
+
+    pub(super) fn backend_response(
+        self,
+        txn: &mut Txn,
+        parts: &mut Parts,
+        ex: &Exchange,
+        mode: &FetchMode,
+        was_304: bool,
+    ) -> ResponseOutcome {
+        dispatch!(self, backend_response(txn, parts, ex, mode, was_304))
+    }
+
+    pub(super) fn storing(self, txn: &Txn, headers: &mut HeaderMap) {
+        dispatch!(self, storing(txn, headers))
+    }
+
+    pub(super) fn deliver(self, txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
+        dispatch!(self, deliver(txn, response))
+    }
+
+    pub(super) fn synth(self, txn: &mut Txn, status: u16, reason: Option<String>) -> Step {
+        dispatch!(self, synth(txn, status, reason))
+    }
+
+    pub(super) fn restart(self, txn: &mut Txn) -> Step {
+        dispatch!(self, restart(txn))
+    }
+}

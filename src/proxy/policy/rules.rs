@@ -1,0 +1,140 @@
+//! The `[[rule]]` front-end of the policy seam: the rules' request phase at Recv (synth,
+//! redirect, pass, route, `cache = true`) before RFC 9111's own request checks, PURGE, and
+//! the rules' response phase on the backend response (fields changed, the overrides the
+//! storage decision applies, cache deception armor). Every other step is Shellac's default.
+
+use http::Method;
+use std::ops::ControlFlow;
+
+use http::header;
+use http::response::Parts;
+
+use super::{Hooks, ResponseOutcome, Storage};
+use crate::cache::policy::{Exchange, NoCacheReason};
+use crate::http::cache_control::CacheControl;
+use crate::http::headers::{self, has_field};
+use crate::proxy::deliver;
+use crate::proxy::judge::normalize_accept_encoding;
+use crate::proxy::txn::{FetchMode, Step, Txn};
+
+/// The `[[rule]]` policy (no rules: RFC 9111 and the builtin policy alone).
+pub(in crate::proxy) struct Rules;
+
+impl Hooks for Rules {
+    fn recv(txn: &mut Txn) -> Step {
+        if txn.req.method.as_str() == "PURGE" {
+            return txn.purge();
+        }
+        let mut forced_lookup = false;
+        if !txn.proxy.rules.is_empty() {
+            match request_phase(txn) {
+                ControlFlow::Continue(cache) => forced_lookup = cache,
+                ControlFlow::Break(step) => return step,
+            }
+        }
+        if headers::upgrade_request(
+            &txn.req.method,
+            txn.req.version,
+            &txn.req.headers,
+            &txn.proxy.config.server.upgrade_protocols,
+        )
+        .is_some()
+        {
+            return Step::Pass(NoCacheReason::Upgrade);
+        }
+        if txn.req.method != Method::GET && txn.req.method != Method::HEAD {
+            return Step::Pass(NoCacheReason::Method);
+        }
+        // RFC 9111 §3.5: looked up, but see `authorized`. A rule's `cache = true` vouches for
+        // the request: then it is a lookup like any other.
+        txn.authorized = !forced_lookup && has_field(&txn.req.headers, &header::AUTHORIZATION);
+        let cc = CacheControl::from_headers(&txn.req.headers);
+        if cc.no_store {
+            return Step::Pass(NoCacheReason::RequestNoStore);
+        }
+        if txn.proxy.config.cache.normalize_accept_encoding {
+            normalize_accept_encoding(&mut txn.req.headers);
+        }
+        txn.read_request_directives();
+        Step::Lookup
+    }
+
+    fn backend_response(
+        txn: &mut Txn,
+        parts: &mut Parts,
+        _ex: &Exchange,
+        _mode: &FetchMode,
+        _was_304: bool,
+    ) -> ResponseOutcome {
+        headers::strip_hop_by_hop(&mut parts.headers);
+        let mut overrides = txn.proxy.rules.on_response(
+            &txn.matched_rules,
+            &txn.req.method,
+            parts.status,
+            &mut parts.headers,
+        );
+        if txn.proxy.config.cache.deception_armor {
+            let target = txn.req.uri.path_and_query().map_or("/", |p| p.as_str());
+            overrides.armor(target, &parts.headers);
+            if overrides.armored {
+                txn.proxy.counters.cache_deception_armor.inc();
+            }
+        }
+        ResponseOutcome::Store {
+            storage: Storage::Evaluate(overrides),
+            buffer: false,
+        }
+    }
+}
+
+/// The rules' request phase: `Continue(cache)` goes on (`cache`: a rule said
+/// `cache = true`), `Break(step)` is a rule's answer (synth, redirect) or its pass.
+fn request_phase(txn: &mut Txn) -> ControlFlow<Step, bool> {
+    let host = Txn::authority(&txn.req).unwrap_or("").to_string();
+    let path = txn
+        .req
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    let tls = txn.req.extensions.get::<crate::tls::server::Session>();
+    let conn = crate::rules::Conn {
+        https: tls.is_some(),
+        client_cert: tls.and_then(|s| s.0.client.as_deref()).unwrap_or(""),
+    };
+    let outcome =
+        txn.proxy
+            .rules
+            .on_request(&host, &path, &txn.req.method, &mut txn.req.headers, conn);
+    txn.matched_rules = outcome.matched;
+    if let Some(name) = &outcome.director {
+        txn.route = txn.proxy.backends.get(name);
+    }
+    if let Some((status, content_type, body)) = outcome.synth {
+        txn.proxy.counters.synth_resp.inc();
+        return ControlFlow::Break(Step::Deliver(deliver::generated(
+            status,
+            &content_type,
+            body,
+            None,
+        )));
+    }
+    if let Some((status, location)) = outcome.redirect {
+        txn.proxy.counters.synth_resp.inc();
+        let body = format!(
+            "{} {}\n{location}\n",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or("")
+        );
+        return ControlFlow::Break(Step::Deliver(deliver::generated(
+            status,
+            "text/plain; charset=utf-8",
+            body,
+            Some(&location),
+        )));
+    }
+    if outcome.pass.is_some() {
+        return ControlFlow::Break(Step::Pass(NoCacheReason::Rule));
+    }
+    ControlFlow::Continue(outcome.cache)
+}

@@ -1,0 +1,221 @@
+//! The VCL front-end of the policy seam: each hook runs the program's subroutine for its step
+//! (`client.rs`: vcl_recv, vcl_hash, vcl_hit, vcl_miss, vcl_pass, vcl_pipe, vcl_purge,
+//! vcl_deliver, vcl_synth / 2.x vcl_error; `backend.rs`: vcl_backend_fetch,
+//! vcl_backend_response / 2.x vcl_fetch, vcl_backend_error) and turns its action into the
+//! machine's next step. The request's VCL state is `Txn::vcl` (`proxy/vcl/`).
+
+mod backend;
+mod client;
+
+use std::sync::Arc;
+
+use http::response::Parts;
+use http::{HeaderMap, Response, StatusCode};
+
+use super::{Delivery, ErrorOutcome, Hooks, Limits, LookupFlags, ResponseOutcome, Storage};
+use crate::cache::busy::LeaderGuard;
+use crate::cache::policy::{Exchange, NoCacheReason};
+use crate::cache::{CacheKey, Object};
+use crate::http::headers;
+use crate::proxy::body::ResponseBody;
+use crate::proxy::judge::normalize_accept_encoding;
+use crate::proxy::txn::{FetchMode, Step, Txn};
+use crate::vcl::run::BackendSel;
+
+/// The VCL policy: the configuration's program (`Proxy::vcl`).
+pub(in crate::proxy) struct Vcl;
+
+/// Whether the request runs a 2.x program.
+fn legacy(txn: &Txn) -> bool {
+    txn.vcl
+        .as_ref()
+        .is_some_and(|v| v.runtime.program.dialect.is_legacy())
+}
+
+impl Hooks for Vcl {
+    fn recv(txn: &mut Txn) -> Step {
+        let Some(rt) = txn.proxy.vcl.clone() else {
+            return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-vcl-program");
+        };
+        // The VCL program decides (its built-in VCL for what the operator's does not):
+        // PURGE, methods, Authorization, cookies; Accept-Encoding normalised first, as
+        // Varnish does before vcl_recv.
+        if txn.proxy.config.cache.normalize_accept_encoding {
+            normalize_accept_encoding(&mut txn.req.headers);
+        }
+        client::recv(txn, &rt)
+    }
+
+    fn restarted(txn: &Txn) -> bool {
+        txn.vcl.as_ref().is_some_and(|v| v.state.restarts != 0)
+    }
+
+    fn lookup_flags(txn: &Txn) -> LookupFlags {
+        txn.vcl
+            .as_ref()
+            .map_or(LookupFlags::default(), |v| LookupFlags {
+                ignore_vary: v.state.hash_ignore_vary,
+                always_miss: v.state.hash_always_miss,
+                ignore_busy: v.state.hash_ignore_busy,
+            })
+    }
+
+    /// `req.ttl` / `req.max_age` and `req.grace`, as Varnish's EXP_Ttl and EXP_Ttl_grace
+    /// read them (`judge.rs` applies them).
+    fn limits(txn: &Txn) -> Limits {
+        txn.vcl.as_ref().map_or(Limits::default(), |v| Limits {
+            ttl: v.state.req_ttl,
+            grace: v.state.req_grace,
+        })
+    }
+
+    /// Varnish 2.x's grace: a stale copy within grace answers only while a fetch of it is in
+    /// progress or the request's backend is sick; otherwise it is fetched anew (4.x serves
+    /// it and refreshes it in the background).
+    fn grace_applies(txn: &Txn, key: &CacheKey, leading: bool) -> bool {
+        let Some(v) = txn.vcl.as_deref() else {
+            return true;
+        };
+        if !v.runtime.program.dialect.is_legacy() {
+            return true;
+        }
+        if !leading && txn.proxy.cache.busy.contains(key) {
+            return true;
+        }
+        let sel = v.state.backend.or_else(|| {
+            v.runtime
+                .program
+                .default_target
+                .map(|target| BackendSel { target, hash: None })
+        });
+        sel.and_then(|s| v.runtime.member(s))
+            .is_some_and(|m| !m.healthy_for(key))
+    }
+
+    fn hit(txn: &mut Txn, object: &Arc<Object>) -> Option<Step> {
+        client::after_hit(txn, object)
+    }
+
+    /// Under a 4.x program a waiter runs vcl_hit on what is being fetched, as Varnish's
+    /// waiting list looks the busy object up again; VCL may take another way than
+    /// delivering it. A waiter is served from the cache, as Varnish's waiting list is.
+    fn waiting_hit(txn: &mut Txn, object: Option<&Arc<Object>>) -> Option<Step> {
+        if let Some(object) = object
+            && let Some(step) = client::after_waiting(txn, object)
+        {
+            return Some(step);
+        }
+        if let Some(v) = txn.vcl.as_deref_mut() {
+            v.hit = true;
+        }
+        None
+    }
+
+    fn waiters_judge(txn: &Txn) -> bool {
+        txn.vcl.is_some() && !legacy(txn)
+    }
+
+    fn miss(txn: &mut Txn, guard: LeaderGuard) -> Step {
+        if txn.vcl.is_none() {
+            return Step::Fetch(FetchMode::Miss(guard));
+        }
+        client::miss(txn, Some(guard), false)
+    }
+
+    fn hit_for_miss(txn: &mut Txn) -> Step {
+        if txn.vcl.is_none() {
+            return Step::Fetch(FetchMode::Alone("hit-for-miss"));
+        }
+        client::miss(txn, None, true)
+    }
+
+    fn pass(txn: &mut Txn, reason: NoCacheReason) -> Step {
+        client::pass(txn, reason)
+    }
+
+    /// `If-None-Match` / `If-Modified-Since` are answered after vcl_deliver, on the
+    /// validators it delivers, as Varnish does.
+    fn conditionals_after_deliver(txn: &mut Txn) -> bool {
+        match txn.vcl.as_deref_mut() {
+            Some(v) => {
+                v.conditional = true;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn backend_fetch(txn: &mut Txn, for_cache: bool) -> Option<Step> {
+        backend::backend_fetch(txn, for_cache)
+    }
+
+    fn backend_error(txn: &mut Txn, status: StatusCode, detail: &str) -> Option<ErrorOutcome> {
+        txn.vcl.as_ref()?;
+        Some(backend::backend_error(txn, status, detail))
+    }
+
+    /// As in Varnish, under a 4.x program that fetch failed (vcl_backend_error, which may
+    /// retry).
+    fn stale_gone(txn: &mut Txn) -> Option<ErrorOutcome> {
+        if txn.vcl.is_none() || legacy(txn) {
+            return None;
+        }
+        Some(backend::backend_error(
+            txn,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "stale-gone",
+        ))
+    }
+
+    fn backend_response(
+        txn: &mut Txn,
+        parts: &mut Parts,
+        ex: &Exchange,
+        mode: &FetchMode,
+        was_304: bool,
+    ) -> ResponseOutcome {
+        let pass = matches!(mode, FetchMode::Pass(_));
+        // Varnish: vcl_backend_response sees a revalidated copy as the object it becomes —
+        // the stale copy's status, its fields merged with the 304's, `beresp.was_304`.
+        if was_304 && let Some(stale) = &txn.stale {
+            parts.status = stale.status;
+            parts.headers = crate::cache::policy::merge_304(stale.headers.to_map(), &parts.headers);
+        }
+        // vcl_backend_response sees the backend's hop-by-hop fields (Keep-Alive) in beresp,
+        // as in Varnish; the stored or delivered response never has them.
+        match backend::backend_response(txn, parts, ex, pass, was_304) {
+            backend::BerespOutcome::Plan {
+                plan,
+                hit_for_miss,
+                buffer,
+            } => {
+                headers::strip_hop_by_hop(&mut parts.headers);
+                ResponseOutcome::Store {
+                    storage: Storage::Decided { plan, hit_for_miss },
+                    buffer,
+                }
+            }
+            backend::BerespOutcome::Retry => ResponseOutcome::Retry,
+            backend::BerespOutcome::Step(step) => ResponseOutcome::Step(step),
+        }
+    }
+
+    /// `X-Varnish`: the id of the transaction that fetched it.
+    fn storing(txn: &Txn, fields: &mut HeaderMap) {
+        if let Some(v) = txn.vcl.as_deref() {
+            crate::proxy::vcl::mark_fetched(v, fields);
+        }
+    }
+
+    fn deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
+        client::deliver(txn, response)
+    }
+
+    fn synth(txn: &mut Txn, status: u16, reason: Option<String>) -> Step {
+        client::synth(txn, status, reason)
+    }
+
+    fn restart(txn: &mut Txn) -> Step {
+        client::restart(txn)
+    }
+}
