@@ -116,3 +116,57 @@ fn pcre_branch_reset_is_refused_as_unsupported() {
     assert_eq!(e[0].kind, ErrorKind::Unsupported, "{e:?}");
     assert!(e[0].message.contains("Regexp \"^(?|(a)|(b))$\""), "{e:?}");
 }
+
+/// Varnish 2.1/3.0 let `vcl_error` read and set `obj.ttl`, `obj.grace` (3.0 `obj.keep`) and
+/// read `obj.lastuse` (2.0 also `obj.cacheable`): accepted, on a response that is never stored
+/// (in Varnish neither), so they read 0 and what is set changes nothing.
+#[tokio::test]
+async fn obj_ttl_and_the_other_obj_variables_in_vcl_error() {
+    let origin = Origin::start(|_| Reply::ok("o")).await;
+    let vcl = r#"backend b { ${origin0} }
+sub vcl_recv { error 403 "No"; }
+sub vcl_error {
+    set obj.ttl = 0s;
+    set obj.grace = 10s;
+    set obj.keep = 1m;
+    set obj.http.x-ttl = obj.ttl;
+    set obj.http.x-lastuse = obj.lastuse;
+    deliver;
+}
+"#;
+    let shellac = start_vcl("obj-in-error", vcl, &[origin.addr]).await;
+    let r = get(shellac.addr, "/").await;
+    assert_eq!(r.status, 403);
+    assert_eq!(r.header("x-ttl"), Some("0.000"));
+    assert_eq!(r.header("x-lastuse"), Some("0.000"));
+    assert_eq!(origin.count(), 0);
+    shellac.stop().await;
+    origin.stop();
+    // 2.0 (a vcl_fetch that sets `obj.*`) also has `obj.cacheable` there.
+    ok("backend b { .host = \"127.0.0.1\"; }\n\
+        sub vcl_fetch { set obj.ttl = 1m; }\n\
+        sub vcl_error { set obj.cacheable = false; set obj.ttl = 1s; }");
+}
+
+/// `return (fetch)` in vcl_hit is 4.0's and 4.1's `miss` (valid until Varnish 5.0): the
+/// object is fetched again.
+#[tokio::test]
+async fn return_fetch_in_vcl_hit_under_vcl_4() {
+    let origin = Origin::start(|_| Reply::ok("o").cc("max-age=60")).await;
+    for version in ["4.0", "4.1"] {
+        let vcl = format!(
+            "vcl {version};\nbackend b {{ ${{origin0}} }}\n\
+             sub vcl_hit {{ if (req.http.x-refresh) {{ return (fetch); }} }}\n"
+        );
+        let shellac = start_vcl("hit-fetch", &vcl, &[origin.addr]).await;
+        let before = origin.count();
+        assert_eq!(get(shellac.addr, "/").await.status, 200);
+        assert_eq!(get(shellac.addr, "/").await.status, 200);
+        assert_eq!(origin.count(), before + 1, "the second is a hit");
+        let r = common::get_with(shellac.addr, "/", &[("x-refresh", "1")]).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(origin.count(), before + 2, "{version}: fetched again");
+        shellac.stop().await;
+    }
+    origin.stop();
+}

@@ -247,7 +247,10 @@ impl Method {
             Method::Pass => &["fail", "synth", "restart", "fetch"],
             Method::Hash => &["fail", "lookup"],
             Method::Purge => &["fail", "synth", "restart"],
-            Method::Hit => &["fail", "synth", "restart", "pass", "miss", "deliver"],
+            // `fetch` is 4.0's and 4.1's name for `miss` here (accepted until Varnish 5.0).
+            Method::Hit => &[
+                "fail", "synth", "restart", "pass", "miss", "deliver", "fetch",
+            ],
             Method::Miss => &["fail", "synth", "restart", "pass", "fetch"],
             Method::Deliver => &["fail", "synth", "restart", "deliver"],
             Method::Synth => &["fail", "restart", "deliver"],

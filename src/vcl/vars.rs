@@ -330,12 +330,14 @@ pub const VARS: &[VarDef] = &[
     v("obj.status", INT, L, HIT, 0, 0, ObjStatus),
     v("obj.response", STR, L, HIT, 0, 0, ObjReason),
     v("obj.http.", HDR, L, HIT, 0, 0, ObjHttp),
+    // 2.0 also in vcl_error.
+    v("obj.cacheable", BOOL, D20, HIT | ERROR, HIT | ERROR, 0, ObjCacheable),
     v("obj.cacheable", BOOL, L, HIT, HIT, 0, ObjCacheable),
-    v("obj.ttl", DUR, L, HIT, HIT, 0, ObjTtl),
-    v("obj.grace", DUR, L, HIT, HIT, 0, ObjGrace),
-    v("obj.keep", DUR, L, HIT, HIT, 0, ObjKeep),
+    v("obj.ttl", DUR, L, HIT | ERROR, HIT | ERROR, 0, ObjTtl),
+    v("obj.grace", DUR, L, HIT | ERROR, HIT | ERROR, 0, ObjGrace),
+    v("obj.keep", DUR, L, HIT | ERROR, HIT | ERROR, 0, ObjKeep),
     v("obj.hits", INT, L, HIT | DELIVER, 0, 0, ObjHits),
-    v("obj.lastuse", DUR, L, HIT | DELIVER, 0, 0, ObjLastuse),
+    v("obj.lastuse", DUR, L, HIT | DELIVER | ERROR, 0, 0, ObjLastuse),
     // The generated response, 2.x: `obj` in vcl_error.
     v("obj.proto", STR, L, ERROR, ERROR, 0, RespProto),
     v("obj.status", INT, L, ERROR, ERROR, 0, RespStatus),
