@@ -90,7 +90,7 @@ fn dialects_are_told_apart() {
     );
     has(
         "backend b { .host = \"h\"; }\nsub vcl_recv { if (req.method == \"GET\") { pass; } }",
-        "Symbol not found: 'req.method' (Only available in VCL 4.0, 4.1",
+        "Symbol not found: 'req.method' (a VCL 4.x name; this file has no `vcl 4.1;` line",
     );
     has(
         "vcl 5.0;\nbackend b { .host = \"h\"; }",

@@ -170,3 +170,45 @@ async fn return_fetch_in_vcl_hit_under_vcl_4() {
     }
     origin.stop();
 }
+
+/// A file without a `vcl 4.x;` line is read as VCL 2.1/3.0; when it uses 4.x-only names the
+/// errors say so, and what to add.
+#[test]
+fn a_file_without_a_vcl_line_using_4x_names_says_add_vcl_41() {
+    let src = "backend b { .host = \"127.0.0.1\"; }\n\
+               sub vcl_recv {\n    if (req.method == \"PURGE\") {\n        return (synth(200, \"Purged\"));\n    }\n}\n\
+               sub vcl_backend_response { set beresp.ttl = 1m; }\n";
+    let hint = "this file has no `vcl 4.1;` line, so it is read as VCL 2.1/3.0 — add `vcl 4.1;`";
+    let all = errors(src);
+    assert_eq!(all.len(), 3, "{all:?}");
+    for (e, what) in all
+        .iter()
+        .zip(["'req.method'", "\"synth\"", "'vcl_backend_response'"])
+    {
+        assert!(e.message.contains(hint) && e.message.contains(what), "{e}");
+    }
+    // A 2.x name in a 4.x file keeps the plain message.
+    has(
+        &format!("{B4}sub vcl_recv {{ if (req.request == \"GET\") {{ return (pass); }} }}"),
+        "Only available in VCL 2.0, 2.1/3.0, this file is VCL 4.1",
+    );
+}
+
+/// VCL errors show the source line and a caret under the token, as varnishd does.
+#[test]
+fn vcl_errors_show_the_source_line_and_a_caret() {
+    let e = errors(&format!(
+        "{B4}sub vcl_recv {{\n\tif (req.nope == \"x\") {{ return (pass); }}\n}}\n"
+    ));
+    assert_eq!(
+        e[0].with_excerpt(),
+        "t.vcl:4:6: Symbol not found: 'req.nope'\n\tif (req.nope == \"x\") { return (pass); }\n\t    ^~~~~~~~"
+    );
+    // A syntax error too, and through the configuration's error (what `shellac check` prints).
+    let e = errors(&format!("{B4}sub vcl_recv {{ set req.url = ; }}\n"));
+    let shown = shellac::config::vcl::vcl_error(e[0].clone()).to_string();
+    assert!(
+        shown.ends_with("\nsub vcl_recv { set req.url = ; }\n                             ^"),
+        "{shown}"
+    );
+}

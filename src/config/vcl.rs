@@ -110,10 +110,15 @@ impl Config {
 /// A VCL error as a configuration error: its file, line and column; unsupported features say
 /// so.
 pub fn vcl_error(e: crate::vcl::VclError) -> ConfigError {
-    let message = match e.kind {
+    let mut message = match e.kind {
         crate::vcl::ErrorKind::Invalid => e.message,
         crate::vcl::ErrorKind::Unsupported => format!("not supported: {}", e.message),
     };
+    // The source line and a caret under the token, as varnishd shows them.
+    if let Some(x) = &e.excerpt {
+        message.push('\n');
+        message.push_str(x);
+    }
     ConfigError {
         file: e.file,
         line: e.pos.line as usize,

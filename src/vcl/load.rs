@@ -18,7 +18,20 @@ const MAX_FILES: usize = 1024;
 #[derive(Debug, Clone)]
 pub struct Source {
     pub files: Vec<String>,
+    /// Each file's text (as `files`), for the excerpts of errors.
+    pub texts: Vec<String>,
     pub vcl: Vcl,
+}
+
+impl Source {
+    /// Fills in each error's excerpt (the source line and a caret) from the file it is in.
+    pub fn locate(&self, errors: &mut [VclError]) {
+        for e in errors {
+            if let Some(text) = self.texts.get(e.pos.file as usize) {
+                e.locate_in(text);
+            }
+        }
+    }
 }
 
 /// Reads `path` and every file it includes.
@@ -40,26 +53,35 @@ pub fn load(path: &Path) -> Result<Source, Vec<VclError>> {
 pub fn load_text(name: &str, text: &str, path: Option<&Path>) -> Result<Source, Vec<VclError>> {
     let mut loader = Loader {
         files: vec![name.to_string()],
+        texts: vec![text.to_string()],
         errors: Vec::new(),
     };
     let vcl = match parse_file(name, 0, text) {
         Ok(vcl) => vcl,
-        Err(e) => return Err(vec![e]),
+        Err(mut e) => {
+            e.locate_in(text);
+            return Err(vec![e]);
+        }
     };
     let stack = path.map(|p| vec![p.to_path_buf()]).unwrap_or_default();
     let vcl = loader.splice_decls(vcl, &stack, path.is_some());
+    let source = Source {
+        files: loader.files,
+        texts: loader.texts,
+        vcl,
+    };
     if loader.errors.is_empty() {
-        Ok(Source {
-            files: loader.files,
-            vcl,
-        })
+        Ok(source)
     } else {
-        Err(loader.errors)
+        let mut errors = loader.errors;
+        source.locate(&mut errors);
+        Err(errors)
     }
 }
 
 struct Loader {
     files: Vec<String>,
+    texts: Vec<String>,
     errors: Vec<VclError>,
 }
 
@@ -306,6 +328,7 @@ impl Loader {
             Ok(text) => {
                 let index = self.files.len() as u16;
                 self.files.push(file.display().to_string());
+                self.texts.push(text.clone());
                 Some((index, text))
             }
             Err(e) => {

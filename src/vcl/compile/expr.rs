@@ -185,14 +185,8 @@ impl Checker<'_> {
         if others.is_empty() {
             self.error(pos, format!("Symbol not found: '{n}'"));
         } else {
-            self.error(
-                pos,
-                format!(
-                    "Symbol not found: '{n}' (Only available in VCL {}, this file is VCL {})",
-                    others.join(", "),
-                    self.dialect.as_str()
-                ),
-            );
+            let msg = self.other_dialect_symbol(n, &others);
+            self.error(pos, msg);
         }
         bad()
     }

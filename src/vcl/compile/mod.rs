@@ -150,7 +150,9 @@ pub fn compile_with(src: &Source, options: &Options) -> Result<Program, Vec<VclE
         Ok(d) => d,
         Err((pos, message)) => {
             let file = src.files.first().cloned().unwrap_or_default();
-            return Err(vec![VclError::new(&file, pos, message)]);
+            let mut errors = vec![VclError::new(&file, pos, message)];
+            src.locate(&mut errors);
+            return Err(errors);
         }
     };
     let mut c = Checker {
@@ -197,7 +199,36 @@ pub fn compile_with(src: &Source, options: &Options) -> Result<Program, Vec<VclE
         (a.pos.file, a.pos.line, a.pos.col).cmp(&(b.pos.file, b.pos.line, b.pos.col))
     });
     errors.dedup();
+    src.locate(&mut errors);
     Err(errors)
+}
+
+impl Checker<'_> {
+    /// Why a 4.x name is not known, for a file read as 2.x: it has no `vcl` line (varnishd
+    /// reads such a file as 4.0 only from 4.0 on; Shellac as Varnish 2.1/3.0 did).
+    pub(super) fn no_version_line(&self) -> String {
+        format!(
+            "this file has no `vcl 4.1;` line, so it is read as VCL {} — add `vcl 4.1;`",
+            self.dialect.as_str()
+        )
+    }
+
+    /// `Symbol not found` for a name of other dialects: which, and for a 4.x name in a 2.x
+    /// file, what to write.
+    pub(super) fn other_dialect_symbol(&self, name: &str, others: &[&str]) -> String {
+        if self.dialect.is_legacy() && others.iter().any(|d| d.starts_with('4')) {
+            format!(
+                "Symbol not found: '{name}' (a VCL 4.x name; {})",
+                self.no_version_line()
+            )
+        } else {
+            format!(
+                "Symbol not found: '{name}' (Only available in VCL {}, this file is VCL {})",
+                others.join(", "),
+                self.dialect.as_str()
+            )
+        }
+    }
 }
 
 /// Whether every error is `Unsupported`: valid VCL asking for what Shellac does not have.
@@ -467,12 +498,22 @@ impl<'a> Checker<'a> {
                 .map(Method::sub_name)
                 .collect();
             let other = Method::ALL.into_iter().any(|m| m.sub_name() == name);
-            let msg = format!(
-                "'{name}' is not a built-in subroutine Shellac runs in VCL {} (names starting \
-                 with 'vcl_' are reserved; the built-in ones are {})",
-                self.dialect.as_str(),
-                known.join(", ")
-            );
+            let four = Method::from_sub(name, Dialect::V41).is_some();
+            let msg = if four && self.dialect.is_legacy() {
+                format!(
+                    "'{name}' is a VCL 4.x subroutine: {} (VCL {}'s are {})",
+                    self.no_version_line(),
+                    self.dialect.as_str(),
+                    known.join(", ")
+                )
+            } else {
+                format!(
+                    "'{name}' is not a built-in subroutine Shellac runs in VCL {} (names \
+                     starting with 'vcl_' are reserved; the built-in ones are {})",
+                    self.dialect.as_str(),
+                    known.join(", ")
+                )
+            };
             if other || self.dialect.is_legacy() {
                 // A subroutine of another dialect, or of a Varnish newer than Shellac knows.
                 self.error(pos, msg);

@@ -4,7 +4,7 @@
 
 use super::super::ast::{self, Pos};
 use super::super::ir::{Action, Expr, Func, SetOp, Stmt, Text};
-use super::super::types::{Method, Type};
+use super::super::types::{Dialect, Method, Type};
 use super::super::vars::Slot;
 use super::Checker;
 use super::names::Access;
@@ -133,14 +133,8 @@ impl Checker<'_> {
                 format!("Symbol not found: '{target}' (not a variable)"),
             );
         } else {
-            self.error(
-                pos,
-                format!(
-                    "Symbol not found: '{target}' (Only available in VCL {}, this file is VCL {})",
-                    others.join(", "),
-                    self.dialect.as_str()
-                ),
-            );
+            let msg = self.other_dialect_symbol(target, &others);
+            self.error(pos, msg);
         }
     }
 
@@ -282,10 +276,20 @@ impl Checker<'_> {
                     format!(" (sub {} is called from it)", self.here_name)
                 };
                 let allowed = m.actions(self.dialect).join(", ");
+                // A 4.x action (`synth`, `hash`, `purge`, ...) in a file read as 2.x.
+                let four = self.dialect.is_legacy()
+                    && Method::ALL
+                        .into_iter()
+                        .any(|x| x.actions(Dialect::V41).contains(&word));
+                let hint = if four {
+                    format!(" ('{word}' is VCL 4.x: {})", self.no_version_line())
+                } else {
+                    String::new()
+                };
                 self.error(
                     pos,
                     format!(
-                        "Invalid return \"{word}\" in {}{called}: it may return {allowed}",
+                        "Invalid return \"{word}\" in {}{called}: it may return {allowed}{hint}",
                         m.sub_name()
                     ),
                 );
