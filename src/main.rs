@@ -673,7 +673,8 @@ fn serve(
         // Every listener is bound and the storage open: tell systemd (Type=notify).
         shellac::service::notify::ready(&format!("serving: {}", running.live.summary()));
         let (quit, quit_rx) = tokio::sync::watch::channel(false);
-        tokio::spawn(shellac::service::run(running.live.clone(), quit_rx));
+        let live = running.live.clone();
+        tokio::spawn(shellac::service::run(move || live.load().stats(), quit_rx));
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};

@@ -1,23 +1,22 @@
 //! Running as a system service: the systemd notification protocol ([`notify`]), the
-//! periodic `STATUS=` line and watchdog ([`run`]).
+//! periodic `STATUS=` line and watchdog ([`run`]). A bottom layer: it imports nothing of the
+//! crate; what it reports is handed to it.
 
 pub mod notify;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::reload::Live;
+/// The counters and gauges now, by name (`Proxy::stats` of the configuration in force).
+pub type Stats = Vec<(&'static str, u64)>;
 
 /// How often the `STATUS=` line is refreshed.
 const STATUS_EVERY: Duration = Duration::from_secs(5);
 
 /// The one-line summary systemd shows (`systemctl status shellac`): requests per second and
 /// hit ratio since the previous line, objects cached (on disk among them).
-pub fn status_line(live: &Live, previous: &mut Option<(Instant, u64, u64, u64)>) -> String {
-    let proxy = live.load();
-    let stats = proxy.stats();
+pub fn status_line(stats: &Stats, previous: &mut Option<(Instant, u64, u64, u64)>) -> String {
     let get = |name: &str| {
         stats
             .iter()
@@ -54,14 +53,14 @@ pub fn status_line(live: &Live, previous: &mut Option<(Instant, u64, u64, u64)>)
 /// Sends `STATUS=` every few seconds and `WATCHDOG=1` at half of `$WATCHDOG_USEC` (when set)
 /// until shutdown. Does nothing without `$NOTIFY_SOCKET`. The watchdog is fed from the
 /// runtime itself, so a runtime that stops making progress stops feeding it.
-pub async fn run(live: Arc<Live>, mut shutdown: watch::Receiver<bool>) {
+pub async fn run(stats: impl Fn() -> Stats, mut shutdown: watch::Receiver<bool>) {
     if !notify::enabled() {
         return;
     }
     let watchdog = notify::watchdog_interval();
     let tick = watchdog.map_or(STATUS_EVERY, |w| w.min(STATUS_EVERY));
     let mut previous = None;
-    let _ = status_line(&live, &mut previous);
+    let _ = status_line(&stats(), &mut previous);
     let mut last_status = Instant::now();
     let mut interval = tokio::time::interval(tick);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -74,7 +73,7 @@ pub async fn run(live: Arc<Live>, mut shutdown: watch::Receiver<bool>) {
             notify::watchdog();
         }
         if last_status.elapsed() >= STATUS_EVERY {
-            notify::status(&status_line(&live, &mut previous));
+            notify::status(&status_line(&stats(), &mut previous));
             last_status = Instant::now();
         }
     }
