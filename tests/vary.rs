@@ -126,3 +126,109 @@ async fn invalidation_removes_all_variants() {
     }
     shellac.stop().await;
 }
+
+/// An origin that answers with the value of `field` it received, `Vary: field`, storable by a
+/// shared cache (also with `Authorization`).
+fn echo_origin(field: &'static str) -> impl Fn(&Seen) -> Reply + Send + Sync + 'static {
+    move |s| {
+        let v = s
+            .headers
+            .get(field)
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        Reply::ok(&format!("{field}={v}"))
+            .cc("public, max-age=60")
+            .header("vary", field)
+    }
+}
+
+/// Requests `/` with `field: stored`, then with `field: other`; whether the second was
+/// answered from the first's stored response (and checks the body it got is its own when not).
+async fn shares(field: &'static str, stored: &str, other: &str, normalise_ae: bool) -> bool {
+    let origin = Origin::start(echo_origin(field)).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.cache.normalize_accept_encoding = normalise_ae
+    })
+    .await;
+    let first = get_with(shellac.addr, "/", &[(field, stored)]).await;
+    assert_eq!(first.text(), format!("{field}={stored}"));
+    let second = get_with(shellac.addr, "/", &[(field, other)]).await;
+    let shared = origin.count() == 1;
+    if !shared {
+        assert_eq!(
+            second.text(),
+            format!("{field}={other}"),
+            "its own response"
+        );
+    }
+    shellac.stop().await;
+    shared
+}
+
+/// Issue 32: `Vary: Cookie` — a client whose session cookie differs only in letter case from
+/// the one the page was stored for gets its own page, never the victim's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vary_values_compared_exactly_cookie() {
+    assert!(!shares("cookie", "sid=VictimSecretAbc", "sid=victimsecretabc", true).await);
+    assert!(!shares("cookie", "a=1;b=2", "a=1; b=2", true).await);
+    assert!(shares("cookie", "sid=VictimSecretAbc", "sid=VictimSecretAbc", true).await);
+}
+
+/// Issue 32: `Vary: Authorization` with bearer tokens (a response the origin marked `public`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vary_values_compared_exactly_authorization_bearer() {
+    assert!(
+        !shares(
+            "authorization",
+            "Bearer AbC.dEf.GhI",
+            "Bearer abc.def.ghi",
+            true
+        )
+        .await
+    );
+    assert!(
+        shares(
+            "authorization",
+            "Bearer AbC.dEf.GhI",
+            "Bearer AbC.dEf.GhI",
+            true
+        )
+        .await
+    );
+}
+
+/// Issue 32: an application's own field (`X-Device`) and `Origin`: exact, whitespace too (its
+/// syntax is not known to allow it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vary_values_compared_exactly_other_fields() {
+    assert!(!shares("x-device", "Mobile", "mobile", true).await);
+    assert!(!shares("x-device", "a, b", "a,b", true).await);
+    assert!(!shares("origin", "https://A.example", "https://a.example", true).await);
+    // A list field with case-sensitive members: list whitespace only.
+    assert!(
+        shares(
+            "accept",
+            "text/html,application/json",
+            "text/html, application/json",
+            true
+        )
+        .await
+    );
+    assert!(!shares("accept", "text/html;v=\"A\"", "text/html;v=\"a\"", true).await);
+}
+
+/// Issue 32: `Accept-Language` is case-insensitive by its specification (RFC 4647) and a list:
+/// normalised on purpose.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vary_values_compared_exactly_accept_language() {
+    assert!(shares("accept-language", "en-US,fr;q=0.5", "en-us, fr;q=0.5", true).await);
+    assert!(!shares("accept-language", "en-US", "fr", true).await);
+}
+
+/// Issue 32: `Accept-Encoding` tokens are case-insensitive: one variant for `GZIP, br` and
+/// `gzip,br` even without the compression negotiation's rewriting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vary_values_compared_exactly_accept_encoding() {
+    assert!(shares("accept-encoding", "GZIP, br", "gzip,br", false).await);
+    assert!(!shares("accept-encoding", "gzip", "br", false).await);
+}

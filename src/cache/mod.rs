@@ -540,32 +540,22 @@ pub fn boxed_vary(selection: VarySelection) -> Option<Box<VarySelection>> {
     (!selection.is_empty()).then(|| Box::new(selection))
 }
 
-/// Whether `request` carries the same values for the `Vary` fields as `selection`.
-/// A field present several times never matches (it would need combining first).
+/// Whether `request` carries the same values for the `Vary` fields as `selection`, compared
+/// as each field's grammar allows (`crate::http::selecting`: exactly, but for list whitespace
+/// and the few case-insensitive fields). A field present several times never matches (it
+/// would need combining first).
 pub fn vary_matches(selection: &[(HeaderName, Option<HeaderValue>)], request: &HeaderMap) -> bool {
+    use crate::http::selecting::selecting_value;
     selection.iter().all(|(name, value)| {
         let mut got = request.get_all(name).iter();
         match (value, got.next()) {
             (None, None) => true,
             (Some(want), Some(first)) => {
-                got.next().is_none() && normalise(first) == normalise(want)
+                got.next().is_none() && selecting_value(name, first) == selecting_value(name, want)
             }
             _ => false,
         }
     })
-}
-
-/// A field value with list members trimmed and lower-cased, for variant comparison.
-pub fn normalised_value(v: &HeaderValue) -> Vec<u8> {
-    normalise(v)
-}
-
-fn normalise(v: &HeaderValue) -> Vec<u8> {
-    v.as_bytes()
-        .split(|b| *b == b',')
-        .map(|p| p.trim_ascii().to_ascii_lowercase())
-        .collect::<Vec<_>>()
-        .join(&b", "[..])
 }
 
 /// Size and occupancy of a storage tier.

@@ -11,7 +11,8 @@ use std::sync::atomic::Ordering;
 use http::{HeaderMap, HeaderName};
 use xxhash_rust::xxh3::Xxh3;
 
-use super::{Cache, CacheKey, Object, normalised_value};
+use super::{Cache, CacheKey, Object};
+use crate::http::selecting::selecting_value;
 
 /// What the cache knows about a URL's variants.
 #[derive(Debug, Default)]
@@ -32,12 +33,12 @@ pub fn variant_hash(names: &[HeaderName], request: &HeaderMap) -> u64 {
         let mut values = request.get_all(name).iter();
         match (values.next(), values.next()) {
             (None, _) => 0u8.hash(&mut h),
-            (Some(v), None) => normalised_value(v).hash(&mut h),
+            (Some(v), None) => selecting_value(name, v).hash(&mut h),
             // Several field lines: hash them all; such objects never match on lookup anyway.
             (Some(v), Some(w)) => {
-                normalised_value(v).hash(&mut h);
-                normalised_value(w).hash(&mut h);
-                values.for_each(|x| normalised_value(x).hash(&mut h));
+                selecting_value(name, v).hash(&mut h);
+                selecting_value(name, w).hash(&mut h);
+                values.for_each(|x| selecting_value(name, x).hash(&mut h));
             }
         }
     }

@@ -1,13 +1,14 @@
 //! HTTP building blocks below the proxy: the strict HTTP/1 request scanner (`strict`),
 //! target normalisation (`target`), `Accept-Encoding` negotiation (`accept_encoding`),
-//! Cache-Control, structured fields (RFC 8941) and date parsing, and header hygiene
-//! (hop-by-hop, forwarding fields).
+//! Cache-Control, structured fields (RFC 8941) and date parsing, how `Vary` compares field
+//! values (`selecting`), and header hygiene (hop-by-hop, forwarding fields).
 
 pub mod accept_encoding;
 pub mod base64;
 pub mod cache_control;
 pub mod date;
 pub mod headers;
+pub mod selecting;
 pub mod strict;
 pub mod structured;
 pub mod target;
