@@ -27,7 +27,7 @@ use crate::proxy::{FastAnswer, Handled, Proxy, ResponseBody, SessionIdle, Shared
 use crate::reload::{ConfigSource, Live};
 use crate::stats::Counters;
 
-mod gate;
+mod h1;
 pub(crate) mod h2;
 mod http10;
 mod local;
@@ -40,7 +40,7 @@ mod tunnel;
 
 pub(crate) use tls_conn::TlsStart;
 
-use gate::{ConnState, Gate, PHASE_HEAD, PHASE_IDLE};
+use h1::{ConnState, Gate, PHASE_HEAD, PHASE_IDLE};
 use http10::Http10;
 
 /// A started Shellac: bound listeners and the tasks serving them.
@@ -576,7 +576,7 @@ async fn serve_session<T>(
     local: local::ConnLocal,
 ) -> Option<(T, u64)>
 where
-    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + gate::Quiet + Unpin + Send + 'static,
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + h1::Quiet + Unpin + Send + 'static,
 {
     let counters = live.load().counters.clone();
     // A new session must send its first request head within header_read_timeout (of the
@@ -640,7 +640,7 @@ where
                 Answer::now(respond(resp, true, state, upgrade, &proxy, old))
             }
             Handled::Waits(mut rest) => {
-                // 1xx responses from its backend go out through the gate (server/gate.rs).
+                // 1xx responses from its backend go out through the gate (server/h1/).
                 rest.forward_interim(state.clone());
                 let guard = InFlight::new(state);
                 Answer::Pending(Box::pin(async move {
@@ -767,7 +767,7 @@ struct FastHits {
     tls: Option<Arc<crate::tls::server::ConnTls>>,
 }
 
-impl gate::Answerer for FastHits {
+impl h1::Answerer for FastHits {
     fn answer(&self, head: &[u8]) -> Option<FastAnswer> {
         self.live
             .load()

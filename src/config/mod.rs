@@ -107,7 +107,7 @@ pub struct ServerConfig {
     /// Round trip up to which a client connection gets `near_send_buffer`. Default `0.2ms`.
     pub near_rtt: Dur,
     /// Answer fresh hits from memory for plain GET/HEAD requests from the request head's
-    /// bytes and a pre-serialised response head, without hyper (server/gate.rs). `false`
+    /// bytes and a pre-serialised response head, without hyper (server/h1/). `false`
     /// sends every request through hyper. Default true.
     pub fast_hits: bool,
     /// Close a keep-alive client connection idle for this long. Default `60s`.

@@ -3,7 +3,7 @@
 //! Most of a small hit's cost was not the cache but the HTTP machinery around it: hyper
 //! parsing the head into a request (a `HeaderMap` built and dropped), the request state
 //! machine's bookkeeping, a clone of the delivery map, and hyper encoding eleven fields again
-//! for every response (bench/RESULTS.md, "fast hits"). The gate (server/gate.rs) offers every
+//! for every response (bench/RESULTS.md, "fast hits"). The gate (server/h1/) offers every
 //! complete, bodiless request head it validated, while hyper has nothing in flight, to
 //! [`Proxy::fast_hit`]; when this returns an answer the gate writes it itself — the object's
 //! pre-serialised head ([`Prepared::wire`]), a `Date` line and the body — and hyper never sees

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::gate::{LINGER_BYTES, LINGER_TIME};
+use super::h1::{LINGER_BYTES, LINGER_TIME};
 use crate::proxy::Proxy;
 
 /// Sent to a connection beyond `server.max_connections` before it is closed.

@@ -12,7 +12,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use super::gate::Quiet;
+use super::h1::Quiet;
 use super::{OpenConn, ms, serve_session};
 use crate::clock::now_ms;
 use crate::reload::Live;

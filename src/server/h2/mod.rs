@@ -26,7 +26,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{Notify, watch};
 
-use super::gate::count_violation;
+use super::h1::count_violation;
 use crate::backend::{BodyOutcome, BodyPace};
 use crate::clock::now_ms;
 use crate::http::strict::Violation;
