@@ -32,7 +32,7 @@ pub const DATE_LINE_LEN: usize = 39;
 
 /// `date: Tue, 24 Nov 2026 04:29:13 GMT\r\n\r\n`: the `Date` field hyper adds to every
 /// response and the blank line after it, for a response head written without hyper (a fast
-/// hit, server/h1/). Formatted at most once per second per thread.
+/// hit, server/h1/answers.rs). Formatted at most once per second per thread.
 pub fn date_line() -> [u8; DATE_LINE_LEN] {
     use std::cell::Cell;
     thread_local! {

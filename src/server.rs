@@ -640,7 +640,7 @@ where
                 Answer::now(respond(resp, true, state, upgrade, &proxy, old))
             }
             Handled::Waits(mut rest) => {
-                // 1xx responses from its backend go out through the gate (server/h1/).
+                // 1xx responses from its backend go out through the gate (server/h1/interim.rs).
                 rest.forward_interim(state.clone());
                 let guard = InFlight::new(state);
                 Answer::Pending(Box::pin(async move {

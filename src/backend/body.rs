@@ -75,7 +75,7 @@ impl BodyOutcome {
     }
 }
 
-/// The HTTP/1.1 gate's body clock (server/h1/ `body_too_slow`) for one body: only time
+/// The HTTP/1.1 gate's body clock (server/h1/conn.rs `body_too_slow`) for one body: only time
 /// spent waiting on the client counts (not time the backend took to take the bytes); too slow
 /// is one wait longer than `timeout_ms`, or waits adding up to more than `timeout_ms` plus one
 /// second per `min_rate` bytes received.
@@ -567,7 +567,7 @@ mod tests {
         assert_eq!(counters.backend_body_timeout.get(), 1);
     }
 
-    /// The HTTP/1.1 gate's rule (server/h1/ `body_too_slow`), per HTTP/2 body.
+    /// The HTTP/1.1 gate's rule (server/h1/conn.rs `body_too_slow`), per HTTP/2 body.
     #[test]
     fn the_allowance_follows_the_gate() {
         // One stretch: never more than body_timeout.

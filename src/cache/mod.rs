@@ -301,7 +301,7 @@ impl Prepared {
 
     /// The response head for `map` with `status` as hyper writes it (status line with the
     /// canonical reason, then each field as `name: value`, in the map's order): a fast hit
-    /// (server/h1/) sends these bytes as they are. hyper adds `Date` when the fields have
+    /// (server/h1/answers.rs) sends these bytes as they are. hyper adds `Date` when the fields have
     /// none; so does the writer then, with the blank line: the bytes end with the blank line
     /// (`\r\n\r\n`) only when the stored fields carry their own `Date`. Built once per
     /// `Prepared`, i.e. at most once per second of the object's age.

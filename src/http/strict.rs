@@ -1,5 +1,5 @@
 //! Strict HTTP/1.1 request framing (RFC 9112 §2–§7, RFC 9110 §5, §7.6.1), checked on the raw
-//! bytes before hyper parses them. Pure: no I/O, no allocation; `server/h1/` feeds it.
+//! bytes before hyper parses them. Pure: no I/O, no allocation; `server/h1/scan.rs` feeds it.
 //!
 //! Why a second parser in front of hyper: hyper is lenient where a cache must not be. It
 //! accepts `Transfer-Encoding: ,chunked`, a missing or duplicated `Host`, `Connection:

@@ -6,7 +6,7 @@
 //! heads through a callback on the request (`hyper::ext::on_informational`); it used to
 //! discard them. hyper's server cannot send a 1xx response at all (a service returns exactly
 //! one, final response), so the fetch hands each head to the client connection
-//! ([`InterimSink`]): over HTTP/1.1 the socket adapter (`server/h1/`) writes it, serialised,
+//! ([`InterimSink`]): over HTTP/1.1 the socket adapter (`server/h1/interim.rs`) writes it, serialised,
 //! before the first byte hyper writes for the request — the same place that already writes
 //! fast hits without hyper; over HTTP/2 it goes out as a HEADERS frame on the request's stream
 //! ahead of the final response's (`server/h2/interim.rs`, through vendor/h2's patch §11).

@@ -1,0 +1,194 @@
+//! The fast-answer queue: requests answered without hyper from their validated, bodiless
+//! head (fast hits), written before anything hyper writes.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll, ready};
+
+use bytes::{Buf, Bytes};
+use http_body::Body as _;
+use smallvec::SmallVec;
+use tokio::io::AsyncWrite;
+
+use crate::clock::{DATE_LINE_LEN, date_line, now_ms};
+use crate::proxy::{FastAnswer, ResponseBody};
+
+use super::conn::{PHASE_BUSY, PHASE_HEAD, PHASE_IDLE, note_write};
+use super::{After, Gate, Mode};
+
+/// Answers a request without hyper from its validated, bodiless head (server.rs: fast hits,
+/// `Proxy::fast_hit`), or declines and hyper gets the request.
+pub(in crate::server) trait Answerer: Send + Sync {
+    fn answer(&self, head: &[u8]) -> Option<FastAnswer>;
+}
+
+/// Fast answers queued at most; a later request goes to hyper (whose writes wait for these).
+const MAX_ANSWERS: usize = 16;
+
+/// A fast answer being written: head, `Date` line (if the head has none), then the body's
+/// chunks.
+pub(super) struct Outgoing {
+    head: Bytes,
+    date: [u8; DATE_LINE_LEN],
+    /// Bytes of `date` to send: all or none.
+    date_len: usize,
+    /// Bytes of `head` and `date` written so far.
+    written: usize,
+    body: ResponseBody,
+    /// Body chunks taken from `body` and not yet written (the first one may be partly
+    /// written): up to [`GATHER_CHUNKS`] / [`GATHER_BYTES`] go out in one vectored write.
+    chunks: SmallVec<[Bytes; 1]>,
+    body_done: bool,
+}
+
+/// Body chunks gathered into one vectored write at most (a 21 MB object from memory is 336
+/// chunks of 64 KiB: one system call per chunk cost a round through the body and the gate
+/// each, and small writes to the socket).
+const GATHER_CHUNKS: usize = 16;
+
+/// Bytes gathered into one vectored write at most (what a loopback or LAN socket buffer takes
+/// at once; more only waits in the slice list).
+const GATHER_BYTES: usize = 1 << 20;
+
+impl<T> Gate<T> {
+    /// Lets `answerer` answer requests without hyper while hyper is idle ([`Answerer`]).
+    pub fn answer_with(&mut self, answerer: Box<dyn Answerer>) {
+        self.answerer = Some(answerer);
+    }
+
+    /// Whether a head at the start of the bytes about to be scanned may be answered without
+    /// hyper: the gate is parsing, at a head, with nothing queued for hyper, and hyper has
+    /// dispatched every head it was given, has none in flight and has flushed everything it
+    /// wrote — so the answer cannot overtake one of hyper's, and hyper's request numbering
+    /// (refusals, upgrades) is untouched. Not while the session is closing.
+    pub(super) fn may_answer(&self) -> bool {
+        self.answerer.is_some()
+            && self.mode == Mode::Scan
+            && self.after == After::Continue
+            && self.pending_pos >= self.pending.len()
+            && self.scanner.at_head()
+            && self.state.in_flight.load(Ordering::Relaxed) == 0
+            && self.heads == self.state.requests.load(Ordering::Relaxed)
+            && self.flushed_at == self.heads
+            && !self.state.closing.load(Ordering::Relaxed)
+    }
+
+    /// Offers the head `head` (bodiless, no upgrade) to the answerer; queues the answer.
+    pub(super) fn try_answer(&mut self, head: &[u8]) -> bool {
+        if self.out.len() >= MAX_ANSWERS {
+            return false;
+        }
+        let Some(a) = self.answerer.as_ref().and_then(|x| x.answer(head)) else {
+            return false;
+        };
+        let (date, date_len) = if a.add_date {
+            (date_line(), DATE_LINE_LEN)
+        } else {
+            ([0; DATE_LINE_LEN], 0)
+        };
+        self.out.push_back(Outgoing {
+            head: a.head,
+            date,
+            date_len,
+            written: 0,
+            body: a.body,
+            chunks: SmallVec::new(),
+            body_done: false,
+        });
+        // Busy until written: the idle and header timeouts do not run, the send timeout does.
+        self.state.phase.store(PHASE_BUSY, Ordering::Relaxed);
+        true
+    }
+
+    /// Writes the queued fast answers, in order: each one's head and `Date` line, then its
+    /// body's chunks, in vectored writes. An answer is dropped once written (its body then
+    /// completes the transaction record); when the last is out and hyper has nothing in
+    /// flight, the connection is idle again (or waiting for the rest of a held head).
+    pub(super) fn poll_answers(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>>
+    where
+        T: AsyncWrite + Unpin,
+    {
+        while let Some(o) = self.out.front_mut() {
+            // Gather what the body has ready, up to one vectored write's worth.
+            let mut gathered: usize = o.chunks.iter().map(Bytes::len).sum();
+            while !o.body_done && o.chunks.len() < GATHER_CHUNKS && gathered < GATHER_BYTES {
+                match Pin::new(&mut o.body).poll_frame(cx) {
+                    Poll::Ready(Some(Ok(frame))) => {
+                        if let Ok(data) = frame.into_data()
+                            && !data.is_empty()
+                        {
+                            gathered += data.len();
+                            o.chunks.push(data);
+                        }
+                    }
+                    Poll::Ready(Some(Err(e))) => {
+                        return Poll::Ready(Err(io::Error::other(e.to_string())));
+                    }
+                    Poll::Ready(None) => o.body_done = true,
+                    // Write what is there; the body wakes us when it has more.
+                    Poll::Pending if !o.chunks.is_empty() => break,
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+            let head_len = o.head.len() + o.date_len;
+            if o.written == head_len && o.chunks.is_empty() {
+                if o.body_done {
+                    self.out.pop_front();
+                }
+                continue;
+            }
+            let mut slices = [io::IoSlice::new(&[]); 2 + GATHER_CHUNKS];
+            let mut k = 0;
+            if o.written < o.head.len() {
+                slices[k] = io::IoSlice::new(&o.head[o.written..]);
+                k += 1;
+            }
+            if o.written < head_len {
+                let at = o.written.saturating_sub(o.head.len());
+                slices[k] = io::IoSlice::new(&o.date[at..o.date_len]);
+                k += 1;
+            }
+            for c in &o.chunks {
+                slices[k] = io::IoSlice::new(c);
+                k += 1;
+            }
+            let Some(io) = self.inner.as_mut() else {
+                return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
+            };
+            let polled = Pin::new(io).poll_write_vectored(cx, &slices[..k]);
+            note_write(&self.state, polled.is_pending());
+            let mut n = ready!(polled)?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            let of_head = (head_len - o.written).min(n);
+            o.written += of_head;
+            n -= of_head;
+            let mut done = 0;
+            for c in &mut o.chunks {
+                let of_chunk = n.min(c.len());
+                c.advance(of_chunk);
+                n -= of_chunk;
+                if !c.is_empty() {
+                    break;
+                }
+                done += 1;
+            }
+            o.chunks.drain(..done);
+        }
+        let state = &self.state;
+        if state.in_flight.load(Ordering::Relaxed) == 0
+            && state.phase.load(Ordering::Relaxed) == PHASE_BUSY
+        {
+            state.since_ms.store(now_ms(), Ordering::Relaxed);
+            let phase = if self.held.is_empty() {
+                PHASE_IDLE
+            } else {
+                PHASE_HEAD
+            };
+            state.phase.store(phase, Ordering::Relaxed);
+        }
+        Poll::Ready(Ok(()))
+    }
+}
