@@ -20,7 +20,7 @@ use tokio::net::TcpStream;
 use crate::config::{BackendConfig, BackendTls};
 use crate::stats::Counters;
 use crate::tls::client::{BackendStream, BackendTlsClient};
-use crate::tls::watch::Stamps;
+use crate::tls::stamps::Stamps;
 
 /// How often, at most, a TLS connector looks at its files (before opening a connection).
 pub(crate) const CHECK_EVERY: Duration = Duration::from_secs(2);

@@ -18,6 +18,7 @@ pub mod client;
 pub mod crl;
 pub mod der;
 pub mod server;
+pub mod stamps;
 pub mod store;
 pub mod stream;
 pub mod ticket;

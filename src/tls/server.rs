@@ -14,9 +14,9 @@ use rustls::server::{ServerConfig, WebPkiClientVerifier};
 use rustls::{ProtocolVersion, ServerConnection};
 
 use super::certs::{self, Source};
+use super::stamps::Stamps;
 use super::store::{CertStore, Entry};
 use super::stream::HandshakeError;
-use super::watch::Stamps;
 use super::{crl, provider, ticket};
 use crate::config::acme::Challenge;
 use crate::config::tls::{ClientAuth, TlsConfig, TlsVersion};

@@ -16,7 +16,7 @@ use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 
-use crate::tls::watch::Stamps;
+use crate::tls::stamps::Stamps;
 
 /// A reply, whatever client produced it.
 #[derive(Debug, Clone, PartialEq)]
