@@ -21,6 +21,7 @@ use crate::backend::{Backend, probe};
 use crate::config::{Config, Overrides, diff, settings};
 use crate::proxy::Proxy;
 use crate::server::park::Parking;
+use crate::stats::Counters;
 use crate::tls::server::Frontends;
 
 /// Where the configuration comes from, for reloads.
@@ -90,18 +91,6 @@ impl Live {
             parking,
             tls: ArcSwap::from_pointee(tls),
         })
-    }
-
-    /// Replaces the TLS listeners with what `f` builds from the running ones, between reloads
-    /// (a reload in progress finishes first); an error changes nothing.
-    pub(crate) async fn swap_tls(
-        &self,
-        f: impl FnOnce(&Frontends) -> Result<Frontends, Vec<String>>,
-    ) -> Result<(), Vec<String>> {
-        let _one_at_a_time = self.reloading.lock().await;
-        let next = f(&self.tls())?;
-        self.tls.store(Arc::new(next));
-        Ok(())
     }
 
     /// The TLS listeners in force (load once per connection).
@@ -420,4 +409,24 @@ pub(crate) fn wanted(config: &Config) -> Vec<(SocketAddr, Option<Arc<str>>)> {
 
 fn display(errors: Vec<crate::config::ConfigError>) -> Vec<String> {
     errors.iter().map(|e| e.to_string()).collect()
+}
+
+impl crate::tls::watch::Listeners for Live {
+    fn tls(&self) -> Arc<Frontends> {
+        Live::tls(self)
+    }
+
+    async fn swap_tls(
+        &self,
+        f: impl FnOnce(&Frontends) -> Result<Frontends, Vec<String>> + Send,
+    ) -> Result<(), Vec<String>> {
+        let _one_at_a_time = self.reloading.lock().await;
+        let next = f(&self.tls())?;
+        self.tls.store(Arc::new(next));
+        Ok(())
+    }
+
+    fn counters(&self) -> Arc<Counters> {
+        self.load().counters.clone()
+    }
 }

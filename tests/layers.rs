@@ -11,11 +11,6 @@ use std::path::Path;
 /// Imports that still point up a layer: (importing file, imported top-level module, why).
 const UPWARD: &[(&str, &str, &str)] = &[
     (
-        "src/tls/watch.rs",
-        "reload",
-        "the certificate watcher swaps certificates through reload::Live (engineer layers: a narrow trait)",
-    ),
-    (
         "src/acme/mod.rs",
         "reload",
         "the ACME task swaps certificates through reload::Live (engineer layers: a narrow trait)",
