@@ -411,6 +411,17 @@ fn display(errors: Vec<crate::config::ConfigError>) -> Vec<String> {
     errors.iter().map(|e| e.to_string()).collect()
 }
 
+impl crate::acme::Host for Live {
+    fn generation(&self) -> u64 {
+        Live::generation(self)
+    }
+
+    fn running(&self) -> (Arc<Config>, Arc<crate::acme::Acme>) {
+        let proxy = self.load();
+        (proxy.config.clone(), proxy.shared.acme.clone())
+    }
+}
+
 impl crate::tls::watch::Listeners for Live {
     fn tls(&self) -> Arc<Frontends> {
         Live::tls(self)

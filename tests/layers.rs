@@ -11,16 +11,6 @@ use std::path::Path;
 /// Imports that still point up a layer: (importing file, imported top-level module, why).
 const UPWARD: &[(&str, &str, &str)] = &[
     (
-        "src/acme/mod.rs",
-        "reload",
-        "the ACME task swaps certificates through reload::Live (engineer layers: a narrow trait)",
-    ),
-    (
-        "src/acme/worker.rs",
-        "reload",
-        "the ACME task swaps certificates through reload::Live (engineer layers: a narrow trait)",
-    ),
-    (
         "src/reload.rs",
         "server",
         "a reload binds listeners and starts accept loops itself (engineer layers: the server hands it down)",

@@ -29,9 +29,10 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use tokio::sync::{Notify, watch};
 
+use crate::config::Config;
 use crate::config::acme::AcmeConfig;
-use crate::reload::Live;
 use crate::stats::Counters;
+use crate::tls::watch::Listeners;
 pub use challenge::Tokens;
 
 /// The ACME state of a running Shellac.
@@ -251,14 +252,22 @@ impl std::fmt::Display for Failure {
     }
 }
 
+/// What the ACME tasks need of the running server, which `reload::Live` provides: the TLS
+/// listeners and counters ([`Listeners`]), the reload generation, and the running
+/// configuration with the ACME state that outlives it.
+pub trait Host: Listeners {
+    /// Counts configurations put in service: a change may bring or drop `[[tls.acme]]`s.
+    fn generation(&self) -> u64;
+    /// The running configuration and the process-wide ACME state.
+    fn running(&self) -> (Arc<Config>, Arc<Acme>);
+}
+
 /// Starts a worker for every `[[tls.acme]]` of the running configuration that has none and
 /// stops those whose settings are gone; a new worker installs the certificate kept in its
 /// state directory before this returns.
-pub fn sync(live: &Arc<Live>, shutdown: &watch::Receiver<bool>) {
-    let proxy = live.load();
-    let acme = &proxy.shared.acme;
-    let wanted: Vec<(Arc<str>, &AcmeConfig)> = proxy
-        .config
+pub fn sync(live: &Arc<impl Host>, shutdown: &watch::Receiver<bool>) {
+    let (config, acme) = live.running();
+    let wanted: Vec<(Arc<str>, &AcmeConfig)> = config
         .tls
         .iter()
         .flat_map(|t| {
@@ -308,7 +317,7 @@ pub fn sync(live: &Arc<Live>, shutdown: &watch::Receiver<bool>) {
             kick: Notify::new(),
             stop,
         });
-        let kept = worker::install_kept(&m, live);
+        let kept = worker::install_kept(&m, &**live);
         tokio::spawn(worker::run(
             m.clone(),
             live.clone(),
@@ -320,8 +329,7 @@ pub fn sync(live: &Arc<Live>, shutdown: &watch::Receiver<bool>) {
     }
     // Configuration order, for the admin API.
     let order = |m: &Arc<Managed>| {
-        proxy
-            .config
+        config
             .tls
             .iter()
             .flat_map(|t| t.acme.iter().map(move |a| (t.name.as_str(), a)))
@@ -332,7 +340,7 @@ pub fn sync(live: &Arc<Live>, shutdown: &watch::Receiver<bool>) {
 }
 
 /// Keeps the workers in step with the configuration after reloads, until shutdown.
-pub async fn run(live: Arc<Live>, mut shutdown: watch::Receiver<bool>) {
+pub async fn run(live: Arc<impl Host>, mut shutdown: watch::Receiver<bool>) {
     let mut generation = live.generation();
     loop {
         tokio::select! {

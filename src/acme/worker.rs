@@ -12,10 +12,11 @@ use instant_acme::{Account, ExternalAccountKey};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::Host;
 use super::order::{self, Responders};
 use super::{Failure, Managed, account, files, http, schedule};
-use crate::reload::Live;
 use crate::tls::certs::{Loaded, unix_now};
+use crate::tls::watch::Listeners;
 
 /// Longest single sleep: the schedule is looked at again at least this often (the wall clock
 /// may have jumped, e.g. after a suspend).
@@ -47,7 +48,7 @@ impl Current {
 
 /// Installs the certificate kept in the state directory, if there is one (counted in
 /// `acme_loaded`); what the worker starts from.
-pub(super) fn install_kept(m: &Managed, live: &Live) -> Option<Current> {
+pub(super) fn install_kept(m: &Managed, live: &impl Host) -> Option<Current> {
     let s = &m.settings;
     match files::load(&s.state_dir, m.name()) {
         Ok(None) => None,
@@ -57,7 +58,7 @@ pub(super) fn install_kept(m: &Managed, live: &Live) -> Option<Current> {
                 .map_or_else(|| s.directory.clone(), |meta| meta.directory);
             let current = Current::of(&stored.loaded, directory.clone());
             put_in_service(m, live, stored.loaded, &directory, None);
-            live.load().counters.acme_loaded.inc();
+            live.counters().acme_loaded.inc();
             tracing::info!(listener = %m.listener, names = %s.names.join(", "), "ACME certificate loaded from {}", s.state_dir.display());
             Some(current)
         }
@@ -76,7 +77,7 @@ pub(super) fn install_kept(m: &Managed, live: &Live) -> Option<Current> {
 /// process obtained it).
 fn put_in_service(
     m: &Managed,
-    live: &Live,
+    live: &impl Listeners,
     loaded: Loaded,
     directory: &str,
     obtained: Option<i64>,
@@ -110,7 +111,7 @@ fn unfit(current: &Current, m: &Managed) -> bool {
 /// Runs until shutdown or until its settings leave the configuration (`stopped`).
 pub(super) async fn run(
     m: Arc<Managed>,
-    live: Arc<Live>,
+    live: Arc<impl Host>,
     mut current: Option<Current>,
     mut shutdown: watch::Receiver<bool>,
     mut stopped: watch::Receiver<bool>,
@@ -158,7 +159,7 @@ pub(super) async fn run(
             st.state = "ordering";
             st.orders += 1;
         });
-        let attempt = tokio::time::timeout(ATTEMPT_TIMEOUT, attempt(&m, &live, &mut account));
+        let attempt = tokio::time::timeout(ATTEMPT_TIMEOUT, attempt(&m, &*live, &mut account));
         let result = tokio::select! {
             r = attempt => r.unwrap_or_else(|_| Err(Failure::Timeout(format!(
                 "the attempt did not finish within {}s", ATTEMPT_TIMEOUT.as_secs()
@@ -166,7 +167,7 @@ pub(super) async fn run(
             _ = shutdown.changed() => return,
             _ = stopped.changed() => return,
         };
-        let counters = live.load().counters.clone();
+        let counters = live.counters();
         match result {
             Ok(new) => {
                 counters.acme_issued.inc();
@@ -207,12 +208,11 @@ pub(super) async fn run(
 /// stored and put in service.
 async fn attempt(
     m: &Managed,
-    live: &Live,
+    live: &impl Host,
     account_slot: &mut Option<Account>,
 ) -> Result<Current, Failure> {
     let s = &m.settings;
-    let proxy = live.load();
-    proxy.counters.acme_order.inc();
+    live.counters().acme_order.inc();
     if account_slot.is_none() {
         let client = http::Client::new(s.ca_root.as_deref()).map_err(Failure::Network)?;
         let eab = match (&s.eab_kid, &s.eab_hmac_key) {
@@ -237,7 +237,7 @@ async fn attempt(
         return Err(Failure::Account("no account".into()));
     };
     let responders = Responders {
-        tokens: proxy.shared.acme.tokens.clone(),
+        tokens: live.running().1.tokens.clone(),
         store: live.tls().get(&m.listener).map(|f| f.store.clone()),
     };
     let issued = match order::obtain(acct, &s.names, s.challenge, s.key_type, &responders).await {

@@ -103,7 +103,7 @@ pub struct Shared {
     /// One sample of every counter and gauge per second (hit ratios, rates).
     pub history: Arc<History>,
     /// ACME: the HTTP-01 answers being asked for and every managed certificate.
-    pub acme: crate::acme::Acme,
+    pub acme: Arc<crate::acme::Acme>,
     /// VCL transaction ids (`X-Varnish`): numbered on across reloads.
     xids: Arc<vcl::Xids>,
 }
@@ -223,7 +223,7 @@ impl Proxy {
                 waiting_conns: AtomicU64::new(0),
                 recorder,
                 history: Arc::new(History::new(crate::stats::names())),
-                acme: crate::acme::Acme::default(),
+                acme: Arc::default(),
                 xids,
             }),
             config,
