@@ -49,6 +49,8 @@ pub enum NoCacheReason {
     Rule,
     /// The VCL program said `pass`, `hit_for_pass`, or made the response uncacheable.
     Vcl,
+    /// A fetch body filter said its output may not be stored (proxy/filter).
+    Filter,
 }
 
 impl NoCacheReason {
@@ -88,6 +90,7 @@ impl NoCacheReason {
             NoCacheReason::Upgrade => "upgrade",
             NoCacheReason::Rule => "rule",
             NoCacheReason::Vcl => "vcl",
+            NoCacheReason::Filter => "filter",
         }
     }
 }

@@ -8,6 +8,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
+use super::chunks::Chunks;
 use crate::backend::BackendBody;
 use crate::cache::busy::{BusyReader, ChunkPoll};
 use crate::cache::disk::DiskReader;
@@ -56,6 +57,9 @@ enum Kind {
     /// Several bodies, one after the other (held pieces around fetched bytes). Boxed like the
     /// two above: rare, and a queue inline would make every body larger.
     Chain(Box<Chain>),
+    /// Another body through body filters (`proxy/filter`). Boxed: only filtered responses
+    /// pay for it.
+    Filtered(Box<dyn Chunks + Send>),
 }
 
 /// The bodies of a `Kind::Chain`, the one being sent first.
@@ -140,6 +144,11 @@ impl ResponseBody {
 
     pub fn backend(body: BackendBody) -> ResponseBody {
         ResponseBody::new(Kind::Backend(Box::new(body)))
+    }
+
+    /// A body read through body filters (`proxy/filter`).
+    pub fn filtered(filtered: impl Chunks + Send + 'static) -> ResponseBody {
+        ResponseBody::new(Kind::Filtered(Box::new(filtered)))
     }
 
     /// `bodies`, one after the other.
@@ -288,6 +297,15 @@ impl Body for ResponseBody {
                     Poll::Pending => break Poll::Pending,
                 }
             },
+            Kind::Filtered(filtered) => match filtered.poll_chunk(cx) {
+                Poll::Ready(Some(Ok(data))) => Poll::Ready(Some(Ok(data))),
+                Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(BodyError(e.to_string())))),
+                Poll::Ready(None) => {
+                    this.kind = Kind::Empty;
+                    Poll::Ready(None)
+                }
+                Poll::Pending => Poll::Pending,
+            },
         };
         match polled {
             Poll::Ready(Some(Ok(data))) => {
@@ -347,6 +365,8 @@ impl ResponseBody {
             Kind::Busy { remaining, .. } => *remaining == Some(0),
             Kind::Backend(b) => b.is_end_stream(),
             Kind::Chain(chain) => chain.bodies.iter().all(ResponseBody::kind_is_end_stream),
+            // Known only once it gave `None` (then it is `Empty`).
+            Kind::Filtered(_) => false,
         }
     }
 
@@ -372,6 +392,7 @@ impl ResponseBody {
                 .map(|b| b.kind_size_hint().exact())
                 .sum::<Option<u64>>()
                 .map_or_else(SizeHint::default, SizeHint::with_exact),
+            Kind::Filtered(_) => SizeHint::default(),
         }
     }
 }

@@ -122,6 +122,15 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
     };
     let overrides = storage.overrides();
 
+    // The fetch filters (`filter/`): the fields as they leave them, and whether what they
+    // make may be stored. Nothing to do (no allocation, no call) when there are none.
+    let filtered = super::filter::fetch_head(
+        &mut txn.filters.fetch,
+        parts.status,
+        &mut parts.headers,
+        was_304,
+    );
+
     let times = || combine::Times {
         request: request_time,
         response: response_time,
@@ -198,6 +207,7 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         storage.decide(parts.status, &parts.headers, &exchange, &proxy.config.cache);
     let plan = plan.and_then(|plan| match content_length {
         Some(len) if len > proxy.max_object_size => Err(NoCacheReason::TooLarge),
+        _ if !filtered.storable => Err(NoCacheReason::Filter),
         _ => Ok(plan),
     });
     // An `always_miss` refresh (VCL's `req.hash_always_miss`) that brings a response with no
@@ -233,10 +243,11 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
                 guard.object().abandon();
             }
             let status = format!("shellac; fwd=miss; detail={}", reason.as_str());
+            let body = super::filter::fetched(body, std::mem::take(&mut txn.filters.fetch));
             return Step::Deliver(txn.stream_response(
                 parts.status,
                 parts.headers,
-                ResponseBody::backend(body),
+                body,
                 content_length,
                 &status,
             ));
@@ -317,7 +328,18 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         seen,
     };
     let empty = content_length == Some(0) && !txn.head_only;
-    tokio::spawn(fill.run(proxy.clone(), primary, busy.clone(), guard, body));
+    let chain = std::mem::take(&mut txn.filters.fetch);
+    if chain.is_empty() {
+        tokio::spawn(fill.run(proxy.clone(), primary, busy.clone(), guard, body));
+    } else {
+        tokio::spawn(fill.run(
+            proxy.clone(),
+            primary,
+            busy.clone(),
+            guard,
+            chain.over(body),
+        ));
+    }
     // An empty body ends the response at its head, before the fill stores the object: wait
     // for that (it has nothing to read), so the client's next request finds it stored
     // (`BusyReader::poll_chunk_settled` does the same for a body's last chunk).
@@ -424,7 +446,7 @@ fn pass(txn: &mut Txn, reason: NoCacheReason, parts: Parts, body: BackendBody) -
     let body = if txn.head_only {
         ResponseBody::empty()
     } else {
-        ResponseBody::backend(body)
+        super::filter::fetched(body, std::mem::take(&mut txn.filters.fetch))
     };
     let switching = parts.status == StatusCode::SWITCHING_PROTOCOLS;
     let mut parts = parts;

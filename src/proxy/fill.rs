@@ -5,10 +5,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use http::{HeaderMap, StatusCode};
-use http_body_util::BodyExt;
 
 use super::Proxy;
-use crate::backend::BackendBody;
+use super::chunks::Chunks;
 use crate::cache::busy::{BusyObject, LeaderGuard};
 use crate::cache::partial::{Added, Piece, Validator, representation_fields};
 use crate::cache::policy::StorePlan;
@@ -49,7 +48,7 @@ impl Fill {
         key: CacheKey,
         busy: Arc<BusyObject>,
         mut guard: Option<LeaderGuard>,
-        mut body: BackendBody,
+        mut body: impl Chunks + Send + 'static,
     ) {
         let mut total: u64 = 0;
         let mut storing = true;
@@ -59,11 +58,8 @@ impl Fill {
                 busy.fail();
                 return;
             }
-            match body.frame().await {
-                Some(Ok(frame)) => {
-                    let Ok(data) = frame.into_data() else {
-                        continue;
-                    };
+            match std::future::poll_fn(|cx| body.poll_chunk(cx)).await {
+                Some(Ok(data)) => {
                     total += data.len() as u64;
                     if storing && total > proxy.max_object_size {
                         storing = false;

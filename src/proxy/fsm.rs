@@ -70,6 +70,7 @@ pub(super) fn start(proxy: Arc<Proxy>, req: Request<Incoming>, client: SocketAdd
         lookups: 0,
         looked_up: started,
         close: false,
+        filters: Default::default(),
     };
     let mut step = drive(&mut txn, Step::Recv);
     loop {

@@ -4,10 +4,12 @@
 //! a response. Connections live in `server`, origins in `backend`.
 
 pub mod body;
+mod chunks;
 mod combine;
 mod deliver;
 mod fetch;
 mod fill;
+pub mod filter;
 mod fsm;
 mod held;
 mod interim;

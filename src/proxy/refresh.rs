@@ -104,6 +104,7 @@ async fn run(
         lookups: 1,
         looked_up: Instant::now(),
         close: false,
+        filters: Default::default(),
     };
     match fetch::fetch(&mut txn, FetchMode::Miss(guard)).await {
         Step::Deliver(resp) => resp,

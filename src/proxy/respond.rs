@@ -39,7 +39,8 @@ impl Txn {
             let mut request = self.req.headers.clone();
             request.remove(header::IF_NONE_MATCH);
             request.remove(header::IF_MODIFIED_SINCE);
-            return Step::Deliver(deliver::object(
+            return Step::Deliver(super::filter::object(
+                &mut self.filters.deliver,
                 object,
                 &self.req.method,
                 &request,
@@ -48,7 +49,8 @@ impl Txn {
                 cache_status,
             ));
         }
-        Step::Deliver(deliver::object(
+        Step::Deliver(super::filter::object(
+            &mut self.filters.deliver,
             object,
             &self.req.method,
             &self.req.headers,

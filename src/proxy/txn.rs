@@ -160,6 +160,9 @@ pub(super) struct Txn {
     pub looked_up: Instant,
     /// Set when the client connection must close after this response (malformed request).
     pub close: bool,
+    /// The body filters over what this request fetches and delivers (`filter/`). Empty
+    /// unless a policy chooses some.
+    pub filters: super::filter::Filters,
 }
 
 /// What a background refresh inherits from the request that started it, so it is fetched and

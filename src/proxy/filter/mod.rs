@@ -1,0 +1,262 @@
+//! Body filters: a stage between fetch and store (fetch filters, Varnish's VFPs) and one
+//! between store and client (delivery filters, Varnish's VDPs, nginx's output filters,
+//! Pingora's `response_body_filter`).
+//!
+//! A filter says from the response head what it will do ([`BodyFilter::effect`]: whether it
+//! changes the body's length, whether its output may be stored), changes the fields of the
+//! response it filters once ([`BodyFilter::head`]), then sees the body as a stream of chunks
+//! it pulls from the stage before it ([`BodyFilter::poll_chunk`]: pull as many as it needs,
+//! give out one, hold state across calls, wait on its own futures). A
+//! [`Chain`] runs filters in order; what a length change means for the fields is done once,
+//! by the chain: `Content-Length` goes (the body is sent chunked or until close), a strong
+//! `ETag` is weakened (RFC 9110 §8.8.3: the bytes are not the ones it named), and at delivery
+//! `Accept-Ranges` goes with Range itself (`deliver.rs`).
+//!
+//! Where they run: the fetch chain (`Filters::fetch`) over every fetched body with a
+//! representation (not a 206 piece, not a 304's refresh), before it is stored and streamed:
+//! what is stored is its output, and a filter that says its output may not be stored makes
+//! the response uncacheable (`NoCacheReason::Filter`). The delivery chain
+//! (`Filters::deliver`) over a stored object, per client (`deliver.rs`). An empty chain costs
+//! a length check: no allocation, no dynamic call, the body types unchanged.
+
+mod deliver;
+#[cfg(test)]
+mod tests;
+
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::StatusCode;
+use http::header::{self, HeaderMap, HeaderValue};
+use http_body::Body;
+
+use super::body::ResponseBody;
+pub use super::chunks::{Chunks, FilterError};
+use crate::backend::BackendBody;
+
+pub use deliver::object;
+
+/// What a filter does to the body, said once from the head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Effect {
+    /// The body after the filter may be longer or shorter than before it.
+    pub changes_length: bool,
+    /// The filter's output may be stored (false: the response is delivered, never stored).
+    pub storable: bool,
+}
+
+impl Effect {
+    /// Same length, storable: what an empty chain does.
+    pub const NONE: Effect = Effect {
+        changes_length: false,
+        storable: true,
+    };
+}
+
+/// One body filter. `Sync` because a request's state is (a filter that holds futures, as an
+/// include fetcher would, keeps them behind a `Mutex`).
+pub trait BodyFilter: Send + Sync {
+    /// Its name, for logs and the access log.
+    fn name(&self) -> &'static str;
+
+    /// What it does to the body of a response with this head; asked before the response is
+    /// built (delivery answers Range from it).
+    fn effect(&self, status: StatusCode, fields: &HeaderMap) -> Effect;
+
+    /// Changes the fields of the response it filters (a `Content-Encoding`, say), once,
+    /// before any chunk; the length-related consequences of its [`Effect`] are the chain's.
+    fn head(&mut self, fields: &mut HeaderMap) {
+        let _ = fields;
+    }
+
+    /// The next chunk of output, pulling input from `input` as needed; `None` once it has no
+    /// more (after `input` ended, whatever it still held flushed).
+    fn poll_chunk(
+        &mut self,
+        cx: &mut Context<'_>,
+        input: &mut dyn Chunks,
+    ) -> Poll<Option<Result<Bytes, FilterError>>>;
+}
+
+/// Filters run in order over one body. Empty by default: a `Vec` that allocates nothing.
+#[derive(Default)]
+pub struct Chain {
+    filters: Vec<Box<dyn BodyFilter>>,
+}
+
+/// The chains of one request: over what is fetched, and over what is delivered.
+#[derive(Default)]
+pub struct Filters {
+    pub fetch: Chain,
+    pub deliver: Chain,
+}
+
+impl Chain {
+    /// Adds `filter` after those already in the chain.
+    pub fn push(&mut self, filter: Box<dyn BodyFilter>) {
+        self.filters.push(filter);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.filters.is_empty()
+    }
+
+    /// What the filters do together to the body of a response with this head.
+    pub fn effect(&self, status: StatusCode, fields: &HeaderMap) -> Effect {
+        let mut effect = Effect::NONE;
+        for f in &self.filters {
+            let e = f.effect(status, fields);
+            effect.changes_length |= e.changes_length;
+            effect.storable &= e.storable;
+        }
+        effect
+    }
+
+    /// Every filter's `head` in order over `fields`; with `effect` a length change, then
+    /// `Content-Length` goes and a strong `ETag` is weakened.
+    pub fn head(&mut self, effect: Effect, fields: &mut HeaderMap) {
+        for f in &mut self.filters {
+            f.head(fields);
+        }
+        if effect.changes_length {
+            fields.remove(header::CONTENT_LENGTH);
+            weaken_etag(fields);
+        }
+    }
+
+    /// The chain over `source`.
+    pub fn over<S: Chunks>(self, source: S) -> Filtered<S> {
+        Filtered {
+            filters: self.filters,
+            source,
+        }
+    }
+}
+
+/// A body read through a chain of filters.
+pub struct Filtered<S> {
+    filters: Vec<Box<dyn BodyFilter>>,
+    source: S,
+}
+
+/// One stage of a chain: the last filter of `filters`, reading from the ones before it.
+struct Stage<'a> {
+    filters: &'a mut [Box<dyn BodyFilter>],
+    source: &'a mut dyn Chunks,
+}
+
+impl Chunks for Stage<'_> {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, FilterError>>> {
+        match self.filters.split_last_mut() {
+            None => self.source.poll_chunk(cx),
+            Some((last, before)) => last.poll_chunk(
+                cx,
+                &mut Stage {
+                    filters: before,
+                    source: &mut *self.source,
+                },
+            ),
+        }
+    }
+}
+
+impl<S: Chunks> Chunks for Filtered<S> {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, FilterError>>> {
+        Stage {
+            filters: &mut self.filters,
+            source: &mut self.source,
+        }
+        .poll_chunk(cx)
+    }
+}
+
+/// A body's data frames as chunks (trailers are not forwarded: Shellac re-frames bodies).
+fn poll_data<B>(body: &mut B, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, FilterError>>>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<FilterError>,
+{
+    loop {
+        match std::pin::Pin::new(&mut *body).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                Ok(data) => return Poll::Ready(Some(Ok(data))),
+                Err(_) => continue,
+            },
+            Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e.into()))),
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => return Poll::Pending,
+        }
+    }
+}
+
+impl Chunks for BackendBody {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, FilterError>>> {
+        poll_data(self, cx)
+    }
+}
+
+impl Chunks for ResponseBody {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, FilterError>>> {
+        poll_data(self, cx)
+    }
+}
+
+/// Whether a response's body is a whole representation a fetch chain may filter: not a 206
+/// piece or a 416 (`combine.rs` joins pieces and answers ranges as sent), not a refresh by
+/// 304 (its body is the stored one), not a status without content.
+fn filterable(status: StatusCode, refreshed: bool) -> bool {
+    !refreshed
+        && status != StatusCode::PARTIAL_CONTENT
+        && status != StatusCode::RANGE_NOT_SATISFIABLE
+        && status != StatusCode::NO_CONTENT
+        && status != StatusCode::NOT_MODIFIED
+        && !status.is_informational()
+}
+
+/// The fetch chain's head over a fetched response (`refreshed`: a 304 that refreshes the
+/// stored copy): its fields as the filters leave them and what the chain does. A response
+/// the chain may not filter leaves it empty.
+pub(super) fn fetch_head(
+    chain: &mut Chain,
+    status: StatusCode,
+    fields: &mut HeaderMap,
+    refreshed: bool,
+) -> Effect {
+    if chain.is_empty() {
+        return Effect::NONE;
+    }
+    if !filterable(status, refreshed) {
+        *chain = Chain::default();
+        return Effect::NONE;
+    }
+    let effect = chain.effect(status, fields);
+    chain.head(effect, fields);
+    effect
+}
+
+/// A fetched body as it is sent on (pass, uncacheable): through `chain` when it has filters.
+pub(super) fn fetched(body: BackendBody, chain: Chain) -> ResponseBody {
+    let body = ResponseBody::backend(body);
+    if chain.is_empty() {
+        body
+    } else {
+        ResponseBody::filtered(chain.over(body))
+    }
+}
+
+/// `W/` before a strong `ETag`.
+pub(crate) fn weaken_etag(fields: &mut HeaderMap) {
+    let Some(etag) = fields.get(header::ETAG) else {
+        return;
+    };
+    let bytes = etag.as_bytes();
+    if bytes.starts_with(b"W/") {
+        return;
+    }
+    let mut weak = Vec::with_capacity(bytes.len() + 2);
+    weak.extend_from_slice(b"W/");
+    weak.extend_from_slice(bytes);
+    if let Ok(v) = HeaderValue::from_bytes(&weak) {
+        fields.insert(header::ETAG, v);
+    }
+}
