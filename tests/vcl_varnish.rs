@@ -212,3 +212,47 @@ fn vcl_errors_show_the_source_line_and_a_caret() {
         "{shown}"
     );
 }
+
+/// Under VCL a passed unsafe request does not evict the cached URL (Varnish never changes the
+/// cache on a pass or pipe: only the VCL's purges and bans do), so a VCL purge ACL cannot be
+/// bypassed by POSTing, nor by a `PURGE` the VCL does not handle (piped). The setting turns
+/// RFC 9111 §4.4 invalidation on under VCL; `[[rule]]`s keep it by default.
+#[tokio::test]
+async fn a_passed_unsafe_request_does_not_invalidate_under_vcl() {
+    let origin = Origin::start(|_| Reply::ok("page").cc("max-age=60")).await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+acl purgers { "10.9.9.9"; }
+sub vcl_recv {
+    if (req.method == "PURGE") {
+        if (client.ip ~ purgers) { return (purge); }
+        return (pipe);
+    }
+}
+"#;
+    let shellac = start_vcl("no-invalidation", vcl, &[origin.addr]).await;
+    assert_eq!(get(shellac.addr, "/page").await.status, 200);
+    assert_eq!(origin.count(), 1);
+    for (i, method) in ["POST", "DELETE", "PURGE"].into_iter().enumerate() {
+        let r = common::request(shellac.addr, method, "/page", &[], b"x").await;
+        assert_eq!(r.status, 200, "{method} reaches the origin");
+        assert_eq!(get(shellac.addr, "/page").await.status, 200);
+        assert_eq!(origin.count(), 2 + i, "{method}: the page is still a hit");
+    }
+    assert_eq!(shellac.stat("cache_invalidated").await, 0);
+    shellac.stop().await;
+    // `unsafe_requests_invalidate = true`: RFC 9111's invalidation under VCL too.
+    let shellac = common::vcl::start_vcl_with("invalidation-on", vcl, &[origin.addr], |c| {
+        c.invalidation.unsafe_requests_invalidate = Some(true);
+    })
+    .await;
+    let before = origin.count();
+    assert_eq!(get(shellac.addr, "/page").await.status, 200);
+    let r = common::request(shellac.addr, "POST", "/page", &[], b"x").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(shellac.stat("cache_invalidated").await, 1);
+    assert_eq!(get(shellac.addr, "/page").await.status, 200);
+    assert_eq!(origin.count(), before + 3, "fetched again after the POST");
+    shellac.stop().await;
+    origin.stop();
+}

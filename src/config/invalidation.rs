@@ -97,6 +97,10 @@ pub struct InvalidationConfig {
     pub max_bans: usize,
     /// How often the background sweeper walks the memory tier for banned objects. Default `10s`.
     pub ban_sweep_interval: Dur,
+    /// Whether a passed or piped unsafe request (POST, PUT, DELETE, ...) answered 2xx/3xx
+    /// evicts the URLs it may have changed (RFC 9111 §4.4). Unset: yes under `[[rule]]`s, no
+    /// under `[vcl]` (Varnish changes the cache only where the VCL purges or bans).
+    pub unsafe_requests_invalidate: Option<bool>,
 }
 
 /// Active bans at most, unless configured otherwise.
@@ -117,6 +121,7 @@ impl Default for InvalidationConfig {
             ],
             max_bans: DEFAULT_MAX_BANS,
             ban_sweep_interval: Dur(Duration::from_secs(10)),
+            unsafe_requests_invalidate: None,
         }
     }
 }

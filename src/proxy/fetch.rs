@@ -138,7 +138,16 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
     };
     let (guard, detail) = match mode {
         FetchMode::Pass(reason) => {
-            if !is_safe(&txn.req.method)
+            // RFC 9111 §4.4; under VCL only when the configuration asks (Varnish never
+            // changes the cache on a pass or pipe).
+            let invalidates = txn
+                .proxy
+                .config
+                .invalidation
+                .unsafe_requests_invalidate
+                .unwrap_or(txn.policy == super::txn::Policy::Rules);
+            if invalidates
+                && !is_safe(&txn.req.method)
                 && (parts.status.is_success() || parts.status.is_redirection())
             {
                 let urls = invalidate(txn, &parts.headers);

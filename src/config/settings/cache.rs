@@ -251,4 +251,13 @@ pub(super) const INVALIDATION: &[Setting] = &[
         restart: false,
         doc: r##"How often the background sweeper walks the memory tier for banned objects and retires bans. With a disk tier (which it does not read: objects on disk are checked when read), a ban is retired once the walk is complete and nothing on disk older than it can still be served (reclaimed or expired)."##,
     },
+    Setting {
+        section: "invalidation",
+        key: "unsafe_requests_invalidate",
+        kind: Kind::Bool,
+        default: Default::Unset(r##"true under `[[rule]]`s, false under `[vcl]`"##),
+        example: r##"false"##,
+        restart: false,
+        doc: r##"Whether a request with an unsafe method (POST, PUT, DELETE, PATCH, any unknown method) that is passed or piped to the backend and answered 2xx or 3xx evicts the cached URL and the same-host `Location` / `Content-Location` URLs (RFC 9111 §4.4; counter `cache_invalidated`). Under `[[rule]]`s it does unless this says `false`. Under `[vcl]` it does not unless this says `true`: Varnish never changes the cache on a pass or a pipe — only the VCL's purges and bans do — and a VCL's purge ACL would otherwise be bypassed (any client could evict any page by POSTing to it)."##,
+    },
 ];
