@@ -115,7 +115,9 @@ pub fn stat(client: &AdminClient, once: bool, all: bool) -> io::Result<()> {
         if live["fleet"].is_object() {
             // The shared tier and every node's lag (one more request: it asks Redis).
             if let Ok(fleet) = client.get_json("/fleet") {
-                screen = format!("{}\n{screen}", crate::admin::fleet::render(&fleet));
+                let color = io::IsTerminal::is_terminal(&io::stdout())
+                    && std::env::var_os("NO_COLOR").is_none();
+                screen = format!("{}\n{screen}", crate::admin::fleet::render(&fleet, color));
             }
         }
         if show(&screen, once)? {

@@ -295,10 +295,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SHELLAC_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(log_filter())
         .with_writer(std::io::stderr)
         // Colour only a terminal: escape codes in a log file or journald are noise.
         // `NO_COLOR` (no-color.org) turns it off there too.
@@ -431,6 +428,19 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `$SHELLAC_LOG` (default `info`). The Redis client's own warnings (one line per node per
+/// failed attempt, several a second) are left out unless `$SHELLAC_LOG` names `redis`: the
+/// shared tier logs what they mean once (cache/shared/remote.rs, auth.rs).
+fn log_filter() -> tracing_subscriber::EnvFilter {
+    let spec = std::env::var("SHELLAC_LOG").unwrap_or_else(|_| "info".into());
+    let spec = if spec.contains("redis") {
+        spec
+    } else {
+        format!("{spec},redis=error")
+    };
+    tracing_subscriber::EnvFilter::try_new(&spec).unwrap_or_else(|_| "info,redis=error".into())
 }
 
 /// Whether `e` is (or was caused by) writing to a pipe whose reader has closed.

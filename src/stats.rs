@@ -169,6 +169,7 @@ counters! {
     shared_write_incomplete: "Shared tier writes refused because a chunk was gone before the commit",
     shared_error: "Shared tier operations that failed (connection, cluster, server errors)",
     shared_connect_error: "Attempts to connect to the Redis Cluster that failed (unreachable, refused, TLS handshake, authentication), each logged; the node serves without the shared tier and tries again every storage.shared.breaker_cooldown",
+    shared_auth_error: "Refusals of the shared tier's credentials or permissions by the Redis Cluster (WRONGPASS, NOAUTH, NOPERM): a configuration error, logged at ERROR naming the setting to fix (repeats at most every 10 minutes) and shown by GET /fleet, shellac stat and the dashboard",
     shared_timeout: "Shared tier operations that missed their deadline (storage.shared.read_timeout / write_timeout)",
     shared_skipped: "Shared tier operations skipped because the circuit breaker was open",
     shared_breaker_open: "Times the shared tier's circuit breaker opened (breaker_threshold failures in a row, or a failed probe)",

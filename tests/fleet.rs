@@ -204,6 +204,7 @@ async fn fleet() {
     a_restarted_node_the_log_lost_track_of_drops_its_cache(&site, &mut nodes, &cluster).await;
     a_killed_master_costs_no_client_error(&site, &nodes, &mut cluster).await;
     a_hanging_cluster_costs_deadlines_not_errors(&site, &nodes, &cluster).await;
+    a_wrong_redis_password_is_a_configuration_error(&site, &cluster, &dir).await;
     redis_gone_entirely(&site, &nodes, &mut cluster).await;
 
     for n in &mut nodes {
@@ -1037,6 +1038,112 @@ async fn a_hanging_cluster_costs_deadlines_not_errors(
     })
     .await;
     assert!(recovered, "the shared tier works again once Redis answers");
+}
+
+/// Issue 32: a fleet with a wrong Redis password looked healthy (`check` OK, `serve` started,
+/// ~4 WARN lines a second the only sign). A refusal of the credentials is a configuration
+/// error: one ERROR line naming the setting to fix (repeats rate-limited), counted in
+/// `shared_auth_error`, shown by `GET /fleet` and `shellac stat`; clients are still served.
+async fn a_wrong_redis_password_is_a_configuration_error(
+    site: &Site,
+    cluster: &Cluster,
+    dir: &TempDir,
+) {
+    for n in cluster.nodes.iter().filter(|n| n.pid().is_some()) {
+        let ok = n.cli(&[
+            "ACL",
+            "SETUSER",
+            "fleet-op",
+            "on",
+            ">right-pass",
+            "~*",
+            "&*",
+            "+@all",
+        ]);
+        assert!(ok.contains("OK"), "{ok}");
+    }
+    let path = config(dir, "w", site.origin.addr, &cluster.seeds(), false);
+    let text = std::fs::read_to_string(&path).unwrap();
+    // [storage.shared] is the file's last table.
+    std::fs::write(
+        &path,
+        format!("{text}username = \"fleet-op\"\npassword = \"wrong-pass\"\n"),
+    )
+    .unwrap();
+    // The whole log, from its first line (the refusal comes before the listening lines that
+    // `Served` reads up to).
+    let log_file = dir.path("w.log");
+    let mut cmd = std::process::Command::new("bash");
+    cmd.args([
+        "-c",
+        "exec \"$0\" serve --config \"$1\" 2> >(tee \"$2\" >&2)",
+        common::binary::BIN,
+        path.to_str().unwrap(),
+        log_file.to_str().unwrap(),
+    ]);
+    let node = Node {
+        name: "w",
+        config: path.clone(),
+        proc: Some(Served::start(cmd)),
+    };
+    let refused = eventually(Duration::from_secs(15), || async {
+        node.stat("shared_auth_error").await >= 3
+    })
+    .await;
+    assert!(refused, "the refusals are counted");
+    expect(&node.get("/wrongpass").await, "/wrongpass", 1, "w");
+    let fleet: serde_json::Value =
+        serde_json::from_slice(&get(node.admin(), "/fleet").await.body).unwrap();
+    let auth = &fleet["auth_error"];
+    assert!(
+        auth["fix"]
+            .as_str()
+            .unwrap()
+            .contains("storage.shared.password"),
+        "{fleet}"
+    );
+    assert!(
+        auth["error"].as_str().unwrap().contains("WRONGPASS"),
+        "{fleet}"
+    );
+    assert!(auth["count"].as_u64().unwrap() >= 3, "{fleet}");
+    let out = std::process::Command::new(common::binary::BIN)
+        .args(["stat", "-1", "--admin", &node.admin().to_string()])
+        .output()
+        .unwrap();
+    let stat = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stat.starts_with("CONFIGURATION ERROR: the Redis cluster refuses the shared tier")
+            && stat.contains("storage.shared.password")
+            && !stat.contains('\x1b'),
+        "{stat}"
+    );
+    // One ERROR line for all those refusals, none of the "cannot connect ... yet" warnings.
+    let log: Vec<String> = std::fs::read_to_string(&log_file)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let errors: Vec<&String> = log
+        .iter()
+        .filter(|l| l.contains("refuses the shared tier's credentials"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{log:#?}");
+    assert!(
+        errors[0].contains("ERROR") && errors[0].contains("storage.shared.password"),
+        "{log:#?}"
+    );
+    // Nor the Redis client's own warning per node per attempt; an unreachable node (one was
+    // killed above) is warned of once, not at every attempt.
+    assert!(!log.iter().any(|l| l.contains(" redis::")), "{log:#?}");
+    let unreachable = log
+        .iter()
+        .filter(|l| l.contains("cannot connect to the Redis cluster yet"));
+    assert!(unreachable.count() <= 1, "{log:#?}");
+    let mut node = node;
+    if let Some(p) = node.proc.take() {
+        p.stop();
+    }
 }
 
 /// Every Redis process gone: every node serves as a single Shellac, PURGE still answers.

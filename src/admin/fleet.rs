@@ -33,6 +33,9 @@ pub fn summary(proxy: &Proxy) -> Value {
         "lag_ms": tier.feed.lag_ms.load(Ordering::Relaxed),
         "sync_age_ms": (sync_age != u64::MAX).then_some(sync_age),
         "outbox": tier.feed.queued(),
+        "auth_errors": c.shared_auth_error.get(),
+        // A configuration error (auth.rs): shown in red by `shellac stat` and the dashboard.
+        "auth_error": tier.refusals.current(crate::clock::now_ms()),
     })
 }
 
@@ -61,11 +64,27 @@ pub async fn describe(proxy: &Proxy) -> Option<Value> {
     Some(out)
 }
 
-/// `shellac stat`'s fleet lines, from `GET /fleet`.
-pub fn render(v: &Value) -> String {
+/// `shellac stat`'s fleet lines, from `GET /fleet`; `color`: a refusal of the credentials
+/// in red (a terminal).
+pub fn render(v: &Value, color: bool) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let n = |k: &str| v[k].as_u64().unwrap_or(0);
+    if let Some(refusal) = v["auth_error"].as_object() {
+        let (red, plain) = if color {
+            ("\x1b[1;31m", "\x1b[0m")
+        } else {
+            ("", "")
+        };
+        let _ = writeln!(
+            out,
+            "{red}CONFIGURATION ERROR: the Redis cluster refuses the shared tier ({} times since {} s ago): {}{plain}\n{red}  Redis said: {}{plain}",
+            refusal.get("count").and_then(Value::as_u64).unwrap_or(0),
+            refusal.get("since_ms").and_then(Value::as_u64).unwrap_or(0) / 1000,
+            refusal.get("fix").and_then(Value::as_str).unwrap_or("?"),
+            refusal.get("error").and_then(Value::as_str).unwrap_or("?"),
+        );
+    }
     let _ = writeln!(
         out,
         "Shared tier (node {}): breaker {}  hits {}  misses {}  writes {}  errors {}  timeouts {}  invalidation lag {} ms{}",
@@ -111,7 +130,7 @@ mod tests {
             "nodes": [{"name": "b", "lag_ms": 12, "heartbeat_age_ms": 300, "live": true},
                       {"name": "c", "lag_ms": 9000, "heartbeat_age_ms": 9000, "live": false}],
         });
-        let text = render(&v);
+        let text = render(&v, false);
         assert!(text.contains("breaker closed  hits 3"), "{text}");
         assert!(text.contains("(2 invalidations queued)"), "{text}");
         assert!(

@@ -87,6 +87,11 @@ function render(d) {
   const fleet = d.fleet;
   document.getElementById("fleet-panel").hidden = !fleet;
   if (fleet) {
+    // A refusal of the credentials is a configuration error: red, above everything else.
+    const auth = document.getElementById("fleet-auth");
+    auth.hidden = !fleet.auth_error;
+    auth.textContent = fleet.auth_error ? "Configuration error: the Redis cluster refuses the shared tier (" +
+      fleet.auth_error.count + " times): " + fleet.auth_error.fix + " — Redis said: " + fleet.auth_error.error : "";
     document.getElementById("fleet-text").textContent =
       "node " + fleet.node + " · breaker " + fleet.breaker + " · " + fleet.hits + " shared hits · " + fleet.writes +
       " writes · " + (fleet.errors + fleet.timeouts) + " errors · invalidation lag " + fleet.lag_ms + " ms" +

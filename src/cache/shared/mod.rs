@@ -16,6 +16,7 @@
 //! nothing while the breaker is open — the node works as a single Shellac and recovers by
 //! itself.
 
+pub mod auth;
 pub mod breaker;
 mod broadcast;
 pub mod feed;
@@ -114,12 +115,16 @@ pub struct SharedTier {
     writes: tokio::sync::mpsc::Sender<writer::Write>,
     /// The invalidation feed (positions, lag, the cache it applies to).
     pub feed: Feed,
+    /// The cluster's refusals of the credentials or permissions (`auth.rs`).
+    pub refusals: Arc<auth::Refusals>,
+    username: Option<String>,
 }
 
 impl SharedTier {
     /// The tier for `config`, connecting in the background (the breaker stays open until the
     /// first connection). Needs a Tokio runtime.
     pub fn start(config: &SharedConfig, node: String, counters: Arc<Counters>) -> Arc<SharedTier> {
+        let refusals = Arc::new(auth::Refusals::default());
         let (remote, messages) = remote::RedisRemote::start(
             remote::Options {
                 nodes: config.nodes.clone(),
@@ -131,17 +136,29 @@ impl SharedTier {
             },
             config.breaker_cooldown.0,
             counters.clone(),
+            refusals.clone(),
         );
-        let tier = SharedTier::with_remote(config, node, counters, remote);
+        let tier = SharedTier::build(config, node, counters, remote, refusals);
         feed::spawn(tier.clone(), messages);
         tier
     }
 
+    #[cfg(test)]
     fn with_remote(
         config: &SharedConfig,
         node: String,
         counters: Arc<Counters>,
         remote: Arc<dyn Remote>,
+    ) -> Arc<SharedTier> {
+        SharedTier::build(config, node, counters, remote, Arc::default())
+    }
+
+    fn build(
+        config: &SharedConfig,
+        node: String,
+        counters: Arc<Counters>,
+        remote: Arc<dyn Remote>,
+        refusals: Arc<auth::Refusals>,
     ) -> Arc<SharedTier> {
         let (tx, rx) = tokio::sync::mpsc::channel(writer::WRITE_QUEUE);
         let tier = Arc::new(SharedTier {
@@ -161,6 +178,8 @@ impl SharedTier {
             confirm_timeout: config.confirm_timeout.0,
             log_length: config.log_length,
             writes: tx,
+            refusals,
+            username: config.username.clone(),
         });
         tier.breaker.open_now(crate::clock::now_ms());
         tokio::spawn(writer::writer(Arc::downgrade(&tier), rx));
@@ -197,9 +216,18 @@ impl SharedTier {
                 None
             }
             Ok(Err(e)) => {
-                self.counters.shared_error.inc();
-                tracing::debug!(error = %e, "shared tier operation failed");
-                self.failed(&e.to_string());
+                let why = e.to_string();
+                match auth::classify(&why, self.username.as_deref()) {
+                    Some(refusal) => {
+                        self.counters.shared_auth_error.inc();
+                        self.refusals.report(refusal, crate::clock::now_ms());
+                    }
+                    None => {
+                        self.counters.shared_error.inc();
+                        tracing::debug!(error = %e, "shared tier operation failed");
+                    }
+                }
+                self.failed(&why);
                 None
             }
             Err(_) => {

@@ -126,6 +126,7 @@ impl RedisRemote {
         options: Options,
         retry: Duration,
         counters: Arc<crate::stats::Counters>,
+        refusals: Arc<super::auth::Refusals>,
     ) -> (
         Arc<RedisRemote>,
         tokio::sync::mpsc::UnboundedReceiver<(Bytes, Bytes)>,
@@ -144,6 +145,9 @@ impl RedisRemote {
                 );
             }
             let files = options.tls.as_ref().map(tls_files).unwrap_or_default();
+            // A cluster that stays unreachable is logged when it starts and then once a
+            // minute (with the attempts since), not at every attempt.
+            let (mut warned_ms, mut unwarned) = (None::<u64>, 0u64);
             loop {
                 let stamps = Stamps::take(&files);
                 match connect(&options, tx.clone()).await {
@@ -152,6 +156,7 @@ impl RedisRemote {
                             remote.conn.store(Some(Arc::new(conn)));
                             remote.generation.fetch_add(1, Ordering::AcqRel);
                             tracing::info!(nodes = ?options.nodes, tls = options.tls.is_some(), "connected to the Redis cluster (shared tier)");
+                            refusals.accepted();
                         }
                         if !files.is_empty() {
                             renew(weak, options, tx, counters, stamps).await;
@@ -160,10 +165,22 @@ impl RedisRemote {
                     }
                     Err(e) => {
                         counters.shared_connect_error.inc();
-                        if options.tls.is_some() && super::tls::looks_like_tls(&e) {
-                            tracing::warn!(nodes = ?options.nodes, error = %e, "TLS with the Redis cluster failed (check storage.shared.tls: the CA, the names in the nodes' certificates, the client certificate); serving without the shared tier");
+                        if let Some(refusal) =
+                            super::auth::classify(&e, options.username.as_deref())
+                        {
+                            counters.shared_auth_error.inc();
+                            refusals.report(refusal, crate::clock::now_ms());
+                        } else if warned_ms
+                            .is_some_and(|at| crate::clock::now_ms() < at + CONNECT_WARN_EVERY)
+                        {
+                            unwarned += 1;
+                            tracing::debug!(error = %e, "cannot connect to the Redis cluster yet");
+                        } else if options.tls.is_some() && super::tls::looks_like_tls(&e) {
+                            tracing::warn!(nodes = ?options.nodes, error = %e, attempts = unwarned + 1, "TLS with the Redis cluster failed (check storage.shared.tls: the CA, the names in the nodes' certificates, the client certificate); serving without the shared tier");
+                            (warned_ms, unwarned) = (Some(crate::clock::now_ms()), 0);
                         } else {
-                            tracing::warn!(nodes = ?options.nodes, error = %e, "cannot connect to the Redis cluster yet; serving without the shared tier");
+                            tracing::warn!(nodes = ?options.nodes, error = %e, attempts = unwarned + 1, "cannot connect to the Redis cluster yet; serving without the shared tier (logged again at most once a minute)");
+                            (warned_ms, unwarned) = (Some(crate::clock::now_ms()), 0);
                         }
                     }
                 }
@@ -196,6 +213,9 @@ impl RedisRemote {
             .clone()
     }
 }
+
+/// How often an unreachable cluster is logged again.
+const CONNECT_WARN_EVERY: u64 = 60_000;
 
 /// How often the TLS files are checked for changes once connected.
 const RENEW_CHECK: Duration = Duration::from_secs(5);
