@@ -1,5 +1,6 @@
 //! HTTP building blocks below the proxy: the strict HTTP/1 request scanner (`strict`),
 //! target normalisation (`target`), `Accept-Encoding` negotiation (`accept_encoding`),
+//! virtual-host names with nginx's precedence (`server_name`),
 //! Cache-Control, structured fields (RFC 8941) and date parsing, how `Vary` compares field
 //! values (`selecting`), and header hygiene (hop-by-hop, forwarding fields).
 
@@ -9,6 +10,7 @@ pub mod cache_control;
 pub mod date;
 pub mod headers;
 pub mod selecting;
+pub mod server_name;
 pub mod strict;
 pub mod structured;
 pub mod target;
