@@ -1,7 +1,10 @@
 //! Operator policy rules, compiled once at config load: one `RegexSet` pass over the path and
 //! one over the URL per request, then cheap per-rule checks in order. The request phase runs in
 //! Recv; the response phase runs before the storage decision, for the rules whose request
-//! matchers matched. With no rules configured both phases cost nothing.
+//! matchers matched. With no rules configured both phases cost nothing. `rewrite` is nginx's
+//! `rewrite` engine (issue 31; not wired into the rules yet).
+
+pub mod rewrite;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
