@@ -64,7 +64,7 @@ enum Command {
     },
     /// Validate a configuration file, then check it against this machine as `serve` would
     /// (addresses, access log and disk tier paths, free space): exit 0 with a summary, or 1
-    /// with every error found. Warnings (a port in use now, ...) do not fail it. A `.vcl`
+    /// with every error found. Warnings (a port held by the running Shellac this file is for, ...) do not fail it; a port another process holds does. A `.vcl`
     /// file is compiled and every error reported with file:line:column.
     Check {
         /// Configuration file (TOML), or a VCL file (`.vcl`).

@@ -448,11 +448,11 @@ fn check_refuses_what_serve_refuses() {
     }
 }
 
-/// What depends on the moment rather than the file (a port another process holds now) is a
-/// warning: `check` passes (the configuration may be meant to replace that process) and
-/// says that `serve` cannot start until the port is free.
+/// Issue 32: `check` passed a configuration whose port another process holds, while README says
+/// a file `check` accepts does not stop `serve`. A port held by the running Shellac this file
+/// is for is fine (a warning); held by another process or another Shellac, it is an error.
 #[test]
-fn a_port_in_use_is_a_warning_of_check_and_an_error_of_serve() {
+fn check_tells_a_port_held_by_the_running_shellac_from_one_held_by_another_process() {
     let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = held.local_addr().unwrap();
     let dir = TempDir::new("check-in-use");
@@ -463,15 +463,60 @@ fn a_port_in_use_is_a_warning_of_check_and_an_error_of_serve() {
         ),
     );
     let (code, out, err) = shellac(&["check", config.to_str().unwrap()]);
-    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(code, 1, "{out}{err}");
     assert!(
-        err.contains(&format!("warning: {}:2:", config.display())),
+        err.contains(&format!(
+            "error: {}:2:11: `server.listen.0`: {addr} is held by another process (pid {}",
+            config.display(),
+            std::process::id()
+        )),
         "{err}"
     );
-    assert!(err.contains("in use now"), "{err}");
     let (code, log) = Serving::start(&config).exit();
     assert_ne!(code, Some(0), "{log}");
-    assert!(log.contains(&format!("cannot listen on {addr}")), "{log}");
+    // serve says what check says, before it starts.
+    assert!(
+        log.contains(&format!("{addr} is held by another process")),
+        "{log}"
+    );
+    drop(held);
+
+    // The running Shellac started with this very file holds its ports: fine.
+    let port = |_| {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let (listen, admin) = (port(0), port(1));
+    let text = format!(
+        "[server]\nlisten = [\"{listen}\"]\nadmin = \"{admin}\"\n\n[[backend]]\nhost = \"127.0.0.1\"\nport = 9\n"
+    );
+    let first = dir.0.join("first.toml");
+    std::fs::write(&first, &text).unwrap();
+    let running = common::binary::Served::serve(&["--config", first.to_str().unwrap()]);
+    let (code, out, err) = shellac(&["check", first.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        err.contains(&format!("warning: {}:2:", first.display()))
+            && err.contains(&format!(
+                "{listen} is held by the running Shellac this file is for (pid {})",
+                running.pid()
+            )),
+        "{err}"
+    );
+    // Another file with the same ports: held by another Shellac, an error.
+    let second = dir.0.join("second.toml");
+    std::fs::write(&second, &text).unwrap();
+    let (code, _, err) = shellac(&["check", second.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{listen} is held by another Shellac (pid {}, running {})",
+            running.pid(),
+            first.display()
+        )),
+        "{err}"
+    );
+    running.stop();
 }
 
 /// Issue 23 #17: examples/full.toml (every setting, generated from the definitions) is a

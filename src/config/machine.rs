@@ -42,7 +42,15 @@ fn at(parts: &[&str]) -> Vec<String> {
 
 /// Every finding for `config`, in file order of sections.
 pub fn check(config: &Config) -> Vec<Finding> {
+    check_file(config, None)
+}
+
+/// [`check`] for the configuration read from `file`: a port in use is told apart by who
+/// holds it (`holder.rs`): the running Shellac started with `file` (a warning), or anyone
+/// else (an error: `serve` could not listen there).
+pub fn check_file(config: &Config, file: Option<&Path>) -> Vec<Finding> {
     let mut out = Vec::new();
+    let bindable = |addr, path| bindable(addr, path, file, config.server.admin);
     for (i, addr) in config.server.listen.iter().enumerate() {
         let path = vec!["server".into(), "listen".into(), i.to_string()];
         out.extend(bindable(*addr, path));
@@ -162,15 +170,49 @@ fn tls_files(i: usize, t: &super::tls::TlsConfig) -> Vec<Finding> {
     out
 }
 
-fn bindable(addr: SocketAddr, path: Vec<String>) -> Option<Finding> {
+fn bindable(
+    addr: SocketAddr,
+    path: Vec<String>,
+    file: Option<&Path>,
+    admin: Option<SocketAddr>,
+) -> Option<Finding> {
+    use super::holder::{Holder, holder};
     let e = std::net::TcpListener::bind(addr).err()?;
     let (severity, message) = match e.kind() {
-        io::ErrorKind::AddrInUse => (
-            Severity::Warning,
-            format!(
-                "{addr} is in use now (by another process, or the running Shellac this configuration is for); `serve` cannot start until it is free"
+        io::ErrorKind::AddrInUse => match holder(addr, file, admin) {
+            Holder::ThisShellac(pid) => (
+                Severity::Warning,
+                format!(
+                    "{addr} is held by the running Shellac this file is for{}: fine (`shellac reload` applies this file to it; a second `serve` could not listen here)",
+                    pid.map_or(String::new(), |p| format!(" (pid {p})"))
+                ),
             ),
-        ),
+            Holder::OtherShellac(pid, theirs) => (
+                Severity::Error,
+                format!(
+                    "{addr} is held by another Shellac (pid {pid}, running {}): `serve` with this file cannot listen here",
+                    theirs.map_or("the embedded default configuration".to_string(), |t| t
+                        .display()
+                        .to_string())
+                ),
+            ),
+            Holder::Other(pid, name) => (
+                Severity::Error,
+                format!(
+                    "{addr} is held by another process (pid {pid}, `{name}`): `serve` cannot listen here; stop it or choose another address"
+                ),
+            ),
+            Holder::Unknown => (
+                Severity::Error,
+                format!(
+                    "{addr} is held by another process (one this user cannot look into, and not the Shellac this file is for: {}): `serve` cannot listen here",
+                    admin.map_or(
+                        "the file has no admin listener to ask".to_string(),
+                        |a| format!("its admin listener {a} does not answer as Shellac")
+                    )
+                ),
+            ),
+        },
         io::ErrorKind::AddrNotAvailable => (
             Severity::Error,
             format!("cannot listen on {addr}: not an address of this machine"),
@@ -415,7 +457,7 @@ mod tests {
     }
 
     #[test]
-    fn a_port_in_use_is_a_warning_and_a_foreign_address_an_error() {
+    fn a_port_another_process_holds_and_a_foreign_address_are_errors() {
         let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = held.local_addr().unwrap();
         let c = config(&format!(
@@ -423,8 +465,15 @@ mod tests {
         ));
         let found = check(&c);
         assert_eq!(found.len(), 2, "{found:?}");
-        assert_eq!(found[0].severity, Severity::Warning);
-        assert!(found[0].message.contains("in use"), "{found:?}");
+        // Held by this test process: not the Shellac this file is for.
+        assert_eq!(found[0].severity, Severity::Error);
+        assert!(
+            found[0].message.contains(&format!(
+                "is held by another process (pid {}",
+                std::process::id()
+            )),
+            "{found:?}"
+        );
         assert_eq!(found[1].severity, Severity::Error);
         assert_eq!(found[1].path.join("."), "server.listen.1");
         assert!(found[1].message.contains("not an address of this machine"));

@@ -9,6 +9,7 @@ mod backend;
 pub mod diff;
 #[cfg(test)]
 mod error_tests;
+mod holder;
 pub mod http2;
 pub mod invalidation;
 mod lists;
@@ -693,7 +694,7 @@ impl Config {
     /// located in `text` (the file it came from, named `file`): (errors, warnings).
     pub fn check_machine(&self, text: &str, file: &str) -> (Vec<ConfigError>, Vec<ConfigError>) {
         let (mut errors, mut warnings) = (Vec::new(), Vec::new());
-        for f in machine::check(self) {
+        for f in machine::check_file(self, Some(Path::new(file))) {
             let located = locate::at_path(text, file, &f.path, f.message);
             match f.severity {
                 machine::Severity::Error => errors.push(located),
