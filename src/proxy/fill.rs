@@ -153,6 +153,54 @@ mod tests {
     use super::*;
     use bytes::Bytes;
     use http::HeaderValue;
+    use std::time::Duration;
+
+    use crate::backend::BackendBody;
+    use crate::proxy::filter::tests::{Upper, chain};
+    use crate::stats::Counters;
+    use http_body_util::BodyExt;
+
+    /// Seam 2, the fetch side: what the fill stores is the fetch chain's output.
+    #[tokio::test]
+    async fn a_fill_stores_what_the_fetch_chain_makes() {
+        let config = Arc::new(crate::config::Config::embedded_default());
+        let counters = Arc::new(Counters::default());
+        let proxy = Proxy::new(config, counters.clone()).expect("embedded default config");
+        let body = http_body_util::Full::new(Bytes::from_static(b"hello"))
+            .map_err(|e| -> crate::backend::BoxError { Box::new(e) });
+        let body = BackendBody::from_stream(Box::pin(body), Duration::from_secs(60), counters);
+        let plan = StorePlan {
+            ttl: Duration::from_secs(60),
+            initial_age: Duration::ZERO,
+            strip: Vec::new(),
+            vary: Vec::new(),
+            stale_ok: true,
+            grace: Duration::ZERO,
+            keep: Duration::ZERO,
+            stale_if_error: None,
+        };
+        let fill = Fill {
+            status: StatusCode::OK,
+            headers: HeaderMap::new(),
+            vary: Vec::new(),
+            plan,
+            stored_at: Instant::now(),
+            piece: None,
+            seen: Default::default(),
+        };
+        let key = CacheKey::new("example.com", "/filtered");
+        let busy = BusyObject::new();
+        let filtered = chain(vec![Box::new(Upper)]).over(body);
+        fill.run(proxy.clone(), key.clone(), busy, None, filtered)
+            .await;
+        let stored = proxy.cache.lookup_now(&key).ok().flatten().expect("stored");
+        let Body::Memory(chunks) = &stored.body else {
+            panic!("stored in memory");
+        };
+        let bytes: Vec<u8> = chunks.iter().flat_map(|c| c.to_vec()).collect();
+        assert_eq!(bytes, b"HELLO");
+        assert_eq!(stored.body_len, 5);
+    }
 
     /// Regression: stored header values kept a slice of hyper's read buffer (RSS 41% over
     /// `cache.memory_size`). They are copied out (bodies too: `cache::body::store`).

@@ -21,7 +21,7 @@
 
 mod deliver;
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;
 
 use std::task::{Context, Poll};
 

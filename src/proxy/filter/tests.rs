@@ -19,7 +19,7 @@ use crate::cache::{Body as StoredBody, Object};
 use crate::stats::Counters;
 
 /// Same length: every byte in upper case.
-struct Upper;
+pub(in crate::proxy) struct Upper;
 
 impl BodyFilter for Upper {
     fn name(&self) -> &'static str {
@@ -74,7 +74,7 @@ impl BodyFilter for Double {
 }
 
 /// Passes bytes through and says they may not be stored.
-struct NoStore;
+pub(in crate::proxy) struct NoStore;
 
 impl BodyFilter for NoStore {
     fn name(&self) -> &'static str {
@@ -97,7 +97,7 @@ impl BodyFilter for NoStore {
     }
 }
 
-fn chain(filters: Vec<Box<dyn BodyFilter>>) -> Chain {
+pub(in crate::proxy) fn chain(filters: Vec<Box<dyn BodyFilter>>) -> Chain {
     let mut c = Chain::default();
     for f in filters {
         c.push(f);
