@@ -314,7 +314,7 @@ impl Txn {
                     return step;
                 }
                 let body = ResponseBody::busy(reader, head.content_length);
-                if self.ranged(head.status) {
+                if self.ranged(head.status) || !self.filters.deliver.is_empty() {
                     return Step::Deliver(self.stream_response(
                         head.status,
                         head.headers.clone(),

@@ -79,13 +79,21 @@ impl Txn {
     /// A streamed response (busy object or backend body) to this request: a single Range is
     /// answered with 206 when the length is known up front; HEAD gets no body.
     pub(super) fn stream_response(
-        &self,
+        &mut self,
         status: StatusCode,
         mut headers: http::HeaderMap,
         body: ResponseBody,
         content_length: Option<u64>,
         cache_status: &str,
     ) -> Response<ResponseBody> {
+        // The delivery filters (`filter/`), if any: a Range below is cut from their output.
+        let (body, content_length) = super::filter::streamed(
+            &mut self.filters.deliver,
+            status,
+            &mut headers,
+            body,
+            content_length,
+        );
         if let (true, Some(len)) = (self.ranged(status), content_length) {
             let range = self
                 .req

@@ -5,7 +5,9 @@
 //! with the stored object's `Content-Range`; when it changes the length (unknown until the
 //! end), Range is ignored (RFC 9110 §14.2 allows it): a 200 with the whole filtered body, no
 //! `Content-Length`, no `Accept-Ranges`. Several ranges are answered as one 200 in either
-//! case. A response without a body (HEAD, 304, 412, 416) gets the fields only.
+//! case. A response without a body (HEAD, 304, 412, 416) gets the fields only. A response
+//! streamed as it is fetched (the fetching request's own, a waiter's) goes through the chain
+//! the same way ([`streamed`]).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -93,4 +95,34 @@ pub fn object(
         }
         _ => resp,
     }
+}
+
+/// A streamed response (a fill in progress, a passed body) of `status` through `chain`
+/// (taken; left empty): its fields as the chain leaves them, its body filtered, and the length
+/// known up front (`content_length`) kept only when the chain keeps it — so the caller cuts a
+/// Range from the filtered bytes, or, with no length, sends the whole of them. A status
+/// without a representation body passes as it is.
+pub(in crate::proxy) fn streamed(
+    chain: &mut Chain,
+    status: StatusCode,
+    fields: &mut HeaderMap,
+    body: ResponseBody,
+    content_length: Option<u64>,
+) -> (ResponseBody, Option<u64>) {
+    if chain.is_empty() {
+        return (body, content_length);
+    }
+    let mut chain = std::mem::take(chain);
+    if !super::filterable(status, false) {
+        return (body, content_length);
+    }
+    let effect = chain.effect(status, fields);
+    chain.head(effect, fields);
+    let content_length = if effect.changes_length {
+        fields.remove(header::ACCEPT_RANGES);
+        None
+    } else {
+        content_length
+    };
+    (ResponseBody::filtered(chain.over(body)), content_length)
 }

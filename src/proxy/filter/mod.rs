@@ -35,6 +35,7 @@ pub use super::chunks::{Chunks, FilterError};
 use crate::backend::BackendBody;
 
 pub use deliver::object;
+pub(super) use deliver::streamed;
 
 /// What a filter does to the body, said once from the head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

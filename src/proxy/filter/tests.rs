@@ -379,3 +379,45 @@ fn an_empty_chain_allocates_nothing() {
     let c = Chain::default();
     assert_eq!(c.filters.capacity(), 0);
 }
+
+#[tokio::test]
+async fn a_streamed_response_goes_through_the_delivery_chain() {
+    let mut f = fields(&[("content-length", "5"), ("accept-ranges", "bytes")]);
+    let (body, len) = streamed(
+        &mut chain(vec![Box::new(Upper)]),
+        StatusCode::OK,
+        &mut f,
+        ResponseBody::full("hello"),
+        Some(5),
+    );
+    assert_eq!(len, Some(5), "same length: a Range can be cut from it");
+    assert_eq!(body.collect().await.unwrap().to_bytes(), "HELLO");
+
+    let (body, len) = streamed(
+        &mut chain(vec![Box::new(Double)]),
+        StatusCode::OK,
+        &mut f,
+        ResponseBody::full("hello"),
+        Some(5),
+    );
+    assert_eq!(len, None, "length changed: sent whole, Range ignored");
+    assert!(f.get(header::CONTENT_LENGTH).is_none());
+    assert!(f.get(header::ACCEPT_RANGES).is_none());
+    assert_eq!(body.collect().await.unwrap().to_bytes(), "hheelllloo");
+
+    let mut c = chain(vec![Box::new(Double)]);
+    let mut piece = fields(&[("content-length", "2")]);
+    let (body, len) = streamed(
+        &mut c,
+        StatusCode::PARTIAL_CONTENT,
+        &mut piece,
+        ResponseBody::full("he"),
+        Some(2),
+    );
+    assert!(c.is_empty());
+    assert_eq!(
+        (len, &piece[header::CONTENT_LENGTH]),
+        (Some(2), &"2".parse::<HeaderValue>().unwrap())
+    );
+    assert_eq!(body.collect().await.unwrap().to_bytes(), "he");
+}
