@@ -72,6 +72,11 @@ enum Command {
         /// Check the file alone, not this machine (a file meant for another machine).
         #[arg(long)]
         file_only: bool,
+        /// Also connect to every backend, the Redis cluster (`[storage.shared]`, with the
+        /// file's credentials and TLS) and every ACME directory, and report what could not be
+        /// reached or refused.
+        #[arg(long, conflicts_with = "file_only")]
+        online: bool,
     },
     /// Print the counters of a running Shellac once (GET /stats on its admin listener).
     Stats {
@@ -305,7 +310,11 @@ fn main() -> ExitCode {
         )
         .init();
     let result = match cli.command {
-        Command::Check { file, file_only } => return check(&file, file_only),
+        Command::Check {
+            file,
+            file_only,
+            online,
+        } => return check(&file, file_only, online),
         Command::Dist { out } => shellac::dist::write_all(Cli::command(), &out)
             .map(|written| say!("{} files written under {}", written.len(), out.display()))
             .map_err(anyhow::Error::from),
@@ -459,7 +468,7 @@ fn print_errors(errors: &[ConfigError]) {
 
 /// `shellac check`: the file, then (unless `file_only`) what the machine says about it (the
 /// same checks `serve` runs before it starts), every error in one run.
-fn check(file: &std::path::Path, file_only: bool) -> ExitCode {
+fn check(file: &std::path::Path, file_only: bool, online: bool) -> ExitCode {
     if file.extension().is_some_and(|e| e == "vcl") {
         return check_vcl(file);
     }
@@ -502,6 +511,9 @@ fn check(file: &std::path::Path, file_only: bool) -> ExitCode {
     };
     errors.sort_by_key(|e| (e.line, e.column));
     warnings.sort_by_key(|e| (e.line, e.column));
+    if online && let Some(config) = &config {
+        errors.extend(check_online(config, &name));
+    }
     print_errors(&errors);
     for w in &warnings {
         eprintln!("warning: {w}");
@@ -522,6 +534,90 @@ fn check(file: &std::path::Path, file_only: bool) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// One `--online` probe under way.
+type Probe = tokio::task::JoinHandle<Result<(), String>>;
+
+/// `shellac check --online`: connects to every backend, the Redis cluster and every ACME
+/// directory at once (each within its own deadline), prints what answered and returns an
+/// error for each that could not be reached or refused.
+fn check_online(config: &Config, file: &str) -> Vec<ConfigError> {
+    let error = |key: String, message: String| ConfigError {
+        file: file.to_string(),
+        line: 0,
+        column: 0,
+        key,
+        message,
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return vec![error(String::new(), format!("--online: {e}"))],
+    };
+    runtime.block_on(async {
+        let mut probes: Vec<(String, String, Probe)> = Vec::new();
+        for (i, b) in config.backends.iter().enumerate() {
+            let (host, port, limit) = (b.host.clone(), b.port, b.connect_timeout.0);
+            probes.push((
+                format!("backend.{i}"),
+                format!("backend `{}` ({host}:{port})", b.name),
+                tokio::spawn(async move {
+                    match tokio::time::timeout(
+                        limit,
+                        tokio::net::TcpStream::connect((host.as_str(), port)),
+                    )
+                    .await
+                    {
+                        Ok(Ok(_)) => Ok(()),
+                        Ok(Err(e)) => Err(format!("cannot connect: {e}")),
+                        Err(_) => Err(format!(
+                            "no connection within connect_timeout ({})",
+                            units::format_duration(limit)
+                        )),
+                    }
+                }),
+            ));
+        }
+        if let Some(s) = &config.storage.shared {
+            let options = shellac::cache::shared::remote::Options {
+                nodes: s.nodes.clone(),
+                username: s.username.clone(),
+                password: s.password.clone(),
+                tls: s.tls.clone(),
+                connect_timeout: s.connect_timeout.0,
+                response_timeout: s.write_timeout.0,
+            };
+            probes.push((
+                "storage.shared".into(),
+                format!("the Redis cluster ({})", s.nodes.join(", ")),
+                tokio::spawn(async move { shellac::cache::shared::remote::probe(&options).await }),
+            ));
+        }
+        for (i, t) in config.tls.iter().enumerate() {
+            for (j, a) in t.acme.iter().enumerate() {
+                let (directory, ca_root) = (a.directory.clone(), a.ca_root.clone());
+                probes.push((
+                    format!("tls.{i}.acme.{j}.directory"),
+                    format!("the ACME directory {directory}"),
+                    tokio::spawn(async move {
+                        shellac::acme::reach_directory(&directory, ca_root.as_deref()).await
+                    }),
+                ));
+            }
+        }
+        let mut errors = Vec::new();
+        for (key, what, probe) in probes {
+            match probe.await {
+                Ok(Ok(())) => say!("online: {what}: OK"),
+                Ok(Err(e)) => errors.push(error(key, format!("{what}: {e}"))),
+                Err(e) => errors.push(error(key, format!("{what}: {e}"))),
+            }
+        }
+        errors
+    })
 }
 
 /// `shellac check site.vcl`: every error of a VCL file (and its includes), or a summary.

@@ -184,3 +184,29 @@ impl HttpClient for Shared {
         })
     }
 }
+
+/// `shellac check --online`: fetches the ACME `directory` (trusting `ca_root`, else the
+/// system's store) and checks it is a directory (it names `newNonce`, `newAccount`,
+/// `newOrder`).
+pub async fn reach_directory(directory: &str, ca_root: Option<&Path>) -> Result<(), String> {
+    let client = Client::new(ca_root)?;
+    let req = Request::get(directory)
+        .body(BodyWrapper::from(Vec::new()))
+        .map_err(|e| format!("{directory}: {e}"))?;
+    let resp = tokio::time::timeout(REQUEST_TIMEOUT, client.send(req))
+        .await
+        .map_err(|_| format!("no answer within {}s", REQUEST_TIMEOUT.as_secs()))??;
+    let status = resp.parts.status;
+    let mut resp = resp;
+    let body = resp.body.into_bytes().await.unwrap_or_default();
+    let text = String::from_utf8_lossy(&body);
+    if !status.is_success() {
+        return Err(format!("answered {status}"));
+    }
+    if !(text.contains("newNonce") && text.contains("newAccount") && text.contains("newOrder")) {
+        return Err(
+            "answered, but not with an ACME directory (no newNonce / newAccount / newOrder)".into(),
+        );
+    }
+    Ok(())
+}

@@ -20,6 +20,8 @@ mod account;
 pub mod challenge;
 pub mod files;
 mod http;
+
+pub use http::reach_directory;
 mod order;
 pub mod schedule;
 mod worker;

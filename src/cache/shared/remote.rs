@@ -268,6 +268,24 @@ async fn renew(
     }
 }
 
+/// `shellac check --online`: connects to the cluster as the shared tier would (the file's
+/// nodes, credentials and TLS) and says what refused or could not be reached; a refusal of
+/// the credentials in the words of [`super::auth`].
+pub async fn probe(options: &Options) -> Result<(), String> {
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let limit = options.connect_timeout * 2 + Duration::from_secs(1);
+    match tokio::time::timeout(limit, connect(options, tx)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(
+            match super::auth::classify(&e, options.username.as_deref()) {
+                Some(r) => format!("{} (Redis said: {})", r.fix, r.error),
+                None => e,
+            },
+        ),
+        Err(_) => Err(format!("no connection within {}s", limit.as_secs())),
+    }
+}
+
 async fn connect(
     options: &Options,
     tx: tokio::sync::mpsc::UnboundedSender<(Bytes, Bytes)>,
