@@ -1,7 +1,12 @@
 //! The Fetch step: send the backend request (see `send.rs`) and turn the answer into the next
 //! step — pass it through, refresh a revalidated copy, fall back to a stale copy, or store it
 //! through a busy object that waiters follow (see `fill.rs`).
+//!
+//! In steps: [`fetch`] asks the policy, runs [`exchange`] (send, and again while the policy
+//! retries), then decides — pass, piece, revalidation, stale-if-error, the storage decision —
+//! and ends in an uncacheable delivery or [`store`] (busy head, fill task, streamed answer).
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -30,95 +35,18 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         leave(&mode);
         return step;
     }
-    // The exchange, again as long as the policy says `retry` (VCL: bounded by MAX_RETRIES).
-    let (request_time, response_time, stored_at, seen, mut parts, body, storage, was_304) = loop {
-        let request_time = SystemTime::now();
-        // Where this node stood in the fleet's invalidation log before asking the origin.
-        let seen = txn
-            .proxy
-            .cache
-            .shared
-            .as_ref()
-            .map(|s| s.feed.position())
-            .unwrap_or_default();
-        let resp = match send::send(txn, for_cache).await {
-            Ok(resp) => resp,
-            Err(failure) => {
-                let stale_answers =
-                    txn.stale.as_ref().is_some_and(|s| s.stale_ok) && !txn.background;
-                let (status, detail) = failure.status_detail();
-                if !stale_answers
-                    && let Some(outcome) = txn.policy.backend_error(txn, status, detail)
-                {
-                    match outcome {
-                        ErrorOutcome::Retry => continue,
-                        ErrorOutcome::Step(step) => {
-                            if let FetchMode::Miss(guard) = &mode {
-                                guard.object().fail_with(status, detail);
-                            }
-                            return step;
-                        }
-                    }
-                }
-                return failed(txn, &mode, failure);
-            }
-        };
-        let response_time = SystemTime::now();
-        let stored_at = Instant::now();
-        let (mut parts, mut body) = resp.into_parts();
-        // A 304 answering the revalidation of a stale copy (`send` made the request
-        // conditional on it).
-        let was_304 = for_cache && parts.status == StatusCode::NOT_MODIFIED && txn.stale.is_some();
-        if was_304 && !still_stored(txn).await {
-            // The copy was purged or banned while the backend was asked: it is never refreshed
-            // and served. The policy may fail the fetch (VCL 4.x, as Varnish does); otherwise
-            // the object is fetched again, unconditionally (there is nothing left to
-            // revalidate).
-            txn.proxy.counters.cache_revalidated_gone.inc();
-            txn.stale = None;
-            drop(body);
-            match txn.policy.stale_gone(txn) {
-                Some(ErrorOutcome::Retry) | None => continue,
-                Some(ErrorOutcome::Step(step)) => {
-                    if let FetchMode::Miss(guard) = &mode {
-                        guard
-                            .object()
-                            .fail_with(StatusCode::SERVICE_UNAVAILABLE, "stale-gone");
-                    }
-                    return step;
-                }
-            }
-        }
-        let ex = policy::Exchange::at(request_time, response_time);
-        let storage = match txn
-            .policy
-            .backend_response(txn, &mut parts, &ex, &mode, was_304)
-        {
-            ResponseOutcome::Store { storage, buffer } => {
-                if buffer
-                    && !was_304
-                    && let Err(step) = read_ahead(txn, &mode, &mut parts, &mut body).await
-                {
-                    return step;
-                }
-                storage
-            }
-            ResponseOutcome::Retry => continue,
-            ResponseOutcome::Step(step) => {
-                leave(&mode);
-                return step;
-            }
-        };
-        break (
-            request_time,
-            response_time,
-            stored_at,
-            seen,
-            parts,
-            body,
-            storage,
-            was_304,
-        );
+    let Exchanged {
+        request_time,
+        response_time,
+        stored_at,
+        seen,
+        mut parts,
+        body,
+        storage,
+        was_304,
+    } = match exchange(txn, &mode, for_cache).await {
+        ControlFlow::Continue(exchanged) => exchanged,
+        ControlFlow::Break(step) => return step,
     };
     let overrides = storage.overrides();
 
@@ -263,10 +191,56 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         }
     };
 
+    store(
+        txn,
+        Storing {
+            primary,
+            guard,
+            detail,
+            plan,
+            content_length,
+            stored_at,
+            seen,
+            always_miss,
+        },
+        parts,
+        body,
+    )
+    .await
+}
+
+/// What a cacheable response is stored with.
+struct Storing {
+    primary: CacheKey,
+    /// The busy-table lead, when this fetch is the one waiters follow.
+    guard: Option<LeaderGuard>,
+    /// The `Cache-Status` detail (why this fetch ran alone).
+    detail: Option<&'static str>,
+    plan: policy::StorePlan,
+    content_length: Option<u64>,
+    stored_at: Instant,
+    seen: Position,
+    /// The policy's `always_miss`: the copy this fetch refreshes goes now.
+    always_miss: bool,
+}
+
+/// A cacheable response: its head published to the busy object waiters follow, a fill task
+/// storing its body, and the client's response streamed from that busy object.
+async fn store(txn: &mut Txn, storing: Storing, mut parts: Parts, body: BackendBody) -> Step {
+    let Storing {
+        primary,
+        mut guard,
+        detail,
+        plan,
+        content_length,
+        stored_at,
+        seen,
+        always_miss,
+    } = storing;
+    let proxy = txn.proxy.clone();
     // Too large for the shared tier (`max_object_size`): no node will get a copy from this
     // fetch, so the nodes waiting for it under the fleet lease fetch at once instead of
     // queueing behind it until it ends.
-    let mut guard = guard;
     if let (Some(shared), Some(len)) = (&proxy.cache.shared, content_length)
         && len > shared.max_object_size()
         && let Some(ticket) = guard.as_mut().and_then(LeaderGuard::take_ticket)
@@ -372,6 +346,121 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
             }
         },
     ))
+}
+
+/// A backend response head, as the policy left it, with what the fetch needs to store it.
+struct Exchanged {
+    /// When the backend request was sent, and its response head arrived (wall clock).
+    request_time: SystemTime,
+    response_time: SystemTime,
+    /// When the response head arrived (monotonic): the stored object's birth.
+    stored_at: Instant,
+    /// Where this node stood in the fleet's invalidation log before asking the origin.
+    seen: Position,
+    parts: Parts,
+    body: BackendBody,
+    storage: Storage,
+    /// A 304 revalidating the stale copy.
+    was_304: bool,
+}
+
+/// The exchange with the backend, again as long as the policy says `retry` (VCL: bounded by
+/// MAX_RETRIES): the response head as the policy left it, or the step the fetch ends in (an
+/// error answered, a stale copy served, the policy's own answer).
+async fn exchange(
+    txn: &mut Txn,
+    mode: &FetchMode,
+    for_cache: bool,
+) -> ControlFlow<Step, Exchanged> {
+    loop {
+        let request_time = SystemTime::now();
+        // Where this node stood in the fleet's invalidation log before asking the origin.
+        let seen = txn
+            .proxy
+            .cache
+            .shared
+            .as_ref()
+            .map(|s| s.feed.position())
+            .unwrap_or_default();
+        let resp = match send::send(txn, for_cache).await {
+            Ok(resp) => resp,
+            Err(failure) => {
+                let stale_answers =
+                    txn.stale.as_ref().is_some_and(|s| s.stale_ok) && !txn.background;
+                let (status, detail) = failure.status_detail();
+                if !stale_answers
+                    && let Some(outcome) = txn.policy.backend_error(txn, status, detail)
+                {
+                    match outcome {
+                        ErrorOutcome::Retry => continue,
+                        ErrorOutcome::Step(step) => {
+                            if let FetchMode::Miss(guard) = mode {
+                                guard.object().fail_with(status, detail);
+                            }
+                            return ControlFlow::Break(step);
+                        }
+                    }
+                }
+                return ControlFlow::Break(failed(txn, mode, failure));
+            }
+        };
+        let response_time = SystemTime::now();
+        let stored_at = Instant::now();
+        let (mut parts, mut body) = resp.into_parts();
+        // A 304 answering the revalidation of a stale copy (`send` made the request
+        // conditional on it).
+        let was_304 = for_cache && parts.status == StatusCode::NOT_MODIFIED && txn.stale.is_some();
+        if was_304 && !still_stored(txn).await {
+            // The copy was purged or banned while the backend was asked: it is never refreshed
+            // and served. The policy may fail the fetch (VCL 4.x, as Varnish does); otherwise
+            // the object is fetched again, unconditionally (there is nothing left to
+            // revalidate).
+            txn.proxy.counters.cache_revalidated_gone.inc();
+            txn.stale = None;
+            drop(body);
+            match txn.policy.stale_gone(txn) {
+                Some(ErrorOutcome::Retry) | None => continue,
+                Some(ErrorOutcome::Step(step)) => {
+                    if let FetchMode::Miss(guard) = mode {
+                        guard
+                            .object()
+                            .fail_with(StatusCode::SERVICE_UNAVAILABLE, "stale-gone");
+                    }
+                    return ControlFlow::Break(step);
+                }
+            }
+        }
+        let ex = policy::Exchange::at(request_time, response_time);
+        let storage = match txn
+            .policy
+            .backend_response(txn, &mut parts, &ex, mode, was_304)
+        {
+            ResponseOutcome::Store { storage, buffer } => {
+                if buffer
+                    && !was_304
+                    && let Err(step) = read_ahead(txn, mode, &mut parts, &mut body).await
+                {
+                    return ControlFlow::Break(step);
+                }
+                storage
+            }
+            ResponseOutcome::Retry => continue,
+            ResponseOutcome::Step(step) => {
+                leave(mode);
+                return ControlFlow::Break(step);
+            }
+        };
+        return ControlFlow::Continue(Exchanged {
+            request_time,
+            response_time,
+            stored_at,
+            seen,
+            parts,
+            body,
+            storage,
+            was_304,
+        });
+    }
 }
 
 /// VCL's `beresp.do_stream = false`: the whole body is read before the response goes out,
