@@ -127,6 +127,7 @@ counters! {
     client_reject_hop_by_hop: "Requests refused before parsing: Connection naming an end-to-end field, or malformed",
     client_reject_chunked: "Requests refused for malformed chunked bodies (size, extension, data, trailer)",
     client_reject_limit: "Requests refused by a size limit: request line (414), head or fields (431), body (413)",
+    client_field_underscore: "Request fields dropped because their name contains `_` (server.underscores_in_headers = false): stacks that map `_` to `-` would read X_Forwarded_Host as X-Forwarded-Host",
     cache_hit: "Requests answered from a fresh cached object",
     cache_hit_memory: "Cache hits answered by the memory tier",
     cache_hit_disk: "Cache hits answered by the disk tier (small objects are then promoted to memory)",

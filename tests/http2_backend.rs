@@ -158,3 +158,21 @@ async fn probes_speak_http2() {
     assert!(origin.requests.load(Ordering::SeqCst) >= 3);
     shellac.stop().await;
 }
+
+/// Issue 32: `server.max_response_headers` holds HTTP/2 response heads too (decoded whole, then
+/// counted): the origin's three fields (`cache-control`, `content-length`, `date`) pass a limit
+/// of 3 and are a 502 under a limit of 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn response_head_field_count_limit_is_a_setting_over_http2() {
+    let origin = H2Origin::start(Duration::ZERO).await;
+    for (limit, status) in [(3, 200), (2, 502)] {
+        let shellac = Shellac::start(origin.addr, |c| {
+            c.backends[0].protocol = BackendProtocol::H2;
+            c.server.max_response_headers = limit;
+        })
+        .await;
+        let r = get(shellac.addr, "/fields").await;
+        assert_eq!(r.status, status, "limit {limit}: {}", r.cache_status());
+        shellac.stop().await;
+    }
+}

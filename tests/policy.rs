@@ -358,3 +358,47 @@ async fn no_example_stores_an_error() {
         shellac.stop().await;
     }
 }
+
+/// Issue 32 (RFC 9111 §3.5): `override_origin` overrides what the origin said, not the
+/// request's credentials — a response to a request with `Authorization` is not stored under
+/// it (unless the origin says `public`); a request rule's `cache = true` stores it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn override_origin_keeps_authorization_uncached() {
+    for (vouch, stored) in [(false, false), (true, true)] {
+        let origin = Origin::start(|s| {
+            Reply::ok(&format!("for {}", s.path))
+                .cc("private, max-age=60")
+                .header("content-type", "image/png")
+        })
+        .await;
+        let shellac = Shellac::start(origin.addr, move |c| {
+            let cache = if vouch { "cache = true\n" } else { "" };
+            let rules = format!(
+                "[[backend]]\nhost = \"h\"\n\n[[rule]]\npath = '\\.png$'\nttl = \"1h\"\noverride_origin = true\n{cache}"
+            );
+            c.rules = shellac::config::Config::parse(&rules, "rules.toml")
+                .unwrap()
+                .rules;
+        })
+        .await;
+        let auth = [("authorization", "Bearer user-one")];
+        get_with(shellac.addr, "/me.png", &auth).await;
+        let second = get_with(shellac.addr, "/me.png", &auth).await;
+        if stored {
+            assert_eq!(origin.count(), 1, "cache = true: {}", second.cache_status());
+            assert!(second.cache_status().contains("hit"));
+        } else {
+            assert_eq!(origin.count(), 2, "{}", second.cache_status());
+            assert!(
+                second.cache_status().contains("detail=authorization"),
+                "{}",
+                second.cache_status()
+            );
+        }
+        // Without credentials the rule stores as before.
+        get(shellac.addr, "/all.png").await;
+        let hit = get(shellac.addr, "/all.png").await;
+        assert!(hit.cache_status().contains("hit"), "{}", hit.cache_status());
+        shellac.stop().await;
+    }
+}

@@ -1,7 +1,8 @@
 //! The HTTP/1.1 origin kind (`[[backend]] protocol = "http1"`, the default): hyper's HTTP/1
 //! client on a connection from the connector, a LIFO pool of idle keep-alive connections
 //! (`max_idle`, `idle_timeout`), every response head held to `max_response_header_size`
-//! (`conn.rs`), and probes written as raw HTTP/1.1.
+//! (`conn.rs`) and `max_response_headers` (hyper's field table), and probes written as raw
+//! HTTP/1.1.
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -31,13 +32,16 @@ pub(crate) struct Http1 {
     /// `server.max_response_header_size`: every response head is held to it exactly
     /// (`conn::HeadLimited`, 502 beyond it); also hyper's read buffer bound.
     max_response_head: usize,
+    /// `server.max_response_headers`: hyper's field table (502 beyond it).
+    max_response_fields: usize,
 }
 
 impl Http1 {
-    pub(super) fn new(max_response_head: usize) -> Http1 {
+    pub(super) fn new(max_response_head: usize, max_response_fields: usize) -> Http1 {
         Http1 {
             idle: Mutex::new(Vec::new()),
             max_response_head,
+            max_response_fields,
         }
     }
 
@@ -81,8 +85,13 @@ impl Http1 {
         let watch = Arc::new(AtomicBool::new(false));
         let stream = HeadLimited::new(stream, self.max_response_head, watch.clone());
         // hyper's buffer must hold a head at the limit; the exact bound is `HeadLimited`'s.
-        let (sender, conn) = http1::Builder::new()
-            .max_buf_size(self.max_response_head.max(8192).saturating_add(8192))
+        let mut builder = http1::Builder::new();
+        builder.max_buf_size(self.max_response_head.max(8192).saturating_add(8192));
+        // hyper's default table is 100 fields on the stack; another size is on the heap.
+        if self.max_response_fields != 100 {
+            builder.max_headers(self.max_response_fields);
+        }
+        let (sender, conn) = builder
             .handshake(TokioIo::new(stream))
             .await
             .map_err(|e| FetchError::Failed(name.clone(), e.into()))?;
@@ -129,6 +138,13 @@ impl Origin for Http1 {
                 FetchError::Invalid(
                     backend.config.name.clone(),
                     "response head larger than max_response_header_size",
+                )
+            } else if e.is_parse_too_large() {
+                // Not the byte limit (`HeadLimited` holds heads to it before hyper's larger
+                // buffer fills): more field lines than hyper's table.
+                FetchError::Invalid(
+                    backend.config.name.clone(),
+                    "response head with more fields than max_response_headers",
                 )
             } else {
                 FetchError::Failed(backend.config.name.clone(), e.into())

@@ -26,9 +26,15 @@ pub(crate) enum Conn {
 }
 
 impl Kind {
-    pub(crate) fn for_backend(config: &BackendConfig, max_response_head: usize) -> Kind {
+    pub(crate) fn for_backend(
+        config: &BackendConfig,
+        max_response_head: usize,
+        max_response_fields: usize,
+    ) -> Kind {
         match config.protocol {
-            BackendProtocol::Http1 => Kind::Http1(Http1::new(max_response_head)),
+            BackendProtocol::Http1 => {
+                Kind::Http1(Http1::new(max_response_head, max_response_fields))
+            }
             BackendProtocol::H2 => Kind::H2(H2::new(config.max_streams, max_response_head)),
         }
     }

@@ -114,6 +114,8 @@ pub struct Backend {
     pub(crate) connector: connector::Connector,
     /// `server.max_response_header_size` (the kinds hold responses to it).
     max_response_head: usize,
+    /// `server.max_response_headers` (HTTP/1.1: hyper's table; checked here for every kind).
+    max_response_fields: usize,
     limit: Option<Arc<Semaphore>>,
     queued: AtomicUsize,
     in_flight: AtomicI64,
@@ -137,7 +139,8 @@ impl Drop for Lease {
 impl Backend {
     pub fn new(config: BackendConfig, whole: &Config, counters: Arc<Counters>) -> Arc<Backend> {
         let max_response_head = response_head_limit(whole);
-        let kind = kind::Kind::for_backend(&config, max_response_head);
+        let max_response_fields = whole.server.max_response_headers;
+        let kind = kind::Kind::for_backend(&config, max_response_head, max_response_fields);
         let probe = match &config.probe {
             Some(ProbeRef::Inline(p)) => Some(p.clone()),
             Some(ProbeRef::Named(name)) => whole.probes.iter().find(|p| &p.name == name).cloned(),
@@ -147,6 +150,7 @@ impl Backend {
             tcp_nodelay: config.tcp_nodelay.unwrap_or(whole.server.tcp_nodelay),
             connector: connector::Connector::for_backend(&config, kind.alpn()),
             max_response_head,
+            max_response_fields,
             health: Health::new(
                 probe.as_ref(),
                 config.passive_failures,
@@ -182,6 +186,7 @@ impl Backend {
         };
         let nodelay = config.tcp_nodelay.unwrap_or(whole.server.tcp_nodelay);
         let head = response_head_limit(whole);
+        let fields = whole.server.max_response_headers;
         // The config types carry no PartialEq; their Debug form lists every field.
         format!(
             "{:?}",
@@ -189,9 +194,10 @@ impl Backend {
                 &self.config,
                 &self.probe,
                 self.tcp_nodelay,
-                self.max_response_head
+                self.max_response_head,
+                self.max_response_fields
             )
-        ) == format!("{:?}", (config, &probe, nodelay, head))
+        ) == format!("{:?}", (config, &probe, nodelay, head, fields))
     }
 
     pub fn name(&self) -> &str {
@@ -326,7 +332,13 @@ impl Backend {
                 return Err(FetchError::FirstByteTimeout(self.config.name.clone()));
             }
         };
-        if let Err(why) = check_response(&resp, upgrade) {
+        let checked = if resp.headers().len() > self.max_response_fields {
+            // HTTP/1.1 heads were held to it by hyper; an HTTP/2 head is decoded whole first.
+            Err("response head with more fields than max_response_headers")
+        } else {
+            check_response(&resp, upgrade)
+        };
+        if let Err(why) = checked {
             // Dropping the response drops its connection with it: never pooled.
             self.counters.backend_invalid.inc();
             self.stats.error.inc();

@@ -137,6 +137,8 @@ pub struct ServerConfig {
     /// Largest response head a backend may send (bytes on the wire, status line through the
     /// blank line, exactly); larger → 502. Default `64KiB`.
     pub max_response_header_size: Size,
+    /// Most header fields in a response head from a backend; more → 502. Default 100.
+    pub max_response_headers: usize,
     /// A client sending a request body: the longest stretch Shellac waits for body bytes, and
     /// the allowance before `body_min_rate` applies. Default `30s`.
     pub body_timeout: Dur,
@@ -160,6 +162,10 @@ pub struct ServerConfig {
     /// client these fields are replaced. Default `[]` (no client is trusted).
     #[serde(deserialize_with = "lists::one_or_many")]
     pub trusted_proxies: Vec<invalidation::Network>,
+    /// Keep request fields whose name contains `_` (nginx's `underscores_in_headers`). Default
+    /// `false`: they are dropped before anything reads them, counted in
+    /// `client_field_underscore`.
+    pub underscores_in_headers: bool,
     /// On SIGTERM / SIGINT: how long requests in flight may take to finish after the listeners
     /// stop accepting; then the rest are cut off and the process exits. `0s` stops at once.
     /// Default `10s`.
@@ -263,12 +269,14 @@ impl Default for ServerConfig {
             max_headers: 100,
             max_body_size: Size(1 << 30),
             max_response_header_size: Size(64 * 1024),
+            max_response_headers: 100,
             body_timeout: Dur(Duration::from_secs(30)),
             body_min_rate: Size(500),
             send_timeout: Dur(Duration::from_secs(60)),
             max_connections: 10_000,
             upgrade_protocols: vec!["websocket".into()],
             trusted_proxies: Vec::new(),
+            underscores_in_headers: false,
             shutdown_grace: Dur(Duration::from_secs(10)),
             admin_token: None,
         }

@@ -47,7 +47,7 @@ pub const REWRITE_FIELDS: [&str; 6] = [
 
 /// Fields that say who the client is and how it connected. Shellac sets its own; inbound
 /// values are kept only from `server.trusted_proxies`.
-pub const FORWARDING_FIELDS: [&str; 14] = [
+pub const FORWARDING_FIELDS: [&str; 15] = [
     "x-forwarded-for",
     "x-forwarded-host",
     "x-forwarded-proto",
@@ -60,6 +60,7 @@ pub const FORWARDING_FIELDS: [&str; 14] = [
     "x-client-ip",
     "true-client-ip",
     "x-host",
+    "x-original-host",
     "forwarded",
     "via",
 ];
@@ -95,6 +96,29 @@ fn sanitize(headers: &mut HeaderMap, trusted: bool, keep_xff: bool) {
             }
         }
     }
+}
+
+/// Removes every field whose name contains `_` (`server.underscores_in_headers` off, as
+/// nginx): stacks that map `_` to `-` (CGI-style environments: Rack/Puma before 6.4.3,
+/// CVE-2024-45614; Python's wsgiref) would read `X_Forwarded_Host` as `X-Forwarded-Host`, past
+/// every strip list. Returns how many field lines were removed; one pass over the names when
+/// there is none.
+pub fn drop_underscored(headers: &mut HeaderMap) -> usize {
+    if !headers.keys().any(|n| n.as_str().contains('_')) {
+        return 0;
+    }
+    let names: Vec<HeaderName> = headers
+        .keys()
+        .filter(|n| n.as_str().contains('_'))
+        .cloned()
+        .collect();
+    names
+        .iter()
+        .map(|n| match headers.entry(n) {
+            http::header::Entry::Occupied(e) => e.remove_entry_mult().1.count(),
+            http::header::Entry::Vacant(_) => 0,
+        })
+        .sum()
 }
 
 /// Whether [`sanitize_request`] removes a field named `name` (lower case) from a request of a
@@ -427,6 +451,33 @@ mod tests {
         assert_eq!(h.get("x-forwarded-for").unwrap(), "1.2.3.4");
         assert!(h.get("x-forwarded-proto").is_none());
         assert!(h.get("x-original-url").is_none());
+    }
+
+    /// Issue 32: `_` spellings of the fields Shellac owns or strips never get past it.
+    #[test]
+    fn underscored_field_names_are_dropped() {
+        let mut h = HeaderMap::new();
+        h.insert("host", HeaderValue::from_static("a"));
+        h.insert("x_forwarded_host", HeaderValue::from_static("evil"));
+        h.append("x_original_url", HeaderValue::from_static("/admin"));
+        h.append("x_original_url", HeaderValue::from_static("/admin2"));
+        h.insert("x-kept", HeaderValue::from_static("1"));
+        assert_eq!(drop_underscored(&mut h), 3);
+        assert_eq!(h.len(), 2);
+        assert!(h.contains_key("x-kept"));
+        assert_eq!(drop_underscored(&mut h), 0);
+    }
+
+    /// Issue 32: `X-Original-Host` is a forwarding field (kept only from trusted proxies).
+    #[test]
+    fn x_original_host_is_stripped() {
+        let mut h = HeaderMap::new();
+        h.insert("x-original-host", HeaderValue::from_static("evil.example"));
+        sanitize_request(&mut h, false);
+        assert!(h.is_empty());
+        h.insert("x-original-host", HeaderValue::from_static("lb.example"));
+        sanitize_request(&mut h, true);
+        assert_eq!(h["x-original-host"], "lb.example");
     }
 
     #[test]

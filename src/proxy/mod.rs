@@ -287,11 +287,18 @@ impl Proxy {
     /// hit from memory, a refusal, a generated answer), otherwise the rest of the request's
     /// work, to be run with [`Rest::run`] (why: `fsm::start`).
     ///
-    /// First the request is put in the one form every later step sees: the rewrite fields
-    /// and (from untrusted clients) the forwarding fields removed, the target's escapes
-    /// normalised (`http::target`).
+    /// First the request is put in the one form every later step sees: fields whose name
+    /// contains `_` dropped (unless `server.underscores_in_headers`), the rewrite fields and
+    /// (from untrusted clients) the forwarding fields removed, the target's escapes normalised
+    /// (`http::target`).
     pub fn handle(self: Arc<Self>, mut req: Request<Incoming>, client: SocketAddr) -> Handled {
         let trusted = self.config.server.trusts(client.ip());
+        if !self.config.server.underscores_in_headers {
+            let dropped = crate::http::headers::drop_underscored(req.headers_mut());
+            if dropped > 0 {
+                self.counters.client_field_underscore.add(dropped as u64);
+            }
+        }
         if self.vcl.is_some() {
             crate::http::headers::sanitize_request_for_vcl(req.headers_mut(), trusted);
         } else {

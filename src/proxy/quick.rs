@@ -12,8 +12,8 @@
 //! `HEAD` over HTTP/1.1 in origin form, one valid `Host`, none of the fields that change a
 //! lookup or a delivery (conditionals, `Range`, `Authorization`, `Cache-Control` or `Pragma`
 //! when `cache.request_cache_control` makes them count and `no-store` always, `Upgrade`,
-//! `Connection`, `Expect`, body framing, the rewrite and untrusted forwarding fields
-//! the full path removes), no operator rule that would answer or edit it
+//! `Connection`, `Expect`, body framing, the rewrite and untrusted forwarding fields and the
+//! `_` names the full path removes), no operator rule that would answer or edit it
 //! (`Rules::change_a_hit`), a fresh object in memory (of the request's variant when the URL has
 //! `Vary` variants). Under a VCL program, only when it provably changes nothing about the hit
 //! (`proxy/vcl/quick.rs`).
@@ -104,6 +104,9 @@ impl Proxy {
                     return None;
                 }
             } else if changes_the_answer(name) {
+                return None;
+            } else if !self.config.server.underscores_in_headers && name.contains(&b'_') {
+                // Dropped and counted by the full path (`Proxy::handle`).
                 return None;
             } else if matches!(
                 name.first().map(|b| b | 0x20),

@@ -155,3 +155,54 @@ async fn absolute_form_keys_and_routes_on_its_authority() {
     );
     bench.stop().await;
 }
+
+/// Issue 32: `_` spellings of the fields Shellac owns or strips (`X_Forwarded_Host`,
+/// `X_Original_URL`) are dropped and counted, from every client, unless
+/// `server.underscores_in_headers`; `X-Original-Host` is stripped like `X-Forwarded-Host`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn underscored_field_names_are_dropped() {
+    let send = "GET /u HTTP/1.1\r\nHost: www.example\r\nX_Forwarded_Host: evil.example\r\n\
+         X_Original_URL: /admin\r\nX-Original-Host: evil2.example\r\nX-Kept: 1\r\n\
+         Connection: close\r\n\r\n";
+    let bench = Bench::start().await;
+    bench
+        .run(&[Vector::new("underscores", send).expect(&[200], 1)])
+        .await;
+    let seen = bench.origin.request(0).to_ascii_lowercase();
+    assert!(!seen.contains("evil"), "{seen}");
+    assert!(!seen.contains("/admin"), "{seen}");
+    assert!(seen.contains("x-kept: 1\r\n"), "{seen}");
+    assert_eq!(bench.shellac.stat("client_field_underscore").await, 2);
+    bench.stop().await;
+
+    // Allowed: they reach the origin as sent (the operator's backends keep `_` and `-` apart).
+    let bench = Bench::with(|c| c.server.underscores_in_headers = true).await;
+    bench
+        .run(&[Vector::new("underscores allowed", send).expect(&[200], 1)])
+        .await;
+    let seen = bench.origin.request(0).to_ascii_lowercase();
+    assert!(
+        seen.contains("x_forwarded_host: evil.example\r\n"),
+        "{seen}"
+    );
+    assert!(
+        !seen.contains("evil2"),
+        "X-Original-Host still stripped: {seen}"
+    );
+    assert_eq!(bench.shellac.stat("client_field_underscore").await, 0);
+    bench.stop().await;
+}
+
+/// Issue 32: the fast path declines a request with a `_` field name, so a hit answered with
+/// one still counts it (the full path drops it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn underscored_field_names_are_dropped_on_hits_too() {
+    let origin = Origin::start(|_| Reply::ok("x").cc("max-age=60")).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    get(shellac.addr, "/h").await;
+    let hit = get_with(shellac.addr, "/h", &[("x_forwarded_host", "evil.example")]).await;
+    assert!(hit.cache_status().contains("hit"), "{}", hit.cache_status());
+    assert_eq!(shellac.stat("client_field_underscore").await, 1);
+    assert_eq!(shellac.stat("cache_hit_fast").await, 0);
+    shellac.stop().await;
+}

@@ -179,3 +179,68 @@ async fn response_head_limit_is_exact_whatever_the_pieces() {
     shellac.stop().await;
     origin.abort();
 }
+
+/// A response head of `n` field lines (`GET /n`), then a 1-byte body.
+fn fields_of(request: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(request);
+    let n: usize = text
+        .split(' ')
+        .nth(1)
+        .and_then(|p| p.trim_start_matches('/').parse().ok())
+        .unwrap_or(1);
+    let mut head = String::from("HTTP/1.1 200 OK\r\ncontent-length: 1\r\n");
+    for i in 1..n {
+        head.push_str(&format!("x-f{i}: v\r\n"));
+    }
+    head.push_str("\r\nx");
+    head.into_bytes()
+}
+
+/// `GET /n` over a raw connection: hyper's client would refuse more than 100 fields in
+/// Shellac's answer.
+async fn ask_fields(addr: std::net::SocketAddr, n: usize) -> Exchange {
+    let req = format!("GET /{n} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    exchange(addr, req.as_bytes(), Duration::from_secs(5)).await
+}
+
+/// Issue 32: the field-count limit on backend response heads is a setting,
+/// `server.max_response_headers` (100 by default, as hyper's table): a head at the limit
+/// passes, one field more is 502 — at the default, above it and below it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn response_head_field_count_limit_is_a_setting() {
+    for (limit, set) in [(100, None), (150, Some(150)), (20, Some(20))] {
+        let origin = RawOrigin::start(fields_of).await;
+        let shellac = Shellac::start(origin.addr, |c| {
+            if let Some(n) = set {
+                c.server.max_response_headers = n;
+            }
+        })
+        .await;
+        let at = ask_fields(shellac.addr, limit).await;
+        assert_eq!(
+            at.statuses(),
+            [200],
+            "{limit} fields with a limit of {limit}"
+        );
+        assert!(
+            at.text.contains(&format!("x-f{}: v", limit - 1)),
+            "{}",
+            at.text
+        );
+        let over = ask_fields(shellac.addr, limit + 1).await;
+        assert_eq!(
+            over.statuses(),
+            [502],
+            "{} fields with a limit of {limit}",
+            limit + 1
+        );
+        assert!(
+            over.text.contains("backend-invalid-response"),
+            "{}",
+            over.text
+        );
+        assert_eq!(shellac.stat("backend_invalid").await, 1);
+        shellac.stop().await;
+        origin.stop();
+    }
+}

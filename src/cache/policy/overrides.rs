@@ -61,7 +61,8 @@ impl Overrides {
 /// A rule's `ttl` / `min_ttl` only changes how long a response the builtin policy would store
 /// stays fresh (and may store one that merely lacks freshness or arrived expired); refusals
 /// for the status, a failed status, `no-store`, `private` and `no-cache` stand unless the rule
-/// says `override_origin`.
+/// says `override_origin`; the refusal of a response to a request with `Authorization` (RFC 9111
+/// §3.5) stands even then.
 pub fn evaluate_with(
     status: StatusCode,
     headers: &HeaderMap,
@@ -77,6 +78,13 @@ pub fn evaluate_with(
         return Err(NoCacheReason::Status);
     }
     let cc = CacheControl::targeted(headers, &cfg.targeted_cache_control);
+    // RFC 9111 §3.5 whatever the rule says about the origin's directives: `override_origin`
+    // overrides what the *origin* said, the credentials are the *request's* (issue 32). Only
+    // a request rule's `cache = true` (the operator vouching that they do not change the
+    // answer) lifts it, by not counting the request as authorised at all.
+    if ex.authorization && !shared_with_authorization(&cc) {
+        return Err(NoCacheReason::Authorization);
+    }
     if !o.override_origin {
         if cc.no_store {
             return Err(NoCacheReason::NoStore);
@@ -88,9 +96,6 @@ pub fn evaluate_with(
         // §5.2.2.4) — worth storing only with a validator to revalidate with.
         if cc.no_cache && !has_validator(headers) {
             return Err(NoCacheReason::NoCache);
-        }
-        if ex.authorization && !shared_with_authorization(&cc) {
-            return Err(NoCacheReason::Authorization);
         }
     }
     let strip = stripped(&cc);

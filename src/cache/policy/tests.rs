@@ -310,7 +310,36 @@ fn authorization_needs_leave_to_share() {
         override_origin: true,
         ..Default::default()
     };
-    assert!(run("max-age=60", &force).is_ok(), "override_origin");
+    assert_eq!(
+        run("max-age=60", &force),
+        Err(NoCacheReason::Authorization),
+        "override_origin keeps RFC 9111 §3.5 (issue 32)"
+    );
+    assert_eq!(
+        run("private, max-age=60", &force),
+        Err(NoCacheReason::Authorization)
+    );
+    assert!(run("public, max-age=60", &force).is_ok());
+    let vouched = Exchange {
+        authorization: false,
+        ..ex
+    };
+    let mut h = HeaderMap::new();
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("max-age=60"),
+    );
+    assert!(
+        evaluate_with(
+            StatusCode::OK,
+            &h,
+            &vouched,
+            &CacheConfig::default(),
+            &force
+        )
+        .is_ok(),
+        "cache = true: not counted as authorised"
+    );
 }
 
 /// Issue 23 (RFC 9111 §5.2.2.4): a `no-cache` response with a validator is stored, stale

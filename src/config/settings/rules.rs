@@ -243,7 +243,7 @@ pub(super) const RULE: &[Setting] = &[
         default: Default::Value(r##"false"##),
         example: r##"true"##,
         restart: false,
-        doc: r##"Response action: stored even if the origin said `no-store`, `private`, `no-cache`, or sent a status the builtin policy would not store; `Set-Cookie` still prevents storage unless stripped. Pair it with `status = [200, ...]` so errors stay uncached."##,
+        doc: r##"Response action: stored even if the origin said `no-store`, `private`, `no-cache`, or sent a status the builtin policy would not store; `Set-Cookie` still prevents storage unless stripped, and a response to a request with `Authorization` is still stored only if the origin says `public`, `s-maxage` or `must-revalidate` (RFC 9111 §3.5) unless a request rule says `cache = true`. Pair it with `status = [200, ...]` so errors stay uncached."##,
     },
     Setting {
         section: "rule",

@@ -184,6 +184,15 @@ pub(super) const SERVER: &[Setting] = &[
     },
     Setting {
         section: "server",
+        key: "max_response_headers",
+        kind: Kind::Count { min: 1, max: 10000 },
+        default: Default::Value(r##"100"##),
+        example: r##""##,
+        restart: false,
+        doc: r##"Most header fields (field lines) a backend's response head may carry; one more → `502` (`detail=backend-invalid-response`, counter `backend_invalid`), nothing stored, the connection dropped. Over HTTP/1.1 each interim 1xx head is held to it on its own. Above 100 each HTTP/1.1 response head is parsed into a heap-allocated table (hyper's own is 100 on the stack)."##,
+    },
+    Setting {
+        section: "server",
         key: "body_timeout",
         kind: Kind::Duration {
             min: ONE_NANOSECOND,
@@ -245,6 +254,15 @@ pub(super) const SERVER: &[Setting] = &[
         example: r##"["10.0.0.0/8", "::1"]"##,
         restart: false,
         doc: r##"Networks (`"10.0.0.0/8"`, `"::1"`) of load balancers or proxies in front of Shellac. From them, `X-Forwarded-For` is kept and appended to, and `X-Forwarded-Host`, `X-Forwarded-Proto`, `Forwarded` and `Via` are kept. From any other client these fields are removed and replaced by Shellac's own (see below). Also decides what `%{X-Forwarded-For}i` logs."##,
+    },
+    Setting {
+        section: "server",
+        key: "underscores_in_headers",
+        kind: Kind::Bool,
+        default: Default::Value(r##"false"##),
+        example: r##""##,
+        restart: false,
+        doc: r##"Keep request fields whose name contains `_` (`X_Forwarded_Host`, `X_Original_URL`). Off (as nginx's `underscores_in_headers off`): such fields are dropped before the rules, VCL, the cache key or the backend see them, because application stacks that map `_` to `-` (CGI-style environments: Rack/Puma before 6.4.3, CVE-2024-45614; Python's wsgiref) read them as the fields Shellac owns or strips, so an attacker's `X_Forwarded_Host` would reach the origin as `X-Forwarded-Host` past the strip lists and poison the victim's key. Counter `client_field_underscore`. Turn it on only when every backend keeps `_` and `-` apart."##,
     },
     Setting {
         section: "server",
