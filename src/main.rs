@@ -491,7 +491,7 @@ fn check(file: &std::path::Path, file_only: bool, online: bool) -> ExitCode {
             if let Some(config) = &config
                 && !file_only
             {
-                let (machine, warned) = config.check_machine(&text, &name);
+                let (machine, warned) = shellac::preflight::check_machine(config, &text, &name);
                 errors.extend(machine);
                 warnings = warned;
             }
@@ -740,7 +740,7 @@ fn serve(
         || "<embedded default>".to_string(),
         |p| p.display().to_string(),
     );
-    let (errors, warnings) = config.check_machine(&text, &name);
+    let (errors, warnings) = shellac::preflight::check_machine(&config, &text, &name);
     for w in &warnings {
         tracing::warn!("{w}");
     }

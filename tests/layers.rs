@@ -16,26 +16,6 @@ const UPWARD: &[(&str, &str, &str)] = &[
         "a reload binds listeners and starts accept loops itself (engineer layers: the server hands it down)",
     ),
     (
-        "src/config/machine.rs",
-        "tls",
-        "preflight checks (certificates) live in the config model (engineer layers: src/preflight/)",
-    ),
-    (
-        "src/config/machine.rs",
-        "cache",
-        "preflight checks (disk size, shared-tier TLS) live in the config model (engineer layers)",
-    ),
-    (
-        "src/config/acme.rs",
-        "acme",
-        "preflight checks (ACME state files) live in the config model (engineer layers)",
-    ),
-    (
-        "src/config/acme.rs",
-        "tls",
-        "preflight checks (the ACME CA's roots) live in the config model (engineer layers)",
-    ),
-    (
         "src/config/mod.rs",
         "vcl",
         "Config holds the compiled VCL program (engineer layers, with policy)",
@@ -64,11 +44,6 @@ const CIRCLES: &[(&str, &[&str], &str)] = &[
         "cache::shared",
         &["broadcast", "feed"],
         "the broadcast uses the feed's invalidation types, the feed flushes the broadcast's outbox (engineer split)",
-    ),
-    (
-        "config",
-        &["acme", "machine", "tls"],
-        "the preflight checks (machine.rs) call the ACME section's, which return machine's Finding (engineer layers: src/preflight/)",
     ),
     (
         "config",

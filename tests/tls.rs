@@ -349,7 +349,7 @@ async fn check_names_the_file_of_every_certificate_problem() {
         )
     );
     let config = Config::parse(&text, "t.toml").unwrap();
-    let (errors, _) = config.check_machine(&text, "t.toml");
+    let (errors, _) = shellac::preflight::check_machine(&config, &text, "t.toml");
     let messages: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
     let has = |needle: &str| messages.iter().any(|m| m.contains(needle));
     assert_eq!(errors.len(), 5, "{messages:#?}");

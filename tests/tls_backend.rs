@@ -166,7 +166,7 @@ async fn check_and_reload_name_unusable_backend_tls_files() {
         missing.display()
     );
     let config = Config::parse(&text, "t.toml").unwrap();
-    let (errors, _) = config.check_machine(&text, "t.toml");
+    let (errors, _) = shellac::preflight::check_machine(&config, &text, "t.toml");
     assert_eq!(errors.len(), 1, "{errors:?}");
     let e = errors[0].to_string();
     assert!(

@@ -113,7 +113,7 @@ async fn check_names_every_revocation_list_problem() {
 
     let text = config(&format!("{ca}\nclient_crl = [\"{}\"]", expired.display()));
     let parsed = Config::parse(&text, "t.toml").unwrap();
-    let (errors, _) = parsed.check_machine(&text, "t.toml");
+    let (errors, _) = shellac::preflight::check_machine(&parsed, &text, "t.toml");
     let messages: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
     assert_eq!(errors.len(), 1, "{messages:#?}");
     assert!(
@@ -134,7 +134,7 @@ async fn check_names_every_revocation_list_problem() {
 
     let text = config(&format!("{ca}\nclient_crl = [\"{}\"]", junk.display()));
     let parsed = Config::parse(&text, "t.toml").unwrap();
-    let (errors, _) = parsed.check_machine(&text, "t.toml");
+    let (errors, _) = shellac::preflight::check_machine(&parsed, &text, "t.toml");
     let messages: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
     assert!(
         messages.len() == 1 && messages[0].contains("holds no revocation list"),

@@ -1,6 +1,6 @@
 //! `[[tls.acme]]`: certificates a TLS listener obtains and renews itself from an ACME server
 //! (RFC 8555), and the checks the file alone can make. Whether the state directory is
-//! writable and the CA file readable is `machine.rs`'s (it needs the disk); the protocol is
+//! writable and the CA file readable is `src/preflight/`'s (it needs the disk); the protocol is
 //! `src/acme/`.
 
 use std::path::PathBuf;
@@ -279,57 +279,6 @@ pub(super) fn validate(
                 }
             }
             (None, None) => {}
-        }
-    }
-    out
-}
-
-/// What the machine says about `[[tls]]` number `i`'s `[[tls.acme]]` (run by `check` and
-/// `serve`): the state directory can be created and written, the CA file is usable, a kept
-/// account key is not readable by others (a warning).
-pub(super) fn machine(i: usize, acme: &[AcmeConfig]) -> Vec<super::machine::Finding> {
-    use super::machine::{Finding, Severity};
-    use std::os::unix::fs::PermissionsExt;
-    let mut out = Vec::new();
-    let at = |j: usize, key: &str| {
-        vec![
-            "tls".to_string(),
-            i.to_string(),
-            "acme".to_string(),
-            j.to_string(),
-            key.to_string(),
-        ]
-    };
-    for (j, a) in acme.iter().enumerate() {
-        if let Err(e) = crate::acme::files::writable(&a.state_dir) {
-            out.push(Finding {
-                severity: Severity::Error,
-                path: at(j, "state_dir"),
-                message: format!("the ACME state directory cannot be used: {e}"),
-            });
-        }
-        let key = crate::acme::files::account_dir(&a.state_dir, &a.directory).join("account.key");
-        if let Ok(m) = std::fs::metadata(&key)
-            && m.permissions().mode() & 0o077 != 0
-        {
-            out.push(Finding {
-                severity: Severity::Warning,
-                path: at(j, "state_dir"),
-                message: format!(
-                    "{} can be read by other users (mode {:o}); `chmod 600` it: whoever has it can act as this ACME account",
-                    key.display(),
-                    m.permissions().mode() & 0o777
-                ),
-            });
-        }
-        if let Some(ca) = &a.ca_root
-            && let Err(e) = crate::tls::server::client_roots(ca)
-        {
-            out.push(Finding {
-                severity: Severity::Error,
-                path: at(j, "ca_root"),
-                message: e,
-            });
         }
     }
     out

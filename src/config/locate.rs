@@ -32,7 +32,7 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 /// Builds an error located at the dotted `path` (deepest existing part of it).
-pub(super) fn at_path(text: &str, file: &str, path: &[String], message: String) -> ConfigError {
+pub fn at_path(text: &str, file: &str, path: &[String], message: String) -> ConfigError {
     let offset = DeTable::parse(text)
         .ok()
         .and_then(|doc| offset_of(doc.get_ref(), path));

@@ -9,12 +9,10 @@ mod backend;
 pub mod diff;
 #[cfg(test)]
 mod error_tests;
-mod holder;
 pub mod http2;
 pub mod invalidation;
 mod lists;
-mod locate;
-pub mod machine;
+pub mod locate;
 pub(crate) mod recover;
 pub mod rules;
 pub mod settings;
@@ -695,23 +693,6 @@ impl Config {
             return Err(errors);
         }
         Ok((config, text))
-    }
-
-    /// What the machine says about this configuration ([`machine::check`]: addresses that
-    /// cannot be bound, paths that cannot be opened or created, room for the disk tier),
-    /// located in `text` (the file it came from, named `file`): (errors, warnings).
-    pub fn check_machine(&self, text: &str, file: &str) -> (Vec<ConfigError>, Vec<ConfigError>) {
-        let (mut errors, mut warnings) = (Vec::new(), Vec::new());
-        for f in machine::check_file(self, Some(Path::new(file))) {
-            let located = locate::at_path(text, file, &f.path, f.message);
-            match f.severity {
-                machine::Severity::Error => errors.push(located),
-                machine::Severity::Warning => warnings.push(located),
-            }
-        }
-        errors.sort_by_key(|e| (e.line, e.column));
-        warnings.sort_by_key(|e| (e.line, e.column));
-        (errors, warnings)
     }
 
     /// The embedded default configuration.

@@ -1,6 +1,6 @@
 //! `[[tls]]`: TLS listeners (addresses, certificates, protocol versions, resumption, client
 //! certificates) and their checks across settings. What the files hold is checked by
-//! `machine.rs` (through `tls::certs`), since that needs the disk.
+//! `src/preflight/` (through `tls::certs`), since that needs the disk.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -1,5 +1,7 @@
-//! What the machine says about a valid configuration: the checks `shellac check` and
-//! `shellac serve` run before anything starts, so `check` refuses what `serve` would refuse.
+//! Preflight: what the machine says about a valid configuration: the checks `shellac check`
+//! and `shellac serve` run before anything starts, so `check` refuses what `serve` would
+//! refuse. Above the configuration model (which is data and validation): it loads
+//! certificates, opens files and asks the kernel.
 //!
 //! Addresses are bound and released (not an address of this machine, no permission); the
 //! access log and the disk tier's data file are opened the way `serve` opens them, without
@@ -10,6 +12,9 @@
 //! another process holds, a data file a running Shellac has locked) is a warning: it is what
 //! a configuration meant to replace a running instance meets.
 
+mod acme;
+mod holder;
+
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::net::SocketAddr;
@@ -17,7 +22,8 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::{Config, DiskConfig, OnOpenError, units};
+use crate::config::tls::TlsConfig;
+use crate::config::{Config, ConfigError, DiskConfig, OnOpenError, locate, units};
 
 /// How much a finding matters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +44,27 @@ pub struct Finding {
 
 fn at(parts: &[&str]) -> Vec<String> {
     parts.iter().map(|p| p.to_string()).collect()
+}
+
+/// What the machine says about `config` ([`check`]: addresses that cannot be bound, paths
+/// that cannot be opened or created, room for the disk tier), located in `text` (the file it
+/// came from, named `file`): (errors, warnings).
+pub fn check_machine(
+    config: &Config,
+    text: &str,
+    file: &str,
+) -> (Vec<ConfigError>, Vec<ConfigError>) {
+    let (mut errors, mut warnings) = (Vec::new(), Vec::new());
+    for f in check_file(config, Some(Path::new(file))) {
+        let located = locate::at_path(text, file, &f.path, f.message);
+        match f.severity {
+            Severity::Error => errors.push(located),
+            Severity::Warning => warnings.push(located),
+        }
+    }
+    errors.sort_by_key(|e| (e.line, e.column));
+    warnings.sort_by_key(|e| (e.line, e.column));
+    (errors, warnings)
 }
 
 /// Every finding for `config`, in file order of sections.
@@ -76,7 +103,7 @@ pub fn check_file(config: &Config, file: Option<&Path>) -> Vec<Finding> {
             out.extend(bindable(*a, path));
         }
         out.extend(tls_files(i, t));
-        out.extend(super::acme::machine(i, &t.acme));
+        out.extend(acme::check(i, &t.acme));
     }
     for (i, b) in config.backends.iter().enumerate() {
         if let Some(t) = &b.tls
@@ -111,7 +138,7 @@ pub fn check_file(config: &Config, file: Option<&Path>) -> Vec<Finding> {
 /// A `[[tls]]`'s files, loaded as `serve` loads them: certificates with their keys (and
 /// their validity now), the client CA, the ticket keys. Each problem names the file. A
 /// certificate that expires within 14 days is a warning.
-fn tls_files(i: usize, t: &super::tls::TlsConfig) -> Vec<Finding> {
+fn tls_files(i: usize, t: &TlsConfig) -> Vec<Finding> {
     let mut out = Vec::new();
     let at = |rest: &[&str]| {
         let mut p = vec!["tls".to_string(), i.to_string()];
@@ -176,7 +203,7 @@ fn bindable(
     file: Option<&Path>,
     admin: Option<SocketAddr>,
 ) -> Option<Finding> {
-    use super::holder::{Holder, holder};
+    use holder::{Holder, holder};
     let e = std::net::TcpListener::bind(addr).err()?;
     let (severity, message) = match e.kind() {
         io::ErrorKind::AddrInUse => match holder(addr, file, admin) {
