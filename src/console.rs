@@ -187,11 +187,26 @@ pub fn top(client: &AdminClient, query: &str, once: bool, settle: Duration) -> i
     let path = format!("/top?{query}");
     loop {
         let mut top = client.get_json(&path)?;
-        if once && top["collecting"].as_bool() == Some(false) {
+        let started_now = once && top["collecting"].as_bool() == Some(false);
+        if started_now {
             std::thread::sleep(settle);
             top = client.get_json(&path)?;
         }
-        let screen = render_top(&top);
+        let mut screen = render_top(&top);
+        if once && top["rows"].as_array().is_none_or(|r| r.is_empty()) {
+            // Issue 32: a bare header read as a failure.
+            screen.push_str(&if started_now {
+                format!(
+                    "(no requests yet: rankings are collected only while `shellac top` or the dashboard watches, and this call started them {} s ago; run `shellac top` to watch them fill)\n",
+                    settle.as_secs().max(1)
+                )
+            } else {
+                format!(
+                    "(no requests in the last {} s)\n",
+                    top["window"].as_u64().unwrap_or(60)
+                )
+            });
+        }
         if show(&screen, once)? {
             return Ok(());
         }

@@ -360,7 +360,7 @@ async fn stat_top_and_log_against_a_running_proxy() {
         let (code, out, err) = shellac(&["top", "-1", "--admin", &admin_arg, "-n", "5"]);
         assert_eq!(code, 0, "{err}");
         top = out;
-        if top.contains("/b") {
+        if top.contains("test.example/b") {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -374,8 +374,8 @@ async fn stat_top_and_log_against_a_running_proxy() {
         .skip(2)
         .map(|l| l.split_whitespace().collect())
         .collect();
-    assert_eq!(rows[0], vec!["2", "1", "10B", "/a"], "{top}");
-    assert_eq!(rows[1], vec!["1", "1", "5B", "/b"], "{top}");
+    assert_eq!(rows[0], vec!["2", "1", "10B", "test.example/a"], "{top}");
+    assert_eq!(rows[1], vec!["1", "1", "5B", "test.example/b"], "{top}");
 
     // `shellac log --status 5xx` prints the 503 and nothing else.
     let mut log = Command::new(BIN)

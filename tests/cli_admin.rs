@@ -131,3 +131,20 @@ fn inspect_a_path_says_the_host_flag_not_host_equals() {
     assert!(err.contains("a path needs --host HOST"), "{err}");
     assert!(!err.contains("host=HOST"), "{err}");
 }
+
+/// Issue 32: `shellac top -1` printed only a header on its first call (nothing was being
+/// collected before it asked). It says why, and URLs carry their host.
+#[test]
+fn top_once_on_its_first_call_says_why_it_is_empty() {
+    let child = Served::serve(&["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"]);
+    let admin = child.admin.to_string();
+    let (code, out, err) = shellac(&["top", "-1", "--admin", &admin], &[]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(
+        lines[2].starts_with("(no requests yet: rankings are collected only while `shellac top` or the dashboard watches"),
+        "{out}"
+    );
+    child.stop();
+}

@@ -105,7 +105,10 @@ async fn dashboard_assets_and_data() {
     assert_eq!(data["backends"][0]["name"], "default");
     assert_eq!(data["backends"][0]["healthy"], true);
     assert_eq!(data["storage"]["objects"], 1);
-    assert_eq!(data["top_urls"][0]["key"], "/img/logo.png", "{data}");
+    assert_eq!(
+        data["top_urls"][0]["key"], "test.example/img/logo.png",
+        "{data}"
+    );
     assert!(data["hit_ratio"]["10s"].as_f64().unwrap() > 0.0);
     shellac.stop().await;
 }

@@ -186,7 +186,7 @@ async fn top_ranks_over_the_window_once_asked() {
         serde_json::from_slice(&get(shellac.admin, "/top?by=url&n=2").await.body).unwrap();
     assert_eq!(v["rows"].as_array().unwrap().len(), 2);
     let rows = v["rows"].clone();
-    assert_eq!(rows[0]["key"], "/a");
+    assert_eq!(rows[0]["key"], "test.example/a");
     assert_eq!(rows[0]["misses"], 1);
     assert_eq!(rows[0]["bytes"], 15);
     let v: serde_json::Value =

@@ -51,7 +51,8 @@ impl Dimension {
 
     fn key(self, r: &Record) -> String {
         let mut key = match self {
-            Dimension::Url => r.target().to_string(),
+            // The host too: `/` of two sites is two URLs (as `shellac log` prints them).
+            Dimension::Url => format!("{}{}", r.host(), r.target()),
             Dimension::Host => r.host().to_string(),
             Dimension::Backend => r.backend().unwrap_or("-").to_string(),
             Dimension::UserAgent => r.user_agent().unwrap_or("-").to_string(),
@@ -211,7 +212,8 @@ mod tests {
         let by_req = top.rank(Dimension::Url, |c| c.requests, 10, 10, now);
         assert_eq!(
             by_req.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
-            ["/a", "/b"]
+            ["example.com/a", "example.com/b"],
+            "issue 32: top URLs name their host"
         );
         assert_eq!(
             by_req[0].1,
@@ -222,9 +224,9 @@ mod tests {
             }
         );
         let by_bytes = top.rank(Dimension::Url, |c| c.bytes, 10, 1, now);
-        assert_eq!(by_bytes[0].0, "/b");
+        assert_eq!(by_bytes[0].0, "example.com/b");
         let wide = top.rank(Dimension::Url, |c| c.misses, 60, 10, now);
-        assert_eq!(wide[0].0, "/old");
+        assert_eq!(wide[0].0, "example.com/old");
         let hosts = top.rank(Dimension::Host, |c| c.requests, 60, 10, now);
         assert_eq!(
             hosts,
