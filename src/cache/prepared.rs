@@ -1,0 +1,96 @@
+//! A full delivery's header fields, prepared once per second of an object's age, and their
+//! HTTP/1.1 wire form for fast hits.
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, StatusCode};
+
+/// A full delivery's header fields as of one second of an object's age ([`Object::prepared`]).
+#[derive(Debug)]
+pub struct Prepared {
+    /// The object's `Age`, whole seconds, that `map` carries.
+    pub age: u64,
+    /// The `Cache-Status` value `map` carries.
+    pub status: HeaderValue,
+    pub map: HeaderMap,
+    /// `map` as HTTP/1.1 bytes (`Prepared::wire`), built when a fast hit first needs them.
+    pub wire: std::sync::OnceLock<Bytes>,
+    /// The head a fast hit sends under a VCL program whose `vcl_deliver` reads only the
+    /// object and the response (`proxy/vcl/quick.rs`): `wire` plus the fields it adds, made
+    /// once per `Prepared`; the program's identity (its runtime's address) with it, and
+    /// `None` when it does more than add fields. One pointer (`OnceBox`): most objects
+    /// are never served under such a program.
+    pub vcl_wire: once_cell::race::OnceBox<(usize, Option<Bytes>)>,
+}
+
+impl Prepared {
+    pub fn new(age: u64, status: HeaderValue, map: HeaderMap) -> Prepared {
+        Prepared {
+            age,
+            status,
+            map,
+            wire: std::sync::OnceLock::new(),
+            vcl_wire: once_cell::race::OnceBox::new(),
+        }
+    }
+
+    /// The response head for `map` with `status` as hyper writes it (status line with the
+    /// canonical reason, then each field as `name: value`, in the map's order): a fast hit
+    /// (server/h1/answers.rs) sends these bytes as they are. hyper adds `Date` when the fields have
+    /// none; so does the writer then, with the blank line: the bytes end with the blank line
+    /// (`\r\n\r\n`) only when the stored fields carry their own `Date`. Built once per
+    /// `Prepared`, i.e. at most once per second of the object's age.
+    pub fn wire(&self, status: StatusCode) -> &Bytes {
+        self.wire.get_or_init(|| {
+            let fields: usize = self
+                .map
+                .iter()
+                .map(|(n, v)| n.as_str().len() + v.len() + 4)
+                .sum();
+            let reason = status.canonical_reason().unwrap_or("");
+            let mut out = Vec::with_capacity(16 + reason.len() + fields);
+            out.extend_from_slice(b"HTTP/1.1 ");
+            out.extend_from_slice(status.as_str().as_bytes());
+            out.push(b' ');
+            out.extend_from_slice(reason.as_bytes());
+            out.extend_from_slice(b"\r\n");
+            for (name, value) in &self.map {
+                out.extend_from_slice(name.as_str().as_bytes());
+                out.extend_from_slice(b": ");
+                out.extend_from_slice(value.as_bytes());
+                out.extend_from_slice(b"\r\n");
+            }
+            if self.map.contains_key(http::header::DATE) {
+                out.extend_from_slice(b"\r\n");
+            }
+            Bytes::from(out)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The wire form of prepared fields: hyper's status line and field lines; the blank line
+    /// only when the fields carry their own `Date` (otherwise the writer adds `Date` first,
+    /// as hyper does).
+    #[test]
+    fn prepared_wire_is_what_hyper_writes() {
+        let mut map = HeaderMap::new();
+        map.insert("content-length", HeaderValue::from_static("5"));
+        map.insert("cache-status", HeaderValue::from_static("shellac; hit"));
+        let p = Prepared::new(0, HeaderValue::from_static("shellac; hit"), map.clone());
+        assert_eq!(
+            &p.wire(StatusCode::OK)[..],
+            b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\ncache-status: shellac; hit\r\n"
+        );
+        map.insert(
+            "date",
+            HeaderValue::from_static("Tue, 24 Nov 2026 04:29:13 GMT"),
+        );
+        let p = Prepared::new(0, HeaderValue::from_static("x"), map);
+        let wire = p.wire(StatusCode::NOT_FOUND);
+        assert!(wire.starts_with(b"HTTP/1.1 404 Not Found\r\n"));
+        assert!(wire.ends_with(b"date: Tue, 24 Nov 2026 04:29:13 GMT\r\n\r\n"));
+    }
+}
