@@ -36,11 +36,6 @@ const CIRCLES: &[(&str, &[&str], &str)] = &[
         "the compiler's passes call each other (engineer split)",
     ),
     (
-        "cache::disk",
-        &["engine", "recover"],
-        "recovery builds the engine's state, the engine runs recovery (engineer split)",
-    ),
-    (
         "cache::shared",
         &["broadcast", "feed"],
         "the broadcast uses the feed's invalidation types, the feed flushes the broadcast's outbox (engineer split)",

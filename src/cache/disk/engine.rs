@@ -20,11 +20,11 @@ use bytes::Bytes;
 
 use http::HeaderName;
 
+use super::bans::read_bans;
 use super::format::{
     self, BAN_SLOT, BLOCK, BanRecord, DATA_START, ENTRY_HEADER, EntryHeader, EntryInfo,
     KIND_OBJECT, Meta, SUMMARY_RECORD, Superblock, Trailer,
 };
-use super::recover::read_bans;
 use crate::cache::{Body, CacheKey, Object, boxed_vary};
 use crate::stats::Counters;
 

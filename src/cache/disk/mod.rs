@@ -8,6 +8,7 @@
 //! The request path only ever does an in-memory index probe, a read on the blocking pool
 //! (`spawn_blocking`) for a disk hit, and a `try_send` to the writer's bounded queue.
 
+mod bans;
 mod engine;
 pub mod format;
 mod recover;

@@ -3,7 +3,6 @@
 //! what bans and variants need from that index. Never reads a body, except the last piece of
 //! the last entry of a region a crash left open (to tell a torn tail from a complete entry).
 
-use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
@@ -13,12 +12,10 @@ use http::HeaderName;
 
 use super::engine::{Engine, Loc, Recovered, RegionBook, now_ms};
 use super::format::{
-    self, BAN_SLOT, BLOCK, BODY_CHUNK, BanRecord, ENTRY_HEADER, EntryHeader, EntryInfo,
-    FLAG_KEY_RECORD, KIND_OBJECT, KIND_TOMBSTONE, KeyRecord, Meta, Record, RegionHeader,
-    SUMMARY_RECORD, Trailer,
+    self, BLOCK, BODY_CHUNK, ENTRY_HEADER, EntryHeader, EntryInfo, FLAG_KEY_RECORD, KIND_OBJECT,
+    KIND_TOMBSTONE, KeyRecord, Meta, Record, RegionHeader, SUMMARY_RECORD, Trailer,
 };
 use crate::cache::tags::tags_of_map;
-use crate::stats::Counters;
 
 /// A variant or tagged entry found at recovery: where it is and its key record.
 struct Found {
@@ -404,39 +401,4 @@ impl Engine {
         }
         n
     }
-}
-
-/// The newest intact copy of the ban list: `(generation, bans)`. `None` when neither copy is
-/// intact (then no ban can be trusted to be known). A damaged copy is counted in
-/// `disk_checksum_fail` and logged.
-pub(super) fn read_bans(
-    file: &File,
-    instance: u64,
-    counters: &Counters,
-) -> Option<(u64, Vec<BanRecord>)> {
-    let mut best: Option<(u64, Vec<BanRecord>)> = None;
-    for (copy, at) in [("A", BLOCK), ("B", BLOCK + BAN_SLOT)] {
-        let read = || {
-            let mut head = vec![0u8; BLOCK as usize];
-            file.read_exact_at(&mut head, at).ok()?;
-            let mut buf = vec![0u8; format::bans_len(&head)? as usize];
-            file.read_exact_at(&mut buf, at).ok()?;
-            format::decode_bans(&buf, instance)
-        };
-        match read() {
-            Some((generation, bans)) => {
-                if best.as_ref().is_none_or(|(g, _)| generation > *g) {
-                    best = Some((generation, bans));
-                }
-            }
-            None => {
-                counters.disk_checksum_fail.inc();
-                tracing::warn!(
-                    copy,
-                    "disk cache ban list copy damaged; using the other copy"
-                );
-            }
-        }
-    }
-    best
 }
