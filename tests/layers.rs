@@ -31,11 +31,6 @@ const UPWARD: &[(&str, &str, &str)] = &[
 /// of the circle, why). A circle must lie inside one entry; it may be smaller.
 const CIRCLES: &[(&str, &[&str], &str)] = &[
     (
-        "vcl::compile",
-        &["calls", "decls", "directors", "ops"],
-        "the compiler's passes call each other (engineer split)",
-    ),
-    (
         "cache::shared",
         &["broadcast", "feed"],
         "the broadcast uses the feed's invalidation types, the feed flushes the broadcast's outbox (engineer split)",

@@ -2,114 +2,16 @@
 //! VMODs Shellac implements (`std`, `cookie`, `directors`), as one table of signatures the
 //! checker binds arguments against (positional, then named, then defaults).
 
-use crate::vcl::pcre::{Pattern, PatternError};
+use crate::vcl::pcre::Pattern;
 
 use super::super::ast::{Arg, Expr as AstExpr, Pos};
 use super::super::ir::{Expr, Func, Text};
 use super::super::types::Type;
 use super::super::types::ctx::*;
 use super::Checker;
+use super::patterns::{compile_regex, replacement};
 use super::sigs::{Dflt, F, SIGS, Sig};
-
-/// A VMOD as imported.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Vmod {
-    Std,
-    Directors,
-    Cookie,
-    /// vmod_purge: `purge.hard()`, `purge.soft()` in vcl_hit / vcl_miss.
-    Purge,
-    /// vmod_blob's functions (not its `blob.blob()` objects).
-    Blob,
-    /// vmod_xkey (varnish-modules): `xkey.purge()`, `xkey.softpurge()` on Shellac's
-    /// surrogate-key index.
-    Xkey,
-    /// Anything else: refused at the import.
-    Other(String),
-}
-
-impl Vmod {
-    pub(super) fn by_name(name: &str) -> Vmod {
-        match name {
-            "std" => Vmod::Std,
-            "directors" => Vmod::Directors,
-            "cookie" => Vmod::Cookie,
-            "purge" => Vmod::Purge,
-            "blob" => Vmod::Blob,
-            "xkey" => Vmod::Xkey,
-            other => Vmod::Other(other.to_string()),
-        }
-    }
-
-    fn prefix(&self) -> &str {
-        match self {
-            Vmod::Std => "std",
-            Vmod::Directors => "directors",
-            Vmod::Cookie => "cookie",
-            Vmod::Purge => "purge",
-            Vmod::Blob => "blob",
-            Vmod::Xkey => "xkey",
-            Vmod::Other(n) => n,
-        }
-    }
-}
-
-/// Converts a Varnish replacement (`\1` a group, `\0` the match, `\` before any other character
-/// that character, a final `\` itself) to the
-/// regex crate's (`${1}`, `$$`).
-pub(crate) fn replacement(varnish: &str) -> String {
-    let mut out = String::with_capacity(varnish.len() + 8);
-    let mut chars = varnish.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '$' => out.push_str("$$"),
-            '\\' => match chars.peek() {
-                Some(d) if d.is_ascii_digit() => {
-                    out.push_str("${");
-                    out.push(*d);
-                    out.push('}');
-                    chars.next();
-                }
-                // As VRT_regsub: a backslash before anything but a digit stands for that
-                // character (`\&` is `&`, `\\` one backslash); a final one for itself.
-                Some('$') => {
-                    out.push_str("$$");
-                    chars.next();
-                }
-                Some(c) => {
-                    out.push(*c);
-                    chars.next();
-                }
-                None => out.push('\\'),
-            },
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// Compiles a VCL regular expression (PCRE2 in Varnish): on the regex crate when it can run
-/// it, else on the backtracking engine with `[vcl] match_limit` (vcl/pcre.rs).
-pub(super) fn compile_regex(c: &mut Checker<'_>, pattern: &str, pos: Pos) -> Option<Pattern> {
-    match Pattern::new(pattern, c.options.match_limit) {
-        Ok(r) => Some(r),
-        Err(PatternError::Unsupported(e)) => {
-            c.unsupported(
-                pos,
-                format!(
-                    "Regexp \"{pattern}\": {e} (recursion, branch reset, \\Q...\\E and \
-                     callouts are PCRE features Shellac's regular expressions do not have; \
-                     docs/vcl.md)"
-                ),
-            );
-            None
-        }
-        Err(PatternError::Invalid(e)) => {
-            c.error(pos, format!("Regexp compilation error: \"{pattern}\": {e}"));
-            None
-        }
-    }
-}
+use super::vmods::Vmod;
 
 impl Checker<'_> {
     /// A call `name(args)` as an expression; `None` for the type means the call was wrong
@@ -316,7 +218,7 @@ impl Checker<'_> {
                         None => ok = false,
                     },
                     other => {
-                        if let Some(text) = super::ops::const_str(other) {
+                        if let Some(text) = super::consts::const_str(other) {
                             match compile_regex(self, &text, other.pos()) {
                                 Some(r) => {
                                     regexes.push(r);
@@ -541,7 +443,7 @@ impl Checker<'_> {
         args: &[Arg],
         pos: Pos,
     ) -> (Expr, Type) {
-        use super::directors::ObjectKind;
+        use super::ObjectKind;
         let bad = (Expr::Bool(false), Type::Error);
         if obj.kind == ObjectKind::Refused {
             // Its VMOD was refused at the import.
@@ -675,18 +577,5 @@ impl Checker<'_> {
                 bad
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn replacements_use_the_regex_crates_syntax() {
-        assert_eq!(replacement(r"\1-\0"), "${1}-${0}");
-        assert_eq!(replacement("$5 a\\\\b"), "$$5 a\\b");
-        assert_eq!(replacement(r"\x\&\$"), "x&$$");
-        assert_eq!(replacement(r"a\"), r"a\");
     }
 }

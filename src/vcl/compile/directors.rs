@@ -4,9 +4,9 @@
 //! would need to run at load time and is refused).
 
 use super::super::ast::{self, Expr, Field, FieldValue, Pos};
-use super::calls::Vmod;
-use super::decls::{Const, const_of};
-use super::{Checker, Object};
+use super::consts::{Const, const_of};
+use super::vmods::Vmod;
+use super::{Checker, Object, ObjectKind};
 use crate::config::{DirectorConfig, DirectorKind};
 
 /// The arguments of a `return (action(args))`.
@@ -18,21 +18,6 @@ fn args_of(s: &ast::Stmt) -> &[ast::Arg] {
         } => args,
         _ => &[],
     }
-}
-
-/// What `new` made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum ObjectKind {
-    RoundRobin,
-    Random,
-    Fallback,
-    /// `directors.hash()`: `.backend(key)` hashes the key it is given.
-    Hash,
-    /// `directors.shard()`: consistent hashing of the cache key.
-    Shard,
-    /// Made by a VMOD Shellac does not have (refused at its import): its uses report nothing
-    /// more.
-    Refused,
 }
 
 impl<'a> Checker<'a> {

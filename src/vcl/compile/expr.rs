@@ -7,7 +7,7 @@ use super::super::ir::{Cmp, Expr, Func, Text};
 use super::super::types::Type;
 use super::super::vars::{self, Slot};
 use super::Checker;
-use super::decls::{duration_unit, size_unit};
+use super::consts::{duration_unit, size_unit};
 use super::names::Access;
 
 fn bad() -> (Expr, Type) {

@@ -10,19 +10,22 @@
 
 mod acl;
 mod calls;
+mod consts;
 mod decls;
 mod directors;
 mod expr;
 mod names;
 mod ops;
+mod patterns;
 mod sigs;
 mod stmt;
+mod vmods;
 mod xref;
 
 use std::collections::{HashMap, HashSet};
 
-pub(crate) use calls::replacement;
-pub(crate) use decls::duration_unit;
+pub(crate) use consts::duration_unit;
+pub(crate) use patterns::replacement;
 
 use super::ast::{self, Decl, Pos};
 use super::error::{ErrorKind, VclError};
@@ -72,15 +75,30 @@ struct SubSym<'a> {
 /// A VMOD imported under a name.
 #[derive(Debug, Clone)]
 struct Import {
-    vmod: calls::Vmod,
+    vmod: vmods::Vmod,
     pos: Pos,
+}
+
+/// What `new` made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ObjectKind {
+    RoundRobin,
+    Random,
+    Fallback,
+    /// `directors.hash()`: `.backend(key)` hashes the key it is given.
+    Hash,
+    /// `directors.shard()`: consistent hashing of the cache key.
+    Shard,
+    /// Made by a VMOD Shellac does not have (refused at its import): its uses report nothing
+    /// more.
+    Refused,
 }
 
 /// An object made by `new` in `vcl_init`.
 #[derive(Debug, Clone)]
 struct Object {
     pos: Pos,
-    kind: directors::ObjectKind,
+    kind: ObjectKind,
     /// The director it became, by index into the targets (`ObjectKind::Refused`: none).
     target: u16,
 }

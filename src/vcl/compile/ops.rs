@@ -5,6 +5,7 @@ use super::super::ast::{self, Pos};
 use super::super::ir::{Arith, Cmp, Expr};
 use super::super::types::Type;
 use super::Checker;
+use super::consts::const_str;
 
 fn bad() -> (Expr, Type) {
     (Expr::Bool(false), Type::Error)
@@ -87,7 +88,7 @@ impl Checker<'_> {
                 }
             },
             Type::String | Type::Header => match const_str(right) {
-                Some(s) => match super::calls::compile_regex(self, &s, right.pos()) {
+                Some(s) => match super::patterns::compile_regex(self, &s, right.pos()) {
                     Some(regex) => (
                         Expr::Match {
                             subject: Box::new(l),
@@ -269,28 +270,6 @@ impl Checker<'_> {
 
 fn ordered_op(op: &str) -> bool {
     !matches!(op, "==" | "!=")
-}
-
-/// The text of a constant string expression: a literal, literals side by side, or joined
-/// with `+`.
-pub(super) fn const_str(e: &ast::Expr) -> Option<String> {
-    match e {
-        ast::Expr::Str(s, _) => Some(s.clone()),
-        ast::Expr::Concat { parts, .. } => {
-            let mut out = String::new();
-            for p in parts {
-                out.push_str(&const_str(p)?);
-            }
-            Some(out)
-        }
-        ast::Expr::Binary {
-            op: "+",
-            left,
-            right,
-            ..
-        } => Some(const_str(left)? + &const_str(right)?),
-        _ => None,
-    }
 }
 
 /// `a + b` for strings, flattening concatenations.
