@@ -25,5 +25,6 @@ pub mod service;
 pub mod stats;
 pub mod tls;
 pub mod txlog;
+pub mod upgrade;
 pub mod vcl;
 pub mod vtc;

@@ -147,6 +147,14 @@ enum Command {
         #[command(flatten)]
         admin: AdminArgs,
     },
+    /// Replace the running Shellac with the binary now at its path, without closing a
+    /// listening socket (POST /upgrade): the new process takes the sockets and the disk tier,
+    /// the old one drains and exits. Exits 1, the old process serving on, when the new binary
+    /// fails to start.
+    Upgrade {
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
     /// Ban cached objects by expression, e.g. `shellac ban 'req.url ~ ^/news/'`.
     /// Fields: req.url, req.http.host, req.http.NAME (the looking-up request), obj.status,
     /// obj.http.NAME; operators ~ !~ == !=; join
@@ -348,6 +356,7 @@ fn main() -> ExitCode {
         Command::Demo { listen, admin } => run_demo(listen, admin),
         Command::Stats { admin } => stats(&admin.client()),
         Command::Reload { admin } => return reload(&admin.client()),
+        Command::Upgrade { admin } => upgrade(&admin.client()),
         Command::Stat { admin, once, all } => {
             console::stat(&admin.client(), once, all).map_err(anyhow::Error::from)
         }
@@ -710,6 +719,17 @@ fn serve(
     cache_size: Option<u64>,
     vcl: Option<PathBuf>,
 ) -> anyhow::Result<()> {
+    // Before any thread exists (both read and clear environment variables): how this process
+    // was started (for `shellac upgrade`), the channel from the process it replaces, the
+    // sockets systemd passed.
+    shellac::upgrade::record_invocation();
+    let handover =
+        shellac::service::handover::Channel::from_env().context("started by `shellac upgrade`")?;
+    let activated =
+        shellac::service::listeners::adopt_systemd().map_err(|e| anyhow::anyhow!("{e}"))?;
+    if activated > 0 {
+        tracing::info!("socket activation: {activated} listening sockets from systemd");
+    }
     let (mut config, text) = match &file {
         Some(path) => Config::load_text(path).map_err(|e| {
             print_errors(&e);
@@ -756,6 +776,11 @@ fn serve(
         Some(path) => ConfigSource::File(path.clone()),
         None => ConfigSource::Embedded,
     };
+    // Replacing a running Shellac: its sockets, then its disk tier once it closed it.
+    if let Some(channel) = &handover {
+        let count = shellac::upgrade::receive(channel).map_err(|e| anyhow::anyhow!("{e}"))?;
+        tracing::info!("upgrade: {count} listening sockets received, disk tier released");
+    }
     let rt = runtime(config.server.worker_threads())?;
     rt.block_on(async move {
         let stop = StopSignals::register();
@@ -777,7 +802,13 @@ fn serve(
             running.live.summary()
         );
         // Every listener is bound and the storage open: tell systemd (Type=notify).
-        shellac::service::notify::ready(&format!("serving: {}", running.live.summary()));
+        let status = format!("serving: {}", running.live.summary());
+        match &handover {
+            Some(channel) => shellac::upgrade::serving(channel, &status),
+            None => {
+                shellac::service::notify::ready(&status);
+            }
+        }
         let (quit, quit_rx) = tokio::sync::watch::channel(false);
         let live = running.live.clone();
         tokio::spawn(shellac::service::run(move || live.load().stats(), quit_rx));
@@ -790,6 +821,17 @@ fn serve(
                     while usr1.recv().await.is_some() {
                         tracing::info!("SIGUSR1: reopening the access log");
                         live.load().shared.recorder.reopen();
+                    }
+                });
+            }
+            let live = running.live.clone();
+            if let Ok(mut usr2) = signal(SignalKind::user_defined2()) {
+                tokio::spawn(async move {
+                    while usr2.recv().await.is_some() {
+                        tracing::info!("SIGUSR2: upgrading to the binary at this process's path");
+                        if let Err(e) = shellac::upgrade::perform(live.clone()).await {
+                            tracing::error!("upgrade failed, this process serves on: {e}");
+                        }
                     }
                 });
             }
@@ -808,7 +850,14 @@ fn serve(
                 });
             }
         }
-        stop.wait().await;
+        let upgraded = tokio::select! {
+            _ = stop.wait() => false,
+            _ = shellac::upgrade::finished() => true,
+        };
+        if upgraded {
+            // The answer to `POST /upgrade` goes out before this process stops.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         let _ = quit.send(true);
         // The configuration in force now: a reload may have changed the grace.
         let grace = running.live.load().config.server.shutdown_grace.0;
@@ -935,6 +984,25 @@ fn stats(admin: &AdminClient) -> anyhow::Result<()> {
     for (k, v) in map {
         say!("{k:<width$}  {v}");
     }
+    Ok(())
+}
+
+/// `shellac upgrade`: POST /upgrade, the old and new process ids, or why not.
+fn upgrade(admin: &AdminClient) -> anyhow::Result<()> {
+    let resp = admin.request("POST", "/upgrade")?;
+    let v: serde_json::Value = serde_json::from_str(&resp.body).unwrap_or_default();
+    if resp.status != 200 {
+        bail!(
+            "upgrade failed, the running process serves on: {}",
+            v["error"].as_str().unwrap_or(resp.body.trim())
+        );
+    }
+    say!(
+        "upgraded: pid {} → pid {} ({})",
+        v["old_pid"],
+        v["new_pid"],
+        v["binary"].as_str().unwrap_or_default()
+    );
     Ok(())
 }
 

@@ -51,6 +51,9 @@ struct Listener {
     /// The `[[tls]]` it belongs to; None: a cleartext `server.listen` address.
     tls: Option<Arc<str>>,
     task: AbortHandle,
+    /// The listening socket's descriptor, open while `task` runs (`shellac upgrade` hands it
+    /// over; the list is read under the reload lock, so no reload closes it meanwhile).
+    fd: std::os::fd::RawFd,
 }
 
 /// The running configuration and the tasks that depend on it.
@@ -149,6 +152,7 @@ impl Live {
         let Ok(bound) = listener.local_addr() else {
             return;
         };
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&listener);
         let task = tokio::spawn(crate::server::accept_loop(
             listener,
             configured,
@@ -163,8 +167,30 @@ impl Live {
                 bound,
                 tls,
                 task,
+                fd,
             });
         }
+    }
+
+    /// Runs `f` on every client listener accepting now — (configured address, `[[tls]]`
+    /// name, descriptor) — with reloads held off, so every descriptor stays open meanwhile
+    /// (`shellac upgrade` sends them to the new process).
+    pub async fn with_listeners<T>(
+        &self,
+        f: impl FnOnce(Vec<(SocketAddr, Option<Arc<str>>, std::os::fd::RawFd)>) -> T,
+    ) -> T {
+        let _no_reload = self.reloading.lock().await;
+        let list = self
+            .listeners
+            .lock()
+            .map(|l| {
+                l.iter()
+                    .filter(|l| !l.task.is_finished())
+                    .map(|l| (l.configured, l.tls.clone(), l.fd))
+                    .collect()
+            })
+            .unwrap_or_default();
+        f(list)
     }
 
     /// TLS listeners accepting now: (`[[tls]]` name, bound address).
@@ -303,7 +329,11 @@ impl Live {
                 ));
                 continue;
             }
-            match crate::server::bind_listener(addr, config.server.listen_backlog) {
+            match crate::server::bind_listener(
+                addr,
+                config.server.listen_backlog,
+                tls_name.as_deref(),
+            ) {
                 Ok(l) => bound.push((addr, l, tls_name)),
                 Err(e) => {
                     let key = match &tls_name {

@@ -25,6 +25,7 @@ use crate::clock::now_ms;
 use crate::config::{Config, Overrides, ServerConfig};
 use crate::proxy::{FastAnswer, Handled, Proxy, ResponseBody, SessionIdle, Shared};
 use crate::reload::{ConfigSource, Live};
+use crate::service::listeners::Role;
 use crate::stats::Counters;
 
 mod h1;
@@ -96,16 +97,21 @@ pub async fn start_with(
     let mut tasks = JoinSet::new();
     let mut bound = Vec::new();
     for (addr, tls) in crate::reload::wanted(&config) {
-        let listener = bind_listener(addr, config.server.listen_backlog)
+        let listener = bind_listener(addr, config.server.listen_backlog, tls.as_deref())
             .with_context(|| format!("cannot listen on {addr}"))?;
         bound.push((addr, listener, tls));
     }
     let admin = match config.server.admin {
         Some(addr) => {
-            let listener = TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("cannot listen on admin address {addr}"))?;
+            let listener = match crate::service::listeners::take(addr, &Role::Admin) {
+                Some(handed) => handed
+                    .set_nonblocking(true)
+                    .and_then(|()| TcpListener::from_std(handed)),
+                None => TcpListener::bind(addr).await,
+            }
+            .with_context(|| format!("cannot listen on admin address {addr}"))?;
             let bound = listener.local_addr()?;
+            crate::service::handover::set_admin(addr, std::os::fd::AsRawFd::as_raw_fd(&listener));
             tasks.spawn(admin::serve(listener, live.clone(), shutdown.subscribe()));
             Some(bound)
         }
@@ -130,6 +136,8 @@ pub async fn start_with(
             shutdown.subscribe(),
         ));
     }
+    // Sockets handed over (socket activation, `shellac upgrade`) that nothing took.
+    crate::service::listeners::close_leftovers();
     live.sync_probes();
     tasks.spawn(sweep_bans(live.clone(), shutdown.subscribe()));
     tasks.spawn(trim::run(live.clone(), shutdown.subscribe()));
@@ -205,7 +213,20 @@ async fn sweep_bans(live: Arc<Live>, mut shutdown: watch::Receiver<bool>) {
 /// Binds a client listener with `server.listen_backlog` as its accept queue (the kernel caps
 /// it at `net.core.somaxconn`). SO_REUSEADDR as `TcpListener::bind` sets it, so a restart
 /// binds again at once.
-pub(crate) fn bind_listener(addr: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
+/// A socket handed over for `addr` (socket activation, `shellac upgrade`) is taken instead.
+pub(crate) fn bind_listener(
+    addr: SocketAddr,
+    backlog: u32,
+    tls: Option<&str>,
+) -> std::io::Result<TcpListener> {
+    let role = match tls {
+        None => Role::Plain,
+        Some(name) => Role::Tls(name.to_string()),
+    };
+    if let Some(handed) = crate::service::listeners::take(addr, &role) {
+        handed.set_nonblocking(true)?;
+        return TcpListener::from_std(handed);
+    }
     let socket = if addr.is_ipv4() {
         tokio::net::TcpSocket::new_v4()?
     } else {

@@ -157,6 +157,7 @@ counters! {
     disk_io_error: "Disk tier read or write errors (writes: admission suspended for 10 s, serving continues)",
     disk_recovered_objects: "Objects indexed from the disk tier at start-up",
     disk_recovery_ms: "Milliseconds spent rebuilding the disk index at start-up",
+    disk_recovery_scanned_regions: "Disk regions read entry by entry at start-up because they had no summary (the previous process did not stop cleanly); 0 after a clean stop or `shellac upgrade`",
     disk_recovered_variants: "Vary variants whose URL's variant list was rebuilt from the disk tier at start-up",
     disk_recovered_tagged: "Objects on disk whose surrogate keys were put back into the tag index at start-up",
     disk_reset: "Times the disk tier started empty because its file had another format version or layout, or no intact ban list (never misread)",

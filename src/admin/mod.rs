@@ -89,6 +89,7 @@ async fn handle(live: &Arc<Live>, req: Request<Incoming>) -> Response<AdminBody>
     }
     match (req.method(), req.uri().path()) {
         (&Method::POST, "/reload") => reload(live).await,
+        (&Method::POST, "/upgrade") => upgrade(live).await,
         (&Method::GET, "/log/stream") => live::log_stream(&proxy, req.uri()),
         (&Method::GET, "/top") => live::top(&proxy, req.uri()),
         (&Method::GET, "/cache") => inspect::route(&proxy, req.uri()).await,
@@ -131,6 +132,32 @@ fn authorized(req: &Request<Incoming>, token: &str) -> bool {
     };
     let (a, b) = (given.trim().as_bytes(), token.as_bytes());
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// `POST /upgrade`: starts the binary at this process's path and hands it the listening
+/// sockets and the disk tier (`crate::upgrade`); 200 once it serves (this process then
+/// drains and exits), 500 with the reason when it could not (this process serves on).
+async fn upgrade(live: &Arc<Live>) -> Response<AdminBody> {
+    match crate::upgrade::perform(live.clone()).await {
+        Ok(u) => reply(
+            StatusCode::OK,
+            JSON,
+            json(serde_json::json!({
+                "ok": true,
+                "old_pid": u.old_pid,
+                "new_pid": u.new_pid,
+                "binary": u.binary.display().to_string(),
+            })),
+        ),
+        Err(e) => {
+            tracing::error!("upgrade failed, this process serves on: {e}");
+            reply(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                JSON,
+                json(serde_json::json!({ "ok": false, "error": e })),
+            )
+        }
+    }
 }
 
 /// `POST /reload`: 200 with what changed, or 400 with every error (the old config runs on).

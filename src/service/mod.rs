@@ -2,6 +2,8 @@
 //! periodic `STATUS=` line and watchdog ([`run`]). A bottom layer: it imports nothing of the
 //! crate; what it reports is handed to it.
 
+pub mod handover;
+pub mod listeners;
 pub mod notify;
 
 use std::time::{Duration, Instant};

@@ -20,6 +20,15 @@ struct Target {
 
 static TARGET: OnceLock<Option<Target>> = OnceLock::new();
 
+/// Set once another process took over (`shellac upgrade`): this one says nothing more (its
+/// STOPPING=1 would tell systemd the service is stopping).
+static SILENT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// From now on, nothing is sent.
+pub fn silence() {
+    SILENT.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 fn target() -> Option<&'static Target> {
     TARGET
         .get_or_init(|| {
@@ -61,6 +70,9 @@ pub fn enabled() -> bool {
 /// Sends `state` (newline-separated `KEY=VALUE` lines). False when not under systemd or the
 /// datagram could not be sent (logged once per failure kind by the caller's context).
 pub fn notify(state: &str) -> bool {
+    if SILENT.load(std::sync::atomic::Ordering::Relaxed) {
+        return false;
+    }
     let Some(t) = target() else {
         return false;
     };

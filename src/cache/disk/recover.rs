@@ -62,6 +62,7 @@ impl Engine {
                     let open = !self.has_trailer(r, seq);
                     let (entries, records, cursor) = self.scan_region(r, seq, open);
                     scanned.push(r);
+                    self.counters.disk_recovery_scanned_regions.inc();
                     (entries, records, cursor, false)
                 }
             };
