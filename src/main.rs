@@ -82,6 +82,9 @@ enum Command {
     Stats {
         #[command(flatten)]
         admin: AdminArgs,
+        /// Show counters that are zero too (by default they are counted on the last line).
+        #[arg(short, long)]
+        all: bool,
     },
     /// Live counters of a running Shellac, refreshed every second (like varnishstat): value,
     /// change per second, average per second, hit ratios over 10/100/1000 s, TTFB percentiles.
@@ -354,7 +357,7 @@ fn main() -> ExitCode {
             vcl,
         } => serve(config, listen, backend, admin, cache_size, vcl),
         Command::Demo { listen, admin } => run_demo(listen, admin),
-        Command::Stats { admin } => stats(&admin.client()),
+        Command::Stats { admin, all } => stats(&admin.client(), all),
         Command::Reload { admin } => return reload(&admin.client()),
         Command::Upgrade { admin } => upgrade(&admin.client()),
         Command::Stat { admin, once, all } => {
@@ -975,14 +978,55 @@ fn admin_post(admin: &AdminClient, path: &str, body: &str) -> anyhow::Result<()>
     Ok(())
 }
 
-fn stats(admin: &AdminClient) -> anyhow::Result<()> {
+/// `shellac stats`: the counters grouped by area (the word before the first `_`: `client`,
+/// `cache`, `backend`, ...; the areas in the order their first non-zero counter is declared),
+/// a blank line between areas; zeros (mostly features not in use, such as `acme_*`) are left
+/// out and counted on the last line unless `all`.
+fn stats(admin: &AdminClient, all: bool) -> anyhow::Result<()> {
     let map = admin.get_json("/stats")?;
     let map = map
         .as_object()
         .context("admin listener did not return an object")?;
     let width = map.keys().map(|k| k.len()).max().unwrap_or(0);
+    let area = |k: &str| k.split('_').next().unwrap_or(k).to_string();
+    let zero = |v: &serde_json::Value| v.as_f64() == Some(0.0);
+    let mut areas: Vec<(String, Vec<(&String, &serde_json::Value)>)> = Vec::new();
+    let mut zeros = Vec::new();
     for (k, v) in map {
-        say!("{k:<width$}  {v}");
+        if zero(v) && !all {
+            zeros.push(k.as_str());
+            continue;
+        }
+        let a = area(k);
+        match areas.iter_mut().find(|(name, _)| *name == a) {
+            Some((_, rows)) => rows.push((k, v)),
+            None => areas.push((a, vec![(k, v)])),
+        }
+    }
+    for (i, (_, rows)) in areas.iter().enumerate() {
+        if i > 0 {
+            say!();
+        }
+        for (k, v) in rows {
+            say!("{k:<width$}  {v}");
+        }
+    }
+    if !zeros.is_empty() {
+        let mut by_area: Vec<(String, usize)> = Vec::new();
+        for k in &zeros {
+            let a = area(k);
+            match by_area.iter_mut().find(|(name, _)| *name == a) {
+                Some((_, n)) => *n += 1,
+                None => by_area.push((a, 1)),
+            }
+        }
+        let list: Vec<String> = by_area.iter().map(|(a, n)| format!("{a}_* {n}")).collect();
+        say!();
+        say!(
+            "({} counters are 0, not shown: {}; --all shows them)",
+            zeros.len(),
+            list.join(", ")
+        );
     }
     Ok(())
 }

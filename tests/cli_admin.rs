@@ -68,7 +68,7 @@ fn cli_tools_find_the_admin_address_from_config_or_shellac_admin() {
         ],
     );
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("client_req"), "{out}");
+    assert!(out.contains("cache_capacity_bytes"), "{out}");
     // --admin beats both.
     let (code, _, err) = shellac(
         &["stats", "--admin", "127.0.0.1:1", "-c", path],
@@ -146,5 +146,21 @@ fn top_once_on_its_first_call_says_why_it_is_empty() {
         lines[2].starts_with("(no requests yet: rankings are collected only while `shellac top` or the dashboard watches"),
         "{out}"
     );
+    // Issue 32: `shellac stats` opened with 14 acme_* zeros. Counters are grouped by area,
+    // zeros counted on the last line (`--all` shows them).
+    let (code, out, err) = shellac(&["stats", "--admin", &admin], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !out.lines().next().unwrap_or("").starts_with("acme_"),
+        "{out}"
+    );
+    assert!(!out.lines().any(|l| l.starts_with("acme_")), "{out}");
+    let last = out.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with('(') && last.contains("acme_* 14") && last.contains("--all"),
+        "{out}"
+    );
+    let (_, all, _) = shellac(&["stats", "--all", "--admin", &admin], &[]);
+    assert!(all.lines().any(|l| l.starts_with("acme_order ")), "{all}");
     child.stop();
 }
