@@ -150,6 +150,19 @@ enum Command {
         #[command(flatten)]
         admin: AdminArgs,
     },
+    /// Set a backend's health by hand, as Varnish's `backend.set_health`: `sick` takes it out
+    /// of rotation (maintenance), `healthy` puts it in whatever its probe says, `auto` gives
+    /// it back to probes (POST /backends/NAME/health). NAME may hold `*`.
+    /// Example: `shellac backend web1 sick`
+    Backend {
+        /// The backend's name (`GET /backends` lists them); `*` matches any run of characters.
+        name: String,
+        /// sick, healthy or auto.
+        #[arg(value_parser = ["sick", "healthy", "auto"])]
+        health: String,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
     /// Replace the running Shellac with the binary now at its path, without closing a
     /// listening socket (POST /upgrade): the new process takes the sockets and the disk tier,
     /// the old one drains and exits. Exits 1, the old process serving on, when the new binary
@@ -423,6 +436,15 @@ fn main() -> ExitCode {
             Err(e) => Err(e.into()),
         },
         Command::Ban { expr, admin } => admin_post(&admin.client(), "/ban", &expr),
+        Command::Backend {
+            name,
+            health,
+            admin,
+        } => admin_post(
+            &admin.client(),
+            &format!("/backends/{name}/health"),
+            &health,
+        ),
         Command::Purge {
             url,
             soft,

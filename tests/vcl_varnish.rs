@@ -256,3 +256,56 @@ sub vcl_recv {
     shellac.stop().await;
     origin.stop();
 }
+
+/// Varnish's `backend.set_health NAME sick|healthy|auto` as an admin feature: `POST
+/// /backends/NAME/health` and `shellac backend NAME sick`; a sick backend takes no requests
+/// until `auto` (or `healthy`) gives it back.
+#[tokio::test]
+async fn backend_set_health_from_the_admin_listener_and_the_cli() {
+    let origin = Origin::start(|_| Reply::ok("o")).await;
+    let vcl = "vcl 4.1;\nbackend web { ${origin0} }\n";
+    let shellac = start_vcl("set-health", vcl, &[origin.addr]).await;
+    let admin = shellac.admin.to_string();
+    // The CLI blocks: run on a blocking thread, so the proxy's runtime goes on answering.
+    let cli = |args: &[&str]| {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let admin = admin.clone();
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_shellac"))
+                .args(&args)
+                .args(["--admin", &admin])
+                .output()
+                .expect("runs")
+        })
+    };
+    assert_eq!(get(shellac.addr, "/1").await.status, 200);
+    let out = cli(&["backend", "web", "sick"]).await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        get(shellac.addr, "/2").await.status,
+        503,
+        "a sick backend takes nothing"
+    );
+    let listed = common::request(shellac.admin, "GET", "/backends", &[], b"").await;
+    assert!(
+        listed.text().contains("\"admin_health\": \"sick\""),
+        "{}",
+        listed.text()
+    );
+    // The admin route itself; `auto` gives it back to its (absent) probe: healthy.
+    let r = common::request(shellac.admin, "POST", "/backends/we*/health", &[], b"auto").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(get(shellac.addr, "/3").await.status, 200);
+    let r = common::request(shellac.admin, "POST", "/backends/nope/health", &[], b"sick").await;
+    assert_eq!(r.status, 404);
+    let r = common::request(shellac.admin, "POST", "/backends/web/health", &[], b"down").await;
+    assert_eq!(r.status, 400);
+    let out = cli(&["backend", "nope", "sick"]).await.unwrap();
+    assert!(!out.status.success());
+    shellac.stop().await;
+    origin.stop();
+}

@@ -4,6 +4,7 @@
 mod acme;
 mod dashboard;
 pub mod fleet;
+mod health;
 mod inspect;
 mod invalidate;
 mod live;
@@ -83,6 +84,9 @@ async fn handle(live: &Arc<Live>, req: Request<Incoming>) -> Response<AdminBody>
     }
     if invalidate::handles(&req) {
         return invalidate::route(&proxy, req).await;
+    }
+    if health::handles(&req) {
+        return health::route(&proxy, req).await;
     }
     if acme::handles(&req) {
         return acme::route(&proxy, req);
@@ -249,6 +253,7 @@ GET /stats/descriptions  what each one means
 GET /stats/live          values, rates, averages, hit ratios, TTFB percentiles
 GET /metrics             Prometheus / OpenMetrics text format
 GET /backends            health, probes, connections and counters per backend (JSON)
+POST /backends/NAME/health  body: sick, healthy or auto (NAME may hold *): the operator's word
 GET /tls                 TLS listeners and each certificate's names, key and expiry (JSON)
 GET /log/stream          live transactions, JSON lines (?url=REGEX&status=5xx&miss=1&backend=NAME)
 GET /top                 rankings (?by=url|host|backend|ua&sort=requests|misses|bytes&window=60&n=20)

@@ -2,7 +2,7 @@
 //! consecutive connection failures. All state is atomics; the request path only reads it.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::clock::now_ms;
@@ -28,6 +28,38 @@ pub struct Health {
     passive_cooldown: Duration,
     consecutive_failures: AtomicU32,
     sick_until_ms: AtomicU64,
+    /// The operator's word (`Forced`), as Varnish's `backend.set_health`.
+    forced: AtomicU8,
+}
+
+/// What the operator set a backend's health to (`POST /backends/NAME/health`, `shellac
+/// backend NAME sick`, Varnish's `backend.set_health`): `Auto` leaves it to probes and
+/// passive marking.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Forced {
+    Auto = 0,
+    Sick = 1,
+    Healthy = 2,
+}
+
+impl Forced {
+    /// `sick`, `healthy` or `auto` (Varnish's words; any case).
+    pub fn parse(word: &str) -> Option<Forced> {
+        match word.trim().to_ascii_lowercase().as_str() {
+            "auto" => Some(Forced::Auto),
+            "sick" => Some(Forced::Sick),
+            "healthy" => Some(Forced::Healthy),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Forced::Auto => "auto",
+            Forced::Sick => "sick",
+            Forced::Healthy => "healthy",
+        }
+    }
 }
 
 /// A change of health worth logging.
@@ -68,13 +100,35 @@ impl Health {
             passive_cooldown,
             consecutive_failures: AtomicU32::new(0),
             sick_until_ms: AtomicU64::new(0),
+            forced: AtomicU8::new(Forced::Auto as u8),
         }
     }
 
-    /// Healthy by probe (if any) and not marked sick by recent connection failures.
+    /// What the operator set (`auto` unless `set_forced` said otherwise).
+    pub fn forced(&self) -> Forced {
+        match self.forced.load(Ordering::Relaxed) {
+            1 => Forced::Sick,
+            2 => Forced::Healthy,
+            _ => Forced::Auto,
+        }
+    }
+
+    /// Sets the operator's word: `Sick` and `Healthy` hold whatever probes say until `Auto`.
+    pub fn set_forced(&self, f: Forced) {
+        self.forced.store(f as u8, Ordering::Relaxed);
+    }
+
+    /// The operator's word if it is not `auto`; else healthy by probe (if any) and not marked
+    /// sick by recent connection failures.
     pub fn is_healthy(&self) -> bool {
-        self.probe_healthy.load(Ordering::Relaxed)
-            && now_ms() >= self.sick_until_ms.load(Ordering::Relaxed)
+        match self.forced() {
+            Forced::Sick => false,
+            Forced::Healthy => true,
+            Forced::Auto => {
+                self.probe_healthy.load(Ordering::Relaxed)
+                    && now_ms() >= self.sick_until_ms.load(Ordering::Relaxed)
+            }
+        }
     }
 
     /// Records one probe result; returns the transition it caused, if any.
@@ -173,6 +227,21 @@ impl Health {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_operators_word_holds_until_auto() {
+        let h = Health::new(None, 0, Duration::from_secs(1));
+        assert!(h.is_healthy());
+        h.set_forced(Forced::Sick);
+        assert!(!h.is_healthy());
+        h.set_forced(Forced::Healthy);
+        assert!(h.is_healthy());
+        h.set_forced(Forced::Auto);
+        assert!(h.is_healthy());
+        assert_eq!(Forced::parse(" Sick\n"), Some(Forced::Sick));
+        assert_eq!(Forced::parse("down"), None);
+    }
+
     use super::*;
     use crate::config::units::Dur;
 

@@ -470,6 +470,7 @@ impl Backend {
             "name": self.name(),
             "address": self.address(),
             "healthy": self.health.is_healthy(),
+            "admin_health": self.health.forced().as_str(),
             "in_flight": self.in_flight(),
             "queued": self.queued(),
             "idle": self.idle_count(),
