@@ -79,6 +79,7 @@ const COMMANDS: &[&str] = &[
     "vcl.discard",
     "vcl.list",
     "backend.list",
+    "backend.set_health",
 ];
 
 /// Why CLI `line` cannot be done here (`None`: it can). `expect_text`: the answer's text is
@@ -182,6 +183,7 @@ pub fn run(v: &mut Varnish, shared: &Arc<Shared>, line: &str, expect_text: bool)
                 text: r.body,
             })
         }
+        "backend.set_health" => set_health(v, shared, &args[1..]),
         "ban.list" | "purge.list" => {
             let admin = v.admin()?;
             let r = admin
@@ -295,6 +297,35 @@ fn ban(v: &mut Varnish, shared: &Shared, args: &[String]) -> Step<Answer> {
             400 => PARAM,
             _ => CANT,
         },
+        text: r.body,
+    })
+}
+
+/// `backend.set_health PATTERN sick|healthy|auto`: `POST /backends/NAME/health`. Varnish
+/// names a backend `VCL.NAME` (`vcl1.s1`, `*.s1`); Shellac's names are the VCL's own, so the
+/// part before the last `.` is dropped.
+fn set_health(v: &mut Varnish, shared: &Arc<Shared>, args: &[String]) -> Step<Answer> {
+    let [pattern, state] = args else {
+        return Ok(Answer {
+            status: 104,
+            text: "Too few parameters".into(),
+        });
+    };
+    let name = pattern.rsplit('.').next().unwrap_or(pattern);
+    let r = v
+        .admin()?
+        .request_with_body(
+            "POST",
+            &format!("/backends/{name}/health"),
+            state.as_bytes(),
+        )
+        .map_err(|e| Halt::Fail(format!("POST /backends/{name}/health: {e}")))?;
+    shared.log(
+        &v.name,
+        format!("backend.set_health {name} {state}: {}", r.status),
+    );
+    Ok(Answer {
+        status: if r.status == 200 { OK } else { PARAM },
         text: r.body,
     })
 }

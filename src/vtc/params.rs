@@ -25,6 +25,8 @@ fn memory_floor() -> u64 {
 enum Kind {
     /// Seconds (a plain number, as Varnish shows them, or a duration with a unit).
     Seconds,
+    /// A whole number.
+    Count,
 }
 
 /// What a Varnish parameter is here.
@@ -33,6 +35,9 @@ enum Rule {
     Setting(&'static str, &'static str, Kind, &'static str),
     /// It only shapes Varnish's own log (VSL), which nothing here reads.
     LogOnly,
+    /// A knob of Varnish's own machinery (threads, workspaces, pools, its waiter) with no
+    /// meaning for Shellac: accepted and ignored (docs/varnishtest.md lists them).
+    NoMeaning,
     /// Shellac behaves as this value says and cannot be switched: the value is accepted,
     /// the others have no equivalent.
     Fixed(&'static str),
@@ -64,6 +69,39 @@ const PARAMS: &[(&str, Rule)] = &[
         "timeout_idle",
         Rule::Setting("server", "idle_timeout", Kind::Seconds, "5"),
     ),
+    (
+        "idle_send_timeout",
+        Rule::Setting("server", "send_timeout", Kind::Seconds, "60"),
+    ),
+    (
+        "pcre2_match_limit",
+        Rule::Setting("vcl", "match_limit", Kind::Count, "10000"),
+    ),
+    ("thread_pools", Rule::NoMeaning),
+    ("thread_pool_min", Rule::NoMeaning),
+    ("thread_pool_max", Rule::NoMeaning),
+    ("thread_pool_reserve", Rule::NoMeaning),
+    ("thread_pool_stack", Rule::NoMeaning),
+    ("thread_pool_add_delay", Rule::NoMeaning),
+    ("thread_pool_timeout", Rule::NoMeaning),
+    ("thread_pool_destroy_delay", Rule::NoMeaning),
+    ("thread_pool_fail_delay", Rule::NoMeaning),
+    ("thread_queue_limit", Rule::NoMeaning),
+    ("thread_stats_rate", Rule::NoMeaning),
+    ("pool_req", Rule::NoMeaning),
+    ("pool_sess", Rule::NoMeaning),
+    ("pool_vbo", Rule::NoMeaning),
+    ("workspace_thread", Rule::NoMeaning),
+    ("workspace_client", Rule::NoMeaning),
+    ("workspace_backend", Rule::NoMeaning),
+    ("workspace_session", Rule::NoMeaning),
+    ("http1_iovs", Rule::NoMeaning),
+    ("waiter", Rule::NoMeaning),
+    ("rush_exponent", Rule::NoMeaning),
+    ("acceptor_sleep_max", Rule::NoMeaning),
+    ("acceptor_sleep_incr", Rule::NoMeaning),
+    ("acceptor_sleep_decay", Rule::NoMeaning),
+    ("diag_bitmap", Rule::LogOnly),
     ("vsl_mask", Rule::LogOnly),
     ("vsl_reclen", Rule::LogOnly),
     ("syslog_cli_traffic", Rule::LogOnly),
@@ -148,7 +186,13 @@ impl Settings {
                 self.values
                     .insert((section, key), format!("\"{}ms\"", d.as_millis()));
             }
-            Rule::LogOnly => {}
+            Rule::Setting(section, key, Kind::Count, _) => {
+                let n: u64 = value.trim().parse().map_err(|_| {
+                    ParamError::Invalid(format!("{name}: {value:?} is not a number"))
+                })?;
+                self.values.insert((section, key), n.to_string());
+            }
+            Rule::LogOnly | Rule::NoMeaning => {}
             Rule::Fixed(v) => {
                 if value != *v {
                     return unmapped(format!("{name}={value}"));
