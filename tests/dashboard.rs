@@ -263,6 +263,12 @@ async fn dashboard_in_headless_chromium_receives_data() {
     assert!(dom.contains("/img/logo.png"), "top URLs table filled");
     assert!(dom.contains(">default<"), "backends table filled");
     assert!(dom.contains("live ·"), "status shows live");
+    // Issue 32: the header said `connections 0 · 0 idle released`.
+    assert!(
+        dom.contains(" open (") && dom.contains(" of them idle, parked)"),
+        "{dom}"
+    );
+    assert!(!dom.contains("idle released"), "{dom}");
     // Regression (issue 23, defect 6): the backends table was clipped at 1400 px.
     assert_eq!(
         attribute(&dom, "<body", "data-clipped").as_deref(),

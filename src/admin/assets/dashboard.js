@@ -14,6 +14,8 @@ function human(n, unit) {
 }
 function micros(us) {
   if (us === null || us === undefined) return "–";
+  // A zero among millisecond values (an axis' floor) is just 0, not "0 µs".
+  if (us === 0) return "0";
   if (us < 1000) return us + " µs";
   if (us < 1e6) return (us / 1000).toFixed(1) + " ms";
   return (us / 1e6).toFixed(2) + " s";
@@ -74,7 +76,7 @@ function render(d) {
   document.getElementById("hr1000").textContent = percent(d.hit_ratio["1000s"]);
   document.getElementById("requests").textContent = d.totals.client_req;
   document.getElementById("conns").textContent =
-    d.totals.n_client_conn + " · " + d.totals.n_client_conn_released + " idle released";
+    d.totals.n_client_conn + " open (" + d.totals.n_client_conn_released + " of them idle, parked)";
   chart("chart-req", s.t, [{ values: s.req_per_s, color: COLORS.a }, { values: s.backend_errors_per_s, color: COLORS.d }], v => human(v, ""));
   chart("chart-hit", s.t, [{ values: s.hit_ratio, color: COLORS.c }], v => Math.round(v * 100) + "%", 1);
   chart("chart-bytes", s.t, [{ values: s.bytes_per_s, color: COLORS.b }], v => human(v, "B"));
