@@ -12,8 +12,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use super::h1::Quiet;
-use super::{OpenConn, ms, serve_session};
+use super::h1::{Quiet, serve_session};
+use super::{OpenConn, ms};
 use crate::clock::now_ms;
 use crate::reload::Live;
 use crate::tls::server::{ConnTls, Frontend, Reason};

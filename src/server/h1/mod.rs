@@ -22,8 +22,10 @@
 
 mod answers;
 mod conn;
+mod http10;
 mod interim;
 mod scan;
+mod session;
 #[cfg(test)]
 mod tests;
 
@@ -48,6 +50,7 @@ pub(super) use conn::{ConnState, PHASE_HEAD, PHASE_IDLE};
 use conn::{UPGRADE_REFUSED, UPGRADE_TUNNEL, note_write};
 use scan::Outcome;
 pub(super) use scan::count_violation;
+pub(super) use session::serve_session;
 
 /// Lingering close after a refusal (here and at `max_connections`): how long, and how many
 /// bytes, to read and discard.
