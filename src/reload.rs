@@ -56,6 +56,27 @@ struct Listener {
     fd: std::os::fd::RawFd,
 }
 
+/// What the server layer hands a reload so that it puts new listeners in service without
+/// importing the server: binding an address, and starting the accept loop on a bound listener.
+pub trait Listen: Send + Sync + 'static {
+    /// A listening socket on `addr` with `backlog` (for the `[[tls]]` named `tls`, if any).
+    fn bind(
+        &self,
+        addr: SocketAddr,
+        backlog: u32,
+        tls: Option<&str>,
+    ) -> std::io::Result<TcpListener>;
+    /// Spawns the task accepting on `listener` (configured as `configured`; of the `[[tls]]`
+    /// named `tls`, if any).
+    fn accept(
+        &self,
+        listener: TcpListener,
+        configured: SocketAddr,
+        live: Arc<Live>,
+        tls: Option<Arc<str>>,
+    ) -> AbortHandle;
+}
+
 /// The running configuration and the tasks that depend on it.
 pub struct Live {
     current: ArcSwap<Proxy>,
@@ -71,6 +92,8 @@ pub struct Live {
     parking: Arc<Parking>,
     /// The TLS listeners' certificates and settings (swapped by reloads and file changes).
     tls: ArcSwap<Frontends>,
+    /// Binds and accepts (the server's).
+    listen: Box<dyn Listen>,
 }
 
 impl Live {
@@ -81,6 +104,7 @@ impl Live {
         shutdown: watch::Receiver<bool>,
         parking: Arc<Parking>,
         tls: Frontends,
+        listen: Box<dyn Listen>,
     ) -> Arc<Live> {
         Arc::new(Live {
             current: ArcSwap::new(proxy),
@@ -93,12 +117,18 @@ impl Live {
             shutdown,
             parking,
             tls: ArcSwap::from_pointee(tls),
+            listen,
         })
     }
 
     /// The TLS listeners in force (load once per connection).
     pub fn tls(&self) -> Arc<Frontends> {
         self.tls.load_full()
+    }
+
+    /// Changes to `true` when the server shuts down.
+    pub fn shutdown(&self) -> watch::Receiver<bool> {
+        self.shutdown.clone()
     }
 
     /// Where released client connections wait (see `server::park`).
@@ -153,14 +183,9 @@ impl Live {
             return;
         };
         let fd = std::os::fd::AsRawFd::as_raw_fd(&listener);
-        let task = tokio::spawn(crate::server::accept_loop(
-            listener,
-            configured,
-            self.clone(),
-            self.shutdown.clone(),
-            tls.clone(),
-        ))
-        .abort_handle();
+        let task = self
+            .listen
+            .accept(listener, configured, self.clone(), tls.clone());
         if let Ok(mut l) = self.listeners.lock() {
             l.push(Listener {
                 configured,
@@ -329,11 +354,10 @@ impl Live {
                 ));
                 continue;
             }
-            match crate::server::bind_listener(
-                addr,
-                config.server.listen_backlog,
-                tls_name.as_deref(),
-            ) {
+            match self
+                .listen
+                .bind(addr, config.server.listen_backlog, tls_name.as_deref())
+            {
                 Ok(l) => bound.push((addr, l, tls_name)),
                 Err(e) => {
                     let key = match &tls_name {

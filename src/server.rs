@@ -82,6 +82,7 @@ pub async fn start_with(
         shutdown.subscribe(),
         parking.clone(),
         tls,
+        Box::new(Listen),
     );
     let mut tasks = JoinSet::new();
     let mut bound = Vec::new();
@@ -224,6 +225,31 @@ pub(crate) fn bind_listener(
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
     socket.listen(backlog)
+}
+
+/// How a reload binds and accepts (`reload::Listen`): [`bind_listener`], [`accept_loop`].
+struct Listen;
+
+impl crate::reload::Listen for Listen {
+    fn bind(
+        &self,
+        addr: SocketAddr,
+        backlog: u32,
+        tls: Option<&str>,
+    ) -> std::io::Result<TcpListener> {
+        bind_listener(addr, backlog, tls)
+    }
+
+    fn accept(
+        &self,
+        listener: TcpListener,
+        configured: SocketAddr,
+        live: Arc<Live>,
+        tls: Option<Arc<str>>,
+    ) -> tokio::task::AbortHandle {
+        let shutdown = live.shutdown();
+        tokio::spawn(accept_loop(listener, configured, live, shutdown, tls)).abort_handle()
+    }
 }
 
 /// Accepts client connections on `listener`, configured as `configured`; `tls`: the `[[tls]]`

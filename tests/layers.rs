@@ -13,7 +13,7 @@ const UPWARD: &[(&str, &str, &str)] = &[
     (
         "src/reload.rs",
         "server",
-        "a reload binds listeners and starts accept loops itself (engineer layers: the server hands it down)",
+        "Live carries the server's parking lot (server::park::Parking) to its connections; binding and accepting are handed down (reload::Listen) (engineer layers)",
     ),
     (
         "src/config/mod.rs",
