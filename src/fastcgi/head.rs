@@ -4,6 +4,7 @@
 //! a 302 to that location (RFC 3875's "local redirect", re-run inside the server, is not
 //! done: no FastCGI web server in the field does it either).
 
+use crate::http::strict::trim_ows as trim;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
 /// A parsed CGI response head.
@@ -88,18 +89,6 @@ pub fn parse(
         StatusCode::OK
     });
     Ok(Some((CgiHead { status, fields }, at)))
-}
-
-fn trim(v: &[u8]) -> &[u8] {
-    let start = v
-        .iter()
-        .position(|b| !matches!(b, b' ' | b'\t'))
-        .unwrap_or(v.len());
-    let end = v
-        .iter()
-        .rposition(|b| !matches!(b, b' ' | b'\t'))
-        .map_or(start, |n| n + 1);
-    &v[start..end]
 }
 
 #[cfg(test)]

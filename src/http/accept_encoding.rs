@@ -4,6 +4,7 @@
 //! takes, and which one it gets when several are at hand. Like Varnish's "gzip washing", but
 //! for all four: a URL has at most one variant per coding, not one per browser string.
 
+use super::strict::trim_ows as trim;
 /// A content coding Shellac stores and serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Coding {
@@ -166,18 +167,6 @@ fn parse_qvalue(v: &[u8]) -> Option<u16> {
         b'1' if thousandths == 0 => Some(1000),
         _ => None,
     }
-}
-
-fn trim(v: &[u8]) -> &[u8] {
-    let start = v
-        .iter()
-        .position(|b| !matches!(b, b' ' | b'\t'))
-        .unwrap_or(v.len());
-    let end = v
-        .iter()
-        .rposition(|b| !matches!(b, b' ' | b'\t'))
-        .map_or(start, |n| n + 1);
-    &v[start..end]
 }
 
 #[cfg(test)]

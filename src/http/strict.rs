@@ -301,7 +301,8 @@ const END_TO_END: &[&str] = &[
     "www-authenticate",
 ];
 
-fn trim_ows(mut v: &[u8]) -> &[u8] {
+/// `v` without optional white space (SP, HTAB) at either end (RFC 9110 §5.6.3).
+pub fn trim_ows(mut v: &[u8]) -> &[u8] {
     while let [b' ' | b'\t', rest @ ..] = v {
         v = rest;
     }
