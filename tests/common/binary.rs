@@ -18,6 +18,9 @@ pub struct Served {
     pub admin: SocketAddr,
     /// Its log (stderr) after the two address lines, one line at a time.
     pub log: mpsc::Receiver<String>,
+    /// The lines logged before the two address lines (work started at once, such as the
+    /// first connection to a Redis cluster, may log there).
+    pub early: Vec<String>,
 }
 
 impl Served {
@@ -44,6 +47,7 @@ impl Served {
             }
         });
         let (mut proxy, mut admin) = (None, None);
+        let mut early = Vec::new();
         while proxy.is_none() || admin.is_none() {
             let line = log
                 .recv_timeout(Duration::from_secs(20))
@@ -59,12 +63,14 @@ impl Served {
             if let Some(a) = line.split("admin listening on ").nth(1) {
                 admin = a.trim().parse().ok();
             }
+            early.push(line);
         }
         Served {
             child,
             proxy: proxy.expect("proxy address"),
             admin: admin.expect("admin address"),
             log,
+            early,
         }
     }
 
