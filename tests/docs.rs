@@ -1,9 +1,15 @@
 //! Statements in the docs that a test can hold to the code (issue 23, defect 16: a dozen
 //! sentences had drifted). Every counter or gauge the docs name where they say "counter
-//! `x`" or "gauges `x` / `y`" must exist in a running instance's `/stats`.
+//! `x`" or "gauges `x` / `y`" must exist in a running instance's `/stats`; every TOML and VCL
+//! example in README.md and docs/ must pass `shellac check` (issue 30: the migration guides
+//! cannot rot).
 
 mod common;
 
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::binary::BIN;
 use common::*;
 
 /// The documents an operator reads.
@@ -101,4 +107,172 @@ async fn every_counter_the_docs_name_exists() {
         missing.join("\n")
     );
     shellac.stop().await;
+}
+
+/// The marker that exempts one example from [`every_toml_and_vcl_example_passes_check`]: an
+/// HTML comment (invisible when rendered, plain in the source) on the line right before the
+/// fence, with the reason after the colon: `<!-- unchecked: a fragment of [[tls.acme]] -->`.
+const UNCHECKED: &str = "<!-- unchecked:";
+
+/// At most this many examples may carry [`UNCHECKED`]: a fragment can almost always be shown
+/// as a whole file instead.
+const MAX_UNCHECKED: usize = 3;
+
+/// What a TOML example that shows one section alone (no `[[backend]]`, no `[vcl]`) is checked
+/// with: the section plus this backend, so a rule naming `director = "app"` resolves.
+const APPENDED_BACKEND: &str = "\n[[backend]]\nname = \"app\"\nhost = \"127.0.0.1\"\nport = 8080\n";
+
+/// One fenced example: where it is, its language (`toml` or `vcl`) and its text.
+struct Example {
+    at: String,
+    lang: &'static str,
+    text: String,
+    unchecked: Option<String>,
+}
+
+/// README.md and every Markdown file in docs/ (new guides are found without a list).
+fn documents() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut docs = vec![root.join("README.md")];
+    let dir = std::fs::read_dir(root.join("docs")).expect("read docs/");
+    let mut more: Vec<PathBuf> = dir
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    more.sort();
+    docs.extend(more);
+    docs
+}
+
+/// The ```toml and ```vcl blocks of one Markdown text (the fence's first word is the language).
+fn examples(name: &str, text: &str) -> Vec<Example> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i].trim_start();
+        let Some(info) = line.strip_prefix("```") else {
+            i += 1;
+            continue;
+        };
+        let fence = &lines[i][..lines[i].len() - line.len()];
+        let lang = match info.split_whitespace().next() {
+            Some("toml") => Some("toml"),
+            Some("vcl") => Some("vcl"),
+            _ => None,
+        };
+        let start = i;
+        i += 1;
+        let mut body = Vec::new();
+        while i < lines.len() && !lines[i].trim_start().starts_with("```") {
+            body.push(lines[i].strip_prefix(fence).unwrap_or(lines[i]));
+            i += 1;
+        }
+        i += 1;
+        let Some(lang) = lang else { continue };
+        let unchecked = start
+            .checked_sub(1)
+            .and_then(|p| lines[p].trim().strip_prefix(UNCHECKED))
+            .map(|r| r.trim_end_matches("-->").trim().to_string());
+        out.push(Example {
+            at: format!("{name}:{}", start + 1),
+            lang,
+            text: body.join("\n") + "\n",
+            unchecked,
+        });
+    }
+    out
+}
+
+#[test]
+fn the_example_reader_reads_fences() {
+    let md = "a\n```toml\n[x]\n```\n<!-- unchecked: why -->\n  ```vcl\n  vcl 4.1;\n  ```\n```sh\nls\n```\n";
+    let ex = examples("m.md", md);
+    assert_eq!(ex.len(), 2);
+    assert_eq!(
+        (ex[0].lang, ex[0].text.as_str(), ex[0].at.as_str()),
+        ("toml", "[x]\n", "m.md:2")
+    );
+    assert_eq!((ex[1].lang, ex[1].text.as_str()), ("vcl", "vcl 4.1;\n"));
+    assert_eq!(ex[1].unchecked.as_deref(), Some("why"));
+}
+
+/// Whether a TOML example is a whole file rather than one section shown alone.
+fn is_whole_file(text: &str) -> bool {
+    text.lines().any(|l| {
+        let l = l.trim();
+        l.starts_with("[[backend]]") || l == "[vcl]"
+    })
+}
+
+/// `shellac check --file-only` (the file alone: its paths are the reader's machine's, not this
+/// one's) on every example; a section shown alone gets [`APPENDED_BACKEND`].
+#[test]
+fn every_toml_and_vcl_example_passes_check() {
+    let dir = std::env::temp_dir().join(format!("shellac-doc-examples-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut failures = Vec::new();
+    let mut unchecked = Vec::new();
+    let mut checked = 0;
+    for doc in documents() {
+        let text = std::fs::read_to_string(&doc).unwrap_or_else(|e| panic!("{doc:?}: {e}"));
+        let name = doc
+            .strip_prefix(env!("CARGO_MANIFEST_DIR"))
+            .unwrap_or(&doc)
+            .display()
+            .to_string();
+        let name = name.trim_start_matches('/');
+        for (n, ex) in examples(name, &text).into_iter().enumerate() {
+            if let Some(reason) = ex.unchecked {
+                assert!(
+                    !reason.is_empty(),
+                    "{}: `{UNCHECKED}` needs a reason",
+                    ex.at
+                );
+                unchecked.push(format!("{} ({reason})", ex.at));
+                continue;
+            }
+            checked += 1;
+            let mut text = ex.text.clone();
+            if ex.lang == "toml" && !is_whole_file(&text) {
+                text.push_str(APPENDED_BACKEND);
+            }
+            let file = dir.join(format!("{}-{n}.{}", name.replace('/', "_"), ex.lang));
+            std::fs::write(&file, &text).expect("write example");
+            let mut cmd = Command::new(BIN);
+            cmd.arg("check");
+            if ex.lang == "toml" {
+                cmd.arg("--file-only");
+            }
+            let out = cmd.arg(&file).output().expect("run shellac check");
+            if !out.status.success() {
+                failures.push(format!(
+                    "{} ({}):\n{}{}",
+                    ex.at,
+                    ex.lang,
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        checked >= 20,
+        "only {checked} examples found: the reader broke"
+    );
+    assert!(
+        unchecked.len() <= MAX_UNCHECKED,
+        "more than {MAX_UNCHECKED} examples marked `{UNCHECKED} ...`: show them as whole files \
+         instead:\n{}",
+        unchecked.join("\n")
+    );
+    assert!(
+        failures.is_empty(),
+        "examples in the docs that `shellac check` refuses (a TOML block without [[backend]] \
+         or [vcl] is checked with one backend `app` appended; a block that cannot be a file \
+         gets `{UNCHECKED} REASON -->` on the line above its fence, at most {MAX_UNCHECKED} \
+         in all):\n\n{}",
+        failures.join("\n")
+    );
 }
