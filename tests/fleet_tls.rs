@@ -206,7 +206,8 @@ async fn fleet_over_tls() {
             "bad-pass",
             "username = \"shellac\"\npassword = \"wrong\"".to_string(),
             good.clone(),
-            "serving without the shared tier",
+            // A refused password is a configuration error, logged as one (c756d88).
+            "refuses the shared tier's credentials",
         ),
     ];
     for (name, auth, tls, logged) in cases {
