@@ -139,7 +139,7 @@ fn config(dir: &std::path::Path, origin: SocketAddr) -> String {
 
 async fn stats(admin: SocketAddr) -> serde_json::Value {
     let out = tokio::process::Command::new(BIN)
-        .args(["stats", "--admin", &admin.to_string()])
+        .args(["stats", "--all", "--admin", &admin.to_string()])
         .output()
         .await
         .unwrap();
