@@ -2,7 +2,8 @@
 //! sentences had drifted). Every counter or gauge the docs name where they say "counter
 //! `x`" or "gauges `x` / `y`" must exist in a running instance's `/stats`; every TOML and VCL
 //! example in README.md and docs/ must pass `shellac check` (issue 30: the migration guides
-//! cannot rot).
+//! cannot rot), and docs/performance.md with its charts must be what bench/charts.py writes
+//! from bench/RESULTS.md.
 
 mod common;
 
@@ -274,5 +275,24 @@ fn every_toml_and_vcl_example_passes_check() {
          gets `{UNCHECKED} REASON -->` on the line above its fence, at most {MAX_UNCHECKED} \
          in all):\n\n{}",
         failures.join("\n")
+    );
+}
+
+/// docs/performance.md and docs/performance/*.svg are written by bench/charts.py from the
+/// tables of bench/RESULTS.md; `--check` fails when they differ (a figure moved or changed in
+/// the notebook, or the page edited by hand).
+#[test]
+fn the_performance_page_is_what_bench_charts_writes_from_results() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/charts.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg("--check")
+        .output()
+        .expect("run python3 bench/charts.py --check (python3 is needed, as for packaging/build-deb.sh)");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
     );
 }
