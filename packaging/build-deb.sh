@@ -36,6 +36,16 @@ if [[ "$version" != "$upstream"-* ]]; then
   exit 1
 fi
 arch=$(dpkg --print-architecture)
+# The Maintainer: Cargo.toml's first author, the one the changelog's entries are signed by.
+maintainer=$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml", "rb"))["package"]["authors"][0])')
+if ! [[ "$maintainer" =~ ^[^\<\>\|\&]+\ \<[^\<\>\|\&@]+@[^\<\>\|\&]+\>$ ]]; then
+  echo "error: Cargo.toml's first author \"$maintainer\" is not \"Name <address>\"" >&2
+  exit 1
+fi
+if grep '^ -- ' "$deb/changelog" | grep -vqF " -- $maintainer  "; then
+  echo "error: packaging/deb/changelog has an entry not signed by Cargo.toml's first author ($maintainer)" >&2
+  exit 1
+fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -72,10 +82,10 @@ install -D -m 0644 README.md "$root/usr/share/doc/shellac/README.md"
 crates=$(cargo tree --edges normal --prefix none --format ' {p}: {l}' --locked --offline \
   | grep -v '^ shellac ' | sed 's/ (\*)$//; s/ (.*vendor\/h2)//' | sort -u) \
   || { echo "error: cargo tree failed (are the dependencies fetched?)" >&2; exit 1; }
-python3 - "$deb/copyright.in" "$root/usr/share/doc/shellac/copyright" "$crates" <<'PY'
+python3 - "$deb/copyright.in" "$root/usr/share/doc/shellac/copyright" "$crates" "$maintainer" <<'PY'
 import sys
-src, dst, crates = sys.argv[1], sys.argv[2], sys.argv[3]
-text = open(src).read().replace("@CRATES@", crates)
+src, dst, crates, maintainer = sys.argv[1:5]
+text = open(src).read().replace("@CRATES@", crates).replace("@MAINTAINER@", maintainer)
 open(dst, "w").write(text)
 PY
 chmod 0644 "$root/usr/share/doc/shellac/copyright"
@@ -90,7 +100,7 @@ depends=$(cd "$work/src" && dpkg-shlibdeps -O "$root/usr/bin/shellac" 2>/dev/nul
 [[ -n "$depends" ]] || { echo "error: dpkg-shlibdeps found no dependencies" >&2; exit 1; }
 size=$(du -sk --apparent-size --exclude=DEBIAN "$root" | cut -f1)
 sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@SIZE@/$size/" \
-  -e "s/@DEPENDS@/$depends/" "$deb/control" >"$root/DEBIAN/control"
+  -e "s/@DEPENDS@/$depends/" -e "s|@MAINTAINER@|$maintainer|" "$deb/control" >"$root/DEBIAN/control"
 (cd "$root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z \
   | xargs -0 md5sum >DEBIAN/md5sums)
 chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/conffiles" "$root/DEBIAN/md5sums"

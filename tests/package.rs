@@ -112,6 +112,15 @@ fn the_debian_package_builds_lints_installs_and_purges() {
     ] {
         assert!(info.contains(field), "{field} not in:\n{info}");
     }
+    let maintainer = cargo_author();
+    assert!(
+        info.contains(&format!("Maintainer: {maintainer}\n")),
+        "Maintainer is not Cargo.toml's first author ({maintainer}):\n{info}"
+    );
+    assert!(
+        !info.contains("Homepage:"),
+        "a Homepage field: the project has no public home page yet\n{info}"
+    );
     let conffiles = text(&run(Command::new("dpkg-deb").args([
         "--info",
         &deb,
@@ -121,6 +130,18 @@ fn the_debian_package_builds_lints_installs_and_purges() {
         conffiles.lines().collect::<Vec<_>>(),
         ["/etc/shellac/shellac.toml", "/etc/logrotate.d/shellac"]
     );
+
+    // The copyright file: all rights reserved, as COPYRIGHT says (no license chosen yet).
+    let tree_doc = dir.join("doc");
+    run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&tree_doc));
+    let copyright =
+        std::fs::read_to_string(tree_doc.join("usr/share/doc/shellac/copyright")).unwrap();
+    assert!(
+        copyright.contains(&format!("Upstream-Contact: {maintainer}\n"))
+            && copyright.contains("License: all-rights-reserved\n All rights reserved."),
+        "{copyright}"
+    );
+    std::fs::remove_dir_all(&tree_doc).ok();
 
     // lintian: nothing left but what packaging/deb/lintian-overrides overrides (with reasons).
     let lint = Command::new("lintian")
@@ -192,6 +213,53 @@ fn the_debian_package_builds_lints_installs_and_purges() {
         );
     }
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Cargo.toml's first author: the package's Maintainer and the changelog's signer.
+fn cargo_author() -> String {
+    let manifest = include_str!("../Cargo.toml");
+    let line = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("authors = [\""))
+        .expect("Cargo.toml has authors");
+    line.split('"').next().unwrap_or_default().to_string()
+}
+
+#[test]
+fn the_maintainer_and_the_license_are_stated_once_and_agree() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let manifest = include_str!("../Cargo.toml");
+    let maintainer = cargo_author();
+    let changelog = std::fs::read_to_string(format!("{root}/packaging/deb/changelog")).unwrap();
+    for line in changelog.lines().filter(|l| l.starts_with(" -- ")) {
+        assert!(
+            line.starts_with(&format!(" -- {maintainer}  ")),
+            "changelog signed by someone else than Cargo.toml's first author ({maintainer}): {line}"
+        );
+    }
+    let control = std::fs::read_to_string(format!("{root}/packaging/deb/control")).unwrap();
+    assert!(control.contains("Maintainer: @MAINTAINER@\n"), "{control}");
+    // No license chosen yet: all rights reserved, in Cargo.toml (license-file), COPYRIGHT and
+    // the package's copyright file alike; never published to a registry.
+    assert!(manifest.contains("\nlicense-file = \"COPYRIGHT\"\n"));
+    assert!(manifest.contains("\npublish = false\n"));
+    assert!(!manifest.contains("\nlicense = "));
+    let copyright = std::fs::read_to_string(format!("{root}/COPYRIGHT")).unwrap();
+    assert!(copyright.contains("All rights reserved."), "{copyright}");
+    let deb_copyright =
+        std::fs::read_to_string(format!("{root}/packaging/deb/copyright.in")).unwrap();
+    assert!(
+        deb_copyright.contains("Files: *\nCopyright: the Shellac authors\nLicense: all-rights-reserved\n All rights reserved."),
+        "{deb_copyright}"
+    );
+    // README's install section: the one command that builds the package, then the install.
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    for line in [
+        "packaging/build-deb.sh",
+        "apt install ./shellac_*.deb && systemctl enable --now shellac",
+    ] {
+        assert!(readme.contains(line), "README.md lacks `{line}`");
+    }
 }
 
 fn owner_mode(path: &str) -> (String, u32) {
