@@ -10,7 +10,7 @@
 //!   (any step may end in Synth, which delivers a generated response)
 //! ```
 //!
-//! The backend side (fetching and filling a busy object) is the second machine, in `fetch.rs`.
+//! The backend side (fetching and filling a busy object) is the second machine, in `fetch/`.
 //! The types both share are in `txn.rs`; the Lookup steps in `lookup.rs`, what a stored
 //! object may do for a request in `judge.rs`, responses shaped for it in `respond.rs`.
 

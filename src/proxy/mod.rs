@@ -23,7 +23,6 @@ mod quick;
 mod refresh;
 mod request_body;
 mod respond;
-mod send;
 mod txn;
 mod vcl;
 

@@ -1,5 +1,5 @@
 //! One client request in flight ([`Txn`]) and the steps it goes through ([`Step`],
-//! [`FetchMode`]): the types the request machine (`fsm.rs`), the fetch (`fetch.rs`) and the
+//! [`FetchMode`]): the types the request machine (`fsm.rs`), the fetch (`fetch/`) and the
 //! rest of the proxy share, so that none of them needs the machine itself.
 
 use std::net::SocketAddr;

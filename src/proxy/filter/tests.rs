@@ -208,7 +208,7 @@ fn a_filter_that_refuses_storage_makes_the_response_unstorable() {
         &mut f,
         false,
     );
-    // fetch.rs turns this into NoCacheReason::Filter.
+    // fetch/decide.rs turns this into NoCacheReason::Filter.
     assert!(!effect.storable);
     assert_eq!(f[header::CONTENT_LENGTH], "5", "same length: kept");
     assert_eq!(

@@ -1,5 +1,5 @@
 //! The policy seam: the request machine (`fsm.rs`, `lookup.rs`, `judge.rs`, `respond.rs`,
-//! `fetch.rs`) asks "the policy" at each of its steps — recv, lookup, hit, miss, pass, the
+//! `fetch/`) asks "the policy" at each of its steps — recv, lookup, hit, miss, pass, the
 //! backend request, the backend response, deliver, synth, error — and never which front-end
 //! wrote it. A front-end is one implementation of [`Hooks`]: one hook per step, each with a
 //! default that is Shellac's own behaviour, so a front-end writes only the steps it changes.

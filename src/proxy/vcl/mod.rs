@@ -295,7 +295,7 @@ pub(super) fn mark_fetched(v: &VclTxn, headers: &mut HeaderMap) {
 }
 
 /// The fetching transaction's id a stored object carries in its `X-Varnish` (stored by
-/// `fetch.rs` under a VCL program): the last number of the value.
+/// `fetch/` under a VCL program): the last number of the value.
 pub(super) fn fetched_by(value: Option<&HeaderValue>) -> Option<u64> {
     value?
         .to_str()

@@ -455,7 +455,7 @@ fn run_deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
     let mut headers = std::mem::take(&mut parts.headers);
     // `X-Varnish` before vcl_deliver (which may change it), as Varnish sets it: the
     // request's id, and from the cache the id of the transaction that fetched the object
-    // (stored with it by `fetch.rs`; a hit that vcl_hit passed: the pass's).
+    // (stored with it by `fetch/`; a hit that vcl_hit passed: the pass's).
     let fetched = match (v.hit, v.obj.is_none(), v.bereq.as_ref()) {
         (false, ..) => None,
         (true, true, Some(b)) => Some(b.xid),

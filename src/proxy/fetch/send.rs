@@ -1,42 +1,17 @@
-//! Choosing a backend and sending the backend request: retries on connection failures,
-//! restarts on chosen statuses, conditional revalidation of a stale copy.
+//! Choosing a backend of the route and sending the backend request (built by `request.rs`):
+//! retries on connection failures, restarts on chosen statuses.
 
 use std::sync::Arc;
 
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, Request, Response, StatusCode, Version};
+use http::header;
+use http::{Method, Response, StatusCode};
 
-use super::txn::Txn;
+use super::super::txn::Txn;
+use super::request::build_request;
 use crate::backend::director::{Member, Pick};
-use crate::backend::{Backend, BackendBody, FetchError, RequestBody};
-use crate::cache::{CacheKey, Object};
+use crate::backend::{Backend, BackendBody, FetchError};
+use crate::cache::CacheKey;
 use crate::config::HashOn;
-use crate::http::headers;
-
-/// Request fields that would make the backend answer something other than the full object.
-const CONDITIONAL: [HeaderName; 6] = [
-    header::IF_NONE_MATCH,
-    header::IF_MODIFIED_SINCE,
-    header::IF_MATCH,
-    header::IF_UNMODIFIED_SINCE,
-    header::IF_RANGE,
-    header::RANGE,
-];
-
-/// The stored `Last-Modified` if it is a strong validator (RFC 9110 §8.8.2.2): at least a
-/// second before the stored `Date` — or, without one, before the response arrived (the Date
-/// RFC 9110 §6.6.1 has a cache record). Under VCL, as Varnish does, only such a time is sent
-/// in `If-Modified-Since`: a weak one may hide a change made within the same second.
-fn strong_last_modified(stale: &Object) -> Option<&str> {
-    let text = stale.last_modified()?;
-    let modified = httpdate::parse_http_date(text).ok()?;
-    let date = match stale.headers.get_str(&header::DATE) {
-        Some(d) => httpdate::parse_http_date(d).ok()?,
-        None => std::time::SystemTime::now().checked_sub(stale.stored_at.elapsed())?,
-    };
-    let gap = date.duration_since(modified).ok()?;
-    (gap >= std::time::Duration::from_secs(1)).then_some(text)
-}
 
 /// Attempts at most per request (first try, retries and restarts together).
 const MAX_ATTEMPTS: usize = 16;
@@ -116,10 +91,16 @@ pub(super) async fn send(
         let mut bereq = build_request(txn, &backend, for_cache);
         let sent = match txn.interim.clone() {
             Some(sink) => {
-                let heads = super::interim::listen(&mut bereq, txn.proxy.counters.clone());
+                let heads = super::super::interim::listen(&mut bereq, txn.proxy.counters.clone());
                 let version = txn.req.version;
-                super::interim::forward_while(backend.send(bereq), heads, &*sink, version, counters)
-                    .await
+                super::super::interim::forward_while(
+                    backend.send(bereq),
+                    heads,
+                    &*sink,
+                    version,
+                    counters,
+                )
+                .await
             }
             None => backend.send(bereq).await,
         };
@@ -224,123 +205,4 @@ fn legacy_draw(route: &Member, txn: &Txn) -> Option<u32> {
         HashOn::Header(_) | HashOn::Cookie(_) => return None,
     };
     Some(crate::backend::director::legacy_draw(input.as_bytes()))
-}
-
-/// The backend request: hop-by-hop removed, forwarding fields (`X-Forwarded-*`, `Forwarded`,
-/// `Via`) added; for cache
-/// fills a plain GET without conditionals or ranges, so the whole object comes back.
-fn build_request(txn: &mut Txn, backend: &Backend, for_cache: bool) -> Request<RequestBody> {
-    // VCL's backend request (`bereq.*`), when a program made one: its method, URL and fields.
-    let bereq = txn.vcl.as_ref().and_then(|v| v.bereq.as_ref());
-    let mut headers: HeaderMap = match bereq {
-        Some(b) => b.headers.clone(),
-        None => txn.req.headers.clone(),
-    };
-    let vcl_method = bereq.map(|b| b.method.clone());
-    let vcl_uri = bereq.map(|b| b.uri.clone());
-    let no_body = bereq.is_some_and(|b| b.no_body);
-    let retry_connect = bereq.is_none_or(|b| b.retry_connect);
-    let timeouts = bereq.map(|b| crate::backend::RequestTimeouts {
-        connect: b.connect_timeout,
-        first_byte: b.first_byte_timeout,
-        between_bytes: b.between_bytes_timeout,
-    });
-    headers::strip_hop_by_hop(&mut headers);
-    // A protocol upgrade the operator allows goes to the backend (never for a cache fill).
-    if !for_cache
-        && let Some(protocol) = headers::upgrade_request(
-            &txn.req.method,
-            txn.req.version,
-            &txn.req.headers,
-            &txn.proxy.config.server.upgrade_protocols,
-        )
-    {
-        headers.insert(header::UPGRADE, protocol);
-        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-    }
-    headers.remove(header::EXPECT);
-    // Framing is rebuilt by hyper from the body it is given; never the client's word.
-    headers.remove(header::CONTENT_LENGTH);
-    if let Some(authority) = txn.req.uri.authority() {
-        if let Ok(v) = HeaderValue::from_str(authority.as_str()) {
-            headers.insert(header::HOST, v);
-        }
-    } else if !headers.contains_key(header::HOST)
-        && let Ok(v) = HeaderValue::from_str(&backend.host_header())
-    {
-        headers.insert(header::HOST, v);
-    }
-    let https = txn
-        .req
-        .extensions
-        .get::<crate::tls::server::Session>()
-        .is_some();
-    headers::add_forwarding_fields(&mut headers, txn.client.ip(), https, txn.vcl.is_none());
-    let method = if for_cache {
-        for name in CONDITIONAL {
-            headers.remove(name);
-        }
-        // Partial content (`combine.rs`): the one range the cache wants, of the representation
-        // it holds pieces of.
-        if let Some(fetch) = &txn.range_fetch {
-            headers.insert(header::RANGE, fetch.range.clone());
-            if let Some(v) = &fetch.if_range {
-                headers.insert(header::IF_RANGE, v.clone());
-            }
-        }
-        // Revalidate the stale copy instead of refetching it (RFC 9111 §4.3.1).
-        if let Some(stale) = &txn.stale {
-            if let Some(etag) = stale.etag().and_then(|v| HeaderValue::from_str(v).ok()) {
-                headers.insert(header::IF_NONE_MATCH, etag);
-            }
-            let lm = if txn.vcl.is_some() {
-                strong_last_modified(stale)
-            } else {
-                stale.last_modified()
-            };
-            if let Some(lm) = lm.and_then(|v| HeaderValue::from_str(v).ok()) {
-                headers.insert(header::IF_MODIFIED_SINCE, lm);
-            }
-        }
-        vcl_method.clone().unwrap_or(http::Method::GET)
-    } else {
-        vcl_method.clone().unwrap_or_else(|| txn.req.method.clone())
-    };
-    // A GET or HEAD body is never forwarded: it cannot change what the cache keyed, and some
-    // origins would read it as a second request on the pooled connection.
-    let send_body = !for_cache && !no_body && !matches!(method, Method::GET | Method::HEAD);
-    let body = match (for_cache, txn.body.take()) {
-        // Read before vcl_recv (`held.rs`): a copy if VCL kept it, else sent once.
-        _ if txn.held_body.is_some() => match txn.held_body.as_mut() {
-            Some(held) => held.take_for(send_body, &txn.proxy.counters),
-            None => RequestBody::empty(),
-        },
-        (false, Some(b)) if send_body => {
-            txn.body_sent |= !http_body::Body::is_end_stream(&b);
-            RequestBody::stream(
-                b,
-                txn.proxy.counters.clone(),
-                txn.proxy.config.server.max_body_size.0,
-                txn.req
-                    .extensions
-                    .get::<crate::backend::BodyPace>()
-                    .cloned(),
-            )
-        }
-        _ => RequestBody::empty(),
-    };
-    let uri = vcl_uri.as_ref().unwrap_or(&txn.req.uri);
-    let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-    let mut req = Request::new(body);
-    if let Some(t) = timeouts {
-        req.extensions_mut().insert(t);
-    }
-    if !retry_connect {
-        req.extensions_mut().insert(crate::backend::NoConnectRetry);
-    }
-    *req.method_mut() = method;
-    *req.uri_mut() = path.parse().unwrap_or_else(|_| http::Uri::from_static("/"));
-    *req.version_mut() = Version::HTTP_11;
-    *req.headers_mut() = headers;
-    req
 }

@@ -1,0 +1,237 @@
+//! The exchange with the backend: the request sent (`send.rs`), a failure answered (the
+//! policy's `backend_error`, else the stale copy or the error), a 304 whose copy went meanwhile
+//! fetched again (the policy's `stale_gone`), and the response head handed to the policy
+//! (`backend_response`), which may retry, answer itself, or say how it is stored.
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use http::StatusCode;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::response::Parts;
+
+use super::super::combine;
+use super::super::policy::{ErrorOutcome, ResponseOutcome, Storage};
+use super::super::txn::{FetchMode, Step, Txn};
+use super::leave;
+use super::send::{self, SendFailure};
+use crate::backend::BackendBody;
+use crate::cache::policy;
+use crate::cache::shared::feed::Position;
+
+/// When the exchange happened, and where the fleet's invalidation log stood.
+pub(super) struct Clock {
+    /// When the backend request was sent, and its response head arrived (wall clock).
+    pub request_time: SystemTime,
+    pub response_time: SystemTime,
+    /// When the response head arrived (monotonic): the stored object's birth.
+    pub stored_at: Instant,
+    /// Where this node stood in the fleet's invalidation log before asking the origin.
+    pub seen: Position,
+}
+
+/// A backend response head, as the policy left it, with what the fetch needs to store it.
+pub(super) struct Exchanged {
+    pub clock: Clock,
+    pub parts: Parts,
+    pub body: BackendBody,
+    /// The policy's storage decision, to be made (`Storage::decide`).
+    pub storage: Storage,
+    /// A 304 revalidating the stale copy.
+    pub was_304: bool,
+}
+
+impl Exchanged {
+    /// The times a piece of partial content is stored with (`combine.rs`).
+    pub(super) fn times(&self) -> combine::Times {
+        combine::Times {
+            request: self.clock.request_time,
+            response: self.clock.response_time,
+            received: self.clock.stored_at,
+        }
+    }
+}
+
+/// The exchange with the backend, again as long as the policy says `retry` (VCL: bounded by
+/// MAX_RETRIES): the response head as the policy left it, or the step the fetch ends in (an
+/// error answered, a stale copy served, the policy's own answer).
+pub(super) async fn exchange(
+    txn: &mut Txn,
+    mode: &FetchMode,
+    for_cache: bool,
+) -> ControlFlow<Step, Exchanged> {
+    loop {
+        let request_time = SystemTime::now();
+        // Where this node stood in the fleet's invalidation log before asking the origin.
+        let seen = txn
+            .proxy
+            .cache
+            .shared
+            .as_ref()
+            .map(|s| s.feed.position())
+            .unwrap_or_default();
+        let resp = match send::send(txn, for_cache).await {
+            Ok(resp) => resp,
+            Err(failure) => {
+                let stale_answers =
+                    txn.stale.as_ref().is_some_and(|s| s.stale_ok) && !txn.background;
+                let (status, detail) = failure.status_detail();
+                if !stale_answers
+                    && let Some(outcome) = txn.policy.backend_error(txn, status, detail)
+                {
+                    match outcome {
+                        ErrorOutcome::Retry => continue,
+                        ErrorOutcome::Step(step) => {
+                            if let FetchMode::Miss(guard) = mode {
+                                guard.object().fail_with(status, detail);
+                            }
+                            return ControlFlow::Break(step);
+                        }
+                    }
+                }
+                return ControlFlow::Break(failed(txn, mode, failure));
+            }
+        };
+        let response_time = SystemTime::now();
+        let stored_at = Instant::now();
+        let (mut parts, mut body) = resp.into_parts();
+        // A 304 answering the revalidation of a stale copy (`send` made the request
+        // conditional on it).
+        let was_304 = for_cache && parts.status == StatusCode::NOT_MODIFIED && txn.stale.is_some();
+        if was_304 && !still_stored(txn).await {
+            // The copy was purged or banned while the backend was asked: it is never refreshed
+            // and served. The policy may fail the fetch (VCL 4.x, as Varnish does); otherwise
+            // the object is fetched again, unconditionally (there is nothing left to
+            // revalidate).
+            txn.proxy.counters.cache_revalidated_gone.inc();
+            txn.stale = None;
+            drop(body);
+            match txn.policy.stale_gone(txn) {
+                Some(ErrorOutcome::Retry) | None => continue,
+                Some(ErrorOutcome::Step(step)) => {
+                    if let FetchMode::Miss(guard) = mode {
+                        guard
+                            .object()
+                            .fail_with(StatusCode::SERVICE_UNAVAILABLE, "stale-gone");
+                    }
+                    return ControlFlow::Break(step);
+                }
+            }
+        }
+        let ex = policy::Exchange::at(request_time, response_time);
+        let storage = match txn
+            .policy
+            .backend_response(txn, &mut parts, &ex, mode, was_304)
+        {
+            ResponseOutcome::Store { storage, buffer } => {
+                if buffer
+                    && !was_304
+                    && let Err(step) = read_ahead(txn, mode, &mut parts, &mut body).await
+                {
+                    return ControlFlow::Break(step);
+                }
+                storage
+            }
+            ResponseOutcome::Retry => continue,
+            ResponseOutcome::Step(step) => {
+                leave(mode);
+                return ControlFlow::Break(step);
+            }
+        };
+        return ControlFlow::Continue(Exchanged {
+            clock: Clock {
+                request_time,
+                response_time,
+                stored_at,
+                seen,
+            },
+            parts,
+            body,
+            storage,
+            was_304,
+        });
+    }
+}
+
+/// VCL's `beresp.do_stream = false`: the whole body is read before the response goes out,
+/// so a body that fails (between_bytes_timeout, a cut connection) is a 503 rather than a
+/// truncated response, and a body the backend framed by closing the connection gets a
+/// `Content-Length`. At most `cache.max_object_size` is held: past it the rest streams.
+async fn read_ahead(
+    txn: &mut Txn,
+    mode: &FetchMode,
+    parts: &mut Parts,
+    body: &mut BackendBody,
+) -> Result<(), Step> {
+    match body.buffer(txn.proxy.max_object_size).await {
+        Ok(Some(len)) => {
+            // A length the backend sent stays (a HEAD's answer has one and no body).
+            if !parts.headers.contains_key(header::CONTENT_LENGTH) {
+                parts
+                    .headers
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+            }
+            Ok(())
+        }
+        Ok(None) => Ok(()),
+        Err(e) => {
+            tracing::warn!(error = %e, "backend body failed before delivery (beresp.do_stream = false)");
+            if let FetchMode::Miss(guard) = mode {
+                guard
+                    .object()
+                    .fail_with(StatusCode::SERVICE_UNAVAILABLE, "body-failed");
+            }
+            Err(Step::VclSynth(
+                503,
+                Some("Backend fetch failed".to_string()),
+            ))
+        }
+    }
+}
+
+/// No backend could answer: waiters get the same error; the stale copy answers if allowed.
+fn failed(txn: &mut Txn, mode: &FetchMode, failure: SendFailure) -> Step {
+    let (status, detail) = failure.status_detail();
+    if let FetchMode::Miss(guard) = mode {
+        guard.object().fail_with(status, detail);
+    }
+    match txn.stale.take() {
+        Some(stale) if stale.stale_ok && !txn.background => txn.deliver_stale(stale, detail),
+        // A stale copy exists but may not be served (must-revalidate, proxy-revalidate,
+        // s-maxage): RFC 9111 §5.2.2.2 says the error SHOULD be 504.
+        Some(_) => Step::Synth(StatusCode::GATEWAY_TIMEOUT, detail),
+        None => Step::Synth(status, detail),
+    }
+}
+
+/// Whether the stale copy a 304 just revalidated is still stored (under its own variant's
+/// key, the same object or the same response re-timed by a soft purge) and unbanned. A copy
+/// purged or banned while the backend was asked must not come back refreshed.
+async fn still_stored(txn: &Txn) -> bool {
+    let (Some(primary), Some(stale)) = (&txn.key, &txn.stale) else {
+        return false;
+    };
+    let cache = &txn.proxy.cache;
+    let key = if stale.vary().is_empty() {
+        primary.clone()
+    } else {
+        let names: Vec<_> = stale.vary().iter().map(|(n, _)| n.clone()).collect();
+        let mut selected = HeaderMap::new();
+        for (n, v) in stale.vary() {
+            if let Some(v) = v {
+                selected.append(n.clone(), v.clone());
+            }
+        }
+        primary.with_variant(crate::cache::vary::variant_hash(&names, &selected))
+    };
+    if cache.bans.is_banned(&key, stale) {
+        return false;
+    }
+    cache.storage.inspect(&key).await.iter().any(|(_, o)| {
+        Arc::ptr_eq(o, stale)
+            || (o.status == stale.status
+                && o.body_len == stale.body_len
+                && o.headers.block() == stale.headers.block())
+    })
+}

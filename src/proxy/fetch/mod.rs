@@ -1,0 +1,144 @@
+//! The Fetch step: send the backend request and turn the answer into the next step — pass it
+//! through, refresh a revalidated copy, fall back to a stale copy, or store it through a busy
+//! object that waiters follow (`fill.rs`).
+//!
+//! In steps, one file each: the backend request is built (`request.rs`) and sent to a backend
+//! of the route (`send.rs`); [`fetch`] asks the policy (`backend_fetch`), runs the exchange
+//! (`exchange.rs`: send, and again while the policy retries; `backend_response` leaves the
+//! head and the storage decision's inputs), runs the fetch filters' head (`filter/`), then
+//! ends in a pass (`pass.rs`, with RFC 9111 §4.4 invalidation), a piece of partial content
+//! (`combine.rs`), a revalidated copy (`revalidate.rs`), stale-if-error, or the storage
+//! decision (`decide.rs`): an uncacheable delivery or the store (`store.rs`: busy head, fill
+//! task, streamed answer).
+
+mod decide;
+mod exchange;
+mod pass;
+mod request;
+mod revalidate;
+mod send;
+mod store;
+
+use std::ops::ControlFlow;
+use std::time::Instant;
+
+use http::StatusCode;
+
+use super::combine;
+use super::txn::{FetchMode, Step, Txn};
+use decide::Decision;
+use exchange::Exchanged;
+use store::Storing;
+
+/// Sends the backend request for `mode` and turns the answer into the next step.
+pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
+    let for_cache = !matches!(mode, FetchMode::Pass(_));
+    // Policy hook: the backend request (VCL: vcl_backend_fetch, and its route).
+    if let Some(step) = txn.policy.backend_fetch(txn, for_cache) {
+        leave(&mode);
+        return step;
+    }
+    let mut ex = match exchange::exchange(txn, &mode, for_cache).await {
+        ControlFlow::Continue(exchanged) => exchanged,
+        ControlFlow::Break(step) => return step,
+    };
+
+    // Body filters, fetch chain (`filter/`): the fields as they leave them, and whether what
+    // they make may be stored. Nothing to do (no allocation, no call) when there are none.
+    let filtered = super::filter::fetch_head(
+        &mut txn.filters.fetch,
+        ex.parts.status,
+        &mut ex.parts.headers,
+        ex.was_304,
+    );
+
+    let (guard, detail) = match mode {
+        FetchMode::Pass(reason) => return pass::pass(txn, reason, ex.parts, ex.body).await,
+        FetchMode::Miss(guard) => (Some(guard), None),
+        FetchMode::Alone(why) => (None, Some(why)),
+        FetchMode::Authorized => (None, None),
+        FetchMode::Range(joined) if ex.parts.status == StatusCode::PARTIAL_CONTENT => {
+            let overrides = ex.storage.overrides();
+            let times = ex.times();
+            return combine::ranged(txn, ex.parts, ex.body, times, overrides, joined);
+        }
+        FetchMode::Complete(held, gap)
+            if matches!(
+                ex.parts.status,
+                StatusCode::PARTIAL_CONTENT | StatusCode::RANGE_NOT_SATISFIABLE
+            ) =>
+        {
+            let overrides = ex.storage.overrides();
+            let times = ex.times();
+            return combine::complete(txn, (held, gap), ex.parts, ex.body, times, overrides);
+        }
+        // A full answer (the backend ignored the Range, or If-Range found the representation
+        // changed) or an error: the usual path (a 200 is stored whole; a client's Range is
+        // cut from it).
+        FetchMode::Range(_) | FetchMode::Complete(..) => (None, None),
+    };
+    let Some(primary) = txn.key.clone() else {
+        return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-key");
+    };
+    if ex.was_304
+        && let Some(stale) = txn.stale.take()
+    {
+        return revalidate::revalidated(txn, (guard, &primary, stale), ex);
+    }
+    if ex.parts.status.is_server_error()
+        && !txn.background
+        && let Some(stale) = txn.stale.take_if(|s| s.stale_if_error_ok(Instant::now()))
+    {
+        // stale-if-error (RFC 5861 §4): the stale copy answers instead of the error.
+        if let Some(guard) = guard {
+            guard.object().abandon();
+        }
+        return txn.deliver_stale(stale, "if-error");
+    }
+
+    let Exchanged {
+        parts,
+        body,
+        storage,
+        clock,
+        ..
+    } = ex;
+    // The storage decision, made once (`Storage::decide`, whichever policy front-end).
+    let Decision {
+        plan,
+        remember,
+        content_length,
+        always_miss,
+    } = decide::decide(txn, storage, &parts, &clock, filtered.storable);
+    let plan = match plan {
+        Ok(plan) => plan,
+        Err(reason) => {
+            let unstored = decide::Unstored {
+                primary,
+                guard,
+                reason,
+                remember,
+                content_length,
+            };
+            return decide::uncacheable(txn, unstored, parts, body);
+        }
+    };
+    let storing = Storing {
+        primary,
+        guard,
+        detail,
+        plan,
+        content_length,
+        stored_at: clock.stored_at,
+        seen: clock.seen,
+        always_miss,
+    };
+    store::store(txn, storing, parts, body).await
+}
+
+/// A fetch the policy left: the busy object is abandoned, so waiters look up again.
+fn leave(mode: &FetchMode) {
+    if let FetchMode::Miss(guard) = mode {
+        guard.object().abandon();
+    }
+}
