@@ -727,9 +727,16 @@ fn parse_backend(spec: &str) -> anyhow::Result<(String, u16)> {
     Ok((host.to_string(), port))
 }
 
+/// Stack of each runtime thread (workers and blocking threads).
+const WORKER_STACK: usize = 8 << 20;
+
 fn runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
+        // The main thread's size, not tokio's 2 MiB: a reload compiles VCL on a worker and
+        // requests run it there, and a VCL nested to the parser's 200-level limit needs more
+        // than 2 MiB in a debug build (tests/reload_deep_vcl.rs). Untouched pages cost nothing.
+        .thread_stack_size(WORKER_STACK)
         // Access-log records wait in a per-worker batch while the worker is busy.
         .on_thread_park(shellac::txlog::worker_parks)
         .enable_all()

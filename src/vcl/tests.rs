@@ -155,9 +155,9 @@ fn quoted_header_names_and_methods_on_values() {
 fn deep_nesting_is_an_error_not_a_crash() {
     // 200 levels of an unoptimised (debug) build's parser frames need more than the 2 MiB a
     // test thread gets since VclError carries its source excerpt (eb28bf9). `check` and
-    // `serve` parse on the main thread (8 MiB); a reload parses on a runtime worker (2 MiB),
-    // where release frames, several times smaller, are relied on (not measured: a known
-    // weakness). Run with the main thread's stack, so the test checks the limit.
+    // `serve` parse on the main thread (8 MiB), a reload on a runtime worker, which has 8 MiB
+    // too (main.rs, WORKER_STACK; tests/reload_deep_vcl.rs). Run with that stack, so the test
+    // checks the limit.
     let run = || {
         let deep = format!(
             "sub s {{ set x = {}1{}; }}",
