@@ -296,3 +296,104 @@ fn the_performance_page_is_what_bench_charts_writes_from_results() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Every `section key` pair docs/configuration.md's generated tables hold (`<!-- settings
+/// [server] -->` … `| \`listen\` |` … `<!-- /settings -->`): the setting definitions as the
+/// reference shows them.
+fn reference_keys() -> std::collections::HashSet<(String, String)> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/configuration.md");
+    let text = std::fs::read_to_string(path).expect("docs/configuration.md");
+    let mut keys = std::collections::HashSet::new();
+    let mut section: Option<String> = None;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("<!-- settings [") {
+            section = rest.strip_suffix("] -->").map(str::to_string);
+        } else if line.starts_with("<!-- /settings") {
+            section = None;
+        } else if let (Some(sec), Some(rest)) = (&section, line.strip_prefix("| `"))
+            && let Some(key) = rest.split('`').next()
+        {
+            keys.insert((sec.clone(), key.to_string()));
+        }
+    }
+    keys
+}
+
+/// The `[section] key` and `[[section]] key` references in a text (inside backticks, as the
+/// migration guides write them: `` `[cache] default_ttl` ``, `` `[[backend]] max_idle = 32` ``).
+fn setting_references(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (i, _) in text.match_indices("`[") {
+        let rest = &text[i + 2..];
+        let rest = rest.strip_prefix('[').unwrap_or(rest);
+        let Some(end) = rest.find(']') else { continue };
+        let section = &rest[..end];
+        if section.is_empty()
+            || !section
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b == b'.' || b == b'_' || b == b'2')
+        {
+            continue;
+        }
+        let after = rest[end..].trim_start_matches(']');
+        let Some(after) = after.strip_prefix(' ') else {
+            continue;
+        };
+        let key: String = after
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+            .collect();
+        if !key.is_empty() {
+            out.push((section.to_string(), key));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_reference_reader_reads_references() {
+    let refs = setting_references("a `[cache] default_ttl` b `[[backend]] max_idle = 32` `[x]`");
+    assert_eq!(
+        refs,
+        vec![
+            ("cache".to_string(), "default_ttl".to_string()),
+            ("backend".to_string(), "max_idle".to_string())
+        ]
+    );
+}
+
+/// A guide that names a setting as `[section] key` names one that exists (the migration
+/// guides map hundreds of directives to settings; a renamed setting must not leave them
+/// pointing at nothing).
+#[test]
+fn every_setting_the_docs_name_with_its_section_exists() {
+    let known = reference_keys();
+    assert!(
+        known.len() > 150,
+        "only {} settings read: the reader broke",
+        known.len()
+    );
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for doc in documents() {
+        let text = std::fs::read_to_string(&doc).unwrap_or_else(|e| panic!("{doc:?}: {e}"));
+        for (section, key) in setting_references(&text) {
+            checked += 1;
+            if !known.contains(&(section.clone(), key.clone())) {
+                let name = doc.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap_or(&doc);
+                missing.push(format!("{}: `[{section}] {key}`", name.display()));
+            }
+        }
+    }
+    assert!(
+        checked >= 100,
+        "only {checked} references found: the reader broke"
+    );
+    missing.sort();
+    missing.dedup();
+    assert!(
+        missing.is_empty(),
+        "settings the docs name that docs/configuration.md does not have:\n{}",
+        missing.join("\n")
+    );
+}
