@@ -23,6 +23,9 @@ const DOCS: &[&str] = &[
     "docs/policy.md",
     "docs/conformance.md",
     "docs/fleet.md",
+    "docs/migrating-from-varnish.md",
+    "docs/migrating-from-nginx.md",
+    "docs/migrating-from-apache.md",
 ];
 
 /// Names in backticks after "counter(s)" or "gauge(s)", in lists joined by `,`, `/`, `and`,
