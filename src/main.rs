@@ -507,16 +507,26 @@ fn check(file: &std::path::Path, file_only: bool, online: bool) -> ExitCode {
         return check_vcl(file);
     }
     let name = file.display().to_string();
+    let mut policy = None;
     let (config, mut errors, mut warnings) = match std::fs::read_to_string(file) {
         Ok(text) => {
             let (mut config, mut errors) = Config::read(&text, &name);
             // `[vcl] file`: compiled, every error in it reported too.
             if let Some(c) = config.as_mut() {
-                let base = file.parent().unwrap_or(std::path::Path::new("."));
-                let vcl = c.attach_vcl(base);
-                if !vcl.is_empty() {
-                    errors.extend(vcl);
-                    config = None;
+                c.relative_to(file.parent().unwrap_or(std::path::Path::new(".")));
+                match shellac::vcl::attach::attach(c, None) {
+                    Ok(program) => {
+                        policy = c
+                            .vcl
+                            .file
+                            .as_deref()
+                            .zip(program)
+                            .map(|(f, p)| shellac::vcl::attach::describe(f, &p));
+                    }
+                    Err(vcl) => {
+                        errors.extend(vcl);
+                        config = None;
+                    }
                 }
             }
             // A file read as written is checked against the machine even when checks across
@@ -555,7 +565,7 @@ fn check(file: &std::path::Path, file_only: bool, online: bool) -> ExitCode {
     match config {
         Some(config) if errors.is_empty() => {
             say!("{}: OK", file.display());
-            say!("  {}", config.summary());
+            say!("  {}", config.summary(policy.as_deref()));
             ExitCode::SUCCESS
         }
         _ => {
@@ -699,7 +709,7 @@ fn check_vcl(file: &std::path::Path) -> ExitCode {
         }
         Err(errors) => {
             for e in &errors {
-                let e = shellac::config::vcl::vcl_error(e.clone());
+                let e = shellac::vcl::attach::error(e.clone());
                 eprintln!("error: {e}");
             }
             eprintln!(
@@ -779,14 +789,16 @@ fn serve(
         cache_size,
         vcl,
     };
-    config.apply(&overrides).map_err(|e| {
-        print_errors(&e);
-        anyhow::anyhow!(
-            "invalid command-line overrides or VCL ({} error{})",
-            e.len(),
-            if e.len() == 1 { "" } else { "s" }
-        )
-    })?;
+    let program = shellac::vcl::attach::attach(&mut config, overrides.vcl.as_deref())
+        .and_then(|program| config.apply(&overrides).map(|()| program))
+        .map_err(|e| {
+            print_errors(&e);
+            anyhow::anyhow!(
+                "invalid command-line overrides or VCL ({} error{})",
+                e.len(),
+                if e.len() == 1 { "" } else { "s" }
+            )
+        })?;
     // What `shellac check` says about the machine, before anything starts.
     let name = file.as_ref().map_or_else(
         || "<embedded default>".to_string(),
@@ -817,7 +829,7 @@ fn serve(
     rt.block_on(async move {
         let stop = StopSignals::register();
         let config = Arc::new(config);
-        let running = server::start_with(config.clone(), source, overrides).await?;
+        let running = server::start_with(config.clone(), program, source, overrides).await?;
         for addr in &running.listen {
             tracing::info!("proxy listening on {addr}");
         }

@@ -152,7 +152,13 @@ impl Live {
             .lower_tiers()
             .iter()
             .any(|(name, _)| *name == "disk");
-        proxy.config.summary_running(disk_running)
+        let policy = match (&proxy.config.vcl.file, &proxy.vcl) {
+            (Some(file), Some(vcl)) => Some(crate::vcl::attach::describe(file, &vcl.program)),
+            _ => None,
+        };
+        proxy
+            .config
+            .summary_running(disk_running, policy.as_deref())
     }
 
     pub fn generation(&self) -> u64 {
@@ -296,6 +302,8 @@ impl Live {
                 ]);
             }
         };
+        let program = crate::vcl::attach::attach(&mut config, self.overrides.vcl.as_deref())
+            .map_err(display)?;
         config.apply(&self.overrides).map_err(display)?;
         let old = self.load();
         let changed = diff::describe(&old.config, &config);
@@ -387,14 +395,14 @@ impl Live {
             return Err(errors);
         }
 
-        if let (Some(file), Some(p)) = (&config.vcl.file, &config.vcl_program) {
+        if let (Some(file), Some(p)) = (&config.vcl.file, &program) {
             changes.push(format!(
                 "vcl {}: compiled (VCL {})",
                 file.display(),
                 p.dialect.as_str()
             ));
         }
-        let next = old.next(Arc::new(config));
+        let next = old.next(Arc::new(config), program);
         if let Some(tls) = tls {
             self.tls.store(Arc::new(tls));
             next.counters.tls_reload.inc();

@@ -18,6 +18,7 @@ use crate::proxy::{Proxy, Shared};
 use crate::reload::{ConfigSource, Live};
 use crate::service::listeners::Role;
 use crate::stats::Counters;
+use crate::vcl::ir::Program;
 
 mod h1;
 pub(crate) mod h2;
@@ -47,20 +48,28 @@ pub struct Running {
 }
 
 /// Binds every listener (failing early with the address that could not be bound) and starts
-/// serving. Must be called inside a Tokio runtime. There is no file to reload from.
+/// serving. Must be called inside a Tokio runtime. There is no file to reload from. The
+/// `[vcl] file`, if any, is compiled here (its origins made the configuration's when they
+/// are not yet).
 pub async fn start(config: Arc<Config>) -> anyhow::Result<Running> {
-    start_with(config, ConfigSource::None, Overrides::default()).await
+    let (config, program) = crate::vcl::attach::for_config(config).map_err(|e| {
+        let lines: Vec<String> = e.iter().map(|e| e.to_string()).collect();
+        anyhow::anyhow!("{}", lines.join("\n"))
+    })?;
+    start_with(config, program, ConfigSource::None, Overrides::default()).await
 }
 
-/// Like [`start`]; reloads re-read `source` and apply `overrides` on top.
+/// Like [`start`], with `program` the VCL program compiled for `config` (`vcl::attach`);
+/// reloads re-read `source` and apply `overrides` on top.
 pub async fn start_with(
     config: Arc<Config>,
+    program: Option<Arc<Program>>,
     source: ConfigSource,
     overrides: Overrides,
 ) -> anyhow::Result<Running> {
     trim::return_large_blocks();
     let counters = Arc::new(Counters::default());
-    let proxy = Proxy::new(config.clone(), counters)?;
+    let proxy = Proxy::new(config.clone(), program, counters)?;
     let tls = crate::tls::server::Frontends::build(&config.tls, None)
         .map_err(|e| anyhow::anyhow!("{}", e.join("\n")))?;
     if let (Some(shared), Some(c)) = (&proxy.cache.shared, &config.storage.shared) {

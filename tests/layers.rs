@@ -15,16 +15,6 @@ const UPWARD: &[(&str, &str, &str)] = &[
         "server",
         "Live carries the server's parking lot (server::park::Parking) to its connections; binding and accepting are handed down (reload::Listen) (engineer layers)",
     ),
-    (
-        "src/config/mod.rs",
-        "vcl",
-        "Config holds the compiled VCL program (engineer layers, with policy)",
-    ),
-    (
-        "src/config/vcl.rs",
-        "vcl",
-        "the config model compiles the VCL program (engineer layers, with policy)",
-    ),
 ];
 
 /// Circles between the files of one module still to be cut: (module, the files (children)

@@ -206,7 +206,7 @@ fn vcl_errors_show_the_source_line_and_a_caret() {
     );
     // A syntax error too, and through the configuration's error (what `shellac check` prints).
     let e = errors(&format!("{B4}sub vcl_recv {{ set req.url = ; }}\n"));
-    let shown = shellac::config::vcl::vcl_error(e[0].clone()).to_string();
+    let shown = shellac::vcl::attach::error(e[0].clone()).to_string();
     assert!(
         shown.ends_with("\nsub vcl_recv { set req.url = ; }\n                             ^"),
         "{shown}"

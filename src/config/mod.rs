@@ -69,9 +69,6 @@ pub struct Config {
     /// A Varnish VCL file as the policy instead of `[[rule]]`s (docs/vcl.md).
     #[serde(default)]
     pub vcl: vcl::VclConfig,
-    /// The compiled program of `[vcl] file`, made when the file is loaded; not in the TOML.
-    #[serde(skip)]
-    pub vcl_program: Option<std::sync::Arc<crate::vcl::ir::Program>>,
     #[serde(default)]
     pub invalidation: invalidation::InvalidationConfig,
     #[serde(default)]
@@ -592,7 +589,7 @@ pub struct Overrides {
     pub admin: Option<SocketAddr>,
     pub cache_size: Option<u64>,
     /// `--vcl FILE`: the VCL file is the policy (replaces `[vcl] file`); compiled again on
-    /// every reload.
+    /// every reload (by `vcl::attach`, before the other overrides apply).
     pub vcl: Option<PathBuf>,
 }
 
@@ -687,12 +684,18 @@ impl Config {
             }]
         })?;
         let mut config = Config::parse(&text, &file)?;
-        let base = path.parent().unwrap_or(Path::new("."));
-        let errors = config.attach_vcl(base);
-        if !errors.is_empty() {
-            return Err(errors);
-        }
+        config.relative_to(path.parent().unwrap_or(Path::new(".")));
         Ok((config, text))
+    }
+
+    /// Takes the paths the file gives relative to its directory (`[vcl] file`) from `base`,
+    /// the configuration file's directory.
+    pub fn relative_to(&mut self, base: &Path) {
+        if let Some(file) = &self.vcl.file
+            && file.is_relative()
+        {
+            self.vcl.file = Some(base.join(file));
+        }
     }
 
     /// The embedded default configuration.
@@ -707,14 +710,9 @@ impl Config {
         toml::to_string(self).unwrap_or_else(|e| format!("# cannot serialize: {e}\n"))
     }
 
-    /// Applies command-line overrides and re-validates.
+    /// Applies command-line overrides and re-validates. `--vcl FILE` is the policy layer's
+    /// (`vcl::attach`, before this).
     pub fn apply(&mut self, o: &Overrides) -> Result<(), Vec<ConfigError>> {
-        if let Some(path) = &o.vcl {
-            let errors = self.attach_vcl_file(path);
-            if !errors.is_empty() {
-                return Err(errors);
-            }
-        }
         if !o.listen.is_empty() {
             self.server.listen = o.listen.clone();
         }
@@ -765,14 +763,15 @@ impl Config {
     }
 
     /// One-paragraph summary of what the configuration asks for (`shellac check`).
-    pub fn summary(&self) -> String {
-        self.summary_running(true)
+    /// `policy`: what the policy layer says the VCL program is (`vcl::attach::describe`).
+    pub fn summary(&self, policy: Option<&str>) -> String {
+        self.summary_running(true, policy)
     }
 
     /// One-paragraph summary of what runs (the start-up log): as [`Config::summary`], except
     /// that a configured disk tier that is not running (it could not be opened and
     /// `on_open_error = "memory-only"`) is said to be off.
-    pub fn summary_running(&self, disk_running: bool) -> String {
+    pub fn summary_running(&self, disk_running: bool, policy: Option<&str>) -> String {
         let listen: Vec<String> = self.server.listen.iter().map(|a| a.to_string()).collect();
         let backends: Vec<String> = self
             .backends
@@ -830,18 +829,8 @@ impl Config {
             if self.backends.len() == 1 { "" } else { "s" },
             backends.join(", "),
         ));
-        if let (Some(file), Some(p)) = (&self.vcl.file, &self.vcl_program) {
-            out.push_str(&format!(
-                "; policy: VCL {} ({}, {} subroutine{} of its own)",
-                file.display(),
-                p.dialect.as_str(),
-                p.defined.len() + p.subs.iter().filter(|s| !s.name.starts_with('#')).count(),
-                if p.defined.len() + p.subs.len() == 1 {
-                    ""
-                } else {
-                    "s"
-                },
-            ));
+        if let Some(policy) = policy {
+            out.push_str(&format!("; policy: {policy}"));
         }
         if !directors.is_empty() {
             out.push_str(&format!("; directors {}", directors.join(", ")));
@@ -927,7 +916,11 @@ mod tests {
             let text = format!("[server]\n{off}\n[[backend]]\nhost = \"a\"\n");
             let c = Config::parse(&text, "t.toml").unwrap();
             assert_eq!(c.server.admin, None, "{off}");
-            assert!(c.summary().ends_with("admin off"), "{}", c.summary());
+            assert!(
+                c.summary(None).ends_with("admin off"),
+                "{}",
+                c.summary(None)
+            );
             assert!(c.to_toml().contains("admin = \"off\""));
         }
         let text = "[server]\nadmin = \"[::1]:7000\"\n[[backend]]\nhost = \"a\"\n";

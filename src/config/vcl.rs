@@ -1,14 +1,14 @@
-//! `[vcl]`: a Varnish VCL file as the policy program (docs/vcl.md). The file is compiled when
-//! the configuration is loaded (and on every reload); its backends, probes and directors
-//! become the configuration's, so `[[backend]]`, `[[probe]]`, `[[director]]`, `[routing]` and
-//! `[[rule]]` are not given beside it.
+//! `[vcl]`: a Varnish VCL file as the policy program (docs/vcl.md). The policy layer
+//! (`vcl::attach`) compiles the file when the configuration is loaded (and on every reload)
+//! and holds the program; its backends, probes and directors become the configuration's, so
+//! `[[backend]]`, `[[probe]]`, `[[director]]`, `[routing]` and `[[rule]]` are not given
+//! beside it.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Config, ConfigError};
+use super::Config;
 
 /// `[vcl]`.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
@@ -24,6 +24,10 @@ pub struct VclConfig {
     /// per match (Varnish's `pcre2_match_limit`); past it the match fails (counter
     /// `vcl_match_limit`). Default 10000.
     pub match_limit: usize,
+    /// The backends, probes and directors are the VCL file's (made so by `vcl::attach`); not
+    /// in the TOML.
+    #[serde(skip)]
+    pub origins_from_file: bool,
 }
 
 impl Default for VclConfig {
@@ -33,6 +37,7 @@ impl Default for VclConfig {
             err_unref: true,
             // Varnish's pcre2_match_limit (vcl::pcre::DEFAULT_MATCH_LIMIT).
             match_limit: 10_000,
+            origins_from_file: false,
         }
     }
 }
@@ -40,7 +45,7 @@ impl Default for VclConfig {
 /// What may not stand beside a VCL file (its origins and policy come from it).
 pub(super) fn validate(c: &Config) -> Vec<(Vec<String>, String)> {
     let mut out = Vec::new();
-    if c.vcl.file.is_none() || c.vcl_program.is_some() {
+    if c.vcl.file.is_none() || c.vcl.origins_from_file {
         return out;
     }
     let clash = |what: &str| {
@@ -68,62 +73,4 @@ pub(super) fn validate(c: &Config) -> Vec<(Vec<String>, String)> {
         out.push((vec!["rule".to_string()], clash("[[rule]]")));
     }
     out
-}
-
-impl Config {
-    /// Compiles `[vcl] file` (relative to `base`, the configuration file's directory) and
-    /// makes its origins this configuration's. Every error of the VCL file, located in it.
-    pub fn attach_vcl(&mut self, base: &Path) -> Vec<ConfigError> {
-        let Some(file) = self.vcl.file.clone() else {
-            return Vec::new();
-        };
-        let path = if file.is_absolute() {
-            file
-        } else {
-            base.join(file)
-        };
-        self.attach_vcl_file(&path)
-    }
-
-    /// Compiles the VCL file at `path` and makes it this configuration's program and origins
-    /// (`shellac serve --vcl FILE` on the embedded default uses this too).
-    pub fn attach_vcl_file(&mut self, path: &Path) -> Vec<ConfigError> {
-        let options = crate::vcl::Options {
-            err_unref: self.vcl.err_unref,
-            match_limit: self.vcl.match_limit,
-        };
-        let compiled =
-            crate::vcl::load::load(path).and_then(|src| crate::vcl::compile_with(&src, &options));
-        match compiled {
-            Ok(program) => {
-                self.vcl.file = Some(path.to_path_buf());
-                program.origins.apply_to(self);
-                self.rules.clear();
-                self.vcl_program = Some(Arc::new(program));
-                Vec::new()
-            }
-            Err(errors) => errors.into_iter().map(vcl_error).collect(),
-        }
-    }
-}
-
-/// A VCL error as a configuration error: its file, line and column; unsupported features say
-/// so.
-pub fn vcl_error(e: crate::vcl::VclError) -> ConfigError {
-    let mut message = match e.kind {
-        crate::vcl::ErrorKind::Invalid => e.message,
-        crate::vcl::ErrorKind::Unsupported => format!("not supported: {}", e.message),
-    };
-    // The source line and a caret under the token, as varnishd shows them.
-    if let Some(x) = &e.excerpt {
-        message.push('\n');
-        message.push_str(x);
-    }
-    ConfigError {
-        file: e.file,
-        line: e.pos.line as usize,
-        column: e.pos.col as usize,
-        key: String::new(),
-        message,
-    }
 }

@@ -47,6 +47,7 @@ use crate::http::strict::Violation;
 use crate::rules::Rules;
 use crate::stats::Counters;
 use crate::txlog::{self, Format, Recorder};
+use crate::vcl::ir::Program;
 pub use body::ResponseBody;
 pub use fsm::{Handled, Rest};
 pub use interim::{InterimHead, InterimSink, MAX_INTERIM, serialise as serialise_interim};
@@ -111,10 +112,15 @@ pub struct Shared {
 
 impl Proxy {
     /// Builds the proxy for `config`: storage tiers (memory, and disk if configured), backends,
-    /// rules, and the transaction recorder with its writer thread. Fails if the access log
+    /// rules or `program` (the VCL program of its `[vcl] file`, compiled by `vcl::attach`),
+    /// and the transaction recorder with its writer thread. Fails if the access log
     /// cannot be opened, or the disk tier (`storage.disk.on_open_error = "refuse"`, the
     /// default); with `"memory-only"` an unusable disk tier leaves the memory tier alone.
-    pub fn new(config: Arc<Config>, counters: Arc<Counters>) -> std::io::Result<Arc<Proxy>> {
+    pub fn new(
+        config: Arc<Config>,
+        program: Option<Arc<Program>>,
+        counters: Arc<Counters>,
+    ) -> std::io::Result<Arc<Proxy>> {
         let (memory_size, max_object) =
             (config.cache.memory_size.0, config.cache.max_object_size.0);
         // The memory tier never holds more than it can (its shards are sized by this).
@@ -160,9 +166,9 @@ impl Proxy {
         let backends = Backends::build(&config, &counters);
         let rules = Rules::compile(&config.rules);
         let xids = Arc::new(vcl::Xids::default());
-        let vcl = config.vcl_program.as_ref().map(|p| {
+        let vcl = program.map(|p| {
             Arc::new(vcl::VclRuntime::new(
-                (**p).clone(),
+                (*p).clone(),
                 &backends,
                 xids.clone(),
                 counters.clone(),
@@ -233,11 +239,11 @@ impl Proxy {
 
     /// The proxy for a reloaded `config`: same cache, counters and shared state; backends whose
     /// settings did not change are kept (pools, health); the rest is built anew.
-    pub fn next(&self, config: Arc<Config>) -> Arc<Proxy> {
+    pub fn next(&self, config: Arc<Config>, program: Option<Arc<Program>>) -> Arc<Proxy> {
         let backends = Backends::build_reusing(&config, &self.counters, Some(&self.backends));
-        let vcl = config.vcl_program.as_ref().map(|p| {
+        let vcl = program.map(|p| {
             Arc::new(vcl::VclRuntime::new(
-                (**p).clone(),
+                (*p).clone(),
                 &backends,
                 self.shared.xids.clone(),
                 self.counters.clone(),
@@ -488,6 +494,7 @@ mod tests {
     fn stats_names_are_declared_in_order() {
         let proxy = Proxy::new(
             Arc::new(Config::embedded_default()),
+            None,
             Arc::new(Counters::default()),
         )
         .unwrap();

@@ -483,7 +483,7 @@ mod tests {
 
     fn shared() -> Arc<Shared> {
         let config = Arc::new(crate::config::Config::embedded_default());
-        Proxy::new(config, Arc::new(Counters::default()))
+        Proxy::new(config, None, Arc::new(Counters::default()))
             .expect("embedded default config")
             .shared
             .clone()

@@ -7,6 +7,7 @@
 //! operator's subroutines.
 
 pub mod ast;
+pub mod attach;
 pub mod blob;
 pub mod builtin;
 mod compile;

@@ -365,9 +365,13 @@ impl Shellac {
     /// Like [`Shellac::start_reloadable`], with the start-up error instead of a panic (a
     /// fixed port a previous test's Shellac has not released yet).
     pub async fn try_start_reloadable(path: &std::path::Path) -> anyhow::Result<Shellac> {
-        let config = Config::load(path).unwrap_or_else(|e| panic!("test config invalid: {e:?}"));
+        let mut config =
+            Config::load(path).unwrap_or_else(|e| panic!("test config invalid: {e:?}"));
+        let program = shellac::vcl::attach::attach(&mut config, None)
+            .unwrap_or_else(|e| panic!("test VCL invalid: {e:?}"));
         let running = server::start_with(
             Arc::new(config),
+            program,
             shellac::reload::ConfigSource::File(path.to_path_buf()),
             shellac::config::Overrides::default(),
         )

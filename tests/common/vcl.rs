@@ -40,8 +40,9 @@ pub async fn start_vcl_with(
     config.server.listen = vec!["127.0.0.1:0".parse().unwrap()];
     config.server.admin = Some("127.0.0.1:0".parse().unwrap());
     tweak(&mut config);
-    let errors = config.attach_vcl_file(&path);
-    assert!(errors.is_empty(), "{errors:?}");
+    if let Err(errors) = shellac::vcl::attach::attach_file(&mut config, &path) {
+        panic!("{errors:?}");
+    }
     assert!(config.validate().is_empty(), "{:?}", config.validate());
     let running = shellac::server::start(Arc::new(config))
         .await
