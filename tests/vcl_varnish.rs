@@ -309,3 +309,85 @@ async fn backend_set_health_from_the_admin_listener_and_the_cli() {
     shellac.stop().await;
     origin.stop();
 }
+
+/// A 2009 operator's WordPress VCL (BRIEF.md item 5) sets `obj.prefetch = -30s;` in vcl_fetch
+/// (Varnish 2.0): accepted — it was refused — and given meaning through refresh-ahead: the
+/// object is refreshed in the background when requested within 30 s of its expiry (revalidated
+/// with its ETag), with `cache.refresh_ahead` off. An object with an hour left is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn obj_prefetch_in_vcl_fetch_refreshes_ahead_of_expiry() {
+    let n = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let n2 = n.clone();
+    let origin = Origin::start(move |s| {
+        let i = n2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if s.headers
+            .get("if-none-match")
+            .is_some_and(|v| v == "\"v0\"")
+        {
+            return Reply::ok("")
+                .status(304)
+                .header("etag", "\"v0\"")
+                .header("x-refreshed", &i.to_string());
+        }
+        Reply::ok("the body")
+            .cc("max-age=60")
+            .header("etag", "\"v0\"")
+    })
+    .await;
+    // 2.0: a vcl_fetch that sets obj.* (no beresp.*). 30.5 s of freshness: within 30 s of
+    // expiry half a second after the fetch.
+    let vcl = r#"backend default { ${origin0} }
+sub vcl_fetch {
+    if (req.url ~ "^/short") {
+        set obj.ttl = 30.5s;
+    } else {
+        set obj.ttl = 3600s;
+    }
+    set obj.prefetch = -30s;
+    set obj.http.x-prefetch = obj.prefetch;
+}
+"#;
+    let shellac = start_vcl("obj-prefetch", vcl, &[origin.addr]).await;
+    // An hour left: hits, no refresh.
+    let first = get(shellac.addr, "/long").await;
+    assert!(
+        first.cache_status().contains("stored"),
+        "{} {:?}",
+        first.cache_status(),
+        first.status
+    );
+    let hit = get(shellac.addr, "/long").await;
+    assert!(hit.cache_status().contains("hit"), "{}", hit.cache_status());
+    assert_eq!(hit.header("x-prefetch"), Some("-30.000"));
+    assert_eq!(origin.count_path("/long"), 1);
+
+    assert!(
+        get(shellac.addr, "/short")
+            .await
+            .cache_status()
+            .contains("stored")
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let mut refreshed = None;
+    for _ in 0..100 {
+        let r = get(shellac.addr, "/short").await;
+        assert!(r.cache_status().contains("hit"), "{}", r.cache_status());
+        assert_eq!(r.text(), "the body");
+        if r.header("x-refreshed").is_some() {
+            refreshed = Some(r);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    refreshed.expect("the object was refreshed in the background");
+    assert_eq!(origin.last().headers["if-none-match"], "\"v0\"");
+    assert!(shellac.stat("cache_refresh_ahead").await >= 1);
+    assert_eq!(
+        shellac.stat("cache_miss").await,
+        2,
+        "never a miss after the first"
+    );
+    assert_eq!(origin.count_path("/long"), 1, "an hour left: not refreshed");
+    shellac.stop().await;
+    origin.stop();
+}

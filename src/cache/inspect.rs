@@ -223,7 +223,7 @@ impl Object {
     /// Found in the memory tier by a request at least once (the second-request admission
     /// signal; Shellac keeps no per-object hit count on the hot path).
     pub fn was_hit(&self) -> bool {
-        self.state.hit.load(std::sync::atomic::Ordering::Relaxed)
+        self.state.hit()
     }
 }
 

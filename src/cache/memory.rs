@@ -33,7 +33,7 @@
 
 use std::sync::Arc;
 use std::sync::LazyLock;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -45,8 +45,8 @@ use parking_lot::RwLock;
 
 use super::slab::Block;
 use super::{
-    Body, CacheKey, InspectFuture, MaybeSpan, Object, Span, Storage, StorageStats, StoredFields,
-    TierState, VarySelection,
+    Body, CacheKey, InspectFuture, MaybeSpan, Object, Prefetch, Span, Storage, StorageStats,
+    StoredFields, TierState, VarySelection,
 };
 use crate::stats::Counters;
 
@@ -88,10 +88,23 @@ struct Head {
     stale_if_error: Life,
     field_count: u16,
     status: StatusCode,
-    stale_ok: bool,
-    on_disk: AtomicBool,
+    /// [`Head::STALE_OK`] and [`Head::ON_DISK`] (fixed at insert).
+    flags: u8,
+    /// `Object::prefetch`, in the two bytes the flags left of the padding.
+    prefetch: u16,
     /// CLOCK use count, 0..=3.
     uses: AtomicU8,
+}
+
+impl Head {
+    /// `Object::stale_ok`.
+    const STALE_OK: u8 = 1;
+    /// The object was on (or queued to) the disk tier when it was inserted.
+    const ON_DISK: u8 = 2;
+
+    fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
 }
 
 /// The process's reference instant for [`Head::stored_at`].
@@ -214,8 +227,13 @@ fn entry_for(key: &CacheKey, object: Arc<Object>) -> Entry {
         stale_if_error: Life::of_maybe(object.stale_if_error),
         field_count: count,
         status: object.status,
-        stale_ok: object.stale_ok,
-        on_disk: AtomicBool::new(object.state.on_disk.load(Ordering::Relaxed)),
+        flags: if object.stale_ok { Head::STALE_OK } else { 0 }
+            | if object.state.on_disk() {
+                Head::ON_DISK
+            } else {
+                0
+            },
+        prefetch: object.prefetch.to_bits(),
         uses: AtomicU8::new(0),
     };
     match (shape, &object.body) {
@@ -254,18 +272,15 @@ fn build(entry: &Entry, hit: bool) -> Arc<Object> {
         vary: h.vary.clone(),
         initial_age: h.initial_age.span(),
         ttl: h.ttl.span(),
-        stale_ok: h.stale_ok,
+        stale_ok: h.has(Head::STALE_OK),
         grace: h.grace.span(),
         stale_if_error: h.stale_if_error.maybe_span(),
         keep: h.keep.span(),
         stored_at: instant_from_epoch(h.stored_at),
-        state: TierState {
-            hit: AtomicBool::new(hit),
-            on_disk: AtomicBool::new(h.on_disk.load(Ordering::Relaxed)),
-            from_disk: false,
-        },
+        state: TierState::with(hit, h.has(Head::ON_DISK)),
         prepared: Default::default(),
         hits: Default::default(),
+        prefetch: Prefetch::from_bits(h.prefetch),
     })
 }
 
@@ -419,11 +434,8 @@ impl MemoryStorage {
             let Some(sink) = &self.sink else { continue };
             let h = entry.head();
             let (hit, on_disk) = match h.full.get() {
-                Some(object) => (
-                    object.state.hit.load(Ordering::Relaxed),
-                    object.state.on_disk.load(Ordering::Relaxed),
-                ),
-                None => (false, h.on_disk.load(Ordering::Relaxed)),
+                Some(object) => (object.state.hit(), object.state.on_disk()),
+                None => (false, h.has(Head::ON_DISK)),
             };
             if sink.wants(hit, on_disk) {
                 sink.evicted(key_of(&entry), build(&entry, false));
@@ -604,6 +616,7 @@ mod tests {
             state: Default::default(),
             prepared: Default::default(),
             hits: Default::default(),
+            prefetch: crate::cache::Prefetch::CONFIGURED,
         })
     }
 
@@ -693,8 +706,9 @@ mod tests {
             state: Default::default(),
             prepared: Default::default(),
             hits: Default::default(),
+            prefetch: Prefetch::before(Duration::from_secs(30)),
         };
-        original.state.on_disk.store(true, Ordering::Relaxed);
+        original.state.mark_on_disk();
         let key = CacheKey::new("Example.COM:80", "/a?b=1").with_variant(7);
         m.insert(key.clone(), Arc::new(original));
         assert!(m.lookup(&CacheKey::new("example.com", "/a?b=1")).is_none());
@@ -710,12 +724,13 @@ mod tests {
         assert_eq!(got.initial_age.get(), Duration::from_secs(3));
         assert_eq!(got.ttl.get(), Duration::from_secs(365 * 86400));
         assert!(!got.stale_ok);
+        assert_eq!(got.prefetch, Prefetch::before(Duration::from_secs(30)));
         assert_eq!(got.grace.get(), Duration::from_millis(2500));
         assert_eq!(got.stale_if_error.get(), Some(Duration::from_secs(30)));
         assert_eq!(got.keep.get(), Duration::from_secs(40 * 86400 + 1));
         assert_eq!(got.stored_at, stored_at);
-        assert!(got.state.on_disk.load(Ordering::Relaxed));
-        assert!(got.state.hit.load(Ordering::Relaxed));
+        assert!(got.state.on_disk());
+        assert!(got.state.hit());
         // Built once: the next hit gets the same object.
         assert!(Arc::ptr_eq(&got, &m.lookup(&key).unwrap()));
     }

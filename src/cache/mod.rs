@@ -35,7 +35,8 @@ pub use key::CacheKey;
 #[cfg(test)]
 pub use object::test_object;
 pub use object::{
-    Body, Chunks, OBJECT_OVERHEAD, Object, TierState, VarySelection, boxed_vary, vary_matches,
+    Body, Chunks, OBJECT_OVERHEAD, Object, Prefetch, TierState, VarySelection, boxed_vary,
+    vary_matches,
 };
 pub use prepared::Prepared;
 pub use span::{MaybeSpan, Span};

@@ -1,7 +1,7 @@
 //! A stored response (`Object`): its fields, body, lifetimes and tier bookkeeping, and the
 //! `Vary` selection it was stored under.
 
-use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -35,30 +35,106 @@ pub enum Body {
     Disk(Box<disk::DiskBody>),
 }
 
-/// What the tiers remember about an object besides the response itself.
+/// What the tiers remember about an object besides the response itself: three flags in one
+/// byte (the `Object` has no room for more, `tests::an_object_stays_compact`).
 #[derive(Debug, Default)]
-pub struct TierState {
-    /// Found in the memory tier at least once (eviction then admits it to disk).
-    pub hit: AtomicBool,
-    /// Written, or queued to be written, to the disk tier.
-    pub on_disk: AtomicBool,
-    /// Read from the disk tier for this lookup (`Cache-Status: ...; detail=disk`).
-    pub from_disk: bool,
-}
+pub struct TierState(AtomicU8);
 
 impl TierState {
-    pub fn from_disk() -> TierState {
-        TierState {
-            hit: AtomicBool::new(false),
-            on_disk: AtomicBool::new(true),
-            from_disk: true,
+    /// Found in the memory tier at least once (eviction then admits it to disk).
+    const HIT: u8 = 1;
+    /// Written, or queued to be written, to the disk tier.
+    const ON_DISK: u8 = 2;
+    /// Read from the disk tier for this lookup (`Cache-Status: ...; detail=disk`).
+    const FROM_DISK: u8 = 4;
+
+    /// The state of an object just read from the disk tier.
+    pub fn read_from_disk() -> TierState {
+        TierState(AtomicU8::new(TierState::ON_DISK | TierState::FROM_DISK))
+    }
+
+    /// A state with the given hit and on-disk flags (not read from disk).
+    pub fn with(hit: bool, on_disk: bool) -> TierState {
+        let mut flags = 0;
+        if hit {
+            flags |= TierState::HIT;
         }
+        if on_disk {
+            flags |= TierState::ON_DISK;
+        }
+        TierState(AtomicU8::new(flags))
+    }
+
+    fn has(&self, flag: u8) -> bool {
+        self.0.load(Ordering::Relaxed) & flag != 0
+    }
+
+    /// Found in the memory tier at least once.
+    pub fn hit(&self) -> bool {
+        self.has(TierState::HIT)
+    }
+
+    /// Written, or queued to be written, to the disk tier.
+    pub fn on_disk(&self) -> bool {
+        self.has(TierState::ON_DISK)
+    }
+
+    /// Read from the disk tier for this lookup.
+    pub fn from_disk(&self) -> bool {
+        self.has(TierState::FROM_DISK)
     }
 
     /// Marks a memory hit; a plain load first so hot objects do not bounce a cache line.
     pub fn mark_hit(&self) {
-        if !self.hit.load(Ordering::Relaxed) {
-            self.hit.store(true, Ordering::Relaxed);
+        if !self.hit() {
+            self.0.fetch_or(TierState::HIT, Ordering::Relaxed);
+        }
+    }
+
+    /// Marks the object written (or queued) to the disk tier.
+    pub fn mark_on_disk(&self) {
+        self.0.fetch_or(TierState::ON_DISK, Ordering::Relaxed);
+    }
+}
+
+/// Refresh-ahead set for one object (VCL 2.0's `obj.prefetch`): how long before its expiry a
+/// request refreshes it in the background, in whole seconds (up to 65,534: 18 h). Two bytes,
+/// in the `Object`'s padding; [`Prefetch::CONFIGURED`] (most objects) defers to
+/// `cache.refresh_ahead`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Prefetch(u16);
+
+impl Prefetch {
+    /// As `cache.refresh_ahead` says.
+    pub const CONFIGURED: Prefetch = Prefetch(0);
+    /// Never refreshed ahead (`obj.prefetch = 0s`).
+    pub const OFF: Prefetch = Prefetch(u16::MAX);
+
+    /// Refreshed when requested within `window` of expiry (rounded up to a whole second).
+    pub fn before(window: Duration) -> Prefetch {
+        if window.is_zero() {
+            return Prefetch::OFF;
+        }
+        let secs = window.as_secs() + u64::from(window.subsec_nanos() > 0);
+        Prefetch(secs.clamp(1, u64::from(u16::MAX - 1)) as u16)
+    }
+
+    /// The raw value, as stored by the disk and shared tiers.
+    pub fn to_bits(self) -> u16 {
+        self.0
+    }
+
+    pub fn from_bits(bits: u16) -> Prefetch {
+        Prefetch(bits)
+    }
+
+    /// The window before expiry in which a request refreshes the object: this object's own,
+    /// else what `configured` (the setting's window for its TTL) says.
+    pub fn window(self, configured: impl FnOnce() -> Option<Duration>) -> Option<Duration> {
+        match self {
+            Prefetch::CONFIGURED => configured(),
+            Prefetch::OFF => None,
+            Prefetch(secs) => Some(Duration::from_secs(u64::from(secs))),
         }
     }
 }
@@ -100,6 +176,8 @@ pub struct Object {
     /// Hits counted for VCL's `obj.hits`: only a VCL program counts them, a hit without one
     /// writes nothing here. 16 bits fit the padding after `status`; the count stops at 65535.
     pub hits: AtomicU16,
+    /// Its own refresh-ahead window (VCL 2.0 `obj.prefetch`), or the configured one.
+    pub prefetch: Prefetch,
 }
 
 impl Object {
@@ -157,6 +235,7 @@ impl Object {
             state: Default::default(),
             prepared: Default::default(),
             hits: Default::default(),
+            prefetch: plan.prefetch,
         }
     }
 
@@ -190,6 +269,7 @@ impl Object {
             state: TierState::default(),
             prepared: Default::default(),
             hits: AtomicU16::new(self.hits.load(Ordering::Relaxed)),
+            prefetch: self.prefetch,
         }
     }
 
@@ -273,10 +353,7 @@ impl Object {
             return None;
         }
         Some(Object {
-            state: TierState {
-                on_disk: AtomicBool::new(true),
-                ..TierState::default()
-            },
+            state: TierState::with(false, true),
             ..self.copy()
         })
     }
@@ -351,6 +428,7 @@ pub fn test_object(headers: &[(&str, &str)]) -> Object {
         state: TierState::default(),
         prepared: Default::default(),
         hits: Default::default(),
+        prefetch: Prefetch::CONFIGURED,
     }
 }
 
@@ -377,6 +455,29 @@ mod tests {
         assert_eq!(c.grace.get(), secs(100));
         assert_eq!(c.keep.get(), secs(1));
         assert_eq!(o.expired_copy(now).unwrap().ttl.get(), Duration::ZERO);
+    }
+
+    /// VCL 2.0's `obj.prefetch`: an object's own window wins over the setting, "off" turns it
+    /// off whatever the setting says, and most objects follow the setting.
+    #[test]
+    fn an_objects_own_prefetch_window() {
+        let secs = Duration::from_secs;
+        let configured = || Some(Duration::from_secs(5));
+        assert_eq!(Prefetch::CONFIGURED.window(configured), Some(secs(5)));
+        assert_eq!(Prefetch::OFF.window(configured), None);
+        assert_eq!(
+            Prefetch::before(secs(30)).window(configured),
+            Some(secs(30))
+        );
+        assert_eq!(
+            Prefetch::before(Duration::from_millis(1500)).window(|| None),
+            Some(secs(2))
+        );
+        assert_eq!(Prefetch::before(Duration::ZERO), Prefetch::OFF);
+        assert_eq!(
+            Prefetch::before(secs(1 << 20)).window(|| None),
+            Some(secs(65_534))
+        );
     }
 
     /// The object's size is most of a small cached object's overhead (workload 8): it went

@@ -178,6 +178,7 @@ impl Partial {
             state: Default::default(),
             prepared: Default::default(),
             hits: Default::default(),
+            prefetch: super::Prefetch::CONFIGURED,
         })
     }
 }

@@ -13,7 +13,6 @@
 //! larger objects stay on disk and are streamed from it.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::ban::{Ban, BanError};
@@ -86,7 +85,7 @@ impl EvictSink for Admit {
 
     fn evicted(&self, key: CacheKey, object: Arc<Object>) {
         if self.disk.admit(key, object.clone()) {
-            object.state.on_disk.store(true, Ordering::Relaxed);
+            object.state.mark_on_disk();
         }
     }
 }
@@ -176,7 +175,7 @@ impl Storage for Tiered {
         };
         if admit {
             if self.disk.admit(key.clone(), object.clone()) {
-                object.state.on_disk.store(true, Ordering::Relaxed);
+                object.state.mark_on_disk();
             }
         } else {
             self.counters.disk_admit_skip.inc();

@@ -236,6 +236,7 @@ mod tests {
             state: Default::default(),
             prepared: Default::default(),
             hits: Default::default(),
+            prefetch: crate::cache::Prefetch::CONFIGURED,
         })
     }
 

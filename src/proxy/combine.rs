@@ -154,6 +154,7 @@ fn banned(txn: &Txn, primary: &CacheKey, held: &Partial) -> bool {
         state: Default::default(),
         prepared: Default::default(),
         hits: Default::default(),
+        prefetch: crate::cache::Prefetch::CONFIGURED,
     };
     if cache.bans.check(primary, &probe, Some(&txn.req.headers))
         == crate::cache::ban::BanCheck::Banned

@@ -247,7 +247,7 @@ fn age_value(secs: u64) -> HeaderValue {
 /// every hit).
 pub fn hit_status(object: &Object, now: Instant) -> StackStr {
     use std::fmt::Write as _;
-    let tier = if object.state.from_disk {
+    let tier = if object.state.from_disk() {
         "; detail=disk"
     } else {
         ""

@@ -178,6 +178,7 @@ mod tests {
             grace: Duration::ZERO,
             keep: Duration::ZERO,
             stale_if_error: None,
+            prefetch: crate::cache::Prefetch::CONFIGURED,
         };
         let fill = Fill {
             status: StatusCode::OK,

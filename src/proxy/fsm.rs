@@ -232,7 +232,7 @@ impl Txn {
             return step;
         }
         self.proxy.counters.cache_hit.inc();
-        if object.state.from_disk {
+        if object.state.from_disk() {
             self.proxy.counters.cache_hit_disk.inc();
         } else {
             self.proxy.counters.cache_hit_memory.inc();
@@ -247,16 +247,15 @@ impl Txn {
         self.deliver_object_at(object, &status, now)
     }
 
-    /// Refresh-ahead (`cache.refresh_ahead`): a fresh object within the window before its
-    /// expiry is refreshed in the background — unless a fetch for it is already running, or
-    /// the URL was recently uncacheable (a refresh would only be refused again).
+    /// Refresh-ahead (`cache.refresh_ahead`, or the object's own from VCL 2.0's
+    /// `obj.prefetch`): a fresh object within the window before its expiry is refreshed in the
+    /// background — unless a fetch for it is already running, or the URL was recently
+    /// uncacheable (a refresh would only be refused again).
     pub(super) fn refresh_ahead(&self, object: &Arc<Object>, now: Instant) {
-        let Some(window) = self
-            .proxy
-            .config
-            .cache
-            .refresh_ahead
-            .window(object.ttl.get())
+        let configured = self.proxy.config.cache.refresh_ahead;
+        let Some(window) = object
+            .prefetch
+            .window(|| configured.window(object.ttl.get()))
         else {
             return;
         };

@@ -229,9 +229,12 @@ impl Proxy {
         if !object.is_fresh(now) {
             return None;
         }
-        // Within `cache.refresh_ahead` of expiry: the full path delivers it and starts the
-        // background refresh.
-        if let Some(window) = self.config.cache.refresh_ahead.window(object.ttl.get())
+        // Within `cache.refresh_ahead` (or the object's own `obj.prefetch`) of expiry: the
+        // full path delivers it and starts the background refresh.
+        let configured = self.config.cache.refresh_ahead;
+        if let Some(window) = object
+            .prefetch
+            .window(|| configured.window(object.ttl.get()))
             && object.remaining_ttl(now) <= window
         {
             return None;
@@ -271,7 +274,7 @@ impl Proxy {
         counters.client_req.inc();
         counters.cache_hit.inc();
         counters.cache_hit_fast.inc();
-        if object.state.from_disk {
+        if object.state.from_disk() {
             counters.cache_hit_disk.inc();
         } else {
             counters.cache_hit_memory.inc();

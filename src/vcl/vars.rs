@@ -91,6 +91,8 @@ pub enum Slot {
     BerespDoStream,
     /// 2.x `beresp.saintmode`: hold the backend off for this object for so long.
     BerespSaintmode,
+    /// 2.0 `obj.prefetch` in vcl_fetch: the object's refresh-ahead (`Object::prefetch`).
+    BerespPrefetch,
     ObjStatus,
     ObjReason,
     ObjProto,
@@ -308,7 +310,7 @@ pub const VARS: &[VarDef] = &[
     v("obj.cacheable", BOOL, D20, FETCH, FETCH, 0, BerespCacheable),
     v("obj.ttl", DUR, D20, FETCH, FETCH, 0, BerespTtl),
     v("obj.grace", DUR, D20, FETCH, FETCH, 0, BerespGrace),
-    v("obj.prefetch", DUR, D20, FETCH, FETCH, 0, Unsupported("obj.prefetch was never implemented by Varnish either")),
+    v("obj.prefetch", DUR, D20, FETCH, FETCH, 0, BerespPrefetch),
     // The backend response, 2.1/3.0: `beresp` in vcl_fetch.
     v("beresp.proto", STR, D21, FETCH, FETCH, 0, BerespProto),
     v("beresp.status", INT, D21, FETCH, FETCH, 0, BerespStatus),

@@ -571,9 +571,10 @@ fn object_from(meta: Meta, body: Body, body_len: u64) -> Object {
         keep: Duration::from_millis(meta.keep_ms).into(),
         stale_if_error: meta.stale_if_error_ms.map(Duration::from_millis).into(),
         stored_at: Instant::now(),
-        state: crate::cache::TierState::from_disk(),
+        state: crate::cache::TierState::read_from_disk(),
         prepared: Default::default(),
         hits: Default::default(),
+        prefetch: meta.prefetch,
     }
 }
 

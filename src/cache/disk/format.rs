@@ -444,6 +444,8 @@ pub struct Meta {
     /// Wall clock when the response head arrived, ms since the Unix epoch.
     pub stored_ms: u64,
     pub stale_ok: bool,
+    /// `Object::prefetch` (VCL 2.0 `obj.prefetch`).
+    pub prefetch: crate::cache::Prefetch,
     pub grace_ms: u64,
     pub keep_ms: u64,
     pub stale_if_error_ms: Option<u64>,
@@ -458,7 +460,14 @@ impl Meta {
         b.extend_from_slice(&self.initial_age_ms.to_le_bytes());
         b.extend_from_slice(&self.ttl_ms.to_le_bytes());
         b.extend_from_slice(&self.stored_ms.to_le_bytes());
-        b.push(self.stale_ok as u8);
+        // 0 / 1: stale_ok; 2 / 3: the same with a refresh-ahead window of its own, in the
+        // two bytes that follow (a reader before it drops such a record: never misread).
+        if self.prefetch == crate::cache::Prefetch::CONFIGURED {
+            b.push(self.stale_ok as u8);
+        } else {
+            b.push(2 | self.stale_ok as u8);
+            b.extend_from_slice(&self.prefetch.to_bits().to_le_bytes());
+        }
         b.extend_from_slice(&self.grace_ms.to_le_bytes());
         b.extend_from_slice(&self.keep_ms.to_le_bytes());
         match self.stale_if_error_ms {
@@ -497,9 +506,10 @@ impl Meta {
         let initial_age_ms = r.u64()?;
         let ttl_ms = r.u64()?;
         let stored_ms = r.u64()?;
-        let stale_ok = match r.u8()? {
-            0 => false,
-            1 => true,
+        let (stale_ok, prefetch) = match r.u8()? {
+            0 => (false, crate::cache::Prefetch::CONFIGURED),
+            1 => (true, crate::cache::Prefetch::CONFIGURED),
+            b @ (2 | 3) => (b == 3, crate::cache::Prefetch::from_bits(r.u16()?)),
             _ => return None,
         };
         let grace_ms = r.u64()?;
@@ -543,6 +553,7 @@ impl Meta {
             ttl_ms,
             stored_ms,
             stale_ok,
+            prefetch,
             grace_ms,
             keep_ms,
             stale_if_error_ms,
@@ -600,6 +611,7 @@ mod tests {
             ttl_ms: 60_000,
             stored_ms: 1_700_000_000_000,
             stale_ok: true,
+            prefetch: crate::cache::Prefetch::before(std::time::Duration::from_secs(30)),
             grace_ms: 10_000,
             keep_ms: 3_600_000,
             stale_if_error_ms: Some(5),

@@ -66,6 +66,7 @@ pub(super) fn object(body: Vec<u8>, ttl: Duration, initial_age: Duration) -> Arc
         state: Default::default(),
         prepared: Default::default(),
         hits: Default::default(),
+        prefetch: crate::cache::Prefetch::CONFIGURED,
     })
 }
 
@@ -121,7 +122,7 @@ async fn objects_survive_clean_close_and_crash() {
     for i in 0..50 {
         let got = disk.lookup_io(&key(i)).await.expect("written object found");
         assert_eq!(body_of(&got).await, body_for(i, 5000));
-        assert!(got.state.from_disk);
+        assert!(got.state.from_disk());
     }
     disk.close();
 

@@ -290,6 +290,7 @@ impl Writer {
             ttl_ms: object.ttl.millis(),
             stored_ms,
             stale_ok: object.stale_ok,
+            prefetch: object.prefetch,
             grace_ms: object.grace.millis(),
             keep_ms: object.keep.millis(),
             stale_if_error_ms: object.stale_if_error.get().map(|d| d.as_millis() as u64),

@@ -128,6 +128,9 @@ pub struct StorePlan {
     pub keep: Duration,
     /// `stale-if-error=N` from the response: stale may also answer backend 5xx this long.
     pub stale_if_error: Option<Duration>,
+    /// Refresh-ahead for this object (VCL 2.0 `obj.prefetch`); most follow
+    /// `cache.refresh_ahead`.
+    pub prefetch: super::Prefetch,
 }
 
 /// What the exchange, not the response's own fields, tells the storage decision.

@@ -133,6 +133,7 @@ pub fn evaluate_with(
             grace: Duration::ZERO,
             keep,
             stale_if_error: None,
+            prefetch: crate::cache::Prefetch::CONFIGURED,
         });
     }
     // Lifetimes the operator chose — a rule's `ttl` / `min_ttl`, `cache.default_ttl` — apply to
@@ -178,5 +179,6 @@ pub fn evaluate_with(
         grace: o.grace.or(cc.stale_while_revalidate).unwrap_or(cfg.grace.0),
         keep: o.keep.unwrap_or(cfg.keep.0),
         stale_if_error: cc.stale_if_error,
+        prefetch: crate::cache::Prefetch::CONFIGURED,
     })
 }

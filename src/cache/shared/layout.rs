@@ -147,7 +147,10 @@ pub fn encode(key: &CacheKey, object: &Object, generation: u64, now: Instant) ->
     let mut b = BytesMut::with_capacity(256 + key.text().len() + object.headers.block_len());
     b.put_slice(MAGIC);
     b.put_u64_le(generation);
-    let flags = u8::from(object.stale_ok);
+    // Bit 0: stale_ok; bit 1: a refresh-ahead window of its own (two bytes after the Vary
+    // list, where a node that does not know them refuses an inline record: a miss).
+    let prefetch = object.prefetch != crate::cache::Prefetch::CONFIGURED;
+    let flags = u8::from(object.stale_ok) | (u8::from(prefetch) << 1);
     b.put_u8(flags);
     b.put_u16_le(object.status.as_u16());
     b.put_u64_le(stored_ms);
@@ -180,6 +183,9 @@ pub fn encode(key: &CacheKey, object: &Object, generation: u64, now: Instant) ->
             }
             None => b.put_u8(0),
         }
+    }
+    if prefetch {
+        b.put_u16_le(object.prefetch.to_bits());
     }
     if inline {
         b.put_slice(&body);
@@ -274,6 +280,14 @@ pub fn decode(key: &CacheKey, record: Bytes) -> Result<Meta, Refused> {
         };
         vary.push((name, value));
     }
+    let prefetch = if flags & 2 != 0 {
+        if r.remaining() < 2 {
+            return Err(m);
+        }
+        crate::cache::Prefetch::from_bits(r.get_u16_le())
+    } else {
+        crate::cache::Prefetch::CONFIGURED
+    };
     let inline = if chunks == 0 {
         if r.remaining() as u64 != body_len {
             return Err(m);
@@ -303,6 +317,7 @@ pub fn decode(key: &CacheKey, record: Bytes) -> Result<Meta, Refused> {
         hits: Default::default(),
         stored_at,
         state: TierState::default(),
+        prefetch,
     };
     Ok(Meta {
         generation,
@@ -486,6 +501,22 @@ mod tests {
         assert_eq!(back.vary(), o.vary());
         assert_eq!((back.ttl, back.grace, back.keep), (o.ttl, o.grace, o.keep));
         assert!(back.is_fresh(Instant::now()));
+        assert_eq!(back.prefetch, crate::cache::Prefetch::CONFIGURED);
+    }
+
+    /// VCL 2.0's `obj.prefetch` travels with the object through the shared tier.
+    #[test]
+    fn an_objects_own_prefetch_round_trips() {
+        let key = CacheKey::new("h", "/p");
+        for body in [&b"small"[..], &vec![7u8; CHUNK_SIZE + 3][..]] {
+            let mut o = object(body);
+            o.prefetch = crate::cache::Prefetch::before(Duration::from_secs(30));
+            let e = encode(&key, &o, 1, Instant::now()).unwrap();
+            let chunks: Vec<Option<Bytes>> = e.chunks.iter().cloned().map(Some).collect();
+            let back = decode(&key, e.meta).unwrap().into_object(chunks).unwrap();
+            assert_eq!(back.prefetch, o.prefetch);
+            assert_eq!(body_of(&back), body);
+        }
     }
 
     #[test]

@@ -149,7 +149,7 @@ pub(super) const CACHE: &[Setting] = &[
         default: Default::Value(r##""off""##),
         example: r##""10%""##,
         restart: false,
-        doc: r##"Refresh-ahead (Varnish's `obj.prefetch`, Akamai's prefresh): a fresh object requested within this much of its expiry is delivered from the cache and refreshed in the background — one refresh at a time per object, revalidated with its `ETag` / `Last-Modified`, with the rules and route of the request that started it; not while the URL is marked uncacheable (hit-for-miss). A share of the object's TTL (`"10%"`: its last tenth; 1–99 %) or a duration (`"30s"`); `"off"`, `false` or `"0s"` turn it off. Counter `cache_refresh_ahead`."##,
+        doc: r##"Refresh-ahead (Varnish's `obj.prefetch`, Akamai's prefresh): a fresh object requested within this much of its expiry is delivered from the cache and refreshed in the background — one refresh at a time per object, revalidated with its `ETag` / `Last-Modified`, with the rules and route of the request that started it; not while the URL is marked uncacheable (hit-for-miss). A share of the object's TTL (`"10%"`: its last tenth; 1–99 %) or a duration (`"30s"`); `"off"`, `false` or `"0s"` turn it off. A 2.0 VCL file's `set obj.prefetch = -30s;` in vcl_fetch gives an object a window of its own, which wins over this one ([vcl.md](vcl.md)). Counter `cache_refresh_ahead`."##,
     },
 ];
 

@@ -343,6 +343,9 @@ impl Env for Scope<'_> {
                     .and_then(|b| b.saintmode)
                     .unwrap_or(0.0),
             ),
+            Slot::BerespPrefetch => {
+                Value::Duration(self.beresp.as_ref().and_then(|b| b.prefetch).unwrap_or(0.0))
+            }
             Slot::BerespBody | Slot::RespBody => Value::None,
             Slot::ObjStatus => self.obj.map_or(Value::None, |(o, _)| {
                 Value::Int(i64::from(o.status.as_u16()))
@@ -564,6 +567,11 @@ impl Env for Scope<'_> {
             Slot::BerespDoStream => {
                 if let Some(b) = self.beresp.as_deref_mut() {
                     b.do_stream = value.truth();
+                }
+            }
+            Slot::BerespPrefetch => {
+                if let Some(b) = self.beresp.as_deref_mut() {
+                    b.prefetch = Some(value.number());
                 }
             }
             Slot::BerespSaintmode => {

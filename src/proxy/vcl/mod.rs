@@ -177,6 +177,8 @@ pub(super) struct Beresp {
     pub do_stream: bool,
     /// 2.x `beresp.saintmode`: seconds to hold the backend off for this object.
     pub saintmode: Option<f64>,
+    /// 2.0 `obj.prefetch` (seconds: negative before expiry, positive from now), when set.
+    pub prefetch: Option<f64>,
 }
 
 /// The response to the client as VCL sees it (`resp.*`) in vcl_deliver / vcl_synth.

@@ -11,6 +11,7 @@ use http::{Response, StatusCode};
 
 use super::super::ErrorOutcome;
 use super::client::{make_bereq, reason_phrase};
+use crate::cache::Prefetch;
 use crate::cache::policy::{self, NoCacheReason, StorePlan};
 use crate::proxy::body::ResponseBody;
 use crate::proxy::deliver;
@@ -166,6 +167,7 @@ pub(super) fn backend_response(
         was_304,
         do_stream: !legacy,
         saintmode: None,
+        prefetch: None,
     };
     let m = if legacy {
         Method::Fetch
@@ -266,7 +268,23 @@ fn plan(
         grace: secs(beresp.grace),
         keep: secs(beresp.keep),
         stale_if_error: fresh.stale_if_error,
+        prefetch: prefetch(beresp),
     })
+}
+
+/// VCL 2.0's `obj.prefetch` as Varnish 2.0 read it (`VRT_l_obj_prefetch`): negative, that long
+/// before expiry; positive, that long from now; zero, never. A value outside the object's
+/// freshness (`beresp.ttl` as vcl_fetch leaves it) is ignored, as Varnish logged and ignored
+/// it, which leaves `cache.refresh_ahead`; so does a file that never sets it.
+fn prefetch(beresp: &Beresp) -> Prefetch {
+    let secs = crate::vcl::run::value::to_duration;
+    match beresp.prefetch {
+        None => Prefetch::CONFIGURED,
+        Some(0.0) => Prefetch::OFF,
+        Some(a) if a < 0.0 && -a < beresp.ttl => Prefetch::before(secs(-a)),
+        Some(a) if a > 0.0 && a < beresp.ttl => Prefetch::before(secs(beresp.ttl - a)),
+        Some(_) => Prefetch::CONFIGURED,
+    }
 }
 
 /// No backend answered (`status`, `detail`): 4.x runs vcl_backend_error, whose `beresp` is
@@ -292,6 +310,7 @@ pub(super) fn backend_error(txn: &mut Txn, status: StatusCode, detail: &str) -> 
         was_304: false,
         do_stream: true,
         saintmode: None,
+        prefetch: None,
     };
     match run_backend(txn, Method::BackendError, Some(&mut beresp)) {
         Verdict::Deliver => {}
