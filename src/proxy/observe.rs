@@ -82,8 +82,8 @@ pub(super) fn deliver(
         resp.headers(),
         tls,
     );
-    if let Some(v) = &txn.vcl {
-        record.set_vcl(Some(&v.state.trace_text()));
+    if let Some(trace) = txn.policy.trace(txn) {
+        record.set_vcl(Some(&trace));
     }
     resp.map(|b| b.counted(counters).recorded(record))
 }

@@ -70,16 +70,10 @@ async fn run(
     proxy: Arc<Proxy>,
     req: Parts,
     client: SocketAddr,
-    (primary, inherited): (CacheKey, Inherited),
+    (primary, mut inherited): (CacheKey, Inherited),
     stale: Arc<Object>,
     guard: LeaderGuard,
 ) -> Response<ResponseBody> {
-    // A background fetch runs the backend side's VCL (bereq.is_bgfetch), not the client's.
-    let vcl = proxy.vcl.clone().map(|rt| {
-        let mut v = super::vcl::VclTxn::background(rt, inherited.vcl_xid);
-        v.state.backend = inherited.vcl_backend;
-        Box::new(v)
-    });
     let mut txn = Txn {
         proxy,
         policy: inherited.policy,
@@ -92,10 +86,10 @@ async fn run(
         stale: Some(stale),
         req_cc: None,
         background: true,
-        matched_rules: inherited.matched_rules,
-        route: inherited.route,
+        matched_rules: std::mem::take(&mut inherited.matched_rules),
+        route: inherited.route.take(),
         route_hash: inherited.route_hash,
-        vcl,
+        vcl: None,
         authorized: inherited.authorized,
         interim: None,
         range_fetch: None,
@@ -106,6 +100,8 @@ async fn run(
         close: false,
         filters: Default::default(),
     };
+    // Policy hook: the refresh's own state (VCL: the backend side's, `bereq.is_bgfetch`).
+    txn.policy.background(&mut txn, &inherited);
     match fetch::fetch(&mut txn, FetchMode::Miss(guard)).await {
         Step::Deliver(resp) => resp,
         _ => deliver::synth(StatusCode::SERVICE_UNAVAILABLE, "refresh-failed", false),

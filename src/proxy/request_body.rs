@@ -59,7 +59,7 @@ impl Txn {
     /// Whether Recv must first read the body (a program that calls `std.cache_req_body()`,
     /// a body not read yet): the most to read.
     pub(super) fn body_to_read(&self) -> Option<u64> {
-        let cap = self.proxy.vcl.as_ref()?.program.req_body_keep?;
+        let cap = self.policy.body_to_read(self)?;
         let pending = self.held_body.is_none()
             && self.body.as_ref().is_some_and(|b| {
                 use http_body::Body as _;

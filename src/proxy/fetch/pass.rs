@@ -9,7 +9,7 @@ use http::response::Parts;
 use http::{Method, StatusCode};
 
 use super::super::body::ResponseBody;
-use super::super::txn::{Policy, Step, Txn};
+use super::super::txn::{Step, Txn};
 use crate::backend::BackendBody;
 use crate::cache::CacheKey;
 use crate::cache::policy::NoCacheReason;
@@ -24,14 +24,14 @@ pub(super) async fn pass(
     parts: Parts,
     body: BackendBody,
 ) -> Step {
-    // RFC 9111 §4.4; under VCL only when the configuration asks (Varnish never changes the
-    // cache on a pass or pipe).
+    // RFC 9111 §4.4, unless the configuration or the policy says otherwise (VCL: only when
+    // the configuration asks).
     let invalidates = txn
         .proxy
         .config
         .invalidation
         .unsafe_requests_invalidate
-        .unwrap_or(txn.policy == Policy::Rules);
+        .unwrap_or_else(|| txn.policy.unsafe_invalidates(txn));
     if invalidates
         && !is_safe(&txn.req.method)
         && (parts.status.is_success() || parts.status.is_redirection())

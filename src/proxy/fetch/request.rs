@@ -7,7 +7,6 @@ use http::{Method, Request, Version};
 
 use super::super::txn::Txn;
 use crate::backend::{Backend, RequestBody};
-use crate::cache::Object;
 use crate::http::headers;
 
 /// Request fields that would make the backend answer something other than the full object.
@@ -20,21 +19,6 @@ const CONDITIONAL: [HeaderName; 6] = [
     header::RANGE,
 ];
 
-/// The stored `Last-Modified` if it is a strong validator (RFC 9110 §8.8.2.2): at least a
-/// second before the stored `Date` — or, without one, before the response arrived (the Date
-/// RFC 9110 §6.6.1 has a cache record). Under VCL, as Varnish does, only such a time is sent
-/// in `If-Modified-Since`: a weak one may hide a change made within the same second.
-fn strong_last_modified(stale: &Object) -> Option<&str> {
-    let text = stale.last_modified()?;
-    let modified = httpdate::parse_http_date(text).ok()?;
-    let date = match stale.headers.get_str(&header::DATE) {
-        Some(d) => httpdate::parse_http_date(d).ok()?,
-        None => std::time::SystemTime::now().checked_sub(stale.stored_at.elapsed())?,
-    };
-    let gap = date.duration_since(modified).ok()?;
-    (gap >= std::time::Duration::from_secs(1)).then_some(text)
-}
-
 /// The backend request: hop-by-hop removed, forwarding fields (`X-Forwarded-*`, `Forwarded`,
 /// `Via`) added; for cache
 /// fills a plain GET without conditionals or ranges, so the whole object comes back.
@@ -43,21 +27,18 @@ pub(super) fn build_request(
     backend: &Backend,
     for_cache: bool,
 ) -> Request<RequestBody> {
-    // VCL's backend request (`bereq.*`), when a program made one: its method, URL and fields.
-    let bereq = txn.vcl.as_ref().and_then(|v| v.bereq.as_ref());
-    let mut headers: HeaderMap = match bereq {
+    // Policy hook: the backend request the policy made (VCL's `bereq.*`), when it made one:
+    // its method, URL and fields.
+    let bereq = txn.policy.backend_request(txn);
+    let mut headers: HeaderMap = match &bereq {
         Some(b) => b.headers.clone(),
         None => txn.req.headers.clone(),
     };
-    let vcl_method = bereq.map(|b| b.method.clone());
-    let vcl_uri = bereq.map(|b| b.uri.clone());
-    let no_body = bereq.is_some_and(|b| b.no_body);
-    let retry_connect = bereq.is_none_or(|b| b.retry_connect);
-    let timeouts = bereq.map(|b| crate::backend::RequestTimeouts {
-        connect: b.connect_timeout,
-        first_byte: b.first_byte_timeout,
-        between_bytes: b.between_bytes_timeout,
-    });
+    let vcl_method = bereq.as_ref().map(|b| b.method.clone());
+    let vcl_uri = bereq.as_ref().map(|b| b.uri.clone());
+    let no_body = bereq.as_ref().is_some_and(|b| b.no_body);
+    let retry_connect = bereq.as_ref().is_none_or(|b| b.retry_connect);
+    let timeouts = bereq.map(|b| b.timeouts);
     headers::strip_hop_by_hop(&mut headers);
     // A protocol upgrade the operator allows goes to the backend (never for a cache fill).
     if !for_cache
@@ -88,7 +69,8 @@ pub(super) fn build_request(
         .extensions
         .get::<crate::tls::server::Session>()
         .is_some();
-    headers::add_forwarding_fields(&mut headers, txn.client.ip(), https, txn.vcl.is_none());
+    let xff = txn.policy.forwarded_for(txn);
+    headers::add_forwarding_fields(&mut headers, txn.client.ip(), https, xff);
     let method = if for_cache {
         for name in CONDITIONAL {
             headers.remove(name);
@@ -106,11 +88,7 @@ pub(super) fn build_request(
             if let Some(etag) = stale.etag().and_then(|v| HeaderValue::from_str(v).ok()) {
                 headers.insert(header::IF_NONE_MATCH, etag);
             }
-            let lm = if txn.vcl.is_some() {
-                strong_last_modified(stale)
-            } else {
-                stale.last_modified()
-            };
+            let lm = txn.policy.if_modified_since(txn, stale);
             if let Some(lm) = lm.and_then(|v| HeaderValue::from_str(v).ok()) {
                 headers.insert(header::IF_MODIFIED_SINCE, lm);
             }

@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use http::header;
 use http::{Method, Response, StatusCode};
 
 use super::super::txn::Txn;
@@ -11,7 +10,6 @@ use super::request::build_request;
 use crate::backend::director::{Member, Pick};
 use crate::backend::{Backend, BackendBody, FetchError};
 use crate::cache::CacheKey;
-use crate::config::HashOn;
 
 /// Attempts at most per request (first try, retries and restarts together).
 const MAX_ATTEMPTS: usize = 16;
@@ -71,10 +69,10 @@ pub(super) async fn send(
                     | Method::TRACE
             ));
     // The body this backend request would send is gone (an earlier one sent it).
-    let vcl_bereq = txn.vcl.as_ref().and_then(|v| v.bereq.as_ref());
-    let method = vcl_bereq.map_or(&txn.req.method, |b| &b.method);
+    let bereq = txn.policy.backend_request(txn);
+    let method = bereq.as_ref().map_or(&txn.req.method, |b| b.method);
     let sends = !for_cache
-        && !vcl_bereq.is_some_and(|b| b.no_body)
+        && !bereq.as_ref().is_some_and(|b| b.no_body)
         && !matches!(*method, Method::GET | Method::HEAD);
     if txn.body_spent(sends) {
         tracing::warn!("request body already sent to a backend and not kept: not sent again");
@@ -170,39 +168,6 @@ fn choose(
         client: txn.client.ip(),
         exclude: tried,
         hash: txn.route_hash,
-        draw: legacy_draw(route, txn),
+        draw: txn.policy.route_draw(txn, route),
     })
-}
-
-/// A 2.x VCL program's `hash` or `client` director picks as Varnish 2.1's did (`Pick::draw`):
-/// from the SHA-256 of the request's hash inputs — those vcl_hash gave, else the built-in
-/// vcl_hash's URL and Host (a passed request runs no vcl_hash here) — or of
-/// `client.identity` / the client's address.
-fn legacy_draw(route: &Member, txn: &Txn) -> Option<u32> {
-    let v = txn.vcl.as_deref()?;
-    if !v.runtime.program.dialect.is_legacy() {
-        return None;
-    }
-    let Member::Director(d) = route else {
-        return None;
-    };
-    let input = match d.hash_source()? {
-        HashOn::ClientIp => match &v.state.identity {
-            Some(id) => id.clone(),
-            None => txn.client.ip().to_string(),
-        },
-        HashOn::Key if v.state.hash.is_empty() => {
-            let url = txn.req.uri.path_and_query().map_or("/", |p| p.as_str());
-            let host = txn
-                .req
-                .headers
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .unwrap_or("0.0.0.0");
-            format!("{url}#{host}#")
-        }
-        HashOn::Key => v.state.hash_parts().map(|p| format!("{p}#")).collect(),
-        HashOn::Header(_) | HashOn::Cookie(_) => return None,
-    };
-    Some(crate::backend::director::legacy_draw(input.as_bytes()))
 }

@@ -18,11 +18,13 @@ use std::time::Duration;
 
 use http::request::Parts as RequestParts;
 use http::response::Parts;
-use http::{HeaderMap, Response, StatusCode};
+use http::{HeaderMap, Method, Response, StatusCode, Uri};
 
 use super::Proxy;
 use super::body::ResponseBody;
-use super::txn::{FetchMode, Policy, Step, Txn};
+use super::txn::{FetchMode, Inherited, Policy, Step, Txn};
+use crate::backend::RequestTimeouts;
+use crate::backend::director::Member;
 use crate::cache::busy::LeaderGuard;
 use crate::cache::policy::{Exchange, NoCacheReason, Overrides, StorePlan};
 use crate::cache::{CacheKey, Object};
@@ -57,6 +59,21 @@ pub(super) enum Delivery {
     Send(Response<ResponseBody>),
     /// The policy restarted the request, or answered otherwise: run this step.
     Step(Step),
+}
+
+/// The backend request as the policy made it (VCL's `bereq`): what the fetch sends instead of
+/// the client's method, URL and fields.
+pub(super) struct BackendRequest<'a> {
+    pub method: &'a Method,
+    pub uri: &'a Uri,
+    pub headers: &'a HeaderMap,
+    /// Send no body.
+    pub no_body: bool,
+    /// A request that fails on a reused connection before any response byte may be tried
+    /// once more on a new one.
+    pub retry_connect: bool,
+    /// Timeouts replacing the backend's own for this request.
+    pub timeouts: RequestTimeouts,
 }
 
 /// What the policy does when no backend answered.
@@ -220,6 +237,48 @@ pub(super) trait Hooks {
         None
     }
 
+    /// The backend request the policy made, sent instead of the client's; `None`: the
+    /// client's, as Shellac forwards it.
+    fn backend_request(_txn: &Txn) -> Option<BackendRequest<'_>> {
+        None
+    }
+
+    /// Whether Shellac adds `X-Forwarded-For` to the backend request (false: the policy's
+    /// program adds it itself).
+    fn forwarded_for(_txn: &Txn) -> bool {
+        true
+    }
+
+    /// The `If-Modified-Since` that revalidates `stale`: its `Last-Modified`.
+    fn if_modified_since<'a>(_txn: &Txn, stale: &'a Object) -> Option<&'a str> {
+        stale.last_modified()
+    }
+
+    /// A director's draw as the policy's dialect made it (`Pick::draw`); `None`: the
+    /// director's own.
+    fn route_draw(_txn: &Txn, _route: &Member) -> Option<u32> {
+        None
+    }
+
+    /// Whether a successful unsafe request invalidates what it may have changed when
+    /// `invalidation.unsafe_requests_invalidate` is not set (RFC 9111 §4.4).
+    fn unsafe_invalidates(_txn: &Txn) -> bool {
+        true
+    }
+
+    /// The most of the request body Recv needs read first (and may keep); `None`: nothing.
+    fn body_to_read(_txn: &Txn) -> Option<u64> {
+        None
+    }
+
+    /// A background refresh's own policy state, from what the request that started it left.
+    fn background(_txn: &mut Txn, _from: &Inherited) {}
+
+    /// What the transaction record says of the policy's run.
+    fn trace(_txn: &Txn) -> Option<String> {
+        None
+    }
+
     /// No backend answered (`status`, `detail`): `None` answers as Shellac does (the error,
     /// or a stale copy).
     fn backend_error(_txn: &mut Txn, _status: StatusCode, _detail: &str) -> Option<ErrorOutcome> {
@@ -333,6 +392,38 @@ impl Policy {
 
     pub(super) fn backend_fetch(self, txn: &mut Txn, for_cache: bool) -> Option<Step> {
         dispatch!(self, backend_fetch(txn, for_cache))
+    }
+
+    pub(super) fn backend_request(self, txn: &Txn) -> Option<BackendRequest<'_>> {
+        dispatch!(self, backend_request(txn))
+    }
+
+    pub(super) fn forwarded_for(self, txn: &Txn) -> bool {
+        dispatch!(self, forwarded_for(txn))
+    }
+
+    pub(super) fn if_modified_since<'a>(self, txn: &Txn, stale: &'a Object) -> Option<&'a str> {
+        dispatch!(self, if_modified_since(txn, stale))
+    }
+
+    pub(super) fn route_draw(self, txn: &Txn, route: &Member) -> Option<u32> {
+        dispatch!(self, route_draw(txn, route))
+    }
+
+    pub(super) fn unsafe_invalidates(self, txn: &Txn) -> bool {
+        dispatch!(self, unsafe_invalidates(txn))
+    }
+
+    pub(super) fn body_to_read(self, txn: &Txn) -> Option<u64> {
+        dispatch!(self, body_to_read(txn))
+    }
+
+    pub(super) fn background(self, txn: &mut Txn, from: &Inherited) {
+        dispatch!(self, background(txn, from))
+    }
+
+    pub(super) fn trace(self, txn: &Txn) -> Option<String> {
+        dispatch!(self, trace(txn))
     }
 
     pub(super) fn backend_error(

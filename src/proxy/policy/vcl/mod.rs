@@ -5,6 +5,7 @@
 //! machine's next step. The request's VCL state is `Txn::vcl` (`proxy/vcl/`).
 
 mod backend;
+mod bereq;
 mod client;
 
 use std::sync::Arc;
@@ -12,14 +13,17 @@ use std::sync::Arc;
 use http::response::Parts;
 use http::{HeaderMap, Response, StatusCode};
 
-use super::{Delivery, ErrorOutcome, Hooks, Limits, LookupFlags, ResponseOutcome, Storage};
+use super::{
+    BackendRequest, Delivery, ErrorOutcome, Hooks, Limits, LookupFlags, ResponseOutcome, Storage,
+};
+use crate::backend::director::Member;
 use crate::cache::busy::LeaderGuard;
 use crate::cache::policy::{Exchange, NoCacheReason};
 use crate::cache::{CacheKey, Object};
 use crate::http::headers;
 use crate::proxy::body::ResponseBody;
 use crate::proxy::judge::normalize_accept_encoding;
-use crate::proxy::txn::{FetchMode, Step, Txn};
+use crate::proxy::txn::{FetchMode, Inherited, Step, Txn};
 use crate::vcl::run::BackendSel;
 
 /// The VCL policy: the configuration's program (`Proxy::vcl`).
@@ -147,6 +151,45 @@ impl Hooks for Vcl {
 
     fn backend_fetch(txn: &mut Txn, for_cache: bool) -> Option<Step> {
         backend::backend_fetch(txn, for_cache)
+    }
+
+    fn backend_request(txn: &Txn) -> Option<BackendRequest<'_>> {
+        bereq::backend_request(txn)
+    }
+
+    /// The program adds it (4.x before vcl_recv, 2.x's default.vcl in it), as Varnish does.
+    fn forwarded_for(txn: &Txn) -> bool {
+        txn.vcl.is_none()
+    }
+
+    fn if_modified_since<'a>(txn: &Txn, stale: &'a Object) -> Option<&'a str> {
+        if txn.vcl.is_some() {
+            bereq::strong_last_modified(stale)
+        } else {
+            stale.last_modified()
+        }
+    }
+
+    fn route_draw(txn: &Txn, route: &Member) -> Option<u32> {
+        bereq::legacy_draw(txn, route)
+    }
+
+    /// Varnish never changes the cache on a pass or pipe.
+    fn unsafe_invalidates(_txn: &Txn) -> bool {
+        false
+    }
+
+    /// A program that calls `std.cache_req_body()`: up to the largest size it names.
+    fn body_to_read(txn: &Txn) -> Option<u64> {
+        txn.proxy.vcl.as_ref()?.program.req_body_keep
+    }
+
+    fn background(txn: &mut Txn, from: &Inherited) {
+        bereq::background(txn, from);
+    }
+
+    fn trace(txn: &Txn) -> Option<String> {
+        txn.vcl.as_ref().map(|v| v.state.trace_text())
     }
 
     fn backend_error(txn: &mut Txn, status: StatusCode, detail: &str) -> Option<ErrorOutcome> {
