@@ -12,6 +12,9 @@ pub struct Prepared {
     /// The `Cache-Status` value `map` carries.
     pub status: HeaderValue,
     pub map: HeaderMap,
+    /// The body is gzip (`Content-Encoding: gzip`, not `no-transform`): a fast hit steps
+    /// aside for a client that does not take gzip (the full path decodes it for that client).
+    pub gzip: bool,
     /// `map` as HTTP/1.1 bytes (`Prepared::wire`), built when a fast hit first needs them.
     pub wire: std::sync::OnceLock<Bytes>,
     /// The head a fast hit sends under a VCL program whose `vcl_deliver` reads only the
@@ -24,10 +27,23 @@ pub struct Prepared {
 
 impl Prepared {
     pub fn new(age: u64, status: HeaderValue, map: HeaderMap) -> Prepared {
+        let mut codings = map.get_all(http::header::CONTENT_ENCODING).iter();
+        let gzip = match (codings.next(), codings.next()) {
+            (Some(v), None) => {
+                crate::http::accept_encoding::Coding::from_content_encoding(v.as_bytes())
+                    == Some(crate::http::accept_encoding::Coding::Gzip)
+            }
+            _ => false,
+        } && !crate::http::cache_control::no_transform(
+            map.get_all(http::header::CACHE_CONTROL)
+                .iter()
+                .map(HeaderValue::as_bytes),
+        );
         Prepared {
             age,
             status,
             map,
+            gzip,
             wire: std::sync::OnceLock::new(),
             vcl_wire: once_cell::race::OnceBox::new(),
         }

@@ -6,6 +6,7 @@
 pub mod acme;
 mod addresses;
 mod backend;
+pub mod compression;
 pub mod diff;
 #[cfg(test)]
 mod error_tests;
@@ -76,6 +77,9 @@ pub struct Config {
     /// HTTP/2 to clients: h2c, limits, flood defences.
     #[serde(default)]
     pub http2: http2::Http2Config,
+    /// Content codings: gzip once at fetch, gunzip on delivery (docs/compression.md).
+    #[serde(default)]
+    pub compression: compression::CompressionConfig,
 }
 
 /// `[server]`: client-facing listeners and connection handling.
@@ -322,7 +326,7 @@ pub struct CacheConfig {
     /// "Surrogate-Control"]`.
     #[serde(deserialize_with = "lists::one_or_many")]
     pub targeted_cache_control: Vec<String>,
-    /// Normalise `Accept-Encoding` to `gzip`, `br` or nothing before lookup and fetch, so
+    /// Normalise `Accept-Encoding` to `zstd`, `br`, `gzip` or nothing before lookup, so
     /// trivial differences share one `Vary` variant. Default true.
     pub normalize_accept_encoding: bool,
     /// Variants (by `Vary`) kept per URL at most; the oldest is dropped first. Default 16.

@@ -145,6 +145,30 @@ impl Accepts {
     pub fn class(&self) -> Coding {
         self.choose(&Coding::PREFERENCE).unwrap_or(Coding::Identity)
     }
+
+    /// The codings other than identity the client takes, as an `Accept-Encoding` value in
+    /// the server's order of preference (`None`: none of them): what a request Shellac does
+    /// not store is sent upstream with, whatever its spelling.
+    pub fn field(&self) -> Option<&'static str> {
+        let taken = |c: Coding| usize::from(self.accepts(c));
+        match taken(Coding::Zstd) << 2 | taken(Coding::Br) << 1 | taken(Coding::Gzip) {
+            0b001 => Some("gzip"),
+            0b010 => Some("br"),
+            0b011 => Some("br, gzip"),
+            0b100 => Some("zstd"),
+            0b101 => Some("zstd, gzip"),
+            0b110 => Some("zstd, br"),
+            0b111 => Some("zstd, br, gzip"),
+            _ => None,
+        }
+    }
+}
+
+impl Default for Accepts {
+    /// As a request without `Accept-Encoding`.
+    fn default() -> Accepts {
+        Accepts::IDENTITY_ONLY
+    }
 }
 
 /// RFC 9110 §12.4.2: `0`, `0.` up to three decimals, or `1`, `1.` with up to three zeros;
@@ -248,6 +272,16 @@ mod tests {
         for v in ["1.5", "2", ".5", "0.1234", "", "a", "1.001"] {
             assert_eq!(parse_qvalue(v.as_bytes()), None, "{v}");
         }
+    }
+
+    #[test]
+    fn field_lists_what_is_taken() {
+        let field = |l: &str| Accepts::parse([l.as_bytes()]).field();
+        assert_eq!(field("gzip, deflate, br, zstd"), Some("zstd, br, gzip"));
+        assert_eq!(field("br;q=0.5, gzip"), Some("br, gzip"));
+        assert_eq!(field("deflate"), None);
+        assert_eq!(field("x-gzip"), Some("gzip"));
+        assert_eq!(Accepts::default().field(), None);
     }
 
     #[test]

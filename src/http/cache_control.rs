@@ -258,6 +258,20 @@ fn directives(text: &str) -> Vec<(String, Option<String>)> {
     out
 }
 
+/// Whether `Cache-Control` field lines hold `no-transform` (RFC 9110 §7.7: an intermediary
+/// must not change the content), read without building the whole directive set.
+pub fn no_transform<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> bool {
+    lines.into_iter().any(|line| {
+        line.split(|b| *b == b',').any(|d| {
+            d.split(|b| *b == b'=')
+                .next()
+                .unwrap_or_default()
+                .trim_ascii()
+                .eq_ignore_ascii_case(b"no-transform")
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,6 +29,7 @@ use super::{Proxy, deliver, fetch};
 use crate::cache::busy::{BusyObject, HeadOutcome, LeaderGuard};
 use crate::cache::policy::NoCacheReason;
 use crate::cache::{CacheKey, Object, vary_matches};
+use crate::http::accept_encoding::Coding;
 
 /// The `Cache-Status` of a response shared with the leader of a fetch.
 const COLLAPSED: &str = "shellac; fwd=miss; collapsed";
@@ -72,6 +73,7 @@ pub(super) fn start(proxy: Arc<Proxy>, req: Request<Incoming>, client: SocketAdd
         close: false,
         filters: Default::default(),
     };
+    super::coding::on_request(&mut txn);
     let mut step = drive(&mut txn, Step::Recv);
     loop {
         match step {
@@ -313,6 +315,8 @@ impl Txn {
                     return step;
                 }
                 let body = ResponseBody::busy(reader, head.content_length);
+                let gzipped = super::filter::gzip::coding(&head.headers) == Some(Coding::Gzip);
+                super::coding::on_delivery(self, gzipped);
                 if self.ranged(head.status) || !self.filters.deliver.is_empty() {
                     return Step::Deliver(self.stream_response(
                         head.status,

@@ -9,6 +9,7 @@ use http::header::{self, HeaderValue};
 
 use super::txn::{Step, Txn};
 use crate::cache::{CacheKey, Object};
+use crate::http::accept_encoding::Coding;
 use crate::http::cache_control::CacheControl;
 use crate::http::headers::has_field;
 
@@ -143,10 +144,10 @@ impl Txn {
     }
 }
 
-/// Rewrites `Accept-Encoding` to `gzip`, `br` or nothing, so clients that differ only in how
-/// they spell it share one variant (and the backend sees what the variant was fetched with).
-pub(super) fn normalize_accept_encoding(headers: &mut http::HeaderMap) {
-    // Fast paths: no field (nothing to do), or already normalised.
+/// Rewrites `Accept-Encoding` to `gzip`, `br` or nothing — gzip whenever the client takes
+/// it — before a VCL program's vcl_recv: the shape field VCL tests (`~ "gzip"`) and Varnish's
+/// gzip washing keep, so a program that reads it sees what it expects.
+pub(super) fn wash_accept_encoding(headers: &mut http::HeaderMap) {
     if !crate::http::headers::has_field(headers, &header::ACCEPT_ENCODING) {
         return;
     }
@@ -156,33 +157,62 @@ pub(super) fn normalize_accept_encoding(headers: &mut http::HeaderMap) {
         (Some(v), None) if v == "gzip" || v == "br" => return,
         _ => {}
     }
-    let accepts = |coding: &str| {
+    let accepts = crate::http::accept_encoding::Accepts::parse(
         headers
             .get_all(header::ACCEPT_ENCODING)
             .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .any(|item| {
-                let mut parts = item.split(';');
-                let name = parts.next().unwrap_or("").trim();
-                let zero_q = parts.any(|p| {
-                    let p = p.trim();
-                    p.strip_prefix("q=")
-                        .is_some_and(|q| q.trim().parse::<f32>().is_ok_and(|q| q <= 0.0))
-                });
-                name.eq_ignore_ascii_case(coding) && !zero_q
-            })
-    };
-    let chosen = if accepts("gzip") {
-        Some("gzip")
-    } else if accepts("br") {
-        Some("br")
-    } else {
-        None
-    };
+            .map(HeaderValue::as_bytes),
+    );
+    let washed = [Coding::Gzip, Coding::Br]
+        .into_iter()
+        .find(|c| accepts.accepts(*c));
     headers.remove(header::ACCEPT_ENCODING);
-    if let Some(c) = chosen {
-        headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static(c));
+    if let Some(c) = washed {
+        headers.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static(c.as_str()),
+        );
+    }
+}
+
+/// The normalisation of `Accept-Encoding` the policy applies before lookup: washing under
+/// VCL, the class of coding otherwise.
+pub(super) fn normalize_for(vcl: bool, headers: &mut http::HeaderMap) {
+    if vcl {
+        wash_accept_encoding(headers);
+    } else {
+        normalize_accept_encoding(headers);
+    }
+}
+
+/// Rewrites `Accept-Encoding` to the class of coding the client gets — `zstd`, `br`,
+/// `gzip` or nothing (identity) — as `http::accept_encoding` reads it (q-values, `q=0`, `*`),
+/// so clients that differ only in how they spell it share one variant: at most one per
+/// coding.
+pub(super) fn normalize_accept_encoding(headers: &mut http::HeaderMap) {
+    // Fast paths: no field (nothing to do), or already normalised.
+    if !crate::http::headers::has_field(headers, &header::ACCEPT_ENCODING) {
+        return;
+    }
+    let mut values = headers.get_all(header::ACCEPT_ENCODING).iter();
+    match (values.next(), values.next()) {
+        (None, _) => return,
+        (Some(v), None) if v == "gzip" || v == "br" || v == "zstd" => return,
+        _ => {}
+    }
+    let class = crate::http::accept_encoding::Accepts::parse(
+        headers
+            .get_all(header::ACCEPT_ENCODING)
+            .iter()
+            .map(HeaderValue::as_bytes),
+    )
+    .class();
+    headers.remove(header::ACCEPT_ENCODING);
+    if class != Coding::Identity {
+        headers.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static(class.as_str()),
+        );
     }
 }
 
@@ -193,15 +223,40 @@ mod tests {
     #[test]
     fn accept_encoding_is_normalised() {
         for (given, want) in [
-            ("gzip, deflate, br", Some("gzip")),
+            ("gzip, deflate, br, zstd", Some("zstd")),
+            ("gzip, deflate, br", Some("br")),
+            ("gzip, deflate", Some("gzip")),
             ("br;q=1.0, gzip;q=0", Some("br")),
+            ("br;q=0.5, gzip", Some("gzip")),
             ("GZIP", Some("gzip")),
+            ("*", Some("zstd")),
             ("identity", None),
             ("deflate", None),
         ] {
             let mut h = http::HeaderMap::new();
             h.insert(header::ACCEPT_ENCODING, HeaderValue::from_static(given));
             normalize_accept_encoding(&mut h);
+            assert_eq!(
+                h.get(header::ACCEPT_ENCODING).map(|v| v.to_str().unwrap()),
+                want,
+                "{given}"
+            );
+        }
+    }
+
+    #[test]
+    fn accept_encoding_is_washed_for_vcl() {
+        for (given, want) in [
+            ("gzip, deflate, br, zstd", Some("gzip")),
+            ("br;q=1.0, gzip;q=0", Some("br")),
+            ("GZIP", Some("gzip")),
+            ("zstd", None),
+            ("identity", None),
+            ("deflate", None),
+        ] {
+            let mut h = http::HeaderMap::new();
+            h.insert(header::ACCEPT_ENCODING, HeaderValue::from_static(given));
+            wash_accept_encoding(&mut h);
             assert_eq!(
                 h.get(header::ACCEPT_ENCODING).map(|v| v.to_str().unwrap()),
                 want,

@@ -5,6 +5,7 @@
 
 pub mod body;
 mod chunks;
+mod coding;
 mod combine;
 mod deliver;
 mod fetch;

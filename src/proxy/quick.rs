@@ -198,7 +198,7 @@ impl Proxy {
                     }
                 }
                 if self.config.cache.normalize_accept_encoding {
-                    super::judge::normalize_accept_encoding(&mut selected);
+                    super::judge::normalize_for(self.vcl.is_some(), &mut selected);
                 }
                 let variant = variant_hash(&index.names, &selected);
                 Some((primary.with_variant(variant), selected))
@@ -241,6 +241,19 @@ impl Proxy {
         }
         let status = deliver::hit_status(&object, now);
         let prepared = deliver::prepared(&object, now, &status).ok()?;
+        // Stored gzip for a client that does not take it: the full path decodes it (a
+        // delivery filter, `coding.rs`). One flag for every other hit.
+        if prepared.gzip
+            && self.config.compression.enabled
+            && !super::coding::takes_gzip(
+                req.headers
+                    .iter()
+                    .filter(|f| f.name.eq_ignore_ascii_case("accept-encoding"))
+                    .map(|f| f.value),
+            )
+        {
+            return None;
+        }
         // Under VCL: the head with the fields vcl_deliver adds (declined if it would do
         // more). The log captures response fields from the object's map, which has none of
         // those: with response fields in the log format such a hit takes the full path.

@@ -13,6 +13,7 @@ use super::deliver;
 use super::partial::{self, RangeSpec};
 use super::txn::{Step, Txn};
 use crate::cache::Object;
+use crate::http::accept_encoding::Coding;
 use crate::http::headers::has_field;
 
 impl Txn {
@@ -28,6 +29,7 @@ impl Txn {
         cache_status: &str,
         now: Instant,
     ) -> Step {
+        super::coding::on_delivery(self, super::coding::stored_gzip(&object.headers));
         // A policy that answers `If-None-Match` / `If-Modified-Since` itself after Deliver
         // (VCL, on the validators vcl_deliver delivers, as Varnish does): the object's
         // response is built without them.
@@ -86,6 +88,8 @@ impl Txn {
         content_length: Option<u64>,
         cache_status: &str,
     ) -> Response<ResponseBody> {
+        let gzipped = super::filter::gzip::coding(&headers) == Some(Coding::Gzip);
+        super::coding::on_delivery(self, gzipped);
         // The delivery filters (`filter/`), if any: a Range below is cut from their output.
         let (body, content_length) = super::filter::streamed(
             &mut self.filters.deliver,

@@ -109,7 +109,7 @@ pub(super) const CACHE: &[Setting] = &[
         default: Default::Value(r##"true"##),
         example: r##""##,
         restart: false,
-        doc: r##"Rewrite `Accept-Encoding` to `gzip`, `br` or nothing before lookup and fetch, so clients that spell it differently share one `Vary` variant."##,
+        doc: r##"Rewrite `Accept-Encoding` before lookup to the coding the client gets — `zstd`, `br`, `gzip` or nothing (identity), read with q-values, `q=0` refusals and `*` — so clients that spell it differently share one `Vary` variant (at most one per coding). What a backend is asked for is `[compression]`'s: a cache fill asks for gzip, a pass for the codings the client takes."##,
     },
     Setting {
         section: "cache",

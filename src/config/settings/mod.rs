@@ -11,6 +11,7 @@
 
 mod acme;
 mod cache;
+mod compression;
 mod fleet;
 mod http2;
 mod origins;
@@ -392,6 +393,13 @@ pub const SECTIONS: &[Section] = &[
         inline: false,
         context: "[http2]\n[[backend]]\nhost = \"127.0.0.1\"\n",
     },
+    Section {
+        name: "compression",
+        array: false,
+        optional: false,
+        inline: false,
+        context: "[compression]\n[[backend]]\nhost = \"127.0.0.1\"\n",
+    },
 ];
 
 /// Every setting, section by section in the order of [`SECTIONS`].
@@ -415,6 +423,7 @@ pub fn all() -> impl Iterator<Item = &'static Setting> {
         .chain(cache::INVALIDATION)
         .chain(server::LOG)
         .chain(http2::HTTP2)
+        .chain(compression::COMPRESSION)
 }
 
 /// The settings of one section, in definition order.

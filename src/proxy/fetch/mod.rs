@@ -43,6 +43,13 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         ControlFlow::Break(step) => return step,
     };
 
+    // Content codings (`coding.rs`): gzip once what is stored, check an origin's gzip.
+    super::coding::on_response(
+        txn,
+        ex.parts.status,
+        &ex.parts.headers,
+        for_cache && !ex.was_304,
+    );
     // Body filters, fetch chain (`filter/`): the fields as they leave them, and whether what
     // they make may be stored. Nothing to do (no allocation, no call) when there are none.
     let filtered = super::filter::fetch_head(

@@ -32,7 +32,11 @@ pub(super) fn build_request(
     let bereq = txn.policy.backend_request(txn);
     let mut headers: HeaderMap = match &bereq {
         Some(b) => b.headers.clone(),
-        None => txn.req.headers.clone(),
+        None => {
+            let mut h = txn.req.headers.clone();
+            super::super::coding::backend_request(txn, &mut h, for_cache);
+            h
+        }
     };
     let vcl_method = bereq.as_ref().map(|b| b.method.clone());
     let vcl_uri = bereq.as_ref().map(|b| b.uri.clone());

@@ -65,9 +65,13 @@ pub(super) async fn store(
     }
     parts.headers.remove(header::AGE);
     txn.policy.storing(txn, &mut parts.headers);
+    // A body every client can be served from (identity, or gzip decoded for those without
+    // it) is one variant whatever their `Accept-Encoding` (`coding.rs`).
+    let by_coding = super::super::coding::varies_on_coding(txn, &parts.headers);
     let vary: VarySelection = plan
         .vary
         .iter()
+        .filter(|name| by_coding || **name != header::ACCEPT_ENCODING)
         .map(|name| (name.clone(), txn.req.headers.get(name).cloned()))
         .collect();
     let mut head_headers = parts.headers.clone();

@@ -20,6 +20,9 @@
 //! a length check: no allocation, no dynamic call, the body types unchanged.
 
 mod deliver;
+pub mod gzip;
+#[cfg(test)]
+mod gzip_tests;
 #[cfg(test)]
 pub(super) mod tests;
 
@@ -33,6 +36,7 @@ use http_body::Body;
 use super::body::ResponseBody;
 pub use super::chunks::{Chunks, FilterError};
 use crate::backend::BackendBody;
+use crate::http::accept_encoding::Accepts;
 
 pub use deliver::object;
 pub(super) use deliver::streamed;
@@ -90,6 +94,21 @@ pub struct Chain {
 pub struct Filters {
     pub fetch: Chain,
     pub deliver: Chain,
+    /// What the request settled about content codings (`proxy/coding.rs`).
+    pub coding: Negotiated,
+}
+
+/// What one request settled about codings, besides its chains (kept in `Txn::filters`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Negotiated {
+    /// What the client takes: read from its `Accept-Encoding` as it came, before the
+    /// policy normalised it for the cache key (`proxy/coding.rs`).
+    pub accepts: Accepts,
+    /// The policy's word on gzipping this response at fetch (VCL `beresp.do_gzip`, a rule's
+    /// `compress`): `None` leaves it to `[compression]`.
+    pub gzip: Option<bool>,
+    /// VCL `beresp.do_gunzip`: a gzip response is decoded at fetch and stored identity.
+    pub gunzip: bool,
 }
 
 impl Chain {
@@ -100,6 +119,11 @@ impl Chain {
 
     pub fn is_empty(&self) -> bool {
         self.filters.is_empty()
+    }
+
+    /// Whether a filter of this name is in the chain.
+    pub fn has(&self, name: &str) -> bool {
+        self.filters.iter().any(|f| f.name() == name)
     }
 
     /// What the filters do together to the body of a response with this head.

@@ -22,7 +22,7 @@ use crate::cache::policy::{Exchange, NoCacheReason};
 use crate::cache::{CacheKey, Object};
 use crate::http::headers;
 use crate::proxy::body::ResponseBody;
-use crate::proxy::judge::normalize_accept_encoding;
+use crate::proxy::judge::wash_accept_encoding;
 use crate::proxy::txn::{FetchMode, Inherited, Step, Txn};
 use crate::vcl::run::BackendSel;
 
@@ -45,7 +45,7 @@ impl Hooks for Vcl {
         // PURGE, methods, Authorization, cookies; Accept-Encoding normalised first, as
         // Varnish does before vcl_recv.
         if txn.proxy.config.cache.normalize_accept_encoding {
-            normalize_accept_encoding(&mut txn.req.headers);
+            wash_accept_encoding(&mut txn.req.headers);
         }
         client::recv(txn, &rt)
     }

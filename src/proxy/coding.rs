@@ -1,0 +1,230 @@
+//! Content codings per request (`[compression]`, docs/compression.md): which gzip filters
+//! a request's fetch and delivery chains get. Store once, serve many, as Varnish's
+//! `http_gzip_support`: a cache fill asks the origin for gzip; an identity body of a
+//! compressible type and length is gzipped once as it is fetched (`Gzip`) and stored so; an
+//! origin's gzip is stored as it came, checked as it streams (`TestGunzip`); a client that
+//! does not take gzip gets stored gzip decoded as it is sent (`Gunzip`). So one stored
+//! object answers every client, and its `Vary: Accept-Encoding` does not split the variants
+//! (the selection an object is stored under leaves the field out: [`varies_on_coding`]).
+
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Method, StatusCode};
+
+use super::filter::gzip::{self, Gunzip, Gzip, TestGunzip};
+use super::txn::Txn;
+use crate::http::accept_encoding::{Accepts, Coding};
+
+/// Reads the client's `Accept-Encoding` (before any normalisation).
+pub(super) fn on_request(txn: &mut Txn) {
+    txn.filters.coding.accepts = Accepts::parse(
+        txn.req
+            .headers
+            .get_all(header::ACCEPT_ENCODING)
+            .iter()
+            .map(HeaderValue::as_bytes),
+    );
+}
+
+/// Whether `Accept-Encoding` field lines take gzip (none: no).
+pub fn takes_gzip<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> bool {
+    Accepts::parse(lines).accepts(Coding::Gzip)
+}
+
+/// The `Accept-Encoding` a backend request sends: for a cache fill gzip, whatever the
+/// client said (every client is served from what is stored, decoded for those without
+/// gzip); for a pass the codings the client takes, whatever its spelling (the key's
+/// normalisation kept only its class).
+pub(super) fn backend_request(txn: &Txn, headers: &mut HeaderMap, for_cache: bool) {
+    if !txn.proxy.config.compression.enabled {
+        return;
+    }
+    let value = if for_cache {
+        Some("gzip")
+    } else {
+        txn.filters.coding.accepts.field()
+    };
+    match value {
+        Some(v) => {
+            headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static(v));
+        }
+        None => {
+            headers.remove(header::ACCEPT_ENCODING);
+        }
+    }
+}
+
+/// The fetch chain's gzip filters for a fetched response (`for_cache`: a fill, not a pass),
+/// before the chain's head runs over it.
+pub(super) fn on_response(txn: &mut Txn, status: StatusCode, fields: &HeaderMap, for_cache: bool) {
+    let negotiated = txn.filters.coding;
+    let config = &txn.proxy.config.compression;
+    let counters = &txn.proxy.counters;
+    let coding = gzip::coding(fields);
+    if !has_body(status, &txn.req.method) || gzip::no_transform(fields) {
+        return;
+    }
+    if negotiated.gunzip && coding == Some(Coding::Gzip) {
+        txn.filters
+            .fetch
+            .push(Box::new(Gunzip::new(counters.clone())));
+        return;
+    }
+    // A response that will not be stored is gzipped only for a client that takes gzip
+    // (for one that does not it would be decoded again at once).
+    let wanted = match negotiated.gzip {
+        Some(wanted) => wanted,
+        // Under VCL only `beresp.do_gzip` compresses, as in Varnish.
+        None => {
+            config.enabled
+                && txn.policy == super::txn::Policy::Rules
+                && for_cache
+                && compressible(config, status, fields)
+                && (negotiated.accepts.accepts(Coding::Gzip) || !never_stored(fields))
+        }
+    };
+    match coding {
+        Some(Coding::Identity) if wanted => txn
+            .filters
+            .fetch
+            .push(Box::new(Gzip::new(config.gzip_level, counters.clone()))),
+        Some(Coding::Gzip) if for_cache && (config.enabled || negotiated.gzip.is_some()) => txn
+            .filters
+            .fetch
+            .push(Box::new(TestGunzip::new(counters.clone()))),
+        _ => {}
+    }
+}
+
+/// `Cache-Control: no-store` or `private`: a response no shared cache stores.
+fn never_stored(fields: &HeaderMap) -> bool {
+    let cc = crate::http::cache_control::CacheControl::from_headers(fields);
+    cc.no_store || cc.private
+}
+
+/// A status and method whose response has a representation body.
+fn has_body(status: StatusCode, method: &Method) -> bool {
+    *method != Method::HEAD
+        && status != StatusCode::NO_CONTENT
+        && status != StatusCode::NOT_MODIFIED
+        && status != StatusCode::PARTIAL_CONTENT
+        && !status.is_informational()
+}
+
+/// `[compression]`'s choice for an identity response: a 200 of a listed type, not shorter
+/// than `min_length` when its length is known.
+fn compressible(
+    config: &crate::config::compression::CompressionConfig,
+    status: StatusCode,
+    fields: &HeaderMap,
+) -> bool {
+    if status != StatusCode::OK {
+        return false;
+    }
+    let long_enough = match fields
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        Some(len) => len >= config.min_length.0.max(1),
+        None => true,
+    };
+    long_enough
+        && fields
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|t| config.compressible(t.as_bytes()))
+}
+
+/// Adds the delivery chain's `Gunzip` when the response with these fields is gzip and the
+/// client does not take it. Called where a response is formed (a stored object, a stream);
+/// at most one per chain.
+pub(super) fn on_delivery(txn: &mut Txn, gzipped: bool) {
+    if gzipped
+        && !txn.filters.coding.accepts.accepts(Coding::Gzip)
+        && !txn.filters.deliver.has("gunzip")
+        && txn.proxy.config.compression.enabled
+    {
+        txn.filters
+            .deliver
+            .push(Box::new(Gunzip::new(txn.proxy.counters.clone())));
+    }
+}
+
+/// Whether a stored object's fields say gzip (read from the stored block: no map built).
+pub(super) fn stored_gzip(fields: &crate::cache::StoredFields) -> bool {
+    let mut values = fields.values("content-encoding");
+    match (values.next(), values.next()) {
+        (Some(v), None) => Coding::from_content_encoding(v) == Some(Coding::Gzip),
+        _ => false,
+    }
+}
+
+/// Whether a response to be stored must keep `Accept-Encoding` in its `Vary` selection:
+/// only when its coding is one Shellac cannot turn into what another client takes (neither
+/// identity nor gzip, or compression is off). Otherwise one object answers every client.
+pub(super) fn varies_on_coding(txn: &Txn, fields: &HeaderMap) -> bool {
+    !txn.proxy.config.compression.enabled
+        || !matches!(gzip::coding(fields), Some(Coding::Identity | Coding::Gzip))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gzip_takers() {
+        for (lines, takes) in [
+            (&[][..], false),
+            (&["gzip, deflate, br, zstd"][..], true),
+            (&["br"][..], false),
+            (&["gzip;q=0, br"][..], false),
+            (&["*"][..], true),
+            (&["identity"][..], false),
+            (&["deflate", "x-gzip"][..], true),
+        ] {
+            assert_eq!(
+                takes_gzip(lines.iter().map(|l| l.as_bytes())),
+                takes,
+                "{lines:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn compressible_by_type_and_length() {
+        let config = crate::config::compression::CompressionConfig::default();
+        let fields = |t: &str, len: Option<u64>| {
+            let mut h = HeaderMap::new();
+            h.insert(header::CONTENT_TYPE, HeaderValue::from_str(t).unwrap());
+            if let Some(len) = len {
+                h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+            }
+            h
+        };
+        assert!(compressible(
+            &config,
+            StatusCode::OK,
+            &fields("text/html", Some(512))
+        ));
+        assert!(compressible(
+            &config,
+            StatusCode::OK,
+            &fields("text/html", None)
+        ));
+        assert!(!compressible(
+            &config,
+            StatusCode::OK,
+            &fields("text/html", Some(511))
+        ));
+        assert!(!compressible(
+            &config,
+            StatusCode::OK,
+            &fields("image/png", Some(5000))
+        ));
+        assert!(!compressible(
+            &config,
+            StatusCode::NOT_FOUND,
+            &fields("text/html", None)
+        ));
+        assert!(!compressible(&config, StatusCode::OK, &HeaderMap::new()));
+    }
+}

@@ -1,0 +1,435 @@
+//! gzip as body filters, as Varnish's `gzip`, `gunzip` and `testgunzip` processors:
+//! [`Gzip`] compresses an identity body as it is fetched (what is stored is gzip),
+//! [`Gunzip`] decodes a gzip body as it is delivered to a client that does not take gzip,
+//! [`TestGunzip`] checks an origin's gzip as it streams through unchanged (what is stored is
+//! the origin's bytes, known to decode). Decoding works in bounded steps — at most [`OUT`]
+//! bytes of output per chunk given out — so a small body that inflates a thousandfold costs
+//! the client's reading pace, never memory. A malformed gzip body (bad header, corrupt data,
+//! wrong CRC or length, truncated, bytes after the end that are not another member) fails the
+//! body — a fill is abandoned, a client's response cut — and is counted
+//! (`compress_gzip_invalid`); it is never stored or delivered as if whole.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::{Buf, Bytes};
+use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
+use http::StatusCode;
+use http::header::{self, HeaderMap, HeaderValue};
+
+use super::{BodyFilter, Chunks, Effect, FilterError};
+use crate::http::accept_encoding::Coding;
+use crate::stats::Counters;
+
+/// Output bytes given out per chunk, at most (decoding), or gathered before one is given
+/// out (encoding: fewer when the input has to wait).
+pub const OUT: usize = 32 * 1024;
+
+/// zlib's window bits for a gzip stream (15: the 32 KB window; the gzip wrapper is asked for
+/// by the constructors).
+const WINDOW_BITS: u8 = 15;
+
+/// The coding a response's `Content-Encoding` says its body is in (`None`: one Shellac does
+/// not handle, or several).
+pub fn coding(fields: &HeaderMap) -> Option<Coding> {
+    let mut lines = fields.get_all(header::CONTENT_ENCODING).iter();
+    match (lines.next(), lines.next()) {
+        (None, _) => Some(Coding::Identity),
+        (Some(v), None) => Coding::from_content_encoding(v.as_bytes()),
+        _ => None,
+    }
+}
+
+/// `Cache-Control: no-transform` (RFC 9110 §7.7): an intermediary must not change the body.
+pub fn no_transform(fields: &HeaderMap) -> bool {
+    crate::http::cache_control::no_transform(
+        fields
+            .get_all(header::CACHE_CONTROL)
+            .iter()
+            .map(HeaderValue::as_bytes),
+    )
+}
+
+/// Whether [`Gunzip`] decodes a response with these fields: gzip, and not `no-transform`.
+fn gunzips(fields: &HeaderMap) -> bool {
+    coding(fields) == Some(Coding::Gzip) && !no_transform(fields)
+}
+
+/// `Vary: Accept-Encoding` added unless the response varies on it (or on `*`) already.
+pub fn vary_accept_encoding(fields: &mut HeaderMap) {
+    let varies = fields.get_all(header::VARY).iter().any(|v| {
+        v.as_bytes().split(|b| *b == b',').any(|n| {
+            let n = n.trim_ascii();
+            n == b"*" || n.eq_ignore_ascii_case(b"accept-encoding")
+        })
+    });
+    if !varies {
+        fields.append(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    }
+}
+
+/// Which responses [`Gzip`] compresses: in an identity coding, not `no-transform` (the
+/// caller chose it for a 200 of a compressible type and length).
+fn gzips(fields: &HeaderMap) -> bool {
+    coding(fields) == Some(Coding::Identity) && !no_transform(fields)
+}
+
+/// Compresses an identity body into gzip (fetch: stored compressed). The caller decides
+/// from status, type and length that it should (`proxy/coding.rs`); the filter itself
+/// passes through a response that is not identity or is `no-transform`.
+pub struct Gzip {
+    level: u32,
+    counters: Arc<Counters>,
+    /// The compressor, from `head` on (`None`: passing the body through).
+    state: Option<Compress>,
+    done: bool,
+    out: Vec<u8>,
+}
+
+impl Gzip {
+    pub fn new(level: u32, counters: Arc<Counters>) -> Gzip {
+        Gzip {
+            level: level.clamp(1, 9),
+            counters,
+            state: None,
+            done: false,
+            out: Vec::new(),
+        }
+    }
+
+    /// Compresses `input` (all of it) into `self.out`; with `finish`, ends the stream.
+    fn deflate(&mut self, mut input: &[u8], finish: bool) -> Result<(), FilterError> {
+        let Some(c) = self.state.as_mut() else {
+            return Ok(());
+        };
+        let flush = if finish {
+            FlushCompress::Finish
+        } else {
+            FlushCompress::None
+        };
+        loop {
+            if self.out.capacity() - self.out.len() < 1024 {
+                self.out.reserve((input.len() / 2).clamp(4096, OUT));
+            }
+            let before = c.total_in();
+            let status = c.compress_vec(input, &mut self.out, flush)?;
+            let used = (c.total_in() - before) as usize;
+            input = &input[used.min(input.len())..];
+            match status {
+                Status::StreamEnd => return Ok(()),
+                _ if input.is_empty() && !finish => return Ok(()),
+                _ => {}
+            }
+        }
+    }
+
+    fn take_out(&mut self) -> Bytes {
+        let out = std::mem::take(&mut self.out);
+        self.counters.compress_gzip_bytes_out.add(out.len() as u64);
+        Bytes::from(out)
+    }
+}
+
+impl BodyFilter for Gzip {
+    fn name(&self) -> &'static str {
+        "gzip"
+    }
+
+    fn effect(&self, _: StatusCode, fields: &HeaderMap) -> Effect {
+        Effect {
+            changes_length: gzips(fields),
+            storable: true,
+        }
+    }
+
+    fn head(&mut self, fields: &mut HeaderMap) {
+        if !gzips(fields) {
+            return;
+        }
+        fields.remove(header::CONTENT_ENCODING);
+        fields.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        vary_accept_encoding(fields);
+        self.state = Some(Compress::new_gzip(
+            Compression::new(self.level),
+            WINDOW_BITS,
+        ));
+        self.counters.compress_gzip.inc();
+    }
+
+    fn poll_chunk(
+        &mut self,
+        cx: &mut Context<'_>,
+        input: &mut dyn Chunks,
+    ) -> Poll<Option<Result<Bytes, FilterError>>> {
+        if self.state.is_none() {
+            return input.poll_chunk(cx);
+        }
+        loop {
+            if self.done {
+                return Poll::Ready(None);
+            }
+            match input.poll_chunk(cx) {
+                // The input waits: what is compressed so far goes out meanwhile.
+                Poll::Pending if self.out.is_empty() => return Poll::Pending,
+                Poll::Pending => return Poll::Ready(Some(Ok(self.take_out()))),
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(Some(Ok(chunk))) => {
+                    self.counters.compress_gzip_bytes_in.add(chunk.len() as u64);
+                    if let Err(e) = self.deflate(&chunk, false) {
+                        return Poll::Ready(Some(Err(e)));
+                    }
+                    if self.out.len() >= OUT {
+                        return Poll::Ready(Some(Ok(self.take_out())));
+                    }
+                }
+                Poll::Ready(None) => {
+                    self.done = true;
+                    if let Err(e) = self.deflate(&[], true) {
+                        return Poll::Ready(Some(Err(e)));
+                    }
+                    return Poll::Ready(Some(Ok(self.take_out())));
+                }
+            }
+        }
+    }
+}
+
+/// A malformed gzip body.
+#[derive(Debug, thiserror::Error)]
+pub enum GzipError {
+    #[error("malformed gzip body: {0}")]
+    Corrupt(#[from] flate2::DecompressError),
+    #[error("gzip body truncated")]
+    Truncated,
+    #[error("gzip body does not advance")]
+    Stalled,
+    #[error("gzip body failed before")]
+    Failed,
+}
+
+/// A gzip decoder over chunks of input, in steps of bounded output. Several members one
+/// after another are one body (RFC 1952 §2.2).
+struct Inflate {
+    d: Decompress,
+    /// Input not decoded yet.
+    pending: Bytes,
+    /// The current member ended (at the start: no input seen yet, so an empty body counts
+    /// as whole).
+    ended: bool,
+}
+
+impl Inflate {
+    fn new() -> Inflate {
+        Inflate {
+            d: Decompress::new_gzip(WINDOW_BITS),
+            pending: Bytes::new(),
+            ended: true,
+        }
+    }
+
+    /// Decodes pending input into `out` until it holds [`OUT`] bytes or the input is used up.
+    fn step(&mut self, out: &mut Vec<u8>) -> Result<(), GzipError> {
+        while !self.pending.is_empty() && out.len() < OUT {
+            if self.ended {
+                self.d = Decompress::new_gzip(WINDOW_BITS);
+                self.ended = false;
+            }
+            if out.capacity() < OUT {
+                out.reserve(OUT - out.len());
+            }
+            let (in_before, out_before) = (self.d.total_in(), out.len());
+            let status = self
+                .d
+                .decompress_vec(&self.pending, out, FlushDecompress::None)?;
+            let used = (self.d.total_in() - in_before) as usize;
+            self.pending.advance(used.min(self.pending.len()));
+            match status {
+                Status::StreamEnd => self.ended = true,
+                _ if used == 0 && out.len() == out_before => return Err(GzipError::Stalled),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The end of the input: whole only if the last member ended.
+    fn finish(&self) -> Result<(), GzipError> {
+        if self.ended {
+            Ok(())
+        } else {
+            Err(GzipError::Truncated)
+        }
+    }
+}
+
+/// Decodes a gzip body for a client that does not take gzip (delivery). A response that is
+/// not gzip, or is `no-transform`, passes through as it is.
+pub struct Gunzip {
+    counters: Arc<Counters>,
+    /// The decoder, from `head` on (`None`: passing the body through).
+    state: Option<Inflate>,
+    done: bool,
+    /// The body was found malformed: every later poll fails too.
+    failed: bool,
+}
+
+impl Gunzip {
+    pub fn new(counters: Arc<Counters>) -> Gunzip {
+        Gunzip {
+            counters,
+            state: None,
+            done: false,
+            failed: false,
+        }
+    }
+}
+
+impl BodyFilter for Gunzip {
+    fn name(&self) -> &'static str {
+        "gunzip"
+    }
+
+    fn effect(&self, _: StatusCode, fields: &HeaderMap) -> Effect {
+        Effect {
+            changes_length: gunzips(fields),
+            storable: true,
+        }
+    }
+
+    fn head(&mut self, fields: &mut HeaderMap) {
+        if !gunzips(fields) {
+            return;
+        }
+        fields.remove(header::CONTENT_ENCODING);
+        vary_accept_encoding(fields);
+        self.state = Some(Inflate::new());
+        self.counters.compress_gunzip.inc();
+    }
+
+    fn poll_chunk(
+        &mut self,
+        cx: &mut Context<'_>,
+        input: &mut dyn Chunks,
+    ) -> Poll<Option<Result<Bytes, FilterError>>> {
+        if self.failed {
+            return Poll::Ready(Some(Err(GzipError::Failed.into())));
+        }
+        let Some(inflate) = self.state.as_mut() else {
+            return input.poll_chunk(cx);
+        };
+        loop {
+            let mut out = Vec::new();
+            if let Err(e) = inflate.step(&mut out) {
+                self.counters.compress_gzip_invalid.inc();
+                self.failed = true;
+                return Poll::Ready(Some(Err(e.into())));
+            }
+            if !out.is_empty() {
+                return Poll::Ready(Some(Ok(Bytes::from(out))));
+            }
+            if self.done {
+                return Poll::Ready(None);
+            }
+            match input.poll_chunk(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(Some(Ok(chunk))) => inflate.pending = chunk,
+                Poll::Ready(None) => {
+                    self.done = true;
+                    if let Err(e) = inflate.finish() {
+                        self.counters.compress_gzip_invalid.inc();
+                        self.failed = true;
+                        return Poll::Ready(Some(Err(e.into())));
+                    }
+                    return Poll::Ready(None);
+                }
+            }
+        }
+    }
+}
+
+/// Passes an origin's gzip body through unchanged while decoding it, to fail it when it is
+/// malformed (fetch: nothing malformed is stored, and the client's copy is cut rather than
+/// ended as if whole). Each chunk is held until the next one is checked, or the end: the
+/// last bytes go out only once the body is known whole (so a truncated body with a
+/// `Content-Length` still ends short). A response that is not gzip passes through
+/// unchecked.
+pub struct TestGunzip {
+    counters: Arc<Counters>,
+    state: Option<Inflate>,
+    scratch: Vec<u8>,
+    held: Option<Bytes>,
+    failed: bool,
+}
+
+impl TestGunzip {
+    pub fn new(counters: Arc<Counters>) -> TestGunzip {
+        TestGunzip {
+            counters,
+            state: None,
+            scratch: Vec::new(),
+            held: None,
+            failed: false,
+        }
+    }
+}
+
+impl BodyFilter for TestGunzip {
+    fn name(&self) -> &'static str {
+        "testgunzip"
+    }
+
+    fn effect(&self, _: StatusCode, _: &HeaderMap) -> Effect {
+        Effect::NONE
+    }
+
+    fn head(&mut self, fields: &mut HeaderMap) {
+        if coding(fields) == Some(Coding::Gzip) {
+            vary_accept_encoding(fields);
+            self.state = Some(Inflate::new());
+            self.counters.compress_gzip_checked.inc();
+        }
+    }
+
+    fn poll_chunk(
+        &mut self,
+        cx: &mut Context<'_>,
+        input: &mut dyn Chunks,
+    ) -> Poll<Option<Result<Bytes, FilterError>>> {
+        if self.failed {
+            return Poll::Ready(Some(Err(GzipError::Failed.into())));
+        }
+        let Some(inflate) = self.state.as_mut() else {
+            return input.poll_chunk(cx);
+        };
+        let result = loop {
+            match input.poll_chunk(cx) {
+                Poll::Ready(Some(Ok(chunk))) => {
+                    inflate.pending = chunk.clone();
+                    let mut checked = Ok(());
+                    while !inflate.pending.is_empty() && checked.is_ok() {
+                        self.scratch.clear();
+                        checked = inflate.step(&mut self.scratch);
+                    }
+                    if let Err(e) = checked {
+                        break Err(e);
+                    }
+                    if let Some(before) = self.held.replace(chunk) {
+                        break Ok(Some(before));
+                    }
+                }
+                Poll::Ready(None) => break inflate.finish().map(|()| self.held.take()),
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Pending => return Poll::Pending,
+            }
+        };
+        match result {
+            Ok(chunk) => Poll::Ready(chunk.map(Ok)),
+            Err(e) => {
+                self.counters.compress_gzip_invalid.inc();
+                self.failed = true;
+                Poll::Ready(Some(Err(e.into())))
+            }
+        }
+    }
+}

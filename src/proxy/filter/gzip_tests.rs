@@ -1,0 +1,228 @@
+//! The gzip filters over scripted bodies: round trips in any chunking, origin gzip checked,
+//! malformed gzip failed and counted, bounded output for a body that inflates a thousandfold.
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::StatusCode;
+use http::header::{self, HeaderMap, HeaderValue};
+
+use super::gzip::{Gunzip, Gzip, OUT, TestGunzip};
+use super::{BodyFilter, Chain, Chunks, FilterError};
+use crate::stats::Counters;
+
+/// A body given as chunks, each ready at once.
+struct Given(VecDeque<Bytes>);
+
+impl Chunks for Given {
+    fn poll_chunk(&mut self, _: &mut Context<'_>) -> Poll<Option<Result<Bytes, FilterError>>> {
+        Poll::Ready(self.0.pop_front().map(Ok))
+    }
+}
+
+/// Runs `filter` over `chunks` with response fields `fields`: the fields after its head,
+/// then every chunk out (or the error that ended them).
+fn run(
+    filter: Box<dyn BodyFilter>,
+    fields: &mut HeaderMap,
+    chunks: Vec<Bytes>,
+) -> (Vec<Bytes>, Option<FilterError>) {
+    let mut chain = Chain::default();
+    chain.push(filter);
+    let effect = chain.effect(StatusCode::OK, fields);
+    chain.head(effect, fields);
+    let mut body = chain.over(Given(chunks.into()));
+    let waker = std::task::Waker::noop();
+    let mut cx = Context::from_waker(waker);
+    let mut out = Vec::new();
+    loop {
+        match body.poll_chunk(&mut cx) {
+            Poll::Ready(Some(Ok(c))) => out.push(c),
+            Poll::Ready(Some(Err(e))) => return (out, Some(e)),
+            Poll::Ready(None) => return (out, None),
+            Poll::Pending => panic!("a given body never waits"),
+        }
+    }
+}
+
+fn joined(chunks: &[Bytes]) -> Vec<u8> {
+    chunks.iter().flat_map(|c| c.iter().copied()).collect()
+}
+
+fn gzipped(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+fn page() -> Vec<u8> {
+    (0..4000)
+        .flat_map(|i| format!("<li>item {i}</li>\n").into_bytes())
+        .collect()
+}
+
+fn html(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html"));
+    for (n, v) in pairs {
+        h.append(*n, HeaderValue::from_static(v));
+    }
+    h
+}
+
+/// `data` cut into chunks of `size`.
+fn cut(data: &[u8], size: usize) -> Vec<Bytes> {
+    data.chunks(size).map(Bytes::copy_from_slice).collect()
+}
+
+#[test]
+fn gzip_then_gunzip_gives_the_body_back_in_any_chunking() {
+    let counters = Arc::new(Counters::default());
+    let data = page();
+    for size in [1, 7, 1000, 100_000] {
+        let mut fields = html(&[("content-length", "99"), ("etag", "\"v1\"")]);
+        let (zipped, err) = run(
+            Box::new(Gzip::new(6, counters.clone())),
+            &mut fields,
+            cut(&data, size),
+        );
+        assert!(err.is_none());
+        assert_eq!(fields["content-encoding"], "gzip");
+        assert_eq!(fields["vary"], "Accept-Encoding");
+        assert_eq!(
+            fields["etag"], "W/\"v1\"",
+            "a transformed body's ETag is weak"
+        );
+        assert!(!fields.contains_key(header::CONTENT_LENGTH));
+        let zipped = joined(&zipped);
+        assert!(zipped.len() < data.len() / 4, "{} bytes", zipped.len());
+        let (plain, err) = run(
+            Box::new(Gunzip::new(counters.clone())),
+            &mut fields,
+            cut(&zipped, size),
+        );
+        assert!(err.is_none());
+        assert!(!fields.contains_key(header::CONTENT_ENCODING));
+        assert_eq!(joined(&plain), data, "chunks of {size}");
+    }
+    assert_eq!(counters.compress_gzip.get(), 4);
+    assert_eq!(counters.compress_gunzip.get(), 4);
+    assert_eq!(counters.compress_gzip_invalid.get(), 0);
+}
+
+#[test]
+fn gzip_leaves_coded_and_no_transform_bodies_alone() {
+    let counters = Arc::new(Counters::default());
+    for pairs in [
+        &[("content-encoding", "br")][..],
+        &[("content-encoding", "gzip")][..],
+        &[("cache-control", "public, no-transform")][..],
+    ] {
+        let mut fields = html(pairs);
+        let before = fields.clone();
+        let (out, err) = run(
+            Box::new(Gzip::new(6, counters.clone())),
+            &mut fields,
+            vec![Bytes::from_static(b"as it came")],
+        );
+        assert!(err.is_none());
+        assert_eq!(fields, before);
+        assert_eq!(joined(&out), b"as it came");
+    }
+    assert_eq!(counters.compress_gzip.get(), 0);
+}
+
+#[test]
+fn gunzip_passes_identity_through() {
+    let counters = Arc::new(Counters::default());
+    let mut fields = html(&[("content-length", "5")]);
+    let (out, err) = run(
+        Box::new(Gunzip::new(counters.clone())),
+        &mut fields,
+        vec![Bytes::from_static(b"plain")],
+    );
+    assert!(err.is_none());
+    assert_eq!(joined(&out), b"plain");
+    assert_eq!(fields["content-length"], "5");
+    assert_eq!(counters.compress_gunzip.get(), 0);
+}
+
+#[test]
+fn an_origins_gzip_is_checked_and_passed_through_unchanged() {
+    let counters = Arc::new(Counters::default());
+    let zipped = gzipped(&page());
+    // Two members one after the other are one gzip body (RFC 1952 §2.2).
+    let mut two = zipped.clone();
+    two.extend_from_slice(&gzipped(b"tail"));
+    for body in [zipped, two] {
+        let mut fields = html(&[("content-encoding", "gzip"), ("etag", "\"o\"")]);
+        let (out, err) = run(
+            Box::new(TestGunzip::new(counters.clone())),
+            &mut fields,
+            cut(&body, 333),
+        );
+        assert!(err.is_none());
+        assert_eq!(joined(&out), body);
+        assert_eq!(
+            fields["etag"], "\"o\"",
+            "the origin's bytes, the origin's ETag"
+        );
+        assert_eq!(fields["vary"], "Accept-Encoding");
+    }
+    assert_eq!(counters.compress_gzip_checked.get(), 2);
+}
+
+#[test]
+fn malformed_gzip_fails_the_body_and_is_counted() {
+    let counters = Arc::new(Counters::default());
+    let good = gzipped(&page());
+    let mut corrupt = good.clone();
+    let middle = corrupt.len() / 2;
+    corrupt[middle] ^= 0xff;
+    let mut bad_crc = good.clone();
+    let n = bad_crc.len();
+    bad_crc[n - 6] ^= 1;
+    let truncated = good[..good.len() - 3].to_vec();
+    let mut junk_after = good.clone();
+    junk_after.extend_from_slice(b"<html>");
+    let cases = [
+        ("not gzip", b"<html>hello</html>".to_vec()),
+        ("corrupt", corrupt),
+        ("crc", bad_crc),
+        ("truncated", truncated),
+        ("junk after the end", junk_after),
+    ];
+    for (what, body) in cases {
+        for checker in [true, false] {
+            let filter: Box<dyn BodyFilter> = if checker {
+                Box::new(TestGunzip::new(counters.clone()))
+            } else {
+                Box::new(Gunzip::new(counters.clone()))
+            };
+            let mut fields = html(&[("content-encoding", "gzip")]);
+            let (_, err) = run(filter, &mut fields, cut(&body, 500));
+            assert!(err.is_some(), "{what} (checker: {checker}) passed as valid");
+        }
+    }
+    assert_eq!(counters.compress_gzip_invalid.get(), 10);
+}
+
+#[test]
+fn a_body_that_inflates_a_thousandfold_comes_out_in_bounded_chunks() {
+    let counters = Arc::new(Counters::default());
+    let zeros = vec![0u8; 8 << 20];
+    let bomb = gzipped(&zeros);
+    assert!(bomb.len() < 16 << 10, "{}", bomb.len());
+    let mut fields = html(&[("content-encoding", "gzip")]);
+    let (out, err) = run(
+        Box::new(Gunzip::new(counters)),
+        &mut fields,
+        vec![Bytes::from(bomb)],
+    );
+    assert!(err.is_none());
+    assert!(out.iter().all(|c| c.len() <= OUT));
+    assert_eq!(out.iter().map(Bytes::len).sum::<usize>(), zeros.len());
+}

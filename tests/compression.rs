@@ -1,0 +1,435 @@
+//! Content codings end to end (issue 29, docs/compression.md): real origins sending identity,
+//! gzip and broken gzip; clients with many `Accept-Encoding` shapes; one stored object per
+//! URL gzipped once and decoded for clients without gzip; `Vary`, `ETag`, 304 and Range per
+//! representation; `no-transform`, small and incompressible bodies left alone.
+
+mod common;
+
+use std::io::{Read, Write};
+
+use http_body_util::BodyExt;
+
+use common::{Conn, Origin, Reply, ReplyBody, Resp, Shellac, get_with};
+
+/// A 24 KB HTML page: compressible, as pages are.
+fn page() -> String {
+    (0..1000)
+        .map(|i| format!("<li class=\"row\">item {i}</li>\n"))
+        .collect()
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+fn gunzip(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(data)
+        .read_to_end(&mut out)
+        .expect("valid gzip");
+    out
+}
+
+/// An origin answering every path with the same HTML page, identity, with a strong ETag.
+async fn identity_origin() -> Origin {
+    Origin::start(|_| {
+        Reply::ok(&page())
+            .cc("max-age=60")
+            .header("content-type", "text/html; charset=utf-8")
+            .header("etag", "\"v1\"")
+    })
+    .await
+}
+
+/// Whether `r` is the page as gzip (and says so).
+fn is_gzip_page(r: &Resp) -> bool {
+    r.header("content-encoding") == Some("gzip") && gunzip(&r.body) == page().as_bytes()
+}
+
+/// Whether `r` is the page in identity.
+fn is_identity_page(r: &Resp) -> bool {
+    r.header("content-encoding").is_none() && r.body == page().as_bytes()
+}
+
+fn varies_on_coding(r: &Resp) -> bool {
+    r.headers
+        .get_all("vary")
+        .iter()
+        .any(|v| v.to_str().unwrap().eq_ignore_ascii_case("accept-encoding"))
+}
+
+/// Store once, serve many: the first request (a gzip client) stores the page gzipped; every
+/// other client shape is served from that one object — gzip as stored, identity decoded —
+/// with `Vary: Accept-Encoding` and no second fetch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_page_is_gzipped_once_and_served_to_every_client() {
+    let origin = identity_origin().await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    // curl --compressed's field (curl 8 built with brotli and zstd).
+    let first = get_with(
+        shellac.addr,
+        "/page",
+        &[("accept-encoding", "deflate, gzip, br, zstd")],
+    )
+    .await;
+    assert!(first.cache_status().contains("fwd=miss"));
+    assert!(is_gzip_page(&first), "{:?}", first.headers);
+    assert!(varies_on_coding(&first));
+    assert_eq!(first.header("etag"), Some("W/\"v1\""));
+    assert!(first.body.len() < page().len() / 4);
+    assert_eq!(
+        origin.last().headers["accept-encoding"],
+        "gzip",
+        "a fill asks the origin for gzip"
+    );
+    // (shape, takes gzip)
+    let shapes: [(&[(&str, &str)], bool); 14] = [
+        (&[("accept-encoding", "gzip, deflate, br, zstd")], true),
+        (&[("accept-encoding", "gzip, deflate")], true),
+        (&[("accept-encoding", "GZIP")], true),
+        (&[("accept-encoding", "x-gzip")], true),
+        (&[("accept-encoding", "*")], true),
+        (&[("accept-encoding", "br;q=1, gzip;q=0.1")], true),
+        (
+            &[("accept-encoding", "deflate"), ("accept-encoding", "gzip")],
+            true,
+        ),
+        (
+            &[("accept-encoding", "gzip"), ("via", "1.1 other-proxy")],
+            true,
+        ),
+        (&[], false),
+        (&[("accept-encoding", "")], false),
+        (&[("accept-encoding", "identity")], false),
+        (&[("accept-encoding", "br, zstd")], false),
+        (&[("accept-encoding", "gzip;q=0, br")], false),
+        (&[("accept-encoding", "*;q=0, identity")], false),
+    ];
+    for (fields, takes_gzip) in shapes {
+        let r = get_with(shellac.addr, "/page", fields).await;
+        assert_eq!(r.status, 200);
+        assert!(
+            r.cache_status().contains("hit"),
+            "{fields:?}: {}",
+            r.cache_status()
+        );
+        assert!(varies_on_coding(&r), "{fields:?}");
+        if takes_gzip {
+            assert!(is_gzip_page(&r), "{fields:?}: {:?}", r.headers);
+            assert_eq!(r.body, first.body, "the stored bytes");
+        } else {
+            assert!(is_identity_page(&r), "{fields:?}: {:?}", r.headers);
+            assert!(r.header("content-length").is_none());
+            assert_eq!(r.header("etag"), Some("W/\"v1\""));
+        }
+    }
+    assert_eq!(origin.count(), 1, "one fetch for every client");
+    let stats = shellac.stats().await;
+    assert_eq!(stats["compress_gzip"], 1, "compressed once");
+    assert_eq!(stats["compress_gunzip"], 6);
+    assert!(
+        stats["cache_hit_fast"] >= 1,
+        "gzip clients stay on the fast path"
+    );
+    assert!(stats["compress_gzip_bytes_out"] < stats["compress_gzip_bytes_in"] / 4);
+    shellac.stop().await;
+}
+
+/// A client without gzip that misses gets the page decoded as the fill streams it; the
+/// stored copy is gzip, and a gzip client then hits it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_miss_without_gzip_is_decoded_as_it_streams() {
+    let origin = Origin::start(|_| {
+        Reply::ok("")
+            .body(ReplyBody::Bytes(page().into_bytes()))
+            .cc("max-age=60")
+            .header("content-type", "application/json")
+            .chunked()
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let first = get_with(shellac.addr, "/data", &[]).await;
+    assert!(first.cache_status().contains("fwd=miss"));
+    assert!(is_identity_page(&first), "{:?}", first.headers);
+    assert!(varies_on_coding(&first));
+    let second = get_with(shellac.addr, "/data", &[("accept-encoding", "gzip")]).await;
+    assert!(second.cache_status().contains("hit"));
+    assert!(is_gzip_page(&second), "{:?}", second.headers);
+    assert_eq!(origin.count(), 1);
+    shellac.stop().await;
+}
+
+/// An origin's gzip is stored as it came (the origin's bytes and ETag) — even though it
+/// forgot `Vary: Accept-Encoding` — and decoded for clients without gzip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_origins_gzip_is_kept_and_decoded_for_clients_without_it() {
+    let zipped = gzip(page().as_bytes());
+    let body = zipped.clone();
+    let origin = Origin::start(move |_| {
+        Reply::ok("")
+            .body(ReplyBody::Bytes(body.clone()))
+            .cc("max-age=60")
+            .header("content-type", "text/html")
+            .header("content-encoding", "gzip")
+            .header("etag", "\"gz\"")
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let identity = get_with(shellac.addr, "/o", &[("accept-encoding", "identity")]).await;
+    assert!(is_identity_page(&identity), "{:?}", identity.headers);
+    assert!(varies_on_coding(&identity));
+    assert_eq!(identity.header("etag"), Some("W/\"gz\""));
+    let gz = get_with(shellac.addr, "/o", &[("accept-encoding", "gzip")]).await;
+    assert!(gz.cache_status().contains("hit"));
+    assert_eq!(gz.body, zipped, "the origin's bytes");
+    assert_eq!(gz.header("etag"), Some("\"gz\""));
+    assert_eq!(
+        gz.header("content-length"),
+        Some(&*zipped.len().to_string())
+    );
+    assert!(varies_on_coding(&gz));
+    assert_eq!(origin.count(), 1);
+    let stats = shellac.stats().await;
+    assert_eq!(stats["compress_gzip_checked"], 1);
+    assert_eq!(stats["compress_gzip"], 0);
+    assert_eq!(stats["compress_gzip_invalid"], 0);
+    shellac.stop().await;
+}
+
+/// Sends one GET and reads the body; `Err` when the body ends in an error (cut).
+async fn fetch_body(shellac: &Shellac, path: &str, ae: &str) -> Result<Vec<u8>, String> {
+    let mut conn = Conn::open(shellac.addr).await;
+    let resp = conn
+        .send_head("GET", path, &[("accept-encoding", ae)], b"")
+        .await;
+    match resp.into_body().collect().await {
+        Ok(b) => Ok(b.to_bytes().to_vec()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Broken gzip from an origin — corrupt in the middle, or truncated — is never stored nor
+/// delivered as if whole, to a gzip client or a decoded one; it is counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_gzip_from_an_origin_is_never_stored_or_served_whole() {
+    let good = gzip(page().as_bytes());
+    let mut corrupt = good.clone();
+    let middle = corrupt.len() / 2;
+    for b in &mut corrupt[middle..middle + 16] {
+        *b ^= 0x5a;
+    }
+    let truncated = good[..good.len() - 8].to_vec();
+    let origin = Origin::start(move |s| {
+        let body = if s.path.starts_with("/corrupt") {
+            corrupt.clone()
+        } else {
+            truncated.clone()
+        };
+        Reply::ok("")
+            .body(ReplyBody::Bytes(body))
+            .cc("max-age=60")
+            .header("content-type", "text/html")
+            .header("content-encoding", "gzip")
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    for path in ["/corrupt", "/truncated"] {
+        for ae in ["gzip", "identity"] {
+            let got = fetch_body(&shellac, path, ae).await;
+            match got {
+                Err(_) => {}
+                // A gzip client may have all the bytes the origin sent; they must not
+                // decode as a whole body.
+                Ok(bytes) => {
+                    assert_eq!(ae, "gzip", "{path}: decoded broken gzip delivered whole");
+                    let mut out = Vec::new();
+                    assert!(
+                        flate2::read::GzDecoder::new(&bytes[..])
+                            .read_to_end(&mut out)
+                            .is_err(),
+                        "{path}: a body that decodes"
+                    );
+                    panic!("{path}: broken gzip ended as if whole");
+                }
+            }
+        }
+    }
+    assert_eq!(origin.count(), 4, "nothing stored: each request fetched");
+    assert!(shellac.stat("compress_gzip_invalid").await >= 4);
+    shellac.stop().await;
+}
+
+/// Bodies that gain nothing or must not change: an image, a page under `min_length`, a
+/// `no-transform` page, and everything when `[compression]` is off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn incompressible_small_and_no_transform_bodies_are_left_alone() {
+    let origin = Origin::start(|s| {
+        let (ct, body, cc) = match s.path.as_str() {
+            "/img" => ("image/png", page(), "max-age=60"),
+            "/small" => ("text/html", "x".repeat(511), "max-age=60"),
+            _ => ("text/html", page(), "max-age=60, no-transform"),
+        };
+        Reply::ok(&body).cc(cc).header("content-type", ct)
+    })
+    .await;
+    let on = Shellac::start(origin.addr, |_| {}).await;
+    let off = Shellac::start(origin.addr, |c| c.compression.enabled = false).await;
+    for (shellac, paths) in [
+        (&on, &["/img", "/small", "/nt"][..]),
+        (&off, &["/img", "/small", "/nt", "/page"][..]),
+    ] {
+        for path in paths {
+            for _ in 0..2 {
+                let r = get_with(shellac.addr, path, &[("accept-encoding", "gzip")]).await;
+                assert_eq!(r.header("content-encoding"), None, "{path}");
+                assert!(r.header("content-length").is_some(), "{path}");
+                assert!(!varies_on_coding(&r), "{path}");
+            }
+        }
+    }
+    assert_eq!(on.stat("compress_gzip").await, 0);
+    assert_eq!(off.stat("compress_gzip").await, 0);
+    on.stop().await;
+    off.stop().await;
+}
+
+/// `no-transform` gzip from an origin reaches even a client without gzip as gzip (RFC 9110
+/// §7.7), from the full path and the fast path alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_transform_gzip_is_never_decoded() {
+    let zipped = gzip(page().as_bytes());
+    let body = zipped.clone();
+    let origin = Origin::start(move |_| {
+        Reply::ok("")
+            .body(ReplyBody::Bytes(body.clone()))
+            .cc("max-age=60, no-transform")
+            .header("content-type", "text/html")
+            .header("content-encoding", "gzip")
+    })
+    .await;
+    let on = Shellac::start(origin.addr, |_| {}).await;
+    for _ in 0..3 {
+        let r = get_with(on.addr, "/ntgz", &[]).await;
+        assert_eq!(r.header("content-encoding"), Some("gzip"));
+        assert_eq!(r.body, zipped);
+    }
+    assert_eq!(on.stat("compress_gunzip").await, 0);
+    assert!(on.stat("cache_hit_fast").await >= 1);
+    on.stop().await;
+}
+
+/// Validators and ranges per representation: `If-None-Match` with the weak (gzip) or the
+/// strong (identity) ETag gets a 304 with `Vary`, from either client; a gzip client's Range
+/// is cut from the stored gzip bytes; a decoded representation's length is not known ahead,
+/// so an identity client's Range gets the whole decoded body (RFC 9110 §14.2 allows it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etag_304_and_range_per_representation() {
+    let origin = identity_origin().await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let stored = get_with(shellac.addr, "/r", &[("accept-encoding", "gzip")]).await;
+    assert!(is_gzip_page(&stored));
+    for ae in ["gzip", "identity"] {
+        for inm in ["W/\"v1\"", "\"v1\"", "\"other\", W/\"v1\""] {
+            let r = get_with(
+                shellac.addr,
+                "/r",
+                &[("accept-encoding", ae), ("if-none-match", inm)],
+            )
+            .await;
+            assert_eq!(r.status, 304, "{ae} {inm}");
+            assert!(varies_on_coding(&r), "{ae} {inm}: a 304 varies too");
+            assert_eq!(r.header("etag"), Some("W/\"v1\""));
+            assert!(r.body.is_empty());
+        }
+        let r = get_with(
+            shellac.addr,
+            "/r",
+            &[("accept-encoding", ae), ("if-none-match", "\"v2\"")],
+        )
+        .await;
+        assert_eq!(r.status, 200, "{ae}");
+    }
+    let r = get_with(
+        shellac.addr,
+        "/r",
+        &[("accept-encoding", "gzip"), ("range", "bytes=0-9")],
+    )
+    .await;
+    assert_eq!(r.status, 206);
+    assert_eq!(r.body, stored.body[..10]);
+    assert_eq!(
+        r.header("content-range"),
+        Some(&*format!("bytes 0-9/{}", stored.body.len()))
+    );
+    assert_eq!(r.header("content-encoding"), Some("gzip"));
+    let r = get_with(
+        shellac.addr,
+        "/r",
+        &[("accept-encoding", "identity"), ("range", "bytes=0-9")],
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert!(is_identity_page(&r));
+    assert!(r.header("accept-ranges").is_none());
+    // HEAD for an identity client: the decoded representation's fields, no body.
+    let mut conn = Conn::open(shellac.addr).await;
+    let r = conn.send("HEAD", "/r", &[], b"").await;
+    assert_eq!(r.status, 200);
+    assert!(r.header("content-encoding").is_none());
+    assert!(r.body.is_empty());
+    assert_eq!(origin.count(), 1);
+    shellac.stop().await;
+}
+
+/// A response that is not stored is gzipped for a client that takes gzip (as it streams)
+/// and left as it is for one that does not; gzip the origin sends to a fill's
+/// `Accept-Encoding: gzip` is decoded for a client without it; a pass asks the origin with
+/// the codings the client takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uncacheable_answers_and_passes_follow_the_client() {
+    let zipped = gzip(page().as_bytes());
+    let origin = Origin::start(move |s| {
+        let ae = s
+            .headers
+            .get("accept-encoding")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        if s.path == "/private" && ae.contains("gzip") {
+            Reply::ok("")
+                .body(ReplyBody::Bytes(zipped.clone()))
+                .cc("private")
+                .header("content-type", "text/html")
+                .header("content-encoding", "gzip")
+        } else {
+            Reply::ok(&page())
+                .cc("no-store")
+                .header("content-type", "text/html")
+                .header("x-ae", &ae)
+        }
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let r = get_with(shellac.addr, "/private", &[]).await;
+    assert!(is_identity_page(&r), "{:?}", r.headers);
+    let r = get_with(shellac.addr, "/private", &[("accept-encoding", "gzip")]).await;
+    assert!(is_gzip_page(&r));
+    let r = get_with(shellac.addr, "/nostore", &[("accept-encoding", "gzip")]).await;
+    assert!(is_gzip_page(&r), "{:?}", r.headers);
+    let r = get_with(shellac.addr, "/nostore", &[]).await;
+    assert!(is_identity_page(&r), "{:?}", r.headers);
+    assert_eq!(shellac.stat("compress_gzip").await, 1);
+    assert_eq!(shellac.stat("compress_gunzip").await, 1);
+    let mut conn = Conn::open(shellac.addr).await;
+    let r = conn
+        .send(
+            "POST",
+            "/pass",
+            &[("accept-encoding", "gzip, deflate, br, zstd")],
+            b"x",
+        )
+        .await;
+    assert_eq!(r.header("x-ae"), Some("zstd, br, gzip"));
+    shellac.stop().await;
+}
