@@ -20,7 +20,6 @@ use tokio::task::AbortHandle;
 use crate::backend::{Backend, probe};
 use crate::config::{Config, Overrides, diff, settings};
 use crate::proxy::Proxy;
-use crate::server::park::Parking;
 use crate::stats::Counters;
 use crate::tls::server::Frontends;
 
@@ -88,8 +87,6 @@ pub struct Live {
     listeners: Mutex<Vec<Listener>>,
     probes: Mutex<Vec<(Arc<Backend>, AbortHandle)>>,
     shutdown: watch::Receiver<bool>,
-    /// Released client connections, waiting for their next request.
-    parking: Arc<Parking>,
     /// The TLS listeners' certificates and settings (swapped by reloads and file changes).
     tls: ArcSwap<Frontends>,
     /// Binds and accepts (the server's).
@@ -102,7 +99,6 @@ impl Live {
         source: ConfigSource,
         overrides: Overrides,
         shutdown: watch::Receiver<bool>,
-        parking: Arc<Parking>,
         tls: Frontends,
         listen: Box<dyn Listen>,
     ) -> Arc<Live> {
@@ -115,7 +111,6 @@ impl Live {
             listeners: Mutex::new(Vec::new()),
             probes: Mutex::new(Vec::new()),
             shutdown,
-            parking,
             tls: ArcSwap::from_pointee(tls),
             listen,
         })
@@ -129,11 +124,6 @@ impl Live {
     /// Changes to `true` when the server shuts down.
     pub fn shutdown(&self) -> watch::Receiver<bool> {
         self.shutdown.clone()
-    }
-
-    /// Where released client connections wait (see `server::park`).
-    pub(crate) fn parking(&self) -> &Parking {
-        &self.parking
     }
 
     /// The current configuration's proxy. Load once per request and keep it.

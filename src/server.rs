@@ -89,9 +89,10 @@ pub async fn start_with(
         source,
         overrides,
         shutdown.subscribe(),
-        parking.clone(),
         tls,
-        Box::new(Listen),
+        Box::new(Listen {
+            parking: parking.clone(),
+        }),
     );
     let mut tasks = JoinSet::new();
     let mut bound = Vec::new();
@@ -236,8 +237,11 @@ pub(crate) fn bind_listener(
     socket.listen(backlog)
 }
 
-/// How a reload binds and accepts (`reload::Listen`): [`bind_listener`], [`accept_loop`].
-struct Listen;
+/// How a reload binds and accepts (`reload::Listen`): [`bind_listener`], [`accept_loop`]
+/// (whose connections wait in `parking` while they send nothing).
+struct Listen {
+    parking: Arc<park::Parking>,
+}
 
 impl crate::reload::Listen for Listen {
     fn bind(
@@ -257,7 +261,11 @@ impl crate::reload::Listen for Listen {
         tls: Option<Arc<str>>,
     ) -> tokio::task::AbortHandle {
         let shutdown = live.shutdown();
-        tokio::spawn(accept_loop(listener, configured, live, shutdown, tls)).abort_handle()
+        let parking = self.parking.clone();
+        tokio::spawn(accept_loop(
+            listener, configured, live, parking, shutdown, tls,
+        ))
+        .abort_handle()
     }
 }
 
@@ -267,6 +275,7 @@ pub(crate) async fn accept_loop(
     listener: TcpListener,
     configured: SocketAddr,
     live: Arc<Live>,
+    parking: Arc<park::Parking>,
     mut shutdown: watch::Receiver<bool>,
     tls: Option<Arc<str>>,
 ) {
@@ -323,14 +332,14 @@ pub(crate) async fn accept_loop(
                     };
                     let deadline = now.saturating_add(ms(wait));
                     let open = Arc::new(OpenConn(proxy.shared.clone()));
-                    live.parking()
-                        .park(stream, peer, open, deadline, Some(now), tls, h2c);
+                    parking.park(stream, peer, open, deadline, Some(now), tls, h2c);
                     continue;
                 }
                 tokio::spawn(client_connection(
                     stream,
                     peer,
                     live.clone(),
+                    parking.clone(),
                     shutdown.clone(),
                     None,
                     None,
@@ -385,6 +394,7 @@ async fn client_connection(
     stream: TcpStream,
     peer: SocketAddr,
     live: Arc<Live>,
+    parking: Arc<park::Parking>,
     shutdown: watch::Receiver<bool>,
     open: Option<Arc<OpenConn>>,
     new_since: Option<u64>,
@@ -408,10 +418,23 @@ async fn client_connection(
     // future is as large as its largest branch, and an idle HTTP/2 connection would
     // otherwise carry the TLS branch's size (bench/RESULTS.md, idle HTTP/2 memory).
     if let Some(start) = tls {
-        return Box::pin(tls_conn::run(
-            stream, peer, live, shutdown, open, new_since, start, local,
+        let released = Box::pin(tls_conn::run(
+            stream,
+            peer,
+            live.clone(),
+            shutdown,
+            open,
+            new_since,
+            start,
+            local,
         ))
         .await;
+        if let Some(r) = released
+            && parking.park(r.socket, peer, r.open, r.deadline, None, Some(r.tls), false)
+        {
+            live.load().counters.client_idle_released.inc();
+        }
+        return;
     }
     // A new connection on a listener that accepts h2c: HTTP/2 if it starts with the preface.
     if h2c && (new_since.is_some() || !resumed) {
@@ -439,10 +462,7 @@ async fn client_connection(
     };
     let deadline = idle_since.saturating_add(ms(cfg.idle_timeout.0));
     // The gauge (in park) before the counter: whoever sees the count sees the gauge too.
-    if live
-        .parking()
-        .park(released, peer, open, deadline, None, None, false)
-    {
+    if parking.park(released, peer, open, deadline, None, None, false) {
         live.load().counters.client_idle_released.inc();
     }
 }

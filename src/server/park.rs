@@ -402,7 +402,7 @@ pub(crate) async fn run(
                     }
                 }
                 for p in resumed {
-                    resume(p, &live, &shutdown);
+                    resume(p, &parking, &live, &shutdown);
                 }
             }
             _ = until(sleep) => {
@@ -437,7 +437,7 @@ async fn until(sleep: Option<tokio::time::Sleep>) {
 }
 
 /// Back into Tokio's reactor, with a new connection task that starts a session.
-fn resume(p: Parked, live: &Arc<Live>, shutdown: &watch::Receiver<bool>) {
+fn resume(p: Parked, parking: &Arc<Parking>, live: &Arc<Live>, shutdown: &watch::Receiver<bool>) {
     let Parked {
         stream,
         peer,
@@ -462,6 +462,7 @@ fn resume(p: Parked, live: &Arc<Live>, shutdown: &watch::Receiver<bool>) {
                 stream,
                 peer,
                 live.clone(),
+                parking.clone(),
                 shutdown.clone(),
                 Some(open),
                 new_since,

@@ -37,9 +37,18 @@ impl Quiet for Stream {
     }
 }
 
+/// A TLS connection its HTTP/1.1 session released: the caller parks it until it is readable
+/// again or `deadline` passes.
+pub(super) struct Released {
+    pub socket: TcpStream,
+    pub open: Arc<OpenConn>,
+    pub deadline: u64,
+    pub tls: TlsStart,
+}
+
 /// Runs a TLS client connection: handshake (for a new one; `new_since`: when it was
-/// accepted, if it waited for its first byte in the parking lot), session, and parking when
-/// it is released.
+/// accepted, if it waited for its first byte in the parking lot) and session; what the session
+/// released, to be parked.
 // Each argument is a separate fact about the connection.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn run(
@@ -51,7 +60,7 @@ pub(super) async fn run(
     new_since: Option<u64>,
     start: TlsStart,
     local: super::local::ConnLocal,
-) {
+) -> Option<Released> {
     let proxy = live.load();
     let counters = proxy.counters.clone();
     let cfg = proxy.config.server.clone();
@@ -64,7 +73,7 @@ pub(super) async fn run(
                 Err(e) => {
                     tracing::warn!(%peer, error = %e, "cannot start a TLS connection");
                     Reason::Protocol.count(&counters);
-                    return;
+                    return None;
                 }
             };
             let mut tls = TlsStream::from_parts(stream, conn);
@@ -74,13 +83,13 @@ pub(super) async fn run(
             match tokio::time::timeout(left, tls.handshake()).await {
                 Err(_) => {
                     Reason::Timeout.count(&counters);
-                    return;
+                    return None;
                 }
                 Ok(Err(e)) => {
                     let reason = Reason::of(&e);
                     reason.count(&counters);
                     tracing::debug!(%peer, listener = %frontend.name, reason = reason.as_str(), error = %e, "TLS handshake failed");
-                    return;
+                    return None;
                 }
                 Ok(Ok(())) => {}
             }
@@ -89,13 +98,13 @@ pub(super) async fn run(
                 let reason = Reason::of(&e);
                 reason.count(&counters);
                 tracing::debug!(%peer, listener = %frontend.name, reason = reason.as_str(), error = %e, "resumed TLS session refused");
-                return;
+                return None;
             }
             if tls.get_ref().1.alpn_protocol() == Some(ACME_TLS_ALPN) {
                 // A TLS-ALPN-01 validation: the handshake was the answer (RFC 8737 §3).
                 counters.acme_challenge_tls.inc();
                 let _ = tokio::time::timeout(Duration::from_secs(1), tls.shutdown()).await;
-                return;
+                return None;
             }
             counters.tls_handshake.inc();
             let info = ConnTls::of(tls.get_ref().1);
@@ -108,7 +117,7 @@ pub(super) async fn run(
     // ALPN chose HTTP/2: its session (server/h2/) over the decrypted stream, to the end.
     if info.alpn.as_deref() == Some("h2") {
         super::h2::serve(stream, peer, live, shutdown, Some(info), local).await;
-        return;
+        return None;
     }
     // Boxed, as for cleartext connections: the task's future stays small.
     let session = Box::pin(serve_session(
@@ -122,16 +131,13 @@ pub(super) async fn run(
         Some(info.clone()),
         local,
     ));
-    let Some((released, idle_since)) = session.await else {
-        return;
-    };
+    let (released, idle_since) = session.await?;
     let deadline = idle_since.saturating_add(ms(cfg.idle_timeout.0));
     let (socket, conn) = released.into_parts();
-    let tls = TlsStart::Resume(Box::new(conn), info);
-    if live
-        .parking()
-        .park(socket, peer, open, deadline, None, Some(tls), false)
-    {
-        counters.client_idle_released.inc();
-    }
+    Some(Released {
+        socket,
+        open,
+        deadline,
+        tls: TlsStart::Resume(Box::new(conn), info),
+    })
 }

@@ -42,9 +42,7 @@ pub type Running = (Arc<Config>, Option<Arc<Program>>);
 
 /// The program of a configuration about to run: compiled from its `[vcl] file` (its origins
 /// made the configuration's when they are not yet), `None` without one.
-pub fn for_config(
-    config: Arc<Config>,
-) -> Result<Running, Vec<ConfigError>> {
+pub fn for_config(config: Arc<Config>) -> Result<Running, Vec<ConfigError>> {
     let Some(path) = config.vcl.file.clone() else {
         return Ok((config, None));
     };
