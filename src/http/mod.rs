@@ -1,12 +1,13 @@
 //! HTTP building blocks below the proxy: the strict HTTP/1 request scanner (`strict`),
 //! target normalisation (`target`), `Accept-Encoding` negotiation (`accept_encoding`),
-//! virtual-host names with nginx's precedence (`server_name`),
+//! conditional and Range requests against validators (`conditional`),
 //! Cache-Control, structured fields (RFC 8941) and date parsing, how `Vary` compares field
 //! values (`selecting`), and header hygiene (hop-by-hop, forwarding fields).
 
 pub mod accept_encoding;
 pub mod base64;
 pub mod cache_control;
+pub mod conditional;
 pub mod date;
 pub mod headers;
 pub mod selecting;

@@ -1,37 +1,19 @@
 //! Conditional requests (RFC 9110 §13) and Range requests (RFC 9110 §14) answered from a stored
-//! response: which answer a request gets, before any body is produced.
-
-use std::time::SystemTime;
+//! response: which answer a request gets, before any body is produced. The rules are
+//! `http/conditional.rs`'s (the static-files origin applies them to files); this reads the
+//! stored validators.
 
 use http::Method;
-use http::header::{self, HeaderMap, HeaderValue};
+use http::header::{self, HeaderMap};
 
 use crate::cache::StoredFields;
-
-/// Ranges per request at most; a request with more gets the whole representation (RFC 9110
-/// §14.2 lets a server ignore Range; this bounds the work a request can cause).
-pub const MAX_RANGES: usize = 16;
-
-/// How to answer a GET/HEAD from a stored response.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Answer {
-    /// 200 with the whole body.
-    Full,
-    /// 304 Not Modified.
-    NotModified,
-    /// 412 Precondition Failed.
-    PreconditionFailed,
-    /// 206 with these inclusive byte ranges (one range: a plain body; several: multipart).
-    Partial(Vec<(u64, u64)>),
-    /// 416 Range Not Satisfiable.
-    Unsatisfiable,
-}
+pub use crate::http::conditional::{Answer, MAX_RANGES, RangeSpec, not_modified, parse_range};
 
 /// Evaluates preconditions in RFC 9110 §13.2.2 order, then Range and If-Range.
 /// `stored` are the stored response's headers, `len` its body length.
 pub fn evaluate(method: &Method, request: &HeaderMap, stored: &StoredFields, len: u64) -> Answer {
     // Most hits carry none of these fields: one pass over the request's (few) field names
-    // instead of five hash lookups and the stored validators' date parsing.
+    // instead of the stored validators' date parsing.
     let relevant = request.keys().any(|k| {
         k == header::IF_MATCH
             || k == header::IF_NONE_MATCH
@@ -46,187 +28,7 @@ pub fn evaluate(method: &Method, request: &HeaderMap, stored: &StoredFields, len
     let last_modified = stored
         .get_str(&header::LAST_MODIFIED)
         .and_then(|v| httpdate::parse_http_date(v.trim()).ok());
-    // 1. If-Match (strong comparison)
-    if let Some(im) = list(request, header::IF_MATCH) {
-        if !im
-            .iter()
-            .any(|t| t == "*" && etag.is_some() || etag.is_some_and(|e| strong_eq(t, e)))
-        {
-            return Answer::PreconditionFailed;
-        }
-    } else if let (Some(ius), Some(lm)) = (
-        date(request.get(header::IF_UNMODIFIED_SINCE)),
-        last_modified,
-    ) {
-        // 2. If-Unmodified-Since
-        if lm > ius {
-            return Answer::PreconditionFailed;
-        }
-    }
-    let safe = method == Method::GET || method == Method::HEAD;
-    // 3. If-None-Match (weak comparison)
-    if let Some(inm) = list(request, header::IF_NONE_MATCH) {
-        if inm
-            .iter()
-            .any(|t| t == "*" || etag.is_some_and(|e| weak_eq(t, e)))
-        {
-            return if safe {
-                Answer::NotModified
-            } else {
-                Answer::PreconditionFailed
-            };
-        }
-    } else if safe
-        && let (Some(ims), Some(lm)) = (date(request.get(header::IF_MODIFIED_SINCE)), last_modified)
-        && lm <= ims
-    {
-        // 4. If-Modified-Since
-        return Answer::NotModified;
-    }
-    // 5. Range, for GET only
-    if method != Method::GET {
-        return Answer::Full;
-    }
-    let Some(range) = request.get(header::RANGE).and_then(|v| v.to_str().ok()) else {
-        return Answer::Full;
-    };
-    if let Some(if_range) = request.get(header::IF_RANGE).and_then(|v| v.to_str().ok()) {
-        let matches = if if_range.starts_with('"') || if_range.starts_with("W/") {
-            etag.is_some_and(|e| strong_eq(if_range.trim(), e))
-        } else {
-            // A date validator must equal Last-Modified exactly (RFC 9110 §13.1.5).
-            httpdate::parse_http_date(if_range.trim())
-                .ok()
-                .is_some_and(|d| Some(d) == last_modified)
-        };
-        if !matches {
-            return Answer::Full;
-        }
-    }
-    match parse_range(range, len) {
-        RangeSpec::Ignore => Answer::Full,
-        RangeSpec::Unsatisfiable => Answer::Unsatisfiable,
-        RangeSpec::Ranges(r) => Answer::Partial(r),
-    }
-}
-
-/// Steps 3 and 4 of RFC 9110 §13.2.2 for a GET or HEAD — `If-None-Match` (weak comparison),
-/// else `If-Modified-Since` — against the validators of the response as it is delivered
-/// (`delivered`): under VCL they are evaluated after vcl_deliver, which may change them, as
-/// Varnish does. True: the answer is 304.
-pub fn not_modified(request: &HeaderMap, delivered: &HeaderMap) -> bool {
-    let etag = delivered.get(header::ETAG).and_then(|v| v.to_str().ok());
-    if let Some(inm) = list(request, header::IF_NONE_MATCH) {
-        return inm
-            .iter()
-            .any(|t| t == "*" || etag.is_some_and(|e| weak_eq(t, e)));
-    }
-    let last_modified = date(delivered.get(header::LAST_MODIFIED));
-    matches!(
-        (date(request.get(header::IF_MODIFIED_SINCE)), last_modified),
-        (Some(ims), Some(lm)) if lm <= ims
-    )
-}
-
-/// A parsed `Range` header against a body of known length.
-#[derive(Debug, PartialEq, Eq)]
-pub enum RangeSpec {
-    /// Not a byte range we serve (other unit, syntax error, too many ranges): send it all.
-    Ignore,
-    Unsatisfiable,
-    Ranges(Vec<(u64, u64)>),
-}
-
-/// Parses `bytes=a-b, c-, -n` (RFC 9110 §14.1.2) into inclusive ranges within `len`.
-pub fn parse_range(text: &str, len: u64) -> RangeSpec {
-    let Some(spec) = text.trim().strip_prefix("bytes=") else {
-        return RangeSpec::Ignore;
-    };
-    let parts: Vec<&str> = spec
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .collect();
-    if parts.is_empty() || parts.len() > MAX_RANGES {
-        return RangeSpec::Ignore;
-    }
-    let mut out = Vec::new();
-    for part in parts {
-        let Some((first, last)) = part.split_once('-') else {
-            return RangeSpec::Ignore;
-        };
-        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-        let range = match (first.trim(), last.trim()) {
-            ("", n) if digits(n) => {
-                let Ok(n) = n.parse::<u64>() else {
-                    return RangeSpec::Ignore;
-                };
-                (n > 0 && len > 0).then(|| (len.saturating_sub(n), len - 1))
-            }
-            (a, "") if digits(a) => {
-                let Ok(a) = a.parse::<u64>() else {
-                    return RangeSpec::Ignore;
-                };
-                (a < len).then(|| (a, len - 1))
-            }
-            (a, b) if digits(a) && digits(b) => {
-                let (Ok(a), Ok(b)) = (a.parse::<u64>(), b.parse::<u64>()) else {
-                    return RangeSpec::Ignore;
-                };
-                if b < a {
-                    return RangeSpec::Ignore;
-                }
-                (a < len).then(|| (a, b.min(len - 1)))
-            }
-            _ => return RangeSpec::Ignore,
-        };
-        if let Some(r) = range {
-            out.push(r);
-        }
-    }
-    // Overlapping ranges that add up to more than the body would make one request cost
-    // more than the object: send it whole instead (RFC 9110 §14.2 allows ignoring Range).
-    let total = out
-        .iter()
-        .fold(0u64, |sum, (a, b)| sum.saturating_add(b - a + 1));
-    if out.is_empty() {
-        RangeSpec::Unsatisfiable
-    } else if out.len() > 1 && total > len {
-        RangeSpec::Ignore
-    } else {
-        RangeSpec::Ranges(out)
-    }
-}
-
-fn list(request: &HeaderMap, name: header::HeaderName) -> Option<Vec<String>> {
-    let mut values = request.get_all(name).iter().peekable();
-    values.peek()?;
-    Some(
-        values
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .map(|t| t.trim().to_string())
-            .filter(|t| !t.is_empty())
-            .collect(),
-    )
-}
-
-fn date(v: Option<&HeaderValue>) -> Option<SystemTime> {
-    httpdate::parse_http_date(v?.to_str().ok()?.trim()).ok()
-}
-
-fn opaque(tag: &str) -> &str {
-    tag.strip_prefix("W/").unwrap_or(tag)
-}
-
-/// Strong comparison: both strong and identical.
-fn strong_eq(a: &str, b: &str) -> bool {
-    !a.starts_with("W/") && !b.starts_with("W/") && a == b
-}
-
-/// Weak comparison: opaque tags identical, weakness ignored.
-fn weak_eq(a: &str, b: &str) -> bool {
-    opaque(a) == opaque(b)
+    crate::http::conditional::evaluate(method, request, etag, last_modified, len)
 }
 
 #[cfg(test)]
