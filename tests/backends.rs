@@ -491,3 +491,57 @@ async fn max_connections_queue_then_busy() {
     assert_eq!(v["backends"][0]["in_flight"], 0);
     shellac.stop().await;
 }
+
+/// `address = "unix:/path"`: an HTTP origin on a Unix socket gets the requests and the
+/// health probes, over kept connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_origin_on_a_unix_socket() {
+    use http_body_util::Full;
+    use hyper::server::conn::http1;
+    use hyper::service::service_fn;
+    use hyper_util::rt::TokioIo;
+    let dir = TempDir::new("unix-origin");
+    let path = dir.0.join("origin.sock");
+    let listener = tokio::net::UnixListener::bind(&path).unwrap();
+    let served = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = served.clone();
+    let accept = tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let count = count.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                    count.fetch_add(1, Ordering::SeqCst);
+                    let body = format!("unix {}", req.uri().path());
+                    async move {
+                        Ok::<_, std::convert::Infallible>(
+                            http::Response::builder()
+                                .header("cache-control", "no-store")
+                                .body(Full::new(bytes::Bytes::from(body)))
+                                .unwrap(),
+                        )
+                    }
+                });
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    let address = format!("unix:{}", path.display());
+    let shellac = Shellac::start("127.0.0.1:9".parse().unwrap(), |c| {
+        let b = &mut c.backends[0];
+        b.host = String::new();
+        b.address = Some(address.clone());
+        b.probe = Some(ProbeRef::Inline(fast_probe()));
+    })
+    .await;
+    for i in 0..3 {
+        let r = get(shellac.addr, &format!("/p{i}")).await;
+        assert_eq!((r.status, r.text()), (200, format!("unix /p{i}")));
+    }
+    let v = backend_json(&shellac).await;
+    assert_eq!(v["backends"][0]["address"], address.as_str());
+    assert!(served.load(Ordering::SeqCst) >= 3);
+    assert!(v["backends"][0]["reuse"].as_u64().unwrap() >= 1, "{v}");
+    accept.abort();
+}

@@ -1,7 +1,7 @@
-//! Connectors: how a connection to a backend is opened, below the HTTP protocol spoken on it
-//! (`Backend::connect` puts hyper's HTTP/1 client on whatever this returns). TCP, or TLS
-//! over TCP (`[[backend]] tls`); the connect timeout covers both the TCP connect and the
-//! handshake. A TLS connector notices renewed CA, certificate and key files (looked at before
+//! Connectors: how a connection to a backend is opened, below the protocol spoken on it
+//! (`Backend::connect` puts hyper's HTTP/1 client on whatever this returns). TCP, TLS over
+//! TCP (`[[backend]] tls`), or a Unix socket (`address = "unix:/path"`); the connect timeout
+//! covers both the connect and the handshake. A TLS connector notices renewed CA, certificate and key files (looked at before
 //! a new connection, at most every [`CHECK_EVERY`]) and uses them for the connections it
 //! opens next; files that do not load leave it as it was.
 
@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 
 use crate::config::{BackendConfig, BackendTls};
 use crate::stats::Counters;
@@ -29,6 +29,7 @@ pub(crate) const CHECK_EVERY: Duration = Duration::from_secs(2);
 pub(crate) enum Transport {
     Tcp(TcpStream),
     Tls(Box<BackendStream>),
+    Unix(UnixStream),
 }
 
 /// How connections to one backend are opened: the transport, and the bytes written first on
@@ -37,6 +38,8 @@ pub(crate) enum Transport {
 pub(crate) struct Connector {
     kind: Kind,
     preamble: Option<Box<[u8]>>,
+    /// `address = "unix:/path"`: connections go to this socket (never with TLS).
+    unix: Option<PathBuf>,
 }
 
 #[derive(Debug)]
@@ -65,7 +68,16 @@ impl Connector {
             .filter(|p| !p.is_empty())
             .map(Vec::into_boxed_slice);
         let kind = Kind::for_backend(config, alpn == b"h2");
-        Connector { kind, preamble }
+        let unix = config
+            .address
+            .as_deref()
+            .and_then(crate::config::unix_path)
+            .map(PathBuf::from);
+        Connector {
+            kind,
+            preamble,
+            unix,
+        }
     }
 
     /// Opens a connection (TCP connect, the preamble, then the TLS handshake if any) within
@@ -78,6 +90,9 @@ impl Connector {
         nodelay: bool,
         counters: &Counters,
     ) -> Result<Transport, ConnectError> {
+        if let Some(path) = &self.unix {
+            return connect_unix(path, timeout, self.preamble.as_deref()).await;
+        }
         self.kind
             .connect(
                 host,
@@ -148,6 +163,30 @@ impl Kind {
             Ok(Err(e)) => Err(ConnectError::Io(e)),
             Err(_) => Err(ConnectError::Timeout),
         }
+    }
+}
+
+/// A Unix-socket connection, the preamble written first, within `timeout`.
+async fn connect_unix(
+    path: &std::path::Path,
+    timeout: Duration,
+    preamble: Option<&[u8]>,
+) -> Result<Transport, ConnectError> {
+    let opened = tokio::time::timeout(timeout, async {
+        let mut stream = UnixStream::connect(path).await?;
+        if let Some(bytes) = preamble {
+            tokio::io::AsyncWriteExt::write_all(&mut stream, bytes).await?;
+        }
+        Ok::<_, io::Error>(Transport::Unix(stream))
+    })
+    .await;
+    match opened {
+        Ok(Ok(t)) => Ok(t),
+        Ok(Err(e)) => Err(ConnectError::Io(io::Error::new(
+            e.kind(),
+            format!("{}: {e}", path.display()),
+        ))),
+        Err(_) => Err(ConnectError::Timeout),
     }
 }
 
@@ -250,6 +289,7 @@ impl AsyncRead for Transport {
         match self.get_mut() {
             Transport::Tcp(s) => Pin::new(s).poll_read(cx, buf),
             Transport::Tls(s) => Pin::new(&mut **s).poll_read(cx, buf),
+            Transport::Unix(s) => Pin::new(s).poll_read(cx, buf),
         }
     }
 }
@@ -263,6 +303,7 @@ impl AsyncWrite for Transport {
         match self.get_mut() {
             Transport::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             Transport::Tls(s) => Pin::new(&mut **s).poll_write(cx, buf),
+            Transport::Unix(s) => Pin::new(s).poll_write(cx, buf),
         }
     }
 
@@ -274,6 +315,7 @@ impl AsyncWrite for Transport {
         match self.get_mut() {
             Transport::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
             Transport::Tls(s) => Pin::new(&mut **s).poll_write_vectored(cx, bufs),
+            Transport::Unix(s) => Pin::new(s).poll_write_vectored(cx, bufs),
         }
     }
 
@@ -281,6 +323,7 @@ impl AsyncWrite for Transport {
         match self {
             Transport::Tcp(s) => s.is_write_vectored(),
             Transport::Tls(s) => s.is_write_vectored(),
+            Transport::Unix(s) => s.is_write_vectored(),
         }
     }
 
@@ -288,6 +331,7 @@ impl AsyncWrite for Transport {
         match self.get_mut() {
             Transport::Tcp(s) => Pin::new(s).poll_flush(cx),
             Transport::Tls(s) => Pin::new(&mut **s).poll_flush(cx),
+            Transport::Unix(s) => Pin::new(s).poll_flush(cx),
         }
     }
 
@@ -295,6 +339,7 @@ impl AsyncWrite for Transport {
         match self.get_mut() {
             Transport::Tcp(s) => Pin::new(s).poll_shutdown(cx),
             Transport::Tls(s) => Pin::new(&mut **s).poll_shutdown(cx),
+            Transport::Unix(s) => Pin::new(s).poll_shutdown(cx),
         }
     }
 }

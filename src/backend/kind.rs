@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use http::{Request, Response};
 
+use super::files::FilesKind;
 use super::h2::H2;
 use super::http1::Http1;
 use super::origin::{Origin, Source};
@@ -17,12 +18,14 @@ use crate::config::{BackendConfig, BackendProtocol};
 pub(crate) enum Kind {
     Http1(Http1),
     H2(H2),
+    Files(FilesKind),
 }
 
 /// A connection of one of the kinds.
 pub(crate) enum Conn {
     Http1(super::conn::Conn),
     H2(super::mux::Slot),
+    Files,
 }
 
 impl Kind {
@@ -36,6 +39,7 @@ impl Kind {
                 Kind::Http1(Http1::new(max_response_head, max_response_fields))
             }
             BackendProtocol::H2 => Kind::H2(H2::new(config.max_streams, max_response_head)),
+            BackendProtocol::Files => Kind::Files(FilesKind::new(config)),
         }
     }
 
@@ -43,6 +47,7 @@ impl Kind {
         match self {
             Kind::Http1(k) => k.alpn(),
             Kind::H2(k) => k.alpn(),
+            Kind::Files(k) => k.alpn(),
         }
     }
 
@@ -61,6 +66,10 @@ impl Kind {
                 .connection(backend, connect, fresh)
                 .await
                 .map(|(c, r)| (Conn::H2(c), r)),
+            Kind::Files(k) => k
+                .connection(backend, connect, fresh)
+                .await
+                .map(|((), r)| (Conn::Files, r)),
         }
     }
 
@@ -73,6 +82,7 @@ impl Kind {
         match (self, conn) {
             (Kind::Http1(k), Conn::Http1(c)) => k.request(backend, c, req).await,
             (Kind::H2(k), Conn::H2(c)) => k.request(backend, c, req).await,
+            (Kind::Files(k), Conn::Files) => k.request(backend, (), req).await,
             _ => unreachable!("a connection is only handed to the kind that opened it"),
         }
     }
@@ -81,6 +91,7 @@ impl Kind {
         match self {
             Kind::Http1(k) => k.retries_stale(),
             Kind::H2(k) => k.retries_stale(),
+            Kind::Files(k) => k.retries_stale(),
         }
     }
 
@@ -88,6 +99,7 @@ impl Kind {
         match self {
             Kind::Http1(k) => k.probe(backend, request).await,
             Kind::H2(k) => k.probe(backend, request).await,
+            Kind::Files(k) => k.probe(backend, request).await,
         }
     }
 
@@ -95,6 +107,7 @@ impl Kind {
         match self {
             Kind::Http1(k) => k.idle(),
             Kind::H2(k) => k.idle(),
+            Kind::Files(k) => k.idle(),
         }
     }
 
@@ -102,7 +115,14 @@ impl Kind {
     pub(crate) fn http1(&self) -> Option<&Http1> {
         match self {
             Kind::Http1(k) => Some(k),
-            Kind::H2(_) => None,
+            Kind::H2(_) | Kind::Files(_) => None,
+        }
+    }
+
+    /// What the kind adds to the backend's `/backends` entry.
+    pub(crate) fn describe(&self, v: &mut serde_json::Value) {
+        if let Kind::Files(k) = self {
+            k.describe(v);
         }
     }
 }

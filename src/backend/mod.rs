@@ -1,4 +1,4 @@
-//! Backends: one origin each, of one kind (`origin.rs`: HTTP/1.1, HTTP/2), with what every
+//! Backends: one origin each, of one kind (`origin.rs`: HTTP/1.1, HTTP/2, static files), with what every
 //! kind shares around it: a connection limit with a bounded queue, health state, counters, the
 //! fetch timeouts (connect, first byte, between bytes) and the retry on a stale connection.
 //!
@@ -8,6 +8,7 @@ mod body;
 mod conn;
 pub(crate) mod connector;
 pub mod director;
+mod files;
 mod h2;
 pub mod health;
 mod http1;
@@ -458,6 +459,12 @@ impl Backend {
 
     /// The backend's address, for display.
     pub fn address(&self) -> String {
+        if let Some(address) = &self.config.address {
+            return address.clone();
+        }
+        if let Some(root) = &self.config.root {
+            return format!("files:{}", root.display());
+        }
         match self.config.host.parse::<std::net::IpAddr>() {
             Ok(ip) => SocketAddr::new(ip, self.config.port).to_string(),
             Err(_) => format!("{}:{}", self.config.host, self.config.port),
@@ -490,6 +497,7 @@ impl Backend {
         for (name, value) in self.stats.snapshot() {
             v[name] = value.into();
         }
+        self.kind.describe(&mut v);
         v
     }
 }

@@ -1,7 +1,7 @@
 //! `[[backend]]`, `[[probe]]`, `[[director]]` and `[routing]`: origins, their health checks and
 //! how requests are spread over them.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -16,8 +16,14 @@ pub struct BackendConfig {
     /// Name used in logs, stats and directors. Default `backend<N>`.
     #[serde(default)]
     pub name: String,
-    /// Host name or IP address. Required.
+    /// Host name or IP address. Required for an origin reached over TCP (not for `protocol =
+    /// "files"`, nor with `address`).
+    #[serde(default)]
     pub host: String,
+    /// `unix:/path`: the origin listens on a Unix socket (HTTP/1.1, HTTP/2 or FastCGI), in
+    /// place of `host` and `port`. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
     /// The `Host` sent when the client's request has none (HTTP/1.0) and in health probes.
     /// Default: `host`, with `:port` unless it is 80. (VCL's `.host_header`; a VCL backend
     /// without one sends its `.host` as written, as Varnish does.)
@@ -81,6 +87,41 @@ pub struct BackendConfig {
     /// connection. Default 100.
     #[serde(default = "default_max_streams")]
     pub max_streams: u32,
+    /// `protocol = "files"`: the document root served. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<std::path::PathBuf>,
+    /// Files tried, in order, for a request naming a directory. Default `["index.html"]`.
+    #[serde(
+        default,
+        deserialize_with = "super::lists::opt_one_or_many",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub index: Option<Vec<String>>,
+    /// Extension → media type, over the built-in table (`protocol = "files"`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mime_types: BTreeMap<String, String>,
+    /// The media type of a file whose extension no table knows. Default
+    /// `application/octet-stream`.
+    #[serde(default = "default_default_type")]
+    pub default_type: String,
+    /// Follow symbolic links that lead out of `root`. Default false.
+    #[serde(default)]
+    pub follow_symlinks: bool,
+    /// Serve files and directories whose name starts with `.` (`.well-known` always is).
+    /// Default false.
+    #[serde(default)]
+    pub dotfiles: bool,
+    /// Serve `NAME.br`, `NAME.zst`, `NAME.gz` next to a file, by the request's
+    /// `Accept-Encoding`. Default false.
+    #[serde(default)]
+    pub precompressed: bool,
+    /// Open files and their metadata kept, at most (0: none kept). Default 1000.
+    #[serde(default = "default_open_file_cache")]
+    pub open_file_cache: usize,
+    /// How long a kept file or a "not found" is trusted before it is looked up again.
+    /// Default `5s`.
+    #[serde(default = "default_open_file_cache_valid")]
+    pub open_file_cache_valid: Dur,
 }
 
 /// `[[backend]] protocol`.
@@ -92,6 +133,18 @@ pub enum BackendProtocol {
     Http1,
     /// HTTP/2: with prior knowledge over TCP, by ALPN over TLS; multiplexed connections.
     H2,
+    /// Static files from the document root `root` (`backend/files/`).
+    Files,
+}
+
+impl BackendProtocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendProtocol::Http1 => "http1",
+            BackendProtocol::H2 => "h2",
+            BackendProtocol::Files => "files",
+        }
+    }
 }
 
 /// `[[backend]] tls = { ... }`: how Shellac talks TLS to a backend.
@@ -116,6 +169,15 @@ pub struct BackendTls {
     pub insecure_skip_verify: bool,
 }
 
+fn default_default_type() -> String {
+    "application/octet-stream".to_string()
+}
+fn default_open_file_cache() -> usize {
+    1000
+}
+fn default_open_file_cache_valid() -> Dur {
+    Dur(Duration::from_secs(5))
+}
 fn default_max_streams() -> u32 {
     100
 }
@@ -153,6 +215,7 @@ impl BackendConfig {
         BackendConfig {
             name: name.to_string(),
             host: host.to_string(),
+            address: None,
             host_header: None,
             preamble: None,
             port,
@@ -171,6 +234,15 @@ impl BackendConfig {
             tls: None,
             protocol: BackendProtocol::Http1,
             max_streams: default_max_streams(),
+            root: None,
+            index: None,
+            mime_types: BTreeMap::new(),
+            default_type: default_default_type(),
+            follow_symlinks: false,
+            dotfiles: false,
+            precompressed: false,
+            open_file_cache: default_open_file_cache(),
+            open_file_cache_valid: default_open_file_cache_valid(),
         }
     }
 }
@@ -417,7 +489,10 @@ pub(super) fn validate(c: &Config) -> Problems {
                 format!("backend name `{}` is used twice", b.name),
             ));
         }
-        if b.host.trim().is_empty() {
+        out.extend(validate_kind(i, b));
+        if b.host.is_empty() {
+            // Checked with the kind (`validate_kind`): not every backend needs one.
+        } else if b.host.trim().is_empty() {
             out.push((at("backend", i, "host"), "must not be empty".into()));
         } else if b.host.contains(['/', ' ', ':']) && b.host.parse::<std::net::Ipv6Addr>().is_err()
         {
@@ -561,6 +636,108 @@ pub(super) fn validate(c: &Config) -> Problems {
         ));
     }
     out
+}
+
+/// What a backend's kind needs: a `host` or an `address` to reach (not for files), a `root`
+/// for files and FastCGI, and settings that mean something for it.
+fn validate_kind(i: usize, b: &BackendConfig) -> Problems {
+    let mut out = Vec::new();
+    let files = b.protocol == BackendProtocol::Files;
+    let needs_root = files;
+    if let Some(address) = &b.address {
+        match unix_path(address) {
+            None => out.push((
+                at("backend", i, "address"),
+                format!("`{address}` is not `unix:` followed by an absolute path"),
+            )),
+            Some(_) if files => out.push((
+                at("backend", i, "address"),
+                "a `files` backend reads its `root`: it has no address".into(),
+            )),
+            Some(_) if !b.host.is_empty() => out.push((
+                at("backend", i, "address"),
+                "give either `host` (with `port`) or `address`, not both".into(),
+            )),
+            Some(_) if b.tls.is_some() => out.push((
+                at("backend", i, "tls"),
+                "TLS is not spoken over a Unix socket (`address`)".into(),
+            )),
+            Some(_) => {}
+        }
+    } else if b.host.is_empty() && !files {
+        out.push((
+            at("backend", i, "host"),
+            "`host` is required in [[backend]] (a host name or IP address), or `address = \"unix:/path\"`"
+                .into(),
+        ));
+    }
+    if files && b.tls.is_some() {
+        out.push((
+            at("backend", i, "tls"),
+            "a `files` backend reads its `root`: TLS means nothing for it".into(),
+        ));
+    }
+    match &b.root {
+        None if needs_root => out.push((
+            at("backend", i, "root"),
+            format!(
+                "`root` is required with `protocol = \"{}\"` (the document root)",
+                b.protocol.as_str()
+            ),
+        )),
+        Some(_) if !needs_root => out.push((
+            at("backend", i, "root"),
+            "only `protocol = \"files\"` has a document root".into(),
+        )),
+        Some(root) if !root.is_absolute() => out.push((
+            at("backend", i, "root"),
+            format!("`{}` must be an absolute path", root.display()),
+        )),
+        _ => {}
+    }
+    if let Some(index) = &b.index {
+        if !needs_root {
+            out.push((
+                at("backend", i, "index"),
+                "only `protocol = \"files\"` has index files".into(),
+            ));
+        }
+        for name in index {
+            if name.is_empty() || name.contains(['/', '\\', '\0']) || name == "." || name == ".." {
+                out.push((
+                    at("backend", i, "index"),
+                    format!("`{name}` must be a file name (no `/`, not `.` or `..`)"),
+                ));
+            }
+        }
+    }
+    for (ext, ty) in &b.mime_types {
+        if ext.is_empty() || ext.starts_with('.') || ext.contains(['/', ' ']) {
+            out.push((
+                at("backend", i, "mime_types"),
+                format!("`{ext}` must be an extension without the dot"),
+            ));
+        }
+        if http::HeaderValue::from_str(ty).is_err() || ty.trim().is_empty() {
+            out.push((
+                at("backend", i, "mime_types"),
+                format!("`{ty}` is not a media type"),
+            ));
+        }
+    }
+    if http::HeaderValue::from_str(&b.default_type).is_err() || b.default_type.trim().is_empty() {
+        out.push((
+            at("backend", i, "default_type"),
+            format!("`{}` is not a media type", b.default_type),
+        ));
+    }
+    out
+}
+
+/// The path of a `unix:/path` address.
+pub fn unix_path(address: &str) -> Option<&std::path::Path> {
+    let path = std::path::Path::new(address.strip_prefix("unix:")?);
+    path.is_absolute().then_some(path)
 }
 
 /// Whether director `from` (transitively) contains `target`.
@@ -713,6 +890,42 @@ mod tests {
                 "probe.0.expected_status: 99 is not an HTTP status (100-599)",
             ]
         );
+    }
+
+    /// What each kind needs: files a root (no host), the others a host or a Unix socket;
+    /// every mistake at its key.
+    #[test]
+    fn kinds_and_addresses_are_checked() {
+        let ok = "[[backend]]\nprotocol = \"files\"\nroot = \"/srv/www\"\nindex = \"index.htm\"\n\n[[backend]]\nname = \"app\"\naddress = \"unix:/run/app.sock\"\n";
+        let c = Config::parse(ok, "t.toml").unwrap();
+        assert_eq!(c.backends[0].protocol, BackendProtocol::Files);
+        assert_eq!(
+            c.backends[0].index.as_deref(),
+            Some(&["index.htm".to_string()][..])
+        );
+        assert_eq!(
+            unix_path(c.backends[1].address.as_deref().unwrap())
+                .unwrap()
+                .to_str(),
+            Some("/run/app.sock")
+        );
+        let bad = "[[backend]]\nprotocol = \"files\"\nindex = [\"../x\"]\nmime_types = { \".js\" = \"text/javascript\" }\n\n[[backend]]\nname = \"b\"\nhost = \"a\"\naddress = \"unix:/x.sock\"\n\n[[backend]]\nname = \"c\"\naddress = \"/relative.sock\"\n\n[[backend]]\nname = \"d\"\nroot = \"/srv\"\nhost = \"a\"\n";
+        let errs = Config::parse(bad, "t.toml").unwrap_err();
+        let got: Vec<String> = errs
+            .iter()
+            .map(|e| format!("{}: {}", e.key, e.message))
+            .collect();
+        let all = got.join("\n");
+        for want in [
+            "backend.0.root: `root` is required with `protocol = \"files\"`",
+            "backend.0.index: `../x` must be a file name",
+            "backend.0.mime_types: `.js` must be an extension without the dot",
+            "backend.1.address: give either `host` (with `port`) or `address`, not both",
+            "backend.2.address: `/relative.sock` is not `unix:` followed by an absolute path",
+            "backend.3.root: only `protocol = \"files\"` has a document root",
+        ] {
+            assert!(all.contains(want), "{want}\n{all}");
+        }
     }
 
     #[test]

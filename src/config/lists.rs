@@ -15,6 +15,15 @@ where
     d.deserialize_any(OneOrMany(PhantomData))
 }
 
+/// An optional list, or one element of it (a key not given is `None`).
+pub fn opt_one_or_many<'de, D, T>(d: D) -> Result<Option<Vec<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    one_or_many(d).map(Some)
+}
+
 struct OneOrMany<T>(PhantomData<T>);
 
 impl<T> OneOrMany<T> {

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 pub use backend::{
     BackendConfig, BackendProtocol, BackendTls, DirectorConfig, DirectorKind, HashOn, ProbeConfig,
-    ProbeRef, RoutingConfig,
+    ProbeRef, RoutingConfig, unix_path,
 };
 pub use locate::ConfigError;
 use units::{Dur, Size};
@@ -1006,7 +1006,7 @@ mod tests {
             [
                 "3:director.0.type: \"roundrobin\" is not one of \"round_robin\", \"random\", \"fallback\", \"hash\"; did you mean \"round_robin\"?",
                 "6:director.1.type: `type` is required in [[director]] (one of \"round_robin\", \"random\", \"fallback\", \"hash\")",
-                "10:backend.0.host: `host` is required in [[backend]] (a host name or IP address)",
+                "10:backend.0.host: `host` is required in [[backend]] (a host name or IP address), or `address = \"unix:/path\"`",
             ]
         );
     }

@@ -106,6 +106,7 @@ pub fn check_file(config: &Config, file: Option<&Path>) -> Vec<Finding> {
         out.extend(acme::check(i, &t.acme));
     }
     for (i, b) in config.backends.iter().enumerate() {
+        out.extend(origin_paths(i, b));
         if let Some(t) = &b.tls
             && let Err(e) = crate::tls::client::BackendTlsClient::build(t, &b.host, false)
         {
@@ -131,6 +132,59 @@ pub fn check_file(config: &Config, file: Option<&Path>) -> Vec<Finding> {
     let log = config.log.access_log.as_str();
     if log != "off" && log != "stdout" {
         out.extend(access_log(Path::new(log)));
+    }
+    out
+}
+
+/// A backend's document root (a directory this process can list) and Unix socket (its
+/// directory exists; what is there is a socket — not there yet is a warning: the application
+/// may start after Shellac).
+fn origin_paths(i: usize, b: &crate::config::BackendConfig) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let key = |k: &str| vec!["backend".to_string(), i.to_string(), k.to_string()];
+    if let Some(root) = &b.root {
+        let problem = match std::fs::metadata(root) {
+            Ok(m) if !m.is_dir() => Some("is not a directory".to_string()),
+            Ok(_) => std::fs::read_dir(root)
+                .err()
+                .map(|e| format!("cannot be read: {e}")),
+            Err(e) => Some(format!("cannot be opened: {e}")),
+        };
+        if let Some(p) = problem {
+            out.push(Finding {
+                severity: Severity::Error,
+                path: key("root"),
+                message: format!("document root {} {p}", root.display()),
+            });
+        }
+    }
+    if let Some(path) = b.address.as_deref().and_then(crate::config::unix_path) {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = directory_of(path);
+        let (severity, message) = match std::fs::metadata(path) {
+            Ok(m) if m.file_type().is_socket() => return out,
+            Ok(_) => (
+                Severity::Error,
+                format!("{} is not a socket", path.display()),
+            ),
+            Err(_) if !dir.is_dir() => (
+                Severity::Error,
+                format!(
+                    "{}: directory {} does not exist",
+                    path.display(),
+                    dir.display()
+                ),
+            ),
+            Err(e) => (
+                Severity::Warning,
+                format!("{}: {e} (nothing listens there yet)", path.display()),
+            ),
+        };
+        out.push(Finding {
+            severity,
+            path: key("address"),
+            message,
+        });
     }
     out
 }

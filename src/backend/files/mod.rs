@@ -1,0 +1,447 @@
+//! The static-files origin kind (`[[backend]] protocol = "files"`): a request's path names a
+//! file under the document root `root`, answered as an HTTP origin would answer it — GET and
+//! HEAD (else 405 with `Allow`), index files for directories (a directory without one is 403:
+//! no listings), `Content-Type` by extension (`mime.rs`), `ETag` / `Last-Modified`, 304 / 412
+//! and single or multipart 206 / 416 with `If-Range` (`http/conditional.rs`, the rules the
+//! proxy applies to stored objects), precompressed `.br` / `.zst` / `.gz` siblings by
+//! `Accept-Encoding` with `Vary`. Its answer goes through the same cache policy, rules, logs
+//! and counters as any backend's: a cache fill asks for the whole file without conditionals
+//! (the proxy answers 304 / 206 from the stored copy), a pass request gets them answered here.
+//!
+//! Safe by construction: the path is read by `path.rs` (nothing that could climb out of the
+//! root or mean something else to the file system gets through), opened by `open.rs` (the file
+//! actually opened is checked to be under the root unless `follow_symlinks`) through a bounded
+//! open-file cache, and read by `body.rs` (a file that shrinks or changes while it is sent
+//! ends the body with an error). All file-system calls run on tokio's blocking pool.
+
+mod body;
+mod mime;
+mod open;
+mod path;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::BodyExt;
+
+use self::body::{FileBody, Part};
+use self::open::{Missing, OpenCache, Opened, Stat};
+use self::path::Refused;
+use super::origin::{BoxStream, Origin, Source};
+use super::{Backend, FetchError, RequestBody};
+use crate::config::BackendConfig;
+use crate::http::accept_encoding::{Accepts, Coding};
+use crate::http::conditional::{self, Answer};
+
+/// Precompressed siblings: the coding and the suffix of its file.
+const SIBLINGS: [(Coding, &str); 3] = [
+    (Coding::Br, "br"),
+    (Coding::Zstd, "zst"),
+    (Coding::Gzip, "gz"),
+];
+
+/// A document root served as an origin.
+pub(crate) struct Files {
+    cache: OpenCache,
+    types: mime::Types,
+    index: Vec<String>,
+    dotfiles: bool,
+    precompressed: bool,
+}
+
+/// What a request found on disk.
+enum Found {
+    /// The file to send (and its name, for the type), with its coding and whether
+    /// precompressed siblings exist (`Vary`).
+    File {
+        file: Arc<Opened>,
+        stat: Stat,
+        name: String,
+        coding: Coding,
+        vary: bool,
+    },
+    /// A directory asked for without its trailing slash.
+    Redirect,
+    Status(StatusCode),
+}
+
+impl Files {
+    pub(super) fn new(config: &BackendConfig) -> Files {
+        let configured = config
+            .root
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/nonexistent"));
+        // The containment check compares real paths: the root's own, links resolved. A root
+        // missing at start (`shellac check` refuses it) is used as written.
+        let root = std::fs::canonicalize(&configured).unwrap_or(configured);
+        Files {
+            cache: OpenCache::new(
+                root,
+                config.follow_symlinks,
+                config.open_file_cache,
+                config.open_file_cache_valid.0,
+            ),
+            types: mime::Types::new(&config.mime_types, &config.default_type),
+            index: config
+                .index
+                .clone()
+                .unwrap_or_else(|| vec!["index.html".to_string()]),
+            dotfiles: config.dotfiles,
+            precompressed: config.precompressed,
+        }
+    }
+
+    /// The open-file cache's counters and size, for `/backends`.
+    pub(super) fn describe(&self, v: &mut serde_json::Value) {
+        let s = &self.cache.stats;
+        v["files_cache_hit"] = s.hit.load(Ordering::Relaxed).into();
+        v["files_cache_miss"] = s.miss.load(Ordering::Relaxed).into();
+        v["files_cache_expired"] = s.expired.load(Ordering::Relaxed).into();
+        v["files_cache_entries"] = self.cache.len().into();
+        v["root"] = self.cache.root().display().to_string().into();
+    }
+
+    /// Looks the request up on disk (blocking: runs on the blocking pool).
+    fn find(&self, names: &path::FilePath, accepts: &Accepts) -> Found {
+        let relative = names.relative();
+        let opened = match self.cache.open(&relative) {
+            Ok(o) => o,
+            Err(m) => return Found::Status(status_of(m)),
+        };
+        let (file, relative, name) = if opened.dir {
+            if !names.trailing_slash && !names.names.is_empty() {
+                return Found::Redirect;
+            }
+            let mut chosen = None;
+            for index in &self.index {
+                let candidate = if relative.is_empty() {
+                    index.clone()
+                } else {
+                    format!("{relative}/{index}")
+                };
+                match self.cache.open(&candidate) {
+                    Ok(f) if !f.dir => {
+                        chosen = Some((f, candidate, index.clone()));
+                        break;
+                    }
+                    Ok(_) | Err(Missing::NotFound) => continue,
+                    Err(m) => return Found::Status(status_of(m)),
+                }
+            }
+            match chosen {
+                Some(c) => c,
+                None => return Found::Status(StatusCode::FORBIDDEN),
+            }
+        } else {
+            if names.trailing_slash {
+                return Found::Status(StatusCode::NOT_FOUND);
+            }
+            let name = names.names.last().cloned().unwrap_or_default();
+            (opened, relative, name)
+        };
+        let mut chosen = (file, Coding::Identity);
+        let mut vary = false;
+        if self.precompressed {
+            let mut available = vec![(Coding::Identity, chosen.0.clone())];
+            for (coding, suffix) in SIBLINGS {
+                if let Ok(f) = self.cache.open(&format!("{relative}.{suffix}"))
+                    && !f.dir
+                {
+                    available.push((coding, f));
+                }
+            }
+            vary = available.len() > 1;
+            let codings: Vec<Coding> = available.iter().map(|(c, _)| *c).collect();
+            if let Some(best) = accepts.choose(&codings)
+                && let Some((c, f)) = available.into_iter().find(|(c, _)| *c == best)
+            {
+                chosen = (f, c);
+            }
+        }
+        match Stat::of(&chosen.0.file) {
+            Ok(stat) => Found::File {
+                file: chosen.0,
+                stat,
+                name,
+                coding: chosen.1,
+                vary,
+            },
+            Err(_) => Found::Status(StatusCode::INTERNAL_SERVER_ERROR),
+        }
+    }
+
+    async fn answer(self: &Arc<Self>, req: Request<RequestBody>) -> Response<Source> {
+        let (parts, _) = req.into_parts();
+        if parts.method != Method::GET && parts.method != Method::HEAD {
+            let mut resp = status_response(StatusCode::METHOD_NOT_ALLOWED);
+            resp.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return resp;
+        }
+        let names = match path::parse(parts.uri.path(), self.dotfiles) {
+            Ok(n) => n,
+            Err(Refused::BadRequest) => return status_response(StatusCode::BAD_REQUEST),
+            Err(Refused::NotFound) => return status_response(StatusCode::NOT_FOUND),
+        };
+        let accepts = Accepts::parse(
+            parts
+                .headers
+                .get_all(header::ACCEPT_ENCODING)
+                .iter()
+                .map(HeaderValue::as_bytes),
+        );
+        let this = self.clone();
+        let lookup = {
+            let names = names.clone();
+            tokio::task::spawn_blocking(move || this.find(&names, &accepts))
+        };
+        let found = lookup
+            .await
+            .unwrap_or(Found::Status(StatusCode::INTERNAL_SERVER_ERROR));
+        match found {
+            Found::Status(s) => status_response(s),
+            Found::Redirect => {
+                let mut location = format!("{}/", parts.uri.path());
+                if let Some(q) = parts.uri.query() {
+                    location.push('?');
+                    location.push_str(q);
+                }
+                let mut resp = status_response(StatusCode::MOVED_PERMANENTLY);
+                if let Ok(v) = HeaderValue::from_str(&location) {
+                    resp.headers_mut().insert(header::LOCATION, v);
+                }
+                resp
+            }
+            Found::File {
+                file,
+                stat,
+                name,
+                coding,
+                vary,
+            } => self.file_response(
+                &parts.method,
+                &parts.headers,
+                file,
+                stat,
+                &name,
+                coding,
+                vary,
+            ),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn file_response(
+        &self,
+        method: &Method,
+        request: &HeaderMap,
+        file: Arc<Opened>,
+        stat: Stat,
+        name: &str,
+        coding: Coding,
+        vary: bool,
+    ) -> Response<Source> {
+        let len = stat.len;
+        let etag = match coding {
+            Coding::Identity => format!("\"{:x}-{:x}-{:x}\"", stat.ino, stat.mtime_ns, len),
+            c => format!(
+                "\"{:x}-{:x}-{:x}-{}\"",
+                stat.ino,
+                stat.mtime_ns,
+                len,
+                c.as_str()
+            ),
+        };
+        // Compared as HTTP dates are written: in whole seconds.
+        let modified = stat
+            .modified
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| std::time::UNIX_EPOCH + Duration::from_secs(d.as_secs()))
+            .unwrap_or(std::time::UNIX_EPOCH);
+        let last_modified = httpdate::fmt_http_date(modified);
+        let content_type = self.types.of(name);
+        let mut headers = HeaderMap::new();
+        if let Ok(v) = HeaderValue::from_str(&etag) {
+            headers.insert(header::ETAG, v);
+        }
+        if let Ok(v) = HeaderValue::from_str(&last_modified) {
+            headers.insert(header::LAST_MODIFIED, v);
+        }
+        if vary {
+            headers.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+        }
+        let answer = conditional::evaluate(method, request, Some(&etag), Some(modified), len);
+        let (status, parts) = match answer {
+            Answer::NotModified => (StatusCode::NOT_MODIFIED, Vec::new()),
+            Answer::PreconditionFailed => {
+                return status_response(StatusCode::PRECONDITION_FAILED);
+            }
+            Answer::Unsatisfiable => {
+                let mut resp = status_response(StatusCode::RANGE_NOT_SATISFIABLE);
+                if let Ok(v) = HeaderValue::from_str(&format!("bytes */{len}")) {
+                    resp.headers_mut().insert(header::CONTENT_RANGE, v);
+                }
+                return resp;
+            }
+            Answer::Full => {
+                headers.insert(header::CONTENT_TYPE, content_type);
+                headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+                (StatusCode::OK, vec![Part::File { start: 0, end: len }])
+            }
+            Answer::Partial(ranges) if ranges.len() == 1 => {
+                let (start, end) = ranges[0];
+                headers.insert(header::CONTENT_TYPE, content_type);
+                headers.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start + 1));
+                if let Ok(v) = HeaderValue::from_str(&format!("bytes {start}-{end}/{len}")) {
+                    headers.insert(header::CONTENT_RANGE, v);
+                }
+                (
+                    StatusCode::PARTIAL_CONTENT,
+                    vec![Part::File {
+                        start,
+                        end: end + 1,
+                    }],
+                )
+            }
+            Answer::Partial(ranges) => {
+                let boundary = format!("shellac-{:016x}", stat.mtime_ns as u64 ^ stat.ino ^ len);
+                let ct = content_type.to_str().unwrap_or("application/octet-stream");
+                let mut parts = Vec::with_capacity(ranges.len() * 2 + 1);
+                let mut total = 0u64;
+                for (start, end) in ranges {
+                    let head = format!(
+                        "\r\n--{boundary}\r\nContent-Type: {ct}\r\nContent-Range: bytes {start}-{end}/{len}\r\n\r\n"
+                    );
+                    total += head.len() as u64 + (end - start + 1);
+                    parts.push(Part::Literal(Bytes::from(head)));
+                    parts.push(Part::File {
+                        start,
+                        end: end + 1,
+                    });
+                }
+                let tail = format!("\r\n--{boundary}--\r\n");
+                total += tail.len() as u64;
+                parts.push(Part::Literal(Bytes::from(tail)));
+                if let Ok(v) =
+                    HeaderValue::from_str(&format!("multipart/byteranges; boundary={boundary}"))
+                {
+                    headers.insert(header::CONTENT_TYPE, v);
+                }
+                headers.insert(header::CONTENT_LENGTH, HeaderValue::from(total));
+                (StatusCode::PARTIAL_CONTENT, parts)
+            }
+        };
+        headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        if coding != Coding::Identity {
+            headers.insert(
+                header::CONTENT_ENCODING,
+                HeaderValue::from_static(coding.as_str()),
+            );
+        }
+        let body: BoxStream = if *method == Method::HEAD || parts.is_empty() {
+            empty()
+        } else {
+            Box::pin(FileBody::new(file, stat, parts))
+        };
+        let mut resp = Response::new(Source::Stream(body));
+        *resp.status_mut() = status;
+        *resp.headers_mut() = headers;
+        resp
+    }
+}
+
+fn status_of(m: Missing) -> StatusCode {
+    match m {
+        Missing::NotFound => StatusCode::NOT_FOUND,
+        Missing::Forbidden => StatusCode::FORBIDDEN,
+        Missing::Failed => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+fn empty() -> BoxStream {
+    Box::pin(http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}))
+}
+
+/// A short plain-text answer with `status`.
+fn status_response(status: StatusCode) -> Response<Source> {
+    let text = format!(
+        "{} {}\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("")
+    );
+    let len = text.len();
+    let body: BoxStream =
+        Box::pin(http_body_util::Full::new(Bytes::from(text)).map_err(|never| match never {}));
+    let mut resp = Response::new(Source::Stream(body));
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    resp
+}
+
+/// The kind's handle: the state behind an `Arc`, shared with the blocking lookups.
+pub(crate) struct FilesKind(Arc<Files>);
+
+impl FilesKind {
+    pub(super) fn new(config: &BackendConfig) -> FilesKind {
+        FilesKind(Arc::new(Files::new(config)))
+    }
+
+    pub(super) fn describe(&self, v: &mut serde_json::Value) {
+        self.0.describe(v);
+    }
+}
+
+impl Origin for FilesKind {
+    type Conn = ();
+
+    fn alpn(&self) -> &'static [u8] {
+        b"http/1.1"
+    }
+
+    async fn connection(
+        &self,
+        _backend: &Arc<Backend>,
+        _connect: Duration,
+        _fresh: bool,
+    ) -> Result<((), bool), FetchError> {
+        Ok(((), false))
+    }
+
+    async fn request(
+        &self,
+        _backend: &Arc<Backend>,
+        _conn: (),
+        req: Request<RequestBody>,
+    ) -> Result<Response<Source>, FetchError> {
+        Ok(self.0.answer(req).await)
+    }
+
+    fn retries_stale(&self) -> bool {
+        false
+    }
+
+    /// Healthy while the root is a directory this process can open.
+    async fn probe(&self, _backend: &Backend, _request: &[u8]) -> Result<u16, String> {
+        let root = self.0.cache.root().to_path_buf();
+        let looked = tokio::task::spawn_blocking(move || std::fs::read_dir(&root).map(|_| ()))
+            .await
+            .map_err(|e| e.to_string())?;
+        looked
+            .map(|()| 200)
+            .map_err(|e| format!("document root: {e}"))
+    }
+
+    fn idle(&self) -> usize {
+        0
+    }
+}

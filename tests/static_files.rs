@@ -1,0 +1,358 @@
+//! `[[backend]] protocol = "files"`: static files from a document root behind the same cache
+//! policy as any origin — types, validators, conditionals and ranges (cached and passed),
+//! index files, precompressed siblings, and the refusals that keep requests inside the root.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::binary::BIN;
+use common::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const SECRET: &str = "TOP-SECRET-OUTSIDE-THE-ROOT";
+
+/// A document root (`www/`) next to a file outside it (`secret.txt`).
+fn site() -> TempDir {
+    let dir = TempDir::new("files");
+    let www = dir.0.join("www");
+    let w = |p: &str, body: &[u8]| {
+        let path = www.join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, body).unwrap();
+    };
+    w("app.js", b"console.log(1);\n");
+    w("mod.mjs", b"export {};\n");
+    w("data.json", b"{\"a\":1}");
+    w("text.txt", b"0123456789abcdefghijklmnopqrstuvwxyz");
+    w("docs/index.html", b"<h1>docs</h1>");
+    w("empty/.keep", b"");
+    w(".env", b"PASSWORD=1");
+    w(".well-known/security.txt", b"Contact: x");
+    w("style.css", b"body{color:red}");
+    w("style.css.gz", b"GZIP-BYTES");
+    w("style.css.br", b"BROTLI-BYTES");
+    w("noext", b"raw");
+    std::fs::write(dir.0.join("secret.txt"), SECRET).unwrap();
+    std::os::unix::fs::symlink(dir.0.join("secret.txt"), www.join("escape.txt")).unwrap();
+    std::os::unix::fs::symlink(www.join("text.txt"), www.join("inside.txt")).unwrap();
+    dir
+}
+
+async fn files(root: &Path, tweak: impl FnOnce(&mut shellac::config::BackendConfig)) -> Shellac {
+    Shellac::start("127.0.0.1:9".parse().unwrap(), |c| {
+        let b = &mut c.backends[0];
+        b.host = String::new();
+        b.protocol = shellac::config::BackendProtocol::Files;
+        b.root = Some(root.to_path_buf());
+        b.precompressed = true;
+        tweak(b);
+        // `X-Pass: 1`: the request is passed (never cached), so the files origin itself
+        // answers its conditionals and ranges.
+        let mut pass = shellac::config::rules::RuleConfig::default();
+        pass.request_header.insert("x-pass".into(), String::new());
+        pass.pass = true;
+        c.rules.push(pass);
+    })
+    .await
+}
+
+/// A passed request: the origin itself answers conditionals and ranges.
+const PASS: (&str, &str) = ("x-pass", "1");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_are_served_with_types_and_validators() {
+    let dir = site();
+    let sh = files(&dir.0.join("www"), |_| {}).await;
+    for (path, ty, body) in [
+        ("/app.js", "text/javascript", "console.log(1);\n"),
+        ("/mod.mjs", "text/javascript", "export {};\n"),
+        ("/data.json", "application/json", "{\"a\":1}"),
+        ("/noext", "application/octet-stream", "raw"),
+    ] {
+        let r = get(sh.addr, path).await;
+        assert_eq!(r.status, 200, "{path}");
+        assert_eq!(r.header("content-type"), Some(ty), "{path}");
+        assert_eq!(r.text(), body, "{path}");
+        assert!(r.header("etag").is_some_and(|e| e.starts_with('"')));
+        assert!(r.header("last-modified").is_some());
+        assert_eq!(r.header("accept-ranges"), Some("bytes"));
+    }
+    let head = request(sh.addr, "HEAD", "/text.txt", &[PASS], b"").await;
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-length"), Some("36"));
+    assert!(head.body.is_empty());
+    let post = request(sh.addr, "POST", "/text.txt", &[], b"x").await;
+    assert_eq!(post.status, 405);
+    assert_eq!(post.header("allow"), Some("GET, HEAD"));
+    assert_eq!(get(sh.addr, "/missing.txt").await.status, 404);
+    // The open-file cache answered the second look-up of a path.
+    get(sh.addr, "/app.js?again").await;
+    let v: serde_json::Value =
+        serde_json::from_slice(&get(sh.admin, "/backends").await.body).unwrap();
+    let b = &v["backends"][0];
+    assert!(b["files_cache_hit"].as_u64().unwrap() >= 1, "{b}");
+    assert!(b["files_cache_miss"].as_u64().unwrap() >= 1, "{b}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn directories_get_their_index_a_slash_or_403() {
+    let dir = site();
+    let sh = files(&dir.0.join("www"), |_| {}).await;
+    let r = get(sh.addr, "/docs?x=1").await;
+    assert_eq!(r.status, 301);
+    assert_eq!(r.header("location"), Some("/docs/?x=1"));
+    let r = get(sh.addr, "/docs/").await;
+    assert_eq!((r.status, r.text().as_str()), (200, "<h1>docs</h1>"));
+    assert_eq!(r.header("content-type"), Some("text/html"));
+    assert_eq!(
+        get(sh.addr, "/empty/").await.status,
+        403,
+        "no index, no listing"
+    );
+    assert_eq!(get(sh.addr, "/text.txt/").await.status, 404);
+}
+
+/// Conditionals and ranges, passed (answered by the files origin) and cached (answered by
+/// the proxy from the stored copy): the same answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditionals_and_ranges_passed_and_cached() {
+    let dir = site();
+    let sh = files(&dir.0.join("www"), |_| {}).await;
+    let first = get(sh.addr, "/text.txt").await;
+    let etag = first.header("etag").unwrap().to_string();
+    let lm = first.header("last-modified").unwrap().to_string();
+    for pass in [true, false] {
+        let with = |h: &[(&'static str, &str)]| {
+            let mut v: Vec<(&str, String)> = h.iter().map(|(k, v)| (*k, v.to_string())).collect();
+            if pass {
+                v.push((PASS.0, PASS.1.to_string()));
+            }
+            v
+        };
+        let send = |h: Vec<(&'static str, String)>| async move {
+            let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            get_with(sh.addr, "/text.txt", &h).await
+        };
+        let r = send(with(&[("if-none-match", &etag)])).await;
+        assert_eq!(r.status, 304, "pass={pass}");
+        let r = send(with(&[("if-modified-since", &lm)])).await;
+        assert_eq!(r.status, 304, "pass={pass}");
+        let r = send(with(&[("if-match", "\"other\"")])).await;
+        assert_eq!(r.status, 412, "pass={pass}");
+        let r = send(with(&[("range", "bytes=0-3")])).await;
+        assert_eq!((r.status, r.text().as_str()), (206, "0123"), "pass={pass}");
+        assert_eq!(r.header("content-range"), Some("bytes 0-3/36"));
+        let r = send(with(&[("range", "bytes=0-1,-2")])).await;
+        assert_eq!(r.status, 206, "pass={pass}");
+        let ct = r.header("content-type").unwrap();
+        assert!(ct.starts_with("multipart/byteranges; boundary="), "{ct}");
+        let text = r.text();
+        assert!(
+            text.contains("Content-Range: bytes 0-1/36\r\n\r\n01\r\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Content-Range: bytes 34-35/36\r\n\r\nyz\r\n"),
+            "{text}"
+        );
+        assert_eq!(
+            r.header("content-length"),
+            Some(r.body.len().to_string().as_str())
+        );
+        let r = send(with(&[("range", "bytes=100-")])).await;
+        assert_eq!(r.status, 416, "pass={pass}");
+        assert_eq!(r.header("content-range"), Some("bytes */36"));
+        let r = send(with(&[("range", "bytes=0-3"), ("if-range", "\"stale\"")])).await;
+        assert_eq!((r.status, r.body.len()), (200, 36), "pass={pass}");
+        let r = send(with(&[("range", "bytes=0-3"), ("if-range", &etag)])).await;
+        assert_eq!(r.status, 206, "pass={pass}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn precompressed_siblings_by_accept_encoding_with_vary() {
+    let dir = site();
+    let sh = files(&dir.0.join("www"), |_| {}).await;
+    for (ae, body, ce) in [
+        ("br, gzip", "BROTLI-BYTES", Some("br")),
+        ("gzip", "GZIP-BYTES", Some("gzip")),
+        ("identity", "body{color:red}", None),
+    ] {
+        let r = get_with(sh.addr, "/style.css", &[("accept-encoding", ae), PASS]).await;
+        assert_eq!(r.status, 200, "{ae}");
+        assert_eq!(r.text(), body, "{ae}");
+        assert_eq!(r.header("content-encoding"), ce, "{ae}");
+        assert_eq!(r.header("content-type"), Some("text/css"), "{ae}");
+        assert!(
+            r.header("vary")
+                .is_some_and(|v| v.contains("Accept-Encoding")),
+            "{ae}"
+        );
+    }
+    let r = get_with(sh.addr, "/app.js", &[("accept-encoding", "gzip"), PASS]).await;
+    assert_eq!(r.header("vary"), None, "no sibling, no Vary");
+}
+
+/// Raw request lines, so no client library tidies the path first.
+async fn raw_status(addr: std::net::SocketAddr, target: &str) -> (u16, String) {
+    let text = raw(
+        addr,
+        format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await;
+    let status = text.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traversal_in_every_spelling_never_leaves_the_root() {
+    let dir = site();
+    let sh = files(&dir.0.join("www"), |_| {}).await;
+    for target in [
+        "/../secret.txt",
+        "/docs/../../secret.txt",
+        "/%2e%2e/secret.txt",
+        "/%2E%2E/secret.txt",
+        "/.%2e/secret.txt",
+        "/docs/%2e%2e%2f%2e%2e%2fsecret.txt",
+        "/%c0%ae%c0%ae/secret.txt",
+        "/..%5csecret.txt",
+        "/docs%5c..%5c..%5csecret.txt",
+        "/text.txt%00.js",
+        "/text%0a.txt",
+        "/text.txt%2f",
+        "/escape.txt",
+    ] {
+        let (status, text) = raw_status(sh.addr, target).await;
+        assert!(status == 400 || status == 404, "{target}: {status}\n{text}");
+        assert!(!text.contains(SECRET), "{target} leaked the file");
+    }
+    // A link that stays inside the root is followed.
+    assert_eq!(raw_status(sh.addr, "/inside.txt").await.0, 200);
+    // Dotfiles are not served; .well-known is.
+    assert_eq!(raw_status(sh.addr, "/.env").await.0, 404);
+    assert_eq!(raw_status(sh.addr, "/%2eenv").await.0, 404);
+    assert_eq!(
+        raw_status(sh.addr, "/.well-known/security.txt").await.0,
+        200
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn symlinks_out_and_dotfiles_only_when_the_operator_says() {
+    let dir = site();
+    let sh = files(&dir.0.join("www"), |b| {
+        b.follow_symlinks = true;
+        b.dotfiles = true;
+    })
+    .await;
+    let r = get(sh.addr, "/escape.txt").await;
+    assert_eq!((r.status, r.text().as_str()), (200, SECRET));
+    assert_eq!(get(sh.addr, "/.env").await.status, 200);
+    // Still never `..`.
+    assert_eq!(raw_status(sh.addr, "/../secret.txt").await.0, 400);
+}
+
+/// A file this process cannot read is 403. Run as root (CAP_DAC_OVERRIDE), every file is
+/// readable: the case is then made by a FIFO, which is never served (404) and never blocks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreadable_files_and_special_files_are_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = site();
+    let www = dir.0.join("www");
+    let locked = www.join("locked.txt");
+    std::fs::write(&locked, "x").unwrap();
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let fifo = www.join("pipe");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that lives across the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let sh = files(&www, |_| {}).await;
+    let status = get(sh.addr, "/locked.txt").await.status;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        assert_eq!(status, 200, "root reads every file");
+    } else {
+        assert_eq!(status, 403);
+    }
+    assert_eq!(get(sh.addr, "/pipe").await.status, 404);
+}
+
+/// A file truncated while it is sent: the client's connection is closed before the length
+/// announced, never a complete-looking response of other bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_that_shrinks_while_sent_closes_the_connection() {
+    let dir = site();
+    let www = dir.0.join("www");
+    let big = www.join("big.bin");
+    // Sparse: 64 MiB that take no disk and read as zeros.
+    let len: u64 = 64 << 20;
+    std::fs::File::create(&big).unwrap().set_len(len).unwrap();
+    let sh = files(&www, |_| {}).await;
+    let mut stream = connect_small_window(sh.addr).await;
+    stream
+        .write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\nX-Pass: 1\r\n\r\n")
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(stream.read(&mut byte).await.unwrap(), 1);
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_string();
+    assert!(head.contains(&format!("content-length: {len}")), "{head}");
+    std::fs::File::options()
+        .write(true)
+        .open(&big)
+        .unwrap()
+        .set_len(1000)
+        .unwrap();
+    let mut got = 0u64;
+    let mut buf = vec![0u8; 64 * 1024];
+    let read = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got += n as u64,
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "the connection was not closed");
+    assert!(got < len, "a body of {got} bytes for a length of {len}");
+}
+
+/// `shellac check` names the key and line of a document root that is not a directory and of
+/// a Unix socket path whose directory does not exist.
+#[test]
+fn check_refuses_a_bad_root_and_socket() {
+    let dir = TempDir::new("files-check");
+    let file = dir.0.join("shellac.toml");
+    std::fs::write(dir.0.join("plain"), "x").unwrap();
+    let text = format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"off\"\n\n[[backend]]\nname = \"static\"\nprotocol = \"files\"\nroot = \"{}\"\n\n[[backend]]\nname = \"app\"\naddress = \"unix:/nonexistent-dir/app.sock\"\n",
+        dir.0.join("plain").display()
+    );
+    std::fs::write(&file, text).unwrap();
+    let out = Command::new(BIN)
+        .args(["check", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{all}");
+    assert!(
+        all.contains(":8:1: `backend.0.root`: document root"),
+        "{all}"
+    );
+    assert!(all.contains("is not a directory"), "{all}");
+    assert!(all.contains(":12:1: `backend.1.address`:"), "{all}");
+    assert!(all.contains("does not exist"), "{all}");
+}
