@@ -893,3 +893,41 @@ async fn a_ban_answered_200_survives_a_kill_9_right_after_the_answer() {
     );
     assert_eq!(origin.count_path("/news/1"), 2);
 }
+
+/// `cache.shortlived` (Varnish's `shortlived`, mapped from varnishtest's `-p shortlived`): an
+/// object whose freshness, grace and keep add up to less than it is kept in memory only —
+/// served from memory, never written to the disk tier. Off (0s) by default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_shortlived_keeps_short_lived_objects_off_the_disk() {
+    let origin = Origin::start(|s| {
+        let cc = if s.path == "/short" {
+            "max-age=5"
+        } else {
+            "max-age=3600"
+        };
+        Reply::ok(&body_of(&s.path)).cc(cc)
+    })
+    .await;
+    let dir = TempDir::new("shortlived");
+    let data = dir.path("cache.dat");
+    let shellac = Shellac::start(origin.addr, |c| {
+        disk(c, &data, 8 << 20, 1 << 20, Admission::Always);
+        c.cache.keep = Dur(Duration::ZERO);
+        c.cache.shortlived = Dur(Duration::from_secs(10));
+    })
+    .await;
+    for path in ["/short", "/long"] {
+        get(shellac.addr, path).await;
+        let hit = get(shellac.addr, path).await;
+        assert!(
+            hit.cache_status().contains("hit"),
+            "{path}: {}",
+            hit.cache_status()
+        );
+        assert_eq!(hit.text(), body_of(path));
+    }
+    assert_eq!(shellac.stat("disk_transient").await, 1);
+    wait_disk_objects(&shellac, 1).await;
+    assert_eq!(shellac.stat("n_object_disk").await, 1, "only /long");
+    shellac.stop().await;
+}

@@ -391,3 +391,75 @@ sub vcl_fetch {
     shellac.stop().await;
     origin.stop();
 }
+
+/// `beresp.storage = storage.Transient` (5.1+), `beresp.storage_hint = "Transient"` (4.x) and
+/// 3.0's `set beresp.storage = "Transient";` were refused. Accepted, with Varnish's meaning as
+/// Shellac can give it: a transient object is kept in the memory tier only — never written to
+/// the disk tier (nor the shared tier) — and `obj.storage` says so. Another storage's name
+/// (`storage.s0`) is Shellac's storage as configured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beresp_storage_transient_keeps_an_object_in_memory_only() {
+    let origin = Origin::start(|_| Reply::ok(&"x".repeat(3000)).cc("max-age=3600")).await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_backend_response {
+    if (bereq.url ~ "^/transient") {
+        set beresp.storage = storage.Transient;
+    } elsif (bereq.url ~ "^/hint") {
+        set beresp.storage_hint = "Transient";
+    } else {
+        set beresp.storage = storage.s0;
+    }
+    set beresp.http.x-storage = beresp.storage;
+}
+sub vcl_deliver { set resp.http.x-obj-storage = obj.storage; }
+"#;
+    let dir = common::TempDir::new("vcl-transient");
+    let data = dir.path("cache.dat");
+    let shellac = common::vcl::start_vcl_with("transient", vcl, &[origin.addr], |c| {
+        c.storage.disk = Some(shellac::config::DiskConfig {
+            path: data.clone(),
+            size: shellac::config::units::Size(8 << 20),
+            region_size: shellac::config::units::Size(1 << 20),
+            admission: shellac::config::Admission::Always,
+            on_open_error: Default::default(),
+        });
+    })
+    .await;
+    for (path, named) in [
+        ("/transient", "Transient"),
+        ("/hint", "Transient"),
+        ("/s0", "s0"),
+    ] {
+        let first = get(shellac.addr, path).await;
+        assert_eq!(first.header("x-storage"), Some(named), "{path}");
+        let hit = get(shellac.addr, path).await;
+        assert!(
+            hit.cache_status().contains("hit"),
+            "{path}: {}",
+            hit.cache_status()
+        );
+        assert_eq!(hit.header("x-obj-storage"), Some(named), "{path}");
+    }
+    assert_eq!(shellac.stat("disk_transient").await, 2);
+    // The one object not transient reaches the disk tier; the two transient ones never do.
+    for _ in 0..400 {
+        if shellac.stat("n_object_disk").await >= 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(shellac.stat("n_object_disk").await, 1);
+    assert_eq!(origin.count(), 3);
+    shellac.stop().await;
+    origin.stop();
+    // 3.0 names it with a string; a storage's figures are refused, saying where they are.
+    ok("backend b { .host = \"127.0.0.1\"; }\n\
+        sub vcl_fetch { set beresp.storage = \"Transient\"; }");
+    has(
+        &format!(
+            "{B4}sub vcl_backend_response {{ if (storage.s0.happy) {{ set beresp.ttl = 1s; }} }}"
+        ),
+        "its tiers report in /stats",
+    );
+}

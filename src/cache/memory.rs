@@ -88,7 +88,7 @@ struct Head {
     stale_if_error: Life,
     field_count: u16,
     status: StatusCode,
-    /// [`Head::STALE_OK`] and [`Head::ON_DISK`] (fixed at insert).
+    /// [`Head::STALE_OK`], [`Head::ON_DISK`] and [`Head::TRANSIENT`] (fixed at insert).
     flags: u8,
     /// `Object::prefetch`, in the two bytes the flags left of the padding.
     prefetch: u16,
@@ -101,10 +101,27 @@ impl Head {
     const STALE_OK: u8 = 1;
     /// The object was on (or queued to) the disk tier when it was inserted.
     const ON_DISK: u8 = 2;
+    /// `TierState::transient`: never handed to the eviction sink (the disk tier).
+    const TRANSIENT: u8 = 4;
 
     fn has(&self, flag: u8) -> bool {
         self.flags & flag != 0
     }
+}
+
+/// [`Head::flags`] for `object`.
+fn head_flags(object: &Object) -> u8 {
+    let mut flags = 0;
+    if object.stale_ok {
+        flags |= Head::STALE_OK;
+    }
+    if object.state.on_disk() {
+        flags |= Head::ON_DISK;
+    }
+    if object.state.transient() {
+        flags |= Head::TRANSIENT;
+    }
+    flags
 }
 
 /// The process's reference instant for [`Head::stored_at`].
@@ -227,12 +244,7 @@ fn entry_for(key: &CacheKey, object: Arc<Object>) -> Entry {
         stale_if_error: Life::of_maybe(object.stale_if_error),
         field_count: count,
         status: object.status,
-        flags: if object.stale_ok { Head::STALE_OK } else { 0 }
-            | if object.state.on_disk() {
-                Head::ON_DISK
-            } else {
-                0
-            },
+        flags: head_flags(&object),
         prefetch: object.prefetch.to_bits(),
         uses: AtomicU8::new(0),
     };
@@ -277,7 +289,7 @@ fn build(entry: &Entry, hit: bool) -> Arc<Object> {
         stale_if_error: h.stale_if_error.maybe_span(),
         keep: h.keep.span(),
         stored_at: instant_from_epoch(h.stored_at),
-        state: TierState::with(hit, h.has(Head::ON_DISK)),
+        state: TierState::with(hit, h.has(Head::ON_DISK), h.has(Head::TRANSIENT)),
         prepared: Default::default(),
         hits: Default::default(),
         prefetch: Prefetch::from_bits(h.prefetch),
@@ -433,11 +445,15 @@ impl MemoryStorage {
             self.counters.n_lru_nuked.inc();
             let Some(sink) = &self.sink else { continue };
             let h = entry.head();
-            let (hit, on_disk) = match h.full.get() {
-                Some(object) => (object.state.hit(), object.state.on_disk()),
-                None => (false, h.has(Head::ON_DISK)),
+            let (hit, on_disk, transient) = match h.full.get() {
+                Some(object) => (
+                    object.state.hit(),
+                    object.state.on_disk(),
+                    object.state.transient(),
+                ),
+                None => (false, h.has(Head::ON_DISK), h.has(Head::TRANSIENT)),
             };
-            if sink.wants(hit, on_disk) {
+            if !transient && sink.wants(hit, on_disk) {
                 sink.evicted(key_of(&entry), build(&entry, false));
             }
         }

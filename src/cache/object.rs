@@ -35,7 +35,7 @@ pub enum Body {
     Disk(Box<disk::DiskBody>),
 }
 
-/// What the tiers remember about an object besides the response itself: three flags in one
+/// What the tiers remember about an object besides the response itself: four flags in one
 /// byte (the `Object` has no room for more, `tests::an_object_stays_compact`).
 #[derive(Debug, Default)]
 pub struct TierState(AtomicU8);
@@ -47,20 +47,26 @@ impl TierState {
     const ON_DISK: u8 = 2;
     /// Read from the disk tier for this lookup (`Cache-Status: ...; detail=disk`).
     const FROM_DISK: u8 = 4;
+    /// Kept in the memory tier only (VCL's `beresp.storage = storage.Transient`,
+    /// `cache.shortlived`): never written to the disk tier or the shared tier.
+    const TRANSIENT: u8 = 8;
 
     /// The state of an object just read from the disk tier.
     pub fn read_from_disk() -> TierState {
         TierState(AtomicU8::new(TierState::ON_DISK | TierState::FROM_DISK))
     }
 
-    /// A state with the given hit and on-disk flags (not read from disk).
-    pub fn with(hit: bool, on_disk: bool) -> TierState {
+    /// A state with the given hit, on-disk and transient flags (not read from disk).
+    pub fn with(hit: bool, on_disk: bool, transient: bool) -> TierState {
         let mut flags = 0;
         if hit {
             flags |= TierState::HIT;
         }
         if on_disk {
             flags |= TierState::ON_DISK;
+        }
+        if transient {
+            flags |= TierState::TRANSIENT;
         }
         TierState(AtomicU8::new(flags))
     }
@@ -82,6 +88,11 @@ impl TierState {
     /// Read from the disk tier for this lookup.
     pub fn from_disk(&self) -> bool {
         self.has(TierState::FROM_DISK)
+    }
+
+    /// Kept in the memory tier only.
+    pub fn transient(&self) -> bool {
+        self.has(TierState::TRANSIENT)
     }
 
     /// Marks a memory hit; a plain load first so hot objects do not bounce a cache line.
@@ -232,7 +243,7 @@ impl Object {
             stale_if_error: plan.stale_if_error.into(),
             keep: plan.keep.into(),
             stored_at,
-            state: Default::default(),
+            state: TierState::with(false, false, plan.transient),
             prepared: Default::default(),
             hits: Default::default(),
             prefetch: plan.prefetch,
@@ -266,7 +277,7 @@ impl Object {
             stale_if_error: self.stale_if_error,
             keep: self.keep,
             stored_at: self.stored_at,
-            state: TierState::default(),
+            state: TierState::with(false, false, self.state.transient()),
             prepared: Default::default(),
             hits: AtomicU16::new(self.hits.load(Ordering::Relaxed)),
             prefetch: self.prefetch,
@@ -353,7 +364,7 @@ impl Object {
             return None;
         }
         Some(Object {
-            state: TierState::with(false, true),
+            state: TierState::with(false, true, false),
             ..self.copy()
         })
     }

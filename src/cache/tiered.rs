@@ -161,6 +161,13 @@ impl Storage for Tiered {
     }
 
     fn insert(&self, key: CacheKey, object: Arc<Object>) {
+        if object.state.transient() {
+            // Memory only; an older copy on disk must not outlive it.
+            self.counters.disk_transient.inc();
+            self.disk.supersede(&key);
+            self.memory.insert(key, object);
+            return;
+        }
         let admit = match self.admission {
             Admission::Always => true,
             Admission::SecondRequest => {

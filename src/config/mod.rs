@@ -343,6 +343,9 @@ pub struct CacheConfig {
     /// neither go stale nor miss. `"off"`, a share of the object's TTL (`"10%"`: its last
     /// tenth; 1–99 %) or a duration (`"30s"`). Counter `cache_refresh_ahead`. Default `"off"`.
     pub refresh_ahead: units::RefreshAhead,
+    /// Varnish's `shortlived`: objects whose freshness left + grace + keep is below this are
+    /// kept in the memory tier only (not the disk or shared tier). Default `0s`: none.
+    pub shortlived: Dur,
 }
 
 impl Default for CacheConfig {
@@ -362,6 +365,7 @@ impl Default for CacheConfig {
             max_variants: 16,
             deception_armor: true,
             refresh_ahead: units::RefreshAhead::Off,
+            shortlived: Dur(Duration::ZERO),
         }
     }
 }

@@ -179,6 +179,7 @@ mod tests {
             keep: Duration::ZERO,
             stale_if_error: None,
             prefetch: crate::cache::Prefetch::CONFIGURED,
+            transient: false,
         };
         let fill = Fill {
             status: StatusCode::OK,

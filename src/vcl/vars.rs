@@ -102,6 +102,14 @@ pub enum Slot {
     ObjKeep,
     ObjAge,
     ObjHits,
+    /// 4.x `obj.storage`: `storage.Transient` for an object kept in memory only, else
+    /// `storage.s0`.
+    ObjStorage,
+    /// `beresp.storage`, `beresp.storage_hint`: the storage named; `Transient` keeps the
+    /// object in the memory tier only.
+    BerespStorage,
+    /// `storage.NAME`: a storage (STEVEDORE) by name.
+    Storage,
     ObjUncacheable,
     /// 2.x `obj.cacheable`.
     ObjCacheable,
@@ -191,8 +199,8 @@ const LG: Methods = LEGACY;
 const ESI: &str = "Shellac does not process ESI (Edge Side Includes)";
 const GZIP: &str = "Shellac stores and delivers bodies as the backend sent them; it does not \
                     compress or decompress them";
-const STORAGE: &str = "Shellac has one storage (memory with an optional disk tier), chosen by \
-                       its configuration, not per object";
+const STORAGE: &str = "Shellac keeps a request body in memory (std.cache_req_body), not in a \
+                       storage VCL chooses";
 const FILTERS: &str = "Shellac has no VFP/VDP filter chains";
 const SESS: &str = "per-session timeouts are Shellac settings (server.*_timeout), not VCL";
 const TRACE: &str = "Shellac has no VCL_trace log records; `shellac log` shows each \
@@ -325,7 +333,7 @@ pub const VARS: &[VarDef] = &[
     v("beresp.do_gunzip", BOOL, D21, FETCH, FETCH, 0, Fixed(false, GZIP)),
     v("beresp.do_stream", BOOL, D21, FETCH, FETCH, 0, BerespDoStream),
     v("beresp.backend.name", STR, D21, FETCH, 0, 0, BerespBackendName),
-    v("beresp.storage", STR, D21, FETCH, FETCH, 0, Unsupported(STORAGE)),
+    v("beresp.storage", STR, D21, FETCH, FETCH, 0, BerespStorage),
     v("beresp.saintmode", DUR, D21, 0, FETCH, 0, BerespSaintmode),
     // The stored object, 2.x.
     v("obj.proto", STR, L, HIT, 0, 0, ObjProto),
@@ -373,8 +381,8 @@ pub const VARS: &[VarDef] = &[
     v("beresp.do_gunzip", BOOL, V4, BR, BR, 0, Fixed(false, GZIP)),
     v("beresp.do_stream", BOOL, V4, BR, BR, 0, BerespDoStream),
     v("beresp.filters", STR, V4, BE_RESPONSE, BE_RESPONSE, 0, Unsupported(FILTERS)),
-    v("beresp.storage", Type::Stevedore, V4, BR, BR, 0, Unsupported(STORAGE)),
-    v("beresp.storage_hint", STR, D40, BR, BR, 0, Unsupported(STORAGE)),
+    v("beresp.storage", Type::Stevedore, V4, BR, BR, 0, BerespStorage),
+    v("beresp.storage_hint", STR, V4, BR, BR, 0, BerespStorage),
     v("beresp.transit_buffer", Type::Bytes, V4, BE_RESPONSE, BE_RESPONSE, 0, Unsupported("Shellac bounds what a streamed pass holds by itself (max_object_size)")),
     v("beresp.backend.ip", IP, D40, BE_RESPONSE, 0, 0, Unsupported("use beresp.backend.name: Shellac resolves backends by name")),
     // The stored object, 4.x.
@@ -390,7 +398,7 @@ pub const VARS: &[VarDef] = &[
     v("obj.time", TIME, V4, HIT | DELIVER, 0, 0, ObjTime),
     v("obj.uncacheable", BOOL, V4, DELIVER, 0, 0, ObjUncacheable),
     v("obj.can_esi", BOOL, V4, HIT | DELIVER, 0, 0, Fixed(false, ESI)),
-    v("obj.storage", Type::Stevedore, V4, HIT | DELIVER, 0, 0, Unsupported(STORAGE)),
+    v("obj.storage", Type::Stevedore, V4, HIT | DELIVER, 0, 0, ObjStorage),
     // The response to the client, 4.x.
     v("resp.status", INT, V4, RS, RS, 0, RespStatus),
     v("resp.reason", STR, V4, RS, RS, 0, RespReason),
@@ -405,7 +413,7 @@ pub const VARS: &[VarDef] = &[
     v("resp.do_esi", BOOL, D41, RS, RS, 0, Fixed(false, ESI)),
     v("resp.filters", STR, V4, RS, RS, 0, Unsupported(FILTERS)),
     // Storage backends (`storage.s0.free_space`, `beresp.storage = storage.s0`).
-    v("storage.", Type::Stevedore, V4, ALL, 0, 0, Unsupported(STORAGE)),
+    v("storage.", Type::Stevedore, V4, ALL, 0, 0, Storage),
     // Newer Varnish (7.x, 8.0) variables Shellac does not have.
     v("param.timeout_idle", DUR, V4, ALL, 0, 0, ParamTimeoutIdle),
     v("param.", DUR, V4, ALL, 0, 0, Unsupported("Varnish's parameters are not VCL values in Shellac; its settings are in the TOML configuration"),

@@ -131,6 +131,21 @@ pub struct StorePlan {
     /// Refresh-ahead for this object (VCL 2.0 `obj.prefetch`); most follow
     /// `cache.refresh_ahead`.
     pub prefetch: super::Prefetch,
+    /// Kept in the memory tier only, never written to the disk or shared tier (VCL's
+    /// `storage.Transient`, `cache.shortlived`).
+    pub transient: bool,
+}
+
+impl StorePlan {
+    /// Varnish's `shortlived`: a plan whose freshness left, grace and keep add up to less
+    /// than `shortlived` is stored transient (memory only). Zero changes nothing.
+    pub fn with_shortlived(mut self, shortlived: Duration) -> StorePlan {
+        let left = self.ttl.saturating_sub(self.initial_age);
+        if left.saturating_add(self.grace).saturating_add(self.keep) < shortlived {
+            self.transient = true;
+        }
+        self
+    }
 }
 
 /// What the exchange, not the response's own fields, tells the storage decision.

@@ -134,6 +134,7 @@ pub fn evaluate_with(
             keep,
             stale_if_error: None,
             prefetch: crate::cache::Prefetch::CONFIGURED,
+            transient: false,
         });
     }
     // Lifetimes the operator chose — a rule's `ttl` / `min_ttl`, `cache.default_ttl` — apply to
@@ -180,5 +181,6 @@ pub fn evaluate_with(
         keep: o.keep.unwrap_or(cfg.keep.0),
         stale_if_error: cc.stale_if_error,
         prefetch: crate::cache::Prefetch::CONFIGURED,
+        transient: false,
     })
 }

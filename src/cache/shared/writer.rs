@@ -36,6 +36,7 @@ impl SharedTier {
     ) {
         if object.body_len > self.max_object
             || !matches!(object.body, crate::cache::Body::Memory(_))
+            || object.state.transient()
         {
             self.counters.shared_write_skip.inc();
             return; // Dropping the ticket releases the lease.

@@ -151,6 +151,17 @@ pub(super) const CACHE: &[Setting] = &[
         restart: false,
         doc: r##"Refresh-ahead (Varnish's `obj.prefetch`, Akamai's prefresh): a fresh object requested within this much of its expiry is delivered from the cache and refreshed in the background — one refresh at a time per object, revalidated with its `ETag` / `Last-Modified`, with the rules and route of the request that started it; not while the URL is marked uncacheable (hit-for-miss). A share of the object's TTL (`"10%"`: its last tenth; 1–99 %) or a duration (`"30s"`); `"off"`, `false` or `"0s"` turn it off. A 2.0 VCL file's `set obj.prefetch = -30s;` in vcl_fetch gives an object a window of its own, which wins over this one ([vcl.md](vcl.md)). Counter `cache_refresh_ahead`."##,
     },
+    Setting {
+        section: "cache",
+        key: "shortlived",
+        kind: Kind::Duration {
+            min: Duration::ZERO,
+        },
+        default: Default::Value(r##""0s""##),
+        example: r##""10s""##,
+        restart: false,
+        doc: r##"Varnish's `shortlived`: an object whose freshness left, grace and keep add up to less than this is transient — kept in the memory tier only, never written to the disk tier (`[storage.disk]`) nor the shared tier (`[storage.shared]`), as Varnish keeps such objects in its Transient storage; with neither tier configured it changes nothing. VCL's `beresp.storage = storage.Transient` (`beresp.storage_hint = "Transient"`, 3.0 `set beresp.storage = "Transient"`) does the same for one object ([vcl.md](vcl.md)). `"0s"` (the default) makes no object transient by its lifetime; Varnish's default is `"10s"`. Counters `disk_transient`, `shared_write_skip`."##,
+    },
 ];
 
 pub(super) const STORAGE: &[Setting] = &[

@@ -135,12 +135,14 @@ impl Storage {
     ) -> (Result<StorePlan, NoCacheReason>, Remember) {
         match self {
             Storage::Evaluate(o) => (
-                crate::cache::policy::evaluate_with(status, fields, ex, cfg, &o),
+                crate::cache::policy::evaluate_with(status, fields, ex, cfg, &o)
+                    .map(|p| p.with_shortlived(cfg.shortlived.0)),
                 Remember::Default,
             ),
-            Storage::Decided { plan, hit_for_miss } => {
-                (plan, hit_for_miss.map_or(Remember::Not, Remember::For))
-            }
+            Storage::Decided { plan, hit_for_miss } => (
+                plan.map(|p| p.with_shortlived(cfg.shortlived.0)),
+                hit_for_miss.map_or(Remember::Not, Remember::For),
+            ),
         }
     }
 

@@ -179,6 +179,8 @@ pub(super) struct Beresp {
     pub saintmode: Option<f64>,
     /// 2.0 `obj.prefetch` (seconds: negative before expiry, positive from now), when set.
     pub prefetch: Option<f64>,
+    /// `beresp.storage` / `beresp.storage_hint`: the storage named (`Transient`: memory only).
+    pub storage: Option<String>,
 }
 
 /// The response to the client as VCL sees it (`resp.*`) in vcl_deliver / vcl_synth.

@@ -118,6 +118,26 @@ impl Checker<'_> {
                 Type::Error,
             ));
         }
+        // `storage.s0.free_space`, `.used_space`, `.happy`: a storage's figures, which
+        // Shellac's tiers report in /stats, not to VCL.
+        if chosen.slot == Slot::Storage
+            && vars::field_of(chosen, name).is_some_and(|f| f.contains('.'))
+        {
+            self.unsupported(
+                pos,
+                format!(
+                    "'{name}': a storage's figures (free_space, used_space, happy) are not VCL \
+                     values in Shellac; its tiers report in /stats"
+                ),
+            );
+            return Some((
+                Var {
+                    slot: Slot::Unsupported(""),
+                    header: None,
+                },
+                Type::Error,
+            ));
+        }
         let header = match vars::field_of(chosen, name) {
             Some(field) => match self.header_field(field, pos) {
                 // Varnish keeps a header's name and its colon behind a signed length byte.

@@ -168,6 +168,7 @@ pub(super) fn backend_response(
         do_stream: !legacy,
         saintmode: None,
         prefetch: None,
+        storage: None,
     };
     let m = if legacy {
         Method::Fetch
@@ -269,6 +270,10 @@ fn plan(
         keep: secs(beresp.keep),
         stale_if_error: fresh.stale_if_error,
         prefetch: prefetch(beresp),
+        transient: beresp
+            .storage
+            .as_deref()
+            .is_some_and(|s| s.eq_ignore_ascii_case("transient")),
     })
 }
 
@@ -311,6 +316,7 @@ pub(super) fn backend_error(txn: &mut Txn, status: StatusCode, detail: &str) -> 
         do_stream: true,
         saintmode: None,
         prefetch: None,
+        storage: None,
     };
     match run_backend(txn, Method::BackendError, Some(&mut beresp)) {
         Verdict::Deliver => {}
