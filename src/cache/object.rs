@@ -504,7 +504,7 @@ mod tests {
         // docs/configuration.md (`cache.memory_size`) quotes this figure.
         assert_eq!(
             OBJECT_OVERHEAD,
-            520,
+            528,
             "Prepared is {} bytes",
             std::mem::size_of::<Prepared>()
         );
