@@ -226,7 +226,7 @@ impl Rules {
     /// or act in the response phase change nothing on a hit. Decided on the request as it is:
     /// no rule edits it unless one of these matched, and an edit can only make a later
     /// matcher fail (they test presence), so this errs towards "changes". A fast hit
-    /// (proxy/quick.rs) is taken only when this is false.
+    /// (proxy/fast_hit/) is taken only when this is false.
     pub fn change_a_hit(
         &self,
         host: &str,

@@ -18,7 +18,7 @@ pub struct Prepared {
     /// `map` as HTTP/1.1 bytes (`Prepared::wire`), built when a fast hit first needs them.
     pub wire: std::sync::OnceLock<Bytes>,
     /// The head a fast hit sends under a VCL program whose `vcl_deliver` reads only the
-    /// object and the response (`proxy/vcl/quick.rs`): `wire` plus the fields it adds, made
+    /// object and the response (`proxy/vcl/dry_run.rs`): `wire` plus the fields it adds, made
     /// once per `Prepared`; the program's identity (its runtime's address) with it, and
     /// `None` when it does more than add fields. One pointer (`OnceBox`): most objects
     /// are never served under such a program.

@@ -8,6 +8,7 @@ mod chunks;
 mod coding;
 mod combine;
 mod deliver;
+mod fast_hit;
 mod fetch;
 mod fill;
 pub mod filter;
@@ -20,7 +21,6 @@ mod observe;
 pub mod partial;
 mod policy;
 mod purge;
-mod quick;
 mod refresh;
 mod request_body;
 mod respond;
@@ -50,9 +50,9 @@ use crate::stats::Counters;
 use crate::txlog::{self, Format, Recorder};
 use crate::vcl::ir::Program;
 pub use body::ResponseBody;
+pub use fast_hit::FastAnswer;
 pub use fsm::{Handled, Rest};
 pub use interim::{InterimHead, InterimSink, MAX_INTERIM, serialise as serialise_interim};
-pub use quick::FastAnswer;
 
 /// VCL's `sess.timeout_idle`, as a request and response extension between the client
 /// session (`server.rs`, `server/h2`) and the VCL program: on a request, the idle timeout an

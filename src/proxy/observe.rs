@@ -89,7 +89,7 @@ pub(super) fn deliver(
 }
 
 /// A request as its transaction record reads it: parsed (the full path), or as a fast hit's
-/// head said it (`proxy/quick.rs`: no parsed request exists).
+/// head said it (`proxy/fast_hit/`: no parsed request exists).
 enum Request<'a> {
     Parsed(&'a http::request::Parts),
     Raw(&'a FastHit<'a>),
@@ -193,7 +193,7 @@ fn record(
     record
 }
 
-/// What a fast hit's record is made of (`proxy/quick.rs`): the request as its head's bytes
+/// What a fast hit's record is made of (`proxy/fast_hit/`): the request as its head's bytes
 /// said it, and the response fields sent.
 pub(super) struct FastHit<'a> {
     pub client: IpAddr,

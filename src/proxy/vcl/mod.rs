@@ -1,12 +1,12 @@
 //! VCL on the request path: the compiled program with its backends resolved
 //! ([`VclRuntime`], one per configuration), the state a request carries through its steps
 //! ([`VclTxn`]), and the messages VCL sees at each step (`bereq`, `beresp`, `resp`); `env.rs`
-//! is what a subroutine can read and change, `quick.rs` what lets a hit skip the full path.
+//! is what a subroutine can read and change, `dry_run.rs` what lets a hit skip the full path.
 //! The hooks that run the subroutines at the machine's steps are the policy seam's VCL
 //! front-end (`proxy/policy/vcl/`).
 
+mod dry_run;
 pub(super) mod env;
-mod quick;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,10 +20,10 @@ use crate::cache::{CacheKey, Object};
 use crate::vcl::ir::Program;
 use crate::vcl::run::{BackendSel, State};
 
-pub(super) use quick::{fast_head, recv_looks_up, with_xid};
+pub(super) use dry_run::{fast_head, recv_looks_up, with_xid};
 
 /// What the log says of a fast hit under VCL: what the full path's subroutines would have
-/// returned (`quick.rs` proved it).
+/// returned (`dry_run.rs` proved it).
 pub(super) const FAST_HIT_TRACE: &str = "recv:hash hash:lookup hit:deliver deliver:deliver";
 
 /// Restarts per request at most (Varnish's `max_restarts`); the next one is a 503.
@@ -41,7 +41,7 @@ pub struct VclRuntime {
     pub hostname: String,
     /// Whether any subroutine uses `rollback` (only then is the received request kept).
     pub rollback: bool,
-    /// Whether vcl_deliver depends on the object and response alone (`quick.rs`).
+    /// Whether vcl_deliver depends on the object and response alone (`dry_run.rs`).
     pub deliver_object_only: bool,
     /// `cache.grace` in seconds: what 2.x's `req.grace` reads until VCL sets it (Varnish
     /// 2.1 starts it at `default_grace`; 4.x reads -1, unset).
@@ -110,7 +110,7 @@ impl VclRuntime {
             xids,
             counters,
         };
-        rt.deliver_object_only = quick::deliver_reads_object_only(&rt);
+        rt.deliver_object_only = dry_run::deliver_reads_object_only(&rt);
         rt
     }
 

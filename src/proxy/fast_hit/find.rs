@@ -1,0 +1,151 @@
+//! A fast hit's middle steps: whether the policy leaves the request alone (a VCL program's
+//! vcl_recv run dry on the head, `vcl/dry_run.rs`; no operator rule acting on it), and the
+//! object that answers it — fresh, in memory, of the request's variant, unbanned, not due for
+//! refresh-ahead.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+
+use super::super::Proxy;
+use super::head::Head;
+use crate::cache::ban::BanCheck;
+use crate::cache::vary::{VaryIndex, variant_hash};
+use crate::cache::{Body, CacheKey, Object};
+
+impl Proxy {
+    /// Under a VCL program: whether vcl_recv, run on this head, looks it up unchanged and the
+    /// program's vcl_hash, vcl_hit and vcl_deliver are the built-in ones. Without one: true.
+    #[inline]
+    pub(super) fn vcl_looks_up(&self, head: &Head<'_, '_>, client: SocketAddr) -> bool {
+        match &self.vcl {
+            Some(rt) => super::super::vcl::recv_looks_up(
+                rt,
+                head.method.as_str(),
+                head.target,
+                head.fields,
+                client,
+                self.config.cache.normalize_accept_encoding,
+            ),
+            None => true,
+        }
+    }
+
+    /// Whether no operator rule would answer or edit this request (`Rules::change_a_hit`).
+    #[inline]
+    pub(super) fn rules_leave_alone(
+        &self,
+        head: &Head<'_, '_>,
+        varies: Option<&VaryIndex>,
+        tls: Option<&crate::tls::server::ConnTls>,
+    ) -> bool {
+        // Whether a rule stripping the request's cookies would change this hit: only if the
+        // URL varies on them or the access log prints them.
+        let cookies_matter = varies
+            .is_some_and(|index| index.names.contains(&http::header::COOKIE))
+            || self
+                .log_format
+                .as_ref()
+                .is_some_and(|f| f.request_headers.contains(&http::header::COOKIE));
+        if !self.rules.act_on_requests(cookies_matter) {
+            return true;
+        }
+        // Only a request no rule acts on is a plain hit. The rules' header and cookie
+        // matchers read a map: built here only when such rules are configured.
+        let mut map = HeaderMap::with_capacity(head.fields.len());
+        for field in head.fields {
+            let (Ok(name), Ok(value)) = (
+                HeaderName::from_bytes(field.name.as_bytes()),
+                HeaderValue::from_bytes(field.value),
+            ) else {
+                return false;
+            };
+            map.append(name, value);
+        }
+        !self.rules.change_a_hit(
+            head.host,
+            head.target,
+            &head.method,
+            &map,
+            cookies_matter,
+            crate::rules::Conn {
+                https: tls.is_some(),
+                client_cert: tls.and_then(|t| t.client.as_deref()).unwrap_or(""),
+            },
+        )
+    }
+
+    /// The object that answers `head` (URL `primary`, whose variants `varies` lists) as a
+    /// plain hit, and the instant it was judged fresh at; `None` when there is none in memory
+    /// or the full path must judge it (stale, banned or a ban needing the request, due for
+    /// refresh-ahead).
+    #[inline]
+    pub(super) fn fresh_in_memory(
+        &self,
+        head: &Head<'_, '_>,
+        primary: &CacheKey,
+        varies: Option<Arc<VaryIndex>>,
+    ) -> Option<(Arc<Object>, Instant)> {
+        let cache = &self.cache;
+        // A URL with variants: its variant from the request fields its `Vary` names, as the
+        // full path computes it (`Cache::variant_key`, Accept-Encoding normalised first).
+        let selection = match varies {
+            None => None,
+            Some(index) => {
+                let mut selected = HeaderMap::with_capacity(index.names.len());
+                for field in head.fields {
+                    if let Some(name) = index
+                        .names
+                        .iter()
+                        .find(|n| field.name.eq_ignore_ascii_case(n.as_str()))
+                    {
+                        selected.append(name.clone(), HeaderValue::from_bytes(field.value).ok()?);
+                    }
+                }
+                if self.config.cache.normalize_accept_encoding {
+                    super::super::judge::normalize_for(self.vcl.is_some(), &mut selected);
+                }
+                let variant = variant_hash(&index.names, &selected);
+                Some((primary.with_variant(variant), selected))
+            }
+        };
+        let key = selection.as_ref().map_or(primary, |(k, _)| k);
+        let object = cache.lookup_now(key).ok()??;
+        let matches = match &selection {
+            Some((_, selected)) => object.vary_matches(selected),
+            None => object.vary().is_empty(),
+        };
+        if !matches || !matches!(object.body, Body::Memory(_)) {
+            return None;
+        }
+        match cache.check_bans(key, &object, None) {
+            BanCheck::Clear => {}
+            BanCheck::Banned => {
+                // Removed: the full path finds no copy and fetches.
+                self.counters.ban_objects.inc();
+                return None;
+            }
+            // A ban on a request field may apply: the full path checks it with the request.
+            BanCheck::NeedsRequest => return None,
+        }
+        let now = Instant::now();
+        // Only a fresh object: a stale one needs grace handling or revalidation — and a stored
+        // `no-cache` response is stale from the start (TTL 0), so it is never a fast hit.
+        if !object.is_fresh(now) {
+            return None;
+        }
+        // Within `cache.refresh_ahead` (or the object's own `obj.prefetch`) of expiry: the
+        // full path delivers it and starts the background refresh.
+        let configured = self.config.cache.refresh_ahead;
+        if let Some(window) = object
+            .prefetch
+            .window(|| configured.window(object.ttl.get()))
+            && object.remaining_ttl(now) <= window
+        {
+            return None;
+        }
+        Some((object, now))
+    }
+}

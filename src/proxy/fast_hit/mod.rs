@@ -1,0 +1,95 @@
+//! Fast hits: a fresh hit from memory answered from the request head's bytes, without hyper.
+//! In steps: the head read and screened (`head.rs`), the policy asked and the object found
+//! (`find.rs`), the answer made (`answer.rs`).
+//!
+//! Most of a small hit's cost was not the cache but the HTTP machinery around it: hyper
+//! parsing the head into a request (a `HeaderMap` built and dropped), the request state
+//! machine's bookkeeping, a clone of the delivery map, and hyper encoding eleven fields again
+//! for every response (bench/RESULTS.md, "fast hits"). The gate (server/h1/) offers every
+//! complete, bodiless request head it validated, while hyper has nothing in flight, to
+//! [`Proxy::fast_hit`]; when this returns an answer the gate writes it itself — the object's
+//! pre-serialised head ([`Prepared::wire`]), a `Date` line and the body — and hyper never sees
+//! the request. Anything this path does not handle exactly as the state machine would is
+//! declined (`None`) and takes the full path, so both give the same answer: a plain `GET` or
+//! `HEAD` over HTTP/1.1 in origin form, one valid `Host`, none of the fields that change a
+//! lookup or a delivery (conditionals, `Range`, `Authorization`, `Cache-Control` or `Pragma`
+//! when `cache.request_cache_control` makes them count and `no-store` always, `Upgrade`,
+//! `Connection`, `Expect`, body framing, the rewrite and untrusted forwarding fields and the
+//! `_` names the full path removes), no operator rule that would answer or edit it
+//! (`Rules::change_a_hit`), a fresh object in memory (of the request's variant when the URL has
+//! `Vary` variants). Under a VCL program, only when it provably changes nothing about the hit
+//! (`proxy/vcl/dry_run.rs`).
+//!
+//! [`Prepared::wire`]: crate::cache::Prepared::wire
+
+mod answer;
+mod find;
+mod head;
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::body::ResponseBody;
+use super::{Proxy, deliver};
+use crate::cache::CacheKey;
+use head::MAX_FIELDS;
+
+/// A fast hit's answer, for the gate to write.
+pub struct FastAnswer {
+    /// Status line and fields (`Prepared::wire`).
+    pub head: Bytes,
+    /// The head has no `Date` and no blank line yet: the writer adds both.
+    pub add_date: bool,
+    /// The object's body (empty for `HEAD`), counting bytes and completing the transaction
+    /// record like any response body.
+    pub body: ResponseBody,
+}
+
+impl Proxy {
+    /// The answer to a request from its validated, bodiless `head` when it is a plain fresh
+    /// hit from memory (see the module docs); `None` leaves the request to the full path,
+    /// which then does every step itself. Counts what the full path counts for a hit, plus
+    /// `cache_hit_fast`.
+    /// `tls`: the client's TLS connection, for the transaction record.
+    pub fn fast_hit(
+        &self,
+        head: &[u8],
+        client: SocketAddr,
+        tls: Option<&crate::tls::server::ConnTls>,
+    ) -> Option<FastAnswer> {
+        if !self.config.server.fast_hits {
+            return None;
+        }
+        let started = Instant::now();
+        let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
+        let head = self.read_head(head, &mut fields, client)?;
+        if !self.vcl_looks_up(&head, client) {
+            return None;
+        }
+        let primary = CacheKey::new(head.host, head.target);
+        let varies = self.cache.vary_names(&primary);
+        if !self.rules_leave_alone(&head, varies.as_deref(), tls) {
+            return None;
+        }
+        let (object, now) = self.fresh_in_memory(&head, &primary, varies)?;
+        let status = deliver::hit_status(&object, now);
+        let prepared = deliver::prepared(&object, now, &status).ok()?;
+        // Stored gzip for a client that does not take it: the full path decodes it (a
+        // delivery filter, `coding.rs`). One flag for every other hit.
+        if prepared.gzip
+            && self.config.compression.enabled
+            && !super::coding::takes_gzip(
+                head.fields
+                    .iter()
+                    .filter(|f| f.name.eq_ignore_ascii_case("accept-encoding"))
+                    .map(|f| f.value),
+            )
+        {
+            return None;
+        }
+        let vcl_head = self.vcl_deliver_head(&head, client, &object, &prepared)?;
+        Some(self.answer(head, (client, tls), (object, &prepared, vcl_head), started))
+    }
+}
