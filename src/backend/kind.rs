@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use http::{Request, Response};
 
+use super::fastcgi::FastCgi;
 use super::files::FilesKind;
 use super::h2::H2;
 use super::http1::Http1;
@@ -19,6 +20,7 @@ pub(crate) enum Kind {
     Http1(Http1),
     H2(H2),
     Files(FilesKind),
+    FastCgi(FastCgi),
 }
 
 /// A connection of one of the kinds.
@@ -26,6 +28,7 @@ pub(crate) enum Conn {
     Http1(super::conn::Conn),
     H2(super::mux::Slot),
     Files,
+    FastCgi(super::connector::Transport),
 }
 
 impl Kind {
@@ -40,6 +43,9 @@ impl Kind {
             }
             BackendProtocol::H2 => Kind::H2(H2::new(config.max_streams, max_response_head)),
             BackendProtocol::Files => Kind::Files(FilesKind::new(config)),
+            BackendProtocol::Fastcgi => {
+                Kind::FastCgi(FastCgi::new(config, max_response_head, max_response_fields))
+            }
         }
     }
 
@@ -48,6 +54,7 @@ impl Kind {
             Kind::Http1(k) => k.alpn(),
             Kind::H2(k) => k.alpn(),
             Kind::Files(k) => k.alpn(),
+            Kind::FastCgi(k) => k.alpn(),
         }
     }
 
@@ -70,6 +77,10 @@ impl Kind {
                 .connection(backend, connect, fresh)
                 .await
                 .map(|((), r)| (Conn::Files, r)),
+            Kind::FastCgi(k) => k
+                .connection(backend, connect, fresh)
+                .await
+                .map(|(c, r)| (Conn::FastCgi(c), r)),
         }
     }
 
@@ -83,6 +94,7 @@ impl Kind {
             (Kind::Http1(k), Conn::Http1(c)) => k.request(backend, c, req).await,
             (Kind::H2(k), Conn::H2(c)) => k.request(backend, c, req).await,
             (Kind::Files(k), Conn::Files) => k.request(backend, (), req).await,
+            (Kind::FastCgi(k), Conn::FastCgi(c)) => k.request(backend, c, req).await,
             _ => unreachable!("a connection is only handed to the kind that opened it"),
         }
     }
@@ -92,6 +104,7 @@ impl Kind {
             Kind::Http1(k) => k.retries_stale(),
             Kind::H2(k) => k.retries_stale(),
             Kind::Files(k) => k.retries_stale(),
+            Kind::FastCgi(k) => k.retries_stale(),
         }
     }
 
@@ -100,6 +113,7 @@ impl Kind {
             Kind::Http1(k) => k.probe(backend, request).await,
             Kind::H2(k) => k.probe(backend, request).await,
             Kind::Files(k) => k.probe(backend, request).await,
+            Kind::FastCgi(k) => k.probe(backend, request).await,
         }
     }
 
@@ -108,6 +122,7 @@ impl Kind {
             Kind::Http1(k) => k.idle(),
             Kind::H2(k) => k.idle(),
             Kind::Files(k) => k.idle(),
+            Kind::FastCgi(k) => k.idle(),
         }
     }
 
@@ -115,7 +130,7 @@ impl Kind {
     pub(crate) fn http1(&self) -> Option<&Http1> {
         match self {
             Kind::Http1(k) => Some(k),
-            Kind::H2(_) | Kind::Files(_) => None,
+            Kind::H2(_) | Kind::Files(_) | Kind::FastCgi(_) => None,
         }
     }
 

@@ -1,4 +1,5 @@
-//! Backends: one origin each, of one kind (`origin.rs`: HTTP/1.1, HTTP/2, static files), with what every
+//! Backends: one origin each, of one kind (`origin.rs`: HTTP/1.1, HTTP/2, static files,
+//! FastCGI), with what every
 //! kind shares around it: a connection limit with a bounded queue, health state, counters, the
 //! fetch timeouts (connect, first byte, between bytes) and the retry on a stale connection.
 //!
@@ -8,6 +9,7 @@ mod body;
 mod conn;
 pub(crate) mod connector;
 pub mod director;
+mod fastcgi;
 mod files;
 mod h2;
 pub mod health;
@@ -100,6 +102,20 @@ pub struct RequestTimeouts {
 /// fails on a reused connection is not tried again on a new one.
 #[derive(Clone, Copy, Debug)]
 pub struct NoConnectRetry;
+
+/// Who asked, in a backend request's extensions (put there by the proxy): what a FastCGI
+/// application reads as REMOTE_ADDR, HTTPS, SERVER_ADDR and SERVER_PROTOCOL.
+#[derive(Clone, Copy, Debug)]
+pub struct ClientInfo {
+    /// The client (after trusted proxies).
+    pub addr: SocketAddr,
+    /// The request came over TLS.
+    pub https: bool,
+    /// The address the connection was accepted on, when the session knows it.
+    pub local: Option<SocketAddr>,
+    /// "HTTP/1.1", "HTTP/2.0", "HTTP/1.0".
+    pub protocol: &'static str,
+}
 
 /// One origin server, its pool, limit and health.
 pub struct Backend {

@@ -87,10 +87,12 @@ pub struct BackendConfig {
     /// connection. Default 100.
     #[serde(default = "default_max_streams")]
     pub max_streams: u32,
-    /// `protocol = "files"`: the document root served. Default: none.
+    /// `protocol = "files"`: the document root served; `"fastcgi"`: the root scripts are
+    /// named under (SCRIPT_FILENAME, DOCUMENT_ROOT). Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root: Option<std::path::PathBuf>,
-    /// Files tried, in order, for a request naming a directory. Default `["index.html"]`.
+    /// Files tried, in order, for a request naming a directory. Default `["index.html"]` for
+    /// files, `["index.php"]` for FastCGI.
     #[serde(
         default,
         deserialize_with = "super::lists::opt_one_or_many",
@@ -122,6 +124,10 @@ pub struct BackendConfig {
     /// Default `5s`.
     #[serde(default = "default_open_file_cache_valid")]
     pub open_file_cache_valid: Dur,
+    /// `protocol = "fastcgi"`: parameters sent with every request, after the standard ones
+    /// (they override). Default: none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, String>,
 }
 
 /// `[[backend]] protocol`.
@@ -135,6 +141,8 @@ pub enum BackendProtocol {
     H2,
     /// Static files from the document root `root` (`backend/files/`).
     Files,
+    /// FastCGI to a responder such as PHP-FPM, scripts under `root` (`backend/fastcgi/`).
+    Fastcgi,
 }
 
 impl BackendProtocol {
@@ -143,6 +151,7 @@ impl BackendProtocol {
             BackendProtocol::Http1 => "http1",
             BackendProtocol::H2 => "h2",
             BackendProtocol::Files => "files",
+            BackendProtocol::Fastcgi => "fastcgi",
         }
     }
 }
@@ -243,6 +252,7 @@ impl BackendConfig {
             precompressed: false,
             open_file_cache: default_open_file_cache(),
             open_file_cache_valid: default_open_file_cache_valid(),
+            params: BTreeMap::new(),
         }
     }
 }
@@ -643,7 +653,8 @@ pub(super) fn validate(c: &Config) -> Problems {
 fn validate_kind(i: usize, b: &BackendConfig) -> Problems {
     let mut out = Vec::new();
     let files = b.protocol == BackendProtocol::Files;
-    let needs_root = files;
+    let fastcgi = b.protocol == BackendProtocol::Fastcgi;
+    let needs_root = files || fastcgi;
     if let Some(address) = &b.address {
         match unix_path(address) {
             None => out.push((
@@ -687,7 +698,7 @@ fn validate_kind(i: usize, b: &BackendConfig) -> Problems {
         )),
         Some(_) if !needs_root => out.push((
             at("backend", i, "root"),
-            "only `protocol = \"files\"` has a document root".into(),
+            "only `protocol = \"files\"` and `\"fastcgi\"` have a document root".into(),
         )),
         Some(root) if !root.is_absolute() => out.push((
             at("backend", i, "root"),
@@ -699,7 +710,7 @@ fn validate_kind(i: usize, b: &BackendConfig) -> Problems {
         if !needs_root {
             out.push((
                 at("backend", i, "index"),
-                "only `protocol = \"files\"` has index files".into(),
+                "only `protocol = \"files\"` and `\"fastcgi\"` have index files".into(),
             ));
         }
         for name in index {
@@ -729,6 +740,32 @@ fn validate_kind(i: usize, b: &BackendConfig) -> Problems {
         out.push((
             at("backend", i, "default_type"),
             format!("`{}` is not a media type", b.default_type),
+        ));
+    }
+    for name in b.params.keys() {
+        if name.is_empty() || !name.bytes().all(|c| c.is_ascii_graphic()) {
+            out.push((
+                at("backend", i, "params"),
+                format!("`{name}` must be a parameter name (printable ASCII, no spaces)"),
+            ));
+        }
+    }
+    if !b.params.is_empty() && !fastcgi {
+        out.push((
+            at("backend", i, "params"),
+            "only `protocol = \"fastcgi\"` sends parameters".into(),
+        ));
+    }
+    if fastcgi && b.max_connections == 0 {
+        out.push((
+            at("backend", i, "max_connections"),
+            "`protocol = \"fastcgi\"` needs max_connections: the application's workers (PHP-FPM's pm.max_children); a kept connection holds one".into(),
+        ));
+    }
+    if fastcgi && b.tls.is_some() {
+        out.push((
+            at("backend", i, "tls"),
+            "FastCGI is not spoken over TLS here".into(),
         ));
     }
     out
@@ -922,7 +959,7 @@ mod tests {
             "backend.0.mime_types: `.js` must be an extension without the dot",
             "backend.1.address: give either `host` (with `port`) or `address`, not both",
             "backend.2.address: `/relative.sock` is not `unix:` followed by an absolute path",
-            "backend.3.root: only `protocol = \"files\"` has a document root",
+            "backend.3.root: only `protocol = \"files\"` and `\"fastcgi\"` have a document root",
         ] {
             assert!(all.contains(want), "{want}\n{all}");
         }

@@ -2,7 +2,7 @@
 //! records on the wire (`record`), the CGI/1.1 parameters built from a request (`params`)
 //! and the CGI response head at the start of STDOUT (`head`). Pure codecs with no I/O and
 //! nothing from the crate above `http`; the FastCGI origin kind that runs them over pooled
-//! connections plugs into the origin seam (ARCHITECTURE.md) and is not built yet.
+//! connections is `backend/fastcgi/`, behind the origin seam (ARCHITECTURE.md).
 
 pub mod head;
 pub mod params;

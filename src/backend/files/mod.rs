@@ -16,8 +16,8 @@
 
 mod body;
 mod mime;
-mod open;
-mod path;
+pub(super) mod open;
+pub(super) mod path;
 
 use std::path::PathBuf;
 use std::sync::Arc;

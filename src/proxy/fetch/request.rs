@@ -133,6 +133,21 @@ pub(super) fn build_request(
     if !retry_connect {
         req.extensions_mut().insert(crate::backend::NoConnectRetry);
     }
+    // What a FastCGI origin passes to the application (REMOTE_ADDR, HTTPS, SERVER_*).
+    req.extensions_mut().insert(crate::backend::ClientInfo {
+        addr: txn.client,
+        https,
+        local: txn
+            .req
+            .extensions
+            .get::<crate::proxy::LocalAddr>()
+            .map(|l| l.0),
+        protocol: match txn.req.version {
+            Version::HTTP_2 => "HTTP/2.0",
+            Version::HTTP_10 => "HTTP/1.0",
+            _ => "HTTP/1.1",
+        },
+    });
     *req.method_mut() = method;
     *req.uri_mut() = path.parse().unwrap_or_else(|_| http::Uri::from_static("/"));
     *req.version_mut() = Version::HTTP_11;

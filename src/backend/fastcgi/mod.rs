@@ -1,0 +1,407 @@
+//! The FastCGI origin kind (`[[backend]] protocol = "fastcgi"`): a responder such as PHP-FPM
+//! at `host:port` or on a Unix socket (`address`), the records and parameters of
+//! `crate::fastcgi`. Connections are kept (FCGI_KEEP_CONN) in a LIFO pool of at most
+//! `max_idle`, closed after `idle_timeout`; with one request per connection and
+//! `max_connections` (required: the application's number of workers) bounding requests in
+//! flight, connections open plus kept never exceed it — a kept connection holds a PHP-FPM
+//! child, so more would starve new requests.
+//!
+//! Before a request reaches the application its script is found under `root`: the path is
+//! read as `backend/files/path.rs` reads it (no `..`, no escaped slash, no dotfile), split at
+//! the first `.php` segment (SCRIPT_NAME, PATH_INFO), and the script must be a regular file
+//! inside the root — `/uploads/evil.jpg/x.php` is 404, never `evil.jpg` run as PHP (the
+//! `cgi.fix_pathinfo` hole). A directory gets its `index` script (a trailing-slash redirect
+//! first); any other path goes to the front controller (the first `index` at the root) if
+//! there is one, else 404.
+
+mod exchange;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Request, Response, StatusCode};
+use http_body::Body as _;
+use http_body_util::BodyExt;
+
+use self::exchange::{ExchangeError, ReadState, StdoutBody};
+use super::connector::Transport;
+use super::files::{open, path};
+use super::origin::{BoxStream, Origin, Source};
+use super::{Backend, ClientInfo, FetchError, RequestBody};
+use crate::config::BackendConfig;
+use crate::fastcgi::params::{self, ScriptPath};
+
+/// Kept connections.
+pub(crate) struct Pool {
+    idle: Mutex<Vec<(Transport, Instant)>>,
+    max_idle: usize,
+    idle_timeout: Duration,
+}
+
+impl Pool {
+    /// A connection whose request ended cleanly, kept for the next one.
+    pub(crate) fn checkin(&self, conn: Transport) {
+        if let Ok(mut idle) = self.idle.lock() {
+            let now = Instant::now();
+            idle.retain(|(_, since)| now.duration_since(*since) < self.idle_timeout);
+            if idle.len() < self.max_idle {
+                idle.push((conn, now));
+            }
+        }
+    }
+
+    /// The most recently kept connection still within `idle_timeout`.
+    fn checkout(&self) -> Option<Transport> {
+        let mut idle = self.idle.lock().ok()?;
+        while let Some((conn, since)) = idle.pop() {
+            if since.elapsed() < self.idle_timeout {
+                return Some(conn);
+            }
+        }
+        None
+    }
+}
+
+/// A FastCGI application behind a backend.
+pub(crate) struct FastCgi {
+    pool: Arc<Pool>,
+    root: PathBuf,
+    /// The root as the application sees it (DOCUMENT_ROOT): as configured, no trailing `/`.
+    document_root: String,
+    index: Vec<String>,
+    extra: Vec<(String, String)>,
+    max_head: usize,
+    max_fields: usize,
+}
+
+/// The script a request runs, or what it gets instead.
+enum Resolved {
+    Script { script: String, path_info: String },
+    Redirect,
+    Status(StatusCode),
+}
+
+impl FastCgi {
+    pub(super) fn new(config: &BackendConfig, max_head: usize, max_fields: usize) -> FastCgi {
+        let configured = config
+            .root
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/nonexistent"));
+        let document_root = configured
+            .to_string_lossy()
+            .trim_end_matches('/')
+            .to_string();
+        FastCgi {
+            pool: Arc::new(Pool {
+                idle: Mutex::new(Vec::new()),
+                max_idle: config.max_idle,
+                idle_timeout: config.idle_timeout.0,
+            }),
+            root: std::fs::canonicalize(&configured).unwrap_or(configured),
+            document_root,
+            index: config
+                .index
+                .clone()
+                .unwrap_or_else(|| vec!["index.php".to_string()]),
+            extra: config
+                .params
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            max_head,
+            max_fields,
+        }
+    }
+
+    /// Finds the script for `raw` (the request path, still escaped). Blocking.
+    fn resolve(root: &Path, index: &[String], raw: &str) -> Resolved {
+        let names = match path::parse(raw, false) {
+            Ok(n) => n,
+            Err(path::Refused::BadRequest) => return Resolved::Status(StatusCode::BAD_REQUEST),
+            Err(path::Refused::NotFound) => return Resolved::Status(StatusCode::NOT_FOUND),
+        };
+        let relative = names.relative();
+        let clean = format!("/{relative}");
+        let is_file = |rel: &str| open::open(root, rel, false).is_ok_and(|o| !o.dir);
+        if let Some(ScriptPath { script, path_info }) = params::split_script(&clean, ".php") {
+            return if is_file(script.trim_start_matches('/')) {
+                Resolved::Script {
+                    script: script.to_string(),
+                    path_info: path_info.to_string(),
+                }
+            } else {
+                Resolved::Status(StatusCode::NOT_FOUND)
+            };
+        }
+        if let Ok(dir) = open::open(root, &relative, false)
+            && dir.dir
+        {
+            if !names.trailing_slash && !names.names.is_empty() {
+                return Resolved::Redirect;
+            }
+            for i in index {
+                let rel = if relative.is_empty() {
+                    i.clone()
+                } else {
+                    format!("{relative}/{i}")
+                };
+                if is_file(&rel) {
+                    return Resolved::Script {
+                        script: format!("/{rel}"),
+                        path_info: String::new(),
+                    };
+                }
+            }
+        }
+        // The front controller (WordPress, Laravel, Symfony route every path through it).
+        match index.first() {
+            Some(front) if is_file(front) => Resolved::Script {
+                script: format!("/{front}"),
+                path_info: String::new(),
+            },
+            _ => Resolved::Status(StatusCode::NOT_FOUND),
+        }
+    }
+
+    async fn exchange(
+        &self,
+        backend: &Arc<Backend>,
+        mut conn: Transport,
+        req: Request<RequestBody>,
+    ) -> Result<Response<Source>, FetchError> {
+        let name = &backend.config.name;
+        let failed = |e: ExchangeError| FetchError::Failed(name.clone(), Box::new(e));
+        let (parts, mut body) = req.into_parts();
+        let root = self.root.clone();
+        let index = self.index.clone();
+        let raw = parts.uri.path().to_string();
+        let resolved = tokio::task::spawn_blocking(move || FastCgi::resolve(&root, &index, &raw))
+            .await
+            .unwrap_or(Resolved::Status(StatusCode::INTERNAL_SERVER_ERROR));
+        let (script, path_info) = match resolved {
+            Resolved::Script { script, path_info } => (script, path_info),
+            Resolved::Redirect => {
+                let mut location = format!("{}/", parts.uri.path());
+                if let Some(q) = parts.uri.query() {
+                    location.push('?');
+                    location.push_str(q);
+                }
+                let mut resp = plain(StatusCode::MOVED_PERMANENTLY);
+                if let Ok(v) = HeaderValue::from_str(&location) {
+                    resp.headers_mut().insert(header::LOCATION, v);
+                }
+                return Ok(resp);
+            }
+            Resolved::Status(s) => return Ok(plain(s)),
+        };
+        // CONTENT_LENGTH must be known: a body without a length is read first (it is bounded
+        // by server.max_body_size already).
+        let content_length = if body.is_end_stream() {
+            None
+        } else if let Some(n) = body.size_hint().exact() {
+            Some(n)
+        } else {
+            let bytes = (&mut body)
+                .collect()
+                .await
+                .map_err(|e| FetchError::Failed(name.clone(), e))?
+                .to_bytes();
+            let n = bytes.len() as u64;
+            body = RequestBody::bytes(bytes, backend.counters.clone());
+            Some(n)
+        };
+        let client = parts.extensions.get::<ClientInfo>().copied();
+        let host = parts
+            .headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        let (server_name, host_port) = split_host(host);
+        let https = client.is_some_and(|c| c.https);
+        let default_port = if https { 443 } else { 80 };
+        let server_addr = client
+            .and_then(|c| c.local)
+            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], host_port.unwrap_or(default_port))));
+        let remote_addr = client.map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |c| c.addr);
+        let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let request = params::Request {
+            method: parts.method.as_str(),
+            target,
+            query: parts.uri.query().unwrap_or(""),
+            script: ScriptPath {
+                script: &script,
+                path_info: &path_info,
+            },
+            document_root: &self.document_root,
+            server_name,
+            server_addr,
+            remote_addr,
+            https,
+            protocol: client.map_or("HTTP/1.1", |c| c.protocol),
+            fields: &parts.headers,
+            content_length,
+            extra: &self.extra,
+        };
+        let encoded = params::encode(&request);
+        let keep = self.pool.max_idle > 0;
+        exchange::send(&mut conn, &encoded, body, keep)
+            .await
+            .map_err(failed)?;
+        let mut state = ReadState::new(name);
+        let (head, first) =
+            exchange::read_head(&mut conn, &mut state, self.max_head, self.max_fields)
+                .await
+                .map_err(failed)?;
+        let pool = keep.then(|| self.pool.clone());
+        let stdout: BoxStream = Box::pin(StdoutBody::new(conn, state, first, pool));
+        let mut resp = Response::new(Source::Stream(stdout));
+        *resp.status_mut() = head.status;
+        let mut fields = head.fields;
+        // Framing is Shellac's: the application's word on it is not passed on.
+        for hop in [
+            header::TRANSFER_ENCODING,
+            header::CONNECTION,
+            header::CONTENT_LENGTH,
+        ] {
+            fields.remove(hop);
+        }
+        *resp.headers_mut() = fields;
+        Ok(resp)
+    }
+}
+
+/// `example.org:8080` → (`example.org`, Some(8080)); IPv6 literals keep their brackets off.
+fn split_host(host: &str) -> (&str, Option<u16>) {
+    if let Some(rest) = host.strip_prefix('[') {
+        if let Some((ip, after)) = rest.split_once(']') {
+            return (ip, after.strip_prefix(':').and_then(|p| p.parse().ok()));
+        }
+        return (host, None);
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) => match port.parse() {
+            Ok(p) => (name, Some(p)),
+            Err(_) => (host, None),
+        },
+        None => (host, None),
+    }
+}
+
+/// A short plain-text answer Shellac gives for the application (404, 301, 400).
+fn plain(status: StatusCode) -> Response<Source> {
+    let text = format!(
+        "{} {}\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("")
+    );
+    let len = text.len();
+    let body: BoxStream =
+        Box::pin(http_body_util::Full::new(Bytes::from(text)).map_err(|never| match never {}));
+    let mut resp = Response::new(Source::Stream(body));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp.headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    resp
+}
+
+impl Origin for FastCgi {
+    type Conn = Transport;
+
+    fn alpn(&self) -> &'static [u8] {
+        b"http/1.1"
+    }
+
+    async fn connection(
+        &self,
+        backend: &Arc<Backend>,
+        connect: Duration,
+        fresh: bool,
+    ) -> Result<(Transport, bool), FetchError> {
+        if !fresh && let Some(conn) = self.pool.checkout() {
+            return Ok((conn, true));
+        }
+        let conn = backend.open_transport(connect).await?;
+        backend.counters.backend_conn.inc();
+        backend.stats.conn.inc();
+        Ok((conn, false))
+    }
+
+    async fn request(
+        &self,
+        backend: &Arc<Backend>,
+        conn: Transport,
+        req: Request<RequestBody>,
+    ) -> Result<Response<Source>, FetchError> {
+        self.exchange(backend, conn, req).await
+    }
+
+    /// A kept connection the application closed (PHP-FPM's `pm.max_requests`, its
+    /// `request_terminate_timeout`) fails before any answer: tried again on a new one.
+    fn retries_stale(&self) -> bool {
+        true
+    }
+
+    /// The application accepts a connection (the probe's request text is HTTP's: FastCGI has
+    /// no status line to read; a `[[probe]]` path would run a script on every probe).
+    async fn probe(&self, backend: &Backend, _request: &[u8]) -> Result<u16, String> {
+        backend.probe_transport().await.map(|_| 200)
+    }
+
+    fn idle(&self) -> usize {
+        self.pool.idle.lock().map(|i| i.len()).unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_split_into_name_and_port() {
+        assert_eq!(split_host("example.org"), ("example.org", None));
+        assert_eq!(split_host("example.org:8080"), ("example.org", Some(8080)));
+        assert_eq!(split_host("[::1]:81"), ("::1", Some(81)));
+        assert_eq!(split_host("[::1]"), ("::1", None));
+    }
+
+    /// Never hand the application a script that does not exist: the classic
+    /// `cgi.fix_pathinfo` hole (`/uploads/evil.jpg/x.php` running `evil.jpg`).
+    #[test]
+    fn scripts_must_exist_under_the_root() {
+        let dir = std::env::temp_dir().join(format!("shellac-fcgi-resolve-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("uploads")).unwrap();
+        std::fs::create_dir_all(dir.join("blog")).unwrap();
+        std::fs::write(dir.join("uploads/evil.jpg"), "<?php system('id');").unwrap();
+        std::fs::write(dir.join("index.php"), "").unwrap();
+        std::fs::write(dir.join("blog/index.php"), "").unwrap();
+        let root = std::fs::canonicalize(&dir).unwrap();
+        let index = vec!["index.php".to_string()];
+        let script = |raw: &str| match FastCgi::resolve(&root, &index, raw) {
+            Resolved::Script { script, path_info } => format!("{script} {path_info}"),
+            Resolved::Redirect => "redirect".into(),
+            Resolved::Status(s) => s.as_u16().to_string(),
+        };
+        assert_eq!(script("/uploads/evil.jpg/x.php"), "404");
+        assert_eq!(
+            script("/uploads/evil.jpg"),
+            "/index.php ",
+            "front controller"
+        );
+        assert_eq!(script("/index.php/a/b"), "/index.php /a/b");
+        assert_eq!(script("/blog"), "redirect");
+        assert_eq!(script("/blog/"), "/blog/index.php ");
+        assert_eq!(script("/nope.php"), "404");
+        assert_eq!(script("/%2e%2e/etc/passwd.php"), "400");
+        assert_eq!(script("/.git/x.php"), "404");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
