@@ -265,6 +265,31 @@ impl Rules {
         }
     }
 
+    /// A rule's `compress` for this response: the last matched rule (request and response
+    /// matchers) that says it; `None`: `[compression]` decides.
+    pub fn compress(
+        &self,
+        matched: &[usize],
+        status: StatusCode,
+        headers: &HeaderMap,
+    ) -> Option<bool> {
+        let mut compress = None;
+        for &i in matched {
+            let Some(rule) = self.rules.get(i) else {
+                continue;
+            };
+            let c = &rule.cfg;
+            if c.compress.is_none()
+                || (!c.status.is_empty() && !c.status.contains(&status.as_u16()))
+                || !rule.response_headers.iter().all(|f| f.matches(headers))
+            {
+                continue;
+            }
+            compress = c.compress;
+        }
+        compress
+    }
+
     /// Response phase: for the rules matched in the request phase whose response matchers
     /// match too, applies response actions in order (later rules win) and returns the
     /// storage overrides.

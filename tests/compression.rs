@@ -433,3 +433,132 @@ async fn uncacheable_answers_and_passes_follow_the_client() {
     assert_eq!(r.header("x-ae"), Some("zstd, br, gzip"));
     shellac.stop().await;
 }
+
+/// VCL with Varnish's semantics: nothing is compressed unless `beresp.do_gzip` says so;
+/// `beresp.do_gunzip` stores an origin's gzip decoded; `req.can_gzip` reads q-values; a
+/// fill asks for gzip (`http_gzip_support`), and stored gzip is decoded for clients
+/// without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vcl_do_gzip_do_gunzip_and_can_gzip() {
+    let zipped = gzip(page().as_bytes());
+    let origin = Origin::start(move |s| {
+        let reply = if s.path.starts_with("/gz") {
+            Reply::ok("")
+                .body(ReplyBody::Bytes(zipped.clone()))
+                .header("content-encoding", "gzip")
+        } else {
+            Reply::ok(&page())
+        };
+        reply
+            .cc("max-age=60")
+            .header("content-type", "text/html")
+            .header(
+                "x-ae",
+                s.headers
+                    .get("accept-encoding")
+                    .map_or("", |v| v.to_str().unwrap()),
+            )
+    })
+    .await;
+    let vcl = r#"vcl 4.1;
+backend default { ${origin0} }
+sub vcl_backend_response {
+    if (bereq.url ~ "^/zip") { set beresp.do_gzip = true; }
+    if (bereq.url ~ "^/gzdecode") { set beresp.do_gunzip = true; }
+}
+sub vcl_deliver { set resp.http.can-gzip = req.can_gzip; }
+"#;
+    let shellac = common::vcl::start_vcl("compression", vcl, &[origin.addr]).await;
+    // Not asked to: stored identity, as Varnish does, though text/html.
+    let r = get_with(shellac.addr, "/plain", &[("accept-encoding", "gzip")]).await;
+    assert!(is_identity_page(&r), "{:?}", r.headers);
+    assert_eq!(r.header("x-ae"), Some("gzip"), "a fill asks for gzip");
+    assert_eq!(r.header("can-gzip"), Some("true"));
+    // do_gzip: stored gzip, decoded for a client without gzip.
+    let r = get_with(shellac.addr, "/zip", &[("accept-encoding", "gzip;q=0.5")]).await;
+    assert!(is_gzip_page(&r), "{:?}", r.headers);
+    let r = get_with(shellac.addr, "/zip", &[]).await;
+    assert!(is_identity_page(&r), "{:?}", r.headers);
+    assert_eq!(r.header("can-gzip"), Some("false"));
+    // do_gunzip: the origin's gzip stored decoded; everyone gets identity.
+    let r = get_with(shellac.addr, "/gzdecode", &[("accept-encoding", "gzip")]).await;
+    assert!(is_identity_page(&r), "{:?}", r.headers);
+    // An origin's gzip kept, decoded for a client without gzip.
+    let r = get_with(shellac.addr, "/gzkeep", &[("accept-encoding", "br")]).await;
+    assert!(is_identity_page(&r), "{:?}", r.headers);
+    assert_eq!(r.header("can-gzip"), Some("false"));
+    let r = get_with(
+        shellac.addr,
+        "/gzkeep",
+        &[("accept-encoding", "gzip;q=0.0000001")],
+    )
+    .await;
+    assert!(is_gzip_page(&r), "{:?}", r.headers);
+    assert_eq!(r.header("can-gzip"), Some("true"));
+    let stats = shellac.stats().await;
+    assert_eq!(stats["compress_gzip"], 1);
+    assert_eq!(
+        stats["compress_gunzip"], 3,
+        "one at fetch (do_gunzip), two at delivery"
+    );
+    shellac.stop().await;
+}
+
+/// A rule's `compress = false` keeps a path as the origin sent it; `compress = true` gzips a
+/// type `[compression]` would not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_says_compress_or_not() {
+    let origin = Origin::start(|s| {
+        let ct = if s.path.starts_with("/bin") {
+            "application/octet-stream"
+        } else {
+            "text/html"
+        };
+        Reply::ok(&page())
+            .cc("max-age=60")
+            .header("content-type", ct)
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.rules = shellac::config::Config::parse(
+            "[[rule]]\npath = \"^/raw/\"\ncompress = false\n\n[[rule]]\npath = \"^/bin/\"\ncompress = true\n\n[[backend]]\nhost = \"127.0.0.1\"\n",
+            "rules.toml",
+        )
+        .expect("rules")
+        .rules;
+    })
+    .await;
+    let r = get_with(shellac.addr, "/raw/page", &[("accept-encoding", "gzip")]).await;
+    assert!(is_identity_page(&r), "{:?}", r.headers);
+    assert!(r.header("content-length").is_some());
+    let r = get_with(shellac.addr, "/bin/blob", &[("accept-encoding", "gzip")]).await;
+    assert!(is_gzip_page(&r), "{:?}", r.headers);
+    let r = get_with(shellac.addr, "/bin/blob", &[]).await;
+    assert!(is_identity_page(&r), "{:?}", r.headers);
+    shellac.stop().await;
+}
+
+/// An HTTP/1.0 client without gzip gets stored gzip decoded, its end marked by the close
+/// (HTTP/1.0 has no chunked coding).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http10_client_gets_the_decoded_body_until_the_close() {
+    let origin = identity_origin().await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let stored = get_with(shellac.addr, "/h10", &[("accept-encoding", "gzip")]).await;
+    assert!(is_gzip_page(&stored));
+    let seen = common::exchange(
+        shellac.addr,
+        b"GET /h10 HTTP/1.0\r\nUser-Agent: c1\r\n\r\n",
+        std::time::Duration::from_secs(5),
+    )
+    .await;
+    assert!(seen.closed, "{}", seen.text);
+    let (head, body) = seen.text.split_once("\r\n\r\n").expect("a head");
+    assert!(head.starts_with("HTTP/1.0 200"), "{head}");
+    assert!(
+        !head.to_ascii_lowercase().contains("content-encoding"),
+        "{head}"
+    );
+    assert_eq!(body, page());
+    shellac.stop().await;
+}

@@ -354,6 +354,12 @@ impl BackendBody {
         self
     }
 
+    /// The data read ahead by [`BackendBody::buffer`], in order (a check over a whole
+    /// buffered body: `proxy/fetch/exchange.rs` tests a gzip body before delivery).
+    pub fn buffered(&self) -> impl Iterator<Item = &Bytes> {
+        self.ahead.iter().filter_map(Frame::data_ref)
+    }
+
     /// Reads the body ahead (VCL's `beresp.do_stream = false`: the whole body before the
     /// response goes out), with the between-bytes timeout, until its end or until more than
     /// `limit` bytes came: `Some(length)` when it ended, `None` when it is longer than `limit`

@@ -131,6 +131,9 @@ pub struct RuleConfig {
     pub override_origin: bool,
     /// Remove `Set-Cookie` from responses, except to POST requests.
     pub strip_set_cookie: bool,
+    /// gzip the response as it is fetched (`true`: whatever its type and length) or never
+    /// (`false`), instead of `[compression]`'s choice (docs/compression.md).
+    pub compress: Option<bool>,
     pub set_response_headers: BTreeMap<String, String>,
     #[serde(deserialize_with = "super::lists::one_or_many")]
     pub unset_response_headers: Vec<String>,

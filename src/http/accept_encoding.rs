@@ -171,24 +171,28 @@ impl Default for Accepts {
     }
 }
 
-/// RFC 9110 §12.4.2: `0`, `0.` up to three decimals, or `1`, `1.` with up to three zeros;
-/// returned in thousandths.
+/// RFC 9110 §12.4.2: `0`, `0.` and decimals, or `1`, `1.` and zeros; returned in
+/// thousandths. More than the grammar's three decimals are read as Varnish and browsers
+/// do: a value above zero stays above zero (`0.0000001` is the smallest, 1), never a
+/// refusal.
 fn parse_qvalue(v: &[u8]) -> Option<u16> {
     let v = trim(v);
     let (int, frac) = match v.iter().position(|b| *b == b'.') {
         Some(n) => (&v[..n], &v[n + 1..]),
         None => (v, &b""[..]),
     };
-    if int.len() != 1 || frac.len() > 3 || !frac.iter().all(u8::is_ascii_digit) {
+    if int.len() != 1 || !frac.iter().all(u8::is_ascii_digit) {
         return None;
     }
     let mut thousandths = 0u16;
     for i in 0..3 {
         thousandths = thousandths * 10 + frac.get(i).map_or(0, |d| u16::from(d - b'0'));
     }
+    let beyond = frac.iter().skip(3).any(|d| *d != b'0');
     match int[0] {
+        b'0' if thousandths == 0 && beyond => Some(1),
         b'0' => Some(thousandths),
-        b'1' if thousandths == 0 => Some(1000),
+        b'1' if thousandths == 0 && !beyond => Some(1000),
         _ => None,
     }
 }
@@ -234,7 +238,10 @@ mod tests {
         assert_eq!(class(&["gzip;q=0.5, identity"]), Identity);
         // An unreadable q-value drops its member only.
         assert_eq!(class(&["br;q=2, gzip"]), Gzip);
-        assert_eq!(class(&["br;q=0.1234, gzip;q=0.1"]), Gzip);
+        assert_eq!(class(&["br;q=-1, gzip;q=0.1"]), Gzip);
+        // Decimals past the third are read, not refused (as Varnish reads them).
+        assert_eq!(class(&["br;q=0.1004, gzip;q=0.1"]), Br);
+        assert_eq!(class(&["gzip;q=0.0000001"]), Gzip);
     }
 
     #[test]
@@ -266,10 +273,14 @@ mod tests {
             ("1", Some(1000)),
             ("1.000", Some(1000)),
             ("0.001", Some(1)),
+            ("0.1234", Some(123)),
+            ("0.0000001", Some(1)),
+            ("0.0000", Some(0)),
+            ("1.0000", Some(1000)),
         ] {
             assert_eq!(parse_qvalue(v.as_bytes()), q, "{v}");
         }
-        for v in ["1.5", "2", ".5", "0.1234", "", "a", "1.001"] {
+        for v in ["1.5", "2", ".5", "-1", "", "a", "1.001", "1.0001"] {
             assert_eq!(parse_qvalue(v.as_bytes()), None, "{v}");
         }
     }

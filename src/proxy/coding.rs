@@ -87,7 +87,7 @@ pub(super) fn on_response(txn: &mut Txn, status: StatusCode, fields: &HeaderMap,
             .filters
             .fetch
             .push(Box::new(Gzip::new(config.gzip_level, counters.clone()))),
-        Some(Coding::Gzip) if for_cache && (config.enabled || negotiated.gzip.is_some()) => txn
+        Some(Coding::Gzip) if for_cache && config.enabled => txn
             .filters
             .fetch
             .push(Box::new(TestGunzip::new(counters.clone()))),

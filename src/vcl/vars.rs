@@ -89,6 +89,10 @@ pub enum Slot {
     BerespBody,
     /// `beresp.do_stream`: false buffers the whole body before the response goes out.
     BerespDoStream,
+    /// `beresp.do_gzip`: gzip an identity body as it is fetched (stored compressed).
+    BerespDoGzip,
+    /// `beresp.do_gunzip`: decode a gzip body as it is fetched (stored identity).
+    BerespDoGunzip,
     /// 2.x `beresp.saintmode`: hold the backend off for this object for so long.
     BerespSaintmode,
     /// 2.0 `obj.prefetch` in vcl_fetch: the object's refresh-ahead (`Object::prefetch`).
@@ -197,8 +201,6 @@ const RS: Methods = DELIVER | SYNTH;
 const LG: Methods = LEGACY;
 
 const ESI: &str = "Shellac does not process ESI (Edge Side Includes)";
-const GZIP: &str = "Shellac stores and delivers bodies as the backend sent them; it does not \
-                    compress or decompress them";
 const STORAGE: &str = "Shellac keeps a request body in memory (std.cache_req_body), not in a \
                        storage VCL chooses";
 const FILTERS: &str = "Shellac has no VFP/VDP filter chains";
@@ -329,8 +331,8 @@ pub const VARS: &[VarDef] = &[
     v("beresp.grace", DUR, D21, FETCH, FETCH, 0, BerespGrace),
     v("beresp.keep", DUR, D21, FETCH, FETCH, 0, BerespKeep),
     v("beresp.do_esi", BOOL, D21, FETCH, FETCH, 0, Fixed(false, ESI)),
-    v("beresp.do_gzip", BOOL, D21, FETCH, FETCH, 0, Fixed(false, GZIP)),
-    v("beresp.do_gunzip", BOOL, D21, FETCH, FETCH, 0, Fixed(false, GZIP)),
+    v("beresp.do_gzip", BOOL, D21, FETCH, FETCH, 0, BerespDoGzip),
+    v("beresp.do_gunzip", BOOL, D21, FETCH, FETCH, 0, BerespDoGunzip),
     v("beresp.do_stream", BOOL, D21, FETCH, FETCH, 0, BerespDoStream),
     v("beresp.backend.name", STR, D21, FETCH, 0, 0, BerespBackendName),
     v("beresp.storage", STR, D21, FETCH, FETCH, 0, BerespStorage),
@@ -377,8 +379,8 @@ pub const VARS: &[VarDef] = &[
     v("beresp.time", TIME, V4, BR, 0, 0, BerespTime),
     v("beresp.body", BODY, V4, 0, BE_ERROR, 0, BerespBody),
     v("beresp.do_esi", BOOL, V4, BR, BR, 0, Fixed(false, ESI)),
-    v("beresp.do_gzip", BOOL, V4, BR, BR, 0, Fixed(false, GZIP)),
-    v("beresp.do_gunzip", BOOL, V4, BR, BR, 0, Fixed(false, GZIP)),
+    v("beresp.do_gzip", BOOL, V4, BR, BR, 0, BerespDoGzip),
+    v("beresp.do_gunzip", BOOL, V4, BR, BR, 0, BerespDoGunzip),
     v("beresp.do_stream", BOOL, V4, BR, BR, 0, BerespDoStream),
     v("beresp.filters", STR, V4, BE_RESPONSE, BE_RESPONSE, 0, Unsupported(FILTERS)),
     v("beresp.storage", Type::Stevedore, V4, BR, BR, 0, BerespStorage),

@@ -37,6 +37,9 @@ const MAIN: &[(&str, &[&str])] = &[
     ("backend_busy", &["backend_busy"]),
     ("backend_retry", &["backend_retry"]),
     ("bans_added", &["ban_added"]),
+    ("n_gzip", &["compress_gzip"]),
+    ("n_gunzip", &["compress_gunzip"]),
+    ("n_test_gunzip", &["compress_gzip_checked"]),
     // 2.1's name for it.
     ("n_purge_add", &["ban_added"]),
 ];

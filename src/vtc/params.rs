@@ -27,6 +27,8 @@ enum Kind {
     Seconds,
     /// A whole number.
     Count,
+    /// `on` / `off` (or `true` / `false`).
+    Bool,
 }
 
 /// What a Varnish parameter is here.
@@ -77,6 +79,16 @@ const PARAMS: &[(&str, Rule)] = &[
         "pcre2_match_limit",
         Rule::Setting("vcl", "match_limit", Kind::Count, "10000"),
     ),
+    (
+        "http_gzip_support",
+        Rule::Setting("compression", "enabled", Kind::Bool, "on"),
+    ),
+    (
+        "gzip_level",
+        Rule::Setting("compression", "gzip_level", Kind::Count, "6"),
+    ),
+    ("gzip_memlevel", Rule::NoMeaning),
+    ("gzip_buffer", Rule::NoMeaning),
     ("thread_pools", Rule::NoMeaning),
     ("thread_pool_min", Rule::NoMeaning),
     ("thread_pool_max", Rule::NoMeaning),
@@ -191,6 +203,18 @@ impl Settings {
                     ParamError::Invalid(format!("{name}: {value:?} is not a number"))
                 })?;
                 self.values.insert((section, key), n.to_string());
+            }
+            Rule::Setting(section, key, Kind::Bool, _) => {
+                let on = match value.trim() {
+                    "on" | "true" => true,
+                    "off" | "false" => false,
+                    _ => {
+                        return Err(ParamError::Invalid(format!(
+                            "{name}: {value:?} is not on or off"
+                        )));
+                    }
+                };
+                self.values.insert((section, key), on.to_string());
             }
             Rule::LogOnly | Rule::NoMeaning => {}
             Rule::Fixed(v) => {

@@ -256,6 +256,15 @@ pub(super) const RULE: &[Setting] = &[
     },
     Setting {
         section: "rule",
+        key: "compress",
+        kind: Kind::Bool,
+        default: Default::Unset(r##"`[compression]` decides"##),
+        example: r##"false"##,
+        restart: false,
+        doc: r##"Response action: `false` stores and sends the response as the origin sent it (never gzipped by Shellac; an origin's gzip is still decoded for clients without gzip); `true` gzips an identity `200` whatever its type and length (not `no-transform`). Only with `[compression] enabled`. See compression.md."##,
+    },
+    Setting {
+        section: "rule",
         key: "set_response_headers",
         kind: Kind::FieldTable("a table of header field name = value"),
         default: Default::Value(r##"{}"##),

@@ -19,6 +19,7 @@ use super::send::{self, SendFailure};
 use crate::backend::BackendBody;
 use crate::cache::policy;
 use crate::cache::shared::feed::Position;
+use crate::http::accept_encoding::Coding;
 
 /// When the exchange happened, and where the fleet's invalidation log stood.
 pub(super) struct Clock {
@@ -164,7 +165,20 @@ async fn read_ahead(
     parts: &mut Parts,
     body: &mut BackendBody,
 ) -> Result<(), Step> {
-    match body.buffer(txn.proxy.max_object_size).await {
+    let mut read = body
+        .buffer(txn.proxy.max_object_size)
+        .await
+        .map_err(|e| e.to_string());
+    // A gzip body read whole is checked now (Varnish's testgunzip before delivery): a
+    // malformed one fails the fetch like a cut one.
+    if let Ok(Some(_)) = read
+        && txn.proxy.config.compression.enabled
+        && super::super::filter::gzip::coding(&parts.headers) == Some(Coding::Gzip)
+        && let Err(e) = super::super::filter::gzip::check(body.buffered(), &txn.proxy.counters)
+    {
+        read = Err(e.to_string());
+    }
+    match read {
         Ok(Some(len)) => {
             // A length the backend sent stays (a HEAD's answer has one and no body).
             if !parts.headers.contains_key(header::CONTENT_LENGTH) {

@@ -262,6 +262,32 @@ impl Inflate {
     }
 }
 
+/// Whether a whole gzip body, given as chunks, decodes (a body read ahead before delivery,
+/// VCL's `beresp.do_stream = false`: a malformed one is then a 503, as in Varnish). Counts a
+/// malformed one.
+pub fn check<'a>(
+    chunks: impl IntoIterator<Item = &'a Bytes>,
+    counters: &Counters,
+) -> Result<(), GzipError> {
+    let mut inflate = Inflate::new();
+    let mut scratch = Vec::new();
+    let checked = chunks
+        .into_iter()
+        .try_for_each(|chunk| {
+            inflate.pending = chunk.clone();
+            while !inflate.pending.is_empty() {
+                scratch.clear();
+                inflate.step(&mut scratch)?;
+            }
+            Ok(())
+        })
+        .and_then(|()| inflate.finish());
+    if checked.is_err() {
+        counters.compress_gzip_invalid.inc();
+    }
+    checked
+}
+
 /// Decodes a gzip body for a client that does not take gzip (delivery). A response that is
 /// not gzip, or is `no-transform`, passes through as it is.
 pub struct Gunzip {

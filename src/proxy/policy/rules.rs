@@ -73,6 +73,15 @@ impl Hooks for Rules {
             parts.status,
             &mut parts.headers,
         );
+        // A rule's `compress` (`coding.rs`); only with `[compression]` on, which decodes
+        // for clients without gzip what it stores gzipped.
+        if let Some(c) = txn
+            .proxy
+            .rules
+            .compress(&txn.matched_rules, parts.status, &parts.headers)
+        {
+            txn.filters.coding.gzip = Some(c && txn.proxy.config.compression.enabled);
+        }
         if txn.proxy.config.cache.deception_armor {
             let target = txn.req.uri.path_and_query().map_or("/", |p| p.as_str());
             overrides.armor(target, &parts.headers);

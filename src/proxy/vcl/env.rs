@@ -240,11 +240,13 @@ impl Env for Scope<'_> {
             Slot::ReqHashIgnoreBusy => Value::Bool(self.state.hash_ignore_busy),
             Slot::ReqHashIgnoreVary => Value::Bool(self.state.hash_ignore_vary),
             Slot::ReqCanGzip => Value::Bool(self.req.as_ref().is_some_and(|r| {
-                r.headers
-                    .get_all(header::ACCEPT_ENCODING)
-                    .iter()
-                    .filter_map(|v| v.to_str().ok())
-                    .any(|v| v.to_ascii_lowercase().contains("gzip"))
+                crate::http::accept_encoding::Accepts::parse(
+                    r.headers
+                        .get_all(header::ACCEPT_ENCODING)
+                        .iter()
+                        .map(http::HeaderValue::as_bytes),
+                )
+                .accepts(crate::http::accept_encoding::Coding::Gzip)
             })),
             Slot::ReqEsiLevel => Value::Int(0),
             Slot::ReqTime => Value::Time(self.started),
@@ -336,6 +338,10 @@ impl Env for Scope<'_> {
             }
             Slot::BerespWas304 => Value::Bool(self.beresp.as_ref().is_some_and(|b| b.was_304)),
             Slot::BerespDoStream => Value::Bool(self.beresp.as_ref().is_none_or(|b| b.do_stream)),
+            Slot::BerespDoGzip => Value::Bool(self.beresp.as_ref().is_some_and(|b| b.do_gzip)),
+            Slot::BerespDoGunzip => {
+                Value::Bool(self.beresp.as_ref().is_some_and(|b| b.do_gunzip))
+            }
             // Write-only in Varnish 2.1 (the checker refuses a read).
             Slot::BerespSaintmode => Value::Duration(
                 self.beresp
@@ -582,6 +588,16 @@ impl Env for Scope<'_> {
             Slot::BerespDoStream => {
                 if let Some(b) = self.beresp.as_deref_mut() {
                     b.do_stream = value.truth();
+                }
+            }
+            Slot::BerespDoGzip => {
+                if let Some(b) = self.beresp.as_deref_mut() {
+                    b.do_gzip = value.truth();
+                }
+            }
+            Slot::BerespDoGunzip => {
+                if let Some(b) = self.beresp.as_deref_mut() {
+                    b.do_gunzip = value.truth();
                 }
             }
             Slot::BerespStorage => {

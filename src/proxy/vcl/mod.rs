@@ -175,6 +175,10 @@ pub(super) struct Beresp {
     /// `beresp.do_stream`: false reads the whole body before the response goes out (the
     /// default of 2.x/3.0 files, as in Varnish before 4.0).
     pub do_stream: bool,
+    /// `beresp.do_gzip` / `beresp.do_gunzip`: the fetch chain's gzip filters
+    /// (`proxy/coding.rs`), as in Varnish (gunzip wins when both are set).
+    pub do_gzip: bool,
+    pub do_gunzip: bool,
     /// 2.x `beresp.saintmode`: seconds to hold the backend off for this object.
     pub saintmode: Option<f64>,
     /// 2.0 `obj.prefetch` (seconds: negative before expiry, positive from now), when set.

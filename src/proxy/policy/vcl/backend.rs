@@ -166,6 +166,8 @@ pub(super) fn backend_response(
         backend: txn.backend.as_ref().map(|b| b.name().to_string()),
         was_304,
         do_stream: !legacy,
+        do_gzip: false,
+        do_gunzip: false,
         saintmode: None,
         prefetch: None,
         storage: None,
@@ -190,6 +192,10 @@ pub(super) fn backend_response(
     if let Some(r) = beresp.reason.as_deref().and_then(reason_phrase) {
         parts.extensions.insert(r);
     }
+    // The fetch chain's gzip filters: only what the program asks for (Varnish compresses
+    // nothing by itself).
+    txn.filters.coding.gzip = Some(beresp.do_gzip);
+    txn.filters.coding.gunzip = beresp.do_gunzip;
     let hfm = |ttl: f64| (ttl > 0.0).then(|| crate::vcl::run::value::to_duration(ttl));
     let buffer = !beresp.do_stream;
     let outcome = |plan, hit_for_miss| BerespOutcome::Plan {
@@ -314,6 +320,8 @@ pub(super) fn backend_error(txn: &mut Txn, status: StatusCode, detail: &str) -> 
         backend: txn.backend.as_ref().map(|b| b.name().to_string()),
         was_304: false,
         do_stream: true,
+        do_gzip: false,
+        do_gunzip: false,
         saintmode: None,
         prefetch: None,
         storage: None,

@@ -280,6 +280,14 @@ fn new_bereq(txn: &mut Txn, for_cache: bool, pipe: bool) {
     }
     let told = if pipe { v.state.xid } else { xid };
     headers.insert(rt::X_VARNISH, rt::x_varnish(told, None));
+    // `http_gzip_support` (`[compression] enabled`): a fill asks for gzip before
+    // vcl_backend_fetch runs (which may change it), as Varnish does.
+    if for_cache && !pipe && txn.proxy.config.compression.enabled {
+        headers.insert(
+            http::header::ACCEPT_ENCODING,
+            http::HeaderValue::from_static("gzip"),
+        );
+    }
     v.bereq = Some(Bereq {
         method: if for_cache {
             http::Method::GET
