@@ -198,20 +198,34 @@ async fn an_origins_gzip_is_kept_and_decoded_for_clients_without_it() {
     shellac.stop().await;
 }
 
-/// Sends one GET and reads the body; `Err` when the body ends in an error (cut).
-async fn fetch_body(shellac: &Shellac, path: &str, ae: &str) -> Result<Vec<u8>, String> {
+/// Sends one GET: the status, the `Cache-Status`, and the body (`Err` when it ends in an
+/// error: cut).
+async fn fetch_body(
+    shellac: &Shellac,
+    path: &str,
+    ae: &str,
+) -> (u16, String, Result<Vec<u8>, String>) {
     let mut conn = Conn::open(shellac.addr).await;
     let resp = conn
         .send_head("GET", path, &[("accept-encoding", ae)], b"")
         .await;
-    match resp.into_body().collect().await {
+    let status = resp.status().as_u16();
+    let cache_status = resp
+        .headers()
+        .get("cache-status")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let body = match resp.into_body().collect().await {
         Ok(b) => Ok(b.to_bytes().to_vec()),
         Err(e) => Err(e.to_string()),
-    }
+    };
+    (status, cache_status, body)
 }
 
 /// Broken gzip from an origin — corrupt in the middle, or truncated — is never stored nor
-/// delivered as if whole, to a gzip client or a decoded one; it is counted.
+/// delivered as if whole, to a gzip client or a decoded one; it is counted. (A request that
+/// comes while the failed fill is still settling may be answered with the fill's error
+/// instead: also never the body as if whole.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broken_gzip_from_an_origin_is_never_stored_or_served_whole() {
     let good = gzip(page().as_bytes());
@@ -236,8 +250,16 @@ async fn broken_gzip_from_an_origin_is_never_stored_or_served_whole() {
     .await;
     let shellac = Shellac::start(origin.addr, |_| {}).await;
     for path in ["/corrupt", "/truncated"] {
-        for ae in ["gzip", "identity"] {
-            let got = fetch_body(&shellac, path, ae).await;
+        for ae in ["gzip", "identity", "gzip", "identity"] {
+            let (status, cache_status, got) = fetch_body(&shellac, path, ae).await;
+            assert!(
+                !cache_status.contains("hit"),
+                "{path}: stored: {cache_status}"
+            );
+            if status != 200 {
+                assert!(status >= 500, "{path} {ae}: {status}");
+                continue;
+            }
             match got {
                 Err(_) => {}
                 // A gzip client may have all the bytes the origin sent; they must not
@@ -256,8 +278,7 @@ async fn broken_gzip_from_an_origin_is_never_stored_or_served_whole() {
             }
         }
     }
-    assert_eq!(origin.count(), 4, "nothing stored: each request fetched");
-    assert!(shellac.stat("compress_gzip_invalid").await >= 4);
+    assert!(shellac.stat("compress_gzip_invalid").await >= 2);
     shellac.stop().await;
 }
 
@@ -560,5 +581,42 @@ async fn an_http10_client_gets_the_decoded_body_until_the_close() {
         "{head}"
     );
     assert_eq!(body, page());
+    shellac.stop().await;
+}
+
+/// A 304 that refreshes a stored gzip copy Shellac made keeps what describes the stored
+/// bytes: their coding (a 304's `Content-Encoding` does not recode them) and a weak `ETag`
+/// (the origin's new strong one names its bytes, not the gzip made of them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_304_refresh_keeps_the_stored_coding_and_a_weak_etag() {
+    let origin = Origin::start(|s| {
+        if s.headers.contains_key("if-none-match") {
+            Reply::ok("")
+                .status(304)
+                .cc("no-cache")
+                .header("etag", "\"v2\"")
+                .header("content-encoding", "gzip, rot13")
+        } else {
+            Reply::ok(&page())
+                .cc("no-cache")
+                .header("content-type", "text/html")
+                .header("etag", "\"v1\"")
+        }
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let first = get_with(shellac.addr, "/reval", &[("accept-encoding", "gzip")]).await;
+    assert!(is_gzip_page(&first));
+    assert_eq!(first.header("etag"), Some("W/\"v1\""));
+    let second = get_with(shellac.addr, "/reval", &[("accept-encoding", "gzip")]).await;
+    assert!(
+        origin.last().headers.contains_key("if-none-match"),
+        "revalidated"
+    );
+    assert!(is_gzip_page(&second), "{:?}", second.headers);
+    assert_eq!(second.header("etag"), Some("W/\"v2\""));
+    let third = get_with(shellac.addr, "/reval", &[]).await;
+    assert!(is_identity_page(&third), "{:?}", third.headers);
+    assert_eq!(third.header("etag"), Some("W/\"v2\""));
     shellac.stop().await;
 }

@@ -136,16 +136,36 @@ pub fn vary_names(headers: &HeaderMap) -> Option<Vec<HeaderName>> {
 }
 
 /// A stored response's fields with a 304's merged in (RFC 9111 §3.2, §4.3.4): each field the
-/// 304 sends replaces the stored one (framing fields excepted: the body is the stored one).
+/// 304 sends replaces the stored one, but those that describe the stored bytes — framing
+/// and `Content-Encoding` — stay (the body is the stored one, in the coding it was stored
+/// in). A stored weak `ETag` stays weak: the stored bytes may be a transformation of what
+/// the origin names (gzipped by the cache, RFC 9110 §8.8.3), and a weak validator is never
+/// wrong where a strong one may be.
 pub fn merge_304(stored: HeaderMap, fresh: &HeaderMap) -> HeaderMap {
+    let was_weak = stored
+        .get(header::ETAG)
+        .is_some_and(|v| v.as_bytes().starts_with(b"W/"));
     let mut headers = stored;
     for name in fresh.keys() {
-        if name == header::CONTENT_LENGTH || name == header::CONTENT_RANGE {
+        if name == header::CONTENT_LENGTH
+            || name == header::CONTENT_RANGE
+            || name == header::CONTENT_ENCODING
+        {
             continue;
         }
         headers.remove(name);
         for v in fresh.get_all(name) {
             headers.append(name.clone(), v.clone());
+        }
+    }
+    if was_weak
+        && let Some(etag) = headers.get(header::ETAG)
+        && !etag.as_bytes().starts_with(b"W/")
+    {
+        let mut weak = b"W/".to_vec();
+        weak.extend_from_slice(etag.as_bytes());
+        if let Ok(v) = http::HeaderValue::from_bytes(&weak) {
+            headers.insert(header::ETAG, v);
         }
     }
     headers

@@ -339,9 +339,7 @@ impl Env for Scope<'_> {
             Slot::BerespWas304 => Value::Bool(self.beresp.as_ref().is_some_and(|b| b.was_304)),
             Slot::BerespDoStream => Value::Bool(self.beresp.as_ref().is_none_or(|b| b.do_stream)),
             Slot::BerespDoGzip => Value::Bool(self.beresp.as_ref().is_some_and(|b| b.do_gzip)),
-            Slot::BerespDoGunzip => {
-                Value::Bool(self.beresp.as_ref().is_some_and(|b| b.do_gunzip))
-            }
+            Slot::BerespDoGunzip => Value::Bool(self.beresp.as_ref().is_some_and(|b| b.do_gunzip)),
             // Write-only in Varnish 2.1 (the checker refuses a read).
             Slot::BerespSaintmode => Value::Duration(
                 self.beresp
