@@ -60,6 +60,7 @@ const FIXTURES: &[(&str, &str)] = &[
     ),
     ("uploads/evil.jpg", "<?php echo 'EVIL';"),
     ("blog/index.php", "<?php echo 'blog index';"),
+    ("info.php", "<?php phpinfo();"),
 ];
 
 extern "C" fn stop_fpm() {
@@ -145,6 +146,14 @@ fn fpm() -> Option<&'static Fpm> {
 
 /// Shellac in front of the shared php-fpm, over TCP or its Unix socket.
 async fn shellac(fpm: &Fpm, unix: bool) -> Shellac {
+    shellac_with(fpm, unix, |_| {}).await
+}
+
+async fn shellac_with(
+    fpm: &Fpm,
+    unix: bool,
+    tweak: impl FnOnce(&mut shellac::config::Config),
+) -> Shellac {
     Shellac::start(fpm.tcp, |c| {
         c.server.max_body_size = shellac::config::units::Size(32 << 20);
         let b = &mut c.backends[0];
@@ -155,6 +164,7 @@ async fn shellac(fpm: &Fpm, unix: bool) -> Shellac {
             b.host = String::new();
             b.address = Some(format!("unix:{}", fpm.socket.display()));
         }
+        tweak(c);
     })
     .await
 }
@@ -267,6 +277,10 @@ async fn status_location_and_a_fatal_error() {
     assert_eq!((r.status, r.header("location")), (302, Some("/elsewhere")));
     let r = get(sh.addr, "/teapot.php").await;
     assert_eq!((r.status, r.text().as_str()), (418, "short and stout"));
+    let r = get(sh.addr, "/info.php").await;
+    assert_eq!(r.status, 200, "{:?} {}", r.headers, r.text());
+    assert!(r.text().contains("PHP Version"), "phpinfo()");
+    assert!(r.text().contains("FPM/FastCGI"), "phpinfo() names the SAPI");
     let r = get(sh.addr, "/fatal.php").await;
     assert_eq!(r.status, 500, "{}", r.text());
     // The pool is fine afterwards.
@@ -347,4 +361,22 @@ async fn more_concurrent_requests_than_children_are_all_answered() {
             .unwrap();
         assert_eq!((r.status, r.text()), (200, format!("slow {i}")));
     }
+}
+
+/// Behind a load balancer in `trusted_proxies`, REMOTE_ADDR is the client it forwarded for,
+/// not the balancer; from anyone else `X-Forwarded-For` is not believed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_addr_honours_trusted_proxies() {
+    let Some(fpm) = fpm() else { return };
+    let trusted = shellac_with(fpm, false, |c| {
+        c.server.trusted_proxies =
+            vec![shellac::config::invalidation::Network::parse("127.0.0.0/8").unwrap()];
+    })
+    .await;
+    let xff = [("x-forwarded-for", "198.51.100.9, 203.0.113.7")];
+    let v = json(&get_with(trusted.addr, "/server.php", &xff).await);
+    assert_eq!(v["REMOTE_ADDR"], "203.0.113.7", "{v}");
+    let untrusted = shellac(fpm, false).await;
+    let v = json(&get_with(untrusted.addr, "/server.php", &xff).await);
+    assert_eq!(v["REMOTE_ADDR"], "127.0.0.1", "{v}");
 }

@@ -784,7 +784,13 @@ impl Config {
         let backends: Vec<String> = self
             .backends
             .iter()
-            .map(|b| format!("{} → {}:{}", b.name, b.host, b.port))
+            .map(|b| match (&b.address, &b.root, b.protocol) {
+                (_, Some(root), BackendProtocol::Files) => {
+                    format!("{} → files:{}", b.name, root.display())
+                }
+                (Some(address), _, _) => format!("{} → {address}", b.name),
+                _ => format!("{} → {}:{}", b.name, b.host, b.port),
+            })
             .collect();
         let disk = match &self.storage.disk {
             Some(d) if !disk_running => format!(
