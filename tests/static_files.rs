@@ -18,10 +18,19 @@ const SECRET: &str = "TOP-SECRET-OUTSIDE-THE-ROOT";
 fn site() -> TempDir {
     let dir = TempDir::new("files");
     let www = dir.0.join("www");
+    // Modified long ago: the Last-Modified heuristic keeps a cached copy fresh for months, so
+    // whether a request is a hit or a revalidation never depends on the test's timing.
+    let long_ago = std::time::UNIX_EPOCH + Duration::from_secs(1_577_836_800);
     let w = |p: &str, body: &[u8]| {
         let path = www.join(p);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, body).unwrap();
+        std::fs::write(&path, body).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
     };
     w("app.js", b"console.log(1);\n");
     w("mod.mjs", b"export {};\n");
