@@ -493,7 +493,7 @@ async fn max_connections_queue_then_busy() {
 }
 
 /// `address = "unix:/path"`: an HTTP origin on a Unix socket gets the requests and the
-/// health probes, over kept connections.
+/// health probes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_origin_on_a_unix_socket() {
     use http_body_util::Full;
@@ -542,6 +542,6 @@ async fn an_http_origin_on_a_unix_socket() {
     let v = backend_json(&shellac).await;
     assert_eq!(v["backends"][0]["address"], address.as_str());
     assert!(served.load(Ordering::SeqCst) >= 3);
-    assert!(v["backends"][0]["reuse"].as_u64().unwrap() >= 1, "{v}");
+    assert!(v["backends"][0]["conn"].as_u64().unwrap() >= 1, "{v}");
     accept.abort();
 }
