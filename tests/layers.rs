@@ -13,30 +13,7 @@ const UPWARD: &[(&str, &str, &str)] = &[];
 
 /// Circles between the files of one module still to be cut: (module, the files (children)
 /// of the circle, why). A circle must lie inside one entry; it may be smaller.
-const CIRCLES: &[(&str, &[&str], &str)] = &[
-    (
-        "cache::shared",
-        &["broadcast", "feed"],
-        "the broadcast uses the feed's invalidation types, the feed flushes the broadcast's outbox (engineer split)",
-    ),
-    (
-        "config",
-        &["recover", "settings"],
-        "recover.rs reads the settings table; the settings' tests call recover (engineer layers)",
-    ),
-    (
-        "vtc",
-        &[
-            "cli", "client", "exec", "http", "peer", "server", "spec", "tx", "varnish",
-        ],
-        "the varnishtest runner's commands and their executor call each other (not cut in issue 28)",
-    ),
-    (
-        "vtc",
-        &["barrier", "context"],
-        "a barrier uses the context's halt and lock helpers; the context holds the barriers (not cut in issue 28)",
-    ),
-];
+const CIRCLES: &[(&str, &[&str], &str)] = &[];
 
 #[test]
 fn imports_point_down_the_layers() {

@@ -6,7 +6,15 @@
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::context::{Halt, Shared, Step, fail, lock};
+use super::halt::{Halt, Step, fail, lock};
+
+/// What a waiting party asks of the running file (its shared state): the log, whether the
+/// run is winding down, and its time limit.
+pub trait Run {
+    fn log(&self, who: &str, msg: String);
+    fn stopped(&self) -> bool;
+    fn deadline(&self) -> Instant;
+}
 
 pub struct Barrier {
     name: String,
@@ -35,7 +43,7 @@ impl Barrier {
     }
 
     /// Waits until `parties` entities have synced (or the run stops).
-    pub fn sync(&self, shared: &Shared, who: &str) -> Step {
+    pub fn sync(&self, shared: &(impl Run + ?Sized), who: &str) -> Step {
         let mut st = lock(&self.state);
         if st.tripped && !self.cyclic {
             return fail(format!("Barrier({}) use count exceeded", self.name));
@@ -60,7 +68,7 @@ impl Barrier {
             if shared.stopped() {
                 return Err(Halt::Stopped);
             }
-            if Instant::now() >= shared.deadline {
+            if Instant::now() >= shared.deadline() {
                 return fail(format!("Barrier({}) timeout", self.name));
             }
             let (next, _) = self
@@ -83,42 +91,61 @@ impl Barrier {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vtc::context::Flavour;
     use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A run with a stop flag and a time limit five seconds away.
+    struct FakeRun {
+        stop: AtomicBool,
+        deadline: Instant,
+    }
+
+    impl FakeRun {
+        fn new() -> Arc<FakeRun> {
+            Arc::new(FakeRun {
+                stop: AtomicBool::new(false),
+                deadline: Instant::now() + Duration::from_secs(5),
+            })
+        }
+    }
+
+    impl Run for FakeRun {
+        fn log(&self, _who: &str, _msg: String) {}
+        fn stopped(&self) -> bool {
+            self.stop.load(Ordering::Acquire)
+        }
+        fn deadline(&self) -> Instant {
+            self.deadline
+        }
+    }
 
     #[test]
     fn three_parties_meet_and_a_one_shot_barrier_trips_once() {
-        let shared = Arc::new(Shared::new(
-            Flavour::Trunk,
-            Duration::from_secs(5),
-            std::env::temp_dir(),
-        ));
+        let run = FakeRun::new();
         let b = Arc::new(Barrier::new("b1", 3, false));
         let threads: Vec<_> = (0..2)
             .map(|_| {
-                let (b, s) = (b.clone(), shared.clone());
-                std::thread::spawn(move || b.sync(&s, "c"))
+                let (b, r) = (b.clone(), run.clone());
+                std::thread::spawn(move || b.sync(&*r, "c"))
             })
             .collect();
-        b.sync(&shared, "top").unwrap();
+        b.sync(&*run, "top").unwrap();
         for t in threads {
             t.join().unwrap().unwrap();
         }
-        assert!(b.sync(&shared, "top").is_err());
+        assert!(b.sync(&*run, "top").is_err());
     }
 
     #[test]
     fn a_stop_releases_waiters() {
-        let shared = Arc::new(Shared::new(
-            Flavour::Trunk,
-            Duration::from_secs(5),
-            std::env::temp_dir(),
-        ));
-        let b = shared.barrier_or_insert("b1", || Barrier::new("b1", 2, true));
-        let s2 = shared.clone();
-        let t = std::thread::spawn(move || b.sync(&s2, "c1"));
+        let run = FakeRun::new();
+        let b = Arc::new(Barrier::new("b1", 2, true));
+        let (b2, r2) = (b.clone(), run.clone());
+        let t = std::thread::spawn(move || b2.sync(&*r2, "c1"));
         std::thread::sleep(Duration::from_millis(50));
-        shared.halt("top", &Halt::Fail("x".into()));
+        // As `Shared::halt` does: the flag, then every barrier woken.
+        run.stop.store(true, Ordering::Release);
+        b.wake_all();
         assert_eq!(t.join().unwrap(), Err(Halt::Stopped));
     }
 }

@@ -8,10 +8,9 @@ use std::time::{Duration, Instant};
 
 use super::conn::Conn;
 use super::context::{Flavour, Halt, Shared, Step, skip};
-use super::exec::Arg;
 use super::http::Session;
-use super::peer::{self, Peer, Role, value};
-use super::server::resolve;
+use super::peer::{self, Arg, Peer, Role, value};
+use super::sock::resolve;
 use super::spec;
 
 pub struct Client {

@@ -7,44 +7,11 @@ use std::fmt;
 use std::net::{Shutdown, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::barrier::Barrier;
-
-/// Why an entity stopped before its end.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Halt {
-    /// The test failed: what was expected and what happened.
-    Fail(String),
-    /// The file needs something out of scope (the reason); it is reported as skipped.
-    Skip(String),
-    /// Another entity halted the run first (or its time ran out); not a cause of its own.
-    Stopped,
-}
-
-impl fmt::Display for Halt {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Halt::Fail(m) => write!(f, "failed: {m}"),
-            Halt::Skip(m) => write!(f, "skipped: {m}"),
-            Halt::Stopped => f.write_str("stopped"),
-        }
-    }
-}
-
-/// A step of an entity: done, or halted.
-pub type Step<T = ()> = Result<T, Halt>;
-
-/// A failure with a formatted message.
-pub fn fail<T>(msg: impl Into<String>) -> Step<T> {
-    Err(Halt::Fail(msg.into()))
-}
-
-/// A skip with a formatted reason.
-pub fn skip<T>(reason: impl Into<String>) -> Step<T> {
-    Err(Halt::Skip(reason.into()))
-}
+use super::barrier::{self, Barrier};
+pub use super::halt::{Halt, Step, fail, lock, skip};
 
 /// Which varnishtest the file was written for: it decides the defaults the harness adds
 /// (trunk's `Host`/`Date`/`Server` fields, `vcl 4.1;`, ...) and a few spellings.
@@ -105,11 +72,6 @@ impl Log {
         }
         self.tail.push_back(line);
     }
-}
-
-/// Locks a mutex whatever a panicking holder left in it (every value here stays valid).
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Shared {
@@ -334,6 +296,20 @@ pub fn kill(pid: u32) {
     // child this runner spawned and has not yet reaped.
     unsafe {
         libc::kill(pid, libc::SIGKILL);
+    }
+}
+
+impl barrier::Run for Shared {
+    fn log(&self, who: &str, msg: String) {
+        Shared::log(self, who, msg);
+    }
+
+    fn stopped(&self) -> bool {
+        Shared::stopped(self)
+    }
+
+    fn deadline(&self) -> Instant {
+        self.deadline
     }
 }
 

@@ -13,13 +13,11 @@ use super::context::{Halt, Shared, Step, fail, skip};
 use super::counters;
 use super::lex::{self, Command};
 use super::params::ParamError;
+use super::peer::Arg;
 use super::server::Server;
 use super::spec;
 use super::varnish::{Varnish, backend_decls, first_error};
 use super::{ErrvclCase, Wiring};
-
-/// One word of a command after macro expansion: text, from a block, line.
-pub type Arg = (String, bool, u32);
 
 pub struct Top {
     pub shared: Arc<Shared>,

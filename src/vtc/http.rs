@@ -80,7 +80,7 @@ pub struct Session {
     pub name: String,
     pub conn: Option<Conn>,
     /// A server's listening socket (`accept` takes the next connection from it).
-    pub listener: Option<Arc<super::server::Listening>>,
+    pub listener: Option<Arc<super::sock::Listening>>,
     pub server: bool,
     pub req: Head,
     pub resp: Head,

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use super::context::{Halt, Shared, Step, fail, skip};
-use super::exec::Arg;
+
+/// One word of a command after macro expansion: text, from a block, line.
+pub type Arg = (String, bool, u32);
 
 /// A client's or a server's own part of a `client cN ...` / `server sN ...` command.
 pub trait Role {

@@ -338,7 +338,7 @@ fn http_command(s: &mut Session, args: &[String], line: u32) -> Step {
                 .listener
                 .clone()
                 .ok_or_else(|| Halt::Fail("accept: no listening socket".into()))?;
-            let stream = super::server::accept(&s.shared, &listener)?;
+            let stream = super::sock::accept(&s.shared, &listener)?;
             if let Ok(a) = stream.peer_addr() {
                 s.rem_ip = a.ip().to_string();
                 s.rem_port = a.port().to_string();

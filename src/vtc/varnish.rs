@@ -22,7 +22,7 @@ use crate::client::AdminClient;
 use super::Wiring;
 use super::context::{Flavour, Halt, Shared, Step, fail, kill, lock, skip};
 use super::params::Settings;
-use super::server::sock_text;
+use super::sock::sock_text;
 
 /// How one VCL check came out.
 pub struct Checked {
@@ -292,7 +292,7 @@ impl Varnish {
         if self.vcl.is_none()
             && let Some(b) = self.b_backend.clone()
         {
-            let addr = super::server::resolve(&b)?;
+            let addr = super::sock::resolve(&b)?;
             let decl = backend_decls(&[("default".into(), addr)]);
             let text = self.compose(shared, "4.1", "", &decl);
             self.load(shared, &text)?;

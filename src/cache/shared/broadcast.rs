@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::SharedTier;
-use super::feed::{Invalidation, LIVE, OUTBOX, Position};
+use super::entry::{Invalidation, LIVE, OUTBOX, Position};
 use super::layout::wall_ms;
 use super::remote::Reply;
 

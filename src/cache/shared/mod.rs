@@ -19,6 +19,7 @@
 pub mod auth;
 pub mod breaker;
 mod broadcast;
+mod entry;
 pub mod feed;
 pub mod layout;
 pub mod remote;

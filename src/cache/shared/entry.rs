@@ -1,0 +1,103 @@
+//! The fleet log's entries: a position in the log and the invalidation an entry carries
+//! (written by `broadcast.rs`, applied by `feed.rs`), and the limits both keep.
+
+use std::time::Duration;
+
+use crate::cache::{Cache, CacheKey};
+
+/// A node whose heartbeat is older is not waited for.
+pub(super) const LIVE: Duration = Duration::from_secs(5);
+/// Invalidations kept while Redis cannot be reached, sent when it can.
+pub(super) const OUTBOX: usize = 10_000;
+
+/// A position in the fleet's log (a stream id, `ms-seq`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Position {
+    pub ms: u64,
+    pub seq: u64,
+}
+
+impl Position {
+    pub fn parse(s: &str) -> Option<Position> {
+        let (ms, seq) = s.split_once('-')?;
+        Some(Position {
+            ms: ms.parse().ok()?,
+            seq: seq.parse().ok()?,
+        })
+    }
+}
+
+impl std::fmt::Display for Position {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.ms, self.seq)
+    }
+}
+
+/// One invalidation, as the log carries it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Invalidation {
+    Purge(CacheKey),
+    Soft(CacheKey),
+    Ban(String),
+    Tags(Vec<String>),
+}
+
+impl Invalidation {
+    pub(super) fn kind(&self) -> &'static str {
+        match self {
+            Invalidation::Purge(_) => "purge",
+            Invalidation::Soft(_) => "soft",
+            Invalidation::Ban(_) => "ban",
+            Invalidation::Tags(_) => "tags",
+        }
+    }
+
+    pub(super) fn arg(&self) -> String {
+        match self {
+            Invalidation::Purge(k) | Invalidation::Soft(k) => {
+                format!("{}:{}", k.host_len(), k.text())
+            }
+            Invalidation::Ban(e) => e.clone(),
+            Invalidation::Tags(t) => t.join(" "),
+        }
+    }
+
+    pub(super) fn decode(kind: &[u8], arg: &[u8]) -> Option<Invalidation> {
+        let arg = std::str::from_utf8(arg).ok()?;
+        let url = || super::layout::tag_member_key(arg.as_bytes());
+        Some(match kind {
+            b"purge" => Invalidation::Purge(url()?),
+            b"soft" => Invalidation::Soft(url()?),
+            b"ban" => Invalidation::Ban(arg.to_string()),
+            b"tags" => {
+                Invalidation::Tags(arg.split_ascii_whitespace().map(str::to_string).collect())
+            }
+            _ => return None,
+        })
+    }
+
+    /// Applies it to this node's local tiers; objects affected.
+    pub fn apply_locally(&self, cache: &Cache) -> usize {
+        match self {
+            Invalidation::Purge(k) => cache.purge(k),
+            Invalidation::Soft(k) => cache.soft_purge(k),
+            Invalidation::Tags(t) => cache.purge_tags(t),
+            Invalidation::Ban(e) => match cache.bans.add(e) {
+                Ok(ban) => {
+                    let storage = cache.storage.clone();
+                    // Persisted like a local ban (disk tier); not waited for here.
+                    tokio::spawn(async move {
+                        if let Err(e) = storage.persist_ban(ban).await {
+                            tracing::warn!(error = %e, "fleet ban not persisted");
+                        }
+                    });
+                    1
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "fleet ban not applied");
+                    0
+                }
+            },
+        }
+    }
+}
