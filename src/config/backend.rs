@@ -461,6 +461,11 @@ pub struct RoutingConfig {
     /// first `[[backend]]`.
     #[serde(default)]
     pub default: Option<String>,
+    /// nginx `rewrite` lines (`REGEX REPLACEMENT [FLAG]`, config/rewrite.rs), applied in order
+    /// to every request's path before its cache key is made; a `[[site]]` with its own
+    /// `rewrite` uses those instead.
+    #[serde(default, deserialize_with = "super::lists::one_or_many")]
+    pub rewrite: Vec<String>,
 }
 
 impl Config {

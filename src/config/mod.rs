@@ -15,8 +15,10 @@ pub mod invalidation;
 mod lists;
 pub mod locate;
 pub(crate) mod recover;
+pub mod rewrite;
 pub mod rules;
 pub mod settings;
+pub mod site;
 pub mod tls;
 pub mod units;
 mod validate;
@@ -80,6 +82,9 @@ pub struct Config {
     /// Content codings: gzip once at fetch, gunzip on delivery (docs/compression.md).
     #[serde(default)]
     pub compression: compression::CompressionConfig,
+    /// Virtual hosts (`[[site]]`, config/site.rs, docs/sites.md).
+    #[serde(default, rename = "site", skip_serializing_if = "Vec::is_empty")]
+    pub sites: Vec<site::SiteConfig>,
 }
 
 /// `[server]`: client-facing listeners and connection handling.
@@ -173,6 +178,10 @@ pub struct ServerConfig {
     /// sends `--token` or `$SHELLAC_ADMIN_TOKEN`. Default: none (keep the admin listener on
     /// loopback).
     pub admin_token: Option<String>,
+    /// The status answering a request whose host no `[[site]]` of its listen address names,
+    /// where none is the default (nginx answers such requests from its default server;
+    /// RFC 9110 §15.5.20: 421 Misdirected Request). Default 421.
+    pub unknown_site_status: u16,
 }
 
 /// `server.admin`: an address, or `"off"` / `false` for no admin listener.
@@ -278,6 +287,7 @@ impl Default for ServerConfig {
             underscores_in_headers: false,
             shutdown_grace: Dur(Duration::from_secs(10)),
             admin_token: None,
+            unknown_site_status: 421,
         }
     }
 }
@@ -629,6 +639,16 @@ impl Config {
             for (i, r) in config.rules.iter_mut().enumerate() {
                 if r.name.is_empty() {
                     r.name = format!("rule{i}");
+                }
+            }
+            for (i, site) in config.sites.iter_mut().enumerate() {
+                if site.name.is_empty() {
+                    site.name = format!("site{i}");
+                }
+                for (j, r) in site.rules.iter_mut().flatten().enumerate() {
+                    if r.name.is_empty() {
+                        r.name = format!("rule{j}");
+                    }
                 }
             }
             for (i, t) in config.tls.iter_mut().enumerate() {

@@ -21,6 +21,7 @@ pub(super) fn local(c: &Config) -> Problems {
             out.push((path, msg));
         }
     }
+    out.extend(super::site::local(c));
     out
 }
 
@@ -34,6 +35,7 @@ pub(super) fn across(c: &Config) -> Problems {
     out.extend(backend::validate(c));
     out.extend(addresses::validate(c));
     out.extend(super::http2::validate(c));
+    out.extend(super::site::across(c));
     out.extend(super::tls::validate(&c.tls));
     for (i, t) in c.tls.iter().enumerate() {
         out.extend(super::acme::validate(

@@ -7,92 +7,30 @@
 //! result, also taken when the result starts with `http://`, `https://` or `$scheme`.
 //! The query: kept as it was unless the replacement has a `?`; then the replacement's query
 //! comes first and the old one is appended (Apache's `[QSA]`), or dropped when the
-//! replacement ends with `?`.
+//! replacement ends with `?` (`/b?` has no query, `/b?x=1?` only its own).
 
-use regex::Regex;
+pub use crate::config::rewrite::{Flag, RewriteError};
+use crate::config::rewrite::{Line, Piece, pieces};
 
 /// How many times `last` may restart the list for one request (nginx: 10).
 pub const MAX_CYCLES: usize = 10;
 
-/// What a rewrite does after it matched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flag {
-    /// No flag: the next rewrite sees the new URI.
-    Continue,
-    /// `last`: the whole list again with the new URI.
-    Last,
-    /// `break`: no further rewrite.
-    Break,
-    /// `redirect`: 302 to the result.
-    Redirect,
-    /// `permanent`: 301 to the result.
-    Permanent,
-}
-
-impl Flag {
-    /// Reads nginx's flag word (`None` for an unknown word).
-    pub fn parse(word: &str) -> Option<Flag> {
-        Some(match word {
-            "" => Flag::Continue,
-            "last" => Flag::Last,
-            "break" => Flag::Break,
-            "redirect" => Flag::Redirect,
-            "permanent" => Flag::Permanent,
-            _ => return None,
-        })
-    }
-}
-
-/// One `rewrite` line.
+/// One `rewrite` line, checked (`config::rewrite`).
 #[derive(Debug, Clone)]
 pub struct Rewrite {
-    regex: Regex,
-    replacement: String,
-    flag: Flag,
+    line: Line,
 }
-
-/// Why a rewrite line is refused (`shellac check` names file:line:key).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RewriteError {
-    #[error("the regular expression does not compile: {0}")]
-    Regex(String),
-    #[error("${0} names a capture group the regular expression does not have (it has {1})")]
-    Capture(usize, usize),
-    #[error(
-        "unknown variable ${0} (known: $1-$9, $scheme, $host, $args, $query_string, $uri, $request_uri)"
-    )]
-    Variable(String),
-}
-
-const VARIABLES: [&str; 6] = [
-    "scheme",
-    "host",
-    "args",
-    "query_string",
-    "uri",
-    "request_uri",
-];
 
 impl Rewrite {
     /// A rewrite line, checked: the regex compiles, every `$n` names a group it has, every
     /// variable is known.
     pub fn new(regex: &str, replacement: &str, flag: Flag) -> Result<Rewrite, RewriteError> {
-        let regex = Regex::new(regex).map_err(|e| RewriteError::Regex(e.to_string()))?;
-        let groups = regex.captures_len() - 1;
-        for piece in pieces(replacement) {
-            match piece {
-                Piece::Group(n) if n > groups => return Err(RewriteError::Capture(n, groups)),
-                Piece::Var(v) if !VARIABLES.contains(&v) => {
-                    return Err(RewriteError::Variable(v.to_owned()));
-                }
-                _ => {}
-            }
-        }
-        Ok(Rewrite {
-            regex,
-            replacement: replacement.to_owned(),
-            flag,
-        })
+        Line::new(regex, replacement, flag).map(|line| Rewrite { line })
+    }
+
+    /// A rewrite line as the configuration writes it (`REGEX REPLACEMENT [FLAG]`).
+    pub fn parse(text: &str) -> Result<Rewrite, RewriteError> {
+        Line::parse(text).map(|line| Rewrite { line })
     }
 }
 
@@ -128,11 +66,11 @@ pub fn apply(rewrites: &[Rewrite], path: &str, query: Option<&str>, vars: Vars<'
     let mut cycles = 0;
     'restart: loop {
         for rw in rewrites {
-            let Some(caps) = rw.regex.captures(&path) else {
+            let Some(caps) = rw.line.regex.captures(&path) else {
                 continue;
             };
-            let mut out = String::with_capacity(rw.replacement.len() + path.len());
-            for piece in pieces(&rw.replacement) {
+            let mut out = String::with_capacity(rw.line.replacement.len() + path.len());
+            for piece in pieces(&rw.line.replacement) {
                 match piece {
                     Piece::Text(t) => out.push_str(t),
                     Piece::Group(n) => out.push_str(caps.get(n).map_or("", |m| m.as_str())),
@@ -148,20 +86,28 @@ pub fn apply(rewrites: &[Rewrite], path: &str, query: Option<&str>, vars: Vars<'
             }
             drop(caps);
             // The query: the replacement's, then the old one unless it ends with '?'.
+            let (out, keep_old) = match out.strip_suffix('?') {
+                Some(cut) => (cut.to_owned(), false),
+                None => (out, true),
+            };
             let (new_path, new_query) = match out.split_once('?') {
-                None => (out, query.clone()),
-                Some((p, "")) => (p.to_owned(), None),
+                None if keep_old => (out, query.clone()),
+                None => (out, None),
                 Some((p, q)) => {
                     let q = match &query {
-                        Some(old) if !old.is_empty() => format!("{q}&{old}"),
+                        Some(old) if keep_old && !old.is_empty() => format!("{q}&{old}"),
                         _ => q.to_owned(),
                     };
                     (p.to_owned(), Some(q))
                 }
             };
             let external = new_path.starts_with("http://") || new_path.starts_with("https://");
-            if external || matches!(rw.flag, Flag::Redirect | Flag::Permanent) {
-                let status = if rw.flag == Flag::Permanent { 301 } else { 302 };
+            if external || matches!(rw.line.flag, Flag::Redirect | Flag::Permanent) {
+                let status = if rw.line.flag == Flag::Permanent {
+                    301
+                } else {
+                    302
+                };
                 return Outcome::Redirect {
                     status,
                     location: join(&new_path, new_query.as_deref()),
@@ -170,7 +116,7 @@ pub fn apply(rewrites: &[Rewrite], path: &str, query: Option<&str>, vars: Vars<'
             path = new_path;
             query = new_query;
             changed = true;
-            match rw.flag {
+            match rw.line.flag {
                 Flag::Continue | Flag::Redirect | Flag::Permanent => {}
                 Flag::Break => break 'restart,
                 Flag::Last => {
@@ -196,51 +142,6 @@ fn join(path: &str, query: Option<&str>) -> String {
         Some(q) => format!("{path}?{q}"),
         None => path.to_owned(),
     }
-}
-
-enum Piece<'a> {
-    Text(&'a str),
-    Group(usize),
-    Var(&'a str),
-}
-
-/// A replacement cut into text, `$n` / `${n}` and `$name` / `${name}`.
-fn pieces(s: &str) -> Vec<Piece<'_>> {
-    let mut out = Vec::new();
-    let mut rest = s;
-    while let Some(at) = rest.find('$') {
-        if at > 0 {
-            out.push(Piece::Text(&rest[..at]));
-        }
-        let after = &rest[at + 1..];
-        let (name, used) = if let Some(inner) = after.strip_prefix('{') {
-            match inner.find('}') {
-                Some(end) => (&inner[..end], end + 2),
-                None => ("", 0),
-            }
-        } else if after.as_bytes().first().is_some_and(u8::is_ascii_digit) {
-            (&after[..1], 1)
-        } else {
-            let end = after
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .unwrap_or(after.len());
-            (&after[..end], end)
-        };
-        if name.is_empty() {
-            out.push(Piece::Text("$"));
-            rest = after;
-            continue;
-        }
-        match name.parse::<usize>() {
-            Ok(n) => out.push(Piece::Group(n)),
-            Err(_) => out.push(Piece::Var(name)),
-        }
-        rest = &after[used..];
-    }
-    if !rest.is_empty() {
-        out.push(Piece::Text(rest));
-    }
-    out
 }
 
 #[cfg(test)]
@@ -283,6 +184,12 @@ mod tests {
         assert_eq!(
             apply(&drop_q, "/a", Some("q=1"), VARS),
             Outcome::Rewritten("/b".into())
+        );
+        // nginx: a replacement with its own query and a final '?' drops the old one.
+        let own_only = [rw("^/a$", "/b?x=1?", "break")];
+        assert_eq!(
+            apply(&own_only, "/a", Some("q=1"), VARS),
+            Outcome::Rewritten("/b?x=1".into())
         );
     }
 

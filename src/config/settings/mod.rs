@@ -18,6 +18,7 @@ mod origins;
 pub mod render;
 mod rules;
 mod server;
+mod sites;
 mod tls;
 
 use std::time::Duration;
@@ -68,6 +69,8 @@ pub enum Kind {
     Table { section: &'static str },
     /// A `[[probe]]`'s name, or an inline probe table.
     Probe,
+    /// A list of tables with the keys of `[[rule]]` (`[[site.rule]]`).
+    Rules,
 }
 
 const ONE_NANOSECOND: Duration = Duration::from_nanos(1);
@@ -105,6 +108,7 @@ impl Kind {
             }
             Kind::Table { .. } => "a table".into(),
             Kind::Probe => "the name of a [[probe]], or an inline probe table".into(),
+            Kind::Rules => "a list of [[rule]] tables".into(),
         }
     }
 
@@ -373,6 +377,13 @@ pub const SECTIONS: &[Section] = &[
         context: "[vcl]\n[[backend]]\nhost = \"127.0.0.1\"\n",
     },
     Section {
+        name: "site",
+        array: true,
+        optional: true,
+        inline: false,
+        context: "[[site]]\n[[backend]]\nhost = \"127.0.0.1\"\n",
+    },
+    Section {
         name: "invalidation",
         array: false,
         optional: false,
@@ -420,6 +431,7 @@ pub fn all() -> impl Iterator<Item = &'static Setting> {
         .chain(origins::ROUTING)
         .chain(rules::RULE)
         .chain(rules::VCL)
+        .chain(sites::SITE)
         .chain(cache::INVALIDATION)
         .chain(server::LOG)
         .chain(http2::HTTP2)
@@ -434,10 +446,11 @@ pub fn of(section: &str) -> impl Iterator<Item = &'static Setting> + '_ {
 
 /// A backend's inline probe has the keys of a `[[probe]]`.
 fn canonical(section: &str) -> &str {
-    if section == "backend.probe" {
-        "probe"
-    } else {
-        section
+    match section {
+        "backend.probe" => "probe",
+        // A site's rules have the keys of a `[[rule]]`.
+        "site.rule" => "rule",
+        _ => section,
     }
 }
 
@@ -510,6 +523,13 @@ fn walk(section: &str, table: &Value, path: &[String], out: &mut Vec<(Vec<String
         match setting.kind {
             Kind::Table { section } => walk(section, value, &here, out),
             Kind::Probe => walk("probe", value, &here, out),
+            Kind::Rules => {
+                for (i, rule) in value.as_array().into_iter().flatten().enumerate() {
+                    let mut at = here.clone();
+                    at.push(i.to_string());
+                    walk("rule", rule, &at, out);
+                }
+            }
             Kind::Statuses => {
                 for (i, status) in value.as_array().into_iter().flatten().enumerate() {
                     let status_kind = Kind::Status {

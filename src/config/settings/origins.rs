@@ -525,12 +525,23 @@ pub(super) const DIRECTOR: &[Setting] = &[
     },
 ];
 
-pub(super) const ROUTING: &[Setting] = &[Setting {
-    section: "routing",
-    key: "default",
-    kind: Kind::Text("a backend or director name"),
-    default: Default::Unset(r##"the first `[[director]]`, else the first `[[backend]]`"##),
-    example: r##""web""##,
-    restart: false,
-    doc: r##"Backend or director that receives requests."##,
-}];
+pub(super) const ROUTING: &[Setting] = &[
+    Setting {
+        section: "routing",
+        key: "default",
+        kind: Kind::Text("a backend or director name"),
+        default: Default::Unset(r##"the first `[[director]]`, else the first `[[backend]]`"##),
+        example: r##""web""##,
+        restart: false,
+        doc: r##"Backend or director that receives requests."##,
+    },
+    Setting {
+        section: "routing",
+        key: "rewrite",
+        kind: Kind::Texts("a rewrite line `REGEX REPLACEMENT [FLAG]`, or a list of them"),
+        default: Default::Value(r##"[]"##),
+        example: r##"['^/external/([0-9]+)/? /external.php?vid=$1 last']"##,
+        restart: false,
+        doc: r##"nginx's `rewrite`, one line each: `REGEX REPLACEMENT [FLAG]` (a trailing `;` and a leading `rewrite` are accepted; quote a regex holding a blank). Applied in order to the request's path (never its query) before the cache key is made, so the rewritten URL is what is looked up, stored and sent to the backend. `$1`-`$9` (or `${1}`) are the regex's captures; `$scheme`, `$host`, `$args`, `$uri`, `$request_uri` are known. The query is kept, unless the replacement has one: then the replacement's comes first and the old one is appended (Apache's `[QSA]`), or dropped when the replacement ends with `?` (`/b?` has no query, `/b?x=1?` only its own). Flags: none (the next line sees the result), `last` (the whole list again with the result; more than 10 times answers 500, counted in `rewrite_cycle`), `break` (stop here), `redirect` (302 to the result), `permanent` (301); a result starting with `http://` or `https://` redirects. A `[[site]]` with its own `rewrite` uses those instead. See docs/sites.md."##,
+    },
+];

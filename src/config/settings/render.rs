@@ -31,6 +31,7 @@ pub fn value_column(kind: &Kind) -> String {
         Kind::FieldTable(_) => "table".into(),
         Kind::Table { .. } => "table".into(),
         Kind::Probe => "name or table".into(),
+        Kind::Rules => "`[[site.rule]]` tables".into(),
     };
     match kind.range() {
         Some(range) => format!("{word}, {range}"),

@@ -275,6 +275,19 @@ pub(super) const SERVER: &[Setting] = &[
         restart: false,
         doc: r##"On `SIGTERM` / `SIGINT` the listeners stop accepting and requests in flight get this long to finish; then the rest are cut off, the disk tier seals its open region, the access log is flushed and the process exits. `"0s"` stops at once. The value in force at the signal counts (a reload may change it)."##,
     },
+    Setting {
+        section: "server",
+        key: "unknown_site_status",
+        kind: Kind::Status {
+            min: 400,
+            max: 599,
+            what: "an error status",
+        },
+        default: Default::Value(r##"421"##),
+        example: r##""##,
+        restart: false,
+        doc: r##"The status answering a request whose host no `[[site]]` on its listen address names, where no site there is the `default` (421 Misdirected Request, RFC 9110 §15.5.20: the client may retry on another connection). Counted in `client_req_unknown_site`. Listen addresses without sites are not concerned."##,
+    },
 ];
 
 pub(super) const LOG: &[Setting] = &[

@@ -89,6 +89,10 @@ fn every_key_serde_accepts_is_defined_and_every_definition_is_accepted() {
     let inline = "[[backend]]\nhost = \"a\"\nprobe = { zz_not_a_key = 1 }\n";
     let defined: BTreeSet<String> = of("probe").map(|s| s.key.to_string()).collect();
     assert_eq!(accepted(inline), defined, "inline probe");
+    // A site's rules have the keys of a [[rule]].
+    let site_rule = "[[site]]\ndefault = true\n[[site.rule]]\nzz_not_a_key = 1\n";
+    let defined: BTreeSet<String> = of("rule").map(|s| s.key.to_string()).collect();
+    assert_eq!(accepted(site_rule), defined, "[[site.rule]]");
     // Every table a setting opens is a section, and every section but the top-level ones is
     // opened by a setting.
     for s in all() {
