@@ -214,6 +214,28 @@ impl Live {
         f(list)
     }
 
+    /// The configured address of the client listener a connection whose local address is
+    /// `local` was accepted on (a wildcard listener matches by port); `None` when no
+    /// listener accepting now has it. `[[site]]`s are chosen by it.
+    pub fn configured_for(&self, local: SocketAddr) -> Option<SocketAddr> {
+        let l = self.listeners.lock().ok()?;
+        l.iter()
+            .find(|l| l.bound == local)
+            .or_else(|| {
+                l.iter().find(|l| {
+                    l.bound.ip().is_unspecified()
+                        && l.bound.port() == local.port()
+                        && l.bound.is_ipv4() == local.is_ipv4()
+                })
+            })
+            .or_else(|| {
+                // A dual-stack `[::]` listener accepts IPv4 clients as well.
+                l.iter()
+                    .find(|l| l.bound.ip().is_unspecified() && l.bound.port() == local.port())
+            })
+            .map(|l| l.configured)
+    }
+
     /// TLS listeners accepting now: (`[[tls]]` name, bound address).
     pub fn listening_tls(&self) -> Vec<(String, SocketAddr)> {
         self.listeners

@@ -26,6 +26,7 @@ const DOCS: &[&str] = &[
     "docs/migrating-from-varnish.md",
     "docs/migrating-from-nginx.md",
     "docs/migrating-from-apache.md",
+    "docs/sites.md",
 ];
 
 /// Names in backticks after "counter(s)" or "gauge(s)", in lists joined by `,`, `/`, `and`,

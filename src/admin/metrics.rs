@@ -17,6 +17,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
 use crate::proxy::Proxy;
+use crate::proxy::site::SiteSnapshot;
 use crate::stats::{self, LATENCY_BOUNDS_US, TTFB_DESCRIPTION};
 
 /// The exposition's media type (OpenMetrics 1.0; Prometheus asks for it and parses it).
@@ -40,6 +41,8 @@ struct Snapshot {
     acme: Vec<super::acme::Row>,
     /// One row per backend, in declaration order.
     backends: Vec<BackendRow>,
+    /// (site name, its counters) for every `[[site]]` seen since start.
+    sites: Vec<(String, SiteSnapshot)>,
 }
 
 /// What `/metrics` says about one backend (labels `backend="NAME"`), so an alert can name the
@@ -224,6 +227,13 @@ pub fn encode(proxy: &Proxy, certs: &[crate::tls::server::CertView]) -> String {
         certs: certs.to_vec(),
         acme: super::acme::rows(proxy),
         backends: backend_rows(proxy),
+        sites: proxy
+            .shared
+            .site_stats
+            .all()
+            .into_iter()
+            .map(|(name, c)| (name.to_string(), c.snapshot()))
+            .collect(),
     };
     let mut registry = Registry::default();
     registry.register_collector(Box::new(snapshot));
@@ -324,8 +334,33 @@ impl Collector for Snapshot {
             )?;
         super::acme::encode(&self.acme, &mut encoder)?;
         encode_backends(&self.backends, &mut encoder)?;
+        encode_sites(&self.sites, &mut encoder)?;
         Ok(())
     }
+}
+
+/// The per-site families: `shellac_site_NAME_total{site}` (req, hit, miss, pass, rewrite).
+fn encode_sites(
+    rows: &[(String, SiteSnapshot)],
+    encoder: &mut DescriptorEncoder,
+) -> std::fmt::Result {
+    let Some((_, first)) = rows.first() else {
+        return Ok(());
+    };
+    for (i, (name, description, _)) in first.iter().enumerate() {
+        let (metric, text) = (
+            format!("shellac_site_{name}"),
+            format!("{description}, per [[site]]"),
+        );
+        let mut family = encoder.encode_descriptor(&metric, &text, None, MetricType::Counter)?;
+        for (site, counters) in rows {
+            let n = counters[i].2;
+            family
+                .encode_family(&[("site", site.as_str())])?
+                .encode_counter::<NoLabelSet, _, u64>(&n, None)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

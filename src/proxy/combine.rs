@@ -352,7 +352,7 @@ fn piece_plan(
         parts.status,
         &parts.headers,
         &exchange,
-        &txn.proxy.config.cache,
+        txn.cache_config(),
         overrides,
     )
     .map_err(|reason| reason.as_str())?;

@@ -72,6 +72,7 @@ pub(super) fn start(proxy: Arc<Proxy>, req: Request<Incoming>, client: SocketAdd
         looked_up: started,
         close: false,
         filters: Default::default(),
+        site: None,
     };
     super::coding::on_request(&mut txn);
     let mut step = drive(&mut txn, Step::Recv);
@@ -180,6 +181,12 @@ impl Txn {
         if !self.policy.restarted(self) && self.held_body.is_none() {
             self.proxy.counters.client_req.inc();
         }
+        // The site, and its rewrites (before the key: they change the path looked up).
+        if (self.proxy.sites.is_some() || self.proxy.has_rewrites())
+            && let Some(step) = self.site_and_rewrite()
+        {
+            return step;
+        }
         let host = match Txn::authority(&self.req) {
             Ok(h) => h,
             Err(problem) => {
@@ -226,7 +233,12 @@ impl Txn {
         if let Some(cap) = self.body_to_read() {
             return Step::ReadBody(cap);
         }
-        self.policy.recv(self)
+        match self.policy.recv(self) {
+            Step::Lookup if self.site.as_ref().is_some_and(|s| !s.cache) => {
+                Step::Pass(NoCacheReason::Site)
+            }
+            step => step,
+        }
     }
 
     pub(super) fn hit(&mut self, object: Arc<Object>) -> Step {

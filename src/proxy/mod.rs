@@ -21,9 +21,11 @@ mod observe;
 pub mod partial;
 mod policy;
 mod purge;
+mod recv_site;
 mod refresh;
 mod request_body;
 mod respond;
+pub mod site;
 mod txn;
 mod vcl;
 
@@ -68,6 +70,12 @@ pub struct SessionIdle(pub Option<std::time::Duration>);
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LocalAddr(pub std::net::SocketAddr);
 
+/// The client listener a request came in on, as configured (`server.listen` or a `[[tls]]`'s
+/// `listen` address as written), as a request extension from the client session: attached
+/// only when the configuration has `[[site]]`s ([`Proxy::has_sites`]), which are chosen by it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Listener(pub std::net::SocketAddr);
+
 /// The log reason of a connection refused at `server.max_connections` (the `Cache-Status`
 /// detail of its 503 is `max-connections`).
 pub const MAX_CONNECTIONS_REASON: &str = "refused:max-connections";
@@ -81,6 +89,10 @@ pub struct Proxy {
     pub rules: Rules,
     /// The VCL program (`vcl = "site.vcl"`, `serve --vcl`), with its backends resolved.
     pub vcl: Option<Arc<vcl::VclRuntime>>,
+    /// The virtual hosts (`[[site]]`); `None` without any.
+    pub sites: Option<site::Sites>,
+    /// `[routing] rewrite`, compiled.
+    rewrites: Vec<crate::rules::rewrite::Rewrite>,
     pub counters: Arc<Counters>,
     /// Largest object the storage accepts (`cache.max_object_size`, possibly lowered so an
     /// object fits one shard of the memory tier).
@@ -109,6 +121,8 @@ pub struct Shared {
     pub acme: Arc<crate::acme::Acme>,
     /// VCL transaction ids (`X-Varnish`): numbered on across reloads.
     xids: Arc<vcl::Xids>,
+    /// Every site's counters by name, kept across reloads.
+    pub site_stats: Arc<site::SiteStats>,
 }
 
 impl Proxy {
@@ -216,8 +230,11 @@ impl Proxy {
                 .flatten();
             shared.feed.attach(&cache, state);
         }
+        let site_stats = Arc::new(site::SiteStats::default());
         Ok(Arc::new(Proxy {
             cache,
+            sites: site::Sites::build(&config, &backends, &site_stats),
+            rewrites: compile_rewrites(&config),
             backends,
             rules,
             vcl,
@@ -233,6 +250,7 @@ impl Proxy {
                 history: Arc::new(History::new(crate::stats::names())),
                 acme: Arc::default(),
                 xids,
+                site_stats,
             }),
             config,
         }))
@@ -253,6 +271,8 @@ impl Proxy {
             ))
         });
         Arc::new(Proxy {
+            sites: site::Sites::build(&config, &backends, &self.shared.site_stats),
+            rewrites: compile_rewrites(&config),
             backends,
             vcl,
             rules: Rules::compile(&config.rules),
@@ -280,6 +300,17 @@ impl Proxy {
             values: self.stats().into_iter().map(|(_, v)| v).collect(),
             ttfb: self.counters.ttfb.buckets(),
         }
+    }
+
+    /// Whether requests choose a `[[site]]`: the client session then attaches [`Listener`]
+    /// to each request (and the fast-hit path looks the site up).
+    pub fn has_sites(&self) -> bool {
+        self.sites.is_some()
+    }
+
+    /// Whether `[routing] rewrite` has lines.
+    pub(crate) fn has_rewrites(&self) -> bool {
+        !self.rewrites.is_empty()
     }
 
     /// Whether the loaded VCL program reads the connection's local address (`server.ip`,
@@ -485,6 +516,16 @@ fn node_name(config: &Config, shared: &crate::config::SharedConfig) -> String {
         Some(addr) => format!("{host}:{}", addr.port()),
         None => host,
     }
+}
+
+/// `[routing] rewrite`, compiled (validation refused lines that do not compile).
+fn compile_rewrites(config: &Config) -> Vec<crate::rules::rewrite::Rewrite> {
+    config
+        .routing
+        .rewrite
+        .iter()
+        .filter_map(|l| crate::rules::rewrite::Rewrite::parse(l).ok())
+        .collect()
 }
 
 #[cfg(test)]

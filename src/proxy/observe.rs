@@ -19,6 +19,25 @@ use super::deliver::CACHE_STATUS;
 use super::txn::Txn;
 use crate::txlog::{Decision, DecisionKind, Record, RecordHead};
 
+/// Counts a response in its site's counters.
+fn count_site(
+    stats: &super::site::SiteCounters,
+    is_hit: bool,
+    cache_status: Option<&http::HeaderValue>,
+) {
+    stats.req.inc();
+    if is_hit {
+        stats.hit.inc();
+    } else if cache_status.is_some_and(|v| {
+        let v = v.as_bytes();
+        v.starts_with(b"shellac; fwd=miss") && !v.windows(7).any(|w| w == b"detail=")
+    }) {
+        stats.miss.inc();
+    } else {
+        stats.pass.inc();
+    }
+}
+
 /// Attaches byte counting and, if wanted, the transaction record to the response.
 pub(super) fn deliver(
     txn: &Txn,
@@ -33,6 +52,9 @@ pub(super) fn deliver(
     // A byte prefix check: validating the whole value as text first cost ~70 instructions
     // on every hit.
     let is_hit = cache_status.is_some_and(|v| v.as_bytes().starts_with(b"shellac; hit"));
+    if let Some(site) = &txn.site {
+        count_site(&site.stats, is_hit, cache_status);
+    }
     let format = proxy.log_format.as_ref();
     let wanted = format.is_some() || proxy.shared.recorder.wants_records();
     if is_hit && !wanted {

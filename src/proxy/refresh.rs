@@ -91,6 +91,7 @@ async fn run(
         route_hash: inherited.route_hash,
         vcl: None,
         authorized: inherited.authorized,
+        site: inherited.site.clone(),
         interim: None,
         range_fetch: None,
         held_body: None,

@@ -163,6 +163,8 @@ pub(super) struct Txn {
     /// The body filters over what this request fetches and delivers (`filter/`). Empty
     /// unless a policy chooses some.
     pub filters: super::filter::Filters,
+    /// The `[[site]]` the request is for (`None`: the global configuration).
+    pub site: Option<Arc<super::site::Site>>,
 }
 
 /// What a background refresh inherits from the request that started it, so it is fetched and
@@ -178,6 +180,8 @@ pub(super) struct Inherited {
     pub vcl_backend: Option<crate::vcl::run::BackendSel>,
     /// The request's transaction id (a 2.x program stores the refreshed object under it).
     pub vcl_xid: u64,
+    /// The request's site.
+    pub site: Option<Arc<super::site::Site>>,
 }
 
 impl Txn {
@@ -191,6 +195,24 @@ impl Txn {
             authorized: self.authorized,
             vcl_backend: self.vcl.as_ref().and_then(|v| v.state.backend),
             vcl_xid: self.vcl.as_ref().map_or(0, |v| v.state.xid),
+            site: self.site.clone(),
+        }
+    }
+
+    /// The rules this request runs under: its site's, else the global ones.
+    pub(super) fn rules(&self) -> &crate::rules::Rules {
+        match self.site.as_ref().and_then(|s| s.rules.as_ref()) {
+            Some(rules) => rules,
+            None => &self.proxy.rules,
+        }
+    }
+
+    /// The cache settings this request's responses are stored with: its site's, else the
+    /// global ones.
+    pub(super) fn cache_config(&self) -> &crate::config::CacheConfig {
+        match self.site.as_ref().and_then(|s| s.cache_config.as_ref()) {
+            Some(c) => c,
+            None => &self.proxy.config.cache,
         }
     }
 }

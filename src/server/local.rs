@@ -9,13 +9,16 @@ use std::sync::OnceLock;
 
 use hyper::Request;
 
-use crate::proxy::{LocalAddr, Proxy};
+use crate::proxy::{Listener, LocalAddr, Proxy};
+use crate::reload::Live;
 
 /// One session's local address, found at most once.
 pub(crate) struct ConnLocal {
     /// The connection's socket, open for as long as the session that holds this runs.
     fd: RawFd,
     addr: OnceLock<SocketAddr>,
+    /// The listener it was accepted on, as configured (for `[[site]]`s).
+    listener: OnceLock<Option<SocketAddr>>,
 }
 
 impl ConnLocal {
@@ -29,7 +32,29 @@ impl ConnLocal {
         ConnLocal {
             fd: stream.as_raw_fd(),
             addr,
+            listener: OnceLock::new(),
         }
+    }
+
+    /// The same socket's facts, found again by whoever holds this one (the fast-hit path).
+    pub(crate) fn another(&self) -> ConnLocal {
+        let addr = OnceLock::new();
+        if let Some(a) = self.addr.get() {
+            let _ = addr.set(*a);
+        }
+        ConnLocal {
+            fd: self.fd,
+            addr,
+            listener: OnceLock::new(),
+        }
+    }
+
+    /// The listener the connection was accepted on, as configured: found once per session
+    /// (the local address, then the live listener list), and only when sites ask for it.
+    pub(crate) fn listener(&self, live: &Live) -> Option<SocketAddr> {
+        *self
+            .listener
+            .get_or_init(|| live.configured_for(self.get()))
     }
 
     /// The address, asked of the socket the first time. Called only from the session's
@@ -48,10 +73,16 @@ impl ConnLocal {
         })
     }
 
-    /// Gives `req` the local address when `proxy`'s VCL program reads it.
-    pub(crate) fn attach<B>(&self, proxy: &Proxy, req: &mut Request<B>) {
+    /// Gives `req` the local address when `proxy`'s VCL program reads it, and the listener
+    /// when `proxy` has `[[site]]`s.
+    pub(crate) fn attach<B>(&self, proxy: &Proxy, live: &Live, req: &mut Request<B>) {
         if proxy.reads_local() {
             req.extensions_mut().insert(LocalAddr(self.get()));
+        }
+        if proxy.has_sites()
+            && let Some(l) = self.listener(live)
+        {
+            req.extensions_mut().insert(Listener(l));
         }
     }
 }

@@ -64,6 +64,8 @@ pub enum NoCacheReason {
     Vcl,
     /// A fetch body filter said its output may not be stored (proxy/filter).
     Filter,
+    /// The request's `[[site]]` says `cache = false`.
+    Site,
 }
 
 impl NoCacheReason {
@@ -104,6 +106,7 @@ impl NoCacheReason {
             NoCacheReason::Rule => "rule",
             NoCacheReason::Vcl => "vcl",
             NoCacheReason::Filter => "filter",
+            NoCacheReason::Site => "site",
         }
     }
 }

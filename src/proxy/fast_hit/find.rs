@@ -1,5 +1,6 @@
 //! A fast hit's middle steps: whether the policy leaves the request alone (a VCL program's
-//! vcl_recv run dry on the head, `vcl/dry_run.rs`; no operator rule acting on it), and the
+//! vcl_recv run dry on the head, `vcl/dry_run.rs`; its `[[site]]` known, caching and not
+//! rewriting; no operator rule — the site's, else the global ones — acting on it), and the
 //! object that answers it — fresh, in memory, of the request's variant, unbanned, not due for
 //! refresh-ahead.
 
@@ -10,10 +11,12 @@ use std::time::Instant;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::super::Proxy;
+use super::super::site::{Choice, Site};
 use super::head::Head;
 use crate::cache::ban::BanCheck;
 use crate::cache::vary::{VaryIndex, variant_hash};
 use crate::cache::{Body, CacheKey, Object};
+use crate::rules::Rules;
 
 impl Proxy {
     /// Under a VCL program: whether vcl_recv, run on this head, looks it up unchanged and the
@@ -33,10 +36,37 @@ impl Proxy {
         }
     }
 
-    /// Whether no operator rule would answer or edit this request (`Rules::change_a_hit`).
+    /// The request's `[[site]]` (`None` without sites, or on a listener without any) and the
+    /// rules it runs under; `None` when the full path must answer: rewrites would change the
+    /// target, the site does not cache, or its host is unknown there.
+    #[inline]
+    pub(super) fn site_of(
+        &self,
+        head: &Head<'_, '_>,
+        listener: Option<SocketAddr>,
+    ) -> Option<(Option<&Arc<Site>>, &Rules)> {
+        let Some(sites) = &self.sites else {
+            return self.rewrites.is_empty().then_some((None, &self.rules));
+        };
+        match sites.choose(listener, head.host) {
+            Choice::Unknown => None,
+            Choice::Global => self.rewrites.is_empty().then_some((None, &self.rules)),
+            Choice::Site(site) => {
+                let rewrites = site.rewrites.as_ref().unwrap_or(&self.rewrites);
+                if !site.cache || !rewrites.is_empty() {
+                    return None;
+                }
+                Some((Some(site), site.rules.as_ref().unwrap_or(&self.rules)))
+            }
+        }
+    }
+
+    /// Whether no operator rule of `rules` would answer or edit this request
+    /// (`Rules::change_a_hit`).
     #[inline]
     pub(super) fn rules_leave_alone(
         &self,
+        rules: &Rules,
         head: &Head<'_, '_>,
         varies: Option<&VaryIndex>,
         tls: Option<&crate::tls::server::ConnTls>,
@@ -49,7 +79,7 @@ impl Proxy {
                 .log_format
                 .as_ref()
                 .is_some_and(|f| f.request_headers.contains(&http::header::COOKIE));
-        if !self.rules.act_on_requests(cookies_matter) {
+        if !rules.act_on_requests(cookies_matter) {
             return true;
         }
         // Only a request no rule acts on is a plain hit. The rules' header and cookie
@@ -64,7 +94,7 @@ impl Proxy {
             };
             map.append(name, value);
         }
-        !self.rules.change_a_hit(
+        !rules.change_a_hit(
             head.host,
             head.target,
             &head.method,

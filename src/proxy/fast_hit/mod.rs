@@ -52,12 +52,14 @@ impl Proxy {
     /// hit from memory (see the module docs); `None` leaves the request to the full path,
     /// which then does every step itself. Counts what the full path counts for a hit, plus
     /// `cache_hit_fast`.
-    /// `tls`: the client's TLS connection, for the transaction record.
+    /// `tls`: the client's TLS connection, for the transaction record. `listener`: the
+    /// listener it came in on, as configured, when the configuration has `[[site]]`s.
     pub fn fast_hit(
         &self,
         head: &[u8],
         client: SocketAddr,
         tls: Option<&crate::tls::server::ConnTls>,
+        listener: Option<SocketAddr>,
     ) -> Option<FastAnswer> {
         if !self.config.server.fast_hits {
             return None;
@@ -68,9 +70,10 @@ impl Proxy {
         if !self.vcl_looks_up(&head, client) {
             return None;
         }
+        let (site, rules) = self.site_of(&head, listener)?;
         let primary = CacheKey::new(head.host, head.target);
         let varies = self.cache.vary_names(&primary);
-        if !self.rules_leave_alone(&head, varies.as_deref(), tls) {
+        if !self.rules_leave_alone(rules, &head, varies.as_deref(), tls) {
             return None;
         }
         let (object, now) = self.fresh_in_memory(&head, &primary, varies)?;
@@ -90,6 +93,10 @@ impl Proxy {
             return None;
         }
         let vcl_head = self.vcl_deliver_head(&head, client, &object, &prepared)?;
+        if let Some(site) = site {
+            site.stats.req.inc();
+            site.stats.hit.inc();
+        }
         Some(self.answer(head, (client, tls), (object, &prepared, vcl_head), started))
     }
 }

@@ -48,7 +48,7 @@ pub(super) fn decide(
         partial_content: false,
     };
     let (plan, remember) =
-        storage.decide(parts.status, &parts.headers, &exchange, &proxy.config.cache);
+        storage.decide(parts.status, &parts.headers, &exchange, txn.cache_config());
     let plan = plan.and_then(|plan| match content_length {
         Some(len) if len > proxy.max_object_size => Err(NoCacheReason::TooLarge),
         _ if !storable => Err(NoCacheReason::Filter),

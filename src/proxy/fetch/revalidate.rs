@@ -49,7 +49,7 @@ pub(super) fn revalidated(
         authorization: txn.authorized,
         ..policy::Exchange::at(request_time, response_time)
     };
-    let (plan, remember) = storage.decide(status_code, &headers, &ex, &proxy.config.cache);
+    let (plan, remember) = storage.decide(status_code, &headers, &ex, txn.cache_config());
     let hit_for_miss = match remember {
         Remember::For(ttl) => Some(ttl),
         Remember::Default | Remember::Not => None,

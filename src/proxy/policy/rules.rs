@@ -26,7 +26,7 @@ impl Hooks for Rules {
             return txn.purge();
         }
         let mut forced_lookup = false;
-        if !txn.proxy.rules.is_empty() {
+        if !txn.rules().is_empty() {
             match request_phase(txn) {
                 ControlFlow::Continue(cache) => forced_lookup = cache,
                 ControlFlow::Break(step) => return step,
@@ -67,7 +67,7 @@ impl Hooks for Rules {
         _was_304: bool,
     ) -> ResponseOutcome {
         headers::strip_hop_by_hop(&mut parts.headers);
-        let mut overrides = txn.proxy.rules.on_response(
+        let mut overrides = txn.rules().on_response(
             &txn.matched_rules,
             &txn.req.method,
             parts.status,
@@ -111,10 +111,11 @@ fn request_phase(txn: &mut Txn) -> ControlFlow<Step, bool> {
         https: tls.is_some(),
         client_cert: tls.and_then(|s| s.0.client.as_deref()).unwrap_or(""),
     };
-    let outcome =
-        txn.proxy
-            .rules
-            .on_request(&host, &path, &txn.req.method, &mut txn.req.headers, conn);
+    let rules = match txn.site.as_ref().and_then(|s| s.rules.as_ref()) {
+        Some(own) => own,
+        None => &txn.proxy.rules,
+    };
+    let outcome = rules.on_request(&host, &path, &txn.req.method, &mut txn.req.headers, conn);
     txn.matched_rules = outcome.matched;
     if let Some(name) = &outcome.director {
         txn.route = txn.proxy.backends.get(name);

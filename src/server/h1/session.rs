@@ -179,6 +179,7 @@ where
             live: live.clone(),
             peer,
             tls: tls.clone(),
+            local: local.another(),
         }));
     }
     let mut released = gate.releasable();
@@ -206,7 +207,7 @@ where
         // One configuration snapshot per request, kept until its response is done.
         let proxy = svc_live.load();
         // `server.ip` / `local.ip`, when the VCL program reads them.
-        local.attach(&proxy, &mut req);
+        local.attach(&proxy, &svc_live, &mut req);
         // An upgrade request: what the tunnel needs if the backend switches protocols.
         let upgrade = begin.upgrade.then(|| Upgrade {
             client: hyper::upgrade::on(&mut req),
@@ -353,13 +354,19 @@ struct FastHits {
     peer: SocketAddr,
     /// The connection's TLS facts, for the access log.
     tls: Option<Arc<crate::tls::server::ConnTls>>,
+    /// The connection's listener, for `[[site]]`s.
+    local: local::ConnLocal,
 }
 
 impl Answerer for FastHits {
     fn answer(&self, head: &[u8]) -> Option<FastAnswer> {
-        self.live
-            .load()
-            .fast_hit(head, self.peer, self.tls.as_deref())
+        let proxy = self.live.load();
+        let listener = if proxy.has_sites() {
+            self.local.listener(&self.live)
+        } else {
+            None
+        };
+        proxy.fast_hit(head, self.peer, self.tls.as_deref(), listener)
     }
 }
 

@@ -177,7 +177,7 @@ pub(crate) async fn serve<I>(
         let proxy = svc_live.load();
         proxy.counters.h2_req.inc();
         // `server.ip` / `local.ip`, when the VCL program reads them.
-        local.attach(&proxy, &mut req);
+        local.attach(&proxy, &svc_live, &mut req);
         let req = match check::request(req, &limits) {
             Ok(req) => req,
             Err(refusal) => {

@@ -1,0 +1,215 @@
+//! Virtual hosts at run time (`[[site]]`, config/site.rs): the table that picks a request's
+//! site from the listener it came in on and its host (nginx's precedence,
+//! `http::server_name`), and what a site carries instead of the global configuration — its
+//! rules, rewrites, default route and cache settings. Built with each configuration; a
+//! configuration without sites has none (`Proxy::sites` is `None`) and pays nothing.
+//!
+//! The Recv step that chooses a request's site and runs the rewrites is `recv_site.rs`.
+//!
+//! Per-site counters live in [`SiteStats`], kept across reloads by the site's name (a site a
+//! reload removes keeps its totals until the process ends, as Prometheus expects counters to).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use crate::backend::director::{Backends, Member};
+use crate::config::{CacheConfig, Config};
+use crate::http::server_name::{Names, Pattern};
+use crate::rules::Rules;
+use crate::rules::rewrite::Rewrite;
+use crate::stats::Counter;
+
+/// One site, compiled.
+pub struct Site {
+    pub name: Arc<str>,
+    /// Its own rules; `None`: the global ones.
+    pub(super) rules: Option<Rules>,
+    /// Its own rewrites; `None`: the global ones.
+    pub(super) rewrites: Option<Vec<Rewrite>>,
+    /// Where its requests go unless a rule says otherwise; `None`: the global default.
+    pub(super) route: Option<Member>,
+    /// `cache = false`: every request is passed.
+    pub(super) cache: bool,
+    /// The cache settings its responses are stored with, when it sets any.
+    pub(super) cache_config: Option<CacheConfig>,
+    pub stats: Arc<SiteCounters>,
+}
+
+/// What the table says about a request.
+pub(super) enum Choice<'a> {
+    /// No site on this listener: the global configuration.
+    Global,
+    Site(&'a Arc<Site>),
+    /// Sites on this listener, none for this host and no default.
+    Unknown,
+}
+
+/// One listen address's sites.
+struct Address {
+    names: Names<usize>,
+    default: Option<usize>,
+}
+
+/// Every site and, per listen address (as configured), the names that select them.
+pub struct Sites {
+    sites: Vec<Arc<Site>>,
+    addresses: HashMap<SocketAddr, Address>,
+}
+
+impl Sites {
+    /// The sites of `config` (`None` without any), routes resolved in `backends`, counters
+    /// taken from `stats` by name.
+    pub(super) fn build(config: &Config, backends: &Backends, stats: &SiteStats) -> Option<Sites> {
+        if config.sites.is_empty() {
+            return None;
+        }
+        let mut sites = Vec::with_capacity(config.sites.len());
+        let mut addresses: HashMap<SocketAddr, Address> = HashMap::new();
+        for (i, s) in config.sites.iter().enumerate() {
+            let cache_config =
+                (s.default_ttl.is_some() || s.max_ttl.is_some() || s.grace.is_some()).then(|| {
+                    let mut c = config.cache.clone();
+                    if let Some(t) = s.default_ttl {
+                        c.default_ttl = t;
+                    }
+                    if let Some(t) = s.max_ttl {
+                        c.max_ttl = Some(t);
+                    }
+                    if let Some(g) = s.grace {
+                        c.grace = g;
+                    }
+                    c
+                });
+            sites.push(Arc::new(Site {
+                name: Arc::from(s.name.as_str()),
+                rules: s.rules.as_deref().map(Rules::compile),
+                // Checked by validation: a line that does not compile is left out.
+                rewrites: s.rewrite.as_ref().map(|lines| {
+                    lines
+                        .iter()
+                        .filter_map(|l| Rewrite::parse(l).ok())
+                        .collect()
+                }),
+                route: s.backend.as_deref().and_then(|b| backends.get(b)),
+                cache: s.cache,
+                cache_config,
+                stats: stats.get(&s.name),
+            }));
+            for addr in s.addresses(config) {
+                let a = addresses.entry(addr).or_insert_with(|| Address {
+                    names: Names::new(),
+                    default: None,
+                });
+                if s.default && a.default.is_none() {
+                    a.default = Some(i);
+                }
+                for name in &s.server_name {
+                    // Checked by validation (a name claimed twice is refused there).
+                    if let Ok(p) = Pattern::parse(name) {
+                        let _ = a.names.add(&p, i);
+                    }
+                }
+            }
+        }
+        Some(Sites { sites, addresses })
+    }
+
+    /// The site for a request that came in on `listener` (as configured) for `host` (with
+    /// or without its port).
+    pub(super) fn choose(&self, listener: Option<SocketAddr>, host: &str) -> Choice<'_> {
+        let Some(a) = listener.and_then(|l| self.addresses.get(&l)) else {
+            return Choice::Global;
+        };
+        let name = strip_port(host);
+        match a.names.find(name).copied().or(a.default) {
+            Some(i) => self.sites.get(i).map_or(Choice::Global, Choice::Site),
+            None => Choice::Unknown,
+        }
+    }
+
+    /// Every site, in file order.
+    pub fn all(&self) -> &[Arc<Site>] {
+        &self.sites
+    }
+}
+
+/// A host without its port (`[::1]:80` → `[::1]`).
+pub(super) fn strip_port(host: &str) -> &str {
+    if host.starts_with('[') {
+        return host.find(']').map_or(host, |end| &host[..=end]);
+    }
+    host.rsplit_once(':').map_or(host, |(h, _)| h)
+}
+
+/// One site's counters (exported with a `site` label in `/metrics`, and in `/sites`).
+#[derive(Debug, Default)]
+pub struct SiteCounters {
+    /// Requests answered for the site.
+    pub req: Counter,
+    /// Of those, hits (fresh or graced, fast or not).
+    pub hit: Counter,
+    /// Of those, misses (fetched and stored, or fetched for storing).
+    pub miss: Counter,
+    /// Of those, passes and every other response not served from the cache.
+    pub pass: Counter,
+    /// Rewrites applied to the site's requests.
+    pub rewrite: Counter,
+}
+
+/// (name, description, value) of every counter of a site.
+pub type SiteSnapshot = [(&'static str, &'static str, u64); 5];
+
+impl SiteCounters {
+    /// (name, description, value) of every counter.
+    pub fn snapshot(&self) -> SiteSnapshot {
+        [
+            ("req", "Requests answered for the site", self.req.get()),
+            ("hit", "Of those, hits", self.hit.get()),
+            ("miss", "Of those, misses", self.miss.get()),
+            ("pass", "Of those, neither hit nor miss", self.pass.get()),
+            (
+                "rewrite",
+                "Requests whose target a rewrite changed",
+                self.rewrite.get(),
+            ),
+        ]
+    }
+}
+
+/// Every site's counters by name, kept across reloads.
+#[derive(Debug, Default)]
+pub struct SiteStats(Mutex<Vec<(Arc<str>, Arc<SiteCounters>)>>);
+
+impl SiteStats {
+    /// The counters of the site named `name` (new ones for a name not seen before).
+    fn get(&self, name: &str) -> Arc<SiteCounters> {
+        let Ok(mut all) = self.0.lock() else {
+            return Arc::default();
+        };
+        if let Some((_, c)) = all.iter().find(|(n, _)| &**n == name) {
+            return c.clone();
+        }
+        let c = Arc::new(SiteCounters::default());
+        all.push((Arc::from(name), c.clone()));
+        c
+    }
+
+    /// (site name, counters) for every site seen since start, in the order first seen.
+    pub fn all(&self) -> Vec<(Arc<str>, Arc<SiteCounters>)> {
+        self.0.lock().map(|a| a.clone()).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_are_stripped() {
+        assert_eq!(strip_port("www.example.org:8080"), "www.example.org");
+        assert_eq!(strip_port("www.example.org"), "www.example.org");
+        assert_eq!(strip_port("[::1]:80"), "[::1]");
+        assert_eq!(strip_port("[::1]"), "[::1]");
+    }
+}

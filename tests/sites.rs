@@ -1,0 +1,392 @@
+//! Virtual hosts (`[[site]]`, issue 31) end to end, with real origins: a site is picked from
+//! the listener and the Host with nginx's precedence, an unknown name without a default gets
+//! 421, each site routes to its own backend under its own rules, rewrites run before the
+//! cache key, and a reload adds and removes sites while a client connection stays open.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+
+/// An origin answering its own name (and the path it was asked for), cacheable.
+async fn named(name: &'static str) -> Origin {
+    Origin::start(move |seen| Reply::ok(&format!("{name} {}", seen.path)).cc("max-age=600")).await
+}
+
+fn backend(name: &str, origin: &Origin) -> String {
+    format!(
+        "[[backend]]\nname = \"{name}\"\nhost = \"127.0.0.1\"\nport = {}\n",
+        origin.addr.port()
+    )
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+}
+
+const SERVER: &str =
+    "[server]\nlisten = [\"127.0.0.1:0\", \"127.0.0.2:0\"]\nadmin = \"127.0.0.1:0\"\n";
+
+async fn get_host(addr: std::net::SocketAddr, host: &str, path: &str) -> Resp {
+    get_with(addr, path, &[("host", host)]).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_names_pick_sites_with_nginx_precedence() {
+    let origins = [
+        named("exact").await,
+        named("leading").await,
+        named("trailing").await,
+        named("regex").await,
+        named("fallback").await,
+        named("longer").await,
+    ];
+    let names = [
+        "exact", "leading", "trailing", "regex", "fallback", "longer",
+    ];
+    let mut text = SERVER.to_string();
+    for (n, o) in names.iter().zip(&origins) {
+        text.push_str(&backend(n, o));
+    }
+    text.push_str(
+        r#"
+[[site]]
+name = "regex"
+server_name = '~^www\d+\.example\.org$'
+backend = "regex"
+[[site]]
+name = "trailing"
+server_name = "mail.*"
+backend = "trailing"
+[[site]]
+name = "leading"
+server_name = "*.example.org"
+backend = "leading"
+[[site]]
+name = "longer"
+server_name = "*.www.example.org"
+backend = "longer"
+[[site]]
+name = "exact"
+server_name = [".example.com", "www.example.org"]
+backend = "exact"
+[[site]]
+name = "fallback"
+default = true
+backend = "fallback"
+"#,
+    );
+    let dir = temp_dir("sites-precedence");
+    let file = dir.join("shellac.toml");
+    write(&file, &text);
+    let shellac = Shellac::start_reloadable(&file).await;
+    let cases = [
+        ("www.example.org", "exact"),
+        ("WWW.Example.ORG:6081", "exact"),
+        ("example.com", "exact"),
+        ("a.example.com", "exact"),
+        ("a.www.example.org", "longer"),
+        ("www2.example.org", "leading"),
+        ("mail.example.org", "leading"),
+        ("mail.example.net", "trailing"),
+        ("www7.example.org.", "leading"),
+        ("nothing.test", "fallback"),
+        ("example.org", "fallback"),
+    ];
+    for (host, site) in cases {
+        let r = get_host(shellac.addr, host, "/p").await;
+        assert_eq!(r.status, 200, "{host}");
+        assert_eq!(r.text(), format!("{site} /p"), "{host}");
+    }
+    // The regex site is reached when no wildcard claims the name.
+    let mut text2 = text.replace(
+        "server_name = \"*.example.org\"",
+        "server_name = \"*.example.net\"",
+    );
+    text2 = text2.replace(
+        "server_name = \"*.www.example.org\"",
+        "server_name = \"*.www.example.net\"",
+    );
+    write(&file, &text2);
+    let (status, v) = shellac.reload().await;
+    assert_eq!(status, 200, "{v}");
+    let r = get_host(shellac.addr, "www3.example.org", "/p").await;
+    assert_eq!(r.text(), "regex /p");
+    // One cache, keys with the host: the same path on two sites is two objects, and a
+    // second request is a hit (fast or not) on the right one.
+    let mut conn = Conn::open(shellac.addr).await;
+    let a = conn
+        .send("GET", "/same", &[("host", "www.example.org")], b"")
+        .await;
+    let b = conn
+        .send("GET", "/same", &[("host", "www3.example.org")], b"")
+        .await;
+    let a2 = conn
+        .send("GET", "/same", &[("host", "www.example.org")], b"")
+        .await;
+    let b2 = conn
+        .send("GET", "/same", &[("host", "www3.example.org")], b"")
+        .await;
+    assert_eq!(a.text(), "exact /same");
+    assert_eq!(b.text(), "regex /same");
+    assert_eq!(a2.text(), "exact /same");
+    assert!(a2.cache_status().contains("hit"), "{}", a2.cache_status());
+    assert_eq!(b2.text(), "regex /same");
+    assert!(b2.cache_status().contains("hit"), "{}", b2.cache_status());
+    assert_eq!(
+        shellac.stat("cache_hit_fast").await,
+        2,
+        "hits on sites take the fast path"
+    );
+    let metrics = get(shellac.admin, "/metrics").await.text();
+    assert!(
+        metrics.contains("shellac_site_hit_total{site=\"regex\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("shellac_site_req_total{site=\"regex\"} 3"),
+        "{metrics}"
+    );
+    shellac.stop().await;
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_name_on_an_address_without_a_default_gets_421() {
+    let a = named("a").await;
+    let b = named("b").await;
+    let text = format!(
+        "{SERVER}{}{}\n[[site]]\nname = \"first\"\nlisten = \"127.0.0.1:0\"\nserver_name = \"a.test\"\nbackend = \"a\"\n[[site]]\nname = \"other\"\nlisten = \"127.0.0.1:0\"\ndefault = true\nbackend = \"b\"\n[[site]]\nname = \"second\"\nlisten = \"127.0.0.2:0\"\nserver_name = \"a.test\"\nbackend = \"b\"\n",
+        backend("a", &a),
+        backend("b", &b)
+    );
+    let dir = temp_dir("sites-421");
+    let file = dir.join("shellac.toml");
+    write(&file, &text);
+    let shellac = Shellac::start_reloadable(&file).await;
+    let [first, second] = shellac.listening()[..] else {
+        panic!("two listeners")
+    };
+    assert_eq!(get_host(first, "a.test", "/").await.text(), "a /");
+    assert_eq!(get_host(first, "z.test", "/").await.text(), "b /");
+    assert_eq!(get_host(second, "a.test", "/x").await.text(), "b /x");
+    let r = get_host(second, "z.test", "/").await;
+    assert_eq!(r.status, 421);
+    assert!(
+        r.cache_status().contains("unknown-site"),
+        "{}",
+        r.cache_status()
+    );
+    // Twice: the second time the fast-hit path sees it first, and leaves it to the full path.
+    assert_eq!(get_host(second, "z.test", "/").await.status, 421);
+    assert_eq!(shellac.stat("client_req_unknown_site").await, 2);
+    // The status is the operator's.
+    write(
+        &file,
+        &text.replace("[server]\n", "[server]\nunknown_site_status = 404\n"),
+    );
+    let (status, v) = shellac.reload().await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(get_host(second, "z.test", "/").await.status, 404);
+    shellac.stop().await;
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_site_has_its_own_rules_backend_and_cache_settings() {
+    let a = named("a").await;
+    let b = named("b").await;
+    let text = format!(
+        r#"{SERVER}{}{}
+[[rule]]
+name = "admin-closed"
+path = '^/admin'
+synth = {{ status = 403, body = "global rule" }}
+
+[[site]]
+name = "own-rules"
+server_name = "own.test"
+backend = "b"
+[[site.rule]]
+path = '^/live'
+pass = true
+[[site]]
+name = "inherits"
+server_name = "inherit.test"
+[[site]]
+name = "nocache"
+server_name = "nocache.test"
+cache = false
+"#,
+        backend("a", &a),
+        backend("b", &b)
+    );
+    let dir = temp_dir("sites-rules");
+    let file = dir.join("shellac.toml");
+    write(&file, &text);
+    let shellac = Shellac::start_reloadable(&file).await;
+    let addr = shellac.addr;
+    // A site with its own rules: not the global ones; its own backend.
+    assert_eq!(
+        get_host(addr, "own.test", "/admin").await.text(),
+        "b /admin"
+    );
+    get_host(addr, "own.test", "/live").await;
+    let live = get_host(addr, "own.test", "/live").await;
+    assert!(
+        !live.cache_status().contains("hit"),
+        "{}",
+        live.cache_status()
+    );
+    assert_eq!(b.count_path("/live"), 2, "its own rule passes /live");
+    // A site without rules: the global ones; the default backend.
+    let r = get_host(addr, "inherit.test", "/admin").await;
+    assert_eq!((r.status, r.text().as_str()), (403, "global rule"));
+    assert_eq!(get_host(addr, "inherit.test", "/p").await.text(), "a /p");
+    // `cache = false`: every request goes to the backend.
+    get_host(addr, "nocache.test", "/n").await;
+    let r = get_host(addr, "nocache.test", "/n").await;
+    assert!(
+        r.cache_status().contains("detail=site"),
+        "{}",
+        r.cache_status()
+    );
+    assert_eq!(a.count_path("/n"), 2);
+    shellac.stop().await;
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewrites_run_before_the_cache_key() {
+    let a = named("a").await;
+    let text = format!(
+        r#"[server]
+listen = "127.0.0.1:0"
+admin = "127.0.0.1:0"
+[routing]
+rewrite = ['rewrite "^/external/([0-9]+)/?" /external.php?vid=$1 last;', '^/old/(.*)$ /new/$1 permanent', '^/moved$ https://elsewhere.test/ redirect']
+{}
+[[site]]
+name = "loops"
+server_name = "loop.test"
+rewrite = ['^/(.*)$ /$1 last']
+[[site]]
+name = "plain"
+default = true
+"#,
+        backend("a", &a)
+    );
+    let dir = temp_dir("sites-rewrite");
+    let file = dir.join("shellac.toml");
+    write(&file, &text);
+    let shellac = Shellac::start_reloadable(&file).await;
+    let addr = shellac.addr;
+    let mut conn = Conn::open(addr).await;
+    let r = conn.send("GET", "/external/42/", &[], b"").await;
+    assert_eq!(r.text(), "a /external.php?vid=42");
+    // The rewritten URL is the key: another spelling of it is a hit.
+    let r = conn.send("GET", "/external/42", &[], b"").await;
+    assert_eq!(r.text(), "a /external.php?vid=42");
+    assert!(r.cache_status().contains("hit"), "{}", r.cache_status());
+    assert_eq!(a.count(), 1);
+    let r = conn.send("GET", "/old/page?x=1", &[], b"").await;
+    assert_eq!(r.status, 301);
+    assert_eq!(r.header("location"), Some("/new/page?x=1"));
+    let r = conn.send("GET", "/moved", &[], b"").await;
+    assert_eq!(r.status, 302);
+    assert_eq!(r.header("location"), Some("https://elsewhere.test/"));
+    // A site's own rewrites replace the global ones; `last` looping is a clear 500.
+    let r = get_host(addr, "loop.test", "/x").await;
+    assert_eq!(r.status, 500);
+    assert!(
+        r.cache_status().contains("rewrite-cycle"),
+        "{}",
+        r.cache_status()
+    );
+    let stats = shellac.stats().await;
+    assert_eq!(stats["rewrite"], 2);
+    assert_eq!(stats["rewrite_redirect"], 2);
+    assert_eq!(stats["rewrite_cycle"], 1);
+    shellac.stop().await;
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_adds_and_removes_sites_while_a_connection_stays_open() {
+    let a = named("a").await;
+    let b = named("b").await;
+    let base = format!("{SERVER}{}{}", backend("a", &a), backend("b", &b));
+    let site_a = "[[site]]\nname = \"a\"\nserver_name = \"a.test\"\nbackend = \"a\"\n";
+    let site_b = "[[site]]\nname = \"b\"\nserver_name = \"b.test\"\nbackend = \"b\"\n";
+    let dir = temp_dir("sites-reload");
+    let file = dir.join("shellac.toml");
+    write(&file, &format!("{base}{site_a}"));
+    let shellac = Shellac::start_reloadable(&file).await;
+    let mut conn = Conn::open(shellac.addr).await;
+    assert_eq!(
+        conn.send("GET", "/p", &[("host", "a.test")], b"")
+            .await
+            .text(),
+        "a /p"
+    );
+    assert_eq!(
+        conn.send("GET", "/p", &[("host", "b.test")], b"")
+            .await
+            .status,
+        421
+    );
+
+    write(&file, &format!("{base}{site_a}{site_b}"));
+    let (status, v) = shellac.reload().await;
+    assert_eq!(status, 200, "{v}");
+    assert!(v["changes"].to_string().contains("site[b]"), "{v}");
+    assert_eq!(
+        conn.send("GET", "/p", &[("host", "b.test")], b"")
+            .await
+            .text(),
+        "b /p"
+    );
+    let hit = conn.send("GET", "/p", &[("host", "a.test")], b"").await;
+    assert!(hit.cache_status().contains("hit"), "the cache survives");
+
+    write(&file, &format!("{base}{site_b}"));
+    let (status, v) = shellac.reload().await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        conn.send("GET", "/p", &[("host", "a.test")], b"")
+            .await
+            .status,
+        421
+    );
+    assert_eq!(
+        conn.send("GET", "/p", &[("host", "b.test")], b"")
+            .await
+            .text(),
+        "b /p"
+    );
+    assert_eq!(a.count(), 1);
+    assert_eq!(b.count(), 1);
+    shellac.stop().await;
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// examples/sites.toml: the 2009 operator's layout — the rewrite on `www.domain.com`, any
+/// other host on the default site.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_2009_layout_example_works() {
+    let apache = named("apache").await;
+    let shellac = Shellac::start_file("examples/sites.toml", apache.addr, |_| {}).await;
+    let r = get_host(shellac.addr, "www.domain.com", "/external/1234/").await;
+    assert_eq!(r.text(), "apache /external.php?vid=1234");
+    let r = get_host(shellac.addr, "www.domain.com", "/external/1234").await;
+    assert!(r.cache_status().contains("hit"), "{}", r.cache_status());
+    // Keys include the host: the site's other name is another object.
+    let r = get_host(shellac.addr, "domain.com", "/external/1234").await;
+    assert_eq!(r.text(), "apache /external.php?vid=1234");
+    assert!(!r.cache_status().contains("hit"), "{}", r.cache_status());
+    // The default site has no rewrite.
+    let r = get_host(shellac.addr, "66.55.44.33", "/external/1234/").await;
+    assert_eq!(r.text(), "apache /external/1234/");
+    shellac.stop().await;
+}
