@@ -332,8 +332,8 @@ fn what_shellac_does_not_have_is_refused_not_ignored() {
             "Shellac has no VMOD 'geoip2'",
         ),
         (
-            "import vsthrottle;\nsub vcl_recv { }",
-            "Shellac has no VMOD 'vsthrottle'",
+            "import redis;\nsub vcl_recv { }",
+            "Shellac has no VMOD 'redis'",
         ),
         (
             "sub vcl_backend_response { set beresp.do_esi = true; }",

@@ -463,3 +463,60 @@ sub vcl_deliver { set resp.http.x-obj-storage = obj.storage; }
         "its tiers report in /stats",
     );
 }
+
+/// vmod_vsthrottle (varnish-modules) was refused at the import: its functions run on the
+/// proxy's rate-limit buckets — `limit` requests per `period` per key, a token bucket —
+/// `is_denied` (counter `vsthrottle_denied`), `remaining`, `blocked` with a block time, and
+/// `return_token`.
+#[tokio::test]
+async fn vsthrottle_is_denied_remaining_blocked_and_return_token() {
+    let origin = Origin::start(|_| Reply::ok("o")).await;
+    let vcl = r#"vcl 4.1;
+import vsthrottle;
+backend b { ${origin0} }
+sub vcl_recv {
+    if (req.url == "/give-back") {
+        vsthrottle.return_token("api:" + client.ip, 3, 1h);
+        return (synth(200, "given"));
+    }
+    if (req.url == "/blocking") {
+        if (vsthrottle.is_denied("b:" + client.ip, 1, 1h, 10m)) {
+            set req.http.x-blocked = vsthrottle.blocked("b:" + client.ip, 1, 1h, 10m);
+            return (synth(429, "Blocked"));
+        }
+        return (synth(200, "ok"));
+    }
+    if (vsthrottle.is_denied("api:" + client.ip, 3, 1h)) {
+        return (synth(429, "Too Many Requests"));
+    }
+    set req.http.x-left = vsthrottle.remaining("api:" + client.ip, 3, 1h);
+    return (pass);
+}
+sub vcl_deliver { set resp.http.x-left = req.http.x-left; }
+sub vcl_synth { set resp.http.x-blocked = req.http.x-blocked; }
+"#;
+    let shellac = start_vcl("vsthrottle", vcl, &[origin.addr]).await;
+    for left in ["2", "1", "0"] {
+        let r = get(shellac.addr, "/").await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("x-left"), Some(left));
+    }
+    assert_eq!(get(shellac.addr, "/").await.status, 429);
+    assert_eq!(shellac.stat("vsthrottle_denied").await, 1);
+    assert_eq!(get(shellac.addr, "/give-back").await.status, 200);
+    assert_eq!(
+        get(shellac.addr, "/").await.status,
+        200,
+        "the token given back"
+    );
+    assert_eq!(get(shellac.addr, "/").await.status, 429);
+    assert_eq!(origin.count(), 4);
+
+    assert_eq!(get(shellac.addr, "/blocking").await.status, 200);
+    let r = get(shellac.addr, "/blocking").await;
+    assert_eq!(r.status, 429);
+    let blocked: f64 = r.header("x-blocked").unwrap_or("0").parse().unwrap_or(0.0);
+    assert!(blocked > 590.0 && blocked <= 600.0, "{blocked}");
+    shellac.stop().await;
+    origin.stop();
+}

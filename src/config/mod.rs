@@ -155,6 +155,8 @@ pub struct ServerConfig {
     /// Client connections open at once at most; more are answered 503 and closed at once.
     /// 0 = no limit. Default 10000.
     pub max_connections: usize,
+    /// Rate-limit buckets held at most (vsthrottle and `[[rule]] rate_limit`). Default 100000.
+    pub rate_limit_keys: usize,
     /// Protocols a client may switch to with `Upgrade` (RFC 9110 §7.8), case-insensitive: the
     /// request is passed with its `Upgrade` to the backend, and if the backend answers 101 the
     /// connection becomes a tunnel (closed after `idle_timeout` without traffic). Others are
@@ -282,6 +284,7 @@ impl Default for ServerConfig {
             body_min_rate: Size(500),
             send_timeout: Dur(Duration::from_secs(60)),
             max_connections: 10_000,
+            rate_limit_keys: 100_000,
             upgrade_protocols: vec!["websocket".into()],
             trusted_proxies: Vec::new(),
             underscores_in_headers: false,

@@ -26,6 +26,7 @@ mod refresh;
 mod request_body;
 mod respond;
 pub mod site;
+pub mod throttle;
 mod txn;
 mod vcl;
 
@@ -123,6 +124,8 @@ pub struct Shared {
     xids: Arc<vcl::Xids>,
     /// Every site's counters by name, kept across reloads.
     pub site_stats: Arc<site::SiteStats>,
+    /// Rate-limit buckets (vsthrottle, `[[rule]] rate_limit`): kept across reloads.
+    pub throttle: Arc<throttle::Throttle>,
 }
 
 impl Proxy {
@@ -181,11 +184,15 @@ impl Proxy {
         let backends = Backends::build(&config, &counters);
         let rules = Rules::compile(&config.rules);
         let xids = Arc::new(vcl::Xids::default());
+        let throttle = Arc::new(throttle::Throttle::new(
+            config.server.rate_limit_keys,
+            counters.clone(),
+        ));
         let vcl = program.map(|p| {
             Arc::new(vcl::VclRuntime::new(
                 (*p).clone(),
                 &backends,
-                xids.clone(),
+                (xids.clone(), throttle.clone()),
                 counters.clone(),
                 config.cache.grace.0,
                 config.server.idle_timeout.0,
@@ -251,6 +258,7 @@ impl Proxy {
                 acme: Arc::default(),
                 xids,
                 site_stats,
+                throttle,
             }),
             config,
         }))
@@ -264,7 +272,7 @@ impl Proxy {
             Arc::new(vcl::VclRuntime::new(
                 (*p).clone(),
                 &backends,
-                self.shared.xids.clone(),
+                (self.shared.xids.clone(), self.shared.throttle.clone()),
                 self.counters.clone(),
                 config.cache.grace.0,
                 config.server.idle_timeout.0,

@@ -186,6 +186,8 @@ pub enum Func {
     XkeyPurge,
     /// vmod_xkey's `softpurge(keys)`: those still fresh made stale now; their number.
     XkeySoftPurge,
+    /// vmod_vsthrottle's functions, arguments `(key, limit, period, block)`.
+    Throttle(ThrottleOp),
     /// `std.cache_req_body(size)`: keep the request body (read before vcl_recv) for every
     /// backend request of this request, if it is at most `size` bytes; whether it is kept.
     StdCacheReqBody(u64),
@@ -511,4 +513,17 @@ mod tests {
         // An IPv4-mapped address is the IPv4 address.
         assert!(acl.contains("::ffff:10.2.3.4".parse().unwrap()));
     }
+}
+
+/// vmod_vsthrottle's functions on the bucket of `(key, limit, period, block)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ThrottleOp {
+    /// BOOL: takes a token, or is denied (and blocks the key for `block`).
+    IsDenied,
+    /// INT: tokens left.
+    Remaining,
+    /// DURATION: how long the key stays blocked.
+    Blocked,
+    /// VOID: gives a token back.
+    ReturnToken,
 }

@@ -227,6 +227,18 @@ pub(super) const SERVER: &[Setting] = &[
     },
     Setting {
         section: "server",
+        key: "rate_limit_keys",
+        kind: Kind::Count {
+            min: 16,
+            max: u64::MAX,
+        },
+        default: Default::Value(r##"100000"##),
+        example: r##""##,
+        restart: true,
+        doc: r##"Rate-limit buckets held at most — one per key and limit, for VCL's `vsthrottle` (~100 bytes each: 100,000 take ~10 MB). When the table is full, buckets that have refilled (which a new one would equal) are forgotten first; if none has, the one used least recently is evicted and its key starts afresh (counter `rate_limit_evicted`). The table outlives reloads."##,
+    },
+    Setting {
+        section: "server",
         key: "max_connections",
         kind: Kind::Count {
             min: 0,

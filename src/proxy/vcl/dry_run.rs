@@ -222,6 +222,19 @@ impl Env for RawRequest<'_> {
         0
     }
 
+    /// Counts a request against a limit: the full path does it, once.
+    fn throttle(
+        &self,
+        _: crate::vcl::ir::ThrottleOp,
+        _: &str,
+        _: i64,
+        _: f64,
+        _: f64,
+    ) -> Value<'static> {
+        self.doubt.set(true);
+        Value::None
+    }
+
     fn log(&mut self, _: &str) {
         self.doubt.set(true);
     }

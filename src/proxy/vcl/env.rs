@@ -14,6 +14,8 @@ use http::{Method, StatusCode, Uri, Version};
 use super::{Bereq, Beresp, Resp, VclRuntime, header_value, protected};
 use crate::cache::shared::feed::{self, Invalidation};
 use crate::cache::{Cache, CacheKey, Object};
+use crate::proxy::throttle::{Limit, Taken};
+use crate::vcl::ir::ThrottleOp;
 use crate::vcl::ir::Var;
 use crate::vcl::run::value::{epoch, to_duration};
 use crate::vcl::run::{BackendSel, Env, SoftPurge, State, Value};
@@ -771,6 +773,39 @@ impl Env for Scope<'_> {
             feed::broadcast_later(shared, inv);
         }
         n
+    }
+
+    fn throttle(
+        &self,
+        op: ThrottleOp,
+        key: &str,
+        limit: i64,
+        period: f64,
+        block: f64,
+    ) -> Value<'static> {
+        let limit = Limit {
+            requests: u64::try_from(limit).unwrap_or(0),
+            per: to_duration(period.max(0.0)),
+            block: to_duration(block.max(0.0)),
+        };
+        let throttle = &self.rt.throttle;
+        match op {
+            ThrottleOp::IsDenied => {
+                let denied = matches!(throttle.take(key, &limit), Taken::Denied(_));
+                if denied {
+                    self.rt.counters.vsthrottle_denied.inc();
+                }
+                Value::Bool(denied)
+            }
+            ThrottleOp::Remaining => {
+                Value::Int(i64::try_from(throttle.remaining(key, &limit)).unwrap_or(i64::MAX))
+            }
+            ThrottleOp::Blocked => Value::Duration(throttle.blocked(key, &limit).as_secs_f64()),
+            ThrottleOp::ReturnToken => {
+                throttle.give_back(key, &limit);
+                Value::None
+            }
+        }
     }
 
     fn purge_keys(&self, keys: &str, soft: bool) -> usize {

@@ -52,6 +52,8 @@ pub struct VclRuntime {
     /// Transaction ids (`X-Varnish`, `req.xid`, `bereq.xid`): the process's counter, which
     /// outlives the program (a reload goes on counting).
     xids: Arc<Xids>,
+    /// vmod_vsthrottle's buckets: the process's table, which outlives the program.
+    pub throttle: Arc<super::throttle::Throttle>,
     /// The process's counters (a regular expression past its match limit, rate limits).
     pub counters: Arc<crate::stats::Counters>,
 }
@@ -89,7 +91,7 @@ impl VclRuntime {
     pub fn new(
         program: Program,
         backends: &Backends,
-        xids: Arc<Xids>,
+        (xids, throttle): (Arc<Xids>, Arc<super::throttle::Throttle>),
         counters: Arc<crate::stats::Counters>,
         default_grace: std::time::Duration,
         idle_timeout: std::time::Duration,
@@ -108,6 +110,7 @@ impl VclRuntime {
             default_grace: default_grace.as_secs_f64(),
             idle_timeout: idle_timeout.as_secs_f64(),
             xids,
+            throttle,
             counters,
         };
         rt.deliver_object_only = dry_run::deliver_reads_object_only(&rt);

@@ -5,7 +5,7 @@
 use crate::vcl::pcre::Pattern;
 
 use super::super::ast::{Arg, Expr as AstExpr, Pos};
-use super::super::ir::{Expr, Func, Text};
+use super::super::ir::{Expr, Func, Text, ThrottleOp};
 use super::super::types::Type;
 use super::super::types::ctx::*;
 use super::Checker;
@@ -37,7 +37,7 @@ impl Checker<'_> {
                     };
                     return (Expr::Call(f, Box::new([on])), Type::String);
                 }
-                if ["std", "directors", "cookie", "purge", "blob"].contains(&prefix) {
+                if ["std", "directors", "cookie", "purge", "blob", "vsthrottle"].contains(&prefix) {
                     self.error(
                         pos,
                         format!("Symbol not found: '{name}' (add 'import {prefix};' first)"),
@@ -389,6 +389,10 @@ impl Checker<'_> {
             F::PurgeHard => Func::PurgeHard,
             F::PurgeSoft => Func::PurgeSoft,
             F::XkeyPurge => Func::XkeyPurge,
+            F::ThrottleIsDenied => Func::Throttle(ThrottleOp::IsDenied),
+            F::ThrottleRemaining => Func::Throttle(ThrottleOp::Remaining),
+            F::ThrottleBlocked => Func::Throttle(ThrottleOp::Blocked),
+            F::ThrottleReturnToken => Func::Throttle(ThrottleOp::ReturnToken),
             F::XkeySoftPurge => Func::XkeySoftPurge,
             F::BlobDecode => Func::BlobDecode,
             F::BlobEncode => Func::BlobEncode,

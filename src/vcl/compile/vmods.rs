@@ -13,6 +13,9 @@ pub(super) enum Vmod {
     /// vmod_xkey (varnish-modules): `xkey.purge()`, `xkey.softpurge()` on Shellac's
     /// surrogate-key index.
     Xkey,
+    /// vmod_vsthrottle (varnish-modules): `is_denied`, `remaining`, `blocked`,
+    /// `return_token` on the proxy's rate-limit buckets.
+    Vsthrottle,
     /// Anything else: refused at the import.
     Other(String),
 }
@@ -26,6 +29,7 @@ impl Vmod {
             "purge" => Vmod::Purge,
             "blob" => Vmod::Blob,
             "xkey" => Vmod::Xkey,
+            "vsthrottle" => Vmod::Vsthrottle,
             other => Vmod::Other(other.to_string()),
         }
     }
@@ -38,6 +42,7 @@ impl Vmod {
             Vmod::Purge => "purge",
             Vmod::Blob => "blob",
             Vmod::Xkey => "xkey",
+            Vmod::Vsthrottle => "vsthrottle",
             Vmod::Other(n) => n,
         }
     }

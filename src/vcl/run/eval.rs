@@ -384,6 +384,11 @@ fn call<'a>(
         Func::PurgeHard => Value::Int(env.purge(None) as i64),
         Func::XkeyPurge => Value::Int(env.purge_keys(&text_arg(0)?, false) as i64),
         Func::XkeySoftPurge => Value::Int(env.purge_keys(&text_arg(0)?, true) as i64),
+        Func::Throttle(op) => {
+            let key = text_arg(0)?;
+            let (limit, period, block) = (arg(1)?.int(), arg(2)?.number(), arg(3)?.number());
+            env.throttle(*op, &key, limit, period, block)
+        }
         Func::PurgeSoft => Value::Int(env.purge(Some(SoftPurge {
             ttl: arg(0)?.number(),
             grace: arg(1)?.number(),

@@ -13,7 +13,7 @@ pub mod value;
 
 use http::HeaderValue;
 
-use super::ir::{Program, Var};
+use super::ir::{Program, ThrottleOp, Var};
 use super::types::Method;
 pub use cookie::CookieJar;
 pub use value::{BackendSel, Value};
@@ -86,6 +86,16 @@ pub trait Env {
     /// vmod_xkey on the objects tagged with one of `keys` (separated by spaces or commas):
     /// removed, or (`soft`) those still fresh made stale; how many objects it touched.
     fn purge_keys(&self, keys: &str, soft: bool) -> usize;
+    /// vmod_vsthrottle: `op` on the bucket of `key` under `limit` requests per `period`
+    /// seconds (`block`: seconds an empty bucket blocks the key).
+    fn throttle(
+        &self,
+        op: ThrottleOp,
+        key: &str,
+        limit: i64,
+        period: f64,
+        block: f64,
+    ) -> Value<'static>;
     /// A line for the log (`std.log`).
     fn log(&mut self, msg: &str);
     /// Puts the request back as it arrived (`rollback`).

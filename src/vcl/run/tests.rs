@@ -103,6 +103,16 @@ impl Env for MapEnv {
     fn purge_keys(&self, _: &str, _: bool) -> usize {
         0
     }
+    fn throttle(
+        &self,
+        _: crate::vcl::ir::ThrottleOp,
+        _: &str,
+        _: i64,
+        _: f64,
+        _: f64,
+    ) -> Value<'static> {
+        Value::Bool(false)
+    }
     fn log(&mut self, msg: &str) {
         self.logged.push(msg.to_string());
     }
