@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use clap::{CommandFactory, Parser, Subcommand};
 
 use shellac::client::AdminClient;
-use shellac::config::{Config, ConfigError, Overrides, units};
+use shellac::config::{CliOverrides, Config, ConfigError, units};
 use shellac::reload::ConfigSource;
 use shellac::{console, demo, server};
 
@@ -782,7 +782,7 @@ fn serve(
             shellac::config::DEFAULT_CONFIG.to_string(),
         ),
     };
-    let overrides = Overrides {
+    let overrides = CliOverrides {
         listen,
         backend: backend.as_deref().map(parse_backend).transpose()?,
         admin,
@@ -962,7 +962,7 @@ fn run_demo(listen: SocketAddr, admin: SocketAddr) -> anyhow::Result<()> {
         let origin = demo::start_origin(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
         let mut config = Config::embedded_default();
         config
-            .apply(&Overrides {
+            .apply(&CliOverrides {
                 listen: vec![listen],
                 backend: Some((origin.ip().to_string(), origin.port())),
                 admin: Some(admin),

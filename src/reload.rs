@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use crate::backend::{Backend, probe};
-use crate::config::{Config, Overrides, diff, settings};
+use crate::config::{CliOverrides, Config, diff, settings};
 use crate::proxy::Proxy;
 use crate::stats::Counters;
 use crate::tls::server::Frontends;
@@ -80,7 +80,7 @@ pub trait Listen: Send + Sync + 'static {
 pub struct Live {
     current: ArcSwap<Proxy>,
     source: ConfigSource,
-    overrides: Overrides,
+    overrides: CliOverrides,
     generation: AtomicU64,
     /// One reload at a time.
     reloading: tokio::sync::Mutex<()>,
@@ -97,7 +97,7 @@ impl Live {
     pub(crate) fn new(
         proxy: Arc<Proxy>,
         source: ConfigSource,
-        overrides: Overrides,
+        overrides: CliOverrides,
         shutdown: watch::Receiver<bool>,
         tls: Frontends,
         listen: Box<dyn Listen>,

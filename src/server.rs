@@ -13,8 +13,8 @@ use tokio::task::JoinSet;
 
 use crate::admin;
 use crate::clock::now_ms;
-use crate::config::{Config, Overrides};
-use crate::proxy::{Proxy, Shared};
+use crate::config::{CliOverrides, Config};
+use crate::proxy::{Process, Proxy};
 use crate::reload::{ConfigSource, Live};
 use crate::service::listeners::Role;
 use crate::stats::Counters;
@@ -56,7 +56,7 @@ pub async fn start(config: Arc<Config>) -> anyhow::Result<Running> {
         let lines: Vec<String> = e.iter().map(|e| e.to_string()).collect();
         anyhow::anyhow!("{}", lines.join("\n"))
     })?;
-    start_with(config, program, ConfigSource::None, Overrides::default()).await
+    start_with(config, program, ConfigSource::None, CliOverrides::default()).await
 }
 
 /// Like [`start`], with `program` the VCL program compiled for `config` (`vcl::attach`);
@@ -65,7 +65,7 @@ pub async fn start_with(
     config: Arc<Config>,
     program: Option<Arc<Program>>,
     source: ConfigSource,
-    overrides: Overrides,
+    overrides: CliOverrides,
 ) -> anyhow::Result<Running> {
     trim::return_large_blocks();
     let counters = Arc::new(Counters::default());
@@ -360,7 +360,7 @@ pub(crate) async fn accept_loop(
 
 /// Decrements the open-connection gauge however the connection task ends (incremented by the
 /// accept loop, which counts it against `max_connections`); a tunnel keeps it alive.
-pub(super) struct OpenConn(Arc<Shared>);
+pub(super) struct OpenConn(Arc<Process>);
 
 impl Drop for OpenConn {
     fn drop(&mut self) {

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Failure;
 use super::files;
-use super::http::{Client, Shared};
+use super::http::{AcmeHttp, Client};
 
 /// What account.json holds.
 #[derive(Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
@@ -66,7 +66,7 @@ pub async fn open(
     {
         let wanted = mailtos(contact);
         let refs: Vec<&str> = wanted.iter().map(String::as_str).collect();
-        let (account, credentials) = Account::builder_with_http(Box::new(Shared(client.clone())))
+        let (account, credentials) = Account::builder_with_http(Box::new(AcmeHttp(client.clone())))
             .create(
                 &NewAccount {
                     contact: &refs,
@@ -117,7 +117,7 @@ pub async fn open(
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .filter(|s: &Saved| s.directory == directory && !s.url.is_empty());
-    let builder = || Account::builder_with_http(Box::new(Shared(client.clone())));
+    let builder = || Account::builder_with_http(Box::new(AcmeHttp(client.clone())));
     let (account, mut contacts_known) = match saved {
         Some(s) => {
             let account = builder()
@@ -181,7 +181,7 @@ async fn set_aside_if_unregistered(
     };
     let key = Key::from_pkcs8_der(pkcs8.clone_key())
         .map_err(|e| Failure::Account(format!("{}: unusable key ({e})", key_file.display())))?;
-    let found = Account::builder_with_http(Box::new(Shared(client.clone())))
+    let found = Account::builder_with_http(Box::new(AcmeHttp(client.clone())))
         .from_key((key, PrivateKeyDer::Pkcs8(pkcs8)), directory.to_string())
         .await;
     match found {

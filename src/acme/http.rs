@@ -164,9 +164,9 @@ impl std::fmt::Display for NetworkError {
 impl std::error::Error for NetworkError {}
 
 /// The client instant-acme uses: one per account, shared by its requests.
-pub struct Shared(pub Arc<Client>);
+pub struct AcmeHttp(pub Arc<Client>);
 
-impl HttpClient for Shared {
+impl HttpClient for AcmeHttp {
     fn request(
         &self,
         req: Request<BodyWrapper<Bytes>>,

@@ -10,7 +10,7 @@
 //! every listener before rules and cache, TLS-ALPN-01 certificates in the listener's
 //! `CertStore`).
 //!
-//! [`Acme`] is the process-wide part (in `proxy::Shared`, so it outlives reloads): the HTTP-01
+//! [`Acme`] is the process-wide part (in `proxy::Process`, so it outlives reloads): the HTTP-01
 //! tokens and every worker's state, which the admin API (`GET /acme`, `POST /acme/renew`) and
 //! `/metrics` read. [`sync`] starts and stops workers to match the configuration: at start
 //! (before the listeners accept, so kept certificates answer the first handshake) and after

@@ -12,7 +12,7 @@ use hyper::client::conn::http2::SendRequest;
 use super::RequestBody;
 
 /// One HTTP/2 connection to the backend.
-struct Shared {
+struct H2Conn {
     sender: SendRequest<RequestBody>,
     /// Requests on it now.
     streams: AtomicU32,
@@ -20,7 +20,7 @@ struct Shared {
 
 /// The HTTP/2 connections of one backend.
 pub(super) struct Mux {
-    conns: Mutex<Vec<Arc<Shared>>>,
+    conns: Mutex<Vec<Arc<H2Conn>>>,
     max_streams: u32,
     /// Held while a connection is being opened: requests that find every connection full
     /// wait for it instead of each opening its own.
@@ -28,7 +28,7 @@ pub(super) struct Mux {
 }
 
 /// What a connection's task sees of its connection: whether requests are on it.
-pub(super) struct Busy(std::sync::Weak<Shared>);
+pub(super) struct Busy(std::sync::Weak<H2Conn>);
 
 impl Busy {
     /// Requests on the connection now (0 once the mux dropped it).
@@ -41,7 +41,7 @@ impl Busy {
 
 /// A stream slot on a connection, given back when dropped (the response body ended).
 pub(crate) struct Slot {
-    conn: Arc<Shared>,
+    conn: Arc<H2Conn>,
 }
 
 impl Drop for Slot {
@@ -83,7 +83,7 @@ impl Mux {
     /// Adds a newly opened connection and takes a slot on it; the [`Busy`] handle tells the
     /// connection's task when it has no request (to close it after `idle_timeout`).
     pub(super) fn add(&self, sender: SendRequest<RequestBody>) -> (Slot, Busy) {
-        let conn = Arc::new(Shared {
+        let conn = Arc::new(H2Conn {
             sender,
             streams: AtomicU32::new(1),
         });

@@ -604,7 +604,7 @@ impl LogConfig {
 
 /// Command-line overrides, applied on top of the file (in the style of varnishd's `-a`/`-b`).
 #[derive(Clone, Debug, Default)]
-pub struct Overrides {
+pub struct CliOverrides {
     pub listen: Vec<SocketAddr>,
     pub backend: Option<(String, u16)>,
     pub admin: Option<SocketAddr>,
@@ -743,7 +743,7 @@ impl Config {
 
     /// Applies command-line overrides and re-validates. `--vcl FILE` is the policy layer's
     /// (`vcl::attach`, before this).
-    pub fn apply(&mut self, o: &Overrides) -> Result<(), Vec<ConfigError>> {
+    pub fn apply(&mut self, o: &CliOverrides) -> Result<(), Vec<ConfigError>> {
         if !o.listen.is_empty() {
             self.server.listen = o.listen.clone();
         }
@@ -1189,7 +1189,7 @@ mod tests {
     #[test]
     fn overrides_apply() {
         let mut c = Config::embedded_default();
-        c.apply(&Overrides {
+        c.apply(&CliOverrides {
             listen: vec![
                 "127.0.0.1:7000".parse().unwrap(),
                 "127.0.0.1:7001".parse().unwrap(),

@@ -101,11 +101,11 @@ pub struct Proxy {
     /// The access-log format in force; None when the access log is off.
     pub log_format: Option<Arc<Format>>,
     /// State that outlives a configuration.
-    pub shared: Arc<Shared>,
+    pub shared: Arc<Process>,
 }
 
 /// Per-process state that is not part of a configuration.
-pub struct Shared {
+pub struct Process {
     pub started: Instant,
     /// Client connections open right now (gauge `n_client_conn`).
     pub open_conns: AtomicU64,
@@ -248,7 +248,7 @@ impl Proxy {
             counters,
             max_object_size,
             log_format: config.log.active_format().map(Arc::new),
-            shared: Arc::new(Shared {
+            shared: Arc::new(Process {
                 started: Instant::now(),
                 open_conns: AtomicU64::new(0),
                 released_conns: AtomicU64::new(0),

@@ -479,10 +479,10 @@ fn resume(p: Parked, parking: &Arc<Parking>, live: &Arc<Live>, shutdown: &watch:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proxy::{Proxy, Shared};
+    use crate::proxy::{Process, Proxy};
     use crate::stats::Counters;
 
-    fn shared() -> Arc<Shared> {
+    fn shared() -> Arc<Process> {
         let config = Arc::new(crate::config::Config::embedded_default());
         Proxy::new(config, None, Arc::new(Counters::default()))
             .expect("embedded default config")

@@ -140,7 +140,7 @@ type Batch = Vec<Box<Record>>;
 
 /// Where a captured string sits in a record's text buffer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Span {
+pub struct TextRange {
     start: u32,
     end: u32,
 }
@@ -170,21 +170,21 @@ pub struct Record {
     /// the record is reused: see [`Record::set_format`].
     pub format: Option<Arc<Format>>,
     text: String,
-    target: Span,
-    path: Span,
-    query: Option<Span>,
-    host: Span,
-    user_agent: Option<Span>,
-    backend: Option<Span>,
+    target: TextRange,
+    path: TextRange,
+    query: Option<TextRange>,
+    host: TextRange,
+    user_agent: Option<TextRange>,
+    backend: Option<TextRange>,
     /// What the client's TLS connection negotiated (version, cipher, SNI, ALPN, client
     /// subject, separated by `\x1f`); None over cleartext or when nothing prints it.
-    tls: Option<Span>,
+    tls: Option<TextRange>,
     /// Which VCL subroutine returned what (`recv:hash hash:lookup miss:fetch ...`).
-    vcl: Option<Span>,
+    vcl: Option<TextRange>,
     /// Values of `format.request_headers`, in order.
-    request_headers: SmallVec<[Option<Span>; 4]>,
+    request_headers: SmallVec<[Option<TextRange>; 4]>,
     /// Values of `format.response_headers`, in order.
-    response_headers: SmallVec<[Option<Span>; 2]>,
+    response_headers: SmallVec<[Option<TextRange>; 2]>,
     /// For the duration.
     started: Instant,
     /// Where the record goes when its body is done (kept when the record is reused, like
@@ -226,10 +226,10 @@ impl Record {
             complete: false,
             format: None,
             text: String::with_capacity(capacity),
-            target: Span::default(),
-            path: Span::default(),
+            target: TextRange::default(),
+            path: TextRange::default(),
             query: None,
-            host: Span::default(),
+            host: TextRange::default(),
             user_agent: None,
             backend: None,
             tls: None,
@@ -307,10 +307,10 @@ impl Record {
         let _ = format; // kept: see `set_format`
         text.clear();
         text.reserve(capacity);
-        *target = Span::default();
-        *path = Span::default();
+        *target = TextRange::default();
+        *path = TextRange::default();
         *query = None;
-        *host = Span::default();
+        *host = TextRange::default();
         *user_agent = None;
         *backend = None;
         *tls = None;
@@ -322,23 +322,23 @@ impl Record {
         *shard = 0;
     }
 
-    fn push(&mut self, s: &str) -> Span {
+    fn push(&mut self, s: &str) -> TextRange {
         let start = self.text.len() as u32;
         self.text.push_str(s);
-        Span {
+        TextRange {
             start,
             end: self.text.len() as u32,
         }
     }
 
-    fn push_bytes(&mut self, b: &[u8]) -> Span {
+    fn push_bytes(&mut self, b: &[u8]) -> TextRange {
         match std::str::from_utf8(b) {
             Ok(s) => self.push(s),
             Err(_) => self.push(&String::from_utf8_lossy(b)),
         }
     }
 
-    fn get(&self, span: Span) -> &str {
+    fn get(&self, span: TextRange) -> &str {
         self.text
             .get(span.start as usize..span.end as usize)
             .unwrap_or("")
@@ -351,11 +351,11 @@ impl Record {
                 let target = uri.path_and_query().map_or("/", |p| p.as_str());
                 self.target = self.push(target);
                 let path_len = uri.path().len().min(target.len()) as u32;
-                self.path = Span {
+                self.path = TextRange {
                     start: self.target.start,
                     end: self.target.start + path_len,
                 };
-                self.query = uri.query().map(|q| Span {
+                self.query = uri.query().map(|q| TextRange {
                     start: self.target.end - q.len() as u32,
                     end: self.target.end,
                 });
@@ -373,11 +373,11 @@ impl Record {
     pub fn set_request_target(&mut self, target: &str) {
         self.target = self.push(target);
         let path_len = target.find('?').unwrap_or(target.len()) as u32;
-        self.path = Span {
+        self.path = TextRange {
             start: self.target.start,
             end: self.target.start + path_len,
         };
-        self.query = target.find('?').map(|q| Span {
+        self.query = target.find('?').map(|q| TextRange {
             start: self.target.start + q as u32 + 1,
             end: self.target.end,
         });
@@ -411,7 +411,7 @@ impl Record {
             }
             self.text.push_str(p);
         }
-        self.tls = Some(Span {
+        self.tls = Some(TextRange {
             start,
             end: self.text.len() as u32,
         });

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use http::{Method, Version};
 
-use super::{Decision, DecisionKind, Format, Record, RecordHead, Span, intern};
+use super::{Decision, DecisionKind, Format, Record, RecordHead, TextRange, intern};
 
 /// Finished records of one worker, encoded back to back, all logged with one format.
 #[derive(Default)]
@@ -41,8 +41,8 @@ fn put_u32(out: &mut Vec<u8>, v: u32) {
 }
 
 /// A span as 8 bytes (start, end); None as `NONE, NONE`.
-fn span_bytes(s: Option<Span>) -> [u8; 8] {
-    let s = s.unwrap_or(Span {
+fn span_bytes(s: Option<TextRange>) -> [u8; 8] {
+    let s = s.unwrap_or(TextRange {
         start: NONE,
         end: NONE,
     });
@@ -211,14 +211,14 @@ impl<'a> Reader<'a> {
 }
 
 /// The span at `i` in `raw` (8 bytes each): None for an absent one or a bad one.
-fn span_at(raw: &[u8], i: usize, text_len: usize) -> Option<Option<Span>> {
+fn span_at(raw: &[u8], i: usize, text_len: usize) -> Option<Option<TextRange>> {
     let s: [u8; 8] = raw.get(i * 8..i * 8 + 8)?.try_into().ok()?;
     let start = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
     let end = u32::from_le_bytes([s[4], s[5], s[6], s[7]]);
     if start == NONE {
         return Some(None);
     }
-    (start <= end && end as usize <= text_len).then_some(Some(Span { start, end }))
+    (start <= end && end as usize <= text_len).then_some(Some(TextRange { start, end }))
 }
 
 /// One encoded record, read in place from its chunk: what the writer renders, with no copy.

@@ -373,7 +373,7 @@ impl Shellac {
             Arc::new(config),
             program,
             shellac::reload::ConfigSource::File(path.to_path_buf()),
-            shellac::config::Overrides::default(),
+            shellac::config::CliOverrides::default(),
         )
         .await?;
         Ok(Shellac {

@@ -28,7 +28,7 @@ use bytes::Bytes;
 
 pub use engine::{DiskBody, INLINE_MAX, ReadError};
 use engine::{Engine, Recovered, now_ms};
-use writer::{Cmd, Shared, Writer};
+use writer::{Cmd, Writer, WriterState};
 
 use super::ban::{Ban, BanError, BanList};
 use super::{CacheKey, Object, RecoveredIndex, Storage, StorageStats};
@@ -48,7 +48,7 @@ pub struct DiskStorage {
     /// Variant lists and tags found at recovery, until the cache takes them.
     recovered: Mutex<RecoveredIndex>,
     tx: SyncSender<Cmd>,
-    shared: Arc<Shared>,
+    shared: Arc<WriterState>,
     thread: Mutex<Option<JoinHandle<()>>>,
     max_object: u64,
     last_read_error_log: Mutex<Option<Instant>>,
@@ -115,7 +115,7 @@ impl DiskStorage {
             ms = rec.elapsed.as_millis() as u64,
             "disk cache ready"
         );
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(WriterState {
             queued: AtomicU64::new(0),
             suspended_until: AtomicU64::new(0),
         });

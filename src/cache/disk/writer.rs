@@ -59,7 +59,7 @@ pub enum Cmd {
 }
 
 /// State shared between the writer and the admission side.
-pub struct Shared {
+pub struct WriterState {
     /// Bytes of objects queued and not yet written.
     pub queued: AtomicU64,
     /// Admission is refused until this time (ms since the epoch) after an I/O error.
@@ -77,7 +77,7 @@ struct Active {
 
 pub struct Writer {
     engine: Arc<Engine>,
-    shared: Arc<Shared>,
+    shared: Arc<WriterState>,
     bans: Arc<BanList>,
     /// Generation of the ban list last written.
     ban_generation: u64,
@@ -93,7 +93,7 @@ pub struct Writer {
 impl Writer {
     pub fn new(
         engine: Arc<Engine>,
-        shared: Arc<Shared>,
+        shared: Arc<WriterState>,
         bans: Arc<BanList>,
         ban_generation: u64,
         books: Vec<RegionBook>,

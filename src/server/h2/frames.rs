@@ -19,7 +19,7 @@ use std::task::{Context, Poll, ready};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::Shared;
+use super::H2State;
 use crate::clock::now_ms;
 use crate::stats::{Counter, Counters};
 
@@ -238,7 +238,7 @@ enum Kill {
 /// TLS stream over it.
 pub(super) struct Watched<I> {
     io: I,
-    shared: Arc<Shared>,
+    shared: Arc<H2State>,
     counters: Arc<Counters>,
     limits: Limits,
     preface_left: u8,
@@ -264,7 +264,7 @@ pub(super) struct Watched<I> {
 impl<I> Watched<I> {
     pub(super) fn new(
         io: I,
-        shared: Arc<Shared>,
+        shared: Arc<H2State>,
         counters: Arc<Counters>,
         limits: Limits,
     ) -> Watched<I> {

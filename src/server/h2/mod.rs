@@ -42,7 +42,7 @@ pub(crate) use frames::PREFACE;
 
 /// What the session loop, the service and the watcher share about one connection.
 #[derive(Debug)]
-pub(super) struct Shared {
+pub(super) struct H2State {
     /// Requests with a response not yet finished (or dropped).
     active: AtomicU32,
     /// When `active` last went to 0 (ms, `clock::now_ms`).
@@ -69,9 +69,9 @@ pub(super) struct Shared {
     interim: OnceLock<h2::server::Interim>,
 }
 
-impl Shared {
-    fn new(now: u64) -> Shared {
-        Shared {
+impl H2State {
+    fn new(now: u64) -> H2State {
+        H2State {
             active: AtomicU32::new(0),
             idle_since: AtomicU64::new(now),
             requests: AtomicU64::new(0),
@@ -118,7 +118,7 @@ pub(crate) async fn serve<I>(
     let h2 = &config.http2;
     let server = &config.server;
     let started = now_ms();
-    let shared = Arc::new(Shared::new(started));
+    let shared = Arc::new(H2State::new(started));
     let header_bytes = u32::try_from(server.max_header_size.0).unwrap_or(u32::MAX);
     let watched = frames::Watched::new(
         io,
@@ -360,13 +360,13 @@ fn window(bytes: u64) -> u32 {
 /// One request on the connection, from the service call until its response body is done or
 /// dropped (hyper drops it when the client resets the stream).
 struct Stream {
-    shared: Arc<Shared>,
-    /// The body handed hyper data it has not sent yet (counted in `Shared::stalled`).
+    shared: Arc<H2State>,
+    /// The body handed hyper data it has not sent yet (counted in `H2State::stalled`).
     waiting: bool,
 }
 
 impl Stream {
-    fn open(shared: &Arc<Shared>) -> Stream {
+    fn open(shared: &Arc<H2State>) -> Stream {
         shared.active.fetch_add(1, Ordering::Relaxed);
         Stream {
             shared: shared.clone(),
