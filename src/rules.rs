@@ -334,6 +334,21 @@ impl Rules {
     }
 }
 
+impl Rules {
+    /// Whether a rule matched in the request phase whose response matchers match this
+    /// response says `esi = true`.
+    pub fn esi(&self, matched: &[usize], status: StatusCode, headers: &HeaderMap) -> bool {
+        matched.iter().any(|&i| {
+            self.rules.get(i).is_some_and(|rule| {
+                let c = &rule.cfg;
+                c.esi
+                    && (c.status.is_empty() || c.status.contains(&status.as_u16()))
+                    && rule.response_headers.iter().all(|f| f.matches(headers))
+            })
+        })
+    }
+}
+
 /// What the rules know of the request's connection: TLS or not, and the verified client
 /// certificate's subject (empty without one).
 #[derive(Clone, Copy, Debug, Default)]

@@ -10,6 +10,7 @@ pub mod compression;
 pub mod diff;
 #[cfg(test)]
 mod error_tests;
+pub mod esi;
 pub mod http2;
 pub mod invalidation;
 mod lists;
@@ -85,6 +86,9 @@ pub struct Config {
     /// Virtual hosts (`[[site]]`, config/site.rs, docs/sites.md).
     #[serde(default, rename = "site", skip_serializing_if = "Vec::is_empty")]
     pub sites: Vec<site::SiteConfig>,
+    /// Edge Side Includes: parsing and assembly (docs/esi.md).
+    #[serde(default)]
+    pub esi: esi::EsiConfig,
 }
 
 /// `[server]`: client-facing listeners and connection handling.

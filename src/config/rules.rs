@@ -137,6 +137,9 @@ pub struct RuleConfig {
     pub set_response_headers: BTreeMap<String, String>,
     #[serde(deserialize_with = "super::lists::one_or_many")]
     pub unset_response_headers: Vec<String>,
+    /// Parse the body for Edge Side Includes as it is fetched and assemble the page on
+    /// delivery (VCL's `beresp.do_esi`; docs/esi.md).
+    pub esi: bool,
 }
 
 impl RuleConfig {

@@ -63,7 +63,10 @@ pub(super) fn on_response(txn: &mut Txn, status: StatusCode, fields: &HeaderMap,
     if !has_body(status, &txn.req.method) || gzip::no_transform(fields) {
         return;
     }
-    if negotiated.gunzip && coding == Some(Coding::Gzip) {
+    // ESI on (`filter/esi/`): the page is parsed and stored identity, so an origin's gzip
+    // is decoded at fetch and nothing is gzipped.
+    let esi = txn.filters.esi.is_some();
+    if (negotiated.gunzip || esi) && coding == Some(Coding::Gzip) {
         txn.filters
             .fetch
             .push(Box::new(Gunzip::new(counters.clone())));
@@ -71,6 +74,9 @@ pub(super) fn on_response(txn: &mut Txn, status: StatusCode, fields: &HeaderMap,
     }
     // A response that will not be stored is gzipped only for a client that takes gzip
     // (for one that does not it would be decoded again at once).
+    if esi {
+        return;
+    }
     let wanted = match negotiated.gzip {
         Some(wanted) => wanted,
         // Under VCL only `beresp.do_gzip` compresses, as in Varnish.

@@ -409,6 +409,7 @@ fn start_fill(
         stored_at: times.received,
         piece: Some(target),
         seen: Default::default(),
+        esi: None,
     };
     let primary = txn.key.clone().unwrap_or_else(|| CacheKey::new("", "/"));
     tokio::spawn(fill.run(txn.proxy.clone(), primary, busy, None, body));

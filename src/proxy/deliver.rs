@@ -30,11 +30,13 @@ const NOT_MODIFIED_FIELDS: [HeaderName; 7] = [
     header::LAST_MODIFIED,
 ];
 
-/// Fields meant for the cache, never sent to clients.
-const SURROGATE_ONLY: [HeaderName; 3] = [
+/// Fields meant for the cache, never sent to clients (the last: a stored ESI program,
+/// `esi::FIELD`).
+const SURROGATE_ONLY: [HeaderName; 4] = [
     HeaderName::from_static("surrogate-control"),
     HeaderName::from_static("surrogate-key"),
     HeaderName::from_static("xkey"),
+    HeaderName::from_static(crate::esi::FIELD),
 ];
 
 /// A response from a stored object, honouring the request's preconditions and Range.

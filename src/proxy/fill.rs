@@ -26,6 +26,9 @@ pub(super) struct Fill {
     /// This node's position in the fleet's invalidation log when the fetch started: the
     /// shared tier refuses the object if its URL was purged after it (`cache/shared`).
     pub seen: Position,
+    /// ESI was on for this fetch: the parse filter's slot, whose program is stored as the
+    /// object's first field (`filter/esi/parse.rs`).
+    pub esi: Option<Arc<super::filter::esi::Slot>>,
 }
 
 /// Where a 206's body goes in its representation.
@@ -115,9 +118,13 @@ impl Fill {
         } else if storing {
             // One allocation of exactly its size (cache/body.rs).
             let body = body::store(&busy.chunks(), total as usize);
+            let fields = match &self.esi {
+                Some(slot) => super::filter::esi::stored_fields(&self.headers, slot.take()),
+                None => StoredFields::from_map(&self.headers),
+            };
             let object = Arc::new(Object::from_plan(
                 self.status,
-                StoredFields::from_map(&self.headers),
+                fields,
                 Body::Memory(body),
                 total,
                 boxed_vary(self.vary),
@@ -189,6 +196,7 @@ mod tests {
             stored_at: Instant::now(),
             piece: None,
             seen: Default::default(),
+            esi: None,
         };
         let key = CacheKey::new("example.com", "/filtered");
         let busy = BusyObject::new();

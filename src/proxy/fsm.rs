@@ -44,15 +44,33 @@ const COLLAPSED: &str = "shellac; fwd=miss; collapsed";
 /// load (perf, bench/RESULTS.md). Now a hit's future is only its response, and the boxed
 /// `Rest` is paid by requests that wait for a backend, a coalesced fetch or the disk.
 pub(super) fn start(proxy: Arc<Proxy>, req: Request<Incoming>, client: SocketAddr) -> Handled {
-    let started = Instant::now();
     let (parts, body) = req.into_parts();
+    begin(proxy, parts, Some(body), client)
+}
+
+/// An ESI include's sub-request (`Proxy::subrequest`): the same machine, no body.
+pub(super) fn start_sub(
+    proxy: Arc<Proxy>,
+    parts: http::request::Parts,
+    client: SocketAddr,
+) -> Handled {
+    begin(proxy, parts, None, client)
+}
+
+fn begin(
+    proxy: Arc<Proxy>,
+    parts: http::request::Parts,
+    body: Option<Incoming>,
+    client: SocketAddr,
+) -> Handled {
+    let started = Instant::now();
     let policy = Policy::choose(&proxy, &parts);
     let mut txn = Txn {
         proxy,
         policy,
         head_only: parts.method == Method::HEAD,
         req: parts,
-        body: Some(body),
+        body,
         client,
         key: None,
         backend: None,
@@ -78,6 +96,14 @@ pub(super) fn start(proxy: Arc<Proxy>, req: Request<Incoming>, client: SocketAdd
     let mut step = drive(&mut txn, Step::Recv);
     loop {
         match step {
+            // An ESI page waits for its first bytes before its head goes out (`Rest::run`).
+            Step::Deliver(resp) if super::filter::esi::needs_prime(&resp) => {
+                return Handled::Waits(Box::new(Rest {
+                    txn,
+                    step: Step::Deliver(resp),
+                    started,
+                }));
+            }
             Step::Deliver(resp) => match txn.policy.deliver(&mut txn, resp) {
                 Delivery::Send(resp) => {
                     let resp = super::observe::deliver(&txn, resp, started);
@@ -132,6 +158,14 @@ impl Rest {
                 Step::RecheckIo(key, now, guard) => txn.recheck_io(key, now, guard).await,
                 Step::Shared(key, guard) => txn.shared(key, guard).await,
                 Step::Broadcast(inv, n, what) => txn.broadcast(inv, n, what).await,
+                Step::Deliver(resp) if super::filter::esi::needs_prime(&resp) => {
+                    match super::filter::esi::prime(resp).await {
+                        Ok(resp) => Step::Deliver(resp),
+                        Err(_) => {
+                            Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "esi-include-failed")
+                        }
+                    }
+                }
                 Step::Deliver(resp) => match txn.policy.deliver(&mut txn, resp) {
                     Delivery::Send(resp) => {
                         let resp = super::observe::deliver(&txn, resp, started);
@@ -329,7 +363,10 @@ impl Txn {
                 let body = ResponseBody::busy(reader, head.content_length);
                 let gzipped = super::filter::gzip::coding(&head.headers) == Some(Coding::Gzip);
                 super::coding::on_delivery(self, gzipped);
-                if self.ranged(head.status) || !self.filters.deliver.is_empty() {
+                if self.ranged(head.status)
+                    || !self.filters.deliver.is_empty()
+                    || head.headers.contains_key(super::filter::esi::FIELD)
+                {
                     return Step::Deliver(self.stream_response(
                         head.status,
                         head.headers.clone(),

@@ -365,6 +365,19 @@ impl Proxy {
         fsm::start(self, req, client)
     }
 
+    /// An ESI include's request (`filter/esi/include.rs`) through the whole state machine —
+    /// policy, lookup, coalescing, grace — as a client's request without a body would go.
+    pub(crate) async fn subrequest(
+        self: Arc<Self>,
+        req: http::request::Parts,
+        client: SocketAddr,
+    ) -> Response<body::ResponseBody> {
+        match fsm::start_sub(self, req, client) {
+            fsm::Handled::Done(resp, _) => resp,
+            fsm::Handled::Waits(rest) => rest.run().await.0,
+        }
+    }
+
     /// A generated error answer: `status` with `detail` (in `Cache-Status`) and
     /// `Connection: close`. Never cached; not logged by itself (see [`Proxy::refuse_request`]).
     pub fn refuse(&self, status: u16, detail: &str) -> Response<ResponseBody> {

@@ -10,6 +10,7 @@ use http::{Method, Response, StatusCode};
 
 use super::body::ResponseBody;
 use super::deliver;
+use super::filter::esi;
 use super::partial::{self, RangeSpec};
 use super::txn::{Step, Txn};
 use crate::cache::Object;
@@ -30,6 +31,39 @@ impl Txn {
         now: Instant,
     ) -> Step {
         super::coding::on_delivery(self, super::coding::stored_gzip(&object.headers));
+        // A page stored with an ESI program: assembled (`filter/esi/`), its head after its
+        // first bytes; its validators do not name the assembled bytes, so the request's
+        // conditionals and Range are not answered from them.
+        if let Some(program) = self.esi_program(&object) {
+            let page = esi::Page::new(self.proxy.clone(), &self.req, self.client);
+            self.filters
+                .deliver
+                .push(Box::new(esi::Assemble::stored(page.clone(), program)));
+            let mut request = self.req.headers.clone();
+            for name in [
+                header::IF_NONE_MATCH,
+                header::IF_MODIFIED_SINCE,
+                header::IF_MATCH,
+                header::IF_UNMODIFIED_SINCE,
+                header::RANGE,
+                header::IF_RANGE,
+            ] {
+                request.remove(name);
+            }
+            let mut resp = super::filter::object(
+                &mut self.filters.deliver,
+                object,
+                &self.req.method,
+                &request,
+                self.head_only,
+                now,
+                cache_status,
+            );
+            if !self.head_only {
+                resp.extensions_mut().insert(esi::Prime(page));
+            }
+            return Step::Deliver(resp);
+        }
         // A policy that answers `If-None-Match` / `If-Modified-Since` itself after Deliver
         // (VCL, on the validators vcl_deliver delivers, as Varnish does): the object's
         // response is built without them.
@@ -62,6 +96,19 @@ impl Txn {
         ))
     }
 
+    /// The ESI program stored with `object`, if any (a damaged one is counted and the object
+    /// delivered as stored).
+    fn esi_program(&self, object: &Object) -> Option<crate::esi::Program> {
+        match crate::esi::stored_program(object.headers.block(), object.body_len)? {
+            Ok(program) => Some(program),
+            Err(e) => {
+                self.proxy.counters.esi_program_damaged.inc();
+                tracing::warn!(error = %e, "stored ESI program unreadable; delivered as stored");
+                None
+            }
+        }
+    }
+
     /// Serves a stale object because no backend could answer (`why`).
     pub(super) fn deliver_stale(&mut self, object: Arc<Object>, why: &'static str) -> Step {
         self.proxy.counters.cache_stale_served.inc();
@@ -90,6 +137,17 @@ impl Txn {
     ) -> Response<ResponseBody> {
         let gzipped = super::filter::gzip::coding(&headers) == Some(Coding::Gzip);
         super::coding::on_delivery(self, gzipped);
+        // A response fetched with ESI on whose program is not known yet (`esi::PENDING`):
+        // assembled as it is parsed here.
+        let mut page = None;
+        if headers.remove(esi::FIELD).is_some() && !self.head_only {
+            let p = esi::Page::new(self.proxy.clone(), &self.req, self.client);
+            let url = self.req.uri.path_and_query().map_or("/", |p| p.as_str());
+            self.filters
+                .deliver
+                .push(Box::new(esi::Assemble::parse(p.clone(), url)));
+            page = Some(p);
+        }
         // The delivery filters (`filter/`), if any: a Range below is cut from their output.
         let (body, content_length) = super::filter::streamed(
             &mut self.filters.deliver,
@@ -143,6 +201,10 @@ impl Txn {
         } else {
             body
         };
-        deliver::respond(status, headers, body, cache_status)
+        let mut resp = deliver::respond(status, headers, body, cache_status);
+        if let Some(page) = page {
+            resp.extensions_mut().insert(esi::Prime(page));
+        }
+        resp
     }
 }

@@ -93,6 +93,8 @@ pub enum Slot {
     BerespDoGzip,
     /// `beresp.do_gunzip`: decode a gzip body as it is fetched (stored identity).
     BerespDoGunzip,
+    /// `beresp.do_esi`: parse the body for ESI as it is fetched (2.x `esi;`).
+    BerespDoEsi,
     /// 2.x `beresp.saintmode`: hold the backend off for this object for so long.
     BerespSaintmode,
     /// 2.0 `obj.prefetch` in vcl_fetch: the object's refresh-ahead (`Object::prefetch`).
@@ -200,7 +202,7 @@ const RS: Methods = DELIVER | SYNTH;
 /// 2.x: everywhere but `vcl_init`/`vcl_fini`.
 const LG: Methods = LEGACY;
 
-const ESI: &str = "Shellac does not process ESI (Edge Side Includes)";
+const ESI: &str = "Shellac assembles every page stored with ESI on every delivery; it cannot be turned off per request";
 const STORAGE: &str = "Shellac keeps a request body in memory (std.cache_req_body), not in a \
                        storage VCL chooses";
 const FILTERS: &str = "Shellac has no VFP/VDP filter chains";
@@ -240,7 +242,7 @@ pub const VARS: &[VarDef] = &[
     v("req.restarts", INT, L, LG, 0, 0, ReqRestarts),
     v("req.grace", DUR, L, LG, LG, 0, ReqGrace),
     v("req.xid", STR, L, LG, 0, 0, ReqXid),
-    v("req.esi", BOOL, L, LG, LG, 0, Fixed(false, ESI)),
+    v("req.esi", BOOL, L, LG, LG, 0, Fixed(true, ESI)),
     v("req.esi_level", INT, L, LG, 0, 0, ReqEsiLevel),
     v("req.can_gzip", BOOL, L, LG, 0, 0, ReqCanGzip),
     v("req.hash_always_miss", BOOL, L, LG, LG, 0, ReqHashAlwaysMiss),
@@ -265,7 +267,7 @@ pub const VARS: &[VarDef] = &[
     v("req.hash_ignore_vary", BOOL, V4, C, C, 0, ReqHashIgnoreVary),
     v("req.can_gzip", BOOL, V4, C, 0, 0, ReqCanGzip),
     v("req.esi_level", INT, V4, C, 0, 0, ReqEsiLevel),
-    v("req.esi", BOOL, D40, C, C, 0, Fixed(false, ESI)),
+    v("req.esi", BOOL, D40, C, C, 0, Fixed(true, ESI)),
     v("req.time", TIME, V4, C, 0, 0, ReqTime),
     v("req.is_hitmiss", BOOL, V4, MISS | DELIVER | PASS | SYNTH, 0, 0, ReqIsHitmiss),
     v("req.is_hitpass", BOOL, V4, PASS | DELIVER | SYNTH, 0, 0, ReqIsHitpass),
@@ -330,7 +332,7 @@ pub const VARS: &[VarDef] = &[
     v("beresp.ttl", DUR, D21, FETCH, FETCH, 0, BerespTtl),
     v("beresp.grace", DUR, D21, FETCH, FETCH, 0, BerespGrace),
     v("beresp.keep", DUR, D21, FETCH, FETCH, 0, BerespKeep),
-    v("beresp.do_esi", BOOL, D21, FETCH, FETCH, 0, Fixed(false, ESI)),
+    v("beresp.do_esi", BOOL, D21, FETCH, FETCH, 0, BerespDoEsi),
     v("beresp.do_gzip", BOOL, D21, FETCH, FETCH, 0, BerespDoGzip),
     v("beresp.do_gunzip", BOOL, D21, FETCH, FETCH, 0, BerespDoGunzip),
     v("beresp.do_stream", BOOL, D21, FETCH, FETCH, 0, BerespDoStream),
@@ -378,7 +380,7 @@ pub const VARS: &[VarDef] = &[
     v("beresp.was_304", BOOL, V4, BR, 0, 0, BerespWas304),
     v("beresp.time", TIME, V4, BR, 0, 0, BerespTime),
     v("beresp.body", BODY, V4, 0, BE_ERROR, 0, BerespBody),
-    v("beresp.do_esi", BOOL, V4, BR, BR, 0, Fixed(false, ESI)),
+    v("beresp.do_esi", BOOL, V4, BR, BR, 0, BerespDoEsi),
     v("beresp.do_gzip", BOOL, V4, BR, BR, 0, BerespDoGzip),
     v("beresp.do_gunzip", BOOL, V4, BR, BR, 0, BerespDoGunzip),
     v("beresp.do_stream", BOOL, V4, BR, BR, 0, BerespDoStream),
@@ -412,7 +414,7 @@ pub const VARS: &[VarDef] = &[
     v("resp.body", BODY, V4, 0, SYNTH, 0, RespBody),
     v("resp.is_streaming", BOOL, V4, RS, 0, 0, RespIsStreaming),
     v("resp.time", TIME, V4, RS, 0, 0, RespTime),
-    v("resp.do_esi", BOOL, D41, RS, RS, 0, Fixed(false, ESI)),
+    v("resp.do_esi", BOOL, D41, RS, RS, 0, Fixed(true, ESI)),
     v("resp.filters", STR, V4, RS, RS, 0, Unsupported(FILTERS)),
     // Storage backends (`storage.s0.free_space`, `beresp.storage = storage.s0`).
     v("storage.", Type::Stevedore, V4, ALL, 0, 0, Storage),

@@ -12,6 +12,7 @@
 mod acme;
 mod cache;
 mod compression;
+mod esi;
 mod fleet;
 mod http2;
 mod origins;
@@ -411,6 +412,13 @@ pub const SECTIONS: &[Section] = &[
         inline: false,
         context: "[compression]\n[[backend]]\nhost = \"127.0.0.1\"\n",
     },
+    Section {
+        name: "esi",
+        array: false,
+        optional: false,
+        inline: false,
+        context: "[esi]\n[[backend]]\nhost = \"127.0.0.1\"\n",
+    },
 ];
 
 /// Every setting, section by section in the order of [`SECTIONS`].
@@ -436,6 +444,7 @@ pub fn all() -> impl Iterator<Item = &'static Setting> {
         .chain(server::LOG)
         .chain(http2::HTTP2)
         .chain(compression::COMPRESSION)
+        .chain(esi::ESI)
 }
 
 /// The settings of one section, in definition order.

@@ -265,6 +265,15 @@ pub(super) const RULE: &[Setting] = &[
     },
     Setting {
         section: "rule",
+        key: "esi",
+        kind: Kind::Bool,
+        default: Default::Value(r##"false"##),
+        example: r##"true"##,
+        restart: false,
+        doc: r##"Response action: the body is parsed for Edge Side Includes as it is fetched (once: the program is stored with the object) and the page is assembled on every delivery, its includes fetched through Shellac (VCL's `set beresp.do_esi = true`; docs/esi.md, settings in `[esi]`)."##,
+    },
+    Setting {
+        section: "rule",
         key: "set_response_headers",
         kind: Kind::FieldTable("a table of header field name = value"),
         default: Default::Value(r##"{}"##),

@@ -147,7 +147,12 @@ impl Proxy {
             Some((_, selected)) => object.vary_matches(selected),
             None => object.vary().is_empty(),
         };
-        if !matches || !matches!(object.body, Body::Memory(_)) {
+        // An object with an ESI program is assembled on delivery (`filter/esi/`): one
+        // comparison of the stored fields' first bytes.
+        if !matches
+            || !matches!(object.body, Body::Memory(_))
+            || crate::esi::marked(object.headers.block())
+        {
             return None;
         }
         match cache.check_bans(key, &object, None) {

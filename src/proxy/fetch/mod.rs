@@ -50,6 +50,8 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         &ex.parts.headers,
         for_cache && !ex.was_304,
     );
+    // ESI (`filter/esi/`): its parse filter after the coding filters, over identity bytes.
+    super::filter::esi::attach(&mut txn.filters);
     // Body filters, fetch chain (`filter/`): the fields as they leave them, and whether what
     // they make may be stored. Nothing to do (no allocation, no call) when there are none.
     let filtered = super::filter::fetch_head(

@@ -126,6 +126,7 @@ pub(super) async fn store(
         stored_at,
         piece: None,
         seen,
+        esi: txn.filters.esi.take(),
     };
     let empty = content_length == Some(0) && !txn.head_only;
     let chain = std::mem::take(&mut txn.filters.fetch);

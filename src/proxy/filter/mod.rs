@@ -20,6 +20,7 @@
 //! a length check: no allocation, no dynamic call, the body types unchanged.
 
 mod deliver;
+pub(crate) mod esi;
 pub mod gzip;
 #[cfg(test)]
 mod gzip_tests;
@@ -94,6 +95,9 @@ pub struct Chain {
 pub struct Filters {
     pub fetch: Chain,
     pub deliver: Chain,
+    /// Where the ESI fetch filter leaves the page's program for the fill (`esi/parse.rs`):
+    /// `Some` once a policy turned ESI on for the response.
+    pub esi: Option<std::sync::Arc<esi::Slot>>,
     /// What the request settled about content codings (`proxy/coding.rs`).
     pub coding: Negotiated,
 }

@@ -89,6 +89,24 @@ impl Hooks for Rules {
                 txn.proxy.counters.cache_deception_armor.inc();
             }
         }
+        if txn
+            .proxy
+            .rules
+            .esi(&txn.matched_rules, parts.status, &parts.headers)
+        {
+            let url = txn
+                .req
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_string();
+            crate::proxy::filter::esi::turn_on(
+                &mut txn.filters,
+                &txn.proxy.config.esi,
+                &txn.proxy.counters,
+                &url,
+            );
+        }
         ResponseOutcome::Store {
             storage: Storage::Evaluate(overrides),
             buffer: false,

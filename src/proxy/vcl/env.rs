@@ -250,7 +250,12 @@ impl Env for Scope<'_> {
                 )
                 .accepts(crate::http::accept_encoding::Coding::Gzip)
             })),
-            Slot::ReqEsiLevel => Value::Int(0),
+            Slot::ReqEsiLevel => Value::Int(i64::from(
+                self.req
+                    .as_ref()
+                    .and_then(|r| r.extensions.get::<crate::esi::Level>())
+                    .map_or(0, |l| l.0),
+            )),
             Slot::ReqTime => Value::Time(self.started),
             Slot::ReqIsHitmiss | Slot::BereqIsHitmiss => Value::Bool(self.is_hitmiss),
             Slot::ReqIsHitpass | Slot::BereqIsHitpass => Value::Bool(self.is_hitpass),
@@ -342,6 +347,7 @@ impl Env for Scope<'_> {
             Slot::BerespDoStream => Value::Bool(self.beresp.as_ref().is_none_or(|b| b.do_stream)),
             Slot::BerespDoGzip => Value::Bool(self.beresp.as_ref().is_some_and(|b| b.do_gzip)),
             Slot::BerespDoGunzip => Value::Bool(self.beresp.as_ref().is_some_and(|b| b.do_gunzip)),
+            Slot::BerespDoEsi => Value::Bool(self.beresp.as_ref().is_some_and(|b| b.do_esi)),
             // Write-only in Varnish 2.1 (the checker refuses a read).
             Slot::BerespSaintmode => Value::Duration(
                 self.beresp
@@ -611,6 +617,11 @@ impl Env for Scope<'_> {
             Slot::BerespPrefetch => {
                 if let Some(b) = self.beresp.as_deref_mut() {
                     b.prefetch = Some(value.number());
+                }
+            }
+            Slot::BerespDoEsi => {
+                if let Some(b) = self.beresp.as_deref_mut() {
+                    b.do_esi = value.truth();
                 }
             }
             Slot::BerespSaintmode => {

@@ -182,6 +182,8 @@ pub(super) struct Beresp {
     /// (`proxy/coding.rs`), as in Varnish (gunzip wins when both are set).
     pub do_gzip: bool,
     pub do_gunzip: bool,
+    /// `beresp.do_esi` (2.x `esi;`): the body is parsed for ESI as it is fetched.
+    pub do_esi: bool,
     /// 2.x `beresp.saintmode`: seconds to hold the backend off for this object.
     pub saintmode: Option<f64>,
     /// 2.0 `obj.prefetch` (seconds: negative before expiry, positive from now), when set.

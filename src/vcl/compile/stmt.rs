@@ -345,7 +345,10 @@ impl Checker<'_> {
                 return None;
             }
             "esi" => {
-                self.unsupported(pos, "ESI (Edge Side Includes) is not supported by Shellac");
+                self.error(
+                    pos,
+                    "return (esi) is no action: write `esi;` or `set beresp.do_esi = true;`",
+                );
                 return None;
             }
             other => {
@@ -460,7 +463,14 @@ impl Checker<'_> {
                     "purge_hash: Shellac bans by URL, host and object fields",
                 );
             }
-            "esi" => self.unsupported(pos, "ESI (Edge Side Includes) is not supported by Shellac"),
+            // 2.x `esi;`: `set beresp.do_esi = true`.
+            "esi" => self.set(
+                "beresp.do_esi",
+                "=",
+                &ast::Expr::Name("true".to_string(), pos),
+                pos,
+                out,
+            ),
             "panic" => self.unsupported(pos, "panic: Shellac does not stop on a VCL statement"),
             "rollback" => out.push(Stmt::Effect(Func::Rollback, Box::new([]), pos)),
             "log" => {

@@ -168,6 +168,7 @@ pub(super) fn backend_response(
         do_stream: !legacy,
         do_gzip: false,
         do_gunzip: false,
+        do_esi: false,
         saintmode: None,
         prefetch: None,
         storage: None,
@@ -198,6 +199,32 @@ pub(super) fn backend_response(
     txn.filters.coding.gunzip = beresp.do_gunzip;
     let hfm = |ttl: f64| (ttl > 0.0).then(|| crate::vcl::run::value::to_duration(ttl));
     let buffer = !beresp.do_stream;
+    if beresp.do_esi
+        && matches!(
+            verdict,
+            Verdict::Deliver | Verdict::Pass | Verdict::HitForPass
+        )
+    {
+        let url = match txn.vcl.as_deref().and_then(|v| v.bereq.as_ref()) {
+            Some(b) => b
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_string(),
+            None => txn
+                .req
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_string(),
+        };
+        crate::proxy::filter::esi::turn_on(
+            &mut txn.filters,
+            &txn.proxy.config.esi,
+            &txn.proxy.counters,
+            &url,
+        );
+    }
     let outcome = |plan, hit_for_miss| BerespOutcome::Plan {
         plan,
         hit_for_miss,
@@ -322,6 +349,7 @@ pub(super) fn backend_error(txn: &mut Txn, status: StatusCode, detail: &str) -> 
         do_stream: true,
         do_gzip: false,
         do_gunzip: false,
+        do_esi: false,
         saintmode: None,
         prefetch: None,
         storage: None,

@@ -1,0 +1,321 @@
+//! The ESI delivery filter: a page assembled from its program. Verbatim runs of the page's
+//! body go out as they are, skipped runs do not, and each include's fragment goes out in its
+//! place once fetched. The includes of the page are fetched concurrently, at most
+//! `esi.concurrency` at a time, started in page order as earlier ones are emitted, and
+//! emitted in page order: the page's bytes before its first include go out before any
+//! fragment arrives, and a slow fragment holds back only what follows it.
+//!
+//! A stored object brings its program (parsed once, at fetch); a response streamed while it
+//! is fetched (the fetching client's, a waiter's, a pass) has none yet, so its body is read
+//! whole and parsed here first ([`Assemble::parse`]).
+//!
+//! A fragment that fails (and its `alt` too) is left out with `onerror="continue"`; otherwise,
+//! before the page's first byte went out, the page fails ([`PageFailed`]: the request machine
+//! answers 503, `prime`); after it, it is left out or the response is cut (`esi.late_failure`).
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::StatusCode;
+use http::header::{self, HeaderMap};
+use tokio::task::JoinHandle;
+
+use super::super::{BodyFilter, Chunks, Effect, FilterError};
+use super::include::{self, Failure, Fragment, Page};
+use super::parse::options;
+use crate::config::esi::LateFailure;
+use crate::esi::{Include, Op, Parser, Program};
+
+/// The page failed before its first byte went out: answered 503 instead.
+#[derive(Debug, thiserror::Error)]
+#[error("an ESI include failed before the page's first byte")]
+pub struct PageFailed;
+
+/// A late fragment failure with `esi.late_failure = "abort"`: the response is cut.
+#[derive(Debug, thiserror::Error)]
+#[error("an ESI include failed after the page's first byte (esi.late_failure = abort)")]
+pub struct LateFailed;
+
+/// An include being fetched, or settled without a fetch (the depth limit).
+enum Task {
+    Running(JoinHandle<Fragment>),
+    Settled(Option<Fragment>),
+}
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        // A client gone: the includes it would have waited for stop (their own cache fills
+        // go on in their fill tasks).
+        if let Task::Running(handle) = self {
+            handle.abort();
+        }
+    }
+}
+
+/// Where the page's body comes from.
+enum Input {
+    /// The stored body, read from the stage before.
+    Stream,
+    /// Read whole and parsed here (no program yet): what is left of it.
+    Parsing(Option<Box<Parser>>, Vec<Bytes>),
+    Buffered(VecDeque<Bytes>),
+}
+
+/// The assembly filter.
+pub struct Assemble {
+    page: Arc<Page>,
+    input: Input,
+    ops: VecDeque<Op>,
+    /// Includes not started yet, in page order.
+    waiting: VecDeque<Include>,
+    /// For each of `waiting`: no stored copy was found (`Page::peek`).
+    unknown: VecDeque<bool>,
+    /// Includes started, in page order; the front is the next `Op::Include`.
+    tasks: VecDeque<Task>,
+    /// What is left of the chunk being cut into runs.
+    current: Bytes,
+    /// Fragment chunks ready to go out.
+    out: VecDeque<Bytes>,
+    /// Something went out (a failure now is late).
+    emitted: bool,
+    counted: bool,
+}
+
+impl Assemble {
+    /// A stored page with its program.
+    pub fn stored(page: Arc<Page>, program: Program) -> Assemble {
+        let mut a = Assemble::new(page, Input::Stream);
+        a.start(program);
+        a
+    }
+
+    /// A page whose program is not known yet: its body is read whole and parsed first.
+    /// `url`: its request target, relative includes resolve against it.
+    pub fn parse(page: Arc<Page>, url: &str) -> Assemble {
+        let parser = Parser::new(url, options(&page.proxy.config.esi));
+        Assemble::new(page, Input::Parsing(Some(Box::new(parser)), Vec::new()))
+    }
+
+    fn new(page: Arc<Page>, input: Input) -> Assemble {
+        Assemble {
+            page,
+            input,
+            ops: VecDeque::new(),
+            waiting: VecDeque::new(),
+            unknown: VecDeque::new(),
+            tasks: VecDeque::new(),
+            current: Bytes::new(),
+            out: VecDeque::new(),
+            emitted: false,
+            counted: false,
+        }
+    }
+
+    /// The program to run: its includes queued, the body walked from its first byte.
+    fn start(&mut self, program: Program) {
+        if !self.counted {
+            self.counted = true;
+            self.page.proxy.counters.esi_pages.inc();
+        }
+        self.waiting = program.includes().cloned().collect();
+        // What the stored fragments say about freshness, before the page's head goes out.
+        if !self.page.at_depth_limit() {
+            self.unknown = self.waiting.iter().map(|i| !self.page.peek(i)).collect();
+        }
+        self.ops = program.ops.into();
+    }
+
+    /// Starts includes while fewer than `esi.concurrency` are in flight.
+    fn top_up(&mut self) {
+        let limit = self.page.proxy.config.esi.concurrency.max(1) as usize;
+        while self.tasks.len() < limit {
+            let Some(include) = self.waiting.pop_front() else {
+                return;
+            };
+            if self.page.at_depth_limit() {
+                self.page.proxy.counters.esi_depth_limited.inc();
+                tracing::debug!(
+                    level = self.page.level,
+                    "ESI depth limit reached (esi.max_depth)"
+                );
+                self.tasks.push_back(Task::Settled(Some(Ok(Vec::new()))));
+                continue;
+            }
+            let unknown = self.unknown.pop_front().unwrap_or(false);
+            let handle = tokio::spawn(include::fetch(self.page.clone(), include, unknown));
+            self.tasks.push_back(Task::Running(handle));
+        }
+    }
+
+    /// The next chunk of the page's body.
+    fn next_input(
+        &mut self,
+        cx: &mut Context<'_>,
+        input: &mut dyn Chunks,
+    ) -> Poll<Option<Result<Bytes, FilterError>>> {
+        match &mut self.input {
+            Input::Buffered(chunks) => Poll::Ready(chunks.pop_front().map(Ok)),
+            _ => input.poll_chunk(cx),
+        }
+    }
+
+    /// Reads the whole body and parses it; `Ready(Ok)` once the program runs.
+    fn poll_parse(
+        &mut self,
+        cx: &mut Context<'_>,
+        input: &mut dyn Chunks,
+    ) -> Poll<Result<(), FilterError>> {
+        loop {
+            let Input::Parsing(parser, chunks) = &mut self.input else {
+                return Poll::Ready(Ok(()));
+            };
+            match input.poll_chunk(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
+                Poll::Ready(Some(Ok(chunk))) => {
+                    if let Some(p) = parser.as_mut() {
+                        p.feed(&chunk);
+                    }
+                    chunks.push(chunk);
+                }
+                Poll::Ready(None) => {
+                    let chunks = std::mem::take(chunks);
+                    let program = parser.take().and_then(|p| p.finish().0);
+                    let len: u64 = chunks.iter().map(|c| c.len() as u64).sum();
+                    self.input = Input::Buffered(chunks.into());
+                    match program {
+                        Some(p) => self.start(p),
+                        // No ESI in it after all: the body as it is.
+                        None => self.ops = VecDeque::from([Op::Verbatim(len)]),
+                    }
+                    return Poll::Ready(Ok(()));
+                }
+            }
+        }
+    }
+
+    /// A failed include: left out, or the page's failure (early), or the response cut (late).
+    fn failed(&mut self, failure: Failure) -> Result<(), FilterError> {
+        let counters = &self.page.proxy.counters;
+        let Failure::Failed { continue_on_error } = failure;
+        if continue_on_error {
+            counters.esi_include_dropped.inc();
+            return Ok(());
+        }
+        if !self.emitted {
+            counters.esi_page_failed.inc();
+            return Err(Box::new(PageFailed));
+        }
+        match self.page.proxy.config.esi.late_failure {
+            LateFailure::Drop => {
+                counters.esi_include_dropped.inc();
+                Ok(())
+            }
+            LateFailure::Abort => Err(Box::new(LateFailed)),
+        }
+    }
+}
+
+impl BodyFilter for Assemble {
+    fn name(&self) -> &'static str {
+        "esi"
+    }
+
+    fn effect(&self, _status: StatusCode, _fields: &HeaderMap) -> Effect {
+        Effect {
+            changes_length: true,
+            storable: true,
+        }
+    }
+
+    /// The program field goes; so do the validators and `Accept-Ranges`: the assembled
+    /// bytes are not the stored ones, and change with the fragments.
+    fn head(&mut self, fields: &mut HeaderMap) {
+        fields.remove(super::FIELD);
+        fields.remove(header::ETAG);
+        fields.remove(header::LAST_MODIFIED);
+        fields.remove(header::ACCEPT_RANGES);
+    }
+
+    fn poll_chunk(
+        &mut self,
+        cx: &mut Context<'_>,
+        input: &mut dyn Chunks,
+    ) -> Poll<Option<Result<Bytes, FilterError>>> {
+        match self.poll_parse(cx, input) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
+            Poll::Ready(Ok(())) => {}
+        }
+        loop {
+            if let Some(chunk) = self.out.pop_front() {
+                self.emitted = true;
+                return Poll::Ready(Some(Ok(chunk)));
+            }
+            self.top_up();
+            let (n, verbatim) = match self.ops.front_mut() {
+                None => return Poll::Ready(None),
+                Some(Op::Include(_)) => {
+                    let Some(task) = self.tasks.front_mut() else {
+                        // Cannot happen: includes are started in page order.
+                        self.ops.pop_front();
+                        continue;
+                    };
+                    let fragment = match task {
+                        Task::Settled(f) => f.take(),
+                        Task::Running(handle) => match Pin::new(handle).poll(cx) {
+                            Poll::Pending => return Poll::Pending,
+                            Poll::Ready(Ok(f)) => Some(f),
+                            Poll::Ready(Err(_)) => Some(Err(Failure::Failed {
+                                continue_on_error: false,
+                            })),
+                        },
+                    };
+                    self.tasks.pop_front();
+                    self.ops.pop_front();
+                    match fragment {
+                        Some(Ok(chunks)) => self.out.extend(chunks),
+                        Some(Err(failure)) => {
+                            if let Err(e) = self.failed(failure) {
+                                return Poll::Ready(Some(Err(e)));
+                            }
+                        }
+                        None => {}
+                    }
+                    continue;
+                }
+                Some(Op::Verbatim(n)) => (n, true),
+                Some(Op::Skip(n)) => (n, false),
+            };
+            if *n == 0 {
+                self.ops.pop_front();
+                continue;
+            }
+            if self.current.is_empty() {
+                match self.next_input(cx, input) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                    Poll::Ready(Some(Ok(chunk))) => {
+                        self.current = chunk;
+                        continue;
+                    }
+                    // The body ended short of its program: what there is went out.
+                    Poll::Ready(None) => return Poll::Ready(None),
+                }
+            }
+            let take = (*n).min(self.current.len() as u64);
+            *n -= take;
+            let run = self.current.split_to(take as usize);
+            if *n == 0 {
+                self.ops.pop_front();
+            }
+            if verbatim && !run.is_empty() {
+                self.out.push_back(run);
+            }
+        }
+    }
+}

@@ -1,0 +1,348 @@
+//! One include of a page: a sub-request through the whole proxy (policy, lookup, coalescing,
+//! grace: `Proxy::subrequest`) with Varnish's hygiene — `GET`, no body, no conditional or
+//! `Range` fields, no `Accept-Encoding` (fragments are spliced as identity bytes), the
+//! parent's other fields, `req.esi_level` one deeper — its `alt` when `src` fails, and the
+//! limits: depth, the page tree's include budget, and the hosts an absolute `src` may name
+//! (no SSRF: any other host is refused, never fetched).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::request::Parts;
+use http::{Method, Request, Version};
+use http_body_util::BodyExt;
+
+use crate::esi::{Include, Level, Target};
+use crate::http::cache_control::CacheControl;
+use crate::proxy::{LocalAddr, Proxy};
+
+/// The includes a client's page and all its fragments may still fetch (`esi.max_includes`),
+/// carried by every sub-request of the tree as a request extension.
+#[derive(Clone, Debug)]
+pub struct Budget(pub Arc<AtomicI64>);
+
+/// What the fragments fetched so far say about the assembled page's freshness.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Freshness {
+    /// The shortest freshness left among them (seconds); `None`: none said.
+    pub max_age: Option<u64>,
+    /// One of them may not be stored by shared caches.
+    pub private: bool,
+    /// One of them may not be stored at all.
+    pub no_store: bool,
+    /// Includes whose freshness is not known yet: not stored when the page started, not
+    /// fetched yet.
+    pub unknown: u32,
+}
+
+impl Freshness {
+    /// A fragment response's fields folded in.
+    fn add(&mut self, fields: &HeaderMap) {
+        let cc = CacheControl::from_lines(
+            fields
+                .get_all(header::CACHE_CONTROL)
+                .iter()
+                .map(|v| v.as_bytes()),
+        );
+        let age = fields
+            .get(header::AGE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        let left = if cc.no_store || cc.no_cache {
+            Some(0)
+        } else {
+            cc.s_maxage
+                .or(cc.max_age)
+                .map(|d| d.as_secs().saturating_sub(age))
+        };
+        self.private |= cc.private;
+        self.no_store |= cc.no_store;
+        if let Some(left) = left {
+            self.max_age = Some(self.max_age.map_or(left, |m| m.min(left)));
+        }
+    }
+}
+
+/// What the includes of one page share: the request they are made from, the limits, and
+/// what they learn about freshness.
+pub struct Page {
+    pub proxy: Arc<Proxy>,
+    pub client: SocketAddr,
+    /// The page's own level (its includes are one deeper).
+    pub level: u8,
+    /// The page's host (a relative `src`'s, and the one an absolute `src` may always name).
+    pub host: String,
+    /// The fields a sub-request starts from (the parent's, cleaned).
+    pub fields: HeaderMap,
+    pub local: Option<LocalAddr>,
+    pub budget: Budget,
+    /// The fragments fetched so far, for the page's `Cache-Control` (`prime`).
+    pub freshness: Mutex<Freshness>,
+}
+
+/// Request fields a sub-request never carries.
+const NOT_INHERITED: [header::HeaderName; 9] = [
+    header::RANGE,
+    header::IF_RANGE,
+    header::IF_MATCH,
+    header::IF_NONE_MATCH,
+    header::IF_MODIFIED_SINCE,
+    header::IF_UNMODIFIED_SINCE,
+    header::CONTENT_LENGTH,
+    header::TRANSFER_ENCODING,
+    header::EXPECT,
+];
+
+impl Page {
+    /// The page context for a response to `req` (the client's request, or a fragment's
+    /// sub-request one level down).
+    pub fn new(proxy: Arc<Proxy>, req: &Parts, client: SocketAddr) -> Arc<Page> {
+        let host = req
+            .uri
+            .authority()
+            .map(|a| a.as_str().to_string())
+            .or_else(|| {
+                req.headers
+                    .get(header::HOST)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string)
+            })
+            .unwrap_or_default();
+        let mut fields = req.headers.clone();
+        for name in NOT_INHERITED {
+            fields.remove(name);
+        }
+        fields.remove(header::ACCEPT_ENCODING);
+        fields.remove(header::CONTENT_TYPE);
+        let budget = req.extensions.get::<Budget>().cloned().unwrap_or_else(|| {
+            Budget(Arc::new(AtomicI64::new(i64::from(
+                proxy.config.esi.max_includes,
+            ))))
+        });
+        Arc::new(Page {
+            level: req.extensions.get::<Level>().map_or(0, |l| l.0),
+            local: req.extensions.get::<LocalAddr>().copied(),
+            proxy,
+            client,
+            host,
+            fields,
+            budget,
+            freshness: Mutex::new(Freshness::default()),
+        })
+    }
+
+    /// Whether the page is at the depth limit: its includes are not fetched.
+    pub fn at_depth_limit(&self) -> bool {
+        self.level >= self.proxy.config.esi.max_depth
+    }
+
+    /// Whether an absolute `src` may name `host`: the page's own host, a backend's, or one of
+    /// `esi.hosts` (compared without case and port).
+    fn host_allowed(&self, host: &str) -> bool {
+        let bare = |h: &str| {
+            let name = match h.strip_prefix('[') {
+                Some(v6) => v6.split(']').next().unwrap_or(v6),
+                None => h.split(':').next().unwrap_or(h),
+            };
+            name.trim_end_matches('.').to_ascii_lowercase()
+        };
+        let want = bare(host);
+        let config = &self.proxy.config;
+        bare(&self.host) == want
+            || config.backends.iter().any(|b| {
+                bare(&b.host) == want || b.host_header.as_deref().is_some_and(|h| bare(h) == want)
+            })
+            || config.esi.hosts.iter().any(|h| bare(h) == want)
+    }
+}
+
+impl Page {
+    /// Folds the freshness left of `include`'s stored copy (in memory, a fragment without
+    /// `Vary` variants) into the page's before it is fetched: a page's head goes out with its
+    /// first bytes, usually before its fragments arrive, and a stored fragment says now how
+    /// long it stays fresh. `false`: no stored copy, its freshness is unknown until fetched.
+    pub fn peek(&self, include: &Include) -> bool {
+        let host = include.src.host.as_deref().unwrap_or(&self.host);
+        let key = crate::cache::CacheKey::new(host, &include.src.path);
+        let Ok(Some(object)) = self.proxy.cache.lookup_now(&key) else {
+            if let Ok(mut f) = self.freshness.lock() {
+                f.unknown += 1;
+            }
+            return false;
+        };
+        let left = object.remaining_ttl(std::time::Instant::now()).as_secs();
+        if let Ok(mut f) = self.freshness.lock() {
+            f.max_age = Some(f.max_age.map_or(left, |m| m.min(left)));
+        }
+        true
+    }
+
+    /// An include whose freshness was unknown settled (fetched or failed).
+    fn settled(&self) {
+        if let Ok(mut f) = self.freshness.lock() {
+            f.unknown = f.unknown.saturating_sub(1);
+        }
+    }
+}
+
+/// Why an include produced nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// Failed (and its `alt` too); `continue_on_error` as the include said.
+    Failed { continue_on_error: bool },
+}
+
+/// A fragment's body, whole.
+pub type Fragment = Result<Vec<Bytes>, Failure>;
+
+/// Fetches `include` for `page`: `src`, then `alt` when `src` fails. The caller checked the
+/// depth limit; `unknown`: [`Page::peek`] found no stored copy.
+pub async fn fetch(page: Arc<Page>, include: Include, unknown: bool) -> Fragment {
+    let fragment = fetch_one(&page, include).await;
+    if unknown {
+        page.settled();
+    }
+    fragment
+}
+
+async fn fetch_one(page: &Arc<Page>, include: Include) -> Fragment {
+    let counters = page.proxy.counters.clone();
+    if page.budget.0.fetch_sub(1, Ordering::Relaxed) <= 0 {
+        counters.esi_include_limited.inc();
+        counters.esi_include_failed.inc();
+        return Err(Failure::Failed {
+            continue_on_error: include.continue_on_error,
+        });
+    }
+    let strict = include.alt.is_some() || include.continue_on_error;
+    if let Some(body) = one(page, &include.src, strict).await {
+        return Ok(body);
+    }
+    counters.esi_include_failed.inc();
+    if let Some(alt) = &include.alt
+        && let Some(body) = one(page, alt, strict).await
+    {
+        counters.esi_include_alt.inc();
+        return Ok(body);
+    }
+    Err(Failure::Failed {
+        continue_on_error: include.continue_on_error,
+    })
+}
+
+/// One sub-request for `target`; its body, or `None` when it failed: refused host, no
+/// answer in time, a 5xx (with `strict`, any status from 400), an encoded body, a body cut.
+async fn one(page: &Arc<Page>, target: &Target, strict: bool) -> Option<Vec<Bytes>> {
+    let proxy = &page.proxy;
+    let host = match &target.host {
+        Some(h) if !page.host_allowed(h) => {
+            proxy.counters.esi_include_refused.inc();
+            tracing::warn!(host = %h, path = %target.path, "ESI include refused: host not allowed (esi.hosts)");
+            return None;
+        }
+        Some(h) => h.as_str(),
+        None => page.host.as_str(),
+    };
+    let req = request(page, host, &target.path)?;
+    proxy.counters.esi_includes.inc();
+    let timeout = proxy.config.esi.include_timeout.0;
+    let work = async {
+        let resp = proxy.clone().subrequest(req, page.client).await;
+        let status = resp.status().as_u16();
+        if status >= 500 || (strict && status >= 400) {
+            tracing::info!(path = %target.path, status, "ESI include failed");
+            return None;
+        }
+        if resp
+            .headers()
+            .get(header::CONTENT_ENCODING)
+            .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"))
+        {
+            tracing::warn!(path = %target.path, "ESI include failed: its body is encoded (Content-Encoding)");
+            return None;
+        }
+        if let Ok(mut f) = page.freshness.lock() {
+            f.add(resp.headers());
+        }
+        let mut body = resp.into_body();
+        let mut chunks = Vec::new();
+        while let Some(frame) = body.frame().await {
+            match frame {
+                Ok(frame) => {
+                    if let Ok(data) = frame.into_data()
+                        && !data.is_empty()
+                    {
+                        chunks.push(data);
+                    }
+                }
+                Err(e) => {
+                    tracing::info!(path = %target.path, error = %e, "ESI include failed: body cut");
+                    return None;
+                }
+            }
+        }
+        Some(chunks)
+    };
+    match tokio::time::timeout(timeout, work).await {
+        Ok(body) => body,
+        Err(_) => {
+            tracing::info!(path = %target.path, "ESI include failed: esi.include_timeout");
+            None
+        }
+    }
+}
+
+/// The sub-request's head: `GET path` on `host`, the page's fields, one level deeper.
+fn request(page: &Page, host: &str, path: &str) -> Option<Parts> {
+    let path = crate::http::target::normalise(path).unwrap_or_else(|| path.to_string());
+    let uri: http::Uri = path.parse().ok()?;
+    let mut head = Request::new(());
+    *head.method_mut() = Method::GET;
+    *head.uri_mut() = uri;
+    *head.version_mut() = Version::HTTP_11;
+    let mut fields = page.fields.clone();
+    fields.insert(header::HOST, HeaderValue::from_str(host).ok()?);
+    *head.headers_mut() = fields;
+    let ext = head.extensions_mut();
+    ext.insert(Level(page.level.saturating_add(1)));
+    ext.insert(page.budget.clone());
+    if let Some(local) = page.local {
+        ext.insert(local);
+    }
+    Some(head.into_parts().0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn freshness_is_the_shortest_of_the_parts() {
+        let mut f = Freshness::default();
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("max-age=60"),
+        );
+        h.insert(header::AGE, HeaderValue::from_static("10"));
+        f.add(&h);
+        assert_eq!(f.max_age, Some(50));
+        h.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("private, max-age=300"),
+        );
+        h.remove(header::AGE);
+        f.add(&h);
+        assert_eq!(f.max_age, Some(50));
+        assert!(f.private);
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        f.add(&h);
+        assert_eq!(f.max_age, Some(0));
+        assert!(f.no_store);
+    }
+}

@@ -1,0 +1,445 @@
+//! Edge Side Includes end to end (issue 29, docs/esi.md): a real origin, the real proxy.
+//! Pages nested, failing, looping and cross-host; `alt` and `onerror`; the sub-requests'
+//! hygiene; includes fetched in parallel (shown by what the origin saw while no fragment had
+//! finished, not by timing); parsed once (the counters); VCL's `do_esi` and `req.esi_level`.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::vcl::start_vcl;
+use common::*;
+use http_body_util::BodyExt;
+use shellac::config::Config;
+use shellac::config::rules::RuleConfig;
+use tokio::sync::Notify;
+
+/// The origin every test shares the shape of: pages and fragments by path.
+fn site(s: &Seen) -> Reply {
+    let page = |body: &str| {
+        Reply::ok(body)
+            .cc("max-age=60")
+            .header("content-type", "text/html")
+    };
+    match s.path.as_str() {
+        "/page" => page(r#"<html><esi:include src="/a"/>-<esi:include src="b"/></html>"#),
+        "/a" => page("A"),
+        "/b" => page("B"),
+        "/nested" => page(r#"<p>[<esi:include src="/mid"/>]"#),
+        "/mid" => page(r#"<b>(<esi:include src="/a"/><esi:remove>gone</esi:remove>)"#),
+        "/loop" => page(r#"<x><esi:include src="/loop"/>y"#),
+        "/bad" => Reply::ok("broken").status(500),
+        "/missing" => Reply::ok("not here").status(404),
+        "/alt" => page("ALT"),
+        "/with-alt" => page(r#"<p><esi:include src="/bad" alt="/alt"/></p>"#),
+        "/continue" => page(r#"<p>1<esi:include src="/bad" onerror="continue"/>2</p>"#),
+        "/first-fails" => page(r#"<esi:include src="/bad"/><p>rest</p>"#),
+        "/late-fails" => page(r#"<p>start<esi:include src="/bad"/>end</p>"#),
+        "/404-alt" => page(r#"<p><esi:include src="/missing" alt="/alt"/></p>"#),
+        "/cross" => page(
+            r#"<p><esi:include src="http://evil.example/steal" onerror="continue"/><esi:include src="http://frag.example/a"/></p>"#,
+        ),
+        "/json" => Reply::ok(r#"{"a": "<esi:include src=/a/>"}"#).cc("max-age=60"),
+        "/malformed" => page(r#"<p><esi:include/>ok</p>"#),
+        "/short" => Reply::ok(r#"<p><esi:include src="/short-frag"/></p>"#).cc("max-age=300"),
+        "/short-frag" => Reply::ok("S").cc("max-age=5"),
+        "/hygiene" => page(r#"<esi:include src="/echo"/>"#),
+        "/echo" => Reply::ok("E").cc("no-store"),
+        // Long enough for `[compression]` to gzip an identity page at fetch.
+        "/big" => page(&format!(
+            "<html>{}<esi:include src=\"/a\"/>{}</html>",
+            "x".repeat(600),
+            "y".repeat(600)
+        )),
+        "/gz" => Reply {
+            body: ReplyBody::Bytes(gzip(
+                br#"<p><esi:include src="/a"/>:<esi:include src="/gzfrag"/></p>"#,
+            )),
+            ..page("")
+        }
+        .header("content-encoding", "gzip"),
+        "/gzfrag" => Reply {
+            body: ReplyBody::Bytes(gzip(b"G")),
+            ..page("")
+        }
+        .header("content-encoding", "gzip"),
+        _ => Reply::ok("?").status(404),
+    }
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+/// ESI on for every response (a rule with `esi = true` and no matcher).
+fn esi_rule(config: &mut Config) {
+    config.rules.push(RuleConfig {
+        name: "esi".into(),
+        esi: true,
+        ..Default::default()
+    });
+}
+
+async fn get_text(shellac: &Shellac, path: &str) -> (u16, String) {
+    let r = get(shellac.addr, path).await;
+    (r.status, r.text())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_is_assembled_and_a_hit_never_parses_again() {
+    let origin = Origin::start(site).await;
+    let shellac = Shellac::start(origin.addr, esi_rule).await;
+    let r = get(shellac.addr, "/page").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "<html>A-B</html>");
+    assert!(
+        r.header("shellac-esi").is_none(),
+        "the program field is internal"
+    );
+    assert!(r.header("content-length").is_none());
+    // Parsed: the page and its two fragments; one of them held ESI.
+    assert_eq!(shellac.stat("esi_parsed").await, 3);
+    assert_eq!(shellac.stat("esi_programs").await, 1);
+    let seen = origin.count();
+    for _ in 0..3 {
+        assert_eq!(
+            get_text(&shellac, "/page").await,
+            (200, "<html>A-B</html>".into())
+        );
+    }
+    assert_eq!(origin.count(), seen, "hits: no origin request");
+    assert_eq!(
+        shellac.stat("esi_parsed").await,
+        3,
+        "a hit never parses again"
+    );
+    assert_eq!(shellac.stat("esi_includes").await, 8);
+    assert_eq!(
+        shellac.stat("cache_hit_fast").await,
+        0,
+        "the fast path steps aside"
+    );
+    // HEAD: the assembled page's fields, no body, no include fetched.
+    let head = request(shellac.addr, "HEAD", "/page", &[], b"").await;
+    assert_eq!(head.status, 200);
+    assert!(head.body.is_empty());
+    assert_eq!(shellac.stat("esi_includes").await, 8);
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_includes_and_removals() {
+    let origin = Origin::start(site).await;
+    let shellac = Shellac::start(origin.addr, esi_rule).await;
+    assert_eq!(
+        get_text(&shellac, "/nested").await,
+        (200, "<p>[<b>(A)]".into())
+    );
+    // Again from the cache: the same page.
+    assert_eq!(
+        get_text(&shellac, "/nested").await,
+        (200, "<p>[<b>(A)]".into())
+    );
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_include_loop_ends_at_the_depth_limit() {
+    let origin = Origin::start(site).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        esi_rule(c);
+        c.esi.max_depth = 3;
+    })
+    .await;
+    // Levels 0..=3 each add x and y; level 3's include is not fetched.
+    assert_eq!(
+        get_text(&shellac, "/loop").await,
+        (200, "<x><x><x><x>yyyy".into())
+    );
+    assert!(shellac.stat("esi_depth_limited").await >= 1);
+    assert_eq!(
+        origin.count_path("/loop"),
+        1,
+        "one fetch, the rest are hits"
+    );
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_fragments_use_alt_then_onerror_then_fail_the_page() {
+    let origin = Origin::start(site).await;
+    let shellac = Shellac::start(origin.addr, esi_rule).await;
+    assert_eq!(
+        get_text(&shellac, "/with-alt").await,
+        (200, "<p>ALT</p>".into())
+    );
+    assert_eq!(shellac.stat("esi_include_alt").await, 1);
+    // With alt (or onerror) a 4xx fails the fragment too (W3C ESI).
+    assert_eq!(
+        get_text(&shellac, "/404-alt").await,
+        (200, "<p>ALT</p>".into())
+    );
+    assert_eq!(
+        get_text(&shellac, "/continue").await,
+        (200, "<p>12</p>".into())
+    );
+    assert!(shellac.stat("esi_include_dropped").await >= 1);
+    // Before the first byte: the page fails.
+    let r = get(shellac.addr, "/first-fails").await;
+    assert_eq!(r.status, 503);
+    assert_eq!(shellac.stat("esi_page_failed").await, 1);
+    // After it: the fragment is left out (esi.late_failure = "drop").
+    assert_eq!(
+        get_text(&shellac, "/late-fails").await,
+        (200, "<p>startend</p>".into())
+    );
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_failure_can_cut_the_response() {
+    let origin = Origin::start(site).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        esi_rule(c);
+        c.esi.late_failure = shellac::config::esi::LateFailure::Abort;
+    })
+    .await;
+    let mut conn = Conn::open(shellac.addr).await;
+    let resp = conn.send_head("GET", "/late-fails", &[], b"").await;
+    assert_eq!(resp.status(), 200);
+    let body = resp.into_body().collect().await;
+    assert!(body.is_err(), "the body is cut");
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn includes_reach_only_allowed_hosts() {
+    let origin = Origin::start(site).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        esi_rule(c);
+        c.esi.hosts = vec!["frag.example".into()];
+    })
+    .await;
+    assert_eq!(get_text(&shellac, "/cross").await, (200, "<p>A</p>".into()));
+    assert_eq!(shellac.stat("esi_include_refused").await, 1);
+    let seen = origin.seen.lock().unwrap().clone();
+    assert!(seen.iter().all(|s| s.path != "/steal"), "never fetched");
+    let frag = seen
+        .iter()
+        .find(|s| s.path == "/a")
+        .expect("fragment fetched");
+    assert_eq!(frag.headers["host"], "frag.example");
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_requests_are_plain_gets() {
+    let origin = Origin::start(site).await;
+    let shellac = Shellac::start(origin.addr, esi_rule).await;
+    let r = get_with(
+        shellac.addr,
+        "/hygiene",
+        &[
+            ("range", "bytes=0-3"),
+            ("if-none-match", "\"x\""),
+            ("if-modified-since", "Sat, 28 Nov 2026 00:00:00 GMT"),
+            ("accept-encoding", "br"),
+            ("cookie", "session=1"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        r.status, 200,
+        "Range and conditionals are not answered on an ESI page"
+    );
+    assert_eq!(r.text(), "E");
+    let echo = origin.last();
+    assert_eq!(echo.path, "/echo");
+    assert_eq!(echo.method, "GET");
+    for name in ["range", "if-none-match", "if-modified-since"] {
+        assert!(
+            echo.headers.get(name).is_none(),
+            "{name} reached the fragment's origin"
+        );
+    }
+    // The client's codings are not the fragment's (a fill asks for gzip on its own).
+    assert_ne!(
+        echo.headers.get("accept-encoding").map(|v| v.as_bytes()),
+        Some(&b"br"[..])
+    );
+    assert_eq!(echo.headers["cookie"], "session=1");
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_is_fresh_no_longer_than_its_shortest_part() {
+    let origin = Origin::start(site).await;
+    let shellac = Shellac::start(origin.addr, esi_rule).await;
+    // The first delivery fetches the fragment after the page's head went out; from then on
+    // the fragment is stored, and the page's head is made with its freshness.
+    let first = get(shellac.addr, "/short").await;
+    assert_eq!(first.text(), "<p>S</p>");
+    // Not known when the head went out: a cache after Shellac must ask again.
+    assert_eq!(first.header("cache-control"), Some("no-cache"));
+    let r = get(shellac.addr, "/short").await;
+    assert_eq!(r.text(), "<p>S</p>");
+    let cc = r.header("cache-control").unwrap_or("");
+    let max_age: u64 = cc
+        .split("max-age=")
+        .nth(1)
+        .and_then(|v| v.split(',').next())
+        .and_then(|v| v.trim().parse().ok())
+        .expect("max-age");
+    assert!(max_age <= 5, "{cc}");
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_is_not_markup_or_not_esi_passes_as_it_is() {
+    let origin = Origin::start(site).await;
+    let shellac = Shellac::start(origin.addr, esi_rule).await;
+    assert_eq!(
+        get_text(&shellac, "/json").await,
+        (200, r#"{"a": "<esi:include src=/a/>"}"#.into())
+    );
+    assert_eq!(shellac.stat("esi_not_xml").await, 1);
+    let r = get(shellac.addr, "/malformed").await;
+    assert_eq!((r.status, r.text()), (200, "<p>ok</p>".into()));
+    assert!(shellac.stat("esi_errors").await >= 1);
+    shellac.stop().await;
+}
+
+/// All includes of a page are requested before any of them has finished, and the page's
+/// first bytes reach the client while none has: the fragments' bodies are held back by the
+/// origin until the test lets them go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn includes_are_fetched_in_parallel_and_the_page_streams_before_them() {
+    let gates: Arc<Vec<Arc<Notify>>> = Arc::new((0..4).map(|_| Arc::new(Notify::new())).collect());
+    let g = gates.clone();
+    let origin = Origin::start(move |s| {
+        let frag = |i: usize| {
+            Reply::ok("").cc("max-age=60").body(ReplyBody::Gated {
+                first: format!("f{i}:").into_bytes(),
+                gate: g[i].clone(),
+                rest: b"done".to_vec(),
+            })
+        };
+        match s.path.as_str() {
+            "/par" => Reply::ok(
+                "<p>head</p><esi:include src=\"/f0\"/><esi:include src=\"/f1\"/>\
+                 <esi:include src=\"/f2\"/><esi:include src=\"/f3\"/>",
+            )
+            .cc("max-age=60"),
+            "/f0" => frag(0),
+            "/f1" => frag(1),
+            "/f2" => frag(2),
+            "/f3" => frag(3),
+            _ => Reply::ok("?").status(404),
+        }
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, esi_rule).await;
+    let mut conn = Conn::open(shellac.addr).await;
+    let resp = conn.send_head("GET", "/par", &[], b"").await;
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.into_body();
+    let first = tokio::time::timeout(Duration::from_secs(10), body.frame())
+        .await
+        .expect("first bytes before any fragment finished")
+        .expect("a frame")
+        .expect("data");
+    assert_eq!(first.into_data().expect("data"), "<p>head</p>");
+    // Every fragment was requested, none has finished.
+    for _ in 0..200 {
+        if origin.count() == 5 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        origin.count(),
+        5,
+        "the four includes are in flight together"
+    );
+    for g in gates.iter() {
+        g.notify_one();
+    }
+    let rest = body.collect().await.expect("body").to_bytes();
+    assert_eq!(rest, "f0:donef1:donef2:donef3:done");
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vcl_do_esi_and_esi_level() {
+    let origin = Origin::start(|s| {
+        let level = s
+            .headers
+            .get("x-level")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("-")
+            .to_string();
+        match s.path.as_str() {
+            "/v" => Reply::ok(r#"<v><esi:include src="/vf"/></v>"#).cc("max-age=60"),
+            "/vf" => Reply::ok(&format!("level={level}")).cc("max-age=60"),
+            _ => Reply::ok("?").status(404),
+        }
+    })
+    .await;
+    let shellac = start_vcl(
+        "esi",
+        r#"vcl 4.0;
+backend default { ${origin0} }
+sub vcl_recv { set req.http.X-Level = req.esi_level; }
+sub vcl_backend_response { if (bereq.url == "/v") { set beresp.do_esi = true; } }
+"#,
+        &[origin.addr],
+    )
+    .await;
+    assert_eq!(
+        get_text(&shellac, "/v").await,
+        (200, "<v>level=1</v>".into())
+    );
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vcl_2_esi_statement() {
+    let origin = Origin::start(site).await;
+    let shellac = start_vcl(
+        "esi2",
+        r#"backend default { ${origin0} }
+sub vcl_fetch { esi; }
+"#,
+        &[origin.addr],
+    )
+    .await;
+    assert_eq!(
+        get_text(&shellac, "/page").await,
+        (200, "<html>A-B</html>".into())
+    );
+    shellac.stop().await;
+}
+
+/// With `[compression]` on: an identity page long enough to be gzipped is not (its program is
+/// over the bytes stored), an origin's gzip page is decoded at fetch and parsed, a gzip
+/// fragment is decoded for the sub-request; a gzip client and an identity client get the
+/// same assembled page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn esi_pages_and_content_codings() {
+    let origin = Origin::start(site).await;
+    let shellac = Shellac::start(origin.addr, esi_rule).await;
+    let want = format!("<html>{}A{}</html>", "x".repeat(600), "y".repeat(600));
+    for ae in ["gzip", "identity"] {
+        let r = get_with(shellac.addr, "/big", &[("accept-encoding", ae)]).await;
+        assert_eq!((r.status, r.text()), (200, want.clone()), "{ae}");
+        let r = get_with(shellac.addr, "/gz", &[("accept-encoding", ae)]).await;
+        assert!(r.header("content-encoding").is_none(), "{ae}");
+        assert_eq!((r.status, r.text()), (200, "<p>A:G</p>".into()), "{ae}");
+    }
+    assert_eq!(shellac.stat("esi_program_damaged").await, 0);
+    shellac.stop().await;
+}
