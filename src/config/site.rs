@@ -7,7 +7,6 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -34,9 +33,6 @@ pub struct SiteConfig {
     /// default_server`).
     #[serde(default)]
     pub default: bool,
-    /// Document root (origins that serve files read it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub root: Option<PathBuf>,
     /// Backend or director the site's requests go to (its `[[site.rule]]`s may choose
     /// another). Default: `[routing] default`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -234,7 +230,7 @@ mod tests {
     #[test]
     fn a_good_site_parses_and_inherits() {
         let text = format!(
-            "{BASE}[[site]]\nserver_name = [\"www.example.org\", \".example.net\"]\nroot = \"/srv/www\"\nbackend = \"app\"\nrewrite = '^/external/([0-9]+)/? /external.php?vid=$1 last'\n[[site.rule]]\npath = '^/x'\npass = true\n[[site]]\nname = \"fallback\"\ndefault = true\nlisten = \"127.0.0.1:8080\"\n"
+            "{BASE}[[site]]\nserver_name = [\"www.example.org\", \".example.net\"]\nbackend = \"app\"\nrewrite = '^/external/([0-9]+)/? /external.php?vid=$1 last'\n[[site.rule]]\npath = '^/x'\npass = true\n[[site]]\nname = \"fallback\"\ndefault = true\nlisten = \"127.0.0.1:8080\"\n"
         );
         let c = Config::parse(&text, "t.toml").unwrap();
         assert_eq!(c.sites.len(), 2);

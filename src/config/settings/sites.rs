@@ -42,15 +42,6 @@ pub(super) const SITE: &[Setting] = &[
     },
     Setting {
         section: "site",
-        key: "root",
-        kind: Kind::Text("a directory"),
-        default: Default::Unset(r##"none"##),
-        example: r##""/var/www/domain.com""##,
-        restart: false,
-        doc: r##"Document root (nginx's `root`): the directory the site's files are served from by the origins that serve files."##,
-    },
-    Setting {
-        section: "site",
         key: "backend",
         kind: Kind::Text("a backend or director name"),
         default: Default::Unset(r##"`[routing] default`"##),
