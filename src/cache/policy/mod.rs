@@ -21,7 +21,7 @@ use crate::config::CacheConfig;
 use crate::http::cache_control::CacheControl;
 
 pub use overrides::{Overrides, evaluate_with};
-pub use rfc9111::{MAX_AGE, heuristically_cacheable, merge_304, vary_names};
+pub use rfc9111::{MAX_AGE, age_field, heuristically_cacheable, merge_304, vary_names};
 pub use varnish::{VclFreshness, vcl_freshness};
 
 /// Why a response was not stored or a request not looked up. `as_str` is the word logs,

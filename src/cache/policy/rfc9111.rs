@@ -184,7 +184,7 @@ pub const MAX_AGE: u64 = 2_147_483_648;
 /// conformance suite expects: `0, 7200` is 0, `7200, 0` is 7200). That value must be a
 /// non-negative integer, else the field is ignored — `1a`, `1.5`, `-1`, `0x10` are not read as
 /// their numeric prefix.
-pub(super) fn age_field(headers: &HeaderMap) -> Option<Duration> {
+pub fn age_field(headers: &HeaderMap) -> Option<Duration> {
     let first = headers.get(header::AGE)?.to_str().ok()?;
     let member = first.split(',').next().unwrap_or(first);
     parse_age(member.trim_matches([' ', '\t']))

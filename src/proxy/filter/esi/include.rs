@@ -16,6 +16,7 @@ use http::request::Parts;
 use http::{Method, Request, Version};
 use http_body_util::BodyExt;
 
+use crate::cache::policy::age_field;
 use crate::esi::{Include, Level, Target};
 use crate::http::cache_control::CacheControl;
 use crate::proxy::{LocalAddr, Proxy};
@@ -42,30 +43,34 @@ pub struct Freshness {
 impl Freshness {
     /// A fragment response's fields folded in.
     fn add(&mut self, fields: &HeaderMap) {
-        let cc = CacheControl::from_lines(
-            fields
-                .get_all(header::CACHE_CONTROL)
-                .iter()
-                .map(|v| v.as_bytes()),
-        );
-        let age = fields
-            .get(header::AGE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(0);
-        let left = if cc.no_store || cc.no_cache {
-            Some(0)
-        } else {
-            cc.s_maxage
-                .or(cc.max_age)
-                .map(|d| d.as_secs().saturating_sub(age))
-        };
+        let (cc, left) = seconds_left(fields);
         self.private |= cc.private;
         self.no_store |= cc.no_store;
         if let Some(left) = left {
             self.max_age = Some(self.max_age.map_or(left, |m| m.min(left)));
         }
     }
+}
+
+/// A response's `Cache-Control` and the seconds of freshness it has left by it (its
+/// `s-maxage` or `max-age` less its `Age`; 0 for `no-store` / `no-cache`; none without a
+/// lifetime). The page and each fragment are read alike.
+pub(super) fn seconds_left(fields: &HeaderMap) -> (CacheControl, Option<u64>) {
+    let cc = CacheControl::from_lines(
+        fields
+            .get_all(header::CACHE_CONTROL)
+            .iter()
+            .map(|v| v.as_bytes()),
+    );
+    let age = age_field(fields).map_or(0, |d| d.as_secs());
+    let left = if cc.no_store || cc.no_cache {
+        Some(0)
+    } else {
+        cc.s_maxage
+            .or(cc.max_age)
+            .map(|d| d.as_secs().saturating_sub(age))
+    };
+    (cc, left)
 }
 
 /// What the includes of one page share: the request they are made from, the limits, and

@@ -11,8 +11,7 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http_body_util::BodyExt;
 
 use super::assemble::PageFailed;
-use super::include::{Freshness, Page};
-use crate::http::cache_control::CacheControl;
+use super::include::{Freshness, Page, seconds_left};
 use crate::proxy::body::ResponseBody;
 
 /// The mark on a response whose body is an assembled page.
@@ -62,24 +61,7 @@ pub fn compose(fields: &mut HeaderMap, parts: Freshness) {
     if parts == Freshness::default() {
         return;
     }
-    let cc = CacheControl::from_lines(
-        fields
-            .get_all(header::CACHE_CONTROL)
-            .iter()
-            .map(|v| v.as_bytes()),
-    );
-    let age = fields
-        .get(header::AGE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    let page_left = if cc.no_store || cc.no_cache {
-        Some(0)
-    } else {
-        cc.s_maxage
-            .or(cc.max_age)
-            .map(|d| d.as_secs().saturating_sub(age))
-    };
+    let (cc, page_left) = seconds_left(fields);
     let left = match (page_left, parts.max_age) {
         (Some(p), Some(f)) => Some(p.min(f)),
         (p, f) => p.or(f),
