@@ -90,3 +90,27 @@ pub(crate) enum Release {
         _held: super::mux::Slot,
     },
 }
+
+/// A short plain-text answer a kind gives itself (`404 Not Found`, `403 Forbidden`, a
+/// redirect's body): `Content-Type: text/plain` and a known length.
+pub(crate) fn plain_response(status: http::StatusCode) -> Response<Source> {
+    use http::header::{self, HeaderValue};
+    use http_body_util::BodyExt;
+    let text = format!(
+        "{} {}\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("")
+    );
+    let len = text.len();
+    let body: BoxStream =
+        Box::pin(http_body_util::Full::new(Bytes::from(text)).map_err(|never| match never {}));
+    let mut resp = Response::new(Source::Stream(body));
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    resp
+}

@@ -21,7 +21,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body::Body as _;
@@ -30,7 +29,7 @@ use http_body_util::BodyExt;
 use self::exchange::{ExchangeError, ReadState, StdoutBody};
 use super::connector::Transport;
 use super::files::{open, path};
-use super::origin::{BoxStream, Origin, Source};
+use super::origin::{BoxStream, Origin, Source, plain_response};
 use super::{Backend, ClientInfo, FetchError, RequestBody};
 use crate::config::BackendConfig;
 use crate::fastcgi::params::{self, ScriptPath};
@@ -190,13 +189,13 @@ impl FastCgi {
                     location.push('?');
                     location.push_str(q);
                 }
-                let mut resp = plain(StatusCode::MOVED_PERMANENTLY);
+                let mut resp = plain_response(StatusCode::MOVED_PERMANENTLY);
                 if let Ok(v) = HeaderValue::from_str(&location) {
                     resp.headers_mut().insert(header::LOCATION, v);
                 }
                 return Ok(resp);
             }
-            Resolved::Status(s) => return Ok(plain(s)),
+            Resolved::Status(s) => return Ok(plain_response(s)),
         };
         // CONTENT_LENGTH must be known: a body without a length is read first (it is bounded
         // by server.max_body_size already).
@@ -289,27 +288,6 @@ fn split_host(host: &str) -> (&str, Option<u16>) {
         },
         None => (host, None),
     }
-}
-
-/// A short plain-text answer Shellac gives for the application (404, 301, 400).
-fn plain(status: StatusCode) -> Response<Source> {
-    let text = format!(
-        "{} {}\n",
-        status.as_u16(),
-        status.canonical_reason().unwrap_or("")
-    );
-    let len = text.len();
-    let body: BoxStream =
-        Box::pin(http_body_util::Full::new(Bytes::from(text)).map_err(|never| match never {}));
-    let mut resp = Response::new(Source::Stream(body));
-    *resp.status_mut() = status;
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    resp.headers_mut()
-        .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    resp
 }
 
 impl Origin for FastCgi {

@@ -32,7 +32,7 @@ use http_body_util::BodyExt;
 use self::body::{FileBody, Part};
 use self::open::{Missing, OpenCache, Opened, Stat};
 use self::path::Refused;
-use super::origin::{BoxStream, Origin, Source};
+use super::origin::{BoxStream, Origin, Source, plain_response};
 use super::{Backend, FetchError, RequestBody};
 use crate::config::BackendConfig;
 use crate::http::accept_encoding::{Accepts, Coding};
@@ -178,15 +178,15 @@ impl Files {
     async fn answer(self: &Arc<Self>, req: Request<RequestBody>) -> Response<Source> {
         let (parts, _) = req.into_parts();
         if parts.method != Method::GET && parts.method != Method::HEAD {
-            let mut resp = status_response(StatusCode::METHOD_NOT_ALLOWED);
+            let mut resp = plain_response(StatusCode::METHOD_NOT_ALLOWED);
             resp.headers_mut()
                 .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
             return resp;
         }
         let names = match path::parse(parts.uri.path(), self.dotfiles) {
             Ok(n) => n,
-            Err(Refused::BadRequest) => return status_response(StatusCode::BAD_REQUEST),
-            Err(Refused::NotFound) => return status_response(StatusCode::NOT_FOUND),
+            Err(Refused::BadRequest) => return plain_response(StatusCode::BAD_REQUEST),
+            Err(Refused::NotFound) => return plain_response(StatusCode::NOT_FOUND),
         };
         let accepts = Accepts::parse(
             parts
@@ -204,14 +204,14 @@ impl Files {
             .await
             .unwrap_or(Found::Status(StatusCode::INTERNAL_SERVER_ERROR));
         match found {
-            Found::Status(s) => status_response(s),
+            Found::Status(s) => plain_response(s),
             Found::Redirect => {
                 let mut location = format!("{}/", parts.uri.path());
                 if let Some(q) = parts.uri.query() {
                     location.push('?');
                     location.push_str(q);
                 }
-                let mut resp = status_response(StatusCode::MOVED_PERMANENTLY);
+                let mut resp = plain_response(StatusCode::MOVED_PERMANENTLY);
                 if let Ok(v) = HeaderValue::from_str(&location) {
                     resp.headers_mut().insert(header::LOCATION, v);
                 }
@@ -279,10 +279,10 @@ impl Files {
         let (status, parts) = match answer {
             Answer::NotModified => (StatusCode::NOT_MODIFIED, Vec::new()),
             Answer::PreconditionFailed => {
-                return status_response(StatusCode::PRECONDITION_FAILED);
+                return plain_response(StatusCode::PRECONDITION_FAILED);
             }
             Answer::Unsatisfiable => {
-                let mut resp = status_response(StatusCode::RANGE_NOT_SATISFIABLE);
+                let mut resp = plain_response(StatusCode::RANGE_NOT_SATISFIABLE);
                 if let Ok(v) = HeaderValue::from_str(&format!("bytes */{len}")) {
                     resp.headers_mut().insert(header::CONTENT_RANGE, v);
                 }
@@ -365,27 +365,6 @@ fn status_of(m: Missing) -> StatusCode {
 
 fn empty() -> BoxStream {
     Box::pin(http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}))
-}
-
-/// A short plain-text answer with `status`.
-fn status_response(status: StatusCode) -> Response<Source> {
-    let text = format!(
-        "{} {}\n",
-        status.as_u16(),
-        status.canonical_reason().unwrap_or("")
-    );
-    let len = text.len();
-    let body: BoxStream =
-        Box::pin(http_body_util::Full::new(Bytes::from(text)).map_err(|never| match never {}));
-    let mut resp = Response::new(Source::Stream(body));
-    *resp.status_mut() = status;
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    resp
 }
 
 /// The kind's handle: the state behind an `Arc`, shared with the blocking lookups.
