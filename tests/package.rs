@@ -320,9 +320,31 @@ fn install_remove_purge(deb: &str) {
         run(Command::new("logrotate").args(["--debug", "/etc/logrotate.d/shellac"]));
     }
 
-    // Remove: the program goes; configuration, data and the user stay.
+    // Upgrade (the package installed over itself, as `apt install` of a new version does:
+    // prerm/preinst `upgrade`, postinst `configure` with the old version): the operator's
+    // edit of the conffile, the cache and the user are kept.
     let marker = "/var/cache/shellac/kept";
     std::fs::write(marker, "x").unwrap();
+    let mut edited = std::fs::read_to_string("/etc/shellac/shellac.toml").unwrap();
+    edited.push_str("\n# edited by the operator\n");
+    std::fs::write("/etc/shellac/shellac.toml", &edited).unwrap();
+    run(Command::new("dpkg")
+        .args(["-i", deb])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .stdin(std::process::Stdio::null()));
+    assert_eq!(
+        std::fs::read_to_string("/etc/shellac/shellac.toml").unwrap(),
+        edited,
+        "the upgrade replaced the operator's configuration"
+    );
+    assert!(Path::new(marker).exists(), "the upgrade emptied the cache");
+    let again = text(&run(Command::new("getent").args(["passwd", "shellac"])));
+    assert_eq!(again.trim(), passwd.trim(), "the upgrade changed the user");
+    for dir in ["/var/cache/shellac", "/var/log/shellac", "/var/lib/shellac"] {
+        assert_eq!(owner_mode(dir), ("shellac".to_string(), 0o750), "{dir}");
+    }
+
+    // Remove: the program goes; configuration, data and the user stay.
     run(Command::new("dpkg").args(["-r", "shellac"]));
     assert!(!Path::new("/usr/bin/shellac").exists());
     assert!(Path::new("/etc/shellac/shellac.toml").exists());
