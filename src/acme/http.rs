@@ -19,10 +19,11 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use instant_acme::{BodyWrapper, BytesResponse, Error, HttpClient};
 use rustls::pki_types::ServerName;
-use rustls::{ClientConfig, ClientConnection, RootCertStore};
+use rustls::{ClientConfig, ClientConnection};
 use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 
+use crate::tls::client::{ClientSpec, Trust};
 use crate::tls::stream::TlsStream;
 
 /// Longest time one request may take, connection and TLS handshake included.
@@ -43,31 +44,12 @@ pub struct Client {
 impl Client {
     /// A client trusting the CA certificates in `ca_root` (PEM), or the system's CA store.
     pub fn new(ca_root: Option<&Path>) -> Result<Client, String> {
-        let mut roots = RootCertStore::empty();
-        match ca_root {
-            Some(path) => {
-                for cert in crate::tls::certs::read_certs(path)? {
-                    roots.add(cert).map_err(|e| {
-                        format!("{}: not a usable CA certificate ({e})", path.display())
-                    })?;
-                }
-            }
-            None => {
-                let found = rustls_native_certs::load_native_certs();
-                for cert in found.certs {
-                    // One odd certificate in the system store must not stop the rest.
-                    let _ = roots.add(cert);
-                }
-                if roots.is_empty() {
-                    return Err("no CA certificates found in the system's store (install ca-certificates, or give tls.acme.ca_root)".into());
-                }
-            }
+        let tls = ClientSpec {
+            trust: Some(Trust::file_or_system(ca_root, "tls.acme.ca_root")),
+            alpn: &[],
+            identity: None,
         }
-        let tls = ClientConfig::builder_with_provider(crate::tls::provider())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| format!("cannot set up TLS: {e}"))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+        .build()?;
         Ok(Client {
             tls: Arc::new(tls),
             kept: Mutex::new(None),

@@ -42,7 +42,7 @@ pub(super) fn check(i: usize, acme: &[AcmeConfig]) -> Vec<Finding> {
             });
         }
         if let Some(ca) = &a.ca_root
-            && let Err(e) = crate::tls::server::client_roots(ca)
+            && let Err(e) = crate::tls::client::roots::ca_file(ca)
         {
             out.push(Finding {
                 severity: Severity::Error,

@@ -37,8 +37,12 @@ pub fn format_time(secs: i64) -> String {
 
 /// The certificates of a PEM file, in order (an error names the file).
 pub fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let pem = read(path, "certificate")?;
-    let certs: Result<Vec<_>, _> = CertificateDer::pem_slice_iter(&pem).collect();
+    parse_certs(path, &read(path, "certificate")?)
+}
+
+/// The certificates of `pem`, the contents of the file at `path` (an error names the file).
+pub fn parse_certs(path: &Path, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs: Result<Vec<_>, _> = CertificateDer::pem_slice_iter(pem).collect();
     let certs = certs.map_err(|e| format!("{}: not a valid PEM file ({e})", path.display()))?;
     if certs.is_empty() {
         return Err(format!(

@@ -9,6 +9,8 @@
 //!   ACME client uses ([`store::CertStore::install`]).
 //! - `certs.rs`: PEM files → checked certificate and key; `der.rs`: names, validity and
 //!   subject read from a certificate.
+//! - `client/`: the one builder of TLS client configurations (backends, ACME) and the trust
+//!   anchors every client and the client-certificate check read (CA file or system store).
 //! - `crl.rs`: revocation lists for client certificates (`client_crl`).
 //! - `ticket.rs`: session-ticket keys (rotated in memory, or shared files).
 //! - `watch.rs`: noticing changed files.

@@ -227,7 +227,7 @@ pub fn client_verifier(
     let Some(ca) = &c.client_ca else {
         return Ok(None);
     };
-    let roots = client_roots(ca)?;
+    let roots = super::client::roots::ca_file(ca)?;
     let crls = crl::load_all(&c.client_crl, certs::unix_now())?;
     let mut verifier =
         WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
@@ -255,17 +255,6 @@ pub fn client_verifier(
         format!("{file}: cannot verify clients with it ({e})")
     })?;
     Ok(Some((verifier, crls)))
-}
-
-/// The client CA file's certificates as trust anchors.
-pub fn client_roots(path: &std::path::Path) -> Result<rustls::RootCertStore, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in certs::read_certs(path)? {
-        roots
-            .add(cert)
-            .map_err(|e| format!("{}: not a usable CA certificate ({e})", path.display()))?;
-    }
-    Ok(roots)
 }
 
 impl Frontend {

@@ -1,6 +1,7 @@
 //! TLS to the Redis Cluster (`[storage.shared] tls`): the CA, client certificate and key
 //! files read and checked once, the same way for `shellac check` and for `serve`, then handed
-//! to redis-rs's rustls client (which makes every node's connection from them).
+//! to redis-rs's rustls client (which makes every node's connection from them; the trust
+//! anchors are checked by `tls::client::roots`, as every other client's are).
 //!
 //! What the client can and cannot do decides the settings: it verifies each node's
 //! certificate for the address the cluster announces for that node (an IP address unless the
@@ -12,10 +13,9 @@
 use std::path::Path;
 
 use redis::{ClientTlsConfig, TlsCertificates};
-use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::PemObject;
 
 use crate::config::SharedTls;
+use crate::tls::client::roots;
 use crate::tls::{certs, provider};
 
 /// A problem with one of the files: the `tls` key it is at (`ca`, `cert`, `key`) and what is
@@ -31,13 +31,11 @@ pub struct FileError {
 /// its key.
 pub fn load(t: &SharedTls) -> Result<TlsCertificates, FileError> {
     let fail = |key: &'static str| move |message: String| FileError { key, message };
-    let system = rustls_native_certs::load_native_certs();
+    let system = roots::system_store();
     let root_cert = match &t.ca {
         Some(ca) => Some(ca_file(ca).map_err(fail("ca"))?),
         None => {
-            let mut roots = rustls::RootCertStore::empty();
-            let (added, _) = roots.add_parsable_certificates(system.certs);
-            if added == 0 {
+            if system.roots.is_empty() {
                 return Err(fail("ca")(
                     "no CA certificates in the system's trust store (install ca-certificates, or give `ca`: the cluster's CA file)"
                         .into(),
@@ -48,7 +46,7 @@ pub fn load(t: &SharedTls) -> Result<TlsCertificates, FileError> {
     };
     // The client reads the system's store on every connection, even with `ca`, and refuses to
     // connect when a file of it cannot be read: say so now rather than at every retry.
-    if let Some(e) = system.errors.first() {
+    if let Some(e) = system.unreadable {
         return Err(fail("ca")(format!(
             "the system's trust store has a file that cannot be read ({e}); the Redis client reads it on every connection, even with `ca`: fix or remove that file"
         )));
@@ -81,21 +79,7 @@ pub fn load(t: &SharedTls) -> Result<TlsCertificates, FileError> {
 /// The CA file's bytes, once every certificate in it is known to be a usable trust anchor.
 fn ca_file(ca: &Path) -> Result<Vec<u8>, String> {
     let pem = read(ca)?;
-    let mut roots = rustls::RootCertStore::empty();
-    let mut n = 0;
-    for cert in CertificateDer::pem_slice_iter(&pem) {
-        let cert = cert.map_err(|e| format!("{}: not a valid PEM file ({e})", ca.display()))?;
-        roots
-            .add(cert)
-            .map_err(|e| format!("{}: not a usable CA certificate ({e})", ca.display()))?;
-        n += 1;
-    }
-    if n == 0 {
-        return Err(format!(
-            "{}: holds no certificate (a PEM block `-----BEGIN CERTIFICATE-----`)",
-            ca.display()
-        ));
-    }
+    roots::ca_pem(ca, &pem)?;
     Ok(pem)
 }
 
