@@ -9,6 +9,7 @@ pub mod body;
 pub mod busy;
 pub mod disk;
 pub mod fields;
+pub mod identity;
 pub mod inspect;
 mod key;
 pub mod memory;

@@ -88,15 +88,23 @@ pub(super) fn on_response(txn: &mut Txn, status: StatusCode, fields: &HeaderMap,
                 && (negotiated.accepts.accepts(Coding::Gzip) || !never_stored(fields))
         }
     };
+    // What a fill stores encoded, it stores with its identity's length (and strong ETag):
+    // the decoded copy then has a `Content-Length` and answers Range (`cache/identity.rs`).
+    let decoded = std::sync::Arc::new(gzip::Decoded::default());
     match coding {
-        Some(Coding::Identity) if wanted => txn
-            .filters
-            .fetch
-            .push(Box::new(Gzip::new(config.gzip_level, counters.clone()))),
-        Some(Coding::Gzip) if for_cache && config.enabled => txn
-            .filters
-            .fetch
-            .push(Box::new(TestGunzip::new(counters.clone()))),
+        Some(Coding::Identity) if wanted => {
+            let mut filter = Gzip::new(config.gzip_level, counters.clone());
+            if for_cache {
+                filter = filter.recording(decoded.clone());
+                txn.filters.identity = Some(decoded);
+            }
+            txn.filters.fetch.push(Box::new(filter));
+        }
+        Some(Coding::Gzip) if for_cache && config.enabled => {
+            let filter = TestGunzip::new(counters.clone()).recording(decoded.clone());
+            txn.filters.identity = Some(decoded);
+            txn.filters.fetch.push(Box::new(filter));
+        }
         _ => {}
     }
 }
@@ -149,6 +157,35 @@ pub(super) fn on_delivery(txn: &mut Txn, gzipped: bool) {
         && !txn.filters.deliver.has("gunzip")
         && txn.proxy.config.compression.enabled
     {
+        txn.filters
+            .deliver
+            .push(Box::new(Gunzip::new(txn.proxy.counters.clone())));
+    }
+}
+
+/// A Range from a client that takes gzip, made conditional (`If-Range`) on the strong `ETag`
+/// of the identity of a stored gzip object (`cache/identity.rs`): the client holds part of
+/// the identity bytes, so the range is answered from them, decoded (RFC 9110 §13.1.5: a
+/// strong validator names exactly one representation).
+pub(super) fn identity_for_if_range(txn: &mut Txn, object: &crate::cache::Object) {
+    let Some(if_range) = txn.req.headers.get(header::IF_RANGE) else {
+        return;
+    };
+    if !txn.req.headers.contains_key(header::RANGE)
+        || txn.filters.deliver.has("gunzip")
+        || !txn.proxy.config.compression.enabled
+        || !stored_gzip(&object.headers)
+    {
+        return;
+    }
+    let named = object
+        .headers
+        .values(crate::cache::identity::FIELD)
+        .next()
+        .and_then(crate::cache::identity::Identity::parse)
+        .and_then(|identity| identity.etag)
+        .is_some_and(|etag| etag.as_bytes() == if_range.as_bytes().trim_ascii());
+    if named {
         txn.filters
             .deliver
             .push(Box::new(Gunzip::new(txn.proxy.counters.clone())));

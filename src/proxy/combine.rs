@@ -410,6 +410,7 @@ fn start_fill(
         piece: Some(target),
         seen: Default::default(),
         esi: None,
+        identity: None,
     };
     let primary = txn.key.clone().unwrap_or_else(|| CacheKey::new("", "/"));
     tokio::spawn(fill.run(txn.proxy.clone(), primary, busy, None, body));

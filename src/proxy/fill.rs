@@ -29,6 +29,9 @@ pub(super) struct Fill {
     /// ESI was on for this fetch: the parse filter's slot, whose program is stored as the
     /// object's first field (`filter/esi/parse.rs`).
     pub esi: Option<Arc<super::filter::esi::Slot>>,
+    /// A body stored encoded: what its gzip filter learnt of the identity, stored as
+    /// `cache::identity::FIELD` (`filter/gzip.rs`).
+    pub identity: Option<Arc<super::filter::gzip::Decoded>>,
 }
 
 /// Where a 206's body goes in its representation.
@@ -118,9 +121,17 @@ impl Fill {
         } else if storing {
             // One allocation of exactly its size (cache/body.rs).
             let body = body::store(&busy.chunks(), total as usize);
+            let mut headers = self.headers;
+            if let Some(value) = self
+                .identity
+                .and_then(|slot| slot.take())
+                .and_then(|identity| identity.to_value())
+            {
+                headers.insert(crate::cache::identity::FIELD, value);
+            }
             let fields = match &self.esi {
-                Some(slot) => super::filter::esi::stored_fields(&self.headers, slot.take()),
-                None => StoredFields::from_map(&self.headers),
+                Some(slot) => super::filter::esi::stored_fields(&headers, slot.take()),
+                None => StoredFields::from_map(&headers),
             };
             let object = Arc::new(Object::from_plan(
                 self.status,
@@ -197,6 +208,7 @@ mod tests {
             piece: None,
             seen: Default::default(),
             esi: None,
+            identity: None,
         };
         let key = CacheKey::new("example.com", "/filtered");
         let busy = BusyObject::new();

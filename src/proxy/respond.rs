@@ -31,6 +31,7 @@ impl Txn {
         now: Instant,
     ) -> Step {
         super::coding::on_delivery(self, super::coding::stored_gzip(&object.headers));
+        super::coding::identity_for_if_range(self, &object);
         // A page stored with an ESI program: assembled (`filter/esi/`), its head after its
         // first bytes; its validators do not name the assembled bytes, so the request's
         // conditionals and Range are not answered from them.

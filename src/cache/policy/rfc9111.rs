@@ -158,6 +158,17 @@ pub fn merge_304(stored: HeaderMap, fresh: &HeaderMap) -> HeaderMap {
             headers.append(name.clone(), v.clone());
         }
     }
+    // The stored identity (`cache/identity.rs`) is named by the origin's new strong ETag.
+    if let Some(mut identity) = crate::cache::identity::Identity::of(&headers)
+        && identity.etag.is_some()
+        && let Some(etag) = fresh.get(header::ETAG)
+        && crate::cache::identity::strong(etag.as_bytes())
+    {
+        identity.etag = Some(etag.clone());
+        if let Some(v) = identity.to_value() {
+            headers.insert(crate::cache::identity::FIELD, v);
+        }
+    }
     if was_weak
         && let Some(etag) = headers.get(header::ETAG)
         && !etag.as_bytes().starts_with(b"W/")

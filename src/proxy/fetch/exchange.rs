@@ -97,8 +97,10 @@ pub(super) async fn exchange(
         let response_time = SystemTime::now();
         let stored_at = Instant::now();
         let (mut parts, mut body) = resp.into_parts();
-        // The ESI program field is Shellac's own: a backend never sets it.
+        // The ESI program field and a stored object's identity are Shellac's own: a backend
+        // never sets them.
         parts.headers.remove(crate::proxy::filter::esi::FIELD);
+        parts.headers.remove(crate::cache::identity::FIELD);
         // A 304 answering the revalidation of a stale copy (`send` made the request
         // conditional on it).
         let was_304 = for_cache && parts.status == StatusCode::NOT_MODIFIED && txn.stale.is_some();

@@ -127,6 +127,7 @@ pub(super) async fn store(
         piece: None,
         seen,
         esi: txn.filters.esi.take(),
+        identity: txn.filters.identity.take(),
     };
     let empty = content_length == Some(0) && !txn.head_only;
     let chain = std::mem::take(&mut txn.filters.fetch);

@@ -1,24 +1,26 @@
-//! A stored object delivered through a delivery chain. Preconditions are answered first, on
-//! the stored validators (`partial::evaluate`, `If-None-Match` compares weakly, so a weakened
-//! `ETag` still matches). Range is answered over the representation being sent: when the
-//! chain keeps the length, one range is cut from the filtered bytes (positions are the same),
-//! with the stored object's `Content-Range`; when it changes the length (unknown until the
-//! end), Range is ignored (RFC 9110 §14.2 allows it): a 200 with the whole filtered body, no
-//! `Content-Length`, no `Accept-Ranges`. Several ranges are answered as one 200 in either
-//! case. A response without a body (HEAD, 304, 412, 416) gets the fields only. A response
-//! streamed as it is fetched (the fetching request's own, a waiter's) goes through the chain
-//! the same way ([`streamed`]).
+//! A stored object delivered through a delivery chain. Preconditions and Range are answered
+//! on the representation being sent: its validators (a chain that changes the length weakens
+//! the stored `ETag`, unless its filter names its output with a strong one — the identity a
+//! gunzip restores, `cache/identity.rs` — so `If-Match` and `If-Range` compare against what
+//! the client gets) and its length. When that length is known (the chain keeps it, or its
+//! filter knows it: a stored gzip's decoded length), one range is cut from the filtered
+//! bytes with a `Content-Range` over them, and an unsatisfiable one is a 416 over them; when
+//! it is unknown until the end, Range is ignored (RFC 9110 §14.2 allows it): a 200 with the
+//! whole filtered body, no `Content-Length`, no `Accept-Ranges`. Several ranges are answered
+//! as one 200 in either case. A response without a body (HEAD, 304, 412, 416) gets the
+//! fields only. A response streamed as it is fetched (the fetching request's own, a
+//! waiter's) goes through the chain the same way ([`streamed`]).
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use http::header::{self, HeaderMap};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Response, StatusCode};
 
-use super::Chain;
+use super::{Chain, Output};
 use crate::cache::Object;
+use crate::http::conditional::{self, Answer};
 use crate::proxy::body::ResponseBody;
-use crate::proxy::partial::{self, Answer};
 
 /// A response from a stored object through `chain` (taken; left empty), honouring the
 /// request's preconditions and Range as above. With an empty chain, `deliver::object` as it
@@ -43,58 +45,120 @@ pub fn object(
         );
     }
     let mut chain = std::mem::take(chain);
-    let effect = chain.effect(object.status, object.headers.map());
-    let answer = partial::evaluate(method, request, &object.headers, object.body_len);
-    let window = match &answer {
-        Answer::Partial(ranges) if ranges.len() == 1 && !effect.changes_length => Some(ranges[0]),
-        _ => None,
+    let stored = object.headers.map();
+    let effect = chain.effect(object.status, stored);
+    let output = chain.output(object.status, stored);
+    // The representation being sent: its length when known, and its validators.
+    let length = match (&output, effect.changes_length) {
+        (_, false) => Some(object.body_len),
+        (Some(o), true) => Some(o.length),
+        (None, true) => None,
     };
-    let ignore_range = match &answer {
-        Answer::Partial(ranges) => window.is_none() || ranges.len() > 1,
-        Answer::Unsatisfiable => effect.changes_length,
-        _ => false,
+    let etag = match (&output, effect.changes_length) {
+        (Some(Output { etag: Some(e), .. }), true) => Some(e.clone()),
+        (_, true) => stored.get(header::ETAG).map(weakened),
+        (_, false) => stored.get(header::ETAG).cloned(),
     };
-    let without_range;
-    let request = if ignore_range {
-        let mut r = request.clone();
-        r.remove(header::RANGE);
-        r.remove(header::IF_RANGE);
-        without_range = r;
-        &without_range
-    } else {
-        request
-    };
-    let mut resp = crate::proxy::deliver::object(
-        object.clone(),
+    let last_modified = object
+        .headers
+        .get_str(&header::LAST_MODIFIED)
+        .and_then(|v| httpdate::parse_http_date(v.trim()).ok());
+    let answer = conditional::evaluate(
         method,
         request,
-        head_only,
-        now,
-        cache_status,
+        etag.as_ref().and_then(|e| e.to_str().ok()),
+        last_modified,
+        // Unknown length: Range is ignored (RFC 9110 §14.2), so it is never read.
+        length.unwrap_or(0),
     );
-    match resp.status() {
-        StatusCode::OK | StatusCode::PARTIAL_CONTENT => {
-            chain.head(effect, resp.headers_mut());
-            if effect.changes_length {
-                resp.headers_mut().remove(header::ACCEPT_RANGES);
+    let answer = match (answer, length) {
+        (Answer::Partial(_) | Answer::Unsatisfiable, None) => Answer::Full,
+        (Answer::Partial(ranges), _) if ranges.len() > 1 => Answer::Full,
+        (answer, _) => answer,
+    };
+    if answer == Answer::PreconditionFailed {
+        return crate::proxy::deliver::synth(
+            StatusCode::PRECONDITION_FAILED,
+            "precondition-failed",
+            false,
+        );
+    }
+    // The stored object's response, whole or 304: the answer is this function's.
+    let mut plain = request.clone();
+    for name in [
+        header::IF_MATCH,
+        header::IF_UNMODIFIED_SINCE,
+        header::RANGE,
+        header::IF_RANGE,
+    ] {
+        plain.remove(name);
+    }
+    if answer != Answer::NotModified {
+        plain.remove(header::IF_NONE_MATCH);
+        plain.remove(header::IF_MODIFIED_SINCE);
+    }
+    let mut resp =
+        crate::proxy::deliver::object(object.clone(), method, &plain, head_only, now, cache_status);
+    if resp.status() == StatusCode::NOT_MODIFIED {
+        if let Some(etag) = etag {
+            resp.headers_mut().insert(header::ETAG, etag);
+        }
+        return resp;
+    }
+    if !matches!(resp.status(), StatusCode::OK) {
+        return resp;
+    }
+    let fields = resp.headers_mut();
+    chain.head(effect, fields);
+    match (&output, effect.changes_length) {
+        (Some(o), true) => {
+            fields.insert(header::CONTENT_LENGTH, HeaderValue::from(o.length));
+            if let Some(etag) = &o.etag {
+                fields.insert(header::ETAG, etag.clone());
             }
+        }
+        (None, true) => {
+            fields.remove(header::ACCEPT_RANGES);
+        }
+        _ => {}
+    }
+    match (answer, length) {
+        (Answer::Unsatisfiable, Some(len)) => {
+            fields.remove(header::CONTENT_TYPE);
+            fields.insert(
+                header::CONTENT_RANGE,
+                HeaderValue::from_str(&format!("bytes */{len}"))
+                    .unwrap_or(HeaderValue::from_static("bytes */0")),
+            );
+            fields.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
+            *resp.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
+            resp.map(|_| ResponseBody::empty())
+        }
+        (Answer::Partial(ranges), Some(len)) => {
+            let (start, end) = ranges[0];
+            fields.insert(
+                header::CONTENT_RANGE,
+                crate::proxy::deliver::content_range(start, end, len),
+            );
+            fields.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start + 1));
+            *resp.status_mut() = StatusCode::PARTIAL_CONTENT;
             if head_only {
                 return resp;
             }
-            let whole = ResponseBody::object(object);
-            let filtered = ResponseBody::filtered(chain.over(whole));
-            let body = match window {
-                Some((start, end)) => ResponseBody::slice(filtered, start, end - start + 1),
-                None => filtered,
-            };
-            resp.map(|_| body)
+            let filtered = ResponseBody::filtered(chain.over(ResponseBody::object(object)));
+            resp.map(|_| ResponseBody::slice(filtered, start, end - start + 1))
         }
-        StatusCode::NOT_MODIFIED if effect.changes_length => {
-            super::weaken_etag(resp.headers_mut());
-            resp
-        }
-        _ => resp,
+        _ if head_only => resp,
+        _ => resp.map(|_| ResponseBody::filtered(chain.over(ResponseBody::object(object)))),
     }
+}
+
+/// `W/` before a strong entity tag.
+fn weakened(etag: &HeaderValue) -> HeaderValue {
+    let mut fields = HeaderMap::new();
+    fields.insert(header::ETAG, etag.clone());
+    super::weaken_etag(&mut fields);
+    fields.remove(header::ETAG).unwrap_or_else(|| etag.clone())
 }
 
 /// A streamed response (a fill in progress, a passed body) of `status` through `chain`
@@ -117,12 +181,21 @@ pub(in crate::proxy) fn streamed(
         return (body, content_length);
     }
     let effect = chain.effect(status, fields);
+    let output = chain.output(status, fields);
     chain.head(effect, fields);
-    let content_length = if effect.changes_length {
-        fields.remove(header::ACCEPT_RANGES);
-        None
-    } else {
-        content_length
+    let content_length = match output {
+        _ if !effect.changes_length => content_length,
+        Some(o) => {
+            fields.insert(header::CONTENT_LENGTH, HeaderValue::from(o.length));
+            if let Some(etag) = o.etag {
+                fields.insert(header::ETAG, etag);
+            }
+            Some(o.length)
+        }
+        None => {
+            fields.remove(header::ACCEPT_RANGES);
+            None
+        }
     };
     (ResponseBody::filtered(chain.over(body)), content_length)
 }

@@ -17,7 +17,8 @@ use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, 
 use http::StatusCode;
 use http::header::{self, HeaderMap, HeaderValue};
 
-use super::{BodyFilter, Chunks, Effect, FilterError};
+use super::{BodyFilter, Chunks, Effect, FilterError, Output};
+use crate::cache::identity::{self, Identity};
 use crate::http::accept_encoding::Coding;
 use crate::stats::Counters;
 
@@ -68,6 +69,25 @@ pub fn vary_accept_encoding(fields: &mut HeaderMap) {
     }
 }
 
+/// Where a fetch filter that stores a body encoded ([`Gzip`], [`TestGunzip`]) leaves what it
+/// learnt of the identity representation — its length, and for a body Shellac gzipped the
+/// origin's strong `ETag` — for the fill to store with the object (`cache/identity.rs`).
+#[derive(Debug, Default)]
+pub struct Decoded(std::sync::Mutex<Option<Identity>>);
+
+impl Decoded {
+    fn put(&self, identity: Identity) {
+        if let Ok(mut slot) = self.0.lock() {
+            *slot = Some(identity);
+        }
+    }
+
+    /// What the filter left, once the body ended whole.
+    pub fn take(&self) -> Option<Identity> {
+        self.0.lock().ok().and_then(|mut slot| slot.take())
+    }
+}
+
 /// Which responses [`Gzip`] compresses: in an identity coding, not `no-transform` (the
 /// caller chose it for a 200 of a compressible type and length).
 fn gzips(fields: &HeaderMap) -> bool {
@@ -84,6 +104,8 @@ pub struct Gzip {
     state: Option<Compress>,
     done: bool,
     out: Vec<u8>,
+    /// Where the identity's length goes at the end (a fill's), and its strong `ETag`.
+    record: Option<(Arc<Decoded>, Option<HeaderValue>)>,
 }
 
 impl Gzip {
@@ -94,7 +116,14 @@ impl Gzip {
             state: None,
             done: false,
             out: Vec::new(),
+            record: None,
         }
+    }
+
+    /// Leaves the identity's length and strong `ETag` in `slot` once the body ended.
+    pub fn recording(mut self, slot: Arc<Decoded>) -> Gzip {
+        self.record = Some((slot, None));
+        self
     }
 
     /// Compresses `input` (all of it) into `self.out`; with `finish`, ends the stream.
@@ -146,6 +175,12 @@ impl BodyFilter for Gzip {
         if !gzips(fields) {
             return;
         }
+        if let Some((_, etag)) = self.record.as_mut() {
+            *etag = fields
+                .get(header::ETAG)
+                .filter(|e| identity::strong(e.as_bytes()))
+                .cloned();
+        }
         fields.remove(header::CONTENT_ENCODING);
         fields.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
         vary_accept_encoding(fields);
@@ -187,6 +222,12 @@ impl BodyFilter for Gzip {
                     if let Err(e) = self.deflate(&[], true) {
                         return Poll::Ready(Some(Err(e)));
                     }
+                    if let (Some((slot, etag)), Some(c)) = (self.record.take(), &self.state) {
+                        slot.put(Identity {
+                            length: c.total_in(),
+                            etag,
+                        });
+                    }
                     return Poll::Ready(Some(Ok(self.take_out())));
                 }
             }
@@ -216,6 +257,8 @@ struct Inflate {
     /// The current member ended (at the start: no input seen yet, so an empty body counts
     /// as whole).
     ended: bool,
+    /// Bytes decoded so far, every member.
+    decoded: u64,
 }
 
 impl Inflate {
@@ -224,6 +267,7 @@ impl Inflate {
             d: Decompress::new_gzip(WINDOW_BITS),
             pending: Bytes::new(),
             ended: true,
+            decoded: 0,
         }
     }
 
@@ -243,6 +287,7 @@ impl Inflate {
                 .decompress_vec(&self.pending, out, FlushDecompress::None)?;
             let used = (self.d.total_in() - in_before) as usize;
             self.pending.advance(used.min(self.pending.len()));
+            self.decoded += (out.len() - out_before) as u64;
             match status {
                 Status::StreamEnd => self.ended = true,
                 _ if used == 0 && out.len() == out_before => return Err(GzipError::Stalled),
@@ -322,6 +367,16 @@ impl BodyFilter for Gunzip {
         }
     }
 
+    /// A stored object's identity (`cache/identity.rs`): its length, and its strong `ETag`
+    /// when Shellac made the gzip.
+    fn output(&self, fields: &HeaderMap) -> Option<Output> {
+        let identity = Identity::of(fields).filter(|_| gunzips(fields))?;
+        Some(Output {
+            length: identity.length,
+            etag: identity.etag,
+        })
+    }
+
     fn head(&mut self, fields: &mut HeaderMap) {
         if !gunzips(fields) {
             return;
@@ -386,6 +441,8 @@ pub struct TestGunzip {
     scratch: Vec<u8>,
     held: Option<Bytes>,
     failed: bool,
+    /// Where the decoded length goes once the body ended whole (a fill's).
+    record: Option<Arc<Decoded>>,
 }
 
 impl TestGunzip {
@@ -396,7 +453,15 @@ impl TestGunzip {
             scratch: Vec::new(),
             held: None,
             failed: false,
+            record: None,
         }
+    }
+
+    /// Leaves the decoded length in `slot` once the body ended whole (the origin's `ETag`
+    /// names its gzip, so the identity has none of its own).
+    pub fn recording(mut self, slot: Arc<Decoded>) -> TestGunzip {
+        self.record = Some(slot);
+        self
     }
 }
 
@@ -444,7 +509,17 @@ impl BodyFilter for TestGunzip {
                         break Ok(Some(before));
                     }
                 }
-                Poll::Ready(None) => break inflate.finish().map(|()| self.held.take()),
+                Poll::Ready(None) => {
+                    break inflate.finish().map(|()| {
+                        if let Some(slot) = self.record.take() {
+                            slot.put(Identity {
+                                length: inflate.decoded,
+                                etag: None,
+                            });
+                        }
+                        self.held.take()
+                    });
+                }
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
                 Poll::Pending => return Poll::Pending,
             }

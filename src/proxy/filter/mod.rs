@@ -59,6 +59,15 @@ impl Effect {
     };
 }
 
+/// A filter's output known from the head ([`BodyFilter::output`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Output {
+    /// Its length in bytes.
+    pub length: u64,
+    /// The strong `ETag` naming it (`None`: the input's, weakened).
+    pub etag: Option<HeaderValue>,
+}
+
 /// One body filter. `Sync` because a request's state is (a filter that holds futures, as an
 /// include fetcher would, keeps them behind a `Mutex`).
 pub trait BodyFilter: Send + Sync {
@@ -68,6 +77,15 @@ pub trait BodyFilter: Send + Sync {
     /// What it does to the body of a response with this head; asked before the response is
     /// built (delivery answers Range from it).
     fn effect(&self, status: StatusCode, fields: &HeaderMap) -> Effect;
+
+    /// What it makes of the body of a response with these fields when it changes its length
+    /// and knows the result up front (a gunzip of a body whose decoded length was stored):
+    /// the length, and the strong `ETag` that names those bytes, if any. `None`: unknown
+    /// until the end.
+    fn output(&self, fields: &HeaderMap) -> Option<Output> {
+        let _ = fields;
+        None
+    }
 
     /// Changes the fields of the response it filters (a `Content-Encoding`, say), once,
     /// before any chunk; the length-related consequences of its [`Effect`] are the chain's.
@@ -98,6 +116,9 @@ pub struct Filters {
     /// Where the ESI fetch filter leaves the page's program for the fill (`esi/parse.rs`):
     /// `Some` once a policy turned ESI on for the response.
     pub esi: Option<std::sync::Arc<esi::Slot>>,
+    /// Where a fill's gzip filter leaves the identity's length and `ETag` for the stored
+    /// object (`gzip::Decoded`): `Some` once one records.
+    pub identity: Option<std::sync::Arc<gzip::Decoded>>,
     /// What the request settled about content codings (`proxy/coding.rs`).
     pub coding: Negotiated,
 }
@@ -139,6 +160,20 @@ impl Chain {
             effect.storable &= e.storable;
         }
         effect
+    }
+
+    /// The chain's output for a response with this head when its one length-changing filter
+    /// knows it ([`BodyFilter::output`]); `None` when no filter changes the length, or the
+    /// length is unknown until the end.
+    pub fn output(&self, status: StatusCode, fields: &HeaderMap) -> Option<Output> {
+        let mut changing = self
+            .filters
+            .iter()
+            .filter(|f| f.effect(status, fields).changes_length);
+        match (changing.next(), changing.next()) {
+            (Some(only), None) => only.output(fields),
+            _ => None,
+        }
     }
 
     /// Every filter's `head` in order over `fields`; with `effect` a length change, then
