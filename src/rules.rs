@@ -11,7 +11,23 @@ use http::{Method, StatusCode};
 use regex::{Regex, RegexSet};
 
 use crate::cache::policy::Overrides;
-use crate::config::rules::RuleConfig;
+use crate::config::rules::{RateKey, RuleConfig};
+
+/// The rate-limit buckets a rule's `rate_limit` takes from (the proxy's `throttle::Throttle`,
+/// handed down: the table lives above the rules and outlives them).
+pub trait Limiter {
+    /// Takes a token from the bucket of `key` under `limit`: `None` when allowed, else how
+    /// long until the key may try again.
+    fn deny(&self, key: &str, limit: Limit) -> Option<std::time::Duration>;
+}
+
+/// A rate limit: `requests` per `per`; an empty bucket blocks its key for `block`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limit {
+    pub requests: u64,
+    pub per: std::time::Duration,
+    pub block: std::time::Duration,
+}
 
 /// A header matcher: the field must be present and (if given) its value match.
 struct FieldMatch {
@@ -55,6 +71,7 @@ struct Rule {
     unset_request: Vec<HeaderName>,
     set_response: Vec<(HeaderName, HeaderValue)>,
     unset_response: Vec<HeaderName>,
+    rate_limit: Option<(RateKey, Limit)>,
 }
 
 impl Rule {
@@ -65,6 +82,7 @@ impl Rule {
         c.pass
             || c.synth.is_some()
             || c.redirect.is_some()
+            || self.rate_limit.is_some()
             || (c.strip_request_cookies && cookies_matter)
             || !self.set_request.is_empty()
             || !self.unset_request.is_empty()
@@ -79,6 +97,9 @@ pub struct Rules {
     path_rule: Vec<usize>,
     url_set: RegexSet,
     url_rule: Vec<usize>,
+    /// Prefix of this set's rate-limit keys: a `[[site]]`'s rules count apart from the
+    /// global ones (`scoped`).
+    scope: String,
 }
 
 /// What the request phase decided.
@@ -96,6 +117,8 @@ pub struct RequestOutcome {
     pub redirect: Option<(StatusCode, String)>,
     /// Route to this backend or director.
     pub director: Option<String>,
+    /// A rule's `rate_limit` refused the request: answer 429, `Retry-After` this long.
+    pub limited: Option<std::time::Duration>,
 }
 
 fn pairs(map: &std::collections::BTreeMap<String, String>) -> Vec<(HeaderName, HeaderValue)> {
@@ -131,6 +154,15 @@ impl Rules {
                 unset_request: names(&cfg.unset_request_headers),
                 set_response: pairs(&cfg.set_response_headers),
                 unset_response: names(&cfg.unset_response_headers),
+                rate_limit: cfg.rate_limit.as_ref().and_then(|r| {
+                    let key = RateKey::parse(&r.key).ok()?;
+                    let limit = Limit {
+                        requests: r.requests,
+                        per: r.per.0,
+                        block: r.block.0,
+                    };
+                    Some((key, limit))
+                }),
                 cfg: cfg.clone(),
             })
             .collect();
@@ -150,7 +182,14 @@ impl Rules {
             path_rule,
             url_rule,
             rules,
+            scope: String::new(),
         }
+    }
+
+    /// The rules of `[[site]]` `name`: their rate limits count apart from other sites'.
+    pub fn scoped(mut self, name: &str) -> Rules {
+        self.scope = format!("site {name}");
+        self
     }
 
     pub fn is_empty(&self) -> bool {
@@ -196,6 +235,20 @@ impl Rules {
             }
             if let Some(d) = &c.director {
                 out.director = Some(d.clone());
+            }
+            if let (Some((key, limit)), Some(limiter)) = (&rule.rate_limit, conn.limiter)
+                && let Some(value) = rate_key(key, &target.host, headers, conn)
+            {
+                let bucket = format!(
+                    "{}\u{0}{}\u{0}{}\u{0}{value}",
+                    self.scope,
+                    c.name,
+                    c.rate_limit.as_ref().map_or("", |r| r.key.as_str())
+                );
+                if let Some(retry) = limiter.deny(&bucket, *limit) {
+                    out.limited = Some(retry);
+                    break;
+                }
             }
             if c.cache {
                 out.cache = true;
@@ -349,12 +402,31 @@ impl Rules {
     }
 }
 
-/// What the rules know of the request's connection: TLS or not, and the verified client
-/// certificate's subject (empty without one).
-#[derive(Clone, Copy, Debug, Default)]
+/// What the rules know of the request's connection: TLS or not, the verified client
+/// certificate's subject (empty without one), and for `rate_limit` the client, the site and
+/// the buckets (without `limiter` no rate limit is applied: `change_a_hit` only asks).
+#[derive(Clone, Copy, Default)]
 pub struct Conn<'a> {
     pub https: bool,
     pub client_cert: &'a str,
+    /// The client's address (after trusted proxies).
+    pub client: Option<std::net::IpAddr>,
+    /// The request's `[[site]]` name, if sites are configured.
+    pub site: Option<&'a str>,
+    pub limiter: Option<&'a dyn Limiter>,
+}
+
+/// The value a rate limit counts by for this request; `None`: not counted.
+fn rate_key(key: &RateKey, host: &str, headers: &HeaderMap, conn: Conn<'_>) -> Option<String> {
+    match key {
+        RateKey::ClientIp => conn.client.map(|ip| ip.to_string()),
+        RateKey::Host => Some(host.to_string()),
+        RateKey::Site => Some(conn.site.unwrap_or(host).to_string()),
+        RateKey::Header(name) => {
+            let v = headers.get(name)?.as_bytes();
+            (!v.is_empty()).then(|| String::from_utf8_lossy(v).into_owned())
+        }
+    }
 }
 
 /// A request target as the rules' matchers see it: which path and URL patterns matched (by
@@ -449,6 +521,7 @@ mod tests {
         let https = Conn {
             https: true,
             client_cert: "",
+            ..Conn::default()
         };
         assert!(
             r.on_request("example.com", "/a", &Method::GET, &mut h, https)
@@ -475,6 +548,7 @@ mod tests {
         let alice = Conn {
             https: true,
             client_cert: "CN=alice,O=Example",
+            ..Conn::default()
         };
         assert!(
             r.on_request("x", "/", &Method::GET, &mut h, alice)
@@ -554,6 +628,52 @@ mod tests {
             true,
             Conn::default()
         ));
+    }
+
+    /// `rate_limit` keys: `host` and `site` count per host / per site, and a set of site
+    /// rules counts apart from the global set (`scoped`); without a limiter nothing counts.
+    #[test]
+    fn rate_limit_keys_host_and_site() {
+        struct Seen(std::sync::Mutex<Vec<String>>);
+        impl Limiter for Seen {
+            fn deny(&self, key: &str, _: Limit) -> Option<std::time::Duration> {
+                let mut seen = self.0.lock().unwrap();
+                let denied = seen.iter().any(|k| k == key);
+                seen.push(key.to_string());
+                denied.then_some(std::time::Duration::from_secs(5))
+            }
+        }
+        let seen = Seen(std::sync::Mutex::new(Vec::new()));
+        let text = "[[rule]]\nrate_limit = { key = \"host\", requests = 1, per = \"1m\" }\n\n\
+                    [[rule]]\nrate_limit = { key = \"site\", requests = 1, per = \"1m\" }\n";
+        let global = rules(text);
+        let site = rules(text).scoped("shop");
+        let conn = |site| Conn {
+            site,
+            limiter: Some(&seen),
+            ..Conn::default()
+        };
+        let mut h = HeaderMap::new();
+        let get = |r: &Rules, host, site, h: &mut HeaderMap| {
+            r.on_request(host, "/", &Method::GET, h, conn(site)).limited
+        };
+        assert_eq!(get(&global, "A.example:80", None, &mut h), None);
+        // Same host (case and port aside): the `host` rule refuses.
+        assert_eq!(
+            get(&global, "a.example", None, &mut h),
+            Some(std::time::Duration::from_secs(5))
+        );
+        assert_eq!(get(&global, "b.example", Some("blog"), &mut h), None);
+        // Another host of site `blog`: the `site` rule refuses.
+        assert!(get(&global, "c.example", Some("blog"), &mut h).is_some());
+        // The site's own rules count apart.
+        assert_eq!(get(&site, "b.example", Some("blog"), &mut h), None);
+        // A rate-limited request is never a fast hit.
+        assert!(global.change_a_hit("x", "/", &Method::GET, &h, false, Conn::default()));
+        // Without a limiter (the fast-hit question) nothing is taken.
+        let before = seen.0.lock().unwrap().len();
+        global.on_request("a.example", "/", &Method::GET, &mut h, Conn::default());
+        assert_eq!(seen.0.lock().unwrap().len(), before);
     }
 
     #[test]

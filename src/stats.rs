@@ -225,6 +225,7 @@ counters! {
     s_resp_bytes: "Response body bytes sent to clients",
     s_req_bytes: "Request body bytes forwarded to backends",
     vsthrottle_denied: "VCL vsthrottle.is_denied() calls that denied (the key's bucket was empty, or blocked)",
+    rate_limited: "Requests answered 429 by a [[rule]]'s rate_limit (the key's bucket was empty, or blocked)",
     rate_limit_evicted: "Rate-limit buckets (vsthrottle and [[rule]] rate_limit) evicted from a full table (server.rate_limit_keys) while still counting: their key starts afresh",
     vcl_match_limit: "VCL regular-expression matches that ran past [vcl] match_limit backtracking steps (Varnish's pcre2_match_limit) and failed",
     req_body_cached: "Request bodies VCL's std.cache_req_body() kept in memory for every backend request of their request (restarts, retries); each at most the size the call names",

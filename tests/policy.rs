@@ -402,3 +402,77 @@ async fn override_origin_keeps_authorization_uncached() {
         shellac.stop().await;
     }
 }
+
+/// Issue 32: `rate_limit` as a rule action. Per client address, cached hits included (a
+/// rate-limited request is never a fast hit): the request past the limit is answered `429`
+/// with `Retry-After`, never reaches the origin, and is counted; per request field, each
+/// value has its own bucket and requests without the field are not counted; the table stays
+/// within `server.rate_limit_keys`, evictions counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limit_rule_answers_429_with_counters_and_bounded_keys() {
+    let origin = Origin::start(|s| Reply::ok(&format!("for {}", s.path)).cc("max-age=3600")).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.server.rate_limit_keys = 16;
+        let rules = r#"[[backend]]
+host = "h"
+
+[[rule]]
+name = "pages"
+path = '^/page'
+rate_limit = { key = "client.ip", requests = 3, per = "1h" }
+
+[[rule]]
+name = "api"
+path = '^/api'
+rate_limit = { key = "req.http.X-Api-Key", requests = 1, per = "1h" }
+"#;
+        c.rules = shellac::config::Config::parse(rules, "rules.toml")
+            .unwrap()
+            .rules;
+    })
+    .await;
+    for i in 0..3 {
+        let r = get(shellac.addr, "/page").await;
+        assert_eq!(r.status, 200, "request {i}: {}", r.cache_status());
+    }
+    let limited = get(shellac.addr, "/page").await;
+    assert_eq!(limited.status, 429, "{}", limited.cache_status());
+    let retry: u64 = limited.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=1200).contains(&retry), "Retry-After {retry}");
+    assert!(limited.cache_status().contains("detail=rate-limit"));
+    assert_eq!(
+        origin.count_path("/page"),
+        1,
+        "two hits, the 429 never fetched"
+    );
+    // Another rule's bucket: the client is not limited on other paths.
+    assert_eq!(get(shellac.addr, "/other").await.status, 200);
+
+    // By request field: one per key value; without the field, not counted.
+    let key = |k: &'static str| [("x-api-key", k)];
+    assert_eq!(
+        get_with(shellac.addr, "/api/a", &key("alpha")).await.status,
+        200
+    );
+    assert_eq!(
+        get_with(shellac.addr, "/api/a", &key("alpha")).await.status,
+        429
+    );
+    assert_eq!(
+        get_with(shellac.addr, "/api/a", &key("beta")).await.status,
+        200
+    );
+    for _ in 0..3 {
+        assert_eq!(get(shellac.addr, "/api/a").await.status, 200);
+    }
+    assert_eq!(shellac.stat("rate_limited").await, 2);
+
+    // Bounded: 40 keys in a table of 16 (one bucket per shard) evict the ones still counting.
+    for i in 0..40 {
+        let k = format!("key-{i}");
+        let r = get_with(shellac.addr, "/api/b", &[("x-api-key", k.as_str())]).await;
+        assert_eq!(r.status, 200);
+    }
+    assert!(shellac.stat("rate_limit_evicted").await >= 24);
+    shellac.stop().await;
+}

@@ -65,6 +65,57 @@ fn default_redirect_status() -> u16 {
     302
 }
 
+/// `rate_limit = { key = "client.ip", requests = 100, per = "10s" }`: at most `requests`
+/// requests per `per` for each value of `key` (a token bucket, `proxy/throttle.rs`); the
+/// request past it is answered `429` with `Retry-After`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitConfig {
+    /// What a bucket counts: `client.ip`, `host`, `site`, or `req.http.NAME`.
+    pub key: String,
+    pub requests: u64,
+    pub per: Dur,
+    /// Once the bucket is empty, every request of the key is refused for this long.
+    #[serde(default)]
+    pub block: Dur,
+}
+
+/// What a rate limit counts by.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RateKey {
+    /// The client's address (after `server.trusted_proxies`).
+    ClientIp,
+    /// The request's host, lower case, without port.
+    Host,
+    /// The request's `[[site]]` name (its host without sites).
+    Site,
+    /// A request field's value (requests without it are not counted, as nginx's empty key).
+    Header(http::HeaderName),
+}
+
+impl RateKey {
+    /// Reads a `rate_limit.key`: `Err` says what is accepted.
+    pub fn parse(key: &str) -> Result<RateKey, String> {
+        match key {
+            "client.ip" => Ok(RateKey::ClientIp),
+            "host" => Ok(RateKey::Host),
+            "site" => Ok(RateKey::Site),
+            _ => {
+                let name = key
+                    .strip_prefix("req.http.")
+                    .ok_or_else(|| {
+                        format!(
+                            "`{key}` is not a rate-limit key: \"client.ip\", \"host\", \"site\" or \"req.http.NAME\" (a request field)"
+                        )
+                    })?;
+                http::HeaderName::from_bytes(name.as_bytes())
+                    .map(RateKey::Header)
+                    .map_err(|_| format!("`{name}` is not a header field name"))
+            }
+        }
+    }
+}
+
 /// One policy rule. Every matcher given must match; actions apply in rule order.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -113,6 +164,8 @@ pub struct RuleConfig {
     pub redirect: Option<RedirectConfig>,
     /// Send to this backend or director instead of the default route.
     pub director: Option<String>,
+    /// Answer `429` once a key's requests go past the limit.
+    pub rate_limit: Option<RateLimitConfig>,
 
     // Response actions
     /// Freshness lifetime from now, replacing what the origin said (with `override_origin`,
@@ -158,6 +211,7 @@ impl RuleConfig {
             || self.synth.is_some()
             || self.redirect.is_some()
             || self.director.is_some()
+            || self.rate_limit.is_some()
     }
 }
 
@@ -255,6 +309,11 @@ pub(super) fn syntax(rule: &RuleConfig) -> Vec<(String, String)> {
                 format!("`{h}` is not a host name or `*.domain` wildcard"),
             ));
         }
+    }
+    if let Some(r) = &rule.rate_limit
+        && let Err(e) = RateKey::parse(&r.key)
+    {
+        out.push(("rate_limit.key".into(), e));
     }
     if let Some(r) = &rule.redirect
         && r.to.contains(['\r', '\n'])

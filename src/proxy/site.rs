@@ -83,7 +83,10 @@ impl Sites {
                 });
             sites.push(Arc::new(Site {
                 name: Arc::from(s.name.as_str()),
-                rules: s.rules.as_deref().map(Rules::compile),
+                rules: s
+                    .rules
+                    .as_deref()
+                    .map(|r| Rules::compile(r).scoped(&s.name)),
                 // Checked by validation: a line that does not compile is left out.
                 rewrites: s.rewrite.as_ref().map(|lines| {
                     lines

@@ -229,6 +229,21 @@ impl Throttle {
     }
 }
 
+/// `[[rule]] rate_limit` takes its tokens here (the rules layer sees only the trait).
+impl crate::rules::Limiter for Throttle {
+    fn deny(&self, key: &str, limit: crate::rules::Limit) -> Option<Duration> {
+        let limit = Limit {
+            requests: limit.requests,
+            per: limit.per,
+            block: limit.block,
+        };
+        match self.take(key, &limit) {
+            Taken::Allowed(_) => None,
+            Taken::Denied(after) => Some(after),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

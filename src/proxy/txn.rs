@@ -218,6 +218,29 @@ impl Txn {
 }
 
 impl Txn {
+    /// The client as an application should see it: the connection's peer, or — when the peer is
+    /// in `server.trusted_proxies` — the last `X-Forwarded-For` address not itself trusted
+    /// (nginx's `real_ip_recursive`), port 0 (the client's port is not forwarded).
+    pub(super) fn real_client(&self) -> SocketAddr {
+        let server = &self.proxy.config.server;
+        if !server.trusts(self.client.ip()) {
+            return self.client;
+        }
+        let forwarded: Vec<std::net::IpAddr> = self
+            .req
+            .headers
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|a| a.trim().parse().ok())
+            .collect();
+        match forwarded.iter().rev().find(|ip| !server.trusts(**ip)) {
+            Some(ip) => SocketAddr::new(*ip, 0),
+            None => self.client,
+        }
+    }
+
     /// The authority the request is for: the absolute-form target's, else the single Host.
     /// The request's authority: the absolute-form target's, else the single `Host` field's.
     /// Borrowed from the request, not copied (this runs on every request).

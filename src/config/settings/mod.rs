@@ -371,6 +371,13 @@ pub const SECTIONS: &[Section] = &[
         context: "[[rule]]\nredirect = { to = \"https://example.com/\" }\n[[backend]]\nhost = \"127.0.0.1\"\n",
     },
     Section {
+        name: "rule.rate_limit",
+        array: false,
+        optional: true,
+        inline: true,
+        context: "[[rule]]\nrate_limit = { key = \"client.ip\", requests = 10, per = \"1s\" }\n[[backend]]\nhost = \"127.0.0.1\"\n",
+    },
+    Section {
         name: "vcl",
         array: false,
         optional: false,
@@ -438,6 +445,7 @@ pub fn all() -> impl Iterator<Item = &'static Setting> {
         .chain(origins::DIRECTOR)
         .chain(origins::ROUTING)
         .chain(rules::RULE)
+        .chain(rules::RATE_LIMIT)
         .chain(rules::VCL)
         .chain(sites::SITE)
         .chain(cache::INVALIDATION)

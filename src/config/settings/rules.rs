@@ -183,6 +183,17 @@ pub(super) const RULE: &[Setting] = &[
     },
     Setting {
         section: "rule",
+        key: "rate_limit",
+        kind: Kind::Table {
+            section: "rule.rate_limit",
+        },
+        default: Default::Unset(r##"none"##),
+        example: r##"{ key = "client.ip", requests = 100, per = "10s" }"##,
+        restart: false,
+        doc: r##"Request action: at most `requests` requests per `per` for each value of `key` (the keys below; a token bucket that refills steadily, so bursts of up to `requests` pass); a request past it is answered `429 Too Many Requests` with `Retry-After` and ends the request phase (counter `rate_limited`). Buckets live in one table of at most `server.rate_limit_keys` (shared with VCL's vsthrottle, kept across reloads). Requests the rule matches are not fast hits. See policy.md."##,
+    },
+    Setting {
+        section: "rule",
         key: "ttl",
         kind: Kind::Duration {
             min: Duration::ZERO,
@@ -342,6 +353,52 @@ pub(super) const RULE: &[Setting] = &[
         example: r##"301"##,
         restart: false,
         doc: r##"The redirect's status."##,
+    },
+];
+
+pub(super) const RATE_LIMIT: &[Setting] = &[
+    Setting {
+        section: "rule.rate_limit",
+        key: "key",
+        kind: Kind::Text("\"client.ip\", \"host\", \"site\" or \"req.http.NAME\""),
+        default: Default::Required,
+        example: r##""client.ip""##,
+        restart: false,
+        doc: r##"What a bucket counts: `"client.ip"` (the client's address, after `server.trusted_proxies`), `"host"` (the request's host, lower case, without port), `"site"` (the request's `[[site]]` name; its host without sites) or `"req.http.NAME"` (the value of request field NAME, e.g. an API key; requests without it are not counted, as nginx's empty keys)."##,
+    },
+    Setting {
+        section: "rule.rate_limit",
+        key: "requests",
+        kind: Kind::Count {
+            min: 1,
+            max: 1_000_000_000,
+        },
+        default: Default::Required,
+        example: r##"100"##,
+        restart: false,
+        doc: r##"Requests allowed per `per` (and the largest burst)."##,
+    },
+    Setting {
+        section: "rule.rate_limit",
+        key: "per",
+        kind: Kind::Duration {
+            min: Duration::from_millis(1),
+        },
+        default: Default::Required,
+        example: r##""10s""##,
+        restart: false,
+        doc: r##"The period `requests` are counted over: a token comes back every `per / requests`."##,
+    },
+    Setting {
+        section: "rule.rate_limit",
+        key: "block",
+        kind: Kind::Duration {
+            min: Duration::ZERO,
+        },
+        default: Default::Value(r##""0s""##),
+        example: r##""1m""##,
+        restart: false,
+        doc: r##"Once a key's bucket is empty, every request of that key is refused for this long (vsthrottle's `block`); `"0s"`: only the requests past the rate."##,
     },
 ];
 

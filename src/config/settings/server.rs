@@ -235,7 +235,7 @@ pub(super) const SERVER: &[Setting] = &[
         default: Default::Value(r##"100000"##),
         example: r##""##,
         restart: true,
-        doc: r##"Rate-limit buckets held at most — one per key and limit, for VCL's `vsthrottle` (~100 bytes each: 100,000 take ~10 MB). When the table is full, buckets that have refilled (which a new one would equal) are forgotten first; if none has, the one used least recently is evicted and its key starts afresh (counter `rate_limit_evicted`). The table outlives reloads."##,
+        doc: r##"Rate-limit buckets held at most — one per key and limit, for `[[rule]]`s' `rate_limit` and VCL's `vsthrottle` (~100 bytes each: 100,000 take ~10 MB). When the table is full, buckets that have refilled (which a new one would equal) are forgotten first; if none has, the one used least recently is evicted and its key starts afresh (counter `rate_limit_evicted`). The table outlives reloads."##,
     },
     Setting {
         section: "server",

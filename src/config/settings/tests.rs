@@ -250,6 +250,7 @@ fn full_toml_holds_every_setting_and_is_valid() {
         let key = match s.section {
             "rule.synth" => format!("synth.{}", s.key),
             "rule.redirect" => format!("redirect.{}", s.key),
+            "rule.rate_limit" => format!("rate_limit.{}", s.key),
             "backend.tls" | "storage.shared.tls" => format!("tls.{}", s.key),
             // A list of inline tables, all keys on one line.
             "tls.certificate" => "certificate".to_string(),

@@ -103,6 +103,7 @@ impl Proxy {
             crate::rules::Conn {
                 https: tls.is_some(),
                 client_cert: tls.and_then(|t| t.client.as_deref()).unwrap_or(""),
+                ..Default::default()
             },
         )
     }

@@ -135,7 +135,7 @@ pub(super) fn build_request(
     }
     // What a FastCGI origin passes to the application (REMOTE_ADDR, HTTPS, SERVER_*).
     req.extensions_mut().insert(crate::backend::ClientInfo {
-        addr: real_client(txn),
+        addr: txn.real_client(),
         https,
         local: txn
             .req
@@ -153,27 +153,4 @@ pub(super) fn build_request(
     *req.version_mut() = Version::HTTP_11;
     *req.headers_mut() = headers;
     req
-}
-
-/// The client as an application should see it: the connection's peer, or — when the peer is
-/// in `server.trusted_proxies` — the last `X-Forwarded-For` address not itself trusted
-/// (nginx's `real_ip_recursive`), port 0 (the client's port is not forwarded).
-fn real_client(txn: &Txn) -> std::net::SocketAddr {
-    let server = &txn.proxy.config.server;
-    if !server.trusts(txn.client.ip()) {
-        return txn.client;
-    }
-    let forwarded: Vec<std::net::IpAddr> = txn
-        .req
-        .headers
-        .get_all("x-forwarded-for")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|a| a.trim().parse().ok())
-        .collect();
-    match forwarded.iter().rev().find(|ip| !server.trusts(**ip)) {
-        Some(ip) => std::net::SocketAddr::new(*ip, 0),
-        None => txn.client,
-    }
 }

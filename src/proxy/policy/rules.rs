@@ -125,9 +125,14 @@ fn request_phase(txn: &mut Txn) -> ControlFlow<Step, bool> {
         .map_or("/", |p| p.as_str())
         .to_string();
     let tls = txn.req.extensions.get::<crate::tls::server::Session>();
+    let client = txn.real_client().ip();
+    let site = txn.site.as_ref().map(|s| s.name.clone());
     let conn = crate::rules::Conn {
         https: tls.is_some(),
         client_cert: tls.and_then(|s| s.0.client.as_deref()).unwrap_or(""),
+        client: Some(client),
+        site: site.as_deref(),
+        limiter: Some(&*txn.proxy.shared.throttle),
     };
     let rules = match txn.site.as_ref().and_then(|s| s.rules.as_ref()) {
         Some(own) => own,
@@ -135,6 +140,10 @@ fn request_phase(txn: &mut Txn) -> ControlFlow<Step, bool> {
     };
     let outcome = rules.on_request(&host, &path, &txn.req.method, &mut txn.req.headers, conn);
     txn.matched_rules = outcome.matched;
+    if let Some(retry) = outcome.limited {
+        txn.proxy.counters.rate_limited.inc();
+        return ControlFlow::Break(Step::Deliver(too_many_requests(retry)));
+    }
     if let Some(name) = &outcome.director {
         txn.route = txn.proxy.backends.get(name);
     }
@@ -165,4 +174,24 @@ fn request_phase(txn: &mut Txn) -> ControlFlow<Step, bool> {
         return ControlFlow::Break(Step::Pass(NoCacheReason::Rule));
     }
     ControlFlow::Continue(outcome.cache)
+}
+
+/// The answer to a request past a rule's `rate_limit`: `429` with `Retry-After` in whole
+/// seconds (rounded up: a client that waits that long finds a token).
+fn too_many_requests(
+    retry: std::time::Duration,
+) -> http::Response<crate::proxy::body::ResponseBody> {
+    let secs = retry.as_secs() + u64::from(retry.subsec_nanos() > 0);
+    let mut resp = deliver::generated(
+        http::StatusCode::TOO_MANY_REQUESTS,
+        "text/plain; charset=utf-8",
+        "429 Too Many Requests\n".to_string(),
+        None,
+    );
+    let headers = resp.headers_mut();
+    headers.insert(header::RETRY_AFTER, http::HeaderValue::from(secs.max(1)));
+    if let Ok(v) = http::HeaderValue::from_str("shellac; detail=rate-limit") {
+        headers.insert("cache-status", v);
+    }
+    resp
 }
