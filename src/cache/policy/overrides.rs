@@ -9,7 +9,7 @@ use http::StatusCode;
 use http::header::{self, HeaderMap};
 
 use super::rfc9111::{
-    Delay, Lifetime, has_validator, heuristic, heuristically_cacheable, lifetime, stale_ok,
+    AgeReading, Lifetime, has_validator, heuristic, heuristically_cacheable, lifetime, stale_ok,
     stripped, vary_names,
 };
 use super::{Exchange, NoCacheReason, StorePlan, shared_with_authorization};
@@ -108,7 +108,7 @@ pub fn evaluate_with(
         date,
         initial_age,
         explicit,
-    } = lifetime(headers, &cc, ex, Delay::Exact);
+    } = lifetime(headers, &cc, ex, AgeReading::Rfc9111);
     let response_time = ex.response_time;
     let revalidate = cc.no_cache && !o.override_origin;
     // Without explicit freshness only the heuristically cacheable statuses may be stored

@@ -24,38 +24,46 @@ pub struct Lifetime {
     pub explicit: Option<Duration>,
 }
 
-/// How the time the backend took to answer counts in the age.
+/// How a response's age on arrival is read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Delay {
-    /// As it was (RFC 9111 §4.2.3's response_delay).
-    Exact,
-    /// In whole seconds, as the Age field counts: the few milliseconds a backend takes to
-    /// answer would otherwise show in `beresp.ttl` (29.999 for `max-age=30`), where Varnish,
-    /// which counts no delay at all, reads the lifetime less the Age field exactly.
-    WholeSeconds,
+pub enum AgeReading {
+    /// RFC 9111 §4.2.3: the larger of the apparent age (`Date` to arrival) and the `Age` field
+    /// plus the time the backend took to answer.
+    Rfc9111,
+    /// As Varnish reads it for VCL (`RFC2616_Ttl`: the origin time is now less `Age`): the
+    /// `Age` field alone. `beresp.ttl` is then the lifetime less `Age` exactly, whatever the
+    /// `Date` second or the backend's delay (a response that took over a second, or crossed a
+    /// second boundary after its `Date`, read a whole second older than in Varnish).
+    Varnish,
 }
 
 /// The response's lifetime as RFC 9111 reads it, `cc` being the Cache-Control the cache
 /// obeys (possibly a targeted field, which replaces Expires too: RFC 9213 §2.2).
-pub fn lifetime(headers: &HeaderMap, cc: &CacheControl, ex: &Exchange, delay: Delay) -> Lifetime {
+pub fn lifetime(
+    headers: &HeaderMap,
+    cc: &CacheControl,
+    ex: &Exchange,
+    reading: AgeReading,
+) -> Lifetime {
     let (request_time, response_time) = (ex.request_time, ex.response_time);
     let date = http_date(headers, header::DATE, response_time).unwrap_or(response_time);
-    // `Date` has whole seconds: the fraction of the second the response arrived in is not
-    // age. Compared with the exact receive time, a response made and received within one
-    // second started at up to ~1 s of age, and a `max-age=1` (micro-caching) object was
-    // stale almost at once in about half the cases.
-    let apparent_age = whole_seconds(response_time)
-        .duration_since(date)
-        .unwrap_or(Duration::ZERO);
-    let response_delay = response_time
-        .duration_since(request_time)
-        .unwrap_or(Duration::ZERO);
-    let response_delay = match delay {
-        Delay::Exact => response_delay,
-        Delay::WholeSeconds => Duration::from_secs(response_delay.as_secs()),
-    };
     let age_value = age_field(headers).unwrap_or(Duration::ZERO);
-    let initial_age = apparent_age.max(age_value + response_delay);
+    let initial_age = match reading {
+        AgeReading::Varnish => age_value,
+        AgeReading::Rfc9111 => {
+            // `Date` has whole seconds: the fraction of the second the response arrived in is
+            // not age. Compared with the exact receive time, a response made and received
+            // within one second started at up to ~1 s of age, and a `max-age=1`
+            // (micro-caching) object was stale almost at once in about half the cases.
+            let apparent_age = whole_seconds(response_time)
+                .duration_since(date)
+                .unwrap_or(Duration::ZERO);
+            let response_delay = response_time
+                .duration_since(request_time)
+                .unwrap_or(Duration::ZERO);
+            apparent_age.max(age_value + response_delay)
+        }
+    };
     let expires = headers.get(header::EXPIRES).filter(|_| !cc.targeted);
     let explicit = cc.s_maxage.or(cc.max_age).or_else(|| {
         expires.map(|_| {

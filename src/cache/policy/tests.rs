@@ -705,6 +705,44 @@ fn vcl_freshness_reads_as_varnish_does() {
     assert_eq!(vcl_freshness(no_content, &h, &ex, &cfg, false).ttl, 120.0);
 }
 
+/// Regression (varnishtest b00043 under load read `beresp.ttl` -1.000 for `max-age=0`): under
+/// VCL the age is the Age field alone, as Varnish reads it. A backend that took 1.5 s, or a
+/// `Date` from the second before the response arrived, adds no age.
+#[test]
+fn vcl_ttl_ignores_a_slow_backend_and_the_dates_second() {
+    let cfg = CacheConfig::default();
+    let sent = httpdate::parse_http_date("Sun, 22 Nov 2026 00:00:00 GMT").unwrap();
+    let slow = Exchange {
+        request_time: sent,
+        response_time: sent + Duration::from_millis(1_500),
+        failed_status: false,
+        authorization: false,
+        partial_content: false,
+    };
+    let mut h = HeaderMap::new();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("max-age=0"));
+    h.insert(
+        header::DATE,
+        HeaderValue::from_static("Sun, 22 Nov 2026 00:00:00 GMT"),
+    );
+    assert_eq!(
+        vcl_freshness(StatusCode::OK, &h, &slow, &cfg, false).ttl,
+        0.0
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("max-age=30"),
+    );
+    h.insert(header::AGE, HeaderValue::from_static("5"));
+    assert_eq!(
+        vcl_freshness(StatusCode::OK, &h, &slow, &cfg, false).ttl,
+        25.0
+    );
+    // The builtin policy still counts both, as RFC 9111 §4.2.3 says.
+    let plan = evaluate_with(StatusCode::OK, &h, &slow, &cfg, &Overrides::default()).unwrap();
+    assert_eq!(plan.initial_age, Duration::from_millis(6_500));
+}
+
 #[test]
 fn every_no_cache_reason_has_a_pass_reason_counter() {
     use crate::stats::{Counters, PASS_REASONS};

@@ -10,7 +10,7 @@ use http::header::{HeaderMap, HeaderName};
 
 use super::Exchange;
 use super::rfc9111::{
-    Delay, Lifetime, heuristic, heuristically_cacheable, lifetime, stale_ok, stripped,
+    AgeReading, Lifetime, heuristic, heuristically_cacheable, lifetime, stale_ok, stripped,
 };
 use crate::config::CacheConfig;
 use crate::http::cache_control::CacheControl;
@@ -49,7 +49,7 @@ pub fn vcl_freshness(
         date,
         initial_age,
         explicit,
-    } = lifetime(headers, &cc, ex, Delay::WholeSeconds);
+    } = lifetime(headers, &cc, ex, AgeReading::Varnish);
     let response_time = ex.response_time;
     // Varnish's list (RFC 9111 lets a cache decline any status): other statuses get no
     // lifetime even with `max-age`. In 4.x a redirect that may be temporary gets only an
