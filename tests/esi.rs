@@ -406,6 +406,37 @@ sub vcl_backend_response { if (bereq.url == "/v") { set beresp.do_esi = true; } 
     shellac.stop().await;
 }
 
+/// Regression: a page VCL passes (`return (pass)`) with `beresp.do_esi` went out with its
+/// ESI markup unprocessed (Varnish's e00018). Its include is not a client request, and its
+/// bytes are counted once, as the page's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_passed_by_vcl_is_assembled() {
+    let origin = Origin::start(site).await;
+    let shellac = start_vcl(
+        "esipass",
+        r#"vcl 4.1;
+backend default { ${origin0} }
+sub vcl_recv { if (req.url == "/page") { return (pass); } }
+sub vcl_backend_response { set beresp.do_esi = true; }
+"#,
+        &[origin.addr],
+    )
+    .await;
+    for _ in 0..2 {
+        assert_eq!(
+            get_text(&shellac, "/page").await,
+            (200, "<html>A-B</html>".into())
+        );
+    }
+    assert_eq!(shellac.stat("client_req").await, 2);
+    assert_eq!(shellac.stat("esi_includes").await, 4);
+    assert_eq!(
+        shellac.stat("s_resp_bytes").await,
+        2 * "<html>A-B</html>".len() as u64
+    );
+    shellac.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vcl_2_esi_statement() {
     let origin = Origin::start(site).await;

@@ -9,8 +9,12 @@ fuzz_target!(|data: &[u8]| {
     let Some((&first, body)) = data.split_first() else {
         return;
     };
-    let options = Options { xml_check: first & 1 == 0, remove_bom: first & 2 != 0 };
-    let piece = usize::from(first >> 2).max(1);
+    let options = Options {
+        xml_check: first & 1 == 0,
+        remove_bom: first & 2 != 0,
+        ignore_other_elements: first & 4 != 0,
+    };
+    let piece = usize::from(first >> 3).max(1);
     let mut whole = Parser::new("/dir/page?q", options);
     whole.feed(body);
     let (program, _) = whole.finish();

@@ -15,6 +15,9 @@ pub struct EsiConfig {
     /// Skip a UTF-8 byte-order mark before the check for `<` (Varnish's `esi_remove_bom`).
     /// Default false.
     pub remove_bom: bool,
+    /// After a `<` that starts no ESI tag, look for the next `<` at once instead of skipping
+    /// to that element's `>` (Varnish's feature `esi_ignore_other_elements`). Default false.
+    pub ignore_other_elements: bool,
     /// Include levels below a page (Varnish's `max_esi_depth`). Default 5.
     pub max_depth: u8,
     /// Includes one client page may fetch in all, every level counted. Default 256.
@@ -36,6 +39,7 @@ impl Default for EsiConfig {
         EsiConfig {
             disable_xml_check: false,
             remove_bom: false,
+            ignore_other_elements: false,
             max_depth: 5,
             max_includes: 256,
             concurrency: 16,

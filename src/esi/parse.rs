@@ -27,6 +27,10 @@ pub struct Options {
     pub xml_check: bool,
     /// Skip a UTF-8 byte-order mark at the start (Varnish's feature `esi_remove_bom`).
     pub remove_bom: bool,
+    /// After a `<` that starts no ESI tag, comment or CDATA, look for the next `<` at once
+    /// instead of skipping to the tag's `>` (Varnish's feature `esi_ignore_other_elements`):
+    /// an ESI tag inside another element's attribute, or after a stray `<`, is then found.
+    pub ignore_other_elements: bool,
 }
 
 impl Default for Options {
@@ -34,6 +38,7 @@ impl Default for Options {
         Options {
             xml_check: true,
             remove_bom: false,
+            ignore_other_elements: false,
         }
     }
 }
@@ -656,6 +661,7 @@ impl Parser {
     fn on_miss(&mut self, miss: Miss) {
         self.matched = 0;
         match miss {
+            Miss::NotMyTag if self.options.ignore_other_elements => self.state = State::NextTag,
             Miss::NotMyTag => self.state = State::NotMyTag,
             Miss::Bogon => {
                 self.diag(Severity::Error, "ESI 1.0 <esi:bogus> element");
@@ -1015,6 +1021,24 @@ mod tests {
     }
 
     #[test]
+    fn varnish_e00010_other_elements_ignored_when_asked() {
+        let body = b"\n\t\t<f<esi?\n\t\t<esi:remove>\n\t\t\tbar\n\t\t</esi:remove>\n\t\tfoo\n\t";
+        let ignore = Options {
+            ignore_other_elements: true,
+            ..Options::default()
+        };
+        let (text, _, diags) = run(body, "/", ignore, 1);
+        assert_eq!(text, "\n\t\t<f<esi?\n\t\t\n\t\tfoo\n\t");
+        assert!(
+            diags.iter().all(|d| d.severity != Severity::Error),
+            "{diags:?}"
+        );
+        // Without it the `<f` element runs to the first `>`: the remove's end tag is stray.
+        let (_, _, diags) = run(body, "/", Options::default(), usize::MAX);
+        assert!(diags.iter().any(|d| d.severity == Severity::Error));
+    }
+
+    #[test]
     fn a_byte_order_mark_is_skipped_when_asked() {
         let body = b"\xEF\xBB\xBF<esi:include src=\"/x\"/>";
         assert!(run(body, "/", Options::default(), usize::MAX).1.is_none());
@@ -1105,6 +1129,7 @@ mod tests {
         let off = Options {
             xml_check: true,
             remove_bom: false,
+            ignore_other_elements: false,
         };
         let (text, _, diags) = run(body.as_bytes(), "/", off, usize::MAX);
         assert_eq!(text.len(), 40);

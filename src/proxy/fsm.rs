@@ -212,7 +212,15 @@ impl Txn {
     pub(super) fn recv(&mut self) -> Step {
         // A restarted request is the same client request; so is the pass after its body was
         // read ahead for vcl_recv.
-        if !self.policy.restarted(self) && self.held_body.is_none() {
+        // An ESI include is not a client's request (counted in `esi_includes`).
+        if !self.policy.restarted(self)
+            && self.held_body.is_none()
+            && self
+                .req
+                .extensions
+                .get::<crate::esi::Level>()
+                .is_none_or(|l| l.0 == 0)
+        {
             self.proxy.counters.client_req.inc();
         }
         // The site, and its rewrites (before the key: they change the path looked up).

@@ -46,8 +46,27 @@ pub(super) fn deliver(
 ) -> Response<ResponseBody> {
     let proxy = &txn.proxy;
     let ttfb = started.elapsed();
-    proxy.counters.ttfb.observe(ttfb);
+    // An ESI include's response (`filter/esi/include.rs`) is not sent to a client by itself:
+    // its bytes are counted as part of the page's, its time is not a client's.
+    let include = txn
+        .req
+        .extensions
+        .get::<crate::esi::Level>()
+        .is_some_and(|l| l.0 > 0);
+    if include && proxy.log_format.is_none() && !proxy.shared.recorder.wants_records() {
+        return resp;
+    }
+    if !include {
+        proxy.counters.ttfb.observe(ttfb);
+    }
     let counters = proxy.counters.clone();
+    let count = |b: ResponseBody| {
+        if include {
+            b
+        } else {
+            b.counted(counters.clone())
+        }
+    };
     let cache_status = resp.headers().get(CACHE_STATUS);
     // A byte prefix check: validating the whole value as text first cost ~70 instructions
     // on every hit.
@@ -58,7 +77,7 @@ pub(super) fn deliver(
     let format = proxy.log_format.as_ref();
     let wanted = format.is_some() || proxy.shared.recorder.wants_records();
     if is_hit && !wanted {
-        return resp.map(|b| b.counted(counters));
+        return resp.map(count);
     }
     let cache_status = if is_hit {
         ""
@@ -79,7 +98,7 @@ pub(super) fn deliver(
         counters.pass_reason.inc(reason);
     }
     if !wanted {
-        return resp.map(|b| b.counted(counters));
+        return resp.map(count);
     }
     let head = RecordHead {
         client: txn.client.ip(),
@@ -107,7 +126,7 @@ pub(super) fn deliver(
     if let Some(trace) = txn.policy.trace(txn) {
         record.set_vcl(Some(&trace));
     }
-    resp.map(|b| b.counted(counters).recorded(record))
+    resp.map(|b| count(b).recorded(record))
 }
 
 /// A request as its transaction record reads it: parsed (the full path), or as a fast hit's

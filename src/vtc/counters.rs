@@ -42,6 +42,9 @@ const MAIN: &[(&str, &[&str])] = &[
     ("n_test_gunzip", &["compress_gzip_checked"]),
     // 2.1's name for it.
     ("n_purge_add", &["ban_added"]),
+    ("esi_errors", &["esi_errors"]),
+    ("esi_warnings", &["esi_warnings"]),
+    ("esi_req", &["esi_includes"]),
 ];
 
 /// `VBE.<vcl>.<backend>.<field>` → the field of the backend in `/backends`.

@@ -46,12 +46,22 @@ enum Rule {
     /// A list of `+flag`/`-flag`: each one maps to a boolean setting, only concerns Varnish's
     /// log or debugging files, or has no equivalent.
     Flags(&'static [(&'static str, Flag)]),
+    /// 2.x-4.0's `esi_syntax` bitmap: 0x1 `esi.disable_xml_check`, 0x2
+    /// `esi.ignore_other_elements`, 0x4 parser debug records (log only), 0x8 the parser's
+    /// input cut into pieces (no meaning here).
+    EsiSyntax,
 }
 
 #[derive(Clone, Copy)]
 enum Flag {
     Setting(&'static str, &'static str),
     LogOnly,
+    /// Changes nothing a client or origin sees in Shellac (how Varnish's own parser is fed).
+    NoMeaning,
+    /// What Shellac always does: `+flag` accepted, `-flag` has no equivalent.
+    Always,
+    /// A setting with one TOML value for `+flag` and one for `-flag`.
+    Choice(&'static str, &'static str, &'static str, &'static str),
 }
 
 const PARAMS: &[(&str, Rule)] = &[
@@ -119,6 +129,11 @@ const PARAMS: &[(&str, Rule)] = &[
     ("syslog_cli_traffic", Rule::LogOnly),
     ("http_range_support", Rule::Fixed("on")),
     (
+        "max_esi_depth",
+        Rule::Setting("esi", "max_depth", Kind::Count, "5"),
+    ),
+    ("esi_syntax", Rule::EsiSyntax),
+    (
         "debug",
         Rule::Flags(&[
             ("syncvsl", Flag::LogOnly),
@@ -130,6 +145,9 @@ const PARAMS: &[(&str, Rule)] = &[
             ("vcl_keep", Flag::LogOnly),
             ("vmod_so_keep", Flag::LogOnly),
             ("vsm_keep", Flag::LogOnly),
+            // Feeds Varnish's ESI parser a byte at a time; Shellac's gives the same program
+            // however its input is cut (esi/parse.rs's tests, the fuzz target).
+            ("esi_chop", Flag::NoMeaning),
         ]),
     ),
     (
@@ -138,6 +156,23 @@ const PARAMS: &[(&str, Rule)] = &[
             ("http2", Flag::Setting("http2", "h2c")),
             ("no_coredump", Flag::LogOnly),
             ("short_panic", Flag::LogOnly),
+            (
+                "esi_disable_xml_check",
+                Flag::Setting("esi", "disable_xml_check"),
+            ),
+            ("esi_remove_bom", Flag::Setting("esi", "remove_bom")),
+            (
+                "esi_ignore_other_elements",
+                Flag::Setting("esi", "ignore_other_elements"),
+            ),
+            // `https://` includes fetched as any include (Varnish: as http, with it on).
+            ("esi_ignore_https", Flag::Always),
+            // An include failing without `onerror="continue"` after the page's first byte
+            // aborts the page (Varnish without it: the page goes on).
+            (
+                "esi_include_onerror",
+                Flag::Choice("esi", "late_failure", "\"abort\"", "\"drop\""),
+            ),
         ]),
     ),
 ];
@@ -172,6 +207,9 @@ impl Default for Settings {
                 let _ = s.set(name, default);
             }
         }
+        // Varnish fetches a page's includes one after another, and the scripts' origins
+        // expect them in page order on one connection: one at a time, as Varnish.
+        s.values.insert(("esi", "concurrency"), "1".into());
         s
     }
 }
@@ -217,6 +255,21 @@ impl Settings {
                 self.values.insert((section, key), on.to_string());
             }
             Rule::LogOnly | Rule::NoMeaning => {}
+            Rule::EsiSyntax => {
+                let v = value.trim();
+                let bits = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+                    Some(hex) => u32::from_str_radix(hex, 16),
+                    None => v.parse(),
+                }
+                .map_err(|_| ParamError::Invalid(format!("{name}: {value:?} is not a number")))?;
+                if bits & !0xf != 0 {
+                    return unmapped(format!("{name}={value}"));
+                }
+                for (bit, key) in [(1, "disable_xml_check"), (2, "ignore_other_elements")] {
+                    self.values
+                        .insert(("esi", key), (bits & bit != 0).to_string());
+                }
+            }
             Rule::Fixed(v) => {
                 if value != *v {
                     return unmapped(format!("{name}={value}"));
@@ -230,9 +283,15 @@ impl Settings {
                         _ => (true, f),
                     };
                     match flags.iter().find(|(n, _)| *n == flag) {
-                        Some((_, Flag::LogOnly)) => {}
+                        Some((_, Flag::LogOnly | Flag::NoMeaning)) => {}
+                        Some((_, Flag::Always)) if on => {}
+                        Some((_, Flag::Always)) => return unmapped(format!("{name} {f}")),
                         Some((_, Flag::Setting(section, key))) => {
                             self.values.insert((section, key), on.to_string());
+                        }
+                        Some((_, Flag::Choice(section, key, yes, no))) => {
+                            let v = if on { yes } else { no };
+                            self.values.insert((section, key), v.to_string());
                         }
                         None => return unmapped(format!("{name} {f}")),
                     }
@@ -255,10 +314,15 @@ impl Settings {
             }
             Some((_, Rule::Flags(flags))) => {
                 for (_, f) in flags.iter() {
-                    if let Flag::Setting(section, key) = f {
+                    if let Flag::Setting(section, key) | Flag::Choice(section, key, ..) = f {
                         self.values.remove(&(*section, *key));
                     }
                 }
+                Ok(())
+            }
+            Some((_, Rule::EsiSyntax)) => {
+                self.values.remove(&("esi", "disable_xml_check"));
+                self.values.remove(&("esi", "ignore_other_elements"));
                 Ok(())
             }
             Some(_) => Ok(()),
@@ -426,6 +490,13 @@ mod tests {
         assert!(s.set("http_range_support", "off").is_err());
         assert_eq!(s.set("vsl_mask", "-VCL_trace"), Ok(()));
         assert_eq!(s.set("vcc_feature", "-err_unref"), Ok(()));
+        // ESI: features that are settings, that Shellac always has, the 2.x bitmap.
+        assert_eq!(s.set("feature", "+esi_disable_xml_check"), Ok(()));
+        assert_eq!(s.set("feature", "+esi_include_onerror"), Ok(()));
+        assert!(s.set("feature", "-esi_ignore_https").is_err());
+        assert_eq!(s.set("debug", "+esi_chop"), Ok(()));
+        assert_eq!(s.set("esi_syntax", "6"), Ok(()));
+        assert!(s.set("esi_syntax", "0x10").is_err());
         assert_eq!(s.storage("malloc,1M"), Ok(()));
         // Below Shellac's 64 KiB floor: the floor (varnishtest 2.1.5 c00027's `malloc,40k`).
         assert_eq!(s.storage("malloc,40k"), Ok(()));
@@ -445,6 +516,12 @@ mod tests {
         assert!(t.contains("grace = \"500ms\""), "{t}");
         assert!(t.contains("memory_size = 1048576"), "{t}");
         assert!(t.contains("[http2]\nh2c = true"), "{t}");
+        assert!(
+            t.contains(
+                "[esi]\nconcurrency = 1\ndisable_xml_check = false\nignore_other_elements = true"
+            ),
+            "{t}"
+        );
         assert!(
             t.contains("[vcl]\nmatch_limit = 10000\nfile = \"/t/v.vcl\"\nerr_unref = false"),
             "{t}"

@@ -25,6 +25,15 @@ pub(super) const ESI: &[Setting] = &[
     },
     Setting {
         section: "esi",
+        key: "ignore_other_elements",
+        kind: Kind::Bool,
+        default: Default::Value(r##"false"##),
+        example: r##""##,
+        restart: false,
+        doc: r##"After a `<` that starts no ESI tag, comment or CDATA, look for the next `<` at once instead of skipping to that element's `>` (Varnish's feature `esi_ignore_other_elements`): an `<esi:include>` written inside another element's attribute, or after a stray `<`, is then processed."##,
+    },
+    Setting {
+        section: "esi",
         key: "max_depth",
         kind: Kind::Count { min: 0, max: 64 },
         default: Default::Value(r##"5"##),

@@ -63,6 +63,13 @@ fn stream(txn: &mut Txn, reason: NoCacheReason, parts: Parts, body: BackendBody)
         "request"
     };
     let status = format!("shellac; fwd={fwd}; detail={}", reason.as_str());
+    // ESI on for the passed response (VCL `beresp.do_esi` after a pass): the page is
+    // assembled as it streams, as a fetched one is (`filter/esi/`).
+    if !txn.head_only && parts.headers.contains_key(super::super::filter::esi::FIELD) {
+        let body = super::super::filter::fetched(body, std::mem::take(&mut txn.filters.fetch));
+        let resp = txn.stream_response(parts.status, parts.headers, body, None, &status);
+        return Step::Deliver(resp);
+    }
     let body = if txn.head_only {
         ResponseBody::empty()
     } else {

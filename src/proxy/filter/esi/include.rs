@@ -311,7 +311,12 @@ fn request(page: &Page, host: &str, path: &str) -> Option<Parts> {
     *head.uri_mut() = uri;
     *head.version_mut() = Version::HTTP_11;
     let mut fields = page.fields.clone();
-    fields.insert(header::HOST, HeaderValue::from_str(host).ok()?);
+    if host.is_empty() {
+        // An HTTP/1.0 page asked for without `Host`: its includes are asked for alike.
+        *head.version_mut() = Version::HTTP_10;
+    } else {
+        fields.insert(header::HOST, HeaderValue::from_str(host).ok()?);
+    }
     *head.headers_mut() = fields;
     let ext = head.extensions_mut();
     ext.insert(Level(page.level.saturating_add(1)));

@@ -44,6 +44,7 @@ pub fn options(config: &EsiConfig) -> Options {
     Options {
         xml_check: !config.disable_xml_check,
         remove_bom: config.remove_bom,
+        ignore_other_elements: config.ignore_other_elements,
     }
 }
 
