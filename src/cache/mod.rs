@@ -19,6 +19,7 @@ pub mod policy;
 mod prepared;
 pub mod shared;
 pub mod slab;
+pub mod slices;
 mod span;
 mod storage;
 pub mod tags;
@@ -64,6 +65,8 @@ pub struct Cache {
     pub tags: tags::TagIndex,
     /// Partial content (206 pieces) per URL, beside the tiers (`partial.rs`).
     pub partial: partial::Partials,
+    /// URLs cached in slices (`slices.rs`, `cache.slice`); the slices are in the tiers.
+    pub slices: slices::SliceIndex,
     /// The fleet's shared tier (`[storage.shared]`), asked by a key's local leader after the
     /// local tiers missed; None without it (then nothing on any path touches it).
     pub shared: Option<Arc<shared::SharedTier>>,
@@ -97,6 +100,7 @@ impl Cache {
             )),
             tags: tags::TagIndex::default(),
             partial: partial::Partials::new(DEFAULT_PARTIAL_CAPACITY),
+            slices: slices::SliceIndex::default(),
             shared: None,
         };
         let found = cache.storage.recovered_index();

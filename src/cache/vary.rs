@@ -178,8 +178,8 @@ impl Cache {
         }
     }
 
-    /// Removes every variant of a URL, and its partial content. Returns how many objects were
-    /// removed (partial content counting as one).
+    /// Removes every variant of a URL, its partial content and its slices. Returns how many
+    /// objects were removed (partial content counting as one).
     pub fn purge(&self, primary: &CacheKey) -> usize {
         // Marked before the removals: a fill that stores after them sees the mark.
         self.busy.mark_purged(primary);
@@ -190,6 +190,7 @@ impl Cache {
         }
         let mut removed = self.storage.remove(primary) as usize;
         removed += self.partial.remove(primary) as usize;
+        removed += self.slices.purge(primary, &*self.storage);
         if let Some((_, index)) = self.vary_index.remove(primary) {
             for v in &index.variants {
                 removed += self.storage.remove(&primary.with_variant(*v)) as usize;

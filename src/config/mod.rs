@@ -363,6 +363,12 @@ pub struct CacheConfig {
     /// Varnish's `shortlived`: objects whose freshness left + grace + keep is below this are
     /// kept in the memory tier only (not the disk or shared tier). Default `0s`: none.
     pub shortlived: Dur,
+    /// Big media (nginx's `slice`, ATS's slice plugin): a response longer than
+    /// `max_object_size` with a strong validator is cached as `slice_size` slices fetched by
+    /// Range on demand (`proxy/slice/`, docs/slices.md). Default true.
+    pub slice: bool,
+    /// The size of one slice, 1–8 MiB, at most `max_object_size`. Default `1MiB`.
+    pub slice_size: Size,
 }
 
 impl Default for CacheConfig {
@@ -383,6 +389,8 @@ impl Default for CacheConfig {
             deception_armor: true,
             refresh_ahead: units::RefreshAhead::Off,
             shortlived: Dur(Duration::ZERO),
+            slice: true,
+            slice_size: Size(1 << 20),
         }
     }
 }

@@ -158,6 +158,8 @@ impl Rest {
                 Step::RecheckIo(key, now, guard) => txn.recheck_io(key, now, guard).await,
                 Step::Shared(key, guard) => txn.shared(key, guard).await,
                 Step::Broadcast(inv, n, what) => txn.broadcast(inv, n, what).await,
+                Step::Slices(meta) => txn.slices(meta).await,
+                Step::SliceProbe(start) => txn.slice_probe(start).await,
                 Step::Deliver(resp) if super::filter::esi::needs_prime(&resp) => {
                     match super::filter::esi::prime(resp).await {
                         Ok(resp) => Step::Deliver(resp),
@@ -202,7 +204,9 @@ fn drive(txn: &mut Txn, mut step: Step) -> Step {
             | Step::LookupIo(..)
             | Step::RecheckIo(..)
             | Step::Shared(..)
-            | Step::Broadcast(..)) => return stop,
+            | Step::Broadcast(..)
+            | Step::Slices(_)
+            | Step::SliceProbe(_)) => return stop,
         };
     }
 }

@@ -81,6 +81,12 @@ impl Txn {
         if self.req_cc.as_ref().is_some_and(|cc| cc.only_if_cached) {
             return Step::Synth(StatusCode::GATEWAY_TIMEOUT, "only-if-cached");
         }
+        // Big media (`slice/`): a URL known to be cached in slices. Not on the hit path.
+        if self.proxy.config.cache.slice
+            && let Some(step) = super::slice::decide(self, primary)
+        {
+            return step;
+        }
         if let Some(step) = super::combine::decide(self, primary, now) {
             return step;
         }

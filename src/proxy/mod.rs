@@ -26,6 +26,7 @@ mod refresh;
 mod request_body;
 mod respond;
 pub mod site;
+mod slice;
 pub mod throttle;
 mod txn;
 mod vcl;

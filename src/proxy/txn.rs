@@ -51,6 +51,11 @@ pub(super) enum Step {
     VclSynth(u16, Option<String>),
     /// VCL's `return (restart)`: the request runs again from vcl_recv.
     Restart,
+    /// The URL is cached in slices (`slice/`): answered from them.
+    Slices(Arc<crate::cache::slices::SliceMeta>),
+    /// A Range starting at this byte, past `max_object_size`, of a URL not known yet: asked
+    /// as its slice (`slice/`).
+    SliceProbe(u64),
     Deliver(Response<ResponseBody>),
 }
 
@@ -74,6 +79,8 @@ impl Step {
             Step::Synth(..) => "synth",
             Step::VclSynth(..) => "vcl-synth",
             Step::Restart => "restart",
+            Step::Slices(_) => "slices",
+            Step::SliceProbe(_) => "slice-probe",
             Step::Deliver(_) => "deliver",
         }
     }

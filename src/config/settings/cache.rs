@@ -162,6 +162,27 @@ pub(super) const CACHE: &[Setting] = &[
         restart: false,
         doc: r##"Varnish's `shortlived`: an object whose freshness left, grace and keep add up to less than this is transient — kept in the memory tier only, never written to the disk tier (`[storage.disk]`) nor the shared tier (`[storage.shared]`), as Varnish keeps such objects in its Transient storage; with neither tier configured it changes nothing. VCL's `beresp.storage = storage.Transient` (`beresp.storage_hint = "Transient"`, 3.0 `set beresp.storage = "Transient"`) does the same for one object ([vcl.md](vcl.md)). `"0s"` (the default) makes no object transient by its lifetime; Varnish's default is `"10s"`. Counters `disk_transient`, `shared_write_skip`."##,
     },
+    Setting {
+        section: "cache",
+        key: "slice",
+        kind: Kind::Bool,
+        default: Default::Value(r##"true"##),
+        example: r##""##,
+        restart: false,
+        doc: r##"Big media in slices (nginx's `slice` module, ATS's slice plugin): a GET whose response turns out longer than `max_object_size` (its `Content-Length`, or the complete length in the `Content-Range` of a forwarded Range), storable, without `Vary` and with a strong validator (a strong `ETag`, else a `Last-Modified` at least 60 s older than its `Date`) is passed through once, and from then on every request for the URL is answered from aligned slices of `slice_size` bytes, each a cache object of its own (memory and disk tiers, evicted like any object) fetched with `Range: bytes=a-b` on a miss and coalesced like any miss: a seek costs one slice. A slice whose validator or length differs from the first's invalidates every slice of the URL (never mixed versions: a client response not yet begun is restarted, one under way is cut); an origin that answers a slice request with 200 is passed through and the URL is not sliced for `hit_for_miss_ttl`. A Range starting at or beyond `max_object_size` of a URL not known yet is asked as its slice at once. Counters `slice_*`; [slices.md](slices.md)."##,
+    },
+    Setting {
+        section: "cache",
+        key: "slice_size",
+        kind: Kind::Size {
+            min: 1 << 20,
+            max: 8 << 20,
+        },
+        default: Default::Value(r##""1MiB""##),
+        example: r##""4MiB""##,
+        restart: false,
+        doc: r##"The size of one slice of a big object (`slice`), 1–8 MiB; slices are aligned to it (slice n is bytes n × `slice_size` to (n + 1) × `slice_size` − 1). Larger slices mean fewer origin requests and objects, smaller ones less fetched beyond what a seek reads. A `slice_size` above the effective `max_object_size` turns slicing off. Changing it makes slices stored with the old size unreachable (they age out)."##,
+    },
 ];
 
 pub(super) const STORAGE: &[Setting] = &[

@@ -50,7 +50,18 @@ pub(super) fn decide(
     let (plan, remember) =
         storage.decide(parts.status, &parts.headers, &exchange, txn.cache_config());
     let plan = plan.and_then(|plan| match content_length {
-        Some(len) if len > proxy.max_object_size => Err(NoCacheReason::TooLarge),
+        Some(len) if len > proxy.max_object_size => {
+            // Big media: the URL is answered from slices from now on (`slice/`), unless a
+            // Range was asked and ignored or a fetch filter changes the body.
+            if parts.status == http::StatusCode::OK
+                && txn.range_fetch.is_none()
+                && storable
+                && txn.filters.fetch.is_empty()
+            {
+                super::super::slice::learn(txn, &parts.headers, len, &plan);
+            }
+            Err(NoCacheReason::TooLarge)
+        }
         _ if !storable => Err(NoCacheReason::Filter),
         _ => Ok(plan),
     });

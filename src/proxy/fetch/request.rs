@@ -154,3 +154,45 @@ pub(super) fn build_request(
     *req.headers_mut() = headers;
     req
 }
+
+impl Txn {
+    /// How the slices of this request are asked for (`slice/`): the backend request a cache
+    /// fill of it would send (the policy's `bereq`, forwarding fields, no conditionals, no
+    /// Range), to be sent again per slice with its own `Range`. `None` when the route has no
+    /// backend to offer.
+    pub(in crate::proxy) fn slice_requester(&mut self) -> Option<super::super::slice::Requester> {
+        let route = self
+            .route
+            .clone()
+            .unwrap_or_else(|| self.proxy.backends.default.clone());
+        let key = self.key.clone()?;
+        let backend = route.pick(&crate::backend::director::Pick {
+            key: &key,
+            headers: &self.req.headers,
+            client: self.client.ip(),
+            exclude: &[],
+            hash: self.route_hash,
+            draw: None,
+        })?;
+        let (range, stale) = (self.range_fetch.take(), self.stale.take());
+        let (parts, _) = build_request(self, &backend, true).into_parts();
+        (self.range_fetch, self.stale) = (range, stale);
+        let mut headers = parts.headers;
+        for name in CONDITIONAL {
+            headers.remove(name);
+        }
+        Some(super::super::slice::Requester {
+            route,
+            key,
+            client: self.client.ip(),
+            req_headers: self.req.headers.clone(),
+            hash: self.route_hash,
+            uri: parts.uri,
+            headers,
+            info: parts
+                .extensions
+                .get::<crate::backend::ClientInfo>()
+                .copied(),
+        })
+    }
+}

@@ -1,0 +1,235 @@
+//! One slice for a client response: from the tiers (memory, then disk), else by following
+//! another request's fetch of it, else fetched (`Range: bytes=a-b`) and stored through a fill
+//! that other requests follow — a slice miss is coalesced like any miss.
+
+use std::time::Instant;
+
+use http::header::{self, HeaderMap};
+use http::{Response, StatusCode};
+
+use super::{Ctx, Failure};
+use crate::backend::BackendBody;
+use crate::cache::ban::BanCheck;
+use crate::cache::busy::{BusyHead, BusyReader, HeadOutcome, Join, LeaderGuard};
+use crate::cache::partial::{Validator, content_range};
+use crate::cache::{CacheKey, NeedsIo, Object};
+use crate::proxy::body::ResponseBody;
+use crate::proxy::fill::Fill;
+
+/// Looks per slice at most (a leader that gave up sends its waiters to look again).
+const MAX_LOOKS: usize = 4;
+
+/// The detail a failed slice fill gives its waiters when the slice showed another version.
+const CHANGED: &str = "slice-changed";
+
+/// A slice's bytes and fields.
+pub(super) enum Source {
+    /// Stored in a tier.
+    Stored(std::sync::Arc<Object>),
+    /// Being fetched (by this request or another): its fields and a reader of its body.
+    Busy {
+        headers: HeaderMap,
+        reader: BusyReader,
+        len: u64,
+    },
+}
+
+impl Source {
+    /// Whether the slice came from the cache.
+    pub fn is_hit(&self) -> bool {
+        matches!(self, Source::Stored(_))
+    }
+
+    /// Its fields (as stored, or as the origin sent them), and its age in seconds.
+    pub fn fields(&self, now: Instant) -> (HeaderMap, u64) {
+        match self {
+            Source::Stored(o) => (o.headers.map().clone(), o.age(now).as_secs()),
+            Source::Busy { headers, .. } => {
+                let age = crate::cache::policy::age_field(headers).map_or(0, |a| a.as_secs());
+                (headers.clone(), age)
+            }
+        }
+    }
+
+    /// Bytes `skip .. skip + take` of the slice.
+    pub fn body(self, skip: u64, take: u64) -> ResponseBody {
+        let whole = match self {
+            Source::Stored(o) => ResponseBody::object(o),
+            Source::Busy { reader, len, .. } => ResponseBody::busy(reader, Some(len)),
+        };
+        ResponseBody::slice(whole, skip, take)
+    }
+}
+
+/// Slice `index` of `ctx`'s representation.
+pub(super) async fn acquire(ctx: &Ctx, index: u64) -> Result<Source, Failure> {
+    let key = ctx.meta.key(&ctx.primary, index);
+    let cache = &ctx.proxy.cache;
+    let counters = &ctx.proxy.counters;
+    for _ in 0..MAX_LOOKS {
+        if let Some(object) = stored(ctx, &key, index).await {
+            counters.slice_hit.inc();
+            return Ok(Source::Stored(object));
+        }
+        match cache.busy.join(&key) {
+            Join::Waiter(busy) => match busy.wait_head().await {
+                HeadOutcome::Shared(head, reader) => {
+                    counters.slice_miss.inc();
+                    let len = head.content_length.unwrap_or(0);
+                    return Ok(Source::Busy {
+                        headers: head.headers.clone(),
+                        reader,
+                        len,
+                    });
+                }
+                HeadOutcome::Retry => continue,
+                HeadOutcome::Failed(_, CHANGED) => return Err(Failure::Changed),
+                HeadOutcome::Failed(status, detail) => return Err(Failure::Failed(status, detail)),
+            },
+            Join::Leader(guard) => {
+                // The previous leader may have stored it between the look and the join.
+                if let Ok(Some(object)) = cache.lookup_now(&key)
+                    && usable(ctx, &key, &object, index)
+                {
+                    drop(guard);
+                    counters.slice_hit.inc();
+                    return Ok(Source::Stored(object));
+                }
+                counters.slice_miss.inc();
+                return fetch(ctx, index, key, guard).await;
+            }
+        }
+    }
+    Err(Failure::Failed(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "too-many-lookups",
+    ))
+}
+
+/// The stored slice, if a tier holds a fresh, unbanned copy of the right length.
+async fn stored(ctx: &Ctx, key: &CacheKey, index: u64) -> Option<std::sync::Arc<Object>> {
+    let cache = &ctx.proxy.cache;
+    let found = match cache.lookup_now(key) {
+        Ok(found) => found,
+        Err(NeedsIo) => cache.lookup_io(key).await,
+    }?;
+    usable(ctx, key, &found, index).then_some(found)
+}
+
+fn usable(ctx: &Ctx, key: &CacheKey, object: &Object, index: u64) -> bool {
+    let (start, end) = ctx.meta.bounds(index);
+    object.status == StatusCode::PARTIAL_CONTENT
+        && object.body_len == end - start + 1
+        && object.is_fresh(Instant::now())
+        && ctx
+            .proxy
+            .cache
+            .check_bans(key, object, Some(&ctx.req_headers))
+            != BanCheck::Banned
+}
+
+/// This request leads the fetch of slice `index`: asked of the origin, checked against the
+/// representation, then stored through a fill its waiters (and this request) follow.
+async fn fetch(
+    ctx: &Ctx,
+    index: u64,
+    key: CacheKey,
+    guard: LeaderGuard,
+) -> Result<Source, Failure> {
+    let (start, end) = ctx.meta.bounds(index);
+    ctx.proxy.counters.slice_fetch.inc();
+    let resp = match ctx.requester.send(start, end).await {
+        Ok(resp) => resp,
+        Err((status, detail)) => {
+            guard.object().fail_with(status, detail);
+            return Err(Failure::Failed(status, detail));
+        }
+    };
+    stored_from(ctx, (start, end), key, guard, resp)
+}
+
+/// A slice response: a 206 of the representation known is stored and followed; another
+/// version invalidates the URL's slices; a 200 (the origin ignores Range) stops slicing the
+/// URL; anything else is the client's answer.
+pub(super) fn stored_from(
+    ctx: &Ctx,
+    (start, end): (u64, u64),
+    key: CacheKey,
+    guard: LeaderGuard,
+    resp: Response<BackendBody>,
+) -> Result<Source, Failure> {
+    let received = Instant::now();
+    let (parts, body) = resp.into_parts();
+    let proxy = &ctx.proxy;
+    let meta = &ctx.meta;
+    match parts.status {
+        StatusCode::PARTIAL_CONTENT => {
+            let same = content_range(&parts.headers) == Some((start, end, meta.length))
+                && Validator::of(&parts.headers).as_ref() == Some(&meta.validator);
+            if !same {
+                proxy.counters.slice_validator_mismatch.inc();
+                tracing::info!(key = %ctx.primary, "a slice shows another version: every slice invalidated");
+                proxy
+                    .cache
+                    .slices
+                    .invalidate(&ctx.primary, meta, &*proxy.cache.storage);
+                guard
+                    .object()
+                    .fail_with(StatusCode::SERVICE_UNAVAILABLE, CHANGED);
+                return Err(Failure::Changed);
+            }
+            let mut plan = meta.plan.clone();
+            plan.initial_age = crate::cache::policy::age_field(&parts.headers).unwrap_or_default();
+            let mut headers = parts.headers;
+            for name in &plan.strip {
+                headers.remove(name);
+            }
+            let len = end - start + 1;
+            let busy = guard.object().clone();
+            busy.set_head(BusyHead {
+                status: StatusCode::PARTIAL_CONTENT,
+                headers: headers.clone(),
+                content_length: Some(len),
+                vary: Vec::new(),
+                delivered: Default::default(),
+                object: None,
+            });
+            let reader = busy.reader();
+            headers.remove(header::AGE);
+            let fill = Fill {
+                status: StatusCode::PARTIAL_CONTENT,
+                headers: headers.clone(),
+                vary: Vec::new(),
+                plan,
+                stored_at: received,
+                piece: None,
+                seen: Default::default(),
+                esi: None,
+            };
+            tokio::spawn(fill.run(proxy.clone(), key, busy, Some(guard), body));
+            Ok(Source::Busy {
+                headers,
+                reader,
+                len,
+            })
+        }
+        StatusCode::OK => {
+            proxy.counters.slice_range_ignored.inc();
+            tracing::info!(key = %ctx.primary, "the origin ignores Range: not sliced for hit_for_miss_ttl");
+            proxy
+                .cache
+                .slices
+                .invalidate(&ctx.primary, meta, &*proxy.cache.storage);
+            proxy
+                .cache
+                .slices
+                .refuse(&ctx.primary, proxy.config.cache.hit_for_miss_ttl.0);
+            guard.object().abandon();
+            Err(Failure::Ignored(Box::new((parts, body))))
+        }
+        status => {
+            guard.object().fail_with(status, "slice-status");
+            Err(Failure::Answer(Box::new((parts, body))))
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! Big media in slices (`cache.slice`, nginx's `slice` module, ATS's slice plugin): a
+//! representation longer than `max_object_size` is cached as aligned slices of `slice_size`
+//! bytes, each an object of its own in the tiers, fetched with `Range: bytes=a-b` on a miss.
+//!
+//! ```text
+//!  a response > max_object_size ──learn──► cache::slices (length, validator, plan)
+//!  Lookup: no whole object, URL known ──► Step::Slices ──► serve.rs: preconditions, Range,
+//!      the first slice (acquire.rs: tiers → coalesced fetch) before the head, the rest
+//!      streamed by a task slice after slice
+//! ```
+//!
+//! How a URL becomes sliced (`learn`): the usual path fetches it, and the response that shows
+//! its length (a 200's `Content-Length`, a forwarded Range's `Content-Range`) goes to the
+//! client uncached as before — but when it is storable, has a strong validator and no `Vary`,
+//! the URL, its length, validator and storage plan are remembered (`cache/slices.rs`). From
+//! then on a request for it is answered from slices (`serve.rs`), fetched one at a time as the
+//! client reads. A Range starting at or past `max_object_size` of a URL not known yet (it can
+//! only be a big object) is asked as its slice at once (`probe`).
+//!
+//! Consistency: a fetched slice must carry the representation's validator and `Content-Range`;
+//! otherwise every slice of the URL is invalidated (`slice_validator_mismatch`) and the client
+//! response is restarted if its head has not gone out, cut otherwise (never mixed versions).
+//! An origin answering a slice request with 200 (it ignores Range) is passed through uncached
+//! and the URL is not sliced for `hit_for_miss_ttl` (`slice_range_ignored`).
+
+mod acquire;
+mod origin;
+mod serve;
+
+use std::sync::Arc;
+
+use http::header::{self, HeaderMap};
+use http::{Method, StatusCode};
+
+use super::txn::{Step, Txn};
+use crate::cache::CacheKey;
+use crate::cache::partial::Validator;
+use crate::cache::policy::StorePlan;
+use crate::cache::slices::SliceMeta;
+pub(super) use origin::Requester;
+
+/// The Lookup decision: a request for a URL known to be sliced, with no whole object stored,
+/// is answered from slices. `None`: the usual path.
+pub(super) fn decide(txn: &Txn, primary: &CacheKey) -> Option<Step> {
+    if !txn.proxy.config.cache.slice
+        || txn.authorized
+        || !matches!(txn.req.method, Method::GET | Method::HEAD)
+        || txn.request_directives()
+    {
+        return None;
+    }
+    if let Some(meta) = txn.proxy.cache.slices.get(primary) {
+        return Some(Step::Slices(meta));
+    }
+    probe(txn, primary)
+}
+
+/// A Range that starts at or beyond `max_object_size` can only be satisfied by a big object:
+/// for a URL not known yet it is asked as the slice holding its first byte, whose
+/// `Content-Range` tells the length (`serve.rs` with a meta of unknown length).
+fn probe(txn: &Txn, primary: &CacheKey) -> Option<Step> {
+    if txn.req.method != Method::GET || txn.head_only {
+        return None;
+    }
+    let mut ranges = txn.req.headers.get_all(header::RANGE).iter();
+    let (Some(range), None) = (ranges.next(), ranges.next()) else {
+        return None;
+    };
+    let start = first_byte(range.to_str().ok()?)?;
+    let proxy = &txn.proxy;
+    if start < proxy.max_object_size
+        || proxy.config.cache.slice_size.0 > proxy.max_object_size
+        || proxy
+            .cache
+            .slices
+            .is_refused(primary, std::time::Instant::now())
+        || txn.req.headers.contains_key(header::IF_RANGE)
+    {
+        return None;
+    }
+    Some(Step::SliceProbe(start))
+}
+
+/// The first byte of a single `bytes=a-[b]` range.
+fn first_byte(text: &str) -> Option<u64> {
+    let spec = text.trim().strip_prefix("bytes=")?;
+    if spec.contains(',') {
+        return None;
+    }
+    let (first, _) = spec.split_once('-')?;
+    first.trim().parse().ok()
+}
+
+/// Where a storable response is found longer than `max_object_size`: remembers its URL as
+/// sliced when it may be (slicing on, a GET without `Authorization`, no `Vary`, a strong
+/// validator, slices that fit `max_object_size`). The response itself goes on as before.
+/// `length`: the representation's complete length; `headers`: the response's fields.
+pub(super) fn learn(txn: &Txn, headers: &HeaderMap, length: u64, plan: &StorePlan) -> bool {
+    let proxy = &txn.proxy;
+    let cfg = &proxy.config.cache;
+    let size = cfg.slice_size.0;
+    if !cfg.slice
+        || size > proxy.max_object_size
+        || length <= proxy.max_object_size
+        || txn.authorized
+        || !matches!(txn.req.method, Method::GET | Method::HEAD)
+        || !plan.vary.is_empty()
+        || headers.contains_key(header::VARY)
+        || headers
+            .get(header::CONTENT_ENCODING)
+            .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"))
+    {
+        return false;
+    }
+    let (Some(primary), Some(validator)) = (&txn.key, Validator::of(headers)) else {
+        return false;
+    };
+    let meta = SliceMeta::new(length, validator, size, fields(headers), plan.clone());
+    let learnt = proxy
+        .cache
+        .slices
+        .learn(primary, meta, &*proxy.cache.storage);
+    if learnt {
+        proxy.counters.slice_learnt.inc();
+    }
+    learnt
+}
+
+/// The fields that describe the representation (what conditionals are evaluated against, and
+/// a 304 carries): framing and range fields removed.
+fn fields(headers: &HeaderMap) -> HeaderMap {
+    let mut h = headers.clone();
+    for name in [
+        header::CONTENT_LENGTH,
+        header::CONTENT_RANGE,
+        header::TRANSFER_ENCODING,
+        header::AGE,
+        header::CONNECTION,
+    ] {
+        h.remove(name);
+    }
+    h
+}
+
+/// The `Cache-Status` detail words of a sliced response.
+const DETAIL: &str = "detail=slice";
+
+/// How a slice could not be had.
+pub(super) enum Failure {
+    /// Its validator or length differed: every slice of the URL was invalidated.
+    Changed,
+    /// The origin answered the slice request with 200 (Range ignored): that response, to pass
+    /// through.
+    Ignored(Box<(http::response::Parts, crate::backend::BackendBody)>),
+    /// The origin answered something else (an error, 416): that response.
+    Answer(Box<(http::response::Parts, crate::backend::BackendBody)>),
+    /// No response: the status and detail to answer with.
+    Failed(StatusCode, &'static str),
+}
+
+/// What a sliced client response reads from: the URL, what is known of it, and how to ask
+/// the origin for a slice.
+pub(super) struct Ctx {
+    pub proxy: Arc<super::Proxy>,
+    pub primary: CacheKey,
+    pub meta: Arc<SliceMeta>,
+    pub requester: Requester,
+    /// The client request's fields (bans on request fields are checked against them).
+    pub req_headers: HeaderMap,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_bytes_of_single_ranges() {
+        assert_eq!(first_byte("bytes=100-"), Some(100));
+        assert_eq!(first_byte("bytes= 5-9"), Some(5));
+        assert_eq!(first_byte("bytes=-5"), None);
+        assert_eq!(first_byte("bytes=1-2,5-6"), None);
+        assert_eq!(first_byte("items=1-2"), None);
+    }
+}

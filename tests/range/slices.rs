@@ -1,0 +1,420 @@
+//! Big media in slices (`cache.slice`, issue 31): an object larger than `max_object_size`
+//! cached as 1 MiB slices fetched by Range on demand, against a real origin serving a
+//! generated 40 MiB file that counts the body bytes it sends.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::common::*;
+use shellac::config::units::Size;
+use shellac::config::{Admission, Config, DiskConfig};
+
+const MIB: u64 = 1 << 20;
+
+/// Byte `i` of version `v` of the file: two versions differ at every byte.
+fn byte(v: u64, i: u64) -> u8 {
+    ((i.wrapping_mul(31) ^ (i >> 11)).wrapping_add(v * 101) % 251) as u8
+}
+
+fn bytes(v: u64, start: u64, end: u64) -> Vec<u8> {
+    (start..=end).map(|i| byte(v, i)).collect()
+}
+
+/// The origin's state: the file's version (its ETag), whether it ignores Range, and the
+/// body bytes it sent.
+#[derive(Clone, Default)]
+struct File {
+    version: Arc<AtomicU64>,
+    ignore_range: Arc<AtomicBool>,
+    sent: Arc<AtomicU64>,
+}
+
+/// `bytes=a-b`, `bytes=a-` or `bytes=-n` of a `len`-byte file.
+fn range(header: &str, len: u64) -> Option<(u64, u64)> {
+    let spec = header.strip_prefix("bytes=")?;
+    let (a, b) = spec.split_once('-')?;
+    if a.is_empty() {
+        let n: u64 = b.parse().ok()?;
+        return Some((len - n.min(len), len - 1));
+    }
+    let a: u64 = a.parse().ok()?;
+    let b: u64 = if b.is_empty() {
+        len - 1
+    } else {
+        b.parse::<u64>().ok()?.min(len - 1)
+    };
+    (a <= b).then_some((a, b))
+}
+
+async fn origin(len: u64) -> (Origin, File) {
+    let file = File::default();
+    file.version.store(1, Ordering::SeqCst);
+    let f = file.clone();
+    let origin = Origin::start(move |seen| {
+        let v = f.version.load(Ordering::SeqCst);
+        let reply = |status: u16, body: Vec<u8>| {
+            f.sent.fetch_add(body.len() as u64, Ordering::SeqCst);
+            Reply::ok("")
+                .status(status)
+                .body(ReplyBody::Bytes(body))
+                .cc("max-age=3600")
+                .header("etag", &format!("\"v{v}\""))
+                .header("last-modified", "Sat, 01 Jan 2022 00:00:00 GMT")
+                .header("content-type", "video/mp4")
+        };
+        let asked = seen
+            .headers
+            .get("range")
+            .and_then(|r| r.to_str().ok())
+            .filter(|_| !f.ignore_range.load(Ordering::SeqCst));
+        match asked.map(|r| range(r, len)) {
+            Some(Some((a, b))) => {
+                reply(206, bytes(v, a, b)).header("content-range", &format!("bytes {a}-{b}/{len}"))
+            }
+            Some(None) => Reply::ok("")
+                .status(416)
+                .header("content-range", &format!("bytes */{len}")),
+            None => reply(200, bytes(v, 0, len - 1)).header("accept-ranges", "bytes"),
+        }
+    })
+    .await;
+    (origin, file)
+}
+
+fn sliced(c: &mut Config) {
+    c.cache.memory_size = Size(64 * MIB);
+    c.cache.max_object_size = Size(4 * MIB);
+    c.cache.slice = true;
+    c.cache.slice_size = Size(MIB);
+}
+
+/// The Ranges the origin was asked, in order.
+fn asked(origin: &Origin) -> Vec<String> {
+    origin
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            s.headers
+                .get("range")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("-")
+                .to_string()
+        })
+        .collect()
+}
+
+/// Waits (bounded) until `n` objects were stored: a slice read in part by its client is
+/// still completed and stored by its fill.
+async fn stored(shellac: &Shellac, n: u64) {
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            shellac.stat("cache_insert").await >= n
+        })
+        .await,
+        "{n} objects stored"
+    );
+}
+
+async fn ranged(shellac: &Shellac, a: u64, b: u64) -> Resp {
+    get_with(
+        shellac.addr,
+        "/movie.mp4",
+        &[("range", &format!("bytes={a}-{b}"))],
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seek_costs_one_slice() {
+    const LEN: u64 = 40 * MIB;
+    let (origin, file) = origin(LEN).await;
+    let shellac = Shellac::start(origin.addr, sliced).await;
+
+    // A seek past max_object_size of a URL not known yet: asked as its slice at once.
+    let a = 5 * MIB + 100;
+    let r = ranged(&shellac, a, a + 99).await;
+    assert_eq!(r.status, 206);
+    assert_eq!(
+        r.header("content-range"),
+        Some(format!("bytes {a}-{}/{LEN}", a + 99).as_str())
+    );
+    assert_eq!(r.header("content-length"), Some("100"));
+    assert_eq!(r.body.as_ref(), bytes(1, a, a + 99).as_slice());
+    assert_eq!(
+        asked(&origin),
+        vec![format!("bytes={}-{}", 5 * MIB, 6 * MIB - 1)]
+    );
+    assert_eq!(file.sent.load(Ordering::SeqCst), MIB);
+    stored(&shellac, 1).await;
+
+    // The same slice again: a hit, nothing asked.
+    let r = ranged(&shellac, a + 1000, a + 5000).await;
+    assert_eq!(r.body.as_ref(), bytes(1, a + 1000, a + 5000).as_slice());
+    assert!(r.cache_status().contains("hit"), "{}", r.cache_status());
+    assert_eq!(origin.count(), 1);
+
+    // Another seek costs one slice; a range across a held and a missing slice only the
+    // missing one.
+    let b = 20 * MIB + 7;
+    let r = ranged(&shellac, b, b + 10).await;
+    assert_eq!(r.body.as_ref(), bytes(1, b, b + 10).as_slice());
+    assert_eq!(origin.count(), 2);
+    let r = ranged(&shellac, 6 * MIB - 10, 6 * MIB + 10).await;
+    assert_eq!(
+        r.body.as_ref(),
+        bytes(1, 6 * MIB - 10, 6 * MIB + 10).as_slice()
+    );
+    assert_eq!(origin.count(), 3);
+    assert_eq!(
+        asked(&origin)[2],
+        format!("bytes={}-{}", 6 * MIB, 7 * MIB - 1)
+    );
+
+    // A suffix range, an open range of the last slice, and a range past the end.
+    let r = get_with(shellac.addr, "/movie.mp4", &[("range", "bytes=-10")]).await;
+    assert_eq!(r.status, 206);
+    assert_eq!(r.body.as_ref(), bytes(1, LEN - 10, LEN - 1).as_slice());
+    let r = get_with(
+        shellac.addr,
+        "/movie.mp4",
+        &[("range", &format!("bytes={}-", LEN - 5))],
+    )
+    .await;
+    assert_eq!(r.body.as_ref(), bytes(1, LEN - 5, LEN - 1).as_slice());
+    let r = ranged(&shellac, LEN, LEN + 10).await;
+    assert_eq!(r.status, 416);
+    assert_eq!(
+        r.header("content-range"),
+        Some(format!("bytes */{LEN}").as_str())
+    );
+    assert_eq!(origin.count(), 4);
+
+    // HEAD and a conditional request from what is known, nothing fetched.
+    let r = request(shellac.addr, "HEAD", "/movie.mp4", &[], b"").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-length"), Some(LEN.to_string().as_str()));
+    let r = get_with(shellac.addr, "/movie.mp4", &[("if-none-match", "\"v1\"")]).await;
+    assert_eq!(r.status, 304);
+    assert_eq!(
+        origin.count(),
+        5,
+        "HEAD reads the first slice: {:?}",
+        asked(&origin)
+    );
+
+    let stats = shellac.stats().await;
+    assert_eq!(stats["slice_learnt"], 1);
+    assert_eq!(stats["slice_fetch"], 5);
+    assert_eq!(stats["slice_validator_mismatch"], 0);
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_get_is_assembled_from_slices_once_known() {
+    const LEN: u64 = 10 * MIB + 123;
+    let (origin, file) = origin(LEN).await;
+    let shellac = Shellac::start(origin.addr, sliced).await;
+    // The first GET shows the length: passed through whole, the URL learnt.
+    let r = get(shellac.addr, "/movie.mp4").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len() as u64, LEN);
+    assert!(
+        r.cache_status().contains("too-large"),
+        "{}",
+        r.cache_status()
+    );
+    assert_eq!(shellac.stat("slice_learnt").await, 1);
+    // From then on: slices, 11 of them, and the same bytes.
+    let r = get(shellac.addr, "/movie.mp4").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-length"), Some(LEN.to_string().as_str()));
+    assert!(
+        r.cache_status().contains("detail=slice"),
+        "{}",
+        r.cache_status()
+    );
+    assert!(r.body.as_ref() == bytes(1, 0, LEN - 1).as_slice());
+    assert_eq!(shellac.stat("slice_fetch").await, 11);
+    let r = get(shellac.addr, "/movie.mp4").await;
+    assert!(r.body.as_ref() == bytes(1, 0, LEN - 1).as_slice());
+    assert!(r.cache_status().contains("hit"), "{}", r.cache_status());
+    assert_eq!(origin.count(), 12);
+    assert_eq!(file.sent.load(Ordering::SeqCst), 2 * LEN);
+    // PURGE removes the slices with the URL.
+    let r = request(shellac.addr, "PURGE", "/movie.mp4", &[], b"").await;
+    assert_eq!(r.status, 200);
+    let r = ranged(&shellac, 0, 9).await;
+    assert_eq!(r.body.as_ref(), bytes(1, 0, 9).as_slice());
+    assert_eq!(origin.count(), 13);
+    shellac.stop().await;
+}
+
+/// The goal of issue 31: a range-seek workload over a file above `max_object_size` costs the
+/// origin at most 1.1 bytes per byte the clients get.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_range_seek_workload_costs_at_most_1_1_origin_bytes_per_client_byte() {
+    const LEN: u64 = 40 * MIB;
+    let (origin, file) = origin(LEN).await;
+    let shellac = Shellac::start(origin.addr, sliced).await;
+    let mut client = 0u64;
+    // Viewers seek (a fixed pseudo-random sequence) and read 6 MiB on in 1 MiB requests, as a
+    // player does; later viewers seek where earlier ones did too.
+    let mut x: u64 = 12345;
+    for _ in 0..16 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let seek = 1 + (x >> 20) % (LEN - 6 * MIB - 1);
+        for step in 0..6 {
+            let a = seek + step * MIB;
+            let r = ranged(&shellac, a, a + MIB - 1).await;
+            assert_eq!(r.status, 206);
+            assert!(r.body.as_ref() == bytes(1, a, a + MIB - 1).as_slice());
+            client += r.body.len() as u64;
+        }
+    }
+    let sent = file.sent.load(Ordering::SeqCst);
+    let ratio = sent as f64 / client as f64;
+    println!("origin bytes {sent}, client bytes {client}: {ratio:.3} origin bytes per client byte");
+    assert!(ratio <= 1.1, "{ratio}");
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etag_change_invalidates_every_slice() {
+    const LEN: u64 = 12 * MIB;
+    let (origin, file) = origin(LEN).await;
+    let shellac = Shellac::start(origin.addr, sliced).await;
+    let r = ranged(&shellac, 5 * MIB, 5 * MIB + 9).await;
+    assert_eq!(r.body.as_ref(), bytes(1, 5 * MIB, 5 * MIB + 9).as_slice());
+    let r = ranged(&shellac, 8 * MIB, 8 * MIB + 9).await;
+    assert_eq!(r.body.as_ref(), bytes(1, 8 * MIB, 8 * MIB + 9).as_slice());
+    stored(&shellac, 2).await;
+
+    // The file changes. A range starting in a held slice and running into one that is not
+    // held: its head went out with version 1, so the response is cut at the change — the
+    // client never gets bytes of two versions.
+    file.version.store(2, Ordering::SeqCst);
+    let mut conn = Conn::open(shellac.addr).await;
+    let resp = conn
+        .send_head(
+            "GET",
+            "/movie.mp4",
+            &[("range", &format!("bytes={}-{}", 6 * MIB - 10, 6 * MIB + 9))],
+            b"",
+        )
+        .await;
+    assert_eq!(resp.status(), 206);
+    use http_body_util::BodyExt;
+    let mut got = Vec::new();
+    let mut body = resp.into_body();
+    let mut failed = false;
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(f) => got.extend_from_slice(f.data_ref().map_or(&[][..], |d| d.as_ref())),
+            Err(_) => {
+                failed = true;
+                break;
+            }
+        }
+    }
+    assert!(failed, "a response spanning two versions must be cut");
+    assert!(got.len() < 20);
+    assert_eq!(
+        got,
+        bytes(1, 6 * MIB - 10, 6 * MIB - 10 + got.len() as u64 - 1)
+    );
+    assert_eq!(shellac.stat("slice_validator_mismatch").await, 1);
+
+    // Every slice of version 1 is gone: the slice held before is fetched again, as version 2.
+    let r = ranged(&shellac, 5 * MIB, 5 * MIB + 9).await;
+    assert_eq!(r.status, 206);
+    assert_eq!(r.body.as_ref(), bytes(2, 5 * MIB, 5 * MIB + 9).as_slice());
+    assert_eq!(r.header("etag"), Some("\"v2\""));
+
+    // A change seen at the first slice of a response restarts it: served whole as version 3.
+    file.version.store(3, Ordering::SeqCst);
+    let r = ranged(&shellac, 10 * MIB, 10 * MIB + 9).await;
+    assert_eq!(r.status, 206);
+    assert_eq!(r.body.as_ref(), bytes(3, 10 * MIB, 10 * MIB + 9).as_slice());
+    assert_eq!(shellac.stat("slice_validator_mismatch").await, 2);
+    let r = ranged(&shellac, 5 * MIB, 5 * MIB + 9).await;
+    assert_eq!(r.body.as_ref(), bytes(3, 5 * MIB, 5 * MIB + 9).as_slice());
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_origin_ignoring_range_is_passed_through_uncached() {
+    const LEN: u64 = 6 * MIB;
+    let (origin, file) = origin(LEN).await;
+    file.ignore_range.store(true, Ordering::SeqCst);
+    let shellac = Shellac::start(origin.addr, sliced).await;
+    for _ in 0..2 {
+        let r = ranged(&shellac, 5 * MIB, 5 * MIB + 99).await;
+        assert_eq!(r.status, 206);
+        assert_eq!(r.body.as_ref(), bytes(1, 5 * MIB, 5 * MIB + 99).as_slice());
+    }
+    let stats = shellac.stats().await;
+    assert_eq!(stats["slice_range_ignored"], 1);
+    assert_eq!(stats["slice_learnt"], 0);
+    assert_eq!(origin.count(), 2);
+    shellac.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slices_live_in_the_disk_tier_across_a_restart() {
+    const LEN: u64 = 12 * MIB;
+    let (origin, _file) = origin(LEN).await;
+    let dir = TempDir::new("slices");
+    let data = dir.path("cache.dat");
+    let start = || async {
+        Shellac::start(origin.addr, |c| {
+            sliced(c);
+            c.storage.disk = Some(DiskConfig {
+                path: data.clone(),
+                size: Size(64 * MIB),
+                region_size: Size(8 * MIB),
+                admission: Admission::Always,
+                on_open_error: Default::default(),
+            });
+        })
+        .await
+    };
+    let shellac = start().await;
+    for a in [5 * MIB, 7 * MIB, 9 * MIB] {
+        let r = ranged(&shellac, a, a + 9).await;
+        assert_eq!(r.body.as_ref(), bytes(1, a, a + 9).as_slice());
+    }
+    stored(&shellac, 3).await;
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            shellac.stat("n_object_disk").await >= 3
+        })
+        .await,
+        "slices written to disk"
+    );
+    shellac.stop().await;
+    assert_eq!(origin.count(), 3);
+
+    // After a restart the URL is learnt again from one slice; the others come from disk.
+    let shellac = start().await;
+    let r = ranged(&shellac, 5 * MIB + 1, 5 * MIB + 9).await;
+    assert_eq!(
+        r.body.as_ref(),
+        bytes(1, 5 * MIB + 1, 5 * MIB + 9).as_slice()
+    );
+    assert_eq!(origin.count(), 4);
+    let r = ranged(&shellac, 7 * MIB, 9 * MIB + 9).await;
+    assert!(r.body.as_ref() == bytes(1, 7 * MIB, 9 * MIB + 9).as_slice());
+    assert_eq!(
+        origin.count(),
+        5,
+        "only slice 8 was never stored: {:?}",
+        asked(&origin)
+    );
+    assert!(shellac.stat("cache_hit_disk").await + shellac.stat("slice_hit").await >= 2);
+    shellac.stop().await;
+}
