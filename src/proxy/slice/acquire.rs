@@ -159,7 +159,10 @@ pub(super) fn stored_from(
     resp: Response<BackendBody>,
 ) -> Result<Source, Failure> {
     let received = Instant::now();
-    let (parts, body) = resp.into_parts();
+    let (mut parts, body) = resp.into_parts();
+    // Shellac's own fields: a backend never sets them (as `fetch/exchange.rs`).
+    parts.headers.remove(crate::proxy::filter::esi::FIELD);
+    parts.headers.remove(crate::cache::identity::FIELD);
     let proxy = &ctx.proxy;
     let meta = &ctx.meta;
     match parts.status {
@@ -205,6 +208,7 @@ pub(super) fn stored_from(
                 piece: None,
                 seen: Default::default(),
                 esi: None,
+                identity: None,
             };
             tokio::spawn(fill.run(proxy.clone(), key, busy, Some(guard), body));
             Ok(Source::Busy {
