@@ -77,9 +77,10 @@ struct Rule {
 impl Rule {
     /// The request-phase actions that change a hit (`Rules::change_a_hit`). Stripping the
     /// request's cookies counts only where cookies matter to a hit (`cookies_matter`).
-    fn acts_on_request(&self, cookies_matter: bool) -> bool {
+    fn acts_on_request(&self, cookies_matter: bool, seeking: bool) -> bool {
         let c = &self.cfg;
-        c.pass
+        (c.flv && seeking)
+            || c.pass
             || c.synth.is_some()
             || c.redirect.is_some()
             || self.rate_limit.is_some()
@@ -119,6 +120,8 @@ pub struct RequestOutcome {
     pub director: Option<String>,
     /// A rule's `rate_limit` refused the request: answer 429, `Retry-After` this long.
     pub limited: Option<std::time::Duration>,
+    /// A matched rule says `flv = true`.
+    pub flv: bool,
 }
 
 fn pairs(map: &std::collections::BTreeMap<String, String>) -> Vec<(HeaderName, HeaderValue)> {
@@ -198,7 +201,9 @@ impl Rules {
 
     /// Whether any rule has a request-phase action that changes a hit (`change_a_hit`).
     pub fn act_on_requests(&self, cookies_matter: bool) -> bool {
-        self.rules.iter().any(|r| r.acts_on_request(cookies_matter))
+        self.rules
+            .iter()
+            .any(|r| r.acts_on_request(cookies_matter, true))
     }
 
     /// Request phase: finds the matching rules in order and applies their request actions
@@ -253,6 +258,7 @@ impl Rules {
             if c.cache {
                 out.cache = true;
             }
+            out.flv |= c.flv;
             if let Some(s) = &c.synth {
                 let status = StatusCode::from_u16(s.status).unwrap_or(StatusCode::OK);
                 out.synth = Some((status, s.content_type.clone(), s.body.clone()));
@@ -275,7 +281,7 @@ impl Rules {
     /// rule whose request matchers match it answers instead (`pass`, `synth`, `redirect`) or
     /// edits the request (fields set or unset, cookies stripped: the `Vary` selection and the
     /// logged fields see the edit; cookies only when `cookies_matter`, i.e. the URL varies on
-    /// `Cookie` or the access log prints it). Rules that only choose a director, say `cache`,
+    /// `Cookie` or the access log prints it), or seeks in an FLV file (`flv`, a `start=`). Rules that only choose a director, say `cache`,
     /// or act in the response phase change nothing on a hit. Decided on the request as it is:
     /// no rule edits it unless one of these matched, and an edit can only make a later
     /// matcher fail (they test presence), so this errs towards "changes". A fast hit
@@ -293,8 +299,11 @@ impl Rules {
             return false;
         }
         let target = self.target(host, path_and_query, conn);
+        // An `flv` rule changes only a seek.
+        let seeking = path_and_query.contains("start=");
         self.rules.iter().enumerate().any(|(i, rule)| {
-            rule.acts_on_request(cookies_matter) && target.matches(i, rule, method, headers)
+            rule.acts_on_request(cookies_matter, seeking)
+                && target.matches(i, rule, method, headers)
         })
     }
 

@@ -365,3 +365,197 @@ fn check_refuses_a_bad_root_and_socket() {
     assert!(all.contains(":12:1: `backend.1.address`:"), "{all}");
     assert!(all.contains("does not exist"), "{all}");
 }
+
+/// A files backend (`name`, under `root`) with `try_files`, for the requests whose path
+/// matches `path`.
+fn routed_files(
+    c: &mut shellac::config::Config,
+    name: &str,
+    root: &Path,
+    try_files: &[&str],
+    path: &str,
+) {
+    let mut b = shellac::config::BackendConfig::new(name, "", 80);
+    b.protocol = shellac::config::BackendProtocol::Files;
+    b.root = Some(root.to_path_buf());
+    b.try_files = try_files.iter().map(|s| s.to_string()).collect();
+    c.backends.push(b);
+    c.rules.push(shellac::config::rules::RuleConfig {
+        path: Some(path.to_string()),
+        director: Some(name.to_string()),
+        ..Default::default()
+    });
+}
+
+/// nginx's `try_files`: the first path that names a file (or, ending in `/`, a directory)
+/// is served; else the fallback: another backend with the request unchanged, a status, or a
+/// file of the root.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_files_serves_the_first_that_exists_else_the_fallback() {
+    let dir = site();
+    let www = dir.0.join("www");
+    std::fs::write(www.join("about.html"), "<p>about</p>").unwrap();
+    let app = Origin::start(|s| Reply::ok(&format!("app saw {}", s.path)).cc("no-store")).await;
+    let app_addr = app.addr;
+    let sh = Shellac::start("127.0.0.1:9".parse().unwrap(), |c| {
+        let b = &mut c.backends[0];
+        b.host = String::new();
+        b.protocol = shellac::config::BackendProtocol::Files;
+        b.root = Some(www.clone());
+        b.try_files = ["$uri", "$uri.html", "$uri/", "@app"]
+            .map(String::from)
+            .to_vec();
+        c.backends.push(shellac::config::BackendConfig::new(
+            "app",
+            &app_addr.ip().to_string(),
+            app_addr.port(),
+        ));
+        routed_files(c, "spa", &www, &["$uri", "/docs/index.html"], "^/spa/");
+        routed_files(c, "gone", &www, &["$uri", "=410"], "^/gone/");
+    })
+    .await;
+    let r = get(sh.addr, "/app.js").await;
+    assert_eq!((r.status, r.text().as_str()), (200, "console.log(1);\n"));
+    let r = get(sh.addr, "/about").await;
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "<p>about</p>"),
+        "$uri.html"
+    );
+    assert_eq!(r.header("content-type"), Some("text/html"));
+    let r = get(sh.addr, "/docs").await;
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "<h1>docs</h1>"),
+        "$uri/"
+    );
+    let r = get(sh.addr, "/blog/2009/post?p=7").await;
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "app saw /blog/2009/post?p=7"),
+        "@app gets the request unchanged"
+    );
+    assert_eq!(sh.stat("files_try_next").await, 1);
+    // What the files origin refuses is refused, not handed on.
+    assert_eq!(raw_status(sh.addr, "/.env").await.0, 404);
+    assert_eq!(raw_status(sh.addr, "/%2e%2e/secret.txt").await.0, 400);
+    assert_eq!(app.count(), 1);
+    // A path fallback serves that file; a status fallback answers it.
+    let r = get(sh.addr, "/spa/some/route").await;
+    assert_eq!((r.status, r.text().as_str()), (200, "<h1>docs</h1>"));
+    assert_eq!(get(sh.addr, "/gone/x").await.status, 410);
+    assert_eq!(get(sh.addr, "/app.js?gone").await.status, 200);
+}
+
+/// `autoindex = true`: a directory without an index is listed — only what would be served,
+/// directories first, names HTML-escaped, links percent-encoded and usable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn directory_listings_only_when_on_escaped_and_safe() {
+    let dir = site();
+    let www = dir.0.join("www");
+    let list = www.join("list");
+    std::fs::create_dir_all(list.join("sub")).unwrap();
+    std::fs::write(list.join("a.txt"), "a").unwrap();
+    std::fs::write(list.join("<b>&\"c'.txt"), "tricky").unwrap();
+    std::fs::write(list.join("javascript:x"), "j").unwrap();
+    std::fs::write(list.join(".hidden"), "h").unwrap();
+    std::os::unix::fs::symlink(dir.0.join("secret.txt"), list.join("out")).unwrap();
+    let sh = files(&www, |b| b.autoindex = false).await;
+    assert_eq!(get(sh.addr, "/list/").await.status, 403, "off by default");
+    sh.stop().await;
+    let sh = files(&www, |b| b.autoindex = true).await;
+    let r = get_with(sh.addr, "/list/", &[PASS]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+    let page = r.text();
+    assert!(page.contains("<title>Index of /list/</title>"), "{page}");
+    let sub = page.find("href=\"sub/\"").expect("the directory is listed");
+    let a = page.find("href=\"a.txt\"").expect("the file is listed");
+    assert!(sub < a, "directories first\n{page}");
+    assert!(
+        page.contains("&lt;b&gt;&amp;&quot;c&#39;.txt</a>"),
+        "escaped\n{page}"
+    );
+    assert!(!page.contains("<b>"), "{page}");
+    assert!(page.contains("href=\"javascript%3Ax\""), "{page}");
+    assert!(page.contains("href=\"../\""), "{page}");
+    assert!(!page.contains("hidden"), "dotfiles are not listed\n{page}");
+    assert!(
+        !page.contains("out"),
+        "links out of the root are not listed\n{page}"
+    );
+    let link = page
+        .split("href=\"")
+        .find(|s| s.contains("c%27.txt"))
+        .and_then(|s| s.split('"').next())
+        .expect("a link to the tricky name")
+        .to_string();
+    let r = get(sh.addr, &format!("/list/{link}")).await;
+    assert_eq!((r.status, r.text().as_str()), (200, "tricky"), "{link}");
+    // A directory with an index is still its index; the root is listed without `../`.
+    assert_eq!(get(sh.addr, "/docs/").await.text(), "<h1>docs</h1>");
+    let root = get_with(sh.addr, "/", &[PASS]).await.text();
+    assert!(
+        root.contains("href=\"list/\"") && !root.contains("href=\"../\""),
+        "{root}"
+    );
+    let head = request(sh.addr, "HEAD", "/list/", &[PASS], b"").await;
+    assert_eq!(head.status, 200);
+    assert!(head.body.is_empty());
+}
+
+/// nginx's `flv`: `?start=BYTE` answers the FLV header, then the file from that byte — from
+/// the one stored copy (the seek is not part of the cache key) and from disk when passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flv_start_sends_the_header_then_the_file_from_the_offset() {
+    const HEADER: &[u8] = b"FLV\x01\x05\x00\x00\x00\x09\x00\x00\x00\x00";
+    let dir = site();
+    let www = dir.0.join("www");
+    // A generated FLV file: the header, then 300 KB of tags (bytes that say where they are).
+    let mut video = HEADER.to_vec();
+    video.extend((0..300_000u32).map(|i| (i % 251) as u8));
+    std::fs::write(www.join("clip.flv"), &video).unwrap();
+    // Modified long ago: fresh by the Last-Modified heuristic, so the seeks are hits.
+    std::fs::File::options()
+        .write(true)
+        .open(www.join("clip.flv"))
+        .unwrap()
+        .set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1_577_836_800))
+        .unwrap();
+    let sh = Shellac::start("127.0.0.1:9".parse().unwrap(), |c| {
+        let b = &mut c.backends[0];
+        b.host = String::new();
+        b.protocol = shellac::config::BackendProtocol::Files;
+        b.root = Some(www.clone());
+        c.rules.push(shellac::config::rules::RuleConfig {
+            path: Some(r"\.flv$".into()),
+            flv: true,
+            ..Default::default()
+        });
+        let mut pass = shellac::config::rules::RuleConfig::default();
+        pass.request_header.insert("x-pass".into(), String::new());
+        pass.pass = true;
+        c.rules.push(pass);
+    })
+    .await;
+    let whole = get(sh.addr, "/clip.flv").await;
+    assert_eq!((whole.status, whole.body.len()), (200, video.len()));
+    for (start, via) in [(1000usize, "cache"), (250_000, "cache"), (1000, "disk")] {
+        let headers: &[(&str, &str)] = if via == "disk" { &[PASS] } else { &[] };
+        let r = get_with(sh.addr, &format!("/clip.flv?start={start}"), headers).await;
+        assert_eq!(r.status, 200, "{start} {via}");
+        let mut want = HEADER.to_vec();
+        want.extend_from_slice(&video[start..]);
+        assert_eq!(r.body.len(), want.len(), "{start} {via}");
+        assert!(r.body[..] == want[..], "{start} {via}: other bytes");
+        if via == "cache" {
+            assert!(r.cache_status().contains("hit"), "{}", r.cache_status());
+        }
+    }
+    // An offset past the end, or none, is the whole file, as nginx does.
+    let r = get(sh.addr, &format!("/clip.flv?start={}", video.len() + 5)).await;
+    assert!(r.body[..] == video[..]);
+    let r = get(sh.addr, "/clip.flv?start=0").await;
+    assert!(r.body[..] == video[..]);
+    assert_eq!(sh.stat("flv_seek").await, 4);
+}

@@ -29,6 +29,7 @@ use http::{Request, Response, StatusCode};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use body::{BackendBody, BodyOutcome, BodyPace, BodyTooLarge, BodyTooSlow, RequestBody};
+pub(crate) use files::TryNext;
 use health::Health;
 pub use origin::{BoxError, BoxStream};
 

@@ -124,6 +124,15 @@ pub struct BackendConfig {
     /// Default `5s`.
     #[serde(default = "default_open_file_cache_valid")]
     pub open_file_cache_valid: Dur,
+    /// `protocol = "files"`: nginx's `try_files` — paths tried in order (`$uri`, `$uri/`,
+    /// `/fallback.html`), the last one what is done when none exists: `=CODE`, `@NAME` (the
+    /// request to that backend or director) or a path served from the root. Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub try_files: Vec<String>,
+    /// `protocol = "files"`: a directory without an index file is answered with a listing of
+    /// its names (nginx's `autoindex`) instead of 403. Default false.
+    #[serde(default)]
+    pub autoindex: bool,
     /// `protocol = "fastcgi"`: parameters sent with every request, after the standard ones
     /// (they override). Default: none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -252,6 +261,8 @@ impl BackendConfig {
             precompressed: false,
             open_file_cache: default_open_file_cache(),
             open_file_cache_valid: default_open_file_cache_valid(),
+            try_files: Vec::new(),
+            autoindex: false,
             params: BTreeMap::new(),
         }
     }

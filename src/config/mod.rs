@@ -21,6 +21,7 @@ pub mod rules;
 pub mod settings;
 pub mod site;
 pub mod tls;
+pub mod try_files;
 pub mod units;
 mod validate;
 pub mod vcl;

@@ -166,6 +166,9 @@ pub struct RuleConfig {
     pub director: Option<String>,
     /// Answer `429` once a key's requests go past the limit.
     pub rate_limit: Option<RateLimitConfig>,
+    /// FLV pseudo-streaming (nginx's `flv`): `?start=BYTE` is taken off the request before
+    /// the cache key, and the answer is the FLV header then the file from that byte.
+    pub flv: bool,
 
     // Response actions
     /// Freshness lifetime from now, replacing what the origin said (with `override_origin`,
@@ -212,6 +215,7 @@ impl RuleConfig {
             || self.redirect.is_some()
             || self.director.is_some()
             || self.rate_limit.is_some()
+            || self.flv
     }
 }
 

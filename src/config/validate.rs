@@ -33,6 +33,7 @@ pub(super) fn across(c: &Config) -> Problems {
     log(c, &mut out);
     out.extend(super::vcl::validate(c));
     out.extend(backend::validate(c));
+    out.extend(super::try_files::validate(c));
     out.extend(addresses::validate(c));
     out.extend(super::http2::validate(c));
     out.extend(super::site::across(c));

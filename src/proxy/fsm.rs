@@ -78,6 +78,7 @@ fn begin(
         req_cc: None,
         background: false,
         matched_rules: Vec::new(),
+        flv_start: None,
         route: None,
         route_hash: None,
         vcl: None,
@@ -377,6 +378,7 @@ impl Txn {
                 super::coding::on_delivery(self, gzipped);
                 if self.ranged(head.status)
                     || !self.filters.deliver.is_empty()
+                    || self.flv_start.is_some()
                     || head.headers.contains_key(super::filter::esi::FIELD)
                 {
                     return Step::Deliver(self.stream_response(

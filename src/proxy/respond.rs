@@ -10,7 +10,7 @@ use http::{Method, Response, StatusCode};
 
 use super::body::ResponseBody;
 use super::deliver;
-use super::filter::esi;
+use super::filter::{esi, flv};
 use super::partial::{self, RangeSpec};
 use super::txn::{Step, Txn};
 use crate::cache::Object;
@@ -32,6 +32,7 @@ impl Txn {
     ) -> Step {
         super::coding::on_delivery(self, super::coding::stored_gzip(&object.headers));
         super::coding::identity_for_if_range(self, &object);
+        self.flv_filter(object.status, object.headers.map(), Some(object.body_len));
         // A page stored with an ESI program: assembled (`filter/esi/`), its head after its
         // first bytes; its validators do not name the assembled bytes, so the request's
         // conditionals and Range are not answered from them.
@@ -97,6 +98,39 @@ impl Txn {
         ))
     }
 
+    /// An FLV seek (`flv_start`, set by an `flv` rule): the FLV filter on the delivery chain
+    /// when this response can be cut there (`filter/flv.rs`); once per request.
+    fn flv_filter(&mut self, status: StatusCode, fields: &http::HeaderMap, len: Option<u64>) {
+        if let Some(start) = self.flv_start.take()
+            && flv::Flv::applies(start, status, fields, len)
+        {
+            self.filters.deliver.push(Box::new(flv::Flv::new(start)));
+        }
+    }
+
+    /// A passed body (streamed as fetched, no delivery chain) cut for an FLV seek when it
+    /// can be (`flv_filter`); else as it is.
+    pub(super) fn flv_passed(
+        &mut self,
+        status: StatusCode,
+        fields: &mut http::HeaderMap,
+        body: ResponseBody,
+    ) -> ResponseBody {
+        let Some(start) = self.flv_start.take() else {
+            return body;
+        };
+        let len = fields
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
+        if !flv::Flv::applies(start, status, fields, len) {
+            return body;
+        }
+        let mut chain = super::filter::Chain::default();
+        chain.push(Box::new(flv::Flv::new(start)));
+        super::filter::streamed(&mut chain, status, fields, body, len).0
+    }
+
     /// The ESI program stored with `object`, if any (a damaged one is counted and the object
     /// delivered as stored).
     fn esi_program(&self, object: &Object) -> Option<crate::esi::Program> {
@@ -138,6 +172,7 @@ impl Txn {
     ) -> Response<ResponseBody> {
         let gzipped = super::filter::gzip::coding(&headers) == Some(Coding::Gzip);
         super::coding::on_delivery(self, gzipped);
+        self.flv_filter(status, &headers, content_length);
         // A response fetched with ESI on whose program is not known yet (`esi::PENDING`):
         // assembled as it is parsed here.
         let mut page = None;

@@ -144,6 +144,8 @@ pub(super) struct Txn {
     pub background: bool,
     /// Rules whose request matchers matched (their response phase runs in Fetch).
     pub matched_rules: Vec<usize>,
+    /// An FLV seek's offset (`[[rule]] flv`, `?start=`), until the delivery takes it.
+    pub flv_start: Option<u64>,
     /// Backend or director chosen by a rule (or VCL) instead of the default route.
     pub route: Option<Member>,
     /// A hash director's key hash chosen by VCL (`hash.backend(key)`).

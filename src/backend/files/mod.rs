@@ -1,7 +1,8 @@
 //! The static-files origin kind (`[[backend]] protocol = "files"`): a request's path names a
 //! file under the document root `root`, answered as an HTTP origin would answer it — GET and
-//! HEAD (else 405 with `Allow`), index files for directories (a directory without one is 403:
-//! no listings), `Content-Type` by extension (`mime.rs`), `ETag` / `Last-Modified`, 304 / 412
+//! HEAD (else 405 with `Allow`), index files for directories (a directory without one is 403,
+//! or its listing with `autoindex`: `listing.rs`), nginx's `try_files` (`try_files.rs`),
+//! `Content-Type` by extension (`mime.rs`), `ETag` / `Last-Modified`, 304 / 412
 //! and single or multipart 206 / 416 with `If-Range` (`http/conditional.rs`, the rules the
 //! proxy applies to stored objects), precompressed `.br` / `.zst` / `.gz` siblings by
 //! `Accept-Encoding` with `Vary`. Its answer goes through the same cache policy, rules, logs
@@ -15,9 +16,11 @@
 //! ends the body with an error). All file-system calls run on tokio's blocking pool.
 
 mod body;
+mod listing;
 mod mime;
 pub(super) mod open;
 pub(super) mod path;
+mod try_files;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -35,8 +38,11 @@ use self::path::Refused;
 use super::origin::{BoxStream, Origin, Source, plain_response};
 use super::{Backend, FetchError, RequestBody};
 use crate::config::BackendConfig;
+use crate::config::try_files::TryFiles;
 use crate::http::accept_encoding::{Accepts, Coding};
 use crate::http::conditional::{self, Answer};
+
+pub(crate) use self::try_files::TryNext;
 
 /// Precompressed siblings: the coding and the suffix of its file.
 const SIBLINGS: [(Coding, &str); 3] = [
@@ -51,7 +57,11 @@ pub(crate) struct Files {
     types: mime::Types,
     index: Vec<String>,
     dotfiles: bool,
+    follow_symlinks: bool,
     precompressed: bool,
+    autoindex: bool,
+    /// `try_files`, read (checked with the configuration).
+    try_files: Option<TryFiles>,
 }
 
 /// What a request found on disk.
@@ -67,6 +77,10 @@ enum Found {
     },
     /// A directory asked for without its trailing slash.
     Redirect,
+    /// The listing of a directory without an index file (`autoindex`).
+    Listing(String),
+    /// None of `try_files` exists: the request goes to this backend or director.
+    Next(String),
     Status(StatusCode),
 }
 
@@ -92,7 +106,10 @@ impl Files {
                 .clone()
                 .unwrap_or_else(|| vec!["index.html".to_string()]),
             dotfiles: config.dotfiles,
+            follow_symlinks: config.follow_symlinks,
             precompressed: config.precompressed,
+            autoindex: config.autoindex,
+            try_files: TryFiles::parse(&config.try_files).ok().flatten(),
         }
     }
 
@@ -135,6 +152,7 @@ impl Files {
             }
             match chosen {
                 Some(c) => c,
+                None if self.autoindex => return self.listing(names),
                 None => return Found::Status(StatusCode::FORBIDDEN),
             }
         } else {
@@ -175,6 +193,25 @@ impl Files {
         }
     }
 
+    /// The listing of the directory `names` (found, without an index).
+    fn listing(&self, names: &path::FilePath) -> Found {
+        let dir = self.cache.root().join(names.relative());
+        let shown_as = if names.names.is_empty() {
+            "/".to_string()
+        } else {
+            format!("/{}/", names.relative())
+        };
+        let shown = listing::Shown {
+            root: self.cache.root(),
+            dotfiles: self.dotfiles,
+            follow_symlinks: self.follow_symlinks,
+        };
+        match listing::render(&dir, &shown_as, &shown) {
+            Ok(page) => Found::Listing(page),
+            Err(e) => Found::Status(status_of(open::missing(&e))),
+        }
+    }
+
     async fn answer(self: &Arc<Self>, req: Request<RequestBody>) -> Response<Source> {
         let (parts, _) = req.into_parts();
         if parts.method != Method::GET && parts.method != Method::HEAD {
@@ -198,13 +235,41 @@ impl Files {
         let this = self.clone();
         let lookup = {
             let names = names.clone();
-            tokio::task::spawn_blocking(move || this.find(&names, &accepts))
+            let raw = parts.uri.path().to_string();
+            tokio::task::spawn_blocking(move || match &this.try_files {
+                Some(t) => this.try_files(t, &raw, &accepts),
+                None => this.find(&names, &accepts),
+            })
         };
         let found = lookup
             .await
             .unwrap_or(Found::Status(StatusCode::INTERNAL_SERVER_ERROR));
         match found {
             Found::Status(s) => plain_response(s),
+            Found::Next(name) => {
+                let mut resp = plain_response(StatusCode::NOT_FOUND);
+                resp.extensions_mut().insert(TryNext(name));
+                resp
+            }
+            Found::Listing(page) => {
+                let len = page.len();
+                let body = if parts.method == Method::HEAD {
+                    empty()
+                } else {
+                    Box::pin(
+                        http_body_util::Full::new(Bytes::from(page))
+                            .map_err(|never| match never {}),
+                    )
+                };
+                let mut resp = Response::new(Source::Stream(body));
+                let h = resp.headers_mut();
+                h.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/html; charset=utf-8"),
+                );
+                h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+                resp
+            }
             Found::Redirect => {
                 let mut location = format!("{}/", parts.uri.path());
                 if let Some(q) = parts.uri.query() {

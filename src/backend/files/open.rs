@@ -78,7 +78,7 @@ pub(crate) fn open(root: &Path, relative: &str, follow_symlinks: bool) -> Result
     Ok(Opened { file, dir })
 }
 
-fn missing(e: &io::Error) -> Missing {
+pub(crate) fn missing(e: &io::Error) -> Missing {
     match e.kind() {
         io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => Missing::NotFound,
         io::ErrorKind::PermissionDenied => Missing::Forbidden,

@@ -215,7 +215,7 @@ pub(super) const BACKEND: &[Setting] = &[
         ),
         example: r##"["index.html", "index.htm"]"##,
         restart: false,
-        doc: r##"Files tried, in order, for a request naming a directory. A directory requested without its trailing `/` is redirected (301) to it; a directory with none of them is `403` (no listings)."##,
+        doc: r##"Files tried, in order, for a request naming a directory. A directory requested without its trailing `/` is redirected (301) to it; a directory with none of them is `403`, or a listing with `autoindex`."##,
     },
     Setting {
         section: "backend",
@@ -284,6 +284,24 @@ pub(super) const BACKEND: &[Setting] = &[
         example: r##""##,
         restart: false,
         doc: r##"`protocol = "files"`: how long a kept file or "not found" is used before the path is looked up again (a file replaced by another is seen after this; one changed in place at once: its size and time are read on every request)."##,
+    },
+    Setting {
+        section: "backend",
+        key: "try_files",
+        kind: Kind::Texts("a list of paths, the last one `=CODE`, `@NAME` or a path"),
+        default: Default::Unset(r##"none: the request's path is the file"##),
+        example: r##"["$uri", "$uri/", "@php"]"##,
+        restart: false,
+        doc: r##"`protocol = "files"`: nginx's `try_files`. Each entry but the last is a path (`$uri` is the request's path): the first that names a file (or, ending in `/`, a directory: its index) is served. The last entry is what happens when none does: `=CODE` answers that status (`=404`), `@NAME` sends the request unchanged to the backend or director `NAME` (its answer is cached under the request's URL like any other), and a path serves that file from the root (`/index.html`, a single-page application's shell) or 404. At least two entries (docs/static-files.md)."##,
+    },
+    Setting {
+        section: "backend",
+        key: "autoindex",
+        kind: Kind::Bool,
+        default: Default::Value(r##"false"##),
+        example: r##""##,
+        restart: false,
+        doc: r##"`protocol = "files"`: a directory without an `index` file is answered with an HTML listing of its files and directories (nginx's `autoindex`) instead of `403`. Names that would not be served (dotfiles unless `dotfiles`, links out of `root` unless `follow_symlinks`, special files) are not listed; names are HTML-escaped and links percent-encoded; at most 10,000 entries."##,
     },
     Setting {
         section: "backend",

@@ -174,6 +174,15 @@ pub(super) const RULE: &[Setting] = &[
     },
     Setting {
         section: "rule",
+        key: "flv",
+        kind: Kind::Bool,
+        default: Default::Value(r##"false"##),
+        example: r##"true"##,
+        restart: false,
+        doc: r##"Request action: FLV pseudo-streaming (nginx's `flv`). A matching request with `?start=BYTE` (a positive whole number) is looked up, fetched and stored without its `start` argument, and answered with the 13-byte FLV header and then the file from that byte (chunked: no `Content-Length`; a `Range` is ignored); an offset not below the file's length, or a status other than 200, gets the file as it is. One stored copy serves every seek, from the cache or from a `files` backend (docs/static-files.md). Match it to the files: `path = '\.flv$'`."##,
+    },
+    Setting {
+        section: "rule",
         key: "director",
         kind: Kind::Text("a backend or director name"),
         default: Default::Unset(r##"none"##),

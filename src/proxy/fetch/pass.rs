@@ -77,6 +77,7 @@ fn stream(txn: &mut Txn, reason: NoCacheReason, parts: Parts, body: BackendBody)
     };
     let switching = parts.status == StatusCode::SWITCHING_PROTOCOLS;
     let mut parts = parts;
+    let body = txn.flv_passed(parts.status, &mut parts.headers, body);
     let on_upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
     let mut resp = super::super::deliver::respond(parts.status, parts.headers, body, &status);
     // The backend switched protocols (only ever for an upgrade it was asked for): the server

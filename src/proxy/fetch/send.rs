@@ -8,7 +8,7 @@ use http::{Method, Response, StatusCode};
 use super::super::txn::Txn;
 use super::request::build_request;
 use crate::backend::director::{Member, Pick};
-use crate::backend::{Backend, BackendBody, FetchError};
+use crate::backend::{Backend, BackendBody, FetchError, TryNext};
 use crate::cache::CacheKey;
 
 /// Attempts at most per request (first try, retries and restarts together).
@@ -46,7 +46,7 @@ pub(super) async fn send(
     txn: &mut Txn,
     for_cache: bool,
 ) -> Result<Response<BackendBody>, SendFailure> {
-    let route = txn
+    let mut route = txn
         .route
         .clone()
         .unwrap_or_else(|| txn.proxy.backends.default.clone());
@@ -80,6 +80,7 @@ pub(super) async fn send(
     }
     let mut tried: Vec<Arc<Backend>> = Vec::new();
     let mut restarts = 0;
+    let mut handed_on = false;
     let mut last_error = None;
     for _ in 0..MAX_ATTEMPTS {
         let Some(backend) = choose(&route, &key, txn, &tried) else {
@@ -118,6 +119,19 @@ pub(super) async fn send(
                 counters.backend_retry.inc();
             }
             Ok(resp) => {
+                // A files origin's `try_files` found nothing and names the backend that
+                // answers instead: once (a second hand-over would be a loop the
+                // configuration cannot express, so the files origin's 404 stands).
+                if let Some(next) = resp.extensions().get::<TryNext>()
+                    && !handed_on
+                    && let Some(member) = proxy.backends.get(&next.0)
+                {
+                    handed_on = true;
+                    route = member;
+                    tried.clear();
+                    counters.files_try_next.inc();
+                    continue;
+                }
                 let Some(director) = route.director() else {
                     return Ok(resp);
                 };

@@ -21,6 +21,7 @@
 
 mod deliver;
 pub(crate) mod esi;
+pub mod flv;
 pub mod gzip;
 #[cfg(test)]
 mod gzip_tests;

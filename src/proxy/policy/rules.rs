@@ -10,10 +10,12 @@ use http::header;
 use http::response::Parts;
 
 use super::{Hooks, ResponseOutcome, Storage};
+use crate::cache::CacheKey;
 use crate::cache::policy::{Exchange, NoCacheReason};
 use crate::http::cache_control::CacheControl;
 use crate::http::headers::{self, has_field};
 use crate::proxy::deliver;
+use crate::proxy::filter::flv;
 use crate::proxy::judge::normalize_accept_encoding;
 use crate::proxy::txn::{FetchMode, Step, Txn};
 
@@ -114,6 +116,31 @@ impl Hooks for Rules {
     }
 }
 
+/// A matched `flv` rule: a request with `?start=BYTE` is looked up and fetched without it,
+/// and its answer cut by the FLV delivery filter (`filter/flv.rs`).
+fn flv_seek(txn: &mut Txn, host: &str) {
+    let Some(start) = txn.req.uri.query().and_then(flv::start_of) else {
+        return;
+    };
+    let path = txn.req.uri.path();
+    let target = match txn.req.uri.query().and_then(flv::without_start) {
+        Some(q) => format!("{path}?{q}"),
+        None => path.to_string(),
+    };
+    let mut parts = txn.req.uri.clone().into_parts();
+    let Ok(pq) = target.parse() else {
+        return;
+    };
+    parts.path_and_query = Some(pq);
+    let Ok(uri) = http::Uri::from_parts(parts) else {
+        return;
+    };
+    txn.req.uri = uri;
+    txn.key = Some(CacheKey::new(host, &target));
+    txn.flv_start = Some(start);
+    txn.proxy.counters.flv_seek.inc();
+}
+
 /// The rules' request phase: `Continue(cache)` goes on (`cache`: a rule said
 /// `cache = true`), `Break(step)` is a rule's answer (synth, redirect) or its pass.
 fn request_phase(txn: &mut Txn) -> ControlFlow<Step, bool> {
@@ -143,6 +170,9 @@ fn request_phase(txn: &mut Txn) -> ControlFlow<Step, bool> {
     if let Some(retry) = outcome.limited {
         txn.proxy.counters.rate_limited.inc();
         return ControlFlow::Break(Step::Deliver(too_many_requests(retry)));
+    }
+    if outcome.flv {
+        flv_seek(txn, &host);
     }
     if let Some(name) = &outcome.director {
         txn.route = txn.proxy.backends.get(name);

@@ -1,0 +1,49 @@
+//! nginx's `try_files` for the files origin: each path of the list (`$uri` replaced by the
+//! request's path, still percent-encoded, then read by `path.rs` like any request path, so an
+//! entry can never reach outside the root) is looked up in turn through the open-file cache;
+//! the first regular file — or, for an entry ending in `/`, directory — found is served as if
+//! it had been asked for. When none is there the fallback decides: a status, a file from the
+//! root, or the request handed on unchanged to another backend (`TryNext`, which the fetch
+//! step reads: `proxy/fetch/send.rs`).
+
+use super::path::{self, FilePath};
+use super::{Files, Found};
+use crate::config::try_files::{Fallback, TryFiles, URI};
+use crate::http::accept_encoding::Accepts;
+use http::StatusCode;
+
+/// Marks a files origin's answer as "none of the files exists: send this request to the
+/// backend or director named" (`try_files = [..., "@NAME"]`). The answer itself is dropped.
+#[derive(Clone, Debug)]
+pub(crate) struct TryNext(pub String);
+
+impl Files {
+    /// The first entry of `t` that exists, served; else the fallback (blocking: runs on the
+    /// blocking pool). `raw` is the request's path as sent.
+    pub(super) fn try_files(&self, t: &TryFiles, raw: &str, accepts: &Accepts) -> Found {
+        for entry in &t.paths {
+            let Some(names) = self.existing(entry, raw) else {
+                continue;
+            };
+            return self.find(&names, accepts);
+        }
+        match &t.fallback {
+            Fallback::Status(code) => Found::Status(
+                StatusCode::from_u16(*code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            ),
+            Fallback::Backend(name) => Found::Next(name.clone()),
+            Fallback::Path(p) => match path::parse(&p.replace(URI, raw), self.dotfiles) {
+                Ok(names) => self.find(&names, accepts),
+                Err(_) => Found::Status(StatusCode::NOT_FOUND),
+            },
+        }
+    }
+
+    /// `entry` with `$uri` replaced, when it names something there: a regular file, or a
+    /// directory if it ends in `/`.
+    fn existing(&self, entry: &str, raw: &str) -> Option<FilePath> {
+        let names = path::parse(&entry.replace(URI, raw), self.dotfiles).ok()?;
+        let opened = self.cache.open(&names.relative()).ok()?;
+        (opened.dir == names.trailing_slash).then_some(names)
+    }
+}
