@@ -41,6 +41,7 @@ impl Txn {
             self.filters
                 .deliver
                 .push(Box::new(esi::Assemble::stored(page.clone(), program)));
+            self.esi_coding();
             let mut request = self.req.headers.clone();
             for name in [
                 header::IF_NONE_MATCH,
@@ -131,6 +132,28 @@ impl Txn {
         super::filter::streamed(&mut chain, status, fields, body, len).0
     }
 
+    /// After an assembly in the delivery chain: the page gzipped for a client that takes gzip
+    /// (`filter/esi/gzip.rs`), with `[compression]` on; an include's page is left identity
+    /// (it is spliced into its parent).
+    fn esi_coding(&mut self) {
+        let config = &self.proxy.config.compression;
+        if !config.enabled
+            || self
+                .req
+                .extensions
+                .get::<crate::esi::Level>()
+                .is_some_and(|l| l.0 > 0)
+        {
+            return;
+        }
+        let wanted = self.filters.coding.accepts.accepts(Coding::Gzip);
+        self.filters.deliver.push(Box::new(esi::GzipPage::new(
+            config.gzip_level,
+            self.proxy.counters.clone(),
+            wanted,
+        )));
+    }
+
     /// The ESI program stored with `object`, if any (a damaged one is counted and the object
     /// delivered as stored).
     fn esi_program(&self, object: &Object) -> Option<crate::esi::Program> {
@@ -182,6 +205,7 @@ impl Txn {
             self.filters
                 .deliver
                 .push(Box::new(esi::Assemble::parse(p.clone(), url)));
+            self.esi_coding();
             page = Some(p);
         }
         // The delivery filters (`filter/`), if any: a Range below is cut from their output.

@@ -4,6 +4,7 @@
 //! includes fetched as sub-requests through the whole proxy ([`assemble`], [`include`]).
 
 pub mod assemble;
+pub mod gzip;
 pub mod include;
 pub mod parse;
 pub mod prime;
@@ -12,6 +13,7 @@ pub mod prime;
 pub const FIELD: http::HeaderName = http::HeaderName::from_static(crate::esi::FIELD);
 
 pub use assemble::Assemble;
+pub use gzip::GzipPage;
 pub use include::Page;
 pub use parse::{Slot, attach, stored_fields, turn_on};
 pub use prime::{Prime, needs_prime, prime};
