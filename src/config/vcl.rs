@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::Config;
+use super::units::Dur;
 
 /// `[vcl]`.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
@@ -24,6 +25,19 @@ pub struct VclConfig {
     /// per match (Varnish's `pcre2_match_limit`); past it the match fails (counter
     /// `vcl_match_limit`). Default 10000.
     pub match_limit: usize,
+    /// TCP connect timeout of the VCL file's backends that do not set `.connect_timeout`,
+    /// and `bereq.connect_timeout`'s default (Varnish's `connect_timeout`). Default 3.5 s.
+    pub connect_timeout: Dur,
+    /// First-byte timeout of backends without `.first_byte_timeout` (Varnish's
+    /// `first_byte_timeout`). Default 60 s.
+    pub first_byte_timeout: Dur,
+    /// Between-bytes timeout of backends without `.between_bytes_timeout` (Varnish's
+    /// `between_bytes_timeout`). Default 60 s.
+    pub between_bytes_timeout: Dur,
+    /// `return (restart)` per request at most (Varnish's `max_restarts`). Default 4.
+    pub max_restarts: u32,
+    /// `return (retry)` per backend fetch at most (Varnish's `max_retries`). Default 4.
+    pub max_retries: u32,
     /// The backends, probes and directors are the VCL file's (made so by `vcl::attach`); not
     /// in the TOML.
     #[serde(skip)]
@@ -37,6 +51,12 @@ impl Default for VclConfig {
             err_unref: true,
             // Varnish's pcre2_match_limit (vcl::pcre::DEFAULT_MATCH_LIMIT).
             match_limit: 10_000,
+            // Varnish's parameter defaults.
+            connect_timeout: Dur(std::time::Duration::from_millis(3500)),
+            first_byte_timeout: Dur(std::time::Duration::from_secs(60)),
+            between_bytes_timeout: Dur(std::time::Duration::from_secs(60)),
+            max_restarts: 4,
+            max_retries: 4,
             origins_from_file: false,
         }
     }

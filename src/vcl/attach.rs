@@ -59,6 +59,11 @@ fn compile(config: &Config, path: &Path) -> Result<Program, Vec<ConfigError>> {
     let options = Options {
         err_unref: config.vcl.err_unref,
         match_limit: config.vcl.match_limit,
+        timeouts: super::ir::Timeouts {
+            connect: config.vcl.connect_timeout.0,
+            first_byte: config.vcl.first_byte_timeout.0,
+            between_bytes: config.vcl.between_bytes_timeout.0,
+        },
     };
     super::load::load(path)
         .and_then(|src| super::compile_with(&src, &options))

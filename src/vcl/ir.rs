@@ -370,6 +370,29 @@ pub struct Program {
     /// Some subroutine (the built-in ones included) reads `server.ip`, `server.port` or
     /// `local.ip`: client sessions then find their local address for each request.
     pub reads_local: bool,
+    /// What a backend that does not set its timeouts waits, and what `bereq.*_timeout` read
+    /// until VCL sets them.
+    pub timeouts: Timeouts,
+}
+
+/// Backend timeouts by default: Varnish's `connect_timeout`, `first_byte_timeout` and
+/// `between_bytes_timeout` parameters (`[vcl]` settings of the same names).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Timeouts {
+    pub connect: std::time::Duration,
+    pub first_byte: std::time::Duration,
+    pub between_bytes: std::time::Duration,
+}
+
+impl Default for Timeouts {
+    /// Varnish's defaults: 3.5 s, 60 s, 60 s.
+    fn default() -> Timeouts {
+        Timeouts {
+            connect: std::time::Duration::from_millis(3500),
+            first_byte: std::time::Duration::from_secs(60),
+            between_bytes: std::time::Duration::from_secs(60),
+        }
+    }
 }
 
 impl Program {

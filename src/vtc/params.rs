@@ -86,6 +86,34 @@ const PARAMS: &[(&str, Rule)] = &[
         Rule::Setting("server", "send_timeout", Kind::Seconds, "60"),
     ),
     (
+        "connect_timeout",
+        Rule::Setting("vcl", "connect_timeout", Kind::Seconds, "3.5"),
+    ),
+    (
+        "first_byte_timeout",
+        Rule::Setting("vcl", "first_byte_timeout", Kind::Seconds, "60"),
+    ),
+    (
+        "between_bytes_timeout",
+        Rule::Setting("vcl", "between_bytes_timeout", Kind::Seconds, "60"),
+    ),
+    (
+        "max_restarts",
+        Rule::Setting("vcl", "max_restarts", Kind::Count, "4"),
+    ),
+    (
+        "max_retries",
+        Rule::Setting("vcl", "max_retries", Kind::Count, "4"),
+    ),
+    (
+        "shortlived",
+        Rule::Setting("cache", "shortlived", Kind::Seconds, "10"),
+    ),
+    (
+        "uncacheable_ttl",
+        Rule::Setting("cache", "hit_for_miss_ttl", Kind::Seconds, "120"),
+    ),
+    (
         "pcre2_match_limit",
         Rule::Setting("vcl", "match_limit", Kind::Count, "10000"),
     ),
@@ -123,6 +151,13 @@ const PARAMS: &[(&str, Rule)] = &[
     ("acceptor_sleep_max", Rule::NoMeaning),
     ("acceptor_sleep_incr", Rule::NoMeaning),
     ("acceptor_sleep_decay", Rule::NoMeaning),
+    ("thread_pool_watchdog", Rule::NoMeaning),
+    ("timeout_linger", Rule::NoMeaning),
+    ("accept_filter", Rule::NoMeaning),
+    ("fetch_chunksize", Rule::NoMeaning),
+    ("fetch_maxchunksize", Rule::NoMeaning),
+    ("vcl_cooldown", Rule::NoMeaning),
+    ("vcl_trace", Rule::LogOnly),
     ("diag_bitmap", Rule::LogOnly),
     ("vsl_mask", Rule::LogOnly),
     ("vsl_reclen", Rule::LogOnly),
@@ -455,9 +490,13 @@ fn quote(s: &str) -> String {
     out
 }
 
-/// Seconds as Varnish parameters take them: a plain number or a duration with a unit.
+/// Seconds as Varnish parameters take them: a plain number or a duration with a unit, or
+/// `never` (a timeout that does not fire: ten years, the longest duration a setting holds).
 fn seconds(v: &str) -> Option<Duration> {
     let v = v.trim();
+    if v == "never" {
+        return Some(Duration::from_secs(10 * 365 * 86_400));
+    }
     if let Ok(f) = v.parse::<f64>() {
         return (f.is_finite() && f >= 0.0).then(|| Duration::from_secs_f64(f));
     }
@@ -480,9 +519,25 @@ mod tests {
         // A knob of Varnish's own machinery: accepted, no meaning here.
         assert_eq!(s.set("thread_pools", "1"), Ok(()));
         assert!(matches!(
-            s.set("connect_timeout", "1"),
+            s.set("send_timeout", "1"),
             Err(ParamError::Unmapped(_))
         ));
+        // Backend timeouts and restarts: `[vcl]`'s defaults for the file's backends.
+        assert_eq!(s.set("connect_timeout", "1.5"), Ok(()));
+        assert_eq!(s.set("max_restarts", "2"), Ok(()));
+        assert_eq!(s.set("shortlived", "0"), Ok(()));
+        assert_eq!(s.set("idle_send_timeout", "never"), Ok(()));
+        assert_eq!(s.set("timeout_linger", "0.5"), Ok(()));
+        assert_eq!(
+            s.values
+                .get(&("vcl", "connect_timeout"))
+                .map(String::as_str),
+            Some("\"1500ms\"")
+        );
+        assert_eq!(
+            s.values.get(&("vcl", "max_restarts")).map(String::as_str),
+            Some("2")
+        );
         assert_eq!(s.set("debug", "+syncvsl,+waitinglist"), Ok(()));
         assert!(s.set("debug", "+slow_acceptor").is_err());
         assert_eq!(s.set("feature", "+http2"), Ok(()));
@@ -523,9 +578,11 @@ mod tests {
             "{t}"
         );
         assert!(
-            t.contains("[vcl]\nmatch_limit = 10000\nfile = \"/t/v.vcl\"\nerr_unref = false"),
+            t.contains("max_retries = 4\nfile = \"/t/v.vcl\"\nerr_unref = false"),
             "{t}"
         );
+        assert!(t.contains("connect_timeout = \"1500ms\""), "{t}");
+        assert!(t.contains("match_limit = 10000\n"), "{t}");
         let parsed: toml::Value = toml::from_str(&t).unwrap();
         assert_eq!(parsed["server"]["listen"][0].as_str(), Some("127.0.0.1:0"));
         s.reset("default_ttl").unwrap();

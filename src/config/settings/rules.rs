@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{Default, Kind, Setting};
+use super::{Default, Kind, ONE_NANOSECOND, Setting};
 
 pub(super) const RULE: &[Setting] = &[
     Setting {
@@ -441,5 +441,56 @@ pub(super) const VCL: &[Setting] = &[
         example: r##""##,
         restart: false,
         doc: r##"Backtracking steps one match of a VCL regular expression may take, as Varnish's `pcre2_match_limit` (same default). Patterns the `regex` crate runs (most) never backtrack and ignore it; those that need PCRE's backtracking (look-ahead, look-behind, back-references, atomic groups) run on a backtracking engine, and a match that goes past the limit fails — `~` is false, `!~` true, `regsub` leaves its subject as it is — and is counted in `vcl_match_limit`, so a pathological pattern costs a bounded amount of CPU per request. docs/vcl.md."##,
+    },
+    Setting {
+        section: "vcl",
+        key: "connect_timeout",
+        kind: Kind::Duration {
+            min: ONE_NANOSECOND,
+        },
+        default: Default::Value(r##""3500ms""##),
+        example: r##""##,
+        restart: false,
+        doc: r##"TCP connect timeout of the VCL file's backends that do not set `.connect_timeout`, and what `bereq.connect_timeout` holds until VCL sets it — Varnish's `connect_timeout` parameter (same default). `[[backend]]`s of a TOML configuration have their own."##,
+    },
+    Setting {
+        section: "vcl",
+        key: "first_byte_timeout",
+        kind: Kind::Duration {
+            min: ONE_NANOSECOND,
+        },
+        default: Default::Value(r##""60s""##),
+        example: r##""##,
+        restart: false,
+        doc: r##"First-byte timeout of the VCL file's backends that do not set `.first_byte_timeout`, and `bereq.first_byte_timeout`'s default — Varnish's `first_byte_timeout` parameter."##,
+    },
+    Setting {
+        section: "vcl",
+        key: "between_bytes_timeout",
+        kind: Kind::Duration {
+            min: ONE_NANOSECOND,
+        },
+        default: Default::Value(r##""60s""##),
+        example: r##""##,
+        restart: false,
+        doc: r##"Between-bytes timeout of the VCL file's backends that do not set `.between_bytes_timeout`, and `bereq.between_bytes_timeout`'s default — Varnish's `between_bytes_timeout` parameter."##,
+    },
+    Setting {
+        section: "vcl",
+        key: "max_restarts",
+        kind: Kind::Count { min: 0, max: 1000 },
+        default: Default::Value(r##"4"##),
+        example: r##""##,
+        restart: false,
+        doc: r##"`return (restart)`s per request at most — Varnish's `max_restarts`: the one past it runs vcl_synth (vcl_error in 2.x) with `503 Too many restarts`, which is delivered whatever it returns."##,
+    },
+    Setting {
+        section: "vcl",
+        key: "max_retries",
+        kind: Kind::Count { min: 0, max: 1000 },
+        default: Default::Value(r##"4"##),
+        example: r##""##,
+        restart: false,
+        doc: r##"`return (retry)`s of one backend fetch at most (vcl_backend_response, vcl_backend_error) — Varnish's `max_retries`: past it the fetch fails with `503 Too many retries`."##,
     },
 ];

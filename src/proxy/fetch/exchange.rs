@@ -55,7 +55,7 @@ impl Exchanged {
 }
 
 /// The exchange with the backend, again as long as the policy says `retry` (VCL: bounded by
-/// MAX_RETRIES): the response head as the policy left it, or the step the fetch ends in (an
+/// `[vcl] max_retries`): the response head as the policy left it, or the step the fetch ends in (an
 /// error answered, a stale copy served, the policy's own answer).
 pub(super) async fn exchange(
     txn: &mut Txn,

@@ -291,19 +291,22 @@ impl Env for Scope<'_> {
                 self.bereq
                     .as_ref()
                     .and_then(|b| b.connect_timeout)
-                    .map_or(3.5, |d| d.as_secs_f64()),
+                    .unwrap_or(self.rt.program.timeouts.connect)
+                    .as_secs_f64(),
             ),
             Slot::BereqFirstByteTimeout => Value::Duration(
                 self.bereq
                     .as_ref()
                     .and_then(|b| b.first_byte_timeout)
-                    .map_or(60.0, |d| d.as_secs_f64()),
+                    .unwrap_or(self.rt.program.timeouts.first_byte)
+                    .as_secs_f64(),
             ),
             Slot::BereqBetweenBytesTimeout => Value::Duration(
                 self.bereq
                     .as_ref()
                     .and_then(|b| b.between_bytes_timeout)
-                    .map_or(60.0, |d| d.as_secs_f64()),
+                    .unwrap_or(self.rt.program.timeouts.between_bytes)
+                    .as_secs_f64(),
             ),
             Slot::BereqBody => Value::None,
             Slot::BereqTime | Slot::BerespTime | Slot::RespTime => Value::Time(self.now),

@@ -26,11 +26,6 @@ pub(super) use dry_run::{fast_head, recv_looks_up, with_xid};
 /// returned (`dry_run.rs` proved it).
 pub(super) const FAST_HIT_TRACE: &str = "recv:hash hash:lookup hit:deliver deliver:deliver";
 
-/// Restarts per request at most (Varnish's `max_restarts`); the next one is a 503.
-pub const MAX_RESTARTS: u32 = 4;
-/// Backend retries per fetch at most (Varnish's `max_retries`).
-pub const MAX_RETRIES: u32 = 4;
-
 /// A configuration's VCL program, ready to run.
 pub struct VclRuntime {
     pub program: Program,

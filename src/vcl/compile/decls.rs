@@ -214,6 +214,10 @@ impl Checker<'_> {
         let fields = self.fields("a backend", fields, BACKEND_FIELDS);
         let mut host: Option<(String, Option<u16>)> = None;
         let mut b = BackendConfig::new(name, "", 80);
+        let t = self.options.timeouts;
+        b.connect_timeout = Dur(t.connect);
+        b.first_byte_timeout = Dur(t.first_byte);
+        b.between_bytes_timeout = Dur(t.between_bytes);
         let mut port = None;
         let mut uds = false;
         for f in fields {

@@ -145,6 +145,9 @@ pub struct Options {
     /// At most this many backtracking steps per match of a regular expression that needs the
     /// backtracking engine (Varnish's `pcre2_match_limit`); past it the match fails.
     pub match_limit: usize,
+    /// Timeouts of backends that do not set them, and `bereq.*_timeout`'s defaults
+    /// (Varnish's parameters; `[vcl] connect_timeout`, ...).
+    pub timeouts: super::ir::Timeouts,
 }
 
 impl Default for Options {
@@ -152,6 +155,7 @@ impl Default for Options {
         Options {
             err_unref: true,
             match_limit: super::pcre::DEFAULT_MATCH_LIMIT,
+            timeouts: super::ir::Timeouts::default(),
         }
     }
 }
@@ -678,6 +682,7 @@ impl<'a> Checker<'a> {
             req_body_keep: self.req_body_keep,
             reads_digest: self.reads_digest,
             reads_local: self.reads_local,
+            timeouts: self.options.timeouts,
         }
     }
 

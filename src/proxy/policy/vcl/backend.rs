@@ -17,7 +17,7 @@ use crate::proxy::body::ResponseBody;
 use crate::proxy::deliver;
 use crate::proxy::txn::{Step, Txn};
 use crate::proxy::vcl::env::Scope;
-use crate::proxy::vcl::{self as rt, Beresp, MAX_RETRIES, VclTxn};
+use crate::proxy::vcl::{self as rt, Beresp, VclTxn};
 use crate::vcl::run::{Verdict, run};
 use crate::vcl::types::Method;
 
@@ -253,10 +253,11 @@ pub(super) fn backend_response(
             outcome(Err(NoCacheReason::Vcl), hfm(ttl))
         }
         Verdict::Retry => {
+            let max_retries = txn.proxy.config.vcl.max_retries;
             let Some(v) = txn.vcl.as_deref_mut() else {
                 return BerespOutcome::Step(failed(m, "no VCL state"));
             };
-            if v.state.retries >= MAX_RETRIES {
+            if v.state.retries >= max_retries {
                 return BerespOutcome::Step(Step::VclSynth(
                     503,
                     Some("Too many retries".to_string()),
@@ -357,10 +358,11 @@ pub(super) fn backend_error(txn: &mut Txn, status: StatusCode, detail: &str) -> 
     match run_backend(txn, Method::BackendError, Some(&mut beresp)) {
         Verdict::Deliver => {}
         Verdict::Retry => {
+            let max_retries = txn.proxy.config.vcl.max_retries;
             let Some(v) = txn.vcl.as_deref_mut() else {
                 return ErrorOutcome::Step(Step::Synth(status, "backend-error"));
             };
-            if v.state.retries < MAX_RETRIES {
+            if v.state.retries < max_retries {
                 v.state.retries += 1;
                 retried(v);
                 return ErrorOutcome::Retry;

@@ -17,7 +17,7 @@ use crate::proxy::body::ResponseBody;
 use crate::proxy::deliver;
 use crate::proxy::txn::{FetchMode, Step, Txn};
 use crate::proxy::vcl::env::{ObjEdit, Scope};
-use crate::proxy::vcl::{self as rt, Bereq, MAX_RESTARTS, Resp, VclRuntime, VclTxn, key_from_hash};
+use crate::proxy::vcl::{self as rt, Bereq, Resp, VclRuntime, VclTxn, key_from_hash};
 use crate::vcl::run::{Verdict, run};
 use crate::vcl::types::Method;
 
@@ -546,10 +546,11 @@ pub(super) fn synth(txn: &mut Txn, status: u16, reason: Option<String>) -> Step 
     let verdict = run_client(txn, m, None, None, Some(&mut resp));
     // The response made after too many restarts is delivered even when vcl_synth asks for
     // another restart (as Varnish does): the loop vcl_synth -> restart -> vcl_synth ends.
+    let max_restarts = txn.proxy.config.vcl.max_restarts;
     let exhausted = txn
         .vcl
         .as_deref()
-        .is_some_and(|v| v.state.restarts > MAX_RESTARTS);
+        .is_some_and(|v| v.state.restarts > max_restarts);
     match verdict {
         Verdict::Deliver => {}
         Verdict::Restart if exhausted => {}
@@ -591,12 +592,14 @@ pub(super) fn synth(txn: &mut Txn, status: u16, reason: Option<String>) -> Step 
     Step::Deliver(response)
 }
 
-/// `return (restart)`: the request runs again from vcl_recv, at most [`MAX_RESTARTS`] times.
+/// `return (restart)`: the request runs again from vcl_recv, at most `[vcl] max_restarts`
+/// times (Varnish's `max_restarts`).
 pub(super) fn restart(txn: &mut Txn) -> Step {
+    let max_restarts = txn.proxy.config.vcl.max_restarts;
     let Some(v) = txn.vcl.as_deref_mut() else {
         return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "restart");
     };
-    if v.state.restarts > MAX_RESTARTS {
+    if v.state.restarts > max_restarts {
         // Already past the limit (its vcl_synth ran): no subroutine runs again.
         return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "restart");
     }
@@ -611,7 +614,7 @@ pub(super) fn restart(txn: &mut Txn) -> Step {
     v.state.hash.clear();
     v.state.body = None;
     v.state.retries = 0;
-    if v.state.restarts > MAX_RESTARTS {
+    if v.state.restarts > max_restarts {
         tracing::warn!(xid = v.state.xid, "too many restarts");
         // Once more through vcl_synth, which then delivers whatever it returns.
         return Step::VclSynth(503, Some("Too many restarts".to_string()));
