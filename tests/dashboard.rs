@@ -208,6 +208,44 @@ async fn dashboard_in_headless_chromium_receives_data() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // Then sparse traffic (issue 32: the hit-ratio line fell apart into dots): silence until
+    // a second without lookups follows one with them, then one hit, until its second is in.
+    stop.store(true, Ordering::Relaxed);
+    client.await.unwrap();
+    let hit_ratio = |d: &serde_json::Value| -> Vec<Option<f64>> {
+        d["series"]["hit_ratio"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64())
+            .collect()
+    };
+    let mut gap = false;
+    for _ in 0..100 {
+        let d: serde_json::Value =
+            serde_json::from_slice(&get(shellac.admin, "/api/dashboard").await.body).unwrap();
+        let r = hit_ratio(&d);
+        if r.windows(2).any(|w| w[0].is_some() && w[1].is_none()) {
+            gap = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(gap, "a second without lookups after the load");
+    get(shellac.addr, "/img/logo.png").await;
+    for _ in 0..100 {
+        let d: serde_json::Value =
+            serde_json::from_slice(&get(shellac.admin, "/api/dashboard").await.body).unwrap();
+        let r = hit_ratio(&d);
+        let after_gap = r
+            .windows(2)
+            .position(|w| w[0].is_some() && w[1].is_none())
+            .is_some_and(|i| r[i + 1..].iter().any(Option::is_some));
+        if after_gap {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let url = format!("http://{}/", shellac.admin);
     let dom = {
         let url = url.clone();
@@ -240,8 +278,6 @@ async fn dashboard_in_headless_chromium_receives_data() {
     })
     .await
     .unwrap();
-    stop.store(true, Ordering::Relaxed);
-    client.await.unwrap();
 
     let updates: u64 = attribute(&dom, "<body", "data-updates")
         .or_else(|| attribute(&dom, "data-updates", "data-updates"))
@@ -265,10 +301,66 @@ async fn dashboard_in_headless_chromium_receives_data() {
     assert!(dom.contains("live ·"), "status shows live");
     // Issue 32: the header said `connections 0 · 0 idle released`.
     assert!(
-        dom.contains(" open (") && dom.contains(" of them idle, parked)"),
+        dom.contains("client connections <b id=\"conns\">")
+            && dom.contains(" open, ")
+            && dom.contains(" of them idle</b>"),
         "{dom}"
     );
-    assert!(!dom.contains("idle released"), "{dom}");
+    assert!(
+        !dom.contains("idle released") && !dom.contains("parked"),
+        "{dom}"
+    );
+    // Issue 32: the hit ratio of sparse traffic is one line (the last value carried over a
+    // second without lookups), not dots.
+    assert_eq!(
+        attribute(&dom, "id=\"chart-hit\"", "data-segments").as_deref(),
+        Some("1"),
+        "{dom}"
+    );
+    // Issue 32: axis ticks were max / 4 (`59 / 44.3 / 29.5`) and the TTFB axis mixed `0 µs`
+    // with ms: every axis starts at 0 and climbs by 1, 2, 2.5 or 5 times a power of ten, all
+    // its labels in one unit.
+    for chart in [
+        "chart-req",
+        "chart-hit",
+        "chart-bytes",
+        "chart-ttfb",
+        "chart-storage",
+    ] {
+        let ticks = attribute(&dom, &format!("id=\"{chart}\""), "data-ticks").unwrap_or_default();
+        let labels: Vec<(f64, &str)> = ticks
+            .split('|')
+            .map(|l| {
+                let unit_at = l
+                    .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                    .unwrap_or(l.len());
+                (l[..unit_at].parse::<f64>().expect(l), l[unit_at..].trim())
+            })
+            .collect();
+        assert!(labels.len() >= 2, "{chart}: {ticks}");
+        assert_eq!(labels[0].0, 0.0, "{chart}: {ticks}");
+        assert!(
+            labels.iter().all(|l| l.1 == labels[0].1),
+            "{chart}: one unit: {ticks}"
+        );
+        let step = labels[1].0;
+        let mantissa = step / 10f64.powf(step.log10().floor());
+        assert!(
+            [1.0, 2.0, 2.5, 5.0]
+                .iter()
+                .any(|m| (m - mantissa).abs() < 1e-9),
+            "{chart}: step {step}: {ticks}"
+        );
+        for (i, (v, _)) in labels.iter().enumerate() {
+            assert!((v - step * i as f64).abs() < 1e-9, "{chart}: {ticks}");
+        }
+    }
+    // Issue 32: five charts in a grid of three columns left an empty cell.
+    assert_eq!(
+        attribute(&dom, "<body", "data-holes").as_deref(),
+        Some("0"),
+        "no row of panels stops short of the right edge: {dom}"
+    );
     // Regression (issue 23, defect 6): the backends table was clipped at 1400 px.
     assert_eq!(
         attribute(&dom, "<body", "data-clipped").as_deref(),

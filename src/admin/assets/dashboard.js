@@ -12,13 +12,34 @@ function human(n, unit) {
   for (const [size, name] of steps) if (Math.abs(n) >= size) return (n / size).toFixed(1) + " " + name + (unit === "B" ? "" : unit);
   return (Math.round(n * 10) / 10) + (unit === "B" ? " B" : unit);
 }
-function micros(us) {
-  if (us === null || us === undefined) return "–";
-  // A zero among millisecond values (an axis' floor) is just 0, not "0 µs".
-  if (us === 0) return "0";
-  if (us < 1000) return us + " µs";
-  if (us < 1e6) return (us / 1000).toFixed(1) + " ms";
-  return (us / 1e6).toFixed(2) + " s";
+// Units of each kind of axis, largest first: every label of one axis uses one of them.
+const UNITS = {
+  count: [[1e9, " G"], [1e6, " M"], [1e3, " k"], [1, ""]],
+  bytes: [[1 << 30, " GiB"], [1 << 20, " MiB"], [1 << 10, " KiB"], [1, " B"]],
+  micros: [[1e6, " s"], [1e3, " ms"], [1, " µs"]],
+};
+// Decimals needed to write multiples of `q` exactly (0.25 → 2, 2.5 → 1, 5 → 0).
+function decimals(q) {
+  let d = 0;
+  while (d < 6 && Math.abs(Math.round(q * 10 ** d) - q * 10 ** d) > 1e-6) d++;
+  return d;
+}
+// A scale from 0 to at least `max` in about four round steps (1, 2, 2.5 or 5 times a power of
+// ten of the axis' unit, which the largest value chooses; "59 / 44.3 / 29.5" was max / 4):
+// { top, ticks: [[value, label]] }.
+function scale(max, kind) {
+  if (kind === "ratio") return { top: 1, ticks: [0, 0.25, 0.5, 0.75, 1].map(v => [v, v * 100 + "%"]) };
+  const units = UNITS[kind];
+  if (!(max > 0)) max = 4;
+  const [div, suffix] = units.find(([d]) => max >= d) || units[units.length - 1];
+  const scaled = max / div, raw = scaled / 4, mag = 10 ** Math.floor(Math.log10(raw));
+  // Never a fraction of the smallest unit (no 0.25 µs, no 0.5 B).
+  const step = Math.max([1, 2, 2.5, 5, 10].map(m => m * mag).find(v => v >= raw - 1e-12), 1 / div);
+  const n = Math.max(1, Math.ceil(scaled / step - 1e-9));
+  const places = decimals(step);
+  const ticks = [];
+  for (let i = 0; i <= n; i++) ticks.push([i * step * div, (i * step).toFixed(places) + suffix]);
+  return { top: n * step * div, ticks };
 }
 function percent(r) { return r === null || r === undefined ? "–" : (r * 100).toFixed(1) + "%"; }
 function uptime(s) {
@@ -26,8 +47,10 @@ function uptime(s) {
   return (d ? d + "d " : "") + String(h).padStart(2, "0") + ":" + String(m).padStart(2, "0") + ":" + String(s % 60).padStart(2, "0");
 }
 
-// Draws lines for `series` ([{values, color}]) over times `t` (unix seconds).
-function chart(id, t, series, format, fixedMax) {
+// Draws lines for `series` ([{values, color}]) over times `t` (unix seconds) on an axis of
+// `kind` (count, bytes, micros, ratio). `carry`: a second without a value (no request, so no
+// hit ratio or TTFB) keeps the last value, so sparse traffic draws a line, not dots.
+function chart(id, t, series, kind, carry) {
   const canvas = document.getElementById(id);
   const ratio = window.devicePixelRatio || 1;
   const w = canvas.clientWidth || 400, h = canvas.clientHeight || 160;
@@ -36,34 +59,41 @@ function chart(id, t, series, format, fixedMax) {
   g.scale(ratio, ratio);
   g.clearRect(0, 0, w, h);
   const left = 64, right = 8, top = 8, bottom = 18;
-  let max = fixedMax || 0;
-  if (!fixedMax) for (const s of series) for (const v of s.values) if (v !== null && v > max) max = v;
-  if (max <= 0) max = 1;
+  let max = 0;
+  for (const s of series) for (const v of s.values) if (v !== null && v > max) max = v;
+  const axis = scale(max, kind);
   const span = Math.max(60, t.length ? t[t.length - 1] - t[0] : 60);
   const end = t.length ? t[t.length - 1] : 0;
   const x = ts => left + (w - left - right) * (1 - (end - ts) / span);
-  const y = v => top + (h - top - bottom) * (1 - v / max);
+  const y = v => top + (h - top - bottom) * (1 - v / axis.top);
   g.strokeStyle = COLORS.grid; g.fillStyle = COLORS.dim; g.font = "11px system-ui, sans-serif"; g.lineWidth = 1;
-  for (let i = 0; i <= 4; i++) {
-    const v = max * i / 4, yy = y(v);
+  for (const [v, label] of axis.ticks) {
+    const yy = y(v);
     g.beginPath(); g.moveTo(left, yy); g.lineTo(w - right, yy); g.stroke();
-    g.fillText(format(v), 4, yy + 4);
+    g.fillText(label, 4, yy + 4);
   }
   g.fillText("-" + Math.round(span) + " s", left, h - 4);
   g.fillText("now", w - right - 22, h - 4);
-  let points = 0;
+  let points = 0, segments = 0;
   for (const s of series) {
     g.strokeStyle = s.color; g.lineWidth = 1.6; g.beginPath();
-    let pen = false;
+    let pen = false, last = null;
     s.values.forEach((v, i) => {
-      if (v === null || v === undefined) { pen = false; return; }
+      if (v === null || v === undefined) {
+        if (!carry || last === null) { pen = false; return; }
+        v = last;
+      }
+      last = v;
       const px = x(t[i]), py = y(v);
-      if (pen) g.lineTo(px, py); else g.moveTo(px, py);
+      if (pen) g.lineTo(px, py); else { g.moveTo(px, py); segments++; }
       pen = true; points++;
     });
     g.stroke();
   }
+  // For the headless-browser test: what was drawn and the axis' labels.
   canvas.dataset.points = points;
+  canvas.dataset.segments = segments;
+  canvas.dataset.ticks = axis.ticks.map(([, label]) => label).join("|");
 }
 
 function cell(text, cls) { const td = document.createElement("td"); td.textContent = text; if (cls) td.className = cls; return td; }
@@ -76,12 +106,12 @@ function render(d) {
   document.getElementById("hr1000").textContent = percent(d.hit_ratio["1000s"]);
   document.getElementById("requests").textContent = d.totals.client_req;
   document.getElementById("conns").textContent =
-    d.totals.n_client_conn + " open (" + d.totals.n_client_conn_released + " of them idle, parked)";
-  chart("chart-req", s.t, [{ values: s.req_per_s, color: COLORS.a }, { values: s.backend_errors_per_s, color: COLORS.d }], v => human(v, ""));
-  chart("chart-hit", s.t, [{ values: s.hit_ratio, color: COLORS.c }], v => Math.round(v * 100) + "%", 1);
-  chart("chart-bytes", s.t, [{ values: s.bytes_per_s, color: COLORS.b }], v => human(v, "B"));
-  chart("chart-ttfb", s.t, [{ values: s.ttfb_p50_us, color: COLORS.c }, { values: s.ttfb_p90_us, color: COLORS.a }, { values: s.ttfb_p99_us, color: COLORS.d }], micros);
-  chart("chart-storage", s.t, [{ values: s.cache_bytes, color: COLORS.a }], v => human(v, "B"));
+    d.totals.n_client_conn + " open, " + d.totals.n_client_conn_released + " of them idle";
+  chart("chart-req", s.t, [{ values: s.req_per_s, color: COLORS.a }, { values: s.backend_errors_per_s, color: COLORS.d }], "count");
+  chart("chart-hit", s.t, [{ values: s.hit_ratio, color: COLORS.c }], "ratio", true);
+  chart("chart-bytes", s.t, [{ values: s.bytes_per_s, color: COLORS.b }], "bytes");
+  chart("chart-ttfb", s.t, [{ values: s.ttfb_p50_us, color: COLORS.c }, { values: s.ttfb_p90_us, color: COLORS.a }, { values: s.ttfb_p99_us, color: COLORS.d }], "micros", true);
+  chart("chart-storage", s.t, [{ values: s.cache_bytes, color: COLORS.a }], "bytes");
   const st = d.storage;
   document.getElementById("storage-text").textContent =
     human(st.bytes, "B") + " of " + human(st.capacity, "B") + " · " + st.objects + " objects · " + st.evicted + " evicted";
@@ -143,6 +173,17 @@ function render(d) {
     .filter(s => s.scrollWidth > s.clientWidth + 1)
     .map(s => s.querySelector("h2").textContent).join(",");
   document.body.dataset.requests = d.totals.client_req;
+  // Rows of panels that stop short of the page's right edge (an empty grid cell), for the
+  // headless-browser test.
+  const main = document.querySelector("main");
+  const edge = main.getBoundingClientRect().right - parseFloat(getComputedStyle(main).paddingRight);
+  const rows = new Map();
+  for (const p of main.querySelectorAll("section")) {
+    if (p.hidden) continue;
+    const r = p.getBoundingClientRect(), row = Math.round(r.top);
+    rows.set(row, Math.max(rows.get(row) || 0, r.right));
+  }
+  document.body.dataset.holes = [...rows.values()].filter(r => edge - r > 2).length;
 }
 
 async function poll() {
