@@ -72,9 +72,9 @@ enum Command {
         /// Check the file alone, not this machine (a file meant for another machine).
         #[arg(long)]
         file_only: bool,
-        /// Also connect to every backend, the Redis cluster (`[storage.shared]`, with the
-        /// file's credentials and TLS) and every ACME directory, and report what could not be
-        /// reached or refused.
+        /// Also send every backend its probe's request (or `HEAD /`), connect to the Redis
+        /// cluster (`[storage.shared]`, with the file's credentials and TLS) and every ACME
+        /// directory, and report what could not be reached, refused or answered wrong.
         #[arg(long, conflicts_with = "file_only")]
         online: bool,
     },
@@ -580,12 +580,13 @@ fn check(file: &std::path::Path, file_only: bool, online: bool) -> ExitCode {
     }
 }
 
-/// One `--online` probe under way.
-type Probe = tokio::task::JoinHandle<Result<(), String>>;
+/// One `--online` probe under way: Ok with what passed, in words ("" when nothing to add).
+type Probe = tokio::task::JoinHandle<Result<String, String>>;
 
-/// `shellac check --online`: connects to every backend, the Redis cluster and every ACME
-/// directory at once (each within its own deadline), prints what answered and returns an
-/// error for each that could not be reached or refused.
+/// `shellac check --online`: asks every backend what its probe asks (or `HEAD /`), as its
+/// origin kind asks it (TLS, HTTP/2, FastCGI, a document root), connects to the Redis cluster
+/// and every ACME directory, all at once (each within its own deadline), prints what answered
+/// and returns an error for each that could not be reached, refused or answered wrong.
 fn check_online(config: &Config, file: &str) -> Vec<ConfigError> {
     let error = |key: String, message: String| ConfigError {
         file: file.to_string(),
@@ -603,26 +604,13 @@ fn check_online(config: &Config, file: &str) -> Vec<ConfigError> {
     };
     runtime.block_on(async {
         let mut probes: Vec<(String, String, Probe)> = Vec::new();
+        let counters = std::sync::Arc::new(shellac::stats::Counters::default());
         for (i, b) in config.backends.iter().enumerate() {
-            let (host, port, limit) = (b.host.clone(), b.port, b.connect_timeout.0);
+            let backend = shellac::backend::Backend::new(b.clone(), config, counters.clone());
             probes.push((
                 format!("backend.{i}"),
-                format!("backend `{}` ({host}:{port})", b.name),
-                tokio::spawn(async move {
-                    match tokio::time::timeout(
-                        limit,
-                        tokio::net::TcpStream::connect((host.as_str(), port)),
-                    )
-                    .await
-                    {
-                        Ok(Ok(_)) => Ok(()),
-                        Ok(Err(e)) => Err(format!("cannot connect: {e}")),
-                        Err(_) => Err(format!(
-                            "no connection within connect_timeout ({})",
-                            units::format_duration(limit)
-                        )),
-                    }
-                }),
+                format!("backend `{}` ({})", b.name, backend.address()),
+                tokio::spawn(async move { shellac::backend::probe::check(&backend).await }),
             ));
         }
         if let Some(s) = &config.storage.shared {
@@ -637,7 +625,11 @@ fn check_online(config: &Config, file: &str) -> Vec<ConfigError> {
             probes.push((
                 "storage.shared".into(),
                 format!("the Redis cluster ({})", s.nodes.join(", ")),
-                tokio::spawn(async move { shellac::cache::shared::remote::probe(&options).await }),
+                tokio::spawn(async move {
+                    shellac::cache::shared::remote::probe(&options)
+                        .await
+                        .map(|()| String::new())
+                }),
             ));
         }
         for (i, t) in config.tls.iter().enumerate() {
@@ -647,7 +639,9 @@ fn check_online(config: &Config, file: &str) -> Vec<ConfigError> {
                     format!("tls.{i}.acme.{j}.directory"),
                     format!("the ACME directory {directory}"),
                     tokio::spawn(async move {
-                        shellac::acme::reach_directory(&directory, ca_root.as_deref()).await
+                        shellac::acme::reach_directory(&directory, ca_root.as_deref())
+                            .await
+                            .map(|()| String::new())
                     }),
                 ));
             }
@@ -655,7 +649,8 @@ fn check_online(config: &Config, file: &str) -> Vec<ConfigError> {
         let mut errors = Vec::new();
         for (key, what, probe) in probes {
             match probe.await {
-                Ok(Ok(())) => say!("online: {what}: OK"),
+                Ok(Ok(detail)) if detail.is_empty() => say!("online: {what}: OK"),
+                Ok(Ok(detail)) => say!("online: {what}: OK ({detail})"),
                 Ok(Err(e)) => errors.push(error(key, format!("{what}: {e}"))),
                 Err(e) => errors.push(error(key, format!("{what}: {e}"))),
             }

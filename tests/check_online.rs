@@ -47,6 +47,40 @@ impl Drop for Redis {
     }
 }
 
+/// An HTTP/1.1 origin on its own thread: `/health` answers 503, everything else 200; one
+/// request per connection. Runs until the test process ends.
+fn http_origin() -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(64) {
+            let Ok(mut stream) = stream else { continue };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && head.len() < 8192 {
+                match stream.read(&mut byte) {
+                    Ok(1) => head.push(byte[0]),
+                    _ => break,
+                }
+            }
+            let status = if head.starts_with(b"GET /health ") {
+                "503 Service Unavailable"
+            } else {
+                "200 OK"
+            };
+            let _ = stream.write_all(
+                format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                    .as_bytes(),
+            );
+        }
+    });
+    port
+}
+
+/// Issue 32: `check --online` only opened a TCP connection to each backend; it now sends what
+/// the backend's probe sends (or `HEAD /`) and reads the answer, so a backend that accepts
+/// connections but answers 5xx, answers its probe wrong or never answers is reported.
 #[test]
 fn check_online_reports_a_closed_port_a_wrong_redis_password_and_the_acme_directory() {
     let Some(redis) = Redis::start("right-pass") else {
@@ -57,13 +91,19 @@ fn check_online_reports_a_closed_port_a_wrong_redis_password_and_the_acme_direct
         return;
     };
     let dir = TempDir::new("check-online");
-    let open = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let open_port = open.local_addr().unwrap().port();
+    let open_port = http_origin();
+    // Accepts connections and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
     let closed = free_port();
     let mut text = format!(
         "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"off\"\n\n\
          [[backend]]\nname = \"up\"\nhost = \"127.0.0.1\"\nport = {open_port}\n\n\
          [[backend]]\nname = \"down\"\nhost = \"127.0.0.1\"\nport = {closed}\n\n\
+         [[backend]]\nname = \"sick\"\nhost = \"127.0.0.1\"\nport = {open_port}\n\
+         probe = {{ url = \"/health\" }}\n\n\
+         [[backend]]\nname = \"silent\"\nhost = \"127.0.0.1\"\nport = {silent_port}\n\
+         probe = {{ url = \"/\", timeout = \"300ms\" }}\n\n\
          [storage.shared]\nnodes = [\"127.0.0.1:{}\"]\npassword = \"wrong-pass\"\n\n",
         redis.1
     );
@@ -87,8 +127,22 @@ fn check_online_reports_a_closed_port_a_wrong_redis_password_and_the_acme_direct
     );
     assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
     assert!(
-        stdout.contains(&format!("online: backend `up` (127.0.0.1:{open_port}): OK")),
+        stdout.contains(&format!(
+            "online: backend `up` (127.0.0.1:{open_port}): OK (HEAD / answered 200)"
+        )),
         "{stdout}{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "`backend.2`: backend `sick` (127.0.0.1:{open_port}): GET /health answered 503; its probe expects 200"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "`backend.3`: backend `silent` (127.0.0.1:{silent_port}): no answer to GET / within 300ms"
+        )),
+        "{stderr}"
     );
     assert!(
         stderr.contains(&format!(
@@ -121,5 +175,5 @@ fn check_online_reports_a_closed_port_a_wrong_redis_password_and_the_acme_direct
             "{stderr}"
         );
     }
-    drop(open);
+    drop(silent);
 }
