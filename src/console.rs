@@ -165,6 +165,18 @@ pub fn render_top(top: &Value) -> String {
             r["key"].as_str().unwrap_or("?")
         );
     }
+    // Every request of the window, from the counters (which run whether anybody watches).
+    let t = &top["totals"];
+    if t.is_object() {
+        let _ = writeln!(
+            out,
+            "{:>10} {:>10} {:>10}  (all requests, last {} s)",
+            t["requests"].as_u64().unwrap_or(0),
+            t["misses"].as_u64().unwrap_or(0),
+            human_bytes(t["bytes"].as_u64().unwrap_or(0)),
+            t["seconds"].as_u64().unwrap_or(0)
+        );
+    }
     out
 }
 
@@ -182,7 +194,8 @@ pub fn encode(s: &str) -> String {
 }
 
 /// `shellac top`: once, or refreshed every second until interrupted. When nothing was being
-/// collected, `once` waits `settle` and asks again so the ranking has something in it.
+/// collected, `once` waits `settle` and asks again so the ranking has something in it; the
+/// last line counts every request of the window (from the counters) either way.
 pub fn top(client: &AdminClient, query: &str, once: bool, settle: Duration) -> io::Result<()> {
     let path = format!("/top?{query}");
     loop {
@@ -193,19 +206,29 @@ pub fn top(client: &AdminClient, query: &str, once: bool, settle: Duration) -> i
             top = client.get_json(&path)?;
         }
         let mut screen = render_top(&top);
-        if once && top["rows"].as_array().is_none_or(|r| r.is_empty()) {
-            // Issue 32: a bare header read as a failure.
-            screen.push_str(&if started_now {
-                format!(
-                    "(no requests yet: rankings are collected only while `shellac top` or the dashboard watches, and this call started them {} s ago; run `shellac top` to watch them fill)\n",
-                    settle.as_secs().max(1)
-                )
-            } else {
-                format!(
-                    "(no requests in the last {} s)\n",
-                    top["window"].as_u64().unwrap_or(60)
-                )
-            });
+        if once && started_now {
+            // Issue 32: the first call printed a bare header; the ranking covers only the
+            // seconds since it started collecting, the totals line the whole window.
+            let totals = &top["totals"];
+            let _ = writeln!(
+                screen,
+                "(rankings are collected only while `shellac top` or the dashboard watches: this call started them {} s ago{} — run `shellac top` to watch them fill)",
+                settle.as_secs().max(1),
+                match totals["requests"].as_u64() {
+                    None => String::new(),
+                    Some(0) => format!(
+                        "; no requests at all in the last {} s",
+                        totals["seconds"].as_u64().unwrap_or(0)
+                    ),
+                    Some(_) => "; the last line counts every request of the window".to_string(),
+                }
+            );
+        } else if once && top["rows"].as_array().is_none_or(|r| r.is_empty()) {
+            let _ = writeln!(
+                screen,
+                "(no requests in the last {} s)",
+                top["window"].as_u64().unwrap_or(60)
+            );
         }
         if show(&screen, once)? {
             return Ok(());
@@ -474,6 +497,27 @@ mod tests {
             "-- 7 transactions dropped: this reader was too slow --"
         );
         assert_eq!(render_log_line(&json!({"streaming": true})), None);
+    }
+
+    #[test]
+    fn top_screen_ends_with_the_windows_totals() {
+        let top = json!({"by": "url", "sort": "requests", "window": 60, "collecting": true,
+            "rows": [{"key": "www.example.com/a", "requests": 3, "misses": 1, "bytes": 30}],
+            "totals": {"requests": 40, "misses": 9, "bytes": 20480, "seconds": 60}});
+        let s = render_top(&top);
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines[0], "Top url by requests over the last 60 s");
+        assert_eq!(
+            lines[2],
+            "         3          1        30B  www.example.com/a"
+        );
+        assert_eq!(
+            lines[3],
+            "        40          9      20KiB  (all requests, last 60 s)"
+        );
+        assert_eq!(lines.len(), 4);
+        let old_server = json!({"by": "url", "sort": "requests", "window": 60, "rows": []});
+        assert_eq!(render_top(&old_server).lines().count(), 2);
     }
 
     #[test]

@@ -115,6 +115,14 @@ impl History {
         (total > 0).then(|| hits as f64 / total as f64)
     }
 
+    /// Lookups served from the cache between two snapshots (the numerator of
+    /// [`History::hit_ratio`]).
+    pub fn hits(&self, from: &[u64], to: &[u64]) -> u64 {
+        HITS.iter()
+            .map(|n| self.value(to, n).saturating_sub(self.value(from, n)))
+            .sum()
+    }
+
     /// Hit ratio from `base(secs)` to the live values `now_values`.
     pub fn hit_ratio_over(&self, secs: u64, now: Instant, now_values: &[u64]) -> Option<f64> {
         let base = self.base(secs, now)?;

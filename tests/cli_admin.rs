@@ -132,18 +132,57 @@ fn inspect_a_path_says_the_host_flag_not_host_equals() {
     assert!(!err.contains("host=HOST"), "{err}");
 }
 
+/// Sends one request to `addr` and reads the answer to the end (`Connection: close`).
+fn request(addr: std::net::SocketAddr) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /before-top HTTP/1.1\r\nHost: quiet.example\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    assert!(answer.starts_with(b"HTTP/1.1 "), "{answer:?}");
+}
+
 /// Issue 32: `shellac top -1` printed only a header on its first call (nothing was being
-/// collected before it asked). It says why, and URLs carry their host.
+/// collected before it asked). Its last line counts every request of the window from the
+/// counters (which run whether anybody watches), and a line says why the ranking is empty.
 #[test]
-fn top_once_on_its_first_call_says_why_it_is_empty() {
+fn top_once_on_its_first_call_shows_the_windows_totals_and_says_why_the_ranking_is_empty() {
     let child = Served::serve(&["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"]);
     let admin = child.admin.to_string();
+    // A quiet proxy: nothing at all yet.
     let (code, out, err) = shellac(&["top", "-1", "--admin", &admin], &[]);
     assert_eq!(code, 0, "{err}");
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 3, "{out}");
+    assert_eq!(lines.len(), 4, "{out}");
+    let totals: Vec<&str> = lines[2].split_whitespace().collect();
+    assert_eq!(totals[..4], ["0", "0", "0B", "(all"], "{out}");
     assert!(
-        lines[2].starts_with("(no requests yet: rankings are collected only while `shellac top` or the dashboard watches"),
+        lines[3].starts_with(
+            "(rankings are collected only while `shellac top` or the dashboard watches"
+        ) && lines[3].contains("no requests at all in the last"),
+        "{out}"
+    );
+    // Requests made before anybody watched: not in the ranking (collecting was on for the
+    // first call's minute, so stop it: a fresh process), but counted on the totals line.
+    child.stop();
+    let child = Served::serve(&["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"]);
+    let admin = child.admin.to_string();
+    request(child.proxy);
+    request(child.proxy);
+    let (code, out, err) = shellac(&["top", "-1", "--admin", &admin], &[]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    let totals: Vec<&str> = lines[2].split_whitespace().collect();
+    assert_eq!(
+        totals[..2],
+        ["2", "2"],
+        "two requests, neither from the cache: {out}"
+    );
+    assert!(lines[2].contains("(all requests, last "), "{out}");
+    assert!(
+        lines[3].contains("the last line counts every request of the window"),
         "{out}"
     );
     // Issue 32: `shellac stats` opened with 14 acme_* zeros. Counters are grouped by area,

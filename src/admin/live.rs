@@ -221,7 +221,7 @@ pub fn log_stream(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
 
 /// `GET /top?by=url|host|backend|ua&sort=requests|misses|bytes&window=SECONDS&n=N`.
 /// Asking keeps transactions flowing into the rankings for a minute (`collecting` says whether
-/// they already were).
+/// they already were); `totals` counts every request of the window whether collected or not.
 pub fn top(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
     let q = query(uri);
     let by = q.get("by").map_or("url", String::as_str);
@@ -278,8 +278,35 @@ pub fn top(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
             "window": window,
             "collecting": collecting,
             "rows": rows,
+            "totals": totals(proxy, window),
         })),
     )
+}
+
+/// Every request of the last `window` seconds from the counter history, which runs whether
+/// or not anybody watches: the first `shellac top` shows the traffic the rankings (collected
+/// only while watched) missed. `requests` is `client_req`, `misses` the requests not served
+/// from the cache (as the rankings count them), `bytes` what went to clients (`s_resp_bytes`),
+/// `seconds` the span actually covered (shorter in a young process).
+fn totals(proxy: &Proxy, window: u64) -> serde_json::Value {
+    let history = &proxy.shared.history;
+    let now = std::time::Instant::now();
+    let live = proxy.sample();
+    let Some(base) = history.base(window, now) else {
+        return serde_json::Value::Null;
+    };
+    let delta = |name: &str| {
+        history
+            .value(&live.values, name)
+            .saturating_sub(history.value(&base.values, name))
+    };
+    let requests = delta("client_req");
+    serde_json::json!({
+        "requests": requests,
+        "misses": requests.saturating_sub(history.hits(&base.values, &live.values)),
+        "bytes": delta("s_resp_bytes"),
+        "seconds": now.saturating_duration_since(base.at).as_secs(),
+    })
 }
 
 #[cfg(test)]
