@@ -89,7 +89,120 @@ pub fn render_stat(live: &Value, all: bool) -> String {
             c["description"].as_str().unwrap_or("")
         );
     }
+    render_sites(&live["sites"], None, &mut out);
     out
+}
+
+/// The `[[site]]` table (issue 31: `shellac stat` labelled by site): one row per site, or
+/// only `only`'s. Nothing without sites.
+fn render_sites(sites: &Value, only: Option<&str>, out: &mut String) {
+    let rows: Vec<&Value> = sites
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| only.is_none_or(|name| s["name"].as_str() == Some(name)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{:<28} {:>10} {:>10} {:>10} {:>10} {:>10}  HIT RATIO",
+        "SITE", "REQUESTS", "HITS", "MISSES", "PASSES", "REWRITES"
+    );
+    for s in rows {
+        let n = |k: &str| s[k].as_u64().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "{:<28} {:>10} {:>10} {:>10} {:>10} {:>10}  {}",
+            s["name"].as_str().unwrap_or("?"),
+            n("req"),
+            n("hit"),
+            n("miss"),
+            n("pass"),
+            n("rewrite"),
+            ratio(&s["hit_ratio"]).trim()
+        );
+    }
+}
+
+/// `shellac stat --site NAME`: uptime, the site's hit ratio since start and its counters, with
+/// the change per second since `previous` (`/stats/live` answers, seconds apart) when there
+/// is one. Err: no such site (naming the ones there are).
+pub fn render_site_stat(
+    live: &Value,
+    name: &str,
+    previous: Option<(&Value, f64)>,
+) -> Result<String, String> {
+    let find = |live: &Value| -> Option<Value> {
+        live["sites"]
+            .as_array()?
+            .iter()
+            .find(|s| s["name"].as_str() == Some(name))
+            .cloned()
+    };
+    let Some(site) = find(live) else {
+        let names: Vec<&str> = live["sites"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s["name"].as_str())
+            .collect();
+        return Err(if names.is_empty() {
+            format!("--site {name}: this Shellac has no [[site]]")
+        } else {
+            format!(
+                "--site {name}: no [[site]] of that name; there are: {}",
+                names.join(", ")
+            )
+        });
+    };
+    let before = previous.and_then(|(v, secs)| Some((find(v)?, secs)));
+    let uptime_secs = live["uptime_seconds"].as_u64().unwrap_or(0);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Uptime {}   Site {name}: hit ratio {} since start",
+        uptime(uptime_secs),
+        ratio(&site["hit_ratio"]).trim()
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{:<28} {:>14} {:>12} {:>12}  DESCRIPTION",
+        "NAME", "CURRENT", "CHANGE/s", "AVG/s"
+    );
+    for (key, description) in [
+        ("req", "Requests answered for the site"),
+        ("hit", "Of those, hits"),
+        ("miss", "Of those, misses"),
+        ("pass", "Of those, neither hit nor miss"),
+        ("rewrite", "Requests whose target a rewrite changed"),
+    ] {
+        let value = site[key].as_u64().unwrap_or(0);
+        let rate = match &before {
+            Some((b, secs)) if *secs > 0.0 => format!(
+                "{:.2}",
+                value.saturating_sub(b[key].as_u64().unwrap_or(0)) as f64 / secs
+            ),
+            _ => ".".to_string(),
+        };
+        let avg = if uptime_secs > 0 {
+            format!("{:.2}", value as f64 / uptime_secs as f64)
+        } else {
+            ".".to_string()
+        };
+        let _ = writeln!(
+            out,
+            "{:<28} {:>14} {:>12} {:>12}  {description}",
+            format!("site_{key}"),
+            value,
+            rate,
+            avg
+        );
+    }
+    Ok(out)
 }
 
 /// Prints `screen` once (returns true: done) or redraws it and waits a second before the next
@@ -107,10 +220,25 @@ fn show(screen: &str, once: bool) -> io::Result<bool> {
     Ok(false)
 }
 
-/// `shellac stat`: once (`once`) or refreshed every second until interrupted.
-pub fn stat(client: &AdminClient, once: bool, all: bool) -> io::Result<()> {
+/// `shellac stat`: once (`once`) or refreshed every second until interrupted; `site`: only
+/// that `[[site]]`'s counters.
+pub fn stat(client: &AdminClient, once: bool, all: bool, site: Option<&str>) -> io::Result<()> {
+    let mut previous: Option<(std::time::Instant, Value)> = None;
     loop {
         let live = client.get_json("/stats/live")?;
+        let now = std::time::Instant::now();
+        if let Some(name) = site {
+            let before = previous
+                .as_ref()
+                .map(|(at, v)| (v, now.duration_since(*at).as_secs_f64()));
+            let screen = render_site_stat(&live, name, before)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+            previous = Some((now, live));
+            if show(&screen, once)? {
+                return Ok(());
+            }
+            continue;
+        }
         let mut screen = render_stat(&live, all);
         if live["fleet"].is_object() {
             // The shared tier and every node's lag (one more request: it asks Redis).
@@ -140,9 +268,12 @@ pub fn render_top(top: &Value) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Top {} by {} over the last {} s{}",
+        "Top {} by {}{} over the last {} s{}",
         top["by"].as_str().unwrap_or("?"),
         top["sort"].as_str().unwrap_or("?"),
+        top["site"]
+            .as_str()
+            .map_or(String::new(), |s| format!(" of site {s}")),
         top["window"],
         if top["collecting"].as_bool() == Some(false) {
             "  (collecting started now: nobody was watching)"
@@ -254,7 +385,7 @@ pub fn render_log_line(v: &Value) -> Option<String> {
         None => v["cache"].as_str().unwrap_or("?").to_string(),
     };
     Some(format!(
-        "{clock} {} {} {}{} {} {decision} backend={} ttfb={} time={} {}{}{}",
+        "{clock} {} {} {}{} {} {decision} backend={}{} ttfb={} time={} {}{}{}",
         v["client"].as_str().unwrap_or("-"),
         v["method"].as_str().unwrap_or("-"),
         v["host"]
@@ -264,6 +395,9 @@ pub fn render_log_line(v: &Value) -> Option<String> {
         v["url"].as_str().unwrap_or("-"),
         v["status"],
         v["backend"].as_str().unwrap_or("-"),
+        v["site"]
+            .as_str()
+            .map_or(String::new(), |s| format!(" site={s}")),
         duration_us(&v["ttfb_us"]),
         duration_us(&v["duration_us"]),
         human_bytes(v["bytes"].as_u64().unwrap_or(0)),
@@ -518,6 +652,53 @@ mod tests {
         assert_eq!(lines.len(), 4);
         let old_server = json!({"by": "url", "sort": "requests", "window": 60, "rows": []});
         assert_eq!(render_top(&old_server).lines().count(), 2);
+    }
+
+    /// Issue 31: `shellac stat` lists every site; `--site NAME` shows one site's counters
+    /// (change per second from the previous screen) or names the sites there are.
+    #[test]
+    fn stat_by_site() {
+        let live = |req: u64| {
+            json!({"uptime_seconds": 10, "hit_ratio": {}, "ttfb_us_10s": {}, "counters": [],
+                "sites": [{"name": "blog", "req": req, "hit": 3, "miss": 1, "pass": 0, "rewrite": 0, "hit_ratio": 0.75},
+                          {"name": "shop", "req": 0, "hit": 0, "miss": 0, "pass": 0, "rewrite": 0, "hit_ratio": null}]})
+        };
+        let s = render_stat(&live(4), false);
+        let rows: Vec<Vec<&str>> = s
+            .lines()
+            .skip_while(|l| !l.starts_with("SITE "))
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(rows[1], ["blog", "4", "3", "1", "0", "0", "75.0%"], "{s}");
+        assert_eq!(rows[2], ["shop", "0", "0", "0", "0", "0", "-"], "{s}");
+        let (before, now) = (live(4), live(14));
+        let one = render_site_stat(&now, "blog", Some((&before, 2.0))).unwrap();
+        assert!(
+            one.starts_with("Uptime 0d+00:00:10   Site blog: hit ratio 75.0% since start\n"),
+            "{one}"
+        );
+        let req: Vec<&str> = one
+            .lines()
+            .find(|l| l.starts_with("site_req "))
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(req[..4], ["site_req", "14", "5.00", "1.40"], "{one}");
+        assert!(!one.contains("shop"), "{one}");
+        assert_eq!(
+            render_site_stat(&now, "nope", None).unwrap_err(),
+            "--site nope: no [[site]] of that name; there are: blog, shop"
+        );
+        let v = json!({"time": "2000-10-10T13:55:36.123Z", "client": "127.0.0.1", "method": "GET",
+            "url": "/a", "host": "blog.test", "status": 200, "bytes": 5, "duration_us": 1500,
+            "ttfb_us": 900, "cache": "hit", "backend": null, "site": "blog", "complete": true});
+        assert!(
+            render_log_line(&v)
+                .unwrap()
+                .contains(" backend=- site=blog ttfb="),
+            "{:?}",
+            render_log_line(&v)
+        );
     }
 
     #[test]

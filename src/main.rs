@@ -97,6 +97,10 @@ enum Command {
         /// Show counters that are still zero too.
         #[arg(short, long)]
         all: bool,
+        /// Only this `[[site]]`'s counters (without it, every site's are listed after the
+        /// global ones).
+        #[arg(long, value_name = "NAME")]
+        site: Option<String>,
     },
     /// Live ranking of URLs, hosts, backends or user agents over a sliding window (like
     /// varnishtop).
@@ -106,9 +110,12 @@ enum Command {
         /// Print once and exit.
         #[arg(short = '1', long = "once")]
         once: bool,
-        /// What to rank: url, host, backend, ua.
+        /// What to rank: url, host, backend, ua, site.
         #[arg(long, default_value = "url")]
         by: String,
+        /// Only the requests this `[[site]]` answered.
+        #[arg(long, value_name = "NAME")]
+        site: Option<String>,
         /// Ranking order: requests, misses, bytes.
         #[arg(long, default_value = "requests")]
         sort: String,
@@ -136,6 +143,9 @@ enum Command {
         /// Only transactions sent to this backend.
         #[arg(long, value_name = "NAME")]
         backend: Option<String>,
+        /// Only the requests this `[[site]]` answered.
+        #[arg(long, value_name = "NAME")]
+        site: Option<String>,
         /// Only reasons starting with this: `refused` (every request refused by the strict
         /// parser or at max_connections), `refused:bad-host`, `no-store`, `hit-for-miss`, ...
         #[arg(long, value_name = "WORD")]
@@ -373,8 +383,13 @@ fn main() -> ExitCode {
         Command::Stats { admin, all } => stats(&admin.client(), all),
         Command::Reload { admin } => return reload(&admin.client()),
         Command::Upgrade { admin } => upgrade(&admin.client()),
-        Command::Stat { admin, once, all } => {
-            console::stat(&admin.client(), once, all).map_err(anyhow::Error::from)
+        Command::Stat {
+            admin,
+            once,
+            all,
+            site,
+        } => {
+            console::stat(&admin.client(), once, all, site.as_deref()).map_err(anyhow::Error::from)
         }
         Command::Top {
             admin,
@@ -383,12 +398,16 @@ fn main() -> ExitCode {
             sort,
             window,
             rows,
+            site,
         } => {
-            let query = format!(
+            let mut query = format!(
                 "by={}&sort={}&window={window}&n={rows}",
                 console::encode(&by),
                 console::encode(&sort)
             );
+            if let Some(s) = &site {
+                query.push_str(&format!("&site={}", console::encode(s)));
+            }
             console::top(&admin.client(), &query, once, Duration::from_secs(2))
                 .map_err(anyhow::Error::from)
         }
@@ -398,6 +417,7 @@ fn main() -> ExitCode {
             status,
             miss,
             backend,
+            site,
             reason,
             json,
         } => {
@@ -422,6 +442,9 @@ fn main() -> ExitCode {
             }
             if let Some(r) = &reason {
                 query.push(format!("reason={}", console::encode(r)));
+            }
+            if let Some(s) = &site {
+                query.push(format!("site={}", console::encode(s)));
             }
             console::log(&admin.client(), &query.join("&"), json).map_err(anyhow::Error::from)
         }

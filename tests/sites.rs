@@ -390,3 +390,104 @@ async fn the_2009_layout_example_works() {
     assert_eq!(r.text(), "apache /external/1234/");
     shellac.stop().await;
 }
+
+/// Issue 31: `shellac stat`, `top`, `log`, the dashboard and `/metrics` can be filtered or
+/// labelled by site. Transaction records carry the site that answered (full path and fast
+/// hits), so `/log/stream?site=` and `/top?site=` filter on it and `/top?by=site` ranks the
+/// sites; `/sites` (also in `/stats/live`, which `shellac stat` shows, and `/api/dashboard`)
+/// lists every site's counters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stat_top_log_and_the_dashboard_filter_or_label_by_site() {
+    let (blog, shop) = (named("blog").await, named("shop").await);
+    let mut text = SERVER.to_string();
+    text.push_str(&backend("blog", &blog));
+    text.push_str(&backend("shop", &shop));
+    text.push_str(
+        "[[site]]\nname = \"blog\"\nserver_name = \"blog.test\"\nbackend = \"blog\"\n\
+         [[site]]\nname = \"shop\"\ndefault = true\nbackend = \"shop\"\n",
+    );
+    let dir = temp_dir("sites-labelled");
+    let file = dir.join("shellac.toml");
+    write(&file, &text);
+    let shellac = Shellac::start_reloadable(&file).await;
+    let mut blog_log = common::log_stream::stream(shellac.admin, "site=blog").await;
+    get(shellac.admin, "/top").await; // rankings collected from now on
+    let mut conn = Conn::open(shellac.addr).await;
+    for (host, path) in [
+        ("shop.test", "/b"),
+        ("blog.test", "/a"),
+        ("blog.test", "/a"),
+    ] {
+        let r = conn.send("GET", path, &[("host", host)], b"").await;
+        assert_eq!(r.status, 200);
+    }
+    // The log stream of one site: the blog's two requests (a miss, then a fast hit), never
+    // the shop's.
+    let mut caches = Vec::new();
+    for _ in 0..2 {
+        let t = common::log_stream::next_json(&mut blog_log).await;
+        assert_eq!(
+            (&t["url"], &t["site"]),
+            (&"/a".into(), &"blog".into()),
+            "{t}"
+        );
+        caches.push(t["cache"].as_str().unwrap_or("?").to_string());
+    }
+    caches.sort();
+    assert_eq!(caches, ["hit", "miss"]);
+    assert_eq!(shellac.stat("cache_hit_fast").await, 1);
+    // Rankings: by site, and one site's URLs (bounded wait for the log writer).
+    let mut by_site = serde_json::Value::Null;
+    for _ in 0..200 {
+        by_site = serde_json::from_slice(&get(shellac.admin, "/top?by=site").await.body).unwrap();
+        if by_site["rows"].as_array().is_some_and(|r| r.len() == 2) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        (&by_site["rows"][0]["key"], &by_site["rows"][0]["requests"]),
+        (&"blog".into(), &2.into()),
+        "{by_site}"
+    );
+    assert_eq!(by_site["rows"][1]["key"], "shop", "{by_site}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&get(shellac.admin, "/top?site=shop").await.body).unwrap();
+    assert_eq!(v["site"], "shop");
+    assert_eq!(v["rows"].as_array().map(Vec::len), Some(1), "{v}");
+    assert_eq!(v["rows"][0]["key"], "shop.test/b", "{v}");
+    assert_eq!(get(shellac.admin, "/top?site=nothing").await.status, 404);
+    // Every site's counters: /sites, /stats/live (shellac stat), /api/dashboard.
+    let sites: serde_json::Value =
+        serde_json::from_slice(&get(shellac.admin, "/sites").await.body).unwrap();
+    assert_eq!(sites[0]["name"], "blog", "{sites}");
+    assert_eq!(
+        (&sites[0]["req"], &sites[0]["hit"], &sites[0]["miss"]),
+        (&2.into(), &1.into(), &1.into()),
+        "{sites}"
+    );
+    assert_eq!(sites[0]["hit_ratio"], 0.5, "{sites}");
+    assert_eq!(
+        (&sites[1]["name"], &sites[1]["req"]),
+        (&"shop".into(), &1.into())
+    );
+    let live: serde_json::Value =
+        serde_json::from_slice(&get(shellac.admin, "/stats/live").await.body).unwrap();
+    assert_eq!(live["sites"], sites);
+    let dash: serde_json::Value =
+        serde_json::from_slice(&get(shellac.admin, "/api/dashboard?site=blog").await.body).unwrap();
+    assert_eq!(dash["sites"], sites);
+    assert_eq!(dash["top_site"], "blog");
+    assert_eq!(dash["top_urls"].as_array().map(Vec::len), Some(1), "{dash}");
+    assert_eq!(dash["top_urls"][0]["key"], "blog.test/a", "{dash}");
+    // /metrics labels the sites' counters.
+    let metrics = get(shellac.admin, "/metrics").await.text();
+    assert!(
+        metrics.contains("shellac_site_req_total{site=\"blog\"} 2")
+            && metrics.contains("shellac_site_req_total{site=\"shop\"} 1"),
+        "{metrics}"
+    );
+    drop(blog_log);
+    shellac.stop().await;
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1,7 +1,7 @@
 //! The web dashboard: a page and a script embedded in the binary (no CDN, nothing fetched at
 //! run time) and `GET /api/dashboard`, the JSON the page polls every second: per-second series
 //! from the counter history (req/s, hit ratio, bandwidth, TTFB percentiles, storage), backend
-//! health and the top URLs.
+//! health, every `[[site]]`'s counters and the top URLs (of all requests or one site's).
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -18,8 +18,8 @@ pub const SCRIPT_JS: &str = include_str!("assets/dashboard.js");
 /// Seconds of history the charts show.
 pub const SERIES_SECONDS: usize = 300;
 
-/// `GET /api/dashboard`.
-pub fn data(proxy: &Proxy) -> Value {
+/// `GET /api/dashboard[?site=NAME]` (`site`: the top URLs of that `[[site]]`'s requests).
+pub fn data(proxy: &Proxy, site: Option<&str>) -> Value {
     let history = &proxy.shared.history;
     let samples = history.recent(SERIES_SECONDS + 1);
     let now = Instant::now();
@@ -46,7 +46,7 @@ pub fn data(proxy: &Proxy) -> Value {
     let recorder = &proxy.shared.recorder;
     recorder.lease_top();
     let top: Vec<Value> = recorder
-        .top(Dimension::Url, |c| c.requests, 60, 10)
+        .top(Dimension::Url, |c| c.requests, 60, 10, site)
         .into_iter()
         .map(|(k, c)| json!({"key": k, "requests": c.requests, "misses": c.misses, "bytes": c.bytes}))
         .collect();
@@ -73,6 +73,8 @@ pub fn data(proxy: &Proxy) -> Value {
         "series": series.into_json(),
         "backends": proxy.backends.backends.iter().map(|b| b.describe()).collect::<Vec<_>>(),
         "top_urls": top,
+        "top_site": site,
+        "sites": super::stats::sites(proxy),
     })
 }
 

@@ -73,6 +73,8 @@ pub struct Filter {
     /// Only reasons starting with this (`refused` for every refusal, `refused:bad-host`,
     /// `no-store`, ...): the words of `Cache-Status` `detail=` and the access log.
     reason: Option<String>,
+    /// Only the requests this `[[site]]` answered.
+    site: Option<String>,
 }
 
 impl Filter {
@@ -99,6 +101,7 @@ impl Filter {
             miss,
             backend: q.get("backend").cloned(),
             reason: q.get("reason").cloned(),
+            site: q.get("site").cloned(),
         })
     }
 
@@ -113,6 +116,11 @@ impl Filter {
         }
         if let Some(b) = &self.backend
             && r.backend() != Some(b.as_str())
+        {
+            return false;
+        }
+        if let Some(s) = &self.site
+            && r.site() != Some(s.as_str())
         {
             return false;
         }
@@ -154,7 +162,7 @@ fn line(v: serde_json::Value) -> Bytes {
     Bytes::from(s)
 }
 
-/// `GET /log/stream?url=REGEX&status=5xx&miss=1&backend=NAME`: one JSON object per line. The
+/// `GET /log/stream?url=REGEX&status=5xx&miss=1&backend=NAME&site=NAME`: one JSON object per line. The
 /// first line is `{"streaming": true}`; `{"dropped": N}` says N transactions were skipped
 /// because this reader was too slow. While nobody streams, requests are not recorded for it.
 pub fn log_stream(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
@@ -219,7 +227,8 @@ pub fn log_stream(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
     resp
 }
 
-/// `GET /top?by=url|host|backend|ua&sort=requests|misses|bytes&window=SECONDS&n=N`.
+/// `GET /top?by=url|host|backend|ua|site&sort=requests|misses|bytes&window=SECONDS&n=N&site=NAME`
+/// (`site`: only the requests that `[[site]]` answered).
 /// Asking keeps transactions flowing into the rankings for a minute (`collecting` says whether
 /// they already were); `totals` counts every request of the window whether collected or not.
 pub fn top(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
@@ -229,7 +238,7 @@ pub fn top(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
         return reply(
             StatusCode::BAD_REQUEST,
             super::TEXT,
-            b"by: one of url, host, backend, ua\n".to_vec(),
+            b"by: one of url, host, backend, ua, site\n".to_vec(),
         );
     };
     let sort_name = q.get("sort").map_or("requests", String::as_str);
@@ -255,10 +264,20 @@ pub fn top(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
         .and_then(|n| n.parse::<usize>().ok())
         .unwrap_or(20)
         .clamp(1, 1000);
+    let site = q.get("site").map(String::as_str);
+    if let Some(name) = site
+        && !proxy.site_named(name)
+    {
+        return reply(
+            StatusCode::NOT_FOUND,
+            super::TEXT,
+            format!("site: no [[site]] named `{name}` (GET /sites lists them)\n").into_bytes(),
+        );
+    }
     let recorder = &proxy.shared.recorder;
     let collecting = recorder.lease_top();
     let rows: Vec<serde_json::Value> = recorder
-        .top(dimension, sort, window, n)
+        .top(dimension, sort, window, n, site)
         .into_iter()
         .map(|(key, c)| {
             serde_json::json!({
@@ -274,11 +293,16 @@ pub fn top(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
         JSON,
         json(serde_json::json!({
             "by": dimension.as_str(),
+            "site": site,
             "sort": sort_name,
             "window": window,
             "collecting": collecting,
             "rows": rows,
-            "totals": totals(proxy, window),
+            "totals": match site {
+                None => totals(proxy, window),
+                // The counter history is not kept per site.
+                Some(_) => serde_json::Value::Null,
+            },
         })),
     )
 }
@@ -340,6 +364,11 @@ mod tests {
         assert!(!Filter::parse(&q("url=%5E/b")).unwrap().matches(&r));
         assert!(Filter::parse(&q("miss=1&backend=app")).unwrap().matches(&r));
         assert!(!Filter::parse(&q("backend=other")).unwrap().matches(&r));
+        // Issue 31: one site's requests.
+        assert!(!Filter::parse(&q("site=blog")).unwrap().matches(&r));
+        r.set_site(Some("blog"));
+        assert!(Filter::parse(&q("site=blog")).unwrap().matches(&r));
+        assert!(!Filter::parse(&q("site=shop")).unwrap().matches(&r));
         r.decision.kind = DecisionKind::Hit;
         assert!(!Filter::parse(&q("miss=1")).unwrap().matches(&r));
         assert!(Filter::parse(&q("reason=no-st")).unwrap().matches(&r));

@@ -116,7 +116,10 @@ async fn handle(live: &Arc<Live>, req: Request<Incoming>) -> Response<AdminBody>
             metrics::encode(&proxy, &live.tls().certificates()).into_bytes(),
         ),
         (&Method::GET, "/api/dashboard") => {
-            let mut data = dashboard::data(&proxy);
+            let site = live::query(req.uri())
+                .remove("site")
+                .filter(|s| !s.is_empty());
+            let mut data = dashboard::data(&proxy, site.as_deref());
             data["tls"] = dashboard::tls(&proxy, &live.tls().certificates());
             reply(StatusCode::OK, JSON, json(data))
         }
@@ -224,6 +227,7 @@ fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<AdminBody> {
             reply(StatusCode::OK, JSON, json(body))
         }
         (&Method::GET, "/stats/live") => reply(StatusCode::OK, JSON, json(stats::live(proxy))),
+        (&Method::GET, "/sites") => reply(StatusCode::OK, JSON, json(stats::sites(proxy))),
         (&Method::GET, "/") => reply(
             StatusCode::OK,
             "text/html; charset=utf-8",
@@ -255,8 +259,9 @@ GET /metrics             Prometheus / OpenMetrics text format
 GET /backends            health, probes, connections and counters per backend (JSON)
 POST /backends/NAME/health  body: sick, healthy or auto (NAME may hold *): the operator's word
 GET /tls                 TLS listeners and each certificate's names, key and expiry (JSON)
-GET /log/stream          live transactions, JSON lines (?url=REGEX&status=5xx&miss=1&backend=NAME)
-GET /top                 rankings (?by=url|host|backend|ua&sort=requests|misses|bytes&window=60&n=20)
+GET /sites               every [[site]]'s requests, hits, misses, passes, rewrites, hit ratio (JSON)
+GET /log/stream          live transactions, JSON lines (?url=REGEX&status=5xx&miss=1&backend=NAME&site=NAME)
+GET /top                 rankings (?by=url|host|backend|ua|site&sort=requests|misses|bytes&window=60&n=20&site=NAME)
 POST /ban                body: a ban expression, e.g. req.url ~ ^/news/
 GET /bans                active bans
 POST /purge[?soft=1]     body: the URL to purge (every variant)

@@ -99,7 +99,35 @@ pub fn live(proxy: &Proxy) -> Value {
         "ttfb_us_10s": { "p50": quantile(0.5), "p90": quantile(0.9), "p99": quantile(0.99) },
         "counters": counters,
         "fleet": super::fleet::summary(proxy),
+        "sites": sites(proxy),
     })
+}
+
+/// `GET /sites` (and `sites` in `/stats/live` and `/api/dashboard`): every `[[site]]` seen
+/// since start, in file order, with its counters (`req`, `hit`, `miss`, `pass`, `rewrite`, as
+/// `/metrics` labels them `site="NAME"`) and its hit ratio since start (null before a
+/// request). An empty list without sites.
+pub fn sites(proxy: &Proxy) -> Value {
+    let rows = proxy
+        .shared
+        .site_stats
+        .all()
+        .into_iter()
+        .map(|(name, c)| {
+            let mut row = Map::new();
+            row.insert("name".into(), json!(&*name));
+            for (key, _, value) in c.snapshot() {
+                row.insert(key.into(), json!(value));
+            }
+            let (hit, req) = (c.hit.get(), c.req.get());
+            row.insert(
+                "hit_ratio".into(),
+                json!((req > 0).then(|| round(hit as f64 / req as f64 * 100.0) / 100.0)),
+            );
+            Value::Object(row)
+        })
+        .collect();
+    Value::Array(rows)
 }
 
 fn round(x: f64) -> f64 {

@@ -311,6 +311,16 @@ impl Proxy {
         }
     }
 
+    /// Whether a `[[site]]` named `name` is configured or was since start (its counters are
+    /// kept across reloads).
+    pub fn site_named(&self, name: &str) -> bool {
+        self.shared
+            .site_stats
+            .all()
+            .iter()
+            .any(|(n, _)| &**n == name)
+    }
+
     /// Whether requests choose a `[[site]]`: the client session then attaches [`Listener`]
     /// to each request (and the fast-hit path looks the site up).
     pub fn has_sites(&self) -> bool {

@@ -119,7 +119,7 @@ pub(super) fn deliver(
         proxy,
         head,
         Request::Parsed(&txn.req),
-        backend,
+        (backend, txn.site.as_ref().map(|s| &*s.name)),
         resp.headers(),
         tls,
     );
@@ -185,7 +185,7 @@ fn record(
     proxy: &Proxy,
     head: RecordHead,
     req: Request<'_>,
-    backend: Option<&str>,
+    (backend, site): (Option<&str>, Option<&str>),
     response: &HeaderMap,
     tls: Option<&crate::tls::server::ConnTls>,
 ) -> Box<Record> {
@@ -211,6 +211,9 @@ fn record(
     }
     if backend.is_some() {
         record.set_backend(backend);
+    }
+    if site.is_some() {
+        record.set_site(site);
     }
     if let Some(t) = tls
         && (everything || format.is_some_and(|f| f.needs_tls()))
@@ -246,6 +249,8 @@ pub(super) struct FastHit<'a> {
     pub fields: &'a [httparse::Header<'a>],
     pub status: u16,
     pub response: &'a HeaderMap,
+    /// The `[[site]]` that answered, if any.
+    pub site: Option<&'a str>,
     pub started: Instant,
     pub ttfb: Duration,
     /// The client's TLS connection, if any.
@@ -275,7 +280,7 @@ pub(super) fn fast_hit_record(proxy: &Proxy, hit: FastHit<'_>) -> Option<Box<Rec
         proxy,
         head,
         Request::Raw(&hit),
-        None,
+        (None, hit.site),
         hit.response,
         hit.tls,
     ))

@@ -60,6 +60,8 @@ enum Item {
     Backend,
     /// `%{vcl}x`: which VCL subroutine returned what (`recv:hash hash:lookup ...`), or `-`.
     Vcl,
+    /// `%{site}x`: the `[[site]]` that answered, or `-` (no sites, or none on the listener).
+    Site,
     /// `%{ttfb}x`: seconds from request to response head, microsecond precision.
     Ttfb,
     /// `%{host}x`: the Host the request was for (the cache key's host).
@@ -207,6 +209,7 @@ impl Format {
                     "reason" => Item::Reason,
                     "backend" => Item::Backend,
                     "vcl" => Item::Vcl,
+                    "site" => Item::Site,
                     "ttfb" => Item::Ttfb,
                     "host" => Item::Host,
                     "tls_version" => Item::Tls(0),
@@ -216,7 +219,7 @@ impl Format {
                     "tls_client" => Item::Tls(4),
                     other => {
                         return Err(format!(
-                            "`%{{{other}}}x` at position {at}: known are %{{cache}}x, %{{reason}}x, %{{backend}}x, %{{vcl}}x, %{{ttfb}}x, %{{host}}x, %{{tls_version}}x, %{{tls_cipher}}x, %{{tls_sni}}x, %{{tls_alpn}}x, %{{tls_client}}x"
+                            "`%{{{other}}}x` at position {at}: known are %{{cache}}x, %{{reason}}x, %{{backend}}x, %{{vcl}}x, %{{site}}x, %{{ttfb}}x, %{{host}}x, %{{tls_version}}x, %{{tls_cipher}}x, %{{tls_sni}}x, %{{tls_alpn}}x, %{{tls_client}}x"
                         ));
                     }
                 },
@@ -335,6 +338,7 @@ fn render_item(item: &Item, r: &View<'_>, out: &mut Vec<u8>) {
             _ => out.push(b'-'),
         },
         Item::Vcl => escape(r.vcl().unwrap_or(b"-"), out),
+        Item::Site => escape(r.site().unwrap_or(b"-"), out),
         Item::Ttfb => seconds(r.ttfb, out),
         Item::Host => {
             let host = r.host();
@@ -527,6 +531,11 @@ fn render_json(r: &View<'_>, out: &mut Vec<u8>) {
     json_opt(r.reason, out);
     out.extend_from_slice(b",\"backend\":");
     json_opt(r.backend(), out);
+    // Only with sites: lines of a configuration without any stay as they were.
+    if let Some(site) = r.site() {
+        out.extend_from_slice(b",\"site\":");
+        json_str(site, out);
+    }
     out.extend_from_slice(if r.complete {
         b",\"complete\":true,\"referer\":"
     } else {

@@ -181,6 +181,8 @@ pub struct Record {
     tls: Option<TextRange>,
     /// Which VCL subroutine returned what (`recv:hash hash:lookup miss:fetch ...`).
     vcl: Option<TextRange>,
+    /// The `[[site]]` that answered (None without sites, or on a listener without any).
+    site: Option<TextRange>,
     /// Values of `format.request_headers`, in order.
     request_headers: SmallVec<[Option<TextRange>; 4]>,
     /// Values of `format.response_headers`, in order.
@@ -234,6 +236,7 @@ impl Record {
             backend: None,
             tls: None,
             vcl: None,
+            site: None,
             request_headers: SmallVec::new(),
             response_headers: SmallVec::new(),
             started: head.started,
@@ -287,6 +290,7 @@ impl Record {
             backend,
             tls,
             vcl,
+            site,
             request_headers,
             response_headers,
             started,
@@ -315,6 +319,7 @@ impl Record {
         *backend = None;
         *tls = None;
         *vcl = None;
+        *site = None;
         request_headers.clear();
         response_headers.clear();
         *started = head.started;
@@ -427,6 +432,11 @@ impl Record {
         self.vcl = trace.filter(|t| !t.is_empty()).map(|t| self.push(t));
     }
 
+    /// The `[[site]]` that answered the request.
+    pub fn set_site(&mut self, name: Option<&str>) {
+        self.site = name.map(|n| self.push(n));
+    }
+
     pub fn push_request_header(&mut self, value: Option<&[u8]>) {
         let span = value.map(|v| self.push_bytes(v));
         self.request_headers.push(span);
@@ -466,6 +476,11 @@ impl Record {
 
     pub fn backend(&self) -> Option<&str> {
         self.backend.map(|s| self.get(s))
+    }
+
+    /// The `[[site]]` that answered, if sites are configured.
+    pub fn site(&self) -> Option<&str> {
+        self.site.map(|s| self.get(s))
     }
 
     /// Value of the format's `i`th request header.
@@ -508,6 +523,7 @@ impl Record {
             "cache": self.decision.kind.as_str(),
             "reason": self.decision.reason.as_deref(),
             "backend": self.backend(),
+            "site": self.site(),
             "vcl": self.vcl(),
             "complete": self.complete,
         })
@@ -843,16 +859,18 @@ impl Recorder {
         before > now
     }
 
-    /// The `n` keys of `by` ranked by `sort` over the last `window` seconds.
+    /// The `n` keys of `by` ranked by `sort` over the last `window` seconds, among all
+    /// requests or (`site`) those one `[[site]]` answered.
     pub fn top(
         &self,
         by: Dimension,
         sort: fn(&top::Counts) -> u64,
         window: u64,
         n: usize,
+        site: Option<&str>,
     ) -> Vec<(String, top::Counts)> {
         match self.shards.top.lock() {
-            Ok(t) => t.rank(by, sort, window, n, SystemTime::now()),
+            Ok(t) => t.rank(by, sort, window, n, SystemTime::now(), site),
             Err(_) => Vec::new(),
         }
     }

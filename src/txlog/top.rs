@@ -1,6 +1,6 @@
-//! `shellac top`: requests, misses and bytes per URL, host, backend and user agent over a
-//! sliding window, like varnishtop. Fed by the writer thread (never the request path), one
-//! bucket per second, every bucket bounded.
+//! `shellac top`: requests, misses and bytes per URL, host, backend, user agent and site over
+//! a sliding window, like varnishtop, for all requests or one `[[site]]`'s. Fed by the writer
+//! thread (never the request path), one bucket per second, every bucket bounded.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -12,6 +12,10 @@ pub const MAX_WINDOW: u64 = 60;
 
 /// Distinct keys per dimension in one bucket; further ones are counted under [`OTHER`].
 const MAX_KEYS: usize = 10_000;
+
+/// Sites with their own rankings in one bucket; requests of further ones are ranked only among
+/// all requests.
+const MAX_SITES: usize = 256;
 
 /// The key that collects everything beyond [`MAX_KEYS`].
 pub const OTHER: &str = "(other)";
@@ -26,14 +30,20 @@ pub enum Dimension {
     Host,
     Backend,
     UserAgent,
+    /// The `[[site]]` that answered (`-` without one).
+    Site,
 }
 
+/// One map per [`Dimension`], in [`Dimension::ALL`] order.
+type Maps = [HashMap<String, Counts>; 5];
+
 impl Dimension {
-    pub const ALL: [Dimension; 4] = [
+    pub const ALL: [Dimension; 5] = [
         Dimension::Url,
         Dimension::Host,
         Dimension::Backend,
         Dimension::UserAgent,
+        Dimension::Site,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -42,6 +52,7 @@ impl Dimension {
             Dimension::Host => "host",
             Dimension::Backend => "backend",
             Dimension::UserAgent => "ua",
+            Dimension::Site => "site",
         }
     }
 
@@ -56,6 +67,7 @@ impl Dimension {
             Dimension::Host => r.host().to_string(),
             Dimension::Backend => r.backend().unwrap_or("-").to_string(),
             Dimension::UserAgent => r.user_agent().unwrap_or("-").to_string(),
+            Dimension::Site => r.site().unwrap_or("-").to_string(),
         };
         if key.len() > MAX_KEY_LEN {
             let mut cut = MAX_KEY_LEN;
@@ -87,7 +99,19 @@ impl Counts {
 
 struct Bucket {
     second: u64,
-    maps: [HashMap<String, Counts>; 4],
+    maps: Maps,
+    /// The same for the requests of each site (at most [`MAX_SITES`]).
+    sites: HashMap<String, Maps>,
+}
+
+/// Adds `one` under `key` in `map`, or under [`OTHER`] once the map holds [`MAX_KEYS`].
+fn count(map: &mut HashMap<String, Counts>, key: String, one: &Counts) {
+    let key = if map.len() >= MAX_KEYS && !map.contains_key(&key) {
+        OTHER.to_string()
+    } else {
+        key
+    };
+    map.entry(key).or_default().add(one);
 }
 
 /// The sliding window.
@@ -115,6 +139,7 @@ impl Top {
                 self.buckets.push_back(Bucket {
                     second,
                     maps: Default::default(),
+                    sites: HashMap::new(),
                 });
                 let newest = self
                     .buckets
@@ -129,15 +154,16 @@ impl Top {
                 }
             }
         };
+        let site = r
+            .site()
+            .filter(|s| bucket.sites.len() < MAX_SITES || bucket.sites.contains_key(*s));
+        let mut site_maps = site.map(|s| bucket.sites.entry(s.to_string()).or_default());
         for (i, d) in Dimension::ALL.into_iter().enumerate() {
-            let map = &mut bucket.maps[i];
             let key = d.key(r);
-            let key = if map.len() >= MAX_KEYS && !map.contains_key(&key) {
-                OTHER.to_string()
-            } else {
-                key
-            };
-            map.entry(key).or_default().add(&one);
+            if let Some(maps) = site_maps.as_mut() {
+                count(&mut maps[i], key.clone(), &one);
+            }
+            count(&mut bucket.maps[i], key, &one);
         }
     }
 
@@ -146,7 +172,8 @@ impl Top {
         self.buckets.retain(|b| b.second + MAX_WINDOW > newest);
     }
 
-    /// The `n` keys of `by` with the most `sort` over the last `window` seconds before `now`.
+    /// The `n` keys of `by` with the most `sort` over the last `window` seconds before `now`,
+    /// among all requests or (`site`) those one site answered.
     pub fn rank(
         &self,
         by: Dimension,
@@ -154,13 +181,21 @@ impl Top {
         window: u64,
         n: usize,
         now: SystemTime,
+        site: Option<&str>,
     ) -> Vec<(String, Counts)> {
         let now = unix_seconds(now);
         let from = now.saturating_sub(window.min(MAX_WINDOW));
         let i = Dimension::ALL.iter().position(|d| *d == by).unwrap_or(0);
         let mut merged: HashMap<&str, Counts> = HashMap::new();
         for b in self.buckets.iter().filter(|b| b.second > from) {
-            for (k, c) in &b.maps[i] {
+            let maps = match site {
+                None => &b.maps,
+                Some(s) => match b.sites.get(s) {
+                    Some(maps) => maps,
+                    None => continue,
+                },
+            };
+            for (k, c) in &maps[i] {
                 merged.entry(k.as_str()).or_default().add(c);
             }
         }
@@ -209,7 +244,7 @@ mod tests {
         for _ in 0..5 {
             top.add(&rec("/old", false, 1, now - Duration::from_secs(30)));
         }
-        let by_req = top.rank(Dimension::Url, |c| c.requests, 10, 10, now);
+        let by_req = top.rank(Dimension::Url, |c| c.requests, 10, 10, now, None);
         assert_eq!(
             by_req.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
             ["example.com/a", "example.com/b"],
@@ -223,11 +258,11 @@ mod tests {
                 bytes: 30
             }
         );
-        let by_bytes = top.rank(Dimension::Url, |c| c.bytes, 10, 1, now);
+        let by_bytes = top.rank(Dimension::Url, |c| c.bytes, 10, 1, now, None);
         assert_eq!(by_bytes[0].0, "example.com/b");
-        let wide = top.rank(Dimension::Url, |c| c.misses, 60, 10, now);
+        let wide = top.rank(Dimension::Url, |c| c.misses, 60, 10, now, None);
         assert_eq!(wide[0].0, "example.com/old");
-        let hosts = top.rank(Dimension::Host, |c| c.requests, 60, 10, now);
+        let hosts = top.rank(Dimension::Host, |c| c.requests, 60, 10, now, None);
         assert_eq!(
             hosts,
             vec![(
@@ -244,6 +279,47 @@ mod tests {
         assert_eq!(top.buckets.len(), 1);
     }
 
+    /// Issue 31: `shellac top --site NAME` ranks the requests one site answered, and
+    /// `--by site` ranks the sites.
+    #[test]
+    fn ranks_one_sites_requests_and_the_sites() {
+        let now = SystemTime::now();
+        let mut top = Top::default();
+        for (path, site) in [
+            ("/a", Some("blog")),
+            ("/a", Some("blog")),
+            ("/b", Some("shop")),
+            ("/c", None),
+        ] {
+            let mut r = rec(path, false, 1, now);
+            r.set_site(site);
+            top.add(&r);
+        }
+        let keys = |rows: Vec<(String, Counts)>| -> Vec<(String, u64)> {
+            rows.into_iter().map(|(k, c)| (k, c.requests)).collect()
+        };
+        assert_eq!(
+            keys(top.rank(Dimension::Url, |c| c.requests, 60, 10, now, Some("blog"))),
+            [("example.com/a".to_string(), 2)]
+        );
+        assert_eq!(
+            keys(top.rank(Dimension::Url, |c| c.requests, 60, 10, now, Some("shop"))),
+            [("example.com/b".to_string(), 1)]
+        );
+        assert!(
+            top.rank(Dimension::Url, |c| c.requests, 60, 10, now, Some("none"))
+                .is_empty()
+        );
+        assert_eq!(
+            keys(top.rank(Dimension::Site, |c| c.requests, 60, 10, now, None)),
+            [
+                ("blog".to_string(), 2),
+                ("-".to_string(), 1),
+                ("shop".to_string(), 1)
+            ]
+        );
+    }
+
     #[test]
     fn keys_per_bucket_are_bounded() {
         let now = SystemTime::now();
@@ -253,7 +329,7 @@ mod tests {
             r.set_uri(&format!("/k{i}").parse().unwrap());
             top.add(&r);
         }
-        let rows = top.rank(Dimension::Url, |c| c.requests, 60, 1, now);
+        let rows = top.rank(Dimension::Url, |c| c.requests, 60, 1, now, None);
         assert_eq!(
             rows[0],
             (

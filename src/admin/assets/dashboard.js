@@ -5,6 +5,8 @@
 const COLORS = { a: "#5ab0ff", b: "#f0a35e", c: "#7bd88f", d: "#e06c75", grid: "#2a323c", dim: "#8a96a3" };
 let updates = 0;
 let token = sessionStorage.getItem("shellac-token");
+// The site whose top URLs are shown ("" for all); `?site=NAME` in the page's address picks one.
+let topSite = new URLSearchParams(location.search).get("site") || "";
 
 function human(n, unit) {
   if (n === null || n === undefined || Number.isNaN(n)) return "–";
@@ -158,6 +160,24 @@ function render(d) {
       cell(c.days_left, c.days_left < 14 ? "num sick" : "num"));
     return tr;
   }));
+  const sites = d.sites || [];
+  document.getElementById("sites-panel").hidden = sites.length === 0;
+  document.getElementById("sites").replaceChildren(...sites.map(x => {
+    const tr = document.createElement("tr");
+    tr.append(cell(x.name), cell(x.req, "num"), cell(x.hit, "num"), cell(x.miss, "num"), cell(x.pass, "num"),
+      cell(x.rewrite, "num"), cell(percent(x.hit_ratio), "num"));
+    return tr;
+  }));
+  // The top URLs of all requests or of one site's (issue 31).
+  const pick = document.getElementById("top-site");
+  pick.hidden = sites.length === 0;
+  const names = sites.map(x => x.name);
+  if (pick.dataset.names !== names.join("\n")) {
+    pick.dataset.names = names.join("\n");
+    const all = document.createElement("option"); all.value = ""; all.textContent = "all sites";
+    pick.replaceChildren(all, ...names.map(n => { const o = document.createElement("option"); o.value = n; o.textContent = n; return o; }));
+    pick.value = names.includes(topSite) ? topSite : "";
+  }
   const top = document.getElementById("top");
   top.replaceChildren(...d.top_urls.map(r => {
     const tr = document.createElement("tr");
@@ -190,7 +210,7 @@ async function poll() {
   const status = document.getElementById("status");
   try {
     const headers = token ? { Authorization: "Bearer " + token } : {};
-    const resp = await fetch("/api/dashboard", { headers, cache: "no-store" });
+    const resp = await fetch("/api/dashboard" + (topSite ? "?site=" + encodeURIComponent(topSite) : ""), { headers, cache: "no-store" });
     if (resp.status === 401) {
       token = window.prompt("Shellac admin token");
       if (token) sessionStorage.setItem("shellac-token", token);
@@ -206,5 +226,6 @@ async function poll() {
   }
 }
 
+document.getElementById("top-site").addEventListener("change", e => { topSite = e.target.value; poll(); });
 poll();
 setInterval(poll, 1000);

@@ -60,7 +60,11 @@ impl Proxy {
     pub(super) fn answer(
         &self,
         head: Head<'_, '_>,
-        (client, tls): (SocketAddr, Option<&crate::tls::server::ConnTls>),
+        (client, tls, site): (
+            SocketAddr,
+            Option<&crate::tls::server::ConnTls>,
+            Option<&str>,
+        ),
         (object, prepared, vcl_head): (Arc<Object>, &Prepared, Option<Bytes>),
         started: Instant,
     ) -> FastAnswer {
@@ -97,6 +101,7 @@ impl Proxy {
                 fields: head.fields,
                 status: status.as_u16(),
                 response: &prepared.map,
+                site,
                 started,
                 ttfb,
                 tls,

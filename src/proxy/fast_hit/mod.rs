@@ -97,6 +97,11 @@ impl Proxy {
             site.stats.req.inc();
             site.stats.hit.inc();
         }
-        Some(self.answer(head, (client, tls), (object, &prepared, vcl_head), started))
+        Some(self.answer(
+            head,
+            (client, tls, site.map(|s| &*s.name)),
+            (object, &prepared, vcl_head),
+            started,
+        ))
     }
 }
