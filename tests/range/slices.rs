@@ -27,6 +27,8 @@ fn bytes(v: u64, start: u64, end: u64) -> Vec<u8> {
 struct File {
     version: Arc<AtomicU64>,
     ignore_range: Arc<AtomicBool>,
+    /// Answers after 300 ms (concurrent clients then meet while a slice is fetched).
+    slow: Arc<AtomicBool>,
     sent: Arc<AtomicU64>,
 }
 
@@ -55,7 +57,13 @@ async fn origin(len: u64) -> (Origin, File) {
         let v = f.version.load(Ordering::SeqCst);
         let reply = |status: u16, body: Vec<u8>| {
             f.sent.fetch_add(body.len() as u64, Ordering::SeqCst);
+            let delay = if f.slow.load(Ordering::SeqCst) {
+                Duration::from_millis(300)
+            } else {
+                Duration::ZERO
+            };
             Reply::ok("")
+                .delay(delay)
                 .status(status)
                 .body(ReplyBody::Bytes(body))
                 .cc("max-age=3600")
@@ -416,5 +424,31 @@ async fn slices_live_in_the_disk_tier_across_a_restart() {
         asked(&origin)
     );
     assert!(shellac.stat("cache_hit_disk").await + shellac.stat("slice_hit").await >= 2);
+    shellac.stop().await;
+}
+
+/// A slice miss is coalesced like any miss: clients that want one slice at once share its
+/// fetch (whoever comes late finds it stored: one origin request either way).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_wanting_one_slice_share_its_fetch() {
+    const LEN: u64 = 12 * MIB;
+    let (origin, file) = origin(LEN).await;
+    let shellac = Shellac::start(origin.addr, sliced).await;
+    let r = ranged(&shellac, 5 * MIB, 5 * MIB + 9).await;
+    assert_eq!(r.status, 206);
+    stored(&shellac, 1).await;
+    file.slow.store(true, Ordering::SeqCst);
+    let (a, b, c) = tokio::join!(
+        ranged(&shellac, 8 * MIB, 8 * MIB + 9),
+        ranged(&shellac, 8 * MIB + 100, 8 * MIB + 199),
+        ranged(&shellac, 8 * MIB + 1000, 9 * MIB - 1),
+    );
+    assert_eq!(a.body.as_ref(), bytes(1, 8 * MIB, 8 * MIB + 9).as_slice());
+    assert_eq!(
+        b.body.as_ref(),
+        bytes(1, 8 * MIB + 100, 8 * MIB + 199).as_slice()
+    );
+    assert!(c.body.as_ref() == bytes(1, 8 * MIB + 1000, 9 * MIB - 1).as_slice());
+    assert_eq!(origin.count(), 2, "{:?}", asked(&origin));
     shellac.stop().await;
 }
