@@ -487,6 +487,12 @@ async fn stat_top_log_and_the_dashboard_filter_or_label_by_site() {
             && metrics.contains("shellac_site_req_total{site=\"shop\"} 1"),
         "{metrics}"
     );
+    // TTFB per site too (the fast hit's as well as the miss's).
+    assert!(
+        metrics.contains("shellac_site_ttfb_seconds_count{site=\"blog\"} 2")
+            && metrics.contains("shellac_site_ttfb_seconds_count{site=\"shop\"} 1"),
+        "{metrics}"
+    );
     drop(blog_log);
     shellac.stop().await;
     std::fs::remove_dir_all(&dir).ok();

@@ -41,8 +41,17 @@ struct Snapshot {
     acme: Vec<super::acme::Row>,
     /// One row per backend, in declaration order.
     backends: Vec<BackendRow>,
-    /// (site name, its counters) for every `[[site]]` seen since start.
-    sites: Vec<(String, SiteSnapshot)>,
+    /// One row per `[[site]]` seen since start.
+    sites: Vec<SiteRow>,
+}
+
+/// What `/metrics` says about one site (labels `site="NAME"`).
+#[derive(Debug)]
+struct SiteRow {
+    name: String,
+    counters: SiteSnapshot,
+    ttfb_buckets: Vec<(f64, u64)>,
+    ttfb_sum_seconds: f64,
 }
 
 /// What `/metrics` says about one backend (labels `backend="NAME"`), so an alert can name the
@@ -232,7 +241,12 @@ pub fn encode(proxy: &Proxy, certs: &[crate::tls::server::CertView]) -> String {
             .site_stats
             .all()
             .into_iter()
-            .map(|(name, c)| (name.to_string(), c.snapshot()))
+            .map(|(name, c)| SiteRow {
+                name: name.to_string(),
+                counters: c.snapshot(),
+                ttfb_buckets: seconds_buckets(&c.ttfb.buckets()),
+                ttfb_sum_seconds: c.ttfb.sum_us() as f64 / 1e6,
+            })
             .collect(),
     };
     let mut registry = Registry::default();
@@ -339,26 +353,36 @@ impl Collector for Snapshot {
     }
 }
 
-/// The per-site families: `shellac_site_NAME_total{site}` (req, hit, miss, pass, rewrite).
-fn encode_sites(
-    rows: &[(String, SiteSnapshot)],
-    encoder: &mut DescriptorEncoder,
-) -> std::fmt::Result {
-    let Some((_, first)) = rows.first() else {
+/// The per-site families: `shellac_site_NAME_total{site}` (req, hit, miss, pass, rewrite)
+/// and the `shellac_site_ttfb_seconds{site}` histogram.
+fn encode_sites(rows: &[SiteRow], encoder: &mut DescriptorEncoder) -> std::fmt::Result {
+    let Some(first) = rows.first() else {
         return Ok(());
     };
-    for (i, (name, description, _)) in first.iter().enumerate() {
+    for (i, (name, description, _)) in first.counters.iter().enumerate() {
         let (metric, text) = (
             format!("shellac_site_{name}"),
             format!("{description}, per [[site]]"),
         );
         let mut family = encoder.encode_descriptor(&metric, &text, None, MetricType::Counter)?;
-        for (site, counters) in rows {
-            let n = counters[i].2;
+        for row in rows {
+            let n = row.counters[i].2;
             family
-                .encode_family(&[("site", site.as_str())])?
+                .encode_family(&[("site", row.name.as_str())])?
                 .encode_counter::<NoLabelSet, _, u64>(&n, None)?;
         }
+    }
+    let mut family = encoder.encode_descriptor(
+        "shellac_site_ttfb_seconds",
+        "Time from a request's arrival to its response head, per [[site]]",
+        None,
+        MetricType::Histogram,
+    )?;
+    for row in rows {
+        let count = row.ttfb_buckets.iter().map(|(_, n)| n).sum();
+        family
+            .encode_family(&[("site", row.name.as_str())])?
+            .encode_histogram::<NoLabelSet>(row.ttfb_sum_seconds, count, &row.ttfb_buckets, None)?;
     }
     Ok(())
 }

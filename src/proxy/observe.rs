@@ -73,6 +73,9 @@ pub(super) fn deliver(
     let is_hit = cache_status.is_some_and(|v| v.as_bytes().starts_with(b"shellac; hit"));
     if let Some(site) = &txn.site {
         count_site(&site.stats, is_hit, cache_status);
+        if !include {
+            site.stats.ttfb.observe(ttfb);
+        }
     }
     let format = proxy.log_format.as_ref();
     let wanted = format.is_some() || proxy.shared.recorder.wants_records();

@@ -18,7 +18,7 @@ use crate::config::{CacheConfig, Config};
 use crate::http::server_name::{Names, Pattern};
 use crate::rules::Rules;
 use crate::rules::rewrite::Rewrite;
-use crate::stats::Counter;
+use crate::stats::{Counter, Histogram};
 
 /// One site, compiled.
 pub struct Site {
@@ -158,6 +158,9 @@ pub struct SiteCounters {
     pub pass: Counter,
     /// Rewrites applied to the site's requests.
     pub rewrite: Counter,
+    /// Time from a request's arrival to its response head (`/metrics`
+    /// `shellac_site_ttfb_seconds{site}`).
+    pub ttfb: Histogram,
 }
 
 /// (name, description, value) of every counter of a site.

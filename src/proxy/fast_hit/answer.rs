@@ -63,7 +63,7 @@ impl Proxy {
         (client, tls, site): (
             SocketAddr,
             Option<&crate::tls::server::ConnTls>,
-            Option<&str>,
+            Option<&super::super::site::Site>,
         ),
         (object, prepared, vcl_head): (Arc<Object>, &Prepared, Option<Bytes>),
         started: Instant,
@@ -90,6 +90,9 @@ impl Proxy {
         .counted(counters.clone());
         let ttfb = started.elapsed();
         counters.ttfb.observe(ttfb);
+        if let Some(s) = site {
+            s.stats.ttfb.observe(ttfb);
+        }
         let record = observe::fast_hit_record(
             self,
             FastHit {
@@ -101,7 +104,7 @@ impl Proxy {
                 fields: head.fields,
                 status: status.as_u16(),
                 response: &prepared.map,
-                site,
+                site: site.map(|s| &*s.name),
                 started,
                 ttfb,
                 tls,

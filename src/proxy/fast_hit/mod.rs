@@ -99,7 +99,7 @@ impl Proxy {
         }
         Some(self.answer(
             head,
-            (client, tls, site.map(|s| &*s.name)),
+            (client, tls, site.map(|s| &**s)),
             (object, &prepared, vcl_head),
             started,
         ))
