@@ -9,6 +9,7 @@
 //! built-in VCL appended to each built-in subroutine; what was declared but never used.
 
 mod acl;
+mod bind;
 mod calls;
 mod consts;
 mod decls;
