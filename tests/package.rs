@@ -143,6 +143,48 @@ fn the_debian_package_builds_lints_installs_and_purges() {
     );
     std::fs::remove_dir_all(&tree_doc).ok();
 
+    // Issue 32 (a lean shipped binary that keeps symbolised backtraces): the binary has no
+    // debug sections but keeps its symbol table (backtraces name every function; the former
+    // `--strip-unneeded` left bare addresses), and shellac-dbgsym beside the package holds the
+    // sections under the binary's build ID, where backtraces and gdb find file:line.
+    let tree_bin = dir.join("bin");
+    run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&tree_bin));
+    let shipped = tree_bin.join("usr/bin/shellac");
+    let sections = text(&run(Command::new("readelf")
+        .arg("-S")
+        .arg("-W")
+        .arg(&shipped)));
+    assert!(sections.contains(" .symtab "), "{sections}");
+    assert!(
+        !sections.contains(".debug_info") && !sections.contains(".debug_line"),
+        "{sections}"
+    );
+    let notes = text(&run(Command::new("readelf").arg("-n").arg(&shipped)));
+    let id = notes
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .expect("a build ID")
+        .trim()
+        .to_string();
+    std::fs::remove_dir_all(&tree_bin).ok();
+    let dbgsym = deb.replace("/shellac_", "/shellac-dbgsym_");
+    let dbg_listing = text(&run(Command::new("dpkg-deb").args(["-c", &dbgsym])));
+    assert!(
+        dbg_listing.contains(&format!(
+            "./usr/lib/debug/.build-id/{}/{}.debug",
+            &id[..2],
+            &id[2..]
+        )),
+        "{id}: {dbg_listing}"
+    );
+    let dbg_info = text(&run(Command::new("dpkg-deb").args(["-I", &dbgsym])));
+    assert!(
+        dbg_info.contains("Package: shellac-dbgsym")
+            && dbg_info.contains("Depends: shellac (= ")
+            && dbg_info.contains(&format!("Build-Ids: {id}")),
+        "{dbg_info}"
+    );
+
     // lintian: nothing left but what packaging/deb/lintian-overrides overrides (with reasons).
     let lint = Command::new("lintian")
         .args([
