@@ -317,7 +317,7 @@ async fn what_is_not_markup_or_not_esi_passes_as_it_is() {
 /// first bytes reach the client while none has: the fragments' bodies are held back by the
 /// origin until the test lets them go.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn includes_are_fetched_in_parallel_and_the_page_streams_before_them() {
+async fn includes_are_fetched_in_parallel_and_the_page_and_fragments_stream() {
     let gates: Arc<Vec<Arc<Notify>>> = Arc::new((0..4).map(|_| Arc::new(Notify::new())).collect());
     let g = gates.clone();
     let origin = Origin::start(move |s| {
@@ -342,7 +342,16 @@ async fn includes_are_fetched_in_parallel_and_the_page_streams_before_them() {
         }
     })
     .await;
-    let shellac = Shellac::start(origin.addr, esi_rule).await;
+    // ESI on for the page only: its fragments are plain bodies that stream.
+    let shellac = Shellac::start(origin.addr, |config: &mut Config| {
+        config.rules.push(RuleConfig {
+            name: "esi".into(),
+            path: Some("^/par$".into()),
+            esi: true,
+            ..Default::default()
+        });
+    })
+    .await;
     let mut conn = Conn::open(shellac.addr).await;
     let resp = conn.send_head("GET", "/par", &[], b"").await;
     assert_eq!(resp.status(), 200);
@@ -365,11 +374,19 @@ async fn includes_are_fetched_in_parallel_and_the_page_streams_before_them() {
         5,
         "the four includes are in flight together"
     );
+    // The first fragment streams: its first bytes come while the rest of it is held back
+    // at the origin.
+    let next = tokio::time::timeout(Duration::from_secs(10), body.frame())
+        .await
+        .expect("a fragment's first bytes before its end")
+        .expect("a frame")
+        .expect("data");
+    assert_eq!(next.into_data().expect("data"), "f0:");
     for g in gates.iter() {
         g.notify_one();
     }
     let rest = body.collect().await.expect("body").to_bytes();
-    assert_eq!(rest, "f0:donef1:donef2:donef3:done");
+    assert_eq!(rest, "donef1:donef2:donef3:done");
     shellac.stop().await;
 }
 

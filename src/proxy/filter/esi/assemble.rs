@@ -3,7 +3,10 @@
 //! place once fetched. The includes of the page are fetched concurrently, at most
 //! `esi.concurrency` at a time, started in page order as earlier ones are emitted, and
 //! emitted in page order: the page's bytes before its first include go out before any
-//! fragment arrives, and a slow fragment holds back only what follows it.
+//! fragment arrives, and a slow fragment holds back only what follows it. A fragment streams:
+//! its chunks go out as they arrive when it is the next in page order; the ones after it
+//! fetch at most `include::AHEAD` chunks ahead each, so a page holds a bounded amount of its
+//! fragments whatever their size.
 //!
 //! A stored object brings its program (parsed once, at fetch); a response streamed while it
 //! is fetched (the fetching client's, a waiter's, a pass) has none yet, so its body is read
@@ -14,18 +17,17 @@
 //! answers 503, `prime`); after it, it is left out or the response is cut (`esi.late_failure`).
 
 use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::StatusCode;
 use http::header::{self, HeaderMap};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::super::{BodyFilter, Chunks, Effect, FilterError};
-use super::include::{self, Failure, Fragment, Page};
+use super::include::{self, AHEAD, Failure, Item, Page};
 use super::parse::options;
 use crate::config::esi::LateFailure;
 use crate::esi::{Include, Op, Parser, Program};
@@ -40,17 +42,18 @@ pub struct PageFailed;
 #[error("an ESI include failed after the page's first byte (esi.late_failure = abort)")]
 pub struct LateFailed;
 
-/// An include being fetched, or settled without a fetch (the depth limit).
-enum Task {
-    Running(JoinHandle<Fragment>),
-    Settled(Option<Fragment>),
+/// An include being fetched: its chunks arrive on `items` as the fragment streams in;
+/// `handle` is `None` for one settled without a fetch (the depth limit).
+struct Task {
+    items: mpsc::Receiver<Item>,
+    handle: Option<JoinHandle<()>>,
 }
 
 impl Drop for Task {
     fn drop(&mut self) {
         // A client gone: the includes it would have waited for stop (their own cache fills
         // go on in their fill tasks).
-        if let Task::Running(handle) = self {
+        if let Some(handle) = &self.handle {
             handle.abort();
         }
     }
@@ -136,18 +139,27 @@ impl Assemble {
             let Some(include) = self.waiting.pop_front() else {
                 return;
             };
+            let (tx, items) = mpsc::channel(AHEAD);
             if self.page.at_depth_limit() {
                 self.page.proxy.counters.esi_depth_limited.inc();
                 tracing::debug!(
                     level = self.page.level,
                     "ESI depth limit reached (esi.max_depth)"
                 );
-                self.tasks.push_back(Task::Settled(Some(Ok(Vec::new()))));
+                // Room for one item: cannot fail.
+                let _ = tx.try_send(Item::End);
+                self.tasks.push_back(Task {
+                    items,
+                    handle: None,
+                });
                 continue;
             }
             let unknown = self.unknown.pop_front().unwrap_or(false);
-            let handle = tokio::spawn(include::fetch(self.page.clone(), include, unknown));
-            self.tasks.push_back(Task::Running(handle));
+            let handle = tokio::spawn(include::fetch(self.page.clone(), include, unknown, tx));
+            self.tasks.push_back(Task {
+                items,
+                handle: Some(handle),
+            });
         }
     }
 
@@ -265,26 +277,25 @@ impl BodyFilter for Assemble {
                         self.ops.pop_front();
                         continue;
                     };
-                    let fragment = match task {
-                        Task::Settled(f) => f.take(),
-                        Task::Running(handle) => match Pin::new(handle).poll(cx) {
-                            Poll::Pending => return Poll::Pending,
-                            Poll::Ready(Ok(f)) => Some(f),
-                            Poll::Ready(Err(_)) => Some(Err(Failure::Failed {
-                                continue_on_error: false,
-                            })),
-                        },
+                    // The fragment's chunks go out as they arrive.
+                    let item = match task.items.poll_recv(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(Some(Item::Chunk(chunk))) => {
+                            self.out.push_back(chunk);
+                            continue;
+                        }
+                        Poll::Ready(Some(item)) => item,
+                        // The task ended without a word (it panicked): a failure.
+                        Poll::Ready(None) => Item::Failed(Failure::Failed {
+                            continue_on_error: false,
+                        }),
                     };
                     self.tasks.pop_front();
                     self.ops.pop_front();
-                    match fragment {
-                        Some(Ok(chunks)) => self.out.extend(chunks),
-                        Some(Err(failure)) => {
-                            if let Err(e) = self.failed(failure) {
-                                return Poll::Ready(Some(Err(e)));
-                            }
-                        }
-                        None => {}
+                    if let Item::Failed(failure) = item
+                        && let Err(e) = self.failed(failure)
+                    {
+                        return Poll::Ready(Some(Err(e)));
                     }
                     continue;
                 }

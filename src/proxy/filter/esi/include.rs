@@ -19,6 +19,7 @@ use http_body_util::BodyExt;
 use crate::cache::policy::age_field;
 use crate::esi::{Include, Level, Target};
 use crate::http::cache_control::CacheControl;
+use crate::proxy::body::ResponseBody;
 use crate::proxy::{LocalAddr, Proxy};
 
 /// The includes a client's page and all its fragments may still fetch (`esi.max_includes`),
@@ -202,47 +203,111 @@ pub enum Failure {
     Failed { continue_on_error: bool },
 }
 
-/// A fragment's body, whole.
-pub type Fragment = Result<Vec<Bytes>, Failure>;
+/// What an include's task hands the assembly, in order: its body's chunks as they arrive,
+/// then its end or its failure.
+#[derive(Debug)]
+pub enum Item {
+    Chunk(Bytes),
+    End,
+    Failed(Failure),
+}
 
-/// Fetches `include` for `page`: `src`, then `alt` when `src` fails. The caller checked the
-/// depth limit; `unknown`: [`Page::peek`] found no stored copy.
-pub async fn fetch(page: Arc<Page>, include: Include, unknown: bool) -> Fragment {
-    let fragment = fetch_one(&page, include).await;
+/// Chunks an include may have fetched ahead of the assembly: a page holds at most
+/// `esi.concurrency` times this many chunks of its fragments (memory bounded per page, not
+/// by the fragments' sizes).
+pub const AHEAD: usize = 8;
+
+/// Fetches `include` for `page`: `src`, then `alt` when `src` fails before its body; its
+/// body goes into `tx` chunk by chunk as it arrives (waiting while the assembly is
+/// [`AHEAD`] chunks behind). The caller checked the depth limit; `unknown`: [`Page::peek`]
+/// found no stored copy.
+pub async fn fetch(
+    page: Arc<Page>,
+    include: Include,
+    unknown: bool,
+    tx: tokio::sync::mpsc::Sender<Item>,
+) {
+    let item = fetch_one(&page, include, &tx).await;
     if unknown {
         page.settled();
     }
-    fragment
+    // The assembly gone (client gone): nobody to tell.
+    let _ = tx.send(item).await;
 }
 
-async fn fetch_one(page: &Arc<Page>, include: Include) -> Fragment {
+async fn fetch_one(
+    page: &Arc<Page>,
+    include: Include,
+    tx: &tokio::sync::mpsc::Sender<Item>,
+) -> Item {
     let counters = page.proxy.counters.clone();
+    let failed = Item::Failed(Failure::Failed {
+        continue_on_error: include.continue_on_error,
+    });
     if page.budget.0.fetch_sub(1, Ordering::Relaxed) <= 0 {
         counters.esi_include_limited.inc();
         counters.esi_include_failed.inc();
-        return Err(Failure::Failed {
-            continue_on_error: include.continue_on_error,
-        });
+        return failed;
     }
     let strict = include.alt.is_some() || include.continue_on_error;
-    if let Some(body) = one(page, &include.src, strict).await {
-        return Ok(body);
+    // `esi.include_timeout` bounds the time spent waiting for the fragment's response, not
+    // the time its chunks wait for the assembly (a slow client, an earlier fragment).
+    let mut deadline = tokio::time::Instant::now() + page.proxy.config.esi.include_timeout.0;
+    let timed_out = || {
+        counters.esi_include_failed.inc();
+        tracing::info!(path = %include.src.path, "ESI include failed: esi.include_timeout");
+    };
+    let Ok(mut body) = tokio::time::timeout_at(deadline, one(page, &include.src, strict)).await
+    else {
+        timed_out();
+        return failed;
+    };
+    if body.is_none() {
+        counters.esi_include_failed.inc();
+        if let Some(alt) = &include.alt {
+            let Ok(b) = tokio::time::timeout_at(deadline, one(page, alt, strict)).await else {
+                timed_out();
+                return failed;
+            };
+            body = b;
+            if body.is_some() {
+                counters.esi_include_alt.inc();
+            }
+        }
     }
-    counters.esi_include_failed.inc();
-    if let Some(alt) = &include.alt
-        && let Some(body) = one(page, alt, strict).await
-    {
-        counters.esi_include_alt.inc();
-        return Ok(body);
+    let Some(mut body) = body else {
+        return failed;
+    };
+    loop {
+        let Ok(frame) = tokio::time::timeout_at(deadline, body.frame()).await else {
+            timed_out();
+            return failed;
+        };
+        match frame {
+            None => return Item::End,
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data()
+                    && !data.is_empty()
+                {
+                    let waited = tokio::time::Instant::now();
+                    if tx.send(Item::Chunk(data)).await.is_err() {
+                        return Item::End;
+                    }
+                    deadline += waited.elapsed();
+                }
+            }
+            Some(Err(e)) => {
+                counters.esi_include_failed.inc();
+                tracing::info!(path = %include.src.path, error = %e, "ESI include failed: body cut");
+                return failed;
+            }
+        }
     }
-    Err(Failure::Failed {
-        continue_on_error: include.continue_on_error,
-    })
 }
 
-/// One sub-request for `target`; its body, or `None` when it failed: refused host, no
-/// answer in time, a 5xx (with `strict`, any status from 400), an encoded body, a body cut.
-async fn one(page: &Arc<Page>, target: &Target, strict: bool) -> Option<Vec<Bytes>> {
+/// One sub-request for `target`: its body once its head is known to be good, or `None`
+/// when it failed: refused host, a 5xx (with `strict`, any status from 400), an encoded body.
+async fn one(page: &Arc<Page>, target: &Target, strict: bool) -> Option<ResponseBody> {
     let proxy = &page.proxy;
     let host = match &target.host {
         Some(h) if !page.host_allowed(h) => {
@@ -255,51 +320,24 @@ async fn one(page: &Arc<Page>, target: &Target, strict: bool) -> Option<Vec<Byte
     };
     let req = request(page, host, &target.path)?;
     proxy.counters.esi_includes.inc();
-    let timeout = proxy.config.esi.include_timeout.0;
-    let work = async {
-        let resp = proxy.clone().subrequest(req, page.client).await;
-        let status = resp.status().as_u16();
-        if status >= 500 || (strict && status >= 400) {
-            tracing::info!(path = %target.path, status, "ESI include failed");
-            return None;
-        }
-        if resp
-            .headers()
-            .get(header::CONTENT_ENCODING)
-            .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"))
-        {
-            tracing::warn!(path = %target.path, "ESI include failed: its body is encoded (Content-Encoding)");
-            return None;
-        }
-        if let Ok(mut f) = page.freshness.lock() {
-            f.add(resp.headers());
-        }
-        let mut body = resp.into_body();
-        let mut chunks = Vec::new();
-        while let Some(frame) = body.frame().await {
-            match frame {
-                Ok(frame) => {
-                    if let Ok(data) = frame.into_data()
-                        && !data.is_empty()
-                    {
-                        chunks.push(data);
-                    }
-                }
-                Err(e) => {
-                    tracing::info!(path = %target.path, error = %e, "ESI include failed: body cut");
-                    return None;
-                }
-            }
-        }
-        Some(chunks)
-    };
-    match tokio::time::timeout(timeout, work).await {
-        Ok(body) => body,
-        Err(_) => {
-            tracing::info!(path = %target.path, "ESI include failed: esi.include_timeout");
-            None
-        }
+    let resp = proxy.clone().subrequest(req, page.client).await;
+    let status = resp.status().as_u16();
+    if status >= 500 || (strict && status >= 400) {
+        tracing::info!(path = %target.path, status, "ESI include failed");
+        return None;
     }
+    if resp
+        .headers()
+        .get(header::CONTENT_ENCODING)
+        .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"))
+    {
+        tracing::warn!(path = %target.path, "ESI include failed: its body is encoded (Content-Encoding)");
+        return None;
+    }
+    if let Ok(mut f) = page.freshness.lock() {
+        f.add(resp.headers());
+    }
+    Some(resp.into_body())
 }
 
 /// The sub-request's head: `GET path` on `host`, the page's fields, one level deeper.
