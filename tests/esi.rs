@@ -511,3 +511,61 @@ async fn esi_pages_and_content_codings() {
     assert_eq!(shellac.stat("esi_program_damaged").await, 0);
     shellac.stop().await;
 }
+
+/// The disk tier: a page's program is stored with it on disk; after a restart the page is
+/// read back from disk and assembled from its stored program (never parsed again), its
+/// fragments read back too — no origin request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_esi_page_survives_a_restart_on_the_disk_tier() {
+    use shellac::config::units::Size;
+    use shellac::config::{Admission, DiskConfig};
+    let origin = Origin::start(site).await;
+    let dir = TempDir::new("esi-disk");
+    let data = dir.path("cache.dat");
+    let with_disk = |c: &mut Config| {
+        esi_rule(c);
+        c.storage.disk = Some(DiskConfig {
+            path: data.clone(),
+            size: Size(8 << 20),
+            region_size: Size(1 << 20),
+            admission: Admission::Always,
+            on_open_error: Default::default(),
+        });
+    };
+    let shellac = Shellac::start(origin.addr, with_disk).await;
+    assert_eq!(
+        get_text(&shellac, "/page").await,
+        (200, "<html>A-B</html>".into())
+    );
+    for _ in 0..400 {
+        if shellac.stat("n_object_disk").await >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(shellac.stat("n_object_disk").await, 3, "page and fragments");
+    shellac.stop().await;
+    let seen = origin.count();
+
+    let shellac = Shellac::start(origin.addr, with_disk).await;
+    let r = get(shellac.addr, "/page").await;
+    assert_eq!((r.status, r.text()), (200, "<html>A-B</html>".into()));
+    assert!(
+        r.cache_status().ends_with("detail=disk"),
+        "{}",
+        r.cache_status()
+    );
+    assert_eq!(
+        origin.count(),
+        seen,
+        "nothing fetched again after the restart"
+    );
+    assert_eq!(
+        shellac.stat("esi_parsed").await,
+        0,
+        "the stored program is used"
+    );
+    assert_eq!(shellac.stat("esi_program_damaged").await, 0);
+    assert_eq!(shellac.stat("esi_includes").await, 2);
+    shellac.stop().await;
+}
