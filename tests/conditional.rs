@@ -137,3 +137,96 @@ async fn head_conditional() {
     assert_eq!(r.status, 304);
     shellac.stop().await;
 }
+
+/// Issue 32, reported under load: a stored object needing revalidation (`no-cache`) once
+/// answered 200 to a request with a matching `If-None-Match`. Requests that arrive while
+/// another revalidates the object wait for it (coalesced) and were given the refreshed
+/// object whole, their preconditions never evaluated (they never reach the backend). Every
+/// one of them now gets 304, whichever way it is served (leader, waiter, later hit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revalidated_object_answers_matching_if_none_match_with_304_under_load() {
+    let origin = Origin::start(|s| {
+        if s.headers
+            .get("if-none-match")
+            .is_some_and(|v| v == "\"v1\"")
+        {
+            // Slow enough that the other requests queue behind this revalidation.
+            return Reply::ok("")
+                .status(304)
+                .cc("no-cache")
+                .header("etag", "\"v1\"")
+                .delay(std::time::Duration::from_millis(300));
+        }
+        Reply::ok("the body")
+            .cc("no-cache")
+            .header("etag", "\"v1\"")
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    assert_eq!(get(shellac.addr, "/doc").await.status, 200);
+    let mut all = Vec::new();
+    for _ in 0..8 {
+        let addr = shellac.addr;
+        all.push(tokio::spawn(async move {
+            get_with(addr, "/doc", &[("if-none-match", "\"v1\"")]).await
+        }));
+    }
+    for task in all {
+        let r = task.await.unwrap();
+        assert_eq!(r.status, 304, "{}", r.cache_status());
+        assert!(r.body.is_empty());
+        assert_eq!(r.header("etag"), Some("\"v1\""));
+    }
+    // A client without the validator still gets the body.
+    let r = get(shellac.addr, "/doc").await;
+    assert_eq!((r.status, r.text().as_str()), (200, "the body"));
+    shellac.stop().await;
+}
+
+/// Issue 32: a `Cache-Control: no-store` response to a request with a matching
+/// `If-None-Match` was delivered 200 with its body. Shellac fetches for the cache without
+/// the client's preconditions, so it owes their answer: on the 200 it has (the selected
+/// representation's validators) the origin would have said 304, and so does Shellac now
+/// (RFC 9110 §13.2.2; Varnish evaluates them on every 200 it delivers). A request Shellac
+/// passes keeps its preconditions: the origin sees them, and its own 200 is delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_store_response_to_matching_if_none_match_is_304() {
+    let origin = Origin::start(|s| {
+        let reply = Reply::ok("private page")
+            .cc("no-store")
+            .header("etag", "\"p1\"")
+            .header("last-modified", LM);
+        // What the origin was asked, for the assertions below.
+        match s.headers.get("if-none-match") {
+            Some(v) => reply.header("x-seen-inm", v.to_str().unwrap_or("?")),
+            None => reply,
+        }
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.rules = shellac::config::Config::parse(
+            "[[backend]]\nhost = \"h\"\n\n[[rule]]\npath = '^/passed'\npass = true\n",
+            "rules.toml",
+        )
+        .unwrap()
+        .rules;
+    })
+    .await;
+    let r = get_with(shellac.addr, "/page", &[("if-none-match", "\"p1\"")]).await;
+    assert_eq!(r.status, 304, "{}", r.cache_status());
+    assert!(r.body.is_empty());
+    assert_eq!(r.header("etag"), Some("\"p1\""));
+    assert_eq!(r.header("x-seen-inm"), None, "the fill was unconditional");
+    assert_eq!(r.header("content-type"), None);
+    let r = get_with(shellac.addr, "/page", &[("if-modified-since", LM)]).await;
+    assert_eq!(r.status, 304, "{}", r.cache_status());
+    let r = get_with(shellac.addr, "/page", &[("if-match", "\"other\"")]).await;
+    assert_eq!(r.status, 412, "{}", r.cache_status());
+    let r = get_with(shellac.addr, "/page", &[("if-none-match", "\"old\"")]).await;
+    assert_eq!((r.status, r.text().as_str()), (200, "private page"));
+    // Passed: the precondition went to the origin, whose 200 stands.
+    let r = get_with(shellac.addr, "/passed", &[("if-none-match", "\"p1\"")]).await;
+    assert_eq!(r.header("x-seen-inm"), Some("\"p1\""));
+    assert_eq!((r.status, r.text().as_str()), (200, "private page"));
+    shellac.stop().await;
+}

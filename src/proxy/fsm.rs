@@ -78,6 +78,7 @@ fn begin(
         req_cc: None,
         background: false,
         matched_rules: Vec::new(),
+        withheld_conditions: false,
         flv_start: None,
         route: None,
         route_hash: None,
@@ -376,7 +377,11 @@ impl Txn {
                 let body = ResponseBody::busy(reader, head.content_length);
                 let gzipped = super::filter::gzip::coding(&head.headers) == Some(Coding::Gzip);
                 super::coding::on_delivery(self, gzipped);
+                // A waiter's request never reached the backend: its preconditions are
+                // answered on the leader's response (`stream_response`).
+                self.withheld_conditions = super::respond::has_preconditions(&self.req.headers);
                 if self.ranged(head.status)
+                    || self.withheld_conditions
                     || !self.filters.deliver.is_empty()
                     || self.flv_start.is_some()
                     || head.headers.contains_key(super::filter::esi::FIELD)

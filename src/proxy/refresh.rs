@@ -87,6 +87,7 @@ async fn run(
         req_cc: None,
         background: true,
         matched_rules: std::mem::take(&mut inherited.matched_rules),
+        withheld_conditions: false,
         flv_start: None,
         route: inherited.route.take(),
         route_hash: inherited.route_hash,

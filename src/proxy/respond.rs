@@ -216,6 +216,14 @@ impl Txn {
             body,
             content_length,
         );
+        if let Some(answer) = self.withheld_answer(status, &headers, page.is_some()) {
+            return deliver::respond(
+                answer,
+                not_modified_fields(headers),
+                ResponseBody::empty(),
+                cache_status,
+            );
+        }
         if let (true, Some(len)) = (self.ranged(status), content_length) {
             let range = self
                 .req
@@ -267,4 +275,71 @@ impl Txn {
         }
         resp
     }
+
+    /// The answer to the preconditions the backend never saw (`withheld_conditions`), on the
+    /// `200` being delivered with `headers`: 304 or 412 (RFC 9110 §13.2.2, in its order),
+    /// or `None` to deliver it. The 200 answers the request without its conditions, so its
+    /// validators are the selected representation's: asked the conditional request, the
+    /// origin would have answered this (Varnish evaluates them on every 200 it delivers;
+    /// nginx only on responses it caches, which leaves a `no-store` 200 to a matching
+    /// `If-None-Match` whole). A policy that answers them after its own deliver step (VCL,
+    /// after vcl_deliver) is left to do so; an assembled ESI page has no validators.
+    fn withheld_answer(
+        &mut self,
+        status: StatusCode,
+        headers: &http::HeaderMap,
+        assembled: bool,
+    ) -> Option<StatusCode> {
+        if !self.withheld_conditions
+            || status != StatusCode::OK
+            || assembled
+            || !matches!(self.req.method, Method::GET | Method::HEAD)
+            || self.policy.conditionals_after_deliver(self)
+        {
+            return None;
+        }
+        let etag = headers.get(header::ETAG).and_then(|v| v.to_str().ok());
+        let last_modified = headers
+            .get(header::LAST_MODIFIED)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| httpdate::parse_http_date(v.trim()).ok());
+        let mut request = self.req.headers.clone();
+        request.remove(header::RANGE);
+        request.remove(header::IF_RANGE);
+        match crate::http::conditional::evaluate(&self.req.method, &request, etag, last_modified, 0)
+        {
+            partial::Answer::NotModified => Some(StatusCode::NOT_MODIFIED),
+            partial::Answer::PreconditionFailed => Some(StatusCode::PRECONDITION_FAILED),
+            _ => None,
+        }
+    }
+}
+
+/// Whether a request carries a precondition a cache can answer (RFC 9110 §13.1).
+pub(super) fn has_preconditions(request: &http::HeaderMap) -> bool {
+    [
+        header::IF_NONE_MATCH,
+        header::IF_MODIFIED_SINCE,
+        header::IF_MATCH,
+        header::IF_UNMODIFIED_SINCE,
+    ]
+    .iter()
+    .any(|name| request.contains_key(name))
+}
+
+/// The fields of a 304 (or 412) made from a 200's: no content or its framing (RFC 9110
+/// §15.4.5: the validators and the fields that guide caches stay).
+fn not_modified_fields(mut headers: http::HeaderMap) -> http::HeaderMap {
+    for name in [
+        header::CONTENT_LENGTH,
+        header::CONTENT_RANGE,
+        header::CONTENT_TYPE,
+        header::CONTENT_ENCODING,
+        header::CONTENT_LANGUAGE,
+        header::TRANSFER_ENCODING,
+        header::ACCEPT_RANGES,
+    ] {
+        headers.remove(name);
+    }
+    headers
 }

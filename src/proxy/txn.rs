@@ -158,6 +158,11 @@ pub(super) struct Txn {
     /// that allow it are reused for it, and its own response is stored only if it allows
     /// sharing (RFC 9111 §3.5).
     pub authorized: bool,
+    /// The client's preconditions (`If-None-Match`, `If-Modified-Since`, `If-Match`,
+    /// `If-Unmodified-Since`) were not sent to the backend — a cache fill is unconditional, a
+    /// coalesced waiter sends nothing —, so the delivery answers them on the response it has
+    /// (RFC 9110 §13.2.2), as the origin would have (`Txn::stream_response`).
+    pub withheld_conditions: bool,
     /// Where 1xx heads from the backend go (the client connection); `None` for a background
     /// refresh, or a request that never had to wait.
     pub interim: Option<Arc<dyn super::InterimSink>>,

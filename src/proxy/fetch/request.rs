@@ -79,6 +79,10 @@ pub(super) fn build_request(
         for name in CONDITIONAL {
             headers.remove(name);
         }
+        // The delivery answers them instead (`Txn::stream_response`).
+        txn.withheld_conditions |= CONDITIONAL[..4]
+            .iter()
+            .any(|name| txn.req.headers.contains_key(name));
         // Partial content (`combine.rs`): the one range the cache wants, of the representation
         // it holds pieces of.
         if let Some(fetch) = &txn.range_fetch {
