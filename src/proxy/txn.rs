@@ -190,7 +190,8 @@ pub(super) struct Inherited {
     pub route: Option<Member>,
     pub route_hash: Option<u64>,
     pub authorized: bool,
-    /// The backend VCL chose (`req.backend_hint`), for the refresh's own VCL state.
+    /// The backend VCL chose (`req.backend_hint`), for the refresh's own VCL state (set by
+    /// the VCL front-end's `inherit` hook).
     pub vcl_backend: Option<crate::vcl::run::BackendSel>,
     /// The request's transaction id (a 2.x program stores the refreshed object under it).
     pub vcl_xid: u64,
@@ -200,17 +201,21 @@ pub(super) struct Inherited {
 
 impl Txn {
     /// What a background refresh started by this request inherits.
+    /// The policy front-end adds its own state (`Policy::inherit`); the machine's types do
+    /// not read it.
     pub(super) fn inherited(&self) -> Inherited {
-        Inherited {
+        let mut inherited = Inherited {
             policy: self.policy,
             matched_rules: self.matched_rules.clone(),
             route: self.route.clone(),
             route_hash: self.route_hash,
             authorized: self.authorized,
-            vcl_backend: self.vcl.as_ref().and_then(|v| v.state.backend),
-            vcl_xid: self.vcl.as_ref().map_or(0, |v| v.state.xid),
+            vcl_backend: None,
+            vcl_xid: 0,
             site: self.site.clone(),
-        }
+        };
+        self.policy.inherit(self, &mut inherited);
+        inherited
     }
 
     /// The rules this request runs under: its site's, else the global ones.

@@ -273,6 +273,10 @@ pub(super) trait Hooks {
         None
     }
 
+    /// What a background refresh started by this request takes of the policy's state (the
+    /// machine fills in the rest: `Txn::inherited`).
+    fn inherit(_txn: &Txn, _into: &mut Inherited) {}
+
     /// A background refresh's own policy state, from what the request that started it left.
     fn background(_txn: &mut Txn, _from: &Inherited) {}
 
@@ -418,6 +422,10 @@ impl Policy {
 
     pub(super) fn body_to_read(self, txn: &Txn) -> Option<u64> {
         dispatch!(self, body_to_read(txn))
+    }
+
+    pub(super) fn inherit(self, txn: &Txn, into: &mut Inherited) {
+        dispatch!(self, inherit(txn, into))
     }
 
     pub(super) fn background(self, txn: &mut Txn, from: &Inherited) {

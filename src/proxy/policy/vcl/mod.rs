@@ -184,6 +184,13 @@ impl Hooks for Vcl {
         txn.proxy.vcl.as_ref()?.program.req_body_keep
     }
 
+    /// The backend `req.backend_hint` chose and the transaction id, which the refresh's own
+    /// VCL state starts from (`background`).
+    fn inherit(txn: &Txn, into: &mut Inherited) {
+        into.vcl_backend = txn.vcl.as_ref().and_then(|v| v.state.backend);
+        into.vcl_xid = txn.vcl.as_ref().map_or(0, |v| v.state.xid);
+    }
+
     fn background(txn: &mut Txn, from: &Inherited) {
         bereq::background(txn, from);
     }
