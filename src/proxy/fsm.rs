@@ -4,6 +4,7 @@
 //!   Recv ──► Lookup ──► Hit ─────────────────────────────► Deliver
 //!    │         ├─────► Grace (stale-while-revalidate) ─────► Deliver (+ background refresh)
 //!    │         ├─────► Wait (coalesced) ──► Deliver | Lookup | Fetch (vary-miss) | Synth
+//!    │         ├─────► Slices | SliceProbe (big media) ──► Deliver | Lookup (changed) | Synth
 //!    │         ├─────► Miss ──────┐
 //!    │         └─────► HitForMiss ┤
 //!    └──────► Pass ───────────────┴──► Fetch ──► Deliver | Synth

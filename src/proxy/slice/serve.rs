@@ -44,7 +44,6 @@ impl Txn {
         let index = start / size;
         let first = index * size;
         self.proxy.counters.slice_fetch.inc();
-        self.proxy.counters.cache_miss.inc();
         let resp = match requester.send(first, first + size - 1).await {
             Ok(resp) => resp,
             Err((status, detail)) => return Step::Synth(status, detail),
@@ -73,6 +72,7 @@ impl Txn {
             _ => None,
         };
         let Some(meta) = meta else {
+            self.proxy.counters.cache_miss.inc();
             if resp.status() == StatusCode::OK {
                 self.proxy.counters.slice_range_ignored.inc();
                 if let Some(primary) = &self.key {
