@@ -18,6 +18,7 @@ pub mod history;
 pub mod http;
 pub mod preflight;
 pub mod proxy;
+pub mod proxy_protocol;
 pub mod reload;
 pub mod rules;
 pub mod server;

@@ -25,6 +25,7 @@ pub(crate) mod h2;
 mod local;
 mod near;
 pub(crate) mod park;
+mod proxy_header;
 mod refuse;
 mod tls_conn;
 mod trim;
@@ -320,6 +321,32 @@ pub(crate) async fn accept_loop(
                 }
                 // `[http2] h2c` for this listener, as configured at accept time.
                 let h2c = tls.is_none() && proxy.config.http2.h2c.on(configured);
+                // Behind a load balancer: the PROXY protocol header first, read by a task of
+                // its own; the session then starts with the client address it names.
+                if server.proxy_protocol.on(configured) {
+                    if !crate::config::proxy_protocol::trusted(
+                        &server.proxy_protocol_from,
+                        peer.ip(),
+                    ) {
+                        proxy_header::Refused::Untrusted.count(&proxy.counters);
+                        proxy.shared.open_conns.fetch_sub(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    let _ = stream.set_nodelay(server.tcp_nodelay);
+                    let open = Arc::new(OpenConn(proxy.shared.clone()));
+                    let conn = Accepted {
+                        live: live.clone(),
+                        parking: parking.clone(),
+                        shutdown: shutdown.clone(),
+                        open,
+                        since: now_ms(),
+                        tls,
+                        h2c,
+                        bound,
+                    };
+                    tokio::spawn(behind_proxy(stream, peer, conn));
+                    continue;
+                }
                 // A connection that has not sent a byte yet waits as a socket alone (no task,
                 // no session) until it does or `header_read_timeout` passes: a flood of silent
                 // connections costs a parking slot each, not ~11.5 KiB.
@@ -356,6 +383,47 @@ pub(crate) async fn accept_loop(
             }
         }
     }
+}
+
+/// A connection accepted on a `server.proxy_protocol` listener, waiting for its header.
+struct Accepted {
+    live: Arc<Live>,
+    parking: Arc<park::Parking>,
+    shutdown: watch::Receiver<bool>,
+    open: Arc<OpenConn>,
+    since: u64,
+    tls: Option<TlsStart>,
+    h2c: bool,
+    bound: Option<SocketAddr>,
+}
+
+/// Reads the PROXY protocol header of a connection accepted from `peer` (within
+/// `header_read_timeout` of the accept), then serves it as the client the header names; a
+/// connection without a valid header is closed and counted.
+async fn behind_proxy(mut stream: TcpStream, peer: SocketAddr, c: Accepted) {
+    let timeout = c.live.load().config.server.header_read_timeout.0;
+    let deadline = c.since.saturating_add(ms(timeout));
+    let client = match proxy_header::read(&mut stream, peer, deadline).await {
+        Ok(client) => client,
+        Err(why) => {
+            why.count(&c.live.load().counters);
+            return;
+        }
+    };
+    c.live.load().counters.client_proxy.inc();
+    client_connection(
+        stream,
+        client,
+        c.live,
+        c.parking,
+        c.shutdown,
+        Some(c.open),
+        Some(c.since),
+        c.tls,
+        c.h2c,
+        c.bound,
+    )
+    .await;
 }
 
 /// Decrements the open-connection gauge however the connection task ends (incremented by the

@@ -6,6 +6,7 @@
 //! opens next; files that do not load leave it as it was.
 
 use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use arc_swap::ArcSwap;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 
-use crate::config::{BackendConfig, BackendTls};
+use crate::config::{BackendConfig, BackendTls, ProxyVersion};
 use crate::stats::Counters;
 use crate::tls::client::{BackendStream, BackendTlsClient};
 use crate::tls::stamps::Stamps;
@@ -38,6 +39,9 @@ pub(crate) enum Transport {
 pub(crate) struct Connector {
     kind: Kind,
     preamble: Option<Box<[u8]>>,
+    /// `proxy_protocol`: a PROXY protocol header goes first instead (`preamble` is refused
+    /// with it).
+    proxy: Option<ProxyVersion>,
     /// `address = "unix:/path"`: connections go to this socket (never with TLS).
     unix: Option<PathBuf>,
 }
@@ -76,12 +80,14 @@ impl Connector {
         Connector {
             kind,
             preamble,
+            proxy: config.proxy_protocol,
             unix,
         }
     }
 
-    /// Opens a connection (TCP connect, the preamble, then the TLS handshake if any) within
-    /// `timeout`.
+    /// Opens a connection (TCP connect, the preamble or PROXY protocol header, then the TLS
+    /// handshake if any) within `timeout`. `client`: whom the PROXY protocol header names
+    /// (`None`: a probe's `LOCAL` / `UNKNOWN` header).
     pub async fn connect(
         &self,
         host: &str,
@@ -89,20 +95,54 @@ impl Connector {
         timeout: Duration,
         nodelay: bool,
         counters: &Counters,
+        client: Option<SocketAddr>,
     ) -> Result<Transport, ConnectError> {
+        let first = First {
+            preamble: self.preamble.as_deref(),
+            proxy: self.proxy,
+            client,
+        };
         if let Some(path) = &self.unix {
-            return connect_unix(path, timeout, self.preamble.as_deref()).await;
+            return connect_unix(path, timeout, first).await;
         }
         self.kind
-            .connect(
-                host,
-                port,
-                timeout,
-                nodelay,
-                counters,
-                self.preamble.as_deref(),
-            )
+            .connect(host, port, timeout, nodelay, counters, first)
             .await
+    }
+}
+
+/// What a new connection sends before anything else.
+#[derive(Clone, Copy)]
+struct First<'a> {
+    preamble: Option<&'a [u8]>,
+    proxy: Option<ProxyVersion>,
+    client: Option<SocketAddr>,
+}
+
+impl First<'_> {
+    /// The bytes, for a connection to `destination` (`None`: a Unix socket).
+    fn bytes(&self, destination: Option<SocketAddr>) -> Option<Vec<u8>> {
+        use crate::proxy_protocol as pp;
+        let Some(version) = self.proxy else {
+            return self.preamble.map(<[u8]>::to_vec);
+        };
+        Some(match (self.client, version) {
+            (None, ProxyVersion::V1) => pp::v1_unknown(),
+            (None, ProxyVersion::V2) => pp::v2_local(),
+            (Some(client), version) => {
+                // A Unix socket has no address to name: the unspecified one, port 0.
+                let unspecified = if client.is_ipv4() {
+                    IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+                } else {
+                    IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+                };
+                let to = destination.unwrap_or(SocketAddr::new(unspecified, 0));
+                match version {
+                    ProxyVersion::V1 => pp::v1(client, to),
+                    ProxyVersion::V2 => pp::v2(client, to),
+                }
+            }
+        })
     }
 }
 
@@ -132,7 +172,7 @@ impl Kind {
         timeout: Duration,
         nodelay: bool,
         counters: &Counters,
-        preamble: Option<&[u8]>,
+        first: First<'_>,
     ) -> Result<Transport, ConnectError> {
         if let Kind::Broken(e) = self {
             return Err(ConnectError::Io(io::Error::other(e.clone())));
@@ -140,8 +180,8 @@ impl Kind {
         let opened = tokio::time::timeout(timeout, async {
             let mut tcp = TcpStream::connect((host, port)).await?;
             let _ = tcp.set_nodelay(nodelay);
-            if let Some(bytes) = preamble {
-                tokio::io::AsyncWriteExt::write_all(&mut tcp, bytes).await?;
+            if let Some(bytes) = first.bytes(tcp.peer_addr().ok()) {
+                tokio::io::AsyncWriteExt::write_all(&mut tcp, &bytes).await?;
             }
             match self {
                 Kind::Tls(tls) => match tls.client(counters).connect(tcp).await {
@@ -170,12 +210,12 @@ impl Kind {
 async fn connect_unix(
     path: &std::path::Path,
     timeout: Duration,
-    preamble: Option<&[u8]>,
+    first: First<'_>,
 ) -> Result<Transport, ConnectError> {
     let opened = tokio::time::timeout(timeout, async {
         let mut stream = UnixStream::connect(path).await?;
-        if let Some(bytes) = preamble {
-            tokio::io::AsyncWriteExt::write_all(&mut stream, bytes).await?;
+        if let Some(bytes) = first.bytes(None) {
+            tokio::io::AsyncWriteExt::write_all(&mut stream, &bytes).await?;
         }
         Ok::<_, io::Error>(Transport::Unix(stream))
     })

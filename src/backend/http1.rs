@@ -79,9 +79,15 @@ impl Http1 {
         }
     }
 
-    async fn connect(&self, backend: &Backend, timeout: Duration) -> Result<Conn, FetchError> {
+    /// A new connection; `client`: whom its PROXY protocol header names (`proxy_protocol`).
+    pub(super) async fn connect(
+        &self,
+        backend: &Backend,
+        timeout: Duration,
+        client: Option<std::net::SocketAddr>,
+    ) -> Result<Conn, FetchError> {
         let name = &backend.config.name;
-        let stream = backend.open_transport(timeout).await?;
+        let stream = backend.open_transport_for(timeout, client).await?;
         let watch = Arc::new(AtomicBool::new(false));
         let stream = HeadLimited::new(stream, self.max_response_head, watch.clone());
         // hyper's buffer must hold a head at the limit; the exact bound is `HeadLimited`'s.
@@ -123,7 +129,7 @@ impl Origin for Http1 {
         if !fresh && let Some(conn) = self.checkout(backend).await {
             return Ok((conn, true));
         }
-        Ok((self.connect(backend, connect).await?, false))
+        Ok((self.connect(backend, connect, None).await?, false))
     }
 
     async fn request(
@@ -150,8 +156,11 @@ impl Origin for Http1 {
                 FetchError::Failed(backend.config.name.clone(), e.into())
             }
         })?;
-        // A connection that switched protocols belongs to the tunnel, never to the pool.
-        let keep = backend.config.max_idle > 0 && resp.status() != StatusCode::SWITCHING_PROTOCOLS;
+        // A connection that switched protocols belongs to the tunnel, never to the pool; one
+        // whose PROXY protocol header named a client serves no other.
+        let keep = backend.config.max_idle > 0
+            && backend.config.proxy_protocol.is_none()
+            && resp.status() != StatusCode::SWITCHING_PROTOCOLS;
         let release = if keep {
             Release::Pool(backend.clone(), conn)
         } else {

@@ -84,6 +84,23 @@ impl Kind {
         }
     }
 
+    /// A new connection that starts with a PROXY protocol header naming `client`
+    /// (`[[backend]] proxy_protocol`, which only HTTP/1.1 backends accept).
+    pub(crate) async fn proxied(
+        &self,
+        backend: &Arc<Backend>,
+        connect: Duration,
+        client: Option<std::net::SocketAddr>,
+    ) -> Result<Conn, FetchError> {
+        match self {
+            Kind::Http1(k) => k.connect(backend, connect, client).await.map(Conn::Http1),
+            Kind::H2(_) | Kind::Files(_) | Kind::FastCgi(_) => Err(FetchError::Invalid(
+                backend.config.name.clone(),
+                "proxy_protocol on a backend that is not HTTP/1.1",
+            )),
+        }
+    }
+
     pub(crate) async fn request(
         &self,
         backend: &Arc<Backend>,

@@ -289,7 +289,14 @@ impl Backend {
         .flatten()
         .map(|body| clone_head(&req).map(|_| body));
         let upgrade = req.headers().contains_key(http::header::UPGRADE);
-        let (conn, reused) = self.connection(connect, false).await?;
+        // `proxy_protocol`: a new connection naming this request's client, used once.
+        let (conn, reused) = match self.config.proxy_protocol {
+            Some(_) => {
+                let client = req.extensions().get::<ClientInfo>().map(|c| c.addr);
+                (self.kind.proxied(self, connect, client).await?, false)
+            }
+            None => self.connection(connect, false).await?,
+        };
         let resp = match self.request(conn, req, first_byte, upgrade).await {
             Err(FetchError::Failed(_, e))
                 if reused && retry_copy.is_some() && is_stale_connection(&*e) =>
@@ -420,6 +427,7 @@ impl Backend {
                 Duration::MAX,
                 true,
                 &self.counters,
+                None,
             )
             .await
             .map_err(|e| match e {
@@ -434,6 +442,16 @@ impl Backend {
         &self,
         timeout: Duration,
     ) -> Result<connector::Transport, FetchError> {
+        self.open_transport_for(timeout, None).await
+    }
+
+    /// [`Self::open_transport`] for one client: a backend with `proxy_protocol` names it in
+    /// the header it sends first.
+    pub(crate) async fn open_transport_for(
+        &self,
+        timeout: Duration,
+        client: Option<SocketAddr>,
+    ) -> Result<connector::Transport, FetchError> {
         let name = &self.config.name;
         let opened = self
             .connector
@@ -443,6 +461,7 @@ impl Backend {
                 timeout,
                 self.tcp_nodelay,
                 &self.counters,
+                client,
             )
             .await;
         match opened {

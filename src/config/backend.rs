@@ -33,6 +33,10 @@ pub struct BackendConfig {
     /// standard base64 (VCL's `.preamble = :...:;`). Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preamble: Option<String>,
+    /// A PROXY protocol header (`"v1"` text, `"v2"` binary) naming the client, sent first on
+    /// every connection, which then serves that one request only. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_protocol: Option<ProxyVersion>,
     /// TCP port. Default 80.
     #[serde(default = "default_port")]
     pub port: u16,
@@ -139,6 +143,14 @@ pub struct BackendConfig {
     pub params: BTreeMap<String, String>,
 }
 
+/// `[[backend]] proxy_protocol`: the version of the header sent to the backend.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ProxyVersion {
+    V1,
+    V2,
+}
+
 /// `[[backend]] protocol`.
 #[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -236,6 +248,7 @@ impl BackendConfig {
             address: None,
             host_header: None,
             preamble: None,
+            proxy_protocol: None,
             port,
             connect_timeout: default_connect_timeout(),
             first_byte_timeout: default_long_timeout(),
@@ -546,6 +559,21 @@ pub(super) fn validate(c: &Config) -> Problems {
                 at("backend", i, "preamble"),
                 "must be standard base64 with padding (the bytes to send first, encoded)".into(),
             ));
+        }
+        if b.proxy_protocol.is_some() {
+            let why = if b.protocol != BackendProtocol::Http1 {
+                Some(format!(
+                    "a PROXY protocol header names one client per connection: only HTTP/1.1 backends can send it (this one is protocol = \"{}\")",
+                    b.protocol.as_str()
+                ))
+            } else if b.preamble.is_some() {
+                Some("`preamble` and `proxy_protocol` both want the first bytes of a connection: keep one".into())
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                out.push((at("backend", i, "proxy_protocol"), why));
+            }
         }
         if let Some(t) = &b.tls {
             let key = |k: &str| vec!["backend".to_string(), i.to_string(), "tls".into(), k.into()];

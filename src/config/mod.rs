@@ -25,6 +25,7 @@ mod lists;
 mod load;
 pub mod locate;
 mod log;
+pub mod proxy_protocol;
 pub(crate) mod recover;
 pub mod rewrite;
 pub mod rules;
@@ -45,7 +46,7 @@ use serde::{Deserialize, Serialize};
 
 pub use backend::{
     BackendConfig, BackendProtocol, BackendTls, DirectorConfig, DirectorKind, HashOn, ProbeConfig,
-    ProbeRef, RoutingConfig, unix_path,
+    ProbeRef, ProxyVersion, RoutingConfig, unix_path,
 };
 pub use cache::CacheConfig;
 pub use load::CliOverrides;

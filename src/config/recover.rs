@@ -313,7 +313,7 @@ fn understand(
         Kind::Addresses if not_an_address(message) => {
             super::addresses::not_an_address(&draft.src[span.clone()])
         }
-        Kind::Listeners if message == "invalid socket address syntax" => {
+        Kind::Listeners | Kind::ClientListeners if message == "invalid socket address syntax" => {
             super::addresses::not_an_address(&draft.src[span.clone()])
         }
         Kind::AdminAddress if not_an_address(message) => format!(
@@ -586,7 +586,9 @@ fn not_an_address(message: &str) -> bool {
 /// What one element of a list kind is.
 fn element_phrase(kind: &Kind) -> Option<String> {
     Some(match kind {
-        Kind::Addresses | Kind::Listeners => "an address such as \"127.0.0.1:6081\"".into(),
+        Kind::Addresses | Kind::Listeners | Kind::ClientListeners => {
+            "an address such as \"127.0.0.1:6081\"".into()
+        }
         Kind::Networks => "a network such as \"10.0.0.0/8\" or \"::1\"".into(),
         Kind::Statuses => "an HTTP status (100-599)".into(),
         Kind::Texts(_) | Kind::FieldTable(_) => "a string".into(),

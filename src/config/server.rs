@@ -91,6 +91,13 @@ pub struct ServerConfig {
     /// client these fields are replaced. Default `[]` (no client is trusted).
     #[serde(deserialize_with = "lists::one_or_many")]
     pub trusted_proxies: Vec<invalidation::Network>,
+    /// Client listeners whose connections must start with a PROXY protocol header (v1 or
+    /// v2): `true` (all), `false` (none) or a list of their addresses. Default false.
+    pub proxy_protocol: super::proxy_protocol::ProxyProtocol,
+    /// Networks a PROXY protocol header is accepted from; other peers on those listeners
+    /// are closed. Default `[]`.
+    #[serde(deserialize_with = "lists::one_or_many")]
+    pub proxy_protocol_from: Vec<invalidation::Network>,
     /// Keep request fields whose name contains `_` (nginx's `underscores_in_headers`). Default
     /// `false`: they are dropped before anything reads them, counted in
     /// `client_field_underscore`.
@@ -210,6 +217,8 @@ impl Default for ServerConfig {
             rate_limit_keys: 100_000,
             upgrade_protocols: vec!["websocket".into()],
             trusted_proxies: Vec::new(),
+            proxy_protocol: super::proxy_protocol::ProxyProtocol::Off,
+            proxy_protocol_from: Vec::new(),
             underscores_in_headers: false,
             shutdown_grace: Dur(Duration::from_secs(10)),
             admin_token: None,

@@ -36,6 +36,7 @@ pub(super) fn across(c: &Config) -> Problems {
     out.extend(super::try_files::validate(c));
     out.extend(addresses::validate(c));
     out.extend(super::http2::validate(c));
+    out.extend(super::proxy_protocol::validate(c));
     out.extend(super::site::across(c));
     out.extend(super::tls::validate(&c.tls));
     for (i, t) in c.tls.iter().enumerate() {

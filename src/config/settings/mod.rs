@@ -56,6 +56,9 @@ pub enum Kind {
     AdminAddress,
     /// `true`, `false`, or a list of `server.listen` addresses (`[http2] h2c`).
     Listeners,
+    /// `true`, `false`, or a list of client listener addresses, cleartext or TLS
+    /// (`server.proxy_protocol`).
+    ClientListeners,
     /// A list of IP networks (one is accepted).
     Networks,
     /// A string, described by the phrase given.
@@ -97,6 +100,10 @@ impl Kind {
             Kind::AdminAddress => "an address such as \"127.0.0.1:6082\", or \"off\"".into(),
             Kind::Listeners => {
                 "true, false, or a list of server.listen addresses such as [\"127.0.0.1:6081\"]"
+                    .into()
+            }
+            Kind::ClientListeners => {
+                "true, false, or a list of client listener addresses (server.listen or a [[tls]]'s listen) such as [\"0.0.0.0:443\"]"
                     .into()
             }
             Kind::Networks => {

@@ -51,6 +51,15 @@ pub(super) const BACKEND: &[Setting] = &[
     },
     Setting {
         section: "backend",
+        key: "proxy_protocol",
+        kind: Kind::Choice(&["v1", "v2"]),
+        default: Default::Unset(r##"none"##),
+        example: r##""v2""##,
+        restart: false,
+        doc: r##"Send a PROXY protocol header (HAProxy's; `"v1"` text, `"v2"` binary) first on every connection to this backend, naming the client of the request it carries — the address the access log prints (after `server.proxy_protocol` and `trusted_proxies`) — and the backend's address as the destination, as Varnish's `.proxy_header` does for an origin that logs or limits by client address (another Shellac or Varnish behind a TLS terminator, HAProxy, nginx's `listen ... proxy_protocol`). A header names one client for the whole connection, so such a connection carries one request and is closed, never pooled or reused for another client (Varnish does the same); `max_idle` does not apply and every request costs a connect. Health probes send a `LOCAL` (v2) or `UNKNOWN` (v1) header. HTTP/1.1 backends only (`protocol = "http1"`), not together with `preamble`; before the TLS handshake on a `tls` backend."##,
+    },
+    Setting {
+        section: "backend",
         key: "port",
         kind: Kind::Port,
         default: Default::Value(r##"80"##),

@@ -19,7 +19,7 @@ pub fn value_column(kind: &Kind) -> String {
         Kind::Size { .. } => "size".into(),
         Kind::Addresses => "list of addresses".into(),
         Kind::AdminAddress => "address or `\"off\"`".into(),
-        Kind::Listeners => "`true` / `false` / list of addresses".into(),
+        Kind::Listeners | Kind::ClientListeners => "`true` / `false` / list of addresses".into(),
         Kind::Networks => "list of networks".into(),
         Kind::Text(_) => "string".into(),
         Kind::Texts(_) => "list of strings".into(),
