@@ -497,3 +497,64 @@ async fn stat_top_log_and_the_dashboard_filter_or_label_by_site() {
     shellac.stop().await;
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// nginx's `access_log` per `server { }`: a site with a file and format of its own logs
+/// there (full path and fast hits alike), one with a format only logs to the global file in
+/// it, one with `access_log = "off"` logs nothing, and the others use the global log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_site_has_its_own_access_log_or_the_global_one() {
+    let origin = named("app").await;
+    let dir = temp_dir("sites-logs");
+    let global = dir.join("access.log");
+    let own = dir.join("own.log");
+    let text = format!(
+        "{SERVER}{}[log]\naccess_log = \"{}\"\nformat = \"global %U\"\n
+[[site]]
+name = \"own\"
+server_name = \"own.test\"
+access_log = \"{}\"
+log_format = \"own %h %U %s\"
+[[site]]
+name = \"format\"
+server_name = \"format.test\"
+log_format = \"format %U\"
+[[site]]
+name = \"quiet\"
+server_name = \"quiet.test\"
+access_log = \"off\"
+[[site]]
+name = \"plain\"
+default = true
+",
+        backend("app", &origin),
+        global.display(),
+        own.display()
+    );
+    let file = dir.join("shellac.toml");
+    write(&file, &text);
+    let shellac = Shellac::start_reloadable(&file).await;
+    // Twice each: a miss, then a hit (a fast hit where the request allows it).
+    for (host, path) in [
+        ("quiet.test", "/q"),
+        ("own.test", "/o"),
+        ("format.test", "/f"),
+        ("other.test", "/p"),
+    ] {
+        for _ in 0..2 {
+            assert_eq!(get_host(shellac.addr, host, path).await.status, 200);
+        }
+    }
+    assert_eq!(
+        wait_lines(&own, 2).await,
+        ["own 127.0.0.1 /o 200", "own 127.0.0.1 /o 200"]
+    );
+    let mut lines = wait_lines(&global, 4).await;
+    lines.sort();
+    assert_eq!(
+        lines,
+        ["format /f", "format /f", "global /p", "global /p"],
+        "nothing of the quiet site, nothing of the one with its own file"
+    );
+    assert_eq!(shellac.stat("log_write_error").await, 0);
+    shellac.stop().await;
+}

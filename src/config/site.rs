@@ -60,6 +60,13 @@ pub struct SiteConfig {
     /// `cache.grace` for this site's responses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grace: Option<Dur>,
+    /// Where this site's access-log lines go: a file path, `"stdout"` or `"off"`. Default:
+    /// `[log] access_log`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_log: Option<String>,
+    /// This site's access-log format (as `[log] format`). Default: `[log] format`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_format: Option<String>,
 }
 
 fn yes() -> bool {
@@ -126,6 +133,19 @@ pub(super) fn local(c: &Config) -> Problems {
             if let Err(e) = super::rewrite::Line::parse(line) {
                 out.push((at(i, &["rewrite", &j.to_string()]), e.to_string()));
             }
+        }
+        if let Some(log) = &site.access_log
+            && log.trim().is_empty()
+        {
+            out.push((
+                at(i, &["access_log"]),
+                "must be a file path, \"stdout\" or \"off\"".into(),
+            ));
+        }
+        if let Some(format) = &site.log_format
+            && let Err(problem) = crate::txlog::Format::parse(format)
+        {
+            out.push((at(i, &["log_format"]), problem));
         }
         for (j, rule) in site.rules.iter().flatten().enumerate() {
             for (field, msg) in rules::syntax(rule) {

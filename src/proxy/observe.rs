@@ -8,6 +8,7 @@
 
 use std::borrow::Cow;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::header::{self, HeaderName};
@@ -16,8 +17,9 @@ use http::{HeaderMap, Method, Response, Version};
 use super::Proxy;
 use super::body::ResponseBody;
 use super::deliver::CACHE_STATUS;
+use super::site::{Site, SiteLog};
 use super::txn::Txn;
-use crate::txlog::{Decision, DecisionKind, Record, RecordHead};
+use crate::txlog::{Decision, DecisionKind, Format, Record, RecordHead};
 
 /// Counts a response in its site's counters.
 fn count_site(
@@ -77,7 +79,7 @@ pub(super) fn deliver(
             site.stats.ttfb.observe(ttfb);
         }
     }
-    let format = proxy.log_format.as_ref();
+    let format = log_format(proxy, txn.site.as_deref());
     let wanted = format.is_some() || proxy.shared.recorder.wants_records();
     if is_hit && !wanted {
         return resp.map(count);
@@ -120,6 +122,7 @@ pub(super) fn deliver(
         .map(|s| &*s.0);
     let mut record = record(
         proxy,
+        format,
         head,
         Request::Parsed(&txn.req),
         (backend, txn.site.as_ref().map(|s| &*s.name)),
@@ -186,13 +189,13 @@ impl Request<'_> {
 /// prints. Call only when a record is wanted (the access log is on or somebody follows).
 fn record(
     proxy: &Proxy,
+    format: Option<&Arc<Format>>,
     head: RecordHead,
     req: Request<'_>,
     (backend, site): (Option<&str>, Option<&str>),
     response: &HeaderMap,
     tls: Option<&crate::tls::server::ConnTls>,
 ) -> Box<Record> {
-    let format = proxy.log_format.as_ref();
     let recorder = &proxy.shared.recorder;
     let everything = recorder.wants_records();
     // A recycled record keeps its buffer; a new one starts with room for a typical request.
@@ -252,19 +255,30 @@ pub(super) struct FastHit<'a> {
     pub fields: &'a [httparse::Header<'a>],
     pub status: u16,
     pub response: &'a HeaderMap,
-    /// The `[[site]]` that answered, if any.
-    pub site: Option<&'a str>,
+    /// The `[[site]]` that answered, if any (its name is recorded, its access log used).
+    pub site: Option<&'a Site>,
     pub started: Instant,
     pub ttfb: Duration,
     /// The client's TLS connection, if any.
     pub tls: Option<&'a crate::tls::server::ConnTls>,
 }
 
+/// The access-log format a request of `site` is logged with (None: not logged): the site's
+/// own, else the global one.
+fn log_format<'a>(proxy: &'a Proxy, site: Option<&'a Site>) -> Option<&'a Arc<Format>> {
+    match site.map(|s| &s.log) {
+        None | Some(SiteLog::Global) => proxy.log_format.as_ref(),
+        Some(SiteLog::Off) => None,
+        Some(SiteLog::Own(format)) => Some(format),
+    }
+}
+
 /// The transaction record of a fast hit, when the access log is on or somebody follows
 /// `shellac log` / `shellac top`: the same fields [`deliver`] records for a hit, taken from
 /// the request head's bytes instead of a parsed request.
 pub(super) fn fast_hit_record(proxy: &Proxy, hit: FastHit<'_>) -> Option<Box<Record>> {
-    if proxy.log_format.is_none() && !proxy.shared.recorder.wants_records() {
+    let format = log_format(proxy, hit.site);
+    if format.is_none() && !proxy.shared.recorder.wants_records() {
         return None;
     }
     let head = RecordHead {
@@ -281,9 +295,10 @@ pub(super) fn fast_hit_record(proxy: &Proxy, hit: FastHit<'_>) -> Option<Box<Rec
     };
     Some(record(
         proxy,
+        format,
         head,
         Request::Raw(&hit),
-        (None, hit.site),
+        (None, hit.site.map(|s| &*s.name)),
         hit.response,
         hit.tls,
     ))

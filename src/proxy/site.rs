@@ -1,7 +1,7 @@
 //! Virtual hosts at run time (`[[site]]`, config/site.rs): the table that picks a request's
 //! site from the listener it came in on and its host (nginx's precedence,
 //! `http::server_name`), and what a site carries instead of the global configuration — its
-//! rules, rewrites, default route and cache settings. Built with each configuration; a
+//! rules, rewrites, default route, cache settings and access log. Built with each configuration; a
 //! configuration without sites has none (`Proxy::sites` is `None`) and pays nothing.
 //!
 //! The Recv step that chooses a request's site and runs the rewrites is `recv_site.rs`.
@@ -14,11 +14,13 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use crate::backend::director::{Backends, Member};
+use crate::config::site::SiteConfig;
 use crate::config::{CacheConfig, Config};
 use crate::http::server_name::{Names, Pattern};
 use crate::rules::Rules;
 use crate::rules::rewrite::Rewrite;
 use crate::stats::{Counter, Histogram};
+use crate::txlog::Format;
 
 /// One site, compiled.
 pub struct Site {
@@ -33,7 +35,41 @@ pub struct Site {
     pub(super) cache: bool,
     /// The cache settings its responses are stored with, when it sets any.
     pub(super) cache_config: Option<CacheConfig>,
+    /// Where its access-log lines go.
+    pub(super) log: SiteLog,
     pub stats: Arc<SiteCounters>,
+}
+
+/// Where a site's access-log lines go (`access_log`, `log_format`).
+pub(super) enum SiteLog {
+    /// Sets neither: the global log and format (`Proxy::log_format`).
+    Global,
+    /// `access_log = "off"` (or the global log off and no file of its own).
+    Off,
+    /// Its own format, to its own output or (`Format::output` none) the global log.
+    Own(Arc<Format>),
+}
+
+impl SiteLog {
+    fn of(config: &Config, s: &SiteConfig) -> SiteLog {
+        if s.access_log.is_none() && s.log_format.is_none() {
+            return SiteLog::Global;
+        }
+        let to = s.access_log.as_deref().unwrap_or(&config.log.access_log);
+        if to == "off" {
+            return SiteLog::Off;
+        }
+        let spec = s.log_format.as_deref().unwrap_or(&config.log.format);
+        // Checked by validation: a format that does not parse leaves the global log.
+        let Ok(format) = Format::parse(spec) else {
+            return SiteLog::Global;
+        };
+        SiteLog::Own(Arc::new(if to == config.log.access_log {
+            format
+        } else {
+            format.to_output(to)
+        }))
+    }
 }
 
 /// What the table says about a request.
@@ -97,6 +133,7 @@ impl Sites {
                 route: s.backend.as_deref().and_then(|b| backends.get(b)),
                 cache: s.cache,
                 cache_config,
+                log: SiteLog::of(config, s),
                 stats: stats.get(&s.name),
             }));
             for addr in s.addresses(config) {

@@ -4,6 +4,7 @@
 
 use std::cell::RefCell;
 use std::io::Write as _;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::header::HeaderName;
@@ -105,6 +106,9 @@ pub struct Format {
     needs_host: bool,
     /// Whether it prints TLS facts (`%{tls_*}x`, JSON): only then are they captured.
     needs_tls: bool,
+    /// Where its lines go when not to the access log (`[log] access_log`): a site's own
+    /// `access_log` (a file path or `"stdout"`).
+    output: Option<Arc<str>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,6 +132,7 @@ impl Format {
                 response_headers: vec![],
                 needs_host: true,
                 needs_tls: true,
+                output: None,
             }),
             s if s.contains('%') => Format::parse_text(s),
             s => Err(format!(
@@ -252,7 +257,19 @@ impl Format {
             kind: Kind::Text(items),
             request_headers,
             response_headers,
+            output: None,
         })
+    }
+
+    /// This format writing to `output` (a file path or `"stdout"`) instead of the access log.
+    pub fn to_output(mut self, output: &str) -> Format {
+        self.output = Some(Arc::from(output));
+        self
+    }
+
+    /// Where lines of this format go: `None` for the access log.
+    pub fn output(&self) -> Option<&Arc<str>> {
+        self.output.as_ref()
     }
 
     /// Whether records for this format must capture the request's host.

@@ -1,6 +1,8 @@
 //! The background writer thread: drains the per-worker queues, formats records, writes the
-//! access log (file or stdout), reopens the file on request and feeds live subscribers.
+//! access log (file or stdout) and the sites' own logs (`[[site]] access_log`, opened when
+//! their first line comes), reopens the files on request and feeds live subscribers.
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::ops::RangeInclusive;
@@ -104,6 +106,9 @@ pub(super) fn run(
     let mut spare = None;
     let mut last_flush = Instant::now();
     let mut dirty = false;
+    // The sites' own logs, by path: opened by `drain` when their first line comes, closed
+    // (flushed) on `Reopen` and opened again by the next line.
+    let mut sites = SiteOutputs::default();
     loop {
         let mut close = None;
         while let Ok(c) = control.try_recv() {
@@ -120,21 +125,24 @@ pub(super) fn run(
                     {
                         tracing::error!(error = %e, "cannot reopen the access log");
                     }
+                    sites.close();
                 }
                 Control::Close(ack) => close = Some(ack),
             }
         }
         let Some(shards) = shards.upgrade() else {
             flush(&mut output, None);
+            sites.flush(None);
             return;
         };
         shards.expire_top_lease();
-        let (drained, full) = drain(&shards, &mut output, &mut spare);
+        let (drained, full) = drain(&shards, &mut output, &mut sites, &mut spare);
         dirty |= drained > 0;
         // Write out when things calm down, and at least every FLUSH_EVERY under load; the
         // buffer also writes itself out whenever it fills.
         if dirty && (drained == 0 || last_flush.elapsed() >= FLUSH_EVERY) {
             flush(&mut output, Some(&shards));
+            sites.flush(Some(&shards));
             dirty = false;
             last_flush = Instant::now();
         }
@@ -142,8 +150,9 @@ pub(super) fn run(
             // Requests still finishing after shutdown began are drained by this final pass;
             // workers hand over their last batch as they go idle, which at shutdown is at once.
             std::thread::sleep(Duration::from_millis(10));
-            drain(&shards, &mut output, &mut spare);
+            drain(&shards, &mut output, &mut sites, &mut spare);
             flush(&mut output, Some(&shards));
+            sites.flush(Some(&shards));
             let _ = ack.send(());
             return;
         }
@@ -168,6 +177,7 @@ pub(super) fn run(
 fn drain(
     shards: &Arc<Shards>,
     output: &mut Option<Output>,
+    sites: &mut SiteOutputs,
     spare: &mut Option<Box<Record>>,
 ) -> (usize, bool) {
     let mut chunks = Vec::new();
@@ -222,14 +232,23 @@ fn drain(
         }
     }
     let n = views.len();
-    if let Some(out) = output.as_mut() {
-        for (view, format) in &views {
-            if let Some(format) = format {
-                format.render(view, &mut out.pending);
-                if out.maybe_write().is_err() {
-                    shards.counters.log_write_error.inc();
-                }
+    for (view, format) in &views {
+        let Some(format) = format else {
+            continue;
+        };
+        let out = match format.output() {
+            None => output.as_mut(),
+            Some(path) => sites.get(path),
+        };
+        let Some(out) = out else {
+            if format.output().is_some() {
+                shards.counters.log_write_error.inc();
             }
+            continue;
+        };
+        format.render(view, &mut out.pending);
+        if out.maybe_write().is_err() {
+            shards.counters.log_write_error.inc();
         }
     }
     drop(views);
@@ -239,6 +258,43 @@ fn drain(
         let _ = shards.empties[shard].push(buffer);
     }
     (n, full)
+}
+
+/// The sites' own outputs, by path; a path that could not be opened is tried again after
+/// the next `Reopen` (its lines are lost meanwhile, counted in `log_write_error`).
+#[derive(Default)]
+struct SiteOutputs {
+    open: HashMap<Arc<str>, Option<Output>>,
+}
+
+impl SiteOutputs {
+    fn get(&mut self, path: &Arc<str>) -> Option<&mut Output> {
+        self.open
+            .entry(path.clone())
+            .or_insert_with(|| match open_output(path) {
+                Ok(out) => Some(out),
+                Err(e) => {
+                    tracing::error!(path = %path, error = %e, "cannot open a site's access log");
+                    None
+                }
+            })
+            .as_mut()
+    }
+
+    /// Flushes and closes every one (they open again with their next line).
+    fn close(&mut self) {
+        self.open.clear();
+    }
+
+    fn flush(&mut self, shards: Option<&Shards>) {
+        for out in self.open.values_mut().flatten() {
+            if out.flush().is_err()
+                && let Some(s) = shards
+            {
+                s.counters.log_write_error.inc();
+            }
+        }
+    }
 }
 
 fn flush(output: &mut Option<Output>, shards: Option<&Shards>) {

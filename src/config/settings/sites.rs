@@ -109,4 +109,22 @@ pub(super) const SITE: &[Setting] = &[
         restart: false,
         doc: r##"`cache.grace` for the site's responses."##,
     },
+    Setting {
+        section: "site",
+        key: "access_log",
+        kind: Kind::Text("a file path, \"stdout\" or \"off\""),
+        default: Default::Unset(r##"`log.access_log`"##),
+        example: r##""/var/log/shellac/www.log""##,
+        restart: false,
+        doc: r##"Where the site's access-log lines go (nginx's `access_log` in a `server { }`): a file path (appended to, created if missing, reopened with the global log on `SIGUSR1` and on reload), `"stdout"`, or `"off"` for none. A site that sets neither this nor `log_format` logs to `[log] access_log` in `[log] format`; one that sets only `log_format` logs to `[log] access_log` in its own format. Lines of requests no site answered (421, refusals before a request is read) go to the global log. A file that cannot be opened is reported once and counted in `log_write_error` per lost line."##,
+    },
+    Setting {
+        section: "site",
+        key: "log_format",
+        kind: Kind::Text("a log format: \"combined\", \"common\", \"json\" or % directives"),
+        default: Default::Unset(r##"`log.format`"##),
+        example: r##""%h %t \"%r\" %>s %b %D""##,
+        restart: false,
+        doc: r##"The site's access-log format, with the words and `%` directives of `[log] format` (nginx's `log_format` named in the site's `access_log`)."##,
+    },
 ];

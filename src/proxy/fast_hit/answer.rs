@@ -11,6 +11,7 @@ use bytes::Bytes;
 use super::super::Proxy;
 use super::super::body::ResponseBody;
 use super::super::observe::{self, FastHit};
+use super::super::site::Site;
 use super::FastAnswer;
 use super::head::Head;
 use crate::cache::{Object, Prepared};
@@ -63,7 +64,7 @@ impl Proxy {
         (client, tls, site): (
             SocketAddr,
             Option<&crate::tls::server::ConnTls>,
-            Option<&super::super::site::Site>,
+            Option<&Site>,
         ),
         (object, prepared, vcl_head): (Arc<Object>, &Prepared, Option<Bytes>),
         started: Instant,
@@ -104,7 +105,7 @@ impl Proxy {
                 fields: head.fields,
                 status: status.as_u16(),
                 response: &prepared.map,
-                site: site.map(|s| &*s.name),
+                site,
                 started,
                 ttfb,
                 tls,
