@@ -4,6 +4,8 @@
 //! matchers matched. With no rules configured both phases cost nothing. `rewrite` is nginx's
 //! `rewrite` engine (issue 31; not wired into the rules yet).
 
+pub(crate) mod hotlink;
+mod md5;
 pub mod rewrite;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -72,6 +74,8 @@ struct Rule {
     set_response: Vec<(HeaderName, HeaderValue)>,
     unset_response: Vec<HeaderName>,
     rate_limit: Option<(RateKey, Limit)>,
+    referers: Option<hotlink::Referers>,
+    secure_link: Option<hotlink::SecureLink>,
 }
 
 impl Rule {
@@ -84,6 +88,8 @@ impl Rule {
             || c.synth.is_some()
             || c.redirect.is_some()
             || self.rate_limit.is_some()
+            || self.referers.is_some()
+            || self.secure_link.is_some()
             || (c.strip_request_cookies && cookies_matter)
             || !self.set_request.is_empty()
             || !self.unset_request.is_empty()
@@ -122,6 +128,8 @@ pub struct RequestOutcome {
     pub limited: Option<std::time::Duration>,
     /// A matched rule says `flv = true`.
     pub flv: bool,
+    /// A `valid_referers` or `secure_link` rule refused the request (its answer is `synth`).
+    pub hotlink: bool,
 }
 
 fn pairs(map: &std::collections::BTreeMap<String, String>) -> Vec<(HeaderName, HeaderValue)> {
@@ -166,6 +174,11 @@ impl Rules {
                     };
                     Some((key, limit))
                 }),
+                referers: hotlink::Referers::compile(&cfg.valid_referers),
+                secure_link: cfg
+                    .secure_link
+                    .as_ref()
+                    .and_then(hotlink::SecureLink::compile),
                 cfg: cfg.clone(),
             })
             .collect();
@@ -259,6 +272,16 @@ impl Rules {
                 out.cache = true;
             }
             out.flv |= c.flv;
+            if let Some(status) = self.hotlink(rule, path_and_query, headers, &target, conn) {
+                let text = format!(
+                    "{} {}\n",
+                    status.as_u16(),
+                    status.canonical_reason().unwrap_or("")
+                );
+                out.synth = Some((status, "text/plain; charset=utf-8".into(), text));
+                out.hotlink = true;
+                break;
+            }
             if let Some(s) = &c.synth {
                 let status = StatusCode::from_u16(s.status).unwrap_or(StatusCode::OK);
                 out.synth = Some((status, s.content_type.clone(), s.body.clone()));
@@ -275,6 +298,40 @@ impl Rules {
             }
         }
         out
+    }
+
+    /// The refusal of rule's `valid_referers` (403) or `secure_link` (403, 410), if any.
+    fn hotlink(
+        &self,
+        rule: &Rule,
+        path_and_query: &str,
+        headers: &HeaderMap,
+        target: &Target,
+        conn: Conn<'_>,
+    ) -> Option<StatusCode> {
+        if let Some(r) = &rule.referers
+            && !r.allows(
+                headers.get(header::REFERER).map(|v| v.as_bytes()),
+                &target.host,
+            )
+        {
+            return Some(StatusCode::FORBIDDEN);
+        }
+        let s = rule.secure_link.as_ref()?;
+        let (path, query) = path_and_query
+            .split_once('?')
+            .unwrap_or((path_and_query, ""));
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        s.check(&hotlink::Link {
+            path,
+            query,
+            host: &target.host,
+            client: conn.client,
+            now,
+        })
+        .err()
     }
 
     /// Whether the request phase could change what a cache hit on this request delivers: a

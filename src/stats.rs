@@ -245,6 +245,7 @@ counters! {
     backend_recycle: "Backend connections returned to the pool after a complete response",
     backend_busy: "Backend requests refused because max_connections and its queue were full",
     backend_restart: "Requests re-run on the director's next choice because of the response status",
+    hotlink_refused: "Requests a [[rule]]'s valid_referers (403) or secure_link (403, 410: expired) refused",
     flv_seek: "Requests with ?start= under a [[rule]] flv = true: answered with the FLV header and the file from that byte",
     files_try_next: "Requests a files backend handed on to another backend because none of its try_files existed (try_files = [..., \"@NAME\"])",
     backend_unhealthy: "Requests for which no healthy backend was available",

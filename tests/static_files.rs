@@ -559,3 +559,85 @@ async fn flv_start_sends_the_header_then_the_file_from_the_offset() {
     assert!(r.body[..] == video[..]);
     assert_eq!(sh.stat("flv_seek").await, 4);
 }
+
+/// Hotlink protection: a rule's `valid_referers` (403, also for what the cache holds) and
+/// `secure_link` signed expiring links (403 wrong, 410 expired).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hotlinks_are_refused_and_signed_links_expire() {
+    use base64::Engine as _;
+    let dir = site();
+    let www = dir.0.join("www");
+    std::fs::create_dir_all(www.join("img")).unwrap();
+    std::fs::create_dir_all(www.join("paid")).unwrap();
+    std::fs::write(www.join("img/cat.png"), "PNG").unwrap();
+    std::fs::write(www.join("paid/movie.flv"), "FLV-MOVIE").unwrap();
+    let sh = Shellac::start("127.0.0.1:9".parse().unwrap(), |c| {
+        let b = &mut c.backends[0];
+        b.host = String::new();
+        b.protocol = shellac::config::BackendProtocol::Files;
+        b.root = Some(www.clone());
+        c.rules.push(shellac::config::rules::RuleConfig {
+            path: Some("^/img/".into()),
+            valid_referers: ["none", "server_names", "*.friend.org"]
+                .map(String::from)
+                .to_vec(),
+            ..Default::default()
+        });
+        c.rules.push(shellac::config::rules::RuleConfig {
+            path: Some("^/paid/".into()),
+            secure_link: Some(shellac::config::rules::SecureLinkConfig {
+                secret: Some("k3y".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    })
+    .await;
+    let r = get(sh.addr, "/img/cat.png").await;
+    assert_eq!((r.status, r.text().as_str()), (200, "PNG"), "no Referer");
+    assert_eq!(get(sh.addr, "/img/cat.png").await.status, 200, "a hit");
+    let from = |referer: &'static str| [("referer", referer)];
+    let r = get_with(sh.addr, "/img/cat.png", &from("http://evil.test/page")).await;
+    assert_eq!(r.status, 403, "a stored copy is not a way round it");
+    assert!(!r.text().contains("PNG"));
+    let r = get_with(sh.addr, "/img/cat.png", &from("https://www.friend.org/x")).await;
+    assert_eq!(r.status, 200);
+    let r = get_with(
+        sh.addr,
+        "/img/cat.png",
+        &[
+            ("host", "www.mysite.test"),
+            ("referer", "http://WWW.mysite.test:8080/gallery"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 200, "server_names: the request's own host");
+    assert_eq!(
+        get(sh.addr, "/app.js").await.status,
+        200,
+        "other paths: no check"
+    );
+
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"k3y");
+    let signed = |path: &str, expires: u64| {
+        let mac = ring::hmac::sign(&key, format!("{expires}{path}").as_bytes());
+        let sig = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(mac.as_ref());
+        format!("{path}?expires={expires}&sig={sig}")
+    };
+    let r = get(sh.addr, &signed("/paid/movie.flv", now + 3600)).await;
+    assert_eq!((r.status, r.text().as_str()), (200, "FLV-MOVIE"));
+    assert_eq!(
+        get(sh.addr, &signed("/paid/movie.flv", now - 10))
+            .await
+            .status,
+        410
+    );
+    let forged = signed("/paid/other.flv", now + 3600).replace("other", "movie");
+    assert_eq!(get(sh.addr, &forged).await.status, 403);
+    assert_eq!(get(sh.addr, "/paid/movie.flv").await.status, 403);
+    assert_eq!(sh.stat("hotlink_refused").await, 4);
+}

@@ -116,6 +116,41 @@ impl RateKey {
     }
 }
 
+/// `secure_link = { secret = "..." }` (HMAC-SHA256) or `{ md5 = "..." }` (nginx's
+/// `secure_link_md5`): the signature and expiry are query arguments.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecureLinkConfig {
+    /// HMAC-SHA256 key: the signature is `base64url(HMAC(secret, EXPIRES + PATH))`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    /// nginx's `secure_link_md5` expression (`$secure_link_expires`, `$uri`,
+    /// `$remote_addr`, `$host`): the signature is `base64url(MD5(expression))`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub md5: Option<String>,
+    /// The query argument holding the signature. Default `sig` (`md5` with `md5`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+    /// The query argument holding the expiry (seconds since the epoch). Default `expires`.
+    #[serde(default = "default_expires_arg")]
+    pub expires: String,
+}
+
+fn default_expires_arg() -> String {
+    "expires".into()
+}
+
+impl Default for SecureLinkConfig {
+    fn default() -> Self {
+        SecureLinkConfig {
+            secret: None,
+            md5: None,
+            signature: None,
+            expires: default_expires_arg(),
+        }
+    }
+}
+
 /// One policy rule. Every matcher given must match; actions apply in rule order.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -169,6 +204,13 @@ pub struct RuleConfig {
     /// FLV pseudo-streaming (nginx's `flv`): `?start=BYTE` is taken off the request before
     /// the cache key, and the answer is the FLV header then the file from that byte.
     pub flv: bool,
+    /// nginx's `valid_referers`: a request the rule matches whose `Referer` is none of these
+    /// is answered 403 (`none`, `blocked`, `server_names`, host patterns, `~regex`).
+    #[serde(deserialize_with = "super::lists::one_or_many")]
+    pub valid_referers: Vec<String>,
+    /// Signed expiring links: a request the rule matches needs a valid signature (403) that
+    /// has not expired (410).
+    pub secure_link: Option<SecureLinkConfig>,
 
     // Response actions
     /// Freshness lifetime from now, replacing what the origin said (with `override_origin`,
@@ -216,6 +258,8 @@ impl RuleConfig {
             || self.director.is_some()
             || self.rate_limit.is_some()
             || self.flv
+            || !self.valid_referers.is_empty()
+            || self.secure_link.is_some()
     }
 }
 
@@ -224,6 +268,32 @@ impl RuleConfig {
 /// another key of the rule was wrong too (`Config::read`).
 pub(super) fn syntax(rule: &RuleConfig) -> Vec<(String, String)> {
     let mut out = Vec::new();
+    for entry in &rule.valid_referers {
+        if entry.is_empty() {
+            out.push(("valid_referers".to_string(), "an empty entry".to_string()));
+        } else if let Some(re) = entry.strip_prefix('~')
+            && let Err(e) = regex::Regex::new(re)
+        {
+            out.push((
+                "valid_referers".to_string(),
+                format!("`{entry}`: invalid regex: {}", first_line(&e.to_string())),
+            ));
+        }
+    }
+    if let Some(s) = &rule.secure_link {
+        match (&s.secret, &s.md5) {
+            (Some(k), None) if k.is_empty() => out.push((
+                "secure_link.secret".to_string(),
+                "an empty secret signs nothing".to_string(),
+            )),
+            (Some(_), None) | (None, Some(_)) => {}
+            _ => out.push((
+                "secure_link".to_string(),
+                "give either `secret` (HMAC-SHA256) or `md5` (nginx's secure_link_md5 expression)"
+                    .to_string(),
+            )),
+        }
+    }
     if let Some(s) = &rule.scheme
         && s != "http"
         && s != "https"

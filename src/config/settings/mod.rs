@@ -378,6 +378,13 @@ pub const SECTIONS: &[Section] = &[
         context: "[[rule]]\nredirect = { to = \"https://example.com/\" }\n[[backend]]\nhost = \"127.0.0.1\"\n",
     },
     Section {
+        name: "rule.secure_link",
+        array: false,
+        optional: true,
+        inline: true,
+        context: "[[rule]]\nsecure_link = { secret = \"k\" }\n[[backend]]\nhost = \"127.0.0.1\"\n",
+    },
+    Section {
         name: "rule.rate_limit",
         array: false,
         optional: true,

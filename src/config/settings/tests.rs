@@ -188,8 +188,12 @@ fn defaults_are_the_codes_defaults_and_examples_are_valid() {
                         s.key
                     );
                     // Names are filled in (`backend0`); a [[probe]]'s context names it. A
-                    // [[tls]] needs certificates or acme: its context gives certificates.
-                    if s.key != "name" && (section.name, s.key) != ("tls", "certificate") {
+                    // [[tls]] needs certificates or acme: its context gives certificates; a
+                    // secure_link needs a secret or an md5 expression: its context, a secret.
+                    if s.key != "name"
+                        && (section.name, s.key) != ("tls", "certificate")
+                        && (section.name, s.key) != ("rule.secure_link", "secret")
+                    {
                         assert_eq!(
                             value_of(section.context, section, s.key),
                             None,
@@ -251,6 +255,7 @@ fn full_toml_holds_every_setting_and_is_valid() {
             "rule.synth" => format!("synth.{}", s.key),
             "rule.redirect" => format!("redirect.{}", s.key),
             "rule.rate_limit" => format!("rate_limit.{}", s.key),
+            "rule.secure_link" => format!("secure_link.{}", s.key),
             "backend.tls" | "storage.shared.tls" => format!("tls.{}", s.key),
             // A list of inline tables, all keys on one line.
             "tls.certificate" => "certificate".to_string(),

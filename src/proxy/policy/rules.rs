@@ -179,6 +179,9 @@ fn request_phase(txn: &mut Txn) -> ControlFlow<Step, bool> {
     }
     if let Some((status, content_type, body)) = outcome.synth {
         txn.proxy.counters.synth_resp.inc();
+        if outcome.hotlink {
+            txn.proxy.counters.hotlink_refused.inc();
+        }
         return ControlFlow::Break(Step::Deliver(deliver::generated(
             status,
             &content_type,
