@@ -737,3 +737,163 @@ async fn if_range_with_the_identity_etag_is_answered_from_the_identity() {
     assert_eq!(origin.count(), 1);
     shellac.stop().await;
 }
+
+/// Gets `path` with `ae` until the response is in `coding` (a representation is built in the
+/// background), at most `tries` times; the last response.
+async fn until_coded(shellac: &Shellac, path: &str, ae: &str, coding: &str) -> Resp {
+    let mut r = get_with(shellac.addr, path, &[("accept-encoding", ae)]).await;
+    for _ in 0..200 {
+        if r.header("content-encoding") == Some(coding) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        r = get_with(shellac.addr, path, &[("accept-encoding", ae)]).await;
+    }
+    r
+}
+
+/// Hot objects get br and zstd representations built in the background (issue 29): the
+/// first hits by a client that prefers br get gzip (nothing is compressed on the request
+/// path), then br — with a weak ETag, `Vary`, its own length and Range over its bytes; a
+/// zstd client likewise, in a window of at most 8 MB; gzip and identity clients are served
+/// as before; a purge of the URL takes the representations with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_objects_get_br_and_zstd_representations_built_in_the_background() {
+    let origin = identity_origin().await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let stored = get_with(shellac.addr, "/hot", &[("accept-encoding", "gzip")]).await;
+    assert!(is_gzip_page(&stored));
+    let first = get_with(shellac.addr, "/hot", &[("accept-encoding", "gzip, br")]).await;
+    assert!(is_gzip_page(&first), "not built on the request path");
+    let br = until_coded(&shellac, "/hot", "gzip, deflate, br", "br").await;
+    assert_eq!(
+        br.header("content-encoding"),
+        Some("br"),
+        "{:?}",
+        br.headers
+    );
+    let mut identity = Vec::new();
+    brotli::Decompressor::new(&br.body[..], 4096)
+        .read_to_end(&mut identity)
+        .expect("valid br");
+    assert_eq!(identity, page().as_bytes());
+    assert!(br.body.len() < stored.body.len(), "smaller than the gzip");
+    assert_eq!(br.header("etag"), Some("W/\"v1\""));
+    assert!(varies_on_coding(&br));
+    assert_eq!(
+        br.header("content-length"),
+        Some(&*br.body.len().to_string())
+    );
+    let r = get_with(
+        shellac.addr,
+        "/hot",
+        &[("accept-encoding", "br"), ("range", "bytes=0-9")],
+    )
+    .await;
+    assert_eq!(r.status, 206);
+    assert_eq!(r.header("content-encoding"), Some("br"));
+    assert_eq!(r.body, br.body[..10]);
+    assert_eq!(
+        r.header("content-range"),
+        Some(&*format!("bytes 0-9/{}", br.body.len()))
+    );
+
+    let zstd = until_coded(&shellac, "/hot", "gzip, deflate, br, zstd", "zstd").await;
+    assert_eq!(zstd.header("content-encoding"), Some("zstd"));
+    let mut d = zstd::stream::Decoder::new(&zstd.body[..]).unwrap();
+    d.window_log_max(23).unwrap();
+    let mut identity = Vec::new();
+    d.read_to_end(&mut identity)
+        .expect("zstd within an 8 MB window");
+    assert_eq!(identity, page().as_bytes());
+
+    // The others as before; a client that prefers gzip by q-value gets gzip.
+    let gz = get_with(shellac.addr, "/hot", &[("accept-encoding", "gzip")]).await;
+    assert_eq!(gz.body, stored.body);
+    let gz = get_with(
+        shellac.addr,
+        "/hot",
+        &[("accept-encoding", "br;q=0.5, zstd;q=0.5, gzip")],
+    )
+    .await;
+    assert_eq!(gz.body, stored.body);
+    let id = get_with(shellac.addr, "/hot", &[]).await;
+    assert!(is_identity_page(&id));
+    assert_eq!(origin.count(), 1);
+    let stats = shellac.stats().await;
+    assert_eq!(stats["compress_br"], 1);
+    assert_eq!(stats["compress_zstd"], 1);
+    assert_eq!(stats["compress_gzip"], 1);
+    assert!(stats["compress_encoded_served"] >= 3);
+    assert_eq!(stats["compress_encode_dropped"], 0);
+
+    // A purge takes them with the object: the next br client gets the new gzip.
+    let mut conn = Conn::open(shellac.addr).await;
+    let purged = conn.send("PURGE", "/hot", &[], b"").await;
+    assert_eq!(purged.status, 200);
+    let after = get_with(shellac.addr, "/hot", &[("accept-encoding", "br, gzip")]).await;
+    assert!(after.cache_status().contains("fwd=miss"));
+    let after = get_with(shellac.addr, "/hot", &[("accept-encoding", "br, gzip")]).await;
+    assert!(is_gzip_page(&after), "{:?}", after.headers);
+    assert_eq!(origin.count(), 2);
+    shellac.stop().await;
+}
+
+/// `[compression] encodings = []`: nothing is built, br clients get gzip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_representations_when_no_encodings_are_configured() {
+    let origin = identity_origin().await;
+    let shellac = Shellac::start(origin.addr, |c| c.compression.encodings = Vec::new()).await;
+    for _ in 0..4 {
+        let r = get_with(
+            shellac.addr,
+            "/cold",
+            &[("accept-encoding", "br, zstd, gzip")],
+        )
+        .await;
+        assert!(is_gzip_page(&r));
+    }
+    let stats = shellac.stats().await;
+    assert_eq!(stats["compress_br"] + stats["compress_zstd"], 0);
+    assert!(
+        stats["cache_hit_fast"] >= 1,
+        "br clients stay on the fast path"
+    );
+    shellac.stop().await;
+}
+
+/// `[compression] levels`: a type's own gzip level over `gzip_level` (the same page as
+/// `text/html` at level 1 and as `text/css` at the default 9 of this configuration: the
+/// first is the larger).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_media_type_gets_its_own_gzip_level() {
+    let origin = Origin::start(|s| {
+        let t = if s.path == "/fast" {
+            "text/html"
+        } else {
+            "text/css"
+        };
+        Reply::ok(&page())
+            .cc("max-age=60")
+            .header("content-type", t)
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.compression.gzip_level = 9;
+        c.compression.levels.insert(
+            "text/html".into(),
+            shellac::config::compression::GzipLevel(1),
+        );
+    })
+    .await;
+    let fast = get_with(shellac.addr, "/fast", &[("accept-encoding", "gzip")]).await;
+    let small = get_with(shellac.addr, "/small", &[("accept-encoding", "gzip")]).await;
+    assert!(is_gzip_page(&fast) && is_gzip_page(&small));
+    assert!(
+        fast.body.len() > small.body.len(),
+        "level 1: {} bytes, level 9: {}",
+        fast.body.len(),
+        small.body.len()
+    );
+    shellac.stop().await;
+}

@@ -17,6 +17,7 @@ mod object;
 pub mod partial;
 pub mod policy;
 mod prepared;
+pub mod representation;
 pub mod shared;
 pub mod slab;
 pub mod slices;

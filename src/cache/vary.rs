@@ -191,9 +191,19 @@ impl Cache {
         let mut removed = self.storage.remove(primary) as usize;
         removed += self.partial.remove(primary) as usize;
         removed += self.slices.purge(primary, &*self.storage);
+        let mut keys = vec![primary.clone()];
         if let Some((_, index)) = self.vary_index.remove(primary) {
             for v in &index.variants {
-                removed += self.storage.remove(&primary.with_variant(*v)) as usize;
+                let key = primary.with_variant(*v);
+                removed += self.storage.remove(&key) as usize;
+                keys.push(key);
+            }
+        }
+        // Their br and zstd representations go with them (`representation.rs`).
+        for key in keys {
+            for coding in super::representation::CODINGS {
+                self.storage
+                    .remove(&super::representation::key(&key, coding));
             }
         }
         removed

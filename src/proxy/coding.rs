@@ -25,11 +25,6 @@ pub(super) fn on_request(txn: &mut Txn) {
     );
 }
 
-/// Whether `Accept-Encoding` field lines take gzip (none: no).
-pub fn takes_gzip<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> bool {
-    Accepts::parse(lines).accepts(Coding::Gzip)
-}
-
 /// The `Accept-Encoding` a backend request sends: for a cache fill gzip, whatever the
 /// client said (every client is served from what is stored, decoded for those without
 /// gzip); for a pass the codings the client takes, whatever its spelling (the key's
@@ -93,7 +88,10 @@ pub(super) fn on_response(txn: &mut Txn, status: StatusCode, fields: &HeaderMap,
     let decoded = std::sync::Arc::new(gzip::Decoded::default());
     match coding {
         Some(Coding::Identity) if wanted => {
-            let mut filter = Gzip::new(config.gzip_level, counters.clone());
+            let level = fields
+                .get(header::CONTENT_TYPE)
+                .map_or(config.gzip_level, |t| config.gzip_level_for(t.as_bytes()));
+            let mut filter = Gzip::new(level, counters.clone());
             if for_cache {
                 filter = filter.recording(decoded.clone());
                 txn.filters.identity = Some(decoded);
@@ -192,6 +190,29 @@ pub(super) fn identity_for_if_range(txn: &mut Txn, object: &crate::cache::Object
     }
 }
 
+/// The br or zstd representation of a stored gzip object for a client that prefers it
+/// (`represent.rs`), when one is built; else `object` (and the hit counts towards building
+/// one). Under `[[rule]]`s only: under VCL, codings are Varnish's.
+pub(super) fn representation(
+    txn: &Txn,
+    object: std::sync::Arc<crate::cache::Object>,
+) -> std::sync::Arc<crate::cache::Object> {
+    let reps = &txn.proxy.representations;
+    if !reps.enabled()
+        || txn.policy != super::txn::Policy::Rules
+        || object.status != StatusCode::OK
+        || !stored_gzip(&object.headers)
+        || crate::http::cache_control::no_transform(object.headers.values("cache-control"))
+    {
+        return object;
+    }
+    let (Some(key), Some(coding)) = (&txn.key, reps.preferred(&txn.filters.coding.accepts)) else {
+        return object;
+    };
+    reps.lookup(&txn.proxy.cache, &txn.proxy.counters, key, &object, coding)
+        .unwrap_or(object)
+}
+
 /// Whether a stored object's fields say gzip (read from the stored block: no map built).
 pub(super) fn stored_gzip(fields: &crate::cache::StoredFields) -> bool {
     let mut values = fields.values("content-encoding");
@@ -225,7 +246,7 @@ mod tests {
             (&["deflate", "x-gzip"][..], true),
         ] {
             assert_eq!(
-                takes_gzip(lines.iter().map(|l| l.as_bytes())),
+                Accepts::parse(lines.iter().map(|l| l.as_bytes())).accepts(Coding::Gzip),
                 takes,
                 "{lines:?}"
             );

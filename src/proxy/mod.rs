@@ -23,6 +23,7 @@ mod policy;
 mod purge;
 mod recv_site;
 mod refresh;
+pub mod represent;
 mod request_body;
 mod respond;
 pub mod site;
@@ -101,6 +102,8 @@ pub struct Proxy {
     pub max_object_size: u64,
     /// The access-log format in force; None when the access log is off.
     pub log_format: Option<Arc<Format>>,
+    /// br and zstd representations of hot objects, built in the background.
+    pub representations: represent::Representations,
     /// State that outlives a configuration.
     pub shared: Arc<Process>,
 }
@@ -249,6 +252,7 @@ impl Proxy {
             counters,
             max_object_size,
             log_format: config.log.active_format().map(Arc::new),
+            representations: represent::Representations::new(&config.compression, max_object_size),
             shared: Arc::new(Process {
                 started: Instant::now(),
                 open_conns: AtomicU64::new(0),
@@ -289,6 +293,10 @@ impl Proxy {
             counters: self.counters.clone(),
             max_object_size: self.max_object_size,
             log_format: config.log.active_format().map(Arc::new),
+            representations: represent::Representations::new(
+                &config.compression,
+                self.max_object_size,
+            ),
             shared: self.shared.clone(),
             config,
         })

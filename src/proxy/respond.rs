@@ -30,6 +30,7 @@ impl Txn {
         cache_status: &str,
         now: Instant,
     ) -> Step {
+        let object = super::coding::representation(self, object);
         super::coding::on_delivery(self, super::coding::stored_gzip(&object.headers));
         super::coding::identity_for_if_range(self, &object);
         self.flv_filter(object.status, object.headers.map(), Some(object.body_len));

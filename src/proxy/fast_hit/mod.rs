@@ -80,17 +80,20 @@ impl Proxy {
         let status = deliver::hit_status(&object, now);
         let prepared = deliver::prepared(&object, now, &status).ok()?;
         // Stored gzip for a client that does not take it: the full path decodes it (a
-        // delivery filter, `coding.rs`). One flag for every other hit.
-        if prepared.gzip
-            && self.config.compression.enabled
-            && !super::coding::takes_gzip(
+        // delivery filter, `coding.rs`); for one that prefers br or zstd, the full path
+        // serves their representation (`represent.rs`). One flag for every other hit.
+        if prepared.gzip && self.config.compression.enabled {
+            let accepts = crate::http::accept_encoding::Accepts::parse(
                 head.fields
                     .iter()
                     .filter(|f| f.name.eq_ignore_ascii_case("accept-encoding"))
                     .map(|f| f.value),
-            )
-        {
-            return None;
+            );
+            if !accepts.accepts(crate::http::accept_encoding::Coding::Gzip)
+                || (self.vcl.is_none() && self.representations.preferred(&accepts).is_some())
+            {
+                return None;
+            }
         }
         let vcl_head = self.vcl_deliver_head(&head, client, &object, &prepared)?;
         if let Some(site) = site {

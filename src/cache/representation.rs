@@ -1,0 +1,63 @@
+//! Other representations of a stored object (`br`, `zstd`: docs/compression.md), stored as
+//! objects of their own beside it: under a key derived from the object's (its URL, its
+//! variant, the coding), so every tier keeps them like any object, and a purge of the URL
+//! removes them with it (`vary.rs`). Each carries [`FIELD`], the generation of the object it
+//! was made from ([`generation`]: its stored fields and length); it is served only while
+//! that is the object being served, so an object refetched, refreshed by a 304 or replaced
+//! never has a representation of older bytes sent for it.
+
+use std::hash::Hasher;
+
+use xxhash_rust::xxh3::Xxh3;
+
+use super::{CacheKey, Object};
+use crate::http::accept_encoding::Coding;
+
+/// The stored field naming a representation's source: its [`generation`] in hex. Never sent
+/// to a client or taken from a backend.
+pub const FIELD: &str = "shellac-source";
+
+/// The codings a representation is made in.
+pub const CODINGS: [Coding; 2] = [Coding::Zstd, Coding::Br];
+
+/// The key a representation in `coding` of the object stored under `key` is stored under.
+pub fn key(key: &CacheKey, coding: Coding) -> CacheKey {
+    // A specified hash (xxh3), as variant keys are: they are stored on disk.
+    let mut h = Xxh3::new();
+    h.write_u64(key.variant);
+    h.write(b"shellac-representation");
+    h.write(coding.as_str().as_bytes());
+    key.with_variant(h.finish().max(1))
+}
+
+/// What identifies the bytes of a stored object: its stored fields (the origin's `Date`,
+/// `ETag`, `Last-Modified`, ...) and its length.
+pub fn generation(object: &Object) -> u64 {
+    let mut h = Xxh3::new();
+    h.write(object.headers.block());
+    h.write_u64(object.body_len);
+    h.finish()
+}
+
+/// The generation a representation was made from, read from [`FIELD`].
+pub fn source(object: &Object) -> Option<u64> {
+    let value = object.headers.values(FIELD).next()?;
+    u64::from_str_radix(std::str::from_utf8(value).ok()?, 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn representation_keys_are_per_coding_and_variant() {
+        let k = CacheKey::new("example.com", "/p");
+        let br = key(&k, Coding::Br);
+        let zstd = key(&k, Coding::Zstd);
+        assert_ne!(br, zstd);
+        assert_ne!(br, k);
+        assert_eq!(br.primary(), k);
+        assert_ne!(key(&k.with_variant(7), Coding::Br), br);
+        assert_eq!(key(&k, Coding::Br), br, "stable");
+    }
+}

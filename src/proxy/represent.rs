@@ -1,0 +1,406 @@
+//! br and zstd representations of hot stored objects, built in the background
+//! (`[compression] encodings`, docs/compression.md). Never on the request path: a hit by a
+//! client that prefers br or zstd to gzip counts towards the object's heat; at `hot_hits`
+//! the object is queued (bounded: `queue`, one more is dropped and counted), and one task
+//! builds the queue's representations one after another, the encoding itself on the
+//! blocking pool (brotli at quality 11 is ~1-2 MB/s). A representation is stored as an
+//! object of its own under a key derived from the object's (`cache/representation.rs`),
+//! with the object's lifetimes, its `ETag` weakened and `Vary: Accept-Encoding`, so it is
+//! kept in every tier, purged with the URL, and served only while the object it was made
+//! from is the one being served.
+
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use tokio::sync::mpsc;
+
+use crate::cache::representation::{self, CODINGS};
+use crate::cache::{Body, Cache, CacheKey, Object, StoredFields};
+use crate::config::compression::{CompressionConfig, Encoding};
+use crate::http::accept_encoding::{Accepts, Coding};
+use crate::stats::Counters;
+
+/// The zstd window, at most 8 MB (2^23) as RFC 9659 requires of `zstd` on the web.
+const ZSTD_WINDOW_LOG: u32 = 23;
+
+/// The brotli window (2^22: 4 MB, brotli's default).
+const BR_WINDOW_LOG: i32 = 22;
+
+/// Objects counted for heat, at most (a bounded table: the least used are forgotten).
+const HEAT_ENTRIES: usize = 16_384;
+
+/// One representation to build.
+struct Job {
+    /// Where it is stored.
+    key: CacheKey,
+    coding: Coding,
+    source: Arc<Object>,
+}
+
+/// The representations of one configuration: the heat table, the queue and its worker.
+pub struct Representations {
+    codings: Vec<Coding>,
+    hot_hits: u32,
+    heat: quick_cache::sync::Cache<CacheKey, u32>,
+    tx: mpsc::Sender<Job>,
+    /// Taken by the worker, started with the first job (a `Proxy` is also built outside a
+    /// runtime).
+    rx: Mutex<Option<mpsc::Receiver<Job>>>,
+    /// Keys queued or being built: each is queued once.
+    queued: Arc<Mutex<HashSet<CacheKey>>>,
+    levels: Levels,
+    /// The largest identity body decoded to be encoded (`cache.max_object_size`).
+    max_identity: u64,
+}
+
+#[derive(Clone, Copy)]
+struct Levels {
+    br: u32,
+    zstd: u32,
+}
+
+impl Representations {
+    pub fn new(config: &CompressionConfig, max_identity: u64) -> Representations {
+        let (tx, rx) = mpsc::channel(config.queue.max(1) as usize);
+        let codings = if config.enabled {
+            CODINGS
+                .into_iter()
+                .filter(|c| {
+                    config.encodings.iter().any(|e| match e {
+                        Encoding::Br => *c == Coding::Br,
+                        Encoding::Zstd => *c == Coding::Zstd,
+                    })
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Representations {
+            codings,
+            hot_hits: config.hot_hits.max(1),
+            heat: quick_cache::sync::Cache::new(HEAT_ENTRIES),
+            tx,
+            rx: Mutex::new(Some(rx)),
+            queued: Arc::default(),
+            levels: Levels {
+                br: config.br_level.clamp(1, 11),
+                zstd: config.zstd_level.clamp(1, 19),
+            },
+            max_identity,
+        }
+    }
+
+    /// Whether any coding is configured.
+    pub fn enabled(&self) -> bool {
+        !self.codings.is_empty()
+    }
+
+    /// The coding a client prefers among the configured ones and gzip, when it is one of the
+    /// configured ones (`None`: gzip or identity serve it).
+    pub fn preferred(&self, accepts: &Accepts) -> Option<Coding> {
+        if self.codings.is_empty() {
+            return None;
+        }
+        let mut at_hand = self.codings.clone();
+        at_hand.push(Coding::Gzip);
+        accepts
+            .choose(&at_hand)
+            .filter(|c| self.codings.contains(c))
+    }
+
+    /// The representation in `coding` of `source` (stored under `key`) when one is stored,
+    /// in memory, made from these very bytes; otherwise counts a hit towards building it.
+    pub fn lookup(
+        &self,
+        cache: &Arc<Cache>,
+        counters: &Arc<Counters>,
+        key: &CacheKey,
+        source: &Arc<Object>,
+        coding: Coding,
+    ) -> Option<Arc<Object>> {
+        let rep_key = representation::key(key, coding);
+        if let Ok(Some(rep)) = cache.lookup_now(&rep_key)
+            && representation::source(&rep) == Some(representation::generation(source))
+        {
+            counters.compress_encoded_served.inc();
+            return Some(rep);
+        }
+        let hits = self.heat.get(&rep_key).unwrap_or(0) + 1;
+        if hits < self.hot_hits {
+            self.heat.insert(rep_key, hits);
+            return None;
+        }
+        self.heat.remove(&rep_key);
+        self.enqueue(cache, counters, rep_key, coding, source.clone());
+        None
+    }
+
+    fn enqueue(
+        &self,
+        cache: &Arc<Cache>,
+        counters: &Arc<Counters>,
+        key: CacheKey,
+        coding: Coding,
+        source: Arc<Object>,
+    ) {
+        let Ok(mut queued) = self.queued.lock() else {
+            return;
+        };
+        if queued.contains(&key) {
+            return;
+        }
+        let job = Job {
+            key: key.clone(),
+            coding,
+            source,
+        };
+        match self.tx.try_send(job) {
+            Ok(()) => {
+                queued.insert(key);
+            }
+            Err(_) => {
+                counters.compress_encode_dropped.inc();
+                return;
+            }
+        }
+        drop(queued);
+        self.start(cache, counters);
+    }
+
+    /// Starts the worker once, on the runtime of the request that queued the first job.
+    fn start(&self, cache: &Arc<Cache>, counters: &Arc<Counters>) {
+        let Some(rx) = self.rx.lock().ok().and_then(|mut rx| rx.take()) else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let worker = Worker {
+            cache: cache.clone(),
+            counters: counters.clone(),
+            queued: self.queued.clone(),
+            levels: self.levels,
+            max_identity: self.max_identity,
+        };
+        runtime.spawn(worker.run(rx));
+    }
+}
+
+/// The task that builds queued representations, one at a time; it ends when its
+/// configuration's `Representations` is dropped (a reload).
+struct Worker {
+    cache: Arc<Cache>,
+    counters: Arc<Counters>,
+    queued: Arc<Mutex<HashSet<CacheKey>>>,
+    levels: Levels,
+    max_identity: u64,
+}
+
+impl Worker {
+    async fn run(self, mut rx: mpsc::Receiver<Job>) {
+        while let Some(job) = rx.recv().await {
+            let key = job.key.clone();
+            self.build(job).await;
+            if let Ok(mut queued) = self.queued.lock() {
+                queued.remove(&key);
+            }
+        }
+    }
+
+    async fn build(&self, job: Job) {
+        let Some(stored) = read_body(&job.source).await else {
+            self.counters.compress_encode_dropped.inc();
+            return;
+        };
+        let gzip = crate::proxy::coding::stored_gzip(&job.source.headers);
+        let (coding, levels, limit) = (job.coding, self.levels, self.max_identity);
+        let encoded = tokio::task::spawn_blocking(move || {
+            let identity = if gzip {
+                gunzip(&stored, limit)?
+            } else {
+                stored
+            };
+            let out = encode(coding, levels, &identity)?;
+            Some((identity.len() as u64, out))
+        })
+        .await;
+        let Ok(Some((identity_len, mut out))) = encoded else {
+            self.counters.compress_encode_dropped.inc();
+            return;
+        };
+        // Not smaller than the gzip it would replace: not worth a second copy.
+        if out.len() as u64 >= job.source.body_len {
+            self.counters.compress_encode_dropped.inc();
+            return;
+        }
+        // Exact size: `Bytes` keeps a vector's spare capacity allocated.
+        out.shrink_to_fit();
+        self.counters.compress_encoded_bytes_in.add(identity_len);
+        self.counters
+            .compress_encoded_bytes_out
+            .add(out.len() as u64);
+        match coding {
+            Coding::Br => self.counters.compress_br.inc(),
+            _ => self.counters.compress_zstd.inc(),
+        }
+        let Some(fields) = fields(&job.source, coding) else {
+            return;
+        };
+        let body_len = out.len() as u64;
+        let object = Object {
+            headers: fields,
+            body: Body::Memory(smallvec::smallvec![Bytes::from(out)]),
+            body_len,
+            vary: None,
+            ..job.source.copy()
+        };
+        self.cache.store(&job.key, Arc::new(object));
+    }
+}
+
+/// A stored body, whole (from memory, or read back from the disk tier).
+async fn read_body(object: &Arc<Object>) -> Option<Vec<u8>> {
+    if let Body::Memory(chunks) = &object.body {
+        return Some(chunks.iter().flat_map(|c| c.iter().copied()).collect());
+    }
+    let mut body = crate::proxy::body::ResponseBody::object(object.clone());
+    let mut out = Vec::with_capacity(object.body_len as usize);
+    loop {
+        use crate::proxy::chunks::Chunks as _;
+        match std::future::poll_fn(|cx| body.poll_chunk(cx)).await {
+            Some(Ok(chunk)) => out.extend_from_slice(&chunk),
+            Some(Err(_)) => return None,
+            None => return Some(out),
+        }
+    }
+}
+
+/// The identity of a gzip body (several members are one body), at most `limit` bytes.
+fn gunzip(gzip: &[u8], limit: u64) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    flate2::read::MultiGzDecoder::new(gzip)
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut out)
+        .ok()?;
+    (out.len() as u64 <= limit).then_some(out)
+}
+
+/// `identity` in `coding`.
+fn encode(coding: Coding, levels: Levels, identity: &[u8]) -> Option<Vec<u8>> {
+    match coding {
+        Coding::Br => {
+            let params = brotli::enc::BrotliEncoderParams {
+                quality: levels.br as i32,
+                lgwin: BR_WINDOW_LOG,
+                size_hint: identity.len(),
+                ..Default::default()
+            };
+            let mut out = Vec::with_capacity(identity.len() / 4);
+            let mut w = brotli::CompressorWriter::with_params(&mut out, 4096, &params);
+            w.write_all(identity).ok()?;
+            w.flush().ok()?;
+            drop(w);
+            Some(out)
+        }
+        Coding::Zstd => {
+            let mut e = zstd::stream::Encoder::new(
+                Vec::with_capacity(identity.len() / 4),
+                levels.zstd as i32,
+            )
+            .ok()?;
+            e.set_parameter(zstd::zstd_safe::CParameter::WindowLog(ZSTD_WINDOW_LOG))
+                .ok()?;
+            e.set_pledged_src_size(Some(identity.len() as u64)).ok()?;
+            e.include_contentsize(true).ok()?;
+            e.write_all(identity).ok()?;
+            e.finish().ok()
+        }
+        Coding::Gzip | Coding::Identity => None,
+    }
+}
+
+/// The stored fields of a representation in `coding` of `source`: its fields with the
+/// coding's `Content-Encoding`, the `ETag` weakened, `Vary: Accept-Encoding`, the source's
+/// generation (`cache/representation.rs`), and no identity or length field of the source.
+fn fields(source: &Object, coding: Coding) -> Option<StoredFields> {
+    let generation = representation::generation(source);
+    let mut map: HeaderMap = source.headers.to_map();
+    map.remove(header::CONTENT_LENGTH);
+    map.remove(crate::cache::identity::FIELD);
+    map.remove(representation::FIELD);
+    map.insert(
+        header::CONTENT_ENCODING,
+        HeaderValue::from_static(coding.as_str()),
+    );
+    crate::proxy::filter::weaken_etag(&mut map);
+    crate::proxy::filter::gzip::vary_accept_encoding(&mut map);
+    map.insert(
+        representation::FIELD,
+        HeaderValue::from_str(&format!("{generation:x}")).ok()?,
+    );
+    Some(StoredFields::from_map(&map))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page() -> Vec<u8> {
+        (0..2000)
+            .map(|i| format!("<li class=\"row\">item {i}</li>\n"))
+            .collect::<String>()
+            .into_bytes()
+    }
+
+    #[test]
+    fn br_and_zstd_round_trip_and_zstd_keeps_an_8mb_window() {
+        let page = page();
+        let levels = Levels { br: 11, zstd: 19 };
+        let br = encode(Coding::Br, levels, &page).expect("br");
+        let mut back = Vec::new();
+        brotli::Decompressor::new(&br[..], 4096)
+            .read_to_end(&mut back)
+            .expect("valid br");
+        assert_eq!(back, page);
+        let zstd = encode(Coding::Zstd, levels, &page).expect("zstd");
+        assert_eq!(zstd::decode_all(&zstd[..]).expect("valid zstd"), page);
+        // RFC 9659: a decoder with an 8 MB window limit reads it.
+        let mut d = zstd::stream::Decoder::new(&zstd[..]).unwrap();
+        d.window_log_max(ZSTD_WINDOW_LOG).unwrap();
+        let mut back = Vec::new();
+        d.read_to_end(&mut back).expect("within an 8 MB window");
+        assert_eq!(back, page);
+        assert!(br.len() < page.len() / 5 && zstd.len() < page.len() / 5);
+    }
+
+    #[test]
+    fn a_gzip_bomb_is_not_decoded_past_the_limit() {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(&vec![0u8; 1 << 20]).unwrap();
+        let bomb = e.finish().unwrap();
+        assert!(gunzip(&bomb, 1000).is_none());
+        assert_eq!(gunzip(&bomb, 1 << 20).map(|v| v.len()), Some(1 << 20));
+    }
+
+    #[test]
+    fn clients_get_the_coding_they_prefer_among_those_at_hand() {
+        let r = Representations::new(&CompressionConfig::default(), 1 << 20);
+        let pick = |ae: &str| r.preferred(&Accepts::parse([ae.as_bytes()]));
+        assert_eq!(pick("gzip, deflate, br, zstd"), Some(Coding::Zstd));
+        assert_eq!(pick("gzip, deflate, br"), Some(Coding::Br));
+        assert_eq!(pick("gzip"), None);
+        assert_eq!(pick("br;q=0.5, gzip"), None, "gzip preferred");
+        assert_eq!(pick("br;q=1, zstd;q=0.9"), Some(Coding::Br));
+        let off = Representations::new(
+            &CompressionConfig {
+                encodings: Vec::new(),
+                ..CompressionConfig::default()
+            },
+            1 << 20,
+        );
+        assert_eq!(off.preferred(&Accepts::parse([&b"zstd"[..]])), None);
+    }
+}
