@@ -34,11 +34,8 @@ impl Served {
     /// Starts `cmd` (the binary, or a shell that execs it) with `SHELLAC_LOG=info` and waits
     /// (at most 20 s per line) for its `proxy listening on` and `admin listening on` lines.
     pub fn start(mut cmd: Command) -> Served {
-        let mut child = cmd
-            .env("SHELLAC_LOG", "info")
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start shellac");
+        cmd.env("SHELLAC_LOG", "info").stderr(Stdio::piped());
+        let mut child = spawn_copied(&mut cmd);
         let stderr = child.stderr.take().expect("stderr is piped");
         let (tx, log) = mpsc::channel();
         std::thread::spawn(move || {
@@ -118,6 +115,22 @@ impl Drop for Served {
         if let Ok(None) = self.child.try_wait() {
             let _ = self.child.kill();
             let _ = self.child.wait();
+        }
+    }
+}
+
+/// Spawns `cmd`, retrying while its program is "Text file busy": a test that just copied the
+/// binary (tests/upgrade.rs) can lose the race with another test's fork, whose child holds the
+/// copy's write descriptor open until its own exec (bounded: 2 s).
+fn spawn_copied(cmd: &mut Command) -> Child {
+    let mut tries = 0;
+    loop {
+        match cmd.spawn() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            r => return r.expect("start shellac"),
         }
     }
 }
