@@ -68,7 +68,11 @@ enum Command {
     /// file is compiled and every error reported with file:line:column.
     Check {
         /// Configuration file (TOML), or a VCL file (`.vcl`).
-        file: PathBuf,
+        #[arg(value_name = "FILE", required_unless_present = "config")]
+        file: Option<PathBuf>,
+        /// The same file, written as `serve` takes it (`shellac check -c FILE`).
+        #[arg(short, long, value_name = "FILE", conflicts_with = "file")]
+        config: Option<PathBuf>,
         /// Check the file alone, not this machine (a file meant for another machine).
         #[arg(long)]
         file_only: bool,
@@ -346,9 +350,14 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check {
             file,
+            config,
             file_only,
             online,
-        } => return check(&file, file_only, online),
+        } => {
+            // clap requires one of the two.
+            let file = file.or(config).unwrap_or_default();
+            return check(&file, file_only, online);
+        }
         Command::Dist { out } => shellac::dist::write_all(Cli::command(), &out)
             .map(|written| say!("{} files written under {}", written.len(), out.display()))
             .map_err(anyhow::Error::from),

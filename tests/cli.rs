@@ -141,6 +141,21 @@ async fn serve_binary_caches_and_stops_on_sigterm() {
     child.stop();
 }
 
+/// `shellac check -c FILE` (as `serve -c FILE` is written) checks the file as `check FILE`
+/// does; with no file at all, clap says one is needed.
+#[test]
+fn check_takes_the_file_as_serve_does() {
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/minimal.toml");
+    let (code, out, err) = shellac(&["check", "--file-only", "-c", file]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("OK"), "{out}");
+    let (code, _, err) = shellac(&["check", "--file-only", "--config", file]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = shellac(&["check"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("FILE"), "{err}");
+}
+
 /// Regression: `shellac check FILE | head -1` panicked with "failed printing to stdout".
 #[test]
 fn closed_stdout_is_not_a_panic() {

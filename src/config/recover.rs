@@ -627,22 +627,29 @@ pub(super) fn closest<'a>(word: &str, known: impl Iterator<Item = &'a str>) -> O
         .map(|(_, k)| k)
 }
 
-/// Levenshtein distance.
+/// Edit distance counting a swap of two neighbouring letters as one edit (optimal string
+/// alignment), so `paht` is one typo away from `path`, as `ttll` is from `ttl`.
 fn distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1)
-                .min(row[j] + 1)
-                .min(diagonal + usize::from(ca != *cb));
-            diagonal = above;
+    // Three rows: the one before the previous (for swaps), the previous, the current.
+    let mut before: Vec<usize> = vec![0; b.len() + 1];
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    let mut current: Vec<usize> = vec![0; b.len() + 1];
+    for i in 1..=a.len() {
+        current[0] = i;
+        for j in 1..=b.len() {
+            let substitution = previous[j - 1] + usize::from(a[i - 1] != b[j - 1]);
+            let mut d = (previous[j] + 1).min(current[j - 1] + 1).min(substitution);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d = d.min(before[j - 2] + 1);
+            }
+            current[j] = d;
         }
+        std::mem::swap(&mut before, &mut previous);
+        std::mem::swap(&mut previous, &mut current);
     }
-    row[b.len()]
+    previous[b.len()]
 }
 
 #[cfg(test)]
@@ -731,5 +738,10 @@ mod tests {
         );
         assert_eq!(closest("threads", keys.into_iter()), None);
         assert_eq!(distance("kitten", "sitting"), 3);
+        // A swap of two neighbouring letters is one typo (issue 32: `paht` had no suggestion).
+        let rule = ["name", "host", "path", "url", "ttl"];
+        assert_eq!(closest("paht", rule.into_iter()), Some("path"));
+        assert_eq!(closest("nmae", rule.into_iter()), Some("name"));
+        assert_eq!(distance("ab", "ba"), 1);
     }
 }
