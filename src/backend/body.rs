@@ -315,6 +315,8 @@ pub struct BackendBody {
     /// Frames read ahead by [`BackendBody::buffer`] (VCL's `beresp.do_stream = false`),
     /// handed out before the rest. Empty (no allocation) otherwise.
     ahead: VecDeque<Frame<Bytes>>,
+    /// A files origin's switch to sendfile (`files/zero_copy.rs`).
+    zero_copy: Option<Arc<super::ZeroCopy>>,
 }
 
 impl BackendBody {
@@ -327,6 +329,7 @@ impl BackendBody {
             counters,
             lease: None,
             ahead: VecDeque::new(),
+            zero_copy: None,
         };
         if body.source_ended() {
             body.release();
@@ -338,6 +341,17 @@ impl BackendBody {
     /// with the between-bytes `timeout` like hyper's.
     pub fn from_stream(stream: BoxStream, timeout: Duration, counters: Arc<Counters>) -> Self {
         BackendBody::new(Source::Stream(stream), timeout, counters)
+    }
+
+    pub(super) fn with_zero_copy(mut self, zero_copy: Option<Arc<super::ZeroCopy>>) -> Self {
+        self.zero_copy = zero_copy;
+        self
+    }
+
+    /// The switch that makes this body's file parts go out by sendfile(2), for the session
+    /// to throw when this body reaches hyper unchanged on a connection that sends files.
+    pub(crate) fn zero_copy(&self) -> Option<&Arc<super::ZeroCopy>> {
+        self.zero_copy.as_ref()
     }
 
     pub(super) fn with_lease(mut self, lease: super::Lease) -> BackendBody {

@@ -30,6 +30,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use body::{BackendBody, BodyOutcome, BodyPace, BodyTooLarge, BodyTooSlow, RequestBody};
 pub(crate) use files::TryNext;
+pub(crate) use files::zero_copy::{Region, Regions, ZeroCopy, placeholder_offset};
 use health::Health;
 pub use origin::{BoxError, BoxStream};
 
@@ -308,9 +309,12 @@ impl Backend {
             }
             other => other,
         }?;
-        Ok(resp.map(|source| {
-            BackendBody::new(source, between_bytes, self.counters.clone()).with_lease(lease)
-        }))
+        let (mut parts, source) = resp.into_parts();
+        let zero_copy = parts.extensions.remove::<Arc<ZeroCopy>>();
+        let body = BackendBody::new(source, between_bytes, self.counters.clone())
+            .with_lease(lease)
+            .with_zero_copy(zero_copy);
+        Ok(Response::from_parts(parts, body))
     }
 
     /// A connection from the kind (`fresh`: a new one), reuse counted.

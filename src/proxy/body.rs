@@ -158,6 +158,16 @@ impl ResponseBody {
         })))
     }
 
+    /// The switch of a files origin's body that reaches the client as the origin gave it
+    /// (nothing stored, filtered, sliced or chained around it): its file parts may then go
+    /// out by sendfile(2) (`backend/files/zero_copy.rs`).
+    pub(crate) fn zero_copy(&self) -> Option<&Arc<crate::backend::ZeroCopy>> {
+        match &self.kind {
+            Kind::Backend(b) => b.zero_copy(),
+            _ => None,
+        }
+    }
+
     /// Counts body bytes sent into `counters.s_resp_bytes`.
     pub fn counted(mut self, counters: Arc<Counters>) -> ResponseBody {
         self.counters = Some(counters);

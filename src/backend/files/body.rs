@@ -3,7 +3,8 @@
 //! literal parts of a multipart answer between them. The length was announced from `fstat`
 //! before the first byte: a file that shrinks, or changes, while it is read ends the body
 //! with an error instead of its last piece (the client's connection is closed; never a body
-//! of the wrong length or a mix of two versions delivered as complete).
+//! of the wrong length or a mix of two versions delivered as complete). On a connection that
+//! sends files, its large parts go out by sendfile(2) instead (`zero_copy.rs`).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -18,6 +19,7 @@ use http_body::{Frame, SizeHint};
 use tokio::task::JoinHandle;
 
 use super::open::{Opened, Stat};
+use super::zero_copy::ZeroCopy;
 use crate::backend::BoxError;
 
 /// The most read at once.
@@ -39,10 +41,12 @@ pub(crate) struct FileBody {
     parts: VecDeque<Part>,
     pending: Option<JoinHandle<io::Result<Bytes>>>,
     left: u64,
+    /// Placeholders instead of bytes, once the session switched it (`zero_copy.rs`).
+    zero_copy: Arc<ZeroCopy>,
 }
 
 impl FileBody {
-    pub fn new(file: Arc<Opened>, stat: Stat, parts: Vec<Part>) -> FileBody {
+    pub fn new(file: Arc<Opened>, stat: Stat, parts: Vec<Part>, zero_copy: Arc<ZeroCopy>) -> Self {
         let left = parts
             .iter()
             .map(|p| match p {
@@ -56,6 +60,7 @@ impl FileBody {
             parts: parts.into(),
             pending: None,
             left,
+            zero_copy,
         }
     }
 }
@@ -120,6 +125,18 @@ impl http_body::Body for FileBody {
                 }
                 Some(Part::File { start, end }) if start >= end => continue,
                 Some(Part::File { start, end }) => {
+                    if let Some((frame, len)) =
+                        this.zero_copy.region(&this.file, this.stat, start, end)
+                    {
+                        if start + len < end {
+                            this.parts.push_front(Part::File {
+                                start: start + len,
+                                end,
+                            });
+                        }
+                        this.left = this.left.saturating_sub(len);
+                        return Poll::Ready(Some(Ok(Frame::data(frame))));
+                    }
                     let len = (end - start).min(PIECE);
                     let last = start + len == end;
                     if !last {

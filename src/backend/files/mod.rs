@@ -13,7 +13,8 @@
 //! root or mean something else to the file system gets through), opened by `open.rs` (the file
 //! actually opened is checked to be under the root unless `follow_symlinks`) through a bounded
 //! open-file cache, and read by `body.rs` (a file that shrinks or changes while it is sent
-//! ends the body with an error). All file-system calls run on tokio's blocking pool.
+//! ends the body with an error). All file-system calls run on tokio's blocking pool, but for
+//! the sendfile(2) of large parts on cleartext HTTP/1.1 (`zero_copy.rs`).
 
 mod body;
 mod listing;
@@ -21,6 +22,7 @@ mod mime;
 pub(super) mod open;
 pub(super) mod path;
 mod try_files;
+pub(crate) mod zero_copy;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -35,6 +37,7 @@ use http_body_util::BodyExt;
 use self::body::{FileBody, Part};
 use self::open::{Missing, OpenCache, Opened, Stat};
 use self::path::Refused;
+use self::zero_copy::ZeroCopy;
 use super::origin::{BoxStream, Origin, Source, plain_response};
 use super::{Backend, FetchError, RequestBody};
 use crate::config::BackendConfig;
@@ -408,12 +411,14 @@ impl Files {
                 HeaderValue::from_static(coding.as_str()),
             );
         }
+        let zero_copy = Arc::new(ZeroCopy::default());
         let body: BoxStream = if *method == Method::HEAD || parts.is_empty() {
             empty()
         } else {
-            Box::pin(FileBody::new(file, stat, parts))
+            Box::pin(FileBody::new(file, stat, parts, zero_copy.clone()))
         };
         let mut resp = Response::new(Source::Stream(body));
+        resp.extensions_mut().insert(zero_copy);
         *resp.status_mut() = status;
         *resp.headers_mut() = headers;
         resp

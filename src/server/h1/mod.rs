@@ -25,6 +25,7 @@ mod conn;
 mod http10;
 mod interim;
 mod scan;
+mod sendfile;
 mod session;
 #[cfg(test)]
 mod tests;
@@ -71,11 +72,44 @@ enum After {
 /// it (no decrypted bytes unread, nothing unwritten), so the socket's readiness tells all.
 pub(crate) trait Quiet {
     fn quiet(&mut self) -> bool;
+
+    /// Whether the transport sends files itself ([`Quiet::poll_send_file`]): a plain socket.
+    fn sends_files() -> bool
+    where
+        Self: Sized,
+    {
+        false
+    }
+
+    /// Sends `len` bytes at `offset` of `region`'s file (sendfile(2)); how many went.
+    fn poll_send_file(
+        &mut self,
+        _cx: &mut Context<'_>,
+        _region: &crate::backend::Region,
+        _offset: u64,
+        _len: usize,
+    ) -> Poll<io::Result<usize>> {
+        Poll::Ready(Err(io::ErrorKind::Unsupported.into()))
+    }
 }
 
 impl Quiet for tokio::net::TcpStream {
     fn quiet(&mut self) -> bool {
         true
+    }
+
+    fn sends_files() -> bool {
+        true
+    }
+
+    fn poll_send_file(
+        &mut self,
+        cx: &mut Context<'_>,
+        region: &crate::backend::Region,
+        offset: u64,
+        len: usize,
+    ) -> Poll<io::Result<usize>> {
+        sendfile::poll_send_file(self, cx, region, offset, len)
     }
 }
 
@@ -116,6 +150,9 @@ pub(super) struct Gate<T> {
     flushed_at: u64,
     /// The 1xx head being written (what is left of it).
     interim: Bytes,
+    /// File regions standing behind placeholders in hyper's writes (`sendfile.rs`); `None`
+    /// until the session asks for them (a transport that sends files).
+    regions: Option<Arc<crate::backend::Regions>>,
 }
 
 /// Whether the gate is parsing HTTP, waiting for the answer to an upgrade request, or passing
@@ -150,6 +187,7 @@ impl<T> Gate<T> {
             out: VecDeque::new(),
             flushed_at: 0,
             interim: Bytes::new(),
+            regions: None,
         }
     }
 
@@ -354,7 +392,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Quiet> AsyncRead for Gate<T> {
     }
 }
 
-impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Gate<T> {
+impl<T: AsyncRead + AsyncWrite + Unpin + Quiet> AsyncWrite for Gate<T> {
     /// hyper's writes go out after the fast answers queued before them.
     fn poll_write(
         mut self: Pin<&mut Self>,
@@ -366,6 +404,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Gate<T> {
         }
         ready!(self.poll_interim(cx))?;
         self.flushed_at = u64::MAX;
+        if self.regions.as_ref().is_some_and(|r| r.pending()) {
+            return self.poll_write_regions(cx, &[io::IoSlice::new(buf)]);
+        }
         let polled = self.io()?.poll_write(cx, buf);
         note_write(&self.state, polled.is_pending());
         polled
@@ -380,6 +421,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Gate<T> {
         }
         ready!(self.poll_interim(cx))?;
         self.flushed_at = u64::MAX;
+        if self.regions.as_ref().is_some_and(|r| r.pending()) {
+            return self.poll_write_regions(cx, bufs);
+        }
         let polled = self.io()?.poll_write_vectored(cx, bufs);
         note_write(&self.state, polled.is_pending());
         polled

@@ -71,6 +71,7 @@ fn respond(
     upgrade: Option<Upgrade>,
     proxy: &Proxy,
     old: Http10,
+    regions: Option<&Arc<crate::backend::Regions>>,
 ) -> Response<ResponseBody> {
     if check_body && let Some(v) = state.body_error() {
         resp = proxy.refuse_body(v, resp);
@@ -116,6 +117,14 @@ fn respond(
             .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"))
     {
         state.linger_on_close();
+    }
+    // A static file's body that reaches hyper as the files origin made it: its large parts go
+    // out by sendfile(2). (HTTP/1.0 bodies too: they are sent as they are, only the framing
+    // around them differs.)
+    if let Some(regions) = regions
+        && let Some(zero_copy) = resp.body().zero_copy()
+    {
+        zero_copy.enable(regions);
     }
     resp.map(|b| b.with_on_done(state))
 }
@@ -183,12 +192,15 @@ where
         }));
     }
     let mut released = gate.releasable();
+    // A plain socket sends large static files itself (sendfile(2): `sendfile.rs`).
+    let regions = gate.file_regions();
     let io = TokioIo::new(gate);
     let svc_state = state.clone();
     let svc_live = live.clone();
     let svc_open = open.clone();
     let svc_shutdown = shutdown.clone();
     let tunnel_idle = cfg.idle_timeout.0;
+    let svc_regions = regions;
     let service = service_fn(move |mut req: Request<Incoming>| {
         if let Some(t) = &tls {
             req.extensions_mut()
@@ -219,22 +231,38 @@ where
             // The stand-in for a request the gate refused: answer it, close.
             Some(v) => {
                 let resp = proxy.refuse_request(v, peer.ip(), state.refused_line());
-                return Answer::now(respond(resp, false, state, upgrade, &proxy, old));
+                return Answer::now(respond(
+                    resp,
+                    false,
+                    state,
+                    upgrade,
+                    &proxy,
+                    old,
+                    svc_regions.as_ref(),
+                ));
             }
             None => proxy.handle(req, peer),
         };
         match answered {
             // No step had to wait (a hit from memory): no future, nothing for hyper to move.
-            Handled::Done(resp, proxy) => {
-                Answer::now(respond(resp, true, state, upgrade, &proxy, old))
-            }
+            Handled::Done(resp, proxy) => Answer::now(respond(
+                resp,
+                true,
+                state,
+                upgrade,
+                &proxy,
+                old,
+                svc_regions.as_ref(),
+            )),
             Handled::Waits(mut rest) => {
                 // 1xx responses from its backend go out through the gate (server/h1/interim.rs).
                 rest.forward_interim(state.clone());
                 let guard = InFlight::new(state);
+                let regions = svc_regions.clone();
                 Answer::Pending(Box::pin(async move {
                     let (resp, proxy) = rest.run().await;
-                    respond(resp, true, guard.hand_over(), upgrade, &proxy, old)
+                    let state = guard.hand_over();
+                    respond(resp, true, state, upgrade, &proxy, old, regions.as_ref())
                 }))
             }
         }
