@@ -234,6 +234,18 @@ async fn includes_reach_only_allowed_hosts() {
         .expect("fragment fetched");
     assert_eq!(frag.headers["host"], "frag.example");
     shellac.stop().await;
+    // `"*"`: every host, as Varnish (the include still goes to a configured backend).
+    let shellac = Shellac::start(origin.addr, |c| {
+        esi_rule(c);
+        c.esi.hosts = vec!["*".into()];
+    })
+    .await;
+    // `/steal` is fetched (a 404 here: dropped by its `onerror="continue"`).
+    assert_eq!(get_text(&shellac, "/cross").await, (200, "<p>A</p>".into()));
+    assert_eq!(shellac.stat("esi_include_refused").await, 0);
+    let seen = origin.seen.lock().unwrap().clone();
+    assert!(seen.iter().any(|s| s.path == "/steal"), "fetched");
+    shellac.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -420,6 +432,71 @@ sub vcl_backend_response { if (bereq.url == "/v") { set beresp.do_esi = true; } 
         get_text(&shellac, "/v").await,
         (200, "<v>level=1</v>".into())
     );
+    shellac.stop().await;
+}
+
+/// VCL's view of ESI, as Varnish's: `req_top.*` in an include is the client's request (as its
+/// vcl_recv left it; trunk e00030), `obj.can_esi` says the object is an ESI page,
+/// `resp.do_esi = false` in vcl_deliver sends the page unassembled, and an HTTP/1.0 request
+/// without `Host` is looked up by the address it came to, as the built-in vcl_hash does
+/// (trunk e00012).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vcl_req_top_can_esi_resp_do_esi_and_the_key_without_host() {
+    let origin = Origin::start(|s| {
+        let field = |n: &str| {
+            s.headers
+                .get(n)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("-")
+                .to_string()
+        };
+        match s.path.as_str() {
+            "/t" | "/raw" => Reply::ok(r#"<t><esi:include src="/tf"/></t>"#).cc("max-age=60"),
+            "/tf" => {
+                Reply::ok(&format!("{}|{}", field("top-url"), field("top-foo"))).cc("no-store")
+            }
+            _ => Reply::ok("?").status(404),
+        }
+    })
+    .await;
+    let shellac = start_vcl(
+        "esitop",
+        r#"vcl 4.1;
+backend default { ${origin0} }
+sub vcl_recv {
+    if (req.esi_level == 0) { set req.http.foo = "bar"; }
+    set req.http.top-url = req_top.url;
+    set req.http.top-foo = req_top.http.foo;
+}
+sub vcl_backend_response { if (bereq.url != "/tf") { set beresp.do_esi = true; } }
+sub vcl_deliver {
+    set resp.http.can-esi = obj.can_esi;
+    if (req.url == "/raw") { set resp.do_esi = false; }
+}
+"#,
+        &[origin.addr],
+    )
+    .await;
+    for _ in 0..2 {
+        let r = get(shellac.addr, "/t").await;
+        assert_eq!((r.status, r.text()), (200, "<t>/t|bar</t>".into()));
+        assert_eq!(r.header("can-esi"), Some("true"));
+    }
+    let r = get(shellac.addr, "/raw").await;
+    assert_eq!(r.text(), r#"<t><esi:include src="/tf"/></t>"#);
+    let _ = raw(
+        shellac.addr,
+        b"GET /t HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    let before = origin.seen.lock().unwrap().len();
+    let text = raw(shellac.addr, b"GET /t HTTP/1.0\r\n\r\n").await;
+    assert!(text.starts_with("HTTP/1.0 200"), "{text}");
+    let pages = origin.seen.lock().unwrap()[before..]
+        .iter()
+        .filter(|s| s.path == "/t")
+        .count();
+    assert_eq!(pages, 0, "the page is the one stored for Host: 127.0.0.1");
     shellac.stop().await;
 }
 

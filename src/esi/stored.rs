@@ -5,7 +5,7 @@
 //! response before anything reads it and from every delivery.
 //!
 //! And how deep a request is: [`Level`], a request extension an include's sub-request carries
-//! (`req.esi_level` in VCL; absent: 0).
+//! (`req.esi_level` in VCL; absent: 0), and the client's request it serves: [`Top`].
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD_NO_PAD;
@@ -22,6 +22,24 @@ pub const PENDING: &str = "pending";
 /// The ESI depth of a request: 0 for a client's, n+1 for an include of a level-n page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Level(pub u8);
+
+/// The client's request an include's sub-request was made for (VCL's `req_top.*`), as it
+/// was when its page's delivery began: a request extension every sub-request of the tree
+/// carries (absent: the request is its own top).
+#[derive(Debug, Clone)]
+pub struct Top(pub std::sync::Arc<TopRequest>);
+
+/// What `req_top.*` reads.
+#[derive(Debug)]
+pub struct TopRequest {
+    pub method: http::Method,
+    /// The target as sent (`req_top.url`).
+    pub url: String,
+    pub version: http::Version,
+    pub headers: http::HeaderMap,
+    /// `req_top.time`: when VCL first saw it, seconds since the epoch (`None`: no VCL).
+    pub time: Option<f64>,
+}
 
 impl Program {
     /// The value of [`FIELD`] for this program.

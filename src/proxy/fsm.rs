@@ -99,15 +99,18 @@ fn begin(
     let mut step = drive(&mut txn, Step::Recv);
     loop {
         match step {
-            // An ESI page waits for its first bytes before its head goes out (`Rest::run`).
-            Step::Deliver(resp) if super::filter::esi::needs_prime(&resp) => {
-                return Handled::Waits(Box::new(Rest {
-                    txn,
-                    step: Step::Deliver(resp),
-                    started,
-                }));
-            }
             Step::Deliver(resp) => match txn.policy.deliver(&mut txn, resp) {
+                // An ESI page waits for its first bytes before its head goes out
+                // (`Rest::run`), after vcl_deliver (which may turn its assembly off).
+                Delivery::Send(resp) if super::filter::esi::needs_prime(&resp) => {
+                    return Handled::Waits(Box::new(Rest {
+                        txn,
+                        // Not run: `send` goes first.
+                        step: Step::Recv,
+                        started,
+                        send: Some(resp),
+                    }));
+                }
                 Delivery::Send(resp) => {
                     let resp = super::observe::deliver(&txn, resp, started);
                     return Handled::Done(resp, txn.proxy);
@@ -115,7 +118,14 @@ fn begin(
                 // vcl_deliver restarted the request or answered otherwise.
                 Delivery::Step(next) => step = drive(&mut txn, next),
             },
-            step => return Handled::Waits(Box::new(Rest { txn, step, started })),
+            step => {
+                return Handled::Waits(Box::new(Rest {
+                    txn,
+                    step,
+                    started,
+                    send: None,
+                }));
+            }
         }
     }
 }
@@ -135,6 +145,9 @@ pub struct Rest {
     txn: Txn,
     step: Step,
     started: Instant,
+    /// An assembled ESI page past vcl_deliver, to be primed and sent (`step` is then not
+    /// run unless the priming fails).
+    send: Option<Response<ResponseBody>>,
 }
 
 impl Rest {
@@ -151,8 +164,23 @@ impl Rest {
             mut txn,
             mut step,
             started,
+            mut send,
         } = *self;
         loop {
+            if let Some(resp) = send.take() {
+                match super::filter::esi::prime(resp, txn.esi_turned_off()).await {
+                    Ok(resp) => {
+                        let resp = super::observe::deliver(&txn, resp, started);
+                        return (resp, txn.proxy);
+                    }
+                    Err(_) => {
+                        step = drive(
+                            &mut txn,
+                            Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "esi-include-failed"),
+                        );
+                    }
+                }
+            }
             step = match step {
                 Step::Wait(busy) => txn.wait(busy).await,
                 Step::ReadBody(cap) => txn.read_body(cap).await,
@@ -163,15 +191,12 @@ impl Rest {
                 Step::Broadcast(inv, n, what) => txn.broadcast(inv, n, what).await,
                 Step::Slices(meta) => txn.slices(meta).await,
                 Step::SliceProbe(start) => txn.slice_probe(start).await,
-                Step::Deliver(resp) if super::filter::esi::needs_prime(&resp) => {
-                    match super::filter::esi::prime(resp).await {
-                        Ok(resp) => Step::Deliver(resp),
-                        Err(_) => {
-                            Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "esi-include-failed")
-                        }
-                    }
-                }
                 Step::Deliver(resp) => match txn.policy.deliver(&mut txn, resp) {
+                    // Primed at the top of the loop (`Step::Recv` is not run then).
+                    Delivery::Send(resp) if super::filter::esi::needs_prime(&resp) => {
+                        send = Some(resp);
+                        Step::Recv
+                    }
                     Delivery::Send(resp) => {
                         let resp = super::observe::deliver(&txn, resp, started);
                         return (resp, txn.proxy);

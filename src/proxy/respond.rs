@@ -37,8 +37,10 @@ impl Txn {
         // A page stored with an ESI program: assembled (`filter/esi/`), its head after its
         // first bytes; its validators do not name the assembled bytes, so the request's
         // conditionals and Range are not answered from them.
-        if let Some(program) = self.esi_program(&object) {
-            let page = esi::Page::new(self.proxy.clone(), &self.req, self.client);
+        if let Some(program) = self.esi_program(&object)
+            && self.esi_wanted()
+        {
+            let page = esi::Page::new(self.proxy.clone(), &self.req, self.client, self.vcl_time());
             self.filters
                 .deliver
                 .push(Box::new(esi::Assemble::stored(page.clone(), program)));
@@ -155,6 +157,29 @@ impl Txn {
         )));
     }
 
+    /// Whether a page with ESI is assembled for this request: noted for VCL
+    /// (`obj.can_esi`, `resp.do_esi`), and not when VCL turned it off (`req.esi = false`).
+    fn esi_wanted(&mut self) -> bool {
+        match self.vcl.as_deref_mut() {
+            Some(v) => {
+                v.state.esi_page = true;
+                !v.state.esi_off
+            }
+            None => true,
+        }
+    }
+
+    /// Whether VCL turned the assembly of this request's page off after it was set up
+    /// (`req.esi` / `resp.do_esi` set false in vcl_deliver).
+    pub(super) fn esi_turned_off(&self) -> bool {
+        self.vcl.as_ref().is_some_and(|v| v.state.esi_off)
+    }
+
+    /// `req.time` as VCL saw it (`req_top.time` of the request's includes).
+    fn vcl_time(&self) -> Option<f64> {
+        self.vcl.as_ref().and_then(|v| v.state.req_time)
+    }
+
     /// The ESI program stored with `object`, if any (a damaged one is counted and the object
     /// delivered as stored).
     fn esi_program(&self, object: &Object) -> Option<crate::esi::Program> {
@@ -200,8 +225,8 @@ impl Txn {
         // A response fetched with ESI on whose program is not known yet (`esi::PENDING`):
         // assembled as it is parsed here.
         let mut page = None;
-        if headers.remove(esi::FIELD).is_some() && !self.head_only {
-            let p = esi::Page::new(self.proxy.clone(), &self.req, self.client);
+        if headers.remove(esi::FIELD).is_some() && self.esi_wanted() && !self.head_only {
+            let p = esi::Page::new(self.proxy.clone(), &self.req, self.client, self.vcl_time());
             let url = self.req.uri.path_and_query().map_or("/", |p| p.as_str());
             self.filters
                 .deliver

@@ -73,10 +73,13 @@ impl ConnLocal {
         })
     }
 
-    /// Gives `req` the local address when `proxy`'s VCL program reads it, and the listener
-    /// when `proxy` has `[[site]]`s.
+    /// Gives `req` the local address when `proxy`'s VCL program reads it or hashes it (the
+    /// built-in vcl_hash of a request without `Host`), and the listener when `proxy` has
+    /// `[[site]]`s.
     pub(crate) fn attach<B>(&self, proxy: &Proxy, live: &Live, req: &mut Request<B>) {
-        if proxy.reads_local() {
+        if proxy.reads_local()
+            || (proxy.vcl.is_some() && !req.headers().contains_key(http::header::HOST))
+        {
             req.extensions_mut().insert(LocalAddr(self.get()));
         }
         if proxy.has_sites()

@@ -49,6 +49,13 @@ pub enum Slot {
     ReqCanGzip,
     ReqEsiLevel,
     ReqTime,
+    /// `req_top.*`: the client's request an ESI include serves (the request itself at
+    /// level 0).
+    ReqTopUrl,
+    ReqTopMethod,
+    ReqTopProto,
+    ReqTopTime,
+    ReqTopHttp,
     ReqIsHitmiss,
     ReqIsHitpass,
     ReqTransport,
@@ -95,6 +102,14 @@ pub enum Slot {
     BerespDoGunzip,
     /// `beresp.do_esi`: parse the body for ESI as it is fetched (2.x `esi;`).
     BerespDoEsi,
+    /// `req.esi` (2.x-4.0): false turns the assembly of the client's page off (ignored in
+    /// an include, as Varnish does).
+    ReqEsi,
+    /// `resp.do_esi` (4.1): the response is an ESI page assembled on delivery; false turns
+    /// that off.
+    RespDoEsi,
+    /// `obj.can_esi`: the object holds ESI (it would be assembled).
+    ObjCanEsi,
     /// 2.x `beresp.saintmode`: hold the backend off for this object for so long.
     BerespSaintmode,
     /// 2.0 `obj.prefetch` in vcl_fetch: the object's refresh-ahead (`Object::prefetch`).
@@ -202,7 +217,6 @@ const RS: Methods = DELIVER | SYNTH;
 /// 2.x: everywhere but `vcl_init`/`vcl_fini`.
 const LG: Methods = LEGACY;
 
-const ESI: &str = "Shellac assembles every page stored with ESI on every delivery; it cannot be turned off per request";
 const STORAGE: &str = "Shellac keeps a request body in memory (std.cache_req_body), not in a \
                        storage VCL chooses";
 const FILTERS: &str = "Shellac has no VFP/VDP filter chains";
@@ -242,7 +256,7 @@ pub const VARS: &[VarDef] = &[
     v("req.restarts", INT, L, LG, 0, 0, ReqRestarts),
     v("req.grace", DUR, L, LG, LG, 0, ReqGrace),
     v("req.xid", STR, L, LG, 0, 0, ReqXid),
-    v("req.esi", BOOL, L, LG, LG, 0, Fixed(true, ESI)),
+    v("req.esi", BOOL, L, LG, LG, 0, ReqEsi),
     v("req.esi_level", INT, L, LG, 0, 0, ReqEsiLevel),
     v("req.can_gzip", BOOL, L, LG, 0, 0, ReqCanGzip),
     v("req.hash_always_miss", BOOL, L, LG, LG, 0, ReqHashAlwaysMiss),
@@ -267,7 +281,7 @@ pub const VARS: &[VarDef] = &[
     v("req.hash_ignore_vary", BOOL, V4, C, C, 0, ReqHashIgnoreVary),
     v("req.can_gzip", BOOL, V4, C, 0, 0, ReqCanGzip),
     v("req.esi_level", INT, V4, C, 0, 0, ReqEsiLevel),
-    v("req.esi", BOOL, D40, C, C, 0, Fixed(true, ESI)),
+    v("req.esi", BOOL, D40, C, C, 0, ReqEsi),
     v("req.time", TIME, V4, C, 0, 0, ReqTime),
     v("req.is_hitmiss", BOOL, V4, MISS | DELIVER | PASS | SYNTH, 0, 0, ReqIsHitmiss),
     v("req.is_hitpass", BOOL, V4, PASS | DELIVER | SYNTH, 0, 0, ReqIsHitpass),
@@ -277,11 +291,11 @@ pub const VARS: &[VarDef] = &[
     v("req.trace", BOOL, V4, C, C, 0, Unsupported(TRACE)),
     v("req.hash", Type::Blob, V4, HIT | MISS | PASS | PURGE | DELIVER | SYNTH | PIPE, 0, 0, ReqDigest),
     // Without ESI the top request is the request itself.
-    v("req_top.url", STR, V4, C, 0, 0, ReqUrl),
-    v("req_top.method", STR, V4, C, 0, 0, ReqMethod),
-    v("req_top.proto", STR, V4, C, 0, 0, ReqProto),
-    v("req_top.time", TIME, V4, C, 0, 0, ReqTime),
-    v("req_top.http.", HDR, V4, C, 0, 0, ReqHttp),
+    v("req_top.url", STR, V4, C, 0, 0, ReqTopUrl),
+    v("req_top.method", STR, V4, C, 0, 0, ReqTopMethod),
+    v("req_top.proto", STR, V4, C, 0, 0, ReqTopProto),
+    v("req_top.time", TIME, V4, C, 0, 0, ReqTopTime),
+    v("req_top.http.", HDR, V4, C, 0, 0, ReqTopHttp),
     // The backend request, 2.x.
     v("bereq.request", STR, L, LEGACY_BEREQ, LEGACY_BEREQ, 0, BereqMethod),
     v("bereq.url", STR, L, LEGACY_BEREQ, LEGACY_BEREQ, 0, BereqUrl),
@@ -401,7 +415,7 @@ pub const VARS: &[VarDef] = &[
     v("obj.hits", INT, V4, HIT | DELIVER, 0, 0, ObjHits),
     v("obj.time", TIME, V4, HIT | DELIVER, 0, 0, ObjTime),
     v("obj.uncacheable", BOOL, V4, DELIVER, 0, 0, ObjUncacheable),
-    v("obj.can_esi", BOOL, V4, HIT | DELIVER, 0, 0, Fixed(false, ESI)),
+    v("obj.can_esi", BOOL, V4, HIT | DELIVER, 0, 0, ObjCanEsi),
     v("obj.storage", Type::Stevedore, V4, HIT | DELIVER, 0, 0, ObjStorage),
     // The response to the client, 4.x.
     v("resp.status", INT, V4, RS, RS, 0, RespStatus),
@@ -414,7 +428,7 @@ pub const VARS: &[VarDef] = &[
     v("resp.body", BODY, V4, 0, SYNTH, 0, RespBody),
     v("resp.is_streaming", BOOL, V4, RS, 0, 0, RespIsStreaming),
     v("resp.time", TIME, V4, RS, 0, 0, RespTime),
-    v("resp.do_esi", BOOL, D41, RS, RS, 0, Fixed(true, ESI)),
+    v("resp.do_esi", BOOL, D41, RS, RS, 0, RespDoEsi),
     v("resp.filters", STR, V4, RS, RS, 0, Unsupported(FILTERS)),
     // Storage backends (`storage.s0.free_space`, `beresp.storage = storage.s0`).
     v("storage.", Type::Stevedore, V4, ALL, 0, 0, Storage),

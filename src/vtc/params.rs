@@ -245,6 +245,10 @@ impl Default for Settings {
         // Varnish fetches a page's includes one after another, and the scripts' origins
         // expect them in page order on one connection: one at a time, as Varnish.
         s.values.insert(("esi", "concurrency"), "1".into());
+        // Varnish fetches an absolute `src` naming any host (routed by the VCL like any
+        // request): Shellac's refusal of hosts not configured is lifted, as an operator
+        // moving a Varnish setup over would.
+        s.values.insert(("esi", "hosts"), "[\"*\"]".into());
         s
     }
 }
@@ -573,7 +577,7 @@ mod tests {
         assert!(t.contains("[http2]\nh2c = true"), "{t}");
         assert!(
             t.contains(
-                "[esi]\nconcurrency = 1\ndisable_xml_check = false\nignore_other_elements = true"
+                "[esi]\nconcurrency = 1\ndisable_xml_check = false\nhosts = [\"*\"]\nignore_other_elements = true"
             ),
             "{t}"
         );

@@ -69,7 +69,7 @@ pub(super) const ESI: &[Setting] = &[
         default: Default::Value(r##"[]"##),
         example: r##"["fragments.example.com"]"##,
         restart: false,
-        doc: r##"Host names an absolute `src` (`http://host/...`, `https://host/...`) may name besides the page's own host and the configured backends' `host` values. An include naming any other host is refused, never fetched (no SSRF through a page), and counted (`esi_include_refused`): it fails as a fragment does (`alt`, `onerror`)."##,
+        doc: r##"Host names an absolute `src` (`http://host/...`, `https://host/...`) may name besides the page's own host and the configured backends' `host` values. An include naming any other host is refused, never fetched (no SSRF through a page), and counted (`esi_include_refused`): it fails as a fragment does (`alt`, `onerror`). `"*"` allows every host, as Varnish does (the request is still routed to a configured backend, by its `Host`)."##,
     },
     Setting {
         section: "esi",

@@ -68,6 +68,7 @@ impl<'a> Scope<'a> {
         req: &'a mut Parts,
     ) -> Scope<'a> {
         let now = epoch(std::time::SystemTime::now());
+        let started = *state.req_time.get_or_insert(now);
         // Looked up only for a program that reads it (one map lookup per subroutine run).
         let local = if rt.program.reads_local {
             req.extensions.get::<crate::proxy::LocalAddr>().map(|l| l.0)
@@ -91,9 +92,17 @@ impl<'a> Scope<'a> {
             is_hitpass: false,
             key: None,
             fetched: None,
-            started: now,
+            started,
             now,
         }
+    }
+
+    /// The client's request an ESI include serves (`req_top.*`), when this is an include.
+    fn top(&self) -> Option<&crate::esi::TopRequest> {
+        self.req
+            .as_ref()
+            .and_then(|r| r.extensions.get::<crate::esi::Top>())
+            .map(|t| &*t.0)
     }
 
     fn default_backend(&self) -> BackendSel {
@@ -257,6 +266,38 @@ impl Env for Scope<'_> {
                     .map_or(0, |l| l.0),
             )),
             Slot::ReqTime => Value::Time(self.started),
+            Slot::ReqTopUrl => match self.top() {
+                Some(t) => Value::str(&t.url),
+                None => self.get(&Var {
+                    slot: Slot::ReqUrl,
+                    header: None,
+                }),
+            },
+            Slot::ReqTopMethod => match self.top() {
+                Some(t) => Value::str(t.method.as_str()),
+                None => self.get(&Var {
+                    slot: Slot::ReqMethod,
+                    header: None,
+                }),
+            },
+            Slot::ReqTopProto => match self.top() {
+                Some(t) => Value::str(proto(t.version)),
+                None => self.get(&Var {
+                    slot: Slot::ReqProto,
+                    header: None,
+                }),
+            },
+            Slot::ReqTopTime => {
+                Value::Time(self.top().and_then(|t| t.time).unwrap_or(self.started))
+            }
+            Slot::ReqTopHttp => match (self.top(), h) {
+                (Some(t), Some(h)) => header(&t.headers, h),
+                (None, _) => self.get(&Var {
+                    slot: Slot::ReqHttp,
+                    header: var.header.clone(),
+                }),
+                _ => Value::None,
+            },
             Slot::ReqIsHitmiss | Slot::BereqIsHitmiss => Value::Bool(self.is_hitmiss),
             Slot::ReqIsHitpass | Slot::BereqIsHitpass => Value::Bool(self.is_hitpass),
             Slot::ReqTransport => Value::str("HTTP/1"),
@@ -460,6 +501,14 @@ impl Env for Scope<'_> {
                 _ => Value::None,
             },
             Slot::RespIsStreaming => Value::Bool(false),
+            Slot::ReqEsi => Value::Bool(!self.state.esi_off),
+            Slot::RespDoEsi => Value::Bool(self.state.esi_page && !self.state.esi_off),
+            Slot::ObjCanEsi => Value::Bool(
+                self.state.esi_page
+                    || self
+                        .obj
+                        .is_some_and(|(o, _)| crate::esi::marked(o.headers.block())),
+            ),
             Slot::Fixed(b, _) => Value::Bool(b),
             Slot::Unsupported(_) => Value::None,
         }
@@ -627,6 +676,19 @@ impl Env for Scope<'_> {
                     b.do_esi = value.truth();
                 }
             }
+            // Varnish: only the client's own request turns its page's assembly off; an
+            // include's setting is ignored (trunk e00016).
+            Slot::ReqEsi => {
+                let level = self
+                    .req
+                    .as_ref()
+                    .and_then(|r| r.extensions.get::<crate::esi::Level>())
+                    .map_or(0, |l| l.0);
+                if level == 0 {
+                    self.state.esi_off = !value.truth();
+                }
+            }
+            Slot::RespDoEsi => self.state.esi_off = !value.truth(),
             Slot::BerespSaintmode => {
                 if let Some(b) = self.beresp.as_deref_mut() {
                     b.saintmode = Some(value.number());

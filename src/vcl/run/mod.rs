@@ -177,6 +177,13 @@ pub struct State {
     /// restarts) sends a copy. Atomic only to be set through `&self` (the call may be in an
     /// expression); one request's task reads and writes it.
     pub req_body_cached: std::sync::atomic::AtomicBool,
+    /// `req.time`: when VCL first ran for the request (seconds since the epoch).
+    pub req_time: Option<f64>,
+    /// `req.esi = false` (at ESI level 0) / `resp.do_esi = false`: the response is not
+    /// assembled.
+    pub esi_off: bool,
+    /// The response being delivered is an ESI page (`obj.can_esi`, `resp.do_esi`).
+    pub esi_page: bool,
 }
 
 impl State {

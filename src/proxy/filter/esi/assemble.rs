@@ -258,6 +258,14 @@ impl BodyFilter for Assemble {
         cx: &mut Context<'_>,
         input: &mut dyn Chunks,
     ) -> Poll<Option<Result<Bytes, FilterError>>> {
+        // Turned off before anything was read (`prime`): the body as it is.
+        if !self.emitted
+            && self.current.is_empty()
+            && self.page.off.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            self.tasks.clear();
+            return input.poll_chunk(cx);
+        }
         match self.poll_parse(cx, input) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),

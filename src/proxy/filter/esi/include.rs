@@ -17,7 +17,7 @@ use http::{Method, Request, Version};
 use http_body_util::BodyExt;
 
 use crate::cache::policy::age_field;
-use crate::esi::{Include, Level, Target};
+use crate::esi::{Include, Level, Target, Top, TopRequest};
 use crate::http::cache_control::CacheControl;
 use crate::proxy::body::ResponseBody;
 use crate::proxy::{LocalAddr, Proxy};
@@ -87,8 +87,13 @@ pub struct Page {
     pub fields: HeaderMap,
     pub local: Option<LocalAddr>,
     pub budget: Budget,
+    /// The client's request the tree serves (`req_top.*` of its sub-requests).
+    pub top: crate::esi::Top,
     /// The fragments fetched so far, for the page's `Cache-Control` (`prime`).
     pub freshness: Mutex<Freshness>,
+    /// The policy turned the assembly off after it was set up (`prime`): the page's body
+    /// goes out as it is.
+    pub off: std::sync::atomic::AtomicBool,
 }
 
 /// Request fields a sub-request never carries.
@@ -106,8 +111,13 @@ const NOT_INHERITED: [header::HeaderName; 9] = [
 
 impl Page {
     /// The page context for a response to `req` (the client's request, or a fragment's
-    /// sub-request one level down).
-    pub fn new(proxy: Arc<Proxy>, req: &Parts, client: SocketAddr) -> Arc<Page> {
+    /// sub-request one level down); `vcl_time`: the request's `req.time` under VCL.
+    pub fn new(
+        proxy: Arc<Proxy>,
+        req: &Parts,
+        client: SocketAddr,
+        vcl_time: Option<f64>,
+    ) -> Arc<Page> {
         let host = req
             .uri
             .authority()
@@ -130,7 +140,21 @@ impl Page {
                 proxy.config.esi.max_includes,
             ))))
         });
+        let top = req.extensions.get::<Top>().cloned().unwrap_or_else(|| {
+            Top(Arc::new(TopRequest {
+                method: req.method.clone(),
+                url: req
+                    .uri
+                    .path_and_query()
+                    .map_or("/", |p| p.as_str())
+                    .to_string(),
+                version: req.version,
+                headers: req.headers.clone(),
+                time: vcl_time,
+            }))
+        });
         Arc::new(Page {
+            top,
             level: req.extensions.get::<Level>().map_or(0, |l| l.0),
             local: req.extensions.get::<LocalAddr>().copied(),
             proxy,
@@ -139,6 +163,7 @@ impl Page {
             fields,
             budget,
             freshness: Mutex::new(Freshness::default()),
+            off: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -148,7 +173,7 @@ impl Page {
     }
 
     /// Whether an absolute `src` may name `host`: the page's own host, a backend's, or one of
-    /// `esi.hosts` (compared without case and port).
+    /// `esi.hosts` (compared without case and port; `*`: any).
     fn host_allowed(&self, host: &str) -> bool {
         let bare = |h: &str| {
             let name = match h.strip_prefix('[') {
@@ -163,7 +188,7 @@ impl Page {
             || config.backends.iter().any(|b| {
                 bare(&b.host) == want || b.host_header.as_deref().is_some_and(|h| bare(h) == want)
             })
-            || config.esi.hosts.iter().any(|h| bare(h) == want)
+            || config.esi.hosts.iter().any(|h| h == "*" || bare(h) == want)
     }
 }
 
@@ -359,6 +384,7 @@ fn request(page: &Page, host: &str, path: &str) -> Option<Parts> {
     let ext = head.extensions_mut();
     ext.insert(Level(page.level.saturating_add(1)));
     ext.insert(page.budget.clone());
+    ext.insert(page.top.clone());
     if let Some(local) = page.local {
         ext.insert(local);
     }

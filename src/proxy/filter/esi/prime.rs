@@ -25,11 +25,20 @@ pub fn needs_prime(resp: &Response<ResponseBody>) -> bool {
 
 /// `resp` with its first chunk read (and put back in front of the rest), its
 /// `Cache-Control` shortened to the fragments' known so far; `Err` when the page failed.
-pub async fn prime(resp: Response<ResponseBody>) -> Result<Response<ResponseBody>, PageFailed> {
+/// `off`: the policy turned the assembly off after it was set up (VCL's `resp.do_esi =
+/// false` in vcl_deliver): the page's body goes out as it is.
+pub async fn prime(
+    resp: Response<ResponseBody>,
+    off: bool,
+) -> Result<Response<ResponseBody>, PageFailed> {
     let (mut parts, mut body) = resp.into_parts();
     let Some(Prime(page)) = parts.extensions.remove::<Prime>() else {
         return Ok(Response::from_parts(parts, body));
     };
+    if off {
+        page.off.store(true, std::sync::atomic::Ordering::Relaxed);
+        return Ok(Response::from_parts(parts, body));
+    }
     let first = loop {
         match body.frame().await {
             None => break None,

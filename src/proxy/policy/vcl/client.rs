@@ -164,24 +164,27 @@ fn hash(txn: &mut Txn, purge: bool) -> Step {
         // The built-in vcl_hash (URL and host) is the default key: made directly, without
         // copying its inputs through hash_data().
         v.state.note(Method::Hash, &Verdict::Lookup);
-        let host = Txn::authority(&txn.req).unwrap_or("");
         let url = txn.req.uri.path_and_query().map_or("/", |p| p.as_str());
+        // The built-in's inputs, as Varnish's: `req.url`, then `req.http.host`, else
+        // `server.ip` as text — an HTTP/1.0 request without `Host` (and the includes of
+        // its ESI page) shares the objects of requests naming the address it came to.
+        let server_ip = txn.req.headers.get(http::header::HOST).is_none().then(|| {
+            txn.req
+                .extensions
+                .get::<crate::proxy::LocalAddr>()
+                .map_or("0.0.0.0".to_string(), |l| {
+                    l.0.ip().to_canonical().to_string()
+                })
+        });
+        let host = match (&server_ip, Txn::authority(&txn.req)) {
+            (_, Ok(h)) if !h.is_empty() => h,
+            (Some(ip), _) => ip.as_str(),
+            _ => "",
+        };
         if v.runtime.program.reads_digest {
-            // The built-in's inputs, as Varnish's: `req.url`, then `req.http.host` (else
-            // `server.ip` as text).
-            let server_ip;
             let host_field = match txn.req.headers.get(http::header::HOST) {
                 Some(h) => h.as_bytes(),
-                None => {
-                    server_ip = txn
-                        .req
-                        .extensions
-                        .get::<crate::proxy::LocalAddr>()
-                        .map_or("0.0.0.0".to_string(), |l| {
-                            l.0.ip().to_canonical().to_string()
-                        });
-                    server_ip.as_bytes()
-                }
+                None => host.as_bytes(),
             };
             let mut inputs = Vec::with_capacity(url.len() + host_field.len() + 2);
             inputs.extend_from_slice(url.as_bytes());
