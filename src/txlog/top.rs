@@ -5,7 +5,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{DecisionKind, Record};
+use super::decision::DecisionKind;
+use super::record::Record;
 
 /// Seconds of history kept; the longest window `/top` can show.
 pub const MAX_WINDOW: u64 = 60;
@@ -212,7 +213,7 @@ impl Top {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::txlog::Decision;
+    use crate::txlog::decision::Decision;
     use std::time::Duration;
 
     fn rec(path: &'static str, hit: bool, bytes: u64, at: SystemTime) -> Record {

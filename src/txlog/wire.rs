@@ -16,7 +16,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use http::{Method, Version};
 
-use super::{Decision, DecisionKind, Format, Record, RecordHead, TextRange, intern};
+use super::decision::{Decision, DecisionKind, intern};
+use super::format::Format;
+use super::record::{Record, RecordHead, TextRange};
 
 /// Finished records of one worker, encoded back to back, all logged with one format.
 #[derive(Default)]
@@ -417,28 +419,23 @@ impl<'a> View<'a> {
     }
 }
 
-/// The protocol as a request line ends with it.
-pub(super) fn protocol(v: Version) -> &'static str {
-    match v {
-        Version::HTTP_09 => "HTTP/0.9",
-        Version::HTTP_10 => "HTTP/1.0",
-        Version::HTTP_11 => "HTTP/1.1",
-        Version::HTTP_2 => "HTTP/2.0",
-        Version::HTTP_3 => "HTTP/3.0",
-        _ => "HTTP/?",
-    }
-}
-
-/// `" HTTP/1.1"`: the end of a request line, with its space.
-pub(super) fn protocol_with_space(v: Version) -> &'static str {
-    match v {
-        Version::HTTP_09 => " HTTP/0.9",
-        Version::HTTP_10 => " HTTP/1.0",
-        Version::HTTP_11 => " HTTP/1.1",
-        Version::HTTP_2 => " HTTP/2.0",
-        Version::HTTP_3 => " HTTP/3.0",
-        _ => " HTTP/?",
-    }
+/// A record for the writer to decode into.
+pub(super) fn blank() -> Record {
+    Record::new(
+        RecordHead {
+            client: IpAddr::from([0, 0, 0, 0]),
+            method: Method::GET,
+            version: Version::HTTP_11,
+            status: 0,
+            decision: Decision {
+                kind: DecisionKind::Synth,
+                reason: None,
+            },
+            started: anchor().0,
+            ttfb: Duration::ZERO,
+        },
+        256,
+    )
 }
 
 #[cfg(test)]

@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak, mpsc};
 use std::time::{Duration, Instant};
 
-use super::wire::View;
-use super::{Control, Record, Shards};
+use super::record::Record;
+use super::shards::Shards;
+use super::wire::{self, View};
 
 /// Records drained per queue before the writer looks at control messages again.
 const BATCH: usize = 4096;
@@ -24,13 +25,20 @@ const FLUSH_EVERY: Duration = Duration::from_millis(100);
 /// second pass over the bytes and another 64 KiB of cache next to the request path's.
 const WRITE_CHUNK: usize = 64 * 1024;
 
+/// Control messages to the writer thread (never sent from the request path).
+pub(super) enum Control {
+    Output(Option<Output>),
+    Reopen,
+    Close(mpsc::Sender<()>),
+}
+
 /// Where access-log lines go: the file or stdout, and the lines rendered but not written yet.
 pub struct Output {
-    sink: Sink,
+    sink: Device,
     pending: Vec<u8>,
 }
 
-enum Sink {
+enum Device {
     Stdout(io::Stdout),
     File { path: PathBuf, file: File },
 }
@@ -38,11 +46,11 @@ enum Sink {
 /// Opens an access-log output: `"stdout"` or a file path (appended to, created if missing).
 pub fn open_output(target: &str) -> io::Result<Output> {
     let sink = if target == "stdout" {
-        Sink::Stdout(io::stdout())
+        Device::Stdout(io::stdout())
     } else {
         let path = PathBuf::from(target);
         let file = open_file(&path)?;
-        Sink::File { path, file }
+        Device::File { path, file }
     };
     Ok(Output {
         sink,
@@ -78,8 +86,8 @@ impl Output {
             return Ok(());
         }
         let result = match &mut self.sink {
-            Sink::Stdout(out) => out.write_all(&self.pending).and_then(|()| out.flush()),
-            Sink::File { file, .. } => file.write_all(&self.pending),
+            Device::Stdout(out) => out.write_all(&self.pending).and_then(|()| out.flush()),
+            Device::File { file, .. } => file.write_all(&self.pending),
         };
         self.pending.clear();
         result
@@ -87,7 +95,7 @@ impl Output {
 
     fn reopen(&mut self) -> io::Result<()> {
         self.flush()?;
-        if let Sink::File { path, file } = &mut self.sink {
+        if let Device::File { path, file } = &mut self.sink {
             *file = open_file(path)?;
         }
         Ok(())
@@ -219,7 +227,7 @@ fn drain(
     if (top || live) && !views.is_empty() {
         let mut top = if top { shards.top.lock().ok() } else { None };
         for (view, _) in &views {
-            let mut record = spare.take().unwrap_or_else(|| Box::new(Record::blank()));
+            let mut record = spare.take().unwrap_or_else(|| Box::new(wire::blank()));
             view.fill(&mut record);
             if let Some(top) = top.as_mut() {
                 top.add(&record);

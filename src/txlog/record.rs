@@ -1,0 +1,516 @@
+//! One finished transaction ([`Record`]) as the request path fills it, and the [`Sink`] it is
+//! handed to when its body is done (the recorder: `recorder.rs`).
+
+use std::borrow::Cow;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use http::{Method, Uri, Version};
+use smallvec::SmallVec;
+
+use super::decision::{Decision, DecisionKind};
+use super::format::Format;
+use super::time;
+
+/// Where finished records go: [`Record::finish`] hands a queued record to the sink it was
+/// queued to ([`Record::queue_to`]). The recorder is the one sink; the trait keeps the record
+/// from depending on the recorder that holds records.
+pub trait Sink: Send + Sync {
+    /// Takes a finished record. The record's reference to the sink was taken out to call this
+    /// (`self`); a sink that keeps the record for reuse gives it back with
+    /// [`Record::keep_sink`], so a reused record holds it without a reference-count change.
+    fn queue(self: Arc<Self>, record: Box<Record>);
+}
+
+/// Where a captured string sits in a record's text buffer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TextRange {
+    pub(super) start: u32,
+    pub(super) end: u32,
+}
+
+/// One finished transaction. The strings it needs (URL, host, headers the log format prints,
+/// backend name) are copied into one buffer, so a record never holds on to the connection's
+/// read buffer. A finished record is encoded for the writer ([`wire`]) and reused by its worker
+/// at once (no allocation in the steady state).
+pub struct Record {
+    /// When the request arrived, on the wall clock: filled in by the writer from `started`
+    /// (one clock conversion less on the request path).
+    pub time: SystemTime,
+    pub client: IpAddr,
+    pub method: Method,
+    pub version: Version,
+    pub status: u16,
+    /// Response body bytes sent.
+    pub bytes: u64,
+    /// Request arrival to the last body byte handed to the connection (or the body dropped).
+    pub duration: Duration,
+    /// Request arrival to the response head (time to first byte).
+    pub ttfb: Duration,
+    pub decision: Decision,
+    /// False when the body ended early (client gone, backend failed).
+    pub complete: bool,
+    /// The access-log format in force when the request arrived (None: log off). Kept when
+    /// the record is reused: see [`Record::set_format`].
+    pub format: Option<Arc<Format>>,
+    pub(super) text: String,
+    pub(super) target: TextRange,
+    pub(super) path: TextRange,
+    pub(super) query: Option<TextRange>,
+    pub(super) host: TextRange,
+    pub(super) user_agent: Option<TextRange>,
+    pub(super) backend: Option<TextRange>,
+    /// What the client's TLS connection negotiated (version, cipher, SNI, ALPN, client
+    /// subject, separated by `\x1f`); None over cleartext or when nothing prints it.
+    pub(super) tls: Option<TextRange>,
+    /// Which VCL subroutine returned what (`recv:hash hash:lookup miss:fetch ...`).
+    pub(super) vcl: Option<TextRange>,
+    /// The `[[site]]` that answered (None without sites, or on a listener without any).
+    pub(super) site: Option<TextRange>,
+    /// Values of `format.request_headers`, in order.
+    pub(super) request_headers: SmallVec<[Option<TextRange>; 4]>,
+    /// Values of `format.response_headers`, in order.
+    pub(super) response_headers: SmallVec<[Option<TextRange>; 2]>,
+    /// For the duration.
+    pub(super) started: Instant,
+    /// Where the record goes when its body is done (kept when the record is reused, like
+    /// `format`: reference counts are atomic read-modify-writes, too dear per request).
+    sink: Option<Arc<dyn Sink>>,
+    /// [`Record::queue_to`] was called for this use of the record.
+    pub(super) queued: bool,
+    /// Unused (kept for the field-by-field reset's exhaustiveness).
+    pub(super) shard: u32,
+}
+
+/// What a record starts from; strings are added with the `set_*` / `push_*` methods.
+pub struct RecordHead {
+    pub client: IpAddr,
+    pub method: Method,
+    pub version: Version,
+    pub status: u16,
+    pub decision: Decision,
+    /// When the request arrived (the duration counts from here).
+    pub started: Instant,
+    /// Time to the response head.
+    pub ttfb: Duration,
+}
+
+impl Record {
+    /// A record with no strings yet; `capacity` is a hint for the text buffer.
+    pub fn new(head: RecordHead, capacity: usize) -> Record {
+        let ttfb = head.ttfb;
+        Record {
+            time: SystemTime::UNIX_EPOCH,
+            client: head.client,
+            method: head.method,
+            version: head.version,
+            status: head.status,
+            bytes: 0,
+            duration: ttfb,
+            ttfb,
+            decision: head.decision,
+            complete: false,
+            format: None,
+            text: String::with_capacity(capacity),
+            target: TextRange::default(),
+            path: TextRange::default(),
+            query: None,
+            host: TextRange::default(),
+            user_agent: None,
+            backend: None,
+            tls: None,
+            vcl: None,
+            site: None,
+            request_headers: SmallVec::new(),
+            response_headers: SmallVec::new(),
+            started: head.started,
+            sink: None,
+            queued: false,
+            shard: 0,
+        }
+    }
+
+    /// Makes a used record new again, keeping its buffers' memory. Field by field (the
+    /// destructuring makes a new field a compile error here), not a whole new `Record`
+    /// moved over the old one.
+    pub(super) fn reset(&mut self, head: RecordHead, capacity: usize) {
+        let Record {
+            time,
+            client,
+            method,
+            version,
+            status,
+            bytes,
+            duration,
+            ttfb,
+            decision,
+            complete,
+            format,
+            text,
+            target,
+            path,
+            query,
+            host,
+            user_agent,
+            backend,
+            tls,
+            vcl,
+            site,
+            request_headers,
+            response_headers,
+            started,
+            sink: _,
+            queued,
+            shard,
+        } = self;
+        *time = SystemTime::UNIX_EPOCH;
+        *client = head.client;
+        *method = head.method;
+        *version = head.version;
+        *status = head.status;
+        *bytes = 0;
+        *duration = head.ttfb;
+        *ttfb = head.ttfb;
+        *decision = head.decision;
+        *complete = false;
+        let _ = format; // kept: see `set_format`
+        text.clear();
+        text.reserve(capacity);
+        *target = TextRange::default();
+        *path = TextRange::default();
+        *query = None;
+        *host = TextRange::default();
+        *user_agent = None;
+        *backend = None;
+        *tls = None;
+        *vcl = None;
+        *site = None;
+        request_headers.clear();
+        response_headers.clear();
+        *started = head.started;
+        *queued = false;
+        *shard = 0;
+    }
+
+    fn push(&mut self, s: &str) -> TextRange {
+        let start = self.text.len() as u32;
+        self.text.push_str(s);
+        TextRange {
+            start,
+            end: self.text.len() as u32,
+        }
+    }
+
+    fn push_bytes(&mut self, b: &[u8]) -> TextRange {
+        match std::str::from_utf8(b) {
+            Ok(s) => self.push(s),
+            Err(_) => self.push(&String::from_utf8_lossy(b)),
+        }
+    }
+
+    fn get(&self, span: TextRange) -> &str {
+        self.text
+            .get(span.start as usize..span.end as usize)
+            .unwrap_or("")
+    }
+
+    /// Sets the request target as received, and its path and query.
+    pub fn set_uri(&mut self, uri: &Uri) {
+        match uri.authority() {
+            None => {
+                let target = uri.path_and_query().map_or("/", |p| p.as_str());
+                self.target = self.push(target);
+                let path_len = uri.path().len().min(target.len()) as u32;
+                self.path = TextRange {
+                    start: self.target.start,
+                    end: self.target.start + path_len,
+                };
+                self.query = uri.query().map(|q| TextRange {
+                    start: self.target.end - q.len() as u32,
+                    end: self.target.end,
+                });
+            }
+            Some(_) => {
+                self.target = self.push(&uri.to_string());
+                self.path = self.push(uri.path());
+                self.query = uri.query().map(|q| self.push(q));
+            }
+        }
+    }
+
+    /// Sets the request target from the raw request line (a request refused before hyper
+    /// parsed it), and its path and query.
+    pub fn set_request_target(&mut self, target: &str) {
+        self.target = self.push(target);
+        let path_len = target.find('?').unwrap_or(target.len()) as u32;
+        self.path = TextRange {
+            start: self.target.start,
+            end: self.target.start + path_len,
+        };
+        self.query = target.find('?').map(|q| TextRange {
+            start: self.target.start + q as u32 + 1,
+            end: self.target.end,
+        });
+    }
+
+    /// False for a refused request whose request line was not valid: the log shows `-` for
+    /// the request line, method and protocol.
+    pub fn has_request_line(&self) -> bool {
+        self.target.end > self.target.start
+    }
+
+    pub fn set_host(&mut self, host: &[u8]) {
+        self.host = self.push_bytes(host);
+    }
+
+    pub fn set_user_agent(&mut self, ua: Option<&[u8]>) {
+        self.user_agent = ua.map(|v| self.push_bytes(v));
+    }
+
+    pub fn set_backend(&mut self, name: Option<&str>) {
+        self.backend = name.map(|n| self.push(n));
+    }
+
+    /// The client's TLS connection: version, cipher, SNI, ALPN, client certificate subject
+    /// (empty when absent).
+    pub fn set_tls(&mut self, parts: [&str; 5]) {
+        let start = self.text.len() as u32;
+        for (i, p) in parts.iter().enumerate() {
+            if i > 0 {
+                self.text.push('\x1f');
+            }
+            self.text.push_str(p);
+        }
+        self.tls = Some(TextRange {
+            start,
+            end: self.text.len() as u32,
+        });
+    }
+
+    /// One field of [`Record::set_tls`] (0 version … 4 client subject); None over cleartext.
+    pub fn tls_field(&self, i: usize) -> Option<&str> {
+        self.tls.and_then(|s| self.get(s).split('\x1f').nth(i))
+    }
+
+    /// Which VCL subroutine returned what (`recv:hash hash:lookup ...`).
+    pub fn set_vcl(&mut self, trace: Option<&str>) {
+        self.vcl = trace.filter(|t| !t.is_empty()).map(|t| self.push(t));
+    }
+
+    /// The `[[site]]` that answered the request.
+    pub fn set_site(&mut self, name: Option<&str>) {
+        self.site = name.map(|n| self.push(n));
+    }
+
+    pub fn push_request_header(&mut self, value: Option<&[u8]>) {
+        let span = value.map(|v| self.push_bytes(v));
+        self.request_headers.push(span);
+    }
+
+    pub fn push_response_header(&mut self, value: Option<&[u8]>) {
+        let span = value.map(|v| self.push_bytes(v));
+        self.response_headers.push(span);
+    }
+
+    /// The request target as received (`/path?query`, or absolute-form).
+    pub fn target(&self) -> &str {
+        self.get(self.target)
+    }
+
+    pub fn path(&self) -> &str {
+        self.get(self.path)
+    }
+
+    pub fn query(&self) -> Option<&str> {
+        self.query.map(|q| self.get(q))
+    }
+
+    /// The host the request was for: the absolute-form authority, else the Host header.
+    pub fn host(&self) -> &str {
+        self.get(self.host)
+    }
+
+    pub fn user_agent(&self) -> Option<&str> {
+        self.user_agent.map(|s| self.get(s))
+    }
+
+    /// The backend contacted, if any.
+    pub fn vcl(&self) -> Option<&str> {
+        self.vcl.map(|s| self.get(s))
+    }
+
+    pub fn backend(&self) -> Option<&str> {
+        self.backend.map(|s| self.get(s))
+    }
+
+    /// The `[[site]]` that answered, if sites are configured.
+    pub fn site(&self) -> Option<&str> {
+        self.site.map(|s| self.get(s))
+    }
+
+    /// Value of the format's `i`th request header.
+    pub fn request_header(&self, i: usize) -> Option<&str> {
+        self.request_headers
+            .get(i)
+            .copied()
+            .flatten()
+            .map(|s| self.get(s))
+    }
+
+    /// Value of the format's `i`th response header.
+    pub fn response_header(&self, i: usize) -> Option<&str> {
+        self.response_headers
+            .get(i)
+            .copied()
+            .flatten()
+            .map(|s| self.get(s))
+    }
+
+    pub fn protocol(&self) -> &'static str {
+        protocol(self.version)
+    }
+
+    /// The record as one JSON object (the live log stream; no captured headers).
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut time = Vec::with_capacity(24);
+        time::iso_time(self.time, &mut time);
+        let time = String::from_utf8_lossy(&time);
+        serde_json::json!({
+            "time": time,
+            "client": self.client.to_string(),
+            "method": self.has_request_line().then(|| self.method.as_str()),
+            "url": self.has_request_line().then(|| self.target()),
+            "host": self.host(),
+            "status": self.status,
+            "bytes": self.bytes,
+            "duration_us": self.duration.as_micros() as u64,
+            "ttfb_us": self.ttfb.as_micros() as u64,
+            "cache": self.decision.kind.as_str(),
+            "reason": self.decision.reason.as_deref(),
+            "backend": self.backend(),
+            "site": self.site(),
+            "vcl": self.vcl(),
+            "complete": self.complete,
+        })
+    }
+
+    /// Where to queue this record when [`Record::finish`] is called. A reused record that
+    /// already points there keeps its reference (no reference-count change).
+    pub fn queue_to<S: Sink + 'static>(&mut self, sink: &Arc<S>) {
+        if !self
+            .sink
+            .as_ref()
+            .is_some_and(|r| std::ptr::addr_eq(Arc::as_ptr(r), Arc::as_ptr(sink)))
+        {
+            self.sink = Some(sink.clone());
+        }
+        self.queued = true;
+    }
+
+    /// Gives a record its sink back after [`Sink::queue`] (see there).
+    pub(super) fn keep_sink(&mut self, sink: Arc<dyn Sink>) {
+        self.sink = Some(sink);
+    }
+
+    /// Sets the access-log format (None: not logged, only for live readers), keeping the
+    /// reference a reused record already holds when it is the same format.
+    pub fn set_format(&mut self, format: Option<&Arc<Format>>) {
+        let same = match (&self.format, format) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            self.format = format.cloned();
+        }
+    }
+
+    /// Counts body bytes sent.
+    #[inline]
+    pub fn add_bytes(&mut self, n: u64) {
+        self.bytes += n;
+    }
+
+    /// The body reached its end.
+    #[inline]
+    pub fn ended(&mut self) {
+        self.complete = true;
+    }
+
+    /// The body failed before its end (the backend reset or timed out mid-body, a disk read
+    /// failed). A miss was announced as `stored` in the head already sent, but a fill that
+    /// fails stores nothing: the record says what happened, `pass` with reason `aborted`.
+    pub fn aborted(&mut self) {
+        if self.decision.kind == DecisionKind::Miss {
+            self.decision.kind = DecisionKind::Pass;
+        }
+        self.decision.reason = Some(Cow::Borrowed("aborted"));
+    }
+
+    /// Completes the record (`at_end`: the body had nothing left to send) and queues it.
+    /// Lock-free; drops (and counts) when the worker's queue is full.
+    pub fn finish(mut self: Box<Self>, at_end: bool) {
+        self.complete |= at_end;
+        self.duration = self.started.elapsed();
+        if std::mem::take(&mut self.queued)
+            && let Some(sink) = self.sink.take()
+        {
+            sink.queue(self);
+        }
+    }
+
+    /// A record with fixed values, for tests.
+    #[doc(hidden)]
+    pub fn sample() -> Record {
+        let mut r = Record::new(
+            RecordHead {
+                client: IpAddr::from([192, 0, 2, 1]),
+                method: Method::GET,
+                version: Version::HTTP_11,
+                status: 200,
+                decision: Decision {
+                    kind: DecisionKind::Pass,
+                    reason: Some(Cow::Borrowed("no-store")),
+                },
+                started: Instant::now(),
+                ttfb: Duration::ZERO,
+            },
+            64,
+        );
+        r.time = SystemTime::UNIX_EPOCH + Duration::from_secs(971_186_136);
+        r.set_uri(&Uri::from_static("/a/b?x=1"));
+        r.set_host(b"example.com");
+        r.set_user_agent(Some(b"curl/8.0"));
+        r.set_backend(Some("app"));
+        r.bytes = 1234;
+        r.duration = Duration::from_micros(1500);
+        r.ttfb = Duration::from_micros(250);
+        r.complete = true;
+        r
+    }
+}
+
+/// The protocol as a request line ends with it.
+pub(super) fn protocol(v: Version) -> &'static str {
+    match v {
+        Version::HTTP_09 => "HTTP/0.9",
+        Version::HTTP_10 => "HTTP/1.0",
+        Version::HTTP_11 => "HTTP/1.1",
+        Version::HTTP_2 => "HTTP/2.0",
+        Version::HTTP_3 => "HTTP/3.0",
+        _ => "HTTP/?",
+    }
+}
+
+/// `" HTTP/1.1"`: the end of a request line, with its space.
+pub(super) fn protocol_with_space(v: Version) -> &'static str {
+    match v {
+        Version::HTTP_09 => " HTTP/0.9",
+        Version::HTTP_10 => " HTTP/1.0",
+        Version::HTTP_11 => " HTTP/1.1",
+        Version::HTTP_2 => " HTTP/2.0",
+        Version::HTTP_3 => " HTTP/3.0",
+        _ => " HTTP/?",
+    }
+}
