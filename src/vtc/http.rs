@@ -93,6 +93,9 @@ pub struct Session {
     pub head_method: bool,
     pub rem_ip: String,
     pub rem_port: String,
+    /// `-gziplevel`: kept by the connection for its later `-gzipbody` / `-gziplen`, 0 (stored
+    /// blocks) until set, as vtc_http.c's `hp->gziplevel`.
+    pub gzip_level: u32,
 }
 
 impl Session {
@@ -118,6 +121,7 @@ impl Session {
             head_method: false,
             rem_ip,
             rem_port,
+            gzip_level: 0,
         }
     }
 

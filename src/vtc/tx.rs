@@ -123,7 +123,6 @@ impl Session {
             }
             i += 1;
         }
-        let mut gzip_level = 9;
         let mut gzipped = false;
         while i < args.len() {
             match args[i].as_str() {
@@ -141,17 +140,17 @@ impl Session {
                     })?;
                     body = Some(synth_body(n));
                 }
-                // varnishtest's gzip options: the body gzipped (at `-gziplevel`, default 9 as
-                // vtc's), with `Content-Encoding: gzip`.
+                // varnishtest's gzip options: the body gzipped (at the connection's
+                // `-gziplevel`, 0 until set, as vtc's), with `Content-Encoding: gzip`.
                 "-gziplevel" => {
-                    gzip_level = arg(args, i)?.parse().map_err(|_| {
+                    self.gzip_level = arg(args, i)?.parse().map_err(|_| {
                         Halt::Fail(format!("-gziplevel {}: not a number", args[i + 1]))
                     })?;
                 }
                 "-gzipbody" => {
                     body = Some(gzip_body(
                         &body_escapes(arg(args, i)?.as_bytes()),
-                        gzip_level,
+                        self.gzip_level,
                     )?);
                     gzipped = true;
                 }
@@ -159,7 +158,7 @@ impl Session {
                     let n: usize = arg(args, i)?.parse().map_err(|_| {
                         Halt::Fail(format!("-gziplen {}: not a number", args[i + 1]))
                     })?;
-                    body = Some(gzip_body(&synth_body(n), gzip_level)?);
+                    body = Some(gzip_body(&synth_body(n), self.gzip_level)?);
                     gzipped = true;
                 }
                 a if a.starts_with("-gzip") => {
