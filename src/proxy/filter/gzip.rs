@@ -64,9 +64,28 @@ pub fn vary_accept_encoding(fields: &mut HeaderMap) {
             n == b"*" || n.eq_ignore_ascii_case(b"accept-encoding")
         })
     });
-    if !varies {
-        fields.append(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    if varies {
+        return;
     }
+    // Joined to the last `Vary` line, as Varnish does (`Vary: qux, Accept-Encoding`): one
+    // line for a client that reads only one.
+    let mut lines: Vec<HeaderValue> = fields.get_all(header::VARY).iter().cloned().collect();
+    let joined = lines.pop().and_then(|last| {
+        let mut v = last.as_bytes().trim_ascii().to_vec();
+        if !v.is_empty() {
+            v.extend_from_slice(b", ");
+        }
+        v.extend_from_slice(b"Accept-Encoding");
+        HeaderValue::from_bytes(&v).ok()
+    });
+    fields.remove(header::VARY);
+    for line in lines {
+        fields.append(header::VARY, line);
+    }
+    fields.append(
+        header::VARY,
+        joined.unwrap_or(HeaderValue::from_static("Accept-Encoding")),
+    );
 }
 
 /// Where a fetch filter that stores a body encoded ([`Gzip`], [`TestGunzip`]) leaves what it

@@ -226,3 +226,29 @@ fn a_body_that_inflates_a_thousandfold_comes_out_in_bounded_chunks() {
     assert!(out.iter().all(|c| c.len() <= OUT));
     assert_eq!(out.iter().map(Bytes::len).sum::<usize>(), zeros.len());
 }
+
+/// `Vary: Accept-Encoding` is joined to the origin's last `Vary` line, as Varnish does
+/// (varnishtest g00007: `Vary: qux, Accept-Encoding`), and not added twice.
+#[test]
+fn vary_accept_encoding_joins_the_last_vary_line() {
+    let vary = |lines: &[&str]| {
+        let mut fields = HeaderMap::new();
+        for l in lines {
+            fields.append(header::VARY, HeaderValue::from_str(l).unwrap());
+        }
+        super::gzip::vary_accept_encoding(&mut fields);
+        fields
+            .get_all(header::VARY)
+            .iter()
+            .map(|v| v.to_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(vary(&[]), ["Accept-Encoding"]);
+    assert_eq!(vary(&["qux"]), ["qux, Accept-Encoding"]);
+    assert_eq!(vary(&["a", "b"]), ["a", "b, Accept-Encoding"]);
+    assert_eq!(
+        vary(&["fubar, accept-encoding"]),
+        ["fubar, accept-encoding"]
+    );
+    assert_eq!(vary(&["*"]), ["*"]);
+}
