@@ -157,6 +157,7 @@ counters! {
     compress_encoded_bytes_in: "Identity bytes of the objects those were built from",
     compress_encoded_bytes_out: "br and zstd bytes built (with compress_encoded_bytes_in: the ratio achieved)",
     compress_encoded_served: "Responses served from a br or zstd representation built in the background",
+    compress_encoded_read_back: "br or zstd representations read back from the disk tier (after a restart, or once memory evicted them) to be served",
     compress_encode_dropped: "Representations not built: the queue was full ([compression] queue), the object could not be read or decoded, or the result was not smaller than the gzip",
     cache_pass: "Requests passed to the backend without cache lookup (method, request no-store, a rule's pass, upgrade)",
     cache_uncacheable: "Backend responses not stored (no-store, private, Set-Cookie, no freshness, ...)",

@@ -481,6 +481,9 @@ sub vcl_backend_response {
     if (bereq.url ~ "^/zip") { set beresp.do_gzip = true; }
     if (bereq.url ~ "^/gzdecode") { set beresp.do_gunzip = true; }
 }
+sub vcl_recv {
+    if (req.url ~ "^/gznoae") { unset req.http.Accept-Encoding; }
+}
 sub vcl_deliver { set resp.http.can-gzip = req.can_gzip; }
 "#;
     let shellac = common::vcl::start_vcl("compression", vcl, &[origin.addr]).await;
@@ -516,6 +519,26 @@ sub vcl_deliver { set resp.http.can-gzip = req.can_gzip; }
         stats["compress_gunzip"], 3,
         "one at fetch (do_gunzip), two at delivery"
     );
+    // A VCL that unsets the request's Accept-Encoding decides, as in Varnish (which reads
+    // it when it delivers): a gzip client gets the stored gzip decoded.
+    let r = get_with(shellac.addr, "/gznoae", &[("accept-encoding", "gzip")]).await;
+    assert!(is_identity_page(&r), "{:?}", r.headers);
+    // One it leaves as washed leaves the client's preferences: the gzip do_gzip made gets
+    // a br representation for clients that prefer br (issue 29: under VCL too).
+    let r = until_coded(&shellac, "/zip", "gzip, deflate, br", "br").await;
+    assert_eq!(r.header("content-encoding"), Some("br"), "{:?}", r.headers);
+    assert_eq!(r.header("etag"), None);
+    let mut identity = Vec::new();
+    brotli::Decompressor::new(&r.body[..], 4096)
+        .read_to_end(&mut identity)
+        .expect("valid br");
+    assert_eq!(identity, page().as_bytes());
+    // Nothing is made of what the VCL left identity.
+    for _ in 0..4 {
+        let r = get_with(shellac.addr, "/plain", &[("accept-encoding", "gzip, br")]).await;
+        assert!(is_identity_page(&r), "{:?}", r.headers);
+    }
+    assert_eq!(shellac.stat("compress_br").await, 1);
     shellac.stop().await;
 }
 
@@ -895,5 +918,102 @@ async fn a_media_type_gets_its_own_gzip_level() {
         fast.body.len(),
         small.body.len()
     );
+    shellac.stop().await;
+}
+
+/// The disk tier at `path` (8 MiB, every object admitted).
+fn on_disk(config: &mut shellac::config::Config, path: &std::path::Path) {
+    config.storage.disk = Some(shellac::config::DiskConfig {
+        path: path.to_path_buf(),
+        size: shellac::config::units::Size(8 << 20),
+        region_size: shellac::config::units::Size(1 << 20),
+        admission: shellac::config::Admission::Always,
+        on_open_error: Default::default(),
+    });
+}
+
+/// Waits (bounded) until the disk tier has indexed at least `n` objects.
+async fn wait_disk_objects(shellac: &Shellac, n: u64) {
+    for _ in 0..400 {
+        if shellac.stat("n_object_disk").await >= n {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("the disk tier indexed fewer than {n} objects");
+}
+
+/// Representations live in the tiers like any body (issue 29): a br representation built
+/// before a restart is read back from the disk tier for the first br client after it — the
+/// same bytes, nothing built or fetched again (`compress_encoded_read_back`) — and promoted
+/// to memory. An object stored identity under an older configuration (its type was not
+/// listed then) gets br and gzip representations once `[compression]` lists it, each from
+/// the identity bytes, with a weak ETag and `Vary`; identity clients still get it as stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn representations_are_read_back_from_disk_and_built_for_identity_objects() {
+    let origin = Origin::start(|s| {
+        let kind = if s.path == "/old" {
+            "text/plain"
+        } else {
+            "text/html"
+        };
+        Reply::ok(&page())
+            .cc("max-age=600")
+            .header("content-type", kind)
+            .header("etag", "\"v1\"")
+    })
+    .await;
+    let dir = common::TempDir::new("compression-disk");
+    let data = dir.path("cache.dat");
+    let shellac = Shellac::start(origin.addr, |c| {
+        on_disk(c, &data);
+        c.compression.types = vec!["text/html".into()];
+    })
+    .await;
+    let stored = get_with(shellac.addr, "/hot", &[("accept-encoding", "gzip")]).await;
+    assert!(is_gzip_page(&stored));
+    let br = until_coded(&shellac, "/hot", "gzip, br", "br").await;
+    assert_eq!(br.header("content-encoding"), Some("br"));
+    let old = get_with(shellac.addr, "/old", &[("accept-encoding", "gzip, br")]).await;
+    assert!(is_identity_page(&old), "text/plain is not listed yet");
+    // /hot, its br representation and /old.
+    wait_disk_objects(&shellac, 3).await;
+    shellac.stop().await;
+
+    let shellac = Shellac::start(origin.addr, |c| on_disk(c, &data)).await;
+    let again = get_with(shellac.addr, "/hot", &[("accept-encoding", "gzip, br")]).await;
+    assert_eq!(
+        again.header("content-encoding"),
+        Some("br"),
+        "{:?}",
+        again.headers
+    );
+    assert_eq!(again.body, br.body, "the stored representation");
+    assert_eq!(again.header("etag"), Some("W/\"v1\""));
+    let stats = shellac.stats().await;
+    assert_eq!(stats["compress_encoded_read_back"], 1);
+    assert_eq!(stats["compress_br"], 0, "nothing built again");
+    // Promoted: the next one is served from memory.
+    let from_memory = get_with(shellac.addr, "/hot", &[("accept-encoding", "br")]).await;
+    assert_eq!(from_memory.body, br.body);
+    assert_eq!(shellac.stat("compress_encoded_read_back").await, 1);
+
+    // Stored identity before text/plain was listed: representations built now.
+    let old_br = until_coded(&shellac, "/old", "gzip, br", "br").await;
+    assert_eq!(old_br.header("content-encoding"), Some("br"));
+    let mut identity = Vec::new();
+    brotli::Decompressor::new(&old_br.body[..], 4096)
+        .read_to_end(&mut identity)
+        .expect("valid br");
+    assert_eq!(identity, page().as_bytes());
+    assert_eq!(old_br.header("etag"), Some("W/\"v1\""));
+    assert!(varies_on_coding(&old_br));
+    let old_gz = until_coded(&shellac, "/old", "gzip", "gzip").await;
+    assert_eq!(gunzip(&old_gz.body), page().as_bytes());
+    assert_eq!(old_gz.header("etag"), Some("W/\"v1\""));
+    let old_id = get_with(shellac.addr, "/old", &[]).await;
+    assert!(is_identity_page(&old_id));
+    assert_eq!(old_id.header("etag"), Some("\"v1\""));
+    assert_eq!(origin.count(), 2, "nothing fetched again");
     shellac.stop().await;
 }

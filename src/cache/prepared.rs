@@ -15,6 +15,11 @@ pub struct Prepared {
     /// The body is gzip (`Content-Encoding: gzip`, not `no-transform`): a fast hit steps
     /// aside for a client that does not take gzip (the full path decodes it for that client).
     pub gzip: bool,
+    /// An identity body `[compression]` would gzip now (`proxy/coding.rs`): a fast hit steps
+    /// aside for a client that prefers br or zstd (the full path serves its representation).
+    /// Worked out by the first fast hit that asks, once per `Prepared` ([`Prepared::recodable`];
+    /// one byte beside `gzip`: no room taken).
+    recodable: std::sync::atomic::AtomicU8,
     /// `map` as HTTP/1.1 bytes (`Prepared::wire`), built when a fast hit first needs them.
     pub wire: std::sync::OnceLock<Bytes>,
     /// The head a fast hit sends under a VCL program whose `vcl_deliver` reads only the
@@ -26,6 +31,20 @@ pub struct Prepared {
 }
 
 impl Prepared {
+    /// Whether the body is identity that `[compression]` would gzip now: `decide` the first
+    /// time, remembered after.
+    pub fn recodable(&self, decide: impl FnOnce() -> bool) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        match self.recodable.load(Relaxed) {
+            0 => {
+                let yes = decide();
+                self.recodable.store(if yes { 2 } else { 1 }, Relaxed);
+                yes
+            }
+            known => known == 2,
+        }
+    }
+
     pub fn new(age: u64, status: HeaderValue, map: HeaderMap) -> Prepared {
         let mut codings = map.get_all(http::header::CONTENT_ENCODING).iter();
         let gzip = match (codings.next(), codings.next()) {
@@ -44,6 +63,7 @@ impl Prepared {
             status,
             map,
             gzip,
+            recodable: std::sync::atomic::AtomicU8::new(0),
             wire: std::sync::OnceLock::new(),
             vcl_wire: once_cell::race::OnceBox::new(),
         }

@@ -1,4 +1,5 @@
-//! Other representations of a stored object (`br`, `zstd`: docs/compression.md), stored as
+//! Other representations of a stored object (`br`, `zstd`, and `gzip` of an identity object:
+//! docs/compression.md), stored as
 //! objects of their own beside it: under a key derived from the object's (its URL, its
 //! variant, the coding), so every tier keeps them like any object, and a purge of the URL
 //! removes them with it (`vary.rs`). Each carries [`FIELD`], the generation of the object it
@@ -17,8 +18,9 @@ use crate::http::accept_encoding::Coding;
 /// to a client or taken from a backend.
 pub const FIELD: &str = "shellac-source";
 
-/// The codings a representation is made in.
-pub const CODINGS: [Coding; 2] = [Coding::Zstd, Coding::Br];
+/// The codings a representation is made in: br and zstd (`[compression] encodings`), and
+/// gzip for an object stored identity that `[compression]` would gzip now.
+pub const CODINGS: [Coding; 3] = [Coding::Zstd, Coding::Br, Coding::Gzip];
 
 /// The key a representation in `coding` of the object stored under `key` is stored under.
 pub fn key(key: &CacheKey, coding: Coding) -> CacheKey {
@@ -28,6 +30,15 @@ pub fn key(key: &CacheKey, coding: Coding) -> CacheKey {
     h.write(b"shellac-representation");
     h.write(coding.as_str().as_bytes());
     key.with_variant(h.finish().max(1))
+}
+
+/// Whether a stored object's fields say gzip (read from the stored block: no map built).
+pub fn stored_gzip(fields: &super::StoredFields) -> bool {
+    let mut values = fields.values("content-encoding");
+    match (values.next(), values.next()) {
+        (Some(v), None) => Coding::from_content_encoding(v) == Some(Coding::Gzip),
+        _ => false,
+    }
 }
 
 /// What identifies the bytes of a stored object: its stored fields (the origin's `Date`,

@@ -10,8 +10,12 @@
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode};
 
+use std::sync::Arc;
+
 use super::filter::gzip::{self, Gunzip, Gzip, TestGunzip};
+use super::represent::Found;
 use super::txn::Txn;
+use crate::cache::{CacheKey, Object};
 use crate::http::accept_encoding::{Accepts, Coding};
 
 /// Reads the client's `Accept-Encoding` (before any normalisation).
@@ -190,37 +194,80 @@ pub(super) fn identity_for_if_range(txn: &mut Txn, object: &crate::cache::Object
     }
 }
 
-/// The br or zstd representation of a stored gzip object for a client that prefers it
-/// (`represent.rs`), when one is built; else `object` (and the hit counts towards building
-/// one). Under `[[rule]]`s only: under VCL, codings are Varnish's.
-pub(super) fn representation(
-    txn: &Txn,
-    object: std::sync::Arc<crate::cache::Object>,
-) -> std::sync::Arc<crate::cache::Object> {
-    let reps = &txn.proxy.representations;
-    if !reps.enabled()
-        || txn.policy != super::txn::Policy::Rules
-        || object.status != StatusCode::OK
-        || !stored_gzip(&object.headers)
-        || crate::http::cache_control::no_transform(object.headers.values("cache-control"))
-    {
-        return object;
-    }
-    let (Some(key), Some(coding)) = (&txn.key, reps.preferred(&txn.filters.coding.accepts)) else {
-        return object;
-    };
-    reps.lookup(&txn.proxy.cache, &txn.proxy.counters, key, &object, coding)
-        .unwrap_or(object)
+/// What answers a client from a stored object: the object, or its br or zstd
+/// representation (`represent.rs`).
+pub(super) enum Chosen {
+    Object(Arc<Object>),
+    /// The client prefers `Coding`, whose representation memory does not hold: the tiers
+    /// below are asked for the one stored under the key (`Step::RepresentationIo`).
+    Io(Arc<Object>, CacheKey, Coding),
 }
 
-/// Whether a stored object's fields say gzip (read from the stored block: no map built).
-pub(super) fn stored_gzip(fields: &crate::cache::StoredFields) -> bool {
-    let mut values = fields.values("content-encoding");
-    match (values.next(), values.next()) {
-        (Some(v), None) => Coding::from_content_encoding(v) == Some(Coding::Gzip),
-        _ => false,
+/// The br or zstd representation of a stored object for a client that prefers it
+/// (`represent.rs`), when one is built; else `object` (and the hit counts towards building
+/// one). Which objects: a stored gzip `200` (one Shellac made or an origin's, under
+/// `[[rule]]`s or VCL alike: under VCL its gzip is `beresp.do_gzip`'s or the origin's), and
+/// under `[[rule]]`s an identity `200` that `[compression]` would gzip now (stored under an
+/// older configuration, or from a fleet peer): never `no-transform`, an ESI page, or a
+/// response a rule says `compress = false` of.
+pub(super) fn representation(txn: &Txn, object: Arc<Object>) -> Chosen {
+    let reps = &txn.proxy.representations;
+    let gzip = stored_gzip(&object.headers);
+    if !reps.enabled()
+        || object.status != StatusCode::OK
+        || crate::esi::marked(object.headers.block())
+        || crate::http::cache_control::no_transform(object.headers.values("cache-control"))
+        || !(gzip || recodable_identity(txn, &object))
+        // `If-Range` names the object's bytes (its strong ETag: identity_for_if_range).
+        || (txn.req.headers.contains_key(header::IF_RANGE)
+            && txn.req.headers.contains_key(header::RANGE))
+        || (txn.policy == super::txn::Policy::Rules
+            && txn
+                .proxy
+                .rules
+                .compress(&txn.matched_rules, object.status, object.headers.map())
+                == Some(false))
+    {
+        return Chosen::Object(object);
+    }
+    let (Some(key), Some(coding)) = (&txn.key, reps.preferred(&txn.filters.coding.accepts, gzip))
+    else {
+        return Chosen::Object(object);
+    };
+    match reps.lookup(&txn.proxy.cache, &txn.proxy.counters, key, &object, coding) {
+        Found::Rep(rep) => Chosen::Object(rep),
+        Found::Absent => Chosen::Object(object),
+        Found::NeedsIo(rep_key) => Chosen::Io(object, rep_key, coding),
     }
 }
+
+/// A stored identity object `[compression]` would gzip at fetch now, under `[[rule]]`s (under
+/// VCL only `beresp.do_gzip` compresses, as in Varnish).
+fn recodable_identity(txn: &Txn, object: &Object) -> bool {
+    txn.policy == super::txn::Policy::Rules && recodable(&txn.proxy.config.compression, object)
+}
+
+/// An identity `200` (no `Content-Encoding`, not `no-transform`) of a listed type, not
+/// shorter than `min_length`: what `[compression]` gzips at fetch.
+pub(super) fn recodable(
+    config: &crate::config::compression::CompressionConfig,
+    object: &Object,
+) -> bool {
+    config.enabled
+        && object.status == StatusCode::OK
+        && object.headers.values("content-encoding").next().is_none()
+        && object.body_len >= config.min_length.0.max(1)
+        && !crate::http::cache_control::no_transform(object.headers.values("cache-control"))
+        && !crate::esi::marked(object.headers.block())
+        && object
+            .headers
+            .values("content-type")
+            .next()
+            .is_some_and(|t| config.compressible(t))
+}
+
+/// Whether a stored object's fields say gzip (`cache/representation.rs`).
+pub(super) use crate::cache::representation::stored_gzip;
 
 /// Whether a response to be stored must keep `Accept-Encoding` in its `Vary` selection:
 /// only when its coding is one Shellac cannot turn into what another client takes (neither

@@ -190,6 +190,7 @@ impl Rest {
                 Step::Shared(key, guard) => txn.shared(key, guard).await,
                 Step::Broadcast(inv, n, what) => txn.broadcast(inv, n, what).await,
                 Step::Slices(meta) => txn.slices(meta).await,
+                Step::RepresentationIo(io) => txn.representation_io(io).await,
                 Step::SliceProbe(start) => txn.slice_probe(start).await,
                 Step::Deliver(resp) => match txn.policy.deliver(&mut txn, resp) {
                     // Primed at the top of the loop (`Step::Recv` is not run then).
@@ -234,7 +235,8 @@ fn drive(txn: &mut Txn, mut step: Step) -> Step {
             | Step::Shared(..)
             | Step::Broadcast(..)
             | Step::Slices(_)
-            | Step::SliceProbe(_)) => return stop,
+            | Step::SliceProbe(_)
+            | Step::RepresentationIo(_)) => return stop,
         };
     }
 }

@@ -17,8 +17,8 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use tokio::sync::mpsc;
 
-use crate::cache::representation::{self, CODINGS};
-use crate::cache::{Body, Cache, CacheKey, Object, StoredFields};
+use crate::cache::representation;
+use crate::cache::{Body, Cache, CacheKey, NeedsIo, Object, StoredFields};
 use crate::config::compression::{CompressionConfig, Encoding};
 use crate::http::accept_encoding::{Accepts, Coding};
 use crate::stats::Counters;
@@ -32,12 +32,23 @@ const BR_WINDOW_LOG: i32 = 22;
 /// Objects counted for heat, at most (a bounded table: the least used are forgotten).
 const HEAT_ENTRIES: usize = 16_384;
 
+/// What [`Representations::lookup`] found.
+pub enum Found {
+    /// A representation made from the object's bytes, from memory.
+    Rep(Arc<Object>),
+    /// None in memory: the tiers below may hold one under this key.
+    NeedsIo(CacheKey),
+    /// None (the hit counted towards building one).
+    Absent,
+}
+
 /// One representation to build.
 struct Job {
     /// Where it is stored.
     key: CacheKey,
     coding: Coding,
     source: Arc<Object>,
+    levels: Levels,
 }
 
 /// The representations of one configuration: the heat table, the queue and its worker.
@@ -52,6 +63,8 @@ pub struct Representations {
     /// Keys queued or being built: each is queued once.
     queued: Arc<Mutex<HashSet<CacheKey>>>,
     levels: Levels,
+    /// `[compression]`, for the gzip level of a job's media type.
+    levels_by_type: CompressionConfig,
     /// The largest identity body decoded to be encoded (`cache.max_object_size`).
     max_identity: u64,
 }
@@ -60,13 +73,15 @@ pub struct Representations {
 struct Levels {
     br: u32,
     zstd: u32,
+    /// The gzip level of the job's media type (`[compression] levels`).
+    gzip: u32,
 }
 
 impl Representations {
     pub fn new(config: &CompressionConfig, max_identity: u64) -> Representations {
         let (tx, rx) = mpsc::channel(config.queue.max(1) as usize);
         let codings = if config.enabled {
-            CODINGS
+            [Coding::Zstd, Coding::Br]
                 .into_iter()
                 .filter(|c| {
                     config.encodings.iter().any(|e| match e {
@@ -88,7 +103,9 @@ impl Representations {
             levels: Levels {
                 br: config.br_level.clamp(1, 11),
                 zstd: config.zstd_level.clamp(1, 19),
+                gzip: config.gzip_level,
             },
+            levels_by_type: config.clone(),
             max_identity,
         }
     }
@@ -98,9 +115,10 @@ impl Representations {
         !self.codings.is_empty()
     }
 
-    /// The coding a client prefers among the configured ones and gzip, when it is one of the
-    /// configured ones (`None`: gzip or identity serve it).
-    pub fn preferred(&self, accepts: &Accepts) -> Option<Coding> {
+    /// The coding a client prefers among the configured ones and gzip, when a representation
+    /// serves it: one of the configured ones, or gzip for an identity `source` (`None`: the
+    /// object as stored, or decoded, serves it).
+    pub fn preferred(&self, accepts: &Accepts, source_gzip: bool) -> Option<Coding> {
         if self.codings.is_empty() {
             return None;
         }
@@ -108,11 +126,13 @@ impl Representations {
         at_hand.push(Coding::Gzip);
         accepts
             .choose(&at_hand)
-            .filter(|c| self.codings.contains(c))
+            .filter(|c| *c != Coding::Gzip || !source_gzip)
     }
 
-    /// The representation in `coding` of `source` (stored under `key`) when one is stored,
-    /// in memory, made from these very bytes; otherwise counts a hit towards building it.
+    /// The representation in `coding` of `source` (stored under `key`) when the tiers
+    /// without I/O (memory) hold one made from these very bytes; `NeedsIo` when they hold
+    /// none and a tier below (disk) must be asked ([`Representations::lookup_io`]); else
+    /// `Absent`, the hit counted towards building one.
     pub fn lookup(
         &self,
         cache: &Arc<Cache>,
@@ -120,13 +140,52 @@ impl Representations {
         key: &CacheKey,
         source: &Arc<Object>,
         coding: Coding,
-    ) -> Option<Arc<Object>> {
+    ) -> Found {
         let rep_key = representation::key(key, coding);
-        if let Ok(Some(rep)) = cache.lookup_now(&rep_key)
-            && representation::source(&rep) == Some(representation::generation(source))
-        {
-            counters.compress_encoded_served.inc();
-            return Some(rep);
+        match cache.lookup_now(&rep_key) {
+            Ok(found) => match self.found(cache, counters, rep_key, source, coding, found) {
+                Some(rep) => Found::Rep(rep),
+                None => Found::Absent,
+            },
+            Err(NeedsIo) => Found::NeedsIo(rep_key),
+        }
+    }
+
+    /// After [`Representations::lookup`] said `NeedsIo`: the representation stored under
+    /// `rep_key` in the tiers below (read back from disk after a restart or once memory
+    /// evicted it, and promoted to memory like any object; counted in
+    /// `compress_encoded_read_back`), when made from `source`'s bytes.
+    pub async fn lookup_io(
+        &self,
+        cache: &Arc<Cache>,
+        counters: &Arc<Counters>,
+        rep_key: CacheKey,
+        source: &Arc<Object>,
+        coding: Coding,
+    ) -> Option<Arc<Object>> {
+        let found = cache.lookup_io(&rep_key).await;
+        let rep = self.found(cache, counters, rep_key, source, coding, found)?;
+        counters.compress_encoded_read_back.inc();
+        Some(rep)
+    }
+
+    /// `found` when it was made from `source`; one made from older bytes is removed (it
+    /// would never be served again). Otherwise counts the hit towards building one.
+    fn found(
+        &self,
+        cache: &Arc<Cache>,
+        counters: &Arc<Counters>,
+        rep_key: CacheKey,
+        source: &Arc<Object>,
+        coding: Coding,
+        found: Option<Arc<Object>>,
+    ) -> Option<Arc<Object>> {
+        if let Some(rep) = found {
+            if representation::source(&rep) == Some(representation::generation(source)) {
+                counters.compress_encoded_served.inc();
+                return Some(rep);
+            }
+            cache.storage.remove(&rep_key);
         }
         let hits = self.heat.get(&rep_key).unwrap_or(0) + 1;
         if hits < self.hot_hits {
@@ -152,10 +211,19 @@ impl Representations {
         if queued.contains(&key) {
             return;
         }
+        let gzip = source
+            .headers
+            .values("content-type")
+            .next()
+            .map_or(self.levels.gzip, |t| self.levels_by_type.gzip_level_for(t));
         let job = Job {
             key: key.clone(),
             coding,
             source,
+            levels: Levels {
+                gzip,
+                ..self.levels
+            },
         };
         match self.tx.try_send(job) {
             Ok(()) => {
@@ -182,7 +250,6 @@ impl Representations {
             cache: cache.clone(),
             counters: counters.clone(),
             queued: self.queued.clone(),
-            levels: self.levels,
             max_identity: self.max_identity,
         };
         runtime.spawn(worker.run(rx));
@@ -195,7 +262,6 @@ struct Worker {
     cache: Arc<Cache>,
     counters: Arc<Counters>,
     queued: Arc<Mutex<HashSet<CacheKey>>>,
-    levels: Levels,
     max_identity: u64,
 }
 
@@ -215,8 +281,8 @@ impl Worker {
             self.counters.compress_encode_dropped.inc();
             return;
         };
-        let gzip = crate::proxy::coding::stored_gzip(&job.source.headers);
-        let (coding, levels, limit) = (job.coding, self.levels, self.max_identity);
+        let gzip = representation::stored_gzip(&job.source.headers);
+        let (coding, levels, limit) = (job.coding, job.levels, self.max_identity);
         let encoded = tokio::task::spawn_blocking(move || {
             let identity = if gzip {
                 gunzip(&stored, limit)?
@@ -244,7 +310,8 @@ impl Worker {
             .add(out.len() as u64);
         match coding {
             Coding::Br => self.counters.compress_br.inc(),
-            _ => self.counters.compress_zstd.inc(),
+            Coding::Zstd => self.counters.compress_zstd.inc(),
+            _ => self.counters.compress_gzip.inc(),
         }
         let Some(fields) = fields(&job.source, coding) else {
             return;
@@ -318,7 +385,15 @@ fn encode(coding: Coding, levels: Levels, identity: &[u8]) -> Option<Vec<u8>> {
             e.write_all(identity).ok()?;
             e.finish().ok()
         }
-        Coding::Gzip | Coding::Identity => None,
+        Coding::Gzip => {
+            let mut e = flate2::write::GzEncoder::new(
+                Vec::with_capacity(identity.len() / 4),
+                flate2::Compression::new(levels.gzip.clamp(1, 9)),
+            );
+            e.write_all(identity).ok()?;
+            e.finish().ok()
+        }
+        Coding::Identity => None,
     }
 }
 
@@ -358,7 +433,11 @@ mod tests {
     #[test]
     fn br_and_zstd_round_trip_and_zstd_keeps_an_8mb_window() {
         let page = page();
-        let levels = Levels { br: 11, zstd: 19 };
+        let levels = Levels {
+            br: 11,
+            zstd: 19,
+            gzip: 6,
+        };
         let br = encode(Coding::Br, levels, &page).expect("br");
         let mut back = Vec::new();
         brotli::Decompressor::new(&br[..], 4096)
@@ -388,7 +467,7 @@ mod tests {
     #[test]
     fn clients_get_the_coding_they_prefer_among_those_at_hand() {
         let r = Representations::new(&CompressionConfig::default(), 1 << 20);
-        let pick = |ae: &str| r.preferred(&Accepts::parse([ae.as_bytes()]));
+        let pick = |ae: &str| r.preferred(&Accepts::parse([ae.as_bytes()]), true);
         assert_eq!(pick("gzip, deflate, br, zstd"), Some(Coding::Zstd));
         assert_eq!(pick("gzip, deflate, br"), Some(Coding::Br));
         assert_eq!(pick("gzip"), None);
@@ -401,6 +480,11 @@ mod tests {
             },
             1 << 20,
         );
-        assert_eq!(off.preferred(&Accepts::parse([&b"zstd"[..]])), None);
+        assert_eq!(off.preferred(&Accepts::parse([&b"zstd"[..]]), true), None);
+        // An identity object: a gzip client gets a gzip representation.
+        let from_identity = |ae: &str| r.preferred(&Accepts::parse([ae.as_bytes()]), false);
+        assert_eq!(from_identity("gzip"), Some(Coding::Gzip));
+        assert_eq!(from_identity("gzip, br"), Some(Coding::Br));
+        assert_eq!(from_identity("identity"), None);
     }
 }

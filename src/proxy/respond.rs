@@ -12,7 +12,7 @@ use super::body::ResponseBody;
 use super::deliver;
 use super::filter::{esi, flv};
 use super::partial::{self, RangeSpec};
-use super::txn::{Step, Txn};
+use super::txn::{RepresentationIo, Step, Txn};
 use crate::cache::Object;
 use crate::http::accept_encoding::Coding;
 use crate::http::headers::has_field;
@@ -30,7 +30,42 @@ impl Txn {
         cache_status: &str,
         now: Instant,
     ) -> Step {
-        let object = super::coding::representation(self, object);
+        let object = match super::coding::representation(self, object) {
+            super::coding::Chosen::Object(object) => object,
+            super::coding::Chosen::Io(object, rep_key, coding) => {
+                return Step::RepresentationIo(Box::new(RepresentationIo {
+                    object,
+                    rep_key,
+                    coding,
+                    cache_status: cache_status.to_string(),
+                    now,
+                }));
+            }
+        };
+        self.deliver_chosen(object, cache_status, now)
+    }
+
+    /// After `Step::RepresentationIo`: the representation from the tiers below when they
+    /// hold one made from the object's bytes, else the object.
+    pub(super) async fn representation_io(&mut self, io: Box<RepresentationIo>) -> Step {
+        let RepresentationIo {
+            object,
+            rep_key,
+            coding,
+            cache_status,
+            now,
+        } = *io;
+        let proxy = self.proxy.clone();
+        let chosen = proxy
+            .representations
+            .lookup_io(&proxy.cache, &proxy.counters, rep_key, &object, coding)
+            .await
+            .unwrap_or(object);
+        self.deliver_chosen(chosen, &cache_status, now)
+    }
+
+    /// [`Txn::deliver_object_at`] once the representation sent is chosen.
+    fn deliver_chosen(&mut self, object: Arc<Object>, cache_status: &str, now: Instant) -> Step {
         super::coding::on_delivery(self, super::coding::stored_gzip(&object.headers));
         super::coding::identity_for_if_range(self, &object);
         self.flv_filter(object.status, object.headers.map(), Some(object.body_len));

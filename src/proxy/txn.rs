@@ -53,10 +53,24 @@ pub(super) enum Step {
     Restart,
     /// The URL is cached in slices (`slice/`): answered from them.
     Slices(Arc<crate::cache::slices::SliceMeta>),
+    /// A stored object to deliver, whose br or zstd representation is asked of the tiers
+    /// below memory first (`respond.rs`).
+    RepresentationIo(Box<RepresentationIo>),
     /// A Range starting at this byte, past `max_object_size`, of a URL not known yet: asked
     /// as its slice (`slice/`).
     SliceProbe(u64),
     Deliver(Response<ResponseBody>),
+}
+
+/// A stored object whose br or zstd representation the tiers below (disk) may hold
+/// (`coding::representation`): looked up there before the response is formed
+/// (`respond.rs`).
+pub(super) struct RepresentationIo {
+    pub(super) object: Arc<Object>,
+    pub(super) rep_key: crate::cache::CacheKey,
+    pub(super) coding: crate::http::accept_encoding::Coding,
+    pub(super) cache_status: String,
+    pub(super) now: Instant,
 }
 
 impl Step {
@@ -80,6 +94,7 @@ impl Step {
             Step::VclSynth(..) => "vcl-synth",
             Step::Restart => "restart",
             Step::Slices(_) => "slices",
+            Step::RepresentationIo(_) => "representation-io",
             Step::SliceProbe(_) => "slice-probe",
             Step::Deliver(_) => "deliver",
         }

@@ -61,7 +61,7 @@ pub(super) const COMPRESSION: &[Setting] = &[
         default: Default::Value(r##"["zstd", "br"]"##),
         example: r##""##,
         restart: false,
-        doc: r##"Codings a hot stored object (a gzip Shellac made or kept: `types`) also gets a representation in, built in the background after `hot_hits` hits by clients that prefer it, never on the request path: brotli at `br_level`, zstd at `zstd_level` with a window of at most 8 MB (RFC 9659). Kept in the same tiers as the object, purged with it, served while the object they were made from is (counters `compress_br`, `compress_zstd`, `compress_encoded_served`, `compress_encode_dropped`). A client gets the coding it prefers among those at hand (its q-values; ties: zstd, br, gzip). Clients that take one of them leave the fast-hit path for stored gzip objects. `[]`: none built."##,
+        doc: r##"Codings a hot stored object (a gzip Shellac made or kept, under rules or VCL; or an identity object `types` and `min_length` would gzip now, which gets gzip too) also gets a representation in, built in the background after `hot_hits` hits by clients that prefer it, never on the request path: brotli at `br_level`, zstd at `zstd_level` with a window of at most 8 MB (RFC 9659). Kept in the same tiers as the object (read back from disk when memory has none), purged with it, served while the object they were made from is (counters `compress_br`, `compress_zstd`, `compress_encoded_served`, `compress_encoded_read_back`, `compress_encode_dropped`). A client gets the coding it prefers among those at hand (its q-values; ties: zstd, br, gzip). Clients that take one of them leave the fast-hit path for stored gzip objects. `[]`: none built."##,
     },
     Setting {
         section: "compression",

@@ -81,16 +81,24 @@ impl Proxy {
         let prepared = deliver::prepared(&object, now, &status).ok()?;
         // Stored gzip for a client that does not take it: the full path decodes it (a
         // delivery filter, `coding.rs`); for one that prefers br or zstd, the full path
-        // serves their representation (`represent.rs`). One flag for every other hit.
-        if prepared.gzip && self.config.compression.enabled {
+        // serves their representation (`represent.rs`), as it does for an identity object
+        // `[compression]` would gzip now (under rules). One flag for every other hit.
+        let recodable = !prepared.gzip
+            && self.vcl.is_none()
+            && self.representations.enabled()
+            && prepared.recodable(|| super::coding::recodable(&self.config.compression, &object));
+        if (prepared.gzip || recodable) && self.config.compression.enabled {
             let accepts = crate::http::accept_encoding::Accepts::parse(
                 head.fields
                     .iter()
                     .filter(|f| f.name.eq_ignore_ascii_case("accept-encoding"))
                     .map(|f| f.value),
             );
-            if !accepts.accepts(crate::http::accept_encoding::Coding::Gzip)
-                || (self.vcl.is_none() && self.representations.preferred(&accepts).is_some())
+            if (prepared.gzip && !accepts.accepts(crate::http::accept_encoding::Coding::Gzip))
+                || self
+                    .representations
+                    .preferred(&accepts, prepared.gzip)
+                    .is_some()
             {
                 return None;
             }

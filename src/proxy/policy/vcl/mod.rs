@@ -29,6 +29,15 @@ use crate::vcl::run::BackendSel;
 /// The VCL policy: the configuration's program (`Proxy::vcl`).
 pub(in crate::proxy) struct Vcl;
 
+/// The request's `Accept-Encoding` field lines.
+fn accept_encoding(headers: &http::HeaderMap) -> Vec<http::HeaderValue> {
+    headers
+        .get_all(http::header::ACCEPT_ENCODING)
+        .iter()
+        .cloned()
+        .collect()
+}
+
 /// Whether the request runs a 2.x program.
 fn legacy(txn: &Txn) -> bool {
     txn.vcl
@@ -47,7 +56,16 @@ impl Hooks for Vcl {
         if txn.proxy.config.cache.normalize_accept_encoding {
             wash_accept_encoding(&mut txn.req.headers);
         }
-        client::recv(txn, &rt)
+        let washed = accept_encoding(&txn.req.headers);
+        let step = client::recv(txn, &rt);
+        // A program that changed `req.http.Accept-Encoding` decides what the client takes
+        // (Varnish reads the request's field when it delivers: a VCL that unsets it gets
+        // the client identity); one that left it as washed leaves the client's own
+        // preferences (its q-values, br and zstd) in force (`coding.rs`).
+        if accept_encoding(&txn.req.headers) != washed {
+            super::super::coding::on_request(txn);
+        }
+        step
     }
 
     fn restarted(txn: &Txn) -> bool {
