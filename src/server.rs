@@ -30,6 +30,7 @@ mod refuse;
 mod tls_conn;
 mod trim;
 mod tunnel;
+mod unix;
 
 pub(crate) use tls_conn::TlsStart;
 
@@ -43,6 +44,8 @@ pub struct Running {
     pub listen: Vec<SocketAddr>,
     /// TLS listeners bound at start (every `[[tls]]`'s `listen`, in order).
     pub tls: Vec<SocketAddr>,
+    /// Unix-socket listeners bound at start (`server.listen_unix`), removed at shutdown.
+    pub unix: Vec<std::path::PathBuf>,
     pub admin: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     tasks: JoinSet<()>,
@@ -102,6 +105,14 @@ pub async fn start_with(
             .with_context(|| format!("cannot listen on {addr}"))?;
         bound.push((addr, listener, tls));
     }
+    // Unix sockets: bound (stale files removed) before anything accepts.
+    let mut unix_bound = Vec::new();
+    let mode = config.server.unix_mode().unwrap_or(0o660);
+    for path in &config.server.listen_unix {
+        let listener = unix::bind(path, mode)
+            .with_context(|| format!("cannot listen on {}", path.display()))?;
+        unix_bound.push((path.clone(), listener));
+    }
     let admin = match config.server.admin {
         Some(addr) => {
             let listener = match crate::service::listeners::take(addr, &Role::Admin) {
@@ -137,6 +148,15 @@ pub async fn start_with(
             shutdown.subscribe(),
         ));
     }
+    let mut unix_paths = Vec::new();
+    for (path, listener) in unix_bound {
+        tasks.spawn(unix::accept_loop(
+            listener,
+            live.clone(),
+            shutdown.subscribe(),
+        ));
+        unix_paths.push(path);
+    }
     // Sockets handed over (socket activation, `shellac upgrade`) that nothing took.
     crate::service::listeners::close_leftovers();
     live.sync_probes();
@@ -148,6 +168,7 @@ pub async fn start_with(
         live,
         listen,
         tls: tls_listen,
+        unix: unix_paths,
         admin,
         shutdown,
         tasks,
@@ -173,6 +194,7 @@ impl Running {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         self.tasks.abort_all();
+        unix::remove(&self.unix);
         self.live.stop_tasks();
         // Persist what the storage has pending (the disk tier seals its open region).
         let proxy = shared_proxy;

@@ -40,7 +40,7 @@ async fn start(origin: &Origin, tweak: impl FnOnce(&mut shellac::config::Config)
 }
 
 /// Reads exactly `n` complete responses with `Content-Length` bodies from `s`.
-async fn read_responses(s: &mut TcpStream, n: usize) -> Vec<String> {
+async fn read_responses<S: tokio::io::AsyncRead + Unpin>(s: &mut S, n: usize) -> Vec<String> {
     let mut buf = Vec::new();
     let mut out = Vec::new();
     while out.len() < n {
@@ -839,5 +839,83 @@ async fn backend_proxy_protocol_names_the_client_on_a_connection_of_its_own() {
         "a probe sends an UNKNOWN header"
     );
     assert!(!seen.lock().unwrap().iter().any(|h| h == "NO HEADER"));
+    shellac.stop().await;
+}
+
+// Unix-socket client listeners (`server.listen_unix`).
+
+async fn unix_get(path: &std::path::Path, bytes: &[u8]) -> String {
+    let mut s = tokio::net::UnixStream::connect(path).await.unwrap();
+    s.write_all(bytes).await.unwrap();
+    let mut out = String::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut out)).await;
+    out
+}
+
+/// A stale socket file is replaced, the socket gets its mode, requests are served (with a
+/// PROXY protocol header when every listener requires one), and the file is gone at stop;
+/// a socket another process accepts on is refused at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unix_socket_listeners_serve_and_clean_up_after_themselves() {
+    use std::os::unix::fs::PermissionsExt;
+    let origin = Origin::start(|_| Reply::ok("over unix")).await;
+    let dir = TempDir::new("unix-listen");
+    let path = dir.0.join("shellac.sock");
+    // Left behind by a process that is gone: bound, then closed.
+    drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+    assert!(path.exists());
+    let p = path.clone();
+    let shellac = start(&origin, move |c| {
+        c.server.listen_unix = vec![p];
+        c.server.listen_unix_mode = "0640".into();
+    })
+    .await;
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o640);
+    let text = unix_get(&path, &get_close("/u")).await;
+    assert!(
+        text.starts_with("HTTP/1.1 200") && text.ends_with("over unix"),
+        "{text}"
+    );
+    assert_eq!(forwarded_for(&origin, "/u"), "0.0.0.0");
+    // Keep-alive: two requests on one connection.
+    let mut s = tokio::net::UnixStream::connect(&path).await.unwrap();
+    for p in ["/k1", "/k2"] {
+        s.write_all(format!("GET {p} HTTP/1.1\r\nHost: t.example\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let r = read_responses(&mut s, 1).await;
+        assert!(
+            r[0].starts_with("HTTP/1.1 200") && r[0].ends_with("over unix"),
+            "{}",
+            r[0]
+        );
+    }
+    drop(s);
+    // Another start on the same path while this one accepts is refused.
+    let mut config = shellac::config::Config::embedded_default();
+    config.server.listen = vec!["127.0.0.1:0".parse().unwrap()];
+    config.server.admin = None;
+    config.server.listen_unix = vec![path.clone()];
+    let refused = shellac::server::start(std::sync::Arc::new(config)).await;
+    let err = refused.err().expect("a socket in use is refused");
+    assert!(format!("{err:#}").contains("in use"), "{err:#}");
+    shellac.stop().await;
+    assert!(!path.exists(), "the socket file is removed at stop");
+
+    // Behind a front end that sends the PROXY protocol over the socket.
+    let p = path.clone();
+    let shellac = start(&origin, move |c| {
+        behind_balancer(c, "127.0.0.1");
+        c.server.listen_unix = vec![p];
+    })
+    .await;
+    let header = v2_tcp4([192, 0, 2, 99], 7, [127, 0, 0, 1], 443);
+    let text = unix_get(&path, &[header, get_close("/pu")].concat()).await;
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert_eq!(forwarded_for(&origin, "/pu"), "192.0.2.99");
+    let text = unix_get(&path, &get_close("/none")).await;
+    assert!(text.is_empty(), "no header: closed");
+    assert_eq!(shellac.stat("client_proxy_missing").await, 1);
     shellac.stop().await;
 }

@@ -2,6 +2,7 @@
 //! listener's address and token.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -17,6 +18,11 @@ pub struct ServerConfig {
     /// Addresses to accept client connections on. Default `["127.0.0.1:6081"]`.
     #[serde(deserialize_with = "lists::one_or_many")]
     pub listen: Vec<SocketAddr>,
+    /// Unix-socket paths to accept client connections on (HTTP/1.1). Default `[]`.
+    #[serde(deserialize_with = "lists::one_or_many")]
+    pub listen_unix: Vec<PathBuf>,
+    /// File mode of the `listen_unix` sockets, octal (`"0660"`). Default `"0660"`.
+    pub listen_unix_mode: String,
     /// Admin listener (every route in docs/admin.md). Default `127.0.0.1:6082`; `"off"` or
     /// `false`: none (None here).
     #[serde(with = "admin_address")]
@@ -174,6 +180,12 @@ impl ServerConfig {
         }
     }
 
+    /// `listen_unix_mode` as a mode (None: not an octal mode of at most `0777`).
+    pub fn unix_mode(&self) -> Option<u32> {
+        let m = self.listen_unix_mode.trim_start_matches("0o");
+        u32::from_str_radix(m, 8).ok().filter(|m| *m <= 0o777)
+    }
+
     /// Whether `ip` is a trusted proxy (`trusted_proxies`).
     pub fn trusts(&self, ip: std::net::IpAddr) -> bool {
         self.trusted_proxies.iter().any(|n| n.contains(ip))
@@ -194,6 +206,8 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             listen: vec![SocketAddr::from(([127, 0, 0, 1], 6081))],
+            listen_unix: Vec::new(),
+            listen_unix_mode: "0660".into(),
             admin: Some(SocketAddr::from(([127, 0, 0, 1], 6082))),
             listen_backlog: 4096,
             tcp_nodelay: true,

@@ -80,6 +80,23 @@ fn server(c: &Config, out: &mut Problems) {
             "at least one listen address is required".into(),
         ));
     }
+    if sv.unix_mode().is_none() {
+        out.push((
+            key(&["server", "listen_unix_mode"]),
+            format!(
+                "`{}` is not a file mode: write it in octal, at most \"0777\" (e.g. \"0660\")",
+                sv.listen_unix_mode
+            ),
+        ));
+    }
+    for (i, p) in sv.listen_unix.iter().enumerate() {
+        if p.as_os_str().is_empty() || sv.listen_unix[..i].contains(p) {
+            out.push((
+                vec!["server".into(), "listen_unix".into(), i.to_string()],
+                "must be a socket path, each once".into(),
+            ));
+        }
+    }
     let header_size_ok = (1024..=1 << 20).contains(&sv.max_header_size.0);
     if header_size_ok && sv.max_request_line.0 > sv.max_header_size.0 {
         out.push((

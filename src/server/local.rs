@@ -52,9 +52,14 @@ impl ConnLocal {
     /// The listener the connection was accepted on, as configured: found once per session
     /// (the local address, then the live listener list), and only when sites ask for it.
     pub(crate) fn listener(&self, live: &Live) -> Option<SocketAddr> {
-        *self
-            .listener
-            .get_or_init(|| live.configured_for(self.get()))
+        *self.listener.get_or_init(|| {
+            let local = self.get();
+            // A Unix socket has no listen address: the sites without `listen` answer.
+            if local == crate::proxy::site::UNIX_LISTENER {
+                return Some(local);
+            }
+            live.configured_for(local)
+        })
     }
 
     /// The address, asked of the socket the first time. Called only from the session's

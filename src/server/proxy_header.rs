@@ -98,3 +98,37 @@ pub(super) async fn read(
         seen = n;
     }
 }
+
+/// [`read`] for a stream that cannot be peeked (a Unix socket): the header is read a byte at
+/// a time until its length is known, then exactly the rest, so nothing after it is consumed.
+pub(super) async fn read_exactly<S>(
+    stream: &mut S,
+    peer: SocketAddr,
+    deadline: u64,
+) -> Result<SocketAddr, Refused>
+where
+    S: tokio::io::AsyncRead + Unpin,
+{
+    let left = || Duration::from_millis(deadline.saturating_sub(now_ms()).max(1));
+    let mut buf = Vec::with_capacity(V1_MAX);
+    loop {
+        let want = match proxy_protocol::parse(&buf) {
+            Ok(Parsed::Done { header, .. }) => return Ok(header.source.unwrap_or(peer)),
+            Ok(Parsed::Incomplete(Some(total))) => total - buf.len(),
+            Ok(Parsed::Incomplete(None)) => 1,
+            Err(proxy_protocol::Error::Missing) => return Err(Refused::Missing),
+            Err(proxy_protocol::Error::Malformed(why)) => {
+                tracing::debug!(%peer, why, "malformed PROXY protocol header");
+                return Err(Refused::Malformed);
+            }
+        };
+        let start = buf.len();
+        buf.resize(start + want, 0);
+        match tokio::time::timeout(left(), stream.read_exact(&mut buf[start..])).await {
+            Err(_) => return Err(Refused::Timeout),
+            Ok(Err(_)) if start == 0 => return Err(Refused::Missing),
+            Ok(Err(_)) => return Err(Refused::Malformed),
+            Ok(Ok(_)) => {}
+        }
+    }
+}
