@@ -149,9 +149,10 @@ pub async fn start_with(
         ));
     }
     let mut unix_paths = Vec::new();
-    for (path, listener) in unix_bound {
+    for (i, (path, listener)) in unix_bound.into_iter().enumerate() {
         tasks.spawn(unix::accept_loop(
             listener,
+            i,
             live.clone(),
             shutdown.subscribe(),
         ));

@@ -558,3 +558,57 @@ default = true
     assert_eq!(shellac.stat("log_write_error").await, 0);
     shellac.stop().await;
 }
+
+/// One request with `Connection: close` over the Unix socket at `path`: the whole answer.
+async fn unix_get_host(path: &Path, host: &str, target: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::UnixStream::connect(path).await.unwrap();
+    let req = format!("GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        s.read_to_string(&mut out),
+    )
+    .await;
+    out
+}
+
+/// `listen = "unix:/path"` binds a site to one `server.listen_unix` socket (nginx's `listen
+/// unix:/path`); a site without `listen` answers on every socket too, and a socket with sites
+/// but no default answers an unknown name 421, as an address does. Hits on a socket take the
+/// fast path under the socket's site.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_site_listens_on_a_unix_socket() {
+    let a = named("a").await;
+    let b = named("b").await;
+    let dir = temp_dir("sites-unix");
+    let (sock_a, sock_b) = (dir.join("a.sock"), dir.join("b.sock"));
+    let text = format!(
+        "{}listen_unix = [\"{}\", \"{}\"]\n{}{}\n[[site]]\nname = \"on-a\"\nlisten = \"unix:{}\"\ndefault = true\nbackend = \"a\"\n[[site]]\nname = \"everywhere\"\nserver_name = \"b.test\"\nbackend = \"b\"\n",
+        SERVER,
+        sock_a.display(),
+        sock_b.display(),
+        backend("a", &a),
+        backend("b", &b),
+        sock_a.display(),
+    );
+    let file = dir.join("shellac.toml");
+    write(&file, &text);
+    let shellac = Shellac::start_reloadable(&file).await;
+    let body = |text: &str| text.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    let r = unix_get_host(&sock_a, "x.test", "/p").await;
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    assert_eq!(body(&r), "a /p");
+    let r = unix_get_host(&sock_a, "x.test", "/p").await;
+    assert_eq!(body(&r), "a /p");
+    assert!(r.to_ascii_lowercase().contains("hit"), "{r}");
+    assert_eq!(body(&unix_get_host(&sock_a, "b.test", "/p").await), "b /p");
+    assert_eq!(body(&unix_get_host(&sock_b, "b.test", "/p").await), "b /p");
+    let r = unix_get_host(&sock_b, "x.test", "/p").await;
+    assert!(r.starts_with("HTTP/1.1 421"), "no default on b.sock: {r}");
+    let first = shellac.listening()[0];
+    assert_eq!(get_host(first, "x.test", "/q").await.status, 421);
+    shellac.stop().await;
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -6,7 +6,8 @@
 //! does not compile, a listen address that is no listener, a backend that does not exist.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -22,9 +23,10 @@ pub struct SiteConfig {
     #[serde(default)]
     pub name: String,
     /// The client listeners (`server.listen` or a `[[tls]]`'s `listen` addresses, as
-    /// written) whose requests may be for this site. `[]`: every client listener.
+    /// written, or `"unix:/path"` of `server.listen_unix`) whose requests may be for this
+    /// site. `[]`: every client listener.
     #[serde(default, deserialize_with = "lists::one_or_many")]
-    pub listen: Vec<SocketAddr>,
+    pub listen: Vec<ListenOn>,
     /// nginx's `server_name`: exact names, `*.example.org`, `mail.*`, `.example.org`,
     /// `~REGEX`.
     #[serde(default, deserialize_with = "lists::one_or_many")]
@@ -79,18 +81,98 @@ fn some_one_or_many<'de, D: serde::Deserializer<'de>>(
     lists::one_or_many(d).map(Some)
 }
 
-impl SiteConfig {
-    /// The site's listen addresses: its own, else every client listener of `c`.
-    pub fn addresses(&self, c: &Config) -> Vec<SocketAddr> {
-        if self.listen.is_empty() {
-            all_listeners(c)
-        } else {
-            self.listen.clone()
+/// One `[[site]] listen` entry: a client listener's address, or a socket of
+/// `server.listen_unix` written as nginx does (`"unix:/run/shellac.sock"`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ListenOn {
+    Addr(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl std::fmt::Display for ListenOn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ListenOn::Addr(a) => write!(f, "{a}"),
+            ListenOn::Unix(p) => write!(f, "unix:{}", p.display()),
         }
     }
 }
 
-/// Every client listener address as written (`server.listen`, then each `[[tls]]`'s).
+impl std::str::FromStr for ListenOn {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<ListenOn, String> {
+        if let Some(path) = text.strip_prefix("unix:") {
+            if path.is_empty() {
+                return Err(
+                    "`unix:` names no socket: write \"unix:/path\" as in server.listen_unix".into(),
+                );
+            }
+            return Ok(ListenOn::Unix(PathBuf::from(path)));
+        }
+        text.parse()
+            .map(ListenOn::Addr)
+            .map_err(|_| super::addresses::not_an_address(text))
+    }
+}
+
+impl Serialize for ListenOn {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ListenOn {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ListenOn, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// The listener a connection on the `i`th socket of `server.listen_unix` is on, as
+/// `[[site]]`s are chosen by it: an address of the discard-only block `100::/64` (RFC 6666)
+/// with port 0, which no client listener is ever configured on.
+pub fn unix_listener(i: usize) -> SocketAddr {
+    let i = u16::try_from(i).unwrap_or(u16::MAX);
+    SocketAddr::new(IpAddr::V6(Ipv6Addr::new(0x100, 0, 0, 0, 0, 0, 0, i)), 0)
+}
+
+/// How messages name `listener` (an address of [`all_listeners`]).
+fn named(c: &Config, listener: SocketAddr) -> String {
+    c.server
+        .listen_unix
+        .iter()
+        .enumerate()
+        .find(|(i, _)| unix_listener(*i) == listener)
+        .map_or(listener.to_string(), |(_, p)| {
+            format!("unix:{}", p.display())
+        })
+}
+
+impl SiteConfig {
+    /// The site's listeners (a Unix socket as its [`unix_listener`]): its own, else every
+    /// client listener of `c`.
+    pub fn addresses(&self, c: &Config) -> Vec<SocketAddr> {
+        if self.listen.is_empty() {
+            return all_listeners(c);
+        }
+        self.listen
+            .iter()
+            .filter_map(|l| match l {
+                ListenOn::Addr(a) => Some(*a),
+                ListenOn::Unix(p) => c
+                    .server
+                    .listen_unix
+                    .iter()
+                    .position(|u| u == p)
+                    .map(unix_listener),
+            })
+            .collect()
+    }
+}
+
+/// Every client listener address as written (`server.listen`, then each `[[tls]]`'s), then
+/// the [`unix_listener`] of each `server.listen_unix` socket.
 pub fn all_listeners(c: &Config) -> Vec<SocketAddr> {
     let mut out = c.server.listen.clone();
     for t in &c.tls {
@@ -100,6 +182,7 @@ pub fn all_listeners(c: &Config) -> Vec<SocketAddr> {
             }
         }
     }
+    out.extend((0..c.server.listen_unix.len()).map(unix_listener));
     out
 }
 
@@ -179,15 +262,17 @@ pub(super) fn across(c: &Config) -> Problems {
                 ),
             ));
         }
-        for (j, a) in site.listen.iter().enumerate() {
-            if !listeners.contains(a) {
-                out.push((
-                    at(i, &["listen", &j.to_string()]),
-                    format!(
-                        "{a} is not a client listener (server.listen or a [[tls]] listen address, as written)"
-                    ),
-                ));
-            }
+        for (j, l) in site.listen.iter().enumerate() {
+            let problem = match l {
+                ListenOn::Addr(a) if !listeners.contains(a) => format!(
+                    "{a} is not a client listener (server.listen or a [[tls]] listen address, as written)"
+                ),
+                ListenOn::Unix(p) if !c.server.listen_unix.contains(p) => {
+                    format!("{l} is not a socket of server.listen_unix (as written there)")
+                }
+                _ => continue,
+            };
+            out.push((at(i, &["listen", &j.to_string()]), problem));
         }
         if let Some(b) = &site.backend
             && !names(b)
@@ -211,8 +296,10 @@ pub(super) fn across(c: &Config) -> Problems {
                 out.push((
                     at(i, &["default"]),
                     format!(
-                        "{addr} has two default sites: `{}` and `{}`",
-                        c.sites[other].name, site.name
+                        "{} has two default sites: `{}` and `{}`",
+                        named(c, addr),
+                        c.sites[other].name,
+                        site.name
                     ),
                 ));
             }
@@ -224,7 +311,7 @@ pub(super) fn across(c: &Config) -> Problems {
                 if let Err(conflict) = table.add(&patterns, i) {
                     out.push((
                         at(i, &["server_name", &j.to_string()]),
-                        format!("{conflict} ({addr})"),
+                        format!("{conflict} ({})", named(c, addr)),
                     ));
                 }
             }
@@ -296,6 +383,34 @@ mod tests {
             keys,
             ["site.0.listen.0", "site.0.backend", "site.0.rewrite.0"],
             "{e:?}"
+        );
+    }
+
+    #[test]
+    fn a_site_names_a_unix_socket_of_listen_unix() {
+        let text = "[[backend]]\nhost = \"127.0.0.1\"\n[server]\nlisten = \"127.0.0.1:8080\"\nlisten_unix = [\"/run/a.sock\", \"/run/b.sock\"]\n[[site]]\nlisten = \"unix:/run/b.sock\"\ndefault = true\n[[site]]\nname = \"x\"\nlisten = [\"unix:/run/c.sock\", \"unix:/run/b.sock\"]\ndefault = true\n";
+        let e = match Config::parse(text, "t.toml") {
+            Ok(_) => Vec::new(),
+            Err(e) => e.into_iter().map(|e| (e.key, e.message)).collect(),
+        };
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert_eq!(e[0].0, "site.1.listen.0");
+        assert!(
+            e[0].1.contains("not a socket of server.listen_unix"),
+            "{e:?}"
+        );
+        assert_eq!(e[1].0, "site.1.default");
+        assert!(
+            e[1].1.contains("unix:/run/b.sock has two default sites"),
+            "{e:?}"
+        );
+        let ok = text
+            .replace("c.sock", "a.sock")
+            .replace("default = true\n[[site]]", "[[site]]");
+        let c = Config::parse(&ok, "t.toml").unwrap();
+        assert_eq!(
+            c.sites[1].addresses(&c),
+            [super::unix_listener(0), super::unix_listener(1)]
         );
     }
 }

@@ -87,18 +87,10 @@ struct Address {
     default: Option<usize>,
 }
 
-/// The listener a Unix-socket connection is on, for [`Sites::choose`]: no listen address
-/// (`server.listen_unix`); the address a Unix socket reads as its local one.
-pub const UNIX_LISTENER: SocketAddr =
-    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
-
 /// Every site and, per listen address (as configured), the names that select them.
 pub struct Sites {
     sites: Vec<Arc<Site>>,
     addresses: HashMap<SocketAddr, Address>,
-    /// The sites without `listen` (they belong to every client listener): the table for a
-    /// connection on no listen address (a Unix socket).
-    every: Address,
 }
 
 impl Sites {
@@ -110,21 +102,7 @@ impl Sites {
         }
         let mut sites = Vec::with_capacity(config.sites.len());
         let mut addresses: HashMap<SocketAddr, Address> = HashMap::new();
-        let mut every = Address {
-            names: Names::new(),
-            default: None,
-        };
         for (i, s) in config.sites.iter().enumerate() {
-            if s.listen.is_empty() {
-                if s.default && every.default.is_none() {
-                    every.default = Some(i);
-                }
-                for name in &s.server_name {
-                    if let Ok(p) = Pattern::parse(name) {
-                        let _ = every.names.add(&p, i);
-                    }
-                }
-            }
             let cache_config =
                 (s.default_ttl.is_some() || s.max_ttl.is_some() || s.grace.is_some()).then(|| {
                     let mut c = config.cache.clone();
@@ -174,23 +152,13 @@ impl Sites {
                 }
             }
         }
-        Some(Sites {
-            sites,
-            addresses,
-            every,
-        })
+        Some(Sites { sites, addresses })
     }
 
     /// The site for a request that came in on `listener` (as configured) for `host` (with
-    /// or without its port).
-    /// [`UNIX_LISTENER`]: a Unix-socket connection, for which the sites without `listen`
-    /// are chosen from.
+    /// or without its port; a Unix socket's listener is its `config::site::unix_listener`).
     pub(super) fn choose(&self, listener: Option<SocketAddr>, host: &str) -> Choice<'_> {
-        let a = match listener {
-            Some(l) if l == UNIX_LISTENER => Some(&self.every),
-            l => l.and_then(|l| self.addresses.get(&l)),
-        };
-        let Some(a) = a else {
+        let Some(a) = listener.and_then(|l| self.addresses.get(&l)) else {
             return Choice::Global;
         };
         let name = strip_port(host);

@@ -36,30 +36,39 @@ impl ConnLocal {
         }
     }
 
+    /// A connection on the `i`th socket of `server.listen_unix`: its listener is that
+    /// socket's `config::site::unix_listener`, its local address none (`0.0.0.0`).
+    pub(crate) fn unix(stream: &impl AsRawFd, i: usize) -> ConnLocal {
+        let local = ConnLocal::new(stream, Some(SocketAddr::from(([0, 0, 0, 0], 0))));
+        let _ = local
+            .listener
+            .set(Some(crate::config::site::unix_listener(i)));
+        local
+    }
+
     /// The same socket's facts, found again by whoever holds this one (the fast-hit path).
     pub(crate) fn another(&self) -> ConnLocal {
         let addr = OnceLock::new();
         if let Some(a) = self.addr.get() {
             let _ = addr.set(*a);
         }
+        let listener = OnceLock::new();
+        if let Some(l) = self.listener.get() {
+            let _ = listener.set(*l);
+        }
         ConnLocal {
             fd: self.fd,
             addr,
-            listener: OnceLock::new(),
+            listener,
         }
     }
 
     /// The listener the connection was accepted on, as configured: found once per session
     /// (the local address, then the live listener list), and only when sites ask for it.
     pub(crate) fn listener(&self, live: &Live) -> Option<SocketAddr> {
-        *self.listener.get_or_init(|| {
-            let local = self.get();
-            // A Unix socket has no listen address: the sites without `listen` answer.
-            if local == crate::proxy::site::UNIX_LISTENER {
-                return Some(local);
-            }
-            live.configured_for(local)
-        })
+        *self
+            .listener
+            .get_or_init(|| live.configured_for(self.get()))
     }
 
     /// The address, asked of the socket the first time. Called only from the session's

@@ -65,9 +65,11 @@ pub(super) fn remove(paths: &[PathBuf]) {
     }
 }
 
-/// Accepts connections on `listener` until shutdown.
+/// Accepts connections on `listener`, the `index`th socket of `server.listen_unix`, until
+/// shutdown.
 pub(super) async fn accept_loop(
     listener: UnixListener,
+    index: usize,
     live: Arc<Live>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -89,7 +91,13 @@ pub(super) async fn accept_loop(
                     continue;
                 }
                 let open = Arc::new(OpenConn(proxy.shared.clone()));
-                tokio::spawn(connection(stream, live.clone(), shutdown.clone(), open));
+                tokio::spawn(connection(
+                    stream,
+                    index,
+                    live.clone(),
+                    shutdown.clone(),
+                    open,
+                ));
             }
             Err(e) => {
                 live.load().counters.client_accept_error.inc();
@@ -104,6 +112,7 @@ pub(super) async fn accept_loop(
 /// one, then an HTTP/1.1 session that is never released to the parking lot.
 async fn connection(
     mut stream: UnixStream,
+    index: usize,
     live: Arc<Live>,
     shutdown: watch::Receiver<bool>,
     open: Arc<OpenConn>,
@@ -126,7 +135,7 @@ async fn connection(
     }
     // The parking lot holds TCP sockets: a Unix-socket session stays whole while idle.
     cfg.idle_release = crate::config::units::Dur(Duration::ZERO);
-    let local = super::local::ConnLocal::new(&stream, None);
+    let local = super::local::ConnLocal::unix(&stream, index);
     let session = Box::pin(serve_session(
         stream,
         peer,

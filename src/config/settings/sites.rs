@@ -20,7 +20,7 @@ pub(super) const SITE: &[Setting] = &[
         default: Default::Value(r##"[]"##),
         example: r##"["0.0.0.0:80"]"##,
         restart: false,
-        doc: r##"The client listeners whose requests may be for this site: addresses of `server.listen` or of a `[[tls]]`'s `listen`, as written there (nginx's `listen`). `[]`: every client listener."##,
+        doc: r##"The client listeners whose requests may be for this site: addresses of `server.listen` or of a `[[tls]]`'s `listen`, as written there, or a socket of `server.listen_unix` as `"unix:/path"` (nginx's `listen`, `listen unix:/path`). `[]`: every client listener, the Unix sockets too."##,
     },
     Setting {
         section: "site",
