@@ -612,3 +612,63 @@ async fn a_site_listens_on_a_unix_socket() {
     shellac.stop().await;
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A VCL restart chooses the site again from the host it left: a host changed before the
+/// restart takes the request to that site (and its rewrites); a restart on the same site
+/// keeps the target its rewrites made, as nginx runs a server's rewrites once (they ran
+/// twice before: `/a/a/x`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vcl_restart_that_changes_the_host_chooses_the_site_again() {
+    let o = named("o").await;
+    let dir = temp_dir("sites-restart");
+    let vcl = format!(
+        r#"vcl 4.1;
+backend o {{ .host = "127.0.0.1"; .port = "{}"; }}
+sub vcl_recv {{ return (pass); }}
+sub vcl_deliver {{
+    if (req.restarts == 0 && req.http.x-move) {{
+        set req.http.host = req.http.x-move;
+        return (restart);
+    }}
+    if (req.restarts == 0 && req.http.x-again) {{
+        return (restart);
+    }}
+    set resp.http.x-restarts = req.restarts;
+}}
+"#,
+        o.addr.port()
+    );
+    write(&dir.join("site.vcl"), &vcl);
+    let text = format!(
+        "{SERVER}[vcl]\nfile = \"site.vcl\"\n[[site]]\nname = \"a\"\nserver_name = \"a.test\"\nrewrite = '^/(.*)$ /a/$1 break'\n[[site]]\nname = \"b\"\nserver_name = \"b.test\"\nrewrite = '^/(.*)$ /b/$1 break'\n"
+    );
+    let file = dir.join("shellac.toml");
+    write(&file, &text);
+    let shellac = Shellac::start_reloadable(&file).await;
+    let r = get_host(shellac.addr, "a.test", "/x").await;
+    assert_eq!(r.text(), "o /a/x");
+    let r = get_with(shellac.addr, "/x", &[("host", "a.test"), ("x-again", "1")]).await;
+    assert_eq!(r.header("x-restarts"), Some("1"));
+    assert_eq!(r.text(), "o /a/x", "the same site's rewrites run once");
+    let r = get_with(
+        shellac.addr,
+        "/x",
+        &[("host", "a.test"), ("x-move", "b.test")],
+    )
+    .await;
+    assert_eq!(r.header("x-restarts"), Some("1"));
+    assert_eq!(
+        r.text(),
+        "o /b/a/x",
+        "site b after the restart, its rewrite too"
+    );
+    let r = get_with(
+        shellac.addr,
+        "/x",
+        &[("host", "a.test"), ("x-move", "z.test")],
+    )
+    .await;
+    assert_eq!(r.status, 421, "no site for the new host, no default");
+    shellac.stop().await;
+    std::fs::remove_dir_all(&dir).ok();
+}

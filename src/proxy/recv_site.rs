@@ -15,16 +15,21 @@ impl Txn {
     /// request: `Some(step)` when that answers it — the unknown-site status, a rewrite's
     /// redirect, a rewrite cycle's 500. A request whose host is invalid is left to Recv.
     pub(super) fn site_and_rewrite(&mut self) -> Option<Step> {
-        // A restart (VCL) keeps the site and the rewritten target.
+        // The pass after a body read ahead for vcl_recv: already done.
         if self.key.is_some() {
             return None;
         }
         let proxy = self.proxy.clone();
         let host = Txn::authority(&self.req).ok()?;
+        // A restart (VCL) chooses the site again from the host it left (vcl_recv or
+        // vcl_deliver may have changed it); the same site keeps its rewritten target, as
+        // nginx runs a server's rewrites once; another site's rewrites run on it.
+        let restarted = self.policy.restarted(self);
+        let before = self.site.clone();
         if let Some(sites) = &proxy.sites {
             let listener = self.req.extensions.get::<Listener>().map(|l| l.0);
             match sites.choose(listener, host) {
-                Choice::Global => {}
+                Choice::Global => self.site = None,
                 Choice::Site(site) => {
                     if self.route.is_none() {
                         self.route = site.route.clone();
@@ -38,6 +43,14 @@ impl Txn {
                     return Some(Step::Synth(status, "unknown-site"));
                 }
             }
+        }
+        let same_site = match (&before, &self.site) {
+            (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if restarted && same_site {
+            return None;
         }
         let rewrites = match self.site.as_ref().and_then(|s| s.rewrites.as_ref()) {
             Some(own) => own.as_slice(),
