@@ -552,7 +552,7 @@ fn check(file: &std::path::Path, file_only: bool, online: bool) -> ExitCode {
                             .vcl
                             .file
                             .as_deref()
-                            .zip(program)
+                            .zip(program.global)
                             .map(|(f, p)| shellac::vcl::attach::describe(f, &p));
                     }
                     Err(vcl) => {

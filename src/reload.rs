@@ -407,9 +407,16 @@ impl Live {
             return Err(errors);
         }
 
-        if let (Some(file), Some(p)) = (&config.vcl.file, &program) {
+        if let (Some(file), Some(p)) = (&config.vcl.file, &program.global) {
             changes.push(format!(
                 "vcl {}: compiled (VCL {})",
+                file.display(),
+                p.dialect.as_str()
+            ));
+        }
+        for ((site, p), file) in program.sites.iter().zip(config.sites.iter().filter_map(|s| s.vcl.as_ref())) {
+            changes.push(format!(
+                "site {site}: vcl {}: compiled (VCL {})",
                 file.display(),
                 p.dialect.as_str()
             ));

@@ -67,7 +67,7 @@ pub async fn start(config: Arc<Config>) -> anyhow::Result<Running> {
 /// reloads re-read `source` and apply `overrides` on top.
 pub async fn start_with(
     config: Arc<Config>,
-    program: Option<Arc<Program>>,
+    program: crate::vcl::attach::Programs,
     source: ConfigSource,
     overrides: CliOverrides,
 ) -> anyhow::Result<Running> {

@@ -149,7 +149,9 @@ const CIRCLES: &[(&str, &[&str], &str)] = &[
     ("proxy::vcl", &["dry_run", "self"], OWN_FILE),
     (
         "server",
-        &["h1", "h2", "park", "refuse", "self", "tls_conn", "tunnel", "unix"],
+        &[
+            "h1", "h2", "park", "refuse", "self", "tls_conn", "tunnel", "unix",
+        ],
         "server.rs holds the listener state the protocol sessions read and starts them; to \
         cut, that state into its own file",
     ),

@@ -135,6 +135,13 @@ impl Config {
         {
             self.vcl.file = Some(base.join(file));
         }
+        for site in &mut self.sites {
+            if let Some(file) = &site.vcl
+                && file.is_relative()
+            {
+                site.vcl = Some(base.join(file));
+            }
+        }
     }
 
     /// The embedded default configuration.

@@ -39,6 +39,11 @@ pub struct SiteConfig {
     /// another). Default: `[routing] default`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<String>,
+    /// The site's own VCL file (relative to the configuration file's directory): its policy
+    /// instead of `[[site.rule]]`s, the global `[[rule]]`s or `[vcl] file`. Its backends,
+    /// probes and directors join the configuration's (one name space).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vcl: Option<PathBuf>,
     /// The site's own `[[rule]]`s; absent: the global ones.
     #[serde(default, rename = "rule", skip_serializing_if = "Option::is_none")]
     pub rules: Option<Vec<rules::RuleConfig>>,
@@ -273,6 +278,21 @@ pub(super) fn across(c: &Config) -> Problems {
                 _ => continue,
             };
             out.push((at(i, &["listen", &j.to_string()]), problem));
+        }
+        if site.vcl.is_some() {
+            for (key, what) in [
+                ("rule", site.rules.is_some()),
+                ("backend", site.backend.is_some()),
+            ] {
+                if what {
+                    out.push((
+                        at(i, &[key]),
+                        format!(
+                            "a site with its own `vcl` file takes its policy and backends from it: `{key}` cannot be given beside it"
+                        ),
+                    ));
+                }
+            }
         }
         if let Some(b) = &site.backend
             && !names(b)

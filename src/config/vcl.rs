@@ -42,6 +42,10 @@ pub struct VclConfig {
     /// in the TOML.
     #[serde(skip)]
     pub origins_from_file: bool,
+    /// The `[[site]] vcl` files' backends, probes and directors were added to the
+    /// configuration's (by `vcl::attach`).
+    #[serde(skip)]
+    pub site_origins_from_files: bool,
 }
 
 impl Default for VclConfig {
@@ -58,6 +62,7 @@ impl Default for VclConfig {
             max_restarts: 4,
             max_retries: 4,
             origins_from_file: false,
+            site_origins_from_files: false,
         }
     }
 }

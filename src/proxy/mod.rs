@@ -53,6 +53,7 @@ use crate::http::strict::Violation;
 use crate::rules::Rules;
 use crate::stats::Counters;
 use crate::txlog::{self, Format, Recorder};
+use crate::vcl::attach::Programs;
 use crate::vcl::ir::Program;
 pub use body::ResponseBody;
 pub use fast_hit::FastAnswer;
@@ -140,9 +141,10 @@ impl Proxy {
     /// default); with `"memory-only"` an unusable disk tier leaves the memory tier alone.
     pub fn new(
         config: Arc<Config>,
-        program: Option<Arc<Program>>,
+        programs: impl Into<Programs>,
         counters: Arc<Counters>,
     ) -> std::io::Result<Arc<Proxy>> {
+        let programs = programs.into();
         let (memory_size, max_object) =
             (config.cache.memory_size.0, config.cache.max_object_size.0);
         // The memory tier never holds more than it can (its shards are sized by this).
@@ -192,16 +194,22 @@ impl Proxy {
             config.server.rate_limit_keys,
             counters.clone(),
         ));
-        let vcl = program.map(|p| {
+        let runtime = |p: &Arc<Program>| {
             Arc::new(vcl::VclRuntime::new(
-                (*p).clone(),
+                (**p).clone(),
                 &backends,
                 (xids.clone(), throttle.clone()),
                 counters.clone(),
                 config.cache.grace.0,
                 config.server.idle_timeout.0,
             ))
-        });
+        };
+        let vcl = programs.global.as_ref().map(runtime);
+        let site_vcl: Vec<_> = programs
+            .sites
+            .iter()
+            .map(|(name, p)| (name.clone(), runtime(p)))
+            .collect();
         let output = match config.log.access_log.as_str() {
             "off" => None,
             target => Some(txlog::open_output(target).map_err(|e| {
@@ -244,7 +252,7 @@ impl Proxy {
         let site_stats = Arc::new(site::SiteStats::default());
         Ok(Arc::new(Proxy {
             cache,
-            sites: site::Sites::build(&config, &backends, &site_stats),
+            sites: site::Sites::build(&config, &backends, &site_stats, &site_vcl),
             rewrites: compile_rewrites(&config),
             backends,
             rules,
@@ -271,20 +279,26 @@ impl Proxy {
 
     /// The proxy for a reloaded `config`: same cache, counters and shared state; backends whose
     /// settings did not change are kept (pools, health); the rest is built anew.
-    pub fn next(&self, config: Arc<Config>, program: Option<Arc<Program>>) -> Arc<Proxy> {
+    pub fn next(&self, config: Arc<Config>, programs: Programs) -> Arc<Proxy> {
         let backends = Backends::build_reusing(&config, &self.counters, Some(&self.backends));
-        let vcl = program.map(|p| {
+        let runtime = |p: &Arc<Program>| {
             Arc::new(vcl::VclRuntime::new(
-                (*p).clone(),
+                (**p).clone(),
                 &backends,
                 (self.shared.xids.clone(), self.shared.throttle.clone()),
                 self.counters.clone(),
                 config.cache.grace.0,
                 config.server.idle_timeout.0,
             ))
-        });
+        };
+        let vcl = programs.global.as_ref().map(runtime);
+        let site_vcl: Vec<_> = programs
+            .sites
+            .iter()
+            .map(|(name, p)| (name.clone(), runtime(p)))
+            .collect();
         Arc::new(Proxy {
-            sites: site::Sites::build(&config, &backends, &self.shared.site_stats),
+            sites: site::Sites::build(&config, &backends, &self.shared.site_stats, &site_vcl),
             rewrites: compile_rewrites(&config),
             backends,
             vcl,
@@ -345,6 +359,7 @@ impl Proxy {
     /// request. Without VCL this is one branch in the full path's service, none in fast hits.
     pub fn reads_local(&self) -> bool {
         self.vcl.as_ref().is_some_and(|rt| rt.program.reads_local)
+            || self.sites.as_ref().is_some_and(|s| s.vcl_reads_local)
     }
 
     /// Runs one request through the state machine: the response when no step had to wait (a

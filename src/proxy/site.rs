@@ -38,6 +38,8 @@ pub struct Site {
     /// Where its access-log lines go.
     pub(super) log: SiteLog,
     pub stats: Arc<SiteCounters>,
+    /// Its own VCL program (`vcl`): the policy of its requests.
+    pub(super) vcl: Option<Arc<super::vcl::VclRuntime>>,
 }
 
 /// Where a site's access-log lines go (`access_log`, `log_format`).
@@ -91,12 +93,20 @@ struct Address {
 pub struct Sites {
     sites: Vec<Arc<Site>>,
     addresses: HashMap<SocketAddr, Address>,
+    /// Whether a site's VCL program reads the connection's local address.
+    pub(super) vcl_reads_local: bool,
 }
 
 impl Sites {
     /// The sites of `config` (`None` without any), routes resolved in `backends`, counters
     /// taken from `stats` by name.
-    pub(super) fn build(config: &Config, backends: &Backends, stats: &SiteStats) -> Option<Sites> {
+    /// `vcl`: the sites' own VCL programs, by site name.
+    pub(super) fn build(
+        config: &Config,
+        backends: &Backends,
+        stats: &SiteStats,
+        vcl: &[(String, Arc<super::vcl::VclRuntime>)],
+    ) -> Option<Sites> {
         if config.sites.is_empty() {
             return None;
         }
@@ -135,6 +145,10 @@ impl Sites {
                 cache_config,
                 log: SiteLog::of(config, s),
                 stats: stats.get(&s.name),
+                vcl: vcl
+                    .iter()
+                    .find(|(name, _)| *name == s.name)
+                    .map(|(_, rt)| rt.clone()),
             }));
             for addr in s.addresses(config) {
                 let a = addresses.entry(addr).or_insert_with(|| Address {
@@ -152,7 +166,12 @@ impl Sites {
                 }
             }
         }
-        Some(Sites { sites, addresses })
+        let vcl_reads_local = vcl.iter().any(|(_, rt)| rt.program.reads_local);
+        Some(Sites {
+            sites,
+            addresses,
+            vcl_reads_local,
+        })
     }
 
     /// The site for a request that came in on `listener` (as configured) for `host` (with

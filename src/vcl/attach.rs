@@ -10,20 +10,125 @@ use crate::config::{Config, ConfigError};
 use super::ir::Program;
 use super::{ErrorKind, Options, VclError};
 
+/// The VCL programs a configuration runs: the global one (`[vcl] file`; `None`: the TOML
+/// `[[rule]]`s) and each `[[site]] vcl`'s, by site name.
+#[derive(Clone, Default)]
+pub struct Programs {
+    pub global: Option<Arc<Program>>,
+    pub sites: Vec<(String, Arc<Program>)>,
+}
+
+impl From<Option<Arc<Program>>> for Programs {
+    fn from(global: Option<Arc<Program>>) -> Programs {
+        Programs {
+            global,
+            sites: Vec::new(),
+        }
+    }
+}
+
 /// Compiles the VCL file `vcl` names (`--vcl FILE`), else the configuration's `[vcl] file`,
-/// and makes the program's origins the configuration's. `None`: the TOML `[[rule]]`s are the
-/// policy. Every error of the VCL file, located in it.
-pub fn attach(
-    config: &mut Config,
-    vcl: Option<&Path>,
-) -> Result<Option<Arc<Program>>, Vec<ConfigError>> {
-    match vcl
+/// and makes the program's origins the configuration's (`global: None`: the TOML
+/// `[[rule]]`s are the policy); then every `[[site]] vcl` file, whose origins join the
+/// configuration's. Every error of every VCL file, located in it.
+pub fn attach(config: &mut Config, vcl: Option<&Path>) -> Result<Programs, Vec<ConfigError>> {
+    let global = match vcl
         .map(Path::to_path_buf)
         .or_else(|| config.vcl.file.clone())
     {
-        Some(path) => attach_file(config, &path).map(Some),
-        None => Ok(None),
+        Some(path) => Some(attach_file(config, &path)),
+        None => None,
+    };
+    let sites = attach_sites(config);
+    match (global.transpose(), sites) {
+        (Ok(global), Ok(sites)) => Ok(Programs { global, sites }),
+        (global, sites) => Err(global
+            .err()
+            .into_iter()
+            .flatten()
+            .chain(sites.err().into_iter().flatten())
+            .collect()),
     }
+}
+
+/// Compiles every `[[site]] vcl` file; the origins each declares join the configuration's
+/// (once: `vcl.site_origins_from_files`), a name already taken (by `[[backend]]`, the global
+/// file or another site's) an error located in the file that declares it again.
+fn attach_sites(config: &mut Config) -> Result<Vec<(String, Arc<Program>)>, Vec<ConfigError>> {
+    let mut programs = Vec::new();
+    let mut errors = Vec::new();
+    let join = !config.vcl.site_origins_from_files;
+    let files: Vec<(String, std::path::PathBuf)> = config
+        .sites
+        .iter()
+        .filter_map(|s| Some((s.name.clone(), s.vcl.clone()?)))
+        .collect();
+    for (site, path) in files {
+        let program = match compile(config, &path) {
+            Ok(p) => p,
+            Err(e) => {
+                errors.extend(e);
+                continue;
+            }
+        };
+        if join {
+            errors.extend(join_origins(config, &program.origins, &path));
+        }
+        programs.push((site, Arc::new(program)));
+    }
+    config.vcl.site_origins_from_files = true;
+    if errors.is_empty() {
+        Ok(programs)
+    } else {
+        Err(errors)
+    }
+}
+
+/// Adds `origins` (of the site VCL file `path`) to the configuration's: one name space for
+/// backends and directors, one for probes.
+fn join_origins(config: &mut Config, origins: &super::origins::Origins, path: &Path) -> Vec<ConfigError> {
+    let mut errors = Vec::new();
+    let taken = |c: &Config, name: &str| {
+        c.backends.iter().any(|b| b.name == name) || c.directors.iter().any(|d| d.name == name)
+    };
+    let clash = |name: &str, what: &str| {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let line = text
+            .lines()
+            .position(|l| l.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-')).any(|w| w == name))
+            .map_or(0, |i| i + 1);
+        ConfigError {
+            file: path.display().to_string(),
+            line,
+            column: 1,
+            key: String::new(),
+            message: format!(
+                "{what} `{name}` is declared already (in [[backend]], the [vcl] file or another site's VCL file): backends, directors and probes are one name space, give it another name"
+            ),
+        }
+    };
+    for b in &origins.backends {
+        if taken(config, &b.name) {
+            errors.push(clash(&b.name, "backend"));
+        } else {
+            config.backends.push(b.clone());
+        }
+    }
+    for d in &origins.directors {
+        if taken(config, &d.name) {
+            errors.push(clash(&d.name, "director"));
+        } else {
+            config.directors.push(d.clone());
+        }
+    }
+    for p in &origins.probes {
+        if config.probes.iter().any(|q| q.name == p.name) {
+            errors.push(clash(&p.name, "probe"));
+        } else {
+            config.probes.push(p.clone());
+        }
+    }
+    errors
 }
 
 /// Compiles the VCL file at `path` and makes it the configuration's policy file and its
@@ -37,22 +142,24 @@ pub fn attach_file(config: &mut Config, path: &Path) -> Result<Arc<Program>, Vec
     Ok(Arc::new(program))
 }
 
-/// A configuration and the VCL program it runs (`None`: its rules).
-pub type Running = (Arc<Config>, Option<Arc<Program>>);
+/// A configuration and the VCL programs it runs.
+pub type Running = (Arc<Config>, Programs);
 
-/// The program of a configuration about to run: compiled from its `[vcl] file` (its origins
-/// made the configuration's when they are not yet), `None` without one.
+/// The programs of a configuration about to run: compiled from its `[vcl] file` and its
+/// sites' `vcl` files (their origins made the configuration's when they are not yet).
 pub fn for_config(config: Arc<Config>) -> Result<Running, Vec<ConfigError>> {
-    let Some(path) = config.vcl.file.clone() else {
-        return Ok((config, None));
-    };
-    if config.vcl.origins_from_file {
-        let program = compile(&config, &path)?;
-        return Ok((config, Some(Arc::new(program))));
+    let has_sites = config.sites.iter().any(|s| s.vcl.is_some());
+    if config.vcl.file.is_none() && !has_sites {
+        return Ok((config, Programs::default()));
     }
     let mut config = (*config).clone();
-    let program = attach_file(&mut config, &path)?;
-    Ok((Arc::new(config), Some(program)))
+    let global = match config.vcl.file.clone() {
+        Some(path) if config.vcl.origins_from_file => Some(Arc::new(compile(&config, &path)?)),
+        Some(path) => Some(attach_file(&mut config, &path)?),
+        None => None,
+    };
+    let sites = attach_sites(&mut config)?;
+    Ok((Arc::new(config), Programs { global, sites }))
 }
 
 fn compile(config: &Config, path: &Path) -> Result<Program, Vec<ConfigError>> {

@@ -33,6 +33,15 @@ pub(super) const SITE: &[Setting] = &[
     },
     Setting {
         section: "site",
+        key: "vcl",
+        kind: Kind::Text("a file path"),
+        default: Default::Unset(r##"none: the site's `[[site.rule]]`s, else the global policy"##),
+        example: r##""www.vcl""##,
+        restart: false,
+        doc: r##"The site's own VCL file (relative to the configuration file's directory), its policy as `[vcl] file` is the global one: its `vcl_recv` … `vcl_deliver` run for the site's requests, chosen per request once the site is. Its backends, probes and directors join the configuration's (one name space: a name declared twice, in two files or a file and `[[backend]]`, is an error), so `[[site.rule]]` and `backend` are not given beside it. `shellac check` compiles every site's file and names file:line for each error; a reload compiles it again (an error keeps the running configuration). A VCL restart stays in the program the request began with, as Varnish's does. Hits of such a site take the full path (no fast hits)."##,
+    },
+    Setting {
+        section: "site",
         key: "default",
         kind: Kind::Bool,
         default: Default::Value(r##"false"##),
