@@ -73,3 +73,94 @@ need_built() {
     [[ -x $f ]] || { echo "build first: cargo build --release --bins --examples ($f)" >&2; exit 1; }
   done
 }
+
+# --- Side by side: several servers on CPU 0, one at a time under wrk on CPU 1 (compression.sh,
+# esi.sh, ab2009.sh). Each measurement appends a line to $TMP/results.tsv; `summarize` prints
+# the medians and per-round ratios as Markdown tables.
+
+# A process and all its descendants, one PID a line.
+tree_pids() { local p; for p in "$@"; do echo "$p"; tree_pids $(pgrep -P "$p" || true); done; }
+# CPU ticks of process trees (user + system of every live process, plus what each reaped of
+# its dead children: Apache and PHP-FPM children come and go). Compare deltas only.
+tree_ticks() {
+  local t=0 p v
+  for p in $(tree_pids "$@"); do
+    v=$(awk '{print $14 + $15 + $16 + $17}' "/proc/$p/stat" 2>/dev/null || true)
+    t=$((t + ${v:-0}))
+  done
+  echo "$t"
+}
+# Waits (at most 10 s) until URL answers anything; fails if never.
+wait_http() {
+  local _
+  for _ in $(seq 200); do curl -s -o /dev/null "$1" && return 0; sleep 0.05; done
+  echo "nothing answers $1" >&2
+  return 1
+}
+# measure WORKLOAD SERVER ROUND URL CONNS PID... : one `wrk -t1` run of $SECS s on CPU 1 (extra
+# wrk arguments from the array WRK_ARGS, e.g. a header) against URL, with the CPU of the process
+# trees PID... (the server, and its PHP-FPM when it is part of the answer) measured around it.
+# Appends "workload server round requests seconds MiB cpu-seconds errors" to $TMP/results.tsv.
+measure() {
+  local w=$1 s=$2 r=$3 url=$4 conns=$5 t0 t1 out perf=""
+  shift 5
+  out="$TMP/wrk-$w-$s-$r.txt"
+  t0=$(tree_ticks "$@")
+  # PERF=WORKLOAD:SERVER records that measurement's first process with `perf record -g`
+  # (cpu-clock: a guest has no hardware counters) into $PERF_OUT (default /tmp/perf-bench.data).
+  if [[ ${PERF:-} == "$w:$s" ]]; then
+    perf record -e cpu-clock -F 999 -g -p "$1" -o "${PERF_OUT:-/tmp/perf-bench.data}" -- sleep "$SECS" >/dev/null 2>&1 &
+    perf=$!
+  fi
+  timeout $((SECS + 30)) taskset -c 1 wrk -t1 -c"$conns" -d"${SECS}s" "${WRK_ARGS[@]}" "$url" >"$out" 2>&1 || true
+  t1=$(tree_ticks "$@")
+  [[ -z $perf ]] || wait "$perf" || true
+  awk -v w="$w" -v s="$s" -v r="$r" -v cpu="$(( t1 - t0 ))" -v hz="$(getconf CLK_TCK)" '
+    /requests in/ { n = $1; secs = $4 + 0; v = $5; sub(/read$/, "", v)
+                    u = v; gsub(/[0-9.]/, "", u); m = v + 0
+                    if (u == "B") m /= 1048576; else if (u == "KB") m /= 1024
+                    else if (u == "GB") m *= 1024; else if (u == "TB") m *= 1048576 }
+    /Non-2xx/ { e += $NF }
+    /Socket errors/ { for (i = 4; i <= NF; i += 2) { x = $i; sub(/,/, "", x); e += x } }
+    END { printf "%s %s %s %d %.3f %.3f %.3f %d\n", w, s, r, n, secs, m, cpu / hz, e }' \
+    "$out" >>"$TMP/results.tsv"
+  if grep -qE 'Non-2xx|Socket errors' "$out"; then
+    echo "$w $s round $r: $(grep -E 'Non-2xx|Socket errors' "$out" | tr -s ' ' | tr '\n' ' ')" >&2
+  fi
+}
+# Markdown tables from $TMP/results.tsv: per workload, per server the medians over rounds of
+# req/s, MiB/s, requests and MiB per CPU-second of the server, and the median over rounds of
+# the ratio REF/server per CPU-second (REF = $1, e.g. shellac).
+summarize() {
+  python3 - "$1" "$TMP/results.tsv" <<'PY'
+import statistics as st, sys
+ref, path = sys.argv[1], sys.argv[2]
+rows = [l.split() for l in open(path) if l.strip()]
+order, data = [], {}
+for w, s, r, n, secs, mib, cpu, err in rows:
+    if w not in order: order.append(w)
+    data.setdefault(w, {}).setdefault(s, {})[r] = (int(n), float(secs), float(mib), float(cpu), int(err))
+for w in order:
+    print(f"\n{w}\n")
+    print("| server | req/s | MiB/s | req per CPU-s | MiB per CPU-s | CPU use | errors | " + ref + "/server per CPU-s | " + ref + "/server req/s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    runs = data[w]
+    for s, rs in runs.items():
+        rps = [n / secs for n, secs, m, c, e in rs.values() if secs]
+        mbs = [m / secs for n, secs, m, c, e in rs.values() if secs]
+        rpc = [n / c for n, secs, m, c, e in rs.values() if c]
+        mpc = [m / c for n, secs, m, c, e in rs.values() if c]
+        use = [c / secs for n, secs, m, c, e in rs.values() if secs]
+        errs = sum(e for *_, e in rs.values())
+        ratio = rratio = "—"
+        if s != ref and ref in runs:
+            q = [(runs[ref][r][0] / runs[ref][r][3]) / (n / c) for r, (n, secs, m, c, e) in rs.items()
+                 if r in runs[ref] and c and n and runs[ref][r][3]]
+            q2 = [(runs[ref][r][0] / runs[ref][r][1]) / (n / secs) for r, (n, secs, m, c, e) in rs.items()
+                  if r in runs[ref] and n and secs and runs[ref][r][1]]
+            if q: ratio = f"{st.median(q):.2f}×"
+            if q2: rratio = f"{st.median(q2):.2f}×"
+        med = lambda v, f: format(st.median(v), f) if v else "—"
+        print(f"| {s} | {med(rps, ',.0f')} | {med(mbs, ',.1f')} | {med(rpc, ',.0f')} | {med(mpc, ',.1f')} | {med(use, '.2f')} | {errs} | {ratio} | {rratio} |")
+PY
+}

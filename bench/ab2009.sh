@@ -1,0 +1,310 @@
+#!/usr/bin/env bash
+# Issue 31's replay of the 2009 operator's benchmark (BRIEF.md item 5: 10,000 requests, 50
+# connections, keep-alive) against today's servers, side by side in one run, each server on
+# CPU 0 (wrk -t1 on CPU 1), one at a time, ROUNDS rounds alternating them:
+#   static6k   a 6,451-byte file (6.3 KiB, a .png: no server compresses it), 50 connections
+#   phpinfo    /info.php (`<?php phpinfo();`) over FastCGI to one PHP-FPM pool, 50 connections
+#   phpcached  /cached/info.php, the same script, cached by a rule (Shellac `ttl`, nginx
+#              fastcgi_cache, Varnish `beresp.ttl`), 50 connections
+#   flv        a 22,020,096-byte (21 MiB) .flv, 10 connections (MiB/s)
+#   flvseek    the same with ?start=11010048 (the FLV header + the second half), 10 connections
+# Servers (all Debian's): Shellac (files backend, fastcgi backend, rules); nginx 1.22 (sendfile
+# on, open_file_cache, fastcgi_keep_conn + upstream keepalive, flv); lighttpd (mod_fastcgi,
+# mod_flv_streaming when it loads); Apache 2.4 (event MPM + proxy_fcgi); Varnish 7.1 in front
+# of that Apache. The PHP-FPM pool (pm = static, PHP_CHILDREN children, TCP) is shared by all
+# and runs on CPU 0 too; for the PHP rows its CPU is counted with the server's (for Varnish,
+# Apache's CPU is counted with Varnish's on every row). wrk runs SECS s per measurement rather
+# than 10,000 requests: 10,000 hits last ~0.1 s here, too short to read a CPU time from.
+#
+#   cargo build --release && bench/prio.sh bench/ab2009.sh    # ROUNDS=3 SECS=5 PHP_CHILDREN=8
+#   ONLY="static6k flv" bench/prio.sh bench/ab2009.sh
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+SHELLAC=${SHELLAC:-target/release/shellac}
+ROUNDS=${ROUNDS:-3}
+SECS=${SECS:-5}
+PHP_CHILDREN=${PHP_CHILDREN:-8}
+ARMOR=${ARMOR:-false}   # Shellac's cache.deception_armor (see its config below)
+ONLY=${ONLY:-static6k phpinfo phpcached flv flvseek}
+SERVERS=${SERVERS:-shellac nginx lighttpd apache varnish}
+FPM=${FPM:-php-fpm8.2}
+APACHE=${APACHE:-/usr/sbin/apache2}
+. bench/lib.sh
+need_built "$SHELLAC"
+for t in nginx lighttpd varnishd "$APACHE" "$FPM" wrk; do command -v "$t" >/dev/null || { echo "needs $t" >&2; exit 1; }; done
+WWW_USER=www-data
+(( EUID == 0 )) || WWW_USER=$(id -un)
+
+chmod 755 "$TMP"
+W=$TMP/www
+mkdir -p "$W/cached" "$TMP/php" "$TMP/ngx/fcache" "$TMP/lighttpd" "$TMP/apache" "$TMP/varnish"
+head -c 6451 /dev/urandom >"$W/file6k.png"
+echo '<?php phpinfo();' >"$W/info.php"
+cp "$W/info.php" "$W/cached/info.php"
+# An FLV file: its 9-byte header and the first PreviousTagSize, then 21 MiB of data.
+{ printf 'FLV\x01\x05\x00\x00\x00\x09\x00\x00\x00\x00'; head -c $((22020096 - 13)) /dev/urandom; } >"$W/video.flv"
+touch -d '2022-01-01 00:00:00' "$W"/*.* "$W"/cached/*
+chmod -R a+rX "$W"; chown -R "$WWW_USER" "$TMP/ngx" "$TMP/lighttpd" 2>/dev/null || true
+SEEK=11010048
+P_FPM=$(free_port); P_SHELLAC=$(free_port); P_SADMIN=$(free_port); P_NGX=$(free_port)
+P_LIGHTTPD=$(free_port); P_APACHE=$(free_port); P_VARNISH=$(free_port); P_VADMIN=$(free_port)
+
+# --- PHP-FPM: one pool for everyone.
+cat >"$TMP/php/fpm.conf" <<CONF
+[global]
+pid = $TMP/php/fpm.pid
+error_log = $TMP/php/error.log
+daemonize = no
+[bench]
+user = $WWW_USER
+group = $WWW_USER
+listen = 127.0.0.1:$P_FPM
+listen.backlog = 511
+pm = static
+pm.max_children = $PHP_CHILDREN
+pm.max_requests = 0
+CONF
+taskset -c 0 "$FPM" -F -R -y "$TMP/php/fpm.conf" 2>"$TMP/php/stderr" &
+FPID=$!
+PIDS+=("$FPID")
+
+# --- Shellac.
+cat >"$TMP/shellac.toml" <<CONF
+[server]
+listen = ["127.0.0.1:$P_SHELLAC"]
+admin = "127.0.0.1:$P_SADMIN"
+threads = 1
+
+[cache]
+memory_size = "256MiB"
+# The cache deception armor (on by default) refuses a rule's ttl for an HTML answer to a URL
+# ending in an extension it does not know (.php): without this line "/cached/" stays uncached
+# (bench/RESULTS.md, ab2009).
+deception_armor = $ARMOR
+
+[[backend]]
+name = "static"
+protocol = "files"
+root = "$W"
+
+[[backend]]
+name = "php"
+protocol = "fastcgi"
+host = "127.0.0.1"
+port = $P_FPM
+root = "$W"
+max_connections = $PHP_CHILDREN
+
+[routing]
+default = "static"
+
+[[rule]]
+name = "php"
+path = '\.php\$'
+director = "php"
+
+[[rule]]
+name = "cached php"
+path = '^/cached/'
+ttl = "1h"
+
+[[rule]]
+name = "flv"
+path = '\.flv\$'
+flv = true
+CONF
+taskset -c 0 "$SHELLAC" serve --config "$TMP/shellac.toml" 2>"$TMP/shellac.err" &
+SPID=$!
+PIDS+=("$SPID")
+
+# --- nginx 1.22: Debian's stock http settings plus what the issue names.
+cat >"$TMP/ngx/nginx.conf" <<CONF
+daemon off;
+worker_processes 1;
+pid $TMP/ngx/nginx.pid;
+error_log $TMP/ngx/error.log;
+events { worker_connections 4096; }
+http {
+  include /etc/nginx/mime.types;
+  default_type application/octet-stream;
+  access_log off;
+  sendfile on; tcp_nopush on; tcp_nodelay on;
+  keepalive_requests 1000000;
+  open_file_cache max=1000 inactive=60s;
+  open_file_cache_valid 60s;
+  client_body_temp_path $TMP/ngx; proxy_temp_path $TMP/ngx; fastcgi_temp_path $TMP/ngx;
+  uwsgi_temp_path $TMP/ngx; scgi_temp_path $TMP/ngx;
+  fastcgi_cache_path $TMP/ngx/fcache levels=1:2 keys_zone=php:10m inactive=60m use_temp_path=off;
+  # keepalive = the pool's children; its idle connections (each holding a PHP child) are
+  # closed after 2 s so the servers measured after nginx get the pool's children back.
+  upstream php { server 127.0.0.1:$P_FPM; keepalive $PHP_CHILDREN; keepalive_timeout 2s; }
+  server {
+    listen 127.0.0.1:$P_NGX;
+    root $W;
+    location ~ \.flv\$ { flv; }
+    location ^~ /cached/ {
+      fastcgi_pass php; fastcgi_keep_conn on; include /etc/nginx/fastcgi_params;
+      fastcgi_param SCRIPT_FILENAME \$document_root\$fastcgi_script_name;
+      fastcgi_cache php; fastcgi_cache_key \$request_uri; fastcgi_cache_valid 200 1h;
+    }
+    location ~ \.php\$ {
+      fastcgi_pass php; fastcgi_keep_conn on; include /etc/nginx/fastcgi_params;
+      fastcgi_param SCRIPT_FILENAME \$document_root\$fastcgi_script_name;
+    }
+  }
+}
+CONF
+taskset -c 0 nginx -p "$TMP/ngx" -c "$TMP/ngx/nginx.conf" 2>"$TMP/ngx/stderr" &
+NPID=$!
+PIDS+=("$NPID")
+
+# --- lighttpd with mod_fastcgi (and mod_flv_streaming if this build has it).
+lighttpd_conf() {
+  cat <<CONF
+server.document-root = "$W"
+server.bind = "127.0.0.1"
+server.port = $P_LIGHTTPD
+server.pid-file = "$TMP/lighttpd/pid"
+server.errorlog = "$TMP/lighttpd/error.log"
+server.username = "$WWW_USER"
+server.groupname = "$WWW_USER"
+server.event-handler = "linux-sysepoll"
+server.max-keep-alive-requests = 1000000
+server.max-connections = 4096
+server.modules = ("mod_fastcgi"$1)
+include_shell "/usr/share/lighttpd/create-mime.conf.pl"
+fastcgi.server = (".php" => (("host" => "127.0.0.1", "port" => $P_FPM, "check-local" => "enable")))
+$2
+CONF
+}
+LIGHTTPD_FLV=1
+lighttpd_conf ', "mod_flv_streaming"' 'flv-streaming.extensions = (".flv")' >"$TMP/lighttpd/lighttpd.conf"
+if ! lighttpd -tt -f "$TMP/lighttpd/lighttpd.conf" >/dev/null 2>&1; then
+  LIGHTTPD_FLV=0
+  lighttpd_conf '' '' >"$TMP/lighttpd/lighttpd.conf"
+fi
+taskset -c 0 lighttpd -D -f "$TMP/lighttpd/lighttpd.conf" 2>"$TMP/lighttpd/stderr" &
+LPID=$!
+PIDS+=("$LPID")
+
+# --- Apache 2.4, event MPM (Debian's mpm_event.conf numbers), PHP through proxy_fcgi.
+M=/usr/lib/apache2/modules
+cat >"$TMP/apache/httpd.conf" <<CONF
+ServerRoot "$TMP/apache"
+ServerName 127.0.0.1
+Listen 127.0.0.1:$P_APACHE
+PidFile "$TMP/apache/httpd.pid"
+ErrorLog "$TMP/apache/error.log"
+LogLevel warn
+User $WWW_USER
+Group $WWW_USER
+LoadModule mpm_event_module $M/mod_mpm_event.so
+LoadModule authz_core_module $M/mod_authz_core.so
+LoadModule mime_module $M/mod_mime.so
+LoadModule dir_module $M/mod_dir.so
+LoadModule proxy_module $M/mod_proxy.so
+LoadModule proxy_fcgi_module $M/mod_proxy_fcgi.so
+StartServers 2
+MinSpareThreads 25
+MaxSpareThreads 75
+ThreadLimit 64
+ThreadsPerChild 25
+MaxRequestWorkers 150
+MaxConnectionsPerChild 0
+KeepAlive On
+MaxKeepAliveRequests 0
+KeepAliveTimeout 5
+EnableSendfile On
+TypesConfig /etc/mime.types
+DocumentRoot "$W"
+<Directory "$W">
+  Require all granted
+</Directory>
+<FilesMatch "\.php\$">
+  SetHandler "proxy:fcgi://127.0.0.1:$P_FPM"
+</FilesMatch>
+CONF
+taskset -c 0 "$APACHE" -f "$TMP/apache/httpd.conf" -DFOREGROUND 2>"$TMP/apache/stderr" &
+APID=$!
+PIDS+=("$APID")
+
+# --- Varnish in front of that Apache: PHP passed except /cached/, everything else cached.
+cat >"$TMP/varnish.vcl" <<VCL
+vcl 4.1;
+backend apache { .host = "127.0.0.1"; .port = "$P_APACHE"; }
+sub vcl_recv {
+  if (req.url ~ "\.php" && req.url !~ "^/cached/") { return (pass); }
+}
+sub vcl_backend_response {
+  if (bereq.url ~ "^/cached/") { set beresp.ttl = 1h; }
+}
+VCL
+chmod 644 "$TMP/varnish.vcl"
+JAIL=()
+if (( EUID != 0 )) || ! id varnish >/dev/null 2>&1 || ! id vcache >/dev/null 2>&1; then JAIL=(-j none); fi
+taskset -c 0 varnishd -F "${JAIL[@]}" -a "127.0.0.1:$P_VARNISH" -T "127.0.0.1:$P_VADMIN" \
+  -f "$TMP/varnish.vcl" -s malloc,256m -n "$TMP/varnish/n" -p thread_pools=1 -p default_ttl=3600 \
+  >"$TMP/varnish/log" 2>&1 &
+VPID=$!
+PIDS+=("$VPID")
+
+declare -A PORT=([shellac]=$P_SHELLAC [nginx]=$P_NGX [lighttpd]=$P_LIGHTTPD [apache]=$P_APACHE [varnish]=$P_VARNISH)
+declare -A TREE=([shellac]=$SPID [nginx]=$NPID [lighttpd]=$LPID [apache]=$APID [varnish]="$VPID $APID")
+for s in $SERVERS; do wait_http "http://127.0.0.1:${PORT[$s]}/file6k.png"; done
+
+# What each server answers, checked once (and warmed: caches filled).
+check() {  # check SERVER PATH EXPECTED_STATUS MIN_BYTES [EXACT_BYTES]
+  local out code size
+  for _ in 1 2 3; do out=$(curl -s -o /dev/null -w '%{http_code} %{size_download}' "http://127.0.0.1:${PORT[$1]}$2"); done
+  read -r code size <<<"$out"
+  if [[ $code != "$3" ]] || (( size < $4 )) || [[ -n ${5:-} && $size != "$5" ]]; then
+    echo "$1 $2: status $code, $size bytes (expected $3, ${5:-at least $4} bytes)" >&2
+    return 1
+  fi
+}
+declare -A SKIP=()
+for s in $SERVERS; do
+  check "$s" /file6k.png 200 6451 6451
+  check "$s" /info.php 200 20000
+  check "$s" /video.flv 200 22020096 22020096
+  if [[ $s == shellac || $s == nginx || $s == varnish ]]; then check "$s" /cached/info.php 200 20000; else SKIP[$s-phpcached]=1; fi
+  if [[ $s == shellac || $s == nginx || ( $s == lighttpd && $LIGHTTPD_FLV == 1 ) ]]; then
+    check "$s" "/video.flv?start=$SEEK" 200 $((22020096 - SEEK + 13)) $((22020096 - SEEK + 13))
+  else
+    SKIP[$s-flvseek]=1
+  fi
+done
+echo "shellac: /file6k.png $(curl -s -D - -o /dev/null "http://127.0.0.1:$P_SHELLAC/file6k.png" | grep -i '^cache-status' | tr -d '\r');" \
+  "/cached/info.php $(curl -s -D - -o /dev/null "http://127.0.0.1:$P_SHELLAC/cached/info.php" | grep -i '^cache-status' | tr -d '\r');" \
+  "/info.php $(curl -s -D - -o /dev/null "http://127.0.0.1:$P_SHELLAC/info.php" | grep -i '^cache-status' | tr -d '\r')"
+echo "nginx fastcgi_cache: $(find "$TMP/ngx/fcache" -type f | wc -l) file(s) stored"
+(( LIGHTTPD_FLV == 1 )) || echo "lighttpd: mod_flv_streaming does not load in this build: no seek row"
+
+declare -A URL=([static6k]=/file6k.png [phpinfo]=/info.php [phpcached]=/cached/info.php [flv]=/video.flv [flvseek]="/video.flv?start=$SEEK")
+declare -A CONN=([static6k]=50 [phpinfo]=50 [phpcached]=50 [flv]=10 [flvseek]=10)
+WRK_ARGS=()
+tree() {  # the process trees whose CPU a workload costs on a server
+  local t=${TREE[$1]}
+  [[ $2 == php* ]] && t="$t $FPID"
+  echo "$t"
+}
+SECS_MAIN=$SECS; SECS=1
+for w in $ONLY; do for s in $SERVERS; do
+  [[ -n ${SKIP[$s-$w]:-} ]] && continue
+  measure "warm-$w" "$s" 0 "http://127.0.0.1:${PORT[$s]}${URL[$w]}" "${CONN[$w]}" $(tree "$s" "$w")
+  [[ $w == php* && $s == nginx ]] && sleep 3
+done; done
+SECS=$SECS_MAIN
+grep -v ' 0$' "$TMP/results.tsv" | sed 's/^/warm-up errors: /' >&2 || true
+: >"$TMP/results.tsv"
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+for r in $(seq "$ROUNDS"); do
+  for w in $ONLY; do for s in $SERVERS; do
+    [[ -n ${SKIP[$s-$w]:-} ]] && continue
+    measure "$w" "$s" "$r" "http://127.0.0.1:${PORT[$s]}${URL[$w]}" "${CONN[$w]}" $(tree "$s" "$w")
+    [[ $w == php* && $s == nginx ]] && sleep 3   # its kept PHP connections closed (above)
+  done; done
+  echo "round $r done, load $(cut -d' ' -f1 /proc/loadavg)"
+done
+echo "$ROUNDS rounds of ${SECS}s each; PHP-FPM pm=static, $PHP_CHILDREN children; load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+summarize shellac
