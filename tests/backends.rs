@@ -492,6 +492,89 @@ async fn max_connections_queue_then_busy() {
     shellac.stop().await;
 }
 
+/// Regression (bench/ab2009.sh, 50 clients on a FastCGI pool of 8): a request waiting in a
+/// backend's queue whose client went away kept its place counted, so once `max_queue` clients
+/// had left (wrk stopping twice) every later waiter was refused at once with 503
+/// `backend-busy` although nobody waited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_client_leaves_gives_back_its_queue_place() {
+    use tokio::io::AsyncWriteExt;
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let g = gate.clone();
+    let origin = Origin::start(move |s| {
+        let reply = Reply::ok("").cc("no-store");
+        if s.path == "/hold" {
+            reply.body(ReplyBody::Gated {
+                first: b"held|".to_vec(),
+                gate: g.clone(),
+                rest: b"done".to_vec(),
+            })
+        } else {
+            reply.body(ReplyBody::Bytes(b"quick".to_vec()))
+        }
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.backends[0].max_connections = 1;
+        c.backends[0].max_queue = 1;
+    })
+    .await;
+    let queued = |v: serde_json::Value| v["backends"][0]["queued"].as_u64();
+    let mut holder = Conn::open(shellac.addr).await;
+    let held = holder.send_head("GET", "/hold", &[], b"").await;
+    for round in 0..3 {
+        // A client waits in the queue, then hangs up.
+        let mut leaver = tokio::net::TcpStream::connect(shellac.addr)
+            .await
+            .expect("connect");
+        leaver
+            .write_all(format!("GET /leaver{round} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes())
+            .await
+            .expect("write");
+        for _ in 0..100 {
+            if queued(backend_json(&shellac).await) == Some(1) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            queued(backend_json(&shellac).await),
+            Some(1),
+            "round {round}"
+        );
+        drop(leaver);
+        for _ in 0..250 {
+            if queued(backend_json(&shellac).await) == Some(0) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            queued(backend_json(&shellac).await),
+            Some(0),
+            "round {round}: the place of a waiter that left is given back"
+        );
+    }
+    // The queue has its one place: the next waiter waits and is answered.
+    let addr = shellac.addr;
+    let waiter = tokio::spawn(async move { get(addr, "/waiter").await });
+    for _ in 0..100 {
+        if queued(backend_json(&shellac).await) == Some(1) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    gate.notify_one();
+    use http_body_util::BodyExt;
+    assert_eq!(
+        held.into_body().collect().await.unwrap().to_bytes(),
+        "held|done"
+    );
+    assert_eq!(waiter.await.unwrap().text(), "quick");
+    assert_eq!(shellac.stats().await["backend_busy"], 0);
+    shellac.stop().await;
+}
+
 /// `address = "unix:/path"`: an HTTP origin on a Unix socket gets the requests and the
 /// health probes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -155,6 +155,15 @@ impl Drop for Lease {
     }
 }
 
+/// One request waiting for a connection slot, counted in `Backend::queued` while it lives.
+struct InQueue<'a>(&'a AtomicUsize);
+
+impl Drop for InQueue<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 impl Backend {
     pub fn new(config: BackendConfig, whole: &Config, counters: Arc<Counters>) -> Arc<Backend> {
         let max_response_head = response_head_limit(whole);
@@ -384,6 +393,9 @@ impl Backend {
                 Ok(p) => Some(p),
                 Err(_) => {
                     let waiting = self.queued.fetch_add(1, Ordering::Relaxed);
+                    // Leaves the queue however the wait ends: also when the request is
+                    // dropped while it waits (its client went away).
+                    let _in_queue = InQueue(&self.queued);
                     let got = if waiting >= self.config.max_queue {
                         None
                     } else {
@@ -395,7 +407,7 @@ impl Backend {
                         .ok()
                         .and_then(Result::ok)
                     };
-                    self.queued.fetch_sub(1, Ordering::Relaxed);
+                    drop(_in_queue);
                     match got {
                         Some(p) => Some(p),
                         None => {
