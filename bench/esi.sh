@@ -16,6 +16,11 @@ ROUNDS=${ROUNDS:-5}
 SECS=${SECS:-5}
 CONNS=${CONNS:-50}
 SAMPLES=${SAMPLES:-20}
+# Shellac gzips the 1 KB text/html fragments at fetch (its default) and decodes each for its
+# include; FRAGMENTS_IDENTITY=1 adds a rule `compress = false` for /frag/ (stored as sent).
+FRAGMENTS_IDENTITY=${FRAGMENTS_IDENTITY:-0}
+FRAG_RULE=""
+(( FRAGMENTS_IDENTITY )) && FRAG_RULE=$'\n\n[[rule]]\nname = "fragments identity"\npath = "^/frag/"\ncompress = false'
 . bench/lib.sh
 need_built "$SHELLAC"
 for t in varnishd wrk; do command -v "$t" >/dev/null || { echo "needs $t" >&2; exit 1; }; done
@@ -46,7 +51,7 @@ memory_size = "256MiB"
 [[rule]]
 name = "esi pages"
 path = "^/(page|slowpage)$"
-esi = true')
+esi = true'"$FRAG_RULE")
 PIDS+=("$SPID")
 for p in "$P_ORIGIN" "$P_VARNISH" "$P_SHELLAC"; do wait_http "http://127.0.0.1:$p/frag/1"; done
 

@@ -4,7 +4,7 @@
 # waiting for a hit, two wrks at once).
 TMP=$(mktemp -d)
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$TMP"; }
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; [[ ${KEEP_TMP:-0} == 1 ]] && echo "kept $TMP" >&2 || rm -rf "$TMP"; }
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # CPU time (user + system, all threads) of a process so far, in clock ticks.
@@ -125,7 +125,7 @@ measure() {
     END { printf "%s %s %s %d %.3f %.3f %.3f %d\n", w, s, r, n, secs, m, cpu / hz, e }' \
     "$out" >>"$TMP/results.tsv"
   if grep -qE 'Non-2xx|Socket errors' "$out"; then
-    echo "$w $s round $r: $(grep -E 'Non-2xx|Socket errors' "$out" | tr -s ' ' | tr '\n' ' ')" >&2
+    echo "$w $s round $r: $(grep -E 'Non-2xx|Socket errors' "$out" | tr -s ' ' | tr '\n' ' '); now: $(curl -s -o /dev/null -w '%{http_code}' "${WRK_ARGS[@]/#-H/-H}" "$url")" >&2
   fi
 }
 # Markdown tables from $TMP/results.tsv: per workload, per server the medians over rounds of
