@@ -52,9 +52,15 @@ pub(super) fn backend_request(txn: &Txn, headers: &mut HeaderMap, for_cache: boo
     }
 }
 
-/// The fetch chain's gzip filters for a fetched response (`for_cache`: a fill, not a pass),
-/// before the chain's head runs over it.
-pub(super) fn on_response(txn: &mut Txn, status: StatusCode, fields: &HeaderMap, for_cache: bool) {
+/// The fetch chain's gzip filters for a fetched response (`for_cache`: a fill, not a pass;
+/// `refused`: the storage decision will not store it), before the chain's head runs over it.
+pub(super) fn on_response(
+    txn: &mut Txn,
+    status: StatusCode,
+    fields: &HeaderMap,
+    for_cache: bool,
+    refused: bool,
+) {
     let negotiated = txn.filters.coding;
     let config = &txn.proxy.config.compression;
     let counters = &txn.proxy.counters;
@@ -84,7 +90,7 @@ pub(super) fn on_response(txn: &mut Txn, status: StatusCode, fields: &HeaderMap,
                 && txn.policy == super::txn::Policy::Rules
                 && for_cache
                 && compressible(config, status, fields)
-                && (negotiated.accepts.accepts(Coding::Gzip) || !never_stored(fields))
+                && (negotiated.accepts.accepts(Coding::Gzip) || !(refused || never_stored(fields)))
         }
     };
     // What a fill stores encoded, it stores with its identity's length (and strong ETag):
@@ -109,6 +115,11 @@ pub(super) fn on_response(txn: &mut Txn, status: StatusCode, fields: &HeaderMap,
         }
         _ => {}
     }
+}
+
+/// Whether the client takes gzip (its `Accept-Encoding`, as negotiated for this request).
+pub(super) fn takes_gzip(txn: &Txn) -> bool {
+    txn.filters.coding.accepts.accepts(Coding::Gzip)
 }
 
 /// `Cache-Control: no-store` or `private`: a response no shared cache stores.

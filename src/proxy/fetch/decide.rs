@@ -26,6 +26,29 @@ pub(super) struct Decision {
     pub always_miss: bool,
 }
 
+/// What the storage decision knows of the exchange that brought `parts`.
+fn exchange_of(txn: &Txn, parts: &Parts, clock: &Clock) -> policy::Exchange {
+    policy::Exchange {
+        request_time: clock.request_time,
+        response_time: clock.response_time,
+        failed_status: send::failed_status(txn, parts.status),
+        authorization: txn.authorized,
+        partial_content: false,
+    }
+}
+
+/// Whether the storage decision will refuse `parts`, asked before the fetch filters are
+/// chosen: compression (`coding.rs`) gzips a response that will not be stored only for a
+/// client that takes gzip (for one that does not it would be decoded again at once).
+pub(super) fn refused(txn: &Txn, storage: &Storage, parts: &Parts, clock: &Clock) -> bool {
+    storage.refuses(
+        parts.status,
+        &parts.headers,
+        &exchange_of(txn, parts, clock),
+        txn.cache_config(),
+    )
+}
+
 /// The storage decision for `parts` (`storable`: what the fetch filters say of their output).
 pub(super) fn decide(
     txn: &Txn,
@@ -40,13 +63,7 @@ pub(super) fn decide(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    let exchange = policy::Exchange {
-        request_time: clock.request_time,
-        response_time: clock.response_time,
-        failed_status: send::failed_status(txn, parts.status),
-        authorization: txn.authorized,
-        partial_content: false,
-    };
+    let exchange = exchange_of(txn, parts, clock);
     let (plan, remember) =
         storage.decide(parts.status, &parts.headers, &exchange, txn.cache_config());
     let plan = plan.and_then(|plan| match content_length {

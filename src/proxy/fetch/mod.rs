@@ -44,12 +44,12 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
     };
 
     // Content codings (`coding.rs`): gzip once what is stored, check an origin's gzip.
-    super::coding::on_response(
-        txn,
-        ex.parts.status,
-        &ex.parts.headers,
-        for_cache && !ex.was_304,
-    );
+    let fill = for_cache && !ex.was_304;
+    // Asked only where it changes the choice: a fill for a client that does not take gzip.
+    let refused = fill
+        && !super::coding::takes_gzip(txn)
+        && decide::refused(txn, &ex.storage, &ex.parts, &ex.clock);
+    super::coding::on_response(txn, ex.parts.status, &ex.parts.headers, fill, refused);
     // ESI (`filter/esi/`): its parse filter after the coding filters, over identity bytes.
     super::filter::esi::attach(&mut txn.filters);
     // Body filters, fetch chain (`filter/`): the fields as they leave them, and whether what

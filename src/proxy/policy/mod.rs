@@ -146,6 +146,23 @@ impl Storage {
         }
     }
 
+    /// Whether [`decide`](Self::decide) refuses a response with `status` and `fields`: what
+    /// will not be stored is gzipped only for a client that takes gzip (`coding.rs`).
+    pub(super) fn refuses(
+        &self,
+        status: StatusCode,
+        fields: &HeaderMap,
+        ex: &Exchange,
+        cfg: &CacheConfig,
+    ) -> bool {
+        match self {
+            Storage::Evaluate(o) => {
+                crate::cache::policy::evaluate_with(status, fields, ex, cfg, o).is_err()
+            }
+            Storage::Decided { plan, .. } => plan.is_err(),
+        }
+    }
+
     /// The operator overrides pieces of partial content are stored with (none for a decided
     /// plan).
     pub(super) fn overrides(&self) -> &Overrides {
