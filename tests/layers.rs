@@ -127,6 +127,7 @@ const CIRCLES: &[(&str, &[&str], &str)] = &[
             "represent",
             "respond",
             "self",
+            "site",
             "slice",
             "txn",
             "vcl",
