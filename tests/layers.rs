@@ -141,11 +141,6 @@ const CIRCLES: &[(&str, &[&str], &str)] = &[
         OWN_FILE,
     ),
     ("proxy::filter", &["esi", "gzip", "self"], OWN_FILE),
-    (
-        "proxy::filter::esi",
-        &["assemble", "parse", "prime", "self"],
-        OWN_FILE,
-    ),
     ("proxy::policy", &["rules", "self", "vcl"], OWN_FILE),
     ("proxy::vcl", &["dry_run", "self"], OWN_FILE),
     (
@@ -926,10 +921,22 @@ fn references(module: &[String], children: &BTreeSet<String>, src: &str) -> Vec<
     // nowhere else is the module's interface, not something the module's own code uses
     // (the paths of other files through it are followed to where the name is: [`resolve`]).
     let mut pub_use = false;
+    // How often the file names each name, not counting module names (`mod x;`, `x::` inside
+    // a `use`).
     let mut named: BTreeMap<&str, usize> = BTreeMap::new();
-    for (t, _) in &toks {
-        if let Tok::Ident(w) = t {
-            *named.entry(w.as_str()).or_default() += 1;
+    let mut in_use = false;
+    for (j, (t, _)) in toks.iter().enumerate() {
+        match t {
+            Tok::Semi => in_use = false,
+            Tok::Ident(w) if w == "use" => in_use = true,
+            Tok::Ident(w) => {
+                let module = (j > 0 && toks[j - 1].0 == Tok::Ident("mod".into()))
+                    || (in_use && toks.get(j + 1).is_some_and(|n| n.0 == Tok::Path));
+                if !module {
+                    *named.entry(w.as_str()).or_default() += 1;
+                }
+            }
+            _ => {}
         }
     }
     let mut i = 0;

@@ -242,6 +242,9 @@ impl Checker<'_> {
     /// The run-time function of `sig` over the compiled arguments (some functions take
     /// constants out of them now); `None` when one of those is not a constant (reported).
     fn func(&mut self, sig: &Sig, bound: &mut Bound, pos: Pos) -> Option<Func> {
+        if let Some(f) = plain(sig.f) {
+            return Some(f);
+        }
         let compiled = &mut bound.args;
         let regexes = &mut bound.regexes;
         Some(match sig.f {
@@ -261,11 +264,6 @@ impl Checker<'_> {
                     Func::Regsuball(regex)
                 }
             }
-            F::HashData => Func::HashData,
-            F::Ban => Func::Ban,
-            F::StdBan => Func::StdBan,
-            F::BanUrl => Func::BanUrl,
-            F::Synthetic => Func::Synthetic,
             F::Rollback => {
                 if compiled
                     .first()
@@ -277,100 +275,9 @@ impl Checker<'_> {
                 compiled.clear();
                 Func::Rollback
             }
-            F::Log => Func::StdLog,
-            F::Syslog => Func::StdSyslog,
-            F::ToLower => Func::StdToLower,
-            F::ToUpper => Func::StdToUpper,
-            F::Ip => Func::StdIp,
-            F::Healthy => Func::StdHealthy,
-            F::QuerySort => Func::StdQuerySort,
-            F::Duration => Func::StdDuration,
-            F::Integer => Func::StdInteger,
-            F::Real => Func::StdReal,
-            F::Time => Func::StdTime,
-            F::Getenv => Func::StdGetenv,
-            F::Round => Func::StdRound,
-            F::Real2Integer => Func::StdReal2Integer,
-            F::Real2Time => Func::StdReal2Time,
-            F::Time2Integer => Func::StdTime2Integer,
-            F::Time2Real => Func::StdTime2Real,
-            F::FileRead => match compiled.first() {
-                Some(Expr::Str(path)) => match std::fs::read_to_string(&*path.text) {
-                    Ok(text) => {
-                        compiled.clear();
-                        Func::FileRead(Text::new(&text))
-                    }
-                    Err(e) => {
-                        self.error(pos, format!("std.fileread(\"{}\"): {e}", path.text));
-                        return None;
-                    }
-                },
-                _ => {
-                    self.unsupported(
-                        pos,
-                        "std.fileread() of a path computed at run time: Shellac reads the file \
-                         when it loads the VCL, so the path must be a constant string",
-                    );
-                    return None;
-                }
-            },
-            F::Collect => {
-                let Some(Expr::Var(var)) = compiled.first().cloned() else {
-                    return None;
-                };
-                let sep = match compiled.get(1) {
-                    Some(Expr::Str(t)) => t.clone(),
-                    _ => {
-                        self.unsupported(pos, "std.collect(): the separator must be a constant");
-                        return None;
-                    }
-                };
-                compiled.clear();
-                Func::StdCollect(var, sep)
-            }
-            F::Port => Func::StdPort,
-            F::Strstr => Func::StdStrstr,
-            F::Random => Func::StdRandom,
-            F::Timestamp => Func::StdTimestamp,
-            F::Now => Func::StdNow,
-            F::PurgeHard => Func::PurgeHard,
-            F::PurgeSoft => Func::PurgeSoft,
-            F::XkeyPurge => Func::XkeyPurge,
-            F::ThrottleIsDenied => Func::Throttle(ThrottleOp::IsDenied),
-            F::ThrottleRemaining => Func::Throttle(ThrottleOp::Remaining),
-            F::ThrottleBlocked => Func::Throttle(ThrottleOp::Blocked),
-            F::ThrottleReturnToken => Func::Throttle(ThrottleOp::ReturnToken),
-            F::XkeySoftPurge => Func::XkeySoftPurge,
-            F::BlobDecode => Func::BlobDecode,
-            F::BlobEncode => Func::BlobEncode,
-            F::BlobTranscode => Func::BlobTranscode,
-            F::BlobEqual => Func::BlobEqual,
-            F::BlobLength => Func::BlobLength,
-            F::BlobSub => Func::BlobSub,
-            F::CacheReqBody => match compiled.first() {
-                Some(Expr::Bytes(size)) => {
-                    let size = *size;
-                    self.req_body_keep = Some(self.req_body_keep.map_or(size, |k| k.max(size)));
-                    compiled.clear();
-                    Func::StdCacheReqBody(size)
-                }
-                _ => {
-                    self.unsupported(
-                        pos,
-                        "std.cache_req_body() with a size computed at run time: Shellac reads \
-                         the body before vcl_recv, up to the largest size the VCL names, so \
-                         the size must be a constant (`std.cache_req_body(64KB)`)",
-                    );
-                    return None;
-                }
-            },
-            F::CParse => Func::CookieParse,
-            F::CGet => Func::CookieGet,
-            F::CIsSet => Func::CookieIsSet,
-            F::CSet => Func::CookieSet,
-            F::CDelete => Func::CookieDelete,
-            F::CFilter => Func::CookieFilter,
-            F::CKeep => Func::CookieKeep,
+            F::FileRead => self.file_read(compiled, pos)?,
+            F::Collect => self.collect(compiled, pos)?,
+            F::CacheReqBody => self.cache_req_body(compiled, pos)?,
             F::CFilterRe => {
                 compiled.clear();
                 Func::CookieFilterRe(regexes.remove(0))
@@ -379,8 +286,134 @@ impl Checker<'_> {
                 compiled.clear();
                 Func::CookieKeepRe(regexes.remove(0))
             }
-            F::CGetString => Func::CookieGetString,
-            F::CClean => Func::CookieClean,
+            _ => return None, // `plain` answered for every other function
         })
     }
+
+    /// `std.fileread(PATH)`: the file is read now, so the path must be a constant.
+    fn file_read(&mut self, compiled: &mut Vec<Expr>, pos: Pos) -> Option<Func> {
+        match compiled.first() {
+            Some(Expr::Str(path)) => match std::fs::read_to_string(&*path.text) {
+                Ok(text) => {
+                    compiled.clear();
+                    Some(Func::FileRead(Text::new(&text)))
+                }
+                Err(e) => {
+                    self.error(pos, format!("std.fileread(\"{}\"): {e}", path.text));
+                    None
+                }
+            },
+            _ => {
+                self.unsupported(
+                    pos,
+                    "std.fileread() of a path computed at run time: Shellac reads the file \
+                     when it loads the VCL, so the path must be a constant string",
+                );
+                None
+            }
+        }
+    }
+
+    /// `std.collect(HEADER, SEP)`: the separator must be a constant.
+    fn collect(&mut self, compiled: &mut Vec<Expr>, pos: Pos) -> Option<Func> {
+        let Some(Expr::Var(var)) = compiled.first().cloned() else {
+            return None;
+        };
+        let sep = match compiled.get(1) {
+            Some(Expr::Str(t)) => t.clone(),
+            _ => {
+                self.unsupported(pos, "std.collect(): the separator must be a constant");
+                return None;
+            }
+        };
+        compiled.clear();
+        Some(Func::StdCollect(var, sep))
+    }
+
+    /// `std.cache_req_body(SIZE)`: the body is read before vcl_recv, up to the largest
+    /// constant size the VCL names.
+    fn cache_req_body(&mut self, compiled: &mut Vec<Expr>, pos: Pos) -> Option<Func> {
+        match compiled.first() {
+            Some(Expr::Bytes(size)) => {
+                let size = *size;
+                self.req_body_keep = Some(self.req_body_keep.map_or(size, |k| k.max(size)));
+                compiled.clear();
+                Some(Func::StdCacheReqBody(size))
+            }
+            _ => {
+                self.unsupported(
+                    pos,
+                    "std.cache_req_body() with a size computed at run time: Shellac reads \
+                     the body before vcl_recv, up to the largest size the VCL names, so \
+                     the size must be a constant (`std.cache_req_body(64KB)`)",
+                );
+                None
+            }
+        }
+    }
+}
+
+/// The run-time function of a VCL function that takes nothing out of its arguments at
+/// compile time; `None` for those that do (`Checker::func` handles them).
+fn plain(f: F) -> Option<Func> {
+    Some(match f {
+        F::HashData => Func::HashData,
+        F::Ban => Func::Ban,
+        F::StdBan => Func::StdBan,
+        F::BanUrl => Func::BanUrl,
+        F::Synthetic => Func::Synthetic,
+        F::Log => Func::StdLog,
+        F::Syslog => Func::StdSyslog,
+        F::ToLower => Func::StdToLower,
+        F::ToUpper => Func::StdToUpper,
+        F::Ip => Func::StdIp,
+        F::Healthy => Func::StdHealthy,
+        F::QuerySort => Func::StdQuerySort,
+        F::Duration => Func::StdDuration,
+        F::Integer => Func::StdInteger,
+        F::Real => Func::StdReal,
+        F::Time => Func::StdTime,
+        F::Getenv => Func::StdGetenv,
+        F::Round => Func::StdRound,
+        F::Real2Integer => Func::StdReal2Integer,
+        F::Real2Time => Func::StdReal2Time,
+        F::Time2Integer => Func::StdTime2Integer,
+        F::Time2Real => Func::StdTime2Real,
+        F::Port => Func::StdPort,
+        F::Strstr => Func::StdStrstr,
+        F::Random => Func::StdRandom,
+        F::Timestamp => Func::StdTimestamp,
+        F::Now => Func::StdNow,
+        F::PurgeHard => Func::PurgeHard,
+        F::PurgeSoft => Func::PurgeSoft,
+        F::XkeyPurge => Func::XkeyPurge,
+        F::ThrottleIsDenied => Func::Throttle(ThrottleOp::IsDenied),
+        F::ThrottleRemaining => Func::Throttle(ThrottleOp::Remaining),
+        F::ThrottleBlocked => Func::Throttle(ThrottleOp::Blocked),
+        F::ThrottleReturnToken => Func::Throttle(ThrottleOp::ReturnToken),
+        F::XkeySoftPurge => Func::XkeySoftPurge,
+        F::BlobDecode => Func::BlobDecode,
+        F::BlobEncode => Func::BlobEncode,
+        F::BlobTranscode => Func::BlobTranscode,
+        F::BlobEqual => Func::BlobEqual,
+        F::BlobLength => Func::BlobLength,
+        F::BlobSub => Func::BlobSub,
+        F::CParse => Func::CookieParse,
+        F::CGet => Func::CookieGet,
+        F::CIsSet => Func::CookieIsSet,
+        F::CSet => Func::CookieSet,
+        F::CDelete => Func::CookieDelete,
+        F::CFilter => Func::CookieFilter,
+        F::CKeep => Func::CookieKeep,
+        F::CGetString => Func::CookieGetString,
+        F::CClean => Func::CookieClean,
+        F::Regsub
+        | F::Regsuball
+        | F::Rollback
+        | F::FileRead
+        | F::Collect
+        | F::CacheReqBody
+        | F::CFilterRe
+        | F::CKeepRe => return None,
+    })
 }
