@@ -16,6 +16,7 @@ pub mod esi;
 pub mod fastcgi;
 pub mod history;
 pub mod http;
+pub mod mp4;
 pub mod preflight;
 pub mod proxy;
 pub mod proxy_protocol;

@@ -83,7 +83,7 @@ impl Rule {
     /// request's cookies counts only where cookies matter to a hit (`cookies_matter`).
     fn acts_on_request(&self, cookies_matter: bool, seeking: bool) -> bool {
         let c = &self.cfg;
-        (c.flv && seeking)
+        ((c.flv || c.mp4) && seeking)
             || c.pass
             || c.synth.is_some()
             || c.redirect.is_some()
@@ -128,6 +128,8 @@ pub struct RequestOutcome {
     pub limited: Option<std::time::Duration>,
     /// A matched rule says `flv = true`.
     pub flv: bool,
+    /// A matched rule says `mp4 = true`: its `mp4_max_moov_size` (the last matched rule's).
+    pub mp4: Option<u64>,
     /// A `valid_referers` or `secure_link` rule refused the request (its answer is `synth`).
     pub hotlink: bool,
 }
@@ -272,6 +274,9 @@ impl Rules {
                 out.cache = true;
             }
             out.flv |= c.flv;
+            if c.mp4 {
+                out.mp4 = Some(c.mp4_max_moov_size.map_or(10 << 20, |s| s.0));
+            }
             if let Some(status) = self.hotlink(rule, path_and_query, headers, &target, conn) {
                 let text = format!(
                     "{} {}\n",
@@ -338,7 +343,7 @@ impl Rules {
     /// rule whose request matchers match it answers instead (`pass`, `synth`, `redirect`) or
     /// edits the request (fields set or unset, cookies stripped: the `Vary` selection and the
     /// logged fields see the edit; cookies only when `cookies_matter`, i.e. the URL varies on
-    /// `Cookie` or the access log prints it), or seeks in an FLV file (`flv`, a `start=`). Rules that only choose a director, say `cache`,
+    /// `Cookie` or the access log prints it), or seeks in an FLV or MP4 file (`flv`, `mp4`, a `start=`). Rules that only choose a director, say `cache`,
     /// or act in the response phase change nothing on a hit. Decided on the request as it is:
     /// no rule edits it unless one of these matched, and an edit can only make a later
     /// matcher fail (they test presence), so this errs towards "changes". A fast hit
@@ -356,7 +361,7 @@ impl Rules {
             return false;
         }
         let target = self.target(host, path_and_query, conn);
-        // An `flv` rule changes only a seek.
+        // An `flv` or `mp4` rule changes only a seek.
         let seeking = path_and_query.contains("start=");
         self.rules.iter().enumerate().any(|(i, rule)| {
             rule.acts_on_request(cookies_matter, seeking)

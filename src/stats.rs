@@ -255,6 +255,8 @@ counters! {
     hotlink_refused: "Requests a [[rule]]'s valid_referers (403) or secure_link (403, 410: expired) refused",
     flv_seek: "Requests with ?start= under a [[rule]] flv = true: answered with the FLV header and the file from that byte",
     sendfile_bytes: "Body bytes of static files sent with sendfile(2) (parts of 32 KiB or more of a files backend's answer passed unchanged to a cleartext HTTP/1.1 client)",
+    mp4_seek: "Requests with ?start= under a [[rule]] mp4 = true (answered with the file cut at the keyframe at or before that time when it can be)",
+    mp4_seek_whole: "MP4 seeks answered with the whole file because it could not be cut (moov after mdat, over mp4_max_moov_size, damaged or fragmented; logged)",
     files_try_next: "Requests a files backend handed on to another backend because none of its try_files existed (try_files = [..., \"@NAME\"])",
     backend_unhealthy: "Requests for which no healthy backend was available",
     backend_probe: "Health probes sent",

@@ -688,6 +688,56 @@ async fn flv_start_sends_the_header_then_the_file_from_the_offset() {
     assert_eq!(sh.stat("flv_seek").await, 4);
 }
 
+/// MP4 `?start=SECONDS` (nginx's `mp4`): the file cut at the keyframe at or before the time,
+/// from the cache and from disk; before the second keyframe, or a file whose moov is after
+/// its mdat, the file as it is (the latter counted in `mp4_seek_whole`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mp4_start_cuts_the_movie_at_the_keyframe_before() {
+    let dir = site();
+    let www = dir.0.join("www");
+    let movie = shellac::mp4::sample::movie(true);
+    let late = shellac::mp4::sample::movie(false);
+    std::fs::write(www.join("movie.mp4"), &movie).unwrap();
+    std::fs::write(www.join("late.mp4"), &late).unwrap();
+    let sh = Shellac::start("127.0.0.1:9".parse().unwrap(), |c| {
+        let b = &mut c.backends[0];
+        b.host = String::new();
+        b.protocol = shellac::config::BackendProtocol::Files;
+        b.root = Some(www.clone());
+        c.rules.push(shellac::config::rules::RuleConfig {
+            path: Some(r"\.mp4$".into()),
+            mp4: true,
+            ..Default::default()
+        });
+        let mut pass = shellac::config::rules::RuleConfig::default();
+        pass.request_header.insert("x-pass".into(), String::new());
+        pass.pass = true;
+        c.rules.push(pass);
+    })
+    .await;
+    let shellac::mp4::Scan::Ready(layout) = shellac::mp4::scan(&movie, 1 << 20) else {
+        panic!("the sample movie");
+    };
+    let cut = shellac::mp4::cut(&movie, &layout, 1.5).unwrap().unwrap();
+    let mut want = cut.head.clone();
+    want.extend_from_slice(&movie[cut.from as usize..]);
+    for via in ["disk", "cache", "cache"] {
+        let headers: &[(&str, &str)] = if via == "disk" { &[PASS] } else { &[] };
+        let r = get_with(sh.addr, "/movie.mp4?start=1.5", headers).await;
+        assert_eq!(r.status, 200, "{via}");
+        assert_eq!(r.header("content-type"), Some("video/mp4"));
+        assert!(r.body[..] == want[..], "{via}: not the cut movie");
+    }
+    let r = get(sh.addr, "/movie.mp4?start=0.5").await;
+    assert!(r.body[..] == movie[..]);
+    let r = get(sh.addr, "/movie.mp4").await;
+    assert!(r.body[..] == movie[..]);
+    let r = get(sh.addr, "/late.mp4?start=1.5").await;
+    assert!(r.body[..] == late[..]);
+    assert_eq!(sh.stat("mp4_seek").await, 5);
+    assert_eq!(sh.stat("mp4_seek_whole").await, 1);
+}
+
 /// Hotlink protection: a rule's `valid_referers` (403, also for what the cache holds) and
 /// `secure_link` signed expiring links (403 wrong, 410 expired).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -204,6 +204,11 @@ pub struct RuleConfig {
     /// FLV pseudo-streaming (nginx's `flv`): `?start=BYTE` is taken off the request before
     /// the cache key, and the answer is the FLV header then the file from that byte.
     pub flv: bool,
+    /// MP4 pseudo-streaming (nginx's `mp4`): `?start=SECONDS` is taken off the request before
+    /// the cache key, and the answer is the file cut at the keyframe at or before that time.
+    pub mp4: bool,
+    /// The most of an MP4 file held to read its `moov` (nginx's `mp4_max_buffer_size`).
+    pub mp4_max_moov_size: Option<super::units::Size>,
     /// nginx's `valid_referers`: a request the rule matches whose `Referer` is none of these
     /// is answered 403 (`none`, `blocked`, `server_names`, host patterns, `~regex`).
     #[serde(deserialize_with = "super::lists::one_or_many")]
@@ -258,6 +263,7 @@ impl RuleConfig {
             || self.director.is_some()
             || self.rate_limit.is_some()
             || self.flv
+            || self.mp4
             || !self.valid_referers.is_empty()
             || self.secure_link.is_some()
     }

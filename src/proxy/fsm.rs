@@ -81,6 +81,7 @@ fn begin(
         matched_rules: Vec::new(),
         withheld_conditions: false,
         flv_start: None,
+        mp4_start: None,
         route: None,
         route_hash: None,
         vcl: None,
@@ -412,6 +413,7 @@ impl Txn {
                     || self.withheld_conditions
                     || !self.filters.deliver.is_empty()
                     || self.flv_start.is_some()
+                    || self.mp4_start.is_some()
                     || head.headers.contains_key(super::filter::esi::FIELD)
                 {
                     return Step::Deliver(self.stream_response(

@@ -89,6 +89,7 @@ async fn run(
         matched_rules: std::mem::take(&mut inherited.matched_rules),
         withheld_conditions: false,
         flv_start: None,
+        mp4_start: None,
         route: inherited.route.take(),
         route_hash: inherited.route_hash,
         vcl: None,

@@ -10,7 +10,7 @@ use http::{Method, Response, StatusCode};
 
 use super::body::ResponseBody;
 use super::deliver;
-use super::filter::{esi, flv};
+use super::filter::{esi, flv, mp4};
 use super::partial::{self, RangeSpec};
 use super::txn::{RepresentationIo, Step, Txn};
 use crate::cache::Object;
@@ -137,14 +137,28 @@ impl Txn {
         ))
     }
 
-    /// An FLV seek (`flv_start`, set by an `flv` rule): the FLV filter on the delivery chain
-    /// when this response can be cut there (`filter/flv.rs`); once per request.
+    /// An FLV or MP4 seek (`flv_start`, `mp4_start`, set by an `flv` or `mp4` rule): the
+    /// FLV or MP4 filter on the delivery chain when this response can be cut there
+    /// (`filter/flv.rs`, `filter/mp4.rs`); once per request.
     fn flv_filter(&mut self, status: StatusCode, fields: &http::HeaderMap, len: Option<u64>) {
         if let Some(start) = self.flv_start.take()
             && flv::Flv::applies(start, status, fields, len)
         {
             self.filters.deliver.push(Box::new(flv::Flv::new(start)));
         }
+        if let Some(filter) = self.mp4_filter(status, fields) {
+            self.filters.deliver.push(Box::new(filter));
+        }
+    }
+
+    /// The MP4 filter of an MP4 seek whose response can be cut.
+    fn mp4_filter(&mut self, status: StatusCode, fields: &http::HeaderMap) -> Option<mp4::Mp4> {
+        let (start, max) = self.mp4_start.take()?;
+        if !mp4::Mp4::applies(status, fields) {
+            return None;
+        }
+        let url = self.req.uri.path().to_string();
+        Some(mp4::Mp4::new(start, max, self.proxy.counters.clone(), url))
     }
 
     /// A passed body (streamed as fetched, no delivery chain) cut for an FLV seek when it
@@ -155,6 +169,11 @@ impl Txn {
         fields: &mut http::HeaderMap,
         body: ResponseBody,
     ) -> ResponseBody {
+        if let Some(filter) = self.mp4_filter(status, fields) {
+            let mut chain = super::filter::Chain::default();
+            chain.push(Box::new(filter));
+            return super::filter::streamed(&mut chain, status, fields, body, None).0;
+        }
         let Some(start) = self.flv_start.take() else {
             return body;
         };

@@ -203,6 +203,27 @@ pub(super) const RULE: &[Setting] = &[
     },
     Setting {
         section: "rule",
+        key: "mp4",
+        kind: Kind::Bool,
+        default: Default::Value(r##"false"##),
+        example: r##"true"##,
+        restart: false,
+        doc: r##"Request action: MP4 pseudo-streaming (nginx's `mp4`). A matching request with `?start=SECONDS` (a positive number, `12.5`) is looked up, fetched and stored without its `start` argument, and answered with the file cut at the keyframe at or before that time: `ftyp`, the `moov` rewritten (sample tables from there, chunk offsets moved, durations shortened, edit lists left out), then the media data from the first kept sample (chunked; a `Range` is ignored). Every track is cut at the video keyframe's time. A time before the second keyframe, a status other than 200, or a body with a content coding gets the file as it is; so does a file that cannot be cut (its `moov` after the `mdat`, over `mp4_max_moov_size`, damaged, fragmented: counted in `mp4_seek_whole`, logged). Match it to the files: `path = '\.mp4$'` (docs/static-files.md)."##,
+    },
+    Setting {
+        section: "rule",
+        key: "mp4_max_moov_size",
+        kind: Kind::Size {
+            min: 4096,
+            max: 1 << 30,
+        },
+        default: Default::Unset(r##"10 MiB"##),
+        example: r##""32MiB""##,
+        restart: false,
+        doc: r##"With `mp4`: the most of a file's first bytes held to read its `moov` (nginx's `mp4_max_buffer_size`); a file whose `moov` ends beyond it is sent whole."##,
+    },
+    Setting {
+        section: "rule",
         key: "director",
         kind: Kind::Text("a backend or director name"),
         default: Default::Unset(r##"none"##),

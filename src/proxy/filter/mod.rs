@@ -25,6 +25,7 @@ pub mod flv;
 pub mod gzip;
 #[cfg(test)]
 mod gzip_tests;
+pub mod mp4;
 #[cfg(test)]
 pub(super) mod tests;
 

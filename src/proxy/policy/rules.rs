@@ -122,6 +122,32 @@ fn flv_seek(txn: &mut Txn, host: &str) {
     let Some(start) = txn.req.uri.query().and_then(flv::start_of) else {
         return;
     };
+    if without_start(txn, host) {
+        txn.flv_start = Some(start);
+        txn.proxy.counters.flv_seek.inc();
+    }
+}
+
+/// A matched `mp4` rule: a request with `?start=SECONDS` is looked up and fetched without it,
+/// and its answer cut by the MP4 delivery filter (`filter/mp4.rs`).
+fn mp4_seek(txn: &mut Txn, host: &str, max: u64) {
+    let Some(start) = txn
+        .req
+        .uri
+        .query()
+        .and_then(crate::proxy::filter::mp4::start_of)
+    else {
+        return;
+    };
+    if without_start(txn, host) {
+        txn.mp4_start = Some((start, usize::try_from(max).unwrap_or(usize::MAX)));
+        txn.proxy.counters.mp4_seek.inc();
+    }
+}
+
+/// The request's target and cache key without its `start` arguments; whether they could be
+/// rewritten.
+fn without_start(txn: &mut Txn, host: &str) -> bool {
     let path = txn.req.uri.path();
     let target = match txn.req.uri.query().and_then(flv::without_start) {
         Some(q) => format!("{path}?{q}"),
@@ -129,16 +155,15 @@ fn flv_seek(txn: &mut Txn, host: &str) {
     };
     let mut parts = txn.req.uri.clone().into_parts();
     let Ok(pq) = target.parse() else {
-        return;
+        return false;
     };
     parts.path_and_query = Some(pq);
     let Ok(uri) = http::Uri::from_parts(parts) else {
-        return;
+        return false;
     };
     txn.req.uri = uri;
     txn.key = Some(CacheKey::new(host, &target));
-    txn.flv_start = Some(start);
-    txn.proxy.counters.flv_seek.inc();
+    true
 }
 
 /// The rules' request phase: `Continue(cache)` goes on (`cache`: a rule said
@@ -173,6 +198,8 @@ fn request_phase(txn: &mut Txn) -> ControlFlow<Step, bool> {
     }
     if outcome.flv {
         flv_seek(txn, &host);
+    } else if let Some(max) = outcome.mp4 {
+        mp4_seek(txn, &host, max);
     }
     if let Some(name) = &outcome.director {
         txn.route = txn.proxy.backends.get(name);

@@ -1,0 +1,273 @@
+//! MP4 pseudo-streaming (nginx's `mp4` module): a file cut at `?start=SECONDS`. The `moov`
+//! box (the index of every sample: times, sizes, sync samples, chunk offsets) is read, the
+//! keyframe at or before the time found on the video track, every track cut at that
+//! keyframe's time, and a new `moov` written whose tables start there and whose chunk
+//! offsets point into the `mdat` that follows it. The answer is `ftyp`, the new `moov`, an
+//! `mdat` header, then the file's bytes from the first kept sample on.
+//!
+//! Pure functions over bytes (no I/O): [`scan`] finds the top-level boxes in a file's first
+//! bytes, [`cut`] makes the new head. Everything is bounds-checked: a box or table that does
+//! not fit what holds it, an unknown version, a table whose counts disagree, is a
+//! [`Bad`] file (`fuzz/fuzz_targets/mp4.rs`).
+
+mod bad;
+mod boxes;
+#[doc(hidden)]
+pub mod sample;
+mod trak;
+
+use std::ops::Range;
+
+pub use self::bad::Bad;
+use self::boxes::{Boxes, Header, write_header};
+use self::trak::Trak;
+
+/// Where a file's top-level boxes are, from its first bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// `ftyp`, sent first as it is.
+    pub ftyp: Option<Range<usize>>,
+    /// The whole `moov` box.
+    pub moov: Range<usize>,
+    /// Offset of the first `mdat` data byte after the `moov`, and its end (`None`: to the end
+    /// of the file).
+    pub mdat_data: u64,
+    pub mdat_end: Option<u64>,
+}
+
+/// What the first bytes of a file say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scan {
+    /// Both `moov` and the `mdat` header after it are in: they can be cut.
+    Ready(Layout),
+    /// More bytes are needed: at least this many in all.
+    More(usize),
+    /// The `mdat` comes before the `moov` (not "fast start"): the file cannot be cut as it
+    /// streams.
+    MoovAfterMdat,
+    Bad(Bad),
+}
+
+/// Reads the top-level boxes of `prefix` (a file's first bytes) up to the `moov` and the
+/// `mdat` header after it; a `moov` (or anything before it) beyond `max` bytes is [`Bad`].
+pub fn scan(prefix: &[u8], max: usize) -> Scan {
+    let mut at = 0usize;
+    let mut ftyp = None;
+    let mut moov: Option<Range<usize>> = None;
+    loop {
+        let header = match Header::read(&prefix[at.min(prefix.len())..]) {
+            Ok(Some(h)) => h,
+            Ok(None) => return more(at + 16, max),
+            Err(b) => return Scan::Bad(b),
+        };
+        let Some(size) = header.size else {
+            // To the end of the file: only the mdat may say that.
+            if &header.kind == b"mdat" {
+                return match moov {
+                    Some(m) => Scan::Ready(Layout {
+                        ftyp,
+                        moov: m,
+                        mdat_data: (at + header.len) as u64,
+                        mdat_end: None,
+                    }),
+                    None => Scan::MoovAfterMdat,
+                };
+            }
+            return Scan::Bad(Bad("a box before the moov runs to the end of the file"));
+        };
+        match &header.kind {
+            b"mdat" => {
+                return match moov {
+                    Some(m) => Scan::Ready(Layout {
+                        ftyp,
+                        moov: m,
+                        mdat_data: (at + header.len) as u64,
+                        mdat_end: Some(at as u64 + size),
+                    }),
+                    None => Scan::MoovAfterMdat,
+                };
+            }
+            b"moof" | b"mvex" => return Scan::Bad(Bad("a fragmented mp4")),
+            _ => {}
+        }
+        let end = match usize::try_from(size).ok().and_then(|s| at.checked_add(s)) {
+            Some(e) if e <= max => e,
+            _ => return Scan::Bad(Bad("the moov, or what is before it, is too large")),
+        };
+        match &header.kind {
+            b"ftyp" if end <= prefix.len() => ftyp = Some(at..end),
+            b"moov" if end <= prefix.len() => moov = Some(at..end),
+            b"ftyp" | b"moov" => return more(end, max),
+            _ => {}
+        }
+        at = end;
+    }
+}
+
+fn more(need: usize, max: usize) -> Scan {
+    if need > max {
+        Scan::Bad(Bad("the moov, or what is before it, is too large"))
+    } else {
+        Scan::More(need)
+    }
+}
+
+/// A file cut at a time: `head` (ftyp, the new moov, an mdat header), then the file's bytes
+/// `from..to` (`to`: `None` to the end of the file).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cut {
+    pub head: Vec<u8>,
+    pub from: u64,
+    pub to: Option<u64>,
+    /// The time the answer starts at (the keyframe's), in seconds.
+    pub start: f64,
+}
+
+/// Cuts the file whose first bytes are `prefix` (laid out as `layout` says) at `start`
+/// seconds. `Ok(None)`: the time is at or before the first keyframe, the file is sent as it
+/// is.
+pub fn cut(prefix: &[u8], layout: &Layout, start: f64) -> Result<Option<Cut>, Bad> {
+    if !start.is_finite() || start <= 0.0 {
+        return Ok(None);
+    }
+    let moov = prefix.get(layout.moov.clone()).ok_or(Bad("short moov"))?;
+    let header = Header::read(moov)?.ok_or(Bad("short moov"))?;
+    let body = &moov[header.len..];
+    let mut traks = Vec::new();
+    let mut mvhd = None;
+    for child in Boxes::new(body) {
+        let (kind, payload) = child?;
+        match &kind {
+            b"mvhd" => mvhd = Some(payload),
+            b"trak" => traks.push(Trak::read(payload)?),
+            b"mvex" => return Err(Bad("a fragmented mp4")),
+            _ => {}
+        }
+    }
+    let mvhd = mvhd.ok_or(Bad("no mvhd"))?;
+    if traks.is_empty() {
+        return Err(Bad("no track"));
+    }
+    // The keyframe at or before the time, on the tracks that have sync samples (video): the
+    // earliest of them. Every track is cut at that time, so sound and picture stay together.
+    let mut key: Option<(u64, u32)> = None;
+    for t in traks.iter().filter(|t| t.has_sync()) {
+        let units = t.units_of(start);
+        let sample = t.keyframe_at_or_before(units)?;
+        let time = t.time_of(sample);
+        // Compared as fractions of a second: time / timescale.
+        if key.is_none_or(|(kt, ks)| {
+            u128::from(time) * u128::from(ks) < u128::from(kt) * u128::from(t.timescale)
+        }) {
+            key = Some((time, t.timescale));
+        }
+    }
+    let (key_time, key_scale) = match key {
+        Some(k) => k,
+        None => (traks[0].units_of(start), traks[0].timescale),
+    };
+    if key_time == 0 {
+        return Ok(None);
+    }
+    let mut cuts = Vec::with_capacity(traks.len());
+    for t in &traks {
+        let first = t.first_at_or_after(key_time, key_scale);
+        if first >= t.samples() {
+            return Err(Bad("the start is past the end of a track"));
+        }
+        cuts.push(t.cut(first)?);
+    }
+    let from = cuts
+        .iter()
+        .map(|c| c.data_start)
+        .min()
+        .ok_or(Bad("no track"))?;
+    if from < layout.mdat_data || layout.mdat_end.is_some_and(|e| from > e) {
+        return Err(Bad("a chunk offset outside the mdat"));
+    }
+    let seconds = key_time as f64 / f64::from(key_scale.max(1));
+    // The new moov, its offsets relative to where the data will start; the size does not
+    // depend on the offsets' values, so it is written twice: once to measure, once for real.
+    let ftyp = match &layout.ftyp {
+        Some(r) => prefix.get(r.clone()).ok_or(Bad("short ftyp"))?,
+        None => &[],
+    };
+    let mdat_len = layout.mdat_end.map(|e| e - from);
+    let mdat_header = mdat_header(mdat_len);
+    let draft = write_moov(body, &traks, &cuts, mvhd, seconds, 0, from)?;
+    let data_at = (ftyp.len() + draft.len() + mdat_header.len()) as u64;
+    let moov = write_moov(body, &traks, &cuts, mvhd, seconds, data_at, from)?;
+    if moov.len() != draft.len() {
+        return Err(Bad("the moov changed size"));
+    }
+    let mut head = Vec::with_capacity(data_at as usize);
+    head.extend_from_slice(ftyp);
+    head.extend_from_slice(&moov);
+    head.extend_from_slice(&mdat_header);
+    Ok(Some(Cut {
+        head,
+        from,
+        to: layout.mdat_end,
+        start: seconds,
+    }))
+}
+
+/// An mdat header for `len` data bytes (`None`: to the end of the file).
+fn mdat_header(len: Option<u64>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16);
+    match len {
+        Some(n) if n + 8 <= u64::from(u32::MAX) => write_header(&mut out, b"mdat", n + 8),
+        Some(n) => {
+            out.extend_from_slice(&1u32.to_be_bytes());
+            out.extend_from_slice(b"mdat");
+            out.extend_from_slice(&(n + 16).to_be_bytes());
+        }
+        None => {
+            out.extend_from_slice(&0u32.to_be_bytes());
+            out.extend_from_slice(b"mdat");
+        }
+    }
+    out
+}
+
+/// The new moov: its boxes in their order, `mvhd`'s duration shortened, each `trak` cut,
+/// chunk offsets moved from `from` (in the file) to `data_at` (in the answer).
+fn write_moov(
+    body: &[u8],
+    traks: &[Trak<'_>],
+    cuts: &[trak::Cut],
+    mvhd: &[u8],
+    seconds: f64,
+    data_at: u64,
+    from: u64,
+) -> Result<Vec<u8>, Bad> {
+    let movie = boxes::timescale(mvhd, &boxes::MVHD)?;
+    let mut inner = Vec::new();
+    let mut next = 0;
+    for child in Boxes::new(body) {
+        let (kind, payload) = child?;
+        match &kind {
+            b"mvhd" => {
+                let mut m = mvhd.to_vec();
+                boxes::shorten_duration(&mut m, &boxes::MVHD, seconds, None)?;
+                boxes::write_box(&mut inner, b"mvhd", &m);
+            }
+            b"trak" => {
+                let (t, c) = (
+                    traks.get(next).ok_or(Bad("tracks"))?,
+                    cuts.get(next).ok_or(Bad("tracks"))?,
+                );
+                next += 1;
+                let trak = t.write(c, seconds, movie, data_at, from)?;
+                boxes::write_box(&mut inner, b"trak", &trak);
+            }
+            _ => boxes::write_box(&mut inner, &kind, payload),
+        }
+    }
+    let mut out = Vec::with_capacity(inner.len() + 8);
+    boxes::write_box(&mut out, b"moov", &inner);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,134 @@
+use super::boxes::Boxes;
+use super::sample::movie;
+use super::trak::Trak;
+use super::*;
+
+const MAX: usize = 1 << 20;
+
+fn layout(file: &[u8]) -> Layout {
+    match scan(file, MAX) {
+        Scan::Ready(l) => l,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The answer for a cut: its head, then the file's bytes it names.
+fn answer(file: &[u8], cut: &Cut) -> Vec<u8> {
+    let mut out = cut.head.clone();
+    let to = cut.to.map_or(file.len(), |t| t as usize);
+    out.extend_from_slice(&file[cut.from as usize..to]);
+    out
+}
+
+/// Each track's samples' bytes, read through its tables.
+fn samples(file: &[u8]) -> Vec<Vec<Vec<u8>>> {
+    let l = layout(file);
+    let moov = &file[l.moov.clone()];
+    let mut out = Vec::new();
+    for b in Boxes::new(&moov[8..]) {
+        let (kind, payload) = b.unwrap();
+        if &kind == b"trak" {
+            let t = Trak::read(payload).unwrap();
+            out.push(
+                t.sample_ranges()
+                    .iter()
+                    .map(|&(at, len)| file[at as usize..(at + len) as usize].to_vec())
+                    .collect(),
+            );
+        }
+    }
+    out
+}
+
+#[test]
+fn the_sample_movie_reads_back() {
+    let file = movie(true);
+    let s = samples(&file);
+    assert_eq!((s[0].len(), s[1].len()), (30, 60));
+    assert_eq!(s[0][7][0], b'V');
+    assert!(s[0][7][1..].iter().all(|&b| b == 7));
+    assert_eq!(s[1][59], [b'A', 59, 59, 59, 59, 59, 59, 59]);
+}
+
+#[test]
+fn scan_finds_the_boxes_or_asks_for_more() {
+    let file = movie(true);
+    let l = layout(&file);
+    assert_eq!(l.ftyp, Some(0..28));
+    assert_eq!(l.mdat_end, Some(file.len() as u64));
+    assert!(matches!(scan(&file[..30], MAX), Scan::More(n) if n > 30));
+    assert!(matches!(scan(&file[..l.moov.end - 1], MAX), Scan::More(n) if n == l.moov.end));
+    assert!(matches!(scan(&file, 100), Scan::Bad(_)));
+    assert_eq!(scan(&movie(false), MAX), Scan::MoovAfterMdat);
+}
+
+#[test]
+fn a_cut_starts_at_the_keyframe_before_and_keeps_sound_with_it() {
+    let file = movie(true);
+    let l = layout(&file);
+    // 1.5 s is sample 15 of the video; its keyframe is sample 10, at 1.0 s; the sound is cut
+    // at 1.0 s too (sample 20 of 400 units at 8000 a second).
+    let cut = cut(&file, &l, 1.5).unwrap().unwrap();
+    assert_eq!(cut.start, 1.0);
+    let out = answer(&file, &cut);
+    let got = samples(&out);
+    let all = samples(&file);
+    assert_eq!(got[0], all[0][10..]);
+    assert_eq!(got[1], all[1][20..]);
+    // The tables start there: the first sample is a keyframe, durations are shorter.
+    let l2 = layout(&out);
+    assert_eq!(l2.mdat_end, Some(out.len() as u64));
+    let cut2 = super::cut(&out, &l2, 1.0).unwrap().unwrap();
+    let twice = answer(&out, &cut2);
+    assert_eq!(samples(&twice)[0], all[0][20..]);
+    assert_eq!(cut2.start, 1.0);
+}
+
+#[test]
+fn a_cut_inside_a_chunk_keeps_the_rest_of_the_chunk() {
+    let file = movie(true);
+    let l = layout(&file);
+    // 2.05 s: keyframe 20 (2.0 s), the second sample of video chunk 6; sound sample 40
+    // (2.0 s), the second of its chunk 13: both chunks are split.
+    let cut = cut(&file, &l, 2.05).unwrap().unwrap();
+    assert_eq!(cut.start, 2.0);
+    let got = samples(&answer(&file, &cut));
+    let all = samples(&file);
+    assert_eq!(got[0], all[0][20..]);
+    assert_eq!(got[1], all[1][40..]);
+}
+
+#[test]
+fn no_cut_before_the_first_keyframe_past_the_end_an_error() {
+    let file = movie(true);
+    let l = layout(&file);
+    assert_eq!(cut(&file, &l, 0.0), Ok(None));
+    assert_eq!(cut(&file, &l, 0.9), Ok(None));
+    assert_eq!(cut(&file, &l, f64::NAN), Ok(None));
+    assert!(cut(&file, &l, 3.5).is_err());
+}
+
+#[test]
+fn damaged_movies_are_errors_never_panics() {
+    let file = movie(true);
+    let l = layout(&file);
+    for end in (l.moov.start..l.moov.end).step_by(7) {
+        let mut f = file.clone();
+        f.truncate(end);
+        let _ = scan(&f, MAX);
+    }
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..3000 {
+        let mut f = file.clone();
+        for _ in 0..3 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let at = l.moov.start + (state as usize % l.moov.len());
+            f[at] ^= (state >> 32) as u8 | 1;
+        }
+        if let Scan::Ready(l) = scan(&f, MAX) {
+            let _ = cut(&f, &l, 1.5);
+        }
+    }
+}

@@ -1,0 +1,472 @@
+//! One track's sample tables (`stts` times, `ctts` composition offsets, `stss` sync samples,
+//! `stsc` samples per chunk, `stsz` sizes, `stco` / `co64` chunk offsets): read, asked where
+//! a time falls, and written again without the samples before a cut.
+
+use super::bad::Bad;
+use super::boxes::{self, Boxes, MDHD, TKHD, entries, u32_at, u64_at, write_box};
+
+/// A track of a `moov`, its tables read.
+pub(super) struct Trak<'a> {
+    payload: &'a [u8],
+    pub timescale: u32,
+    /// (sample count, duration of each).
+    stts: Vec<(u32, u32)>,
+    /// (sample count, offset of each).
+    ctts: Option<Vec<(u32, u32)>>,
+    /// Sync samples, numbered from 1, ascending.
+    stss: Option<Vec<u32>>,
+    /// (first chunk from 1, samples per chunk, description index).
+    stsc: Vec<(u32, u32, u32)>,
+    /// One size for every sample, or 0 and `sizes`.
+    size: u32,
+    count: u32,
+    sizes: Vec<u32>,
+    chunks: Vec<u64>,
+    co64: bool,
+}
+
+/// Where a track is cut: its first kept sample, the chunk holding it (from 0), how many of
+/// that chunk's samples go before it, and where its data starts in the file.
+pub(super) struct Cut {
+    first: u32,
+    chunk: usize,
+    within: u32,
+    pub data_start: u64,
+}
+
+/// The payload of the only child `kind` of a container.
+fn child<'a>(payload: &'a [u8], kind: &[u8; 4]) -> Result<Option<&'a [u8]>, Bad> {
+    for b in Boxes::new(payload) {
+        let (k, p) = b?;
+        if &k == kind {
+            return Ok(Some(p));
+        }
+    }
+    Ok(None)
+}
+
+fn pairs(p: &[u8]) -> Result<Vec<(u32, u32)>, Bad> {
+    let n = entries(p, 4, 8)?;
+    (0..n)
+        .map(|i| Ok((u32_at(p, 8 + i * 8)?, u32_at(p, 12 + i * 8)?)))
+        .collect()
+}
+
+impl<'a> Trak<'a> {
+    pub fn read(payload: &'a [u8]) -> Result<Trak<'a>, Bad> {
+        let mdia = child(payload, b"mdia")?.ok_or(Bad("a trak without mdia"))?;
+        let mdhd = child(mdia, b"mdhd")?.ok_or(Bad("no mdhd"))?;
+        let timescale = boxes::timescale(mdhd, &MDHD)?;
+        let minf = child(mdia, b"minf")?.ok_or(Bad("no minf"))?;
+        let stbl = child(minf, b"stbl")?.ok_or(Bad("no stbl"))?;
+        let mut t = Trak {
+            payload,
+            timescale,
+            stts: Vec::new(),
+            ctts: None,
+            stss: None,
+            stsc: Vec::new(),
+            size: 0,
+            count: 0,
+            sizes: Vec::new(),
+            chunks: Vec::new(),
+            co64: false,
+        };
+        let (mut stts, mut stsc, mut stsz, mut stco) = (false, false, false, false);
+        for b in Boxes::new(stbl) {
+            let (kind, p) = b?;
+            match &kind {
+                b"stts" => {
+                    t.stts = pairs(p)?;
+                    stts = true;
+                }
+                b"ctts" => t.ctts = Some(pairs(p)?),
+                b"stss" => {
+                    let n = entries(p, 4, 4)?;
+                    let s = (0..n)
+                        .map(|i| u32_at(p, 8 + i * 4))
+                        .collect::<Result<Vec<u32>, Bad>>()?;
+                    if s.windows(2).any(|w| w[0] >= w[1]) || s.first() == Some(&0) {
+                        return Err(Bad("sync samples out of order"));
+                    }
+                    t.stss = Some(s);
+                }
+                b"stsc" => {
+                    let n = entries(p, 4, 12)?;
+                    t.stsc = (0..n)
+                        .map(|i| {
+                            Ok((
+                                u32_at(p, 8 + i * 12)?,
+                                u32_at(p, 12 + i * 12)?,
+                                u32_at(p, 16 + i * 12)?,
+                            ))
+                        })
+                        .collect::<Result<_, Bad>>()?;
+                    stsc = true;
+                }
+                b"stsz" => {
+                    t.size = u32_at(p, 4)?;
+                    t.count = u32_at(p, 8)?;
+                    if t.size == 0 {
+                        let n = entries(p, 8, 4)?;
+                        if n != t.count as usize {
+                            return Err(Bad("stsz's count and table disagree"));
+                        }
+                        t.sizes = (0..n)
+                            .map(|i| u32_at(p, 12 + i * 4))
+                            .collect::<Result<_, Bad>>()?;
+                    }
+                    stsz = true;
+                }
+                b"stz2" => return Err(Bad("compact sample sizes (stz2)")),
+                b"stco" => {
+                    let n = entries(p, 4, 4)?;
+                    t.chunks = (0..n)
+                        .map(|i| u32_at(p, 8 + i * 4).map(u64::from))
+                        .collect::<Result<_, Bad>>()?;
+                    stco = true;
+                }
+                b"co64" => {
+                    let n = entries(p, 4, 8)?;
+                    t.chunks = (0..n)
+                        .map(|i| u64_at(p, 8 + i * 8))
+                        .collect::<Result<_, Bad>>()?;
+                    t.co64 = true;
+                    stco = true;
+                }
+                _ => {}
+            }
+        }
+        if !(stts && stsc && stsz && stco) {
+            return Err(Bad("a sample table is missing"));
+        }
+        let timed: u64 = t.stts.iter().map(|&(n, _)| u64::from(n)).sum();
+        if timed != u64::from(t.count) {
+            return Err(Bad("stts and stsz count different samples"));
+        }
+        if t.stsc.first().is_some_and(|r| r.0 != 1)
+            || t.stsc.windows(2).any(|w| w[0].0 >= w[1].0)
+            || t.stsc.iter().any(|r| r.1 == 0)
+            || t.stsc.last().is_some_and(|r| r.0 as usize > t.chunks.len())
+        {
+            return Err(Bad("stsc out of order"));
+        }
+        Ok(t)
+    }
+
+    pub fn has_sync(&self) -> bool {
+        self.stss.is_some()
+    }
+
+    pub fn samples(&self) -> u32 {
+        self.count
+    }
+
+    /// `seconds` in this track's timescale.
+    pub fn units_of(&self, seconds: f64) -> u64 {
+        (seconds * f64::from(self.timescale)) as u64
+    }
+
+    /// The sample playing at `units` (from 0; `samples()` when past the end).
+    fn sample_at(&self, units: u64) -> u32 {
+        let (mut t, mut s) = (0u64, 0u64);
+        for &(n, d) in &self.stts {
+            let span = u64::from(n) * u64::from(d);
+            if d > 0 && units < t + span {
+                return (s + (units - t) / u64::from(d)) as u32;
+            }
+            t += span;
+            s += u64::from(n);
+        }
+        self.count
+    }
+
+    /// The decode time of sample `sample` (from 0), in the track's timescale.
+    pub fn time_of(&self, sample: u32) -> u64 {
+        let (mut t, mut left) = (0u64, u64::from(sample));
+        for &(n, d) in &self.stts {
+            let k = left.min(u64::from(n));
+            t += k * u64::from(d);
+            left -= k;
+            if left == 0 {
+                break;
+            }
+        }
+        t
+    }
+
+    /// The sync sample at or before the sample playing at `units` (from 0; the first sample
+    /// when the time is before the first sync sample).
+    pub fn keyframe_at_or_before(&self, units: u64) -> Result<u32, Bad> {
+        let sample = self.sample_at(units);
+        if sample >= self.count {
+            return Err(Bad("the start is past the end of the video"));
+        }
+        let stss = self.stss.as_deref().unwrap_or(&[]);
+        let at = stss.partition_point(|&s| s <= sample + 1);
+        Ok(at.checked_sub(1).map_or(0, |i| stss[i] - 1))
+    }
+
+    /// The first sample whose decode time is at or after `time / scale` seconds.
+    pub fn first_at_or_after(&self, time: u64, scale: u32) -> u32 {
+        // Sample times t (this track's units) compared as t * scale >= time * timescale.
+        let target = u128::from(time) * u128::from(self.timescale);
+        let ks = u128::from(scale);
+        let (mut t, mut s) = (0u128, 0u64);
+        for &(n, d) in &self.stts {
+            let (n, d) = (u128::from(n), u128::from(d));
+            if t * ks >= target {
+                return s as u32;
+            }
+            let last = t + n.saturating_sub(1) * d;
+            if n > 0 && d > 0 && last * ks >= target {
+                let k = (target - t * ks).div_ceil(d * ks);
+                return (u128::from(s) + k) as u32;
+            }
+            t += n * d;
+            s += n as u64;
+        }
+        self.count
+    }
+
+    fn size_of(&self, sample: u32) -> u64 {
+        if self.size != 0 {
+            u64::from(self.size)
+        } else {
+            self.sizes
+                .get(sample as usize)
+                .copied()
+                .map_or(0, u64::from)
+        }
+    }
+
+    /// Where the track is cut to start at sample `first`.
+    pub fn cut(&self, first: u32) -> Result<Cut, Bad> {
+        let chunks = self.chunks.len() as u64;
+        let mut before = 0u64;
+        for (i, &(f, spc, _)) in self.stsc.iter().enumerate() {
+            let next = self.stsc.get(i + 1).map_or(chunks + 1, |r| u64::from(r.0));
+            let run = next.saturating_sub(u64::from(f)) * u64::from(spc);
+            if u64::from(first) < before + run {
+                let into = u64::from(first) - before;
+                let chunk = u64::from(f) - 1 + into / u64::from(spc);
+                let within = (into % u64::from(spc)) as u32;
+                let base = *self
+                    .chunks
+                    .get(chunk as usize)
+                    .ok_or(Bad("a chunk without an offset"))?;
+                let skip: u64 = (first - within..first).map(|s| self.size_of(s)).sum();
+                return Ok(Cut {
+                    first,
+                    chunk: chunk as usize,
+                    within,
+                    data_start: base + skip,
+                });
+            }
+            before += run;
+        }
+        Err(Bad("stsc holds fewer samples than stsz"))
+    }
+
+    /// The track's payload again, its tables starting at `cut`, chunk offsets moved from
+    /// `from` (in the file) to `data_at` (in the answer); its `edts` (edit list, of the old
+    /// timeline) left out, as nginx does.
+    pub fn write(
+        &self,
+        cut: &Cut,
+        seconds: f64,
+        movie: u32,
+        data_at: u64,
+        from: u64,
+    ) -> Result<Vec<u8>, Bad> {
+        let mut out = Vec::with_capacity(self.payload.len());
+        for b in Boxes::new(self.payload) {
+            let (kind, p) = b?;
+            match &kind {
+                b"edts" => {}
+                b"tkhd" => {
+                    let mut h = p.to_vec();
+                    boxes::shorten_duration(&mut h, &TKHD, seconds, Some(movie))?;
+                    write_box(&mut out, b"tkhd", &h);
+                }
+                b"mdia" => {
+                    let mdia = self.write_mdia(p, cut, seconds, data_at, from)?;
+                    write_box(&mut out, b"mdia", &mdia);
+                }
+                _ => write_box(&mut out, &kind, p),
+            }
+        }
+        Ok(out)
+    }
+
+    fn write_mdia(
+        &self,
+        mdia: &[u8],
+        cut: &Cut,
+        seconds: f64,
+        data_at: u64,
+        from: u64,
+    ) -> Result<Vec<u8>, Bad> {
+        let mut out = Vec::with_capacity(mdia.len());
+        for b in Boxes::new(mdia) {
+            let (kind, p) = b?;
+            match &kind {
+                b"mdhd" => {
+                    let mut h = p.to_vec();
+                    boxes::shorten_duration(&mut h, &MDHD, seconds, None)?;
+                    write_box(&mut out, b"mdhd", &h);
+                }
+                b"minf" => {
+                    let mut minf = Vec::with_capacity(p.len());
+                    for b in Boxes::new(p) {
+                        let (kind, q) = b?;
+                        if &kind == b"stbl" {
+                            let stbl = self.write_stbl(q, cut, data_at, from)?;
+                            write_box(&mut minf, b"stbl", &stbl);
+                        } else {
+                            write_box(&mut minf, &kind, q);
+                        }
+                    }
+                    write_box(&mut out, b"minf", &minf);
+                }
+                _ => write_box(&mut out, &kind, p),
+            }
+        }
+        Ok(out)
+    }
+
+    fn write_stbl(&self, stbl: &[u8], cut: &Cut, data_at: u64, from: u64) -> Result<Vec<u8>, Bad> {
+        let mut out = Vec::with_capacity(stbl.len());
+        for b in Boxes::new(stbl) {
+            let (kind, p) = b?;
+            let vf = p.get(..4).ok_or(Bad("a table cut short"))?;
+            let mut t = vf.to_vec();
+            match &kind {
+                b"stts" => write_pairs(&mut t, &self.stts, cut.first),
+                b"ctts" => write_pairs(&mut t, self.ctts.as_deref().unwrap_or(&[]), cut.first),
+                b"stss" => {
+                    let kept: Vec<u32> = self
+                        .stss
+                        .as_deref()
+                        .unwrap_or(&[])
+                        .iter()
+                        .filter(|&&s| s > cut.first)
+                        .map(|&s| s - cut.first)
+                        .collect();
+                    put(&mut t, kept.len() as u32);
+                    kept.iter().for_each(|&s| put(&mut t, s));
+                }
+                b"stsz" => {
+                    put(&mut t, self.size);
+                    put(&mut t, self.count - cut.first);
+                    if self.size == 0 {
+                        let kept = self.sizes.get(cut.first as usize..).unwrap_or(&[]);
+                        kept.iter().for_each(|&s| put(&mut t, s));
+                    }
+                }
+                b"stsc" => self.write_stsc(&mut t, cut),
+                b"stco" | b"co64" => {
+                    let kept = self.chunks.get(cut.chunk..).unwrap_or(&[]);
+                    put(&mut t, kept.len() as u32);
+                    for (i, &o) in kept.iter().enumerate() {
+                        let o = if i == 0 { cut.data_start } else { o };
+                        let moved =
+                            o.checked_sub(from).ok_or(Bad("a chunk before the cut"))? + data_at;
+                        if self.co64 {
+                            t.extend_from_slice(&moved.to_be_bytes());
+                        } else {
+                            let m = u32::try_from(moved)
+                                .map_err(|_| Bad("a chunk offset past 4 GB"))?;
+                            put(&mut t, m);
+                        }
+                    }
+                }
+                _ => t = p.to_vec(),
+            }
+            write_box(&mut out, &kind, &t);
+        }
+        Ok(out)
+    }
+
+    /// The runs of samples per chunk from the cut chunk on, renumbered from 1; the cut chunk
+    /// gets a run of its own when samples of it went.
+    fn write_stsc(&self, t: &mut Vec<u8>, cut: &Cut) {
+        let c = cut.chunk as u32; // from 0: the new chunk n is the old n + c
+        let chunks = self.chunks.len() as u32;
+        let mut runs: Vec<(u32, u32, u32)> = Vec::new();
+        for (i, &(f, spc, sdi)) in self.stsc.iter().enumerate() {
+            let next = self.stsc.get(i + 1).map_or(chunks + 1, |r| r.0);
+            if next <= c + 1 {
+                continue; // the run ends before the cut chunk
+            }
+            if f <= c + 1 {
+                // The run holding the cut chunk.
+                if cut.within > 0 {
+                    runs.push((1, spc - cut.within, sdi));
+                    if c + 2 < next {
+                        runs.push((2, spc, sdi));
+                    }
+                } else {
+                    runs.push((1, spc, sdi));
+                }
+            } else {
+                runs.push((f - c, spc, sdi));
+            }
+        }
+        put(t, runs.len() as u32);
+        for (f, spc, sdi) in runs {
+            put(t, f);
+            put(t, spc);
+            put(t, sdi);
+        }
+    }
+}
+
+#[cfg(test)]
+impl Trak<'_> {
+    /// Every sample's (offset in the file, size), from the tables.
+    pub fn sample_ranges(&self) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let mut sample = 0u32;
+        for (c, &offset) in self.chunks.iter().enumerate() {
+            let chunk = c as u32 + 1;
+            let run = self
+                .stsc
+                .iter()
+                .rev()
+                .find(|r| r.0 <= chunk)
+                .map_or(0, |r| r.1);
+            let mut at = offset;
+            for _ in 0..run {
+                let size = self.size_of(sample);
+                out.push((at, size));
+                at += size;
+                sample += 1;
+            }
+        }
+        out
+    }
+}
+
+fn put(t: &mut Vec<u8>, v: u32) {
+    t.extend_from_slice(&v.to_be_bytes());
+}
+
+/// A (count, value) table without its first `skip` samples.
+fn write_pairs(t: &mut Vec<u8>, pairs: &[(u32, u32)], skip: u32) {
+    let mut left = skip;
+    let mut kept = Vec::with_capacity(pairs.len());
+    for &(n, v) in pairs {
+        if left >= n {
+            left -= n;
+            continue;
+        }
+        kept.push((n - left, v));
+        left = 0;
+    }
+    put(t, kept.len() as u32);
+    for (n, v) in kept {
+        put(t, n);
+        put(t, v);
+    }
+}

@@ -1,0 +1,236 @@
+//! MP4 pseudo-streaming (nginx's `mp4` module), a delivery filter: a request for an MP4
+//! file with `?start=SECONDS` is answered with the file cut at the keyframe at or before that
+//! time — `ftyp`, a rewritten `moov`, an `mdat` header, then the media data from the first
+//! kept sample (`crate::mp4`). Like FLV seeks (`flv.rs`), the `start` argument is taken off
+//! the request before the cache key, so every seek is cut from the one stored file or from
+//! one fetch of it.
+//!
+//! The file's first bytes are held until its `moov` and the `mdat` header after it are in
+//! (at most `mp4_max_moov_size`). The response head is on its way before they are read, so a
+//! file that cannot be cut — its `moov` after the `mdat` (not "fast start"), larger than the
+//! bound, damaged, fragmented — is sent whole, as it is, with a log line and the counter
+//! `mp4_seek_whole` (nginx answers 500 for a damaged file: a player then shows an error
+//! instead of playing from the start).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::StatusCode;
+use http::header::{self, HeaderMap};
+
+use super::{BodyFilter, Chunks, Effect, FilterError};
+use crate::mp4::{self, Scan};
+use crate::stats::Counters;
+
+/// `start=SECONDS` of a query (the last one), when it is a positive number of seconds
+/// (`12`, `12.5`).
+pub fn start_of(query: &str) -> Option<f64> {
+    query
+        .split('&')
+        .filter_map(|pair| pair.strip_prefix("start="))
+        .next_back()
+        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|&s| s.is_finite() && s > 0.0)
+}
+
+enum State {
+    /// The file's first bytes, until its moov can be cut.
+    Holding(Vec<u8>),
+    /// Cut: input bytes still to drop before the kept media data.
+    Skipping(u64),
+    /// Everything else as it comes.
+    Passing,
+}
+
+/// The filter of one request seeking to `start` seconds.
+pub struct Mp4 {
+    start: f64,
+    max: usize,
+    state: State,
+    out: VecDeque<Bytes>,
+    counters: Arc<Counters>,
+    url: String,
+}
+
+impl Mp4 {
+    pub fn new(start: f64, max: usize, counters: Arc<Counters>, url: String) -> Mp4 {
+        Mp4 {
+            start,
+            max,
+            state: State::Holding(Vec::new()),
+            out: VecDeque::new(),
+            counters,
+            url,
+        }
+    }
+
+    /// Whether a response of this status and fields is cut.
+    pub fn applies(status: StatusCode, fields: &HeaderMap) -> bool {
+        status == StatusCode::OK && !fields.contains_key(header::CONTENT_ENCODING)
+    }
+
+    /// The held bytes go out as they are; the rest follows.
+    fn whole(&mut self, held: Vec<u8>, why: &str) {
+        self.counters.mp4_seek_whole.inc();
+        tracing::warn!(url = %self.url, reason = why, "mp4 seek: the file is sent whole");
+        if !held.is_empty() {
+            self.out.push_back(Bytes::from(held));
+        }
+        self.state = State::Passing;
+    }
+
+    /// Looks at the held bytes again; cuts when the moov is in.
+    fn decide(&mut self, held: Vec<u8>) {
+        match mp4::scan(&held, self.max) {
+            Scan::More(_) => self.state = State::Holding(held),
+            Scan::MoovAfterMdat => self.whole(held, "the moov is after the mdat (not fast start)"),
+            Scan::Bad(b) => self.whole(held, b.0),
+            Scan::Ready(layout) => match mp4::cut(&held, &layout, self.start) {
+                Ok(Some(cut)) => {
+                    self.out.push_back(Bytes::from(cut.head));
+                    let have = held.len() as u64;
+                    if cut.from < have {
+                        let rest = Bytes::from(held).slice(cut.from as usize..);
+                        self.out.push_back(rest);
+                        self.state = State::Passing;
+                    } else {
+                        self.state = State::Skipping(cut.from - have);
+                    }
+                }
+                Ok(None) => {
+                    if !held.is_empty() {
+                        self.out.push_back(Bytes::from(held));
+                    }
+                    self.state = State::Passing;
+                }
+                Err(b) => self.whole(held, b.0),
+            },
+        }
+    }
+}
+
+impl BodyFilter for Mp4 {
+    fn name(&self) -> &'static str {
+        "mp4"
+    }
+
+    fn effect(&self, _status: StatusCode, _fields: &HeaderMap) -> Effect {
+        Effect {
+            changes_length: true,
+            storable: true,
+        }
+    }
+
+    fn poll_chunk(
+        &mut self,
+        cx: &mut Context<'_>,
+        input: &mut dyn Chunks,
+    ) -> Poll<Option<Result<Bytes, FilterError>>> {
+        loop {
+            if let Some(b) = self.out.pop_front() {
+                return Poll::Ready(Some(Ok(b)));
+            }
+            let polled = std::task::ready!(input.poll_chunk(cx));
+            match (&mut self.state, polled) {
+                (_, Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                (State::Holding(held), None) => {
+                    let held = std::mem::take(held);
+                    self.whole(held, "the file ends before its moov");
+                    if self.out.is_empty() {
+                        return Poll::Ready(None);
+                    }
+                }
+                (_, None) => return Poll::Ready(None),
+                (State::Holding(held), Some(Ok(chunk))) => {
+                    let mut held = std::mem::take(held);
+                    held.extend_from_slice(&chunk);
+                    self.decide(held);
+                }
+                (State::Skipping(left), Some(Ok(chunk))) => {
+                    let len = chunk.len() as u64;
+                    if len <= *left {
+                        *left -= len;
+                        continue;
+                    }
+                    let from = *left as usize;
+                    self.state = State::Passing;
+                    return Poll::Ready(Some(Ok(chunk.slice(from..))));
+                }
+                (State::Passing, Some(Ok(chunk))) => return Poll::Ready(Some(Ok(chunk))),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Pieces(VecDeque<Bytes>);
+
+    impl Chunks for Pieces {
+        fn poll_chunk(&mut self, _: &mut Context<'_>) -> Poll<Option<Result<Bytes, FilterError>>> {
+            Poll::Ready(self.0.pop_front().map(Ok))
+        }
+    }
+
+    /// The filter's output for `file` arriving in pieces of `piece` bytes.
+    fn run(file: &[u8], piece: usize, start: f64, max: usize) -> (Vec<u8>, Arc<Counters>) {
+        let counters = Arc::new(Counters::default());
+        let mut f = Mp4::new(start, max, counters.clone(), "/m.mp4".into());
+        let mut input = Pieces(file.chunks(piece).map(Bytes::copy_from_slice).collect());
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut out = Vec::new();
+        while let Poll::Ready(Some(Ok(b))) = f.poll_chunk(&mut cx, &mut input) {
+            out.extend_from_slice(&b);
+        }
+        (out, counters)
+    }
+
+    #[test]
+    fn the_file_is_cut_however_it_arrives() {
+        let file = crate::mp4::sample::movie(true);
+        let crate::mp4::Scan::Ready(layout) = crate::mp4::scan(&file, 1 << 20) else {
+            panic!("sample");
+        };
+        let cut = crate::mp4::cut(&file, &layout, 1.5).unwrap().unwrap();
+        let mut want = cut.head.clone();
+        want.extend_from_slice(&file[cut.from as usize..]);
+        for piece in [1, 7, 64, 500, 100_000] {
+            let (out, counters) = run(&file, piece, 1.5, 1 << 20);
+            assert!(out == want, "pieces of {piece}");
+            assert_eq!(counters.mp4_seek_whole.get(), 0);
+        }
+        // Before the second keyframe: the file as it is.
+        assert!(run(&file, 64, 0.5, 1 << 20).0 == file);
+    }
+
+    #[test]
+    fn what_cannot_be_cut_is_sent_whole_and_counted() {
+        let late = crate::mp4::sample::movie(false);
+        let file = crate::mp4::sample::movie(true);
+        for (input, max) in [
+            (&late, 1 << 20),
+            (&file, 200),
+            (&file[..100].to_vec(), 1 << 20),
+        ] {
+            let (out, counters) = run(input, 33, 1.5, max);
+            assert!(out == *input);
+            assert_eq!(counters.mp4_seek_whole.get(), 1);
+        }
+    }
+
+    #[test]
+    fn start_is_seconds() {
+        assert_eq!(start_of("start=12.5"), Some(12.5));
+        assert_eq!(start_of("a=1&start=3"), Some(3.0));
+        assert_eq!(start_of("start=0"), None);
+        assert_eq!(start_of("start=-1"), None);
+        assert_eq!(start_of("start=1e3"), None);
+        assert_eq!(start_of("start=inf"), None);
+        assert_eq!(start_of("start="), None);
+    }
+}
