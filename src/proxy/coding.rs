@@ -74,7 +74,7 @@ pub(super) fn on_response(
     if (negotiated.gunzip || esi) && coding == Some(Coding::Gzip) {
         txn.filters
             .fetch
-            .push(Box::new(Gunzip::new(counters.clone())));
+            .push(Box::new(Gunzip::at_fetch(counters.clone())));
         return;
     }
     // A response that will not be stored is gzipped only for a client that takes gzip

@@ -344,6 +344,20 @@ impl Txn {
                 _ => {}
             }
         }
+        // Length unknown until the end (a chunked fill, a body decoded as it streams): one
+        // closed range is cut from the bytes as they come, with `Content-Range: bytes a-b/*`
+        // (RFC 9110 §14.4: the complete length unknown), as Varnish does (varnishtest
+        // g00005); any other Range gets the whole body.
+        if let (true, None, None) = (self.ranged(status), content_length, &page)
+            && let Some((start, end)) = closed_range(self.req.headers.get(header::RANGE))
+            && let Ok(v) = HeaderValue::from_str(&format!("bytes {start}-{end}/*"))
+        {
+            headers.insert(header::CONTENT_RANGE, v);
+            headers.remove(header::CONTENT_LENGTH);
+            headers.remove(header::ACCEPT_RANGES);
+            let body = ResponseBody::slice(body, start, end - start + 1);
+            return deliver::respond(StatusCode::PARTIAL_CONTENT, headers, body, cache_status);
+        }
         let body = if self.head_only {
             ResponseBody::empty()
         } else {
@@ -422,4 +436,41 @@ fn not_modified_fields(mut headers: http::HeaderMap) -> http::HeaderMap {
         headers.remove(name);
     }
     headers
+}
+
+/// A `Range` of one closed range (`bytes=a-b`, `a <= b`): what can be cut from a body whose
+/// length is not known yet.
+fn closed_range(value: Option<&HeaderValue>) -> Option<(u64, u64)> {
+    let spec = value?.to_str().ok()?.trim();
+    let (unit, set) = spec.split_once('=')?;
+    if !unit.trim().eq_ignore_ascii_case("bytes") || set.contains(',') {
+        return None;
+    }
+    let (a, b) = set.trim().split_once('-')?;
+    let digits = |t: &str| {
+        let t = t.trim();
+        (!t.is_empty() && t.bytes().all(|c| c.is_ascii_digit()))
+            .then(|| t.parse::<u64>().ok())
+            .flatten()
+    };
+    let (start, end) = (digits(a)?, digits(b)?);
+    (start <= end).then_some((start, end))
+}
+
+#[cfg(test)]
+mod range_tests {
+    use super::*;
+
+    #[test]
+    fn only_one_closed_range_is_cut_from_a_body_of_unknown_length() {
+        let r = |v: &str| closed_range(Some(&HeaderValue::from_str(v).unwrap()));
+        assert_eq!(r("bytes=3-5"), Some((3, 5)));
+        assert_eq!(r("bytes = 0-0"), Some((0, 0)));
+        assert_eq!(r("bytes=3-"), None);
+        assert_eq!(r("bytes=-5"), None);
+        assert_eq!(r("bytes=5-3"), None);
+        assert_eq!(r("bytes=0-1,4-5"), None);
+        assert_eq!(r("items=0-1"), None);
+        assert_eq!(closed_range(None), None);
+    }
 }

@@ -361,15 +361,29 @@ pub struct Gunzip {
     done: bool,
     /// The body was found malformed: every later poll fails too.
     failed: bool,
+    /// `Vary: Accept-Encoding` added: a client's copy decoded at delivery (another client
+    /// gets gzip); not one decoded at fetch (VCL's `beresp.do_gunzip`, an ESI page), which
+    /// is stored identity for every client, as Varnish (varnishtest g00007).
+    vary: bool,
 }
 
 impl Gunzip {
+    /// Decoding for a client at delivery.
     pub fn new(counters: Arc<Counters>) -> Gunzip {
         Gunzip {
             counters,
             state: None,
             done: false,
             failed: false,
+            vary: true,
+        }
+    }
+
+    /// Decoding at fetch: what is stored is identity for every client.
+    pub fn at_fetch(counters: Arc<Counters>) -> Gunzip {
+        Gunzip {
+            vary: false,
+            ..Gunzip::new(counters)
         }
     }
 }
@@ -401,7 +415,9 @@ impl BodyFilter for Gunzip {
             return;
         }
         fields.remove(header::CONTENT_ENCODING);
-        vary_accept_encoding(fields);
+        if self.vary {
+            vary_accept_encoding(fields);
+        }
         self.state = Some(Inflate::new());
         self.counters.compress_gunzip.inc();
     }
