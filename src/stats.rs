@@ -157,6 +157,8 @@ counters! {
     compress_encoded_bytes_in: "Identity bytes of the objects those were built from",
     compress_encoded_bytes_out: "br and zstd bytes built (with compress_encoded_bytes_in: the ratio achieved)",
     compress_encoded_served: "Responses served from a br or zstd representation built in the background",
+    compress_decode: "br or zstd bodies an origin sent decoded for a client (or an ESI include) that does not take them",
+    compress_decode_invalid: "br or zstd bodies found malformed or truncated while decoded (the response was cut)",
     compress_encoded_read_back: "br or zstd representations read back from the disk tier (after a restart, or once memory evicted them) to be served",
     compress_encode_dropped: "Representations not built: the queue was full ([compression] queue), the object could not be read or decoded, or the result was not smaller than the gzip",
     cache_pass: "Requests passed to the backend without cache lookup (method, request no-store, a rule's pass, upgrade)",

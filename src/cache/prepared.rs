@@ -15,6 +15,9 @@ pub struct Prepared {
     /// The body is gzip (`Content-Encoding: gzip`, not `no-transform`): a fast hit steps
     /// aside for a client that does not take gzip (the full path decodes it for that client).
     pub gzip: bool,
+    /// The body is br or zstd (an origin's; not `no-transform`): a fast hit steps aside for a
+    /// client that does not take it (the full path decodes it: `proxy/filter/decode.rs`).
+    pub decodable: Option<crate::http::accept_encoding::Coding>,
     /// An identity body `[compression]` would gzip now (`proxy/coding.rs`): a fast hit steps
     /// aside for a client that prefers br or zstd (the full path serves its representation).
     /// Worked out by the first fast hit that asks, once per `Prepared` ([`Prepared::recodable`];
@@ -46,23 +49,27 @@ impl Prepared {
     }
 
     pub fn new(age: u64, status: HeaderValue, map: HeaderMap) -> Prepared {
+        use crate::http::accept_encoding::Coding;
         let mut codings = map.get_all(http::header::CONTENT_ENCODING).iter();
-        let gzip = match (codings.next(), codings.next()) {
-            (Some(v), None) => {
-                crate::http::accept_encoding::Coding::from_content_encoding(v.as_bytes())
-                    == Some(crate::http::accept_encoding::Coding::Gzip)
-            }
-            _ => false,
-        } && !crate::http::cache_control::no_transform(
-            map.get_all(http::header::CACHE_CONTROL)
-                .iter()
-                .map(HeaderValue::as_bytes),
-        );
+        let coding = match (codings.next(), codings.next()) {
+            (Some(v), None) => Coding::from_content_encoding(v.as_bytes()),
+            _ => None,
+        }
+        .filter(|_| {
+            !crate::http::cache_control::no_transform(
+                map.get_all(http::header::CACHE_CONTROL)
+                    .iter()
+                    .map(HeaderValue::as_bytes),
+            )
+        });
+        let gzip = coding == Some(Coding::Gzip);
+        let decodable = coding.filter(|c| matches!(c, Coding::Br | Coding::Zstd));
         Prepared {
             age,
             status,
             map,
             gzip,
+            decodable,
             recodable: std::sync::atomic::AtomicU8::new(0),
             wire: std::sync::OnceLock::new(),
             vcl_wire: once_cell::race::OnceBox::new(),

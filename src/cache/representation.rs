@@ -34,10 +34,15 @@ pub fn key(key: &CacheKey, coding: Coding) -> CacheKey {
 
 /// Whether a stored object's fields say gzip (read from the stored block: no map built).
 pub fn stored_gzip(fields: &super::StoredFields) -> bool {
+    stored_coding(fields) == Some(Coding::Gzip)
+}
+
+/// The coding a stored object's fields name (`None`: identity, several or an unknown one).
+pub fn stored_coding(fields: &super::StoredFields) -> Option<Coding> {
     let mut values = fields.values("content-encoding");
     match (values.next(), values.next()) {
-        (Some(v), None) => Coding::from_content_encoding(v) == Some(Coding::Gzip),
-        _ => false,
+        (Some(v), None) => Coding::from_content_encoding(v),
+        _ => None,
     }
 }
 

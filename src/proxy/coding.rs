@@ -161,18 +161,32 @@ fn compressible(
             .is_some_and(|t| config.compressible(t.as_bytes()))
 }
 
-/// Adds the delivery chain's `Gunzip` when the response with these fields is gzip and the
-/// client does not take it. Called where a response is formed (a stored object, a stream);
-/// at most one per chain.
-pub(super) fn on_delivery(txn: &mut Txn, gzipped: bool) {
-    if gzipped
-        && !txn.filters.coding.accepts.accepts(Coding::Gzip)
-        && !txn.filters.deliver.has("gunzip")
-        && txn.proxy.config.compression.enabled
-    {
-        txn.filters
-            .deliver
-            .push(Box::new(Gunzip::new(txn.proxy.counters.clone())));
+/// Adds the delivery chain's decoder when the response is in a coding the client does not
+/// take: `Gunzip` for gzip, `Decode` for br or zstd (an origin's, `filter/decode.rs`).
+/// Called where a response is formed (a stored object, a stream); at most one per chain.
+pub(super) fn on_delivery(txn: &mut Txn, coding: Option<Coding>) {
+    if !txn.proxy.config.compression.enabled {
+        return;
+    }
+    let accepts = &txn.filters.coding.accepts;
+    match coding {
+        Some(Coding::Gzip)
+            if !accepts.accepts(Coding::Gzip) && !txn.filters.deliver.has("gunzip") =>
+        {
+            txn.filters
+                .deliver
+                .push(Box::new(Gunzip::new(txn.proxy.counters.clone())));
+        }
+        Some(c @ (Coding::Br | Coding::Zstd))
+            if !accepts.accepts(c) && !txn.filters.deliver.has("decode") =>
+        {
+            txn.filters
+                .deliver
+                .push(Box::new(super::filter::Decode::new(
+                    txn.proxy.counters.clone(),
+                )));
+        }
+        _ => {}
     }
 }
 

@@ -30,7 +30,6 @@ use super::{Proxy, deliver, fetch};
 use crate::cache::busy::{BusyObject, HeadOutcome, LeaderGuard};
 use crate::cache::policy::NoCacheReason;
 use crate::cache::{CacheKey, Object, vary_matches};
-use crate::http::accept_encoding::Coding;
 
 /// The `Cache-Status` of a response shared with the leader of a fetch.
 const COLLAPSED: &str = "shellac; fwd=miss; collapsed";
@@ -404,8 +403,7 @@ impl Txn {
                     return step;
                 }
                 let body = ResponseBody::busy(reader, head.content_length);
-                let gzipped = super::filter::gzip::coding(&head.headers) == Some(Coding::Gzip);
-                super::coding::on_delivery(self, gzipped);
+                super::coding::on_delivery(self, super::filter::gzip::coding(&head.headers));
                 // A waiter's request never reached the backend: its preconditions are
                 // answered on the leader's response (`stream_response`).
                 self.withheld_conditions = super::respond::has_preconditions(&self.req.headers);

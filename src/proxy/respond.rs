@@ -66,7 +66,10 @@ impl Txn {
 
     /// [`Txn::deliver_object_at`] once the representation sent is chosen.
     fn deliver_chosen(&mut self, object: Arc<Object>, cache_status: &str, now: Instant) -> Step {
-        super::coding::on_delivery(self, super::coding::stored_gzip(&object.headers));
+        super::coding::on_delivery(
+            self,
+            crate::cache::representation::stored_coding(&object.headers),
+        );
         super::coding::identity_for_if_range(self, &object);
         self.flv_filter(object.status, object.headers.map(), Some(object.body_len));
         // A page stored with an ESI program: assembled (`filter/esi/`), its head after its
@@ -273,8 +276,7 @@ impl Txn {
         content_length: Option<u64>,
         cache_status: &str,
     ) -> Response<ResponseBody> {
-        let gzipped = super::filter::gzip::coding(&headers) == Some(Coding::Gzip);
-        super::coding::on_delivery(self, gzipped);
+        super::coding::on_delivery(self, super::filter::gzip::coding(&headers));
         self.flv_filter(status, &headers, content_length);
         // A response fetched with ESI on whose program is not known yet (`esi::PENDING`):
         // assembled as it is parsed here.

@@ -79,26 +79,35 @@ impl Proxy {
         let (object, now) = self.fresh_in_memory(&head, &primary, varies)?;
         let status = deliver::hit_status(&object, now);
         let prepared = deliver::prepared(&object, now, &status).ok()?;
-        // Stored gzip for a client that does not take it: the full path decodes it (a
-        // delivery filter, `coding.rs`); for one that prefers br or zstd, the full path
+        // Stored gzip (or an origin's br or zstd) for a client that does not take it: the
+        // full path decodes it (a delivery filter, `coding.rs`); for one that prefers br or zstd, the full path
         // serves their representation (`represent.rs`), as it does for an identity object
         // `[compression]` would gzip now (under rules). One flag for every other hit.
         let recodable = !prepared.gzip
+            && prepared.decodable.is_none()
             && self.vcl.is_none()
             && self.representations.enabled()
             && prepared.recodable(|| super::coding::recodable(&self.config.compression, &object));
-        if (prepared.gzip || recodable) && self.config.compression.enabled {
-            let accepts = crate::http::accept_encoding::Accepts::parse(
+        if (prepared.gzip || recodable || prepared.decodable.is_some())
+            && self.config.compression.enabled
+        {
+            use crate::http::accept_encoding::{Accepts, Coding};
+            let accepts = Accepts::parse(
                 head.fields
                     .iter()
                     .filter(|f| f.name.eq_ignore_ascii_case("accept-encoding"))
                     .map(|f| f.value),
             );
-            if (prepared.gzip && !accepts.accepts(crate::http::accept_encoding::Coding::Gzip))
-                || self
-                    .representations
-                    .preferred(&accepts, prepared.gzip)
-                    .is_some()
+            let decoded = match prepared.decodable {
+                Some(c) => !accepts.accepts(c),
+                None => prepared.gzip && !accepts.accepts(Coding::Gzip),
+            };
+            if decoded
+                || (prepared.decodable.is_none()
+                    && self
+                        .representations
+                        .preferred(&accepts, prepared.gzip)
+                        .is_some())
             {
                 return None;
             }

@@ -252,3 +252,82 @@ fn vary_accept_encoding_joins_the_last_vary_line() {
     );
     assert_eq!(vary(&["*"]), ["*"]);
 }
+
+/// br and zstd bodies decoded for a client without them (`decode.rs`): in any chunking,
+/// in bounded steps, several zstd frames as one body; a truncated body, or data
+/// after a br stream's end, fails (counted); `no-transform` and other codings pass.
+#[test]
+fn br_and_zstd_are_decoded_in_any_chunking_and_malformed_ones_fail() {
+    use super::Decode;
+    let page = page();
+    let mut br = Vec::new();
+    {
+        let mut w = brotli::CompressorWriter::new(&mut br, 4096, 5, 22);
+        w.write_all(&page).unwrap();
+    }
+    let zstd = zstd::encode_all(&page[..], 3).unwrap();
+    for (coding, body) in [("br", &br), ("zstd", &zstd)] {
+        for size in [1, 7, 4096, body.len()] {
+            let counters = Arc::new(Counters::default());
+            let mut fields = html(&[("content-encoding", coding)]);
+            let chunks = body.chunks(size).map(Bytes::copy_from_slice).collect();
+            let (out, err) = run(Box::new(Decode::new(counters.clone())), &mut fields, chunks);
+            assert!(err.is_none(), "{coding} {size}: {err:?}");
+            assert_eq!(joined(&out), page, "{coding} {size}");
+            assert!(out.iter().all(|c| c.len() <= OUT));
+            assert!(fields.get(header::CONTENT_ENCODING).is_none());
+            assert_eq!(counters.compress_decode.get(), 1);
+        }
+        // Truncated (br has no checksum: a flipped bit may decode to other bytes).
+        for bad in [
+            body[..body.len() / 2].to_vec(),
+            body[..body.len() - 1].to_vec(),
+        ] {
+            let counters = Arc::new(Counters::default());
+            let mut fields = html(&[("content-encoding", coding)]);
+            let (_, err) = run(
+                Box::new(Decode::new(counters.clone())),
+                &mut fields,
+                vec![Bytes::from(bad)],
+            );
+            assert!(err.is_some(), "{coding}");
+            assert_eq!(counters.compress_decode_invalid.get(), 1, "{coding}");
+        }
+    }
+    // Two zstd frames are one body; data after a br stream fails it.
+    let two = [zstd.clone(), zstd.clone()].concat();
+    let counters = Arc::new(Counters::default());
+    let mut fields = html(&[("content-encoding", "zstd")]);
+    let (out, err) = run(
+        Box::new(Decode::new(counters.clone())),
+        &mut fields,
+        vec![Bytes::from(two)],
+    );
+    assert!(err.is_none());
+    assert_eq!(joined(&out), [page.clone(), page.clone()].concat());
+    let mut fields = html(&[("content-encoding", "br")]);
+    let (_, err) = run(
+        Box::new(Decode::new(counters.clone())),
+        &mut fields,
+        vec![Bytes::from(br.clone()), Bytes::from_static(b"junk")],
+    );
+    assert!(err.is_some());
+    // no-transform, gzip: as they are.
+    for pairs in [
+        &[
+            ("content-encoding", "br"),
+            ("cache-control", "no-transform"),
+        ][..],
+        &[("content-encoding", "gzip")][..],
+    ] {
+        let mut fields = html(pairs);
+        let (out, err) = run(
+            Box::new(Decode::new(counters.clone())),
+            &mut fields,
+            vec![Bytes::from_static(b"as is")],
+        );
+        assert!(err.is_none());
+        assert_eq!(joined(&out), b"as is");
+        assert!(fields.get(header::CONTENT_ENCODING).is_some());
+    }
+}

@@ -19,10 +19,12 @@
 //! (`Filters::deliver`) over a stored object, per client (`deliver.rs`). An empty chain costs
 //! a length check: no allocation, no dynamic call, the body types unchanged.
 
+mod decode;
 mod deliver;
 pub(crate) mod esi;
 pub mod flv;
 pub mod gzip;
+pub use decode::Decode;
 #[cfg(test)]
 mod gzip_tests;
 pub mod mp4;
