@@ -102,6 +102,7 @@ counters! {
     acme_challenge_tls: "TLS-ALPN-01 challenge handshakes answered (ALPN acme-tls/1)",
     client_body_timeout: "Client connections closed because the request body came too slowly (body_timeout, body_min_rate)",
     client_send_timeout: "Client connections closed because a response write made no progress for send_timeout",
+    client_send_total_timeout: "HTTP/1.1 client connections closed because a response took longer than send_total_timeout to send",
     client_conn_refused: "Client connections refused (503, closed) because max_connections were open",
     client_refused: "Requests refused before the request pipeline (strict parser, body framing, max_connections); each is an access-log record with reason refused:<word>",
     client_linger_skipped: "Connections refused at max_connections closed without a lingering close because MAX_LINGERING were already lingering",

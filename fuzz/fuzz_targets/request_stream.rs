@@ -12,6 +12,7 @@ fn run(input: &[u8], step: usize) -> (usize, Option<Violation>) {
         max_request_line: 512,
         max_header_size: 2048,
         max_headers: 16,
+        max_field_size: 1024,
         max_body_size: 1 << 20,
     });
     let mut held: Vec<u8> = Vec::new();

@@ -1,5 +1,6 @@
 //! One backend connection: hyper's request sender, and the socket wrapper under it that holds
-//! every response head to `server.max_response_header_size` exactly.
+//! every response head to `server.max_response_header_size` and each of its field lines to
+//! `server.max_response_field_size` exactly.
 //!
 //! hyper's own bound is the size of its read buffer, which it fills in whatever pieces the
 //! socket gives: a head was accepted up to ~1.5× the setting when it came in one write, and
@@ -37,28 +38,38 @@ impl Conn {
     }
 }
 
-/// The error a head over the limit fails the connection with; recognised by
-/// [`is_head_too_large`] to answer 502 `backend-invalid-response` (never retried: the backend
-/// did answer).
+/// The error a head (or one of its field lines) over the limit fails the connection with;
+/// recognised by [`head_too_large`] to answer 502 `backend-invalid-response` (never retried:
+/// the backend did answer). The text names the setting.
 #[derive(Debug, thiserror::Error)]
-#[error("response head larger than max_response_header_size ({0} bytes)")]
-pub(crate) struct HeadTooLarge(pub usize);
+#[error("{0} ({1} bytes)")]
+pub(crate) struct HeadTooLarge(pub &'static str, pub usize);
 
-/// Whether hyper's error was caused by a head over the limit.
-pub(crate) fn is_head_too_large(e: &hyper::Error) -> bool {
+const HEAD_TOO_LARGE: &str = "response head larger than max_response_header_size";
+const FIELD_TOO_LARGE: &str = "response field line longer than max_response_field_size";
+
+/// Which limit hyper's error was caused by, if a head or field line over the limit caused it.
+pub(crate) fn head_too_large(e: &hyper::Error) -> Option<&'static str> {
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
         if let Some(io) = s.downcast_ref::<io::Error>()
-            && io.get_ref().is_some_and(|i| i.is::<HeadTooLarge>())
+            && let Some(h) = io.get_ref().and_then(|i| i.downcast_ref::<HeadTooLarge>())
         {
-            return true;
+            return Some(h.0);
         }
-        if s.is::<HeadTooLarge>() {
-            return true;
+        if let Some(h) = s.downcast_ref::<HeadTooLarge>() {
+            return Some(h.0);
         }
         source = s.source();
     }
-    false
+    None
+}
+
+fn field_too_large(limit: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        HeadTooLarge(FIELD_TOO_LARGE, limit),
+    )
 }
 
 /// Where the scanner is within a head.
@@ -79,10 +90,15 @@ pub(super) struct HeadLimited<T> {
 }
 
 impl<T> HeadLimited<T> {
-    pub(super) fn new(inner: T, limit: usize, watch: Arc<AtomicBool>) -> HeadLimited<T> {
+    pub(super) fn new(
+        inner: T,
+        limit: usize,
+        field_limit: usize,
+        watch: Arc<AtomicBool>,
+    ) -> HeadLimited<T> {
         HeadLimited {
             inner,
-            counter: HeadCounter::new(limit, watch),
+            counter: HeadCounter::new(limit, field_limit, watch),
         }
     }
 }
@@ -91,19 +107,31 @@ impl<T> HeadLimited<T> {
 struct HeadCounter {
     watch: Arc<AtomicBool>,
     limit: usize,
+    /// Longest field line (without its CR LF).
+    field_limit: usize,
     /// Bytes of the current head so far.
     count: usize,
+    /// Bytes of the current line so far (its line feed not counted), and whether it is the
+    /// status line (not a field line).
+    line_len: usize,
+    status_line: bool,
+    /// The last byte was a CR.
+    prev_cr: bool,
     line: Line,
     /// The status code's digits, as they arrive (offsets 9-11 of `HTTP/1.1 200`).
     status: [u8; 3],
 }
 
 impl HeadCounter {
-    fn new(limit: usize, watch: Arc<AtomicBool>) -> HeadCounter {
+    fn new(limit: usize, field_limit: usize, watch: Arc<AtomicBool>) -> HeadCounter {
         HeadCounter {
             watch,
             limit,
+            field_limit,
             count: 0,
+            line_len: 0,
+            status_line: true,
+            prev_cr: false,
             line: Line::Text,
             status: [0; 3],
         }
@@ -124,6 +152,22 @@ impl HeadCounter {
                 *d = b;
             }
             self.count += 1;
+            if b == b'\n' {
+                // The line's own bytes: its CR (if any) is part of its end, not of the field.
+                let len = self.line_len - usize::from(self.prev_cr);
+                if !self.status_line && len > self.field_limit {
+                    return Err(field_too_large(self.field_limit));
+                }
+                self.line_len = 0;
+                self.status_line = false;
+            } else {
+                self.line_len += 1;
+                // Past the limit even if the next byte is its CR: refused without waiting.
+                if !self.status_line && self.line_len > self.field_limit + 1 {
+                    return Err(field_too_large(self.field_limit));
+                }
+            }
+            self.prev_cr = b == b'\r';
             let end = match (self.line, b) {
                 (Line::Start | Line::StartCr, b'\n') => true,
                 (_, b'\n') => {
@@ -142,7 +186,7 @@ impl HeadCounter {
             if self.count > self.limit {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
-                    HeadTooLarge(self.limit),
+                    HeadTooLarge(HEAD_TOO_LARGE, self.limit),
                 ));
             }
             if end {
@@ -151,6 +195,7 @@ impl HeadCounter {
                 self.count = 0;
                 self.line = Line::Text;
                 self.status = [0; 3];
+                self.status_line = true;
                 if !interim {
                     // What follows is body (or a tunnel): not scanned.
                     self.watch.store(false, Ordering::Release);
@@ -213,7 +258,35 @@ mod tests {
     use super::*;
 
     fn limited(limit: usize) -> HeadCounter {
-        HeadCounter::new(limit, Arc::new(AtomicBool::new(true)))
+        HeadCounter::new(limit, limit, Arc::new(AtomicBool::new(true)))
+    }
+
+    /// `server.max_response_field_size` (Varnish's `http_resp_hdr_len`): a field line at the
+    /// limit passes and one byte more fails, however the head is split; the status line and
+    /// the CR LF are not counted; an interim head's status line is not a field line either.
+    #[test]
+    fn a_field_line_at_the_limit_passes_one_byte_more_fails() {
+        let field = "1...5: ..0....5....0....5....0....5....0";
+        assert_eq!(field.len(), 40);
+        let ok = format!("HTTP/1.1 200 OK with a status line longer than forty\r\n{field}\r\n\r\n");
+        let over = format!("HTTP/1.1 200 OK\r\n{field}.\r\n\r\n");
+        for piece in [1, 3, 41, 1000] {
+            let mut l = HeadCounter::new(1000, 40, Arc::new(AtomicBool::new(true)));
+            let r: io::Result<()> = ok.as_bytes().chunks(piece).try_for_each(|c| l.scan(c));
+            assert!(r.is_ok(), "piece {piece}");
+            let mut l = HeadCounter::new(1000, 40, Arc::new(AtomicBool::new(true)));
+            let e = over
+                .as_bytes()
+                .chunks(piece)
+                .try_for_each(|c| l.scan(c))
+                .unwrap_err();
+            assert!(e.to_string().contains("max_response_field_size"), "{e}");
+        }
+        let mut l = HeadCounter::new(1000, 20, Arc::new(AtomicBool::new(true)));
+        l.scan(b"HTTP/1.1 103 Early Hints and more words\r\n\r\n")
+            .unwrap();
+        l.scan(b"HTTP/1.1 200 OK but a long reason phrase\r\nx: y\r\n\r\n")
+            .unwrap();
     }
 
     #[test]
@@ -270,7 +343,7 @@ mod tests {
     #[test]
     fn a_new_request_rearms_the_count() {
         let watch = Arc::new(AtomicBool::new(true));
-        let mut l = HeadCounter::new(40, watch.clone());
+        let mut l = HeadCounter::new(40, 40, watch.clone());
         l.scan(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
             .unwrap();
         l.scan(&[b'x'; 1000]).unwrap();

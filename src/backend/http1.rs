@@ -34,14 +34,22 @@ pub(crate) struct Http1 {
     max_response_head: usize,
     /// `server.max_response_headers`: hyper's field table (502 beyond it).
     max_response_fields: usize,
+    /// `server.max_response_field_size`: every field line of a response head is held to it
+    /// (`conn::HeadLimited`, 502 beyond it).
+    max_response_field: usize,
 }
 
 impl Http1 {
-    pub(super) fn new(max_response_head: usize, max_response_fields: usize) -> Http1 {
+    pub(super) fn new(
+        max_response_head: usize,
+        max_response_fields: usize,
+        max_response_field: usize,
+    ) -> Http1 {
         Http1 {
             idle: Mutex::new(Vec::new()),
             max_response_head,
             max_response_fields,
+            max_response_field,
         }
     }
 
@@ -89,7 +97,12 @@ impl Http1 {
         let name = &backend.config.name;
         let stream = backend.open_transport_for(timeout, client).await?;
         let watch = Arc::new(AtomicBool::new(false));
-        let stream = HeadLimited::new(stream, self.max_response_head, watch.clone());
+        let stream = HeadLimited::new(
+            stream,
+            self.max_response_head,
+            self.max_response_field,
+            watch.clone(),
+        );
         // hyper's buffer must hold a head at the limit; the exact bound is `HeadLimited`'s.
         let mut builder = http1::Builder::new();
         builder.max_buf_size(self.max_response_head.max(8192).saturating_add(8192));
@@ -140,11 +153,8 @@ impl Origin for Http1 {
     ) -> Result<Response<Source>, FetchError> {
         conn.expect_head();
         let resp = conn.sender.send_request(req).await.map_err(|e| {
-            if conn::is_head_too_large(&e) {
-                FetchError::Invalid(
-                    backend.config.name.clone(),
-                    "response head larger than max_response_header_size",
-                )
+            if let Some(what) = conn::head_too_large(&e) {
+                FetchError::Invalid(backend.config.name.clone(), what)
             } else if e.is_parse_too_large() {
                 // Not the byte limit (`HeadLimited` holds heads to it before hyper's larger
                 // buffer fills): more field lines than hyper's table.

@@ -36,11 +36,14 @@ impl Kind {
         config: &BackendConfig,
         max_response_head: usize,
         max_response_fields: usize,
+        max_response_field: usize,
     ) -> Kind {
         match config.protocol {
-            BackendProtocol::Http1 => {
-                Kind::Http1(Http1::new(max_response_head, max_response_fields))
-            }
+            BackendProtocol::Http1 => Kind::Http1(Http1::new(
+                max_response_head,
+                max_response_fields,
+                max_response_field,
+            )),
             BackendProtocol::H2 => Kind::H2(H2::new(config.max_streams, max_response_head)),
             BackendProtocol::Files => Kind::Files(FilesKind::new(config)),
             BackendProtocol::Fastcgi => {

@@ -135,6 +135,8 @@ pub struct Backend {
     max_response_head: usize,
     /// `server.max_response_headers` (HTTP/1.1: hyper's table; checked here for every kind).
     max_response_fields: usize,
+    /// `server.max_response_field_size` (HTTP/1.1: `HeadLimited` holds each field line to it).
+    max_response_field: usize,
     limit: Option<Arc<Semaphore>>,
     queued: AtomicUsize,
     in_flight: AtomicI64,
@@ -168,7 +170,13 @@ impl Backend {
     pub fn new(config: BackendConfig, whole: &Config, counters: Arc<Counters>) -> Arc<Backend> {
         let max_response_head = response_head_limit(whole);
         let max_response_fields = whole.server.max_response_headers;
-        let kind = kind::Kind::for_backend(&config, max_response_head, max_response_fields);
+        let max_response_field = response_field_limit(whole);
+        let kind = kind::Kind::for_backend(
+            &config,
+            max_response_head,
+            max_response_fields,
+            max_response_field,
+        );
         let probe = match &config.probe {
             Some(ProbeRef::Inline(p)) => Some(p.clone()),
             Some(ProbeRef::Named(name)) => whole.probes.iter().find(|p| &p.name == name).cloned(),
@@ -179,6 +187,7 @@ impl Backend {
             connector: connector::Connector::for_backend(&config, kind.alpn()),
             max_response_head,
             max_response_fields,
+            max_response_field,
             health: Health::new(
                 probe.as_ref(),
                 config.passive_failures,
@@ -223,9 +232,20 @@ impl Backend {
                 &self.probe,
                 self.tcp_nodelay,
                 self.max_response_head,
-                self.max_response_fields
+                self.max_response_fields,
+                self.max_response_field,
             )
-        ) == format!("{:?}", (config, &probe, nodelay, head, fields))
+        ) == format!(
+            "{:?}",
+            (
+                config,
+                &probe,
+                nodelay,
+                head,
+                fields,
+                response_field_limit(whole)
+            )
+        )
     }
 
     pub fn name(&self) -> &str {
@@ -592,6 +612,11 @@ pub fn check_response<B>(resp: &Response<B>, upgrade: bool) -> Result<(), &'stat
 /// `server.max_response_header_size` in bytes.
 fn response_head_limit(whole: &Config) -> usize {
     usize::try_from(whole.server.max_response_header_size.0).unwrap_or(usize::MAX)
+}
+
+/// `server.max_response_field_size` in bytes.
+fn response_field_limit(whole: &Config) -> usize {
+    usize::try_from(whole.server.max_response_field_size.0).unwrap_or(usize::MAX)
 }
 
 fn clone_head(req: &Request<RequestBody>) -> Request<RequestBody> {

@@ -64,6 +64,8 @@ pub struct ServerConfig {
     pub max_header_size: Size,
     /// Most header fields in a request; more → 431. Default 100.
     pub max_headers: usize,
+    /// Longest request field line (name, colon, value); longer → 431. Default `32KiB`.
+    pub max_field_size: Size,
     /// Largest request body (declared by Content-Length or sent chunked); larger → 413.
     /// Default `1GiB`.
     pub max_body_size: Size,
@@ -72,6 +74,8 @@ pub struct ServerConfig {
     pub max_response_header_size: Size,
     /// Most header fields in a response head from a backend; more → 502. Default 100.
     pub max_response_headers: usize,
+    /// Longest field line in a response head from a backend; longer → 502. Default `64KiB`.
+    pub max_response_field_size: Size,
     /// A client sending a request body: the longest stretch Shellac waits for body bytes, and
     /// the allowance before `body_min_rate` applies. Default `30s`.
     pub body_timeout: Dur,
@@ -81,6 +85,9 @@ pub struct ServerConfig {
     /// Close a client connection whose response write has made no progress for this long
     /// (slow reader). Default `60s`.
     pub send_timeout: Dur,
+    /// Close an HTTP/1.1 client connection whose response has taken longer than this to send
+    /// (from its first byte) when a write blocks. `0s`: no limit (the default).
+    pub send_total_timeout: Dur,
     /// Client connections open at once at most; more are answered 503 and closed at once.
     /// 0 = no limit. Default 10000.
     pub max_connections: usize,
@@ -176,6 +183,7 @@ impl ServerConfig {
             max_request_line: size(self.max_request_line),
             max_header_size: size(self.max_header_size),
             max_headers: self.max_headers,
+            max_field_size: size(self.max_field_size),
             max_body_size: self.max_body_size.0,
         }
     }
@@ -221,12 +229,15 @@ impl Default for ServerConfig {
             max_request_line: Size(8 * 1024),
             max_header_size: Size(32 * 1024),
             max_headers: 100,
+            max_field_size: Size(32 * 1024),
             max_body_size: Size(1 << 30),
             max_response_header_size: Size(64 * 1024),
             max_response_headers: 100,
+            max_response_field_size: Size(64 * 1024),
             body_timeout: Dur(Duration::from_secs(30)),
             body_min_rate: Size(500),
             send_timeout: Dur(Duration::from_secs(60)),
+            send_total_timeout: Dur(Duration::ZERO),
             max_connections: 10_000,
             rate_limit_keys: 100_000,
             upgrade_protocols: vec!["websocket".into()],

@@ -21,6 +21,8 @@ pub struct Limits {
     pub max_header_size: usize,
     /// Field lines in a head; more → 431.
     pub max_headers: usize,
+    /// One field line (name, colon and value, without its CR LF) in bytes; longer → 431.
+    pub max_field_size: usize,
     /// Request body bytes (declared or chunked); more → 413.
     pub max_body_size: u64,
 }
@@ -31,6 +33,7 @@ impl Default for Limits {
             max_request_line: 8 * 1024,
             max_header_size: 32 * 1024,
             max_headers: 100,
+            max_field_size: 32 * 1024,
             max_body_size: 1 << 30,
         }
     }
@@ -388,6 +391,9 @@ pub fn parse_head(data: &[u8], limits: &Limits) -> Result<Option<(usize, Head)>,
         let name = &data[pos..i];
         // Field value: field bytes up to CR LF.
         let j = field_run(data, i + 1);
+        if j - pos > limits.max_field_size {
+            return Err(Violation::HeaderTooLarge);
+        }
         match data.get(j..j + 2) {
             Some(b"\r\n") => {}
             Some([b'\n', _]) => return Err(Violation::BareLf),

@@ -67,6 +67,80 @@ async fn size_limits() {
     bench.stop().await;
 }
 
+/// Issue 32: `server.max_field_size` (Varnish's `http_req_hdr_len`, nginx's per-line buffer)
+/// bounds each request field line: at the limit it passes, one byte more is 431 however small
+/// the head, counted in `client_reject_limit`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_field_size_refuses_one_long_field_line() {
+    let bench = Bench::with(|c| {
+        c.server.max_field_size = Size(40);
+    })
+    .await;
+    let field = "1...5: ..0....5....0....5....0....5....0";
+    assert_eq!(field.len(), 40);
+    let v = vec![
+        Vector::new(
+            "field line at the limit",
+            format!("GET /1 HTTP/1.1\r\nHost: a\r\n{field}\r\nConnection: close\r\n\r\n"),
+        )
+        .expect(&[200], 1),
+        Vector::refused(
+            "field line one byte over",
+            with_after(&format!("GET /2 HTTP/1.1\r\nHost: a\r\n{field}.\r\n"), ""),
+            431,
+        ),
+    ];
+    bench.run(&v).await;
+    assert_eq!(bench.origin.count(), 1);
+    assert_eq!(bench.shellac.stat("client_reject_limit").await, 1);
+    bench.stop().await;
+}
+
+/// Issue 32: `server.send_total_timeout` (Varnish's `send_timeout`): a client that reads, but
+/// so slowly that `send_timeout` (no progress at all) never fires, is closed once its response
+/// has taken longer than the total, counted in `client_send_total_timeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_total_timeout_closes_a_trickle_reader() {
+    let body: &'static [u8] = Box::leak(
+        [
+            b"HTTP/1.1 200 OK\r\ncontent-length: 16777216\r\n\r\n".to_vec(),
+            vec![b'b'; 16 << 20],
+        ]
+        .concat()
+        .into_boxed_slice(),
+    );
+    let origin = RawOrigin::start(move |_| body.to_vec()).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.server.send_timeout = Dur(Duration::from_secs(30));
+        c.server.send_total_timeout = Dur(Duration::from_millis(500));
+    })
+    .await;
+    let mut s = connect_small_window(shellac.addr).await;
+    s.write_all(b"GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .unwrap();
+    // 4 KiB every 50 ms (~80 KB/s, never stalled for send_timeout): the 16 MiB would take
+    // minutes; the total cuts it off. Bounded: at most 600 reads.
+    let mut buf = [0u8; 4096];
+    let mut closed = false;
+    for _ in 0..600 {
+        match tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                closed = true;
+                break;
+            }
+            Ok(Ok(_)) => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(_) => break,
+        }
+    }
+    assert!(closed, "the trickle reader was closed");
+    assert_eq!(shellac.stat("client_send_total_timeout").await, 1);
+    assert_eq!(shellac.stat("client_send_timeout").await, 0);
+    drop(s);
+    shellac.stop().await;
+    origin.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_request_bodies_are_cut_off() {
     let bench = Bench::with(|c| {

@@ -244,3 +244,40 @@ async fn response_head_field_count_limit_is_a_setting() {
         origin.stop();
     }
 }
+
+/// Issue 32: `server.max_response_field_size` (Varnish's `http_resp_hdr_len`) bounds each field
+/// line of a backend's response head: at the limit it passes, one byte more is 502
+/// `backend-invalid-response`, nothing stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn response_field_line_limit_is_a_setting() {
+    let field = "1...5: ..0....5....0....5....0....5....0";
+    let origin = RawOrigin::start(move |req: &[u8]| {
+        let extra = if req.starts_with(b"GET /over ") {
+            "."
+        } else {
+            ""
+        };
+        format!("HTTP/1.1 200 OK\r\ncontent-length: 1\r\n{field}{extra}\r\n\r\nx").into_bytes()
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.server.max_response_field_size = shellac::config::units::Size(40);
+    })
+    .await;
+    let ask = |path: &'static str| {
+        let req = format!("GET {path} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+        async move { exchange(shellac.addr, req.as_bytes(), Duration::from_secs(5)).await }
+    };
+    let at = ask("/at").await;
+    assert_eq!(at.statuses(), [200], "{}", at.text);
+    let over = ask("/over").await;
+    assert_eq!(over.statuses(), [502], "{}", over.text);
+    assert!(
+        over.text.contains("backend-invalid-response"),
+        "{}",
+        over.text
+    );
+    assert_eq!(shellac.stat("backend_invalid").await, 1);
+    shellac.stop().await;
+    origin.stop();
+}

@@ -178,6 +178,18 @@ pub(super) const SERVER: &[Setting] = &[
     },
     Setting {
         section: "server",
+        key: "max_field_size",
+        kind: Kind::Size {
+            min: 40,
+            max: 1 << 20,
+        },
+        default: Default::Value(r##""32KiB""##),
+        example: r##""8KiB""##,
+        restart: false,
+        doc: r##"Longest request field line (name, colon and value, without its CR LF; a cookie line is one field line), over HTTP/1.1 as over HTTP/2 (name, colon and value). Longer → `431`, closed, counter `client_reject_limit`. nginx's per-line `large_client_header_buffers`, Apache's `LimitRequestFieldSize` and Varnish's `http_req_hdr_len` are 8 KiB by default; Shellac's default equals `max_header_size`'s, so only the whole head is bounded until this is set lower."##,
+    },
+    Setting {
+        section: "server",
         key: "max_body_size",
         kind: Kind::Size {
             min: 1,
@@ -208,6 +220,18 @@ pub(super) const SERVER: &[Setting] = &[
         example: r##""##,
         restart: false,
         doc: r##"Most header fields (field lines) a backend's response head may carry; one more → `502` (`detail=backend-invalid-response`, counter `backend_invalid`), nothing stored, the connection dropped. Over HTTP/1.1 each interim 1xx head is held to it on its own. Above 100 each HTTP/1.1 response head is parsed into a heap-allocated table (hyper's own is 100 on the stack)."##,
+    },
+    Setting {
+        section: "server",
+        key: "max_response_field_size",
+        kind: Kind::Size {
+            min: 40,
+            max: 16 << 20,
+        },
+        default: Default::Value(r##""64KiB""##),
+        example: r##""8KiB""##,
+        restart: false,
+        doc: r##"Longest field line (name, colon and value, without its CR LF) in a response head from an HTTP/1.1 backend; one byte more → `502` (`detail=backend-invalid-response`, counter `backend_invalid`), nothing stored, the connection dropped. Varnish's `http_resp_hdr_len` (8 KiB by default); Shellac's default equals `max_response_header_size`'s, so only the whole head is bounded until this is set lower. HTTP/2 backends are held to `max_response_header_size` only."##,
     },
     Setting {
         section: "server",
@@ -242,6 +266,17 @@ pub(super) const SERVER: &[Setting] = &[
         example: r##""##,
         restart: false,
         doc: r##"Slow readers: a response write that makes no progress for this long closes the connection (counter `client_send_timeout`)."##,
+    },
+    Setting {
+        section: "server",
+        key: "send_total_timeout",
+        kind: Kind::Duration {
+            min: Duration::ZERO,
+        },
+        default: Default::Value(r##""0s""##),
+        example: r##""600s""##,
+        restart: false,
+        doc: r##"Slow readers that do read: the longest an HTTP/1.1 response may take to send, counted from its first byte written; once past it, the next write the client does not take at once closes the connection (counter `client_send_total_timeout`). `send_timeout` only ends writes that make no progress at all, so a client reading a few bytes now and then holds a connection and its response for as long as it likes; this bounds it (Varnish's `send_timeout`, 600 s there by default). `"0s"` (the default): no limit, as a large file on a slow link may rightly take long. HTTP/2 connections are held to `send_timeout` only."##,
     },
     Setting {
         section: "server",

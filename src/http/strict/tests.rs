@@ -212,6 +212,7 @@ fn limits() {
         max_request_line: 32,
         max_header_size: 128,
         max_headers: 3,
+        max_field_size: 200,
         max_body_size: 10,
     };
     let check = |t: &str| check_head(t.as_bytes(), &limits);
@@ -248,6 +249,31 @@ fn limits() {
     assert_eq!(s.scan(b"6\r\nabcdef\r\n"), Scan::Body(11));
     assert_eq!(s.scan(b"5\r\n"), Scan::Body(1));
     assert_eq!(s.scan(b"\r\n"), Scan::Reject(Violation::BodyTooLarge));
+}
+
+/// `server.max_field_size` (Varnish's `http_req_hdr_len`): one field line longer than the
+/// limit is refused 431 however small the head, at the limit it passes, and a line still
+/// arriving is refused once it is past the limit.
+#[test]
+fn max_field_size_bounds_each_field_line() {
+    let limits = Limits {
+        max_field_size: 40,
+        ..Limits::default()
+    };
+    let at = format!("GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n\r\n", "y".repeat(37));
+    assert!(check_head(at.as_bytes(), &limits).is_ok());
+    let over = format!("GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n\r\n", "y".repeat(38));
+    assert_eq!(
+        check_head(over.as_bytes(), &limits),
+        Err(Violation::HeaderTooLarge)
+    );
+    assert_eq!(Violation::HeaderTooLarge.status(), 431);
+    let mut s = Scanner::new(limits);
+    let partial = format!("GET / HTTP/1.1\r\nHost: a\r\nX: {}", "y".repeat(60));
+    assert_eq!(
+        s.scan(partial.as_bytes()),
+        Scan::Reject(Violation::HeaderTooLarge)
+    );
 }
 
 /// Runs a whole stream through a scanner, one byte at a time if `bytewise`, holding partial

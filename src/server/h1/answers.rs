@@ -98,6 +98,9 @@ impl<T> Gate<T> {
         });
         // Busy until written: the idle and header timeouts do not run, the send timeout does.
         self.state.phase.store(PHASE_BUSY, Ordering::Relaxed);
+        if self.out.len() == 1 {
+            self.state.response_begins();
+        }
         true
     }
 

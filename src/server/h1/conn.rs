@@ -43,6 +43,9 @@ pub(in crate::server) struct ConnState {
     pub(super) body_bytes: AtomicU64,
     /// Since when a write to the client has made no progress (0: not blocked).
     pub(super) write_blocked_since: AtomicU64,
+    /// When the response being sent wrote its first byte (0: none written yet), for
+    /// `send_total_timeout`. A new response (hyper's or a fast answer) starts it again.
+    pub(super) send_started: AtomicU64,
     /// The number of a request that asked to switch protocols; the gate reads nothing after
     /// it until the service decides (`UPGRADE_*`), and the waker to call then.
     pub(super) upgrade_at: AtomicU64,
@@ -116,6 +119,7 @@ impl ConnState {
             body_waited_ms: AtomicU64::new(0),
             body_bytes: AtomicU64::new(0),
             write_blocked_since: AtomicU64::new(0),
+            send_started: AtomicU64::new(0),
             upgrade_at: AtomicU64::new(NONE),
             upgrade: AtomicU8::new(UPGRADE_PENDING),
             upgrade_waker: Mutex::new(None),
@@ -138,6 +142,7 @@ impl ConnState {
         let n = self.requests.fetch_add(1, Ordering::Relaxed);
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         self.phase.store(PHASE_BUSY, Ordering::Relaxed);
+        self.response_begins();
         let refused = if self.reject_at.load(Ordering::Relaxed) == n {
             Violation::from_code(self.reject.load(Ordering::Relaxed))
         } else {
@@ -253,10 +258,29 @@ impl ConnState {
         let since = self.write_blocked_since.load(Ordering::Relaxed);
         since != 0 && now.saturating_sub(since) > timeout_ms
     }
+
+    /// A new response is to be written: `send_total_timeout` counts from its first byte.
+    pub(super) fn response_begins(&self) {
+        self.send_started.store(0, Ordering::Relaxed);
+    }
+
+    /// Whether a write is blocked now and the response being sent started more than
+    /// `total_ms` ago (`send_total_timeout`; 0: no limit). As Varnish checks its
+    /// `send_timeout`: only when the client does not take what is written.
+    pub fn send_too_long(&self, now: u64, total_ms: u64) -> bool {
+        let started = self.send_started.load(Ordering::Relaxed);
+        total_ms > 0
+            && started != 0
+            && self.write_blocked_since.load(Ordering::Relaxed) != 0
+            && now.saturating_sub(started) > total_ms
+    }
 }
 
 /// Keeps the send clock: since when a write to the client has been blocked (0: it is not).
 pub(super) fn note_write(state: &ConnState, blocked: bool) {
+    if state.send_started.load(Ordering::Relaxed) == 0 {
+        state.send_started.store(now_ms().max(1), Ordering::Relaxed);
+    }
     let since = &state.write_blocked_since;
     if blocked {
         if since.load(Ordering::Relaxed) == 0 {

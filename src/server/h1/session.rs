@@ -288,12 +288,23 @@ where
     let head = ms(cfg.header_read_timeout.0);
     let body = ms(cfg.body_timeout.0);
     let send = ms(cfg.send_timeout.0);
+    // 0: no total limit.
+    let send_total = ms(cfg.send_total_timeout.0);
     let min_rate = cfg.body_min_rate.0;
     // The timer is not touched per request. It fires at the current phase's deadline or after
     // the shortest timeout (or `idle_release`), whichever is first, and re-checks: a phase
     // that started after the timer was set can only end later than that tick, so no deadline
     // is ever missed. Body and send stalls are noticed within one tick of their deadline.
-    let tick = idle.min(head).min(body).min(send).min(release);
+    let tick = idle
+        .min(head)
+        .min(body)
+        .min(send)
+        .min(release)
+        .min(if send_total == 0 {
+            u64::MAX
+        } else {
+            send_total
+        });
     let timer = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(timer);
     let mut closing = *shutdown.borrow();
@@ -322,6 +333,10 @@ where
                 let now = now_ms();
                 if state.send_stalled(now, send) {
                     counters.client_send_timeout.inc();
+                    return None;
+                }
+                if state.send_too_long(now, send_total) {
+                    counters.client_send_total_timeout.inc();
                     return None;
                 }
                 if state.body_too_slow(now, body, min_rate) {

@@ -54,6 +54,14 @@ pub(super) fn request<B>(req: Request<B>, limits: &Limits) -> Result<Request<B>,
     if parts.headers.len() > limits.max_headers {
         return Err(refuse(Violation::TooManyHeaders, false));
     }
+    // `max_field_size`: a field as its HTTP/1.1 line would be (name, colon, value).
+    if parts
+        .headers
+        .iter()
+        .any(|(n, v)| n.as_str().len() + 1 + v.len() > limits.max_field_size)
+    {
+        return Err(refuse(Violation::HeaderTooLarge, false));
+    }
     if parts
         .headers
         .values()
@@ -146,6 +154,23 @@ mod tests {
 
     fn refused(r: Request<()>) -> Violation {
         request(r, &limits()).expect_err("refused").violation
+    }
+
+    /// `server.max_field_size` holds over HTTP/2 too: a field is measured as its HTTP/1.1 line
+    /// (name, colon, value).
+    #[test]
+    fn max_field_size_bounds_each_field() {
+        let small = Limits {
+            max_field_size: 10,
+            ..Limits::default()
+        };
+        let at = req("https://a.test/", &[("x", "12345678")]);
+        assert!(request(at, &small).is_ok());
+        let over = req("https://a.test/", &[("x", "123456789")]);
+        assert_eq!(
+            request(over, &small).expect_err("refused").violation,
+            Violation::HeaderTooLarge
+        );
     }
 
     #[test]
