@@ -29,6 +29,8 @@ enum Kind {
     Count,
     /// `on` / `off` (or `true` / `false`).
     Bool,
+    /// Bytes (`256`, `8k`, `32k`), at least the Shellac setting's minimum.
+    Bytes,
 }
 
 /// What a Varnish parameter is here.
@@ -104,6 +106,26 @@ const PARAMS: &[(&str, Rule)] = &[
     (
         "max_retries",
         Rule::Setting("vcl", "max_retries", Kind::Count, "4"),
+    ),
+    (
+        "send_timeout",
+        Rule::Setting("server", "send_total_timeout", Kind::Seconds, "600"),
+    ),
+    (
+        "http_req_size",
+        Rule::Setting("server", "max_header_size", Kind::Bytes, "32k"),
+    ),
+    (
+        "http_req_hdr_len",
+        Rule::Setting("server", "max_field_size", Kind::Bytes, "8k"),
+    ),
+    (
+        "http_resp_size",
+        Rule::Setting("server", "max_response_header_size", Kind::Bytes, "32k"),
+    ),
+    (
+        "http_resp_hdr_len",
+        Rule::Setting("server", "max_response_field_size", Kind::Bytes, "8k"),
     ),
     (
         "shortlived",
@@ -280,6 +302,27 @@ impl Settings {
                     ParamError::Invalid(format!("{name}: {value:?} is not a number"))
                 })?;
                 self.values.insert((section, key), n.to_string());
+            }
+            Rule::Setting(section, key, Kind::Bytes, _) => {
+                let n = units::parse_size(value)
+                    .map_err(|e| ParamError::Invalid(format!("{name}: {e}")))?;
+                let min = match crate::config::settings::find(section, key).map(|s| &s.kind) {
+                    Some(crate::config::settings::Kind::Size { min, .. }) => *min,
+                    _ => 0,
+                };
+                if n < min {
+                    return unmapped(format!(
+                        "{name}={value} (below the least {section}.{key} Shellac takes, {})",
+                        units::format_size(min)
+                    ));
+                }
+                self.values.insert((section, key), n.to_string());
+                // The request line is part of the head: a head limit below the line's
+                // own (8 KiB) bounds the line too.
+                if (*section, *key) == ("server", "max_header_size") {
+                    self.values
+                        .insert(("server", "max_request_line"), n.min(8 << 10).to_string());
+                }
             }
             Rule::Setting(section, key, Kind::Bool, _) => {
                 let on = match value.trim() {
@@ -522,8 +565,39 @@ mod tests {
         ));
         // A knob of Varnish's own machinery: accepted, no meaning here.
         assert_eq!(s.set("thread_pools", "1"), Ok(()));
+        // Varnish's whole-delivery send limit: server.send_total_timeout.
+        assert_eq!(s.set("send_timeout", "1"), Ok(()));
+        assert_eq!(
+            s.values
+                .get(&("server", "send_total_timeout"))
+                .map(String::as_str),
+            Some("\"1000ms\"")
+        );
+        // Head and field-line limits in bytes, at least Shellac's minimums (trunk c00039's
+        // 256-byte head is below them: the file is skipped, saying so).
+        assert_eq!(s.set("http_req_hdr_len", "40"), Ok(()));
         assert!(matches!(
-            s.set("send_timeout", "1"),
+            s.set("http_req_hdr_len", "39"),
+            Err(ParamError::Unmapped(_))
+        ));
+        assert_eq!(s.set("http_resp_hdr_len", "8k"), Ok(()));
+        assert_eq!(s.set("http_req_size", "4k"), Ok(()));
+        assert_eq!(
+            s.values
+                .get(&("server", "max_request_line"))
+                .map(String::as_str),
+            Some("4096")
+        );
+        match s.set("http_req_size", "256") {
+            Err(ParamError::Unmapped(m)) => assert!(m.contains("max_header_size"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            s.set("http_resp_hdr_len", "x"),
+            Err(ParamError::Invalid(_))
+        ));
+        assert!(matches!(
+            s.set("pipe_timeout", "1"),
             Err(ParamError::Unmapped(_))
         ));
         // Backend timeouts and restarts: `[vcl]`'s defaults for the file's backends.

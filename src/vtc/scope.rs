@@ -451,15 +451,20 @@ mod tests {
             scope("varnish v1 -cliok \"param.set thread_pools 1\""),
             None
         );
-        // connect_timeout has a setting now ([vcl] connect_timeout); send_timeout has none.
+        // connect_timeout and send_timeout have settings now ([vcl] connect_timeout,
+        // server.send_total_timeout); pipe_timeout has none.
         assert_eq!(
             scope("varnish v1 -cliok \"param.set connect_timeout 1\""),
             None
         );
+        assert_eq!(
+            scope("varnish v1 -cliok \"param.set send_timeout 1\""),
+            None
+        );
         assert!(
-            scope("varnish v1 -cliok \"param.set send_timeout 1\"")
+            scope("varnish v1 -cliok \"param.set pipe_timeout 1\"")
                 .unwrap()
-                .contains("send_timeout")
+                .contains("pipe_timeout")
         );
         assert_eq!(scope("varnish v1 -cliok \"param.set default_ttl 1\""), None);
         assert!(scope("varnish v1 -arg \"-p debug=+slow_acceptor\"").is_some());
