@@ -310,6 +310,21 @@ async fn dashboard_in_headless_chromium_receives_data() {
         !dom.contains("idle released") && !dom.contains("parked"),
         "{dom}"
     );
+    // Issue 32: the TTFB line fell to 0 when idle. A second without responses has no TTFB
+    // sample (null in the series, a gap or a short carry on the chart), never a 0.
+    let d: serde_json::Value =
+        serde_json::from_slice(&get(shellac.admin, "/api/dashboard").await.body).unwrap();
+    let p50 = d["series"]["ttfb_p50_us"].as_array().unwrap();
+    assert!(p50.iter().any(|v| v.is_null()), "an idle second: {p50:?}");
+    assert!(
+        p50.iter()
+            .all(|v| v.is_null() || v.as_u64().is_some_and(|us| us > 0)),
+        "{p50:?}"
+    );
+    let lowest: f64 = attribute(&dom, "id=\"chart-ttfb\"", "data-lowest")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    assert!(lowest > 0.0, "the TTFB chart drew a 0: {dom}");
     // Issue 32: the hit ratio of sparse traffic is one line (the last value carried over a
     // second without lookups), not dots.
     assert_eq!(

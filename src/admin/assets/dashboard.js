@@ -49,9 +49,13 @@ function uptime(s) {
   return (d ? d + "d " : "") + String(h).padStart(2, "0") + ":" + String(m).padStart(2, "0") + ":" + String(s % 60).padStart(2, "0");
 }
 
+// Seconds without a value (no request, so no hit ratio or TTFB) a line is carried over.
+const CARRY_SECONDS = 5;
+
 // Draws lines for `series` ([{values, color}]) over times `t` (unix seconds) on an axis of
-// `kind` (count, bytes, micros, ratio). `carry`: a second without a value (no request, so no
-// hit ratio or TTFB) keeps the last value, so sparse traffic draws a line, not dots.
+// `kind` (count, bytes, micros, ratio). `carry`: a few seconds without a value keep the last
+// one, so sparse traffic draws a line, not dots; a longer stretch without requests is a gap
+// (there was no sample: never drawn as a value, least of all as 0).
 function chart(id, t, series, kind, carry) {
   const canvas = document.getElementById(id);
   const ratio = window.devicePixelRatio || 1;
@@ -76,16 +80,18 @@ function chart(id, t, series, kind, carry) {
   }
   g.fillText("-" + Math.round(span) + " s", left, h - 4);
   g.fillText("now", w - right - 22, h - 4);
-  let points = 0, segments = 0;
+  let points = 0, segments = 0, lowest = null;
   for (const s of series) {
     g.strokeStyle = s.color; g.lineWidth = 1.6; g.beginPath();
-    let pen = false, last = null;
+    let pen = false, last = null, lastAt = null;
     s.values.forEach((v, i) => {
       if (v === null || v === undefined) {
-        if (!carry || last === null) { pen = false; return; }
+        if (!carry || last === null || t[i] - lastAt > CARRY_SECONDS) { pen = false; return; }
         v = last;
+      } else {
+        last = v; lastAt = t[i];
       }
-      last = v;
+      if (lowest === null || v < lowest) lowest = v;
       const px = x(t[i]), py = y(v);
       if (pen) g.lineTo(px, py); else { g.moveTo(px, py); segments++; }
       pen = true; points++;
@@ -95,6 +101,7 @@ function chart(id, t, series, kind, carry) {
   // For the headless-browser test: what was drawn and the axis' labels.
   canvas.dataset.points = points;
   canvas.dataset.segments = segments;
+  canvas.dataset.lowest = lowest === null ? "" : lowest;
   canvas.dataset.ticks = axis.ticks.map(([, label]) => label).join("|");
 }
 
