@@ -788,6 +788,8 @@ fn serve(
     cache_size: Option<u64>,
     vcl: Option<PathBuf>,
 ) -> anyhow::Result<()> {
+    // A cold start pages the binary in fault by fault: ask for all of it at once first.
+    shellac::service::warm::read_ahead_own_binary();
     // Before any thread exists (both read and clear environment variables): how this process
     // was started (for `shellac upgrade`), the channel from the process it replaces, the
     // sockets systemd passed.

@@ -5,6 +5,7 @@
 pub mod handover;
 pub mod listeners;
 pub mod notify;
+pub mod warm;
 
 use std::time::{Duration, Instant};
 

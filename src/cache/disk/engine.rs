@@ -259,6 +259,24 @@ impl Engine {
         DATA_START + r as u64 * self.region_size
     }
 
+    /// Asks the kernel to read `len` bytes at `offset` into the page cache in the background
+    /// (`POSIX_FADV_WILLNEED`), so that the reads that follow find them there.
+    pub(super) fn prefetch(&self, offset: u64, len: u64) {
+        let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+            return;
+        };
+        // SAFETY: advice on a valid descriptor this engine owns; no memory is shared with the
+        // kernel and the call cannot change the file. Failure only loses the read-ahead.
+        unsafe {
+            libc::posix_fadvise(
+                self.file.as_raw_fd(),
+                offset,
+                len,
+                libc::POSIX_FADV_WILLNEED,
+            );
+        }
+    }
+
     /// Writes the ban list: copy A, sync, copy B, sync, so that at every moment one copy is
     /// intact and a single corrupted copy never loses a ban. Returns bytes written.
     pub fn write_bans(&self, generation: u64, bans: &[BanRecord]) -> Result<u64, BanWriteError> {
