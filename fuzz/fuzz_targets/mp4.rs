@@ -1,0 +1,39 @@
+//! The MP4 cutter never panics on any file: the first byte picks the time and whether the
+//! input is a file of its own or the sample movie (`shellac::mp4::sample`) with bytes changed;
+//! the scan is asked again with more bytes as it asks, as the delivery filter does.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use shellac::mp4::{Scan, cut, sample, scan};
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&first, rest)) = data.split_first() else {
+        return;
+    };
+    let file = if first & 1 == 0 {
+        let mut m = sample::movie(first & 2 == 0);
+        for edit in rest.chunks(3) {
+            if let [a, b, v] = edit {
+                let at = usize::from(u16::from_be_bytes([*a, *b])) % m.len();
+                m[at] ^= *v;
+            }
+        }
+        m
+    } else {
+        rest.to_vec()
+    };
+    let start = f64::from(first >> 2) / 10.0;
+    let mut have = 16.min(file.len());
+    for _ in 0..64 {
+        match scan(&file[..have], 1 << 20) {
+            Scan::More(n) if n > have && n <= file.len() => have = n,
+            Scan::Ready(layout) => {
+                if let Ok(Some(c)) = cut(&file[..have], &layout, start) {
+                    assert!(c.from >= layout.mdat_data);
+                }
+                return;
+            }
+            _ => return,
+        }
+    }
+});
