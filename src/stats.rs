@@ -182,6 +182,7 @@ counters! {
     esi_errors: "Malformed ESI found while parsing (the tag dropped or passed through, as Varnish does; logged)",
     esi_warnings: "ESI accepted but not as written (e.g. an include without its final /), logged",
     esi_not_xml: "Bodies ESI was on for that were not parsed: not starting with '<' (esi.disable_xml_check off)",
+    esi_surrogate: "Backend responses ESI was turned on for by their Surrogate-Control: content=\"ESI/1.0\" (esi.surrogate_control)",
     esi_pages: "Pages delivered assembled from their ESI program (client pages and nested fragments)",
     esi_includes: "Includes requested as sub-requests through Shellac",
     esi_include_failed: "Includes that failed (transport error, 5xx, timeout, refused or limited) and fell back to alt, onerror or the page's failure",

@@ -40,6 +40,12 @@ fn site(s: &Seen) -> Reply {
         "/cross" => page(
             r#"<p><esi:include src="http://evil.example/steal" onerror="continue"/><esi:include src="http://frag.example/a"/></p>"#,
         ),
+        "/sc" => Reply::ok(r#"<p><esi:include src="/a"/></p>"#)
+            .cc("max-age=0")
+            .header(
+                "surrogate-control",
+                r#"content="ESI/1.0";shellac, max-age=120, no-store;cdn"#,
+            ),
         "/json" => Reply::ok(r#"{"a": "<esi:include src=/a/>"}"#).cc("max-age=60"),
         "/malformed" => page(r#"<p><esi:include/>ok</p>"#),
         "/short" => Reply::ok(r#"<p><esi:include src="/short-frag"/></p>"#).cc("max-age=300"),
@@ -245,6 +251,39 @@ async fn includes_reach_only_allowed_hosts() {
     assert_eq!(shellac.stat("esi_include_refused").await, 0);
     let seen = origin.seen.lock().unwrap().clone();
     assert!(seen.iter().any(|s| s.path == "/steal"), "fetched");
+    shellac.stop().await;
+}
+
+/// `esi.surrogate_control`: Shellac names itself upstream, the origin's `Surrogate-Control`
+/// turns ESI on and sets the stored lifetime (here over `Cache-Control: max-age=0`; the
+/// `no-store` for another device does not apply); the field never reaches the client. Off,
+/// nothing is assembled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn surrogate_control_turns_esi_on_when_enabled() {
+    let origin = Origin::start(site).await;
+    let shellac = Shellac::start(origin.addr, |c| c.esi.surrogate_control = true).await;
+    for _ in 0..2 {
+        let r = get(shellac.addr, "/sc").await;
+        assert_eq!((r.status, r.text()), (200, "<p>A</p>".into()));
+        assert!(r.header("surrogate-control").is_none());
+    }
+    let seen = origin.seen.lock().unwrap().clone();
+    let pages: Vec<_> = seen.iter().filter(|s| s.path == "/sc").collect();
+    assert_eq!(pages.len(), 1, "stored for Surrogate-Control's max-age");
+    assert_eq!(shellac.stat("esi_surrogate").await, 1);
+    assert_eq!(
+        pages[0].headers["surrogate-capability"],
+        r#"shellac="ESI/1.0""#
+    );
+    shellac.stop().await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let r = get(shellac.addr, "/sc").await;
+    assert_eq!(r.text(), r#"<p><esi:include src="/a"/></p>"#);
+    let seen = origin.seen.lock().unwrap().clone();
+    assert!(
+        seen.last()
+            .is_some_and(|s| !s.headers.contains_key("surrogate-capability"))
+    );
     shellac.stop().await;
 }
 

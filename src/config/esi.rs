@@ -32,6 +32,10 @@ pub struct EsiConfig {
     /// How long one include may take, its whole response, before it counts as failed.
     /// Default 30s.
     pub include_timeout: Dur,
+    /// Backend requests carry `Surrogate-Capability: shellac="ESI/1.0"` and a response's
+    /// `Surrogate-Control` for Shellac is read: `content="ESI/1.0"` turns ESI on.
+    /// Default false.
+    pub surrogate_control: bool,
 }
 
 impl Default for EsiConfig {
@@ -46,6 +50,7 @@ impl Default for EsiConfig {
             hosts: Vec::new(),
             late_failure: LateFailure::Drop,
             include_timeout: Dur(std::time::Duration::from_secs(30)),
+            surrogate_control: false,
         }
     }
 }

@@ -14,4 +14,5 @@ pub mod selecting;
 pub mod server_name;
 pub mod strict;
 pub mod structured;
+pub mod surrogate_control;
 pub mod target;

@@ -28,6 +28,7 @@ mod request_body;
 mod respond;
 pub mod site;
 mod slice;
+mod surrogate;
 pub mod throttle;
 mod txn;
 mod vcl;

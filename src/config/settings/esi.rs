@@ -91,4 +91,13 @@ pub(super) const ESI: &[Setting] = &[
         restart: false,
         doc: r##"How long one include may take, its whole response (through the cache, a coalesced fetch, the backend), before it counts as failed."##,
     },
+    Setting {
+        section: "esi",
+        key: "surrogate_control",
+        kind: Kind::Bool,
+        default: Default::Value(r##"false"##),
+        example: r##"true"##,
+        restart: false,
+        doc: r##"Let the origin turn ESI on (W3C Edge Architecture 1.0): every backend request carries `Surrogate-Capability: shellac="ESI/1.0"`, and a response whose `Surrogate-Control` says `content="ESI/1.0"` (to all surrogates, or to `;shellac`) is parsed and assembled as if the policy had turned ESI on. Its other directives for Shellac (`max-age=N[+M]`, `no-store`; `+M` read as `stale-while-revalidate=M`) say how it is stored, as any `Surrogate-Control` does (`cache.targeted_cache_control`); directives for other devices (`;token`) are dropped. `Surrogate-Control` is never sent to clients."##,
+    },
 ];

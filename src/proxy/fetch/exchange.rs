@@ -101,6 +101,18 @@ pub(super) async fn exchange(
         // never sets them.
         parts.headers.remove(crate::proxy::filter::esi::FIELD);
         parts.headers.remove(crate::cache::identity::FIELD);
+        // The origin's `Surrogate-Control` for Shellac (`esi.surrogate_control`): consumed
+        // before the policy sees the response.
+        if super::super::surrogate::on_response(&txn.proxy.config.esi, &mut parts.headers) {
+            txn.proxy.counters.esi_surrogate.inc();
+            let url = txn.req.uri.path_and_query().map_or("/", |p| p.as_str());
+            crate::proxy::filter::esi::turn_on(
+                &mut txn.filters,
+                &txn.proxy.config.esi,
+                &txn.proxy.counters,
+                url,
+            );
+        }
         // A 304 answering the revalidation of a stale copy (`send` made the request
         // conditional on it).
         let was_304 = for_cache && parts.status == StatusCode::NOT_MODIFIED && txn.stale.is_some();

@@ -75,6 +75,7 @@ pub(super) fn build_request(
         .is_some();
     let xff = txn.policy.forwarded_for(txn);
     headers::add_forwarding_fields(&mut headers, txn.client.ip(), https, xff);
+    super::super::surrogate::on_request(&txn.proxy.config.esi, &mut headers);
     let method = if for_cache {
         for name in CONDITIONAL {
             headers.remove(name);
