@@ -414,7 +414,11 @@ impl Live {
                 p.dialect.as_str()
             ));
         }
-        for ((site, p), file) in program.sites.iter().zip(config.sites.iter().filter_map(|s| s.vcl.as_ref())) {
+        for ((site, p), file) in program
+            .sites
+            .iter()
+            .zip(config.sites.iter().filter_map(|s| s.vcl.as_ref()))
+        {
             changes.push(format!(
                 "site {site}: vcl {}: compiled (VCL {})",
                 file.display(),

@@ -18,7 +18,6 @@ use crate::proxy::{Process, Proxy};
 use crate::reload::{ConfigSource, Live};
 use crate::service::listeners::Role;
 use crate::stats::Counters;
-use crate::vcl::ir::Program;
 
 mod h1;
 pub(crate) mod h2;

@@ -672,3 +672,86 @@ sub vcl_deliver {{
     shellac.stop().await;
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `[[site]] vcl`: each site runs its own VCL program (chosen per request once the site is),
+/// another site its rules; hits of a VCL site still run its program; a reload compiles the
+/// files again, and one that does not compile is named file:line while the running
+/// configuration stays; two files declaring one backend name are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_site_runs_its_own_vcl_file() {
+    let a = named("a").await;
+    let b = named("b").await;
+    let g = named("g").await;
+    let dir = temp_dir("sites-vcl");
+    let vcl_a = format!(
+        "vcl 4.1;\nbackend oa {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}\nsub vcl_deliver {{\n    set resp.http.x-vcl = \"a\";\n    set resp.http.x-hit = obj.hits;\n}}\n",
+        a.addr.port()
+    );
+    let vcl_b = |tag: &str| {
+        format!(
+            "vcl 4.1;\nbackend ob {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}\nsub vcl_recv {{\n    if (req.url ~ \"^/private\") {{\n        return (synth(403));\n    }}\n}}\nsub vcl_deliver {{\n    set resp.http.x-vcl = \"{tag}\";\n}}\n",
+            b.addr.port()
+        )
+    };
+    write(&dir.join("a.vcl"), &vcl_a);
+    write(&dir.join("b.vcl"), &vcl_b("b"));
+    let text = format!(
+        "{SERVER}{}[[site]]\nname = \"a\"\nserver_name = \"a.test\"\nvcl = \"a.vcl\"\n[[site]]\nname = \"b\"\nserver_name = \"b.test\"\nvcl = \"b.vcl\"\n[[site]]\nname = \"rules\"\ndefault = true\n",
+        backend("g", &g)
+    );
+    let file = dir.join("shellac.toml");
+    write(&file, &text);
+    let shellac = Shellac::start_reloadable(&file).await;
+    let r = get_host(shellac.addr, "a.test", "/p").await;
+    assert_eq!((r.text(), r.header("x-vcl")), ("a /p".into(), Some("a")));
+    let r = get_host(shellac.addr, "a.test", "/p").await;
+    assert_eq!(
+        r.header("x-vcl"),
+        Some("a"),
+        "a hit runs the site's vcl_deliver"
+    );
+    assert_eq!(r.header("x-hit"), Some("1"));
+    let r = get_host(shellac.addr, "b.test", "/p").await;
+    assert_eq!((r.text(), r.header("x-vcl")), ("b /p".into(), Some("b")));
+    assert_eq!(
+        get_host(shellac.addr, "b.test", "/private").await.status,
+        403
+    );
+    assert_eq!(
+        get_host(shellac.addr, "a.test", "/private").await.status,
+        200
+    );
+    let r = get_host(shellac.addr, "other.test", "/p").await;
+    assert_eq!((r.text(), r.header("x-vcl")), ("g /p".into(), None));
+    // A reload compiles the site's file again.
+    write(&dir.join("b.vcl"), &vcl_b("b2"));
+    let (status, v) = shellac.reload().await;
+    assert_eq!(status, 200, "{v}");
+    let r = get_host(shellac.addr, "b.test", "/q").await;
+    assert_eq!(r.header("x-vcl"), Some("b2"));
+    // An error is named file:line; the running configuration stays.
+    write(
+        &dir.join("b.vcl"),
+        &vcl_b("b3").replace("return (synth(403));", "return (nonsense);"),
+    );
+    let (status, v) = shellac.reload().await;
+    assert_ne!(status, 200, "{v}");
+    let b_vcl = dir.join("b.vcl").display().to_string();
+    assert!(v.to_string().contains(&format!("{b_vcl}:5:")), "{v}");
+    assert_eq!(
+        get_host(shellac.addr, "b.test", "/r").await.header("x-vcl"),
+        Some("b2")
+    );
+    // One name space for backends.
+    write(
+        &dir.join("b.vcl"),
+        &vcl_b("b")
+            .replace("backend ob", "backend oa")
+            .replace("= ob", "= oa"),
+    );
+    let (status, v) = shellac.reload().await;
+    assert_ne!(status, 200, "{v}");
+    assert!(v.to_string().contains("`oa` is declared already"), "{v}");
+    shellac.stop().await;
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -396,7 +396,7 @@ mod tests {
     fn every_counter_and_gauge_is_exposed_once() {
         let proxy = Proxy::new(
             Arc::new(crate::config::Config::embedded_default()),
-            None,
+            crate::vcl::attach::Programs::default(),
             Arc::new(stats::Counters::default()),
         )
         .unwrap();

@@ -183,7 +183,12 @@ mod tests {
     async fn a_fill_stores_what_the_fetch_chain_makes() {
         let config = Arc::new(crate::config::Config::embedded_default());
         let counters = Arc::new(Counters::default());
-        let proxy = Proxy::new(config, None, counters.clone()).expect("embedded default config");
+        let proxy = Proxy::new(
+            config,
+            crate::vcl::attach::Programs::default(),
+            counters.clone(),
+        )
+        .expect("embedded default config");
         let body = http_body_util::Full::new(Bytes::from_static(b"hello"))
             .map_err(|e| -> crate::backend::BoxError { Box::new(e) });
         let body = BackendBody::from_stream(Box::pin(body), Duration::from_secs(60), counters);

@@ -64,7 +64,7 @@ fn begin(
     client: SocketAddr,
 ) -> Handled {
     let started = Instant::now();
-    let policy = Policy::choose(&proxy, &parts);
+    let policy = Policy::choose(&proxy, None);
     let mut txn = Txn {
         proxy,
         policy,
@@ -262,6 +262,10 @@ impl Txn {
             && let Some(step) = self.site_and_rewrite()
         {
             return step;
+        }
+        // The site's own program, if it has one (a restart stays in the one it began with).
+        if self.vcl.is_none() {
+            self.policy = Policy::choose(&self.proxy, self.site.as_deref());
         }
         let host = match Txn::authority(&self.req) {
             Ok(h) => h,

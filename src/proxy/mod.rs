@@ -94,6 +94,8 @@ pub struct Proxy {
     pub rules: Rules,
     /// The VCL program (`vcl = "site.vcl"`, `serve --vcl`), with its backends resolved.
     pub vcl: Option<Arc<vcl::VclRuntime>>,
+    /// The `[[site]] vcl` programs (a site names its own by its place here).
+    pub(crate) site_vcl: Vec<Arc<vcl::VclRuntime>>,
     /// The virtual hosts (`[[site]]`); `None` without any.
     pub sites: Option<site::Sites>,
     /// `[routing] rewrite`, compiled.
@@ -132,6 +134,26 @@ pub struct Process {
     pub site_stats: Arc<site::SiteStats>,
     /// Rate-limit buckets (vsthrottle, `[[rule]] rate_limit`): kept across reloads.
     pub throttle: Arc<throttle::Throttle>,
+}
+
+/// Each site program's site name and default backend (Varnish's `req.backend_hint` starts at
+/// the first backend declared), in the order of `runtimes`.
+fn site_routes(
+    programs: &Programs,
+    runtimes: &[Arc<vcl::VclRuntime>],
+) -> Vec<(String, Option<crate::backend::director::Member>)> {
+    programs
+        .sites
+        .iter()
+        .zip(runtimes)
+        .map(|((name, _), rt)| {
+            let route = rt
+                .program
+                .default_target
+                .and_then(|target| rt.member(crate::vcl::run::BackendSel { target, hash: None }));
+            (name.clone(), route)
+        })
+        .collect()
 }
 
 impl Proxy {
@@ -206,11 +228,8 @@ impl Proxy {
             ))
         };
         let vcl = programs.global.as_ref().map(runtime);
-        let site_vcl: Vec<_> = programs
-            .sites
-            .iter()
-            .map(|(name, p)| (name.clone(), runtime(p)))
-            .collect();
+        let site_vcl: Vec<_> = programs.sites.iter().map(|(_, p)| runtime(p)).collect();
+        let site_routes = site_routes(&programs, &site_vcl);
         let output = match config.log.access_log.as_str() {
             "off" => None,
             target => Some(txlog::open_output(target).map_err(|e| {
@@ -253,7 +272,8 @@ impl Proxy {
         let site_stats = Arc::new(site::SiteStats::default());
         Ok(Arc::new(Proxy {
             cache,
-            sites: site::Sites::build(&config, &backends, &site_stats, &site_vcl),
+            sites: site::Sites::build(&config, &backends, &site_stats, &site_routes),
+            site_vcl,
             rewrites: compile_rewrites(&config),
             backends,
             rules,
@@ -293,13 +313,11 @@ impl Proxy {
             ))
         };
         let vcl = programs.global.as_ref().map(runtime);
-        let site_vcl: Vec<_> = programs
-            .sites
-            .iter()
-            .map(|(name, p)| (name.clone(), runtime(p)))
-            .collect();
+        let site_vcl: Vec<_> = programs.sites.iter().map(|(_, p)| runtime(p)).collect();
+        let site_routes = site_routes(&programs, &site_vcl);
         Arc::new(Proxy {
-            sites: site::Sites::build(&config, &backends, &self.shared.site_stats, &site_vcl),
+            sites: site::Sites::build(&config, &backends, &self.shared.site_stats, &site_routes),
+            site_vcl,
             rewrites: compile_rewrites(&config),
             backends,
             vcl,
@@ -360,7 +378,7 @@ impl Proxy {
     /// request. Without VCL this is one branch in the full path's service, none in fast hits.
     pub fn reads_local(&self) -> bool {
         self.vcl.as_ref().is_some_and(|rt| rt.program.reads_local)
-            || self.sites.as_ref().is_some_and(|s| s.vcl_reads_local)
+            || self.site_vcl.iter().any(|rt| rt.program.reads_local)
     }
 
     /// Runs one request through the state machine: the response when no step had to wait (a
@@ -592,7 +610,7 @@ mod tests {
     fn stats_names_are_declared_in_order() {
         let proxy = Proxy::new(
             Arc::new(Config::embedded_default()),
-            None,
+            crate::vcl::attach::Programs::default(),
             Arc::new(Counters::default()),
         )
         .unwrap();

@@ -38,8 +38,9 @@ pub struct Site {
     /// Where its access-log lines go.
     pub(super) log: SiteLog,
     pub stats: Arc<SiteCounters>,
-    /// Its own VCL program (`vcl`): the policy of its requests.
-    pub(super) vcl: Option<Arc<super::vcl::VclRuntime>>,
+    /// Its own VCL program (`vcl`): the policy of its requests, by its place in
+    /// `Proxy::site_vcl`.
+    pub(super) vcl: Option<usize>,
 }
 
 /// Where a site's access-log lines go (`access_log`, `log_format`).
@@ -93,19 +94,18 @@ struct Address {
 pub struct Sites {
     sites: Vec<Arc<Site>>,
     addresses: HashMap<SocketAddr, Address>,
-    /// Whether a site's VCL program reads the connection's local address.
-    pub(super) vcl_reads_local: bool,
 }
 
 impl Sites {
     /// The sites of `config` (`None` without any), routes resolved in `backends`, counters
     /// taken from `stats` by name.
-    /// `vcl`: the sites' own VCL programs, by site name.
+    /// `vcl`: the sites that have their own VCL program, by name, with the program's
+    /// default backend, in the order of `Proxy::site_vcl`.
     pub(super) fn build(
         config: &Config,
         backends: &Backends,
         stats: &SiteStats,
-        vcl: &[(String, Arc<super::vcl::VclRuntime>)],
+        vcl: &[(String, Option<Member>)],
     ) -> Option<Sites> {
         if config.sites.is_empty() {
             return None;
@@ -127,6 +127,7 @@ impl Sites {
                     }
                     c
                 });
+            let own_vcl = vcl.iter().position(|(name, _)| *name == s.name);
             sites.push(Arc::new(Site {
                 name: Arc::from(s.name.as_str()),
                 rules: s
@@ -140,15 +141,18 @@ impl Sites {
                         .filter_map(|l| Rewrite::parse(l).ok())
                         .collect()
                 }),
-                route: s.backend.as_deref().and_then(|b| backends.get(b)),
+                // A site's VCL program routes to its default backend unless it chooses one
+                // (Varnish's `req.backend_hint` starts at the first backend declared).
+                route: s
+                    .backend
+                    .as_deref()
+                    .and_then(|b| backends.get(b))
+                    .or_else(|| vcl.get(own_vcl?)?.1.clone()),
                 cache: s.cache,
                 cache_config,
                 log: SiteLog::of(config, s),
                 stats: stats.get(&s.name),
-                vcl: vcl
-                    .iter()
-                    .find(|(name, _)| *name == s.name)
-                    .map(|(_, rt)| rt.clone()),
+                vcl: own_vcl,
             }));
             for addr in s.addresses(config) {
                 let a = addresses.entry(addr).or_insert_with(|| Address {
@@ -166,12 +170,7 @@ impl Sites {
                 }
             }
         }
-        let vcl_reads_local = vcl.iter().any(|(_, rt)| rt.program.reads_local);
-        Some(Sites {
-            sites,
-            addresses,
-            vcl_reads_local,
-        })
+        Some(Sites { sites, addresses })
     }
 
     /// The site for a request that came in on `listener` (as configured) for `host` (with

@@ -236,6 +236,18 @@ impl Txn {
         inherited
     }
 
+    /// The VCL program this request runs under: the one its VCL state began with, else its
+    /// site's (`[[site]] vcl`), else the configuration's.
+    pub(super) fn vcl_program(&self) -> Option<Arc<super::vcl::VclRuntime>> {
+        if let Some(v) = &self.vcl {
+            return Some(v.runtime.clone());
+        }
+        self.site
+            .as_ref()
+            .and_then(|s| self.proxy.site_vcl.get(s.vcl?).cloned())
+            .or_else(|| self.proxy.vcl.clone())
+    }
+
     /// The rules this request runs under: its site's, else the global ones.
     pub(super) fn rules(&self) -> &crate::rules::Rules {
         match self.site.as_ref().and_then(|s| s.rules.as_ref()) {

@@ -484,10 +484,14 @@ mod tests {
 
     fn shared() -> Arc<Process> {
         let config = Arc::new(crate::config::Config::embedded_default());
-        Proxy::new(config, None, Arc::new(Counters::default()))
-            .expect("embedded default config")
-            .shared
-            .clone()
+        Proxy::new(
+            config,
+            crate::vcl::attach::Programs::default(),
+            Arc::new(Counters::default()),
+        )
+        .expect("embedded default config")
+        .shared
+        .clone()
     }
 
     /// `n` accepted loopback connections (server side) and their clients.

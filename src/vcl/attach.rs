@@ -32,13 +32,10 @@ impl From<Option<Arc<Program>>> for Programs {
 /// `[[rule]]`s are the policy); then every `[[site]] vcl` file, whose origins join the
 /// configuration's. Every error of every VCL file, located in it.
 pub fn attach(config: &mut Config, vcl: Option<&Path>) -> Result<Programs, Vec<ConfigError>> {
-    let global = match vcl
+    let global = vcl
         .map(Path::to_path_buf)
         .or_else(|| config.vcl.file.clone())
-    {
-        Some(path) => Some(attach_file(config, &path)),
-        None => None,
-    };
+        .map(|path| attach_file(config, &path));
     let sites = attach_sites(config);
     match (global.transpose(), sites) {
         (Ok(global), Ok(sites)) => Ok(Programs { global, sites }),
@@ -86,7 +83,11 @@ fn attach_sites(config: &mut Config) -> Result<Vec<(String, Arc<Program>)>, Vec<
 
 /// Adds `origins` (of the site VCL file `path`) to the configuration's: one name space for
 /// backends and directors, one for probes.
-fn join_origins(config: &mut Config, origins: &super::origins::Origins, path: &Path) -> Vec<ConfigError> {
+fn join_origins(
+    config: &mut Config,
+    origins: &super::origins::Origins,
+    path: &Path,
+) -> Vec<ConfigError> {
     let mut errors = Vec::new();
     let taken = |c: &Config, name: &str| {
         c.backends.iter().any(|b| b.name == name) || c.directors.iter().any(|d| d.name == name)
@@ -95,7 +96,10 @@ fn join_origins(config: &mut Config, origins: &super::origins::Origins, path: &P
         let text = std::fs::read_to_string(path).unwrap_or_default();
         let line = text
             .lines()
-            .position(|l| l.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-')).any(|w| w == name))
+            .position(|l| {
+                l.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+                    .any(|w| w == name)
+            })
             .map_or(0, |i| i + 1);
         ConfigError {
             file: path.display().to_string(),

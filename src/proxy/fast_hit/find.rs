@@ -53,7 +53,8 @@ impl Proxy {
             Choice::Global => self.rewrites.is_empty().then_some((None, &self.rules)),
             Choice::Site(site) => {
                 let rewrites = site.rewrites.as_ref().unwrap_or(&self.rewrites);
-                if !site.cache || !rewrites.is_empty() {
+                // A site with its own VCL program: its hits run it (the full path).
+                if !site.cache || !rewrites.is_empty() || site.vcl.is_some() {
                     return None;
                 }
                 Some((Some(site), site.rules.as_ref().unwrap_or(&self.rules)))

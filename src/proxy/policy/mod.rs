@@ -5,7 +5,8 @@
 //! default that is Shellac's own behaviour, so a front-end writes only the steps it changes.
 //! Two exist: `[[rule]]`s ([`Rules`], `rules.rs`) and a VCL program ([`Vcl`], `vcl/`).
 //!
-//! A request carries its [`Policy`], chosen when it starts ([`Policy::choose`]): the enum
+//! A request carries its [`Policy`], chosen when it starts and again once its `[[site]]` is
+//! known ([`Policy::choose`]; a site's `vcl` file is its own program): the enum
 //! names the front-ends once, here, and its methods dispatch each hook with a `match` — no
 //! `dyn` call and no allocation on the request path (the fast-hit path does not come here at
 //! all).
@@ -16,7 +17,6 @@ mod vcl;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::request::Parts as RequestParts;
 use http::response::Parts;
 use http::{HeaderMap, Method, Response, StatusCode, Uri};
 
@@ -355,10 +355,10 @@ macro_rules! dispatch {
 }
 
 impl Policy {
-    /// The policy a request runs under: the configuration's VCL program when it has one,
-    /// else its `[[rule]]`s. Per request, so that a virtual host can carry its own.
-    pub(super) fn choose(proxy: &Proxy, _req: &RequestParts) -> Policy {
-        if proxy.vcl.is_some() {
+    /// The policy a request runs under: its site's VCL program (`[[site]] vcl`), else the
+    /// configuration's when it has one, else the `[[rule]]`s (the site's or the global ones).
+    pub(super) fn choose(proxy: &Proxy, site: Option<&super::site::Site>) -> Policy {
+        if proxy.vcl.is_some() || site.is_some_and(|s| s.vcl.is_some()) {
             Policy::Vcl
         } else {
             Policy::Rules

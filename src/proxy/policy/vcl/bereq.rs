@@ -83,7 +83,7 @@ pub(super) fn legacy_draw(txn: &Txn, route: &Member) -> Option<u32> {
 /// A background fetch runs the backend side's VCL (`bereq.is_bgfetch`), not the client's:
 /// its own state, under the id of the request that started it and with its backend.
 pub(super) fn background(txn: &mut Txn, from: &Inherited) {
-    txn.vcl = txn.proxy.vcl.clone().map(|rt| {
+    txn.vcl = txn.vcl_program().map(|rt| {
         let mut v = VclTxn::background(rt, from.vcl_xid);
         v.state.backend = from.vcl_backend;
         Box::new(v)

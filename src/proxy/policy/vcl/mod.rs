@@ -47,7 +47,7 @@ fn legacy(txn: &Txn) -> bool {
 
 impl Hooks for Vcl {
     fn recv(txn: &mut Txn) -> Step {
-        let Some(rt) = txn.proxy.vcl.clone() else {
+        let Some(rt) = txn.vcl_program() else {
             return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-vcl-program");
         };
         // The VCL program decides (its built-in VCL for what the operator's does not):
@@ -199,7 +199,7 @@ impl Hooks for Vcl {
 
     /// A program that calls `std.cache_req_body()`: up to the largest size it names.
     fn body_to_read(txn: &Txn) -> Option<u64> {
-        txn.proxy.vcl.as_ref()?.program.req_body_keep
+        txn.vcl_program()?.program.req_body_keep
     }
 
     /// The backend `req.backend_hint` chose and the transaction id, which the refresh's own
