@@ -10,7 +10,9 @@
 //! response's `Content-Type` fits the extension the URL claims: a `.css` URL must answer
 //! `text/css`, a `.png` one `image/png`. `application/octet-stream` fits any extension (it is
 //! what a file server says when it does not know). An extension this table does not know fits
-//! anything but an HTML page — the one thing a deceived path returns.
+//! anything but an HTML page — the one thing a deceived path returns. A script's extension
+//! (`.php`, `.asp`, `.jsp`, `.cgi`, ...) names a program, not a media type: what it answers
+//! fits it, so a rule can cache `/index.php?p=1` or a `phpinfo()` page.
 
 /// Media types each known extension may be served as (after `;` parameters, lower-cased).
 const FITS: &[(&[&str], &[&str])] = &[
@@ -121,7 +123,16 @@ fn extension(text: &str) -> Option<String> {
     Some(ext.to_ascii_lowercase())
 }
 
+/// Extensions of scripts (pages any type may come from).
+const SCRIPTS: &[&str] = &[
+    "php", "php3", "php4", "php5", "php7", "php8", "phtml", "asp", "aspx", "jsp", "jspx", "cgi",
+    "pl", "py", "cfm", "do", "action",
+];
+
 fn fits_one(ext: &str, media: Option<&str>) -> bool {
+    if SCRIPTS.contains(&ext) {
+        return true;
+    }
     let Some(media) = media.filter(|m| !m.is_empty()) else {
         // A file server names what it sends; a response without a type proves nothing.
         return false;
@@ -171,6 +182,12 @@ mod tests {
         );
         assert!(!fits("/account.php/x.css?", Some("text/html")));
         assert!(!fits("/logo.png", Some("image/jpeg")));
+        assert!(
+            fits("/index.php?p=1", Some("text/html; charset=UTF-8")),
+            "a script's page"
+        );
+        assert!(fits("/api.php", Some("application/json")));
+        assert!(fits("/info.php", None), "a script claims no type");
         assert!(!fits("/logo.png", None), "no type");
         assert!(fits("/logo.png", Some("application/octet-stream")));
         assert!(fits("/photo.jpeg", Some("image/jpg")));
