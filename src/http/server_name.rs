@@ -224,6 +224,13 @@ mod tests {
             None,
             "*.example.org is not example.org"
         );
+        let t = table(&[("mail.*", "short"), ("mail.example.*", "long")]);
+        assert_eq!(
+            t.find("mail.example.com").map(String::as_str),
+            Some("long"),
+            "the longest trailing wildcard"
+        );
+        assert_eq!(t.find("mail.other.com").map(String::as_str), Some("short"));
         let t = table(&[
             ("~^www\\d+\\.example\\.net$", "regex1"),
             ("~^www", "regex2"),
