@@ -21,7 +21,7 @@ use crate::fastcgi::record::{self, ProtocolStatus, Reader, Record};
 
 /// The request id: one request per connection at a time.
 pub(super) const ID: u16 = 1;
-/// Error output logged per request, at most (the rest is counted, not logged).
+/// Error output logged per request, at most (beyond it, one line says more was not logged).
 const STDERR_LOGGED: usize = 4096;
 /// Read buffer growth step.
 const READ: usize = 16 * 1024;
@@ -249,5 +249,61 @@ impl Body for StdoutBody {
 
     fn size_hint(&self) -> SizeHint {
         SizeHint::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// The log lines written while a test runs.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// What an application writes to FCGI_STDERR reaches Shellac's log, at most
+    /// [`STDERR_LOGGED`] bytes per request, then one line saying the rest was not logged.
+    #[test]
+    fn stderr_is_logged_up_to_its_bound() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let mut state = ReadState::new("php");
+            state.log(b"PHP Warning:  Undefined variable $x\n\n");
+            let line = format!("{}\n", "y".repeat(999));
+            for _ in 0..10 {
+                state.log(line.as_bytes());
+            }
+            state.log(b"never logged\n");
+        });
+        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert!(
+            text.contains("FastCGI stderr: PHP Warning:  Undefined variable $x"),
+            "{text}"
+        );
+        assert!(text.contains("backend=php"), "{text}");
+        assert_eq!(text.matches("more output not logged").count(), 1, "{text}");
+        assert!(!text.contains("never logged"), "{text}");
+        let logged = text.matches('y').count();
+        assert!(
+            logged > 3000 && logged <= STDERR_LOGGED,
+            "{logged} bytes of error output logged"
+        );
     }
 }
