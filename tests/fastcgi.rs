@@ -1,7 +1,7 @@
 //! `[[backend]] protocol = "fastcgi"` against Debian's php8.2-fpm: one php-fpm for this test
 //! binary (started on first use with its own configuration in a temporary directory, two
-//! pools: loopback TCP and a Unix socket, two children each; stopped by its PID when the
-//! test process exits),
+//! pools: loopback TCP and a Unix socket, two children each, and a third for the test that
+//! holds every child; stopped by its PID when the test process exits),
 //! PHP fixtures for the parameters, cookies, errors, uploads, redirects and a slow page.
 
 mod common;
@@ -13,13 +13,16 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use common::*;
+use http_body_util::BodyExt;
 use shellac::config::BackendProtocol;
 
-/// The running php-fpm: its document root, TCP address and socket.
+/// The running php-fpm: its document root, TCP address and socket, and the TCP address of a
+/// pool of its own for the test that holds every child.
 struct Fpm {
     root: PathBuf,
     tcp: SocketAddr,
     socket: PathBuf,
+    hold: SocketAddr,
 }
 
 static FPM: OnceLock<Option<Fpm>> = OnceLock::new();
@@ -61,6 +64,20 @@ const FIXTURES: &[(&str, &str)] = &[
     ("uploads/evil.jpg", "<?php echo 'EVIL';"),
     ("blog/index.php", "<?php echo 'blog index';"),
     ("info.php", "<?php phpinfo();"),
+    (
+        "expired.php",
+        "<?php header('Expires: Thu, 01 Jan 1970 00:00:00 GMT'); echo uniqid('', true);",
+    ),
+    // Writes a first part, then the rest once the file named by `f` exists (bounded).
+    (
+        "stream.php",
+        "<?php header('Cache-Control: no-store'); echo 'first;'; flush(); for ($i = 0; $i < 600 && !file_exists($_GET['f']); $i++) { usleep(50000); } echo file_exists($_GET['f']) ? 'second' : 'gave up';",
+    ),
+    // Says it started (the file `s`), then holds its child until the file `f` exists.
+    (
+        "hold.php",
+        "<?php touch($_GET['s']); for ($i = 0; $i < 600 && !file_exists($_GET['f']); $i++) { usleep(50000); } echo 'held';",
+    ),
 ];
 
 extern "C" fn stop_fpm() {
@@ -98,10 +115,13 @@ fn fpm() -> Option<&'static Fpm> {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, text).unwrap();
         }
-        let tcp = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
+        let free = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+        };
+        let (tcp, hold) = (free(), free());
         let socket = dir.join("fpm.sock");
         let pool = |name: &str, listen: &str| {
             format!(
@@ -109,9 +129,10 @@ fn fpm() -> Option<&'static Fpm> {
             )
         };
         let conf = format!(
-            "[global]\npid = {d}/fpm.pid\nerror_log = {d}/fpm.log\ndaemonize = no\n\n{}\n{}",
+            "[global]\npid = {d}/fpm.pid\nerror_log = {d}/fpm.log\ndaemonize = no\n\n{}\n{}\n{}",
             pool("tcp", &tcp.to_string()),
             pool("unix", &socket.display().to_string()),
+            pool("hold", &hold.to_string()),
             d = dir.display()
         );
         let conf_path = dir.join("fpm.conf");
@@ -127,11 +148,15 @@ fn fpm() -> Option<&'static Fpm> {
         // SAFETY: registers a plain function run at process exit.
         unsafe { libc::atexit(stop_fpm) };
         for _ in 0..200 {
-            if std::net::TcpStream::connect(tcp).is_ok() && socket.exists() {
+            if std::net::TcpStream::connect(tcp).is_ok()
+                && std::net::TcpStream::connect(hold).is_ok()
+                && socket.exists()
+            {
                 return Some(Fpm {
                     root: std::fs::canonicalize(&root).unwrap(),
                     tcp,
                     socket,
+                    hold,
                 });
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -379,4 +404,339 @@ async fn remote_addr_honours_trusted_proxies() {
     let untrusted = shellac(fpm, false).await;
     let v = json(&get_with(untrusted.addr, "/server.php", &xff).await);
     assert_eq!(v["REMOTE_ADDR"], "127.0.0.1", "{v}");
+}
+
+/// A response is passed on as the application writes it: the first part reaches the client
+/// while the script still waits (for a file this test creates only once it has read it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_response_body_streams_as_php_writes_it() {
+    let Some(fpm) = fpm() else { return };
+    let sh = shellac(fpm, false).await;
+    let dir = TempDir::new("fcgi-stream");
+    let go = dir.path("go");
+    let mut conn = Conn::open(sh.addr).await;
+    let resp = conn
+        .send_head("GET", &format!("/stream.php?f={}", go.display()), &[], b"")
+        .await;
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.into_body();
+    let mut seen = Vec::new();
+    while !seen.ends_with(b"first;") {
+        let frame = tokio::time::timeout(Duration::from_secs(20), body.frame())
+            .await
+            .expect("the first part before the script ends")
+            .expect("a frame")
+            .expect("a good frame");
+        if let Ok(data) = frame.into_data() {
+            seen.extend_from_slice(&data);
+        }
+    }
+    std::fs::write(&go, "").unwrap();
+    let rest = body.collect().await.unwrap().to_bytes();
+    seen.extend_from_slice(&rest);
+    assert_eq!(String::from_utf8_lossy(&seen), "first;second");
+}
+
+/// An Expires in the past keeps a page out of the cache, unless a rule says otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_past_expires_is_cached_only_when_a_rule_says_so() {
+    let Some(fpm) = fpm() else { return };
+    let plain = shellac(fpm, false).await;
+    let a = get(plain.addr, "/expired.php").await;
+    let b = get(plain.addr, "/expired.php").await;
+    assert_eq!((a.status, b.status), (200, 200));
+    assert_ne!(a.text(), b.text(), "run twice");
+    let rules = shellac::config::Config::parse(
+        "[[backend]]\nhost = \"127.0.0.1\"\n[[rule]]\npath = '^/expired\\.php$'\nttl = \"1m\"\noverride_origin = true\n",
+        "t.toml",
+    )
+    .unwrap()
+    .rules;
+    let ruled = shellac_with(fpm, false, |c| c.rules = rules).await;
+    let a = get(ruled.addr, "/expired.php").await;
+    let b = get(ruled.addr, "/expired.php").await;
+    assert_eq!(
+        a.text(),
+        b.text(),
+        "stored by the rule: {:?} {:?}",
+        a.headers,
+        b.headers
+    );
+    assert!(b.cache_status().contains("hit"), "{}", b.cache_status());
+}
+
+/// Behind a load balancer speaking the PROXY protocol, REMOTE_ADDR is the client the header
+/// names; over TLS the script sees HTTPS=on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_addr_from_the_proxy_protocol_and_https_over_tls() {
+    use common::tls::{Pki, all_versions, tls_table};
+    use tokio::io::AsyncWriteExt;
+    let Some(fpm) = fpm() else { return };
+    let pki = Pki::new("fcgi");
+    let cert = pki.leaf("site", &["site.test"]);
+    let table = format!(
+        "{}\n[[backend]]\nhost = \"127.0.0.1\"\n",
+        tls_table(&[&cert], "")
+    );
+    let tls = shellac::config::Config::parse(&table, "t.toml")
+        .unwrap()
+        .tls;
+    let sh = shellac_with(fpm, false, |c| {
+        c.server.proxy_protocol = shellac::config::proxy_protocol::ProxyProtocol::All;
+        c.server.proxy_protocol_from =
+            vec![shellac::config::invalidation::Network::parse("127.0.0.0/8").unwrap()];
+        c.tls = tls;
+    })
+    .await;
+    let mut tcp = tokio::net::TcpStream::connect(sh.addr).await.unwrap();
+    tcp.write_all(b"PROXY TCP4 203.0.113.5 127.0.0.1 5555 80\r\n")
+        .await
+        .unwrap();
+    let mut conn = Conn::over(tcp).await;
+    let v = json(&conn.send("GET", "/server.php", &[], b"").await);
+    assert_eq!(v["REMOTE_ADDR"], "203.0.113.5", "{v}");
+    assert_eq!(v["REMOTE_PORT"], "5555", "{v}");
+    assert!(v.get("HTTPS").is_none(), "{v}");
+
+    let mut tcp = tokio::net::TcpStream::connect(sh.tls_addrs()[0])
+        .await
+        .unwrap();
+    tcp.write_all(b"PROXY TCP4 198.51.100.7 127.0.0.1 4444 443\r\n")
+        .await
+        .unwrap();
+    let client = std::sync::Arc::new(pki.client_config(&all_versions()));
+    let name = rustls::pki_types::ServerName::try_from("site.test").unwrap();
+    let tls_conn = rustls::ClientConnection::new(client, name).unwrap();
+    let mut stream = shellac::tls::stream::TlsStream::from_parts(tcp, tls_conn);
+    stream.handshake().await.expect("TLS after the header");
+    let mut conn = Conn::over(stream).await;
+    let r = conn
+        .send("GET", "/server.php", &[("host", "site.test")], b"")
+        .await;
+    let v = json(&r);
+    assert_eq!(v["HTTPS"], "on", "{v}");
+    assert_eq!(v["REQUEST_SCHEME"], "https", "{v}");
+    assert_eq!(v["REMOTE_ADDR"], "198.51.100.7", "{v}");
+    assert_eq!(v["SERVER_NAME"], "site.test", "{v}");
+}
+
+/// `max_connections` is the pool's number of children: with every child busy a request waits
+/// in the queue (`max_queue`) at most `connect_timeout`, then gets 503; with no queue it gets
+/// 503 at once. The held requests are answered when they are let go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_pool_queues_for_a_bounded_time_then_answers_503() {
+    let Some(fpm) = fpm() else { return };
+    for (max_queue, timeout) in [
+        (0, Duration::from_secs(30)),
+        (4, Duration::from_millis(300)),
+    ] {
+        let sh = shellac_with(fpm, false, |c| {
+            let b = &mut c.backends[0];
+            b.port = fpm.hold.port();
+            b.max_queue = max_queue;
+            b.connect_timeout = shellac::config::units::Dur(timeout);
+        })
+        .await;
+        let dir = TempDir::new(&format!("fcgi-hold-{max_queue}"));
+        let go = dir.path("go");
+        let held: Vec<_> = (0..CHILDREN)
+            .map(|i| {
+                let (addr, path) = (
+                    sh.addr,
+                    format!(
+                        "/hold.php?s={}&f={}&n={i}",
+                        dir.path(&format!("started{i}")).display(),
+                        go.display()
+                    ),
+                );
+                tokio::spawn(async move { get(addr, &path).await })
+            })
+            .collect();
+        let started = eventually(Duration::from_secs(20), || async {
+            (0..CHILDREN).all(|i| dir.path(&format!("started{i}")).exists())
+        })
+        .await;
+        assert!(started, "both children run a held request");
+        let r = get(sh.addr, "/server.php").await;
+        assert_eq!(r.status, 503, "queue {max_queue}: {}", r.text());
+        assert_eq!(sh.stat("backend_busy").await, 1);
+        std::fs::write(&go, "").unwrap();
+        for h in held {
+            let r = tokio::time::timeout(Duration::from_secs(30), h)
+                .await
+                .expect("answered")
+                .unwrap();
+            assert_eq!((r.status, r.text().as_str()), (200, "held"));
+        }
+        // The children are free again.
+        assert_eq!(get(sh.addr, "/server.php").await.status, 200);
+        sh.stop().await;
+    }
+}
+
+/// Kept connections are closed once unused for `idle_timeout`, though no request comes to
+/// notice it: an idle connection holds a PHP-FPM child.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_are_released_without_another_request() {
+    let Some(fpm) = fpm() else { return };
+    let sh = shellac_with(fpm, false, |c| {
+        c.backends[0].idle_timeout = shellac::config::units::Dur(Duration::from_secs(2));
+    })
+    .await;
+    assert_eq!(get(sh.addr, "/server.php").await.status, 200);
+    let idle = || async {
+        let b: serde_json::Value =
+            serde_json::from_slice(&get(sh.admin, "/backends").await.body).unwrap();
+        b["backends"][0]["idle"].as_u64()
+    };
+    assert_eq!(idle().await, Some(1), "the connection is kept");
+    assert!(
+        eventually(Duration::from_secs(20), || async {
+            idle().await == Some(0)
+        })
+        .await,
+        "the kept connection is closed"
+    );
+    // The next request opens a new one.
+    assert_eq!(get(sh.addr, "/server.php").await.status, 200);
+    assert_eq!(sh.stat("backend_conn").await, 2);
+}
+
+/// `[[site]] root`: two sites share one PHP-FPM pool, each running scripts from its own
+/// document root (SCRIPT_FILENAME, DOCUMENT_ROOT); a script only the other root has is 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_site_runs_scripts_from_its_own_root() {
+    let Some(fpm) = fpm() else { return };
+    let dir = TempDir::new("fcgi-site-root");
+    let other = dir.path("other");
+    std::fs::create_dir_all(other.join("uploads")).unwrap();
+    std::fs::write(other.join("server.php"), FIXTURES[0].1).unwrap();
+    std::fs::write(other.join("uploads/evil.jpg"), "<?php echo 'EVIL';").unwrap();
+    let other = std::fs::canonicalize(other).unwrap();
+    let sh = shellac_with(fpm, false, |c| {
+        c.sites = vec![
+            shellac::config::site::SiteConfig {
+                name: "other".into(),
+                server_name: vec!["other.test".into()],
+                root: Some(other.clone()),
+                cache: true,
+                ..Default::default()
+            },
+            shellac::config::site::SiteConfig {
+                name: "main".into(),
+                default: true,
+                cache: true,
+                ..Default::default()
+            },
+        ];
+    })
+    .await;
+    let v = json(&get_with(sh.addr, "/server.php", &[("host", "other.test")]).await);
+    let root = other.display().to_string();
+    assert_eq!(v["SCRIPT_FILENAME"], format!("{root}/server.php"), "{v}");
+    assert_eq!(v["DOCUMENT_ROOT"], root, "{v}");
+    let v = json(&get_with(sh.addr, "/server.php", &[("host", "main.test")]).await);
+    let main = fpm.root.display().to_string();
+    assert_eq!(v["SCRIPT_FILENAME"], format!("{main}/server.php"), "{v}");
+    for path in ["/info.php", "/uploads/evil.jpg/x.php", "/pretty/url"] {
+        let r = get_with(sh.addr, path, &[("host", "other.test")]).await;
+        assert_eq!(r.status, 404, "{path}: {}", r.text());
+        assert!(!r.text().contains("EVIL"), "{path}");
+    }
+}
+
+/// A FastCGI record by hand: version 1, `kind`, request id 1, no padding.
+fn record(kind: u8, content: &[u8]) -> Vec<u8> {
+    let len = (content.len() as u16).to_be_bytes();
+    let mut r = vec![1, kind, 0, 1, len[0], len[1], 0, 0];
+    r.extend_from_slice(content);
+    r
+}
+
+/// FCGI_END_REQUEST with `protocol_status`.
+fn end_request(protocol_status: u8) -> Vec<u8> {
+    record(3, &[0, 0, 0, 0, protocol_status, 0, 0, 0])
+}
+
+/// A FastCGI responder that answers the n-th complete request (up to its empty STDIN
+/// record) with `answers[n]`, then closes the connection.
+async fn scripted_responder(answers: Vec<Vec<u8>>) -> SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut answers = answers.into_iter();
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            // Read records until the empty STDIN (the end of the request).
+            let complete = loop {
+                let mut at = 0;
+                let mut done = false;
+                while buf.len() >= at + 8 {
+                    let len = u16::from_be_bytes([buf[at + 4], buf[at + 5]]) as usize;
+                    let pad = buf[at + 6] as usize;
+                    if buf[at + 1] == 5 && len == 0 {
+                        done = true;
+                    }
+                    at += 8 + len + pad;
+                }
+                if done {
+                    break true;
+                }
+                match s.read(&mut chunk).await {
+                    Ok(0) | Err(_) => break false,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            };
+            if !complete {
+                continue;
+            }
+            let Some(answer) = answers.next() else { return };
+            let _ = s.write_all(&answer).await;
+            let _ = s.shutdown().await;
+        }
+    });
+    addr
+}
+
+/// An application that refuses a request (FCGI_END_REQUEST: overloaded, cannot multiplex,
+/// unknown role), ends it without a head, or sends broken records: the client gets 502.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn end_request_errors_and_broken_records_are_502() {
+    let dir = TempDir::new("fcgi-refused");
+    std::fs::write(dir.path("x.php"), "").unwrap();
+    let root = std::fs::canonicalize(&dir.0).unwrap();
+    let good = [
+        record(
+            6,
+            b"Status: 201 Created\r\nContent-Type: text/plain\r\n\r\nmade",
+        ),
+        record(6, b""),
+        end_request(0),
+    ]
+    .concat();
+    let answers = vec![
+        end_request(2),
+        end_request(1),
+        end_request(3),
+        [record(6, b""), end_request(0)].concat(),
+        [vec![9], record(6, b"Status: 200\r\n\r\nx")[1..].to_vec()].concat(),
+        good,
+    ];
+    let n = answers.len();
+    let app = scripted_responder(answers).await;
+    let sh = Shellac::start(app, |c| {
+        let b = &mut c.backends[0];
+        b.protocol = BackendProtocol::Fastcgi;
+        b.root = Some(root);
+        b.max_connections = 2;
+    })
+    .await;
+    for i in 0..n - 1 {
+        let r = get(sh.addr, &format!("/x.php?case={i}")).await;
+        assert_eq!(r.status, 502, "case {i}: {}", r.text());
+    }
+    let r = get(sh.addr, "/x.php?case=good").await;
+    assert_eq!((r.status, r.text().as_str()), (201, "made"));
 }

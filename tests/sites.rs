@@ -641,6 +641,35 @@ sub vcl_deliver {{
     write(&dir.join("site.vcl"), &vcl);
     let text = format!(
         "{SERVER}[vcl]\nfile = \"site.vcl\"\n[[site]]\nname = \"a\"\nserver_name = \"a.test\"\nrewrite = '^/(.*)$ /a/$1 break'\n[[site]]\nname = \"b\"\nserver_name = \"b.test\"\nrewrite = '^/(.*)$ /b/$1 break'\n"
+
+/// nginx's `root` in a `server { }`: `[[site]] root` is the document root of the files
+/// backend for that site's requests; a site without one serves the backend's own root. The
+/// same path on two sites is two files (and two cache objects).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_site_serves_files_from_its_own_root() {
+    let dir = temp_dir("sites-root");
+    for (site, text) in [("main", "main page"), ("blog", "blog page")] {
+        std::fs::create_dir_all(dir.join(site)).unwrap();
+        write(&dir.join(site).join("index.html"), text);
+    }
+    write(&dir.join("blog").join("only-blog.txt"), "blog only");
+    let text = format!(
+        r#"{SERVER}
+[[backend]]
+name = "files"
+protocol = "files"
+root = "{main}"
+
+[[site]]
+name = "blog"
+server_name = "blog.test"
+root = "{blog}"
+[[site]]
+name = "main"
+default = true
+"#,
+        main = dir.join("main").display(),
+        blog = dir.join("blog").display(),
     );
     let file = dir.join("shellac.toml");
     write(&file, &text);
@@ -669,6 +698,38 @@ sub vcl_deliver {{
     )
     .await;
     assert_eq!(r.status, 421, "no site for the new host, no default");
+
+    let addr = shellac.addr;
+    for _ in 0..2 {
+        assert_eq!(get_host(addr, "blog.test", "/").await.text(), "blog page");
+        assert_eq!(get_host(addr, "www.test", "/").await.text(), "main page");
+    }
+    assert_eq!(
+        get_host(addr, "blog.test", "/only-blog.txt").await.text(),
+        "blog only"
+    );
+    assert_eq!(
+        get_host(addr, "www.test", "/only-blog.txt").await.status,
+        404
+    );
+    // A reload that moves the site's root serves the new one.
+    write(
+        &dir.join("main").join("moved.txt"),
+        "now from main's directory",
+    );
+    write(
+        &file,
+        &text.replace(
+            &format!("root = \"{}\"\n[[site]]", dir.join("blog").display()),
+            &format!("root = \"{}\"\n[[site]]", dir.join("main").display()),
+        ),
+    );
+    let (status, v) = shellac.reload().await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        get_host(addr, "blog.test", "/moved.txt").await.text(),
+        "now from main's directory"
+    );
     shellac.stop().await;
     std::fs::remove_dir_all(&dir).ok();
 }

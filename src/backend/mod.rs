@@ -119,6 +119,29 @@ pub struct ClientInfo {
     pub protocol: &'static str,
 }
 
+/// A site's document root (`[[site]] root`), in a backend request's extensions: what a
+/// `files` or `fastcgi` backend serves or runs scripts from instead of its own `root`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DocRoot {
+    /// The root as configured, without a trailing `/` (DOCUMENT_ROOT).
+    pub written: Arc<str>,
+    /// Its real path (links resolved; as written when it cannot be resolved): what
+    /// containment checks compare with.
+    pub real: Arc<std::path::Path>,
+}
+
+impl DocRoot {
+    /// The root `path` as a request carries it (resolves links: blocking, at configuration).
+    pub fn new(path: &std::path::Path) -> DocRoot {
+        let written = path.to_string_lossy().trim_end_matches('/').to_string();
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        DocRoot {
+            written: written.into(),
+            real: real.into(),
+        }
+    }
+}
+
 /// One origin server, its pool, limit and health.
 pub struct Backend {
     pub config: BackendConfig,

@@ -3,7 +3,8 @@
 //! (`http::server_name`); what a site does not set comes from the global configuration.
 //! The checks here are the ones `shellac check` reports with file:line:key: two default
 //! sites on one address, a name claimed twice on one address, a server name or rewrite that
-//! does not compile, a listen address that is no listener, a backend that does not exist.
+//! does not compile, a listen address that is no listener, a backend that does not exist, a
+//! document root that is not an absolute path.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
@@ -44,6 +45,10 @@ pub struct SiteConfig {
     /// probes and directors join the configuration's (one name space).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vcl: Option<PathBuf>,
+    /// nginx's `root` in a `server { }`: the document root of every `files` and `fastcgi`
+    /// backend the site's requests reach, instead of the backend's own `root`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<PathBuf>,
     /// The site's own `[[rule]]`s; absent: the global ones.
     #[serde(default, rename = "rule", skip_serializing_if = "Option::is_none")]
     pub rules: Option<Vec<rules::RuleConfig>>,
@@ -221,6 +226,14 @@ pub(super) fn local(c: &Config) -> Problems {
             if let Err(e) = super::rewrite::Line::parse(line) {
                 out.push((at(i, &["rewrite", &j.to_string()]), e.to_string()));
             }
+        }
+        if let Some(root) = &site.root
+            && !root.is_absolute()
+        {
+            out.push((
+                at(i, &["root"]),
+                format!("`{}` must be an absolute path", root.display()),
+            ));
         }
         if let Some(log) = &site.access_log
             && log.trim().is_empty()
@@ -404,6 +417,11 @@ mod tests {
             ["site.0.listen.0", "site.0.backend", "site.0.rewrite.0"],
             "{e:?}"
         );
+
+        let e = errors("[[site]]\nserver_name = \"a\"\nroot = \"srv/www\"\n");
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!((e[0].0, e[0].1.as_str()), (8, "site.0.root"), "{e:?}");
+        assert!(e[0].2.contains("absolute path"), "{e:?}");
     }
 
     #[test]

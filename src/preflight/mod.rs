@@ -117,6 +117,12 @@ pub fn check_file(config: &Config, file: Option<&Path>) -> Vec<Finding> {
             });
         }
     }
+    for (i, site) in config.sites.iter().enumerate() {
+        if let Some(root) = &site.root {
+            let path = vec!["site".into(), i.to_string(), "root".into()];
+            out.extend(document_root(root, path));
+        }
+    }
     if let Some(t) = config.storage.shared.as_ref().and_then(|s| s.tls.as_ref())
         && let Err(e) = crate::cache::shared::tls::load(t)
     {
@@ -136,6 +142,20 @@ pub fn check_file(config: &Config, file: Option<&Path>) -> Vec<Finding> {
     out
 }
 
+/// A document root (a backend's or a site's) that is not a directory this process can list.
+fn document_root(root: &Path, path: Vec<String>) -> Option<Finding> {
+    let problem = match std::fs::metadata(root) {
+        Ok(m) if !m.is_dir() => "is not a directory".to_string(),
+        Ok(_) => format!("cannot be read: {}", std::fs::read_dir(root).err()?),
+        Err(e) => format!("cannot be opened: {e}"),
+    };
+    Some(Finding {
+        severity: Severity::Error,
+        path,
+        message: format!("document root {} {problem}", root.display()),
+    })
+}
+
 /// A backend's document root (a directory this process can list) and Unix socket (its
 /// directory exists; what is there is a socket — not there yet is a warning: the application
 /// may start after Shellac).
@@ -143,20 +163,7 @@ fn origin_paths(i: usize, b: &crate::config::BackendConfig) -> Vec<Finding> {
     let mut out = Vec::new();
     let key = |k: &str| vec!["backend".to_string(), i.to_string(), k.to_string()];
     if let Some(root) = &b.root {
-        let problem = match std::fs::metadata(root) {
-            Ok(m) if !m.is_dir() => Some("is not a directory".to_string()),
-            Ok(_) => std::fs::read_dir(root)
-                .err()
-                .map(|e| format!("cannot be read: {e}")),
-            Err(e) => Some(format!("cannot be opened: {e}")),
-        };
-        if let Some(p) = problem {
-            out.push(Finding {
-                severity: Severity::Error,
-                path: key("root"),
-                message: format!("document root {} {p}", root.display()),
-            });
-        }
+        out.extend(document_root(root, key("root")));
     }
     if let Some(path) = b.address.as_deref().and_then(crate::config::unix_path) {
         use std::os::unix::fs::FileTypeExt;

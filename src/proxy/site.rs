@@ -1,8 +1,9 @@
 //! Virtual hosts at run time (`[[site]]`, config/site.rs): the table that picks a request's
 //! site from the listener it came in on and its host (nginx's precedence,
 //! `http::server_name`), and what a site carries instead of the global configuration — its
-//! rules, rewrites, default route, cache settings and access log. Built with each configuration; a
-//! configuration without sites has none (`Proxy::sites` is `None`) and pays nothing.
+//! rules, rewrites, default route, document root, cache settings and access log. Built with
+//! each configuration; a configuration without sites has none (`Proxy::sites` is `None`) and
+//! pays nothing.
 //!
 //! The Recv step that chooses a request's site and runs the rewrites is `recv_site.rs`.
 //!
@@ -31,6 +32,8 @@ pub struct Site {
     pub(super) rewrites: Option<Vec<Rewrite>>,
     /// Where its requests go unless a rule says otherwise; `None`: the global default.
     pub(super) route: Option<Member>,
+    /// Its document root for `files` and `fastcgi` backends; `None`: theirs.
+    pub(super) root: Option<crate::backend::DocRoot>,
     /// `cache = false`: every request is passed.
     pub(super) cache: bool,
     /// The cache settings its responses are stored with, when it sets any.
@@ -148,6 +151,7 @@ impl Sites {
                     .as_deref()
                     .and_then(|b| backends.get(b))
                     .or_else(|| vcl.get(own_vcl?)?.1.clone()),
+                root: s.root.as_deref().map(crate::backend::DocRoot::new),
                 cache: s.cache,
                 cache_config,
                 log: SiteLog::of(config, s),

@@ -1,12 +1,14 @@
 //! The FastCGI origin kind (`[[backend]] protocol = "fastcgi"`): a responder such as PHP-FPM
 //! at `host:port` or on a Unix socket (`address`), the records and parameters of
 //! `crate::fastcgi`. Connections are kept (FCGI_KEEP_CONN) in a LIFO pool of at most
-//! `max_idle`, closed after `idle_timeout`; with one request per connection and
+//! `max_idle`, closed once unused for `idle_timeout` (a task closes them even when no request
+//! comes); with one request per connection and
 //! `max_connections` (required: the application's number of workers) bounding requests in
 //! flight, connections open plus kept never exceed it — a kept connection holds a PHP-FPM
 //! child, so more would starve new requests.
 //!
-//! Before a request reaches the application its script is found under `root`: the path is
+//! Before a request reaches the application its script is found under `root` (the site's,
+//! `[[site]] root`, when the request carries one: sites share the pool): the path is
 //! read as `backend/files/path.rs` reads it (no `..`, no escaped slash, no dotfile), split at
 //! the first `.php` segment (SCRIPT_NAME, PATH_INFO), and the script must be a regular file
 //! inside the root — `/uploads/evil.jpg/x.php` is 404, never `evil.jpg` run as PHP (the
@@ -30,33 +32,76 @@ use self::exchange::{ExchangeError, ReadState, StdoutBody};
 use super::connector::Transport;
 use super::files::{open, path};
 use super::origin::{BoxStream, Origin, Source, plain_response};
-use super::{Backend, ClientInfo, FetchError, RequestBody};
+use super::{Backend, ClientInfo, DocRoot, FetchError, RequestBody};
 use crate::config::BackendConfig;
 use crate::fastcgi::params::{self, ScriptPath};
 
 /// Kept connections.
 pub(crate) struct Pool {
-    idle: Mutex<Vec<(Transport, Instant)>>,
+    idle: Mutex<Idle>,
     max_idle: usize,
     idle_timeout: Duration,
 }
 
+/// The kept connections, oldest first, and whether a task is closing them as they expire.
+#[derive(Default)]
+struct Idle {
+    conns: Vec<(Transport, Instant)>,
+    reaping: bool,
+}
+
 impl Pool {
-    /// A connection whose request ended cleanly, kept for the next one.
-    pub(crate) fn checkin(&self, conn: Transport) {
-        if let Ok(mut idle) = self.idle.lock() {
-            let now = Instant::now();
-            idle.retain(|(_, since)| now.duration_since(*since) < self.idle_timeout);
-            if idle.len() < self.max_idle {
-                idle.push((conn, now));
-            }
+    /// A connection whose request ended cleanly, kept for the next one. A kept connection
+    /// holds a PHP-FPM child, so it is closed once `idle_timeout` passes unused — by a task
+    /// that runs while any are kept, not at the next request, which may never come.
+    pub(crate) fn checkin(self: &Arc<Self>, conn: Transport) {
+        let Ok(mut idle) = self.idle.lock() else {
+            return;
+        };
+        let now = Instant::now();
+        idle.conns
+            .retain(|(_, since)| now.duration_since(*since) < self.idle_timeout);
+        if idle.conns.len() >= self.max_idle {
+            return;
+        }
+        idle.conns.push((conn, now));
+        if !idle.reaping
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            idle.reaping = true;
+            runtime.spawn(Pool::reap(Arc::downgrade(self)));
+        }
+    }
+
+    /// Closes kept connections as they pass `idle_timeout`; ends when none is kept (or the
+    /// backend is gone).
+    async fn reap(pool: std::sync::Weak<Pool>) {
+        loop {
+            let wake = {
+                let Some(pool) = pool.upgrade() else { return };
+                let Ok(mut idle) = pool.idle.lock() else {
+                    return;
+                };
+                let now = Instant::now();
+                let timeout = pool.idle_timeout;
+                idle.conns
+                    .retain(|(_, since)| now.duration_since(*since) < timeout);
+                match idle.conns.iter().map(|(_, since)| *since).min() {
+                    Some(oldest) => oldest + timeout,
+                    None => {
+                        idle.reaping = false;
+                        return;
+                    }
+                }
+            };
+            tokio::time::sleep_until(wake.into()).await;
         }
     }
 
     /// The most recently kept connection still within `idle_timeout`.
     fn checkout(&self) -> Option<Transport> {
         let mut idle = self.idle.lock().ok()?;
-        while let Some((conn, since)) = idle.pop() {
+        while let Some((conn, since)) = idle.conns.pop() {
             if since.elapsed() < self.idle_timeout {
                 return Some(conn);
             }
@@ -96,7 +141,7 @@ impl FastCgi {
             .to_string();
         FastCgi {
             pool: Arc::new(Pool {
-                idle: Mutex::new(Vec::new()),
+                idle: Mutex::new(Idle::default()),
                 max_idle: config.max_idle,
                 idle_timeout: config.idle_timeout.0,
             }),
@@ -175,7 +220,10 @@ impl FastCgi {
         let name = &backend.config.name;
         let failed = |e: ExchangeError| FetchError::Failed(name.clone(), Box::new(e));
         let (parts, mut body) = req.into_parts();
-        let root = self.root.clone();
+        // A site's own root (`[[site]] root`) instead of the backend's.
+        let site_root = parts.extensions.get::<DocRoot>();
+        let root = site_root.map_or_else(|| self.root.clone(), |r| r.real.to_path_buf());
+        let document_root = site_root.map_or(self.document_root.as_str(), |r| &r.written);
         let index = self.index.clone();
         let raw = parts.uri.path().to_string();
         let resolved = tokio::task::spawn_blocking(move || FastCgi::resolve(&root, &index, &raw))
@@ -235,7 +283,7 @@ impl FastCgi {
                 script: &script,
                 path_info: &path_info,
             },
-            document_root: &self.document_root,
+            document_root,
             server_name,
             server_addr,
             remote_addr,
@@ -334,7 +382,7 @@ impl Origin for FastCgi {
     }
 
     fn idle(&self) -> usize {
-        self.pool.idle.lock().map(|i| i.len()).unwrap_or(0)
+        self.pool.idle.lock().map(|i| i.conns.len()).unwrap_or(0)
     }
 }
 

@@ -1,10 +1,10 @@
 //! The static-files origin kind (`[[backend]] protocol = "files"`): a request's path names a
-//! file under the document root `root`, answered as an HTTP origin would answer it — GET and
-//! HEAD (else 405 with `Allow`), index files for directories (a directory without one is 403,
-//! or its listing with `autoindex`: `listing.rs`), nginx's `try_files` (`try_files.rs`),
-//! `Content-Type` by extension (`mime.rs`), `ETag` / `Last-Modified`, 304 / 412
-//! and single or multipart 206 / 416 with `If-Range` (`http/conditional.rs`, the rules the
-//! proxy applies to stored objects), precompressed `.br` / `.zst` / `.gz` siblings by
+//! file under the document root `root` (or its site's, `site_root.rs`), answered as an HTTP
+//! origin would answer it — GET and HEAD (else 405 with `Allow`), index files for directories
+//! (a directory without one is 403, or its listing with `autoindex`: `listing.rs`), nginx's
+//! `try_files` (`try_files.rs`), `Content-Type` by extension (`mime.rs`), `ETag` /
+//! `Last-Modified`, 304 / 412 and single or multipart 206 / 416 with `If-Range`
+//! (`http/conditional.rs`, the rules the proxy applies to stored objects), precompressed `.br` / `.zst` / `.gz` siblings by
 //! `Accept-Encoding` with `Vary`. Its answer goes through the same cache policy, rules, logs
 //! and counters as any backend's: a cache fill asks for the whole file without conditionals
 //! (the proxy answers 304 / 206 from the stored copy), a pass request gets them answered here.
@@ -21,6 +21,7 @@ mod listing;
 mod mime;
 pub(super) mod open;
 pub(super) mod path;
+mod site_root;
 mod try_files;
 pub(crate) mod zero_copy;
 
@@ -37,9 +38,10 @@ use http_body_util::BodyExt;
 use self::body::{FileBody, Part};
 use self::open::{Missing, OpenCache, Opened, Stat};
 use self::path::Refused;
+use self::site_root::SiteRoots;
 use self::zero_copy::ZeroCopy;
 use super::origin::{BoxStream, Origin, Source, plain_response};
-use super::{Backend, FetchError, RequestBody};
+use super::{Backend, DocRoot, FetchError, RequestBody};
 use crate::config::BackendConfig;
 use crate::config::try_files::TryFiles;
 use crate::http::accept_encoding::{Accepts, Coding};
@@ -437,16 +439,29 @@ fn empty() -> BoxStream {
     Box::pin(http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}))
 }
 
-/// The kind's handle: the state behind an `Arc`, shared with the blocking lookups.
-pub(crate) struct FilesKind(Arc<Files>);
+/// The kind's handle: the state behind an `Arc`, shared with the blocking lookups; the
+/// files of the site roots requests carry (`site_root.rs`).
+pub(crate) struct FilesKind(Arc<Files>, SiteRoots);
 
 impl FilesKind {
     pub(super) fn new(config: &BackendConfig) -> FilesKind {
-        FilesKind(Arc::new(Files::new(config)))
+        FilesKind(Arc::new(Files::new(config)), SiteRoots::new(config))
     }
 
     pub(super) fn describe(&self, v: &mut serde_json::Value) {
         self.0.describe(v);
+        // The open-file caches of site roots count with the backend's own.
+        for files in self.1.all() {
+            let s = &files.cache.stats;
+            for (key, n) in [
+                ("files_cache_hit", s.hit.load(Ordering::Relaxed)),
+                ("files_cache_miss", s.miss.load(Ordering::Relaxed)),
+                ("files_cache_expired", s.expired.load(Ordering::Relaxed)),
+                ("files_cache_entries", files.cache.len() as u64),
+            ] {
+                v[key] = (v[key].as_u64().unwrap_or(0) + n).into();
+            }
+        }
     }
 }
 
@@ -472,7 +487,14 @@ impl Origin for FilesKind {
         _conn: (),
         req: Request<RequestBody>,
     ) -> Result<Response<Source>, FetchError> {
-        Ok(self.0.answer(req).await)
+        // A site with a root of its own (`[[site]] root`) is served from it.
+        match req.extensions().get::<DocRoot>() {
+            Some(root) if *root.real != *self.0.cache.root() => {
+                let files = self.1.files(root);
+                Ok(files.answer(req).await)
+            }
+            _ => Ok(self.0.answer(req).await),
+        }
     }
 
     fn retries_stale(&self) -> bool {

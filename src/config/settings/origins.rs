@@ -213,7 +213,7 @@ pub(super) const BACKEND: &[Setting] = &[
         default: Default::Unset(r##"none; required for `"files"` and `"fastcgi"`"##),
         example: r##""/srv/www""##,
         restart: false,
-        doc: r##"The document root. `protocol = "files"`: the files served (a request's path names a file under it; nothing outside it is ever opened). `protocol = "fastcgi"`: where scripts are (SCRIPT_FILENAME, DOCUMENT_ROOT); a request for a script that is not a file there is answered 404 and never reaches the application. `shellac check` refuses a root that is not a readable directory."##,
+        doc: r##"The document root. `protocol = "files"`: the files served (a request's path names a file under it; nothing outside it is ever opened). `protocol = "fastcgi"`: where scripts are (SCRIPT_FILENAME, DOCUMENT_ROOT); a request for a script that is not a file there is answered 404 and never reaches the application. A `[[site]]`'s `root` replaces it for that site's requests. `shellac check` refuses a root that is not a readable directory."##,
     },
     Setting {
         section: "backend",

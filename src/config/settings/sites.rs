@@ -60,6 +60,15 @@ pub(super) const SITE: &[Setting] = &[
     },
     Setting {
         section: "site",
+        key: "root",
+        kind: Kind::Text("an absolute path to a directory"),
+        default: Default::Unset(r##"each backend's own `root`"##),
+        example: r##""/srv/www/domain.com""##,
+        restart: false,
+        doc: r##"nginx's `root` in a `server { }`: the document root of every `protocol = "files"` and `protocol = "fastcgi"` backend the site's requests go to (by `backend`, the default route or a rule's `director`), instead of the backend's own `root`. Sites that share one PHP-FPM pool each run the scripts under their own root (SCRIPT_FILENAME, DOCUMENT_ROOT); the pool's `max_connections` stays one bound for all of them. `shellac check` refuses a root that is not a readable directory."##,
+    },
+    Setting {
+        section: "site",
         key: "rule",
         kind: Kind::Rules,
         default: Default::Unset(r##"the global `[[rule]]`s"##),

@@ -138,6 +138,10 @@ pub(super) fn build_request(
     if !retry_connect {
         req.extensions_mut().insert(crate::backend::NoConnectRetry);
     }
+    // The site's document root, for files and FastCGI origins.
+    if let Some(root) = txn.site.as_ref().and_then(|s| s.root.clone()) {
+        req.extensions_mut().insert(root);
+    }
     // What a FastCGI origin passes to the application (REMOTE_ADDR, HTTPS, SERVER_*).
     req.extensions_mut().insert(crate::backend::ClientInfo {
         addr: txn.real_client(),
