@@ -64,6 +64,7 @@ const FIXTURES: &[(&str, &str)] = &[
     ("uploads/evil.jpg", "<?php echo 'EVIL';"),
     ("blog/index.php", "<?php echo 'blog index';"),
     ("info.php", "<?php phpinfo();"),
+    ("style.css", "body { color: #333 }"),
     (
         "expired.php",
         "<?php header('Expires: Thu, 01 Jan 1970 00:00:00 GMT'); echo uniqid('', true);",
@@ -739,4 +740,42 @@ async fn end_request_errors_and_broken_records_are_502() {
     }
     let r = get(sh.addr, "/x.php?case=good").await;
     assert_eq!((r.status, r.text().as_str()), (201, "made"));
+}
+
+/// examples/wordpress-fpm.toml against the fixtures: static files from disk, `.php` run (never
+/// sent as text), pretty permalinks through the front controller and cached, logged-in users
+/// passed, a script that is not there 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wordpress_on_php_fpm_example_works() {
+    let Some(fpm) = fpm() else { return };
+    let sh = Shellac::start_file("examples/wordpress-fpm.toml", fpm.tcp, |c| {
+        for b in &mut c.backends {
+            b.root = Some(fpm.root.clone());
+        }
+        let php = &mut c.backends[0];
+        php.address = None;
+        php.max_connections = CHILDREN;
+    })
+    .await;
+    let r = get(sh.addr, "/").await;
+    assert_eq!((r.status, r.text().as_str()), (200, "front /"));
+    let r = get(sh.addr, "/2026/11/hello-world/").await;
+    assert_eq!(r.text(), "front /2026/11/hello-world/");
+    let r = get(sh.addr, "/2026/11/hello-world/").await;
+    assert!(r.cache_status().contains("hit"), "{}", r.cache_status());
+    let cookie = [("cookie", "wordpress_logged_in_abc=1")];
+    let r = get_with(sh.addr, "/2026/11/hello-world/", &cookie).await;
+    assert!(!r.cache_status().contains("hit"), "{}", r.cache_status());
+    let r = get(sh.addr, "/info.php").await;
+    assert!(r.text().contains("PHP Version"), "run, not sent");
+    assert!(!r.text().contains("<?php"));
+    let r = get(sh.addr, "/style.css").await;
+    assert_eq!(
+        (r.status, r.header("content-type"), r.text().as_str()),
+        (200, Some("text/css"), "body { color: #333 }")
+    );
+    let r = get(sh.addr, "/uploads/evil.jpg/x.php").await;
+    assert_eq!(r.status, 404);
+    assert_eq!(get(sh.addr, "/blog").await.status, 301);
+    assert_eq!(get(sh.addr, "/blog/").await.text(), "blog index");
 }

@@ -371,12 +371,38 @@ async fn reload_adds_and_removes_sites_while_a_connection_stays_open() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// examples/sites.toml: the 2009 operator's layout — the rewrite on `www.domain.com`, any
-/// other host on the default site.
+/// examples/sites.toml: the 2009 operator's layout — the rewrite on `www.domain.com`, its
+/// `.flv` videos from the site's document root with `?start=` seeks, any other host on the
+/// default site.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_2009_layout_example_works() {
     let apache = named("apache").await;
-    let shellac = Shellac::start_file("examples/sites.toml", apache.addr, |_| {}).await;
+    let dir = temp_dir("sites-2009");
+    let site_root = dir.join("domain.com");
+    std::fs::create_dir_all(&site_root).unwrap();
+    let mut flv = b"FLV\x01\x05\0\0\0\x09\0\0\0\0".to_vec();
+    flv.extend((0..1000u32).map(|i| (i % 251) as u8));
+    std::fs::write(site_root.join("video.flv"), &flv).unwrap();
+    let shellac = Shellac::start_file("examples/sites.toml", apache.addr, |c| {
+        let site = c.sites.iter_mut().find(|s| s.name == "domain").unwrap();
+        site.root = Some(site_root.clone());
+        let media = c.backends.iter_mut().find(|b| b.name == "media").unwrap();
+        media.root = Some(dir.clone());
+    })
+    .await;
+    let r = get_host(shellac.addr, "www.domain.com", "/video.flv").await;
+    assert_eq!((r.status, &r.body[..]), (200, &flv[..]));
+    let r = get_host(shellac.addr, "domain.com", "/video.flv?start=413").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(&r.body[..13], &flv[..13], "the FLV header");
+    assert_eq!(&r.body[13..], &flv[413..], "then the file from byte 413");
+    // The default site has no such video (nor the media backend's own root).
+    assert_eq!(
+        get_host(shellac.addr, "66.55.44.33", "/video.flv")
+            .await
+            .text(),
+        "apache /video.flv"
+    );
     let r = get_host(shellac.addr, "www.domain.com", "/external/1234/").await;
     assert_eq!(r.text(), "apache /external.php?vid=1234");
     let r = get_host(shellac.addr, "www.domain.com", "/external/1234").await;
@@ -389,6 +415,7 @@ async fn the_2009_layout_example_works() {
     let r = get_host(shellac.addr, "66.55.44.33", "/external/1234/").await;
     assert_eq!(r.text(), "apache /external/1234/");
     shellac.stop().await;
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// Issue 31: `shellac stat`, `top`, `log`, the dashboard and `/metrics` can be filtered or
@@ -813,6 +840,77 @@ async fn each_site_runs_its_own_vcl_file() {
     let (status, v) = shellac.reload().await;
     assert_ne!(status, 200, "{v}");
     assert!(v.to_string().contains("`oa` is declared already"), "{v}");
+    shellac.stop().await;
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// examples/static-site.toml: a static site whose deploy made `.gz` / `.br` siblings: the
+/// cache is filled with the `.gz` as made (no compression at run time), gzip clients get it,
+/// others get it decoded; fingerprinted assets are kept a year, immutable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_static_site_example_sends_precompressed_siblings() {
+    use std::io::Write;
+    let unused = named("unused").await;
+    let dir = temp_dir("sites-static");
+    std::fs::create_dir_all(dir.join("assets")).unwrap();
+    let js = "console.log('hello');\n".repeat(50);
+    write(&dir.join("assets/app.3f9a1c.js"), &js);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(js.as_bytes()).unwrap();
+    let gz = gz.finish().unwrap();
+    std::fs::write(dir.join("assets/app.3f9a1c.js.gz"), &gz).unwrap();
+    let mut br = Vec::new();
+    brotli::BrotliCompress(
+        &mut js.as_bytes(),
+        &mut br,
+        &brotli::enc::BrotliEncoderParams::default(),
+    )
+    .unwrap();
+    std::fs::write(dir.join("assets/app.3f9a1c.js.br"), &br).unwrap();
+    write(&dir.join("index.html"), "<h1>home</h1>");
+    let shellac = Shellac::start_file("examples/static-site.toml", unused.addr, |c| {
+        c.backends[0].root = Some(dir.clone());
+    })
+    .await;
+    let addr = shellac.addr;
+    let host = ("host", "www.example.org");
+    let r = get_with(addr, "/", &[host]).await;
+    assert_eq!((r.status, r.text().as_str()), (200, "<h1>home</h1>"));
+    let r = get_with(
+        addr,
+        "/assets/app.3f9a1c.js",
+        &[host, ("accept-encoding", "gzip")],
+    )
+    .await;
+    assert_eq!(r.header("content-encoding"), Some("gzip"));
+    assert_eq!(&r.body[..], &gz[..]);
+    assert!(
+        r.header("vary")
+            .is_some_and(|v| v.to_ascii_lowercase().contains("accept-encoding")),
+        "{:?}",
+        r.headers
+    );
+    assert!(
+        r.header("cache-control")
+            .is_some_and(|v| v.contains("immutable")),
+        "{:?}",
+        r.headers
+    );
+    // A client without gzip: the stored `.gz` decoded as it is sent.
+    for ae in [None, Some("br")] {
+        let mut headers = vec![host];
+        headers.extend(ae.map(|v| ("accept-encoding", v)));
+        let r = get_with(addr, "/assets/app.3f9a1c.js", &headers).await;
+        assert_eq!(r.header("content-encoding"), None, "{ae:?}");
+        assert_eq!(r.text(), js, "{ae:?}");
+    }
+    let r = get_with(
+        addr,
+        "/assets/app.3f9a1c.js",
+        &[host, ("accept-encoding", "gzip")],
+    )
+    .await;
+    assert!(r.cache_status().contains("hit"), "{}", r.cache_status());
     shellac.stop().await;
     std::fs::remove_dir_all(&dir).ok();
 }
