@@ -4,8 +4,8 @@
 //! (a directory without one is 403, or its listing with `autoindex`: `listing.rs`), nginx's
 //! `try_files` (`try_files.rs`), `Content-Type` by extension (`mime.rs`), `ETag` /
 //! `Last-Modified`, 304 / 412 and single or multipart 206 / 416 with `If-Range`
-//! (`http/conditional.rs`, the rules the proxy applies to stored objects), precompressed `.br` / `.zst` / `.gz` siblings by
-//! `Accept-Encoding` with `Vary`. Its answer goes through the same cache policy, rules, logs
+//! (`http/conditional.rs`, the rules the proxy applies to stored objects), precompressed
+//! `.br` / `.zst` / `.gz` siblings by `Accept-Encoding` with `Vary`. Its answer goes through the same cache policy, rules, logs
 //! and counters as any backend's: a cache fill asks for the whole file without conditionals
 //! (the proxy answers 304 / 206 from the stored copy), a pass request gets them answered here.
 //!
