@@ -441,7 +441,7 @@ fn empty() -> BoxStream {
 
 /// The kind's handle: the state behind an `Arc`, shared with the blocking lookups; the
 /// files of the site roots requests carry (`site_root.rs`).
-pub(crate) struct FilesKind(Arc<Files>, SiteRoots);
+pub(crate) struct FilesKind(Arc<Files>, SiteRoots<Files>);
 
 impl FilesKind {
     pub(super) fn new(config: &BackendConfig) -> FilesKind {
@@ -490,7 +490,7 @@ impl Origin for FilesKind {
         // A site with a root of its own (`[[site]] root`) is served from it.
         match req.extensions().get::<DocRoot>() {
             Some(root) if *root.real != *self.0.cache.root() => {
-                let files = self.1.files(root);
+                let files = self.1.files(root, Files::new);
                 Ok(files.answer(req).await)
             }
             _ => Ok(self.0.answer(req).await),

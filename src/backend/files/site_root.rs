@@ -1,34 +1,34 @@
 //! `[[site]] root` for a files backend: a request that carries its site's document root
-//! ([`DocRoot`]) is served from that root, by a [`Files`] of its own (its own open-file cache,
-//! of the backend's size) made on the first such request and kept while the backend lives.
+//! ([`DocRoot`]) is served from that root, by a files origin of its own (`T`, made from the
+//! backend's settings with that root: its own open-file cache, of the backend's size) on the
+//! first such request and kept while the backend lives.
 //! Roots come from the configuration, so there are few; at most [`MAX_ROOTS`] are kept (a
 //! reload that changes roots many times starts over rather than growing).
 
 use std::sync::{Arc, Mutex};
 
-use super::Files;
 use crate::backend::DocRoot;
 use crate::config::BackendConfig;
 
 /// Site roots kept per backend, at most.
 const MAX_ROOTS: usize = 256;
 
-/// The backend's settings, and the [`Files`] of each site root seen.
-pub(super) struct SiteRoots {
+/// The backend's settings, and the files origin of each site root seen.
+pub(super) struct SiteRoots<T> {
     config: Box<BackendConfig>,
-    roots: Mutex<Vec<(DocRoot, Arc<Files>)>>,
+    roots: Mutex<Vec<(DocRoot, Arc<T>)>>,
 }
 
-impl SiteRoots {
-    pub fn new(config: &BackendConfig) -> SiteRoots {
+impl<T> SiteRoots<T> {
+    pub fn new(config: &BackendConfig) -> SiteRoots<T> {
         SiteRoots {
             config: Box::new(config.clone()),
             roots: Mutex::new(Vec::new()),
         }
     }
 
-    /// The files of `root`, with the backend's other settings.
-    pub fn files(&self, root: &DocRoot) -> Arc<Files> {
+    /// The files origin of `root`: `make` of the backend's settings with that root.
+    pub fn files(&self, root: &DocRoot, make: impl FnOnce(&BackendConfig) -> T) -> Arc<T> {
         let mut roots = match self.roots.lock() {
             Ok(r) => r,
             Err(poisoned) => poisoned.into_inner(),
@@ -41,13 +41,13 @@ impl SiteRoots {
         }
         let mut config = (*self.config).clone();
         config.root = Some(root.real.to_path_buf());
-        let files = Arc::new(Files::new(&config));
+        let files = Arc::new(make(&config));
         roots.push((root.clone(), files.clone()));
         files
     }
 
     /// Every site root's files (for the open-file cache's counters).
-    pub fn all(&self) -> Vec<Arc<Files>> {
+    pub fn all(&self) -> Vec<Arc<T>> {
         self.roots
             .lock()
             .map(|r| r.iter().map(|(_, f)| f.clone()).collect())
