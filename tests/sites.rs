@@ -668,6 +668,37 @@ sub vcl_deliver {{
     write(&dir.join("site.vcl"), &vcl);
     let text = format!(
         "{SERVER}[vcl]\nfile = \"site.vcl\"\n[[site]]\nname = \"a\"\nserver_name = \"a.test\"\nrewrite = '^/(.*)$ /a/$1 break'\n[[site]]\nname = \"b\"\nserver_name = \"b.test\"\nrewrite = '^/(.*)$ /b/$1 break'\n"
+    );
+    let file = dir.join("shellac.toml");
+    write(&file, &text);
+    let shellac = Shellac::start_reloadable(&file).await;
+    let r = get_host(shellac.addr, "a.test", "/x").await;
+    assert_eq!(r.text(), "o /a/x");
+    let r = get_with(shellac.addr, "/x", &[("host", "a.test"), ("x-again", "1")]).await;
+    assert_eq!(r.header("x-restarts"), Some("1"));
+    assert_eq!(r.text(), "o /a/x", "the same site's rewrites run once");
+    let r = get_with(
+        shellac.addr,
+        "/x",
+        &[("host", "a.test"), ("x-move", "b.test")],
+    )
+    .await;
+    assert_eq!(r.header("x-restarts"), Some("1"));
+    assert_eq!(
+        r.text(),
+        "o /b/a/x",
+        "site b after the restart, its rewrite too"
+    );
+    let r = get_with(
+        shellac.addr,
+        "/x",
+        &[("host", "a.test"), ("x-move", "z.test")],
+    )
+    .await;
+    assert_eq!(r.status, 421, "no site for the new host, no default");
+    shellac.stop().await;
+    std::fs::remove_dir_all(&dir).ok();
+}
 
 /// nginx's `root` in a `server { }`: `[[site]] root` is the document root of the files
 /// backend for that site's requests; a site without one serves the backend's own root. The
@@ -701,31 +732,6 @@ default = true
     let file = dir.join("shellac.toml");
     write(&file, &text);
     let shellac = Shellac::start_reloadable(&file).await;
-    let r = get_host(shellac.addr, "a.test", "/x").await;
-    assert_eq!(r.text(), "o /a/x");
-    let r = get_with(shellac.addr, "/x", &[("host", "a.test"), ("x-again", "1")]).await;
-    assert_eq!(r.header("x-restarts"), Some("1"));
-    assert_eq!(r.text(), "o /a/x", "the same site's rewrites run once");
-    let r = get_with(
-        shellac.addr,
-        "/x",
-        &[("host", "a.test"), ("x-move", "b.test")],
-    )
-    .await;
-    assert_eq!(r.header("x-restarts"), Some("1"));
-    assert_eq!(
-        r.text(),
-        "o /b/a/x",
-        "site b after the restart, its rewrite too"
-    );
-    let r = get_with(
-        shellac.addr,
-        "/x",
-        &[("host", "a.test"), ("x-move", "z.test")],
-    )
-    .await;
-    assert_eq!(r.status, 421, "no site for the new host, no default");
-
     let addr = shellac.addr;
     for _ in 0..2 {
         assert_eq!(get_host(addr, "blog.test", "/").await.text(), "blog page");
