@@ -700,73 +700,6 @@ sub vcl_deliver {{
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// nginx's `root` in a `server { }`: `[[site]] root` is the document root of the files
-/// backend for that site's requests; a site without one serves the backend's own root. The
-/// same path on two sites is two files (and two cache objects).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_site_serves_files_from_its_own_root() {
-    let dir = temp_dir("sites-root");
-    for (site, text) in [("main", "main page"), ("blog", "blog page")] {
-        std::fs::create_dir_all(dir.join(site)).unwrap();
-        write(&dir.join(site).join("index.html"), text);
-    }
-    write(&dir.join("blog").join("only-blog.txt"), "blog only");
-    let text = format!(
-        r#"{SERVER}
-[[backend]]
-name = "files"
-protocol = "files"
-root = "{main}"
-
-[[site]]
-name = "blog"
-server_name = "blog.test"
-root = "{blog}"
-[[site]]
-name = "main"
-default = true
-"#,
-        main = dir.join("main").display(),
-        blog = dir.join("blog").display(),
-    );
-    let file = dir.join("shellac.toml");
-    write(&file, &text);
-    let shellac = Shellac::start_reloadable(&file).await;
-    let addr = shellac.addr;
-    for _ in 0..2 {
-        assert_eq!(get_host(addr, "blog.test", "/").await.text(), "blog page");
-        assert_eq!(get_host(addr, "www.test", "/").await.text(), "main page");
-    }
-    assert_eq!(
-        get_host(addr, "blog.test", "/only-blog.txt").await.text(),
-        "blog only"
-    );
-    assert_eq!(
-        get_host(addr, "www.test", "/only-blog.txt").await.status,
-        404
-    );
-    // A reload that moves the site's root serves the new one.
-    write(
-        &dir.join("main").join("moved.txt"),
-        "now from main's directory",
-    );
-    write(
-        &file,
-        &text.replace(
-            &format!("root = \"{}\"\n[[site]]", dir.join("blog").display()),
-            &format!("root = \"{}\"\n[[site]]", dir.join("main").display()),
-        ),
-    );
-    let (status, v) = shellac.reload().await;
-    assert_eq!(status, 200, "{v}");
-    assert_eq!(
-        get_host(addr, "blog.test", "/moved.txt").await.text(),
-        "now from main's directory"
-    );
-    shellac.stop().await;
-    std::fs::remove_dir_all(&dir).ok();
-}
-
 /// `[[site]] vcl`: each site runs its own VCL program (chosen per request once the site is),
 /// another site its rules; hits of a VCL site still run its program; a reload compiles the
 /// files again, and one that does not compile is named file:line while the running
@@ -846,6 +779,73 @@ async fn each_site_runs_its_own_vcl_file() {
     let (status, v) = shellac.reload().await;
     assert_ne!(status, 200, "{v}");
     assert!(v.to_string().contains("`oa` is declared already"), "{v}");
+    shellac.stop().await;
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// nginx's `root` in a `server { }`: `[[site]] root` is the document root of the files
+/// backend for that site's requests; a site without one serves the backend's own root. The
+/// same path on two sites is two files (and two cache objects).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_site_serves_files_from_its_own_root() {
+    let dir = temp_dir("sites-root");
+    for (site, text) in [("main", "main page"), ("blog", "blog page")] {
+        std::fs::create_dir_all(dir.join(site)).unwrap();
+        write(&dir.join(site).join("index.html"), text);
+    }
+    write(&dir.join("blog").join("only-blog.txt"), "blog only");
+    let text = format!(
+        r#"{SERVER}
+[[backend]]
+name = "files"
+protocol = "files"
+root = "{main}"
+
+[[site]]
+name = "blog"
+server_name = "blog.test"
+root = "{blog}"
+[[site]]
+name = "main"
+default = true
+"#,
+        main = dir.join("main").display(),
+        blog = dir.join("blog").display(),
+    );
+    let file = dir.join("shellac.toml");
+    write(&file, &text);
+    let shellac = Shellac::start_reloadable(&file).await;
+    let addr = shellac.addr;
+    for _ in 0..2 {
+        assert_eq!(get_host(addr, "blog.test", "/").await.text(), "blog page");
+        assert_eq!(get_host(addr, "www.test", "/").await.text(), "main page");
+    }
+    assert_eq!(
+        get_host(addr, "blog.test", "/only-blog.txt").await.text(),
+        "blog only"
+    );
+    assert_eq!(
+        get_host(addr, "www.test", "/only-blog.txt").await.status,
+        404
+    );
+    // A reload that moves the site's root serves the new one.
+    write(
+        &dir.join("main").join("moved.txt"),
+        "now from main's directory",
+    );
+    write(
+        &file,
+        &text.replace(
+            &format!("root = \"{}\"\n[[site]]", dir.join("blog").display()),
+            &format!("root = \"{}\"\n[[site]]", dir.join("main").display()),
+        ),
+    );
+    let (status, v) = shellac.reload().await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        get_host(addr, "blog.test", "/moved.txt").await.text(),
+        "now from main's directory"
+    );
     shellac.stop().await;
     std::fs::remove_dir_all(&dir).ok();
 }
