@@ -312,6 +312,16 @@ async fn no_example_stores_an_error() {
                 b.port = addr.port();
                 b.probe = None;
                 b.tls = None;
+                // Files and FastCGI backends (the site examples) are this test's HTTP origin:
+                // their answers go through the same policy.
+                b.protocol = shellac::config::BackendProtocol::Http1;
+                b.root = None;
+                b.address = None;
+            }
+            // The test asks for 127.0.0.1: an example whose sites name only their hosts (as a
+            // real site does, unknown names getting 421) gets its first site as the default.
+            if !c.sites.is_empty() && !c.sites.iter().any(|s| s.default) {
+                c.sites[0].default = true;
             }
             if let Some(d) = &mut c.storage.disk {
                 d.path = disk_path;
