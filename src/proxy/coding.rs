@@ -237,10 +237,18 @@ pub(super) enum Chosen {
 /// response a rule says `compress = false` of.
 pub(super) fn representation(txn: &Txn, object: Arc<Object>) -> Chosen {
     let reps = &txn.proxy.representations;
+    if !reps.enabled() || object.status != StatusCode::OK {
+        return Chosen::Object(object);
+    }
     let gzip = stored_gzip(&object.headers);
-    if !reps.enabled()
-        || object.status != StatusCode::OK
-        || crate::esi::marked(object.headers.block())
+    // The client's preference first: a hit for a client that takes nothing better than what
+    // is stored ends here, before the object's fields are read again (the HTTP/2 hit path
+    // has no prepared head that remembers them).
+    let (Some(key), Some(coding)) = (&txn.key, reps.preferred(&txn.filters.coding.accepts, gzip))
+    else {
+        return Chosen::Object(object);
+    };
+    if crate::esi::marked(object.headers.block())
         || crate::http::cache_control::no_transform(object.headers.values("cache-control"))
         || !(gzip || recodable_identity(txn, &object))
         // `If-Range` names the object's bytes (its strong ETag: identity_for_if_range).
@@ -255,10 +263,6 @@ pub(super) fn representation(txn: &Txn, object: Arc<Object>) -> Chosen {
     {
         return Chosen::Object(object);
     }
-    let (Some(key), Some(coding)) = (&txn.key, reps.preferred(&txn.filters.coding.accepts, gzip))
-    else {
-        return Chosen::Object(object);
-    };
     match reps.lookup(&txn.proxy.cache, &txn.proxy.counters, key, &object, coding) {
         Found::Rep(rep) => Chosen::Object(rep),
         Found::Absent => Chosen::Object(object),
