@@ -110,7 +110,6 @@ const CIRCLES: &[(&str, &[&str], &str)] = &[
         "settings/mod.rs defines the `Setting` type each section's table uses and lists the \
         tables; to cut, the type into its own file",
     ),
-    ("preflight", &["acme", "self"], OWN_FILE),
     (
         "proxy",
         &[

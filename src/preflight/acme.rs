@@ -2,7 +2,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use super::{Finding, Severity};
+use super::finding::{Finding, Severity};
 use crate::config::acme::AcmeConfig;
 
 /// What the machine says about `[[tls]]` number `i`'s `[[tls.acme]]` (run by `check` and

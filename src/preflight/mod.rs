@@ -13,38 +13,20 @@
 //! a configuration meant to replace a running instance meets.
 
 mod acme;
+mod disk;
+mod files;
+mod finding;
 mod holder;
 
-use std::fs::{File, OpenOptions};
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::config::tls::TlsConfig;
-use crate::config::{Config, ConfigError, DiskConfig, OnOpenError, locate, units};
-
-/// How much a finding matters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Severity {
-    /// `serve` would refuse to start: `check` fails.
-    Error,
-    /// Worth knowing; `check` still passes.
-    Warning,
-}
-
-/// One thing the machine says about the configuration, at a dotted key.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Finding {
-    pub severity: Severity,
-    pub path: Vec<String>,
-    pub message: String,
-}
-
-fn at(parts: &[&str]) -> Vec<String> {
-    parts.iter().map(|p| p.to_string()).collect()
-}
+use crate::config::{Config, ConfigError, locate};
+use files::{access_log, document_root, origin_paths};
+use finding::at;
+pub use finding::{Finding, Severity};
 
 /// What the machine says about `config` ([`check`]: addresses that cannot be bound, paths
 /// that cannot be opened or created, room for the disk tier), located in `text` (the file it
@@ -133,65 +115,11 @@ pub fn check_file(config: &Config, file: Option<&Path>) -> Vec<Finding> {
         });
     }
     if let Some(d) = &config.storage.disk {
-        out.extend(disk(d));
+        out.extend(disk::disk(d));
     }
     let log = config.log.access_log.as_str();
     if log != "off" && log != "stdout" {
         out.extend(access_log(Path::new(log)));
-    }
-    out
-}
-
-/// A document root (a backend's or a site's) that is not a directory this process can list.
-fn document_root(root: &Path, path: Vec<String>) -> Option<Finding> {
-    let problem = match std::fs::metadata(root) {
-        Ok(m) if !m.is_dir() => "is not a directory".to_string(),
-        Ok(_) => format!("cannot be read: {}", std::fs::read_dir(root).err()?),
-        Err(e) => format!("cannot be opened: {e}"),
-    };
-    Some(Finding {
-        severity: Severity::Error,
-        path,
-        message: format!("document root {} {problem}", root.display()),
-    })
-}
-
-/// A backend's document root (a directory this process can list) and Unix socket (its
-/// directory exists; what is there is a socket — not there yet is a warning: the application
-/// may start after Shellac).
-fn origin_paths(i: usize, b: &crate::config::BackendConfig) -> Vec<Finding> {
-    let mut out = Vec::new();
-    let key = |k: &str| vec!["backend".to_string(), i.to_string(), k.to_string()];
-    if let Some(root) = &b.root {
-        out.extend(document_root(root, key("root")));
-    }
-    if let Some(path) = b.address.as_deref().and_then(crate::config::unix_path) {
-        use std::os::unix::fs::FileTypeExt;
-        let dir = directory_of(path);
-        let (severity, message) = match std::fs::metadata(path) {
-            Ok(m) if m.file_type().is_socket() => return out,
-            Ok(_) => (
-                Severity::Error,
-                format!("{} is not a socket", path.display()),
-            ),
-            Err(_) if !dir.is_dir() => (
-                Severity::Error,
-                format!(
-                    "{}: directory {} does not exist",
-                    path.display(),
-                    dir.display()
-                ),
-            ),
-            Err(e) => (
-                Severity::Warning,
-                format!("{}: {e} (nothing listens there yet)", path.display()),
-            ),
-        };
-        out.push(Finding {
-            severity,
-            path: key("address"),
-            message,
-        });
     }
     out
 }
@@ -327,185 +255,6 @@ fn somaxconn() -> Option<u32> {
         .trim()
         .parse()
         .ok()
-}
-
-/// The directory a file named by `path` goes in.
-fn directory_of(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
-/// Whether a new file can be created in `dir`: a probe file is created and removed at once.
-fn can_create_in(dir: &Path) -> io::Result<()> {
-    match std::fs::metadata(dir) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(io::Error::new(
-                e.kind(),
-                format!("directory {} does not exist", dir.display()),
-            ));
-        }
-        Err(e) => return Err(e),
-        Ok(m) if !m.is_dir() => {
-            return Err(io::Error::other(format!(
-                "{} is not a directory",
-                dir.display()
-            )));
-        }
-        Ok(_) => {}
-    }
-    let probe = dir.join(format!(".shellac-check-{}", std::process::id()));
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&probe)
-        .map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("cannot create files in {}: {e}", dir.display()),
-            )
-        })?;
-    let _ = std::fs::remove_file(&probe);
-    Ok(())
-}
-
-fn access_log(path: &Path) -> Option<Finding> {
-    let problem = match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => Some(format!("{} is a directory", path.display())),
-        // A FIFO or device is opened by `serve` as it is (a FIFO waits for its reader).
-        Ok(m) if !m.is_file() => None,
-        Ok(_) => OpenOptions::new()
-            .append(true)
-            .open(path)
-            .err()
-            .map(|e| format!("cannot open {} for appending: {e}", path.display())),
-        Err(_) => can_create_in(&directory_of(path))
-            .err()
-            .map(|e| format!("cannot create {}: {e}", path.display())),
-    }?;
-    Some(Finding {
-        severity: Severity::Error,
-        path: at(&["log", "access_log"]),
-        message: problem,
-    })
-}
-
-fn disk(d: &DiskConfig) -> Vec<Finding> {
-    // With `memory-only`, `serve` runs without the tier instead of refusing.
-    let (severity, consequence) = match d.on_open_error {
-        OnOpenError::Refuse => (Severity::Error, ""),
-        OnOpenError::MemoryOnly => (
-            Severity::Warning,
-            " (on_open_error = \"memory-only\": `serve` will run without the disk tier)",
-        ),
-    };
-    let finding = |severity, field: &str, message: String| Finding {
-        severity,
-        path: at(&["storage", "disk", field]),
-        message,
-    };
-    let mut out = Vec::new();
-    if d.path.as_os_str().is_empty() || d.path.is_dir() {
-        return out; // Config::validate says so.
-    }
-    let existing = match std::fs::metadata(&d.path) {
-        Ok(m) if !m.is_file() => {
-            out.push(finding(
-                severity,
-                "path",
-                format!("{} is not a regular file{consequence}", d.path.display()),
-            ));
-            return out;
-        }
-        Ok(_) => match OpenOptions::new().read(true).write(true).open(&d.path) {
-            Ok(file) => Some(file),
-            Err(e) => {
-                out.push(finding(
-                    severity,
-                    "path",
-                    format!(
-                        "cannot open {} for reading and writing: {e}{consequence}",
-                        d.path.display()
-                    ),
-                ));
-                return out;
-            }
-        },
-        Err(_) => {
-            if let Err(e) = can_create_in(&directory_of(&d.path)) {
-                out.push(finding(
-                    severity,
-                    "path",
-                    format!("cannot create {}: {e}{consequence}", d.path.display()),
-                ));
-                return out;
-            }
-            None
-        }
-    };
-    if let Some(file) = &existing
-        && !lockable(file)
-    {
-        out.push(finding(
-            Severity::Warning,
-            "path",
-            format!(
-                "{} is locked by another process now (a running Shellac?); `serve` cannot use it until that process stops{}",
-                d.path.display(),
-                if d.on_open_error == OnOpenError::Refuse {
-                    " (on_open_error = \"refuse\": it would not start)"
-                } else {
-                    consequence
-                }
-            ),
-        ));
-    }
-    let regions = d.size.0.checked_div(d.region_size.0).unwrap_or(0);
-    let needed = crate::cache::disk::format::DATA_START
-        .saturating_add(regions.saturating_mul(d.region_size.0));
-    let allocated = existing
-        .as_ref()
-        .and_then(|f| f.metadata().ok())
-        .map_or(0, |m| m.blocks().saturating_mul(512));
-    if let Some(available) = free_space(&directory_of(&d.path))
-        && needed.saturating_sub(allocated) > available
-    {
-        out.push(finding(
-            severity,
-            "size",
-            format!(
-                "not enough free space for the disk cache in {}: {} needed, {} available{consequence}",
-                directory_of(&d.path).display(),
-                units::format_size(needed.saturating_sub(allocated)),
-                units::format_size(available)
-            ),
-        ));
-    }
-    out
-}
-
-/// Whether nobody else holds the data file's lock (taken and released at once).
-fn lockable(file: &File) -> bool {
-    // SAFETY: flock on a valid descriptor we own; released when `file` closes (or below).
-    let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
-    if locked {
-        // SAFETY: as above.
-        unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
-    }
-    locked
-}
-
-/// Bytes an unprivileged writer may still allocate in the filesystem holding `dir`.
-fn free_space(dir: &Path) -> Option<u64> {
-    let dir = File::open(dir).ok()?;
-    // SAFETY: fstatvfs fills the zeroed struct it is given for a valid descriptor.
-    let mut vfs: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid descriptor and a struct of the type fstatvfs fills.
-    if unsafe { libc::fstatvfs(dir.as_raw_fd(), &mut vfs) } != 0 {
-        return None;
-    }
-    Some((vfs.f_bavail as u64).saturating_mul(vfs.f_frsize as u64))
 }
 
 #[cfg(test)]
