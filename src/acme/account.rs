@@ -17,7 +17,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde::{Deserialize, Serialize};
 
-use super::Failure;
+use super::failure::Failure;
 use super::files;
 use super::http::{AcmeHttp, Client};
 

@@ -10,8 +10,8 @@ use instant_acme::{
     Account, AuthorizationStatus, ChallengeType, Identifier, NewOrder, OrderStatus, RetryPolicy,
 };
 
-use super::Failure;
 use super::challenge::{self, Published, Tokens};
+use super::failure::Failure;
 use crate::config::acme::{Challenge, KeyType};
 use crate::tls::store::CertStore;
 

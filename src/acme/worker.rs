@@ -12,9 +12,10 @@ use instant_acme::{Account, ExternalAccountKey};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::Host;
+use super::failure::Failure;
+use super::managed::{Host, Managed};
 use super::order::{self, Responders};
-use super::{Failure, Managed, account, files, http, schedule};
+use super::{account, files, http, schedule};
 use crate::tls::certs::{Loaded, unix_now};
 use crate::tls::watch::Listeners;
 
