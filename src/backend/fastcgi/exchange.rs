@@ -13,7 +13,7 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 
-use super::Pool;
+use super::pool::Pool;
 use crate::backend::connector::Transport;
 use crate::backend::{BoxError, RequestBody};
 use crate::fastcgi::head::{self, CgiHead};

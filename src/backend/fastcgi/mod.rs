@@ -17,11 +17,12 @@
 //! there is one, else 404.
 
 mod exchange;
+mod pool;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
@@ -29,86 +30,13 @@ use http_body::Body as _;
 use http_body_util::BodyExt;
 
 use self::exchange::{ExchangeError, ReadState, StdoutBody};
+use self::pool::Pool;
 use super::connector::Transport;
 use super::files::{open, path};
 use super::origin::{BoxStream, Origin, Source, plain_response};
 use super::{Backend, ClientInfo, DocRoot, FetchError, RequestBody};
 use crate::config::BackendConfig;
 use crate::fastcgi::params::{self, ScriptPath};
-
-/// Kept connections.
-pub(crate) struct Pool {
-    idle: Mutex<Idle>,
-    max_idle: usize,
-    idle_timeout: Duration,
-}
-
-/// The kept connections, oldest first, and whether a task is closing them as they expire.
-#[derive(Default)]
-struct Idle {
-    conns: Vec<(Transport, Instant)>,
-    reaping: bool,
-}
-
-impl Pool {
-    /// A connection whose request ended cleanly, kept for the next one. A kept connection
-    /// holds a PHP-FPM child, so it is closed once `idle_timeout` passes unused — by a task
-    /// that runs while any are kept, not at the next request, which may never come.
-    pub(crate) fn checkin(self: &Arc<Self>, conn: Transport) {
-        let Ok(mut idle) = self.idle.lock() else {
-            return;
-        };
-        let now = Instant::now();
-        idle.conns
-            .retain(|(_, since)| now.duration_since(*since) < self.idle_timeout);
-        if idle.conns.len() >= self.max_idle {
-            return;
-        }
-        idle.conns.push((conn, now));
-        if !idle.reaping
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            idle.reaping = true;
-            runtime.spawn(Pool::reap(Arc::downgrade(self)));
-        }
-    }
-
-    /// Closes kept connections as they pass `idle_timeout`; ends when none is kept (or the
-    /// backend is gone).
-    async fn reap(pool: std::sync::Weak<Pool>) {
-        loop {
-            let wake = {
-                let Some(pool) = pool.upgrade() else { return };
-                let Ok(mut idle) = pool.idle.lock() else {
-                    return;
-                };
-                let now = Instant::now();
-                let timeout = pool.idle_timeout;
-                idle.conns
-                    .retain(|(_, since)| now.duration_since(*since) < timeout);
-                match idle.conns.iter().map(|(_, since)| *since).min() {
-                    Some(oldest) => oldest + timeout,
-                    None => {
-                        idle.reaping = false;
-                        return;
-                    }
-                }
-            };
-            tokio::time::sleep_until(wake.into()).await;
-        }
-    }
-
-    /// The most recently kept connection still within `idle_timeout`.
-    fn checkout(&self) -> Option<Transport> {
-        let mut idle = self.idle.lock().ok()?;
-        while let Some((conn, since)) = idle.conns.pop() {
-            if since.elapsed() < self.idle_timeout {
-                return Some(conn);
-            }
-        }
-        None
-    }
-}
 
 /// A FastCGI application behind a backend.
 pub(crate) struct FastCgi {
@@ -140,11 +68,7 @@ impl FastCgi {
             .trim_end_matches('/')
             .to_string();
         FastCgi {
-            pool: Arc::new(Pool {
-                idle: Mutex::new(Idle::default()),
-                max_idle: config.max_idle,
-                idle_timeout: config.idle_timeout.0,
-            }),
+            pool: Arc::new(Pool::new(config.max_idle, config.idle_timeout.0)),
             root: std::fs::canonicalize(&configured).unwrap_or(configured),
             document_root,
             index: config
@@ -294,7 +218,7 @@ impl FastCgi {
             extra: &self.extra,
         };
         let encoded = params::encode(&request);
-        let keep = self.pool.max_idle > 0;
+        let keep = self.pool.keeps();
         exchange::send(&mut conn, &encoded, body, keep)
             .await
             .map_err(failed)?;
@@ -382,7 +306,7 @@ impl Origin for FastCgi {
     }
 
     fn idle(&self) -> usize {
-        self.pool.idle.lock().map(|i| i.conns.len()).unwrap_or(0)
+        self.pool.kept()
     }
 }
 
