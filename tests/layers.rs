@@ -45,7 +45,6 @@ const CIRCLES: &[(&str, &[&str], &str)] = &[
         calls the kinds (`kind.rs`); body.rs names the files body; to cut, `Backend`'s shared \
         parts into their own file",
     ),
-    ("backend::files", &["self", "try_files"], OWN_FILE),
     (
         "cache",
         &["ban", "body", "disk", "object", "policy", "storage"],

@@ -6,8 +6,8 @@
 //! root, or the request handed on unchanged to another backend (`TryNext`, which the fetch
 //! step reads: `proxy/fetch/send.rs`).
 
+use super::lookup::{Files, Found};
 use super::path::{self, FilePath};
-use super::{Files, Found};
 use crate::config::try_files::{Fallback, TryFiles, URI};
 use crate::http::accept_encoding::Accepts;
 use http::StatusCode;
