@@ -109,7 +109,7 @@ counters! {
     client_interim: "1xx informational responses from backends (103 Early Hints, 102 Processing) forwarded to clients ahead of the final response",
     client_interim_dropped: "1xx informational responses from backends not forwarded: the client spoke HTTP/1.0, more than 8 came for one request, they could not go out before the final response in order (pipelined requests), or the HTTP/2 stream was reset",
     client_tunnel: "Connections switched to a tunnel after the backend answered an Upgrade request with 101",
-    client_tunnel_idle_closed: "Tunnels closed after idle_timeout without a byte either way",
+    client_tunnel_idle_closed: "Tunnels closed after tunnel_idle_timeout without a byte either way",
     client_accept_error: "Failed accept() calls (e.g. out of file descriptors); the listener backs off 50 ms",
     client_proxy: "PROXY protocol headers accepted on server.proxy_protocol listeners (the client address they name replaces the peer's)",
     client_proxy_untrusted: "Connections to a server.proxy_protocol listener closed because the peer is not in server.proxy_protocol_from",

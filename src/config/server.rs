@@ -95,10 +95,13 @@ pub struct ServerConfig {
     pub rate_limit_keys: usize,
     /// Protocols a client may switch to with `Upgrade` (RFC 9110 §7.8), case-insensitive: the
     /// request is passed with its `Upgrade` to the backend, and if the backend answers 101 the
-    /// connection becomes a tunnel (closed after `idle_timeout` without traffic). Others are
+    /// connection becomes a tunnel (closed after `tunnel_idle_timeout` without traffic). Others are
     /// answered as plain HTTP. Default `["websocket"]`; `[]` tunnels nothing.
     #[serde(deserialize_with = "lists::one_or_many")]
     pub upgrade_protocols: Vec<String>,
+    /// A tunnel (a connection switched by a backend's 101) with no byte either way for this
+    /// long is closed (Varnish's `pipe_timeout`). Default 60 s.
+    pub tunnel_idle_timeout: Dur,
     /// Networks of proxies in front of Shellac whose `X-Forwarded-For`, `X-Forwarded-Host`,
     /// `X-Forwarded-Proto`, `Forwarded` and `Via` are kept (and appended to). From any other
     /// client these fields are replaced. Default `[]` (no client is trusted).
@@ -241,6 +244,7 @@ impl Default for ServerConfig {
             max_connections: 10_000,
             rate_limit_keys: 100_000,
             upgrade_protocols: vec!["websocket".into()],
+            tunnel_idle_timeout: Dur(Duration::from_secs(60)),
             trusted_proxies: Vec::new(),
             proxy_protocol: super::proxy_protocol::ProxyProtocol::Off,
             proxy_protocol_from: Vec::new(),

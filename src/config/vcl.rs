@@ -34,6 +34,9 @@ pub struct VclConfig {
     /// Between-bytes timeout of backends without `.between_bytes_timeout` (Varnish's
     /// `between_bytes_timeout`). Default 60 s.
     pub between_bytes_timeout: Dur,
+    /// How long the VCL file's backends keep an idle connection for reuse (Varnish's
+    /// `backend_idle_timeout`; a `[[backend]]`'s `idle_timeout`). Default 60 s.
+    pub backend_idle_timeout: Dur,
     /// `return (restart)` per request at most (Varnish's `max_restarts`). Default 4.
     pub max_restarts: u32,
     /// `return (retry)` per backend fetch at most (Varnish's `max_retries`). Default 4.
@@ -59,6 +62,7 @@ impl Default for VclConfig {
             connect_timeout: Dur(std::time::Duration::from_millis(3500)),
             first_byte_timeout: Dur(std::time::Duration::from_secs(60)),
             between_bytes_timeout: Dur(std::time::Duration::from_secs(60)),
+            backend_idle_timeout: Dur(std::time::Duration::from_secs(60)),
             max_restarts: 4,
             max_retries: 4,
             origins_from_file: false,

@@ -1,6 +1,6 @@
 //! A tunnel between a client and a backend after the backend answered an `Upgrade` request
 //! with 101 (WebSocket): bytes are copied both ways unread, until either side closes, nothing
-//! moves for `idle_timeout`, or Shellac shuts down.
+//! moves for `tunnel_idle_timeout`, or Shellac shuts down.
 
 use std::io;
 use std::pin::Pin;

@@ -174,6 +174,7 @@ fn compile(config: &Config, path: &Path) -> Result<Program, Vec<ConfigError>> {
             connect: config.vcl.connect_timeout.0,
             first_byte: config.vcl.first_byte_timeout.0,
             between_bytes: config.vcl.between_bytes_timeout.0,
+            backend_idle: config.vcl.backend_idle_timeout.0,
         },
     };
     super::load::load(path)

@@ -375,22 +375,26 @@ pub struct Program {
     pub timeouts: Timeouts,
 }
 
-/// Backend timeouts by default: Varnish's `connect_timeout`, `first_byte_timeout` and
-/// `between_bytes_timeout` parameters (`[vcl]` settings of the same names).
+/// Backend timeouts by default: Varnish's `connect_timeout`, `first_byte_timeout`,
+/// `between_bytes_timeout` and `backend_idle_timeout` parameters (`[vcl]` settings of the
+/// same names).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Timeouts {
     pub connect: std::time::Duration,
     pub first_byte: std::time::Duration,
     pub between_bytes: std::time::Duration,
+    /// How long an idle pooled connection is kept.
+    pub backend_idle: std::time::Duration,
 }
 
 impl Default for Timeouts {
-    /// Varnish's defaults: 3.5 s, 60 s, 60 s.
+    /// Varnish's defaults: 3.5 s, 60 s, 60 s, 60 s.
     fn default() -> Timeouts {
         Timeouts {
             connect: std::time::Duration::from_millis(3500),
             first_byte: std::time::Duration::from_secs(60),
             between_bytes: std::time::Duration::from_secs(60),
+            backend_idle: std::time::Duration::from_secs(60),
         }
     }
 }

@@ -47,8 +47,10 @@ const MAIN: &[(&str, &[&str])] = &[
     ("esi_req", &["esi_includes"]),
 ];
 
-/// `VBE.<vcl>.<backend>.<field>` → the field of the backend in `/backends`.
-const VBE: &[(&str, &str)] = &[("req", "req"), ("busy", "busy")];
+/// `VBE.<vcl>.<backend>.<field>` → the field of the backend in `/backends`. Varnish's
+/// `conn` is a gauge, the connections in use by fetches now (`in_flight`; Shellac's own
+/// `conn` counts connections opened).
+const VBE: &[(&str, &str)] = &[("req", "req"), ("busy", "busy"), ("conn", "in_flight")];
 
 /// Where a Varnish counter's value comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -155,6 +157,13 @@ mod tests {
             Ok(Source::Backend {
                 name: "s1".into(),
                 field: "req"
+            })
+        );
+        assert_eq!(
+            source("VBE.vcl1.s1.conn", Some("vcl1")),
+            Ok(Source::Backend {
+                name: "s1".into(),
+                field: "in_flight"
             })
         );
         assert!(matches!(

@@ -45,6 +45,9 @@ enum Rule {
     /// Shellac behaves as this value says and cannot be switched: the value is accepted,
     /// the others have no equivalent.
     Fixed(&'static str),
+    /// Shellac behaves as any value above zero says (its bound is its own): those are
+    /// accepted, `0` has no equivalent.
+    AboveZero,
     /// A list of `+flag`/`-flag`: each one maps to a boolean setting, only concerns Varnish's
     /// log or debugging files, or has no equivalent.
     Flags(&'static [(&'static str, Flag)]),
@@ -128,6 +131,18 @@ const PARAMS: &[(&str, Rule)] = &[
         Rule::Setting("server", "max_response_field_size", Kind::Bytes, "8k"),
     ),
     (
+        "pipe_timeout",
+        Rule::Setting("server", "tunnel_idle_timeout", Kind::Seconds, "60"),
+    ),
+    (
+        "backend_idle_timeout",
+        Rule::Setting("vcl", "backend_idle_timeout", Kind::Seconds, "60"),
+    ),
+    // How much of a passed response Varnish reads ahead of the client (0: all of it, at the
+    // backend's pace): Shellac always streams a passed body at the client's pace, holding
+    // the backend connection, with no more than its socket and stream buffers in between.
+    ("transit_buffer", Rule::AboveZero),
+    (
         "shortlived",
         Rule::Setting("cache", "shortlived", Kind::Seconds, "10"),
     ),
@@ -179,6 +194,8 @@ const PARAMS: &[(&str, Rule)] = &[
     ("fetch_chunksize", Rule::NoMeaning),
     ("fetch_maxchunksize", Rule::NoMeaning),
     ("vcl_cooldown", Rule::NoMeaning),
+    // How long varnishd's manager waits for its child's answer to a CLI command.
+    ("cli_timeout", Rule::NoMeaning),
     ("vcl_trace", Rule::LogOnly),
     ("diag_bitmap", Rule::LogOnly),
     ("vsl_mask", Rule::LogOnly),
@@ -212,6 +229,7 @@ const PARAMS: &[(&str, Rule)] = &[
         Rule::Flags(&[
             ("http2", Flag::Setting("http2", "h2c")),
             ("no_coredump", Flag::LogOnly),
+            ("trace", Flag::LogOnly),
             ("short_panic", Flag::LogOnly),
             (
                 "esi_disable_xml_check",
@@ -354,6 +372,13 @@ impl Settings {
             }
             Rule::Fixed(v) => {
                 if value != *v {
+                    return unmapped(format!("{name}={value}"));
+                }
+            }
+            Rule::AboveZero => {
+                let n = units::parse_size(value)
+                    .map_err(|e| ParamError::Invalid(format!("{name}: {e}")))?;
+                if n == 0 {
                     return unmapped(format!("{name}={value}"));
                 }
             }
@@ -596,8 +621,33 @@ mod tests {
             s.set("http_resp_hdr_len", "x"),
             Err(ParamError::Invalid(_))
         ));
+        // A tunnel's idle timeout and the VCL backends' pool: settings of their own.
+        assert_eq!(s.set("pipe_timeout", "0.5"), Ok(()));
+        assert_eq!(
+            s.values
+                .get(&("server", "tunnel_idle_timeout"))
+                .map(String::as_str),
+            Some("\"500ms\"")
+        );
+        assert_eq!(s.set("backend_idle_timeout", "120"), Ok(()));
+        assert_eq!(
+            s.values
+                .get(&("vcl", "backend_idle_timeout"))
+                .map(String::as_str),
+            Some("\"120000ms\"")
+        );
+        // Shellac streams passes at the client's pace: any read-ahead bound but none.
+        assert_eq!(s.set("transit_buffer", "1k"), Ok(()));
         assert!(matches!(
-            s.set("pipe_timeout", "1"),
+            s.set("transit_buffer", "0"),
+            Err(ParamError::Unmapped(_))
+        ));
+        assert!(matches!(
+            s.set("transit_buffer", "x"),
+            Err(ParamError::Invalid(_))
+        ));
+        assert!(matches!(
+            s.set("backend_remote_error_holddown", "1"),
             Err(ParamError::Unmapped(_))
         ));
         // Backend timeouts and restarts: `[vcl]`'s defaults for the file's backends.

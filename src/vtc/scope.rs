@@ -451,8 +451,9 @@ mod tests {
             scope("varnish v1 -cliok \"param.set thread_pools 1\""),
             None
         );
-        // connect_timeout and send_timeout have settings now ([vcl] connect_timeout,
-        // server.send_total_timeout); pipe_timeout has none.
+        // connect_timeout, send_timeout and pipe_timeout have settings now ([vcl]
+        // connect_timeout, server.send_total_timeout, server.tunnel_idle_timeout);
+        // backend_remote_error_holddown has none.
         assert_eq!(
             scope("varnish v1 -cliok \"param.set connect_timeout 1\""),
             None
@@ -461,10 +462,14 @@ mod tests {
             scope("varnish v1 -cliok \"param.set send_timeout 1\""),
             None
         );
+        assert_eq!(
+            scope("varnish v1 -cliok \"param.set pipe_timeout 1\""),
+            None
+        );
         assert!(
-            scope("varnish v1 -cliok \"param.set pipe_timeout 1\"")
+            scope("varnish v1 -cliok \"param.set backend_remote_error_holddown 1\"")
                 .unwrap()
-                .contains("pipe_timeout")
+                .contains("backend_remote_error_holddown")
         );
         assert_eq!(scope("varnish v1 -cliok \"param.set default_ttl 1\""), None);
         assert!(scope("varnish v1 -arg \"-p debug=+slow_acceptor\"").is_some());

@@ -122,8 +122,10 @@ async fn read_until(s: &mut TcpStream, want: &[u8]) -> Vec<u8> {
 async fn websocket_is_tunnelled_after_101() {
     let (backend, task) = echo_backend().await;
     let shellac = Shellac::start(backend, |c| {
-        // Long enough that a busy machine never stalls a live tunnel past it.
-        c.server.idle_timeout = shellac::config::units::Dur(Duration::from_secs(2));
+        // Long enough that a busy machine never stalls a live tunnel past it; the HTTP
+        // keep-alive timeout is far longer, so only the tunnel's own can close it in time.
+        c.server.tunnel_idle_timeout = shellac::config::units::Dur(Duration::from_secs(2));
+        c.server.idle_timeout = shellac::config::units::Dur(Duration::from_secs(600));
     })
     .await;
     let mut s = TcpStream::connect(shellac.addr).await.unwrap();
@@ -141,7 +143,8 @@ async fn websocket_is_tunnelled_after_101() {
     s.write_all(b"\x00binary\xff").await.unwrap();
     read_until(&mut s, b"echo:\x00binary\xff").await;
     assert_eq!(shellac.stat("client_tunnel").await, 1);
-    // Quiet for idle_timeout: the tunnel is closed.
+    // Quiet for tunnel_idle_timeout (server.tunnel_idle_timeout, Varnish's pipe_timeout):
+    // the tunnel is closed.
     let mut buf = [0u8; 64];
     let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf))
         .await

@@ -554,6 +554,17 @@ pub(super) const VCL: &[Setting] = &[
     },
     Setting {
         section: "vcl",
+        key: "backend_idle_timeout",
+        kind: Kind::Duration {
+            min: ONE_NANOSECOND,
+        },
+        default: Default::Value(r##""60s""##),
+        example: r##""##,
+        restart: false,
+        doc: r##"How long the VCL file's backends keep an idle keep-alive connection for reuse; one idle longer is closed instead (a `[[backend]]`'s `idle_timeout`) — Varnish's `backend_idle_timeout` parameter. Keep it below the origin's own keep-alive timeout, so that Shellac closes an idle connection before the origin does."##,
+    },
+    Setting {
+        section: "vcl",
         key: "max_restarts",
         kind: Kind::Count { min: 0, max: 1000 },
         default: Default::Value(r##"4"##),

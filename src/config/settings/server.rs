@@ -309,7 +309,18 @@ pub(super) const SERVER: &[Setting] = &[
         default: Default::Value(r##"["websocket"]"##),
         example: r##""##,
         restart: false,
-        doc: r##"Protocols a client may switch to with `Upgrade` (HTTP/1.1 GET, `Connection: upgrade`, one protocol named, case-insensitive, `websocket/13`-style versions allowed). Such a request is passed to the backend with its `Upgrade` (`Cache-Status: ...; detail=upgrade`, never cached or coalesced); only if the backend answers `101` does the connection become a tunnel — bytes copied both ways unread, closed after `idle_timeout` without traffic (counters `client_tunnel`, `client_tunnel_idle_closed`). Any other answer is delivered normally and the connection stays HTTP. Other protocols (h2c, ...) are answered as plain HTTP with `Upgrade` removed. `[]` tunnels nothing."##,
+        doc: r##"Protocols a client may switch to with `Upgrade` (HTTP/1.1 GET, `Connection: upgrade`, one protocol named, case-insensitive, `websocket/13`-style versions allowed). Such a request is passed to the backend with its `Upgrade` (`Cache-Status: ...; detail=upgrade`, never cached or coalesced); only if the backend answers `101` does the connection become a tunnel — bytes copied both ways unread, closed after `tunnel_idle_timeout` without traffic (counters `client_tunnel`, `client_tunnel_idle_closed`). Any other answer is delivered normally and the connection stays HTTP. Other protocols (h2c, ...) are answered as plain HTTP with `Upgrade` removed. `[]` tunnels nothing."##,
+    },
+    Setting {
+        section: "server",
+        key: "tunnel_idle_timeout",
+        kind: Kind::Duration {
+            min: ONE_NANOSECOND,
+        },
+        default: Default::Value(r##""60s""##),
+        example: r##""10m""##,
+        restart: false,
+        doc: r##"A tunnel (a connection the backend switched to another protocol with `101`, see `upgrade_protocols`) through which no byte has moved either way for this long is closed, both sides (counter `client_tunnel_idle_closed`) — Varnish's `pipe_timeout`. Apart from `idle_timeout`, which ends idle HTTP keep-alive connections: a WebSocket is often quiet for longer than a browser's next request is in coming. A reload applies to tunnels opened after it."##,
     },
     Setting {
         section: "server",

@@ -199,7 +199,7 @@ where
     let svc_live = live.clone();
     let svc_open = open.clone();
     let svc_shutdown = shutdown.clone();
-    let tunnel_idle = cfg.idle_timeout.0;
+    let tunnel_idle = cfg.tunnel_idle_timeout.0;
     let svc_regions = regions;
     let service = service_fn(move |mut req: Request<Incoming>| {
         if let Some(t) = &tls {

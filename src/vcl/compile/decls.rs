@@ -218,6 +218,7 @@ impl Checker<'_> {
         b.connect_timeout = Dur(t.connect);
         b.first_byte_timeout = Dur(t.first_byte);
         b.between_bytes_timeout = Dur(t.between_bytes);
+        b.idle_timeout = Dur(t.backend_idle);
         let mut port = None;
         let mut uds = false;
         for f in fields {
@@ -639,5 +640,36 @@ mod tests {
         assert!(split_host("a b c").is_err());
         assert_eq!(service_port("https"), Some(443));
         assert_eq!(service_port("////"), None);
+    }
+}
+
+#[cfg(test)]
+mod timeout_tests {
+    use std::time::Duration;
+
+    /// `[vcl] backend_idle_timeout` (Varnish's `backend_idle_timeout`) is how long a VCL
+    /// backend keeps an idle pooled connection; the connect timeout a backend sets wins over
+    /// `[vcl] connect_timeout`.
+    #[test]
+    fn vcl_backends_take_the_idle_and_connect_defaults() {
+        let src = crate::vcl::load::load_text(
+            "t.vcl",
+            "vcl 4.1;\nbackend a { .host = \"127.0.0.1\"; .port = \"8080\"; }\n\
+             backend b { .host = \"127.0.0.1\"; .connect_timeout = 2s; }\n\
+             sub vcl_recv { if (req.url == \"/b\") { set req.backend_hint = b; } }\n",
+            None,
+        )
+        .expect("loads");
+        let mut options = crate::vcl::Options::default();
+        options.timeouts.backend_idle = Duration::from_secs(7);
+        options.timeouts.connect = Duration::from_millis(900);
+        let program = crate::vcl::compile_with(&src, &options).expect("compiles");
+        let backends = &program.origins.backends;
+        assert_eq!(backends.len(), 2);
+        for b in backends {
+            assert_eq!(b.idle_timeout.0, Duration::from_secs(7), "{}", b.name);
+        }
+        assert_eq!(backends[0].connect_timeout.0, Duration::from_millis(900));
+        assert_eq!(backends[1].connect_timeout.0, Duration::from_secs(2));
     }
 }
