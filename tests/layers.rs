@@ -46,25 +46,6 @@ const CIRCLES: &[(&str, &[&str], &str)] = &[
         parts into their own file",
     ),
     (
-        "cache",
-        &["ban", "body", "disk", "object", "policy", "storage"],
-        "found when paths were followed through cache/mod.rs's re-exports: the stored object \
-        (object.rs) names the disk tier, bodies and the policy, and they name the object; to \
-        cut, the object's disk location and policy fields behind types of their own",
-    ),
-    ("cache", &["busy", "self", "shared", "vary"], OWN_FILE),
-    ("cache::policy", &["overrides", "rfc9111", "self"], OWN_FILE),
-    (
-        "cache::shared",
-        &["broadcast", "feed", "self", "writer"],
-        OWN_FILE,
-    ),
-    (
-        "cache::shared::tests",
-        &["fake", "self"],
-        "test code: the fake shared tier and the tests that drive it",
-    ),
-    (
         "config",
         &[
             "acme",

@@ -21,7 +21,9 @@ use std::sync::LazyLock;
 
 use bytes::Bytes;
 
-use super::Chunks;
+/// Body chunks in memory. Most stored bodies are one chunk: it is kept inline, not in a
+/// second allocation (bench/RESULTS.md, "memory per object").
+pub type Chunks = smallvec::SmallVec<[Bytes; 1]>;
 
 /// Stored bodies are sent in pieces of at most this size (views of one allocation).
 pub const STORE_CHUNK: usize = 64 * 1024;

@@ -8,6 +8,7 @@ pub mod ban;
 pub mod body;
 pub mod busy;
 pub mod disk;
+mod disk_body;
 pub mod fields;
 pub mod identity;
 pub mod inspect;
@@ -16,6 +17,7 @@ pub mod memory;
 mod object;
 pub mod partial;
 pub mod policy;
+mod prefetch;
 mod prepared;
 pub mod representation;
 pub mod shared;
@@ -25,6 +27,7 @@ mod span;
 mod storage;
 pub mod tags;
 pub mod tiered;
+mod variants;
 pub mod vary;
 
 use std::sync::Arc;
@@ -33,14 +36,15 @@ use std::time::{Duration, Instant};
 
 use http::{HeaderMap, HeaderName};
 
+pub use body::Chunks;
 pub use fields::StoredFields;
 pub use key::CacheKey;
 #[cfg(test)]
 pub use object::test_object;
 pub use object::{
-    Body, Chunks, OBJECT_OVERHEAD, Object, Prefetch, TierState, VarySelection, boxed_vary,
-    vary_matches,
+    Body, OBJECT_OVERHEAD, Object, TierState, VarySelection, boxed_vary, vary_matches,
 };
+pub use prefetch::Prefetch;
 pub use prepared::Prepared;
 pub use span::{MaybeSpan, Span};
 pub use storage::{
@@ -336,5 +340,28 @@ impl Cache {
 
     pub fn hit_for_miss_len(&self) -> usize {
         self.hit_for_miss.len()
+    }
+}
+
+/// The fleet's invalidations reach this node's tiers through the cache (`shared/feed.rs`).
+impl shared::LocalTiers for Cache {
+    fn purge(&self, primary: &CacheKey) -> usize {
+        Cache::purge(self, primary)
+    }
+
+    fn soft_purge(&self, primary: &CacheKey) -> usize {
+        Cache::soft_purge(self, primary)
+    }
+
+    fn purge_tags(&self, tags: &[String]) -> usize {
+        Cache::purge_tags(self, tags)
+    }
+
+    fn bans(&self) -> &ban::BanList {
+        &self.bans
+    }
+
+    fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
     }
 }

@@ -4,13 +4,15 @@
 use std::sync::atomic::{AtomicU8, AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
+use super::body::{self, Chunks};
+use super::disk_body::DiskBody;
 use super::fields::StoredFields;
+use super::policy;
+use super::prefetch::Prefetch;
 use super::prepared::Prepared;
 use super::span::{MaybeSpan, Span};
-use super::{body, disk, policy};
 
 /// Fixed per-object bookkeeping charged against the memory budget on top of key, headers and body.
 /// Measured, not guessed: the `Object` itself, its `Arc`, the memory tier's entry and the key's
@@ -21,10 +23,6 @@ pub const OBJECT_OVERHEAD: u64 =
 /// Bytes a header map spends per field beyond name and value (bucket, index slot, `Bytes`).
 const FIELD_OVERHEAD: usize = 96;
 
-/// Body chunks in memory. Most stored bodies are one chunk: it is kept inline, not in a
-/// second allocation (bench/RESULTS.md, "memory per object").
-pub type Chunks = smallvec::SmallVec<[Bytes; 1]>;
-
 /// Where a stored body is.
 #[derive(Clone, Debug)]
 pub enum Body {
@@ -32,7 +30,7 @@ pub enum Body {
     Memory(Chunks),
     /// On disk, read and verified chunk by chunk while it is sent (large objects). Boxed: the
     /// handle is twice the size of the in-memory variant, and most objects are in memory.
-    Disk(Box<disk::DiskBody>),
+    Disk(Box<DiskBody>),
 }
 
 /// What the tiers remember about an object besides the response itself: four flags in one
@@ -105,48 +103,6 @@ impl TierState {
     /// Marks the object written (or queued) to the disk tier.
     pub fn mark_on_disk(&self) {
         self.0.fetch_or(TierState::ON_DISK, Ordering::Relaxed);
-    }
-}
-
-/// Refresh-ahead set for one object (VCL 2.0's `obj.prefetch`): how long before its expiry a
-/// request refreshes it in the background, in whole seconds (up to 65,534: 18 h). Two bytes,
-/// in the `Object`'s padding; [`Prefetch::CONFIGURED`] (most objects) defers to
-/// `cache.refresh_ahead`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Prefetch(u16);
-
-impl Prefetch {
-    /// As `cache.refresh_ahead` says.
-    pub const CONFIGURED: Prefetch = Prefetch(0);
-    /// Never refreshed ahead (`obj.prefetch = 0s`).
-    pub const OFF: Prefetch = Prefetch(u16::MAX);
-
-    /// Refreshed when requested within `window` of expiry (rounded up to a whole second).
-    pub fn before(window: Duration) -> Prefetch {
-        if window.is_zero() {
-            return Prefetch::OFF;
-        }
-        let secs = window.as_secs() + u64::from(window.subsec_nanos() > 0);
-        Prefetch(secs.clamp(1, u64::from(u16::MAX - 1)) as u16)
-    }
-
-    /// The raw value, as stored by the disk and shared tiers.
-    pub fn to_bits(self) -> u16 {
-        self.0
-    }
-
-    pub fn from_bits(bits: u16) -> Prefetch {
-        Prefetch(bits)
-    }
-
-    /// The window before expiry in which a request refreshes the object: this object's own,
-    /// else what `configured` (the setting's window for its TTL) says.
-    pub fn window(self, configured: impl FnOnce() -> Option<Duration>) -> Option<Duration> {
-        match self {
-            Prefetch::CONFIGURED => configured(),
-            Prefetch::OFF => None,
-            Prefetch(secs) => Some(Duration::from_secs(u64::from(secs))),
-        }
     }
 }
 
@@ -426,7 +382,7 @@ pub fn test_object(headers: &[(&str, &str)]) -> Object {
                 .map(|(k, v)| (k.parse().unwrap(), v.parse().unwrap()))
                 .collect(),
         ),
-        body: Body::Memory(smallvec::smallvec![Bytes::from_static(b"x")]),
+        body: Body::Memory(smallvec::smallvec![bytes::Bytes::from_static(b"x")]),
         body_len: 1,
         vary: None,
         initial_age: Span::ZERO,
@@ -466,29 +422,6 @@ mod tests {
         assert_eq!(c.grace.get(), secs(100));
         assert_eq!(c.keep.get(), secs(1));
         assert_eq!(o.expired_copy(now).unwrap().ttl.get(), Duration::ZERO);
-    }
-
-    /// VCL 2.0's `obj.prefetch`: an object's own window wins over the setting, "off" turns it
-    /// off whatever the setting says, and most objects follow the setting.
-    #[test]
-    fn an_objects_own_prefetch_window() {
-        let secs = Duration::from_secs;
-        let configured = || Some(Duration::from_secs(5));
-        assert_eq!(Prefetch::CONFIGURED.window(configured), Some(secs(5)));
-        assert_eq!(Prefetch::OFF.window(configured), None);
-        assert_eq!(
-            Prefetch::before(secs(30)).window(configured),
-            Some(secs(30))
-        );
-        assert_eq!(
-            Prefetch::before(Duration::from_millis(1500)).window(|| None),
-            Some(secs(2))
-        );
-        assert_eq!(Prefetch::before(Duration::ZERO), Prefetch::OFF);
-        assert_eq!(
-            Prefetch::before(secs(1 << 20)).window(|| None),
-            Some(secs(65_534))
-        );
     }
 
     /// The object's size is most of a small cached object's overhead (workload 8): it went

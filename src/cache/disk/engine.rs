@@ -25,6 +25,7 @@ use super::format::{
     self, BAN_SLOT, BLOCK, BanRecord, DATA_START, ENTRY_HEADER, EntryHeader, EntryInfo,
     KIND_OBJECT, Meta, SUMMARY_RECORD, Superblock, Trailer,
 };
+use crate::cache::disk_body::{ChunkSource, DiskBody, DiskLocation, ReadError};
 use crate::cache::{Body, CacheKey, Object, boxed_vary};
 use crate::stats::Counters;
 
@@ -43,16 +44,6 @@ pub struct Loc {
     pub expires_ms: u64,
     /// Every body chunk of this entry has been checked once since start-up.
     pub verified: bool,
-}
-
-/// Why a read produced no object.
-#[derive(Debug)]
-pub enum ReadError {
-    /// Checksum or format mismatch: the entry is dropped and the object fetched again.
-    Corrupt(&'static str),
-    Io(io::Error),
-    /// The region was reclaimed while reading; a plain miss.
-    Gone,
 }
 
 /// The writer's bookkeeping for one region (never read from disk after recovery).
@@ -498,8 +489,7 @@ impl Engine {
             // what it is charged, not the whole entry's buffer.
             Body::Memory(crate::cache::body::store(&[body], h.body_len as usize))
         } else {
-            let disk = DiskBody {
-                engine: self.clone(),
+            let at = DiskLocation {
                 hash,
                 region: loc.region,
                 seq: loc.seq,
@@ -507,8 +497,9 @@ impl Engine {
                 len: h.body_len,
                 hashes: meta.chunk_hashes.clone().into(),
             };
+            let disk = DiskBody::new(self.clone(), at);
             if !loc.verified {
-                for i in 0..disk.hashes.len() {
+                for i in 0..disk.chunks() {
                     disk.read_chunk(i)?;
                 }
                 self.mark_verified(hash, &loc);
@@ -596,71 +587,35 @@ fn object_from(meta: Meta, body: Body, body_len: u64) -> Object {
     }
 }
 
-/// A large body left on disk and read chunk by chunk; each chunk is checked against its
-/// checksum before it is handed out.
-#[derive(Clone)]
-pub struct DiskBody {
-    engine: Arc<Engine>,
-    hash: u64,
-    region: u32,
-    seq: u64,
-    /// Absolute file offset of the body.
-    offset: u64,
-    len: u64,
-    hashes: Arc<[u64]>,
-}
-
-impl std::fmt::Debug for DiskBody {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DiskBody")
-            .field("region", &self.region)
-            .field("offset", &self.offset)
-            .field("len", &self.len)
-            .finish()
-    }
-}
-
-impl DiskBody {
-    pub fn chunks(&self) -> usize {
-        self.hashes.len()
+/// The engine reads the bodies it left on disk ([`DiskBody`]).
+impl ChunkSource for Engine {
+    fn is_current(&self, at: &DiskLocation) -> bool {
+        self.region_seq[at.region as usize].load(Ordering::SeqCst) == at.seq
     }
 
-    /// False once the region holding the body has been reclaimed.
-    pub fn is_current(&self) -> bool {
-        self.engine.region_seq[self.region as usize].load(Ordering::SeqCst) == self.seq
-    }
-
-    /// Reads and verifies chunk `i` (blocking).
-    pub fn read_chunk(&self, i: usize) -> Result<Bytes, ReadError> {
-        let want = *self
-            .hashes
-            .get(i)
-            .ok_or(ReadError::Corrupt("chunk index"))?;
+    fn read_chunk(&self, at: &DiskLocation, i: usize) -> Result<Bytes, ReadError> {
+        let want = *at.hashes.get(i).ok_or(ReadError::Corrupt("chunk index"))?;
         let start = i as u64 * format::BODY_CHUNK;
-        let len = format::BODY_CHUNK.min(self.len.saturating_sub(start));
-        let buf = self
-            .engine
-            .read_exact(self.region, self.seq, self.offset + start, len)?;
+        let len = format::BODY_CHUNK.min(at.len.saturating_sub(start));
+        let buf = self.read_exact(at.region, at.seq, at.offset + start, len)?;
         if format::checksum(&buf) != want {
             return Err(ReadError::Corrupt("body checksum"));
         }
         Ok(Bytes::from(buf))
     }
 
-    /// Accounts for a failed read while streaming: corrupt entries are counted and dropped.
-    pub fn report(&self, e: &ReadError) {
+    fn report(&self, at: &DiskLocation, e: &ReadError) {
         match e {
             ReadError::Corrupt(what) => {
-                self.engine.counters.disk_checksum_fail.inc();
+                self.counters.disk_checksum_fail.inc();
                 tracing::warn!(
-                    region = self.region,
+                    region = at.region,
                     what,
                     "corrupt disk cache entry dropped while streaming"
                 );
-                self.engine
-                    .index_remove_in(self.hash, self.region, self.seq);
+                self.index_remove_in(at.hash, at.region, at.seq);
             }
-            ReadError::Io(_) => self.engine.counters.disk_io_error.inc(),
+            ReadError::Io(_) => self.counters.disk_io_error.inc(),
             ReadError::Gone => {}
         }
     }

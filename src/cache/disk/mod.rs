@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-pub use engine::{DiskBody, INLINE_MAX, ReadError};
+pub use crate::cache::disk_body::{DiskBody, ReadError};
+pub use engine::INLINE_MAX;
 use engine::{Engine, Recovered, now_ms};
 use writer::{Cmd, Writer, WriterState};
 

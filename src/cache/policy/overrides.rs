@@ -8,11 +8,11 @@ use std::time::Duration;
 use http::StatusCode;
 use http::header::{self, HeaderMap};
 
+use super::plan::{Exchange, NoCacheReason, StorePlan, shared_with_authorization};
 use super::rfc9111::{
     AgeReading, Lifetime, has_validator, heuristic, heuristically_cacheable, lifetime, stale_ok,
     stripped, vary_names,
 };
-use super::{Exchange, NoCacheReason, StorePlan, shared_with_authorization};
 use crate::config::CacheConfig;
 use crate::http::cache_control::CacheControl;
 

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use http::StatusCode;
 use http::header::{self, HeaderMap, HeaderName};
 
-use super::Exchange;
+use super::plan::Exchange;
 use crate::config::CacheConfig;
 use crate::http::cache_control::CacheControl;
 

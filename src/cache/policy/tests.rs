@@ -3,7 +3,9 @@
 
 use super::rfc9111::{age_field, parse_age};
 use super::*;
+use std::time::Duration;
 use http::HeaderValue;
+use http::header::HeaderName;
 use http::header;
 
 fn eval(pairs: &[(&str, &str)], status: u16) -> Result<StorePlan, NoCacheReason> {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderName};
 
-use super::Exchange;
+use super::plan::Exchange;
 use super::rfc9111::{
     AgeReading, Lifetime, heuristic, heuristically_cacheable, lifetime, stale_ok, stripped,
 };

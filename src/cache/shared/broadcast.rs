@@ -6,10 +6,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::SharedTier;
 use super::entry::{Invalidation, LIVE, OUTBOX, Position};
 use super::layout::wall_ms;
 use super::remote::Reply;
+use super::tier::SharedTier;
 
 /// What became of an invalidation sent to the fleet.
 #[derive(Debug, Default)]
@@ -71,7 +71,7 @@ impl Broadcast {
 /// the outbox like any other while Redis is unreachable.
 pub fn broadcast_later(tier: &Arc<SharedTier>, inv: Invalidation) {
     let tier = tier.clone();
-    super::spawn(async move {
+    super::tier::spawn(async move {
         broadcast(&tier, inv).await;
     });
 }
@@ -186,7 +186,7 @@ async fn confirmations(tier: &SharedTier, at: Position) -> (Vec<String>, Vec<Str
         let mut silent = Vec::new();
         let get = tier
             .remote()
-            .command(vec![b"HGETALL".to_vec(), tier.feed.nodes.clone()]);
+            .command(vec![b"HGETALL".to_vec(), tier.feed.nodes_key.clone()]);
         let Some(nodes) = tier.call(tier.write_timeout, get).await else {
             return (confirmed, pending, silent);
         };
@@ -263,7 +263,7 @@ fn push_front(tier: &SharedTier, inv: Invalidation) {
 pub async fn nodes(tier: &SharedTier) -> Option<Vec<(String, Position, u64, u64)>> {
     let get = tier
         .remote()
-        .command(vec![b"HGETALL".to_vec(), tier.feed.nodes.clone()]);
+        .command(vec![b"HGETALL".to_vec(), tier.feed.nodes_key.clone()]);
     let nodes = tier
         .call(tier.read_timeout.max(Duration::from_millis(200)), get)
         .await?;

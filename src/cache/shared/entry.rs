@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use crate::cache::{Cache, CacheKey};
+use super::local::LocalTiers;
+use crate::cache::CacheKey;
 
 /// A node whose heartbeat is older is not waited for.
 pub(super) const LIVE: Duration = Duration::from_secs(5);
@@ -77,14 +78,14 @@ impl Invalidation {
     }
 
     /// Applies it to this node's local tiers; objects affected.
-    pub fn apply_locally(&self, cache: &Cache) -> usize {
+    pub fn apply_locally(&self, cache: &dyn LocalTiers) -> usize {
         match self {
             Invalidation::Purge(k) => cache.purge(k),
             Invalidation::Soft(k) => cache.soft_purge(k),
             Invalidation::Tags(t) => cache.purge_tags(t),
-            Invalidation::Ban(e) => match cache.bans.add(e) {
+            Invalidation::Ban(e) => match cache.bans().add(e) {
                 Ok(ban) => {
-                    let storage = cache.storage.clone();
+                    let storage = cache.storage().clone();
                     // Persisted like a local ban (disk tier); not waited for here.
                     tokio::spawn(async move {
                         if let Err(e) = storage.persist_ban(ban).await {
@@ -99,5 +100,36 @@ impl Invalidation {
                 }
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_order_and_parse() {
+        let a = Position::parse("1700000000000-3").unwrap();
+        let b = Position::parse("1700000000000-12").unwrap();
+        assert!(a < b);
+        assert!(b < Position::parse("1700000000001-0").unwrap());
+        assert_eq!(a.to_string(), "1700000000000-3");
+        for bad in ["", "1", "a-1", "1-", "-1"] {
+            assert_eq!(Position::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn invalidations_round_trip() {
+        for inv in [
+            Invalidation::Purge(CacheKey::new("example.com:8080", "/a:b?c")),
+            Invalidation::Soft(CacheKey::new("h", "/")),
+            Invalidation::Ban("req.url ~ ^/news && obj.status == 200".into()),
+            Invalidation::Tags(vec!["a".into(), "b".into()]),
+        ] {
+            let back = Invalidation::decode(inv.kind().as_bytes(), inv.arg().as_bytes());
+            assert_eq!(back, Some(inv));
+        }
+        assert_eq!(Invalidation::decode(b"nuke", b"x"), None);
     }
 }

@@ -4,24 +4,15 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::feed::Position;
+use super::entry::Position;
 use super::layout::{self, UrlKeys};
-use super::{SharedTier, Ticket, rand_u64, scripts};
+use super::lookup::Ticket;
+use super::scripts;
+use super::tier::{SharedTier, Write, rand_u64};
 use crate::cache::{CacheKey, Object};
 
-/// Background writes queued at most; more are dropped (`shared_write_dropped`).
-pub(super) const WRITE_QUEUE: usize = 4096;
 /// Background writes in flight at once.
 const WRITERS: usize = 16;
-
-/// One background write.
-pub(super) struct Write {
-    primary: CacheKey,
-    key: CacheKey,
-    object: Arc<Object>,
-    ticket: Option<String>,
-    seen: Position,
-}
 
 impl SharedTier {
     /// Queues `object` (stored locally under `key`, URL `primary`) to be written to the shared

@@ -72,17 +72,10 @@ async fn reading_the_log_before_connecting_is_not_an_error() {
                 .unconnected(),
         ),
     );
-    let cache = Arc::new(crate::cache::Cache::new(
-        Arc::new(crate::cache::memory::MemoryStorage::new(
-            1 << 20,
-            1 << 16,
-            counters.clone(),
-        )),
-        4,
-    ));
+    let cache = Tiers::new(&counters);
     tier.feed.attach(&cache, None);
-    feed::sync(&tier).await;
-    feed::sync(&tier).await;
+    follow::sync(&tier).await;
+    follow::sync(&tier).await;
     assert_eq!(counters.shared_error.get(), 0);
     assert_eq!(counters.shared_skipped.get(), 2);
 }

@@ -1,7 +1,12 @@
 //! One scriptable fake Redis for the shared tier's tests: a reply per script and per command
 //! given as closures, the scripts run recorded in order.
 
-use super::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::cache::shared::remote::{self, Remote, RemoteError, Reply};
 
 type EvalReply = Box<dyn Fn(&'static str, &[Vec<u8>]) -> Result<Reply, RemoteError> + Send + Sync>;
 type CommandReply = Box<dyn Fn(&[Vec<u8>]) -> Result<Reply, RemoteError> + Send + Sync>;

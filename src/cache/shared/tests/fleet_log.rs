@@ -132,7 +132,7 @@ impl FakeLog {
 fn fleet_node(
     log: &Arc<FakeLog>,
     state: Option<std::path::PathBuf>,
-) -> (Arc<SharedTier>, Arc<crate::cache::Cache>, Arc<Counters>) {
+) -> (Arc<SharedTier>, Arc<Tiers>, Arc<Counters>) {
     let counters = Arc::new(Counters::default());
     let remote = {
         let log = log.clone();
@@ -140,20 +140,13 @@ fn fleet_node(
     };
     let tier = SharedTier::with_remote(&config(), "me".into(), counters.clone(), remote);
     tier.breaker.success();
-    let cache = Arc::new(crate::cache::Cache::new(
-        Arc::new(crate::cache::memory::MemoryStorage::new(
-            1 << 20,
-            1 << 16,
-            counters.clone(),
-        )),
-        4,
-    ));
+    let cache = Tiers::new(&counters);
     tier.feed.attach(&cache, state);
     (tier, cache, counters)
 }
 
 /// What the node's tiers would still serve of an object stored before now.
-fn still_served(cache: &crate::cache::Cache, old: &crate::cache::Object) -> bool {
+fn still_served(cache: &Tiers, old: &crate::cache::Object) -> bool {
     !cache.bans.is_banned(&CacheKey::new("h", "/old"), old)
 }
 
@@ -165,20 +158,20 @@ async fn a_running_node_that_fell_behind_drops_its_local_tiers() {
     let log = Arc::new(FakeLog::default());
     log.add_purge("/a");
     let (tier, cache, counters) = fleet_node(&log, None);
-    feed::sync(&tier).await;
+    follow::sync(&tier).await;
     let old = crate::cache::test_object(&[]);
     std::thread::sleep(Duration::from_millis(2));
 
     // Kept up: applies what others sent, in order, no reset.
     let p = log.add_purge("/b");
-    feed::sync(&tier).await;
+    follow::sync(&tier).await;
     assert_eq!(tier.feed.position(), p);
     assert_eq!(counters.fleet_inval_applied.get(), 1);
     assert_eq!(counters.fleet_reset.get(), 0);
     assert!(still_served(&cache, &old));
     // Everything trimmed, its own position last (`XTRIM MAXLEN 0`): nothing missed.
     log.trim_to(0);
-    feed::sync(&tier).await;
+    follow::sync(&tier).await;
     assert_eq!(counters.fleet_reset.get(), 0);
     assert_eq!(tier.feed.position(), p);
 
@@ -186,7 +179,7 @@ async fn a_running_node_that_fell_behind_drops_its_local_tiers() {
     log.add_purge("/c");
     let last = log.add_purge("/d");
     log.trim_to(1);
-    feed::sync(&tier).await;
+    follow::sync(&tier).await;
     assert_eq!(counters.fleet_reset.get(), 1, "trimmed past its position");
     assert!(!still_served(&cache, &old));
     assert_eq!(tier.feed.position(), last);
@@ -195,26 +188,26 @@ async fn a_running_node_that_fell_behind_drops_its_local_tiers() {
     let old = crate::cache::test_object(&[]);
     std::thread::sleep(Duration::from_millis(2));
     log.lose();
-    feed::sync(&tier).await;
+    follow::sync(&tier).await;
     assert_eq!(counters.fleet_reset.get(), 2, "log lost");
     assert!(!still_served(&cache, &old));
 
     // Lost again after the node read a newer entry, and begun anew by another invalidation
     // before the node looked: newest is past its position, nothing trimmed.
     let p = log.add_purge("/e");
-    feed::sync(&tier).await;
+    follow::sync(&tier).await;
     assert_eq!((tier.feed.position(), counters.fleet_reset.get()), (p, 2));
     let old = crate::cache::test_object(&[]);
     std::thread::sleep(Duration::from_millis(2));
     log.lose();
     let fresh = log.add_purge("/f");
-    feed::sync(&tier).await;
+    follow::sync(&tier).await;
     assert_eq!(counters.fleet_reset.get(), 3, "log begun anew");
     assert!(!still_served(&cache, &old));
     assert_eq!(tier.feed.position(), fresh);
     // And from there it follows the new log again.
     let next = log.add_purge("/g");
-    feed::sync(&tier).await;
+    follow::sync(&tier).await;
     assert_eq!(
         (tier.feed.position(), counters.fleet_reset.get()),
         (next, 3)
@@ -239,7 +232,7 @@ async fn a_saved_position_the_log_no_longer_holds_drops_the_local_tiers() {
     let newest = log.add_purge("/c");
     std::fs::write(state(1), format!("{saved}\n")).unwrap();
     let (tier, _cache, counters) = fleet_node(&log, Some(state(1)));
-    feed::sync(&tier).await;
+    follow::sync(&tier).await;
     assert_eq!(counters.fleet_reset.get(), 0);
     assert_eq!(counters.fleet_inval_applied.get(), 2);
     assert_eq!(tier.feed.position(), newest);
@@ -250,7 +243,7 @@ async fn a_saved_position_the_log_no_longer_holds_drops_the_local_tiers() {
     let old = crate::cache::test_object(&[]);
     std::thread::sleep(Duration::from_millis(2));
     let (tier, cache, counters) = fleet_node(&log, Some(state(2)));
-    feed::sync(&tier).await;
+    follow::sync(&tier).await;
     assert_eq!(counters.fleet_reset.get(), 1, "trimmed while down");
     assert!(!still_served(&cache, &old));
     assert_eq!(tier.feed.position(), newest);
@@ -260,7 +253,7 @@ async fn a_saved_position_the_log_no_longer_holds_drops_the_local_tiers() {
     log.trim_to(0);
     std::fs::write(state(3), format!("{saved}\n")).unwrap();
     let (tier, _cache, counters) = fleet_node(&log, Some(state(3)));
-    feed::sync(&tier).await;
+    follow::sync(&tier).await;
     assert_eq!(counters.fleet_reset.get(), 1, "all trimmed while down");
 
     // The log lost while it was down, then begun anew by a newer invalidation.
@@ -269,7 +262,7 @@ async fn a_saved_position_the_log_no_longer_holds_drops_the_local_tiers() {
     let newest = log.add_purge("/e");
     std::fs::write(state(4), format!("{saved}\n")).unwrap();
     let (tier, _cache, counters) = fleet_node(&log, Some(state(4)));
-    feed::sync(&tier).await;
+    follow::sync(&tier).await;
     assert_eq!(counters.fleet_reset.get(), 1, "log begun anew while down");
     assert_eq!(tier.feed.position(), newest);
 
@@ -277,7 +270,7 @@ async fn a_saved_position_the_log_no_longer_holds_drops_the_local_tiers() {
     log.lose();
     std::fs::write(state(5), format!("{newest}\n")).unwrap();
     let (tier, _cache, counters) = fleet_node(&log, Some(state(5)));
-    feed::sync(&tier).await;
+    follow::sync(&tier).await;
     assert_eq!(counters.fleet_reset.get(), 1, "log lost while down");
     let _ = std::fs::remove_dir_all(&dir);
 }
