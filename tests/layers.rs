@@ -113,14 +113,6 @@ const CIRCLES: &[(&str, &[&str], &str)] = &[
         cut, `Proxy`'s shared state behind a type of its own",
     ),
     (
-        "proxy::fetch",
-        &["decide", "exchange", "revalidate", "self"],
-        OWN_FILE,
-    ),
-    ("proxy::filter", &["esi", "gzip", "self"], OWN_FILE),
-    ("proxy::policy", &["rules", "self", "vcl"], OWN_FILE),
-    ("proxy::vcl", &["dry_run", "self"], OWN_FILE),
-    (
         "server",
         &[
             "h1", "h2", "park", "refuse", "self", "tls_conn", "tunnel", "unix",
@@ -128,12 +120,6 @@ const CIRCLES: &[(&str, &[&str], &str)] = &[
         "server.rs holds the listener state the protocol sessions read and starts them; to \
         cut, that state into its own file",
     ),
-    (
-        "server::h1",
-        &["answers", "scan", "self", "sendfile"],
-        OWN_FILE,
-    ),
-    ("server::h2", &["frames", "interim", "self"], OWN_FILE),
     ("vcl::run", &["eval", "exec", "self"], OWN_FILE),
     (
         "vtc",

@@ -14,7 +14,6 @@ use http::response::Parts;
 use super::super::combine;
 use super::super::policy::{ErrorOutcome, ResponseOutcome, Storage};
 use super::super::txn::{FetchMode, Step, Txn};
-use super::leave;
 use super::send::{self, SendFailure};
 use crate::backend::BackendBody;
 use crate::cache::policy;
@@ -264,4 +263,11 @@ async fn still_stored(txn: &Txn) -> bool {
                 && o.body_len == stale.body_len
                 && o.headers.block() == stale.headers.block())
     })
+}
+
+/// A fetch the policy left: the busy object is abandoned, so waiters look up again.
+pub(super) fn leave(mode: &FetchMode) {
+    if let FetchMode::Miss(guard) = mode {
+        guard.object().abandon();
+    }
 }

@@ -27,7 +27,7 @@ use http::StatusCode;
 use super::combine;
 use super::txn::{FetchMode, Step, Txn};
 use decide::Decision;
-use exchange::Exchanged;
+use exchange::{Exchanged, leave};
 use store::Storing;
 
 /// Sends the backend request for `mode` and turns the answer into the next step.
@@ -143,11 +143,4 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         always_miss,
     };
     store::store(txn, storing, parts, body).await
-}
-
-/// A fetch the policy left: the busy object is abandoned, so waiters look up again.
-fn leave(mode: &FetchMode) {
-    if let FetchMode::Miss(guard) = mode {
-        guard.object().abandon();
-    }
 }

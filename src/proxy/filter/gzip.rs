@@ -17,6 +17,7 @@ use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, 
 use http::StatusCode;
 use http::header::{self, HeaderMap, HeaderValue};
 
+pub use super::handoff::Decoded;
 use super::{BodyFilter, Chunks, Effect, FilterError, Output};
 use crate::cache::identity::{self, Identity};
 use crate::http::accept_encoding::Coding;
@@ -86,25 +87,6 @@ pub fn vary_accept_encoding(fields: &mut HeaderMap) {
         header::VARY,
         joined.unwrap_or(HeaderValue::from_static("Accept-Encoding")),
     );
-}
-
-/// Where a fetch filter that stores a body encoded ([`Gzip`], [`TestGunzip`]) leaves what it
-/// learnt of the identity representation — its length, and for a body Shellac gzipped the
-/// origin's strong `ETag` — for the fill to store with the object (`cache/identity.rs`).
-#[derive(Debug, Default)]
-pub struct Decoded(std::sync::Mutex<Option<Identity>>);
-
-impl Decoded {
-    fn put(&self, identity: Identity) {
-        if let Ok(mut slot) = self.0.lock() {
-            *slot = Some(identity);
-        }
-    }
-
-    /// What the filter left, once the body ended whole.
-    pub fn take(&self) -> Option<Identity> {
-        self.0.lock().ok().and_then(|mut slot| slot.take())
-    }
 }
 
 /// Which responses [`Gzip`] compresses: in an identity coding, not `no-transform` (the

@@ -3,14 +3,15 @@
 //! backend request, the backend response, deliver, synth, error — and never which front-end
 //! wrote it. A front-end is one implementation of [`Hooks`]: one hook per step, each with a
 //! default that is Shellac's own behaviour, so a front-end writes only the steps it changes.
-//! Two exist: `[[rule]]`s ([`Rules`], `rules.rs`) and a VCL program ([`Vcl`], `vcl/`).
+//! Two exist: `[[rule]]`s (`Rules`, `rules.rs`) and a VCL program (`Vcl`, `vcl/`).
 //!
 //! A request carries its [`Policy`], chosen when it starts and again once its `[[site]]` is
-//! known ([`Policy::choose`]; a site's `vcl` file is its own program): the enum
+//! known (`Policy::choose`, `dispatch.rs`; a site's `vcl` file is its own program): the enum
 //! names the front-ends once, here, and its methods dispatch each hook with a `match` — no
 //! `dyn` call and no allocation on the request path (the fast-hit path does not come here at
 //! all).
 
+mod dispatch;
 mod rules;
 mod vcl;
 
@@ -20,18 +21,14 @@ use std::time::Duration;
 use http::response::Parts;
 use http::{HeaderMap, Method, Response, StatusCode, Uri};
 
-use super::Proxy;
 use super::body::ResponseBody;
-use super::txn::{FetchMode, Inherited, Policy, Step, Txn};
+use super::txn::{FetchMode, Inherited, Step, Txn};
 use crate::backend::RequestTimeouts;
 use crate::backend::director::Member;
 use crate::cache::busy::LeaderGuard;
 use crate::cache::policy::{Exchange, NoCacheReason, Overrides, StorePlan};
 use crate::cache::{CacheKey, Object};
 use crate::config::CacheConfig;
-
-pub(super) use rules::Rules;
-pub(super) use vcl::Vcl;
 
 /// What the lookup does beyond RFC 9111 (VCL's `req.hash_ignore_vary`,
 /// `req.hash_always_miss`, `req.hash_ignore_busy`).
@@ -341,155 +338,5 @@ pub(super) trait Hooks {
     /// The policy restarts the request (`Step::Restart`).
     fn restart(_txn: &mut Txn) -> Step {
         Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "restart")
-    }
-}
-
-/// Calls `$hook` of the request's front-end.
-macro_rules! dispatch {
-    ($policy:expr, $hook:ident($($arg:expr),*)) => {
-        match $policy {
-            Policy::Rules => Rules::$hook($($arg),*),
-            Policy::Vcl => Vcl::$hook($($arg),*),
-        }
-    };
-}
-
-impl Policy {
-    /// The policy a request runs under: its site's VCL program (`[[site]] vcl`), else the
-    /// configuration's when it has one, else the `[[rule]]`s (the site's or the global ones).
-    pub(super) fn choose(proxy: &Proxy, site: Option<&super::site::Site>) -> Policy {
-        if proxy.vcl.is_some() || site.is_some_and(|s| s.vcl.is_some()) {
-            Policy::Vcl
-        } else {
-            Policy::Rules
-        }
-    }
-
-    pub(super) fn recv(self, txn: &mut Txn) -> Step {
-        dispatch!(self, recv(txn))
-    }
-
-    pub(super) fn restarted(self, txn: &Txn) -> bool {
-        dispatch!(self, restarted(txn))
-    }
-
-    pub(super) fn lookup_flags(self, txn: &Txn) -> LookupFlags {
-        dispatch!(self, lookup_flags(txn))
-    }
-
-    pub(super) fn limits(self, txn: &Txn) -> Limits {
-        dispatch!(self, limits(txn))
-    }
-
-    pub(super) fn grace_applies(self, txn: &Txn, key: &CacheKey, leading: bool) -> bool {
-        dispatch!(self, grace_applies(txn, key, leading))
-    }
-
-    pub(super) fn hit(self, txn: &mut Txn, object: &Arc<Object>) -> Option<Step> {
-        dispatch!(self, hit(txn, object))
-    }
-
-    pub(super) fn waiting_hit(self, txn: &mut Txn, object: Option<&Arc<Object>>) -> Option<Step> {
-        dispatch!(self, waiting_hit(txn, object))
-    }
-
-    pub(super) fn waiters_judge(self, txn: &Txn) -> bool {
-        dispatch!(self, waiters_judge(txn))
-    }
-
-    pub(super) fn miss(self, txn: &mut Txn, guard: LeaderGuard) -> Step {
-        dispatch!(self, miss(txn, guard))
-    }
-
-    pub(super) fn hit_for_miss(self, txn: &mut Txn) -> Step {
-        dispatch!(self, hit_for_miss(txn))
-    }
-
-    pub(super) fn pass(self, txn: &mut Txn, reason: NoCacheReason) -> Step {
-        dispatch!(self, pass(txn, reason))
-    }
-
-    pub(super) fn conditionals_after_deliver(self, txn: &mut Txn) -> bool {
-        dispatch!(self, conditionals_after_deliver(txn))
-    }
-
-    pub(super) fn backend_fetch(self, txn: &mut Txn, for_cache: bool) -> Option<Step> {
-        dispatch!(self, backend_fetch(txn, for_cache))
-    }
-
-    pub(super) fn backend_request(self, txn: &Txn) -> Option<BackendRequest<'_>> {
-        dispatch!(self, backend_request(txn))
-    }
-
-    pub(super) fn forwarded_for(self, txn: &Txn) -> bool {
-        dispatch!(self, forwarded_for(txn))
-    }
-
-    pub(super) fn if_modified_since<'a>(self, txn: &Txn, stale: &'a Object) -> Option<&'a str> {
-        dispatch!(self, if_modified_since(txn, stale))
-    }
-
-    pub(super) fn route_draw(self, txn: &Txn, route: &Member) -> Option<u32> {
-        dispatch!(self, route_draw(txn, route))
-    }
-
-    pub(super) fn unsafe_invalidates(self, txn: &Txn) -> bool {
-        dispatch!(self, unsafe_invalidates(txn))
-    }
-
-    pub(super) fn body_to_read(self, txn: &Txn) -> Option<u64> {
-        dispatch!(self, body_to_read(txn))
-    }
-
-    pub(super) fn inherit(self, txn: &Txn, into: &mut Inherited) {
-        dispatch!(self, inherit(txn, into))
-    }
-
-    pub(super) fn background(self, txn: &mut Txn, from: &Inherited) {
-        dispatch!(self, background(txn, from))
-    }
-
-    pub(super) fn trace(self, txn: &Txn) -> Option<String> {
-        dispatch!(self, trace(txn))
-    }
-
-    pub(super) fn backend_error(
-        self,
-        txn: &mut Txn,
-        status: StatusCode,
-        detail: &str,
-    ) -> Option<ErrorOutcome> {
-        dispatch!(self, backend_error(txn, status, detail))
-    }
-
-    pub(super) fn stale_gone(self, txn: &mut Txn) -> Option<ErrorOutcome> {
-        dispatch!(self, stale_gone(txn))
-    }
-
-    pub(super) fn backend_response(
-        self,
-        txn: &mut Txn,
-        parts: &mut Parts,
-        ex: &Exchange,
-        mode: &FetchMode,
-        was_304: bool,
-    ) -> ResponseOutcome {
-        dispatch!(self, backend_response(txn, parts, ex, mode, was_304))
-    }
-
-    pub(super) fn storing(self, txn: &Txn, headers: &mut HeaderMap) {
-        dispatch!(self, storing(txn, headers))
-    }
-
-    pub(super) fn deliver(self, txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
-        dispatch!(self, deliver(txn, response))
-    }
-
-    pub(super) fn synth(self, txn: &mut Txn, status: u16, reason: Option<String>) -> Step {
-        dispatch!(self, synth(txn, status, reason))
-    }
-
-    pub(super) fn restart(self, txn: &mut Txn) -> Step {
-        dispatch!(self, restart(txn))
     }
 }

@@ -290,25 +290,6 @@ pub(in crate::proxy) fn recv_looks_up(
     matches!(verdict, Verdict::Hash | Verdict::Lookup) && !env.doubt.get()
 }
 
-/// Whether vcl_deliver's outcome depends on the object and the response alone (not on the
-/// request, the client or the clock): then what it adds is made once per prepared head
-/// (`Prepared::vcl_wire`), not per hit. `obj.hits` counts per hit, so only its comparison
-/// with 0 (`if (obj.hits > 0)`: the same on every hit) keeps that.
-pub(super) fn deliver_reads_object_only(rt: &VclRuntime) -> bool {
-    rt.program.reads_only(Method::Deliver, true, &|slot| {
-        matches!(
-            slot,
-            Slot::RespHttp
-                | Slot::RespStatus
-                | Slot::RespReason
-                | Slot::RespProto
-                | Slot::ServerHostname
-                | Slot::ServerIdentity
-                | Slot::Fixed(..)
-        )
-    })
-}
-
 /// The head of a fast hit under `rt`: the prepared head with what vcl_deliver adds, or
 /// `None` when vcl_deliver would do more than add fields the object does not have.
 pub(in crate::proxy) fn fast_head(

@@ -19,6 +19,7 @@ use crate::backend::director::{Backends, Member};
 use crate::cache::{CacheKey, Object};
 use crate::vcl::ir::Program;
 use crate::vcl::run::{BackendSel, State};
+use crate::vcl::vars::Slot;
 
 pub(super) use dry_run::{fast_head, recv_looks_up, with_xid};
 
@@ -108,7 +109,7 @@ impl VclRuntime {
             throttle,
             counters,
         };
-        rt.deliver_object_only = dry_run::deliver_reads_object_only(&rt);
+        rt.deliver_object_only = deliver_reads_object_only(&rt.program);
         rt
     }
 
@@ -129,6 +130,25 @@ impl VclRuntime {
     pub fn member(&self, sel: BackendSel) -> Option<Member> {
         self.targets.get(sel.target as usize).cloned().flatten()
     }
+}
+
+/// Whether vcl_deliver's outcome depends on the object and the response alone (not on the
+/// request, the client or the clock): then what it adds is made once per prepared head
+/// (`Prepared::vcl_wire`), not per hit. `obj.hits` counts per hit, so only its comparison
+/// with 0 (`if (obj.hits > 0)`: the same on every hit) keeps that.
+fn deliver_reads_object_only(program: &Program) -> bool {
+    program.reads_only(crate::vcl::types::Method::Deliver, true, &|slot| {
+        matches!(
+            slot,
+            Slot::RespHttp
+                | Slot::RespStatus
+                | Slot::RespReason
+                | Slot::RespProto
+                | Slot::ServerHostname
+                | Slot::ServerIdentity
+                | Slot::Fixed(..)
+        )
+    })
 }
 
 /// The backend request as VCL edits it (`bereq.*`): made from the client request when the
@@ -240,16 +260,16 @@ impl VclTxn {
     /// A client request's state, with its transaction id.
     pub fn new(runtime: Arc<VclRuntime>) -> VclTxn {
         let xid = runtime.next_xid();
-        VclTxn::with_xid(runtime, xid)
+        VclTxn::numbered(runtime, xid)
     }
 
     /// A background fetch's state: `parent` is the id of the request that started it (2.x
     /// stores the object under it; 4.x numbers the backend request itself).
     pub fn background(runtime: Arc<VclRuntime>, parent: u64) -> VclTxn {
-        VclTxn::with_xid(runtime, parent)
+        VclTxn::numbered(runtime, parent)
     }
 
-    fn with_xid(runtime: Arc<VclRuntime>, xid: u64) -> VclTxn {
+    fn numbered(runtime: Arc<VclRuntime>, xid: u64) -> VclTxn {
         VclTxn {
             runtime,
             state: State {

@@ -12,35 +12,12 @@ use smallvec::SmallVec;
 use tokio::io::AsyncWrite;
 
 use crate::clock::{DATE_LINE_LEN, date_line, now_ms};
-use crate::proxy::{FastAnswer, ResponseBody};
 
 use super::conn::{PHASE_BUSY, PHASE_HEAD, PHASE_IDLE, note_write};
-use super::{After, Gate, Mode};
-
-/// Answers a request without hyper from its validated, bodiless head (server.rs: fast hits,
-/// `Proxy::fast_hit`), or declines and hyper gets the request.
-pub(in crate::server) trait Answerer: Send + Sync {
-    fn answer(&self, head: &[u8]) -> Option<FastAnswer>;
-}
+use super::{After, Answerer, Gate, Mode, Outgoing};
 
 /// Fast answers queued at most; a later request goes to hyper (whose writes wait for these).
 const MAX_ANSWERS: usize = 16;
-
-/// A fast answer being written: head, `Date` line (if the head has none), then the body's
-/// chunks.
-pub(super) struct Outgoing {
-    head: Bytes,
-    date: [u8; DATE_LINE_LEN],
-    /// Bytes of `date` to send: all or none.
-    date_len: usize,
-    /// Bytes of `head` and `date` written so far.
-    written: usize,
-    body: ResponseBody,
-    /// Body chunks taken from `body` and not yet written (the first one may be partly
-    /// written): up to [`GATHER_CHUNKS`] / [`GATHER_BYTES`] go out in one vectored write.
-    chunks: SmallVec<[Bytes; 1]>,
-    body_done: bool,
-}
 
 /// Body chunks gathered into one vectored write at most (a 21 MB object from memory is 336
 /// chunks of 64 KiB: one system call per chunk cost a round through the body and the gate

@@ -39,17 +39,17 @@ use std::task::{Context, Poll, ready};
 use std::collections::VecDeque;
 
 use bytes::Bytes;
+use smallvec::SmallVec;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
 
+use crate::clock::DATE_LINE_LEN;
 use crate::http::strict::{Limits, Scanner, Violation};
+use crate::proxy::{FastAnswer, ResponseBody};
 use crate::stats::Counters;
 
-pub(super) use answers::Answerer;
-use answers::Outgoing;
 pub(super) use conn::{ConnState, PHASE_HEAD, PHASE_IDLE};
 use conn::{UPGRADE_REFUSED, UPGRADE_TUNNEL, note_write};
-use scan::Outcome;
 pub(super) use scan::count_violation;
 pub(super) use session::serve_session;
 
@@ -93,24 +93,36 @@ pub(crate) trait Quiet {
     }
 }
 
-impl Quiet for tokio::net::TcpStream {
-    fn quiet(&mut self) -> bool {
-        true
-    }
+/// Answers a request without hyper from its validated, bodiless head (server.rs: fast hits,
+/// `Proxy::fast_hit`), or declines and hyper gets the request.
+pub(crate) trait Answerer: Send + Sync {
+    fn answer(&self, head: &[u8]) -> Option<FastAnswer>;
+}
 
-    fn sends_files() -> bool {
-        true
-    }
+/// A fast answer being written: head, `Date` line (if the head has none), then the body's
+/// chunks.
+struct Outgoing {
+    head: Bytes,
+    date: [u8; DATE_LINE_LEN],
+    /// Bytes of `date` to send: all or none.
+    date_len: usize,
+    /// Bytes of `head` and `date` written so far.
+    written: usize,
+    body: ResponseBody,
+    /// Body chunks taken from `body` and not yet written (the first one may be partly
+    /// written): up to `GATHER_CHUNKS` / `GATHER_BYTES` (`answers.rs`) go out in one vectored write.
+    chunks: SmallVec<[Bytes; 1]>,
+    body_done: bool,
+}
 
-    fn poll_send_file(
-        &mut self,
-        cx: &mut Context<'_>,
-        region: &crate::backend::Region,
-        offset: u64,
-        len: usize,
-    ) -> Poll<io::Result<usize>> {
-        sendfile::poll_send_file(self, cx, region, offset, len)
-    }
+/// How far a run of the scanner over some bytes got.
+pub(super) enum Outcome {
+    /// Everything up to the end is valid (a trailing partial head starts at `held_from`).
+    Valid { held_from: usize },
+    /// Refuse the request whose head starts at `cut` (nothing from it reaches hyper).
+    RefuseRequest { cut: usize, violation: Violation },
+    /// Fail the body in flight after `cut` valid bytes.
+    FailBody { cut: usize, violation: Violation },
 }
 
 /// The strict gate around a client socket.

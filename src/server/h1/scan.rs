@@ -7,7 +7,7 @@ use crate::http::strict::{Class, Framing, Scan, Violation, valid_request_line};
 use crate::stats::Counters;
 
 use super::conn::UPGRADE_PENDING;
-use super::{After, Gate, Mode};
+use super::{After, Gate, Mode, Outcome};
 
 /// What hyper parses in place of a refused request. The service recognises it by its number,
 /// never by its content.
@@ -16,16 +16,6 @@ const STAND_IN: &[u8] = b"GET / HTTP/1.1\r\nhost: refused.invalid\r\n\r\n";
 /// The stand-in for a refused `HEAD` request: hyper then sends the refusal's head without its
 /// body (RFC 9110 §9.3.2), as for any other answer to HEAD.
 const STAND_IN_HEAD: &[u8] = b"HEAD / HTTP/1.1\r\nhost: refused.invalid\r\n\r\n";
-
-/// How far a run of the scanner over some bytes got.
-pub(super) enum Outcome {
-    /// Everything up to the end is valid (a trailing partial head starts at `held_from`).
-    Valid { held_from: usize },
-    /// Refuse the request whose head starts at `cut` (nothing from it reaches hyper).
-    RefuseRequest { cut: usize, violation: Violation },
-    /// Fail the body in flight after `cut` valid bytes.
-    FailBody { cut: usize, violation: Violation },
-}
 
 impl<T> Gate<T> {
     /// Runs the scanner over `data`, which continues the stream where the last run stopped.

@@ -42,7 +42,7 @@ fn send_file(
 }
 
 /// A plain socket sends files itself.
-pub(super) fn poll_send_file(
+fn poll_send_file(
     socket: &mut TcpStream,
     cx: &mut Context<'_>,
     region: &Region,
@@ -58,6 +58,27 @@ pub(super) fn poll_send_file(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             done => return Poll::Ready(done),
         }
+    }
+}
+
+/// A plain socket sends files itself.
+impl Quiet for TcpStream {
+    fn quiet(&mut self) -> bool {
+        true
+    }
+
+    fn sends_files() -> bool {
+        true
+    }
+
+    fn poll_send_file(
+        &mut self,
+        cx: &mut Context<'_>,
+        region: &Region,
+        offset: u64,
+        len: usize,
+    ) -> Poll<io::Result<usize>> {
+        poll_send_file(self, cx, region, offset, len)
     }
 }
 

@@ -19,7 +19,7 @@ use std::task::{Context, Poll, ready};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::H2State;
+use super::state::H2State;
 use crate::clock::now_ms;
 use crate::stats::{Counter, Counters};
 

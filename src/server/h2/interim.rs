@@ -60,7 +60,7 @@ impl InterimSink for StreamInterim {
         *resp.status_mut() = head.status;
         *resp.headers_mut() = head.fields;
         // The filtering the final response gets (`finish`): nothing connection-specific.
-        super::strip_connection_specific(resp.headers_mut());
+        super::response::strip_connection_specific(resp.headers_mut());
         match stream.send_informational(resp) {
             Ok(()) => {
                 self.counters.client_interim.inc();

@@ -6,86 +6,36 @@
 //! first bytes were the HTTP/2 preface (h2c with prior knowledge), or a TLS stream whose ALPN
 //! chose `h2`.
 
-use std::convert::Infallible;
-use std::error::Error as StdError;
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{Request, Response, StatusCode, header};
-use http_body::{Body, Frame, SizeHint};
+use http::Request;
+use http_body::Body;
 use hyper::body::Incoming;
 use hyper::server::conn::http2;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 
 use super::h1::count_violation;
 use crate::backend::{BodyOutcome, BodyPace};
 use crate::clock::now_ms;
-use crate::http::strict::Violation;
-use crate::proxy::{Handled, Proxy, ResponseBody};
+use crate::proxy::Handled;
 use crate::reload::Live;
 
 mod check;
 mod frames;
 mod inline;
 mod interim;
+mod response;
+mod state;
 
 pub(crate) use frames::PREFACE;
-
-/// What the session loop, the service and the watcher share about one connection.
-#[derive(Debug)]
-pub(super) struct H2State {
-    /// Requests with a response not yet finished (or dropped).
-    active: AtomicU32,
-    /// When `active` last went to 0 (ms, `clock::now_ms`).
-    idle_since: AtomicU64,
-    /// Streams the connection has opened.
-    requests: AtomicU64,
-    /// Response bodies that handed hyper data and have not been asked for more: they wait for
-    /// the client (its flow-control window, or the socket).
-    stalled: AtomicU32,
-    /// When a DATA frame was last written (ms).
-    last_data: AtomicU64,
-    /// The client's first frame after the preface arrived.
-    preface_done: AtomicBool,
-    /// When the header block in progress began (ms; 0: none).
-    block_since: AtomicU64,
-    /// `max_requests` reached: the loop sends GOAWAY.
-    enough: AtomicBool,
-    wake: Notify,
-    /// The idle timeout VCL set for this connection (`sess.timeout_idle`, ms; 0: the
-    /// configured one).
-    idle_override: AtomicU64,
-    /// h2's handle for sending 1xx responses on this connection's streams (`interim.rs`),
-    /// kept from the first request that carries it.
-    interim: OnceLock<h2::server::Interim>,
-}
-
-impl H2State {
-    fn new(now: u64) -> H2State {
-        H2State {
-            active: AtomicU32::new(0),
-            idle_since: AtomicU64::new(now),
-            requests: AtomicU64::new(0),
-            stalled: AtomicU32::new(0),
-            last_data: AtomicU64::new(now),
-            preface_done: AtomicBool::new(false),
-            block_since: AtomicU64::new(0),
-            enough: AtomicBool::new(false),
-            wake: Notify::new(),
-            idle_override: AtomicU64::new(0),
-            interim: OnceLock::new(),
-        }
-    }
-}
+use response::{Answer, body_outcome, finish};
+use state::{H2State, Stream};
 
 fn ms(d: Duration) -> u64 {
     d.as_millis().min(u64::MAX as u128) as u64
@@ -355,180 +305,4 @@ fn window(bytes: u64) -> u32 {
     u32::try_from(bytes)
         .unwrap_or(i32::MAX as u32)
         .min(i32::MAX as u32)
-}
-
-/// One request on the connection, from the service call until its response body is done or
-/// dropped (hyper drops it when the client resets the stream).
-struct Stream {
-    shared: Arc<H2State>,
-    /// The body handed hyper data it has not sent yet (counted in `H2State::stalled`).
-    waiting: bool,
-}
-
-impl Stream {
-    fn open(shared: &Arc<H2State>) -> Stream {
-        shared.active.fetch_add(1, Ordering::Relaxed);
-        Stream {
-            shared: shared.clone(),
-            waiting: false,
-        }
-    }
-
-    fn set_waiting(&mut self, waiting: bool) {
-        if self.waiting != waiting {
-            self.waiting = waiting;
-            if waiting {
-                self.shared.stalled.fetch_add(1, Ordering::Relaxed);
-            } else {
-                self.shared.stalled.fetch_sub(1, Ordering::Relaxed);
-            }
-        }
-    }
-}
-
-impl Drop for Stream {
-    fn drop(&mut self) {
-        self.set_waiting(false);
-        if self.shared.active.fetch_sub(1, Ordering::Relaxed) == 1 {
-            self.shared.idle_since.store(now_ms(), Ordering::Relaxed);
-        }
-    }
-}
-
-/// The service's future: the response itself when no step of the request had to wait.
-enum Answer<F> {
-    Ready(Option<Response<H2Body>>),
-    Pending(Pin<Box<F>>),
-}
-
-impl<F: Future<Output = Response<H2Body>>> Future for Answer<F> {
-    type Output = Result<Response<H2Body>, Infallible>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.get_mut() {
-            Answer::Ready(resp) => match resp.take() {
-                Some(r) => Poll::Ready(Ok(r)),
-                None => Poll::Pending,
-            },
-            Answer::Pending(rest) => rest.as_mut().poll(cx).map(Ok),
-        }
-    }
-}
-
-/// The answer to a request whose body failed while streaming to the backend, in place of the
-/// aborted fetch's answer: over `max_body_size` (sent without `Content-Length`) → `413` as
-/// over HTTP/1.1 (counted as a refused request); too slow → `408` (`client_body_timeout`).
-/// The stream then ends; h2 resets it with `NO_ERROR` if the client is still sending.
-fn body_outcome(
-    resp: Response<ResponseBody>,
-    outcome: Option<&BodyOutcome>,
-    proxy: &Proxy,
-) -> Response<ResponseBody> {
-    let Some(outcome) = outcome else {
-        return resp;
-    };
-    if outcome.too_large() {
-        count_violation(&proxy.counters, Violation::BodyTooLarge);
-        return proxy.refuse_body(Violation::BodyTooLarge, resp);
-    }
-    if outcome.too_slow() {
-        proxy.counters.client_body_timeout.inc();
-        return proxy.refuse_slow_body(resp);
-    }
-    resp
-}
-
-/// Fields that mean nothing in HTTP/2 (RFC 9113 §8.2.2); hyper would drop them with a
-/// warning in the log for every response.
-const CONNECTION_SPECIFIC: [header::HeaderName; 5] = [
-    header::CONNECTION,
-    header::TRANSFER_ENCODING,
-    header::UPGRADE,
-    header::TE,
-    header::HeaderName::from_static("keep-alive"),
-];
-
-/// Removes what has no meaning in HTTP/2 from a response head (final or 1xx).
-fn strip_connection_specific(headers: &mut header::HeaderMap) {
-    for name in &CONNECTION_SPECIFIC {
-        headers.remove(name);
-    }
-    headers.remove("proxy-connection");
-}
-
-/// The last step of every HTTP/2 response: never a 101 (there is no tunnel in HTTP/2), no
-/// connection-specific fields; the body ends the stream's bookkeeping, and a malformed
-/// request's answer ends with `RST_STREAM` (`reset`).
-fn finish(
-    mut resp: Response<ResponseBody>,
-    stream: Stream,
-    reset: Option<h2::Reason>,
-    proxy: &Proxy,
-) -> Response<H2Body> {
-    if resp.status() == StatusCode::SWITCHING_PROTOCOLS || resp.status().is_informational() {
-        resp = proxy.refuse(502, "backend-invalid-response");
-    }
-    if let Some(crate::proxy::SessionIdle(idle)) =
-        resp.extensions_mut().remove::<crate::proxy::SessionIdle>()
-    {
-        let ms = idle.map_or(0, |d| (d.as_millis() as u64).max(1));
-        // A change wakes the loop, whose timer may be set further out than the new timeout.
-        if stream.shared.idle_override.swap(ms, Ordering::Relaxed) != ms {
-            stream.shared.wake.notify_one();
-        }
-    }
-    strip_connection_specific(resp.headers_mut());
-    resp.map(|inner| H2Body {
-        inner,
-        stream,
-        reset,
-    })
-}
-
-/// A response body on an HTTP/2 stream: the pipeline's body, watched for waiting on the
-/// client, optionally ending in a reset.
-pub(crate) struct H2Body {
-    inner: ResponseBody,
-    stream: Stream,
-    reset: Option<h2::Reason>,
-}
-
-impl Body for H2Body {
-    type Data = Bytes;
-    type Error = Box<dyn StdError + Send + Sync>;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        let this = &mut *self;
-        this.stream.set_waiting(false);
-        match Pin::new(&mut this.inner).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => {
-                // hyper asks again as soon as the client can take more.
-                if frame.is_data() && !this.inner.is_end_stream() {
-                    this.stream.set_waiting(true);
-                }
-                Poll::Ready(Some(Ok(frame)))
-            }
-            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Box::new(e)))),
-            Poll::Ready(None) => match this.reset.take() {
-                // hyper resets the stream with the reason it finds in the error.
-                Some(reason) => Poll::Ready(Some(Err(Box::new(h2::Error::from(reason))))),
-                None => Poll::Ready(None),
-            },
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.reset.is_none() && self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        if self.reset.is_some() {
-            return SizeHint::default();
-        }
-        self.inner.size_hint()
-    }
 }

@@ -5,39 +5,19 @@
 //! client, coalesced waiters and a pass — who stream the body before its program is known —
 //! assemble it too, parsing as they go (`assemble.rs`).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
+pub use super::super::handoff::Slot;
 use super::super::{BodyFilter, Chunks, Effect, FilterError, Filters};
 use crate::cache::StoredFields;
 use crate::config::esi::EsiConfig;
 use crate::esi::{Options, Parser, Program, Severity};
 use crate::stats::Counters;
-
-/// Where the fetch filter leaves the program for the fill; and the filter itself until it
-/// joins the fetch chain ([`attach`]).
-#[derive(Default)]
-pub struct Slot {
-    program: Mutex<Option<Program>>,
-    pending: Mutex<Option<Box<dyn BodyFilter>>>,
-}
-
-impl Slot {
-    fn put(&self, program: Program) {
-        if let Ok(mut p) = self.program.lock() {
-            *p = Some(program);
-        }
-    }
-
-    /// The program, once the body ended; `None` when it held no ESI.
-    pub fn take(&self) -> Option<Program> {
-        self.program.lock().ok().and_then(|mut p| p.take())
-    }
-}
 
 /// How the parser reads bodies under `config`.
 pub fn options(config: &EsiConfig) -> Options {
