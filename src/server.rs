@@ -7,33 +7,32 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::admin;
-use crate::clock::now_ms;
 use crate::config::{CliOverrides, Config};
-use crate::proxy::{Process, Proxy};
+use crate::proxy::Proxy;
 use crate::reload::{ConfigSource, Live};
 use crate::service::listeners::Role;
 use crate::stats::Counters;
 
+mod accept;
+mod client;
 mod h1;
 pub(crate) mod h2;
 mod local;
 mod near;
+mod open;
 pub(crate) mod park;
+mod park_task;
 mod proxy_header;
 mod refuse;
 mod tls_conn;
 mod trim;
 mod tunnel;
 mod unix;
-
-pub(crate) use tls_conn::TlsStart;
-
-use h1::serve_session;
 
 /// A started Shellac: bound listeners and the tasks serving them.
 pub struct Running {
@@ -149,9 +148,8 @@ pub async fn start_with(
     }
     let mut unix_paths = Vec::new();
     for (i, (path, listener)) in unix_bound.into_iter().enumerate() {
-        tasks.spawn(unix::accept_loop(
-            listener,
-            i,
+        tasks.spawn(accept::accept_loop(
+            unix::Unix { listener, index: i },
             live.clone(),
             shutdown.subscribe(),
         ));
@@ -162,7 +160,7 @@ pub async fn start_with(
     live.sync_probes();
     tasks.spawn(sweep_bans(live.clone(), shutdown.subscribe()));
     tasks.spawn(trim::run(live.clone(), shutdown.subscribe()));
-    tasks.spawn(park::run(parking, live.clone(), shutdown.subscribe()));
+    tasks.spawn(park_task::run(parking, live.clone(), shutdown.subscribe()));
     tasks.spawn(crate::tls::watch::run(live.clone(), shutdown.subscribe()));
     Ok(Running {
         live,
@@ -260,8 +258,8 @@ pub(crate) fn bind_listener(
     socket.listen(backlog)
 }
 
-/// How a reload binds and accepts (`reload::Listen`): [`bind_listener`], [`accept_loop`]
-/// (whose connections wait in `parking` while they send nothing).
+/// How a reload binds and accepts (`reload::Listen`): [`bind_listener`], `accept::accept_loop`
+/// over a TCP listener (whose connections wait in `parking` while they send nothing).
 struct Listen {
     parking: Arc<park::Parking>,
 }
@@ -285,311 +283,7 @@ impl crate::reload::Listen for Listen {
     ) -> tokio::task::AbortHandle {
         let shutdown = live.shutdown();
         let parking = self.parking.clone();
-        tokio::spawn(accept_loop(
-            listener, configured, live, parking, shutdown, tls,
-        ))
-        .abort_handle()
+        let listener = accept::Tcp::new(listener, configured, parking, tls);
+        tokio::spawn(accept::accept_loop(listener, live, shutdown)).abort_handle()
     }
-}
-
-/// Accepts client connections on `listener`, configured as `configured`; `tls`: the `[[tls]]`
-/// listener it belongs to (its certificates and settings are those current at each accept).
-pub(crate) async fn accept_loop(
-    listener: TcpListener,
-    configured: SocketAddr,
-    live: Arc<Live>,
-    parking: Arc<park::Parking>,
-    mut shutdown: watch::Receiver<bool>,
-    tls: Option<Arc<str>>,
-) {
-    let lingering = refuse::Lingering::default();
-    // Every connection's local address when the listener is bound to one IP (VCL's
-    // `server.ip`): known once here, not asked of each socket.
-    let bound = local::specific(listener.local_addr().ok());
-    loop {
-        let accepted = tokio::select! {
-            r = listener.accept() => r,
-            _ = shutdown.changed() => return,
-        };
-        match accepted {
-            Ok((stream, peer)) => {
-                // Connection settings come from the configuration current at accept time.
-                let proxy = live.load();
-                proxy.counters.client_conn.inc();
-                proxy.session_begins();
-                let max_conns = proxy.config.server.max_connections as u64;
-                let open = proxy.shared.open_conns.fetch_add(1, Ordering::Relaxed);
-                if max_conns > 0 && open >= max_conns {
-                    proxy.shared.open_conns.fetch_sub(1, Ordering::Relaxed);
-                    refuse::refuse(stream, peer, &proxy, &lingering);
-                    continue;
-                }
-                let tls = match &tls {
-                    None => None,
-                    Some(name) => match live.tls().get(name) {
-                        Some(frontend) => Some(TlsStart::Handshake(frontend)),
-                        // Removed by a reload that has not stopped this loop yet.
-                        None => {
-                            proxy.shared.open_conns.fetch_sub(1, Ordering::Relaxed);
-                            continue;
-                        }
-                    },
-                };
-                // A client a short round trip away gets a send buffer that keeps large
-                // responses warm in the caches (server/near.rs).
-                let server = &proxy.config.server;
-                if near::tune(&stream, server.near_send_buffer.0, server.near_rtt.0) {
-                    proxy.counters.client_conn_near.inc();
-                }
-                // `[http2] h2c` for this listener, as configured at accept time.
-                let h2c = tls.is_none() && proxy.config.http2.h2c.on(configured);
-                // Behind a load balancer: the PROXY protocol header first, read by a task of
-                // its own; the session then starts with the client address it names.
-                if server.proxy_protocol.on(configured) {
-                    if !crate::config::proxy_protocol::trusted(
-                        &server.proxy_protocol_from,
-                        peer.ip(),
-                    ) {
-                        proxy_header::Refused::Untrusted.count(&proxy.counters);
-                        proxy.shared.open_conns.fetch_sub(1, Ordering::Relaxed);
-                        continue;
-                    }
-                    let _ = stream.set_nodelay(server.tcp_nodelay);
-                    let open = Arc::new(OpenConn(proxy.shared.clone()));
-                    let conn = Accepted {
-                        live: live.clone(),
-                        parking: parking.clone(),
-                        shutdown: shutdown.clone(),
-                        open,
-                        since: now_ms(),
-                        tls,
-                        h2c,
-                        bound,
-                    };
-                    tokio::spawn(behind_proxy(stream, peer, conn));
-                    continue;
-                }
-                // A connection that has not sent a byte yet waits as a socket alone (no task,
-                // no session) until it does or `header_read_timeout` passes: a flood of silent
-                // connections costs a parking slot each, not ~11.5 KiB.
-                if !has_bytes(&stream) {
-                    let _ = stream.set_nodelay(proxy.config.server.tcp_nodelay);
-                    let now = now_ms();
-                    let wait = match &tls {
-                        Some(TlsStart::Handshake(f)) => f.handshake_timeout,
-                        _ => proxy.config.server.header_read_timeout.0,
-                    };
-                    let deadline = now.saturating_add(ms(wait));
-                    let open = Arc::new(OpenConn(proxy.shared.clone()));
-                    parking.park(stream, peer, open, deadline, Some(now), tls, h2c);
-                    continue;
-                }
-                tokio::spawn(client_connection(
-                    stream,
-                    peer,
-                    live.clone(),
-                    parking.clone(),
-                    shutdown.clone(),
-                    None,
-                    None,
-                    tls,
-                    h2c,
-                    bound,
-                ));
-            }
-            Err(e) => {
-                // EMFILE and friends: back off instead of spinning.
-                live.load().counters.client_accept_error.inc();
-                tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
-}
-
-/// A connection accepted on a `server.proxy_protocol` listener, waiting for its header.
-struct Accepted {
-    live: Arc<Live>,
-    parking: Arc<park::Parking>,
-    shutdown: watch::Receiver<bool>,
-    open: Arc<OpenConn>,
-    since: u64,
-    tls: Option<TlsStart>,
-    h2c: bool,
-    bound: Option<SocketAddr>,
-}
-
-/// Reads the PROXY protocol header of a connection accepted from `peer` (within
-/// `header_read_timeout` of the accept), then serves it as the client the header names; a
-/// connection without a valid header is closed and counted.
-async fn behind_proxy(mut stream: TcpStream, peer: SocketAddr, c: Accepted) {
-    let timeout = c.live.load().config.server.header_read_timeout.0;
-    let deadline = c.since.saturating_add(ms(timeout));
-    let client = match proxy_header::read(&mut stream, peer, deadline).await {
-        Ok(client) => client,
-        Err(why) => {
-            why.count(&c.live.load().counters);
-            return;
-        }
-    };
-    c.live.load().counters.client_proxy.inc();
-    client_connection(
-        stream,
-        client,
-        c.live,
-        c.parking,
-        c.shutdown,
-        Some(c.open),
-        Some(c.since),
-        c.tls,
-        c.h2c,
-        c.bound,
-    )
-    .await;
-}
-
-/// Decrements the open-connection gauge however the connection task ends (incremented by the
-/// accept loop, which counts it against `max_connections`); a tunnel keeps it alive.
-pub(super) struct OpenConn(Arc<Process>);
-
-impl Drop for OpenConn {
-    fn drop(&mut self) {
-        self.0.open_conns.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// A client connection from accept (or from the parking lot, `open` then carried over) until
-/// it closes or is released: one HTTP session (hyper behind the strict gate). After
-/// `idle_release` without a request the session is freed and the socket parked
-/// ([`park::Parking`]) until the next request arrives, `idle_timeout` ends it or Shellac
-/// shuts down; the next request starts a new task.
-/// Whether the client has sent anything yet (or closed): a non-blocking peek of one byte.
-/// An error other than "nothing yet" counts as something, for the session to see.
-fn has_bytes(stream: &TcpStream) -> bool {
-    let mut byte = [std::mem::MaybeUninit::<u8>::uninit(); 1];
-    match socket2::SockRef::from(stream).peek(&mut byte) {
-        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
-        Ok(_) => true,
-    }
-}
-
-/// `new_since`: a new connection resumed from the parking lot on its first byte, accepted at
-/// this time (its request head is due `header_read_timeout` after it). `tls`: a connection
-/// on a TLS listener (server/tls_conn.rs runs it). `h2c`: a new connection on a cleartext
-/// listener that accepts HTTP/2 with prior knowledge. `bound`: the listener's address when it
-/// is bound to one IP (`None` from the parking lot: then asked of the socket if VCL needs it).
-// Each argument is a separate fact about the connection, from the accept loop or the lot.
-#[allow(clippy::too_many_arguments)]
-async fn client_connection(
-    stream: TcpStream,
-    peer: SocketAddr,
-    live: Arc<Live>,
-    parking: Arc<park::Parking>,
-    shutdown: watch::Receiver<bool>,
-    open: Option<Arc<OpenConn>>,
-    new_since: Option<u64>,
-    tls: Option<TlsStart>,
-    h2c: bool,
-    bound: Option<SocketAddr>,
-) {
-    let local = local::ConnLocal::new(&stream, bound);
-    // Connection settings come from the configuration current when a session starts.
-    let cfg = live.load().config.server.clone();
-    let resumed = open.is_some();
-    let open = match open {
-        Some(open) => open,
-        None => {
-            let _ = stream.set_nodelay(cfg.tcp_nodelay);
-            // Shared with a tunnel that outlives this task (an upgraded connection).
-            Arc::new(OpenConn(live.load().shared.clone()))
-        }
-    };
-    // The TLS and HTTP/2 sessions are boxed too (as `serve_session` below): this task's
-    // future is as large as its largest branch, and an idle HTTP/2 connection would
-    // otherwise carry the TLS branch's size (bench/RESULTS.md, idle HTTP/2 memory).
-    if let Some(start) = tls {
-        let released = Box::pin(tls_conn::run(
-            stream,
-            peer,
-            live.clone(),
-            shutdown,
-            open,
-            new_since,
-            start,
-            local,
-        ))
-        .await;
-        if let Some(r) = released
-            && parking.park(r.socket, peer, r.open, r.deadline, None, Some(r.tls), false)
-        {
-            live.load().counters.client_idle_released.inc();
-        }
-        return;
-    }
-    // A new connection on a listener that accepts h2c: HTTP/2 if it starts with the preface.
-    if h2c && (new_since.is_some() || !resumed) {
-        let since = new_since.unwrap_or_else(now_ms);
-        match sniff_preface(&stream, since.saturating_add(ms(cfg.header_read_timeout.0))).await {
-            Some(true) => {
-                Box::pin(h2::serve(stream, peer, live.clone(), shutdown, None, local)).await;
-                return;
-            }
-            Some(false) => {}
-            None => {
-                live.load().counters.client_header_timeout.inc();
-                return;
-            }
-        }
-    }
-    // Boxed: this task's future stays small, so spawning it (from accept or the parking lot)
-    // moves a few hundred bytes, not the session's state (callgrind, a new session per
-    // request: memcpy −1,350 instructions per request, −300 net of the box's allocation).
-    let session = Box::pin(serve_session(
-        stream, peer, &live, &open, &cfg, shutdown, new_since, None, local,
-    ));
-    let Some((released, idle_since)) = session.await else {
-        return;
-    };
-    let deadline = idle_since.saturating_add(ms(cfg.idle_timeout.0));
-    // The gauge (in park) before the counter: whoever sees the count sees the gauge too.
-    if parking.park(released, peer, open, deadline, None, None, false) {
-        live.load().counters.client_idle_released.inc();
-    }
-}
-
-/// Whether a new connection's first bytes are the HTTP/2 preface (`Some(true)`), something
-/// else (`Some(false)`: HTTP/1.1, or the client closed), or only a prefix of it until
-/// `deadline` (ms; `None`). Peeks, so the session that follows reads every byte.
-async fn sniff_preface(stream: &TcpStream, deadline: u64) -> Option<bool> {
-    let mut buf = [0u8; h2::PREFACE.len()];
-    let mut pause = 2;
-    loop {
-        let n = match tokio::time::timeout(
-            Duration::from_millis(deadline.saturating_sub(now_ms()).max(1)),
-            stream.peek(&mut buf),
-        )
-        .await
-        {
-            Ok(Ok(n)) => n,
-            Ok(Err(_)) => return Some(false),
-            Err(_) => return None,
-        };
-        if n == 0 || buf[..n] != h2::PREFACE[..n] {
-            return Some(false);
-        }
-        if n == buf.len() {
-            return Some(true);
-        }
-        // A preface split over segments (rare): peek again a little later; a peek does not
-        // consume, so waiting for readiness would return at once.
-        if now_ms() >= deadline {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(pause)).await;
-        pause = (pause * 2).min(200);
-    }
-}
-
-fn ms(d: Duration) -> u64 {
-    d.as_millis().min(u64::MAX as u128) as u64
 }

@@ -112,14 +112,6 @@ const CIRCLES: &[(&str, &[&str], &str)] = &[
         "proxy/mod.rs holds `Proxy`, which the request's steps read and which calls them; to \
         cut, `Proxy`'s shared state behind a type of its own",
     ),
-    (
-        "server",
-        &[
-            "h1", "h2", "park", "refuse", "self", "tls_conn", "tunnel", "unix",
-        ],
-        "server.rs holds the listener state the protocol sessions read and starts them; to \
-        cut, that state into its own file",
-    ),
     ("vcl::run", &["eval", "exec", "self"], OWN_FILE),
     (
         "vtc",

@@ -6,7 +6,7 @@
 //! timer entry and an I/O registration, all scattered among the freed sessions' pages, so
 //! glibc could not hand those pages back (workload 7: ~5 KiB per idle connection after a
 //! trim). Here a parked connection is one [`Slot`] in a vector, one entry in a deadline heap
-//! and one registration in an epoll set of its own, watched by one task ([`run`]):
+//! and one registration in an epoll set of its own, watched by one task (`park_task::run`):
 //! - readable (the next request, or the client's close): the socket is taken out of the set
 //!   and a new connection task starts a session on it;
 //! - `idle_timeout` over: closed, counted in `client_idle_closed`;
@@ -27,35 +27,28 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Registry, Token};
-use tokio::io::unix::AsyncFd;
-use tokio::sync::{Notify, watch};
+use mio::{Interest, Poll, Registry, Token};
+use tokio::sync::Notify;
 
-use super::OpenConn;
+use super::open::OpenConn;
 use super::tls_conn::TlsStart;
-use crate::clock::now_ms;
-use crate::reload::Live;
-
-/// Events taken from the lot's epoll set per system call.
-const EVENTS: usize = 256;
 
 /// The parked connections and the epoll set that watches them. Shared by every connection
 /// task (which parks) and the lot's own task (which resumes, expires and shuts down).
 pub(crate) struct Parking {
-    /// Adds and removes sockets (a handle on the same epoll set that [`run`] polls).
+    /// Adds and removes sockets (a handle on the same epoll set that `park_task::run` polls).
     registry: Registry,
-    /// Taken by [`run`] when it starts; `None` afterwards.
-    poll: Mutex<Option<Poll>>,
+    /// Taken by `park_task::run` when it starts; `None` afterwards.
+    pub(super) poll: Mutex<Option<Poll>>,
     lot: Mutex<Lot>,
     /// A connection was parked with a deadline earlier than any before it.
-    earlier: Notify,
+    pub(super) earlier: Notify,
 }
 
 #[derive(Default)]
-struct Lot {
+pub(super) struct Lot {
     slots: Vec<Slot>,
     /// Indexes of empty slots.
     free: Vec<u32>,
@@ -77,17 +70,17 @@ struct Slot {
 
 /// A released connection: its socket (out of Tokio's reactor, in the lot's epoll set), the
 /// client's address and its open-connection count.
-struct Parked {
-    stream: std::net::TcpStream,
-    peer: SocketAddr,
-    open: Carried,
-    deadline: u64,
+pub(super) struct Parked {
+    pub(super) stream: std::net::TcpStream,
+    pub(super) peer: SocketAddr,
+    pub(super) open: Carried,
+    pub(super) deadline: u64,
     /// A new connection that has sent nothing yet (its `deadline` is its accept time plus
     /// `header_read_timeout`), not a released keep-alive one. A flag rather than the accept
     /// time: a slot stays 72 bytes.
-    new: bool,
+    pub(super) new: bool,
     /// A new connection on a listener that accepts h2c (`[http2] h2c`).
-    h2c: bool,
+    pub(super) h2c: bool,
 }
 
 impl Parked {
@@ -108,7 +101,7 @@ impl Parked {
 /// idle time would pin a page among the freed session's (measured: 3.0 KiB per idle
 /// connection with it, see bench/RESULTS.md). A TLS connection also carries its TLS state
 /// (boxed with the count: a slot stays 72 bytes).
-enum Carried {
+pub(super) enum Carried {
     Count(OpenConn),
     Shared(Arc<OpenConn>),
     Tls(Box<(Arc<OpenConn>, TlsStart)>),
@@ -133,7 +126,7 @@ impl Carried {
         }
     }
 
-    fn into_parts(self) -> (Arc<OpenConn>, Option<TlsStart>) {
+    pub(super) fn into_parts(self) -> (Arc<OpenConn>, Option<TlsStart>) {
         match self {
             Carried::Count(c) => (Arc::new(c), None),
             Carried::Shared(s) => (s, None),
@@ -142,7 +135,7 @@ impl Carried {
     }
 
     /// A new TLS connection that has not started its handshake.
-    fn handshake_pending(&self) -> bool {
+    pub(super) fn handshake_pending(&self) -> bool {
         matches!(self, Carried::Tls(b) if matches!(b.1, TlsStart::Handshake(_)))
     }
 }
@@ -152,7 +145,7 @@ fn token(slot: u32, generation: u32) -> Token {
     Token(((generation as usize & 0x7fff_ffff) << 32) | slot as usize)
 }
 
-fn untoken(token: Token) -> (u32, u32) {
+pub(super) fn untoken(token: Token) -> (u32, u32) {
     (token.0 as u32, (token.0 >> 32) as u32)
 }
 
@@ -168,14 +161,14 @@ impl Parking {
         }))
     }
 
-    fn lot(&self) -> MutexGuard<'_, Lot> {
+    pub(super) fn lot(&self) -> MutexGuard<'_, Lot> {
         // Nothing here panics while holding the lock; a poisoned lock still holds a
         // consistent lot.
         self.lot.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Parks a released connection (`new_since: None`) or a new one that has sent nothing
-    /// yet (`Some(accepted at)`) until it is readable, `deadline` (on [`now_ms`]'s clock)
+    /// yet (`Some(accepted at)`) until it is readable, `deadline` (on `clock::now_ms`'s clock)
     /// passes, or shutdown; a TLS connection with its TLS state (`tls`: the listener whose
     /// handshake it waits for, or the established session); `h2c`: a new one on a listener that
     /// accepts h2c. Counted in the released (or
@@ -243,7 +236,7 @@ impl Parking {
     }
 
     /// Takes the connection out of `slot` if it is still the one of `generation`.
-    fn take(&self, lot: &mut Lot, slot: u32, generation: u32) -> Option<Parked> {
+    pub(super) fn take(&self, lot: &mut Lot, slot: u32, generation: u32) -> Option<Parked> {
         let s = lot.slots.get_mut(slot as usize)?;
         if s.generation != generation {
             return None;
@@ -285,7 +278,7 @@ impl Parking {
     }
 
     /// Connections whose deadline is at or before `now`, taken out of the lot.
-    fn expired(&self, now: u64) -> Vec<Parked> {
+    pub(super) fn expired(&self, now: u64) -> Vec<Parked> {
         let mut lot = self.lot();
         let mut out = Vec::new();
         while let Some(&Reverse((deadline, slot, generation))) = lot.deadlines.peek() {
@@ -301,7 +294,7 @@ impl Parking {
     }
 
     /// The earliest deadline of a parked connection, if any.
-    fn next_deadline(&self) -> Option<u64> {
+    pub(super) fn next_deadline(&self) -> Option<u64> {
         let mut lot = self.lot();
         // Drop stale entries at the top so the task does not wake for them.
         while let Some(&Reverse((_, slot, generation))) = lot.deadlines.peek() {
@@ -318,7 +311,7 @@ impl Parking {
     }
 
     /// Closes every parked connection and refuses new ones.
-    fn close_all(&self) -> usize {
+    pub(super) fn close_all(&self) -> usize {
         let mut lot = self.lot();
         lot.closed = true;
         let mut closed = 0;
@@ -341,301 +334,5 @@ impl Parking {
     }
 }
 
-/// The lot's task: resumes connections that became readable (a new connection task each),
-/// closes those past their deadline, and closes all of them at shutdown.
-pub(crate) async fn run(
-    parking: Arc<Parking>,
-    live: Arc<Live>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let Some(poll) = parking
-        .poll
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take()
-    else {
-        return;
-    };
-    // SAFETY: a mio `Poll` owns its epoll descriptor and returns that same descriptor from
-    // `as_raw_fd` until it is dropped, which only the `AsyncFd` does (it is moved in here;
-    // below it is only polled through `get_inner_mut`, never replaced or closed; the
-    // registry handle `Parking` keeps is a `dup` of its own).
-    let registered =
-        unsafe { AsyncFd::register_with_interest(poll, tokio::io::Interest::READABLE) };
-    let mut poll = match registered {
-        Ok(p) => p,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot watch parked connections; they are closed instead");
-            parking.close_all();
-            return;
-        }
-    };
-    let mut events = Events::with_capacity(EVENTS);
-    loop {
-        if *shutdown.borrow() {
-            parking.close_all();
-            return;
-        }
-        let sleep = parking.next_deadline().map(|d| {
-            let wait = Duration::from_millis(d.saturating_sub(now_ms()));
-            tokio::time::sleep(wait)
-        });
-        tokio::select! {
-            ready = poll.readable_mut() => {
-                let Ok(mut ready) = ready else {
-                    tracing::error!("parked connections' epoll set failed; they are closed instead");
-                    parking.close_all();
-                    return;
-                };
-                let mut resumed = Vec::new();
-                loop {
-                    let polled = ready.get_inner_mut().poll(&mut events, Some(Duration::ZERO));
-                    if polled.is_err() || events.is_empty() {
-                        // Drained: wait for the next edge on the lot's epoll set.
-                        ready.clear_ready();
-                        break;
-                    }
-                    let mut lot = parking.lot();
-                    for event in events.iter() {
-                        let (slot, generation) = untoken(event.token());
-                        resumed.extend(parking.take(&mut lot, slot, generation));
-                    }
-                }
-                for p in resumed {
-                    resume(p, &parking, &live, &shutdown);
-                }
-            }
-            _ = until(sleep) => {
-                let expired = parking.expired(now_ms());
-                let handshakes = expired.iter().filter(|p| p.open.handshake_pending()).count() as u64;
-                let new = expired.iter().filter(|p| p.new).count() as u64 - handshakes;
-                let counters = &live.load().counters;
-                if new > 0 {
-                    counters.client_header_timeout.add(new);
-                }
-                for _ in 0..handshakes {
-                    crate::tls::server::Reason::Timeout.count(counters);
-                }
-                let idle = expired.len() as u64 - new - handshakes;
-                if idle > 0 {
-                    counters.client_idle_closed.add(idle);
-                }
-                // Dropping them closes the sockets and their open-connection counts.
-            }
-            _ = parking.earlier.notified() => {}
-            _ = shutdown.changed() => {}
-        }
-    }
-}
-
-/// Waits for `sleep`, or forever without one.
-async fn until(sleep: Option<tokio::time::Sleep>) {
-    match sleep {
-        Some(s) => s.await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Back into Tokio's reactor, with a new connection task that starts a session.
-fn resume(p: Parked, parking: &Arc<Parking>, live: &Arc<Live>, shutdown: &watch::Receiver<bool>) {
-    let Parked {
-        stream,
-        peer,
-        open,
-        deadline,
-        new,
-        h2c,
-    } = p;
-    let (open, tls) = open.into_parts();
-    // A new connection's head is still due `header_read_timeout` after its accept (a TLS
-    // one's handshake, `handshake_timeout` after it).
-    let new_since = new.then(|| {
-        let wait = match &tls {
-            Some(TlsStart::Handshake(f)) => f.handshake_timeout,
-            _ => live.load().config.server.header_read_timeout.0,
-        };
-        deadline.saturating_sub(wait.as_millis().min(u64::MAX as u128) as u64)
-    });
-    match tokio::net::TcpStream::from_std(stream) {
-        Ok(stream) => {
-            tokio::spawn(super::client_connection(
-                stream,
-                peer,
-                live.clone(),
-                parking.clone(),
-                shutdown.clone(),
-                Some(open),
-                new_since,
-                tls,
-                h2c,
-                // The slot keeps no listener: asked of the socket if VCL needs it.
-                None,
-            ));
-        }
-        Err(e) => tracing::debug!(%peer, error = %e, "cannot resume a parked connection"),
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::proxy::{Process, Proxy};
-    use crate::stats::Counters;
-
-    fn shared() -> Arc<Process> {
-        let config = Arc::new(crate::config::Config::embedded_default());
-        Proxy::new(
-            config,
-            crate::vcl::attach::Programs::default(),
-            Arc::new(Counters::default()),
-        )
-        .expect("embedded default config")
-        .shared
-        .clone()
-    }
-
-    /// `n` accepted loopback connections (server side) and their clients.
-    async fn connections(n: usize) -> Vec<(tokio::net::TcpStream, tokio::net::TcpStream)> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let mut out = Vec::new();
-        for _ in 0..n {
-            let client = tokio::net::TcpStream::connect(addr).await.unwrap();
-            let (server, _) = listener.accept().await.unwrap();
-            out.push((server, client));
-        }
-        out
-    }
-
-    /// What a parked connection costs besides its socket (docs: ARCHITECTURE.md invariant).
-    #[test]
-    fn a_parked_connection_is_one_small_slot() {
-        assert!(
-            std::mem::size_of::<Slot>() <= 72,
-            "{}",
-            std::mem::size_of::<Slot>()
-        );
-    }
-
-    #[test]
-    fn tokens_carry_slot_and_generation() {
-        for (slot, generation) in [(0, 0), (7, 1), (u32::MAX, 0x7fff_ffff)] {
-            assert_eq!(untoken(token(slot, generation)), (slot, generation));
-        }
-        assert_ne!(token(u32::MAX, u32::MAX).0, usize::MAX);
-    }
-
-    #[tokio::test]
-    async fn deadlines_expire_in_order_and_resumed_ones_are_skipped() {
-        let parking = Parking::new().unwrap();
-        let shared = shared();
-        let mut clients = Vec::new();
-        for (i, (server, client)) in connections(4).await.into_iter().enumerate() {
-            let peer = client.local_addr().unwrap();
-            let open = Arc::new(OpenConn(shared.clone()));
-            shared.open_conns.fetch_add(1, Ordering::Relaxed);
-            assert!(parking.park(server, peer, open, 1_000 + i as u64 * 10, None, None, false));
-            clients.push(client);
-        }
-        assert_eq!(parking.parked(), 4);
-        assert_eq!(shared.released_conns.load(Ordering::Relaxed), 4);
-        assert_eq!(parking.next_deadline(), Some(1_000));
-        // The first one is resumed (as if it became readable): its deadline is stale.
-        let resumed = {
-            let mut lot = parking.lot();
-            let generation = lot.slots[0].generation;
-            parking.take(&mut lot, 0, generation)
-        };
-        assert!(resumed.is_some());
-        // A second take of the same generation finds nothing.
-        assert!(parking.take(&mut parking.lot(), 0, 0).is_none());
-        assert_eq!(parking.next_deadline(), Some(1_010));
-        drop(resumed);
-        assert_eq!(shared.open_conns.load(Ordering::Relaxed), 3);
-        let expired = parking.expired(1_015);
-        assert_eq!(expired.len(), 1);
-        assert_eq!(expired[0].deadline, 1_010);
-        drop(expired);
-        assert_eq!(parking.parked(), 2);
-        assert_eq!(shared.released_conns.load(Ordering::Relaxed), 2);
-        assert_eq!(shared.open_conns.load(Ordering::Relaxed), 2);
-        // Shutdown closes the rest and refuses newcomers.
-        assert_eq!(parking.close_all(), 2);
-        assert_eq!(parking.parked(), 0);
-        assert_eq!(shared.open_conns.load(Ordering::Relaxed), 0);
-        assert_eq!(shared.released_conns.load(Ordering::Relaxed), 0);
-        let (server, client) = connections(1).await.pop().unwrap();
-        let open = Arc::new(OpenConn(shared.clone()));
-        shared.open_conns.fetch_add(1, Ordering::Relaxed);
-        assert!(!parking.park(
-            server,
-            client.local_addr().unwrap(),
-            open,
-            5,
-            None,
-            None,
-            false
-        ));
-        assert_eq!(shared.open_conns.load(Ordering::Relaxed), 0);
-    }
-
-    #[tokio::test]
-    async fn stale_deadlines_do_not_pile_up() {
-        // Many connections parked and resumed while a few stay parked: the heap holds about
-        // the parked ones, not one entry per park ever made.
-        let parking = Parking::new().unwrap();
-        let shared = shared();
-        let mut conns = connections(40).await;
-        let (keep, client) = conns.pop().unwrap();
-        let peer = client.local_addr().unwrap();
-        assert!(parking.park(
-            keep,
-            peer,
-            Arc::new(OpenConn(shared.clone())),
-            u64::MAX,
-            None,
-            None,
-            false
-        ));
-        shared.open_conns.fetch_add(1, Ordering::Relaxed);
-        let mut pairs: Vec<_> = conns.into_iter().map(|(s, c)| (Some(s), c)).collect();
-        for round in 0..100 {
-            for (server, client) in pairs.iter_mut() {
-                let stream = server.take().unwrap();
-                shared.open_conns.fetch_add(1, Ordering::Relaxed);
-                let open = Arc::new(OpenConn(shared.clone()));
-                assert!(parking.park(
-                    stream,
-                    client.local_addr().unwrap(),
-                    open,
-                    round,
-                    None,
-                    None,
-                    false
-                ));
-            }
-            // Resume them all again, the way `run` does.
-            let mut lot = parking.lot();
-            let parked: Vec<(u32, u32)> = lot
-                .slots
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| s.conn.as_ref().is_some_and(|c| c.deadline != u64::MAX))
-                .map(|(i, s)| (i as u32, s.generation))
-                .collect();
-            for (slot, generation) in parked {
-                let p = parking.take(&mut lot, slot, generation).unwrap();
-                let stream = tokio::net::TcpStream::from_std(p.stream).unwrap();
-                let i = pairs
-                    .iter()
-                    .position(|(s, c)| s.is_none() && c.local_addr().unwrap() == p.peer)
-                    .unwrap();
-                pairs[i].0 = Some(stream);
-            }
-            assert!(lot.deadlines.len() <= 2 * lot.parked + 1024);
-        }
-        assert_eq!(parking.parked(), 1);
-        assert_eq!(shared.released_conns.load(Ordering::Relaxed), 1);
-        assert_eq!(parking.next_deadline(), Some(u64::MAX));
-    }
-}
+mod tests;

@@ -13,7 +13,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use super::h1::{Quiet, serve_session};
-use super::{OpenConn, ms};
+use super::open::{OpenConn, ms};
 use crate::clock::now_ms;
 use crate::reload::Live;
 use crate::tls::server::{ConnTls, Frontend, Reason};

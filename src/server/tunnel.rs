@@ -14,7 +14,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::watch;
 
-use super::OpenConn;
+use super::open::OpenConn;
 use crate::clock::now_ms;
 use crate::stats::Counters;
 

@@ -11,16 +11,18 @@ use std::net::SocketAddr;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 
+use super::accept::Listener;
 use super::h1::{Quiet, serve_session};
-use super::{OpenConn, ms, proxy_header};
+use super::open::{OpenConn, ms};
+use super::proxy_header;
 use crate::clock::now_ms;
+use crate::proxy::Proxy;
 use crate::reload::Live;
 
 impl Quiet for UnixStream {
@@ -65,46 +67,45 @@ pub(super) fn remove(paths: &[PathBuf]) {
     }
 }
 
-/// Accepts connections on `listener`, the `index`th socket of `server.listen_unix`, until
-/// shutdown.
-pub(super) async fn accept_loop(
-    listener: UnixListener,
-    index: usize,
-    live: Arc<Live>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    loop {
-        let accepted = tokio::select! {
-            r = listener.accept() => r,
-            _ = shutdown.changed() => return,
-        };
-        match accepted {
-            Ok((stream, _)) => {
-                let proxy = live.load();
-                proxy.counters.client_conn.inc();
-                proxy.session_begins();
-                let max_conns = proxy.config.server.max_connections as u64;
-                let open = proxy.shared.open_conns.fetch_add(1, Ordering::Relaxed);
-                if max_conns > 0 && open >= max_conns {
-                    proxy.shared.open_conns.fetch_sub(1, Ordering::Relaxed);
-                    proxy.counters.client_conn_refused.inc();
-                    continue;
-                }
-                let open = Arc::new(OpenConn(proxy.shared.clone()));
-                tokio::spawn(connection(
-                    stream,
-                    index,
-                    live.clone(),
-                    shutdown.clone(),
-                    open,
-                ));
-            }
-            Err(e) => {
-                live.load().counters.client_accept_error.inc();
-                tracing::warn!(error = %e, "accept failed on a Unix socket");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
+/// The `index`th socket of `server.listen_unix`, as the accept loop takes connections from
+/// it (`accept.rs`).
+pub(super) struct Unix {
+    pub(super) listener: UnixListener,
+    pub(super) index: usize,
+}
+
+impl Listener for Unix {
+    type Conn = UnixStream;
+
+    const ACCEPT_FAILED: &'static str = "accept failed on a Unix socket";
+
+    async fn accept(&self) -> std::io::Result<(UnixStream, SocketAddr)> {
+        self.listener
+            .accept()
+            .await
+            .map(|(stream, _)| (stream, UNIX_CLIENT))
+    }
+
+    fn refuse(&self, _stream: UnixStream, _peer: SocketAddr, proxy: &Proxy) {
+        proxy.counters.client_conn_refused.inc();
+    }
+
+    fn serve(
+        &self,
+        stream: UnixStream,
+        _peer: SocketAddr,
+        proxy: &Proxy,
+        live: &Arc<Live>,
+        shutdown: &watch::Receiver<bool>,
+    ) {
+        let open = Arc::new(OpenConn(proxy.shared.clone()));
+        tokio::spawn(connection(
+            stream,
+            self.index,
+            live.clone(),
+            shutdown.clone(),
+            open,
+        ));
     }
 }
 

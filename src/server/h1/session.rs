@@ -22,7 +22,8 @@ use crate::clock::now_ms;
 use crate::config::ServerConfig;
 use crate::proxy::{FastAnswer, Handled, Proxy, ResponseBody, SessionIdle};
 use crate::reload::Live;
-use crate::server::{OpenConn, local, ms, tunnel};
+use crate::server::open::{OpenConn, ms};
+use crate::server::{local, tunnel};
 
 use super::http10::Http10;
 use super::{Answerer, ConnState, Gate, PHASE_HEAD, PHASE_IDLE, Quiet};

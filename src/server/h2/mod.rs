@@ -21,6 +21,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
 use super::h1::count_violation;
+use super::open::ms;
 use crate::backend::{BodyOutcome, BodyPace};
 use crate::clock::now_ms;
 use crate::proxy::Handled;
@@ -36,10 +37,6 @@ mod state;
 pub(crate) use frames::PREFACE;
 use response::{Answer, body_outcome, finish};
 use state::{H2State, Stream};
-
-fn ms(d: Duration) -> u64 {
-    d.as_millis().min(u64::MAX as u128) as u64
-}
 
 /// Serves one HTTP/2 connection on `io` until it ends: the client closes it, a timeout or a
 /// defence ends it, or Shellac shuts down (GOAWAY, the streams in flight finish). `io`
