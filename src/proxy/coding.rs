@@ -176,6 +176,7 @@ pub(super) fn on_delivery(txn: &mut Txn, coding: Option<Coding>) {
             txn.filters
                 .deliver
                 .push(Box::new(Gunzip::new(txn.proxy.counters.clone())));
+            txn.filters.coding.decoded = true;
         }
         Some(c @ (Coding::Br | Coding::Zstd))
             if !accepts.accepts(c) && !txn.filters.deliver.has("decode") =>
@@ -216,6 +217,7 @@ pub(super) fn identity_for_if_range(txn: &mut Txn, object: &crate::cache::Object
         txn.filters
             .deliver
             .push(Box::new(Gunzip::new(txn.proxy.counters.clone())));
+        txn.filters.coding.decoded = true;
     }
 }
 

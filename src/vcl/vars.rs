@@ -110,6 +110,10 @@ pub enum Slot {
     RespDoEsi,
     /// `obj.can_esi`: the object holds ESI (it would be assembled).
     ObjCanEsi,
+    /// `beresp.filters` (6+): the fetch processors, as a list of names.
+    BerespFilters,
+    /// `resp.filters` (6+): the delivery processors, as a list of names.
+    RespFilters,
     /// 2.x `beresp.saintmode`: hold the backend off for this object for so long.
     BerespSaintmode,
     /// 2.0 `obj.prefetch` in vcl_fetch: the object's refresh-ahead (`Object::prefetch`).
@@ -219,7 +223,8 @@ const LG: Methods = LEGACY;
 
 const STORAGE: &str = "Shellac keeps a request body in memory (std.cache_req_body), not in a \
                        storage VCL chooses";
-const FILTERS: &str = "Shellac has no VFP/VDP filter chains";
+const FILTERS: &str =
+    "Shellac has no request-body filters (beresp.filters and resp.filters are supported)";
 const SESS: &str = "per-session timeouts are Shellac settings (server.*_timeout), not VCL";
 const TRACE: &str = "Shellac has no VCL_trace log records; `shellac log` shows each \
                      subroutine's return";
@@ -398,7 +403,7 @@ pub const VARS: &[VarDef] = &[
     v("beresp.do_gzip", BOOL, V4, BR, BR, 0, BerespDoGzip),
     v("beresp.do_gunzip", BOOL, V4, BR, BR, 0, BerespDoGunzip),
     v("beresp.do_stream", BOOL, V4, BR, BR, 0, BerespDoStream),
-    v("beresp.filters", STR, V4, BE_RESPONSE, BE_RESPONSE, 0, Unsupported(FILTERS)),
+    v("beresp.filters", STR, V4, BE_RESPONSE, BE_RESPONSE, 0, BerespFilters),
     v("beresp.storage", Type::Stevedore, V4, BR, BR, 0, BerespStorage),
     v("beresp.storage_hint", STR, V4, BR, BR, 0, BerespStorage),
     v("beresp.transit_buffer", Type::Bytes, V4, BE_RESPONSE, BE_RESPONSE, 0, Unsupported("Shellac bounds what a streamed pass holds by itself (max_object_size)")),
@@ -429,7 +434,7 @@ pub const VARS: &[VarDef] = &[
     v("resp.is_streaming", BOOL, V4, RS, 0, 0, RespIsStreaming),
     v("resp.time", TIME, V4, RS, 0, 0, RespTime),
     v("resp.do_esi", BOOL, D41, RS, RS, 0, RespDoEsi),
-    v("resp.filters", STR, V4, RS, RS, 0, Unsupported(FILTERS)),
+    v("resp.filters", STR, V4, RS, RS, 0, RespFilters),
     // Storage backends (`storage.s0.free_space`, `beresp.storage = storage.s0`).
     v("storage.", Type::Stevedore, V4, ALL, 0, 0, Storage),
     // Newer Varnish (7.x, 8.0) variables Shellac does not have.

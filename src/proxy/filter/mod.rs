@@ -81,6 +81,9 @@ pub struct Negotiated {
     pub gzip: Option<bool>,
     /// VCL `beresp.do_gunzip`: a gzip response is decoded at fetch and stored identity.
     pub gunzip: bool,
+    /// The delivery chain decodes the body for this client (VCL reads it in
+    /// `resp.filters`: `gunzip`).
+    pub decoded: bool,
 }
 
 impl Chain {

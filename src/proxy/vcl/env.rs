@@ -389,9 +389,13 @@ impl Env for Scope<'_> {
             }
             Slot::BerespWas304 => Value::Bool(self.beresp.as_ref().is_some_and(|b| b.was_304)),
             Slot::BerespDoStream => Value::Bool(self.beresp.as_ref().is_none_or(|b| b.do_stream)),
-            Slot::BerespDoGzip => Value::Bool(self.beresp.as_ref().is_some_and(|b| b.do_gzip)),
-            Slot::BerespDoGunzip => Value::Bool(self.beresp.as_ref().is_some_and(|b| b.do_gunzip)),
-            Slot::BerespDoEsi => Value::Bool(self.beresp.as_ref().is_some_and(|b| b.do_esi)),
+            Slot::BerespDoGzip => {
+                Value::Bool(self.beresp.as_ref().is_some_and(|b| b.fetch.do_gzip))
+            }
+            Slot::BerespDoGunzip => {
+                Value::Bool(self.beresp.as_ref().is_some_and(|b| b.fetch.do_gunzip))
+            }
+            Slot::BerespDoEsi => Value::Bool(self.beresp.as_ref().is_some_and(|b| b.fetch.do_esi)),
             // Write-only in Varnish 2.1 (the checker refuses a read).
             Slot::BerespSaintmode => Value::Duration(
                 self.beresp
@@ -509,6 +513,20 @@ impl Env for Scope<'_> {
                         .obj
                         .is_some_and(|(o, _)| crate::esi::marked(o.headers.block())),
             ),
+            Slot::BerespFilters => {
+                self.beresp
+                    .as_ref()
+                    .map_or(Value::None, |b| match &b.fetch.filters {
+                        Some(list) => Value::str(list),
+                        None => Value::Str(Cow::Owned(super::filters::fetch_default(
+                            b.status, &b.headers, &b.fetch,
+                        ))),
+                    })
+            }
+            Slot::RespFilters => self.resp.as_ref().map_or(Value::None, |r| {
+                let esi = self.state.esi_page && !self.state.esi_off;
+                Value::Str(Cow::Owned(super::filters::deliver_list(&r.deliver, esi)))
+            }),
             Slot::Fixed(b, _) => Value::Bool(b),
             Slot::Unsupported(_) => Value::None,
         }
@@ -650,12 +668,26 @@ impl Env for Scope<'_> {
             }
             Slot::BerespDoGzip => {
                 if let Some(b) = self.beresp.as_deref_mut() {
-                    b.do_gzip = value.truth();
+                    super::filters::check_fetch_switch(&b.fetch, "do_gzip")?;
+                    b.fetch.do_gzip = value.truth();
                 }
             }
             Slot::BerespDoGunzip => {
                 if let Some(b) = self.beresp.as_deref_mut() {
-                    b.do_gunzip = value.truth();
+                    super::filters::check_fetch_switch(&b.fetch, "do_gunzip")?;
+                    b.fetch.do_gunzip = value.truth();
+                }
+            }
+            Slot::BerespFilters => {
+                if let Some(b) = self.beresp.as_deref_mut() {
+                    super::filters::set_fetch(&b.headers, &mut b.fetch, text(&value, rt))?;
+                }
+            }
+            Slot::RespFilters => {
+                if let Some(r) = self.resp.as_deref_mut() {
+                    let esi =
+                        super::filters::set_deliver(&mut r.deliver, &r.headers, text(&value, rt))?;
+                    self.state.esi_off = !esi;
                 }
             }
             Slot::BerespStorage => {
@@ -673,7 +705,8 @@ impl Env for Scope<'_> {
             }
             Slot::BerespDoEsi => {
                 if let Some(b) = self.beresp.as_deref_mut() {
-                    b.do_esi = value.truth();
+                    super::filters::check_fetch_switch(&b.fetch, "do_esi")?;
+                    b.fetch.do_esi = value.truth();
                 }
             }
             // Varnish: only the client's own request turns its page's assembly off; an
@@ -688,7 +721,19 @@ impl Env for Scope<'_> {
                     self.state.esi_off = !value.truth();
                 }
             }
-            Slot::RespDoEsi => self.state.esi_off = !value.truth(),
+            Slot::RespDoEsi => {
+                // Varnish: a VCL error once `resp.filters` was set (the list decides).
+                if self
+                    .resp
+                    .as_ref()
+                    .is_some_and(|r| r.deliver.filters.is_some())
+                {
+                    return Err(
+                        "resp.do_esi cannot be changed after resp.filters was set".to_string()
+                    );
+                }
+                self.state.esi_off = !value.truth();
+            }
             Slot::BerespSaintmode => {
                 if let Some(b) = self.beresp.as_deref_mut() {
                     b.saintmode = Some(value.number());

@@ -7,6 +7,7 @@
 
 mod dry_run;
 pub(super) mod env;
+pub(super) mod filters;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -194,11 +195,9 @@ pub(super) struct Beresp {
     /// default of 2.x/3.0 files, as in Varnish before 4.0).
     pub do_stream: bool,
     /// `beresp.do_gzip` / `beresp.do_gunzip`: the fetch chain's gzip filters
-    /// (`proxy/coding.rs`), as in Varnish (gunzip wins when both are set).
-    pub do_gzip: bool,
-    pub do_gunzip: bool,
-    /// `beresp.do_esi` (2.x `esi;`): the body is parsed for ESI as it is fetched.
-    pub do_esi: bool,
+    /// (`proxy/coding.rs`), as in Varnish (gunzip wins when both are set); `beresp.do_esi`
+    /// (2.x `esi;`): the body is parsed for ESI as it is fetched; `beresp.filters`.
+    pub fetch: filters::Fetch,
     /// 2.x `beresp.saintmode`: seconds to hold the backend off for this object.
     pub saintmode: Option<f64>,
     /// 2.0 `obj.prefetch` (seconds: negative before expiry, positive from now), when set.
@@ -213,6 +212,8 @@ pub(super) struct Resp {
     pub status: StatusCode,
     pub reason: Option<String>,
     pub headers: HeaderMap,
+    /// `resp.filters` (`filters.rs`).
+    pub deliver: filters::Deliver,
 }
 
 /// The lifetimes of an object a miss fetched (seconds), and when its response arrived.

@@ -166,12 +166,13 @@ pub(super) fn backend_response(
         backend: txn.backend.as_ref().map(|b| b.name().to_string()),
         was_304,
         do_stream: !legacy,
-        do_gzip: false,
-        do_gunzip: false,
-        do_esi: false,
         saintmode: None,
         prefetch: None,
         storage: None,
+        fetch: crate::proxy::vcl::filters::Fetch {
+            gzip_support: txn.proxy.config.compression.enabled,
+            ..Default::default()
+        },
     };
     let m = if legacy {
         Method::Fetch
@@ -194,12 +195,14 @@ pub(super) fn backend_response(
         parts.extensions.insert(r);
     }
     // The fetch chain's gzip filters: only what the program asks for (Varnish compresses
-    // nothing by itself).
-    txn.filters.coding.gzip = Some(beresp.do_gzip);
-    txn.filters.coding.gunzip = beresp.do_gunzip;
+    // nothing by itself); `do_gzip` / `do_gunzip` only under `http_gzip_support`, a
+    // `beresp.filters` list whatever it is (`vcl/filters.rs`).
+    let switches = beresp.fetch.switches_apply();
+    txn.filters.coding.gzip = Some(switches && beresp.fetch.do_gzip);
+    txn.filters.coding.gunzip = switches && beresp.fetch.do_gunzip;
     let hfm = |ttl: f64| (ttl > 0.0).then(|| crate::vcl::run::value::to_duration(ttl));
     let buffer = !beresp.do_stream;
-    if beresp.do_esi
+    if beresp.fetch.do_esi
         && matches!(
             verdict,
             Verdict::Deliver | Verdict::Pass | Verdict::HitForPass
@@ -348,12 +351,13 @@ pub(super) fn backend_error(txn: &mut Txn, status: StatusCode, detail: &str) -> 
         backend: txn.backend.as_ref().map(|b| b.name().to_string()),
         was_304: false,
         do_stream: true,
-        do_gzip: false,
-        do_gunzip: false,
-        do_esi: false,
         saintmode: None,
         prefetch: None,
         storage: None,
+        fetch: crate::proxy::vcl::filters::Fetch {
+            gzip_support: txn.proxy.config.compression.enabled,
+            ..Default::default()
+        },
     };
     match run_backend(txn, Method::BackendError, Some(&mut beresp)) {
         Verdict::Deliver => {}

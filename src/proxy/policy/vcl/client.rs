@@ -473,10 +473,22 @@ fn run_deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
         (true, ..) => rt::fetched_by(headers.get(rt::X_VARNISH)),
     };
     headers.insert(rt::X_VARNISH, rt::x_varnish(v.state.xid, fetched));
+    let delivering = rt::filters::Delivering {
+        esi: false,
+        gunzip: txn.filters.coding.decoded,
+        range: matches!(
+            parts.status,
+            http::StatusCode::PARTIAL_CONTENT | http::StatusCode::RANGE_NOT_SATISFIABLE
+        ) && txn.req.headers.contains_key(header::RANGE),
+    };
     let mut resp = Resp {
         status: parts.status,
         reason: None,
         headers,
+        deliver: rt::filters::Deliver {
+            delivering,
+            ..Default::default()
+        },
     };
     let verdict = run_client(
         txn,
@@ -492,6 +504,23 @@ fn run_deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
             if let Some(r) = resp.reason.as_deref().and_then(reason_phrase) {
                 parts.extensions.insert(r);
             }
+            // `resp.filters` added `gunzip` to a gzip body (`vcl/filters.rs`).
+            let body = if resp.deliver.gunzip_added {
+                let mut chain = crate::proxy::filter::Chain::default();
+                chain.push(Box::new(crate::proxy::filter::gzip::Gunzip::new(
+                    txn.proxy.counters.clone(),
+                )));
+                crate::proxy::filter::streamed(
+                    &mut chain,
+                    parts.status,
+                    &mut parts.headers,
+                    body,
+                    None,
+                )
+                .0
+            } else {
+                body
+            };
             if pipe {
                 parts
                     .headers
@@ -544,6 +573,7 @@ pub(super) fn synth(txn: &mut Txn, status: u16, reason: Option<String>) -> Step 
         status,
         reason,
         headers,
+        deliver: Default::default(),
     };
     let m = if legacy { Method::Error } else { Method::Synth };
     let verdict = run_client(txn, m, None, None, Some(&mut resp));
