@@ -24,19 +24,6 @@ const OWN_FILE: &str = "found when the checker learned to see a module's own fil
 /// it may be smaller.
 const CIRCLES: &[(&str, &[&str], &str)] = &[
     (
-        "admin",
-        &[
-            "acme",
-            "health",
-            "inspect",
-            "invalidate",
-            "live",
-            "metrics",
-            "self",
-        ],
-        OWN_FILE,
-    ),
-    (
         "backend",
         &[
             "body", "conn", "fastcgi", "files", "h2", "http1", "kind", "mux", "origin", "self",

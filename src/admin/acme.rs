@@ -7,7 +7,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::gauge::ConstGauge;
 
-use super::{AdminBody, JSON, TEXT, json, reply};
+use super::reply::{AdminBody, JSON, TEXT, json, reply};
 use crate::proxy::Proxy;
 
 /// Whether the request is for this module.

@@ -6,7 +6,7 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 
-use super::{JSON, json, reply};
+use super::reply::{JSON, json, reply};
 use crate::backend::health::Forced;
 use crate::proxy::Proxy;
 
@@ -22,7 +22,10 @@ fn target(path: &str) -> Option<&str> {
         .filter(|n| !n.is_empty() && !n.contains('/'))
 }
 
-pub(super) async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<super::AdminBody> {
+pub(super) async fn route(
+    proxy: &Proxy,
+    req: Request<Incoming>,
+) -> Response<super::reply::AdminBody> {
     let pattern = target(req.uri().path()).unwrap_or_default().to_string();
     let body = match Limited::new(req.into_body(), 1024).collect().await {
         Ok(b) => String::from_utf8_lossy(&b.to_bytes()).to_string(),

@@ -7,7 +7,7 @@ use std::time::Instant;
 use http::{Response, StatusCode, Uri};
 use serde_json::{Value, json};
 
-use super::{AdminBody, JSON, reply};
+use super::reply::{AdminBody, JSON, reply};
 use crate::cache::inspect::Inspection;
 use crate::cache::{CacheKey, Object};
 use crate::proxy::Proxy;
@@ -23,7 +23,7 @@ pub(super) async fn route(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
             return reply(
                 StatusCode::BAD_REQUEST,
                 JSON,
-                super::json(json!({ "error": problem })),
+                super::reply::json(json!({ "error": problem })),
             );
         }
     };
@@ -36,7 +36,7 @@ pub(super) async fn route(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
     } else {
         StatusCode::OK
     };
-    reply(status, JSON, super::json(body))
+    reply(status, JSON, super::reply::json(body))
 }
 
 /// The cache key for `url` (absolute `http://host/path`, or a path with `host`), with the

@@ -5,7 +5,7 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 
-use super::reply;
+use super::reply::reply;
 use crate::cache::CacheKey;
 use crate::cache::ban::BanError;
 use crate::cache::shared::feed::{self, Invalidation};
@@ -27,7 +27,10 @@ pub(super) fn handles(req: &Request<Incoming>) -> bool {
     )
 }
 
-pub(super) async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<super::AdminBody> {
+pub(super) async fn route(
+    proxy: &Proxy,
+    req: Request<Incoming>,
+) -> Response<super::reply::AdminBody> {
     let json = |status: StatusCode, v: serde_json::Value| {
         reply(
             status,

@@ -14,7 +14,7 @@ use http_body_util::BodyExt;
 use regex::Regex;
 use tokio::sync::{broadcast, mpsc};
 
-use super::{AdminBody, JSON, json, reply};
+use super::reply::{AdminBody, JSON, json, reply};
 use crate::proxy::Proxy;
 use crate::txlog::top::{Counts, MAX_WINDOW};
 use crate::txlog::{DecisionKind, Dimension, Record};
@@ -171,7 +171,7 @@ pub fn log_stream(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
         Err(e) => {
             return reply(
                 StatusCode::BAD_REQUEST,
-                super::TEXT,
+                super::reply::TEXT,
                 format!("{e}\n").into_bytes(),
             );
         }
@@ -237,7 +237,7 @@ pub fn top(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
     let Some(dimension) = Dimension::parse(by) else {
         return reply(
             StatusCode::BAD_REQUEST,
-            super::TEXT,
+            super::reply::TEXT,
             b"by: one of url, host, backend, ua, site\n".to_vec(),
         );
     };
@@ -249,7 +249,7 @@ pub fn top(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
         _ => {
             return reply(
                 StatusCode::BAD_REQUEST,
-                super::TEXT,
+                super::reply::TEXT,
                 b"sort: one of requests, misses, bytes\n".to_vec(),
             );
         }
@@ -270,7 +270,7 @@ pub fn top(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
     {
         return reply(
             StatusCode::NOT_FOUND,
-            super::TEXT,
+            super::reply::TEXT,
             format!("site: no [[site]] named `{name}` (GET /sites lists them)\n").into_bytes(),
         );
     }

@@ -9,15 +9,13 @@ mod inspect;
 mod invalidate;
 mod live;
 mod metrics;
+mod reply;
 mod stats;
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -27,6 +25,8 @@ use tokio::sync::watch;
 
 use crate::proxy::Proxy;
 use crate::reload::Live;
+pub use reply::AdminBody;
+use reply::{JSON, TEXT, json, reply};
 
 pub(crate) async fn serve(
     listener: TcpListener,
@@ -58,9 +58,6 @@ pub(crate) async fn serve(
         });
     }
 }
-
-/// The body of every admin response: a whole buffer or a stream (`/log/stream`).
-pub type AdminBody = BoxBody<Bytes, Infallible>;
 
 async fn handle(live: &Arc<Live>, req: Request<Incoming>) -> Response<AdminBody> {
     let proxy = live.load();
@@ -197,15 +194,6 @@ async fn reload(live: &Arc<Live>) -> Response<AdminBody> {
     }
 }
 
-const JSON: &str = "application/json";
-const TEXT: &str = "text/plain; charset=utf-8";
-
-fn json(v: serde_json::Value) -> Vec<u8> {
-    let mut out = serde_json::to_vec_pretty(&v).unwrap_or_default();
-    out.push(b'\n');
-    out
-}
-
 fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<AdminBody> {
     match (req.method(), req.uri().path()) {
         (&Method::GET, "/stats") => reply(StatusCode::OK, JSON, json(stats::flat(proxy))),
@@ -273,17 +261,3 @@ POST /reload             re-read the configuration file and swap it in (JSON res
 GET /acme                ACME certificates: names, state, expiry, next renewal, last error
 POST /acme/renew[?name=N] renew ACME certificates now (all, or the one covering N)
 ";
-
-fn reply(status: StatusCode, content_type: &'static str, body: Vec<u8>) -> Response<AdminBody> {
-    let mut resp = Response::new(Full::new(Bytes::from(body)).boxed());
-    *resp.status_mut() = status;
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static(content_type),
-    );
-    resp.headers_mut().insert(
-        header::CACHE_CONTROL,
-        header::HeaderValue::from_static("no-store"),
-    );
-    resp
-}
