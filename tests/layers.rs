@@ -57,25 +57,6 @@ const CIRCLES: &[(&str, &[&str], &str)] = &[
         (units.rs back to mod.rs); to cut, the shared helpers out of mod.rs",
     ),
     (
-        "config::settings",
-        &[
-            "acme",
-            "cache",
-            "compression",
-            "esi",
-            "fleet",
-            "http2",
-            "origins",
-            "rules",
-            "self",
-            "server",
-            "sites",
-            "tls",
-        ],
-        "settings/mod.rs defines the `Setting` type each section's table uses and lists the \
-        tables; to cut, the type into its own file",
-    ),
-    (
         "proxy",
         &[
             "coding",

@@ -1,6 +1,6 @@
 //! `[[tls.acme]]`: certificates obtained and renewed from an ACME server.
 
-use super::{Default, Kind, ONE_NANOSECOND, Setting};
+use super::setting::{Default, Kind, ONE_NANOSECOND, Setting};
 
 pub(super) const TLS_ACME: &[Setting] = &[
     Setting {

@@ -1,7 +1,7 @@
 //! `[compression]`: gzip once at fetch and store compressed, gunzip on delivery for clients
 //! without gzip (docs/compression.md).
 
-use super::{Default, Kind, Setting};
+use super::setting::{Default, Kind, Setting};
 
 pub(super) const COMPRESSION: &[Setting] = &[
     Setting {

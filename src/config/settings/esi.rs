@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{Default, Kind, Setting};
+use super::setting::{Default, Kind, Setting};
 
 pub(super) const ESI: &[Setting] = &[
     Setting {

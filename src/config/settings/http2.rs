@@ -1,7 +1,7 @@
 //! `[http2]`: HTTP/2 to clients — h2c, the limits Shellac announces in its SETTINGS, and the
 //! bounds of the flood defences.
 
-use super::{Default, Kind, Setting};
+use super::setting::{Default, Kind, Setting};
 use crate::config::units;
 
 pub(super) const HTTP2: &[Setting] = &[

@@ -2,7 +2,8 @@
 //! tables (between `<!-- settings [NAME] -->` and `<!-- /settings -->` markers, the prose
 //! around them is the file's own) and examples/full.toml (the whole file).
 
-use super::{Default, Kind, SECTIONS, Section, Setting, of};
+use super::setting::{Default, Kind, Setting};
+use super::{SECTIONS, Section, of};
 
 /// What writes the generated parts, for the notes inside them.
 pub const REGENERATE: &str = "SHELLAC_BLESS=1 cargo test --lib config::settings";

@@ -1,7 +1,7 @@
 //! `[[site]]`: virtual hosts — listen addresses, server names, the default site, and what a
 //! site sets instead of the global configuration (docs/sites.md).
 
-use super::{Default, Kind, Setting};
+use super::setting::{Default, Kind, Setting};
 
 pub(super) const SITE: &[Setting] = &[
     Setting {

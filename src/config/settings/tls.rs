@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{Default, Kind, ONE_NANOSECOND, Setting};
+use super::setting::{Default, Kind, ONE_NANOSECOND, Setting};
 
 pub(super) const TLS: &[Setting] = &[
     Setting {
