@@ -441,6 +441,71 @@ async fn includes_are_fetched_in_parallel_and_the_page_and_fragments_stream() {
     shellac.stop().await;
 }
 
+/// A page being fetched (a miss) is parsed as it arrives, not read whole first: its bytes
+/// before an include, and the include, reach the client while the origin still holds the
+/// rest of the page back. Its head went out before its end, so it is sent `no-cache` (the
+/// freshness of its includes still to come is not known).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_being_fetched_is_assembled_as_it_arrives() {
+    let gate = Arc::new(Notify::new());
+    let g = gate.clone();
+    let origin = Origin::start(move |s| match s.path.as_str() {
+        "/slow-page" => Reply::ok("").cc("max-age=60").body(ReplyBody::Gated {
+            first: b"<p>head</p><esi:include src=\"/a\"/>".to_vec(),
+            gate: g.clone(),
+            rest: b"<p>tail</p><esi:include src=\"/b\"/>".to_vec(),
+        }),
+        _ => site(s),
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, esi_rule).await;
+    let mut conn = Conn::open(shellac.addr).await;
+    let resp = conn.send_head("GET", "/slow-page", &[], b"").await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        resp.headers()
+            .get("cache-control")
+            .map(|v| v.to_str().unwrap_or("")),
+        Some("no-cache")
+    );
+    let mut body = resp.into_body();
+    let mut got = Vec::new();
+    while got != b"<p>head</p>A" {
+        let frame = tokio::time::timeout(Duration::from_secs(10), body.frame())
+            .await
+            .expect("the page's first bytes and include before its end was fetched")
+            .expect("a frame")
+            .expect("data");
+        got.extend_from_slice(&frame.into_data().expect("data"));
+        assert!(b"<p>head</p>A".starts_with(&got), "{got:?}");
+    }
+    gate.notify_one();
+    let rest = body.collect().await.expect("body").to_bytes();
+    assert_eq!(rest, "<p>tail</p>B");
+    // Stored with its program: the hit is the same page.
+    assert_eq!(
+        get_text(&shellac, "/slow-page").await,
+        (200, "<p>head</p>A<p>tail</p>B".into())
+    );
+    assert_eq!(shellac.stat("esi_programs").await, 1);
+    shellac.stop().await;
+}
+
+/// A page that turns out to hold no ESI keeps its `Content-Length` on the miss too (Varnish
+/// 2.1.5 e00000, e00009).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_without_esi_keeps_its_length_on_the_miss() {
+    let origin = Origin::start(site).await;
+    let shellac = Shellac::start(origin.addr, esi_rule).await;
+    for _ in 0..2 {
+        let r = get(shellac.addr, "/json").await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("content-length"), Some("30"));
+        assert_eq!(r.text(), r#"{"a": "<esi:include src=/a/>"}"#);
+    }
+    shellac.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vcl_do_esi_and_esi_level() {
     let origin = Origin::start(|s| {

@@ -282,11 +282,16 @@ impl Txn {
         // assembled as it is parsed here.
         let mut page = None;
         if headers.remove(esi::FIELD).is_some() && self.esi_wanted() && !self.head_only {
+            // The body's length, if it is the identity bytes the assembly reads.
+            let identity_len = content_length.filter(|_| {
+                super::filter::gzip::coding(&headers)
+                    == Some(crate::http::accept_encoding::Coding::Identity)
+            });
             let p = esi::Page::new(self.proxy.clone(), &self.req, self.client, self.vcl_time());
             let url = self.req.uri.path_and_query().map_or("/", |p| p.as_str());
             self.filters
                 .deliver
-                .push(Box::new(esi::Assemble::parse(p.clone(), url)));
+                .push(Box::new(esi::Assemble::parse(p.clone(), url, identity_len)));
             self.esi_coding();
             page = Some(p);
         }

@@ -9,8 +9,11 @@
 //! fragments whatever their size.
 //!
 //! A stored object brings its program (parsed once, at fetch); a response streamed while it
-//! is fetched (the fetching client's, a waiter's, a pass) has none yet, so its body is read
-//! whole and parsed here first ([`Assemble::parse`]).
+//! is fetched (the fetching client's, a waiter's, a pass) has none yet, so its body is parsed
+//! here as it arrives ([`Assemble::parse`]): each piece's steps run as soon as nothing after
+//! them can change them, so the page's first bytes go out before its last ones are fetched,
+//! and only the pieces not walked yet are held (at most [`READ_AHEAD`] bytes read ahead of
+//! the client, plus what a step still needs).
 //!
 //! A fragment that fails (and its `alt` too) is left out with `onerror="continue"`; otherwise,
 //! before the page's first byte went out, the page fails ([`PageFailed`]: the request machine
@@ -59,13 +62,26 @@ impl Drop for Task {
     }
 }
 
+/// Bytes of a page parsed here read ahead of what its steps have sent: a small page is read
+/// (and its includes known) whole before its head goes out.
+pub const READ_AHEAD: usize = 64 * 1024;
+
 /// Where the page's body comes from.
 enum Input {
     /// The stored body, read from the stage before.
     Stream,
-    /// Read whole and parsed here (no program yet): what is left of it.
-    Parsing(Option<Box<Parser>>, Vec<Bytes>),
-    Buffered(VecDeque<Bytes>),
+    /// Parsed here as it arrives (no program yet): the parser until the body's end, and the
+    /// pieces read but not walked yet.
+    Parsing {
+        parser: Option<Box<Parser>>,
+        chunks: VecDeque<Bytes>,
+        /// Bytes in `chunks`.
+        held: usize,
+        /// The body's length as the origin gave it: the page's, if it holds no ESI.
+        len: Option<u64>,
+        /// Every include of the page is known (the page's freshness settled for them).
+        known: bool,
+    },
 }
 
 /// The assembly filter.
@@ -96,11 +112,25 @@ impl Assemble {
         a
     }
 
-    /// A page whose program is not known yet: its body is read whole and parsed first.
-    /// `url`: its request target, relative includes resolve against it.
-    pub fn parse(page: Arc<Page>, url: &str) -> Assemble {
+    /// A page whose program is not known yet: parsed as its body arrives. `url`: its
+    /// request target, relative includes resolve against it; `len`: the body's length if
+    /// known. Until the parse ends, the includes still to come are unknown to the page's
+    /// freshness (`Page::peek`): a head sent before then says `no-cache`.
+    pub fn parse(page: Arc<Page>, url: &str, len: Option<u64>) -> Assemble {
         let parser = Parser::new(url, options(&page.proxy.config.esi));
-        Assemble::new(page, Input::Parsing(Some(Box::new(parser)), Vec::new()))
+        if let Ok(mut f) = page.freshness.lock() {
+            f.unknown += 1;
+        }
+        Assemble::new(
+            page,
+            Input::Parsing {
+                parser: Some(Box::new(parser)),
+                chunks: VecDeque::new(),
+                held: 0,
+                len,
+                known: false,
+            },
+        )
     }
 
     fn new(page: Arc<Page>, input: Input) -> Assemble {
@@ -120,16 +150,30 @@ impl Assemble {
 
     /// The program to run: its includes queued, the body walked from its first byte.
     fn start(&mut self, program: Program) {
+        self.count();
+        self.extend(program.ops);
+    }
+
+    /// The page counted as assembled, once.
+    fn count(&mut self) {
         if !self.counted {
             self.counted = true;
             self.page.proxy.counters.esi_pages.inc();
         }
-        self.waiting = program.includes().cloned().collect();
-        // What the stored fragments say about freshness, before the page's head goes out.
-        if !self.page.at_depth_limit() {
-            self.unknown = self.waiting.iter().map(|i| !self.page.peek(i)).collect();
+    }
+
+    /// More steps to run: their includes queued, with what the stored fragments say about
+    /// freshness (before the page's head goes out).
+    fn extend(&mut self, ops: Vec<Op>) {
+        for op in &ops {
+            if let Op::Include(include) = op {
+                if !self.page.at_depth_limit() {
+                    self.unknown.push_back(!self.page.peek(include));
+                }
+                self.waiting.push_back(include.clone());
+            }
         }
-        self.ops = program.ops.into();
+        self.ops.extend(ops);
     }
 
     /// Starts includes while fewer than `esi.concurrency` are in flight.
@@ -163,51 +207,98 @@ impl Assemble {
         }
     }
 
-    /// The next chunk of the page's body.
+    /// The next chunk of the page's body to walk.
     fn next_input(
         &mut self,
         cx: &mut Context<'_>,
         input: &mut dyn Chunks,
     ) -> Poll<Option<Result<Bytes, FilterError>>> {
         match &mut self.input {
-            Input::Buffered(chunks) => Poll::Ready(chunks.pop_front().map(Ok)),
-            _ => input.poll_chunk(cx),
+            Input::Stream => input.poll_chunk(cx),
+            // Steps cover only bytes read: they are here.
+            Input::Parsing { chunks, held, .. } => {
+                let chunk = chunks.pop_front();
+                *held -= chunk.as_ref().map_or(0, Bytes::len);
+                Poll::Ready(chunk.map(Ok))
+            }
         }
     }
 
-    /// Reads the whole body and parses it; `Ready(Ok)` once the program runs.
+    /// Bytes read and not walked yet, of a page parsed here.
+    fn held(&self) -> usize {
+        match &self.input {
+            Input::Parsing { held, .. } => *held,
+            Input::Stream => 0,
+        }
+    }
+
+    /// Whether the body is still being read and parsed here.
+    fn parsing(&self) -> bool {
+        matches!(
+            &self.input,
+            Input::Parsing {
+                parser: Some(_),
+                ..
+            }
+        )
+    }
+
+    /// Reads and parses the next piece of a page parsed here; its ready steps join the
+    /// program. `Ready(Ok)` also once the body ended (or when nothing is parsed here).
     fn poll_parse(
         &mut self,
         cx: &mut Context<'_>,
         input: &mut dyn Chunks,
     ) -> Poll<Result<(), FilterError>> {
-        loop {
-            let Input::Parsing(parser, chunks) = &mut self.input else {
-                return Poll::Ready(Ok(()));
-            };
-            match input.poll_chunk(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
-                Poll::Ready(Some(Ok(chunk))) => {
-                    if let Some(p) = parser.as_mut() {
-                        p.feed(&chunk);
-                    }
-                    chunks.push(chunk);
-                }
-                Poll::Ready(None) => {
-                    let chunks = std::mem::take(chunks);
-                    let program = parser.take().and_then(|p| p.finish().0);
-                    let len: u64 = chunks.iter().map(|c| c.len() as u64).sum();
-                    self.input = Input::Buffered(chunks.into());
-                    match program {
-                        Some(p) => self.start(p),
-                        // No ESI in it after all: the body as it is.
-                        None => self.ops = VecDeque::from([Op::Verbatim(len)]),
-                    }
-                    return Poll::Ready(Ok(()));
-                }
+        let Input::Parsing {
+            parser: slot @ Some(_),
+            chunks,
+            held,
+            len,
+            known,
+        } = &mut self.input
+        else {
+            return Poll::Ready(Ok(()));
+        };
+        let Some(parser) = slot.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        let (ops, done) = match input.poll_chunk(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
+            Poll::Ready(Some(Ok(chunk))) => {
+                parser.feed(&chunk);
+                *held += chunk.len();
+                chunks.push_back(chunk);
+                (parser.take_ready(), false)
             }
+            Poll::Ready(None) => (parser.end(), true),
+        };
+        let found = parser.found();
+        // All includes known: the body ended, or it is not XML (sent as it is).
+        let settles = !*known && (done || parser.not_xml());
+        // The page's length is its body's when it holds no ESI: the head can say it
+        // (`prime`).
+        let length = match (found, done, *len) {
+            (false, true, n) => Some(n.unwrap_or(parser.read())),
+            (false, false, Some(n)) if parser.not_xml() => Some(n),
+            _ => None,
+        };
+        *known |= settles;
+        if done {
+            *slot = None;
         }
+        if settles {
+            self.page.settled();
+        }
+        if let (Some(n), Ok(mut l)) = (length, self.page.length.lock()) {
+            *l = Some(n);
+        }
+        if found {
+            self.count();
+        }
+        self.extend(ops);
+        Poll::Ready(Ok(()))
     }
 
     /// A failed include: left out, or the page's failure (early), or the response cut (late).
@@ -266,10 +357,14 @@ impl BodyFilter for Assemble {
             self.tasks.clear();
             return input.poll_chunk(cx);
         }
-        match self.poll_parse(cx, input) {
-            Poll::Pending => return Poll::Pending,
-            Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
-            Poll::Ready(Ok(())) => {}
+        // A page parsed here is read ahead while its pieces are there (a small one whole,
+        // its includes known before its head goes out), up to READ_AHEAD bytes.
+        while self.parsing() && self.held() < READ_AHEAD {
+            match self.poll_parse(cx, input) {
+                Poll::Pending => break,
+                Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(Ok(())) => {}
+            }
         }
         loop {
             if let Some(chunk) = self.out.pop_front() {
@@ -277,7 +372,14 @@ impl BodyFilter for Assemble {
                 return Poll::Ready(Some(Ok(chunk)));
             }
             self.top_up();
+            let parsing = self.parsing();
             let (n, verbatim) = match self.ops.front_mut() {
+                // The steps so far are run: the next piece brings more, if any.
+                None if parsing => match self.poll_parse(cx, input) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
+                    Poll::Ready(Ok(())) => continue,
+                },
                 None => return Poll::Ready(None),
                 Some(Op::Include(_)) => {
                     let Some(task) = self.tasks.front_mut() else {

@@ -94,6 +94,10 @@ pub struct Page {
     /// The policy turned the assembly off after it was set up (`prime`): the page's body
     /// goes out as it is.
     pub off: std::sync::atomic::AtomicBool,
+    /// The page's length, when known before its head goes out: a page parsed as it is
+    /// delivered that holds no ESI (not XML, or read whole without any) is its body
+    /// (`prime` sends it as `Content-Length`, as Varnish does).
+    pub length: Mutex<Option<u64>>,
 }
 
 /// Request fields a sub-request never carries.
@@ -164,6 +168,7 @@ impl Page {
             budget,
             freshness: Mutex::new(Freshness::default()),
             off: std::sync::atomic::AtomicBool::new(false),
+            length: Mutex::new(None),
         })
     }
 
@@ -213,8 +218,9 @@ impl Page {
         true
     }
 
-    /// An include whose freshness was unknown settled (fetched or failed).
-    fn settled(&self) {
+    /// An include whose freshness was unknown settled (fetched or failed), or a page parsed
+    /// as it is delivered has no more includes to find.
+    pub(super) fn settled(&self) {
         if let Ok(mut f) = self.freshness.lock() {
             f.unknown = f.unknown.saturating_sub(1);
         }

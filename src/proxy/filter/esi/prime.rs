@@ -54,6 +54,14 @@ pub async fn prime(
     };
     let known = page.freshness.lock().map(|f| *f).unwrap_or_default();
     compose(&mut parts.headers, known);
+    // A page that turned out to hold no ESI, sent identity: its length is its body's.
+    if let Ok(Some(len)) = page.length.lock().map(|l| *l)
+        && !parts.headers.contains_key(header::CONTENT_ENCODING)
+    {
+        parts
+            .headers
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    }
     let body = match first {
         Some(data) => ResponseBody::chain(vec![ResponseBody::full(data), body]),
         None => ResponseBody::empty(),
