@@ -371,10 +371,34 @@ async fn one(page: &Arc<Page>, target: &Target, strict: bool) -> Option<Response
     Some(resp.into_body())
 }
 
+/// An include's target with the bytes a request target may not carry unencoded
+/// (`http/strict.rs` refuses them from clients: `"`, `<`, `>`, `\`, `` ` ``, space, controls,
+/// non-ASCII) percent-encoded, as a browser would: `src="/&lt;"` asks for `/%3C` (Varnish
+/// sends the raw byte, which no HTTP client library here can write).
+fn encode_target(path: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |b: u8| !(0x21..0x7f).contains(&b) || matches!(b, b'"' | b'<' | b'>' | b'\\' | b'`');
+    if !path.bytes().any(bad) {
+        return std::borrow::Cow::Borrowed(path);
+    }
+    let mut out = String::with_capacity(path.len() + 8);
+    for b in path.bytes() {
+        if bad(b) {
+            out.push_str(&format!("%{b:02X}"));
+        } else {
+            out.push(char::from(b));
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// The sub-request's head: `GET path` on `host`, the page's fields, one level deeper.
 fn request(page: &Page, host: &str, path: &str) -> Option<Parts> {
-    let path = crate::http::target::normalise(path).unwrap_or_else(|| path.to_string());
-    let uri: http::Uri = path.parse().ok()?;
+    let path = encode_target(path);
+    let path = crate::http::target::normalise(&path).unwrap_or_else(|| path.to_string());
+    let Ok(uri) = path.parse::<http::Uri>() else {
+        tracing::info!(path = %path, "ESI include failed: not a request target");
+        return None;
+    };
     let mut head = Request::new(());
     *head.method_mut() = Method::GET;
     *head.uri_mut() = uri;
@@ -400,6 +424,13 @@ fn request(page: &Page, host: &str, path: &str) -> Option<Parts> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn targets_are_encoded_where_a_request_target_may_not_carry_the_byte() {
+        assert_eq!(encode_target("/a?b=c&d"), "/a?b=c&d");
+        assert_eq!(encode_target("/<"), "/%3C");
+        assert_eq!(encode_target("/a b\"\u{e9}>"), "/a%20b%22%C3%A9%3E");
+    }
 
     #[test]
     fn freshness_is_the_shortest_of_the_parts() {
