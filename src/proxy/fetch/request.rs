@@ -129,6 +129,21 @@ pub(super) fn build_request(
         }
         _ => RequestBody::empty(),
     };
+    // A method whose content has a meaning (POST, PUT, an ESI include's `XGET`...) sent
+    // without a body says so (RFC 9110 §8.6, as Varnish does): the origin need not guess.
+    if !matches!(
+        method,
+        Method::GET
+            | Method::HEAD
+            | Method::DELETE
+            | Method::OPTIONS
+            | Method::TRACE
+            | Method::CONNECT
+    ) && http_body::Body::is_end_stream(&body)
+        && !headers.contains_key(header::TRANSFER_ENCODING)
+    {
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+    }
     let uri = vcl_uri.as_ref().unwrap_or(&txn.req.uri);
     let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let mut req = Request::new(body);
