@@ -44,6 +44,8 @@ const MAIN: &[(&str, &[&str])] = &[
     ("n_purge_add", &["ban_added"]),
     ("esi_errors", &["esi_errors"]),
     ("esi_warnings", &["esi_warnings"]),
+    // 2.1's objects found to hold ESI when parsed at fetch.
+    ("esi_parse", &["esi_programs"]),
     ("esi_req", &["esi_includes"]),
 ];
 
