@@ -80,7 +80,6 @@ const CIRCLES: &[(&str, &[&str], &str)] = &[
         "proxy/mod.rs holds `Proxy`, which the request's steps read and which calls them; to \
         cut, `Proxy`'s shared state behind a type of its own",
     ),
-    ("vcl::run", &["eval", "exec", "self"], OWN_FILE),
     (
         "vtc",
         &[

@@ -5,8 +5,8 @@
 use std::borrow::Cow;
 
 use super::eval::{eval, text};
+use super::state::{Env, Verdict};
 use super::value::Value;
-use super::{Env, Verdict};
 use crate::vcl::ir::{Action, Expr, Func, Program, SetOp, Stmt};
 
 /// How a statement ended.
