@@ -143,109 +143,7 @@ impl Checker<'_> {
             t.used = true;
         }
         match method {
-            "backend" => {
-                if self.here & (INIT | FINI) != 0 {
-                    self.error(
-                        pos,
-                        format!("{name}.backend() is Not available in subroutine 'vcl_init'"),
-                    );
-                    return bad;
-                }
-                match obj.kind {
-                    ObjectKind::Hash => {
-                        if args.len() != 1 || args[0].name.is_some() {
-                            self.error(pos, format!("{name}.backend() takes the string to hash"));
-                            return bad;
-                        }
-                        let key = self.expr_as(&args[0].value, Type::String);
-                        (
-                            Expr::Call(Func::DirectorHash(obj.target), Box::new([key])),
-                            Type::Backend,
-                        )
-                    }
-                    ObjectKind::Shard => {
-                        let mut by_url = false;
-                        for a in args {
-                            match a.name.as_deref() {
-                                Some("by") => match &a.value {
-                                    AstExpr::Name(n, _) if n == "HASH" => {}
-                                    AstExpr::Name(n, _) if n == "URL" => by_url = true,
-                                    other => {
-                                        self.unsupported(
-                                            other.pos(),
-                                            "shard.backend(by=...): Shellac's shard director \
-                                             hashes the cache key (by=HASH or by=URL)",
-                                        );
-                                        return bad;
-                                    }
-                                },
-                                // Resolved when the fetch picks a backend either way.
-                                Some("resolve") => match &a.value {
-                                    AstExpr::Name(n, _) if n == "NOW" || n == "LAZY" => {}
-                                    other => {
-                                        self.error(
-                                            other.pos(),
-                                            "shard.backend(resolve=...) takes NOW or LAZY",
-                                        );
-                                        return bad;
-                                    }
-                                },
-                                // Sick backends are skipped (CHOSEN; ALL is the same without
-                                // `alt`); IGNORE would pick them.
-                                Some("healthy") => match &a.value {
-                                    AstExpr::Name(n, _) if n == "CHOSEN" || n == "ALL" => {}
-                                    other => {
-                                        self.unsupported(
-                                            other.pos(),
-                                            "shard.backend(healthy=IGNORE) is not supported by \
-                                             Shellac: its shard director skips sick backends",
-                                        );
-                                        return bad;
-                                    }
-                                },
-                                _ => {
-                                    self.unsupported(
-                                        a.value.pos(),
-                                        "this shard.backend() argument is not supported by \
-                                         Shellac (it hashes the cache key, skipping sick \
-                                         backends)",
-                                    );
-                                    return bad;
-                                }
-                            }
-                        }
-                        if by_url {
-                            // by=URL: the URL alone is hashed (req.url, or bereq.url on the
-                            // backend side), as vmod_directors does.
-                            let url = if self.here & BACKEND != 0 && self.here & CLIENT == 0 {
-                                "bereq.url"
-                            } else {
-                                "req.url"
-                            };
-                            let key =
-                                self.expr_as(&AstExpr::Name(url.to_string(), pos), Type::String);
-                            return (
-                                Expr::Call(Func::DirectorHash(obj.target), Box::new([key])),
-                                Type::Backend,
-                            );
-                        }
-                        (
-                            Expr::Call(Func::DirectorBackend(obj.target), Box::new([])),
-                            Type::Backend,
-                        )
-                    }
-                    _ => {
-                        if !args.is_empty() {
-                            self.error(pos, format!("{name}.backend() takes no arguments"));
-                            return bad;
-                        }
-                        (
-                            Expr::Call(Func::DirectorBackend(obj.target), Box::new([])),
-                            Type::Backend,
-                        )
-                    }
-                }
-            }
+            "backend" => self.director_backend(name, obj, args, pos),
             "add_backend" | "remove_backend" | "reconfigure" | "set_rampup" | "set_warmup" => {
                 if self.here & !(INIT) != 0 || self.here == 0 {
                     self.unsupported(
@@ -266,5 +164,123 @@ impl Checker<'_> {
                 bad
             }
         }
+    }
+
+    /// `name.backend(args)` of a director object: which backend it picks, by the director's
+    /// kind.
+    fn director_backend(
+        &mut self,
+        name: &str,
+        obj: &super::Object,
+        args: &[Arg],
+        pos: Pos,
+    ) -> (Expr, Type) {
+        use super::ObjectKind;
+        let bad = (Expr::Bool(false), Type::Error);
+        if self.here & (INIT | FINI) != 0 {
+            self.error(
+                pos,
+                format!("{name}.backend() is Not available in subroutine 'vcl_init'"),
+            );
+            return bad;
+        }
+        match obj.kind {
+            ObjectKind::Hash => {
+                if args.len() != 1 || args[0].name.is_some() {
+                    self.error(pos, format!("{name}.backend() takes the string to hash"));
+                    return bad;
+                }
+                let key = self.expr_as(&args[0].value, Type::String);
+                (
+                    Expr::Call(Func::DirectorHash(obj.target), Box::new([key])),
+                    Type::Backend,
+                )
+            }
+            ObjectKind::Shard => {
+                let Some(by_url) = self.shard_args(args) else {
+                    return bad;
+                };
+                if by_url {
+                    // by=URL: the URL alone is hashed (req.url, or bereq.url on the backend
+                    // side), as vmod_directors does.
+                    let url = if self.here & BACKEND != 0 && self.here & CLIENT == 0 {
+                        "bereq.url"
+                    } else {
+                        "req.url"
+                    };
+                    let key = self.expr_as(&AstExpr::Name(url.to_string(), pos), Type::String);
+                    return (
+                        Expr::Call(Func::DirectorHash(obj.target), Box::new([key])),
+                        Type::Backend,
+                    );
+                }
+                (
+                    Expr::Call(Func::DirectorBackend(obj.target), Box::new([])),
+                    Type::Backend,
+                )
+            }
+            _ => {
+                if !args.is_empty() {
+                    self.error(pos, format!("{name}.backend() takes no arguments"));
+                    return bad;
+                }
+                (
+                    Expr::Call(Func::DirectorBackend(obj.target), Box::new([])),
+                    Type::Backend,
+                )
+            }
+        }
+    }
+
+    /// The arguments of a shard director's `.backend(...)`: whether it hashes the URL
+    /// (`by=URL`) rather than the cache key; `None` when one is refused (reported).
+    fn shard_args(&mut self, args: &[Arg]) -> Option<bool> {
+        let mut by_url = false;
+        for a in args {
+            match a.name.as_deref() {
+                Some("by") => match &a.value {
+                    AstExpr::Name(n, _) if n == "HASH" => {}
+                    AstExpr::Name(n, _) if n == "URL" => by_url = true,
+                    other => {
+                        self.unsupported(
+                            other.pos(),
+                            "shard.backend(by=...): Shellac's shard director hashes the cache \
+                             key (by=HASH or by=URL)",
+                        );
+                        return None;
+                    }
+                },
+                // Resolved when the fetch picks a backend either way.
+                Some("resolve") => match &a.value {
+                    AstExpr::Name(n, _) if n == "NOW" || n == "LAZY" => {}
+                    other => {
+                        self.error(other.pos(), "shard.backend(resolve=...) takes NOW or LAZY");
+                        return None;
+                    }
+                },
+                // Sick backends are skipped (CHOSEN; ALL is the same without `alt`); IGNORE
+                // would pick them.
+                Some("healthy") => match &a.value {
+                    AstExpr::Name(n, _) if n == "CHOSEN" || n == "ALL" => {}
+                    other => {
+                        self.unsupported(
+                            other.pos(),
+                            "shard.backend(healthy=IGNORE) is not supported by Shellac: its \
+                             shard director skips sick backends",
+                        );
+                        return None;
+                    }
+                },
+                _ => {
+                    self.unsupported(
+                        a.value.pos(),
+                        "this shard.backend() argument is not supported by Shellac (it hashes \
+                         the cache key, skipping sick backends)",
+                    );
+                    return None;
+                }
+            }
+        }
+        Some(by_url)
     }
 }

@@ -9,15 +9,18 @@
 //! built-in VCL appended to each built-in subroutine; what was declared but never used.
 
 mod acl;
+mod backend;
 mod bind;
 mod calls;
 mod consts;
 mod decls;
 mod directors;
 mod expr;
+mod init;
 mod names;
 mod ops;
 mod patterns;
+mod probe;
 mod sigs;
 mod stmt;
 mod vmods;
