@@ -240,7 +240,6 @@ pub(super) fn ranged(
     joined: bool,
 ) -> Step {
     let fwd = if joined { "partial" } else { "miss" };
-    learn_slices(txn, &parts, &times, overrides);
     match piece_plan(txn, &parts, &times, overrides) {
         Ok((target, plan, vary)) => {
             let (headers, reader) = start_fill(
@@ -327,31 +326,6 @@ pub(super) fn complete(
         body,
         "shellac; fwd=partial; stored",
     ))
-}
-
-/// Big media: a forwarded Range whose `Content-Range` shows a representation longer than
-/// `max_object_size` makes the URL answered from slices from now on (`slice/`); this 206 goes
-/// to the client as it is.
-fn learn_slices(txn: &Txn, parts: &Parts, times: &Times, overrides: &Overrides) {
-    let Some((_, _, length)) = partial::content_range(&parts.headers) else {
-        return;
-    };
-    if !txn.proxy.config.cache.slice || length <= txn.proxy.max_object_size {
-        return;
-    }
-    let exchange = policy::Exchange {
-        partial_content: true,
-        ..policy::Exchange::at(times.request, times.response)
-    };
-    if let Ok(plan) = policy::evaluate_with(
-        parts.status,
-        &parts.headers,
-        &exchange,
-        txn.cache_config(),
-        overrides,
-    ) {
-        super::slice::learn(txn, &parts.headers, length, &plan);
-    }
 }
 
 /// Whether a 206 may be stored as a piece: a `Content-Range` with the complete length, the

@@ -452,3 +452,152 @@ async fn clients_wanting_one_slice_share_its_fetch() {
     assert_eq!(origin.count(), 2, "{:?}", asked(&origin));
     shellac.stop().await;
 }
+
+/// The fields of every request the origin was asked, as (path, Range, the field `name`).
+fn asked_with(origin: &Origin, name: &str) -> Vec<(String, String, String)> {
+    let field = |s: &Seen, n: &str| {
+        s.headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("-")
+            .to_string()
+    };
+    origin
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| (s.path.clone(), field(s, "range"), field(s, name)))
+        .collect()
+}
+
+/// Issue 31: a sliced URL goes through the policy like any request: vcl_hit or vcl_miss
+/// for its first slice, vcl_backend_fetch's backend request for every slice it fetches (the
+/// probe's, the first, and those read while the client reads), vcl_backend_response's
+/// storage decision for the response that makes a URL sliced (a program that refuses to
+/// store it leaves the URL unsliced), and vcl_hit's `return (pass)` passes the request as
+/// the client sent it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sliced_requests_go_through_vcl_hit_miss_and_the_backend_subroutines() {
+    const LEN: u64 = 10 * MIB;
+    let (origin, _file) = origin(LEN).await;
+    let vcl = r#"vcl 4.1;
+backend default { ${origin0} }
+sub vcl_hit {
+    set req.http.X-Seen = "hit";
+    if (req.http.X-Pass) { return (pass); }
+}
+sub vcl_miss { set req.http.X-Seen = "miss"; }
+sub vcl_backend_fetch { set bereq.http.X-Slice-Test = "from-vcl"; }
+sub vcl_backend_response {
+    if (bereq.url ~ "^/private") {
+        set beresp.uncacheable = true;
+        return (deliver);
+    }
+}
+sub vcl_deliver { set resp.http.X-Seen = req.http.X-Seen; }
+"#;
+    let shellac = super::common::vcl::start_vcl_with("slices", vcl, &[origin.addr], sliced).await;
+
+    // The probe (a Range past max_object_size of a URL not known yet): vcl_miss, then the
+    // slice asked with vcl_backend_fetch's field.
+    let a = 5 * MIB + 100;
+    let r = ranged(&shellac, a, a + 99).await;
+    assert_eq!(r.status, 206);
+    assert!(
+        r.body.as_ref() == bytes(1, a, a + 99).as_slice(),
+        "{} {:?}",
+        r.status,
+        asked(&origin)
+    );
+    assert_eq!(r.header("x-seen"), Some("miss"));
+    stored(&shellac, 1).await;
+
+    // The same slice: vcl_hit, nothing asked.
+    let r = ranged(&shellac, a + 10, a + 20).await;
+    assert!(
+        r.body.as_ref() == bytes(1, a + 10, a + 20).as_slice(),
+        "{} {:?}",
+        r.status,
+        asked(&origin)
+    );
+    assert_eq!(r.header("x-seen"), Some("hit"), "{}", r.cache_status());
+    assert_eq!(origin.count(), 1);
+
+    // A slice not stored: vcl_miss, asked with the field.
+    let b = 8 * MIB + 1;
+    let r = ranged(&shellac, b, b + 9).await;
+    assert!(
+        r.body.as_ref() == bytes(1, b, b + 9).as_slice(),
+        "{} {:?}",
+        r.status,
+        asked(&origin)
+    );
+    assert_eq!(r.header("x-seen"), Some("miss"));
+    assert_eq!(origin.count(), 2);
+
+    // A first slice stored (vcl_hit) and the next one fetched as the client reads: that
+    // fetch carries the field too.
+    let r = ranged(&shellac, 6 * MIB - 10, 6 * MIB + 10).await;
+    assert!(
+        r.body.as_ref() == bytes(1, 6 * MIB - 10, 6 * MIB + 10).as_slice(),
+        "{} {:?}",
+        r.status,
+        asked(&origin)
+    );
+    assert_eq!(r.header("x-seen"), Some("hit"));
+    assert_eq!(origin.count(), 3);
+    for (path, range, field) in asked_with(&origin, "x-slice-test") {
+        assert_eq!(field, "from-vcl", "{path} {range}");
+        assert!(range.starts_with("bytes="), "{range}");
+    }
+    assert_eq!(
+        asked_with(&origin, "x-slice-test")[2].1,
+        format!("bytes={}-{}", 6 * MIB, 7 * MIB - 1)
+    );
+
+    // vcl_hit's pass: the client's request as it is, not a slice.
+    let r = get_with(
+        shellac.addr,
+        "/movie.mp4",
+        &[("range", &format!("bytes={a}-{}", a + 9)), ("x-pass", "1")],
+    )
+    .await;
+    assert!(
+        r.body.as_ref() == bytes(1, a, a + 9).as_slice(),
+        "{} {:?}",
+        r.status,
+        asked(&origin)
+    );
+    assert_eq!(origin.count(), 4);
+    assert_eq!(
+        asked_with(&origin, "x-slice-test")[3].1,
+        format!("bytes={a}-{}", a + 9)
+    );
+
+    // A response the program refuses to store never makes its URL sliced: each request
+    // goes to the origin (a probe, or a whole GET).
+    for _ in 0..2 {
+        let r = get_with(
+            shellac.addr,
+            "/private/movie.mp4",
+            &[("range", &format!("bytes={a}-{}", a + 9))],
+        )
+        .await;
+        assert_eq!(r.status, 206);
+        assert!(!r.cache_status().contains("hit"), "{}", r.cache_status());
+    }
+    let r = get(shellac.addr, "/private/whole.mp4").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len() as u64, LEN);
+    let r = get_with(
+        shellac.addr,
+        "/private/whole.mp4",
+        &[("range", "bytes=100-199")],
+    )
+    .await;
+    assert_eq!(r.status, 206);
+    assert_eq!(origin.count(), 8);
+    assert_eq!(shellac.stat("slice_learnt").await, 1);
+    shellac.stop().await;
+}

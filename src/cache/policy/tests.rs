@@ -3,10 +3,10 @@
 
 use super::rfc9111::{age_field, parse_age};
 use super::*;
-use std::time::Duration;
 use http::HeaderValue;
-use http::header::HeaderName;
 use http::header;
+use http::header::HeaderName;
+use std::time::Duration;
 
 fn eval(pairs: &[(&str, &str)], status: u16) -> Result<StorePlan, NoCacheReason> {
     eval_with(pairs, status, &CacheConfig::default())

@@ -55,7 +55,11 @@ pub fn vcl_freshness(
     // lifetime even with `max-age`. In 4.x a redirect that may be temporary gets only an
     // explicit one; Varnish 2.1 gave 302 and 307 the default TTL too.
     let code = status.as_u16();
-    let storable = if legacy {
+    // A 206 to a Range Shellac sent itself (a piece, a slice: `Exchange::partial_content`)
+    // is bytes of the representation, with its lifetime (Varnish stores no 206).
+    let storable = if code == 206 {
+        ex.partial_content
+    } else if legacy {
         matches!(code, 200 | 203 | 300 | 301 | 302 | 307 | 404 | 410)
     } else {
         matches!(

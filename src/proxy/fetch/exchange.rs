@@ -135,7 +135,12 @@ pub(super) async fn exchange(
                 }
             }
         }
-        let ex = policy::Exchange::at(request_time, response_time);
+        // A 206 to a Range the cache asked for itself (partial content, big media) is stored
+        // as what it is: bytes of the representation (the policy's lifetimes are its).
+        let ex = policy::Exchange {
+            partial_content: matches!(mode, FetchMode::Range(_) | FetchMode::Complete(..)),
+            ..policy::Exchange::at(request_time, response_time)
+        };
         let storage = match txn
             .policy
             .backend_response(txn, &mut parts, &ex, mode, was_304)

@@ -67,8 +67,14 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         FetchMode::Alone(why) => (None, Some(why)),
         FetchMode::Authorized => (None, None),
         FetchMode::Range(joined) if ex.parts.status == StatusCode::PARTIAL_CONTENT => {
-            let overrides = ex.storage.overrides();
             let times = ex.times();
+            // Big media: a representation longer than `max_object_size` is sliced from now on.
+            let exchange = crate::cache::policy::Exchange {
+                partial_content: true,
+                ..crate::cache::policy::Exchange::at(times.request, times.response)
+            };
+            super::slice::learn_ranged(txn, &ex.parts, &ex.storage, &exchange);
+            let overrides = ex.storage.overrides();
             return combine::ranged(txn, ex.parts, ex.body, times, overrides, joined);
         }
         FetchMode::Complete(held, gap)

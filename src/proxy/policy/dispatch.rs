@@ -81,6 +81,19 @@ impl Policy {
         dispatch!(self, miss(txn, guard))
     }
 
+    /// Before a response from slices: the hit or miss step of its first slice
+    /// ([`Hooks::slices`]), then the backend-request step ([`Hooks::backend_fetch`], VCL's
+    /// vcl_backend_fetch) whose request and route every slice the response fetches is asked
+    /// with — run once per response, before any slice is fetched, whether the first is stored
+    /// or not (a later one may not be).
+    pub(in crate::proxy) fn slices(
+        self,
+        txn: &mut Txn,
+        stored: Option<&Arc<Object>>,
+    ) -> Option<Step> {
+        dispatch!(self, slices(txn, stored)).or_else(|| self.backend_fetch(txn, true))
+    }
+
     pub(in crate::proxy) fn hit_for_miss(self, txn: &mut Txn) -> Step {
         dispatch!(self, hit_for_miss(txn))
     }

@@ -143,6 +143,22 @@ impl Storage {
         }
     }
 
+    /// What [`decide`](Self::decide) stores a response with `status` and `fields` with, or
+    /// why it does not (big media learns its slices' lifetimes from it: `slice/`).
+    pub(super) fn plan(
+        &self,
+        status: StatusCode,
+        fields: &HeaderMap,
+        ex: &Exchange,
+        cfg: &CacheConfig,
+    ) -> Result<StorePlan, NoCacheReason> {
+        match self {
+            Storage::Evaluate(o) => crate::cache::policy::evaluate_with(status, fields, ex, cfg, o),
+            Storage::Decided { plan, .. } => plan.clone(),
+        }
+        .map(|p| p.with_shortlived(cfg.shortlived.0))
+    }
+
     /// Whether [`decide`](Self::decide) refuses a response with `status` and `fields`: what
     /// will not be stored is gzipped only for a client that takes gzip (`coding.rs`).
     pub(super) fn refuses(
@@ -229,6 +245,14 @@ pub(super) trait Hooks {
     /// Miss: this request leads the fetch.
     fn miss(_txn: &mut Txn, guard: LeaderGuard) -> Step {
         Step::Fetch(FetchMode::Miss(guard))
+    }
+
+    /// A request answered from slices (`slice/`, big media), before its first slice is had:
+    /// `stored` is that slice when the cache holds it (the hit), `None` when it is to be
+    /// fetched (the miss). `None` goes on; otherwise the step chosen instead (a pass fetches
+    /// the request as the client sent it, Range and all).
+    fn slices(_txn: &mut Txn, _stored: Option<&Arc<Object>>) -> Option<Step> {
+        None
     }
 
     /// The URL was recently uncacheable: fetched alone.

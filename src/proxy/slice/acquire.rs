@@ -12,6 +12,7 @@ use crate::backend::BackendBody;
 use crate::cache::ban::BanCheck;
 use crate::cache::busy::{BusyHead, BusyReader, HeadOutcome, Join, LeaderGuard};
 use crate::cache::partial::{Validator, content_range};
+use crate::cache::slices::SliceMeta;
 use crate::cache::{CacheKey, NeedsIo, Object};
 use crate::proxy::body::ResponseBody;
 use crate::proxy::fill::Fill;
@@ -67,7 +68,7 @@ pub(super) async fn acquire(ctx: &Ctx, index: u64) -> Result<Source, Failure> {
     let cache = &ctx.proxy.cache;
     let counters = &ctx.proxy.counters;
     for _ in 0..MAX_LOOKS {
-        if let Some(object) = stored(ctx, &key, index).await {
+        if let Some(object) = stored(ctx, index).await {
             counters.slice_hit.inc();
             return Ok(Source::Stored(object));
         }
@@ -107,25 +108,51 @@ pub(super) async fn acquire(ctx: &Ctx, index: u64) -> Result<Source, Failure> {
 }
 
 /// The stored slice, if a tier holds a fresh, unbanned copy of the right length.
-async fn stored(ctx: &Ctx, key: &CacheKey, index: u64) -> Option<std::sync::Arc<Object>> {
-    let cache = &ctx.proxy.cache;
-    let found = match cache.lookup_now(key) {
+async fn stored(ctx: &Ctx, index: u64) -> Option<std::sync::Arc<Object>> {
+    peek(
+        &ctx.proxy,
+        (&ctx.primary, &ctx.meta),
+        &ctx.req_headers,
+        index,
+    )
+    .await
+}
+
+/// Slice `index` of `meta`'s representation of `primary` when a tier holds a usable copy
+/// (looked at before the policy's hit or miss step: `serve.rs`). `req_headers`: the client
+/// request's fields, which bans on request fields are checked against.
+pub(super) async fn peek(
+    proxy: &crate::proxy::Proxy,
+    (primary, meta): (&CacheKey, &SliceMeta),
+    req_headers: &HeaderMap,
+    index: u64,
+) -> Option<std::sync::Arc<Object>> {
+    let key = meta.key(primary, index);
+    let cache = &proxy.cache;
+    let found = match cache.lookup_now(&key) {
         Ok(found) => found,
-        Err(NeedsIo) => cache.lookup_io(key).await,
+        Err(NeedsIo) => cache.lookup_io(&key).await,
     }?;
-    usable(ctx, key, &found, index).then_some(found)
+    usable_in(proxy, meta, req_headers, &key, &found, index).then_some(found)
 }
 
 fn usable(ctx: &Ctx, key: &CacheKey, object: &Object, index: u64) -> bool {
-    let (start, end) = ctx.meta.bounds(index);
+    usable_in(&ctx.proxy, &ctx.meta, &ctx.req_headers, key, object, index)
+}
+
+fn usable_in(
+    proxy: &crate::proxy::Proxy,
+    meta: &SliceMeta,
+    req_headers: &HeaderMap,
+    key: &CacheKey,
+    object: &Object,
+    index: u64,
+) -> bool {
+    let (start, end) = meta.bounds(index);
     object.status == StatusCode::PARTIAL_CONTENT
         && object.body_len == end - start + 1
         && object.is_fresh(Instant::now())
-        && ctx
-            .proxy
-            .cache
-            .check_bans(key, object, Some(&ctx.req_headers))
-            != BanCheck::Banned
+        && proxy.cache.check_bans(key, object, Some(req_headers)) != BanCheck::Banned
 }
 
 /// This request leads the fetch of slice `index`: asked of the origin, checked against the

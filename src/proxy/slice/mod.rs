@@ -32,10 +32,13 @@ use std::sync::Arc;
 use http::header::{self, HeaderMap};
 use http::{Method, StatusCode};
 
+use http::response::Parts;
+
+use super::policy::Storage;
 use super::txn::{Step, Txn};
 use crate::cache::CacheKey;
-use crate::cache::partial::Validator;
-use crate::cache::policy::StorePlan;
+use crate::cache::partial::{Validator, content_range};
+use crate::cache::policy::{Exchange, StorePlan};
 use crate::cache::slices::SliceMeta;
 pub(super) use origin::Requester;
 
@@ -124,6 +127,22 @@ pub(super) fn learn(txn: &Txn, headers: &HeaderMap, length: u64, plan: &StorePla
         proxy.counters.slice_learnt.inc();
     }
     learnt
+}
+
+/// Big media: a forwarded Range whose `Content-Range` shows a representation longer than
+/// `max_object_size` makes the URL answered from slices from now on, with the lifetimes the
+/// policy's storage decision gives that 206 (`storage`: a policy that refuses to store it
+/// leaves the URL unsliced); the 206 goes to the client as it is.
+pub(super) fn learn_ranged(txn: &Txn, parts: &Parts, storage: &Storage, ex: &Exchange) {
+    let Some((_, _, length)) = content_range(&parts.headers) else {
+        return;
+    };
+    if !txn.proxy.config.cache.slice || length <= txn.proxy.max_object_size {
+        return;
+    }
+    if let Ok(plan) = storage.plan(parts.status, &parts.headers, ex, txn.cache_config()) {
+        learn(txn, &parts.headers, length, &plan);
+    }
 }
 
 /// The fields that describe the representation (what conditionals are evaluated against, and

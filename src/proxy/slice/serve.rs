@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
@@ -13,58 +13,89 @@ use http::{Method, StatusCode};
 use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 
-use super::acquire::{Source, acquire, stored_from};
+use super::acquire::{Source, acquire, peek, stored_from};
 use super::{Ctx, DETAIL, Failure};
 use crate::cache::partial::content_range;
-use crate::cache::policy::{self, Overrides};
+use crate::cache::policy;
 use crate::cache::slices::SliceMeta;
 use crate::http::conditional::{self, Answer};
 use crate::proxy::body::ResponseBody;
 use crate::proxy::chunks::{Chunks, FilterError};
 use crate::proxy::deliver;
-use crate::proxy::txn::{Step, Txn};
+use crate::proxy::policy::{ErrorOutcome, ResponseOutcome};
+use crate::proxy::txn::{FetchMode, Step, Txn};
+
+/// Backend requests a probe sends at most (the policy's retries included).
+const PROBE_TRIES: usize = 4;
 
 /// Chunks the streaming task may be ahead of the client (each at most 256 KiB).
 const AHEAD: usize = 8;
 
 impl Txn {
-    /// Answers the request from the slices of `meta`.
+    /// Answers the request from the slices of `meta`, after the policy's hit or miss step
+    /// for its first slice and its backend-request step (`Policy::slices`).
     pub(in crate::proxy) async fn slices(&mut self, meta: Arc<SliceMeta>) -> Step {
-        self.sliced(meta, None).await
+        self.sliced(meta, true).await
     }
 
     /// A Range starting past `max_object_size` of a URL not known yet: the slice holding its
-    /// first byte is asked; its `Content-Range` gives the length, and the URL is sliced from
-    /// then on (that slice stored and used). Anything else is passed through.
+    /// first byte is asked (after the policy's miss and backend-request steps; its answer
+    /// through the policy's backend-response step); its `Content-Range` gives the length,
+    /// and the URL is sliced from then on (that slice stored and used) with the lifetimes
+    /// the policy's storage decision gives it. Anything else is passed through.
     pub(in crate::proxy) async fn slice_probe(&mut self, start: u64) -> Step {
-        let Some(requester) = self.slice_requester() else {
-            return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "no-healthy-backend");
-        };
+        if let Some(step) = self.policy.slices(self, None) {
+            return step;
+        }
         let size = self.proxy.config.cache.slice_size.0;
         let index = start / size;
         let first = index * size;
-        self.proxy.counters.slice_fetch.inc();
-        let resp = match requester.send(first, first + size - 1).await {
-            Ok(resp) => resp,
-            Err((status, detail)) => return Step::Synth(status, detail),
-        };
-        let request_time = std::time::SystemTime::now();
-        let learnt = content_range(resp.headers()).and_then(|(a, b, length)| {
-            let whole = a == first && b == (first + size).min(length) - 1;
+        let mut tries = 0;
+        let (requester, parts, body, storage, exchange) = loop {
+            tries += 1;
+            if tries > PROBE_TRIES {
+                return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "too-many-retries");
+            }
+            let Some(requester) = self.slice_requester() else {
+                return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "no-healthy-backend");
+            };
+            self.proxy.counters.slice_fetch.inc();
+            let request_time = SystemTime::now();
+            let resp = match requester.send(first, first + size - 1).await {
+                Ok(resp) => resp,
+                Err((status, detail)) => match self.policy.backend_error(self, status, detail) {
+                    Some(ErrorOutcome::Retry) => continue,
+                    Some(ErrorOutcome::Step(step)) => return step,
+                    None => return Step::Synth(status, detail),
+                },
+            };
+            let (mut parts, body) = resp.into_parts();
+            // Shellac's own fields: a backend never sets them (as `fetch/exchange.rs`).
+            parts.headers.remove(crate::proxy::filter::esi::FIELD);
+            parts.headers.remove(crate::cache::identity::FIELD);
             let exchange = policy::Exchange {
                 partial_content: true,
-                ..policy::Exchange::at(request_time, request_time)
+                ..policy::Exchange::at(request_time, SystemTime::now())
             };
-            let plan = policy::evaluate_with(
-                resp.status(),
-                resp.headers(),
-                &exchange,
-                self.cache_config(),
-                &Overrides::default(),
-            )
-            .ok()?;
-            (whole && resp.status() == StatusCode::PARTIAL_CONTENT)
-                .then(|| super::learn(self, resp.headers(), length, &plan))
+            let mode = FetchMode::Alone("slice-probe");
+            match self
+                .policy
+                .backend_response(self, &mut parts, &exchange, &mode, false)
+            {
+                ResponseOutcome::Store { storage, .. } => {
+                    break (requester, parts, body, storage, exchange);
+                }
+                ResponseOutcome::Retry => continue,
+                ResponseOutcome::Step(step) => return step,
+            }
+        };
+        let learnt = content_range(&parts.headers).and_then(|(a, b, length)| {
+            let whole = a == first && b == (first + size).min(length) - 1;
+            let plan = storage
+                .plan(parts.status, &parts.headers, &exchange, self.cache_config())
+                .ok()?;
+            (whole && parts.status == StatusCode::PARTIAL_CONTENT)
+                .then(|| super::learn(self, &parts.headers, length, &plan))
                 .filter(|learnt| *learnt)
         });
         let meta = match (learnt, &self.key) {
@@ -73,14 +104,13 @@ impl Txn {
         };
         let Some(meta) = meta else {
             self.proxy.counters.cache_miss.inc();
-            if resp.status() == StatusCode::OK {
+            if parts.status == StatusCode::OK {
                 self.proxy.counters.slice_range_ignored.inc();
                 if let Some(primary) = &self.key {
                     let ttl = self.proxy.config.cache.hit_for_miss_ttl.0;
                     self.proxy.cache.slices.refuse(primary, ttl);
                 }
             }
-            let (parts, body) = resp.into_parts();
             return self.pass_through(parts, body, "detail=slice-probe");
         };
         let Some(ctx) = self.slice_ctx(meta.clone(), requester) else {
@@ -91,11 +121,18 @@ impl Txn {
         let guard = match self.proxy.cache.busy.join(&key) {
             crate::cache::busy::Join::Leader(guard) => guard,
             crate::cache::busy::Join::Waiter(_) => {
-                return self.sliced(meta, None).await;
+                return self.sliced(meta, false).await;
             }
         };
+        let resp = http::Response::from_parts(parts, body);
         match stored_from(&ctx, meta.bounds(index), key, guard, resp) {
-            Ok(source) => self.sliced_with(ctx, Some((index, source))).await,
+            Ok(source) => match self.slice_answer(&meta) {
+                Ok((status, range)) => {
+                    self.sliced_with(ctx, status, range, Some((index, source)))
+                        .await
+                }
+                Err(step) => *step,
+            },
             Err(failure) => self.slice_failure(failure),
         }
     }
@@ -110,18 +147,42 @@ impl Txn {
         })
     }
 
-    async fn sliced(&mut self, meta: Arc<SliceMeta>, first: Option<(u64, Source)>) -> Step {
+    /// The response from slices; `hooks`: the policy's steps are still to run (not after a
+    /// probe, which ran them).
+    async fn sliced(&mut self, meta: Arc<SliceMeta>, hooks: bool) -> Step {
+        let (status, range) = match self.slice_answer(&meta) {
+            Ok(answer) => answer,
+            Err(step) => return *step,
+        };
+        let index = range.0 / meta.slice_size;
+        let mut first = None;
+        if hooks {
+            let Some(primary) = self.key.clone() else {
+                return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-key");
+            };
+            let stored = peek(&self.proxy, (&primary, &meta), &self.req.headers, index).await;
+            // The policy's hit (the first slice is stored) or miss step, and its backend
+            // request, which every slice this response fetches is asked with.
+            if let Some(step) = self.policy.slices(self, stored.as_ref()) {
+                return step;
+            }
+            if let Some(object) = stored {
+                self.proxy.counters.slice_hit.inc();
+                first = Some((index, Source::Stored(object)));
+            }
+        }
         let Some(requester) = self.slice_requester() else {
             return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "no-healthy-backend");
         };
         let Some(ctx) = self.slice_ctx(meta, requester) else {
             return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-key");
         };
-        self.sliced_with(ctx, first).await
+        self.sliced_with(ctx, status, range, first).await
     }
 
-    async fn sliced_with(&mut self, ctx: Ctx, first: Option<(u64, Source)>) -> Step {
-        let meta = ctx.meta.clone();
+    /// The request's preconditions and Range against the representation: the status and the
+    /// bytes to send, or the step that answers without any slice (304, 412, 416).
+    fn slice_answer(&mut self, meta: &SliceMeta) -> Result<(StatusCode, (u64, u64)), Box<Step>> {
         let etag = meta.fields.get(header::ETAG).and_then(|v| v.to_str().ok());
         let last_modified = meta
             .fields
@@ -134,25 +195,30 @@ impl Txn {
         } else {
             Method::GET
         };
-        let (status, (start, end)) = match conditional::evaluate(
-            &method,
-            &self.req.headers,
-            etag,
-            last_modified,
-            meta.length,
-        ) {
-            Answer::Full => (StatusCode::OK, whole),
-            Answer::Partial(r) if r.len() == 1 => (StatusCode::PARTIAL_CONTENT, r[0]),
+        match conditional::evaluate(&method, &self.req.headers, etag, last_modified, meta.length) {
+            Answer::Full => Ok((StatusCode::OK, whole)),
+            Answer::Partial(r) if r.len() == 1 => Ok((StatusCode::PARTIAL_CONTENT, r[0])),
             // Several ranges of a big object: the whole representation (RFC 9110 §14.2).
-            Answer::Partial(_) => (StatusCode::OK, whole),
-            Answer::NotModified => return self.slice_head(&meta, StatusCode::NOT_MODIFIED),
-            Answer::PreconditionFailed => {
-                return Step::Synth(StatusCode::PRECONDITION_FAILED, "precondition-failed");
-            }
-            Answer::Unsatisfiable => {
-                return self.slice_head(&meta, StatusCode::RANGE_NOT_SATISFIABLE);
-            }
-        };
+            Answer::Partial(_) => Ok((StatusCode::OK, whole)),
+            Answer::NotModified => Err(Box::new(self.slice_head(meta, StatusCode::NOT_MODIFIED))),
+            Answer::PreconditionFailed => Err(Box::new(Step::Synth(
+                StatusCode::PRECONDITION_FAILED,
+                "precondition-failed",
+            ))),
+            Answer::Unsatisfiable => Err(Box::new(
+                self.slice_head(meta, StatusCode::RANGE_NOT_SATISFIABLE),
+            )),
+        }
+    }
+
+    async fn sliced_with(
+        &mut self,
+        ctx: Ctx,
+        status: StatusCode,
+        (start, end): (u64, u64),
+        first: Option<(u64, Source)>,
+    ) -> Step {
+        let meta = ctx.meta.clone();
         let size = meta.slice_size;
         let index = start / size;
         let source = match first {

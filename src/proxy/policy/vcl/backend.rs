@@ -147,13 +147,14 @@ pub(super) fn backend_response(
     let legacy = v.runtime.program.dialect.is_legacy();
     let cfg = &txn.proxy.config.cache;
     let fresh = policy::vcl_freshness(parts.status, &parts.headers, ex, cfg, legacy);
-    // 2.x: cacheable statuses with a lifetime (Varnish 2.1's list).
+    // 2.x: cacheable statuses with a lifetime (Varnish 2.1's list), and a 206 to a Range
+    // Shellac sent itself (a piece, a slice).
     let cacheable = !pass
         && fresh.ttl > 0.0
-        && matches!(
+        && (matches!(
             parts.status.as_u16(),
             200 | 203 | 300 | 301 | 302 | 307 | 404 | 410
-        );
+        ) || (parts.status == StatusCode::PARTIAL_CONTENT && ex.partial_content));
     let mut beresp = Beresp {
         status: parts.status,
         reason: None,
@@ -245,7 +246,10 @@ pub(super) fn backend_response(
                     at: std::time::Instant::now(),
                 });
             }
-            outcome(plan(&beresp, &parts.headers, fresh), None)
+            outcome(
+                plan(&beresp, &parts.headers, fresh, ex.partial_content),
+                None,
+            )
         }
         Verdict::Pass | Verdict::HitForPass => {
             let ttl = if beresp.ttl > 0.0 {
@@ -287,9 +291,10 @@ fn plan(
     beresp: &Beresp,
     headers: &HeaderMap,
     fresh: policy::VclFreshness,
+    partial_content: bool,
 ) -> Result<StorePlan, NoCacheReason> {
     let code = beresp.status.as_u16();
-    if !(200..600).contains(&code) || code == 206 || code == 304 {
+    if !(200..600).contains(&code) || (code == 206 && !partial_content) || code == 304 {
         return Err(NoCacheReason::Status);
     }
     let secs = crate::vcl::run::value::to_duration;

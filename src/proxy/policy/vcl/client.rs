@@ -398,26 +398,34 @@ fn retime(txn: &Txn, object: &Object, edit: &ObjEdit) {
 
 /// vcl_miss (also for hit-for-miss): `Some(step)` when VCL does not fetch as planned.
 pub(super) fn miss(txn: &mut Txn, guard: Option<LeaderGuard>, hit_for_miss: bool) -> Step {
+    match miss_verdict(txn, hit_for_miss) {
+        None => match guard {
+            Some(g) => Step::Fetch(FetchMode::Miss(g)),
+            None => Step::Fetch(FetchMode::Alone("hit-for-miss")),
+        },
+        Some(step) => {
+            // Anything but a fetch: waiters for this fetch look up again.
+            if let Some(g) = guard {
+                g.object().abandon();
+            }
+            step
+        }
+    }
+}
+
+/// vcl_miss: `None` when VCL fetches, else the step it chose instead (also for the first
+/// slice of a sliced response that the cache does not hold: `slice/`).
+pub(super) fn miss_verdict(txn: &mut Txn, hit_for_miss: bool) -> Option<Step> {
     if let Some(v) = txn.vcl.as_deref_mut() {
         v.is_hitmiss = hit_for_miss;
         if v.runtime.program.dialect.is_legacy() {
             make_bereq(txn, true);
         }
     }
-    let verdict = run_client(txn, Method::Miss, None, None, None);
-    if let Verdict::Fetch = verdict {
-        return match guard {
-            Some(g) => Step::Fetch(FetchMode::Miss(g)),
-            None => Step::Fetch(FetchMode::Alone("hit-for-miss")),
-        };
-    }
-    // Anything but a fetch: waiters for this fetch look up again.
-    if let Some(g) = guard {
-        g.object().abandon();
-    }
-    match verdict {
-        Verdict::Pass => Step::Pass(NoCacheReason::Vcl),
-        other => settle(Method::Miss, other),
+    match run_client(txn, Method::Miss, None, None, None) {
+        Verdict::Fetch => None,
+        Verdict::Pass => Some(Step::Pass(NoCacheReason::Vcl)),
+        other => Some(settle(Method::Miss, other)),
     }
 }
 

@@ -144,6 +144,16 @@ impl Hooks for Vcl {
         client::miss(txn, Some(guard), false)
     }
 
+    /// The first slice stored: vcl_hit on it, as on an object a waiter follows (nothing is
+    /// stored again: a slice's lifetimes are the representation's). Not stored: vcl_miss.
+    fn slices(txn: &mut Txn, stored: Option<&Arc<Object>>) -> Option<Step> {
+        txn.vcl.as_ref()?;
+        match stored {
+            Some(object) => Self::waiting_hit(txn, Some(object)),
+            None => client::miss_verdict(txn, false),
+        }
+    }
+
     fn hit_for_miss(txn: &mut Txn) -> Step {
         if txn.vcl.is_none() {
             return Step::Fetch(FetchMode::Alone("hit-for-miss"));
