@@ -80,13 +80,6 @@ const CIRCLES: &[(&str, &[&str], &str)] = &[
         "proxy/mod.rs holds `Proxy`, which the request's steps read and which calls them; to \
         cut, `Proxy`'s shared state behind a type of its own",
     ),
-    (
-        "vtc",
-        &[
-            "census", "cli", "cmd", "exec", "report", "scope", "self", "varnish",
-        ],
-        OWN_FILE,
-    ),
 ];
 
 #[test]

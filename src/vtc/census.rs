@@ -9,11 +9,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::check::{check_vcl, first_error};
 use super::context::{Flavour, Halt, Shared};
 use super::lex::{self, Command};
 use super::params::Settings;
-use super::varnish::{check_vcl, first_error};
-use super::{Runner, scope};
+use super::runner::{Runner, define_macros};
+use super::scope;
 
 /// How one case came out.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,7 +45,7 @@ pub struct Case {
 impl Case {
     /// `trunk/v00021.vtc:118`.
     pub fn name(&self) -> String {
-        format!("{}:{}", super::display_name(&self.file), self.line)
+        format!("{}:{}", super::outcome::display_name(&self.file), self.line)
     }
 }
 
@@ -149,7 +150,7 @@ fn cases(path: &Path) -> Vec<Found> {
         _ => Flavour::Trunk,
     };
     let shared = Shared::new(flavour, Duration::from_secs(1), std::env::temp_dir());
-    super::define_macros(&shared, path, &std::env::temp_dir(), 0, 9);
+    define_macros(&shared, path, &std::env::temp_dir(), 0, 9);
     let mut walk = Walk {
         shared,
         flavour,

@@ -4,7 +4,10 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::{CaseVerdict, Options, Outcome, Runner, Verdict, report};
+use super::census::CaseVerdict;
+use super::outcome::{Options, Outcome, Verdict};
+use super::report;
+use super::runner::Runner;
 
 /// `shellac vtc`'s arguments.
 pub struct CommandArgs {

@@ -7,17 +7,18 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::check::first_error;
 use super::cli;
 use super::client::Client;
 use super::context::{Halt, Shared, Step, fail, skip};
 use super::counters;
 use super::lex::{self, Command};
+use super::outcome::{ErrvclCase, Wiring};
 use super::params::ParamError;
 use super::peer::Arg;
 use super::server::Server;
 use super::spec;
-use super::varnish::{Varnish, backend_decls, first_error};
-use super::{ErrvclCase, Wiring};
+use super::varnish::{Varnish, backend_decls};
 
 pub struct Top {
     pub shared: Arc<Shared>,

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::{Outcome, Verdict};
+use super::outcome::{Outcome, Verdict};
 
 /// The folders the goal counts.
 pub const GOAL_FOLDERS: &[&str] = &["b", "c", "v", "d", "s"];

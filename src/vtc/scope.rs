@@ -5,11 +5,11 @@
 //! command, option, parameter or counter the runner has no Shellac equivalent for. The same
 //! tables decide at run time; this pass only finds them all before any process starts.
 
-use super::Wiring;
 use super::cli;
 use super::context::Flavour;
 use super::counters;
 use super::lex::{self, Command};
+use super::outcome::Wiring;
 use super::params::{ParamError, Settings};
 
 /// Top-level commands outside what the runner covers.
