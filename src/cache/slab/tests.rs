@@ -363,3 +363,61 @@ fn block_handles_cloned_and_dropped_across_threads() {
     }
     assert_eq!(drops.load(Ordering::SeqCst), BLOCKS);
 }
+
+/// Checks the bookkeeping of every class (under its lock, so while other threads allocate):
+/// the list of chunks with a free slot is doubly linked and holds only chunks marked listed;
+/// each listed chunk has a free slot or room at `bump`; its free slots lie inside it on slot
+/// boundaries, and free + used slots are all it handed out. Panics with what is wrong.
+fn check_classes() {
+    for (class, lock) in SLABS.iter().enumerate() {
+        let slot = (class + 1) * GRAIN;
+        let slab = lock.lock();
+        let mut prev: *mut Chunk = ptr::null_mut();
+        let mut chunk = slab.partial;
+        let mut listed = 0;
+        while !chunk.is_null() {
+            listed += 1;
+            assert!(
+                listed <= slab.chunks,
+                "class {class}: list longer than its chunks"
+            );
+            // SAFETY: the lock is held; listed chunks are live and their free slots are
+            // theirs (their first word is a link, told to memcheck around the read).
+            unsafe {
+                let c = &*chunk;
+                assert!(c.listed && c.prev == prev, "class {class}: list links");
+                assert!(c.bump >= HEADER && c.bump <= CHUNK, "class {class}: bump");
+                assert!(
+                    (c.bump - HEADER).is_multiple_of(slot),
+                    "class {class}: bump"
+                );
+                assert!(
+                    !c.free.is_null() || c.bump + slot <= CHUNK,
+                    "class {class}: full"
+                );
+                let mut free = 0;
+                let mut at = c.free;
+                while !at.is_null() {
+                    let off = at as usize - chunk as usize;
+                    assert!(
+                        off >= HEADER && off < c.bump,
+                        "class {class}: free slot outside"
+                    );
+                    assert!(
+                        (off - HEADER).is_multiple_of(slot),
+                        "class {class}: slot edge"
+                    );
+                    free += 1;
+                    assert!(free <= CHUNK / slot, "class {class}: free list loops");
+                    memcheck::defined(at, LINK);
+                    let next = at.cast::<*mut u8>().read();
+                    memcheck::noaccess(at, LINK);
+                    at = next;
+                }
+                assert_eq!(free + c.used, (c.bump - HEADER) / slot, "class {class}");
+                prev = chunk;
+                chunk = c.next;
+            }
+        }
+    }
+}
