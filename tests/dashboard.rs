@@ -384,3 +384,81 @@ async fn dashboard_in_headless_chromium_receives_data() {
     );
     shellac.stop().await;
 }
+
+/// Issue 32: a stretch of more than five seconds without a sample (no request, so no hit
+/// ratio and no TTFB) must break the hit-ratio and TTFB lines — never drawn as 0, nor joined
+/// across the gap — while a shorter one carries the last value; a value alone between gaps is
+/// a dot. The charts are drawn by the script `GET /dashboard.js` serves, in headless
+/// Chromium, on series of 40 seconds with a 3 s and a 10 s stretch without values and a lone
+/// value after the long one (waiting for real idle seconds would make the test slow).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_lines_break_after_more_than_five_seconds_without_a_sample() {
+    let Some(bin) = tools::require(chromium(), "chromium", "chromium") else {
+        return;
+    };
+    let page = Arc::new(std::sync::Mutex::new(String::new()));
+    let served = page.clone();
+    let origin = Origin::start(move |_| {
+        let html = served.lock().map(|p| p.clone()).unwrap_or_default();
+        Reply::ok(&html)
+            .cc("no-store")
+            .header("content-type", "text/html; charset=utf-8")
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let script =
+        String::from_utf8(get(shellac.admin, "/dashboard.js").await.body.to_vec()).unwrap();
+    assert!(script.contains("function chart("), "{script}");
+    // Seconds 0-39: values with 3 s without at 4-6 (carried), then 10 s without at 10-19 (5
+    // carried, then a gap), values at 20-32, 6 s without at 33-38 (5 carried, a gap), and a
+    // lone value at 39, the newest.
+    let test = r#"
+        const t = Array.from({ length: 40 }, (_, i) => 1000 + i);
+        const shape = (a, b) => t.map((_, i) =>
+          (i >= 4 && i <= 6) || (i >= 10 && i <= 19) || (i >= 33 && i <= 38) ? null
+            : i < 10 ? a : b);
+        chart("hit", t, [{ values: shape(0.5, 0.8), color: COLORS.c }], "ratio", true);
+        chart("ttfb", t, [{ values: shape(1500, 2500), color: COLORS.c }], "micros", true);
+        document.body.dataset.drawn = "yes";
+    "#;
+    *page.lock().unwrap() = format!(
+        "<!doctype html><html><body><span id=\"status\"></span><select id=\"top-site\"></select>\
+         <canvas id=\"hit\" style=\"width:600px;height:160px\"></canvas>\
+         <canvas id=\"ttfb\" style=\"width:600px;height:160px\"></canvas>\
+         <script>{script}</script><script>{test}</script></body></html>"
+    );
+    let url = format!("http://{}/gap.html", shellac.addr);
+    let dom = tokio::task::spawn_blocking(move || {
+        run_chromium(
+            bin,
+            &[
+                "--virtual-time-budget=2000".into(),
+                "--window-size=800,600".into(),
+                "--dump-dom".into(),
+                url,
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        attribute(&dom, "<body", "data-drawn").as_deref(),
+        Some("yes"),
+        "{dom}"
+    );
+    for (chart, lowest) in [("hit", 0.5), ("ttfb", 1500.0)] {
+        let attr = |name: &str| {
+            attribute(&dom, &format!("id=\"{chart}\""), name)
+                .unwrap_or_else(|| panic!("{chart}: no {name}: {dom}"))
+        };
+        // Three pieces: 0-14 (4-6 and 10-14 carried), 20-37 (33-37 carried), the lone 39 (a
+        // dot): the last 5 s of the 10 s stretch and the last second of the 6 s one are gaps.
+        assert_eq!(attr("data-segments"), "3", "{chart}: {dom}");
+        assert_eq!(attr("data-dots"), "1", "{chart}: the lone value: {dom}");
+        assert_eq!(attr("data-points"), (15 + 18 + 1).to_string(), "{chart}");
+        // Nothing fell to 0 in the gaps.
+        let drawn: f64 = attr("data-lowest").parse().unwrap();
+        assert_eq!(drawn, lowest, "{chart}: {dom}");
+    }
+    shellac.stop().await;
+}

@@ -55,7 +55,8 @@ const CARRY_SECONDS = 5;
 // Draws lines for `series` ([{values, color}]) over times `t` (unix seconds) on an axis of
 // `kind` (count, bytes, micros, ratio). `carry`: a few seconds without a value keep the last
 // one, so sparse traffic draws a line, not dots; a longer stretch without requests is a gap
-// (there was no sample: never drawn as a value, least of all as 0).
+// (there was no sample: never drawn as a value, least of all as 0). A value alone between
+// gaps (a path of one point strokes nothing) is drawn as a dot.
 function chart(id, t, series, kind, carry) {
   const canvas = document.getElementById(id);
   const ratio = window.devicePixelRatio || 1;
@@ -80,13 +81,18 @@ function chart(id, t, series, kind, carry) {
   }
   g.fillText("-" + Math.round(span) + " s", left, h - 4);
   g.fillText("now", w - right - 22, h - 4);
-  let points = 0, segments = 0, lowest = null;
+  let points = 0, segments = 0, dots = 0, lowest = null;
   for (const s of series) {
-    g.strokeStyle = s.color; g.lineWidth = 1.6; g.beginPath();
-    let pen = false, last = null, lastAt = null;
+    g.strokeStyle = s.color; g.fillStyle = s.color; g.lineWidth = 1.6; g.beginPath();
+    let pen = false, last = null, lastAt = null, run = 0, at = null;
+    // The pen lifts: a segment of one point becomes a dot.
+    const lift = () => {
+      if (pen && run === 1) { g.fillRect(at[0] - 1.5, at[1] - 1.5, 3, 3); dots++; }
+      pen = false; run = 0;
+    };
     s.values.forEach((v, i) => {
       if (v === null || v === undefined) {
-        if (!carry || last === null || t[i] - lastAt > CARRY_SECONDS) { pen = false; return; }
+        if (!carry || last === null || t[i] - lastAt > CARRY_SECONDS) { lift(); return; }
         v = last;
       } else {
         last = v; lastAt = t[i];
@@ -94,13 +100,15 @@ function chart(id, t, series, kind, carry) {
       if (lowest === null || v < lowest) lowest = v;
       const px = x(t[i]), py = y(v);
       if (pen) g.lineTo(px, py); else { g.moveTo(px, py); segments++; }
-      pen = true; points++;
+      pen = true; points++; run++; at = [px, py];
     });
+    lift();
     g.stroke();
   }
   // For the headless-browser test: what was drawn and the axis' labels.
   canvas.dataset.points = points;
   canvas.dataset.segments = segments;
+  canvas.dataset.dots = dots;
   canvas.dataset.lowest = lowest === null ? "" : lowest;
   canvas.dataset.ticks = axis.ticks.map(([, label]) => label).join("|");
 }
