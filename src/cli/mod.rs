@@ -16,6 +16,9 @@ use shellac::console;
 
 use args::{Cli, Command, unreachable_hint};
 
+/// How often `shellac top` redraws.
+const TOP_EVERY: Duration = Duration::from_secs(2);
+
 /// Runs `command`; an error is printed (with how to reach the admin listener when it could
 /// not be), a closed stdout is no error.
 pub(crate) fn run(command: Command) -> ExitCode {
@@ -82,8 +85,7 @@ pub(crate) fn run(command: Command) -> ExitCode {
             site,
         } => {
             let query = admin::top_query(&by, &sort, window, rows, site.as_deref());
-            console::top(&admin.client(), &query, once, Duration::from_secs(2))
-                .map_err(anyhow::Error::from)
+            console::top(&admin.client(), &query, once, TOP_EVERY).map_err(anyhow::Error::from)
         }
         Command::Log {
             admin,
@@ -145,6 +147,11 @@ pub(crate) fn run(command: Command) -> ExitCode {
             None => admin::admin_post(&admin.client(), "/purge/tags", &tag.join(" ")),
         },
     };
+    finish(result)
+}
+
+/// How the process exits after a command that returned `result`.
+fn finish(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // The reader went away (`shellac stat -1 | head -2`): not an error of ours.
