@@ -3,26 +3,13 @@
 //! The hot path only does relaxed atomic increments; each counter sits on its own cache line so
 //! workers do not fight over one. Formatting happens at scrape time (`/stats`).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+mod counter;
+mod pass;
 
-/// One monotonically increasing counter, padded to a cache line.
-#[derive(Default, Debug)]
-#[repr(align(64))]
-pub struct Counter(AtomicU64);
-
-impl Counter {
-    #[inline]
-    pub fn inc(&self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
-    }
-    #[inline]
-    pub fn add(&self, n: u64) {
-        self.0.fetch_add(n, Ordering::Relaxed);
-    }
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
+pub use counter::{
+    Counter, Histogram, LATENCY_BOUNDS_US, LATENCY_BUCKETS, TTFB_DESCRIPTION, quantile_us,
+};
+pub use pass::{PASS_REASONS, PassReasons};
 
 macro_rules! counters {
     ($(#[$meta:meta])* struct $type:ident {
@@ -307,111 +294,6 @@ counters! {
     }
 }
 
-/// Why a response was not a plain hit or miss: the `detail=` words of `Cache-Status`
-/// (`NoCacheReason::as_str` and the coalescing details), the `/stats` name and a description. Counted per
-/// response; exported as `pass_reason_<word>` in `/stats` and as the `reason` label of
-/// `shellac_pass_reason_total` in `/metrics`.
-pub const PASS_REASONS: &[(&str, &str, &str)] = &[
-    (
-        "method",
-        "pass_reason_method",
-        "Request method other than GET or HEAD",
-    ),
-    (
-        "authorization",
-        "pass_reason_authorization",
-        "Response to a request with Authorization not stored: it did not say public, s-maxage or must-revalidate",
-    ),
-    (
-        "request-no-store",
-        "pass_reason_request_no_store",
-        "Request said Cache-Control: no-store",
-    ),
-    ("no-store", "pass_reason_no_store", "Response said no-store"),
-    ("private", "pass_reason_private", "Response said private"),
-    (
-        "no-cache",
-        "pass_reason_no_cache",
-        "Response said no-cache and had no validator (ETag, Last-Modified) to revalidate it with",
-    ),
-    (
-        "set-cookie",
-        "pass_reason_set_cookie",
-        "Response set a cookie",
-    ),
-    (
-        "status",
-        "pass_reason_status",
-        "Response status not cacheable without explicit freshness, or one the director restarts on",
-    ),
-    (
-        "no-freshness",
-        "pass_reason_no_freshness",
-        "Response had no freshness information (and default_ttl is 0)",
-    ),
-    (
-        "expired",
-        "pass_reason_expired",
-        "Response was already stale when it arrived",
-    ),
-    (
-        "vary-star",
-        "pass_reason_vary_star",
-        "Response said Vary: *",
-    ),
-    (
-        "too-large",
-        "pass_reason_too_large",
-        "Response larger than max_object_size",
-    ),
-    (
-        "upgrade",
-        "pass_reason_upgrade",
-        "Protocol upgrade request (WebSocket): passed, tunnelled after the backend's 101",
-    ),
-    (
-        "hit-for-miss",
-        "pass_reason_hit_for_miss",
-        "URL recently uncacheable: fetched without coalescing",
-    ),
-    (
-        "vary-miss",
-        "pass_reason_vary_miss",
-        "Another Vary variant was being fetched: fetched alone",
-    ),
-    ("other", "pass_reason_other", "Any other reason"),
-];
-
-/// One counter per [`PASS_REASONS`] entry.
-#[derive(Debug)]
-pub struct PassReasons([Counter; PASS_REASONS.len()]);
-
-impl Default for PassReasons {
-    fn default() -> Self {
-        PassReasons(std::array::from_fn(|_| Counter::default()))
-    }
-}
-
-impl PassReasons {
-    /// Counts one response for `reason` (a `PASS_REASONS` word; anything else is `other`).
-    pub fn inc(&self, reason: &str) {
-        let last = PASS_REASONS.len() - 1;
-        let i = PASS_REASONS
-            .iter()
-            .position(|(w, _, _)| *w == reason)
-            .unwrap_or(last);
-        self.0[i].inc();
-    }
-
-    /// (word, `/stats` name, count) in `PASS_REASONS` order.
-    pub fn snapshot(&self) -> impl Iterator<Item = (&'static str, &'static str, u64)> + '_ {
-        PASS_REASONS
-            .iter()
-            .zip(self.0.iter())
-            .map(|((w, name, _), c)| (*w, *name, c.get()))
-    }
-}
-
 /// Every name `/stats` reports, in its order: counters, pass reasons, gauges.
 pub fn names() -> Vec<&'static str> {
     Counters::DESCRIPTIONS
@@ -436,83 +318,6 @@ pub fn description(name: &str) -> &'static str {
 /// Whether `name` is a gauge (a level) rather than a counter (a total).
 pub fn is_gauge(name: &str) -> bool {
     GAUGES.iter().any(|(n, _)| *n == name)
-}
-
-/// What the `ttfb` histogram measures.
-pub const TTFB_DESCRIPTION: &str =
-    "Time from request arrival to the response head (time to first byte), every response";
-
-/// Upper bounds (µs) of the latency histogram buckets; a last bucket takes the rest (+Inf).
-pub const LATENCY_BOUNDS_US: [u64; 16] = [
-    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
-    1_000_000, 2_500_000, 5_000_000, 10_000_000,
-];
-
-/// Buckets in a [`Histogram`]: one per bound plus +Inf.
-pub const LATENCY_BUCKETS: usize = LATENCY_BOUNDS_US.len() + 1;
-
-/// A latency histogram: one padded counter per bucket (non-cumulative) and the sum. Observing
-/// is a short search and two relaxed increments.
-#[derive(Debug)]
-pub struct Histogram {
-    buckets: [Counter; LATENCY_BUCKETS],
-    sum_us: Counter,
-}
-
-impl Default for Histogram {
-    fn default() -> Self {
-        Histogram {
-            buckets: std::array::from_fn(|_| Counter::default()),
-            sum_us: Counter::default(),
-        }
-    }
-}
-
-impl Histogram {
-    #[inline]
-    pub fn observe(&self, d: std::time::Duration) {
-        let us = d.as_micros().min(u64::MAX as u128) as u64;
-        let i = LATENCY_BOUNDS_US.partition_point(|b| *b < us);
-        self.buckets[i].inc();
-        self.sum_us.add(us);
-    }
-
-    /// Per-bucket counts (not cumulative), +Inf last.
-    pub fn buckets(&self) -> [u64; LATENCY_BUCKETS] {
-        std::array::from_fn(|i| self.buckets[i].get())
-    }
-
-    /// Sum of observed values in microseconds.
-    pub fn sum_us(&self) -> u64 {
-        self.sum_us.get()
-    }
-}
-
-/// The `q` quantile (0..1) of the observations counted in `buckets` (per-bucket counts, as
-/// from [`Histogram::buckets`] or a difference of two), interpolated linearly inside a bucket.
-/// None when empty. Values in the +Inf bucket are reported as the last bound.
-pub fn quantile_us(buckets: &[u64; LATENCY_BUCKETS], q: f64) -> Option<u64> {
-    let total: u64 = buckets.iter().sum();
-    if total == 0 {
-        return None;
-    }
-    let rank = (q.clamp(0.0, 1.0) * total as f64).max(1.0);
-    let mut seen = 0u64;
-    for (i, n) in buckets.iter().enumerate() {
-        if *n == 0 {
-            continue;
-        }
-        if (seen + n) as f64 >= rank {
-            let lower = if i == 0 { 0 } else { LATENCY_BOUNDS_US[i - 1] };
-            let Some(upper) = LATENCY_BOUNDS_US.get(i) else {
-                return Some(lower);
-            };
-            let within = (rank - seen as f64) / *n as f64;
-            return Some(lower + ((upper - lower) as f64 * within) as u64);
-        }
-        seen += n;
-    }
-    LATENCY_BOUNDS_US.last().copied()
 }
 
 /// Gauges are computed at scrape time from the component that owns them; declared here so the
