@@ -153,6 +153,32 @@ async fn nested_includes_and_removals() {
     shellac.stop().await;
 }
 
+/// Every include is an access-log line of its own, marked: its depth and the page that
+/// included it (`%{esi_level}x`, `%{esi_parent}x`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn access_log_lines_mark_esi_sub_requests() {
+    let dir = temp_dir("esi-log");
+    let path = dir.join("access.log");
+    let origin = Origin::start(site).await;
+    let log = path.to_str().unwrap().to_string();
+    let shellac = Shellac::start(origin.addr, |c| {
+        esi_rule(c);
+        c.log.access_log = log;
+        c.log.format = "%U %{esi_level}x %{esi_parent}x %>s".into();
+    })
+    .await;
+    assert_eq!(get_text(&shellac, "/nested").await.1, "<p>[<b>(A)]");
+    // Lines from different workers may interleave: compare sorted.
+    let mut lines = wait_lines(&path, 3).await;
+    lines.sort();
+    assert_eq!(
+        lines,
+        vec!["/a 2 /mid 200", "/mid 1 /nested 200", "/nested 0 - 200"]
+    );
+    shellac.stop().await;
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_include_loop_ends_at_the_depth_limit() {
     let origin = Origin::start(site).await;

@@ -23,6 +23,11 @@ pub const PENDING: &str = "pending";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Level(pub u8);
 
+/// The target of the page an include's sub-request was made for (the access log's
+/// `%{esi_parent}x`): a request extension of every sub-request.
+#[derive(Debug, Clone)]
+pub struct Parent(pub std::sync::Arc<str>);
+
 /// The client's request an include's sub-request was made for (VCL's `req_top.*`), as it
 /// was when its page's delivery began: a request extension every sub-request of the tree
 /// carries (absent: the request is its own top).

@@ -132,6 +132,14 @@ pub(super) fn deliver(
     if let Some(trace) = txn.policy.trace(txn) {
         record.set_vcl(Some(&trace));
     }
+    // An ESI include's line says so: its depth and the page that included it.
+    if let (Some(level), Some(parent)) = (
+        txn.req.extensions.get::<crate::esi::Level>(),
+        txn.req.extensions.get::<crate::esi::Parent>(),
+    ) && level.0 > 0
+    {
+        record.set_esi(level.0, &parent.0);
+    }
     resp.map(|b| count(b).recorded(record))
 }
 

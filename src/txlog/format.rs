@@ -62,6 +62,10 @@ pub(super) enum Item {
     Ttfb,
     /// `%{host}x`: the Host the request was for (the cache key's host).
     Host,
+    /// `%{esi_level}x`: the ESI depth, 0 for a client's request, n for an include.
+    EsiLevel,
+    /// `%{esi_parent}x`: for an ESI include, the target of the page that included it; `-`.
+    EsiParent,
     /// `%{tls_version}x`, `%{tls_cipher}x`, `%{tls_sni}x`, `%{tls_alpn}x`,
     /// `%{tls_client}x`: what the client's TLS connection negotiated (field 0-4 of
     /// `Record::set_tls`), `-` over cleartext or when empty.
@@ -204,6 +208,8 @@ impl Format {
                     "site" => Item::Site,
                     "ttfb" => Item::Ttfb,
                     "host" => Item::Host,
+                    "esi_level" => Item::EsiLevel,
+                    "esi_parent" => Item::EsiParent,
                     "tls_version" => Item::Tls(0),
                     "tls_cipher" => Item::Tls(1),
                     "tls_sni" => Item::Tls(2),
@@ -211,7 +217,7 @@ impl Format {
                     "tls_client" => Item::Tls(4),
                     other => {
                         return Err(format!(
-                            "`%{{{other}}}x` at position {at}: known are %{{cache}}x, %{{reason}}x, %{{backend}}x, %{{vcl}}x, %{{site}}x, %{{ttfb}}x, %{{host}}x, %{{tls_version}}x, %{{tls_cipher}}x, %{{tls_sni}}x, %{{tls_alpn}}x, %{{tls_client}}x"
+                            "`%{{{other}}}x` at position {at}: known are %{{cache}}x, %{{reason}}x, %{{backend}}x, %{{vcl}}x, %{{site}}x, %{{ttfb}}x, %{{host}}x, %{{esi_level}}x, %{{esi_parent}}x, %{{tls_version}}x, %{{tls_cipher}}x, %{{tls_sni}}x, %{{tls_alpn}}x, %{{tls_client}}x"
                         ));
                     }
                 },

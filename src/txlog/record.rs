@@ -68,6 +68,10 @@ pub struct Record {
     pub(super) vcl: Option<TextRange>,
     /// The `[[site]]` that answered (None without sites, or on a listener without any).
     pub(super) site: Option<TextRange>,
+    /// The ESI depth: 0 for a client's request, n for an include of a level n-1 page.
+    pub esi_level: u8,
+    /// For an ESI include: the target of the page that included it.
+    pub(super) esi_parent: Option<TextRange>,
     /// Values of `format.request_headers`, in order.
     pub(super) request_headers: SmallVec<[Option<TextRange>; 4]>,
     /// Values of `format.response_headers`, in order.
@@ -122,6 +126,8 @@ impl Record {
             tls: None,
             vcl: None,
             site: None,
+            esi_level: 0,
+            esi_parent: None,
             request_headers: SmallVec::new(),
             response_headers: SmallVec::new(),
             started: head.started,
@@ -157,6 +163,8 @@ impl Record {
             tls,
             vcl,
             site,
+            esi_level,
+            esi_parent,
             request_headers,
             response_headers,
             started,
@@ -186,6 +194,8 @@ impl Record {
         *tls = None;
         *vcl = None;
         *site = None;
+        *esi_level = 0;
+        *esi_parent = None;
         request_headers.clear();
         response_headers.clear();
         *started = head.started;
@@ -303,6 +313,13 @@ impl Record {
         self.site = name.map(|n| self.push(n));
     }
 
+    /// An ESI include's sub-request: its depth (1 for a client's page's includes) and the
+    /// target of the page that included it.
+    pub fn set_esi(&mut self, level: u8, parent: &str) {
+        self.esi_level = level;
+        self.esi_parent = Some(self.push(parent));
+    }
+
     pub fn push_request_header(&mut self, value: Option<&[u8]>) {
         let span = value.map(|v| self.push_bytes(v));
         self.request_headers.push(span);
@@ -349,6 +366,11 @@ impl Record {
         self.site.map(|s| self.get(s))
     }
 
+    /// For an ESI include: the target of the page that included it.
+    pub fn esi_parent(&self) -> Option<&str> {
+        self.esi_parent.map(|s| self.get(s))
+    }
+
     /// Value of the format's `i`th request header.
     pub fn request_header(&self, i: usize) -> Option<&str> {
         self.request_headers
@@ -391,6 +413,8 @@ impl Record {
             "backend": self.backend(),
             "site": self.site(),
             "vcl": self.vcl(),
+            "esi_level": self.esi_level,
+            "esi_parent": self.esi_parent(),
             "complete": self.complete,
         })
     }

@@ -80,6 +80,8 @@ fn render_item(item: &Item, r: &View<'_>, out: &mut Vec<u8>) {
         Item::Vcl => escape(r.vcl().unwrap_or(b"-"), out),
         Item::Site => escape(r.site().unwrap_or(b"-"), out),
         Item::Ttfb => seconds(r.ttfb, out),
+        Item::EsiLevel => number(u64::from(r.esi_level), out),
+        Item::EsiParent => escape(r.esi_parent().unwrap_or(b"-"), out),
         Item::Host => {
             let host = r.host();
             if host.is_empty() {
@@ -276,6 +278,13 @@ fn render_json(r: &View<'_>, out: &mut Vec<u8>) {
         out.extend_from_slice(b",\"site\":");
         json_str(site, out);
     }
+    // Only on an ESI include's line: other lines stay as they were.
+    if r.esi_level > 0 {
+        out.extend_from_slice(b",\"esi_level\":");
+        number(u64::from(r.esi_level), out);
+        out.extend_from_slice(b",\"esi_parent\":");
+        json_opt(r.esi_parent(), out);
+    }
     out.extend_from_slice(if r.complete {
         b",\"complete\":true,\"referer\":"
     } else {
@@ -410,6 +419,25 @@ mod tests {
         r.set_backend(None);
         let out = line(&f, &r);
         assert_eq!(out, b"- - -\n");
+    }
+
+    #[test]
+    fn esi_sub_requests_are_marked() {
+        let f = Format::parse("%U %{esi_level}x %{esi_parent}x").unwrap();
+        let mut r = record(&f);
+        assert_eq!(line(&f, &r), b"/a/b 0 -\n");
+        r.set_esi(2, "/page?x=\"1\"");
+        assert_eq!(line(&f, &r), b"/a/b 2 /page?x=\\x221\\x22\n");
+        let json = Format::parse("json").unwrap();
+        let out = line(&json, &r);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["esi_level"], 2);
+        assert_eq!(v["esi_parent"], "/page?x=\"1\"");
+        let v: serde_json::Value = serde_json::from_slice(&line(&json, &record(&json))).unwrap();
+        assert!(
+            v.get("esi_level").is_none(),
+            "a client's line stays as it was"
+        );
     }
 
     #[test]

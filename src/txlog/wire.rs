@@ -104,7 +104,7 @@ fn method_code(m: &Method) -> u8 {
 }
 
 /// Size of the fixed part every record starts with.
-const HEAD: usize = 136;
+const HEAD: usize = 144;
 
 /// Appends `r` to `out` (everything but the format, the recorder and the wall-clock time,
 /// which the writer derives from `started`). This runs on the request path, so the layout is
@@ -117,9 +117,9 @@ const HEAD: usize = 136;
 /// ```text
 ///  0..8 started ns | 8..16 duration ns | 16..24 ttfb ns | 24..32 bytes | 32..34 status
 ///  34 version | 35 flags (kind 0-3, complete 4, reason 5, IPv6 6) | 36 method code
-///  37 request-header spans | 38 response-header spans | 40..56 client (IPv4: first 4)
-///  56..60 text length | 60..132 spans: target, path, host, query, user agent, backend, TLS,
-///  VCL trace, site
+///  37 request-header spans | 38 response-header spans | 39 ESI level
+///  40..56 client (IPv4: first 4) | 56..60 text length | 60..140 spans: target, path, host,
+///  query, user agent, backend, TLS, VCL trace, site, ESI parent
 ///  then: [method: u32 length + bytes] [reason: u32 length + bytes] header spans, text
 /// ```
 pub(super) fn encode(r: &Record, out: &mut Vec<u8>) {
@@ -142,6 +142,7 @@ pub(super) fn encode(r: &Record, out: &mut Vec<u8>) {
     head[36] = method;
     head[37] = request_headers.len() as u8;
     head[38] = response_headers.len() as u8;
+    head[39] = r.esi_level;
     match r.client {
         IpAddr::V4(a) => head[40..44].copy_from_slice(&a.octets()),
         IpAddr::V6(a) => head[40..56].copy_from_slice(&a.octets()),
@@ -157,8 +158,9 @@ pub(super) fn encode(r: &Record, out: &mut Vec<u8>) {
         r.tls,
         r.vcl,
         r.site,
+        r.esi_parent,
     ];
-    for (slot, span) in head[60..132].chunks_exact_mut(8).zip(spans) {
+    for (slot, span) in head[60..140].chunks_exact_mut(8).zip(spans) {
         slot.copy_from_slice(&span_bytes(span));
     }
     out.reserve(
@@ -239,10 +241,12 @@ pub(super) struct View<'a> {
     pub kind: DecisionKind,
     pub reason: Option<&'a [u8]>,
     pub complete: bool,
+    /// The ESI depth (0: a client's request).
+    pub esi_level: u8,
     /// Nanoseconds from the anchor to the request's arrival.
     started: u64,
     text: &'a [u8],
-    /// target, path, host, query, user agent, backend, TLS, VCL trace, site.
+    /// target, path, host, query, user agent, backend, TLS, VCL trace, site, ESI parent.
     spans: &'a [u8],
     request_headers: &'a [u8],
     response_headers: &'a [u8],
@@ -305,9 +309,10 @@ impl<'a> View<'a> {
             },
             reason,
             complete: flags & 1 << 4 != 0,
+            esi_level: head[39],
             started,
             text,
-            spans: &head[60..132],
+            spans: &head[60..140],
             request_headers,
             response_headers,
         };
@@ -360,6 +365,11 @@ impl<'a> View<'a> {
         self.span(self.spans, 7)
     }
 
+    /// For an ESI include: the target of the page that included it.
+    pub fn esi_parent(&self) -> Option<&'a [u8]> {
+        self.span(self.spans, 9)
+    }
+
     /// The `[[site]]` that answered.
     pub fn site(&self) -> Option<&'a [u8]> {
         self.span(self.spans, 8)
@@ -410,6 +420,8 @@ impl<'a> View<'a> {
         r.tls = at(self.spans, 6);
         r.vcl = at(self.spans, 7);
         r.site = at(self.spans, 8);
+        r.esi_level = self.esi_level;
+        r.esi_parent = at(self.spans, 9);
         r.request_headers = (0..self.request_headers.len() / 8)
             .map(|i| at(self.request_headers, i))
             .collect();
@@ -498,6 +510,11 @@ mod tests {
         );
         assert_eq!(out.started, r.started);
         assert_eq!(out.time, anchor().1 + Duration::from_millis(1500));
+        assert_eq!((out.esi_level, out.esi_parent()), (0, None));
+        let mut include = Record::sample();
+        include.set_esi(3, "/page");
+        let out = trip(&include);
+        assert_eq!((out.esi_level, out.esi_parent()), (3, Some("/page")));
 
         let mut second = Record::sample();
         second.method = Method::from_bytes(b"PURGE").unwrap();

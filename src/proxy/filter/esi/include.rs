@@ -83,6 +83,8 @@ pub struct Page {
     pub level: u8,
     /// The page's host (a relative `src`'s, and the one an absolute `src` may always name).
     pub host: String,
+    /// The page's target (its includes' `%{esi_parent}x`).
+    pub url: Arc<str>,
     /// The fields a sub-request starts from (the parent's, cleaned).
     pub fields: HeaderMap,
     pub local: Option<LocalAddr>,
@@ -157,7 +159,9 @@ impl Page {
                 time: vcl_time,
             }))
         });
+        let url = Arc::from(req.uri.path_and_query().map_or("/", |p| p.as_str()));
         Arc::new(Page {
+            url,
             top,
             level: req.extensions.get::<Level>().map_or(0, |l| l.0),
             local: req.extensions.get::<LocalAddr>().copied(),
@@ -415,6 +419,7 @@ fn request(page: &Page, host: &str, path: &str) -> Option<Parts> {
     ext.insert(Level(page.level.saturating_add(1)));
     ext.insert(page.budget.clone());
     ext.insert(page.top.clone());
+    ext.insert(crate::esi::Parent(page.url.clone()));
     if let Some(local) = page.local {
         ext.insert(local);
     }
