@@ -179,6 +179,99 @@ async fn access_log_lines_mark_esi_sub_requests() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// `esi.max_includes`: a client's page and its fragments together fetch at most that many
+/// includes; the rest fail (`esi_include_limited`), here left out (`onerror="continue"`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_tree_fetches_at_most_max_includes() {
+    let origin = Origin::start(|s| match s.path.as_str() {
+        "/many" => Reply::ok(&format!(
+            "<p>{}</p>",
+            r#"<esi:include src="/a" onerror="continue"/>"#.repeat(5)
+        ))
+        .cc("max-age=60"),
+        // Two levels: the page's include and its fragment's share one budget.
+        "/tree" => Reply::ok(r#"<p><esi:include src="/branch"/>|<esi:include src="/b" onerror="continue"/></p>"#)
+            .cc("max-age=60"),
+        "/branch" => Reply::ok(r#"<i><esi:include src="/a" onerror="continue"/><esi:include src="/a" onerror="continue"/></i>"#)
+            .cc("max-age=60"),
+        _ => site(s),
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        esi_rule(c);
+        c.esi.max_includes = 3;
+    })
+    .await;
+    assert_eq!(
+        get_text(&shellac, "/many").await,
+        (200, "<p>AAA</p>".into())
+    );
+    assert_eq!(shellac.stat("esi_include_limited").await, 2);
+    // A new client request has a new budget: /branch, then of its two /a and the page's /b,
+    // two more fit.
+    let (status, body) = get_text(&shellac, "/tree").await;
+    assert_eq!(status, 200);
+    let fetched = body.matches('A').count() + body.matches('B').count();
+    assert!(
+        body.starts_with("<p><i>") && body.ends_with("</p>"),
+        "{body}"
+    );
+    assert_eq!(fetched, 2, "{body}");
+    assert_eq!(shellac.stat("esi_include_limited").await, 3);
+    shellac.stop().await;
+}
+
+/// An `https://` include is fetched (Varnish ignores it): its host is a backend's, reached
+/// over TLS (here a second Shellac terminating TLS for `secure.test`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_include_is_fetched_from_a_tls_origin() {
+    use common::tls::{Pki, tls_table};
+    let pki = Pki::new("esi-https");
+    let inner = Origin::start(|s| Reply::ok(&format!("secure {}", s.path)).cc("max-age=60")).await;
+    let cert = pki.leaf("secure", &["secure.test"]);
+    let tls = Config::parse(
+        &format!(
+            "{}\n[[backend]]\nhost = \"127.0.0.1\"\n",
+            tls_table(&[&cert], "")
+        ),
+        "t.toml",
+    )
+    .unwrap()
+    .tls;
+    let tls_origin = Shellac::start(inner.addr, |c| c.tls = tls).await;
+    let port = tls_origin.tls_addrs()[0].port();
+    let origin = Origin::start(|s| match s.path.as_str() {
+        "/page" => {
+            Reply::ok(r#"<p><esi:include src="https://secure.test/frag"/></p>"#).cc("max-age=60")
+        }
+        _ => Reply::ok("?").status(404),
+    })
+    .await;
+    let text = format!(
+        "[[backend]]\nname = \"default\"\nhost = \"127.0.0.1\"\n\
+         [[backend]]\nname = \"secure\"\nhost = \"127.0.0.1\"\nport = {port}\n\
+         host_header = \"secure.test\"\n\
+         tls = {{ server_name = \"secure.test\", ca = \"{}\" }}\n\
+         [[rule]]\nname = \"to-secure\"\nhost = \"secure.test\"\ndirector = \"secure\"\n\
+         [[rule]]\nname = \"esi\"\nesi = true\n",
+        pki.ca_file.display()
+    );
+    let parsed = Config::parse(&text, "t.toml").unwrap();
+    let shellac = Shellac::start(origin.addr, move |c| {
+        c.backends.push(parsed.backends[1].clone());
+        c.rules = parsed.rules.clone();
+    })
+    .await;
+    assert_eq!(
+        get_text(&shellac, "/page").await,
+        (200, "<p>secure /frag</p>".into())
+    );
+    assert_eq!(inner.count(), 1, "the fragment came through the TLS origin");
+    assert_eq!(shellac.stat("esi_include_refused").await, 0);
+    shellac.stop().await;
+    tls_origin.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_include_loop_ends_at_the_depth_limit() {
     let origin = Origin::start(site).await;
