@@ -1,5 +1,5 @@
 //! What a VCL subroutine reads and changes at a step of a request: the variables' slots
-//! (`vcl/vars.rs`) mapped onto the request, the backend request and response, the stored
+//! (`vcl/vars/`) mapped onto the request, the backend request and response, the stored
 //! object and the response to the client, whichever the step has.
 
 use std::borrow::Cow;

@@ -1,4 +1,4 @@
-//! Names of variables resolved through the table (`vars.rs`) for the subroutines the code
+//! Names of variables resolved through the table (`vars/`) for the subroutines the code
 //! runs in: which row applies, whether it may be read, set or unset there, header field names.
 
 use http::HeaderName;
@@ -15,6 +15,14 @@ pub(crate) enum Access {
     Read,
     Write,
     Unset,
+}
+
+/// A name that is a variable but cannot be used here (reported).
+struct Refused;
+
+/// A variable that was reported: `slot`, of type `Error` (accepted everywhere after).
+fn wrong(slot: Slot) -> Option<(Var, Type)> {
+    Some((Var { slot, header: None }, Type::Error))
 }
 
 impl Checker<'_> {
@@ -47,76 +55,13 @@ impl Checker<'_> {
             rows.retain(|r| !r.name.ends_with('.'));
         }
         let rows = rows;
-        let perm = |r: &VarDef| match access {
-            Access::Read => r.read,
-            Access::Write => r.write,
-            Access::Unset => r.unset,
-        };
-        let chosen: &'static VarDef = if self.here == 0 {
-            match rows.iter().find(|r| perm(r) != 0) {
-                Some(r) => r,
-                None => {
-                    self.not_allowed(name, pos, access, None);
-                    return Some((
-                        Var {
-                            slot: Slot::Unsupported(""),
-                            header: None,
-                        },
-                        Type::Error,
-                    ));
-                }
-            }
-        } else {
-            let mut chosen: Option<&'static VarDef> = None;
-            for m in Method::ALL {
-                if self.here & m.bit() == 0 {
-                    continue;
-                }
-                match rows.iter().find(|r| perm(r) & m.bit() != 0) {
-                    None => {
-                        self.not_allowed(name, pos, access, Some((m, &rows)));
-                        return Some((
-                            Var {
-                                slot: Slot::Unsupported(""),
-                                header: None,
-                            },
-                            Type::Error,
-                        ));
-                    }
-                    Some(r) => match chosen {
-                        Some(c) if c.slot != r.slot => {
-                            let names = Self::method_names(self.here).join(", ");
-                            self.error(
-                                pos,
-                                format!(
-                                    "'{name}' means different things in the subroutines that \
-                                     call {} ({names}); use it in one of them",
-                                    self.here_name
-                                ),
-                            );
-                            return Some((
-                                Var {
-                                    slot: Slot::Unsupported(""),
-                                    header: None,
-                                },
-                                Type::Error,
-                            ));
-                        }
-                        _ => chosen = Some(r),
-                    },
-                }
-            }
-            chosen?
+        let chosen = match self.choose_row(name, pos, access, &rows) {
+            Ok(chosen) => chosen?,
+            Err(Refused) => return wrong(Slot::Unsupported("")),
         };
         if let Slot::Unsupported(why) = chosen.slot {
             self.unsupported(pos, format!("'{name}': {why}"));
-            return Some((
-                Var {
-                    slot: chosen.slot,
-                    header: None,
-                },
-                Type::Error,
-            ));
+            return wrong(chosen.slot);
         }
         // `storage.s0.free_space`, `.used_space`, `.happy`: a storage's figures, which
         // Shellac's tiers report in /stats, not to VCL.
@@ -130,59 +75,10 @@ impl Checker<'_> {
                      values in Shellac; its tiers report in /stats"
                 ),
             );
-            return Some((
-                Var {
-                    slot: Slot::Unsupported(""),
-                    header: None,
-                },
-                Type::Error,
-            ));
+            return wrong(Slot::Unsupported(""));
         }
-        let header = match vars::field_of(chosen, name) {
-            Some(field) => match self.header_field(field, pos) {
-                // Varnish keeps a header's name and its colon behind a signed length byte.
-                Some(field) if field.len() > 126 => {
-                    let start: String = field.chars().take(20).collect();
-                    self.error(pos, format!("HTTP header ({start}..) is too long."));
-                    return Some((
-                        Var {
-                            slot: chosen.slot,
-                            header: None,
-                        },
-                        Type::Error,
-                    ));
-                }
-                Some(field) => match HeaderName::from_bytes(field.as_bytes()) {
-                    Ok(h) => Some(h),
-                    Err(_) => {
-                        self.error(pos, format!("'{field}' is not a valid header field name"));
-                        return Some((
-                            Var {
-                                slot: chosen.slot,
-                                header: None,
-                            },
-                            Type::Error,
-                        ));
-                    }
-                },
-                None => {
-                    return Some((
-                        Var {
-                            slot: chosen.slot,
-                            header: None,
-                        },
-                        Type::Error,
-                    ));
-                }
-            },
-            None if chosen.name.ends_with('.') => None,
-            None => {
-                // Protected headers have exact rows (`req.http.content-length`).
-                chosen
-                    .name
-                    .split_once(".http.")
-                    .and_then(|(_, f)| HeaderName::from_bytes(f.as_bytes()).ok())
-            }
+        let Ok(header) = self.var_header(chosen, name, pos) else {
+            return wrong(chosen.slot);
         };
         if self.here == 0 {
             // An unreached subroutine: what could run it at all.
@@ -195,6 +91,93 @@ impl Checker<'_> {
             },
             chosen.ty,
         ))
+    }
+
+    /// The row of `rows` that applies for `access` in every subroutine the code runs in
+    /// (`None`: it runs in none); `Err` when there is none (reported).
+    fn choose_row(
+        &mut self,
+        name: &str,
+        pos: Pos,
+        access: Access,
+        rows: &[&'static VarDef],
+    ) -> Result<Option<&'static VarDef>, Refused> {
+        let perm = |r: &VarDef| match access {
+            Access::Read => r.read,
+            Access::Write => r.write,
+            Access::Unset => r.unset,
+        };
+        if self.here == 0 {
+            return match rows.iter().find(|r| perm(r) != 0) {
+                Some(r) => Ok(Some(r)),
+                None => {
+                    self.not_allowed(name, pos, access, None);
+                    Err(Refused)
+                }
+            };
+        }
+        let mut chosen: Option<&'static VarDef> = None;
+        for m in Method::ALL {
+            if self.here & m.bit() == 0 {
+                continue;
+            }
+            match rows.iter().find(|r| perm(r) & m.bit() != 0) {
+                None => {
+                    self.not_allowed(name, pos, access, Some((m, rows)));
+                    return Err(Refused);
+                }
+                Some(r) => match chosen {
+                    Some(c) if c.slot != r.slot => {
+                        let names = Self::method_names(self.here).join(", ");
+                        self.error(
+                            pos,
+                            format!(
+                                "'{name}' means different things in the subroutines that \
+                                 call {} ({names}); use it in one of them",
+                                self.here_name
+                            ),
+                        );
+                        return Err(Refused);
+                    }
+                    _ => chosen = Some(r),
+                },
+            }
+        }
+        Ok(chosen)
+    }
+
+    /// The header a family row's variable names (`req.http.x-a`), or a protected header's
+    /// exact row; `Err` when the name is not a header field name (reported).
+    fn var_header(
+        &mut self,
+        chosen: &'static VarDef,
+        name: &str,
+        pos: Pos,
+    ) -> Result<Option<HeaderName>, Refused> {
+        match vars::field_of(chosen, name) {
+            Some(field) => match self.header_field(field, pos) {
+                // Varnish keeps a header's name and its colon behind a signed length byte.
+                Some(field) if field.len() > 126 => {
+                    let start: String = field.chars().take(20).collect();
+                    self.error(pos, format!("HTTP header ({start}..) is too long."));
+                    Err(Refused)
+                }
+                Some(field) => match HeaderName::from_bytes(field.as_bytes()) {
+                    Ok(h) => Ok(Some(h)),
+                    Err(_) => {
+                        self.error(pos, format!("'{field}' is not a valid header field name"));
+                        Err(Refused)
+                    }
+                },
+                None => Err(Refused),
+            },
+            None if chosen.name.ends_with('.') => Ok(None),
+            // Protected headers have exact rows (`req.http.content-length`).
+            None => Ok(chosen
+                .name
+                .split_once(".http.")
+                .and_then(|(_, f)| HeaderName::from_bytes(f.as_bytes()).ok())),
+        }
     }
 
     /// Reports why `name` cannot be used for `access` (here, or in `m`).

@@ -3,7 +3,7 @@
 //! subroutines the code runs in.
 
 use super::super::ast::{self, Pos};
-use super::super::ir::{Action, Expr, Func, SetOp, Stmt, Text};
+use super::super::ir::{Action, Expr, Func, SetOp, Stmt};
 use super::super::types::{Dialect, Method, Type};
 use super::super::vars::Slot;
 use super::Checker;
@@ -138,7 +138,14 @@ impl Checker<'_> {
         }
     }
 
-    fn set(&mut self, target: &str, op: &str, value: &ast::Expr, pos: Pos, out: &mut Vec<Stmt>) {
+    pub(super) fn set(
+        &mut self,
+        target: &str,
+        op: &str,
+        value: &ast::Expr,
+        pos: Pos,
+        out: &mut Vec<Stmt>,
+    ) {
         let Some((var, ty)) = self.variable(target, pos, Access::Write) else {
             self.unknown_target(target, pos);
             // Still check the value, for its own errors.
@@ -264,7 +271,7 @@ impl Checker<'_> {
     }
 
     /// Whether `word` may be returned from every subroutine the code runs in.
-    fn allowed(&mut self, word: &str, pos: Pos) -> bool {
+    pub(super) fn allowed(&mut self, word: &str, pos: Pos) -> bool {
         if self.here == 0 {
             return true;
         }
@@ -299,7 +306,12 @@ impl Checker<'_> {
         true
     }
 
-    fn action_word(&mut self, word: &str, args: &[ast::Arg], pos: Pos) -> Option<Action> {
+    pub(super) fn action_word(
+        &mut self,
+        word: &str,
+        args: &[ast::Arg],
+        pos: Pos,
+    ) -> Option<Action> {
         let legacy = self.dialect.is_legacy();
         let action = match word {
             "hash" if legacy && self.here & Method::Hash.bit() != 0 => Action::Lookup,
@@ -357,229 +369,5 @@ impl Checker<'_> {
             }
         };
         Some(action)
-    }
-
-    /// A 2.x bare action or statement word: `lookup;`, `error 503 "x";`, `purge_url(...)`,
-    /// `synthetic "...";`.
-    fn bare_action(&mut self, name: &str, args: &[ast::Expr], pos: Pos, out: &mut Vec<Stmt>) {
-        let legacy = self.dialect.is_legacy();
-        let action_words = [
-            "lookup",
-            "pass",
-            "pipe",
-            "deliver",
-            "fetch",
-            "restart",
-            "hash",
-            "discard",
-            "keep",
-            "hit_for_pass",
-        ];
-        if !legacy {
-            if action_words.contains(&name) || name == "error" {
-                self.error(
-                    pos,
-                    format!("'{name};' is VCL 2.x; in VCL 4.x write 'return ({name});'"),
-                );
-            } else {
-                self.error(pos, format!("Symbol not found: '{name}' (not a statement)"));
-            }
-            return;
-        }
-        match name {
-            "error" => {
-                if args.len() > 2 {
-                    self.error(pos, "error takes a status and an optional reason");
-                    return;
-                }
-                // `error 503 "x";`, `error 503;`, and 2.x's `error "x";` (status 503).
-                let (status, reason) = match args.first() {
-                    None => (None, None),
-                    Some(first) => {
-                        let (e, t) = self.expr(first, Some(Type::Int));
-                        match t {
-                            Type::String | Type::Header if args.len() == 1 => {
-                                (None, Some(Box::new(self.coerce(e, t, Type::String, pos))))
-                            }
-                            _ => (
-                                Some(Box::new(self.coerce(e, t, Type::Int, first.pos()))),
-                                args.get(1).map(|a| Box::new(self.stringify(a))),
-                            ),
-                        }
-                    }
-                };
-                if self.allowed("error", pos) {
-                    out.push(Stmt::Return(Action::Synth(status, reason), pos));
-                }
-            }
-            "synthetic" => {
-                if args.len() != 1 {
-                    self.error(pos, "synthetic takes one string");
-                    return;
-                }
-                let (e, _) = self.call(
-                    "synthetic",
-                    &[ast::Arg {
-                        name: None,
-                        value: args[0].clone(),
-                    }],
-                    pos,
-                );
-                if let Expr::Call(f, a) = e {
-                    out.push(Stmt::Effect(f, a, pos));
-                }
-            }
-            // Varnish 3.0's `purge;` (no condition) in vcl_hit / vcl_miss: every variant of
-            // the request's object expires now (vcc's `VRT_purge(ctx, 0, 0)`, what vmod_purge's
-            // `purge.hard()` does); the subroutine goes on (`error 200 "Purged";` follows).
-            "purge" if args.is_empty() => {
-                use super::super::types::ctx::{HIT, MISS};
-                if self.here != 0 && self.here & !(HIT | MISS) != 0 {
-                    let outside = Self::method_names(self.here & !(HIT | MISS));
-                    self.error(
-                        pos,
-                        format!(
-                            "'purge;' (Varnish 3.0) is only possible in vcl_hit and vcl_miss, not in '{}'; \
-                             to ban, write purge(CONDITION) or ban(\"...\")",
-                            outside.first().copied().unwrap_or("?")
-                        ),
-                    );
-                    return;
-                }
-                out.push(Stmt::Effect(Func::PurgeHard, Box::new([]), pos));
-            }
-            "purge" | "ban" => self.legacy_ban(args, pos, out),
-            "purge_url" | "ban_url" => {
-                if args.len() != 1 {
-                    self.error(pos, format!("{name} takes one regular expression"));
-                    return;
-                }
-                let v = self.stringify(&args[0]);
-                out.push(Stmt::Effect(Func::BanUrl, Box::new([v]), pos));
-            }
-            "purge_hash" => {
-                self.unsupported(
-                    pos,
-                    "purge_hash: Shellac bans by URL, host and object fields",
-                );
-            }
-            // 2.x `esi;`: `set beresp.do_esi = true`.
-            "esi" => self.set(
-                "beresp.do_esi",
-                "=",
-                &ast::Expr::Name("true".to_string(), pos),
-                pos,
-                out,
-            ),
-            "panic" => self.unsupported(pos, "panic: Shellac does not stop on a VCL statement"),
-            "rollback" => out.push(Stmt::Effect(Func::Rollback, Box::new([]), pos)),
-            "log" => {
-                if args.len() != 1 {
-                    self.error(pos, "log takes one string");
-                    return;
-                }
-                let v = self.stringify(&args[0]);
-                out.push(Stmt::Effect(Func::StdLog, Box::new([v]), pos));
-            }
-            w if action_words.contains(&w) => {
-                // 2.x read further action words as actions of their own (`restart rollback;`).
-                let mut rest = Vec::new();
-                for a in args {
-                    match a {
-                        ast::Expr::Name(n, p)
-                            if action_words.contains(&n.as_str())
-                                || n == "rollback"
-                                || n == "error" =>
-                        {
-                            rest.push((n.clone(), *p))
-                        }
-                        _ => {
-                            self.error(pos, format!("'{w}' takes no arguments"));
-                            return;
-                        }
-                    }
-                }
-                if let Some(a) = self.action_word(w, &[], pos)
-                    && self.allowed(w, pos)
-                {
-                    out.push(Stmt::Return(a, pos));
-                }
-                for (n, p) in rest {
-                    self.bare_action(&n, &[], p, out);
-                }
-            }
-            other => self.error(
-                pos,
-                format!("Symbol not found: '{other}' (not a statement)"),
-            ),
-        }
-    }
-
-    /// 2.x `purge(req.url ~ "x" && req.http.host == req.http.host)` or `purge("expr")`: a
-    /// ban whose values are computed now.
-    fn legacy_ban(&mut self, args: &[ast::Expr], pos: Pos, out: &mut Vec<Stmt>) {
-        if args.len() != 1 {
-            self.error(
-                pos,
-                "purge takes one condition, as in purge(req.url ~ \"^/news\") (or 'purge;' alone in vcl_hit / vcl_miss)",
-            );
-            return;
-        }
-        let mut parts: Vec<Expr> = Vec::new();
-        if !self.ban_terms(&args[0], &mut parts) {
-            return;
-        }
-        out.push(Stmt::Effect(
-            Func::Ban,
-            Box::new([Expr::Concat(parts.into_boxed_slice())]),
-            pos,
-        ));
-    }
-
-    fn ban_terms(&mut self, e: &ast::Expr, parts: &mut Vec<Expr>) -> bool {
-        match e {
-            ast::Expr::Binary {
-                op: "&&",
-                left,
-                right,
-                ..
-            } => {
-                if !self.ban_terms(left, parts) {
-                    return false;
-                }
-                parts.push(Expr::Str(Text::new(" && ")));
-                self.ban_terms(right, parts)
-            }
-            ast::Expr::Binary {
-                op,
-                left,
-                right,
-                pos,
-            } if ["==", "!=", "~", "!~"].contains(op) => {
-                let ast::Expr::Name(field, fpos) = &**left else {
-                    self.error(*pos, "a purge condition starts with a field, as req.url");
-                    return false;
-                };
-                let known = field == "req.url"
-                    || field == "req.http.host"
-                    || field == "obj.status"
-                    || field.len() > 9 && field.starts_with("obj.http.")
-                    || field.len() > 9 && field.starts_with("req.http.");
-                if !known {
-                    self.error(
-                        *fpos,
-                        format!("Symbol not found: '{field}' (a purge can test req.url, req.http.NAME, obj.status, obj.http.NAME)"),
-                    );
-                    return false;
-                }
-                parts.push(Expr::Str(Text::new(&format!("{field} {op} "))));
-                parts.push(self.stringify(right));
-                true
-            }
-            other => {
-                parts.push(self.stringify(other));
-                true
-            }
-        }
     }
 }
