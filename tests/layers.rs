@@ -14,14 +14,12 @@ use std::path::Path;
 /// Imports that still point up a layer: (importing file, imported top-level module, why).
 const UPWARD: &[(&str, &str, &str)] = &[];
 
-/// Why most entries of [`CIRCLES`] are there.
-const OWN_FILE: &str = "found when the checker learned to see a module's own file (mod.rs): \
-    its files use types or helpers mod.rs defines while mod.rs calls into them; to cut, the \
-    shared types go into their own file (as txlog's did: record.rs, recorder.rs, Sink)";
-
 /// Circles between the files of one module still to be cut: (module, the files (children)
 /// of the circle, `self` for the module's own file, why). A circle must lie inside one entry;
-/// it may be smaller.
+/// it may be smaller. Most were found when the checker learned to see a module's own file
+/// (mod.rs): its files use types or helpers mod.rs defines while mod.rs calls into them; to
+/// cut, the shared types go into their own file (as txlog's did: record.rs, recorder.rs,
+/// Sink).
 const CIRCLES: &[(&str, &[&str], &str)] = &[
     (
         "backend",
