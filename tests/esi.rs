@@ -272,6 +272,65 @@ async fn an_https_include_is_fetched_from_a_tls_origin() {
     tls_origin.stop().await;
 }
 
+/// The parser's settings end to end: a body not starting with `<` is parsed only with
+/// `esi.disable_xml_check`; a UTF-8 byte-order mark before the `<` is removed (and the page
+/// parsed) only with `esi.remove_bom`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn xml_check_and_byte_order_mark_settings() {
+    let pages = |s: &Seen| match s.path.as_str() {
+        "/text" => Reply::ok(r#"x <esi:include src="/a"/> y"#).cc("max-age=60"),
+        "/bom" => Reply::ok("\u{feff}<p><esi:include src=\"/a\"/></p>").cc("max-age=60"),
+        _ => site(s),
+    };
+    let origin = Origin::start(pages).await;
+    let plain = Shellac::start(origin.addr, esi_rule).await;
+    assert_eq!(
+        get_text(&plain, "/text").await,
+        (200, r#"x <esi:include src="/a"/> y"#.into())
+    );
+    assert_eq!(
+        get_text(&plain, "/bom").await,
+        (200, "\u{feff}<p><esi:include src=\"/a\"/></p>".into())
+    );
+    assert_eq!(plain.stat("esi_not_xml").await, 2);
+    plain.stop().await;
+    let origin = Origin::start(pages).await;
+    let set = Shellac::start(origin.addr, |c| {
+        esi_rule(c);
+        c.esi.disable_xml_check = true;
+        c.esi.remove_bom = true;
+    })
+    .await;
+    assert_eq!(get_text(&set, "/text").await, (200, "x A y".into()));
+    assert_eq!(get_text(&set, "/bom").await, (200, "<p>A</p>".into()));
+    set.stop().await;
+}
+
+/// `esi.include_timeout`: a fragment whose origin does not answer in time fails (here left
+/// out, `onerror="continue"`) instead of holding the page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fragment_past_include_timeout_fails() {
+    let origin = Origin::start(|s| match s.path.as_str() {
+        "/slow-frag" => Reply::ok("late").delay(Duration::from_secs(20)),
+        "/waits" => Reply::ok(r#"<p>1<esi:include src="/slow-frag" onerror="continue"/>2</p>"#)
+            .cc("max-age=60"),
+        _ => site(s),
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        esi_rule(c);
+        c.esi.include_timeout = shellac::config::units::Dur(Duration::from_millis(300));
+    })
+    .await;
+    assert_eq!(
+        get_text(&shellac, "/waits").await,
+        (200, "<p>12</p>".into())
+    );
+    assert_eq!(shellac.stat("esi_include_failed").await, 1);
+    assert_eq!(shellac.stat("esi_include_dropped").await, 1);
+    shellac.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_include_loop_ends_at_the_depth_limit() {
     let origin = Origin::start(site).await;
