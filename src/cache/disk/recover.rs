@@ -36,11 +36,43 @@ impl Engine {
     /// without one, its entry headers), in incarnation order so newer entries and tombstones win.
     pub(super) fn recover(self: &Arc<Self>) -> io::Result<Recovered> {
         let mut books = vec![RegionBook::default(); self.regions as usize];
+        let order = self.regions_in_order();
+        let now = now_ms();
+        let mut next_seq = 1;
+        let mut scanned = Vec::new();
+        let mut found = Vec::new();
+        for &(seq, r) in &order {
+            next_seq = next_seq.max(seq + 1);
+            let book = &mut books[r as usize];
+            if !self.index_region(r, seq, book, now, &mut found) {
+                scanned.push(r);
+            }
+        }
+        // Seal what a crash left open, so the next start reads its summary instead.
+        for r in scanned {
+            self.seal_recovered(r, &mut books[r as usize]);
+        }
+        let mut recovered = Recovered {
+            books,
+            next_seq,
+            objects: 0,
+            elapsed: Duration::ZERO,
+            bans: Vec::new(),
+            ban_generation: 0,
+            variants: Vec::new(),
+            tagged: Vec::new(),
+        };
+        self.add_keyed(found, &mut recovered);
+        Ok(recovered)
+    }
+
+    /// The regions of this file's instance, as (incarnation, region), oldest first. Every
+    /// region's header, and its tail (trailer and, mostly, the summary before it), are asked
+    /// for at once: after a reboot (page cache cold) the device reads them side by side
+    /// instead of one synchronous read after another (bench/RESULTS.md, warm restart).
+    fn regions_in_order(&self) -> Vec<(u64, u32)> {
         let mut order = Vec::new();
         let mut block = vec![0u8; BLOCK as usize];
-        // Every region's header, and its tail (trailer and, mostly, the summary before it),
-        // asked for at once: after a reboot (page cache cold) the device reads them side by
-        // side instead of one synchronous read after another (bench/RESULTS.md, warm restart).
         let tail = TAIL_PREFETCH.min(self.region_size);
         for r in 0..self.regions {
             let base = self.region_base(r);
@@ -73,86 +105,94 @@ impl Engine {
                 }
             }
         }
-        let now = now_ms();
-        let mut next_seq = 1;
-        let mut scanned = Vec::new();
-        let mut found = Vec::new();
-        for &(seq, r) in &order {
-            next_seq = next_seq.max(seq + 1);
-            let (entries, records, cursor, sealed) = match self.read_summary(r, seq) {
-                Some((entries, records, cursor)) => (entries, records, cursor, true),
-                None => {
-                    let open = !self.has_trailer(r, seq);
-                    let (entries, records, cursor) = self.scan_region(r, seq, open);
-                    scanned.push(r);
-                    self.counters.disk_recovery_scanned_regions.inc();
-                    (entries, records, cursor, false)
-                }
+        order
+    }
+
+    /// Indexes region `r` (incarnation `seq`) from its summary, or from its entry headers when
+    /// it has none, into `book`; its variant and tagged entries go to `found`. Returns whether
+    /// it was sealed (false: scanned, to be sealed now).
+    fn index_region(
+        &self,
+        r: u32,
+        seq: u64,
+        book: &mut RegionBook,
+        now: u64,
+        found: &mut Vec<Found>,
+    ) -> bool {
+        let (entries, records, cursor, sealed) = match self.read_summary(r, seq) {
+            Some((entries, records, cursor)) => (entries, records, cursor, true),
+            None => {
+                let open = !self.has_trailer(r, seq);
+                let (entries, records, cursor) = self.scan_region(r, seq, open);
+                self.counters.disk_recovery_scanned_regions.inc();
+                (entries, records, cursor, false)
+            }
+        };
+        self.set_region_seq(r, seq);
+        book.seq = seq;
+        book.cursor = cursor;
+        book.sealed = sealed;
+        for v in records {
+            let Some(e) = entries.get(v.entry as usize) else {
+                continue;
             };
-            self.set_region_seq(r, seq);
-            let book = &mut books[r as usize];
-            book.seq = seq;
-            book.cursor = cursor;
-            book.sealed = sealed;
-            for v in records {
-                let Some(e) = entries.get(v.entry as usize) else {
-                    continue;
-                };
-                if !sealed {
-                    // Kept for the summary written when this region is sealed below.
-                    KeyRecord::encode_into(v.entry, &v.key, &v.names, &v.tags, &mut book.vary);
-                }
-                found.push(Found {
-                    region: r,
-                    seq,
-                    offset: e.offset,
-                    hash: e.hash,
-                    record: v,
-                });
+            if !sealed {
+                // Kept for the summary written when this region is sealed below.
+                KeyRecord::encode_into(v.entry, &v.key, &v.names, &v.tags, &mut book.vary);
             }
-            for e in &entries {
-                if e.kind == KIND_TOMBSTONE {
-                    book.tombstones += 1;
-                    self.index_remove(e.hash);
-                    continue;
-                }
-                book.hashes.push(e.hash);
-                book.max_expires_ms = book.max_expires_ms.max(e.expires_ms);
-                if e.expires_ms > now {
-                    self.index_put(
-                        e.hash,
-                        Loc {
-                            region: r,
-                            offset: e.offset,
-                            len: e.len,
-                            seq,
-                            expires_ms: e.expires_ms,
-                            verified: false,
-                        },
-                    );
-                } else {
-                    // Expired before the restart: a newer copy must not be shadowed by it, and
-                    // an older one must not come back.
-                    self.index_remove(e.hash);
-                }
-            }
-            book.entries = entries;
+            found.push(Found {
+                region: r,
+                seq,
+                offset: e.offset,
+                hash: e.hash,
+                record: v,
+            });
         }
-        // Seal what a crash left open, so the next start reads its summary instead.
-        for r in scanned {
-            let book = &mut books[r as usize];
-            match self.write_summary(r, book.seq, book.cursor, &book.entries, &book.vary) {
-                Ok(n) => {
-                    self.counters.disk_bytes_written.add(n);
-                    book.sealed = true;
-                }
-                Err(e) => tracing::warn!(region = r, error = %e, "cannot seal recovered region"),
+        for e in &entries {
+            if e.kind == KIND_TOMBSTONE {
+                book.tombstones += 1;
+                self.index_remove(e.hash);
+                continue;
+            }
+            book.hashes.push(e.hash);
+            book.max_expires_ms = book.max_expires_ms.max(e.expires_ms);
+            if e.expires_ms > now {
+                self.index_put(
+                    e.hash,
+                    Loc {
+                        region: r,
+                        offset: e.offset,
+                        len: e.len,
+                        seq,
+                        expires_ms: e.expires_ms,
+                        verified: false,
+                    },
+                );
+            } else {
+                // Expired before the restart: a newer copy must not be shadowed by it, and
+                // an older one must not come back.
+                self.index_remove(e.hash);
             }
         }
-        // Entries still indexed (not replaced, removed or expired since) whose key bytes agree
-        // with their entry's hash: variants (with their names) and tagged URLs.
-        let mut variants = Vec::new();
-        let mut tagged = Vec::new();
+        book.entries = entries;
+        sealed
+    }
+
+    /// Writes the summary of region `r`, which a crash left open (scanned at recovery).
+    fn seal_recovered(&self, r: u32, book: &mut RegionBook) {
+        match self.write_summary(r, book.seq, book.cursor, &book.entries, &book.vary) {
+            Ok(n) => {
+                self.counters.disk_bytes_written.add(n);
+                book.sealed = true;
+            }
+            Err(e) => tracing::warn!(region = r, error = %e, "cannot seal recovered region"),
+        }
+    }
+
+    /// Adds to `recovered` the entries `found` still indexed (not replaced, removed or expired
+    /// since) whose key bytes agree with their entry's hash: variants (with their names) and
+    /// tagged URLs.
+    fn add_keyed(&self, found: Vec<Found>, recovered: &mut Recovered) {
         for f in found {
             let live = self
                 .index_get(f.hash)
@@ -163,22 +203,12 @@ impl Engine {
                 continue;
             };
             if !f.record.tags.is_empty() {
-                tagged.push((key.primary(), f.record.tags));
+                recovered.tagged.push((key.primary(), f.record.tags));
             }
             if key.variant != 0 && !f.record.names.is_empty() {
-                variants.push((key, f.record.names));
+                recovered.variants.push((key, f.record.names));
             }
         }
-        Ok(Recovered {
-            books,
-            next_seq,
-            objects: 0,
-            elapsed: Duration::ZERO,
-            bans: Vec::new(),
-            ban_generation: 0,
-            variants,
-            tagged,
-        })
     }
 
     /// Region `r`'s trailer, if it is valid for incarnation `seq`.
