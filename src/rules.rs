@@ -225,6 +225,7 @@ impl Rules {
             && !r.allows(
                 headers.get(header::REFERER).map(|v| v.as_bytes()),
                 &target.host,
+                conn.site_names,
             )
         {
             return Some(StatusCode::FORBIDDEN);

@@ -920,3 +920,57 @@ async fn the_static_site_example_sends_precompressed_siblings() {
     shellac.stop().await;
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Hotlink protection under a site: `valid_referers = ["server_names"]` takes a `Referer`
+/// naming any of the site's `server_name`s (exact, wildcard), as nginx's `server_names` is
+/// the server's names — not only the request's own host; another site's name is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hotlink_server_names_are_the_sites_own_names() {
+    let a = named("a").await;
+    let text = format!(
+        r#"{SERVER}{}
+[[site]]
+name = "pics"
+server_name = ["www.pics.test", "pics.test", "*.cdn.pics.test"]
+[[site.rule]]
+path = '^/img/'
+valid_referers = ["server_names"]
+
+[[site]]
+name = "other"
+server_name = "other.test"
+"#,
+        backend("a", &a)
+    );
+    let dir = temp_dir("sites-hotlink");
+    let file = dir.join("shellac.toml");
+    write(&file, &text);
+    let shellac = Shellac::start_reloadable(&file).await;
+    let addr = shellac.addr;
+    let with_referer = |referer: &'static str| async move {
+        get_with(
+            addr,
+            "/img/cat.jpg",
+            &[("host", "www.pics.test"), ("referer", referer)],
+        )
+        .await
+    };
+    for ok in [
+        "https://www.pics.test/gallery",
+        "https://pics.test/",
+        "http://eu.cdn.pics.test:8080/page",
+    ] {
+        let r = with_referer(ok).await;
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (200, "a /img/cat.jpg"),
+            "{ok}"
+        );
+    }
+    for refused in ["https://other.test/", "https://cdn.pics.test.evil.test/"] {
+        assert_eq!(with_referer(refused).await.status, 403, "{refused}");
+    }
+    assert_eq!(shellac.stat("hotlink_refused").await, 2);
+    shellac.stop().await;
+    std::fs::remove_dir_all(&dir).ok();
+}

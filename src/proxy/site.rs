@@ -44,6 +44,8 @@ pub struct Site {
     /// Its own VCL program (`vcl`): the policy of its requests, by its place in
     /// `Proxy::site_vcl`.
     pub(super) vcl: Option<usize>,
+    /// Its `server_name`s, which hotlink protection's `server_names` takes as its own.
+    pub(super) names: Names<()>,
 }
 
 /// Where a site's access-log lines go (`access_log`, `log_format`).
@@ -157,6 +159,7 @@ impl Sites {
                 log: SiteLog::of(config, s),
                 stats: stats.get(&s.name),
                 vcl: own_vcl,
+                names: own_names(&s.server_name),
             }));
             for addr in s.addresses(config) {
                 let a = addresses.entry(addr).or_insert_with(|| Address {
@@ -194,6 +197,19 @@ impl Sites {
     pub fn all(&self) -> &[Arc<Site>] {
         &self.sites
     }
+}
+
+/// A site's `server_name`s as one table (a pattern that does not parse was refused by
+/// validation and is left out here).
+fn own_names(written: &[String]) -> Names<()> {
+    let mut names = Names::new();
+    for name in written {
+        if let Ok(p) = Pattern::parse(name) {
+            // A name written twice in one site is the same site.
+            let _ = names.add(&p, ());
+        }
+    }
+    names
 }
 
 /// A host without its port (`[::1]:80` → `[::1]`).

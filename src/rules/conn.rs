@@ -32,6 +32,9 @@ pub struct Conn<'a> {
     pub client: Option<std::net::IpAddr>,
     /// The request's `[[site]]` name, if sites are configured.
     pub site: Option<&'a str>,
+    /// The request's site's `server_name`s (`valid_referers = ["server_names"]` takes a
+    /// `Referer` naming any of them, as nginx does).
+    pub site_names: Option<&'a crate::http::server_name::Names<()>>,
     pub limiter: Option<&'a dyn Limiter>,
 }
 

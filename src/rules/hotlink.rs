@@ -1,6 +1,6 @@
 //! Hotlink protection, two rule actions (issue 31): nginx's `valid_referers` — the request's
 //! `Referer` must be absent (`none`), stripped of its scheme by a firewall (`blocked`), one of
-//! the request's own host (`server_names`), a host pattern with an optional path prefix
+//! the request's own host or its site's names (`server_names`), a host pattern with an optional path prefix
 //! (`*.example.com`, `www.example.*`, `example.org/galleries/`) or match a `~regex`, else 403 —
 //! and signed expiring links (`secure_link`): an HMAC-SHA256 of the expiry time and the path
 //! under the operator's secret (Shellac's form), or nginx's `secure_link_md5` expression;
@@ -12,6 +12,7 @@ use http::StatusCode;
 use regex::Regex;
 
 use crate::config::rules::SecureLinkConfig;
+use crate::http::server_name::Names;
 
 /// One `valid_referers` entry that is a host pattern.
 struct HostPattern {
@@ -70,8 +71,15 @@ impl Referers {
         Some(r)
     }
 
-    /// Whether a request to `host` (lower case, no port) with this `Referer` is allowed.
-    pub fn allows(&self, referer: Option<&[u8]>, host: &str) -> bool {
+    /// Whether a request to `host` (lower case, no port) with this `Referer` is allowed;
+    /// `site_names`: the `server_name`s of the request's `[[site]]`, which `server_names`
+    /// takes besides the request's own host.
+    pub fn allows(
+        &self,
+        referer: Option<&[u8]>,
+        host: &str,
+        site_names: Option<&Names<()>>,
+    ) -> bool {
         let Some(referer) = referer else {
             return self.none;
         };
@@ -97,7 +105,10 @@ impl Referers {
             .next()
             .unwrap_or("")
             .to_ascii_lowercase();
-        if self.server_names && !ref_host.is_empty() && ref_host == host {
+        if self.server_names
+            && !ref_host.is_empty()
+            && (ref_host == host || site_names.is_some_and(|n| n.find(&ref_host).is_some()))
+        {
             return true;
         }
         self.hosts
@@ -235,7 +246,7 @@ mod tests {
             "www.partner.*",
             "~\\.google\\.",
         ]);
-        let ok = |v: Option<&str>| r.allows(v.map(str::as_bytes), "mysite.net");
+        let ok = |v: Option<&str>| r.allows(v.map(str::as_bytes), "mysite.net", None);
         assert!(ok(None), "none");
         assert!(ok(Some("XXXXXXXXXXXX")), "blocked: no scheme");
         assert!(ok(Some("https://mysite.net/page")), "server_names");
@@ -256,8 +267,31 @@ mod tests {
         assert!(!ok(Some("http://evil.test/")));
         assert!(!ok(Some("http://mysite.net.evil.test/")));
         let strict = referers(&["server_names"]);
-        assert!(!strict.allows(None, "mysite.net"));
-        assert!(!strict.allows(Some(b"garbage"), "mysite.net"));
+        assert!(!strict.allows(None, "mysite.net", None));
+        assert!(!strict.allows(Some(b"garbage"), "mysite.net", None));
+    }
+
+    /// nginx's `server_names` is the server's names: under a `[[site]]`, a `Referer` naming
+    /// any of its `server_name`s (exact, wildcard, regex) is the site's own.
+    #[test]
+    fn server_names_are_the_sites_names() {
+        use crate::http::server_name::Pattern;
+        let mut names = Names::new();
+        for written in ["www.mysite.net", ".mysite.org", "~^m\\d+\\.mysite\\.com$"] {
+            names.add(&Pattern::parse(written).unwrap(), ()).unwrap();
+        }
+        let r = referers(&["server_names"]);
+        let ok = |v: &str| r.allows(Some(v.as_bytes()), "www.mysite.net", Some(&names));
+        assert!(ok("https://www.mysite.net/page"), "the request's own host");
+        assert!(ok("https://mysite.org/"), "another name of the site");
+        assert!(ok("https://img.mysite.org/a"), "its wildcard");
+        assert!(
+            ok("http://M7.mysite.com:8080/"),
+            "its regex, any port and case"
+        );
+        assert!(!ok("http://mysite.net/"), "not one of its names");
+        assert!(!ok("http://m7.mysite.com.evil.test/"));
+        assert!(!r.allows(Some(b"https://mysite.org/"), "www.mysite.net", None));
     }
 
     fn link<'a>(path: &'a str, query: &'a str, now: u64) -> Link<'a> {

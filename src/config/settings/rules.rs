@@ -179,7 +179,7 @@ pub(super) const RULE: &[Setting] = &[
         default: Default::Value(r##"[]"##),
         example: r##"["none", "blocked", "server_names", "*.example.com", "~\\.google\\."]"##,
         restart: false,
-        doc: r##"Request action, hotlink protection (nginx's `valid_referers`): a matching request whose `Referer` is none of these is answered `403` (counter `hotlink_refused`). `none`: no `Referer`; `blocked`: one without `http://` or `https://` (removed by a firewall or proxy); `server_names`: the request's own host; a host — exact, `*.example.com` (its sub-domains), `www.example.*` — optionally followed by a path prefix (`example.org/galleries/`); `~REGEX`: a case-insensitive regular expression on the text after the scheme. Ports are ignored. `[]`: no check (docs/static-files.md, "Hotlink protection")."##,
+        doc: r##"Request action, hotlink protection (nginx's `valid_referers`): a matching request whose `Referer` is none of these is answered `403` (counter `hotlink_refused`). `none`: no `Referer`; `blocked`: one without `http://` or `https://` (removed by a firewall or proxy); `server_names`: the request's own host, and under a `[[site]]` any of its `server_name`s; a host — exact, `*.example.com` (its sub-domains), `www.example.*` — optionally followed by a path prefix (`example.org/galleries/`); `~REGEX`: a case-insensitive regular expression on the text after the scheme. Ports are ignored. `[]`: no check (docs/static-files.md, "Hotlink protection")."##,
     },
     Setting {
         section: "rule",

@@ -178,12 +178,13 @@ fn request_phase(txn: &mut Txn) -> ControlFlow<Step, bool> {
         .to_string();
     let tls = txn.req.extensions.get::<crate::tls::server::Session>();
     let client = txn.real_client().ip();
-    let site = txn.site.as_ref().map(|s| s.name.clone());
+    let site = txn.site.clone();
     let conn = crate::rules::Conn {
         https: tls.is_some(),
         client_cert: tls.and_then(|s| s.0.client.as_deref()).unwrap_or(""),
         client: Some(client),
-        site: site.as_deref(),
+        site: site.as_deref().map(|s| &*s.name),
+        site_names: site.as_deref().map(|s| &s.names),
         limiter: Some(&*txn.proxy.shared.throttle),
     };
     let rules = match txn.site.as_ref().and_then(|s| s.rules.as_ref()) {
