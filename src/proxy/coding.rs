@@ -230,8 +230,8 @@ pub(super) enum Chosen {
     Io(Arc<Object>, CacheKey, Coding),
 }
 
-/// The br or zstd representation of a stored object for a client that prefers it
-/// (`represent.rs`), when one is built; else `object` (and the hit counts towards building
+/// The br or zstd representation of a stored object for a client that prefers it, or the
+/// identity of a stored gzip one for a client without gzip (`represent.rs`), when one is built; else `object` (and the hit counts towards building
 /// one). Which objects: a stored gzip `200` (one Shellac made or an origin's, under
 /// `[[rule]]`s or VCL alike: under VCL its gzip is `beresp.do_gzip`'s or the origin's), and
 /// under `[[rule]]`s an identity `200` that `[compression]` would gzip now (stored under an
@@ -239,7 +239,7 @@ pub(super) enum Chosen {
 /// response a rule says `compress = false` of.
 pub(super) fn representation(txn: &Txn, object: Arc<Object>) -> Chosen {
     let reps = &txn.proxy.representations;
-    if !reps.enabled() || object.status != StatusCode::OK {
+    if !(reps.enabled() || reps.builds_identity()) || object.status != StatusCode::OK {
         return Chosen::Object(object);
     }
     let gzip = stored_gzip(&object.headers);

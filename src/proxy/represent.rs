@@ -1,6 +1,8 @@
 //! br and zstd representations of hot stored objects, built in the background
-//! (`[compression] encodings`, docs/compression.md). Never on the request path: a hit by a
-//! client that prefers br or zstd to gzip counts towards the object's heat; at `hot_hits`
+//! (`[compression] encodings`, docs/compression.md), and the identity of a hot stored gzip
+//! object for clients without gzip (its hits send stored bytes, not a gunzip per hit).
+//! Never on the request path: a hit by a client that prefers br or zstd to gzip (or takes
+//! no gzip) counts towards the object's heat; at `hot_hits`
 //! the object is queued (bounded: `queue`, one more is dropped and counted), and one task
 //! builds the queue's representations one after another, the encoding itself on the
 //! blocking pool (brotli at quality 11 is ~1-2 MB/s). A representation is stored as an
@@ -54,6 +56,9 @@ struct Job {
 /// The representations of one configuration: the heat table, the queue and its worker.
 pub struct Representations {
     codings: Vec<Coding>,
+    /// A stored gzip object gets an identity representation for clients without gzip
+    /// (`[compression] enabled`): its hits then send bytes as stored, not decoded per hit.
+    identity: bool,
     hot_hits: u32,
     heat: quick_cache::sync::Cache<CacheKey, u32>,
     tx: mpsc::Sender<Job>,
@@ -95,6 +100,7 @@ impl Representations {
         };
         Representations {
             codings,
+            identity: config.enabled,
             hot_hits: config.hot_hits.max(1),
             heat: quick_cache::sync::Cache::new(HEAT_ENTRIES),
             tx,
@@ -115,18 +121,24 @@ impl Representations {
         !self.codings.is_empty()
     }
 
+    /// Whether a hot stored gzip object gets an identity representation.
+    pub fn builds_identity(&self) -> bool {
+        self.identity
+    }
+
     /// The coding a client prefers among the configured ones and gzip, when a representation
-    /// serves it: one of the configured ones, or gzip for an identity `source` (`None`: the
-    /// object as stored, or decoded, serves it).
+    /// serves it: one of the configured ones, gzip for an identity `source`, identity for a
+    /// gzip `source` and a client that takes none of them (`None`: the object as stored
+    /// serves it).
     pub fn preferred(&self, accepts: &Accepts, source_gzip: bool) -> Option<Coding> {
-        if self.codings.is_empty() {
-            return None;
+        if !self.codings.is_empty() {
+            let mut at_hand = self.codings.clone();
+            at_hand.push(Coding::Gzip);
+            if let Some(c) = accepts.choose(&at_hand) {
+                return (c != Coding::Gzip || !source_gzip).then_some(c);
+            }
         }
-        let mut at_hand = self.codings.clone();
-        at_hand.push(Coding::Gzip);
-        accepts
-            .choose(&at_hand)
-            .filter(|c| *c != Coding::Gzip || !source_gzip)
+        (self.identity && source_gzip && !accepts.accepts(Coding::Gzip)).then_some(Coding::Identity)
     }
 
     /// The representation in `coding` of `source` (stored under `key`) when the tiers
@@ -289,6 +301,9 @@ impl Worker {
             } else {
                 stored
             };
+            if coding == Coding::Identity {
+                return gzip.then_some((identity.len() as u64, identity));
+            }
             let out = encode(coding, levels, &identity)?;
             Some((identity.len() as u64, out))
         })
@@ -297,22 +312,26 @@ impl Worker {
             self.counters.compress_encode_dropped.inc();
             return;
         };
-        // Not smaller than the gzip it would replace: not worth a second copy.
-        if out.len() as u64 >= job.source.body_len {
-            self.counters.compress_encode_dropped.inc();
-            return;
+        if coding == Coding::Identity {
+            self.counters.compress_identity.inc();
+        } else {
+            // Not smaller than the gzip it would replace: not worth a second copy.
+            if out.len() as u64 >= job.source.body_len {
+                self.counters.compress_encode_dropped.inc();
+                return;
+            }
+            self.counters.compress_encoded_bytes_in.add(identity_len);
+            self.counters
+                .compress_encoded_bytes_out
+                .add(out.len() as u64);
+            match coding {
+                Coding::Br => self.counters.compress_br.inc(),
+                Coding::Zstd => self.counters.compress_zstd.inc(),
+                _ => self.counters.compress_gzip.inc(),
+            }
         }
         // Exact size: `Bytes` keeps a vector's spare capacity allocated.
         out.shrink_to_fit();
-        self.counters.compress_encoded_bytes_in.add(identity_len);
-        self.counters
-            .compress_encoded_bytes_out
-            .add(out.len() as u64);
-        match coding {
-            Coding::Br => self.counters.compress_br.inc(),
-            Coding::Zstd => self.counters.compress_zstd.inc(),
-            _ => self.counters.compress_gzip.inc(),
-        }
         let Some(fields) = fields(&job.source, coding) else {
             return;
         };
@@ -400,17 +419,29 @@ fn encode(coding: Coding, levels: Levels, identity: &[u8]) -> Option<Vec<u8>> {
 /// The stored fields of a representation in `coding` of `source`: its fields with the
 /// coding's `Content-Encoding`, the `ETag` weakened, `Vary: Accept-Encoding`, the source's
 /// generation (`cache/representation.rs`), and no identity or length field of the source.
+/// The identity of a gzip `source` has no `Content-Encoding` and the identity's strong
+/// `ETag` when Shellac made the gzip (the decoded copy's, `cache/identity.rs`).
 fn fields(source: &Object, coding: Coding) -> Option<StoredFields> {
     let generation = representation::generation(source);
     let mut map: HeaderMap = source.headers.to_map();
+    let identity_etag = crate::cache::identity::Identity::of(&map).and_then(|i| i.etag);
     map.remove(header::CONTENT_LENGTH);
     map.remove(crate::cache::identity::FIELD);
     map.remove(representation::FIELD);
-    map.insert(
-        header::CONTENT_ENCODING,
-        HeaderValue::from_static(coding.as_str()),
-    );
-    crate::proxy::filter::weaken_etag(&mut map);
+    if coding == Coding::Identity {
+        map.remove(header::CONTENT_ENCODING);
+    } else {
+        map.insert(
+            header::CONTENT_ENCODING,
+            HeaderValue::from_static(coding.as_str()),
+        );
+    }
+    match identity_etag {
+        Some(etag) if coding == Coding::Identity => {
+            map.insert(header::ETAG, etag);
+        }
+        _ => crate::proxy::filter::weaken_etag(&mut map),
+    }
     crate::proxy::filter::gzip::vary_accept_encoding(&mut map);
     map.insert(
         representation::FIELD,
@@ -480,7 +511,22 @@ mod tests {
             },
             1 << 20,
         );
-        assert_eq!(off.preferred(&Accepts::parse([&b"zstd"[..]]), true), None);
+        // A client without gzip gets a stored gzip's identity representation, encodings or
+        // not; none with `[compression]` off.
+        assert_eq!(
+            off.preferred(&Accepts::parse([&b"zstd"[..]]), true),
+            Some(Coding::Identity)
+        );
+        assert_eq!(pick(""), Some(Coding::Identity));
+        assert_eq!(pick("identity"), Some(Coding::Identity));
+        let disabled = Representations::new(
+            &CompressionConfig {
+                enabled: false,
+                ..CompressionConfig::default()
+            },
+            1 << 20,
+        );
+        assert_eq!(disabled.preferred(&Accepts::parse([&b""[..]]), true), None);
         // An identity object: a gzip client gets a gzip representation.
         let from_identity = |ae: &str| r.preferred(&Accepts::parse([ae.as_bytes()]), false);
         assert_eq!(from_identity("gzip"), Some(Coding::Gzip));

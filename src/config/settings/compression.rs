@@ -11,7 +11,7 @@ pub(super) const COMPRESSION: &[Setting] = &[
         default: Default::Value(r##"true"##),
         example: r##""##,
         restart: false,
-        doc: r##"Negotiate content codings, as Varnish's `http_gzip_support`: cache fills ask the origin for `Accept-Encoding: gzip`; a compressible identity body (`types`, at least `min_length`) is gzipped once as it is fetched and stored compressed (its `ETag` weakened); an origin's gzip is stored as it came, checked as it streams (a malformed one is not stored, counter `compress_gzip_invalid`); a client that does not take gzip gets stored gzip decoded as it is sent (counter `compress_gunzip`), and every such response carries `Vary: Accept-Encoding`. The cache key holds one variant per URL for all of them, whatever the clients' `Accept-Encoding`. Responses with `Cache-Control: no-transform` are never changed. `false`: bodies are stored and delivered as the origin sent them."##,
+        doc: r##"Negotiate content codings, as Varnish's `http_gzip_support`: cache fills ask the origin for `Accept-Encoding: gzip`; a compressible identity body (`types`, at least `min_length`) is gzipped once as it is fetched and stored compressed (its `ETag` weakened); an origin's gzip is stored as it came, checked as it streams (a malformed one is not stored, counter `compress_gzip_invalid`); a client that does not take gzip gets stored gzip decoded as it is sent (counter `compress_gunzip`) until the object is hot (`hot_hits` such hits): then an identity representation built in the background, kept in the same tiers and purged with it, serves those clients as stored (counter `compress_identity`), and every such response carries `Vary: Accept-Encoding`. The cache key holds one variant per URL for all of them, whatever the clients' `Accept-Encoding`. Responses with `Cache-Control: no-transform` are never changed. `false`: bodies are stored and delivered as the origin sent them."##,
     },
     Setting {
         section: "compression",
@@ -73,7 +73,7 @@ pub(super) const COMPRESSION: &[Setting] = &[
         default: Default::Value(r##"2"##),
         example: r##""##,
         restart: false,
-        doc: r##"Hits on a stored object by clients that prefer one of `encodings` before its representation in that coding is queued to be built (counted per object and coding in a bounded table, so a rarely asked object is never compressed again)."##,
+        doc: r##"Hits on a stored object by clients that prefer one of `encodings` (or, for a stored gzip object, clients that take no gzip) before its representation in that coding (identity) is queued to be built (counted per object and coding in a bounded table, so a rarely asked object is never compressed again)."##,
     },
     Setting {
         section: "compression",
