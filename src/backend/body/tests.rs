@@ -1,0 +1,78 @@
+//! Unit tests of `body.rs`.
+
+use super::*;
+use http_body_util::BodyExt;
+
+/// A body of another origin kind: `chunks`, then (unless `ends`) nothing ever again.
+struct Script {
+    chunks: VecDeque<&'static str>,
+    ends: bool,
+}
+
+impl Body for Script {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.chunks.pop_front() {
+            Some(c) => Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(c.as_bytes()))))),
+            None if self.ends => Poll::Ready(None),
+            None => Poll::Pending,
+        }
+    }
+}
+
+fn script(chunks: &[&'static str], ends: bool) -> BoxStream {
+    Box::pin(Script {
+        chunks: chunks.iter().copied().collect(),
+        ends,
+    })
+}
+
+/// Seam 1: a body any origin kind produces is one `BackendBody` to the proxy, read to
+/// its end like hyper's.
+#[tokio::test]
+async fn a_stream_from_any_kind_reads_as_a_backend_body() {
+    let counters = Arc::new(Counters::default());
+    let body = BackendBody::from_stream(
+        script(&["he", "llo"], true),
+        Duration::from_secs(60),
+        counters,
+    );
+    let bytes = body.collect().await.unwrap().to_bytes();
+    assert_eq!(&bytes[..], b"hello");
+}
+
+/// The between-bytes timeout is the body's, not the kind's: a stream that stops sending
+/// fails with it and is counted.
+#[tokio::test]
+async fn a_stream_that_stalls_meets_the_between_bytes_timeout() {
+    let counters = Arc::new(Counters::default());
+    let mut body = BackendBody::from_stream(
+        script(&["part"], false),
+        Duration::from_millis(20),
+        counters.clone(),
+    );
+    let first = body.frame().await.unwrap().unwrap();
+    assert_eq!(first.into_data().unwrap(), "part");
+    let stalled = body.frame().await.unwrap();
+    assert!(matches!(stalled, Err(BackendBodyError::Timeout)));
+    assert_eq!(counters.backend_body_timeout.get(), 1);
+}
+
+/// The HTTP/1.1 gate's rule (server/h1/conn.rs `body_too_slow`), per HTTP/2 body.
+#[test]
+fn the_allowance_follows_the_gate() {
+    // One stretch: never more than body_timeout.
+    assert_eq!(allowance(30_000, 500, 0, 0), 30_000);
+    assert_eq!(allowance(30_000, 500, 1 << 30, 0), 30_000);
+    // 100 bytes at 100 B/s earn 1 s: 1.5 s waited of 1 + 1 s leaves 0.5 s.
+    assert_eq!(allowance(1_000, 100, 100, 1_500), 500);
+    // Waited beyond it: nothing left, the next wait is too slow at once.
+    assert_eq!(allowance(1_000, 100, 100, 2_500), 0);
+    // Rate 0: the stretch limit alone, however long the waits added up.
+    assert_eq!(allowance(1_000, 0, 0, 1_000_000), 1_000);
+}
