@@ -54,30 +54,6 @@ const CIRCLES: &[(&str, &[&str], &str)] = &[
         "config/mod.rs holds `Config` made of the sections and the helpers the sections use \
         (units.rs back to mod.rs); to cut, the shared helpers out of mod.rs",
     ),
-    (
-        "proxy",
-        &[
-            "coding",
-            "combine",
-            "fetch",
-            "fill",
-            "filter",
-            "fsm",
-            "judge",
-            "observe",
-            "policy",
-            "refresh",
-            "represent",
-            "respond",
-            "self",
-            "site",
-            "slice",
-            "txn",
-            "vcl",
-        ],
-        "proxy/mod.rs holds `Proxy`, which the request's steps read and which calls them; to \
-        cut, `Proxy`'s shared state behind a type of its own",
-    ),
 ];
 
 #[test]

@@ -2,7 +2,8 @@
 //! target normalisation (`target`), `Accept-Encoding` negotiation (`accept_encoding`),
 //! conditional and Range requests against validators (`conditional`),
 //! Cache-Control, structured fields (RFC 8941) and date parsing, how `Vary` compares field
-//! values (`selecting`), and header hygiene (hop-by-hop, forwarding fields).
+//! values (`selecting`), header hygiene (hop-by-hop, forwarding fields), and the field edits a
+//! changed body makes (`transform`).
 
 pub mod accept_encoding;
 pub mod base64;
@@ -16,3 +17,4 @@ pub mod strict;
 pub mod structured;
 pub mod surrogate_control;
 pub mod target;
+pub mod transform;

@@ -440,9 +440,9 @@ fn fields(source: &Object, coding: Coding) -> Option<StoredFields> {
         Some(etag) if coding == Coding::Identity => {
             map.insert(header::ETAG, etag);
         }
-        _ => crate::proxy::filter::weaken_etag(&mut map),
+        _ => crate::http::transform::weaken_etag(&mut map),
     }
-    crate::proxy::filter::gzip::vary_accept_encoding(&mut map);
+    crate::http::transform::vary_accept_encoding(&mut map);
     map.insert(
         representation::FIELD,
         HeaderValue::from_str(&format!("{generation:x}")).ok()?,

@@ -21,6 +21,7 @@ pub use super::handoff::Decoded;
 use super::{BodyFilter, Chunks, Effect, FilterError, Output};
 use crate::cache::identity::{self, Identity};
 use crate::http::accept_encoding::Coding;
+pub use crate::http::transform::vary_accept_encoding;
 use crate::stats::Counters;
 
 /// Output bytes given out per chunk, at most (decoding), or gathered before one is given
@@ -55,38 +56,6 @@ pub fn no_transform(fields: &HeaderMap) -> bool {
 /// Whether [`Gunzip`] decodes a response with these fields: gzip, and not `no-transform`.
 fn gunzips(fields: &HeaderMap) -> bool {
     coding(fields) == Some(Coding::Gzip) && !no_transform(fields)
-}
-
-/// `Vary: Accept-Encoding` added unless the response varies on it (or on `*`) already.
-pub fn vary_accept_encoding(fields: &mut HeaderMap) {
-    let varies = fields.get_all(header::VARY).iter().any(|v| {
-        v.as_bytes().split(|b| *b == b',').any(|n| {
-            let n = n.trim_ascii();
-            n == b"*" || n.eq_ignore_ascii_case(b"accept-encoding")
-        })
-    });
-    if varies {
-        return;
-    }
-    // Joined to the last `Vary` line, as Varnish does (`Vary: qux, Accept-Encoding`): one
-    // line for a client that reads only one.
-    let mut lines: Vec<HeaderValue> = fields.get_all(header::VARY).iter().cloned().collect();
-    let joined = lines.pop().and_then(|last| {
-        let mut v = last.as_bytes().trim_ascii().to_vec();
-        if !v.is_empty() {
-            v.extend_from_slice(b", ");
-        }
-        v.extend_from_slice(b"Accept-Encoding");
-        HeaderValue::from_bytes(&v).ok()
-    });
-    fields.remove(header::VARY);
-    for line in lines {
-        fields.append(header::VARY, line);
-    }
-    fields.append(
-        header::VARY,
-        joined.unwrap_or(HeaderValue::from_static("Accept-Encoding")),
-    );
 }
 
 /// Which responses [`Gzip`] compresses: in an identity coding, not `no-transform` (the

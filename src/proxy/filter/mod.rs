@@ -38,13 +38,14 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::StatusCode;
-use http::header::{self, HeaderMap, HeaderValue};
+use http::header::{self, HeaderMap};
 use http_body::Body;
 
 use super::body::ResponseBody;
 pub use super::chunks::{Chunks, FilterError};
 use crate::backend::BackendBody;
 use crate::http::accept_encoding::Accepts;
+pub(crate) use crate::http::transform::weaken_etag;
 
 pub use deliver::object;
 pub(super) use deliver::streamed;
@@ -255,22 +256,5 @@ pub(super) fn fetched(body: BackendBody, chain: Chain) -> ResponseBody {
         body
     } else {
         ResponseBody::filtered(chain.over(body))
-    }
-}
-
-/// `W/` before a strong `ETag`.
-pub(crate) fn weaken_etag(fields: &mut HeaderMap) {
-    let Some(etag) = fields.get(header::ETAG) else {
-        return;
-    };
-    let bytes = etag.as_bytes();
-    if bytes.starts_with(b"W/") {
-        return;
-    }
-    let mut weak = Vec::with_capacity(bytes.len() + 2);
-    weak.extend_from_slice(b"W/");
-    weak.extend_from_slice(bytes);
-    if let Ok(v) = HeaderValue::from_bytes(&weak) {
-        fields.insert(header::ETAG, v);
     }
 }
