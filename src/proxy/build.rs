@@ -56,48 +56,10 @@ impl Proxy {
         counters: Arc<Counters>,
     ) -> std::io::Result<Arc<Proxy>> {
         let programs = programs.into();
-        let (memory_size, max_object) =
-            (config.cache.memory_size.0, config.cache.max_object_size.0);
-        // The memory tier never holds more than it can (its shards are sized by this).
-        let memory_max = max_object.min(memory_size);
         // Shared with the disk tier, which reads persisted bans back into it and persists new
         // ones.
         let bans = Arc::new(BanList::new(config.invalidation.max_bans));
-        let disk = match &config.storage.disk {
-            None => None,
-            Some(d) => match DiskStorage::open(d, counters.clone(), bans.clone()) {
-                Ok(disk) => Some((disk, d.admission)),
-                Err(e) if d.on_open_error == OnOpenError::Refuse => {
-                    return Err(std::io::Error::new(
-                        e.kind(),
-                        format!(
-                            "cannot open the disk cache {}: {e} (storage.disk.on_open_error = \"memory-only\" would run without it)",
-                            d.path.display()
-                        ),
-                    ));
-                }
-                Err(e) => {
-                    counters.disk_io_error.inc();
-                    tracing::error!(path = %d.path.display(), error = %e, "disk cache unavailable; running with the memory tier only (storage.disk.on_open_error = \"memory-only\")");
-                    None
-                }
-            },
-        };
-        let disk_running = disk.is_some();
-        let (storage, tier_max): (Arc<dyn Storage>, u64) = match disk {
-            Some((disk, admission)) => {
-                let tiered =
-                    Tiered::new(memory_size, memory_max, disk, admission, counters.clone());
-                let max = tiered.max_object();
-                (Arc::new(tiered), max)
-            }
-            None => {
-                let memory = MemoryStorage::new(memory_size, memory_max, counters.clone());
-                let max = memory.max_object();
-                (Arc::new(memory), max)
-            }
-        };
-        let max_object_size = max_object.min(tier_max);
+        let (storage, max_object_size, disk_running) = storage(&config, &counters, &bans)?;
         let backends = Backends::build(&config, &counters);
         let rules = Rules::compile(&config.rules);
         let xids = Arc::new(vcl::Xids::default());
@@ -118,18 +80,7 @@ impl Proxy {
         let vcl = programs.global.as_ref().map(runtime);
         let site_vcl: Vec<_> = programs.sites.iter().map(|(_, p)| runtime(p)).collect();
         let site_routes = site_routes(&programs, &site_vcl);
-        let output = match config.log.access_log.as_str() {
-            "off" => None,
-            target => Some(txlog::open_output(target).map_err(|e| {
-                std::io::Error::new(e.kind(), format!("cannot open access log {target}: {e}"))
-            })?),
-        };
-        let recorder = Recorder::start(
-            config.server.worker_threads(),
-            config.log.buffer,
-            output,
-            counters.clone(),
-        )?;
+        let recorder = recorder(&config, &counters)?;
         // The fleet's shared tier connects in the background: start-up never waits for Redis.
         let shared = config
             .storage
@@ -144,18 +95,9 @@ impl Proxy {
                 .with_shared(shared.clone()),
         );
         if let Some(shared) = &shared {
-            // With a disk tier the position in the fleet's invalidation log survives a
-            // restart beside its file, so the node catches up instead of dropping its cache.
-            let state = disk_running
-                .then(|| {
-                    config
-                        .storage
-                        .disk
-                        .as_ref()
-                        .map(|d| d.path.with_extension("fleet"))
-                })
-                .flatten();
-            shared.feed.attach(&cache, state);
+            shared
+                .feed
+                .attach(&cache, fleet_state(&config, disk_running));
         }
         let site_stats = Arc::new(site::SiteStats::default());
         Ok(Arc::new(Proxy {
@@ -222,6 +164,83 @@ impl Proxy {
             config,
         })
     }
+}
+
+/// The storage tiers for `config`: memory, and disk if configured (`bans` shared with it),
+/// with the largest object they take and whether the disk tier runs. Fails when the disk tier
+/// cannot be opened under `storage.disk.on_open_error = "refuse"`.
+fn storage(
+    config: &Config,
+    counters: &Arc<Counters>,
+    bans: &Arc<BanList>,
+) -> std::io::Result<(Arc<dyn Storage>, u64, bool)> {
+    let (memory_size, max_object) = (config.cache.memory_size.0, config.cache.max_object_size.0);
+    // The memory tier never holds more than it can (its shards are sized by this).
+    let memory_max = max_object.min(memory_size);
+    let disk = match &config.storage.disk {
+        None => None,
+        Some(d) => match DiskStorage::open(d, counters.clone(), bans.clone()) {
+            Ok(disk) => Some((disk, d.admission)),
+            Err(e) if d.on_open_error == OnOpenError::Refuse => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot open the disk cache {}: {e} (storage.disk.on_open_error = \"memory-only\" would run without it)",
+                        d.path.display()
+                    ),
+                ));
+            }
+            Err(e) => {
+                counters.disk_io_error.inc();
+                tracing::error!(path = %d.path.display(), error = %e, "disk cache unavailable; running with the memory tier only (storage.disk.on_open_error = \"memory-only\")");
+                None
+            }
+        },
+    };
+    let disk_running = disk.is_some();
+    let (storage, tier_max): (Arc<dyn Storage>, u64) = match disk {
+        Some((disk, admission)) => {
+            let tiered = Tiered::new(memory_size, memory_max, disk, admission, counters.clone());
+            let max = tiered.max_object();
+            (Arc::new(tiered), max)
+        }
+        None => {
+            let memory = MemoryStorage::new(memory_size, memory_max, counters.clone());
+            let max = memory.max_object();
+            (Arc::new(memory), max)
+        }
+    };
+    Ok((storage, max_object.min(tier_max), disk_running))
+}
+
+/// The transaction recorder with its writer thread, writing to `log.access_log` (if on).
+fn recorder(config: &Config, counters: &Arc<Counters>) -> std::io::Result<Arc<Recorder>> {
+    let output = match config.log.access_log.as_str() {
+        "off" => None,
+        target => Some(txlog::open_output(target).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot open access log {target}: {e}"))
+        })?),
+    };
+    Recorder::start(
+        config.server.worker_threads(),
+        config.log.buffer,
+        output,
+        counters.clone(),
+    )
+}
+
+/// Where the fleet's invalidation-log position is kept: with a disk tier it survives a
+/// restart beside its file, so the node catches up instead of dropping its cache.
+fn fleet_state(config: &Config, disk_running: bool) -> Option<std::path::PathBuf> {
+    disk_running
+        .then(|| {
+            config
+                .storage
+                .disk
+                .as_ref()
+                .map(|d| d.path.with_extension("fleet"))
+        })
+        .flatten()
 }
 
 /// `storage.shared.node_name`, else the host name and the first listen port: stable across
