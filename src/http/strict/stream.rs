@@ -2,9 +2,8 @@
 //! bodies between them — `Content-Length` skipped exactly, chunked bodies checked byte by byte
 //! (sizes, extensions, data framing, trailers) against RFC 9112 §7.1.
 
-use super::{
-    Framing, Head, Limits, Violation, is_field_byte, is_tchar, parse_head, partial_line_too_long,
-};
+use super::tokens::{is_field_byte, is_tchar};
+use super::{Framing, Head, Limits, Violation, parse_head, partial_line_too_long};
 
 /// Where the scanner is in a chunked body (RFC 9112 §7.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! Unit tests of the strict parser: the vectors per rule, limits, chunked bodies, stream
 //! boundaries across arbitrary read splits.
 
+use super::tokens::{REG_NAME, is_field_byte};
 use super::*;
 
 fn head(text: &str) -> Result<Head, Violation> {

@@ -43,7 +43,48 @@ pub(super) fn build_request(
     let no_body = bereq.as_ref().is_some_and(|b| b.no_body);
     let retry_connect = bereq.as_ref().is_none_or(|b| b.retry_connect);
     let timeouts = bereq.map(|b| b.timeouts);
-    headers::strip_hop_by_hop(&mut headers);
+    let https = forward_fields(txn, backend, &mut headers, for_cache);
+    let method = if for_cache {
+        fill_conditions(txn, &mut headers);
+        vcl_method.clone().unwrap_or(http::Method::GET)
+    } else {
+        vcl_method.clone().unwrap_or_else(|| txn.req.method.clone())
+    };
+    // A GET or HEAD body is never forwarded: it cannot change what the cache keyed, and some
+    // origins would read it as a second request on the pooled connection.
+    let send_body = !for_cache && !no_body && !matches!(method, Method::GET | Method::HEAD);
+    let body = request_body(txn, for_cache, send_body);
+    // A method whose content has a meaning (POST, PUT, an ESI include's `XGET`...) sent
+    // without a body says so (RFC 9110 §8.6, as Varnish does): the origin need not guess.
+    if !matches!(
+        method,
+        Method::GET
+            | Method::HEAD
+            | Method::DELETE
+            | Method::OPTIONS
+            | Method::TRACE
+            | Method::CONNECT
+    ) && http_body::Body::is_end_stream(&body)
+        && !headers.contains_key(header::TRANSFER_ENCODING)
+    {
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+    }
+    let uri = vcl_uri.as_ref().unwrap_or(&txn.req.uri);
+    let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let mut req = Request::new(body);
+    extensions(txn, &mut req, https, timeouts, retry_connect);
+    *req.method_mut() = method;
+    *req.uri_mut() = path.parse().unwrap_or_else(|_| http::Uri::from_static("/"));
+    *req.version_mut() = Version::HTTP_11;
+    *req.headers_mut() = headers;
+    req
+}
+
+/// Hop-by-hop fields out, an allowed protocol upgrade in, `Host` and the forwarding fields
+/// (`X-Forwarded-*`, `Forwarded`, `Via`) set, `Surrogate-Capability` announced. Returns
+/// whether the client came over TLS.
+fn forward_fields(txn: &Txn, backend: &Backend, headers: &mut HeaderMap, for_cache: bool) -> bool {
+    headers::strip_hop_by_hop(headers);
     // A protocol upgrade the operator allows goes to the backend (never for a cache fill).
     if !for_cache
         && let Some(protocol) = headers::upgrade_request(
@@ -74,42 +115,45 @@ pub(super) fn build_request(
         .get::<crate::tls::server::Session>()
         .is_some();
     let xff = txn.policy.forwarded_for(txn);
-    headers::add_forwarding_fields(&mut headers, txn.client.ip(), https, xff);
-    super::super::surrogate::on_request(&txn.proxy.config.esi, &mut headers);
-    let method = if for_cache {
-        for name in CONDITIONAL {
-            headers.remove(name);
+    headers::add_forwarding_fields(headers, txn.client.ip(), https, xff);
+    super::super::surrogate::on_request(&txn.proxy.config.esi, headers);
+    https
+}
+
+/// A cache fill's conditions: the client's conditionals and Range out (the delivery answers
+/// them), the Range partial content wants, the validators of the stale copy to revalidate.
+fn fill_conditions(txn: &mut Txn, headers: &mut HeaderMap) {
+    for name in CONDITIONAL {
+        headers.remove(name);
+    }
+    // The delivery answers them instead (`Txn::stream_response`).
+    txn.withheld_conditions |= CONDITIONAL[..4]
+        .iter()
+        .any(|name| txn.req.headers.contains_key(name));
+    // Partial content (`combine.rs`): the one range the cache wants, of the representation
+    // it holds pieces of.
+    if let Some(fetch) = &txn.range_fetch {
+        headers.insert(header::RANGE, fetch.range.clone());
+        if let Some(v) = &fetch.if_range {
+            headers.insert(header::IF_RANGE, v.clone());
         }
-        // The delivery answers them instead (`Txn::stream_response`).
-        txn.withheld_conditions |= CONDITIONAL[..4]
-            .iter()
-            .any(|name| txn.req.headers.contains_key(name));
-        // Partial content (`combine.rs`): the one range the cache wants, of the representation
-        // it holds pieces of.
-        if let Some(fetch) = &txn.range_fetch {
-            headers.insert(header::RANGE, fetch.range.clone());
-            if let Some(v) = &fetch.if_range {
-                headers.insert(header::IF_RANGE, v.clone());
-            }
+    }
+    // Revalidate the stale copy instead of refetching it (RFC 9111 §4.3.1).
+    if let Some(stale) = &txn.stale {
+        if let Some(etag) = stale.etag().and_then(|v| HeaderValue::from_str(v).ok()) {
+            headers.insert(header::IF_NONE_MATCH, etag);
         }
-        // Revalidate the stale copy instead of refetching it (RFC 9111 §4.3.1).
-        if let Some(stale) = &txn.stale {
-            if let Some(etag) = stale.etag().and_then(|v| HeaderValue::from_str(v).ok()) {
-                headers.insert(header::IF_NONE_MATCH, etag);
-            }
-            let lm = txn.policy.if_modified_since(txn, stale);
-            if let Some(lm) = lm.and_then(|v| HeaderValue::from_str(v).ok()) {
-                headers.insert(header::IF_MODIFIED_SINCE, lm);
-            }
+        let lm = txn.policy.if_modified_since(txn, stale);
+        if let Some(lm) = lm.and_then(|v| HeaderValue::from_str(v).ok()) {
+            headers.insert(header::IF_MODIFIED_SINCE, lm);
         }
-        vcl_method.clone().unwrap_or(http::Method::GET)
-    } else {
-        vcl_method.clone().unwrap_or_else(|| txn.req.method.clone())
-    };
-    // A GET or HEAD body is never forwarded: it cannot change what the cache keyed, and some
-    // origins would read it as a second request on the pooled connection.
-    let send_body = !for_cache && !no_body && !matches!(method, Method::GET | Method::HEAD);
-    let body = match (for_cache, txn.body.take()) {
+    }
+}
+
+/// The body the backend request sends: none for a fill, a GET or HEAD; the body read before
+/// vcl_recv, or the client's streamed (paced, bounded by `max_body_size`).
+fn request_body(txn: &mut Txn, for_cache: bool, send_body: bool) -> RequestBody {
+    match (for_cache, txn.body.take()) {
         // Read before vcl_recv (`held.rs`): a copy if VCL kept it, else sent once.
         _ if txn.held_body.is_some() => match txn.held_body.as_mut() {
             Some(held) => held.take_for(send_body, &txn.proxy.counters),
@@ -128,25 +172,18 @@ pub(super) fn build_request(
             )
         }
         _ => RequestBody::empty(),
-    };
-    // A method whose content has a meaning (POST, PUT, an ESI include's `XGET`...) sent
-    // without a body says so (RFC 9110 §8.6, as Varnish does): the origin need not guess.
-    if !matches!(
-        method,
-        Method::GET
-            | Method::HEAD
-            | Method::DELETE
-            | Method::OPTIONS
-            | Method::TRACE
-            | Method::CONNECT
-    ) && http_body::Body::is_end_stream(&body)
-        && !headers.contains_key(header::TRANSFER_ENCODING)
-    {
-        headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
     }
-    let uri = vcl_uri.as_ref().unwrap_or(&txn.req.uri);
-    let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-    let mut req = Request::new(body);
+}
+
+/// What travels with the backend request to the origin kind: VCL's timeouts, whether a
+/// failed connect may be retried, the site's document root, the client as FastCGI sees it.
+fn extensions(
+    txn: &Txn,
+    req: &mut Request<RequestBody>,
+    https: bool,
+    timeouts: Option<crate::backend::RequestTimeouts>,
+    retry_connect: bool,
+) {
     if let Some(t) = timeouts {
         req.extensions_mut().insert(t);
     }
@@ -172,11 +209,6 @@ pub(super) fn build_request(
             _ => "HTTP/1.1",
         },
     });
-    *req.method_mut() = method;
-    *req.uri_mut() = path.parse().unwrap_or_else(|_| http::Uri::from_static("/"));
-    *req.version_mut() = Version::HTTP_11;
-    *req.headers_mut() = headers;
-    req
 }
 
 impl Txn {

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use http::header::{self, HeaderValue};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::response::Parts;
 
 use super::super::body::ResponseBody;
@@ -60,88 +60,28 @@ pub(super) async fn store(
     {
         ticket.pass(proxy.config.cache.hit_for_miss_ttl.0);
     }
-    for name in &plan.strip {
-        parts.headers.remove(name);
-    }
-    parts.headers.remove(header::AGE);
-    txn.policy.storing(txn, &mut parts.headers);
-    // A body every client can be served from (identity, or gzip decoded for those without
-    // it) is one variant whatever their `Accept-Encoding` (`coding.rs`).
-    let by_coding = super::super::coding::varies_on_coding(txn, &parts.headers);
-    let vary: VarySelection = plan
-        .vary
-        .iter()
-        .filter(|name| by_coding || **name != header::ACCEPT_ENCODING)
-        .map(|name| (name.clone(), txn.req.headers.get(name).cloned()))
-        .collect();
-    let mut head_headers = parts.headers.clone();
-    if plan.initial_age.as_secs() > 0 {
-        head_headers.insert(header::AGE, HeaderValue::from(plan.initial_age.as_secs()));
-    }
-    // `always_miss` (VCL's `req.hash_always_miss`): the copy it refreshes goes now, so
-    // requests from here on follow this fetch (and then hit what it stores) rather than the
-    // copy it replaces.
-    if guard.is_some() && always_miss {
-        let variant = proxy.cache.variant_key(&primary, &txn.req.headers);
-        proxy
-            .cache
-            .storage
-            .remove(variant.as_ref().unwrap_or(&primary));
-    }
-    let busy = guard
-        .as_ref()
-        .map(|g| g.object().clone())
-        .unwrap_or_else(BusyObject::new);
-    // Waiters that judge what is being fetched (VCL 4.x: vcl_hit, as Varnish's waiting list
-    // looks the busy object up again) see the object as it will be stored, bodyless.
-    let object = txn.policy.waiters_judge(txn).then(|| {
-        Arc::new(Object::from_plan(
-            parts.status,
-            StoredFields::from_map(&parts.headers),
-            Body::Memory(Default::default()),
-            content_length.unwrap_or(0),
-            crate::cache::boxed_vary(vary.clone()),
-            &plan,
-            stored_at,
-        ))
-    });
-    busy.set_head(BusyHead {
-        status: parts.status,
-        headers: head_headers.clone(),
-        content_length,
-        vary: vary.clone(),
-        delivered: Default::default(),
-        object,
-    });
+    let (vary, head_headers) = stored_head(txn, &mut parts, &plan);
+    let busy = publish(
+        txn,
+        &parts,
+        (&primary, guard.as_ref(), always_miss),
+        (head_headers.clone(), &vary, &plan),
+        (content_length, stored_at),
+    );
     // Register our reader before the fill starts so no chunk can be trimmed before we read it.
     let reader = (!txn.head_only).then(|| busy.reader());
     if guard.is_none() {
         proxy.cache.clear_hit_for_miss(&primary);
     }
-    let fill = Fill {
-        status: parts.status,
-        headers: parts.headers,
-        vary,
-        plan,
-        stored_at,
-        piece: None,
-        seen,
-        esi: txn.filters.esi.take(),
-        identity: txn.filters.identity.take(),
-    };
     let empty = content_length == Some(0) && !txn.head_only;
-    let chain = std::mem::take(&mut txn.filters.fetch);
-    if chain.is_empty() {
-        tokio::spawn(fill.run(proxy.clone(), primary, busy.clone(), guard, body));
-    } else {
-        tokio::spawn(fill.run(
-            proxy.clone(),
-            primary,
-            busy.clone(),
-            guard,
-            chain.over(body),
-        ));
-    }
+    spawn_fill(
+        txn,
+        parts.status,
+        parts.headers,
+        (vary, plan, stored_at, seen),
+        (primary, busy.clone(), guard),
+        body,
+    );
     // An empty body ends the response at its head, before the fill stores the object: wait
     // for that (it has nothing to read), so the client's next request finds it stored
     // (`BusyReader::poll_chunk_settled` does the same for a body's last chunk).
@@ -165,4 +105,109 @@ pub(super) async fn store(
             }
         },
     ))
+}
+
+/// The fields stored and sent: the plan's `strip` and `Age` out, the policy's `storing` hook;
+/// the Vary selection (`Accept-Encoding` only when the body is chosen by coding), and the head
+/// sent with the plan's initial `Age`.
+fn stored_head(
+    txn: &mut Txn,
+    parts: &mut Parts,
+    plan: &policy::StorePlan,
+) -> (VarySelection, HeaderMap) {
+    for name in &plan.strip {
+        parts.headers.remove(name);
+    }
+    parts.headers.remove(header::AGE);
+    txn.policy.storing(txn, &mut parts.headers);
+    // A body every client can be served from (identity, or gzip decoded for those without
+    // it) is one variant whatever their `Accept-Encoding` (`coding.rs`).
+    let by_coding = super::super::coding::varies_on_coding(txn, &parts.headers);
+    let vary: VarySelection = plan
+        .vary
+        .iter()
+        .filter(|name| by_coding || **name != header::ACCEPT_ENCODING)
+        .map(|name| (name.clone(), txn.req.headers.get(name).cloned()))
+        .collect();
+    let mut head_headers = parts.headers.clone();
+    if plan.initial_age.as_secs() > 0 {
+        head_headers.insert(header::AGE, HeaderValue::from(plan.initial_age.as_secs()));
+    }
+    (vary, head_headers)
+}
+
+/// The busy object waiters follow, with the head published: `always_miss` removes the copy
+/// this fetch refreshes first; waiters that judge what is fetched see the object bodyless.
+fn publish(
+    txn: &Txn,
+    parts: &Parts,
+    (primary, guard, always_miss): (&CacheKey, Option<&LeaderGuard>, bool),
+    (head_headers, vary, plan): (HeaderMap, &VarySelection, &policy::StorePlan),
+    (content_length, stored_at): (Option<u64>, Instant),
+) -> Arc<BusyObject> {
+    let proxy = &txn.proxy;
+    // `always_miss` (VCL's `req.hash_always_miss`): the copy it refreshes goes now, so
+    // requests from here on follow this fetch (and then hit what it stores) rather than the
+    // copy it replaces.
+    if guard.is_some() && always_miss {
+        let variant = proxy.cache.variant_key(primary, &txn.req.headers);
+        proxy
+            .cache
+            .storage
+            .remove(variant.as_ref().unwrap_or(primary));
+    }
+    let busy = guard
+        .map(|g| g.object().clone())
+        .unwrap_or_else(BusyObject::new);
+    // Waiters that judge what is being fetched (VCL 4.x: vcl_hit, as Varnish's waiting list
+    // looks the busy object up again) see the object as it will be stored, bodyless.
+    let object = txn.policy.waiters_judge(txn).then(|| {
+        Arc::new(Object::from_plan(
+            parts.status,
+            StoredFields::from_map(&parts.headers),
+            Body::Memory(Default::default()),
+            content_length.unwrap_or(0),
+            crate::cache::boxed_vary(vary.clone()),
+            plan,
+            stored_at,
+        ))
+    });
+    busy.set_head(BusyHead {
+        status: parts.status,
+        headers: head_headers,
+        content_length,
+        vary: vary.clone(),
+        delivered: Default::default(),
+        object,
+    });
+    busy
+}
+
+/// The fill task that stores the body (through the fetch chain when it has filters).
+fn spawn_fill(
+    txn: &mut Txn,
+    status: http::StatusCode,
+    headers: HeaderMap,
+    (vary, plan, stored_at, seen): (VarySelection, policy::StorePlan, Instant, Position),
+    (primary, busy, guard): (CacheKey, Arc<BusyObject>, Option<LeaderGuard>),
+    body: BackendBody,
+) {
+    let proxy = &txn.proxy;
+    let fill = Fill {
+        status,
+        headers,
+        vary,
+        plan,
+        stored_at,
+        piece: None,
+        seen,
+        esi: txn.filters.esi.take(),
+        identity: txn.filters.identity.take(),
+    };
+    let chain = std::mem::take(&mut txn.filters.fetch);
+    if chain.is_empty() {
+        tokio::spawn(fill.run(proxy.clone(), primary, busy, guard, body));
+    } else {
+        tokio::spawn(fill.run(proxy.clone(), primary, busy, guard, chain.over(body)));
+    }
 }

@@ -24,6 +24,7 @@ mod decode;
 mod deliver;
 pub(crate) mod esi;
 pub mod flv;
+mod gunzip;
 pub mod gzip;
 mod handoff;
 pub use body_filter::{BodyFilter, Effect, Output};

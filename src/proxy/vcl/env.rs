@@ -2,22 +2,22 @@
 //! (`vcl/vars/`) mapped onto the request, the backend request and response, the stored
 //! object and the response to the client, whichever the step has.
 
+mod actions;
+mod read;
+mod write;
+
 use std::borrow::Cow;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::request::Parts;
 use http::{Method, StatusCode, Uri, Version};
 
 use super::{Bereq, Beresp, Resp, VclRuntime, header_value, protected};
-use crate::cache::shared::feed::{self, Invalidation};
 use crate::cache::{Cache, CacheKey, Object};
-use crate::proxy::throttle::{Limit, Taken};
 use crate::vcl::ir::ThrottleOp;
 use crate::vcl::ir::Var;
-use crate::vcl::run::value::{epoch, to_duration};
+use crate::vcl::run::value::epoch;
 use crate::vcl::run::{BackendSel, Env, SoftPurge, State, Value};
 use crate::vcl::vars::Slot;
 
@@ -216,281 +216,82 @@ impl Env for Scope<'_> {
             Slot::BereqXid => {
                 Value::Int(self.bereq.as_ref().map_or(self.state.xid, |b| b.xid) as i64)
             }
-            Slot::ReqMethod => self
-                .req
-                .as_ref()
-                .map_or(Value::None, |r| Value::str(r.method.as_str())),
-            Slot::ReqUrl => self.req.as_ref().map_or(Value::None, |r| {
-                Value::str(r.uri.path_and_query().map_or("/", |p| p.as_str()))
-            }),
-            Slot::ReqProto => self
-                .req
-                .as_ref()
-                .map_or(Value::None, |r| Value::str(proto(r.version))),
-            Slot::ReqHttp => match (&self.req, h) {
-                (Some(r), Some(h)) => header(&r.headers, h),
-                _ => Value::None,
-            },
-            Slot::ReqHash => Value::None,
-            Slot::ReqBackend => {
-                Value::Backend(self.state.backend.unwrap_or_else(|| self.default_backend()))
-            }
-            Slot::ReqBackendHealthy => Value::Bool(
-                self.healthy(self.state.backend.unwrap_or_else(|| self.default_backend())),
-            ),
-            Slot::ReqRestarts => Value::Int(i64::from(self.state.restarts)),
-            Slot::ReqGrace => Value::Duration(self.state.req_grace.unwrap_or(
-                if self.rt.program.dialect.is_legacy() {
-                    self.rt.default_grace
-                } else {
-                    -1.0
-                },
-            )),
-            Slot::ReqTtl => Value::Duration(self.state.req_ttl.unwrap_or(-1.0)),
-            Slot::ReqHashAlwaysMiss => Value::Bool(self.state.hash_always_miss),
-            Slot::ReqHashIgnoreBusy => Value::Bool(self.state.hash_ignore_busy),
-            Slot::ReqHashIgnoreVary => Value::Bool(self.state.hash_ignore_vary),
-            Slot::ReqCanGzip => Value::Bool(self.req.as_ref().is_some_and(|r| {
-                crate::http::accept_encoding::Accepts::parse(
-                    r.headers
-                        .get_all(header::ACCEPT_ENCODING)
-                        .iter()
-                        .map(http::HeaderValue::as_bytes),
-                )
-                .accepts(crate::http::accept_encoding::Coding::Gzip)
-            })),
-            Slot::ReqEsiLevel => Value::Int(i64::from(
-                self.req
-                    .as_ref()
-                    .and_then(|r| r.extensions.get::<crate::esi::Level>())
-                    .map_or(0, |l| l.0),
-            )),
-            Slot::ReqTime => Value::Time(self.started),
-            Slot::ReqTopUrl => match self.top() {
-                Some(t) => Value::str(&t.url),
-                None => self.get(&Var {
-                    slot: Slot::ReqUrl,
-                    header: None,
-                }),
-            },
-            Slot::ReqTopMethod => match self.top() {
-                Some(t) => Value::str(t.method.as_str()),
-                None => self.get(&Var {
-                    slot: Slot::ReqMethod,
-                    header: None,
-                }),
-            },
-            Slot::ReqTopProto => match self.top() {
-                Some(t) => Value::str(proto(t.version)),
-                None => self.get(&Var {
-                    slot: Slot::ReqProto,
-                    header: None,
-                }),
-            },
-            Slot::ReqTopTime => {
-                Value::Time(self.top().and_then(|t| t.time).unwrap_or(self.started))
-            }
-            Slot::ReqTopHttp => match (self.top(), h) {
-                (Some(t), Some(h)) => header(&t.headers, h),
-                (None, _) => self.get(&Var {
-                    slot: Slot::ReqHttp,
-                    header: var.header.clone(),
-                }),
-                _ => Value::None,
-            },
-            Slot::ReqIsHitmiss | Slot::BereqIsHitmiss => Value::Bool(self.is_hitmiss),
-            Slot::ReqIsHitpass | Slot::BereqIsHitpass => Value::Bool(self.is_hitpass),
-            Slot::ReqTransport => Value::str("HTTP/1"),
-            Slot::BereqMethod => self
-                .bereq
-                .as_ref()
-                .map_or(Value::None, |b| Value::str(b.method.as_str())),
-            Slot::BereqUrl => self.bereq.as_ref().map_or(Value::None, |b| {
-                Value::str(b.uri.path_and_query().map_or("/", |p| p.as_str()))
-            }),
-            Slot::BereqProto => Value::str("HTTP/1.1"),
-            Slot::BereqHttp => match (&self.bereq, h) {
-                (Some(b), Some(h)) => header(&b.headers, h),
-                _ => Value::None,
-            },
-            Slot::BereqBackend => Value::Backend(
-                self.bereq
-                    .as_ref()
-                    .and_then(|b| b.backend)
-                    .or(self.state.backend)
-                    .unwrap_or_else(|| self.default_backend()),
-            ),
-            Slot::BereqRetries => Value::Int(i64::from(self.state.retries)),
-            Slot::BereqUncacheable => {
-                Value::Bool(self.bereq.as_ref().is_some_and(|b| b.uncacheable))
-            }
-            Slot::BereqIsBgfetch => Value::Bool(self.bereq.as_ref().is_some_and(|b| b.bgfetch)),
-            Slot::BereqRetryConnect => {
-                Value::Bool(self.bereq.as_ref().is_none_or(|b| b.retry_connect))
-            }
-            Slot::BereqConnectTimeout => Value::Duration(
-                self.bereq
-                    .as_ref()
-                    .and_then(|b| b.connect_timeout)
-                    .unwrap_or(self.rt.program.timeouts.connect)
-                    .as_secs_f64(),
-            ),
-            Slot::BereqFirstByteTimeout => Value::Duration(
-                self.bereq
-                    .as_ref()
-                    .and_then(|b| b.first_byte_timeout)
-                    .unwrap_or(self.rt.program.timeouts.first_byte)
-                    .as_secs_f64(),
-            ),
-            Slot::BereqBetweenBytesTimeout => Value::Duration(
-                self.bereq
-                    .as_ref()
-                    .and_then(|b| b.between_bytes_timeout)
-                    .unwrap_or(self.rt.program.timeouts.between_bytes)
-                    .as_secs_f64(),
-            ),
-            Slot::BereqBody => Value::None,
+            Slot::ReqMethod
+            | Slot::ReqUrl
+            | Slot::ReqProto
+            | Slot::ReqHttp
+            | Slot::ReqHash
+            | Slot::ReqBackend
+            | Slot::ReqBackendHealthy
+            | Slot::ReqRestarts
+            | Slot::ReqGrace
+            | Slot::ReqTtl
+            | Slot::ReqHashAlwaysMiss
+            | Slot::ReqHashIgnoreBusy
+            | Slot::ReqHashIgnoreVary
+            | Slot::ReqCanGzip
+            | Slot::ReqEsiLevel
+            | Slot::ReqTime
+            | Slot::ReqTopUrl
+            | Slot::ReqTopMethod
+            | Slot::ReqTopProto
+            | Slot::ReqTopTime
+            | Slot::ReqTopHttp
+            | Slot::ReqIsHitmiss
+            | Slot::BereqIsHitmiss
+            | Slot::ReqIsHitpass
+            | Slot::BereqIsHitpass
+            | Slot::ReqTransport => self.get_req(var),
+            Slot::BereqMethod
+            | Slot::BereqUrl
+            | Slot::BereqProto
+            | Slot::BereqHttp
+            | Slot::BereqBackend
+            | Slot::BereqRetries
+            | Slot::BereqUncacheable
+            | Slot::BereqIsBgfetch
+            | Slot::BereqRetryConnect
+            | Slot::BereqConnectTimeout
+            | Slot::BereqFirstByteTimeout
+            | Slot::BereqBetweenBytesTimeout
+            | Slot::BereqBody => self.get_bereq(var),
             Slot::BereqTime | Slot::BerespTime | Slot::RespTime => Value::Time(self.now),
-            Slot::BerespStatus => self
-                .beresp
-                .as_ref()
-                .map_or(Value::None, |b| Value::Int(i64::from(b.status.as_u16()))),
-            Slot::BerespReason => self
-                .beresp
-                .as_ref()
-                .map_or(Value::None, |b| match &b.reason {
-                    Some(r) => Value::str(r),
-                    None => Value::str(b.status.canonical_reason().unwrap_or("")),
-                }),
-            Slot::BerespProto => Value::str("HTTP/1.1"),
-            Slot::BerespHttp => match (&self.beresp, h) {
-                (Some(b), Some(h)) => header(&b.headers, h),
-                _ => Value::None,
-            },
-            Slot::BerespTtl => Value::Duration(self.beresp.as_ref().map_or(0.0, |b| b.ttl)),
-            Slot::BerespGrace => Value::Duration(self.beresp.as_ref().map_or(0.0, |b| b.grace)),
-            Slot::BerespKeep => Value::Duration(self.beresp.as_ref().map_or(0.0, |b| b.keep)),
-            Slot::BerespUncacheable => {
-                Value::Bool(self.beresp.as_ref().is_some_and(|b| b.uncacheable))
-            }
-            Slot::BerespCacheable => {
-                Value::Bool(self.beresp.as_ref().is_some_and(|b| !b.uncacheable))
-            }
-            Slot::BerespAge => Value::Duration(self.beresp.as_ref().map_or(0.0, |b| b.age)),
-            Slot::BerespBackend => match self.beresp.as_ref().and_then(|b| b.backend.as_deref()) {
-                Some(name) => Value::Backend(self.target_by_name(name)),
-                None => Value::Backend(BackendSel::none()),
-            },
-            Slot::BerespBackendName => {
-                match self.beresp.as_ref().and_then(|b| b.backend.as_deref()) {
-                    Some(name) => Value::str(name),
-                    None => Value::None,
-                }
-            }
-            Slot::BerespWas304 => Value::Bool(self.beresp.as_ref().is_some_and(|b| b.was_304)),
-            Slot::BerespDoStream => Value::Bool(self.beresp.as_ref().is_none_or(|b| b.do_stream)),
-            Slot::BerespDoGzip => {
-                Value::Bool(self.beresp.as_ref().is_some_and(|b| b.fetch.do_gzip))
-            }
-            Slot::BerespDoGunzip => {
-                Value::Bool(self.beresp.as_ref().is_some_and(|b| b.fetch.do_gunzip))
-            }
-            Slot::BerespDoEsi => Value::Bool(self.beresp.as_ref().is_some_and(|b| b.fetch.do_esi)),
-            // Write-only in Varnish 2.1 (the checker refuses a read).
-            Slot::BerespSaintmode => Value::Duration(
-                self.beresp
-                    .as_ref()
-                    .and_then(|b| b.saintmode)
-                    .unwrap_or(0.0),
-            ),
-            Slot::BerespPrefetch => {
-                Value::Duration(self.beresp.as_ref().and_then(|b| b.prefetch).unwrap_or(0.0))
-            }
+            Slot::BerespStatus
+            | Slot::BerespReason
+            | Slot::BerespProto
+            | Slot::BerespHttp
+            | Slot::BerespTtl
+            | Slot::BerespGrace
+            | Slot::BerespKeep
+            | Slot::BerespUncacheable
+            | Slot::BerespCacheable
+            | Slot::BerespAge
+            | Slot::BerespBackend
+            | Slot::BerespBackendName
+            | Slot::BerespWas304
+            | Slot::BerespDoStream
+            | Slot::BerespDoGzip
+            | Slot::BerespDoGunzip
+            | Slot::BerespDoEsi
+            | Slot::BerespSaintmode
+            | Slot::BerespPrefetch => self.get_beresp(var),
             Slot::BerespBody | Slot::RespBody => Value::None,
-            Slot::ObjStatus => self.obj.map_or(Value::None, |(o, _)| {
-                Value::Int(i64::from(o.status.as_u16()))
-            }),
-            Slot::ObjReason => self.obj.map_or(Value::None, |(o, _)| {
-                Value::str(o.status.canonical_reason().unwrap_or(""))
-            }),
-            Slot::ObjProto => Value::str("HTTP/1.1"),
-            Slot::ObjHttp => match (self.obj, h) {
-                (Some((o, _)), Some(h)) => header(o.headers.map(), h),
-                _ => Value::None,
-            },
-            Slot::ObjTtl if self.obj.is_none() => Value::Duration(
-                self.fetched
-                    .map_or(0.0, |f| f.ttl - f.at.elapsed().as_secs_f64()),
-            ),
-            Slot::ObjGrace if self.obj.is_none() => {
-                Value::Duration(self.fetched.map_or(0.0, |f| f.grace))
-            }
-            Slot::ObjKeep if self.obj.is_none() => {
-                Value::Duration(self.fetched.map_or(0.0, |f| f.keep))
-            }
-            Slot::ObjAge if self.obj.is_none() => {
-                Value::Duration(self.fetched.map_or(0.0, |f| f.at.elapsed().as_secs_f64()))
-            }
-            Slot::ObjTtl => self.obj.map_or(Value::Duration(0.0), |(o, _)| {
-                let age = o.age(Instant::now()).as_secs_f64();
-                Value::Duration(
-                    self.obj_edit
-                        .as_ref()
-                        .and_then(|e| e.ttl)
-                        .unwrap_or(o.ttl.get().as_secs_f64() - age),
-                )
-            }),
-            Slot::ObjGrace => self.obj.map_or(Value::Duration(0.0), |(o, _)| {
-                Value::Duration(
-                    self.obj_edit
-                        .as_ref()
-                        .and_then(|e| e.grace)
-                        .unwrap_or(o.grace.get().as_secs_f64()),
-                )
-            }),
-            Slot::ObjKeep => self.obj.map_or(Value::Duration(0.0), |(o, _)| {
-                Value::Duration(
-                    self.obj_edit
-                        .as_ref()
-                        .and_then(|e| e.keep)
-                        .unwrap_or(o.keep.get().as_secs_f64()),
-                )
-            }),
-            Slot::ObjAge => self.obj.map_or(Value::Duration(0.0), |(o, _)| {
-                Value::Duration(o.age(Instant::now()).as_secs_f64())
-            }),
-            Slot::ObjLastuse => Value::Duration(0.0),
-            // Counted at the lookup (`after_hit`), as Varnish counts it: at least 1 on a hit,
-            // 0 for an object just fetched (a miss or a pass).
-            Slot::ObjHits => Value::Int(match self.obj {
-                Some((o, true)) => i64::from(o.hits.load(Relaxed).max(1)),
-                _ => 0,
-            }),
-            Slot::ObjUncacheable => Value::Bool(!self.obj.is_some_and(|(_, hit)| hit)),
-            Slot::ObjStorage => Value::str(match self.obj {
-                Some((o, _)) if o.state.transient() => "Transient",
-                _ => "s0",
-            }),
-            Slot::BerespStorage => match self.beresp.as_ref().and_then(|b| b.storage.as_deref()) {
-                Some(name) => Value::Str(name.to_string().into()),
-                None => Value::None,
-            },
-            // `storage.Transient` reads as Varnish names it; other names as written (the
-            // checker keeps them lower-cased, as field names).
-            Slot::Storage => match var.header.as_ref().map(|h| h.as_str()) {
-                Some("transient") => Value::str("Transient"),
-                Some(name) => Value::Str(name.to_string().into()),
-                None => Value::None,
-            },
-            Slot::ObjCacheable => Value::Bool(
-                self.obj_edit
-                    .as_ref()
-                    .and_then(|e| e.cacheable)
-                    .unwrap_or(true),
-            ),
-            Slot::ObjTime => self.obj.map_or(Value::Time(self.now), |(o, _)| {
-                Value::Time(self.now - o.age(Instant::now()).as_secs_f64())
-            }),
+            Slot::ObjStatus
+            | Slot::ObjReason
+            | Slot::ObjProto
+            | Slot::ObjHttp
+            | Slot::ObjTtl
+            | Slot::ObjGrace
+            | Slot::ObjKeep
+            | Slot::ObjAge
+            | Slot::ObjLastuse
+            | Slot::ObjHits
+            | Slot::ObjUncacheable
+            | Slot::ObjStorage
+            | Slot::BerespStorage
+            | Slot::Storage
+            | Slot::ObjCacheable
+            | Slot::ObjTime => self.get_obj(var),
             Slot::RespStatus => self
                 .resp
                 .as_ref()
@@ -544,173 +345,38 @@ impl Env for Scope<'_> {
                 return self.set_header(var, v);
             }
             Slot::ClientIdentity => self.state.identity = Some(text(&value, rt)),
-            Slot::ReqMethod => {
-                if let Some(r) = self.req.as_deref_mut() {
-                    r.method = Method::from_bytes(text(&value, rt).as_bytes())
-                        .map_err(|_| "req.method: not a method".to_string())?;
-                }
-            }
-            Slot::ReqUrl => {
-                if let Some(r) = self.req.as_deref_mut() {
-                    r.uri = uri(&text(&value, rt))?;
-                }
-            }
-            Slot::ReqProto => {
-                if let Some(r) = self.req.as_deref_mut() {
-                    r.version = match text(&value, rt).as_str() {
-                        "HTTP/1.0" => Version::HTTP_10,
-                        "HTTP/1.1" => Version::HTTP_11,
-                        // A later HTTP/1 minor version is HTTP/1.1 (RFC 9110 §2.5), as the
-                        // request parser reads one.
-                        later
-                            if later.len() == 8
-                                && later.starts_with("HTTP/1.")
-                                && later.as_bytes()[7].is_ascii_digit() =>
-                        {
-                            Version::HTTP_11
-                        }
-                        other => {
-                            return Err(format!(
-                                "req.proto: {other} is not HTTP/1.0 or HTTP/1.1 (or a later HTTP/1 minor version)"
-                            ));
-                        }
-                    };
-                }
-            }
-            Slot::ReqBackend => {
-                if let Value::Backend(b) = value {
-                    self.state.backend = Some(b);
-                }
-            }
-            Slot::ReqGrace => self.state.req_grace = Some(value.number()),
-            Slot::ReqTtl => self.state.req_ttl = Some(value.number()),
-            // At least a millisecond: the session's clocks count in milliseconds.
-            Slot::SessTimeoutIdle => self.state.sess_idle = Some(Some(value.number().max(0.001))),
-            Slot::ReqHashAlwaysMiss => self.state.hash_always_miss = value.truth(),
-            Slot::ReqHashIgnoreBusy => self.state.hash_ignore_busy = value.truth(),
-            Slot::ReqHashIgnoreVary => self.state.hash_ignore_vary = value.truth(),
-            Slot::BereqMethod => {
-                if let Some(b) = self.bereq.as_deref_mut() {
-                    b.method = Method::from_bytes(text(&value, rt).as_bytes())
-                        .map_err(|_| "bereq.method: not a method".to_string())?;
-                }
-            }
-            Slot::BereqUrl => {
-                if let Some(b) = self.bereq.as_deref_mut() {
-                    b.uri = uri(&text(&value, rt))?;
-                }
-            }
-            Slot::BereqBackend => {
-                if let (Some(b), Value::Backend(sel)) = (self.bereq.as_deref_mut(), value) {
-                    b.backend = Some(sel);
-                }
-            }
-            Slot::BereqConnectTimeout => {
-                if let Some(b) = self.bereq.as_deref_mut() {
-                    b.connect_timeout = Some(to_duration(value.number()));
-                }
-            }
-            Slot::BereqRetryConnect => {
-                if let Some(b) = self.bereq.as_deref_mut() {
-                    b.retry_connect = value.truth();
-                }
-            }
-            Slot::BereqFirstByteTimeout => {
-                if let Some(b) = self.bereq.as_deref_mut() {
-                    b.first_byte_timeout = Some(to_duration(value.number()));
-                }
-            }
-            Slot::BereqBetweenBytesTimeout => {
-                if let Some(b) = self.bereq.as_deref_mut() {
-                    b.between_bytes_timeout = Some(to_duration(value.number()));
-                }
-            }
-            Slot::BerespStatus => {
-                if let Some(b) = self.beresp.as_deref_mut() {
-                    b.status = status(value.int())?;
-                }
-            }
-            Slot::BerespReason => {
-                if let Some(b) = self.beresp.as_deref_mut() {
-                    b.reason = Some(text(&value, rt));
-                }
-            }
-            Slot::BerespTtl => {
-                if let Some(b) = self.beresp.as_deref_mut() {
-                    b.ttl = value.number();
-                }
-            }
-            Slot::BerespGrace => {
-                if let Some(b) = self.beresp.as_deref_mut() {
-                    b.grace = value.number();
-                }
-            }
-            Slot::BerespKeep => {
-                if let Some(b) = self.beresp.as_deref_mut() {
-                    b.keep = value.number();
-                }
-            }
-            Slot::BerespUncacheable => {
-                // As Varnish: once uncacheable, always (clearing it is ignored).
-                if let Some(b) = self.beresp.as_deref_mut() {
-                    b.uncacheable |= value.truth();
-                }
-            }
-            Slot::BerespCacheable => {
-                if let Some(b) = self.beresp.as_deref_mut() {
-                    b.uncacheable = !value.truth();
-                }
-            }
-            Slot::BerespDoStream => {
-                if let Some(b) = self.beresp.as_deref_mut() {
-                    b.do_stream = value.truth();
-                }
-            }
-            Slot::BerespDoGzip => {
-                if let Some(b) = self.beresp.as_deref_mut() {
-                    super::filters::check_fetch_switch(&b.fetch, "do_gzip")?;
-                    b.fetch.do_gzip = value.truth();
-                }
-            }
-            Slot::BerespDoGunzip => {
-                if let Some(b) = self.beresp.as_deref_mut() {
-                    super::filters::check_fetch_switch(&b.fetch, "do_gunzip")?;
-                    b.fetch.do_gunzip = value.truth();
-                }
-            }
-            Slot::BerespFilters => {
-                if let Some(b) = self.beresp.as_deref_mut() {
-                    super::filters::set_fetch(&b.headers, &mut b.fetch, text(&value, rt))?;
-                }
-            }
-            Slot::RespFilters => {
-                if let Some(r) = self.resp.as_deref_mut() {
-                    let esi =
-                        super::filters::set_deliver(&mut r.deliver, &r.headers, text(&value, rt))?;
-                    self.state.esi_off = !esi;
-                }
-            }
-            Slot::BerespStorage => {
-                if let Some(b) = self.beresp.as_deref_mut() {
-                    b.storage = match value {
-                        Value::None => None,
-                        v => Some(text(&v, rt)),
-                    };
-                }
-            }
-            Slot::BerespPrefetch => {
-                if let Some(b) = self.beresp.as_deref_mut() {
-                    b.prefetch = Some(value.number());
-                }
-            }
-            Slot::BerespDoEsi => {
-                if let Some(b) = self.beresp.as_deref_mut() {
-                    super::filters::check_fetch_switch(&b.fetch, "do_esi")?;
-                    b.fetch.do_esi = value.truth();
-                }
-            }
-            // Varnish: only the client's own request turns its page's assembly off; an
-            // include's setting is ignored (trunk e00016).
+            Slot::ReqMethod
+            | Slot::ReqUrl
+            | Slot::ReqProto
+            | Slot::ReqBackend
+            | Slot::ReqGrace
+            | Slot::ReqTtl
+            | Slot::SessTimeoutIdle
+            | Slot::ReqHashAlwaysMiss
+            | Slot::ReqHashIgnoreBusy
+            | Slot::ReqHashIgnoreVary => self.set_req(var, value)?,
+            Slot::BereqMethod
+            | Slot::BereqUrl
+            | Slot::BereqBackend
+            | Slot::BereqConnectTimeout
+            | Slot::BereqRetryConnect
+            | Slot::BereqFirstByteTimeout
+            | Slot::BereqBetweenBytesTimeout => self.set_bereq(var, value)?,
+            Slot::BerespStatus
+            | Slot::BerespReason
+            | Slot::BerespTtl
+            | Slot::BerespGrace
+            | Slot::BerespKeep
+            | Slot::BerespUncacheable
+            | Slot::BerespCacheable
+            | Slot::BerespDoStream
+            | Slot::BerespDoGzip
+            | Slot::BerespDoGunzip
+            | Slot::BerespFilters
+            | Slot::RespFilters
+            | Slot::BerespStorage
+            | Slot::BerespPrefetch
+            | Slot::BerespDoEsi => self.set_beresp(var, value)?,
             Slot::ReqEsi => {
                 let level = self
                     .req
@@ -865,35 +531,11 @@ impl Env for Scope<'_> {
     }
 
     fn ban(&self, expr: &str) -> Result<(), String> {
-        let ban = self.cache.add_ban(expr).map_err(|e| e.to_string())?;
-        if let Some(shared) = &self.cache.shared {
-            feed::broadcast_later(shared, Invalidation::Ban(ban.expr.clone()));
-        }
-        Ok(())
+        self.invalidate_ban(expr)
     }
 
     fn purge(&self, soft: Option<SoftPurge>) -> usize {
-        let Some(key) = self.key else {
-            return 0;
-        };
-        let (n, inv) = match soft {
-            None => (self.cache.purge(key), Invalidation::Purge(key.clone())),
-            Some(s) => {
-                let opt = |secs: f64| (secs >= 0.0).then(|| to_duration(secs));
-                let n =
-                    self.cache
-                        .rearm(key, to_duration(s.ttl.max(0.0)), opt(s.grace), opt(s.keep));
-                // The fleet's soft purge carries no lifetimes: the other nodes and the shared
-                // copy are made stale now, with their own grace and keep.
-                (n, Invalidation::Soft(key.clone()))
-            }
-        };
-        // With a fleet: the shared copy and every other node's go too (else this node's next
-        // miss would read the purged object back from the shared tier).
-        if let Some(shared) = &self.cache.shared {
-            feed::broadcast_later(shared, inv);
-        }
-        n
+        self.invalidate_key(soft)
     }
 
     fn throttle(
@@ -904,50 +546,11 @@ impl Env for Scope<'_> {
         period: f64,
         block: f64,
     ) -> Value<'static> {
-        let limit = Limit {
-            requests: u64::try_from(limit).unwrap_or(0),
-            per: to_duration(period.max(0.0)),
-            block: to_duration(block.max(0.0)),
-        };
-        let throttle = &self.rt.throttle;
-        match op {
-            ThrottleOp::IsDenied => {
-                let denied = matches!(throttle.take(key, &limit), Taken::Denied(_));
-                if denied {
-                    self.rt.counters.vsthrottle_denied.inc();
-                }
-                Value::Bool(denied)
-            }
-            ThrottleOp::Remaining => {
-                Value::Int(i64::try_from(throttle.remaining(key, &limit)).unwrap_or(i64::MAX))
-            }
-            ThrottleOp::Blocked => Value::Duration(throttle.blocked(key, &limit).as_secs_f64()),
-            ThrottleOp::ReturnToken => {
-                throttle.give_back(key, &limit);
-                Value::None
-            }
-        }
+        self.take_throttle(op, key, limit, period, block)
     }
 
     fn purge_keys(&self, keys: &str, soft: bool) -> usize {
-        let tags: Vec<String> = crate::cache::tags::split_keys(keys, true)
-            .map(str::to_string)
-            .collect();
-        if tags.is_empty() {
-            return 0;
-        }
-        let n = if soft {
-            self.cache.soft_purge_tags(&tags)
-        } else {
-            self.cache.purge_tags(&tags)
-        };
-        // The fleet has no soft purge by tag: the other nodes and the shared tier remove the
-        // tagged objects (never fresh where this node made them stale), as a PURGE with
-        // `Surrogate-Key` sent to the node would.
-        if let Some(shared) = &self.cache.shared {
-            feed::broadcast_later(shared, Invalidation::Tags(tags));
-        }
-        n
+        self.invalidate_tags(keys, soft)
     }
 
     fn log(&mut self, msg: &str) {

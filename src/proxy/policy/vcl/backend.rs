@@ -10,7 +10,8 @@ use http::response::Parts;
 use http::{Response, StatusCode};
 
 use super::super::ErrorOutcome;
-use super::client::{make_bereq, reason_phrase};
+use super::answer::reason_phrase;
+use super::client::make_bereq;
 use crate::cache::Prefetch;
 use crate::cache::policy::{self, NoCacheReason, StorePlan};
 use crate::proxy::body::ResponseBody;

@@ -4,9 +4,11 @@
 //! vcl_backend_response / 2.x vcl_fetch, vcl_backend_error) and turns its action into the
 //! machine's next step. The request's VCL state is `Txn::vcl` (`proxy/vcl/`).
 
+mod answer;
 mod backend;
 mod bereq;
 mod client;
+mod lookup;
 
 use std::sync::Arc;
 
@@ -115,7 +117,7 @@ impl Hooks for Vcl {
     }
 
     fn hit(txn: &mut Txn, object: &Arc<Object>) -> Option<Step> {
-        client::after_hit(txn, object)
+        lookup::after_hit(txn, object)
     }
 
     /// Under a 4.x program a waiter runs vcl_hit on what is being fetched, as Varnish's
@@ -123,7 +125,7 @@ impl Hooks for Vcl {
     /// delivering it. A waiter is served from the cache, as Varnish's waiting list is.
     fn waiting_hit(txn: &mut Txn, object: Option<&Arc<Object>>) -> Option<Step> {
         if let Some(object) = object
-            && let Some(step) = client::after_waiting(txn, object)
+            && let Some(step) = lookup::after_waiting(txn, object)
         {
             return Some(step);
         }
@@ -141,7 +143,7 @@ impl Hooks for Vcl {
         if txn.vcl.is_none() {
             return Step::Fetch(FetchMode::Miss(guard));
         }
-        client::miss(txn, Some(guard), false)
+        lookup::miss(txn, Some(guard), false)
     }
 
     /// The first slice stored: vcl_hit on it, as on an object a waiter follows (nothing is
@@ -150,7 +152,7 @@ impl Hooks for Vcl {
         txn.vcl.as_ref()?;
         match stored {
             Some(object) => Self::waiting_hit(txn, Some(object)),
-            None => client::miss_verdict(txn, false),
+            None => lookup::miss_verdict(txn, false),
         }
     }
 
@@ -158,11 +160,11 @@ impl Hooks for Vcl {
         if txn.vcl.is_none() {
             return Step::Fetch(FetchMode::Alone("hit-for-miss"));
         }
-        client::miss(txn, None, true)
+        lookup::miss(txn, None, true)
     }
 
     fn pass(txn: &mut Txn, reason: NoCacheReason) -> Step {
-        client::pass(txn, reason)
+        lookup::pass(txn, reason)
     }
 
     /// `If-None-Match` / `If-Modified-Since` are answered after vcl_deliver, on the
@@ -286,14 +288,14 @@ impl Hooks for Vcl {
     }
 
     fn deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
-        client::deliver(txn, response)
+        answer::deliver(txn, response)
     }
 
     fn synth(txn: &mut Txn, status: u16, reason: Option<String>) -> Step {
-        client::synth(txn, status, reason)
+        answer::synth(txn, status, reason)
     }
 
     fn restart(txn: &mut Txn) -> Step {
-        client::restart(txn)
+        answer::restart(txn)
     }
 }

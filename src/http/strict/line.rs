@@ -1,0 +1,172 @@
+//! The request line (`method SP request-target SP HTTP-version`) and its target: origin,
+//! absolute, authority (CONNECT) and asterisk (OPTIONS) forms, and the authority's syntax.
+
+use super::Violation;
+use super::tokens::{REG_NAME, is_target_byte, is_tchar};
+
+/// The request line at the start of `data` (without its CRLF) when it is complete, at most
+/// `max` bytes and valid: what the access log shows of a refused request (else `-`).
+pub fn valid_request_line(data: &[u8], max: usize) -> Option<&[u8]> {
+    let window = &data[..data.len().min(max.saturating_add(2))];
+    let end = memchr::memchr(b'\n', window)?;
+    let line = data[..end].strip_suffix(b"\r")?;
+    request_line(line).ok()?;
+    Some(line)
+}
+
+/// `method SP request-target SP HTTP-version`. Returns whether it is HTTP/1.0, and whether it
+/// is a later HTTP/1 minor version, read as HTTP/1.1: "A recipient that receives a message
+/// with a major version number that it implements and a minor version number higher than
+/// what it implements SHOULD process the message as if it were in the highest minor version
+/// within that major version to which the recipient is conformant" (RFC 9110 §2.5). Another
+/// major version is not supported (505).
+pub(super) fn request_line(line: &[u8]) -> Result<(bool, bool), Violation> {
+    let sp1 = line
+        .iter()
+        .position(|b| *b == b' ')
+        .ok_or(Violation::BadRequestLine)?;
+    let method = &line[..sp1];
+    if method.is_empty() || !method.iter().all(|b| is_tchar(*b)) {
+        return Err(Violation::BadMethod);
+    }
+    let rest = &line[sp1 + 1..];
+    let sp2 = rest
+        .iter()
+        .position(|b| *b == b' ')
+        .ok_or(Violation::BadRequestLine)?;
+    let target = &rest[..sp2];
+    let version = &rest[sp2 + 1..];
+    check_target(target, method == b"CONNECT", method == b"OPTIONS")?;
+    let version = match version {
+        b"HTTP/1.1" => (false, false),
+        b"HTTP/1.0" => (true, false),
+        [b'H', b'T', b'T', b'P', b'/', b'1', b'.', d2] if d2.is_ascii_digit() => (false, true),
+        [b'H', b'T', b'T', b'P', b'/', d1, b'.', d2]
+            if d1.is_ascii_digit() && d2.is_ascii_digit() =>
+        {
+            return Err(Violation::VersionNotSupported);
+        }
+        _ => return Err(Violation::BadVersion),
+    };
+    Ok(version)
+}
+
+/// An HTTP/2 `:path` (RFC 9113 §8.3.1): origin-form, or `*` for OPTIONS, with only the bytes
+/// and escapes an HTTP/1.1 request target may have.
+pub fn check_path(path: &[u8], is_options: bool) -> Result<(), Violation> {
+    match path.first() {
+        Some(b'/') => check_target(path, false, is_options),
+        Some(b'*') if path.len() == 1 && is_options => Ok(()),
+        _ => Err(Violation::BadTarget),
+    }
+}
+
+/// Whether a field value has no leading or trailing space or tab (RFC 9113 §8.2.1: malformed
+/// in HTTP/2; HTTP/1.1 trims them as optional whitespace).
+pub fn trimmed_value(value: &[u8]) -> bool {
+    !matches!(value.first(), Some(b' ' | b'\t')) && !matches!(value.last(), Some(b' ' | b'\t'))
+}
+
+/// origin-form, absolute-form (http/https, no userinfo), authority-form for CONNECT,
+/// asterisk-form for OPTIONS (RFC 9112 §3.2). Percent-escapes must be two hex digits.
+pub(super) fn check_target(
+    target: &[u8],
+    is_connect: bool,
+    is_options: bool,
+) -> Result<(), Violation> {
+    if target.is_empty() {
+        return Err(Violation::BadTarget);
+    }
+    let mut i = 0;
+    while i < target.len() {
+        let b = target[i];
+        if b == b'%' {
+            let ok = target
+                .get(i + 1..i + 3)
+                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit));
+            if !ok {
+                return Err(Violation::BadTarget);
+            }
+            i += 3;
+        } else if is_target_byte(b) {
+            i += 1;
+        } else {
+            return Err(Violation::BadTarget);
+        }
+    }
+    if is_connect {
+        return if valid_authority(target) && target.contains(&b':') {
+            Ok(())
+        } else {
+            Err(Violation::BadTarget)
+        };
+    }
+    match target[0] {
+        b'/' => Ok(()),
+        b'*' if target.len() == 1 && is_options => Ok(()),
+        _ => {
+            let lower_starts =
+                |p: &[u8]| target.len() >= p.len() && target[..p.len()].eq_ignore_ascii_case(p);
+            let rest = if lower_starts(b"http://") {
+                &target[7..]
+            } else if lower_starts(b"https://") {
+                &target[8..]
+            } else {
+                return Err(Violation::BadTarget);
+            };
+            let end = rest
+                .iter()
+                .position(|b| matches!(b, b'/' | b'?'))
+                .unwrap_or(rest.len());
+            if valid_authority(&rest[..end]) {
+                Ok(())
+            } else {
+                Err(Violation::BadTarget)
+            }
+        }
+    }
+}
+
+/// `uri-host [ ":" port ]` (RFC 3986 §3.2.2, no userinfo): a bracketed IP literal or a
+/// reg-name of unreserved / pct-encoded / sub-delims characters; port up to 5 digits.
+pub fn valid_authority(a: &[u8]) -> bool {
+    let host_end = if a.first() == Some(&b'[') {
+        let Some(close) = a.iter().position(|b| *b == b']') else {
+            return false;
+        };
+        let literal = &a[1..close];
+        if literal.is_empty()
+            || !literal
+                .iter()
+                .all(|b| b.is_ascii_hexdigit() || matches!(b, b':' | b'.' | b'v' | b'V'))
+        {
+            return false;
+        }
+        close + 1
+    } else {
+        // One pass over the reg-name; it ends at the port's colon or the end.
+        let mut i = 0;
+        while i < a.len() {
+            let b = a[i];
+            if REG_NAME[b as usize] {
+                i += 1;
+            } else if b == b'%'
+                && a.get(i + 1..i + 3)
+                    .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
+            {
+                i += 3;
+            } else {
+                break;
+            }
+        }
+        if i == 0 {
+            return false;
+        }
+        i
+    };
+    match &a[host_end..] {
+        [] => true,
+        [b':', port @ ..] => port.len() <= 5 && port.iter().all(u8::is_ascii_digit),
+        _ => false,
+    }
+}

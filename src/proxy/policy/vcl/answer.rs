@@ -1,0 +1,237 @@
+//! The answer: vcl_deliver over the response, vcl_synth (2.x: vcl_error) making one, and a
+//! restart; `backend.rs` uses the reason phrase a subroutine set.
+
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Response, StatusCode};
+
+use super::super::Delivery;
+use super::client::{run_client, settle};
+use crate::proxy::body::ResponseBody;
+use crate::proxy::deliver;
+use crate::proxy::txn::{Step, Txn};
+use crate::proxy::vcl::{self as rt, Resp};
+use crate::vcl::run::Verdict;
+use crate::vcl::types::Method;
+
+/// vcl_deliver on a response about to be sent; a `sess.timeout_idle` VCL set goes with the
+/// response to the client session (`SessionIdle`).
+pub(super) fn deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
+    let mut delivery = run_deliver(txn, response);
+    if let Delivery::Send(resp) = &mut delivery
+        && let Some(idle) = txn.vcl.as_ref().and_then(|v| v.state.sess_idle)
+    {
+        let idle = idle.map(crate::vcl::run::value::to_duration);
+        resp.extensions_mut()
+            .insert(crate::proxy::SessionIdle(idle));
+    }
+    delivery
+}
+
+fn run_deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
+    let Some(v) = txn.vcl.as_deref() else {
+        return Delivery::Send(response);
+    };
+    if !v.ran || v.synthesized {
+        return Delivery::Send(response);
+    }
+    let obj = v.obj.clone();
+    let pipe = v.pipe;
+    let conditional = v.conditional;
+    let (mut parts, body) = response.into_parts();
+    let mut headers = std::mem::take(&mut parts.headers);
+    // `X-Varnish` before vcl_deliver (which may change it), as Varnish sets it: the
+    // request's id, and from the cache the id of the transaction that fetched the object
+    // (stored with it by `fetch/`; a hit that vcl_hit passed: the pass's).
+    let fetched = match (v.hit, v.obj.is_none(), v.bereq.as_ref()) {
+        (false, ..) => None,
+        (true, true, Some(b)) => Some(b.xid),
+        (true, ..) => rt::fetched_by(headers.get(rt::X_VARNISH)),
+    };
+    headers.insert(rt::X_VARNISH, rt::x_varnish(v.state.xid, fetched));
+    let delivering = rt::filters::Delivering {
+        esi: false,
+        gunzip: txn.filters.coding.decoded,
+        range: matches!(
+            parts.status,
+            http::StatusCode::PARTIAL_CONTENT | http::StatusCode::RANGE_NOT_SATISFIABLE
+        ) && txn.req.headers.contains_key(header::RANGE),
+    };
+    let mut resp = Resp {
+        status: parts.status,
+        reason: None,
+        headers,
+        deliver: rt::filters::Deliver {
+            delivering,
+            ..Default::default()
+        },
+    };
+    let verdict = run_client(
+        txn,
+        Method::Deliver,
+        obj.as_deref().map(|o| (o, true)),
+        None,
+        Some(&mut resp),
+    );
+    match verdict {
+        Verdict::Deliver => {
+            parts.status = resp.status;
+            parts.headers = resp.headers;
+            if let Some(r) = resp.reason.as_deref().and_then(reason_phrase) {
+                parts.extensions.insert(r);
+            }
+            // `resp.filters` added `gunzip` to a gzip body (`vcl/filters.rs`).
+            let body = if resp.deliver.gunzip_added {
+                let mut chain = crate::proxy::filter::Chain::default();
+                chain.push(Box::new(crate::proxy::filter::gzip::Gunzip::new(
+                    txn.proxy.counters.clone(),
+                )));
+                crate::proxy::filter::streamed(
+                    &mut chain,
+                    parts.status,
+                    &mut parts.headers,
+                    body,
+                    None,
+                )
+                .0
+            } else {
+                body
+            };
+            if pipe {
+                parts
+                    .headers
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            if conditional
+                && matches!(
+                    parts.status,
+                    http::StatusCode::OK | http::StatusCode::PARTIAL_CONTENT
+                )
+                && crate::proxy::partial::not_modified(&txn.req.headers, &parts.headers)
+            {
+                // 304 with the fields vcl_deliver left, but the body's own (RFC 9110
+                // §15.4.5: no representation metadata beyond what guides caches).
+                parts.status = http::StatusCode::NOT_MODIFIED;
+                for name in [
+                    header::CONTENT_LENGTH,
+                    header::CONTENT_RANGE,
+                    header::CONTENT_TYPE,
+                    header::CONTENT_ENCODING,
+                    header::CONTENT_LANGUAGE,
+                ] {
+                    parts.headers.remove(name);
+                }
+                return Delivery::Send(Response::from_parts(parts, ResponseBody::empty()));
+            }
+            Delivery::Send(Response::from_parts(parts, body))
+        }
+        other => Delivery::Step(settle(Method::Deliver, other)),
+    }
+}
+
+/// A custom reason phrase, when it is valid on the wire.
+pub(super) fn reason_phrase(r: &str) -> Option<hyper::ext::ReasonPhrase> {
+    hyper::ext::ReasonPhrase::try_from(r.as_bytes().to_vec()).ok()
+}
+
+/// vcl_synth (2.x: vcl_error): the generated response VCL makes for `status` and `reason`.
+pub(super) fn synth(txn: &mut Txn, status: u16, reason: Option<String>) -> Step {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    let Some(v) = txn.vcl.as_deref_mut() else {
+        return Step::Synth(status, "vcl-synth");
+    };
+    v.synthesized = true;
+    v.state.body = None;
+    let legacy = v.runtime.program.dialect.is_legacy();
+    let mut headers = HeaderMap::new();
+    headers.insert(rt::X_VARNISH, rt::x_varnish(v.state.xid, None));
+    let mut resp = Resp {
+        status,
+        reason,
+        headers,
+        deliver: Default::default(),
+    };
+    let m = if legacy { Method::Error } else { Method::Synth };
+    let verdict = run_client(txn, m, None, None, Some(&mut resp));
+    // The response made after too many restarts is delivered even when vcl_synth asks for
+    // another restart (as Varnish does): the loop vcl_synth -> restart -> vcl_synth ends.
+    let max_restarts = txn.proxy.config.vcl.max_restarts;
+    let exhausted = txn
+        .vcl
+        .as_deref()
+        .is_some_and(|v| v.state.restarts > max_restarts);
+    match verdict {
+        Verdict::Deliver => {}
+        Verdict::Restart if exhausted => {}
+        Verdict::Restart => return Step::Restart,
+        Verdict::Fail(why) => {
+            tracing::warn!(subroutine = m.sub_name(), reason = %why, "VCL failed");
+            return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "vcl-failed");
+        }
+        other => {
+            tracing::warn!(
+                subroutine = m.sub_name(),
+                action = other.as_str(),
+                "unexpected VCL action"
+            );
+            return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "vcl-failed");
+        }
+    }
+    txn.proxy.counters.synth_resp.inc();
+    let body = txn
+        .vcl
+        .as_deref_mut()
+        .and_then(|v| v.state.body.take())
+        .unwrap_or_default();
+    let mut headers = resp.headers;
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    // Varnish 2.x closes the connection after every vcl_error response.
+    if txn.closing() || legacy {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    let body = if txn.head_only {
+        ResponseBody::empty()
+    } else {
+        ResponseBody::full(body)
+    };
+    let mut response = deliver::respond(resp.status, headers, body, "shellac; detail=vcl-synth");
+    if let Some(r) = resp.reason.as_deref().and_then(reason_phrase) {
+        response.extensions_mut().insert(r);
+    }
+    Step::Deliver(response)
+}
+
+/// `return (restart)`: the request runs again from vcl_recv, at most `[vcl] max_restarts`
+/// times (Varnish's `max_restarts`).
+pub(super) fn restart(txn: &mut Txn) -> Step {
+    let max_restarts = txn.proxy.config.vcl.max_restarts;
+    let Some(v) = txn.vcl.as_deref_mut() else {
+        return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "restart");
+    };
+    if v.state.restarts > max_restarts {
+        // Already past the limit (its vcl_synth ran): no subroutine runs again.
+        return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "restart");
+    }
+    v.state.restarts += 1;
+    v.obj = None;
+    v.fetched = None;
+    v.bereq = None;
+    v.synthesized = false;
+    v.is_hitmiss = false;
+    v.is_hitpass = false;
+    v.hit = false;
+    v.state.hash.clear();
+    v.state.body = None;
+    v.state.retries = 0;
+    if v.state.restarts > max_restarts {
+        tracing::warn!(xid = v.state.xid, "too many restarts");
+        // Once more through vcl_synth, which then delivers whatever it returns.
+        return Step::VclSynth(503, Some("Too many restarts".to_string()));
+    }
+    // 4.x: a restart is a new transaction (Varnish's restart takes a new id).
+    if !v.runtime.program.dialect.is_legacy() {
+        v.state.xid = v.runtime.next_xid();
+    }
+    txn.proxy.counters.backend_restart.inc();
+    txn.reset_for_restart();
+    Step::Recv
+}

@@ -1,0 +1,321 @@
+//! What a subroutine reads, one namespace per function: `req.*`, `bereq.*`, `beresp.*`,
+//! `obj.*` (the step's [`Scope`] answers the rest itself, `env.rs`).
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+use super::{Scope, header, proto};
+use crate::vcl::ir::Var;
+use crate::vcl::run::{BackendSel, Env, Value};
+use crate::vcl::vars::Slot;
+
+impl Scope<'_> {
+    /// What a subroutine reads of `req.*` (and what a request shares with its backend request).
+    #[inline]
+    pub(super) fn get_req(&self, var: &Var) -> Value<'_> {
+        let h = var.header.as_ref();
+        match var.slot {
+            Slot::ReqMethod => self
+                .req
+                .as_ref()
+                .map_or(Value::None, |r| Value::str(r.method.as_str())),
+            Slot::ReqUrl => self.req.as_ref().map_or(Value::None, |r| {
+                Value::str(r.uri.path_and_query().map_or("/", |p| p.as_str()))
+            }),
+            Slot::ReqProto => self
+                .req
+                .as_ref()
+                .map_or(Value::None, |r| Value::str(proto(r.version))),
+            Slot::ReqHttp => match (&self.req, h) {
+                (Some(r), Some(h)) => header(&r.headers, h),
+                _ => Value::None,
+            },
+            Slot::ReqHash => Value::None,
+            Slot::ReqBackend => {
+                Value::Backend(self.state.backend.unwrap_or_else(|| self.default_backend()))
+            }
+            Slot::ReqBackendHealthy => Value::Bool(
+                self.healthy(self.state.backend.unwrap_or_else(|| self.default_backend())),
+            ),
+            Slot::ReqRestarts => Value::Int(i64::from(self.state.restarts)),
+            Slot::ReqGrace => Value::Duration(self.state.req_grace.unwrap_or(
+                if self.rt.program.dialect.is_legacy() {
+                    self.rt.default_grace
+                } else {
+                    -1.0
+                },
+            )),
+            Slot::ReqTtl => Value::Duration(self.state.req_ttl.unwrap_or(-1.0)),
+            Slot::ReqHashAlwaysMiss => Value::Bool(self.state.hash_always_miss),
+            Slot::ReqHashIgnoreBusy => Value::Bool(self.state.hash_ignore_busy),
+            Slot::ReqHashIgnoreVary => Value::Bool(self.state.hash_ignore_vary),
+            Slot::ReqCanGzip => Value::Bool(self.req.as_ref().is_some_and(|r| {
+                crate::http::accept_encoding::Accepts::parse(
+                    r.headers
+                        .get_all(header::ACCEPT_ENCODING)
+                        .iter()
+                        .map(http::HeaderValue::as_bytes),
+                )
+                .accepts(crate::http::accept_encoding::Coding::Gzip)
+            })),
+            Slot::ReqEsiLevel => Value::Int(i64::from(
+                self.req
+                    .as_ref()
+                    .and_then(|r| r.extensions.get::<crate::esi::Level>())
+                    .map_or(0, |l| l.0),
+            )),
+            Slot::ReqTime => Value::Time(self.started),
+            Slot::ReqTopUrl => match self.top() {
+                Some(t) => Value::str(&t.url),
+                None => self.get(&Var {
+                    slot: Slot::ReqUrl,
+                    header: None,
+                }),
+            },
+            Slot::ReqTopMethod => match self.top() {
+                Some(t) => Value::str(t.method.as_str()),
+                None => self.get(&Var {
+                    slot: Slot::ReqMethod,
+                    header: None,
+                }),
+            },
+            Slot::ReqTopProto => match self.top() {
+                Some(t) => Value::str(proto(t.version)),
+                None => self.get(&Var {
+                    slot: Slot::ReqProto,
+                    header: None,
+                }),
+            },
+            Slot::ReqTopTime => {
+                Value::Time(self.top().and_then(|t| t.time).unwrap_or(self.started))
+            }
+            Slot::ReqTopHttp => match (self.top(), h) {
+                (Some(t), Some(h)) => header(&t.headers, h),
+                (None, _) => self.get(&Var {
+                    slot: Slot::ReqHttp,
+                    header: var.header.clone(),
+                }),
+                _ => Value::None,
+            },
+            Slot::ReqIsHitmiss | Slot::BereqIsHitmiss => Value::Bool(self.is_hitmiss),
+            Slot::ReqIsHitpass | Slot::BereqIsHitpass => Value::Bool(self.is_hitpass),
+            Slot::ReqTransport => Value::str("HTTP/1"),
+            _ => Value::None,
+        }
+    }
+
+    /// What a subroutine reads of `bereq.*`.
+    #[inline]
+    pub(super) fn get_bereq(&self, var: &Var) -> Value<'_> {
+        let h = var.header.as_ref();
+        match var.slot {
+            Slot::BereqMethod => self
+                .bereq
+                .as_ref()
+                .map_or(Value::None, |b| Value::str(b.method.as_str())),
+            Slot::BereqUrl => self.bereq.as_ref().map_or(Value::None, |b| {
+                Value::str(b.uri.path_and_query().map_or("/", |p| p.as_str()))
+            }),
+            Slot::BereqProto => Value::str("HTTP/1.1"),
+            Slot::BereqHttp => match (&self.bereq, h) {
+                (Some(b), Some(h)) => header(&b.headers, h),
+                _ => Value::None,
+            },
+            Slot::BereqBackend => Value::Backend(
+                self.bereq
+                    .as_ref()
+                    .and_then(|b| b.backend)
+                    .or(self.state.backend)
+                    .unwrap_or_else(|| self.default_backend()),
+            ),
+            Slot::BereqRetries => Value::Int(i64::from(self.state.retries)),
+            Slot::BereqUncacheable => {
+                Value::Bool(self.bereq.as_ref().is_some_and(|b| b.uncacheable))
+            }
+            Slot::BereqIsBgfetch => Value::Bool(self.bereq.as_ref().is_some_and(|b| b.bgfetch)),
+            Slot::BereqRetryConnect => {
+                Value::Bool(self.bereq.as_ref().is_none_or(|b| b.retry_connect))
+            }
+            Slot::BereqConnectTimeout => Value::Duration(
+                self.bereq
+                    .as_ref()
+                    .and_then(|b| b.connect_timeout)
+                    .unwrap_or(self.rt.program.timeouts.connect)
+                    .as_secs_f64(),
+            ),
+            Slot::BereqFirstByteTimeout => Value::Duration(
+                self.bereq
+                    .as_ref()
+                    .and_then(|b| b.first_byte_timeout)
+                    .unwrap_or(self.rt.program.timeouts.first_byte)
+                    .as_secs_f64(),
+            ),
+            Slot::BereqBetweenBytesTimeout => Value::Duration(
+                self.bereq
+                    .as_ref()
+                    .and_then(|b| b.between_bytes_timeout)
+                    .unwrap_or(self.rt.program.timeouts.between_bytes)
+                    .as_secs_f64(),
+            ),
+            Slot::BereqBody => Value::None,
+            _ => Value::None,
+        }
+    }
+
+    /// What a subroutine reads of `beresp.*`.
+    #[inline]
+    pub(super) fn get_beresp(&self, var: &Var) -> Value<'_> {
+        let h = var.header.as_ref();
+        match var.slot {
+            Slot::BerespStatus => self
+                .beresp
+                .as_ref()
+                .map_or(Value::None, |b| Value::Int(i64::from(b.status.as_u16()))),
+            Slot::BerespReason => self
+                .beresp
+                .as_ref()
+                .map_or(Value::None, |b| match &b.reason {
+                    Some(r) => Value::str(r),
+                    None => Value::str(b.status.canonical_reason().unwrap_or("")),
+                }),
+            Slot::BerespProto => Value::str("HTTP/1.1"),
+            Slot::BerespHttp => match (&self.beresp, h) {
+                (Some(b), Some(h)) => header(&b.headers, h),
+                _ => Value::None,
+            },
+            Slot::BerespTtl => Value::Duration(self.beresp.as_ref().map_or(0.0, |b| b.ttl)),
+            Slot::BerespGrace => Value::Duration(self.beresp.as_ref().map_or(0.0, |b| b.grace)),
+            Slot::BerespKeep => Value::Duration(self.beresp.as_ref().map_or(0.0, |b| b.keep)),
+            Slot::BerespUncacheable => {
+                Value::Bool(self.beresp.as_ref().is_some_and(|b| b.uncacheable))
+            }
+            Slot::BerespCacheable => {
+                Value::Bool(self.beresp.as_ref().is_some_and(|b| !b.uncacheable))
+            }
+            Slot::BerespAge => Value::Duration(self.beresp.as_ref().map_or(0.0, |b| b.age)),
+            Slot::BerespBackend => match self.beresp.as_ref().and_then(|b| b.backend.as_deref()) {
+                Some(name) => Value::Backend(self.target_by_name(name)),
+                None => Value::Backend(BackendSel::none()),
+            },
+            Slot::BerespBackendName => {
+                match self.beresp.as_ref().and_then(|b| b.backend.as_deref()) {
+                    Some(name) => Value::str(name),
+                    None => Value::None,
+                }
+            }
+            Slot::BerespWas304 => Value::Bool(self.beresp.as_ref().is_some_and(|b| b.was_304)),
+            Slot::BerespDoStream => Value::Bool(self.beresp.as_ref().is_none_or(|b| b.do_stream)),
+            Slot::BerespDoGzip => {
+                Value::Bool(self.beresp.as_ref().is_some_and(|b| b.fetch.do_gzip))
+            }
+            Slot::BerespDoGunzip => {
+                Value::Bool(self.beresp.as_ref().is_some_and(|b| b.fetch.do_gunzip))
+            }
+            Slot::BerespDoEsi => Value::Bool(self.beresp.as_ref().is_some_and(|b| b.fetch.do_esi)),
+            // Write-only in Varnish 2.1 (the checker refuses a read).
+            Slot::BerespSaintmode => Value::Duration(
+                self.beresp
+                    .as_ref()
+                    .and_then(|b| b.saintmode)
+                    .unwrap_or(0.0),
+            ),
+            Slot::BerespPrefetch => {
+                Value::Duration(self.beresp.as_ref().and_then(|b| b.prefetch).unwrap_or(0.0))
+            }
+            _ => Value::None,
+        }
+    }
+
+    /// What a subroutine reads of `obj.*` and the storage.
+    #[inline]
+    pub(super) fn get_obj(&self, var: &Var) -> Value<'_> {
+        let h = var.header.as_ref();
+        match var.slot {
+            Slot::ObjStatus => self.obj.map_or(Value::None, |(o, _)| {
+                Value::Int(i64::from(o.status.as_u16()))
+            }),
+            Slot::ObjReason => self.obj.map_or(Value::None, |(o, _)| {
+                Value::str(o.status.canonical_reason().unwrap_or(""))
+            }),
+            Slot::ObjProto => Value::str("HTTP/1.1"),
+            Slot::ObjHttp => match (self.obj, h) {
+                (Some((o, _)), Some(h)) => header(o.headers.map(), h),
+                _ => Value::None,
+            },
+            Slot::ObjTtl if self.obj.is_none() => Value::Duration(
+                self.fetched
+                    .map_or(0.0, |f| f.ttl - f.at.elapsed().as_secs_f64()),
+            ),
+            Slot::ObjGrace if self.obj.is_none() => {
+                Value::Duration(self.fetched.map_or(0.0, |f| f.grace))
+            }
+            Slot::ObjKeep if self.obj.is_none() => {
+                Value::Duration(self.fetched.map_or(0.0, |f| f.keep))
+            }
+            Slot::ObjAge if self.obj.is_none() => {
+                Value::Duration(self.fetched.map_or(0.0, |f| f.at.elapsed().as_secs_f64()))
+            }
+            Slot::ObjTtl => self.obj.map_or(Value::Duration(0.0), |(o, _)| {
+                let age = o.age(Instant::now()).as_secs_f64();
+                Value::Duration(
+                    self.obj_edit
+                        .as_ref()
+                        .and_then(|e| e.ttl)
+                        .unwrap_or(o.ttl.get().as_secs_f64() - age),
+                )
+            }),
+            Slot::ObjGrace => self.obj.map_or(Value::Duration(0.0), |(o, _)| {
+                Value::Duration(
+                    self.obj_edit
+                        .as_ref()
+                        .and_then(|e| e.grace)
+                        .unwrap_or(o.grace.get().as_secs_f64()),
+                )
+            }),
+            Slot::ObjKeep => self.obj.map_or(Value::Duration(0.0), |(o, _)| {
+                Value::Duration(
+                    self.obj_edit
+                        .as_ref()
+                        .and_then(|e| e.keep)
+                        .unwrap_or(o.keep.get().as_secs_f64()),
+                )
+            }),
+            Slot::ObjAge => self.obj.map_or(Value::Duration(0.0), |(o, _)| {
+                Value::Duration(o.age(Instant::now()).as_secs_f64())
+            }),
+            Slot::ObjLastuse => Value::Duration(0.0),
+            // Counted at the lookup (`after_hit`), as Varnish counts it: at least 1 on a hit,
+            // 0 for an object just fetched (a miss or a pass).
+            Slot::ObjHits => Value::Int(match self.obj {
+                Some((o, true)) => i64::from(o.hits.load(Relaxed).max(1)),
+                _ => 0,
+            }),
+            Slot::ObjUncacheable => Value::Bool(!self.obj.is_some_and(|(_, hit)| hit)),
+            Slot::ObjStorage => Value::str(match self.obj {
+                Some((o, _)) if o.state.transient() => "Transient",
+                _ => "s0",
+            }),
+            Slot::BerespStorage => match self.beresp.as_ref().and_then(|b| b.storage.as_deref()) {
+                Some(name) => Value::Str(name.to_string().into()),
+                None => Value::None,
+            },
+            // `storage.Transient` reads as Varnish names it; other names as written (the
+            // checker keeps them lower-cased, as field names).
+            Slot::Storage => match var.header.as_ref().map(|h| h.as_str()) {
+                Some("transient") => Value::str("Transient"),
+                Some(name) => Value::Str(name.to_string().into()),
+                None => Value::None,
+            },
+            Slot::ObjCacheable => Value::Bool(
+                self.obj_edit
+                    .as_ref()
+                    .and_then(|e| e.cacheable)
+                    .unwrap_or(true),
+            ),
+            Slot::ObjTime => self.obj.map_or(Value::Time(self.now), |(o, _)| {
+                Value::Time(self.now - o.age(Instant::now()).as_secs_f64())
+            }),
+            _ => Value::None,
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! What a subroutine sets, one namespace per function: `req.*`, `bereq.*`, `beresp.*` (the
+//! step's [`Scope`] sets the rest itself, `env.rs`).
+
+use http::{Method, Version};
+
+use super::{Scope, status, text, uri};
+use crate::vcl::ir::Var;
+use crate::vcl::run::Value;
+use crate::vcl::run::value::to_duration;
+use crate::vcl::vars::Slot;
+
+impl Scope<'_> {
+    /// What a subroutine sets of `req.*` (and what a request shares with its backend request).
+    #[inline]
+    pub(super) fn set_req(&mut self, var: &Var, value: Value<'static>) -> Result<(), String> {
+        let rt = self.rt;
+        match var.slot {
+            Slot::ReqMethod => {
+                if let Some(r) = self.req.as_deref_mut() {
+                    r.method = Method::from_bytes(text(&value, rt).as_bytes())
+                        .map_err(|_| "req.method: not a method".to_string())?;
+                }
+            }
+            Slot::ReqUrl => {
+                if let Some(r) = self.req.as_deref_mut() {
+                    r.uri = uri(&text(&value, rt))?;
+                }
+            }
+            Slot::ReqProto => {
+                if let Some(r) = self.req.as_deref_mut() {
+                    r.version = match text(&value, rt).as_str() {
+                        "HTTP/1.0" => Version::HTTP_10,
+                        "HTTP/1.1" => Version::HTTP_11,
+                        // A later HTTP/1 minor version is HTTP/1.1 (RFC 9110 §2.5), as the
+                        // request parser reads one.
+                        later
+                            if later.len() == 8
+                                && later.starts_with("HTTP/1.")
+                                && later.as_bytes()[7].is_ascii_digit() =>
+                        {
+                            Version::HTTP_11
+                        }
+                        other => {
+                            return Err(format!(
+                                "req.proto: {other} is not HTTP/1.0 or HTTP/1.1 (or a later HTTP/1 minor version)"
+                            ));
+                        }
+                    };
+                }
+            }
+            Slot::ReqBackend => {
+                if let Value::Backend(b) = value {
+                    self.state.backend = Some(b);
+                }
+            }
+            Slot::ReqGrace => self.state.req_grace = Some(value.number()),
+            Slot::ReqTtl => self.state.req_ttl = Some(value.number()),
+            // At least a millisecond: the session's clocks count in milliseconds.
+            Slot::SessTimeoutIdle => self.state.sess_idle = Some(Some(value.number().max(0.001))),
+            Slot::ReqHashAlwaysMiss => self.state.hash_always_miss = value.truth(),
+            Slot::ReqHashIgnoreBusy => self.state.hash_ignore_busy = value.truth(),
+            Slot::ReqHashIgnoreVary => self.state.hash_ignore_vary = value.truth(),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// What a subroutine sets of `bereq.*`.
+    #[inline]
+    pub(super) fn set_bereq(&mut self, var: &Var, value: Value<'static>) -> Result<(), String> {
+        let rt = self.rt;
+        match var.slot {
+            Slot::BereqMethod => {
+                if let Some(b) = self.bereq.as_deref_mut() {
+                    b.method = Method::from_bytes(text(&value, rt).as_bytes())
+                        .map_err(|_| "bereq.method: not a method".to_string())?;
+                }
+            }
+            Slot::BereqUrl => {
+                if let Some(b) = self.bereq.as_deref_mut() {
+                    b.uri = uri(&text(&value, rt))?;
+                }
+            }
+            Slot::BereqBackend => {
+                if let (Some(b), Value::Backend(sel)) = (self.bereq.as_deref_mut(), value) {
+                    b.backend = Some(sel);
+                }
+            }
+            Slot::BereqConnectTimeout => {
+                if let Some(b) = self.bereq.as_deref_mut() {
+                    b.connect_timeout = Some(to_duration(value.number()));
+                }
+            }
+            Slot::BereqRetryConnect => {
+                if let Some(b) = self.bereq.as_deref_mut() {
+                    b.retry_connect = value.truth();
+                }
+            }
+            Slot::BereqFirstByteTimeout => {
+                if let Some(b) = self.bereq.as_deref_mut() {
+                    b.first_byte_timeout = Some(to_duration(value.number()));
+                }
+            }
+            Slot::BereqBetweenBytesTimeout => {
+                if let Some(b) = self.bereq.as_deref_mut() {
+                    b.between_bytes_timeout = Some(to_duration(value.number()));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// What a subroutine sets of `beresp.*`.
+    #[inline]
+    pub(super) fn set_beresp(&mut self, var: &Var, value: Value<'static>) -> Result<(), String> {
+        let rt = self.rt;
+        match var.slot {
+            Slot::BerespStatus => {
+                if let Some(b) = self.beresp.as_deref_mut() {
+                    b.status = status(value.int())?;
+                }
+            }
+            Slot::BerespReason => {
+                if let Some(b) = self.beresp.as_deref_mut() {
+                    b.reason = Some(text(&value, rt));
+                }
+            }
+            Slot::BerespTtl => {
+                if let Some(b) = self.beresp.as_deref_mut() {
+                    b.ttl = value.number();
+                }
+            }
+            Slot::BerespGrace => {
+                if let Some(b) = self.beresp.as_deref_mut() {
+                    b.grace = value.number();
+                }
+            }
+            Slot::BerespKeep => {
+                if let Some(b) = self.beresp.as_deref_mut() {
+                    b.keep = value.number();
+                }
+            }
+            Slot::BerespUncacheable => {
+                // As Varnish: once uncacheable, always (clearing it is ignored).
+                if let Some(b) = self.beresp.as_deref_mut() {
+                    b.uncacheable |= value.truth();
+                }
+            }
+            Slot::BerespCacheable => {
+                if let Some(b) = self.beresp.as_deref_mut() {
+                    b.uncacheable = !value.truth();
+                }
+            }
+            Slot::BerespDoStream => {
+                if let Some(b) = self.beresp.as_deref_mut() {
+                    b.do_stream = value.truth();
+                }
+            }
+            Slot::BerespDoGzip => {
+                if let Some(b) = self.beresp.as_deref_mut() {
+                    super::super::filters::check_fetch_switch(&b.fetch, "do_gzip")?;
+                    b.fetch.do_gzip = value.truth();
+                }
+            }
+            Slot::BerespDoGunzip => {
+                if let Some(b) = self.beresp.as_deref_mut() {
+                    super::super::filters::check_fetch_switch(&b.fetch, "do_gunzip")?;
+                    b.fetch.do_gunzip = value.truth();
+                }
+            }
+            Slot::BerespFilters => {
+                if let Some(b) = self.beresp.as_deref_mut() {
+                    super::super::filters::set_fetch(&b.headers, &mut b.fetch, text(&value, rt))?;
+                }
+            }
+            Slot::RespFilters => {
+                if let Some(r) = self.resp.as_deref_mut() {
+                    let esi = super::super::filters::set_deliver(
+                        &mut r.deliver,
+                        &r.headers,
+                        text(&value, rt),
+                    )?;
+                    self.state.esi_off = !esi;
+                }
+            }
+            Slot::BerespStorage => {
+                if let Some(b) = self.beresp.as_deref_mut() {
+                    b.storage = match value {
+                        Value::None => None,
+                        v => Some(text(&v, rt)),
+                    };
+                }
+            }
+            Slot::BerespPrefetch => {
+                if let Some(b) = self.beresp.as_deref_mut() {
+                    b.prefetch = Some(value.number());
+                }
+            }
+            Slot::BerespDoEsi => {
+                if let Some(b) = self.beresp.as_deref_mut() {
+                    super::super::filters::check_fetch_switch(&b.fetch, "do_esi")?;
+                    b.fetch.do_esi = value.truth();
+                }
+            }
+            // Varnish: only the client's own request turns its page's assembly off; an
+            // include's setting is ignored (trunk e00016).
+            _ => {}
+        }
+        Ok(())
+    }
+}
