@@ -22,15 +22,6 @@ const UPWARD: &[(&str, &str, &str)] = &[];
 /// Sink).
 const CIRCLES: &[(&str, &[&str], &str)] = &[
     (
-        "backend",
-        &[
-            "body", "conn", "fastcgi", "files", "h2", "http1", "kind", "mux", "origin", "self",
-        ],
-        "mod.rs holds `Backend` (health, limits, counters) that every origin kind uses and that \
-        calls the kinds (`kind.rs`); body.rs names the files body; to cut, `Backend`'s shared \
-        parts into their own file",
-    ),
-    (
         "config",
         &[
             "acme",

@@ -18,7 +18,7 @@ use std::task::{Context, Poll, ready};
 use hyper::client::conn::http1::SendRequest;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::RequestBody;
+use super::request_body::RequestBody;
 
 /// A pooled backend connection.
 pub(crate) struct Conn {

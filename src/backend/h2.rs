@@ -8,9 +8,12 @@ use std::time::{Duration, Instant};
 use http::{Request, Response};
 use hyper_util::rt::TokioIo;
 
+use super::endpoint::Endpoint;
+use super::error::FetchError;
 use super::mux::{Mux, Slot};
-use super::origin::{Origin, Release, Source};
-use super::{Backend, FetchError, RequestBody};
+use super::origin::Origin;
+use super::request_body::RequestBody;
+use super::source::{Release, Source};
 
 /// HTTP/2 to one backend: its multiplexed connections.
 pub(crate) struct H2 {
@@ -29,21 +32,21 @@ impl H2 {
 
     /// Opens an HTTP/2 connection (TCP with prior knowledge, or TLS with ALPN `h2`) and adds
     /// it to the mux; its task closes it after `idle_timeout` without a request.
-    async fn connect(&self, backend: &Backend, timeout: Duration) -> Result<Slot, FetchError> {
-        let name = &backend.config.name;
-        let stream = backend.open_transport(timeout).await?;
+    async fn connect(&self, endpoint: &Endpoint, timeout: Duration) -> Result<Slot, FetchError> {
+        let name = &endpoint.config.name;
+        let stream = endpoint.open_transport(timeout).await?;
         let (sender, conn) =
             hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
                 .max_header_list_size(u32::try_from(self.max_response_head).unwrap_or(u32::MAX))
                 .handshake(TokioIo::new(stream))
                 .await
                 .map_err(|e| FetchError::Failed(name.clone(), e.into()))?;
-        backend.counters.backend_conn.inc();
-        backend.counters.backend_h2_conn.inc();
-        backend.stats.conn.inc();
+        endpoint.counters.backend_conn.inc();
+        endpoint.counters.backend_h2_conn.inc();
+        endpoint.stats.conn.inc();
         let (slot, busy) = self.mux.add(sender);
         let name = name.clone();
-        let idle = backend.config.idle_timeout.0;
+        let idle = endpoint.config.idle_timeout.0;
         tokio::spawn(async move {
             let conn = std::pin::pin!(conn);
             let mut conn = conn;
@@ -80,7 +83,7 @@ impl Origin for H2 {
     /// A stream slot on a shared connection; a new connection when every one is full.
     async fn connection(
         &self,
-        backend: &Arc<Backend>,
+        endpoint: &Arc<Endpoint>,
         connect: Duration,
         _fresh: bool,
     ) -> Result<(Slot, bool), FetchError> {
@@ -91,17 +94,17 @@ impl Origin for H2 {
         let _opening = self.mux.opening.lock().await;
         match self.mux.take() {
             Some(slot) => Ok((slot, true)),
-            None => Ok((self.connect(backend, connect).await?, false)),
+            None => Ok((self.connect(endpoint, connect).await?, false)),
         }
     }
 
     async fn request(
         &self,
-        backend: &Arc<Backend>,
+        endpoint: &Arc<Endpoint>,
         slot: Slot,
         req: Request<RequestBody>,
     ) -> Result<Response<Source>, FetchError> {
-        let req = h2_form(backend, req);
+        let req = h2_form(endpoint, req);
         let mut sender = slot.sender();
         let sent = async {
             sender.ready().await?;
@@ -109,7 +112,7 @@ impl Origin for H2 {
         };
         let resp = sent
             .await
-            .map_err(|e| FetchError::Failed(backend.config.name.clone(), e.into()))?;
+            .map_err(|e| FetchError::Failed(endpoint.config.name.clone(), e.into()))?;
         Ok(resp.map(|body| Source::Hyper {
             body,
             release: Release::Slot { _held: slot },
@@ -124,14 +127,14 @@ impl Origin for H2 {
 
     /// The probe's request (its first line's method and target, its field lines) sent as an
     /// HTTP/2 request on a connection of its own.
-    async fn probe(&self, backend: &Backend, request: &[u8]) -> Result<u16, String> {
-        let stream = backend.probe_transport().await?;
+    async fn probe(&self, endpoint: &Endpoint, request: &[u8]) -> Result<u16, String> {
+        let stream = endpoint.probe_transport().await?;
         let text = String::from_utf8_lossy(request);
         let mut lines = text.split("\r\n");
         let mut first = lines.next().unwrap_or("").split(' ');
         let method = first.next().unwrap_or("GET");
         let target = first.next().unwrap_or("/");
-        let mut authority = backend.host_header();
+        let mut authority = endpoint.host_header();
         let mut fields = Vec::new();
         for line in lines.take_while(|l| !l.is_empty()) {
             let Some((name, value)) = line.split_once(':') else {
@@ -146,7 +149,7 @@ impl Origin for H2 {
         }
         let mut req = http::Request::builder()
             .method(method)
-            .uri(format!("{}://{authority}{target}", scheme(backend)))
+            .uri(format!("{}://{authority}{target}", scheme(endpoint)))
             .version(http::Version::HTTP_2);
         for (name, value) in &fields {
             req = req.header(name.as_str(), value.as_str());
@@ -174,8 +177,8 @@ impl Origin for H2 {
     }
 }
 
-fn scheme(backend: &Backend) -> &'static str {
-    if backend.config.tls.is_some() {
+fn scheme(endpoint: &Endpoint) -> &'static str {
+    if endpoint.config.tls.is_some() {
         "https"
     } else {
         "http"
@@ -185,18 +188,18 @@ fn scheme(backend: &Backend) -> &'static str {
 /// The HTTP/1.1-shaped backend request in HTTP/2's form: the target absolute (its authority
 /// the request's `Host`, which becomes `:authority`), version 2, no field that is
 /// connection-specific in HTTP/2.
-fn h2_form(backend: &Backend, mut req: Request<RequestBody>) -> Request<RequestBody> {
+fn h2_form(endpoint: &Endpoint, mut req: Request<RequestBody>) -> Request<RequestBody> {
     let authority = req
         .headers_mut()
         .remove(http::header::HOST)
         .and_then(|h| h.to_str().ok().map(str::to_owned))
-        .unwrap_or_else(|| backend.host_header());
+        .unwrap_or_else(|| endpoint.host_header());
     let path = req
         .uri()
         .path_and_query()
         .map_or("/", |p| p.as_str())
         .to_owned();
-    if let Ok(uri) = format!("{}://{authority}{path}", scheme(backend)).parse() {
+    if let Ok(uri) = format!("{}://{authority}{path}", scheme(endpoint)).parse() {
         *req.uri_mut() = uri;
     }
     *req.version_mut() = http::Version::HTTP_2;

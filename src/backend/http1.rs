@@ -5,9 +5,8 @@
 //! HTTP/1.1.
 
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use http::{Request, Response, StatusCode};
 use hyper::client::conn::http1;
@@ -15,20 +14,19 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::conn::{self, Conn, HeadLimited};
-use super::origin::{Origin, Release, Source};
-use super::{Backend, FetchError, RequestBody};
+use super::endpoint::Endpoint;
+use super::error::FetchError;
+use super::idle::KeepAlive;
+use super::origin::Origin;
+use super::request_body::RequestBody;
+use super::source::{Release, Source};
 
 /// Longest status line read from a probe response.
 const MAX_STATUS_LINE: usize = 1024;
 
-struct Idle {
-    conn: Conn,
-    since: Instant,
-}
-
 /// HTTP/1.1 to one backend: its idle connections.
 pub(crate) struct Http1 {
-    idle: Mutex<Vec<Idle>>,
+    idle: Arc<KeepAlive>,
     /// `server.max_response_header_size`: every response head is held to it exactly
     /// (`conn::HeadLimited`, 502 beyond it); also hyper's read buffer bound.
     max_response_head: usize,
@@ -46,56 +44,22 @@ impl Http1 {
         max_response_field: usize,
     ) -> Http1 {
         Http1 {
-            idle: Mutex::new(Vec::new()),
+            idle: Arc::default(),
             max_response_head,
             max_response_fields,
             max_response_field,
         }
     }
 
-    /// Takes a usable idle connection (LIFO: the warmest one), dropping stale ones.
-    async fn checkout(&self, backend: &Backend) -> Option<Conn> {
-        loop {
-            let idle = self.idle.lock().ok()?.pop()?;
-            if idle.since.elapsed() > backend.config.idle_timeout.0 || idle.conn.sender.is_closed()
-            {
-                continue;
-            }
-            let mut conn = idle.conn;
-            // The connection task may still be finishing the previous exchange.
-            match tokio::time::timeout(Duration::from_millis(100), conn.sender.ready()).await {
-                Ok(Ok(())) => return Some(conn),
-                _ => continue,
-            }
-        }
-    }
-
-    /// Returns a connection whose last response was read to the end.
-    pub(crate) fn checkin(&self, backend: &Backend, conn: Conn) {
-        if conn.sender.is_closed() {
-            return;
-        }
-        if let Ok(mut idle) = self.idle.lock() {
-            let now = Instant::now();
-            let max_idle = backend.config.idle_timeout.0;
-            idle.retain(|i| now.duration_since(i.since) < max_idle && !i.conn.sender.is_closed());
-            if idle.len() < backend.config.max_idle {
-                idle.push(Idle { conn, since: now });
-                backend.counters.backend_recycle.inc();
-                backend.stats.recycle.inc();
-            }
-        }
-    }
-
     /// A new connection; `client`: whom its PROXY protocol header names (`proxy_protocol`).
     pub(super) async fn connect(
         &self,
-        backend: &Backend,
+        endpoint: &Endpoint,
         timeout: Duration,
         client: Option<std::net::SocketAddr>,
     ) -> Result<Conn, FetchError> {
-        let name = &backend.config.name;
-        let stream = backend.open_transport_for(timeout, client).await?;
+        let name = &endpoint.config.name;
+        let stream = endpoint.open_transport_for(timeout, client).await?;
         let watch = Arc::new(AtomicBool::new(false));
         let stream = HeadLimited::new(
             stream,
@@ -114,8 +78,8 @@ impl Http1 {
             .handshake(TokioIo::new(stream))
             .await
             .map_err(|e| FetchError::Failed(name.clone(), e.into()))?;
-        backend.counters.backend_conn.inc();
-        backend.stats.conn.inc();
+        endpoint.counters.backend_conn.inc();
+        endpoint.stats.conn.inc();
         let name = name.clone();
         tokio::spawn(async move {
             if let Err(e) = conn.with_upgrades().await {
@@ -135,44 +99,48 @@ impl Origin for Http1 {
 
     async fn connection(
         &self,
-        backend: &Arc<Backend>,
+        endpoint: &Arc<Endpoint>,
         connect: Duration,
         fresh: bool,
     ) -> Result<(Conn, bool), FetchError> {
-        if !fresh && let Some(conn) = self.checkout(backend).await {
+        if !fresh && let Some(conn) = self.idle.checkout(endpoint).await {
             return Ok((conn, true));
         }
-        Ok((self.connect(backend, connect, None).await?, false))
+        Ok((self.connect(endpoint, connect, None).await?, false))
     }
 
     async fn request(
         &self,
-        backend: &Arc<Backend>,
+        endpoint: &Arc<Endpoint>,
         mut conn: Conn,
         req: Request<RequestBody>,
     ) -> Result<Response<Source>, FetchError> {
         conn.expect_head();
         let resp = conn.sender.send_request(req).await.map_err(|e| {
             if let Some(what) = conn::head_too_large(&e) {
-                FetchError::Invalid(backend.config.name.clone(), what)
+                FetchError::Invalid(endpoint.config.name.clone(), what)
             } else if e.is_parse_too_large() {
                 // Not the byte limit (`HeadLimited` holds heads to it before hyper's larger
                 // buffer fills): more field lines than hyper's table.
                 FetchError::Invalid(
-                    backend.config.name.clone(),
+                    endpoint.config.name.clone(),
                     "response head with more fields than max_response_headers",
                 )
             } else {
-                FetchError::Failed(backend.config.name.clone(), e.into())
+                FetchError::Failed(endpoint.config.name.clone(), e.into())
             }
         })?;
         // A connection that switched protocols belongs to the tunnel, never to the pool; one
         // whose PROXY protocol header named a client serves no other.
-        let keep = backend.config.max_idle > 0
-            && backend.config.proxy_protocol.is_none()
+        let keep = endpoint.config.max_idle > 0
+            && endpoint.config.proxy_protocol.is_none()
             && resp.status() != StatusCode::SWITCHING_PROTOCOLS;
         let release = if keep {
-            Release::Pool(backend.clone(), conn)
+            Release::Pool {
+                pool: self.idle.clone(),
+                endpoint: endpoint.clone(),
+                conn,
+            }
         } else {
             Release::Nothing
         };
@@ -184,8 +152,8 @@ impl Origin for Http1 {
     }
 
     /// Connect, send the request text, read the status line.
-    async fn probe(&self, backend: &Backend, request: &[u8]) -> Result<u16, String> {
-        let mut stream = backend.probe_transport().await?;
+    async fn probe(&self, endpoint: &Endpoint, request: &[u8]) -> Result<u16, String> {
+        let mut stream = endpoint.probe_transport().await?;
         stream
             .write_all(request)
             .await
@@ -209,7 +177,7 @@ impl Origin for Http1 {
     }
 
     fn idle(&self) -> usize {
-        self.idle.lock().map(|i| i.len()).unwrap_or(0)
+        self.idle.len()
     }
 }
 

@@ -6,12 +6,15 @@ use std::time::Duration;
 
 use http::{Request, Response};
 
+use super::endpoint::Endpoint;
+use super::error::FetchError;
 use super::fastcgi::FastCgi;
 use super::files::FilesKind;
 use super::h2::H2;
 use super::http1::Http1;
-use super::origin::{Origin, Source};
-use super::{Backend, FetchError, RequestBody};
+use super::origin::Origin;
+use super::request_body::RequestBody;
+use super::source::Source;
 use crate::config::{BackendConfig, BackendProtocol};
 
 /// The kind a backend is, chosen once from its configuration. An enum, not a trait object:
@@ -63,25 +66,25 @@ impl Kind {
 
     pub(crate) async fn connection(
         &self,
-        backend: &Arc<Backend>,
+        endpoint: &Arc<Endpoint>,
         connect: Duration,
         fresh: bool,
     ) -> Result<(Conn, bool), FetchError> {
         match self {
             Kind::Http1(k) => k
-                .connection(backend, connect, fresh)
+                .connection(endpoint, connect, fresh)
                 .await
                 .map(|(c, r)| (Conn::Http1(c), r)),
             Kind::H2(k) => k
-                .connection(backend, connect, fresh)
+                .connection(endpoint, connect, fresh)
                 .await
                 .map(|(c, r)| (Conn::H2(c), r)),
             Kind::Files(k) => k
-                .connection(backend, connect, fresh)
+                .connection(endpoint, connect, fresh)
                 .await
                 .map(|((), r)| (Conn::Files, r)),
             Kind::FastCgi(k) => k
-                .connection(backend, connect, fresh)
+                .connection(endpoint, connect, fresh)
                 .await
                 .map(|(c, r)| (Conn::FastCgi(c), r)),
         }
@@ -91,14 +94,14 @@ impl Kind {
     /// (`[[backend]] proxy_protocol`, which only HTTP/1.1 backends accept).
     pub(crate) async fn proxied(
         &self,
-        backend: &Arc<Backend>,
+        endpoint: &Arc<Endpoint>,
         connect: Duration,
         client: Option<std::net::SocketAddr>,
     ) -> Result<Conn, FetchError> {
         match self {
-            Kind::Http1(k) => k.connect(backend, connect, client).await.map(Conn::Http1),
+            Kind::Http1(k) => k.connect(endpoint, connect, client).await.map(Conn::Http1),
             Kind::H2(_) | Kind::Files(_) | Kind::FastCgi(_) => Err(FetchError::Invalid(
-                backend.config.name.clone(),
+                endpoint.config.name.clone(),
                 "proxy_protocol on a backend that is not HTTP/1.1",
             )),
         }
@@ -106,15 +109,15 @@ impl Kind {
 
     pub(crate) async fn request(
         &self,
-        backend: &Arc<Backend>,
+        endpoint: &Arc<Endpoint>,
         conn: Conn,
         req: Request<RequestBody>,
     ) -> Result<Response<Source>, FetchError> {
         match (self, conn) {
-            (Kind::Http1(k), Conn::Http1(c)) => k.request(backend, c, req).await,
-            (Kind::H2(k), Conn::H2(c)) => k.request(backend, c, req).await,
-            (Kind::Files(k), Conn::Files) => k.request(backend, (), req).await,
-            (Kind::FastCgi(k), Conn::FastCgi(c)) => k.request(backend, c, req).await,
+            (Kind::Http1(k), Conn::Http1(c)) => k.request(endpoint, c, req).await,
+            (Kind::H2(k), Conn::H2(c)) => k.request(endpoint, c, req).await,
+            (Kind::Files(k), Conn::Files) => k.request(endpoint, (), req).await,
+            (Kind::FastCgi(k), Conn::FastCgi(c)) => k.request(endpoint, c, req).await,
             _ => unreachable!("a connection is only handed to the kind that opened it"),
         }
     }
@@ -128,12 +131,12 @@ impl Kind {
         }
     }
 
-    pub(crate) async fn probe(&self, backend: &Backend, request: &[u8]) -> Result<u16, String> {
+    pub(crate) async fn probe(&self, endpoint: &Endpoint, request: &[u8]) -> Result<u16, String> {
         match self {
-            Kind::Http1(k) => k.probe(backend, request).await,
-            Kind::H2(k) => k.probe(backend, request).await,
-            Kind::Files(k) => k.probe(backend, request).await,
-            Kind::FastCgi(k) => k.probe(backend, request).await,
+            Kind::Http1(k) => k.probe(endpoint, request).await,
+            Kind::H2(k) => k.probe(endpoint, request).await,
+            Kind::Files(k) => k.probe(endpoint, request).await,
+            Kind::FastCgi(k) => k.probe(endpoint, request).await,
         }
     }
 
@@ -143,14 +146,6 @@ impl Kind {
             Kind::H2(k) => k.idle(),
             Kind::Files(k) => k.idle(),
             Kind::FastCgi(k) => k.idle(),
-        }
-    }
-
-    /// The HTTP/1.1 kind, whose pool a finished body's connection goes back to.
-    pub(crate) fn http1(&self) -> Option<&Http1> {
-        match self {
-            Kind::Http1(k) => Some(k),
-            Kind::H2(_) | Kind::Files(_) | Kind::FastCgi(_) => None,
         }
     }
 

@@ -1,7 +1,13 @@
 //! Backends: one origin each, of one kind (`origin.rs`: HTTP/1.1, HTTP/2, static files,
-//! FastCGI), with what every
-//! kind shares around it: a connection limit with a bounded queue, health state, counters, the
-//! fetch timeouts (connect, first byte, between bytes) and the retry on a stale connection.
+//! FastCGI), with what every kind shares around it: a connection limit with a bounded queue
+//! (`limit.rs`), health state, counters and the connector (`endpoint.rs`), the fetch timeouts
+//! (connect, first byte, between bytes) and the retry on a stale connection (here).
+//!
+//! Inside the module the files point down: `Backend` (this file) → `kind.rs` → the kinds
+//! (`http1.rs`, `h2.rs`, `files/`, `fastcgi/`) → `origin.rs` (their interface) → what every
+//! kind shares (`endpoint.rs`, `source.rs`, `request_body.rs`, `error.rs`, `extensions.rs`).
+//! A kind never sees `Backend`; `body.rs` (the response body) holds a `limit::Lease` and gives
+//! an HTTP/1.1 connection back to the kind's pool (`idle.rs`), not to `Backend`.
 //!
 //! Architecture invariant: only this module opens connections to origins.
 
@@ -9,183 +15,66 @@ mod body;
 mod conn;
 pub(crate) mod connector;
 pub mod director;
+mod endpoint;
+mod error;
+mod extensions;
 mod fastcgi;
 mod files;
+mod framing;
 mod h2;
 pub mod health;
 mod http1;
+mod idle;
 mod kind;
+mod limit;
 mod mux;
 mod origin;
+mod pace;
 pub mod probe;
+mod request_body;
 pub mod saint;
+mod source;
 
-use std::net::SocketAddr;
+use std::ops::Deref;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use http::{Request, Response, StatusCode};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use http::{Request, Response};
 
-pub use body::{BackendBody, BodyOutcome, BodyPace, BodyTooLarge, BodyTooSlow, RequestBody};
+pub use body::BackendBody;
+pub use endpoint::Endpoint;
+pub use error::{BoxError, FetchError};
+pub use extensions::{ClientInfo, DocRoot, NoConnectRetry, RequestTimeouts};
 pub(crate) use files::TryNext;
 pub(crate) use files::zero_copy::{Region, Regions, ZeroCopy, placeholder_offset};
-use health::Health;
-pub use origin::{BoxError, BoxStream};
+pub use framing::check_response;
+pub use pace::{BodyOutcome, BodyPace, BodyTooLarge, BodyTooSlow};
+pub use request_body::RequestBody;
+pub use source::BoxStream;
 
-use crate::config::{BackendConfig, Config, ProbeConfig, ProbeRef};
+use crate::config::{BackendConfig, Config, ProbeRef};
 use crate::stats::{BackendCounters, Counters};
 
-/// Why a backend fetch failed; decides the status Shellac answers with and whether another
-/// backend may be tried.
-#[derive(Debug, thiserror::Error)]
-pub enum FetchError {
-    #[error("connection to backend {0} failed: {1}")]
-    Connect(String, std::io::Error),
-    #[error("connection to backend {0} timed out")]
-    ConnectTimeout(String),
-    #[error("backend {0} is at max_connections and its queue is full")]
-    Busy(String),
-    #[error("backend {0} sent no response within first_byte_timeout")]
-    FirstByteTimeout(String),
-    #[error("backend {0} failed: {1}")]
-    Failed(String, BoxError),
-    #[error("backend {0} sent an invalid response: {1}")]
-    Invalid(String, &'static str),
-}
-
-impl FetchError {
-    /// 503 when the backend is unreachable or busy, 504 when it is too slow, 502 when it
-    /// misbehaves.
-    pub fn status(&self) -> StatusCode {
-        match self {
-            FetchError::Connect(..) | FetchError::ConnectTimeout(_) | FetchError::Busy(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-            FetchError::FirstByteTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
-            FetchError::Failed(..) | FetchError::Invalid(..) => StatusCode::BAD_GATEWAY,
-        }
-    }
-
-    /// Word for `Cache-Status` detail and logs.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            FetchError::Connect(..) => "backend-connect-failed",
-            FetchError::ConnectTimeout(_) => "backend-connect-timeout",
-            FetchError::Busy(_) => "backend-busy",
-            FetchError::FirstByteTimeout(_) => "backend-first-byte-timeout",
-            FetchError::Failed(..) => "backend-error",
-            FetchError::Invalid(..) => "backend-invalid-response",
-        }
-    }
-
-    /// True when the backend certainly did not start answering, so an idempotent request may
-    /// be tried on another backend.
-    pub fn before_response(&self) -> bool {
-        match self {
-            FetchError::Connect(..) | FetchError::ConnectTimeout(_) | FetchError::Busy(_) => true,
-            FetchError::FirstByteTimeout(_) | FetchError::Invalid(..) => false,
-            FetchError::Failed(_, e) => is_stale_connection(&**e),
-        }
-    }
-}
-
-/// Timeouts of one backend request that replace the backend's own (VCL's
-/// `bereq.connect_timeout`, `bereq.first_byte_timeout`, `bereq.between_bytes_timeout`).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct RequestTimeouts {
-    pub connect: Option<Duration>,
-    pub first_byte: Option<Duration>,
-    pub between_bytes: Option<Duration>,
-}
-
-/// VCL's `bereq.retry_connect = false`, in a backend request's extensions: a request that
-/// fails on a reused connection is not tried again on a new one.
-#[derive(Clone, Copy, Debug)]
-pub struct NoConnectRetry;
-
-/// Who asked, in a backend request's extensions (put there by the proxy): what a FastCGI
-/// application reads as REMOTE_ADDR, HTTPS, SERVER_ADDR and SERVER_PROTOCOL.
-#[derive(Clone, Copy, Debug)]
-pub struct ClientInfo {
-    /// The client (after trusted proxies).
-    pub addr: SocketAddr,
-    /// The request came over TLS.
-    pub https: bool,
-    /// The address the connection was accepted on, when the session knows it.
-    pub local: Option<SocketAddr>,
-    /// "HTTP/1.1", "HTTP/2.0", "HTTP/1.0".
-    pub protocol: &'static str,
-}
-
-/// A site's document root (`[[site]] root`), in a backend request's extensions: what a
-/// `files` or `fastcgi` backend serves or runs scripts from instead of its own `root`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DocRoot {
-    /// The root as configured, without a trailing `/` (DOCUMENT_ROOT).
-    pub written: Arc<str>,
-    /// Its real path (links resolved; as written when it cannot be resolved): what
-    /// containment checks compare with.
-    pub real: Arc<std::path::Path>,
-}
-
-impl DocRoot {
-    /// The root `path` as a request carries it (resolves links: blocking, at configuration).
-    pub fn new(path: &std::path::Path) -> DocRoot {
-        let written = path.to_string_lossy().trim_end_matches('/').to_string();
-        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        DocRoot {
-            written: written.into(),
-            real: real.into(),
-        }
-    }
-}
-
-/// One origin server, its pool, limit and health.
+/// One origin server: what every kind shares (its [`Endpoint`], which `Backend` derefs to:
+/// `backend.config`, `backend.health`, `backend.stats`), its limit and its kind.
 pub struct Backend {
-    pub config: BackendConfig,
-    pub probe: Option<ProbeConfig>,
-    pub health: Health,
-    /// Objects VCL's saint mode holds this backend off for (`saint.rs`).
-    pub saint: saint::Saint,
-    pub stats: BackendCounters,
-    pub(crate) counters: Arc<Counters>,
-    tcp_nodelay: bool,
-    /// TCP or TLS (`connector.rs`).
-    pub(crate) connector: connector::Connector,
+    endpoint: Arc<Endpoint>,
     /// `server.max_response_header_size` (the kinds hold responses to it).
     max_response_head: usize,
     /// `server.max_response_headers` (HTTP/1.1: hyper's table; checked here for every kind).
     max_response_fields: usize,
     /// `server.max_response_field_size` (HTTP/1.1: `HeadLimited` holds each field line to it).
     max_response_field: usize,
-    limit: Option<Arc<Semaphore>>,
-    queued: AtomicUsize,
-    in_flight: AtomicI64,
+    limit: Arc<limit::Limit>,
     /// What the origin is and how it is spoken to (`origin.rs`).
     kind: kind::Kind,
 }
 
-/// Held while a request is in flight on a backend: the connection-limit permit and the
-/// in-flight gauge. Released when the response body is finished or dropped.
-pub(crate) struct Lease {
-    backend: Arc<Backend>,
-    _permit: Option<OwnedSemaphorePermit>,
-}
+impl Deref for Backend {
+    type Target = Endpoint;
 
-impl Drop for Lease {
-    fn drop(&mut self) {
-        self.backend.in_flight.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// One request waiting for a connection slot, counted in `Backend::queued` while it lives.
-struct InQueue<'a>(&'a AtomicUsize);
-
-impl Drop for InQueue<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+    fn deref(&self) -> &Endpoint {
+        &self.endpoint
     }
 }
 
@@ -200,31 +89,26 @@ impl Backend {
             max_response_fields,
             max_response_field,
         );
-        let probe = match &config.probe {
-            Some(ProbeRef::Inline(p)) => Some(p.clone()),
-            Some(ProbeRef::Named(name)) => whole.probes.iter().find(|p| &p.name == name).cloned(),
-            None => None,
-        };
+        let probe = probe_of(&config, whole);
         Arc::new(Backend {
-            tcp_nodelay: config.tcp_nodelay.unwrap_or(whole.server.tcp_nodelay),
-            connector: connector::Connector::for_backend(&config, kind.alpn()),
+            limit: Arc::new(limit::Limit::new(config.max_connections)),
+            endpoint: Arc::new(Endpoint {
+                tcp_nodelay: config.tcp_nodelay.unwrap_or(whole.server.tcp_nodelay),
+                connector: connector::Connector::for_backend(&config, kind.alpn()),
+                health: health::Health::new(
+                    probe.as_ref(),
+                    config.passive_failures,
+                    config.passive_cooldown.0,
+                ),
+                saint: saint::Saint::default(),
+                probe,
+                stats: BackendCounters::default(),
+                counters,
+                config,
+            }),
             max_response_head,
             max_response_fields,
             max_response_field,
-            health: Health::new(
-                probe.as_ref(),
-                config.passive_failures,
-                config.passive_cooldown.0,
-            ),
-            saint: saint::Saint::default(),
-            limit: (config.max_connections > 0)
-                .then(|| Arc::new(Semaphore::new(config.max_connections))),
-            probe,
-            config,
-            stats: BackendCounters::default(),
-            counters,
-            queued: AtomicUsize::new(0),
-            in_flight: AtomicI64::new(0),
             kind,
         })
     }
@@ -239,11 +123,7 @@ impl Backend {
             weight: self.config.weight,
             ..config.clone()
         };
-        let probe = match &config.probe {
-            Some(ProbeRef::Inline(p)) => Some(p.clone()),
-            Some(ProbeRef::Named(name)) => whole.probes.iter().find(|p| &p.name == name).cloned(),
-            None => None,
-        };
+        let probe = probe_of(config, whole);
         let nodelay = config.tcp_nodelay.unwrap_or(whole.server.tcp_nodelay);
         let head = response_head_limit(whole);
         let fields = whole.server.max_response_headers;
@@ -271,10 +151,6 @@ impl Backend {
         )
     }
 
-    pub fn name(&self) -> &str {
-        &self.config.name
-    }
-
     /// Idle pooled connections right now.
     pub fn idle_count(&self) -> usize {
         self.kind.idle()
@@ -282,30 +158,12 @@ impl Backend {
 
     /// Requests in flight right now.
     pub fn in_flight(&self) -> i64 {
-        self.in_flight.load(Ordering::Relaxed)
+        self.limit.in_flight()
     }
 
     /// Requests waiting for a connection slot right now.
     pub fn queued(&self) -> usize {
-        self.queued.load(Ordering::Relaxed)
-    }
-
-    /// `Host` for probes and for requests without one: `host_header` if set, else the host,
-    /// with the port unless it is 80.
-    pub fn host_header(&self) -> String {
-        if let Some(h) = &self.config.host_header {
-            return h.clone();
-        }
-        let host = if self.config.host.contains(':') {
-            format!("[{}]", self.config.host)
-        } else {
-            self.config.host.clone()
-        };
-        if self.config.port == 80 {
-            host
-        } else {
-            format!("{host}:{}", self.config.port)
-        }
+        self.limit.queued()
     }
 
     /// Sends `req` and returns the response head; the body streams with the between-bytes
@@ -323,7 +181,7 @@ impl Backend {
         self: &Arc<Self>,
         req: Request<RequestBody>,
     ) -> Result<Response<BackendBody>, FetchError> {
-        let lease = self.lease().await?;
+        let lease = self.limit.lease(&self.endpoint).await?;
         self.counters.backend_req.inc();
         self.stats.req.inc();
         let timeouts = req.extensions().get::<RequestTimeouts>().copied();
@@ -346,13 +204,16 @@ impl Backend {
         let (conn, reused) = match self.config.proxy_protocol {
             Some(_) => {
                 let client = req.extensions().get::<ClientInfo>().map(|c| c.addr);
-                (self.kind.proxied(self, connect, client).await?, false)
+                (
+                    self.kind.proxied(&self.endpoint, connect, client).await?,
+                    false,
+                )
             }
             None => self.connection(connect, false).await?,
         };
         let resp = match self.request(conn, req, first_byte, upgrade).await {
             Err(FetchError::Failed(_, e))
-                if reused && retry_copy.is_some() && is_stale_connection(&*e) =>
+                if reused && retry_copy.is_some() && error::is_stale_connection(&*e) =>
             {
                 self.counters.backend_retry.inc();
                 let (conn, _) = self.connection(connect, true).await?;
@@ -375,7 +236,7 @@ impl Backend {
         connect: Duration,
         fresh: bool,
     ) -> Result<(kind::Conn, bool), FetchError> {
-        let (conn, reused) = self.kind.connection(self, connect, fresh).await?;
+        let (conn, reused) = self.kind.connection(&self.endpoint, connect, fresh).await?;
         if reused {
             self.counters.backend_reuse.inc();
             self.stats.reuse.inc();
@@ -390,29 +251,31 @@ impl Backend {
         req: Request<RequestBody>,
         first_byte: Duration,
         upgrade: bool,
-    ) -> Result<Response<origin::Source>, FetchError> {
+    ) -> Result<Response<source::Source>, FetchError> {
         let sent = std::time::Instant::now();
-        let resp = match tokio::time::timeout(first_byte, self.kind.request(self, conn, req)).await
-        {
-            Ok(Ok(resp)) => {
-                self.stats.ttfb.observe(sent.elapsed());
-                resp
-            }
-            Ok(Err(e)) => {
-                if matches!(e, FetchError::Invalid(..)) {
-                    self.counters.backend_invalid.inc();
-                } else {
-                    self.counters.backend_error.inc();
+        let resp =
+            match tokio::time::timeout(first_byte, self.kind.request(&self.endpoint, conn, req))
+                .await
+            {
+                Ok(Ok(resp)) => {
+                    self.stats.ttfb.observe(sent.elapsed());
+                    resp
                 }
-                self.stats.error.inc();
-                return Err(e);
-            }
-            Err(_) => {
-                self.counters.backend_timeout.inc();
-                self.stats.error.inc();
-                return Err(FetchError::FirstByteTimeout(self.config.name.clone()));
-            }
-        };
+                Ok(Err(e)) => {
+                    if matches!(e, FetchError::Invalid(..)) {
+                        self.counters.backend_invalid.inc();
+                    } else {
+                        self.counters.backend_error.inc();
+                    }
+                    self.stats.error.inc();
+                    return Err(e);
+                }
+                Err(_) => {
+                    self.counters.backend_timeout.inc();
+                    self.stats.error.inc();
+                    return Err(FetchError::FirstByteTimeout(self.config.name.clone()));
+                }
+            };
         let checked = if resp.headers().len() > self.max_response_fields {
             // HTTP/1.1 heads were held to it by hyper; an HTTP/2 head is decoded whole first.
             Err("response head with more fields than max_response_headers")
@@ -428,142 +291,9 @@ impl Backend {
         Ok(resp)
     }
 
-    /// Waits for a connection slot under `max_connections` (bounded queue, bounded wait).
-    async fn lease(self: &Arc<Self>) -> Result<Lease, FetchError> {
-        let permit = match &self.limit {
-            None => None,
-            Some(sem) => match sem.clone().try_acquire_owned() {
-                Ok(p) => Some(p),
-                Err(_) => {
-                    let waiting = self.queued.fetch_add(1, Ordering::Relaxed);
-                    // Leaves the queue however the wait ends: also when the request is
-                    // dropped while it waits (its client went away).
-                    let _in_queue = InQueue(&self.queued);
-                    let got = if waiting >= self.config.max_queue {
-                        None
-                    } else {
-                        tokio::time::timeout(
-                            self.config.connect_timeout.0,
-                            sem.clone().acquire_owned(),
-                        )
-                        .await
-                        .ok()
-                        .and_then(Result::ok)
-                    };
-                    drop(_in_queue);
-                    match got {
-                        Some(p) => Some(p),
-                        None => {
-                            self.counters.backend_busy.inc();
-                            self.stats.busy.inc();
-                            return Err(FetchError::Busy(self.config.name.clone()));
-                        }
-                    }
-                }
-            },
-        };
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
-        Ok(Lease {
-            backend: self.clone(),
-            _permit: permit,
-        })
-    }
-
-    /// Gives back a connection whose last response was read to the end (HTTP/1.1's pool).
-    pub(crate) fn checkin(&self, conn: conn::Conn) {
-        if let Some(http1) = self.kind.http1() {
-            http1.checkin(self, conn);
-        }
-    }
-
-    /// A connection for a health probe, TCP or TLS as requests connect (the probe's own
-    /// timeout bounds it); it does not count against the backend's passive health.
-    pub(crate) async fn probe_transport(&self) -> Result<connector::Transport, String> {
-        self.connector
-            .connect(
-                &self.config.host,
-                self.config.port,
-                Duration::MAX,
-                true,
-                &self.counters,
-                None,
-            )
-            .await
-            .map_err(|e| match e {
-                connector::ConnectError::Io(e) => format!("connect: {e}"),
-                connector::ConnectError::Timeout => "connect: timed out".to_string(),
-            })
-    }
-
-    /// A connection to the backend, TCP or TLS (`connector.rs`), within `connect_timeout`;
-    /// a failure counts against the backend's health.
-    pub(crate) async fn open_transport(
-        &self,
-        timeout: Duration,
-    ) -> Result<connector::Transport, FetchError> {
-        self.open_transport_for(timeout, None).await
-    }
-
-    /// [`Self::open_transport`] for one client: a backend with `proxy_protocol` names it in
-    /// the header it sends first.
-    pub(crate) async fn open_transport_for(
-        &self,
-        timeout: Duration,
-        client: Option<SocketAddr>,
-    ) -> Result<connector::Transport, FetchError> {
-        let name = &self.config.name;
-        let opened = self
-            .connector
-            .connect(
-                &self.config.host,
-                self.config.port,
-                timeout,
-                self.tcp_nodelay,
-                &self.counters,
-                client,
-            )
-            .await;
-        match opened {
-            Ok(s) => {
-                self.health.connect_ok();
-                Ok(s)
-            }
-            Err(connector::ConnectError::Io(e)) => {
-                self.connect_failed(&e.to_string());
-                Err(FetchError::Connect(name.clone(), e))
-            }
-            Err(connector::ConnectError::Timeout) => {
-                self.connect_failed("connect timeout");
-                Err(FetchError::ConnectTimeout(name.clone()))
-            }
-        }
-    }
-
-    fn connect_failed(&self, why: &str) {
-        self.counters.backend_fail.inc();
-        self.stats.fail.inc();
-        if self.health.connect_failed() {
-            tracing::warn!(
-                backend = self.name(),
-                "backend sick for {:?}: {} consecutive connection failures, last: {why}",
-                self.config.passive_cooldown.0,
-                self.config.passive_failures
-            );
-        }
-    }
-
-    /// The backend's address, for display.
-    pub fn address(&self) -> String {
-        if let Some(address) = &self.config.address {
-            return address.clone();
-        }
-        if let Some(root) = &self.config.root {
-            return format!("files:{}", root.display());
-        }
-        match self.config.host.parse::<std::net::IpAddr>() {
-            Ok(ip) => SocketAddr::new(ip, self.config.port).to_string(),
-            Err(_) => format!("{}:{}", self.config.host, self.config.port),
-        }
+    /// A health probe of the backend's kind (`probe.rs` runs it on its schedule).
+    pub(crate) async fn probe_once(&self, request: &[u8]) -> Result<u16, String> {
+        self.kind.probe(&self.endpoint, request).await
     }
 
     /// `/backends` entry.
@@ -597,41 +327,6 @@ impl Backend {
     }
 }
 
-/// The framing and status rules hyper does not enforce on responses (RFC 9112 §6): a status
-/// from 200 to 599, or 101 when the request asked to `upgrade` (hyper consumes other 1xx);
-/// `Transfer-Encoding` exactly `chunked` (any other coding would reach clients undecoded,
-/// since Shellac rebuilds framing) and never together with `Content-Length`; one valid
-/// `Content-Length` (identical repeats allowed).
-pub fn check_response<B>(resp: &Response<B>, upgrade: bool) -> Result<(), &'static str> {
-    let status = resp.status().as_u16();
-    if !((200..600).contains(&status) || (status == 101 && upgrade)) {
-        return Err("status");
-    }
-    let headers = resp.headers();
-    let mut te = headers.get_all(http::header::TRANSFER_ENCODING).iter();
-    let has_te = match (te.next(), te.next()) {
-        (None, _) => false,
-        (Some(v), None) if v.as_bytes().trim_ascii().eq_ignore_ascii_case(b"chunked") => true,
-        _ => return Err("transfer-encoding"),
-    };
-    let mut length: Option<&[u8]> = None;
-    for v in headers.get_all(http::header::CONTENT_LENGTH) {
-        for item in v.as_bytes().split(|b| *b == b',').map(<[u8]>::trim_ascii) {
-            if item.is_empty() || item.len() > 19 || !item.iter().all(u8::is_ascii_digit) {
-                return Err("content-length");
-            }
-            match length {
-                Some(prev) if prev != item => return Err("content-length"),
-                _ => length = Some(item),
-            }
-        }
-    }
-    if has_te && length.is_some() {
-        return Err("content-length-and-transfer-encoding");
-    }
-    Ok(())
-}
-
 /// `server.max_response_header_size` in bytes.
 fn response_head_limit(whole: &Config) -> usize {
     usize::try_from(whole.server.max_response_header_size.0).unwrap_or(usize::MAX)
@@ -653,20 +348,11 @@ fn clone_head(req: &Request<RequestBody>) -> Request<RequestBody> {
     copy
 }
 
-/// Errors that mean "the connection died before an answer", not "the backend answered badly":
-/// hyper's canceled, incomplete and closed, or an I/O error under the failure.
-fn is_stale_connection(e: &(dyn std::error::Error + 'static)) -> bool {
-    if let Some(h) = e.downcast_ref::<hyper::Error>()
-        && (h.is_canceled() || h.is_incomplete_message() || h.is_closed())
-    {
-        return true;
+/// The backend's probe: its own, or the `[[probe]]` it names.
+fn probe_of(config: &BackendConfig, whole: &Config) -> Option<crate::config::ProbeConfig> {
+    match &config.probe {
+        Some(ProbeRef::Inline(p)) => Some(p.clone()),
+        Some(ProbeRef::Named(name)) => whole.probes.iter().find(|p| &p.name == name).cloned(),
+        None => None,
     }
-    let mut source = Some(e);
-    while let Some(s) = source {
-        if s.is::<std::io::Error>() {
-            return true;
-        }
-        source = s.source();
-    }
-    false
 }

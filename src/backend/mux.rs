@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use hyper::client::conn::http2::SendRequest;
 
-use super::RequestBody;
+use super::request_body::RequestBody;
 
 /// One HTTP/2 connection to the backend.
 struct H2Conn {

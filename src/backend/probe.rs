@@ -128,5 +128,5 @@ fn request_bytes(probe: &ProbeConfig, backend: &Backend) -> Vec<u8> {
 
 /// One probe, as the backend's origin kind sends it (`origin.rs`). Returns the status code.
 async fn once(backend: &Backend, request: &[u8]) -> Result<u16, String> {
-    backend.kind.probe(backend, request).await
+    backend.probe_once(request).await
 }

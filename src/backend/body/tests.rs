@@ -62,17 +62,3 @@ async fn a_stream_that_stalls_meets_the_between_bytes_timeout() {
     assert!(matches!(stalled, Err(BackendBodyError::Timeout)));
     assert_eq!(counters.backend_body_timeout.get(), 1);
 }
-
-/// The HTTP/1.1 gate's rule (server/h1/conn.rs `body_too_slow`), per HTTP/2 body.
-#[test]
-fn the_allowance_follows_the_gate() {
-    // One stretch: never more than body_timeout.
-    assert_eq!(allowance(30_000, 500, 0, 0), 30_000);
-    assert_eq!(allowance(30_000, 500, 1 << 30, 0), 30_000);
-    // 100 bytes at 100 B/s earn 1 s: 1.5 s waited of 1 + 1 s leaves 0.5 s.
-    assert_eq!(allowance(1_000, 100, 100, 1_500), 500);
-    // Waited beyond it: nothing left, the next wait is too slow at once.
-    assert_eq!(allowance(1_000, 100, 100, 2_500), 0);
-    // Rate 0: the stretch limit alone, however long the waits added up.
-    assert_eq!(allowance(1_000, 0, 0, 1_000_000), 1_000);
-}

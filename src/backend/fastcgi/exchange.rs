@@ -15,7 +15,8 @@ use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 
 use super::pool::Pool;
 use crate::backend::connector::Transport;
-use crate::backend::{BoxError, RequestBody};
+use crate::backend::error::BoxError;
+use crate::backend::request_body::RequestBody;
 use crate::fastcgi::head::{self, CgiHead};
 use crate::fastcgi::record::{self, ProtocolStatus, Reader, Record};
 

@@ -32,9 +32,13 @@ use http_body_util::BodyExt;
 use self::exchange::{ExchangeError, ReadState, StdoutBody};
 use self::pool::Pool;
 use super::connector::Transport;
+use super::endpoint::Endpoint;
+use super::error::FetchError;
+use super::extensions::{ClientInfo, DocRoot};
 use super::files::{open, path};
-use super::origin::{BoxStream, Origin, Source, plain_response};
-use super::{Backend, ClientInfo, DocRoot, FetchError, RequestBody};
+use super::origin::Origin;
+use super::request_body::RequestBody;
+use super::source::{BoxStream, Source, plain_response};
 use crate::config::BackendConfig;
 use crate::fastcgi::params::{self, ScriptPath};
 
@@ -137,11 +141,11 @@ impl FastCgi {
 
     async fn exchange(
         &self,
-        backend: &Arc<Backend>,
+        endpoint: &Arc<Endpoint>,
         mut conn: Transport,
         req: Request<RequestBody>,
     ) -> Result<Response<Source>, FetchError> {
-        let name = &backend.config.name;
+        let name = &endpoint.config.name;
         let failed = |e: ExchangeError| FetchError::Failed(name.clone(), Box::new(e));
         let (parts, mut body) = req.into_parts();
         // A site's own root (`[[site]] root`) instead of the backend's.
@@ -182,7 +186,7 @@ impl FastCgi {
                 .map_err(|e| FetchError::Failed(name.clone(), e))?
                 .to_bytes();
             let n = bytes.len() as u64;
-            body = RequestBody::bytes(bytes, backend.counters.clone());
+            body = RequestBody::bytes(bytes, endpoint.counters.clone());
             Some(n)
         };
         let client = parts.extensions.get::<ClientInfo>().copied();
@@ -271,26 +275,26 @@ impl Origin for FastCgi {
 
     async fn connection(
         &self,
-        backend: &Arc<Backend>,
+        endpoint: &Arc<Endpoint>,
         connect: Duration,
         fresh: bool,
     ) -> Result<(Transport, bool), FetchError> {
         if !fresh && let Some(conn) = self.pool.checkout() {
             return Ok((conn, true));
         }
-        let conn = backend.open_transport(connect).await?;
-        backend.counters.backend_conn.inc();
-        backend.stats.conn.inc();
+        let conn = endpoint.open_transport(connect).await?;
+        endpoint.counters.backend_conn.inc();
+        endpoint.stats.conn.inc();
         Ok((conn, false))
     }
 
     async fn request(
         &self,
-        backend: &Arc<Backend>,
+        endpoint: &Arc<Endpoint>,
         conn: Transport,
         req: Request<RequestBody>,
     ) -> Result<Response<Source>, FetchError> {
-        self.exchange(backend, conn, req).await
+        self.exchange(endpoint, conn, req).await
     }
 
     /// A kept connection the application closed (PHP-FPM's `pm.max_requests`, its
@@ -301,8 +305,8 @@ impl Origin for FastCgi {
 
     /// The application accepts a connection (the probe's request text is HTTP's: FastCGI has
     /// no status line to read; a `[[probe]]` path would run a script on every probe).
-    async fn probe(&self, backend: &Backend, _request: &[u8]) -> Result<u16, String> {
-        backend.probe_transport().await.map(|_| 200)
+    async fn probe(&self, endpoint: &Endpoint, _request: &[u8]) -> Result<u16, String> {
+        endpoint.probe_transport().await.map(|_| 200)
     }
 
     fn idle(&self) -> usize {

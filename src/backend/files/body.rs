@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 
 use super::open::{Opened, Stat};
 use super::zero_copy::ZeroCopy;
-use crate::backend::BoxError;
+use crate::backend::error::BoxError;
 
 /// The most read at once.
 const PIECE: u64 = 128 * 1024;

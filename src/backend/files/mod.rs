@@ -41,8 +41,12 @@ use self::open::{Opened, Stat};
 use self::path::Refused;
 use self::site_root::SiteRoots;
 use self::zero_copy::ZeroCopy;
-use super::origin::{BoxStream, Origin, Source, plain_response};
-use super::{Backend, DocRoot, FetchError, RequestBody};
+use super::endpoint::Endpoint;
+use super::error::FetchError;
+use super::extensions::DocRoot;
+use super::origin::Origin;
+use super::request_body::RequestBody;
+use super::source::{BoxStream, Source, plain_response};
 use crate::config::BackendConfig;
 use crate::http::accept_encoding::{Accepts, Coding};
 use crate::http::conditional::{self, Answer};
@@ -299,7 +303,7 @@ impl Origin for FilesKind {
 
     async fn connection(
         &self,
-        _backend: &Arc<Backend>,
+        _endpoint: &Arc<Endpoint>,
         _connect: Duration,
         _fresh: bool,
     ) -> Result<((), bool), FetchError> {
@@ -308,7 +312,7 @@ impl Origin for FilesKind {
 
     async fn request(
         &self,
-        _backend: &Arc<Backend>,
+        _endpoint: &Arc<Endpoint>,
         _conn: (),
         req: Request<RequestBody>,
     ) -> Result<Response<Source>, FetchError> {
@@ -327,7 +331,7 @@ impl Origin for FilesKind {
     }
 
     /// Healthy while the root is a directory this process can open.
-    async fn probe(&self, _backend: &Backend, _request: &[u8]) -> Result<u16, String> {
+    async fn probe(&self, _endpoint: &Endpoint, _request: &[u8]) -> Result<u16, String> {
         let root = self.0.cache.root().to_path_buf();
         let looked = tokio::task::spawn_blocking(move || std::fs::read_dir(&root).map(|_| ()))
             .await

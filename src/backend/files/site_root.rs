@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::backend::DocRoot;
+use crate::backend::extensions::DocRoot;
 use crate::config::BackendConfig;
 
 /// Site roots kept per backend, at most.
