@@ -43,33 +43,10 @@ pub fn collect(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
 /// table with `--summary`. Exit 1 if a file failed, 2 if the runner could not start.
 pub fn command(args: &CommandArgs) -> std::process::ExitCode {
     use std::process::ExitCode;
-    let files = match collect(&args.paths) {
-        Ok(f) if !f.is_empty() => f,
-        Ok(_) => {
-            eprintln!("shellac vtc: no .vtc files in {:?}", args.paths);
-            return ExitCode::from(2);
-        }
-        Err(e) => {
-            eprintln!("shellac vtc: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let shellac = match std::env::current_exe() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("shellac vtc: cannot find this executable: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let runner = match Runner::new(Options {
-        shellac,
-        timeout: args.timeout,
-        jobs: args.jobs,
-        verbose: args.verbose,
-    }) {
+    let (files, runner) = match start(args) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("shellac vtc: temporary directory: {e}");
+            eprintln!("shellac vtc: {e}");
             return ExitCode::from(2);
         }
     };
@@ -83,58 +60,9 @@ pub fn command(args: &CommandArgs) -> std::process::ExitCode {
     );
     let t0 = Instant::now();
     if args.errvcl {
-        let cases = runner.errvcl_census(&files);
-        let (mut refused, mut accepted, mut out) = (0, 0, 0);
-        for c in &cases {
-            let text = match &c.verdict {
-                CaseVerdict::Refused => {
-                    refused += 1;
-                    format!("REFUSED  {}: {}", c.name(), c.message)
-                }
-                CaseVerdict::Accepted => {
-                    accepted += 1;
-                    format!(
-                        "ACCEPTED {}: Varnish says {:?}",
-                        c.name(),
-                        c.expected.as_deref().unwrap_or("(-badvcl)")
-                    )
-                }
-                CaseVerdict::OutOfScope(why) => {
-                    out += 1;
-                    format!("SKIP     {}: {why}", c.name())
-                }
-            };
-            println!("{text}");
-        }
-        println!(
-            "{} cases: {refused} refused, {accepted} accepted, {out} out of scope",
-            cases.len()
-        );
-        return if accepted > 0 {
-            ExitCode::FAILURE
-        } else {
-            ExitCode::SUCCESS
-        };
+        return errvcl(&runner, &files);
     }
-    let print = |o: &Outcome| {
-        let (word, why) = match &o.verdict {
-            Verdict::Pass => ("PASS", String::new()),
-            Verdict::Fail(r) => ("FAIL", format!(": {r}")),
-            Verdict::Skip(r) => ("SKIP", format!(": {r}")),
-        };
-        let mut text = format!(
-            "{word} {} ({:.1}s){why}\n",
-            o.name(),
-            o.duration.as_secs_f64()
-        );
-        for l in &o.log {
-            text.push_str("    ");
-            text.push_str(l);
-            text.push('\n');
-        }
-        print!("{text}");
-    };
-    let outcomes = runner.run_all(&files, &print);
+    let outcomes = runner.run_all(&files, &print_outcome);
     let table = report::table(&outcomes, 15);
     if args.summary {
         println!(
@@ -143,22 +71,7 @@ pub fn command(args: &CommandArgs) -> std::process::ExitCode {
         );
     }
     if let Some(path) = &args.results {
-        let mut text = format!(
-            "# shellac vtc results ({} files, {:.1}s)\n{table}\n",
-            outcomes.len(),
-            t0.elapsed().as_secs_f64()
-        );
-        for o in &outcomes {
-            let (word, why) = match &o.verdict {
-                Verdict::Pass => ("PASS", String::new()),
-                Verdict::Fail(r) => ("FAIL", r.clone()),
-                Verdict::Skip(r) => ("SKIP", r.clone()),
-            };
-            text.push_str(&format!("{word} {} {why}\n", o.name()));
-        }
-        if let Err(e) = std::fs::write(path, text) {
-            eprintln!("shellac vtc: {}: {e}", path.display());
-        }
+        write_results(path, &outcomes, &table, t0);
     }
     if outcomes
         .iter()
@@ -167,5 +80,100 @@ pub fn command(args: &CommandArgs) -> std::process::ExitCode {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// The files to run and a runner for them, or why there are none.
+fn start(args: &CommandArgs) -> Result<(Vec<PathBuf>, Runner), String> {
+    let files = match collect(&args.paths) {
+        Ok(f) if !f.is_empty() => f,
+        Ok(_) => return Err(format!("no .vtc files in {:?}", args.paths)),
+        Err(e) => return Err(e.to_string()),
+    };
+    let shellac =
+        std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    let runner = Runner::new(Options {
+        shellac,
+        timeout: args.timeout,
+        jobs: args.jobs,
+        verbose: args.verbose,
+    })
+    .map_err(|e| format!("temporary directory: {e}"))?;
+    Ok((files, runner))
+}
+
+/// `--errvcl`: every `-errvcl`/`-badvcl` case checked; exit 1 if Shellac accepted one.
+fn errvcl(runner: &Runner, files: &[PathBuf]) -> std::process::ExitCode {
+    let cases = runner.errvcl_census(files);
+    let (mut refused, mut accepted, mut out) = (0, 0, 0);
+    for c in &cases {
+        let text = match &c.verdict {
+            CaseVerdict::Refused => {
+                refused += 1;
+                format!("REFUSED  {}: {}", c.name(), c.message)
+            }
+            CaseVerdict::Accepted => {
+                accepted += 1;
+                format!(
+                    "ACCEPTED {}: Varnish says {:?}",
+                    c.name(),
+                    c.expected.as_deref().unwrap_or("(-badvcl)")
+                )
+            }
+            CaseVerdict::OutOfScope(why) => {
+                out += 1;
+                format!("SKIP     {}: {why}", c.name())
+            }
+        };
+        println!("{text}");
+    }
+    println!(
+        "{} cases: {refused} refused, {accepted} accepted, {out} out of scope",
+        cases.len()
+    );
+    if accepted > 0 {
+        std::process::ExitCode::FAILURE
+    } else {
+        std::process::ExitCode::SUCCESS
+    }
+}
+
+/// A file's line (and its log, for a failure or with `--verbose`), as it finishes.
+fn print_outcome(o: &Outcome) {
+    let (word, why) = match &o.verdict {
+        Verdict::Pass => ("PASS", String::new()),
+        Verdict::Fail(r) => ("FAIL", format!(": {r}")),
+        Verdict::Skip(r) => ("SKIP", format!(": {r}")),
+    };
+    let mut text = format!(
+        "{word} {} ({:.1}s){why}\n",
+        o.name(),
+        o.duration.as_secs_f64()
+    );
+    for l in &o.log {
+        text.push_str("    ");
+        text.push_str(l);
+        text.push('\n');
+    }
+    print!("{text}");
+}
+
+/// `--results FILE`: the table, then a line per file.
+fn write_results(path: &std::path::Path, outcomes: &[Outcome], table: &str, t0: Instant) {
+    let mut text = format!(
+        "# shellac vtc results ({} files, {:.1}s)\n{table}\n",
+        outcomes.len(),
+        t0.elapsed().as_secs_f64()
+    );
+    for o in outcomes {
+        let (word, why) = match &o.verdict {
+            Verdict::Pass => ("PASS", String::new()),
+            Verdict::Fail(r) => ("FAIL", r.clone()),
+            Verdict::Skip(r) => ("SKIP", r.clone()),
+        };
+        text.push_str(&format!("{word} {} {why}\n", o.name()));
+    }
+    if let Err(e) = std::fs::write(path, text) {
+        eprintln!("shellac vtc: {}: {e}", path.display());
     }
 }
