@@ -137,61 +137,17 @@ impl Format {
         let mut request_headers: Vec<HeaderName> = Vec::new();
         let mut response_headers: Vec<HeaderName> = Vec::new();
         let mut literal = String::new();
-        let mut chars = spec.char_indices().peekable();
+        let mut chars = spec.char_indices();
         while let Some((at, c)) = chars.next() {
             if c != '%' {
                 literal.push(c);
                 continue;
             }
-            let Some((_, mut d)) = chars.next() else {
-                return Err(format!(
-                    "`%` at the end (position {at}); write `%%` for a literal %"
-                ));
-            };
-            if d == '%' {
+            let Some((d, arg)) = directive(&mut chars, at)? else {
                 literal.push('%');
                 continue;
-            }
-            let mut arg = None;
-            if d == '{' {
-                let mut name = String::new();
-                loop {
-                    match chars.next() {
-                        Some((_, '}')) => break,
-                        Some((_, ch)) => name.push(ch),
-                        None => return Err(format!("unclosed `%{{` at position {at}")),
-                    }
-                }
-                arg = Some(name);
-                d = match chars.next() {
-                    Some((_, ch)) => ch,
-                    None => {
-                        return Err(format!(
-                            "`%{{...}}` at position {at} needs a letter after it (i, o or x)"
-                        ));
-                    }
-                };
-            }
-            if d == '>' {
-                d = match chars.next() {
-                    Some((_, 's')) => 's',
-                    _ => return Err(format!("`%>` at position {at}: only `%>s` is known")),
-                };
-            }
+            };
             let item = match (d, arg) {
-                ('h' | 'a', None) => Item::ClientIp,
-                ('l' | 'u', None) => Item::Dash,
-                ('t', None) => Item::Time,
-                ('r', None) => Item::RequestLine,
-                ('m', None) => Item::Method,
-                ('U', None) => Item::Path,
-                ('q', None) => Item::Query,
-                ('H', None) => Item::Protocol,
-                ('s', None) => Item::Status,
-                ('b', None) => Item::BytesClf,
-                ('B', None) => Item::Bytes,
-                ('D', None) => Item::DurationUs,
-                ('T', None) => Item::DurationSecs,
                 ('i', Some(name)) => {
                     let name = header_name(&name, at)?;
                     Item::RequestHeader(index_of(&mut request_headers, name))
@@ -200,35 +156,7 @@ impl Format {
                     let name = header_name(&name, at)?;
                     Item::ResponseHeader(index_of(&mut response_headers, name))
                 }
-                ('x', Some(name)) => match name.as_str() {
-                    "cache" => Item::Cache,
-                    "reason" => Item::Reason,
-                    "backend" => Item::Backend,
-                    "vcl" => Item::Vcl,
-                    "site" => Item::Site,
-                    "ttfb" => Item::Ttfb,
-                    "host" => Item::Host,
-                    "esi_level" => Item::EsiLevel,
-                    "esi_parent" => Item::EsiParent,
-                    "tls_version" => Item::Tls(0),
-                    "tls_cipher" => Item::Tls(1),
-                    "tls_sni" => Item::Tls(2),
-                    "tls_alpn" => Item::Tls(3),
-                    "tls_client" => Item::Tls(4),
-                    other => {
-                        return Err(format!(
-                            "`%{{{other}}}x` at position {at}: known are %{{cache}}x, %{{reason}}x, %{{backend}}x, %{{vcl}}x, %{{site}}x, %{{ttfb}}x, %{{host}}x, %{{esi_level}}x, %{{esi_parent}}x, %{{tls_version}}x, %{{tls_cipher}}x, %{{tls_sni}}x, %{{tls_alpn}}x, %{{tls_client}}x"
-                        ));
-                    }
-                },
-                ('i' | 'o' | 'x', None) => {
-                    return Err(format!(
-                        "`%{d}` at position {at} needs a name: `%{{Name}}{d}`"
-                    ));
-                }
-                (other, _) => {
-                    return Err(format!("unknown directive `%{other}` at position {at}"));
-                }
+                (d, arg) => item(d, arg.as_deref(), at)?,
             };
             // `%l` / `%u` print a constant: part of the surrounding literal, so the writer
             // copies one piece instead of three.
@@ -274,6 +202,103 @@ impl Format {
     pub fn needs_tls(&self) -> bool {
         self.needs_tls
     }
+}
+
+/// Reads one directive after the `%` at position `at`: its letter and its `{name}`, if any
+/// (`%>s` reads as `s`). None for `%%`, a literal `%`.
+fn directive(
+    chars: &mut impl Iterator<Item = (usize, char)>,
+    at: usize,
+) -> Result<Option<(char, Option<String>)>, String> {
+    let Some((_, mut d)) = chars.next() else {
+        return Err(format!(
+            "`%` at the end (position {at}); write `%%` for a literal %"
+        ));
+    };
+    if d == '%' {
+        return Ok(None);
+    }
+    let mut arg = None;
+    if d == '{' {
+        let mut name = String::new();
+        loop {
+            match chars.next() {
+                Some((_, '}')) => break,
+                Some((_, ch)) => name.push(ch),
+                None => return Err(format!("unclosed `%{{` at position {at}")),
+            }
+        }
+        arg = Some(name);
+        d = match chars.next() {
+            Some((_, ch)) => ch,
+            None => {
+                return Err(format!(
+                    "`%{{...}}` at position {at} needs a letter after it (i, o or x)"
+                ));
+            }
+        };
+    }
+    if d == '>' {
+        d = match chars.next() {
+            Some((_, 's')) => 's',
+            _ => return Err(format!("`%>` at position {at}: only `%>s` is known")),
+        };
+    }
+    Ok(Some((d, arg)))
+}
+
+/// The item of directive `d` (with its `{name}`, if any) at position `at`; headers
+/// (`%{Name}i`, `%{Name}o`) are the caller's, which numbers them.
+fn item(d: char, arg: Option<&str>, at: usize) -> Result<Item, String> {
+    Ok(match (d, arg) {
+        ('h' | 'a', None) => Item::ClientIp,
+        ('l' | 'u', None) => Item::Dash,
+        ('t', None) => Item::Time,
+        ('r', None) => Item::RequestLine,
+        ('m', None) => Item::Method,
+        ('U', None) => Item::Path,
+        ('q', None) => Item::Query,
+        ('H', None) => Item::Protocol,
+        ('s', None) => Item::Status,
+        ('b', None) => Item::BytesClf,
+        ('B', None) => Item::Bytes,
+        ('D', None) => Item::DurationUs,
+        ('T', None) => Item::DurationSecs,
+        ('x', Some(name)) => extension(name, at)?,
+        ('i' | 'o' | 'x', None) => {
+            return Err(format!(
+                "`%{d}` at position {at} needs a name: `%{{Name}}{d}`"
+            ));
+        }
+        (other, _) => {
+            return Err(format!("unknown directive `%{other}` at position {at}"));
+        }
+    })
+}
+
+/// `%{name}x`: Shellac's own fields.
+fn extension(name: &str, at: usize) -> Result<Item, String> {
+    Ok(match name {
+        "cache" => Item::Cache,
+        "reason" => Item::Reason,
+        "backend" => Item::Backend,
+        "vcl" => Item::Vcl,
+        "site" => Item::Site,
+        "ttfb" => Item::Ttfb,
+        "host" => Item::Host,
+        "esi_level" => Item::EsiLevel,
+        "esi_parent" => Item::EsiParent,
+        "tls_version" => Item::Tls(0),
+        "tls_cipher" => Item::Tls(1),
+        "tls_sni" => Item::Tls(2),
+        "tls_alpn" => Item::Tls(3),
+        "tls_client" => Item::Tls(4),
+        other => {
+            return Err(format!(
+                "`%{{{other}}}x` at position {at}: known are %{{cache}}x, %{{reason}}x, %{{backend}}x, %{{vcl}}x, %{{site}}x, %{{ttfb}}x, %{{host}}x, %{{esi_level}}x, %{{esi_parent}}x, %{{tls_version}}x, %{{tls_cipher}}x, %{{tls_sni}}x, %{{tls_alpn}}x, %{{tls_client}}x"
+            ));
+        }
+    })
 }
 
 fn header_name(name: &str, at: usize) -> Result<HeaderName, String> {

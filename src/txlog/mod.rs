@@ -11,20 +11,24 @@
 //! Architecture invariant: the request path takes no lock and does no I/O for logging.
 //!
 //! The files, bottom up (each imports only those above it): `decision.rs` and `time.rs`
-//! (leaves), `format.rs` (the log format spec), `record.rs` (the record and the [`Sink`] it
-//! is finished into), `wire.rs` (its encoded form), `render.rs` (a format applied to an
-//! encoded record), `top.rs` (rankings), `shards.rs` (the queues recorder and writer share),
-//! `writer.rs` (the writer thread and its control messages), `recorder.rs` (the [`Recorder`],
-//! the one sink). This file only declares and re-exports.
+//! (leaves), `format.rs` (the log format spec), `record.rs` (the record, its life cycle and
+//! the [`Sink`] it is finished into), `strings.rs` (the strings it captures), `wire.rs` (its
+//! encoded form), `values.rs` (the values of a line), `json.rs` (a JSON line), `render.rs` (a
+//! format applied to an encoded record), `top.rs` (rankings), `shards.rs` (the queues
+//! recorder and writer share), `writer.rs` (the writer thread and its control messages),
+//! `recorder.rs` (the [`Recorder`], the one sink). This file only declares and re-exports.
 
 mod decision;
 pub mod format;
+mod json;
 mod record;
 mod recorder;
 mod render;
 mod shards;
+mod strings;
 mod time;
 pub mod top;
+mod values;
 mod wire;
 mod writer;
 
