@@ -147,21 +147,13 @@ fn is_rule_row(row: &str) -> bool {
         .all(|c| !c.is_empty() && c.chars().all(|ch| matches!(ch, '-' | ':' | ' ')))
 }
 
-/// Renders the blocks of `markdown` after the page header.
+/// Renders the blocks of `markdown` after the page header: running text is gathered into a
+/// paragraph; any other block ends it and is written by its own step.
 fn body(markdown: &str, out: &mut String) {
     let lines: Vec<&str> = markdown.lines().collect();
     let mut i = 0;
     let mut first_heading = true;
     let mut paragraph: Vec<String> = Vec::new();
-    let flush = |paragraph: &mut Vec<String>, out: &mut String| {
-        if !paragraph.is_empty() {
-            // Joined first: inline code and emphasis may span the source's line breaks.
-            out.push_str(".PP\n");
-            out.push_str(&line(&inline(&paragraph.join(" "))));
-            out.push('\n');
-            paragraph.clear();
-        }
-    };
     while i < lines.len() {
         let raw = lines[i];
         let trimmed = raw.trim();
@@ -173,115 +165,141 @@ fn body(markdown: &str, out: &mut String) {
             i += 1;
             continue;
         }
-        if trimmed.is_empty() {
-            flush(&mut paragraph, out);
+        let fence = ["```", "~~~"].into_iter().find(|f| trimmed.starts_with(f));
+        let heading = trimmed.starts_with('#');
+        let table = trimmed.starts_with('|') && i + 1 < lines.len() && is_rule_row(lines[i + 1]);
+        let item = list_item(trimmed);
+        if !trimmed.is_empty() && fence.is_none() && !heading && !table && item.is_none() {
+            // Running text, a quote's too: joined into the paragraph.
+            let text = trimmed.strip_prefix('>').map_or(trimmed, str::trim);
+            paragraph.push(text.to_string());
             i += 1;
             continue;
         }
-        if let Some(fence) = ["```", "~~~"].into_iter().find(|f| trimmed.starts_with(f)) {
-            flush(&mut paragraph, out);
-            out.push_str(".PP\n.RS 4\n.nf\n");
-            i += 1;
-            while i < lines.len() && !lines[i].trim().starts_with(fence) {
-                out.push_str(&line(&escape(lines[i])));
-                out.push('\n');
-                i += 1;
-            }
-            out.push_str(".fi\n.RE\n");
-            i += 1;
-            continue;
-        }
-        if trimmed.starts_with('#') {
-            flush(&mut paragraph, out);
-            let level = trimmed.len() - trimmed.trim_start_matches('#').len();
-            let title = inline(trimmed.trim_start_matches('#').trim());
-            if level == 1 && first_heading {
-                // The document's title: the NAME line says it already.
-                first_heading = false;
-            } else if level <= 2 {
-                out.push_str(&format!(".SH {}\n", quote_tag(&title)));
-            } else {
-                out.push_str(&format!(".SS \"{}\"\n", title.replace('"', "\\(dq")));
-            }
-            i += 1;
-            continue;
-        }
-        if trimmed.starts_with('|') && i + 1 < lines.len() && is_rule_row(lines[i + 1]) {
-            flush(&mut paragraph, out);
-            let header = cells(trimmed);
-            i += 2;
-            while i < lines.len() && lines[i].trim().starts_with('|') {
-                let row = cells(lines[i]);
-                let tag = row.first().map(String::as_str).unwrap_or_default();
-                out.push_str(".TP\n");
-                out.push_str(&line(&if tag.is_empty() {
-                    "\\&".to_string()
-                } else {
-                    inline(tag)
-                }));
-                out.push('\n');
-                let mut first = true;
-                for (h, c) in header.iter().zip(row.iter()).skip(1) {
-                    if c.is_empty() {
-                        continue;
-                    }
-                    if !first {
-                        out.push_str(".br\n");
-                    }
-                    first = false;
-                    let text = if h.is_empty() {
-                        inline(c)
-                    } else {
-                        format!("{}: {}", inline(h), inline(c))
-                    };
-                    out.push_str(&line(&text));
-                    out.push('\n');
-                }
-                i += 1;
-            }
-            continue;
-        }
-        let bullet = list_item(trimmed);
-        if let Some((mark, text)) = bullet {
-            flush(&mut paragraph, out);
-            let indent = raw.len() - raw.trim_start().len();
-            let mut item = vec![text.to_string()];
-            i += 1;
-            // Continuation lines: indented, not a new item, not blank.
-            while i < lines.len() {
-                let next = lines[i];
-                let nt = next.trim();
-                if nt.is_empty()
-                    || list_item(nt).is_some()
-                    || nt.starts_with('|')
-                    || nt.starts_with("```")
-                    || nt.starts_with('#')
-                {
-                    break;
-                }
-                item.push(nt.to_string());
-                i += 1;
-            }
-            if indent > 0 {
-                out.push_str(".RS 4\n");
-            }
-            out.push_str(&format!(".IP {mark} 4\n"));
-            out.push_str(&line(&inline(&item.join(" "))));
-            out.push('\n');
-            if indent > 0 {
-                out.push_str(".RE\n");
-            }
-            continue;
-        }
-        if let Some(q) = trimmed.strip_prefix('>') {
-            paragraph.push(q.trim().to_string());
-            i += 1;
-            continue;
-        }
-        paragraph.push(trimmed.to_string());
-        i += 1;
+        flush(&mut paragraph, out);
+        i = if let Some(fence) = fence {
+            code_block(&lines, i, fence, out)
+        } else if heading {
+            section(trimmed, &mut first_heading, out);
+            i + 1
+        } else if table {
+            table_rows(&lines, i, out)
+        } else if let Some((mark, text)) = item {
+            list_entry(&lines, i, &mark, text, out)
+        } else {
+            // A blank line: the paragraph's end.
+            i + 1
+        };
     }
     flush(&mut paragraph, out);
+}
+
+/// Writes the gathered paragraph, if any, and empties it.
+fn flush(paragraph: &mut Vec<String>, out: &mut String) {
+    if !paragraph.is_empty() {
+        // Joined first: inline code and emphasis may span the source's line breaks.
+        out.push_str(".PP\n");
+        out.push_str(&line(&inline(&paragraph.join(" "))));
+        out.push('\n');
+        paragraph.clear();
+    }
+}
+
+/// A fenced code block starting at `lines[i]`, not filled; returns the line after it.
+fn code_block(lines: &[&str], mut i: usize, fence: &str, out: &mut String) -> usize {
+    out.push_str(".PP\n.RS 4\n.nf\n");
+    i += 1;
+    while i < lines.len() && !lines[i].trim().starts_with(fence) {
+        out.push_str(&line(&escape(lines[i])));
+        out.push('\n');
+        i += 1;
+    }
+    out.push_str(".fi\n.RE\n");
+    i + 1
+}
+
+/// A heading: `#` and `##` become sections, deeper ones subsections; the first `#` is the
+/// document's title, which the NAME line says already.
+fn section(trimmed: &str, first_heading: &mut bool, out: &mut String) {
+    let level = trimmed.len() - trimmed.trim_start_matches('#').len();
+    let title = inline(trimmed.trim_start_matches('#').trim());
+    if level == 1 && *first_heading {
+        *first_heading = false;
+    } else if level <= 2 {
+        out.push_str(&format!(".SH {}\n", quote_tag(&title)));
+    } else {
+        out.push_str(&format!(".SS \"{}\"\n", title.replace('"', "\\(dq")));
+    }
+}
+
+/// A table whose header row is `lines[i]`: one tagged paragraph per row, the first cell as
+/// the tag and the others as `header: cell` lines. Returns the line after the table.
+fn table_rows(lines: &[&str], mut i: usize, out: &mut String) -> usize {
+    let header = cells(lines[i].trim());
+    i += 2;
+    while i < lines.len() && lines[i].trim().starts_with('|') {
+        let row = cells(lines[i]);
+        let tag = row.first().map(String::as_str).unwrap_or_default();
+        out.push_str(".TP\n");
+        out.push_str(&line(&if tag.is_empty() {
+            "\\&".to_string()
+        } else {
+            inline(tag)
+        }));
+        out.push('\n');
+        let mut first = true;
+        for (h, c) in header.iter().zip(row.iter()).skip(1) {
+            if c.is_empty() {
+                continue;
+            }
+            if !first {
+                out.push_str(".br\n");
+            }
+            first = false;
+            let text = if h.is_empty() {
+                inline(c)
+            } else {
+                format!("{}: {}", inline(h), inline(c))
+            };
+            out.push_str(&line(&text));
+            out.push('\n');
+        }
+        i += 1;
+    }
+    i
+}
+
+/// A list item at `lines[i]` (its `mark` and first line's `text`) with its continuation
+/// lines; an indented item is a nested one. Returns the line after it.
+fn list_entry(lines: &[&str], mut i: usize, mark: &str, text: &str, out: &mut String) -> usize {
+    let raw = lines[i];
+    let indent = raw.len() - raw.trim_start().len();
+    let mut item = vec![text.to_string()];
+    i += 1;
+    // Continuation lines: indented, not a new item, not blank.
+    while i < lines.len() {
+        let nt = lines[i].trim();
+        if nt.is_empty()
+            || list_item(nt).is_some()
+            || nt.starts_with('|')
+            || nt.starts_with("```")
+            || nt.starts_with('#')
+        {
+            break;
+        }
+        item.push(nt.to_string());
+        i += 1;
+    }
+    if indent > 0 {
+        out.push_str(".RS 4\n");
+    }
+    out.push_str(&format!(".IP {mark} 4\n"));
+    out.push_str(&line(&inline(&item.join(" "))));
+    out.push('\n');
+    if indent > 0 {
+        out.push_str(".RE\n");
+    }
+    i
 }
 
 /// A heading as one macro argument (already escaped: only its quotes are left to protect).
