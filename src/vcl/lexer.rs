@@ -157,55 +157,73 @@ impl Lexer<'_> {
         loop {
             self.skip_blanks()?;
             let pos = self.pos();
-            let c = self.peek(0);
-            let tok = if self.at >= self.src.len() {
+            if self.at >= self.src.len() {
                 out.push(Token { tok: Tok::Eof, pos });
                 return Ok(out);
-            } else if self.starts_with("C{") {
-                self.bump(2);
-                Tok::CCode(self.until("}C", pos, "the inline C block 'C{'")?)
-            } else if self.starts_with("{\"") {
-                self.bump(2);
-                Tok::Str(self.until("\"}", pos, "the long string '{\"'")?)
-            } else if self.starts_with("\"\"\"") {
-                self.bump(3);
-                Tok::Str(self.until("\"\"\"", pos, "the string '\"\"\"'")?)
-            } else if c == b'"' {
-                self.bump(1);
-                let body = self.until("\"", pos, "the string")?;
-                if body.contains('\n') {
-                    return Err(self.error(
-                        pos,
-                        "the string runs past the end of its line (a \"...\" string is one \
-                         line; use {\"...\"} for several)"
-                            .to_string(),
-                    ));
-                }
-                Tok::Str(body)
-            } else if c == b':' {
-                self.bump(1);
-                let body = self.until(":", pos, "the BLOB literal ':'")?;
-                if let Some(problem) = base64_problem(&body) {
-                    return Err(self.error(pos, format!("the BLOB literal :{body}: {problem}")));
-                }
-                Tok::Blob(body)
-            } else if c.is_ascii_alphabetic() {
-                let start = self.at;
-                while matches!(self.peek(0), b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-')
-                {
-                    self.bump(1);
-                }
-                Tok::Ident(self.since(start))
-            } else if c.is_ascii_digit() {
-                self.number(pos)?
-            } else if let Some(op) = OPS.iter().find(|op| self.starts_with(op)) {
-                self.bump(op.len());
-                Tok::Op(op)
-            } else {
-                let shown = self.text[self.at..].chars().next().unwrap_or(' ');
-                return Err(self.error(pos, format!("unexpected character {shown:?}")));
+            }
+            let tok = match self.literal(pos)? {
+                Some(tok) => tok,
+                None => self.word_number_or_op(pos)?,
             };
             out.push(Token { tok, pos });
+        }
+    }
+
+    /// A quoted literal starting at `pos`, if one does: inline C, the three string forms, a
+    /// BLOB.
+    fn literal(&mut self, pos: Pos) -> Result<Option<Tok>, VclError> {
+        let c = self.peek(0);
+        Ok(Some(if self.starts_with("C{") {
+            self.bump(2);
+            Tok::CCode(self.until("}C", pos, "the inline C block 'C{'")?)
+        } else if self.starts_with("{\"") {
+            self.bump(2);
+            Tok::Str(self.until("\"}", pos, "the long string '{\"'")?)
+        } else if self.starts_with("\"\"\"") {
+            self.bump(3);
+            Tok::Str(self.until("\"\"\"", pos, "the string '\"\"\"'")?)
+        } else if c == b'"' {
+            self.bump(1);
+            let body = self.until("\"", pos, "the string")?;
+            if body.contains('\n') {
+                return Err(self.error(
+                    pos,
+                    "the string runs past the end of its line (a \"...\" string is one \
+                     line; use {\"...\"} for several)"
+                        .to_string(),
+                ));
+            }
+            Tok::Str(body)
+        } else if c == b':' {
+            self.bump(1);
+            let body = self.until(":", pos, "the BLOB literal ':'")?;
+            if let Some(problem) = base64_problem(&body) {
+                return Err(self.error(pos, format!("the BLOB literal :{body}: {problem}")));
+            }
+            Tok::Blob(body)
+        } else {
+            return Ok(None);
+        }))
+    }
+
+    /// A word (an identifier, possibly dotted), a number or an operator starting at `pos`.
+    fn word_number_or_op(&mut self, pos: Pos) -> Result<Tok, VclError> {
+        let c = self.peek(0);
+        if c.is_ascii_alphabetic() {
+            let start = self.at;
+            while matches!(self.peek(0), b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-')
+            {
+                self.bump(1);
+            }
+            Ok(Tok::Ident(self.since(start)))
+        } else if c.is_ascii_digit() {
+            self.number(pos)
+        } else if let Some(op) = OPS.iter().find(|op| self.starts_with(op)) {
+            self.bump(op.len());
+            Ok(Tok::Op(op))
+        } else {
+            let shown = self.text[self.at..].chars().next().unwrap_or(' ');
+            Err(self.error(pos, format!("unexpected character {shown:?}")))
         }
     }
 

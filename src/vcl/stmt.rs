@@ -60,20 +60,7 @@ impl Parser<'_> {
         self.at += 1;
         let stmt = match word.as_str() {
             "if" => return self.if_(pos),
-            "set" => {
-                let target = self.name("the variable to set, such as req.http.X-Foo")?;
-                let op = match self.peek() {
-                    Tok::Op(o) if ASSIGN.contains(o) => *o,
-                    _ => return Err(self.expected(&format!("'=' after 'set {target}'"))),
-                };
-                self.at += 1;
-                Stmt::Set {
-                    target,
-                    op,
-                    value: self.expr()?,
-                    pos,
-                }
-            }
+            "set" => self.set_(pos)?,
             "unset" | "remove" => Stmt::Unset {
                 target: self.name(&format!("the variable to {word}"))?,
                 pos,
@@ -87,17 +74,7 @@ impl Parser<'_> {
                     pos,
                 }
             }
-            "return" => {
-                let action = if self.is_op(";") {
-                    None
-                } else {
-                    self.expect("(", "after 'return' (as in 'return (pass);')")?;
-                    let action = self.expr()?;
-                    self.expect(")", "to close 'return ('")?;
-                    Some(action)
-                };
-                Stmt::Return { action, pos }
-            }
+            "return" => self.return_(pos)?,
             // Varnish splices an included file's text wherever `include` stands, in a sub too.
             "include" => {
                 let (path, glob) = self.include()?;
@@ -112,52 +89,87 @@ impl Parser<'_> {
                     pos,
                 }
             }
-            "error" => {
-                // 2.x `error 503 "msg";`: the status alone, so "msg" is not added to it.
-                let mut args = Vec::new();
-                if !self.is_op(";") {
-                    args.push(self.expr_no_juxtaposition()?);
-                }
-                if !self.is_op(";") {
-                    args.push(self.expr()?);
-                }
-                Stmt::Action {
-                    name: word,
-                    args,
-                    pos,
-                }
-            }
-            _ if self.is_op("(") || matches!(self.peek(), Tok::Str(_)) && word.ends_with('.') => {
-                self.at -= 1;
-                let expr = self.expr()?;
-                if !matches!(expr, Expr::Call { .. } | Expr::Method { .. }) {
-                    return Err(self.error_at(
-                        pos,
-                        "expected a statement; a value on its own does nothing".to_string(),
-                    ));
-                }
-                Stmt::Expr { expr, pos }
-            }
-            _ if self.is_op("=") || ASSIGN.iter().any(|o| self.is_op(o)) => {
-                return Err(self.error_at(
-                    pos,
-                    format!("expected a statement; to assign, write 'set {word} = ...;'"),
-                ));
-            }
-            _ => {
-                let mut args = Vec::new();
-                while !self.is_op(";") && *self.peek() != Tok::Eof {
-                    args.push(self.expr()?);
-                }
-                Stmt::Action {
-                    name: word,
-                    args,
-                    pos,
-                }
-            }
+            "error" => self.error_(word, pos)?,
+            _ => self.expr_or_action(word, pos)?,
         };
         self.expect(";", "to end the statement")?;
         Ok(stmt)
+    }
+
+    /// `set target op value` (after `set`).
+    fn set_(&mut self, pos: super::ast::Pos) -> Result<Stmt, VclError> {
+        let target = self.name("the variable to set, such as req.http.X-Foo")?;
+        let op = match self.peek() {
+            Tok::Op(o) if ASSIGN.contains(o) => *o,
+            _ => return Err(self.expected(&format!("'=' after 'set {target}'"))),
+        };
+        self.at += 1;
+        Ok(Stmt::Set {
+            target,
+            op,
+            value: self.expr()?,
+            pos,
+        })
+    }
+
+    /// `return` or `return (action)` (after `return`).
+    fn return_(&mut self, pos: super::ast::Pos) -> Result<Stmt, VclError> {
+        let action = if self.is_op(";") {
+            None
+        } else {
+            self.expect("(", "after 'return' (as in 'return (pass);')")?;
+            let action = self.expr()?;
+            self.expect(")", "to close 'return ('")?;
+            Some(action)
+        };
+        Ok(Stmt::Return { action, pos })
+    }
+
+    /// 2.x `error 503 "msg";` (after `error`): the status alone, so "msg" is not added to it.
+    fn error_(&mut self, word: String, pos: super::ast::Pos) -> Result<Stmt, VclError> {
+        let mut args = Vec::new();
+        if !self.is_op(";") {
+            args.push(self.expr_no_juxtaposition()?);
+        }
+        if !self.is_op(";") {
+            args.push(self.expr()?);
+        }
+        Ok(Stmt::Action {
+            name: word,
+            args,
+            pos,
+        })
+    }
+
+    /// Any other word: a function or method call (`std.log("x")`), or an action and its
+    /// arguments.
+    fn expr_or_action(&mut self, word: String, pos: super::ast::Pos) -> Result<Stmt, VclError> {
+        if self.is_op("(") || matches!(self.peek(), Tok::Str(_)) && word.ends_with('.') {
+            self.at -= 1;
+            let expr = self.expr()?;
+            if !matches!(expr, Expr::Call { .. } | Expr::Method { .. }) {
+                return Err(self.error_at(
+                    pos,
+                    "expected a statement; a value on its own does nothing".to_string(),
+                ));
+            }
+            return Ok(Stmt::Expr { expr, pos });
+        }
+        if self.is_op("=") || ASSIGN.iter().any(|o| self.is_op(o)) {
+            return Err(self.error_at(
+                pos,
+                format!("expected a statement; to assign, write 'set {word} = ...;'"),
+            ));
+        }
+        let mut args = Vec::new();
+        while !self.is_op(";") && *self.peek() != Tok::Eof {
+            args.push(self.expr()?);
+        }
+        Ok(Stmt::Action {
+            name: word,
+            args,
+            pos,
+        })
     }
 
     /// `if (c) {..}` then any `elsif`/`elseif`/`elif`/`else if` branches and an `else`.

@@ -177,23 +177,7 @@ impl Checker<'_> {
                 return;
             }
             Slot::Fixed(fixed, why) => {
-                let (e, t) = self.expr(value, Some(Type::Bool));
-                match (set_op, e, t) {
-                    (SetOp::Assign, Expr::Bool(b), Type::Bool) if b == fixed => {}
-                    (SetOp::Assign, Expr::Bool(_), Type::Bool) => {
-                        self.unsupported(pos, format!("'set {target} = {}': {why}", !fixed))
-                    }
-                    (_, _, Type::Error) => {}
-                    (SetOp::Assign, _, Type::Bool) => self.unsupported(
-                        pos,
-                        format!("'{target}' can only be set to {fixed} in Shellac: {why}"),
-                    ),
-                    (SetOp::Assign, _, t) => self.error(
-                        value.pos(),
-                        format!("Expected \"true\" or \"false\", found {t}"),
-                    ),
-                    _ => self.error(pos, format!("Expected '=' got '{op}'")),
-                }
+                self.set_fixed(target, op, set_op, value, (fixed, why), pos);
                 return;
             }
             _ => {}
@@ -218,7 +202,51 @@ impl Checker<'_> {
             (_, Type::Header) => Type::String,
             (_, t) => t,
         };
-        let value_expr = if ty == Type::Bool {
+        let Some(value_expr) = self.set_value(value, ty, want) else {
+            return;
+        };
+        out.push(Stmt::Set {
+            var,
+            op: set_op,
+            value: value_expr,
+            pos,
+        });
+    }
+
+    /// `set` of a variable Shellac fixes to one value (`Slot::Fixed`): only that value is
+    /// accepted, anything else is explained.
+    fn set_fixed(
+        &mut self,
+        target: &str,
+        op: &str,
+        set_op: SetOp,
+        value: &ast::Expr,
+        (fixed, why): (bool, &str),
+        pos: Pos,
+    ) {
+        let (e, t) = self.expr(value, Some(Type::Bool));
+        match (set_op, e, t) {
+            (SetOp::Assign, Expr::Bool(b), Type::Bool) if b == fixed => {}
+            (SetOp::Assign, Expr::Bool(_), Type::Bool) => {
+                self.unsupported(pos, format!("'set {target} = {}': {why}", !fixed))
+            }
+            (_, _, Type::Error) => {}
+            (SetOp::Assign, _, Type::Bool) => self.unsupported(
+                pos,
+                format!("'{target}' can only be set to {fixed} in Shellac: {why}"),
+            ),
+            (SetOp::Assign, _, t) => self.error(
+                value.pos(),
+                format!("Expected \"true\" or \"false\", found {t}"),
+            ),
+            _ => self.error(pos, format!("Expected '=' got '{op}'")),
+        }
+    }
+
+    /// The value of a `set` of a `ty` variable, checked as `want` (None: an error was
+    /// reported).
+    fn set_value(&mut self, value: &ast::Expr, ty: Type, want: Type) -> Option<Expr> {
+        Some(if ty == Type::Bool {
             let (e, t) = self.expr(value, Some(Type::Bool));
             match t {
                 Type::Bool | Type::Error => e,
@@ -227,7 +255,7 @@ impl Checker<'_> {
                         value.pos(),
                         format!("Expected \"true\" or \"false\" (a BOOL), found {other}"),
                     );
-                    return;
+                    return None;
                 }
             }
         } else if want == Type::Real {
@@ -239,18 +267,12 @@ impl Checker<'_> {
                         value.pos(),
                         format!("Expression has type {other}, expected REAL"),
                     );
-                    return;
+                    return None;
                 }
             }
         } else {
             self.expr_as(value, want)
-        };
-        out.push(Stmt::Set {
-            var,
-            op: set_op,
-            value: value_expr,
-            pos,
-        });
+        })
     }
 
     /// The action of `return (...)`, checked against where the code runs.

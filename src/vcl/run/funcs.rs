@@ -47,34 +47,14 @@ pub(super) fn call<'a>(f: &'a Func, a: &Args<'a, '_>) -> Result<Value<'a>, Strin
         Func::StdToLower => Value::Str(to_case(a.text(0)?, false)),
         Func::StdToUpper => Value::Str(to_case(a.text(0)?, true)),
         Func::StdIp => std_ip(a)?,
-        Func::StdHealthy => match a.get(0)? {
-            Value::Backend(b) => Value::Bool(env.healthy(b)),
-            _ => Value::Bool(false),
-        },
+        Func::StdHealthy => Value::Bool(matches!(a.get(0)?, Value::Backend(b) if env.healthy(b))),
         Func::StdQuerySort => Value::Str(querysort(a.text(0)?)),
         Func::StdRound => Value::Real(a.get(0)?.number().round()),
         Func::StdReal2Integer | Func::StdTime2Integer => to_integer(a)?,
-        Func::StdReal2Time => match a.get(0)?.number() {
-            r if r.is_finite() => Value::Time(r),
-            _ => Value::Time(a.get(1)?.number()),
-        },
-        Func::StdTime2Real => match a.get(0)?.number() {
-            t if t.is_finite() => Value::Real(t),
-            _ => Value::Real(a.get(1)?.number()),
-        },
+        Func::StdReal2Time => Value::Time(finite_or_fallback(a)?),
+        Func::StdTime2Real => Value::Real(finite_or_fallback(a)?),
         Func::StdGetenv => std_getenv(&a.text(0)?),
-        Func::StdDuration => match parse_duration(&a.text(0)?) {
-            Some(d) => Value::Duration(d),
-            None => Value::Duration(a.get(1)?.number()),
-        },
-        Func::StdInteger => match a.text(0)?.trim().parse::<i64>() {
-            Ok(n) => Value::Int(n),
-            Err(_) => Value::Int(a.get(1)?.int()),
-        },
-        Func::StdReal => match a.text(0)?.trim().parse::<f64>() {
-            Ok(r) if r.is_finite() => Value::Real(r),
-            _ => Value::Real(a.get(1)?.number()),
-        },
+        Func::StdDuration | Func::StdInteger | Func::StdReal => parsed_or_fallback(f, a)?,
         Func::StdTime => std_time(a)?,
         Func::FileRead(t) => Value::Str(Cow::Borrowed(&t.text)),
         Func::BlobDecode => blob_decode(a)?,
@@ -83,10 +63,10 @@ pub(super) fn call<'a>(f: &'a Func, a: &Args<'a, '_>) -> Result<Value<'a>, Strin
         Func::BlobEqual => Value::Bool(blob_arg(a.get(0)?)? == blob_arg(a.get(1)?)?),
         Func::BlobLength => Value::Int(blob_arg(a.get(0)?)?.len() as i64),
         Func::BlobSub => blob_sub(a)?,
-        Func::StdPort => match a.get(0)? {
-            Value::Ip(ip) => Value::Int(i64::from(ip.port())),
-            _ => Value::Int(0),
-        },
+        Func::StdPort => Value::Int(match a.get(0)? {
+            Value::Ip(ip) => i64::from(ip.port()),
+            _ => 0,
+        }),
         Func::StdStrstr => strstr(a.text(0)?, &a.text(1)?),
         Func::StdRandom => {
             let (lo, hi) = (a.get(0)?.number(), a.get(1)?.number());
@@ -103,32 +83,18 @@ pub(super) fn call<'a>(f: &'a Func, a: &Args<'a, '_>) -> Result<Value<'a>, Strin
             let (limit, period, block) = (a.get(1)?.int(), a.get(2)?.number(), a.get(3)?.number());
             env.throttle(*op, &key, limit, period, block)
         }
-        Func::PurgeSoft => Value::Int(env.purge(Some(SoftPurge {
-            ttl: a.get(0)?.number(),
-            grace: a.get(1)?.number(),
-            keep: a.get(2)?.number(),
-        })) as i64),
-        Func::CookieGet => {
-            let name = a.text(0)?;
-            match env.state().cookies.get(&name) {
-                Some(v) => Value::str(v),
-                None => Value::None,
-            }
-        }
+        Func::PurgeSoft => purge_soft(a)?,
+        Func::CookieGet => match env.state().cookies.get(&a.text(0)?) {
+            Some(v) => Value::str(v),
+            None => Value::None,
+        },
         Func::CookieIsSet => Value::Bool(env.state().cookies.get(&a.text(0)?).is_some()),
         Func::CookieGetString => Value::Str(Cow::Owned(env.state().cookies.to_header())),
         Func::DirectorBackend(t) => Value::Backend(BackendSel {
             target: *t,
             hash: None,
         }),
-        Func::DirectorHash(t) => {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            a.text(0)?.hash(&mut h);
-            Value::Backend(BackendSel {
-                target: *t,
-                hash: Some(h.finish()),
-            })
-        }
+        Func::DirectorHash(t) => director_hash(*t, a)?,
         // Functions for their effect only (the checker never makes them values).
         Func::HashData
         | Func::Ban
@@ -148,6 +114,55 @@ pub(super) fn call<'a>(f: &'a Func, a: &Args<'a, '_>) -> Result<Value<'a>, Strin
         | Func::CookieClean
         | Func::Rollback => Value::None,
     })
+}
+
+/// `std.real2time` / `std.time2real`: the first argument when it is a finite number, else the
+/// fallback (only then evaluated).
+fn finite_or_fallback(a: &Args<'_, '_>) -> Result<f64, String> {
+    match a.get(0)?.number() {
+        r if r.is_finite() => Ok(r),
+        _ => Ok(a.get(1)?.number()),
+    }
+}
+
+/// `std.duration`, `std.integer`, `std.real`: the first argument's text parsed, else the
+/// fallback (only then evaluated).
+fn parsed_or_fallback<'a>(f: &Func, a: &Args<'a, '_>) -> Result<Value<'a>, String> {
+    let text = a.text(0)?;
+    Ok(match f {
+        Func::StdDuration => match parse_duration(&text) {
+            Some(d) => Value::Duration(d),
+            None => Value::Duration(a.get(1)?.number()),
+        },
+        Func::StdInteger => match text.trim().parse::<i64>() {
+            Ok(n) => Value::Int(n),
+            Err(_) => Value::Int(a.get(1)?.int()),
+        },
+        _ => match text.trim().parse::<f64>() {
+            Ok(r) if r.is_finite() => Value::Real(r),
+            _ => Value::Real(a.get(1)?.number()),
+        },
+    })
+}
+
+/// `purge.soft(ttl, grace, keep)`: the number of objects it reached.
+fn purge_soft<'a>(a: &Args<'a, '_>) -> Result<Value<'a>, String> {
+    let soft = SoftPurge {
+        ttl: a.get(0)?.number(),
+        grace: a.get(1)?.number(),
+        keep: a.get(2)?.number(),
+    };
+    Ok(Value::Int(a.env.purge(Some(soft)) as i64))
+}
+
+/// A hash director's `.backend(key)`: the director with the key's hash.
+fn director_hash<'a>(target: u16, a: &Args<'a, '_>) -> Result<Value<'a>, String> {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    a.text(0)?.hash(&mut h);
+    Ok(Value::Backend(BackendSel {
+        target,
+        hash: Some(h.finish()),
+    }))
 }
 
 /// `regsub` / `regsuball` (`all`). Past the match limit the subject is left as it is, as
