@@ -611,9 +611,8 @@ async fn an_http_origin_on_a_unix_socket() {
         }
     });
     let address = format!("unix:{}", path.display());
-    let shellac = Shellac::start("127.0.0.1:9".parse().unwrap(), |c| {
+    let shellac = Shellac::start_hostless(|c| {
         let b = &mut c.backends[0];
-        b.host = String::new();
         b.address = Some(address.clone());
         b.probe = Some(ProbeRef::Inline(fast_probe()));
     })

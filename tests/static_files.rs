@@ -51,11 +51,8 @@ fn site() -> TempDir {
 }
 
 async fn files(root: &Path, tweak: impl FnOnce(&mut shellac::config::BackendConfig)) -> Shellac {
-    Shellac::start("127.0.0.1:9".parse().unwrap(), |c| {
+    Shellac::start_files(root, |c| {
         let b = &mut c.backends[0];
-        b.host = String::new();
-        b.protocol = shellac::config::BackendProtocol::Files;
-        b.root = Some(root.to_path_buf());
         b.precompressed = true;
         tweak(b);
         // `X-Pass: 1`: the request is passed (never cached), so the files origin itself
@@ -525,11 +522,8 @@ async fn try_files_serves_the_first_that_exists_else_the_fallback() {
     std::fs::write(www.join("about.html"), "<p>about</p>").unwrap();
     let app = Origin::start(|s| Reply::ok(&format!("app saw {}", s.path)).cc("no-store")).await;
     let app_addr = app.addr;
-    let sh = Shellac::start("127.0.0.1:9".parse().unwrap(), |c| {
+    let sh = Shellac::start_files(&www, |c| {
         let b = &mut c.backends[0];
-        b.host = String::new();
-        b.protocol = shellac::config::BackendProtocol::Files;
-        b.root = Some(www.clone());
         b.try_files = ["$uri", "$uri.html", "$uri/", "@app"]
             .map(String::from)
             .to_vec();
@@ -650,11 +644,7 @@ async fn flv_start_sends_the_header_then_the_file_from_the_offset() {
         .unwrap()
         .set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1_577_836_800))
         .unwrap();
-    let sh = Shellac::start("127.0.0.1:9".parse().unwrap(), |c| {
-        let b = &mut c.backends[0];
-        b.host = String::new();
-        b.protocol = shellac::config::BackendProtocol::Files;
-        b.root = Some(www.clone());
+    let sh = Shellac::start_files(&www, |c| {
         c.rules.push(shellac::config::rules::RuleConfig {
             path: Some(r"\.flv$".into()),
             flv: true,
@@ -699,11 +689,7 @@ async fn mp4_start_cuts_the_movie_at_the_keyframe_before() {
     let late = shellac::mp4::sample::movie(false);
     std::fs::write(www.join("movie.mp4"), &movie).unwrap();
     std::fs::write(www.join("late.mp4"), &late).unwrap();
-    let sh = Shellac::start("127.0.0.1:9".parse().unwrap(), |c| {
-        let b = &mut c.backends[0];
-        b.host = String::new();
-        b.protocol = shellac::config::BackendProtocol::Files;
-        b.root = Some(www.clone());
+    let sh = Shellac::start_files(&www, |c| {
         c.rules.push(shellac::config::rules::RuleConfig {
             path: Some(r"\.mp4$".into()),
             mp4: true,
@@ -749,11 +735,7 @@ async fn hotlinks_are_refused_and_signed_links_expire() {
     std::fs::create_dir_all(www.join("paid")).unwrap();
     std::fs::write(www.join("img/cat.png"), "PNG").unwrap();
     std::fs::write(www.join("paid/movie.flv"), "FLV-MOVIE").unwrap();
-    let sh = Shellac::start("127.0.0.1:9".parse().unwrap(), |c| {
-        let b = &mut c.backends[0];
-        b.host = String::new();
-        b.protocol = shellac::config::BackendProtocol::Files;
-        b.root = Some(www.clone());
+    let sh = Shellac::start_files(&www, |c| {
         c.rules.push(shellac::config::rules::RuleConfig {
             path: Some("^/img/".into()),
             valid_referers: ["none", "server_names", "*.friend.org"]

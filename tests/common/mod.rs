@@ -354,6 +354,28 @@ impl Shellac {
         }
     }
 
+    /// Starts Shellac with a first backend that has no host and port (a document root, a
+    /// Unix socket): `tweak` gives it its kind or address and adjusts the rest of the config.
+    pub async fn start_hostless(tweak: impl FnOnce(&mut Config)) -> Shellac {
+        Shellac::start("127.0.0.1:9".parse().unwrap(), |c| {
+            c.backends[0].host = String::new();
+            tweak(c);
+        })
+        .await
+    }
+
+    /// Starts Shellac with a first backend that serves the files under `root`
+    /// (`protocol = "files"`); `tweak` adjusts the config after that.
+    pub async fn start_files(root: &std::path::Path, tweak: impl FnOnce(&mut Config)) -> Shellac {
+        Shellac::start_hostless(|c| {
+            let b = &mut c.backends[0];
+            b.protocol = shellac::config::BackendProtocol::Files;
+            b.root = Some(root.to_path_buf());
+            tweak(c);
+        })
+        .await
+    }
+
     /// Starts Shellac from a config file (so `POST /reload` re-reads it). The file should
     /// listen on `127.0.0.1:0` and put the admin listener on `127.0.0.1:0`.
     pub async fn start_reloadable(path: &std::path::Path) -> Shellac {
