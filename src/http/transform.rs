@@ -1,6 +1,6 @@
 //! What a change of a response's body means for its fields: a strong `ETag` weakened (the
 //! bytes are not the ones it named), and `Vary: Accept-Encoding` on a body chosen by content
-//! coding. Body filters (`proxy/filter/`) and stored representations (`proxy/represent.rs`)
+//! coding. Body filters (`proxy/filter/`) and stored representations (`proxy/represent/`)
 //! both make these edits.
 
 use http::header::{self, HeaderMap, HeaderValue};

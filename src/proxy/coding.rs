@@ -222,7 +222,7 @@ pub(super) fn identity_for_if_range(txn: &mut Txn, object: &crate::cache::Object
 }
 
 /// What answers a client from a stored object: the object, or its br or zstd
-/// representation (`represent.rs`).
+/// representation (`represent/`).
 pub(super) enum Chosen {
     Object(Arc<Object>),
     /// The client prefers `Coding`, whose representation memory does not hold: the tiers
@@ -231,7 +231,7 @@ pub(super) enum Chosen {
 }
 
 /// The br or zstd representation of a stored object for a client that prefers it, or the
-/// identity of a stored gzip one for a client without gzip (`represent.rs`), when one is built; else `object` (and the hit counts towards building
+/// identity of a stored gzip one for a client without gzip (`represent/`), when one is built; else `object` (and the hit counts towards building
 /// one). Which objects: a stored gzip `200` (one Shellac made or an origin's, under
 /// `[[rule]]`s or VCL alike: under VCL its gzip is `beresp.do_gzip`'s or the origin's), and
 /// under `[[rule]]`s an identity `200` that `[compression]` would gzip now (stored under an

@@ -81,7 +81,7 @@ impl Proxy {
         let prepared = deliver::prepared(&object, now, &status).ok()?;
         // Stored gzip (or an origin's br or zstd) for a client that does not take it: the
         // full path decodes it (a delivery filter, `coding.rs`); for one that prefers br or zstd, the full path
-        // serves their representation (`represent.rs`), as it does for an identity object
+        // serves their representation (`represent/`), as it does for an identity object
         // `[compression]` would gzip now (under rules). One flag for every other hit.
         let recodable = !prepared.gzip
             && prepared.decodable.is_none()

@@ -48,34 +48,8 @@ pub fn object(
     let stored = object.headers.map();
     let effect = chain.effect(object.status, stored);
     let output = chain.output(object.status, stored);
-    // The representation being sent: its length when known, and its validators.
-    let length = match (&output, effect.changes_length) {
-        (_, false) => Some(object.body_len),
-        (Some(o), true) => Some(o.length),
-        (None, true) => None,
-    };
-    let etag = match (&output, effect.changes_length) {
-        (Some(Output { etag: Some(e), .. }), true) => Some(e.clone()),
-        (_, true) => stored.get(header::ETAG).map(weakened),
-        (_, false) => stored.get(header::ETAG).cloned(),
-    };
-    let last_modified = object
-        .headers
-        .get_str(&header::LAST_MODIFIED)
-        .and_then(|v| httpdate::parse_http_date(v.trim()).ok());
-    let answer = conditional::evaluate(
-        method,
-        request,
-        etag.as_ref().and_then(|e| e.to_str().ok()),
-        last_modified,
-        // Unknown length: Range is ignored (RFC 9110 §14.2), so it is never read.
-        length.unwrap_or(0),
-    );
-    let answer = match (answer, length) {
-        (Answer::Partial(_) | Answer::Unsatisfiable, None) => Answer::Full,
-        (Answer::Partial(ranges), _) if ranges.len() > 1 => Answer::Full,
-        (answer, _) => answer,
-    };
+    let (length, etag) = sent(&object, effect.changes_length, output.as_ref());
+    let answer = answer(&object, method, request, length, etag.as_ref());
     if answer == Answer::PreconditionFailed {
         return crate::proxy::deliver::synth(
             StatusCode::PRECONDITION_FAILED,
@@ -84,19 +58,7 @@ pub fn object(
         );
     }
     // The stored object's response, whole or 304: the answer is this function's.
-    let mut plain = request.clone();
-    for name in [
-        header::IF_MATCH,
-        header::IF_UNMODIFIED_SINCE,
-        header::RANGE,
-        header::IF_RANGE,
-    ] {
-        plain.remove(name);
-    }
-    if answer != Answer::NotModified {
-        plain.remove(header::IF_NONE_MATCH);
-        plain.remove(header::IF_MODIFIED_SINCE);
-    }
+    let plain = unconditional(request, &answer);
     let mut resp =
         crate::proxy::deliver::object(object.clone(), method, &plain, head_only, now, cache_status);
     if resp.status() == StatusCode::NOT_MODIFIED {
@@ -122,6 +84,88 @@ pub fn object(
         }
         _ => {}
     }
+    with_body(resp, answer, length, chain, object, head_only)
+}
+
+/// The representation being sent: its length when known, and its entity tag.
+fn sent(
+    object: &Object,
+    changes_length: bool,
+    output: Option<&Output>,
+) -> (Option<u64>, Option<HeaderValue>) {
+    let stored = object.headers.map();
+    let length = match (output, changes_length) {
+        (_, false) => Some(object.body_len),
+        (Some(o), true) => Some(o.length),
+        (None, true) => None,
+    };
+    let etag = match (output, changes_length) {
+        (Some(Output { etag: Some(e), .. }), true) => Some(e.clone()),
+        (_, true) => stored.get(header::ETAG).map(weakened),
+        (_, false) => stored.get(header::ETAG).cloned(),
+    };
+    (length, etag)
+}
+
+/// The answer to the request's preconditions and Range over the representation being sent
+/// (of `length`, when known, and `etag`): Range ignored when the length is unknown, several
+/// ranges one whole response.
+fn answer(
+    object: &Object,
+    method: &Method,
+    request: &HeaderMap,
+    length: Option<u64>,
+    etag: Option<&HeaderValue>,
+) -> Answer {
+    let last_modified = object
+        .headers
+        .get_str(&header::LAST_MODIFIED)
+        .and_then(|v| httpdate::parse_http_date(v.trim()).ok());
+    let answer = conditional::evaluate(
+        method,
+        request,
+        etag.and_then(|e| e.to_str().ok()),
+        last_modified,
+        // Unknown length: Range is ignored (RFC 9110 §14.2), so it is never read.
+        length.unwrap_or(0),
+    );
+    match (answer, length) {
+        (Answer::Partial(_) | Answer::Unsatisfiable, None) => Answer::Full,
+        (Answer::Partial(ranges), _) if ranges.len() > 1 => Answer::Full,
+        (answer, _) => answer,
+    }
+}
+
+/// The request without the preconditions and Range already answered (a 304 keeps those
+/// that make it one), so the stored object's response is whole or 304.
+fn unconditional(request: &HeaderMap, answer: &Answer) -> HeaderMap {
+    let mut plain = request.clone();
+    for name in [
+        header::IF_MATCH,
+        header::IF_UNMODIFIED_SINCE,
+        header::RANGE,
+        header::IF_RANGE,
+    ] {
+        plain.remove(name);
+    }
+    if *answer != Answer::NotModified {
+        plain.remove(header::IF_NONE_MATCH);
+        plain.remove(header::IF_MODIFIED_SINCE);
+    }
+    plain
+}
+
+/// The whole (200) response `resp`, its fields filtered, as `answer` says: a 416 or one range
+/// over the filtered bytes of `length`, or all of them; no body for HEAD.
+fn with_body(
+    mut resp: Response<ResponseBody>,
+    answer: Answer,
+    length: Option<u64>,
+    chain: Chain,
+    object: Arc<Object>,
+    head_only: bool,
+) -> Response<ResponseBody> {
+    let fields = resp.headers_mut();
     match (answer, length) {
         (Answer::Unsatisfiable, Some(len)) => {
             fields.remove(header::CONTENT_TYPE);

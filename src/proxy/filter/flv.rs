@@ -13,7 +13,7 @@ use bytes::Bytes;
 use http::StatusCode;
 use http::header::{self, HeaderMap};
 
-use super::{BodyFilter, Chunks, Effect, FilterError};
+use super::{BodyFilter, Chunks, Effect, FilterError, seek};
 
 /// What nginx sends before the bytes from the offset: `FLV`, version 1, audio and video,
 /// a 9-byte header, then the first (zero) previous-tag size.
@@ -22,10 +22,7 @@ pub const HEADER: &[u8; 13] = b"FLV\x01\x05\x00\x00\x00\x09\x00\x00\x00\x00";
 /// `start=N` of a query (the last one, as nginx's `$arg_start`), when it is a positive whole
 /// number.
 pub fn start_of(query: &str) -> Option<u64> {
-    query
-        .split('&')
-        .filter_map(|pair| pair.strip_prefix("start="))
-        .next_back()
+    seek::start_arg(query)
         .and_then(|v| v.parse::<u64>().ok())
         .filter(|&n| n > 0)
 }
@@ -86,14 +83,9 @@ impl BodyFilter for Flv {
         loop {
             match std::task::ready!(input.poll_chunk(cx)) {
                 Some(Ok(chunk)) if self.skip > 0 => {
-                    let len = chunk.len() as u64;
-                    if len <= self.skip {
-                        self.skip -= len;
-                        continue;
+                    if let Some(rest) = seek::skip(chunk, &mut self.skip) {
+                        return Poll::Ready(Some(Ok(rest)));
                     }
-                    let from = usize::try_from(self.skip).unwrap_or(chunk.len());
-                    self.skip = 0;
-                    return Poll::Ready(Some(Ok(chunk.slice(from..))));
                 }
                 other => return Poll::Ready(other),
             }

@@ -85,6 +85,17 @@ impl Inflate {
         Ok(())
     }
 
+    /// Decodes all of `chunk`, the output thrown away: whether it is well formed so far
+    /// (a check of a body passing through; `scratch` is reused from chunk to chunk).
+    fn check(&mut self, chunk: Bytes, scratch: &mut Vec<u8>) -> Result<(), GzipError> {
+        self.pending = chunk;
+        while !self.pending.is_empty() {
+            scratch.clear();
+            self.step(scratch)?;
+        }
+        Ok(())
+    }
+
     /// The end of the input: whole only if the last member ended.
     fn finish(&self) -> Result<(), GzipError> {
         if self.ended {
@@ -93,6 +104,17 @@ impl Inflate {
             Err(GzipError::Truncated)
         }
     }
+}
+
+/// A filter's answer for a body found malformed: counted, and every later poll fails too.
+fn malformed(
+    counters: &Counters,
+    failed: &mut bool,
+    e: GzipError,
+) -> Poll<Option<Result<Bytes, FilterError>>> {
+    counters.compress_gzip_invalid.inc();
+    *failed = true;
+    Poll::Ready(Some(Err(e.into())))
 }
 
 /// Whether a whole gzip body, given as chunks, decodes (a body read ahead before delivery,
@@ -106,14 +128,7 @@ pub fn check<'a>(
     let mut scratch = Vec::new();
     let checked = chunks
         .into_iter()
-        .try_for_each(|chunk| {
-            inflate.pending = chunk.clone();
-            while !inflate.pending.is_empty() {
-                scratch.clear();
-                inflate.step(&mut scratch)?;
-            }
-            Ok(())
-        })
+        .try_for_each(|chunk| inflate.check(chunk.clone(), &mut scratch))
         .and_then(|()| inflate.finish());
     if checked.is_err() {
         counters.compress_gzip_invalid.inc();
@@ -205,9 +220,7 @@ impl BodyFilter for Gunzip {
         loop {
             let mut out = Vec::new();
             if let Err(e) = inflate.step(&mut out) {
-                self.counters.compress_gzip_invalid.inc();
-                self.failed = true;
-                return Poll::Ready(Some(Err(e.into())));
+                return malformed(&self.counters, &mut self.failed, e);
             }
             if !out.is_empty() {
                 return Poll::Ready(Some(Ok(Bytes::from(out))));
@@ -222,9 +235,7 @@ impl BodyFilter for Gunzip {
                 Poll::Ready(None) => {
                     self.done = true;
                     if let Err(e) = inflate.finish() {
-                        self.counters.compress_gzip_invalid.inc();
-                        self.failed = true;
-                        return Poll::Ready(Some(Err(e.into())));
+                        return malformed(&self.counters, &mut self.failed, e);
                     }
                     return Poll::Ready(None);
                 }
@@ -300,13 +311,7 @@ impl BodyFilter for TestGunzip {
         let result = loop {
             match input.poll_chunk(cx) {
                 Poll::Ready(Some(Ok(chunk))) => {
-                    inflate.pending = chunk.clone();
-                    let mut checked = Ok(());
-                    while !inflate.pending.is_empty() && checked.is_ok() {
-                        self.scratch.clear();
-                        checked = inflate.step(&mut self.scratch);
-                    }
-                    if let Err(e) = checked {
+                    if let Err(e) = inflate.check(chunk.clone(), &mut self.scratch) {
                         break Err(e);
                     }
                     if let Some(before) = self.held.replace(chunk) {
@@ -330,11 +335,7 @@ impl BodyFilter for TestGunzip {
         };
         match result {
             Ok(chunk) => Poll::Ready(chunk.map(Ok)),
-            Err(e) => {
-                self.counters.compress_gzip_invalid.inc();
-                self.failed = true;
-                Poll::Ready(Some(Err(e.into())))
-            }
+            Err(e) => malformed(&self.counters, &mut self.failed, e),
         }
     }
 }

@@ -32,6 +32,7 @@ pub use decode::Decode;
 #[cfg(test)]
 mod gzip_tests;
 pub mod mp4;
+mod seek;
 #[cfg(test)]
 pub(super) mod tests;
 

@@ -20,17 +20,14 @@ use bytes::Bytes;
 use http::StatusCode;
 use http::header::{self, HeaderMap};
 
-use super::{BodyFilter, Chunks, Effect, FilterError};
+use super::{BodyFilter, Chunks, Effect, FilterError, seek};
 use crate::mp4::{self, Scan};
 use crate::stats::Counters;
 
 /// `start=SECONDS` of a query (the last one), when it is a positive number of seconds
 /// (`12`, `12.5`).
 pub fn start_of(query: &str) -> Option<f64> {
-    query
-        .split('&')
-        .filter_map(|pair| pair.strip_prefix("start="))
-        .next_back()
+    seek::start_arg(query)
         .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
         .and_then(|v| v.parse::<f64>().ok())
         .filter(|&s| s.is_finite() && s > 0.0)
@@ -150,14 +147,10 @@ impl BodyFilter for Mp4 {
                     self.decide(held);
                 }
                 (State::Skipping(left), Some(Ok(chunk))) => {
-                    let len = chunk.len() as u64;
-                    if len <= *left {
-                        *left -= len;
-                        continue;
+                    if let Some(rest) = seek::skip(chunk, left) {
+                        self.state = State::Passing;
+                        return Poll::Ready(Some(Ok(rest)));
                     }
-                    let from = *left as usize;
-                    self.state = State::Passing;
-                    return Poll::Ready(Some(Ok(chunk.slice(from..))));
                 }
                 (State::Passing, Some(Ok(chunk))) => return Poll::Ready(Some(Ok(chunk))),
             }

@@ -11,25 +11,22 @@
 //! kept in every tier, purged with the URL, and served only while the object it was made
 //! from is the one being served.
 
+mod encode;
+mod job;
+mod worker;
+
 use std::collections::HashSet;
-use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderValue};
 use tokio::sync::mpsc;
 
 use crate::cache::representation;
-use crate::cache::{Body, Cache, CacheKey, NeedsIo, Object, StoredFields};
+use crate::cache::{Cache, CacheKey, NeedsIo, Object};
 use crate::config::compression::{CompressionConfig, Encoding};
 use crate::http::accept_encoding::{Accepts, Coding};
 use crate::stats::Counters;
-
-/// The zstd window, at most 8 MB (2^23) as RFC 9659 requires of `zstd` on the web.
-const ZSTD_WINDOW_LOG: u32 = 23;
-
-/// The brotli window (2^22: 4 MB, brotli's default).
-const BR_WINDOW_LOG: i32 = 22;
+use job::{Job, Levels};
+use worker::Worker;
 
 /// Objects counted for heat, at most (a bounded table: the least used are forgotten).
 const HEAT_ENTRIES: usize = 16_384;
@@ -42,15 +39,6 @@ pub enum Found {
     NeedsIo(CacheKey),
     /// None (the hit counted towards building one).
     Absent,
-}
-
-/// One representation to build.
-struct Job {
-    /// Where it is stored.
-    key: CacheKey,
-    coding: Coding,
-    source: Arc<Object>,
-    levels: Levels,
 }
 
 /// The representations of one configuration: the heat table, the queue and its worker.
@@ -72,14 +60,6 @@ pub struct Representations {
     levels_by_type: CompressionConfig,
     /// The largest identity body decoded to be encoded (`cache.max_object_size`).
     max_identity: u64,
-}
-
-#[derive(Clone, Copy)]
-struct Levels {
-    br: u32,
-    zstd: u32,
-    /// The gzip level of the job's media type (`[compression] levels`).
-    gzip: u32,
 }
 
 impl Representations {
@@ -268,191 +248,11 @@ impl Representations {
     }
 }
 
-/// The task that builds queued representations, one at a time; it ends when its
-/// configuration's `Representations` is dropped (a reload).
-struct Worker {
-    cache: Arc<Cache>,
-    counters: Arc<Counters>,
-    queued: Arc<Mutex<HashSet<CacheKey>>>,
-    max_identity: u64,
-}
-
-impl Worker {
-    async fn run(self, mut rx: mpsc::Receiver<Job>) {
-        while let Some(job) = rx.recv().await {
-            let key = job.key.clone();
-            self.build(job).await;
-            if let Ok(mut queued) = self.queued.lock() {
-                queued.remove(&key);
-            }
-        }
-    }
-
-    async fn build(&self, job: Job) {
-        let Some(stored) = read_body(&job.source).await else {
-            self.counters.compress_encode_dropped.inc();
-            return;
-        };
-        let gzip = representation::stored_gzip(&job.source.headers);
-        let (coding, levels, limit) = (job.coding, job.levels, self.max_identity);
-        let encoded = tokio::task::spawn_blocking(move || {
-            let identity = if gzip {
-                gunzip(&stored, limit)?
-            } else {
-                stored
-            };
-            if coding == Coding::Identity {
-                return gzip.then_some((identity.len() as u64, identity));
-            }
-            let out = encode(coding, levels, &identity)?;
-            Some((identity.len() as u64, out))
-        })
-        .await;
-        let Ok(Some((identity_len, mut out))) = encoded else {
-            self.counters.compress_encode_dropped.inc();
-            return;
-        };
-        if coding == Coding::Identity {
-            self.counters.compress_identity.inc();
-        } else {
-            // Not smaller than the gzip it would replace: not worth a second copy.
-            if out.len() as u64 >= job.source.body_len {
-                self.counters.compress_encode_dropped.inc();
-                return;
-            }
-            self.counters.compress_encoded_bytes_in.add(identity_len);
-            self.counters
-                .compress_encoded_bytes_out
-                .add(out.len() as u64);
-            match coding {
-                Coding::Br => self.counters.compress_br.inc(),
-                Coding::Zstd => self.counters.compress_zstd.inc(),
-                _ => self.counters.compress_gzip.inc(),
-            }
-        }
-        // Exact size: `Bytes` keeps a vector's spare capacity allocated.
-        out.shrink_to_fit();
-        let Some(fields) = fields(&job.source, coding) else {
-            return;
-        };
-        let body_len = out.len() as u64;
-        let object = Object {
-            headers: fields,
-            body: Body::Memory(smallvec::smallvec![Bytes::from(out)]),
-            body_len,
-            vary: None,
-            ..job.source.copy()
-        };
-        self.cache.store(&job.key, Arc::new(object));
-    }
-}
-
-/// A stored body, whole (from memory, or read back from the disk tier).
-async fn read_body(object: &Arc<Object>) -> Option<Vec<u8>> {
-    if let Body::Memory(chunks) = &object.body {
-        return Some(chunks.iter().flat_map(|c| c.iter().copied()).collect());
-    }
-    let mut body = crate::proxy::body::ResponseBody::object(object.clone());
-    let mut out = Vec::with_capacity(object.body_len as usize);
-    loop {
-        use crate::proxy::chunks::Chunks as _;
-        match std::future::poll_fn(|cx| body.poll_chunk(cx)).await {
-            Some(Ok(chunk)) => out.extend_from_slice(&chunk),
-            Some(Err(_)) => return None,
-            None => return Some(out),
-        }
-    }
-}
-
-/// The identity of a gzip body (several members are one body), at most `limit` bytes.
-fn gunzip(gzip: &[u8], limit: u64) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    flate2::read::MultiGzDecoder::new(gzip)
-        .take(limit.saturating_add(1))
-        .read_to_end(&mut out)
-        .ok()?;
-    (out.len() as u64 <= limit).then_some(out)
-}
-
-/// `identity` in `coding`.
-fn encode(coding: Coding, levels: Levels, identity: &[u8]) -> Option<Vec<u8>> {
-    match coding {
-        Coding::Br => {
-            let params = brotli::enc::BrotliEncoderParams {
-                quality: levels.br as i32,
-                lgwin: BR_WINDOW_LOG,
-                size_hint: identity.len(),
-                ..Default::default()
-            };
-            let mut out = Vec::with_capacity(identity.len() / 4);
-            let mut w = brotli::CompressorWriter::with_params(&mut out, 4096, &params);
-            w.write_all(identity).ok()?;
-            w.flush().ok()?;
-            drop(w);
-            Some(out)
-        }
-        Coding::Zstd => {
-            let mut e = zstd::stream::Encoder::new(
-                Vec::with_capacity(identity.len() / 4),
-                levels.zstd as i32,
-            )
-            .ok()?;
-            e.set_parameter(zstd::zstd_safe::CParameter::WindowLog(ZSTD_WINDOW_LOG))
-                .ok()?;
-            e.set_pledged_src_size(Some(identity.len() as u64)).ok()?;
-            e.include_contentsize(true).ok()?;
-            e.write_all(identity).ok()?;
-            e.finish().ok()
-        }
-        Coding::Gzip => {
-            let mut e = flate2::write::GzEncoder::new(
-                Vec::with_capacity(identity.len() / 4),
-                flate2::Compression::new(levels.gzip.clamp(1, 9)),
-            );
-            e.write_all(identity).ok()?;
-            e.finish().ok()
-        }
-        Coding::Identity => None,
-    }
-}
-
-/// The stored fields of a representation in `coding` of `source`: its fields with the
-/// coding's `Content-Encoding`, the `ETag` weakened, `Vary: Accept-Encoding`, the source's
-/// generation (`cache/representation.rs`), and no identity or length field of the source.
-/// The identity of a gzip `source` has no `Content-Encoding` and the identity's strong
-/// `ETag` when Shellac made the gzip (the decoded copy's, `cache/identity.rs`).
-fn fields(source: &Object, coding: Coding) -> Option<StoredFields> {
-    let generation = representation::generation(source);
-    let mut map: HeaderMap = source.headers.to_map();
-    let identity_etag = crate::cache::identity::Identity::of(&map).and_then(|i| i.etag);
-    map.remove(header::CONTENT_LENGTH);
-    map.remove(crate::cache::identity::FIELD);
-    map.remove(representation::FIELD);
-    if coding == Coding::Identity {
-        map.remove(header::CONTENT_ENCODING);
-    } else {
-        map.insert(
-            header::CONTENT_ENCODING,
-            HeaderValue::from_static(coding.as_str()),
-        );
-    }
-    match identity_etag {
-        Some(etag) if coding == Coding::Identity => {
-            map.insert(header::ETAG, etag);
-        }
-        _ => crate::http::transform::weaken_etag(&mut map),
-    }
-    crate::http::transform::vary_accept_encoding(&mut map);
-    map.insert(
-        representation::FIELD,
-        HeaderValue::from_str(&format!("{generation:x}")).ok()?,
-    );
-    Some(StoredFields::from_map(&map))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use encode::{ZSTD_WINDOW_LOG, encode, gunzip};
+    use std::io::{Read, Write};
 
     fn page() -> Vec<u8> {
         (0..2000)
