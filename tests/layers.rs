@@ -20,32 +20,7 @@ const UPWARD: &[(&str, &str, &str)] = &[];
 /// (mod.rs): its files use types or helpers mod.rs defines while mod.rs calls into them; to
 /// cut, the shared types go into their own file (as txlog's did: record.rs, recorder.rs,
 /// Sink).
-const CIRCLES: &[(&str, &[&str], &str)] = &[
-    (
-        "config",
-        &[
-            "acme",
-            "addresses",
-            "backend",
-            "cache",
-            "compression",
-            "esi",
-            "http2",
-            "invalidation",
-            "proxy_protocol",
-            "rules",
-            "self",
-            "server",
-            "site",
-            "storage",
-            "tls",
-            "units",
-            "vcl",
-        ],
-        "config/mod.rs holds `Config` made of the sections and the helpers the sections use \
-        (units.rs back to mod.rs); to cut, the shared helpers out of mod.rs",
-    ),
-];
+const CIRCLES: &[(&str, &[&str], &str)] = &[];
 
 #[test]
 fn imports_point_down_the_layers() {

@@ -68,7 +68,7 @@ pub enum H2c {
     /// `true`: on every `server.listen` address.
     All,
     /// A list: on the listeners configured with these addresses (each one of `server.listen`,
-    /// checked in `validate`).
+    /// checked in config/validate/listeners.rs).
     Only(Vec<SocketAddr>),
 }
 
@@ -130,116 +130,5 @@ impl<'de> Deserialize<'de> for H2c {
             }
         }
         d.deserialize_any(V)
-    }
-}
-
-/// Problems with `h2c`'s list, as (key path, problem): every address must be a cleartext
-/// listener's, as written in `server.listen`.
-pub(super) fn validate(c: &super::Config) -> Vec<(Vec<String>, String)> {
-    let H2c::Only(list) = &c.http2.h2c else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for (i, a) in list.iter().enumerate() {
-        if c.server.listen.contains(a) {
-            continue;
-        }
-        let tls = c.tls.iter().find(|t| t.listen.contains(a));
-        let why = match tls {
-            Some(t) => format!(
-                "{a} is a TLS listener ([[tls]] `{}`): HTTP/2 is chosen there by ALPN (its `alpn` setting), not h2c",
-                t.name
-            ),
-            None => {
-                let listen: Vec<String> = c.server.listen.iter().map(|l| l.to_string()).collect();
-                format!(
-                    "{a} is not one of server.listen ({}): h2c names the cleartext listeners, as written there, that accept HTTP/2 with prior knowledge",
-                    listen.join(", ")
-                )
-            }
-        };
-        out.push((vec!["http2".into(), "h2c".into(), i.to_string()], why));
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::Config;
-
-    fn errors(text: &str) -> Vec<String> {
-        match Config::parse(text, "t.toml") {
-            Ok(_) => Vec::new(),
-            Err(errs) => errs
-                .iter()
-                .map(|e| format!("{}:{}: {}", e.line, e.key, e.message))
-                .collect(),
-        }
-    }
-
-    const HEAD: &str = "[server]\nlisten = [\"0.0.0.0:80\", \"127.0.0.1:8080\"]\n\n[[backend]]\nhost = \"b\"\nport = 80\n\n";
-
-    #[test]
-    fn true_false_or_a_list_of_listeners() {
-        let c = Config::parse(&format!("{HEAD}[http2]\nh2c = true\n"), "t.toml").unwrap();
-        assert_eq!(c.http2.h2c, H2c::All);
-        assert!(c.http2.h2c.on("0.0.0.0:80".parse().unwrap()));
-        let c = Config::parse(
-            &format!("{HEAD}[http2]\nh2c = [\"127.0.0.1:8080\"]\n"),
-            "t.toml",
-        )
-        .unwrap();
-        assert!(c.http2.h2c.on("127.0.0.1:8080".parse().unwrap()));
-        assert!(!c.http2.h2c.on("0.0.0.0:80".parse().unwrap()));
-        // One address is a list of one.
-        let c = Config::parse(
-            &format!("{HEAD}[http2]\nh2c = \"127.0.0.1:8080\"\n"),
-            "t.toml",
-        )
-        .unwrap();
-        assert_eq!(
-            c.http2.h2c,
-            H2c::Only(vec!["127.0.0.1:8080".parse().unwrap()])
-        );
-        assert!(
-            !Config::embedded_default()
-                .http2
-                .h2c
-                .on("127.0.0.1:6081".parse().unwrap())
-        );
-    }
-
-    #[test]
-    fn bad_values_name_line_and_key() {
-        assert_eq!(
-            errors(&format!(
-                "{HEAD}[http2]\nh2c = [\"127.0.0.1:8080\",\n  \"127.0.0.1:9090\"]\n"
-            )),
-            [
-                "10:http2.h2c.1: 127.0.0.1:9090 is not one of server.listen (0.0.0.0:80, 127.0.0.1:8080): h2c names the cleartext listeners, as written there, that accept HTTP/2 with prior knowledge"
-            ]
-        );
-        let tls = "[[tls]]\nname = \"t\"\nlisten = [\"127.0.0.1:443\"]\ncertificates = [{ cert = \"/nonexistent/c.pem\", key = \"/nonexistent/k.pem\" }]\n\n";
-        let got = errors(&format!("{HEAD}{tls}[http2]\nh2c = [\"127.0.0.1:443\"]\n"));
-        assert!(
-            got.iter()
-                .any(|e| e
-                    .starts_with("14:http2.h2c.0: 127.0.0.1:443 is a TLS listener ([[tls]] `t`)")),
-            "{got:?}"
-        );
-        let got = errors(&format!("{HEAD}[http2]\nh2c = \"yes\"\n"));
-        assert_eq!(got.len(), 1, "{got:?}");
-        assert!(
-            got[0].starts_with("9:http2.h2c: `yes` is not an address"),
-            "{got:?}"
-        );
-        let got = errors(&format!("{HEAD}[http2]\nh2c = 1\n"));
-        assert_eq!(
-            got,
-            [
-                "9:http2.h2c: expected true, false, or a list of server.listen addresses such as [\"127.0.0.1:6081\"], found 1"
-            ]
-        );
     }
 }

@@ -1,6 +1,6 @@
 //! The load pipeline: TOML text → [`Config`] (every error at its line, `recover.rs`), the
 //! paths relative to the file, command-line overrides, and validation (setting ranges, then
-//! `validate.rs`'s checks).
+//! `validate/`'s checks).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -200,7 +200,7 @@ impl Config {
     }
 
     /// Every problem with this configuration: the ranges of the setting definitions
-    /// ([`settings`]) and the checks across settings (`validate.rs`), as (key path, problem).
+    /// ([`settings`]) and the checks across settings (`validate/`), as (key path, problem).
     pub fn validate(&self) -> Vec<(Vec<String>, String)> {
         let mut out = settings::check_ranges(self);
         out.extend(validate::local(self));

@@ -3,12 +3,14 @@
 //! Parsing is strict (`deny_unknown_fields`); every error carries file, line, column and the
 //! dotted key it concerns (see [`ConfigError`]). Cross-field checks live in [`Config::validate`].
 //!
-//! This file is the model's root (`Config`, one field per section). Each section's types are
-//! in the file of its name (`server.rs`, `cache.rs`, `storage.rs`, `log.rs`, `backend.rs`,
-//! `tls.rs`, ...); the load pipeline (text → checked `Config`, overrides) is `load.rs`, with
-//! `recover.rs` (reading on past errors), `locate.rs` (lines), `settings/` (every setting's
-//! definition and range) and `validate.rs` (checks across settings); `summary.rs` says what a
-//! configuration asks for, `diff.rs` what a reload changes.
+//! This file is the model's root (`Config`, one field per section, and what is asked of the
+//! whole: the default target, the client listeners). Each section's types are in the file of
+//! its name (`server.rs`, `cache.rs`, `storage.rs`, `log.rs`, `backend/`, `tls.rs`, ...), and
+//! a section's file never names `Config`: what reads several sections sits above them. The
+//! load pipeline (text → checked `Config`, overrides) is `load.rs`, with `recover.rs` (reading
+//! on past errors), `locate.rs` (lines), `settings/` (every setting's definition and range)
+//! and `validate/` (checks across settings); `summary.rs` says what a configuration asks for,
+//! `diff.rs` what a reload changes.
 
 pub mod acme;
 mod addresses;
@@ -41,6 +43,8 @@ pub mod try_files;
 pub mod units;
 mod validate;
 pub mod vcl;
+
+use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
@@ -109,4 +113,52 @@ pub struct Config {
     /// Edge Side Includes: parsing and assembly (docs/esi.md).
     #[serde(default)]
     pub esi: esi::EsiConfig,
+}
+
+impl Config {
+    /// The name requests are routed to by default.
+    pub fn default_target(&self) -> Option<&str> {
+        self.routing
+            .default
+            .as_deref()
+            .or_else(|| self.directors.first().map(|d| d.name.as_str()))
+            .or_else(|| self.backends.first().map(|b| b.name.as_str()))
+    }
+
+    /// Every client listener address as written (`server.listen`, then each `[[tls]]`'s), then
+    /// the [`site::unix_listener`] of each `server.listen_unix` socket.
+    pub fn all_listeners(&self) -> Vec<SocketAddr> {
+        let mut out = self.server.listen.clone();
+        for t in &self.tls {
+            for a in &t.listen {
+                if !out.contains(a) {
+                    out.push(*a);
+                }
+            }
+        }
+        out.extend((0..self.server.listen_unix.len()).map(site::unix_listener));
+        out
+    }
+}
+
+impl site::SiteConfig {
+    /// The site's listeners (a Unix socket as its [`site::unix_listener`]): its own, else every
+    /// client listener of `c`.
+    pub fn addresses(&self, c: &Config) -> Vec<SocketAddr> {
+        if self.listen.is_empty() {
+            return c.all_listeners();
+        }
+        self.listen
+            .iter()
+            .filter_map(|l| match l {
+                site::ListenOn::Addr(a) => Some(*a),
+                site::ListenOn::Unix(p) => c
+                    .server
+                    .listen_unix
+                    .iter()
+                    .position(|u| u == p)
+                    .map(site::unix_listener),
+            })
+            .collect()
+    }
 }

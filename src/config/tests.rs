@@ -375,3 +375,30 @@ fn log_section() {
         "{errs:?}"
     );
 }
+
+/// `cache.refresh_ahead` in a file: its spellings, and a value out of range at its line.
+#[test]
+fn refresh_ahead_in_a_file() {
+    let parsed = |v: &str| {
+        Config::parse(
+            &format!("[cache]\nrefresh_ahead = {v}\n\n[[backend]]\nhost = \"h\"\n"),
+            "t.toml",
+        )
+    };
+    assert_eq!(
+        parsed("\"10%\"").unwrap().cache.refresh_ahead,
+        units::RefreshAhead::Percent(10)
+    );
+    assert_eq!(
+        parsed("false").unwrap().cache.refresh_ahead,
+        units::RefreshAhead::Off
+    );
+    let errors = parsed("\"150%\"").unwrap_err();
+    let e = &errors[0];
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (2, "cache.refresh_ahead"),
+        "{e:?}"
+    );
+    assert!(e.message.contains("1% to 99%"), "{}", e.message);
+}

@@ -8,7 +8,6 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::Config;
 use super::units::Dur;
 
 /// `[vcl]`.
@@ -69,37 +68,4 @@ impl Default for VclConfig {
             site_origins_from_files: false,
         }
     }
-}
-
-/// What may not stand beside a VCL file (its origins and policy come from it).
-pub(super) fn validate(c: &Config) -> Vec<(Vec<String>, String)> {
-    let mut out = Vec::new();
-    if c.vcl.file.is_none() || c.vcl.origins_from_file {
-        return out;
-    }
-    let clash = |what: &str| {
-        format!(
-            "{what} cannot be given with [vcl] file: the VCL file declares the backends, \
-             probes and directors, and is the policy"
-        )
-    };
-    if !c.backends.is_empty() {
-        out.push((vec!["backend".to_string()], clash("[[backend]]")));
-    }
-    if !c.probes.is_empty() {
-        out.push((vec!["probe".to_string()], clash("[[probe]]")));
-    }
-    if !c.directors.is_empty() {
-        out.push((vec!["director".to_string()], clash("[[director]]")));
-    }
-    if c.routing.default.is_some() {
-        out.push((
-            vec!["routing".to_string(), "default".to_string()],
-            clash("[routing] default"),
-        ));
-    }
-    if !c.rules.is_empty() {
-        out.push((vec!["rule".to_string()], clash("[[rule]]")));
-    }
-    out
 }

@@ -2,8 +2,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Config;
-
 /// How a director picks a backend.
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -125,15 +123,4 @@ pub struct RoutingConfig {
     /// `rewrite` uses those instead.
     #[serde(default, deserialize_with = "crate::config::lists::one_or_many")]
     pub rewrite: Vec<String>,
-}
-
-impl Config {
-    /// The name requests are routed to by default.
-    pub fn default_target(&self) -> Option<&str> {
-        self.routing
-            .default
-            .as_deref()
-            .or_else(|| self.directors.first().map(|d| d.name.as_str()))
-            .or_else(|| self.backends.first().map(|b| b.name.as_str()))
-    }
 }

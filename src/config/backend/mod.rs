@@ -10,14 +10,9 @@ use super::units::Dur;
 
 mod director;
 mod probe;
-#[cfg(test)]
-mod tests;
-mod validate;
 
 pub use director::{DirectorConfig, DirectorKind, HashOn, RoutingConfig};
 pub use probe::{ProbeConfig, ProbeRef};
-pub use validate::unix_path;
-pub(super) use validate::validate;
 
 /// `[[backend]]`: one origin server.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -289,4 +284,10 @@ impl BackendConfig {
             params: BTreeMap::new(),
         }
     }
+}
+
+/// The path of a `unix:/path` address.
+pub fn unix_path(address: &str) -> Option<&std::path::Path> {
+    let path = std::path::Path::new(address.strip_prefix("unix:")?);
+    path.is_absolute().then_some(path)
 }

@@ -3,19 +3,22 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{
-    BackendConfig, BackendProtocol, DirectorConfig, DirectorKind, HashOn, ProbeConfig, ProbeRef,
+use crate::config::{
+    BackendConfig, BackendProtocol, BackendTls, Config, DirectorConfig, DirectorKind, HashOn,
+    ProbeConfig, ProbeRef, unix_path,
 };
-use crate::config::Config;
 
-type Problems = Vec<(Vec<String>, String)>;
+use super::problems::Problems;
+
+#[cfg(test)]
+mod tests;
 
 fn at(section: &str, i: usize, field: &str) -> Vec<String> {
     vec![section.to_string(), i.to_string(), field.to_string()]
 }
 
 /// Checks backends, probes, directors and routing together.
-pub(crate) fn validate(c: &Config) -> Problems {
+pub(super) fn validate(c: &Config) -> Problems {
     let mut out = Vec::new();
     // A VCL file declares the origins (it may declare only `backend default none;`).
     if c.backends.is_empty() && c.vcl.file.is_none() {
@@ -34,91 +37,117 @@ pub(crate) fn validate(c: &Config) -> Problems {
             ));
         }
         out.extend(validate_kind(i, b));
-        if b.host.is_empty() {
-            // Checked with the kind (`validate_kind`): not every backend needs one.
-        } else if b.host.trim().is_empty() {
-            out.push((at("backend", i, "host"), "must not be empty".into()));
-        } else if b.host.contains(['/', ' ', ':']) && b.host.parse::<std::net::Ipv6Addr>().is_err()
-        {
-            out.push((
-                at("backend", i, "host"),
-                format!(
-                    "`{}` is not a host name or IP address (put the port in `port`)",
-                    b.host
-                ),
-            ));
-        }
-        if let Some(h) = &b.host_header
-            && (h.trim().is_empty() || http::HeaderValue::from_str(h).is_err())
-        {
-            out.push((
-                at("backend", i, "host_header"),
-                "must be a Host value (a name, with `:port` if wanted; no control characters)"
-                    .into(),
-            ));
-        }
-        if let Some(p) = &b.preamble
-            && crate::http::base64::decode_base64(p).is_none()
-        {
-            out.push((
-                at("backend", i, "preamble"),
-                "must be standard base64 with padding (the bytes to send first, encoded)".into(),
-            ));
-        }
-        if b.proxy_protocol.is_some() {
-            let why = if b.protocol != BackendProtocol::Http1 {
-                Some(format!(
-                    "a PROXY protocol header names one client per connection: only HTTP/1.1 backends can send it (this one is protocol = \"{}\")",
-                    b.protocol.as_str()
-                ))
-            } else if b.preamble.is_some() {
-                Some("`preamble` and `proxy_protocol` both want the first bytes of a connection: keep one".into())
-            } else {
-                None
-            };
-            if let Some(why) = why {
-                out.push((at("backend", i, "proxy_protocol"), why));
-            }
-        }
-        if let Some(t) = &b.tls {
-            let key = |k: &str| vec!["backend".to_string(), i.to_string(), "tls".into(), k.into()];
-            if t.cert.is_some() != t.key.is_some() {
-                let missing = if t.cert.is_some() { "key" } else { "cert" };
-                out.push((
-                    key(missing),
-                    "a client certificate needs both `cert` and `key`".into(),
-                ));
-            }
-            if let Some(n) = &t.server_name
-                && rustls::pki_types::ServerName::try_from(n.as_str()).is_err()
-            {
-                out.push((
-                    key("server_name"),
-                    format!("`{n}` is not a host name or IP address"),
-                ));
-            }
-            if t.insecure_skip_verify && t.ca.is_some() {
-                out.push((
-                    key("ca"),
-                    "`insecure_skip_verify = true` checks nothing: `ca` would not be used".into(),
-                ));
-            }
-        }
-        match &b.probe {
-            Some(ProbeRef::Named(name)) if !probe_names.contains(name.as_str()) => out.push((
-                at("backend", i, "probe"),
-                format!("no [[probe]] is named `{name}`"),
-            )),
-            Some(ProbeRef::Inline(p)) => {
-                for (path, msg) in validate_probe(p) {
-                    let mut key = at("backend", i, "probe");
-                    key.extend(path);
-                    out.push((key, msg));
-                }
-            }
-            _ => {}
+        out.extend(backend(i, b, &probe_names));
+    }
+    probes(c, &mut out);
+    directors(c, &mut names, &mut out);
+    if let Some(target) = &c.routing.default
+        && !names.contains_key(target.as_str())
+    {
+        out.push((
+            vec!["routing".into(), "default".into()],
+            format!("no backend or director is named `{target}`"),
+        ));
+    }
+    out
+}
+
+/// One backend's own settings beside its kind: host, Host header, preamble, PROXY header,
+/// TLS, probe.
+fn backend(i: usize, b: &BackendConfig, probe_names: &HashSet<&str>) -> Problems {
+    let mut out = Vec::new();
+    if b.host.is_empty() {
+        // Checked with the kind (`validate_kind`): not every backend needs one.
+    } else if b.host.trim().is_empty() {
+        out.push((at("backend", i, "host"), "must not be empty".into()));
+    } else if b.host.contains(['/', ' ', ':']) && b.host.parse::<std::net::Ipv6Addr>().is_err() {
+        out.push((
+            at("backend", i, "host"),
+            format!(
+                "`{}` is not a host name or IP address (put the port in `port`)",
+                b.host
+            ),
+        ));
+    }
+    if let Some(h) = &b.host_header
+        && (h.trim().is_empty() || http::HeaderValue::from_str(h).is_err())
+    {
+        out.push((
+            at("backend", i, "host_header"),
+            "must be a Host value (a name, with `:port` if wanted; no control characters)".into(),
+        ));
+    }
+    if let Some(p) = &b.preamble
+        && crate::http::base64::decode_base64(p).is_none()
+    {
+        out.push((
+            at("backend", i, "preamble"),
+            "must be standard base64 with padding (the bytes to send first, encoded)".into(),
+        ));
+    }
+    if b.proxy_protocol.is_some() {
+        let why = if b.protocol != BackendProtocol::Http1 {
+            Some(format!(
+                "a PROXY protocol header names one client per connection: only HTTP/1.1 backends can send it (this one is protocol = \"{}\")",
+                b.protocol.as_str()
+            ))
+        } else if b.preamble.is_some() {
+            Some("`preamble` and `proxy_protocol` both want the first bytes of a connection: keep one".into())
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            out.push((at("backend", i, "proxy_protocol"), why));
         }
     }
+    if let Some(t) = &b.tls {
+        tls(i, t, &mut out);
+    }
+    match &b.probe {
+        Some(ProbeRef::Named(name)) if !probe_names.contains(name.as_str()) => out.push((
+            at("backend", i, "probe"),
+            format!("no [[probe]] is named `{name}`"),
+        )),
+        Some(ProbeRef::Inline(p)) => {
+            for (path, msg) in validate_probe(p) {
+                let mut key = at("backend", i, "probe");
+                key.extend(path);
+                out.push((key, msg));
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// A backend's `tls` table: a client certificate needs its key, a name must be one.
+fn tls(i: usize, t: &BackendTls, out: &mut Problems) {
+    let key = |k: &str| vec!["backend".to_string(), i.to_string(), "tls".into(), k.into()];
+    if t.cert.is_some() != t.key.is_some() {
+        let missing = if t.cert.is_some() { "key" } else { "cert" };
+        out.push((
+            key(missing),
+            "a client certificate needs both `cert` and `key`".into(),
+        ));
+    }
+    if let Some(n) = &t.server_name
+        && rustls::pki_types::ServerName::try_from(n.as_str()).is_err()
+    {
+        out.push((
+            key("server_name"),
+            format!("`{n}` is not a host name or IP address"),
+        ));
+    }
+    if t.insecure_skip_verify && t.ca.is_some() {
+        out.push((
+            key("ca"),
+            "`insecure_skip_verify = true` checks nothing: `ca` would not be used".into(),
+        ));
+    }
+}
+
+/// `[[probe]]`s: each named once, each one's own limits.
+fn probes(c: &Config, out: &mut Problems) {
     let mut seen_probes = HashSet::new();
     for (i, p) in c.probes.iter().enumerate() {
         if p.name.is_empty() {
@@ -138,6 +167,10 @@ pub(crate) fn validate(c: &Config) -> Problems {
             out.push((key, msg));
         }
     }
+}
+
+/// `[[director]]`s: names not taken, members that exist, no director inside itself.
+fn directors<'a>(c: &'a Config, names: &mut HashMap<&'a str, &'static str>, out: &mut Problems) {
     for (i, d) in c.directors.iter().enumerate() {
         if let Some(kind) = names.insert(d.name.as_str(), "director") {
             out.push((
@@ -186,24 +219,23 @@ pub(crate) fn validate(c: &Config) -> Problems {
             ));
         }
     }
-    if let Some(target) = &c.routing.default
-        && !names.contains_key(target.as_str())
-    {
-        out.push((
-            vec!["routing".into(), "default".into()],
-            format!("no backend or director is named `{target}`"),
-        ));
-    }
-    out
 }
 
 /// What a backend's kind needs: a `host` or an `address` to reach (not for files), a `root`
 /// for files and FastCGI, and settings that mean something for it.
 fn validate_kind(i: usize, b: &BackendConfig) -> Problems {
     let mut out = Vec::new();
+    reach(i, b, &mut out);
+    document_root(i, b, &mut out);
+    media_types(i, b, &mut out);
+    fastcgi(i, b, &mut out);
+    out
+}
+
+/// How the backend is reached: `host` and `port`, or a Unix socket's `address`; a `files`
+/// backend is not reached at all.
+fn reach(i: usize, b: &BackendConfig, out: &mut Problems) {
     let files = b.protocol == BackendProtocol::Files;
-    let fastcgi = b.protocol == BackendProtocol::Fastcgi;
-    let needs_root = files || fastcgi;
     if let Some(address) = &b.address {
         match unix_path(address) {
             None => out.push((
@@ -237,6 +269,14 @@ fn validate_kind(i: usize, b: &BackendConfig) -> Problems {
             "a `files` backend reads its `root`: TLS means nothing for it".into(),
         ));
     }
+}
+
+/// `root` and `index`: for files and FastCGI only, an absolute path and file names.
+fn document_root(i: usize, b: &BackendConfig, out: &mut Problems) {
+    let needs_root = matches!(
+        b.protocol,
+        BackendProtocol::Files | BackendProtocol::Fastcgi
+    );
     match &b.root {
         None if needs_root => out.push((
             at("backend", i, "root"),
@@ -271,6 +311,10 @@ fn validate_kind(i: usize, b: &BackendConfig) -> Problems {
             }
         }
     }
+}
+
+/// `mime_types` and `default_type`: extensions and media types.
+fn media_types(i: usize, b: &BackendConfig, out: &mut Problems) {
     for (ext, ty) in &b.mime_types {
         if ext.is_empty() || ext.starts_with('.') || ext.contains(['/', ' ']) {
             out.push((
@@ -291,6 +335,11 @@ fn validate_kind(i: usize, b: &BackendConfig) -> Problems {
             format!("`{}` is not a media type", b.default_type),
         ));
     }
+}
+
+/// What only FastCGI has (`params`) or needs (`max_connections`, no TLS).
+fn fastcgi(i: usize, b: &BackendConfig, out: &mut Problems) {
+    let fastcgi = b.protocol == BackendProtocol::Fastcgi;
     for name in b.params.keys() {
         if name.is_empty() || !name.bytes().all(|c| c.is_ascii_graphic()) {
             out.push((
@@ -317,13 +366,6 @@ fn validate_kind(i: usize, b: &BackendConfig) -> Problems {
             "FastCGI is not spoken over TLS here".into(),
         ));
     }
-    out
-}
-
-/// The path of a `unix:/path` address.
-pub fn unix_path(address: &str) -> Option<&std::path::Path> {
-    let path = std::path::Path::new(address.strip_prefix("unix:")?);
-    path.is_absolute().then_some(path)
 }
 
 /// Whether director `from` (transitively) contains `target`.
