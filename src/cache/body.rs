@@ -23,7 +23,7 @@ use bytes::Bytes;
 
 /// Body chunks in memory. Most stored bodies are one chunk: it is kept inline, not in a
 /// second allocation (bench/RESULTS.md, "memory per object").
-pub type Chunks = smallvec::SmallVec<[Bytes; 1]>;
+pub type MemoryChunks = smallvec::SmallVec<[Bytes; 1]>;
 
 /// Stored bodies are sent in pieces of at most this size (views of one allocation).
 pub const STORE_CHUNK: usize = 64 * 1024;
@@ -71,10 +71,10 @@ pub fn footprint(len: u64, pieces: usize) -> u64 {
 
 /// The body made of `chunks` (`total` bytes in all), copied into one allocation of exactly its
 /// size and cut into [`STORE_CHUNK`] views.
-pub fn store(chunks: &[Bytes], total: usize) -> Chunks {
+pub fn store(chunks: &[Bytes], total: usize) -> MemoryChunks {
     let whole = one(chunks, total);
     if whole.is_empty() {
-        return Chunks::new();
+        return MemoryChunks::new();
     }
     if whole.len() <= STORE_CHUNK {
         return smallvec::smallvec![whole];

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use http::{HeaderMap, HeaderName};
 
-pub use body::Chunks;
+pub use body::MemoryChunks;
 pub use fields::StoredFields;
 pub use key::CacheKey;
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
-use super::body::{self, Chunks};
+use super::body::{self, MemoryChunks};
 use super::disk_body::DiskBody;
 use super::fields::StoredFields;
 use super::policy;
@@ -27,7 +27,7 @@ const FIELD_OVERHEAD: usize = 96;
 #[derive(Clone, Debug)]
 pub enum Body {
     /// In memory, in chunks (one chunk for small bodies).
-    Memory(Chunks),
+    Memory(MemoryChunks),
     /// On disk, read and verified chunk by chunk while it is sent (large objects). Boxed: the
     /// handle is twice the size of the in-memory variant, and most objects are in memory.
     Disk(Box<DiskBody>),

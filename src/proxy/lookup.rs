@@ -10,7 +10,7 @@ use http::StatusCode;
 use super::deliver;
 use super::txn::{FetchMode, Step, Txn};
 use crate::cache::busy::{Join, LeaderGuard};
-use crate::cache::shared::Found;
+use crate::cache::shared::SharedFound;
 use crate::cache::{CacheKey, NeedsIo, Object};
 
 /// Lookups one request may make (a waiter whose leader's response was not shareable looks up
@@ -143,7 +143,7 @@ impl Txn {
             return Step::Miss(guard);
         };
         match shared.lookup(&key, true).await {
-            Found::Object(object) => {
+            SharedFound::Object(object) => {
                 self.proxy.cache.store_from_shared(&primary, object.clone());
                 let now = Instant::now();
                 self.looked_up = now;
@@ -164,12 +164,12 @@ impl Txn {
                     None => Step::Miss(guard),
                 }
             }
-            Found::Varies(names) => {
+            SharedFound::Varies(names) => {
                 self.proxy.cache.learn_vary(&primary, names);
                 drop(guard);
                 Step::Lookup
             }
-            Found::Miss(ticket) => {
+            SharedFound::Miss(ticket) => {
                 guard.set_ticket(ticket);
                 Step::Miss(guard)
             }

@@ -12,7 +12,7 @@ use super::{ConfigSource, Live, Reloaded};
 use crate::config::{Config, diff, settings};
 use crate::proxy::Proxy;
 use crate::tls::server::Frontends;
-use crate::txlog::Output;
+use crate::txlog::LogOutput;
 use crate::vcl::attach::Programs;
 
 impl Live {
@@ -209,7 +209,7 @@ fn restart_needed(changed: &[diff::Change]) -> Vec<String> {
 
 /// The access log's new output when `log.access_log` changed (None: unchanged or off); an
 /// output that cannot be opened goes to `errors`.
-fn open_log(config: &Config, changed: bool, errors: &mut Vec<String>) -> Option<Output> {
+fn open_log(config: &Config, changed: bool, errors: &mut Vec<String>) -> Option<LogOutput> {
     match config.log.access_log.as_str() {
         "off" => None,
         target if changed => match crate::txlog::open_output(target) {

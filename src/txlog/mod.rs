@@ -37,4 +37,4 @@ pub use format::Format;
 pub use record::{Record, RecordHead, Sink, TextRange};
 pub use recorder::{LIVE_CAPACITY, Recorder, Subscription, TOP_LEASE, worker_parks};
 pub use top::{Dimension, Top};
-pub use writer::{Output, open_output};
+pub use writer::{LogOutput, open_output};

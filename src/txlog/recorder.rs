@@ -15,7 +15,7 @@ use super::record::{Record, RecordHead, Sink};
 use super::shards::{CHUNK_BYTES, Shards};
 use super::top::{self, Dimension, Top};
 use super::wire;
-use super::writer::{self, Control, Output};
+use super::writer::{self, Control, LogOutput};
 use crate::stats::Counters;
 
 /// Records kept for reuse. Boxed on purpose: a record also travels alone (to live readers,
@@ -126,7 +126,7 @@ impl Recorder {
     pub fn start(
         shards: usize,
         per_shard: usize,
-        output: Option<Output>,
+        output: Option<LogOutput>,
         counters: Arc<Counters>,
     ) -> std::io::Result<Arc<Recorder>> {
         let queues = (0..shards.max(1))
@@ -237,7 +237,7 @@ impl Recorder {
 
     /// Replaces the access-log output (None: off). Records already queued are written to the
     /// new output if they carry a format.
-    pub fn set_output(&self, output: Option<Output>) {
+    pub fn set_output(&self, output: Option<LogOutput>) {
         self.send(Control::Output(output));
     }
 

@@ -27,13 +27,13 @@ const WRITE_CHUNK: usize = 64 * 1024;
 
 /// Control messages to the writer thread (never sent from the request path).
 pub(super) enum Control {
-    Output(Option<Output>),
+    Output(Option<LogOutput>),
     Reopen,
     Close(mpsc::Sender<()>),
 }
 
 /// Where access-log lines go: the file or stdout, and the lines rendered but not written yet.
-pub struct Output {
+pub struct LogOutput {
     sink: Device,
     pending: Vec<u8>,
 }
@@ -44,7 +44,7 @@ enum Device {
 }
 
 /// Opens an access-log output: `"stdout"` or a file path (appended to, created if missing).
-pub fn open_output(target: &str) -> io::Result<Output> {
+pub fn open_output(target: &str) -> io::Result<LogOutput> {
     let sink = if target == "stdout" {
         Device::Stdout(io::stdout())
     } else {
@@ -52,7 +52,7 @@ pub fn open_output(target: &str) -> io::Result<Output> {
         let file = open_file(&path)?;
         Device::File { path, file }
     };
-    Ok(Output {
+    Ok(LogOutput {
         sink,
         pending: Vec::with_capacity(WRITE_CHUNK + 4096),
     })
@@ -62,14 +62,14 @@ fn open_file(path: &Path) -> io::Result<File> {
     OpenOptions::new().create(true).append(true).open(path)
 }
 
-impl Drop for Output {
+impl Drop for LogOutput {
     /// An output replaced or dropped still writes what it holds.
     fn drop(&mut self) {
         let _ = self.flush();
     }
 }
 
-impl Output {
+impl LogOutput {
     /// Writes out the pending lines once they fill a chunk.
     fn maybe_write(&mut self) -> io::Result<()> {
         if self.pending.len() >= WRITE_CHUNK {
@@ -106,7 +106,7 @@ impl Output {
 pub(super) fn run(
     shards: Weak<Shards>,
     control: mpsc::Receiver<Control>,
-    mut output: Option<Output>,
+    mut output: Option<LogOutput>,
     pauses: RangeInclusive<Duration>,
 ) {
     let mut pause = *pauses.start();
@@ -184,7 +184,7 @@ pub(super) fn run(
 /// Returns (records drained, whether a queue had BATCH or more).
 fn drain(
     shards: &Arc<Shards>,
-    output: &mut Option<Output>,
+    output: &mut Option<LogOutput>,
     sites: &mut SiteOutputs,
     spare: &mut Option<Box<Record>>,
 ) -> (usize, bool) {
@@ -272,11 +272,11 @@ fn drain(
 /// the next `Reopen` (its lines are lost meanwhile, counted in `log_write_error`).
 #[derive(Default)]
 struct SiteOutputs {
-    open: HashMap<Arc<str>, Option<Output>>,
+    open: HashMap<Arc<str>, Option<LogOutput>>,
 }
 
 impl SiteOutputs {
-    fn get(&mut self, path: &Arc<str>) -> Option<&mut Output> {
+    fn get(&mut self, path: &Arc<str>) -> Option<&mut LogOutput> {
         self.open
             .entry(path.clone())
             .or_insert_with(|| match open_output(path) {
@@ -305,7 +305,7 @@ impl SiteOutputs {
     }
 }
 
-fn flush(output: &mut Option<Output>, shards: Option<&Shards>) {
+fn flush(output: &mut Option<LogOutput>, shards: Option<&Shards>) {
     if let Some(out) = output.as_mut()
         && out.flush().is_err()
         && let Some(s) = shards

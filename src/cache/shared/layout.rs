@@ -21,7 +21,9 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use http::{HeaderName, HeaderValue, StatusCode};
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::cache::{Body, CacheKey, Chunks, MaybeSpan, Object, Span, StoredFields, TierState};
+use crate::cache::{
+    Body, CacheKey, MaybeSpan, MemoryChunks, Object, Span, StoredFields, TierState,
+};
 
 /// Body bytes per chunk key; a body up to this size is kept inline in the metadata record.
 pub const CHUNK_SIZE: usize = 256 * 1024;
@@ -204,14 +206,14 @@ fn put_bytes(b: &mut BytesMut, v: &[u8]) {
 
 /// A metadata record read back, before its chunks are.
 #[derive(Debug)]
-pub struct Meta {
+pub struct SharedMeta {
     pub generation: u64,
     pub chunks: u32,
     /// When the object was stored (wall-clock ms, the storing node's clock).
     stored_ms: u64,
     body_len: u64,
     body_hash: u64,
-    /// The object with an empty body (filled by [`Meta::into_object`]).
+    /// The object with an empty body (filled by [`SharedMeta::into_object`]).
     object: Object,
     inline: Bytes,
 }
@@ -223,12 +225,12 @@ pub enum Refused {
     Malformed,
     /// The record is another URL's (hash collision) or another variant's.
     OtherKey,
-    /// Chunks missing (a newer write or a purge removed them) or not the recorded body.
+    /// MemoryChunks missing (a newer write or a purge removed them) or not the recorded body.
     Body,
 }
 
 /// Reads a metadata record stored for `key`; stored times become instants of this process.
-pub fn decode(key: &CacheKey, record: Bytes) -> Result<Meta, Refused> {
+pub fn decode(key: &CacheKey, record: Bytes) -> Result<SharedMeta, Refused> {
     let mut r = record;
     let m = Refused::Malformed;
     if r.remaining() < 4 || &r[..4] != MAGIC {
@@ -302,7 +304,7 @@ pub fn decode(key: &CacheKey, record: Bytes) -> Result<Meta, Refused> {
     let object = Object {
         status,
         headers: StoredFields::from_block(block, count),
-        body: Body::Memory(Chunks::new()),
+        body: Body::Memory(MemoryChunks::new()),
         body_len,
         vary: crate::cache::boxed_vary(vary),
         initial_age: Span::new(Duration::from_millis(initial_age)),
@@ -319,7 +321,7 @@ pub fn decode(key: &CacheKey, record: Bytes) -> Result<Meta, Refused> {
         state: TierState::default(),
         prefetch,
     };
-    Ok(Meta {
+    Ok(SharedMeta {
         generation,
         chunks,
         stored_ms,
@@ -369,7 +371,7 @@ fn get_bytes(r: &mut Bytes) -> Result<Bytes, Refused> {
     Ok(r.split_to(len))
 }
 
-impl Meta {
+impl SharedMeta {
     /// A soft purge of the URL at `mark_ms` (wall clock): a copy stored until then is stale
     /// from that moment on — its freshness cut to its age then, grace and keep counted from
     /// there, as the local tiers' soft purge does at the moment it runs. A copy stored after

@@ -13,7 +13,7 @@ use super::tier::{SharedTier, rand_u64, spawn};
 use crate::cache::{CacheKey, Object};
 
 /// What the shared tier holds for a key.
-pub enum Found {
+pub enum SharedFound {
     /// A complete object (a hit, or the copy another node finished while we waited).
     Object(Arc<Object>),
     /// The URL varies on these fields: look up the request's variant instead.
@@ -67,7 +67,7 @@ impl Drop for Ticket {
 impl SharedTier {
     /// Looks `key` up (`primary` is its URL). With `lease`, a miss takes the fleet lease on
     /// fetching it, or waits for the node holding it — at most `lease_timeout`, polling.
-    pub async fn lookup(self: &Arc<Self>, key: &CacheKey, lease: bool) -> Found {
+    pub async fn lookup(self: &Arc<Self>, key: &CacheKey, lease: bool) -> SharedFound {
         let keys = UrlKeys::new(&self.prefix, &key.primary());
         let token = if lease {
             format!("{}:{:x}", self.node, rand_u64())
@@ -100,7 +100,7 @@ impl SharedTier {
                 )
                 .await;
             let Some(reply) = reply else {
-                return Found::Miss(None);
+                return SharedFound::Miss(None);
             };
             let mut parts = reply.array().into_iter();
             let (meta, names, word, soft) =
@@ -116,9 +116,9 @@ impl SharedTier {
                         if waited {
                             self.counters.shared_lease_waited_hit.inc();
                         }
-                        return Found::Object(Arc::new(object));
+                        return SharedFound::Object(Arc::new(object));
                     }
-                    return Found::Miss(None);
+                    return SharedFound::Miss(None);
                 }
                 "vary" => {
                     let names = names
@@ -126,14 +126,14 @@ impl SharedTier {
                         .map(|n| parse_names(&n))
                         .unwrap_or_default();
                     if names.is_empty() {
-                        return Found::Miss(None);
+                        return SharedFound::Miss(None);
                     }
-                    return Found::Varies(names);
+                    return SharedFound::Varies(names);
                 }
                 "lease" => {
                     self.counters.shared_lease.inc();
                     self.counters.shared_miss.inc();
-                    return Found::Miss(Some(Ticket {
+                    return SharedFound::Miss(Some(Ticket {
                         tier: self.clone(),
                         key: keys.lease(key.variant),
                         token,
@@ -151,11 +151,11 @@ impl SharedTier {
                 "held" => {
                     self.counters.shared_lease_timeout.inc();
                     self.counters.shared_miss.inc();
-                    return Found::Miss(None);
+                    return SharedFound::Miss(None);
                 }
                 _ => {
                     self.counters.shared_miss.inc();
-                    return Found::Miss(None);
+                    return SharedFound::Miss(None);
                 }
             }
         }

@@ -34,7 +34,7 @@ pub mod tls;
 mod writer;
 
 pub use local::LocalTiers;
-pub use lookup::{Found, Ticket};
+pub use lookup::{SharedFound, Ticket};
 pub use tier::SharedTier;
 
 #[cfg(test)]

@@ -90,7 +90,7 @@ impl SharedTier {
         Some(
             layout::decode(key, record)
                 .ok()
-                .map(layout::Meta::head_only),
+                .map(layout::SharedMeta::head_only),
         )
     }
 

@@ -180,7 +180,7 @@ return n
 
 /// KEYS: index. ARGV: base, the soft purge's moment (wall ms). Marks the URL soft-purged at
 /// that moment (`P{h}s`, the latest mark kept) for as long as any copy of it lives; readers
-/// treat copies stored until then as stale from then (`Meta::soft_purged`), so other nodes
+/// treat copies stored until then as stale from then (`SharedMeta::soft_purged`), so other nodes
 /// still serve them in grace and revalidate them. Returns the copies it concerns.
 pub static SOFT_PURGE: Script = Script {
     name: "soft_purge",

@@ -23,7 +23,10 @@ async fn a_hanging_redis_costs_one_deadline_then_nothing() {
     let key = CacheKey::new("h", "/");
     for _ in 0..3 {
         let t = Instant::now();
-        assert!(matches!(tier.lookup(&key, true).await, Found::Miss(None)));
+        assert!(matches!(
+            tier.lookup(&key, true).await,
+            SharedFound::Miss(None)
+        ));
         let spent = t.elapsed();
         assert!(spent >= Duration::from_millis(20), "{spent:?}");
     }
@@ -31,7 +34,10 @@ async fn a_hanging_redis_costs_one_deadline_then_nothing() {
     assert_eq!(tier.breaker.state(), "open");
     assert_eq!(counters.shared_breaker_open.get(), 1);
     let t = Instant::now();
-    assert!(matches!(tier.lookup(&key, true).await, Found::Miss(None)));
+    assert!(matches!(
+        tier.lookup(&key, true).await,
+        SharedFound::Miss(None)
+    ));
     assert!(
         t.elapsed() < Duration::from_millis(20),
         "skipped, not waited for"
@@ -47,7 +53,10 @@ async fn failing_redis_opens_the_breaker() {
     tier.breaker.success();
     let key = CacheKey::new("h", "/");
     for _ in 0..4 {
-        assert!(matches!(tier.lookup(&key, false).await, Found::Miss(None)));
+        assert!(matches!(
+            tier.lookup(&key, false).await,
+            SharedFound::Miss(None)
+        ));
     }
     assert_eq!(counters.shared_error.get(), 3);
     assert_eq!(counters.shared_skipped.get(), 1);
@@ -107,7 +116,7 @@ async fn a_dead_lease_holder_blocks_nobody_past_lease_timeout() {
         .await
         .expect("the wait for a lease holder ends");
     assert!(
-        matches!(found, Found::Miss(None)),
+        matches!(found, SharedFound::Miss(None)),
         "a miss, without a lease"
     );
     assert_eq!(counters.shared_lease_wait.get(), 1);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::remote::{RemoteError, Reply};
-use super::{Found, LocalTiers, SharedTier, broadcast, feed, follow, layout};
+use super::{LocalTiers, SharedFound, SharedTier, broadcast, feed, follow, layout};
 use crate::cache::ban::BanList;
 use crate::cache::{CacheKey, Storage};
 use crate::config::SharedConfig;

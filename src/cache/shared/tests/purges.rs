@@ -37,7 +37,10 @@ async fn a_purge_whose_shared_copy_stays_is_queued_not_sent() {
     let counters = Arc::new(Counters::default());
     let tier = SharedTier::with_remote(&config(), "n".into(), counters.clone(), Arc::new(remote));
     tier.breaker.success();
-    assert!(matches!(tier.lookup(&key, false).await, Found::Object(_)));
+    assert!(matches!(
+        tier.lookup(&key, false).await,
+        SharedFound::Object(_)
+    ));
 
     let out = feed::broadcast(&tier, feed::Invalidation::Purge(key.clone())).await;
     assert!(!out.sent, "{out:?}");
@@ -46,7 +49,10 @@ async fn a_purge_whose_shared_copy_stays_is_queued_not_sent() {
     assert_eq!(counters.fleet_inval_queued.get(), 1);
     assert_eq!(tier.feed.queued(), 1);
     // The copy the shared tier still holds is not read back here.
-    assert!(matches!(tier.lookup(&key, false).await, Found::Miss(None)));
+    assert!(matches!(
+        tier.lookup(&key, false).await,
+        SharedFound::Miss(None)
+    ));
     assert_eq!(counters.shared_refused.get(), 1);
 
     // Redis answers again: removed, then sent; the shared tier is read as usual.
@@ -55,7 +61,10 @@ async fn a_purge_whose_shared_copy_stays_is_queued_not_sent() {
     assert_eq!(tier.feed.queued(), 0);
     assert_eq!(counters.fleet_inval_sent.get(), 1);
     assert!(tier.feed.held(&key).is_none());
-    assert!(matches!(tier.lookup(&key, false).await, Found::Object(_)));
+    assert!(matches!(
+        tier.lookup(&key, false).await,
+        SharedFound::Object(_)
+    ));
 }
 
 /// One tag's set in Redis, and a `purge` script that fails for one URL until `heal`.
@@ -269,12 +278,18 @@ async fn a_queued_tag_purge_keeps_its_copies_from_being_read_back() {
         only_lookups(record),
     );
     tier.breaker.success();
-    assert!(matches!(tier.lookup(&key, false).await, Found::Object(_)));
+    assert!(matches!(
+        tier.lookup(&key, false).await,
+        SharedFound::Object(_)
+    ));
     tier.breaker.success();
     let out = feed::broadcast(&tier, feed::Invalidation::Tags(vec!["blue".into()])).await;
     assert!(!out.sent);
     tier.breaker.success();
-    assert!(matches!(tier.lookup(&key, false).await, Found::Miss(None)));
+    assert!(matches!(
+        tier.lookup(&key, false).await,
+        SharedFound::Miss(None)
+    ));
     assert_eq!(counters.shared_refused.get(), 1);
 
     let other =
@@ -283,5 +298,8 @@ async fn a_queued_tag_purge_keeps_its_copies_from_being_read_back() {
     other
         .feed
         .hold(&feed::Invalidation::Tags(vec!["blue".into()]));
-    assert!(matches!(other.lookup(&key, false).await, Found::Object(_)));
+    assert!(matches!(
+        other.lookup(&key, false).await,
+        SharedFound::Object(_)
+    ));
 }
