@@ -124,6 +124,17 @@ impl<'a> Scope<'a> {
             None => BackendSel::none(),
         }
     }
+
+    /// The header fields a `*.http.*` slot names, when the step has them.
+    fn fields_mut(&mut self, slot: Slot) -> Option<&mut HeaderMap> {
+        match slot {
+            Slot::ReqHttp => self.req.as_deref_mut().map(|r| &mut r.headers),
+            Slot::BereqHttp => self.bereq.as_deref_mut().map(|b| &mut b.headers),
+            Slot::BerespHttp => self.beresp.as_deref_mut().map(|b| &mut b.headers),
+            Slot::RespHttp => self.resp.as_deref_mut().map(|r| &mut r.headers),
+            _ => None,
+        }
+    }
 }
 
 /// The first line of a header, as text (bytes that are not UTF-8 are replaced).
@@ -178,44 +189,24 @@ fn set_header(headers: &mut HeaderMap, name: &HeaderName, v: HeaderValue) -> Res
 
 impl Env for Scope<'_> {
     fn get(&self, var: &Var) -> Value<'_> {
-        let h = var.header.as_ref();
         match var.slot {
-            Slot::ClientIp | Slot::RemoteIp => Value::Ip(self.client),
-            Slot::ClientIdentity => match &self.state.identity {
-                Some(i) => Value::str(i),
-                None => Value::Ip(self.client),
-            },
-            // Without PROXY protocol (which Shellac does not take) `server.ip` is `local.ip`,
-            // as in Varnish.
-            Slot::ServerIp | Slot::LocalIp => Value::Ip(
-                self.local
-                    .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
-            ),
-            Slot::ServerPort => Value::Int(self.local.map_or(0, |a| i64::from(a.port()))),
-            Slot::ServerHostname | Slot::ServerIdentity => Value::str(&self.rt.hostname),
-            Slot::LocalEndpoint | Slot::LocalSocket => Value::str("a0"),
-            Slot::Now => Value::Time(self.now),
-            Slot::SessXid | Slot::ReqXid => Value::Int(self.state.xid as i64),
-            Slot::ParamTimeoutIdle => Value::Duration(self.rt.idle_timeout),
-            Slot::ReqDigest => match &self.state.digest {
-                Some(d) => Value::Blob(Cow::Borrowed(&d[..])),
-                None => Value::None,
-            },
-            // As this request set it, else as an earlier response set it for the session,
-            // else the configured one.
-            Slot::SessTimeoutIdle => Value::Duration(match self.state.sess_idle {
-                Some(Some(secs)) => secs,
-                Some(None) => self.rt.idle_timeout,
-                None => self
-                    .req
-                    .as_ref()
-                    .and_then(|r| r.extensions.get::<crate::proxy::SessionIdle>())
-                    .and_then(|s| s.0)
-                    .map_or(self.rt.idle_timeout, |d| d.as_secs_f64()),
-            }),
-            Slot::BereqXid => {
-                Value::Int(self.bereq.as_ref().map_or(self.state.xid, |b| b.xid) as i64)
-            }
+            Slot::ClientIp
+            | Slot::RemoteIp
+            | Slot::ClientIdentity
+            | Slot::ServerIp
+            | Slot::LocalIp
+            | Slot::ServerPort
+            | Slot::ServerHostname
+            | Slot::ServerIdentity
+            | Slot::LocalEndpoint
+            | Slot::LocalSocket
+            | Slot::Now
+            | Slot::SessXid
+            | Slot::ReqXid
+            | Slot::ParamTimeoutIdle
+            | Slot::ReqDigest
+            | Slot::SessTimeoutIdle
+            | Slot::BereqXid => self.get_session(var),
             Slot::ReqMethod
             | Slot::ReqUrl
             | Slot::ReqProto
@@ -292,42 +283,16 @@ impl Env for Scope<'_> {
             | Slot::Storage
             | Slot::ObjCacheable
             | Slot::ObjTime => self.get_obj(var),
-            Slot::RespStatus => self
-                .resp
-                .as_ref()
-                .map_or(Value::None, |r| Value::Int(i64::from(r.status.as_u16()))),
-            Slot::RespReason => self.resp.as_ref().map_or(Value::None, |r| match &r.reason {
-                Some(reason) => Value::str(reason),
-                None => Value::str(r.status.canonical_reason().unwrap_or("")),
-            }),
-            Slot::RespProto => Value::str("HTTP/1.1"),
-            Slot::RespHttp => match (&self.resp, h) {
-                (Some(r), Some(h)) => header(&r.headers, h),
-                _ => Value::None,
-            },
-            Slot::RespIsStreaming => Value::Bool(false),
-            Slot::ReqEsi => Value::Bool(!self.state.esi_off),
-            Slot::RespDoEsi => Value::Bool(self.state.esi_page && !self.state.esi_off),
-            Slot::ObjCanEsi => Value::Bool(
-                self.state.esi_page
-                    || self
-                        .obj
-                        .is_some_and(|(o, _)| crate::esi::marked(o.headers.block())),
-            ),
-            Slot::BerespFilters => {
-                self.beresp
-                    .as_ref()
-                    .map_or(Value::None, |b| match &b.fetch.filters {
-                        Some(list) => Value::str(list),
-                        None => Value::Str(Cow::Owned(super::filters::fetch_default(
-                            b.status, &b.headers, &b.fetch,
-                        ))),
-                    })
-            }
-            Slot::RespFilters => self.resp.as_ref().map_or(Value::None, |r| {
-                let esi = self.state.esi_page && !self.state.esi_off;
-                Value::Str(Cow::Owned(super::filters::deliver_list(&r.deliver, esi)))
-            }),
+            Slot::RespStatus
+            | Slot::RespReason
+            | Slot::RespProto
+            | Slot::RespHttp
+            | Slot::RespIsStreaming
+            | Slot::ReqEsi
+            | Slot::RespDoEsi
+            | Slot::ObjCanEsi
+            | Slot::BerespFilters
+            | Slot::RespFilters => self.get_resp(var),
             Slot::Fixed(b, _) => Value::Bool(b),
             Slot::Unsupported(_) => Value::None,
         }
@@ -335,7 +300,6 @@ impl Env for Scope<'_> {
 
     fn set(&mut self, var: &Var, value: Value<'static>) -> Result<(), String> {
         let rt = self.rt;
-        let h = var.header.as_ref();
         match var.slot {
             Slot::ReqHttp | Slot::BereqHttp | Slot::BerespHttp | Slot::RespHttp => {
                 let v = match value {
@@ -377,60 +341,20 @@ impl Env for Scope<'_> {
             | Slot::BerespStorage
             | Slot::BerespPrefetch
             | Slot::BerespDoEsi => self.set_beresp(var, value)?,
-            Slot::ReqEsi => {
-                let level = self
-                    .req
-                    .as_ref()
-                    .and_then(|r| r.extensions.get::<crate::esi::Level>())
-                    .map_or(0, |l| l.0);
-                if level == 0 {
-                    self.state.esi_off = !value.truth();
-                }
-            }
-            Slot::RespDoEsi => {
-                // Varnish: a VCL error once `resp.filters` was set (the list decides).
-                if self
-                    .resp
-                    .as_ref()
-                    .is_some_and(|r| r.deliver.filters.is_some())
-                {
-                    return Err(
-                        "resp.do_esi cannot be changed after resp.filters was set".to_string()
-                    );
-                }
-                self.state.esi_off = !value.truth();
-            }
-            Slot::BerespSaintmode => {
-                if let Some(b) = self.beresp.as_deref_mut() {
-                    b.saintmode = Some(value.number());
-                }
-            }
-            Slot::BerespBody | Slot::RespBody => self.state.body = Some(text(&value, rt)),
-            Slot::ObjTtl | Slot::ObjGrace | Slot::ObjKeep | Slot::ObjCacheable => {
-                if let Some(e) = self.obj_edit.as_deref_mut() {
-                    match var.slot {
-                        Slot::ObjTtl => e.ttl = Some(value.number()),
-                        Slot::ObjGrace => e.grace = Some(value.number()),
-                        Slot::ObjKeep => e.keep = Some(value.number()),
-                        _ => e.cacheable = Some(value.truth()),
-                    }
-                }
-            }
-            Slot::RespStatus => {
-                if let Some(r) = self.resp.as_deref_mut() {
-                    r.status = status(value.int())?;
-                }
-            }
-            Slot::RespReason => {
-                if let Some(r) = self.resp.as_deref_mut() {
-                    r.reason = Some(text(&value, rt));
-                }
-            }
+            Slot::ReqEsi
+            | Slot::RespDoEsi
+            | Slot::BerespSaintmode
+            | Slot::BerespBody
+            | Slot::RespBody
+            | Slot::ObjTtl
+            | Slot::ObjGrace
+            | Slot::ObjKeep
+            | Slot::ObjCacheable
+            | Slot::RespStatus
+            | Slot::RespReason => self.set_delivery(var, value)?,
             // The checker lets nothing else be set (a fixed switch set to its value is
             // compiled away).
-            _ => {
-                let _ = h;
-            }
+            _ => {}
         }
         Ok(())
     }
@@ -439,13 +363,7 @@ impl Env for Scope<'_> {
         let Some(name) = var.header.as_ref() else {
             return Ok(());
         };
-        let headers = match var.slot {
-            Slot::ReqHttp => self.req.as_deref_mut().map(|r| &mut r.headers),
-            Slot::BereqHttp => self.bereq.as_deref_mut().map(|b| &mut b.headers),
-            Slot::BerespHttp => self.beresp.as_deref_mut().map(|b| &mut b.headers),
-            Slot::RespHttp => self.resp.as_deref_mut().map(|r| &mut r.headers),
-            _ => None,
-        };
+        let headers = self.fields_mut(var.slot);
         match headers {
             Some(h) => set_header(h, name, v),
             None => Ok(()),
@@ -454,13 +372,7 @@ impl Env for Scope<'_> {
 
     fn unset(&mut self, var: &Var) -> Result<(), String> {
         if let Some(name) = var.header.as_ref() {
-            let headers = match var.slot {
-                Slot::ReqHttp => self.req.as_deref_mut().map(|r| &mut r.headers),
-                Slot::BereqHttp => self.bereq.as_deref_mut().map(|b| &mut b.headers),
-                Slot::BerespHttp => self.beresp.as_deref_mut().map(|b| &mut b.headers),
-                Slot::RespHttp => self.resp.as_deref_mut().map(|r| &mut r.headers),
-                _ => None,
-            };
+            let headers = self.fields_mut(var.slot);
             if let Some(h) = headers {
                 h.remove(name);
             }
@@ -498,13 +410,7 @@ impl Env for Scope<'_> {
         let Some(name) = var.header.as_ref() else {
             return;
         };
-        let headers = match var.slot {
-            Slot::ReqHttp => self.req.as_deref_mut().map(|r| &mut r.headers),
-            Slot::BereqHttp => self.bereq.as_deref_mut().map(|b| &mut b.headers),
-            Slot::BerespHttp => self.beresp.as_deref_mut().map(|b| &mut b.headers),
-            Slot::RespHttp => self.resp.as_deref_mut().map(|r| &mut r.headers),
-            _ => None,
-        };
+        let headers = self.fields_mut(var.slot);
         let Some(h) = headers else {
             return;
         };

@@ -1,10 +1,13 @@
-//! What a subroutine reads, one namespace per function: `req.*`, `bereq.*`, `beresp.*`,
-//! `obj.*` (the step's [`Scope`] answers the rest itself, `env.rs`).
+//! What a subroutine reads, one namespace per function: the session, `req.*`, `bereq.*`,
+//! `beresp.*`, `obj.*`, `resp.*` (the step's [`Scope`] dispatches, `env.rs`).
 
+use std::borrow::Cow;
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use super::{Scope, header, proto};
+use crate::proxy::vcl::filters;
 use crate::vcl::ir::Var;
 use crate::vcl::run::{BackendSel, Env, Value};
 use crate::vcl::vars::Slot;
@@ -314,6 +317,97 @@ impl Scope<'_> {
             ),
             Slot::ObjTime => self.obj.map_or(Value::Time(self.now), |(o, _)| {
                 Value::Time(self.now - o.age(Instant::now()).as_secs_f64())
+            }),
+            _ => Value::None,
+        }
+    }
+
+    /// What a subroutine reads of the client, the server and the session (`client.*`,
+    /// `server.*`, `local.*`, `sess.*`, `now`, the transaction ids).
+    #[inline]
+    pub(super) fn get_session(&self, var: &Var) -> Value<'_> {
+        match var.slot {
+            Slot::ClientIp | Slot::RemoteIp => Value::Ip(self.client),
+            Slot::ClientIdentity => match &self.state.identity {
+                Some(i) => Value::str(i),
+                None => Value::Ip(self.client),
+            },
+            // Without PROXY protocol (which Shellac does not take) `server.ip` is `local.ip`,
+            // as in Varnish.
+            Slot::ServerIp | Slot::LocalIp => Value::Ip(
+                self.local
+                    .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
+            ),
+            Slot::ServerPort => Value::Int(self.local.map_or(0, |a| i64::from(a.port()))),
+            Slot::ServerHostname | Slot::ServerIdentity => Value::str(&self.rt.hostname),
+            Slot::LocalEndpoint | Slot::LocalSocket => Value::str("a0"),
+            Slot::Now => Value::Time(self.now),
+            Slot::SessXid | Slot::ReqXid => Value::Int(self.state.xid as i64),
+            Slot::ParamTimeoutIdle => Value::Duration(self.rt.idle_timeout),
+            Slot::ReqDigest => match &self.state.digest {
+                Some(d) => Value::Blob(Cow::Borrowed(&d[..])),
+                None => Value::None,
+            },
+            // As this request set it, else as an earlier response set it for the session,
+            // else the configured one.
+            Slot::SessTimeoutIdle => Value::Duration(match self.state.sess_idle {
+                Some(Some(secs)) => secs,
+                Some(None) => self.rt.idle_timeout,
+                None => self
+                    .req
+                    .as_ref()
+                    .and_then(|r| r.extensions.get::<crate::proxy::SessionIdle>())
+                    .and_then(|s| s.0)
+                    .map_or(self.rt.idle_timeout, |d| d.as_secs_f64()),
+            }),
+            Slot::BereqXid => {
+                Value::Int(self.bereq.as_ref().map_or(self.state.xid, |b| b.xid) as i64)
+            }
+            _ => Value::None,
+        }
+    }
+
+    /// What a subroutine reads of the response to the client (`resp.*`), of ESI
+    /// (`req.esi`, `resp.do_esi`, `obj.can_esi`) and of the filter lists.
+    #[inline]
+    pub(super) fn get_resp(&self, var: &Var) -> Value<'_> {
+        let h = var.header.as_ref();
+        match var.slot {
+            Slot::RespStatus => self
+                .resp
+                .as_ref()
+                .map_or(Value::None, |r| Value::Int(i64::from(r.status.as_u16()))),
+            Slot::RespReason => self.resp.as_ref().map_or(Value::None, |r| match &r.reason {
+                Some(reason) => Value::str(reason),
+                None => Value::str(r.status.canonical_reason().unwrap_or("")),
+            }),
+            Slot::RespProto => Value::str("HTTP/1.1"),
+            Slot::RespHttp => match (&self.resp, h) {
+                (Some(r), Some(h)) => header(&r.headers, h),
+                _ => Value::None,
+            },
+            Slot::RespIsStreaming => Value::Bool(false),
+            Slot::ReqEsi => Value::Bool(!self.state.esi_off),
+            Slot::RespDoEsi => Value::Bool(self.state.esi_page && !self.state.esi_off),
+            Slot::ObjCanEsi => Value::Bool(
+                self.state.esi_page
+                    || self
+                        .obj
+                        .is_some_and(|(o, _)| crate::esi::marked(o.headers.block())),
+            ),
+            Slot::BerespFilters => {
+                self.beresp
+                    .as_ref()
+                    .map_or(Value::None, |b| match &b.fetch.filters {
+                        Some(list) => Value::str(list),
+                        None => Value::Str(Cow::Owned(filters::fetch_default(
+                            b.status, &b.headers, &b.fetch,
+                        ))),
+                    })
+            }
+            Slot::RespFilters => self.resp.as_ref().map_or(Value::None, |r| {
+                let esi = self.state.esi_page && !self.state.esi_off;
+                Value::Str(Cow::Owned(filters::deliver_list(&r.deliver, esi)))
             }),
             _ => Value::None,
         }

@@ -1,5 +1,5 @@
-//! What a subroutine sets, one namespace per function: `req.*`, `bereq.*`, `beresp.*` (the
-//! step's [`Scope`] sets the rest itself, `env.rs`).
+//! What a subroutine sets, one namespace per function: `req.*`, `bereq.*`, `beresp.*`, the
+//! delivery (the step's [`Scope`] dispatches and sets header fields itself, `env.rs`).
 
 use http::{Method, Version};
 
@@ -205,6 +205,66 @@ impl Scope<'_> {
             }
             // Varnish: only the client's own request turns its page's assembly off; an
             // include's setting is ignored (trunk e00016).
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// What a subroutine sets of the delivery: `resp.*`, ESI (`req.esi`, `resp.do_esi`),
+    /// the body of a synthetic response, 2.x's `obj.*` in vcl_hit, `beresp.saintmode`.
+    #[inline]
+    pub(super) fn set_delivery(&mut self, var: &Var, value: Value<'static>) -> Result<(), String> {
+        let rt = self.rt;
+        match var.slot {
+            Slot::ReqEsi => {
+                let level = self
+                    .req
+                    .as_ref()
+                    .and_then(|r| r.extensions.get::<crate::esi::Level>())
+                    .map_or(0, |l| l.0);
+                if level == 0 {
+                    self.state.esi_off = !value.truth();
+                }
+            }
+            Slot::RespDoEsi => {
+                // Varnish: a VCL error once `resp.filters` was set (the list decides).
+                if self
+                    .resp
+                    .as_ref()
+                    .is_some_and(|r| r.deliver.filters.is_some())
+                {
+                    return Err(
+                        "resp.do_esi cannot be changed after resp.filters was set".to_string()
+                    );
+                }
+                self.state.esi_off = !value.truth();
+            }
+            Slot::BerespSaintmode => {
+                if let Some(b) = self.beresp.as_deref_mut() {
+                    b.saintmode = Some(value.number());
+                }
+            }
+            Slot::BerespBody | Slot::RespBody => self.state.body = Some(text(&value, rt)),
+            Slot::ObjTtl | Slot::ObjGrace | Slot::ObjKeep | Slot::ObjCacheable => {
+                if let Some(e) = self.obj_edit.as_deref_mut() {
+                    match var.slot {
+                        Slot::ObjTtl => e.ttl = Some(value.number()),
+                        Slot::ObjGrace => e.grace = Some(value.number()),
+                        Slot::ObjKeep => e.keep = Some(value.number()),
+                        _ => e.cacheable = Some(value.truth()),
+                    }
+                }
+            }
+            Slot::RespStatus => {
+                if let Some(r) = self.resp.as_deref_mut() {
+                    r.status = status(value.int())?;
+                }
+            }
+            Slot::RespReason => {
+                if let Some(r) = self.resp.as_deref_mut() {
+                    r.reason = Some(text(&value, rt));
+                }
+            }
             _ => {}
         }
         Ok(())
