@@ -2,7 +2,7 @@
 
 use super::*;
 
-use tokio::io::AsyncRead;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use std::task::Waker;
 
