@@ -48,7 +48,7 @@ pub(super) fn start(proxy: Arc<Proxy>, req: Request<Incoming>, client: SocketAdd
     begin(proxy, parts, Some(body), client)
 }
 
-/// An ESI include's sub-request (`Proxy::subrequest`): the same machine, no body.
+/// An ESI include's sub-request (`Proxy::subrequest_now`): the same machine, no body.
 pub(super) fn start_sub(
     proxy: Arc<Proxy>,
     parts: http::request::Parts,

@@ -51,6 +51,7 @@ pub use ext::{Listener, LocalAddr, SessionIdle};
 pub use fast_hit::FastAnswer;
 pub use fsm::{Handled, Rest};
 pub use interim::{InterimHead, InterimSink, MAX_INTERIM, serialise as serialise_interim};
+pub(crate) use state::Subrequest;
 pub use state::{Process, Proxy};
 
 /// The log reason of a connection refused at `server.max_connections` (the `Cache-Status`
@@ -96,15 +97,20 @@ impl Proxy {
     }
 
     /// An ESI include's request (`filter/esi/include.rs`) through the whole state machine —
-    /// policy, lookup, coalescing, grace — as a client's request without a body would go.
-    pub(crate) async fn subrequest(
+    /// policy, lookup, coalescing, grace — as a client's request without a body would go, run
+    /// as far as it goes without waiting: a stored fragment is answered here, so its page
+    /// reads it in place (no task, no channel); a step that must wait (a miss, a coalesced
+    /// fetch) is left as a boxed future, allocated only then.
+    pub(crate) fn subrequest_now(
         self: Arc<Self>,
         req: http::request::Parts,
         client: SocketAddr,
-    ) -> Response<body::ResponseBody> {
+    ) -> Subrequest {
         match fsm::start_sub(self, req, client) {
-            fsm::Handled::Done(resp, _) => resp,
-            fsm::Handled::Waits(rest) => rest.run().await.0,
+            fsm::Handled::Done(resp, _) => Subrequest::Done(resp),
+            fsm::Handled::Waits(rest) => {
+                Subrequest::Waits(Box::pin(async move { rest.run().await.0 }))
+            }
         }
     }
 

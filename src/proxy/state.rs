@@ -1,10 +1,12 @@
 //! The state every request reads: [`Proxy`] (one per configuration: cache, backends, policy,
-//! sites, counters) and [`Process`] (what outlives a configuration).
+//! sites, counters) and [`Process`] (what outlives a configuration); and [`Subrequest`], how
+//! far an ESI include's request got without waiting.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
+use super::body::ResponseBody;
 use super::represent::Representations;
 use super::site::{SiteStats, Sites};
 use super::throttle::Throttle;
@@ -105,4 +107,12 @@ impl Proxy {
         self.vcl.as_ref().is_some_and(|rt| rt.program.reads_local)
             || self.site_vcl.iter().any(|rt| rt.program.reads_local)
     }
+}
+
+/// How far a sub-request got without waiting ([`Proxy::subrequest_now`]).
+pub(crate) enum Subrequest {
+    /// Answered: no step had to wait.
+    Done(http::Response<ResponseBody>),
+    /// The rest of the request, to await.
+    Waits(std::pin::Pin<Box<dyn Future<Output = http::Response<ResponseBody>> + Send>>),
 }

@@ -6,7 +6,8 @@
 //! fragment arrives, and a slow fragment holds back only what follows it. A fragment streams:
 //! its chunks go out as they arrive when it is the next in page order; the ones after it
 //! fetch at most `include::AHEAD` chunks ahead each, so a page holds a bounded amount of its
-//! fragments whatever their size.
+//! fragments whatever their size. An include answered without waiting (a stored fragment) is
+//! read in place, with no task or channel, and is handed to a task only if its body stalls.
 //!
 //! A stored object brings its program (parsed once, at fetch); a response streamed while it
 //! is fetched (the fetching client's, a waiter's, a pass) has none yet, so its body is parsed
@@ -20,18 +21,19 @@
 //! answers 503, `prime`); after it, it is left out or the response is cut (`esi.late_failure`).
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::StatusCode;
 use http::header::{self, HeaderMap};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
 use super::super::{BodyFilter, Chunks, Effect, FilterError};
-use super::include::{self, AHEAD, Failure, Item, Page};
+use super::fetch::{self, Start};
+use super::include::{AHEAD, Failure, Item, Page};
 use super::parse::options;
+use super::task::{Source, Task};
 use crate::config::esi::LateFailure;
 use crate::esi::{Include, Op, Parser, Program};
 
@@ -44,23 +46,6 @@ pub struct PageFailed;
 #[derive(Debug, thiserror::Error)]
 #[error("an ESI include failed after the page's first byte (esi.late_failure = abort)")]
 pub struct LateFailed;
-
-/// An include being fetched: its chunks arrive on `items` as the fragment streams in;
-/// `handle` is `None` for one settled without a fetch (the depth limit).
-struct Task {
-    items: mpsc::Receiver<Item>,
-    handle: Option<JoinHandle<()>>,
-}
-
-impl Drop for Task {
-    fn drop(&mut self) {
-        // A client gone: the includes it would have waited for stop (their own cache fills
-        // go on in their fill tasks).
-        if let Some(handle) = &self.handle {
-            handle.abort();
-        }
-    }
-}
 
 /// Bytes of a page parsed here read ahead of what its steps have sent: a small page is read
 /// (and its includes known) whole before its head goes out.
@@ -176,34 +161,45 @@ impl Assemble {
         self.ops.extend(ops);
     }
 
-    /// Starts includes while fewer than `esi.concurrency` are in flight.
+    /// Starts includes while fewer than `esi.concurrency` are in flight. One answered at
+    /// once (a stored fragment) is read in place; one that has to wait is fetched in a task.
     fn top_up(&mut self) {
         let limit = self.page.proxy.config.esi.concurrency.max(1) as usize;
         while self.tasks.len() < limit {
             let Some(include) = self.waiting.pop_front() else {
                 return;
             };
-            let (tx, items) = mpsc::channel(AHEAD);
             if self.page.at_depth_limit() {
                 self.page.proxy.counters.esi_depth_limited.inc();
                 tracing::debug!(
                     level = self.page.level,
                     "ESI depth limit reached (esi.max_depth)"
                 );
-                // Room for one item: cannot fail.
-                let _ = tx.try_send(Item::End);
-                self.tasks.push_back(Task {
-                    items,
-                    handle: None,
-                });
+                self.tasks.push_back(Task::settled(Item::End));
                 continue;
             }
             let unknown = self.unknown.pop_front().unwrap_or(false);
-            let handle = tokio::spawn(include::fetch(self.page.clone(), include, unknown, tx));
-            self.tasks.push_back(Task {
-                items,
-                handle: Some(handle),
-            });
+            let task = match fetch::start(&self.page, &include) {
+                Start::Later(later) => {
+                    let (tx, items) = mpsc::channel(AHEAD);
+                    let fetch = fetch::fetch(self.page.clone(), include, later, unknown, tx);
+                    self.tasks.push_back(Task {
+                        source: Source::Items(items),
+                        handle: Some(tokio::spawn(fetch)),
+                    });
+                    continue;
+                }
+                Start::Body(body) => Task {
+                    source: Source::Body(Box::new((include, Mutex::new(body)))),
+                    handle: None,
+                },
+                Start::Failed(failure) => Task::settled(Item::Failed(failure)),
+            };
+            // Its freshness is known now (folded into the page's, or it failed).
+            if unknown {
+                self.page.settled();
+            }
+            self.tasks.push_back(task);
         }
     }
 
@@ -388,17 +384,13 @@ impl BodyFilter for Assemble {
                         continue;
                     };
                     // The fragment's chunks go out as they arrive.
-                    let item = match task.items.poll_recv(cx) {
+                    let item = match task.poll_item(cx, &self.page) {
                         Poll::Pending => return Poll::Pending,
-                        Poll::Ready(Some(Item::Chunk(chunk))) => {
+                        Poll::Ready(Item::Chunk(chunk)) => {
                             self.out.push_back(chunk);
                             continue;
                         }
-                        Poll::Ready(Some(item)) => item,
-                        // The task ended without a word (it panicked): a failure.
-                        Poll::Ready(None) => Item::Failed(Failure::Failed {
-                            continue_on_error: false,
-                        }),
+                        Poll::Ready(item) => item,
                     };
                     self.tasks.pop_front();
                     self.ops.pop_front();

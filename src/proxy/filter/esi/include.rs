@@ -1,5 +1,5 @@
 //! One include of a page: a sub-request through the whole proxy (policy, lookup, coalescing,
-//! grace: `Proxy::subrequest`) with Varnish's hygiene — `GET`, no body, no conditional or
+//! grace: `Proxy::subrequest_now`, started and fetched in `fetch.rs`) with Varnish's hygiene — `GET`, no body, no conditional or
 //! `Range` fields, no `Accept-Encoding` (fragments are spliced as identity bytes), the
 //! parent's other fields, `req.esi_level` one deeper — its `alt` when `src` fails, and the
 //! limits: depth, the page tree's include budget, and the hosts an absolute `src` may name
@@ -8,18 +8,16 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::AtomicI64;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::request::Parts;
 use http::{Method, Request, Version};
-use http_body_util::BodyExt;
 
 use crate::cache::policy::age_field;
-use crate::esi::{Include, Level, Target, Top, TopRequest};
+use crate::esi::{Include, Level, Top, TopRequest};
 use crate::http::cache_control::CacheControl;
-use crate::proxy::body::ResponseBody;
 use crate::proxy::{LocalAddr, Proxy};
 
 /// The includes a client's page and all its fragments may still fetch (`esi.max_includes`),
@@ -43,7 +41,7 @@ pub struct Freshness {
 
 impl Freshness {
     /// A fragment response's fields folded in.
-    fn add(&mut self, fields: &HeaderMap) {
+    pub(super) fn add(&mut self, fields: &HeaderMap) {
         let (cc, left) = seconds_left(fields);
         self.private |= cc.private;
         self.no_store |= cc.no_store;
@@ -183,7 +181,7 @@ impl Page {
 
     /// Whether an absolute `src` may name `host`: the page's own host, a backend's, or one of
     /// `esi.hosts` (compared without case and port; `*`: any).
-    fn host_allowed(&self, host: &str) -> bool {
+    pub(super) fn host_allowed(&self, host: &str) -> bool {
         let bare = |h: &str| {
             let name = match h.strip_prefix('[') {
                 Some(v6) => v6.split(']').next().unwrap_or(v6),
@@ -252,129 +250,6 @@ pub enum Item {
 /// by the fragments' sizes).
 pub const AHEAD: usize = 8;
 
-/// Fetches `include` for `page`: `src`, then `alt` when `src` fails before its body; its
-/// body goes into `tx` chunk by chunk as it arrives (waiting while the assembly is
-/// [`AHEAD`] chunks behind). The caller checked the depth limit; `unknown`: [`Page::peek`]
-/// found no stored copy.
-pub async fn fetch(
-    page: Arc<Page>,
-    include: Include,
-    unknown: bool,
-    tx: tokio::sync::mpsc::Sender<Item>,
-) {
-    let item = fetch_one(&page, include, &tx).await;
-    if unknown {
-        page.settled();
-    }
-    // The assembly gone (client gone): nobody to tell.
-    let _ = tx.send(item).await;
-}
-
-async fn fetch_one(
-    page: &Arc<Page>,
-    include: Include,
-    tx: &tokio::sync::mpsc::Sender<Item>,
-) -> Item {
-    let counters = page.proxy.counters.clone();
-    let failed = Item::Failed(Failure::Failed {
-        continue_on_error: include.continue_on_error,
-    });
-    if page.budget.0.fetch_sub(1, Ordering::Relaxed) <= 0 {
-        counters.esi_include_limited.inc();
-        counters.esi_include_failed.inc();
-        return failed;
-    }
-    let strict = include.alt.is_some() || include.continue_on_error;
-    // `esi.include_timeout` bounds the time spent waiting for the fragment's response, not
-    // the time its chunks wait for the assembly (a slow client, an earlier fragment).
-    let mut deadline = tokio::time::Instant::now() + page.proxy.config.esi.include_timeout.0;
-    let timed_out = || {
-        counters.esi_include_failed.inc();
-        tracing::info!(path = %include.src.path, "ESI include failed: esi.include_timeout");
-    };
-    let Ok(mut body) = tokio::time::timeout_at(deadline, one(page, &include.src, strict)).await
-    else {
-        timed_out();
-        return failed;
-    };
-    if body.is_none() {
-        counters.esi_include_failed.inc();
-        if let Some(alt) = &include.alt {
-            let Ok(b) = tokio::time::timeout_at(deadline, one(page, alt, strict)).await else {
-                timed_out();
-                return failed;
-            };
-            body = b;
-            if body.is_some() {
-                counters.esi_include_alt.inc();
-            }
-        }
-    }
-    let Some(mut body) = body else {
-        return failed;
-    };
-    loop {
-        let Ok(frame) = tokio::time::timeout_at(deadline, body.frame()).await else {
-            timed_out();
-            return failed;
-        };
-        match frame {
-            None => return Item::End,
-            Some(Ok(frame)) => {
-                if let Ok(data) = frame.into_data()
-                    && !data.is_empty()
-                {
-                    let waited = tokio::time::Instant::now();
-                    if tx.send(Item::Chunk(data)).await.is_err() {
-                        return Item::End;
-                    }
-                    deadline += waited.elapsed();
-                }
-            }
-            Some(Err(e)) => {
-                counters.esi_include_failed.inc();
-                tracing::info!(path = %include.src.path, error = %e, "ESI include failed: body cut");
-                return failed;
-            }
-        }
-    }
-}
-
-/// One sub-request for `target`: its body once its head is known to be good, or `None`
-/// when it failed: refused host, a 5xx (with `strict`, any status from 400), an encoded body.
-async fn one(page: &Arc<Page>, target: &Target, strict: bool) -> Option<ResponseBody> {
-    let proxy = &page.proxy;
-    let host = match &target.host {
-        Some(h) if !page.host_allowed(h) => {
-            proxy.counters.esi_include_refused.inc();
-            tracing::warn!(host = %h, path = %target.path, "ESI include refused: host not allowed (esi.hosts)");
-            return None;
-        }
-        Some(h) => h.as_str(),
-        None => page.host.as_str(),
-    };
-    let req = request(page, host, &target.path)?;
-    proxy.counters.esi_includes.inc();
-    let resp = proxy.clone().subrequest(req, page.client).await;
-    let status = resp.status().as_u16();
-    if status >= 500 || (strict && status >= 400) {
-        tracing::info!(path = %target.path, status, "ESI include failed");
-        return None;
-    }
-    if resp
-        .headers()
-        .get(header::CONTENT_ENCODING)
-        .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"))
-    {
-        tracing::warn!(path = %target.path, "ESI include failed: its body is encoded (Content-Encoding)");
-        return None;
-    }
-    if let Ok(mut f) = page.freshness.lock() {
-        f.add(resp.headers());
-    }
-    Some(resp.into_body())
-}
-
 /// An include's target with the bytes a request target may not carry unencoded
 /// (`http/strict.rs` refuses them from clients: `"`, `<`, `>`, `\`, `` ` ``, space, controls,
 /// non-ASCII) percent-encoded, as a browser would: `src="/&lt;"` asks for `/%3C` (Varnish
@@ -396,7 +271,7 @@ fn encode_target(path: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// The sub-request's head: `GET path` on `host`, the page's fields, one level deeper.
-fn request(page: &Page, host: &str, path: &str) -> Option<Parts> {
+pub(super) fn request(page: &Page, host: &str, path: &str) -> Option<Parts> {
     let path = encode_target(path);
     let path = crate::http::target::normalise(&path).unwrap_or_else(|| path.to_string());
     let Ok(uri) = path.parse::<http::Uri>() else {

@@ -1,13 +1,16 @@
 //! Edge Side Includes as body filters (issue 29, docs/esi.md): the fetch filter that parses a
 //! body into its program as it is fetched ([`parse`]), stored with the object so a hit never
 //! parses again, and the delivery filter that assembles the page from the program with its
-//! includes fetched as sub-requests through the whole proxy ([`assemble`], [`include`]).
+//! includes fetched as sub-requests through the whole proxy ([`assemble`], [`include`],
+//! [`fetch`]).
 
 pub mod assemble;
+pub mod fetch;
 pub mod gzip;
 pub mod include;
 pub mod parse;
 pub mod prime;
+mod task;
 
 /// The program field's name (`esi::FIELD`) as a header name, parsed once.
 pub const FIELD: http::HeaderName = http::HeaderName::from_static(crate::esi::FIELD);
