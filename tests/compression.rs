@@ -285,6 +285,65 @@ async fn broken_gzip_from_an_origin_is_never_stored_or_served_whole() {
     shellac.stop().await;
 }
 
+/// br or zstd from an origin (stored as it came, per class of client) that is truncated is
+/// checked as the fill streams it (`TestDecode`): never stored, never ended as if whole for
+/// a br / zstd client (its last bytes are held back until the body is known whole, so the
+/// response is cut), counted; a whole one is stored and hit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_br_and_zstd_from_an_origin_are_never_stored_or_served_whole() {
+    let page = page().into_bytes();
+    let good_br = br(&page);
+    let good_zstd = zstd::encode_all(&page[..], 3).unwrap();
+    let origin = Origin::start(move |s| {
+        let (body, coding) = match s.path.as_str() {
+            "/br-truncated" => (good_br[..good_br.len() - 4].to_vec(), "br"),
+            "/br-junk" => ([&good_br[..], b"junk"].concat(), "br"),
+            "/zstd-truncated" => (good_zstd[..good_zstd.len() - 4].to_vec(), "zstd"),
+            "/br-good" => (good_br.clone(), "br"),
+            _ => (good_zstd.clone(), "zstd"),
+        };
+        Reply::ok("")
+            .body(ReplyBody::Bytes(body))
+            .cc("max-age=60")
+            .header("content-type", "text/html")
+            .header("content-encoding", coding)
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    for (path, ae) in [
+        ("/br-truncated", "br"),
+        ("/br-junk", "br"),
+        ("/zstd-truncated", "zstd"),
+    ] {
+        for _ in 0..2 {
+            let (status, cache_status, got) = fetch_body(&shellac, path, ae).await;
+            assert!(
+                !cache_status.contains("hit"),
+                "{path}: stored: {cache_status}"
+            );
+            assert!(
+                status >= 500 || got.is_err(),
+                "{path}: {status}, ended as if whole"
+            );
+        }
+    }
+    assert!(shellac.stat("compress_decode_invalid").await >= 3);
+    for (path, ae) in [("/br-good", "br"), ("/zstd-good", "zstd")] {
+        for round in ["miss", "hit"] {
+            let (status, cache_status, got) = fetch_body(&shellac, path, ae).await;
+            assert_eq!(status, 200, "{path} {round}");
+            assert_eq!(
+                cache_status.contains("hit"),
+                round == "hit",
+                "{path} {round}: {cache_status}"
+            );
+            assert!(got.is_ok_and(|b| !b.is_empty()), "{path} {round}");
+        }
+    }
+    assert!(shellac.stat("compress_decode_checked").await >= 5);
+    shellac.stop().await;
+}
+
 /// Bodies that gain nothing or must not change: an image, a page under `min_length`, a
 /// `no-transform` page, and everything when `[compression]` is off.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,7 +2,8 @@
 //! a request's fetch and delivery chains get. Store once, serve many, as Varnish's
 //! `http_gzip_support`: a cache fill asks the origin for gzip; an identity body of a
 //! compressible type and length is gzipped once as it is fetched (`Gzip`) and stored so; an
-//! origin's gzip is stored as it came, checked as it streams (`TestGunzip`); a client that
+//! origin's gzip is stored as it came, checked as it streams (`TestGunzip`; its br or zstd,
+//! `TestDecode`); a client that
 //! does not take gzip gets stored gzip decoded as it is sent (`Gunzip`). So one stored
 //! object answers every client, and its `Vary: Accept-Encoding` does not split the variants
 //! (the selection an object is stored under leaves the field out: [`varies_on_coding`]).
@@ -112,6 +113,13 @@ pub(super) fn on_response(
             let filter = TestGunzip::new(counters.clone()).recording(decoded.clone());
             txn.filters.identity = Some(decoded);
             txn.filters.fetch.push(Box::new(filter));
+        }
+        // An origin's br or zstd is stored as it came, per class of client: checked as it
+        // streams, so a malformed one is never stored (`filter/decode.rs`).
+        Some(Coding::Br | Coding::Zstd) if for_cache && config.enabled => {
+            txn.filters
+                .fetch
+                .push(Box::new(super::filter::TestDecode::new(counters.clone())));
         }
         _ => {}
     }

@@ -5,6 +5,8 @@
 //! body that inflates a thousandfold costs the client's reading pace, not memory; zstd
 //! frames within the 8 MB window RFC 9659 allows on the web. A malformed or truncated body
 //! fails the response (it is cut, never ended as if whole; counter `compress_decode_invalid`).
+//! [`TestDecode`] checks an origin's br or zstd body a fill stores as it came, as
+//! `TestGunzip` checks its gzip: nothing malformed is stored.
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -220,6 +222,133 @@ impl BodyFilter for Decode {
                     self.pending = chunk;
                 }
                 Poll::Ready(None) => self.done = true,
+            }
+        }
+    }
+}
+
+/// Passes an origin's br or zstd body through unchanged while decoding it, to fail it when
+/// it is malformed (a fill's: nothing malformed is stored, and the client's copy is cut
+/// rather than ended as if whole; counters `compress_decode_checked`,
+/// `compress_decode_invalid`). Each chunk is held until the next one is checked, or the end:
+/// the last bytes go out only once the body is known whole, so a truncated body with a
+/// `Content-Length` still ends short. Any other body passes through unchecked.
+pub struct TestDecode {
+    counters: Arc<Counters>,
+    state: Option<Decoder>,
+    scratch: Vec<u8>,
+    held: Option<Bytes>,
+    /// The stream's end was decoded (a zstd body may hold further frames).
+    ended: bool,
+    failed: bool,
+}
+
+impl TestDecode {
+    pub fn new(counters: Arc<Counters>) -> TestDecode {
+        TestDecode {
+            counters,
+            state: None,
+            scratch: Vec::new(),
+            held: None,
+            ended: false,
+            failed: false,
+        }
+    }
+
+    /// Decodes `chunk` whole into the scratch buffer (the output is dropped).
+    fn check(&mut self, mut chunk: &[u8]) -> Result<(), DecodeError> {
+        let Some(decoder) = self.state.as_mut() else {
+            return Ok(());
+        };
+        let name = decoder.name();
+        self.scratch.resize(OUT, 0);
+        loop {
+            if chunk.is_empty() {
+                return Ok(());
+            }
+            if self.ended {
+                // A br stream is one; zstd frames may follow one another.
+                if name == "br" {
+                    return Err(DecodeError::Trailing(name));
+                }
+                self.ended = false;
+            }
+            let (used, made, end) = decoder.step(chunk, &mut self.scratch)?;
+            chunk = &chunk[used..];
+            self.ended = end;
+            if used == 0 && made == 0 && !end {
+                return Err(DecodeError::Corrupt(name));
+            }
+        }
+    }
+
+    /// The input ended: whatever output the decoder still holds, then whether the stream
+    /// ended.
+    fn finish(&mut self) -> Result<(), DecodeError> {
+        let Some(decoder) = self.state.as_mut() else {
+            return Ok(());
+        };
+        let name = decoder.name();
+        while !self.ended {
+            let (_, made, end) = decoder.step(&[], &mut self.scratch)?;
+            self.ended = end;
+            if made == 0 && !end {
+                return Err(DecodeError::Truncated(name));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl BodyFilter for TestDecode {
+    fn name(&self) -> &'static str {
+        "testdecode"
+    }
+
+    fn effect(&self, _: StatusCode, _: &HeaderMap) -> Effect {
+        Effect::NONE
+    }
+
+    fn head(&mut self, fields: &mut HeaderMap) {
+        if let Some(decoder) = decodes(fields).and_then(Decoder::new) {
+            vary_accept_encoding(fields);
+            self.state = Some(decoder);
+            self.counters.compress_decode_checked.inc();
+        }
+    }
+
+    fn poll_chunk(
+        &mut self,
+        cx: &mut Context<'_>,
+        input: &mut dyn Chunks,
+    ) -> Poll<Option<Result<Bytes, FilterError>>> {
+        if self.failed {
+            return Poll::Ready(Some(Err("decoding failed before".into())));
+        }
+        if self.state.is_none() {
+            return input.poll_chunk(cx);
+        }
+        let result = loop {
+            match input.poll_chunk(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(Some(Ok(chunk))) => {
+                    if let Err(e) = self.check(&chunk) {
+                        break Err(e);
+                    }
+                    if let Some(before) = self.held.replace(chunk) {
+                        break Ok(Some(before));
+                    }
+                }
+                Poll::Ready(None) => break self.finish().map(|()| self.held.take()),
+            }
+        };
+        match result {
+            Ok(chunk) => Poll::Ready(chunk.map(Ok)),
+            Err(e) => {
+                self.counters.compress_decode_invalid.inc();
+                self.failed = true;
+                Poll::Ready(Some(Err(e.into())))
             }
         }
     }

@@ -331,3 +331,90 @@ fn br_and_zstd_are_decoded_in_any_chunking_and_malformed_ones_fail() {
         assert!(fields.get(header::CONTENT_ENCODING).is_some());
     }
 }
+
+/// An origin's br or zstd checked as a fill stores it (`decode.rs`, `TestDecode`): in any
+/// chunking it passes unchanged, still encoded, each chunk held until the next is checked;
+/// a truncated body, or data after a br stream's end, fails it before its last bytes go out
+/// (counted), so nothing malformed is stored.
+#[test]
+fn an_origins_br_and_zstd_are_checked_before_they_are_stored() {
+    use super::TestDecode;
+    let page = page();
+    let mut br = Vec::new();
+    {
+        let mut w = brotli::CompressorWriter::new(&mut br, 4096, 5, 22);
+        w.write_all(&page).unwrap();
+    }
+    let zstd = zstd::encode_all(&page[..], 3).unwrap();
+    let two = [zstd.clone(), zstd.clone()].concat();
+    for (coding, body) in [("br", &br), ("zstd", &zstd), ("zstd", &two)] {
+        for size in [1, 7, 4096, body.len()] {
+            let counters = Arc::new(Counters::default());
+            let mut fields = html(&[("content-encoding", coding)]);
+            let chunks = body.chunks(size).map(Bytes::copy_from_slice).collect();
+            let (out, err) = run(
+                Box::new(TestDecode::new(counters.clone())),
+                &mut fields,
+                chunks,
+            );
+            assert!(err.is_none(), "{coding} {size}: {err:?}");
+            assert_eq!(&joined(&out), body, "{coding} {size}: passed as it came");
+            assert_eq!(
+                fields.get(header::CONTENT_ENCODING).unwrap(),
+                coding,
+                "still encoded"
+            );
+            assert_eq!(counters.compress_decode_checked.get(), 1);
+            assert_eq!(counters.compress_decode_invalid.get(), 0);
+        }
+        for bad in [
+            // (Less than half: half of two zstd frames is one whole frame.)
+            vec![Bytes::copy_from_slice(&body[..body.len() / 2 - 1])],
+            body[..body.len() - 1]
+                .chunks(64)
+                .map(Bytes::copy_from_slice)
+                .collect(),
+        ] {
+            let counters = Arc::new(Counters::default());
+            let mut fields = html(&[("content-encoding", coding)]);
+            let sent: usize = bad.iter().map(Bytes::len).sum();
+            let (out, err) = run(
+                Box::new(TestDecode::new(counters.clone())),
+                &mut fields,
+                bad,
+            );
+            assert!(err.is_some(), "{coding}: truncated");
+            assert!(
+                joined(&out).len() < sent,
+                "{coding}: its last bytes held back"
+            );
+            assert_eq!(counters.compress_decode_invalid.get(), 1, "{coding}");
+        }
+    }
+    let counters = Arc::new(Counters::default());
+    let mut fields = html(&[("content-encoding", "br")]);
+    let (_, err) = run(
+        Box::new(TestDecode::new(counters.clone())),
+        &mut fields,
+        vec![Bytes::from(br.clone()), Bytes::from_static(b"junk")],
+    );
+    assert!(err.is_some(), "data after a br stream");
+    // Identity and gzip pass unchecked.
+    for coding in [None, Some("gzip")] {
+        let counters = Arc::new(Counters::default());
+        let mut fields = html(
+            &coding
+                .map(|c| ("content-encoding", c))
+                .into_iter()
+                .collect::<Vec<_>>(),
+        );
+        let (out, err) = run(
+            Box::new(TestDecode::new(counters.clone())),
+            &mut fields,
+            vec![Bytes::from_static(b"not checked")],
+        );
+        assert!(err.is_none());
+        assert_eq!(joined(&out), b"not checked");
+        assert_eq!(counters.compress_decode_checked.get(), 0);
+    }
+}

@@ -28,7 +28,7 @@ mod gunzip;
 pub mod gzip;
 mod handoff;
 pub use body_filter::{BodyFilter, Effect, Output};
-pub use decode::Decode;
+pub use decode::{Decode, TestDecode};
 #[cfg(test)]
 mod gzip_tests;
 pub mod mp4;
