@@ -1,6 +1,7 @@
 //! A fleet: three real `shellac` processes sharing one real Redis Cluster (3 masters, 3
 //! replicas of `redis-server` on loopback, started once for this binary): shared hits across
-//! nodes (and the admin API, /metrics, `shellac inspect` / `stat` showing them), coalescing
+//! nodes (and the admin API, /metrics, `shellac inspect` / `stat` showing them), a gzip-stored
+//! object served from another node to gzip and identity clients, coalescing
 //! across the fleet, chunked objects (a missing chunk is a miss) and the size cap (nobody
 //! queues behind an object over it), purge / ban / tag broadcast, a purge racing a fill, a
 //! soft purge, resharding (a lookup and a purge during ASK, writes after MOVED), a node paused
@@ -55,6 +56,12 @@ impl Site {
                     .cc("max-age=60")
                     .header("vary", "accept-language");
             }
+            if seen.path.starts_with("/gz") {
+                // Compressible (text/html, over compression.min_length): a fill stores it gzip.
+                reply = Reply::ok(&gz_page(&seen.path, n))
+                    .cc("max-age=60")
+                    .header("content-type", "text/html");
+            }
             if seen.path.starts_with("/soft") {
                 reply = Reply::ok(&body).cc("max-age=60, stale-while-revalidate=60");
             }
@@ -100,6 +107,11 @@ impl Site {
             .entry(path.to_string())
             .or_insert(1) += 1;
     }
+}
+
+/// The body of a `/gz…` path: text that compresses well, over 512 bytes.
+fn gz_page(path: &str, version: u32) -> String {
+    format!("{path} v{version}\n") + &"<p>A line of a page the fleet shares.</p>\n".repeat(40)
 }
 
 /// One node's config file.
@@ -193,6 +205,7 @@ async fn fleet() {
     ];
 
     shared_hits_across_nodes(&site, &nodes, &cluster).await;
+    a_gzip_stored_object_serves_every_client_from_another_node(&site, &nodes).await;
     the_fleet_coalesces_misses(&site, &nodes).await;
     chunked_objects_and_the_size_cap(&site, &nodes, &cluster).await;
     purge_ban_and_tags_reach_every_node(&site, &nodes).await;
@@ -335,6 +348,70 @@ async fn shared_hits_across_nodes(site: &Site, nodes: &[Node], cluster: &Cluster
     for n in ["b", "c"] {
         assert!(stat.contains(&format!("  node {n} ")), "{stat}");
     }
+}
+
+/// The fleet tier stores an encoded representation like any body (issue 29): node a gzips a
+/// compressible page once at fetch and shares the gzip; nodes b and c read that copy and
+/// serve it as stored to a gzip client and decoded (with the identity's `Content-Length`) to
+/// an identity client — the first request on each node a shared hit, whichever client
+/// makes it — with one origin request for the fleet.
+async fn a_gzip_stored_object_serves_every_client_from_another_node(site: &Site, nodes: &[Node]) {
+    use std::io::Read;
+    let [a, b, c] = nodes else { unreachable!() };
+    let page = gz_page("/gz1", 1);
+    let gunzip = |r: &Resp| {
+        let mut out = String::new();
+        flate2::read::GzDecoder::new(&r.body[..])
+            .read_to_string(&mut out)
+            .expect("a gzip body");
+        out
+    };
+    let gzip = [("accept-encoding", "gzip")];
+    let first = get_with(a.addr(), "/gz1", &gzip).await;
+    assert_eq!(first.status, 200, "{first:?}");
+    assert_eq!(first.header("content-encoding"), Some("gzip"), "{first:?}");
+    assert_eq!(gunzip(&first), page);
+    // b: a gzip client first, then an identity client; c: the other way round.
+    for (node, order) in [(b, [true, false]), (c, [false, true])] {
+        for (i, gzip_client) in order.into_iter().enumerate() {
+            let r = if gzip_client {
+                get_with(node.addr(), "/gz1", &gzip).await
+            } else {
+                get_with(node.addr(), "/gz1", &[]).await
+            };
+            let what = format!("{} gzip={gzip_client}", node.name);
+            assert_eq!(r.status, 200, "{what}: {r:?}");
+            if i == 0 {
+                assert!(
+                    r.cache_status().contains("detail=shared"),
+                    "{what}: {}",
+                    r.cache_status()
+                );
+            } else {
+                assert!(
+                    r.cache_status().contains("hit"),
+                    "{what}: {}",
+                    r.cache_status()
+                );
+            }
+            let vary = r.header("vary").unwrap_or_default().to_ascii_lowercase();
+            assert!(vary.contains("accept-encoding"), "{what}: {:?}", r.headers);
+            if gzip_client {
+                assert_eq!(r.header("content-encoding"), Some("gzip"), "{what}");
+                assert_eq!(r.body, first.body, "{what}: the bytes node a stored");
+            } else {
+                assert_eq!(r.header("content-encoding"), None, "{what}");
+                assert_eq!(r.text(), page, "{what}");
+                let len = page.len().to_string();
+                assert_eq!(r.header("content-length"), Some(len.as_str()), "{what}");
+            }
+        }
+    }
+    assert_eq!(
+        site.origin.count_path("/gz1"),
+        1,
+        "one origin request for the fleet"
+    );
 }
 
 /// Coalescing across the fleet: the three nodes miss one URL at the same moment; one fetches
