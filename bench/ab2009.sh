@@ -34,13 +34,13 @@ FPM=${FPM:-php-fpm8.2}
 APACHE=${APACHE:-/usr/sbin/apache2}
 . bench/lib.sh
 need_built "$SHELLAC"
-for t in nginx lighttpd varnishd "$APACHE" "$FPM" wrk; do command -v "$t" >/dev/null || { echo "needs $t" >&2; exit 1; }; done
+need_tools nginx lighttpd varnishd "$APACHE" "$FPM" wrk
 WWW_USER=www-data
 (( EUID == 0 )) || WWW_USER=$(id -un)
 
 chmod 755 "$TMP"
 W=$TMP/www
-mkdir -p "$W/cached" "$TMP/php" "$TMP/ngx/fcache" "$TMP/lighttpd" "$TMP/apache" "$TMP/varnish"
+mkdir -p "$W/cached" "$TMP/php" "$TMP/ngx/fcache" "$TMP/lighttpd" "$TMP/apache"
 head -c 6451 /dev/urandom >"$W/file6k.png"
 echo '<?php phpinfo();' >"$W/info.php"
 cp "$W/info.php" "$W/cached/info.php"
@@ -50,7 +50,7 @@ touch -d '2022-01-01 00:00:00' "$W"/*.* "$W"/cached/*
 chmod -R a+rX "$W"; chown -R "$WWW_USER" "$TMP/ngx" "$TMP/lighttpd" 2>/dev/null || true
 SEEK=11010048
 P_FPM=$(free_port); P_SHELLAC=$(free_port); P_SADMIN=$(free_port); P_NGX=$(free_port)
-P_LIGHTTPD=$(free_port); P_APACHE=$(free_port); P_VARNISH=$(free_port); P_VADMIN=$(free_port)
+P_LIGHTTPD=$(free_port); P_APACHE=$(free_port)
 
 # --- PHP-FPM: one pool for everyone.
 cat >"$TMP/php/fpm.conf" <<CONF
@@ -235,7 +235,7 @@ APID=$!
 PIDS+=("$APID")
 
 # --- Varnish in front of that Apache: PHP passed except /cached/, everything else cached.
-cat >"$TMP/varnish.vcl" <<VCL
+start_varnish -p default_ttl=3600 <<VCL
 vcl 4.1;
 backend apache { .host = "127.0.0.1"; .port = "$P_APACHE"; }
 sub vcl_recv {
@@ -245,14 +245,6 @@ sub vcl_backend_response {
   if (bereq.url ~ "^/cached/") { set beresp.ttl = 1h; }
 }
 VCL
-chmod 644 "$TMP/varnish.vcl"
-JAIL=()
-if (( EUID != 0 )) || ! id varnish >/dev/null 2>&1 || ! id vcache >/dev/null 2>&1; then JAIL=(-j none); fi
-taskset -c 0 varnishd -F "${JAIL[@]}" -a "127.0.0.1:$P_VARNISH" -T "127.0.0.1:$P_VADMIN" \
-  -f "$TMP/varnish.vcl" -s malloc,256m -n "$TMP/varnish/n" -p thread_pools=1 -p default_ttl=3600 \
-  >"$TMP/varnish/log" 2>&1 &
-VPID=$!
-PIDS+=("$VPID")
 
 declare -A PORT=([shellac]=$P_SHELLAC [nginx]=$P_NGX [lighttpd]=$P_LIGHTTPD [apache]=$P_APACHE [varnish]=$P_VARNISH)
 declare -A TREE=([shellac]=$SPID [nginx]=$NPID [lighttpd]=$LPID [apache]=$APID [varnish]="$VPID $APID")

@@ -18,14 +18,14 @@ SECS=${SECS:-5}
 CONNS=${CONNS:-50}
 . bench/lib.sh
 need_built "$SHELLAC"
-for t in nginx varnishd wrk; do command -v "$t" >/dev/null || { echo "needs $t" >&2; exit 1; }; done
+need_tools nginx varnishd wrk
 
 chmod 755 "$TMP"
 mkdir -p "$TMP/www" "$TMP/origin" "$TMP/ngx"
 python3 bench/page72k.py "$TMP/www/page.html"
 touch -d '2022-01-01 00:00:00' "$TMP/www/page.html"
 chmod -R a+rX "$TMP/www"
-P_ORIGIN=$(free_port); P_NGX=$(free_port); P_VARNISH=$(free_port); P_VADMIN=$(free_port)
+P_ORIGIN=$(free_port); P_NGX=$(free_port)
 
 # nginx_conf DIR PORT EXTRA: an nginx serving $TMP/www, one worker, no access log.
 nginx_conf() {
@@ -56,20 +56,13 @@ taskset -c 0 nginx -p "$TMP/ngx" -c "$TMP/ngx/nginx.conf" 2>"$TMP/ngx/stderr" &
 NPID=$!
 PIDS+=("$NPID")
 
-cat >"$TMP/gzip.vcl" <<VCL
+start_varnish <<VCL
 vcl 4.1;
 backend origin { .host = "127.0.0.1"; .port = "$P_ORIGIN"; }
 sub vcl_backend_response {
   if (beresp.http.Content-Type ~ "^text/") { set beresp.do_gzip = true; }
 }
 VCL
-chmod 644 "$TMP/gzip.vcl"
-JAIL=()
-if (( EUID != 0 )) || ! id varnish >/dev/null 2>&1 || ! id vcache >/dev/null 2>&1; then JAIL=(-j none); fi
-taskset -c 0 varnishd -F "${JAIL[@]}" -a "127.0.0.1:$P_VARNISH" -T "127.0.0.1:$P_VADMIN" \
-  -f "$TMP/gzip.vcl" -s malloc,256m -n "$TMP/varnish" -p thread_pools=1 >"$TMP/varnish.log" 2>&1 &
-VPID=$!
-PIDS+=("$VPID")
 
 ORIGIN_PORT=$P_ORIGIN
 read -r P_SHELLAC _ SPID < <(start_shellac "$SHELLAC" '

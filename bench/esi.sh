@@ -23,26 +23,18 @@ FRAG_RULE=""
 (( FRAGMENTS_IDENTITY )) && FRAG_RULE=$'\n\n[[rule]]\nname = "fragments identity"\npath = "^/frag/"\ncompress = false'
 . bench/lib.sh
 need_built "$SHELLAC"
-for t in varnishd wrk; do command -v "$t" >/dev/null || { echo "needs $t" >&2; exit 1; }; done
-chmod 755 "$TMP"
+need_tools varnishd wrk
 
-P_ORIGIN=$(free_port); P_VARNISH=$(free_port); P_VADMIN=$(free_port)
+P_ORIGIN=$(free_port)
 taskset -c 1 python3 bench/esi_origin.py "127.0.0.1:$P_ORIGIN" &
 PIDS+=($!)
-cat >"$TMP/esi.vcl" <<VCL
+start_varnish <<VCL
 vcl 4.1;
 backend origin { .host = "127.0.0.1"; .port = "$P_ORIGIN"; }
 sub vcl_backend_response {
   if (bereq.url ~ "^/(page|slowpage)$") { set beresp.do_esi = true; }
 }
 VCL
-chmod 644 "$TMP/esi.vcl"
-JAIL=()
-if (( EUID != 0 )) || ! id varnish >/dev/null 2>&1 || ! id vcache >/dev/null 2>&1; then JAIL=(-j none); fi
-taskset -c 0 varnishd -F "${JAIL[@]}" -a "127.0.0.1:$P_VARNISH" -T "127.0.0.1:$P_VADMIN" \
-  -f "$TMP/esi.vcl" -s malloc,256m -n "$TMP/varnish" -p thread_pools=1 >"$TMP/varnish.log" 2>&1 &
-VPID=$!
-PIDS+=("$VPID")
 ORIGIN_PORT=$P_ORIGIN
 read -r P_SHELLAC _ SPID < <(start_shellac "$SHELLAC" '
 [cache]

@@ -66,6 +66,29 @@ start_shellac() {
   env ${3:+"$3"} taskset -c 0 "$1" serve --config "$TMP/shellac-$port.toml" 2>"$TMP/shellac-$port.err" &
   echo "$port $admin $!"
 }
+# Exits with a hint unless every argument is a command on PATH (the servers compared).
+need_tools() {
+  local t
+  for t in "$@"; do command -v "$t" >/dev/null || { echo "needs $t" >&2; exit 1; }; done
+}
+# Starts Varnish on CPU 0 with the VCL read from standard input (kept as $TMP/varnish.vcl),
+# 256 MiB of malloc storage and one thread pool, then the varnishd arguments given; sets
+# P_VARNISH and VPID (added to PIDS); its log is $TMP/varnish.log. As root with Debian's
+# `varnish` and `vcache` users it keeps its jail, else `-j none`. Run it in the script's shell
+# (not a subshell: it sets variables).
+#   start_varnish [VARNISHD_ARGS...] <<VCL ... VCL
+start_varnish() {
+  local jail=()
+  P_VARNISH=$(free_port)
+  chmod 755 "$TMP"
+  cat >"$TMP/varnish.vcl"
+  chmod 644 "$TMP/varnish.vcl"
+  if (( EUID != 0 )) || ! id varnish >/dev/null 2>&1 || ! id vcache >/dev/null 2>&1; then jail=(-j none); fi
+  taskset -c 0 varnishd -F "${jail[@]}" -a "127.0.0.1:$P_VARNISH" -T "127.0.0.1:$(free_port)" \
+    -f "$TMP/varnish.vcl" -s malloc,256m -n "$TMP/varnish" -p thread_pools=1 "$@" >"$TMP/varnish.log" 2>&1 &
+  VPID=$!
+  PIDS+=("$VPID")
+}
 # Exits with a hint unless every argument is an executable (the release build and examples).
 need_built() {
   local f
