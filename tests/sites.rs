@@ -850,6 +850,84 @@ default = true
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// nginx's `autoindex` in a `server { }`: `[[site]] autoindex` lists directories without an
+/// index file for that site's requests only, with the backend's root or the site's own; the
+/// other sites keep the backend's setting (403), and a site can turn a backend's listings off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn directory_listings_are_on_per_site() {
+    let dir = temp_dir("sites-autoindex");
+    for sub in ["shared/pub", "own/pub"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    write(&dir.join("shared/pub/shared-file.txt"), "s");
+    write(&dir.join("own/pub/own-file.txt"), "o");
+    let text = format!(
+        r#"{SERVER}
+[[backend]]
+name = "files"
+protocol = "files"
+root = "{shared}"
+
+[[backend]]
+name = "listing"
+protocol = "files"
+root = "{shared}"
+autoindex = true
+
+[[site]]
+name = "docs"
+server_name = "docs.test"
+autoindex = true
+[[site]]
+name = "own"
+server_name = "own.test"
+root = "{own}"
+autoindex = true
+[[site]]
+name = "closed"
+server_name = "closed.test"
+backend = "listing"
+autoindex = false
+[[site]]
+name = "open"
+server_name = "open.test"
+backend = "listing"
+[[site]]
+name = "main"
+default = true
+"#,
+        shared = dir.join("shared").display(),
+        own = dir.join("own").display(),
+    );
+    let file = dir.join("shellac.toml");
+    write(&file, &text);
+    let shellac = Shellac::start_reloadable(&file).await;
+    let addr = shellac.addr;
+    let docs = get_host(addr, "docs.test", "/pub/").await;
+    assert_eq!(docs.status, 200);
+    assert!(docs.text().contains("shared-file.txt"), "{}", docs.text());
+    let own = get_host(addr, "own.test", "/pub/").await;
+    assert_eq!(own.status, 200);
+    assert!(own.text().contains("own-file.txt"), "{}", own.text());
+    assert!(!own.text().contains("shared-file.txt"), "{}", own.text());
+    assert_eq!(get_host(addr, "www.test", "/pub/").await.status, 403);
+    assert_eq!(get_host(addr, "closed.test", "/pub/").await.status, 403);
+    let open = get_host(addr, "open.test", "/pub/").await;
+    assert_eq!(open.status, 200);
+    assert!(open.text().contains("shared-file.txt"), "{}", open.text());
+    // Files are served as before on every site.
+    assert_eq!(
+        get_host(addr, "docs.test", "/pub/shared-file.txt").await.text(),
+        "s"
+    );
+    assert_eq!(
+        get_host(addr, "www.test", "/pub/shared-file.txt").await.text(),
+        "s"
+    );
+    shellac.stop().await;
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// examples/static-site.toml: a static site whose deploy made `.gz` / `.br` siblings: the
 /// cache is filled with the `.gz` as made (no compression at run time), gzip clients get it,
 /// others get it decoded; fingerprinted assets are kept a year, immutable.

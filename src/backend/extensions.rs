@@ -33,6 +33,11 @@ pub struct ClientInfo {
     pub protocol: &'static str,
 }
 
+/// A site's `autoindex` (`[[site]] autoindex`), in a backend request's extensions: whether a
+/// `files` backend lists a directory without an index file, instead of its own setting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Autoindex(pub bool);
+
 /// A site's document root (`[[site]] root`), in a backend request's extensions: what a
 /// `files` or `fastcgi` backend serves or runs scripts from instead of its own `root`.
 #[derive(Clone, Debug, PartialEq, Eq)]

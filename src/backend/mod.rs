@@ -44,7 +44,7 @@ use http::{Request, Response};
 pub use body::BackendBody;
 pub use endpoint::Endpoint;
 pub use error::{BoxError, FetchError};
-pub use extensions::{ClientInfo, DocRoot, NoConnectRetry, RequestTimeouts};
+pub use extensions::{Autoindex, ClientInfo, DocRoot, NoConnectRetry, RequestTimeouts};
 pub(crate) use files::TryNext;
 pub(crate) use files::zero_copy::{Region, Regions, ZeroCopy, placeholder_offset};
 pub use framing::check_response;

@@ -46,6 +46,10 @@ pub struct SiteConfig {
     /// backend the site's requests reach, instead of the backend's own `root`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root: Option<PathBuf>,
+    /// nginx's `autoindex` in a `server { }`: directory listings of every `files` backend
+    /// the site's requests reach, instead of the backend's own `autoindex`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoindex: Option<bool>,
     /// The site's own `[[rule]]`s; absent: the global ones.
     #[serde(default, rename = "rule", skip_serializing_if = "Option::is_none")]
     pub rules: Option<Vec<rules::RuleConfig>>,

@@ -34,6 +34,8 @@ pub struct Site {
     pub(super) route: Option<Member>,
     /// Its document root for `files` and `fastcgi` backends; `None`: theirs.
     pub(super) root: Option<crate::backend::DocRoot>,
+    /// Its directory listings for `files` backends; `None`: theirs.
+    pub(super) autoindex: Option<crate::backend::Autoindex>,
     /// `cache = false`: every request is passed.
     pub(super) cache: bool,
     /// The cache settings its responses are stored with, when it sets any.
@@ -154,6 +156,7 @@ impl Sites {
                     .and_then(|b| backends.get(b))
                     .or_else(|| vcl.get(own_vcl?)?.1.clone()),
                 root: s.root.as_deref().map(crate::backend::DocRoot::new),
+                autoindex: s.autoindex.map(crate::backend::Autoindex),
                 cache: s.cache,
                 cache_config,
                 log: SiteLog::of(config, s),

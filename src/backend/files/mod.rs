@@ -43,7 +43,7 @@ use self::site_root::SiteRoots;
 use self::zero_copy::ZeroCopy;
 use super::endpoint::Endpoint;
 use super::error::FetchError;
-use super::extensions::DocRoot;
+use super::extensions::{Autoindex, DocRoot};
 use super::origin::Origin;
 use super::request_body::RequestBody;
 use super::source::{BoxStream, Source, plain_response};
@@ -269,12 +269,19 @@ fn empty() -> BoxStream {
 }
 
 /// The kind's handle: the state behind an `Arc`, shared with the blocking lookups; the
-/// files of the site roots requests carry (`site_root.rs`).
-pub(crate) struct FilesKind(Arc<Files>, SiteRoots<Files>);
+/// files of the site roots and listings requests carry (`site_root.rs`); its own root as a
+/// site carries one (for a site with listings of its own and no root of its own).
+pub(crate) struct FilesKind(Arc<Files>, SiteRoots<Files>, DocRoot);
 
 impl FilesKind {
     pub(super) fn new(config: &BackendConfig) -> FilesKind {
-        FilesKind(Arc::new(Files::new(config)), SiteRoots::new(config))
+        let own = DocRoot::new(
+            config
+                .root
+                .as_deref()
+                .unwrap_or(std::path::Path::new("/nonexistent")),
+        );
+        FilesKind(Arc::new(Files::new(config)), SiteRoots::new(config), own)
     }
 
     pub(super) fn describe(&self, v: &mut serde_json::Value) {
@@ -316,14 +323,23 @@ impl Origin for FilesKind {
         _conn: (),
         req: Request<RequestBody>,
     ) -> Result<Response<Source>, FetchError> {
-        // A site with a root of its own (`[[site]] root`) is served from it.
-        match req.extensions().get::<DocRoot>() {
-            Some(root) if *root.real != *self.0.cache.root() => {
-                let files = self.1.files(root, Files::new);
-                Ok(files.answer(req).await)
-            }
-            _ => Ok(self.0.answer(req).await),
+        // A site with a root of its own (`[[site]] root`) is served from it, a site with
+        // listings of its own (`[[site]] autoindex`) with them.
+        let root = req
+            .extensions()
+            .get::<DocRoot>()
+            .filter(|root| *root.real != *self.0.cache.root());
+        let autoindex = req
+            .extensions()
+            .get::<Autoindex>()
+            .copied()
+            .unwrap_or(Autoindex(self.0.autoindex));
+        if root.is_none() && autoindex.0 == self.0.autoindex {
+            return Ok(self.0.answer(req).await);
         }
+        let root = root.unwrap_or(&self.2);
+        let files = self.1.files(root, autoindex, Files::new);
+        Ok(files.answer(req).await)
     }
 
     fn retries_stale(&self) -> bool {

@@ -69,6 +69,15 @@ pub(super) const SITE: &[Setting] = &[
     },
     Setting {
         section: "site",
+        key: "autoindex",
+        kind: Kind::Bool,
+        default: Default::Unset(r##"each backend's own `autoindex`"##),
+        example: r##"true"##,
+        restart: false,
+        doc: r##"nginx's `autoindex` in a `server { }`: `true`, a directory without an `index` file is answered with its listing by every `protocol = "files"` backend the site's requests go to; `false`, `403` — whatever the backend's own `autoindex` says. Listings are off unless a site or a backend turns them on."##,
+    },
+    Setting {
+        section: "site",
         key: "rule",
         kind: Kind::Rules,
         default: Default::Unset(r##"the global `[[rule]]`s"##),

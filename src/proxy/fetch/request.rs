@@ -194,6 +194,10 @@ fn extensions(
     if let Some(root) = txn.site.as_ref().and_then(|s| s.root.clone()) {
         req.extensions_mut().insert(root);
     }
+    // The site's directory listings, for files origins.
+    if let Some(autoindex) = txn.site.as_ref().and_then(|s| s.autoindex) {
+        req.extensions_mut().insert(autoindex);
+    }
     // What a FastCGI origin passes to the application (REMOTE_ADDR, HTTPS, SERVER_*).
     req.extensions_mut().insert(crate::backend::ClientInfo {
         addr: txn.real_client(),
