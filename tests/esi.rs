@@ -481,10 +481,10 @@ async fn sub_requests_are_plain_gets() {
         ],
     )
     .await;
-    assert_eq!(
-        r.status, 200,
-        "Range and conditionals are not answered on an ESI page"
-    );
+    // The conditionals are not answered from the page's validators; the Range is cut
+    // from the assembled page (`a_range_is_cut_from_the_assembled_page`).
+    assert_eq!(r.status, 206);
+    assert_eq!(r.header("content-range"), Some("bytes 0-3/*"));
     assert_eq!(r.text(), "E");
     let echo = origin.last();
     assert_eq!(echo.path, "/echo");
@@ -926,5 +926,115 @@ async fn an_esi_page_survives_a_restart_on_the_disk_tier() {
     );
     assert_eq!(shellac.stat("esi_program_damaged").await, 0);
     assert_eq!(shellac.stat("esi_includes").await, 2);
+    shellac.stop().await;
+}
+
+/// Under VCL a page goes out gzip only when Varnish would have stored it gzip (the per-page
+/// mark, `esi::stored::GZIP`): the origin sent it gzip (and `do_gunzip` was not set) or
+/// `beresp.do_gzip` gzipped it. Such a page is gzip to a gzip client and decoded for the
+/// others, `Vary: Accept-Encoding` on both, on the miss and on the hit; an identity page, or
+/// a gzip one `do_gunzip` decoded, is identity to every client with no `Vary` (trunk
+/// e00028). Held for a page with includes and for one without.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_goes_out_gzip_only_when_it_came_or_was_made_gzip() {
+    let origin = Origin::start(|s| {
+        let gz = |body: &[u8]| {
+            Reply {
+                body: ReplyBody::Bytes(gzip(body)),
+                ..Reply::ok("").cc("max-age=60")
+            }
+            .header("content-encoding", "gzip")
+        };
+        match s.path.as_str() {
+            "/plain" | "/made" => Reply::ok(r#"<p><esi:include src="/f"/></p>"#).cc("max-age=60"),
+            "/came" | "/decoded" => gz(br#"<p><esi:include src="/f"/></p>"#),
+            "/bare" => gz(b"<p>no markup</p>"),
+            "/f" => Reply::ok("F").cc("max-age=60"),
+            _ => Reply::ok("?").status(404),
+        }
+    })
+    .await;
+    let shellac = start_vcl(
+        "esi-gzip-mark",
+        r#"vcl 4.1;
+backend default { ${origin0} }
+sub vcl_backend_response {
+    if (bereq.url != "/f") { set beresp.do_esi = true; }
+    if (bereq.url == "/made") { set beresp.do_gzip = true; }
+    if (bereq.url == "/decoded") { set beresp.do_gunzip = true; }
+}
+"#,
+        &[origin.addr],
+    )
+    .await;
+    for round in 0..2 {
+        for (path, want, gzipped) in [
+            ("/plain", "<p>F</p>", false),
+            ("/decoded", "<p>F</p>", false),
+            ("/made", "<p>F</p>", true),
+            ("/came", "<p>F</p>", true),
+            ("/bare", "<p>no markup</p>", true),
+        ] {
+            for ae in ["gzip", "identity"] {
+                let r = get_with(shellac.addr, path, &[("accept-encoding", ae)]).await;
+                let at = format!("{path} {ae} round {round}");
+                assert_eq!(r.status, 200, "{at}");
+                let vary = gzipped.then_some("Accept-Encoding");
+                assert_eq!(r.header("vary"), vary, "{at}");
+                let body = if gzipped && ae == "gzip" {
+                    assert_eq!(r.header("content-encoding"), Some("gzip"), "{at}");
+                    gunzip(&r.body)
+                } else {
+                    assert!(r.header("content-encoding").is_none(), "{at}");
+                    r.text()
+                };
+                assert_eq!(body, want, "{at}");
+            }
+        }
+    }
+    shellac.stop().await;
+}
+
+/// One closed Range over an assembled page is cut from the assembled bytes (`206`,
+/// `Content-Range: bytes a-b/*`: the page's length is known only at its end), on the hit and
+/// on the miss, after a gzip page is decoded for the client; an open range, several ranges or
+/// `If-Range` get the whole page (trunk e00015).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_range_is_cut_from_the_assembled_page() {
+    let origin = Origin::start(site).await;
+    let shellac = Shellac::start(origin.addr, esi_rule).await;
+    // `/page` assembles to "<html>A-B</html>", `/gz` (gzip at the origin) to "<p>A:G</p>".
+    for round in 0..2 {
+        for (path, want) in [("/page", "tml>A"), ("/gz", ">A:G<")] {
+            let r = get_with(shellac.addr, path, &[("range", "bytes=2-6")]).await;
+            let at = format!(
+                "{path} round {round}: {:?} {}",
+                r.header("content-range"),
+                r.text()
+            );
+            assert_eq!(r.status, 206, "{at}");
+            assert_eq!(r.header("content-range"), Some("bytes 2-6/*"), "{at}");
+            assert!(r.header("content-length").is_none(), "{at}");
+            assert_eq!(r.text(), want, "{at}");
+        }
+    }
+    for range in ["bytes=2-", "bytes=0-1,3-4"] {
+        let r = get_with(shellac.addr, "/page", &[("range", range)]).await;
+        assert_eq!(
+            (r.status, r.text()),
+            (200, "<html>A-B</html>".into()),
+            "{range}"
+        );
+    }
+    let r = get_with(
+        shellac.addr,
+        "/page",
+        &[("range", "bytes=2-6"), ("if-range", "\"x\"")],
+    )
+    .await;
+    assert_eq!((r.status, r.text()), (200, "<html>A-B</html>".into()));
+    // Past the page's end: what there is of it.
+    let r = get_with(shellac.addr, "/page", &[("range", "bytes=10-99")]).await;
+    assert_eq!((r.status, r.text()), (206, "/html>".into()));
     shellac.stop().await;
 }

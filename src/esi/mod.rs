@@ -10,4 +10,4 @@ pub mod stored;
 
 pub use parse::{Diag, Options, Parser, Severity};
 pub use program::{DecodeError, Include, Op, Program, Target};
-pub use stored::{FIELD, Level, Parent, Top, TopRequest, marked, stored_program};
+pub use stored::{FIELD, Level, Parent, Top, TopRequest, marked, stored_gzip, stored_program};

@@ -4,6 +4,11 @@
 //! (memory, disk, fleet: no format change). The field is internal: removed from every backend
 //! response before anything reads it and from every delivery.
 //!
+//! The field's value starts with [`GZIP`] when the page is sent gzip to clients that take it
+//! (Varnish's gzip-stored ESI object: the origin sent it gzip, or the policy gzipped it):
+//! the stored bytes are identity either way (the program is over them), the mark says how
+//! the assembled page goes out ([`stored_gzip`]).
+//!
 //! And how deep a request is: [`Level`], a request extension an include's sub-request carries
 //! (`req.esi_level` in VCL; absent: 0), and the client's request it serves: [`Top`].
 
@@ -18,6 +23,23 @@ pub const FIELD: &str = "shellac-esi";
 
 /// The value of [`FIELD`] on a response whose program is not known yet.
 pub const PENDING: &str = "pending";
+
+/// The start of [`FIELD`]'s value on a page sent gzip to clients that take gzip (not a
+/// base64 character: a program's value never starts with it).
+pub const GZIP: &str = "gzip;";
+
+/// [`PENDING`] on a page sent gzip.
+pub const GZIP_PENDING: &str = "gzip;pending";
+
+/// The value of [`FIELD`] for `value` (a program's, or [`PENDING`]) on a page sent gzip
+/// (`gzip`) or identity.
+pub fn field_value(value: &str, gzip: bool) -> String {
+    if gzip {
+        format!("{GZIP}{value}")
+    } else {
+        value.to_string()
+    }
+}
 
 /// The ESI depth of a request: 0 for a client's, n+1 for an include of a level-n page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -73,12 +95,24 @@ pub fn stored_program(block: &[u8], body_len: u64) -> Option<Result<Program, Dec
     if !marked(block) {
         return None;
     }
-    let rest = &block[FIELD.len() + 1..];
-    let value = rest.split(|b| *b == b'\n').next().unwrap_or(rest);
+    let value = field_of(block);
+    let value = value.strip_prefix(GZIP.as_bytes()).unwrap_or(value);
     if value == PENDING.as_bytes() {
         return None;
     }
     Some(Program::from_field(value, body_len))
+}
+
+/// Whether a field block's program field says the page goes out gzip to clients that take
+/// it (its value starts with [`GZIP`]).
+pub fn stored_gzip(block: &[u8]) -> bool {
+    marked(block) && field_of(block).starts_with(GZIP.as_bytes())
+}
+
+/// The value of the program field that starts a [`marked`] block.
+fn field_of(block: &[u8]) -> &[u8] {
+    let rest = &block[FIELD.len() + 1..];
+    rest.split(|b| *b == b'\n').next().unwrap_or(rest)
 }
 
 #[cfg(test)]
@@ -105,11 +139,18 @@ mod tests {
         };
         let block = format!("{FIELD}:{}\ncontent-type:text/html\n", p.to_field());
         assert!(marked(block.as_bytes()));
-        assert_eq!(stored_program(block.as_bytes(), 5), Some(Ok(p)));
+        assert_eq!(stored_program(block.as_bytes(), 5), Some(Ok(p.clone())));
         assert!(matches!(
             stored_program(block.as_bytes(), 6),
             Some(Err(DecodeError::Length { .. }))
         ));
+        assert!(!stored_gzip(block.as_bytes()));
+        let gzip = format!("{FIELD}:{}\n", field_value(&p.to_field(), true));
+        assert!(stored_gzip(gzip.as_bytes()));
+        assert_eq!(stored_program(gzip.as_bytes(), 5), Some(Ok(p)));
+        assert_eq!(GZIP_PENDING, field_value(PENDING, true));
+        assert_eq!(stored_program(b"shellac-esi:gzip;pending\n", 5), None);
+        assert!(stored_gzip(b"shellac-esi:gzip;pending\n"));
         assert!(!marked(b"content-type:text/html\n"));
         assert!(!marked(b"shellac-esix:1\n"));
         assert_eq!(stored_program(b"shellac-esi:pending\n", 5), None);

@@ -388,7 +388,16 @@ impl ResponseBody {
                 SizeHint::with_exact(*remaining)
             }
             Kind::Parts { remaining, .. } => SizeHint::with_exact(*remaining),
-            Kind::Slice { take, .. } => SizeHint::with_exact(*take),
+            // Exact only when the body under it is known to hold all of it (a range cut
+            // from a body of unknown length may end early: `bytes a-b/*`).
+            Kind::Slice { inner, skip, take } => match inner.kind_size_hint().exact() {
+                Some(n) => SizeHint::with_exact(n.saturating_sub(*skip).min(*take)),
+                None => {
+                    let mut hint = SizeHint::new();
+                    hint.set_upper(*take);
+                    hint
+                }
+            },
             Kind::Busy {
                 remaining: Some(r), ..
             } => SizeHint::with_exact(*r),

@@ -70,8 +70,16 @@ pub(super) fn on_response(
         return;
     }
     // ESI on (`filter/esi/`): the page is parsed and stored identity, so an origin's gzip
-    // is decoded at fetch and nothing is gzipped.
+    // is decoded at fetch and nothing is gzipped; whether the assembled page goes out gzip
+    // to clients that take it is marked on the page (`esi_gzip`).
     let esi = txn.filters.esi.is_some();
+    if let Some(slot) = &txn.filters.esi {
+        // A page without ESI stays marked only when the mark is the origin's or the
+        // policy's own word, not `[compression]`'s default (which gzips such a page as any
+        // object: `represent.rs`).
+        let plain = coding == Some(Coding::Gzip) || negotiated.gzip == Some(true);
+        slot.set_gzip(esi_gzip(negotiated, config, coding), plain);
+    }
     if (negotiated.gunzip || esi) && coding == Some(Coding::Gzip) {
         txn.filters
             .fetch
@@ -122,6 +130,23 @@ pub(super) fn on_response(
                 .push(Box::new(super::filter::TestDecode::new(counters.clone())));
         }
         _ => {}
+    }
+}
+
+/// Whether an ESI page fetched in `coding` goes out gzip to clients that take it, as
+/// Varnish stores it gzip: the origin sent it gzip and the policy did not decode it
+/// (`beresp.do_gunzip`), or it came identity and the policy gzips it (`beresp.do_gzip`, a
+/// rule's `compress`; with neither, `[compression] enabled` under rules — under VCL only
+/// `do_gzip` compresses).
+fn esi_gzip(
+    negotiated: super::filter::Negotiated,
+    config: &crate::config::compression::CompressionConfig,
+    coding: Option<Coding>,
+) -> bool {
+    match coding {
+        Some(Coding::Gzip) => !negotiated.gunzip,
+        Some(Coding::Identity) => negotiated.gzip.unwrap_or(config.enabled),
+        _ => false,
     }
 }
 

@@ -130,7 +130,12 @@ impl Fill {
                 headers.insert(crate::cache::identity::FIELD, value);
             }
             let fields = match &self.esi {
-                Some(slot) => super::filter::esi::stored_fields(&headers, slot.take()),
+                Some(slot) => super::filter::esi::stored_fields(
+                    &headers,
+                    slot.take(),
+                    (slot.gzip(), slot.gzip_plain()),
+                    total,
+                ),
                 None => StoredFields::from_map(&headers),
             };
             let object = Arc::new(Object::from_plan(

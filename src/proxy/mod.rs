@@ -11,6 +11,7 @@ mod chunks;
 mod coding;
 mod combine;
 mod deliver;
+mod esi_page;
 mod ext;
 mod fast_hit;
 mod fetch;

@@ -14,7 +14,6 @@ use super::filter::{esi, flv, mp4};
 use super::partial::{self, RangeSpec};
 use super::txn::{RepresentationIo, Step, Txn};
 use crate::cache::Object;
-use crate::http::accept_encoding::Coding;
 use crate::http::headers::has_field;
 
 impl Txn {
@@ -72,41 +71,11 @@ impl Txn {
         );
         super::coding::identity_for_if_range(self, &object);
         self.flv_filter(object.status, object.headers.map(), Some(object.body_len));
-        // A page stored with an ESI program: assembled (`filter/esi/`), its head after its
-        // first bytes; its validators do not name the assembled bytes, so the request's
-        // conditionals and Range are not answered from them.
+        // A page stored with an ESI program: assembled (`esi_page.rs`).
         if let Some(program) = self.esi_program(&object)
             && self.esi_wanted()
         {
-            let page = esi::Page::new(self.proxy.clone(), &self.req, self.client, self.vcl_time());
-            self.filters
-                .deliver
-                .push(Box::new(esi::Assemble::stored(page.clone(), program)));
-            self.esi_coding();
-            let mut request = self.req.headers.clone();
-            for name in [
-                header::IF_NONE_MATCH,
-                header::IF_MODIFIED_SINCE,
-                header::IF_MATCH,
-                header::IF_UNMODIFIED_SINCE,
-                header::RANGE,
-                header::IF_RANGE,
-            ] {
-                request.remove(name);
-            }
-            let mut resp = super::filter::object(
-                &mut self.filters.deliver,
-                object,
-                &self.req.method,
-                &request,
-                self.head_only,
-                now,
-                cache_status,
-            );
-            if !self.head_only {
-                resp.extensions_mut().insert(esi::Prime(page));
-            }
-            return Step::Deliver(resp);
+            return self.deliver_page(object, program, cache_status, now);
         }
         // A policy that answers `If-None-Match` / `If-Modified-Since` itself after Deliver
         // (VCL, on the validators vcl_deliver delivers, as Varnish does): the object's
@@ -192,64 +161,6 @@ impl Txn {
         super::filter::streamed(&mut chain, status, fields, body, len).0
     }
 
-    /// After an assembly in the delivery chain: the page gzipped for a client that takes gzip
-    /// (`filter/esi/gzip.rs`), with `[compression]` on; an include's page is left identity
-    /// (it is spliced into its parent).
-    fn esi_coding(&mut self) {
-        let config = &self.proxy.config.compression;
-        if !config.enabled
-            || self
-                .req
-                .extensions
-                .get::<crate::esi::Level>()
-                .is_some_and(|l| l.0 > 0)
-        {
-            return;
-        }
-        let wanted = self.filters.coding.accepts.accepts(Coding::Gzip);
-        self.filters.deliver.push(Box::new(esi::GzipPage::new(
-            config.gzip_level,
-            self.proxy.counters.clone(),
-            wanted,
-        )));
-    }
-
-    /// Whether a page with ESI is assembled for this request: noted for VCL
-    /// (`obj.can_esi`, `resp.do_esi`), and not when VCL turned it off (`req.esi = false`).
-    fn esi_wanted(&mut self) -> bool {
-        match self.vcl.as_deref_mut() {
-            Some(v) => {
-                v.state.esi_page = true;
-                !v.state.esi_off
-            }
-            None => true,
-        }
-    }
-
-    /// Whether VCL turned the assembly of this request's page off after it was set up
-    /// (`req.esi` / `resp.do_esi` set false in vcl_deliver).
-    pub(super) fn esi_turned_off(&self) -> bool {
-        self.vcl.as_ref().is_some_and(|v| v.state.esi_off)
-    }
-
-    /// `req.time` as VCL saw it (`req_top.time` of the request's includes).
-    fn vcl_time(&self) -> Option<f64> {
-        self.vcl.as_ref().and_then(|v| v.state.req_time)
-    }
-
-    /// The ESI program stored with `object`, if any (a damaged one is counted and the object
-    /// delivered as stored).
-    fn esi_program(&self, object: &Object) -> Option<crate::esi::Program> {
-        match crate::esi::stored_program(object.headers.block(), object.body_len)? {
-            Ok(program) => Some(program),
-            Err(e) => {
-                self.proxy.counters.esi_program_damaged.inc();
-                tracing::warn!(error = %e, "stored ESI program unreadable; delivered as stored");
-                None
-            }
-        }
-    }
-
     /// Serves a stale object because no backend could answer (`why`).
     pub(super) fn deliver_stale(&mut self, object: Arc<Object>, why: &'static str) -> Step {
         self.proxy.counters.cache_stale_served.inc();
@@ -281,6 +192,11 @@ impl Txn {
         // A response fetched with ESI on whose program is not known yet (`esi::PENDING`):
         // assembled as it is parsed here.
         let mut page = None;
+        // Its value marks a page that goes out gzip (`esi::stored::GZIP`).
+        let gzip = headers.get(esi::FIELD).is_some_and(|v| {
+            v.as_bytes()
+                .starts_with(crate::esi::stored::GZIP.as_bytes())
+        });
         if headers.remove(esi::FIELD).is_some() && self.esi_wanted() && !self.head_only {
             // The body's length, if it is the identity bytes the assembly reads.
             let identity_len = content_length.filter(|_| {
@@ -292,7 +208,7 @@ impl Txn {
             self.filters
                 .deliver
                 .push(Box::new(esi::Assemble::parse(p.clone(), url, identity_len)));
-            self.esi_coding();
+            self.esi_coding(gzip);
             page = Some(p);
         }
         // The delivery filters (`filter/`), if any: a Range below is cut from their output.
@@ -372,6 +288,7 @@ impl Txn {
         };
         let mut resp = deliver::respond(status, headers, body, cache_status);
         if let Some(page) = page {
+            resp = self.page_range(resp);
             resp.extensions_mut().insert(esi::Prime(page));
         }
         resp
@@ -447,7 +364,7 @@ fn not_modified_fields(mut headers: http::HeaderMap) -> http::HeaderMap {
 
 /// A `Range` of one closed range (`bytes=a-b`, `a <= b`): what can be cut from a body whose
 /// length is not known yet.
-fn closed_range(value: Option<&HeaderValue>) -> Option<(u64, u64)> {
+pub(super) fn closed_range(value: Option<&HeaderValue>) -> Option<(u64, u64)> {
     let spec = value?.to_str().ok()?.trim();
     let (unit, set) = spec.split_once('=')?;
     if !unit.trim().eq_ignore_ascii_case("bytes") || set.contains(',') {

@@ -139,7 +139,7 @@ fn set(
         if var.header.is_some() && matches!(new, Value::None) && !p.dialect.is_legacy() {
             new = Value::Str(Cow::Borrowed(""));
         }
-        if same(&env.get(var), &new) {
+        if same(&env.get(var), &new) && !checked_when_set(var.slot) {
             return Ok(());
         }
         let owned = new.into_owned();
@@ -195,6 +195,22 @@ fn set(
 }
 
 /// Whether setting `new` over `current` changes nothing (no allocation is made for it).
+/// The variables whose setting is a decision even when it leaves the value as it was
+/// (Varnish runs their setters whatever the value): a filter list once set decides, and a
+/// `do_esi` / `do_gzip` / `do_gunzip` after it is a VCL error.
+fn checked_when_set(slot: crate::vcl::vars::Slot) -> bool {
+    use crate::vcl::vars::Slot;
+    matches!(
+        slot,
+        Slot::BerespFilters
+            | Slot::RespFilters
+            | Slot::RespDoEsi
+            | Slot::BerespDoEsi
+            | Slot::BerespDoGzip
+            | Slot::BerespDoGunzip
+    )
+}
+
 fn same(current: &Value<'_>, new: &Value<'_>) -> bool {
     match (current, new) {
         (Value::Str(a), Value::Str(b)) => a == b,

@@ -63,9 +63,24 @@ pub fn attach(filters: &mut Filters) {
 }
 
 /// The fields to store for a response whose fetch had ESI on: the program first (as
-/// `esi::FIELD`) when the body held ESI, the response's other fields after it.
-pub fn stored_fields(headers: &HeaderMap, program: Option<Program>) -> StoredFields {
-    let value = program.map(|p| p.to_field());
+/// `esi::FIELD`) when the body held ESI, the response's other fields after it. A page sent
+/// gzip (`gzip`, `Slot::gzip`) is marked so (`esi::stored::GZIP`); one that held no ESI and
+/// stays marked (`plain`, `Slot::gzip_plain`) gets the program of its `body_len` bytes
+/// verbatim, so its mark is kept.
+pub fn stored_fields(
+    headers: &HeaderMap,
+    program: Option<Program>,
+    (gzip, plain): (bool, bool),
+    body_len: u64,
+) -> StoredFields {
+    let program = program.or_else(|| {
+        (gzip && plain).then(|| {
+            let mut p = Program::default();
+            p.push_run(true, body_len);
+            p
+        })
+    });
+    let value = program.map(|p| crate::esi::stored::field_value(&p.to_field(), gzip));
     let first = value.as_deref().map(|v| (crate::esi::FIELD, v.as_bytes()));
     StoredFields::from_pairs(
         first.into_iter().chain(
@@ -127,9 +142,14 @@ impl BodyFilter for Parse {
     }
 
     fn head(&mut self, fields: &mut HeaderMap) {
+        let pending = if self.slot.gzip() {
+            crate::esi::stored::GZIP_PENDING
+        } else {
+            crate::esi::stored::PENDING
+        };
         fields.insert(
             HeaderName::from_static(crate::esi::FIELD),
-            HeaderValue::from_static(crate::esi::stored::PENDING),
+            HeaderValue::from_static(pending),
         );
     }
 
@@ -188,14 +208,43 @@ mod tests {
         );
         assert_eq!(counters.esi_parsed.get(), 1);
         assert_eq!(counters.esi_programs.get(), 1);
-        let stored = stored_fields(&fields, Some(program.clone()));
+        let stored = stored_fields(
+            &fields,
+            Some(program.clone()),
+            (false, false),
+            body.len() as u64,
+        );
         assert!(crate::esi::marked(stored.block()));
         assert_eq!(
             crate::esi::stored_program(stored.block(), body.len() as u64),
+            Some(Ok(program.clone()))
+        );
+        assert!(!crate::esi::stored_gzip(stored.block()));
+        assert!(!crate::esi::marked(
+            stored_fields(&fields, None, (false, false), 5).block()
+        ));
+        assert_eq!(stored_fields(&fields, None, (false, false), 5).len(), 0);
+        // A page sent gzip keeps its mark, and one without ESI gets a verbatim program.
+        let gzip = stored_fields(
+            &fields,
+            Some(program.clone()),
+            (true, false),
+            body.len() as u64,
+        );
+        assert!(crate::esi::stored_gzip(gzip.block()));
+        assert_eq!(
+            crate::esi::stored_program(gzip.block(), body.len() as u64),
             Some(Ok(program))
         );
-        assert!(!crate::esi::marked(stored_fields(&fields, None).block()));
-        assert_eq!(stored_fields(&fields, None).len(), 0);
+        assert_eq!(stored_fields(&fields, None, (true, false), 5).len(), 0);
+        let plain = stored_fields(&fields, None, (true, true), 5);
+        assert!(crate::esi::stored_gzip(plain.block()));
+        assert_eq!(
+            crate::esi::stored_program(plain.block(), 5),
+            Some(Ok(crate::esi::Program {
+                ops: vec![crate::esi::Op::Verbatim(5)]
+            }))
+        );
     }
 
     #[tokio::test]

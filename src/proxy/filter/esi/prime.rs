@@ -56,6 +56,7 @@ pub async fn prime(
     compose(&mut parts.headers, known);
     // A page that turned out to hold no ESI, sent identity: its length is its body's.
     if let Ok(Some(len)) = page.length.lock().map(|l| *l)
+        && parts.status == http::StatusCode::OK
         && !parts.headers.contains_key(header::CONTENT_ENCODING)
     {
         parts
