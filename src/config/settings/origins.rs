@@ -1,7 +1,7 @@
 //! `[[backend]]` and its `tls` table: the origins and how they are reached (the probes,
 //! directors and routing are in `probes.rs`).
 
-use super::setting::{Default, Kind, ONE_NANOSECOND, Setting};
+use super::setting::{Default, FetchTimeout, Kind, ONE_NANOSECOND, Setting};
 
 pub(super) const BACKEND: &[Setting] = &[
     Setting {
@@ -67,39 +67,18 @@ pub(super) const BACKEND: &[Setting] = &[
         restart: false,
         doc: r##"TCP port."##,
     },
-    Setting {
-        section: "backend",
-        key: "connect_timeout",
-        kind: Kind::Duration {
-            min: ONE_NANOSECOND,
-        },
-        default: Default::Value(r##""3500ms""##),
-        example: r##""##,
-        restart: false,
-        doc: r##"TCP connect; refused, unreachable or timed out → `503` (`detail=backend-connect-failed` / `backend-connect-timeout`), counter `backend_fail`. Also the longest wait in the `max_connections` queue."##,
-    },
-    Setting {
-        section: "backend",
-        key: "first_byte_timeout",
-        kind: Kind::Duration {
-            min: ONE_NANOSECOND,
-        },
-        default: Default::Value(r##""60s""##),
-        example: r##""##,
-        restart: false,
-        doc: r##"From sending the request to the response head → `504` (`detail=backend-first-byte-timeout`), counter `backend_timeout`."##,
-    },
-    Setting {
-        section: "backend",
-        key: "between_bytes_timeout",
-        kind: Kind::Duration {
-            min: ONE_NANOSECOND,
-        },
-        default: Default::Value(r##""60s""##),
-        example: r##""##,
-        restart: false,
-        doc: r##"Longest pause while reading the body; the client's response is aborted (never a short success), nothing is stored, counter `backend_body_timeout`."##,
-    },
+    FetchTimeout::Connect.setting(
+        "backend",
+        r##"TCP connect; refused, unreachable or timed out → `503` (`detail=backend-connect-failed` / `backend-connect-timeout`), counter `backend_fail`. Also the longest wait in the `max_connections` queue."##,
+    ),
+    FetchTimeout::FirstByte.setting(
+        "backend",
+        r##"From sending the request to the response head → `504` (`detail=backend-first-byte-timeout`), counter `backend_timeout`."##,
+    ),
+    FetchTimeout::BetweenBytes.setting(
+        "backend",
+        r##"Longest pause while reading the body; the client's response is aborted (never a short success), nothing is stored, counter `backend_body_timeout`."##,
+    ),
     Setting {
         section: "backend",
         key: "max_idle",

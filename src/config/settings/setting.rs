@@ -209,6 +209,41 @@ pub struct Setting {
     pub doc: &'static str,
 }
 
+/// The timeouts of one backend fetch, which both `[[backend]]` and `[vcl]` (for the VCL
+/// file's backends) set, with the defaults of Varnish's parameters of the same names: one
+/// definition of each, every section with its own `doc`.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum FetchTimeout {
+    /// `connect_timeout`, 3500 ms.
+    Connect,
+    /// `first_byte_timeout`, 60 s.
+    FirstByte,
+    /// `between_bytes_timeout`, 60 s.
+    BetweenBytes,
+}
+
+impl FetchTimeout {
+    /// The setting of this timeout in `section`, documented by `doc`.
+    pub(super) const fn setting(self, section: &'static str, doc: &'static str) -> Setting {
+        let (key, default) = match self {
+            FetchTimeout::Connect => ("connect_timeout", r##""3500ms""##),
+            FetchTimeout::FirstByte => ("first_byte_timeout", r##""60s""##),
+            FetchTimeout::BetweenBytes => ("between_bytes_timeout", r##""60s""##),
+        };
+        Setting {
+            section,
+            key,
+            kind: Kind::Duration {
+                min: ONE_NANOSECOND,
+            },
+            default: Default::Value(default),
+            example: r##""##,
+            restart: false,
+            doc,
+        }
+    }
+}
+
 impl Setting {
     /// TOML text of a valid value: the default, else the example.
     pub fn sample(&self) -> &'static str {

@@ -1,6 +1,6 @@
 //! `[vcl]`: the policy as a Varnish VCL file instead of `[[rule]]`s (docs/vcl.md).
 
-use super::setting::{Default, Kind, ONE_NANOSECOND, Setting};
+use super::setting::{Default, FetchTimeout, Kind, ONE_NANOSECOND, Setting};
 
 pub(super) const VCL: &[Setting] = &[
     Setting {
@@ -33,39 +33,18 @@ pub(super) const VCL: &[Setting] = &[
         restart: false,
         doc: r##"Backtracking steps one match of a VCL regular expression may take, as Varnish's `pcre2_match_limit` (same default). Patterns the `regex` crate runs (most) never backtrack and ignore it; those that need PCRE's backtracking (look-ahead, look-behind, back-references, atomic groups) run on a backtracking engine, and a match that goes past the limit fails — `~` is false, `!~` true, `regsub` leaves its subject as it is — and is counted in `vcl_match_limit`, so a pathological pattern costs a bounded amount of CPU per request. docs/vcl.md."##,
     },
-    Setting {
-        section: "vcl",
-        key: "connect_timeout",
-        kind: Kind::Duration {
-            min: ONE_NANOSECOND,
-        },
-        default: Default::Value(r##""3500ms""##),
-        example: r##""##,
-        restart: false,
-        doc: r##"TCP connect timeout of the VCL file's backends that do not set `.connect_timeout`, and what `bereq.connect_timeout` holds until VCL sets it — Varnish's `connect_timeout` parameter (same default). `[[backend]]`s of a TOML configuration have their own."##,
-    },
-    Setting {
-        section: "vcl",
-        key: "first_byte_timeout",
-        kind: Kind::Duration {
-            min: ONE_NANOSECOND,
-        },
-        default: Default::Value(r##""60s""##),
-        example: r##""##,
-        restart: false,
-        doc: r##"First-byte timeout of the VCL file's backends that do not set `.first_byte_timeout`, and `bereq.first_byte_timeout`'s default — Varnish's `first_byte_timeout` parameter."##,
-    },
-    Setting {
-        section: "vcl",
-        key: "between_bytes_timeout",
-        kind: Kind::Duration {
-            min: ONE_NANOSECOND,
-        },
-        default: Default::Value(r##""60s""##),
-        example: r##""##,
-        restart: false,
-        doc: r##"Between-bytes timeout of the VCL file's backends that do not set `.between_bytes_timeout`, and `bereq.between_bytes_timeout`'s default — Varnish's `between_bytes_timeout` parameter."##,
-    },
+    FetchTimeout::Connect.setting(
+        "vcl",
+        r##"TCP connect timeout of the VCL file's backends that do not set `.connect_timeout`, and what `bereq.connect_timeout` holds until VCL sets it — Varnish's `connect_timeout` parameter (same default). `[[backend]]`s of a TOML configuration have their own."##,
+    ),
+    FetchTimeout::FirstByte.setting(
+        "vcl",
+        r##"First-byte timeout of the VCL file's backends that do not set `.first_byte_timeout`, and `bereq.first_byte_timeout`'s default — Varnish's `first_byte_timeout` parameter."##,
+    ),
+    FetchTimeout::BetweenBytes.setting(
+        "vcl",
+        r##"Between-bytes timeout of the VCL file's backends that do not set `.between_bytes_timeout`, and `bereq.between_bytes_timeout`'s default — Varnish's `between_bytes_timeout` parameter."##,
+    ),
     Setting {
         section: "vcl",
         key: "backend_idle_timeout",
