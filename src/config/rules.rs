@@ -274,6 +274,15 @@ impl RuleConfig {
 /// another key of the rule was wrong too (`Config::read`).
 pub(super) fn syntax(rule: &RuleConfig) -> Vec<(String, String)> {
     let mut out = Vec::new();
+    access(rule, &mut out);
+    patterns(rule, &mut out);
+    header_edits(rule, &mut out);
+    words(rule, &mut out);
+    out
+}
+
+/// `valid_referers`, `secure_link` and `scheme`: who may have the response.
+fn access(rule: &RuleConfig, out: &mut Vec<(String, String)>) {
     for entry in &rule.valid_referers {
         if entry.is_empty() {
             out.push(("valid_referers".to_string(), "an empty entry".to_string()));
@@ -309,6 +318,10 @@ pub(super) fn syntax(rule: &RuleConfig) -> Vec<(String, String)> {
             format!("`{s}` is not a scheme: \"http\" (cleartext listeners) or \"https\" (TLS)"),
         ));
     }
+}
+
+/// The regular expressions a rule matches with, and the header names beside them.
+fn patterns(rule: &RuleConfig, out: &mut Vec<(String, String)>) {
     for (field, re) in [
         ("path", &rule.path),
         ("url", &rule.url),
@@ -343,6 +356,10 @@ pub(super) fn syntax(rule: &RuleConfig) -> Vec<(String, String)> {
             }
         }
     }
+}
+
+/// The header fields a rule sets or removes.
+fn header_edits(rule: &RuleConfig, out: &mut Vec<(String, String)>) {
     for (field, map) in [
         ("set_request_headers", &rule.set_request_headers),
         ("set_response_headers", &rule.set_response_headers),
@@ -371,6 +388,10 @@ pub(super) fn syntax(rule: &RuleConfig) -> Vec<(String, String)> {
             }
         }
     }
+}
+
+/// Methods, hosts, a rate-limit key and a redirect target.
+fn words(rule: &RuleConfig, out: &mut Vec<(String, String)>) {
     for m in &rule.method.0 {
         if http::Method::from_bytes(m.as_bytes()).is_err()
             || m.chars().any(|c| c.is_ascii_lowercase())
@@ -400,7 +421,6 @@ pub(super) fn syntax(rule: &RuleConfig) -> Vec<(String, String)> {
     {
         out.push(("redirect.to".into(), "must not contain line breaks".into()));
     }
-    out
 }
 
 /// Checks of one rule's keys against each other and against the rest of the file (`names`:
