@@ -77,6 +77,49 @@ pub(crate) enum Command {
         #[arg(long, conflicts_with = "file_only")]
         online: bool,
     },
+    /// The commands that talk to a running Shellac over its admin listener.
+    #[command(flatten)]
+    Admin(AdminCommand),
+    /// Run Varnish's own test scripts (.vtc, varnishtest) against this Shellac: each
+    /// `varnish vN` is a `shellac serve` process; a file needing what Shellac or the runner
+    /// does not have is skipped with its reason (docs/varnishtest.md). Exit 1 if one failed.
+    Vtc {
+        /// .vtc files, or folders of them.
+        #[arg(required = true, value_name = "FILE|DIR")]
+        paths: Vec<PathBuf>,
+        /// Print the table (pass / fail / skipped per folder, top causes) at the end.
+        #[arg(long)]
+        summary: bool,
+        /// Files run at once.
+        #[arg(short, long, default_value_t = 2)]
+        jobs: usize,
+        /// Time limit per file, in seconds (its processes are killed after it).
+        #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+        timeout: u64,
+        /// Print every file's log, not only the failures'.
+        #[arg(short, long)]
+        verbose: bool,
+        /// Also write the table (with every file's result) to this file.
+        #[arg(long, value_name = "FILE")]
+        results: Option<PathBuf>,
+        /// Instead of running the files, check each of their -errvcl/-badvcl VCLs on its own
+        /// (refused, accepted or out of scope).
+        #[arg(long)]
+        errvcl: bool,
+    },
+    /// Write the manual pages, shell completions and installed configuration file into a
+    /// folder (packaging/build-deb.sh runs it with the binary it packages).
+    #[command(hide = true)]
+    Dist {
+        /// Output folder (created).
+        out: PathBuf,
+    },
+}
+
+/// The commands that talk to a running Shellac over its admin listener (`AdminArgs`), in the
+/// order `shellac --help` lists them.
+#[derive(Subcommand)]
+pub(crate) enum AdminCommand {
     /// Print the counters of a running Shellac once (GET /stats on its admin listener).
     Stats {
         #[command(flatten)]
@@ -222,40 +265,6 @@ pub(crate) enum Command {
         tag: Vec<String>,
         #[command(flatten)]
         admin: AdminArgs,
-    },
-    /// Run Varnish's own test scripts (.vtc, varnishtest) against this Shellac: each
-    /// `varnish vN` is a `shellac serve` process; a file needing what Shellac or the runner
-    /// does not have is skipped with its reason (docs/varnishtest.md). Exit 1 if one failed.
-    Vtc {
-        /// .vtc files, or folders of them.
-        #[arg(required = true, value_name = "FILE|DIR")]
-        paths: Vec<PathBuf>,
-        /// Print the table (pass / fail / skipped per folder, top causes) at the end.
-        #[arg(long)]
-        summary: bool,
-        /// Files run at once.
-        #[arg(short, long, default_value_t = 2)]
-        jobs: usize,
-        /// Time limit per file, in seconds (its processes are killed after it).
-        #[arg(long, default_value_t = 30, value_name = "SECONDS")]
-        timeout: u64,
-        /// Print every file's log, not only the failures'.
-        #[arg(short, long)]
-        verbose: bool,
-        /// Also write the table (with every file's result) to this file.
-        #[arg(long, value_name = "FILE")]
-        results: Option<PathBuf>,
-        /// Instead of running the files, check each of their -errvcl/-badvcl VCLs on its own
-        /// (refused, accepted or out of scope).
-        #[arg(long)]
-        errvcl: bool,
-    },
-    /// Write the manual pages, shell completions and installed configuration file into a
-    /// folder (packaging/build-deb.sh runs it with the binary it packages).
-    #[command(hide = true)]
-    Dist {
-        /// Output folder (created).
-        out: PathBuf,
     },
 }
 

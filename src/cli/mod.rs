@@ -14,7 +14,7 @@ use clap::CommandFactory;
 
 use shellac::console;
 
-use args::{Cli, Command, unreachable_hint};
+use args::{AdminCommand, Cli, Command, unreachable_hint};
 
 /// How often `shellac top` redraws.
 const TOP_EVERY: Duration = Duration::from_secs(2);
@@ -64,10 +64,18 @@ pub(crate) fn run(command: Command) -> ExitCode {
             vcl,
         } => serve::serve(config, listen, backend, admin, cache_size, vcl),
         Command::Demo { listen, admin } => demo::run(listen, admin),
-        Command::Stats { admin, all } => admin::stats(&admin.client(), all),
-        Command::Reload { admin } => return admin::reload(&admin.client()),
-        Command::Upgrade { admin } => admin::upgrade(&admin.client()),
-        Command::Stat {
+        Command::Admin(command) => return talk(command),
+    };
+    finish(result)
+}
+
+/// Runs a command that talks to a running Shellac over its admin listener.
+fn talk(command: AdminCommand) -> ExitCode {
+    let result = match command {
+        AdminCommand::Stats { admin, all } => admin::stats(&admin.client(), all),
+        AdminCommand::Reload { admin } => return admin::reload(&admin.client()),
+        AdminCommand::Upgrade { admin } => admin::upgrade(&admin.client()),
+        AdminCommand::Stat {
             admin,
             once,
             all,
@@ -75,7 +83,7 @@ pub(crate) fn run(command: Command) -> ExitCode {
         } => {
             console::stat(&admin.client(), once, all, site.as_deref()).map_err(anyhow::Error::from)
         }
-        Command::Top {
+        AdminCommand::Top {
             admin,
             once,
             by,
@@ -87,7 +95,7 @@ pub(crate) fn run(command: Command) -> ExitCode {
             let query = admin::top_query(&by, &sort, window, rows, site.as_deref());
             console::top(&admin.client(), &query, once, TOP_EVERY).map_err(anyhow::Error::from)
         }
-        Command::Log {
+        AdminCommand::Log {
             admin,
             url,
             status,
@@ -113,7 +121,7 @@ pub(crate) fn run(command: Command) -> ExitCode {
             };
             console::log(&admin.client(), &query, json).map_err(anyhow::Error::from)
         }
-        Command::Inspect {
+        AdminCommand::Inspect {
             url,
             host,
             json,
@@ -123,8 +131,8 @@ pub(crate) fn run(command: Command) -> ExitCode {
             Ok(false) => return ExitCode::FAILURE,
             Err(e) => Err(e.into()),
         },
-        Command::Ban { expr, admin } => admin::admin_post(&admin.client(), "/ban", &expr),
-        Command::Backend {
+        AdminCommand::Ban { expr, admin } => admin::admin_post(&admin.client(), "/ban", &expr),
+        AdminCommand::Backend {
             name,
             health,
             admin,
@@ -133,7 +141,7 @@ pub(crate) fn run(command: Command) -> ExitCode {
             &format!("/backends/{name}/health"),
             &health,
         ),
-        Command::Purge {
+        AdminCommand::Purge {
             url,
             soft,
             tag,
