@@ -19,7 +19,7 @@
 use std::ffi::OsString;
 use std::os::fd::RawFd;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -88,69 +88,23 @@ async fn run(live: Arc<Live>) -> Result<Upgraded, String> {
         .get()
         .ok_or("this process did not record how it was started")?;
     let (ours, theirs) = Channel::pair().map_err(|e| format!("upgrade channel: {e}"))?;
-    let fd = theirs
-        .inheritable_fd()
-        .map_err(|e| format!("upgrade channel: {e}"))?;
-    let mut child = Command::new(&inv.exe)
-        .args(&inv.args)
-        .env(handover::ENV, fd.to_string())
-        // Meant for this process, not the new one (sd_watchdog_enabled, sd_listen_fds).
-        .env_remove("WATCHDOG_PID")
-        .env_remove("LISTEN_PID")
-        .env_remove("LISTEN_FDS")
-        .env_remove("LISTEN_FDNAMES")
-        .stdin(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", inv.exe.display()))?;
-    drop(theirs);
+    let mut child = spawn(inv, theirs)?;
     let new_pid = child.id();
     tracing::info!("upgrade: started {} (pid {new_pid})", inv.exe.display());
     let ours = Arc::new(ours);
-    let reap = move |child: &mut std::process::Child, why: String| -> String {
-        let _ = child.kill();
-        match child.wait() {
-            Ok(status) => format!("{why} (new process {status})"),
-            Err(_) => why,
-        }
-    };
 
     // 1. The new process read its configuration.
-    let hello = recv(&ours).await;
-    match hello {
+    match recv(&ours).await {
         Ok(text) if text.starts_with("hello") => {}
         Ok(text) => return Err(reap(&mut child, format!("unexpected message {text:?}"))),
         Err(e) => {
             let why = format!("the new binary did not start: {e}");
-            let why = tokio::task::spawn_blocking(move || reap(&mut child, why))
-                .await
-                .unwrap_or_else(|e| e.to_string());
-            return Err(why);
+            return Err(reap_blocking(child, why).await);
         }
     }
 
     // 2. The listening sockets.
-    let admin = handover::admin();
-    let sent = live
-        .with_listeners(|list| {
-            let mut roles = Vec::new();
-            let mut fds: Vec<RawFd> = Vec::new();
-            for (addr, tls, fd) in list {
-                let role = match tls {
-                    None => Role::Plain,
-                    Some(name) => Role::Tls(name.to_string()),
-                };
-                roles.push((addr, role));
-                fds.push(fd);
-            }
-            if let Some((addr, fd)) = admin {
-                roles.push((addr, Role::Admin));
-                fds.push(fd);
-            }
-            ours.send(&handover::encode_listeners(&roles), &fds)
-                .map(|()| roles.len())
-        })
-        .await;
-    let count = match sent {
+    let count = match hand_over_listeners(&live, &ours).await {
         Ok(n) => n,
         Err(e) => {
             return Err(reap(
@@ -169,21 +123,11 @@ async fn run(live: Arc<Live>) -> Result<Upgraded, String> {
     }
 
     // 4. Serving.
-    match recv(&ours).await {
-        Ok(text) if text == "ready" => {}
-        other => {
-            let why = match other {
-                Ok(text) => format!("unexpected message {text:?}"),
-                Err(e) => format!("the new binary failed to start serving: {e}"),
-            };
-            tracing::error!(
-                "upgrade failed after the disk tier was handed over: {why}; serving on without writing to the disk tier (a restart brings it back)"
-            );
-            let why = tokio::task::spawn_blocking(move || reap(&mut child, why))
-                .await
-                .unwrap_or_else(|e| e.to_string());
-            return Err(why);
-        }
+    if let Err(why) = new_one_serves(&ours).await {
+        tracing::error!(
+            "upgrade failed after the disk tier was handed over: {why}; serving on without writing to the disk tier (a restart brings it back)"
+        );
+        return Err(reap_blocking(child, why).await);
     }
     // systemd now knows the new process as the service's main one.
     notify::silence();
@@ -198,6 +142,77 @@ async fn run(live: Arc<Live>) -> Result<Upgraded, String> {
         new_pid,
         binary: inv.exe.clone(),
     })
+}
+
+/// Starts the new process as this one was started, with `theirs` (its end of the channel)
+/// inherited and named in its environment.
+fn spawn(inv: &Invocation, theirs: Channel) -> Result<Child, String> {
+    let fd = theirs
+        .inheritable_fd()
+        .map_err(|e| format!("upgrade channel: {e}"))?;
+    let child = Command::new(&inv.exe)
+        .args(&inv.args)
+        .env(handover::ENV, fd.to_string())
+        // Meant for this process, not the new one (sd_watchdog_enabled, sd_listen_fds).
+        .env_remove("WATCHDOG_PID")
+        .env_remove("LISTEN_PID")
+        .env_remove("LISTEN_FDS")
+        .env_remove("LISTEN_FDNAMES")
+        .stdin(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", inv.exe.display()))?;
+    drop(theirs);
+    Ok(child)
+}
+
+/// Ends a new process that failed: `why`, with how it exited.
+fn reap(child: &mut Child, why: String) -> String {
+    let _ = child.kill();
+    match child.wait() {
+        Ok(status) => format!("{why} (new process {status})"),
+        Err(_) => why,
+    }
+}
+
+/// [`reap`] off the runtime's threads, for a process that may not have exited yet.
+async fn reap_blocking(mut child: Child, why: String) -> String {
+    tokio::task::spawn_blocking(move || reap(&mut child, why))
+        .await
+        .unwrap_or_else(|e| e.to_string())
+}
+
+/// Step 2: every listening socket (client, TLS, admin) with its role, over the channel; how
+/// many were sent.
+async fn hand_over_listeners(live: &Live, ours: &Channel) -> std::io::Result<usize> {
+    let admin = handover::admin();
+    live.with_listeners(|list| {
+        let mut roles = Vec::new();
+        let mut fds: Vec<RawFd> = Vec::new();
+        for (addr, tls, fd) in list {
+            let role = match tls {
+                None => Role::Plain,
+                Some(name) => Role::Tls(name.to_string()),
+            };
+            roles.push((addr, role));
+            fds.push(fd);
+        }
+        if let Some((addr, fd)) = admin {
+            roles.push((addr, Role::Admin));
+            fds.push(fd);
+        }
+        ours.send(&handover::encode_listeners(&roles), &fds)
+            .map(|()| roles.len())
+    })
+    .await
+}
+
+/// Step 4: the new process says it serves; else why not.
+async fn new_one_serves(ours: &Arc<Channel>) -> Result<(), String> {
+    match recv(ours).await {
+        Ok(text) if text == "ready" => Ok(()),
+        Ok(text) => Err(format!("unexpected message {text:?}")),
+        Err(e) => Err(format!("the new binary failed to start serving: {e}")),
+    }
 }
 
 async fn recv(channel: &Arc<Channel>) -> Result<String, String> {
