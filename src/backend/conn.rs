@@ -21,15 +21,15 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use super::request_body::RequestBody;
 
 /// A pooled backend connection.
-pub(crate) struct Conn {
+pub(crate) struct Http1Conn {
     pub(crate) sender: SendRequest<RequestBody>,
     /// Armed before each request: the next bytes read are a response head.
     watch: Arc<AtomicBool>,
 }
 
-impl Conn {
-    pub(super) fn new(sender: SendRequest<RequestBody>, watch: Arc<AtomicBool>) -> Conn {
-        Conn { sender, watch }
+impl Http1Conn {
+    pub(super) fn new(sender: SendRequest<RequestBody>, watch: Arc<AtomicBool>) -> Http1Conn {
+        Http1Conn { sender, watch }
     }
 
     /// The next bytes the backend sends start a response head.

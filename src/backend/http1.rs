@@ -13,7 +13,7 @@ use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::conn::{self, Conn, HeadLimited};
+use super::conn::{self, HeadLimited, Http1Conn};
 use super::endpoint::Endpoint;
 use super::error::FetchError;
 use super::idle::KeepAlive;
@@ -57,7 +57,7 @@ impl Http1 {
         endpoint: &Endpoint,
         timeout: Duration,
         client: Option<std::net::SocketAddr>,
-    ) -> Result<Conn, FetchError> {
+    ) -> Result<Http1Conn, FetchError> {
         let name = &endpoint.config.name;
         let stream = endpoint.open_transport_for(timeout, client).await?;
         let watch = Arc::new(AtomicBool::new(false));
@@ -86,12 +86,12 @@ impl Http1 {
                 tracing::debug!(backend = %name, error = %e, "backend connection closed");
             }
         });
-        Ok(Conn::new(sender, watch))
+        Ok(Http1Conn::new(sender, watch))
     }
 }
 
 impl Origin for Http1 {
-    type Conn = Conn;
+    type Conn = Http1Conn;
 
     fn alpn(&self) -> &'static [u8] {
         b"http/1.1"
@@ -102,7 +102,7 @@ impl Origin for Http1 {
         endpoint: &Arc<Endpoint>,
         connect: Duration,
         fresh: bool,
-    ) -> Result<(Conn, bool), FetchError> {
+    ) -> Result<(Http1Conn, bool), FetchError> {
         if !fresh && let Some(conn) = self.idle.checkout(endpoint).await {
             return Ok((conn, true));
         }
@@ -112,7 +112,7 @@ impl Origin for Http1 {
     async fn request(
         &self,
         endpoint: &Arc<Endpoint>,
-        mut conn: Conn,
+        mut conn: Http1Conn,
         req: Request<RequestBody>,
     ) -> Result<Response<Source>, FetchError> {
         conn.expect_head();

@@ -5,11 +5,11 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::conn::Conn;
+use super::conn::Http1Conn;
 use super::endpoint::Endpoint;
 
 struct Idle {
-    conn: Conn,
+    conn: Http1Conn,
     since: Instant,
 }
 
@@ -21,7 +21,7 @@ pub(crate) struct KeepAlive {
 
 impl KeepAlive {
     /// Takes a usable idle connection (LIFO: the warmest one), dropping stale ones.
-    pub(super) async fn checkout(&self, endpoint: &Endpoint) -> Option<Conn> {
+    pub(super) async fn checkout(&self, endpoint: &Endpoint) -> Option<Http1Conn> {
         loop {
             let idle = self.idle.lock().ok()?.pop()?;
             if idle.since.elapsed() > endpoint.config.idle_timeout.0 || idle.conn.sender.is_closed()
@@ -38,7 +38,7 @@ impl KeepAlive {
     }
 
     /// Returns a connection whose last response was read to the end.
-    pub(crate) fn checkin(&self, endpoint: &Endpoint, conn: Conn) {
+    pub(crate) fn checkin(&self, endpoint: &Endpoint, conn: Http1Conn) {
         if conn.sender.is_closed() {
             return;
         }

@@ -28,7 +28,7 @@ pub(crate) enum Kind {
 
 /// A connection of one of the kinds.
 pub(crate) enum Conn {
-    Http1(super::conn::Conn),
+    Http1(super::conn::Http1Conn),
     H2(super::mux::Slot),
     Files,
     FastCgi(super::connector::Transport),

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::Response;
 use hyper::body::Incoming;
 
-use super::conn::Conn;
+use super::conn::Http1Conn;
 use super::endpoint::Endpoint;
 use super::error::BoxError;
 use super::idle::KeepAlive;
@@ -34,7 +34,7 @@ pub(crate) enum Release {
     Pool {
         pool: Arc<KeepAlive>,
         endpoint: Arc<Endpoint>,
-        conn: Conn,
+        conn: Http1Conn,
     },
     /// An HTTP/2 stream slot, held until the body ends or is dropped.
     Slot {

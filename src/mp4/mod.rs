@@ -235,7 +235,7 @@ fn mdat_header(len: Option<u64>) -> Vec<u8> {
 fn write_moov(
     body: &[u8],
     traks: &[Trak<'_>],
-    cuts: &[trak::Cut],
+    cuts: &[trak::TrackCut],
     mvhd: &[u8],
     seconds: f64,
     data_at: u64,

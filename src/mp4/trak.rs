@@ -27,7 +27,7 @@ pub(super) struct Trak<'a> {
 
 /// Where a track is cut: its first kept sample, the chunk holding it (from 0), how many of
 /// that chunk's samples go before it, and where its data starts in the file.
-pub(super) struct Cut {
+pub(super) struct TrackCut {
     first: u32,
     chunk: usize,
     within: u32,
@@ -241,7 +241,7 @@ impl<'a> Trak<'a> {
     }
 
     /// Where the track is cut to start at sample `first`.
-    pub fn cut(&self, first: u32) -> Result<Cut, Bad> {
+    pub fn cut(&self, first: u32) -> Result<TrackCut, Bad> {
         let chunks = self.chunks.len() as u64;
         let mut before = 0u64;
         for (i, &(f, spc, _)) in self.stsc.iter().enumerate() {
@@ -256,7 +256,7 @@ impl<'a> Trak<'a> {
                     .get(chunk as usize)
                     .ok_or(Bad("a chunk without an offset"))?;
                 let skip: u64 = (first - within..first).map(|s| self.size_of(s)).sum();
-                return Ok(Cut {
+                return Ok(TrackCut {
                     first,
                     chunk: chunk as usize,
                     within,
@@ -273,7 +273,7 @@ impl<'a> Trak<'a> {
     /// timeline) left out, as nginx does.
     pub fn write(
         &self,
-        cut: &Cut,
+        cut: &TrackCut,
         seconds: f64,
         movie: u32,
         data_at: u64,
@@ -302,7 +302,7 @@ impl<'a> Trak<'a> {
     fn write_mdia(
         &self,
         mdia: &[u8],
-        cut: &Cut,
+        cut: &TrackCut,
         seconds: f64,
         data_at: u64,
         from: u64,
@@ -335,7 +335,13 @@ impl<'a> Trak<'a> {
         Ok(out)
     }
 
-    fn write_stbl(&self, stbl: &[u8], cut: &Cut, data_at: u64, from: u64) -> Result<Vec<u8>, Bad> {
+    fn write_stbl(
+        &self,
+        stbl: &[u8],
+        cut: &TrackCut,
+        data_at: u64,
+        from: u64,
+    ) -> Result<Vec<u8>, Bad> {
         let mut out = Vec::with_capacity(stbl.len());
         for b in Boxes::new(stbl) {
             let (kind, p) = b?;
@@ -390,7 +396,7 @@ impl<'a> Trak<'a> {
 
     /// The runs of samples per chunk from the cut chunk on, renumbered from 1; the cut chunk
     /// gets a run of its own when samples of it went.
-    fn write_stsc(&self, t: &mut Vec<u8>, cut: &Cut) {
+    fn write_stsc(&self, t: &mut Vec<u8>, cut: &TrackCut) {
         let c = cut.chunk as u32; // from 0: the new chunk n is the old n + c
         let chunks = self.chunks.len() as u32;
         let mut runs: Vec<(u32, u32, u32)> = Vec::new();

@@ -29,9 +29,9 @@ pub(crate) enum TlsStart {
 }
 
 /// A client connection's decrypted stream, as the gate reads it.
-pub(super) type Stream = TlsStream<TcpStream, ServerConnection>;
+pub(super) type TlsConnStream = TlsStream<TcpStream, ServerConnection>;
 
-impl Quiet for Stream {
+impl Quiet for TlsConnStream {
     fn quiet(&mut self) -> bool {
         TlsStream::quiet(self)
     }

@@ -7,7 +7,7 @@ use std::time::Instant;
 use http::header::{self, HeaderMap};
 use http::{Response, StatusCode};
 
-use super::{Ctx, Failure};
+use super::{Ctx, SliceFailure};
 use crate::backend::BackendBody;
 use crate::cache::ban::BanCheck;
 use crate::cache::busy::{BusyHead, BusyReader, HeadOutcome, Join, LeaderGuard};
@@ -24,7 +24,7 @@ const MAX_LOOKS: usize = 4;
 const CHANGED: &str = "slice-changed";
 
 /// A slice's bytes and fields.
-pub(super) enum Source {
+pub(super) enum SliceSource {
     /// Stored in a tier.
     Stored(std::sync::Arc<Object>),
     /// Being fetched (by this request or another): its fields and a reader of its body.
@@ -35,17 +35,17 @@ pub(super) enum Source {
     },
 }
 
-impl Source {
+impl SliceSource {
     /// Whether the slice came from the cache.
     pub fn is_hit(&self) -> bool {
-        matches!(self, Source::Stored(_))
+        matches!(self, SliceSource::Stored(_))
     }
 
     /// Its fields (as stored, or as the origin sent them), and its age in seconds.
     pub fn fields(&self, now: Instant) -> (HeaderMap, u64) {
         match self {
-            Source::Stored(o) => (o.headers.map().clone(), o.age(now).as_secs()),
-            Source::Busy { headers, .. } => {
+            SliceSource::Stored(o) => (o.headers.map().clone(), o.age(now).as_secs()),
+            SliceSource::Busy { headers, .. } => {
                 let age = crate::cache::policy::age_field(headers).map_or(0, |a| a.as_secs());
                 (headers.clone(), age)
             }
@@ -55,37 +55,39 @@ impl Source {
     /// Bytes `skip .. skip + take` of the slice.
     pub fn body(self, skip: u64, take: u64) -> ResponseBody {
         let whole = match self {
-            Source::Stored(o) => ResponseBody::object(o),
-            Source::Busy { reader, len, .. } => ResponseBody::busy(reader, Some(len)),
+            SliceSource::Stored(o) => ResponseBody::object(o),
+            SliceSource::Busy { reader, len, .. } => ResponseBody::busy(reader, Some(len)),
         };
         ResponseBody::slice(whole, skip, take)
     }
 }
 
 /// Slice `index` of `ctx`'s representation.
-pub(super) async fn acquire(ctx: &Ctx, index: u64) -> Result<Source, Failure> {
+pub(super) async fn acquire(ctx: &Ctx, index: u64) -> Result<SliceSource, SliceFailure> {
     let key = ctx.meta.key(&ctx.primary, index);
     let cache = &ctx.proxy.cache;
     let counters = &ctx.proxy.counters;
     for _ in 0..MAX_LOOKS {
         if let Some(object) = stored(ctx, index).await {
             counters.slice_hit.inc();
-            return Ok(Source::Stored(object));
+            return Ok(SliceSource::Stored(object));
         }
         match cache.busy.join(&key) {
             Join::Waiter(busy) => match busy.wait_head().await {
                 HeadOutcome::Shared(head, reader) => {
                     counters.slice_miss.inc();
                     let len = head.content_length.unwrap_or(0);
-                    return Ok(Source::Busy {
+                    return Ok(SliceSource::Busy {
                         headers: head.headers.clone(),
                         reader,
                         len,
                     });
                 }
                 HeadOutcome::Retry => continue,
-                HeadOutcome::Failed(_, CHANGED) => return Err(Failure::Changed),
-                HeadOutcome::Failed(status, detail) => return Err(Failure::Failed(status, detail)),
+                HeadOutcome::Failed(_, CHANGED) => return Err(SliceFailure::Changed),
+                HeadOutcome::Failed(status, detail) => {
+                    return Err(SliceFailure::Failed(status, detail));
+                }
             },
             Join::Leader(guard) => {
                 // The previous leader may have stored it between the look and the join.
@@ -94,14 +96,14 @@ pub(super) async fn acquire(ctx: &Ctx, index: u64) -> Result<Source, Failure> {
                 {
                     drop(guard);
                     counters.slice_hit.inc();
-                    return Ok(Source::Stored(object));
+                    return Ok(SliceSource::Stored(object));
                 }
                 counters.slice_miss.inc();
                 return fetch(ctx, index, key, guard).await;
             }
         }
     }
-    Err(Failure::Failed(
+    Err(SliceFailure::Failed(
         StatusCode::SERVICE_UNAVAILABLE,
         "too-many-lookups",
     ))
@@ -162,14 +164,14 @@ async fn fetch(
     index: u64,
     key: CacheKey,
     guard: LeaderGuard,
-) -> Result<Source, Failure> {
+) -> Result<SliceSource, SliceFailure> {
     let (start, end) = ctx.meta.bounds(index);
     ctx.proxy.counters.slice_fetch.inc();
     let resp = match ctx.requester.send(start, end).await {
         Ok(resp) => resp,
         Err((status, detail)) => {
             guard.object().fail_with(status, detail);
-            return Err(Failure::Failed(status, detail));
+            return Err(SliceFailure::Failed(status, detail));
         }
     };
     stored_from(ctx, (start, end), key, guard, resp)
@@ -184,7 +186,7 @@ pub(super) fn stored_from(
     key: CacheKey,
     guard: LeaderGuard,
     resp: Response<BackendBody>,
-) -> Result<Source, Failure> {
+) -> Result<SliceSource, SliceFailure> {
     let received = Instant::now();
     let (mut parts, body) = resp.into_parts();
     // Shellac's own fields: a backend never sets them (as `fetch/exchange.rs`).
@@ -206,7 +208,7 @@ pub(super) fn stored_from(
                 guard
                     .object()
                     .fail_with(StatusCode::SERVICE_UNAVAILABLE, CHANGED);
-                return Err(Failure::Changed);
+                return Err(SliceFailure::Changed);
             }
             let mut plan = meta.plan.clone();
             plan.initial_age = crate::cache::policy::age_field(&parts.headers).unwrap_or_default();
@@ -238,7 +240,7 @@ pub(super) fn stored_from(
                 identity: None,
             };
             tokio::spawn(fill.run(proxy.clone(), key, busy, Some(guard), body));
-            Ok(Source::Busy {
+            Ok(SliceSource::Busy {
                 headers,
                 reader,
                 len,
@@ -256,11 +258,11 @@ pub(super) fn stored_from(
                 .slices
                 .refuse(&ctx.primary, proxy.config.cache.hit_for_miss_ttl.0);
             guard.object().abandon();
-            Err(Failure::Ignored(Box::new((parts, body))))
+            Err(SliceFailure::Ignored(Box::new((parts, body))))
         }
         status => {
             guard.object().fail_with(status, "slice-status");
-            Err(Failure::Answer(Box::new((parts, body))))
+            Err(SliceFailure::Answer(Box::new((parts, body))))
         }
     }
 }

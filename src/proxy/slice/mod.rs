@@ -165,7 +165,7 @@ fn fields(headers: &HeaderMap) -> HeaderMap {
 const DETAIL: &str = "detail=slice";
 
 /// How a slice could not be had.
-pub(super) enum Failure {
+pub(super) enum SliceFailure {
     /// Its validator or length differed: every slice of the URL was invalidated.
     Changed,
     /// The origin answered the slice request with 200 (Range ignored): that response, to pass

@@ -13,8 +13,8 @@ use http::{Method, StatusCode};
 use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 
-use super::acquire::{Source, acquire, peek, stored_from};
-use super::{Ctx, DETAIL, Failure};
+use super::acquire::{SliceSource, acquire, peek, stored_from};
+use super::{Ctx, DETAIL, SliceFailure};
 use crate::cache::partial::content_range;
 use crate::cache::policy;
 use crate::cache::slices::SliceMeta;
@@ -168,7 +168,7 @@ impl Txn {
             }
             if let Some(object) = stored {
                 self.proxy.counters.slice_hit.inc();
-                first = Some((index, Source::Stored(object)));
+                first = Some((index, SliceSource::Stored(object)));
             }
         }
         let Some(requester) = self.slice_requester() else {
@@ -216,7 +216,7 @@ impl Txn {
         ctx: Ctx,
         status: StatusCode,
         (start, end): (u64, u64),
-        first: Option<(u64, Source)>,
+        first: Option<(u64, SliceSource)>,
     ) -> Step {
         let meta = ctx.meta.clone();
         let size = meta.slice_size;
@@ -300,18 +300,18 @@ impl Txn {
     /// The first slice could not be had: the request looks up again after an invalidation
     /// (the usual path fetches the new version), a response the origin gave is passed
     /// through, a failure is answered.
-    fn slice_failure(&mut self, failure: Failure) -> Step {
+    fn slice_failure(&mut self, failure: SliceFailure) -> Step {
         match failure {
-            Failure::Changed => Step::Lookup,
-            Failure::Ignored(resp) => {
+            SliceFailure::Changed => Step::Lookup,
+            SliceFailure::Ignored(resp) => {
                 let (parts, body) = *resp;
                 self.pass_through(parts, body, "detail=slice-range-ignored")
             }
-            Failure::Answer(resp) => {
+            SliceFailure::Answer(resp) => {
                 let (parts, body) = *resp;
                 self.pass_through(parts, body, "detail=slice")
             }
-            Failure::Failed(status, detail) => Step::Synth(status, detail),
+            SliceFailure::Failed(status, detail) => Step::Synth(status, detail),
         }
     }
 
@@ -370,10 +370,10 @@ async fn pump(
             Ok(source) => source,
             Err(failure) => {
                 let why = match failure {
-                    Failure::Changed => "the representation changed",
-                    Failure::Ignored(..) => "the origin ignored a slice's Range",
-                    Failure::Answer(..) => "the origin refused a slice",
-                    Failure::Failed(_, detail) => detail,
+                    SliceFailure::Changed => "the representation changed",
+                    SliceFailure::Ignored(..) => "the origin ignored a slice's Range",
+                    SliceFailure::Answer(..) => "the origin refused a slice",
+                    SliceFailure::Failed(_, detail) => detail,
                 };
                 tracing::info!(key = %ctx.primary, index, why, "sliced response cut");
                 let _ = tx.send(Err(why.into())).await;

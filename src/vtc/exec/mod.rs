@@ -124,7 +124,7 @@ impl Top {
         let Some(v) = self.varnishes.get_mut(&n) else {
             return fail("unreachable: varnish");
         };
-        varnish_cmd::Options {
+        varnish_cmd::VarnishCommand {
             v,
             shared: &self.shared,
             name: &n,

@@ -16,7 +16,7 @@ use crate::vtc::peer::Arg;
 use crate::vtc::varnish::{Varnish, backend_decls};
 
 /// One `varnish vN OPTIONS...` command being run.
-pub(super) struct Options<'a> {
+pub(super) struct VarnishCommand<'a> {
     pub v: &'a mut Varnish,
     pub shared: &'a Arc<Shared>,
     pub name: &'a str,
@@ -31,7 +31,7 @@ pub(super) struct Options<'a> {
     pub syntax: String,
 }
 
-impl<'a> Options<'a> {
+impl<'a> VarnishCommand<'a> {
     /// Runs every option in order.
     pub fn run(mut self) -> Step {
         while self.i < self.rest.len() {
