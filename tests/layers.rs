@@ -1117,3 +1117,32 @@ fn stale_paths(doc: &str, files: &[String], exists: &dyn Fn(&str) -> bool) -> Ve
     }
     out
 }
+
+/// The code map names every top-level module of `src/` (as `name/` or `name.rs`), so a
+/// reader finds any module there.
+#[test]
+fn the_code_map_names_every_top_level_module() {
+    let doc = read("ARCHITECTURE.md");
+    let start = doc
+        .find("\n## Code map\n")
+        .expect("ARCHITECTURE.md has a \"Code map\"");
+    let map = &doc[start + 1..];
+    let map = &map[..map[1..].find("\n## ").map_or(map.len(), |e| e + 1)];
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir("src").expect("src/") {
+        let name = entry.expect("an entry of src/").file_name();
+        let name = name.to_string_lossy();
+        let module = name.trim_end_matches(".rs");
+        if module == "lib" {
+            continue;
+        }
+        if !map.contains(&format!("`{module}/")) && !map.contains(&format!("`{module}.rs`")) {
+            missing.push(name.to_string());
+        }
+    }
+    missing.sort();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md's code map names no line for: {missing:?}"
+    );
+}
