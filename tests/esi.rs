@@ -619,6 +619,91 @@ async fn includes_are_fetched_in_parallel_and_the_page_and_fragments_stream() {
     shellac.stop().await;
 }
 
+/// `esi.concurrency` bounds the includes of one page in flight: with 2, the page's four
+/// uncached fragments are requested two at a time — the third only once the first has ended,
+/// the fourth once the second has — and the page still comes whole, in page order. Each
+/// fragment's origin notes how many fragments had been let finish when it was asked (no
+/// timing is asserted: without the bound the last two are asked before any is let finish).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_includes_in_flight_are_bounded_by_concurrency() {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let gates: Arc<Vec<Arc<Notify>>> = Arc::new((0..4).map(|_| Arc::new(Notify::new())).collect());
+    let released = Arc::new(AtomicUsize::new(0));
+    let asked: Arc<Mutex<Vec<(String, usize)>>> = Arc::default();
+    let (g, r, a) = (gates.clone(), released.clone(), asked.clone());
+    let origin = Origin::start(move |s| {
+        let frag = |i: usize| {
+            if let Ok(mut asked) = a.lock() {
+                asked.push((s.path.clone(), r.load(Ordering::SeqCst)));
+            }
+            Reply::ok("").cc("max-age=60").body(ReplyBody::Gated {
+                first: format!("f{i}:").into_bytes(),
+                gate: g[i].clone(),
+                rest: b"done".to_vec(),
+            })
+        };
+        match s.path.as_str() {
+            "/bounded" => Reply::ok(
+                "<p><esi:include src=\"/g0\"/><esi:include src=\"/g1\"/>\
+                 <esi:include src=\"/g2\"/><esi:include src=\"/g3\"/></p>",
+            )
+            .cc("max-age=60"),
+            "/g0" => frag(0),
+            "/g1" => frag(1),
+            "/g2" => frag(2),
+            "/g3" => frag(3),
+            _ => Reply::ok("?").status(404),
+        }
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |config: &mut Config| {
+        config.esi.concurrency = 2;
+        config.rules.push(RuleConfig {
+            name: "esi".into(),
+            path: Some("^/bounded$".into()),
+            esi: true,
+            ..Default::default()
+        });
+    })
+    .await;
+    let addr = shellac.addr;
+    let page = tokio::spawn(async move { get(addr, "/bounded").await });
+    // Let the fragments finish one by one in page order, each once the origin has seen as
+    // many requests as the bound lets in (the page, then two fragments, then one more per
+    // fragment finished).
+    for (i, gate) in gates.iter().enumerate() {
+        let seen = (1 + 2 + i).min(5);
+        for _ in 0..400 {
+            if origin.count() >= seen {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert!(origin.count() >= seen, "request {seen} never came");
+        released.fetch_add(1, Ordering::SeqCst);
+        gate.notify_one();
+    }
+    let r = tokio::time::timeout(Duration::from_secs(20), page)
+        .await
+        .expect("the page ends")
+        .expect("the client task");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "<p>f0:donef1:donef2:donef3:done</p>");
+    let asked = asked.lock().expect("asked").clone();
+    let when = |path: &str| {
+        asked
+            .iter()
+            .find(|(p, _)| p == path)
+            .map(|(_, n)| *n)
+            .unwrap_or_else(|| panic!("{path} was never asked: {asked:?}"))
+    };
+    assert_eq!((when("/g0"), when("/g1")), (0, 0), "{asked:?}");
+    assert!(when("/g2") >= 1, "a third include in flight: {asked:?}");
+    assert!(when("/g3") >= 2, "a third include in flight: {asked:?}");
+    shellac.stop().await;
+}
+
 /// A page being fetched (a miss) is parsed as it arrives, not read whole first: its bytes
 /// before an include, and the include, reach the client while the origin still holds the
 /// rest of the page back. Its head went out before its end, so it is sent `no-cache` (the

@@ -917,11 +917,15 @@ default = true
     assert!(open.text().contains("shared-file.txt"), "{}", open.text());
     // Files are served as before on every site.
     assert_eq!(
-        get_host(addr, "docs.test", "/pub/shared-file.txt").await.text(),
+        get_host(addr, "docs.test", "/pub/shared-file.txt")
+            .await
+            .text(),
         "s"
     );
     assert_eq!(
-        get_host(addr, "www.test", "/pub/shared-file.txt").await.text(),
+        get_host(addr, "www.test", "/pub/shared-file.txt")
+            .await
+            .text(),
         "s"
     );
     shellac.stop().await;
