@@ -119,61 +119,115 @@ pub fn parse_head(data: &[u8], limits: &Limits) -> Result<Option<(usize, Head)>,
     let (http10, later_minor) = request_line(&data[..first - 1])?;
     let mut pos = first + 1;
     let mut fields = 0usize;
-    let mut hosts = 0u32;
-    let mut length: Option<u64> = None;
-    let mut chunked = false;
-    let mut te_lines = 0u32;
-    let mut upgrade_field = false;
-    let mut connection_upgrade = false;
+    let mut seen = Seen::default();
     let end = loop {
         if pos > limits.max_header_size {
             return Err(Violation::HeaderTooLarge);
         }
-        // The blank line ends the head.
-        match data.get(pos..pos + 2) {
-            Some(b"\r\n") => break pos + 2,
-            Some([b'\n', _]) => return Err(Violation::BareLf),
-            Some([b'\r', _]) => return Err(Violation::BadFieldName),
-            None if data.get(pos) == Some(&b'\n') => return Err(Violation::BareLf),
-            None => return Ok(None),
-            Some(_) => {}
-        }
-        // Field name: tchar up to the colon.
-        let i = data[pos..]
-            .iter()
-            .position(|b| !is_tchar(*b))
-            .map_or(data.len(), |n| pos + n);
-        match data.get(i) {
-            Some(b':') if i > pos => {}
-            Some(b' ' | b'\t') if i == pos => return Err(Violation::ObsFold),
-            Some(b' ' | b'\t') => return Err(Violation::SpaceBeforeColon),
-            None => return Ok(None),
-            _ => return Err(Violation::BadFieldName),
-        }
-        let name = &data[pos..i];
-        // Field value: field bytes up to CR LF.
-        let j = field_run(data, i + 1);
-        if j - pos > limits.max_field_size {
-            return Err(Violation::HeaderTooLarge);
-        }
-        match data.get(j..j + 2) {
-            Some(b"\r\n") => {}
-            Some([b'\n', _]) => return Err(Violation::BareLf),
-            None if j == data.len() || data[j] == b'\r' => return Ok(None),
-            None if data[j] == b'\n' => return Err(Violation::BareLf),
-            _ => return Err(Violation::BadFieldValue),
-        }
-        let raw = &data[i + 1..j];
-        pos = j + 2;
+        let (name_end, value_end) = match field_line(data, pos, limits)? {
+            Line::Blank => break pos + 2,
+            Line::Incomplete => return Ok(None),
+            Line::Field {
+                name_end,
+                value_end,
+            } => (name_end, value_end),
+        };
         fields += 1;
         if fields > limits.max_headers {
             return Err(Violation::TooManyHeaders);
         }
+        seen.field(&data[pos..name_end], &data[name_end + 1..value_end])?;
+        pos = value_end + 2;
+    };
+    if end > limits.max_header_size {
+        return Err(Violation::HeaderTooLarge);
+    }
+    let framing = seen.framing(http10, limits)?;
+    Ok(Some((
+        end,
+        Head {
+            framing,
+            // Only a request without a body can switch protocols right after its head.
+            upgrade: seen.upgrade_field && seen.connection_upgrade && framing == Framing::None,
+            later_minor,
+        },
+    )))
+}
+
+/// One line of a head, at `pos`.
+enum Line {
+    /// The blank line that ends the head.
+    Blank,
+    /// Not all of it is in yet.
+    Incomplete,
+    /// A field line: its name ends at `name_end` (the colon), its value at `value_end` (CR).
+    Field { name_end: usize, value_end: usize },
+}
+
+/// The line at `pos` of `data`: the blank line, a field line whose name and value are
+/// valid bytes, or the rule it breaks.
+#[inline]
+fn field_line(data: &[u8], pos: usize, limits: &Limits) -> Result<Line, Violation> {
+    // The blank line ends the head.
+    match data.get(pos..pos + 2) {
+        Some(b"\r\n") => return Ok(Line::Blank),
+        Some([b'\n', _]) => return Err(Violation::BareLf),
+        Some([b'\r', _]) => return Err(Violation::BadFieldName),
+        None if data.get(pos) == Some(&b'\n') => return Err(Violation::BareLf),
+        None => return Ok(Line::Incomplete),
+        Some(_) => {}
+    }
+    // Field name: tchar up to the colon.
+    let i = data[pos..]
+        .iter()
+        .position(|b| !is_tchar(*b))
+        .map_or(data.len(), |n| pos + n);
+    match data.get(i) {
+        Some(b':') if i > pos => {}
+        Some(b' ' | b'\t') if i == pos => return Err(Violation::ObsFold),
+        Some(b' ' | b'\t') => return Err(Violation::SpaceBeforeColon),
+        None => return Ok(Line::Incomplete),
+        _ => return Err(Violation::BadFieldName),
+    }
+    // Field value: field bytes up to CR LF.
+    let j = field_run(data, i + 1);
+    if j - pos > limits.max_field_size {
+        return Err(Violation::HeaderTooLarge);
+    }
+    match data.get(j..j + 2) {
+        Some(b"\r\n") => {}
+        Some([b'\n', _]) => return Err(Violation::BareLf),
+        None if j == data.len() || data[j] == b'\r' => return Ok(Line::Incomplete),
+        None if data[j] == b'\n' => return Err(Violation::BareLf),
+        _ => return Err(Violation::BadFieldValue),
+    }
+    Ok(Line::Field {
+        name_end: i,
+        value_end: j,
+    })
+}
+
+/// What the fields of a head said about its host, framing and upgrade so far.
+#[derive(Default)]
+struct Seen {
+    hosts: u32,
+    length: Option<u64>,
+    chunked: bool,
+    te_lines: u32,
+    upgrade_field: bool,
+    connection_upgrade: bool,
+}
+
+impl Seen {
+    /// One field line (`name`, and its value `raw` with the whitespace around it): the
+    /// fields that frame the message, name its host or ask for an upgrade are checked.
+    #[inline]
+    fn field(&mut self, name: &[u8], raw: &[u8]) -> Result<(), Violation> {
         match name.len() {
             4 if name.eq_ignore_ascii_case(b"host") => {
                 let value = trim_ows(raw);
-                hosts += 1;
-                if hosts > 1 {
+                self.hosts += 1;
+                if self.hosts > 1 {
                     return Err(Violation::DuplicateHost);
                 }
                 if !valid_authority(value) {
@@ -183,17 +237,17 @@ pub fn parse_head(data: &[u8], limits: &Limits) -> Result<Option<(usize, Head)>,
             14 if name.eq_ignore_ascii_case(b"content-length") => {
                 for element in list(trim_ows(raw)) {
                     let n = parse_length(element)?;
-                    match length {
+                    match self.length {
                         Some(prev) if prev != n => {
                             return Err(Violation::ConflictingContentLength);
                         }
-                        _ => length = Some(n),
+                        _ => self.length = Some(n),
                     }
                 }
             }
             17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
-                te_lines += 1;
-                chunked = transfer_encoding(trim_ows(raw))?;
+                self.te_lines += 1;
+                self.chunked = transfer_encoding(trim_ows(raw))?;
             }
             10 if name.eq_ignore_ascii_case(b"connection") => {
                 for token in list(trim_ows(raw)) {
@@ -207,46 +261,41 @@ pub fn parse_head(data: &[u8], limits: &Limits) -> Result<Option<(usize, Head)>,
                         return Err(Violation::ConnectionNamesEndToEnd);
                     }
                     if token.eq_ignore_ascii_case(b"upgrade") {
-                        connection_upgrade = true;
+                        self.connection_upgrade = true;
                     }
                 }
             }
-            7 if name.eq_ignore_ascii_case(b"upgrade") => upgrade_field = true,
+            7 if name.eq_ignore_ascii_case(b"upgrade") => self.upgrade_field = true,
             _ => {}
         }
-    };
-    if end > limits.max_header_size {
-        return Err(Violation::HeaderTooLarge);
+        Ok(())
     }
-    if hosts == 0 && !http10 {
-        return Err(Violation::MissingHost);
+
+    /// The body's framing, once the head ended: the rules that span fields (one `Host` for
+    /// HTTP/1.1, `Transfer-Encoding` alone, once, and not in HTTP/1.0), the body limit.
+    #[inline]
+    fn framing(&self, http10: bool, limits: &Limits) -> Result<Framing, Violation> {
+        if self.hosts == 0 && !http10 {
+            return Err(Violation::MissingHost);
+        }
+        if self.te_lines > 0 {
+            if http10 {
+                return Err(Violation::TransferEncodingHttp10);
+            }
+            if self.te_lines > 1 {
+                return Err(Violation::BadTransferEncoding);
+            }
+            if self.length.is_some() {
+                return Err(Violation::LengthAndChunked);
+            }
+        }
+        Ok(match (self.chunked, self.length) {
+            (true, _) => Framing::Chunked,
+            (false, Some(n)) if n > limits.max_body_size => return Err(Violation::BodyTooLarge),
+            (false, Some(0)) | (false, None) => Framing::None,
+            (false, Some(n)) => Framing::Length(n),
+        })
     }
-    if te_lines > 0 {
-        if http10 {
-            return Err(Violation::TransferEncodingHttp10);
-        }
-        if te_lines > 1 {
-            return Err(Violation::BadTransferEncoding);
-        }
-        if length.is_some() {
-            return Err(Violation::LengthAndChunked);
-        }
-    }
-    let framing = match (chunked, length) {
-        (true, _) => Framing::Chunked,
-        (false, Some(n)) if n > limits.max_body_size => return Err(Violation::BodyTooLarge),
-        (false, Some(0)) | (false, None) => Framing::None,
-        (false, Some(n)) => Framing::Length(n),
-    };
-    Ok(Some((
-        end,
-        Head {
-            framing,
-            // Only a request without a body can switch protocols right after its head.
-            upgrade: upgrade_field && connection_upgrade && framing == Framing::None,
-            later_minor,
-        },
-    )))
 }
 
 /// `1*DIGIT`, without overflow.

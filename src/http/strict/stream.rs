@@ -231,40 +231,76 @@ impl Scanner {
     }
 
     /// One byte of chunk framing (everything but chunk data).
+    #[inline]
     fn chunk_byte(&mut self, c: Chunk, b: u8) -> Result<Chunk, Violation> {
         use Chunk::*;
-        let ext = |len: u16, next: Chunk| {
-            if len >= MAX_CHUNK_EXT {
-                Err(Violation::BadChunkExtension)
-            } else {
-                Ok(next)
-            }
-        };
         match c {
-            Size { digits, value } => match b {
-                b'0'..=b'9' | b'a'..=b'f' | b'A'..=b'F' => {
-                    let d = (b as char).to_digit(16).unwrap_or(0) as u64;
-                    if digits >= 16 || value > (u64::MAX >> 4) {
-                        return Err(Violation::BadChunkSize);
-                    }
-                    Ok(Size {
-                        digits: digits + 1,
-                        value: value * 16 + d,
-                    })
-                }
-                b';' if digits > 0 => {
-                    self.chunk_size(value)?;
-                    Ok(ExtName {
-                        len: 1,
-                        started: false,
-                    })
-                }
-                b'\r' if digits > 0 => {
-                    self.chunk_size(value)?;
-                    Ok(SizeLf { value })
-                }
+            Size { digits, value } => self.size_byte(digits, value, b),
+            ExtName { .. }
+            | ExtValueStart { .. }
+            | ExtToken { .. }
+            | ExtQuoted { .. }
+            | ExtAfterQuote { .. } => self.extension_byte(c, b),
+            SizeLf { value } => match b {
+                b'\n' if value == 0 => Ok(TrailerStart),
+                b'\n' => Ok(Data(value)),
                 _ => Err(Violation::BadChunkSize),
             },
+            Data(_) => unreachable_data(),
+            DataCr => match b {
+                b'\r' => Ok(DataLf),
+                _ => Err(Violation::BadChunkData),
+            },
+            DataLf => match b {
+                b'\n' => Ok(Size {
+                    digits: 0,
+                    value: 0,
+                }),
+                _ => Err(Violation::BadChunkData),
+            },
+            TrailerStart | TrailerName | TrailerValue | TrailerLf | EndLf => {
+                self.trailer_framing(c, b)
+            }
+            Done => Ok(Done),
+        }
+    }
+
+    /// One byte of a chunk size line after `digits` hex digits of `value`.
+    #[inline]
+    fn size_byte(&mut self, digits: u8, value: u64, b: u8) -> Result<Chunk, Violation> {
+        use Chunk::*;
+        match b {
+            b'0'..=b'9' | b'a'..=b'f' | b'A'..=b'F' => {
+                let d = (b as char).to_digit(16).unwrap_or(0) as u64;
+                if digits >= 16 || value > (u64::MAX >> 4) {
+                    return Err(Violation::BadChunkSize);
+                }
+                Ok(Size {
+                    digits: digits + 1,
+                    value: value * 16 + d,
+                })
+            }
+            b';' if digits > 0 => {
+                self.chunk_size(value)?;
+                Ok(ExtName {
+                    len: 1,
+                    started: false,
+                })
+            }
+            b'\r' if digits > 0 => {
+                self.chunk_size(value)?;
+                Ok(SizeLf { value })
+            }
+            _ => Err(Violation::BadChunkSize),
+        }
+    }
+
+    /// One byte of a chunk extension (`;name`, `;name=token`, `;name="quoted"`), at most
+    /// [`MAX_CHUNK_EXT`] bytes of them on one line.
+    #[inline]
+    fn extension_byte(&mut self, c: Chunk, b: u8) -> Result<Chunk, Violation> {
+        use Chunk::*;
+        match c {
             ExtName { len, started } => match b {
                 _ if is_tchar(b) => ext(
                     len,
@@ -351,23 +387,15 @@ impl Scanner {
                 }),
                 _ => Err(Violation::BadChunkExtension),
             },
-            SizeLf { value } => match b {
-                b'\n' if value == 0 => Ok(TrailerStart),
-                b'\n' => Ok(Data(value)),
-                _ => Err(Violation::BadChunkSize),
-            },
-            Data(_) => unreachable_data(),
-            DataCr => match b {
-                b'\r' => Ok(DataLf),
-                _ => Err(Violation::BadChunkData),
-            },
-            DataLf => match b {
-                b'\n' => Ok(Size {
-                    digits: 0,
-                    value: 0,
-                }),
-                _ => Err(Violation::BadChunkData),
-            },
+            _ => Err(Violation::BadChunkExtension),
+        }
+    }
+
+    /// One byte of the trailer section and the blank line that ends the message.
+    #[inline]
+    fn trailer_framing(&mut self, c: Chunk, b: u8) -> Result<Chunk, Violation> {
+        use Chunk::*;
+        match c {
             TrailerStart => match b {
                 b'\r' => Ok(EndLf),
                 _ if is_tchar(b) => self.trailer_byte(TrailerName),
@@ -391,7 +419,7 @@ impl Scanner {
                 b'\n' => Ok(Done),
                 _ => Err(Violation::BadTrailer),
             },
-            Done => Ok(Done),
+            _ => Err(Violation::BadTrailer),
         }
     }
 
@@ -410,6 +438,17 @@ impl Scanner {
         if self.trailer > self.limits.max_header_size {
             return Err(Violation::HeaderTooLarge);
         }
+        Ok(next)
+    }
+}
+
+/// Where a chunk extension's `len` bytes so far leave room for one more: `next`, else the
+/// extension is too long.
+#[inline]
+fn ext(len: u16, next: Chunk) -> Result<Chunk, Violation> {
+    if len >= MAX_CHUNK_EXT {
+        Err(Violation::BadChunkExtension)
+    } else {
         Ok(next)
     }
 }
