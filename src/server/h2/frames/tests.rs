@@ -1,5 +1,6 @@
 //! The frame scanner on split input, and the watcher's budgets.
 
+use super::scan::Event;
 use super::*;
 
 fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
