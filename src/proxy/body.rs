@@ -192,6 +192,122 @@ impl ResponseBody {
     }
 }
 
+impl ResponseBody {
+    /// A polled chunk counted (`s_resp_bytes`, the record's bytes) as a data frame; an error
+    /// or the end told to the record.
+    #[inline]
+    fn account(
+        &mut self,
+        polled: Poll<Option<Result<Bytes, BodyError>>>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        match polled {
+            Poll::Ready(Some(Ok(data))) => {
+                if let Some(c) = &self.counters {
+                    c.s_resp_bytes.add(data.len() as u64);
+                }
+                if let Some(r) = &mut self.record {
+                    r.add_bytes(data.len() as u64);
+                }
+                Poll::Ready(Some(Ok(Frame::data(data))))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                if let Some(r) = &mut self.record {
+                    r.aborted();
+                }
+                Poll::Ready(Some(Err(e)))
+            }
+            Poll::Ready(None) => {
+                if let Some(r) = &mut self.record {
+                    r.ended();
+                }
+                Poll::Ready(None)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// The next chunk of the `take` bytes after the first `skip` of `inner` (a Range piece of a
+/// body streamed as it is fetched).
+#[inline]
+fn poll_slice(
+    inner: &mut ResponseBody,
+    skip: &mut u64,
+    take: &mut u64,
+    cx: &mut Context<'_>,
+) -> Poll<Option<Result<Bytes, BodyError>>> {
+    loop {
+        if *take == 0 {
+            return Poll::Ready(None);
+        }
+        match Pin::new(&mut *inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                let Ok(mut data) = frame.into_data() else {
+                    continue;
+                };
+                let n = data.len() as u64;
+                if *skip >= n {
+                    *skip -= n;
+                    continue;
+                }
+                let _ = data.split_to(*skip as usize);
+                *skip = 0;
+                if data.len() as u64 > *take {
+                    data.truncate(*take as usize);
+                }
+                *take -= data.len() as u64;
+                return Poll::Ready(Some(Ok(data)));
+            }
+            Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => return Poll::Pending,
+        }
+    }
+}
+
+/// The next data of a backend's body (trailers dropped).
+#[inline]
+fn poll_backend(
+    body: &mut BackendBody,
+    cx: &mut Context<'_>,
+) -> Poll<Option<Result<Bytes, BodyError>>> {
+    loop {
+        match Pin::new(&mut *body).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                Ok(data) => return Poll::Ready(Some(Ok(data))),
+                // Trailers are not forwarded in HTTP/1.1 responses we re-frame.
+                Err(_) => continue,
+            },
+            Poll::Ready(Some(Err(e))) => {
+                return Poll::Ready(Some(Err(BodyError(e.to_string()))));
+            }
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => return Poll::Pending,
+        }
+    }
+}
+
+/// The next data of a chain of bodies, one after the other.
+#[inline]
+fn poll_chain(chain: &mut Chain, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BodyError>>> {
+    loop {
+        let Some(front) = chain.bodies.front_mut() else {
+            return Poll::Ready(None);
+        };
+        match Pin::new(front).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                Ok(data) => return Poll::Ready(Some(Ok(data))),
+                Err(_) => continue,
+            },
+            Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+            Poll::Ready(None) => {
+                chain.bodies.pop_front();
+            }
+            Poll::Pending => return Poll::Pending,
+        }
+    }
+}
+
 impl Body for ResponseBody {
     type Data = Bytes;
     type Error = BodyError;
@@ -228,33 +344,7 @@ impl Body for ResponseBody {
                 }
                 None => Poll::Ready(None),
             },
-            Kind::Slice { inner, skip, take } => loop {
-                if *take == 0 {
-                    break Poll::Ready(None);
-                }
-                match Pin::new(&mut **inner).poll_frame(cx) {
-                    Poll::Ready(Some(Ok(frame))) => {
-                        let Ok(mut data) = frame.into_data() else {
-                            continue;
-                        };
-                        let n = data.len() as u64;
-                        if *skip >= n {
-                            *skip -= n;
-                            continue;
-                        }
-                        let _ = data.split_to(*skip as usize);
-                        *skip = 0;
-                        if data.len() as u64 > *take {
-                            data.truncate(*take as usize);
-                        }
-                        *take -= data.len() as u64;
-                        break Poll::Ready(Some(Ok(data)));
-                    }
-                    Poll::Ready(Some(Err(e))) => break Poll::Ready(Some(Err(e))),
-                    Poll::Ready(None) => break Poll::Ready(None),
-                    Poll::Pending => break Poll::Pending,
-                }
-            },
+            Kind::Slice { inner, skip, take } => poll_slice(inner, skip, take, cx),
             Kind::Busy { reader, remaining } => match reader.poll_chunk_settled(cx, *remaining) {
                 Poll::Ready(ChunkPoll::Chunk(c)) => {
                     if let Some(r) = remaining {
@@ -277,36 +367,8 @@ impl Body for ResponseBody {
                 Poll::Ready(None) => Poll::Ready(None),
                 Poll::Pending => Poll::Pending,
             },
-            Kind::Backend(body) => loop {
-                match Pin::new(&mut **body).poll_frame(cx) {
-                    Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                        Ok(data) => break Poll::Ready(Some(Ok(data))),
-                        // Trailers are not forwarded in HTTP/1.1 responses we re-frame.
-                        Err(_) => continue,
-                    },
-                    Poll::Ready(Some(Err(e))) => {
-                        break Poll::Ready(Some(Err(BodyError(e.to_string()))));
-                    }
-                    Poll::Ready(None) => break Poll::Ready(None),
-                    Poll::Pending => break Poll::Pending,
-                }
-            },
-            Kind::Chain(chain) => loop {
-                let Some(front) = chain.bodies.front_mut() else {
-                    break Poll::Ready(None);
-                };
-                match Pin::new(front).poll_frame(cx) {
-                    Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                        Ok(data) => break Poll::Ready(Some(Ok(data))),
-                        Err(_) => continue,
-                    },
-                    Poll::Ready(Some(Err(e))) => break Poll::Ready(Some(Err(e))),
-                    Poll::Ready(None) => {
-                        chain.bodies.pop_front();
-                    }
-                    Poll::Pending => break Poll::Pending,
-                }
-            },
+            Kind::Backend(body) => poll_backend(body, cx),
+            Kind::Chain(chain) => poll_chain(chain, cx),
             Kind::Filtered(filtered) => match filtered.poll_chunk(cx) {
                 Poll::Ready(Some(Ok(data))) => Poll::Ready(Some(Ok(data))),
                 Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(BodyError(e.to_string())))),
@@ -317,30 +379,7 @@ impl Body for ResponseBody {
                 Poll::Pending => Poll::Pending,
             },
         };
-        match polled {
-            Poll::Ready(Some(Ok(data))) => {
-                if let Some(c) = &this.counters {
-                    c.s_resp_bytes.add(data.len() as u64);
-                }
-                if let Some(r) = &mut this.record {
-                    r.add_bytes(data.len() as u64);
-                }
-                Poll::Ready(Some(Ok(Frame::data(data))))
-            }
-            Poll::Ready(Some(Err(e))) => {
-                if let Some(r) = &mut this.record {
-                    r.aborted();
-                }
-                Poll::Ready(Some(Err(e)))
-            }
-            Poll::Ready(None) => {
-                if let Some(r) = &mut this.record {
-                    r.ended();
-                }
-                Poll::Ready(None)
-            }
-            Poll::Pending => Poll::Pending,
-        }
+        this.account(polled)
     }
 
     fn is_end_stream(&self) -> bool {
