@@ -148,88 +148,24 @@ pub(super) fn backend_response(
     let legacy = v.runtime.program.dialect.is_legacy();
     let cfg = &txn.proxy.config.cache;
     let fresh = policy::vcl_freshness(parts.status, &parts.headers, ex, cfg, legacy);
-    // 2.x: cacheable statuses with a lifetime (Varnish 2.1's list), and a 206 to a Range
-    // Shellac sent itself (a piece, a slice).
-    let cacheable = !pass
-        && fresh.ttl > 0.0
-        && (matches!(
-            parts.status.as_u16(),
-            200 | 203 | 300 | 301 | 302 | 307 | 404 | 410
-        ) || (parts.status == StatusCode::PARTIAL_CONTENT && ex.partial_content));
-    let mut beresp = Beresp {
-        status: parts.status,
-        reason: None,
-        headers: std::mem::take(&mut parts.headers),
-        ttl: fresh.ttl,
-        grace: fresh.grace.as_secs_f64(),
-        keep: fresh.keep.as_secs_f64(),
-        uncacheable: if legacy { !cacheable } else { pass },
-        age: fresh.initial_age.as_secs_f64(),
-        backend: txn.backend.as_ref().map(|b| b.name().to_string()),
-        was_304,
-        do_stream: !legacy,
-        saintmode: None,
-        prefetch: None,
-        storage: None,
-        fetch: crate::proxy::vcl::filters::Fetch {
-            gzip_support: txn.proxy.config.compression.enabled,
-            ..Default::default()
-        },
-    };
+    let mut beresp = beresp(txn, parts, &fresh, ex, pass, was_304, legacy);
     let m = if legacy {
         Method::Fetch
     } else {
         Method::BackendResponse
     };
     let verdict = run_backend(txn, m, Some(&mut beresp));
-    // Saint mode (Varnish 2.1): the backend that answered is held off for this object — a
-    // looked-up one; a pass has no object to hold it off for.
-    if let Some(secs) = beresp.saintmode.filter(|s| *s > 0.0)
-        && !pass
-        && let (Some(backend), Some(key)) = (&txn.backend, &txn.key)
-    {
-        let until = std::time::Instant::now() + crate::vcl::run::value::to_duration(secs);
-        backend.saint.hold(key, until);
-    }
-    parts.status = beresp.status;
-    parts.headers = std::mem::take(&mut beresp.headers);
-    if let Some(r) = beresp.reason.as_deref().and_then(reason_phrase) {
-        parts.extensions.insert(r);
-    }
-    // The fetch chain's gzip filters: only what the program asks for (Varnish compresses
-    // nothing by itself); `do_gzip` / `do_gunzip` only under `http_gzip_support`, a
-    // `beresp.filters` list whatever it is (`vcl/filters.rs`).
-    let switches = beresp.fetch.switches_apply();
-    txn.filters.coding.gzip = Some(switches && beresp.fetch.do_gzip);
-    txn.filters.coding.gunzip = switches && beresp.fetch.do_gunzip;
+    took(txn, parts, &mut beresp, pass);
     let hfm = |ttl: f64| (ttl > 0.0).then(|| crate::vcl::run::value::to_duration(ttl));
-    let buffer = !beresp.do_stream;
     if beresp.fetch.do_esi
         && matches!(
             verdict,
             Verdict::Deliver | Verdict::Pass | Verdict::HitForPass
         )
     {
-        let url = match txn.vcl.as_deref().and_then(|v| v.bereq.as_ref()) {
-            Some(b) => b
-                .uri
-                .path_and_query()
-                .map_or("/", |p| p.as_str())
-                .to_string(),
-            None => txn
-                .req
-                .uri
-                .path_and_query()
-                .map_or("/", |p| p.as_str())
-                .to_string(),
-        };
-        crate::proxy::filter::esi::turn_on(
-            &mut txn.filters,
-            &txn.proxy.config.esi,
-            &txn.proxy.counters,
-            &url,
-        );
+        esi_on(txn);
     }
+    let buffer = !beresp.do_stream;
     let outcome = |plan, hit_for_miss| BerespOutcome::Plan {
         plan,
         hit_for_miss,
@@ -284,6 +220,96 @@ pub(super) fn backend_response(
         Verdict::Fail(why) => BerespOutcome::Step(failed(m, &why)),
         other => BerespOutcome::Step(failed(m, &format!("returned {}", other.as_str()))),
     }
+}
+
+/// `beresp` as vcl_backend_response first sees it: the response's status and fields (taken
+/// out of `parts`), its lifetimes as `fresh` computed them, whether it is cacheable.
+fn beresp(
+    txn: &Txn,
+    parts: &mut Parts,
+    fresh: &policy::VclFreshness,
+    ex: &policy::Exchange,
+    pass: bool,
+    was_304: bool,
+    legacy: bool,
+) -> Beresp {
+    // 2.x: cacheable statuses with a lifetime (Varnish 2.1's list), and a 206 to a Range
+    // Shellac sent itself (a piece, a slice).
+    let cacheable = !pass
+        && fresh.ttl > 0.0
+        && (matches!(
+            parts.status.as_u16(),
+            200 | 203 | 300 | 301 | 302 | 307 | 404 | 410
+        ) || (parts.status == StatusCode::PARTIAL_CONTENT && ex.partial_content));
+    Beresp {
+        status: parts.status,
+        reason: None,
+        headers: std::mem::take(&mut parts.headers),
+        ttl: fresh.ttl,
+        grace: fresh.grace.as_secs_f64(),
+        keep: fresh.keep.as_secs_f64(),
+        uncacheable: if legacy { !cacheable } else { pass },
+        age: fresh.initial_age.as_secs_f64(),
+        backend: txn.backend.as_ref().map(|b| b.name().to_string()),
+        was_304,
+        do_stream: !legacy,
+        saintmode: None,
+        prefetch: None,
+        storage: None,
+        fetch: crate::proxy::vcl::filters::Fetch {
+            gzip_support: txn.proxy.config.compression.enabled,
+            ..Default::default()
+        },
+    }
+}
+
+/// What vcl_backend_response left in `beresp` taken up: saint mode, the status, fields and
+/// reason back into `parts`, the fetch chain's gzip switches.
+fn took(txn: &mut Txn, parts: &mut Parts, beresp: &mut Beresp, pass: bool) {
+    // Saint mode (Varnish 2.1): the backend that answered is held off for this object — a
+    // looked-up one; a pass has no object to hold it off for.
+    if let Some(secs) = beresp.saintmode.filter(|s| *s > 0.0)
+        && !pass
+        && let (Some(backend), Some(key)) = (&txn.backend, &txn.key)
+    {
+        let until = std::time::Instant::now() + crate::vcl::run::value::to_duration(secs);
+        backend.saint.hold(key, until);
+    }
+    parts.status = beresp.status;
+    parts.headers = std::mem::take(&mut beresp.headers);
+    if let Some(r) = beresp.reason.as_deref().and_then(reason_phrase) {
+        parts.extensions.insert(r);
+    }
+    // The fetch chain's gzip filters: only what the program asks for (Varnish compresses
+    // nothing by itself); `do_gzip` / `do_gunzip` only under `http_gzip_support`, a
+    // `beresp.filters` list whatever it is (`vcl/filters.rs`).
+    let switches = beresp.fetch.switches_apply();
+    txn.filters.coding.gzip = Some(switches && beresp.fetch.do_gzip);
+    txn.filters.coding.gunzip = switches && beresp.fetch.do_gunzip;
+}
+
+/// ESI processing of the fetched body, as `beresp.do_esi` asks (the URL is the backend
+/// request's, for the log).
+fn esi_on(txn: &mut Txn) {
+    let url = match txn.vcl.as_deref().and_then(|v| v.bereq.as_ref()) {
+        Some(b) => b
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_string(),
+        None => txn
+            .req
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_string(),
+    };
+    crate::proxy::filter::esi::turn_on(
+        &mut txn.filters,
+        &txn.proxy.config.esi,
+        &txn.proxy.counters,
+        &url,
+    );
 }
 
 /// How to store a response VCL delivers: its `beresp.ttl`, `beresp.grace` and `beresp.keep`
