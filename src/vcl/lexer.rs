@@ -27,6 +27,9 @@ pub enum Tok {
     Eof,
 }
 
+/// A `"..."` string that reaches a newline.
+const ONE_LINE_STRING: &str = "the string runs past the end of its line (a \"...\" string is one line; use {\"...\"} for several)";
+
 impl Tok {
     /// How an operator reads this token in an error message.
     pub fn describe(&self) -> String {
@@ -186,12 +189,7 @@ impl Lexer<'_> {
             self.bump(1);
             let body = self.until("\"", pos, "the string")?;
             if body.contains('\n') {
-                return Err(self.error(
-                    pos,
-                    "the string runs past the end of its line (a \"...\" string is one \
-                     line; use {\"...\"} for several)"
-                        .to_string(),
-                ));
+                return Err(self.error(pos, ONE_LINE_STRING.to_string()));
             }
             Tok::Str(body)
         } else if c == b':' {
