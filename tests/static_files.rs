@@ -680,7 +680,8 @@ async fn flv_start_sends_the_header_then_the_file_from_the_offset() {
 
 /// MP4 `?start=SECONDS` (nginx's `mp4`): the file cut at the keyframe at or before the time,
 /// from the cache and from disk; before the second keyframe, or a file whose moov is after
-/// its mdat, the file as it is (the latter counted in `mp4_seek_whole`).
+/// its mdat, the file as it is (the latter counted in `mp4_seek_whole`); `&end=SECONDS` ends
+/// it there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mp4_start_cuts_the_movie_at_the_keyframe_before() {
     let dir = site();
@@ -720,7 +721,23 @@ async fn mp4_start_cuts_the_movie_at_the_keyframe_before() {
     assert!(r.body[..] == movie[..]);
     let r = get(sh.addr, "/late.mp4?start=1.5").await;
     assert!(r.body[..] == late[..]);
-    assert_eq!(sh.stat("mp4_seek").await, 5);
+    // `&end=SECONDS`: the tables and the data end with the last sample before it; the
+    // stored copy is the one without arguments.
+    let cut = shellac::mp4::cut_span(&movie, &layout, 1.5, Some(2.05))
+        .unwrap()
+        .unwrap();
+    let mut want = cut.head.clone();
+    want.extend_from_slice(&movie[cut.from as usize..cut.to.unwrap() as usize]);
+    for via in ["disk", "cache"] {
+        let headers: &[(&str, &str)] = if via == "disk" { &[PASS] } else { &[] };
+        let r = get_with(sh.addr, "/movie.mp4?start=1.5&end=2.05", headers).await;
+        assert_eq!(r.status, 200, "{via}");
+        assert!(
+            r.body[..] == want[..],
+            "{via}: not the movie from 1.5 to 2.05 s"
+        );
+    }
+    assert_eq!(sh.stat("mp4_seek").await, 7);
     assert_eq!(sh.stat("mp4_seek_whole").await, 1);
 }
 

@@ -176,14 +176,24 @@ pub(super) fn timescale(payload: &[u8], d: &Durations) -> Result<u32, Bad> {
     Ok(scale)
 }
 
-/// Takes `seconds` off the duration of the header box `payload` (its own timescale, or
-/// `movie` for `tkhd`). An unknown duration (all ones) is left.
+/// What a cut does to durations: `start` seconds go, and at most `keep` seconds stay (an
+/// `end`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Span {
+    pub start: f64,
+    pub keep: Option<f64>,
+}
+
+/// Takes `span.start` off the duration of the header box `payload` (its own timescale, or
+/// `movie` for `tkhd`), and keeps at most `span.keep`. An unknown duration (all ones) is
+/// left.
 pub(super) fn shorten_duration(
     payload: &mut [u8],
     d: &Durations,
-    seconds: f64,
+    span: Span,
     movie: Option<u32>,
 ) -> Result<(), Bad> {
+    let seconds = span.start;
     let (v1, (_, at)) = match payload.first() {
         Some(0) => (false, d.v0),
         Some(1) => (true, d.v1),
@@ -194,15 +204,19 @@ pub(super) fn shorten_duration(
         None => timescale(payload, d)?,
     };
     let cut = (seconds * f64::from(scale)) as u64;
+    let most = span
+        .keep
+        .map_or(u64::MAX, |k| (k * f64::from(scale)) as u64);
     if v1 {
         let old = u64_at(payload, at)?;
         if old != u64::MAX {
-            payload[at..at + 8].copy_from_slice(&old.saturating_sub(cut).to_be_bytes());
+            let new = old.saturating_sub(cut).min(most);
+            payload[at..at + 8].copy_from_slice(&new.to_be_bytes());
         }
     } else {
         let old = u32_at(payload, at)?;
         if old != u32::MAX {
-            let new = u64::from(old).saturating_sub(cut) as u32;
+            let new = u64::from(old).saturating_sub(cut).min(most) as u32;
             payload[at..at + 4].copy_from_slice(&new.to_be_bytes());
         }
     }

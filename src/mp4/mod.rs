@@ -113,7 +113,8 @@ fn more(need: usize, max: usize) -> Scan {
 }
 
 /// A file cut at a time: `head` (ftyp, the new moov, an mdat header), then the file's bytes
-/// `from..to` (`to`: `None` to the end of the file).
+/// `from..to` (`to`: `None` to the end of the file). Without an end, what follows the mdat
+/// (`to`) may be sent too: it is boxes after the mdat; with one, nothing after `to` is.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cut {
     pub head: Vec<u8>,
@@ -127,7 +128,25 @@ pub struct Cut {
 /// seconds. `Ok(None)`: the time is at or before the first keyframe, the file is sent as it
 /// is.
 pub fn cut(prefix: &[u8], layout: &Layout, start: f64) -> Result<Option<Cut>, Bad> {
-    if !start.is_finite() || start <= 0.0 {
+    cut_span(prefix, layout, start, None)
+}
+
+/// Cuts the file at `start` seconds (as [`cut`]; 0: from the beginning) and, with `end`, ends
+/// it before the first sample of each track at or after `end` seconds (nginx's `end=`; each
+/// track keeps at least one sample). An `end` at or before the start is no end.
+pub fn cut_span(
+    prefix: &[u8],
+    layout: &Layout,
+    start: f64,
+    end: Option<f64>,
+) -> Result<Option<Cut>, Bad> {
+    let start = if start.is_finite() && start > 0.0 {
+        start
+    } else {
+        0.0
+    };
+    let end = end.filter(|e| e.is_finite() && *e > start);
+    if start <= 0.0 && end.is_none() {
         return Ok(None);
     }
     let moov = prefix.get(layout.moov.clone()).ok_or(Bad("short moov"))?;
@@ -151,7 +170,7 @@ pub fn cut(prefix: &[u8], layout: &Layout, start: f64) -> Result<Option<Cut>, Ba
     // The keyframe at or before the time, on the tracks that have sync samples (video): the
     // earliest of them. Every track is cut at that time, so sound and picture stay together.
     let mut key: Option<(u64, u32)> = None;
-    for t in traks.iter().filter(|t| t.has_sync()) {
+    for t in traks.iter().filter(|t| t.has_sync() && start > 0.0) {
         let units = t.units_of(start);
         let sample = t.keyframe_at_or_before(units)?;
         let time = t.time_of(sample);
@@ -166,7 +185,7 @@ pub fn cut(prefix: &[u8], layout: &Layout, start: f64) -> Result<Option<Cut>, Ba
         Some(k) => k,
         None => (traks[0].units_of(start), traks[0].timescale),
     };
-    if key_time == 0 {
+    if key_time == 0 && end.is_none() {
         return Ok(None);
     }
     let mut cuts = Vec::with_capacity(traks.len());
@@ -175,7 +194,13 @@ pub fn cut(prefix: &[u8], layout: &Layout, start: f64) -> Result<Option<Cut>, Ba
         if first >= t.samples() {
             return Err(Bad("the start is past the end of a track"));
         }
-        cuts.push(t.cut(first)?);
+        let last = match end {
+            Some(e) => t
+                .first_at_or_after(t.units_of(e), t.timescale)
+                .clamp(first + 1, t.samples()),
+            None => t.samples(),
+        };
+        cuts.push(t.cut(first, last)?);
     }
     let from = cuts
         .iter()
@@ -185,18 +210,33 @@ pub fn cut(prefix: &[u8], layout: &Layout, start: f64) -> Result<Option<Cut>, Ba
     if from < layout.mdat_data || layout.mdat_end.is_some_and(|e| from > e) {
         return Err(Bad("a chunk offset outside the mdat"));
     }
+    // With an end, the data runs to the end of the last kept sample of any track.
+    let to = match end {
+        Some(_) => {
+            let to = cuts.iter().map(|c| c.data_end).max().unwrap_or(from);
+            if layout.mdat_end.is_some_and(|e| to > e) {
+                return Err(Bad("a chunk offset outside the mdat"));
+            }
+            Some(to)
+        }
+        None => layout.mdat_end,
+    };
     let seconds = key_time as f64 / f64::from(key_scale.max(1));
+    let span = boxes::Span {
+        start: seconds,
+        keep: end.map(|e| e - seconds),
+    };
     // The new moov, its offsets relative to where the data will start; the size does not
     // depend on the offsets' values, so it is written twice: once to measure, once for real.
     let ftyp = match &layout.ftyp {
         Some(r) => prefix.get(r.clone()).ok_or(Bad("short ftyp"))?,
         None => &[],
     };
-    let mdat_len = layout.mdat_end.map(|e| e - from);
+    let mdat_len = to.map(|e| e - from);
     let mdat_header = mdat_header(mdat_len);
-    let draft = write_moov(body, &traks, &cuts, mvhd, seconds, 0, from)?;
+    let draft = write_moov(body, &traks, &cuts, mvhd, span, 0, from)?;
     let data_at = (ftyp.len() + draft.len() + mdat_header.len()) as u64;
-    let moov = write_moov(body, &traks, &cuts, mvhd, seconds, data_at, from)?;
+    let moov = write_moov(body, &traks, &cuts, mvhd, span, data_at, from)?;
     if moov.len() != draft.len() {
         return Err(Bad("the moov changed size"));
     }
@@ -207,7 +247,7 @@ pub fn cut(prefix: &[u8], layout: &Layout, start: f64) -> Result<Option<Cut>, Ba
     Ok(Some(Cut {
         head,
         from,
-        to: layout.mdat_end,
+        to,
         start: seconds,
     }))
 }
@@ -237,7 +277,7 @@ fn write_moov(
     traks: &[Trak<'_>],
     cuts: &[trak::TrackCut],
     mvhd: &[u8],
-    seconds: f64,
+    seconds: boxes::Span,
     data_at: u64,
     from: u64,
 ) -> Result<Vec<u8>, Bad> {

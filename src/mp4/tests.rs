@@ -129,6 +129,41 @@ fn damaged_movies_are_errors_never_panics() {
         }
         if let Scan::Ready(l) = scan(&f, MAX) {
             let _ = cut(&f, &l, 1.5);
+            let _ = cut_span(&f, &l, 0.0, Some(2.0));
         }
     }
+}
+
+#[test]
+fn an_end_keeps_the_samples_before_it_and_the_data_up_to_them() {
+    let file = movie(true);
+    let l = layout(&file);
+    let all = samples(&file);
+    // From 1.5 s (keyframe 1.0 s) to 2.05 s: video samples 10..21 (2.0 s is sample 20, 2.1 s
+    // the first at or after 2.05), sound 20..41 (400 units each: 2.05 s is 16400, sample 41).
+    let cut = cut_span(&file, &l, 1.5, Some(2.05)).unwrap().unwrap();
+    assert_eq!(cut.start, 1.0);
+    assert!(cut.to.is_some_and(|t| t < file.len() as u64));
+    let out = answer(&file, &cut);
+    let got = samples(&out);
+    assert_eq!(got[0], all[0][10..21]);
+    assert_eq!(got[1], all[1][20..41]);
+    let l2 = layout(&out);
+    assert_eq!(l2.mdat_end, Some(out.len() as u64));
+    // From the beginning to an end: nothing goes before, the tables end there.
+    let cut = cut_span(&file, &l, 0.0, Some(1.0)).unwrap().unwrap();
+    assert_eq!(cut.start, 0.0);
+    let got = samples(&answer(&file, &cut));
+    assert_eq!(got[0], all[0][..10]);
+    assert_eq!(got[1], all[1][..20]);
+    // An end at or before the start is no end; past the file's end, everything is kept.
+    assert_eq!(
+        cut_span(&file, &l, 1.5, Some(1.0)),
+        super::cut(&file, &l, 1.5)
+    );
+    assert_eq!(cut_span(&file, &l, 0.0, None), Ok(None));
+    let whole = cut_span(&file, &l, 1.5, Some(99.0)).unwrap().unwrap();
+    let got = samples(&answer(&file, &whole));
+    assert_eq!(got[0], all[0][10..]);
+    assert_eq!(got[1], all[1][20..]);
 }

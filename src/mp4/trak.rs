@@ -3,7 +3,7 @@
 //! a time falls, and written again without the samples before a cut.
 
 use super::bad::Bad;
-use super::boxes::{self, Boxes, MDHD, TKHD, entries, u32_at, u64_at, write_box};
+use super::boxes::{self, Boxes, MDHD, Span, TKHD, entries, u32_at, u64_at, write_box};
 
 /// A track of a `moov`, its tables read.
 pub(super) struct Trak<'a> {
@@ -26,12 +26,26 @@ pub(super) struct Trak<'a> {
 }
 
 /// Where a track is cut: its first kept sample, the chunk holding it (from 0), how many of
-/// that chunk's samples go before it, and where its data starts in the file.
+/// that chunk's samples go before it, and where its data starts in the file; its end: the
+/// first sample no longer kept, the chunk holding the last kept one and how many of that
+/// chunk's samples are kept counted from the chunk's first, and where the kept data ends.
 pub(super) struct TrackCut {
     first: u32,
     chunk: usize,
     within: u32,
     pub data_start: u64,
+    last: u32,
+    end_chunk: usize,
+    end_keep: u32,
+    pub data_end: u64,
+}
+
+/// Where a sample is: its chunk (from 0), how many of the chunk's samples go before it, its
+/// offset in the file.
+struct Place {
+    chunk: usize,
+    within: u32,
+    offset: u64,
 }
 
 /// The payload of the only child `kind` of a container.
@@ -240,32 +254,60 @@ impl<'a> Trak<'a> {
         }
     }
 
-    /// Where the track is cut to start at sample `first`.
-    pub fn cut(&self, first: u32) -> Result<TrackCut, Bad> {
+    /// Where sample `sample` is.
+    fn place(&self, sample: u32) -> Result<Place, Bad> {
         let chunks = self.chunks.len() as u64;
         let mut before = 0u64;
         for (i, &(f, spc, _)) in self.stsc.iter().enumerate() {
             let next = self.stsc.get(i + 1).map_or(chunks + 1, |r| u64::from(r.0));
             let run = next.saturating_sub(u64::from(f)) * u64::from(spc);
-            if u64::from(first) < before + run {
-                let into = u64::from(first) - before;
+            if u64::from(sample) < before + run {
+                let into = u64::from(sample) - before;
                 let chunk = u64::from(f) - 1 + into / u64::from(spc);
                 let within = (into % u64::from(spc)) as u32;
                 let base = *self
                     .chunks
                     .get(chunk as usize)
                     .ok_or(Bad("a chunk without an offset"))?;
-                let skip: u64 = (first - within..first).map(|s| self.size_of(s)).sum();
-                return Ok(TrackCut {
-                    first,
+                let skip: u64 = (sample - within..sample).map(|s| self.size_of(s)).sum();
+                return Ok(Place {
                     chunk: chunk as usize,
                     within,
-                    data_start: base + skip,
+                    offset: base + skip,
                 });
             }
             before += run;
         }
         Err(Bad("stsc holds fewer samples than stsz"))
+    }
+
+    /// Where the track is cut to keep samples `first..last` (`first < last <= samples()`).
+    pub fn cut(&self, first: u32, last: u32) -> Result<TrackCut, Bad> {
+        if first >= last || last > self.count {
+            return Err(Bad("no sample between the start and the end"));
+        }
+        let start = self.place(first)?;
+        let end = self.place(last - 1)?;
+        Ok(TrackCut {
+            first,
+            chunk: start.chunk,
+            within: start.within,
+            data_start: start.offset,
+            last,
+            end_chunk: end.chunk,
+            end_keep: end.within + 1,
+            data_end: end.offset + self.size_of(last - 1),
+        })
+    }
+
+    /// The samples per chunk of chunk `chunk` (from 0), and its description index.
+    fn chunk_run(&self, chunk: usize) -> (u32, u32) {
+        let number = chunk as u32 + 1;
+        self.stsc
+            .iter()
+            .rev()
+            .find(|r| r.0 <= number)
+            .map_or((0, 1), |r| (r.1, r.2))
     }
 
     /// The track's payload again, its tables starting at `cut`, chunk offsets moved from
@@ -274,7 +316,7 @@ impl<'a> Trak<'a> {
     pub fn write(
         &self,
         cut: &TrackCut,
-        seconds: f64,
+        seconds: Span,
         movie: u32,
         data_at: u64,
         from: u64,
@@ -303,7 +345,7 @@ impl<'a> Trak<'a> {
         &self,
         mdia: &[u8],
         cut: &TrackCut,
-        seconds: f64,
+        seconds: Span,
         data_at: u64,
         from: u64,
     ) -> Result<Vec<u8>, Bad> {
@@ -348,15 +390,20 @@ impl<'a> Trak<'a> {
             let vf = p.get(..4).ok_or(Bad("a table cut short"))?;
             let mut t = vf.to_vec();
             match &kind {
-                b"stts" => write_pairs(&mut t, &self.stts, cut.first),
-                b"ctts" => write_pairs(&mut t, self.ctts.as_deref().unwrap_or(&[]), cut.first),
+                b"stts" => write_pairs(&mut t, &self.stts, cut.first, cut.last),
+                b"ctts" => write_pairs(
+                    &mut t,
+                    self.ctts.as_deref().unwrap_or(&[]),
+                    cut.first,
+                    cut.last,
+                ),
                 b"stss" => {
                     let kept: Vec<u32> = self
                         .stss
                         .as_deref()
                         .unwrap_or(&[])
                         .iter()
-                        .filter(|&&s| s > cut.first)
+                        .filter(|&&s| s > cut.first && s <= cut.last)
                         .map(|&s| s - cut.first)
                         .collect();
                     put(&mut t, kept.len() as u32);
@@ -364,15 +411,18 @@ impl<'a> Trak<'a> {
                 }
                 b"stsz" => {
                     put(&mut t, self.size);
-                    put(&mut t, self.count - cut.first);
+                    put(&mut t, cut.last - cut.first);
                     if self.size == 0 {
-                        let kept = self.sizes.get(cut.first as usize..).unwrap_or(&[]);
+                        let kept = self
+                            .sizes
+                            .get(cut.first as usize..cut.last as usize)
+                            .unwrap_or(&[]);
                         kept.iter().for_each(|&s| put(&mut t, s));
                     }
                 }
                 b"stsc" => self.write_stsc(&mut t, cut),
                 b"stco" | b"co64" => {
-                    let kept = self.chunks.get(cut.chunk..).unwrap_or(&[]);
+                    let kept = self.chunks.get(cut.chunk..=cut.end_chunk).unwrap_or(&[]);
                     put(&mut t, kept.len() as u32);
                     for (i, &o) in kept.iter().enumerate() {
                         let o = if i == 0 { cut.data_start } else { o };
@@ -394,29 +444,21 @@ impl<'a> Trak<'a> {
         Ok(out)
     }
 
-    /// The runs of samples per chunk from the cut chunk on, renumbered from 1; the cut chunk
-    /// gets a run of its own when samples of it went.
+    /// The runs of samples per chunk of the kept chunks, renumbered from 1: the first keeps
+    /// its samples from the cut on, the last those up to the end.
     fn write_stsc(&self, t: &mut Vec<u8>, cut: &TrackCut) {
-        let c = cut.chunk as u32; // from 0: the new chunk n is the old n + c
-        let chunks = self.chunks.len() as u32;
         let mut runs: Vec<(u32, u32, u32)> = Vec::new();
-        for (i, &(f, spc, sdi)) in self.stsc.iter().enumerate() {
-            let next = self.stsc.get(i + 1).map_or(chunks + 1, |r| r.0);
-            if next <= c + 1 {
-                continue; // the run ends before the cut chunk
-            }
-            if f <= c + 1 {
-                // The run holding the cut chunk.
-                if cut.within > 0 {
-                    runs.push((1, spc - cut.within, sdi));
-                    if c + 2 < next {
-                        runs.push((2, spc, sdi));
-                    }
-                } else {
-                    runs.push((1, spc, sdi));
-                }
+        for chunk in cut.chunk..=cut.end_chunk {
+            let (spc, sdi) = self.chunk_run(chunk);
+            let upto = if chunk == cut.end_chunk {
+                cut.end_keep
             } else {
-                runs.push((f - c, spc, sdi));
+                spc
+            };
+            let from = if chunk == cut.chunk { cut.within } else { 0 };
+            let n = upto.saturating_sub(from);
+            if runs.last().is_none_or(|&(_, rn, rd)| (rn, rd) != (n, sdi)) {
+                runs.push(((chunk - cut.chunk) as u32 + 1, n, sdi));
             }
         }
         put(t, runs.len() as u32);
@@ -458,16 +500,22 @@ fn put(t: &mut Vec<u8>, v: u32) {
     t.extend_from_slice(&v.to_be_bytes());
 }
 
-/// A (count, value) table without its first `skip` samples.
-fn write_pairs(t: &mut Vec<u8>, pairs: &[(u32, u32)], skip: u32) {
+/// A (count, value) table of samples `skip..last` only.
+fn write_pairs(t: &mut Vec<u8>, pairs: &[(u32, u32)], skip: u32, last: u32) {
     let mut left = skip;
+    let mut keep = last.saturating_sub(skip);
     let mut kept = Vec::with_capacity(pairs.len());
     for &(n, v) in pairs {
+        if keep == 0 {
+            break;
+        }
         if left >= n {
             left -= n;
             continue;
         }
-        kept.push((n - left, v));
+        let k = (n - left).min(keep);
+        kept.push((k, v));
+        keep -= k;
         left = 0;
     }
     put(t, kept.len() as u32);

@@ -125,12 +125,12 @@ impl Txn {
 
     /// The MP4 filter of an MP4 seek whose response can be cut.
     fn mp4_filter(&mut self, status: StatusCode, fields: &http::HeaderMap) -> Option<mp4::Mp4> {
-        let (start, max) = self.mp4_start.take()?;
+        let (span, max) = self.mp4_start.take()?;
         if !mp4::Mp4::applies(status, fields) {
             return None;
         }
         let url = self.req.uri.path().to_string();
-        Some(mp4::Mp4::new(start, max, self.proxy.counters.clone(), url))
+        Some(mp4::Mp4::new(span, max, self.proxy.counters.clone(), url))
     }
 
     /// A passed body (streamed as fetched, no delivery chain) cut for an FLV seek when it

@@ -161,9 +161,9 @@ pub(super) struct Txn {
     pub matched_rules: Vec<usize>,
     /// An FLV seek's offset (`[[rule]] flv`, `?start=`), until the delivery takes it.
     pub flv_start: Option<u64>,
-    /// An MP4 seek's time in seconds and its moov bound (`[[rule]] mp4`, `?start=`), until
-    /// the delivery takes it.
-    pub mp4_start: Option<(f64, usize)>,
+    /// An MP4 seek's start and end in seconds (0: the beginning; `None`: no end) and its
+    /// moov bound (`[[rule]] mp4`, `?start=`, `&end=`), until the delivery takes it.
+    pub mp4_start: Option<((f64, Option<f64>), usize)>,
     /// Backend or director chosen by a rule (or VCL) instead of the default route.
     pub route: Option<Member>,
     /// A hash director's key hash chosen by VCL (`hash.backend(key)`).

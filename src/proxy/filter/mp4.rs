@@ -1,9 +1,11 @@
 //! MP4 pseudo-streaming (nginx's `mp4` module), a delivery filter: a request for an MP4
 //! file with `?start=SECONDS` is answered with the file cut at the keyframe at or before that
 //! time — `ftyp`, a rewritten `moov`, an `mdat` header, then the media data from the first
-//! kept sample (`crate::mp4`). Like FLV seeks (`flv.rs`), the `start` argument is taken off
-//! the request before the cache key, so every seek is cut from the one stored file or from
-//! one fetch of it.
+//! kept sample (`crate::mp4`); with `&end=SECONDS` (or `end` alone), each track's tables end
+//! before its first sample at or after that time and the data ends with the last kept
+//! sample. Like FLV seeks (`flv.rs`), the `start` and `end` arguments are taken off the
+//! request before the cache key, so every seek is cut from the one stored file or from one
+//! fetch of it.
 //!
 //! The file's first bytes are held until its `moov` and the `mdat` header after it are in
 //! (at most `mp4_max_moov_size`). The response head is on its way before they are read, so a
@@ -27,10 +29,37 @@ use crate::stats::Counters;
 /// `start=SECONDS` of a query (the last one), when it is a positive number of seconds
 /// (`12`, `12.5`).
 pub fn start_of(query: &str) -> Option<f64> {
-    seek::start_arg(query)
+    seconds(seek::start_arg(query)?)
+}
+
+/// `end=SECONDS` of a query (the last one), when it is a positive number of seconds.
+pub fn end_of(query: &str) -> Option<f64> {
+    let value = query
+        .split('&')
+        .filter_map(|pair| pair.strip_prefix("end="))
+        .next_back()?;
+    seconds(value)
+}
+
+fn seconds(value: &str) -> Option<f64> {
+    Some(value)
         .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
         .and_then(|v| v.parse::<f64>().ok())
         .filter(|&s| s.is_finite() && s > 0.0)
+}
+
+/// A query without its `start` and `end` arguments (`None`: nothing left).
+pub fn without_span(query: &str) -> Option<String> {
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| {
+            !pair.is_empty()
+                && !["start", "end"]
+                    .iter()
+                    .any(|a| pair == a || pair.strip_prefix(a).is_some_and(|r| r.starts_with('=')))
+        })
+        .collect();
+    (!kept.is_empty()).then(|| kept.join("&"))
 }
 
 enum State {
@@ -42,9 +71,13 @@ enum State {
     Passing,
 }
 
-/// The filter of one request seeking to `start` seconds.
+/// The filter of one request seeking to `start` seconds (0: from the beginning), up to
+/// `end`.
 pub struct Mp4 {
     start: f64,
+    end: Option<f64>,
+    /// With an end: the media bytes still to send once cut.
+    left: Option<u64>,
     max: usize,
     state: State,
     out: VecDeque<Bytes>,
@@ -53,9 +86,16 @@ pub struct Mp4 {
 }
 
 impl Mp4 {
-    pub fn new(start: f64, max: usize, counters: Arc<Counters>, url: String) -> Mp4 {
+    pub fn new(
+        (start, end): (f64, Option<f64>),
+        max: usize,
+        counters: Arc<Counters>,
+        url: String,
+    ) -> Mp4 {
         Mp4 {
             start,
+            end,
+            left: None,
             max,
             state: State::Holding(Vec::new()),
             out: VecDeque::new(),
@@ -85,13 +125,18 @@ impl Mp4 {
             Scan::More(_) => self.state = State::Holding(held),
             Scan::MoovAfterMdat => self.whole(held, "the moov is after the mdat (not fast start)"),
             Scan::Bad(b) => self.whole(held, b.0),
-            Scan::Ready(layout) => match mp4::cut(&held, &layout, self.start) {
+            Scan::Ready(layout) => match mp4::cut_span(&held, &layout, self.start, self.end) {
                 Ok(Some(cut)) => {
                     self.out.push_back(Bytes::from(cut.head));
+                    if self.end.is_some() {
+                        self.left = cut.to.map(|to| to.saturating_sub(cut.from));
+                    }
                     let have = held.len() as u64;
                     if cut.from < have {
                         let rest = Bytes::from(held).slice(cut.from as usize..);
-                        self.out.push_back(rest);
+                        if let Some(rest) = self.limit(rest) {
+                            self.out.push_back(rest);
+                        }
                         self.state = State::Passing;
                     } else {
                         self.state = State::Skipping(cut.from - have);
@@ -106,6 +151,18 @@ impl Mp4 {
                 Err(b) => self.whole(held, b.0),
             },
         }
+    }
+}
+
+impl Mp4 {
+    /// `chunk` of the media data, cut to what is left to send before the end.
+    fn limit(&mut self, chunk: Bytes) -> Option<Bytes> {
+        let Some(left) = self.left.as_mut() else {
+            return Some(chunk);
+        };
+        let take = (chunk.len() as u64).min(*left);
+        *left -= take;
+        (take > 0).then(|| chunk.slice(..take as usize))
     }
 }
 
@@ -130,6 +187,10 @@ impl BodyFilter for Mp4 {
             if let Some(b) = self.out.pop_front() {
                 return Poll::Ready(Some(Ok(b)));
             }
+            if self.left == Some(0) {
+                // Past the end: the rest of the file is not read.
+                return Poll::Ready(None);
+            }
             let polled = std::task::ready!(input.poll_chunk(cx));
             match (&mut self.state, polled) {
                 (_, Some(Err(e))) => return Poll::Ready(Some(Err(e))),
@@ -149,10 +210,16 @@ impl BodyFilter for Mp4 {
                 (State::Skipping(left), Some(Ok(chunk))) => {
                     if let Some(rest) = seek::skip(chunk, left) {
                         self.state = State::Passing;
-                        return Poll::Ready(Some(Ok(rest)));
+                        if let Some(rest) = self.limit(rest) {
+                            return Poll::Ready(Some(Ok(rest)));
+                        }
                     }
                 }
-                (State::Passing, Some(Ok(chunk))) => return Poll::Ready(Some(Ok(chunk))),
+                (State::Passing, Some(Ok(chunk))) => {
+                    if let Some(chunk) = self.limit(chunk) {
+                        return Poll::Ready(Some(Ok(chunk)));
+                    }
+                }
             }
         }
     }
@@ -172,8 +239,17 @@ mod tests {
 
     /// The filter's output for `file` arriving in pieces of `piece` bytes.
     fn run(file: &[u8], piece: usize, start: f64, max: usize) -> (Vec<u8>, Arc<Counters>) {
+        run_to(file, piece, (start, None), max)
+    }
+
+    fn run_to(
+        file: &[u8],
+        piece: usize,
+        span: (f64, Option<f64>),
+        max: usize,
+    ) -> (Vec<u8>, Arc<Counters>) {
         let counters = Arc::new(Counters::default());
-        let mut f = Mp4::new(start, max, counters.clone(), "/m.mp4".into());
+        let mut f = Mp4::new(span, max, counters.clone(), "/m.mp4".into());
         let mut input = Pieces(file.chunks(piece).map(Bytes::copy_from_slice).collect());
         let mut cx = Context::from_waker(std::task::Waker::noop());
         let mut out = Vec::new();
@@ -199,6 +275,40 @@ mod tests {
         }
         // Before the second keyframe: the file as it is.
         assert!(run(&file, 64, 0.5, 1 << 20).0 == file);
+    }
+
+    #[test]
+    fn an_end_stops_the_file_after_its_last_kept_sample_however_it_arrives() {
+        let file = crate::mp4::sample::movie(true);
+        let crate::mp4::Scan::Ready(layout) = crate::mp4::scan(&file, 1 << 20) else {
+            panic!("sample");
+        };
+        for (start, end) in [(1.5, 2.05), (0.0, 1.0)] {
+            let cut = crate::mp4::cut_span(&file, &layout, start, Some(end))
+                .unwrap()
+                .unwrap();
+            let to = cut.to.unwrap() as usize;
+            assert!(to < file.len());
+            let mut want = cut.head.clone();
+            want.extend_from_slice(&file[cut.from as usize..to]);
+            for piece in [1, 7, 64, 500, 100_000] {
+                let (out, counters) = run_to(&file, piece, (start, Some(end)), 1 << 20);
+                assert!(out == want, "{start}..{end} in pieces of {piece}");
+                assert_eq!(counters.mp4_seek_whole.get(), 0);
+            }
+        }
+    }
+
+    #[test]
+    fn start_and_end_leave_the_query_and_the_key() {
+        assert_eq!(end_of("start=1&end=2.5"), Some(2.5));
+        assert_eq!(end_of("end=0"), None);
+        assert_eq!(end_of("friend=3"), None);
+        assert_eq!(
+            without_span("start=1&a=2&end=3&endless=4"),
+            Some("a=2&endless=4".into())
+        );
+        assert_eq!(without_span("start=1&end=2"), None);
     }
 
     #[test]

@@ -128,19 +128,21 @@ fn flv_seek(txn: &mut Txn, host: &str) {
     }
 }
 
-/// A matched `mp4` rule: a request with `?start=SECONDS` is looked up and fetched without it,
-/// and its answer cut by the MP4 delivery filter (`filter/mp4.rs`).
+/// A matched `mp4` rule: a request with `?start=SECONDS` and/or `end=SECONDS` is looked up
+/// and fetched without them, and its answer cut by the MP4 delivery filter
+/// (`filter/mp4.rs`).
 fn mp4_seek(txn: &mut Txn, host: &str, max: u64) {
-    let Some(start) = txn
-        .req
-        .uri
-        .query()
-        .and_then(crate::proxy::filter::mp4::start_of)
-    else {
+    use crate::proxy::filter::mp4;
+    let Some(query) = txn.req.uri.query() else {
         return;
     };
-    if without_start(txn, host) {
-        txn.mp4_start = Some((start, usize::try_from(max).unwrap_or(usize::MAX)));
+    let (start, end) = (mp4::start_of(query), mp4::end_of(query));
+    if start.is_none() && end.is_none() {
+        return;
+    }
+    if without_args(txn, host, mp4::without_span) {
+        let span = (start.unwrap_or(0.0), end);
+        txn.mp4_start = Some((span, usize::try_from(max).unwrap_or(usize::MAX)));
         txn.proxy.counters.mp4_seek.inc();
     }
 }
@@ -148,8 +150,14 @@ fn mp4_seek(txn: &mut Txn, host: &str, max: u64) {
 /// The request's target and cache key without its `start` arguments; whether they could be
 /// rewritten.
 fn without_start(txn: &mut Txn, host: &str) -> bool {
+    without_args(txn, host, flv::without_start)
+}
+
+/// The request's target and cache key with the query `strip` leaves; whether they could be
+/// rewritten.
+fn without_args(txn: &mut Txn, host: &str, strip: fn(&str) -> Option<String>) -> bool {
     let path = txn.req.uri.path();
-    let target = match txn.req.uri.query().and_then(flv::without_start) {
+    let target = match txn.req.uri.query().and_then(strip) {
         Some(q) => format!("{path}?{q}"),
         None => path.to_string(),
     };
