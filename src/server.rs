@@ -29,6 +29,7 @@ pub(crate) mod park;
 mod park_task;
 mod proxy_header;
 mod refuse;
+mod sess_clocks;
 mod tls_conn;
 mod trim;
 mod tunnel;

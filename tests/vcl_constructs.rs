@@ -1,5 +1,5 @@
 //! VCL constructs Shellac once refused as unsupported and now runs with Varnish's meaning,
-//! end to end: `req.max_age`, `bereq.retry_connect`, `std.cache_req_body()`, saint mode, `sess.timeout_idle`, a backend's `.preamble`, vmod blob and `req.hash`.
+//! end to end: `req.max_age`, `bereq.retry_connect`, `std.cache_req_body()`, saint mode, the `sess.*` timeouts, a backend's `.preamble`, vmod blob and `req.hash`.
 
 mod common;
 
@@ -551,4 +551,148 @@ sub vcl_deliver {
             "{src}: {errors:?}"
         );
     }
+}
+
+/// `sess.send_timeout`, `sess.timeout_linger` and `sess.idle_send_timeout` (varnishtest v00069):
+/// they read `server.send_total_timeout`, `idle_release` and `send_timeout` until VCL sets
+/// them; later requests on the connection read back what an earlier one set; `unset` returns
+/// to the setting; and `sess.send_timeout` bounds the response that set it — a trickle reader
+/// of a 16 MiB pass is closed (counter `client_send_total_timeout`) though the configuration
+/// has no total limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sess_send_linger_and_idle_send_timeouts_are_the_sessions() {
+    use shellac::config::units::Dur;
+    let body: &'static [u8] = Box::leak(
+        [
+            b"HTTP/1.1 200 OK\r\ncontent-length: 16777216\r\n\r\n".to_vec(),
+            vec![b'b'; 16 << 20],
+        ]
+        .concat()
+        .into_boxed_slice(),
+    );
+    let origin = common::raw_origin::RawOrigin::start(move |_| body.to_vec()).await;
+    let vcl = r#"vcl 4.1;
+import std;
+backend b { ${origin0} }
+sub vcl_recv {
+    if (req.http.send) {
+        set sess.send_timeout = std.duration(req.http.send, 1s);
+    }
+    if (req.http.linger) {
+        set sess.timeout_linger = std.duration(req.http.linger, 1s);
+    }
+    if (req.http.idle-send) {
+        set sess.idle_send_timeout = std.duration(req.http.idle-send, 1s);
+    }
+    if (req.http.reset) {
+        unset sess.send_timeout;
+        unset sess.timeout_linger;
+        unset sess.idle_send_timeout;
+    }
+    if (req.url == "/big") {
+        return (pass);
+    }
+    return (synth(200));
+}
+sub vcl_synth {
+    set resp.http.x-send = sess.send_timeout;
+    set resp.http.x-linger = sess.timeout_linger;
+    set resp.http.x-idle-send = sess.idle_send_timeout;
+}
+"#;
+    let shellac = start_vcl_with("sess-send", vcl, &[origin.addr], |c| {
+        c.server.send_timeout = Dur(Duration::from_secs(30));
+        c.server.send_total_timeout = Dur(Duration::ZERO);
+        c.server.idle_release = Dur(Duration::from_secs(2));
+    })
+    .await;
+    let mut s = tokio::net::TcpStream::connect(shellac.addr).await.unwrap();
+    let head = exchange(&mut s, "").await.expect("answered");
+    for want in ["x-send: 0.000", "x-linger: 2.000", "x-idle-send: 30.000"] {
+        assert!(head.contains(want), "{want}: {head}");
+    }
+    let head = exchange(&mut s, "send: 90s\r\nlinger: 0s\r\nidle-send: 1.5s\r\n")
+        .await
+        .expect("answered");
+    for want in ["x-send: 90.000", "x-linger: 0.000", "x-idle-send: 1.500"] {
+        assert!(head.contains(want), "{want}: {head}");
+    }
+    // The next request on the connection reads what the session keeps.
+    let head = exchange(&mut s, "").await.expect("answered");
+    for want in ["x-send: 90.000", "x-linger: 0.000", "x-idle-send: 1.500"] {
+        assert!(head.contains(want), "{want}: {head}");
+    }
+    let head = exchange(&mut s, "reset: 1\r\n").await.expect("answered");
+    for want in ["x-send: 0.000", "x-linger: 2.000", "x-idle-send: 30.000"] {
+        assert!(head.contains(want), "{want}: {head}");
+    }
+    drop(s);
+    // A trickle reader: 4 KiB every 50 ms (never stalled for send_timeout), the 16 MiB would
+    // take minutes; the session's total cuts it off. Bounded: at most 600 reads.
+    let mut s = common::connect_small_window(shellac.addr).await;
+    s.write_all(b"GET /big HTTP/1.1\r\nHost: a\r\nsend: 500ms\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    let mut closed = false;
+    for _ in 0..600 {
+        match tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                closed = true;
+                break;
+            }
+            Ok(Ok(_)) => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(_) => break,
+        }
+    }
+    assert!(closed, "the trickle reader was closed");
+    assert_eq!(shellac.stat("client_send_total_timeout").await, 1);
+    assert_eq!(shellac.stat("client_send_timeout").await, 0);
+    drop(s);
+    shellac.stop().await;
+    origin.stop();
+}
+
+/// varnishtest b00073 / c00112: a `Connection: close` VCL sets on the backend request is sent
+/// (Shellac drops every other hop-by-hop field) and that connection is not reused; one VCL sets
+/// on the backend response closes it too; `beresp.transit_buffer` is accepted and reads back
+/// (a pass is always streamed at the client's pace).
+#[tokio::test]
+async fn connection_close_set_by_vcl_is_sent_and_the_connection_not_reused() {
+    let origin = Origin::start(|_| Reply::ok("body")).await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_recv { return (pass); }
+sub vcl_backend_fetch {
+    if (bereq.http.x-close) {
+        set bereq.http.connection = "close, x-close";
+    }
+}
+sub vcl_backend_response {
+    if (bereq.http.x-beresp-close) {
+        set beresp.http.connection = "close";
+    }
+    set beresp.transit_buffer = 1k;
+    set beresp.http.x-transit = beresp.transit_buffer;
+}
+"#;
+    let shellac = start_vcl("conn-close", vcl, &[origin.addr]).await;
+    let r = get_with(shellac.addr, "/1", &[("x-close", "1")]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-transit"), Some("1024"), "{:?}", r.headers);
+    let r = get_with(shellac.addr, "/2", &[("x-beresp-close", "1")]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("connection"), None, "hop-by-hop, never delivered");
+    let r = get_with(shellac.addr, "/3", &[]).await;
+    assert_eq!(r.status, 200);
+    let seen = origin.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3);
+    // The field the VCL's `Connection` named is a hop-by-hop field too: dropped.
+    assert_eq!(seen[0].headers.get("connection").unwrap(), "close");
+    assert!(seen[0].headers.get("x-close").is_none());
+    assert!(seen[1].headers.get("connection").is_none());
+    assert!(seen[2].headers.get("connection").is_none());
+    // Neither of the first two connections went back to the pool: three were opened.
+    assert_eq!(shellac.stat("backend_conn").await, 3);
+    shellac.stop().await;
 }

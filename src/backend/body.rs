@@ -46,10 +46,20 @@ pub struct BackendBody {
     ahead: VecDeque<Frame<Bytes>>,
     /// A files origin's switch to sendfile (`files/zero_copy.rs`).
     zero_copy: Option<Arc<ZeroCopy>>,
+    /// A pooled HTTP/1.1 connection's switch that keeps it out of the pool (`close_after`),
+    /// also once the body ended and the connection went back.
+    retire: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl BackendBody {
     pub(super) fn new(source: Source, timeout: Duration, counters: Arc<Counters>) -> BackendBody {
+        let retire = match &source {
+            Source::Hyper {
+                release: Release::Pool { conn, .. },
+                ..
+            } => Some(conn.retired_flag()),
+            _ => None,
+        };
         let mut body = BackendBody {
             source,
             timeout,
@@ -59,6 +69,7 @@ impl BackendBody {
             lease: None,
             ahead: VecDeque::new(),
             zero_copy: None,
+            retire,
         };
         if body.source_ended() {
             body.release();
@@ -147,6 +158,15 @@ impl BackendBody {
             }
         }
         self.lease = None;
+    }
+
+    /// Its connection serves no other request once this body is read (the response said
+    /// `Connection: close`, or VCL's `beresp.http.connection` did).
+    pub fn close_after(&mut self) {
+        self.discard();
+        if let Some(r) = &self.retire {
+            r.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// The body failed: its connection is closed, never reused.

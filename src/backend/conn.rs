@@ -25,11 +25,28 @@ pub(crate) struct Http1Conn {
     pub(crate) sender: SendRequest<RequestBody>,
     /// Armed before each request: the next bytes read are a response head.
     watch: Arc<AtomicBool>,
+    /// Set when its last response said `close` after it was read (VCL's
+    /// `beresp.http.connection`): the pool never hands it out again.
+    retired: Arc<AtomicBool>,
 }
 
 impl Http1Conn {
     pub(super) fn new(sender: SendRequest<RequestBody>, watch: Arc<AtomicBool>) -> Http1Conn {
-        Http1Conn { sender, watch }
+        Http1Conn {
+            sender,
+            watch,
+            retired: Arc::default(),
+        }
+    }
+
+    /// The switch that keeps the connection out of the pool from now on.
+    pub(super) fn retired_flag(&self) -> Arc<AtomicBool> {
+        self.retired.clone()
+    }
+
+    /// Whether the connection serves no other request.
+    pub(super) fn retired(&self) -> bool {
+        self.retired.load(Ordering::Relaxed)
     }
 
     /// The next bytes the backend sends start a response head.

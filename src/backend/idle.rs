@@ -24,7 +24,9 @@ impl KeepAlive {
     pub(super) async fn checkout(&self, endpoint: &Endpoint) -> Option<Http1Conn> {
         loop {
             let idle = self.idle.lock().ok()?.pop()?;
-            if idle.since.elapsed() > endpoint.config.idle_timeout.0 || idle.conn.sender.is_closed()
+            if idle.since.elapsed() > endpoint.config.idle_timeout.0
+                || idle.conn.sender.is_closed()
+                || idle.conn.retired()
             {
                 continue;
             }
@@ -39,7 +41,7 @@ impl KeepAlive {
 
     /// Returns a connection whose last response was read to the end.
     pub(crate) fn checkin(&self, endpoint: &Endpoint, conn: Http1Conn) {
-        if conn.sender.is_closed() {
+        if conn.sender.is_closed() || conn.retired() {
             return;
         }
         if let Ok(mut idle) = self.idle.lock() {

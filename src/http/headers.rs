@@ -246,6 +246,16 @@ pub fn connection_named(headers: &HeaderMap) -> Vec<HeaderName> {
         .collect()
 }
 
+/// Whether a `Connection` field of `headers` holds the `close` option (any case, any line).
+pub fn connection_close(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("close"))
+}
+
 /// Removes the hop-by-hop fields of fixed names (not those `Connection` names).
 pub fn strip_fixed_hop_by_hop(headers: &mut HeaderMap) {
     if headers.keys().any(|k| HOP_BY_HOP.contains(k)) {

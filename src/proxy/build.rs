@@ -74,7 +74,7 @@ impl Proxy {
                 (xids.clone(), throttle.clone()),
                 counters.clone(),
                 config.cache.grace.0,
-                config.server.idle_timeout.0,
+                sess_defaults(&config.server),
             ))
         };
         let vcl = programs.global.as_ref().map(runtime);
@@ -139,7 +139,7 @@ impl Proxy {
                 (self.shared.xids.clone(), self.shared.throttle.clone()),
                 self.counters.clone(),
                 config.cache.grace.0,
-                config.server.idle_timeout.0,
+                sess_defaults(&config.server),
             ))
         };
         let vcl = programs.global.as_ref().map(runtime);
@@ -271,4 +271,15 @@ fn compile_rewrites(config: &Config) -> Vec<crate::rules::rewrite::Rewrite> {
         .iter()
         .filter_map(|l| crate::rules::rewrite::Rewrite::parse(l).ok())
         .collect()
+}
+
+/// The session timeouts VCL's `sess.*` read until it sets them, in
+/// [`crate::vcl::run::SessTimeout`]'s order.
+fn sess_defaults(server: &crate::config::ServerConfig) -> [std::time::Duration; 4] {
+    [
+        server.idle_timeout.0,
+        server.idle_release.0,
+        server.send_total_timeout.0,
+        server.send_timeout.0,
+    ]
 }

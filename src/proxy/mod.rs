@@ -48,7 +48,7 @@ use hyper::body::Incoming;
 
 use crate::http::strict::Violation;
 pub use body::ResponseBody;
-pub use ext::{Listener, LocalAddr, SessionIdle};
+pub use ext::{BackendClose, Listener, LocalAddr, SessionTimeouts};
 pub use fast_hit::FastAnswer;
 pub use fsm::{Handled, Rest};
 pub use interim::{InterimHead, InterimSink, MAX_INTERIM, serialise as serialise_interim};

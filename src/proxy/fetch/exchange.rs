@@ -146,6 +146,17 @@ pub(super) async fn exchange(
             .backend_response(txn, &mut parts, &ex, mode, was_304)
         {
             ResponseOutcome::Store { storage, buffer } => {
+                // A response marked `close` by the backend or by the policy (VCL's
+                // `beresp.http.connection`): its connection serves no other request, as
+                // Varnish closes it rather than recycle it.
+                if parts
+                    .extensions
+                    .remove::<crate::proxy::BackendClose>()
+                    .is_some()
+                    || crate::http::headers::connection_close(&parts.headers)
+                {
+                    body.close_after();
+                }
                 if buffer
                     && !was_304
                     && let Err(step) = read_ahead(txn, mode, &mut parts, &mut body).await

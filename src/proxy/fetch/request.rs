@@ -42,8 +42,9 @@ pub(super) fn build_request(
     let vcl_uri = bereq.as_ref().map(|b| b.uri.clone());
     let no_body = bereq.as_ref().is_some_and(|b| b.no_body);
     let retry_connect = bereq.as_ref().is_none_or(|b| b.retry_connect);
+    let from_policy = bereq.is_some();
     let timeouts = bereq.map(|b| b.timeouts);
-    let https = forward_fields(txn, backend, &mut headers, for_cache);
+    let https = forward_fields(txn, backend, &mut headers, (for_cache, from_policy));
     let method = if for_cache {
         fill_conditions(txn, &mut headers);
         vcl_method.clone().unwrap_or(http::Method::GET)
@@ -80,11 +81,24 @@ pub(super) fn build_request(
     req
 }
 
-/// Hop-by-hop fields out, an allowed protocol upgrade in, `Host` and the forwarding fields
+/// Hop-by-hop fields out (but `Connection: close` from the policy's request), an allowed
+/// protocol upgrade in, `Host` and the forwarding fields
 /// (`X-Forwarded-*`, `Forwarded`, `Via`) set, `Surrogate-Capability` announced. Returns
 /// whether the client came over TLS.
-fn forward_fields(txn: &Txn, backend: &Backend, headers: &mut HeaderMap, for_cache: bool) -> bool {
+fn forward_fields(
+    txn: &Txn,
+    backend: &Backend,
+    headers: &mut HeaderMap,
+    (for_cache, from_policy): (bool, bool),
+) -> bool {
+    // A policy's backend request whose `Connection` says `close` (VCL's
+    // `bereq.http.connection`) keeps it: the backend closes that connection after its answer,
+    // and the pool never reuses it.
+    let close = from_policy && headers::connection_close(headers);
     headers::strip_hop_by_hop(headers);
+    if close {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     // A protocol upgrade the operator allows goes to the backend (never for a cache fill).
     if !for_cache
         && let Some(protocol) = headers::upgrade_request(

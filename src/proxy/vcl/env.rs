@@ -4,6 +4,7 @@
 
 mod actions;
 mod read;
+mod sess;
 mod write;
 
 use std::borrow::Cow;
@@ -206,6 +207,9 @@ impl Env for Scope<'_> {
             | Slot::ParamTimeoutIdle
             | Slot::ReqDigest
             | Slot::SessTimeoutIdle
+            | Slot::SessTimeoutLinger
+            | Slot::SessSendTimeout
+            | Slot::SessIdleSendTimeout
             | Slot::BereqXid => self.get_session(var),
             Slot::ReqMethod
             | Slot::ReqUrl
@@ -265,7 +269,8 @@ impl Env for Scope<'_> {
             | Slot::BerespDoGunzip
             | Slot::BerespDoEsi
             | Slot::BerespSaintmode
-            | Slot::BerespPrefetch => self.get_beresp(var),
+            | Slot::BerespPrefetch
+            | Slot::BerespTransitBuffer => self.get_beresp(var),
             Slot::BerespBody | Slot::RespBody => Value::None,
             Slot::ObjStatus
             | Slot::ObjReason
@@ -316,6 +321,9 @@ impl Env for Scope<'_> {
             | Slot::ReqGrace
             | Slot::ReqTtl
             | Slot::SessTimeoutIdle
+            | Slot::SessTimeoutLinger
+            | Slot::SessSendTimeout
+            | Slot::SessIdleSendTimeout
             | Slot::ReqHashAlwaysMiss
             | Slot::ReqHashIgnoreBusy
             | Slot::ReqHashIgnoreVary => self.set_req(var, value)?,
@@ -340,6 +348,7 @@ impl Env for Scope<'_> {
             | Slot::RespFilters
             | Slot::BerespStorage
             | Slot::BerespPrefetch
+            | Slot::BerespTransitBuffer
             | Slot::BerespDoEsi => self.set_beresp(var, value)?,
             Slot::ReqEsi
             | Slot::RespDoEsi
@@ -380,7 +389,10 @@ impl Env for Scope<'_> {
         }
         match var.slot {
             Slot::ReqTtl => self.state.req_ttl = None,
-            Slot::SessTimeoutIdle => self.state.sess_idle = Some(None),
+            Slot::SessTimeoutIdle
+            | Slot::SessTimeoutLinger
+            | Slot::SessSendTimeout
+            | Slot::SessIdleSendTimeout => self.set_sess(var.slot, None),
             Slot::ReqGrace => self.state.req_grace = None,
             Slot::BereqBody => {
                 // As in Varnish, the body's framing fields go with it.

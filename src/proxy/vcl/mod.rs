@@ -43,9 +43,12 @@ pub struct VclRuntime {
     /// `cache.grace` in seconds: what 2.x's `req.grace` reads until VCL sets it (Varnish
     /// 2.1 starts it at `default_grace`; 4.x reads -1, unset).
     pub default_grace: f64,
-    /// `server.idle_timeout` in seconds (`param.timeout_idle`, and `sess.timeout_idle` until
-    /// VCL sets it).
-    pub idle_timeout: f64,
+    /// The configured session timeouts in seconds, in [`SessTimeout`]'s order:
+    /// `server.idle_timeout` (also `param.timeout_idle`), `idle_release`, `send_total_timeout`,
+    /// `send_timeout` — what `sess.*` reads until VCL sets it.
+    ///
+    /// [`SessTimeout`]: crate::vcl::run::SessTimeout
+    pub sess_defaults: [f64; 4],
     /// Transaction ids (`X-Varnish`, `req.xid`, `bereq.xid`): the process's counter, which
     /// outlives the program (a reload goes on counting).
     xids: Arc<Xids>,
@@ -91,7 +94,7 @@ impl VclRuntime {
         (xids, throttle): (Arc<Xids>, Arc<super::throttle::Throttle>),
         counters: Arc<crate::stats::Counters>,
         default_grace: std::time::Duration,
-        idle_timeout: std::time::Duration,
+        sess_defaults: [std::time::Duration; 4],
     ) -> VclRuntime {
         let targets = program.targets.iter().map(|n| backends.get(n)).collect();
         let rollback = program.has_effect(&|f| matches!(f, crate::vcl::ir::Func::Rollback));
@@ -105,7 +108,7 @@ impl VclRuntime {
             rollback,
             deliver_object_only: false,
             default_grace: default_grace.as_secs_f64(),
-            idle_timeout: idle_timeout.as_secs_f64(),
+            sess_defaults: sess_defaults.map(|d| d.as_secs_f64()),
             xids,
             throttle,
             counters,
@@ -204,6 +207,9 @@ pub(super) struct Beresp {
     pub prefetch: Option<f64>,
     /// `beresp.storage` / `beresp.storage_hint`: the storage named (`Transient`: memory only).
     pub storage: Option<String>,
+    /// `beresp.transit_buffer` in bytes (0 until set, Varnish's default: no bound). A pass
+    /// is streamed at the client's pace whatever it says (`Slot::BerespTransitBuffer`).
+    pub transit_buffer: u64,
 }
 
 /// The response to the client as VCL sees it (`resp.*`) in vcl_deliver / vcl_synth.

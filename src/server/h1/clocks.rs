@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use crate::config::ServerConfig;
 use crate::server::open::ms;
 use crate::stats::Counters;
+use crate::vcl::run::SessTimeout;
 
 use super::{ConnState, PHASE_HEAD, PHASE_IDLE};
 
@@ -83,11 +84,21 @@ impl Clocks {
         now: u64,
         closing: bool,
     ) -> Tick {
-        if state.send_stalled(now, self.send) {
+        // The timeouts VCL set for this session (`sess.*`), else the configured ones.
+        let sess = &state.sess;
+        let send = sess.ms(SessTimeout::IdleSend, self.send);
+        let send_total = sess.ms(SessTimeout::Send, self.send_total);
+        // One VCL set shorter than the tick is looked at within it (0: no total limit; a
+        // stall allowed no time at all is noticed at the next tick).
+        let tick = [send, send_total]
+            .into_iter()
+            .filter(|&t| t > 0)
+            .fold(self.tick, u64::min);
+        if state.send_stalled(now, send) {
             counters.client_send_timeout.inc();
             return Tick::End;
         }
-        if state.send_too_long(now, self.send_total) {
+        if state.send_too_long(now, send_total) {
             counters.client_send_total_timeout.inc();
             return Tick::End;
         }
@@ -97,11 +108,15 @@ impl Clocks {
         }
         let since = state.since_ms.load(Ordering::Relaxed);
         let phase = state.phase.load(Ordering::Relaxed);
-        // VCL's `sess.timeout_idle` for this session; such a session is not released (a
-        // parked socket would forget it).
-        let (idle, release) = match state.idle_override() {
-            0 => (self.idle, self.release),
-            set => (set, u64::MAX),
+        // VCL's `sess.timeout_idle` and `sess.timeout_linger` for this session. A session
+        // VCL set any other timeout for is not released (a parked socket would forget them);
+        // `sess.timeout_linger` is the release itself, and a parked session starts over with
+        // the configured timeouts.
+        let idle = sess.ms(SessTimeout::Idle, self.idle);
+        let release = match sess.ms(SessTimeout::Linger, self.release) {
+            _ if sess.any_but_linger() => u64::MAX,
+            0 => u64::MAX,
+            r => r,
         };
         let (expired, next) = match phase {
             PHASE_IDLE if !closing => {
@@ -121,7 +136,7 @@ impl Clocks {
             PHASE_HEAD if !closing => (now >= since + self.head, since + self.head),
             _ => (false, u64::MAX),
         };
-        let at = next.min(now + self.tick).max(now + 1);
+        let at = next.min(now + tick).max(now + 1);
         match phase {
             PHASE_IDLE if expired => {
                 counters.client_idle_closed.inc();

@@ -11,6 +11,7 @@ use bytes::Bytes;
 
 use crate::clock::now_ms;
 use crate::http::strict::Violation;
+use crate::server::sess_clocks::SessClocks;
 
 const NONE: u64 = u64::MAX;
 
@@ -53,9 +54,8 @@ pub(in crate::server) struct ConnState {
     pub(super) upgrade_waker: Mutex<Option<Waker>>,
     /// The timer asks the gate to hand the socket back at the next idle read (`idle_release`).
     pub(super) release: AtomicBool,
-    /// The idle timeout VCL set for this session (`sess.timeout_idle`, ms; 0: the
-    /// configured one).
-    pub(super) idle_override_ms: AtomicU64,
+    /// The timeouts VCL set for this session (`sess.*`).
+    pub(super) sess: SessClocks,
     /// The session is shutting down (hyper's graceful shutdown): no more fast answers.
     pub(super) closing: AtomicBool,
     /// 1xx heads (103 Early Hints, ...) the request in flight got from its backend, with the
@@ -93,17 +93,6 @@ impl crate::proxy::body::OnDone for ConnState {
 }
 
 impl ConnState {
-    /// The idle timeout VCL set for this session (ms; 0: the configured one).
-    pub fn idle_override(&self) -> u64 {
-        self.idle_override_ms.load(Ordering::Relaxed)
-    }
-
-    /// VCL's `sess.timeout_idle` from now on (`None`: back to the configured one).
-    pub fn set_idle(&self, idle: Option<std::time::Duration>) {
-        let ms = idle.map_or(0, |d| (d.as_millis() as u64).max(1));
-        self.idle_override_ms.store(ms, Ordering::Relaxed);
-    }
-
     pub fn new() -> ConnState {
         ConnState {
             phase: AtomicU8::new(PHASE_HEAD),
@@ -124,7 +113,7 @@ impl ConnState {
             upgrade: AtomicU8::new(UPGRADE_PENDING),
             upgrade_waker: Mutex::new(None),
             release: AtomicBool::new(false),
-            idle_override_ms: AtomicU64::new(0),
+            sess: SessClocks::default(),
             closing: AtomicBool::new(false),
             interim: Mutex::new(InterimQueue::default()),
             interim_queued: AtomicBool::new(false),

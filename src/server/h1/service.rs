@@ -15,7 +15,7 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use tokio::sync::watch;
 
-use crate::proxy::{Handled, Proxy, ResponseBody, SessionIdle};
+use crate::proxy::{Handled, Proxy, ResponseBody, SessionTimeouts};
 use crate::reload::Live;
 use crate::server::open::OpenConn;
 use crate::server::{local, tunnel};
@@ -50,11 +50,9 @@ impl Service {
             req.extensions_mut()
                 .insert(crate::tls::server::Session(t.clone()));
         }
-        // The idle timeout VCL set for the session, for `sess.timeout_idle` to read.
-        let idle_override = self.state.idle_override();
-        if idle_override != 0 {
-            req.extensions_mut()
-                .insert(SessionIdle(Some(Duration::from_millis(idle_override))));
+        // The timeouts VCL set for the session, for `sess.*` to read.
+        if let Some(t) = self.state.sess.current() {
+            req.extensions_mut().insert(t);
         }
         let begin = self.state.begin_request();
         let old = Http10::of(&req);
@@ -163,8 +161,8 @@ fn respond(
         resp = proxy.refuse_body(v, resp);
     }
     old.frame(&mut resp);
-    if let Some(SessionIdle(idle)) = resp.extensions_mut().remove::<SessionIdle>() {
-        state.set_idle(idle);
+    if let Some(t) = resp.extensions_mut().remove::<SessionTimeouts>() {
+        state.sess.keep(&t);
     }
     let backend = (resp.status() == StatusCode::SWITCHING_PROTOCOLS)
         .then(|| resp.extensions_mut().remove::<hyper::upgrade::OnUpgrade>())

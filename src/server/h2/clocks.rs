@@ -11,6 +11,7 @@ use crate::clock::now_ms;
 use crate::config::ServerConfig;
 use crate::server::open::ms;
 use crate::stats::Counters;
+use crate::vcl::run::SessTimeout;
 
 /// The settings the timer checks (ms), and where the idle release stands.
 pub(super) struct Clocks {
@@ -79,20 +80,25 @@ impl Clocks {
             counters.client_header_timeout.inc();
             return Timer::End;
         }
+        // VCL's `sess.idle_send_timeout`, `sess.timeout_idle` and `sess.timeout_linger` for
+        // this connection, if set.
+        let sess = &shared.sess;
+        let send = sess.ms(SessTimeout::IdleSend, self.send);
         if shared.stalled.load(Ordering::Relaxed) > 0
-            && now >= shared.last_data.load(Ordering::Relaxed) + self.send
+            && now >= shared.last_data.load(Ordering::Relaxed) + send
         {
             counters.h2_slow_reader.inc();
             return Timer::End;
         }
         let active = shared.active.load(Ordering::Relaxed);
-        // VCL's `sess.timeout_idle` for this connection, if set.
-        let idle = match shared.idle_override.load(Ordering::Relaxed) {
-            0 => self.idle,
-            set => set,
-        };
-        let mut wait = self.tick.min(idle);
-        let release = self.release;
+        let idle = sess.ms(SessTimeout::Idle, self.idle);
+        // A timeout VCL set shorter than the tick is looked at within it (one of 0: at the
+        // next tick).
+        let mut wait = [idle, send]
+            .into_iter()
+            .filter(|&t| t > 0)
+            .fold(self.tick, u64::min);
+        let release = sess.ms(SessTimeout::Linger, self.release);
         if release > 0 {
             let since = shared.idle_since.load(Ordering::Relaxed);
             if active > 0 {

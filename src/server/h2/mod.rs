@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use super::open::ms;
 use crate::clock::now_ms;
 use crate::reload::Live;
+use crate::vcl::run::SessTimeout;
 
 mod check;
 mod clocks;
@@ -121,9 +122,12 @@ pub(crate) async fn serve<I>(
                     counters.h2_max_requests.inc();
                     close!();
                 }
-                // VCL changed `sess.timeout_idle`: look again within it.
-                let set = shared.idle_override.load(Ordering::Relaxed);
-                if set != 0 {
+                // VCL changed a `sess.*` timeout: look again within it.
+                let sess = &shared.sess;
+                if sess.any() {
+                    let set = sess
+                        .ms(SessTimeout::Idle, clocks.tick)
+                        .min(sess.ms(SessTimeout::IdleSend, clocks.tick));
                     timer.as_mut().reset(
                         tokio::time::Instant::now() + Duration::from_millis(clocks.tick.min(set).max(1)),
                     );

@@ -6,7 +6,6 @@ use std::convert::Infallible;
 use std::error::Error as StdError;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -92,12 +91,12 @@ pub(super) fn finish(
     if resp.status() == StatusCode::SWITCHING_PROTOCOLS || resp.status().is_informational() {
         resp = proxy.refuse(502, "backend-invalid-response");
     }
-    if let Some(crate::proxy::SessionIdle(idle)) =
-        resp.extensions_mut().remove::<crate::proxy::SessionIdle>()
+    if let Some(t) = resp
+        .extensions_mut()
+        .remove::<crate::proxy::SessionTimeouts>()
     {
-        let ms = idle.map_or(0, |d| (d.as_millis() as u64).max(1));
         // A change wakes the loop, whose timer may be set further out than the new timeout.
-        if stream.shared.idle_override.swap(ms, Ordering::Relaxed) != ms {
+        if stream.shared.sess.keep(&t) {
             stream.shared.wake.notify_one();
         }
     }

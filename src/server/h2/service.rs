@@ -7,7 +7,6 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use http::{Request, Response};
 use http_body::Body as _;
@@ -50,13 +49,9 @@ impl Service {
             req.extensions_mut()
                 .insert(crate::tls::server::Session(t.clone()));
         }
-        // The idle timeout VCL set for the connection, for `sess.timeout_idle` to read.
-        let idle_override = self.shared.idle_override.load(Ordering::Relaxed);
-        if idle_override != 0 {
-            req.extensions_mut()
-                .insert(crate::proxy::SessionIdle(Some(Duration::from_millis(
-                    idle_override,
-                ))));
+        // The timeouts VCL set for the connection, for `sess.*` to read.
+        if let Some(t) = self.shared.sess.current() {
+            req.extensions_mut().insert(t);
         }
         // A load and a branch per request once the handle is kept (the first request).
         if self.shared.interim.get().is_none()

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use tokio::sync::Notify;
 
 use crate::clock::now_ms;
+use crate::server::sess_clocks::SessClocks;
 
 /// What the session loop, the service and the watcher share about one connection.
 #[derive(Debug)]
@@ -30,9 +31,9 @@ pub(super) struct H2State {
     /// `max_requests` reached: the loop sends GOAWAY.
     pub(super) enough: AtomicBool,
     pub(super) wake: Notify,
-    /// The idle timeout VCL set for this connection (`sess.timeout_idle`, ms; 0: the
-    /// configured one).
-    pub(super) idle_override: AtomicU64,
+    /// The timeouts VCL set for this connection (`sess.timeout_idle`, `sess.timeout_linger`,
+    /// `sess.idle_send_timeout`; HTTP/2 connections have no total send limit).
+    pub(super) sess: SessClocks,
     /// h2's handle for sending 1xx responses on this connection's streams (`interim.rs`),
     /// kept from the first request that carries it.
     pub(super) interim: OnceLock<h2::server::Interim>,
@@ -50,7 +51,7 @@ impl H2State {
             block_since: AtomicU64::new(0),
             enough: AtomicBool::new(false),
             wake: Notify::new(),
-            idle_override: AtomicU64::new(0),
+            sess: SessClocks::default(),
             interim: OnceLock::new(),
         }
     }

@@ -16,7 +16,7 @@ pub mod value;
 use super::ir::Program;
 use super::types::Method;
 pub use cookie::CookieJar;
-pub use state::{Env, SoftPurge, State, Verdict};
+pub use state::{Env, SessTimeout, SoftPurge, State, Verdict};
 pub use value::{BackendSel, Value};
 
 /// Runs built-in subroutine `m` (the operator's code, then the built-in VCL) and returns what

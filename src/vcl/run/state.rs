@@ -125,6 +125,19 @@ pub struct SoftPurge {
 }
 
 /// A request's VCL state that lives across its steps.
+/// The per-session timeouts VCL sets, as indexes of [`State::sess`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessTimeout {
+    /// `sess.timeout_idle`.
+    Idle = 0,
+    /// `sess.timeout_linger`.
+    Linger = 1,
+    /// `sess.send_timeout`.
+    Send = 2,
+    /// `sess.idle_send_timeout`.
+    IdleSend = 3,
+}
+
 #[derive(Debug, Default)]
 pub struct State {
     /// `req.restarts`.
@@ -160,9 +173,10 @@ pub struct State {
     /// `req.hash` / `bereq.hash`: the SHA-256 of this lookup's hash inputs (each ended by a 0
     /// byte, as Varnish's), made at vcl_hash when the program reads it.
     pub digest: Option<[u8; 32]>,
-    /// `sess.timeout_idle` as this request set it: `Some(None)` unset (back to the
-    /// configured one), `Some(Some(seconds))` set; `None` untouched.
-    pub sess_idle: Option<Option<f64>>,
+    /// The session timeouts as this request set them, in [`SessTimeout`]'s order (idle,
+    /// linger, send, idle send): `Some(None)` unset (back to the configured one),
+    /// `Some(Some(seconds))` set; `None` untouched.
+    pub sess: [Option<Option<f64>>; 4],
     /// `std.cache_req_body()` kept the body: every backend request of this request (retries,
     /// restarts) sends a copy. Atomic only to be set through `&self` (the call may be in an
     /// expression); one request's task reads and writes it.

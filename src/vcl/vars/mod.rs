@@ -85,7 +85,6 @@ const STORAGE: &str = "Shellac keeps a request body in memory (std.cache_req_bod
                        storage VCL chooses";
 const FILTERS: &str =
     "Shellac has no request-body filters (beresp.filters and resp.filters are supported)";
-const SESS: &str = "per-session timeouts are Shellac settings (server.*_timeout), not VCL";
 const TRACE: &str = "Shellac has no VCL_trace log records; `shellac log` shows each \
                      subroutine's return";
 
@@ -107,9 +106,9 @@ pub const VARS: &[VarDef] = &[
     v("now", TIME, L | V4, ALL, 0, 0, Now),
     v("sess.xid", INT, D41, C | BACKEND, 0, 0, SessXid),
     v("sess.timeout_idle", DUR, V4, C, C, C, SessTimeoutIdle),
-    v("sess.timeout_linger", DUR, V4, C, C, C, Unsupported(SESS)),
-    v("sess.send_timeout", DUR, V4, C, C, C, Unsupported(SESS)),
-    v("sess.idle_send_timeout", DUR, V4, C, C, C, Unsupported(SESS)),
+    v("sess.timeout_linger", DUR, V4, C, C, C, SessTimeoutLinger),
+    v("sess.send_timeout", DUR, V4, C, C, C, SessSendTimeout),
+    v("sess.idle_send_timeout", DUR, V4, C, C, C, SessIdleSendTimeout),
     // The client request, 2.x.
     v("req.request", STR, L, LG, LG, 0, ReqMethod),
     v("req.url", STR, L, LG, LG, 0, ReqUrl),
@@ -266,7 +265,7 @@ pub const VARS: &[VarDef] = &[
     v("beresp.filters", STR, V4, BE_RESPONSE, BE_RESPONSE, 0, BerespFilters),
     v("beresp.storage", Type::Stevedore, V4, BR, BR, 0, BerespStorage),
     v("beresp.storage_hint", STR, V4, BR, BR, 0, BerespStorage),
-    v("beresp.transit_buffer", Type::Bytes, V4, BE_RESPONSE, BE_RESPONSE, 0, Unsupported("Shellac bounds what a streamed pass holds by itself (max_object_size)")),
+    v("beresp.transit_buffer", Type::Bytes, V4, BE_RESPONSE, BE_RESPONSE, 0, BerespTransitBuffer),
     v("beresp.backend.ip", IP, D40, BE_RESPONSE, 0, 0, Unsupported("use beresp.backend.name: Shellac resolves backends by name")),
     // The stored object, 4.x.
     v("obj.status", INT, V4, HIT, 0, 0, ObjStatus),

@@ -17,6 +17,14 @@ pub enum Slot {
     SessXid,
     /// `sess.timeout_idle`: the client connection's idle timeout.
     SessTimeoutIdle,
+    /// `sess.timeout_linger`: how long an idle session keeps its state (`server.idle_release`).
+    SessTimeoutLinger,
+    /// `sess.send_timeout`: the longest a response may take to send
+    /// (`server.send_total_timeout`).
+    SessSendTimeout,
+    /// `sess.idle_send_timeout`: the longest a write may make no progress
+    /// (`server.send_timeout`).
+    SessIdleSendTimeout,
     /// `param.timeout_idle`: `server.idle_timeout`.
     ParamTimeoutIdle,
     ReqMethod,
@@ -86,6 +94,10 @@ pub enum Slot {
     BerespBody,
     /// `beresp.do_stream`: false buffers the whole body before the response goes out.
     BerespDoStream,
+    /// `beresp.transit_buffer`: how far a pass's fetch may read ahead of its client. Shellac
+    /// always streams a pass at the client's pace (hyper's buffers, tens of KiB), which any
+    /// bound Varnish allows meets; the value set reads back.
+    BerespTransitBuffer,
     /// `beresp.do_gzip`: gzip an identity body as it is fetched (stored compressed).
     BerespDoGzip,
     /// `beresp.do_gunzip`: decode a gzip body as it is fetched (stored identity).

@@ -70,6 +70,10 @@ pub(super) const PARAMS: &[(&str, Rule)] = &[
         Rule::Setting("server", "idle_timeout", Kind::Seconds, "5"),
     ),
     (
+        "timeout_linger",
+        Rule::Setting("server", "idle_release", Kind::Seconds, "0.05"),
+    ),
+    (
         "idle_send_timeout",
         Rule::Setting("server", "send_timeout", Kind::Seconds, "60"),
     ),
@@ -172,7 +176,6 @@ pub(super) const PARAMS: &[(&str, Rule)] = &[
     ("acceptor_sleep_incr", Rule::NoMeaning),
     ("acceptor_sleep_decay", Rule::NoMeaning),
     ("thread_pool_watchdog", Rule::NoMeaning),
-    ("timeout_linger", Rule::NoMeaning),
     ("accept_filter", Rule::NoMeaning),
     ("fetch_chunksize", Rule::NoMeaning),
     ("fetch_maxchunksize", Rule::NoMeaning),

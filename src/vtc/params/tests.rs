@@ -95,6 +95,12 @@ fn tunnel_backend_and_restart_timeouts() {
     assert_eq!(s.set("timeout_linger", "0.5"), Ok(()));
     assert_eq!(
         s.values
+            .get(&("server", "idle_release"))
+            .map(String::as_str),
+        Some("\"500ms\"")
+    );
+    assert_eq!(
+        s.values
             .get(&("vcl", "connect_timeout"))
             .map(String::as_str),
         Some("\"1500ms\"")

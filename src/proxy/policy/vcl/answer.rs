@@ -6,6 +6,7 @@ use http::{Response, StatusCode};
 
 use super::super::Delivery;
 use super::client::{run_client, settle};
+use crate::proxy::SessionTimeouts;
 use crate::proxy::body::ResponseBody;
 use crate::proxy::deliver;
 use crate::proxy::txn::{Step, Txn};
@@ -13,16 +14,16 @@ use crate::proxy::vcl::{self as rt, Resp};
 use crate::vcl::run::Verdict;
 use crate::vcl::types::Method;
 
-/// vcl_deliver on a response about to be sent; a `sess.timeout_idle` VCL set goes with the
-/// response to the client session (`SessionIdle`).
+/// vcl_deliver on a response about to be sent; the `sess.*` timeouts VCL set go with the
+/// response to the client session (`SessionTimeouts`).
 pub(super) fn deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
     let mut delivery = run_deliver(txn, response);
     if let Delivery::Send(resp) = &mut delivery
-        && let Some(idle) = txn.vcl.as_ref().and_then(|v| v.state.sess_idle)
+        && let Some(v) = txn.vcl.as_ref()
+        && let Some(t) =
+            SessionTimeouts::after(txn.req.extensions.get::<SessionTimeouts>(), &v.state.sess)
     {
-        let idle = idle.map(crate::vcl::run::value::to_duration);
-        resp.extensions_mut()
-            .insert(crate::proxy::SessionIdle(idle));
+        resp.extensions_mut().insert(t);
     }
     delivery
 }

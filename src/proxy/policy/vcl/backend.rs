@@ -255,6 +255,7 @@ fn beresp(
         do_stream: !legacy,
         saintmode: None,
         prefetch: None,
+        transit_buffer: 0,
         storage: None,
         fetch: crate::proxy::vcl::filters::Fetch {
             gzip_support: txn.proxy.config.compression.enabled,
@@ -385,6 +386,7 @@ pub(super) fn backend_error(txn: &mut Txn, status: StatusCode, detail: &str) -> 
         do_stream: true,
         saintmode: None,
         prefetch: None,
+        transit_buffer: 0,
         storage: None,
         fetch: crate::proxy::vcl::filters::Fetch {
             gzip_support: txn.proxy.config.compression.enabled,

@@ -269,6 +269,11 @@ impl Hooks for Vcl {
                 hit_for_miss,
                 buffer,
             } => {
+                // `beresp.http.connection` saying `close`: that backend connection serves
+                // no other request (Varnish closes it rather than recycle it).
+                if headers::connection_close(&parts.headers) {
+                    parts.extensions.insert(crate::proxy::BackendClose);
+                }
                 headers::strip_hop_by_hop(&mut parts.headers);
                 ResponseOutcome::Store {
                     storage: Storage::Decided { plan, hit_for_miss },

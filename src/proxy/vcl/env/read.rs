@@ -225,6 +225,9 @@ impl Scope<'_> {
             Slot::BerespPrefetch => {
                 Value::Duration(self.beresp.as_ref().and_then(|b| b.prefetch).unwrap_or(0.0))
             }
+            Slot::BerespTransitBuffer => {
+                Value::Bytes(self.beresp.as_ref().map_or(0, |b| b.transit_buffer))
+            }
             _ => Value::None,
         }
     }
@@ -343,23 +346,15 @@ impl Scope<'_> {
             Slot::LocalEndpoint | Slot::LocalSocket => Value::str("a0"),
             Slot::Now => Value::Time(self.now),
             Slot::SessXid | Slot::ReqXid => Value::Int(self.state.xid as i64),
-            Slot::ParamTimeoutIdle => Value::Duration(self.rt.idle_timeout),
+            Slot::ParamTimeoutIdle => Value::Duration(self.rt.sess_defaults[0]),
             Slot::ReqDigest => match &self.state.digest {
                 Some(d) => Value::Blob(Cow::Borrowed(&d[..])),
                 None => Value::None,
             },
-            // As this request set it, else as an earlier response set it for the session,
-            // else the configured one.
-            Slot::SessTimeoutIdle => Value::Duration(match self.state.sess_idle {
-                Some(Some(secs)) => secs,
-                Some(None) => self.rt.idle_timeout,
-                None => self
-                    .req
-                    .as_ref()
-                    .and_then(|r| r.extensions.get::<crate::proxy::SessionIdle>())
-                    .and_then(|s| s.0)
-                    .map_or(self.rt.idle_timeout, |d| d.as_secs_f64()),
-            }),
+            Slot::SessTimeoutIdle
+            | Slot::SessTimeoutLinger
+            | Slot::SessSendTimeout
+            | Slot::SessIdleSendTimeout => Value::Duration(self.sess_timeout(var.slot)),
             Slot::BereqXid => {
                 Value::Int(self.bereq.as_ref().map_or(self.state.xid, |b| b.xid) as i64)
             }

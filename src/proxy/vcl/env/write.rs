@@ -55,8 +55,10 @@ impl Scope<'_> {
             }
             Slot::ReqGrace => self.state.req_grace = Some(value.number()),
             Slot::ReqTtl => self.state.req_ttl = Some(value.number()),
-            // At least a millisecond: the session's clocks count in milliseconds.
-            Slot::SessTimeoutIdle => self.state.sess_idle = Some(Some(value.number().max(0.001))),
+            Slot::SessTimeoutIdle
+            | Slot::SessTimeoutLinger
+            | Slot::SessSendTimeout
+            | Slot::SessIdleSendTimeout => self.set_sess(var.slot, Some(value.number())),
             Slot::ReqHashAlwaysMiss => self.state.hash_always_miss = value.truth(),
             Slot::ReqHashIgnoreBusy => self.state.hash_ignore_busy = value.truth(),
             Slot::ReqHashIgnoreVary => self.state.hash_ignore_vary = value.truth(),
@@ -190,6 +192,11 @@ impl Scope<'_> {
                         Value::None => None,
                         v => Some(text(&v, rt)),
                     };
+                }
+            }
+            Slot::BerespTransitBuffer => {
+                if let Some(b) = self.beresp.as_deref_mut() {
+                    b.transit_buffer = value.number().max(0.0) as u64;
                 }
             }
             Slot::BerespPrefetch => {
