@@ -154,29 +154,13 @@ impl Files {
         vary: bool,
     ) -> Response<Source> {
         let len = stat.len;
-        let etag = match coding {
-            Coding::Identity => format!("\"{:x}-{:x}-{:x}\"", stat.ino, stat.mtime_ns, len),
-            c => format!(
-                "\"{:x}-{:x}-{:x}-{}\"",
-                stat.ino,
-                stat.mtime_ns,
-                len,
-                c.as_str()
-            ),
-        };
-        // Compared as HTTP dates are written: in whole seconds.
-        let modified = stat
-            .modified
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| std::time::UNIX_EPOCH + Duration::from_secs(d.as_secs()))
-            .unwrap_or(std::time::UNIX_EPOCH);
-        let last_modified = httpdate::fmt_http_date(modified);
+        let (etag, modified) = validators(&stat, coding);
         let content_type = self.types.of(name);
         let mut headers = HeaderMap::new();
         if let Ok(v) = HeaderValue::from_str(&etag) {
             headers.insert(header::ETAG, v);
         }
-        if let Ok(v) = HeaderValue::from_str(&last_modified) {
+        if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(modified)) {
             headers.insert(header::LAST_MODIFIED, v);
         }
         if vary {
@@ -216,30 +200,7 @@ impl Files {
                 )
             }
             Answer::Partial(ranges) => {
-                let boundary = format!("shellac-{:016x}", stat.mtime_ns as u64 ^ stat.ino ^ len);
-                let ct = content_type.to_str().unwrap_or("application/octet-stream");
-                let mut parts = Vec::with_capacity(ranges.len() * 2 + 1);
-                let mut total = 0u64;
-                for (start, end) in ranges {
-                    let head = format!(
-                        "\r\n--{boundary}\r\nContent-Type: {ct}\r\nContent-Range: bytes {start}-{end}/{len}\r\n\r\n"
-                    );
-                    total += head.len() as u64 + (end - start + 1);
-                    parts.push(Part::Literal(Bytes::from(head)));
-                    parts.push(Part::File {
-                        start,
-                        end: end + 1,
-                    });
-                }
-                let tail = format!("\r\n--{boundary}--\r\n");
-                total += tail.len() as u64;
-                parts.push(Part::Literal(Bytes::from(tail)));
-                if let Ok(v) =
-                    HeaderValue::from_str(&format!("multipart/byteranges; boundary={boundary}"))
-                {
-                    headers.insert(header::CONTENT_TYPE, v);
-                }
-                headers.insert(header::CONTENT_LENGTH, HeaderValue::from(total));
+                let parts = byteranges(&stat, &ranges, &content_type, &mut headers);
                 (StatusCode::PARTIAL_CONTENT, parts)
             }
         };
@@ -262,6 +223,63 @@ impl Files {
         *resp.headers_mut() = headers;
         resp
     }
+}
+
+/// The file's validators: its ETag (inode, modification time, length, and the coding of a
+/// precompressed sibling) and its modification time in whole seconds (compared as HTTP dates
+/// are written).
+fn validators(stat: &Stat, coding: Coding) -> (String, std::time::SystemTime) {
+    let etag = match coding {
+        Coding::Identity => format!("\"{:x}-{:x}-{:x}\"", stat.ino, stat.mtime_ns, stat.len),
+        c => format!(
+            "\"{:x}-{:x}-{:x}-{}\"",
+            stat.ino,
+            stat.mtime_ns,
+            stat.len,
+            c.as_str()
+        ),
+    };
+    let modified = stat
+        .modified
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| std::time::UNIX_EPOCH + Duration::from_secs(d.as_secs()))
+        .unwrap_or(std::time::UNIX_EPOCH);
+    (etag, modified)
+}
+
+/// A `multipart/byteranges` answer of several `ranges` (inclusive ends): its parts (each
+/// range's part head, then the file's bytes; the closing boundary last), with its
+/// `Content-Type` and `Content-Length` put in `headers`.
+fn byteranges(
+    stat: &Stat,
+    ranges: &[(u64, u64)],
+    content_type: &HeaderValue,
+    headers: &mut HeaderMap,
+) -> Vec<Part> {
+    let len = stat.len;
+    let boundary = format!("shellac-{:016x}", stat.mtime_ns as u64 ^ stat.ino ^ len);
+    let ct = content_type.to_str().unwrap_or("application/octet-stream");
+    let mut parts = Vec::with_capacity(ranges.len() * 2 + 1);
+    let mut total = 0u64;
+    for &(start, end) in ranges {
+        let head = format!(
+            "\r\n--{boundary}\r\nContent-Type: {ct}\r\nContent-Range: bytes {start}-{end}/{len}\r\n\r\n"
+        );
+        total += head.len() as u64 + (end - start + 1);
+        parts.push(Part::Literal(Bytes::from(head)));
+        parts.push(Part::File {
+            start,
+            end: end + 1,
+        });
+    }
+    let tail = format!("\r\n--{boundary}--\r\n");
+    total += tail.len() as u64;
+    parts.push(Part::Literal(Bytes::from(tail)));
+    if let Ok(v) = HeaderValue::from_str(&format!("multipart/byteranges; boundary={boundary}")) {
+        headers.insert(header::CONTENT_TYPE, v);
+    }
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(total));
+    parts
 }
 
 fn empty() -> BoxStream {
