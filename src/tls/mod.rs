@@ -3,7 +3,8 @@
 //!
 //! - `stream.rs`: a TLS connection over any byte stream, that can be taken apart and put
 //!   together again (idle connections are parked as socket + TLS state).
-//! - `server.rs`: `[[tls]]` listeners as [`server::Frontend`]s, handshake failure reasons,
+//! - `server/`: `[[tls]]` listeners as [`server::Frontend`]s (mod.rs), their files loaded
+//!   (`load.rs`), what the admin API shows of them (`view.rs`), handshake failure reasons,
 //!   what a connection negotiated ([`server::ConnTls`]).
 //! - `store.rs`: a listener's certificates and SNI selection; the run-time install API an
 //!   ACME client uses ([`store::CertStore::install`]).
