@@ -179,7 +179,7 @@ pub(super) fn timescale(payload: &[u8], d: &Durations) -> Result<u32, Bad> {
 /// What a cut does to durations: `start` seconds go, and at most `keep` seconds stay (an
 /// `end`).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Span {
+pub(super) struct Trim {
     pub start: f64,
     pub keep: Option<f64>,
 }
@@ -190,7 +190,7 @@ pub(super) struct Span {
 pub(super) fn shorten_duration(
     payload: &mut [u8],
     d: &Durations,
-    span: Span,
+    span: Trim,
     movie: Option<u32>,
 ) -> Result<(), Bad> {
     let seconds = span.start;

@@ -222,7 +222,7 @@ pub fn cut_span(
         None => layout.mdat_end,
     };
     let seconds = key_time as f64 / f64::from(key_scale.max(1));
-    let span = boxes::Span {
+    let span = boxes::Trim {
         start: seconds,
         keep: end.map(|e| e - seconds),
     };
@@ -277,7 +277,7 @@ fn write_moov(
     traks: &[Trak<'_>],
     cuts: &[trak::TrackCut],
     mvhd: &[u8],
-    seconds: boxes::Span,
+    seconds: boxes::Trim,
     data_at: u64,
     from: u64,
 ) -> Result<Vec<u8>, Bad> {

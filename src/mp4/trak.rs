@@ -3,7 +3,7 @@
 //! a time falls, and written again without the samples before a cut.
 
 use super::bad::Bad;
-use super::boxes::{self, Boxes, MDHD, Span, TKHD, entries, u32_at, u64_at, write_box};
+use super::boxes::{self, Boxes, MDHD, TKHD, Trim, entries, u32_at, u64_at, write_box};
 
 /// A track of a `moov`, its tables read.
 pub(super) struct Trak<'a> {
@@ -316,7 +316,7 @@ impl<'a> Trak<'a> {
     pub fn write(
         &self,
         cut: &TrackCut,
-        seconds: Span,
+        seconds: Trim,
         movie: u32,
         data_at: u64,
         from: u64,
@@ -345,7 +345,7 @@ impl<'a> Trak<'a> {
         &self,
         mdia: &[u8],
         cut: &TrackCut,
-        seconds: Span,
+        seconds: Trim,
         data_at: u64,
         from: u64,
     ) -> Result<Vec<u8>, Bad> {
