@@ -43,7 +43,7 @@ impl CacheControl {
     /// Parses every `Cache-Control` field line of `headers`.
     pub fn from_headers(headers: &HeaderMap) -> CacheControl {
         // Most requests carry no Cache-Control: a pass over their few names, no hashing.
-        if !crate::http::headers::has_field(headers, &CACHE_CONTROL) {
+        if !crate::http::fields::has_field(headers, &CACHE_CONTROL) {
             return CacheControl::default();
         }
         // A HeaderName constant, not a &str: a &str name is parsed again on every lookup.

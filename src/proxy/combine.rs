@@ -36,7 +36,7 @@ use crate::cache::busy::{BusyHead, BusyObject};
 use crate::cache::partial::{self, Partial, Validator};
 use crate::cache::policy::{self, Overrides};
 use crate::cache::{CacheKey, Object, VarySelection};
-use crate::http::headers::has_field;
+use crate::http::fields::has_field;
 
 /// Request fields that make the pieces not apply (the usual path answers them).
 const CONDITIONAL: [header::HeaderName; 5] = [

@@ -11,7 +11,7 @@ use super::txn::{Step, Txn};
 use crate::cache::{CacheKey, Object};
 use crate::http::accept_encoding::Coding;
 use crate::http::cache_control::CacheControl;
-use crate::http::headers::has_field;
+use crate::http::fields::has_field;
 
 impl Txn {
     /// Reads the request's own `Cache-Control` (and `Pragma: no-cache`) when
@@ -148,7 +148,7 @@ impl Txn {
 /// it — before a VCL program's vcl_recv: the shape field VCL tests (`~ "gzip"`) and Varnish's
 /// gzip washing keep, so a program that reads it sees what it expects.
 pub(super) fn wash_accept_encoding(headers: &mut http::HeaderMap) {
-    if !crate::http::headers::has_field(headers, &header::ACCEPT_ENCODING) {
+    if !crate::http::fields::has_field(headers, &header::ACCEPT_ENCODING) {
         return;
     }
     let mut values = headers.get_all(header::ACCEPT_ENCODING).iter();
@@ -191,7 +191,7 @@ pub(super) fn normalize_for(vcl: bool, headers: &mut http::HeaderMap) {
 /// coding.
 pub(super) fn normalize_accept_encoding(headers: &mut http::HeaderMap) {
     // Fast paths: no field (nothing to do), or already normalised.
-    if !crate::http::headers::has_field(headers, &header::ACCEPT_ENCODING) {
+    if !crate::http::fields::has_field(headers, &header::ACCEPT_ENCODING) {
         return;
     }
     let mut values = headers.get_all(header::ACCEPT_ENCODING).iter();

@@ -14,7 +14,7 @@ use super::filter::{esi, flv, mp4};
 use super::partial::{self, RangeSpec};
 use super::txn::{RepresentationIo, Step, Txn};
 use crate::cache::Object;
-use crate::http::headers::has_field;
+use crate::http::fields::has_field;
 
 impl Txn {
     /// A stored object, with the request's conditionals and Range applied.

@@ -294,7 +294,7 @@ impl Txn {
     /// The request's authority: the absolute-form target's, else the single `Host` field's.
     /// Borrowed from the request, not copied (this runs on every request).
     pub(super) fn authority(req: &Parts) -> Result<&str, &'static str> {
-        let Ok(host) = crate::http::headers::single_field(&req.headers, &header::HOST) else {
+        let Ok(host) = crate::http::fields::single_field(&req.headers, &header::HOST) else {
             return Err("duplicate Host header");
         };
         if let Some(authority) = req.uri.authority() {

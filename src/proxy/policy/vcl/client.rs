@@ -86,7 +86,7 @@ pub(super) fn recv(txn: &mut Txn, rt: &Arc<VclRuntime>) -> Step {
         .get_or_insert_with(|| Box::new(VclTxn::new(rt.clone())));
     v.state.req_body_held = whole_body;
     if first {
-        if crate::http::headers::has_field(&txn.req.headers, &http::header::CONNECTION) {
+        if crate::http::fields::has_field(&txn.req.headers, &http::header::CONNECTION) {
             v.connection_named = crate::http::headers::connection_named(&txn.req.headers);
         }
         if rt.rollback {
