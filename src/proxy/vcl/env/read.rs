@@ -1,5 +1,5 @@
 //! What a subroutine reads, one namespace per function: the session, `req.*`, `bereq.*`,
-//! `beresp.*`, `obj.*`, `resp.*` (the step's [`Scope`] dispatches, `env.rs`).
+//! `beresp.*`, `obj.*`, `resp.*` (the step's [`Scope`] dispatches, `dispatch.rs`).
 
 use std::borrow::Cow;
 use std::net::SocketAddr;

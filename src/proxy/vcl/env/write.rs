@@ -1,5 +1,5 @@
 //! What a subroutine sets, one namespace per function: `req.*`, `bereq.*`, `beresp.*`, the
-//! delivery (the step's [`Scope`] dispatches and sets header fields itself, `env.rs`).
+//! delivery (the step's [`Scope`] dispatches and sets header fields itself, `dispatch.rs`).
 
 use http::{Method, Version};
 
