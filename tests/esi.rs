@@ -1123,3 +1123,134 @@ async fn a_range_is_cut_from_the_assembled_page() {
     assert_eq!((r.status, r.text()), (206, "/html>".into()));
     shellac.stop().await;
 }
+
+/// The origin of the stall tests: `/stalls` and `/stalls2` send their head and `part`, then
+/// nothing more (their gate is never opened); the pages include them among stored fragments.
+fn stalling(stuck: Arc<Notify>) -> impl Fn(&Seen) -> Reply + Send + Sync + 'static {
+    move |s| {
+        let page = |body: &str| Reply::ok(body).cc("max-age=60");
+        match s.path.as_str() {
+            "/stalls" | "/stalls2" => Reply::ok("").cc("max-age=60").body(ReplyBody::Gated {
+                first: b"part".to_vec(),
+                gate: stuck.clone(),
+                rest: b"never".to_vec(),
+            }),
+            "/stall-page" => page(
+                r#"<p><esi:include src="/stalls"/>|<esi:include src="/a"/>|<esi:include src="/b"/>|<esi:include src="/c"/></p>"#,
+            ),
+            "/stall-page2" => {
+                page(r#"<p><esi:include src="/a"/>|<esi:include src="/stalls2"/>|</p>"#)
+            }
+            "/c" => page("C"),
+            _ => site(s),
+        }
+    }
+}
+
+/// A fragment whose origin sends its head and part of its body, then stalls: the page keeps
+/// its order and its bound (with `esi.concurrency = 2` the stalled fragment and the stored
+/// one read in place behind it hold both places: `/c` is not asked for while it stalls);
+/// past the backend's `between_bytes_timeout` the fragment fails as a failure after the
+/// page's first byte does — its bytes so far stay, the rest is left out
+/// (`esi.late_failure = "drop"`) — and the page goes on and ends. The stalled fragment is not
+/// stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fragment_that_stalls_mid_body_is_dropped_at_the_between_bytes_timeout() {
+    let stuck = Arc::new(Notify::new());
+    let origin = Origin::start(stalling(stuck.clone())).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        esi_rule(c);
+        c.esi.concurrency = 2;
+        c.backends[0].between_bytes_timeout =
+            shellac::config::units::Dur(Duration::from_millis(1500));
+    })
+    .await;
+    // Stored: read in place by the page.
+    assert_eq!(get_text(&shellac, "/a").await, (200, "A".into()));
+    assert_eq!(get_text(&shellac, "/b").await, (200, "B".into()));
+    let addr = shellac.addr;
+    let page = tokio::spawn(async move { get(addr, "/stall-page").await });
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            origin.count_path("/stalls") == 1
+        })
+        .await,
+        "the stalling fragment is asked for"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        origin.count_path("/c"),
+        0,
+        "a third include in flight while the first stalls"
+    );
+    let r = tokio::time::timeout(Duration::from_secs(30), page)
+        .await
+        .expect("the page ends")
+        .expect("the client task");
+    assert_eq!((r.status, r.text()), (200, "<p>part|A|B|C</p>".into()));
+    assert_eq!(shellac.stat("esi_include_failed").await, 1);
+    assert_eq!(shellac.stat("esi_include_dropped").await, 1);
+    assert_eq!(origin.count_path("/c"), 1);
+    // Not stored: asked for again.
+    let page = tokio::spawn(async move { get(addr, "/stall-page").await });
+    let r = tokio::time::timeout(Duration::from_secs(30), page)
+        .await
+        .expect("the page ends")
+        .expect("the client task");
+    assert_eq!((r.status, r.text()), (200, "<p>part|A|B|C</p>".into()));
+    assert_eq!(origin.count_path("/stalls"), 2);
+    shellac.stop().await;
+}
+
+/// The same stall with `esi.late_failure = "abort"`, the fragment asked for by the page while
+/// another client's request is already fetching it (the page's sub-request follows that
+/// fetch): at the backend's `between_bytes_timeout` both responses are cut — the page after
+/// the bytes it had sent (its head went out with `<p>A|`), the other client's after `part` —
+/// and neither hangs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_followed_fragment_that_stalls_cuts_the_page_with_late_failure_abort() {
+    let stuck = Arc::new(Notify::new());
+    let origin = Origin::start(stalling(stuck.clone())).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.rules.push(RuleConfig {
+            name: "esi".into(),
+            path: Some("^/stall-page2$".into()),
+            esi: true,
+            ..Default::default()
+        });
+        c.esi.late_failure = shellac::config::esi::LateFailure::Abort;
+        c.backends[0].between_bytes_timeout =
+            shellac::config::units::Dur(Duration::from_millis(1500));
+    })
+    .await;
+    assert_eq!(get_text(&shellac, "/a").await, (200, "A".into()));
+    // Another client fetches the fragment first: head and `part`, then the stall.
+    let mut direct = Conn::open(shellac.addr).await;
+    let resp = direct.send_head("GET", "/stalls2", &[], b"").await;
+    assert_eq!(resp.status(), 200);
+    let mut direct = resp.into_body();
+    let first = tokio::time::timeout(Duration::from_secs(10), direct.frame())
+        .await
+        .expect("the fragment's first bytes")
+        .expect("a frame")
+        .expect("data");
+    assert_eq!(first.into_data().expect("data"), "part");
+    let mut conn = Conn::open(shellac.addr).await;
+    let resp = conn.send_head("GET", "/stall-page2", &[], b"").await;
+    assert_eq!(resp.status(), 200);
+    let body = tokio::time::timeout(Duration::from_secs(30), resp.into_body().collect())
+        .await
+        .expect("the page ends");
+    assert!(body.is_err(), "the page is cut");
+    let rest = tokio::time::timeout(Duration::from_secs(30), direct.collect())
+        .await
+        .expect("the fragment's response ends");
+    assert!(rest.is_err(), "the fragment's own response is cut");
+    assert_eq!(
+        origin.count_path("/stalls2"),
+        1,
+        "the page followed the fetch"
+    );
+    assert_eq!(shellac.stat("esi_include_failed").await, 1);
+    shellac.stop().await;
+}
