@@ -3,6 +3,8 @@
 //! index files, precompressed siblings, and the refusals that keep requests inside the root.
 
 mod common;
+#[path = "static_files/precompressed.rs"]
+mod precompressed;
 
 use std::path::Path;
 use std::process::Command;

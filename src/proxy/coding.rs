@@ -16,7 +16,9 @@ use std::sync::Arc;
 use super::filter::gzip::{self, Gunzip, Gzip, TestGunzip};
 use super::represent::Found;
 use super::txn::Txn;
+use crate::backend::Backend;
 use crate::cache::{CacheKey, Object};
+use crate::config::BackendProtocol;
 use crate::http::accept_encoding::{Accepts, Coding};
 
 /// Reads the client's `Accept-Encoding` (before any normalisation).
@@ -32,13 +34,19 @@ pub(super) fn on_request(txn: &mut Txn) {
 
 /// The `Accept-Encoding` a backend request sends: for a cache fill gzip, whatever the
 /// client said (every client is served from what is stored, decoded for those without
-/// gzip); for a pass the codings the client takes, whatever its spelling (the key's
+/// gzip); for a pass, and a fill from an origin that picks precompressed siblings
+/// ([`picks_siblings`]), the codings the client takes, whatever its spelling (the key's
 /// normalisation kept only its class).
-pub(super) fn backend_request(txn: &Txn, headers: &mut HeaderMap, for_cache: bool) {
+pub(super) fn backend_request(
+    txn: &Txn,
+    backend: &Backend,
+    headers: &mut HeaderMap,
+    for_cache: bool,
+) {
     if !txn.proxy.config.compression.enabled {
         return;
     }
-    let value = if for_cache {
+    let value = if for_cache && !picks_siblings(backend) {
         Some("gzip")
     } else {
         txn.filters.coding.accepts.field()
@@ -51,6 +59,23 @@ pub(super) fn backend_request(txn: &Txn, headers: &mut HeaderMap, for_cache: boo
             headers.remove(header::ACCEPT_ENCODING);
         }
     }
+}
+
+/// Whether `backend` picks a representation by `Accept-Encoding` itself among bytes it
+/// holds: a files origin with `precompressed` (`NAME.br`, `.zst`, `.gz`). Its fills ask with
+/// the client's codings, and what it picked is stored as a variant per class of client (the
+/// normalised `Accept-Encoding`) with the sibling's own `ETag`, rather than one gzip object
+/// decoded or re-encoded for every client.
+fn picks_siblings(backend: &Backend) -> bool {
+    backend.config.protocol == BackendProtocol::Files && backend.config.precompressed
+}
+
+/// A response [`picks_siblings`]'s origin chose by `Accept-Encoding` (it says so with
+/// `Vary: Accept-Encoding` only for a file with a sibling).
+fn sibling_chosen(txn: &Txn, fields: &HeaderMap) -> bool {
+    txn.backend.as_deref().is_some_and(picks_siblings)
+        && crate::cache::policy::vary_names(fields)
+            .is_some_and(|names| names.contains(&header::ACCEPT_ENCODING))
 }
 
 /// The fetch chain's gzip filters for a fetched response (`for_cache`: a fill, not a pass;
@@ -91,15 +116,19 @@ pub(super) fn on_response(
     if esi {
         return;
     }
+    // A file the origin chose among its siblings is stored as chosen, per class of client:
+    // gzipped only for a client that takes gzip (one without would have it decoded again).
+    let sibling = sibling_chosen(txn, fields);
     let wanted = match negotiated.gzip {
-        Some(wanted) => wanted,
+        Some(wanted) => wanted && (!sibling || negotiated.accepts.accepts(Coding::Gzip)),
         // Under VCL only `beresp.do_gzip` compresses, as in Varnish.
         None => {
             config.enabled
                 && txn.policy == super::txn::Policy::Rules
                 && for_cache
                 && compressible(config, status, fields)
-                && (negotiated.accepts.accepts(Coding::Gzip) || !(refused || never_stored(fields)))
+                && (negotiated.accepts.accepts(Coding::Gzip)
+                    || !(sibling || refused || never_stored(fields)))
         }
     };
     // What a fill stores encoded, it stores with its identity's length (and strong ETag):
@@ -334,11 +363,13 @@ pub(super) fn recodable(
 pub(super) use crate::cache::representation::stored_gzip;
 
 /// Whether a response to be stored must keep `Accept-Encoding` in its `Vary` selection:
-/// only when its coding is one Shellac cannot turn into what another client takes (neither
-/// identity nor gzip, or compression is off). Otherwise one object answers every client.
+/// when its coding is one Shellac cannot turn into what another client takes (neither
+/// identity nor gzip, or compression is off), or an origin chose it among precompressed
+/// siblings ([`sibling_chosen`]). Otherwise one object answers every client.
 pub(super) fn varies_on_coding(txn: &Txn, fields: &HeaderMap) -> bool {
     !txn.proxy.config.compression.enabled
         || !matches!(gzip::coding(fields), Some(Coding::Identity | Coding::Gzip))
+        || sibling_chosen(txn, fields)
 }
 
 #[cfg(test)]

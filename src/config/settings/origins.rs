@@ -248,7 +248,7 @@ pub(super) const BACKEND: &[Setting] = &[
         default: Default::Value(r##"false"##),
         example: r##""##,
         restart: false,
-        doc: r##"`protocol = "files"`: answer with `NAME.br`, `NAME.zst` or `NAME.gz` next to a file when the request's `Accept-Encoding` takes that coding (br, then zstd, then gzip), with `Content-Encoding`; a file with such a sibling is answered with `Vary: Accept-Encoding`."##,
+        doc: r##"`protocol = "files"`: answer with `NAME.br`, `NAME.zst` or `NAME.gz` next to a file when the request's `Accept-Encoding` takes that coding (br, then zstd, then gzip), with `Content-Encoding`; a file with such a sibling is answered with `Vary: Accept-Encoding`, and its cached copies are kept per class of client (each the sibling's own bytes and `ETag`)."##,
     },
     Setting {
         section: "backend",

@@ -34,7 +34,7 @@ pub(super) fn build_request(
         Some(b) => b.headers.clone(),
         None => {
             let mut h = txn.req.headers.clone();
-            super::super::coding::backend_request(txn, &mut h, for_cache);
+            super::super::coding::backend_request(txn, backend, &mut h, for_cache);
             h
         }
     };
