@@ -10,7 +10,7 @@ mod top;
 
 pub use inspect::{inspect, render_inspect};
 pub use log::{log, render_log_line};
-pub use stat::{render_site_stat, render_stat, stat};
+pub use stat::{render_site_stat, render_sites_table, render_stat, stat};
 pub use text::encode;
 pub use top::{render_top, top};
 

@@ -1061,3 +1061,96 @@ server_name = "other.test"
     shellac.stop().await;
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The value of the `/metrics` line that starts with `series` (and a space).
+fn metric(metrics: &str, series: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in {metrics}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_site_filling_its_cache_share_evicts_its_own_objects_not_another_sites() {
+    // 8 KiB bodies: each object is charged ~9 KB, so a 64 KiB share holds about seven.
+    let body: &'static str = Box::leak("x".repeat(8192).into_boxed_str());
+    let origin = Origin::start(move |_| Reply::ok(body).cc("max-age=600")).await;
+    let text = format!(
+        "{SERVER}{}[[site]]\nname = \"quiet\"\nserver_name = \"quiet.test\"\n\
+         [[site]]\nname = \"greedy\"\nserver_name = \"greedy.test\"\ncache_share = \"64KiB\"\n",
+        backend("o", &origin)
+    );
+    let dir = temp_dir("sites-share");
+    let file = dir.join("shellac.toml");
+    write(&file, &text);
+    let shellac = Shellac::start_reloadable(&file).await;
+    let addr = shellac.addr;
+    for i in 0..5 {
+        assert_eq!(
+            get_host(addr, "quiet.test", &format!("/q{i}")).await.status,
+            200
+        );
+    }
+    // The greedy site stores 40 objects, about five times its share.
+    for i in 0..40 {
+        assert_eq!(
+            get_host(addr, "greedy.test", &format!("/g{i}"))
+                .await
+                .status,
+            200
+        );
+    }
+    let metrics = get(shellac.admin, "/metrics").await.text();
+    let greedy = metric(&metrics, "shellac_site_cache_bytes{site=\"greedy\"}");
+    assert!(greedy > 0 && greedy <= 64 << 10, "{metrics}");
+    assert_eq!(
+        metric(&metrics, "shellac_site_cache_share_bytes{site=\"greedy\"}"),
+        64 << 10
+    );
+    assert!(
+        metric(
+            &metrics,
+            "shellac_site_cache_share_evictions_total{site=\"greedy\"}"
+        ) >= 30,
+        "{metrics}"
+    );
+    assert_eq!(
+        metric(
+            &metrics,
+            "shellac_site_cache_share_evictions_total{site=\"quiet\"}"
+        ),
+        0
+    );
+    assert!(metric(&metrics, "shellac_site_cache_bytes{site=\"quiet\"}") >= 5 * 8192);
+    // The quiet site's objects are all still there: hits, the origin asked once each.
+    for i in 0..5 {
+        let path = format!("/q{i}");
+        let r = get_host(addr, "quiet.test", &path).await;
+        assert!(
+            r.cache_status().contains("hit"),
+            "{path}: {}",
+            r.cache_status()
+        );
+        assert_eq!(origin.count_path(&path), 1, "{path}");
+    }
+    // The greedy site's first objects were its own to evict: fetched again.
+    let r = get_host(addr, "greedy.test", "/g0").await;
+    assert!(!r.cache_status().contains("hit"), "{}", r.cache_status());
+    assert_eq!(origin.count_path("/g0"), 2);
+    // GET /sites says the same.
+    let sites: serde_json::Value =
+        serde_json::from_slice(&get(shellac.admin, "/sites").await.body).unwrap();
+    let greedy = sites
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["name"] == "greedy"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(greedy["cache_share"], 64 << 10, "{sites}");
+    assert!(
+        greedy["cache_share_evictions"].as_u64() >= Some(30),
+        "{sites}"
+    );
+    shellac.stop().await;
+    std::fs::remove_dir_all(&dir).ok();
+}

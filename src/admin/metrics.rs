@@ -50,6 +50,7 @@ struct Snapshot {
 struct SiteRow {
     name: String,
     counters: SiteSnapshot,
+    cache: super::stats::SiteCache,
     ttfb_buckets: Vec<(f64, u64)>,
     ttfb_sum_seconds: f64,
 }
@@ -242,6 +243,7 @@ pub fn encode(proxy: &Proxy, certs: &[crate::tls::server::CertView]) -> String {
             .all()
             .into_iter()
             .map(|(name, c)| SiteRow {
+                cache: super::stats::site_cache(proxy, &name),
                 name: name.to_string(),
                 counters: c.snapshot(),
                 ttfb_buckets: seconds_buckets(&c.ttfb.buckets()),
@@ -353,8 +355,9 @@ impl Collector for Snapshot {
     }
 }
 
-/// The per-site families: `shellac_site_NAME_total{site}` (req, hit, miss, pass, rewrite)
-/// and the `shellac_site_ttfb_seconds{site}` histogram.
+/// The per-site families: `shellac_site_NAME_total{site}` (req, hit, miss, pass, rewrite),
+/// the memory tier's per site (`encode_site_cache`) and the `shellac_site_ttfb_seconds{site}`
+/// histogram.
 fn encode_sites(rows: &[SiteRow], encoder: &mut DescriptorEncoder) -> std::fmt::Result {
     let Some(first) = rows.first() else {
         return Ok(());
@@ -372,6 +375,7 @@ fn encode_sites(rows: &[SiteRow], encoder: &mut DescriptorEncoder) -> std::fmt::
                 .encode_counter::<NoLabelSet, _, u64>(&n, None)?;
         }
     }
+    encode_site_cache(rows, encoder)?;
     let mut family = encoder.encode_descriptor(
         "shellac_site_ttfb_seconds",
         "Time from a request's arrival to its response head, per [[site]]",
@@ -383,6 +387,47 @@ fn encode_sites(rows: &[SiteRow], encoder: &mut DescriptorEncoder) -> std::fmt::
         family
             .encode_family(&[("site", row.name.as_str())])?
             .encode_histogram::<NoLabelSet>(row.ttfb_sum_seconds, count, &row.ttfb_buckets, None)?;
+    }
+    Ok(())
+}
+
+/// `shellac_site_cache_bytes{site}`, `shellac_site_cache_share_bytes{site}` (the sites with a
+/// share) and `shellac_site_cache_share_evictions_total{site}`.
+fn encode_site_cache(rows: &[SiteRow], encoder: &mut DescriptorEncoder) -> std::fmt::Result {
+    let mut family = encoder.encode_descriptor(
+        "shellac_site_cache_bytes",
+        "Bytes the site's objects take in the memory tier, per [[site]]",
+        None,
+        MetricType::Gauge,
+    )?;
+    for row in rows {
+        family
+            .encode_family(&[("site", row.name.as_str())])?
+            .encode_gauge(&row.cache.bytes)?;
+    }
+    let mut family = encoder.encode_descriptor(
+        "shellac_site_cache_share_bytes",
+        "The site's cache_share of the memory tier, per [[site]] that has one",
+        None,
+        MetricType::Gauge,
+    )?;
+    for row in rows {
+        if let Some(share) = &row.cache.share {
+            family
+                .encode_family(&[("site", row.name.as_str())])?
+                .encode_gauge(share)?;
+        }
+    }
+    let mut family = encoder.encode_descriptor(
+        "shellac_site_cache_share_evictions",
+        "Objects evicted to hold the site to its cache_share, per [[site]]",
+        None,
+        MetricType::Counter,
+    )?;
+    for row in rows {
+        family
+            .encode_family(&[("site", row.name.as_str())])?
+            .encode_counter::<NoLabelSet, _, u64>(&row.cache.evictions, None)?;
     }
     Ok(())
 }

@@ -247,7 +247,7 @@ GET /metrics             Prometheus / OpenMetrics text format
 GET /backends            health, probes, connections and counters per backend (JSON)
 POST /backends/NAME/health  body: sick, healthy or auto (NAME may hold *): the operator's word
 GET /tls                 TLS listeners and each certificate's names, key and expiry (JSON)
-GET /sites               every [[site]]'s requests, hits, misses, passes, rewrites, hit ratio (JSON)
+GET /sites               every [[site]]'s requests, hits, misses, passes, rewrites, hit ratio, cache bytes and share (JSON)
 GET /log/stream          live transactions, JSON lines (?url=REGEX&status=5xx&miss=1&backend=NAME&site=NAME)
 GET /top                 rankings (?by=url|host|backend|ua|site&sort=requests|misses|bytes&window=60&n=20&site=NAME)
 POST /ban                body: a ban expression, e.g. req.url ~ ^/news/

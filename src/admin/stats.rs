@@ -105,8 +105,9 @@ pub fn live(proxy: &Proxy) -> Value {
 
 /// `GET /sites` (and `sites` in `/stats/live` and `/api/dashboard`): every `[[site]]` seen
 /// since start, in file order, with its counters (`req`, `hit`, `miss`, `pass`, `rewrite`, as
-/// `/metrics` labels them `site="NAME"`) and its hit ratio since start (null before a
-/// request). An empty list without sites.
+/// `/metrics` labels them `site="NAME"`), its hit ratio since start (null before a request),
+/// and its use of the memory tier (`cache_bytes`, `cache_share` in bytes or null,
+/// `cache_share_evictions`). An empty list without sites.
 pub fn sites(proxy: &Proxy) -> Value {
     let rows = proxy
         .shared
@@ -119,6 +120,10 @@ pub fn sites(proxy: &Proxy) -> Value {
             for (key, _, value) in c.snapshot() {
                 row.insert(key.into(), json!(value));
             }
+            let cache = site_cache(proxy, &name);
+            row.insert("cache_bytes".into(), json!(cache.bytes));
+            row.insert("cache_share".into(), json!(cache.share));
+            row.insert("cache_share_evictions".into(), json!(cache.evictions));
             let (hit, req) = (c.hit.get(), c.req.get());
             row.insert(
                 "hit_ratio".into(),
@@ -132,4 +137,32 @@ pub fn sites(proxy: &Proxy) -> Value {
 
 fn round(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
+}
+
+/// A site's use of the memory tier (`[[site]] cache_share`).
+#[derive(Debug)]
+pub(super) struct SiteCache {
+    /// Bytes its objects are charged.
+    pub bytes: u64,
+    /// Its share, if it has one (in the configuration running now).
+    pub share: Option<u64>,
+    /// Its objects evicted to hold it to its share, since start.
+    pub evictions: u64,
+}
+
+/// [`SiteCache`] of the site named `name`.
+pub(super) fn site_cache(proxy: &Proxy, name: &str) -> SiteCache {
+    let account = proxy.shared.site_stats.account(name);
+    match proxy.cache.storage.site_shares() {
+        Some(shares) if account != 0 => SiteCache {
+            bytes: shares.bytes(account),
+            share: shares.limit(account),
+            evictions: shares.evictions(account),
+        },
+        _ => SiteCache {
+            bytes: 0,
+            share: None,
+            evictions: 0,
+        },
+    }
 }

@@ -7,7 +7,12 @@
 /// and hashing include `host_len`, so (`a`, `b/c`) and (`ab`, `/c`) stay two keys. One
 /// allocation instead of two saves a malloc per lookup and ~30 bytes per cached object
 /// (bench/RESULTS.md, "memory per object").
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+///
+/// It also carries the site its request was for ([`CacheKey::site`], a `[[site]]
+/// cache_share` account, `cache/shares.rs`): not part of its identity (equality and hashing
+/// leave it out), it tells the memory tier whose share an object stored under it counts in.
+/// It fits the padding after `host_len`.
+#[derive(Clone, Debug)]
 pub struct CacheKey {
     /// The lower-cased authority (default port elided), then the path and query as received.
     text: Box<str>,
@@ -15,6 +20,24 @@ pub struct CacheKey {
     host_len: u32,
     /// Secondary key: hash of the request values of the URL's `Vary` fields (0 = no Vary).
     pub variant: u64,
+    /// The site account its objects count in (`0`: none).
+    site: u16,
+}
+
+impl PartialEq for CacheKey {
+    fn eq(&self, other: &CacheKey) -> bool {
+        self.host_len == other.host_len && self.variant == other.variant && self.text == other.text
+    }
+}
+
+impl Eq for CacheKey {}
+
+impl std::hash::Hash for CacheKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.text.hash(state);
+        self.host_len.hash(state);
+        self.variant.hash(state);
+    }
 }
 
 impl CacheKey {
@@ -49,6 +72,7 @@ impl CacheKey {
             text: text.into_boxed_str(),
             host_len,
             variant,
+            site: 0,
         }
     }
 
@@ -85,6 +109,17 @@ impl CacheKey {
         self.host_len as usize
     }
 
+    /// The site account objects stored under this key count in (`0`: none).
+    pub fn site(&self) -> u16 {
+        self.site
+    }
+
+    /// Says which site account objects stored under this key count in (set once the
+    /// request's site is known, before its lookup; keys derived from it keep it).
+    pub fn set_site(&mut self, site: u16) {
+        self.site = site;
+    }
+
     /// A key from its text and split as [`CacheKey::text`] and [`CacheKey::host_len`] give
     /// them (the memory tier keeps keys that way).
     pub fn from_text_parts(text: &str, host_len: usize, variant: u64) -> CacheKey {
@@ -95,5 +130,24 @@ impl CacheKey {
 impl std::fmt::Display for CacheKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_site_is_no_part_of_a_keys_identity() {
+        use std::hash::BuildHasher;
+        let a = CacheKey::new("h", "/a");
+        let mut b = a.clone();
+        b.set_site(7);
+        assert_eq!(a, b);
+        let hasher = std::collections::hash_map::RandomState::new();
+        assert_eq!(hasher.hash_one(&a), hasher.hash_one(&b));
+        assert_eq!(b.with_variant(3).site(), 7);
+        // In the padding: a key is no larger for it.
+        assert_eq!(std::mem::size_of::<CacheKey>(), 32);
     }
 }

@@ -30,8 +30,13 @@
 //! [`Object::weight`] once it has an object (from the start for the full form; for the compact
 //! form when the first lookup builds it, which evicts if that takes the shard over its share);
 //! each shard's table is charged its allocation. Evictions are counted in `n_lru_nuked`.
+//!
+//! Site shares (`[[site]] cache_share`, [`super::shares`]): each entry's head carries its
+//! key's site account, charged and uncharged with the shard; a site over its share evicts its
+//! own entries first ([`share`]). A hit costs nothing more.
 
 mod entry;
+mod share;
 #[cfg(test)]
 mod tests;
 
@@ -43,8 +48,9 @@ use hashbrown::hash_table::Entry as Slot;
 use parking_lot::RwLock;
 
 pub use entry::COMPACT_BODY;
-use entry::{Entry, Head, build, charge, entry_for, is_key, key_of, key_text};
+use entry::{Entry, Head, MAX_HOST, build, charge, entry_for, is_key, key_of, key_text};
 
+use super::shares::SiteShares;
 use super::slab::Block;
 use super::{CacheKey, InspectFuture, Object, Storage, StorageStats};
 use crate::stats::Counters;
@@ -71,7 +77,13 @@ impl Shard {
     /// Evicts until the shard is within `capacity`, never `keep` (the entry just inserted).
     /// Each step looks at one bucket: an entry used since the hand last passed has its count
     /// lowered, one at 0 is evicted. Bounded: four sweeps bring every count to 0.
-    fn make_room(&mut self, capacity: u64, keep: &Entry, evicted: &mut Vec<Entry>) {
+    fn make_room(
+        &mut self,
+        capacity: u64,
+        keep: &Entry,
+        shares: &SiteShares,
+        evicted: &mut Vec<Entry>,
+    ) {
         let buckets = self.table.num_buckets();
         let mut steps = 0;
         // The table is charged too (it does not shrink as entries leave).
@@ -94,11 +106,18 @@ impl Shard {
             }
             if let Ok(slot) = self.table.get_bucket_entry(i) {
                 let (entry, _) = slot.remove();
-                let weight = self.weight.get_mut();
-                *weight = weight.saturating_sub(charge(&entry));
+                self.uncharge(&entry, shares);
                 evicted.push(entry);
             }
         }
+    }
+
+    /// Takes an entry just removed off the shard's and its site's charges.
+    fn uncharge(&mut self, entry: &Entry, shares: &SiteShares) {
+        let charged = charge(entry);
+        let weight = self.weight.get_mut();
+        *weight = weight.saturating_sub(charged);
+        shares.sub(entry.head().site, charged);
     }
 }
 
@@ -112,6 +131,8 @@ pub struct MemoryStorage {
     max_object: u64,
     counters: Arc<Counters>,
     sink: Option<Arc<dyn EvictSink>>,
+    /// Bytes charged per site, and the sites' shares.
+    shares: SiteShares,
 }
 
 impl MemoryStorage {
@@ -155,6 +176,7 @@ impl MemoryStorage {
             max_object: capacity / shards as u64,
             counters,
             sink,
+            shares: SiteShares::default(),
         }
     }
 
@@ -177,9 +199,13 @@ impl MemoryStorage {
         self.hash(key_text(entry), h.host_len as usize, h.variant)
     }
 
-    fn shard(&self, hash: u64) -> &RwLock<Shard> {
+    fn shard_index(&self, hash: u64) -> usize {
         // The table uses the low bits (bucket) and the top 7 (tag); the shard takes others.
-        &self.shards[(hash >> 40) as usize & (self.shards.len() - 1)]
+        (hash >> 40) as usize & (self.shards.len() - 1)
+    }
+
+    fn shard(&self, hash: u64) -> &RwLock<Shard> {
+        &self.shards[self.shard_index(hash)]
     }
 
     fn find(&self, key: &CacheKey) -> Option<Entry> {
@@ -233,15 +259,21 @@ impl Storage for MemoryStorage {
         "memory"
     }
 
+    fn site_shares(&self) -> Option<&SiteShares> {
+        Some(&self.shares)
+    }
+
     /// Also marks the object hit (the disk tier's admission signal, and `hit_in_memory` for
     /// inspection) and raises the entry's CLOCK count.
     fn lookup(&self, key: &CacheKey) -> Option<Arc<Object>> {
         let hash = self.hash_key(key);
         let lock = self.shard(hash);
+        let site;
         let (object, over) = {
             let shard = lock.read();
             let entry = shard.table.find(hash, |e| is_key(e, key))?;
             let h = entry.head();
+            site = h.site;
             let uses = h.uses.load(Ordering::Relaxed);
             if uses < 3 {
                 h.uses.store(uses + 1, Ordering::Relaxed);
@@ -257,8 +289,10 @@ impl Storage for MemoryStorage {
                         Ok(()) => {
                             let weight = object.weight();
                             let now = shard.weight.fetch_add(weight, Ordering::Relaxed) + weight;
+                            self.shares.add(site, weight);
                             let table = shard.table.allocation_size() as u64;
-                            (object, now + table > self.shard_capacity)
+                            let over = now + table > self.shard_capacity || self.shares.over(site);
+                            (object, over)
                         }
                         Err(_) => (h.full.get().map_or(object, Arc::clone), false),
                     }
@@ -266,14 +300,17 @@ impl Storage for MemoryStorage {
             }
         };
         if over {
-            // The object just built took the shard over its budget: make room as an insert
-            // would (the entry looked up stays, its count just raised).
+            // The object just built took the shard over its budget, or its site over its
+            // share: make room as an insert would (the entry looked up stays, its count just
+            // raised).
             let mut evicted = Vec::new();
             let mut shard = lock.write();
             if let Some(entry) = shard.table.find(hash, |e| is_key(e, key)).cloned() {
-                shard.make_room(self.shard_capacity, &entry, &mut evicted);
+                shard.evict_for_share(site, &self.shares, Some(&entry), &mut evicted);
+                shard.make_room(self.shard_capacity, &entry, &self.shares, &mut evicted);
             }
             drop(shard);
+            self.hold_to_share(site, self.shard_index(hash), &mut evicted);
             self.hand_on(evicted);
         }
         object.state.mark_hit();
@@ -286,9 +323,14 @@ impl Storage for MemoryStorage {
     }
 
     fn insert(&self, key: CacheKey, object: Arc<Object>) {
+        if key.host_len() > MAX_HOST {
+            return;
+        }
+        let site = key.site();
         let entry = entry_for(&key, object);
         let weight = charge(&entry);
-        if weight > self.max_object {
+        // Larger than the tier's shard, or than its site's whole share: not kept here.
+        if weight > self.max_object || self.shares.limit(site).is_some_and(|l| weight > l) {
             return;
         }
         let hash = self.hash_key(&key);
@@ -309,14 +351,17 @@ impl Storage for MemoryStorage {
                         None
                     }
                 };
-            let charged = shard.weight.get_mut();
             if let Some(old) = &replaced {
-                *charged = charged.saturating_sub(charge(old));
+                shard.uncharge(old, &self.shares);
             }
-            *charged += weight;
-            shard.make_room(self.shard_capacity, &entry, &mut evicted);
+            *shard.weight.get_mut() += weight;
+            self.shares.add(site, weight);
+            // The site's own entries first, then anyone's for the shard's budget.
+            shard.evict_for_share(site, &self.shares, Some(&entry), &mut evicted);
+            shard.make_room(self.shard_capacity, &entry, &self.shares, &mut evicted);
             replaced
         };
+        self.hold_to_share(site, self.shard_index(hash), &mut evicted);
         // Dropped and handed on outside the lock.
         drop(replaced);
         self.hand_on(evicted);
@@ -330,8 +375,7 @@ impl Storage for MemoryStorage {
             match shard.table.find_entry(hash, |e| is_key(e, key)) {
                 Ok(slot) => {
                     let (entry, _) = slot.remove();
-                    let charged = shard.weight.get_mut();
-                    *charged = charged.saturating_sub(charge(&entry));
+                    shard.uncharge(&entry, &self.shares);
                     Some(entry)
                 }
                 Err(_) => None,

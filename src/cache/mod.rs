@@ -21,6 +21,7 @@ mod prefetch;
 mod prepared;
 pub mod representation;
 pub mod shared;
+pub mod shares;
 pub mod slab;
 pub mod slices;
 mod span;

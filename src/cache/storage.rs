@@ -56,6 +56,11 @@ pub trait Storage: Send + Sync + 'static {
     /// Removes `key`; true if something was removed.
     fn remove(&self, key: &CacheKey) -> bool;
     fn stats(&self) -> StorageStats;
+    /// The memory tier's per-site accounts (`cache/shares.rs`). Default: none (a tier that
+    /// keeps no accounts).
+    fn site_shares(&self) -> Option<&super::shares::SiteShares> {
+        None
+    }
     /// Occupancy of each tier below this one, by name (e.g. `disk`). Default: none.
     fn lower_tiers(&self) -> Vec<(&'static str, StorageStats)> {
         Vec::new()

@@ -119,6 +119,10 @@ impl Storage for Tiered {
         "memory+disk"
     }
 
+    fn site_shares(&self) -> Option<&super::shares::SiteShares> {
+        self.memory.site_shares()
+    }
+
     fn lookup(&self, key: &CacheKey) -> Option<Arc<Object>> {
         let object = self.memory.lookup(key)?;
         if let Body::Disk(disk) = &object.body

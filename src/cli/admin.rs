@@ -129,6 +129,13 @@ pub(super) fn stats(admin: &AdminClient, all: bool) -> anyhow::Result<()> {
             list.join(", ")
         );
     }
+    // Per site (requests, cache use and share): the table `shellac stat` shows.
+    if let Ok(sites) = admin.get_json("/sites") {
+        let table = shellac::console::render_sites_table(&sites);
+        if !table.is_empty() {
+            say!("{}", table.trim_end());
+        }
+    }
     Ok(())
 }
 

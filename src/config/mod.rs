@@ -34,6 +34,7 @@ pub mod rules;
 mod server;
 pub mod settings;
 pub mod site;
+pub mod site_share;
 mod storage;
 mod summary;
 #[cfg(test)]

@@ -73,6 +73,10 @@ pub struct SiteConfig {
     /// `cache.grace` for this site's responses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grace: Option<Dur>,
+    /// The bytes the site's objects may take in the memory tier (a size, or a share of
+    /// `cache.memory_size`); over it, its own objects are evicted first. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_share: Option<super::site_share::CacheShare>,
     /// Where this site's access-log lines go: a file path, `"stdout"` or `"off"`. Default:
     /// `[log] access_log`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -9,6 +9,7 @@ use serde_json::Value;
 use crate::client::AdminClient;
 
 use super::text::{duration_us, ratio, show, uptime};
+use crate::config::units::size_text;
 
 /// `shellac stat` screen from `/stats/live`: uptime, hit ratios, TTFB percentiles, then every
 /// counter (only non-zero ones unless `all`) with value, current rate and average rate.
@@ -66,6 +67,14 @@ pub fn render_stat(live: &Value, all: bool) -> String {
     out
 }
 
+/// The `[[site]]` table of `GET /sites` (`shellac stats`), as `shellac stat` shows it below
+/// its counters: nothing without sites.
+pub fn render_sites_table(sites: &Value) -> String {
+    let mut out = String::new();
+    render_sites(sites, None, &mut out);
+    out
+}
+
 /// The `[[site]]` table (issue 31: `shellac stat` labelled by site): one row per site, or
 /// only `only`'s. Nothing without sites.
 fn render_sites(sites: &Value, only: Option<&str>, out: &mut String) {
@@ -81,20 +90,22 @@ fn render_sites(sites: &Value, only: Option<&str>, out: &mut String) {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "{:<28} {:>10} {:>10} {:>10} {:>10} {:>10}  HIT RATIO",
-        "SITE", "REQUESTS", "HITS", "MISSES", "PASSES", "REWRITES"
+        "{:<28} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  HIT RATIO",
+        "SITE", "REQUESTS", "HITS", "MISSES", "PASSES", "REWRITES", "CACHED", "SHARE"
     );
     for s in rows {
         let n = |k: &str| s[k].as_u64().unwrap_or(0);
         let _ = writeln!(
             out,
-            "{:<28} {:>10} {:>10} {:>10} {:>10} {:>10}  {}",
+            "{:<28} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {}",
             s["name"].as_str().unwrap_or("?"),
             n("req"),
             n("hit"),
             n("miss"),
             n("pass"),
             n("rewrite"),
+            size_text(n("cache_bytes")),
+            s["cache_share"].as_u64().map_or("-".into(), size_text),
             ratio(&s["hit_ratio"]).trim()
         );
     }
@@ -152,7 +163,19 @@ pub fn render_site_stat(
         ("miss", "Of those, misses"),
         ("pass", "Of those, neither hit nor miss"),
         ("rewrite", "Requests whose target a rewrite changed"),
+        ("cache_bytes", "Bytes its objects take in the memory tier"),
+        (
+            "cache_share",
+            "Its cache_share of the memory tier, in bytes",
+        ),
+        (
+            "cache_share_evictions",
+            "Objects evicted to hold it to its cache_share",
+        ),
     ] {
+        if site[key].is_null() {
+            continue;
+        }
         let value = site[key].as_u64().unwrap_or(0);
         let rate = match &before {
             Some((b, secs)) if *secs > 0.0 => format!(

@@ -72,8 +72,10 @@ fn top_screen_ends_with_the_windows_totals() {
 fn stat_by_site() {
     let live = |req: u64| {
         json!({"uptime_seconds": 10, "hit_ratio": {}, "ttfb_us_10s": {}, "counters": [],
-            "sites": [{"name": "blog", "req": req, "hit": 3, "miss": 1, "pass": 0, "rewrite": 0, "hit_ratio": 0.75},
-                      {"name": "shop", "req": 0, "hit": 0, "miss": 0, "pass": 0, "rewrite": 0, "hit_ratio": null}]})
+            "sites": [{"name": "blog", "req": req, "hit": 3, "miss": 1, "pass": 0, "rewrite": 0, "hit_ratio": 0.75,
+                       "cache_bytes": 9216, "cache_share": 65536, "cache_share_evictions": 2},
+                      {"name": "shop", "req": 0, "hit": 0, "miss": 0, "pass": 0, "rewrite": 0, "hit_ratio": null,
+                       "cache_bytes": 0, "cache_share": null, "cache_share_evictions": 0}]})
     };
     let s = render_stat(&live(4), false);
     let rows: Vec<Vec<&str>> = s
@@ -81,8 +83,16 @@ fn stat_by_site() {
         .skip_while(|l| !l.starts_with("SITE "))
         .map(|l| l.split_whitespace().collect())
         .collect();
-    assert_eq!(rows[1], ["blog", "4", "3", "1", "0", "0", "75.0%"], "{s}");
-    assert_eq!(rows[2], ["shop", "0", "0", "0", "0", "0", "-"], "{s}");
+    assert_eq!(
+        rows[1],
+        ["blog", "4", "3", "1", "0", "0", "9KiB", "64KiB", "75.0%"],
+        "{s}"
+    );
+    assert_eq!(
+        rows[2],
+        ["shop", "0", "0", "0", "0", "0", "0B", "-", "-"],
+        "{s}"
+    );
     let (before, now) = (live(4), live(14));
     let one = render_site_stat(&now, "blog", Some((&before, 2.0))).unwrap();
     assert!(
@@ -96,6 +106,7 @@ fn stat_by_site() {
         .split_whitespace()
         .collect();
     assert_eq!(req[..4], ["site_req", "14", "5.00", "1.40"], "{one}");
+    assert!(one.contains("\nsite_cache_share_evictions "), "{one}");
     assert!(!one.contains("shop"), "{one}");
     assert_eq!(
         render_site_stat(&now, "nope", None).unwrap_err(),

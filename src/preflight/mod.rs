@@ -105,6 +105,7 @@ pub fn check_file(config: &Config, file: Option<&Path>) -> Vec<Finding> {
             out.extend(document_root(root, path));
         }
     }
+    out.extend(overcommitted_shares(config));
     if let Some(t) = config.storage.shared.as_ref().and_then(|s| s.tls.as_ref())
         && let Err(e) = crate::cache::shared::tls::load(t)
     {
@@ -257,6 +258,31 @@ fn somaxconn() -> Option<u32> {
         .ok()
 }
 
+/// Sites' `cache_share`s that add up to more than the memory tier: a warning, not an error —
+/// shares are caps, and an operator may mean to let busy sites compete for the tier — named at
+/// the share that takes the sum over.
+fn overcommitted_shares(config: &Config) -> Option<Finding> {
+    let memory = config.cache.memory_size.0;
+    let mut sum = 0u64;
+    for (i, site) in config.sites.iter().enumerate() {
+        let Some(share) = site.cache_share else {
+            continue;
+        };
+        sum = sum.saturating_add(share.bytes(memory));
+        if sum > memory {
+            return Some(Finding {
+                severity: Severity::Warning,
+                path: at(&["site", &i.to_string(), "cache_share"]),
+                message: format!(
+                    "the sites' cache_shares add up to more than cache.memory_size ({}): shares cap each site, they reserve nothing, so these sites may together fill the memory tier and push each other out",
+                    crate::config::units::size_text(memory)
+                ),
+            });
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,6 +304,28 @@ mod tests {
             found[1]
                 .message
                 .contains("directory /nonexistent-dir does not exist"),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn site_shares_over_the_memory_tier_are_a_warning() {
+        let sites = "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"off\"\n[[backend]]\nhost = \"a\"\n[[site]]\nserver_name = \"a\"\ncache_share = \"60%\"\n[[site]]\nserver_name = \"b\"\ncache_share = \"SHARE\"\n";
+        let found = check(&config(&sites.replace("SHARE", "60%")));
+        let shares: Vec<&Finding> = found
+            .iter()
+            .filter(|f| f.path.last().is_some_and(|k| k == "cache_share"))
+            .collect();
+        assert_eq!(shares.len(), 1, "{found:?}");
+        assert_eq!(shares[0].path.join("."), "site.1.cache_share");
+        assert_eq!(shares[0].severity, Severity::Warning);
+        assert!(
+            shares[0].message.contains("add up to more than"),
+            "{found:?}"
+        );
+        let found = check(&config(&sites.replace("SHARE", "40%")));
+        assert!(
+            !found.iter().any(|f| f.message.contains("cache_share")),
             "{found:?}"
         );
     }

@@ -100,9 +100,11 @@ impl Proxy {
                 .attach(&cache, fleet_state(&config, disk_running));
         }
         let site_stats = Arc::new(site::SiteStats::default());
+        let sites = site::Sites::build(&config, &backends, &site_stats, &site_routes);
+        apply_shares(&cache, sites.as_ref());
         Ok(Arc::new(Proxy {
             cache,
-            sites: site::Sites::build(&config, &backends, &site_stats, &site_routes),
+            sites,
             site_vcl,
             rewrites: compile_rewrites(&config),
             backends,
@@ -145,8 +147,10 @@ impl Proxy {
         let vcl = programs.global.as_ref().map(runtime);
         let site_vcl: Vec<_> = programs.sites.iter().map(|(_, p)| runtime(p)).collect();
         let site_routes = site_routes(&programs, &site_vcl);
+        let sites = site::Sites::build(&config, &backends, &self.shared.site_stats, &site_routes);
+        apply_shares(&self.cache, sites.as_ref());
         Arc::new(Proxy {
-            sites: site::Sites::build(&config, &backends, &self.shared.site_stats, &site_routes),
+            sites,
             site_vcl,
             rewrites: compile_rewrites(&config),
             backends,
@@ -163,6 +167,13 @@ impl Proxy {
             shared: self.shared.clone(),
             config,
         })
+    }
+}
+
+/// The sites' `cache_share`s to the memory tier (none without sites).
+fn apply_shares(cache: &Cache, sites: Option<&site::Sites>) {
+    if let Some(shares) = cache.storage.site_shares() {
+        shares.set_limits(&sites.map(site::Sites::shares).unwrap_or_default());
     }
 }
 

@@ -26,9 +26,14 @@ impl Txn {
             return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "too-many-lookups");
         }
         // The key is moved out and back rather than cloned: this runs on every hit.
-        let Some(primary) = self.key.take() else {
+        let Some(mut primary) = self.key.take() else {
             return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-key");
         };
+        // Whose share what is stored under it counts in (`[[site]] cache_share`); keys
+        // derived from it (variants, slices) keep it.
+        if let Some(site) = &self.site {
+            primary.set_site(site.account);
+        }
         let flags = self.policy.lookup_flags(self);
         // `ignore_vary` (VCL's `req.hash_ignore_vary`): the variant stored last, whatever the
         // request's fields (a miss there fetches the request's own variant).

@@ -43,6 +43,11 @@ pub struct Site {
     /// Where its access-log lines go.
     pub(super) log: SiteLog,
     pub stats: Arc<SiteCounters>,
+    /// Its account in the memory tier (`cache/shares.rs`; `0`: none): kept by name across
+    /// reloads, as its counters are.
+    pub account: u16,
+    /// Its `cache_share` in bytes, if it has one.
+    pub(super) share: Option<u64>,
     /// Its own VCL program (`vcl`): the policy of its requests, by its place in
     /// `Proxy::site_vcl`.
     pub(super) vcl: Option<usize>,
@@ -135,6 +140,7 @@ impl Sites {
                     c
                 });
             let own_vcl = vcl.iter().position(|(name, _)| *name == s.name);
+            let (account, counters) = stats.get(&s.name);
             sites.push(Arc::new(Site {
                 name: Arc::from(s.name.as_str()),
                 rules: s
@@ -160,7 +166,9 @@ impl Sites {
                 cache: s.cache,
                 cache_config,
                 log: SiteLog::of(config, s),
-                stats: stats.get(&s.name),
+                stats: counters,
+                account,
+                share: s.cache_share.map(|c| c.bytes(config.cache.memory_size.0)),
                 vcl: own_vcl,
                 names: own_names(&s.server_name),
             }));
@@ -199,6 +207,12 @@ impl Sites {
     /// Every site, in file order.
     pub fn all(&self) -> &[Arc<Site>] {
         &self.sites
+    }
+
+    /// (account, bytes) of every site with a `cache_share`, for the memory tier.
+    pub(super) fn shares(&self) -> Vec<(u16, u64)> {
+        let with = |s: &Arc<Site>| Some((s.account, s.share?)).filter(|(a, _)| *a != 0);
+        self.sites.iter().filter_map(with).collect()
     }
 }
 
@@ -266,23 +280,41 @@ impl SiteCounters {
 pub struct SiteStats(Mutex<Vec<(Arc<str>, Arc<SiteCounters>)>>);
 
 impl SiteStats {
-    /// The counters of the site named `name` (new ones for a name not seen before).
-    fn get(&self, name: &str) -> Arc<SiteCounters> {
+    /// The memory tier account and the counters of the site named `name` (new ones for a
+    /// name not seen before). Accounts follow the order names were first seen, from 1; a name
+    /// first seen when every account is taken has none (`0`).
+    fn get(&self, name: &str) -> (u16, Arc<SiteCounters>) {
         let Ok(mut all) = self.0.lock() else {
-            return Arc::default();
+            return (0, Arc::default());
         };
-        if let Some((_, c)) = all.iter().find(|(n, _)| &**n == name) {
-            return c.clone();
+        if let Some(i) = all.iter().position(|(n, _)| &**n == name) {
+            return (account(i), all[i].1.clone());
         }
         let c = Arc::new(SiteCounters::default());
         all.push((Arc::from(name), c.clone()));
-        c
+        (account(all.len() - 1), c)
+    }
+
+    /// The memory tier account of the site named `name`, if it was seen and has one.
+    pub fn account(&self, name: &str) -> u16 {
+        let Ok(all) = self.0.lock() else { return 0 };
+        all.iter()
+            .position(|(n, _)| &**n == name)
+            .map_or(0, account)
     }
 
     /// (site name, counters) for every site seen since start, in the order first seen.
     pub fn all(&self) -> Vec<(Arc<str>, Arc<SiteCounters>)> {
         self.0.lock().map(|a| a.clone()).unwrap_or_default()
     }
+}
+
+/// The memory tier account of the `i`th site name seen (`0` past the last account).
+fn account(i: usize) -> u16 {
+    u16::try_from(i + 1)
+        .ok()
+        .filter(|a| usize::from(*a) < crate::cache::shares::ACCOUNTS)
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

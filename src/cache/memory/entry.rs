@@ -20,6 +20,11 @@ use crate::cache::{
 /// outweigh their body; larger ones are stored as objects directly.
 pub const COMPACT_BODY: u64 = 2048;
 
+/// The longest host a key kept in this tier may have (64 KiB: a `Host` that long passes only a
+/// `server.max_header_size` raised far above its default, and such keys are left to the
+/// tiers below).
+pub(super) const MAX_HOST: usize = u16::MAX as usize;
+
 /// One cached object: [`Head`], then the key's text, the fields block and the body (compact
 /// form) or the key's text alone (full form, [`Head::full`] set at insert).
 pub(super) type Entry = Block<Head>;
@@ -34,7 +39,11 @@ pub(super) struct Head {
     pub(super) vary: Option<Box<VarySelection>>,
     /// The object as the pipeline uses it: set at insert (full form) or on the first lookup.
     pub(super) full: OnceBox<Arc<Object>>,
-    pub(super) host_len: u32,
+    /// Bytes of the key's text that are its host: at most [`MAX_HOST`] (a key with a longer
+    /// host is not kept in this tier).
+    pub(super) host_len: u16,
+    /// The site account the entry is charged to (`cache/shares.rs`; `0`: none).
+    pub(super) site: u16,
     pub(super) key_len: u32,
     pub(super) fields_len: u32,
     initial_age: Life,
@@ -158,7 +167,9 @@ pub(super) fn key_text(entry: &Entry) -> &[u8] {
 pub(super) fn key_of(entry: &Entry) -> CacheKey {
     let h = entry.head();
     let text = std::str::from_utf8(key_text(entry)).unwrap_or("");
-    CacheKey::from_text_parts(text, h.host_len as usize, h.variant)
+    let mut key = CacheKey::from_text_parts(text, h.host_len as usize, h.variant);
+    key.set_site(h.site);
+    key
 }
 
 pub(super) fn is_key(entry: &Entry, key: &CacheKey) -> bool {
@@ -190,7 +201,8 @@ pub(super) fn entry_for(key: &CacheKey, object: Arc<Object>) -> Entry {
         variant: key.variant,
         vary: object.vary.clone(),
         full: OnceBox::new(),
-        host_len: key.host_len() as u32,
+        host_len: key.host_len().min(MAX_HOST) as u16,
+        site: key.site(),
         key_len: text.len().min(u32::MAX as usize) as u32,
         fields_len,
         initial_age: Life::of(object.initial_age),

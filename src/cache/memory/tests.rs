@@ -223,3 +223,91 @@ fn hit_objects_outlive_a_scan() {
         m.insert(CacheKey::new("h", &format!("/scan{i}")), object(1000));
     }
 }
+
+fn site_key(site: u16, i: usize) -> CacheKey {
+    let mut key = CacheKey::new(&format!("site{site}"), &format!("/{i}"));
+    key.set_site(site);
+    key
+}
+
+#[test]
+fn a_site_over_its_share_evicts_its_own_objects_only() {
+    let counters = Arc::new(Counters::default());
+    let m = MemoryStorage::new(8 << 20, 64 << 10, counters.clone());
+    let shares = m.site_shares().expect("accounts");
+    shares.set_limits(&[(1, 256 << 10)]);
+    for i in 0..20 {
+        m.insert(site_key(2, i), object(16 << 10));
+    }
+    let other = shares.bytes(2);
+    for i in 0..200 {
+        m.insert(site_key(1, i), object(16 << 10));
+        assert!(
+            shares.bytes(1) <= 256 << 10,
+            "{} after {i}",
+            shares.bytes(1)
+        );
+    }
+    for i in 0..20 {
+        assert!(
+            m.peek(&site_key(2, i)).is_some(),
+            "site 2's /{i} was evicted"
+        );
+    }
+    assert_eq!(shares.bytes(2), other);
+    assert!(shares.evictions(1) >= 180, "{}", shares.evictions(1));
+    assert_eq!(shares.evictions(2), 0);
+    assert_eq!(counters.n_lru_nuked.get(), shares.evictions(1));
+    // The newest objects of the site are those kept.
+    assert!(m.peek(&site_key(1, 199)).is_some());
+    // Every byte charged to a site is given back as its objects leave.
+    for i in 0..200 {
+        m.remove(&site_key(1, i));
+    }
+    for i in 0..20 {
+        m.remove(&site_key(2, i));
+    }
+    assert_eq!((shares.bytes(1), shares.bytes(2)), (0, 0));
+}
+
+#[test]
+fn a_sites_hits_are_kept_over_its_one_time_objects() {
+    let m = MemoryStorage::new(8 << 20, 64 << 10, Arc::new(Counters::default()));
+    let shares = m.site_shares().expect("accounts");
+    shares.set_limits(&[(1, 256 << 10)]);
+    m.insert(site_key(1, 0), object(16 << 10));
+    for i in 1..100 {
+        assert!(
+            m.lookup(&site_key(1, 0)).is_some(),
+            "the hit object left at {i}"
+        );
+        m.insert(site_key(1, i), object(16 << 10));
+    }
+}
+
+#[test]
+fn compact_objects_count_in_their_share_once_built() {
+    let m = MemoryStorage::new(8 << 20, 64 << 10, Arc::new(Counters::default()));
+    let shares = m.site_shares().expect("accounts");
+    shares.set_limits(&[(1, 64 << 10)]);
+    for i in 0..2000 {
+        m.insert(site_key(1, i), object(1000));
+        // The first lookup builds the object and charges its weight too.
+        m.lookup(&site_key(1, i));
+        assert!(shares.bytes(1) <= 64 << 10, "{} after {i}", shares.bytes(1));
+    }
+    assert!(shares.evictions(1) > 0);
+}
+
+#[test]
+fn an_object_larger_than_its_sites_share_is_not_kept() {
+    let m = MemoryStorage::new(8 << 20, 1 << 20, Arc::new(Counters::default()));
+    let shares = m.site_shares().expect("accounts");
+    shares.set_limits(&[(1, 64 << 10)]);
+    m.insert(site_key(1, 0), object(128 << 10));
+    assert!(m.peek(&site_key(1, 0)).is_none());
+    assert_eq!(shares.bytes(1), 0);
+    // Another site's (no share) is.
+    m.insert(site_key(2, 0), object(128 << 10));
+    assert!(m.peek(&site_key(2, 0)).is_some());
+}

@@ -138,6 +138,19 @@ pub(super) const SITE: &[Setting] = &[
     },
     Setting {
         section: "site",
+        key: "cache_share",
+        kind: Kind::Text(
+            "a size such as \"64MiB\", or a share of `cache.memory_size` such as \"25%\"",
+        ),
+        default: Default::Unset(
+            r##"none: the site's objects are bounded by `cache.memory_size` alone"##,
+        ),
+        example: r##""25%""##,
+        restart: false,
+        doc: r##"The bytes the site's objects may take in the memory tier (nginx's `max_size` of a `proxy_cache_path` zone per site), each charged as `cache.memory_size` counts it. A store that takes the site over its share evicts the site's own least used objects first, so a site filling its share pushes out its own objects, never another site's; an object larger than the share is not kept in memory. Shares are caps, not reservations: sites without one, and the free part of the others', share the rest by use. A share larger than `cache.memory_size` is refused by `shellac check`; shares that add up to more than `cache.memory_size` are a warning (the sites may then together fill the tier and push each other out). The disk tier is not divided: objects evicted from memory are offered to it as any are. `/metrics`: `shellac_site_cache_bytes{site}`, `shellac_site_cache_share_bytes{site}` and `shellac_site_cache_share_evictions_total{site}`. A reload applies a changed share to the objects already stored, as the site's next objects are stored."##,
+    },
+    Setting {
+        section: "site",
         key: "access_log",
         kind: Kind::Text("a file path, \"stdout\" or \"off\""),
         default: Default::Unset(r##"`log.access_log`"##),

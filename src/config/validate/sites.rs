@@ -1,13 +1,15 @@
 //! Checks of the `[[site]]`s (issue 31) that `shellac check` reports with file:line:key: two
 //! default sites on one address, a name claimed twice on one address, a server name or
 //! rewrite that does not compile, a listen address that is no listener, a backend that does
-//! not exist, a document root that is not an absolute path.
+//! not exist, a document root that is not an absolute path, a `cache_share` larger than the
+//! memory tier, more sites than the memory tier keeps accounts for.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use super::problems::Problems;
 use crate::config::site::{ListenOn, unix_listener};
+use crate::config::site_share::MAX_SITES;
 use crate::config::{Config, rewrite, rules};
 use crate::http::server_name::{Names, Pattern};
 
@@ -132,6 +134,23 @@ pub(super) fn across(c: &Config) -> Problems {
                 }
             }
         }
+        if let Some(share) = site.cache_share
+            && share.bytes(c.cache.memory_size.0) > c.cache.memory_size.0
+        {
+            out.push((
+                at(i, &["cache_share"]),
+                format!(
+                    "{share} is more than the whole memory tier (cache.memory_size = {}): give a smaller share, or none",
+                    crate::config::units::size_text(c.cache.memory_size.0)
+                ),
+            ));
+        }
+        if i == MAX_SITES {
+            out.push((
+                at(i, &["name"]),
+                format!("at most {MAX_SITES} sites: the memory tier keeps an account for each"),
+            ));
+        }
         if let Some(b) = &site.backend
             && !names(b)
         {
@@ -247,6 +266,32 @@ mod tests {
         assert_eq!(e.len(), 1, "{e:?}");
         assert_eq!((e[0].0, e[0].1.as_str()), (8, "site.0.root"), "{e:?}");
         assert!(e[0].2.contains("absolute path"), "{e:?}");
+    }
+
+    #[test]
+    fn a_cache_share_larger_than_the_memory_tier_is_refused() {
+        let e = errors(
+            "[cache]\nmemory_size = \"64MiB\"\n[[site]]\nserver_name = \"a\"\ncache_share = \"128MiB\"\n",
+        );
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(
+            (e[0].0, e[0].1.as_str()),
+            (10, "site.0.cache_share"),
+            "{e:?}"
+        );
+        assert!(e[0].2.contains("more than the whole memory tier"), "{e:?}");
+        let e = errors("[[site]]\nserver_name = \"a\"\ncache_share = \"120%\"\n");
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(e[0].2.contains("at most 100"), "{e:?}");
+        // Shares that add up to more than the tier are a warning (preflight), not an error.
+        let text = format!(
+            "{BASE}[[site]]\nserver_name = \"a\"\ncache_share = \"60%\"\n[[site]]\nserver_name = \"b\"\ncache_share = \"60%\"\n"
+        );
+        let c = Config::parse(&text, "t.toml").unwrap();
+        assert_eq!(
+            c.sites[1].cache_share,
+            Some(crate::config::site_share::CacheShare::Percent(60.0))
+        );
     }
 
     #[test]
