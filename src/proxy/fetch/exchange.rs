@@ -63,76 +63,25 @@ pub(super) async fn exchange(
 ) -> ControlFlow<Step, Exchanged> {
     loop {
         let request_time = SystemTime::now();
-        // Where this node stood in the fleet's invalidation log before asking the origin.
-        let seen = txn
-            .proxy
-            .cache
-            .shared
-            .as_ref()
-            .map(|s| s.feed.position())
-            .unwrap_or_default();
+        let seen = fleet_position(txn);
         let resp = match send::send(txn, for_cache).await {
             Ok(resp) => resp,
-            Err(failure) => {
-                let stale_answers =
-                    txn.stale.as_ref().is_some_and(|s| s.stale_ok) && !txn.background;
-                let (status, detail) = failure.status_detail();
-                if !stale_answers
-                    && let Some(outcome) = txn.policy.backend_error(txn, status, detail)
-                {
-                    match outcome {
-                        ErrorOutcome::Retry => continue,
-                        ErrorOutcome::Step(step) => {
-                            if let FetchMode::Miss(guard) = mode {
-                                guard.object().fail_with(status, detail);
-                            }
-                            return ControlFlow::Break(step);
-                        }
-                    }
-                }
-                return ControlFlow::Break(failed(txn, mode, failure));
-            }
+            Err(failure) => match answer_failure(txn, mode, failure) {
+                ControlFlow::Continue(()) => continue,
+                ControlFlow::Break(step) => return ControlFlow::Break(step),
+            },
         };
         let response_time = SystemTime::now();
         let stored_at = Instant::now();
         let (mut parts, mut body) = resp.into_parts();
-        // The ESI program field and a stored object's identity are Shellac's own: a backend
-        // never sets them.
-        parts.headers.remove(crate::proxy::filter::esi::FIELD);
-        parts.headers.remove(crate::cache::identity::FIELD);
-        // The origin's `Surrogate-Control` for Shellac (`esi.surrogate_control`): consumed
-        // before the policy sees the response.
-        if super::super::surrogate::on_response(&txn.proxy.config.esi, &mut parts.headers) {
-            txn.proxy.counters.esi_surrogate.inc();
-            let url = txn.req.uri.path_and_query().map_or("/", |p| p.as_str());
-            crate::proxy::filter::esi::turn_on(
-                &mut txn.filters,
-                &txn.proxy.config.esi,
-                &txn.proxy.counters,
-                url,
-            );
-        }
+        take_own_fields(txn, &mut parts.headers);
         // A 304 answering the revalidation of a stale copy (`send` made the request
         // conditional on it).
         let was_304 = for_cache && parts.status == StatusCode::NOT_MODIFIED && txn.stale.is_some();
         if was_304 && !still_stored(txn).await {
-            // The copy was purged or banned while the backend was asked: it is never refreshed
-            // and served. The policy may fail the fetch (VCL 4.x, as Varnish does); otherwise
-            // the object is fetched again, unconditionally (there is nothing left to
-            // revalidate).
-            txn.proxy.counters.cache_revalidated_gone.inc();
-            txn.stale = None;
-            drop(body);
-            match txn.policy.stale_gone(txn) {
-                Some(ErrorOutcome::Retry) | None => continue,
-                Some(ErrorOutcome::Step(step)) => {
-                    if let FetchMode::Miss(guard) = mode {
-                        guard
-                            .object()
-                            .fail_with(StatusCode::SERVICE_UNAVAILABLE, "stale-gone");
-                    }
-                    return ControlFlow::Break(step);
-                }
+            match revalidated_gone(txn, mode, body) {
+                ControlFlow::Continue(()) => continue,
+                ControlFlow::Break(step) => return ControlFlow::Break(step),
             }
         }
         // A 206 to a Range the cache asked for itself (partial content, big media) is stored
@@ -146,21 +95,8 @@ pub(super) async fn exchange(
             .backend_response(txn, &mut parts, &ex, mode, was_304)
         {
             ResponseOutcome::Store { storage, buffer } => {
-                // A response marked `close` by the backend or by the policy (VCL's
-                // `beresp.http.connection`): its connection serves no other request, as
-                // Varnish closes it rather than recycle it.
-                if parts
-                    .extensions
-                    .remove::<crate::proxy::BackendClose>()
-                    .is_some()
-                    || crate::http::headers::connection_close(&parts.headers)
-                {
-                    body.close_after();
-                }
-                if buffer
-                    && !was_304
-                    && let Err(step) = read_ahead(txn, mode, &mut parts, &mut body).await
-                {
+                let read_whole = buffer && !was_304;
+                if let Err(step) = ready_body(txn, mode, &mut parts, &mut body, read_whole).await {
                     return ControlFlow::Break(step);
                 }
                 storage
@@ -184,6 +120,101 @@ pub(super) async fn exchange(
             was_304,
         });
     }
+}
+
+/// Where this node stood in the fleet's invalidation log before asking the origin.
+fn fleet_position(txn: &Txn) -> Position {
+    txn.proxy
+        .cache
+        .shared
+        .as_ref()
+        .map(|s| s.feed.position())
+        .unwrap_or_default()
+}
+
+/// No response from any backend: the policy's `backend_error` answers (or asks to send
+/// again: `Continue`), unless a stale copy may answer; otherwise the failure is answered
+/// ([`failed`]).
+fn answer_failure(txn: &mut Txn, mode: &FetchMode, failure: SendFailure) -> ControlFlow<Step> {
+    let stale_answers = txn.stale.as_ref().is_some_and(|s| s.stale_ok) && !txn.background;
+    let (status, detail) = failure.status_detail();
+    if !stale_answers && let Some(outcome) = txn.policy.backend_error(txn, status, detail) {
+        match outcome {
+            ErrorOutcome::Retry => return ControlFlow::Continue(()),
+            ErrorOutcome::Step(step) => {
+                if let FetchMode::Miss(guard) = mode {
+                    guard.object().fail_with(status, detail);
+                }
+                return ControlFlow::Break(step);
+            }
+        }
+    }
+    ControlFlow::Break(failed(txn, mode, failure))
+}
+
+/// The fields of a backend response that are Shellac's own: the ESI program field and a
+/// stored object's identity (a backend never sets them), and the origin's
+/// `Surrogate-Control` for Shellac (`esi.surrogate_control`), consumed before the policy sees
+/// the response.
+fn take_own_fields(txn: &mut Txn, headers: &mut HeaderMap) {
+    headers.remove(crate::proxy::filter::esi::FIELD);
+    headers.remove(crate::cache::identity::FIELD);
+    if super::super::surrogate::on_response(&txn.proxy.config.esi, headers) {
+        txn.proxy.counters.esi_surrogate.inc();
+        let url = txn.req.uri.path_and_query().map_or("/", |p| p.as_str());
+        crate::proxy::filter::esi::turn_on(
+            &mut txn.filters,
+            &txn.proxy.config.esi,
+            &txn.proxy.counters,
+            url,
+        );
+    }
+}
+
+/// The copy a 304 revalidated was purged or banned while the backend was asked: it is never
+/// refreshed and served. The policy may fail the fetch (VCL 4.x, as Varnish does); otherwise
+/// the object is fetched again, unconditionally (`Continue`: there is nothing left to
+/// revalidate).
+fn revalidated_gone(txn: &mut Txn, mode: &FetchMode, body: BackendBody) -> ControlFlow<Step> {
+    txn.proxy.counters.cache_revalidated_gone.inc();
+    txn.stale = None;
+    drop(body);
+    match txn.policy.stale_gone(txn) {
+        Some(ErrorOutcome::Retry) | None => ControlFlow::Continue(()),
+        Some(ErrorOutcome::Step(step)) => {
+            if let FetchMode::Miss(guard) = mode {
+                guard
+                    .object()
+                    .fail_with(StatusCode::SERVICE_UNAVAILABLE, "stale-gone");
+            }
+            ControlFlow::Break(step)
+        }
+    }
+}
+
+/// The body of a response the policy stores or delivers: marked to close its connection when
+/// the backend or the policy (VCL's `beresp.http.connection`) said `close` — that connection
+/// serves no other request, as Varnish closes it rather than recycle it — and read whole
+/// first when `read_whole` ([`read_ahead`]).
+async fn ready_body(
+    txn: &mut Txn,
+    mode: &FetchMode,
+    parts: &mut Parts,
+    body: &mut BackendBody,
+    read_whole: bool,
+) -> Result<(), Step> {
+    if parts
+        .extensions
+        .remove::<crate::proxy::BackendClose>()
+        .is_some()
+        || crate::http::headers::connection_close(&parts.headers)
+    {
+        body.close_after();
+    }
+    if read_whole {
+        read_ahead(txn, mode, parts, body).await?;
+    }
+    Ok(())
 }
 
 /// VCL's `beresp.do_stream = false`: the whole body is read before the response goes out,

@@ -26,6 +26,8 @@ use http::StatusCode;
 
 use super::combine;
 use super::txn::{FetchMode, Step, Txn};
+use crate::cache::CacheKey;
+use crate::cache::busy::LeaderGuard;
 use decide::Decision;
 use exchange::{Exchanged, leave};
 use store::Storing;
@@ -43,23 +45,7 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         ControlFlow::Break(step) => return step,
     };
 
-    // Content codings (`coding.rs`): gzip once what is stored, check an origin's gzip.
-    let fill = for_cache && !ex.was_304;
-    // Asked only where it changes the choice: a fill for a client that does not take gzip.
-    let refused = fill
-        && !super::coding::takes_gzip(txn)
-        && decide::refused(txn, &ex.storage, &ex.parts, &ex.clock);
-    super::coding::on_response(txn, ex.parts.status, &ex.parts.headers, fill, refused);
-    // ESI (`filter/esi/`): its parse filter after the coding filters, over identity bytes.
-    super::filter::esi::attach(&mut txn.filters);
-    // Body filters, fetch chain (`filter/`): the fields as they leave them, and whether what
-    // they make may be stored. Nothing to do (no allocation, no call) when there are none.
-    let filtered = super::filter::fetch_head(
-        &mut txn.filters.fetch,
-        ex.parts.status,
-        &mut ex.parts.headers,
-        ex.was_304,
-    );
+    let storable = fetch_filters(txn, &mut ex, for_cache);
 
     let (guard, detail) = match mode {
         FetchMode::Pass(reason) => return pass::pass(txn, reason, ex.parts, ex.body).await,
@@ -111,6 +97,42 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         return txn.deliver_stale(stale, "if-error");
     }
 
+    decide_and_store(txn, ex, primary, (guard, detail), storable).await
+}
+
+/// The body filters of the answer (`filter/`): the content codings (`coding.rs`), ESI, and
+/// the fetch chain's head: the fields as the filters leave them, and whether what they make
+/// may be stored.
+fn fetch_filters(txn: &mut Txn, ex: &mut Exchanged, for_cache: bool) -> bool {
+    // Content codings (`coding.rs`): gzip once what is stored, check an origin's gzip.
+    let fill = for_cache && !ex.was_304;
+    // Asked only where it changes the choice: a fill for a client that does not take gzip.
+    let refused = fill
+        && !super::coding::takes_gzip(txn)
+        && decide::refused(txn, &ex.storage, &ex.parts, &ex.clock);
+    super::coding::on_response(txn, ex.parts.status, &ex.parts.headers, fill, refused);
+    // ESI (`filter/esi/`): its parse filter after the coding filters, over identity bytes.
+    super::filter::esi::attach(&mut txn.filters);
+    // Body filters, fetch chain (`filter/`): the fields as they leave them, and whether what
+    // they make may be stored. Nothing to do (no allocation, no call) when there are none.
+    super::filter::fetch_head(
+        &mut txn.filters.fetch,
+        ex.parts.status,
+        &mut ex.parts.headers,
+        ex.was_304,
+    )
+    .storable
+}
+
+/// The storage decision, made once (`Storage::decide`, whichever policy front-end), and what
+/// follows it: an uncacheable delivery (`decide.rs`) or the store (`store.rs`).
+async fn decide_and_store(
+    txn: &mut Txn,
+    ex: Exchanged,
+    primary: CacheKey,
+    (guard, detail): (Option<LeaderGuard>, Option<&'static str>),
+    storable: bool,
+) -> Step {
     let Exchanged {
         parts,
         body,
@@ -118,13 +140,12 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         clock,
         ..
     } = ex;
-    // The storage decision, made once (`Storage::decide`, whichever policy front-end).
     let Decision {
         plan,
         remember,
         content_length,
         always_miss,
-    } = decide::decide(txn, storage, &parts, &clock, filtered.storable);
+    } = decide::decide(txn, storage, &parts, &clock, storable);
     let plan = match plan {
         Ok(plan) => plan,
         Err(reason) => {

@@ -3,8 +3,10 @@
 //! the waiters — or, if no longer storable, delivered once and forgotten.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use http::header;
+use http::StatusCode;
+use http::header::{self, HeaderMap};
 
 use super::super::policy::{Remember, Storage};
 use super::super::txn::{Step, Txn};
@@ -83,20 +85,8 @@ pub(super) fn revalidated(
             )
         }
         Err(reason) => {
-            // Validated, but no longer storable: deliver this once and forget the copy (VCL:
-            // remembered as uncacheable for its hit-for-miss `beresp.ttl`).
-            proxy.cache.purge(primary);
-            if let Some(ttl) = hit_for_miss {
-                proxy.cache.mark_hit_for_miss(primary.clone(), ttl);
-            }
-            let object = Arc::new(Object {
-                status: status_code,
-                headers: StoredFields::from_map(&headers),
-                ttl: crate::cache::Span::ZERO,
-                stored_at,
-                hits: Default::default(),
-                ..stale.copy()
-            });
+            let fields = (status_code, &headers, stored_at);
+            let object = forget(txn, primary, &stale, fields, hit_for_miss);
             (
                 object,
                 format!(
@@ -107,27 +97,56 @@ pub(super) fn revalidated(
         }
     };
     if let Some(guard) = guard {
-        // Waiters follow the refreshed object like any fill.
-        let busy = guard.object();
-        busy.set_head(BusyHead {
-            status: object.status,
-            headers: object.headers.to_map(),
-            content_length: Some(object.body_len),
-            vary: object.vary().to_vec(),
-            delivered: Default::default(),
-            object: txn.policy.waiters_judge(txn).then(|| object.clone()),
-        });
-        match &object.body {
-            Body::Memory(chunks) => {
-                for chunk in chunks {
-                    busy.push(chunk.clone());
-                }
-                busy.finish();
-            }
-            // A body left on disk cannot be pushed here without reading it: waiters look up
-            // again and find the refreshed object.
-            Body::Disk(_) => busy.abandon(),
-        }
+        hand_to_waiters(txn, guard, &object);
     }
     txn.deliver_object(object, &status)
+}
+
+/// Waiters follow the refreshed object like any fill: its head, then its body when it is in
+/// memory.
+fn hand_to_waiters(txn: &Txn, guard: LeaderGuard, object: &Arc<Object>) {
+    let busy = guard.object();
+    busy.set_head(BusyHead {
+        status: object.status,
+        headers: object.headers.to_map(),
+        content_length: Some(object.body_len),
+        vary: object.vary().to_vec(),
+        delivered: Default::default(),
+        object: txn.policy.waiters_judge(txn).then(|| object.clone()),
+    });
+    match &object.body {
+        Body::Memory(chunks) => {
+            for chunk in chunks {
+                busy.push(chunk.clone());
+            }
+            busy.finish();
+        }
+        // A body left on disk cannot be pushed here without reading it: waiters look up
+        // again and find the refreshed object.
+        Body::Disk(_) => busy.abandon(),
+    }
+}
+
+/// Validated, but no longer storable: the copy is forgotten (VCL: remembered as uncacheable
+/// for its hit-for-miss `beresp.ttl`), and what is delivered this once is made of it.
+fn forget(
+    txn: &Txn,
+    primary: &CacheKey,
+    stale: &Object,
+    (status_code, headers, stored_at): (StatusCode, &HeaderMap, Instant),
+    hit_for_miss: Option<Duration>,
+) -> Arc<Object> {
+    let cache = &txn.proxy.cache;
+    cache.purge(primary);
+    if let Some(ttl) = hit_for_miss {
+        cache.mark_hit_for_miss(primary.clone(), ttl);
+    }
+    Arc::new(Object {
+        status: status_code,
+        headers: StoredFields::from_map(headers),
+        ttl: crate::cache::Span::ZERO,
+        stored_at,
+        hits: Default::default(),
+        ..stale.copy()
+    })
 }

@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-use http::{Method, Response, StatusCode};
+use http::{Method, Request, Response, StatusCode};
 
 use super::super::txn::Txn;
 use super::request::build_request;
 use crate::backend::director::{Member, Pick};
-use crate::backend::{Backend, BackendBody, FetchError, TryNext};
+use crate::backend::{Backend, BackendBody, FetchError, RequestBody, TryNext};
 use crate::cache::CacheKey;
 
 /// Attempts at most per request (first try, retries and restarts together).
@@ -54,28 +54,8 @@ pub(super) async fn send(
     // Owned: `txn` is lent mutably below (the miss path; one reference count per fetch).
     let proxy = txn.proxy.clone();
     let counters = &proxy.counters;
-    // A body can go to a second backend only when it is held in memory (none, or kept by
-    // VCL's std.cache_req_body()).
-    let resendable = for_cache || txn.body_resendable();
-    let idempotent = for_cache
-        || (resendable
-            && matches!(
-                txn.req.method,
-                Method::GET
-                    | Method::HEAD
-                    | Method::PUT
-                    | Method::DELETE
-                    | Method::OPTIONS
-                    | Method::TRACE
-            ));
-    // The body this backend request would send is gone (an earlier one sent it).
-    let bereq = txn.policy.backend_request(txn);
-    let method = bereq.as_ref().map_or(&txn.req.method, |b| b.method);
-    let sends = !for_cache
-        && !bereq.as_ref().is_some_and(|b| b.no_body)
-        && !matches!(*method, Method::GET | Method::HEAD);
-    if txn.body_spent(sends) {
-        tracing::warn!("request body already sent to a backend and not kept: not sent again");
+    let idempotent = may_resend(txn, for_cache);
+    if body_gone(txn, for_cache) {
         return Err(SendFailure::BodyConsumed);
     }
     let mut tried: Vec<Arc<Backend>> = Vec::new();
@@ -87,23 +67,8 @@ pub(super) async fn send(
             break;
         };
         txn.backend = Some(backend.clone());
-        let mut bereq = build_request(txn, &backend, for_cache);
-        let sent = match txn.interim.clone() {
-            Some(sink) => {
-                let heads = super::super::interim::listen(&mut bereq, txn.proxy.counters.clone());
-                let version = txn.req.version;
-                super::super::interim::forward_while(
-                    backend.send(bereq),
-                    heads,
-                    &*sink,
-                    version,
-                    counters,
-                )
-                .await
-            }
-            None => backend.send(bereq).await,
-        };
-        match sent {
+        let bereq = build_request(txn, &backend, for_cache);
+        match send_once(txn, &backend, bereq).await {
             Err(e) => {
                 tracing::warn!(backend = backend.name(), error = %e, "backend fetch failed");
                 if !(idempotent && e.before_response()) {
@@ -156,6 +121,64 @@ pub(super) async fn send(
             counters.backend_unhealthy.inc();
             Err(SendFailure::NoHealthyBackend)
         }
+    }
+}
+
+/// Whether a failed or restarted request may go to another backend: a cache fill, or an
+/// idempotent method whose body (if any) is held in memory — none, or kept by VCL's
+/// `std.cache_req_body()`.
+fn may_resend(txn: &Txn, for_cache: bool) -> bool {
+    // A body can go to a second backend only when it is held in memory (none, or kept by
+    // VCL's std.cache_req_body()).
+    let resendable = for_cache || txn.body_resendable();
+    for_cache
+        || (resendable
+            && matches!(
+                txn.req.method,
+                Method::GET
+                    | Method::HEAD
+                    | Method::PUT
+                    | Method::DELETE
+                    | Method::OPTIONS
+                    | Method::TRACE
+            ))
+}
+
+/// Whether the body this backend request would send is gone (an earlier one sent it).
+fn body_gone(txn: &Txn, for_cache: bool) -> bool {
+    let bereq = txn.policy.backend_request(txn);
+    let method = bereq.as_ref().map_or(&txn.req.method, |b| b.method);
+    let sends = !for_cache
+        && !bereq.as_ref().is_some_and(|b| b.no_body)
+        && !matches!(*method, Method::GET | Method::HEAD);
+    if txn.body_spent(sends) {
+        tracing::warn!("request body already sent to a backend and not kept: not sent again");
+        return true;
+    }
+    false
+}
+
+/// One backend request to `backend`; with interim responses (1xx) forwarded to the client
+/// while the final one is awaited, when the client's connection takes them.
+async fn send_once(
+    txn: &Txn,
+    backend: &Arc<Backend>,
+    mut bereq: Request<RequestBody>,
+) -> Result<Response<BackendBody>, FetchError> {
+    match txn.interim.clone() {
+        Some(sink) => {
+            let heads = super::super::interim::listen(&mut bereq, txn.proxy.counters.clone());
+            let version = txn.req.version;
+            super::super::interim::forward_while(
+                backend.send(bereq),
+                heads,
+                &*sink,
+                version,
+                &txn.proxy.counters,
+            )
+            .await
+        }
+        None => backend.send(bereq).await,
     }
 }
 
