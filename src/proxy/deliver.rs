@@ -64,15 +64,7 @@ pub fn object(
         return full(object, head_only, now, cache_status);
     }
     let mut headers = match answer {
-        Answer::NotModified => {
-            let mut h = HeaderMap::new();
-            for name in NOT_MODIFIED_FIELDS {
-                for v in object.headers.map().get_all(&name) {
-                    h.append(name.clone(), v.clone());
-                }
-            }
-            h
-        }
+        Answer::NotModified => fields_for_304(&object),
         Answer::PreconditionFailed => {
             return synth(
                 StatusCode::PRECONDITION_FAILED,
@@ -103,61 +95,89 @@ pub fn object(
             (StatusCode::RANGE_NOT_SATISFIABLE, ResponseBody::empty())
         }
         Answer::Partial(ranges) if ranges.len() == 1 => {
-            let (start, end) = ranges[0];
-            headers.insert(header::CONTENT_RANGE, content_range(start, end, len));
-            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start + 1));
-            (
-                StatusCode::PARTIAL_CONTENT,
-                if head_only {
-                    ResponseBody::empty()
-                } else {
-                    match &object.body {
-                        Body::Memory(chunks) => ResponseBody::parts(slice(chunks, start, end)),
-                        // Streamed from disk (verified chunk by chunk), the window passed on.
-                        Body::Disk(_) => ResponseBody::slice(
-                            ResponseBody::object(object.clone()),
-                            start,
-                            end - start + 1,
-                        ),
-                    }
-                },
-            )
+            one_range(&object, &mut headers, ranges[0], head_only)
         }
-        Answer::Partial(ranges) => {
-            let boundary = boundary(&object);
-            let content_type = headers.remove(header::CONTENT_TYPE);
-            let mut parts = Vec::new();
-            for (start, end) in &ranges {
-                let mut head = format!("\r\n--{boundary}\r\n");
-                if let Some(ct) = content_type.as_ref().and_then(|v| v.to_str().ok()) {
-                    head.push_str(&format!("Content-Type: {ct}\r\n"));
-                }
-                head.push_str(&format!("Content-Range: bytes {start}-{end}/{len}\r\n\r\n"));
-                parts.push(Bytes::from(head));
-                if let Body::Memory(chunks) = &object.body {
-                    parts.extend(slice(chunks, *start, *end));
-                }
-            }
-            parts.push(Bytes::from(format!("\r\n--{boundary}--\r\n")));
-            let total: usize = parts.iter().map(|p| p.len()).sum();
-            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(total));
-            if let Ok(v) =
-                HeaderValue::from_str(&format!("multipart/byteranges; boundary={boundary}"))
-            {
-                headers.insert(header::CONTENT_TYPE, v);
-            }
-            (
-                StatusCode::PARTIAL_CONTENT,
-                if head_only {
-                    ResponseBody::empty()
-                } else {
-                    ResponseBody::parts(parts)
-                },
-            )
-        }
+        Answer::Partial(ranges) => multipart(&object, &mut headers, &ranges, head_only),
         Answer::PreconditionFailed => unreachable!("answered above"),
     };
     respond(status, headers, body, cache_status)
+}
+
+/// The fields a 304 carries from the stored response (RFC 9110 §15.4.5).
+fn fields_for_304(object: &Object) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    for name in NOT_MODIFIED_FIELDS {
+        for v in object.headers.map().get_all(&name) {
+            h.append(name.clone(), v.clone());
+        }
+    }
+    h
+}
+
+/// A 206 of one range, `start..=end` of the body: from memory, a slice of its chunks; from
+/// disk, streamed (verified chunk by chunk) with the window passed on.
+fn one_range(
+    object: &Arc<Object>,
+    headers: &mut HeaderMap,
+    (start, end): (u64, u64),
+    head_only: bool,
+) -> (StatusCode, ResponseBody) {
+    let len = object.body_len;
+    headers.insert(header::CONTENT_RANGE, content_range(start, end, len));
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start + 1));
+    (
+        StatusCode::PARTIAL_CONTENT,
+        if head_only {
+            ResponseBody::empty()
+        } else {
+            match &object.body {
+                Body::Memory(chunks) => ResponseBody::parts(slice(chunks, start, end)),
+                Body::Disk(_) => ResponseBody::slice(
+                    ResponseBody::object(object.clone()),
+                    start,
+                    end - start + 1,
+                ),
+            }
+        },
+    )
+}
+
+/// A 206 of several ranges (`multipart/byteranges`, RFC 9110 §14.6) of a body in memory.
+fn multipart(
+    object: &Object,
+    headers: &mut HeaderMap,
+    ranges: &[(u64, u64)],
+    head_only: bool,
+) -> (StatusCode, ResponseBody) {
+    let len = object.body_len;
+    let boundary = boundary(object);
+    let content_type = headers.remove(header::CONTENT_TYPE);
+    let mut parts = Vec::new();
+    for (start, end) in ranges {
+        let mut head = format!("\r\n--{boundary}\r\n");
+        if let Some(ct) = content_type.as_ref().and_then(|v| v.to_str().ok()) {
+            head.push_str(&format!("Content-Type: {ct}\r\n"));
+        }
+        head.push_str(&format!("Content-Range: bytes {start}-{end}/{len}\r\n\r\n"));
+        parts.push(Bytes::from(head));
+        if let Body::Memory(chunks) = &object.body {
+            parts.extend(slice(chunks, *start, *end));
+        }
+    }
+    parts.push(Bytes::from(format!("\r\n--{boundary}--\r\n")));
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(total));
+    if let Ok(v) = HeaderValue::from_str(&format!("multipart/byteranges; boundary={boundary}")) {
+        headers.insert(header::CONTENT_TYPE, v);
+    }
+    (
+        StatusCode::PARTIAL_CONTENT,
+        if head_only {
+            ResponseBody::empty()
+        } else {
+            ResponseBody::parts(parts)
+        },
+    )
 }
 
 /// The common case, a full hit: a clone of the object's prepared header map

@@ -189,28 +189,7 @@ impl Txn {
     ) -> Response<ResponseBody> {
         super::coding::on_delivery(self, super::filter::gzip::coding(&headers));
         self.flv_filter(status, &headers, content_length);
-        // A response fetched with ESI on whose program is not known yet (`esi::PENDING`):
-        // assembled as it is parsed here.
-        let mut page = None;
-        // Its value marks a page that goes out gzip (`esi::stored::GZIP`).
-        let gzip = headers.get(esi::FIELD).is_some_and(|v| {
-            v.as_bytes()
-                .starts_with(crate::esi::stored::GZIP.as_bytes())
-        });
-        if headers.remove(esi::FIELD).is_some() && self.esi_wanted() && !self.head_only {
-            // The body's length, if it is the identity bytes the assembly reads.
-            let identity_len = content_length.filter(|_| {
-                super::filter::gzip::coding(&headers)
-                    == Some(crate::http::accept_encoding::Coding::Identity)
-            });
-            let p = esi::Page::new(self.proxy.clone(), &self.req, self.client, self.vcl_time());
-            let url = self.req.uri.path_and_query().map_or("/", |p| p.as_str());
-            self.filters
-                .deliver
-                .push(Box::new(esi::Assemble::parse(p.clone(), url, identity_len)));
-            self.esi_coding(gzip);
-            page = Some(p);
-        }
+        let page = self.esi_assembly(&mut headers, content_length);
         // The delivery filters (`filter/`), if any: a Range below is cut from their output.
         let (body, content_length) = super::filter::streamed(
             &mut self.filters.deliver,
@@ -292,6 +271,36 @@ impl Txn {
             resp.extensions_mut().insert(esi::Prime(page));
         }
         resp
+    }
+
+    /// A response fetched with ESI on whose program is not known yet (`esi::PENDING`): the
+    /// assembly filter that parses and assembles it here, on the delivery chain, and the page
+    /// it assembles (`None`: no ESI, or the client does not get it assembled).
+    fn esi_assembly(
+        &mut self,
+        headers: &mut http::HeaderMap,
+        content_length: Option<u64>,
+    ) -> Option<Arc<esi::Page>> {
+        // Its value marks a page that goes out gzip (`esi::stored::GZIP`).
+        let gzip = headers.get(esi::FIELD).is_some_and(|v| {
+            v.as_bytes()
+                .starts_with(crate::esi::stored::GZIP.as_bytes())
+        });
+        if headers.remove(esi::FIELD).is_some() && self.esi_wanted() && !self.head_only {
+            // The body's length, if it is the identity bytes the assembly reads.
+            let identity_len = content_length.filter(|_| {
+                super::filter::gzip::coding(headers)
+                    == Some(crate::http::accept_encoding::Coding::Identity)
+            });
+            let p = esi::Page::new(self.proxy.clone(), &self.req, self.client, self.vcl_time());
+            let url = self.req.uri.path_and_query().map_or("/", |p| p.as_str());
+            self.filters
+                .deliver
+                .push(Box::new(esi::Assemble::parse(p.clone(), url, identity_len)));
+            self.esi_coding(gzip);
+            return Some(p);
+        }
+        None
     }
 
     /// The answer to the preconditions the backend never saw (`withheld_conditions`), on the
