@@ -49,115 +49,21 @@ impl Fill {
     /// Streams the backend body into the busy object, then stores it. Runs as its own task so
     /// the cache fill completes even if the client that started it goes away.
     pub async fn run(
-        self,
+        mut self,
         proxy: Arc<Proxy>,
         key: CacheKey,
         busy: Arc<BusyObject>,
         mut guard: Option<LeaderGuard>,
         mut body: impl Chunks + Send + 'static,
     ) {
-        let mut total: u64 = 0;
-        let mut storing = true;
-        loop {
-            if !busy.writable().await {
-                tracing::debug!(%key, "every reader left an unstorable response; stopping fetch");
-                busy.fail();
-                return;
-            }
-            match std::future::poll_fn(|cx| body.poll_chunk(cx)).await {
-                Some(Ok(data)) => {
-                    total += data.len() as u64;
-                    if storing && total > proxy.max_object_size {
-                        storing = false;
-                        busy.start_trimming();
-                        if let Some(g) = guard.as_mut() {
-                            g.release();
-                        }
-                        proxy.counters.cache_uncacheable.inc();
-                        proxy
-                            .cache
-                            .mark_hit_for_miss(key.clone(), proxy.config.cache.hit_for_miss_ttl.0);
-                    }
-                    busy.push(data);
-                }
-                Some(Err(e)) => {
-                    tracing::warn!(%key, error = %e, "backend body failed; object not stored");
-                    busy.fail();
-                    return;
-                }
-                None => break,
-            }
-        }
-        if storing && let Some(target) = self.piece {
-            if total == target.size {
-                // One allocation of exactly its size (`cache::body`), pieces join it later.
-                let body = body::one(&busy.chunks(), total as usize);
-                let piece = Piece {
-                    start: target.start,
-                    length: target.length,
-                    body,
-                    headers: representation_fields(self.headers),
-                    validator: target.validator,
-                    vary: self.vary,
-                    initial_age: self.plan.initial_age,
-                    ttl: self.plan.ttl,
-                    received: self.stored_at,
-                };
-                match proxy.cache.partial.add(&key, piece) {
-                    Added::Held(_) => proxy.counters.cache_partial_stored.inc(),
-                    Added::Complete(mut object) => {
-                        proxy.counters.cache_partial_stored.inc();
-                        proxy.counters.cache_partial_completed.inc();
-                        object.stale_ok = self.plan.stale_ok;
-                        object.grace = self.plan.grace.into();
-                        object.stale_if_error = self.plan.stale_if_error.into();
-                        object.keep = self.plan.keep.into();
-                        proxy.cache.store(&key, Arc::new(object));
-                        proxy.counters.cache_insert.inc();
-                    }
-                    Added::Dropped => {}
-                }
-            }
-        } else if storing {
-            // One allocation of exactly its size (cache/body.rs).
-            let body = body::store(&busy.chunks(), total as usize);
-            let mut headers = self.headers;
-            if let Some(value) = self
-                .identity
-                .and_then(|slot| slot.take())
-                .and_then(|identity| identity.to_value())
-            {
-                headers.insert(crate::cache::identity::FIELD, value);
-            }
-            let fields = match &self.esi {
-                Some(slot) => super::filter::esi::stored_fields(
-                    &headers,
-                    slot.take(),
-                    (slot.gzip(), slot.gzip_plain()),
-                    total,
-                ),
-                None => StoredFields::from_map(&headers),
-            };
-            let object = Arc::new(Object::from_plan(
-                self.status,
-                fields,
-                Body::Memory(body),
-                total,
-                boxed_vary(self.vary),
-                &self.plan,
-                self.stored_at,
-            ));
-            let stored = proxy.cache.store(&key, object.clone());
-            proxy.counters.cache_insert.inc();
-            // A whole object supersedes any pieces of the URL.
-            proxy.cache.partial.remove(&key);
-            if busy.is_purged() {
-                // Purged while it was fetched (the mark is set before the purge removes, and
-                // read after this store): it does not outlive the purge.
-                proxy.cache.storage.remove(&stored);
-            } else if let Some(shared) = &proxy.cache.shared {
-                let ticket = guard.as_mut().and_then(LeaderGuard::take_ticket);
-                shared.share(&key, &stored, &object, ticket, self.seen);
+        let Some((total, storing)) = stream(&proxy, &key, &busy, &mut guard, &mut body).await
+        else {
+            return;
+        };
+        if storing {
+            match self.piece.take() {
+                Some(target) => self.store_piece(&proxy, &key, &busy, target, total),
+                None => self.store_whole(&proxy, &key, &busy, &mut guard, total),
             }
         }
         // Out of the busy table before it is complete: a waiter that sees it complete looks
@@ -169,6 +75,147 @@ impl Fill {
         busy.finish();
         drop(guard);
     }
+
+    /// A piece of partial content of exactly the size its `Content-Range` said: added to the
+    /// URL's pieces, and the object stored when they complete it.
+    fn store_piece(
+        self,
+        proxy: &Proxy,
+        key: &CacheKey,
+        busy: &BusyObject,
+        target: PieceTarget,
+        total: u64,
+    ) {
+        if total != target.size {
+            return;
+        }
+        // One allocation of exactly its size (`cache::body`), pieces join it later.
+        let body = body::one(&busy.chunks(), total as usize);
+        let piece = Piece {
+            start: target.start,
+            length: target.length,
+            body,
+            headers: representation_fields(self.headers),
+            validator: target.validator,
+            vary: self.vary,
+            initial_age: self.plan.initial_age,
+            ttl: self.plan.ttl,
+            received: self.stored_at,
+        };
+        match proxy.cache.partial.add(key, piece) {
+            Added::Held(_) => proxy.counters.cache_partial_stored.inc(),
+            Added::Complete(mut object) => {
+                proxy.counters.cache_partial_stored.inc();
+                proxy.counters.cache_partial_completed.inc();
+                object.stale_ok = self.plan.stale_ok;
+                object.grace = self.plan.grace.into();
+                object.stale_if_error = self.plan.stale_if_error.into();
+                object.keep = self.plan.keep.into();
+                proxy.cache.store(key, Arc::new(object));
+                proxy.counters.cache_insert.inc();
+            }
+            Added::Dropped => {}
+        }
+    }
+
+    /// A whole object: stored (with its ESI program and its identity, when it has them),
+    /// superseding any pieces of the URL, and shared with the fleet — unless it was purged
+    /// while it was fetched.
+    fn store_whole(
+        self,
+        proxy: &Proxy,
+        key: &CacheKey,
+        busy: &BusyObject,
+        guard: &mut Option<LeaderGuard>,
+        total: u64,
+    ) {
+        // One allocation of exactly its size (cache/body.rs).
+        let body = body::store(&busy.chunks(), total as usize);
+        let mut headers = self.headers;
+        if let Some(value) = self
+            .identity
+            .and_then(|slot| slot.take())
+            .and_then(|identity| identity.to_value())
+        {
+            headers.insert(crate::cache::identity::FIELD, value);
+        }
+        let fields = match &self.esi {
+            Some(slot) => super::filter::esi::stored_fields(
+                &headers,
+                slot.take(),
+                (slot.gzip(), slot.gzip_plain()),
+                total,
+            ),
+            None => StoredFields::from_map(&headers),
+        };
+        let object = Arc::new(Object::from_plan(
+            self.status,
+            fields,
+            Body::Memory(body),
+            total,
+            boxed_vary(self.vary),
+            &self.plan,
+            self.stored_at,
+        ));
+        let stored = proxy.cache.store(key, object.clone());
+        proxy.counters.cache_insert.inc();
+        // A whole object supersedes any pieces of the URL.
+        proxy.cache.partial.remove(key);
+        if busy.is_purged() {
+            // Purged while it was fetched (the mark is set before the purge removes, and
+            // read after this store): it does not outlive the purge.
+            proxy.cache.storage.remove(&stored);
+        } else if let Some(shared) = &proxy.cache.shared {
+            let ticket = guard.as_mut().and_then(LeaderGuard::take_ticket);
+            shared.share(key, &stored, &object, ticket, self.seen);
+        }
+    }
+}
+
+/// The body streamed into the busy object while readers remain: how long it was, and whether
+/// it is still to be stored (past `max_object_size` the rest is streamed, not stored, and the
+/// URL remembered as uncacheable). `None`: the body failed, or every reader left a response
+/// that is not stored; the busy object is failed.
+async fn stream(
+    proxy: &Proxy,
+    key: &CacheKey,
+    busy: &BusyObject,
+    guard: &mut Option<LeaderGuard>,
+    body: &mut (impl Chunks + Send),
+) -> Option<(u64, bool)> {
+    let mut total: u64 = 0;
+    let mut storing = true;
+    loop {
+        if !busy.writable().await {
+            tracing::debug!(%key, "every reader left an unstorable response; stopping fetch");
+            busy.fail();
+            return None;
+        }
+        match std::future::poll_fn(|cx| body.poll_chunk(cx)).await {
+            Some(Ok(data)) => {
+                total += data.len() as u64;
+                if storing && total > proxy.max_object_size {
+                    storing = false;
+                    busy.start_trimming();
+                    if let Some(g) = guard.as_mut() {
+                        g.release();
+                    }
+                    proxy.counters.cache_uncacheable.inc();
+                    proxy
+                        .cache
+                        .mark_hit_for_miss(key.clone(), proxy.config.cache.hit_for_miss_ttl.0);
+                }
+                busy.push(data);
+            }
+            Some(Err(e)) => {
+                tracing::warn!(%key, error = %e, "backend body failed; object not stored");
+                busy.fail();
+                return None;
+            }
+            None => break,
+        }
+    }
+    Some((total, storing))
 }
 
 #[cfg(test)]
