@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use http::StatusCode;
-use http::header::{self, HeaderMap};
+use http::header::{self, HeaderMap, HeaderName};
 
 use super::plan::{Exchange, NoCacheReason, StorePlan, shared_with_authorization};
 use super::rfc9111::{
@@ -78,11 +78,54 @@ pub fn evaluate_with(
         return Err(NoCacheReason::Status);
     }
     let cc = CacheControl::targeted(headers, &cfg.targeted_cache_control);
+    refused_by_origin(headers, ex, &cc, o)?;
+    let strip = stripped(&cc);
+    if headers.contains_key(header::SET_COOKIE) && !strip.contains(&header::SET_COOKIE) {
+        return Err(NoCacheReason::SetCookie);
+    }
+    let vary = vary_names(headers).ok_or(NoCacheReason::VaryStar)?;
+    // RFC 9111 §4.2.3, §4.2.1
+    let reading = lifetime(headers, &cc, ex, AgeReading::Rfc9111);
+    let initial_age = reading.initial_age;
+    let revalidate = cc.no_cache && !o.override_origin;
+    // Without explicit freshness only the heuristically cacheable statuses may be stored
+    // (RFC 9111 §3, §4.2.2); only `override_origin` stores others.
+    if reading.explicit.is_none() && !heuristically_cacheable(status) && !o.override_origin {
+        return Err(NoCacheReason::Status);
+    }
+    if revalidate {
+        return always_revalidated(initial_age, (strip, vary), cfg, o);
+    }
+    let lifetime = fresh_for(status, headers, &reading, ex, cfg, o)?;
+    let stale_ok = stale_ok(&cc);
+    Ok(StorePlan {
+        ttl: lifetime,
+        initial_age,
+        strip,
+        vary,
+        stale_ok,
+        grace: o.grace.or(cc.stale_while_revalidate).unwrap_or(cfg.grace.0),
+        keep: o.keep.unwrap_or(cfg.keep.0),
+        stale_if_error: cc.stale_if_error,
+        prefetch: crate::cache::Prefetch::CONFIGURED,
+        transient: false,
+    })
+}
+
+/// The refusals of what the origin said (`Cache-Control` targeted at this cache): the
+/// request's `Authorization`, then — unless a rule says `override_origin` — `no-store`,
+/// `private`, and `no-cache` without a validator.
+fn refused_by_origin(
+    headers: &HeaderMap,
+    ex: &Exchange,
+    cc: &CacheControl,
+    o: &Overrides,
+) -> Result<(), NoCacheReason> {
     // RFC 9111 §3.5 whatever the rule says about the origin's directives: `override_origin`
     // overrides what the *origin* said, the credentials are the *request's* (issue 32). Only
     // a request rule's `cache = true` (the operator vouching that they do not change the
     // answer) lifts it, by not counting the request as authorised at all.
-    if ex.authorization && !shared_with_authorization(&cc) {
+    if ex.authorization && !shared_with_authorization(cc) {
         return Err(NoCacheReason::Authorization);
     }
     if !o.override_origin {
@@ -98,45 +141,49 @@ pub fn evaluate_with(
             return Err(NoCacheReason::NoCache);
         }
     }
-    let strip = stripped(&cc);
-    if headers.contains_key(header::SET_COOKIE) && !strip.contains(&header::SET_COOKIE) {
-        return Err(NoCacheReason::SetCookie);
+    Ok(())
+}
+
+/// A `no-cache` response (without `override_origin`): stale from the start and never served
+/// stale (RFC 9111 §4.2.4), kept for `keep` so that every use revalidates.
+fn always_revalidated(
+    initial_age: Duration,
+    (strip, vary): (Vec<HeaderName>, Vec<HeaderName>),
+    cfg: &CacheConfig,
+    o: &Overrides,
+) -> Result<StorePlan, NoCacheReason> {
+    // Lookup finds it stale within `keep` and sends its validators. A rule's lifetimes do not
+    // apply without `override_origin`.
+    let keep = o.keep.unwrap_or(cfg.keep.0);
+    if keep.is_zero() {
+        return Err(NoCacheReason::NoCache);
     }
-    let vary = vary_names(headers).ok_or(NoCacheReason::VaryStar)?;
-    // RFC 9111 §4.2.3, §4.2.1
-    let Lifetime {
-        date,
+    Ok(StorePlan {
+        ttl: Duration::ZERO,
         initial_age,
-        explicit,
-    } = lifetime(headers, &cc, ex, AgeReading::Rfc9111);
-    let response_time = ex.response_time;
-    let revalidate = cc.no_cache && !o.override_origin;
-    // Without explicit freshness only the heuristically cacheable statuses may be stored
-    // (RFC 9111 §3, §4.2.2); only `override_origin` stores others.
-    if explicit.is_none() && !heuristically_cacheable(status) && !o.override_origin {
-        return Err(NoCacheReason::Status);
-    }
-    if revalidate {
-        // Stale from the start and never served stale (RFC 9111 §4.2.4): every use revalidates
-        // (Lookup finds it stale within `keep` and sends its validators). A rule's lifetimes
-        // do not apply without `override_origin`.
-        let keep = o.keep.unwrap_or(cfg.keep.0);
-        if keep.is_zero() {
-            return Err(NoCacheReason::NoCache);
-        }
-        return Ok(StorePlan {
-            ttl: Duration::ZERO,
-            initial_age,
-            strip,
-            vary,
-            stale_ok: false,
-            grace: Duration::ZERO,
-            keep,
-            stale_if_error: None,
-            prefetch: crate::cache::Prefetch::CONFIGURED,
-            transient: false,
-        });
-    }
+        strip,
+        vary,
+        stale_ok: false,
+        grace: Duration::ZERO,
+        keep,
+        stale_if_error: None,
+        prefetch: crate::cache::Prefetch::CONFIGURED,
+        transient: false,
+    })
+}
+
+/// How long the response stays fresh, counted from its age on arrival: a rule's `ttl`, else
+/// the origin's (or the heuristic, or `cache.default_ttl`) raised to `min_ttl`, capped at
+/// `max_ttl`. A response with no freshness, or expired on arrival, is not stored.
+fn fresh_for(
+    status: StatusCode,
+    headers: &HeaderMap,
+    reading: &Lifetime,
+    ex: &Exchange,
+    cfg: &CacheConfig,
+    o: &Overrides,
+) -> Result<Duration, NoCacheReason> {
+    let initial_age = reading.initial_age;
     // Lifetimes the operator chose — a rule's `ttl` / `min_ttl`, `cache.default_ttl` — apply to
     // the heuristically cacheable statuses short of 5xx, unless the rule says
     // `override_origin`: otherwise `min_ttl` for pages would keep a bare 500 error page (or
@@ -154,8 +201,9 @@ pub fn evaluate_with(
     let lifetime = if let Some(ttl) = ttl {
         ttl + initial_age
     } else {
-        let origin =
-            explicit.or_else(|| heuristic(headers, date, response_time, cfg).or(default_ttl));
+        let origin = reading
+            .explicit
+            .or_else(|| heuristic(headers, reading.date, ex.response_time, cfg).or(default_ttl));
         match (origin, min_ttl) {
             (Some(l), Some(min)) => l.max(min + initial_age),
             (None, Some(min)) => min + initial_age,
@@ -170,17 +218,5 @@ pub fn evaluate_with(
     if lifetime <= initial_age {
         return Err(NoCacheReason::Expired);
     }
-    let stale_ok = stale_ok(&cc);
-    Ok(StorePlan {
-        ttl: lifetime,
-        initial_age,
-        strip,
-        vary,
-        stale_ok,
-        grace: o.grace.or(cc.stale_while_revalidate).unwrap_or(cfg.grace.0),
-        keep: o.keep.unwrap_or(cfg.keep.0),
-        stale_if_error: cc.stale_if_error,
-        prefetch: crate::cache::Prefetch::CONFIGURED,
-        transient: false,
-    })
+    Ok(lifetime)
 }
