@@ -57,57 +57,15 @@ pub async fn open(
     let dir = files::account_dir(state_dir, directory);
     let key_file = dir.join("account.key");
     let json_file = dir.join("account.json");
-    let storage = |e: std::io::Error, f: &Path| Failure::Storage(format!("{}: {e}", f.display()));
     if eab.is_some() && key_file.exists() && !json_file.exists() {
         set_aside_if_unregistered(&key_file, directory, &client).await?;
     }
     if let Some(eab) = eab
         && !key_file.exists()
     {
-        let wanted = mailtos(contact);
-        let refs: Vec<&str> = wanted.iter().map(String::as_str).collect();
-        let (account, credentials) = Account::builder_with_http(Box::new(AcmeHttp(client.clone())))
-            .create(
-                &NewAccount {
-                    contact: &refs,
-                    terms_of_service_agreed: true,
-                    only_return_existing: false,
-                },
-                directory.to_string(),
-                Some(eab),
-            )
-            .await
-            .map_err(Failure::from_acme)?;
-        let pem = pkcs8_pem(credentials.private_key())?;
-        files::write_private(&key_file, pem.as_bytes()).map_err(|e| storage(e, &key_file))?;
-        tracing::info!(account = account.id(), %directory, file = %key_file.display(), "ACME account registered with external account binding");
-        let saved = Saved {
-            url: account.id().to_string(),
-            directory: directory.to_string(),
-            contact: wanted,
-        };
-        let json = serde_json::to_vec_pretty(&saved)
-            .map_err(|e| Failure::Storage(format!("{}: {e}", json_file.display())))?;
-        files::write_private(&json_file, &json).map_err(|e| storage(e, &json_file))?;
-        return Ok(account);
+        return register_bound(&dir, directory, contact, eab, client).await;
     }
-    let pkcs8 = match std::fs::read(&key_file) {
-        Ok(pem) => PrivatePkcs8KeyDer::from_pem_slice(&pem).map_err(|e| {
-            Failure::Account(format!(
-                "{}: not a PKCS#8 PEM private key ({e}); move it away to make a new account",
-                key_file.display()
-            ))
-        })?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let (_, pkcs8) = Key::generate_pkcs8()
-                .map_err(|e| Failure::Account(format!("cannot make an account key: {e}")))?;
-            let pem = pkcs8_pem(&pkcs8)?;
-            files::write_private(&key_file, pem.as_bytes()).map_err(|e| storage(e, &key_file))?;
-            tracing::info!(file = %key_file.display(), %directory, "ACME account key created");
-            pkcs8
-        }
-        Err(e) => return Err(storage(e, &key_file)),
-    };
+    let pkcs8 = read_or_make_key(&key_file, directory)?;
     let key = || {
         Key::from_pkcs8_der(pkcs8.clone_key())
             .map_err(|e| Failure::Account(format!("{}: unusable key ({e})", key_file.display())))
@@ -157,11 +115,83 @@ pub async fn open(
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
     if current.as_ref() != Some(&saved) {
-        let json = serde_json::to_vec_pretty(&saved)
-            .map_err(|e| Failure::Storage(format!("{}: {e}", json_file.display())))?;
-        files::write_private(&json_file, &json).map_err(|e| storage(e, &json_file))?;
+        save(&json_file, &saved)?;
     }
     Ok(account)
+}
+
+/// A new account bound to `eab` (RFC 8555 §7.3.4): instant-acme makes its key as it registers
+/// it, and the key and the account's URL are written the moment the server answers.
+async fn register_bound(
+    dir: &Path,
+    directory: &str,
+    contact: &[String],
+    eab: &ExternalAccountKey,
+    client: Arc<Client>,
+) -> Result<Account, Failure> {
+    let key_file = dir.join("account.key");
+    let json_file = dir.join("account.json");
+    let wanted = mailtos(contact);
+    let refs: Vec<&str> = wanted.iter().map(String::as_str).collect();
+    let (account, credentials) = Account::builder_with_http(Box::new(AcmeHttp(client)))
+        .create(
+            &NewAccount {
+                contact: &refs,
+                terms_of_service_agreed: true,
+                only_return_existing: false,
+            },
+            directory.to_string(),
+            Some(eab),
+        )
+        .await
+        .map_err(Failure::from_acme)?;
+    let pem = pkcs8_pem(credentials.private_key())?;
+    files::write_private(&key_file, pem.as_bytes()).map_err(|e| storage(e, &key_file))?;
+    tracing::info!(account = account.id(), %directory, file = %key_file.display(), "ACME account registered with external account binding");
+    let saved = Saved {
+        url: account.id().to_string(),
+        directory: directory.to_string(),
+        contact: wanted,
+    };
+    save(&json_file, &saved)?;
+    Ok(account)
+}
+
+/// The account key in `key_file`, or a new one made and written there (0600) before any
+/// server hears of it.
+fn read_or_make_key(
+    key_file: &Path,
+    directory: &str,
+) -> Result<PrivatePkcs8KeyDer<'static>, Failure> {
+    match std::fs::read(key_file) {
+        Ok(pem) => PrivatePkcs8KeyDer::from_pem_slice(&pem).map_err(|e| {
+            Failure::Account(format!(
+                "{}: not a PKCS#8 PEM private key ({e}); move it away to make a new account",
+                key_file.display()
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let (_, pkcs8) = Key::generate_pkcs8()
+                .map_err(|e| Failure::Account(format!("cannot make an account key: {e}")))?;
+            let pem = pkcs8_pem(&pkcs8)?;
+            files::write_private(key_file, pem.as_bytes()).map_err(|e| storage(e, key_file))?;
+            tracing::info!(file = %key_file.display(), %directory, "ACME account key created");
+            Ok(pkcs8)
+        }
+        Err(e) => Err(storage(e, key_file)),
+    }
+}
+
+/// Writes account.json (0600).
+fn save(json_file: &Path, saved: &Saved) -> Result<(), Failure> {
+    let json = serde_json::to_vec_pretty(saved)
+        .map_err(|e| Failure::Storage(format!("{}: {e}", json_file.display())))?;
+    files::write_private(json_file, &json).map_err(|e| storage(e, json_file))
+}
+
+/// A storage failure on `file`.
+fn storage(e: std::io::Error, file: &Path) -> Failure {
+    Failure::Storage(format!("{}: {e}", file.display()))
 }
 
 /// With a binding to make: an account key that was made but never registered (a run without
@@ -195,8 +225,7 @@ async fn set_aside_if_unregistered(
                 "key.unregistered-{}",
                 crate::tls::certs::unix_now()
             ));
-            std::fs::rename(key_file, &aside)
-                .map_err(|e| Failure::Storage(format!("{}: {e}", key_file.display())))?;
+            std::fs::rename(key_file, &aside).map_err(|e| storage(e, key_file))?;
             tracing::warn!(key = %aside.display(), %directory, "ACME account key never registered: set aside to register a bound account (eab_kid)");
             Ok(())
         }
