@@ -65,17 +65,19 @@ impl Default for Settings {
     }
 }
 
+/// A parameter (or a value of one) Shellac has no equivalent for.
+fn unmapped(what: String) -> Result<(), ParamError> {
+    Err(ParamError::Unmapped(format!(
+        "Varnish parameter {what} has no Shellac equivalent"
+    )))
+}
+
 impl Settings {
     /// `param.set NAME VALUE` / `-p NAME=VALUE`.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), ParamError> {
         if name == "vcc_feature" || name == "vcc_err_unref" {
             return self.vcc_feature(name, value);
         }
-        let unmapped = |what: String| {
-            Err(ParamError::Unmapped(format!(
-                "Varnish parameter {what} has no Shellac equivalent"
-            )))
-        };
         let Some((_, rule)) = PARAMS.iter().find(|p| p.0 == name) else {
             return unmapped(name.to_string());
         };
@@ -94,25 +96,7 @@ impl Settings {
                 self.values.insert((section, key), n.to_string());
             }
             Rule::Setting(section, key, Kind::Bytes, _) => {
-                let n = units::parse_size(value)
-                    .map_err(|e| ParamError::Invalid(format!("{name}: {e}")))?;
-                let min = match crate::config::settings::find(section, key).map(|s| &s.kind) {
-                    Some(crate::config::settings::Kind::Size { min, .. }) => *min,
-                    _ => 0,
-                };
-                if n < min {
-                    return unmapped(format!(
-                        "{name}={value} (below the least {section}.{key} Shellac takes, {})",
-                        units::format_size(min)
-                    ));
-                }
-                self.values.insert((section, key), n.to_string());
-                // The request line is part of the head: a head limit below the line's
-                // own (8 KiB) bounds the line too.
-                if (*section, *key) == ("server", "max_header_size") {
-                    self.values
-                        .insert(("server", "max_request_line"), n.min(8 << 10).to_string());
-                }
+                self.set_bytes(name, value, (section, key))?;
             }
             Rule::Setting(section, key, Kind::Bool, _) => {
                 let on = match value.trim() {
@@ -127,21 +111,7 @@ impl Settings {
                 self.values.insert((section, key), on.to_string());
             }
             Rule::LogOnly | Rule::NoMeaning => {}
-            Rule::EsiSyntax => {
-                let v = value.trim();
-                let bits = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
-                    Some(hex) => u32::from_str_radix(hex, 16),
-                    None => v.parse(),
-                }
-                .map_err(|_| ParamError::Invalid(format!("{name}: {value:?} is not a number")))?;
-                if bits & !0xf != 0 {
-                    return unmapped(format!("{name}={value}"));
-                }
-                for (bit, key) in [(1, "disable_xml_check"), (2, "ignore_other_elements")] {
-                    self.values
-                        .insert(("esi", key), (bits & bit != 0).to_string());
-                }
-            }
+            Rule::EsiSyntax => self.set_esi_syntax(name, value)?,
             Rule::Fixed(v) => {
                 if value != *v {
                     return unmapped(format!("{name}={value}"));
@@ -154,27 +124,86 @@ impl Settings {
                     return unmapped(format!("{name}={value}"));
                 }
             }
-            Rule::Flags(flags) => {
-                for f in value.split(',').map(str::trim).filter(|f| !f.is_empty()) {
-                    let (on, flag) = match f.as_bytes()[0] {
-                        b'+' => (true, &f[1..]),
-                        b'-' => (false, &f[1..]),
-                        _ => (true, f),
-                    };
-                    match flags.iter().find(|(n, _)| *n == flag) {
-                        Some((_, Flag::LogOnly | Flag::NoMeaning)) => {}
-                        Some((_, Flag::Always)) if on => {}
-                        Some((_, Flag::Always)) => return unmapped(format!("{name} {f}")),
-                        Some((_, Flag::Setting(section, key))) => {
-                            self.values.insert((section, key), on.to_string());
-                        }
-                        Some((_, Flag::Choice(section, key, yes, no))) => {
-                            let v = if on { yes } else { no };
-                            self.values.insert((section, key), v.to_string());
-                        }
-                        None => return unmapped(format!("{name} {f}")),
-                    }
+            Rule::Flags(flags) => self.set_flags(name, value, flags)?,
+        }
+        Ok(())
+    }
+
+    /// A size setting: at least the least Shellac takes (a smaller one is not Shellac's to
+    /// run); `max_header_size` bounds the request line too.
+    fn set_bytes(
+        &mut self,
+        name: &str,
+        value: &str,
+        (section, key): (&'static str, &'static str),
+    ) -> Result<(), ParamError> {
+        let n =
+            units::parse_size(value).map_err(|e| ParamError::Invalid(format!("{name}: {e}")))?;
+        let min = match crate::config::settings::find(section, key).map(|s| &s.kind) {
+            Some(crate::config::settings::Kind::Size { min, .. }) => *min,
+            _ => 0,
+        };
+        if n < min {
+            return unmapped(format!(
+                "{name}={value} (below the least {section}.{key} Shellac takes, {})",
+                units::format_size(min)
+            ));
+        }
+        self.values.insert((section, key), n.to_string());
+        // The request line is part of the head: a head limit below the line's
+        // own (8 KiB) bounds the line too.
+        if (section, key) == ("server", "max_header_size") {
+            self.values
+                .insert(("server", "max_request_line"), n.min(8 << 10).to_string());
+        }
+        Ok(())
+    }
+
+    /// 2.x-4.0's `esi_syntax` bitmap (hex or decimal, [`Rule::EsiSyntax`]): 0x1 and 0x2 set
+    /// ESI settings, 0x4 and 0x8 change nothing, any other bit has no equivalent.
+    fn set_esi_syntax(&mut self, name: &str, value: &str) -> Result<(), ParamError> {
+        let v = value.trim();
+        let bits = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+            Some(hex) => u32::from_str_radix(hex, 16),
+            None => v.parse(),
+        }
+        .map_err(|_| ParamError::Invalid(format!("{name}: {value:?} is not a number")))?;
+        if bits & !0xf != 0 {
+            return unmapped(format!("{name}={value}"));
+        }
+        for (bit, key) in [(1, "disable_xml_check"), (2, "ignore_other_elements")] {
+            self.values
+                .insert(("esi", key), (bits & bit != 0).to_string());
+        }
+        Ok(())
+    }
+
+    /// A flags parameter (`+flag,-flag,flag`): each flag set, ignored or refused as its table
+    /// row says.
+    fn set_flags(
+        &mut self,
+        name: &str,
+        value: &str,
+        flags: &[(&'static str, Flag)],
+    ) -> Result<(), ParamError> {
+        for f in value.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+            let (on, flag) = match f.as_bytes()[0] {
+                b'+' => (true, &f[1..]),
+                b'-' => (false, &f[1..]),
+                _ => (true, f),
+            };
+            match flags.iter().find(|(n, _)| *n == flag) {
+                Some((_, Flag::LogOnly | Flag::NoMeaning)) => {}
+                Some((_, Flag::Always)) if on => {}
+                Some((_, Flag::Always)) => return unmapped(format!("{name} {f}")),
+                Some((_, Flag::Setting(section, key))) => {
+                    self.values.insert((section, key), on.to_string());
                 }
+                Some((_, Flag::Choice(section, key, yes, no))) => {
+                    let v = if on { yes } else { no };
+                    self.values.insert((section, key), v.to_string());
+                }
+                None => return unmapped(format!("{name} {f}")),
             }
         }
         Ok(())
@@ -205,9 +234,7 @@ impl Settings {
                 Ok(())
             }
             Some(_) => Ok(()),
-            None => Err(ParamError::Unmapped(format!(
-                "Varnish parameter {name} has no Shellac equivalent"
-            ))),
+            None => unmapped(name.to_string()),
         }
     }
 
