@@ -32,6 +32,12 @@ macro_rules! counters {
             pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
                 vec![ $( (stringify!($name), self.$name.get()), )* ]
             }
+
+            /// Adds every counter of `other` to this one's (what a piece of work counted
+            /// before the process's counters existed).
+            pub fn add_all(&self, other: &$type) {
+                $( self.$name.add(other.$name.get()); )*
+            }
         }
     };
 }

@@ -91,6 +91,11 @@ pub(super) fn serve(
         let count = shellac::upgrade::receive(channel).map_err(|e| anyhow::anyhow!("{e}"))?;
         tracing::info!("upgrade: {count} listening sockets received, disk tier released");
     }
+    // The disk index is rebuilt on a thread of its own while the rest starts (the data file is
+    // checked by `load` and released by a process this one replaces, above).
+    if let Some(disk) = &config.storage.disk {
+        shellac::cache::disk::open_ahead(disk);
+    }
     let rt = runtime(config.server.worker_threads())?;
     rt.block_on(run(config, program, source, overrides, name, handover))
 }

@@ -3,11 +3,13 @@
 //! - `format.rs`: the on-disk layout (superblock, regions, entries, summaries, trailers).
 //! - `engine.rs`: the data file, the in-memory index, reads and lazily read bodies.
 //! - `recover.rs`: rebuilding the index, the ban list and the variant lists at start-up.
+//! - `ahead.rs`: that recovery started on a thread of its own early in start-up.
 //! - `writer.rs`: the background writer thread (batched aligned writes, sealing, reclaim).
 //!
 //! The request path only ever does an in-memory index probe, a read on the blocking pool
 //! (`spawn_blocking`) for a disk hit, and a `try_send` to the writer's bounded queue.
 
+mod ahead;
 mod bans;
 mod engine;
 pub mod format;
@@ -27,6 +29,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 pub use crate::cache::disk_body::{DiskBody, ReadError};
+pub use ahead::open_ahead;
 pub use engine::INLINE_MAX;
 use engine::{Engine, Recovered, now_ms};
 use writer::{Cmd, Writer, WriterState};
@@ -68,12 +71,8 @@ impl DiskStorage {
         counters: Arc<Counters>,
         bans: Arc<BanList>,
     ) -> io::Result<DiskStorage> {
-        let (engine, mut rec) = Engine::open(
-            &config.path,
-            config.size.0,
-            config.region_size.0,
-            counters.clone(),
-        )?;
+        let (engine, mut rec, waited) = ahead::open(config, &counters)?;
+        let engine = Arc::new(engine);
         let mut ban_generation = rec.ban_generation;
         if restore_bans(&engine, &rec, &bans, &counters) {
             // Write back what is left, so retired bans are not read again.
@@ -114,6 +113,7 @@ impl DiskStorage {
             tagged = recovered.tagged.len(),
             bans = bans.len(),
             ms = rec.elapsed.as_millis() as u64,
+            waited_ms = waited.as_millis() as u64,
             "disk cache ready"
         );
         let shared = Arc::new(WriterState {

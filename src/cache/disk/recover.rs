@@ -5,12 +5,11 @@
 
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderName;
 
-use super::engine::{Engine, Loc, Recovered, RegionBook, now_ms};
+use super::engine::{Batch, Engine, Loc, Recovered, RegionBook, now_ms};
 use super::format::{
     self, BLOCK, BODY_CHUNK, ENTRY_HEADER, EntryHeader, EntryInfo, FLAG_KEY_RECORD, KIND_OBJECT,
     KIND_TOMBSTONE, KeyRecord, Meta, Record, RegionHeader, SUMMARY_RECORD, Trailer,
@@ -34,20 +33,22 @@ struct Found {
 impl Engine {
     /// Rebuilds the index: region headers, then each region's summary (or, for a region
     /// without one, its entry headers), in incarnation order so newer entries and tombstones win.
-    pub(super) fn recover(self: &Arc<Self>) -> io::Result<Recovered> {
+    pub(super) fn recover(&self) -> io::Result<Recovered> {
         let mut books = vec![RegionBook::default(); self.regions as usize];
-        let order = self.regions_in_order();
+        let (order, entries) = self.regions_in_order();
         let now = now_ms();
         let mut next_seq = 1;
         let mut scanned = Vec::new();
         let mut found = Vec::new();
+        let mut batch = Batch::with_capacity(entries);
         for &(seq, r) in &order {
             next_seq = next_seq.max(seq + 1);
             let book = &mut books[r as usize];
-            if !self.index_region(r, seq, book, now, &mut found) {
+            if !self.index_region(r, seq, book, now, &mut batch, &mut found) {
                 scanned.push(r);
             }
         }
+        self.index_apply(batch);
         // Seal what a crash left open, so the next start reads its summary instead.
         for r in scanned {
             self.seal_recovered(r, &mut books[r as usize]);
@@ -66,11 +67,12 @@ impl Engine {
         Ok(recovered)
     }
 
-    /// The regions of this file's instance, as (incarnation, region), oldest first. Every
+    /// The regions of this file's instance, as (incarnation, region), oldest first, and the
+    /// entries their trailers count. Every
     /// region's header, and its tail (trailer and, mostly, the summary before it), are asked
     /// for at once: after a reboot (page cache cold) the device reads them side by side
     /// instead of one synchronous read after another (bench/RESULTS.md, warm restart).
-    fn regions_in_order(&self) -> Vec<(u64, u32)> {
+    fn regions_in_order(&self) -> (Vec<(u64, u32)>, usize) {
         let mut order = Vec::new();
         let mut block = vec![0u8; BLOCK as usize];
         let tail = TAIL_PREFETCH.min(self.region_size);
@@ -97,26 +99,29 @@ impl Engine {
         }
         order.sort_unstable();
         // Summaries longer than the tail asked for above: asked for whole, all at once.
+        let mut entries = 0;
         for &(seq, r) in &order {
             if let Some(t) = self.trailer(r, seq) {
+                entries += t.entries as usize;
                 let start = t.summary_offset as u64;
                 if start < self.region_size - tail {
                     self.prefetch(self.region_base(r) + start, t.summary_len as u64);
                 }
             }
         }
-        order
+        (order, entries)
     }
 
     /// Indexes region `r` (incarnation `seq`) from its summary, or from its entry headers when
-    /// it has none, into `book`; its variant and tagged entries go to `found`. Returns whether
-    /// it was sealed (false: scanned, to be sealed now).
+    /// it has none, into `book` and `batch`; its variant and tagged entries go to `found`.
+    /// Returns whether it was sealed (false: scanned, to be sealed now).
     fn index_region(
         &self,
         r: u32,
         seq: u64,
         book: &mut RegionBook,
         now: u64,
+        batch: &mut Batch,
         found: &mut Vec<Found>,
     ) -> bool {
         let (entries, records, cursor, sealed) = match self.read_summary(r, seq) {
@@ -148,16 +153,17 @@ impl Engine {
                 record: v,
             });
         }
+        book.hashes.reserve(entries.len());
         for e in &entries {
             if e.kind == KIND_TOMBSTONE {
                 book.tombstones += 1;
-                self.index_remove(e.hash);
+                batch.remove(e.hash);
                 continue;
             }
             book.hashes.push(e.hash);
             book.max_expires_ms = book.max_expires_ms.max(e.expires_ms);
             if e.expires_ms > now {
-                self.index_put(
+                batch.put(
                     e.hash,
                     Loc {
                         region: r,
@@ -171,7 +177,7 @@ impl Engine {
             } else {
                 // Expired before the restart: a newer copy must not be shadowed by it, and
                 // an older one must not come back.
-                self.index_remove(e.hash);
+                batch.remove(e.hash);
             }
         }
         book.entries = entries;

@@ -11,6 +11,74 @@ use super::super::format::{
 use super::{WRITE_BATCH, Writer};
 use crate::cache::{Body, CacheKey, Object};
 
+/// An object's entry, encoded but for its region incarnation (known once there is room).
+struct Encoded {
+    key: Vec<u8>,
+    meta: Vec<u8>,
+    header: EntryHeader,
+    /// The summary's key record (variant names, surrogate keys), entry index 0; may be empty.
+    key_record: Vec<u8>,
+}
+
+/// Encodes `object` stored under `key` (hash `hash`) as an entry: key, metadata with its
+/// chunk checksums, and the header (incarnation 0 until appended).
+fn encode(key: &CacheKey, hash: u64, object: &Object, chunks: &[bytes::Bytes]) -> Encoded {
+    let key_bytes = format::encode_key(key);
+    let stored_ms = now_ms().saturating_sub(object.stored_at.elapsed().as_millis() as u64);
+    let meta = Meta {
+        status: object.status,
+        headers: object.headers.to_map(),
+        vary: object.vary().to_vec(),
+        initial_age_ms: object.initial_age.millis(),
+        ttl_ms: object.ttl.millis(),
+        stored_ms,
+        stale_ok: object.stale_ok,
+        prefetch: object.prefetch,
+        grace_ms: object.grace.millis(),
+        keep_ms: object.keep.millis(),
+        stale_if_error_ms: object.stale_if_error.get().map(|d| d.as_millis() as u64),
+        chunk_hashes: chunk_hashes(chunks, object.body_len),
+    };
+    let meta_bytes = meta.encode();
+    // Usable (fresh, in grace, or stale but kept for revalidation / stale-if-error) until
+    // then; the index forgets it after that.
+    let extra = (object.grace.get() + object.keep.get())
+        .max(object.stale_if_error.get().unwrap_or_default());
+    let lifetime = (object.ttl.get() + extra).saturating_sub(object.initial_age.get());
+    // A variant's key and Vary names, and a tagged object's surrogate keys, go into the
+    // summary too, so the URL's variant list and the tag index are rebuilt at recovery
+    // without reading the entry. Encoded now with entry index 0, patched when appended.
+    let names: Vec<http::HeaderName> = if key.variant != 0 {
+        object.vary().iter().map(|(n, _)| n.clone()).collect()
+    } else {
+        Vec::new()
+    };
+    let tags = crate::cache::tags::tags_of(&object.headers);
+    let mut key_record = Vec::new();
+    let flags = if KeyRecord::encode_into(0, &key_bytes, &names, &tags, &mut key_record) {
+        FLAG_KEY_RECORD
+    } else {
+        0
+    };
+    let header = EntryHeader {
+        kind: KIND_OBJECT,
+        flags,
+        seq: 0,
+        hash,
+        key_len: key_bytes.len() as u32,
+        meta_len: meta_bytes.len() as u32,
+        body_len: object.body_len,
+        expires_ms: stored_ms.saturating_add(lifetime.as_millis() as u64),
+        meta_hash: meta_checksum(&key_bytes, &meta_bytes),
+    };
+    Encoded {
+        key: key_bytes,
+        meta: meta_bytes,
+        header,
+        key_record,
+    }
+}
+
 impl Writer {
     /// Appends one object.
     pub(super) fn put(&mut self, key: &CacheKey, object: &Object) {
@@ -24,84 +92,26 @@ impl Writer {
             self.engine.counters.ban_objects.inc();
             return;
         }
-        let key_bytes = format::encode_key(key);
         let hash = format::key_hash(key);
-        let stored_ms = now_ms().saturating_sub(object.stored_at.elapsed().as_millis() as u64);
-        let meta = Meta {
-            status: object.status,
-            headers: object.headers.to_map(),
-            vary: object.vary().to_vec(),
-            initial_age_ms: object.initial_age.millis(),
-            ttl_ms: object.ttl.millis(),
-            stored_ms,
-            stale_ok: object.stale_ok,
-            prefetch: object.prefetch,
-            grace_ms: object.grace.millis(),
-            keep_ms: object.keep.millis(),
-            stale_if_error_ms: object.stale_if_error.get().map(|d| d.as_millis() as u64),
-            chunk_hashes: chunk_hashes(chunks, object.body_len),
-        };
-        let meta_bytes = meta.encode();
-        // Usable (fresh, in grace, or stale but kept for revalidation / stale-if-error) until
-        // then; the index forgets it after that.
-        let extra = (object.grace.get() + object.keep.get())
-            .max(object.stale_if_error.get().unwrap_or_default());
-        let lifetime = (object.ttl.get() + extra).saturating_sub(object.initial_age.get());
-        // A variant's key and Vary names, and a tagged object's surrogate keys, go into the
-        // summary too, so the URL's variant list and the tag index are rebuilt at recovery
-        // without reading the entry. Encoded now with entry index 0, patched when appended.
-        let names: Vec<http::HeaderName> = if key.variant != 0 {
-            object.vary().iter().map(|(n, _)| n.clone()).collect()
-        } else {
-            Vec::new()
-        };
-        let tags = crate::cache::tags::tags_of(&object.headers);
-        let mut key_record = Vec::new();
-        let flags = if KeyRecord::encode_into(0, &key_bytes, &names, &tags, &mut key_record) {
-            FLAG_KEY_RECORD
-        } else {
-            0
-        };
-        let header = EntryHeader {
-            kind: KIND_OBJECT,
-            flags,
-            seq: 0,
-            hash,
-            key_len: key_bytes.len() as u32,
-            meta_len: meta_bytes.len() as u32,
-            body_len: object.body_len,
-            expires_ms: stored_ms.saturating_add(lifetime.as_millis() as u64),
-            meta_hash: meta_checksum(&key_bytes, &meta_bytes),
-        };
-        let total = header.total_len();
+        let mut e = encode(key, hash, object, chunks);
+        let total = e.header.total_len();
         if total > self.engine.max_entry() {
             self.engine.counters.disk_reject.inc();
             return;
         }
-        let Some(seq) = self.make_room(total, key_record.len() as u64) else {
+        let Some(seq) = self.make_room(total, e.key_record.len() as u64) else {
             self.engine.counters.disk_reject.inc();
             return;
         };
-        let header = EntryHeader { seq, ..header };
+        let header = EntryHeader { seq, ..e.header };
         let Some(start) = self.cursor() else {
             return;
         };
         self.buf.extend_from_slice(&header.encode());
-        self.buf.extend_from_slice(&key_bytes);
-        self.buf.extend_from_slice(&meta_bytes);
-        for chunk in chunks {
-            let mut rest = &chunk[..];
-            while !rest.is_empty() {
-                let room = WRITE_BATCH
-                    .saturating_sub(self.buf.len())
-                    .max(BLOCK as usize);
-                let take = room.min(rest.len());
-                self.buf.extend_from_slice(&rest[..take]);
-                rest = &rest[take..];
-                if self.buf.len() >= WRITE_BATCH && !self.write_full_blocks() {
-                    return;
-                }
-            }
+        self.buf.extend_from_slice(&e.key);
+        self.buf.extend_from_slice(&e.meta);
+        if !self.append_body(chunks) {
+            return;
         }
         let end = start + total;
         if let Some(cursor) = self.cursor() {
@@ -114,12 +124,12 @@ impl Writer {
             expires_ms: header.expires_ms,
             kind: KIND_OBJECT,
         };
-        if !key_record.is_empty()
+        if !e.key_record.is_empty()
             && let Some(a) = &self.active
         {
             let book = &mut self.books[a.region as usize];
-            key_record[..4].copy_from_slice(&(book.entries.len() as u32).to_le_bytes());
-            book.vary.extend_from_slice(&key_record);
+            e.key_record[..4].copy_from_slice(&(book.entries.len() as u32).to_le_bytes());
+            book.vary.extend_from_slice(&e.key_record);
         }
         self.record(info);
         self.pending.push((info, end));
@@ -127,10 +137,30 @@ impl Writer {
         self.engine
             .counters
             .disk_bytes_admitted
-            .add(key_bytes.len() as u64 + meta_bytes.len() as u64 + object.body_len);
+            .add(e.key.len() as u64 + e.meta.len() as u64 + object.body_len);
         if self.buf.len() >= WRITE_BATCH {
             self.write_full_blocks();
         }
+    }
+
+    /// Appends a body to the write buffer, writing whole blocks out each time
+    /// [`WRITE_BATCH`] bytes are buffered. False if a write failed (the entry is lost).
+    fn append_body(&mut self, chunks: &[bytes::Bytes]) -> bool {
+        for chunk in chunks {
+            let mut rest = &chunk[..];
+            while !rest.is_empty() {
+                let room = WRITE_BATCH
+                    .saturating_sub(self.buf.len())
+                    .max(BLOCK as usize);
+                let take = room.min(rest.len());
+                self.buf.extend_from_slice(&rest[..take]);
+                rest = &rest[take..];
+                if self.buf.len() >= WRITE_BATCH && !self.write_full_blocks() {
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     /// Appends a tombstone so a removal survives a restart.
