@@ -19,7 +19,9 @@
 //! starting, default 120), `DROP_CACHES=1` (before each restart, `sync` and drop the page
 //! cache, as after a reboot; needs root and slows everything else on the machine for a while),
 //! `P99_PAIRS=k` (only fills A and B, `k` rounds, medians; with `SHELLAC_ALT=bin` a second
-//! binary alternates with the first).
+//! binary alternates with the first), `RESTART_PAIRS=k` (only fill B, then `k` restarts after
+//! `kill -9` per binary on its data file, alternating with `SHELLAC_ALT`: see
+//! `disk_restart/pairs.rs`).
 //!
 //! Everything runs on loopback ports; every process started is stopped by PID (also on
 //! Ctrl-C or a panic); the temp dir is removed at the end.
@@ -41,6 +43,9 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
+
+#[path = "disk_restart/pairs.rs"]
+mod pairs;
 
 const CONCURRENCY: usize = 16;
 const PROXY_CPU: usize = 0;
@@ -1153,6 +1158,15 @@ async fn bench(n: usize, pin: bool, cpus: usize) {
         let mut bins = vec![shellac];
         bins.extend(std::env::var("SHELLAC_ALT").ok().map(PathBuf::from));
         p99_pairs(&ctx, &bins, k).await;
+        return;
+    }
+    if let Some(k) = std::env::var("RESTART_PAIRS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        let mut bins = vec![shellac];
+        bins.extend(std::env::var("SHELLAC_ALT").ok().map(PathBuf::from));
+        pairs::restart_pairs(&ctx, &bins, k).await;
         return;
     }
     if servers.contains("shellac") {
