@@ -1254,3 +1254,56 @@ async fn a_followed_fragment_that_stalls_cuts_the_page_with_late_failure_abort()
     assert_eq!(shellac.stat("esi_include_failed").await, 1);
     shellac.stop().await;
 }
+
+/// Issue 29: a page ESI is on for that holds no ESI markup, sent gzip by its origin, is stored
+/// as any gzip object (its identity gzipped once, when stored): its hits are plain hits (no
+/// assembly: `esi_pages` stays 0), the same gzip bytes with `Content-Length` on every hit to a
+/// client that takes gzip, and the page's bytes exactly, with their length, to one that does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_marked_gzip_page_without_esi_is_stored_and_hit_as_a_plain_page() {
+    let text = format!("<html>{}</html>", "no esi here; ".repeat(100));
+    let gz = gzip(text.as_bytes());
+    let origin = Origin::start(move |s| match s.path.as_str() {
+        "/noesi" => Reply::ok("")
+            .cc("max-age=60")
+            .header("content-type", "text/html")
+            .header("content-encoding", "gzip")
+            .body(ReplyBody::Bytes(gz.clone())),
+        _ => site(s),
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, esi_rule).await;
+    let gzip_client = [("accept-encoding", "gzip")];
+    let miss = get_with(shellac.addr, "/noesi", &gzip_client).await;
+    assert_eq!(miss.status, 200);
+    assert_eq!(gunzip(&miss.body), text);
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            get_with(shellac.addr, "/noesi", &gzip_client)
+                .await
+                .cache_status()
+                .contains("hit")
+        })
+        .await,
+        "stored"
+    );
+    let a = get_with(shellac.addr, "/noesi", &gzip_client).await;
+    let b = get_with(shellac.addr, "/noesi", &gzip_client).await;
+    for r in [&a, &b] {
+        assert!(r.cache_status().contains("hit"), "{:?}", r.headers);
+        assert_eq!(r.header("content-encoding"), Some("gzip"));
+        let len = r.body.len().to_string();
+        assert_eq!(r.header("content-length"), Some(len.as_str()));
+        assert_eq!(gunzip(&r.body), text);
+    }
+    assert_eq!(a.body, b.body, "the stored bytes, as they are");
+    let plain = get(shellac.addr, "/noesi").await;
+    assert!(plain.cache_status().contains("hit"));
+    assert_eq!(plain.header("content-encoding"), None);
+    let len = text.len().to_string();
+    assert_eq!(plain.header("content-length"), Some(len.as_str()));
+    assert_eq!(plain.text(), text, "byte for byte");
+    assert_eq!(shellac.stat("esi_pages").await, 0, "never assembled");
+    assert_eq!(origin.count_path("/noesi"), 1);
+    shellac.stop().await;
+}

@@ -63,7 +63,10 @@ impl Fill {
         if storing {
             match self.piece.take() {
                 Some(target) => self.store_piece(&proxy, &key, &busy, target, total),
-                None => self.store_whole(&proxy, &key, &busy, &mut guard, total),
+                None => {
+                    self.store_whole(&proxy, &key, &busy, &mut guard, total)
+                        .await
+                }
             }
         }
         // Out of the busy table before it is complete: a waiter that sees it complete looks
@@ -121,7 +124,7 @@ impl Fill {
     /// A whole object: stored (with its ESI program and its identity, when it has them),
     /// superseding any pieces of the URL, and shared with the fleet — unless it was purged
     /// while it was fetched.
-    fn store_whole(
+    async fn store_whole(
         self,
         proxy: &Proxy,
         key: &CacheKey,
@@ -129,8 +132,6 @@ impl Fill {
         guard: &mut Option<LeaderGuard>,
         total: u64,
     ) {
-        // One allocation of exactly its size (cache/body.rs).
-        let body = body::store(&busy.chunks(), total as usize);
         let mut headers = self.headers;
         if let Some(value) = self
             .identity
@@ -139,15 +140,8 @@ impl Fill {
         {
             headers.insert(crate::cache::identity::FIELD, value);
         }
-        let fields = match &self.esi {
-            Some(slot) => super::filter::esi::stored_fields(
-                &headers,
-                slot.take(),
-                (slot.gzip(), slot.gzip_plain()),
-                total,
-            ),
-            None => StoredFields::from_map(&headers),
-        };
+        let (fields, body, total) =
+            stored_body(proxy, self.esi.as_deref(), headers, busy, total).await;
         let object = Arc::new(Object::from_plan(
             self.status,
             fields,
@@ -170,6 +164,49 @@ impl Fill {
             shared.share(key, &stored, &object, ticket, self.seen);
         }
     }
+}
+
+/// What a fill stores: its fields (with the ESI program first when ESI was on, `esi`) and its
+/// body in one allocation of exactly its size (cache/body.rs), and the body's length. A page
+/// ESI was on for that held no ESI and is marked gzip is stored as a plain gzip object
+/// (`filter/esi/plain.rs`): gzipped here, once.
+async fn stored_body(
+    proxy: &Proxy,
+    esi: Option<&super::filter::esi::Slot>,
+    mut headers: HeaderMap,
+    busy: &BusyObject,
+    total: u64,
+) -> (StoredFields, body::MemoryChunks, u64) {
+    use super::filter::esi::plain;
+    let Some(slot) = esi else {
+        let body = body::store(&busy.chunks(), total as usize);
+        return (StoredFields::from_map(&headers), body, total);
+    };
+    let program = slot.take();
+    let compression = &proxy.config.compression;
+    if plain::stores_gzip(slot.gzip_plain(), program.is_some(), compression.enabled) {
+        let level = headers
+            .get(http::header::CONTENT_TYPE)
+            .map_or(compression.gzip_level, |t| {
+                compression.gzip_level_for(t.as_bytes())
+            });
+        if let Some(gz) = plain::gzip(busy.chunks(), level, proxy.counters.clone()).await {
+            plain::mark(&mut headers, total);
+            let len = gz.len();
+            return (
+                StoredFields::from_map(&headers),
+                body::store(&[gz], len),
+                len as u64,
+            );
+        }
+    }
+    let fields = super::filter::esi::stored_fields(
+        &headers,
+        program,
+        (slot.gzip(), slot.gzip_plain()),
+        total,
+    );
+    (fields, body::store(&busy.chunks(), total as usize), total)
 }
 
 /// The body streamed into the busy object while readers remain: how long it was, and whether

@@ -81,6 +81,27 @@ impl GzipPage {
         }
     }
 
+    /// A whole page's bytes gzipped at once, laid out as the filter lays out an assembled
+    /// page whose pieces were all there (Varnish's ESI gzip, so its varnishtest lengths hold):
+    /// what `plain.rs` stores for a marked page that holds no ESI.
+    pub fn whole(
+        level: u32,
+        chunks: &[Bytes],
+        counters: Arc<Counters>,
+    ) -> Result<Vec<u8>, FilterError> {
+        let mut g = GzipPage::new(level, counters, true);
+        g.state = Some(Compress::new_gzip(Compression::new(g.level), WINDOW_BITS));
+        g.deflate(&[], FlushCompress::Full)?;
+        for c in chunks {
+            g.deflate(c, FlushCompress::None)?;
+        }
+        if chunks.iter().any(|c| !c.is_empty()) {
+            g.deflate(&[], FlushCompress::Sync)?;
+        }
+        g.deflate(&[], FlushCompress::Finish)?;
+        Ok(std::mem::take(&mut g.out))
+    }
+
     fn take_out(&mut self) -> Bytes {
         let out = std::mem::take(&mut self.out);
         self.counters.compress_gzip_bytes_out.add(out.len() as u64);

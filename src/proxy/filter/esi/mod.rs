@@ -9,6 +9,7 @@ pub mod fetch;
 pub mod gzip;
 pub mod include;
 pub mod parse;
+pub mod plain;
 pub mod prime;
 mod task;
 

@@ -66,7 +66,8 @@ pub fn attach(filters: &mut Filters) {
 /// `esi::FIELD`) when the body held ESI, the response's other fields after it. A page sent
 /// gzip (`gzip`, `Slot::gzip`) is marked so (`esi::stored::GZIP`); one that held no ESI and
 /// stays marked (`plain`, `Slot::gzip_plain`) gets the program of its `body_len` bytes
-/// verbatim, so its mark is kept.
+/// verbatim, so its mark is kept (with `[compression]` off; else the fill stores such a page
+/// as a plain gzip object, `plain.rs`).
 pub fn stored_fields(
     headers: &HeaderMap,
     program: Option<Program>,
