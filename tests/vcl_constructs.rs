@@ -696,3 +696,143 @@ sub vcl_backend_response {
     assert_eq!(shellac.stat("backend_conn").await, 3);
     shellac.stop().await;
 }
+
+/// The VCL of the `sess.*` tests below: each request sets the session timeouts its fields
+/// name; a synthetic answer reads them back; `/big` is a 16 MiB pass.
+const SESS_VCL: &str = r#"vcl 4.1;
+import std;
+backend b { ${origin0} }
+sub vcl_recv {
+    if (req.http.send) {
+        set sess.send_timeout = std.duration(req.http.send, 1s);
+    }
+    if (req.http.linger) {
+        set sess.timeout_linger = std.duration(req.http.linger, 1s);
+    }
+    if (req.http.idle-send) {
+        set sess.idle_send_timeout = std.duration(req.http.idle-send, 1s);
+    }
+    if (req.http.idle) {
+        set sess.timeout_idle = std.duration(req.http.idle, 1s);
+    }
+    if (req.url == "/big") {
+        return (pass);
+    }
+    return (synth(200));
+}
+sub vcl_synth {
+    set resp.http.x-send = sess.send_timeout;
+    set resp.http.x-linger = sess.timeout_linger;
+    set resp.http.x-idle-send = sess.idle_send_timeout;
+    set resp.http.x-idle = sess.timeout_idle;
+}
+"#;
+
+/// An origin answering every request with 16 MiB.
+async fn big_origin() -> common::raw_origin::RawOrigin {
+    let body: &'static [u8] = Box::leak(
+        [
+            b"HTTP/1.1 200 OK\r\ncontent-length: 16777216\r\n\r\n".to_vec(),
+            vec![b'b'; 16 << 20],
+        ]
+        .concat()
+        .into_boxed_slice(),
+    );
+    common::raw_origin::RawOrigin::start(move |_| body.to_vec()).await
+}
+
+/// Issue 32: an idle HTTP/1.1 connection is parked (its session released) with the `sess.*`
+/// timeouts VCL set for it, whichever they are: the next request reads them back after the
+/// release, and the parking lot closes it at the session's `sess.timeout_idle`, not at
+/// `server.idle_timeout` (an hour here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_connections_keep_the_sess_timeouts_vcl_set() {
+    use shellac::config::units::Dur;
+    let origin = big_origin().await;
+    let shellac = start_vcl_with("sess-parked", SESS_VCL, &[origin.addr], |c| {
+        c.server.idle_timeout = Dur(Duration::from_secs(3600));
+        c.server.idle_release = Dur(Duration::from_secs(3600));
+    })
+    .await;
+    let mut s = tokio::net::TcpStream::connect(shellac.addr).await.unwrap();
+    let set = "send: 90s\r\nlinger: 100ms\r\nidle-send: 1.5s\r\n";
+    let head = exchange(&mut s, set).await.expect("answered");
+    let want = ["x-send: 90.000", "x-linger: 0.100", "x-idle-send: 1.500"];
+    for w in want {
+        assert!(head.contains(w), "{w}: {head}");
+    }
+    let released = || async { shellac.stat("client_idle_released").await };
+    assert!(
+        common::eventually(Duration::from_secs(20), || async { released().await >= 1 }).await,
+        "the session is released after the linger VCL set"
+    );
+    let head = exchange(&mut s, "")
+        .await
+        .expect("answered after the release");
+    for w in want {
+        assert!(
+            head.contains(w),
+            "kept through the parking lot: {w}: {head}"
+        );
+    }
+    let head = exchange(&mut s, "idle: 1s\r\n").await.expect("answered");
+    assert!(head.contains("x-idle: 1.000"), "{head}");
+    assert!(
+        common::eventually(Duration::from_secs(20), || async { released().await >= 2 }).await,
+        "released again"
+    );
+    let mut byte = [0u8; 1];
+    let closed = tokio::time::timeout(Duration::from_secs(30), s.read(&mut byte)).await;
+    assert!(
+        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+        "closed by the lot at sess.timeout_idle: {closed:?}"
+    );
+    assert!(shellac.stat("client_idle_closed").await >= 1);
+    shellac.stop().await;
+    origin.stop();
+}
+
+/// Issue 32: over HTTP/2 `sess.send_timeout` is the session's too — set by one stream, it
+/// bounds the responses of the connection's later streams: a client that stops reading a
+/// 16 MiB pass (its stream waits for window) is closed once the response has taken longer
+/// (counter `client_send_total_timeout`), long before `sess.idle_send_timeout`'s 30 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sess_send_timeout_bounds_http2_responses_of_the_session() {
+    use http_body_util::BodyExt;
+    use shellac::config::units::Dur;
+    let origin = big_origin().await;
+    let shellac = start_vcl_with("sess-h2", SESS_VCL, &[origin.addr], |c| {
+        c.http2.h2c = shellac::config::http2::H2c::All;
+        c.server.send_timeout = Dur(Duration::from_secs(30));
+        c.server.send_total_timeout = Dur(Duration::ZERO);
+    })
+    .await;
+    let mut h2 = common::h2::H2Conn::open(shellac.addr).await;
+    let r = h2.send("GET", "/", &[("send", "500ms")], b"").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-send"), Some("0.500"));
+    let r = h2.send("GET", "/", &[], b"").await;
+    assert_eq!(r.header("x-send"), Some("0.500"), "the session keeps it");
+    let mut sender = h2.sender();
+    sender.ready().await.expect("ready");
+    let req = http::Request::get("http://test.example/big")
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    let resp = sender.send_request(req).await.expect("a response head");
+    assert_eq!(resp.status(), 200);
+    // Not read: the stream waits for the client's window.
+    assert!(
+        common::eventually(Duration::from_secs(20), || async {
+            shellac.stat("client_send_total_timeout").await == 1
+        })
+        .await,
+        "the response past sess.send_timeout ends the connection"
+    );
+    let body = tokio::time::timeout(Duration::from_secs(30), resp.into_body().collect())
+        .await
+        .expect("the body ends");
+    assert!(body.is_err(), "cut, not 16 MiB");
+    assert_eq!(shellac.stat("h2_slow_reader").await, 0);
+    shellac.stop().await;
+    origin.stop();
+}

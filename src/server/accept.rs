@@ -206,6 +206,7 @@ impl Listener for Tcp {
             tls,
             h2c,
             self.bound,
+            None,
         ));
     }
 }

@@ -54,6 +54,7 @@ pub(super) async fn behind_proxy(mut stream: TcpStream, peer: SocketAddr, c: Acc
         c.tls,
         c.h2c,
         c.bound,
+        None,
     )
     .await;
 }
@@ -68,6 +69,7 @@ pub(super) async fn behind_proxy(mut stream: TcpStream, peer: SocketAddr, c: Acc
 /// on a TLS listener (server/tls_conn.rs runs it). `h2c`: a new connection on a cleartext
 /// listener that accepts HTTP/2 with prior knowledge. `bound`: the listener's address when it
 /// is bound to one IP (`None` from the parking lot: then asked of the socket if VCL needs it).
+/// `kept`: the `sess.*` timeouts VCL set for a parked connection, for its next session.
 // Each argument is a separate fact about the connection, from the accept loop or the lot.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn client_connection(
@@ -81,6 +83,7 @@ pub(super) async fn client_connection(
     tls: Option<TlsStart>,
     h2c: bool,
     bound: Option<SocketAddr>,
+    kept: Option<crate::proxy::SessionTimeouts>,
 ) {
     let local = local::ConnLocal::new(&stream, bound);
     // Connection settings come from the configuration current when a session starts.
@@ -107,10 +110,11 @@ pub(super) async fn client_connection(
             new_since,
             start,
             local,
+            kept,
         ))
         .await;
         if let Some(r) = released
-            && parking.park(r.socket, peer, r.open, r.deadline, None, Some(r.tls), false)
+            && parking.park_kept(r.socket, peer, r.open, r.deadline, Some(r.tls), r.sess)
         {
             live.load().counters.client_idle_released.inc();
         }
@@ -135,14 +139,13 @@ pub(super) async fn client_connection(
     // moves a few hundred bytes, not the session's state (callgrind, a new session per
     // request: memcpy −1,350 instructions per request, −300 net of the box's allocation).
     let session = Box::pin(serve_session(
-        stream, peer, &live, &open, &cfg, shutdown, new_since, None, local,
+        stream, peer, &live, &open, &cfg, shutdown, new_since, None, local, kept,
     ));
-    let Some((released, idle_since)) = session.await else {
+    let Some((released, deadline, sess)) = session.await else {
         return;
     };
-    let deadline = idle_since.saturating_add(ms(cfg.idle_timeout.0));
     // The gauge (in park) before the counter: whoever sees the count sees the gauge too.
-    if parking.park(released, peer, open, deadline, None, None, false) {
+    if parking.park_kept(released, peer, open, deadline, None, sess) {
         live.load().counters.client_idle_released.inc();
     }
 }

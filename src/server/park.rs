@@ -34,6 +34,7 @@ use tokio::sync::Notify;
 
 use super::open::OpenConn;
 use super::tls_conn::TlsStart;
+use crate::proxy::SessionTimeouts;
 
 /// The parked connections and the epoll set that watches them. Shared by every connection
 /// task (which parks) and the lot's own task (which resumes, expires and shuts down).
@@ -99,16 +100,21 @@ impl Parked {
 /// connection task held the only reference (always, unless a tunnel shares it, which a
 /// released connection never has): a small allocation made at accept and kept for the whole
 /// idle time would pin a page among the freed session's (measured: 3.0 KiB per idle
-/// connection with it, see bench/RESULTS.md). A TLS connection also carries its TLS state
-/// (boxed with the count: a slot stays 72 bytes).
+/// connection with it, see bench/RESULTS.md). A TLS connection also carries its TLS state,
+/// and a connection VCL set `sess.*` timeouts for carries them, for its next session (boxed
+/// with the count: a slot stays 72 bytes).
 pub(super) enum Carried {
     Count(OpenConn),
     Shared(Arc<OpenConn>),
     Tls(Box<(Arc<OpenConn>, TlsStart)>),
+    Kept(Box<(Arc<OpenConn>, Option<TlsStart>, SessionTimeouts)>),
 }
 
 impl Carried {
-    fn new(open: Arc<OpenConn>, tls: Option<TlsStart>) -> Carried {
+    fn new(open: Arc<OpenConn>, tls: Option<TlsStart>, kept: Option<SessionTimeouts>) -> Carried {
+        if let Some(kept) = kept {
+            return Carried::Kept(Box::new((open, tls, kept)));
+        }
         if let Some(tls) = tls {
             return Carried::Tls(Box::new((open, tls)));
         }
@@ -123,14 +129,17 @@ impl Carried {
             Carried::Count(c) => c,
             Carried::Shared(s) => s,
             Carried::Tls(b) => &b.0,
+            Carried::Kept(b) => &b.0,
         }
     }
 
-    pub(super) fn into_parts(self) -> (Arc<OpenConn>, Option<TlsStart>) {
+    /// The count, the TLS state and the `sess.*` timeouts VCL set, for the next session.
+    pub(super) fn into_parts(self) -> (Arc<OpenConn>, Option<TlsStart>, Option<SessionTimeouts>) {
         match self {
-            Carried::Count(c) => (Arc::new(c), None),
-            Carried::Shared(s) => (s, None),
-            Carried::Tls(b) => (b.0, Some(b.1)),
+            Carried::Count(c) => (Arc::new(c), None, None),
+            Carried::Shared(s) => (s, None, None),
+            Carried::Tls(b) => (b.0, Some(b.1), None),
+            Carried::Kept(b) => (b.0, b.1, Some(b.2)),
         }
     }
 
@@ -186,10 +195,50 @@ impl Parking {
         tls: Option<TlsStart>,
         h2c: bool,
     ) -> bool {
+        self.park_carried(
+            stream,
+            peer,
+            Carried::new(open, tls, None),
+            deadline,
+            new_since,
+            h2c,
+        )
+    }
+
+    /// Parks a released keep-alive connection with the `sess.*` timeouts VCL set for it
+    /// (`kept`), which its next session starts with (`deadline`: the end of its idle time,
+    /// `sess.timeout_idle`'s if set).
+    pub(crate) fn park_kept(
+        &self,
+        stream: tokio::net::TcpStream,
+        peer: SocketAddr,
+        open: Arc<OpenConn>,
+        deadline: u64,
+        tls: Option<TlsStart>,
+        kept: Option<SessionTimeouts>,
+    ) -> bool {
+        self.park_carried(
+            stream,
+            peer,
+            Carried::new(open, tls, kept),
+            deadline,
+            None,
+            false,
+        )
+    }
+
+    fn park_carried(
+        &self,
+        stream: tokio::net::TcpStream,
+        peer: SocketAddr,
+        open: Carried,
+        deadline: u64,
+        new_since: Option<u64>,
+        h2c: bool,
+    ) -> bool {
         let Ok(stream) = stream.into_std() else {
             return false;
         };
-        let open = Carried::new(open, tls);
         let mut lot = self.lot();
         if lot.closed {
             return false;

@@ -1,7 +1,8 @@
 //! The session timeouts VCL set for one client connection ([`SessionTimeouts`]:
 //! `sess.timeout_idle`, `sess.timeout_linger`, `sess.send_timeout`, `sess.idle_send_timeout`),
-//! kept between its requests by the HTTP/1.1 session and the HTTP/2 connection: each in
-//! milliseconds plus one, 0 for the configured one.
+//! kept between its requests by the HTTP/1.1 session (and through the parking lot while it
+//! is released) and the HTTP/2 connection: each in milliseconds plus one, 0 for the
+//! configured one.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -45,18 +46,9 @@ impl SessClocks {
         }
     }
 
-    /// Whether VCL set any timeout for the session (such a session is not parked: a parked
-    /// socket would forget them).
+    /// Whether VCL set any timeout for the session.
     pub(crate) fn any(&self) -> bool {
         self.0.iter().any(|a| a.load(Ordering::Relaxed) != 0)
-    }
-
-    /// Whether VCL set any timeout but `sess.timeout_linger`.
-    pub(crate) fn any_but_linger(&self) -> bool {
-        self.0
-            .iter()
-            .enumerate()
-            .any(|(i, a)| i != SessTimeout::Linger as usize && a.load(Ordering::Relaxed) != 0)
     }
 }
 
@@ -80,7 +72,7 @@ mod tests {
         assert_eq!(c.ms(SessTimeout::Linger, 1000), 0);
         assert_eq!(c.ms(SessTimeout::Send, 0), 1500);
         assert_eq!(c.ms(SessTimeout::Idle, 60_000), 60_000);
-        assert!(c.any() && c.any_but_linger());
+        assert!(c.any());
         assert!(c.keep(&SessionTimeouts::default()));
         assert!(!c.any());
     }

@@ -44,6 +44,8 @@ pub(super) struct Released {
     pub open: Arc<OpenConn>,
     pub deadline: u64,
     pub tls: TlsStart,
+    /// The `sess.*` timeouts VCL set, for the next session.
+    pub sess: Option<crate::proxy::SessionTimeouts>,
 }
 
 /// Runs a TLS client connection: handshake (for a new one; `new_since`: when it was
@@ -60,6 +62,7 @@ pub(super) async fn run(
     new_since: Option<u64>,
     start: TlsStart,
     local: super::local::ConnLocal,
+    kept: Option<crate::proxy::SessionTimeouts>,
 ) -> Option<Released> {
     let proxy = live.load();
     let counters = proxy.counters.clone();
@@ -130,14 +133,15 @@ pub(super) async fn run(
         None,
         Some(info.clone()),
         local,
+        kept,
     ));
-    let (released, idle_since) = session.await?;
-    let deadline = idle_since.saturating_add(ms(cfg.idle_timeout.0));
+    let (released, deadline, sess) = session.await?;
     let (socket, conn) = released.into_parts();
     Some(Released {
         socket,
         open,
         deadline,
         tls: TlsStart::Resume(Box::new(conn), info),
+        sess,
     })
 }

@@ -147,6 +147,7 @@ async fn connection(
         Some(since),
         None,
         local,
+        None,
     ));
     let _ = session.await;
 }

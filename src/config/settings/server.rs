@@ -276,7 +276,7 @@ pub(super) const SERVER: &[Setting] = &[
         default: Default::Value(r##""0s""##),
         example: r##""600s""##,
         restart: false,
-        doc: r##"Slow readers that do read: the longest an HTTP/1.1 response may take to send, counted from its first byte written; once past it, the next write the client does not take at once closes the connection (counter `client_send_total_timeout`). `send_timeout` only ends writes that make no progress at all, so a client reading a few bytes now and then holds a connection and its response for as long as it likes; this bounds it (Varnish's `send_timeout`, 600 s there by default). `"0s"` (the default): no limit, as a large file on a slow link may rightly take long. HTTP/2 connections are held to `send_timeout` only."##,
+        doc: r##"Slow readers that do read: the longest a response may take to send, counted from its first byte written; once past it, the next write the client does not take at once closes the connection (counter `client_send_total_timeout`). `send_timeout` only ends writes that make no progress at all, so a client reading a few bytes now and then holds a connection and its response for as long as it likes; this bounds it (Varnish's `send_timeout`, 600 s there by default). `"0s"` (the default): no limit, as a large file on a slow link may rightly take long. On an HTTP/2 connection it bounds each response alike, from its first DATA frame: once one has taken longer and waits for the client, the connection is closed (one stream cannot be cut alone while h2 holds its data)."##,
     },
     Setting {
         section: "server",

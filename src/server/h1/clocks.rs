@@ -108,13 +108,10 @@ impl Clocks {
         }
         let since = state.since_ms.load(Ordering::Relaxed);
         let phase = state.phase.load(Ordering::Relaxed);
-        // VCL's `sess.timeout_idle` and `sess.timeout_linger` for this session. A session
-        // VCL set any other timeout for is not released (a parked socket would forget them);
-        // `sess.timeout_linger` is the release itself, and a parked session starts over with
-        // the configured timeouts.
+        // VCL's `sess.timeout_idle` and `sess.timeout_linger` for this session (a released
+        // session's are parked with its socket and given to the next one: `park.rs`).
         let idle = sess.ms(SessTimeout::Idle, self.idle);
         let release = match sess.ms(SessTimeout::Linger, self.release) {
-            _ if sess.any_but_linger() => u64::MAX,
             0 => u64::MAX,
             r => r,
         };

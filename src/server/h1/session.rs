@@ -22,6 +22,7 @@ use crate::proxy::FastAnswer;
 use crate::reload::Live;
 use crate::server::local;
 use crate::server::open::OpenConn;
+use crate::vcl::run::SessTimeout;
 
 use super::clocks::{Clocks, Tick};
 use super::service::Service;
@@ -29,8 +30,10 @@ use super::{Answerer, ConnState, Gate, Quiet};
 
 /// One HTTP/1.1 session on a client connection (hyper behind the strict gate) with its
 /// timeouts, over a plain socket or a TLS stream (`tls`: what the connection negotiated; its
-/// requests carry it). Returns the stream and when it went idle if the session was released
-/// after `idle_release` without a request; `None` when the connection is done.
+/// requests carry it; `kept`: the `sess.*` timeouts VCL set for it in an earlier session,
+/// before it was parked). Returns the stream, when its idle time ends (`idle_timeout`, or
+/// `sess.timeout_idle`) and the timeouts VCL set, if the session was released after
+/// `idle_release` without a request; `None` when the connection is done.
 #[allow(clippy::too_many_arguments)]
 pub(in crate::server) async fn serve_session<T>(
     stream: T,
@@ -42,7 +45,8 @@ pub(in crate::server) async fn serve_session<T>(
     new_since: Option<u64>,
     tls: Option<Arc<crate::tls::server::ConnTls>>,
     local: local::ConnLocal,
-) -> Option<(T, u64)>
+    kept: Option<crate::proxy::SessionTimeouts>,
+) -> Option<(T, u64, Option<crate::proxy::SessionTimeouts>)>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Quiet + Unpin + Send + 'static,
 {
@@ -50,6 +54,9 @@ where
     // A new session must send its first request head within header_read_timeout (of the
     // accept, for a new connection that waited for its first byte in the parking lot).
     let state = Arc::new(ConnState::new());
+    if let Some(t) = &kept {
+        state.sess.keep(t);
+    }
     if let Some(since) = new_since {
         state.since_ms.store(since, Ordering::Relaxed);
     }
@@ -105,7 +112,11 @@ where
                 // The gate handed the socket back and hyper ended at the end of stream it
                 // was shown: the connection lives on, released.
                 let since = state.since_ms.load(Ordering::Relaxed);
-                return released.try_recv().ok().map(|s| (s, since));
+                let idle = state
+                    .sess
+                    .ms(SessTimeout::Idle, crate::server::open::ms(cfg.idle_timeout.0));
+                let deadline = since.saturating_add(idle);
+                return released.try_recv().ok().map(|s| (s, deadline, state.sess.current()));
             }
             _ = timer.as_mut() => {
                 let now = now_ms();

@@ -1,5 +1,6 @@
 //! An HTTP/2 connection's clocks, checked by its loop's timer: the preface and a header block
-//! within `header_read_timeout`, a stalled reader within `send_timeout`, `idle_timeout` (VCL's
+//! within `header_read_timeout`, a stalled reader within `send_timeout`, a response waiting
+//! for the client past `send_total_timeout` (VCL's `sess.send_timeout`), `idle_timeout` (VCL's
 //! `sess.timeout_idle` if set) with no stream open, the streams in flight after a GOAWAY, and
 //! `idle_release` (two wakes 1 ms apart let the patched h2 free its buffers and HPACK encoder
 //! table: PATCHES.md §3, §6).
@@ -40,12 +41,16 @@ impl Clocks {
         let idle = ms(server.idle_timeout.0);
         let head = ms(server.header_read_timeout.0);
         let send = ms(server.send_timeout.0);
+        let send_total = match ms(server.send_total_timeout.0) {
+            0 => u64::MAX,
+            t => t,
+        };
         Clocks {
             started,
             idle,
             head,
             send,
-            tick: idle.min(head).min(send).max(1),
+            tick: idle.min(head).min(send).min(send_total).max(1),
             release: ms(server.idle_release.0),
             poked: u64::MAX,
             released: u64::MAX,
@@ -90,11 +95,22 @@ impl Clocks {
             counters.h2_slow_reader.inc();
             return Timer::End;
         }
+        // A response that has taken longer than the total limit and waits for the client:
+        // the session is closed, as over HTTP/1.1 (h2 offers no way to reset a stream whose
+        // body it does not poll).
+        let total = shared.send_total();
+        if total > 0
+            && shared.stalled.load(Ordering::Relaxed) > 0
+            && shared.sending_too_long(now, total)
+        {
+            counters.client_send_total_timeout.inc();
+            return Timer::End;
+        }
         let active = shared.active.load(Ordering::Relaxed);
         let idle = sess.ms(SessTimeout::Idle, self.idle);
         // A timeout VCL set shorter than the tick is looked at within it (one of 0: at the
         // next tick).
-        let mut wait = [idle, send]
+        let mut wait = [idle, send, total]
             .into_iter()
             .filter(|&t| t > 0)
             .fold(self.tick, u64::min);

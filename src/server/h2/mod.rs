@@ -65,7 +65,7 @@ pub(crate) async fn serve<I>(
     let h2 = &config.http2;
     let server = &config.server;
     let started = now_ms();
-    let shared = Arc::new(H2State::new(started));
+    let shared = Arc::new(H2State::new(started, ms(server.send_total_timeout.0)));
     let header_bytes = u32::try_from(server.max_header_size.0).unwrap_or(u32::MAX);
     let watched = frames::Watched::new(
         io,
@@ -127,7 +127,8 @@ pub(crate) async fn serve<I>(
                 if sess.any() {
                     let set = sess
                         .ms(SessTimeout::Idle, clocks.tick)
-                        .min(sess.ms(SessTimeout::IdleSend, clocks.tick));
+                        .min(sess.ms(SessTimeout::IdleSend, clocks.tick))
+                        .min(sess.ms(SessTimeout::Send, clocks.tick));
                     timer.as_mut().reset(
                         tokio::time::Instant::now() + Duration::from_millis(clocks.tick.min(set).max(1)),
                     );

@@ -19,6 +19,9 @@ use crate::proxy::{Proxy, ResponseBody};
 use crate::server::h1::count_violation;
 
 /// The service's future: the response itself when no step of the request had to wait.
+// `Ready` is the common case (a request answered without waiting, a hit): boxing it would
+// cost an allocation per such response to spare the rare waiting one a few bytes.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Answer<F> {
     Ready(Option<Response<H2Body>>),
     Pending(Pin<Box<F>>),
@@ -128,6 +131,9 @@ impl Body for H2Body {
         this.stream.set_waiting(false);
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
+                if frame.is_data() {
+                    this.stream.first_data();
+                }
                 // hyper asks again as soon as the client can take more.
                 if frame.is_data() && !this.inner.is_end_stream() {
                     this.stream.set_waiting(true);
