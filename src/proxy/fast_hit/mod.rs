@@ -76,9 +76,10 @@ impl Proxy {
         if !self.rules_leave_alone(rules, &head, varies.as_deref(), tls) {
             return None;
         }
-        let (object, now) = self.fresh_in_memory(&head, &primary, varies)?;
+        let now = started;
+        let object = self.fresh_in_memory(&head, &primary, varies, now)?;
         let status = deliver::hit_status(&object, now);
-        let prepared = deliver::prepared(&object, now, &status).ok()?;
+        let prepared = deliver::prepared(&object, now, status.as_bytes()).ok()?;
         // Stored gzip (or an origin's br or zstd) for a client that does not take it: the
         // full path decodes it (a delivery filter, `coding.rs`); for one that prefers br or zstd, the full path
         // serves their representation (`represent/`), as it does for an identity object
