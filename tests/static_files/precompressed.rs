@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use super::PASS;
 use super::common::*;
-use super::{PASS, files};
 
 /// `style.css` (4 KB of text) with real `.gz`, `.br` and `.zst` siblings, and `brief.css`
 /// with a `.br` one only; the site's files modified long ago (cached copies stay fresh).
@@ -68,7 +68,16 @@ fn decoded(r: &Resp) -> Vec<u8> {
 async fn precompressed_siblings_from_the_cache_per_coding() {
     let (dir, plain) = precompressed_site();
     let www = dir.0.join("www");
-    let sh = files(&www, |_| {}).await;
+    // h2c too: HTTP/2 hits take the full path, not the HTTP/1.1 fast hit.
+    let sh = Shellac::start_files(&www, |c| {
+        c.backends[0].precompressed = true;
+        c.http2.h2c = shellac::config::http2::H2c::All;
+        let mut pass = shellac::config::rules::RuleConfig::default();
+        pass.request_header.insert("x-pass".into(), String::new());
+        pass.pass = true;
+        c.rules.push(pass);
+    })
+    .await;
     let file = |suffix: &str| std::fs::read(www.join(format!("style.css{suffix}"))).unwrap();
     let clients = [
         ("gzip", Some("gzip"), file(".gz")),
@@ -122,6 +131,15 @@ async fn precompressed_siblings_from_the_cache_per_coding() {
         .await;
         assert_eq!(r.status, 304, "{ae}");
         assert_eq!(r.header("etag"), Some(etag.as_str()), "{ae}");
+    }
+    // Over HTTP/2 (the full path's hits): the same representation per class of client.
+    for ((ae, ce, bytes), etag) in clients.iter().zip(&etags) {
+        let r = super::common::h2::h2_get(sh.addr, "/style.css", &[("accept-encoding", ae)]).await;
+        let what = format!("h2 {ae:?}: {}", r.cache_status());
+        assert!(r.cache_status().contains("hit"), "{what}");
+        assert_eq!(r.header("content-encoding"), *ce, "{what}");
+        assert_eq!(&r.body[..], &bytes[..], "{what}");
+        assert_eq!(r.header("etag"), Some(etag.as_str()), "{what}");
     }
     // Another representation's ETag does not validate this one.
     let r = get_with(
