@@ -18,20 +18,29 @@ fn shellac(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// Every file under examples/, sub-folders (examples/rules/) included, passes `check`.
 #[test]
 fn check_accepts_every_example() {
+    let mut folders = vec![std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples"
+    ))];
     let mut n = 0;
-    for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/examples")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "toml") {
-            // The examples are meant for other machines (listeners.toml names 10.0.0.5).
-            let (code, out, err) = shellac(&["check", "--file-only", path.to_str().unwrap()]);
-            assert_eq!(code, 0, "{}: {out}{err}", path.display());
-            assert!(out.contains("OK"), "{out}");
-            n += 1;
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "toml" || e == "vcl") {
+                // The examples are meant for other machines (listeners.toml names 10.0.0.5).
+                let (code, out, err) = shellac(&["check", "--file-only", path.to_str().unwrap()]);
+                assert_eq!(code, 0, "{}: {out}{err}", path.display());
+                assert!(out.contains("OK"), "{out}");
+                n += 1;
+            }
         }
     }
-    assert!(n >= 3);
+    assert!(n >= 18, "only {n} examples found");
 }
 
 #[test]
@@ -99,6 +108,31 @@ fn help_reads_well() {
     ] {
         assert!(out.contains(word), "{word} missing from --help:\n{out}");
     }
+    // The list of commands is one short line each (a summary; the details are in
+    // `shellac help COMMAND`), and every command's own help works.
+    let commands: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert!(commands.len() > 10, "{out}");
+    for line in &commands {
+        assert!(
+            line.len() <= 110,
+            "a command's summary in --help longer than a line ({}):\n{line}",
+            line.len()
+        );
+        let name = line.split_whitespace().next().unwrap_or_default();
+        let (code, help, err) = shellac(&["help", name]);
+        assert_eq!(code, 0, "shellac help {name}: {err}");
+        assert!(
+            help.contains("Usage: shellac"),
+            "shellac help {name}:\n{help}"
+        );
+    }
+    let (_, check, _) = shellac(&["help", "check"]);
+    assert!(check.contains("file:line:column"), "{check}");
     let (code, out, _) = shellac(&["serve", "--help"]);
     assert_eq!(code, 0);
     for flag in [

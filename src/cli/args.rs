@@ -57,10 +57,13 @@ pub(crate) enum Command {
         #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:6082")]
         admin: SocketAddr,
     },
-    /// Validate a configuration file, then check it against this machine as `serve` would
-    /// (addresses, access log and disk tier paths, free space): exit 0 with a summary, or 1
-    /// with every error found. Warnings (a port held by the running Shellac this file is for, ...) do not fail it; a port another process holds does. A `.vcl`
-    /// file is compiled and every error reported with file:line:column.
+    /// Validate a configuration file (or a VCL file) and check it against this machine.
+    ///
+    /// The file is read, then checked against this machine as `serve` would (addresses,
+    /// access log and disk tier paths, free space): exit 0 with a summary, or 1 with every
+    /// error found. Warnings (a port held by the running Shellac this file is for, ...) do not
+    /// fail it; a port another process holds does. A `.vcl` file is compiled and every error
+    /// reported with file:line:column.
     Check {
         /// Configuration file (TOML), or a VCL file (`.vcl`).
         #[arg(value_name = "FILE", required_unless_present = "config")]
@@ -80,9 +83,11 @@ pub(crate) enum Command {
     /// The commands that talk to a running Shellac over its admin listener.
     #[command(flatten)]
     Admin(AdminCommand),
-    /// Run Varnish's own test scripts (.vtc, varnishtest) against this Shellac: each
-    /// `varnish vN` is a `shellac serve` process; a file needing what Shellac or the runner
-    /// does not have is skipped with its reason (docs/varnishtest.md). Exit 1 if one failed.
+    /// Run Varnish's own test scripts (.vtc, varnishtest) against this Shellac.
+    ///
+    /// Each `varnish vN` is a `shellac serve` process; a file needing what Shellac or the
+    /// runner does not have is skipped with its reason (docs/varnishtest.md). Exit 1 if one
+    /// failed.
     Vtc {
         /// .vtc files, or folders of them.
         #[arg(required = true, value_name = "FILE|DIR")]
@@ -128,8 +133,10 @@ pub(crate) enum AdminCommand {
         #[arg(short, long)]
         all: bool,
     },
-    /// Live counters of a running Shellac, refreshed every second (like varnishstat): value,
-    /// change per second, average per second, hit ratios over 10/100/1000 s, TTFB percentiles.
+    /// Live counters of a running Shellac, refreshed every second (like varnishstat).
+    ///
+    /// Value, change per second and average per second of every counter, hit ratios over
+    /// 10/100/1000 s, TTFB percentiles.
     Stat {
         #[command(flatten)]
         admin: AdminArgs,
@@ -168,8 +175,10 @@ pub(crate) enum AdminCommand {
         #[arg(short = 'n', long, default_value_t = 20)]
         rows: usize,
     },
-    /// Live stream of transactions: method, URL, status, cache decision and reason, backend,
-    /// timings (like varnishlog / varnishncsa). Filters combine.
+    /// Live stream of transactions (like varnishlog / varnishncsa).
+    ///
+    /// One line per transaction: method, URL, status, cache decision and reason, backend,
+    /// timings. Filters combine.
     Log {
         #[command(flatten)]
         admin: AdminArgs,
@@ -196,15 +205,18 @@ pub(crate) enum AdminCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Make a running Shellac re-read its configuration file (same as SIGHUP). Prints what
-    /// changed, or every error (the running configuration is then kept) and exits 1.
+    /// Make a running Shellac re-read its configuration file (same as SIGHUP).
+    ///
+    /// Prints what changed, or every error (the running configuration is then kept) and
+    /// exits 1.
     Reload {
         #[command(flatten)]
         admin: AdminArgs,
     },
-    /// Set a backend's health by hand, as Varnish's `backend.set_health`: `sick` takes it out
-    /// of rotation (maintenance), `healthy` puts it in whatever its probe says, `auto` gives
-    /// it back to probes (POST /backends/NAME/health). NAME may hold `*`.
+    /// Set a backend's health by hand (like Varnish's `backend.set_health`).
+    ///
+    /// `sick` takes it out of rotation (maintenance), `healthy` puts it in whatever its probe
+    /// says, `auto` gives it back to probes (POST /backends/NAME/health). NAME may hold `*`.
     /// Example: `shellac backend web1 sick`
     Backend {
         /// The backend's name (`GET /backends` lists them); `*` matches any run of characters.
@@ -215,15 +227,17 @@ pub(crate) enum AdminCommand {
         #[command(flatten)]
         admin: AdminArgs,
     },
-    /// Replace the running Shellac with the binary now at its path, without closing a
-    /// listening socket (POST /upgrade): the new process takes the sockets and the disk tier,
-    /// the old one drains and exits. Exits 1, the old process serving on, when the new binary
-    /// fails to start.
+    /// Replace the running Shellac with the binary now at its path, keeping its sockets.
+    ///
+    /// No listening socket is closed (POST /upgrade): the new process takes the sockets and
+    /// the disk tier, the old one drains and exits. Exits 1, the old process serving on, when
+    /// the new binary fails to start.
     Upgrade {
         #[command(flatten)]
         admin: AdminArgs,
     },
     /// Ban cached objects by expression, e.g. `shellac ban 'req.url ~ ^/news/'`.
+    ///
     /// Fields: req.url, req.http.host, req.http.NAME (the looking-up request), obj.status,
     /// obj.http.NAME; operators ~ !~ == !=; join
     /// conditions with &&. Applies to everything cached before now.
@@ -233,9 +247,11 @@ pub(crate) enum AdminCommand {
         #[command(flatten)]
         admin: AdminArgs,
     },
-    /// Show what is cached for a URL: every variant, the tiers holding it (memory, disk),
-    /// status, size, age, TTL / grace / keep / stale-if-error left, tags, ETag and
-    /// Last-Modified (GET /cache on the admin listener). An inspection is not a hit: nothing is
+    /// Show what is cached for a URL: variants, tiers, TTL left, size, tags.
+    ///
+    /// Every variant, the tiers holding it (memory, disk), status, size, age, TTL / grace /
+    /// keep / stale-if-error left, tags, ETag and Last-Modified (GET /cache on the admin
+    /// listener). An inspection is not a hit: nothing is
     /// promoted or counted. Exits 1 when nothing is cached.
     /// Examples: `shellac inspect http://www.example.com/news/` ;
     /// `shellac inspect /news/ --host www.example.com --json`
@@ -252,6 +268,7 @@ pub(crate) enum AdminCommand {
         admin: AdminArgs,
     },
     /// Purge a URL (every variant) or surrogate keys.
+    ///
     /// Examples: `shellac purge http://www.example.com/news/` ; `shellac purge --tag product-42`
     Purge {
         /// Absolute URL to purge.
