@@ -38,7 +38,7 @@ pub(super) fn runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime>
         .worker_threads(threads)
         // The main thread's size, not tokio's 2 MiB: a reload compiles VCL on a worker and
         // requests run it there, and a VCL nested to the parser's 200-level limit needs more
-        // than 2 MiB in a debug build (tests/reload_deep_vcl.rs). Untouched pages cost nothing.
+        // than 2 MiB in a debug build (tests/reload/deep_vcl.rs). Untouched pages cost nothing.
         .thread_stack_size(WORKER_STACK)
         // Access-log records wait in a per-worker batch while the worker is busy.
         .on_thread_park(shellac::txlog::worker_parks)

@@ -156,7 +156,7 @@ fn deep_nesting_is_an_error_not_a_crash() {
     // 200 levels of an unoptimised (debug) build's parser frames need more than the 2 MiB a
     // test thread gets since VclError carries its source excerpt (eb28bf9). `check` and
     // `serve` parse on the main thread (8 MiB), a reload on a runtime worker, which has 8 MiB
-    // too (cli/serve.rs, WORKER_STACK; tests/reload_deep_vcl.rs). Run with that stack, so the
+    // too (cli/serve.rs, WORKER_STACK; tests/reload/deep_vcl.rs). Run with that stack, so the
     // test checks the limit.
     let run = || {
         let deep = format!(

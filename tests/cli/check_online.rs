@@ -3,14 +3,12 @@
 //! refused by — against real loopback servers: a closed port, a `redis-server` with another
 //! password, pebble.
 
-mod common;
-
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::TempDir;
-use common::binary::BIN;
-use common::pebble::Pebble;
+use crate::common::TempDir;
+use crate::common::binary::BIN;
+use crate::common::pebble::Pebble;
 
 fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -2,11 +2,9 @@
 //! `inspect`, `reload`, `ban`, `purge`) find the admin listener from `--config FILE` or
 //! `$SHELLAC_ADMIN`, and when they cannot reach it they say how to point them.
 
-mod common;
-
 use std::process::Command;
 
-use common::binary::{BIN, Served};
+use crate::common::binary::{BIN, Served};
 
 fn shellac(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let out = Command::new(BIN)

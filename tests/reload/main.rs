@@ -2,7 +2,10 @@
 //! in flight finish on the old one), a bad one is rejected with every error and the old one
 //! keeps serving; listeners come and go; no request fails while reloading under load.
 
+#[path = "../common/mod.rs"]
 mod common;
+
+mod deep_vcl;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,6 +1,12 @@
-//! The `shellac` binary: `check` on good and bad files, `serve` end to end with SIGTERM.
+//! The `shellac` binary: `check` on good and bad files, `serve` end to end with SIGTERM;
+//! `admin`: the tools that talk to a running instance find its admin listener;
+//! `check_online`: `check --online` against real servers.
 
+#[path = "../common/mod.rs"]
 mod common;
+
+mod admin;
+mod check_online;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

@@ -3,12 +3,10 @@
 //! aborted; `shellac check` and `serve` parse on the main thread, so only a reload showed it.
 //! The runtime's threads now have the main thread's 8 MiB.
 
-mod common;
-
 use std::process::Command;
 
-use common::binary::{BIN, Served};
-use common::*;
+use crate::common::binary::{BIN, Served};
+use crate::common::*;
 
 /// `sub vcl_recv` with `depth` nested `if`s around `return (synth(299))`.
 fn nested_ifs(depth: usize) -> String {

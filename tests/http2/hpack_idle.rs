@@ -6,11 +6,9 @@
 //! response's fields decode to what the origin sent, and after each gap the client's table
 //! holds only fields of the latest response.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use tokio::process::Command;
 
 /// The client: sequential GETs with idle gaps, then two at once; asserts in Python and prints

@@ -7,14 +7,12 @@
 //! access log line and counters of the same hit over HTTP/1.1, and every body arrives whole
 //! and in order, whether it fits the client's window or waits for it.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::common::h2::*;
+use crate::common::*;
 use bytes::Bytes;
-use common::h2::*;
-use common::*;
 
 fn h2c(c: &mut shellac::config::Config) {
     c.http2.h2c = shellac::config::http2::H2c::All;

@@ -2,16 +2,14 @@
 //! multiplexed over few connections, never more than `max_streams` at once on one, cached as
 //! from an HTTP/1.1 backend, and health probes speak HTTP/2 too.
 
-mod common;
-
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use http::{Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;

@@ -3,7 +3,12 @@
 //! the access log, counters), HTTP/1.1 still works on the same listener, malformed requests
 //! never reach the backend.
 
+#[path = "../common/mod.rs"]
 mod common;
+
+mod backend;
+mod hits;
+mod hpack_idle;
 
 use std::sync::Arc;
 use std::time::Duration;
