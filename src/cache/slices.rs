@@ -1,6 +1,7 @@
 //! Big media in slices (nginx's `slice`, ATS's slice plugin; `cache.slice`): which URLs are
-//! known to be larger than `max_object_size`, with the length, the validator and the storage
-//! plan their slices are stored with, and the key each slice is stored under.
+//! known to be larger than `max_object_size`, with the length and the validator their slices
+//! must show, and the key each slice is stored under (each slice is stored with the storage
+//! decision the policy makes for its own fetch: `proxy/slice/backend.rs`).
 //!
 //! A slice is an ordinary object in the tiers (memory, disk), stored under its URL's key with a
 //! variant of its own: the hash of the representation's validator and the slice's index and
@@ -21,10 +22,9 @@ use xxhash_rust::xxh3::Xxh3;
 
 use super::CacheKey;
 use super::partial::Validator;
-use super::policy::StorePlan;
 use super::storage::Storage;
 
-/// URLs known to be sliced, at most (each entry is a key, a validator and a plan).
+/// URLs known to be sliced, at most (each entry is a key, a validator and fields).
 pub const SLICE_INDEX_CAPACITY: usize = 65_536;
 
 /// What is known of a sliced representation.
@@ -39,22 +39,14 @@ pub struct SliceMeta {
     /// The representation's fields as the response that revealed its size had them (without
     /// framing fields): what a conditional request is evaluated against.
     pub fields: HeaderMap,
-    /// The lifetimes its slices are stored with: the storage decision made (policy, rules or
-    /// VCL) for the response that revealed its size.
-    pub plan: StorePlan,
     /// The part of every slice key that names this version and slice size.
     tag: u64,
 }
 
 impl SliceMeta {
     /// A sliced representation of `length` bytes with `validator`, cut in `slice_size` slices.
-    pub fn new(
-        length: u64,
-        validator: Validator,
-        slice_size: u64,
-        fields: HeaderMap,
-        plan: StorePlan,
-    ) -> SliceMeta {
+    /// (Each slice is stored with the storage decision the policy makes for its own fetch.)
+    pub fn new(length: u64, validator: Validator, slice_size: u64, fields: HeaderMap) -> SliceMeta {
         let mut h = Xxh3::new();
         h.update(b"shellac-slice\0");
         h.update(validator.if_range().as_bytes());
@@ -65,7 +57,6 @@ impl SliceMeta {
             validator,
             slice_size: slice_size.max(1),
             fields,
-            plan,
             tag,
         }
     }
@@ -200,18 +191,6 @@ mod tests {
             Validator::ETag(HeaderValue::from_static(etag)),
             1 << 20,
             HeaderMap::new(),
-            StorePlan {
-                ttl: Duration::from_secs(60),
-                initial_age: Duration::ZERO,
-                strip: Vec::new(),
-                vary: Vec::new(),
-                stale_ok: true,
-                grace: Duration::ZERO,
-                keep: Duration::ZERO,
-                stale_if_error: None,
-                prefetch: crate::cache::Prefetch::CONFIGURED,
-                transient: false,
-            },
         )
     }
 

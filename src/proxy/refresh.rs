@@ -47,6 +47,17 @@ pub(super) fn spawn(
         Why::Ahead => proxy.counters.cache_refresh_ahead.inc(),
     }
     let stale = current;
+    let parts = get_head(req);
+    let proxy = proxy.clone();
+    tokio::spawn(async move {
+        // The response is only a by-product: the fill stores the object.
+        drop(run(proxy, parts, client, (primary, inherited), stale, guard).await);
+    });
+}
+
+/// A `GET` with `req`'s target, version and fields: the request a fetch on the backend side
+/// (a refresh, a slice) is made for.
+pub(super) fn get_head(req: &Parts) -> Parts {
     let mut head = Request::new(());
     *head.method_mut() = Method::GET;
     *head.uri_mut() = req.uri.clone();
@@ -56,12 +67,7 @@ pub(super) fn spawn(
     if let Some(local) = req.extensions.get::<super::LocalAddr>() {
         head.extensions_mut().insert(*local);
     }
-    let (parts, ()) = head.into_parts();
-    let proxy = proxy.clone();
-    tokio::spawn(async move {
-        // The response is only a by-product: the fill stores the object.
-        drop(run(proxy, parts, client, (primary, inherited), stale, guard).await);
-    });
+    head.into_parts().0
 }
 
 /// Runs a background refresh fetch for `primary` (grace), revalidating `stale` if it has
@@ -70,44 +76,67 @@ async fn run(
     proxy: Arc<Proxy>,
     req: Parts,
     client: SocketAddr,
-    (primary, mut inherited): (CacheKey, Inherited),
+    (primary, inherited): (CacheKey, Inherited),
     stale: Arc<Object>,
     guard: LeaderGuard,
 ) -> Response<ResponseBody> {
-    let mut txn = Txn {
+    let mut txn = Txn::backend_side(
         proxy,
-        policy: inherited.policy,
-        head_only: true,
-        req,
-        body: None,
-        client,
-        key: Some(primary),
-        backend: None,
-        stale: Some(stale),
-        req_cc: None,
-        background: true,
-        matched_rules: std::mem::take(&mut inherited.matched_rules),
-        withheld_conditions: false,
-        flv_start: None,
-        mp4_start: None,
-        route: inherited.route.take(),
-        route_hash: inherited.route_hash,
-        vcl: None,
-        authorized: inherited.authorized,
-        site: inherited.site.clone(),
-        interim: None,
-        range_fetch: None,
-        held_body: None,
-        body_sent: false,
-        lookups: 1,
-        looked_up: Instant::now(),
-        close: false,
-        filters: Default::default(),
-    };
-    // Policy hook: the refresh's own state (VCL: the backend side's, `bereq.is_bgfetch`).
-    txn.policy.background(&mut txn, &inherited);
+        (req, client),
+        (primary, inherited),
+        Some(stale),
+        true,
+    );
     match fetch::fetch(&mut txn, FetchMode::Miss(guard)).await {
         Step::Deliver(resp) => resp,
         _ => deliver::synth(StatusCode::SERVICE_UNAVAILABLE, "refresh-failed", false),
+    }
+}
+
+impl Txn {
+    /// A transaction of the backend side only, for `primary`: a fetch started by a client
+    /// request (whose `inherited` state it runs with) but not answering it — a background
+    /// refresh (`background`: VCL's `bereq.is_bgfetch`, revalidating `stale`), or a slice
+    /// fetched while a client reads (`slice/`).
+    pub(super) fn backend_side(
+        proxy: Arc<Proxy>,
+        (req, client): (Parts, SocketAddr),
+        (primary, mut inherited): (CacheKey, Inherited),
+        stale: Option<Arc<Object>>,
+        background: bool,
+    ) -> Txn {
+        let mut txn = Txn {
+            proxy,
+            policy: inherited.policy,
+            head_only: true,
+            req,
+            body: None,
+            client,
+            key: Some(primary),
+            backend: None,
+            stale,
+            req_cc: None,
+            background,
+            matched_rules: std::mem::take(&mut inherited.matched_rules),
+            withheld_conditions: false,
+            flv_start: None,
+            mp4_start: None,
+            route: inherited.route.take(),
+            route_hash: inherited.route_hash,
+            vcl: None,
+            authorized: inherited.authorized,
+            site: inherited.site.clone(),
+            interim: None,
+            range_fetch: None,
+            held_body: None,
+            body_sent: false,
+            lookups: 1,
+            looked_up: Instant::now(),
+            close: false,
+            filters: Default::default(),
+        };
+        // Policy hook: the fetch's own state (VCL: the backend side's, `bereq.is_bgfetch`).
+        txn.policy.background(&mut txn, &inherited);
+        txn
     }
 }

@@ -199,9 +199,10 @@ pub(super) struct Txn {
     pub site: Option<Arc<super::site::Site>>,
 }
 
-/// What a background refresh inherits from the request that started it, so it is fetched and
-/// stored as that request's own miss would be: the rules whose response phase applies, the
-/// route a rule chose, and whether it carried `Authorization`.
+/// What a background refresh (or a slice's fetch) inherits from the request that started it,
+/// so it is fetched and stored as that request's own miss would be: the rules whose response
+/// phase applies, the route a rule chose, and whether it carried `Authorization`.
+#[derive(Clone)]
 pub(super) struct Inherited {
     pub policy: Policy,
     pub matched_rules: Vec<usize>,

@@ -601,3 +601,55 @@ sub vcl_deliver { set resp.http.X-Seen = req.http.X-Seen; }
     assert_eq!(shellac.stat("slice_learnt").await, 1);
     shellac.stop().await;
 }
+
+/// Issue 31: every slice fetched is a backend fetch of its own, as in Varnish:
+/// vcl_backend_response runs for each (not only for the response that made the URL sliced),
+/// its changes are what is stored, and a slice it makes uncacheable is sent but not stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_slice_fetch_runs_vcl_backend_response() {
+    const LEN: u64 = 10 * MIB;
+    let (origin, _file) = origin(LEN).await;
+    let vcl = r#"vcl 4.1;
+backend default { ${origin0} }
+sub vcl_backend_response {
+    set beresp.http.X-Policy = "ran " + beresp.http.Content-Range;
+    if (beresp.http.Content-Range ~ "^bytes 6291456-") {
+        set beresp.uncacheable = true;
+        return (deliver);
+    }
+}
+"#;
+    let shellac =
+        super::common::vcl::start_vcl_with("slices-bresp", vcl, &[origin.addr], sliced).await;
+    // The probe learns the URL; its slice (5) is stored.
+    let r = ranged(&shellac, 5 * MIB, 5 * MIB + 9).await;
+    assert_eq!(r.status, 206);
+    stored(&shellac, 1).await;
+    // Slice 5 stored, 6 and 7 fetched while the client reads: each through
+    // vcl_backend_response.
+    let (a, b) = (5 * MIB, 8 * MIB - 1);
+    let r = ranged(&shellac, a, b).await;
+    assert_eq!(r.status, 206);
+    assert!(
+        r.body.as_ref() == bytes(1, a, b).as_slice(),
+        "{:?}",
+        asked(&origin)
+    );
+    assert_eq!(origin.count(), 3, "{:?}", asked(&origin));
+    stored(&shellac, 2).await;
+    // Slice 7 was stored as the policy left it.
+    let r = ranged(&shellac, 7 * MIB, 7 * MIB + 9).await;
+    assert!(r.cache_status().contains("hit"), "{}", r.cache_status());
+    assert_eq!(
+        r.header("x-policy"),
+        Some(format!("ran bytes {}-{}/{LEN}", 7 * MIB, 8 * MIB - 1).as_str())
+    );
+    assert_eq!(origin.count(), 3);
+    // Slice 6, which the policy made uncacheable, was sent but not stored: asked again.
+    let r = ranged(&shellac, 6 * MIB, 6 * MIB + 9).await;
+    assert!(!r.cache_status().contains("hit"), "{}", r.cache_status());
+    assert!(r.body.as_ref() == bytes(1, 6 * MIB, 6 * MIB + 9).as_slice());
+    assert_eq!(origin.count(), 4, "{:?}", asked(&origin));
+    assert_eq!(shellac.stat("cache_insert").await, 2);
+    shellac.stop().await;
+}

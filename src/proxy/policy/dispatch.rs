@@ -81,17 +81,27 @@ impl Policy {
         dispatch!(self, miss(txn, guard))
     }
 
-    /// Before a response from slices: the hit or miss step of its first slice
-    /// ([`Hooks::slices`]), then the backend-request step ([`Hooks::backend_fetch`], VCL's
-    /// vcl_backend_fetch) whose request and route every slice the response fetches is asked
-    /// with — run once per response, before any slice is fetched, whether the first is stored
-    /// or not (a later one may not be).
+    /// Before a probe (the slice holding a Range's first byte, asked of a URL not known to be
+    /// sliced yet, by the client's own transaction): the miss step ([`Hooks::slices`]), then
+    /// the backend-request step ([`Hooks::backend_fetch`], VCL's vcl_backend_fetch) the probe
+    /// is asked with.
     pub(in crate::proxy) fn slices(
         self,
         txn: &mut Txn,
         stored: Option<&Arc<Object>>,
     ) -> Option<Step> {
         dispatch!(self, slices(txn, stored)).or_else(|| self.backend_fetch(txn, true))
+    }
+
+    /// The policy's hit or miss step for a response from slices, without the backend
+    /// request: each slice that response fetches is a backend transaction of its own, which
+    /// runs the backend steps itself (`slice/backend.rs`).
+    pub(in crate::proxy) fn slice_lookup(
+        self,
+        txn: &mut Txn,
+        stored: Option<&Arc<Object>>,
+    ) -> Option<Step> {
+        dispatch!(self, slices(txn, stored))
     }
 
     pub(in crate::proxy) fn hit_for_miss(self, txn: &mut Txn) -> Step {

@@ -4,9 +4,10 @@
 
 use std::time::Instant;
 
+use http::StatusCode;
 use http::header::{self, HeaderMap};
-use http::{Response, StatusCode};
 
+use super::backend::Fetched;
 use super::{Ctx, SliceFailure};
 use crate::backend::BackendBody;
 use crate::cache::ban::BanCheck;
@@ -33,6 +34,11 @@ pub(super) enum SliceSource {
         reader: BusyReader,
         len: u64,
     },
+    /// Fetched for this request alone and not stored (the policy found it uncacheable).
+    Passed {
+        headers: HeaderMap,
+        body: BackendBody,
+    },
 }
 
 impl SliceSource {
@@ -45,7 +51,7 @@ impl SliceSource {
     pub fn fields(&self, now: Instant) -> (HeaderMap, u64) {
         match self {
             SliceSource::Stored(o) => (o.headers.map().clone(), o.age(now).as_secs()),
-            SliceSource::Busy { headers, .. } => {
+            SliceSource::Busy { headers, .. } | SliceSource::Passed { headers, .. } => {
                 let age = crate::cache::policy::age_field(headers).map_or(0, |a| a.as_secs());
                 (headers.clone(), age)
             }
@@ -57,6 +63,7 @@ impl SliceSource {
         let whole = match self {
             SliceSource::Stored(o) => ResponseBody::object(o),
             SliceSource::Busy { reader, len, .. } => ResponseBody::busy(reader, Some(len)),
+            SliceSource::Passed { body, .. } => ResponseBody::backend(body),
         };
         ResponseBody::slice(whole, skip, take)
     }
@@ -157,7 +164,8 @@ fn usable_in(
         && proxy.cache.check_bans(key, object, Some(req_headers)) != BanCheck::Banned
 }
 
-/// This request leads the fetch of slice `index`: asked of the origin, checked against the
+/// This request leads the fetch of slice `index`: asked of the origin by a backend
+/// transaction of its own (`backend.rs`: the policy's backend steps), checked against the
 /// representation, then stored through a fill its waiters (and this request) follow.
 async fn fetch(
     ctx: &Ctx,
@@ -165,33 +173,30 @@ async fn fetch(
     key: CacheKey,
     guard: LeaderGuard,
 ) -> Result<SliceSource, SliceFailure> {
-    let (start, end) = ctx.meta.bounds(index);
+    let bounds = ctx.meta.bounds(index);
     ctx.proxy.counters.slice_fetch.inc();
-    let resp = match ctx.requester.send(start, end).await {
-        Ok(resp) => resp,
+    match super::backend::exchange(ctx, bounds).await {
+        Ok(fetched) => stored_from(ctx, bounds, key, guard, fetched),
         Err((status, detail)) => {
             guard.object().fail_with(status, detail);
-            return Err(SliceFailure::Failed(status, detail));
+            Err(SliceFailure::Failed(status, detail))
         }
-    };
-    stored_from(ctx, (start, end), key, guard, resp)
+    }
 }
 
-/// A slice response: a 206 of the representation known is stored and followed; another
-/// version invalidates the URL's slices; a 200 (the origin ignores Range) stops slicing the
-/// URL; anything else is the client's answer.
+/// A slice response, as the policy left it: a 206 of the representation known is stored with
+/// the policy's storage decision and followed (or, refused by it, sent to this request alone);
+/// another version invalidates the URL's slices; a 200 (the origin ignores Range) stops
+/// slicing the URL; anything else is the client's answer.
 pub(super) fn stored_from(
     ctx: &Ctx,
     (start, end): (u64, u64),
     key: CacheKey,
     guard: LeaderGuard,
-    resp: Response<BackendBody>,
+    fetched: Fetched,
 ) -> Result<SliceSource, SliceFailure> {
     let received = Instant::now();
-    let (mut parts, body) = resp.into_parts();
-    // Shellac's own fields: a backend never sets them (as `fetch/exchange.rs`).
-    parts.headers.remove(crate::proxy::filter::esi::FIELD);
-    parts.headers.remove(crate::cache::identity::FIELD);
+    let Fetched { parts, body, plan } = fetched;
     let proxy = &ctx.proxy;
     let meta = &ctx.meta;
     match parts.status {
@@ -210,7 +215,20 @@ pub(super) fn stored_from(
                     .fail_with(StatusCode::SERVICE_UNAVAILABLE, CHANGED);
                 return Err(SliceFailure::Changed);
             }
-            let mut plan = meta.plan.clone();
+            let mut plan = match plan {
+                Ok(plan) => plan,
+                Err(reason) => {
+                    // Not stored: this request reads it; those waiting look again (and fetch
+                    // it themselves), as after a miss that turned out uncacheable.
+                    tracing::debug!(key = %ctx.primary, reason = reason.as_str(), "a slice the policy does not store");
+                    proxy.counters.cache_uncacheable.inc();
+                    guard.object().abandon();
+                    return Ok(SliceSource::Passed {
+                        headers: parts.headers,
+                        body,
+                    });
+                }
+            };
             plan.initial_age = crate::cache::policy::age_field(&parts.headers).unwrap_or_default();
             let mut headers = parts.headers;
             for name in &plan.strip {

@@ -3,7 +3,7 @@
 //! bytes, each an object of its own in the tiers, fetched with `Range: bytes=a-b` on a miss.
 //!
 //! ```text
-//!  a response > max_object_size ──learn──► cache::slices (length, validator, plan)
+//!  a response > max_object_size ──learn──► cache::slices (length, validator)
 //!  Lookup: no whole object, URL known ──► Step::Slices ──► serve.rs: preconditions, Range,
 //!      the first slice (acquire.rs: tiers → coalesced fetch) before the head, the rest
 //!      streamed by a task slice after slice
@@ -12,10 +12,15 @@
 //! How a URL becomes sliced (`learn`): the usual path fetches it, and the response that shows
 //! its length (a 200's `Content-Length`, a forwarded Range's `Content-Range`) goes to the
 //! client uncached as before — but when it is storable, has a strong validator and no `Vary`,
-//! the URL, its length, validator and storage plan are remembered (`cache/slices.rs`). From
+//! the URL, its length and validator are remembered (`cache/slices.rs`). From
 //! then on a request for it is answered from slices (`serve.rs`), fetched one at a time as the
 //! client reads. A Range starting at or past `max_object_size` of a URL not known yet (it can
 //! only be a big object) is asked as its slice at once (`probe`).
+//!
+//! Policy: each slice fetched is a backend transaction of its own (`backend.rs`): the
+//! policy's backend-request and backend-response steps (VCL's vcl_backend_fetch and
+//! vcl_backend_response, a rule's response actions) run for it as for any backend fetch, and
+//! its storage decision is the slice's own (an uncacheable slice is sent, not stored).
 //!
 //! Consistency: a fetched slice must carry the representation's validator and `Content-Range`;
 //! otherwise every slice of the URL is invalidated (`slice_validator_mismatch`) and the client
@@ -24,6 +29,7 @@
 //! and the URL is not sliced for `hit_for_miss_ttl` (`slice_range_ignored`).
 
 mod acquire;
+mod backend;
 mod origin;
 mod serve;
 
@@ -118,7 +124,7 @@ pub(super) fn learn(txn: &Txn, headers: &HeaderMap, length: u64, plan: &StorePla
     let (Some(primary), Some(validator)) = (&txn.key, Validator::of(headers)) else {
         return false;
     };
-    let meta = SliceMeta::new(length, validator, size, fields(headers), plan.clone());
+    let meta = SliceMeta::new(length, validator, size, fields(headers));
     let learnt = proxy
         .cache
         .slices
@@ -177,13 +183,17 @@ pub(super) enum SliceFailure {
     Failed(StatusCode, &'static str),
 }
 
-/// What a sliced client response reads from: the URL, what is known of it, and how to ask
-/// the origin for a slice.
+/// What a sliced client response reads from: the URL, what is known of it, and what each
+/// slice's backend transaction starts from (`backend.rs`).
 pub(super) struct Ctx {
     pub proxy: Arc<super::Proxy>,
     pub primary: CacheKey,
     pub meta: Arc<SliceMeta>,
-    pub requester: Requester,
+    /// The client request's head, as its policy left it (each slice's fetch is asked for it).
+    pub req: http::request::Parts,
+    pub client: std::net::SocketAddr,
+    /// What the client request leaves each slice's backend transaction.
+    pub inherited: super::txn::Inherited,
     /// The client request's fields (bans on request fields are checked against them).
     pub req_headers: HeaderMap,
 }

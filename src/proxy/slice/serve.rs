@@ -14,6 +14,7 @@ use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 
 use super::acquire::{SliceSource, acquire, peek, stored_from};
+use super::backend::Fetched;
 use super::{Ctx, DETAIL, SliceFailure};
 use crate::cache::partial::content_range;
 use crate::cache::policy;
@@ -51,7 +52,7 @@ impl Txn {
         let index = start / size;
         let first = index * size;
         let mut tries = 0;
-        let (requester, parts, body, storage, exchange) = loop {
+        let (parts, body, storage, exchange) = loop {
             tries += 1;
             if tries > PROBE_TRIES {
                 return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "too-many-retries");
@@ -83,19 +84,18 @@ impl Txn {
                 .backend_response(self, &mut parts, &exchange, &mode, false)
             {
                 ResponseOutcome::Store { storage, .. } => {
-                    break (requester, parts, body, storage, exchange);
+                    break (parts, body, storage, exchange);
                 }
                 ResponseOutcome::Retry => continue,
                 ResponseOutcome::Step(step) => return step,
             }
         };
+        let plan = storage.plan(parts.status, &parts.headers, &exchange, self.cache_config());
         let learnt = content_range(&parts.headers).and_then(|(a, b, length)| {
             let whole = a == first && b == (first + size).min(length) - 1;
-            let plan = storage
-                .plan(parts.status, &parts.headers, &exchange, self.cache_config())
-                .ok()?;
+            let plan = plan.as_ref().ok()?;
             (whole && parts.status == StatusCode::PARTIAL_CONTENT)
-                .then(|| super::learn(self, &parts.headers, length, &plan))
+                .then(|| super::learn(self, &parts.headers, length, plan))
                 .filter(|learnt| *learnt)
         });
         let meta = match (learnt, &self.key) {
@@ -113,7 +113,7 @@ impl Txn {
             }
             return self.pass_through(parts, body, "detail=slice-probe");
         };
-        let Some(ctx) = self.slice_ctx(meta.clone(), requester) else {
+        let Some(ctx) = self.slice_ctx(meta.clone()) else {
             return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-key");
         };
         // The probe is slice `index` of what was just learnt: stored and followed like any.
@@ -124,8 +124,8 @@ impl Txn {
                 return self.sliced(meta, false).await;
             }
         };
-        let resp = http::Response::from_parts(parts, body);
-        match stored_from(&ctx, meta.bounds(index), key, guard, resp) {
+        let fetched = Fetched { parts, body, plan };
+        match stored_from(&ctx, meta.bounds(index), key, guard, fetched) {
             Ok(source) => match self.slice_answer(&meta) {
                 Ok((status, range)) => {
                     self.sliced_with(ctx, status, range, Some((index, source)))
@@ -137,12 +137,14 @@ impl Txn {
         }
     }
 
-    fn slice_ctx(&self, meta: Arc<SliceMeta>, requester: super::Requester) -> Option<Ctx> {
+    fn slice_ctx(&self, meta: Arc<SliceMeta>) -> Option<Ctx> {
         Some(Ctx {
             proxy: self.proxy.clone(),
             primary: self.key.clone()?,
             meta,
-            requester,
+            req: crate::proxy::refresh::get_head(&self.req),
+            client: self.client,
+            inherited: self.inherited(),
             req_headers: self.req.headers.clone(),
         })
     }
@@ -161,9 +163,9 @@ impl Txn {
                 return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-key");
             };
             let stored = peek(&self.proxy, (&primary, &meta), &self.req.headers, index).await;
-            // The policy's hit (the first slice is stored) or miss step, and its backend
-            // request, which every slice this response fetches is asked with.
-            if let Some(step) = self.policy.slices(self, stored.as_ref()) {
+            // The policy's hit (the first slice is stored) or miss step; each slice this
+            // response fetches runs the backend steps in a transaction of its own.
+            if let Some(step) = self.policy.slice_lookup(self, stored.as_ref()) {
                 return step;
             }
             if let Some(object) = stored {
@@ -171,10 +173,7 @@ impl Txn {
                 first = Some((index, SliceSource::Stored(object)));
             }
         }
-        let Some(requester) = self.slice_requester() else {
-            return Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "no-healthy-backend");
-        };
-        let Some(ctx) = self.slice_ctx(meta, requester) else {
+        let Some(ctx) = self.slice_ctx(meta) else {
             return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-key");
         };
         self.sliced_with(ctx, status, range, first).await
