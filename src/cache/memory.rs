@@ -308,9 +308,9 @@ impl Storage for MemoryStorage {
             if let Some(entry) = shard.table.find(hash, |e| is_key(e, key)).cloned() {
                 shard.evict_for_share(site, &self.shares, Some(&entry), &mut evicted);
                 shard.make_room(self.shard_capacity, &entry, &self.shares, &mut evicted);
+                drop(shard);
+                self.hold_to_share(site, self.shard_index(hash), Some(&entry), &mut evicted);
             }
-            drop(shard);
-            self.hold_to_share(site, self.shard_index(hash), &mut evicted);
             self.hand_on(evicted);
         }
         object.state.mark_hit();
@@ -361,7 +361,7 @@ impl Storage for MemoryStorage {
             shard.make_room(self.shard_capacity, &entry, &self.shares, &mut evicted);
             replaced
         };
-        self.hold_to_share(site, self.shard_index(hash), &mut evicted);
+        self.hold_to_share(site, self.shard_index(hash), Some(&entry), &mut evicted);
         // Dropped and handed on outside the lock.
         drop(replaced);
         self.hand_on(evicted);

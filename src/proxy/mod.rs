@@ -5,6 +5,7 @@
 //! Architecture invariant: the pipeline never touches a socket; it turns a parsed request into
 //! a response. Connections live in `server`, origins in `backend`.
 
+mod backend_side;
 pub mod body;
 mod build;
 mod chunks;

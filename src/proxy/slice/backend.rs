@@ -38,7 +38,7 @@ pub(super) async fn exchange(
 ) -> Result<Fetched, (StatusCode, &'static str)> {
     let mut txn = Txn::backend_side(
         ctx.proxy.clone(),
-        (crate::proxy::refresh::get_head(&ctx.req), ctx.client),
+        (crate::proxy::backend_side::get_head(&ctx.req), ctx.client),
         (ctx.primary.clone(), ctx.inherited.clone()),
         None,
         false,

@@ -142,7 +142,7 @@ impl Txn {
             proxy: self.proxy.clone(),
             primary: self.key.clone()?,
             meta,
-            req: crate::proxy::refresh::get_head(&self.req),
+            req: crate::proxy::backend_side::get_head(&self.req),
             client: self.client,
             inherited: self.inherited(),
             req_headers: self.req.headers.clone(),
