@@ -254,6 +254,8 @@ counters! {
     hotlink_refused: "Requests a [[rule]]'s valid_referers (403) or secure_link (403, 410: expired) refused",
     flv_seek: "Requests with ?start= under a [[rule]] flv = true: answered with the FLV header and the file from that byte",
     sendfile_bytes: "Body bytes of static files sent with sendfile(2) (parts of 32 KiB or more of a files backend's answer passed unchanged to a cleartext HTTP/1.1 client)",
+    splice_bytes: "Body bytes of stored objects sent without a copy (vmsplice(2) and splice(2) of the pages of a body of 64 KiB or more kept in memory, to a cleartext HTTP/1.1 client)",
+    splice_fallback: "Writes of stored bodies that could have gone out without a copy but were copied because no pipe was free (n_splice_pipe at its limit) or the kernel refused one",
     mp4_seek: "Requests with ?start= under a [[rule]] mp4 = true (answered with the file cut at the keyframe at or before that time when it can be)",
     mp4_seek_whole: "MP4 seeks answered with the whole file because it could not be cut (moov after mdat, over mp4_max_moov_size, damaged or fragmented; logged)",
     files_try_next: "Requests a files backend handed on to another backend because none of its try_files existed (try_files = [..., \"@NAME\"])",
@@ -370,6 +372,10 @@ pub const GAUGES: &[(&str, &str)] = &[
     (
         "n_client_conn_waiting",
         "New client connections open now that have not sent a byte yet (a socket alone until they do or header_read_timeout passes)",
+    ),
+    (
+        "n_splice_pipe",
+        "Pipes lent to client connections now to send stored bodies without a copy (at most 256)",
     ),
     (
         "shared_breaker_state",

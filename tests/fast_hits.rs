@@ -4,6 +4,8 @@
 //! log lines, timeouts and released connections behave as for any hit.
 
 mod common;
+#[path = "fast_hits/copy_free.rs"]
+mod copy_free;
 
 use std::time::Duration;
 

@@ -109,7 +109,9 @@ pub fn one(chunks: &[Bytes], total: usize) -> Bytes {
 }
 
 /// An anonymous private mapping holding a body: `len` bytes written once at creation, then
-/// only read; unmapped on drop.
+/// only read; unmapped on drop. Because of that its pages may be lent to the kernel (sent
+/// without a copy, `pages.rs`): it is registered there once written, forgotten before it is
+/// unmapped.
 struct Mapping {
     at: NonNull<u8>,
     len: usize,
@@ -159,6 +161,8 @@ impl Mapping {
             }
             filled += n;
         }
+        // Complete and never written again: its pages may be lent to pipes (`pages.rs`).
+        super::pages::register(m.at.as_ptr() as usize, m.len);
         Some(m)
     }
 }
@@ -173,6 +177,7 @@ impl AsRef<[u8]> for Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
+        super::pages::forget(self.at.as_ptr() as usize);
         // SAFETY: `at` and `mapped` are what mmap returned and was given; no reference into the
         // mapping outlives `self` (`Bytes::from_owner` drops the owner after the last view).
         unsafe { libc::munmap(self.at.as_ptr().cast(), self.mapped) };
@@ -259,5 +264,25 @@ mod tests {
             1_000_000u64.next_multiple_of(page) + SHARED + 16 * 32
         );
         assert!(footprint(1_000_000, 16) < 1_000_000 + 4096 + SHARED + 16 * 32);
+    }
+
+    /// A stored body's pages lent to a pipe keep its bytes after the body is dropped (and
+    /// unmapped): the kernel holds the pages, and nothing ever writes them.
+    #[test]
+    fn lent_pages_outlive_the_body() {
+        use super::super::pages::{Pipe, is_stored, tests::read_all};
+        let data: Vec<u8> = (0..200_000).map(|i| (i % 251) as u8).collect();
+        let stored = store(&[Bytes::from(data.clone())], data.len());
+        assert!(stored.iter().all(|c| is_stored(c)));
+        let mut pipe = Pipe::take().expect("a pipe");
+        let slices: Vec<std::io::IoSlice<'_>> =
+            stored.iter().map(|c| std::io::IoSlice::new(c)).collect();
+        let (put, lent) = pipe.fill(&[], &slices).expect("fill");
+        assert_eq!(put, lent);
+        assert!(put >= 65_536, "{put}");
+        drop(slices);
+        drop(stored);
+        assert_eq!(read_all(&pipe, put), data[..put]);
+        pipe.drained(put);
     }
 }

@@ -15,6 +15,7 @@ pub mod inspect;
 mod key;
 pub mod memory;
 mod object;
+pub mod pages;
 pub mod partial;
 pub mod policy;
 mod prefetch;

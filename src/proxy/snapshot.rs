@@ -58,6 +58,7 @@ impl Proxy {
             "n_client_conn_waiting",
             self.shared.waiting_conns.load(Ordering::Relaxed),
         ));
+        out.push(("n_splice_pipe", crate::cache::pages::pipes_lent()));
         let fleet = self.cache.shared.as_deref();
         out.push((
             "shared_breaker_state",

@@ -14,7 +14,7 @@ use tokio::io::AsyncWrite;
 use crate::clock::{DATE_LINE_LEN, date_line, now_ms};
 
 use super::conn::{PHASE_BUSY, PHASE_HEAD, PHASE_IDLE, note_write};
-use super::{After, Answerer, Gate, Mode, Outgoing};
+use super::{After, Answerer, Gate, Mode, Outgoing, Quiet};
 
 /// Fast answers queued at most; a later request goes to hyper (whose writes wait for these).
 const MAX_ANSWERS: usize = 16;
@@ -87,7 +87,7 @@ impl<T> Gate<T> {
     /// flight, the connection is idle again (or waiting for the rest of a held head).
     pub(super) fn poll_answers(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>>
     where
-        T: AsyncWrite + Unpin,
+        T: AsyncWrite + Unpin + Quiet,
     {
         while let Some(o) = self.out.front_mut() {
             // Gather what the body has ready, up to one vectored write's worth.
@@ -136,7 +136,7 @@ impl<T> Gate<T> {
             let Some(io) = self.inner.as_mut() else {
                 return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
             };
-            let polled = Pin::new(io).poll_write_vectored(cx, &slices[..k]);
+            let polled = self.splice.poll_write(io, cx, &self.counters, &slices[..k]);
             note_write(&self.state, polled.is_pending());
             let mut n = ready!(polled)?;
             if n == 0 {
@@ -157,6 +157,8 @@ impl<T> Gate<T> {
             }
             o.chunks.drain(..done);
         }
+        // The answers are out only once the connection's pipe has sent them (`splice.rs`).
+        ready!(self.poll_drain(cx))?;
         let state = &self.state;
         if state.in_flight.load(Ordering::Relaxed) == 0
             && state.phase.load(Ordering::Relaxed) == PHASE_BUSY

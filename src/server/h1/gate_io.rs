@@ -62,6 +62,22 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Quiet> Gate<T> {
     }
 }
 
+impl<T: Quiet> Gate<T> {
+    /// Sends what the connection's pipe still holds (`splice.rs`) before anything else is
+    /// written; ready once it is empty.
+    pub(super) fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if !self.splice.holds() {
+            return Poll::Ready(Ok(()));
+        }
+        let Some(io) = self.inner.as_mut() else {
+            return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
+        };
+        let polled = self.splice.poll_drain(io, cx);
+        note_write(&self.state, polled.is_pending());
+        polled
+    }
+}
+
 impl<T: AsyncRead + AsyncWrite + Unpin + Quiet> AsyncRead for Gate<T> {
     fn poll_read(
         mut self: Pin<&mut Self>,
@@ -159,21 +175,11 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Quiet> AsyncRead for Gate<T> {
 impl<T: AsyncRead + AsyncWrite + Unpin + Quiet> AsyncWrite for Gate<T> {
     /// hyper's writes go out after the fast answers queued before them.
     fn poll_write(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        if !self.out.is_empty() {
-            ready!(self.poll_answers(cx))?;
-        }
-        ready!(self.poll_interim(cx))?;
-        self.flushed_at = u64::MAX;
-        if self.regions.as_ref().is_some_and(|r| r.pending()) {
-            return self.poll_write_regions(cx, &[io::IoSlice::new(buf)]);
-        }
-        let polled = self.io()?.poll_write(cx, buf);
-        note_write(&self.state, polled.is_pending());
-        polled
+        self.poll_write_vectored(cx, &[io::IoSlice::new(buf)])
     }
     fn poll_write_vectored(
         mut self: Pin<&mut Self>,
@@ -183,13 +189,18 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Quiet> AsyncWrite for Gate<T> {
         if !self.out.is_empty() {
             ready!(self.poll_answers(cx))?;
         }
+        ready!(self.poll_drain(cx))?;
         ready!(self.poll_interim(cx))?;
         self.flushed_at = u64::MAX;
         if self.regions.as_ref().is_some_and(|r| r.pending()) {
             return self.poll_write_regions(cx, bufs);
         }
-        let polled = self.io()?.poll_write_vectored(cx, bufs);
-        note_write(&self.state, polled.is_pending());
+        let this = &mut *self;
+        let Some(io) = this.inner.as_mut() else {
+            return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
+        };
+        let polled = this.splice.poll_write(io, cx, &this.counters, bufs);
+        note_write(&this.state, polled.is_pending());
         polled
     }
     fn is_write_vectored(&self) -> bool {
@@ -201,6 +212,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Quiet> AsyncWrite for Gate<T> {
         if !self.out.is_empty() {
             ready!(self.poll_answers(cx))?;
         }
+        ready!(self.poll_drain(cx))?;
         ready!(self.poll_interim(cx))?;
         let this = &mut *self;
         let Some(io) = this.inner.as_mut() else {
@@ -224,6 +236,10 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Quiet> AsyncWrite for Gate<T> {
         }
         // Answers already queued go out before the FIN (a write error ends them).
         if !this.out.is_empty() && this.poll_answers(cx).is_pending() {
+            return Poll::Pending;
+        }
+        // So do the bytes still in the connection's pipe (an error ends them too).
+        if this.poll_drain(cx).is_pending() {
             return Poll::Pending;
         }
         let Some(inner) = this.inner.as_mut() else {

@@ -30,14 +30,16 @@ mod scan;
 mod sendfile;
 mod service;
 mod session;
+mod splice;
 #[cfg(test)]
 mod tests;
+mod transport;
 
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::task::{Context, Poll};
+use std::task::Context;
 
 use std::collections::VecDeque;
 
@@ -54,6 +56,7 @@ pub(super) use conn::{ConnState, PHASE_HEAD, PHASE_IDLE};
 use conn::{UPGRADE_REFUSED, UPGRADE_TUNNEL};
 pub(super) use scan::count_violation;
 pub(super) use session::serve_session;
+pub(crate) use transport::Quiet;
 
 /// Lingering close after a refusal (here and at `max_connections`): how long, and how many
 /// bytes, to read and discard.
@@ -68,31 +71,6 @@ enum After {
     BodyError(Violation),
     /// Nothing more is read from this connection.
     Stop,
-}
-
-/// A transport the gate can hand back for parking: `quiet` says nothing is buffered inside
-/// it (no decrypted bytes unread, nothing unwritten), so the socket's readiness tells all.
-pub(crate) trait Quiet {
-    fn quiet(&mut self) -> bool;
-
-    /// Whether the transport sends files itself ([`Quiet::poll_send_file`]): a plain socket.
-    fn sends_files() -> bool
-    where
-        Self: Sized,
-    {
-        false
-    }
-
-    /// Sends `len` bytes at `offset` of `region`'s file (sendfile(2)); how many went.
-    fn poll_send_file(
-        &mut self,
-        _cx: &mut Context<'_>,
-        _region: &crate::backend::Region,
-        _offset: u64,
-        _len: usize,
-    ) -> Poll<io::Result<usize>> {
-        Poll::Ready(Err(io::ErrorKind::Unsupported.into()))
-    }
 }
 
 /// Answers a request without hyper from its validated, bodiless head (server.rs: fast hits,
@@ -167,6 +145,9 @@ pub(super) struct Gate<T> {
     /// File regions standing behind placeholders in hyper's writes (`sendfile.rs`); `None`
     /// until the session asks for them (a transport that sends files).
     regions: Option<Arc<crate::backend::Regions>>,
+    /// Written bytes of stored bodies still in the connection's pipe (`splice.rs`): sent before
+    /// anything else.
+    splice: splice::Splice,
 }
 
 /// Whether the gate is parsing HTTP, waiting for the answer to an upgrade request, or passing
@@ -202,6 +183,7 @@ impl<T> Gate<T> {
             flushed_at: 0,
             interim: Bytes::new(),
             regions: None,
+            splice: splice::Splice::default(),
         }
     }
 
@@ -236,6 +218,8 @@ impl<T> Gate<T> {
             || !self.state.release.swap(false, Ordering::Relaxed)
             || !self.held.is_empty()
             || !self.out.is_empty()
+            // Bytes of the last response still in the connection's pipe (`splice.rs`).
+            || self.splice.holds()
             || !self.scanner.at_head()
             || !self.state.idle()
             // hyper reads while it still flushes a response to a slow reader: the bytes it

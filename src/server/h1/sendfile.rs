@@ -80,6 +80,15 @@ impl Quiet for TcpStream {
     ) -> Poll<io::Result<usize>> {
         poll_send_file(self, cx, region, offset, len)
     }
+
+    fn poll_splice(
+        &mut self,
+        cx: &mut Context<'_>,
+        from: BorrowedFd<'_>,
+        len: usize,
+    ) -> Poll<io::Result<usize>> {
+        super::splice::poll_splice(self, cx, from, len)
+    }
 }
 
 fn refused(why: &'static str) -> io::Error {

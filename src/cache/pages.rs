@@ -1,0 +1,308 @@
+//! Stored bodies' pages lent to the kernel: which memory belongs to a body's own mapping
+//! (`body.rs`), and pipes that carry those pages, by reference, towards a socket.
+//!
+//! Why: a hit of a 68 KB page spent half its CPU in the kernel's copy of the body into the
+//! socket (bench/RESULTS.md, "copy-free hits"). vmsplice(2) puts the pages of a user buffer
+//! into a pipe *by reference* (no copy), and splice(2) hands the pipe's pages to the socket,
+//! which keeps references to them until the peer has acknowledged the bytes. That is only
+//! safe for memory nobody writes again while the kernel holds it: a body's mapping is written
+//! once when the body is stored, only read after, and unmapped (never reused by an allocator)
+//! when its last reference goes — the kernel's references then keep the pages, with the
+//! body's bytes, alive until the socket is done with them. Heap memory (a response head, a
+//! decoded or filtered body, a body below `MAPPED_MIN`) is reused as soon as it is freed, so
+//! it is never vmspliced: [`Pipe::fill`] copies it into the pipe (write(2)) and lends only
+//! slices [`is_stored`] knows.
+//!
+//! Pipes come from a bounded pool ([`Pipe::take`]): at most [`MAX_PIPES`] lent at once (gauge
+//! `n_splice_pipe`), each [`PIPE_SIZE`] bytes; a pipe goes back when it is empty, and one
+//! dropped with bytes still in it is closed (its pages freed with it).
+
+use std::collections::BTreeMap;
+use std::io::{self, IoSlice};
+use std::mem::ManuallyDrop;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, RwLock};
+
+/// Bytes a pipe holds at most (F_SETPIPE_SZ; the default, 64 KiB, where it is refused): a
+/// response head and a few 64 KiB pieces of a body at once.
+pub const PIPE_SIZE: usize = 256 * 1024;
+
+/// Pipes lent to connections at most; past it stored bodies go out with plain writes
+/// (counter `splice_fallback`). 256 pipes of 256 KiB are the 64 MiB an unprivileged user
+/// may hold in pipes before the kernel shrinks new ones (`fs.pipe-user-pages-soft`).
+pub const MAX_PIPES: usize = 256;
+
+/// Empty pipes kept for the next connection, at most (the rest are closed).
+const IDLE_PIPES: usize = 64;
+
+/// The live mappings of stored bodies: start address → end address.
+static MAPPED: RwLock<BTreeMap<usize, usize>> = RwLock::new(BTreeMap::new());
+
+/// Mappings in [`MAPPED`]: a plain load spares the lock while there are none.
+static MAPPED_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// Pipes lent now.
+static LENT: AtomicUsize = AtomicUsize::new(0);
+
+/// Empty pipes kept for reuse.
+static IDLE: Mutex<Vec<Fds>> = Mutex::new(Vec::new());
+
+/// `len` bytes at `at` are a stored body's mapping from now on: complete, never written
+/// again, unmapped only after [`forget`].
+pub(super) fn register(at: usize, len: usize) {
+    if let Ok(mut m) = MAPPED.write() {
+        m.insert(at, at + len);
+        MAPPED_COUNT.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The mapping at `at` is about to be unmapped.
+pub(super) fn forget(at: usize) {
+    if let Ok(mut m) = MAPPED.write()
+        && m.remove(&at).is_some()
+    {
+        MAPPED_COUNT.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Whether `slice` lies inside a stored body's mapping (so its pages may be lent to a pipe
+/// while the `Bytes` it comes from is alive).
+pub fn is_stored(slice: &[u8]) -> bool {
+    stored_run(&[IoSlice::new(slice)]) == 1
+}
+
+fn inside(m: &BTreeMap<usize, usize>, slice: &[u8]) -> bool {
+    let at = slice.as_ptr() as usize;
+    m.range(..=at)
+        .next_back()
+        .is_some_and(|(_, &end)| at + slice.len() <= end)
+}
+
+/// How many of `bufs`, from the first, lie inside stored bodies' mappings (one lock for all).
+pub fn stored_run(bufs: &[IoSlice<'_>]) -> usize {
+    if MAPPED_COUNT.load(Ordering::Relaxed) == 0 {
+        return 0;
+    }
+    let Ok(m) = MAPPED.read() else {
+        return 0;
+    };
+    bufs.iter()
+        .take_while(|b| !b.is_empty() && inside(&m, b))
+        .count()
+}
+
+/// Pipes lent to connections now (gauge `n_splice_pipe`).
+pub fn pipes_lent() -> u64 {
+    LENT.load(Ordering::Relaxed) as u64
+}
+
+/// A pipe's two ends.
+struct Fds {
+    read: OwnedFd,
+    write: OwnedFd,
+}
+
+impl Fds {
+    fn new() -> io::Result<Fds> {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` is a valid array of two ints the kernel fills.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: both descriptors were just opened by pipe2 and are owned by nothing else.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // Refused (a user over its pipe allowance): the default size still works.
+        // SAFETY: fcntl on a descriptor we own; no memory involved.
+        unsafe {
+            libc::fcntl(
+                write.as_raw_fd(),
+                libc::F_SETPIPE_SZ,
+                PIPE_SIZE as libc::c_int,
+            )
+        };
+        Ok(Fds { read, write })
+    }
+}
+
+/// A pipe lent to one connection: what was put in ([`Pipe::fill`]) leaves only through its
+/// reading end ([`Pipe::reader`]), in order.
+pub struct Pipe {
+    fds: ManuallyDrop<Fds>,
+    /// Bytes in the pipe now.
+    held: usize,
+}
+
+impl Pipe {
+    /// An empty pipe from the pool (or a new one); `None` when [`MAX_PIPES`] are lent or the
+    /// kernel refuses one.
+    pub fn take() -> Option<Pipe> {
+        if LENT.fetch_add(1, Ordering::Relaxed) >= MAX_PIPES {
+            LENT.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        let idle = IDLE.lock().ok().and_then(|mut v| v.pop());
+        match idle.map_or_else(Fds::new, Ok) {
+            Ok(fds) => Some(Pipe {
+                fds: ManuallyDrop::new(fds),
+                held: 0,
+            }),
+            Err(_) => {
+                LENT.fetch_sub(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// Bytes in the pipe now.
+    pub fn held(&self) -> usize {
+        self.held
+    }
+
+    /// The end the bytes leave by (to splice(2) to a socket).
+    pub fn reader(&self) -> BorrowedFd<'_> {
+        self.fds.read.as_fd()
+    }
+
+    /// `n` bytes left by [`Pipe::reader`].
+    pub fn drained(&mut self, n: usize) {
+        self.held -= n.min(self.held);
+    }
+
+    /// Puts `copied` (copied: heap memory, a response head) and then as much as fits of
+    /// `lent` into the pipe. Of `lent`, only the slices from the first that lie inside stored
+    /// bodies' mappings ([`stored_run`]) are taken, by reference (vmsplice(2)); the caller
+    /// keeps them alive for the call (the kernel holds the pages after). Returns the bytes
+    /// put in (of `copied`, then of `lent`, in order) and of those the ones lent.
+    pub fn fill(
+        &mut self,
+        copied: &[IoSlice<'_>],
+        lent: &[IoSlice<'_>],
+    ) -> io::Result<(usize, usize)> {
+        let write = self.fds.write.as_raw_fd();
+        let want: usize = copied.iter().map(|b| b.len()).sum();
+        let mut put = 0;
+        if want > 0 {
+            // SAFETY: `copied` is a valid array of `IoSlice`s (laid out as iovec) the kernel
+            // only reads; the descriptor is ours.
+            let n = unsafe {
+                libc::writev(
+                    write,
+                    copied.as_ptr().cast(),
+                    copied.len().min(libc::UIO_MAXIOV as usize) as libc::c_int,
+                )
+            };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            put = n as usize;
+            self.held += put;
+            if put < want {
+                return Ok((put, 0));
+            }
+        }
+        let run = stored_run(lent).min(libc::UIO_MAXIOV as usize);
+        if run == 0 {
+            return Ok((put, 0));
+        }
+        // SAFETY: the slices are inside live stored mappings (checked just above, and kept
+        // alive by the caller for the call), which are never written again and are unmapped,
+        // not reused, when freed: the references the pipe takes to their pages stay valid and
+        // their bytes unchanged for as long as the kernel holds them. No SPLICE_F_GIFT: the
+        // pages stay ours (and shared).
+        let n =
+            unsafe { libc::vmsplice(write, lent.as_ptr().cast(), run, libc::SPLICE_F_NONBLOCK) };
+        if n < 0 {
+            // A full pipe takes nothing more now; what was copied in stands (an error is
+            // only one when nothing went in).
+            if put > 0 {
+                return Ok((put, 0));
+            }
+            return Err(io::Error::last_os_error());
+        }
+        self.held += n as usize;
+        Ok((put + n as usize, n as usize))
+    }
+}
+
+impl Drop for Pipe {
+    fn drop(&mut self) {
+        LENT.fetch_sub(1, Ordering::Relaxed);
+        // SAFETY: `fds` is taken once, here, and `self` is not used after.
+        let fds = unsafe { ManuallyDrop::take(&mut self.fds) };
+        // A pipe with bytes in it belongs to its connection's stream: closed with it.
+        if self.held != 0 {
+            return;
+        }
+        if let Ok(mut idle) = IDLE.lock()
+            && idle.len() < IDLE_PIPES
+        {
+            idle.push(fds);
+        }
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    pub(in crate::cache) fn read_all(pipe: &Pipe, n: usize) -> Vec<u8> {
+        let mut out = vec![0u8; n];
+        let mut got = 0;
+        while got < n {
+            // SAFETY: reads into our own buffer, within its length.
+            let r = unsafe {
+                libc::read(
+                    pipe.reader().as_raw_fd(),
+                    out[got..].as_mut_ptr().cast(),
+                    n - got,
+                )
+            };
+            assert!(r > 0, "pipe read {r}");
+            got += r as usize;
+        }
+        out
+    }
+
+    #[test]
+    fn only_registered_memory_is_lent() {
+        let heap = vec![3u8; 100_000];
+        assert!(!is_stored(&heap));
+        let (at, len) = (heap.as_ptr() as usize, heap.len());
+        register(at, len);
+        assert!(is_stored(&heap[10..90_000]));
+        assert!(is_stored(&heap));
+        forget(at);
+        assert!(!is_stored(&heap));
+    }
+
+    /// Copied bytes first, then the lent ones; a slice not in a stored mapping ends the run
+    /// (it is never lent), and the pipe's bytes come out in order.
+    #[test]
+    fn a_pipe_carries_copies_then_stored_pages() {
+        let body = vec![9u8; 70_000];
+        register(body.as_ptr() as usize, body.len());
+        let other = vec![5u8; 1000];
+        let head = b"HTTP/1.1 200 OK\r\n\r\n".to_vec();
+        let mut pipe = Pipe::take().expect("a pipe");
+        let (put, lent) = pipe
+            .fill(
+                &[IoSlice::new(&head)],
+                &[
+                    IoSlice::new(&body[..65_536]),
+                    IoSlice::new(&other),
+                    IoSlice::new(&body[65_536..]),
+                ],
+            )
+            .expect("fill");
+        assert_eq!(lent, 65_536);
+        assert_eq!(put, head.len() + 65_536);
+        assert_eq!(pipe.held(), put);
+        let out = read_all(&pipe, put);
+        forget(body.as_ptr() as usize);
+        assert_eq!(&out[..head.len()], &head[..]);
+        assert!(out[head.len()..].iter().all(|&b| b == 9));
+        pipe.drained(put);
+        assert_eq!(pipe.held(), 0);
+    }
+}

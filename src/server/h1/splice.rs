@@ -1,0 +1,240 @@
+//! The gate's side of copy-free sending of stored bodies (`cache/pages.rs`): on a cleartext
+//! HTTP/1.1 connection, a write whose bytes include at least [`MIN_LENT`] of a stored body's
+//! own mapping goes out through a pipe lent to the connection — the bytes before them (the
+//! response head, a `Date` line) copied into the pipe, the stored bytes put in by reference
+//! (vmsplice(2)), then the pipe spliced to the socket (splice(2)). The writer (hyper, or the
+//! fast-answer queue) is told the bytes the pipe took were written; what the socket did not
+//! take yet stays in the pipe, which stays with the connection, and every later write, 1xx
+//! head, flush, release or shutdown sends it first — so the bytes leave in the order they were
+//! written, and a write that returns means they are on their way as with a plain write. A
+//! connection that ends with bytes in its pipe closes the pipe with it.
+//!
+//! Why not sendfile(2) from a memfd-backed store (the other design measured): the memory tier
+//! keeps bodies in mappings of their own already, and a file per body (or an arena with its
+//! own allocator and hole punching) costs descriptors and a second storage path for the same
+//! gain; vmsplice of those mappings measured the same CPU per request as sendfile of a memfd
+//! (bench/RESULTS.md, "copy-free hits").
+//!
+//! Plain writes stay for everything else: TLS and HTTP/2, bodies below `MAPPED_MIN`, bodies
+//! the proxy changes (decoded, filtered), and when no pipe is free (counter `splice_fallback`).
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use tokio::io::{AsyncWrite, Interest};
+use tokio::net::TcpStream;
+
+use crate::cache::pages::{Pipe, is_stored, stored_run};
+use crate::stats::Counters;
+
+use super::transport::Quiet;
+
+/// Stored bytes a write must hold to go through a pipe: below it the system calls of the
+/// pipe (three instead of one) cost more than the copy they save.
+pub(super) const MIN_LENT: usize = 16 * 1024;
+
+/// Bytes before the stored ones copied into the pipe at most (a response head and its `Date`
+/// line); more and they are written plainly first.
+const MAX_COPIED: usize = 16 * 1024;
+
+/// splice(2) of up to `len` bytes from the pipe `from` to `socket` (non-blocking:
+/// `WouldBlock` when the socket's buffer is full).
+fn splice_to(socket: &TcpStream, from: BorrowedFd<'_>, len: usize) -> io::Result<usize> {
+    // SAFETY: both descriptors are open for the call (the pipe borrowed from its `Pipe`, the
+    // socket from its stream); splice moves page references between them and touches no
+    // memory of ours.
+    let n = unsafe {
+        libc::splice(
+            from.as_raw_fd(),
+            std::ptr::null_mut(),
+            socket.as_raw_fd(),
+            std::ptr::null_mut(),
+            len,
+            libc::SPLICE_F_NONBLOCK | libc::SPLICE_F_MOVE,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// A plain socket: the pipe's bytes spliced to it once it is writable.
+pub(super) fn poll_splice(
+    socket: &mut TcpStream,
+    cx: &mut Context<'_>,
+    from: BorrowedFd<'_>,
+    len: usize,
+) -> Poll<io::Result<usize>> {
+    loop {
+        ready!(socket.poll_write_ready(cx))?;
+        match socket.try_io(Interest::WRITABLE, || splice_to(socket, from, len)) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            done => return Poll::Ready(done),
+        }
+    }
+}
+
+/// What [`Splice::lend`] did with a write.
+enum Lend {
+    /// This many bytes went into the pipe.
+    Put(usize),
+    /// The first this many slices are to be written plainly.
+    Plain(usize),
+}
+
+/// A connection's pipe while it holds bytes.
+#[derive(Default)]
+pub(super) struct Splice {
+    pipe: Option<Pipe>,
+}
+
+impl Splice {
+    /// Whether bytes written are still in the pipe.
+    pub fn holds(&self) -> bool {
+        self.pipe.is_some()
+    }
+
+    /// Sends what the pipe holds; ready once it is empty (the pipe then goes back to the
+    /// pool).
+    pub fn poll_drain<T: Quiet>(
+        &mut self,
+        io: &mut T,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        while let Some(pipe) = self.pipe.as_mut() {
+            if pipe.held() == 0 {
+                self.pipe = None;
+                break;
+            }
+            let n = ready!(io.poll_splice(cx, pipe.reader(), pipe.held()))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            pipe.drained(n);
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// One write of `bufs` to `io`, after what the pipe still holds: through the pipe when they
+    /// hold enough of a stored body (see the module docs), else a plain vectored write.
+    pub fn poll_write<T: AsyncWrite + Unpin + Quiet>(
+        &mut self,
+        io: &mut T,
+        cx: &mut Context<'_>,
+        counters: &Counters,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        ready!(self.poll_drain(io, cx))?;
+        let plain = if T::sends_files() {
+            match self.lend(counters, bufs) {
+                Lend::Put(put) => {
+                    // Off to the socket now what it takes; the rest goes on the next write or
+                    // flush (which wait for it). A failure here is the connection's: reported.
+                    if let Poll::Ready(Err(e)) = self.poll_drain(io, cx) {
+                        return Poll::Ready(Err(e));
+                    }
+                    return Poll::Ready(Ok(put));
+                }
+                Lend::Plain(k) => k,
+            }
+        } else {
+            bufs.len()
+        };
+        Pin::new(io).poll_write_vectored(cx, &bufs[..plain])
+    }
+
+    /// Puts the start of `bufs` into a pipe when it holds at least [`MIN_LENT`] stored bytes
+    /// after at most [`MAX_COPIED`] others.
+    fn lend(&mut self, counters: &Counters, bufs: &[io::IoSlice<'_>]) -> Lend {
+        if bufs.iter().map(|b| b.len()).sum::<usize>() < MIN_LENT {
+            return Lend::Plain(bufs.len());
+        }
+        let mut first = 0;
+        let mut copied = 0;
+        while first < bufs.len() && !is_stored(&bufs[first]) {
+            copied += bufs[first].len();
+            first += 1;
+            // Too much to copy into the pipe: written plainly first, up to the stored bytes.
+            if copied > MAX_COPIED {
+                while first < bufs.len() && !is_stored(&bufs[first]) {
+                    first += 1;
+                }
+                return Lend::Plain(first);
+            }
+        }
+        if first == bufs.len() {
+            return Lend::Plain(first);
+        }
+        let run = stored_run(&bufs[first..]);
+        let stored: usize = bufs[first..first + run].iter().map(|b| b.len()).sum();
+        if stored < MIN_LENT {
+            return Lend::Plain(bufs.len());
+        }
+        let Some(mut pipe) = Pipe::take() else {
+            counters.splice_fallback.inc();
+            return Lend::Plain(bufs.len());
+        };
+        match pipe.fill(&bufs[..first], &bufs[first..first + run]) {
+            Ok((put, lent)) if put > 0 => {
+                counters.splice_bytes.add(lent as u64);
+                self.pipe = Some(pipe);
+                Lend::Put(put)
+            }
+            // Nothing went in (the kernel refused): a plain write, and the empty pipe back.
+            _ => {
+                counters.splice_fallback.inc();
+                Lend::Plain(bufs.len())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use std::io::IoSlice;
+
+    fn stored(len: usize) -> Bytes {
+        let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        crate::cache::body::one(&[Bytes::from(data)], len)
+    }
+
+    /// A head and a stored body go into the pipe (the head copied, the body lent); small
+    /// writes, heap bodies and a long heap prefix are written plainly.
+    #[test]
+    fn what_goes_through_the_pipe() {
+        let counters = Counters::default();
+        let body = stored(68_000);
+        let head = b"HTTP/1.1 200 OK\r\ncontent-length: 68000\r\n\r\n";
+        let heap = vec![1u8; 68_000];
+        let mut splice = Splice::default();
+        // Too small, or nothing stored: plain.
+        let small = [IoSlice::new(head), IoSlice::new(&body[..100])];
+        assert!(matches!(splice.lend(&counters, &small), Lend::Plain(2)));
+        let unstored = [IoSlice::new(head), IoSlice::new(&heap)];
+        assert!(matches!(splice.lend(&counters, &unstored), Lend::Plain(2)));
+        // A long heap prefix goes first, plainly, up to the stored bytes.
+        let long = [IoSlice::new(&heap), IoSlice::new(head), IoSlice::new(&body)];
+        assert!(matches!(splice.lend(&counters, &long), Lend::Plain(2)));
+        assert!(!splice.holds());
+        // Head and body: into the pipe.
+        let whole = [
+            IoSlice::new(head),
+            IoSlice::new(&body[..65_536]),
+            IoSlice::new(&body[65_536..]),
+        ];
+        let Lend::Put(put) = splice.lend(&counters, &whole) else {
+            panic!("not lent");
+        };
+        assert_eq!(put, head.len() + 68_000);
+        assert!(splice.holds());
+        assert_eq!(counters.splice_bytes.get(), 68_000);
+        assert_eq!(counters.splice_fallback.get(), 0);
+    }
+}

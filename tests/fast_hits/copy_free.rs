@@ -1,0 +1,205 @@
+//! Stored bodies sent without a copy (`cache/pages.rs`, `server/h1/splice.rs`): bodies of
+//! 64 KiB or more go from their mapping to the socket through a pipe on cleartext HTTP/1.1.
+//! Every answer must be byte for byte the stored body, in order on a kept-alive connection,
+//! whatever the client does: pipelines, HEAD, Range, 304, a small window, a purge while the
+//! body is on its way, leaving mid-body.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::common::*;
+
+const SMALL: usize = 68_000;
+const LARGE: usize = (2 << 20) | 4321;
+
+/// Every byte tells its offset (mod 251), so a piece sent twice, skipped or out of order shows.
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
+}
+
+fn origin_reply(path: &str) -> Reply {
+    let len = match path {
+        "/small" => SMALL,
+        "/large" => LARGE,
+        _ => return Reply::ok("tiny").cc("max-age=60"),
+    };
+    Reply::ok("")
+        .body(ReplyBody::Bytes(pattern(len)))
+        .cc("max-age=60")
+        .header("etag", "\"p1\"")
+        .header("content-type", "application/octet-stream")
+}
+
+/// One response read off a raw connection: status and body (`bodiless` for HEAD).
+async fn read_response(
+    stream: &mut TcpStream,
+    pending: &mut Vec<u8>,
+    bodiless: bool,
+) -> (u16, Vec<u8>) {
+    let mut buf = vec![0u8; 64 * 1024];
+    let head_end = loop {
+        if let Some(at) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        let n = tokio::time::timeout(Duration::from_secs(20), stream.read(&mut buf))
+            .await
+            .expect("a response head")
+            .unwrap();
+        assert!(
+            n > 0,
+            "closed before a head: {:?}",
+            String::from_utf8_lossy(pending)
+        );
+        pending.extend_from_slice(&buf[..n]);
+    };
+    let head = String::from_utf8_lossy(&pending[..head_end]).to_ascii_lowercase();
+    let status: u16 = head[9..12].parse().unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map_or(0, |v| v.trim().parse().unwrap());
+    let len = if bodiless || status == 304 { 0 } else { len };
+    while pending.len() < head_end + len {
+        let n = tokio::time::timeout(Duration::from_secs(20), stream.read(&mut buf))
+            .await
+            .expect("the body keeps coming")
+            .unwrap();
+        assert!(
+            n > 0,
+            "closed mid-body after {} bytes",
+            pending.len() - head_end
+        );
+        pending.extend_from_slice(&buf[..n]);
+    }
+    let body = pending[head_end..head_end + len].to_vec();
+    pending.drain(..head_end + len);
+    (status, body)
+}
+
+fn get_line(path: &str, extra: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nhost: test.example\r\n{extra}\r\n")
+}
+
+/// Pipelined on one connection: fast hits (GET and HEAD) and full-path answers from the same
+/// stored bodies (a Range, a 304), small answers between them. Each is its stored bytes, in
+/// request order, and the copy-free counter moved by about the bodies' length.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_bodies_go_out_copy_free_byte_exact() {
+    let origin = Origin::start(|s| origin_reply(&s.path)).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    for path in ["/small", "/large", "/tiny"] {
+        assert!(
+            get(shellac.addr, path)
+                .await
+                .cache_status()
+                .contains("fwd=miss")
+        );
+    }
+    let before = shellac.stat("splice_bytes").await;
+    let (small, large) = (pattern(SMALL), pattern(LARGE));
+    let mut stream = TcpStream::connect(shellac.addr).await.unwrap();
+    let requests = [
+        get_line("/small", ""),
+        get_line("/large", ""),
+        get_line("/tiny", ""),
+        get_line("/small", "").replacen("GET", "HEAD", 1),
+        get_line("/large", "range: bytes=1000-1500999\r\n"),
+        get_line("/small", "if-none-match: \"p1\"\r\n"),
+        get_line("/small", ""),
+    ]
+    .concat();
+    stream.write_all(requests.as_bytes()).await.unwrap();
+    let mut pending = Vec::new();
+    let want: [(u16, &[u8], bool); 7] = [
+        (200, &small, false),
+        (200, &large, false),
+        (200, b"tiny", false),
+        (200, b"", true),
+        (206, &large[1000..1_501_000], false),
+        (304, b"", false),
+        (200, &small, false),
+    ];
+    for (i, (status, body, head)) in want.into_iter().enumerate() {
+        let (s, b) = read_response(&mut stream, &mut pending, head).await;
+        assert_eq!(s, status, "response {i}");
+        assert!(b == body, "response {i}: the stored bytes, byte for byte");
+    }
+    let lent = shellac.stat("splice_bytes").await - before;
+    assert!(
+        lent >= (2 * SMALL + LARGE + 1_000_000) as u64,
+        "copy-free bytes {lent}"
+    );
+    assert!(shellac.stat("cache_hit_fast").await >= 4);
+    shellac.stop().await;
+}
+
+/// A reader with a small window takes a large stored body in small pieces while it is purged
+/// (its mapping freed once the last piece is in the pipe): every byte arrives, in order,
+/// then the next answer on the same connection. A client that leaves mid-body gives its
+/// pipe back, and the next client gets the whole body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_reader_gets_the_whole_body_through_a_purge() {
+    let origin = Origin::start(|s| origin_reply(&s.path)).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let large = pattern(LARGE);
+    assert_eq!(get(shellac.addr, "/large").await.body.to_vec(), large);
+    let before = shellac.stat("splice_bytes").await;
+    let mut slow = connect_small_window(shellac.addr).await;
+    let two = [get_line("/large", ""), get_line("/tiny", "")].concat();
+    slow.write_all(two.as_bytes()).await.unwrap();
+    let mut pending = Vec::new();
+    let mut buf = [0u8; 4096];
+    while pending.len() < 100_000 {
+        let n = tokio::time::timeout(Duration::from_secs(20), slow.read(&mut buf))
+            .await
+            .expect("bytes")
+            .unwrap();
+        assert!(n > 0);
+        pending.extend_from_slice(&buf[..n]);
+    }
+    let purged = request(shellac.addr, "PURGE", "/large", &[], b"").await;
+    assert_eq!(purged.status, 200, "{}", purged.text());
+    let (status, body) = read_response(&mut slow, &mut pending, false).await;
+    assert_eq!(status, 200);
+    assert!(
+        body == large,
+        "the whole body, byte for byte, after the purge"
+    );
+    let (status, body) = read_response(&mut slow, &mut pending, false).await;
+    assert_eq!(
+        (status, &body[..]),
+        (200, &b"tiny"[..]),
+        "then the next answer"
+    );
+    assert!(shellac.stat("splice_bytes").await - before >= (LARGE / 2) as u64);
+
+    // Fetched again; a client leaves after a few bytes of it.
+    assert_eq!(get(shellac.addr, "/large").await.body.to_vec(), large);
+    let mut leaving = connect_small_window(shellac.addr).await;
+    leaving
+        .write_all(get_line("/large", "").as_bytes())
+        .await
+        .unwrap();
+    let n = leaving.read(&mut buf).await.unwrap();
+    assert!(n > 0);
+    drop(leaving);
+    let mut conn = Conn::open(shellac.addr).await;
+    for _ in 0..3 {
+        assert_eq!(
+            conn.send("GET", "/large", &[], b"").await.body.to_vec(),
+            large
+        );
+    }
+    // Every pipe goes back once its connection is done (the count is the process's: other
+    // tests of this binary may hold one for a moment).
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            shellac.stat("n_splice_pipe").await == 0
+        })
+        .await,
+        "pipes given back"
+    );
+    shellac.stop().await;
+}
