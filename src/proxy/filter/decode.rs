@@ -17,6 +17,7 @@ use http::StatusCode;
 use http::header::{self, HeaderMap};
 
 use super::gzip::{OUT, coding, no_transform, vary_accept_encoding};
+use super::held::{HeldCheck, poll_held};
 use super::{BodyFilter, Chunks, Effect, FilterError};
 use crate::http::accept_encoding::Coding;
 use crate::stats::Counters;
@@ -254,9 +255,18 @@ impl TestDecode {
             failed: false,
         }
     }
+}
+
+impl HeldCheck for TestDecode {
+    type Error = DecodeError;
+
+    fn held(&mut self) -> &mut Option<Bytes> {
+        &mut self.held
+    }
 
     /// Decodes `chunk` whole into the scratch buffer (the output is dropped).
-    fn check(&mut self, mut chunk: &[u8]) -> Result<(), DecodeError> {
+    fn check(&mut self, chunk: &Bytes) -> Result<(), DecodeError> {
+        let mut chunk: &[u8] = chunk;
         let Some(decoder) = self.state.as_mut() else {
             return Ok(());
         };
@@ -284,7 +294,7 @@ impl TestDecode {
 
     /// The input ended: whatever output the decoder still holds, then whether the stream
     /// ended.
-    fn finish(&mut self) -> Result<(), DecodeError> {
+    fn end(&mut self) -> Result<(), DecodeError> {
         let Some(decoder) = self.state.as_mut() else {
             return Ok(());
         };
@@ -297,6 +307,12 @@ impl TestDecode {
             }
         }
         Ok(())
+    }
+
+    fn malformed(&mut self, e: DecodeError) -> FilterError {
+        self.counters.compress_decode_invalid.inc();
+        self.failed = true;
+        e.into()
     }
 }
 
@@ -328,28 +344,6 @@ impl BodyFilter for TestDecode {
         if self.state.is_none() {
             return input.poll_chunk(cx);
         }
-        let result = loop {
-            match input.poll_chunk(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
-                Poll::Ready(Some(Ok(chunk))) => {
-                    if let Err(e) = self.check(&chunk) {
-                        break Err(e);
-                    }
-                    if let Some(before) = self.held.replace(chunk) {
-                        break Ok(Some(before));
-                    }
-                }
-                Poll::Ready(None) => break self.finish().map(|()| self.held.take()),
-            }
-        };
-        match result {
-            Ok(chunk) => Poll::Ready(chunk.map(Ok)),
-            Err(e) => {
-                self.counters.compress_decode_invalid.inc();
-                self.failed = true;
-                Poll::Ready(Some(Err(e.into())))
-            }
-        }
+        poll_held(cx, input, self)
     }
 }

@@ -13,6 +13,7 @@ use http::header::{self, HeaderMap};
 
 use super::gzip::{OUT, WINDOW_BITS, coding, no_transform, vary_accept_encoding};
 use super::handoff::Decoded;
+use super::held::{HeldCheck, poll_held};
 use super::{BodyFilter, Chunks, Effect, FilterError, Output};
 use crate::cache::identity::Identity;
 use crate::http::accept_encoding::Coding;
@@ -305,37 +306,44 @@ impl BodyFilter for TestGunzip {
         if self.failed {
             return Poll::Ready(Some(Err(GzipError::Failed.into())));
         }
-        let Some(inflate) = self.state.as_mut() else {
+        if self.state.is_none() {
             return input.poll_chunk(cx);
-        };
-        let result = loop {
-            match input.poll_chunk(cx) {
-                Poll::Ready(Some(Ok(chunk))) => {
-                    if let Err(e) = inflate.check(chunk.clone(), &mut self.scratch) {
-                        break Err(e);
-                    }
-                    if let Some(before) = self.held.replace(chunk) {
-                        break Ok(Some(before));
-                    }
-                }
-                Poll::Ready(None) => {
-                    break inflate.finish().map(|()| {
-                        if let Some(slot) = self.record.take() {
-                            slot.put(Identity {
-                                length: inflate.decoded,
-                                etag: None,
-                            });
-                        }
-                        self.held.take()
-                    });
-                }
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
-                Poll::Pending => return Poll::Pending,
-            }
-        };
-        match result {
-            Ok(chunk) => Poll::Ready(chunk.map(Ok)),
-            Err(e) => malformed(&self.counters, &mut self.failed, e),
         }
+        poll_held(cx, input, self)
+    }
+}
+
+impl HeldCheck for TestGunzip {
+    type Error = GzipError;
+
+    fn held(&mut self) -> &mut Option<Bytes> {
+        &mut self.held
+    }
+
+    fn check(&mut self, chunk: &Bytes) -> Result<(), GzipError> {
+        match self.state.as_mut() {
+            Some(inflate) => inflate.check(chunk.clone(), &mut self.scratch),
+            None => Ok(()),
+        }
+    }
+
+    fn end(&mut self) -> Result<(), GzipError> {
+        let Some(inflate) = self.state.as_ref() else {
+            return Ok(());
+        };
+        inflate.finish()?;
+        if let Some(slot) = self.record.take() {
+            slot.put(Identity {
+                length: inflate.decoded,
+                etag: None,
+            });
+        }
+        Ok(())
+    }
+
+    fn malformed(&mut self, e: GzipError) -> FilterError {
+        self.counters.compress_gzip_invalid.inc();
+        self.failed = true;
+        e.into()
     }
 }

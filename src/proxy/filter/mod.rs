@@ -27,6 +27,7 @@ pub mod flv;
 mod gunzip;
 pub mod gzip;
 mod handoff;
+mod held;
 pub use body_filter::{BodyFilter, Effect, Output};
 pub use decode::{Decode, TestDecode};
 #[cfg(test)]
