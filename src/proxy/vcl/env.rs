@@ -157,13 +157,7 @@ fn proto(v: Version) -> &'static str {
 }
 
 fn text(v: &Value<'_>, rt: &VclRuntime) -> String {
-    v.text(&|t| {
-        rt.program
-            .targets
-            .get(t as usize)
-            .map_or("", String::as_str)
-    })
-    .into_owned()
+    v.text(&|t| rt.program.target_name(t)).into_owned()
 }
 
 fn uri(s: &str) -> Result<Uri, String> {

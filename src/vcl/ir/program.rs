@@ -65,6 +65,11 @@ impl Default for Timeouts {
 }
 
 impl Program {
+    /// The name of target `t` (empty for a number the program has no target for).
+    pub fn target_name(&self, t: u16) -> &str {
+        self.targets.get(t as usize).map_or("", String::as_str)
+    }
+
     /// The body of a built-in subroutine.
     pub fn method(&self, m: Method) -> &[Stmt] {
         self.methods

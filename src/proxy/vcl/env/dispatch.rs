@@ -261,11 +261,7 @@ impl Env for Scope<'_> {
     }
 
     fn target_name(&self, target: u16) -> &str {
-        self.rt
-            .program
-            .targets
-            .get(target as usize)
-            .map_or("", String::as_str)
+        self.rt.program.target_name(target)
     }
 
     fn healthy(&self, sel: BackendSel) -> bool {
