@@ -633,19 +633,10 @@ sub vcl_synth {
     s.write_all(b"GET /big HTTP/1.1\r\nHost: a\r\nsend: 500ms\r\n\r\n")
         .await
         .unwrap();
-    let mut buf = [0u8; 4096];
-    let mut closed = false;
-    for _ in 0..600 {
-        match tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => {
-                closed = true;
-                break;
-            }
-            Ok(Ok(_)) => tokio::time::sleep(Duration::from_millis(50)).await,
-            Err(_) => break,
-        }
-    }
-    assert!(closed, "the trickle reader was closed");
+    assert!(
+        common::trickle_until_closed(&mut s).await,
+        "the trickle reader was closed"
+    );
     assert_eq!(shellac.stat("client_send_total_timeout").await, 1);
     assert_eq!(shellac.stat("client_send_timeout").await, 0);
     drop(s);

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod binary;
+pub mod compile;
 pub mod h2;
 pub mod log_stream;
 pub mod pebble;
@@ -593,6 +594,21 @@ pub async fn connect_small_window(addr: SocketAddr) -> TcpStream {
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
     socket.connect(addr).await.unwrap()
+}
+
+/// A trickle reader: 4 KiB every 50 ms (never stalled long enough for a `send_timeout`),
+/// until the server closes the connection. Bounded: at most 600 reads, none waited for more
+/// than 5 s. Whether the connection was closed.
+pub async fn trickle_until_closed(s: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 4096];
+    for _ in 0..600 {
+        match tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(_) => return false,
+        }
+    }
+    false
 }
 
 pub async fn get(addr: SocketAddr, path: &str) -> Resp {

@@ -121,19 +121,10 @@ async fn send_total_timeout_closes_a_trickle_reader() {
         .unwrap();
     // 4 KiB every 50 ms (~80 KB/s, never stalled for send_timeout): the 16 MiB would take
     // minutes; the total cuts it off. Bounded: at most 600 reads.
-    let mut buf = [0u8; 4096];
-    let mut closed = false;
-    for _ in 0..600 {
-        match tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => {
-                closed = true;
-                break;
-            }
-            Ok(Ok(_)) => tokio::time::sleep(Duration::from_millis(50)).await,
-            Err(_) => break,
-        }
-    }
-    assert!(closed, "the trickle reader was closed");
+    assert!(
+        trickle_until_closed(&mut s).await,
+        "the trickle reader was closed"
+    );
     assert_eq!(shellac.stat("client_send_total_timeout").await, 1);
     assert_eq!(shellac.stat("client_send_timeout").await, 0);
     drop(s);
