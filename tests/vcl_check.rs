@@ -5,26 +5,12 @@
 use std::path::Path;
 
 use shellac::vcl::types::Dialect;
-use shellac::vcl::{ErrorKind, VclError, compile_file, compile_text};
+use shellac::vcl::{ErrorKind, compile_file};
 
-fn ok(src: &str) -> shellac::vcl::ir::Program {
-    compile_text("t.vcl", src).unwrap_or_else(|e| {
-        panic!(
-            "expected to compile:\n{}",
-            e.iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("\n")
-        )
-    })
-}
+#[path = "common/compile.rs"]
+mod compile;
 
-fn errors(src: &str) -> Vec<VclError> {
-    match compile_text("t.vcl", src) {
-        Ok(_) => panic!("expected errors for:\n{src}"),
-        Err(e) => e,
-    }
-}
+use compile::{errors, ok};
 
 /// The errors as `line:col: message`.
 fn messages(src: &str) -> Vec<String> {

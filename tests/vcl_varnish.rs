@@ -3,29 +3,11 @@
 
 mod common;
 
-use shellac::vcl::{ErrorKind, VclError, compile_text};
+use shellac::vcl::ErrorKind;
 
+use common::compile::{errors, ok};
 use common::vcl::start_vcl;
 use common::{Origin, Reply, get};
-
-fn ok(src: &str) -> shellac::vcl::ir::Program {
-    compile_text("t.vcl", src).unwrap_or_else(|e| {
-        panic!(
-            "expected to compile:\n{}",
-            e.iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("\n")
-        )
-    })
-}
-
-fn errors(src: &str) -> Vec<VclError> {
-    match compile_text("t.vcl", src) {
-        Ok(_) => panic!("expected errors for:\n{src}"),
-        Err(e) => e,
-    }
-}
 
 fn has(src: &str, want: &str) {
     let all: Vec<String> = errors(src).iter().map(|e| e.to_string()).collect();
