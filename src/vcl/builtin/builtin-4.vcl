@@ -1,6 +1,7 @@
 # The built-in VCL of VCL 4.0 and 4.1 files: what runs after the operator's own subroutines
 # when they do not return. Varnish's bin/varnishd/builtin.vcl (BSD-2-Clause, Varnish
-# Software AS), with Shellac's name in the error page. As in Varnish 7, vcl_recv and
+# Software AS), with Shellac's name in the error page's footer ("Shellac cache server", as
+# long as Varnish's words, so the page's length is Varnish's for every status and id). As in Varnish 7, vcl_recv and
 # vcl_backend_response call split subroutines (vcl_req_*, vcl_beresp_*) that a VCL may
 # define too: its body runs first, and a bare `return;` skips the built-in one.
 vcl 4.0;
@@ -97,9 +98,10 @@ sub vcl_synth {
   <body>
     <h1>Error "} + resp.status + " " + resp.reason + {"</h1>
     <p>"} + resp.reason + {"</p>
+    <h3>Guru Meditation:</h3>
     <p>XID: "} + req.xid + {"</p>
     <hr>
-    <p>Shellac</p>
+    <p>Shellac cache server</p>
   </body>
 </html>
 "};
@@ -167,9 +169,10 @@ sub vcl_backend_error {
   <body>
     <h1>Error "} + beresp.status + " " + beresp.reason + {"</h1>
     <p>"} + beresp.reason + {"</p>
+    <h3>Guru Meditation:</h3>
     <p>XID: "} + bereq.xid + {"</p>
     <hr>
-    <p>Shellac</p>
+    <p>Shellac cache server</p>
   </body>
 </html>
 "};
