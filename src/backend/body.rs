@@ -51,6 +51,16 @@ pub struct BackendBody {
     retire: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
+impl Drop for BackendBody {
+    /// A complete body nobody read to its end (a 304's, a HEAD's, one known empty) gives its
+    /// connection back now.
+    fn drop(&mut self) {
+        if self.source_ended() {
+            self.release();
+        }
+    }
+}
+
 impl BackendBody {
     pub(super) fn new(source: Source, timeout: Duration, counters: Arc<Counters>) -> BackendBody {
         let retire = match &source {
@@ -60,7 +70,10 @@ impl BackendBody {
             } => Some(conn.retired_flag()),
             _ => None,
         };
-        let mut body = BackendBody {
+        // A body already complete (no bytes, or all read with the head) gives its connection
+        // back when it is read or dropped — after the policy had its say on the response
+        // (`close_after`), so a connection VCL closes is never counted as recycled.
+        BackendBody {
             source,
             timeout,
             sleep: None,
@@ -70,11 +83,7 @@ impl BackendBody {
             ahead: VecDeque::new(),
             zero_copy: None,
             retire,
-        };
-        if body.source_ended() {
-            body.release();
         }
-        body
     }
 
     /// A body of any origin kind produced as a stream of frames (`source::BoxStream`), read

@@ -116,6 +116,13 @@ impl Origin for Http1 {
         req: Request<RequestBody>,
     ) -> Result<Response<Source>, FetchError> {
         conn.expect_head();
+        // A request saying `Connection: close` (VCL's `bereq.http.connection`) ends its
+        // connection: it never goes back to the pool, nor counts in `backend_recycle`, however
+        // soon after the response the backend's close arrives.
+        if crate::http::headers::connection_close(req.headers()) {
+            conn.retired_flag()
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let resp = conn.sender.send_request(req).await.map_err(|e| {
             if let Some(what) = conn::head_too_large(&e) {
                 FetchError::Invalid(endpoint.config.name.clone(), what)
