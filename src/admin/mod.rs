@@ -214,6 +214,7 @@ fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<AdminBody> {
             });
             reply(StatusCode::OK, JSON, json(body))
         }
+        (&Method::GET, "/vsl") => vsl(proxy, req.uri()),
         (&Method::GET, "/stats/live") => reply(StatusCode::OK, JSON, json(stats::live(proxy))),
         (&Method::GET, "/sites") => reply(StatusCode::OK, JSON, json(stats::sites(proxy))),
         (&Method::GET, "/") => reply(
@@ -236,6 +237,25 @@ fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<AdminBody> {
     }
 }
 
+/// `GET /vsl?after=N`: the Varnish-style records kept (`log.vsl_records`) after sequence
+/// number N, one a line; the field `Vsl-Last` is the last one's number (N when none is newer),
+/// for the next call's `after`.
+fn vsl(proxy: &Proxy, uri: &http::Uri) -> Response<AdminBody> {
+    let after = uri
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("after="))
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    let (text, last) = proxy.shared.vsl.since(after);
+    let mut r = reply(StatusCode::OK, TEXT, text.into_bytes());
+    if let Ok(v) = http::HeaderValue::from_str(&last.to_string()) {
+        r.headers_mut().insert("vsl-last", v);
+    }
+    r
+}
+
 const INDEX: &str = "Shellac admin
 
 GET /                    web dashboard (live charts; assets built into the binary)
@@ -248,6 +268,7 @@ GET /backends            health, probes, connections and counters per backend (J
 POST /backends/NAME/health  body: sick, healthy or auto (NAME may hold *): the operator's word
 GET /tls                 TLS listeners and each certificate's names, key and expiry (JSON)
 GET /sites               every [[site]]'s requests, hits, misses, passes, rewrites, hit ratio, cache bytes and share (JSON)
+GET /vsl?after=N         Varnish-style records kept by log.vsl_records, after number N
 GET /log/stream          live transactions, JSON lines (?url=REGEX&status=5xx&miss=1&backend=NAME&site=NAME)
 GET /top                 rankings (?by=url|host|backend|ua|site&sort=requests|misses|bytes&window=60&n=20&site=NAME)
 POST /ban                body: a ban expression, e.g. req.url ~ ^/news/

@@ -182,8 +182,11 @@ impl BackendBody {
     fn discard(&mut self) {
         if let Source::Hyper { release, .. } = &mut self.source
             && let Release::Pool { .. } = release
+            && let Release::Pool {
+                endpoint, mut conn, ..
+            } = std::mem::replace(release, Release::Nothing)
         {
-            *release = Release::Nothing;
+            conn.log_close(&endpoint.config.name, false);
         }
     }
 }

@@ -12,13 +12,14 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll, ready};
 
 use hyper::client::conn::http1::SendRequest;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::request_body::RequestBody;
+use crate::txlog::vsl::Current;
 
 /// A pooled backend connection.
 pub(crate) struct Http1Conn {
@@ -28,7 +29,16 @@ pub(crate) struct Http1Conn {
     /// Set when its last response said `close` after it was read (VCL's
     /// `beresp.http.connection`): the pool never hands it out again.
     retired: Arc<AtomicBool>,
+    /// The process's number for it (in the `BackendClose` record, where Varnish gives the
+    /// file descriptor).
+    id: u64,
+    /// The Varnish-style records of the backend request it serves (`log.vsl_records`), which
+    /// get its `BackendClose` when it goes back to the pool or is closed.
+    vsl: Option<Current>,
 }
+
+/// The next connection's number.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Http1Conn {
     pub(super) fn new(sender: SendRequest<RequestBody>, watch: Arc<AtomicBool>) -> Http1Conn {
@@ -36,6 +46,22 @@ impl Http1Conn {
             sender,
             watch,
             retired: Arc::default(),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            vsl: None,
+        }
+    }
+
+    /// The backend request about to be sent on it, whose records get its `BackendClose`.
+    pub(super) fn serving(&mut self, vsl: Option<Current>) {
+        self.vsl = vsl;
+    }
+
+    /// Logs `BackendClose NUMBER BACKEND recycle|close` on the request it served (as Varnish
+    /// does when a fetch lets go of its connection).
+    pub(super) fn log_close(&mut self, backend: &str, recycled: bool) {
+        if let Some(v) = self.vsl.take() {
+            let how = if recycled { "recycle" } else { "close" };
+            v.0.log_at_end("BackendClose", format!("{} {backend} {how}", self.id));
         }
     }
 

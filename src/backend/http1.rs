@@ -116,6 +116,11 @@ impl Origin for Http1 {
         req: Request<RequestBody>,
     ) -> Result<Response<Source>, FetchError> {
         conn.expect_head();
+        conn.serving(
+            req.extensions()
+                .get::<crate::txlog::vsl::Current>()
+                .cloned(),
+        );
         // A request saying `Connection: close` (VCL's `bereq.http.connection`) ends its
         // connection: it never goes back to the pool, nor counts in `backend_recycle`, however
         // soon after the response the backend's close arrives.
@@ -149,6 +154,7 @@ impl Origin for Http1 {
                 conn,
             }
         } else {
+            conn.log_close(&endpoint.config.name, false);
             Release::Nothing
         };
         Ok(resp.map(|body| Source::Hyper { body, release }))

@@ -40,8 +40,9 @@ impl KeepAlive {
     }
 
     /// Returns a connection whose last response was read to the end.
-    pub(crate) fn checkin(&self, endpoint: &Endpoint, conn: Http1Conn) {
+    pub(crate) fn checkin(&self, endpoint: &Endpoint, mut conn: Http1Conn) {
         if conn.sender.is_closed() || conn.retired() {
+            conn.log_close(&endpoint.config.name, false);
             return;
         }
         if let Ok(mut idle) = self.idle.lock() {
@@ -49,6 +50,7 @@ impl KeepAlive {
             let max_idle = endpoint.config.idle_timeout.0;
             idle.retain(|i| now.duration_since(i.since) < max_idle && !i.conn.sender.is_closed());
             if idle.len() < endpoint.config.max_idle {
+                conn.log_close(&endpoint.config.name, true);
                 idle.push(Idle { conn, since: now });
                 endpoint.counters.backend_recycle.inc();
                 endpoint.stats.recycle.inc();

@@ -16,6 +16,9 @@ pub struct LogConfig {
     /// Records each worker thread can hold until the writer drains them; beyond that records
     /// are dropped and counted in `log_dropped`. Default 8192, between 16 and 1048576.
     pub buffer: usize,
+    /// Varnish-style log records (VSL) kept in memory for `GET /vsl`; 0 (the default) keeps
+    /// none.
+    pub vsl_records: usize,
 }
 
 impl Default for LogConfig {
@@ -24,6 +27,7 @@ impl Default for LogConfig {
             access_log: "off".into(),
             format: "combined".into(),
             buffer: 8192,
+            vsl_records: 0,
         }
     }
 }

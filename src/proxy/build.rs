@@ -63,6 +63,8 @@ impl Proxy {
         let backends = Backends::build(&config, &counters);
         let rules = Rules::compile(&config.rules);
         let xids = Arc::new(vcl::Xids::default());
+        let vsl = Arc::new(crate::txlog::vsl::Vsl::default());
+        vsl.set_capacity(config.log.vsl_records);
         let throttle = Arc::new(throttle::Throttle::new(
             config.server.rate_limit_keys,
             counters.clone(),
@@ -71,7 +73,7 @@ impl Proxy {
             Arc::new(vcl::VclRuntime::new(
                 (**p).clone(),
                 &backends,
-                (xids.clone(), throttle.clone()),
+                (xids.clone(), throttle.clone(), vsl.clone()),
                 counters.clone(),
                 config.cache.grace.0,
                 sess_defaults(&config.server),
@@ -123,6 +125,7 @@ impl Proxy {
                 history: Arc::new(History::new(crate::stats::names())),
                 acme: Arc::default(),
                 xids,
+                vsl,
                 site_stats,
                 throttle,
             }),
@@ -134,11 +137,16 @@ impl Proxy {
     /// settings did not change are kept (pools, health); the rest is built anew.
     pub fn next(&self, config: Arc<Config>, programs: Programs) -> Arc<Proxy> {
         let backends = Backends::build_reusing(&config, &self.counters, Some(&self.backends));
+        self.shared.vsl.set_capacity(config.log.vsl_records);
         let runtime = |p: &Arc<Program>| {
             Arc::new(vcl::VclRuntime::new(
                 (**p).clone(),
                 &backends,
-                (self.shared.xids.clone(), self.shared.throttle.clone()),
+                (
+                    self.shared.xids.clone(),
+                    self.shared.throttle.clone(),
+                    self.shared.vsl.clone(),
+                ),
                 self.counters.clone(),
                 config.cache.grace.0,
                 sess_defaults(&config.server),

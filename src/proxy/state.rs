@@ -64,6 +64,8 @@ pub struct Process {
     pub acme: Arc<crate::acme::Acme>,
     /// VCL transaction ids (`X-Varnish`): numbered on across reloads.
     pub(super) xids: Arc<Xids>,
+    /// Varnish-style log records (`log.vsl_records`, `GET /vsl`): kept across reloads.
+    pub vsl: Arc<crate::txlog::vsl::Vsl>,
     /// Every site's counters by name, kept across reloads.
     pub site_stats: Arc<SiteStats>,
     /// Rate-limit buckets (vsthrottle, `[[rule]] rate_limit`): kept across reloads.

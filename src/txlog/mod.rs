@@ -16,7 +16,9 @@
 //! encoded form), `values.rs` (the values of a line), `json.rs` (a JSON line), `render.rs` (a
 //! format applied to an encoded record), `top.rs` (rankings), `shards.rs` (the queues
 //! recorder and writer share), `writer.rs` (the writer thread and its control messages),
-//! `recorder.rs` (the [`Recorder`], the one sink). This file only declares and re-exports.
+//! `recorder.rs` (the [`Recorder`], the one sink); apart from them, `vsl.rs` (Varnish-style
+//! records kept in memory when `log.vsl_records` asks for them). This file only declares and
+//! re-exports.
 
 mod decision;
 pub mod format;
@@ -29,6 +31,7 @@ mod strings;
 mod time;
 pub mod top;
 mod values;
+pub mod vsl;
 mod wire;
 mod writer;
 

@@ -42,6 +42,10 @@ pub struct Shared {
     /// 2.1's files: HTTP/1.1 requests without `Host` get today's harness's default one
     /// (unless the file checks the `Host` its origin receives).
     pub legacy_host: AtomicBool,
+    /// The file has a `logexpect`: its processes keep Varnish-style records (`log.vsl_records`).
+    pub vsl: AtomicBool,
+    /// The admin address of each running `varnish vN` (where `logexpect -v vN` reads).
+    admins: Mutex<HashMap<String, std::net::SocketAddr>>,
     macros: Mutex<BTreeMap<String, String>>,
     stop: AtomicBool,
     first: Mutex<Option<Halt>>,
@@ -85,6 +89,8 @@ impl Shared {
             tmpdir,
             ignore_unknown_macro: AtomicBool::new(false),
             legacy_host: AtomicBool::new(false),
+            vsl: AtomicBool::new(false),
+            admins: Mutex::new(HashMap::new()),
             macros: Mutex::new(BTreeMap::new()),
             stop: AtomicBool::new(false),
             first: Mutex::new(None),
@@ -94,6 +100,20 @@ impl Shared {
             pids: Mutex::new(Vec::new()),
             barriers: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Notes where `varnish vN`'s admin listener is (`None`: it stopped).
+    pub fn set_admin(&self, name: &str, addr: Option<std::net::SocketAddr>) {
+        let mut a = lock(&self.admins);
+        match addr {
+            Some(addr) => a.insert(name.to_string(), addr),
+            None => a.remove(name),
+        };
+    }
+
+    /// Where `varnish vN`'s admin listener is while it runs.
+    pub fn admin(&self, name: &str) -> Option<std::net::SocketAddr> {
+        lock(&self.admins).get(name).copied()
     }
 
     /// Appends a line to the file's log: elapsed seconds, who, what.

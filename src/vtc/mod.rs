@@ -26,6 +26,7 @@ mod expect;
 mod halt;
 mod http;
 pub mod lex;
+mod logexp;
 mod outcome;
 mod params;
 mod peer;

@@ -100,6 +100,9 @@ impl Runner {
             .and_then(|a| a.as_socket())
             .map_or(9, |a| a.port());
         define_macros(&shared, path, &tmpdir, n, bad_port);
+        if cmds.iter().any(|c| c.name() == "logexpect") {
+            shared.vsl.store(true, Ordering::Relaxed);
+        }
         if flavour == Flavour::Legacy && !text.to_ascii_lowercase().contains("req.http.host ==") {
             shared.legacy_host.store(true, Ordering::Relaxed);
         }

@@ -65,7 +65,7 @@ impl Varnish {
             dir,
             shellac: shellac.to_path_buf(),
             wiring,
-            settings: Settings::default(),
+            settings: Settings::for_file(shared.vsl.load(std::sync::atomic::Ordering::Relaxed)),
             vcl: None,
             vcl_nbr: 0,
             vcls: BTreeMap::new(),
@@ -294,6 +294,7 @@ impl Varnish {
         )?;
         let (addr, admin) = (running.addr, running.admin);
         shared.log(&self.name, format!("Listen on {addr}, admin {admin}"));
+        shared.set_admin(&self.name, Some(admin));
         let n = &self.name;
         shared.define(n, &format!("{n}_addr"), addr.ip().to_string());
         shared.define(n, &format!("{n}_port"), addr.port().to_string());
@@ -316,6 +317,7 @@ impl Varnish {
         };
         // A restart listens where this one did.
         self.listen = sock_text(r.addr);
+        shared.set_admin(&self.name, None);
         for m in ["addr", "port", "sock"] {
             shared.undefine(&self.name, &format!("{}_{m}", self.name));
         }

@@ -415,4 +415,16 @@ pub(super) const LOG: &[Setting] = &[
         restart: true,
         doc: r##"Records each worker thread can hold until the writer drains them (every 20 ms while records flow, backing off to 50 ms when idle; at once while a queue holds 4096 or more). A worker hands records over in chunks of up to 64 (and whenever it goes idle), so the bound is taken in whole chunks: `buffer / 64` chunks, at least one. Beyond it records are dropped (`log_dropped`)."##,
     },
+    Setting {
+        section: "log",
+        key: "vsl_records",
+        kind: Kind::Count {
+            min: 0,
+            max: 1 << 24,
+        },
+        default: Default::Value(r##"0"##),
+        example: r##"100000"##,
+        restart: false,
+        doc: r##"Varnish-style log records (VSL) kept in memory and served by the admin API's `GET /vsl?after=N` (one record a line: sequence number, transaction id, `c`/`b`/`-` for client/backend/neither, tag, data): under a VCL program, what each request and backend fetch did, numbered by the transaction ids `X-Varnish` carries — `Begin`, `ReqMethod`, `ReqURL`, `ReqProtocol`, `ReqHeader`, `VCL_call`, `VCL_return`, `VCL_Log`, `VCL_Error`, `Link`, `RespStatus`, `RespHeader`, `BereqMethod`, `BereqURL`, `BereqHeader`, `BerespStatus`, `BerespHeader`, `Fetch_Body`, `ESI_xmlerror`, `End` — as `varnishlog -g raw` shows Varnish's. The newest this many are kept. `shellac vtc` turns it on for varnishtest's `logexpect`. 0, the default, keeps none and costs nothing; when on, every record takes a lock: for tests and debugging, not for production traffic (the access log is the lock-free log)."##,
+    },
 ];

@@ -67,7 +67,8 @@ pub enum Severity {
 pub struct Diag {
     /// Error, warning or note.
     pub severity: Severity,
-    /// The body offset the parser had reached.
+    /// Where the parser last changed between verbatim and skipped bytes (Varnish's `o_last`:
+    /// the number its `ESI_xmlerror` records give after "after").
     pub offset: u64,
     /// Varnish's wording, e.g. `ESI 1.0 <esi:include> lacks src attr`.
     pub message: &'static str,
@@ -85,9 +86,16 @@ pub struct Parser {
     pos: u64,
     /// Bytes before this offset are classified (verbatim or skip).
     marked: u64,
+    /// Whether the last bytes classified were verbatim (`None`: none yet).
+    last_mode: Option<bool>,
+    /// Where the classification last changed between verbatim and skip (Varnish's `o_last`,
+    /// the offset a diagnostic reports).
+    mode_changed: u64,
     /// Bytes covered by the steps handed out by [`Parser::take_ready`].
     drained: u64,
     esi_found: bool,
+    /// [`Parser::end`] ran.
+    ended: bool,
     remove: bool,
     endtag: bool,
     emptytag: bool,
@@ -123,8 +131,11 @@ impl Parser {
             state: State::Start,
             pos: 0,
             marked: 0,
+            last_mode: None,
+            mode_changed: 0,
             drained: 0,
             esi_found: false,
+            ended: false,
             remove: false,
             endtag: false,
             emptytag: false,
@@ -175,7 +186,7 @@ impl Parser {
     /// The end of the body: the program, or `None` when the body holds no ESI (it is then
     /// delivered as it is, as Varnish does).
     pub fn finish(mut self) -> (Option<Program>, Vec<Diag>) {
-        self.close();
+        self.end_input();
         let program = (self.esi_found && !self.program.ops.is_empty()).then_some(self.program);
         (program, self.diags)
     }
@@ -236,7 +247,7 @@ impl Parser {
     /// The end of a body assembled as it is parsed: the steps [`Parser::take_ready`] has not
     /// handed out yet (the rest of the body as it is when it held no ESI).
     pub fn end(&mut self) -> Vec<Op> {
-        self.close();
+        self.end_input();
         let ops = std::mem::take(&mut self.program.ops);
         if self.esi_found {
             return ops;
@@ -251,6 +262,15 @@ impl Parser {
     }
 
     /// The body's end: a tag left open is an error, the bytes not classified yet are.
+    /// The body's end: a tag left open is an error (counted in [`Parser::errors`] from now
+    /// on); what is left is classified. Once; [`Parser::finish`] calls it if nobody did.
+    pub fn end_input(&mut self) {
+        if !self.ended {
+            self.ended = true;
+            self.close();
+        }
+    }
+
     fn close(&mut self) {
         if !matches!(
             self.state,
@@ -266,6 +286,12 @@ impl Parser {
     /// Classifies the body bytes before `upto` that are not classified yet.
     fn mark(&mut self, verbatim: bool, upto: u64) {
         if upto > self.marked {
+            // Varnish's `o_last`: where the last change between verbatim and skipped bytes
+            // was (what its ESI_xmlerror records say "after").
+            if self.last_mode.is_some_and(|m| m != verbatim) {
+                self.mode_changed = self.marked;
+            }
+            self.last_mode = Some(verbatim);
             self.program.push_run(verbatim, upto - self.marked);
             self.marked = upto;
         }
@@ -284,7 +310,7 @@ impl Parser {
         if self.diags.len() < MAX_DIAGS {
             self.diags.push(Diag {
                 severity,
-                offset: self.marked,
+                offset: self.mode_changed,
                 message,
             });
         }

@@ -21,9 +21,11 @@ use crate::rules::Rules;
 impl Proxy {
     /// Under a VCL program: whether vcl_recv, run on this head, looks it up unchanged and the
     /// program's vcl_hash, vcl_hit and vcl_deliver are the built-in ones. Without one: true.
+    /// Never while Varnish-style records are kept (`log.vsl_records`): the full path logs them.
     #[inline]
     pub(super) fn vcl_looks_up(&self, head: &Head<'_, '_>, client: SocketAddr) -> bool {
         match &self.vcl {
+            Some(rt) if rt.vsl.is_some() => false,
             Some(rt) => super::super::vcl::recv_looks_up(
                 rt,
                 head.method.as_str(),

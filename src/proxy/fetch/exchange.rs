@@ -164,9 +164,9 @@ fn take_own_fields(txn: &mut Txn, headers: &mut HeaderMap) {
         let url = txn.req.uri.path_and_query().map_or("/", |p| p.as_str());
         crate::proxy::filter::esi::turn_on(
             &mut txn.filters,
-            &txn.proxy.config.esi,
-            &txn.proxy.counters,
+            (&txn.proxy.config.esi, &txn.proxy.counters),
             url,
+            None,
         );
     }
 }

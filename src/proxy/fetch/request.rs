@@ -204,6 +204,16 @@ fn extensions(
     if !retry_connect {
         req.extensions_mut().insert(crate::backend::NoConnectRetry);
     }
+    // The backend request's Varnish-style records (`log.vsl_records`): its connection logs
+    // `BackendClose` there.
+    if let Some(t) = txn
+        .vcl
+        .as_deref()
+        .and_then(|v| v.bereq.as_ref())
+        .and_then(|b| b.vsl.clone())
+    {
+        req.extensions_mut().insert(crate::txlog::vsl::Current(t));
+    }
     // The site's document root, for files and FastCGI origins.
     if let Some(root) = txn.site.as_ref().and_then(|s| s.root.clone()) {
         req.extensions_mut().insert(root);

@@ -105,9 +105,9 @@ impl Hooks for Rules {
                 .to_string();
             crate::proxy::filter::esi::turn_on(
                 &mut txn.filters,
-                &txn.proxy.config.esi,
-                &txn.proxy.counters,
+                (&txn.proxy.config.esi, &txn.proxy.counters),
                 &url,
+                None,
             );
         }
         ResponseOutcome::Store {

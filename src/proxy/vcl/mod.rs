@@ -8,6 +8,7 @@
 mod dry_run;
 pub(super) mod env;
 pub(super) mod filters;
+pub(super) mod vsl;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,6 +19,7 @@ use http::{Method, StatusCode, Uri};
 
 use crate::backend::director::{Backends, Member};
 use crate::cache::{CacheKey, Object};
+use crate::txlog::vsl::Vsl;
 use crate::vcl::ir::Program;
 use crate::vcl::run::{BackendSel, State};
 use crate::vcl::vars::Slot;
@@ -54,6 +56,8 @@ pub struct VclRuntime {
     xids: Arc<Xids>,
     /// vmod_vsthrottle's buckets: the process's table, which outlives the program.
     pub throttle: Arc<super::throttle::Throttle>,
+    /// The process's Varnish-style records when `log.vsl_records` keeps any (`vsl.rs`).
+    pub vsl: Option<Arc<Vsl>>,
     /// The process's counters (a regular expression past its match limit, rate limits).
     pub counters: Arc<crate::stats::Counters>,
 }
@@ -91,7 +95,7 @@ impl VclRuntime {
     pub fn new(
         program: Program,
         backends: &Backends,
-        (xids, throttle): (Arc<Xids>, Arc<super::throttle::Throttle>),
+        (xids, throttle, vsl): (Arc<Xids>, Arc<super::throttle::Throttle>, Arc<Vsl>),
         counters: Arc<crate::stats::Counters>,
         default_grace: std::time::Duration,
         sess_defaults: [std::time::Duration; 4],
@@ -108,9 +112,10 @@ impl VclRuntime {
             rollback,
             deliver_object_only: false,
             default_grace: default_grace.as_secs_f64(),
-            sess_defaults: sess_defaults.map(|d| d.as_secs_f64()),
+            sess_defaults: sess_defaults.map(never_as_varnish),
             xids,
             throttle,
+            vsl: vsl.enabled().then_some(vsl),
             counters,
         };
         rt.deliver_object_only = deliver_reads_object_only(&rt.program);
@@ -133,6 +138,22 @@ impl VclRuntime {
     /// The member a backend value routes to (`None`: no backend, or `none`).
     pub fn member(&self, sel: BackendSel) -> Option<Member> {
         self.targets.get(sel.target as usize).cloned().flatten()
+    }
+}
+
+/// What VCL reads for a timeout that never fires: Varnish's number for it. A configured
+/// duration of [`MAX_DURATION`] (ten years, the longest a setting holds: Shellac's `never`)
+/// reads as this, and this set back becomes ten years again (`value::to_duration`).
+///
+/// [`MAX_DURATION`]: crate::config::units::MAX_DURATION
+pub const NEVER: f64 = 999_999_999_999.999;
+
+/// A configured timeout in seconds as VCL reads it ([`NEVER`] for ten years or more).
+pub fn never_as_varnish(d: Duration) -> f64 {
+    if d >= crate::config::units::MAX_DURATION {
+        NEVER
+    } else {
+        d.as_secs_f64()
     }
 }
 
@@ -178,6 +199,9 @@ pub(super) struct Bereq {
     /// `bereq.xid`: in 4.x the backend request's own id (a retry takes a new one), in 2.x
     /// the client request's.
     pub xid: u64,
+    /// The backend request's Varnish-style records (`vsl.rs`; 4.x): its `End` is logged when
+    /// the last holder — this, or the ESI parse of its body — lets go.
+    pub vsl: Option<Arc<crate::txlog::vsl::Transaction>>,
 }
 
 /// The backend response as VCL sees it (`beresp.*`) in vcl_backend_response / vcl_fetch.
@@ -261,6 +285,8 @@ pub(super) struct VclTxn {
     /// waited for) — or, in 4.x, vcl_hit passed: `X-Varnish` then names the transaction
     /// that fetched what is delivered too.
     pub hit: bool,
+    /// The request's Varnish-style records (`vsl.rs`), while `log.vsl_records` keeps any.
+    pub vsl: Option<Arc<crate::txlog::vsl::Transaction>>,
 }
 
 impl VclTxn {
@@ -295,6 +321,7 @@ impl VclTxn {
             conditional: false,
             pipe: false,
             hit: false,
+            vsl: None,
         }
     }
 

@@ -12,6 +12,7 @@ mod varnish_cmd;
 use super::client::Client;
 use super::context::{Halt, Shared, Step, fail, skip};
 use super::lex::{self, Command};
+use super::logexp::LogExpect;
 use super::outcome::{ErrvclCase, Wiring};
 use super::peer::Arg;
 use super::server::Server;
@@ -25,6 +26,7 @@ pub struct Top {
     servers: BTreeMap<String, Server>,
     clients: BTreeMap<String, Client>,
     varnishes: BTreeMap<String, Varnish>,
+    logexpects: BTreeMap<String, LogExpect>,
     pub errvcl: Vec<ErrvclCase>,
 }
 
@@ -37,6 +39,7 @@ impl Top {
             servers: BTreeMap::new(),
             clients: BTreeMap::new(),
             varnishes: BTreeMap::new(),
+            logexpects: BTreeMap::new(),
             errvcl: Vec::new(),
         }
     }
@@ -98,9 +101,17 @@ impl Top {
                 c.command(&shared, &args[2..])
             }
             "varnish" => self.varnish(args),
+            "logexpect" => {
+                let n = entity_name(args, 'l', "Logexpect")?;
+                let l = self
+                    .logexpects
+                    .entry(n.clone())
+                    .or_insert_with(|| LogExpect::new(&n));
+                l.command(&shared, &args[2..])
+            }
             "feature" => feature(&shared, &texts[1..]),
-            "shell" | "process" | "logexpect" | "varnishlog" | "haproxy" | "syslog" | "tunnel"
-            | "filewrite" | "setenv" | "random" | "stream" => skip(format!(
+            "shell" | "process" | "varnishlog" | "haproxy" | "syslog" | "tunnel" | "filewrite"
+            | "setenv" | "random" | "stream" => skip(format!(
                 "`{name}` (line {line}) is outside what Shellac's runner covers"
             )),
             other => skip(format!(
@@ -155,6 +166,10 @@ impl Top {
             }
         }
         self.shared.end();
+        // A logexpect nobody waited for is abandoned, as varnishtest cancels it.
+        for l in self.logexpects.values_mut() {
+            let _ = l.wait(&self.shared);
+        }
         for s in self.servers.values_mut() {
             if let Some(t) = s.take_thread() {
                 let _ = t.join();

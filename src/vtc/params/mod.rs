@@ -42,6 +42,19 @@ pub struct Settings {
     pub err_unref: Option<bool>,
 }
 
+impl Settings {
+    /// The settings a file starts with; `vsl`: it has a `logexpect`, so the process keeps
+    /// Varnish-style records (`log.vsl_records`; off otherwise, since it turns fast hits off).
+    pub fn for_file(vsl: bool) -> Settings {
+        let mut s = Settings::default();
+        if vsl {
+            s.values
+                .insert(("log", "vsl_records"), "200000".to_string());
+        }
+        s
+    }
+}
+
 impl Default for Settings {
     fn default() -> Settings {
         let mut s = Settings {

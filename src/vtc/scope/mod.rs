@@ -1,7 +1,7 @@
 //! Before a file runs: does it need something out of scope? A file that does is reported as
 //! skipped with the first such thing — whatever it would have done before reaching it — and
 //! never run: Varnish-internal VMODs (`debug`, `vtc`), varnishd's own processes and shell
-//! (`shell`, `process`), VSL expectations (`logexpect`), jails, HTTP/2 frames, and every
+//! (`shell`, `process`), `varnishlog`, `logexpect` on a tag Shellac does not log, jails, HTTP/2 frames, and every
 //! command, option, parameter or counter the runner has no Shellac equivalent for. The same
 //! tables decide at run time; this pass only finds them all before any process starts.
 
@@ -17,7 +17,6 @@ pub(super) use varnish::vcl;
 const OUT_TOP: &[(&str, &str)] = &[
     ("shell", "shell commands (`shell`)"),
     ("process", "background processes (`process`)"),
-    ("logexpect", "VSL log expectations (`logexpect`)"),
     ("varnishlog", "VSL log expectations (`varnishlog`)"),
     ("haproxy", "HAProxy (`haproxy`)"),
     ("syslog", "syslog servers (`syslog`)"),
@@ -150,6 +149,11 @@ fn top(c: &Command, flavour: Flavour, wiring: Wiring) -> Option<String> {
             out_of_scope(&inner, flavour, wiring)
         }
         "varnish" => varnish::command(c, wiring),
+        "logexpect" => c
+            .words
+            .iter()
+            .find(|w| w.block)
+            .and_then(|b| super::logexp::unsupported(&b.text, b.line)),
         _ => None,
     }
 }
@@ -209,9 +213,15 @@ mod tests {
             None
         );
         assert!(
-            scope("logexpect l1 -v v1 { }")
+            scope("varnishlog l1 -v v1 { }")
                 .unwrap()
-                .contains("logexpect")
+                .contains("varnishlog")
+        );
+        assert_eq!(scope("logexpect l1 -v v1 { expect * * ReqURL / }"), None);
+        assert!(
+            scope("logexpect l1 -v v1 {\n expect * * SessOpen a0\n}")
+                .unwrap()
+                .contains("SessOpen")
         );
         assert!(
             scope("client c1 { txpri } -run")

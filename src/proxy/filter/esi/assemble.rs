@@ -171,6 +171,15 @@ impl Assemble {
             };
             if self.page.at_depth_limit() {
                 self.page.proxy.counters.esi_depth_limited.inc();
+                if let Some(v) = &self.page.vsl {
+                    v.0.log(
+                        "VCL_Error",
+                        format!(
+                            "ESI depth limit reached (param max_esi_depth = {})",
+                            self.page.proxy.config.esi.max_depth
+                        ),
+                    );
+                }
                 tracing::debug!(
                     level = self.page.level,
                     "ESI depth limit reached (esi.max_depth)"

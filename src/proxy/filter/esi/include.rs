@@ -98,6 +98,8 @@ pub struct Page {
     /// delivered that holds no ESI (not XML, or read whole without any) is its body
     /// (`prime` sends it as `Content-Length`, as Varnish does).
     pub length: Mutex<Option<u64>>,
+    /// The page request's Varnish-style records (`log.vsl_records`), when kept.
+    pub vsl: Option<crate::txlog::vsl::Current>,
 }
 
 /// Request fields a sub-request never carries.
@@ -171,6 +173,7 @@ impl Page {
             freshness: Mutex::new(Freshness::default()),
             off: std::sync::atomic::AtomicBool::new(false),
             length: Mutex::new(None),
+            vsl: req.extensions.get::<crate::txlog::vsl::Current>().cloned(),
         })
     }
 
@@ -295,6 +298,9 @@ pub(super) fn request(page: &Page, host: &str, path: &str) -> Option<Parts> {
     ext.insert(page.budget.clone());
     ext.insert(page.top.clone());
     ext.insert(crate::esi::Parent(page.url.clone()));
+    if let Some(v) = &page.vsl {
+        ext.insert(v.clone());
+    }
     if let Some(local) = page.local {
         ext.insert(local);
     }

@@ -18,6 +18,7 @@ use crate::cache::StoredFields;
 use crate::config::esi::EsiConfig;
 use crate::esi::{Options, Parser, Program, Severity};
 use crate::stats::Counters;
+use crate::txlog::vsl::Transaction;
 
 /// How the parser reads bodies under `config`.
 pub fn options(config: &EsiConfig) -> Options {
@@ -32,7 +33,13 @@ pub fn options(config: &EsiConfig) -> Options {
 /// the parse filter joins the fetch chain, its slot goes to the fill. `url`: the backend
 /// request's target, relative `src`s are resolved against it. Once per fetch (a retried
 /// response keeps the filter it has).
-pub fn turn_on(filters: &mut Filters, config: &EsiConfig, counters: &Arc<Counters>, url: &str) {
+/// `vsl`: the backend request's Varnish-style records, where the parse logs `ESI_xmlerror`.
+pub fn turn_on(
+    filters: &mut Filters,
+    (config, counters): (&EsiConfig, &Arc<Counters>),
+    url: &str,
+    vsl: Option<Arc<Transaction>>,
+) {
     if filters.esi.is_some() {
         return;
     }
@@ -42,6 +49,7 @@ pub fn turn_on(filters: &mut Filters, config: &EsiConfig, counters: &Arc<Counter
         slot: slot.clone(),
         counters: counters.clone(),
         url: url.to_string(),
+        vsl,
     });
     if let Ok(mut p) = slot.pending.lock() {
         *p = Some(parse);
@@ -99,18 +107,31 @@ struct Parse {
     slot: Arc<Slot>,
     counters: Arc<Counters>,
     url: String,
+    /// The backend request's Varnish-style records (held until the body's end, so its `End`
+    /// comes after the `ESI_xmlerror`s).
+    vsl: Option<Arc<Transaction>>,
 }
 
 impl Parse {
     fn finish(&mut self) {
-        let Some(parser) = self.parser.take() else {
+        let Some(mut parser) = self.parser.take() else {
             return;
         };
+        // An error at the body's end ("VEP ended inside a tag") counts too.
+        parser.end_input();
         self.counters.esi_parsed.inc();
         self.counters.esi_errors.add(parser.errors());
         self.counters.esi_warnings.add(parser.warnings());
         let (program, diags) = parser.finish();
         for d in &diags {
+            if let Some(t) = self.vsl.as_deref() {
+                let line = match d.severity {
+                    Severity::Error => format!("ERR: after {} {}", d.offset, d.message),
+                    Severity::Warning => format!("WARN: after {} {}", d.offset, d.message),
+                    Severity::Note => d.message.to_string(),
+                };
+                t.log("ESI_xmlerror", line);
+            }
             match d.severity {
                 Severity::Error => {
                     tracing::warn!(url = %self.url, offset = d.offset, "ESI_xmlerror: ERR: {}", d.message)
@@ -184,8 +205,18 @@ mod tests {
     async fn the_body_passes_unchanged_and_the_program_reaches_the_slot() {
         let mut filters = Filters::default();
         let counters = Arc::new(Counters::default());
-        turn_on(&mut filters, &EsiConfig::default(), &counters, "/dir/page");
-        turn_on(&mut filters, &EsiConfig::default(), &counters, "/dir/page");
+        turn_on(
+            &mut filters,
+            (&EsiConfig::default(), &counters),
+            "/dir/page",
+            None,
+        );
+        turn_on(
+            &mut filters,
+            (&EsiConfig::default(), &counters),
+            "/dir/page",
+            None,
+        );
         attach(&mut filters);
         let slot = filters.esi.clone().expect("slot");
         let mut fields = HeaderMap::new();
@@ -252,7 +283,7 @@ mod tests {
     async fn a_body_not_starting_with_lt_is_not_parsed() {
         let mut filters = Filters::default();
         let counters = Arc::new(Counters::default());
-        turn_on(&mut filters, &EsiConfig::default(), &counters, "/");
+        turn_on(&mut filters, (&EsiConfig::default(), &counters), "/", None);
         attach(&mut filters);
         let slot = filters.esi.clone().expect("slot");
         let mut out = filters.fetch.over(Source::new(vec![Bytes::from_static(
@@ -264,5 +295,51 @@ mod tests {
         {}
         assert!(slot.take().is_none());
         assert_eq!(counters.esi_not_xml.get(), 1);
+    }
+
+    /// Trunk e00008: a body ending inside a tag is an ESI error the counter holds (it was
+    /// noticed after the count was taken), and its ESI_xmlerror goes to the backend
+    /// request's records, before their End and after where the parser last switched.
+    #[tokio::test]
+    async fn an_error_at_the_body_end_is_counted_and_logged() {
+        use crate::txlog::vsl::{Side, Transaction, Vsl};
+        let vsl = Arc::new(Vsl::default());
+        vsl.set_capacity(64);
+        let tx = Arc::new(Transaction::begin(
+            vsl.clone(),
+            1004,
+            Side::Backend,
+            ("bereq", 1003, "fetch"),
+        ));
+        let mut filters = Filters::default();
+        let counters = Arc::new(Counters::default());
+        turn_on(
+            &mut filters,
+            (&EsiConfig::default(), &counters),
+            "/body",
+            Some(tx.clone()),
+        );
+        drop(tx);
+        attach(&mut filters);
+        let body = b"<pre>Included file</pre>\n<esi:remove>\n<Aaa\n";
+        let mut out = filters
+            .fetch
+            .over(Source::new(vec![Bytes::from_static(body)]));
+        while std::future::poll_fn(|cx| out.poll_chunk(cx))
+            .await
+            .is_some()
+        {}
+        drop(out);
+        assert_eq!(counters.esi_errors.get(), 1);
+        let (text, _) = vsl.since(0);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[1..],
+            [
+                "2 1004 b ESI_xmlerror ERR: after 25 VEP ended inside a tag",
+                "3 1004 b End "
+            ],
+            "{text}"
+        );
     }
 }

@@ -18,6 +18,20 @@ use crate::vcl::types::Method;
 /// response to the client session (`SessionTimeouts`).
 pub(super) fn deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
     let mut delivery = run_deliver(txn, response);
+    if let Delivery::Send(resp) = &delivery
+        && let Some(t) = txn.vcl.as_ref().and_then(|v| v.vsl.as_ref())
+    {
+        let reason = resp
+            .extensions()
+            .get::<hyper::ext::ReasonPhrase>()
+            .and_then(|r| std::str::from_utf8(r.as_bytes()).ok());
+        rt::vsl::response(
+            t,
+            ["RespProtocol", "RespStatus", "RespReason", "RespHeader"],
+            (txn.req.version, resp.status(), reason),
+            resp.headers(),
+        );
+    }
     if let Delivery::Send(resp) = &mut delivery
         && let Some(v) = txn.vcl.as_ref()
         && let Some(t) =
@@ -230,7 +244,24 @@ pub(super) fn restart(txn: &mut Txn) -> Step {
     }
     // 4.x: a restart is a new transaction (Varnish's restart takes a new id).
     if !v.runtime.program.dialect.is_legacy() {
+        let old = v.state.xid;
         v.state.xid = v.runtime.next_xid();
+        if let Some(t) = v.vsl.take() {
+            t.log("Link", format!("req {} restart", v.state.xid));
+            drop(t);
+            let r = &txn.req;
+            v.vsl = rt::vsl::begin_req(
+                &v.runtime,
+                v.state.xid,
+                (old, "restart"),
+                (&r.method, &r.uri, r.version, &r.headers),
+            );
+            if let Some(t) = &v.vsl {
+                txn.req
+                    .extensions
+                    .insert(crate::txlog::vsl::Current(t.clone()));
+            }
+        }
     }
     txn.proxy.counters.backend_restart.inc();
     txn.reset_for_restart();

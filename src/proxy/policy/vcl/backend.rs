@@ -57,9 +57,21 @@ fn run_backend(txn: &mut Txn, m: Method, beresp: Option<&mut Beresp>) -> Verdict
         bereq,
         is_hitmiss,
         is_hitpass,
+        vsl,
         ..
     } = v;
     let legacy = runtime.program.dialect.is_legacy();
+    // Logged on the backend request's records in 4.x, on the client's in 2.x (whose
+    // vcl_fetch runs on the client side).
+    let tx = bereq.as_ref().and_then(|b| b.vsl.clone());
+    let tx = tx.as_deref().or(vsl.as_deref());
+    crate::proxy::vcl::vsl::call(tx, m);
+    // What vcl_backend_fetch changes is logged as it returns.
+    let before = bereq
+        .as_ref()
+        .filter(|b| m == Method::BackendFetch && b.vsl.is_some())
+        .map(|b| (b.method.clone(), b.uri.clone(), b.headers.clone()));
+    let logged = state.log.len();
     let mut scope = Scope::client(runtime, &proxy.cache, *client, state, req);
     if !legacy {
         scope.req = None;
@@ -68,7 +80,12 @@ fn run_backend(txn: &mut Txn, m: Method, beresp: Option<&mut Beresp>) -> Verdict
     scope.beresp = beresp;
     scope.is_hitmiss = *is_hitmiss;
     scope.is_hitpass = *is_hitpass;
-    run(&runtime.program, m, &mut scope)
+    let verdict = run(&runtime.program, m, &mut scope);
+    if let (Some(before), Some(b), Some(t)) = (before, bereq.as_ref(), tx) {
+        crate::proxy::vcl::vsl::bereq_changed(t, &before, b);
+    }
+    crate::proxy::vcl::vsl::returned(tx, &verdict, (&state.log, logged));
+    verdict
 }
 
 /// A retry is a new backend transaction in 4.x (its own `bereq.xid`).
@@ -148,6 +165,24 @@ pub(super) fn backend_response(
     let legacy = v.runtime.program.dialect.is_legacy();
     let cfg = &txn.proxy.config.cache;
     let fresh = policy::vcl_freshness(parts.status, &parts.headers, ex, cfg, legacy);
+    let tx = v.bereq.as_ref().and_then(|b| b.vsl.clone());
+    if let Some(t) = tx.as_deref() {
+        let reason = parts
+            .extensions
+            .get::<hyper::ext::ReasonPhrase>()
+            .and_then(|r| std::str::from_utf8(r.as_bytes()).ok());
+        crate::proxy::vcl::vsl::response(
+            t,
+            [
+                "BerespProtocol",
+                "BerespStatus",
+                "BerespReason",
+                "BerespHeader",
+            ],
+            (parts.version, parts.status, reason),
+            &parts.headers,
+        );
+    }
     let mut beresp = beresp(txn, parts, &fresh, ex, pass, was_304, legacy);
     let m = if legacy {
         Method::Fetch
@@ -156,6 +191,19 @@ pub(super) fn backend_response(
     };
     let verdict = run_backend(txn, m, Some(&mut beresp));
     took(txn, parts, &mut beresp, pass);
+    if let Some(t) = tx.as_deref()
+        && matches!(
+            verdict,
+            Verdict::Deliver | Verdict::Pass | Verdict::HitForPass
+        )
+    {
+        crate::proxy::vcl::vsl::fetch_body(
+            t,
+            &parts.headers,
+            parts.status.as_u16(),
+            beresp.do_stream,
+        );
+    }
     let hfm = |ttl: f64| (ttl > 0.0).then(|| crate::vcl::run::value::to_duration(ttl));
     if beresp.fetch.do_esi
         && matches!(
@@ -305,11 +353,16 @@ fn esi_on(txn: &mut Txn) {
             .map_or("/", |p| p.as_str())
             .to_string(),
     };
+    let vsl = txn
+        .vcl
+        .as_deref()
+        .and_then(|v| v.bereq.as_ref())
+        .and_then(|b| b.vsl.clone());
     crate::proxy::filter::esi::turn_on(
         &mut txn.filters,
-        &txn.proxy.config.esi,
-        &txn.proxy.counters,
+        (&txn.proxy.config.esi, &txn.proxy.counters),
         &url,
+        vsl,
     );
 }
 

@@ -43,8 +43,11 @@ pub(super) fn run_client(
         is_hitmiss,
         is_hitpass,
         fetched,
+        vsl,
         ..
     } = v;
+    rt::vsl::call(vsl.as_deref(), m);
+    let logged = state.log.len();
     let mut scope = Scope::client(runtime, &proxy.cache, *client, state, req);
     scope.original = original.as_deref();
     scope.obj = obj;
@@ -55,7 +58,9 @@ pub(super) fn run_client(
     scope.is_hitpass = *is_hitpass;
     scope.key = key.as_ref();
     scope.fetched = *fetched;
-    run(&runtime.program, m, &mut scope)
+    let verdict = run(&runtime.program, m, &mut scope);
+    rt::vsl::returned(vsl.as_deref(), &verdict, (&state.log, logged));
+    verdict
 }
 
 /// A failed subroutine: logged, and answered with a 503 through vcl_synth (which counts it in
@@ -100,6 +105,31 @@ pub(super) fn recv(txn: &mut Txn, rt: &Arc<VclRuntime>) -> Step {
         // does it itself.
         if !rt.program.dialect.is_legacy() {
             crate::http::headers::append_forwarded_for(&mut txn.req.headers, txn.client.ip());
+        }
+    }
+    if first && v.vsl.is_none() {
+        let esi = txn
+            .req
+            .extensions
+            .get::<crate::esi::Level>()
+            .is_some_and(|l| l.0 > 0);
+        let r = &txn.req;
+        let parent = r.extensions.get::<crate::txlog::vsl::Current>();
+        let why = match (esi, parent) {
+            (true, Some(p)) => (p.0.vxid, "esi"),
+            (true, None) => (0, "esi"),
+            (false, _) => (0, "rxreq"),
+        };
+        v.vsl = rt::vsl::begin_req(
+            rt,
+            v.state.xid,
+            why,
+            (&r.method, &r.uri, r.version, &r.headers),
+        );
+        if let Some(t) = &v.vsl {
+            txn.req
+                .extensions
+                .insert(crate::txlog::vsl::Current(t.clone()));
         }
     }
     v.ran = true;
@@ -303,7 +333,14 @@ fn new_bereq(txn: &mut Txn, for_cache: bool, pipe: bool) {
         no_body: false,
         retry_connect: true,
         xid,
+        vsl: None,
     });
+    if !pipe
+        && !v.runtime.program.dialect.is_legacy()
+        && let Some(b) = v.bereq.as_mut()
+    {
+        b.vsl = rt::vsl::begin_bereq(&v.runtime, v.vsl.as_deref(), v.state.xid, b);
+    }
 }
 
 /// SHA-256, as Varnish digests the hash inputs (`req.hash`).

@@ -32,7 +32,7 @@ impl Scope<'_> {
                 .as_ref()
                 .and_then(|r| r.extensions.get::<SessionTimeouts>())
                 .and_then(|s| s.get(i))
-                .map_or(configured, |d| d.as_secs_f64()),
+                .map_or(configured, crate::proxy::vcl::never_as_varnish),
         }
     }
 
