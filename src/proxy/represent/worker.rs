@@ -54,7 +54,7 @@ impl Worker {
             Some((identity.len() as u64, out))
         })
         .await;
-        let Ok(Some((identity_len, mut out))) = encoded else {
+        let Ok(Some((identity_len, out))) = encoded else {
             self.counters.compress_encode_dropped.inc();
             return;
         };
@@ -76,15 +76,17 @@ impl Worker {
                 _ => self.counters.compress_gzip.inc(),
             }
         }
-        // Exact size: `Bytes` keeps a vector's spare capacity allocated.
-        out.shrink_to_fit();
         let Some(fields) = fields(&job.source, coding) else {
             return;
         };
         let body_len = out.len() as u64;
+        // Stored as any fill's body (`cache/body.rs`): one allocation of exactly its size, from
+        // 64 KiB on a mapping of its own, whose pages hits send without a copy
+        // (`cache/pages.rs`); a heap vector's would be copied into every client's socket.
+        let body = crate::cache::body::store(&[Bytes::from(out)], body_len as usize);
         let object = Object {
             headers: fields,
-            body: Body::Memory(smallvec::smallvec![Bytes::from(out)]),
+            body: Body::Memory(body),
             body_len,
             vary: None,
             ..job.source.copy()
