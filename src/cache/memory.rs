@@ -98,18 +98,25 @@ impl Shard {
             if Block::same(entry, keep) {
                 continue;
             }
-            let uses = &entry.head().uses;
-            let n = uses.load(Ordering::Relaxed);
-            if n > 0 {
-                uses.store(n - 1, Ordering::Relaxed);
-                continue;
-            }
-            if let Ok(slot) = self.table.get_bucket_entry(i) {
-                let (entry, _) = slot.remove();
-                self.uncharge(&entry, shares);
+            if let Some(entry) = self.age_or_evict(i, shares) {
                 evicted.push(entry);
             }
         }
+    }
+
+    /// The CLOCK step at bucket `i` (an entry the caller does not spare): one used since the
+    /// hand last passed has its count lowered and stays; one at 0 is removed, taken off the
+    /// shard's and its site's charges, and returned.
+    fn age_or_evict(&mut self, i: usize, shares: &SiteShares) -> Option<Entry> {
+        let uses = &self.table.get_bucket(i)?.head().uses;
+        let n = uses.load(Ordering::Relaxed);
+        if n > 0 {
+            uses.store(n - 1, Ordering::Relaxed);
+            return None;
+        }
+        let (entry, _) = self.table.get_bucket_entry(i).ok()?.remove();
+        self.uncharge(&entry, shares);
+        Some(entry)
     }
 
     /// Takes an entry just removed off the shard's and its site's charges.

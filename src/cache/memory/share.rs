@@ -10,8 +10,6 @@
 //! bound), so that an entry hit often is not evicted only because its shard holds few of the
 //! site's entries.
 
-use std::sync::atomic::Ordering;
-
 use super::entry::Entry;
 use super::{MemoryStorage, Shard};
 use crate::cache::shares::SiteShares;
@@ -44,15 +42,7 @@ impl Shard {
                 continue;
             }
             found = true;
-            let uses = &entry.head().uses;
-            let n = uses.load(Ordering::Relaxed);
-            if n > 0 {
-                uses.store(n - 1, Ordering::Relaxed);
-                continue;
-            }
-            if let Ok(slot) = self.table.get_bucket_entry(i) {
-                let (entry, _) = slot.remove();
-                self.uncharge(&entry, shares);
+            if let Some(entry) = self.age_or_evict(i, shares) {
                 shares.count_eviction(site);
                 evicted.push(entry);
             }
