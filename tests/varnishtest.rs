@@ -14,8 +14,9 @@
 //!   known gaps: the goal is an empty list; a listed case Shellac now refuses fails the test
 //!   too, so the list only shrinks — `SHELLAC_BLESS=1` rewrites it).
 //!
-//! `runner_self_test` runs `tests/varnishtest/runner/*.vtc`: files that must pass, fail or be
-//! skipped by their name, so the runner itself is held to what it reports.
+//! `runner_self_test` runs `tests/varnishtest/runner/*.vtc`: files that must pass, fail, be
+//! skipped or be set aside as refused by design (`aside-`) by their name, so the runner
+//! itself is held to what it reports.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -58,6 +59,7 @@ fn runner_self_test() {
             Verdict::Pass => name.starts_with("pass-"),
             Verdict::Fail(_) => name.starts_with("fail-"),
             Verdict::Skip(_) => name.starts_with("skip-"),
+            Verdict::Aside(_) => name.starts_with("aside-"),
         };
         if !ok {
             wrong.push(format!("{name}: {:?}\n{}", o.verdict, o.log.join("\n")));
@@ -228,11 +230,7 @@ fn write_results(outcomes: &[Outcome], table: &str, elapsed: Duration) {
         elapsed.as_secs_f64()
     );
     for o in outcomes {
-        let (word, why) = match &o.verdict {
-            Verdict::Pass => ("PASS", String::new()),
-            Verdict::Fail(r) => ("FAIL", r.clone()),
-            Verdict::Skip(r) => ("SKIP", r.clone()),
-        };
+        let (word, why) = (o.verdict.word(), o.verdict.reason());
         text.push_str(&format!(
             "{word} {} ({:.1}s) {why}\n",
             display_name(&o.file),

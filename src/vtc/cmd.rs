@@ -140,10 +140,10 @@ fn errvcl(runner: &Runner, files: &[PathBuf]) -> std::process::ExitCode {
 
 /// A file's line (and its log, for a failure or with `--verbose`), as it finishes.
 fn print_outcome(o: &Outcome) {
-    let (word, why) = match &o.verdict {
-        Verdict::Pass => ("PASS", String::new()),
-        Verdict::Fail(r) => ("FAIL", format!(": {r}")),
-        Verdict::Skip(r) => ("SKIP", format!(": {r}")),
+    let word = o.verdict.word();
+    let why = match &o.verdict {
+        Verdict::Pass => String::new(),
+        v => format!(": {}", v.reason()),
     };
     let mut text = format!(
         "{word} {} ({:.1}s){why}\n",
@@ -166,11 +166,7 @@ fn write_results(path: &std::path::Path, outcomes: &[Outcome], table: &str, t0: 
         t0.elapsed().as_secs_f64()
     );
     for o in outcomes {
-        let (word, why) = match &o.verdict {
-            Verdict::Pass => ("PASS", String::new()),
-            Verdict::Fail(r) => ("FAIL", r.clone()),
-            Verdict::Skip(r) => ("SKIP", r.clone()),
-        };
+        let (word, why) = (o.verdict.word(), o.verdict.reason());
         text.push_str(&format!("{word} {} {why}\n", o.name()));
     }
     if let Err(e) = std::fs::write(path, text) {

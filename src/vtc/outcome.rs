@@ -33,6 +33,28 @@ pub enum Verdict {
     Pass,
     Fail(String),
     Skip(String),
+    /// Not run: the file sends what Shellac refuses by design, or expects what Shellac never
+    /// sends (`scope/refused.rs`). Counted as skipped, and on a line of its own.
+    Aside(String),
+}
+
+impl Verdict {
+    /// The word a results line starts with (a set-aside file is a skip).
+    pub fn word(&self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::Fail(_) => "FAIL",
+            Verdict::Skip(_) | Verdict::Aside(_) => "SKIP",
+        }
+    }
+
+    /// Why it failed or was not run (empty for a pass).
+    pub fn reason(&self) -> &str {
+        match self {
+            Verdict::Pass => "",
+            Verdict::Fail(r) | Verdict::Skip(r) | Verdict::Aside(r) => r,
+        }
+    }
 }
 
 /// One `-errvcl` (or 2.1's `-badvcl`) a file gave: Varnish must refuse the VCL.

@@ -15,7 +15,10 @@ pub const GOAL_FOLDERS: &[&str] = &["b", "c", "v", "d", "s"];
 struct Counts {
     pass: usize,
     fail: usize,
+    /// Skipped, set-aside files included.
     skip: usize,
+    /// Set aside as refused by design (`Verdict::Aside`), of `skip`.
+    aside: usize,
 }
 
 impl Counts {
@@ -24,6 +27,10 @@ impl Counts {
             Verdict::Pass => self.pass += 1,
             Verdict::Fail(_) => self.fail += 1,
             Verdict::Skip(_) => self.skip += 1,
+            Verdict::Aside(_) => {
+                self.skip += 1;
+                self.aside += 1;
+            }
         }
     }
     fn run(&self) -> usize {
@@ -86,6 +93,7 @@ pub fn table(outcomes: &[Outcome], causes: usize) -> String {
                 sum.pass += c.pass;
                 sum.fail += c.fail;
                 sum.skip += c.skip;
+                sum.aside += c.aside;
             }
         }
     }
@@ -99,6 +107,14 @@ pub fn table(outcomes: &[Outcome], causes: usize) -> String {
             c.fail,
             c.skip,
             c.rate()
+        );
+    }
+    if all.aside > 0 {
+        let _ = writeln!(
+            out,
+            "set aside as refused by design: {} (b,c,v,d,s: {}; counted as skipped above; \
+             see docs/varnishtest.md)",
+            all.aside, goal.aside
         );
     }
     let (cases, rejected, matched) = errvcl(outcomes);
@@ -140,7 +156,7 @@ pub fn top_causes(outcomes: &[Outcome], fail: bool, n: usize) -> Vec<(String, us
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for o in outcomes {
         let reason = match (&o.verdict, fail) {
-            (Verdict::Fail(r), true) | (Verdict::Skip(r), false) => r,
+            (Verdict::Fail(r), true) | (Verdict::Skip(r) | Verdict::Aside(r), false) => r,
             _ => continue,
         };
         *counts.entry(fold(reason)).or_default() += 1;
@@ -158,6 +174,10 @@ pub fn fold(reason: &str) -> String {
         && let Some(end) = r[at..].find(')')
     {
         r.replace_range(at..at + end + 1, "");
+    }
+    // A refusal by design names its RFC section: kept whole.
+    if r.starts_with("refused by design") {
+        return r;
     }
     // "... (vcl2.vcl:8:3)": where in the VCL.
     if let Some(at) = r.rfind(" (vcl")
@@ -219,6 +239,10 @@ mod tests {
             "counter cache_hit not as expected"
         );
         assert_eq!(fold("logexpect (line 12)"), "logexpect");
+        assert_eq!(
+            fold("refused by design: a target (RFC 9112 §3.2) (line 43)"),
+            "refused by design: a target (RFC 9112 §3.2)"
+        );
         assert_eq!(fold("HTTP/2 frames (line 3)"), "HTTP/2 frames");
         assert_eq!(
             fold("Failed to open 127.0.0.1:4242: refused"),

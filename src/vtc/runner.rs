@@ -74,6 +74,9 @@ impl Runner {
         if let Some(why) = scope::out_of_scope(&cmds, flavour, self.wiring) {
             return done(Verdict::Skip(why), vec![], vec![]);
         }
+        if let Some(why) = scope::refused(&cmds) {
+            return done(Verdict::Aside(why), vec![], vec![]);
+        }
         let n = self.seq.fetch_add(1, Ordering::Relaxed);
         let stem = path
             .file_stem()

@@ -5,12 +5,14 @@
 //! command, option, parameter or counter the runner has no Shellac equivalent for. The same
 //! tables decide at run time; this pass only finds them all before any process starts.
 
+mod refused;
 mod varnish;
 
 use super::context::Flavour;
 use super::lex::{self, Command};
 use super::outcome::Wiring;
 
+pub(super) use refused::refused;
 pub(super) use varnish::vcl;
 
 /// Top-level commands outside what the runner covers.
