@@ -268,6 +268,8 @@ async fn an_https_include_is_fetched_from_a_tls_origin() {
     );
     assert_eq!(inner.count(), 1, "the fragment came through the TLS origin");
     assert_eq!(shellac.stat("esi_include_refused").await, 0);
+    // Varnish's `+esi_ignore_https` warning ("https:// treated as http://"), counted.
+    assert_eq!(shellac.stat("esi_warnings").await, 1);
     shellac.stop().await;
     tls_origin.stop().await;
 }

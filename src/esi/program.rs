@@ -33,8 +33,9 @@ pub struct Target {
     /// `Some(host)` for an absolute `http://host/...` or `https://host/...` URL: the
     /// fragment request's Host. `None`: the page's own host.
     pub host: Option<String>,
-    /// The URL was `https://`: the fragment is fetched over TLS (the site for `host`
-    /// decides how); Varnish ignores such includes.
+    /// The URL was `https://`: the fragment is asked for through Shellac as an `http://`
+    /// one is (the site for `host` decides how its origin is reached), as Varnish does with
+    /// `+esi_ignore_https`; by default Varnish ignores such includes.
     pub https: bool,
     /// The request target (path and query), always starting with `/` for URLs that were
     /// absolute or root-relative.

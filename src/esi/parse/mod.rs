@@ -5,7 +5,8 @@
 //! The dialect is Varnish's (its VEP parser: `<esi:include>`, `<esi:remove>`,
 //! `<esi:comment>`, `<!--esi ... -->`, comments and CDATA passed through untouched, the same
 //! XML leniency and the same error words, so `ESI_xmlerror` lines read alike), plus W3C ESI
-//! 1.0's `alt=` and `onerror="continue"`, and `https://` includes kept instead of ignored.
+//! 1.0's `alt=` and `onerror="continue"`, and `https://` includes kept (with Varnish's warning, as
+//! its `+esi_ignore_https` does) instead of ignored.
 //! The parser is a byte-level state machine fed with chunks of any size: the result does not
 //! depend on where the chunks are cut. It keeps no more of the body than one attribute value
 //! (at most [`MAX_ATTR`] bytes) and a 10-byte match buffer, and it never fails: malformed

@@ -3,7 +3,7 @@
 //! step, `<esi:remove>` opens and closes a removed run, malformed ones are reported.
 
 use super::syntax::{Hit, Miss, PendingInclude, State, Table, Tag, Wanted, is_lws};
-use super::url::resolve;
+use super::url::{HTTPS_AS_HTTP, is_https, resolve};
 use super::{Include, Op, Parser, Severity};
 
 impl Parser {
@@ -149,6 +149,9 @@ impl Parser {
             );
             return;
         }
+        if is_https(&src) {
+            self.diag(Severity::Warning, HTTPS_AS_HTTP);
+        }
         let src = match resolve(&src, &self.url) {
             Ok(t) => t,
             Err(message) => {
@@ -156,6 +159,9 @@ impl Parser {
                 return;
             }
         };
+        if pending.alt.as_deref().is_some_and(is_https) {
+            self.diag(Severity::Warning, HTTPS_AS_HTTP);
+        }
         let alt = match pending.alt.map(|alt| resolve(&alt, &self.url)) {
             None => None,
             Some(Ok(t)) => Some(t),

@@ -139,7 +139,7 @@ fn a_byte_order_mark_is_skipped_when_asked() {
 #[test]
 fn include_urls_resolve_as_varnish_resolves_them() {
     let (_, program, _) = run(
-        b"<esi:include src=\"http://Other.example/x?a=1&amp;b=2\"/><esi:include src=\"https://s.example\"/>\
+        b"<esi:include src=\"http://Other.example/x?a=1&amp;b=2\"/><esi:include src=\"https://s.example/\"/>\
           <esi:include src=\"frag/a\"/><esi:include src=\"/abs\" alt=\"alt/b\" onerror=\"continue\"/>",
         "/dir/page?q=/x",
         Options::default(),
@@ -176,6 +176,61 @@ fn include_urls_resolve_as_varnish_resolves_them() {
     // A target without a '/' (varnishtest's "bar") gets one added, as in Varnish.
     let (text, _, _) = run(b"<esi:include src=\"foo\"/>", "bar", Options::default(), 1);
     assert_eq!(text, "[bar/foo]");
+}
+
+#[test]
+fn varnish_e00006_absolute_src_without_a_path_is_invalid_and_https_warns() {
+    // `http://foobar` names no request target: an error, the include dropped (Shellac once
+    // asked for `/`).
+    let (text, _, diags) = run(
+        b"<esi:include src=\"http://foobar\" />1234",
+        "/http",
+        Options::default(),
+        1,
+    );
+    assert_eq!(text, "1234");
+    let words: Vec<_> = diags
+        .iter()
+        .map(|d| (d.severity, d.message, d.offset))
+        .collect();
+    assert_eq!(
+        words,
+        [(Severity::Error, "ESI 1.0 <esi:include> invalid src= URL", 0)]
+    );
+    // `https://` is asked for as `http://` is (Varnish's `+esi_ignore_https`), with
+    // Varnish's warning first; without a path it is invalid too.
+    let (text, _, diags) = run(
+        b"<esi:include src=\"https://foobar\" />123456",
+        "/https",
+        Options::default(),
+        usize::MAX,
+    );
+    assert_eq!(text, "123456");
+    let words: Vec<_> = diags.iter().map(|d| (d.severity, d.message)).collect();
+    assert_eq!(
+        words,
+        [
+            (
+                Severity::Warning,
+                "ESI 1.0 <esi:include> https:// treated as http://"
+            ),
+            (Severity::Error, "ESI 1.0 <esi:include> invalid src= URL"),
+        ]
+    );
+    let (text, program, diags) = run(
+        b"<esi:include src=\"https://h.example/f\"/>",
+        "/",
+        Options::default(),
+        usize::MAX,
+    );
+    assert_eq!(text, "[/f]");
+    assert!(program.is_some());
+    assert_eq!(diags.len(), 1);
+    assert_eq!(diags[0].severity, Severity::Warning);
+    assert_eq!(
+        errors("<esi:include src=\"http:///x\"/>"),
+        ["ESI 1.0 <esi:include> invalid src= URL"]
+    );
 }
 
 #[test]

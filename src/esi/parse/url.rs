@@ -3,6 +3,18 @@
 
 use super::Target;
 
+/// Varnish's words for an absolute `src` it cannot split into a host and a path.
+pub(super) const INVALID_URL: &str = "ESI 1.0 <esi:include> invalid src= URL";
+/// Varnish's words (with `+esi_ignore_https`, which is what Shellac does) for an
+/// `https://` include: asked for through Shellac like any other, with its `Host`.
+pub(super) const HTTPS_AS_HTTP: &str = "ESI 1.0 <esi:include> https:// treated as http://";
+
+/// Whether `raw` is an `https://` URL (Varnish warns before it resolves it).
+pub(super) fn is_https(raw: &[u8]) -> bool {
+    raw.get(..8)
+        .is_some_and(|h| h.eq_ignore_ascii_case(b"https://"))
+}
+
 /// An include URL as written (`http://host/p`, `https://host/p`, `/p` or `p`) resolved against
 /// the page's target, with XML's five named entities decoded in the path, as Varnish does.
 pub(super) fn resolve(raw: &[u8], page: &str) -> Result<Target, &'static str> {
@@ -18,12 +30,14 @@ pub(super) fn resolve(raw: &[u8], page: &str) -> Result<Target, &'static str> {
         (None, raw)
     };
     if let Some(https) = https {
-        let (host, path) = match rest.find('/') {
-            Some(n) => (&rest[..n], &rest[n..]),
-            None => (rest, "/"),
+        // An absolute URL without a path (`http://host`) has no request target: Varnish
+        // refuses it (e00006), and so does Shellac (no `/` is made up).
+        let Some(n) = rest.find('/') else {
+            return Err(INVALID_URL);
         };
+        let (host, path) = (&rest[..n], &rest[n..]);
         if host.is_empty() {
-            return Err("ESI 1.0 <esi:include> URL has no host");
+            return Err(INVALID_URL);
         }
         return Ok(Target {
             host: Some(host.to_owned()),
