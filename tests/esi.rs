@@ -869,6 +869,49 @@ sub vcl_deliver {
     shellac.stop().await;
 }
 
+/// Regression (Varnish's e00000): `obj.can_esi` read true on the first, streamed request of
+/// a body that holds no ESI. Varnish fetches an ESI object whole before vcl_deliver, so it
+/// answers from the parse: false for a body that is not XML or has no ESI element, true for
+/// a page with one. Shellac's deliver step now waits for the parse's answer (no include
+/// starts before it), on the miss as on the hit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn varnish_e00000_can_esi_on_the_first_request_is_the_parses_answer() {
+    let origin = Origin::start(|s| match s.path.as_str() {
+        "/text" => Reply::ok("-This is a test: Hello world\n").cc("max-age=60"),
+        "/plain" => Reply::ok("<p>no ESI here</p>").cc("max-age=60"),
+        "/page" => Reply::ok(r#"<p><esi:include src="/frag"/></p>"#).cc("max-age=60"),
+        "/frag" => Reply::ok("frag").cc("max-age=60"),
+        _ => Reply::ok("?").status(404),
+    })
+    .await;
+    let shellac = start_vcl(
+        "canesi",
+        r#"vcl 4.1;
+backend default { ${origin0} }
+sub vcl_backend_response { set beresp.do_esi = true; }
+sub vcl_deliver {
+    set resp.http.can-esi = obj.can_esi;
+    set resp.http.do-esi = resp.do_esi;
+}
+"#,
+        &[origin.addr],
+    )
+    .await;
+    for (path, body, esi) in [
+        ("/text", "-This is a test: Hello world\n", "false"),
+        ("/plain", "<p>no ESI here</p>", "false"),
+        ("/page", "<p>frag</p>", "true"),
+    ] {
+        for round in ["miss", "hit"] {
+            let r = get(shellac.addr, path).await;
+            assert_eq!((r.status, r.text()), (200, body.into()), "{path} {round}");
+            assert_eq!(r.header("can-esi"), Some(esi), "{path} {round}");
+            assert_eq!(r.header("do-esi"), Some(esi), "{path} {round}");
+        }
+    }
+    shellac.stop().await;
+}
+
 /// Regression: a page VCL passes (`return (pass)`) with `beresp.do_esi` went out with its
 /// ESI markup unprocessed (Varnish's e00018). Its include is not a client request, and its
 /// bytes are counted once, as the page's.

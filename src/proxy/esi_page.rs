@@ -125,6 +125,14 @@ impl Txn {
         }
     }
 
+    /// What the parse of a page parsed as it is delivered found before the deliver step
+    /// (`esi::settle`): whether it is an ESI page, for VCL's `obj.can_esi` / `resp.do_esi`.
+    pub(super) fn esi_settled(&mut self, esi: bool) {
+        if let Some(v) = self.vcl.as_deref_mut() {
+            v.state.esi_page = esi;
+        }
+    }
+
     /// Whether VCL turned the assembly of this request's page off after it was set up
     /// (`req.esi` / `resp.do_esi` set false in vcl_deliver).
     pub(super) fn esi_turned_off(&self) -> bool {

@@ -99,6 +99,16 @@ fn begin(
     let mut step = drive(&mut txn, Step::Recv);
     loop {
         match step {
+            // A page parsed as it is delivered: the deliver step waits for whether it holds
+            // ESI (`Rest::run`).
+            Step::Deliver(resp) if super::filter::esi::needs_settle(&resp) => {
+                return Handled::Waits(Box::new(Rest {
+                    txn,
+                    step: Step::Deliver(resp),
+                    started,
+                    send: None,
+                }));
+            }
             Step::Deliver(resp) => match txn.policy.deliver(&mut txn, resp) {
                 // An ESI page waits for its first bytes before its head goes out
                 // (`Rest::run`), after vcl_deliver (which may turn its assembly off).
@@ -192,6 +202,18 @@ impl Rest {
                 Step::Slices(meta) => txn.slices(meta).await,
                 Step::RepresentationIo(io) => txn.representation_io(io).await,
                 Step::SliceProbe(start) => txn.slice_probe(start).await,
+                Step::Deliver(mut resp) if super::filter::esi::needs_settle(&resp) => {
+                    match super::filter::esi::settle(&mut resp).await {
+                        Ok(esi) => {
+                            txn.esi_settled(esi);
+                            Step::Deliver(resp)
+                        }
+                        Err(_) => drive(
+                            &mut txn,
+                            Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "esi-include-failed"),
+                        ),
+                    }
+                }
                 Step::Deliver(resp) => match txn.policy.deliver(&mut txn, resp) {
                     // Primed at the top of the loop (`Step::Recv` is not run then).
                     Delivery::Send(resp) if super::filter::esi::needs_prime(&resp) => {

@@ -293,6 +293,11 @@ impl Txn {
                     == Some(crate::http::accept_encoding::Coding::Identity)
             });
             let p = esi::Page::new(self.proxy.clone(), &self.req, self.client, self.vcl_time());
+            // VCL's deliver step reads whether it is an ESI page (`obj.can_esi`): it waits
+            // for the parse's answer (`esi::settle`).
+            if self.vcl.is_some() {
+                p.hold.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             let url = self.req.uri.path_and_query().map_or("/", |p| p.as_str());
             self.filters
                 .deliver

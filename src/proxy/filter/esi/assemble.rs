@@ -280,13 +280,14 @@ impl Assemble {
             Poll::Ready(None) => (parser.end(), true),
         };
         let found = parser.found();
+        let not_xml = parser.not_xml();
         // All includes known: the body ended, or it is not XML (sent as it is).
-        let settles = !*known && (done || parser.not_xml());
+        let settles = !*known && (done || not_xml);
         // The page's length is its body's when it holds no ESI: the head can say it
         // (`prime`).
         let length = match (found, done, *len) {
             (false, true, n) => Some(n.unwrap_or(parser.read())),
-            (false, false, Some(n)) if parser.not_xml() => Some(n),
+            (false, false, Some(n)) if not_xml => Some(n),
             _ => None,
         };
         *known |= settles;
@@ -300,7 +301,10 @@ impl Assemble {
             *l = Some(n);
         }
         if found {
+            self.page.decide(super::include::VERDICT_ESI);
             self.count();
+        } else if done || not_xml {
+            self.page.decide(super::include::VERDICT_NONE);
         }
         self.extend(ops);
         Poll::Ready(Ok(()))
@@ -360,6 +364,13 @@ impl BodyFilter for Assemble {
             && self.page.off.load(std::sync::atomic::Ordering::Relaxed)
         {
             self.tasks.clear();
+            // What was read ahead while the policy waited (`prime::settle`) goes first.
+            if let Input::Parsing { chunks, held, .. } = &mut self.input
+                && let Some(chunk) = chunks.pop_front()
+            {
+                *held -= chunk.len();
+                return Poll::Ready(Some(Ok(chunk)));
+            }
             return input.poll_chunk(cx);
         }
         // A page parsed here is read ahead while its pieces are there (a small one whole,
@@ -370,6 +381,16 @@ impl BodyFilter for Assemble {
                 Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
                 Poll::Ready(Ok(())) => {}
             }
+        }
+        if self.parsing() && self.held() >= READ_AHEAD {
+            // No answer in the bytes read ahead: parsed (and reported) as an ESI page.
+            self.page.decide(super::include::VERDICT_ESI);
+        }
+        // The policy waits for the verdict before its deliver step (`prime::settle`): no
+        // include starts before it ran (it may turn the assembly off). The wait's waker
+        // is the input's (read ahead above) until the verdict is known.
+        if self.page.hold.load(std::sync::atomic::Ordering::Relaxed) {
+            return Poll::Pending;
         }
         loop {
             if let Some(chunk) = self.out.pop_front() {

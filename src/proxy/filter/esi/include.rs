@@ -100,7 +100,21 @@ pub struct Page {
     pub length: Mutex<Option<u64>>,
     /// The page request's Varnish-style records (`log.vsl_records`), when kept.
     pub vsl: Option<crate::txlog::vsl::Current>,
+    /// Whether the page holds ESI, as far as its parse knows (`Verdict`): what VCL's
+    /// `obj.can_esi` reads of a page parsed as it is delivered (`prime::settle`).
+    pub verdict: std::sync::atomic::AtomicU8,
+    /// Set while the policy waits for the verdict before its deliver step: the assembly
+    /// reads and parses ahead but starts no include and emits nothing (`prime::settle`).
+    pub hold: std::sync::atomic::AtomicBool,
 }
+
+/// [`Page::verdict`]: not known yet.
+pub const VERDICT_UNKNOWN: u8 = 0;
+/// [`Page::verdict`]: the page holds ESI (an element was found, or its first
+/// `READ_AHEAD` bytes were read without an answer: it is parsed as an ESI page).
+pub const VERDICT_ESI: u8 = 1;
+/// [`Page::verdict`]: no ESI (not XML, or read whole without any).
+pub const VERDICT_NONE: u8 = 2;
 
 /// Request fields a sub-request never carries.
 const NOT_INHERITED: [header::HeaderName; 9] = [
@@ -174,6 +188,8 @@ impl Page {
             off: std::sync::atomic::AtomicBool::new(false),
             length: Mutex::new(None),
             vsl: req.extensions.get::<crate::txlog::vsl::Current>().cloned(),
+            verdict: std::sync::atomic::AtomicU8::new(VERDICT_UNKNOWN),
+            hold: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -225,6 +241,16 @@ impl Page {
 
     /// An include whose freshness was unknown settled (fetched or failed), or a page parsed
     /// as it is delivered has no more includes to find.
+    /// Notes what the parse found out (`VERDICT_*`), once.
+    pub(super) fn decide(&self, verdict: u8) {
+        let _ = self.verdict.compare_exchange(
+            VERDICT_UNKNOWN,
+            verdict,
+            std::sync::atomic::Ordering::Relaxed,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
     pub(super) fn settled(&self) {
         if let Ok(mut f) = self.freshness.lock() {
             f.unknown = f.unknown.saturating_sub(1);

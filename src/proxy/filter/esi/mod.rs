@@ -20,7 +20,7 @@ pub use assemble::Assemble;
 pub use gzip::GzipPage;
 pub use include::Page;
 pub use parse::{Slot, attach, stored_fields, turn_on};
-pub use prime::{Prime, needs_prime, prime};
+pub use prime::{Prime, needs_prime, needs_settle, prime, settle};
 
 /// A body of given chunks, for the tests.
 #[cfg(test)]

@@ -8,11 +8,13 @@ use std::sync::Arc;
 
 use http::Response;
 use http::header::{self, HeaderMap, HeaderValue};
+use http_body::Body;
 use http_body_util::BodyExt;
 
 use super::assemble::PageFailed;
-use super::include::{Freshness, Page, seconds_left};
+use super::include::{Freshness, Page, VERDICT_NONE, VERDICT_UNKNOWN, seconds_left};
 use crate::proxy::body::ResponseBody;
+use std::sync::atomic::Ordering;
 
 /// The mark on a response whose body is an assembled page.
 #[derive(Clone)]
@@ -21,6 +23,55 @@ pub struct Prime(pub Arc<Page>);
 /// Whether `resp` is an assembled page whose first bytes are still to be awaited.
 pub fn needs_prime(resp: &Response<ResponseBody>) -> bool {
     resp.extensions().get::<Prime>().is_some()
+}
+
+/// Whether the policy must wait for `resp`'s ESI verdict before its deliver step
+/// ([`settle`]).
+pub fn needs_settle(resp: &Response<ResponseBody>) -> bool {
+    resp.extensions()
+        .get::<Prime>()
+        .is_some_and(|p| p.0.hold.load(Ordering::Relaxed))
+}
+
+/// Waits until the parse of a page parsed as it is delivered knows whether it holds ESI
+/// (its first element, its first non-white byte not `<`, its end, or `READ_AHEAD` bytes
+/// without an answer), then lets the assembly go on: `Ok(true)` for an ESI page. VCL's
+/// `obj.can_esi` reads it in vcl_deliver, as Varnish — which fetches an ESI object whole
+/// before delivering it — answers there. No include starts while it waits. `Err`: the
+/// body failed before an answer (the page's 503, as [`prime`]'s).
+pub async fn settle(resp: &mut Response<ResponseBody>) -> Result<bool, PageFailed> {
+    let Some(Prime(page)) = resp.extensions().get::<Prime>().cloned() else {
+        return Ok(false);
+    };
+    let known = |page: &Page| page.verdict.load(Ordering::Relaxed) != VERDICT_UNKNOWN;
+    let mut early = None;
+    let outcome = std::future::poll_fn(|cx| {
+        if known(&page) {
+            return std::task::Poll::Ready(Ok(()));
+        }
+        match std::pin::Pin::new(resp.body_mut()).poll_frame(cx) {
+            std::task::Poll::Pending if known(&page) => std::task::Poll::Ready(Ok(())),
+            std::task::Poll::Pending => std::task::Poll::Pending,
+            // The assembly emits nothing while held; a filter that did is kept in front.
+            std::task::Poll::Ready(Some(Ok(frame))) => {
+                early = frame.into_data().ok();
+                std::task::Poll::Ready(Ok(()))
+            }
+            std::task::Poll::Ready(None) => std::task::Poll::Ready(Ok(())),
+            std::task::Poll::Ready(Some(Err(e))) => std::task::Poll::Ready(Err(e)),
+        }
+    })
+    .await;
+    page.hold.store(false, Ordering::Relaxed);
+    if let Err(e) = outcome {
+        tracing::info!(error = %e, "ESI page failed before its first byte");
+        return Err(PageFailed);
+    }
+    if let Some(data) = early {
+        let body = std::mem::replace(resp.body_mut(), ResponseBody::empty());
+        *resp.body_mut() = ResponseBody::chain(vec![ResponseBody::full(data), body]);
+    }
+    Ok(page.verdict.load(Ordering::Relaxed) != VERDICT_NONE)
 }
 
 /// `resp` with its first chunk read (and put back in front of the rest), its
