@@ -1,0 +1,206 @@
+//! Cutting a file at a time: the keyframe at or before the start found on the video
+//! tracks, every track cut there (and before an end), and the new head written: `ftyp`, a
+//! `moov` whose tables start at the cut and whose chunk offsets point into the `mdat` header
+//! that follows it.
+
+use super::Layout;
+use super::bad::Bad;
+use super::boxes::{self, Boxes, Header, write_header};
+use super::trak::{self, Trak};
+
+/// A file cut at a time: `head` (ftyp, the new moov, an mdat header), then the file's bytes
+/// `from..to` (`to`: `None` to the end of the file). Without an end, what follows the mdat
+/// (`to`) may be sent too: it is boxes after the mdat; with one, nothing after `to` is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cut {
+    pub head: Vec<u8>,
+    pub from: u64,
+    pub to: Option<u64>,
+    /// The time the answer starts at (the keyframe's), in seconds.
+    pub start: f64,
+}
+
+/// Cuts the file whose first bytes are `prefix` (laid out as `layout` says) at `start`
+/// seconds. `Ok(None)`: the time is at or before the first keyframe, the file is sent as it
+/// is.
+pub fn cut(prefix: &[u8], layout: &Layout, start: f64) -> Result<Option<Cut>, Bad> {
+    cut_span(prefix, layout, start, None)
+}
+
+/// Cuts the file at `start` seconds (as [`cut`]; 0: from the beginning) and, with `end`, ends
+/// it before the first sample of each track at or after `end` seconds (nginx's `end=`; each
+/// track keeps at least one sample). An `end` at or before the start is no end.
+pub fn cut_span(
+    prefix: &[u8],
+    layout: &Layout,
+    start: f64,
+    end: Option<f64>,
+) -> Result<Option<Cut>, Bad> {
+    let start = if start.is_finite() && start > 0.0 {
+        start
+    } else {
+        0.0
+    };
+    let end = end.filter(|e| e.is_finite() && *e > start);
+    if start <= 0.0 && end.is_none() {
+        return Ok(None);
+    }
+    let moov = prefix.get(layout.moov.clone()).ok_or(Bad("short moov"))?;
+    let header = Header::read(moov)?.ok_or(Bad("short moov"))?;
+    let body = &moov[header.len..];
+    let mut traks = Vec::new();
+    let mut mvhd = None;
+    for child in Boxes::new(body) {
+        let (kind, payload) = child?;
+        match &kind {
+            b"mvhd" => mvhd = Some(payload),
+            b"trak" => traks.push(Trak::read(payload)?),
+            b"mvex" => return Err(Bad("a fragmented mp4")),
+            _ => {}
+        }
+    }
+    let mvhd = mvhd.ok_or(Bad("no mvhd"))?;
+    if traks.is_empty() {
+        return Err(Bad("no track"));
+    }
+    // The keyframe at or before the time, on the tracks that have sync samples (video): the
+    // earliest of them. Every track is cut at that time, so sound and picture stay together.
+    let mut key: Option<(u64, u32)> = None;
+    for t in traks.iter().filter(|t| t.has_sync() && start > 0.0) {
+        let units = t.units_of(start);
+        let sample = t.keyframe_at_or_before(units)?;
+        let time = t.time_of(sample);
+        // Compared as fractions of a second: time / timescale.
+        if key.is_none_or(|(kt, ks)| {
+            u128::from(time) * u128::from(ks) < u128::from(kt) * u128::from(t.timescale)
+        }) {
+            key = Some((time, t.timescale));
+        }
+    }
+    let (key_time, key_scale) = match key {
+        Some(k) => k,
+        None => (traks[0].units_of(start), traks[0].timescale),
+    };
+    if key_time == 0 && end.is_none() {
+        return Ok(None);
+    }
+    let mut cuts = Vec::with_capacity(traks.len());
+    for t in &traks {
+        let first = t.first_at_or_after(key_time, key_scale);
+        if first >= t.samples() {
+            return Err(Bad("the start is past the end of a track"));
+        }
+        let last = match end {
+            Some(e) => t
+                .first_at_or_after(t.units_of(e), t.timescale)
+                .clamp(first + 1, t.samples()),
+            None => t.samples(),
+        };
+        cuts.push(t.cut(first, last)?);
+    }
+    let from = cuts
+        .iter()
+        .map(|c| c.data_start)
+        .min()
+        .ok_or(Bad("no track"))?;
+    if from < layout.mdat_data || layout.mdat_end.is_some_and(|e| from > e) {
+        return Err(Bad("a chunk offset outside the mdat"));
+    }
+    // With an end, the data runs to the end of the last kept sample of any track.
+    let to = match end {
+        Some(_) => {
+            let to = cuts.iter().map(|c| c.data_end).max().unwrap_or(from);
+            if layout.mdat_end.is_some_and(|e| to > e) {
+                return Err(Bad("a chunk offset outside the mdat"));
+            }
+            Some(to)
+        }
+        None => layout.mdat_end,
+    };
+    let seconds = key_time as f64 / f64::from(key_scale.max(1));
+    let span = boxes::Trim {
+        start: seconds,
+        keep: end.map(|e| e - seconds),
+    };
+    // The new moov, its offsets relative to where the data will start; the size does not
+    // depend on the offsets' values, so it is written twice: once to measure, once for real.
+    let ftyp = match &layout.ftyp {
+        Some(r) => prefix.get(r.clone()).ok_or(Bad("short ftyp"))?,
+        None => &[],
+    };
+    let mdat_len = to.map(|e| e - from);
+    let mdat_header = mdat_header(mdat_len);
+    let draft = write_moov(body, &traks, &cuts, mvhd, span, 0, from)?;
+    let data_at = (ftyp.len() + draft.len() + mdat_header.len()) as u64;
+    let moov = write_moov(body, &traks, &cuts, mvhd, span, data_at, from)?;
+    if moov.len() != draft.len() {
+        return Err(Bad("the moov changed size"));
+    }
+    let mut head = Vec::with_capacity(data_at as usize);
+    head.extend_from_slice(ftyp);
+    head.extend_from_slice(&moov);
+    head.extend_from_slice(&mdat_header);
+    Ok(Some(Cut {
+        head,
+        from,
+        to,
+        start: seconds,
+    }))
+}
+
+/// An mdat header for `len` data bytes (`None`: to the end of the file).
+fn mdat_header(len: Option<u64>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16);
+    match len {
+        Some(n) if n + 8 <= u64::from(u32::MAX) => write_header(&mut out, b"mdat", n + 8),
+        Some(n) => {
+            out.extend_from_slice(&1u32.to_be_bytes());
+            out.extend_from_slice(b"mdat");
+            out.extend_from_slice(&(n + 16).to_be_bytes());
+        }
+        None => {
+            out.extend_from_slice(&0u32.to_be_bytes());
+            out.extend_from_slice(b"mdat");
+        }
+    }
+    out
+}
+
+/// The new moov: its boxes in their order, `mvhd`'s duration shortened, each `trak` cut,
+/// chunk offsets moved from `from` (in the file) to `data_at` (in the answer).
+fn write_moov(
+    body: &[u8],
+    traks: &[Trak<'_>],
+    cuts: &[trak::TrackCut],
+    mvhd: &[u8],
+    seconds: boxes::Trim,
+    data_at: u64,
+    from: u64,
+) -> Result<Vec<u8>, Bad> {
+    let movie = boxes::timescale(mvhd, &boxes::MVHD)?;
+    let mut inner = Vec::new();
+    let mut next = 0;
+    for child in Boxes::new(body) {
+        let (kind, payload) = child?;
+        match &kind {
+            b"mvhd" => {
+                let mut m = mvhd.to_vec();
+                boxes::shorten_duration(&mut m, &boxes::MVHD, seconds, None)?;
+                boxes::write_box(&mut inner, b"mvhd", &m);
+            }
+            b"trak" => {
+                let (t, c) = (
+                    traks.get(next).ok_or(Bad("tracks"))?,
+                    cuts.get(next).ok_or(Bad("tracks"))?,
+                );
+                next += 1;
+                let trak = t.write(c, seconds, movie, data_at, from)?;
+                boxes::write_box(&mut inner, b"trak", &trak);
+            }
+            _ => boxes::write_box(&mut inner, &kind, payload),
+        }
+    }
+    let mut out = Vec::with_capacity(inner.len() + 8);
+    boxes::write_box(&mut out, b"moov", &inner);
+    Ok(out)
+}
