@@ -46,6 +46,40 @@ pub fn cut_span(
         return Ok(None);
     }
     let moov = prefix.get(layout.moov.clone()).ok_or(Bad("short moov"))?;
+    let moov = read_moov(moov)?;
+    let (key_time, key_scale) = key_time(&moov.traks, start)?;
+    if key_time == 0 && end.is_none() {
+        return Ok(None);
+    }
+    let cuts = track_cuts(&moov.traks, (key_time, key_scale), end)?;
+    let (from, to) = data_span(&cuts, layout, end)?;
+    let seconds = key_time as f64 / f64::from(key_scale.max(1));
+    let span = boxes::Trim {
+        start: seconds,
+        keep: end.map(|e| e - seconds),
+    };
+    let ftyp = match &layout.ftyp {
+        Some(r) => prefix.get(r.clone()).ok_or(Bad("short ftyp"))?,
+        None => &[],
+    };
+    let head = write_head(ftyp, &moov, &cuts, span, (from, to))?;
+    Ok(Some(Cut {
+        head,
+        from,
+        to,
+        start: seconds,
+    }))
+}
+
+/// A read `moov`: its children (its body), its `mvhd`, its tracks.
+struct Moov<'a> {
+    body: &'a [u8],
+    mvhd: &'a [u8],
+    traks: Vec<Trak<'a>>,
+}
+
+/// A `moov`'s children (its body), its `mvhd` and its tracks read.
+fn read_moov(moov: &[u8]) -> Result<Moov<'_>, Bad> {
     let header = Header::read(moov)?.ok_or(Bad("short moov"))?;
     let body = &moov[header.len..];
     let mut traks = Vec::new();
@@ -63,8 +97,13 @@ pub fn cut_span(
     if traks.is_empty() {
         return Err(Bad("no track"));
     }
-    // The keyframe at or before the time, on the tracks that have sync samples (video): the
-    // earliest of them. Every track is cut at that time, so sound and picture stay together.
+    Ok(Moov { body, mvhd, traks })
+}
+
+/// The keyframe at or before `start` on the tracks that have sync samples (video): the
+/// earliest of them, as (time, timescale). Every track is cut at that time, so sound and
+/// picture stay together. Without a video track: `start` on the first track.
+fn key_time(traks: &[Trak<'_>], start: f64) -> Result<(u64, u32), Bad> {
     let mut key: Option<(u64, u32)> = None;
     for t in traks.iter().filter(|t| t.has_sync() && start > 0.0) {
         let units = t.units_of(start);
@@ -77,15 +116,19 @@ pub fn cut_span(
             key = Some((time, t.timescale));
         }
     }
-    let (key_time, key_scale) = match key {
-        Some(k) => k,
-        None => (traks[0].units_of(start), traks[0].timescale),
-    };
-    if key_time == 0 && end.is_none() {
-        return Ok(None);
-    }
+    let traks0 = traks.first().ok_or(Bad("no track"))?;
+    Ok(key.unwrap_or_else(|| (traks0.units_of(start), traks0.timescale)))
+}
+
+/// Each track cut from its first sample at or after the key time, up to (not with) its
+/// first sample at or after `end`.
+fn track_cuts(
+    traks: &[Trak<'_>],
+    (key_time, key_scale): (u64, u32),
+    end: Option<f64>,
+) -> Result<Vec<trak::TrackCut>, Bad> {
     let mut cuts = Vec::with_capacity(traks.len());
-    for t in &traks {
+    for t in traks {
         let first = t.first_at_or_after(key_time, key_scale);
         if first >= t.samples() {
             return Err(Bad("the start is past the end of a track"));
@@ -98,6 +141,16 @@ pub fn cut_span(
         };
         cuts.push(t.cut(first, last)?);
     }
+    Ok(cuts)
+}
+
+/// Where the kept media data is in the file: from the first kept sample of any track; with
+/// an end, to the end of the last kept sample of any track, else to the mdat's end.
+fn data_span(
+    cuts: &[trak::TrackCut],
+    layout: &Layout,
+    end: Option<f64>,
+) -> Result<(u64, Option<u64>), Bad> {
     let from = cuts
         .iter()
         .map(|c| c.data_start)
@@ -106,7 +159,6 @@ pub fn cut_span(
     if from < layout.mdat_data || layout.mdat_end.is_some_and(|e| from > e) {
         return Err(Bad("a chunk offset outside the mdat"));
     }
-    // With an end, the data runs to the end of the last kept sample of any track.
     let to = match end {
         Some(_) => {
             let to = cuts.iter().map(|c| c.data_end).max().unwrap_or(from);
@@ -117,22 +169,24 @@ pub fn cut_span(
         }
         None => layout.mdat_end,
     };
-    let seconds = key_time as f64 / f64::from(key_scale.max(1));
-    let span = boxes::Trim {
-        start: seconds,
-        keep: end.map(|e| e - seconds),
-    };
-    // The new moov, its offsets relative to where the data will start; the size does not
-    // depend on the offsets' values, so it is written twice: once to measure, once for real.
-    let ftyp = match &layout.ftyp {
-        Some(r) => prefix.get(r.clone()).ok_or(Bad("short ftyp"))?,
-        None => &[],
-    };
+    Ok((from, to))
+}
+
+/// The answer's head: `ftyp`, the new moov (its offsets relative to where the data will
+/// start), the mdat header. The moov's size does not depend on the offsets' values, so it is
+/// written twice: once to measure, once for real.
+fn write_head(
+    ftyp: &[u8],
+    m: &Moov<'_>,
+    cuts: &[trak::TrackCut],
+    span: boxes::Trim,
+    (from, to): (u64, Option<u64>),
+) -> Result<Vec<u8>, Bad> {
     let mdat_len = to.map(|e| e - from);
     let mdat_header = mdat_header(mdat_len);
-    let draft = write_moov(body, &traks, &cuts, mvhd, span, 0, from)?;
+    let draft = write_moov(m.body, &m.traks, cuts, m.mvhd, span, 0, from)?;
     let data_at = (ftyp.len() + draft.len() + mdat_header.len()) as u64;
-    let moov = write_moov(body, &traks, &cuts, mvhd, span, data_at, from)?;
+    let moov = write_moov(m.body, &m.traks, cuts, m.mvhd, span, data_at, from)?;
     if moov.len() != draft.len() {
         return Err(Bad("the moov changed size"));
     }
@@ -140,12 +194,7 @@ pub fn cut_span(
     head.extend_from_slice(ftyp);
     head.extend_from_slice(&moov);
     head.extend_from_slice(&mdat_header);
-    Ok(Some(Cut {
-        head,
-        from,
-        to,
-        start: seconds,
-    }))
+    Ok(head)
 }
 
 /// An mdat header for `len` data bytes (`None`: to the end of the file).
