@@ -17,18 +17,20 @@ fn byte(v: u64, i: u64) -> u8 {
     ((i.wrapping_mul(31) ^ (i >> 11)).wrapping_add(v * 101) % 251) as u8
 }
 
-fn bytes(v: u64, start: u64, end: u64) -> Vec<u8> {
+pub(super) fn bytes(v: u64, start: u64, end: u64) -> Vec<u8> {
     (start..=end).map(|i| byte(v, i)).collect()
 }
 
 /// The origin's state: the file's version (its ETag), whether it ignores Range, and the
 /// body bytes it sent.
 #[derive(Clone, Default)]
-struct File {
-    version: Arc<AtomicU64>,
+pub(super) struct File {
+    pub(super) version: Arc<AtomicU64>,
     ignore_range: Arc<AtomicBool>,
     /// Answers after 300 ms (concurrent clients then meet while a slice is fetched).
     slow: Arc<AtomicBool>,
+    /// Says `max-age=0` (no freshness of its own: only a rule's `ttl` stores it).
+    pub(super) expired: Arc<AtomicBool>,
     sent: Arc<AtomicU64>,
 }
 
@@ -49,7 +51,7 @@ fn range(header: &str, len: u64) -> Option<(u64, u64)> {
     (a <= b).then_some((a, b))
 }
 
-async fn origin(len: u64) -> (Origin, File) {
+pub(super) async fn origin(len: u64) -> (Origin, File) {
     let file = File::default();
     file.version.store(1, Ordering::SeqCst);
     let f = file.clone();
@@ -66,7 +68,11 @@ async fn origin(len: u64) -> (Origin, File) {
                 .delay(delay)
                 .status(status)
                 .body(ReplyBody::Bytes(body))
-                .cc("max-age=3600")
+                .cc(if f.expired.load(Ordering::SeqCst) {
+                    "max-age=0"
+                } else {
+                    "max-age=3600"
+                })
                 .header("etag", &format!("\"v{v}\""))
                 .header("last-modified", "Sat, 01 Jan 2022 00:00:00 GMT")
                 .header("content-type", "video/mp4")
@@ -90,7 +96,7 @@ async fn origin(len: u64) -> (Origin, File) {
     (origin, file)
 }
 
-fn sliced(c: &mut Config) {
+pub(super) fn sliced(c: &mut Config) {
     c.cache.memory_size = Size(64 * MIB);
     c.cache.max_object_size = Size(4 * MIB);
     c.cache.slice = true;
@@ -98,7 +104,7 @@ fn sliced(c: &mut Config) {
 }
 
 /// The Ranges the origin was asked, in order.
-fn asked(origin: &Origin) -> Vec<String> {
+pub(super) fn asked(origin: &Origin) -> Vec<String> {
     origin
         .seen
         .lock()
@@ -116,7 +122,7 @@ fn asked(origin: &Origin) -> Vec<String> {
 
 /// Waits (bounded) until `n` objects were stored: a slice read in part by its client is
 /// still completed and stored by its fill.
-async fn stored(shellac: &Shellac, n: u64) {
+pub(super) async fn stored(shellac: &Shellac, n: u64) {
     assert!(
         eventually(Duration::from_secs(10), || async {
             shellac.stat("cache_insert").await >= n
@@ -126,7 +132,7 @@ async fn stored(shellac: &Shellac, n: u64) {
     );
 }
 
-async fn ranged(shellac: &Shellac, a: u64, b: u64) -> Resp {
+pub(super) async fn ranged(shellac: &Shellac, a: u64, b: u64) -> Resp {
     get_with(
         shellac.addr,
         "/movie.mp4",
