@@ -121,11 +121,20 @@ impl Rules {
         self.rules.is_empty()
     }
 
-    /// Whether any rule has a request-phase action that changes a hit (`change_a_hit`).
-    pub fn act_on_requests(&self, cookies_matter: bool) -> bool {
+    /// Whether any rule has a request-phase action that changes a hit (`change_a_hit`) of a
+    /// request that is an FLV or MP4 seek (`seeking`: its target has `start=`) or not. An
+    /// `flv` or `mp4` rule changes only seeks: a site with one still has plain fast hits
+    /// without a header map built and every rule matched per hit.
+    pub fn act_on_requests(&self, cookies_matter: bool, seeking: bool) -> bool {
         self.rules
             .iter()
-            .any(|r| r.acts_on_request(cookies_matter, true))
+            .any(|r| r.acts_on_request(cookies_matter, seeking))
+    }
+
+    /// Whether any rule says `compress` (which `compress` answers only for the rules a
+    /// request matched): a fast hit that would serve another coding steps aside.
+    pub fn say_compress(&self) -> bool {
+        self.rules.iter().any(|r| r.cfg.compress.is_some())
     }
 
     /// Request phase: finds the matching rules in order and applies their request actions
@@ -265,12 +274,12 @@ impl Rules {
         cookies_matter: bool,
         conn: Conn<'_>,
     ) -> bool {
-        if !self.act_on_requests(cookies_matter) {
+        // An `flv` or `mp4` rule changes only a seek.
+        let seeking = path_and_query.contains("start=");
+        if !self.act_on_requests(cookies_matter, seeking) {
             return false;
         }
         let target = self.target(host, path_and_query, conn);
-        // An `flv` or `mp4` rule changes only a seek.
-        let seeking = path_and_query.contains("start=");
         self.rules.iter().enumerate().any(|(i, rule)| {
             rule.acts_on_request(cookies_matter, seeking)
                 && target.matches(i, rule, method, headers)

@@ -30,14 +30,16 @@ const NOT_MODIFIED_FIELDS: [HeaderName; 7] = [
     header::LAST_MODIFIED,
 ];
 
-/// Fields meant for the cache, never sent to clients (the last two: a stored ESI program,
-/// `esi::FIELD`, and a stored encoded object's identity, `cache::identity::FIELD`).
-const SURROGATE_ONLY: [HeaderName; 5] = [
+/// Fields meant for the cache, never sent to clients (the last three: a stored ESI program,
+/// `esi::FIELD`, a stored encoded object's identity, `cache::identity::FIELD`, and the
+/// generation a representation was made from, `cache::representation::FIELD`).
+const SURROGATE_ONLY: [HeaderName; 6] = [
     HeaderName::from_static("surrogate-control"),
     HeaderName::from_static("surrogate-key"),
     HeaderName::from_static("xkey"),
     HeaderName::from_static(crate::esi::FIELD),
     HeaderName::from_static(crate::cache::identity::FIELD),
+    HeaderName::from_static(crate::cache::representation::FIELD),
 ];
 
 /// A response from a stored object, honouring the request's preconditions and Range.

@@ -75,7 +75,7 @@ fn which_rules_change_a_hit() {
          [[rule]]\ncookie = '^session'\npass = true\n\n\
          [[rule]]\nrequest_header = { \"x-debug\" = \"\" }\nset_request_headers = { \"x-a\" = \"1\" }\n",
     );
-    assert!(r.act_on_requests(false));
+    assert!(r.act_on_requests(false, false));
     let mut h = HeaderMap::new();
     assert!(!r.change_a_hit(
         "example.com",
@@ -104,7 +104,7 @@ fn which_rules_change_a_hit() {
         "edits"
     );
     let quiet = rules("[[rule]]\nmin_ttl = \"2m\"\nstrip_set_cookie = true\n");
-    assert!(!quiet.act_on_requests(true));
+    assert!(!quiet.act_on_requests(true, true));
     assert!(!quiet.change_a_hit("example.com", "/", &Method::GET, &h, true, Conn::default()));
     // Stripping cookies changes a hit only where cookies matter.
     let strip = rules("[[rule]]\npath = '\\.css$'\nstrip_request_cookies = true\ncache = true\n");
@@ -125,6 +125,31 @@ fn which_rules_change_a_hit() {
         true,
         Conn::default()
     ));
+}
+
+/// An `flv` rule changes only seeks (`?start=`): plain requests do not even need the rules
+/// matched; a rule saying `compress` is seen.
+#[test]
+fn an_flv_rule_changes_only_seeks() {
+    let r = rules("[[rule]]\npath = '\\.flv$'\nflv = true\n\n[[rule]]\nttl = \"1h\"\n");
+    assert!(!r.act_on_requests(false, false));
+    assert!(r.act_on_requests(false, true));
+    let h = HeaderMap::new();
+    let hit = |target| {
+        r.change_a_hit(
+            "example.com",
+            target,
+            &Method::GET,
+            &h,
+            false,
+            Conn::default(),
+        )
+    };
+    assert!(!hit("/v.flv"));
+    assert!(hit("/v.flv?start=100"));
+    assert!(!hit("/info.php?start=100"), "not matched");
+    assert!(!r.say_compress());
+    assert!(rules("[[rule]]\npath = '^/a'\ncompress = false\n").say_compress());
 }
 
 /// `rate_limit` keys: `host` and `site` count per host / per site, and a set of site

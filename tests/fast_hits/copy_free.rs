@@ -246,3 +246,65 @@ async fn an_identity_representation_goes_out_copy_free() {
     );
     shellac.stop().await;
 }
+
+/// bench/ab2009.sh phpcached: a stored gzip page's identity representation answers a client
+/// without gzip as a fast hit — the full path's answer (status, fields, body), copy-free —
+/// and neither path sends the representation's `shellac-source` field (regression: it
+/// leaked to every client the representation answered).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_representation_is_a_fast_hit_like_the_full_paths() {
+    let origin = Origin::start(|s| origin_reply(&s.path)).await;
+    let fast = Shellac::start(origin.addr, |_| {}).await;
+    let full = Shellac::start(origin.addr, |c| c.server.fast_hits = false).await;
+    let page = html();
+    for shellac in [&fast, &full] {
+        let gz = get_with(shellac.addr, "/page.html", &[("accept-encoding", "gzip")]).await;
+        assert_eq!(gz.header("content-encoding"), Some("gzip"));
+        let built = eventually(Duration::from_secs(10), || async {
+            assert_eq!(get(shellac.addr, "/page.html").await.text(), page);
+            shellac.stat("compress_identity").await == 1
+        })
+        .await;
+        assert!(built, "an identity representation is built");
+    }
+    let fast_before = fast.stats().await;
+    for method in ["GET", "HEAD"] {
+        let a = request(
+            fast.addr,
+            method,
+            "/page.html",
+            &[("user-agent", "t/1")],
+            b"",
+        )
+        .await;
+        let b = request(
+            full.addr,
+            method,
+            "/page.html",
+            &[("user-agent", "t/1")],
+            b"",
+        )
+        .await;
+        assert_eq!(a.header("shellac-source"), None, "{method}");
+        assert_eq!(b.header("shellac-source"), None, "{method}");
+        assert!(a.header("content-encoding").is_none());
+        assert_eq!(super::shape(&a), super::shape(&b), "{method}");
+    }
+    let f = fast.stats().await;
+    assert_eq!(f["cache_hit_fast"] - fast_before["cache_hit_fast"], 2);
+    assert_eq!(
+        f["compress_encoded_served"] - fast_before["compress_encoded_served"],
+        2
+    );
+    assert!(
+        f["splice_bytes"] - fast_before["splice_bytes"] >= page.len() as u64,
+        "the fast GET went out copy-free"
+    );
+    // A gzip client still gets the stored gzip page, fast.
+    let gz = get_with(fast.addr, "/page.html", &[("accept-encoding", "gzip")]).await;
+    assert_eq!(gz.header("content-encoding"), Some("gzip"));
+    assert_eq!(gz.header("shellac-source"), None);
+    assert_eq!(fast.stat("cache_hit_fast").await, f["cache_hit_fast"] + 1);
+    fast.stop().await;
+    full.stop().await;
+}

@@ -8,14 +8,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use http::{HeaderMap, HeaderName, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
-use super::super::Proxy;
 use super::super::site::{Choice, Site};
+use super::super::{Proxy, deliver};
 use super::head::Head;
 use crate::cache::ban::BanCheck;
 use crate::cache::vary::{VaryIndex, variant_hash};
-use crate::cache::{Body, CacheKey, Object};
+use crate::cache::{Body, CacheKey, Object, Prepared};
+use crate::http::accept_encoding::{Accepts, Coding};
 use crate::rules::Rules;
 
 impl Proxy {
@@ -82,7 +83,7 @@ impl Proxy {
                 .log_format
                 .as_ref()
                 .is_some_and(|f| f.request_headers.contains(&http::header::COOKIE));
-        if !rules.act_on_requests(cookies_matter) {
+        if !rules.act_on_requests(cookies_matter, head.target.contains("start=")) {
             return true;
         }
         // Only a request no rule acts on is a plain hit. The rules' header and cookie
@@ -186,5 +187,40 @@ impl Proxy {
             return None;
         }
         Some(object)
+    }
+
+    /// For a client that takes no gzip (`accepts`), the identity representation of
+    /// `object`, a fresh stored gzip page (`represent/`), with its delivery fields under
+    /// `cache_status` (the object's): what the full path sends that client
+    /// (`coding::representation`), when memory holds one made from these bytes and nothing
+    /// else could decide otherwise — no VCL program, no rule saying `compress`, no br or zstd
+    /// representation preferred. Counted as served. `None`: the full path answers (it
+    /// decodes the page and counts the hit towards building the representation).
+    pub(super) fn identity_in_memory(
+        &self,
+        (primary, object): (&CacheKey, &Object),
+        accepts: &Accepts,
+        rules: &Rules,
+        (now, cache_status): (Instant, &[u8]),
+    ) -> Option<(Arc<Object>, Arc<Prepared>)> {
+        if self.vcl.is_some()
+            || object.status != StatusCode::OK
+            || rules.say_compress()
+            || self.rules.say_compress()
+            || self.representations.preferred(accepts, true) != Some(Coding::Identity)
+        {
+            return None;
+        }
+        let rep = self
+            .representations
+            .in_memory(&self.cache, primary, object, Coding::Identity)?;
+        // Counted as the object's tier (the hit counters read the answering object's).
+        if !matches!(rep.body, Body::Memory(_)) || rep.state.from_disk() != object.state.from_disk()
+        {
+            return None;
+        }
+        let prepared = deliver::prepared(&rep, now, cache_status).ok()?;
+        self.counters.compress_encoded_served.inc();
+        Some((rep, prepared))
     }
 }

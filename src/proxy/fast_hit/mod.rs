@@ -18,7 +18,9 @@
 //! `_` names the full path removes), no operator rule that would answer or edit it
 //! (`Rules::change_a_hit`), a fresh object in memory (of the request's variant when the URL has
 //! `Vary` variants). Under a VCL program, only when it provably changes nothing about the hit
-//! (`proxy/vcl/dry_run.rs`).
+//! (`proxy/vcl/dry_run.rs`). A stored gzip page asked for by a client without gzip is
+//! answered from its identity representation when memory holds one (`represent/`: what the
+//! full path sends then), and declined while there is none.
 //!
 //! [`Prepared::wire`]: crate::cache::Prepared::wire
 
@@ -77,12 +79,13 @@ impl Proxy {
             return None;
         }
         let now = started;
-        let object = self.fresh_in_memory(&head, &primary, varies, now)?;
+        let mut object = self.fresh_in_memory(&head, &primary, varies, now)?;
         let status = deliver::hit_status(&object, now);
-        let prepared = deliver::prepared(&object, now, status.as_bytes()).ok()?;
-        // Stored gzip (or an origin's br or zstd) for a client that does not take it: the
-        // full path decodes it (a delivery filter, `coding.rs`); for one that prefers br or zstd, the full path
-        // serves their representation (`represent/`), as it does for an identity object
+        let mut prepared = deliver::prepared(&object, now, status.as_bytes()).ok()?;
+        // Stored gzip for a client that does not take it: its identity representation from
+        // memory (`represent/`), else the full path decodes it (a delivery filter,
+        // `coding.rs`), as it does an origin's br or zstd; for a client that prefers br or
+        // zstd, the full path serves their representation, as it does for an identity object
         // `[compression]` would gzip now (under rules). One flag for every other hit.
         let recodable = !prepared.gzip
             && prepared.decodable.is_none()
@@ -103,7 +106,16 @@ impl Proxy {
                 Some(c) => !accepts.accepts(c),
                 None => prepared.gzip && !accepts.accepts(Coding::Gzip),
             };
-            if decoded
+            if decoded && prepared.gzip && prepared.decodable.is_none() {
+                // A stored gzip page for a client without gzip: its identity representation
+                // (bench/ab2009.sh phpcached), when memory holds one.
+                (object, prepared) = self.identity_in_memory(
+                    (&primary, &object),
+                    &accepts,
+                    rules,
+                    (now, status.as_bytes()),
+                )?;
+            } else if decoded
                 || (prepared.decodable.is_none()
                     && self
                         .representations

@@ -143,6 +143,21 @@ impl Representations {
         }
     }
 
+    /// The representation in `coding` of `source` (stored under `key`) when memory holds one
+    /// made from these very bytes; else `None`, with nothing counted or removed: a fast hit
+    /// then steps aside and the full path's [`Representations::lookup`] does both. The
+    /// caller that sends it counts `compress_encoded_served`.
+    pub fn in_memory(
+        &self,
+        cache: &Cache,
+        key: &CacheKey,
+        source: &Object,
+        coding: Coding,
+    ) -> Option<Arc<Object>> {
+        let rep = cache.lookup_now(&representation::key(key, coding)).ok()??;
+        (representation::source(&rep) == Some(representation::generation(source))).then_some(rep)
+    }
+
     /// After [`Representations::lookup`] said `NeedsIo`: the representation stored under
     /// `rep_key` in the tiers below (read back from disk after a restart or once memory
     /// evicted it, and promoted to memory like any object; counted in
