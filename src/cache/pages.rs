@@ -10,12 +10,16 @@
 //! when its last reference goes — the kernel's references then keep the pages, with the
 //! body's bytes, alive until the socket is done with them. Heap memory (a response head, a
 //! decoded or filtered body, a body below `MAPPED_MIN`) is reused as soon as it is freed, so
-//! it is never vmspliced: [`Pipe::fill`] copies it into the pipe (write(2)) and lends only
-//! slices [`is_stored`] knows.
+//! it is never vmspliced itself: [`Pipe::fill`] copies it — a short prefix such as a response
+//! head into this thread's arena (`pages/arena.rs`, pages never written twice), lent in the
+//! same vmsplice as the body; a longer one into the pipe (write(2)) — and lends only slices
+//! [`is_stored`] knows.
 //!
 //! Pipes come from a bounded pool ([`Pipe::take`]): at most [`MAX_PIPES`] lent at once (gauge
 //! `n_splice_pipe`), each [`PIPE_SIZE`] bytes; a pipe goes back when it is empty, and one
 //! dropped with bytes still in it is closed (its pages freed with it).
+
+mod arena;
 
 use std::collections::BTreeMap;
 use std::io::{self, IoSlice};
@@ -169,8 +173,9 @@ impl Pipe {
         self.held -= n.min(self.held);
     }
 
-    /// Puts `copied` (copied: heap memory, a response head) and then as much as fits of
-    /// `lent` into the pipe. Of `lent`, only the slices from the first that lie inside stored
+    /// Puts `copied` (copied: heap memory, a response head; up to `arena::MAX_COPY` bytes
+    /// into the arena and lent with `lent` in one vmsplice, longer ones written into the
+    /// pipe) and then as much as fits of `lent` into the pipe. Of `lent`, only the slices from the first that lie inside stored
     /// bodies' mappings ([`stored_run`]) are taken, by reference (vmsplice(2)); the caller
     /// keeps them alive for the call (the kernel holds the pages after). Returns the bytes
     /// put in (of `copied`, then of `lent`, in order) and of those the ones lent.
@@ -181,6 +186,36 @@ impl Pipe {
     ) -> io::Result<(usize, usize)> {
         let write = self.fds.write.as_raw_fd();
         let want: usize = copied.iter().map(|b| b.len()).sum();
+        // A short prefix (a head) copied into this thread's arena (`arena.rs`) and lent with
+        // the stored slices in one vmsplice(2); else written into the pipe first.
+        let run = stored_run(lent).min(libc::UIO_MAXIOV as usize - 1);
+        if want > 0
+            && run > 0
+            && let Some(done) = arena::with_copy(copied, |copy| {
+                let mut iov: smallvec::SmallVec<[IoSlice<'_>; 20]> =
+                    smallvec::SmallVec::with_capacity(run + 1);
+                iov.push(copy);
+                iov.extend_from_slice(&lent[..run]);
+                // SAFETY: the copy lies in the arena, never written again and unmapped, not
+                // reused; the stored slices lie in live stored mappings (checked above, kept
+                // alive by the caller for the call): see the vmsplice below.
+                unsafe {
+                    libc::vmsplice(
+                        write,
+                        iov.as_ptr().cast(),
+                        iov.len(),
+                        libc::SPLICE_F_NONBLOCK,
+                    )
+                }
+            })
+        {
+            if done < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let n = done as usize;
+            self.held += n;
+            return Ok((n, n.saturating_sub(want)));
+        }
         let mut put = 0;
         if want > 0 {
             // SAFETY: `copied` is a valid array of `IoSlice`s (laid out as iovec) the kernel
@@ -298,11 +333,34 @@ pub(super) mod tests {
         assert_eq!(lent, 65_536);
         assert_eq!(put, head.len() + 65_536);
         assert_eq!(pipe.held(), put);
+        // The head was copied (the arena's pages are lent, not the caller's buffer).
+        let sent = head.clone();
+        let mut head = head;
+        head.fill(b'#');
         let out = read_all(&pipe, put);
         forget(body.as_ptr() as usize);
-        assert_eq!(&out[..head.len()], &head[..]);
+        assert_eq!(&out[..sent.len()], &sent[..]);
         assert!(out[head.len()..].iter().all(|&b| b == 9));
         pipe.drained(put);
         assert_eq!(pipe.held(), 0);
+    }
+
+    /// A prefix longer than the arena takes is written into the pipe, then the stored bytes
+    /// lent after it, in order.
+    #[test]
+    fn a_long_prefix_is_written_then_the_body_lent() {
+        let body = vec![4u8; 20_000];
+        register(body.as_ptr() as usize, body.len());
+        let long = vec![6u8; arena::MAX_COPY + 1];
+        let mut pipe = Pipe::take().expect("a pipe");
+        let (put, lent) = pipe
+            .fill(&[IoSlice::new(&long)], &[IoSlice::new(&body)])
+            .expect("fill");
+        assert_eq!((put, lent), (long.len() + body.len(), body.len()));
+        let out = read_all(&pipe, put);
+        forget(body.as_ptr() as usize);
+        assert_eq!(&out[..long.len()], &long[..]);
+        assert_eq!(&out[long.len()..], &body[..]);
+        pipe.drained(put);
     }
 }

@@ -1,8 +1,9 @@
 //! The gate's side of copy-free sending of stored bodies (`cache/pages.rs`): on a cleartext
 //! HTTP/1.1 connection, a write whose bytes include at least [`MIN_LENT`] of a stored body's
 //! own mapping goes out through a pipe lent to the connection — the bytes before them (the
-//! response head, a `Date` line) copied into the pipe, the stored bytes put in by reference
-//! (vmsplice(2)), then the pipe spliced to the socket (splice(2)). The writer (hyper, or the
+//! response head, a `Date` line) copied (into pages of the thread's arena, `cache/pages/
+//! arena.rs`), then put in by reference with the stored bytes in one vmsplice(2), then the
+//! pipe spliced to the socket (splice(2)): two system calls per response. The writer (hyper, or the
 //! fast-answer queue) is told the bytes the pipe took were written; what the socket did not
 //! take yet stays in the pipe, which stays with the connection, and every later write, 1xx
 //! head, flush, release or shutdown sends it first — so the bytes leave in the order they were
@@ -32,7 +33,7 @@ use crate::stats::Counters;
 use super::transport::Quiet;
 
 /// Stored bytes a write must hold to go through a pipe: below it the system calls of the
-/// pipe (three instead of one) cost more than the copy they save.
+/// pipe (two instead of one) cost more than the copy they save.
 pub(super) const MIN_LENT: usize = 16 * 1024;
 
 /// Bytes before the stored ones copied into the pipe at most (a response head and its `Date`
