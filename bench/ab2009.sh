@@ -18,6 +18,10 @@
 # and runs on CPU 0 too; for the PHP rows its CPU is counted with the server's (for Varnish,
 # Apache's CPU is counted with Varnish's on every row). wrk runs SECS s per measurement rather
 # than 10,000 requests: 10,000 hits last ~0.1 s here, too short to read a CPU time from.
+# Server `ceiling` (phpcached row only): bench/ceiling.c, built with cc, sending Shellac's own
+# identity answer for /cached/info.php (head and body, captured once) in mode $CEILING
+# (default splice1: head and body in one vmsplice, then one splice) — the least any server
+# can spend per request on this kernel's loopback, for the row's goal to be read against.
 #
 #   cargo build --release && bench/prio.sh bench/ab2009.sh    # ROUNDS=3 SECS=5 PHP_CHILDREN=8
 #   ONLY="static6k flv" bench/prio.sh bench/ab2009.sh
@@ -29,7 +33,8 @@ SECS=${SECS:-5}
 PHP_CHILDREN=${PHP_CHILDREN:-8}
 ARMOR=${ARMOR:-false}   # Shellac's cache.deception_armor (see its config below)
 ONLY=${ONLY:-static6k phpinfo phpcached phpcached-gzip flv flvseek}
-SERVERS=${SERVERS:-shellac nginx lighttpd apache varnish}
+SERVERS=${SERVERS:-shellac nginx lighttpd apache varnish ceiling}
+CEILING=${CEILING:-splice1}
 FPM=${FPM:-php-fpm8.2}
 APACHE=${APACHE:-/usr/sbin/apache2}
 . bench/lib.sh
@@ -248,7 +253,7 @@ VCL
 
 declare -A PORT=([shellac]=$P_SHELLAC [nginx]=$P_NGX [lighttpd]=$P_LIGHTTPD [apache]=$P_APACHE [varnish]=$P_VARNISH)
 declare -A TREE=([shellac]=$SPID [nginx]=$NPID [lighttpd]=$LPID [apache]=$APID [varnish]="$VPID $APID")
-for s in $SERVERS; do wait_http "http://127.0.0.1:${PORT[$s]}/file6k.png"; done
+for s in $SERVERS; do [[ $s == ceiling ]] || wait_http "http://127.0.0.1:${PORT[$s]}/file6k.png"; done
 
 # What each server answers, checked once (and warmed: caches filled).
 check() {  # check SERVER PATH EXPECTED_STATUS MIN_BYTES [EXACT_BYTES]
@@ -262,6 +267,10 @@ check() {  # check SERVER PATH EXPECTED_STATUS MIN_BYTES [EXACT_BYTES]
 }
 declare -A SKIP=()
 for s in $SERVERS; do
+  if [[ $s == ceiling ]]; then
+    for w in static6k phpinfo phpcached-gzip flv flvseek; do SKIP[$s-$w]=1; done
+    continue
+  fi
   check "$s" /file6k.png 200 6451 6451
   check "$s" /info.php 200 20000
   check "$s" /video.flv 200 22020096 22020096
@@ -280,6 +289,18 @@ echo "shellac: /file6k.png $(curl -s -D - -o /dev/null "http://127.0.0.1:$P_SHEL
   "/cached/info.php $(curl -s -D - -o /dev/null "http://127.0.0.1:$P_SHELLAC/cached/info.php" | grep -i '^cache-status' | tr -d '\r');" \
   "/info.php $(curl -s -D - -o /dev/null "http://127.0.0.1:$P_SHELLAC/info.php" | grep -i '^cache-status' | tr -d '\r')"
 echo "nginx fastcgi_cache: $(find "$TMP/ngx/fcache" -type f | wc -l) file(s) stored"
+if [[ " $SERVERS " == *" ceiling "* ]]; then
+  # The ceiling sends Shellac's identity answer for the page, as captured here.
+  need_tools cc
+  cc -O2 -o "$TMP/ceiling" bench/ceiling.c
+  curl -s -i "http://127.0.0.1:$P_SHELLAC/cached/info.php" >"$TMP/ceiling.http"
+  PORT[ceiling]=$(free_port)
+  taskset -c 0 "$TMP/ceiling" "$CEILING" "${PORT[ceiling]}" "$TMP/ceiling.http" 2>"$TMP/ceiling.err" &
+  TREE[ceiling]=$!
+  PIDS+=("${TREE[ceiling]}")
+  wait_http "http://127.0.0.1:${PORT[ceiling]}/cached/info.php"
+  echo "ceiling ($CEILING): $(wc -c <"$TMP/ceiling.http") bytes a response"
+fi
 (( LIGHTTPD_FLV == 1 )) || echo "lighttpd: mod_flv_streaming does not load in this build: no seek row"
 
 declare -A URL=([static6k]=/file6k.png [phpinfo]=/info.php [phpcached]=/cached/info.php
