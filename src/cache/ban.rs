@@ -17,34 +17,17 @@ use std::sync::{Arc, RwLock};
 use std::time::Instant;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use http::{HeaderMap, HeaderName};
+use http::HeaderMap;
 use regex::Regex;
 
+use super::ban_expr::{Oper, Subject, Test};
 use super::{CacheKey, Object};
 
-#[derive(Debug)]
-enum Field {
-    /// Path and query.
-    Url,
-    Host,
-    Status,
-    ObjHeader(HeaderName),
-    /// A field of the request looking the object up (its first value).
-    ReqHeader(HeaderName),
-}
-
-#[derive(Debug)]
-enum Op {
-    Match(Regex),
-    NotMatch(Regex),
-    Eq(String),
-    Ne(String),
-}
-
+/// One condition of a ban, its regex compiled.
 #[derive(Debug)]
 struct Cond {
-    field: Field,
-    op: Op,
+    test: Test,
+    regex: Option<Regex>,
 }
 
 /// Position of a ban not (yet) written to the disk tier: it covers every entry on disk.
@@ -76,67 +59,23 @@ pub enum BanCheck {
 }
 
 impl Ban {
-    /// Parses `FIELD OP VALUE [&& FIELD OP VALUE ...]`. Fields: `req.url`, `req.http.host`
-    /// (or `req.host`), `req.http.NAME`, `obj.status`, `obj.http.NAME`. Operators: `~`, `!~` (regex), `==`,
-    /// `!=`. Values may be quoted.
-    pub fn parse(expr: &str) -> Result<Vec<(String, String, String)>, String> {
-        let mut out = Vec::new();
-        for part in expr.split("&&") {
-            let part = part.trim();
-            let (field, rest) = part
-                .split_once(char::is_whitespace)
-                .ok_or_else(|| format!("`{part}`: expected FIELD OP VALUE"))?;
-            let rest = rest.trim_start();
-            let (op, value) = ["!~", "~", "==", "!="]
-                .iter()
-                .find_map(|op| rest.strip_prefix(op).map(|v| (op.to_string(), v.trim())))
-                .ok_or_else(|| format!("`{part}`: operator must be ~, !~, == or !="))?;
-            let value = value.trim_matches('"').to_string();
-            if value.is_empty() {
-                return Err(format!("`{part}`: empty value"));
-            }
-            out.push((field.to_string(), op, value));
-        }
-        if out.is_empty() {
-            return Err("empty ban expression".into());
-        }
-        Ok(out)
-    }
-
+    /// Parses `FIELD OP ARG [&& FIELD OP ARG ...]` as Varnish does (`cache/ban_expr.rs`:
+    /// its fields, operators and words for a refusal).
     fn compile(id: u64, expr: &str) -> Result<Ban, String> {
         let mut conds = Vec::new();
-        for (field, op, value) in Ban::parse(expr)? {
-            let field = match field.as_str() {
-                "req.url" => Field::Url,
-                "req.http.host" | "req.host" => Field::Host,
-                "obj.status" => Field::Status,
-                f => {
-                    let name = |n: &str| {
-                        HeaderName::from_bytes(n.as_bytes())
-                            .map_err(|_| format!("`{n}` is not a header name"))
-                    };
-                    if let Some(n) = f.strip_prefix("obj.http.") {
-                        Field::ObjHeader(name(n)?)
-                    } else if let Some(n) = f.strip_prefix("req.http.") {
-                        Field::ReqHeader(name(n)?)
-                    } else {
-                        return Err(format!(
-                            "unknown field `{f}` (use req.url, req.http.host, req.http.NAME, obj.status, obj.http.NAME)"
-                        ));
-                    }
+        for test in super::ban_expr::parse(expr)? {
+            let regex = match test.oper {
+                Oper::Match | Oper::NotMatch => {
+                    Some(Regex::new(&test.arg).map_err(|e| format!("Regex compile error: {e}"))?)
                 }
+                _ => None,
             };
-            let regex = || Regex::new(&value).map_err(|e| format!("invalid regex `{value}`: {e}"));
-            let op = match op.as_str() {
-                "~" => Op::Match(regex()?),
-                "!~" => Op::NotMatch(regex()?),
-                "==" => Op::Eq(value),
-                _ => Op::Ne(value),
-            };
-            conds.push(Cond { field, op });
+            conds.push(Cond { test, regex });
         }
         Ok(Ban {
-            needs_request: conds.iter().any(|c| matches!(c.field, Field::ReqHeader(_))),
+            needs_request: conds.iter().any(
+                |c| matches!(&c.test.subject, Subject::ReqHeader(n) if n != http::header::HOST),
+            ),
             id,
             created: Instant::now(),
             created_ms: SystemTime::now()
@@ -166,28 +105,38 @@ impl Ban {
         }
         self.conds.iter().all(|c| {
             let status;
-            let value: Option<&str> = match &c.field {
-                Field::Url => Some(key.path_and_query()),
-                Field::Host => Some(key.host()),
-                Field::Status => {
+            let text: Option<&str> = match &c.test.subject {
+                Subject::Url => Some(key.path_and_query()),
+                // The Host the object was stored under: no request needed.
+                Subject::ReqHeader(n) if n == http::header::HOST => Some(key.host()),
+                Subject::ReqHeader(n) => req.and_then(|r| r.get(n)).and_then(|v| v.to_str().ok()),
+                Subject::ObjHeader(n) => object.headers.get_str(n),
+                Subject::Status => {
                     status = object.status.as_u16().to_string();
                     Some(&status)
                 }
-                Field::ObjHeader(name) => object.headers.get_str(name),
-                Field::ReqHeader(name) => {
-                    req.and_then(|r| r.get(name)).and_then(|v| v.to_str().ok())
-                }
+                Subject::Ttl | Subject::Age | Subject::Grace | Subject::Keep => None,
             };
-            match (&c.op, value) {
-                (Op::Match(re), Some(v)) => re.is_match(v),
-                (Op::NotMatch(re), Some(v)) => !re.is_match(v),
-                (Op::NotMatch(_), None) => true,
-                (Op::Eq(want), Some(v)) => v == want,
-                (Op::Ne(want), Some(v)) => v != want,
-                (Op::Ne(_), None) => true,
-                _ => false,
-            }
+            let number = match c.test.subject {
+                Subject::Status => f64::from(object.status.as_u16()),
+                Subject::Ttl | Subject::Age | Subject::Grace | Subject::Keep => {
+                    seconds(&c.test.subject, object)
+                }
+                _ => 0.0,
+            };
+            c.test.holds(text, number, c.regex.as_ref())
         })
+    }
+}
+
+/// `obj.ttl` (freshness left), `obj.age`, `obj.grace`, `obj.keep` of `object`, in seconds.
+fn seconds(subject: &Subject, object: &Object) -> f64 {
+    let age = object.initial_age.get() + object.stored_at.elapsed();
+    match subject {
+        Subject::Age => age.as_secs_f64(),
+        Subject::Ttl => object.ttl.get().as_secs_f64() - age.as_secs_f64(),
+        Subject::Grace => object.grace.get().as_secs_f64(),
+        _ => object.keep.get().as_secs_f64(),
     }
 }
 

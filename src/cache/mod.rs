@@ -5,6 +5,7 @@
 
 pub mod armor;
 pub mod ban;
+mod ban_expr;
 pub mod body;
 pub mod busy;
 pub mod disk;

@@ -37,18 +37,27 @@ pub(in crate::proxy) fn call(t: Option<&Transaction>, m: Method) {
     }
 }
 
-/// Logs `VCL_return` (and for a failure `VCL_Error` first) after it ran, and the `std.log`
-/// lines it wrote (`VCL_Log`: `log`'s lines past the first `from`, which were there before).
+/// Logs `VCL_return` (and for a failure `VCL_Error` first) after it ran, the `std.log`
+/// lines it wrote (`VCL_Log`: `log`'s lines past the first `from`, which were there before)
+/// and its `VCL_Error` lines (`errors`, taken: a refused `ban()`).
 pub(in crate::proxy) fn returned(
     t: Option<&Transaction>,
     verdict: &Verdict,
     (log, from): (&[String], usize),
+    errors: &std::sync::Mutex<Vec<String>>,
 ) {
+    let errors = errors
+        .lock()
+        .map(|mut e| std::mem::take(&mut *e))
+        .unwrap_or_default();
     let Some(t) = t else {
         return;
     };
     for line in log.iter().skip(from) {
         t.log("VCL_Log", line.clone());
+    }
+    for line in errors {
+        t.log("VCL_Error", line);
     }
     if let Verdict::Fail(why) = verdict {
         t.log("VCL_Error", why.clone());

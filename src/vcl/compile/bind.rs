@@ -360,6 +360,7 @@ fn plain(f: F) -> Option<Func> {
         F::HashData => Func::HashData,
         F::Ban => Func::Ban,
         F::StdBan => Func::StdBan,
+        F::StdBanError => Func::StdBanError,
         F::BanUrl => Func::BanUrl,
         F::Synthetic => Func::Synthetic,
         F::Log => Func::StdLog,

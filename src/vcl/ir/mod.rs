@@ -159,6 +159,8 @@ pub enum Func {
     /// `std.ban(expression)`: like `ban()`, true when the ban was added.
     StdBan,
     StdNow,
+    /// `std.ban_error()`: the last ban's refusal.
+    StdBanError,
     /// A replacement string computed at run time, turned from Varnish's `\1` into the
     /// regex crate's `${1}`.
     Replacement,

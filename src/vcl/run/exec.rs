@@ -237,10 +237,15 @@ fn effect(p: &Program, env: &mut dyn Env, f: &Func, args: &[Expr]) -> Result<(),
             state.hash.push('\0');
         }
         Func::Ban | Func::StdBan => {
-            let expr = arg_text(&*env, 0)?;
-            if let Err(e) = env.ban(&expr) {
-                env.log(&format!("ban(\"{expr}\") refused: {e}"));
-            }
+            // An unset argument is Varnish's NULL ("Null argument"), not "".
+            let expr = match args.first() {
+                Some(e) => match eval(p, &*env, e)? {
+                    Value::None => None,
+                    v => Some(v.text(&|t| env.target_name(t)).into_owned()),
+                },
+                None => None,
+            };
+            env.vcl_ban(expr.as_deref());
         }
         Func::BanUrl => {
             let re = arg_text(&*env, 0)?;

@@ -73,7 +73,17 @@ pub(super) fn call<'a>(f: &'a Func, a: &Args<'a, '_>) -> Result<Value<'a>, Strin
             Value::Real(lo + (hi - lo) * random_unit())
         }
         Func::StdNow => Value::Time(epoch(std::time::SystemTime::now())),
-        Func::StdBan => Value::Bool(env.ban(&a.text(0)?).is_ok()),
+        Func::StdBan => Value::Bool(match a.get(0)? {
+            Value::None => env.vcl_ban(None),
+            v => env.vcl_ban(Some(&v.text(&|t| env.target_name(t)))),
+        }),
+        Func::StdBanError => Value::Str(Cow::Owned(
+            env.state()
+                .ban_error
+                .lock()
+                .map(|e| e.clone())
+                .unwrap_or_default(),
+        )),
         Func::StdCacheReqBody(size) => Value::Bool(env.cache_req_body(*size)),
         Func::PurgeHard => Value::Int(env.purge(None) as i64),
         Func::XkeyPurge => Value::Int(env.purge_keys(&a.text(0)?, false) as i64),

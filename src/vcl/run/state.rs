@@ -70,6 +70,29 @@ pub trait Env {
     fn healthy(&self, sel: BackendSel) -> bool;
     /// Adds a ban (`ban()`); the error is the ban parser's.
     fn ban(&self, expr: &str) -> Result<(), String>;
+    /// `ban()` / `std.ban()` as Varnish runs them: `None` is an unset argument ("Null
+    /// argument"); a refusal is noted for `std.ban_error()` and logged as `VCL_Error`
+    /// (`ban(): WORDS`). Whether the ban was added.
+    fn vcl_ban(&self, expr: Option<&str>) -> bool {
+        let result = match expr {
+            None => Err("Null argument".to_string()),
+            Some(e) => self.ban(e),
+        };
+        let state = self.state();
+        let words = result.as_ref().err().cloned().unwrap_or_default();
+        if let Err(e) = &result {
+            tracing::info!(target: "vcl", xid = state.xid, "ban(): {e}");
+            if let Ok(mut errors) = state.errors.lock()
+                && errors.len() < 64
+            {
+                errors.push(format!("ban(): {e}"));
+            }
+        }
+        if let Ok(mut last) = state.ban_error.lock() {
+            *last = words;
+        }
+        result.is_ok()
+    }
     /// vmod_purge on every variant of the request's cache key: removed (`None`) or made
     /// stale; how many objects it touched.
     fn purge(&self, soft: Option<SoftPurge>) -> usize;
@@ -181,6 +204,12 @@ pub struct State {
     /// restarts) sends a copy. Atomic only to be set through `&self` (the call may be in an
     /// expression); one request's task reads and writes it.
     pub req_body_cached: std::sync::atomic::AtomicBool,
+    /// The last `ban()` / `std.ban()`'s refusal, in Varnish's words (`std.ban_error()`;
+    /// empty after one that was added). Behind a lock only to be set through `&self`.
+    pub ban_error: std::sync::Mutex<String>,
+    /// `VCL_Error` lines of the subroutine running (a refused ban: `ban(): WORDS`), written
+    /// to the request's records after it returns; at most 64.
+    pub errors: std::sync::Mutex<Vec<String>>,
     /// `req.time`: when VCL first ran for the request (seconds since the epoch).
     pub req_time: Option<f64>,
     /// `req.esi = false` (at ESI level 0) / `resp.do_esi = false`: the response is not

@@ -93,6 +93,10 @@ impl Env for MapEnv {
         true
     }
     fn ban(&self, expr: &str) -> Result<(), String> {
+        // The cache's parser has its own tests (`cache/ban_expr.rs`); here one refusal.
+        if expr.contains("//") {
+            return Err(format!("refused {expr:?}"));
+        }
         self.bans.borrow_mut().push(expr.to_string());
         Ok(())
     }
@@ -222,6 +226,45 @@ fn synth_status_and_reason_and_failures() {
         other => panic!("{other:?}"),
     }
     assert_eq!(e.headers["n"], "8");
+}
+
+/// Varnish's v00009 / v00011: `ban()` and `std.ban()` refuse with Varnish's words, an unset
+/// argument is "Null argument", `std.ban_error()` says why (empty after a ban that was
+/// added), and each refusal is a `VCL_Error` line.
+#[test]
+fn varnish_v00009_ban_errors_and_std_ban_error() {
+    let p = program(
+        r#"sub vcl_recv {
+            set req.http.b1 = std.ban(req.http.doesntexist);
+            set req.http.b1e = std.ban_error();
+            set req.http.b2 = std.ban("req.url //");
+            set req.http.b2e = std.ban_error();
+            ban("obj.age // 4");
+            set req.http.b3e = std.ban_error();
+            set req.http.b4 = std.ban("req.url ~ ^/$");
+            set req.http.b4e = std.ban_error();
+            return (hash);
+        }"#,
+    );
+    let mut e = env("/", &[]);
+    assert_eq!(run(&p, Method::Recv, &mut e), Verdict::Hash);
+    assert_eq!(e.headers["b1"], "false");
+    assert_eq!(e.headers["b1e"], "Null argument");
+    assert_eq!(e.headers["b2"], "false");
+    assert_eq!(e.headers["b2e"], "refused \"req.url //\"");
+    assert_eq!(e.headers["b3e"], "refused \"obj.age // 4\"");
+    assert_eq!(e.headers["b4"], "true");
+    assert_eq!(e.headers.get("b4e").map(String::as_str), Some(""));
+    assert_eq!(*e.bans.borrow(), ["req.url ~ ^/$"]);
+    let errors = e.state.errors.lock().map(|v| v.clone()).unwrap_or_default();
+    assert_eq!(
+        errors,
+        [
+            "ban(): Null argument",
+            "ban(): refused \"req.url //\"",
+            "ban(): refused \"obj.age // 4\"",
+        ]
+    );
 }
 
 #[test]

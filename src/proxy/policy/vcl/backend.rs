@@ -84,7 +84,7 @@ fn run_backend(txn: &mut Txn, m: Method, beresp: Option<&mut Beresp>) -> Verdict
     if let (Some(before), Some(b), Some(t)) = (before, bereq.as_ref(), tx) {
         crate::proxy::vcl::vsl::bereq_changed(t, &before, b);
     }
-    crate::proxy::vcl::vsl::returned(tx, &verdict, (&state.log, logged));
+    crate::proxy::vcl::vsl::returned(tx, &verdict, (&state.log, logged), &state.errors);
     verdict
 }
 

@@ -59,7 +59,12 @@ pub(super) fn run_client(
     scope.key = key.as_ref();
     scope.fetched = *fetched;
     let verdict = run(&runtime.program, m, &mut scope);
-    rt::vsl::returned(vsl.as_deref(), &verdict, (&state.log, logged));
+    rt::vsl::returned(
+        vsl.as_deref(),
+        &verdict,
+        (&state.log, logged),
+        &state.errors,
+    );
     verdict
 }
 
