@@ -454,6 +454,10 @@ impl DiskReader {
 }
 
 #[cfg(test)]
+mod keyed_tests;
+#[cfg(test)]
 mod persist_tests;
+#[cfg(test)]
+mod tail_tests;
 #[cfg(test)]
 mod tests;

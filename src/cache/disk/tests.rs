@@ -80,6 +80,17 @@ pub(super) fn key(i: usize) -> CacheKey {
 
 pub(super) const HOUR: Duration = Duration::from_secs(3600);
 
+/// A 3,000-byte object, fresh for an hour.
+pub(super) fn small(i: usize) -> Arc<Object> {
+    object(body_for(i, 3000), HOUR, Duration::ZERO)
+}
+
+/// Overwrites `bytes` at `at` in the file at `path` (damage, old formats).
+pub(super) fn write_file(path: &std::path::Path, at: u64, bytes: &[u8]) {
+    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    file.write_all_at(bytes, at).unwrap();
+}
+
 pub(super) async fn body_of(object: &Object) -> Vec<u8> {
     match &object.body {
         Body::Memory(chunks) => chunks.iter().flat_map(|c| c.to_vec()).collect(),
