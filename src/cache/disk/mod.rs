@@ -3,6 +3,7 @@
 //! - `format.rs`: the on-disk layout (superblock, regions, entries, summaries, trailers).
 //! - `engine.rs`: the data file, the in-memory index, reads and lazily read bodies.
 //! - `recover.rs`: rebuilding the index, the ban list and the variant lists at start-up.
+//! - `readahead.rs`: what that rebuild reads, asked of the device ahead of the reads.
 //! - `ahead.rs`: that recovery started on a thread of its own early in start-up.
 //! - `writer.rs`: the background writer thread (batched aligned writes, sealing, reclaim).
 //!
@@ -13,6 +14,7 @@ mod ahead;
 mod bans;
 mod engine;
 pub mod format;
+mod readahead;
 mod recover;
 mod writer;
 

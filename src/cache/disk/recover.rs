@@ -12,14 +12,9 @@ use http::HeaderName;
 use super::engine::{Batch, Engine, Loc, Recovered, RegionBook, now_ms};
 use super::format::{
     self, BLOCK, BODY_CHUNK, ENTRY_HEADER, EntryHeader, EntryInfo, FLAG_KEY_RECORD, KIND_OBJECT,
-    KIND_TOMBSTONE, KeyRecord, Meta, Record, RegionHeader, SUMMARY_RECORD, Trailer,
+    KIND_TOMBSTONE, KeyRecord, Meta, Record, SUMMARY_RECORD, Trailer,
 };
 use crate::cache::tags::tags_of_map;
-
-/// Bytes at the end of each region read ahead at recovery: the trailer and the summary before
-/// it (32 bytes per entry and its key record: ~1,500 entries of a 16 MiB region of 4-16 KB
-/// objects fit).
-const TAIL_PREFETCH: u64 = 64 << 10;
 
 /// A variant or tagged entry found at recovery: where it is and its key record.
 struct Found {
@@ -32,22 +27,33 @@ struct Found {
 
 impl Engine {
     /// Rebuilds the index: region headers, then each region's summary (or, for a region
-    /// without one, its entry headers), in incarnation order so newer entries and tombstones win.
+    /// without one, its entry headers), in incarnation order so newer entries and tombstones
+    /// win. A thread beside it asks the device for each region's tail ahead of the parse
+    /// (`readahead.rs`); without one, it is asked for here first.
     pub(super) fn recover(&self) -> io::Result<Recovered> {
         let mut books = vec![RegionBook::default(); self.regions as usize];
-        let (order, entries) = self.regions_in_order();
+        let order = self.regions_in_order();
         let now = now_ms();
         let mut next_seq = 1;
         let mut scanned = Vec::new();
         let mut found = Vec::new();
-        let mut batch = Batch::with_capacity(entries);
-        for &(seq, r) in &order {
-            next_seq = next_seq.max(seq + 1);
-            let book = &mut books[r as usize];
-            if !self.index_region(r, seq, book, now, &mut batch, &mut found) {
-                scanned.push(r);
+        // Grown as the summaries are read (each shard's table is sized once, when applied).
+        let mut batch = Batch::with_capacity(0);
+        std::thread::scope(|s| {
+            let ahead = std::thread::Builder::new()
+                .name("shellac-disk-readahead".into())
+                .spawn_scoped(s, || self.read_ahead_tails(&order));
+            if ahead.is_err() {
+                self.read_ahead_tails(&order);
             }
-        }
+            for &(seq, r) in &order {
+                next_seq = next_seq.max(seq + 1);
+                let book = &mut books[r as usize];
+                if !self.index_region(r, seq, book, now, &mut batch, &mut found) {
+                    scanned.push(r);
+                }
+            }
+        });
         self.index_apply(batch);
         // Seal what a crash left open, so the next start reads its summary instead.
         for r in scanned {
@@ -65,51 +71,6 @@ impl Engine {
         };
         self.add_keyed(found, &mut recovered);
         Ok(recovered)
-    }
-
-    /// The regions of this file's instance, as (incarnation, region), oldest first, and the
-    /// entries their trailers count. Every
-    /// region's header, and its tail (trailer and, mostly, the summary before it), are asked
-    /// for at once: after a reboot (page cache cold) the device reads them side by side
-    /// instead of one synchronous read after another (bench/RESULTS.md, warm restart).
-    fn regions_in_order(&self) -> (Vec<(u64, u32)>, usize) {
-        let mut order = Vec::new();
-        let mut block = vec![0u8; BLOCK as usize];
-        let tail = TAIL_PREFETCH.min(self.region_size);
-        for r in 0..self.regions {
-            let base = self.region_base(r);
-            self.prefetch(base, BLOCK);
-            self.prefetch(base + self.region_size - tail, tail);
-        }
-        for r in 0..self.regions {
-            if self
-                .file
-                .read_exact_at(&mut block, self.region_base(r))
-                .is_err()
-            {
-                continue;
-            }
-            if let Some(h) = RegionHeader::decode(&block)
-                && h.index == r
-                && h.instance == self.instance
-                && h.seq > 0
-            {
-                order.push((h.seq, r));
-            }
-        }
-        order.sort_unstable();
-        // Summaries longer than the tail asked for above: asked for whole, all at once.
-        let mut entries = 0;
-        for &(seq, r) in &order {
-            if let Some(t) = self.trailer(r, seq) {
-                entries += t.entries as usize;
-                let start = t.summary_offset as u64;
-                if start < self.region_size - tail {
-                    self.prefetch(self.region_base(r) + start, t.summary_len as u64);
-                }
-            }
-        }
-        (order, entries)
     }
 
     /// Indexes region `r` (incarnation `seq`) from its summary, or from its entry headers when
@@ -218,7 +179,7 @@ impl Engine {
     }
 
     /// Region `r`'s trailer, if it is valid for incarnation `seq`.
-    fn trailer(&self, r: u32, seq: u64) -> Option<Trailer> {
+    pub(super) fn trailer(&self, r: u32, seq: u64) -> Option<Trailer> {
         let mut block = vec![0u8; BLOCK as usize];
         self.file
             .read_exact_at(&mut block, self.region_base(r) + self.region_size - BLOCK)
