@@ -156,6 +156,35 @@ sub vcl_error {
     shellac.stop().await;
 }
 
+/// Regression (Varnish's c00066): a response made by vcl_synth or vcl_backend_error has its
+/// `Date` before the subroutine runs, as Varnish sets it (VCL reads it, and the response's
+/// records carry it), not only when the connection writes the response.
+#[tokio::test]
+async fn varnish_c00066_synth_and_backend_error_have_date_before_vcl_runs() {
+    let origin = Origin::start(|_| Reply::ok("x")).await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed_addr = closed.local_addr().unwrap();
+    drop(closed);
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+backend gone { ${origin1} }
+sub vcl_recv {
+    if (req.url == "/synth") { return (synth(200, "Synth test")); }
+    if (req.url == "/error") { set req.backend_hint = gone; return (pass); }
+}
+sub vcl_synth { set resp.http.x-date = resp.http.date; }
+sub vcl_backend_error { set beresp.http.x-date = beresp.http.date; }
+"#;
+    let shellac = start_vcl("c00066", vcl, &[origin.addr, closed_addr]).await;
+    for (path, status) in [("/synth", 200), ("/error", 503)] {
+        let r = get(shellac.addr, path).await;
+        assert_eq!(r.status, status, "{path}");
+        let date = r.header("x-date").unwrap_or_default().to_string();
+        assert!(httpdate::parse_http_date(&date).is_ok(), "{path}: {date:?}");
+    }
+    shellac.stop().await;
+}
+
 /// Purging: 4.x `return (purge)` from an ACL, 2.x `set obj.ttl = 0s` in vcl_hit, and
 /// `ban()`.
 #[tokio::test]

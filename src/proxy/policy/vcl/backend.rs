@@ -425,10 +425,13 @@ pub(super) fn backend_error(txn: &mut Txn, status: StatusCode, detail: &str) -> 
         return ErrorOutcome::Step(Step::VclSynth(503, Some("Service Unavailable".into())));
     }
     v.state.body = None;
+    // `Date` before vcl_backend_error, as Varnish sets it.
+    let mut headers = HeaderMap::new();
+    headers.insert(http::header::DATE, super::answer::date_now());
     let mut beresp = Beresp {
         status: StatusCode::SERVICE_UNAVAILABLE,
         reason: Some("Backend fetch failed".to_string()),
-        headers: HeaderMap::new(),
+        headers,
         ttl: 0.0,
         grace: 0.0,
         keep: 0.0,
