@@ -13,11 +13,13 @@
 //! that the gate knows where each request begins.
 
 mod line;
+mod parts;
 mod tokens;
 mod violation;
 
-use line::request_line;
+use line::{RequestLine, request_line};
 pub use line::{check_path, trimmed_value, valid_authority, valid_request_line};
+pub use parts::{MAX_PART_FIELDS, Parts};
 pub use tokens::trim_ows;
 use tokens::{END_TO_END, field_run, is_tchar, list};
 pub use violation::{Class, Violation};
@@ -103,6 +105,15 @@ pub(crate) fn partial_line_too_long(partial: &[u8], max: usize) -> bool {
 /// line is in `data`, `None` while it is incomplete (with every complete line already checked),
 /// or the first rule it breaks.
 pub fn parse_head(data: &[u8], limits: &Limits) -> Result<Option<(usize, Head)>, Violation> {
+    parse_head_into(data, limits, None)
+}
+
+/// [`parse_head`], noting in `parts` (when given) where the accepted head's parts are.
+pub fn parse_head_into(
+    data: &[u8],
+    limits: &Limits,
+    mut parts: Option<&mut Parts>,
+) -> Result<Option<(usize, Head)>, Violation> {
     let Some(first) = memchr::memchr(b'\n', data) else {
         return if partial_line_too_long(data, limits.max_request_line) {
             Err(Violation::UriTooLong)
@@ -116,7 +127,15 @@ pub fn parse_head(data: &[u8], limits: &Limits) -> Result<Option<(usize, Head)>,
     if first - 1 > limits.max_request_line {
         return Err(Violation::UriTooLong);
     }
-    let (http10, later_minor) = request_line(&data[..first - 1])?;
+    let RequestLine {
+        method_end,
+        target_end,
+        http10,
+        later_minor,
+    } = request_line(&data[..first - 1])?;
+    if let Some(p) = parts.as_deref_mut() {
+        p.start(method_end, target_end, http10);
+    }
     let mut pos = first + 1;
     let mut fields = 0usize;
     let mut seen = Seen::default();
@@ -137,6 +156,9 @@ pub fn parse_head(data: &[u8], limits: &Limits) -> Result<Option<(usize, Head)>,
             return Err(Violation::TooManyHeaders);
         }
         seen.field(&data[pos..name_end], &data[name_end + 1..value_end])?;
+        if let Some(p) = parts.as_deref_mut() {
+            p.field(data, pos, name_end, value_end);
+        }
         pos = value_end + 2;
     };
     if end > limits.max_header_size {

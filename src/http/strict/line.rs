@@ -14,13 +14,23 @@ pub fn valid_request_line(data: &[u8], max: usize) -> Option<&[u8]> {
     Some(line)
 }
 
-/// `method SP request-target SP HTTP-version`. Returns whether it is HTTP/1.0, and whether it
+/// A valid request line: where its method and target end, and its version.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct RequestLine {
+    /// The method is `line[..method_end]`, the target `line[method_end + 1..target_end]`.
+    pub method_end: usize,
+    pub target_end: usize,
+    pub http10: bool,
+    pub later_minor: bool,
+}
+
+/// `method SP request-target SP HTTP-version`. Says whether it is HTTP/1.0, and whether it
 /// is a later HTTP/1 minor version, read as HTTP/1.1: "A recipient that receives a message
 /// with a major version number that it implements and a minor version number higher than
 /// what it implements SHOULD process the message as if it were in the highest minor version
 /// within that major version to which the recipient is conformant" (RFC 9110 §2.5). Another
 /// major version is not supported (505).
-pub(super) fn request_line(line: &[u8]) -> Result<(bool, bool), Violation> {
+pub(super) fn request_line(line: &[u8]) -> Result<RequestLine, Violation> {
     let sp1 = line
         .iter()
         .position(|b| *b == b' ')
@@ -37,7 +47,7 @@ pub(super) fn request_line(line: &[u8]) -> Result<(bool, bool), Violation> {
     let target = &rest[..sp2];
     let version = &rest[sp2 + 1..];
     check_target(target, method == b"CONNECT", method == b"OPTIONS")?;
-    let version = match version {
+    let (http10, later_minor) = match version {
         b"HTTP/1.1" => (false, false),
         b"HTTP/1.0" => (true, false),
         [b'H', b'T', b'T', b'P', b'/', b'1', b'.', d2] if d2.is_ascii_digit() => (false, true),
@@ -48,7 +58,12 @@ pub(super) fn request_line(line: &[u8]) -> Result<(bool, bool), Violation> {
         }
         _ => return Err(Violation::BadVersion),
     };
-    Ok(version)
+    Ok(RequestLine {
+        method_end: sp1,
+        target_end: sp1 + 1 + sp2,
+        http10,
+        later_minor,
+    })
 }
 
 /// An HTTP/2 `:path` (RFC 9113 §8.3.1): origin-form, or `*` for OPTIONS, with only the bytes

@@ -3,7 +3,7 @@
 //! (sizes, extensions, data framing, trailers) against RFC 9112 §7.1.
 
 use super::tokens::{is_field_byte, is_tchar};
-use super::{Framing, Head, Limits, Violation, parse_head, partial_line_too_long};
+use super::{Framing, Head, Limits, Parts, Violation, parse_head_into, partial_line_too_long};
 
 /// Where the scanner is in a chunked body (RFC 9112 §7.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,6 +89,8 @@ pub struct Scanner {
     pending: u64,
     /// Empty lines seen before the current request line.
     empty_lines: u8,
+    /// Where the last accepted head's parts are, when kept ([`Scanner::keep_parts`]).
+    parts: Option<Box<Parts>>,
 }
 
 impl Scanner {
@@ -101,7 +103,19 @@ impl Scanner {
             trailer: 0,
             pending: 0,
             empty_lines: 0,
+            parts: None,
         }
+    }
+
+    /// From now on, notes where each accepted head's parts are ([`Scanner::parts`]).
+    pub fn keep_parts(&mut self) {
+        self.parts.get_or_insert_with(Box::default);
+    }
+
+    /// Where the parts of the head the last [`Scan::Head`] accepted are (with
+    /// [`Scanner::keep_parts`]): offsets into that head's bytes.
+    pub fn parts(&self) -> Option<&Parts> {
+        self.parts.as_deref()
     }
 
     /// True between messages or inside a head (not in a body).
@@ -157,7 +171,7 @@ impl Scanner {
         if from > 0 && memchr::memchr(b'\n', &data[from..]).is_none() {
             return self.incomplete(data);
         }
-        match parse_head(data, &self.limits) {
+        match parse_head_into(data, &self.limits, self.parts.as_deref_mut()) {
             Ok(Some((end, head))) => {
                 self.searched = 0;
                 self.empty_lines = 0;

@@ -1,6 +1,7 @@
-//! A fast hit's first step: the request head read (`httparse`, on the stack) and screened — a
-//! plain `GET` or `HEAD` over HTTP/1.1 in origin form, one valid `Host`, none of the fields
-//! that change a lookup or a delivery. Anything else is declined to the full path.
+//! A fast hit's first step: the request head, as the gate's strict parser read it
+//! (`http::strict::Parts`: no second parse), screened — a plain `GET` or `HEAD` over HTTP/1.1
+//! in origin form, one `Host`, none of the fields that change a lookup or a delivery. Anything
+//! else is declined to the full path.
 
 use std::net::SocketAddr;
 
@@ -8,9 +9,7 @@ use http::Method;
 
 use super::super::Proxy;
 use crate::http::cache_control::CacheControl;
-
-/// Header fields a fast hit reads at most; a request with more takes the full path.
-pub(super) const MAX_FIELDS: usize = 32;
+use crate::http::strict::Parts;
 
 /// A request head the fast path may answer, as its bytes say it.
 pub(super) struct Head<'h, 'b> {
@@ -30,38 +29,42 @@ struct Kept<'b> {
 }
 
 impl Proxy {
-    /// `bytes` parsed into `fields` and screened: `None` declines the request.
+    /// The head `bytes`, whose parts the gate's strict parser found (`parts`), screened, its
+    /// fields copied into `fields`: `None` declines the request. What that parser checked is
+    /// not checked again (`http::strict`): tokens, target bytes (no `#`, no space, ASCII),
+    /// field bytes, exactly one `Host` (an HTTP/1.1 request without one is refused) with a
+    /// valid authority (no `/`, `@` or space, not empty), framing.
     #[inline]
     pub(super) fn read_head<'h, 'b>(
         &self,
         bytes: &'b [u8],
+        parts: &Parts,
         fields: &'h mut [httparse::Header<'b>],
         client: SocketAddr,
     ) -> Option<Head<'h, 'b>> {
-        let mut req = httparse::Request::new(fields);
-        if !matches!(req.parse(bytes), Ok(httparse::Status::Complete(_))) || req.version != Some(1)
-        {
+        if parts.http10() {
             return None;
         }
-        let (method, head_only) = match req.method? {
-            "GET" => (Method::GET, false),
-            "HEAD" => (Method::HEAD, true),
+        let (method, head_only) = match parts.method(bytes) {
+            b"GET" => (Method::GET, false),
+            b"HEAD" => (Method::HEAD, true),
             _ => return None,
         };
-        let target = req.path?;
-        if !target.starts_with('/')
-            || target.contains('#')
-            || crate::http::target::normalise(target).is_some()
-        {
+        let target = std::str::from_utf8(parts.target(bytes)).ok()?;
+        if !target.starts_with('/') || crate::http::target::normalise(target).is_some() {
             return None;
         }
-        let fields: &'h [httparse::Header<'b>] = req.headers;
+        let mut n = 0;
+        for (name, value) in parts.fields(bytes)? {
+            *fields.get_mut(n)? = httparse::Header {
+                name: std::str::from_utf8(name).ok()?,
+                value,
+            };
+            n += 1;
+        }
+        let fields: &'h [httparse::Header<'b>] = &fields[..n];
         let Kept { host, user_agent } = self.screen_fields(fields, client)?;
         let host = std::str::from_utf8(host?).ok()?;
-        // As the full path's authority check: anything else is answered there (400).
-        if host.is_empty() || host.bytes().any(|b| matches!(b, b'/' | b' ' | b'@')) {
-            return None;
-        }
         Some(Head {
             method,
             head_only,

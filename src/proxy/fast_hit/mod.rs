@@ -36,7 +36,7 @@ use bytes::Bytes;
 use super::body::ResponseBody;
 use super::{Proxy, deliver};
 use crate::cache::CacheKey;
-use head::MAX_FIELDS;
+use crate::http::strict::{MAX_PART_FIELDS, Parts};
 
 /// A fast hit's answer, for the gate to write.
 pub struct FastAnswer {
@@ -50,8 +50,8 @@ pub struct FastAnswer {
 }
 
 impl Proxy {
-    /// The answer to a request from its validated, bodiless `head` when it is a plain fresh
-    /// hit from memory (see the module docs); `None` leaves the request to the full path,
+    /// The answer to a request from its validated, bodiless `head` (where its parts are:
+    /// `parts`, as the gate's strict parser found them) when it is a plain fresh hit from memory (see the module docs); `None` leaves the request to the full path,
     /// which then does every step itself. Counts what the full path counts for a hit, plus
     /// `cache_hit_fast`.
     /// `tls`: the client's TLS connection, for the transaction record. `listener`: the
@@ -59,6 +59,7 @@ impl Proxy {
     pub fn fast_hit(
         &self,
         head: &[u8],
+        parts: &Parts,
         client: SocketAddr,
         tls: Option<&crate::tls::server::ConnTls>,
         listener: Option<SocketAddr>,
@@ -67,8 +68,8 @@ impl Proxy {
             return None;
         }
         let started = Instant::now();
-        let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
-        let head = self.read_head(head, &mut fields, client)?;
+        let mut fields = [httparse::EMPTY_HEADER; MAX_PART_FIELDS];
+        let head = self.read_head(head, parts, &mut fields, client)?;
         if !self.vcl_looks_up(&head, client) {
             return None;
         }

@@ -30,7 +30,9 @@ const GATHER_BYTES: usize = 1 << 20;
 
 impl<T> Gate<T> {
     /// Lets `answerer` answer requests without hyper while hyper is idle ([`Answerer`]).
+    /// The scanner then notes where each head's parts are, for the answerer to read.
     pub fn answer_with(&mut self, answerer: Box<dyn Answerer>) {
+        self.scanner.keep_parts();
         self.answerer = Some(answerer);
     }
 
@@ -56,7 +58,12 @@ impl<T> Gate<T> {
         if self.out.len() >= MAX_ANSWERS {
             return false;
         }
-        let Some(a) = self.answerer.as_ref().and_then(|x| x.answer(head)) else {
+        let Some(a) = self
+            .answerer
+            .as_ref()
+            .zip(self.scanner.parts())
+            .and_then(|(x, parts)| x.answer(head, parts))
+        else {
             return false;
         };
         let (date, date_len) = if a.add_date {

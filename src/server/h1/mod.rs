@@ -48,7 +48,7 @@ use smallvec::SmallVec;
 use tokio::sync::oneshot;
 
 use crate::clock::DATE_LINE_LEN;
-use crate::http::strict::{Limits, Scanner, Violation};
+use crate::http::strict::{Limits, Parts, Scanner, Violation};
 use crate::proxy::{FastAnswer, ResponseBody};
 use crate::stats::Counters;
 
@@ -75,8 +75,9 @@ enum After {
 
 /// Answers a request without hyper from its validated, bodiless head (server.rs: fast hits,
 /// `Proxy::fast_hit`), or declines and hyper gets the request.
+/// `parts` says where the head's parts are, as the gate's strict parser found them.
 pub(crate) trait Answerer: Send + Sync {
-    fn answer(&self, head: &[u8]) -> Option<FastAnswer>;
+    fn answer(&self, head: &[u8], parts: &Parts) -> Option<FastAnswer>;
 }
 
 /// A fast answer being written: head, `Date` line (if the head has none), then the body's

@@ -26,7 +26,7 @@ use crate::vcl::run::SessTimeout;
 
 use super::clocks::{Clocks, Tick};
 use super::service::Service;
-use super::{Answerer, ConnState, Gate, Quiet};
+use super::{Answerer, ConnState, Gate, Parts, Quiet};
 
 /// One HTTP/1.1 session on a client connection (hyper behind the strict gate) with its
 /// timeouts, over a plain socket or a TLS stream (`tls`: what the connection negotiated; its
@@ -169,14 +169,14 @@ struct FastHits {
 }
 
 impl Answerer for FastHits {
-    fn answer(&self, head: &[u8]) -> Option<FastAnswer> {
+    fn answer(&self, head: &[u8], parts: &Parts) -> Option<FastAnswer> {
         let proxy = self.live.load();
         let listener = if proxy.has_sites() {
             self.local.listener(&self.live)
         } else {
             None
         };
-        proxy.fast_hit(head, self.peer, self.tls.as_deref(), listener)
+        proxy.fast_hit(head, parts, self.peer, self.tls.as_deref(), listener)
     }
 }
 
