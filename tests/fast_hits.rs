@@ -436,6 +436,52 @@ async fn a_head_in_pieces_is_answered_fast_once_complete() {
     shellac.stop().await;
 }
 
+/// The fast hit reads the head as the gate's strict parser found it (`http::strict::Parts`)
+/// instead of parsing it again: values padded with spaces and tabs are read trimmed (a padded
+/// `Host` finds the object, a padded `Range` still leaves the request to the full path), a
+/// later HTTP/1 minor version is HTTP/1.1, and a head with more fields than the parts hold
+/// takes the full path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fast_hits_read_the_head_as_the_strict_parser_found_it() {
+    let origin = Origin::start(|s| origin_reply(&s.path)).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    get(shellac.addr, "/a").await;
+    let one = |head: String| async move {
+        let mut stream = TcpStream::connect(shellac.addr).await.unwrap();
+        stream.write_all(head.as_bytes()).await.unwrap();
+        read_responses(&mut stream, 1).await
+    };
+    let padded =
+        one("GET /a HTTP/1.1\r\nHost: \t test.example \t\r\nUser-Agent:  t \r\n\r\n".into()).await;
+    assert!(padded.ends_with("body of /a"), "{padded}");
+    let later = one("GET /a HTTP/1.2\r\nhost: test.example\r\n\r\n".into()).await;
+    assert!(
+        later.starts_with("HTTP/1.1 200") && later.ends_with("body of /a"),
+        "{later}"
+    );
+    assert_eq!(shellac.stat("cache_hit_fast").await, 2);
+    let ranged = exchange(
+        shellac.addr,
+        b"GET /a HTTP/1.1\r\nhost: test.example\r\nRange: \tbytes=0-3 \r\n\r\n",
+        Duration::from_millis(500),
+    )
+    .await;
+    assert!(ranged.text.starts_with("HTTP/1.1 206"), "{}", ranged.text);
+    let many: String = (0..40).map(|i| format!("X-F{i}: {i}\r\n")).collect();
+    let full = one(format!(
+        "GET /a HTTP/1.1\r\nhost: test.example\r\n{many}\r\n"
+    ))
+    .await;
+    assert!(full.ends_with("body of /a"), "{full}");
+    let stats = shellac.stats().await;
+    assert_eq!(
+        stats["cache_hit_fast"], 2,
+        "the ranged and the 41-field request"
+    );
+    assert_eq!(stats["cache_hit"], 4);
+    shellac.stop().await;
+}
+
 /// With operator rules (examples/wordpress-apache.toml): a page no rule answers or edits is
 /// a fast hit (the response-phase rules and `cache` change nothing on a hit); so is a static
 /// file, whose rule strips the request's cookies (they change nothing here: the URL does not
