@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Issue 31's replay of the 2009 operator's benchmark (BRIEF.md item 5: 10,000 requests, 50
 # connections, keep-alive) against today's servers, side by side in one run, each server on
-# CPU 0 (wrk -t1 on CPU 1), one at a time, ROUNDS rounds alternating them:
+# CPU 0 (wrk -t1 on CPU 1), one at a time, ROUNDS rounds interleaving them (each round measures
+# every server once, starting one server later than the round before), so that the per-round
+# ratios compare servers measured close in time and the summary gives medians and min–max:
 #   static6k   a 6,451-byte file (6.3 KiB, a .png: no server compresses it), 50 connections
 #   phpinfo    /info.php (`<?php phpinfo();`) over FastCGI to one PHP-FPM pool, 50 connections
 #   phpcached  /cached/info.php, the same script, cached by a rule (Shellac `ttl`, nginx
@@ -12,7 +14,8 @@
 #   flv        a 22,020,096-byte (21 MiB) .flv, 10 connections (MiB/s)
 #   flvseek    the same with ?start=11010048 (the FLV header + the second half), 10 connections
 # Servers (all Debian's): Shellac (files backend, fastcgi backend, rules); nginx 1.22 (sendfile
-# on, open_file_cache, fastcgi_keep_conn + upstream keepalive, flv); lighttpd (mod_fastcgi,
+# on, open_file_cache, fastcgi_keep_conn + upstream keepalive, flv); lighttpd (Debian's shipped
+# /etc/lighttpd/lighttpd.conf with this run's root, port and paths, plus mod_fastcgi and
 # mod_flv_streaming when it loads); Apache 2.4 (event MPM + proxy_fcgi); Varnish 7.1 in front
 # of that Apache. The PHP-FPM pool (pm = static, PHP_CHILDREN children, TCP) is shared by all
 # and runs on CPU 0 too; for the PHP rows its CPU is counted with the server's (for Varnish,
@@ -22,9 +25,13 @@
 # identity answer for /cached/info.php (head and body, captured once) in mode $CEILING
 # (default splice1: head and body in one vmsplice, then one splice) — the least any server
 # can spend per request on this kernel's loopback, for the row's goal to be read against.
+# Before measuring, the script checks and prints what each server sends for the 6.3 KB file
+# (status, head bytes, body identical to the file, the connection kept for a second request)
+# and that every process of every server runs on CPU 0 only.
 #
 #   cargo build --release && bench/prio.sh bench/ab2009.sh    # ROUNDS=3 SECS=5 PHP_CHILDREN=8
 #   ONLY="static6k flv" bench/prio.sh bench/ab2009.sh
+#   SERVERS="shellac nginx lighttpd" ONLY=static6k ROUNDS=9 SECS=4 bench/prio.sh bench/ab2009.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SHELLAC=${SHELLAC:-target/release/shellac}
@@ -169,8 +176,17 @@ taskset -c 0 nginx -p "$TMP/ngx" -c "$TMP/ngx/nginx.conf" 2>"$TMP/ngx/stderr" &
 NPID=$!
 PIDS+=("$NPID")
 
-# --- lighttpd with mod_fastcgi (and mod_flv_streaming if this build has it).
+# --- lighttpd: Debian's shipped configuration (its modules, parse options, index files,
+# access rules, MIME table) with this run's root, address, port and paths instead of the
+# system's, plus mod_fastcgi (and mod_flv_streaming if this build has it). Not taken from the
+# shipped file: its upload and log directories and pid file (the system's), its IPv6 listener
+# and conf-enabled/ (a javascript alias for /javascript/). Like nginx's keepalive_requests
+# below, max-keep-alive-requests is raised from 1,000 so that no server closes wrk's
+# connections during a run (Shellac has no such limit).
+LIGHTTPD_SHIPPED=${LIGHTTPD_SHIPPED:-/etc/lighttpd/lighttpd.conf}
 lighttpd_conf() {
+  grep -vE '^[[:space:]]*server\.(document-root|upload-dirs|errorlog|pid-file|username|groupname|port)[[:space:]]*=|use-ipv6\.pl|conf-enabled' \
+    "$LIGHTTPD_SHIPPED"
   cat <<CONF
 server.document-root = "$W"
 server.bind = "127.0.0.1"
@@ -179,11 +195,9 @@ server.pid-file = "$TMP/lighttpd/pid"
 server.errorlog = "$TMP/lighttpd/error.log"
 server.username = "$WWW_USER"
 server.groupname = "$WWW_USER"
-server.event-handler = "linux-sysepoll"
 server.max-keep-alive-requests = 1000000
 server.max-connections = 4096
-server.modules = ("mod_fastcgi"$1)
-include_shell "/usr/share/lighttpd/create-mime.conf.pl"
+server.modules += ("mod_fastcgi"$1)
 fastcgi.server = (".php" => (("host" => "127.0.0.1", "port" => $P_FPM, "check-local" => "enable")))
 $2
 CONF
@@ -301,6 +315,21 @@ if [[ " $SERVERS " == *" ceiling "* ]]; then
   wait_http "http://127.0.0.1:${PORT[ceiling]}/cached/info.php"
   echo "ceiling ($CEILING): $(wc -c <"$TMP/ceiling.http") bytes a response"
 fi
+# What each server sends for the 6.3 KB file, and where it runs: the same body bytes (compared
+# with the file), the connection kept for a second request (curl's new connections: 1, then 0),
+# the head's size and fields; every process of its tree (workers, threads' process) on CPU 0.
+for s in $SERVERS; do
+  [[ $s == ceiling ]] && continue   # it sends only the phpcached page
+  url="http://127.0.0.1:${PORT[$s]}/file6k.png"
+  conns=$(curl -s -o /dev/null -o /dev/null -w '%{num_connects} ' "$url" "$url")
+  curl -s -D "$TMP/head-$s.txt" -o "$TMP/body-$s.bin" "$url"
+  same=no; cmp -s "$TMP/body-$s.bin" "$W/file6k.png" && same=yes
+  cpus=$(for p in $(tree_pids ${TREE[$s]}); do taskset -cp "$p" 2>/dev/null | awk '{print $NF}'; done | sort -u | tr '\n' ' ')
+  echo "$s static6k: $(head -1 "$TMP/head-$s.txt" | tr -d '\r'), head $(wc -c <"$TMP/head-$s.txt") B," \
+    "body $(wc -c <"$TMP/body-$s.bin") B identical to the file: $same; new connections for 2 requests: $conns;" \
+    "CPUs of its processes: $cpus; fields: $(tail -n +2 "$TMP/head-$s.txt" | cut -d: -f1 | tr -d '\r' | tr '\n' ' ')"
+  [[ $same == yes && $conns == "1 0 " && $cpus == "0 " ]] || { echo "$s: not comparable (above)" >&2; exit 1; }
+done
 (( LIGHTTPD_FLV == 1 )) || echo "lighttpd: mod_flv_streaming does not load in this build: no seek row"
 
 declare -A URL=([static6k]=/file6k.png [phpinfo]=/info.php [phpcached]=/cached/info.php
@@ -321,11 +350,15 @@ for w in $ONLY; do for s in $SERVERS; do
   [[ $w == php* && $s == nginx ]] && sleep 3
 done; done
 SECS=$SECS_MAIN
-grep -v ' 0$' "$TMP/results.tsv" | sed 's/^/warm-up errors: /' >&2 || true
+awk '$8 != 0 {print "warm-up errors: " $0}' "$TMP/results.tsv" >&2
 : >"$TMP/results.tsv"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+read -ra ALL <<<"$SERVERS"
 for r in $(seq "$ROUNDS"); do
-  for w in $ONLY; do for s in $SERVERS; do
+  # This round's order: the list rotated by r - 1 (no server is always measured first).
+  k=$(( (r - 1) % ${#ALL[@]} ))
+  ORDER=("${ALL[@]:k}" "${ALL[@]:0:k}")
+  for w in $ONLY; do for s in "${ORDER[@]}"; do
     [[ -n ${SKIP[$s-$w]:-} ]] && continue
     wrk_args "$w"
     measure "$w" "$s" "$r" "http://127.0.0.1:${PORT[$s]}${URL[$w]}" "${CONN[$w]}" $(tree "$s" "$w")

@@ -123,7 +123,8 @@ wait_http() {
 # measure WORKLOAD SERVER ROUND URL CONNS PID... : one `wrk -t1` run of $SECS s on CPU 1 (extra
 # wrk arguments from the array WRK_ARGS, e.g. a header) against URL, with the CPU of the process
 # trees PID... (the server, and its PHP-FPM when it is part of the answer) measured around it.
-# Appends "workload server round requests seconds MiB cpu-seconds errors" to $TMP/results.tsv.
+# Appends "workload server round requests seconds MiB cpu-seconds errors load" to
+# $TMP/results.tsv (load: the 1-minute load average when the run ended).
 measure() {
   local w=$1 s=$2 r=$3 url=$4 conns=$5 t0 t1 out perf=""
   shift 5
@@ -138,36 +139,42 @@ measure() {
   timeout $((SECS + 30)) taskset -c 1 wrk -t1 -c"$conns" -d"${SECS}s" "${WRK_ARGS[@]}" "$url" >"$out" 2>&1 || true
   t1=$(tree_ticks "$@")
   [[ -z $perf ]] || wait "$perf" || true
-  awk -v w="$w" -v s="$s" -v r="$r" -v cpu="$(( t1 - t0 ))" -v hz="$(getconf CLK_TCK)" '
+  awk -v w="$w" -v s="$s" -v r="$r" -v cpu="$(( t1 - t0 ))" -v hz="$(getconf CLK_TCK)" \
+    -v load="$(cut -d' ' -f1 /proc/loadavg)" '
     /requests in/ { n = $1; secs = $4 + 0; v = $5; sub(/read$/, "", v)
                     u = v; gsub(/[0-9.]/, "", u); m = v + 0
                     if (u == "B") m /= 1048576; else if (u == "KB") m /= 1024
                     else if (u == "GB") m *= 1024; else if (u == "TB") m *= 1048576 }
     /Non-2xx/ { e += $NF }
     /Socket errors/ { for (i = 4; i <= NF; i += 2) { x = $i; sub(/,/, "", x); e += x } }
-    END { printf "%s %s %s %d %.3f %.3f %.3f %d\n", w, s, r, n, secs, m, cpu / hz, e }' \
+    END { printf "%s %s %s %d %.3f %.3f %.3f %d %s\n", w, s, r, n, secs, m, cpu / hz, e, load }' \
     "$out" >>"$TMP/results.tsv"
   if grep -qE 'Non-2xx|Socket errors' "$out"; then
     echo "$w $s round $r: $(grep -E 'Non-2xx|Socket errors' "$out" | tr -s ' ' | tr '\n' ' '); now: $(curl -s -o /dev/null -w '%{http_code}' "${WRK_ARGS[@]/#-H/-H}" "$url")" >&2
   fi
 }
 # Markdown tables from $TMP/results.tsv: per workload, per server the medians over rounds of
-# req/s, MiB/s, requests and MiB per CPU-second of the server, and the median over rounds of
-# the ratio REF/server per CPU-second (REF = $1, e.g. shellac).
+# req/s, MiB/s, requests and MiB per CPU-second of the server, the lowest and highest round's
+# requests per CPU-second, and the ratio REF/server per CPU-second (REF = $1, e.g. shellac)
+# taken round by round (each round measures every server once, close in time), as the median
+# and the lowest and highest round's: one noisy round moves the median little and shows in the
+# spread. The rounds' load averages are printed under each table.
 summarize() {
   python3 - "$1" "$TMP/results.tsv" <<'PY'
 import statistics as st, sys
 ref, path = sys.argv[1], sys.argv[2]
 rows = [l.split() for l in open(path) if l.strip()]
-order, data = [], {}
-for w, s, r, n, secs, mib, cpu, err in rows:
+order, data, loads = [], {}, {}
+for w, s, r, n, secs, mib, cpu, err, *load in rows:
     if w not in order: order.append(w)
     data.setdefault(w, {}).setdefault(s, {})[r] = (int(n), float(secs), float(mib), float(cpu), int(err))
+    if load: loads.setdefault(w, []).append(float(load[0]))
 for w in order:
-    print(f"\n{w}\n")
-    print("| server | req/s | MiB/s | req per CPU-s | MiB per CPU-s | CPU use | errors | " + ref + "/server per CPU-s | " + ref + "/server req/s |")
-    print("|---|---|---|---|---|---|---|---|---|")
     runs = data[w]
+    print(f"\n{w} ({max(len(rs) for rs in runs.values())} rounds)\n")
+    print("| server | req/s | MiB/s | req per CPU-s | min–max | MiB per CPU-s | CPU use | errors | "
+          + ref + "/server per CPU-s | min–max | " + ref + "/server req/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for s, rs in runs.items():
         rps = [n / secs for n, secs, m, c, e in rs.values() if secs]
         mbs = [m / secs for n, secs, m, c, e in rs.values() if secs]
@@ -175,15 +182,20 @@ for w in order:
         mpc = [m / c for n, secs, m, c, e in rs.values() if c]
         use = [c / secs for n, secs, m, c, e in rs.values() if secs]
         errs = sum(e for *_, e in rs.values())
-        ratio = rratio = "—"
+        ratio = rrange = rratio = "—"
         if s != ref and ref in runs:
             q = [(runs[ref][r][0] / runs[ref][r][3]) / (n / c) for r, (n, secs, m, c, e) in rs.items()
                  if r in runs[ref] and c and n and runs[ref][r][3]]
             q2 = [(runs[ref][r][0] / runs[ref][r][1]) / (n / secs) for r, (n, secs, m, c, e) in rs.items()
                   if r in runs[ref] and n and secs and runs[ref][r][1]]
-            if q: ratio = f"{st.median(q):.2f}×"
+            if q:
+                ratio = f"{st.median(q):.2f}×"
+                rrange = f"{min(q):.2f}–{max(q):.2f}×"
             if q2: rratio = f"{st.median(q2):.2f}×"
         med = lambda v, f: format(st.median(v), f) if v else "—"
-        print(f"| {s} | {med(rps, ',.0f')} | {med(mbs, ',.1f')} | {med(rpc, ',.0f')} | {med(mpc, ',.1f')} | {med(use, '.2f')} | {errs} | {ratio} | {rratio} |")
+        spread = f"{min(rpc):,.0f}–{max(rpc):,.0f}" if rpc else "—"
+        print(f"| {s} | {med(rps, ',.0f')} | {med(mbs, ',.1f')} | {med(rpc, ',.0f')} | {spread} | {med(mpc, ',.1f')} | {med(use, '.2f')} | {errs} | {ratio} | {rrange} | {rratio} |")
+    if w in loads:
+        print(f"\nload (1 min) during the rounds: {min(loads[w]):.1f}–{max(loads[w]):.1f}")
 PY
 }
