@@ -370,4 +370,6 @@ mod stream;
 pub use stream::{Scan, Scanner};
 
 #[cfg(test)]
+mod parts_tests;
+#[cfg(test)]
 mod tests;
