@@ -4,15 +4,18 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 
 use super::Proxy;
 use super::chunks::Chunks;
+use super::filter::esi::plain;
 use crate::cache::busy::{BusyObject, LeaderGuard};
 use crate::cache::partial::{Added, Piece, Validator, representation_fields};
 use crate::cache::policy::StorePlan;
 use crate::cache::shared::feed::Position;
 use crate::cache::{Body, CacheKey, Object, StoredFields, VarySelection, body, boxed_vary};
+use crate::esi::Program;
 
 /// What the fill needs to build the cached object once the body is complete.
 pub(super) struct Fill {
@@ -64,8 +67,19 @@ impl Fill {
             match self.piece.take() {
                 Some(target) => self.store_piece(&proxy, &key, &busy, target, total),
                 None => {
-                    self.store_whole(&proxy, &key, &busy, &mut guard, total)
-                        .await
+                    // ESI's program, when ESI was on; and a marked page that held none is
+                    // gzipped now, off the workers (`filter/esi/plain.rs`). Awaited here, not
+                    // in an `async` store: that future would hold a second `Fill`, and this
+                    // task's future is moved when spawned and when it ends (every miss).
+                    let program = self.esi.as_ref().and_then(|slot| slot.take());
+                    let gzipped = match self.plain_gzip_level(&proxy, program.is_some()) {
+                        Some(level) => {
+                            Box::pin(plain::gzip(busy.chunks(), level, proxy.counters.clone()))
+                                .await
+                        }
+                        None => None,
+                    };
+                    self.store_whole(&proxy, &key, &busy, &mut guard, total, (program, gzipped));
                 }
             }
         }
@@ -121,16 +135,36 @@ impl Fill {
         }
     }
 
+    /// The gzip level a page ESI was on for is stored at as a plain gzip object: it held no
+    /// ESI (`found_esi` false), is marked gzip-plain and `[compression]` is on; `None`
+    /// otherwise (every fill without ESI).
+    fn plain_gzip_level(&self, proxy: &Proxy, found_esi: bool) -> Option<u32> {
+        let slot = self.esi.as_deref()?;
+        let compression = &proxy.config.compression;
+        if !plain::stores_gzip(slot.gzip_plain(), found_esi, compression.enabled) {
+            return None;
+        }
+        Some(
+            self.headers
+                .get(http::header::CONTENT_TYPE)
+                .map_or(compression.gzip_level, |t| {
+                    compression.gzip_level_for(t.as_bytes())
+                }),
+        )
+    }
+
     /// A whole object: stored (with its ESI program and its identity, when it has them),
     /// superseding any pieces of the URL, and shared with the fleet — unless it was purged
-    /// while it was fetched.
-    async fn store_whole(
+    /// while it was fetched. `gzipped`: the page's gzip when it is stored as a plain gzip
+    /// object ([`Fill::plain_gzip_level`]).
+    fn store_whole(
         self,
         proxy: &Proxy,
         key: &CacheKey,
         busy: &BusyObject,
         guard: &mut Option<LeaderGuard>,
         total: u64,
+        (program, gzipped): (Option<Program>, Option<Bytes>),
     ) {
         let mut headers = self.headers;
         if let Some(value) = self
@@ -140,8 +174,13 @@ impl Fill {
         {
             headers.insert(crate::cache::identity::FIELD, value);
         }
-        let (fields, body, total) =
-            stored_body(proxy, self.esi.as_deref(), headers, busy, total).await;
+        let (fields, body, total) = stored_body(
+            self.esi.as_deref(),
+            (program, gzipped),
+            headers,
+            busy,
+            total,
+        );
         let object = Arc::new(Object::from_plan(
             self.status,
             fields,
@@ -169,36 +208,26 @@ impl Fill {
 /// What a fill stores: its fields (with the ESI program first when ESI was on, `esi`) and its
 /// body in one allocation of exactly its size (cache/body.rs), and the body's length. A page
 /// ESI was on for that held no ESI and is marked gzip is stored as a plain gzip object
-/// (`filter/esi/plain.rs`): gzipped here, once.
-async fn stored_body(
-    proxy: &Proxy,
+/// (`filter/esi/plain.rs`), `gzipped` once by the fill.
+fn stored_body(
     esi: Option<&super::filter::esi::Slot>,
+    (program, gzipped): (Option<Program>, Option<Bytes>),
     mut headers: HeaderMap,
     busy: &BusyObject,
     total: u64,
 ) -> (StoredFields, body::MemoryChunks, u64) {
-    use super::filter::esi::plain;
     let Some(slot) = esi else {
         let body = body::store(&busy.chunks(), total as usize);
         return (StoredFields::from_map(&headers), body, total);
     };
-    let program = slot.take();
-    let compression = &proxy.config.compression;
-    if plain::stores_gzip(slot.gzip_plain(), program.is_some(), compression.enabled) {
-        let level = headers
-            .get(http::header::CONTENT_TYPE)
-            .map_or(compression.gzip_level, |t| {
-                compression.gzip_level_for(t.as_bytes())
-            });
-        if let Some(gz) = plain::gzip(busy.chunks(), level, proxy.counters.clone()).await {
-            plain::mark(&mut headers, total);
-            let len = gz.len();
-            return (
-                StoredFields::from_map(&headers),
-                body::store(&[gz], len),
-                len as u64,
-            );
-        }
+    if let Some(gz) = gzipped {
+        plain::mark(&mut headers, total);
+        let len = gz.len();
+        return (
+            StoredFields::from_map(&headers),
+            body::store(&[gz], len),
+            len as u64,
+        );
     }
     let fields = super::filter::esi::stored_fields(
         &headers,
@@ -335,5 +364,19 @@ mod tests {
             c.map()["content-type"].as_bytes().as_ptr(),
             h["content-type"].as_bytes().as_ptr()
         );
+    }
+
+    /// Regression (the miss path at 48ed772): the fill's store was an `async fn` holding a
+    /// second `Fill`, its future 2,904 bytes (debug) instead of 1,560, and every miss spawns
+    /// one (moved into its task, and again as the task ends). 1,680 bytes now (rustc 1.95).
+    #[test]
+    fn a_fill_task_is_small_to_move() {
+        fn size<F>(
+            _: impl FnOnce(Fill, Arc<Proxy>, CacheKey, Arc<BusyObject>, BackendBody) -> F,
+        ) -> usize {
+            std::mem::size_of::<F>()
+        }
+        let size = size(|fill, proxy, key, busy, body| fill.run(proxy, key, busy, None, body));
+        assert!(size <= 2_048, "the fill task's future is {size} bytes");
     }
 }

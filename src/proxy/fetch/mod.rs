@@ -97,7 +97,14 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
         return txn.deliver_stale(stale, "if-error");
     }
 
-    decide_and_store(txn, ex, primary, (guard, detail), storable).await
+    // The store awaited here, not in an `async fn` of its own: that future would hold a second
+    // copy of the exchange, and this one is part of every miss's future (moved when boxed).
+    match decided(txn, ex, primary, (guard, detail), storable) {
+        ControlFlow::Continue((storing, parts, body)) => {
+            store::store(txn, storing, parts, body).await
+        }
+        ControlFlow::Break(step) => step,
+    }
 }
 
 /// The body filters of the answer (`filter/`): the content codings (`coding.rs`), ESI, and
@@ -125,14 +132,15 @@ fn fetch_filters(txn: &mut Txn, ex: &mut Exchanged, for_cache: bool) -> bool {
 }
 
 /// The storage decision, made once (`Storage::decide`, whichever policy front-end), and what
-/// follows it: an uncacheable delivery (`decide.rs`) or the store (`store.rs`).
-async fn decide_and_store(
+/// follows it: an uncacheable delivery (`decide.rs`, `Break`) or what the store (`store.rs`)
+/// needs (`Continue`).
+fn decided(
     txn: &mut Txn,
     ex: Exchanged,
     primary: CacheKey,
     (guard, detail): (Option<LeaderGuard>, Option<&'static str>),
     storable: bool,
-) -> Step {
+) -> ControlFlow<Step, (Storing, http::response::Parts, crate::backend::BackendBody)> {
     let Exchanged {
         parts,
         body,
@@ -156,7 +164,7 @@ async fn decide_and_store(
                 remember,
                 content_length,
             };
-            return decide::uncacheable(txn, unstored, parts, body);
+            return ControlFlow::Break(decide::uncacheable(txn, unstored, parts, body));
         }
     };
     let storing = Storing {
@@ -169,5 +177,5 @@ async fn decide_and_store(
         seen: clock.seen,
         always_miss,
     };
-    store::store(txn, storing, parts, body).await
+    ControlFlow::Continue((storing, parts, body))
 }

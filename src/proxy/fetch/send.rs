@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Response, StatusCode};
 
 use super::super::txn::Txn;
 use super::request::build_request;
 use crate::backend::director::{Member, Pick};
-use crate::backend::{Backend, BackendBody, FetchError, RequestBody, TryNext};
+use crate::backend::{Backend, BackendBody, FetchError, TryNext};
 use crate::cache::CacheKey;
 
 /// Attempts at most per request (first try, retries and restarts together).
@@ -67,8 +67,22 @@ pub(super) async fn send(
             break;
         };
         txn.backend = Some(backend.clone());
-        let bereq = build_request(txn, &backend, for_cache);
-        match send_once(txn, &backend, bereq).await {
+        let mut bereq = build_request(txn, &backend, for_cache);
+        // Awaited here, not in an `async fn` of its own: that future would hold a second
+        // backend request, and this one is part of every miss's future (moved when boxed).
+        // With interim responses (1xx) forwarded to the client while the final one is
+        // awaited, when the client's connection takes them.
+        let sent = match txn.interim.clone() {
+            Some(sink) => {
+                let heads = super::super::interim::listen(&mut bereq, counters.clone());
+                let version = txn.req.version;
+                let sending = backend.send(bereq);
+                super::super::interim::forward_while(sending, heads, &*sink, version, counters)
+                    .await
+            }
+            None => backend.send(bereq).await,
+        };
+        match sent {
             Err(e) => {
                 tracing::warn!(backend = backend.name(), error = %e, "backend fetch failed");
                 if !(idempotent && e.before_response()) {
@@ -156,30 +170,6 @@ fn body_gone(txn: &Txn, for_cache: bool) -> bool {
         return true;
     }
     false
-}
-
-/// One backend request to `backend`; with interim responses (1xx) forwarded to the client
-/// while the final one is awaited, when the client's connection takes them.
-async fn send_once(
-    txn: &Txn,
-    backend: &Arc<Backend>,
-    mut bereq: Request<RequestBody>,
-) -> Result<Response<BackendBody>, FetchError> {
-    match txn.interim.clone() {
-        Some(sink) => {
-            let heads = super::super::interim::listen(&mut bereq, txn.proxy.counters.clone());
-            let version = txn.req.version;
-            super::super::interim::forward_while(
-                backend.send(bereq),
-                heads,
-                &*sink,
-                version,
-                &txn.proxy.counters,
-            )
-            .await
-        }
-        None => backend.send(bereq).await,
-    }
 }
 
 /// Whether the director this request is routed to counts `status` as failed (`restart_on` /
