@@ -1352,3 +1352,77 @@ async fn a_marked_gzip_page_without_esi_is_stored_and_hit_as_a_plain_page() {
     assert_eq!(origin.count_path("/noesi"), 1);
     shellac.stop().await;
 }
+
+/// Issue 29 (stop 38's 1.35×): a gzip client's hit on a page an `esi = true` rule marks, which
+/// held no ESI and is stored as a plain gzip object, takes the same path as the same page
+/// unmarked: a fast hit each time (`cache_hit_fast`), not the full path and no assembly, with
+/// the same fields. The rule acts in the response phase only, so it never keeps a URL off the
+/// fast path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_marked_gzip_page_without_esi_is_a_fast_hit_as_the_unmarked_page_is() {
+    let text = format!("<html>{}</html>", "no esi here; ".repeat(100));
+    let gz = gzip(text.as_bytes());
+    let origin = Origin::start(move |_| {
+        Reply::ok("")
+            .cc("max-age=60")
+            .header("content-type", "text/html")
+            .header("content-encoding", "gzip")
+            .header("vary", "Accept-Encoding")
+            .body(ReplyBody::Bytes(gz.clone()))
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |config: &mut Config| {
+        config.rules.push(RuleConfig {
+            name: "esi".into(),
+            path: Some("^/marked$".into()),
+            esi: true,
+            ..Default::default()
+        });
+    })
+    .await;
+    let gzip_client = [("accept-encoding", "gzip")];
+    let mut heads = Vec::new();
+    for path in ["/marked", "/unmarked"] {
+        assert!(
+            eventually(Duration::from_secs(10), || async {
+                get_with(shellac.addr, path, &gzip_client)
+                    .await
+                    .cache_status()
+                    .contains("hit")
+            })
+            .await,
+            "{path} stored"
+        );
+        let (hits, fast) = (
+            shellac.stat("cache_hit").await,
+            shellac.stat("cache_hit_fast").await,
+        );
+        let mut last = None;
+        for _ in 0..3 {
+            let r = get_with(shellac.addr, path, &gzip_client).await;
+            assert!(r.cache_status().contains("hit"), "{path}: {:?}", r.headers);
+            assert_eq!(r.header("content-encoding"), Some("gzip"), "{path}");
+            assert_eq!(gunzip(&r.body), text, "{path}");
+            last = Some(r);
+        }
+        assert_eq!(shellac.stat("cache_hit").await - hits, 3, "{path}");
+        assert_eq!(
+            shellac.stat("cache_hit_fast").await - fast,
+            3,
+            "{path}: every hit a fast hit"
+        );
+        let mut names: Vec<String> = last
+            .expect("three hits")
+            .headers
+            .keys()
+            .map(|n| n.as_str().to_string())
+            .collect();
+        names.sort();
+        heads.push(names);
+    }
+    assert_eq!(heads[0], heads[1], "the same fields on both hits");
+    assert_eq!(shellac.stat("esi_pages").await, 0, "never assembled");
+    assert_eq!(origin.count_path("/marked"), 1);
+    assert_eq!(origin.count_path("/unmarked"), 1);
+    shellac.stop().await;
+}
