@@ -2,6 +2,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::*;
 
 const LM: &str = "Sat, 21 Nov 2026 10:00:00 GMT";
@@ -228,5 +230,99 @@ async fn no_store_response_to_matching_if_none_match_is_304() {
     let r = get_with(shellac.addr, "/passed", &[("if-none-match", "\"p1\"")]).await;
     assert_eq!(r.header("x-seen-inm"), Some("\"p1\""));
     assert_eq!((r.status, r.text().as_str()), (200, "private page"));
+    shellac.stop().await;
+}
+
+/// Issue 32 (two lists of a 304's fields): a 304 from a stored object kept only an allow-list
+/// (Cache-Control, Content-Location, Date, ETag, Expires, Vary, Last-Modified) while a 304
+/// made from a fetched 200 (a miss whose preconditions Shellac answers itself) kept every field
+/// but the body's — so the same URL's 304 differed by whether it was cached. Now both make it
+/// one way (`http::conditional::not_modified_fields`, RFC 9110 §15.4.5): the 200's fields, the
+/// six the RFC names and the others it allows (Last-Modified, `Link`, an origin's own), without
+/// the representation metadata of the body a 304 has not (type, coding, language, length,
+/// digest) nor its framing. Over HTTP/1.1 and HTTP/2, on the miss and on the hit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_304_carries_the_same_fields_from_the_cache_as_from_a_fetch() {
+    let origin = Origin::start(|_| {
+        Reply::ok("body")
+            .cc("max-age=60")
+            .header("etag", "\"v1\"")
+            .header("last-modified", LM)
+            .header("expires", "Thu, 18 Aug 2050 02:01:18 GMT")
+            .header("content-location", "/doc.en")
+            .header("vary", "Accept-Language")
+            .header("content-type", "text/plain")
+            .header("content-language", "en")
+            .header(
+                "content-digest",
+                "sha-256=:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=:",
+            )
+            .header("accept-ranges", "bytes")
+            .header("link", "</s.css>; rel=preload")
+            .header("x-custom", "kept")
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.http2.h2c = shellac::config::http2::H2c::All;
+    })
+    .await;
+    let inm = [("if-none-match", "\"v1\"")];
+    let mut h2 = common::h2::H2Conn::open(shellac.addr).await;
+    let mut seen = Vec::new();
+    for (proto, path) in [("HTTP/1.1", "/h1"), ("HTTP/2", "/h2")] {
+        for made in ["fwd=miss", "hit"] {
+            if made == "hit" {
+                // The 304 may go out before the fill is stored: a hit from then on.
+                let stored = eventually(Duration::from_secs(10), || async {
+                    get(shellac.addr, path).await.cache_status().contains("hit")
+                });
+                assert!(stored.await, "{proto}: stored");
+            }
+            let r = match proto {
+                "HTTP/2" => h2.send("GET", path, &inm, b"").await,
+                _ => get_with(shellac.addr, path, &inm).await,
+            };
+            let what = format!("{proto} {made}");
+            assert_eq!(r.status, 304, "{what}");
+            assert!(r.cache_status().contains(made), "{what}: {:?}", r.headers);
+            assert!(r.body.is_empty(), "{what}");
+            for (name, value) in [
+                ("cache-control", "max-age=60"),
+                ("etag", "\"v1\""),
+                ("expires", "Thu, 18 Aug 2050 02:01:18 GMT"),
+                ("content-location", "/doc.en"),
+                ("vary", "Accept-Language"),
+                ("last-modified", LM),
+                ("link", "</s.css>; rel=preload"),
+                ("x-custom", "kept"),
+            ] {
+                assert_eq!(r.header(name), Some(value), "{what}: {name}");
+            }
+            assert!(r.header("date").is_some(), "{what}: date");
+            for name in [
+                "content-type",
+                "content-language",
+                "content-length",
+                "content-digest",
+                "accept-ranges",
+                "transfer-encoding",
+            ] {
+                assert_eq!(r.header(name), None, "{what}: {name}");
+            }
+            let mut names: Vec<String> = r
+                .headers
+                .keys()
+                .map(|n| n.as_str().to_string())
+                .filter(|n| n != "age")
+                .collect();
+            names.sort();
+            seen.push((what, names));
+        }
+    }
+    for (what, names) in &seen[1..] {
+        assert_eq!(names, &seen[0].1, "{what} against {}", seen[0].0);
+    }
+    assert_eq!(origin.count_path("/h1"), 1, "one fetch per URL");
+    assert_eq!(origin.count_path("/h2"), 1, "one fetch per URL");
     shellac.stop().await;
 }

@@ -132,6 +132,36 @@ pub fn not_modified(request: &HeaderMap, delivered: &HeaderMap) -> bool {
     )
 }
 
+/// Fields of a 200 that the 304 (Not Modified) standing for it leaves out (RFC 9110 §15.4.5):
+/// the representation metadata that describes a body the 304 does not have, and that body's
+/// framing. `Content-Digest` and `Content-MD5` are digests of that body.
+const NOT_IN_A_304: [header::HeaderName; 9] = [
+    header::CONTENT_LENGTH,
+    header::CONTENT_RANGE,
+    header::CONTENT_TYPE,
+    header::CONTENT_ENCODING,
+    header::CONTENT_LANGUAGE,
+    header::TRANSFER_ENCODING,
+    header::ACCEPT_RANGES,
+    header::HeaderName::from_static("content-digest"),
+    header::HeaderName::from_static("content-md5"),
+];
+
+/// `headers`, the fields of the 200 a 304 (Not Modified) stands for, made the 304's — the one
+/// definition every 304 Shellac makes uses (a stored object's, a fetched response's, one made
+/// after vcl_deliver, a sliced object's). RFC 9110 §15.4.5: the 304 sends each of
+/// Cache-Control, Content-Location, Date, ETag, Expires and Vary the 200 would have sent (they
+/// stay); it MAY send the 200's other fields (they stay too, as Varnish and nginx send them,
+/// so a cache freshening its copy with the 304, RFC 9111 §4.3.4, sees what the 200 says); it
+/// SHOULD NOT send representation metadata beyond what guides cache updates — so
+/// `Last-Modified` stays, and the body's type, coding, language, length and framing go
+/// ([`NOT_IN_A_304`]).
+pub fn not_modified_fields(headers: &mut HeaderMap) {
+    for name in NOT_IN_A_304 {
+        headers.remove(name);
+    }
+}
+
 /// A parsed `Range` header against a body of known length.
 #[derive(Debug, PartialEq, Eq)]
 pub enum RangeSpec {
@@ -231,4 +261,54 @@ fn strong_eq(a: &str, b: &str) -> bool {
 /// Weak comparison: opaque tags identical, weakness ignored.
 fn weak_eq(a: &str, b: &str) -> bool {
     opaque(a) == opaque(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_304_keeps_the_200s_fields_but_the_bodys() {
+        let mut h = HeaderMap::new();
+        for (name, value) in [
+            ("cache-control", "max-age=60"),
+            ("content-location", "/a.en"),
+            ("date", "Sun, 29 Nov 2026 10:00:00 GMT"),
+            ("etag", "\"v1\""),
+            ("expires", "Thu, 18 Aug 2050 02:01:18 GMT"),
+            ("vary", "Accept-Encoding"),
+            ("last-modified", "Sat, 21 Nov 2026 10:00:00 GMT"),
+            ("link", "</s.css>; rel=preload"),
+            ("content-type", "text/html"),
+            ("content-encoding", "gzip"),
+            ("content-language", "en"),
+            ("content-length", "1234"),
+            ("content-range", "bytes 0-9/1234"),
+            ("content-digest", "sha-256=:x:"),
+            ("content-md5", "x"),
+            ("transfer-encoding", "chunked"),
+            ("accept-ranges", "bytes"),
+        ] {
+            h.insert(
+                header::HeaderName::from_static(name),
+                HeaderValue::from_static(value),
+            );
+        }
+        not_modified_fields(&mut h);
+        let mut kept: Vec<&str> = h.keys().map(|n| n.as_str()).collect();
+        kept.sort_unstable();
+        assert_eq!(
+            kept,
+            [
+                "cache-control",
+                "content-location",
+                "date",
+                "etag",
+                "expires",
+                "last-modified",
+                "link",
+                "vary"
+            ]
+        );
+    }
 }

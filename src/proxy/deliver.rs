@@ -19,17 +19,6 @@ use crate::http::headers::VIA;
 /// parses the name again (a `&str` name is re-parsed and hashed on every map operation).
 pub const CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
 
-/// Fields a 304 carries from the stored response (RFC 9110 §15.4.5).
-const NOT_MODIFIED_FIELDS: [HeaderName; 7] = [
-    header::CACHE_CONTROL,
-    header::CONTENT_LOCATION,
-    header::DATE,
-    header::ETAG,
-    header::EXPIRES,
-    header::VARY,
-    header::LAST_MODIFIED,
-];
-
 /// Fields meant for the cache, never sent to clients (the last three: a stored ESI program,
 /// `esi::FIELD`, a stored encoded object's identity, `cache::identity::FIELD`, and the
 /// generation a representation was made from, `cache::representation::FIELD`).
@@ -66,7 +55,11 @@ pub fn object(
         return full(object, head_only, now, cache_status);
     }
     let mut headers = match answer {
-        Answer::NotModified => fields_for_304(&object),
+        Answer::NotModified => {
+            let mut h = object.headers.to_map();
+            crate::http::conditional::not_modified_fields(&mut h);
+            h
+        }
         Answer::PreconditionFailed => {
             return synth(
                 StatusCode::PRECONDITION_FAILED,
@@ -103,17 +96,6 @@ pub fn object(
         Answer::PreconditionFailed => unreachable!("answered above"),
     };
     respond(status, headers, body, cache_status)
-}
-
-/// The fields a 304 carries from the stored response (RFC 9110 §15.4.5).
-fn fields_for_304(object: &Object) -> HeaderMap {
-    let mut h = HeaderMap::new();
-    for name in NOT_MODIFIED_FIELDS {
-        for v in object.headers.map().get_all(&name) {
-            h.append(name.clone(), v.clone());
-        }
-    }
-    h
 }
 
 /// A 206 of one range, `start..=end` of the body: from memory, a slice of its chunks; from

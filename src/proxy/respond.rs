@@ -199,12 +199,9 @@ impl Txn {
             content_length,
         );
         if let Some(answer) = self.withheld_answer(status, &headers, page.is_some()) {
-            return deliver::respond(
-                answer,
-                not_modified_fields(headers),
-                ResponseBody::empty(),
-                cache_status,
-            );
+            // A 412 has no body either: the same fields.
+            crate::http::conditional::not_modified_fields(&mut headers);
+            return deliver::respond(answer, headers, ResponseBody::empty(), cache_status);
         }
         if let (true, Some(len)) = (self.ranged(status), content_length) {
             let range = self
@@ -357,23 +354,6 @@ pub(super) fn has_preconditions(request: &http::HeaderMap) -> bool {
     ]
     .iter()
     .any(|name| request.contains_key(name))
-}
-
-/// The fields of a 304 (or 412) made from a 200's: no content or its framing (RFC 9110
-/// §15.4.5: the validators and the fields that guide caches stay).
-fn not_modified_fields(mut headers: http::HeaderMap) -> http::HeaderMap {
-    for name in [
-        header::CONTENT_LENGTH,
-        header::CONTENT_RANGE,
-        header::CONTENT_TYPE,
-        header::CONTENT_ENCODING,
-        header::CONTENT_LANGUAGE,
-        header::TRANSFER_ENCODING,
-        header::ACCEPT_RANGES,
-    ] {
-        headers.remove(name);
-    }
-    headers
 }
 
 /// A `Range` of one closed range (`bytes=a-b`, `a <= b`): what can be cut from a body whose

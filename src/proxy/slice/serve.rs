@@ -271,18 +271,8 @@ impl Txn {
         self.proxy.counters.cache_hit.inc();
         let mut headers = HeaderMap::new();
         if status == StatusCode::NOT_MODIFIED {
-            for name in [
-                header::ETAG,
-                header::LAST_MODIFIED,
-                header::CACHE_CONTROL,
-                header::EXPIRES,
-                header::CONTENT_LOCATION,
-                header::DATE,
-            ] {
-                if let Some(v) = meta.fields.get(&name) {
-                    headers.insert(name, v.clone());
-                }
-            }
+            headers.clone_from(&meta.fields);
+            crate::http::conditional::not_modified_fields(&mut headers);
         } else if let Ok(v) = HeaderValue::from_str(&format!("bytes */{}", meta.length)) {
             headers.insert(header::CONTENT_RANGE, v);
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0));

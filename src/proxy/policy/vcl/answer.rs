@@ -126,15 +126,7 @@ fn run_deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
                 // 304 with the fields vcl_deliver left, but the body's own (RFC 9110
                 // §15.4.5: no representation metadata beyond what guides caches).
                 parts.status = http::StatusCode::NOT_MODIFIED;
-                for name in [
-                    header::CONTENT_LENGTH,
-                    header::CONTENT_RANGE,
-                    header::CONTENT_TYPE,
-                    header::CONTENT_ENCODING,
-                    header::CONTENT_LANGUAGE,
-                ] {
-                    parts.headers.remove(name);
-                }
+                crate::http::conditional::not_modified_fields(&mut parts.headers);
                 return Delivery::Send(Response::from_parts(parts, ResponseBody::empty()));
             }
             Delivery::Send(Response::from_parts(parts, body))
