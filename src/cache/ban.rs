@@ -118,7 +118,6 @@ impl Ban {
                 Subject::Ttl | Subject::Age | Subject::Grace | Subject::Keep => None,
             };
             let number = match c.test.subject {
-                Subject::Status => f64::from(object.status.as_u16()),
                 Subject::Ttl | Subject::Age | Subject::Grace | Subject::Keep => {
                     seconds(&c.test.subject, object)
                 }

@@ -2,7 +2,8 @@
 //! at blanks (a `"quoted"` word may hold blanks), `FIELD OP ARG` conditions joined by `&&`,
 //! and Varnish's words for every refusal (`Expected comparison operator.`, `Unknown or
 //! unsupported field "foo"`, ...), so an operator's `ban()` fails with the message Varnish
-//! gives. Fields: `req.url`, `req.http.NAME`, `obj.status`, `obj.http.NAME`, and the
+//! gives. Fields: `req.url`, `req.http.NAME`, `obj.status` (compared as text, as Varnish
+//! does: `obj.status != x` is a valid ban, trunk c00100), `obj.http.NAME`, and the
 //! durations `obj.ttl` (freshness left), `obj.age`, `obj.grace`, `obj.keep`; Shellac also takes
 //! `req.host` for `req.http.host`.
 
@@ -26,7 +27,7 @@ impl Subject {
     fn numeric(&self) -> bool {
         matches!(
             self,
-            Subject::Status | Subject::Ttl | Subject::Age | Subject::Grace | Subject::Keep
+            Subject::Ttl | Subject::Age | Subject::Grace | Subject::Keep
         )
     }
 }
@@ -51,7 +52,7 @@ pub struct Test {
     pub oper: Oper,
     /// The argument as written (a regex, a text, a number or a duration).
     pub arg: String,
-    /// A duration's seconds or a status, for the numeric subjects.
+    /// A duration's seconds, for the numeric subjects.
     pub number: f64,
 }
 
@@ -139,10 +140,6 @@ fn test(field: &str, oper: &str, arg: &str) -> Result<Test, String> {
         }
     };
     let number = match subject {
-        Subject::Status => arg
-            .parse::<i64>()
-            .map(|n| n as f64)
-            .map_err(|_| format!("expected integer got \"{arg}\""))?,
         Subject::Ttl | Subject::Age | Subject::Grace | Subject::Keep => duration(arg)
             .ok_or_else(|| format!("expected duration <n.nn>[ms|s|m|h|d|w|y] got \"{arg}\""))?,
         _ => 0.0,
@@ -247,7 +244,7 @@ mod tests {
 
     #[test]
     fn conditions_quotes_and_durations() {
-        let t = parse("obj.http.X-Tag == \"a b\" && obj.ttl > 1.5m && obj.status != 200").unwrap();
+        let t = parse("obj.http.X-Tag == \"a b\" && obj.ttl > 1.5m && obj.status != x").unwrap();
         assert_eq!(t.len(), 3);
         assert_eq!(
             t[0].subject,
@@ -258,7 +255,11 @@ mod tests {
             (t[1].subject.clone(), t[1].oper, t[1].number),
             (Subject::Ttl, Oper::Gt, 90.0)
         );
-        assert_eq!(t[2].number, 200.0);
+        assert_eq!(
+            (t[2].subject.clone(), t[2].arg.as_str()),
+            (Subject::Status, "x")
+        );
+        assert!(t[2].holds(Some("200"), 0.0, None));
         assert!(t[1].holds(None, 91.0, None));
         assert!(!t[1].holds(None, 90.0, None));
         assert!(parse("req.url == a && ").is_err());
