@@ -329,14 +329,7 @@ async fn token_is_required_and_the_cli_reads_through_it() {
     assert_eq!(r.status, 200, "{}", r.text());
 
     let admin = shellac.admin.to_string();
-    let run = move |args: Vec<String>| {
-        let out = Command::new(BIN).args(&args).output().expect("run shellac");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let run = move |args: Vec<String>| common::binary::output(Command::new(BIN).args(&args));
     let args = |extra: &[&str]| -> Vec<String> {
         let mut a: Vec<String> = vec!["inspect".into()];
         a.extend(extra.iter().map(|s| s.to_string()));

@@ -11,18 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::binary::BIN;
+use common::binary::{BIN, run as shellac};
 use common::*;
-
-/// `shellac ARGS`: (exit code, stdout, stderr).
-fn shellac(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BIN).args(args).output().expect("run shellac");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// `shellac serve --config FILE` with its log (stderr) read line by line; killed on drop.
 struct Serving {
@@ -354,15 +344,6 @@ fn memory_only_is_an_explicit_choice_and_the_start_up_line_says_so() {
     );
     serving.signal("-TERM");
     assert_eq!(serving.exit().0, Some(0));
-}
-
-/// A port free now (bound and released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Issue 23 #2: for each thing `serve` refuses at start-up, `check` refuses too, naming the

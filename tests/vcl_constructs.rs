@@ -553,25 +553,9 @@ sub vcl_deliver {
     }
 }
 
-/// `sess.send_timeout`, `sess.timeout_linger` and `sess.idle_send_timeout` (varnishtest v00069):
-/// they read `server.send_total_timeout`, `idle_release` and `send_timeout` until VCL sets
-/// them; later requests on the connection read back what an earlier one set; `unset` returns
-/// to the setting; and `sess.send_timeout` bounds the response that set it — a trickle reader
-/// of a 16 MiB pass is closed (counter `client_send_total_timeout`) though the configuration
-/// has no total limit.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sess_send_linger_and_idle_send_timeouts_are_the_sessions() {
-    use shellac::config::units::Dur;
-    let body: &'static [u8] = Box::leak(
-        [
-            b"HTTP/1.1 200 OK\r\ncontent-length: 16777216\r\n\r\n".to_vec(),
-            vec![b'b'; 16 << 20],
-        ]
-        .concat()
-        .into_boxed_slice(),
-    );
-    let origin = common::raw_origin::RawOrigin::start(move |_| body.to_vec()).await;
-    let vcl = r#"vcl 4.1;
+/// The VCL of the `sess.*` tests below: each request sets the session timeouts its fields
+/// name (`reset` unsets the three send/linger ones); a synthetic answer reads them back; `/big` is a 16 MiB pass.
+const SESS_VCL: &str = r#"vcl 4.1;
 import std;
 backend b { ${origin0} }
 sub vcl_recv {
@@ -583,6 +567,9 @@ sub vcl_recv {
     }
     if (req.http.idle-send) {
         set sess.idle_send_timeout = std.duration(req.http.idle-send, 1s);
+    }
+    if (req.http.idle) {
+        set sess.timeout_idle = std.duration(req.http.idle, 1s);
     }
     if (req.http.reset) {
         unset sess.send_timeout;
@@ -598,9 +585,21 @@ sub vcl_synth {
     set resp.http.x-send = sess.send_timeout;
     set resp.http.x-linger = sess.timeout_linger;
     set resp.http.x-idle-send = sess.idle_send_timeout;
+    set resp.http.x-idle = sess.timeout_idle;
 }
 "#;
-    let shellac = start_vcl_with("sess-send", vcl, &[origin.addr], |c| {
+
+/// `sess.send_timeout`, `sess.timeout_linger` and `sess.idle_send_timeout` (varnishtest v00069):
+/// they read `server.send_total_timeout`, `idle_release` and `send_timeout` until VCL sets
+/// them; later requests on the connection read back what an earlier one set; `unset` returns
+/// to the setting; and `sess.send_timeout` bounds the response that set it — a trickle reader
+/// of a 16 MiB pass is closed (counter `client_send_total_timeout`) though the configuration
+/// has no total limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sess_send_linger_and_idle_send_timeouts_are_the_sessions() {
+    use shellac::config::units::Dur;
+    let origin = common::raw_origin::RawOrigin::sized(16 << 20).await;
+    let shellac = start_vcl_with("sess-send", SESS_VCL, &[origin.addr], |c| {
         c.server.send_timeout = Dur(Duration::from_secs(30));
         c.server.send_total_timeout = Dur(Duration::ZERO);
         c.server.idle_release = Dur(Duration::from_secs(2));
@@ -688,50 +687,6 @@ sub vcl_backend_response {
     shellac.stop().await;
 }
 
-/// The VCL of the `sess.*` tests below: each request sets the session timeouts its fields
-/// name; a synthetic answer reads them back; `/big` is a 16 MiB pass.
-const SESS_VCL: &str = r#"vcl 4.1;
-import std;
-backend b { ${origin0} }
-sub vcl_recv {
-    if (req.http.send) {
-        set sess.send_timeout = std.duration(req.http.send, 1s);
-    }
-    if (req.http.linger) {
-        set sess.timeout_linger = std.duration(req.http.linger, 1s);
-    }
-    if (req.http.idle-send) {
-        set sess.idle_send_timeout = std.duration(req.http.idle-send, 1s);
-    }
-    if (req.http.idle) {
-        set sess.timeout_idle = std.duration(req.http.idle, 1s);
-    }
-    if (req.url == "/big") {
-        return (pass);
-    }
-    return (synth(200));
-}
-sub vcl_synth {
-    set resp.http.x-send = sess.send_timeout;
-    set resp.http.x-linger = sess.timeout_linger;
-    set resp.http.x-idle-send = sess.idle_send_timeout;
-    set resp.http.x-idle = sess.timeout_idle;
-}
-"#;
-
-/// An origin answering every request with 16 MiB.
-async fn big_origin() -> common::raw_origin::RawOrigin {
-    let body: &'static [u8] = Box::leak(
-        [
-            b"HTTP/1.1 200 OK\r\ncontent-length: 16777216\r\n\r\n".to_vec(),
-            vec![b'b'; 16 << 20],
-        ]
-        .concat()
-        .into_boxed_slice(),
-    );
-    common::raw_origin::RawOrigin::start(move |_| body.to_vec()).await
-}
-
 /// Issue 32: an idle HTTP/1.1 connection is parked (its session released) with the `sess.*`
 /// timeouts VCL set for it, whichever they are: the next request reads them back after the
 /// release, and the parking lot closes it at the session's `sess.timeout_idle`, not at
@@ -739,7 +694,7 @@ async fn big_origin() -> common::raw_origin::RawOrigin {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parked_connections_keep_the_sess_timeouts_vcl_set() {
     use shellac::config::units::Dur;
-    let origin = big_origin().await;
+    let origin = common::raw_origin::RawOrigin::sized(16 << 20).await;
     let shellac = start_vcl_with("sess-parked", SESS_VCL, &[origin.addr], |c| {
         c.server.idle_timeout = Dur(Duration::from_secs(3600));
         c.server.idle_release = Dur(Duration::from_secs(3600));
@@ -791,7 +746,7 @@ async fn parked_connections_keep_the_sess_timeouts_vcl_set() {
 async fn sess_send_timeout_bounds_http2_responses_of_the_session() {
     use http_body_util::BodyExt;
     use shellac::config::units::Dur;
-    let origin = big_origin().await;
+    let origin = common::raw_origin::RawOrigin::sized(16 << 20).await;
     let shellac = start_vcl_with("sess-h2", SESS_VCL, &[origin.addr], |c| {
         c.http2.h2c = shellac::config::http2::H2c::All;
         c.server.send_timeout = Dur(Duration::from_secs(30));

@@ -4,26 +4,19 @@
 
 use std::process::Command;
 
-use crate::common::binary::{BIN, Served};
+use crate::common::binary::{BIN, Served, output};
+use crate::common::free_port;
 
+/// `shellac ARGS` with `env` set and the admin-finding variables of the test's own
+/// environment removed: (exit code, stdout, stderr).
 fn shellac(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let out = Command::new(BIN)
-        .args(args)
-        .env_remove("SHELLAC_ADMIN_TOKEN")
-        .env_remove("SHELLAC_ADMIN")
-        .envs(env.iter().copied())
-        .output()
-        .expect("run shellac");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+    output(
+        Command::new(BIN)
+            .args(args)
+            .env_remove("SHELLAC_ADMIN_TOKEN")
+            .env_remove("SHELLAC_ADMIN")
+            .envs(env.iter().copied()),
     )
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
 }
 
 #[test]

@@ -6,14 +6,9 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::common::TempDir;
 use crate::common::binary::BIN;
 use crate::common::pebble::Pebble;
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
+use crate::common::{TempDir, free_port};
 
 /// A standalone `redis-server` with `requirepass`, stopped when dropped.
 struct Redis(Child, u16);

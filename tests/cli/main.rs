@@ -12,17 +12,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::binary::{BIN, Served};
+use common::binary::{BIN, Served, run as shellac};
 use common::*;
-
-fn shellac(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BIN).args(args).output().expect("run shellac");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// Every file under examples/, sub-folders (examples/rules/) included, passes `check`.
 #[test]

@@ -11,6 +11,21 @@ use std::time::Duration;
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_shellac");
 
+/// `cmd` run to its end: (exit code, -1 when a signal ended it; stdout; stderr).
+pub fn output(cmd: &mut Command) -> (i32, String, String) {
+    let out = cmd.output().expect("run shellac");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `shellac ARGS` run to its end: (exit code, stdout, stderr).
+pub fn run(args: &[&str]) -> (i32, String, String) {
+    output(Command::new(BIN).args(args))
+}
+
 /// A running `shellac serve`.
 pub struct Served {
     child: Child,

@@ -65,6 +65,20 @@ impl RawOrigin {
         .await
     }
 
+    /// An origin that answers every request with `200` and a body of `len` bytes `b` (the
+    /// response built once and leaked, so each answer is one copy).
+    pub async fn sized(len: usize) -> RawOrigin {
+        let body: &'static [u8] = Box::leak(
+            [
+                format!("HTTP/1.1 200 OK\r\ncontent-length: {len}\r\n\r\n").into_bytes(),
+                vec![b'b'; len],
+            ]
+            .concat()
+            .into_boxed_slice(),
+        );
+        RawOrigin::start(move |_| body.to_vec()).await
+    }
+
     pub fn count(&self) -> usize {
         self.requests.lock().unwrap().len()
     }

@@ -101,15 +101,7 @@ async fn max_field_size_refuses_one_long_field_line() {
 /// has taken longer than the total, counted in `client_send_total_timeout`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_total_timeout_closes_a_trickle_reader() {
-    let body: &'static [u8] = Box::leak(
-        [
-            b"HTTP/1.1 200 OK\r\ncontent-length: 16777216\r\n\r\n".to_vec(),
-            vec![b'b'; 16 << 20],
-        ]
-        .concat()
-        .into_boxed_slice(),
-    );
-    let origin = RawOrigin::start(move |_| body.to_vec()).await;
+    let origin = RawOrigin::sized(16 << 20).await;
     let shellac = Shellac::start(origin.addr, |c| {
         c.server.send_timeout = Dur(Duration::from_secs(30));
         c.server.send_total_timeout = Dur(Duration::from_millis(500));
@@ -178,15 +170,7 @@ async fn slow_request_bodies_are_cut_off() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_readers_are_cut_off() {
-    let body: &'static [u8] = Box::leak(
-        [
-            b"HTTP/1.1 200 OK\r\ncontent-length: 8388608\r\n\r\n".to_vec(),
-            vec![b'b'; 8 << 20],
-        ]
-        .concat()
-        .into_boxed_slice(),
-    );
-    let origin = RawOrigin::start(move |_| body.to_vec()).await;
+    let origin = RawOrigin::sized(8 << 20).await;
     let shellac = Shellac::start(origin.addr, |c| {
         c.server.send_timeout = Dur(Duration::from_millis(300));
     })
