@@ -596,16 +596,31 @@ pub async fn connect_small_window(addr: SocketAddr) -> TcpStream {
     socket.connect(addr).await.unwrap()
 }
 
-/// A trickle reader: 4 KiB every 50 ms (never stalled long enough for a `send_timeout`),
-/// until the server closes the connection. Bounded: at most 600 reads, none waited for more
-/// than 5 s. Whether the connection was closed.
-pub async fn trickle_until_closed(s: &mut TcpStream) -> bool {
+/// A trickle reader: 4 KiB every 50 ms (never stalled long enough for a `send_timeout`) until
+/// `gave_up` says the server ended the response; then what the kernel still holds of it (the
+/// server's send buffer, hundreds of KiB that would take seconds to trickle) is read at full
+/// speed until the connection ends. Bounded: at most 600 trickled reads and `limit` bytes in
+/// all, none waited for more than 5 s. Whether the connection was closed within `limit` bytes.
+pub async fn trickle_until_closed<F, Fut>(s: &mut TcpStream, limit: usize, gave_up: F) -> bool
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
     let mut buf = [0u8; 4096];
-    for _ in 0..600 {
+    let (mut read, mut trickled, mut given_up) = (0, 0, false);
+    while read <= limit {
         match tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await {
             Ok(Ok(0)) | Ok(Err(_)) => return true,
-            Ok(Ok(_)) => tokio::time::sleep(Duration::from_millis(50)).await,
+            Ok(Ok(n)) => read += n,
             Err(_) => return false,
+        }
+        given_up = given_up || gave_up().await;
+        if !given_up {
+            if trickled == 600 {
+                return false;
+            }
+            trickled += 1;
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
     false
