@@ -1,12 +1,13 @@
 //! HTTP/2 to clients over cleartext (h2c with prior knowledge): every cache feature behaves as
 //! over HTTP/1.1 (hits, coalescing, Vary, conditionals, Range, PURGE, Cache-Status, rules,
 //! the access log, counters), HTTP/1.1 still works on the same listener, malformed requests
-//! never reach the backend.
+//! never reach the backend; content codings (issue 29) to an h2 client and to curl.
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod backend;
+mod compression;
 mod hits;
 mod hpack_idle;
 

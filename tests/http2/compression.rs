@@ -1,0 +1,127 @@
+//! Issue 29's content codings with the clients it names: an HTTP/2 client (h2c) and Debian's
+//! `curl --compressed` over HTTP/2 and HTTP/1.1 get the one stored gzip object as stored or
+//! decoded, by their `Accept-Encoding`, with `Vary: Accept-Encoding` (docs/compression.md).
+
+use std::io::Read;
+
+use super::*;
+
+/// A 24 KB HTML page: compressible, stored gzipped at fetch.
+fn page() -> String {
+    (0..1000)
+        .map(|i| format!("<li class=\"row\">item {i}</li>\n"))
+        .collect()
+}
+
+fn gunzip(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(data)
+        .read_to_end(&mut out)
+        .expect("valid gzip");
+    out
+}
+
+fn varies_on_coding(r: &Resp) -> bool {
+    r.headers.get_all("vary").iter().any(|v| {
+        v.to_str()
+            .is_ok_and(|v| v.eq_ignore_ascii_case("accept-encoding"))
+    })
+}
+
+async fn page_origin() -> Origin {
+    Origin::start(|_| {
+        Reply::ok(&page())
+            .cc("max-age=60")
+            .header("content-type", "text/html; charset=utf-8")
+            .header("etag", "\"v1\"")
+    })
+    .await
+}
+
+/// Over HTTP/2 every `Accept-Encoding` shape is served from the one object the first request
+/// stored: gzip as stored (weak `ETag`), identity decoded with its length and strong `ETag`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2_clients_get_the_stored_gzip_or_its_decoded_identity() {
+    let origin = page_origin().await;
+    // No br / zstd representations: a client preferring them is served the gzip throughout.
+    let shellac = Shellac::start(origin.addr, |c| {
+        h2c(c);
+        c.compression.encodings = Vec::new();
+    })
+    .await;
+    let mut conn = H2Conn::open(shellac.addr).await;
+    for (ae, gzip) in [
+        (Some("gzip, deflate, br, zstd"), true),
+        (None, false),
+        (Some("gzip;q=0, identity"), false),
+        (Some("*"), true),
+        (Some("br;q=1.0, GZIP;q=0.5"), true),
+        (Some("identity"), false),
+    ] {
+        let fields: Vec<(&str, &str)> = ae.map(|v| ("accept-encoding", v)).into_iter().collect();
+        let r = conn.send("GET", "/page", &fields, b"").await;
+        assert_eq!(r.status, 200, "{ae:?}");
+        assert!(varies_on_coding(&r), "{ae:?}: {:?}", r.headers);
+        if gzip {
+            assert_eq!(r.header("content-encoding"), Some("gzip"), "{ae:?}");
+            assert_eq!(r.header("etag"), Some("W/\"v1\""), "{ae:?}");
+            assert_eq!(gunzip(&r.body), page().as_bytes(), "{ae:?}");
+        } else {
+            assert_eq!(r.header("content-encoding"), None, "{ae:?}");
+            assert_eq!(r.header("etag"), Some("\"v1\""), "{ae:?}");
+            assert_eq!(r.body, page().as_bytes(), "{ae:?}");
+        }
+    }
+    assert_eq!(origin.count(), 1, "one object served every client");
+    assert!(shellac.stat("compress_gunzip").await >= 1);
+    shellac.stop().await;
+}
+
+/// `curl --compressed` (which sends its own `Accept-Encoding` and decodes) and plain `curl`
+/// over h2c and HTTP/1.1: the compressed answer says `content-encoding: gzip`, the plain one
+/// has none, and both bodies are the page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curl_compressed_and_plain_over_http2_and_http1() {
+    let Some(curl) = tools::require(tools::which("curl"), "curl", "curl") else {
+        return;
+    };
+    let origin = page_origin().await;
+    let shellac = Shellac::start(origin.addr, h2c).await;
+    let url = format!("http://{}/page", shellac.addr);
+    for (protocol, compressed) in [
+        ("--http2-prior-knowledge", true),
+        ("--http2-prior-knowledge", false),
+        ("--http1.1", true),
+        ("--http1.1", false),
+    ] {
+        let dir = TempDir::new("h2-curl-compressed");
+        let head = dir.path("head");
+        let mut args = vec![protocol, "-s", "-D"];
+        let head_arg = head.to_str().expect("UTF-8 temp path");
+        args.push(head_arg);
+        if compressed {
+            args.push("--compressed");
+        }
+        args.push(&url);
+        let out = tokio::process::Command::new(&curl)
+            .args(&args)
+            .output()
+            .await
+            .expect("curl runs");
+        let what = format!("{protocol} compressed={compressed}");
+        assert!(out.status.success(), "{what}: {out:?}");
+        let head = std::fs::read_to_string(&head)
+            .expect("curl wrote the head")
+            .to_ascii_lowercase();
+        assert!(head.contains(" 200"), "{what}: {head}");
+        assert!(head.contains("vary: accept-encoding"), "{what}: {head}");
+        assert_eq!(
+            head.contains("content-encoding: gzip"),
+            compressed,
+            "{what}: {head}"
+        );
+        assert_eq!(out.stdout, page().as_bytes(), "{what}");
+    }
+    assert_eq!(origin.count(), 1);
+    shellac.stop().await;
+}
