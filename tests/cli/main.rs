@@ -40,6 +40,53 @@ fn check_accepts_every_example() {
     assert!(n >= 18, "only {n} examples found");
 }
 
+/// The `shellac check ... examples/FILE` line an example's comments give passes as written, run
+/// from the checkout's root on a machine that has none of the example's paths (sites.toml,
+/// static-site.toml and wordpress-fpm.toml said `shellac check FILE`, which refused their
+/// missing document roots: they now say `--file-only`).
+#[test]
+fn the_check_command_each_example_gives_passes_as_written() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut n = 0;
+    for entry in std::fs::read_dir(format!("{root}/examples")).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        for line in text.lines().filter(|l| l.starts_with('#')) {
+            let Some(command) = line.split("shellac check ").nth(1) else {
+                continue;
+            };
+            let args: Vec<&str> = command
+                .split_whitespace()
+                .take_while(|w| !w.starts_with('('))
+                .collect();
+            if !args.last().is_some_and(|f| f.starts_with("examples/")) {
+                continue; // another machine's path (tls.toml: /etc/shellac/tls.toml)
+            }
+            let out = Command::new(BIN)
+                .current_dir(root)
+                .arg("check")
+                .args(&args)
+                .output()
+                .expect("run shellac");
+            let said = String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr);
+            // Without --file-only the machine is checked too: on a developer's machine another
+            // program may hold the example's port (full.toml: 6081), which is its to say.
+            let only_ports_held = said
+                .lines()
+                .filter(|l| l.starts_with("error:"))
+                .all(|l| l.contains("is held by another process"));
+            assert!(
+                out.status.success() || (!args.contains(&"--file-only") && only_ports_held),
+                "{}: `{line}`: {said}",
+                path.display()
+            );
+            n += 1;
+        }
+    }
+    assert!(n >= 5, "only {n} example commands found");
+}
+
 #[test]
 fn check_reports_file_line_key_and_problem_for_every_error() {
     let dir = std::env::temp_dir().join(format!("shellac-cli-{}", std::process::id()));
