@@ -660,13 +660,20 @@ fn end_request(protocol_status: u8) -> Vec<u8> {
 }
 
 /// A FastCGI responder that answers the n-th complete request (up to its empty STDIN
-/// record) with `answers[n]`, then closes the connection.
+/// record) with `answers[n]`, then closes the connection; after the last answer it stops
+/// listening.
 async fn scripted_responder(answers: Vec<Vec<u8>>) -> SocketAddr {
+    scripted_responder_on("127.0.0.1:0".parse().unwrap(), answers).await
+}
+
+/// [`scripted_responder`] listening on `addr`. A connection closed before its request is
+/// complete (a health probe's) is not answered.
+async fn scripted_responder_on(addr: SocketAddr, answers: Vec<Vec<u8>>) -> SocketAddr {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
-        let mut answers = answers.into_iter();
+        let mut answers = answers.into_iter().peekable();
         while let Ok((mut s, _)) = listener.accept().await {
             let mut buf = Vec::new();
             let mut chunk = [0u8; 4096];
@@ -696,6 +703,9 @@ async fn scripted_responder(answers: Vec<Vec<u8>>) -> SocketAddr {
             let Some(answer) = answers.next() else { return };
             let _ = s.write_all(&answer).await;
             let _ = s.shutdown().await;
+            if answers.peek().is_none() {
+                return; // stops listening
+            }
         }
     });
     addr
@@ -740,6 +750,105 @@ async fn end_request_errors_and_broken_records_are_502() {
     }
     let r = get(sh.addr, "/x.php?case=good").await;
     assert_eq!((r.status, r.text().as_str()), (201, "made"));
+}
+
+/// Issue 31, "timeouts and probes as for HTTP origins" (docs/fastcgi.md): an application that
+/// reads the request and never answers gets the client a 504 at `first_byte_timeout` (counter
+/// `backend_timeout`), as an HTTP origin does; a probed FastCGI backend (a connection opened,
+/// no script run) whose address stops accepting is marked sick and takes no requests, and is
+/// healthy again once something accepts there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fastcgi_origin_has_the_timeouts_and_probes_of_an_http_origin() {
+    use shellac::config::units::Dur;
+    use shellac::config::{ProbeConfig, ProbeRef};
+    use tokio::io::AsyncReadExt;
+    let dir = TempDir::new("fcgi-timeouts");
+    std::fs::write(dir.path("x.php"), "").unwrap();
+    let root = std::fs::canonicalize(&dir.0).unwrap();
+
+    // Reads every request and never answers.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_addr = silent.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = silent.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                while matches!(s.read(&mut buf).await, Ok(n) if n > 0) {}
+            });
+        }
+    });
+    let sh = Shellac::start(silent_addr, |c| {
+        let b = &mut c.backends[0];
+        b.protocol = BackendProtocol::Fastcgi;
+        b.root = Some(root.clone());
+        b.max_connections = 2;
+        b.first_byte_timeout = Dur(Duration::from_millis(300));
+    })
+    .await;
+    let r = get(sh.addr, "/x.php").await;
+    assert_eq!(r.status, 504, "{}", r.text());
+    assert!(
+        r.text().contains("backend-first-byte-timeout"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(sh.stat("backend_timeout").await, 1);
+    sh.stop().await;
+
+    let good = [
+        record(6, b"Content-Type: text/plain\r\n\r\nup"),
+        record(6, b""),
+        end_request(0),
+    ]
+    .concat();
+    let app = scripted_responder(vec![good.clone()]).await;
+    let sh = Shellac::start(app, |c| {
+        let b = &mut c.backends[0];
+        b.protocol = BackendProtocol::Fastcgi;
+        b.root = Some(root.clone());
+        b.max_connections = 2;
+        b.probe = Some(ProbeRef::Inline(ProbeConfig {
+            name: String::new(),
+            url: None,
+            request: None,
+            expected_status: 200,
+            interval: Dur(Duration::from_millis(50)),
+            timeout: Dur(Duration::from_millis(500)),
+            window: 3,
+            threshold: 2,
+            initial: Some(3),
+        }));
+    })
+    .await;
+    let health = || async {
+        let v: serde_json::Value =
+            serde_json::from_slice(&get(sh.admin, "/backends").await.body).expect("JSON");
+        v["backends"][0]["healthy"].as_bool()
+    };
+    assert_eq!(health().await, Some(true));
+    // The responder ends after its one answer: nothing accepts at its address any more.
+    let r = get(sh.addr, "/x.php?first").await;
+    assert_eq!((r.status, r.text().as_str()), (200, "up"));
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            health().await == Some(false)
+        })
+        .await,
+        "a FastCGI backend that accepts no connection is marked sick"
+    );
+    let r = get(sh.addr, "/x.php?sick").await;
+    assert_eq!(r.status, 503, "{}", r.text());
+    scripted_responder_on(app, vec![good]).await;
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            health().await == Some(true)
+        })
+        .await,
+        "healthy again once it accepts"
+    );
+    let r = get(sh.addr, "/x.php?again").await;
+    assert_eq!((r.status, r.text().as_str()), (200, "up"));
+    sh.stop().await;
 }
 
 /// examples/wordpress-fpm.toml against the fixtures: static files from disk, `.php` run (never
