@@ -62,6 +62,14 @@ impl Site {
                     .cc("max-age=60")
                     .header("content-type", "text/html");
             }
+            if seen.path.starts_with("/esi/page") {
+                reply = Reply::ok(&format!(
+                    "<html>{} v{n}: <esi:include src=\"/esi/frag\"/></html>",
+                    seen.path
+                ))
+                .cc("max-age=60")
+                .header("content-type", "text/html");
+            }
             if seen.path.starts_with("/soft") {
                 reply = Reply::ok(&body).cc("max-age=60, stale-while-revalidate=60");
             }
@@ -128,6 +136,7 @@ fn config(dir: &TempDir, name: &str, origin: SocketAddr, seeds: &[String], disk:
     let text = format!(
         "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"127.0.0.1:0\"\n\n\
          [[backend]]\nhost = \"127.0.0.1\"\nport = {}\n\n\
+         [[rule]]\nname = \"esi\"\npath = '^/esi/page'\nesi = true\n\n\
          [storage.shared]\nnodes = [{}]\nkey_prefix = \"{PREFIX}\"\nnode_name = \"{name}\"\n\
          confirm_timeout = \"3s\"\nlease_timeout = \"5s\"\nbreaker_cooldown = \"300ms\"\nread_timeout = \"100ms\"\n\n{disk}",
         origin.port(),
@@ -206,6 +215,7 @@ async fn fleet() {
 
     shared_hits_across_nodes(&site, &nodes, &cluster).await;
     a_gzip_stored_object_serves_every_client_from_another_node(&site, &nodes).await;
+    an_esi_page_is_assembled_from_the_shared_copy_without_parsing(&site, &nodes).await;
     the_fleet_coalesces_misses(&site, &nodes).await;
     chunked_objects_and_the_size_cap(&site, &nodes, &cluster).await;
     purge_ban_and_tags_reach_every_node(&site, &nodes).await;
@@ -412,6 +422,41 @@ async fn a_gzip_stored_object_serves_every_client_from_another_node(site: &Site,
         1,
         "one origin request for the fleet"
     );
+}
+
+/// The fleet tier stores an ESI page with its program like any stored field (issue 29,
+/// docs/esi.md "Parsed once"): node a fetches and parses the page; node b reads the shared copy
+/// and assembles it (its fragment a shared hit too) without parsing anything, one origin
+/// request for the page and one for the fragment across the fleet.
+async fn an_esi_page_is_assembled_from_the_shared_copy_without_parsing(
+    site: &Site,
+    nodes: &[Node],
+) {
+    let [a, b, _] = nodes else { unreachable!() };
+    let want = "<html>/esi/page v1: /esi/frag v1</html>";
+    let first = a.get("/esi/page").await;
+    assert_eq!(
+        (first.status, first.text().as_str()),
+        (200, want),
+        "{first:?}"
+    );
+    assert_eq!(a.stat("esi_programs").await, 1);
+    let parsed = b.stat("esi_parsed").await;
+    let r = b.get("/esi/page").await;
+    assert_eq!((r.status, r.text().as_str()), (200, want), "{r:?}");
+    assert!(
+        r.cache_status().contains("detail=shared"),
+        "{}",
+        r.cache_status()
+    );
+    assert_eq!(
+        b.stat("esi_parsed").await,
+        parsed,
+        "a shared hit never parses"
+    );
+    assert!(b.stat("esi_includes").await >= 1);
+    assert_eq!(site.origin.count_path("/esi/page"), 1);
+    assert_eq!(site.origin.count_path("/esi/frag"), 1);
 }
 
 /// Coalescing across the fleet: the three nodes miss one URL at the same moment; one fetches
