@@ -1,10 +1,12 @@
 //! The MP4 cutter never panics on any file: the first byte picks the time and whether the
-//! input is a file of its own or the sample movie (`shellac::mp4::sample`) with bytes changed;
-//! the scan is asked again with more bytes as it asks, as the delivery filter does.
+//! input is a file of its own or the sample movie (`shellac::mp4::sample`, fast start or its
+//! moov after its mdat) with bytes changed; the scan is asked again with more bytes as it
+//! asks, as the delivery filter does, and a moov after the mdat is found and read through
+//! the box headers after it, as the filter does from a stored body.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use shellac::mp4::{Scan, cut, sample, scan};
+use shellac::mp4::{Scan, cut, late, sample, scan};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&first, rest)) = data.split_first() else {
@@ -30,6 +32,15 @@ fuzz_target!(|data: &[u8]| {
             Scan::Ready(layout) => {
                 if let Ok(Some(c)) = cut(&file[..have], &layout, start) {
                     assert!(c.from >= layout.mdat_data);
+                }
+                return;
+            }
+            Scan::MoovAfterMdat(l) => {
+                let mut read = late::read_in(&file);
+                if let Ok(moov) = l.find_moov(file.len() as u64, 1 << 20, &mut read)
+                    && let Ok(Some(c)) = l.cut(&file[..have], &moov, start, None)
+                {
+                    assert!(c.from >= l.mdat_data && c.to <= l.mdat_end);
                 }
                 return;
             }

@@ -3,9 +3,9 @@
 //! `moov` whose tables start at the cut and whose chunk offsets point into the `mdat` header
 //! that follows it.
 
-use super::Layout;
 use super::bad::Bad;
 use super::boxes::{self, Boxes, Header, write_header};
+use super::layout::Layout;
 use super::trak::{self, Trak};
 
 /// A file cut at a time: `head` (ftyp, the new moov, an mdat header), then the file's bytes
@@ -36,31 +36,41 @@ pub fn cut_span(
     start: f64,
     end: Option<f64>,
 ) -> Result<Option<Cut>, Bad> {
-    let start = if start.is_finite() && start > 0.0 {
-        start
-    } else {
-        0.0
-    };
-    let end = end.filter(|e| e.is_finite() && *e > start);
-    if start <= 0.0 && end.is_none() {
+    if span(start, end).is_none() {
         return Ok(None);
     }
     let moov = prefix.get(layout.moov.clone()).ok_or(Bad("short moov"))?;
+    let ftyp = match &layout.ftyp {
+        Some(r) => prefix.get(r.clone()).ok_or(Bad("short ftyp"))?,
+        None => &[],
+    };
+    cut_parts(ftyp, moov, (layout.mdat_data, layout.mdat_end), start, end)
+}
+
+/// Cuts a file given its `ftyp` and `moov` boxes and where its `mdat`'s data is (from, to;
+/// `None`: to the end of the file), wherever those boxes are in it: before the `mdat` (the
+/// first bytes, [`cut_span`]) or after it ([`late`](super::late)).
+pub fn cut_parts(
+    ftyp: &[u8],
+    moov: &[u8],
+    mdat: (u64, Option<u64>),
+    start: f64,
+    end: Option<f64>,
+) -> Result<Option<Cut>, Bad> {
+    let Some((start, end)) = span(start, end) else {
+        return Ok(None);
+    };
     let moov = read_moov(moov)?;
     let (key_time, key_scale) = key_time(&moov.traks, start)?;
     if key_time == 0 && end.is_none() {
         return Ok(None);
     }
     let cuts = track_cuts(&moov.traks, (key_time, key_scale), end)?;
-    let (from, to) = data_span(&cuts, layout, end)?;
+    let (from, to) = data_span(&cuts, mdat, end)?;
     let seconds = key_time as f64 / f64::from(key_scale.max(1));
     let span = boxes::Trim {
         start: seconds,
         keep: end.map(|e| e - seconds),
-    };
-    let ftyp = match &layout.ftyp {
-        Some(r) => prefix.get(r.clone()).ok_or(Bad("short ftyp"))?,
-        None => &[],
     };
     let head = write_head(ftyp, &moov, &cuts, span, (from, to))?;
     Ok(Some(Cut {
@@ -69,6 +79,18 @@ pub fn cut_span(
         to,
         start: seconds,
     }))
+}
+
+/// The start (0: from the beginning) and the end of a cut; `None`: nothing to cut (no start,
+/// and no end after it).
+fn span(start: f64, end: Option<f64>) -> Option<(f64, Option<f64>)> {
+    let start = if start.is_finite() && start > 0.0 {
+        start
+    } else {
+        0.0
+    };
+    let end = end.filter(|e| e.is_finite() && *e > start);
+    (start > 0.0 || end.is_some()).then_some((start, end))
 }
 
 /// A read `moov`: its children (its body), its `mvhd`, its tracks.
@@ -148,7 +170,7 @@ fn track_cuts(
 /// an end, to the end of the last kept sample of any track, else to the mdat's end.
 fn data_span(
     cuts: &[trak::TrackCut],
-    layout: &Layout,
+    (mdat_data, mdat_end): (u64, Option<u64>),
     end: Option<f64>,
 ) -> Result<(u64, Option<u64>), Bad> {
     let from = cuts
@@ -156,18 +178,18 @@ fn data_span(
         .map(|c| c.data_start)
         .min()
         .ok_or(Bad("no track"))?;
-    if from < layout.mdat_data || layout.mdat_end.is_some_and(|e| from > e) {
+    if from < mdat_data || mdat_end.is_some_and(|e| from > e) {
         return Err(Bad("a chunk offset outside the mdat"));
     }
     let to = match end {
         Some(_) => {
             let to = cuts.iter().map(|c| c.data_end).max().unwrap_or(from);
-            if layout.mdat_end.is_some_and(|e| to > e) {
+            if mdat_end.is_some_and(|e| to > e) {
                 return Err(Bad("a chunk offset outside the mdat"));
             }
             Some(to)
         }
-        None => layout.mdat_end,
+        None => mdat_end,
     };
     Ok((from, to))
 }

@@ -6,13 +6,17 @@
 //! `mdat` header, then the file's bytes from the first kept sample on.
 //!
 //! Pure functions over bytes (no I/O): [`scan`] finds the top-level boxes in a file's first
-//! bytes, [`cut`] makes the new head. Everything is bounds-checked: a box or table that does
+//! bytes, [`cut`] makes the new head. A file whose `moov` comes after its `mdat` (no "fast
+//! start") is cut as nginx cuts it, from random reads of the file ([`late`]): its `moov` is
+//! found by the chain of box headers after the `mdat`, read, and cut the same way. Everything is bounds-checked: a box or table that does
 //! not fit what holds it, an unknown version, a table whose counts disagree, is a
 //! [`Bad`] file (`fuzz/fuzz_targets/mp4.rs`).
 
 mod bad;
 mod boxes;
 mod cut;
+pub mod late;
+mod layout;
 #[doc(hidden)]
 pub mod sample;
 mod trak;
@@ -22,19 +26,7 @@ use std::ops::Range;
 pub use self::bad::Bad;
 use self::boxes::Header;
 pub use self::cut::{Cut, cut, cut_span};
-
-/// Where a file's top-level boxes are, from its first bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Layout {
-    /// `ftyp`, sent first as it is.
-    pub ftyp: Option<Range<usize>>,
-    /// The whole `moov` box.
-    pub moov: Range<usize>,
-    /// Offset of the first `mdat` data byte after the `moov`, and its end (`None`: to the end
-    /// of the file).
-    pub mdat_data: u64,
-    pub mdat_end: Option<u64>,
-}
+pub use self::layout::{Late, Layout};
 
 /// What the first bytes of a file say.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,8 +36,8 @@ pub enum Scan {
     /// More bytes are needed: at least this many in all.
     More(usize),
     /// The `mdat` comes before the `moov` (not "fast start"): the file cannot be cut as it
-    /// streams.
-    MoovAfterMdat,
+    /// streams; its `moov` is found after the mdat with random access ([`late`]).
+    MoovAfterMdat(Late),
     Bad(Bad),
 }
 
@@ -71,7 +63,11 @@ pub fn scan(prefix: &[u8], max: usize) -> Scan {
                         mdat_data: (at + header.len) as u64,
                         mdat_end: None,
                     }),
-                    None => Scan::MoovAfterMdat,
+                    None => Scan::MoovAfterMdat(Late {
+                        ftyp,
+                        mdat_data: (at + header.len) as u64,
+                        mdat_end: None,
+                    }),
                 };
             }
             return Scan::Bad(Bad("a box before the moov runs to the end of the file"));
@@ -85,7 +81,11 @@ pub fn scan(prefix: &[u8], max: usize) -> Scan {
                         mdat_data: (at + header.len) as u64,
                         mdat_end: Some(at as u64 + size),
                     }),
-                    None => Scan::MoovAfterMdat,
+                    None => Scan::MoovAfterMdat(Late {
+                        ftyp,
+                        mdat_data: (at + header.len) as u64,
+                        mdat_end: Some(at as u64 + size),
+                    }),
                 };
             }
             b"moof" | b"mvex" => return Scan::Bad(Bad("a fragmented mp4")),

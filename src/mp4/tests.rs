@@ -1,4 +1,5 @@
 use super::boxes::Boxes;
+use super::late;
 use super::sample::movie;
 use super::trak::Trak;
 use super::*;
@@ -59,7 +60,12 @@ fn scan_finds_the_boxes_or_asks_for_more() {
     assert!(matches!(scan(&file[..30], MAX), Scan::More(n) if n > 30));
     assert!(matches!(scan(&file[..l.moov.end - 1], MAX), Scan::More(n) if n == l.moov.end));
     assert!(matches!(scan(&file, 100), Scan::Bad(_)));
-    assert_eq!(scan(&movie(false), MAX), Scan::MoovAfterMdat);
+    let late = movie(false);
+    let Scan::MoovAfterMdat(l) = scan(&late, MAX) else {
+        panic!("the moov after the mdat");
+    };
+    assert_eq!((l.ftyp, l.mdat_data), (Some(0..28), 36));
+    assert!(l.mdat_end.is_some_and(|e| e < late.len() as u64));
 }
 
 #[test]
@@ -166,4 +172,87 @@ fn an_end_keeps_the_samples_before_it_and_the_data_up_to_them() {
     let got = samples(&answer(&file, &whole));
     assert_eq!(got[0], all[0][10..]);
     assert_eq!(got[1], all[1][20..]);
+}
+
+/// A file whose moov is after its mdat: where it says its boxes are, and its moov read
+/// through the box headers after the mdat.
+fn late_parts(file: &[u8]) -> (Late, Vec<u8>) {
+    let Scan::MoovAfterMdat(l) = scan(file, MAX) else {
+        panic!("not a late moov");
+    };
+    let moov = l
+        .find_moov(file.len() as u64, MAX, &mut late::read_in(file))
+        .unwrap();
+    (l, moov)
+}
+
+#[test]
+fn a_moov_after_the_mdat_is_found_read_and_cut_like_a_fast_start_one() {
+    let (late, fast) = (movie(false), movie(true));
+    let (l, moov) = late_parts(&late);
+    assert_eq!(l.ftyp, Some(0..28));
+    assert_eq!(l.mdat_data, 36);
+    assert!(late.ends_with(&moov) && &moov[4..8] == b"moov");
+    let fl = layout(&fast);
+    for (start, end) in [
+        (1.5, None),
+        (2.05, None),
+        (1.5, Some(2.05)),
+        (0.0, Some(1.0)),
+    ] {
+        let c = l.cut(&late, &moov, start, end).unwrap().unwrap();
+        // The data stops at the mdat's end: the old moov after it is not sent.
+        assert!(c.to.is_some_and(|t| t <= l.mdat_end.unwrap()));
+        let f = cut_span(&fast, &fl, start, end).unwrap().unwrap();
+        assert_eq!(c.start, f.start);
+        assert!(answer(&late, &c) == answer(&fast, &f), "{start}..{end:?}");
+    }
+    // Byte by byte: the answer parses, its chunk offsets point at the samples from the
+    // keyframe at or before the start (video sample 10 at 1.0 s for 1.5 s) on.
+    let out = answer(&late, &l.cut(&late, &moov, 1.5, None).unwrap().unwrap());
+    let (got, all) = (samples(&out), samples(&fast));
+    assert_eq!(got[0], all[0][10..]);
+    assert_eq!(got[0][0][..2], [b'V', 10]);
+    assert_eq!(got[1], all[1][20..]);
+    // Before the second keyframe: nothing to cut.
+    assert_eq!(l.cut(&late, &moov, 0.5, None), Ok(None));
+}
+
+#[test]
+fn a_late_moov_over_the_bound_cut_short_or_missing_is_bad_never_a_panic() {
+    let late = movie(false);
+    let (l, moov) = late_parts(&late);
+    let len = late.len() as u64;
+    assert!(
+        l.find_moov(len, moov.len() - 1, &mut late::read_in(&late))
+            .is_err()
+    );
+    let short = &late[..late.len() - 1];
+    assert!(
+        l.find_moov(short.len() as u64, MAX, &mut late::read_in(short))
+            .is_err()
+    );
+    let bare = &late[..l.mdat_end.unwrap() as usize];
+    assert!(
+        l.find_moov(bare.len() as u64, MAX, &mut late::read_in(bare))
+            .is_err()
+    );
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let at = late.len() - moov.len();
+    for _ in 0..3000 {
+        let mut f = late.clone();
+        for _ in 0..3 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let i = at + (state as usize % moov.len());
+            f[i] ^= (state >> 32) as u8 | 1;
+        }
+        if let Scan::MoovAfterMdat(l) = scan(&f, MAX)
+            && let Ok(m) = l.find_moov(f.len() as u64, MAX, &mut late::read_in(&f))
+            && let Ok(Some(c)) = l.cut(&f, &m, 1.5, None)
+        {
+            assert!(c.from >= l.mdat_data && c.to <= l.mdat_end);
+        }
+    }
 }

@@ -10,6 +10,7 @@ use http::{Method, Response, StatusCode};
 
 use super::body::ResponseBody;
 use super::deliver;
+use super::filter::mp4_source::ReadAt;
 use super::filter::{esi, flv, mp4};
 use super::partial::{self, RangeSpec};
 use super::txn::{RepresentationIo, Step, Txn};
@@ -70,7 +71,8 @@ impl Txn {
             crate::cache::representation::stored_coding(&object.headers),
         );
         super::coding::identity_for_if_range(self, &object);
-        self.flv_filter(object.status, object.headers.map(), Some(object.body_len));
+        let len = Some(object.body_len);
+        self.flv_filter(object.status, object.headers.map(), len, Some(&object));
         // A page stored with an ESI program: assembled (`esi_page.rs`).
         if let Some(program) = self.esi_program(&object)
             && self.esi_wanted()
@@ -111,26 +113,40 @@ impl Txn {
 
     /// An FLV or MP4 seek (`flv_start`, `mp4_start`, set by an `flv` or `mp4` rule): the
     /// FLV or MP4 filter on the delivery chain when this response can be cut there
-    /// (`filter/flv.rs`, `filter/mp4.rs`); once per request.
-    fn flv_filter(&mut self, status: StatusCode, fields: &http::HeaderMap, len: Option<u64>) {
+    /// (`filter/flv.rs`, `filter/mp4.rs`); once per request. `stored`: the object answering,
+    /// whose body an MP4 seek may read out of order (`None`: the body streams).
+    fn flv_filter(
+        &mut self,
+        status: StatusCode,
+        fields: &http::HeaderMap,
+        len: Option<u64>,
+        stored: Option<&Arc<Object>>,
+    ) {
         if let Some(start) = self.flv_start.take()
             && flv::Flv::applies(start, status, fields, len)
         {
             self.filters.deliver.push(Box::new(flv::Flv::new(start)));
         }
-        if let Some(filter) = self.mp4_filter(status, fields) {
+        if let Some(filter) = self.mp4_filter(status, fields, stored) {
             self.filters.deliver.push(Box::new(filter));
         }
     }
 
-    /// The MP4 filter of an MP4 seek whose response can be cut.
-    fn mp4_filter(&mut self, status: StatusCode, fields: &http::HeaderMap) -> Option<mp4::Mp4> {
+    /// The MP4 filter of an MP4 seek whose response can be cut; a `stored` body is read out
+    /// of order when the file's moov comes after its mdat.
+    fn mp4_filter(
+        &mut self,
+        status: StatusCode,
+        fields: &http::HeaderMap,
+        stored: Option<&Arc<Object>>,
+    ) -> Option<mp4::Mp4> {
         let (span, max) = self.mp4_start.take()?;
         if !mp4::Mp4::applies(status, fields) {
             return None;
         }
         let url = self.req.uri.path().to_string();
-        Some(mp4::Mp4::new(span, max, self.proxy.counters.clone(), url))
+        let source = stored.map(|o| o.clone() as Arc<dyn ReadAt>);
+        Some(mp4::Mp4::new(span, max, self.proxy.counters.clone(), url).with_source(source))
     }
 
     /// A passed body (streamed as fetched, no delivery chain) cut for an FLV seek when it
@@ -141,7 +157,7 @@ impl Txn {
         fields: &mut http::HeaderMap,
         body: ResponseBody,
     ) -> ResponseBody {
-        if let Some(filter) = self.mp4_filter(status, fields) {
+        if let Some(filter) = self.mp4_filter(status, fields, None) {
             let mut chain = super::filter::Chain::default();
             chain.push(Box::new(filter));
             return super::filter::streamed(&mut chain, status, fields, body, None).0;
@@ -188,7 +204,7 @@ impl Txn {
         cache_status: &str,
     ) -> Response<ResponseBody> {
         super::coding::on_delivery(self, super::filter::gzip::coding(&headers));
-        self.flv_filter(status, &headers, content_length);
+        self.flv_filter(status, &headers, content_length, None);
         let page = self.esi_assembly(&mut headers, content_length);
         // The delivery filters (`filter/`), if any: a Range below is cut from their output.
         let (body, content_length) = super::filter::streamed(

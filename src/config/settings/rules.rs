@@ -208,7 +208,7 @@ pub(super) const RULE: &[Setting] = &[
         default: Default::Value(r##"false"##),
         example: r##"true"##,
         restart: false,
-        doc: r##"Request action: MP4 pseudo-streaming (nginx's `mp4`). A matching request with `?start=SECONDS` (a positive number, `12.5`) is looked up, fetched and stored without its `start` and `end` arguments, and answered with the file cut at the keyframe at or before that time: `ftyp`, the `moov` rewritten (sample tables from there, chunk offsets moved, durations shortened, edit lists left out), then the media data from the first kept sample (chunked; a `Range` is ignored). Every track is cut at the video keyframe's time. With `end=SECONDS` (also without `start`: from the beginning) each track ends before its first sample at or after that time, and the media data after the last kept sample is not sent. A time before the second keyframe and no `end`, a status other than 200, or a body with a content coding gets the file as it is; so does a file that cannot be cut (its `moov` after the `mdat`, over `mp4_max_moov_size`, damaged, fragmented: counted in `mp4_seek_whole`, logged). Match it to the files: `path = '\.mp4$'` (docs/static-files.md)."##,
+        doc: r##"Request action: MP4 pseudo-streaming (nginx's `mp4`). A matching request with `?start=SECONDS` (a positive number, `12.5`) is looked up, fetched and stored without its `start` and `end` arguments, and answered with the file cut at the keyframe at or before that time: `ftyp`, the `moov` rewritten (sample tables from there, chunk offsets moved, durations shortened, edit lists left out), then the media data from the first kept sample (chunked; a `Range` is ignored). Every track is cut at the video keyframe's time. With `end=SECONDS` (also without `start`: from the beginning) each track ends before its first sample at or after that time, and the media data after the last kept sample is not sent. A time before the second keyframe and no `end`, a status other than 200, or a body with a content coding gets the file as it is; a file whose `moov` comes after its `mdat` (no "fast start") is cut too when the answer comes from the cache: its `moov` is found by the box headers after the `mdat` and read out of order, as nginx does. A file that cannot be cut (over `mp4_max_moov_size`, damaged, fragmented, or its `moov` after the `mdat` while the body streams: the fetch that stores it, a passed request) is sent as it is, counted in `mp4_seek_whole` and logged. Match it to the files: `path = '\.mp4$'` (docs/static-files.md)."##,
     },
     Setting {
         section: "rule",
@@ -220,7 +220,7 @@ pub(super) const RULE: &[Setting] = &[
         default: Default::Unset(r##"10 MiB"##),
         example: r##""32MiB""##,
         restart: false,
-        doc: r##"With `mp4`: the most of a file's first bytes held to read its `moov` (nginx's `mp4_max_buffer_size`); a file whose `moov` ends beyond it is sent whole."##,
+        doc: r##"With `mp4`: the most of a file's first bytes held to read its `moov` (nginx's `mp4_max_buffer_size`), and the largest `moov` read after the `mdat`; a file whose `moov` ends beyond it, or a `moov` after the `mdat` larger than it, is sent whole."##,
     },
     Setting {
         section: "rule",

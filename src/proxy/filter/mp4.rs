@@ -8,13 +8,20 @@
 //! fetch of it.
 //!
 //! The file's first bytes are held until its `moov` and the `mdat` header after it are in
-//! (at most `mp4_max_moov_size`). The response head is on its way before they are read, so a
-//! file that cannot be cut — its `moov` after the `mdat` (not "fast start"), larger than the
-//! bound, damaged, fragmented — is sent whole, as it is, with a log line and the counter
+//! (at most `mp4_max_moov_size`). A file whose `moov` comes after its `mdat` (not "fast
+//! start") is cut as nginx cuts it when its body is stored: its `moov` is found by the box
+//! headers after the `mdat` and read out of order (`mp4_source.rs`, off the async threads:
+//! a body on disk is read from disk), the first bytes held meanwhile; the answer is then the
+//! media data up to the end of the `mdat` (the old `moov` is not sent). The response head is
+//! on its way before any of this, so a file that cannot be cut — larger than the bound,
+//! damaged, fragmented, its `moov` after the `mdat` while the body streams (from the origin,
+//! not stored yet, or passed) — is sent whole, as it is, with a log line and the counter
 //! `mp4_seek_whole` (nginx answers 500 for a damaged file: a player then shows an error
 //! instead of playing from the start).
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -22,8 +29,9 @@ use bytes::Bytes;
 use http::StatusCode;
 use http::header::{self, HeaderMap};
 
+use super::mp4_source::ReadAt;
 use super::{BodyFilter, Chunks, Effect, FilterError, seek};
-use crate::mp4::{self, Scan};
+use crate::mp4::{self, Bad, Cut, Late, Scan};
 use crate::stats::Counters;
 
 /// `start=SECONDS` of a query (the last one), when it is a positive number of seconds
@@ -65,10 +73,19 @@ pub fn without_span(query: &str) -> Option<String> {
 enum State {
     /// The file's first bytes, until its moov can be cut.
     Holding(Vec<u8>),
+    /// The moov after the mdat being read out of order; the first bytes wait.
+    Finding(Box<Finding>),
     /// Cut: input bytes still to drop before the kept media data.
     Skipping(u64),
     /// Everything else as it comes.
     Passing,
+}
+
+/// A moov after the mdat being read (`State::Finding`).
+struct Finding {
+    held: Vec<u8>,
+    late: Late,
+    read: tokio::task::JoinHandle<Result<Vec<u8>, Bad>>,
 }
 
 /// The filter of one request seeking to `start` seconds (0: from the beginning), up to
@@ -83,6 +100,8 @@ pub struct Mp4 {
     out: VecDeque<Bytes>,
     counters: Arc<Counters>,
     url: String,
+    /// The stored body, read out of order for a moov after the mdat (`None`: it streams).
+    source: Option<Arc<dyn ReadAt>>,
 }
 
 impl Mp4 {
@@ -101,7 +120,14 @@ impl Mp4 {
             out: VecDeque::new(),
             counters,
             url,
+            source: None,
         }
+    }
+
+    /// Reads `source` out of order when the file's moov comes after its mdat.
+    pub fn with_source(mut self, source: Option<Arc<dyn ReadAt>>) -> Mp4 {
+        self.source = source;
+        self
     }
 
     /// Whether a response of this status and fields is cut.
@@ -123,33 +149,69 @@ impl Mp4 {
     fn decide(&mut self, held: Vec<u8>) {
         match mp4::scan(&held, self.max) {
             Scan::More(_) => self.state = State::Holding(held),
-            Scan::MoovAfterMdat => self.whole(held, "the moov is after the mdat (not fast start)"),
+            Scan::MoovAfterMdat(late) => self.find(held, late),
             Scan::Bad(b) => self.whole(held, b.0),
-            Scan::Ready(layout) => match mp4::cut_span(&held, &layout, self.start, self.end) {
-                Ok(Some(cut)) => {
-                    self.out.push_back(Bytes::from(cut.head));
-                    if self.end.is_some() {
-                        self.left = cut.to.map(|to| to.saturating_sub(cut.from));
-                    }
-                    let have = held.len() as u64;
-                    if cut.from < have {
-                        let rest = Bytes::from(held).slice(cut.from as usize..);
-                        if let Some(rest) = self.limit(rest) {
-                            self.out.push_back(rest);
-                        }
-                        self.state = State::Passing;
-                    } else {
-                        self.state = State::Skipping(cut.from - have);
-                    }
+            Scan::Ready(layout) => {
+                let cut = mp4::cut_span(&held, &layout, self.start, self.end);
+                self.apply(held, cut, self.end.is_some());
+            }
+        }
+    }
+
+    /// Reads the moov after the mdat out of order, when the body is stored.
+    fn find(&mut self, held: Vec<u8>, late: Late) {
+        let Some(source) = self.source.clone() else {
+            return self.whole(
+                held,
+                "the moov is after the mdat (not fast start) and the body streams",
+            );
+        };
+        let (max, len, l) = (self.max, source.body_len(), late.clone());
+        let read = tokio::task::spawn_blocking(move || {
+            l.find_moov(len, max, &mut |at, n| source.read_at(at, n))
+        });
+        self.state = State::Finding(Box::new(Finding { held, late, read }));
+    }
+
+    /// The moov after the mdat is read (or not): the file is cut, up to the mdat's end.
+    fn found(&mut self, f: Finding, moov: Result<Result<Vec<u8>, Bad>, tokio::task::JoinError>) {
+        match moov {
+            Ok(Ok(moov)) => {
+                let cut = f.late.cut(&f.held, &moov, self.start, self.end);
+                self.apply(f.held, cut, true);
+            }
+            Ok(Err(b)) => self.whole(f.held, b.0),
+            Err(_) => self.whole(f.held, "the moov could not be read"),
+        }
+    }
+
+    /// Sends what `cut` says of the held bytes and the rest: the head and the data from its
+    /// first kept sample (`bounded`: only up to `to`), or the file as it is.
+    fn apply(&mut self, held: Vec<u8>, cut: Result<Option<Cut>, Bad>, bounded: bool) {
+        match cut {
+            Ok(Some(cut)) => {
+                self.out.push_back(Bytes::from(cut.head));
+                if bounded {
+                    self.left = cut.to.map(|to| to.saturating_sub(cut.from));
                 }
-                Ok(None) => {
-                    if !held.is_empty() {
-                        self.out.push_back(Bytes::from(held));
+                let have = held.len() as u64;
+                if cut.from < have {
+                    let rest = Bytes::from(held).slice(cut.from as usize..);
+                    if let Some(rest) = self.limit(rest) {
+                        self.out.push_back(rest);
                     }
                     self.state = State::Passing;
+                } else {
+                    self.state = State::Skipping(cut.from - have);
                 }
-                Err(b) => self.whole(held, b.0),
-            },
+            }
+            Ok(None) => {
+                if !held.is_empty() {
+                    self.out.push_back(Bytes::from(held));
+                }
+                self.state = State::Passing;
+            }
+            Err(b) => self.whole(held, b.0),
         }
     }
 }
@@ -191,9 +253,17 @@ impl BodyFilter for Mp4 {
                 // Past the end: the rest of the file is not read.
                 return Poll::Ready(None);
             }
+            if let State::Finding(f) = &mut self.state {
+                let moov = std::task::ready!(Pin::new(&mut f.read).poll(cx));
+                if let State::Finding(f) = std::mem::replace(&mut self.state, State::Passing) {
+                    self.found(*f, moov);
+                }
+                continue;
+            }
             let polled = std::task::ready!(input.poll_chunk(cx));
             match (&mut self.state, polled) {
                 (_, Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                (State::Finding(_), _) => {}
                 (State::Holding(held), None) => {
                     let held = std::mem::take(held);
                     self.whole(held, "the file ends before its moov");
@@ -324,6 +394,56 @@ mod tests {
             assert!(out == *input);
             assert_eq!(counters.mp4_seek_whole.get(), 1);
         }
+    }
+
+    /// A body read out of order: a file in memory.
+    struct InMemory(Vec<u8>);
+
+    impl ReadAt for InMemory {
+        fn body_len(&self) -> u64 {
+            self.0.len() as u64
+        }
+
+        fn read_at(&self, at: u64, n: usize) -> Result<Vec<u8>, Bad> {
+            crate::mp4::late::read_in(&self.0)(at, n)
+        }
+    }
+
+    /// The filter's output for `file`, stored (read out of order through `ReadAt`), arriving
+    /// in pieces of `piece` bytes.
+    async fn run_stored(file: &[u8], piece: usize, max: usize) -> (Vec<u8>, Arc<Counters>) {
+        let counters = Arc::new(Counters::default());
+        let source: Arc<dyn ReadAt> = Arc::new(InMemory(file.to_vec()));
+        let mut f =
+            Mp4::new((1.5, None), max, counters.clone(), "/m.mp4".into()).with_source(Some(source));
+        let mut input = Pieces(file.chunks(piece).map(Bytes::copy_from_slice).collect());
+        let mut out = Vec::new();
+        while let Some(Ok(b)) = std::future::poll_fn(|cx| f.poll_chunk(cx, &mut input)).await {
+            out.extend_from_slice(&b);
+        }
+        (out, counters)
+    }
+
+    /// A stored file whose moov comes after its mdat is cut as its fast-start twin is: the
+    /// same bytes (the old moov after the mdat is not sent); over the bound, sent whole.
+    #[tokio::test]
+    async fn a_moov_after_the_mdat_is_read_out_of_order_and_cut() {
+        let late = crate::mp4::sample::movie(false);
+        let fast = crate::mp4::sample::movie(true);
+        let crate::mp4::Scan::Ready(layout) = crate::mp4::scan(&fast, 1 << 20) else {
+            panic!("sample");
+        };
+        let cut = crate::mp4::cut(&fast, &layout, 1.5).unwrap().unwrap();
+        let mut want = cut.head.clone();
+        want.extend_from_slice(&fast[cut.from as usize..]);
+        for piece in [1, 7, 500, 100_000] {
+            let (out, counters) = run_stored(&late, piece, 1 << 20).await;
+            assert!(out == want, "pieces of {piece}");
+            assert_eq!(counters.mp4_seek_whole.get(), 0);
+        }
+        let (out, counters) = run_stored(&late, 64, layout.moov.len() - 1).await;
+        assert!(out == late);
+        assert_eq!(counters.mp4_seek_whole.get(), 1);
     }
 
     #[test]
