@@ -1,19 +1,24 @@
 //! The MP4 cutter never panics on any file: the first byte picks the time and whether the
 //! input is a file of its own or the sample movie (`shellac::mp4::sample`, fast start or its
-//! moov after its mdat) with bytes changed; the scan is asked again with more bytes as it
+//! moov after its mdat, with `stco` or 64-bit `co64` chunk offsets) with bytes changed; the scan is asked again with more bytes as it
 //! asks, as the delivery filter does, and a moov after the mdat is found and read through
 //! the box headers after it, as the filter does from a stored body.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use shellac::mp4::{Scan, cut, late, sample, scan};
+use shellac::mp4::sample::{Options, movie_with};
+use shellac::mp4::{Scan, cut, late, scan};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&first, rest)) = data.split_first() else {
         return;
     };
     let file = if first & 1 == 0 {
-        let mut m = sample::movie(first & 2 == 0);
+        let mut m = movie_with(Options {
+            co64: first & 4 != 0,
+            ..Options::small(first & 2 == 0)
+        })
+        .bytes();
         for edit in rest.chunks(3) {
             if let [a, b, v] = edit {
                 let at = usize::from(u16::from_be_bytes([*a, *b])) % m.len();
@@ -24,7 +29,7 @@ fuzz_target!(|data: &[u8]| {
     } else {
         rest.to_vec()
     };
-    let start = f64::from(first >> 2) / 10.0;
+    let start = f64::from(first >> 3) / 10.0;
     let mut have = 16.min(file.len());
     for _ in 0..64 {
         match scan(&file[..have], 1 << 20) {

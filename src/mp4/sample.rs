@@ -2,7 +2,9 @@
 //! (1000 units a second, 30 samples of 100, keyframes at samples 0, 10 and 20, three samples a
 //! chunk, composition offsets, an edit list) and a sound track (8000 units a second, 60
 //! samples of 400, 8 bytes each, three a chunk), their chunks interleaved by time. Each sample's
-//! bytes name it: `V` or `A`, then its number repeated.
+//! bytes name it: `V` or `A`, then its number repeated. [`movie_with`] makes it with 64-bit
+//! chunk offsets (`co64`), larger samples, or zero bytes before the first chunk (past 4 GiB,
+//! without holding them: [`Movie`]).
 
 use super::boxes::write_box;
 
@@ -41,7 +43,7 @@ impl Track {
         b
     }
 
-    fn trak(&self, id: u32, offsets: &[u32]) -> Vec<u8> {
+    fn trak(&self, id: u32, offsets: &[u64], co64: bool) -> Vec<u8> {
         let n = self.sizes.len() as u32;
         let duration = n * self.delta;
         let movie_duration = duration * 1000 / self.timescale;
@@ -73,10 +75,14 @@ impl Track {
         }
         stbl.extend(boxed(b"stsz", &stsz));
         let mut stco = full(0, &[offsets.len() as u32]);
-        offsets
-            .iter()
-            .for_each(|o| stco.extend_from_slice(&o.to_be_bytes()));
-        stbl.extend(boxed(b"stco", &stco));
+        for &o in offsets {
+            if co64 {
+                stco.extend_from_slice(&o.to_be_bytes());
+            } else {
+                stco.extend_from_slice(&(o as u32).to_be_bytes());
+            }
+        }
+        stbl.extend(boxed(if co64 { b"co64" } else { b"stco" }, &stco));
         let minf = boxed(b"stbl", &stbl);
         let mut mdia = boxed(b"mdhd", &full(0, &[0, 0, self.timescale, duration, 0]));
         mdia.extend(boxed(
@@ -94,14 +100,117 @@ impl Track {
     }
 }
 
-/// The movie, `moov` before `mdat` (`fast_start`) or after it.
+/// How a sample movie is made ([`movie_with`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// The `moov` before the `mdat` (fast start), or after it.
+    pub fast_start: bool,
+    /// 64-bit chunk offsets (`co64`) instead of `stco`.
+    pub co64: bool,
+    /// Every sample is this many times larger (1: the small movie).
+    pub scale: u32,
+    /// Zero bytes at the start of the `mdat`, before the first chunk (a `lead` past 4 GiB
+    /// puts every chunk offset there; the mdat header then has a 64-bit size).
+    pub lead: u64,
+}
+
+impl Options {
+    /// The small movie, fast start or not, with `stco`.
+    pub fn small(fast_start: bool) -> Options {
+        Options {
+            fast_start,
+            co64: false,
+            scale: 1,
+            lead: 0,
+        }
+    }
+}
+
+/// A movie in its parts, so that one with a long `lead` need not be held: the file is
+/// `head` (the `ftyp`, then for fast start the `moov`; then the `mdat` header), `lead` zero
+/// bytes, `data` (the chunks), then `tail` (the `moov` when it comes after the `mdat`).
+#[derive(Debug, Clone)]
+pub struct Movie {
+    pub head: Vec<u8>,
+    pub lead: u64,
+    pub data: Vec<u8>,
+    pub tail: Vec<u8>,
+}
+
+impl Movie {
+    /// The file's length.
+    pub fn len(&self) -> u64 {
+        (self.head.len() + self.data.len() + self.tail.len()) as u64 + self.lead
+    }
+
+    /// Never: a movie has boxes.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The file's bytes `at .. at + n` (fewer only at its end).
+    pub fn read(&self, at: u64, n: usize) -> Vec<u8> {
+        let end = at.saturating_add(n as u64).min(self.len());
+        let mut out = Vec::new();
+        let mut pos = 0u64;
+        let zeros = Zeros(self.lead);
+        let parts: [&dyn Part; 4] = [&self.head, &zeros, &self.data, &self.tail];
+        for part in parts {
+            let (lo, hi) = (at.max(pos), end.min(pos + part.len()));
+            if lo < hi {
+                part.put(&mut out, lo - pos, hi - pos);
+            }
+            pos += part.len();
+        }
+        out
+    }
+
+    /// The whole file (its `lead` must be small).
+    pub fn bytes(&self) -> Vec<u8> {
+        self.read(0, usize::try_from(self.len()).unwrap_or(usize::MAX))
+    }
+}
+
+/// A part of a [`Movie`]: bytes, or zeros.
+trait Part {
+    fn len(&self) -> u64;
+    fn put(&self, out: &mut Vec<u8>, from: u64, to: u64);
+}
+
+impl Part for Vec<u8> {
+    fn len(&self) -> u64 {
+        self.as_slice().len() as u64
+    }
+    fn put(&self, out: &mut Vec<u8>, from: u64, to: u64) {
+        out.extend_from_slice(&self[from as usize..to as usize]);
+    }
+}
+
+struct Zeros(u64);
+
+impl Part for Zeros {
+    fn len(&self) -> u64 {
+        self.0
+    }
+    fn put(&self, out: &mut Vec<u8>, from: u64, to: u64) {
+        out.resize(out.len() + (to - from) as usize, 0);
+    }
+}
+
+/// The small movie, `moov` before `mdat` (`fast_start`) or after it.
 pub fn movie(fast_start: bool) -> Vec<u8> {
+    movie_with(Options::small(fast_start)).bytes()
+}
+
+/// The movie as `o` says.
+pub fn movie_with(o: Options) -> Movie {
+    let scale = o.scale.max(1);
     let tracks = [
         Track {
             kind: b'V',
             timescale: 1000,
             delta: 100,
-            sizes: (0..30).map(|i| 20 + i).collect(),
+            sizes: (0..30).map(|i| (20 + i) * scale).collect(),
             per_chunk: 3,
             sync: Some(vec![1, 11, 21]),
             ctts: true,
@@ -110,7 +219,7 @@ pub fn movie(fast_start: bool) -> Vec<u8> {
             kind: b'A',
             timescale: 8000,
             delta: 400,
-            sizes: vec![8; 60],
+            sizes: vec![8 * scale; 60],
             per_chunk: 3,
             sync: None,
             ctts: false,
@@ -126,43 +235,59 @@ pub fn movie(fast_start: bool) -> Vec<u8> {
         }
     }
     order.sort();
-    let ftyp = boxed(b"ftyp", b"isom\0\0\x02\0isomiso2mp41");
-    let moov = |offsets: &[Vec<u32>]| {
-        let mut m = boxed(b"mvhd", &{
-            let mut p = full(0, &[0, 0, 1000, 3000, 0x10000]);
-            p.extend_from_slice(&[0u8; 80]);
-            p
-        });
-        for (t, track) in tracks.iter().enumerate() {
-            m.extend(track.trak(t as u32 + 1, &offsets[t]));
-        }
-        boxed(b"moov", &m)
-    };
-    let zero: Vec<Vec<u32>> = tracks.iter().map(|t| vec![0; t.chunks()]).collect();
-    let moov_len = moov(&zero).len() as u32;
-    let data_at = if fast_start {
-        ftyp.len() as u32 + moov_len + 8
-    } else {
-        ftyp.len() as u32 + 8
-    };
-    let mut offsets = zero.clone();
     let mut data = Vec::new();
+    let mut at: Vec<Vec<u64>> = tracks.iter().map(|t| vec![0; t.chunks()]).collect();
     for &(_, t, c) in &order {
-        offsets[t][c] = data_at + data.len() as u32;
+        at[t][c] = data.len() as u64;
         let track = &tracks[t];
         let first = c * track.per_chunk;
         for s in first..(first + track.per_chunk).min(track.sizes.len()) {
             data.extend(track.sample(s));
         }
     }
-    let mdat = boxed(b"mdat", &data);
-    let mut out = ftyp;
-    if fast_start {
-        out.extend(moov(&offsets));
-        out.extend(mdat);
+    let ftyp = boxed(b"ftyp", b"isom\0\0\x02\0isomiso2mp41");
+    let moov = |base: u64| {
+        let mut m = boxed(b"mvhd", &{
+            let mut p = full(0, &[0, 0, 1000, 3000, 0x10000]);
+            p.extend_from_slice(&[0u8; 80]);
+            p
+        });
+        for (t, track) in tracks.iter().enumerate() {
+            let offsets: Vec<u64> = at[t].iter().map(|a| base + a).collect();
+            m.extend(track.trak(t as u32 + 1, &offsets, o.co64));
+        }
+        boxed(b"moov", &m)
+    };
+    let mdat_size = o.lead + data.len() as u64 + 8;
+    let mdat = if mdat_size <= u64::from(u32::MAX) {
+        boxed_header(b"mdat", mdat_size as u32)
     } else {
-        out.extend(mdat);
-        out.extend(moov(&offsets));
+        let mut h = 1u32.to_be_bytes().to_vec();
+        h.extend_from_slice(b"mdat");
+        h.extend_from_slice(&(mdat_size + 8).to_be_bytes());
+        h
+    };
+    let moov_len = moov(0).len() as u64;
+    let mut head = ftyp;
+    let before = head.len() as u64 + mdat.len() as u64 + o.lead;
+    let (moov, tail) = if o.fast_start {
+        (moov(before + moov_len), Vec::new())
+    } else {
+        (Vec::new(), moov(before))
+    };
+    head.extend(moov);
+    head.extend(mdat);
+    Movie {
+        head,
+        lead: o.lead,
+        data,
+        tail,
     }
-    out
+}
+
+/// A box header of `size` bytes.
+fn boxed_header(kind: &[u8; 4], size: u32) -> Vec<u8> {
+    let mut h = size.to_be_bytes().to_vec();
+    h.extend_from_slice(kind);
+    h
 }

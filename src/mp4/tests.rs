@@ -256,3 +256,72 @@ fn a_late_moov_over_the_bound_cut_short_or_missing_is_bad_never_a_panic() {
         }
     }
 }
+
+/// The answer for a cut of a movie held in parts (`sample::Movie`).
+fn answer_of(m: &super::sample::Movie, cut: &Cut) -> Vec<u8> {
+    let to = cut.to.unwrap_or(m.len());
+    let mut out = cut.head.clone();
+    out.extend(m.read(cut.from, (to - cut.from) as usize));
+    out
+}
+
+fn has_box(file: &[u8], kind: &[u8; 4]) -> bool {
+    file.windows(4).any(|w| w == kind)
+}
+
+/// 64-bit chunk offsets (`co64`): a file with them is cut as one with `stco` (the same
+/// samples), and its answer keeps `co64`. With the data past 4 GiB (a 5 GiB lead of zeros in
+/// the mdat, not held), every offset is shifted from there to just after the new head, in 64
+/// bits; the fast-start file and the one whose moov comes after its mdat give the same answer.
+#[test]
+fn co64_offsets_past_4_gib_are_shifted_to_the_new_head_and_kept_64_bit() {
+    use super::sample::{Options, movie_with};
+    let all = samples(&movie(true));
+    let small = movie_with(Options {
+        co64: true,
+        ..Options::small(true)
+    })
+    .bytes();
+    assert!(has_box(&small, b"co64") && !has_box(&small, b"stco"));
+    assert_eq!(samples(&small), all);
+    let c = cut(&small, &layout(&small), 1.5).unwrap().unwrap();
+    let out = answer(&small, &c);
+    assert!(has_box(&out, b"co64") && !has_box(&out, b"stco"));
+    assert_eq!(samples(&out)[0], all[0][10..]);
+    assert_eq!(samples(&out)[1], all[1][20..]);
+    let lead = 5 << 30;
+    let mut answers = Vec::new();
+    for fast_start in [true, false] {
+        let m = movie_with(Options {
+            fast_start,
+            co64: true,
+            scale: 1,
+            lead,
+        });
+        assert!(m.len() > lead);
+        let c = match scan(&m.head, MAX) {
+            Scan::Ready(l) => {
+                assert!(l.mdat_data > 0 && l.mdat_end == Some(m.len()));
+                cut(&m.head, &l, 1.5).unwrap().unwrap()
+            }
+            Scan::MoovAfterMdat(l) => {
+                let mut read = |at, n| Ok(m.read(at, n));
+                let moov = l.find_moov(m.len(), MAX, &mut read).unwrap();
+                assert!(moov == m.tail);
+                l.cut(&m.head, &moov, 1.5, None).unwrap().unwrap()
+            }
+            other => panic!("{other:?}"),
+        };
+        assert!(c.from > lead && c.from > u64::from(u32::MAX));
+        let out = answer_of(&m, &c);
+        assert!(has_box(&out, b"co64") && !has_box(&out, b"stco"));
+        let got = samples(&out);
+        assert_eq!(got[0], all[0][10..], "fast start {fast_start}");
+        assert_eq!(got[1], all[1][20..], "fast start {fast_start}");
+        // The first kept chunk (video sample 10) starts right after the new head.
+        let l = layout(&out);
+        assert_eq!(l.mdat_data, c.head.len() as u64);
+        answers.push(out);
+    }
+    assert!(answers[0] == answers[1]);
+}
