@@ -90,6 +90,16 @@ fn esi_rule(config: &mut Config) {
     });
 }
 
+/// ESI on for the paths `path` (a regex) matches only.
+fn esi_on(config: &mut Config, path: &str) {
+    config.rules.push(RuleConfig {
+        name: "esi".into(),
+        path: Some(path.into()),
+        esi: true,
+        ..Default::default()
+    });
+}
+
 async fn get_text(shellac: &Shellac, path: &str) -> (u16, String) {
     let r = get(shellac.addr, path).await;
     (r.status, r.text())
@@ -575,12 +585,7 @@ async fn includes_are_fetched_in_parallel_and_the_page_and_fragments_stream() {
     .await;
     // ESI on for the page only: its fragments are plain bodies that stream.
     let shellac = Shellac::start(origin.addr, |config: &mut Config| {
-        config.rules.push(RuleConfig {
-            name: "esi".into(),
-            path: Some("^/par$".into()),
-            esi: true,
-            ..Default::default()
-        });
+        esi_on(config, "^/par$");
     })
     .await;
     let mut conn = Conn::open(shellac.addr).await;
@@ -661,12 +666,7 @@ async fn the_includes_in_flight_are_bounded_by_concurrency() {
     .await;
     let shellac = Shellac::start(origin.addr, |config: &mut Config| {
         config.esi.concurrency = 2;
-        config.rules.push(RuleConfig {
-            name: "esi".into(),
-            path: Some("^/bounded$".into()),
-            esi: true,
-            ..Default::default()
-        });
+        esi_on(config, "^/bounded$");
     })
     .await;
     let addr = shellac.addr;
@@ -1257,12 +1257,7 @@ async fn a_followed_fragment_that_stalls_cuts_the_page_with_late_failure_abort()
     let stuck = Arc::new(Notify::new());
     let origin = Origin::start(stalling(stuck.clone())).await;
     let shellac = Shellac::start(origin.addr, |c| {
-        c.rules.push(RuleConfig {
-            name: "esi".into(),
-            path: Some("^/stall-page2$".into()),
-            esi: true,
-            ..Default::default()
-        });
+        esi_on(c, "^/stall-page2$");
         c.esi.late_failure = shellac::config::esi::LateFailure::Abort;
         c.backends[0].between_bytes_timeout =
             shellac::config::units::Dur(Duration::from_millis(1500));
@@ -1372,12 +1367,7 @@ async fn a_marked_gzip_page_without_esi_is_a_fast_hit_as_the_unmarked_page_is() 
     })
     .await;
     let shellac = Shellac::start(origin.addr, |config: &mut Config| {
-        config.rules.push(RuleConfig {
-            name: "esi".into(),
-            path: Some("^/marked$".into()),
-            esi: true,
-            ..Default::default()
-        });
+        esi_on(config, "^/marked$");
     })
     .await;
     let gzip_client = [("accept-encoding", "gzip")];

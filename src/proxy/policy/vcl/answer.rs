@@ -193,15 +193,28 @@ pub(super) fn synth(txn: &mut Txn, status: u16, reason: Option<String>) -> Step 
         }
     }
     txn.proxy.counters.synth_resp.inc();
+    // Varnish 2.x closes the connection after every vcl_error response.
+    let close = txn.closing() || legacy;
+    let head = (resp.status, resp.reason.as_deref(), resp.headers);
+    Step::Deliver(made(txn, head, close, "shellac; detail=vcl-synth"))
+}
+
+/// The response vcl_synth / vcl_error or vcl_backend_error made, its status, reason phrase
+/// and fields as VCL left them (`head`): with the body VCL set (`synthetic`) and its length
+/// (no body sent for HEAD), `Connection: close` when `close`.
+pub(super) fn made(
+    txn: &mut Txn,
+    (status, reason, mut headers): (StatusCode, Option<&str>, HeaderMap),
+    close: bool,
+    cache_status: &str,
+) -> Response<ResponseBody> {
     let body = txn
         .vcl
         .as_deref_mut()
         .and_then(|v| v.state.body.take())
         .unwrap_or_default();
-    let mut headers = resp.headers;
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-    // Varnish 2.x closes the connection after every vcl_error response.
-    if txn.closing() || legacy {
+    if close {
         headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     let body = if txn.head_only {
@@ -209,11 +222,11 @@ pub(super) fn synth(txn: &mut Txn, status: u16, reason: Option<String>) -> Step 
     } else {
         ResponseBody::full(body)
     };
-    let mut response = deliver::respond(resp.status, headers, body, "shellac; detail=vcl-synth");
-    if let Some(r) = resp.reason.as_deref().and_then(reason_phrase) {
+    let mut response = deliver::respond(status, headers, body, cache_status);
+    if let Some(r) = reason.and_then(reason_phrase) {
         response.extensions_mut().insert(r);
     }
-    Step::Deliver(response)
+    response
 }
 
 /// `return (restart)`: the request runs again from vcl_recv, at most `[vcl] max_restarts`

@@ -5,21 +5,18 @@
 
 use std::time::Duration;
 
-use http::header::{self, HeaderMap, HeaderValue};
+use http::StatusCode;
+use http::header::HeaderMap;
 use http::response::Parts;
-use http::{Response, StatusCode};
 
 use super::super::ErrorOutcome;
-use super::answer::reason_phrase;
-use super::client::make_bereq;
+use super::answer::{made, reason_phrase};
+use super::client::{Sees, failed, make_bereq, run_sub};
 use crate::cache::Prefetch;
 use crate::cache::policy::{self, NoCacheReason, StorePlan};
-use crate::proxy::body::ResponseBody;
-use crate::proxy::deliver;
 use crate::proxy::txn::{Step, Txn};
-use crate::proxy::vcl::env::Scope;
 use crate::proxy::vcl::{self as rt, Beresp, VclTxn};
-use crate::vcl::run::{Verdict, run};
+use crate::vcl::run::Verdict;
 use crate::vcl::types::Method;
 
 /// What vcl_backend_response decided.
@@ -41,51 +38,7 @@ pub(super) enum BerespOutcome {
 /// Runs `m` with the backend request (and `beresp`), the client request only in 2.x (whose
 /// vcl_fetch is on the client side).
 fn run_backend(txn: &mut Txn, m: Method, beresp: Option<&mut Beresp>) -> Verdict {
-    let Txn {
-        proxy,
-        req,
-        vcl,
-        client,
-        ..
-    } = txn;
-    let Some(v) = vcl.as_deref_mut() else {
-        return Verdict::Fail("no VCL state".to_string());
-    };
-    let VclTxn {
-        runtime,
-        state,
-        bereq,
-        is_hitmiss,
-        is_hitpass,
-        vsl,
-        ..
-    } = v;
-    let legacy = runtime.program.dialect.is_legacy();
-    // Logged on the backend request's records in 4.x, on the client's in 2.x (whose
-    // vcl_fetch runs on the client side).
-    let tx = bereq.as_ref().and_then(|b| b.vsl.clone());
-    let tx = tx.as_deref().or(vsl.as_deref());
-    crate::proxy::vcl::vsl::call(tx, m);
-    // What vcl_backend_fetch changes is logged as it returns.
-    let before = bereq
-        .as_ref()
-        .filter(|b| m == Method::BackendFetch && b.vsl.is_some())
-        .map(|b| (b.method.clone(), b.uri.clone(), b.headers.clone()));
-    let logged = state.log.len();
-    let mut scope = Scope::client(runtime, &proxy.cache, *client, state, req);
-    if !legacy {
-        scope.req = None;
-    }
-    scope.bereq = bereq.as_mut();
-    scope.beresp = beresp;
-    scope.is_hitmiss = *is_hitmiss;
-    scope.is_hitpass = *is_hitpass;
-    let verdict = run(&runtime.program, m, &mut scope);
-    if let (Some(before), Some(b), Some(t)) = (before, bereq.as_ref(), tx) {
-        crate::proxy::vcl::vsl::bereq_changed(t, &before, b);
-    }
-    crate::proxy::vcl::vsl::returned(tx, &verdict, (&state.log, logged), &state.errors);
-    verdict
+    run_sub(txn, m, Sees::Backend(beresp))
 }
 
 /// A retry is a new backend transaction in 4.x (its own `bereq.xid`).
@@ -94,11 +47,6 @@ fn retried(v: &mut VclTxn) {
     if let Some(b) = v.bereq.as_mut() {
         b.xid = xid;
     }
-}
-
-fn failed(m: Method, why: &str) -> Step {
-    tracing::warn!(subroutine = m.sub_name(), reason = why, "VCL failed");
-    Step::VclSynth(503, Some("VCL failed".to_string()))
 }
 
 /// vcl_backend_fetch (4.x) on the backend request made from the client's; it also picks the
@@ -290,17 +238,35 @@ fn beresp(
             200 | 203 | 300 | 301 | 302 | 307 | 404 | 410
         ) || (parts.status == StatusCode::PARTIAL_CONTENT && ex.partial_content));
     Beresp {
-        status: parts.status,
-        reason: None,
-        headers: std::mem::take(&mut parts.headers),
         ttl: fresh.ttl,
         grace: fresh.grace.as_secs_f64(),
         keep: fresh.keep.as_secs_f64(),
         uncacheable: if legacy { !cacheable } else { pass },
         age: fresh.initial_age.as_secs_f64(),
-        backend: txn.backend.as_ref().map(|b| b.name().to_string()),
         was_304,
         do_stream: !legacy,
+        ..new_beresp(txn, parts.status, std::mem::take(&mut parts.headers))
+    }
+}
+
+/// `beresp` before anything set it: `status` and `headers`, the backend `txn` asked, no
+/// lifetimes, cacheable, streamed, no reason, saint mode, prefetch, storage or transit
+/// buffer, the fetch chain's gzip support as `[compression]` says. The one constructor: a
+/// fetched response's ([`beresp`]) and the error vcl_backend_error sees ([`backend_error`])
+/// set what differs.
+fn new_beresp(txn: &Txn, status: StatusCode, headers: HeaderMap) -> Beresp {
+    Beresp {
+        status,
+        reason: None,
+        headers,
+        ttl: 0.0,
+        grace: 0.0,
+        keep: 0.0,
+        uncacheable: false,
+        age: 0.0,
+        backend: txn.backend.as_ref().map(|b| b.name().to_string()),
+        was_304: false,
+        do_stream: true,
         saintmode: None,
         prefetch: None,
         transit_buffer: 0,
@@ -429,25 +395,9 @@ pub(super) fn backend_error(txn: &mut Txn, status: StatusCode, detail: &str) -> 
     let mut headers = HeaderMap::new();
     headers.insert(http::header::DATE, super::answer::date_now());
     let mut beresp = Beresp {
-        status: StatusCode::SERVICE_UNAVAILABLE,
         reason: Some("Backend fetch failed".to_string()),
-        headers,
-        ttl: 0.0,
-        grace: 0.0,
-        keep: 0.0,
         uncacheable: true,
-        age: 0.0,
-        backend: txn.backend.as_ref().map(|b| b.name().to_string()),
-        was_304: false,
-        do_stream: true,
-        saintmode: None,
-        prefetch: None,
-        transit_buffer: 0,
-        storage: None,
-        fetch: crate::proxy::vcl::filters::Fetch {
-            gzip_support: txn.proxy.config.compression.enabled,
-            ..Default::default()
-        },
+        ..new_beresp(txn, StatusCode::SERVICE_UNAVAILABLE, headers)
     };
     match run_backend(txn, Method::BackendError, Some(&mut beresp)) {
         Verdict::Deliver => {}
@@ -474,26 +424,12 @@ pub(super) fn backend_error(txn: &mut Txn, status: StatusCode, detail: &str) -> 
             ));
         }
     }
-    let body = txn
-        .vcl
-        .as_deref_mut()
-        .and_then(|v| v.state.body.take())
-        .unwrap_or_default();
-    let mut headers = beresp.headers;
-    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-    let body = if txn.head_only {
-        ResponseBody::empty()
-    } else {
-        ResponseBody::full(body)
-    };
-    let mut resp: Response<ResponseBody> = deliver::respond(
-        beresp.status,
-        headers,
-        body,
+    let head = (beresp.status, beresp.reason.as_deref(), beresp.headers);
+    let resp = made(
+        txn,
+        head,
+        false,
         &format!("shellac; fwd=miss; detail={detail}"),
     );
-    if let Some(r) = beresp.reason.as_deref().and_then(reason_phrase) {
-        resp.extensions_mut().insert(r);
-    }
     ErrorOutcome::Step(Step::Deliver(resp))
 }

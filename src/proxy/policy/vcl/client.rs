@@ -12,7 +12,7 @@ use crate::cache::policy::NoCacheReason;
 use crate::cache::shared::feed::{self, Invalidation};
 use crate::proxy::txn::{Step, Txn};
 use crate::proxy::vcl::env::{ObjEdit, Scope};
-use crate::proxy::vcl::{self as rt, Bereq, Resp, VclRuntime, VclTxn, key_from_hash};
+use crate::proxy::vcl::{self as rt, Bereq, Beresp, Resp, VclRuntime, VclTxn, key_from_hash};
 use crate::vcl::run::{Verdict, run};
 use crate::vcl::types::Method;
 
@@ -24,6 +24,25 @@ pub(super) fn run_client(
     edit: Option<&mut ObjEdit>,
     resp: Option<&mut Resp>,
 ) -> Verdict {
+    run_sub(txn, m, Sees::Client { obj, edit, resp })
+}
+
+/// What a subroutine sees besides the client, its request and `bereq`: on the client side
+/// `obj` (and the edit vcl_hit may make of it) and `resp`; on the backend side `beresp`.
+pub(super) enum Sees<'a> {
+    Client {
+        obj: Option<(&'a Object, bool)>,
+        edit: Option<&'a mut ObjEdit>,
+        resp: Option<&'a mut Resp>,
+    },
+    Backend(Option<&'a mut Beresp>),
+}
+
+/// Runs `m` with what it `sees`, logging its call and return on the request's Varnish-style
+/// records — on the backend side in 4.x, the backend request's (and what vcl_backend_fetch
+/// changed in it), where the client request is not seen; 2.x's vcl_fetch runs on the client
+/// side and sees it.
+pub(super) fn run_sub(txn: &mut Txn, m: Method, sees: Sees<'_>) -> Verdict {
     let Txn {
         proxy,
         req,
@@ -46,25 +65,45 @@ pub(super) fn run_client(
         vsl,
         ..
     } = v;
-    rt::vsl::call(vsl.as_deref(), m);
+    let backend_side = matches!(sees, Sees::Backend(_));
+    let bereq_tx = bereq
+        .as_ref()
+        .filter(|_| backend_side)
+        .and_then(|b| b.vsl.clone());
+    let tx = bereq_tx.as_deref().or(vsl.as_deref());
+    rt::vsl::call(tx, m);
+    // What vcl_backend_fetch changes is logged as it returns.
+    let before = bereq
+        .as_ref()
+        .filter(|b| m == Method::BackendFetch && b.vsl.is_some())
+        .map(|b| (b.method.clone(), b.uri.clone(), b.headers.clone()));
     let logged = state.log.len();
+    let legacy = runtime.program.dialect.is_legacy();
     let mut scope = Scope::client(runtime, &proxy.cache, *client, state, req);
-    scope.original = original.as_deref();
-    scope.obj = obj;
-    scope.obj_edit = edit;
-    scope.resp = resp;
     scope.bereq = bereq.as_mut();
     scope.is_hitmiss = *is_hitmiss;
     scope.is_hitpass = *is_hitpass;
-    scope.key = key.as_ref();
-    scope.fetched = *fetched;
+    match sees {
+        Sees::Client { obj, edit, resp } => {
+            scope.original = original.as_deref();
+            scope.obj = obj;
+            scope.obj_edit = edit;
+            scope.resp = resp;
+            scope.key = key.as_ref();
+            scope.fetched = *fetched;
+        }
+        Sees::Backend(beresp) => {
+            if !legacy {
+                scope.req = None;
+            }
+            scope.beresp = beresp;
+        }
+    }
     let verdict = run(&runtime.program, m, &mut scope);
-    rt::vsl::returned(
-        vsl.as_deref(),
-        &verdict,
-        (&state.log, logged),
-        &state.errors,
-    );
+    if let (Some(before), Some(b), Some(t)) = (before, bereq.as_ref(), tx) {
+        rt::vsl::bereq_changed(t, &before, b);
+    }
+    rt::vsl::returned(tx, &verdict, (&state.log, logged), &state.errors);
     verdict
 }
 
