@@ -10,7 +10,9 @@
 use std::time::Instant;
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeGaugeValue, EncodeLabelSet, EncodeMetric, NoLabelSet,
+};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
@@ -73,6 +75,18 @@ struct BackendRow {
     ttfb_sum_seconds: f64,
 }
 
+impl BackendRow {
+    fn labels(&self) -> [(&'static str, &str); 1] {
+        [("backend", self.name.as_str())]
+    }
+}
+
+impl SiteRow {
+    fn labels(&self) -> [(&'static str, &str); 1] {
+        [("site", self.name.as_str())]
+    }
+}
+
 fn seconds_buckets(buckets: &[u64]) -> Vec<(f64, u64)> {
     buckets
         .iter()
@@ -111,91 +125,107 @@ fn backend_rows(proxy: &Proxy) -> Vec<BackendRow> {
         .collect()
 }
 
-/// The per-backend families.
-fn encode_backends(rows: &[BackendRow], encoder: &mut DescriptorEncoder) -> std::fmt::Result {
-    let mut family = encoder.encode_descriptor(
-        "shellac_backend_healthy",
-        "Whether each backend is healthy (1) or sick (0) by its probe and passive health",
-        None,
-        MetricType::Gauge,
-    )?;
-    for b in rows {
-        family
-            .encode_family(&[("backend", b.name.as_str())])?
-            .encode_gauge(&i64::from(b.healthy))?;
-    }
-    let mut family = encoder.encode_descriptor(
-        "shellac_backend_requests",
-        "Requests sent to each backend",
-        None,
-        MetricType::Counter,
-    )?;
-    for b in rows {
-        family
-            .encode_family(&[("backend", b.name.as_str())])?
-            .encode_counter::<NoLabelSet, _, u64>(&b.requests, None)?;
-    }
-    let mut family = encoder.encode_descriptor(
-        "shellac_backend_failures",
-        "Failures per backend: kind connect (refused, unreachable, connect timeout), exchange (reset, bad response, timeouts), busy (refused by max_connections)",
-        None,
-        MetricType::Counter,
-    )?;
-    for b in rows {
-        for (kind, n) in &b.failures {
-            family
-                .encode_family(&[("backend", b.name.as_str()), ("kind", kind)])?
-                .encode_counter::<NoLabelSet, _, u64>(n, None)?;
-        }
-    }
-    let mut family = encoder.encode_descriptor(
-        "shellac_backend_connections_opened",
-        "Connections opened to each backend",
-        None,
-        MetricType::Counter,
-    )?;
-    for b in rows {
-        family
-            .encode_family(&[("backend", b.name.as_str())])?
-            .encode_counter::<NoLabelSet, _, u64>(&b.opened, None)?;
-    }
-    let mut family = encoder.encode_descriptor(
-        "shellac_backend_connections",
-        "Connections to each backend now: state in_flight (carrying a request) or idle (pooled)",
-        None,
-        MetricType::Gauge,
-    )?;
-    for b in rows {
-        for (state, n) in [("in_flight", b.in_flight), ("idle", b.idle)] {
-            family
-                .encode_family(&[("backend", b.name.as_str()), ("state", state)])?
-                .encode_gauge(&n)?;
-        }
-    }
-    let mut family = encoder.encode_descriptor(
-        "shellac_backend_queued",
-        "Requests waiting for a connection slot of each backend (max_connections) now",
-        None,
-        MetricType::Gauge,
-    )?;
-    for b in rows {
-        family
-            .encode_family(&[("backend", b.name.as_str())])?
-            .encode_gauge(&b.queued)?;
-    }
-    let mut family = encoder.encode_descriptor(
-        "shellac_backend_ttfb_seconds",
-        "Time from sending a request on a connection to each backend's response head",
-        None,
-        MetricType::Histogram,
-    )?;
-    for b in rows {
-        let count = b.ttfb_buckets.iter().map(|(_, n)| n).sum();
-        family
-            .encode_family(&[("backend", b.name.as_str())])?
-            .encode_histogram::<NoLabelSet>(b.ttfb_sum_seconds, count, &b.ttfb_buckets, None)?;
+/// A family of gauges `name` (`help`): one sample per (labels, value) of `samples`.
+fn gauges<L: EncodeLabelSet, V: EncodeGaugeValue>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    samples: impl IntoIterator<Item = (L, V)>,
+) -> std::fmt::Result {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (labels, v) in samples {
+        family.encode_family(&labels)?.encode_gauge(&v)?;
     }
     Ok(())
+}
+
+/// A family of counters `name` (`help`; the encoder adds `_total` to the samples): one
+/// sample per (labels, count) of `samples`.
+fn counters<L: EncodeLabelSet>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    samples: impl IntoIterator<Item = (L, u64)>,
+) -> std::fmt::Result {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (labels, n) in samples {
+        family
+            .encode_family(&labels)?
+            .encode_counter::<NoLabelSet, _, u64>(&n, None)?;
+    }
+    Ok(())
+}
+
+/// A family of latency histograms `name` (`help`): one per (labels, sum in seconds, buckets)
+/// of `samples`.
+fn histograms<'a, L: EncodeLabelSet>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    samples: impl IntoIterator<Item = (L, f64, &'a [(f64, u64)])>,
+) -> std::fmt::Result {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
+    for (labels, sum, buckets) in samples {
+        let count = buckets.iter().map(|(_, n)| n).sum();
+        family
+            .encode_family(&labels)?
+            .encode_histogram::<NoLabelSet>(sum, count, buckets, None)?;
+    }
+    Ok(())
+}
+
+/// The per-backend families.
+fn encode_backends(rows: &[BackendRow], encoder: &mut DescriptorEncoder) -> std::fmt::Result {
+    gauges(
+        encoder,
+        "shellac_backend_healthy",
+        "Whether each backend is healthy (1) or sick (0) by its probe and passive health",
+        rows.iter().map(|b| (b.labels(), i64::from(b.healthy))),
+    )?;
+    counters(
+        encoder,
+        "shellac_backend_requests",
+        "Requests sent to each backend",
+        rows.iter().map(|b| (b.labels(), b.requests)),
+    )?;
+    counters(
+        encoder,
+        "shellac_backend_failures",
+        "Failures per backend: kind connect (refused, unreachable, connect timeout), exchange (reset, bad response, timeouts), busy (refused by max_connections)",
+        rows.iter().flat_map(|b| {
+            b.failures
+                .iter()
+                .map(|(kind, n)| ([("backend", b.name.as_str()), ("kind", kind)], *n))
+        }),
+    )?;
+    counters(
+        encoder,
+        "shellac_backend_connections_opened",
+        "Connections opened to each backend",
+        rows.iter().map(|b| (b.labels(), b.opened)),
+    )?;
+    gauges(
+        encoder,
+        "shellac_backend_connections",
+        "Connections to each backend now: state in_flight (carrying a request) or idle (pooled)",
+        rows.iter().flat_map(|b| {
+            [("in_flight", b.in_flight), ("idle", b.idle)]
+                .map(|(state, n)| ([("backend", b.name.as_str()), ("state", state)], n))
+        }),
+    )?;
+    gauges(
+        encoder,
+        "shellac_backend_queued",
+        "Requests waiting for a connection slot of each backend (max_connections) now",
+        rows.iter().map(|b| (b.labels(), b.queued)),
+    )?;
+    histograms(
+        encoder,
+        "shellac_backend_ttfb_seconds",
+        "Time from sending a request on a connection to each backend's response head",
+        rows.iter()
+            .map(|b| (b.labels(), b.ttfb_sum_seconds, b.ttfb_buckets.as_slice())),
+    )
 }
 
 /// `GET /metrics` body; `certs`: the TLS listeners' certificates (their expiry).
@@ -210,19 +240,7 @@ pub fn encode(proxy: &Proxy, certs: &[crate::tls::server::CertView]) -> String {
             (window, ratio.unwrap_or(0.0))
         })
         .collect();
-    let ttfb_buckets = proxy
-        .counters
-        .ttfb
-        .buckets()
-        .into_iter()
-        .enumerate()
-        .map(|(i, n)| {
-            let bound = LATENCY_BOUNDS_US
-                .get(i)
-                .map_or(f64::INFINITY, |us| *us as f64 / 1e6);
-            (bound, n)
-        })
-        .collect();
+    let ttfb_buckets = seconds_buckets(&proxy.counters.ttfb.buckets());
     let snapshot = Snapshot {
         pass_reasons: proxy
             .counters
@@ -296,44 +314,35 @@ impl Collector for Snapshot {
                 )?)?;
             }
         }
-        let mut family = encoder.encode_descriptor(
+        counters(
+            &mut encoder,
             "shellac_pass_reason",
             "Responses that were not a plain hit or miss, by reason (Cache-Status detail word)",
-            None,
-            MetricType::Counter,
+            self.pass_reasons
+                .iter()
+                .map(|(word, n)| ([("reason", *word)], *n)),
         )?;
-        for (word, n) in &self.pass_reasons {
-            family
-                .encode_family(&[("reason", *word)])?
-                .encode_counter::<NoLabelSet, _, u64>(n, None)?;
-        }
-        let mut family = encoder.encode_descriptor(
+        gauges(
+            &mut encoder,
             "shellac_hit_ratio",
             "Share of lookups served from the cache over a window (0 without lookups)",
-            None,
-            MetricType::Gauge,
+            self.ratios
+                .iter()
+                .map(|(window, ratio)| ([("window", window.as_str())], *ratio)),
         )?;
-        for (window, ratio) in &self.ratios {
-            family
-                .encode_family(&[("window", window.as_str())])?
-                .encode_gauge(ratio)?;
-        }
-        let mut family = encoder.encode_descriptor(
+        gauges(
+            &mut encoder,
             "shellac_tls_certificate_not_after_seconds",
             "When each TLS certificate expires (seconds since the epoch), by listener, names and source",
-            None,
-            MetricType::Gauge,
+            self.certs.iter().map(|c| {
+                let labels = [
+                    ("listener", c.listener.clone()),
+                    ("names", c.names.join(",")),
+                    ("source", c.source.clone()),
+                ];
+                (labels, c.not_after)
+            }),
         )?;
-        for c in &self.certs {
-            let names = c.names.join(",");
-            family
-                .encode_family(&[
-                    ("listener", c.listener.as_str()),
-                    ("names", names.as_str()),
-                    ("source", c.source.as_str()),
-                ])?
-                .encode_gauge(&c.not_after)?;
-        }
         let count = self.ttfb_buckets.iter().map(|(_, n)| n).sum();
         encoder
             .encode_descriptor(
@@ -363,73 +372,50 @@ fn encode_sites(rows: &[SiteRow], encoder: &mut DescriptorEncoder) -> std::fmt::
         return Ok(());
     };
     for (i, (name, description, _)) in first.counters.iter().enumerate() {
-        let (metric, text) = (
-            format!("shellac_site_{name}"),
-            format!("{description}, per [[site]]"),
-        );
-        let mut family = encoder.encode_descriptor(&metric, &text, None, MetricType::Counter)?;
-        for row in rows {
-            let n = row.counters[i].2;
-            family
-                .encode_family(&[("site", row.name.as_str())])?
-                .encode_counter::<NoLabelSet, _, u64>(&n, None)?;
-        }
+        counters(
+            encoder,
+            &format!("shellac_site_{name}"),
+            &format!("{description}, per [[site]]"),
+            rows.iter().map(|row| (row.labels(), row.counters[i].2)),
+        )?;
     }
     encode_site_cache(rows, encoder)?;
-    let mut family = encoder.encode_descriptor(
+    histograms(
+        encoder,
         "shellac_site_ttfb_seconds",
         "Time from a request's arrival to its response head, per [[site]]",
-        None,
-        MetricType::Histogram,
-    )?;
-    for row in rows {
-        let count = row.ttfb_buckets.iter().map(|(_, n)| n).sum();
-        family
-            .encode_family(&[("site", row.name.as_str())])?
-            .encode_histogram::<NoLabelSet>(row.ttfb_sum_seconds, count, &row.ttfb_buckets, None)?;
-    }
-    Ok(())
+        rows.iter().map(|row| {
+            (
+                row.labels(),
+                row.ttfb_sum_seconds,
+                row.ttfb_buckets.as_slice(),
+            )
+        }),
+    )
 }
 
 /// `shellac_site_cache_bytes{site}`, `shellac_site_cache_share_bytes{site}` (the sites with a
 /// share) and `shellac_site_cache_share_evictions_total{site}`.
 fn encode_site_cache(rows: &[SiteRow], encoder: &mut DescriptorEncoder) -> std::fmt::Result {
-    let mut family = encoder.encode_descriptor(
+    gauges(
+        encoder,
         "shellac_site_cache_bytes",
         "Bytes the site's objects take in the memory tier, per [[site]]",
-        None,
-        MetricType::Gauge,
+        rows.iter().map(|row| (row.labels(), row.cache.bytes)),
     )?;
-    for row in rows {
-        family
-            .encode_family(&[("site", row.name.as_str())])?
-            .encode_gauge(&row.cache.bytes)?;
-    }
-    let mut family = encoder.encode_descriptor(
+    gauges(
+        encoder,
         "shellac_site_cache_share_bytes",
         "The site's cache_share of the memory tier, per [[site]] that has one",
-        None,
-        MetricType::Gauge,
+        rows.iter()
+            .filter_map(|row| Some((row.labels(), row.cache.share?))),
     )?;
-    for row in rows {
-        if let Some(share) = &row.cache.share {
-            family
-                .encode_family(&[("site", row.name.as_str())])?
-                .encode_gauge(share)?;
-        }
-    }
-    let mut family = encoder.encode_descriptor(
+    counters(
+        encoder,
         "shellac_site_cache_share_evictions",
         "Objects evicted to hold the site to its cache_share, per [[site]]",
-        None,
-        MetricType::Counter,
-    )?;
-    for row in rows {
-        family
-            .encode_family(&[("site", row.name.as_str())])?
-            .encode_counter::<NoLabelSet, _, u64>(&row.cache.evictions, None)?;
-    }
-    Ok(())
+        rows.iter().map(|row| (row.labels(), row.cache.evictions)),
+    )
 }
 
 #[cfg(test)]
@@ -446,7 +432,24 @@ mod tests {
         )
         .unwrap();
         proxy.counters.client_req.add(3);
-        let text = encode(&proxy, &[]);
+        let cert = crate::tls::server::CertView {
+            listener: "127.0.0.1:443".into(),
+            names: vec!["a.example".into(), "b.example".into()],
+            subject: "CN=a.example".into(),
+            issuer: "CN=ca".into(),
+            algorithm: "ECDSA P-256",
+            not_before: 1_700_000_000,
+            not_after: 1_800_000_000,
+            source: "files: a.pem".into(),
+        };
+        let text = encode(&proxy, &[cert]);
+        assert!(
+            text.contains(
+                "\nshellac_tls_certificate_not_after_seconds{listener=\"127.0.0.1:443\",\
+                 names=\"a.example,b.example\",source=\"files: a.pem\"} 1800000000\n"
+            ),
+            "{text}"
+        );
         assert!(text.ends_with("# EOF\n"), "OpenMetrics ends with EOF");
         assert!(text.contains("\nshellac_client_req_total 3\n"), "{text}");
         assert!(text.contains("# TYPE shellac_client_req counter\n"));
