@@ -112,33 +112,22 @@ impl Loader {
         for decl in vcl.decls {
             match decl {
                 Decl::Include { path, glob, pos } => {
-                    for file in self.resolve(&path, glob, pos, stack, from_file) {
-                        let Some((index, text)) = self.read(&file, pos) else {
-                            continue;
-                        };
-                        let name = self.files[index as usize].clone();
-                        match parse_file(&name, index, &text) {
-                            Ok(inner) => {
-                                if let (Some((v, vpos)), Some((main, _))) =
-                                    (&inner.version, &vcl.version)
-                                    && v.as_str() > main.as_str()
-                                {
-                                    self.error(
-                                        *vpos,
-                                        format!(
-                                            "this file says 'vcl {v};' but the file that \
-                                             includes it says 'vcl {main};'"
-                                        ),
-                                    );
-                                }
-                                let mut inner_stack = stack.to_vec();
-                                inner_stack.push(file.clone());
-                                let inner = self.splice_decls(inner, &inner_stack, true);
-                                decls.extend(inner.decls);
-                            }
-                            Err(e) => self.errors.push(e),
+                    let site = (path.as_str(), glob, pos);
+                    let main = &vcl.version;
+                    self.each_included(site, stack, from_file, parse_file, |me, inner, stack| {
+                        if let (Some((v, vpos)), Some((main, _))) = (&inner.version, main)
+                            && v.as_str() > main.as_str()
+                        {
+                            me.error(
+                                *vpos,
+                                format!(
+                                    "this file says 'vcl {v};' but the file that includes it \
+                                     says 'vcl {main};'"
+                                ),
+                            );
                         }
-                    }
+                        decls.extend(me.splice_decls(inner, stack, true).decls);
+                    });
                 }
                 Decl::Sub { name, body, pos } => {
                     let body = self.splice_stmts(body, stack, from_file);
@@ -153,25 +142,42 @@ impl Loader {
         }
     }
 
+    /// Reads each file an include (`path`, `glob`, at `pos`) names, parses it with `parse` and
+    /// hands it to `then` with the stack of files being read inside it, one file after the
+    /// other; a file that cannot be read or parsed is an error and left out.
+    fn each_included<T>(
+        &mut self,
+        (path, glob, pos): (&str, bool, Pos),
+        stack: &[PathBuf],
+        from_file: bool,
+        parse: fn(&str, u16, &str) -> Result<T, VclError>,
+        mut then: impl FnMut(&mut Self, T, &[PathBuf]),
+    ) {
+        for file in self.resolve(path, glob, pos, stack, from_file) {
+            let Some((index, text)) = self.read(&file, pos) else {
+                continue;
+            };
+            let name = self.files[index as usize].clone();
+            match parse(&name, index, &text) {
+                Ok(inner) => {
+                    let mut inner_stack = stack.to_vec();
+                    inner_stack.push(file);
+                    then(self, inner, &inner_stack);
+                }
+                Err(e) => self.errors.push(e),
+            }
+        }
+    }
+
     fn splice_stmts(&mut self, body: Vec<Stmt>, stack: &[PathBuf], from_file: bool) -> Vec<Stmt> {
         let mut out = Vec::with_capacity(body.len());
         for stmt in body {
             match stmt {
                 Stmt::Include { path, glob, pos } => {
-                    for file in self.resolve(&path, glob, pos, stack, from_file) {
-                        let Some((index, text)) = self.read(&file, pos) else {
-                            continue;
-                        };
-                        let name = self.files[index as usize].clone();
-                        match parse_body(&name, index, &text) {
-                            Ok(inner) => {
-                                let mut inner_stack = stack.to_vec();
-                                inner_stack.push(file.clone());
-                                out.extend(self.splice_stmts(inner, &inner_stack, true));
-                            }
-                            Err(e) => self.errors.push(e),
-                        }
-                    }
+                    let site = (path.as_str(), glob, pos);
+                    self.each_included(site, stack, from_file, parse_body, |me, inner, stack| {
+                        out.extend(me.splice_stmts(inner, stack, true));
+                    });
                 }
                 Stmt::If {
                     branches,
