@@ -3,7 +3,7 @@
 mod common;
 
 use common::vcl::{start_vcl, with_origins};
-use common::{Origin, Reply, Resp, Shellac, get, get_with, request};
+use common::{Origin, Reply, Resp, Shellac, get, get_with, raw, request};
 
 #[tokio::test]
 async fn a_4x_vcl_edits_requests_and_responses_and_caches() {
@@ -182,6 +182,57 @@ sub vcl_backend_error { set beresp.http.x-date = beresp.http.date; }
         let date = r.header("x-date").unwrap_or_default().to_string();
         assert!(httpdate::parse_http_date(&date).is_ok(), "{path}: {date:?}");
     }
+    shellac.stop().await;
+}
+
+/// Regression (Varnish's v00062, b00038, c00061): `return (error(STATUS, REASON))` of
+/// vcl_backend_fetch / vcl_backend_response goes to vcl_backend_error with that status and
+/// reason (not to vcl_synth), and is not a failed fetch; a backend that refuses the connection
+/// is one (`fetch_failed`, once per retry of vcl_backend_error).
+#[tokio::test]
+async fn varnish_v00062_return_error_runs_vcl_backend_error_and_fetch_failed_counts() {
+    let origin = Origin::start(|_| Reply::ok("x")).await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed_addr = closed.local_addr().unwrap();
+    drop(closed);
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+backend gone { ${origin1} }
+sub vcl_recv {
+    if (req.url == "/gone") { set req.backend_hint = gone; }
+    return (pass);
+}
+sub vcl_backend_fetch {
+    if (bereq.url == "/fetch") { return (error(403, "No cookies")); }
+}
+sub vcl_backend_response {
+    if (bereq.url == "/response") { return (error(410)); }
+}
+sub vcl_backend_error {
+    set beresp.http.error = "visited";
+    if (bereq.url == "/gone" && bereq.retries < 2) { return (retry); }
+}
+"#;
+    let shellac = start_vcl("v00062", vcl, &[origin.addr, closed_addr]).await;
+    for (path, status, reason) in [
+        ("/fetch", 403, "No cookies"),
+        ("/response", 410, "Gone"),
+        ("/gone", 503, "Backend fetch failed"),
+    ] {
+        let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let text = raw(shellac.addr, req.as_bytes()).await;
+        let head = text.to_ascii_lowercase();
+        assert!(
+            text.starts_with(&format!("HTTP/1.1 {status} {reason}\r\n")),
+            "{path}: {text}"
+        );
+        assert!(head.contains("\r\nerror: visited\r\n"), "{path}: {text}");
+    }
+    assert_eq!(
+        shellac.stat("fetch_failed").await,
+        3,
+        "the first try and two retries"
+    );
     shellac.stop().await;
 }
 

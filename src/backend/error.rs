@@ -49,6 +49,33 @@ impl FetchError {
         }
     }
 
+    /// What Varnish's `FetchError` record says of it (`cache_backend.c`, `cache_http1_fetch.c`):
+    /// `backend NAME: fail errno N (TEXT)`, `backend NAME: busy`, `first byte timeout`,
+    /// `HTC eof (Unexpected end of input)` (closed before a whole response head),
+    /// `http format error`.
+    pub fn varnish_words(&self) -> String {
+        match self {
+            FetchError::Connect(name, e) => match e.raw_os_error() {
+                Some(errno) => format!("backend {name}: fail errno {errno} ({})", errno_text(e)),
+                None => format!("backend {name}: fail ({e})"),
+            },
+            FetchError::ConnectTimeout(name) => {
+                let e = std::io::Error::from_raw_os_error(libc::ETIMEDOUT);
+                format!(
+                    "backend {name}: fail errno {} ({})",
+                    libc::ETIMEDOUT,
+                    errno_text(&e)
+                )
+            }
+            FetchError::Busy(name) => format!("backend {name}: busy"),
+            FetchError::FirstByteTimeout(_) => "first byte timeout".to_string(),
+            FetchError::Failed(_, e) if is_stale_connection(&**e) => {
+                "HTC eof (Unexpected end of input)".to_string()
+            }
+            FetchError::Failed(..) | FetchError::Invalid(..) => "http format error".to_string(),
+        }
+    }
+
     /// True when the backend certainly did not start answering, so an idempotent request may
     /// be tried on another backend.
     pub fn before_response(&self) -> bool {
@@ -57,6 +84,15 @@ impl FetchError {
             FetchError::FirstByteTimeout(_) | FetchError::Invalid(..) => false,
             FetchError::Failed(_, e) => is_stale_connection(&**e),
         }
+    }
+}
+
+/// An OS error's text without Rust's ` (os error N)`: `Connection refused`, as `strerror`.
+fn errno_text(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" (os error ") {
+        Some(at) => text[..at].to_string(),
+        None => text,
     }
 }
 
@@ -76,4 +112,42 @@ pub(super) fn is_stale_connection(e: &(dyn std::error::Error + 'static)) -> bool
         source = s.source();
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fetch_error_records_in_varnishs_words() {
+        let refused = std::io::Error::from_raw_os_error(libc::ECONNREFUSED);
+        let e = FetchError::Connect("s1".into(), refused);
+        assert_eq!(
+            e.varnish_words(),
+            format!(
+                "backend s1: fail errno {} (Connection refused)",
+                libc::ECONNREFUSED
+            )
+        );
+        let e = FetchError::ConnectTimeout("s1".into());
+        assert_eq!(
+            e.varnish_words(),
+            format!(
+                "backend s1: fail errno {} (Connection timed out)",
+                libc::ETIMEDOUT
+            )
+        );
+        assert_eq!(
+            FetchError::FirstByteTimeout("s1".into()).varnish_words(),
+            "first byte timeout"
+        );
+        assert_eq!(
+            FetchError::Busy("s1".into()).varnish_words(),
+            "backend s1: busy"
+        );
+        assert_eq!(
+            FetchError::Invalid("s1".into(), "bad status").varnish_words(),
+            "http format error"
+        );
+    }
 }

@@ -36,6 +36,7 @@ const MAIN: &[(&str, &[&str])] = &[
     ("backend_fail", &["backend_fail"]),
     ("backend_busy", &["backend_busy"]),
     ("backend_retry", &["backend_retry"]),
+    ("fetch_failed", &["fetch_failed"]),
     ("bans_added", &["ban_added"]),
     ("n_gzip", &["compress_gzip"]),
     ("n_gunzip", &["compress_gunzip"]),

@@ -138,6 +138,13 @@ fn fleet_position(txn: &Txn) -> Position {
 fn answer_failure(txn: &mut Txn, mode: &FetchMode, failure: SendFailure) -> ControlFlow<Step> {
     let stale_answers = txn.stale.as_ref().is_some_and(|s| s.stale_ok) && !txn.background;
     let (status, detail) = failure.status_detail();
+    txn.proxy.counters.fetch_failed.inc();
+    // `FetchError WORDS` on the backend request's records (under VCL), before
+    // vcl_backend_error runs, as Varnish logs it.
+    let bereq = txn.vcl.as_deref().and_then(|v| v.bereq.as_ref());
+    if let Some(t) = bereq.and_then(|b| b.vsl.as_deref()) {
+        t.log("FetchError", failure.varnish_words());
+    }
     if !stale_answers && let Some(outcome) = txn.policy.backend_error(txn, status, detail) {
         match outcome {
             ErrorOutcome::Retry => return ControlFlow::Continue(()),

@@ -35,6 +35,16 @@ impl SendFailure {
             SendFailure::Fetch(e) => (e.status(), e.as_str()),
         }
     }
+
+    /// What Varnish's `FetchError` record says of it (no backend to use: `No backend`, as
+    /// `VDI_Resolve` logs it).
+    pub(super) fn varnish_words(&self) -> String {
+        match self {
+            SendFailure::NoHealthyBackend => "No backend".to_string(),
+            SendFailure::BodyConsumed => "req.body already consumed".to_string(),
+            SendFailure::Fetch(e) => e.varnish_words(),
+        }
+    }
 }
 
 /// Picks a backend from the route and sends the request. Connection failures (before any

@@ -55,6 +55,7 @@ const TAGS: &[&str] = &[
     "Fetch_Body",
     "ESI_xmlerror",
     "BackendClose",
+    "FetchError",
 ];
 
 /// One `logexpect lN`.

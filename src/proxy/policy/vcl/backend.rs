@@ -56,13 +56,27 @@ pub(super) fn backend_fetch(txn: &mut Txn, for_cache: bool) -> Option<Step> {
     let v = txn.vcl.as_deref()?;
     let legacy = v.runtime.program.dialect.is_legacy();
     make_bereq(txn, for_cache);
-    if !legacy {
+    if !legacy && let Some(step) = run_backend_fetch(txn) {
+        return Some(step);
+    }
+    route(txn);
+    None
+}
+
+/// vcl_backend_fetch itself: `Some(step)` when it does not fetch. A `return (retry)` of
+/// vcl_backend_error after a `return (error)` runs it again (bounded: each retry counts
+/// against max_retries).
+fn run_backend_fetch(txn: &mut Txn) -> Option<Step> {
+    loop {
         match run_backend(txn, Method::BackendFetch, None) {
-            Verdict::Fetch => {}
+            Verdict::Fetch => return None,
             Verdict::Abandon => {
                 return Some(Step::VclSynth(503, Some("Backend fetch abandoned".into())));
             }
-            Verdict::Synth(status, reason) => return Some(Step::VclSynth(status, reason)),
+            Verdict::Synth(status, reason) => match vcl_error(txn, status, reason) {
+                ErrorOutcome::Retry => continue,
+                ErrorOutcome::Step(step) => return Some(step),
+            },
             Verdict::Fail(why) => return Some(failed(Method::BackendFetch, &why)),
             other => {
                 return Some(failed(
@@ -72,8 +86,15 @@ pub(super) fn backend_fetch(txn: &mut Txn, for_cache: bool) -> Option<Step> {
             }
         }
     }
-    route(txn);
-    None
+}
+
+/// `return (error(STATUS, REASON))` of vcl_backend_fetch / vcl_backend_response (4.x): the
+/// fetch goes to vcl_backend_error with that status and reason (the status's own phrase when
+/// none is given), as Varnish does — not counted as a failed fetch.
+fn vcl_error(txn: &mut Txn, status: u16, reason: Option<String>) -> ErrorOutcome {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    let reason = reason.unwrap_or_else(|| code.canonical_reason().unwrap_or("").to_string());
+    run_backend_error(txn, (code, reason), "vcl-error")
 }
 
 /// Sets the request's route from what VCL chose.
@@ -192,6 +213,19 @@ pub(super) fn backend_response(
             };
             outcome(Err(NoCacheReason::Vcl), hfm(ttl))
         }
+        other => leave(txn, other, m),
+    }
+}
+
+/// What vcl_backend_response's `verdict` does when it neither stores nor delivers: a retry
+/// (at most `max_retries`), abandon, restart, `error` (4.x: vcl_backend_error; 2.x's
+/// vcl_fetch `error`: vcl_error), or a failure.
+fn leave(txn: &mut Txn, verdict: Verdict, m: Method) -> BerespOutcome {
+    let legacy = txn
+        .vcl
+        .as_deref()
+        .is_some_and(|v| v.runtime.program.dialect.is_legacy());
+    match verdict {
         Verdict::Retry => {
             let max_retries = txn.proxy.config.vcl.max_retries;
             let Some(v) = txn.vcl.as_deref_mut() else {
@@ -212,7 +246,13 @@ pub(super) fn backend_response(
             Some("Backend fetch abandoned".to_string()),
         )),
         Verdict::Restart => BerespOutcome::Step(Step::Restart),
-        Verdict::Synth(status, reason) => BerespOutcome::Step(Step::VclSynth(status, reason)),
+        Verdict::Synth(status, reason) if legacy => {
+            BerespOutcome::Step(Step::VclSynth(status, reason))
+        }
+        Verdict::Synth(status, reason) => match vcl_error(txn, status, reason) {
+            ErrorOutcome::Retry => BerespOutcome::Retry,
+            ErrorOutcome::Step(step) => BerespOutcome::Step(step),
+        },
         Verdict::Fail(why) => BerespOutcome::Step(failed(m, &why)),
         other => BerespOutcome::Step(failed(m, &format!("returned {}", other.as_str()))),
     }
@@ -390,14 +430,30 @@ pub(super) fn backend_error(txn: &mut Txn, status: StatusCode, detail: &str) -> 
     if v.runtime.program.dialect.is_legacy() {
         return ErrorOutcome::Step(Step::VclSynth(503, Some("Service Unavailable".into())));
     }
+    let failed = (
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Backend fetch failed".to_string(),
+    );
+    run_backend_error(txn, failed, detail)
+}
+
+/// vcl_backend_error (4.x) on a `beresp` of `status` and `reason`.
+fn run_backend_error(
+    txn: &mut Txn,
+    (status, reason): (StatusCode, String),
+    detail: &str,
+) -> ErrorOutcome {
+    let Some(v) = txn.vcl.as_deref_mut() else {
+        return ErrorOutcome::Step(Step::Synth(status, "backend-error"));
+    };
     v.state.body = None;
     // `Date` before vcl_backend_error, as Varnish sets it.
     let mut headers = HeaderMap::new();
     headers.insert(http::header::DATE, super::answer::date_now());
     let mut beresp = Beresp {
-        reason: Some("Backend fetch failed".to_string()),
+        reason: Some(reason),
         uncacheable: true,
-        ..new_beresp(txn, StatusCode::SERVICE_UNAVAILABLE, headers)
+        ..new_beresp(txn, status, headers)
     };
     match run_backend(txn, Method::BackendError, Some(&mut beresp)) {
         Verdict::Deliver => {}
