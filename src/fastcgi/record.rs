@@ -1,7 +1,8 @@
 //! FastCGI 1.0 records on the wire: the 8-byte header, the request records Shellac sends
 //! (BEGIN_REQUEST, PARAMS, STDIN, ABORT_REQUEST) and an incremental reader for what an
 //! application sends back (STDOUT, STDERR, END_REQUEST, and the management records a
-//! responder may send unasked). Pure: no I/O, every length checked.
+//! responder may send unasked; STDOUT's content handed out as it arrives). Pure: no I/O,
+//! every length checked.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
@@ -80,7 +81,8 @@ pub struct EndRequest {
 /// One record read from an application.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
-    /// Part of the CGI response (head, then body); empty at the end of the stream.
+    /// Part of the CGI response (head, then body): a record's content, or the part of it that
+    /// arrived; empty at the end of the stream.
     Stdout(Bytes),
     /// Part of the application's error output; empty at the end of the stream.
     Stderr(Bytes),
@@ -174,17 +176,49 @@ pub fn put_pair(out: &mut Vec<u8>, name: &[u8], value: &[u8]) -> bool {
 #[derive(Debug)]
 pub struct Reader {
     id: u16,
+    /// The STDOUT record being handed out as its content arrives: its content bytes and
+    /// padding still to come.
+    stdout: Option<(usize, usize)>,
 }
 
 impl Reader {
     /// A reader for the records of request `id`.
     pub fn new(id: u16) -> Reader {
-        Reader { id }
+        Reader { id, stdout: None }
     }
 
-    /// The next whole record in `buf` (consumed from it), `Ok(None)` when `buf` holds only
-    /// part of one. A record is at most 8 + 65,535 + 255 bytes, so `buf` never needs more.
+    /// The next record in `buf` (consumed from it), `Ok(None)` when `buf` holds only part of
+    /// one. The content of a STDOUT record of this request is handed out as it arrives, in
+    /// as many pieces as it came in (each `Record::Stdout`, never empty but for the stream's
+    /// end), so `buf` never needs to hold a whole 64 KiB record of the response body; any
+    /// other record is whole: at most 8 + 65,535 + 255 bytes.
     pub fn next(&mut self, buf: &mut BytesMut) -> Result<Option<Record>, ReadError> {
+        if let Some((content, padding)) = self.stdout.as_mut() {
+            if *content > 0 {
+                if buf.is_empty() {
+                    return Ok(None);
+                }
+                let n = (*content).min(buf.len());
+                *content -= n;
+                let piece = buf.split_to(n).freeze();
+                if *content == 0 {
+                    let skip = (*padding).min(buf.len());
+                    buf.advance(skip);
+                    *padding -= skip;
+                    if *padding == 0 {
+                        self.stdout = None;
+                    }
+                }
+                return Ok(Some(Record::Stdout(piece)));
+            }
+            let skip = (*padding).min(buf.len());
+            buf.advance(skip);
+            *padding -= skip;
+            if *padding > 0 {
+                return Ok(None);
+            }
+            self.stdout = None;
+        }
         if buf.len() < HEADER_LEN {
             return Ok(None);
         }
@@ -196,6 +230,11 @@ impl Reader {
         let id = u16::from_be_bytes([buf[2], buf[3]]);
         let content = usize::from(u16::from_be_bytes([buf[4], buf[5]]));
         let padding = usize::from(buf[6]);
+        if kind == Kind::Stdout && id == self.id && content > 0 {
+            buf.advance(HEADER_LEN);
+            self.stdout = Some((content, padding));
+            return self.next(buf);
+        }
         if buf.len() < HEADER_LEN + content + padding {
             return Ok(None);
         }
@@ -287,11 +326,19 @@ mod tests {
         for cut in 1..wire.len() {
             let mut reader = Reader::new(1);
             let mut buf = BytesMut::new();
-            let mut got = Vec::new();
+            let mut got: Vec<Record> = Vec::new();
             for piece in wire.chunks(cut) {
                 buf.extend_from_slice(piece);
                 while let Some(r) = reader.next(&mut buf).expect("valid records") {
-                    got.push(r);
+                    // A STDOUT record's content comes in pieces as it arrives: joined here.
+                    match (got.last_mut(), r) {
+                        (Some(Record::Stdout(before)), Record::Stdout(more))
+                            if !before.is_empty() && !more.is_empty() =>
+                        {
+                            *before = [&before[..], &more[..]].concat().into();
+                        }
+                        (_, r) => got.push(r),
+                    }
                 }
             }
             assert_eq!(
@@ -310,6 +357,46 @@ mod tests {
             );
             assert!(buf.is_empty());
         }
+    }
+
+    /// Regression (bench/ab2009.sh phpinfo): PHP-FPM writes a page's body as 64 KiB records;
+    /// waiting for a whole one grew the read buffer past glibc's mmap threshold (fixed at
+    /// 64 KiB, `server::trim`), a mapping made, faulted in and unmapped on every request. A
+    /// STDOUT record's content is handed out as it arrives, so the buffer holds one read.
+    #[test]
+    fn a_big_stdout_record_is_handed_out_as_it_arrives() {
+        let content: Vec<u8> = (0..MAX_CONTENT).map(|i| (i % 251) as u8).collect();
+        let mut wire = app_record(6, 1, &content, 1);
+        wire.extend(app_record(6, 1, b"", 0));
+        wire.extend(app_record(3, 1, &[0; 8], 0));
+        let mut reader = Reader::new(1);
+        let mut buf = BytesMut::new();
+        let mut body = Vec::new();
+        let mut pieces = 0;
+        let mut ended = false;
+        for read in wire.chunks(16 * 1024) {
+            buf.extend_from_slice(read);
+            while let Some(r) = reader.next(&mut buf).expect("valid records") {
+                match r {
+                    Record::Stdout(b) if !b.is_empty() => {
+                        assert!(!ended);
+                        assert!(b.len() <= 16 * 1024);
+                        body.extend_from_slice(&b);
+                        pieces += 1;
+                    }
+                    Record::Stdout(_) => ended = true,
+                    Record::End(end) => {
+                        assert!(ended);
+                        assert_eq!(end.protocol_status, ProtocolStatus::RequestComplete);
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+            assert!(buf.len() < HEADER_LEN, "{} bytes held", buf.len());
+        }
+        assert_eq!(body, content);
+        assert_eq!(pieces, 5, "one piece a read");
+        assert!(buf.is_empty());
     }
 
     #[test]
