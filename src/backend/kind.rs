@@ -151,8 +151,10 @@ impl Kind {
 
     /// What the kind adds to the backend's `/backends` entry.
     pub(crate) fn describe(&self, v: &mut serde_json::Value) {
-        if let Kind::Files(k) = self {
-            k.describe(v);
+        match self {
+            Kind::Files(k) => k.describe(v),
+            Kind::FastCgi(k) => k.describe(v),
+            Kind::Http1(_) | Kind::H2(_) => {}
         }
     }
 }

@@ -18,10 +18,12 @@
 
 mod exchange;
 mod pool;
+mod scripts;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use http::header::{self, HeaderValue};
@@ -31,11 +33,12 @@ use http_body_util::BodyExt;
 
 use self::exchange::{ExchangeError, ReadState, StdoutBody};
 use self::pool::Pool;
+use self::scripts::{Is, Scripts};
 use super::connector::Transport;
 use super::endpoint::Endpoint;
 use super::error::FetchError;
 use super::extensions::{ClientInfo, DocRoot};
-use super::files::{open, path};
+use super::files::path;
 use super::origin::Origin;
 use super::request_body::RequestBody;
 use super::source::{BoxStream, Source, plain_response};
@@ -45,7 +48,9 @@ use crate::fastcgi::params::{self, ScriptPath};
 /// A FastCGI application behind a backend.
 pub(crate) struct FastCgi {
     pool: Arc<Pool>,
-    root: PathBuf,
+    /// What paths under a root name, kept (`open_file_cache`, `open_file_cache_valid`).
+    scripts: Arc<Scripts>,
+    root: Arc<Path>,
     /// The root as the application sees it (DOCUMENT_ROOT): as configured, no trailing `/`.
     document_root: String,
     index: Vec<String>,
@@ -73,7 +78,13 @@ impl FastCgi {
             .to_string();
         FastCgi {
             pool: Arc::new(Pool::new(config.max_idle, config.idle_timeout.0)),
-            root: std::fs::canonicalize(&configured).unwrap_or(configured),
+            scripts: Arc::new(Scripts::new(
+                config.open_file_cache,
+                config.open_file_cache_valid.0,
+            )),
+            root: std::fs::canonicalize(&configured)
+                .unwrap_or(configured)
+                .into(),
             document_root,
             index: config
                 .index
@@ -89,31 +100,45 @@ impl FastCgi {
         }
     }
 
-    /// Finds the script for `raw` (the request path, still escaped). Blocking.
-    fn resolve(root: &Path, index: &[String], raw: &str) -> Resolved {
+    /// The script lookups' counters and kept answers, for `/backends` (the names of a files
+    /// backend's open-file cache: the same settings bound both).
+    pub(super) fn describe(&self, v: &mut serde_json::Value) {
+        let s = &self.scripts.stats;
+        v["files_cache_hit"] = s.hit.load(Ordering::Relaxed).into();
+        v["files_cache_miss"] = s.miss.load(Ordering::Relaxed).into();
+        v["files_cache_expired"] = s.expired.load(Ordering::Relaxed).into();
+        v["files_cache_entries"] = self.scripts.len().into();
+    }
+
+    /// Finds the script for `raw` (the request path, still escaped), asking `is` what each
+    /// path under the root names; `None` as soon as `is` cannot say without the disk.
+    fn resolve(
+        index: &[String],
+        raw: &str,
+        is: &mut dyn FnMut(&str) -> Option<Is>,
+    ) -> Option<Resolved> {
         let names = match path::parse(raw, false) {
             Ok(n) => n,
-            Err(path::Refused::BadRequest) => return Resolved::Status(StatusCode::BAD_REQUEST),
-            Err(path::Refused::NotFound) => return Resolved::Status(StatusCode::NOT_FOUND),
+            Err(path::Refused::BadRequest) => {
+                return Some(Resolved::Status(StatusCode::BAD_REQUEST));
+            }
+            Err(path::Refused::NotFound) => return Some(Resolved::Status(StatusCode::NOT_FOUND)),
         };
         let relative = names.relative();
         let clean = format!("/{relative}");
-        let is_file = |rel: &str| open::open(root, rel, false).is_ok_and(|o| !o.dir);
         if let Some(ScriptPath { script, path_info }) = params::split_script(&clean, ".php") {
-            return if is_file(script.trim_start_matches('/')) {
+            return Some(if is(script.trim_start_matches('/'))? == Is::File {
                 Resolved::Script {
                     script: script.to_string(),
                     path_info: path_info.to_string(),
                 }
             } else {
                 Resolved::Status(StatusCode::NOT_FOUND)
-            };
+            });
         }
-        if let Ok(dir) = open::open(root, &relative, false)
-            && dir.dir
-        {
+        if is(&relative)? == Is::Dir {
             if !names.trailing_slash && !names.names.is_empty() {
-                return Resolved::Redirect;
+                return Some(Resolved::Redirect);
             }
             for i in index {
                 let rel = if relative.is_empty() {
@@ -121,22 +146,56 @@ impl FastCgi {
                 } else {
                     format!("{relative}/{i}")
                 };
-                if is_file(&rel) {
-                    return Resolved::Script {
+                if is(&rel)? == Is::File {
+                    return Some(Resolved::Script {
                         script: format!("/{rel}"),
                         path_info: String::new(),
-                    };
+                    });
                 }
             }
         }
         // The front controller (WordPress, Laravel, Symfony route every path through it).
-        match index.first() {
-            Some(front) if is_file(front) => Resolved::Script {
+        Some(match index.first() {
+            Some(front) if is(front)? == Is::File => Resolved::Script {
                 script: format!("/{front}"),
                 path_info: String::new(),
             },
             _ => Resolved::Status(StatusCode::NOT_FOUND),
+        })
+    }
+
+    /// The script for `raw` under `root`: on this thread when every answer it needs is kept
+    /// ([`Scripts`]), else on the blocking pool (which keeps what it looked up).
+    async fn find(&self, root: Arc<Path>, raw: &str) -> Resolved {
+        let mut hits = 0;
+        let kept = FastCgi::resolve(&self.index, raw, &mut |rel| {
+            let is = self.scripts.cached(&root, rel);
+            hits += u64::from(is.is_some());
+            is
+        });
+        if let Some(resolved) = kept {
+            self.scripts.hits(hits);
+            return resolved;
         }
+        let (scripts, index, raw) = (self.scripts.clone(), self.index.clone(), raw.to_string());
+        tokio::task::spawn_blocking(move || {
+            let mut hits = 0;
+            let resolved = FastCgi::resolve(&index, &raw, &mut |rel| {
+                Some(match scripts.cached(&root, rel) {
+                    Some(is) => {
+                        hits += 1;
+                        is
+                    }
+                    None => scripts.look(&root, rel),
+                })
+            });
+            scripts.hits(hits);
+            resolved
+        })
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(Resolved::Status(StatusCode::INTERNAL_SERVER_ERROR))
     }
 
     async fn exchange(
@@ -150,14 +209,9 @@ impl FastCgi {
         let (parts, mut body) = req.into_parts();
         // A site's own root (`[[site]] root`) instead of the backend's.
         let site_root = parts.extensions.get::<DocRoot>();
-        let root = site_root.map_or_else(|| self.root.clone(), |r| r.real.to_path_buf());
+        let root = site_root.map_or_else(|| self.root.clone(), |r| r.real.clone());
         let document_root = site_root.map_or(self.document_root.as_str(), |r| &r.written);
-        let index = self.index.clone();
-        let raw = parts.uri.path().to_string();
-        let resolved = tokio::task::spawn_blocking(move || FastCgi::resolve(&root, &index, &raw))
-            .await
-            .unwrap_or(Resolved::Status(StatusCode::INTERNAL_SERVER_ERROR));
-        let (script, path_info) = match resolved {
+        let (script, path_info) = match self.find(root, parts.uri.path()).await {
             Resolved::Script { script, path_info } => (script, path_info),
             Resolved::Redirect => {
                 let mut location = format!("{}/", parts.uri.path());
@@ -339,11 +393,15 @@ mod tests {
         std::fs::write(dir.join("blog/index.php"), "").unwrap();
         let root = std::fs::canonicalize(&dir).unwrap();
         let index = vec!["index.php".to_string()];
-        let script = |raw: &str| match FastCgi::resolve(&root, &index, raw) {
-            Resolved::Script { script, path_info } => format!("{script} {path_info}"),
-            Resolved::Redirect => "redirect".into(),
-            Resolved::Status(s) => s.as_u16().to_string(),
-        };
+        let disk = Scripts::new(0, Duration::ZERO);
+        let script =
+            |raw: &str| match FastCgi::resolve(&index, raw, &mut |rel| Some(disk.look(&root, rel)))
+            {
+                Some(Resolved::Script { script, path_info }) => format!("{script} {path_info}"),
+                Some(Resolved::Redirect) => "redirect".into(),
+                Some(Resolved::Status(s)) => s.as_u16().to_string(),
+                None => unreachable!("the disk always answers"),
+            };
         assert_eq!(script("/uploads/evil.jpg/x.php"), "404");
         assert_eq!(
             script("/uploads/evil.jpg"),
@@ -356,6 +414,52 @@ mod tests {
         assert_eq!(script("/nope.php"), "404");
         assert_eq!(script("/%2e%2e/etc/passwd.php"), "400");
         assert_eq!(script("/.git/x.php"), "404");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Regression (bench/ab2009.sh phpinfo): every request's script was looked up on the
+    /// blocking pool (two thread wake-ups and four system calls a page). Once a path's
+    /// answers are kept, its script is found without the disk — the same one — and a path
+    /// with an answer missing still goes to the disk.
+    #[test]
+    fn kept_answers_find_the_script_without_the_disk() {
+        let dir = std::env::temp_dir().join(format!("shellac-fcgi-kept-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("blog")).unwrap();
+        std::fs::write(dir.join("index.php"), "").unwrap();
+        std::fs::write(dir.join("info.php"), "").unwrap();
+        std::fs::write(dir.join("blog/index.php"), "").unwrap();
+        let root = std::fs::canonicalize(&dir).unwrap();
+        let index = vec!["index.php".to_string()];
+        let scripts = Scripts::new(100, Duration::from_secs(3600));
+        let kept = |raw: &str| {
+            FastCgi::resolve(&index, raw, &mut |rel| scripts.cached(&root, rel)).map(|r| match r {
+                Resolved::Script { script, path_info } => format!("{script} {path_info}"),
+                Resolved::Redirect => "redirect".into(),
+                Resolved::Status(s) => s.as_u16().to_string(),
+            })
+        };
+        let look = |raw: &str| {
+            FastCgi::resolve(&index, raw, &mut |rel| Some(scripts.look(&root, rel)));
+        };
+        for raw in [
+            "/info.php/x",
+            "/blog",
+            "/blog/",
+            "/a/pretty/url",
+            "/nope.php",
+        ] {
+            assert_eq!(kept(raw), None, "{raw} before it was looked up");
+            look(raw);
+        }
+        assert_eq!(kept("/info.php/x").as_deref(), Some("/info.php /x"));
+        assert_eq!(kept("/info.php").as_deref(), Some("/info.php "));
+        assert_eq!(kept("/blog/").as_deref(), Some("/blog/index.php "));
+        assert_eq!(kept("/blog").as_deref(), Some("redirect"));
+        assert_eq!(kept("/a/pretty/url").as_deref(), Some("/index.php "));
+        assert_eq!(kept("/nope.php").as_deref(), Some("404"));
+        assert_eq!(kept("/%2e%2e/x.php").as_deref(), Some("400"));
+        assert_eq!(kept("/other.php"), None);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

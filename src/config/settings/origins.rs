@@ -192,7 +192,7 @@ pub(super) const BACKEND: &[Setting] = &[
         default: Default::Unset(r##"none; required for `"files"` and `"fastcgi"`"##),
         example: r##""/srv/www""##,
         restart: false,
-        doc: r##"The document root. `protocol = "files"`: the files served (a request's path names a file under it; nothing outside it is ever opened). `protocol = "fastcgi"`: where scripts are (SCRIPT_FILENAME, DOCUMENT_ROOT); a request for a script that is not a file there is answered 404 and never reaches the application. A `[[site]]`'s `root` replaces it for that site's requests. `shellac check` refuses a root that is not a readable directory."##,
+        doc: r##"The document root. `protocol = "files"`: the files served (a request's path names a file under it; nothing outside it is ever opened). `protocol = "fastcgi"`: where scripts are (SCRIPT_FILENAME, DOCUMENT_ROOT); a request for a script that is not a file there (as last looked up: `open_file_cache_valid`) is answered 404 and never reaches the application. A `[[site]]`'s `root` replaces it for that site's requests. `shellac check` refuses a root that is not a readable directory."##,
     },
     Setting {
         section: "backend",
@@ -260,7 +260,7 @@ pub(super) const BACKEND: &[Setting] = &[
         default: Default::Value(r##"1000"##),
         example: r##""##,
         restart: false,
-        doc: r##"`protocol = "files"`: open files (with their metadata) and "not found" answers kept, at most, as nginx's `open_file_cache` (quick_cache's CLOCK-Pro eviction). 0 keeps none. In the backend's `/backends` entry: `files_cache_hit`, `files_cache_miss` (looked up on disk), `files_cache_expired` (of them, entries older than `open_file_cache_valid`), `files_cache_entries`."##,
+        doc: r##"`protocol = "files"`: open files (with their metadata) and "not found" answers kept, at most, as nginx's `open_file_cache` (quick_cache's CLOCK-Pro eviction). `protocol = "fastcgi"`: what the paths a request's script is looked for under the root name (a file, a directory, nothing), kept so that a script is found without the disk (docs/fastcgi.md). 0 keeps none. In the backend's `/backends` entry: `files_cache_hit`, `files_cache_miss` (looked up on disk), `files_cache_expired` (of them, entries older than `open_file_cache_valid`), `files_cache_entries`."##,
     },
     Setting {
         section: "backend",
@@ -271,7 +271,7 @@ pub(super) const BACKEND: &[Setting] = &[
         default: Default::Value(r##""5s""##),
         example: r##""##,
         restart: false,
-        doc: r##"`protocol = "files"`: how long a kept file or "not found" is used before the path is looked up again (a file replaced by another is seen after this; one changed in place at once: its size and time are read on every request)."##,
+        doc: r##"`protocol = "files"`: how long a kept file or "not found" is used before the path is looked up again (a file replaced by another is seen after this; one changed in place at once: its size and time are read on every request). `protocol = "fastcgi"`: how long a script's kept answer is used (a script added or removed is seen after this)."##,
     },
     Setting {
         section: "backend",
