@@ -24,8 +24,10 @@ use crate::fastcgi::record::{self, ProtocolStatus, Reader, Record};
 pub(super) const ID: u16 = 1;
 /// Error output logged per request, at most (beyond it, one line says more was not logged).
 const STDERR_LOGGED: usize = 4096;
-/// Read buffer growth step.
-const READ: usize = 16 * 1024;
+/// Bytes asked for per read: a `phpinfo()` page (~69 KB) in ~7 reads rather than ~9 at
+/// 16 KiB, and under glibc's mmap threshold (64 KiB, `server::trim`) so that the buffer is
+/// never a mapping of its own (bench/RESULTS.md, "phpinfo per CPU-second").
+const READ: usize = 32 * 1024;
 
 /// Why an exchange failed.
 #[derive(Debug, thiserror::Error)]
@@ -118,6 +120,8 @@ pub(super) struct ReadState {
     reader: Reader,
     logged: usize,
     backend: Arc<str>,
+    /// Whether this exchange's first read asked for quick acknowledgements ([`ack_now`]).
+    acked: bool,
 }
 
 impl ReadState {
@@ -127,6 +131,7 @@ impl ReadState {
             reader: Reader::new(ID),
             logged: 0,
             backend: backend.into(),
+            acked: false,
         }
     }
 
@@ -159,7 +164,10 @@ impl ReadState {
             }
             // SAFETY: `poll_read` initialised the first `n` bytes of the spare capacity.
             unsafe { self.buf.set_len(self.buf.len() + n) };
-            ack_now(conn.as_ref().get_ref());
+            if !self.acked {
+                self.acked = true;
+                ack_now(conn.as_ref().get_ref());
+            }
         }
     }
 
@@ -186,7 +194,10 @@ impl ReadState {
 /// treats as interactive after the first exchange, its last small write waited for the ACK
 /// of the one before, which waited for the delayed-ACK timer — every PHP page on a kept
 /// connection took ~40 ms more (bench/ab2009.sh phpinfo: ~245 req/s at 0.18 CPU, Shellac
-/// and nginx alike). Quick-ack mode is not permanent, so it is asked again after every read.
+/// and nginx alike). Asked once per exchange, after its first read: the kernel puts the
+/// connection back in interactive mode only when Shellac sends (the next request), so the
+/// rest of the answer is acknowledged as it is read (asking after every read cost ~7 more
+/// system calls a `phpinfo()` page, bench/RESULTS.md).
 fn ack_now(conn: &Transport) {
     #[cfg(target_os = "linux")]
     if let Transport::Tcp(tcp) = conn {
@@ -299,8 +310,9 @@ mod tests {
     }
 
     /// Regression (bench/ab2009.sh phpinfo, ~245 req/s latency-bound): a bodiless request is
-    /// one write, and every read on a kept TCP connection leaves it in quick-ack mode, so the
-    /// application's last small write never waits for a delayed ACK.
+    /// one write, and the first read of an answer on a kept TCP connection takes it out of
+    /// interactive (delayed-ACK) mode for the rest of the answer, so the application's last
+    /// small write never waits for a delayed ACK.
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn a_kept_connection_acknowledges_every_read_at_once() {
@@ -338,6 +350,25 @@ mod tests {
             unreachable!()
         };
         assert!(socket2::SockRef::from(tcp).tcp_quickack().unwrap());
+        assert!(state.acked);
+        // Asked once per exchange: the rest of the answer, in several writes, is read with
+        // the connection still out of interactive mode (Shellac sends nothing meanwhile).
+        let tcp_ref = socket2::SockRef::from(tcp).try_clone().unwrap();
+        let mut body = StdoutBody::new(conn, state, Bytes::new(), None);
+        for piece in [&b"hello "[..], b"world"] {
+            out.clear();
+            record::stream(&mut out, record::Kind::Stdout, ID, piece);
+            app.write_all(&out).await.unwrap();
+            let frame = body.frame().await.unwrap().unwrap();
+            assert_eq!(frame.into_data().unwrap(), piece);
+            assert!(tcp_ref.tcp_quickack().unwrap());
+        }
+        out.clear();
+        record::end_stream(&mut out, record::Kind::Stdout, ID);
+        out.extend_from_slice(&[1, 3, 0, 1, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        app.write_all(&out).await.unwrap();
+        assert!(body.frame().await.is_none());
+        assert!(tcp_ref.tcp_quickack().unwrap());
     }
 
     /// What an application writes to FCGI_STDERR reaches Shellac's log, at most
