@@ -1,6 +1,8 @@
 //! Range requests answered from cached objects (RFC 9110 §14, RFC 9111 §3.3–3.4).
 
 mod common;
+#[path = "range/media.rs"]
+mod media;
 #[path = "range/slice_rules.rs"]
 mod slice_rules;
 #[path = "range/slices.rs"]

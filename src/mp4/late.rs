@@ -16,7 +16,44 @@ use super::layout::Late;
 /// `moov`, maybe a `free` or `udta` or two).
 const MAX_BOXES: usize = 64;
 
+/// What the box header at an offset after the `mdat` says ([`Late::next`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum After {
+    /// The `moov` is there: its offset and size (at most the bound).
+    Moov(u64, u64),
+    /// Another box: the offset of the one after it.
+    Next(u64),
+}
+
 impl Late {
+    /// The offset of the first box after the `mdat`: where the `moov` is looked for.
+    pub fn after_mdat(&self) -> Result<u64, Bad> {
+        self.mdat_end.ok_or(Bad(
+            "the mdat runs to the end of the file: no moov after it",
+        ))
+    }
+
+    /// One step of the walk after the `mdat`: the box whose header (`head`, its first 16
+    /// bytes or as many as the file has) is at `at` of a file of `len` bytes; a `moov` larger
+    /// than `max` bytes is [`Bad`]. At most [`Late::MAX_BOXES`] steps are taken.
+    pub fn next(at: u64, head: &[u8], len: u64, max: usize) -> Result<After, Bad> {
+        let header = Header::read(head)?.ok_or(Bad("a box cut short after the mdat"))?;
+        let size = header.size.unwrap_or(len - at.min(len));
+        let end = at
+            .checked_add(size)
+            .filter(|&e| e <= len)
+            .ok_or(Bad("a box after the mdat runs past the end of the file"))?;
+        match &header.kind {
+            b"moov" if size > max as u64 => Err(Bad("the moov is too large")),
+            b"moov" => Ok(After::Moov(at, size)),
+            b"moof" | b"mvex" => Err(Bad("a fragmented mp4")),
+            _ => Ok(After::Next(end)),
+        }
+    }
+
+    /// Boxes after the `mdat` looked at before the `moov` is given up on.
+    pub const MAX_BOXES: usize = MAX_BOXES;
+
     /// The file's `moov` box, found after its `mdat` by the box headers that follow it, with
     /// `read(at, n)`: the file's bytes from `at`, `n` of them (fewer only at its end). `len`
     /// is the file's length; a `moov` larger than `max` bytes is [`Bad`].
@@ -26,33 +63,21 @@ impl Late {
         max: usize,
         read: &mut dyn FnMut(u64, usize) -> Result<Vec<u8>, Bad>,
     ) -> Result<Vec<u8>, Bad> {
-        let mut at = self.mdat_end.ok_or(Bad(
-            "the mdat runs to the end of the file: no moov after it",
-        ))?;
+        let mut at = self.after_mdat()?;
         for _ in 0..MAX_BOXES {
             if at >= len {
                 break;
             }
             let head = read(at, 16.min((len - at) as usize))?;
-            let header = Header::read(&head)?.ok_or(Bad("a box cut short after the mdat"))?;
-            let size = header.size.unwrap_or(len - at);
-            let end = at
-                .checked_add(size)
-                .filter(|&e| e <= len)
-                .ok_or(Bad("a box after the mdat runs past the end of the file"))?;
-            match &header.kind {
-                b"moov" => {
-                    if size > max as u64 {
-                        return Err(Bad("the moov is too large"));
-                    }
+            match Late::next(at, &head, len, max)? {
+                After::Moov(at, size) => {
                     let moov = read(at, size as usize)?;
                     if moov.len() as u64 != size {
                         return Err(Bad("short moov"));
                     }
                     return Ok(moov);
                 }
-                b"moof" | b"mvex" => return Err(Bad("a fragmented mp4")),
-                _ => at = end,
+                After::Next(end) => at = end,
             }
         }
         Err(Bad("no moov after the mdat"))

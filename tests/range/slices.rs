@@ -35,7 +35,7 @@ pub(super) struct File {
 }
 
 /// `bytes=a-b`, `bytes=a-` or `bytes=-n` of a `len`-byte file.
-fn range(header: &str, len: u64) -> Option<(u64, u64)> {
+pub(super) fn range(header: &str, len: u64) -> Option<(u64, u64)> {
     let spec = header.strip_prefix("bytes=")?;
     let (a, b) = spec.split_once('-')?;
     if a.is_empty() {

@@ -22,6 +22,10 @@
 //! vcl_backend_response, a rule's response actions) run for it as for any backend fetch, and
 //! its storage decision is the slice's own (an uncacheable slice is sent, not stored).
 //!
+//! Seeks: an `flv` or `mp4` rule's `?start=` is cut from the slices it needs (`seek.rs`): an
+//! MP4's `moov` is read from the slices that hold it before the head goes out, then only the
+//! slices of the kept media data are sent.
+//!
 //! Consistency: a fetched slice must carry the representation's validator and `Content-Range`;
 //! otherwise every slice of the URL is invalidated (`slice_validator_mismatch`) and the client
 //! response is restarted if its head has not gone out, cut otherwise (never mixed versions).
@@ -31,6 +35,7 @@
 mod acquire;
 mod backend;
 mod origin;
+mod seek;
 mod serve;
 
 use std::sync::Arc;
@@ -68,7 +73,12 @@ pub(super) fn decide(txn: &Txn, primary: &CacheKey) -> Option<Step> {
 /// for a URL not known yet it is asked as the slice holding its first byte, whose
 /// `Content-Range` tells the length (`serve.rs` with a meta of unknown length).
 fn probe(txn: &Txn, primary: &CacheKey) -> Option<Step> {
-    if txn.req.method != Method::GET || txn.head_only {
+    // A seek's Range is not cut from the representation (`serve.rs`): the usual path.
+    if txn.req.method != Method::GET
+        || txn.head_only
+        || txn.flv_start.is_some()
+        || txn.mp4_start.is_some()
+    {
         return None;
     }
     let mut ranges = txn.req.headers.get_all(header::RANGE).iter();

@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 
 use super::acquire::{SliceSource, acquire, peek, stored_from};
 use super::backend::Fetched;
+use super::seek::{self, Seek, Wanted};
 use super::{Ctx, DETAIL, SliceFailure};
 use crate::cache::partial::content_range;
 use crate::cache::policy;
@@ -128,7 +129,7 @@ impl Txn {
         match stored_from(&ctx, meta.bounds(index), key, guard, fetched) {
             Ok(source) => match self.slice_answer(&meta) {
                 Ok((status, range)) => {
-                    self.sliced_with(ctx, status, range, Some((index, source)))
+                    self.sliced_with(ctx, status, range, Some((index, source)), None)
                         .await
                 }
                 Err(step) => *step,
@@ -176,12 +177,24 @@ impl Txn {
         let Some(ctx) = self.slice_ctx(meta) else {
             return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-key");
         };
-        self.sliced_with(ctx, status, range, first).await
+        self.sliced_with(ctx, status, range, first, None).await
     }
 
     /// The request's preconditions and Range against the representation: the status and the
     /// bytes to send, or the step that answers without any slice (304, 412, 416).
     fn slice_answer(&mut self, meta: &SliceMeta) -> Result<(StatusCode, (u64, u64)), Box<Step>> {
+        // A seek's answer is a file of its own: the Range is not cut from it (as the delivery
+        // filters do, `filter/deliver.rs`).
+        let plain;
+        let request = if self.slice_seek().is_some() {
+            let mut h = self.req.headers.clone();
+            h.remove(header::RANGE);
+            h.remove(header::IF_RANGE);
+            plain = h;
+            &plain
+        } else {
+            &self.req.headers
+        };
         let etag = meta.fields.get(header::ETAG).and_then(|v| v.to_str().ok());
         let last_modified = meta
             .fields
@@ -194,7 +207,7 @@ impl Txn {
         } else {
             Method::GET
         };
-        match conditional::evaluate(&method, &self.req.headers, etag, last_modified, meta.length) {
+        match conditional::evaluate(&method, request, etag, last_modified, meta.length) {
             Answer::Full => Ok((StatusCode::OK, whole)),
             Answer::Partial(r) if r.len() == 1 => Ok((StatusCode::PARTIAL_CONTENT, r[0])),
             // Several ranges of a big object: the whole representation (RFC 9110 §14.2).
@@ -210,13 +223,55 @@ impl Txn {
         }
     }
 
+    /// The seek asked of this request (an `flv` or `mp4` rule's `?start=`), if any.
+    fn slice_seek(&self) -> Option<Wanted> {
+        match (self.flv_start, self.mp4_start) {
+            (Some(start), _) => Some(Wanted::Flv(start)),
+            (None, Some((span, max))) => Some(Wanted::Mp4(span, max)),
+            (None, None) => None,
+        }
+    }
+
+    /// A seek's response (`seek.rs`): the cut's head and the slices of its data, or, when
+    /// there is nothing to cut, the response from slices `range` as it would have been.
+    async fn sliced_seek(
+        &mut self,
+        ctx: Ctx,
+        wanted: Wanted,
+        (status, range): (StatusCode, (u64, u64)),
+        first: Option<(u64, SliceSource)>,
+    ) -> Step {
+        let cut = match seek::cut(&ctx, wanted).await {
+            Ok(cut) => cut,
+            // A changed representation looks up again, with the seek still asked.
+            Err(failure) => return self.slice_failure(failure),
+        };
+        self.flv_start = None;
+        self.mp4_start = None;
+        match cut {
+            Seek::Cut { head, from, to } => {
+                self.sliced_with(ctx, status, (from, to - 1), None, Some(head))
+                    .await
+            }
+            Seek::Whole(_) => self.sliced_with(ctx, status, range, first, None).await,
+        }
+    }
+
+    /// The response from slices `start ..= end`, after `prefix` (a seek's head) when there
+    /// is one; a seek asked and not made yet is made first (`sliced_seek`).
     async fn sliced_with(
         &mut self,
         ctx: Ctx,
         status: StatusCode,
         (start, end): (u64, u64),
         first: Option<(u64, SliceSource)>,
+        prefix: Option<Bytes>,
     ) -> Step {
+        if let (None, StatusCode::OK, Some(wanted)) = (&prefix, status, self.slice_seek()) {
+            // Boxed: rare, and inline it would grow every request's future (`fsm.rs` test).
+            let seek = self.sliced_seek(ctx, wanted, (status, (start, end)), first);
+            return Box::pin(seek).await;
+        }
         let meta = ctx.meta.clone();
         let size = meta.slice_size;
         let index = start / size;
@@ -240,7 +295,17 @@ impl Txn {
         let mut headers = super::fields(&fields);
         headers.insert(header::AGE, HeaderValue::from(age));
         headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start + 1));
+        let before = prefix.as_ref().map_or(0, |p| p.len() as u64);
+        headers.insert(
+            header::CONTENT_LENGTH,
+            HeaderValue::from(before + end - start + 1),
+        );
+        if prefix.is_some() {
+            // Another file than the representation's bytes: not a Range target, not named by
+            // the strong ETag.
+            headers.remove(header::ACCEPT_RANGES);
+            crate::proxy::filter::weaken_etag(&mut headers);
+        }
         if status == StatusCode::PARTIAL_CONTENT {
             headers.insert(
                 header::CONTENT_RANGE,
@@ -259,6 +324,10 @@ impl Txn {
             let take = (end - start + 1).min(size - skip);
             let first = source.body(skip, take);
             let (tx, rx) = mpsc::channel(AHEAD);
+            if let Some(prefix) = prefix {
+                // The channel is new and holds `AHEAD` chunks: there is room.
+                let _ = tx.try_send(Ok(prefix));
+            }
             tokio::spawn(pump(ctx, first, (index + 1, start + take, end), tx));
             ResponseBody::filtered(Receiver(rx))
         };

@@ -1,0 +1,197 @@
+//! Big media in slices with seeks (issue 31): `?start=` on an MP4 (fast start, or its moov
+//! after its mdat) or an FLV larger than `max_object_size` is cut from its slices, reading
+//! only the slices the cut needs — the origin's Range requests show which.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::common::*;
+use super::slices::{range, sliced};
+use shellac::config::Config;
+use shellac::mp4::sample::{Options, movie_with};
+use shellac::mp4::{Cut, Scan};
+
+const MIB: u64 = 1 << 20;
+
+const RULES: &str = r#"
+[[backend]]
+host = "h"
+
+[[rule]]
+path = '\.mp4$'
+mp4 = true
+
+[[rule]]
+path = '\.flv$'
+flv = true
+"#;
+
+/// An origin serving `files` (path, bytes) with Range, `max-age=3600` and a strong ETag.
+async fn media_origin(files: Vec<(&'static str, Vec<u8>)>) -> Origin {
+    let files = Arc::new(files);
+    Origin::start(move |seen| {
+        let Some((name, file)) = files.iter().find(|(p, _)| seen.path == *p) else {
+            return Reply::ok("").status(404);
+        };
+        let len = file.len() as u64;
+        let reply = |status: u16, body: Vec<u8>| {
+            Reply::ok("")
+                .status(status)
+                .body(ReplyBody::Bytes(body))
+                .cc("max-age=3600")
+                .header("etag", &format!("\"{}\"", &name[1..]))
+                .header("content-type", "video/mp4")
+        };
+        match seen.headers.get("range").and_then(|r| r.to_str().ok()) {
+            Some(r) => match range(r, len) {
+                Some((a, b)) => reply(206, file[a as usize..=b as usize].to_vec())
+                    .header("content-range", &format!("bytes {a}-{b}/{len}")),
+                None => Reply::ok("").status(416),
+            },
+            None => reply(200, file.clone()).header("accept-ranges", "bytes"),
+        }
+    })
+    .await
+}
+
+/// The slices (by index) the origin was asked for `path`, each asked once.
+fn slices_asked(origin: &Origin, path: &str) -> BTreeSet<u64> {
+    let mut out = BTreeSet::new();
+    for s in origin
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.path == path)
+    {
+        if let Some(r) = s.headers.get("range").and_then(|v| v.to_str().ok()) {
+            let (a, _) = r
+                .strip_prefix("bytes=")
+                .and_then(|r| r.split_once('-'))
+                .unwrap();
+            let a: u64 = a.parse().unwrap();
+            assert!(out.insert(a / MIB), "slice {} asked twice", a / MIB);
+        }
+    }
+    out
+}
+
+/// Slices `a ..= b` of the bytes `from .. to` (exclusive).
+fn covering(from: u64, to: u64) -> BTreeSet<u64> {
+    (from / MIB..=(to - 1) / MIB).collect()
+}
+
+/// The cut of `file` at `start` .. `end` as the MP4 filter makes it from a stored copy, and
+/// the answer: its head then the media data.
+fn mp4_answer(file: &[u8], start: f64, end: Option<f64>) -> (Cut, Vec<u8>) {
+    // Fast start without an end: the rest of the file; else up to the cut's end.
+    let (cut, bounded) = match shellac::mp4::scan(file, 1 << 24) {
+        Scan::Ready(l) => (shellac::mp4::cut_span(file, &l, start, end), end.is_some()),
+        Scan::MoovAfterMdat(l) => {
+            let mut read = shellac::mp4::late::read_in(file);
+            let moov = l.find_moov(file.len() as u64, 1 << 24, &mut read).unwrap();
+            (l.cut(file, &moov, start, end), true)
+        }
+        other => panic!("{other:?}"),
+    };
+    let cut = cut.unwrap().unwrap();
+    let to = match (bounded, cut.to) {
+        (true, Some(to)) => to,
+        _ => file.len() as u64,
+    };
+    let mut out = cut.head.clone();
+    out.extend_from_slice(&file[cut.from as usize..to as usize]);
+    (cut, out)
+}
+
+/// `?start=` on sliced big media: the cut is made from the slices that hold the moov (at the
+/// front, or after the mdat) and those that hold the kept media data; the slices before the
+/// kept data are never asked for. FLV: the header, then only the slices from the offset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seeks_on_sliced_media_read_only_the_slices_the_cut_needs() {
+    let movie = |fast_start| {
+        movie_with(Options {
+            fast_start,
+            co64: false,
+            scale: 10_000,
+            lead: 0,
+        })
+        .bytes()
+    };
+    let (fast, late) = (movie(true), movie(false));
+    let flv: Vec<u8> = (0..10 * MIB).map(|i| (i % 251) as u8).collect();
+    assert!(fast.len() as u64 > 12 * MIB);
+    let origin = media_origin(vec![
+        ("/fast.mp4", fast.clone()),
+        ("/late.mp4", late.clone()),
+        ("/clip.flv", flv.clone()),
+    ])
+    .await;
+    let rules = Config::parse(RULES, "rules.toml").unwrap().rules;
+    let shellac = Shellac::start(origin.addr, move |c| {
+        sliced(c);
+        c.rules = rules;
+    })
+    .await;
+    // Learnt by a plain GET each (passed through whole).
+    for (path, file) in [
+        ("/fast.mp4", &fast),
+        ("/late.mp4", &late),
+        ("/clip.flv", &flv),
+    ] {
+        let r = get(shellac.addr, path).await;
+        assert!(r.body.as_ref() == file.as_slice(), "{path}");
+    }
+    assert_eq!(shellac.stat("slice_learnt").await, 3);
+
+    // Fast start: slice 0 (the moov), then the slices from the keyframe at 1.0 s on.
+    let (cut, want) = mp4_answer(&fast, 1.5, None);
+    assert!(cut.from > 3 * MIB, "{}", cut.from);
+    let r = get(shellac.addr, "/fast.mp4?start=1.5").await;
+    assert_eq!(r.status, 200);
+    assert!(r.body.as_ref() == want.as_slice(), "fast.mp4 not cut");
+    assert_eq!(
+        r.header("content-length"),
+        Some(want.len().to_string().as_str())
+    );
+    assert_eq!(r.header("etag"), Some("W/\"fast.mp4\""));
+    let mut need = covering(cut.from, fast.len() as u64);
+    need.insert(0);
+    assert_eq!(slices_asked(&origin, "/fast.mp4"), need);
+    // With an end: from the slices already stored; nothing asked.
+    let (_, want) = mp4_answer(&fast, 1.5, Some(2.05));
+    let r = get(shellac.addr, "/fast.mp4?start=1.5&end=2.05").await;
+    assert!(
+        r.body.as_ref() == want.as_slice(),
+        "fast.mp4 not cut to its end"
+    );
+    assert_eq!(slices_asked(&origin, "/fast.mp4"), need);
+
+    // The moov after the mdat: slice 0 (ftyp, the mdat header), the last slice (the moov),
+    // the slices of the kept data up to the mdat's end; the same answer as fast start.
+    let (cut, want_late) = mp4_answer(&late, 1.5, None);
+    let r = get(shellac.addr, "/late.mp4?start=1.5").await;
+    assert!(r.body.as_ref() == want_late.as_slice(), "late.mp4 not cut");
+    let (_, want_fast) = mp4_answer(&fast, 1.5, None);
+    assert!(want_late == want_fast);
+    let mut need = covering(cut.from, cut.to.unwrap());
+    need.extend([0, (late.len() as u64 - 1) / MIB]);
+    assert_eq!(slices_asked(&origin, "/late.mp4"), need);
+
+    // FLV: the header, then the file from the offset: only the slices from it.
+    let start = 7 * MIB + 5;
+    let r = get(shellac.addr, &format!("/clip.flv?start={start}")).await;
+    let mut want = b"FLV\x01\x05\x00\x00\x00\x09\x00\x00\x00\x00".to_vec();
+    want.extend_from_slice(&flv[start as usize..]);
+    assert!(r.body.as_ref() == want.as_slice(), "clip.flv not cut");
+    assert_eq!(
+        slices_asked(&origin, "/clip.flv"),
+        covering(start, 10 * MIB)
+    );
+
+    let stats = shellac.stats().await;
+    assert_eq!(stats["mp4_seek"], 3, "{stats:?}");
+    assert_eq!(stats["mp4_seek_whole"], 0, "{stats:?}");
+    assert_eq!(stats["flv_seek"], 1, "{stats:?}");
+    shellac.stop().await;
+}
