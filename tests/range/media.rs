@@ -195,3 +195,87 @@ async fn seeks_on_sliced_media_read_only_the_slices_the_cut_needs() {
     assert_eq!(stats["flv_seek"], 1, "{stats:?}");
     shellac.stop().await;
 }
+
+/// A cut MP4 read from the disk tier: stored, then the proxy restarted (its memory tier
+/// empty), then `?start=` from the copy on disk — the late moov read out of order through the
+/// disk body's chunks (`filter/mp4_source.rs`), the fast-start file cut as it streams from
+/// disk; nothing asked of the origin again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_mp4_is_read_from_the_disk_tier_after_a_restart() {
+    use shellac::config::units::Size;
+    use shellac::config::{Admission, DiskConfig};
+    let movie = |fast_start| {
+        movie_with(Options {
+            fast_start,
+            co64: false,
+            scale: 1_000,
+            lead: 0,
+        })
+        .bytes()
+    };
+    let (fast, late) = (movie(true), movie(false));
+    // Over shellac::cache::disk::INLINE_MAX (1 MiB): read back from disk, the body stays
+    // there (`Body::Disk`, read in 256 KiB chunks) instead of coming back to memory.
+    assert!(late.len() as u64 > shellac::cache::disk::INLINE_MAX);
+    let origin = media_origin(vec![
+        ("/fast.mp4", fast.clone()),
+        ("/late.mp4", late.clone()),
+    ])
+    .await;
+    let dir = TempDir::new("media-disk");
+    let data = dir.path("cache.dat");
+    let start = || async {
+        let rules = Config::parse(RULES, "rules.toml").unwrap().rules;
+        Shellac::start(origin.addr, |c| {
+            c.rules = rules;
+            c.storage.disk = Some(DiskConfig {
+                path: data.clone(),
+                size: Size(64 * MIB),
+                region_size: Size(8 * MIB),
+                admission: Admission::Always,
+                on_open_error: Default::default(),
+            });
+        })
+        .await
+    };
+    let shellac = start().await;
+    for path in ["/fast.mp4", "/late.mp4"] {
+        assert_eq!(get(shellac.addr, path).await.status, 200);
+    }
+    assert!(
+        eventually(std::time::Duration::from_secs(10), || async {
+            shellac.stat("n_object_disk").await >= 2
+        })
+        .await,
+        "both written to disk"
+    );
+    shellac.stop().await;
+
+    let shellac = start().await;
+    let (_, want) = mp4_answer(&late, 1.5, None);
+    let r = get(shellac.addr, "/late.mp4?start=1.5").await;
+    assert!(r.cache_status().contains("hit"), "{}", r.cache_status());
+    assert!(
+        r.body.as_ref() == want.as_slice(),
+        "late.mp4 from disk not cut"
+    );
+    assert!(want == mp4_answer(&fast, 1.5, None).1);
+    let (_, want) = mp4_answer(&fast, 1.5, Some(2.05));
+    let r = get(shellac.addr, "/fast.mp4?start=1.5&end=2.05").await;
+    assert!(r.cache_status().contains("hit"), "{}", r.cache_status());
+    assert!(
+        r.body.as_ref() == want.as_slice(),
+        "fast.mp4 from disk not cut"
+    );
+    let (_, want) = mp4_answer(&late, 2.05, Some(2.5));
+    let r = get(shellac.addr, "/late.mp4?start=2.05&end=2.5").await;
+    assert!(
+        r.body.as_ref() == want.as_slice(),
+        "late.mp4 from disk not cut to its end"
+    );
+    assert_eq!(origin.count(), 2);
+    let stats = shellac.stats().await;
+    assert!(stats["cache_hit_disk"] >= 2, "{stats:?}");
+    assert_eq!(stats["mp4_seek_whole"], 0, "{stats:?}");
+    shellac.stop().await;
+}
