@@ -155,6 +155,11 @@ async fn run(
     handover: Option<Channel>,
 ) -> anyhow::Result<()> {
     let stop = StopSignals::register();
+    // Registered before anything listens or systemd is told it serves: a SIGHUP (a
+    // process manager's reload) that comes in the meantime waits for the proxy instead of
+    // ending the process (the default action of SIGHUP, SIGUSR1 and SIGUSR2).
+    #[cfg(unix)]
+    let signals = OtherSignals::register();
     let config = Arc::new(config);
     let running = server::start_with(config.clone(), program, source, overrides).await?;
     for addr in &running.listen {
@@ -184,7 +189,7 @@ async fn run(
     let live = running.live.clone();
     tokio::spawn(shellac::service::run(move || live.load().stats(), quit_rx));
     #[cfg(unix)]
-    on_signals(&running.live);
+    signals.handle(&running.live);
     let upgraded = tokio::select! {
         _ = stop.wait() => false,
         _ = shellac::upgrade::finished() => true,
@@ -206,43 +211,65 @@ async fn run(
 }
 
 /// SIGUSR1 reopens the access log, SIGUSR2 upgrades to the binary at this process's path,
-/// SIGHUP reloads the configuration: a task each, for the life of the process.
+/// SIGHUP reloads the configuration. Registered when made (a signal that arrives while
+/// Shellac is still starting is kept, not fatal); handled by [`OtherSignals::handle`], a task
+/// each, for the life of the process.
 #[cfg(unix)]
-fn on_signals(running: &Arc<Live>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let live = running.clone();
-    if let Ok(mut usr1) = signal(SignalKind::user_defined1()) {
-        tokio::spawn(async move {
-            while usr1.recv().await.is_some() {
-                tracing::info!("SIGUSR1: reopening the access log");
-                live.load().shared.recorder.reopen();
-            }
-        });
+struct OtherSignals {
+    usr1: Option<tokio::signal::unix::Signal>,
+    usr2: Option<tokio::signal::unix::Signal>,
+    hup: Option<tokio::signal::unix::Signal>,
+}
+
+#[cfg(unix)]
+impl OtherSignals {
+    /// Must be called inside the runtime.
+    fn register() -> OtherSignals {
+        use tokio::signal::unix::{SignalKind, signal};
+        OtherSignals {
+            usr1: signal(SignalKind::user_defined1()).ok(),
+            usr2: signal(SignalKind::user_defined2()).ok(),
+            hup: signal(SignalKind::hangup()).ok(),
+        }
     }
-    let live = running.clone();
-    if let Ok(mut usr2) = signal(SignalKind::user_defined2()) {
-        tokio::spawn(async move {
-            while usr2.recv().await.is_some() {
-                tracing::info!("SIGUSR2: upgrading to the binary at this process's path");
-                if let Err(e) = shellac::upgrade::perform(live.clone()).await {
-                    tracing::error!("upgrade failed, this process serves on: {e}");
+
+    /// Handles them from now on, on `running` (signals kept since [`OtherSignals::register`]
+    /// are handled at once).
+    fn handle(self, running: &Arc<Live>) {
+        let live = running.clone();
+        if let Some(mut usr1) = self.usr1 {
+            tokio::spawn(async move {
+                while usr1.recv().await.is_some() {
+                    tracing::info!("SIGUSR1: reopening the access log");
+                    live.load().shared.recorder.reopen();
                 }
-            }
-        });
-    }
-    let live = running.clone();
-    if let Ok(mut hup) = signal(SignalKind::hangup()) {
-        tokio::spawn(async move {
-            while hup.recv().await.is_some() {
-                tracing::info!("SIGHUP: reloading the configuration");
-                if let Err(errors) = live.reload().await {
-                    tracing::error!("reload rejected, the running configuration is unchanged:");
-                    for e in errors {
-                        tracing::error!("  {e}");
+            });
+        }
+        let live = running.clone();
+        if let Some(mut usr2) = self.usr2 {
+            tokio::spawn(async move {
+                while usr2.recv().await.is_some() {
+                    tracing::info!("SIGUSR2: upgrading to the binary at this process's path");
+                    if let Err(e) = shellac::upgrade::perform(live.clone()).await {
+                        tracing::error!("upgrade failed, this process serves on: {e}");
                     }
                 }
-            }
-        });
+            });
+        }
+        let live = running.clone();
+        if let Some(mut hup) = self.hup {
+            tokio::spawn(async move {
+                while hup.recv().await.is_some() {
+                    tracing::info!("SIGHUP: reloading the configuration");
+                    if let Err(errors) = live.reload().await {
+                        tracing::error!("reload rejected, the running configuration is unchanged:");
+                        for e in errors {
+                            tracing::error!("  {e}");
+                        }
+                    }
+                }
+            });
+        }
     }
 }
 
