@@ -3,6 +3,8 @@
 //! index files, precompressed siblings, and the refusals that keep requests inside the root.
 
 mod common;
+#[path = "static_files/open_file_cache.rs"]
+mod open_file_cache;
 #[path = "static_files/precompressed.rs"]
 mod precompressed;
 
@@ -227,7 +229,10 @@ async fn traversal_in_every_spelling_never_leaves_the_root() {
         "/.%2e/secret.txt",
         "/docs/%2e%2e%2f%2e%2e%2fsecret.txt",
         "/%c0%ae%c0%ae/secret.txt",
+        "/docs/..%c0%af..%c0%afsecret.txt",
+        "/%e0%80%ae%e0%80%ae/secret.txt",
         "/..%5csecret.txt",
+        "/docs\\..\\..\\secret.txt",
         "/docs%5c..%5c..%5csecret.txt",
         "/text.txt%00.js",
         "/text%0a.txt",

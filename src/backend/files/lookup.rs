@@ -91,6 +91,7 @@ impl Files {
         v["files_cache_hit"] = s.hit.load(Ordering::Relaxed).into();
         v["files_cache_miss"] = s.miss.load(Ordering::Relaxed).into();
         v["files_cache_expired"] = s.expired.load(Ordering::Relaxed).into();
+        v["files_cache_evicted"] = s.evicted.load(Ordering::Relaxed).into();
         v["files_cache_entries"] = self.cache.len().into();
         v["root"] = self.cache.root().display().to_string().into();
     }

@@ -311,6 +311,7 @@ impl FilesKind {
                 ("files_cache_hit", s.hit.load(Ordering::Relaxed)),
                 ("files_cache_miss", s.miss.load(Ordering::Relaxed)),
                 ("files_cache_expired", s.expired.load(Ordering::Relaxed)),
+                ("files_cache_evicted", s.evicted.load(Ordering::Relaxed)),
                 ("files_cache_entries", files.cache.len() as u64),
             ] {
                 v[key] = (v[key].as_u64().unwrap_or(0) + n).into();

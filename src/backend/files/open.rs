@@ -107,9 +107,76 @@ pub(crate) struct CacheStats {
     pub hit: AtomicU64,
     pub miss: AtomicU64,
     pub expired: AtomicU64,
+    /// Entries pushed out to keep the cache within `open_file_cache`.
+    pub evicted: AtomicU64,
 }
 
 type Entry = (Instant, Result<Arc<Opened>, Missing>);
+
+/// Tells evictions from replacements: quick_cache reports the entry an insert replaces (an
+/// expired one looked up again) as evicted too.
+#[derive(Clone, Copy, Default)]
+struct CountEvictions;
+
+/// One insert: the key going in, and the other entries it pushed out.
+#[derive(Default)]
+struct Inserting {
+    key: String,
+    evicted: u64,
+}
+
+impl quick_cache::Lifecycle<String, Entry> for CountEvictions {
+    type RequestState = Inserting;
+
+    fn on_evict(&self, state: &mut Inserting, key: String, _: Entry) {
+        if key != state.key {
+            state.evicted += 1;
+        }
+    }
+}
+
+type Kept = quick_cache::sync::Cache<
+    String,
+    Entry,
+    quick_cache::UnitWeighter,
+    quick_cache::DefaultHashBuilder,
+    CountEvictions,
+>;
+
+/// A cache of at most `capacity` entries. quick_cache divides its capacity among shards
+/// (four per CPU, fewer for a small capacity: each holds at least 32), rounding each share
+/// up: it is given the shards and a capacity that is a multiple of them, so the entries kept
+/// never exceed `capacity` (up to one per shard fewer).
+fn kept(capacity: usize) -> Kept {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut shards = cpus.saturating_mul(4).next_power_of_two();
+    while shards > 1 && capacity / shards < 32 {
+        shards /= 2;
+    }
+    let weight = (capacity - capacity % shards) as u64;
+    let lifecycle = CountEvictions;
+    let options = quick_cache::OptionsBuilder::new()
+        .estimated_items_capacity(capacity)
+        .weight_capacity(weight)
+        .shards(shards)
+        .build();
+    match options {
+        Ok(o) => Kept::with_options(
+            o,
+            quick_cache::UnitWeighter,
+            quick_cache::DefaultHashBuilder::default(),
+            lifecycle,
+        ),
+        // Not for these options (only allocations out of range are refused).
+        Err(_) => Kept::with(
+            capacity,
+            weight,
+            quick_cache::UnitWeighter,
+            quick_cache::DefaultHashBuilder::default(),
+            lifecycle,
+        ),
+    }
+}
 
 /// Open files and "not found" answers by relative path, each trusted for `valid`, at most
 /// `capacity` of them (least recently used out first).
@@ -117,18 +184,20 @@ pub(crate) struct OpenCache {
     root: PathBuf,
     follow_symlinks: bool,
     valid: Duration,
-    cache: Option<quick_cache::sync::Cache<String, Entry>>,
+    cache: Option<Kept>,
     pub stats: CacheStats,
 }
 
 impl OpenCache {
     pub fn new(root: PathBuf, follow_symlinks: bool, capacity: usize, valid: Duration) -> Self {
+        let stats = CacheStats::default();
+        let cache = (capacity > 0).then(|| kept(capacity));
         OpenCache {
             root,
             follow_symlinks,
             valid,
-            cache: (capacity > 0).then(|| quick_cache::sync::Cache::new(capacity)),
-            stats: CacheStats::default(),
+            cache,
+            stats,
         }
     }
 
@@ -153,7 +222,17 @@ impl OpenCache {
         let found = open(&self.root, relative, self.follow_symlinks).map(Arc::new);
         // A failure of the moment (EMFILE, EIO) is not remembered.
         if found.as_ref().err() != Some(&Missing::Failed) {
-            cache.insert(relative.to_string(), (Instant::now(), found.clone()));
+            let mut inserting = Inserting {
+                key: relative.to_string(),
+                evicted: 0,
+            };
+            let key = inserting.key.clone();
+            cache.insert_with_lifecycle(key, (Instant::now(), found.clone()), &mut inserting);
+            if inserting.evicted > 0 {
+                self.stats
+                    .evicted
+                    .fetch_add(inserting.evicted, Ordering::Relaxed);
+            }
         }
         found
     }
@@ -161,5 +240,41 @@ impl OpenCache {
     /// Entries kept right now.
     pub fn len(&self) -> usize {
         self.cache.as_ref().map_or(0, |c| c.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cache never keeps more than `open_file_cache` entries, whatever the shards make of
+    /// it, and counts every entry it pushes out.
+    #[test]
+    fn the_open_file_cache_keeps_at_most_its_capacity_and_counts_evictions() {
+        let root = std::env::temp_dir();
+        for capacity in [1, 5, 33, 1001, 4099] {
+            let cache = OpenCache::new(root.clone(), false, capacity, Duration::from_secs(60));
+            let asked = capacity * 3;
+            for i in 0..asked {
+                let missing = format!("shellac-open-cache-test-{}-{i}", std::process::id());
+                assert_eq!(cache.open(&missing).err(), Some(Missing::NotFound));
+            }
+            let evicted = cache.stats.evicted.load(Ordering::Relaxed) as usize;
+            assert!(cache.len() <= capacity, "{capacity}: {}", cache.len());
+            assert!(
+                cache.len() + 32 >= capacity.min(asked),
+                "{capacity}: {}",
+                cache.len()
+            );
+            assert_eq!(cache.len() + evicted, asked, "{capacity}");
+        }
+        // An expired entry looked up again replaces itself: not an eviction.
+        let cache = OpenCache::new(root, false, 10, Duration::ZERO);
+        for _ in 0..5 {
+            assert!(cache.open("shellac-open-cache-test-again").is_err());
+        }
+        assert_eq!(cache.stats.expired.load(Ordering::Relaxed), 4);
+        assert_eq!(cache.stats.evicted.load(Ordering::Relaxed), 0);
+        assert_eq!(cache.len(), 1);
     }
 }
