@@ -4,6 +4,8 @@
 //! cache key, and a reload adds and removes sites while a client connection stays open.
 
 mod common;
+#[path = "sites/tls.rs"]
+mod tls;
 
 use std::path::Path;
 
@@ -265,7 +267,7 @@ async fn rewrites_run_before_the_cache_key() {
 listen = "127.0.0.1:0"
 admin = "127.0.0.1:0"
 [routing]
-rewrite = ['rewrite "^/external/([0-9]+)/?" /external.php?vid=$1 last;', '^/old/(.*)$ /new/$1 permanent', '^/moved$ https://elsewhere.test/ redirect']
+rewrite = ['rewrite "^/external/([0-9]+)/?" /external.php?vid=$1 last;', '^/stop/(.*)$ /old/$1 break', '^/old/(.*)$ /new/$1 permanent', '^/chain/(.*)$ /old/$1 last', '^/moved$ https://elsewhere.test/ redirect']
 {}
 [[site]]
 name = "loops"
@@ -296,6 +298,13 @@ default = true
     let r = conn.send("GET", "/moved", &[], b"").await;
     assert_eq!(r.status, 302);
     assert_eq!(r.header("location"), Some("https://elsewhere.test/"));
+    // `break` stops the list: the `permanent` line after it is not run.
+    let r = conn.send("GET", "/stop/p", &[], b"").await;
+    assert_eq!((r.status, r.text().as_str()), (200, "a /old/p"));
+    // `last` starts the list again: the `permanent` line before it now matches.
+    let r = conn.send("GET", "/chain/p?y=2", &[], b"").await;
+    assert_eq!(r.status, 301);
+    assert_eq!(r.header("location"), Some("/new/p?y=2"));
     // A site's own rewrites replace the global ones; `last` looping is a clear 500.
     let r = get_host(addr, "loop.test", "/x").await;
     assert_eq!(r.status, 500);
@@ -305,8 +314,8 @@ default = true
         r.cache_status()
     );
     let stats = shellac.stats().await;
-    assert_eq!(stats["rewrite"], 2);
-    assert_eq!(stats["rewrite_redirect"], 2);
+    assert_eq!(stats["rewrite"], 3);
+    assert_eq!(stats["rewrite_redirect"], 3);
     assert_eq!(stats["rewrite_cycle"], 1);
     shellac.stop().await;
     std::fs::remove_dir_all(&dir).ok();
