@@ -2,9 +2,12 @@
 //! binary (started on first use with its own configuration in a temporary directory, two
 //! pools: loopback TCP and a Unix socket, two children each, and a third for the test that
 //! holds every child; stopped by its PID when the test process exits),
-//! PHP fixtures for the parameters, cookies, errors, uploads, redirects and a slow page.
+//! PHP fixtures for the parameters, cookies, errors, uploads, redirects, a slow page and error
+//! output (stderr.rs: FCGI_STDERR into the log of the real binary).
 
 mod common;
+#[path = "fastcgi/stderr.rs"]
+mod stderr;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -64,6 +67,11 @@ const FIXTURES: &[(&str, &str)] = &[
     ("uploads/evil.jpg", "<?php echo 'EVIL';"),
     ("blog/index.php", "<?php echo 'blog index';"),
     ("info.php", "<?php phpinfo();"),
+    // `n` messages of ~530 bytes to the web server's error stream (FCGI_STDERR).
+    (
+        "stderr.php",
+        "<?php $n = (int) $_GET['n']; for ($i = 0; $i < $n; $i++) { error_log('stderr-fixture ' . $i . ' ' . str_repeat('e', 500)); } echo 'logged ' . $n;",
+    ),
     ("style.css", "body { color: #333 }"),
     (
         "expired.php",
