@@ -1,12 +1,14 @@
 //! The `shellac` binary: `check` on good and bad files, `serve` end to end with SIGTERM;
 //! `admin`: the tools that talk to a running instance find its admin listener;
-//! `check_online`: `check --online` against real servers; `signals`: signals that come early.
+//! `check_online`: `check --online` against real servers; `check_sites`: `check` on `[[site]]`
+//! mistakes; `signals`: signals that come early.
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod admin;
 mod check_online;
+mod check_sites;
 mod signals;
 
 use std::io::{BufRead, BufReader};
