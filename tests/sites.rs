@@ -1,7 +1,8 @@
 //! Virtual hosts (`[[site]]`, issue 31) end to end, with real origins: a site is picked from
 //! the listener and the Host with nginx's precedence, an unknown name without a default gets
 //! 421, each site routes to its own backend under its own rules, rewrites run before the
-//! cache key, and a reload adds and removes sites while a client connection stays open.
+//! cache key, and a reload adds, changes and removes sites while a client connection stays open;
+//! `tls.rs`: sites behind `[[tls]]` listeners.
 
 mod common;
 #[path = "sites/tls.rs"]
@@ -322,7 +323,7 @@ default = true
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reload_adds_and_removes_sites_while_a_connection_stays_open() {
+async fn reload_adds_changes_and_removes_sites_while_a_connection_stays_open() {
     let a = named("a").await;
     let b = named("b").await;
     let base = format!("{SERVER}{}{}", backend("a", &a), backend("b", &b));
@@ -376,6 +377,26 @@ async fn reload_adds_and_removes_sites_while_a_connection_stays_open() {
     );
     assert_eq!(a.count(), 1);
     assert_eq!(b.count(), 1);
+
+    // A site changed: another name and another backend. Its new misses go to the new
+    // backend; what it stored before is still a hit, on the same connection.
+    let changed = site_b
+        .replace("\"b.test\"", "[\"b.test\", \"c.test\"]")
+        .replace("backend = \"b\"", "backend = \"a\"");
+    write(&file, &format!("{base}{changed}"));
+    let (status, v) = shellac.reload().await;
+    assert_eq!(status, 200, "{v}");
+    assert!(v["changes"].to_string().contains("site[b]"), "{v}");
+    assert_eq!(
+        conn.send("GET", "/q", &[("host", "c.test")], b"")
+            .await
+            .text(),
+        "a /q"
+    );
+    let hit = conn.send("GET", "/p", &[("host", "b.test")], b"").await;
+    assert_eq!(hit.text(), "b /p");
+    assert!(hit.cache_status().contains("hit"), "the cache survives");
+    assert_eq!((a.count(), b.count()), (2, 1));
     shellac.stop().await;
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -528,6 +549,42 @@ async fn stat_top_log_and_the_dashboard_filter_or_label_by_site() {
         metrics.contains("shellac_site_ttfb_seconds_count{site=\"blog\"} 2")
             && metrics.contains("shellac_site_ttfb_seconds_count{site=\"shop\"} 1"),
         "{metrics}"
+    );
+    // The command-line tools against it: `shellac stat --site`, `stat` (every site's row),
+    // `top --site`, and a name that is not a site.
+    let admin = shellac.admin.to_string();
+    let run = |args: &[&str]| common::binary::run(&[args, &["--admin", &admin][..]].concat());
+    let (code, out, err) = run(&["stat", "-1", "--site", "blog"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Site blog: hit ratio 50.0% since start"),
+        "{out}"
+    );
+    assert!(out.contains("\nsite_req "), "{out}");
+    assert!(!out.contains("shop"), "{out}");
+    let (code, out, err) = run(&["stat", "-1"]);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("SITE "))
+        .collect();
+    assert!(rows.get(1).is_some_and(|r| r.starts_with("blog ")), "{out}");
+    assert!(rows.get(2).is_some_and(|r| r.starts_with("shop ")), "{out}");
+    let (code, out, err) = run(&["top", "-1", "--site", "shop"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("Top url by requests of site shop over the last 60 s"),
+        "{out}"
+    );
+    assert!(
+        out.contains("shop.test/b") && !out.contains("blog.test"),
+        "{out}"
+    );
+    let (code, _, err) = run(&["stat", "-1", "--site", "nope"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("--site nope: no [[site]] of that name; there are: blog, shop"),
+        "{err}"
     );
     drop(blog_log);
     shellac.stop().await;
