@@ -3,9 +3,12 @@
 //! pools: loopback TCP and a Unix socket, two children each, and a third for the test that
 //! holds every child; stopped by its PID when the test process exits),
 //! PHP fixtures for the parameters, cookies, errors, uploads, redirects, a slow page and error
-//! output (stderr.rs: FCGI_STDERR into the log of the real binary).
+//! output (stderr.rs: FCGI_STDERR into the log of the real binary); params.rs: the operator's
+//! own parameters.
 
 mod common;
+#[path = "fastcgi/params.rs"]
+mod params;
 #[path = "fastcgi/stderr.rs"]
 mod stderr;
 
