@@ -288,6 +288,26 @@ async fn unreadable_files_and_special_files_are_refused() {
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } == 0 {
         assert_eq!(status, 200, "root reads every file");
+        // The same file served by a Shellac that is not root (as a packaged one runs): 403.
+        if let Some(setpriv) = tools::require(tools::which("setpriv"), "setpriv", "util-linux") {
+            let config = dir.0.join("nobody.toml");
+            std::fs::write(
+                &config,
+                format!(
+                    "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n[[backend]]\nprotocol = \"files\"\nroot = \"{}\"\n",
+                    www.display()
+                ),
+            )
+            .unwrap();
+            let mut cmd = Command::new(setpriv);
+            cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN])
+                .args(["serve", "--config"])
+                .arg(&config);
+            let served = common::binary::Served::start(cmd);
+            assert_eq!(get(served.proxy, "/locked.txt").await.status, 403);
+            assert_eq!(get(served.proxy, "/text.txt").await.status, 200);
+            served.stop();
+        }
     } else {
         assert_eq!(status, 403);
     }
@@ -777,7 +797,17 @@ async fn hotlinks_are_refused_and_signed_links_expire() {
     std::fs::create_dir_all(www.join("paid")).unwrap();
     std::fs::write(www.join("img/cat.png"), "PNG").unwrap();
     std::fs::write(www.join("paid/movie.flv"), "FLV-MOVIE").unwrap();
+    std::fs::create_dir_all(www.join("s")).unwrap();
+    std::fs::write(www.join("s/clip.flv"), "FLV-CLIP").unwrap();
     let sh = Shellac::start_files(&www, |c| {
+        c.rules.push(shellac::config::rules::RuleConfig {
+            path: Some("^/s/".into()),
+            secure_link: Some(shellac::config::rules::SecureLinkConfig {
+                md5: Some("$secure_link_expires$uri$remote_addr secret".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
         c.rules.push(shellac::config::rules::RuleConfig {
             path: Some("^/img/".into()),
             valid_referers: ["none", "server_names", "*.friend.org"]
@@ -841,5 +871,34 @@ async fn hotlinks_are_refused_and_signed_links_expire() {
     let forged = signed("/paid/other.flv", now + 3600).replace("other", "movie");
     assert_eq!(get(sh.addr, &forged).await.status, 403);
     assert_eq!(get(sh.addr, "/paid/movie.flv").await.status, 403);
-    assert_eq!(sh.stat("hotlink_refused").await, 4);
+    // nginx's secure_link_md5 form, signed as nginx's documentation signs it:
+    // `echo -n "$expires/s/clip.flv127.0.0.1 secret" | openssl md5 -binary | base64 | tr +/ -_`.
+    let md5_signed = |path: &str, expires: u64| {
+        let out = std::process::Command::new("md5sum")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write as _;
+                let mut stdin = child.stdin.take().unwrap();
+                write!(stdin, "{expires}{path}127.0.0.1 secret")?;
+                drop(stdin);
+                child.wait_with_output()
+            })
+            .expect("md5sum runs");
+        let hex = String::from_utf8(out.stdout).unwrap();
+        let digest: Vec<u8> = (0..16)
+            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+            .collect();
+        let sig = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest);
+        format!("{path}?md5={sig}&expires={expires}")
+    };
+    let r = get(sh.addr, &md5_signed("/s/clip.flv", now + 3600)).await;
+    assert_eq!((r.status, r.text().as_str()), (200, "FLV-CLIP"));
+    let expired = md5_signed("/s/clip.flv", now - 10);
+    assert_eq!(get(sh.addr, &expired).await.status, 410);
+    let forged = md5_signed("/s/clip.flv", now + 3600).replace("expires=", "expires=1");
+    assert_eq!(get(sh.addr, &forged).await.status, 403);
+    assert_eq!(get(sh.addr, "/s/clip.flv").await.status, 403);
+    assert_eq!(sh.stat("hotlink_refused").await, 7);
 }
