@@ -196,7 +196,16 @@ async fn dashboard_in_headless_chromium_receives_data() {
         return;
     };
     let origin = Origin::start(origin_handler).await;
-    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    // Every request is the one site's (issue 31: the Sites panel and the top URLs' site menu).
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.sites = vec![shellac::config::site::SiteConfig {
+            name: "shop".into(),
+            default: true,
+            cache: true,
+            ..Default::default()
+        }];
+    })
+    .await;
     let stop = Arc::new(AtomicBool::new(false));
     let client = load(shellac.addr, stop.clone());
     // Let the sampler take a few one-second samples so the charts have a series to draw.
@@ -298,6 +307,15 @@ async fn dashboard_in_headless_chromium_receives_data() {
     }
     assert!(dom.contains("/img/logo.png"), "top URLs table filled");
     assert!(dom.contains(">default<"), "backends table filled");
+    assert!(
+        dom.contains("<tbody id=\"sites\"><tr><td>shop</td>")
+            && !dom.contains("id=\"sites-panel\" hidden"),
+        "the Sites panel lists the site: {dom}"
+    );
+    assert!(
+        dom.contains("<option value=\"shop\">shop</option>"),
+        "the top URLs' site menu offers it: {dom}"
+    );
     assert!(dom.contains("live ·"), "status shows live");
     // Issue 32: the header said `connections 0 · 0 idle released`.
     assert!(
