@@ -112,9 +112,11 @@ impl Representations {
     /// serves it).
     pub fn preferred(&self, accepts: &Accepts, source_gzip: bool) -> Option<Coding> {
         if !self.codings.is_empty() {
-            let mut at_hand = self.codings.clone();
-            at_hand.push(Coding::Gzip);
-            if let Some(c) = accepts.choose(&at_hand) {
+            // The configured codings and gzip, on the stack (a clone of the list allocated).
+            let mut at_hand = [Coding::Gzip; 5];
+            let n = self.codings.len().min(at_hand.len() - 1);
+            at_hand[..n].copy_from_slice(&self.codings[..n]);
+            if let Some(c) = accepts.choose(&at_hand[..n + 1]) {
                 return (c != Coding::Gzip || !source_gzip).then_some(c);
             }
         }
@@ -143,19 +145,13 @@ impl Representations {
         }
     }
 
-    /// The representation in `coding` of `source` (stored under `key`) when memory holds one
-    /// made from these very bytes; else `None`, with nothing counted or removed: a fast hit
-    /// then steps aside and the full path's [`Representations::lookup`] does both. The
-    /// caller that sends it counts `compress_encoded_served`.
-    pub fn in_memory(
-        &self,
-        cache: &Cache,
-        key: &CacheKey,
-        source: &Object,
-        coding: Coding,
-    ) -> Option<Arc<Object>> {
-        let rep = cache.lookup_now(&representation::key(key, coding)).ok()??;
-        (representation::source(&rep) == Some(representation::generation(source))).then_some(rep)
+    /// The representation in `coding` memory holds for the object stored under `key`,
+    /// whatever bytes it was made from (the caller compares the generations: a fast hit,
+    /// with the ones its `Prepared`s remember); `None` with nothing counted or removed: a
+    /// fast hit then steps aside and the full path's [`Representations::lookup`] does both.
+    /// The caller that sends it counts `compress_encoded_served`.
+    pub fn stored(&self, cache: &Cache, key: &CacheKey, coding: Coding) -> Option<Arc<Object>> {
+        cache.lookup_now(&representation::key(key, coding)).ok()?
     }
 
     /// After [`Representations::lookup`] said `NeedsIo`: the representation stored under
