@@ -13,6 +13,10 @@
 //             splice.rs)
 //   splice1   head and body in one mapping, both vmspliced at once, then spliced: 2 calls
 //   sendfile  the head sent with MSG_MORE, the body sendfile(2)d from a memfd: 2 calls
+//   tee       the body vmspliced once, at start, into a pipe of its own; per response the head
+//             vmspliced into the connection's pipe, the body's page references tee(2)d in
+//             after it, the pipe spliced: 3 calls, but no page-table walk of the body per
+//             response (what Shellac does for a hot body, src/cache/pages/held.rs)
 // Prints "cpu SECONDS" (user + system) on SIGTERM or SIGINT.
 #define _GNU_SOURCE
 #include <errno.h>
@@ -32,7 +36,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-enum { WRITEV, SPLICE, SPLICE1, SENDFILE };
+enum { WRITEV, SPLICE, SPLICE1, SENDFILE, TEE };
+static int bodypipe[2];   // tee: the body's pages, never read out
 static int mode;
 static char *resp;        // head + body, in a mapping never written after start
 static size_t rlen, hlen; // the whole response, its head
@@ -81,6 +86,18 @@ static int send_one(struct conn *c) {
       }
       if (n < 0) return errno == EAGAIN ? 0 : -1;
       c->off += n;
+    } else if (mode == TEE) {
+      if (c->off < hlen) {
+        struct iovec v = {resp + c->off, hlen - c->off};
+        n = vmsplice(c->p[1], &v, 1, SPLICE_F_NONBLOCK);
+        if (n < 0) return errno == EAGAIN ? 0 : -1;
+        c->off += n; c->inpipe += n;
+        if (c->off < hlen) continue;
+      }
+      n = tee(bodypipe[0], c->p[1], rlen - hlen, SPLICE_F_NONBLOCK);
+      if (n < 0) return errno == EAGAIN ? 0 : -1;
+      if (n != (ssize_t)(rlen - hlen)) return -1;
+      c->off += n; c->inpipe += n;
     } else {
       if (mode == SPLICE && c->off < hlen) {
         n = write(c->p[1], resp + c->off, hlen - c->off);
@@ -121,12 +138,12 @@ static void close_conn(struct conn *c) {
 
 int main(int argc, char **argv) {
   if (argc != 4) {
-    fprintf(stderr, "usage: ceiling writev|splice|splice1|sendfile PORT RESPONSE_FILE\n");
+    fprintf(stderr, "usage: ceiling writev|splice|splice1|sendfile|tee PORT RESPONSE_FILE\n");
     return 2;
   }
-  const char *modes[] = {"writev", "splice", "splice1", "sendfile"};
+  const char *modes[] = {"writev", "splice", "splice1", "sendfile", "tee"};
   mode = -1;
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < 5; i++)
     if (!strcmp(argv[1], modes[i])) mode = i;
   if (mode < 0) return 2;
   signal(SIGTERM, done);
@@ -146,6 +163,12 @@ int main(int argc, char **argv) {
   memfd = memfd_create("body", 0);
   if (write(memfd, resp + hlen, rlen - hlen) != (ssize_t)(rlen - hlen)) return perror("memfd"), 1;
 
+  if (mode == TEE) {
+    pipe2(bodypipe, O_NONBLOCK);
+    fcntl(bodypipe[1], F_SETPIPE_SZ, 256 * 1024);
+    struct iovec v = {resp + hlen, rlen - hlen};
+    if (vmsplice(bodypipe[1], &v, 1, 0) != (ssize_t)(rlen - hlen)) return perror("bodypipe"), 1;
+  }
   int one = 1, l = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
   setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[2])),
@@ -167,7 +190,7 @@ int main(int argc, char **argv) {
           c = calloc(1, sizeof *c);
           c->fd = fd;
           c->p[0] = c->p[1] = -1;
-          if (mode == SPLICE || mode == SPLICE1) {
+          if (mode == SPLICE || mode == SPLICE1 || mode == TEE) {
             pipe2(c->p, O_NONBLOCK);
             fcntl(c->p[1], F_SETPIPE_SZ, 256 * 1024);
           }

@@ -15,18 +15,25 @@
 //! same vmsplice as the body; a longer one into the pipe (write(2)) — and lends only slices
 //! [`is_stored`] knows.
 //!
+//! A hot body that fits one is also held in a pipe of its own (`pages/held.rs`), and its
+//! responses copy the page references from there (tee(2)) rather than vmsplice its memory
+//! again.
+//!
 //! Pipes come from a bounded pool ([`Pipe::take`]): at most [`MAX_PIPES`] lent at once (gauge
 //! `n_splice_pipe`), each [`PIPE_SIZE`] bytes; a pipe goes back when it is empty, and one
 //! dropped with bytes still in it is closed (its pages freed with it).
 
 mod arena;
+mod held;
+
+pub use held::{MAX_HELD_PIPES, held_pipes};
 
 use std::collections::BTreeMap;
 use std::io::{self, IoSlice};
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// Bytes a pipe holds at most (F_SETPIPE_SZ; the default, 64 KiB, where it is refused): a
 /// response head and a few 64 KiB pieces of a body at once.
@@ -40,8 +47,15 @@ pub const MAX_PIPES: usize = 256;
 /// Empty pipes kept for the next connection, at most (the rest are closed).
 const IDLE_PIPES: usize = 64;
 
-/// The live mappings of stored bodies: start address → end address.
-static MAPPED: RwLock<BTreeMap<usize, usize>> = RwLock::new(BTreeMap::new());
+/// The live mappings of stored bodies: start address → end address, and the pipe holding the
+/// body once it is hot (`pages/held.rs`).
+static MAPPED: RwLock<BTreeMap<usize, Mapped>> = RwLock::new(BTreeMap::new());
+
+/// A live stored mapping.
+struct Mapped {
+    end: usize,
+    hot: held::Hot,
+}
 
 /// Mappings in [`MAPPED`]: a plain load spares the lock while there are none.
 static MAPPED_COUNT: AtomicUsize = AtomicUsize::new(0);
@@ -56,16 +70,25 @@ static IDLE: Mutex<Vec<Fds>> = Mutex::new(Vec::new());
 /// again, unmapped only after [`forget`].
 pub(super) fn register(at: usize, len: usize) {
     if let Ok(mut m) = MAPPED.write() {
-        m.insert(at, at + len);
+        m.insert(
+            at,
+            Mapped {
+                end: at + len,
+                hot: held::Hot::default(),
+            },
+        );
         MAPPED_COUNT.fetch_add(1, Ordering::Relaxed);
     }
 }
 
-/// The mapping at `at` is about to be unmapped.
+/// The mapping at `at` is about to be unmapped (its held pipe, if any, is closed: responses
+/// on their way keep their page references).
 pub(super) fn forget(at: usize) {
-    if let Ok(mut m) = MAPPED.write()
-        && m.remove(&at).is_some()
-    {
+    let removed = match MAPPED.write() {
+        Ok(mut m) => m.remove(&at),
+        Err(_) => None,
+    };
+    if removed.is_some() {
         MAPPED_COUNT.fetch_sub(1, Ordering::Relaxed);
     }
 }
@@ -76,11 +99,31 @@ pub fn is_stored(slice: &[u8]) -> bool {
     stored_run(&[IoSlice::new(slice)]) == 1
 }
 
-fn inside(m: &BTreeMap<usize, usize>, slice: &[u8]) -> bool {
+fn inside(m: &BTreeMap<usize, Mapped>, slice: &[u8]) -> bool {
     let at = slice.as_ptr() as usize;
     m.range(..=at)
         .next_back()
-        .is_some_and(|(_, &end)| at + slice.len() <= end)
+        .is_some_and(|(_, mapped)| at + slice.len() <= mapped.end)
+}
+
+/// When `lent` starts at the start of a stored mapping: the pipe holding that body, once hot
+/// (`pages/held.rs`), and how many bytes from the start `lent`'s first slices cover one after
+/// the other in it.
+fn held_for(lent: &[IoSlice<'_>]) -> Option<(Arc<held::BodyPipe>, usize)> {
+    let first = lent.first()?;
+    let at = first.as_ptr() as usize;
+    let m = MAPPED.read().ok()?;
+    let mapped = m.get(&at)?;
+    let mut covered = 0;
+    for b in lent {
+        if b.as_ptr() as usize != at + covered || at + covered + b.len() > mapped.end {
+            break;
+        }
+        covered += b.len();
+    }
+    // Made under the read lock, once per hot body: its mapping cannot be forgotten meanwhile.
+    let pipe = mapped.hot.pipe(at, mapped.end - at)?;
+    Some((pipe, covered))
 }
 
 /// How many of `bufs`, from the first, lie inside stored bodies' mappings (one lock for all).
@@ -173,12 +216,19 @@ impl Pipe {
         self.held -= n.min(self.held);
     }
 
-    /// Puts `copied` (copied: heap memory, a response head; up to `arena::MAX_COPY` bytes
-    /// into the arena and lent with `lent` in one vmsplice, longer ones written into the
-    /// pipe) and then as much as fits of `lent` into the pipe. Of `lent`, only the slices from the first that lie inside stored
-    /// bodies' mappings ([`stored_run`]) are taken, by reference (vmsplice(2)); the caller
-    /// keeps them alive for the call (the kernel holds the pages after). Returns the bytes
-    /// put in (of `copied`, then of `lent`, in order) and of those the ones lent.
+    /// Puts `copied` (copied: heap memory, a response head) and then as much as fits of
+    /// `lent` into the pipe. Of `lent`, only the slices from the first that lie inside stored
+    /// bodies' mappings ([`stored_run`]) are taken, by reference; the caller keeps them alive
+    /// for the call (the kernel holds the pages after):
+    /// - from the start of a hot body held in a pipe of its own (`pages/held.rs`): the head
+    ///   put in first (below), then the body's page references copied from that pipe
+    ///   (tee(2));
+    /// - otherwise a short `copied` (up to `arena::MAX_COPY` bytes: a head) is copied into
+    ///   this thread's arena (`arena.rs`) and lent with the stored slices in one vmsplice(2);
+    ///   a longer one is written into the pipe (writev(2)), then the slices vmspliced.
+    ///
+    /// Returns the bytes put in (of `copied`, then of `lent`, in order) and of those the ones
+    /// lent.
     pub fn fill(
         &mut self,
         copied: &[IoSlice<'_>],
@@ -186,9 +236,25 @@ impl Pipe {
     ) -> io::Result<(usize, usize)> {
         let write = self.fds.write.as_raw_fd();
         let want: usize = copied.iter().map(|b| b.len()).sum();
-        // A short prefix (a head) copied into this thread's arena (`arena.rs`) and lent with
-        // the stored slices in one vmsplice(2); else written into the pipe first.
         let run = stored_run(lent).min(libc::UIO_MAXIOV as usize - 1);
+        if run > 0
+            && let Some((body, covered)) = held_for(&lent[..run])
+            && covered > 0
+        {
+            let put = self.put_copied(copied, want)?;
+            if put < want {
+                return Ok((put, 0));
+            }
+            return match body.tee_into(write, covered) {
+                Ok(n) => {
+                    self.held += n;
+                    Ok((put + n, n))
+                }
+                // What was copied in stands (an error is only one when nothing went in).
+                Err(_) if put > 0 => Ok((put, 0)),
+                Err(e) => Err(e),
+            };
+        }
         if want > 0
             && run > 0
             && let Some(done) = arena::with_copy(copied, |copy| {
@@ -216,28 +282,8 @@ impl Pipe {
             self.held += n;
             return Ok((n, n.saturating_sub(want)));
         }
-        let mut put = 0;
-        if want > 0 {
-            // SAFETY: `copied` is a valid array of `IoSlice`s (laid out as iovec) the kernel
-            // only reads; the descriptor is ours.
-            let n = unsafe {
-                libc::writev(
-                    write,
-                    copied.as_ptr().cast(),
-                    copied.len().min(libc::UIO_MAXIOV as usize) as libc::c_int,
-                )
-            };
-            if n < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            put = n as usize;
-            self.held += put;
-            if put < want {
-                return Ok((put, 0));
-            }
-        }
-        let run = stored_run(lent).min(libc::UIO_MAXIOV as usize);
-        if run == 0 {
+        let put = self.put_copied(copied, want)?;
+        if put < want || run == 0 {
             return Ok((put, 0));
         }
         // SAFETY: the slices are inside live stored mappings (checked just above, and kept
@@ -257,6 +303,43 @@ impl Pipe {
         }
         self.held += n as usize;
         Ok((put + n as usize, n as usize))
+    }
+
+    /// Puts `copied` (`want` bytes in all) into the pipe: copied into this thread's arena and
+    /// lent (vmsplice(2)) when short, else written (writev(2)). How many went in.
+    fn put_copied(&mut self, copied: &[IoSlice<'_>], want: usize) -> io::Result<usize> {
+        if want == 0 {
+            return Ok(0);
+        }
+        let write = self.fds.write.as_raw_fd();
+        let n = arena::with_copy(copied, |copy| {
+            // SAFETY: the copy lies in the arena, never written again and unmapped, not
+            // reused (`arena.rs`); one iovec the kernel only reads.
+            unsafe {
+                libc::vmsplice(
+                    write,
+                    (&copy as *const IoSlice<'_>).cast(),
+                    1,
+                    libc::SPLICE_F_NONBLOCK,
+                )
+            }
+        })
+        .unwrap_or_else(|| {
+            // SAFETY: `copied` is a valid array of `IoSlice`s (laid out as iovec) the kernel
+            // only reads; the descriptor is ours.
+            unsafe {
+                libc::writev(
+                    write,
+                    copied.as_ptr().cast(),
+                    copied.len().min(libc::UIO_MAXIOV as usize) as libc::c_int,
+                )
+            }
+        });
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.held += n as usize;
+        Ok(n as usize)
     }
 }
 
@@ -343,6 +426,46 @@ pub(super) mod tests {
         assert!(out[head.len()..].iter().all(|&b| b == 9));
         pipe.drained(put);
         assert_eq!(pipe.held(), 0);
+    }
+
+    /// A body sent from its start a second time gets a pipe of its own, and the responses
+    /// after it copy its page references from there (tee(2)) after the head: the same
+    /// bytes, in order. A send from inside the body, or a body too large, never does; a
+    /// forgotten body's pipe is closed.
+    #[test]
+    fn a_hot_body_is_teed_from_a_pipe_of_its_own() {
+        let body: Vec<u8> = (0..70_000u32).map(|i| (i % 253) as u8).collect();
+        let at = body.as_ptr() as usize;
+        register(at, body.len());
+        let head = b"HTTP/1.1 200 OK\r\ncontent-length: 70000\r\n\r\n".to_vec();
+        let lent = [IoSlice::new(&body[..65_536]), IoSlice::new(&body[65_536..])];
+        let mut want = head.clone();
+        want.extend_from_slice(&body);
+        for send in 0..3 {
+            if send == 2 {
+                assert!(held_for(&lent).is_some_and(|(_, covered)| covered == body.len()));
+            }
+            let mut pipe = Pipe::take().expect("a pipe");
+            let (put, lent_n) = pipe.fill(&[IoSlice::new(&head)], &lent).expect("fill");
+            assert_eq!((put, lent_n), (want.len(), body.len()), "send {send}");
+            assert_eq!(read_all(&pipe, put), want, "send {send}");
+            pipe.drained(put);
+        }
+        // From inside the body: vmspliced, and never counted towards a pipe.
+        let inner = [IoSlice::new(&body[100..])];
+        assert!(held_for(&inner).is_none());
+        let mut pipe = Pipe::take().expect("a pipe");
+        let (put, _) = pipe.fill(&[], &inner).expect("fill");
+        assert_eq!(read_all(&pipe, put), &body[100..]);
+        pipe.drained(put);
+        forget(at);
+        assert!(held_for(&lent).is_none());
+        let big = vec![1u8; held::MAX_HELD + 1];
+        register(big.as_ptr() as usize, big.len());
+        for _ in 0..3 {
+            assert!(held_for(&[IoSlice::new(&big)]).is_none());
+        }
+        forget(big.as_ptr() as usize);
     }
 
     /// A prefix longer than the arena takes is written into the pipe, then the stored bytes

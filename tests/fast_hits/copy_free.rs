@@ -308,3 +308,44 @@ async fn an_identity_representation_is_a_fast_hit_like_the_full_paths() {
     fast.stop().await;
     full.stop().await;
 }
+
+/// A body sent from its start more than once is held in a pipe of its own and its pages are
+/// tee(2)d from there (`cache/pages/held.rs`): its hits stay byte exact, and once the object
+/// is purged and fetched again with other bytes, the hits send the new bytes, never the old
+/// pipe's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_body_goes_with_its_object() {
+    let version = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let v = version.clone();
+    let origin = Origin::start(move |_| {
+        let n = v.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let body: Vec<u8> = (0..SMALL).map(|i| ((i + 7 * n) % 251) as u8).collect();
+        Reply::ok("")
+            .body(ReplyBody::Bytes(body))
+            .cc("max-age=60")
+            .header("content-type", "application/octet-stream")
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let want = |n: usize| -> Vec<u8> { (0..SMALL).map(|i| ((i + 7 * n) % 251) as u8).collect() };
+    for n in 0..2 {
+        assert_eq!(
+            get(shellac.addr, "/held").await.body.to_vec(),
+            want(n),
+            "miss {n}"
+        );
+        let mut conn = Conn::open(shellac.addr).await;
+        for i in 0..4 {
+            let r = conn.send("GET", "/held", &[], b"").await;
+            assert!(r.cache_status().contains("hit"), "hit {i} of version {n}");
+            assert!(
+                r.body.to_vec() == want(n),
+                "hit {i} of version {n}: its bytes"
+            );
+        }
+        let purged = request(shellac.addr, "PURGE", "/held", &[], b"").await;
+        assert_eq!(purged.status, 200, "{}", purged.text());
+    }
+    assert_eq!(version.load(std::sync::atomic::Ordering::SeqCst), 2);
+    shellac.stop().await;
+}
