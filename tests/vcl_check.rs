@@ -195,6 +195,40 @@ fn actions_are_checked_per_subroutine() {
     ));
 }
 
+/// Varnish 6's Unix-socket backends (`.path`, trunk c00088-c00092, v00055, v00057): the
+/// backend connects to the socket file (`address = "unix:PATH"`) and sends `0.0.0.0` as Host
+/// to a request without one; a relative path, an abstract name, `.host` beside it, VCL 4.0, a
+/// file that is not a socket are refused (trunk v00038, b00053), in Varnish's words.
+#[test]
+fn unix_socket_backends_take_an_absolute_path() {
+    let p = ok("vcl 4.1;\nbackend b { .path = \"/run/app.sock\"; }");
+    let b = &p.origins.backends[0];
+    assert_eq!(b.address.as_deref(), Some("unix:/run/app.sock"));
+    assert_eq!(b.host_header.as_deref(), Some("0.0.0.0"));
+    let p = ok("vcl 4.1;\nbackend b { .path = \"/run/app.sock\"; .host_header = \"app\"; }");
+    assert_eq!(p.origins.backends[0].host_header.as_deref(), Some("app"));
+    has(
+        "vcl 4.1;\nbackend b { .path = \"run/app.sock\"; }",
+        "Must be a valid path or abstract socket",
+    );
+    has(
+        "vcl 4.1;\nbackend b { .path = \"@app\"; }",
+        "abstract Unix sockets",
+    );
+    has(
+        "vcl 4.1;\nbackend b { .host = \"h\"; .path = \"/run/app.sock\"; }",
+        "Address redefinition at:",
+    );
+    has(
+        "vcl 4.0;\nbackend b { .path = \"/run/app.sock\"; }",
+        "Unix socket backends only supported in VCL4.1 and higher.",
+    );
+    has(
+        "vcl 4.1;\nbackend b { .path = \"/tmp\"; }",
+        "Not a socket: /tmp",
+    );
+}
+
 #[test]
 fn declarations_are_checked() {
     has(

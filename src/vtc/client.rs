@@ -3,6 +3,8 @@
 //! then `-wait`.
 
 use std::net::{Shutdown, TcpStream};
+
+use super::stream::Stream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -120,6 +122,7 @@ fn run(
         if let Some(n) = rcvbuf {
             let _ = socket2::SockRef::from(&stream).set_recv_buffer_size(n);
         }
+        let stream = Stream::Tcp(stream);
         shared.log(name, format!("Connected to {addr}"));
         Ok(Session::new(
             shared.clone(),

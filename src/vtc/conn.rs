@@ -1,14 +1,14 @@
-//! A client's or server's TCP connection: blocking reads in 100 ms slices so that a stopped
+//! A client's or server's connection (TCP, or a Unix socket: `stream.rs`): blocking reads in 100 ms slices so that a stopped
 //! run (a failure elsewhere, the time limit) interrupts any wait, a read-ahead buffer, and
 //! writes that give up when the run stops.
 
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::context::{Halt, Shared};
+use super::stream::Stream;
 
 const SLICE: Duration = Duration::from_millis(100);
 
@@ -37,7 +37,7 @@ impl std::fmt::Display for RxError {
 
 pub struct Conn {
     shared: Arc<Shared>,
-    stream: TcpStream,
+    stream: Stream,
     key: Option<u64>,
     /// Set when the entity owning the connection is stopped on its own (`server -break`).
     cancel: Option<Arc<AtomicBool>>,
@@ -47,10 +47,10 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn new(shared: Arc<Shared>, stream: TcpStream, cancel: Option<Arc<AtomicBool>>) -> Conn {
+    pub fn new(shared: Arc<Shared>, stream: Stream, cancel: Option<Arc<AtomicBool>>) -> Conn {
         let _ = stream.set_read_timeout(Some(SLICE));
         let _ = stream.set_write_timeout(Some(SLICE));
-        let _ = stream.set_nodelay(true);
+        stream.set_nodelay();
         let key = shared.watch_socket(&stream);
         Conn {
             shared,
@@ -70,7 +70,7 @@ impl Conn {
                 .is_some_and(|c| c.load(Ordering::Acquire))
     }
 
-    pub fn stream(&self) -> &TcpStream {
+    pub fn stream(&self) -> &Stream {
         &self.stream
     }
 

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::net::{Shutdown, TcpStream};
+use std::net::Shutdown;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -50,7 +50,7 @@ pub struct Shared {
     stop: AtomicBool,
     first: Mutex<Option<Halt>>,
     log: Mutex<Log>,
-    sockets: Mutex<HashMap<u64, TcpStream>>,
+    sockets: Mutex<HashMap<u64, super::stream::Stream>>,
     next_socket: AtomicU64,
     pids: Mutex<Vec<u32>>,
     barriers: Mutex<HashMap<String, Arc<Barrier>>>,
@@ -210,7 +210,7 @@ impl Shared {
     }
 
     /// Registers a socket to be shut down when the run stops; the key unregisters it.
-    pub fn watch_socket(&self, s: &TcpStream) -> Option<u64> {
+    pub fn watch_socket(&self, s: &super::stream::Stream) -> Option<u64> {
         let clone = s.try_clone().ok()?;
         let key = self.next_socket.fetch_add(1, Ordering::Relaxed);
         lock(&self.sockets).insert(key, clone);

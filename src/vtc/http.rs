@@ -101,8 +101,8 @@ pub struct Session {
 impl Session {
     pub fn new(shared: Arc<Shared>, name: &str, conn: Conn, server: bool) -> Session {
         let (rem_ip, rem_port) = match conn.stream().peer_addr() {
-            Ok(a) => (a.ip().to_string(), a.port().to_string()),
-            Err(_) => ("0.0.0.0".into(), "0".into()),
+            Some(a) => (a.ip().to_string(), a.port().to_string()),
+            None => ("0.0.0.0".into(), "0".into()),
         };
         let timeout = shared.io_timeout;
         Session {

@@ -37,6 +37,7 @@ mod scope;
 mod server;
 mod sock;
 mod spec;
+mod stream;
 mod tx;
 mod varnish;
 

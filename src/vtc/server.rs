@@ -1,10 +1,11 @@
-//! `server sN`: a scripted origin on a loopback port. It accepts one connection at a time,
+//! `server sN`: a scripted origin on a loopback port (or a Unix socket, `-listen /PATH`). It accepts one connection at a time,
 //! runs its specification on it and closes it, `-repeat` times (`-keepalive`: all on one
 //! connection; `-dispatch`, for `s0` only: every connection at once, each on a thread). The
 //! listening socket stays open between runs and after the last one, as in varnishtest, so
 //! Shellac's connections then wait instead of being refused.
 
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, TcpListener};
+use std::os::unix::net::UnixListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -15,12 +16,13 @@ use super::http::Session;
 use super::peer::{self, Arg, Peer, Role, value};
 use super::sock::{Listening, accept, resolve, sock_text};
 use super::spec;
+use super::stream::{Socket, Stream, Where};
 
 pub struct Server {
     peer: Peer,
     listen: Option<String>,
     listener: Option<Arc<Listening>>,
-    pub addr: Option<SocketAddr>,
+    pub addr: Option<Where>,
     dispatch: bool,
 }
 
@@ -43,8 +45,8 @@ impl Role for Server {
             "-listen" => {
                 *i += 1;
                 let l = value(args, *i, "-listen")?;
-                if l.starts_with('/') || l.starts_with('@') {
-                    return skip("servers on Unix domain sockets (server -listen PATH)");
+                if l.starts_with('@') {
+                    return skip("servers on abstract Unix sockets (server -listen @NAME)");
                 }
                 self.listen = Some(l.to_string());
                 self.listener = None;
@@ -98,6 +100,9 @@ impl Server {
             return Ok(l.clone());
         }
         let want = self.listen.clone().unwrap_or_else(|| "127.0.0.1 0".into());
+        if want.starts_with('/') {
+            return self.bind_unix(shared, &want);
+        }
         let addr = resolve(&want)?;
         let listener = TcpListener::bind(addr).map_err(|e| {
             Halt::Fail(format!(
@@ -118,9 +123,31 @@ impl Server {
         shared.define(name, &format!("{name}_sock"), sock);
         // Later starts listen on the same port.
         self.listen = Some(format!("{ip} {port}"));
-        self.addr = Some(local);
+        self.addr = Some(Where::Tcp(local));
         let l = Arc::new(Listening {
-            socket: listener,
+            socket: Socket::Tcp(listener),
+            broken: Arc::new(AtomicBool::new(false)),
+        });
+        self.listener = Some(l.clone());
+        Ok(l)
+    }
+
+    /// `-listen /path`: a Unix socket (a stale file removed first); `${sN_sock}` is its path,
+    /// `${sN_addr}` and `${sN_port}` are `0.0.0.0` and `0`, as varnishtest defines them.
+    fn bind_unix(&mut self, shared: &Shared, path: &str) -> Step<Arc<Listening>> {
+        let _ = std::fs::remove_file(path);
+        let listener = UnixListener::bind(path).map_err(|e| {
+            Halt::Fail(format!(
+                "Server listen address ({path}) cannot be bound: {e}"
+            ))
+        })?;
+        let name = &self.peer.name;
+        shared.define(name, &format!("{name}_addr"), "0.0.0.0".to_string());
+        shared.define(name, &format!("{name}_port"), "0".to_string());
+        shared.define(name, &format!("{name}_sock"), path.to_string());
+        self.addr = Some(Where::Unix(path.into()));
+        let l = Arc::new(Listening {
+            socket: Socket::Unix(listener),
             broken: Arc::new(AtomicBool::new(false)),
         });
         self.listener = Some(l.clone());
@@ -202,7 +229,7 @@ fn serve(
 fn session(
     shared: &Arc<Shared>,
     name: &str,
-    stream: TcpStream,
+    stream: Stream,
     listener: &Arc<Listening>,
     spec: &str,
     line: u32,

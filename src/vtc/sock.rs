@@ -1,22 +1,23 @@
 //! The scripted peers' sockets: a server's listening socket and its accepts (which a stop or
 //! `-break` interrupts), and addresses as the test files write them.
 
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::context::{Halt, Shared, Step, fail};
+use super::stream::{Socket, Stream};
 
 /// A server's listening socket; `broken` ends its accepts (`-break`).
 pub struct Listening {
-    pub socket: TcpListener,
+    pub socket: Socket,
     pub broken: Arc<AtomicBool>,
 }
 
 /// The next connection on `listener` (waiting in 100 ms slices so a stop or a `-break`
 /// interrupts it).
-pub fn accept(shared: &Shared, listener: &Listening) -> Step<TcpStream> {
+pub fn accept(shared: &Shared, listener: &Listening) -> Step<Stream> {
     loop {
         shared.check()?;
         if listener.broken.load(Ordering::Acquire) {
@@ -31,7 +32,7 @@ pub fn accept(shared: &Shared, listener: &Listening) -> Step<TcpStream> {
         let n = unsafe { libc::poll(&mut pfd, 1, 100) };
         if n > 0 {
             match listener.socket.accept() {
-                Ok((s, _)) => {
+                Ok(s) => {
                     let _ = s.set_nonblocking(false);
                     return Ok(s);
                 }

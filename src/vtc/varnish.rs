@@ -8,7 +8,6 @@
 //! its id.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -20,6 +19,7 @@ use super::outcome::Wiring;
 use super::params::Settings;
 use super::process::Running;
 use super::sock::sock_text;
+use super::stream::Where;
 
 pub struct Varnish {
     pub name: String,
@@ -43,14 +43,10 @@ pub struct Varnish {
 }
 
 /// The Varnish backend declarations `-vcl+backend` puts first: one per server that listens.
-pub fn backend_decls(servers: &[(String, SocketAddr)]) -> String {
+pub fn backend_decls(servers: &[(String, Where)]) -> String {
     let mut out = String::new();
     for (name, a) in servers {
-        out.push_str(&format!(
-            "backend {name} {{ .host = \"{}\"; .port = \"{}\"; }}\n",
-            a.ip(),
-            a.port()
-        ));
+        out.push_str(&format!("backend {name} {{ {} }}\n", a.backend_fields()));
     }
     out
 }
@@ -276,7 +272,11 @@ impl Varnish {
         if self.vcl.is_none()
             && let Some(b) = self.b_backend.clone()
         {
-            let addr = super::sock::resolve(&b)?;
+            let addr = if b.starts_with('/') {
+                Where::Unix(b.into())
+            } else {
+                Where::Tcp(super::sock::resolve(&b)?)
+            };
             let decl = backend_decls(&[("default".into(), addr)]);
             let text = self.compose(shared, "4.1", "", &decl);
             self.load(shared, &text)?;

@@ -8,6 +8,7 @@ use super::Checker;
 use super::consts::{Const, const_of};
 use crate::config::units::Dur;
 use crate::config::{BackendConfig, ProbeRef};
+use crate::vcl::types::Dialect;
 
 const BACKEND_FIELDS: &[&str] = &[
     "host",
@@ -45,7 +46,7 @@ impl Checker<'_> {
         b.between_bytes_timeout = Dur(t.between_bytes);
         b.idle_timeout = Dur(t.backend_idle);
         let mut port = None;
-        let mut uds = false;
+        let mut path: Option<String> = None;
         for f in fields {
             match f.name.as_str() {
                 "host" => {
@@ -61,18 +62,23 @@ impl Checker<'_> {
                         port = Some(p);
                     }
                 }
-                "path" => {
-                    self.unsupported(
-                        f.pos,
-                        "Unix socket backends ('.path') are not supported by Shellac",
-                    );
-                    uds = true;
-                }
+                "path" => path = self.backend_path(f),
                 _ => self.backend_setting(&mut b, f),
             }
         }
-        if uds {
-            return None;
+        if let Some(p) = path {
+            if host.is_some() {
+                self.error(
+                    pos,
+                    format!("backend {name}: Address redefinition at: '.path' after '.host' (only one may be given)"),
+                );
+                return None;
+            }
+            // A Unix-socket backend (`address = "unix:PATH"`); without `.host_header`
+            // Varnish sends `0.0.0.0` to a request without Host.
+            b.address = Some(format!("unix:{p}"));
+            b.host_header.get_or_insert_with(|| "0.0.0.0".to_string());
+            return Some(b);
         }
         let Some((h, inline_port)) = host else {
             self.error(
@@ -92,6 +98,48 @@ impl Checker<'_> {
         b.host = h;
         b.port = port.or(inline_port).unwrap_or(80);
         Some(b)
+    }
+
+    /// `.path`: the absolute path of a Unix socket, checked as vcc checks it (VCL 4.1, not
+    /// too long for `sun_path`, not an existing file that is not a socket; one that does not
+    /// exist yet is fine). Linux's abstract names (`@name`) are refused: Shellac connects to
+    /// socket files only.
+    fn backend_path(&mut self, f: &Field) -> Option<String> {
+        use std::os::unix::fs::FileTypeExt;
+        let p = self.field_str(f)?;
+        if self.dialect == Dialect::V40 {
+            self.error(
+                f.pos,
+                "Unix socket backends only supported in VCL4.1 and higher.",
+            );
+            return None;
+        }
+        if p.starts_with('@') {
+            self.unsupported(
+                f.pos,
+                "abstract Unix sockets ('.path = \"@name\"') are not supported by Shellac: give a socket file's absolute path",
+            );
+            return None;
+        }
+        if !p.starts_with('/') {
+            self.error(
+                f.pos,
+                format!("Must be a valid path or abstract socket: {p}"),
+            );
+            return None;
+        }
+        // `sun_path` holds 108 bytes with its terminating NUL.
+        if p.len() > 107 {
+            self.error(f.pos, "Path too long for a Unix domain socket");
+            return None;
+        }
+        if let Ok(m) = std::fs::metadata(&p)
+            && !m.file_type().is_socket()
+        {
+            self.error(f.pos, format!("Not a socket: {p}"));
+            return None;
+        }
+        Some(p)
     }
 
     /// `.port`: a number or a service name (reported when it is neither).

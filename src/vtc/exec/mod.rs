@@ -127,10 +127,10 @@ impl Top {
             let v = Varnish::new(&self.shared, &n, &self.shellac, self.wiring)?;
             self.varnishes.insert(n.clone(), v);
         }
-        let bound: Vec<(String, std::net::SocketAddr)> = self
+        let bound: Vec<(String, super::stream::Where)> = self
             .servers
             .values()
-            .filter_map(|s| s.addr.map(|a| (s.name().to_string(), a)))
+            .filter_map(|s| s.addr.clone().map(|a| (s.name().to_string(), a)))
             .collect();
         let Some(v) = self.varnishes.get_mut(&n) else {
             return fail("unreachable: varnish");

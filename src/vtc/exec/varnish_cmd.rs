@@ -2,7 +2,6 @@
 //! arguments and storage, its VCLs (loaded, or checked to fail with `-errvcl`), CLI lines
 //! mapped to the admin API, start and stop, and counters expected in `/stats`.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,7 +22,7 @@ pub(super) struct VarnishCommand<'a> {
     /// The words after `varnish vN`.
     pub rest: &'a [Arg],
     /// The servers already listening (`-vcl+backend` declares them).
-    pub bound: &'a [(String, SocketAddr)],
+    pub bound: &'a [(String, super::super::stream::Where)],
     pub errvcl: &'a mut Vec<ErrvclCase>,
     /// The option being read.
     pub i: usize,

@@ -164,7 +164,7 @@ fn http_command(s: &mut Session, args: &[String], line: u32) -> Step {
                 .clone()
                 .ok_or_else(|| Halt::Fail("accept: no listening socket".into()))?;
             let stream = super::sock::accept(&s.shared, &listener)?;
-            if let Ok(a) = stream.peer_addr() {
+            if let Some(a) = stream.peer_addr() {
                 s.rem_ip = a.ip().to_string();
                 s.rem_port = a.port().to_string();
             }
