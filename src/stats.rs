@@ -258,7 +258,7 @@ counters! {
     splice_bytes: "Body bytes of stored objects sent without a copy (vmsplice(2) and splice(2) of the pages of a body of 64 KiB or more kept in memory, to a cleartext HTTP/1.1 client)",
     splice_fallback: "Writes of stored bodies that could have gone out without a copy but were copied because no pipe was free (n_splice_pipe at its limit) or the kernel refused one",
     mp4_seek: "Requests with ?start= under a [[rule]] mp4 = true (answered with the file cut at the keyframe at or before that time when it can be)",
-    mp4_seek_whole: "MP4 seeks answered with the whole file because it could not be cut (over mp4_max_moov_size, damaged, fragmented, or moov after mdat while the body streams; logged)",
+    mp4_seek_whole: "MP4 seeks answered with the whole file because it could not be cut (over mp4_max_moov_size, damaged, fragmented, or a moov after the mdat ending past mp4_max_moov_size while the body streams; logged)",
     files_try_next: "Requests a files backend handed on to another backend because none of its try_files existed (try_files = [..., \"@NAME\"])",
     backend_unhealthy: "Requests for which no healthy backend was available",
     backend_probe: "Health probes sent",

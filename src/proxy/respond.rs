@@ -127,7 +127,7 @@ impl Txn {
         {
             self.filters.deliver.push(Box::new(flv::Flv::new(start)));
         }
-        if let Some(filter) = self.mp4_filter(status, fields, stored) {
+        if let Some(filter) = self.mp4_filter(status, fields, stored, len) {
             self.filters.deliver.push(Box::new(filter));
         }
     }
@@ -139,6 +139,7 @@ impl Txn {
         status: StatusCode,
         fields: &http::HeaderMap,
         stored: Option<&Arc<Object>>,
+        len: Option<u64>,
     ) -> Option<mp4::Mp4> {
         let (span, max) = self.mp4_start.take()?;
         if !mp4::Mp4::applies(status, fields) {
@@ -146,7 +147,11 @@ impl Txn {
         }
         let url = self.req.uri.path().to_string();
         let source = stored.map(|o| o.clone() as Arc<dyn ReadAt>);
-        Some(mp4::Mp4::new(span, max, self.proxy.counters.clone(), url).with_source(source))
+        Some(
+            mp4::Mp4::new(span, max, self.proxy.counters.clone(), url)
+                .with_source(source)
+                .with_length(len),
+        )
     }
 
     /// A passed body (streamed as fetched, no delivery chain) cut for an FLV seek when it
@@ -157,7 +162,11 @@ impl Txn {
         fields: &mut http::HeaderMap,
         body: ResponseBody,
     ) -> ResponseBody {
-        if let Some(filter) = self.mp4_filter(status, fields, None) {
+        let len = fields
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
+        if let Some(filter) = self.mp4_filter(status, fields, None, len) {
             let mut chain = super::filter::Chain::default();
             chain.push(Box::new(filter));
             return super::filter::streamed(&mut chain, status, fields, body, None).0;
@@ -165,10 +174,6 @@ impl Txn {
         let Some(start) = self.flv_start.take() else {
             return body;
         };
-        let len = fields
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse().ok());
         if !flv::Flv::applies(start, status, fields, len) {
             return body;
         }

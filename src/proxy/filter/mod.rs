@@ -33,6 +33,7 @@ pub use decode::{Decode, TestDecode};
 #[cfg(test)]
 mod gzip_tests;
 pub mod mp4;
+mod mp4_gather;
 pub mod mp4_source;
 mod seek;
 #[cfg(test)]

@@ -12,10 +12,12 @@
 //! start") is cut as nginx cuts it when its body is stored: its `moov` is found by the box
 //! headers after the `mdat` and read out of order (`mp4_source.rs`, off the async threads:
 //! a body on disk is read from disk), the first bytes held meanwhile; the answer is then the
-//! media data up to the end of the `mdat` (the old `moov` is not sent). The response head is
+//! media data up to the end of the `mdat` (the old `moov` is not sent). While the body streams
+//! (from the origin, not stored yet, or passed) such a file is held as it comes until its
+//! `moov` is in, everything up to the `moov`'s end at most `mp4_max_moov_size`
+//! (`mp4_gather.rs`), and cut from what is held. The response head is
 //! on its way before any of this, so a file that cannot be cut — larger than the bound,
-//! damaged, fragmented, its `moov` after the `mdat` while the body streams (from the origin,
-//! not stored yet, or passed) — is sent whole, as it is, with a log line and the counter
+//! damaged, fragmented — is sent whole, as it is, with a log line and the counter
 //! `mp4_seek_whole` (nginx answers 500 for a damaged file: a player then shows an error
 //! instead of playing from the start).
 
@@ -29,6 +31,7 @@ use bytes::Bytes;
 use http::StatusCode;
 use http::header::{self, HeaderMap};
 
+use super::mp4_gather::{Gathered, Gathering};
 use super::mp4_source::ReadAt;
 use super::{BodyFilter, Chunks, Effect, FilterError, seek};
 use crate::mp4::{self, Bad, Cut, Late, Scan};
@@ -75,6 +78,8 @@ enum State {
     Holding(Vec<u8>),
     /// The moov after the mdat being read out of order; the first bytes wait.
     Finding(Box<Finding>),
+    /// The moov after the mdat looked for in the body as it streams; everything held.
+    Gathering(Box<Gathering>),
     /// Cut: input bytes still to drop before the kept media data.
     Skipping(u64),
     /// Everything else as it comes.
@@ -102,6 +107,8 @@ pub struct Mp4 {
     url: String,
     /// The stored body, read out of order for a moov after the mdat (`None`: it streams).
     source: Option<Arc<dyn ReadAt>>,
+    /// The body's length, when known (`u64::MAX`: unknown).
+    len: u64,
 }
 
 impl Mp4 {
@@ -121,12 +128,19 @@ impl Mp4 {
             counters,
             url,
             source: None,
+            len: u64::MAX,
         }
     }
 
     /// Reads `source` out of order when the file's moov comes after its mdat.
     pub fn with_source(mut self, source: Option<Arc<dyn ReadAt>>) -> Mp4 {
         self.source = source;
+        self
+    }
+
+    /// The body's length, when known.
+    pub fn with_length(mut self, len: Option<u64>) -> Mp4 {
+        self.len = len.unwrap_or(u64::MAX);
         self
     }
 
@@ -137,11 +151,14 @@ impl Mp4 {
 
     /// The held bytes go out as they are; the rest follows.
     fn whole(&mut self, held: Vec<u8>, why: &str) {
+        self.whole_chunks(vec![Bytes::from(held)], why);
+    }
+
+    /// The held chunks go out as they are; the rest follows.
+    fn whole_chunks(&mut self, held: Vec<Bytes>, why: &str) {
         self.counters.mp4_seek_whole.inc();
         tracing::warn!(url = %self.url, reason = why, "mp4 seek: the file is sent whole");
-        if !held.is_empty() {
-            self.out.push_back(Bytes::from(held));
-        }
+        self.out.extend(held.into_iter().filter(|b| !b.is_empty()));
         self.state = State::Passing;
     }
 
@@ -161,16 +178,45 @@ impl Mp4 {
     /// Reads the moov after the mdat out of order, when the body is stored.
     fn find(&mut self, held: Vec<u8>, late: Late) {
         let Some(source) = self.source.clone() else {
-            return self.whole(
-                held,
-                "the moov is after the mdat (not fast start) and the body streams",
-            );
+            // The body streams: held until the moov is in (`mp4_gather.rs`).
+            return match late.after_mdat() {
+                Ok(at) => self.gather(Box::new(Gathering::new(held, late, at))),
+                Err(b) => self.whole(held, b.0),
+            };
         };
         let (max, len, l) = (self.max, source.body_len(), late.clone());
         let read = tokio::task::spawn_blocking(move || {
             l.find_moov(len, max, &mut |at, n| source.read_at(at, n))
         });
         self.state = State::Finding(Box::new(Finding { held, late, read }));
+    }
+
+    /// Looks for the moov after the mdat in the bytes held so far; cuts from them once it
+    /// is in.
+    fn gather(&mut self, mut g: Box<Gathering>) {
+        match g.step(self.len, self.max) {
+            Gathered::More if g.held() <= self.max as u64 => self.state = State::Gathering(g),
+            Gathered::More => self.whole_chunks(
+                g.into_chunks(),
+                "the moov after the mdat is further than mp4_max_moov_size while the body streams",
+            ),
+            Gathered::Bad(why) => self.whole_chunks(g.into_chunks(), why),
+            Gathered::Moov(moov) => match g.late.cut(&g.first, &moov, self.start, self.end) {
+                Ok(Some(cut)) => {
+                    self.out.push_back(Bytes::from(cut.head));
+                    let to = cut.to.unwrap_or(g.held()).min(g.held());
+                    self.out.extend(g.range(cut.from, to));
+                    // Nothing after the mdat's data is sent: the rest is not read.
+                    self.left = Some(0);
+                    self.state = State::Passing;
+                }
+                Ok(None) => {
+                    self.out.extend(g.into_chunks());
+                    self.state = State::Passing;
+                }
+                Err(b) => self.whole_chunks(g.into_chunks(), b.0),
+            },
+        }
     }
 
     /// The moov after the mdat is read (or not): the file is cut, up to the mdat's end.
@@ -261,9 +307,27 @@ impl BodyFilter for Mp4 {
                 continue;
             }
             let polled = std::task::ready!(input.poll_chunk(cx));
+            if matches!(self.state, State::Gathering(_))
+                && let State::Gathering(mut g) = std::mem::replace(&mut self.state, State::Passing)
+            {
+                match polled {
+                    Some(Ok(chunk)) => {
+                        g.push(chunk);
+                        self.gather(g);
+                    }
+                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                    None => {
+                        self.whole_chunks(g.into_chunks(), "the file ends before its moov");
+                        if self.out.is_empty() {
+                            return Poll::Ready(None);
+                        }
+                    }
+                }
+                continue;
+            }
             match (&mut self.state, polled) {
                 (_, Some(Err(e))) => return Poll::Ready(Some(Err(e))),
-                (State::Finding(_), _) => {}
+                (State::Finding(_) | State::Gathering(_), _) => {}
                 (State::Holding(held), None) => {
                     let held = std::mem::take(held);
                     self.whole(held, "the file ends before its moov");
@@ -296,164 +360,5 @@ impl BodyFilter for Mp4 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    struct Pieces(VecDeque<Bytes>);
-
-    impl Chunks for Pieces {
-        fn poll_chunk(&mut self, _: &mut Context<'_>) -> Poll<Option<Result<Bytes, FilterError>>> {
-            Poll::Ready(self.0.pop_front().map(Ok))
-        }
-    }
-
-    /// The filter's output for `file` arriving in pieces of `piece` bytes.
-    fn run(file: &[u8], piece: usize, start: f64, max: usize) -> (Vec<u8>, Arc<Counters>) {
-        run_to(file, piece, (start, None), max)
-    }
-
-    fn run_to(
-        file: &[u8],
-        piece: usize,
-        span: (f64, Option<f64>),
-        max: usize,
-    ) -> (Vec<u8>, Arc<Counters>) {
-        let counters = Arc::new(Counters::default());
-        let mut f = Mp4::new(span, max, counters.clone(), "/m.mp4".into());
-        let mut input = Pieces(file.chunks(piece).map(Bytes::copy_from_slice).collect());
-        let mut cx = Context::from_waker(std::task::Waker::noop());
-        let mut out = Vec::new();
-        while let Poll::Ready(Some(Ok(b))) = f.poll_chunk(&mut cx, &mut input) {
-            out.extend_from_slice(&b);
-        }
-        (out, counters)
-    }
-
-    #[test]
-    fn the_file_is_cut_however_it_arrives() {
-        let file = crate::mp4::sample::movie(true);
-        let crate::mp4::Scan::Ready(layout) = crate::mp4::scan(&file, 1 << 20) else {
-            panic!("sample");
-        };
-        let cut = crate::mp4::cut(&file, &layout, 1.5).unwrap().unwrap();
-        let mut want = cut.head.clone();
-        want.extend_from_slice(&file[cut.from as usize..]);
-        for piece in [1, 7, 64, 500, 100_000] {
-            let (out, counters) = run(&file, piece, 1.5, 1 << 20);
-            assert!(out == want, "pieces of {piece}");
-            assert_eq!(counters.mp4_seek_whole.get(), 0);
-        }
-        // Before the second keyframe: the file as it is.
-        assert!(run(&file, 64, 0.5, 1 << 20).0 == file);
-    }
-
-    #[test]
-    fn an_end_stops_the_file_after_its_last_kept_sample_however_it_arrives() {
-        let file = crate::mp4::sample::movie(true);
-        let crate::mp4::Scan::Ready(layout) = crate::mp4::scan(&file, 1 << 20) else {
-            panic!("sample");
-        };
-        for (start, end) in [(1.5, 2.05), (0.0, 1.0)] {
-            let cut = crate::mp4::cut_span(&file, &layout, start, Some(end))
-                .unwrap()
-                .unwrap();
-            let to = cut.to.unwrap() as usize;
-            assert!(to < file.len());
-            let mut want = cut.head.clone();
-            want.extend_from_slice(&file[cut.from as usize..to]);
-            for piece in [1, 7, 64, 500, 100_000] {
-                let (out, counters) = run_to(&file, piece, (start, Some(end)), 1 << 20);
-                assert!(out == want, "{start}..{end} in pieces of {piece}");
-                assert_eq!(counters.mp4_seek_whole.get(), 0);
-            }
-        }
-    }
-
-    #[test]
-    fn start_and_end_leave_the_query_and_the_key() {
-        assert_eq!(end_of("start=1&end=2.5"), Some(2.5));
-        assert_eq!(end_of("end=0"), None);
-        assert_eq!(end_of("friend=3"), None);
-        assert_eq!(
-            without_span("start=1&a=2&end=3&endless=4"),
-            Some("a=2&endless=4".into())
-        );
-        assert_eq!(without_span("start=1&end=2"), None);
-    }
-
-    #[test]
-    fn what_cannot_be_cut_is_sent_whole_and_counted() {
-        let late = crate::mp4::sample::movie(false);
-        let file = crate::mp4::sample::movie(true);
-        for (input, max) in [
-            (&late, 1 << 20),
-            (&file, 200),
-            (&file[..100].to_vec(), 1 << 20),
-        ] {
-            let (out, counters) = run(input, 33, 1.5, max);
-            assert!(out == *input);
-            assert_eq!(counters.mp4_seek_whole.get(), 1);
-        }
-    }
-
-    /// A body read out of order: a file in memory.
-    struct InMemory(Vec<u8>);
-
-    impl ReadAt for InMemory {
-        fn body_len(&self) -> u64 {
-            self.0.len() as u64
-        }
-
-        fn read_at(&self, at: u64, n: usize) -> Result<Vec<u8>, Bad> {
-            crate::mp4::late::read_in(&self.0)(at, n)
-        }
-    }
-
-    /// The filter's output for `file`, stored (read out of order through `ReadAt`), arriving
-    /// in pieces of `piece` bytes.
-    async fn run_stored(file: &[u8], piece: usize, max: usize) -> (Vec<u8>, Arc<Counters>) {
-        let counters = Arc::new(Counters::default());
-        let source: Arc<dyn ReadAt> = Arc::new(InMemory(file.to_vec()));
-        let mut f =
-            Mp4::new((1.5, None), max, counters.clone(), "/m.mp4".into()).with_source(Some(source));
-        let mut input = Pieces(file.chunks(piece).map(Bytes::copy_from_slice).collect());
-        let mut out = Vec::new();
-        while let Some(Ok(b)) = std::future::poll_fn(|cx| f.poll_chunk(cx, &mut input)).await {
-            out.extend_from_slice(&b);
-        }
-        (out, counters)
-    }
-
-    /// A stored file whose moov comes after its mdat is cut as its fast-start twin is: the
-    /// same bytes (the old moov after the mdat is not sent); over the bound, sent whole.
-    #[tokio::test]
-    async fn a_moov_after_the_mdat_is_read_out_of_order_and_cut() {
-        let late = crate::mp4::sample::movie(false);
-        let fast = crate::mp4::sample::movie(true);
-        let crate::mp4::Scan::Ready(layout) = crate::mp4::scan(&fast, 1 << 20) else {
-            panic!("sample");
-        };
-        let cut = crate::mp4::cut(&fast, &layout, 1.5).unwrap().unwrap();
-        let mut want = cut.head.clone();
-        want.extend_from_slice(&fast[cut.from as usize..]);
-        for piece in [1, 7, 500, 100_000] {
-            let (out, counters) = run_stored(&late, piece, 1 << 20).await;
-            assert!(out == want, "pieces of {piece}");
-            assert_eq!(counters.mp4_seek_whole.get(), 0);
-        }
-        let (out, counters) = run_stored(&late, 64, layout.moov.len() - 1).await;
-        assert!(out == late);
-        assert_eq!(counters.mp4_seek_whole.get(), 1);
-    }
-
-    #[test]
-    fn start_is_seconds() {
-        assert_eq!(start_of("start=12.5"), Some(12.5));
-        assert_eq!(start_of("a=1&start=3"), Some(3.0));
-        assert_eq!(start_of("start=0"), None);
-        assert_eq!(start_of("start=-1"), None);
-        assert_eq!(start_of("start=1e3"), None);
-        assert_eq!(start_of("start=inf"), None);
-        assert_eq!(start_of("start="), None);
-    }
-}
+#[path = "mp4_tests.rs"]
+mod tests;

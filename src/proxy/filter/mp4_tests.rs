@@ -1,0 +1,184 @@
+//! The MP4 delivery filter's tests (`mp4.rs`): cuts however the file arrives, ends, what is
+//! sent whole, a moov after the mdat read out of order or held as the body streams.
+
+use super::*;
+
+struct Pieces(VecDeque<Bytes>);
+
+impl Chunks for Pieces {
+    fn poll_chunk(&mut self, _: &mut Context<'_>) -> Poll<Option<Result<Bytes, FilterError>>> {
+        Poll::Ready(self.0.pop_front().map(Ok))
+    }
+}
+
+/// The filter's output for `file` arriving in pieces of `piece` bytes.
+fn run(file: &[u8], piece: usize, start: f64, max: usize) -> (Vec<u8>, Arc<Counters>) {
+    run_to(file, piece, (start, None), max)
+}
+
+fn run_to(
+    file: &[u8],
+    piece: usize,
+    span: (f64, Option<f64>),
+    max: usize,
+) -> (Vec<u8>, Arc<Counters>) {
+    let counters = Arc::new(Counters::default());
+    let mut f = Mp4::new(span, max, counters.clone(), "/m.mp4".into());
+    let mut input = Pieces(file.chunks(piece).map(Bytes::copy_from_slice).collect());
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let mut out = Vec::new();
+    while let Poll::Ready(Some(Ok(b))) = f.poll_chunk(&mut cx, &mut input) {
+        out.extend_from_slice(&b);
+    }
+    (out, counters)
+}
+
+#[test]
+fn the_file_is_cut_however_it_arrives() {
+    let file = crate::mp4::sample::movie(true);
+    let crate::mp4::Scan::Ready(layout) = crate::mp4::scan(&file, 1 << 20) else {
+        panic!("sample");
+    };
+    let cut = crate::mp4::cut(&file, &layout, 1.5).unwrap().unwrap();
+    let mut want = cut.head.clone();
+    want.extend_from_slice(&file[cut.from as usize..]);
+    for piece in [1, 7, 64, 500, 100_000] {
+        let (out, counters) = run(&file, piece, 1.5, 1 << 20);
+        assert!(out == want, "pieces of {piece}");
+        assert_eq!(counters.mp4_seek_whole.get(), 0);
+    }
+    // Before the second keyframe: the file as it is.
+    assert!(run(&file, 64, 0.5, 1 << 20).0 == file);
+}
+
+#[test]
+fn an_end_stops_the_file_after_its_last_kept_sample_however_it_arrives() {
+    let file = crate::mp4::sample::movie(true);
+    let crate::mp4::Scan::Ready(layout) = crate::mp4::scan(&file, 1 << 20) else {
+        panic!("sample");
+    };
+    for (start, end) in [(1.5, 2.05), (0.0, 1.0)] {
+        let cut = crate::mp4::cut_span(&file, &layout, start, Some(end))
+            .unwrap()
+            .unwrap();
+        let to = cut.to.unwrap() as usize;
+        assert!(to < file.len());
+        let mut want = cut.head.clone();
+        want.extend_from_slice(&file[cut.from as usize..to]);
+        for piece in [1, 7, 64, 500, 100_000] {
+            let (out, counters) = run_to(&file, piece, (start, Some(end)), 1 << 20);
+            assert!(out == want, "{start}..{end} in pieces of {piece}");
+            assert_eq!(counters.mp4_seek_whole.get(), 0);
+        }
+    }
+}
+
+#[test]
+fn start_and_end_leave_the_query_and_the_key() {
+    assert_eq!(end_of("start=1&end=2.5"), Some(2.5));
+    assert_eq!(end_of("end=0"), None);
+    assert_eq!(end_of("friend=3"), None);
+    assert_eq!(
+        without_span("start=1&a=2&end=3&endless=4"),
+        Some("a=2&endless=4".into())
+    );
+    assert_eq!(without_span("start=1&end=2"), None);
+}
+
+#[test]
+fn what_cannot_be_cut_is_sent_whole_and_counted() {
+    let file = crate::mp4::sample::movie(true);
+    for (input, max) in [(&file, 200), (&file[..100].to_vec(), 1 << 20)] {
+        let (out, counters) = run(input, 33, 1.5, max);
+        assert!(out == *input);
+        assert_eq!(counters.mp4_seek_whole.get(), 1);
+    }
+}
+
+/// A moov after the mdat while the body streams: held until the moov is in, then cut as
+/// the fast-start twin is; the moov's end past the bound: sent whole and counted.
+#[test]
+fn a_moov_after_the_mdat_is_cut_as_the_body_streams_within_the_bound() {
+    let late = crate::mp4::sample::movie(false);
+    let fast = crate::mp4::sample::movie(true);
+    let crate::mp4::Scan::Ready(layout) = crate::mp4::scan(&fast, 1 << 20) else {
+        panic!("sample");
+    };
+    let cut = crate::mp4::cut(&fast, &layout, 1.5).unwrap().unwrap();
+    let mut want = cut.head.clone();
+    want.extend_from_slice(&fast[cut.from as usize..]);
+    for piece in [1, 7, 500, 100_000] {
+        let (out, counters) = run(&late, piece, 1.5, 1 << 20);
+        assert!(out == want, "pieces of {piece}");
+        assert_eq!(counters.mp4_seek_whole.get(), 0);
+    }
+    let crate::mp4::Scan::MoovAfterMdat(l) = crate::mp4::scan(&late, 1 << 20) else {
+        panic!("sample");
+    };
+    let bound = l.mdat_end.unwrap() as usize + 8;
+    assert!(late.len() - bound > 33 && layout.moov.len() <= bound);
+    let (out, counters) = run(&late, 33, 1.5, bound);
+    assert!(out == late);
+    assert_eq!(counters.mp4_seek_whole.get(), 1);
+}
+
+/// A body read out of order: a file in memory.
+struct InMemory(Vec<u8>);
+
+impl ReadAt for InMemory {
+    fn body_len(&self) -> u64 {
+        self.0.len() as u64
+    }
+
+    fn read_at(&self, at: u64, n: usize) -> Result<Vec<u8>, Bad> {
+        crate::mp4::late::read_in(&self.0)(at, n)
+    }
+}
+
+/// The filter's output for `file`, stored (read out of order through `ReadAt`), arriving
+/// in pieces of `piece` bytes.
+async fn run_stored(file: &[u8], piece: usize, max: usize) -> (Vec<u8>, Arc<Counters>) {
+    let counters = Arc::new(Counters::default());
+    let source: Arc<dyn ReadAt> = Arc::new(InMemory(file.to_vec()));
+    let mut f =
+        Mp4::new((1.5, None), max, counters.clone(), "/m.mp4".into()).with_source(Some(source));
+    let mut input = Pieces(file.chunks(piece).map(Bytes::copy_from_slice).collect());
+    let mut out = Vec::new();
+    while let Some(Ok(b)) = std::future::poll_fn(|cx| f.poll_chunk(cx, &mut input)).await {
+        out.extend_from_slice(&b);
+    }
+    (out, counters)
+}
+
+/// A stored file whose moov comes after its mdat is cut as its fast-start twin is: the
+/// same bytes (the old moov after the mdat is not sent); over the bound, sent whole.
+#[tokio::test]
+async fn a_moov_after_the_mdat_is_read_out_of_order_and_cut() {
+    let late = crate::mp4::sample::movie(false);
+    let fast = crate::mp4::sample::movie(true);
+    let crate::mp4::Scan::Ready(layout) = crate::mp4::scan(&fast, 1 << 20) else {
+        panic!("sample");
+    };
+    let cut = crate::mp4::cut(&fast, &layout, 1.5).unwrap().unwrap();
+    let mut want = cut.head.clone();
+    want.extend_from_slice(&fast[cut.from as usize..]);
+    for piece in [1, 7, 500, 100_000] {
+        let (out, counters) = run_stored(&late, piece, 1 << 20).await;
+        assert!(out == want, "pieces of {piece}");
+        assert_eq!(counters.mp4_seek_whole.get(), 0);
+    }
+    let (out, counters) = run_stored(&late, 64, layout.moov.len() - 1).await;
+    assert!(out == late);
+    assert_eq!(counters.mp4_seek_whole.get(), 1);
+}
+
+#[test]
+fn start_is_seconds() {
+    assert_eq!(start_of("start=12.5"), Some(12.5));
+    assert_eq!(start_of("a=1&start=3"), Some(3.0));
+    assert_eq!(start_of("start=0"), None);
+    assert_eq!(start_of("start=-1"), None);
+    assert_eq!(start_of("start=1e3"), None);
+    assert_eq!(start_of("start=inf"), None);
+    assert_eq!(start_of("start="), None);
+}
