@@ -6,7 +6,11 @@
 //! Defaults follow the RFC exactly: a response without explicit freshness, a heuristic
 //! (Last-Modified) or an operator's opt-in `default_ttl` is not stored.
 
+#[cfg(test)]
+mod age_tests;
 mod overrides;
+#[cfg(test)]
+mod overrides_tests;
 mod plan;
 mod rfc9111;
 #[cfg(test)]
