@@ -145,6 +145,10 @@ impl Origin {
                     },
                     _ = stop_accept.changed() => return,
                 };
+                // The body comes from a task, so hyper writes the head and the body apart:
+                // without TCP_NODELAY the body waits for the proxy's delayed ACK of the head
+                // (~40 ms per response on a reused connection), as no real origin does.
+                let _ = stream.set_nodelay(true);
                 let (handler, seen, in_flight, peak) =
                     (handler.clone(), s.clone(), f.clone(), p.clone());
                 let mut stop_conn = stopped.clone();
