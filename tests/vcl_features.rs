@@ -11,10 +11,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use common::vcl::start_vcl;
 use common::{Origin, Reply, get, get_with, raw, request};
 
-/// An address nothing listens on (a port bound and released).
-fn dead_addr() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
+/// An address nothing listens on: a port bound without listening, so connecting to it is
+/// refused. The returned socket holds the port for as long as the test keeps it: a port bound
+/// and released could be taken by another test of this binary meanwhile (it was, once).
+fn dead_addr() -> (tokio::net::TcpSocket, SocketAddr) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = socket.local_addr().unwrap();
+    (socket, addr)
 }
 
 /// Regression (issue 21, varnishtest c00028): a vcl_synth that always restarts, after a
@@ -30,7 +34,8 @@ sub vcl_synth {
     return (restart);
 }
 "#;
-    let shellac = start_vcl("synth-restart", vcl, &[dead_addr()]).await;
+    let (_held, dead) = dead_addr();
+    let shellac = start_vcl("synth-restart", vcl, &[dead]).await;
     let r = tokio::time::timeout(Duration::from_secs(20), get(shellac.addr, "/"))
         .await
         .expect("answers instead of restarting forever");
