@@ -379,6 +379,10 @@ pub const GAUGES: &[(&str, &str)] = &[
         "Pipes lent to client connections now to send stored bodies without a copy (at most 256)",
     ),
     (
+        "n_held_pipe",
+        "Hot stored bodies (64-128 KiB) held in a pipe of their own now, each response taking their pages with tee(2) (at most 128; past that a body is lent by vmsplice(2) as before)",
+    ),
+    (
         "shared_breaker_state",
         "The shared tier's circuit breaker: 0 closed, 1 open, 2 half-open (0 without storage.shared)",
     ),

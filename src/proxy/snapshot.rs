@@ -59,6 +59,7 @@ impl Proxy {
             self.shared.waiting_conns.load(Ordering::Relaxed),
         ));
         out.push(("n_splice_pipe", crate::cache::pages::pipes_lent()));
+        out.push(("n_held_pipe", crate::cache::pages::held_pipes() as u64));
         let fleet = self.cache.shared.as_deref();
         out.push((
             "shared_breaker_state",

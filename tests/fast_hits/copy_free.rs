@@ -343,6 +343,9 @@ async fn a_held_body_goes_with_its_object() {
                 "hit {i} of version {n}: its bytes"
             );
         }
+        // Held from its second send (the gauge is the process's: other tests of this binary
+        // may hold bodies too, never fewer than this one).
+        assert!(shellac.stat("n_held_pipe").await >= 1, "version {n} held");
         let purged = request(shellac.addr, "PURGE", "/held", &[], b"").await;
         assert_eq!(purged.status, 200, "{}", purged.text());
     }
