@@ -92,8 +92,11 @@ fn vtc_commands(text: &str) -> Vec<Vec<(String, bool)>> {
 
 /// The VTC macros' values, plausible enough for a parser (addresses, ports, paths).
 fn expand_macros(vcl: &str) -> String {
+    // A server's `${sN_sock}` in a `.path` is its Unix socket's path (`server -listen PATH`).
+    let path = regex::Regex::new(r#"(\.path\s*=\s*")\$\{([A-Za-z0-9_]+)\}"#).expect("valid regex");
+    let vcl = path.replace_all(vcl, "${1}/tmp/vtc/${2}");
     let re = regex::Regex::new(r"\$\{([A-Za-z0-9_]+)\}").expect("valid regex");
-    re.replace_all(vcl, |c: &regex::Captures| {
+    re.replace_all(&vcl, |c: &regex::Captures| {
         let name = &c[1];
         if name.ends_with("_addr") || name == "localhost" || name == "bad_ip" {
             "127.0.0.1".to_string()

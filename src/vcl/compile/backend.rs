@@ -46,7 +46,7 @@ impl Checker<'_> {
         b.between_bytes_timeout = Dur(t.between_bytes);
         b.idle_timeout = Dur(t.backend_idle);
         let mut port = None;
-        let mut path: Option<String> = None;
+        let mut path: Option<Option<String>> = None;
         for f in fields {
             match f.name.as_str() {
                 "host" => {
@@ -62,11 +62,14 @@ impl Checker<'_> {
                         port = Some(p);
                     }
                 }
-                "path" => path = self.backend_path(f),
+                "path" => path = Some(self.backend_path(f)),
                 _ => self.backend_setting(&mut b, f),
             }
         }
         if let Some(p) = path {
+            // A `.path` refused (reported by `backend_path`) is the backend's only problem:
+            // no "host missing" beside it (an abstract name is unsupported, not invalid).
+            let p = p?;
             if host.is_some() {
                 self.error(
                     pos,
