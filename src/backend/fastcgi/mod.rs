@@ -107,6 +107,7 @@ impl FastCgi {
         v["files_cache_hit"] = s.hit.load(Ordering::Relaxed).into();
         v["files_cache_miss"] = s.miss.load(Ordering::Relaxed).into();
         v["files_cache_expired"] = s.expired.load(Ordering::Relaxed).into();
+        v["files_cache_evicted"] = s.evicted.load(Ordering::Relaxed).into();
         v["files_cache_entries"] = self.scripts.len().into();
     }
 

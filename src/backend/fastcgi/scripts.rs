@@ -25,7 +25,7 @@ pub(super) enum Is {
 
 /// The kept answers, by full path.
 pub(super) struct Scripts {
-    cache: Option<quick_cache::sync::Cache<PathBuf, (Instant, Is)>>,
+    cache: Option<open::Kept<PathBuf, (Instant, Is)>>,
     valid: Duration,
     pub stats: CacheStats,
 }
@@ -34,7 +34,8 @@ impl Scripts {
     /// At most `capacity` answers (0: none kept, every lookup on disk), each for `valid`.
     pub fn new(capacity: usize, valid: Duration) -> Scripts {
         Scripts {
-            cache: (capacity > 0).then(|| quick_cache::sync::Cache::new(capacity)),
+            // Sized as the files backend's: never more than `capacity`, evictions counted.
+            cache: (capacity > 0).then(|| open::kept(capacity)),
             valid,
             stats: CacheStats::default(),
         }
@@ -72,7 +73,7 @@ impl Scripts {
             }
             // A failure of the moment (EMFILE, EIO) is not remembered.
             if found.err() != Some(Missing::Failed) {
-                cache.insert(key, (Instant::now(), is));
+                open::insert_counted(cache, key, (Instant::now(), is), &self.stats.evicted);
             }
         }
         is
@@ -130,6 +131,15 @@ mod tests {
         assert_eq!(none.look(&root, "b.php"), Is::File);
         assert_eq!(none.cached(&root, "b.php"), None);
         assert_eq!(none.len(), 0);
+
+        // At most `capacity` answers, what is pushed out counted (the files backend's sizing).
+        let small = Scripts::new(40, Duration::from_secs(3600));
+        for n in 0..100 {
+            small.look(&root, &format!("missing-{n}.php"));
+        }
+        let evicted = small.stats.evicted.load(Ordering::Relaxed) as usize;
+        assert!(small.len() <= 40, "{} kept", small.len());
+        assert_eq!(small.len() + evicted, 100, "every answer kept or counted");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -116,38 +116,59 @@ type Entry = (Instant, Result<Arc<Opened>, Missing>);
 /// Tells evictions from replacements: quick_cache reports the entry an insert replaces (an
 /// expired one looked up again) as evicted too.
 #[derive(Clone, Copy, Default)]
-struct CountEvictions;
+pub(crate) struct CountEvictions;
 
 /// One insert: the key going in, and the other entries it pushed out.
 #[derive(Default)]
-struct Inserting {
-    key: String,
+pub(crate) struct Inserting<K> {
+    key: K,
     evicted: u64,
 }
 
-impl quick_cache::Lifecycle<String, Entry> for CountEvictions {
-    type RequestState = Inserting;
+impl<K: PartialEq + Default, V> quick_cache::Lifecycle<K, V> for CountEvictions {
+    type RequestState = Inserting<K>;
 
-    fn on_evict(&self, state: &mut Inserting, key: String, _: Entry) {
+    fn on_evict(&self, state: &mut Inserting<K>, key: K, _: V) {
         if key != state.key {
             state.evicted += 1;
         }
     }
 }
 
-type Kept = quick_cache::sync::Cache<
-    String,
-    Entry,
+/// A bounded cache whose evictions are counted (`kept`, `insert_counted`).
+pub(crate) type Kept<K, V> = quick_cache::sync::Cache<
+    K,
+    V,
     quick_cache::UnitWeighter,
     quick_cache::DefaultHashBuilder,
     CountEvictions,
 >;
 
+/// Inserts `value` under `key`, adding the other entries it pushed out to `evicted`.
+pub(crate) fn insert_counted<K, V>(cache: &Kept<K, V>, key: K, value: V, evicted: &AtomicU64)
+where
+    K: Eq + std::hash::Hash + Clone + Default,
+    V: Clone,
+{
+    let mut inserting = Inserting {
+        key: key.clone(),
+        evicted: 0,
+    };
+    cache.insert_with_lifecycle(key, value, &mut inserting);
+    if inserting.evicted > 0 {
+        evicted.fetch_add(inserting.evicted, Ordering::Relaxed);
+    }
+}
+
 /// A cache of at most `capacity` entries. quick_cache divides its capacity among shards
 /// (four per CPU, fewer for a small capacity: each holds at least 32), rounding each share
 /// up: it is given the shards and a capacity that is a multiple of them, so the entries kept
 /// never exceed `capacity` (up to one per shard fewer).
-fn kept(capacity: usize) -> Kept {
+pub(crate) fn kept<K, V>(capacity: usize) -> Kept<K, V>
+where
+    K: Eq + std::hash::Hash + Clone + Default,
+    V: Clone,
+{
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut shards = cpus.saturating_mul(4).next_power_of_two();
     while shards > 1 && capacity / shards < 32 {
@@ -184,7 +205,7 @@ pub(crate) struct OpenCache {
     root: PathBuf,
     follow_symlinks: bool,
     valid: Duration,
-    cache: Option<Kept>,
+    cache: Option<Kept<String, Entry>>,
     pub stats: CacheStats,
 }
 
@@ -222,17 +243,12 @@ impl OpenCache {
         let found = open(&self.root, relative, self.follow_symlinks).map(Arc::new);
         // A failure of the moment (EMFILE, EIO) is not remembered.
         if found.as_ref().err() != Some(&Missing::Failed) {
-            let mut inserting = Inserting {
-                key: relative.to_string(),
-                evicted: 0,
-            };
-            let key = inserting.key.clone();
-            cache.insert_with_lifecycle(key, (Instant::now(), found.clone()), &mut inserting);
-            if inserting.evicted > 0 {
-                self.stats
-                    .evicted
-                    .fetch_add(inserting.evicted, Ordering::Relaxed);
-            }
+            insert_counted(
+                cache,
+                relative.to_string(),
+                (Instant::now(), found.clone()),
+                &self.stats.evicted,
+            );
         }
         found
     }

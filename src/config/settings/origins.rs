@@ -260,7 +260,7 @@ pub(super) const BACKEND: &[Setting] = &[
         default: Default::Value(r##"1000"##),
         example: r##""##,
         restart: false,
-        doc: r##"`protocol = "files"`: open files (with their metadata) and "not found" answers kept, at most, as nginx's `open_file_cache` (quick_cache's CLOCK-Pro eviction). `protocol = "fastcgi"`: what the paths a request's script is looked for under the root name (a file, a directory, nothing), kept so that a script is found without the disk (docs/fastcgi.md). 0 keeps none. In the backend's `/backends` entry: `files_cache_hit`, `files_cache_miss` (looked up on disk), `files_cache_expired` (of them, entries older than `open_file_cache_valid`), `files_cache_evicted` (`files` backends: entries pushed out to stay within this), `files_cache_entries`."##,
+        doc: r##"`protocol = "files"`: open files (with their metadata) and "not found" answers kept, at most, as nginx's `open_file_cache` (quick_cache's CLOCK-Pro eviction). `protocol = "fastcgi"`: what the paths a request's script is looked for under the root name (a file, a directory, nothing), kept so that a script is found without the disk (docs/fastcgi.md). 0 keeps none. In the backend's `/backends` entry: `files_cache_hit`, `files_cache_miss` (looked up on disk), `files_cache_expired` (of them, entries older than `open_file_cache_valid`), `files_cache_evicted` (entries pushed out to stay within this), `files_cache_entries`."##,
     },
     Setting {
         section: "backend",
