@@ -65,23 +65,7 @@ P_FPM=$(free_port); P_SHELLAC=$(free_port); P_SADMIN=$(free_port); P_NGX=$(free_
 P_LIGHTTPD=$(free_port); P_APACHE=$(free_port)
 
 # --- PHP-FPM: one pool for everyone.
-cat >"$TMP/php/fpm.conf" <<CONF
-[global]
-pid = $TMP/php/fpm.pid
-error_log = $TMP/php/error.log
-daemonize = no
-[bench]
-user = $WWW_USER
-group = $WWW_USER
-listen = 127.0.0.1:$P_FPM
-listen.backlog = 511
-pm = static
-pm.max_children = $PHP_CHILDREN
-pm.max_requests = 0
-CONF
-taskset -c 0 "$FPM" -F -R -y "$TMP/php/fpm.conf" 2>"$TMP/php/stderr" &
-FPID=$!
-PIDS+=("$FPID")
+start_php_fpm "$TMP/php" "$P_FPM" "$PHP_CHILDREN" "$FPM"
 
 # --- Shellac.
 cat >"$TMP/shellac.toml" <<CONF

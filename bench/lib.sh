@@ -199,3 +199,27 @@ for w in order:
         print(f"\nload (1 min) during the rounds: {min(loads[w]):.1f}–{max(loads[w]):.1f}")
 PY
 }
+
+# `start_php_fpm DIR PORT CHILDREN FPM`: PHP-FPM's static pool for the PHP rows (ab2009.sh,
+# php_split.sh), its config, pid and logs in DIR, run as $WWW_USER on CPU 0, listening on
+# 127.0.0.1:PORT. Sets FPID (for its CPU) and adds it to PIDS.
+start_php_fpm() {
+  local dir=$1 port=$2 children=$3 fpm=$4
+  cat >"$dir/fpm.conf" <<CONF
+[global]
+pid = $dir/fpm.pid
+error_log = $dir/error.log
+daemonize = no
+[bench]
+user = $WWW_USER
+group = $WWW_USER
+listen = 127.0.0.1:$port
+listen.backlog = 511
+pm = static
+pm.max_children = $children
+pm.max_requests = 0
+CONF
+  taskset -c 0 "$fpm" -F -R -y "$dir/fpm.conf" 2>"$dir/stderr" &
+  FPID=$!
+  PIDS+=("$FPID")
+}

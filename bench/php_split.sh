@@ -28,23 +28,7 @@ mkdir -p "$W" "$TMP/php" "$TMP/lighttpd"
 echo '<?php phpinfo();' >"$W/info.php"
 chmod -R a+rX "$W"; chown -R "$WWW_USER" "$TMP/lighttpd" 2>/dev/null || true
 P_FPM=$(free_port)
-cat >"$TMP/php/fpm.conf" <<CONF
-[global]
-pid = $TMP/php/fpm.pid
-error_log = $TMP/php/error.log
-daemonize = no
-[bench]
-user = $WWW_USER
-group = $WWW_USER
-listen = 127.0.0.1:$P_FPM
-listen.backlog = 511
-pm = static
-pm.max_children = 8
-pm.max_requests = 0
-CONF
-taskset -c 0 php-fpm8.2 -F -R -y "$TMP/php/fpm.conf" 2>"$TMP/php/stderr" &
-FPID=$!
-PIDS+=("$FPID")
+start_php_fpm "$TMP/php" "$P_FPM" 8 php-fpm8.2
 declare -A PORT TREE
 SERVERS=()
 start_shellac_php() {  # NAME BINARY ENV BACKEND_LINES
