@@ -145,9 +145,9 @@ impl Origin {
                     },
                     _ = stop_accept.changed() => return,
                 };
-                // The body comes from a task, so hyper writes the head and the body apart:
-                // without TCP_NODELAY the body waits for the proxy's delayed ACK of the head
-                // (~40 ms per response on a reused connection), as no real origin does.
+                // A streamed body comes from a task, so hyper writes the head and the body
+                // apart: without TCP_NODELAY the body waits for the proxy's delayed ACK of the
+                // head (~40 ms per response on a reused connection), as no real origin does.
                 let _ = stream.set_nodelay(true);
                 let (handler, seen, in_flight, peak) =
                     (handler.clone(), s.clone(), f.clone(), p.clone());
@@ -248,7 +248,15 @@ async fn serve(
             (first.len() + rest.len()) as u64
         }
     };
+    // A whole body is ready with the head, so hyper writes both at once as a real origin
+    // does for a small page: an origin that dies (`Origin::stop`) ends between responses,
+    // never between a head and its body. Streamed kinds below come from a task.
+    let (first, rest) = match reply.body {
+        ReplyBody::Bytes(b) => ((!b.is_empty()).then(|| Bytes::from(b)), None),
+        other => (None, Some(other)),
+    };
     let mut resp = Response::new(ChannelBody {
+        first,
         rx,
         exact: (!reply.chunked).then_some(total),
     });
@@ -262,13 +270,12 @@ async fn serve(
     if !reply.chunked {
         resp.headers_mut().insert("content-length", total.into());
     }
+    let Some(rest) = rest else {
+        return resp;
+    };
     tokio::spawn(async move {
-        match reply.body {
-            ReplyBody::Bytes(b) => {
-                if !b.is_empty() {
-                    let _ = tx.send(Bytes::from(b)).await;
-                }
-            }
+        match rest {
+            ReplyBody::Bytes(_) => {}
             ReplyBody::Generated { len, chunk } => {
                 let piece = Bytes::from(vec![b'x'; chunk]);
                 let mut left = len;
@@ -297,6 +304,7 @@ async fn serve(
 
 /// A body fed from a channel (back-pressured: the producer waits for the consumer).
 pub struct ChannelBody {
+    first: Option<Bytes>,
     rx: mpsc::Receiver<Bytes>,
     exact: Option<u64>,
 }
@@ -308,6 +316,9 @@ impl Body for ChannelBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if let Some(b) = self.first.take() {
+            return Poll::Ready(Some(Ok(Frame::data(b))));
+        }
         self.rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b))))
     }
     fn size_hint(&self) -> http_body::SizeHint {
