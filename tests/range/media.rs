@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::common::*;
-use super::slices::{range, sliced};
+use super::slices::{answer_range, disk_at, sliced};
 use shellac::config::Config;
 use shellac::mp4::sample::{Options, movie_with};
 use shellac::mp4::{Cut, Scan};
@@ -42,14 +42,13 @@ async fn media_origin(files: Vec<(&'static str, Vec<u8>)>) -> Origin {
                 .header("etag", &format!("\"{}\"", &name[1..]))
                 .header("content-type", "video/mp4")
         };
-        match seen.headers.get("range").and_then(|r| r.to_str().ok()) {
-            Some(r) => match range(r, len) {
-                Some((a, b)) => reply(206, file[a as usize..=b as usize].to_vec())
-                    .header("content-range", &format!("bytes {a}-{b}/{len}")),
-                None => Reply::ok("").status(416),
-            },
-            None => reply(200, file.clone()).header("accept-ranges", "bytes"),
-        }
+        let asked = seen.headers.get("range").and_then(|r| r.to_str().ok());
+        answer_range(
+            asked,
+            len,
+            |a, b| file[a as usize..=b as usize].to_vec(),
+            reply,
+        )
     })
     .await
 }
@@ -202,8 +201,6 @@ async fn seeks_on_sliced_media_read_only_the_slices_the_cut_needs() {
 /// disk; nothing asked of the origin again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_mp4_is_read_from_the_disk_tier_after_a_restart() {
-    use shellac::config::units::Size;
-    use shellac::config::{Admission, DiskConfig};
     let movie = |fast_start| {
         movie_with(Options {
             fast_start,
@@ -228,13 +225,7 @@ async fn a_cut_mp4_is_read_from_the_disk_tier_after_a_restart() {
         let rules = Config::parse(RULES, "rules.toml").unwrap().rules;
         Shellac::start(origin.addr, |c| {
             c.rules = rules;
-            c.storage.disk = Some(DiskConfig {
-                path: data.clone(),
-                size: Size(64 * MIB),
-                region_size: Size(8 * MIB),
-                admission: Admission::Always,
-                on_open_error: Default::default(),
-            });
+            c.storage.disk = Some(disk_at(data.clone()));
         })
         .await
     };

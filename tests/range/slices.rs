@@ -82,18 +82,42 @@ pub(super) async fn origin(len: u64) -> (Origin, File) {
             .get("range")
             .and_then(|r| r.to_str().ok())
             .filter(|_| !f.ignore_range.load(Ordering::SeqCst));
-        match asked.map(|r| range(r, len)) {
-            Some(Some((a, b))) => {
-                reply(206, bytes(v, a, b)).header("content-range", &format!("bytes {a}-{b}/{len}"))
-            }
-            Some(None) => Reply::ok("")
-                .status(416)
-                .header("content-range", &format!("bytes */{len}")),
-            None => reply(200, bytes(v, 0, len - 1)).header("accept-ranges", "bytes"),
-        }
+        answer_range(asked, len, |a, b| bytes(v, a, b), reply)
     })
     .await;
     (origin, file)
+}
+
+/// An origin's answer to `asked` (a `Range` header; `None`: the whole file) on a `len`-byte
+/// file (`len > 0`) whose bytes `a ..= b` are `part(a, b)`: a 206 with Content-Range, a 416
+/// with `bytes */len`, or a 200 with Accept-Ranges. `reply(status, body)` adds the file's own
+/// headers (validators, freshness, type).
+pub(super) fn answer_range(
+    asked: Option<&str>,
+    len: u64,
+    part: impl Fn(u64, u64) -> Vec<u8>,
+    reply: impl Fn(u16, Vec<u8>) -> Reply,
+) -> Reply {
+    match asked.map(|r| range(r, len)) {
+        Some(Some((a, b))) => {
+            reply(206, part(a, b)).header("content-range", &format!("bytes {a}-{b}/{len}"))
+        }
+        Some(None) => Reply::ok("")
+            .status(416)
+            .header("content-range", &format!("bytes */{len}")),
+        None => reply(200, part(0, len - 1)).header("accept-ranges", "bytes"),
+    }
+}
+
+/// A disk tier of 64 MiB in 8 MiB regions at `path`, admitting every object.
+pub(super) fn disk_at(path: std::path::PathBuf) -> DiskConfig {
+    DiskConfig {
+        path,
+        size: Size(64 * MIB),
+        region_size: Size(8 * MIB),
+        admission: Admission::Always,
+        on_open_error: Default::default(),
+    }
 }
 
 pub(super) fn sliced(c: &mut Config) {
@@ -387,13 +411,7 @@ async fn slices_live_in_the_disk_tier_across_a_restart() {
     let start = || async {
         Shellac::start(origin.addr, |c| {
             sliced(c);
-            c.storage.disk = Some(DiskConfig {
-                path: data.clone(),
-                size: Size(64 * MIB),
-                region_size: Size(8 * MIB),
-                admission: Admission::Always,
-                on_open_error: Default::default(),
-            });
+            c.storage.disk = Some(disk_at(data.clone()));
         })
         .await
     };
