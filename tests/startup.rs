@@ -3,6 +3,8 @@
 //! off, listen backlog, shutdown grace, an unusable disk tier) do what they say.
 
 mod common;
+#[path = "startup/signals.rs"]
+mod signals;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;

@@ -5,6 +5,7 @@ mod admin;
 pub(crate) mod args;
 mod check;
 mod demo;
+mod early_signals;
 mod serve;
 
 use std::process::ExitCode;

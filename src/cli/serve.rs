@@ -15,6 +15,7 @@ use shellac::service::handover::Channel;
 use shellac::vcl::attach::Programs;
 
 use super::check::print_errors;
+use super::early_signals;
 
 pub(super) fn parse_backend(spec: &str) -> anyhow::Result<(String, u16)> {
     let (host, port) = spec
@@ -57,6 +58,9 @@ pub(super) fn serve(
     cache_size: Option<u64>,
     vcl: Option<PathBuf>,
 ) -> anyhow::Result<()> {
+    // Before anything else: a stop, reload or reopen signal during start-up must not kill
+    // the process with its default action (cli/early_signals.rs).
+    early_signals::catch();
     // A cold start pages the binary in fault by fault: ask for all of it at once first.
     shellac::service::warm::read_ahead_own_binary();
     // Before any thread exists (both read and clear environment variables): how this process
@@ -81,7 +85,11 @@ pub(super) fn serve(
         || "<embedded default>".to_string(),
         |p| p.display().to_string(),
     );
+    tracing::info!(config = %name, "starting: reading the configuration");
     let (config, program) = load(file.as_deref(), &name, &overrides)?;
+    if stopped_while_starting() {
+        return Ok(());
+    }
     let source = match &file {
         Some(path) => ConfigSource::File(path.clone()),
         None => ConfigSource::Embedded,
@@ -98,6 +106,16 @@ pub(super) fn serve(
     }
     let rt = runtime(config.server.worker_threads())?;
     rt.block_on(run(config, program, source, overrides, name, handover))
+}
+
+/// Whether SIGTERM or SIGINT came during start-up (then said in the log): the caller stops
+/// before the next step and exits as after a normal stop.
+fn stopped_while_starting() -> bool {
+    let Some(signal) = early_signals::stop_asked() else {
+        return false;
+    };
+    tracing::info!("{signal} during start-up: stopped before serving");
+    true
 }
 
 /// The configuration read from `file` (named `name`; none: the embedded default), the
@@ -160,6 +178,13 @@ async fn run(
     // ending the process (the default action of SIGHUP, SIGUSR1 and SIGUSR2).
     #[cfg(unix)]
     let signals = OtherSignals::register();
+    // From here on tokio sees every signal; what came before, it is told now. A stop before
+    // anything started ends here, except in an upgrade: the old process released the disk
+    // tier to this one, so this one starts and then stops as usual (draining, sealing it).
+    if handover.is_none() && stopped_while_starting() {
+        return Ok(());
+    }
+    early_signals::hand_over();
     let config = Arc::new(config);
     let running = server::start_with(config.clone(), program, source, overrides).await?;
     for addr in &running.listen {
