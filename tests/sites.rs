@@ -468,6 +468,16 @@ async fn stat_top_log_and_the_dashboard_filter_or_label_by_site() {
     write(&file, &text);
     let shellac = Shellac::start_reloadable(&file).await;
     let mut blog_log = common::log_stream::stream(shellac.admin, "site=blog").await;
+    // `shellac log --site blog`, the real binary, beside the admin stream (issue 31).
+    let admin = shellac.admin.to_string();
+    let cli_log = common::binary::Lines::spawn(&["log", "--site", "blog", "--admin", &admin]);
+    assert!(
+        eventually(std::time::Duration::from_secs(10), || async {
+            shellac.stat("log_subscribers").await == 2
+        })
+        .await,
+        "shellac log subscribed"
+    );
     get(shellac.admin, "/top").await; // rankings collected from now on
     let mut conn = Conn::open(shellac.addr).await;
     for (host, path) in [
@@ -492,6 +502,25 @@ async fn stat_top_log_and_the_dashboard_filter_or_label_by_site() {
     }
     caches.sort();
     assert_eq!(caches, ["hit", "miss"]);
+    // The command prints the same two and not the shop's request, which came first.
+    for _ in 0..2 {
+        let line = cli_log
+            .next()
+            .expect("shellac log --site blog prints the blog's requests");
+        assert!(line.contains(" GET blog.test/a 200 "), "{line}");
+    }
+    drop(cli_log);
+    // A name that is no site: said at once (it used to stream nothing, for ever).
+    let (code, _, err) = common::binary::run(&["log", "--site", "nope", "--admin", &admin]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("status 404: site: no [[site]] named `nope`"),
+        "{err}"
+    );
+    assert_eq!(
+        get(shellac.admin, "/log/stream?site=nope").await.status,
+        404
+    );
     assert_eq!(shellac.stat("cache_hit_fast").await, 1);
     // Rankings: by site, and one site's URLs (bounded wait for the log writer).
     let mut by_site = serde_json::Value::Null;
@@ -552,7 +581,6 @@ async fn stat_top_log_and_the_dashboard_filter_or_label_by_site() {
     );
     // The command-line tools against it: `shellac stat --site`, `stat` (every site's row),
     // `top --site`, and a name that is not a site.
-    let admin = shellac.admin.to_string();
     let run = |args: &[&str]| common::binary::run(&[args, &["--admin", &admin][..]].concat());
     let (code, out, err) = run(&["stat", "-1", "--site", "blog"]);
     assert_eq!(code, 0, "{err}");

@@ -176,6 +176,10 @@ pub fn log_stream(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
             );
         }
     };
+    // A name that is no site would stream nothing, for ever: say so, as `/top` does.
+    if let Some(refused) = unknown_site(proxy, filter.site.as_deref()) {
+        return refused;
+    }
     let mut sub = proxy.shared.recorder.subscribe();
     let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER);
     let _ = tx.try_send(line(serde_json::json!({ "streaming": true })));
@@ -227,6 +231,16 @@ pub fn log_stream(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
     resp
 }
 
+/// A 404 naming `site` when it is given and no `[[site]]` has that name.
+fn unknown_site(proxy: &Proxy, site: Option<&str>) -> Option<Response<AdminBody>> {
+    let name = site.filter(|name| !proxy.site_named(name))?;
+    Some(reply(
+        StatusCode::NOT_FOUND,
+        super::reply::TEXT,
+        format!("site: no [[site]] named `{name}` (GET /sites lists them)\n").into_bytes(),
+    ))
+}
+
 /// `GET /top?by=url|host|backend|ua|site&sort=requests|misses|bytes&window=SECONDS&n=N&site=NAME`
 /// (`site`: only the requests that `[[site]]` answered).
 /// Asking keeps transactions flowing into the rankings for a minute (`collecting` says whether
@@ -265,14 +279,8 @@ pub fn top(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
         .unwrap_or(20)
         .clamp(1, 1000);
     let site = q.get("site").map(String::as_str);
-    if let Some(name) = site
-        && !proxy.site_named(name)
-    {
-        return reply(
-            StatusCode::NOT_FOUND,
-            super::reply::TEXT,
-            format!("site: no [[site]] named `{name}` (GET /sites lists them)\n").into_bytes(),
-        );
+    if let Some(refused) = unknown_site(proxy, site) {
+        return refused;
     }
     let recorder = &proxy.shared.recorder;
     let collecting = recorder.lease_top();

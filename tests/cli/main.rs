@@ -15,7 +15,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::binary::{BIN, Served, run as shellac};
+use common::binary::{BIN, Lines, Served, run as shellac};
 use common::*;
 
 /// Every file under examples/, sub-folders (examples/rules/) included, passes `check`.
@@ -474,18 +474,7 @@ async fn stat_top_and_log_against_a_running_proxy() {
     assert_eq!(rows[1], vec!["1", "1", "5B", "test.example/b"], "{top}");
 
     // `shellac log --status 5xx` prints the 503 and nothing else.
-    let mut log = Command::new(BIN)
-        .args(["log", "--admin", &admin_arg, "--status", "5xx"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = log.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let log = Lines::spawn(&["log", "--admin", &admin_arg, "--status", "5xx"]);
     let mut subscribed = false;
     for _ in 0..200 {
         let stats = get(admin, "/stats").await.text();
@@ -498,10 +487,8 @@ async fn stat_top_and_log_against_a_running_proxy() {
     assert!(subscribed);
     get(proxy, "/a").await;
     get(proxy, "/err").await;
-    let line = rx.recv_timeout(Duration::from_secs(10));
-    let _ = log.kill();
-    let _ = log.wait();
-    let line = line.expect("shellac log prints the 503");
+    let line = log.next().expect("shellac log prints the 503");
+    drop(log);
     assert!(
         line.contains(" 127.0.0.1 GET test.example/err 503 pass(status) backend=default "),
         "{line}"

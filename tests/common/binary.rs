@@ -1,6 +1,7 @@
 //! The real `shellac` binary as a child process: `serve` started, its proxy and admin
 //! addresses read from its log, signals, a bounded stop, and a kill if a test panics first (so
-//! no process outlives the test holding its output pipe).
+//! no process outlives the test holding its output pipe); a long-running command's output
+//! ([`Lines`]).
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -24,6 +25,44 @@ pub fn output(cmd: &mut Command) -> (i32, String, String) {
 /// `shellac ARGS` run to its end: (exit code, stdout, stderr).
 pub fn run(args: &[&str]) -> (i32, String, String) {
     output(Command::new(BIN).args(args))
+}
+
+/// A `shellac ARGS` that runs until stopped (`shellac log`), its stdout read line by line;
+/// killed on drop (so a failed test leaves no process behind).
+pub struct Lines {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Lines {
+    /// Starts `shellac ARGS` with stdout piped.
+    pub fn spawn(args: &[&str]) -> Lines {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start shellac");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        Lines { child, lines }
+    }
+
+    /// The next line it prints (waiting at most 10 s; `None`: none came).
+    pub fn next(&self) -> Option<String> {
+        self.lines.recv_timeout(Duration::from_secs(10)).ok()
+    }
+}
+
+impl Drop for Lines {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// A running `shellac serve`.
