@@ -7,6 +7,8 @@
 //! (tests/docs.rs checks that they load), so their promises are held to behaviour, not just to
 //! syntax.
 
+#[path = "migration_guides/apache_rewrite.rs"]
+mod apache_rewrite;
 mod common;
 
 use std::sync::Arc;
