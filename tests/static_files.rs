@@ -3,6 +3,8 @@
 //! index files, precompressed siblings, and the refusals that keep requests inside the root.
 
 mod common;
+#[path = "static_files/default_type.rs"]
+mod default_type;
 #[path = "static_files/open_file_cache.rs"]
 mod open_file_cache;
 #[path = "static_files/precompressed.rs"]
