@@ -3,7 +3,7 @@
 mod common;
 
 use common::vcl::{start_vcl, with_origins};
-use common::{Origin, Reply, Resp, Shellac, get, get_with, raw, request};
+use common::{Origin, Reply, Resp, Shellac, free_port, get, get_with, raw, request};
 
 #[tokio::test]
 async fn a_4x_vcl_edits_requests_and_responses_and_caches() {
@@ -156,18 +156,23 @@ sub vcl_error {
     shellac.stop().await;
 }
 
+/// Shellac on a VCL 4.1 with backend `b` (an origin answering `x`, returned) and backend
+/// `gone` (a port nothing listens on: every connection refused), then `subs`.
+async fn start_with_gone(name: &str, subs: &str) -> (Origin, Shellac) {
+    let origin = Origin::start(|_| Reply::ok("x")).await;
+    let gone = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let vcl =
+        format!("vcl 4.1;\nbackend b {{ ${{origin0}} }}\nbackend gone {{ ${{origin1}} }}\n{subs}");
+    let shellac = start_vcl(name, &vcl, &[origin.addr, gone]).await;
+    (origin, shellac)
+}
+
 /// Regression (Varnish's c00066): a response made by vcl_synth or vcl_backend_error has its
 /// `Date` before the subroutine runs, as Varnish sets it (VCL reads it, and the response's
 /// records carry it), not only when the connection writes the response.
 #[tokio::test]
 async fn varnish_c00066_synth_and_backend_error_have_date_before_vcl_runs() {
-    let origin = Origin::start(|_| Reply::ok("x")).await;
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let closed_addr = closed.local_addr().unwrap();
-    drop(closed);
-    let vcl = r#"vcl 4.1;
-backend b { ${origin0} }
-backend gone { ${origin1} }
+    let subs = r#"
 sub vcl_recv {
     if (req.url == "/synth") { return (synth(200, "Synth test")); }
     if (req.url == "/error") { set req.backend_hint = gone; return (pass); }
@@ -175,7 +180,7 @@ sub vcl_recv {
 sub vcl_synth { set resp.http.x-date = resp.http.date; }
 sub vcl_backend_error { set beresp.http.x-date = beresp.http.date; }
 "#;
-    let shellac = start_vcl("c00066", vcl, &[origin.addr, closed_addr]).await;
+    let (_origin, shellac) = start_with_gone("c00066", subs).await;
     for (path, status) in [("/synth", 200), ("/error", 503)] {
         let r = get(shellac.addr, path).await;
         assert_eq!(r.status, status, "{path}");
@@ -191,13 +196,7 @@ sub vcl_backend_error { set beresp.http.x-date = beresp.http.date; }
 /// is one (`fetch_failed`, once per retry of vcl_backend_error).
 #[tokio::test]
 async fn varnish_v00062_return_error_runs_vcl_backend_error_and_fetch_failed_counts() {
-    let origin = Origin::start(|_| Reply::ok("x")).await;
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let closed_addr = closed.local_addr().unwrap();
-    drop(closed);
-    let vcl = r#"vcl 4.1;
-backend b { ${origin0} }
-backend gone { ${origin1} }
+    let subs = r#"
 sub vcl_recv {
     if (req.url == "/gone") { set req.backend_hint = gone; }
     return (pass);
@@ -213,7 +212,7 @@ sub vcl_backend_error {
     if (bereq.url == "/gone" && bereq.retries < 2) { return (retry); }
 }
 "#;
-    let shellac = start_vcl("v00062", vcl, &[origin.addr, closed_addr]).await;
+    let (_origin, shellac) = start_with_gone("v00062", subs).await;
     for (path, status, reason) in [
         ("/fetch", 403, "No cookies"),
         ("/response", 410, "Gone"),
