@@ -33,15 +33,29 @@ fn run_to(
     (out, counters)
 }
 
+/// The layout of `file`, a fast-start sample.
+fn layout_of(file: &[u8]) -> crate::mp4::Layout {
+    let crate::mp4::Scan::Ready(layout) = crate::mp4::scan(file, 1 << 20) else {
+        panic!("sample");
+    };
+    layout
+}
+
+/// What a cut of `file` (a fast-start sample) at `start` seconds sends: its new head, then
+/// the file from the cut's keyframe.
+fn cut_at(file: &[u8], start: f64) -> Vec<u8> {
+    let cut = crate::mp4::cut(file, &layout_of(file), start)
+        .unwrap()
+        .unwrap();
+    let mut want = cut.head.clone();
+    want.extend_from_slice(&file[cut.from as usize..]);
+    want
+}
+
 #[test]
 fn the_file_is_cut_however_it_arrives() {
     let file = crate::mp4::sample::movie(true);
-    let crate::mp4::Scan::Ready(layout) = crate::mp4::scan(&file, 1 << 20) else {
-        panic!("sample");
-    };
-    let cut = crate::mp4::cut(&file, &layout, 1.5).unwrap().unwrap();
-    let mut want = cut.head.clone();
-    want.extend_from_slice(&file[cut.from as usize..]);
+    let want = cut_at(&file, 1.5);
     for piece in [1, 7, 64, 500, 100_000] {
         let (out, counters) = run(&file, piece, 1.5, 1 << 20);
         assert!(out == want, "pieces of {piece}");
@@ -54,9 +68,7 @@ fn the_file_is_cut_however_it_arrives() {
 #[test]
 fn an_end_stops_the_file_after_its_last_kept_sample_however_it_arrives() {
     let file = crate::mp4::sample::movie(true);
-    let crate::mp4::Scan::Ready(layout) = crate::mp4::scan(&file, 1 << 20) else {
-        panic!("sample");
-    };
+    let layout = layout_of(&file);
     for (start, end) in [(1.5, 2.05), (0.0, 1.0)] {
         let cut = crate::mp4::cut_span(&file, &layout, start, Some(end))
             .unwrap()
@@ -101,12 +113,7 @@ fn what_cannot_be_cut_is_sent_whole_and_counted() {
 fn a_moov_after_the_mdat_is_cut_as_the_body_streams_within_the_bound() {
     let late = crate::mp4::sample::movie(false);
     let fast = crate::mp4::sample::movie(true);
-    let crate::mp4::Scan::Ready(layout) = crate::mp4::scan(&fast, 1 << 20) else {
-        panic!("sample");
-    };
-    let cut = crate::mp4::cut(&fast, &layout, 1.5).unwrap().unwrap();
-    let mut want = cut.head.clone();
-    want.extend_from_slice(&fast[cut.from as usize..]);
+    let (layout, want) = (layout_of(&fast), cut_at(&fast, 1.5));
     for piece in [1, 7, 500, 100_000] {
         let (out, counters) = run(&late, piece, 1.5, 1 << 20);
         assert!(out == want, "pieces of {piece}");
@@ -156,12 +163,7 @@ async fn run_stored(file: &[u8], piece: usize, max: usize) -> (Vec<u8>, Arc<Coun
 async fn a_moov_after_the_mdat_is_read_out_of_order_and_cut() {
     let late = crate::mp4::sample::movie(false);
     let fast = crate::mp4::sample::movie(true);
-    let crate::mp4::Scan::Ready(layout) = crate::mp4::scan(&fast, 1 << 20) else {
-        panic!("sample");
-    };
-    let cut = crate::mp4::cut(&fast, &layout, 1.5).unwrap().unwrap();
-    let mut want = cut.head.clone();
-    want.extend_from_slice(&fast[cut.from as usize..]);
+    let (layout, want) = (layout_of(&fast), cut_at(&fast, 1.5));
     for piece in [1, 7, 500, 100_000] {
         let (out, counters) = run_stored(&late, piece, 1 << 20).await;
         assert!(out == want, "pieces of {piece}");
