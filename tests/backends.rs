@@ -579,37 +579,12 @@ async fn a_waiter_whose_client_leaves_gives_back_its_queue_place() {
 /// health probes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_origin_on_a_unix_socket() {
-    use http_body_util::Full;
-    use hyper::server::conn::http1;
-    use hyper::service::service_fn;
-    use hyper_util::rt::TokioIo;
     let dir = TempDir::new("unix-origin");
     let path = dir.0.join("origin.sock");
-    let listener = tokio::net::UnixListener::bind(&path).unwrap();
-    let served = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let count = served.clone();
-    let accept = tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let count = count.clone();
-            tokio::spawn(async move {
-                let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                    count.fetch_add(1, Ordering::SeqCst);
-                    let body = format!("unix {}", req.uri().path());
-                    async move {
-                        Ok::<_, std::convert::Infallible>(
-                            http::Response::builder()
-                                .header("cache-control", "no-store")
-                                .body(Full::new(bytes::Bytes::from(body)))
-                                .unwrap(),
-                        )
-                    }
-                });
-                let _ = http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
+    let origin = Origin::start_unix(&path, |s| {
+        Reply::ok(&format!("unix {}", s.path)).cc("no-store")
+    })
+    .await;
     let address = format!("unix:{}", path.display());
     let shellac = Shellac::start_hostless(|c| {
         let b = &mut c.backends[0];
@@ -623,7 +598,9 @@ async fn an_http_origin_on_a_unix_socket() {
     }
     let v = backend_json(&shellac).await;
     assert_eq!(v["backends"][0]["address"], address.as_str());
-    assert!(served.load(Ordering::SeqCst) >= 3);
+    assert_eq!(origin.count_path("/p0"), 1);
+    assert!(origin.count() >= 3, "the requests and the probes");
     assert!(v["backends"][0]["conn"].as_u64().unwrap() >= 1, "{v}");
-    accept.abort();
+    shellac.stop().await;
+    origin.stop();
 }

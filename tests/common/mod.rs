@@ -129,7 +129,43 @@ impl Origin {
     pub async fn start(handler: impl Fn(&Seen) -> Reply + Send + Sync + 'static) -> Origin {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let handler: Handler = Arc::new(handler);
+        let listener = Arc::new(listener);
+        Origin::serve_on(addr, Arc::new(handler), move || {
+            let listener = listener.clone();
+            async move {
+                let (stream, _) = listener.accept().await.ok()?;
+                // A streamed body comes from a task, so hyper writes the head and the body
+                // apart: without TCP_NODELAY the body waits for the proxy's delayed ACK of
+                // the head (~40 ms per response on a reused connection), as no real origin
+                // does.
+                let _ = stream.set_nodelay(true);
+                Some(stream)
+            }
+        })
+    }
+
+    /// The same scripted origin on a Unix socket at `path` (a backend's
+    /// `address = "unix:PATH"`); its `addr` is unspecified (`0.0.0.0:0`).
+    pub async fn start_unix(
+        path: &std::path::Path,
+        handler: impl Fn(&Seen) -> Reply + Send + Sync + 'static,
+    ) -> Origin {
+        let listener = Arc::new(tokio::net::UnixListener::bind(path).unwrap());
+        let addr = SocketAddr::from(([0, 0, 0, 0], 0));
+        Origin::serve_on(addr, Arc::new(handler), move || {
+            let listener = listener.clone();
+            async move { listener.accept().await.ok().map(|(stream, _)| stream) }
+        })
+    }
+
+    /// Serves `handler` on each connection `accept` gives (`None`: the listener failed)
+    /// until [`Origin::stop`].
+    fn serve_on<S, A, F>(addr: SocketAddr, handler: Handler, mut accept: A) -> Origin
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+        A: FnMut() -> F + Send + 'static,
+        F: std::future::Future<Output = Option<S>> + Send,
+    {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let in_flight = Arc::new(AtomicUsize::new(0));
         let peak = Arc::new(AtomicUsize::new(0));
@@ -139,16 +175,12 @@ impl Origin {
         tokio::spawn(async move {
             loop {
                 let stream = tokio::select! {
-                    r = listener.accept() => match r {
-                        Ok((stream, _)) => stream,
-                        Err(_) => return,
+                    r = accept() => match r {
+                        Some(stream) => stream,
+                        None => return,
                     },
                     _ = stop_accept.changed() => return,
                 };
-                // A streamed body comes from a task, so hyper writes the head and the body
-                // apart: without TCP_NODELAY the body waits for the proxy's delayed ACK of the
-                // head (~40 ms per response on a reused connection), as no real origin does.
-                let _ = stream.set_nodelay(true);
                 let (handler, seen, in_flight, peak) =
                     (handler.clone(), s.clone(), f.clone(), p.clone());
                 let mut stop_conn = stopped.clone();
