@@ -9,38 +9,13 @@ use std::io::{Read, Write};
 
 use http_body_util::BodyExt;
 
+use common::pages::{gunzip, page, page_origin, varies_on_coding};
 use common::{Conn, Origin, Reply, ReplyBody, Resp, Shellac, get_with};
-
-/// A 24 KB HTML page: compressible, as pages are.
-fn page() -> String {
-    (0..1000)
-        .map(|i| format!("<li class=\"row\">item {i}</li>\n"))
-        .collect()
-}
 
 fn gzip(data: &[u8]) -> Vec<u8> {
     let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     e.write_all(data).unwrap();
     e.finish().unwrap()
-}
-
-fn gunzip(data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(data)
-        .read_to_end(&mut out)
-        .expect("valid gzip");
-    out
-}
-
-/// An origin answering every path with the same HTML page, identity, with a strong ETag.
-async fn identity_origin() -> Origin {
-    Origin::start(|_| {
-        Reply::ok(&page())
-            .cc("max-age=60")
-            .header("content-type", "text/html; charset=utf-8")
-            .header("etag", "\"v1\"")
-    })
-    .await
 }
 
 /// Whether `r` is the page as gzip (and says so).
@@ -53,19 +28,12 @@ fn is_identity_page(r: &Resp) -> bool {
     r.header("content-encoding").is_none() && r.body == page().as_bytes()
 }
 
-fn varies_on_coding(r: &Resp) -> bool {
-    r.headers
-        .get_all("vary")
-        .iter()
-        .any(|v| v.to_str().unwrap().eq_ignore_ascii_case("accept-encoding"))
-}
-
 /// Store once, serve many: the first request (a gzip client) stores the page gzipped; every
 /// other client shape is served from that one object — gzip as stored, identity decoded —
 /// with `Vary: Accept-Encoding` and no second fetch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_identity_page_is_gzipped_once_and_served_to_every_client() {
-    let origin = identity_origin().await;
+    let origin = page_origin().await;
     // No br or zstd representation is built while the shapes run (several prefer them:
     // built in the background, one could answer a later shape; tested below).
     let shellac = Shellac::start(origin.addr, |c| c.compression.hot_hits = 1000).await;
@@ -409,7 +377,7 @@ async fn no_transform_gzip_is_never_decoded() {
 /// an identity client's from the decoded bytes, whose length was stored with the gzip.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etag_304_and_range_per_representation() {
-    let origin = identity_origin().await;
+    let origin = page_origin().await;
     let shellac = Shellac::start(origin.addr, |_| {}).await;
     let stored = get_with(shellac.addr, "/r", &[("accept-encoding", "gzip")]).await;
     assert!(is_gzip_page(&stored));
@@ -657,7 +625,7 @@ async fn a_rule_says_compress_or_not() {
 /// (HTTP/1.0 has no chunked coding).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http10_client_gets_the_decoded_body_until_the_close() {
-    let origin = identity_origin().await;
+    let origin = page_origin().await;
     let shellac = Shellac::start(origin.addr, |_| {}).await;
     let stored = get_with(shellac.addr, "/h10", &[("accept-encoding", "gzip")]).await;
     assert!(is_gzip_page(&stored));
@@ -802,7 +770,7 @@ async fn a_range_over_a_decoded_representation_is_a_206_over_its_bytes() {
 /// identity ETag that is not the stored one: the whole representation too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn if_range_with_the_identity_etag_is_answered_from_the_identity() {
-    let origin = identity_origin().await;
+    let origin = page_origin().await;
     let shellac = Shellac::start(origin.addr, |_| {}).await;
     let stored = get_with(shellac.addr, "/ir", &[("accept-encoding", "gzip")]).await;
     assert!(is_gzip_page(&stored));
@@ -872,7 +840,7 @@ async fn until_coded(shellac: &Shellac, path: &str, ae: &str, coding: &str) -> R
 /// as before; a purge of the URL takes the representations with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hot_objects_get_br_and_zstd_representations_built_in_the_background() {
-    let origin = identity_origin().await;
+    let origin = page_origin().await;
     let shellac = Shellac::start(origin.addr, |_| {}).await;
     let stored = get_with(shellac.addr, "/hot", &[("accept-encoding", "gzip")]).await;
     assert!(is_gzip_page(&stored));
@@ -955,7 +923,7 @@ async fn hot_objects_get_br_and_zstd_representations_built_in_the_background() {
 /// `[compression] encodings = []`: nothing is built, br clients get gzip.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_representations_when_no_encodings_are_configured() {
-    let origin = identity_origin().await;
+    let origin = page_origin().await;
     let shellac = Shellac::start(origin.addr, |c| c.compression.encodings = Vec::new()).await;
     for _ in 0..4 {
         let r = get_with(
@@ -1227,7 +1195,7 @@ async fn esi_pages_with_fragments_of_mixed_encodings() {
 /// counting) — and a purge takes it with the object.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hot_gzip_object_gets_an_identity_representation_for_clients_without_gzip() {
-    let origin = identity_origin().await;
+    let origin = page_origin().await;
     let shellac = Shellac::start(origin.addr, |_| {}).await;
     let stored = get_with(shellac.addr, "/idhot", &[("accept-encoding", "gzip")]).await;
     assert!(is_gzip_page(&stored));

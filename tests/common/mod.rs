@@ -6,6 +6,7 @@ pub mod binary;
 pub mod compile;
 pub mod h2;
 pub mod log_stream;
+pub mod pages;
 pub mod pebble;
 pub mod raw_origin;
 pub mod redis_cluster;

@@ -3,41 +3,8 @@
 //! HTTP/1.1 get the one stored gzip object as stored or decoded, by their `Accept-Encoding`,
 //! with `Vary: Accept-Encoding` (docs/compression.md).
 
-use std::io::Read;
-
+use super::common::pages::{gunzip, page, page_origin, varies_on_coding};
 use super::*;
-
-/// A 24 KB HTML page: compressible, stored gzipped at fetch.
-fn page() -> String {
-    (0..1000)
-        .map(|i| format!("<li class=\"row\">item {i}</li>\n"))
-        .collect()
-}
-
-fn gunzip(data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(data)
-        .read_to_end(&mut out)
-        .expect("valid gzip");
-    out
-}
-
-fn varies_on_coding(r: &Resp) -> bool {
-    r.headers.get_all("vary").iter().any(|v| {
-        v.to_str()
-            .is_ok_and(|v| v.eq_ignore_ascii_case("accept-encoding"))
-    })
-}
-
-async fn page_origin() -> Origin {
-    Origin::start(|_| {
-        Reply::ok(&page())
-            .cc("max-age=60")
-            .header("content-type", "text/html; charset=utf-8")
-            .header("etag", "\"v1\"")
-    })
-    .await
-}
 
 /// Over HTTP/2 every `Accept-Encoding` shape is served from the one object the first request
 /// stored: gzip as stored (weak `ETag`), identity decoded with its length and strong `ETag`.
