@@ -626,6 +626,28 @@ sub vcl_deliver { set resp.http.X-Seen = req.http.X-Seen; }
     shellac.stop().await;
 }
 
+/// The start of a test that a policy runs on every slice fetch (VCL here, TOML rules in
+/// slice_rules.rs), on a sliced `/movie.mp4` of at least 8 MiB: a probe learns the URL and its
+/// slice (5) is stored; then slices 5 to 7 are asked at once — 5 from the cache, 6 and 7
+/// fetched while the client reads, each a backend fetch of its own — and slice 7 is stored
+/// (slice 6 is the one the tests' policies leave uncacheable). The probe's answer.
+pub(super) async fn probe_then_slices_5_to_7(shellac: &Shellac, origin: &Origin) -> Resp {
+    let probe = ranged(shellac, 5 * MIB, 5 * MIB + 9).await;
+    assert_eq!(probe.status, 206);
+    stored(shellac, 1).await;
+    let (a, b) = (5 * MIB, 8 * MIB - 1);
+    let r = ranged(shellac, a, b).await;
+    assert_eq!(r.status, 206);
+    assert!(
+        r.body.as_ref() == bytes(1, a, b).as_slice(),
+        "{:?}",
+        asked(origin)
+    );
+    assert_eq!(origin.count(), 3, "{:?}", asked(origin));
+    stored(shellac, 2).await;
+    probe
+}
+
 /// Issue 31: every slice fetched is a backend fetch of its own, as in Varnish:
 /// vcl_backend_response runs for each (not only for the response that made the URL sliced),
 /// its changes are what is stored, and a slice it makes uncacheable is sent but not stored.
@@ -645,22 +667,8 @@ sub vcl_backend_response {
 "#;
     let shellac =
         super::common::vcl::start_vcl_with("slices-bresp", vcl, &[origin.addr], sliced).await;
-    // The probe learns the URL; its slice (5) is stored.
-    let r = ranged(&shellac, 5 * MIB, 5 * MIB + 9).await;
-    assert_eq!(r.status, 206);
-    stored(&shellac, 1).await;
-    // Slice 5 stored, 6 and 7 fetched while the client reads: each through
-    // vcl_backend_response.
-    let (a, b) = (5 * MIB, 8 * MIB - 1);
-    let r = ranged(&shellac, a, b).await;
-    assert_eq!(r.status, 206);
-    assert!(
-        r.body.as_ref() == bytes(1, a, b).as_slice(),
-        "{:?}",
-        asked(&origin)
-    );
-    assert_eq!(origin.count(), 3, "{:?}", asked(&origin));
-    stored(&shellac, 2).await;
+    // Slices 6 and 7 each fetched through vcl_backend_response.
+    probe_then_slices_5_to_7(&shellac, &origin).await;
     // Slice 7 was stored as the policy left it.
     let r = ranged(&shellac, 7 * MIB, 7 * MIB + 9).await;
     assert!(r.cache_status().contains("hit"), "{}", r.cache_status());
