@@ -256,7 +256,7 @@ counters! {
     flv_seek: "Requests with ?start= under a [[rule]] flv = true: answered with the FLV header and the file from that byte",
     sendfile_bytes: "Body bytes of static files sent with sendfile(2) (parts of 32 KiB or more of a files backend's answer passed unchanged to a cleartext HTTP/1.1 client)",
     splice_bytes: "Body bytes of stored objects sent without a copy (vmsplice(2) and splice(2) of the pages of a body of 64 KiB or more kept in memory, to a cleartext HTTP/1.1 client)",
-    splice_fallback: "Writes of stored bodies that could have gone out without a copy but were copied because no pipe was free (n_splice_pipe at its limit) or the kernel refused one",
+    splice_fallback: "Writes of stored bodies that could have gone out without a copy but were copied because no pipe was free (n_splice_pipe at its limit) or the kernel refused one or shrank it (a user past fs.pipe-user-pages-soft; then for a second no new pipe is asked for)",
     mp4_seek: "Requests with ?start= under a [[rule]] mp4 = true (answered with the file cut at the keyframe at or before that time when it can be)",
     mp4_seek_whole: "MP4 seeks answered with the whole file because it could not be cut (over mp4_max_moov_size, damaged, fragmented, or a moov after the mdat ending past mp4_max_moov_size while the body streams; logged)",
     files_try_next: "Requests a files backend handed on to another backend because none of its try_files existed (try_files = [..., \"@NAME\"])",
@@ -305,12 +305,14 @@ counters! {
     }
 }
 
-/// Every name `/stats` reports, in its order: counters, pass reasons, gauges.
+/// Every name `/stats` reports, in its order: counters, pass reasons, process counters,
+/// gauges.
 pub fn names() -> Vec<&'static str> {
     Counters::DESCRIPTIONS
         .iter()
         .map(|(n, _)| *n)
         .chain(PASS_REASONS.iter().map(|(_, n, _)| *n))
+        .chain(PROCESS_COUNTERS.iter().map(|(n, _)| *n))
         .chain(GAUGES.iter().map(|(n, _)| *n))
         .collect()
 }
@@ -321,6 +323,7 @@ pub fn description(name: &str) -> &'static str {
         .iter()
         .copied()
         .chain(PASS_REASONS.iter().map(|(_, n, d)| (*n, *d)))
+        .chain(PROCESS_COUNTERS.iter().copied())
         .chain(GAUGES.iter().copied())
         .find(|(n, _)| *n == name)
         .map_or("", |(_, d)| d)
@@ -330,6 +333,13 @@ pub fn description(name: &str) -> &'static str {
 pub fn is_gauge(name: &str) -> bool {
     GAUGES.iter().any(|(n, _)| *n == name)
 }
+
+/// Counters (totals) kept by a component below the proxy for the whole process (a static of
+/// its own, read at scrape time), declared here with the others.
+pub const PROCESS_COUNTERS: &[(&str, &str)] = &[(
+    "held_pipe_given_up",
+    "Hot stored bodies' pipes (n_held_pipe) given up for a body that became hot while all 128 were held: the held body not sent from for the longest (CLOCK) loses its pipe and is lent by vmsplice(2) again until it is hot again",
+)];
 
 /// Gauges are computed at scrape time from the component that owns them; declared here so the
 /// list of names and descriptions stays in one place.
@@ -380,7 +390,7 @@ pub const GAUGES: &[(&str, &str)] = &[
     ),
     (
         "n_held_pipe",
-        "Hot stored bodies (64-128 KiB) held in a pipe of their own now, each response taking their pages with tee(2) (at most 128; past that a body is lent by vmsplice(2) as before)",
+        "Hot stored bodies (64-128 KiB) held in a pipe of their own now, each response taking their pages with tee(2) (at most 128, given to the bodies sent from most recently: held_pipe_given_up; a body without one is lent by vmsplice(2))",
     ),
     (
         "shared_breaker_state",

@@ -20,19 +20,20 @@
 //! again.
 //!
 //! Pipes come from a bounded pool ([`Pipe::take`]): at most [`MAX_PIPES`] lent at once (gauge
-//! `n_splice_pipe`), each [`PIPE_SIZE`] bytes; a pipe goes back when it is empty, and one
-//! dropped with bytes still in it is closed (its pages freed with it).
+//! `n_splice_pipe`), each [`PIPE_SIZE`] bytes (at least [`MIN_PIPE_SIZE`]: a user past its
+//! pipe allowance gets none, and its bodies are copied); a pipe goes back when it is empty,
+//! and one dropped with bytes still in it is closed (its pages freed with it).
 
 mod arena;
 mod held;
 
-pub use held::{MAX_HELD_PIPES, held_pipes};
+pub use held::{MAX_HELD_PIPES, held_pipes, held_pipes_given_up};
 
 use std::collections::BTreeMap;
 use std::io::{self, IoSlice};
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 /// Bytes a pipe holds at most (F_SETPIPE_SZ; the default, 64 KiB, where it is refused): a
@@ -41,11 +42,25 @@ pub const PIPE_SIZE: usize = 256 * 1024;
 
 /// Pipes lent to connections at most; past it stored bodies go out with plain writes
 /// (counter `splice_fallback`). 256 pipes of 256 KiB are the 64 MiB an unprivileged user
-/// may hold in pipes before the kernel shrinks new ones (`fs.pipe-user-pages-soft`).
+/// may hold in pipes before the kernel shrinks new ones (`fs.pipe-user-pages-soft`, shared
+/// with the user's other processes and the held pipes: a shrunken pipe is not lent,
+/// [`MIN_PIPE_SIZE`]).
 pub const MAX_PIPES: usize = 256;
 
 /// Empty pipes kept for the next connection, at most (the rest are closed).
 const IDLE_PIPES: usize = 64;
+
+/// Smallest pipe lent (the kernel's default size): past `fs.pipe-user-pages-soft` an
+/// unprivileged user's new pipes have 2 pages, which would carry a body 8 KiB per two system
+/// calls; such a pipe is closed and the body copied (counter `splice_fallback`).
+const MIN_PIPE_SIZE: usize = 64 * 1024;
+
+/// After the kernel refused a pipe (or gave a shrunken one), new pipes are not asked for
+/// this long: each write meanwhile is copied at once (idle pipes are still lent).
+const REFUSED_BACKOFF_MS: u64 = 1000;
+
+/// When the kernel last refused a pipe ([`crate::clock::now_ms`]; 0: never).
+static REFUSED_AT: AtomicU64 = AtomicU64::new(0);
 
 /// The live mappings of stored bodies: start address → end address, and the pipe holding the
 /// body once it is hot (`pages/held.rs`).
@@ -121,8 +136,11 @@ fn held_for(lent: &[IoSlice<'_>]) -> Option<(Arc<held::BodyPipe>, usize)> {
         }
         covered += b.len();
     }
-    // Made under the read lock, once per hot body: its mapping cannot be forgotten meanwhile.
-    let pipe = mapped.hot.pipe(at, mapped.end - at)?;
+    // Made under the read lock, once per hot body: no mapping can be forgotten meanwhile
+    // (neither this one nor the one whose pipe it may take, found by its start).
+    let pipe = mapped.hot.pipe(&held::CLOCK, at, mapped.end - at, |a| {
+        m.get(&a).map(|o| &o.hot)
+    })?;
     Some((pipe, covered))
 }
 
@@ -159,15 +177,25 @@ impl Fds {
         }
         // SAFETY: both descriptors were just opened by pipe2 and are owned by nothing else.
         let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        // Refused (a user over its pipe allowance): the default size still works.
         // SAFETY: fcntl on a descriptor we own; no memory involved.
-        unsafe {
+        let size = unsafe {
             libc::fcntl(
                 write.as_raw_fd(),
                 libc::F_SETPIPE_SZ,
                 PIPE_SIZE as libc::c_int,
             )
         };
+        // Refused (a user near its pipe allowance, `fs.pipe-user-pages-soft`): the default
+        // size still works, a pipe the kernel shrank (past the allowance: 2 pages) does not.
+        if size < 0 {
+            // SAFETY: fcntl on a descriptor we own; no memory involved.
+            let size = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_GETPIPE_SZ) };
+            if size < MIN_PIPE_SIZE as libc::c_int {
+                return Err(io::Error::other(
+                    "pipe shrunk: over fs.pipe-user-pages-soft",
+                ));
+            }
+        }
         Ok(Fds { read, write })
     }
 }
@@ -181,15 +209,31 @@ pub struct Pipe {
 }
 
 impl Pipe {
-    /// An empty pipe from the pool (or a new one); `None` when [`MAX_PIPES`] are lent or the
-    /// kernel refuses one.
+    /// An empty pipe from the pool (or a new one); `None` when [`MAX_PIPES`] are lent, or the
+    /// kernel refuses one or gives one below [`MIN_PIPE_SIZE`] (and for
+    /// [`REFUSED_BACKOFF_MS`] after, unless an idle one is in the pool).
     pub fn take() -> Option<Pipe> {
         if LENT.fetch_add(1, Ordering::Relaxed) >= MAX_PIPES {
             LENT.fetch_sub(1, Ordering::Relaxed);
             return None;
         }
         let idle = IDLE.lock().ok().and_then(|mut v| v.pop());
-        match idle.map_or_else(Fds::new, Ok) {
+        let fds = match idle {
+            Some(fds) => Ok(fds),
+            None => {
+                let refused = REFUSED_AT.load(Ordering::Relaxed);
+                if refused != 0
+                    && crate::clock::now_ms().saturating_sub(refused) < REFUSED_BACKOFF_MS
+                {
+                    Err(io::ErrorKind::WouldBlock.into())
+                } else {
+                    Fds::new().inspect_err(|_| {
+                        REFUSED_AT.store(crate::clock::now_ms().max(1), Ordering::Relaxed);
+                    })
+                }
+            }
+        };
+        match fds {
             Ok(fds) => Some(Pipe {
                 fds: ManuallyDrop::new(fds),
                 held: 0,

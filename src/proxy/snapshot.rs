@@ -26,6 +26,10 @@ impl Proxy {
                 .snapshot()
                 .map(|(_, name, n)| (name, n)),
         );
+        out.push((
+            "held_pipe_given_up",
+            crate::cache::pages::held_pipes_given_up(),
+        ));
         let storage = self.cache.storage.stats();
         out.push(("n_object", storage.objects));
         out.push(("n_hit_for_miss", self.cache.hit_for_miss_len() as u64));

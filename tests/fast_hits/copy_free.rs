@@ -352,3 +352,128 @@ async fn a_held_body_goes_with_its_object() {
     assert_eq!(version.load(std::sync::atomic::Ordering::SeqCst), 2);
     shellac.stop().await;
 }
+
+/// Holds pipes as `uid` until the kernel shrinks new ones (the user past
+/// `fs.pipe-user-pages-soft`), then waits for its stdin to close.
+const PIPE_HOG: &str = r#"
+import fcntl, os, sys
+F_SETPIPE_SZ, F_GETPIPE_SZ = 1031, 1032
+held = []
+for _ in range(4096):
+    r, w = os.pipe()
+    held.append((r, w))
+    if fcntl.fcntl(w, F_GETPIPE_SZ) < 65536:
+        print("shrunk", len(held), flush=True)
+        break
+    try:
+        fcntl.fcntl(w, F_SETPIPE_SZ, 1 << 20)
+    except OSError:
+        pass
+else:
+    print("never shrunk", flush=True)
+sys.stdin.read()
+"#;
+
+/// A child killed (and reaped) when the test ends, however it ends.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A Shellac that is not root shares the kernel's pipe allowance of its user
+/// (`fs.pipe-user-pages-soft`): past it, new pipes have two pages. Such a pipe is not lent:
+/// the hits of a body of 64 KiB or more go out by copy, byte for byte, and `splice_fallback`
+/// counts them (`splice_bytes` stays 0, no pipe is lent or held).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_users_pipe_allowance_bodies_are_copied_byte_exact() {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to run shellac as another user");
+        return;
+    }
+    let soft = std::fs::read_to_string("/proc/sys/fs/pipe-user-pages-soft")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    if soft == 0 {
+        eprintln!("skipped: fs.pipe-user-pages-soft is 0 (no allowance)");
+        return;
+    }
+    let Some(setpriv) = tools::require(tools::which("setpriv"), "setpriv", "util-linux") else {
+        return;
+    };
+    // The system's (one under root's home, such as pyenv's, is not the other user's to run).
+    let system = std::path::PathBuf::from("/usr/bin/python3");
+    let python = system
+        .is_file()
+        .then_some(system)
+        .or_else(|| tools::which("python3"));
+    let Some(python) = tools::require(python, "python3", "python3") else {
+        return;
+    };
+    // A user of its own (no other process of this test run shares its allowance).
+    let uid = (61_000 + std::process::id() % 4_000).to_string();
+    let as_user = |program: &std::path::Path| {
+        let mut cmd = std::process::Command::new(&setpriv);
+        cmd.args(["--reuid", &uid, "--regid", &uid, "--clear-groups"])
+            .arg(program);
+        cmd
+    };
+    let mut hog = as_user(&python);
+    hog.args(["-c", PIPE_HOG])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut hog = Child(hog.spawn().expect("start the pipe hog"));
+    let mut said = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(hog.0.stdout.take().unwrap()),
+        &mut said,
+    )
+    .unwrap();
+    assert!(said.starts_with("shrunk"), "the hog says {said:?}");
+
+    let origin = Origin::start(|s| origin_reply(&s.path)).await;
+    let dir = TempDir::new("pipe-allowance");
+    let config = dir.0.join("shellac.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n\n\
+             [[backend]]\nhost = \"127.0.0.1\"\nport = {}\n",
+            origin.addr.port()
+        ),
+    )
+    .unwrap();
+    let mut cmd = as_user(std::path::Path::new(binary::BIN));
+    cmd.args(["serve", "--config"]).arg(&config);
+    let served = binary::Served::start(cmd);
+    let small = pattern(SMALL);
+    let first = get(served.proxy, "/small").await;
+    assert!(first.cache_status().contains("fwd=miss"));
+    assert!(first.body == small, "the miss: the origin's bytes");
+    let mut stream = TcpStream::connect(served.proxy).await.unwrap();
+    let mut pending = Vec::new();
+    for i in 0..3 {
+        stream
+            .write_all(get_line("/small", "").as_bytes())
+            .await
+            .unwrap();
+        let (status, body) = read_response(&mut stream, &mut pending, false).await;
+        assert_eq!(status, 200, "hit {i}");
+        assert!(body == small, "hit {i}: the stored bytes, byte for byte");
+    }
+    let resp = get(served.admin, "/stats").await;
+    let stats: std::collections::HashMap<String, serde_json::Value> =
+        serde_json::from_slice(&resp.body).expect("stats JSON");
+    let stat = |name: &str| stats.get(name).and_then(|v| v.as_u64()).unwrap();
+    assert!(stat("cache_hit") >= 3);
+    assert!(stat("splice_fallback") >= 3, "{}", stat("splice_fallback"));
+    assert_eq!(stat("splice_bytes"), 0);
+    assert_eq!((stat("n_splice_pipe"), stat("n_held_pipe")), (0, 0));
+    served.stop();
+    drop(hog);
+}
