@@ -235,6 +235,52 @@ sub vcl_backend_error {
     shellac.stop().await;
 }
 
+/// Regression (Varnish's c00091, cache_fetch.c): a `return (retry)` of vcl_backend_response
+/// past `max_retries` (4) goes to vcl_backend_error on a `503 Backend fetch failed` (which
+/// may change it), not to vcl_synth; `bereq.retries` there counts the refused retry too.
+#[tokio::test]
+async fn too_many_retries_from_vcl_backend_response_runs_vcl_backend_error() {
+    let origin = Origin::start(|_| Reply::ok("x")).await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_recv { return (pass); }
+sub vcl_backend_response { return (retry); }
+sub vcl_backend_error {
+    set beresp.http.error = "visited " + beresp.status + " " + bereq.retries;
+    if (bereq.url == "/teapot") { set beresp.status = 418; }
+}
+sub vcl_synth { set resp.http.synth = "visited"; }
+"#;
+    let shellac = start_vcl("too-many-retries", vcl, &[origin.addr]).await;
+    for (path, status, reason) in [
+        ("/", 503, "503 Backend fetch failed"),
+        ("/teapot", 418, "418 "),
+    ] {
+        let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let text = raw(shellac.addr, req.as_bytes()).await;
+        let head = text.to_ascii_lowercase();
+        assert!(
+            text.starts_with(&format!("HTTP/1.1 {reason}")),
+            "{path} ({status}): {text}"
+        );
+        assert!(
+            head.contains("\r\nerror: visited 503 5\r\n"),
+            "{path}: {text}"
+        );
+        assert!(
+            !head.contains("\r\nsynth:"),
+            "{path}: not vcl_synth: {text}"
+        );
+        assert_eq!(
+            origin.count_path(path),
+            5,
+            "{path}: the first fetch and 4 retries"
+        );
+    }
+    assert_eq!(shellac.stat("synth_resp").await, 0);
+    shellac.stop().await;
+}
+
 /// Purging: 4.x `return (purge)` from an ACL, 2.x `set obj.ttl = 0s` in vcl_hit, and
 /// `ban()`.
 #[tokio::test]

@@ -72,6 +72,6 @@ pub(super) const VCL: &[Setting] = &[
         default: Default::Value(r##"4"##),
         example: r##""##,
         restart: false,
-        doc: r##"`return (retry)`s of one backend fetch at most (vcl_backend_response, vcl_backend_error) — Varnish's `max_retries`: past it the fetch fails with `503 Too many retries`."##,
+        doc: r##"`return (retry)`s of one backend fetch at most (vcl_backend_response, vcl_backend_error) — Varnish's `max_retries`: past it a retry of vcl_backend_response goes to vcl_backend_error (on a `503 Backend fetch failed`, logged as `VCL_Error Too many retries, delivering 503`, as Varnish does), and one of vcl_backend_error fails the fetch with `503 Too many retries` through vcl_synth."##,
     },
 ];

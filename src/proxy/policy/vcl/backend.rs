@@ -218,7 +218,7 @@ pub(super) fn backend_response(
 }
 
 /// What vcl_backend_response's `verdict` does when it neither stores nor delivers: a retry
-/// (at most `max_retries`), abandon, restart, `error` (4.x: vcl_backend_error; 2.x's
+/// (at most `max_retries`; past it vcl_backend_error runs on a 503, as in Varnish), abandon, restart, `error` (4.x: vcl_backend_error; 2.x's
 /// vcl_fetch `error`: vcl_error), or a failure.
 fn leave(txn: &mut Txn, verdict: Verdict, m: Method) -> BerespOutcome {
     let legacy = txn
@@ -231,13 +231,23 @@ fn leave(txn: &mut Txn, verdict: Verdict, m: Method) -> BerespOutcome {
             let Some(v) = txn.vcl.as_deref_mut() else {
                 return BerespOutcome::Step(failed(m, "no VCL state"));
             };
-            if v.state.retries >= max_retries {
-                return BerespOutcome::Step(Step::VclSynth(
-                    503,
-                    Some("Too many retries".to_string()),
-                ));
-            }
+            // Counted past the limit too, as Varnish's `bo->retries++ < max_retries`.
             v.state.retries += 1;
+            if v.state.retries > max_retries {
+                // Varnish: `VCL_Error` and on to vcl_backend_error, with its 503 `beresp`
+                // (a retry from there fails the fetch), not vcl_synth.
+                if let Some(t) = v.bereq.as_ref().and_then(|b| b.vsl.as_deref()) {
+                    t.log("VCL_Error", "Too many retries, delivering 503");
+                }
+                let failed = (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "Backend fetch failed".to_string(),
+                );
+                return match run_backend_error(txn, failed, "too-many-retries") {
+                    ErrorOutcome::Retry => BerespOutcome::Retry,
+                    ErrorOutcome::Step(step) => BerespOutcome::Step(step),
+                };
+            }
             retried(v);
             BerespOutcome::Retry
         }
@@ -466,6 +476,9 @@ fn run_backend_error(
                 v.state.retries += 1;
                 retried(v);
                 return ErrorOutcome::Retry;
+            }
+            if let Some(t) = v.bereq.as_ref().and_then(|b| b.vsl.as_deref()) {
+                t.log("VCL_Error", "Too many retries, failing");
             }
             return ErrorOutcome::Step(Step::VclSynth(503, Some("Too many retries".into())));
         }
