@@ -1,10 +1,12 @@
-//! `client cN`: connects (to `v1` unless `-connect` says otherwise), runs its specification
+//! `client cN`: connects (to `v1` unless `-connect` says otherwise: `IP:PORT`, or a Unix
+//! socket's path, as `varnishd -a PATH` listens), runs its specification
 //! and closes, `-repeat` times (`-keepalive`: all on one connection); `-run` is `-start`
 //! then `-wait`.
 
 use std::net::{Shutdown, TcpStream};
+use std::os::unix::net::UnixStream;
 
-use super::stream::Stream;
+use super::stream::{Stream, Where};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -57,8 +59,8 @@ impl Role for Client {
             "-connect" => {
                 *i += 1;
                 let c = value(args, *i, "-connect")?;
-                if c.starts_with('/') || c.starts_with('@') {
-                    return skip("clients on Unix domain sockets (client -connect PATH)");
+                if c.starts_with('@') {
+                    return skip("clients on abstract Unix sockets (client -connect @NAME)");
                 }
                 self.connect = Some(c.to_string());
             }
@@ -88,7 +90,11 @@ impl Role for Client {
             },
         };
         let target = shared.expand(&target)?;
-        let addr = resolve(&target)?;
+        let addr = if target.starts_with('/') {
+            Where::Unix(target.clone().into())
+        } else {
+            Where::Tcp(resolve(&target)?)
+        };
         shared.log(
             &self.peer.name,
             format!("Starting client (connect {target})"),
@@ -111,19 +117,34 @@ impl Role for Client {
 fn run(
     shared: &Arc<Shared>,
     name: &str,
-    addr: std::net::SocketAddr,
+    addr: Where,
     (spec, line): (&str, u32),
     (repeat, keepalive, rcvbuf): (u32, bool, Option<usize>),
 ) -> Step {
     let connect = || -> Step<Session> {
         let left = shared.deadline.saturating_duration_since(Instant::now());
-        let stream = TcpStream::connect_timeout(&addr, left.min(Duration::from_secs(10)))
-            .map_err(|e| Halt::Fail(format!("Failed to open {addr}: {e}")))?;
-        if let Some(n) = rcvbuf {
-            let _ = socket2::SockRef::from(&stream).set_recv_buffer_size(n);
-        }
-        let stream = Stream::Tcp(stream);
-        shared.log(name, format!("Connected to {addr}"));
+        let failed =
+            |what: &dyn std::fmt::Display, e| Halt::Fail(format!("Failed to open {what}: {e}"));
+        let stream = match &addr {
+            Where::Tcp(a) => {
+                let s = TcpStream::connect_timeout(a, left.min(Duration::from_secs(10)))
+                    .map_err(|e| failed(a, e))?;
+                if let Some(n) = rcvbuf {
+                    let _ = socket2::SockRef::from(&s).set_recv_buffer_size(n);
+                }
+                shared.log(name, format!("Connected to {a}"));
+                Stream::Tcp(s)
+            }
+            Where::Unix(p) => {
+                // A local connect does not wait for a peer: it is there or refused.
+                let s = UnixStream::connect(p).map_err(|e| failed(&p.display(), e))?;
+                if let Some(n) = rcvbuf {
+                    let _ = socket2::SockRef::from(&s).set_recv_buffer_size(n);
+                }
+                shared.log(name, format!("Connected to {}", p.display()));
+                Stream::Unix(s)
+            }
+        };
         Ok(Session::new(
             shared.clone(),
             name,

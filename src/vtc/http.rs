@@ -93,6 +93,8 @@ pub struct Session {
     pub head_method: bool,
     pub rem_ip: String,
     pub rem_port: String,
+    /// `remote.path`: the Unix socket's path, over one.
+    pub rem_path: Option<String>,
     /// `-gziplevel`: kept by the connection for its later `-gzipbody` / `-gziplen`, 0 (stored
     /// blocks) until set, as vtc_http.c's `hp->gziplevel`.
     pub gzip_level: u32,
@@ -104,6 +106,7 @@ impl Session {
             Some(a) => (a.ip().to_string(), a.port().to_string()),
             None => ("0.0.0.0".into(), "0".into()),
         };
+        let rem_path = conn.stream().unix_path();
         let timeout = shared.io_timeout;
         Session {
             shared,
@@ -121,6 +124,7 @@ impl Session {
             head_method: false,
             rem_ip,
             rem_port,
+            rem_path,
             gzip_level: 0,
         }
     }
@@ -397,7 +401,7 @@ impl Session {
         match spec {
             "remote.ip" => return Some(self.rem_ip.clone()),
             "remote.port" => return Some(self.rem_port.clone()),
-            "remote.path" => return None,
+            "remote.path" => return self.rem_path.clone(),
             "req.method" | "req.request" => return self.req.parts[0].clone(),
             "req.url" => return self.req.parts[1].clone(),
             "req.proto" => return self.req.parts[2].clone(),

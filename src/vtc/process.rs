@@ -16,7 +16,9 @@ use super::context::{Halt, Shared, Step, fail, kill, lock};
 /// A running `shellac serve`.
 pub(super) struct Running {
     pub child: Child,
-    pub addr: SocketAddr,
+    /// Its TCP listeners' addresses, in the configuration's order (the log names them so,
+    /// before the admin listener).
+    pub addrs: Vec<SocketAddr>,
     pub admin: SocketAddr,
     /// The last lines of its log, for messages.
     tail: Arc<Mutex<Vec<String>>>,
@@ -64,12 +66,12 @@ impl Running {
             let (shared, name, tail) = (shared.clone(), name.to_string(), tail.clone());
             std::thread::spawn(move || read_log(stderr, &shared, &name, &tail, tx));
         }
-        let (mut addr, mut admin) = (None, None);
+        let (mut addrs, mut admin) = (Vec::new(), None);
         let until = Instant::now() + Duration::from_secs(10);
-        while addr.is_none() || admin.is_none() {
+        while addrs.is_empty() || admin.is_none() {
             shared.check()?;
             match rx.recv_timeout(Duration::from_millis(100)) {
-                Ok(Listening::Proxy(a)) => addr = addr.or(Some(a)),
+                Ok(Listening::Proxy(a)) => addrs.push(a),
                 Ok(Listening::Admin(a)) => admin = Some(a),
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     if let Ok(Some(status)) = child.try_wait() {
@@ -98,12 +100,12 @@ impl Running {
                 }
             }
         }
-        let (Some(addr), Some(admin)) = (addr, admin) else {
+        let Some(admin) = admin else {
             return fail("unreachable: listening addresses");
         };
         Ok(Running {
             child,
-            addr,
+            addrs,
             admin,
             tail,
         })

@@ -1,6 +1,6 @@
 //! `server sN`: a scripted origin on a loopback port (or a Unix socket, `-listen /PATH`). It accepts one connection at a time,
 //! runs its specification on it and closes it, `-repeat` times (`-keepalive`: all on one
-//! connection; `-dispatch`, for `s0` only: every connection at once, each on a thread). The
+//! connection; `-dispatch`, for `s0` only, starts it: every connection at once, each on a thread). The
 //! listening socket stays open between runs and after the last one, as in varnishtest, so
 //! Shellac's connections then wait instead of being refused.
 
@@ -40,7 +40,9 @@ impl Role for Server {
                 if self.peer.name != "s0" {
                     return fail("-dispatch is only allowed for server s0");
                 }
+                // It starts the server too, as vtc_server.c's server_dispatch().
                 self.dispatch = true;
+                self.start(shared)?;
             }
             "-listen" => {
                 *i += 1;

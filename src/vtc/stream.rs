@@ -60,6 +60,18 @@ impl Stream {
         }
     }
 
+    /// A Unix socket connection's path (varnishtest's `remote.path`): the socket a client
+    /// connected to, or the one a server accepted on; `None` over TCP.
+    pub fn unix_path(&self) -> Option<String> {
+        match self {
+            Stream::Tcp(_) => None,
+            Stream::Unix(s) => [s.peer_addr(), s.local_addr()]
+                .into_iter()
+                .flatten()
+                .find_map(|a| a.as_pathname().map(|p| p.display().to_string())),
+        }
+    }
+
     pub fn try_clone(&self) -> io::Result<Stream> {
         Ok(match self {
             Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),

@@ -38,8 +38,20 @@ pub struct Varnish {
     active: String,
     /// `-b ADDRESS`: Varnish's builtin VCL with this one backend.
     b_backend: Option<String>,
-    listen: String,
+    /// Its listen addresses (`-a`) in order: `IP:PORT` or a Unix socket's path;
+    /// `127.0.0.1:0` until the file gives one.
+    listen: Vec<String>,
+    /// Whether a `-a` replaced the default address.
+    listen_given: bool,
     child: Option<Running>,
+}
+
+/// Where a `varnish vN` listens when the file does not say (varnishtest's default).
+const DEFAULT_LISTEN: &str = "127.0.0.1:0";
+
+/// Whether a listen address is a Unix socket's path.
+fn is_unix(addr: &str) -> bool {
+    addr.starts_with('/')
 }
 
 /// The Varnish backend declarations `-vcl+backend` puts first: one per server that listens.
@@ -67,7 +79,8 @@ impl Varnish {
             vcls: BTreeMap::new(),
             active: String::new(),
             b_backend: None,
-            listen: "127.0.0.1:0".into(),
+            listen: vec![DEFAULT_LISTEN.into()],
+            listen_given: false,
             child: None,
         })
     }
@@ -220,9 +233,25 @@ impl Varnish {
         self.b_backend = Some(addr);
     }
 
-    /// `-a ADDRESS`.
+    /// `-a ADDRESS` (`IP:PORT` or a Unix socket's path), after those given before: the first
+    /// replaces the default.
     pub fn set_listen(&mut self, addr: String) {
-        self.listen = addr;
+        if !self.listen_given {
+            self.listen.clear();
+            self.listen_given = true;
+        }
+        self.listen.push(addr);
+    }
+
+    /// The addresses of the configuration: the file's, and when all are Unix sockets a
+    /// loopback TCP port that no macro names (Shellac's configuration needs one `listen`
+    /// address; the file's clients never see it).
+    fn config_listen(&self) -> Vec<String> {
+        let mut all = self.listen.clone();
+        if all.iter().all(|l| is_unix(l)) {
+            all.push(DEFAULT_LISTEN.into());
+        }
+        all
     }
 
     /// Writes the configuration and re-reads it in the running process.
@@ -250,7 +279,7 @@ impl Varnish {
         // A reload keeps the addresses as the process was started with (port 0 included):
         // they cannot change without a restart.
         let toml = self.settings.toml(
-            Some(&self.listen),
+            Some(&self.config_listen()),
             Some("127.0.0.1:0"),
             self.vcl.as_deref(),
             &self.dir,
@@ -292,20 +321,37 @@ impl Varnish {
             &self.config_path(),
             &self.dir,
         )?;
-        let (addr, admin) = (running.addr, running.admin);
-        shared.log(&self.name, format!("Listen on {addr}, admin {admin}"));
+        let admin = running.admin;
         shared.set_admin(&self.name, Some(admin));
         let n = &self.name;
-        shared.define(n, &format!("{n}_addr"), addr.ip().to_string());
-        shared.define(n, &format!("{n}_port"), addr.port().to_string());
-        let sock = match shared.flavour {
-            Flavour::Trunk => sock_text(addr),
-            Flavour::Legacy => format!("{} {}", addr.ip(), addr.port()),
-        };
-        shared.define(n, &format!("{n}_sock"), sock.clone());
-        shared.define(n, &format!("{n}_a0_addr"), addr.ip().to_string());
-        shared.define(n, &format!("{n}_a0_port"), addr.port().to_string());
-        shared.define(n, &format!("{n}_a0_sock"), sock);
+        // The TCP addresses are logged in the configuration's order.
+        let mut tcp = running.addrs.iter();
+        for (i, l) in self.listen.iter().enumerate() {
+            // A Unix socket's: `0.0.0.0`, `0` and its path, as varnishtest defines them.
+            let (addr, port, sock) = if is_unix(l) {
+                ("0.0.0.0".to_string(), "0".to_string(), l.clone())
+            } else {
+                let Some(a) = tcp.next() else {
+                    return fail(format!("{n}: shellac serve did not log its listener {l}"));
+                };
+                let sock = match shared.flavour {
+                    Flavour::Trunk => sock_text(*a),
+                    Flavour::Legacy => format!("{} {}", a.ip(), a.port()),
+                };
+                (a.ip().to_string(), a.port().to_string(), sock)
+            };
+            shared.log(n, format!("Listen on {sock}"));
+            let mut names = vec![format!("{n}_a{i}")];
+            if i == 0 {
+                names.push(n.to_string());
+            }
+            for prefix in names {
+                shared.define(n, &format!("{prefix}_addr"), addr.clone());
+                shared.define(n, &format!("{prefix}_port"), port.clone());
+                shared.define(n, &format!("{prefix}_sock"), sock.clone());
+            }
+        }
+        shared.log(n, format!("admin {admin}"));
         self.child = Some(running);
         Ok(())
     }
@@ -316,10 +362,18 @@ impl Varnish {
             return Ok(());
         };
         // A restart listens where this one did.
-        self.listen = sock_text(r.addr);
+        let mut tcp = r.addrs.iter();
+        for l in self.listen.iter_mut().filter(|l| !is_unix(l)) {
+            if let Some(a) = tcp.next() {
+                *l = sock_text(*a);
+            }
+        }
         shared.set_admin(&self.name, None);
         for m in ["addr", "port", "sock"] {
             shared.undefine(&self.name, &format!("{}_{m}", self.name));
+            for i in 0..self.listen.len() {
+                shared.undefine(&self.name, &format!("{}_a{i}_{m}", self.name));
+            }
         }
         r.stop(shared, &self.name)
     }

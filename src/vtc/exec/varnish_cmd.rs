@@ -197,7 +197,8 @@ impl<'a> VarnishCommand<'a> {
     }
 }
 
-/// `-arg "..."`: the varnishd options that map (`-p`, `-s`, `-a`, `-b`, `-t`, `-l`).
+/// `-arg "..."`: the varnishd options that map (`-p`, `-s`, `-a`, `-b`, `-t`; `-l`, `-h`,
+/// `-W` change nothing here).
 fn varnishd_args(v: &mut Varnish, line: &str) -> Step {
     let words = cli::split_args(line);
     let mut i = 0;
@@ -230,8 +231,14 @@ fn varnishd_args(v: &mut Varnish, line: &str) -> Step {
             "-t" => param_result(v.settings.set("default_ttl", &value()?))?,
             "-a" => {
                 let a = value()?;
-                if a.contains(['=', ',', '/']) {
-                    return skip(format!("varnishd -a {a}: named, PROXY or Unix listeners"));
+                // A path is a Unix socket's (`server.listen_unix`).
+                if a.contains(['=', ','])
+                    || a.starts_with('@')
+                    || (a.contains('/') && !a.starts_with('/'))
+                {
+                    return skip(format!(
+                        "varnishd -a {a}: named, PROXY or abstract listeners"
+                    ));
                 }
                 v.set_listen(a);
             }
@@ -239,10 +246,10 @@ fn varnishd_args(v: &mut Varnish, line: &str) -> Step {
                 let b = value()?;
                 v.set_b_backend(b);
             }
-            // The size of Varnish's shared-memory log, and its hash table's kind (critbit,
-            // simple_list, classic: how Varnish finds an object, not which): nothing to
-            // set here.
-            "-l" | "-h" => {
+            // The size of Varnish's shared-memory log, its hash table's kind (critbit,
+            // simple_list, classic: how Varnish finds an object, not which) and its waiter
+            // (`-W poll`, as the `waiter` parameter): nothing to set here.
+            "-l" | "-h" | "-W" => {
                 value()?;
             }
             other => return skip(format!("varnishd option {other}")),

@@ -314,17 +314,22 @@ impl Settings {
     /// settings.
     pub fn toml(
         &self,
-        listen: Option<&str>,
+        listen: Option<&[String]>,
         admin: Option<&str>,
         vcl: Option<&Path>,
         dir: &Path,
     ) -> String {
         let mut sections: BTreeMap<&str, Vec<String>> = BTreeMap::new();
         if let Some(l) = listen {
-            sections
-                .entry("server")
-                .or_default()
-                .push(format!("listen = [{}]", quote(l)));
+            // A path is a Unix socket's (`listen_unix`), the rest TCP addresses.
+            let (unix, tcp): (Vec<&String>, Vec<&String>) =
+                l.iter().partition(|a| a.starts_with('/'));
+            let list = |a: Vec<&String>| a.iter().map(|a| quote(a)).collect::<Vec<_>>().join(", ");
+            let server = sections.entry("server").or_default();
+            server.push(format!("listen = [{}]", list(tcp)));
+            if !unix.is_empty() {
+                server.push(format!("listen_unix = [{}]", list(unix)));
+            }
         }
         if let Some(a) = admin {
             let server = sections.entry("server").or_default();

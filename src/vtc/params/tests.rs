@@ -159,7 +159,7 @@ fn configuration_file() {
     assert_eq!(s.set("max_restarts", "2"), Ok(()));
     assert_eq!(s.storage("malloc,1M"), Ok(()));
     let t = s.toml(
-        Some("127.0.0.1:0"),
+        Some(&["127.0.0.1:0".to_string(), "/t/v1.sock".to_string()]),
         Some("127.0.0.1:0"),
         Some(Path::new("/t/v.vcl")),
         Path::new("/t"),
@@ -182,6 +182,11 @@ fn configuration_file() {
     assert!(t.contains("match_limit = 10000\n"), "{t}");
     let parsed: toml::Value = toml::from_str(&t).unwrap();
     assert_eq!(parsed["server"]["listen"][0].as_str(), Some("127.0.0.1:0"));
+    assert_eq!(
+        parsed["server"]["listen_unix"][0].as_str(),
+        Some("/t/v1.sock"),
+        "a path is a Unix socket's (varnishd -a PATH)"
+    );
     s.reset("default_ttl").unwrap();
     assert!(
         s.toml(None, None, None, Path::new("/t"))

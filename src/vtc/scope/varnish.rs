@@ -213,10 +213,15 @@ fn varnishd(line: &str, settings: &mut Settings) -> Option<String> {
             },
             "-s" => settings.storage(&value),
             "-t" => settings.set("default_ttl", &value),
-            "-a" if value.contains(['=', ',', '/']) => Err(ParamError::Unmapped(format!(
-                "varnishd -a {value}: named, PROXY or Unix listeners"
-            ))),
-            "-a" | "-b" | "-l" | "-h" => Ok(()),
+            "-a" if value.contains(['=', ','])
+                || value.starts_with('@')
+                || (value.contains('/') && !value.starts_with('/') && !value.starts_with("${")) =>
+            {
+                Err(ParamError::Unmapped(format!(
+                    "varnishd -a {value}: named, PROXY or abstract listeners"
+                )))
+            }
+            "-a" | "-b" | "-l" | "-h" | "-W" => Ok(()),
             other => Err(ParamError::Unmapped(format!("varnishd option {other}"))),
         };
         if let Err(ParamError::Unmapped(r)) = r {

@@ -168,6 +168,7 @@ fn http_command(s: &mut Session, args: &[String], line: u32) -> Step {
                 s.rem_ip = a.ip().to_string();
                 s.rem_port = a.port().to_string();
             }
+            s.rem_path = stream.unix_path();
             s.conn = Some(Conn::new(
                 s.shared.clone(),
                 stream,
