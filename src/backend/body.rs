@@ -12,6 +12,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use tokio::time::Sleep;
 
+use super::body_words::{self, Failure, Framing};
 use super::error::BoxError;
 use super::files::zero_copy::ZeroCopy;
 use super::limit::Lease;
@@ -49,6 +50,8 @@ pub struct BackendBody {
     /// A pooled HTTP/1.1 connection's switch that keeps it out of the pool (`close_after`),
     /// also once the body ended and the connection went back.
     retire: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// How the body is delimited, for the words of a failure's `FetchError` records.
+    framing: Framing,
 }
 
 impl Drop for BackendBody {
@@ -83,6 +86,7 @@ impl BackendBody {
             ahead: VecDeque::new(),
             zero_copy: None,
             retire,
+            framing: Framing::default(),
         }
     }
 
@@ -90,6 +94,12 @@ impl BackendBody {
     /// with the between-bytes `timeout` like hyper's.
     pub fn from_stream(stream: BoxStream, timeout: Duration, counters: Arc<Counters>) -> Self {
         BackendBody::new(Source::Stream(stream), timeout, counters)
+    }
+
+    /// How the body is delimited (`Framing::of` its response head).
+    pub(super) fn with_framing(mut self, framing: Framing) -> Self {
+        self.framing = framing;
+        self
     }
 
     pub(super) fn with_zero_copy(mut self, zero_copy: Option<Arc<ZeroCopy>>) -> Self {
@@ -172,14 +182,20 @@ impl BackendBody {
     /// Its connection serves no other request once this body is read (the response said
     /// `Connection: close`, or VCL's `beresp.http.connection` did).
     pub fn close_after(&mut self) {
-        self.discard();
+        self.discard(None);
         if let Some(r) = &self.retire {
             r.store(true, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
-    /// The body failed: its connection is closed, never reused.
-    fn discard(&mut self) {
+    /// The body failed (`failure`, when it did): logged as Varnish's `FetchError` records on
+    /// the backend request's (`log.vsl_records`), and its connection closed, never reused.
+    fn discard(&mut self, failure: Option<Failure<'_>>) {
+        if let (Some(f), Source::Hyper { release, .. }) = (failure, &self.source)
+            && let Release::Pool { conn, .. } = release
+        {
+            conn.log_fetch_error(&body_words::words(self.framing, f));
+        }
         if let Source::Hyper { release, .. } = &mut self.source
             && let Release::Pool { .. } = release
             && let Release::Pool {
@@ -261,7 +277,13 @@ impl BackendBody {
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => {
-                this.discard();
+                let failure = match &e {
+                    BackendBodyError::Hyper(h) => {
+                        body_words::io_error(h).map_or(Failure::Other, Failure::Io)
+                    }
+                    BackendBodyError::Stream(_) | BackendBodyError::Timeout => Failure::Other,
+                };
+                this.discard(Some(failure));
                 this.counters.backend_error.inc();
                 Poll::Ready(Some(Err(e)))
             }
@@ -276,7 +298,7 @@ impl BackendBody {
                 }
                 match sleep.as_mut().poll(cx) {
                     Poll::Ready(()) => {
-                        this.discard();
+                        this.discard(Some(Failure::Timeout));
                         this.counters.backend_body_timeout.inc();
                         Poll::Ready(Some(Err(BackendBodyError::Timeout)))
                     }

@@ -65,6 +65,16 @@ impl Http1Conn {
         }
     }
 
+    /// Logs `FetchError` records (Varnish's words for a body that failed as it was read,
+    /// `body_words.rs`) on the backend request it serves, before its `BackendClose`.
+    pub(super) fn log_fetch_error(&self, words: &[String]) {
+        if let Some(v) = &self.vsl {
+            for w in words {
+                v.0.log("FetchError", w.clone());
+            }
+        }
+    }
+
     /// The switch that keeps the connection out of the pool from now on.
     pub(super) fn retired_flag(&self) -> Arc<AtomicBool> {
         self.retired.clone()

@@ -12,6 +12,7 @@
 //! Architecture invariant: only this module opens connections to origins.
 
 mod body;
+pub(crate) mod body_words;
 mod conn;
 pub(crate) mod connector;
 pub mod director;
@@ -225,6 +226,7 @@ impl Backend {
         let (mut parts, source) = resp.into_parts();
         let zero_copy = parts.extensions.remove::<Arc<ZeroCopy>>();
         let body = BackendBody::new(source, between_bytes, self.counters.clone())
+            .with_framing(body_words::Framing::of(&parts.headers))
             .with_lease(lease)
             .with_zero_copy(zero_copy);
         Ok(Response::from_parts(parts, body))
