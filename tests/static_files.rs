@@ -699,12 +699,67 @@ async fn flv_start_sends_the_header_then_the_file_from_the_offset() {
             assert!(r.cache_status().contains("hit"), "{}", r.cache_status());
         }
     }
+    // The answer's length is known: a Content-Length, and a Range cut from the answer (as
+    // nginx's range filter takes the flv module's output); If-Range with the weakened ETag
+    // never matches it; past its end, 416.
+    let start = 250_000usize;
+    let answer_len = HEADER.len() + video.len() - start;
+    let mut want = HEADER.to_vec();
+    want.extend_from_slice(&video[start..]);
+    let path = format!("/clip.flv?start={start}");
+    let r = get(sh.addr, &path).await;
+    assert_eq!(
+        r.header("content-length"),
+        Some(answer_len.to_string().as_str())
+    );
+    let etag = r.header("etag").expect("an ETag").to_string();
+    assert!(etag.starts_with("W/"), "{etag}");
+    for (spec, (a, b)) in [
+        ("bytes=5-20", (5, 20)),
+        ("bytes=-7", (answer_len - 7, answer_len - 1)),
+    ] {
+        let r = get_with(sh.addr, &path, &[("range", spec)]).await;
+        assert_eq!(r.status, 206, "{spec}");
+        assert_eq!(
+            r.header("content-range"),
+            Some(format!("bytes {a}-{b}/{answer_len}").as_str())
+        );
+        assert!(r.body[..] == want[a..=b], "{spec}: other bytes");
+        assert!(r.cache_status().contains("hit"), "{}", r.cache_status());
+    }
+    let r = get_with(
+        sh.addr,
+        &path,
+        &[("range", "bytes=5-20"), ("if-range", &etag)],
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert!(r.body[..] == want[..]);
+    let modified = whole.header("last-modified").expect("Last-Modified");
+    let r = get_with(
+        sh.addr,
+        &path,
+        &[("range", "bytes=5-20"), ("if-range", modified)],
+    )
+    .await;
+    assert_eq!(
+        r.status, 206,
+        "If-Range: the file's date names the answer too"
+    );
+    assert!(r.body[..] == want[5..=20]);
+    let past = format!("bytes={answer_len}-");
+    let r = get_with(sh.addr, &path, &[("range", &past)]).await;
+    assert_eq!(r.status, 416);
+    assert_eq!(
+        r.header("content-range"),
+        Some(format!("bytes */{answer_len}").as_str())
+    );
     // An offset past the end, or none, is the whole file, as nginx does.
     let r = get(sh.addr, &format!("/clip.flv?start={}", video.len() + 5)).await;
     assert!(r.body[..] == video[..]);
     let r = get(sh.addr, "/clip.flv?start=0").await;
     assert!(r.body[..] == video[..]);
-    assert_eq!(sh.stat("flv_seek").await, 4);
+    assert_eq!(sh.stat("flv_seek").await, 10);
 }
 
 /// MP4 `?start=SECONDS` (nginx's `mp4`): the file cut at the keyframe at or before the time,
@@ -786,6 +841,117 @@ async fn mp4_start_cuts_the_movie_at_the_keyframe_before() {
     );
     assert_eq!(sh.stat("mp4_seek").await, 10);
     assert_eq!(sh.stat("mp4_seek_whole").await, 0);
+}
+
+/// A file whose moov comes after its mdat and ends past `mp4_max_moov_size` is sent whole on
+/// the miss that streams it and on the hits on its stored copy alike (`mp4_seek_whole`), as
+/// nginx refuses a moov it cannot buffer on every request; one within the bound is cut on
+/// both. The process's bound on held bytes (`server.mp4_moov_memory`): a seek that would pass
+/// it is sent whole (`mp4_seek_memory`), passed or cached, and nothing stays held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_moov_past_the_bound_is_sent_whole_on_miss_and_hit_and_held_bytes_are_bounded() {
+    let dir = site();
+    let www = dir.0.join("www");
+    // Over 1 MiB (the least `server.mp4_moov_memory`), its moov over 4 KiB into the file
+    // (the least `mp4_max_moov_size`).
+    let movie = |fast_start| {
+        shellac::mp4::sample::movie_with(shellac::mp4::sample::Options {
+            fast_start,
+            co64: false,
+            scale: 1_000,
+            lead: 0,
+        })
+        .bytes()
+    };
+    let (late, movie) = (movie(false), movie(true));
+    assert!(late.len() > 1 << 20);
+    for name in ["late.mp4", "within.mp4"] {
+        std::fs::write(www.join(name), &late).unwrap();
+        // Modified long ago: fresh by the Last-Modified heuristic, so the seeks are hits.
+        std::fs::File::options()
+            .write(true)
+            .open(www.join(name))
+            .unwrap()
+            .set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1_577_836_800))
+            .unwrap();
+    }
+    let shellac::mp4::Scan::MoovAfterMdat(l) = shellac::mp4::scan(&late, 1 << 20) else {
+        panic!("the sample movie");
+    };
+    let shellac::mp4::Scan::Ready(layout) = shellac::mp4::scan(&movie, 1 << 20) else {
+        panic!("the sample movie");
+    };
+    // A bound the moov fits but its end is past.
+    let bound = l.mdat_end.unwrap() + 8;
+    assert!((layout.moov.len() as u64) < bound && bound < late.len() as u64);
+    let cut = shellac::mp4::cut(&movie, &layout, 1.5).unwrap().unwrap();
+    let mut want = cut.head.clone();
+    want.extend_from_slice(&movie[cut.from as usize..]);
+    let rules = |c: &mut shellac::config::Config| {
+        c.rules.push(shellac::config::rules::RuleConfig {
+            path: Some(r"^/late\.mp4$".into()),
+            mp4: true,
+            mp4_max_moov_size: Some(shellac::config::units::Size(bound)),
+            ..Default::default()
+        });
+        c.rules.push(shellac::config::rules::RuleConfig {
+            path: Some(r"^/within\.mp4$".into()),
+            mp4: true,
+            ..Default::default()
+        });
+        let mut pass = shellac::config::rules::RuleConfig::default();
+        pass.request_header.insert("x-pass".into(), String::new());
+        pass.pass = true;
+        c.rules.push(pass);
+    };
+    let sh = Shellac::start_files(&www, rules).await;
+    for (i, via) in ["miss", "hit", "hit"].iter().enumerate() {
+        let r = get(sh.addr, "/late.mp4?start=1.5").await;
+        assert_eq!(r.status, 200);
+        assert!(
+            r.body[..] == late[..],
+            "{via}: not sent whole: {} of {} (cut: {}) {}",
+            r.body.len(),
+            late.len(),
+            want.len(),
+            r.cache_status()
+        );
+        assert_eq!(
+            r.cache_status().contains("hit"),
+            *via == "hit",
+            "{}",
+            r.cache_status()
+        );
+        assert_eq!(sh.stat("mp4_seek_whole").await, i as u64 + 1);
+    }
+    for via in ["miss", "hit"] {
+        let r = get(sh.addr, "/within.mp4?start=1.5").await;
+        assert!(r.body[..] == want[..], "{via}: within the bound, not cut");
+    }
+    assert_eq!(sh.stat("mp4_seek_whole").await, 3);
+    assert_eq!(sh.stat("mp4_seek_memory").await, 0);
+    sh.stop().await;
+
+    // Less room for all seeks than this file's body up to its moov: passed or on the miss
+    // that stores it (held as it streams), sent whole, counted; from the stored copy only
+    // its first bytes are held (the moov is read out of order): cut.
+    let sh = Shellac::start_files(&www, |c| {
+        rules(c);
+        c.server.mp4_moov_memory = shellac::config::units::Size(1 << 20);
+    })
+    .await;
+    for headers in [&[PASS][..], &[]] {
+        let r = get_with(sh.addr, "/within.mp4?start=1.5", headers).await;
+        assert_eq!(r.status, 200);
+        assert!(r.body[..] == late[..], "not sent whole");
+    }
+    assert_eq!(sh.stat("mp4_seek_memory").await, 2);
+    assert_eq!(sh.stat("mp4_seek_whole").await, 2);
+    let r = get(sh.addr, "/within.mp4?start=1.5").await;
+    assert!(r.cache_status().contains("hit"), "{}", r.cache_status());
+    assert!(r.body[..] == want[..], "the hit: not cut");
+    assert_eq!(sh.stat("mp4_seek_memory").await, 2);
+    sh.stop().await;
 }
 
 /// Hotlink protection: a rule's `valid_referers` (403, also for what the cache holds) and

@@ -93,6 +93,11 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Rate-limit buckets held at most (vsthrottle and `[[rule]] rate_limit`). Default 100000.
     pub rate_limit_keys: usize,
+    /// Bytes every MP4 seek of the process holds at most to read `moov`s (`[[rule]] mp4`:
+    /// the first bytes of each file held until its `moov` is in, each up to its rule's
+    /// `mp4_max_moov_size`); a seek that would pass it is sent whole (counter
+    /// `mp4_seek_memory`). Default `64MiB`.
+    pub mp4_moov_memory: Size,
     /// Protocols a client may switch to with `Upgrade` (RFC 9110 §7.8), case-insensitive: the
     /// request is passed with its `Upgrade` to the backend, and if the backend answers 101 the
     /// connection becomes a tunnel (closed after `tunnel_idle_timeout` without traffic). Others are
@@ -243,6 +248,7 @@ impl Default for ServerConfig {
             send_total_timeout: Dur(Duration::ZERO),
             max_connections: 10_000,
             rate_limit_keys: 100_000,
+            mp4_moov_memory: Size(64 << 20),
             upgrade_protocols: vec!["websocket".into()],
             tunnel_idle_timeout: Dur(Duration::from_secs(60)),
             trusted_proxies: Vec::new(),

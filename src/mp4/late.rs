@@ -16,6 +16,9 @@ use super::layout::Late;
 /// `moov`, maybe a `free` or `udta` or two).
 const MAX_BOXES: usize = 64;
 
+/// Why a `moov` after the `mdat` that ends past the bytes a seek may hold is not cut.
+pub const PAST_REACH: &str = "the moov after the mdat ends past mp4_max_moov_size";
+
 /// What the box header at an offset after the `mdat` says ([`Late::next`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum After {
@@ -63,6 +66,19 @@ impl Late {
         max: usize,
         read: &mut dyn FnMut(u64, usize) -> Result<Vec<u8>, Bad>,
     ) -> Result<Vec<u8>, Bad> {
+        self.find_moov_within(len, max, u64::MAX, read)
+    }
+
+    /// [`Late::find_moov`] for a `moov` that must end within the file's first `reach` bytes
+    /// (a stored copy is cut as its body streaming would be: `proxy/filter/mp4.rs`); one that
+    /// ends past them is [`Bad`], found by its header alone (it is not read).
+    pub fn find_moov_within(
+        &self,
+        len: u64,
+        max: usize,
+        reach: u64,
+        read: &mut dyn FnMut(u64, usize) -> Result<Vec<u8>, Bad>,
+    ) -> Result<Vec<u8>, Bad> {
         let mut at = self.after_mdat()?;
         for _ in 0..MAX_BOXES {
             if at >= len {
@@ -70,6 +86,9 @@ impl Late {
             }
             let head = read(at, 16.min((len - at) as usize))?;
             match Late::next(at, &head, len, max)? {
+                After::Moov(at, size) if at.saturating_add(size) > reach => {
+                    return Err(Bad(PAST_REACH));
+                }
                 After::Moov(at, size) => {
                     let moov = read(at, size as usize)?;
                     if moov.len() as u64 != size {

@@ -10,11 +10,13 @@
 //! start") is cut as nginx cuts it, from random reads of the file ([`late`]): its `moov` is
 //! found by the chain of box headers after the `mdat`, read, and cut the same way. Everything is bounds-checked: a box or table that does
 //! not fit what holds it, an unknown version, a table whose counts disagree, is a
-//! [`Bad`] file (`fuzz/fuzz_targets/mp4.rs`).
+//! [`Bad`] file (`fuzz/fuzz_targets/mp4.rs`). What seeks hold to read `moov`s is bounded for
+//! the process ([`held`]).
 
 mod bad;
 mod boxes;
 mod cut;
+pub mod held;
 pub mod late;
 mod layout;
 #[doc(hidden)]

@@ -227,6 +227,21 @@ fn a_late_moov_over_the_bound_cut_short_or_missing_is_bad_never_a_panic() {
         l.find_moov(len, moov.len() - 1, &mut late::read_in(&late))
             .is_err()
     );
+    // A moov that ends past the reach is refused by its header: the moov is never read.
+    let mut reads = Vec::new();
+    let mut read = |at: u64, n: usize| {
+        reads.push(n);
+        late::read_in(&late)(at, n)
+    };
+    assert_eq!(
+        l.find_moov_within(len, MAX, len - 1, &mut read),
+        Err(Bad(late::PAST_REACH))
+    );
+    assert!(reads.iter().all(|&n| n <= 16), "{reads:?}");
+    assert_eq!(
+        l.find_moov_within(len, MAX, len, &mut late::read_in(&late)),
+        Ok(moov.clone())
+    );
     let short = &late[..late.len() - 1];
     assert!(
         l.find_moov(short.len() as u64, MAX, &mut late::read_in(short))

@@ -128,6 +128,7 @@ impl Proxy {
                 vsl,
                 site_stats,
                 throttle,
+                moov_held: Arc::default(),
             }),
             config,
         }))

@@ -199,9 +199,11 @@ impl Rest {
                 Step::RecheckIo(key, now, guard) => txn.recheck_io(key, now, guard).await,
                 Step::Shared(key, guard) => txn.shared(key, guard).await,
                 Step::Broadcast(inv, n, what) => txn.broadcast(inv, n, what).await,
-                Step::Slices(meta) => txn.slices(meta).await,
+                // Boxed: big media only, and its steps (a seek's cut among them) would grow
+                // every request's future inline (the test below).
+                Step::Slices(meta) => Box::pin(txn.slices(meta)).await,
                 Step::RepresentationIo(io) => txn.representation_io(io).await,
-                Step::SliceProbe(start) => txn.slice_probe(start).await,
+                Step::SliceProbe(start) => Box::pin(txn.slice_probe(start)).await,
                 Step::Deliver(mut resp) if super::filter::esi::needs_settle(&resp) => {
                     match super::filter::esi::settle(&mut resp).await {
                         Ok(esi) => {

@@ -125,7 +125,8 @@ impl Txn {
         if let Some(start) = self.flv_start.take()
             && flv::Flv::applies(start, status, fields, len)
         {
-            self.filters.deliver.push(Box::new(flv::Flv::new(start)));
+            let filter = flv::Flv::new(start).with_length(len);
+            self.filters.deliver.push(Box::new(filter));
         }
         if let Some(filter) = self.mp4_filter(status, fields, stored, len) {
             self.filters.deliver.push(Box::new(filter));
@@ -147,10 +148,15 @@ impl Txn {
         }
         let url = self.req.uri.path().to_string();
         let source = stored.map(|o| o.clone() as Arc<dyn ReadAt>);
+        let hold = crate::mp4::held::Hold::new(
+            self.proxy.shared.moov_held.clone(),
+            self.proxy.config.server.mp4_moov_memory.0,
+        );
         Some(
             mp4::Mp4::new(span, max, self.proxy.counters.clone(), url)
                 .with_source(source)
-                .with_length(len),
+                .with_length(len)
+                .with_hold(hold),
         )
     }
 
@@ -178,7 +184,7 @@ impl Txn {
             return body;
         }
         let mut chain = super::filter::Chain::default();
-        chain.push(Box::new(flv::Flv::new(start)));
+        chain.push(Box::new(flv::Flv::new(start).with_length(len)));
         super::filter::streamed(&mut chain, status, fields, body, len).0
     }
 

@@ -70,6 +70,9 @@ pub struct Process {
     pub site_stats: Arc<SiteStats>,
     /// Rate-limit buckets (vsthrottle, `[[rule]] rate_limit`): kept across reloads.
     pub throttle: Arc<Throttle>,
+    /// Bytes MP4 seeks hold to read `moov`s, under `server.mp4_moov_memory`: kept across
+    /// reloads.
+    pub moov_held: Arc<crate::mp4::held::MoovHeld>,
 }
 
 impl Proxy {

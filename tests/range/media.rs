@@ -270,3 +270,219 @@ async fn a_cut_mp4_is_read_from_the_disk_tier_after_a_restart() {
     assert_eq!(stats["mp4_seek_whole"], 0, "{stats:?}");
     shellac.stop().await;
 }
+
+/// A seek on sliced media answers as nginx's range filter answers the `mp4` / `flv` module's
+/// output: a `Range` is cut from the cut answer (206 with its `Content-Range`, 416 past its
+/// end, several ranges a 200), `If-Range` compared with its weakened `ETag` (never a match:
+/// the whole cut answer). A HEAD gets the GET's head (its `Content-Length` included) reading
+/// only the `moov`'s slices (an MP4) or none (an FLV). `Cache-Status` is a miss when any
+/// slice had before the head was fetched — the `moov`'s too, not only the first data slice.
+/// Counters `slice_seek` and `slice_seek_slices`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seek_on_sliced_media_answers_range_head_and_cache_status_over_the_cut() {
+    let fast = movie_with(Options {
+        fast_start: true,
+        co64: false,
+        scale: 10_000,
+        lead: 0,
+    })
+    .bytes();
+    let flv: Vec<u8> = (0..10 * MIB).map(|i| (i % 251) as u8).collect();
+    let origin = media_origin(vec![
+        ("/fast.mp4", fast.clone()),
+        ("/head.mp4", fast.clone()),
+        ("/clip.flv", flv.clone()),
+    ])
+    .await;
+    let rules = Config::parse(RULES, "rules.toml").unwrap().rules;
+    let shellac = Shellac::start(origin.addr, move |c| {
+        sliced(c);
+        c.rules = rules;
+    })
+    .await;
+    for path in ["/fast.mp4", "/head.mp4", "/clip.flv"] {
+        assert_eq!(get(shellac.addr, path).await.status, 200, "{path}");
+    }
+    assert_eq!(shellac.stat("slice_learnt").await, 3);
+    let (cut, want) = mp4_answer(&fast, 1.5, None);
+    let head_len = cut.head.len();
+    let len = want.len() as u64;
+
+    // HEAD: the GET's head, from the moov's slice alone (slice 0); no media data read.
+    let r = request(shellac.addr, "HEAD", "/head.mp4?start=1.5", &[], b"").await;
+    assert_eq!(r.status, 200);
+    assert!(r.body.is_empty());
+    assert_eq!(r.header("content-length"), Some(len.to_string().as_str()));
+    assert_eq!(r.header("etag"), Some("W/\"head.mp4\""));
+    assert!(
+        r.cache_status().contains("fwd=miss"),
+        "{}",
+        r.cache_status()
+    );
+    assert_eq!(slices_asked(&origin, "/head.mp4"), BTreeSet::from([0]));
+    assert_eq!(shellac.stat("slice_seek_slices").await, 1);
+    let g = get(shellac.addr, "/head.mp4?start=1.5").await;
+    assert!(g.body.as_ref() == want.as_slice());
+    assert_eq!(g.header("content-length"), r.header("content-length"));
+    assert_eq!(g.header("etag"), r.header("etag"));
+    // An FLV seek's HEAD reads no slice at all.
+    let start = 7 * MIB + 5;
+    let flv_len = 13 + 10 * MIB - start;
+    let r = request(
+        shellac.addr,
+        "HEAD",
+        &format!("/clip.flv?start={start}"),
+        &[],
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("content-length"),
+        Some(flv_len.to_string().as_str())
+    );
+    assert!(r.cache_status().contains("hit"), "{}", r.cache_status());
+    assert!(slices_asked(&origin, "/clip.flv").is_empty());
+
+    // Cache-Status: the cut's first data slice stored (by a plain Range), its moov slice not:
+    // a miss, as the moov's slice was fetched.
+    let data = cut.from / MIB;
+    let r = get_with(
+        shellac.addr,
+        "/fast.mp4",
+        &[("range", &format!("bytes={}-{}", data * MIB, data * MIB))],
+    )
+    .await;
+    assert_eq!(r.status, 206);
+    assert!(
+        eventually(std::time::Duration::from_secs(10), || async {
+            let r = get_with(
+                shellac.addr,
+                "/fast.mp4",
+                &[("range", &format!("bytes={}-{}", cut.from, cut.from))],
+            )
+            .await;
+            r.cache_status().contains("hit")
+        })
+        .await,
+        "the data slice stored"
+    );
+    let r = get(shellac.addr, "/fast.mp4?start=1.5").await;
+    assert!(r.body.as_ref() == want.as_slice());
+    assert!(
+        r.cache_status().contains("fwd=miss"),
+        "{}",
+        r.cache_status()
+    );
+    let mut need = covering(cut.from, fast.len() as u64);
+    need.insert(0);
+    assert_eq!(slices_asked(&origin, "/fast.mp4"), need);
+    // Every slice stored: a hit.
+    assert!(
+        eventually(std::time::Duration::from_secs(10), || async {
+            get(shellac.addr, "/fast.mp4?start=1.5")
+                .await
+                .cache_status()
+                .contains("hit")
+        })
+        .await,
+        "a seek from stored slices is a hit"
+    );
+
+    // Range over the cut answer: in its head, across head and data, a suffix.
+    let hl = head_len as u64;
+    for (spec, (a, b)) in [
+        ("bytes=10-99".to_string(), (10, 99)),
+        (
+            format!("bytes={}-{}", hl - 5, hl + 3 * MIB),
+            (hl - 5, hl + 3 * MIB),
+        ),
+        (format!("bytes={}-{}", hl + 7, hl + 7), (hl + 7, hl + 7)),
+        ("bytes=-100".to_string(), (len - 100, len - 1)),
+        (format!("bytes={}-", len - 1), (len - 1, len - 1)),
+    ] {
+        let r = get_with(shellac.addr, "/fast.mp4?start=1.5", &[("range", &spec)]).await;
+        assert_eq!(r.status, 206, "{spec}");
+        assert_eq!(
+            r.header("content-range"),
+            Some(format!("bytes {a}-{b}/{len}").as_str()),
+            "{spec}"
+        );
+        assert!(
+            r.body.as_ref() == &want[a as usize..=b as usize],
+            "{spec}: other bytes"
+        );
+    }
+    // If-Range: the cut's weak ETag, or the file's strong one, never names the cut answer.
+    for validator in ["W/\"fast.mp4\"", "\"fast.mp4\""] {
+        let r = get_with(
+            shellac.addr,
+            "/fast.mp4?start=1.5",
+            &[("range", "bytes=0-9"), ("if-range", validator)],
+        )
+        .await;
+        assert_eq!(r.status, 200, "{validator}");
+        assert!(r.body.as_ref() == want.as_slice());
+    }
+    // Past the end: 416 over the cut answer's length; several ranges: the whole answer.
+    let r = get_with(
+        shellac.addr,
+        "/fast.mp4?start=1.5",
+        &[("range", &format!("bytes={len}-"))],
+    )
+    .await;
+    assert_eq!(r.status, 416);
+    assert_eq!(
+        r.header("content-range"),
+        Some(format!("bytes */{len}").as_str())
+    );
+    let r = get_with(
+        shellac.addr,
+        "/fast.mp4?start=1.5",
+        &[("range", "bytes=0-1,5-6")],
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert!(r.body.as_ref() == want.as_slice());
+    assert_eq!(
+        slices_asked(&origin, "/fast.mp4"),
+        need,
+        "nothing asked again"
+    );
+
+    // FLV: the header's bytes and the first of the file's from the offset: one slice.
+    let r = get_with(
+        shellac.addr,
+        &format!("/clip.flv?start={start}"),
+        &[("range", "bytes=0-20")],
+    )
+    .await;
+    assert_eq!(r.status, 206);
+    assert_eq!(
+        r.header("content-range"),
+        Some(format!("bytes 0-20/{flv_len}").as_str())
+    );
+    let mut want_flv = b"FLV\x01\x05\x00\x00\x00\x09\x00\x00\x00\x00".to_vec();
+    want_flv.extend_from_slice(&flv[start as usize..start as usize + 8]);
+    assert!(r.body.as_ref() == want_flv.as_slice());
+    assert_eq!(slices_asked(&origin, "/clip.flv"), BTreeSet::from([7]));
+    let r = get_with(
+        shellac.addr,
+        &format!("/clip.flv?start={start}"),
+        &[("range", "bytes=0-5")],
+    )
+    .await;
+    assert_eq!(r.status, 206);
+    assert!(r.body.as_ref() == &want_flv[..6]);
+
+    let stats = shellac.stats().await;
+    // HEAD, GET of head.mp4; 2 FLV + HEAD; fast.mp4: 1 miss, at least 1 hit, 5 ranges,
+    // 2 If-Range, 416, several ranges.
+    assert!(stats["slice_seek"] >= 15, "{stats:?}");
+    assert!(
+        stats["slice_seek_slices"] >= need.len() as u64 + 2,
+        "{stats:?}"
+    );
+    assert_eq!(stats["mp4_seek_whole"], 0, "{stats:?}");
+    shellac.stop().await;
+}

@@ -41,6 +41,8 @@ pub struct Flv {
     header_sent: bool,
     /// Input bytes still to drop.
     skip: u64,
+    /// The answer's length, when the file's is known (`with_length`).
+    length: Option<u64>,
 }
 
 impl Flv {
@@ -48,7 +50,18 @@ impl Flv {
         Flv {
             header_sent: false,
             skip: start,
+            length: None,
         }
+    }
+
+    /// The file's length, when known: the answer's is then known up front (the header and
+    /// the bytes from the offset), so it has a `Content-Length` and a `Range` is cut from it
+    /// (`deliver.rs`), as nginx's range filter takes the `flv` module's output.
+    pub fn with_length(mut self, len: Option<u64>) -> Flv {
+        self.length = len
+            .filter(|&len| self.skip < len)
+            .map(|len| HEADER.len() as u64 + len - self.skip);
+        self
     }
 
     /// Whether a response of this status, fields and length (when known) is cut at `start`.
@@ -69,6 +82,11 @@ impl BodyFilter for Flv {
             changes_length: true,
             storable: true,
         }
+    }
+
+    fn output(&self, _fields: &HeaderMap) -> Option<super::Output> {
+        self.length
+            .map(|length| super::Output { length, etag: None })
     }
 
     fn poll_chunk(
@@ -96,6 +114,14 @@ impl BodyFilter for Flv {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_answer_length_is_known_with_the_files() {
+        let f = Flv::new(100).with_length(Some(1000));
+        assert_eq!(f.output(&HeaderMap::new()).map(|o| o.length), Some(913));
+        assert!(Flv::new(100).output(&HeaderMap::new()).is_none());
+        assert!(Flv::new(1000).with_length(Some(1000)).length.is_none());
+    }
 
     #[test]
     fn start_is_read_and_taken_off() {

@@ -15,7 +15,11 @@
 //! media data up to the end of the `mdat` (the old `moov` is not sent). While the body streams
 //! (from the origin, not stored yet, or passed) such a file is held as it comes until its
 //! `moov` is in, everything up to the `moov`'s end at most `mp4_max_moov_size`
-//! (`mp4_gather.rs`), and cut from what is held. The response head is
+//! (`mp4_gather.rs`), and cut from what is held; a stored copy's `moov` after the `mdat` is
+//! read only when it ends within that bound too (`Late::find_moov_within`), so a miss and the
+//! hits after it answer alike. Every byte held counts against the process's bound
+//! (`server.mp4_moov_memory`, `mp4/held.rs`): a seek that would pass it is sent whole
+//! (`mp4_seek_memory`). The response head is
 //! on its way before any of this, so a file that cannot be cut — larger than the bound,
 //! damaged, fragmented — is sent whole, as it is, with a log line and the counter
 //! `mp4_seek_whole` (nginx answers 500 for a damaged file: a player then shows an error
@@ -34,6 +38,7 @@ use http::header::{self, HeaderMap};
 use super::mp4_gather::{Gathered, Gathering};
 use super::mp4_source::ReadAt;
 use super::{BodyFilter, Chunks, Effect, FilterError, seek};
+use crate::mp4::held::Hold;
 use crate::mp4::{self, Bad, Cut, Late, Scan};
 use crate::stats::Counters;
 
@@ -73,6 +78,9 @@ pub fn without_span(query: &str) -> Option<String> {
     (!kept.is_empty()).then(|| kept.join("&"))
 }
 
+/// Why a seek is sent whole when the process's bound on held bytes is reached.
+const MEMORY: &str = "server.mp4_moov_memory is reached: the moov is not held";
+
 enum State {
     /// The file's first bytes, until its moov can be cut.
     Holding(Vec<u8>),
@@ -109,6 +117,9 @@ pub struct Mp4 {
     source: Option<Arc<dyn ReadAt>>,
     /// The body's length, when known (`u64::MAX`: unknown).
     len: u64,
+    /// Its share of the process's bound on held bytes (`server.mp4_moov_memory`); `None`:
+    /// unbounded (unit tests).
+    hold: Option<Hold>,
 }
 
 impl Mp4 {
@@ -129,6 +140,30 @@ impl Mp4 {
             url,
             source: None,
             len: u64::MAX,
+            hold: None,
+        }
+    }
+
+    /// Holds the file's first bytes under the process's bound (`mp4/held.rs`).
+    pub fn with_hold(mut self, hold: Hold) -> Mp4 {
+        self.hold = Some(hold);
+        self
+    }
+
+    /// Whether `total` bytes may be held: `false` when the process's bound is reached
+    /// (counted in `mp4_seek_memory`; the caller sends what it holds whole).
+    fn may_hold(&mut self, total: u64) -> bool {
+        let ok = self.hold.as_mut().is_none_or(|h| h.grow_to(total));
+        if !ok {
+            self.counters.mp4_seek_memory.inc();
+        }
+        ok
+    }
+
+    /// Nothing is held any more.
+    fn release(&mut self) {
+        if let Some(h) = self.hold.as_mut() {
+            h.release();
         }
     }
 
@@ -160,10 +195,14 @@ impl Mp4 {
         tracing::warn!(url = %self.url, reason = why, "mp4 seek: the file is sent whole");
         self.out.extend(held.into_iter().filter(|b| !b.is_empty()));
         self.state = State::Passing;
+        self.release();
     }
 
     /// Looks at the held bytes again; cuts when the moov is in.
     fn decide(&mut self, held: Vec<u8>) {
+        if !self.may_hold(held.len() as u64) {
+            return self.whole(held, MEMORY);
+        }
         match mp4::scan(&held, self.max) {
             Scan::More(_) => self.state = State::Holding(held),
             Scan::MoovAfterMdat(late) => self.find(held, late),
@@ -184,9 +223,11 @@ impl Mp4 {
                 Err(b) => self.whole(held, b.0),
             };
         };
+        // As while the body streams (`gather`): a moov that ends past `max` is not cut, so
+        // the miss that streams the file and the hits on its stored copy answer alike.
         let (max, len, l) = (self.max, source.body_len(), late.clone());
         let read = tokio::task::spawn_blocking(move || {
-            l.find_moov(len, max, &mut |at, n| source.read_at(at, n))
+            l.find_moov_within(len, max, max as u64, &mut |at, n| source.read_at(at, n))
         });
         self.state = State::Finding(Box::new(Finding { held, late, read }));
     }
@@ -195,11 +236,13 @@ impl Mp4 {
     /// is in.
     fn gather(&mut self, mut g: Box<Gathering>) {
         match g.step(self.len, self.max) {
-            Gathered::More if g.held() <= self.max as u64 => self.state = State::Gathering(g),
-            Gathered::More => self.whole_chunks(
-                g.into_chunks(),
-                "the moov after the mdat is further than mp4_max_moov_size while the body streams",
-            ),
+            Gathered::More if g.held() > self.max as u64 => {
+                self.whole_chunks(g.into_chunks(), crate::mp4::late::PAST_REACH);
+            }
+            Gathered::More if !self.may_hold(g.held()) => {
+                self.whole_chunks(g.into_chunks(), MEMORY);
+            }
+            Gathered::More => self.state = State::Gathering(g),
             Gathered::Bad(why) => self.whole_chunks(g.into_chunks(), why),
             Gathered::Moov(moov) => match g.late.cut(&g.first, &moov, self.start, self.end) {
                 Ok(Some(cut)) => {
@@ -209,10 +252,12 @@ impl Mp4 {
                     // Nothing after the mdat's data is sent: the rest is not read.
                     self.left = Some(0);
                     self.state = State::Passing;
+                    self.release();
                 }
                 Ok(None) => {
                     self.out.extend(g.into_chunks());
                     self.state = State::Passing;
+                    self.release();
                 }
                 Err(b) => self.whole_chunks(g.into_chunks(), b.0),
             },
@@ -234,6 +279,7 @@ impl Mp4 {
     /// Sends what `cut` says of the held bytes and the rest: the head and the data from its
     /// first kept sample (`bounded`: only up to `to`), or the file as it is.
     fn apply(&mut self, held: Vec<u8>, cut: Result<Option<Cut>, Bad>, bounded: bool) {
+        self.release();
         match cut {
             Ok(Some(cut)) => {
                 self.out.push_back(Bytes::from(cut.head));

@@ -3,7 +3,9 @@
 //! comes — the chunks themselves, shared with a fill that stores them — until the box
 //! headers after the `mdat` lead to the whole `moov`, everything up to its end at most
 //! `mp4_max_moov_size` (the bound on what comes before a fast-start file's `moov`), then cut
-//! from what is held, as nginx reads the `moov` before it answers.
+//! from what is held, as nginx reads the `moov` before it answers. A `moov` whose end is past
+//! that bound is not cut however the body's chunks come (one chunk may hold the whole file),
+//! as from a stored copy: a miss and the hits after it answer alike.
 
 use bytes::Bytes;
 
@@ -75,6 +77,10 @@ impl Gathering {
             }
             let head = self.copy(self.at, need);
             match Late::next(self.at, &head, len, max) {
+                // However the body comes in chunks: as from a stored copy (`Late::find_moov_within`).
+                Ok(After::Moov(at, size)) if at.saturating_add(size) > max as u64 => {
+                    return Gathered::Bad(crate::mp4::late::PAST_REACH);
+                }
                 Ok(After::Moov(at, size)) => self.moov = Some((at, size)),
                 Ok(After::Next(next)) => {
                     self.at = next;

@@ -11,6 +11,18 @@ impl Chunks for Pieces {
     }
 }
 
+/// A body whose next bytes have not come yet once these are read.
+struct Stalled(VecDeque<Bytes>);
+
+impl Chunks for Stalled {
+    fn poll_chunk(&mut self, _: &mut Context<'_>) -> Poll<Option<Result<Bytes, FilterError>>> {
+        match self.0.pop_front() {
+            Some(b) => Poll::Ready(Some(Ok(b))),
+            None => Poll::Pending,
+        }
+    }
+}
+
 /// The filter's output for `file` arriving in pieces of `piece` bytes.
 fn run(file: &[u8], piece: usize, start: f64, max: usize) -> (Vec<u8>, Arc<Counters>) {
     run_to(file, piece, (start, None), max)
@@ -172,6 +184,74 @@ async fn a_moov_after_the_mdat_is_read_out_of_order_and_cut() {
     let (out, counters) = run_stored(&late, 64, layout.moov.len() - 1).await;
     assert!(out == late);
     assert_eq!(counters.mp4_seek_whole.get(), 1);
+    // A moov that fits the bound but ends past it: sent whole, as the body streaming is
+    // (`a_moov_after_the_mdat_is_cut_as_the_body_streams_within_the_bound`), so a miss and
+    // the hits after it answer alike.
+    let crate::mp4::Scan::MoovAfterMdat(l) = crate::mp4::scan(&late, 1 << 20) else {
+        panic!("sample");
+    };
+    let bound = l.mdat_end.unwrap() as usize + 8;
+    assert!(layout.moov.len() <= bound && bound < late.len());
+    let (out, counters) = run_stored(&late, 64, bound).await;
+    assert!(out == late);
+    assert_eq!(counters.mp4_seek_whole.get(), 1);
+    assert!(run(&late, 64, 1.5, bound).0 == late);
+}
+
+/// The process's bound on held bytes (`server.mp4_moov_memory`): a seek whose first bytes
+/// would pass it is sent whole (`mp4_seek_memory`, `mp4_seek_whole`), fast start or not,
+/// streamed or stored; a cut seek gives back what it held once cut; a filter dropped while
+/// it holds gives it back.
+#[tokio::test]
+async fn held_bytes_are_bounded_for_the_process() {
+    use crate::mp4::held::{Hold, MoovHeld};
+    let fast = crate::mp4::sample::movie(true);
+    let late = crate::mp4::sample::movie(false);
+    let held = Arc::new(MoovHeld::default());
+    let run_held = |file: &[u8], limit: u64, other: u64| {
+        let counters = Arc::new(Counters::default());
+        let mut taken = Hold::new(held.clone(), limit);
+        assert!(taken.grow_to(other));
+        let mut f = Mp4::new((1.5, None), 1 << 20, counters.clone(), "/m.mp4".into())
+            .with_hold(Hold::new(held.clone(), limit));
+        let mut input = Pieces(file.chunks(500).map(Bytes::copy_from_slice).collect());
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut out = Vec::new();
+        while let Poll::Ready(Some(Ok(b))) = f.poll_chunk(&mut cx, &mut input) {
+            out.extend_from_slice(&b);
+            assert!(held.used() <= limit);
+        }
+        assert_eq!(held.used(), other, "the filter gave back what it held");
+        (out, counters)
+    };
+    // Room enough: cut, both files.
+    for file in [&fast, &late] {
+        let (out, counters) = run_held(file, 4 << 20, 1 << 20);
+        assert!(out != *file && out.len() < file.len());
+        assert_eq!(counters.mp4_seek_memory.get(), 0);
+    }
+    // Another seek holds nearly all of it: sent whole, counted.
+    for file in [&fast, &late] {
+        let (out, counters) = run_held(file, 4 << 20, (4 << 20) - 1000);
+        assert!(out == *file);
+        assert_eq!(counters.mp4_seek_memory.get(), 1);
+        assert_eq!(counters.mp4_seek_whole.get(), 1);
+    }
+    assert_eq!(held.used(), 0);
+    // Dropped while holding (the client went away): given back.
+    let mut f = Mp4::new((1.5, None), 1 << 20, Arc::default(), "/m.mp4".into())
+        .with_hold(Hold::new(held.clone(), 4 << 20));
+    let mut input = Stalled(
+        late.chunks(100)
+            .take(2)
+            .map(Bytes::copy_from_slice)
+            .collect(),
+    );
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    while let Poll::Ready(Some(_)) = f.poll_chunk(&mut cx, &mut input) {}
+    assert!(held.used() > 0);
+    drop(f);
+    assert_eq!(held.used(), 0);
 }
 
 #[test]

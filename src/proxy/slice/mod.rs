@@ -206,6 +206,21 @@ pub(super) struct Ctx {
     pub inherited: super::txn::Inherited,
     /// The client request's fields (bans on request fields are checked against them).
     pub req_headers: HeaderMap,
+    /// A seek's response: the slices its cut read (counted in `slice_seek_slices` already).
+    /// `None`: not a seek.
+    pub seek: Option<Vec<u64>>,
+}
+
+impl Ctx {
+    /// Counts slice `index` in `slice_seek_slices` when it is read for a seek and its cut did
+    /// not count it already.
+    pub fn count_seek_slice(&self, index: u64) {
+        if let Some(counted) = &self.seek
+            && !counted.contains(&index)
+        {
+            self.proxy.counters.slice_seek_slices.inc();
+        }
+    }
 }
 
 #[cfg(test)]

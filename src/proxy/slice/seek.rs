@@ -5,14 +5,21 @@
 //! file whose `moov` comes after its `mdat`, the first (`ftyp`, the `mdat` header) and those
 //! the box headers after the `mdat` lead to (as nginx reads the file) — before the response
 //! head goes out, then only the slices of the kept media data. The answer's length is known
-//! up front: `Content-Length` is sent.
+//! up front: `Content-Length` is sent, and a `Range` is cut from the answer (`serve.rs`).
+//! What the cut read is told (`Read`): which slices, whether any was not stored — a HEAD
+//! answers from it without reading a slice of media data. The first bytes and `moov` it holds
+//! count against the process's bound (`server.mp4_moov_memory`, `mp4/held.rs`).
+
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::StatusCode;
+use http::header::HeaderMap;
 use http_body_util::BodyExt;
 
 use super::acquire::acquire;
 use super::{Ctx, SliceFailure};
+use crate::mp4::held::Hold;
 use crate::mp4::late::After;
 use crate::mp4::{self, Bad, Late, Scan};
 use crate::proxy::filter::flv;
@@ -35,9 +42,34 @@ pub(super) enum Seek {
     Whole(Option<&'static str>),
 }
 
-/// The seek `wanted` over `ctx`'s representation. `Err`: a slice could not be had.
-pub(super) async fn cut(ctx: &Ctx, wanted: Wanted) -> Result<Seek, SliceFailure> {
+/// What a cut read before the response head goes out.
+#[derive(Default)]
+pub(super) struct Read {
+    /// The slices read (their indexes), each once.
+    pub slices: Vec<u64>,
+    /// Whether any of them was not stored (fetched, or followed while another request
+    /// fetched it).
+    pub missed: bool,
+    /// The fields and age (seconds) of the first slice read.
+    pub fields: Option<(HeaderMap, u64)>,
+}
+
+/// Why a seek on a sliced file is sent whole when the process's bound on held bytes is
+/// reached.
+const MEMORY: &str = "server.mp4_moov_memory is reached: the moov is not read";
+
+/// The seek `wanted` over `ctx`'s representation, and what it read. `Err`: a slice could not
+/// be had.
+pub(super) async fn cut(ctx: &Ctx, wanted: Wanted) -> Result<(Seek, Read), SliceFailure> {
     let len = ctx.meta.length;
+    let mut reader = Reader {
+        ctx,
+        read: Read::default(),
+        hold: Hold::new(
+            ctx.proxy.shared.moov_held.clone(),
+            ctx.proxy.config.server.mp4_moov_memory.0,
+        ),
+    };
     let seek = match wanted {
         Wanted::Flv(start) if start < len => Seek::Cut {
             head: Bytes::from_static(flv::HEADER),
@@ -45,22 +77,34 @@ pub(super) async fn cut(ctx: &Ctx, wanted: Wanted) -> Result<Seek, SliceFailure>
             to: len,
         },
         Wanted::Flv(_) => Seek::Whole(None),
-        Wanted::Mp4(span, max) => mp4_cut(&mut Reader { ctx }, span, max).await?,
+        Wanted::Mp4(span, max) => mp4_cut(&mut reader, span, max).await?,
     };
     if let Seek::Whole(Some(why)) = seek {
         ctx.proxy.counters.mp4_seek_whole.inc();
         tracing::warn!(key = %ctx.primary, reason = why, "mp4 seek: the file is sent whole");
     }
-    Ok(seek)
+    Ok((seek, reader.read))
 }
 
 /// Bytes of a sliced representation read at any offset, each slice had as a response's is
 /// (the tiers, another request's fetch, or fetched and stored).
 struct Reader<'a> {
     ctx: &'a Ctx,
+    read: Read,
+    /// The bytes held, under the process's bound.
+    hold: Hold,
 }
 
 impl Reader<'_> {
+    /// Whether `total` bytes may be held (`mp4_seek_memory` counts a refusal).
+    fn may_hold(&mut self, total: u64) -> bool {
+        let ok = self.hold.grow_to(total);
+        if !ok {
+            self.ctx.proxy.counters.mp4_seek_memory.inc();
+        }
+        ok
+    }
+
     /// The bytes `at .. at + n` (fewer only at the end).
     async fn read(&mut self, at: u64, n: u64) -> Result<Vec<u8>, SliceFailure> {
         let (size, len) = (self.ctx.meta.slice_size, self.ctx.meta.length);
@@ -70,7 +114,16 @@ impl Reader<'_> {
         while index * size < end {
             let first = index * size;
             let (lo, hi) = (at.max(first) - first, end.min(first + size) - first);
-            let mut body = acquire(self.ctx, index).await?.body(lo, hi - lo);
+            let source = acquire(self.ctx, index).await?;
+            if !self.read.slices.contains(&index) {
+                self.read.slices.push(index);
+                self.ctx.proxy.counters.slice_seek_slices.inc();
+            }
+            self.read.missed |= !source.is_hit();
+            if self.read.fields.is_none() {
+                self.read.fields = Some(source.fields(Instant::now()));
+            }
+            let mut body = source.body(lo, hi - lo);
             while let Some(frame) = body.frame().await {
                 let frame = frame.map_err(|_| {
                     SliceFailure::Failed(StatusCode::BAD_GATEWAY, "slice-read-failed")
@@ -105,6 +158,9 @@ async fn mp4_cut(
         if (prefix.len() as u64) < need {
             let upto = need.div_ceil(size).saturating_mul(size).min(len);
             let have = prefix.len() as u64;
+            if !reader.may_hold(upto) {
+                return Ok(Seek::Whole(Some(MEMORY)));
+            }
             prefix.extend(reader.read(have, upto - have).await?);
         }
         match mp4::scan(&prefix, max) {
@@ -116,7 +172,7 @@ async fn mp4_cut(
     // Fast start without an end: the rest of the file follows the data, as the filter sends.
     let (cut, bounded) = match scan {
         Scan::Ready(layout) => (mp4::cut_span(&prefix, &layout, start, end), end.is_some()),
-        Scan::MoovAfterMdat(late) => match find_moov(reader, &late, max).await? {
+        Scan::MoovAfterMdat(late) => match find_moov(reader, &late, max, prefix.len()).await? {
             Ok(moov) => (late.cut(&prefix, &moov, start, end), true),
             Err(b) => return Ok(Seek::Whole(Some(b.0))),
         },
@@ -150,6 +206,7 @@ async fn find_moov(
     reader: &mut Reader<'_>,
     late: &Late,
     max: usize,
+    held: usize,
 ) -> Result<Result<Vec<u8>, Bad>, SliceFailure> {
     let len = reader.ctx.meta.length;
     let mut at = match late.after_mdat() {
@@ -162,6 +219,9 @@ async fn find_moov(
         }
         let head = reader.read(at, 16).await?;
         match Late::next(at, &head, len, max) {
+            Ok(After::Moov(_, size)) if !reader.may_hold(held as u64 + size) => {
+                return Ok(Err(Bad(MEMORY)));
+            }
             Ok(After::Moov(at, size)) => return Ok(Ok(reader.read(at, size).await?)),
             Ok(After::Next(next)) => at = next,
             Err(b) => return Ok(Err(b)),

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use super::acquire::{SliceSource, acquire, peek, stored_from};
 use super::backend::Fetched;
-use super::seek::{self, Seek, Wanted};
+use super::seek::{self, Read, Seek, Wanted};
 use super::{Ctx, DETAIL, SliceFailure};
 use crate::cache::partial::content_range;
 use crate::cache::policy;
@@ -129,7 +129,7 @@ impl Txn {
         match stored_from(&ctx, meta.bounds(index), key, guard, fetched) {
             Ok(source) => match self.slice_answer(&meta) {
                 Ok((status, range)) => {
-                    self.sliced_with(ctx, status, range, Some((index, source)), None)
+                    self.sliced_with(ctx, status, range, Some((index, source)))
                         .await
                 }
                 Err(step) => *step,
@@ -147,6 +147,7 @@ impl Txn {
             client: self.client,
             inherited: self.inherited(),
             req_headers: self.req.headers.clone(),
+            seek: None,
         })
     }
 
@@ -177,14 +178,14 @@ impl Txn {
         let Some(ctx) = self.slice_ctx(meta) else {
             return Step::Synth(StatusCode::INTERNAL_SERVER_ERROR, "no-key");
         };
-        self.sliced_with(ctx, status, range, first, None).await
+        self.sliced_with(ctx, status, range, first).await
     }
 
     /// The request's preconditions and Range against the representation: the status and the
     /// bytes to send, or the step that answers without any slice (304, 412, 416).
     fn slice_answer(&mut self, meta: &SliceMeta) -> Result<(StatusCode, (u64, u64)), Box<Step>> {
-        // A seek's answer is a file of its own: the Range is not cut from it (as the delivery
-        // filters do, `filter/deliver.rs`).
+        // A seek's answer is a file of its own: its preconditions here, its Range against it
+        // once cut (`cut_answer`).
         let plain;
         let request = if self.slice_seek().is_some() {
             let mut h = self.req.headers.clone();
@@ -196,11 +197,7 @@ impl Txn {
             &self.req.headers
         };
         let etag = meta.fields.get(header::ETAG).and_then(|v| v.to_str().ok());
-        let last_modified = meta
-            .fields
-            .get(header::LAST_MODIFIED)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| httpdate::parse_http_date(v.trim()).ok());
+        let last_modified = last_modified(meta);
         let whole = (0, meta.length - 1);
         let method = if self.head_only {
             Method::HEAD
@@ -212,14 +209,20 @@ impl Txn {
             Answer::Partial(r) if r.len() == 1 => Ok((StatusCode::PARTIAL_CONTENT, r[0])),
             // Several ranges of a big object: the whole representation (RFC 9110 §14.2).
             Answer::Partial(_) => Ok((StatusCode::OK, whole)),
-            Answer::NotModified => Err(Box::new(self.slice_head(meta, StatusCode::NOT_MODIFIED))),
+            Answer::NotModified => Err(Box::new(self.slice_head(
+                meta,
+                StatusCode::NOT_MODIFIED,
+                meta.length,
+            ))),
             Answer::PreconditionFailed => Err(Box::new(Step::Synth(
                 StatusCode::PRECONDITION_FAILED,
                 "precondition-failed",
             ))),
-            Answer::Unsatisfiable => Err(Box::new(
-                self.slice_head(meta, StatusCode::RANGE_NOT_SATISFIABLE),
-            )),
+            Answer::Unsatisfiable => Err(Box::new(self.slice_head(
+                meta,
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                meta.length,
+            ))),
         }
     }
 
@@ -232,85 +235,191 @@ impl Txn {
         }
     }
 
-    /// A seek's response (`seek.rs`): the cut's head and the slices of its data, or, when
-    /// there is nothing to cut, the response from slices `range` as it would have been.
+    /// A seek's response (`seek.rs`): the cut's head and the slices of its data — or the
+    /// part of them a `Range` asks for, evaluated (with `If-Range`) against the cut answer —
+    /// or, when there is nothing to cut, the response from slices as without the seek.
     async fn sliced_seek(
         &mut self,
-        ctx: Ctx,
+        mut ctx: Ctx,
         wanted: Wanted,
-        (status, range): (StatusCode, (u64, u64)),
         first: Option<(u64, SliceSource)>,
     ) -> Step {
-        let cut = match seek::cut(&ctx, wanted).await {
+        self.proxy.counters.slice_seek.inc();
+        let (cut, read) = match seek::cut(&ctx, wanted).await {
             Ok(cut) => cut,
             // A changed representation looks up again, with the seek still asked.
             Err(failure) => return self.slice_failure(failure),
         };
         self.flv_start = None;
         self.mp4_start = None;
-        match cut {
+        ctx.seek = Some(read.slices.clone());
+        let read = Some(Box::new(read));
+        let (status, part, read) = match cut {
             Seek::Cut { head, from, to } => {
-                self.sliced_with(ctx, status, (from, to - 1), None, Some(head))
-                    .await
+                let length = head.len() as u64 + (to - from);
+                let (status, (a, b)) = match self.cut_answer(&ctx.meta, length) {
+                    Ok(answer) => answer,
+                    Err(step) => return *step,
+                };
+                let hl = head.len() as u64;
+                let out = Out {
+                    status,
+                    prefix: (a < hl).then(|| head.slice(a as usize..(b + 1).min(hl) as usize)),
+                    data: (b >= hl).then(|| (from + a.max(hl) - hl, from + b - hl)),
+                    range: (status == StatusCode::PARTIAL_CONTENT).then_some((a, b, length)),
+                    cut: true,
+                    read,
+                };
+                return self.send(ctx, out, None).await;
             }
-            Seek::Whole(_) => self.sliced_with(ctx, status, range, first, None).await,
+            // Nothing cut: the representation, its Range and all.
+            Seek::Whole(_) => match self.slice_answer(&ctx.meta) {
+                Ok((status, part)) => (status, part, read),
+                Err(step) => return *step,
+            },
+        };
+        let out = Out {
+            status,
+            prefix: None,
+            data: Some(part),
+            range: (status == StatusCode::PARTIAL_CONTENT).then_some((
+                part.0,
+                part.1,
+                ctx.meta.length,
+            )),
+            cut: false,
+            read,
+        };
+        self.send(ctx, out, first).await
+    }
+
+    /// A `Range` (and `If-Range`) against a seek's answer of `length` bytes, as nginx's range
+    /// filter takes the `mp4` / `flv` module's output: its weakened `ETag` never matches an
+    /// `If-Range` (RFC 9110 §13.1.5 compares strongly), the file's `Last-Modified` does. The
+    /// status and the bytes of the answer to send, or the 416.
+    fn cut_answer(
+        &mut self,
+        meta: &SliceMeta,
+        length: u64,
+    ) -> Result<(StatusCode, (u64, u64)), Box<Step>> {
+        let mut request = HeaderMap::new();
+        for name in [header::RANGE, header::IF_RANGE] {
+            for v in self.req.headers.get_all(&name) {
+                request.append(name.clone(), v.clone());
+            }
+        }
+        let mut fields = HeaderMap::new();
+        if let Some(etag) = meta.fields.get(header::ETAG) {
+            fields.insert(header::ETAG, etag.clone());
+            crate::proxy::filter::weaken_etag(&mut fields);
+        }
+        let etag = fields.get(header::ETAG).and_then(|v| v.to_str().ok());
+        let method = if self.head_only {
+            Method::HEAD
+        } else {
+            Method::GET
+        };
+        match conditional::evaluate(&method, &request, etag, last_modified(meta), length) {
+            Answer::Partial(r) if r.len() == 1 => Ok((StatusCode::PARTIAL_CONTENT, r[0])),
+            Answer::Unsatisfiable => Err(Box::new(self.slice_head(
+                meta,
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                length,
+            ))),
+            // The preconditions were answered on the representation (`slice_answer`).
+            _ => Ok((StatusCode::OK, (0, length - 1))),
         }
     }
 
-    /// The response from slices `start ..= end`, after `prefix` (a seek's head) when there
-    /// is one; a seek asked and not made yet is made first (`sliced_seek`).
+    /// The response from slices `start ..= end`; a seek asked and not made yet is made first
+    /// (`sliced_seek`).
     async fn sliced_with(
         &mut self,
         ctx: Ctx,
         status: StatusCode,
         (start, end): (u64, u64),
         first: Option<(u64, SliceSource)>,
-        prefix: Option<Bytes>,
     ) -> Step {
-        if let (None, StatusCode::OK, Some(wanted)) = (&prefix, status, self.slice_seek()) {
-            // Boxed: rare, and inline it would grow every request's future (`fsm.rs` test).
-            let seek = self.sliced_seek(ctx, wanted, (status, (start, end)), first);
+        if let (StatusCode::OK, Some(wanted)) = (status, self.slice_seek()) {
+            // Boxed: rare, and inline it would grow every sliced response's future.
+            let seek = self.sliced_seek(ctx, wanted, first);
             return Box::pin(seek).await;
         }
-        let meta = ctx.meta.clone();
-        let size = meta.slice_size;
-        let index = start / size;
-        let source = match first {
-            Some((i, source)) if i == index => Ok(source),
-            _ => acquire(&ctx, index).await,
+        let out = Out {
+            status,
+            prefix: None,
+            data: Some((start, end)),
+            range: (status == StatusCode::PARTIAL_CONTENT).then_some((start, end, ctx.meta.length)),
+            cut: false,
+            read: None,
         };
-        let source = match source {
-            Ok(source) => source,
-            Err(failure) => return self.slice_failure(failure),
+        self.send(ctx, out, first).await
+    }
+
+    /// Sends `out`: the slice holding its first byte of data is had before the head goes out
+    /// (`first` when it is that one) — except for a seek's HEAD, whose head is had from what
+    /// the cut read, so it reads no slice of media data. `Cache-Status` says `hit` when every
+    /// slice had before the head was stored (the first slice of a plain response; a seek's
+    /// `moov` slices and its first data slice), `fwd=miss` when any was not.
+    async fn send(&mut self, ctx: Ctx, out: Out, first: Option<(u64, SliceSource)>) -> Step {
+        let Out {
+            status,
+            prefix,
+            data,
+            range,
+            cut,
+            mut read,
+        } = out;
+        let size = ctx.meta.slice_size;
+        let source = match data {
+            Some((start, _)) if !(self.head_only && read.is_some()) => {
+                let index = start / size;
+                let source = match first {
+                    Some((i, source)) if i == index => Ok(source),
+                    _ => acquire(&ctx, index).await,
+                };
+                match source {
+                    Ok(source) => {
+                        ctx.count_seek_slice(index);
+                        Some(source)
+                    }
+                    Err(failure) => return self.slice_failure(failure),
+                }
+            }
+            _ => None,
         };
         let counters = &self.proxy.counters;
         counters.slice_responses.inc();
-        let hit = source.is_hit();
+        let missed = read.as_ref().is_some_and(|r| r.missed);
+        let hit = !missed && source.as_ref().is_none_or(SliceSource::is_hit);
         if hit {
             counters.cache_hit.inc();
         } else {
             counters.cache_miss.inc();
         }
-        let (fields, age) = source.fields(Instant::now());
+        let (fields, age) = match (&source, read.as_mut().and_then(|r| r.fields.take())) {
+            (Some(source), _) => {
+                let (fields, age) = source.fields(Instant::now());
+                (fields, Some(age))
+            }
+            (None, Some((fields, age))) => (fields, Some(age)),
+            // No slice read (an FLV seek's HEAD): what is known of the representation.
+            (None, None) => (ctx.meta.fields.clone(), None),
+        };
         let mut headers = super::fields(&fields);
-        headers.insert(header::AGE, HeaderValue::from(age));
+        if let Some(age) = age {
+            headers.insert(header::AGE, HeaderValue::from(age));
+        }
         headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
         let before = prefix.as_ref().map_or(0, |p| p.len() as u64);
-        headers.insert(
-            header::CONTENT_LENGTH,
-            HeaderValue::from(before + end - start + 1),
-        );
-        if prefix.is_some() {
-            // Another file than the representation's bytes: not a Range target, not named by
-            // the strong ETag.
-            headers.remove(header::ACCEPT_RANGES);
+        let after = data.map_or(0, |(start, end)| end - start + 1);
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(before + after));
+        if cut {
+            // Another file than the representation's bytes: not named by the strong ETag.
             crate::proxy::filter::weaken_etag(&mut headers);
         }
-        if status == StatusCode::PARTIAL_CONTENT {
-            headers.insert(
-                header::CONTENT_RANGE,
-                deliver::content_range(start, end, meta.length),
-            );
+        if let Some((a, b, length)) = range {
+            headers.insert(header::CONTENT_RANGE, deliver::content_range(a, b, length));
         }
         let cache_status = if hit {
             format!("shellac; hit; {DETAIL}")
@@ -320,29 +429,33 @@ impl Txn {
         let body = if self.head_only {
             ResponseBody::empty()
         } else {
-            let skip = start - index * size;
-            let take = (end - start + 1).min(size - skip);
-            let first = source.body(skip, take);
             let (tx, rx) = mpsc::channel(AHEAD);
             if let Some(prefix) = prefix {
                 // The channel is new and holds `AHEAD` chunks: there is room.
                 let _ = tx.try_send(Ok(prefix));
             }
-            tokio::spawn(pump(ctx, first, (index + 1, start + take, end), tx));
+            if let (Some(source), Some((start, end))) = (source, data) {
+                let index = start / size;
+                let skip = start - index * size;
+                let take = (end - start + 1).min(size - skip);
+                let first = source.body(skip, take);
+                tokio::spawn(pump(ctx, first, (index + 1, start + take, end), tx));
+            }
             ResponseBody::filtered(Receiver(rx))
         };
         Step::Deliver(deliver::respond(status, headers, body, &cache_status))
     }
 
-    /// A 304 or 416 from what is known of the representation.
-    fn slice_head(&mut self, meta: &SliceMeta, status: StatusCode) -> Step {
+    /// A 304, or a 416 for an answer of `length` bytes, from what is known of the
+    /// representation.
+    fn slice_head(&mut self, meta: &SliceMeta, status: StatusCode, length: u64) -> Step {
         self.proxy.counters.slice_responses.inc();
         self.proxy.counters.cache_hit.inc();
         let mut headers = HeaderMap::new();
         if status == StatusCode::NOT_MODIFIED {
             headers.clone_from(&meta.fields);
             crate::http::conditional::not_modified_fields(&mut headers);
-        } else if let Ok(v) = HeaderValue::from_str(&format!("bytes */{}", meta.length)) {
+        } else if let Ok(v) = HeaderValue::from_str(&format!("bytes */{length}")) {
             headers.insert(header::CONTENT_RANGE, v);
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
         }
@@ -395,6 +508,29 @@ impl Txn {
     }
 }
 
+/// The file's `Last-Modified`, as a time.
+fn last_modified(meta: &SliceMeta) -> Option<SystemTime> {
+    meta.fields
+        .get(header::LAST_MODIFIED)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| httpdate::parse_http_date(v.trim()).ok())
+}
+
+/// What a response from slices sends (`Txn::send`).
+struct Out {
+    status: StatusCode,
+    /// Bytes before the representation's (a seek's head, or the part of it a Range asks).
+    prefix: Option<Bytes>,
+    /// The representation's bytes `start ..= end` to send, if any.
+    data: Option<(u64, u64)>,
+    /// A 206's `Content-Range`: first, last, complete length.
+    range: Option<(u64, u64, u64)>,
+    /// A seek's cut answer (its `ETag` weakened).
+    cut: bool,
+    /// What a seek's cut read before the head (`None`: not a seek).
+    read: Option<Box<Read>>,
+}
+
 /// Streams the first slice's bytes, then slices `next ..` up to byte `end`, into `tx`. A slice
 /// that cannot be had (another version, the origin's refusal, a failure) ends the body with an
 /// error: the client's connection is cut, never given bytes of two versions.
@@ -438,6 +574,7 @@ async fn pump(
                 return;
             }
         };
+        ctx.count_seek_slice(index);
         let take = (end - at + 1).min(ctx.meta.slice_size);
         body = source.body(0, take);
         at += take;
