@@ -225,6 +225,15 @@ pub fn unsupported(block: &str, line: u32) -> Option<String> {
         .map(|t| format!("logexpect on the VSL tag {t}, which Shellac does not log"))
 }
 
+/// Why a `-q` query is out of scope (record prefixes, field indexes), found before the file
+/// runs: such a file would otherwise wait on its earlier logexpects until its time limit.
+pub fn unsupported_query(q: &str) -> Option<String> {
+    match Query::parse(q) {
+        Err(Halt::Skip(why)) => Some(why),
+        _ => None,
+    }
+}
+
 fn declared_spec(spec: &mut Option<Spec>) -> Step<&mut Spec> {
     spec.as_mut()
         .ok_or_else(|| Halt::Fail("logexpect: -v must come first".into()))

@@ -153,9 +153,15 @@ fn top(c: &Command, flavour: Flavour, wiring: Wiring) -> Option<String> {
         "varnish" => varnish::command(c, wiring),
         "logexpect" => c
             .words
-            .iter()
-            .find(|w| w.block)
-            .and_then(|b| super::logexp::unsupported(&b.text, b.line)),
+            .windows(2)
+            .find(|w| w[0].text == "-q" && !w[0].block)
+            .and_then(|w| super::logexp::unsupported_query(&w[1].text))
+            .or_else(|| {
+                c.words
+                    .iter()
+                    .find(|w| w.block)
+                    .and_then(|b| super::logexp::unsupported(&b.text, b.line))
+            }),
         _ => None,
     }
 }
@@ -220,6 +226,19 @@ mod tests {
                 .contains("varnishlog")
         );
         assert_eq!(scope("logexpect l1 -v v1 { expect * * ReqURL / }"), None);
+        // A query the runner cannot run skips the file before it runs (trunk l00001 waited
+        // on its earlier logexpects until its time limit).
+        assert!(
+            scope("logexpect l1 -d 1 -g vxid -q \"RespHeader[2] == 123\" {\n expect 0 * Begin req\n} -run")
+                .unwrap()
+                .contains("field indexes")
+        );
+        assert_eq!(
+            scope(
+                "logexpect l1 -d 1 -g vxid -q \"RespStatus == 200\" {\n expect 0 * Begin req\n} -run"
+            ),
+            None
+        );
         assert!(
             scope("logexpect l1 -v v1 {\n expect * * SessOpen a0\n}")
                 .unwrap()
@@ -242,6 +261,13 @@ mod tests {
         );
         assert!(scope("varnish v1 -expect SM?.s0.g_bytes == 0").is_some());
         assert_eq!(scope("varnish v1 -expect cache_hit == 1"), None);
+        // A Unix socket listener runs (server.listen_unix); named and abstract ones do not.
+        assert_eq!(
+            scope("varnish v1 -arg \"-a ${tmpdir}/v1.sock -Wpoll\" -vcl+backend {} -start"),
+            None
+        );
+        assert!(scope("varnish v1 -arg \"-a foo=${tmpdir}/v1.sock\" -start").is_some());
+        assert!(scope("varnish v1 -arg \"-a @abstract\" -start").is_some());
         assert_eq!(
             scope("varnish v1 -cliok \"param.set thread_pools 1\""),
             None
