@@ -401,3 +401,53 @@ fn every_setting_the_docs_name_with_its_section_exists() {
         missing.join("\n")
     );
 }
+
+/// Source files of the server with `unsafe` code (test code apart: `tests.rs`, `*_tests.rs`).
+fn files_with_unsafe(dir: &Path, out: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files_with_unsafe(&path, out);
+            continue;
+        }
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !name.ends_with(".rs") || name == "tests.rs" || name.ends_with("_tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        if ["unsafe {", "unsafe fn", "unsafe impl", "unsafe extern"]
+            .iter()
+            .any(|u| text.contains(u))
+        {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+            out.push(path.strip_prefix(root).unwrap().display().to_string());
+        }
+    }
+}
+
+/// SECURITY.md's "Unsafe code" table is a promise: every file with an `unsafe` block is named
+/// there, by its path or by a directory of it (`src/vtc/`), with what it does and why.
+#[test]
+fn security_md_names_every_file_with_unsafe_code() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let security = std::fs::read_to_string(root.join("SECURITY.md")).unwrap();
+    let table = &security[security.find("## Unsafe code").expect("an Unsafe code section")..];
+    let mut files = Vec::new();
+    files_with_unsafe(&root.join("src"), &mut files);
+    assert!(files.len() > 10, "unsafe code found in {files:?}");
+    let unnamed: Vec<_> = files
+        .iter()
+        .filter(|f| {
+            !table.contains(&format!("`{f}`"))
+                && !Path::new(f.as_str())
+                    .ancestors()
+                    .skip(1)
+                    .filter(|d| d.components().count() > 1)
+                    .any(|d| table.contains(&format!("`{}/`", d.display())))
+        })
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "files with unsafe code that SECURITY.md's \"Unsafe code\" table does not name: {unnamed:?}"
+    );
+}
