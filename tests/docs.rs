@@ -431,7 +431,9 @@ fn files_with_unsafe(dir: &Path, out: &mut Vec<String>) {
 fn security_md_names_every_file_with_unsafe_code() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let security = std::fs::read_to_string(root.join("SECURITY.md")).unwrap();
-    let table = &security[security.find("## Unsafe code").expect("an Unsafe code section")..];
+    let table = &security[security
+        .find("## Unsafe code")
+        .expect("an Unsafe code section")..];
     let mut files = Vec::new();
     files_with_unsafe(&root.join("src"), &mut files);
     assert!(files.len() > 10, "unsafe code found in {files:?}");
