@@ -281,6 +281,80 @@ sub vcl_synth { set resp.http.synth = "visited"; }
     shellac.stop().await;
 }
 
+/// Regression (Varnish's v00050): VCL keeps a status above 999 (up to 65535: the digits
+/// above the last three are VCL's own signalling) and the wire gets its last three digits;
+/// setting a status resets the reason to that status's own (http_SetStatus); a status that
+/// is negative, above 65535 or whose last three digits are below 100 fails the subroutine.
+#[tokio::test]
+async fn varnish_v00050_wide_statuses_stay_in_vcl_and_go_out_modulo_1000() {
+    let origin = Origin::start(|_| Reply::ok("x")).await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_recv {
+    if (req.url == "/synth") { return (synth(22301, "Hamburg")); }
+    return (pass);
+}
+sub vcl_backend_response {
+    set beresp.status = beresp.status + 1000;
+    set beresp.http.wide = beresp.status;
+    set beresp.http.reason = beresp.reason;
+}
+sub vcl_deliver {
+    if (req.url == "/deliver") {
+        set resp.status = 40404;
+        set resp.http.wide = resp.status;
+    }
+    if (req.http.small) { set resp.status = 99; }
+    if (req.http.huge) { set resp.status = 65536; }
+    if (req.http.negative) { set resp.status = -200; }
+}
+sub vcl_synth {
+    if (resp.reason == "VCL failed") { return (deliver); }
+    set resp.http.synth = resp.status + " " + resp.reason;
+    set resp.status = 22302;
+    set resp.reason = "Wrong Postcode";
+    set resp.http.residual = resp.status % 10000;
+}
+"#;
+    let shellac = start_vcl("v00050", vcl, &[origin.addr]).await;
+    // Path, request fields, the status line sent, fields the response must carry.
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str, &'a [&'a str]);
+    let cases: [Case; 6] = [
+        ("/a", &[], "200 OK", &["wide: 1200", "reason: OK"]),
+        ("/deliver", &[], "404 Not Found", &["wide: 40404"]),
+        (
+            "/synth",
+            &[],
+            "302 Wrong Postcode",
+            &["synth: 22301 Hamburg", "residual: 2302"],
+        ),
+        ("/a", &[("small", "1")], "503 VCL failed", &[]),
+        ("/a", &[("huge", "1")], "503 VCL failed", &[]),
+        ("/a", &[("negative", "1")], "503 VCL failed", &[]),
+    ];
+    for (path, fields, line, want) in cases {
+        let extra: String = fields
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}\r\n"))
+            .collect();
+        let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\n{extra}Connection: close\r\n\r\n");
+        let text = raw(shellac.addr, req.as_bytes()).await;
+        let head = text.to_ascii_lowercase();
+        assert!(
+            text.starts_with(&format!("HTTP/1.1 {line}\r\n")),
+            "{path} {fields:?}: {text}"
+        );
+        for w in want {
+            let w = w.to_ascii_lowercase();
+            assert!(
+                head.contains(&format!("\r\n{w}\r\n")),
+                "{path}: {w}: {text}"
+            );
+        }
+    }
+    shellac.stop().await;
+}
+
 /// Purging: 4.x `return (purge)` from an ACL, 2.x `set obj.ttl = 0s` in vcl_hit, and
 /// `ban()`.
 #[tokio::test]

@@ -165,11 +165,19 @@ fn uri(s: &str) -> Result<Uri, String> {
         .map_err(|_| format!("\"{s}\" is not a URL Shellac can send"))
 }
 
-fn status(n: i64) -> Result<StatusCode, String> {
-    u16::try_from(n.rem_euclid(1000))
-        .ok()
-        .and_then(|s| StatusCode::from_u16(s).ok())
-        .ok_or_else(|| format!("{n} is not an HTTP status"))
+/// A status VCL sets on `what` (`beresp`, `resp`): Varnish keeps up to 65535 in VCL (the
+/// digits above the last three are VCL's own signalling) and sends it modulo 1000, which
+/// must be a status (100-999); its checks and words (cache_vrt_var.c).
+fn status(what: &str, n: i64) -> Result<(u16, StatusCode), String> {
+    if n < 0 {
+        return Err(format!("{what}.status ({n}) is negative"));
+    }
+    let Ok(wide) = u16::try_from(n) else {
+        return Err(format!("{what}.status ({n}) > 65535"));
+    };
+    StatusCode::from_u16(wide % 1000)
+        .map(|s| (wide, s))
+        .map_err(|_| format!("illegal {what}.status ({n}) (..0##)"))
 }
 
 fn set_header(headers: &mut HeaderMap, name: &HeaderName, v: HeaderValue) -> Result<(), String> {
@@ -178,4 +186,37 @@ fn set_header(headers: &mut HeaderMap, name: &HeaderName, v: HeaderValue) -> Res
     }
     headers.insert(name.clone(), v);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Varnish keeps up to 65535 in VCL and sends the last three digits; its refusals in
+    /// its words (cache_vrt_var.c, trunk v00050's `VCL_Error` records).
+    #[test]
+    fn wide_statuses_and_their_refusals() {
+        assert_eq!(status("beresp", 1200), Ok((1200, StatusCode::OK)));
+        assert_eq!(status("resp", 40404), Ok((40404, StatusCode::NOT_FOUND)));
+        assert_eq!(
+            status("resp", 301),
+            Ok((301, StatusCode::MOVED_PERMANENTLY))
+        );
+        assert_eq!(
+            status("resp", 99),
+            Err("illegal resp.status (99) (..0##)".to_string())
+        );
+        assert_eq!(
+            status("resp", 1050),
+            Err("illegal resp.status (1050) (..0##)".to_string())
+        );
+        assert_eq!(
+            status("resp", 65536),
+            Err("resp.status (65536) > 65535".to_string())
+        );
+        assert_eq!(
+            status("beresp", -200),
+            Err("beresp.status (-200) is negative".to_string())
+        );
+    }
 }

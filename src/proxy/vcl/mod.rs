@@ -207,7 +207,11 @@ pub(super) struct Bereq {
 /// The backend response as VCL sees it (`beresp.*`) in vcl_backend_response / vcl_fetch.
 #[derive(Debug)]
 pub(super) struct Beresp {
+    /// What is sent and stored: `wide_status` modulo 1000.
     pub status: StatusCode,
+    /// `beresp.status` as VCL sees it: up to 65535 (Varnish lets VCL use the digits above
+    /// the last three for its own signalling).
+    pub wide_status: u16,
     pub reason: Option<String>,
     pub headers: HeaderMap,
     /// Seconds of freshness left (negative: already stale).
@@ -239,7 +243,10 @@ pub(super) struct Beresp {
 /// The response to the client as VCL sees it (`resp.*`) in vcl_deliver / vcl_synth.
 #[derive(Debug)]
 pub(super) struct Resp {
+    /// What is sent: `wide_status` modulo 1000.
     pub status: StatusCode,
+    /// `resp.status` as VCL sees it (up to 65535, as `Beresp::wide_status`).
+    pub wide_status: u16,
     pub reason: Option<String>,
     pub headers: HeaderMap,
     /// `resp.filters` (`filters.rs`).

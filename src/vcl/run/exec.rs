@@ -103,10 +103,12 @@ fn verdict(p: &Program, env: &mut dyn Env, a: &Action) -> Result<Verdict, String
                 Some(e) => Some(text(p, &*env, e)?.into_owned()),
                 None => None,
             };
-            // Varnish takes the status modulo 1000 (a 1xxx status carries a reason code),
-            // and a status out of range fails.
-            let status = u16::try_from(status.rem_euclid(1000)).unwrap_or(503);
-            if !(100..=999).contains(&status) {
+            // Varnish keeps up to 65535 (VCL's own signalling above the last three digits:
+            // vcl_synth sees `synth(22301)` as 22301) and sends it modulo 1000; a status
+            // whose last three digits are no HTTP status fails.
+            let status = u16::try_from(status)
+                .unwrap_or_else(|_| u16::try_from(status.rem_euclid(1000)).unwrap_or(503));
+            if !(100..=999).contains(&(status % 1000)) {
                 return Err(format!("synth status {status} is not an HTTP status"));
             }
             Verdict::Synth(status, reason)

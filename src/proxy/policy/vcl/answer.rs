@@ -71,9 +71,15 @@ fn run_deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
             http::StatusCode::PARTIAL_CONTENT | http::StatusCode::RANGE_NOT_SATISFIABLE
         ) && txn.req.headers.contains_key(header::RANGE),
     };
+    // The reason phrase the response carries (a stored object's own), as `resp.reason`.
+    let reason = parts
+        .extensions
+        .get::<hyper::ext::ReasonPhrase>()
+        .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned());
     let mut resp = Resp {
         status: parts.status,
-        reason: None,
+        wide_status: parts.status.as_u16(),
+        reason,
         headers,
         deliver: rt::filters::Deliver {
             delivering,
@@ -91,8 +97,14 @@ fn run_deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
         Verdict::Deliver => {
             parts.status = resp.status;
             parts.headers = resp.headers;
-            if let Some(r) = resp.reason.as_deref().and_then(reason_phrase) {
-                parts.extensions.insert(r);
+            // VCL's reason, or the status's own when it set the status (and no reason).
+            match resp.reason.as_deref().and_then(reason_phrase) {
+                Some(r) => {
+                    parts.extensions.insert(r);
+                }
+                None => {
+                    parts.extensions.remove::<hyper::ext::ReasonPhrase>();
+                }
             }
             // `resp.filters` added `gunzip` to a gzip body (`vcl/filters.rs`).
             let body = if resp.deliver.gunzip_added {
@@ -148,7 +160,12 @@ pub(super) fn reason_phrase(r: &str) -> Option<hyper::ext::ReasonPhrase> {
 
 /// vcl_synth (2.x: vcl_error): the generated response VCL makes for `status` and `reason`.
 pub(super) fn synth(txn: &mut Txn, status: u16, reason: Option<String>) -> Step {
-    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    // `synth(22301)`: VCL sees 22301, 301 is sent (Varnish keeps up to 65535 in VCL); a
+    // status whose last three digits are no status is a 503.
+    let (wide, status) = match StatusCode::from_u16(status % 1000) {
+        Ok(s) if status >= 100 => (status, s),
+        _ => (503, StatusCode::SERVICE_UNAVAILABLE),
+    };
     let Some(v) = txn.vcl.as_deref_mut() else {
         return Step::Synth(status, "vcl-synth");
     };
@@ -162,6 +179,7 @@ pub(super) fn synth(txn: &mut Txn, status: u16, reason: Option<String>) -> Step 
     headers.insert(rt::X_VARNISH, rt::x_varnish(v.state.xid, None));
     let mut resp = Resp {
         status,
+        wide_status: wide,
         reason,
         headers,
         deliver: Default::default(),

@@ -92,7 +92,8 @@ fn run_backend_fetch(txn: &mut Txn) -> Option<Step> {
 /// fetch goes to vcl_backend_error with that status and reason (the status's own phrase when
 /// none is given), as Varnish does — not counted as a failed fetch.
 fn vcl_error(txn: &mut Txn, status: u16, reason: Option<String>) -> ErrorOutcome {
-    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    // The last three digits (Varnish's wire status of a wider one).
+    let code = StatusCode::from_u16(status % 1000).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
     let reason = reason.unwrap_or_else(|| code.canonical_reason().unwrap_or("").to_string());
     run_backend_error(txn, (code, reason), "vcl-error")
 }
@@ -307,6 +308,7 @@ fn beresp(
 fn new_beresp(txn: &Txn, status: StatusCode, headers: HeaderMap) -> Beresp {
     Beresp {
         status,
+        wide_status: status.as_u16(),
         reason: None,
         headers,
         ttl: 0.0,

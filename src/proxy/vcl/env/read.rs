@@ -173,7 +173,7 @@ impl Scope<'_> {
             Slot::BerespStatus => self
                 .beresp
                 .as_ref()
-                .map_or(Value::None, |b| Value::Int(i64::from(b.status.as_u16()))),
+                .map_or(Value::None, |b| Value::Int(i64::from(b.wide_status))),
             Slot::BerespReason => self
                 .beresp
                 .as_ref()
@@ -371,7 +371,7 @@ impl Scope<'_> {
             Slot::RespStatus => self
                 .resp
                 .as_ref()
-                .map_or(Value::None, |r| Value::Int(i64::from(r.status.as_u16()))),
+                .map_or(Value::None, |r| Value::Int(i64::from(r.wide_status))),
             Slot::RespReason => self.resp.as_ref().map_or(Value::None, |r| match &r.reason {
                 Some(reason) => Value::str(reason),
                 None => Value::str(r.status.canonical_reason().unwrap_or("")),

@@ -120,7 +120,10 @@ impl Scope<'_> {
         match var.slot {
             Slot::BerespStatus => {
                 if let Some(b) = self.beresp.as_deref_mut() {
-                    b.status = status(value.int())?;
+                    (b.wide_status, b.status) = status("beresp", value.int())?;
+                    // The reason goes back to the status's own, as Varnish's
+                    // http_SetStatus() sets it.
+                    b.reason = None;
                 }
             }
             Slot::BerespReason => {
@@ -264,7 +267,8 @@ impl Scope<'_> {
             }
             Slot::RespStatus => {
                 if let Some(r) = self.resp.as_deref_mut() {
-                    r.status = status(value.int())?;
+                    (r.wide_status, r.status) = status("resp", value.int())?;
+                    r.reason = None;
                 }
             }
             Slot::RespReason => {
