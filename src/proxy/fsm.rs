@@ -203,6 +203,8 @@ impl Rest {
                 // every request's future inline (the test below).
                 Step::Slices(meta) => Box::pin(txn.slices(meta)).await,
                 Step::RepresentationIo(io) => txn.representation_io(io).await,
+                // Boxed: MP4 seeks only.
+                Step::Mp4Cut(io) => Box::pin(txn.mp4_cut(io)).await,
                 Step::SliceProbe(start) => Box::pin(txn.slice_probe(start)).await,
                 Step::Deliver(mut resp) if super::filter::esi::needs_settle(&resp) => {
                     match super::filter::esi::settle(&mut resp).await {
@@ -260,7 +262,8 @@ fn drive(txn: &mut Txn, mut step: Step) -> Step {
             | Step::Broadcast(..)
             | Step::Slices(_)
             | Step::SliceProbe(_)
-            | Step::RepresentationIo(_)) => return stop,
+            | Step::RepresentationIo(_)
+            | Step::Mp4Cut(_)) => return stop,
         };
     }
 }

@@ -13,7 +13,7 @@ use super::deliver;
 use super::filter::mp4_source::ReadAt;
 use super::filter::{esi, flv, mp4};
 use super::partial::{self, RangeSpec};
-use super::txn::{RepresentationIo, Step, Txn};
+use super::txn::{Mp4Cut, RepresentationIo, Step, Txn};
 use crate::cache::Object;
 use crate::http::fields::has_field;
 
@@ -66,13 +66,21 @@ impl Txn {
 
     /// [`Txn::deliver_object_at`] once the representation sent is chosen.
     fn deliver_chosen(&mut self, object: Arc<Object>, cache_status: &str, now: Instant) -> Step {
+        // An MP4 seek on a stored copy: cut up front (`mp4_cut`), so its length is known.
+        if self.mp4_start.is_some() && mp4::Mp4::applies(object.status, object.headers.map()) {
+            return Step::Mp4Cut(Box::new(Mp4Cut {
+                object,
+                cache_status: cache_status.to_string(),
+                now,
+            }));
+        }
         super::coding::on_delivery(
             self,
             crate::cache::representation::stored_coding(&object.headers),
         );
         super::coding::identity_for_if_range(self, &object);
         let len = Some(object.body_len);
-        self.flv_filter(object.status, object.headers.map(), len, Some(&object));
+        self.flv_filter(object.status, object.headers.map(), len);
         // A page stored with an ESI program: assembled (`esi_page.rs`).
         if let Some(program) = self.esi_program(&object)
             && self.esi_wanted()
@@ -111,35 +119,74 @@ impl Txn {
         ))
     }
 
+    /// After `Step::Mp4Cut`: the MP4 seek cut from the stored copy off the async threads
+    /// (`filter/mp4_precut.rs`: its first bytes and `moov` read out of order, from memory or
+    /// disk), its filter put on the delivery chain with the answer's length known, so the
+    /// response has a `Content-Length` and a `Range` is cut from the answer; nothing to cut,
+    /// the file as it is (its Range applied to it); a file that cannot be cut, the same,
+    /// logged and counted (`mp4_seek_whole`; `mp4_seek_memory` when the process's bound on
+    /// held bytes refused it).
+    pub(super) async fn mp4_cut(&mut self, io: Box<Mp4Cut>) -> Step {
+        let Mp4Cut {
+            object,
+            cache_status,
+            now,
+        } = *io;
+        if let Some((span, max)) = self.mp4_start.take() {
+            let source = object.clone() as Arc<dyn ReadAt>;
+            let mut hold = crate::mp4::held::Hold::new(
+                self.proxy.shared.moov_held.clone(),
+                self.proxy.config.server.mp4_moov_memory.0,
+            );
+            let cut = tokio::task::spawn_blocking(move || {
+                super::filter::mp4_precut::precut(&*source, span, max, &mut hold)
+            })
+            .await;
+            let counters = &self.proxy.counters;
+            let url = self.req.uri.path().to_string();
+            match cut {
+                Ok(Ok(Some(cut))) => {
+                    let filter = mp4::Mp4::new(span, max, counters.clone(), url).with_cut(cut);
+                    self.filters.deliver.push(Box::new(filter));
+                }
+                Ok(Ok(None)) => {}
+                Ok(Err(bad)) => {
+                    if bad.0 == super::filter::mp4_precut::MEMORY {
+                        counters.mp4_seek_memory.inc();
+                    }
+                    counters.mp4_seek_whole.inc();
+                    tracing::warn!(url = %url, reason = bad.0, "mp4 seek: the file is sent whole");
+                }
+                Err(_) => {
+                    counters.mp4_seek_whole.inc();
+                    tracing::warn!(url = %url, "mp4 seek: the cut failed; the file is sent whole");
+                }
+            }
+        }
+        self.deliver_chosen(object, &cache_status, now)
+    }
+
     /// An FLV or MP4 seek (`flv_start`, `mp4_start`, set by an `flv` or `mp4` rule): the
     /// FLV or MP4 filter on the delivery chain when this response can be cut there
-    /// (`filter/flv.rs`, `filter/mp4.rs`); once per request. `stored`: the object answering,
-    /// whose body an MP4 seek may read out of order (`None`: the body streams).
-    fn flv_filter(
-        &mut self,
-        status: StatusCode,
-        fields: &http::HeaderMap,
-        len: Option<u64>,
-        stored: Option<&Arc<Object>>,
-    ) {
+    /// (`filter/flv.rs`, `filter/mp4.rs`); once per request. An MP4 seek on a stored object
+    /// was cut up front (`mp4_cut`) and taken there.
+    fn flv_filter(&mut self, status: StatusCode, fields: &http::HeaderMap, len: Option<u64>) {
         if let Some(start) = self.flv_start.take()
             && flv::Flv::applies(start, status, fields, len)
         {
             let filter = flv::Flv::new(start).with_length(len);
             self.filters.deliver.push(Box::new(filter));
         }
-        if let Some(filter) = self.mp4_filter(status, fields, stored, len) {
+        if let Some(filter) = self.mp4_filter(status, fields, len) {
             self.filters.deliver.push(Box::new(filter));
         }
     }
 
-    /// The MP4 filter of an MP4 seek whose response can be cut; a `stored` body is read out
-    /// of order when the file's moov comes after its mdat.
+    /// The MP4 filter of an MP4 seek whose streamed response can be cut.
     fn mp4_filter(
         &mut self,
         status: StatusCode,
         fields: &http::HeaderMap,
-        stored: Option<&Arc<Object>>,
         len: Option<u64>,
     ) -> Option<mp4::Mp4> {
         let (span, max) = self.mp4_start.take()?;
@@ -147,14 +194,12 @@ impl Txn {
             return None;
         }
         let url = self.req.uri.path().to_string();
-        let source = stored.map(|o| o.clone() as Arc<dyn ReadAt>);
         let hold = crate::mp4::held::Hold::new(
             self.proxy.shared.moov_held.clone(),
             self.proxy.config.server.mp4_moov_memory.0,
         );
         Some(
             mp4::Mp4::new(span, max, self.proxy.counters.clone(), url)
-                .with_source(source)
                 .with_length(len)
                 .with_hold(hold),
         )
@@ -172,7 +217,7 @@ impl Txn {
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse().ok());
-        if let Some(filter) = self.mp4_filter(status, fields, None, len) {
+        if let Some(filter) = self.mp4_filter(status, fields, len) {
             let mut chain = super::filter::Chain::default();
             chain.push(Box::new(filter));
             return super::filter::streamed(&mut chain, status, fields, body, None).0;
@@ -215,7 +260,7 @@ impl Txn {
         cache_status: &str,
     ) -> Response<ResponseBody> {
         super::coding::on_delivery(self, super::filter::gzip::coding(&headers));
-        self.flv_filter(status, &headers, content_length, None);
+        self.flv_filter(status, &headers, content_length);
         let page = self.esi_assembly(&mut headers, content_length);
         // The delivery filters (`filter/`), if any: a Range below is cut from their output.
         let (body, content_length) = super::filter::streamed(

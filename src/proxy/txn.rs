@@ -56,6 +56,9 @@ pub(super) enum Step {
     /// A stored object to deliver, whose br or zstd representation is asked of the tiers
     /// below memory first (`respond.rs`).
     RepresentationIo(Box<RepresentationIo>),
+    /// A stored object answering an MP4 seek: cut up front off the async threads, then
+    /// delivered (`respond.rs`, `filter/mp4_precut.rs`).
+    Mp4Cut(Box<Mp4Cut>),
     /// A Range starting at this byte, past `max_object_size`, of a URL not known yet: asked
     /// as its slice (`slice/`).
     SliceProbe(u64),
@@ -69,6 +72,13 @@ pub(super) struct RepresentationIo {
     pub(super) object: Arc<Object>,
     pub(super) rep_key: crate::cache::CacheKey,
     pub(super) coding: crate::http::accept_encoding::Coding,
+    pub(super) cache_status: String,
+    pub(super) now: Instant,
+}
+
+/// A stored object an MP4 seek is cut from before its head goes out (`Step::Mp4Cut`).
+pub(super) struct Mp4Cut {
+    pub(super) object: Arc<Object>,
     pub(super) cache_status: String,
     pub(super) now: Instant,
 }
@@ -95,6 +105,7 @@ impl Step {
             Step::Restart => "restart",
             Step::Slices(_) => "slices",
             Step::RepresentationIo(_) => "representation-io",
+            Step::Mp4Cut(_) => "mp4-cut",
             Step::SliceProbe(_) => "slice-probe",
             Step::Deliver(_) => "deliver",
         }

@@ -264,6 +264,24 @@ async fn a_cut_mp4_is_read_from_the_disk_tier_after_a_restart() {
         r.body.as_ref() == want.as_slice(),
         "late.mp4 from disk not cut to its end"
     );
+    // Cut before the head from the disk tier too: its length known, a Range cut from it.
+    assert_eq!(
+        r.header("content-length"),
+        Some(want.len().to_string().as_str())
+    );
+    let (a, b) = (want.len() - 1000, want.len() - 1);
+    let r = get_with(
+        shellac.addr,
+        "/late.mp4?start=2.05&end=2.5",
+        &[("range", &format!("bytes={a}-"))],
+    )
+    .await;
+    assert_eq!(r.status, 206);
+    assert_eq!(
+        r.header("content-range"),
+        Some(format!("bytes {a}-{b}/{}", want.len()).as_str())
+    );
+    assert!(r.body.as_ref() == &want[a..=b]);
     assert_eq!(origin.count(), 2);
     let stats = shellac.stats().await;
     assert!(stats["cache_hit_disk"] >= 2, "{stats:?}");

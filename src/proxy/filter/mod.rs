@@ -34,6 +34,7 @@ pub use decode::{Decode, TestDecode};
 mod gzip_tests;
 pub mod mp4;
 mod mp4_gather;
+pub mod mp4_precut;
 pub mod mp4_source;
 mod seek;
 #[cfg(test)]

@@ -9,25 +9,23 @@
 //!
 //! The file's first bytes are held until its `moov` and the `mdat` header after it are in
 //! (at most `mp4_max_moov_size`). A file whose `moov` comes after its `mdat` (not "fast
-//! start") is cut as nginx cuts it when its body is stored: its `moov` is found by the box
-//! headers after the `mdat` and read out of order (`mp4_source.rs`, off the async threads:
-//! a body on disk is read from disk), the first bytes held meanwhile; the answer is then the
-//! media data up to the end of the `mdat` (the old `moov` is not sent). While the body streams
-//! (from the origin, not stored yet, or passed) such a file is held as it comes until its
-//! `moov` is in, everything up to the `moov`'s end at most `mp4_max_moov_size`
-//! (`mp4_gather.rs`), and cut from what is held; a stored copy's `moov` after the `mdat` is
-//! read only when it ends within that bound too (`Late::find_moov_within`), so a miss and the
-//! hits after it answer alike. Every byte held counts against the process's bound
+//! start") is held as it streams (from the origin, not stored yet, or passed) until its `moov`
+//! is in, everything up to the `moov`'s end at most `mp4_max_moov_size` (`mp4_gather.rs`), and
+//! cut from what is held; the answer is then the media data up to the end of the `mdat` (the
+//! old `moov` is not sent). Every byte held counts against the process's bound
 //! (`server.mp4_moov_memory`, `mp4/held.rs`): a seek that would pass it is sent whole
-//! (`mp4_seek_memory`). The response head is
-//! on its way before any of this, so a file that cannot be cut — larger than the bound,
-//! damaged, fragmented — is sent whole, as it is, with a log line and the counter
-//! `mp4_seek_whole` (nginx answers 500 for a damaged file: a player then shows an error
-//! instead of playing from the start).
+//! (`mp4_seek_memory`). The response head is on its way before any of this, so a file that
+//! cannot be cut — larger than the bound, damaged, fragmented — is sent whole, as it is, with
+//! a log line and the counter `mp4_seek_whole` (nginx answers 500 for a damaged file: a player
+//! then shows an error instead of playing from the start).
+//!
+//! A stored copy is cut before its head instead (`mp4_precut.rs`, `Txn::mp4_cut`: its `moov`
+//! read out of order as nginx reads the file, off the async threads), by the same rules — a
+//! `moov` after the `mdat` only when it ends within `mp4_max_moov_size`, so a miss and the
+//! hits after it answer alike — and the filter is given the cut (`with_cut`): its length is
+//! known, so a `Range` is cut from the answer.
 
 use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -36,7 +34,6 @@ use http::StatusCode;
 use http::header::{self, HeaderMap};
 
 use super::mp4_gather::{Gathered, Gathering};
-use super::mp4_source::ReadAt;
 use super::{BodyFilter, Chunks, Effect, FilterError, seek};
 use crate::mp4::held::Hold;
 use crate::mp4::{self, Bad, Cut, Late, Scan};
@@ -84,21 +81,12 @@ const MEMORY: &str = "server.mp4_moov_memory is reached: the moov is not held";
 enum State {
     /// The file's first bytes, until its moov can be cut.
     Holding(Vec<u8>),
-    /// The moov after the mdat being read out of order; the first bytes wait.
-    Finding(Box<Finding>),
     /// The moov after the mdat looked for in the body as it streams; everything held.
     Gathering(Box<Gathering>),
     /// Cut: input bytes still to drop before the kept media data.
     Skipping(u64),
     /// Everything else as it comes.
     Passing,
-}
-
-/// A moov after the mdat being read (`State::Finding`).
-struct Finding {
-    held: Vec<u8>,
-    late: Late,
-    read: tokio::task::JoinHandle<Result<Vec<u8>, Bad>>,
 }
 
 /// The filter of one request seeking to `start` seconds (0: from the beginning), up to
@@ -113,13 +101,13 @@ pub struct Mp4 {
     out: VecDeque<Bytes>,
     counters: Arc<Counters>,
     url: String,
-    /// The stored body, read out of order for a moov after the mdat (`None`: it streams).
-    source: Option<Arc<dyn ReadAt>>,
     /// The body's length, when known (`u64::MAX`: unknown).
     len: u64,
     /// Its share of the process's bound on held bytes (`server.mp4_moov_memory`); `None`:
     /// unbounded (unit tests).
     hold: Option<Hold>,
+    /// The answer's length, when the cut was made up front (`with_cut`).
+    length: Option<u64>,
 }
 
 impl Mp4 {
@@ -138,10 +126,20 @@ impl Mp4 {
             out: VecDeque::new(),
             counters,
             url,
-            source: None,
             len: u64::MAX,
             hold: None,
+            length: None,
         }
+    }
+
+    /// The cut made up front (`mp4_precut.rs`): the new head, then the input's bytes
+    /// `from .. to`; the answer's length is known (`BodyFilter::output`).
+    pub fn with_cut(mut self, cut: super::mp4_precut::Precut) -> Mp4 {
+        self.length = Some(cut.len());
+        self.left = Some(cut.to - cut.from);
+        self.out.push_back(cut.head);
+        self.state = State::Skipping(cut.from);
+        self
     }
 
     /// Holds the file's first bytes under the process's bound (`mp4/held.rs`).
@@ -165,12 +163,6 @@ impl Mp4 {
         if let Some(h) = self.hold.as_mut() {
             h.release();
         }
-    }
-
-    /// Reads `source` out of order when the file's moov comes after its mdat.
-    pub fn with_source(mut self, source: Option<Arc<dyn ReadAt>>) -> Mp4 {
-        self.source = source;
-        self
     }
 
     /// The body's length, when known.
@@ -214,22 +206,13 @@ impl Mp4 {
         }
     }
 
-    /// Reads the moov after the mdat out of order, when the body is stored.
+    /// A moov after the mdat: the body held as it streams until the moov is in
+    /// (`mp4_gather.rs`).
     fn find(&mut self, held: Vec<u8>, late: Late) {
-        let Some(source) = self.source.clone() else {
-            // The body streams: held until the moov is in (`mp4_gather.rs`).
-            return match late.after_mdat() {
-                Ok(at) => self.gather(Box::new(Gathering::new(held, late, at))),
-                Err(b) => self.whole(held, b.0),
-            };
-        };
-        // As while the body streams (`gather`): a moov that ends past `max` is not cut, so
-        // the miss that streams the file and the hits on its stored copy answer alike.
-        let (max, len, l) = (self.max, source.body_len(), late.clone());
-        let read = tokio::task::spawn_blocking(move || {
-            l.find_moov_within(len, max, max as u64, &mut |at, n| source.read_at(at, n))
-        });
-        self.state = State::Finding(Box::new(Finding { held, late, read }));
+        match late.after_mdat() {
+            Ok(at) => self.gather(Box::new(Gathering::new(held, late, at))),
+            Err(b) => self.whole(held, b.0),
+        }
     }
 
     /// Looks for the moov after the mdat in the bytes held so far; cuts from them once it
@@ -261,18 +244,6 @@ impl Mp4 {
                 }
                 Err(b) => self.whole_chunks(g.into_chunks(), b.0),
             },
-        }
-    }
-
-    /// The moov after the mdat is read (or not): the file is cut, up to the mdat's end.
-    fn found(&mut self, f: Finding, moov: Result<Result<Vec<u8>, Bad>, tokio::task::JoinError>) {
-        match moov {
-            Ok(Ok(moov)) => {
-                let cut = f.late.cut(&f.held, &moov, self.start, self.end);
-                self.apply(f.held, cut, true);
-            }
-            Ok(Err(b)) => self.whole(f.held, b.0),
-            Err(_) => self.whole(f.held, "the moov could not be read"),
         }
     }
 
@@ -332,6 +303,11 @@ impl BodyFilter for Mp4 {
         }
     }
 
+    fn output(&self, _fields: &HeaderMap) -> Option<super::Output> {
+        self.length
+            .map(|length| super::Output { length, etag: None })
+    }
+
     fn poll_chunk(
         &mut self,
         cx: &mut Context<'_>,
@@ -344,13 +320,6 @@ impl BodyFilter for Mp4 {
             if self.left == Some(0) {
                 // Past the end: the rest of the file is not read.
                 return Poll::Ready(None);
-            }
-            if let State::Finding(f) = &mut self.state {
-                let moov = std::task::ready!(Pin::new(&mut f.read).poll(cx));
-                if let State::Finding(f) = std::mem::replace(&mut self.state, State::Passing) {
-                    self.found(*f, moov);
-                }
-                continue;
             }
             let polled = std::task::ready!(input.poll_chunk(cx));
             if matches!(self.state, State::Gathering(_))
@@ -373,7 +342,7 @@ impl BodyFilter for Mp4 {
             }
             match (&mut self.state, polled) {
                 (_, Some(Err(e))) => return Poll::Ready(Some(Err(e))),
-                (State::Finding(_) | State::Gathering(_), _) => {}
+                (State::Gathering(_), _) => {}
                 (State::Holding(held), None) => {
                     let held = std::mem::take(held);
                     self.whole(held, "the file ends before its moov");

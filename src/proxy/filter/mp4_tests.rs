@@ -1,7 +1,11 @@
 //! The MP4 delivery filter's tests (`mp4.rs`): cuts however the file arrives, ends, what is
-//! sent whole, a moov after the mdat read out of order or held as the body streams.
+//! sent whole, a moov after the mdat held as the body streams, a stored file cut up front
+//! (`mp4_precut.rs`).
 
 use super::*;
+use crate::mp4::held::Hold;
+use crate::proxy::filter::mp4_precut::{Precut, precut};
+use crate::proxy::filter::mp4_source::ReadAt;
 
 struct Pieces(VecDeque<Bytes>);
 
@@ -154,57 +158,90 @@ impl ReadAt for InMemory {
     }
 }
 
-/// The filter's output for `file`, stored (read out of order through `ReadAt`), arriving
-/// in pieces of `piece` bytes.
-async fn run_stored(file: &[u8], piece: usize, max: usize) -> (Vec<u8>, Arc<Counters>) {
-    let counters = Arc::new(Counters::default());
-    let source: Arc<dyn ReadAt> = Arc::new(InMemory(file.to_vec()));
-    let mut f =
-        Mp4::new((1.5, None), max, counters.clone(), "/m.mp4".into()).with_source(Some(source));
-    let mut input = Pieces(file.chunks(piece).map(Bytes::copy_from_slice).collect());
-    let mut out = Vec::new();
-    while let Some(Ok(b)) = std::future::poll_fn(|cx| f.poll_chunk(cx, &mut input)).await {
-        out.extend_from_slice(&b);
-    }
-    (out, counters)
+/// The cut made up front from a stored `file` (`mp4_precut.rs`) under a hold of `limit`.
+fn precut_of(
+    file: &[u8],
+    span: (f64, Option<f64>),
+    max: usize,
+    limit: u64,
+) -> Result<Option<Precut>, Bad> {
+    let mut hold = Hold::new(Arc::default(), limit);
+    precut(&InMemory(file.to_vec()), span, max, &mut hold)
 }
 
-/// A stored file whose moov comes after its mdat is cut as its fast-start twin is: the
-/// same bytes (the old moov after the mdat is not sent); over the bound, sent whole.
-#[tokio::test]
-async fn a_moov_after_the_mdat_is_read_out_of_order_and_cut() {
+/// The filter given the cut made up front, over `file` arriving in pieces of `piece` bytes.
+fn run_cut(file: &[u8], piece: usize, cut: Precut) -> Vec<u8> {
+    let mut f = Mp4::new((1.5, None), 1 << 20, Arc::default(), "/m.mp4".into()).with_cut(cut);
+    let length = f.output(&http::HeaderMap::new()).map(|o| o.length);
+    let mut input = Pieces(file.chunks(piece).map(Bytes::copy_from_slice).collect());
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let mut out = Vec::new();
+    while let Poll::Ready(Some(Ok(b))) = f.poll_chunk(&mut cx, &mut input) {
+        out.extend_from_slice(&b);
+    }
+    assert_eq!(length, Some(out.len() as u64), "the length told up front");
+    out
+}
+
+/// A stored file cut up front (its first bytes and a moov after the mdat read out of order)
+/// sends what the filter sends as the body streams — fast start or not, with an end or not —
+/// and its length is known before; what the streaming filter sends whole (nothing to cut, a
+/// moov over the bound or ending past it, the process's bound reached) is not cut up front
+/// either.
+#[test]
+fn a_stored_file_cut_up_front_is_what_the_filter_cuts_as_it_streams() {
+    use crate::proxy::filter::mp4_precut::MEMORY;
     let late = crate::mp4::sample::movie(false);
     let fast = crate::mp4::sample::movie(true);
-    let (layout, want) = (layout_of(&fast), cut_at(&fast, 1.5));
-    for piece in [1, 7, 500, 100_000] {
-        let (out, counters) = run_stored(&late, piece, 1 << 20).await;
-        assert!(out == want, "pieces of {piece}");
-        assert_eq!(counters.mp4_seek_whole.get(), 0);
+    let layout = layout_of(&fast);
+    for file in [&fast, &late] {
+        for span in [(1.5, None), (1.5, Some(2.05)), (0.0, Some(1.0))] {
+            let streamed = run_to(file, 64, span, 1 << 20).0;
+            let cut = precut_of(file, span, 1 << 20, 1 << 30).unwrap().unwrap();
+            for piece in [1, 500, 100_000] {
+                assert!(
+                    run_cut(file, piece, cut.clone()) == streamed,
+                    "{span:?} {piece}"
+                );
+            }
+        }
+        assert_eq!(precut_of(file, (0.5, None), 1 << 20, 1 << 30), Ok(None));
     }
-    let (out, counters) = run_stored(&late, 64, layout.moov.len() - 1).await;
-    assert!(out == late);
-    assert_eq!(counters.mp4_seek_whole.get(), 1);
-    // A moov that fits the bound but ends past it: sent whole, as the body streaming is
-    // (`a_moov_after_the_mdat_is_cut_as_the_body_streams_within_the_bound`), so a miss and
-    // the hits after it answer alike.
+    assert!(
+        run_cut(
+            &late,
+            64,
+            precut_of(&late, (1.5, None), 1 << 20, 1 << 30)
+                .unwrap()
+                .unwrap()
+        ) == cut_at(&fast, 1.5)
+    );
+    // Over the bound; a late moov ending past it (what streaming sends whole too).
+    assert!(precut_of(&late, (1.5, None), layout.moov.len() - 1, 1 << 30).is_err());
     let crate::mp4::Scan::MoovAfterMdat(l) = crate::mp4::scan(&late, 1 << 20) else {
         panic!("sample");
     };
     let bound = l.mdat_end.unwrap() as usize + 8;
-    assert!(layout.moov.len() <= bound && bound < late.len());
-    let (out, counters) = run_stored(&late, 64, bound).await;
-    assert!(out == late);
-    assert_eq!(counters.mp4_seek_whole.get(), 1);
+    assert_eq!(
+        precut_of(&late, (1.5, None), bound, 1 << 30),
+        Err(Bad(crate::mp4::late::PAST_REACH))
+    );
     assert!(run(&late, 64, 1.5, bound).0 == late);
+    // The process's bound on held bytes.
+    assert_eq!(
+        precut_of(&fast, (1.5, None), 1 << 20, 100),
+        Err(Bad(MEMORY))
+    );
+    assert!(precut_of(&fast[..200], (1.5, None), 1 << 20, 1 << 30).is_err());
 }
 
 /// The process's bound on held bytes (`server.mp4_moov_memory`): a seek whose first bytes
 /// would pass it is sent whole (`mp4_seek_memory`, `mp4_seek_whole`), fast start or not,
-/// streamed or stored; a cut seek gives back what it held once cut; a filter dropped while
+/// as the body streams; a cut seek gives back what it held once cut; a filter dropped while
 /// it holds gives it back.
 #[tokio::test]
 async fn held_bytes_are_bounded_for_the_process() {
-    use crate::mp4::held::{Hold, MoovHeld};
+    use crate::mp4::held::MoovHeld;
     let fast = crate::mp4::sample::movie(true);
     let late = crate::mp4::sample::movie(false);
     let held = Arc::new(MoovHeld::default());
