@@ -754,12 +754,26 @@ async fn flv_start_sends_the_header_then_the_file_from_the_offset() {
         r.header("content-range"),
         Some(format!("bytes */{answer_len}").as_str())
     );
+    // Passed (the file read from disk): the Range is not sent to the backend (it is of the
+    // answer, not of the file) and is cut from the answer, whose length the file's tells.
+    let r = get_with(sh.addr, &path, &[PASS, ("range", "bytes=5-20")]).await;
+    assert_eq!(r.status, 206);
+    assert_eq!(
+        r.header("content-range"),
+        Some(format!("bytes 5-20/{answer_len}").as_str())
+    );
+    assert!(r.body[..] == want[5..=20], "passed: other bytes");
+    let r = request(sh.addr, "HEAD", &path, &[PASS], b"").await;
+    assert_eq!(
+        r.header("content-length"),
+        Some(answer_len.to_string().as_str())
+    );
     // An offset past the end, or none, is the whole file, as nginx does.
     let r = get(sh.addr, &format!("/clip.flv?start={}", video.len() + 5)).await;
     assert!(r.body[..] == video[..]);
     let r = get(sh.addr, "/clip.flv?start=0").await;
     assert!(r.body[..] == video[..]);
-    assert_eq!(sh.stat("flv_seek").await, 10);
+    assert_eq!(sh.stat("flv_seek").await, 12);
 }
 
 /// MP4 `?start=SECONDS` (nginx's `mp4`): the file cut at the keyframe at or before the time,
@@ -860,6 +874,21 @@ async fn mp4_start_cuts_the_movie_at_the_keyframe_before() {
     assert!(r.body[..] == late[..]);
     let r = get_with(sh.addr, "/late.mp4?start=1.5", &[PASS]).await;
     assert!(r.body[..] == want[..], "late.mp4 passed: not the cut movie");
+    // Passed with a Range: not sent to the backend (it is of the answer); the answer's length
+    // is not known up front while it streams, so a closed range is cut from it as it comes,
+    // `Content-Range: bytes 0-99/*` (RFC 9110 §14.4), as any streamed body of unknown length.
+    let r = get_with(
+        sh.addr,
+        "/late.mp4?start=1.5",
+        &[PASS, ("range", "bytes=0-99")],
+    )
+    .await;
+    assert_eq!(r.status, 206);
+    assert_eq!(r.header("content-range"), Some("bytes 0-99/*"));
+    assert!(
+        r.body[..] == want[..100],
+        "late.mp4 passed with a Range: not the cut movie's bytes"
+    );
     assert_eq!(sh.stat("mp4_seek_whole").await, 0);
     // `&end=SECONDS`: the tables and the data end with the last sample before it; the
     // stored copy is the one without arguments.
@@ -883,7 +912,7 @@ async fn mp4_start_cuts_the_movie_at_the_keyframe_before() {
         r.body[..] == want[..],
         "late.mp4: not the movie from 1.5 to 2.05 s"
     );
-    assert_eq!(sh.stat("mp4_seek").await, 17);
+    assert_eq!(sh.stat("mp4_seek").await, 18);
     assert_eq!(sh.stat("mp4_seek_whole").await, 0);
 }
 

@@ -205,34 +205,6 @@ impl Txn {
         )
     }
 
-    /// A passed body (streamed as fetched, no delivery chain) cut for an FLV seek when it
-    /// can be (`flv_filter`); else as it is.
-    pub(super) fn flv_passed(
-        &mut self,
-        status: StatusCode,
-        fields: &mut http::HeaderMap,
-        body: ResponseBody,
-    ) -> ResponseBody {
-        let len = fields
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse().ok());
-        if let Some(filter) = self.mp4_filter(status, fields, len) {
-            let mut chain = super::filter::Chain::default();
-            chain.push(Box::new(filter));
-            return super::filter::streamed(&mut chain, status, fields, body, None).0;
-        }
-        let Some(start) = self.flv_start.take() else {
-            return body;
-        };
-        if !flv::Flv::applies(start, status, fields, len) {
-            return body;
-        }
-        let mut chain = super::filter::Chain::default();
-        chain.push(Box::new(flv::Flv::new(start).with_length(len)));
-        super::filter::streamed(&mut chain, status, fields, body, len).0
-    }
-
     /// Serves a stale object because no backend could answer (`why`).
     pub(super) fn deliver_stale(&mut self, object: Arc<Object>, why: &'static str) -> Step {
         self.proxy.counters.cache_stale_served.inc();

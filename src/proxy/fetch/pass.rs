@@ -75,9 +75,19 @@ fn stream(txn: &mut Txn, reason: NoCacheReason, parts: Parts, body: BackendBody)
     } else {
         super::super::filter::fetched(body, std::mem::take(&mut txn.filters.fetch))
     };
+    // A seek (an flv or mp4 rule's `?start=`): cut as it streams, and a Range (not sent to the
+    // backend: `request.rs`) cut from the answer when its length is known up front.
+    if txn.flv_start.is_some() || txn.mp4_start.is_some() {
+        let length = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
+        let resp = txn.stream_response(parts.status, parts.headers, body, length, &status);
+        return Step::Deliver(resp);
+    }
     let switching = parts.status == StatusCode::SWITCHING_PROTOCOLS;
     let mut parts = parts;
-    let body = txn.flv_passed(parts.status, &mut parts.headers, body);
     let on_upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
     let mut resp = super::super::deliver::respond(parts.status, parts.headers, body, &status);
     // The backend switched protocols (only ever for an upgrade it was asked for): the server

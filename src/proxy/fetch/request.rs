@@ -48,6 +48,11 @@ pub(super) fn build_request(
     let method = if for_cache {
         fill_conditions(txn, &mut headers);
         vcl_method.clone().unwrap_or(http::Method::GET)
+    } else if txn.flv_start.is_some() || txn.mp4_start.is_some() {
+        // A passed seek: its Range is of the cut answer, not of the file (`pass.rs`).
+        headers.remove(header::RANGE);
+        headers.remove(header::IF_RANGE);
+        vcl_method.clone().unwrap_or_else(|| txn.req.method.clone())
     } else {
         vcl_method.clone().unwrap_or_else(|| txn.req.method.clone())
     };
