@@ -253,6 +253,8 @@ counters! {
     req_body_cached_bytes: "Bytes of the request bodies std.cache_req_body() kept",
     backend_recycle: "Backend connections returned to the pool after a complete response",
     backend_busy: "Backend requests refused because max_connections and its queue were full",
+    backend_wait: "Backend requests that waited in a backend's max_queue for a connection slot (max_connections reached)",
+    backend_wait_fail: "Backend requests whose wait for a connection slot ran past wait_timeout (also counted in backend_busy)",
     backend_restart: "Requests re-run on the director's next choice because of the response status",
     hotlink_refused: "Requests a [[rule]]'s valid_referers (403) or secure_link (403, 410: expired) refused",
     flv_seek: "Requests with ?start= under a [[rule]] flv = true: answered with the FLV header and the file from that byte",

@@ -485,10 +485,59 @@ async fn max_connections_queue_then_busy() {
     );
     let stats = shellac.stats().await;
     assert_eq!(stats["backend_busy"], 1);
+    assert_eq!(stats["backend_wait"], 1, "the queued request waited");
+    assert_eq!(stats["backend_wait_fail"], 0, "and got the slot");
     let v = backend_json(&shellac).await;
     assert_eq!(v["backends"][0]["busy"], 1);
     assert_eq!(v["backends"][0]["req"], 2);
     assert_eq!(v["backends"][0]["in_flight"], 0);
+    shellac.stop().await;
+}
+
+/// Varnish's v00072 (`.wait_timeout`): a request waits in the queue at most the backend's
+/// `wait_timeout` (not its `connect_timeout`, 3.5 s here): then the backend is busy for it
+/// (503 `backend-busy`), counted in `backend_wait`, `backend_wait_fail` and `backend_busy`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_timeout_bounds_a_queued_request() {
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let g = gate.clone();
+    let origin = Origin::start(move |s| {
+        let reply = Reply::ok("").cc("no-store");
+        if s.path == "/hold" {
+            reply.body(ReplyBody::Gated {
+                first: b"held|".to_vec(),
+                gate: g.clone(),
+                rest: b"done".to_vec(),
+            })
+        } else {
+            reply.body(ReplyBody::Bytes(b"quick".to_vec()))
+        }
+    })
+    .await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.backends[0].max_connections = 1;
+        c.backends[0].max_queue = 1;
+        c.backends[0].wait_timeout = Some(Dur(Duration::from_millis(200)));
+    })
+    .await;
+    let mut holder = Conn::open(shellac.addr).await;
+    let held = holder.send_head("GET", "/hold", &[], b"").await;
+    // Waits its 200 ms, the slot still held: busy.
+    let waited = get(shellac.addr, "/queued").await;
+    assert_eq!(waited.status, 503);
+    assert!(waited.text().contains("backend-busy"), "{}", waited.text());
+    gate.notify_one();
+    use http_body_util::BodyExt;
+    assert_eq!(
+        held.into_body().collect().await.unwrap().to_bytes(),
+        "held|done"
+    );
+    assert_eq!(get(shellac.addr, "/after").await.text(), "quick");
+    let stats = shellac.stats().await;
+    assert_eq!(stats["backend_wait"], 1);
+    assert_eq!(stats["backend_wait_fail"], 1);
+    assert_eq!(stats["backend_busy"], 1);
+    assert_eq!(origin.count_path("/queued"), 0);
     shellac.stop().await;
 }
 

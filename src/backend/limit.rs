@@ -1,5 +1,6 @@
 //! A backend's connection limit (`max_connections`) with its bounded queue (`max_queue`,
-//! waits bounded by `connect_timeout`), and the gauge of requests in flight: a request holds a
+//! waits bounded by `wait_timeout`, else `connect_timeout`; counted in `backend_wait` and, past
+//! it, `backend_wait_fail`), and the gauge of requests in flight: a request holds a
 //! [`Lease`] from before it connects until its response body is finished or dropped.
 
 use std::sync::Arc;
@@ -75,13 +76,20 @@ impl Limit {
                     let got = if waiting >= endpoint.config.max_queue {
                         None
                     } else {
-                        tokio::time::timeout(
-                            endpoint.config.connect_timeout.0,
-                            sem.clone().acquire_owned(),
-                        )
-                        .await
-                        .ok()
-                        .and_then(Result::ok)
+                        endpoint.counters.backend_wait.inc();
+                        let wait = endpoint
+                            .config
+                            .wait_timeout
+                            .as_ref()
+                            .map_or(endpoint.config.connect_timeout.0, |d| d.0);
+                        let got = tokio::time::timeout(wait, sem.clone().acquire_owned())
+                            .await
+                            .ok()
+                            .and_then(Result::ok);
+                        if got.is_none() {
+                            endpoint.counters.backend_wait_fail.inc();
+                        }
+                        got
                     };
                     drop(_in_queue);
                     match got {

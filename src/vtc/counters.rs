@@ -35,6 +35,8 @@ const MAIN: &[(&str, &[&str])] = &[
     ("backend_recycle", &["backend_recycle"]),
     ("backend_fail", &["backend_fail"]),
     ("backend_busy", &["backend_busy"]),
+    ("backend_wait", &["backend_wait"]),
+    ("backend_wait_fail", &["backend_wait_fail"]),
     ("backend_retry", &["backend_retry"]),
     ("fetch_failed", &["fetch_failed"]),
     ("bans_added", &["ban_added"]),

@@ -68,9 +68,12 @@ pub struct BackendConfig {
     #[serde(default)]
     pub max_connections: usize,
     /// Requests that may wait for a free connection when `max_connections` is reached; beyond
-    /// that, or after waiting `connect_timeout`, the backend counts as busy. Default 64.
+    /// that, or after waiting `wait_timeout`, the backend counts as busy. Default 64.
     #[serde(default = "default_max_queue")]
     pub max_queue: usize,
+    /// How long a request waits in that queue. Default: `connect_timeout`.
+    #[serde(default)]
+    pub wait_timeout: Option<Dur>,
     /// Weight in a `random` director. Default 1; 0 takes the backend out of random choice.
     #[serde(default = "default_weight")]
     pub weight: u32,
@@ -263,6 +266,7 @@ impl BackendConfig {
             tcp_nodelay: None,
             max_connections: 0,
             max_queue: default_max_queue(),
+            wait_timeout: None,
             weight: default_weight(),
             probe: None,
             passive_failures: default_passive_failures(),

@@ -133,7 +133,18 @@ pub(super) const BACKEND: &[Setting] = &[
         default: Default::Value(r##"64"##),
         example: r##""##,
         restart: false,
-        doc: r##"Requests that may wait for a slot when `max_connections` is reached; beyond it, or after `connect_timeout`, the backend is *busy*: the request goes to the director's next choice or gets `503` (`detail=backend-busy`), counter `backend_busy`."##,
+        doc: r##"Requests that may wait for a slot when `max_connections` is reached (each wait counted in `backend_wait`); beyond it, or after `wait_timeout`, the backend is *busy*: the request goes to the director's next choice or gets `503` (`detail=backend-busy`), counter `backend_busy` (and `backend_wait_fail` for a wait that timed out)."##,
+    },
+    Setting {
+        section: "backend",
+        key: "wait_timeout",
+        kind: Kind::Duration {
+            min: ONE_NANOSECOND,
+        },
+        default: Default::Unset(r##"`connect_timeout`"##),
+        example: r##""5s""##,
+        restart: false,
+        doc: r##"How long a request waits in the `max_queue` for a slot under `max_connections` (Varnish's backend `.wait_timeout`) before the backend counts as busy for it."##,
     },
     Setting {
         section: "backend",

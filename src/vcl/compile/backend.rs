@@ -225,11 +225,11 @@ impl Checker<'_> {
                     b.max_queue = n as usize;
                 }
             }
-            "wait_timeout" => self.unsupported(
-                f.pos,
-                "'.wait_timeout': a request waits for a backend connection at most its \
-                 connect_timeout in Shellac",
-            ),
+            "wait_timeout" => {
+                if let Some(d) = self.field_duration(f) {
+                    b.wait_timeout = Some(Dur(d));
+                }
+            }
             other => {
                 // A name it refers to (`.via = proxy;`) still counts as used.
                 if let FieldValue::Expr(Expr::Name(n, _)) = &f.value
