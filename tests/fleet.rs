@@ -461,31 +461,63 @@ async fn an_esi_page_is_assembled_from_the_shared_copy_without_parsing(
 
 /// Coalescing across the fleet: the three nodes miss one URL at the same moment; one fetches
 /// it (the fleet lease), the others wait for its copy in the shared tier.
+///
+/// A lookup Redis does not answer within `read_timeout` (100 ms here, for the hanging
+/// cluster below) is a miss without the lease, by design: the node fetches for itself rather
+/// than wait. On a busy machine that happened (3 origin requests, 1 run in 2 under load), so
+/// a round where some node's shared-tier call failed (`shared_timeout`, `shared_skipped`,
+/// `shared_error`, `shared_lease_timeout`) proves nothing and another URL is tried, at most
+/// 5; a round where every call was answered must have coalesced.
 async fn the_fleet_coalesces_misses(site: &Site, nodes: &[Node]) {
-    let mut before = 0;
-    for n in nodes {
-        before += n.stat("cache_hit_shared").await;
+    async fn total(nodes: &[Node], names: &[&str]) -> u64 {
+        let mut sum = 0;
+        for n in nodes {
+            for name in names {
+                sum += n.stat(name).await;
+            }
+        }
+        sum
     }
-    let asks: Vec<_> = nodes
-        .iter()
-        .map(|n| {
-            let addr = n.addr();
-            tokio::spawn(async move { get(addr, "/coalesce1").await })
-        })
-        .collect();
-    for (ask, n) in asks.into_iter().zip(nodes) {
-        expect(&ask.await.unwrap(), "/coalesce1", 1, n.name);
+    const FAILED: [&str; 4] = [
+        "shared_timeout",
+        "shared_skipped",
+        "shared_error",
+        "shared_lease_timeout",
+    ];
+    let mut coalesced = false;
+    for round in 1..=5 {
+        let path = format!("/coalesce{round}");
+        let failed = total(nodes, &FAILED).await;
+        let before = total(nodes, &["cache_hit_shared"]).await;
+        let asks: Vec<_> = nodes
+            .iter()
+            .map(|n| {
+                let (addr, path) = (n.addr(), path.clone());
+                tokio::spawn(async move { get(addr, &path).await })
+            })
+            .collect();
+        for (ask, n) in asks.into_iter().zip(nodes) {
+            expect(&ask.await.unwrap(), &path, 1, n.name);
+        }
+        let failed = total(nodes, &FAILED).await - failed;
+        if failed > 0 {
+            eprintln!("{path}: {failed} shared-tier calls failed, the round proves nothing");
+            continue;
+        }
+        assert_eq!(
+            site.origin.count_path(&path),
+            1,
+            "one origin request for three nodes' simultaneous misses"
+        );
+        let after = total(nodes, &["cache_hit_shared"]).await;
+        assert_eq!(after - before, 2, "the other two served the shared copy");
+        coalesced = true;
+        break;
     }
-    assert_eq!(
-        site.origin.count_path("/coalesce1"),
-        1,
-        "one origin request for three nodes' simultaneous misses"
+    assert!(
+        coalesced,
+        "in 5 rounds a shared-tier call always failed: Redis too slow for read_timeout"
     );
-    let mut after = 0;
-    for n in nodes {
-        after += n.stat("cache_hit_shared").await;
-    }
-    assert_eq!(after - before, 2, "the other two served the shared copy");
 
     // An uncacheable answer passes the lease at once: b, missing the URL while a still
     // receives its body, fetches it too instead of waiting for a's fetch to end.
