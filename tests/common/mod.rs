@@ -608,7 +608,11 @@ impl Conn {
     ) -> Resp {
         let resp = self.send_head(method, path, headers, body).await;
         let (parts, body) = resp.into_parts();
-        let body = body.collect().await.expect("body").to_bytes();
+        let body = body
+            .collect()
+            .await
+            .unwrap_or_else(|e| panic!("{method} {path}: the body ended early: {e:?}"))
+            .to_bytes();
         Resp {
             status: parts.status.as_u16(),
             headers: parts.headers,
@@ -631,8 +635,15 @@ impl Conn {
             req = req.header(*k, *v);
         }
         let req = req.body(Full::new(Bytes::copy_from_slice(body))).unwrap();
-        self.sender.ready().await.unwrap();
-        self.sender.send_request(req).await.expect("response")
+        self.sender
+            .ready()
+            .await
+            .unwrap_or_else(|e| panic!("{method} {path}: the connection closed before: {e:?}"));
+        // What went wrong, when a response does not come, is what the next CI failure needs.
+        self.sender
+            .send_request(req)
+            .await
+            .unwrap_or_else(|e| panic!("{method} {path}: no response: {e:?}"))
     }
 }
 
