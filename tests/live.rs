@@ -83,6 +83,59 @@ async fn bad_filters_are_rejected() {
     shellac.stop().await;
 }
 
+/// `backend=NAME` keeps the requests that backend answered; a director's name keeps those of
+/// every backend below it (records name the backend, never the director); a name that is
+/// neither is a 404 at once instead of a stream that never says anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_stream_by_backend_or_director() {
+    let a = Origin::start(origin_handler).await;
+    let b = Origin::start(origin_handler).await;
+    let shellac = Shellac::start(a.addr, |c| {
+        c.backends.clear();
+        for (i, o) in [&a, &b].iter().enumerate() {
+            c.backends.push(shellac::config::BackendConfig::new(
+                &format!("o{i}"),
+                &o.addr.ip().to_string(),
+                o.addr.port(),
+            ));
+        }
+        c.directors.push(shellac::config::DirectorConfig {
+            name: "pool".into(),
+            kind: shellac::config::DirectorKind::RoundRobin,
+            backends: vec!["o0".into(), "o1".into()],
+            hash_on: None,
+            restart_on: vec![],
+            restart_unless: vec![],
+            max_restarts: 4,
+            member_weights: Vec::new(),
+        });
+    })
+    .await;
+    let mut pool = stream(shellac.admin, "backend=pool").await;
+    let mut second = stream(shellac.admin, "backend=o1").await;
+    get(shellac.addr, "/r1").await;
+    get(shellac.addr, "/r2").await;
+    let mut seen: Vec<String> = Vec::new();
+    for _ in 0..2 {
+        let t = next_json(&mut pool).await;
+        seen.push(t["backend"].as_str().unwrap_or("?").to_string());
+    }
+    seen.sort();
+    assert_eq!(seen, ["o0", "o1"], "round robin: one request each");
+    let t = next_json(&mut second).await;
+    assert_eq!(t["backend"], "o1", "{t}");
+    assert_eq!((a.count(), b.count()), (1, 1));
+    let resp = get(shellac.admin, "/log/stream?backend=nope").await;
+    assert_eq!(resp.status, 404);
+    assert_eq!(
+        resp.text(),
+        "backend: no backend or director named `nope` (GET /backends lists them)\n"
+    );
+    drop(pool);
+    drop(second);
+    shellac.stop().await;
+}
+
 /// A reader that does not read loses transactions, is told how many, and never slows
 /// requests down: every transaction is either delivered or counted as dropped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,6 +15,7 @@ use regex::Regex;
 use tokio::sync::{broadcast, mpsc};
 
 use super::reply::{AdminBody, JSON, json, reply};
+use crate::backend::director::Member;
 use crate::proxy::Proxy;
 use crate::txlog::top::{Counts, MAX_WINDOW};
 use crate::txlog::{DecisionKind, Dimension, Record};
@@ -69,7 +70,9 @@ pub struct Filter {
     status: Option<(u16, u16)>,
     /// Only responses not served from the cache.
     miss: bool,
-    backend: Option<String>,
+    /// The backend names that match: the one asked for, or every backend below a director
+    /// (records name the backend that answered, never its director).
+    backend: Option<Vec<String>>,
     /// Only reasons starting with this (`refused` for every refusal, `refused:bad-host`,
     /// `no-store`, ...): the words of `Cache-Status` `detail=` and the access log.
     reason: Option<String>,
@@ -99,7 +102,7 @@ impl Filter {
             url,
             status,
             miss,
-            backend: q.get("backend").cloned(),
+            backend: q.get("backend").map(|b| vec![b.clone()]),
             reason: q.get("reason").cloned(),
             site: q.get("site").cloned(),
         })
@@ -114,8 +117,8 @@ impl Filter {
         if self.miss && r.decision.kind == DecisionKind::Hit {
             return false;
         }
-        if let Some(b) = &self.backend
-            && r.backend() != Some(b.as_str())
+        if let Some(names) = &self.backend
+            && !r.backend().is_some_and(|b| names.iter().any(|n| n == b))
         {
             return false;
         }
@@ -166,7 +169,7 @@ fn line(v: serde_json::Value) -> Bytes {
 /// first line is `{"streaming": true}`; `{"dropped": N}` says N transactions were skipped
 /// because this reader was too slow. While nobody streams, requests are not recorded for it.
 pub fn log_stream(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
-    let filter = match Filter::parse(&query(uri)) {
+    let mut filter = match Filter::parse(&query(uri)) {
         Ok(f) => f,
         Err(e) => {
             return reply(
@@ -179,6 +182,13 @@ pub fn log_stream(proxy: &Proxy, uri: &Uri) -> Response<AdminBody> {
     // A name that is no site would stream nothing, for ever: say so, as `/top` does.
     if let Some(refused) = unknown_site(proxy, filter.site.as_deref()) {
         return refused;
+    }
+    // The same for a backend; a director stands for every backend below it.
+    if let Some(name) = filter.backend.as_ref().and_then(|b| b.first()) {
+        match proxy.backends.get(name) {
+            Some(member) => filter.backend = Some(backends_below(&member)),
+            None => return unknown_backend(name),
+        }
     }
     let mut sub = proxy.shared.recorder.subscribe();
     let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER);
@@ -239,6 +249,24 @@ fn unknown_site(proxy: &Proxy, site: Option<&str>) -> Option<Response<AdminBody>
         super::reply::TEXT,
         format!("site: no [[site]] named `{name}` (GET /sites lists them)\n").into_bytes(),
     ))
+}
+
+/// A 404 naming `name`, which is neither a backend nor a director.
+fn unknown_backend(name: &str) -> Response<AdminBody> {
+    reply(
+        StatusCode::NOT_FOUND,
+        super::reply::TEXT,
+        format!("backend: no backend or director named `{name}` (GET /backends lists them)\n")
+            .into_bytes(),
+    )
+}
+
+/// The names of the backends `member` is or holds, directors within directors included.
+fn backends_below(member: &Member) -> Vec<String> {
+    match member {
+        Member::Backend(b) => vec![b.name().to_string()],
+        Member::Director(d) => d.members.iter().flat_map(backends_below).collect(),
+    }
 }
 
 /// `GET /top?by=url|host|backend|ua|site&sort=requests|misses|bytes&window=SECONDS&n=N&site=NAME`

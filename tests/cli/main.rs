@@ -496,5 +496,12 @@ async fn stat_top_and_log_against_a_running_proxy() {
     let (code, _, err) = shellac(&["log", "--admin", &admin_arg, "--url", "("]);
     assert_eq!(code, 2);
     assert!(err.contains("--url"), "{err}");
+    // A backend nobody has: said at once (it used to stream nothing, for ever).
+    let (code, _, err) = shellac(&["log", "--admin", &admin_arg, "--backend", "nope"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("status 404: backend: no backend or director named `nope`"),
+        "{err}"
+    );
     child.stop();
 }
