@@ -80,6 +80,9 @@ pub struct BusyObject {
     /// Its URL was purged while it was fetched: what it stores is removed again (a fill that
     /// raced a purge never outlives it).
     purged: std::sync::atomic::AtomicBool,
+    /// When the leader's fetch began (before its request went out): whatever that fetch
+    /// stores was validated by the origin after it, for every request that waited on it.
+    pub started: std::time::Instant,
 }
 
 /// What a waiter learns once the leader has a response head.
@@ -111,6 +114,7 @@ impl BusyObject {
                 writer: None,
             }),
             purged: std::sync::atomic::AtomicBool::new(false),
+            started: std::time::Instant::now(),
         })
     }
 

@@ -66,6 +66,7 @@ impl Txn {
             held_body: None,
             body_sent: false,
             lookups: 1,
+            waited_since: None,
             looked_up: Instant::now(),
             close: false,
             filters: Default::default(),

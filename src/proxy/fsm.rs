@@ -90,6 +90,7 @@ fn begin(
         held_body: None,
         body_sent: false,
         lookups: 0,
+        waited_since: None,
         looked_up: started,
         close: false,
         filters: Default::default(),
@@ -422,6 +423,7 @@ impl Txn {
 
     /// Waits for another request's fetch of the same key and follows its response.
     pub(super) async fn wait(&mut self, busy: Arc<BusyObject>) -> Step {
+        self.waited_since.get_or_insert(busy.started);
         match busy.wait_head().await {
             HeadOutcome::Shared(head, _) if !vary_matches(&head.vary, &self.req.headers) => {
                 // Another variant is being fetched: fetch ours on our own.

@@ -77,7 +77,9 @@ impl Txn {
         let fresh = match ttl_cap {
             Some(cap) => object.age(now) < cap,
             None => object.is_fresh(now),
-        };
+        } || self
+            .waited_since
+            .is_some_and(|since| object.stored_at >= since);
         if let Some(cc) = &self.req_cc {
             let age = object.age(now);
             let wants_validation = cc.no_cache

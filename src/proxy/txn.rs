@@ -198,6 +198,13 @@ pub(super) struct Txn {
     /// The Range (and If-Range) a fetch for partial content sends instead of the client's.
     pub range_fetch: Option<RangeFetch>,
     pub lookups: u32,
+    /// When the fetch this request first waited for began (`BusyObject::started`). An object
+    /// stored or revalidated since answers its later lookups even when it is not fresh
+    /// (`no-cache`, a zero TTL): it is that fetch's answer (or a later one), which a waiter
+    /// follows as coalescing means. Without it a waiter woken to look again (the fill's body
+    /// was all in: it waits for the store) found the `no-cache` object stale, waited for the
+    /// next revalidation, and under load ran out of lookups (503 `too-many-lookups`).
+    pub waited_since: Option<Instant>,
     /// When the last lookup looked: a hit is judged and delivered at that instant (one clock
     /// read per hit instead of three).
     pub looked_up: Instant,
@@ -346,6 +353,7 @@ impl Txn {
         self.req_cc = None;
         self.range_fetch = None;
         self.lookups = 0;
+        self.waited_since = None;
         self.head_only = self.req.method == Method::HEAD;
     }
 }
