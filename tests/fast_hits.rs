@@ -479,6 +479,17 @@ async fn fast_hits_read_the_head_as_the_strict_parser_found_it() {
         "the ranged and the 41-field request"
     );
     assert_eq!(stats["cache_hit"], 4);
+    // A value with obs-text: as UTF-8 (the head read as text once) and not (each part read
+    // on its own): fast hits both.
+    for head in [
+        &b"GET /a HTTP/1.1\r\nhost: test.example\r\nUser-Agent: caf\xc3\xa9\r\n\r\n"[..],
+        &b"GET /a HTTP/1.1\r\nUser-Agent: caf\xe9\r\nhost: test.example\r\n\r\n"[..],
+    ] {
+        let r = exchange(shellac.addr, head, Duration::from_millis(500)).await;
+        assert!(r.text.starts_with("HTTP/1.1 200"), "{}", r.text);
+        assert!(r.text.ends_with("body of /a"), "{}", r.text);
+    }
+    assert_eq!(shellac.stat("cache_hit_fast").await, 4);
     shellac.stop().await;
 }
 
