@@ -223,3 +223,34 @@ CONF
   FPID=$!
   PIDS+=("$FPID")
 }
+
+# start_nginx_files DIR PORT ROOT: nginx (one worker) serving ROOT on 127.0.0.1:PORT with
+# `expires 1h`, logging each response's body bytes to DIR/bytes.log (origin bytes sent), its
+# config and temporary files in DIR; added to PIDS.
+start_nginx_files() {
+  local dir=$1 port=$2 root=$3
+  cat >"$dir/nginx.conf" <<CONF
+daemon off;
+worker_processes 1;
+pid $dir/nginx.pid;
+error_log $dir/error.log;
+events { worker_connections 256; }
+http {
+  access_log off;
+  log_format bytes '\$body_bytes_sent';
+  client_body_temp_path $dir;
+  proxy_temp_path $dir;
+  fastcgi_temp_path $dir;
+  uwsgi_temp_path $dir;
+  scgi_temp_path $dir;
+  server {
+    listen 127.0.0.1:$port;
+    root $root;
+    access_log $dir/bytes.log bytes;
+    expires 1h;
+  }
+}
+CONF
+  nginx -c "$dir/nginx.conf" -p "$dir" 2>"$dir/stderr" &
+  PIDS+=($!)
+}

@@ -42,30 +42,7 @@ touch -d '2022-01-01 00:00:00' "$TMP/www/seek.mp4"
 for name in plain.mp4 head.mp4 clip.flv; do ln "$TMP/www/seek.mp4" "$TMP/www/$name"; done
 
 P_NGINX=$(free_port); P_SHELLAC=$(free_port); P_ADMIN=$(free_port)
-cat >"$TMP/nginx/nginx.conf" <<EOC
-daemon off;
-worker_processes 1;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/error.log;
-events { worker_connections 256; }
-http {
-  access_log off;
-  log_format bytes '\$body_bytes_sent';
-  client_body_temp_path $TMP/nginx;
-  proxy_temp_path $TMP/nginx;
-  fastcgi_temp_path $TMP/nginx;
-  uwsgi_temp_path $TMP/nginx;
-  scgi_temp_path $TMP/nginx;
-  server {
-    listen 127.0.0.1:$P_NGINX;
-    root $TMP/www;
-    access_log $TMP/nginx/bytes.log bytes;
-    expires 1h;
-  }
-}
-EOC
-nginx -c "$TMP/nginx/nginx.conf" -p "$TMP/nginx" 2>"$TMP/nginx/stderr" &
-PIDS+=($!)
+start_nginx_files "$TMP/nginx" "$P_NGINX" "$TMP/www"
 cat >"$TMP/shellac.toml" <<EOC
 [server]
 listen = ["127.0.0.1:$P_SHELLAC"]

@@ -38,30 +38,7 @@ truncate -s "$SIZE" "$TMP/www/movie.mp4"
 touch -d '2022-01-01 00:00:00' "$TMP/www/movie.mp4"
 
 P_NGINX=$(free_port); P_SHELLAC=$(free_port); P_ADMIN=$(free_port)
-cat >"$TMP/nginx/nginx.conf" <<EOF
-daemon off;
-worker_processes 1;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/error.log;
-events { worker_connections 256; }
-http {
-  access_log off;
-  log_format bytes '\$body_bytes_sent';
-  client_body_temp_path $TMP/nginx;
-  proxy_temp_path $TMP/nginx;
-  fastcgi_temp_path $TMP/nginx;
-  uwsgi_temp_path $TMP/nginx;
-  scgi_temp_path $TMP/nginx;
-  server {
-    listen 127.0.0.1:$P_NGINX;
-    root $TMP/www;
-    access_log $TMP/nginx/bytes.log bytes;
-    expires 1h;
-  }
-}
-EOF
-nginx -c "$TMP/nginx/nginx.conf" -p "$TMP/nginx" 2>"$TMP/nginx/stderr" &
-PIDS+=($!)
+start_nginx_files "$TMP/nginx" "$P_NGINX" "$TMP/www"
 printf '[server]\nlisten = ["127.0.0.1:%s"]\nadmin = "127.0.0.1:%s"\n\n[cache]\nmemory_size = "1GiB"\nmax_object_size = "64MiB"\nslice = %s\nslice_size = "%s"\n\n[[backend]]\nhost = "127.0.0.1"\nport = %s\n' \
   "$P_SHELLAC" "$P_ADMIN" "$SLICING" "$SLICE" "$P_NGINX" >"$TMP/shellac.toml"
 "$SHELLAC" serve --config "$TMP/shellac.toml" 2>"$TMP/shellac.err" &
