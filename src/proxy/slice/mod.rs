@@ -36,6 +36,7 @@ mod acquire;
 mod backend;
 mod origin;
 mod seek;
+mod seek_answer;
 mod serve;
 
 use std::sync::Arc;

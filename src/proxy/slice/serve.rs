@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use super::acquire::{SliceSource, acquire, peek, stored_from};
 use super::backend::Fetched;
-use super::seek::{self, Read, Seek, Wanted};
+use super::seek::Read;
 use super::{Ctx, DETAIL, SliceFailure};
 use crate::cache::partial::content_range;
 use crate::cache::policy;
@@ -183,7 +183,10 @@ impl Txn {
 
     /// The request's preconditions and Range against the representation: the status and the
     /// bytes to send, or the step that answers without any slice (304, 412, 416).
-    fn slice_answer(&mut self, meta: &SliceMeta) -> Result<(StatusCode, (u64, u64)), Box<Step>> {
+    pub(super) fn slice_answer(
+        &mut self,
+        meta: &SliceMeta,
+    ) -> Result<(StatusCode, (u64, u64)), Box<Step>> {
         // A seek's answer is a file of its own: its preconditions here, its Range against it
         // once cut (`cut_answer`).
         let plain;
@@ -226,111 +229,6 @@ impl Txn {
         }
     }
 
-    /// The seek asked of this request (an `flv` or `mp4` rule's `?start=`), if any.
-    fn slice_seek(&self) -> Option<Wanted> {
-        match (self.flv_start, self.mp4_start) {
-            (Some(start), _) => Some(Wanted::Flv(start)),
-            (None, Some((span, max))) => Some(Wanted::Mp4(span, max)),
-            (None, None) => None,
-        }
-    }
-
-    /// A seek's response (`seek.rs`): the cut's head and the slices of its data — or the
-    /// part of them a `Range` asks for, evaluated (with `If-Range`) against the cut answer —
-    /// or, when there is nothing to cut, the response from slices as without the seek.
-    async fn sliced_seek(
-        &mut self,
-        mut ctx: Ctx,
-        wanted: Wanted,
-        first: Option<(u64, SliceSource)>,
-    ) -> Step {
-        self.proxy.counters.slice_seek.inc();
-        let (cut, read) = match seek::cut(&ctx, wanted).await {
-            Ok(cut) => cut,
-            // A changed representation looks up again, with the seek still asked.
-            Err(failure) => return self.slice_failure(failure),
-        };
-        self.flv_start = None;
-        self.mp4_start = None;
-        ctx.seek = Some(read.slices.clone());
-        let read = Some(Box::new(read));
-        let (status, part, read) = match cut {
-            Seek::Cut { head, from, to } => {
-                let length = head.len() as u64 + (to - from);
-                let (status, (a, b)) = match self.cut_answer(&ctx.meta, length) {
-                    Ok(answer) => answer,
-                    Err(step) => return *step,
-                };
-                let hl = head.len() as u64;
-                let out = Out {
-                    status,
-                    prefix: (a < hl).then(|| head.slice(a as usize..(b + 1).min(hl) as usize)),
-                    data: (b >= hl).then(|| (from + a.max(hl) - hl, from + b - hl)),
-                    range: (status == StatusCode::PARTIAL_CONTENT).then_some((a, b, length)),
-                    cut: true,
-                    read,
-                };
-                return self.send(ctx, out, None).await;
-            }
-            // Nothing cut: the representation, its Range and all.
-            Seek::Whole(_) => match self.slice_answer(&ctx.meta) {
-                Ok((status, part)) => (status, part, read),
-                Err(step) => return *step,
-            },
-        };
-        let out = Out {
-            status,
-            prefix: None,
-            data: Some(part),
-            range: (status == StatusCode::PARTIAL_CONTENT).then_some((
-                part.0,
-                part.1,
-                ctx.meta.length,
-            )),
-            cut: false,
-            read,
-        };
-        self.send(ctx, out, first).await
-    }
-
-    /// A `Range` (and `If-Range`) against a seek's answer of `length` bytes, as nginx's range
-    /// filter takes the `mp4` / `flv` module's output: its weakened `ETag` never matches an
-    /// `If-Range` (RFC 9110 §13.1.5 compares strongly), the file's `Last-Modified` does. The
-    /// status and the bytes of the answer to send, or the 416.
-    fn cut_answer(
-        &mut self,
-        meta: &SliceMeta,
-        length: u64,
-    ) -> Result<(StatusCode, (u64, u64)), Box<Step>> {
-        let mut request = HeaderMap::new();
-        for name in [header::RANGE, header::IF_RANGE] {
-            for v in self.req.headers.get_all(&name) {
-                request.append(name.clone(), v.clone());
-            }
-        }
-        let mut fields = HeaderMap::new();
-        if let Some(etag) = meta.fields.get(header::ETAG) {
-            fields.insert(header::ETAG, etag.clone());
-            crate::proxy::filter::weaken_etag(&mut fields);
-        }
-        let etag = fields.get(header::ETAG).and_then(|v| v.to_str().ok());
-        let method = if self.head_only {
-            Method::HEAD
-        } else {
-            Method::GET
-        };
-        match conditional::evaluate(&method, &request, etag, last_modified(meta), length) {
-            Answer::Partial(r) if r.len() == 1 => Ok((StatusCode::PARTIAL_CONTENT, r[0])),
-            Answer::Unsatisfiable => Err(Box::new(self.slice_head(
-                meta,
-                StatusCode::RANGE_NOT_SATISFIABLE,
-                length,
-            ))),
-            // The preconditions were answered on the representation (`slice_answer`).
-            _ => Ok((StatusCode::OK, (0, length - 1))),
-        }
-    }
-
     /// The response from slices `start ..= end`; a seek asked and not made yet is made first
     /// (`sliced_seek`).
     async fn sliced_with(
@@ -361,7 +259,12 @@ impl Txn {
     /// the cut read, so it reads no slice of media data. `Cache-Status` says `hit` when every
     /// slice had before the head was stored (the first slice of a plain response; a seek's
     /// `moov` slices and its first data slice), `fwd=miss` when any was not.
-    async fn send(&mut self, ctx: Ctx, out: Out, first: Option<(u64, SliceSource)>) -> Step {
+    pub(super) async fn send(
+        &mut self,
+        ctx: Ctx,
+        out: Out,
+        first: Option<(u64, SliceSource)>,
+    ) -> Step {
         let Out {
             status,
             prefix,
@@ -448,7 +351,7 @@ impl Txn {
 
     /// A 304, or a 416 for an answer of `length` bytes, from what is known of the
     /// representation.
-    fn slice_head(&mut self, meta: &SliceMeta, status: StatusCode, length: u64) -> Step {
+    pub(super) fn slice_head(&mut self, meta: &SliceMeta, status: StatusCode, length: u64) -> Step {
         self.proxy.counters.slice_responses.inc();
         self.proxy.counters.cache_hit.inc();
         let mut headers = HeaderMap::new();
@@ -471,7 +374,7 @@ impl Txn {
     /// The first slice could not be had: the request looks up again after an invalidation
     /// (the usual path fetches the new version), a response the origin gave is passed
     /// through, a failure is answered.
-    fn slice_failure(&mut self, failure: SliceFailure) -> Step {
+    pub(super) fn slice_failure(&mut self, failure: SliceFailure) -> Step {
         match failure {
             SliceFailure::Changed => Step::Lookup,
             SliceFailure::Ignored(resp) => {
@@ -509,7 +412,7 @@ impl Txn {
 }
 
 /// The file's `Last-Modified`, as a time.
-fn last_modified(meta: &SliceMeta) -> Option<SystemTime> {
+pub(super) fn last_modified(meta: &SliceMeta) -> Option<SystemTime> {
     meta.fields
         .get(header::LAST_MODIFIED)
         .and_then(|v| v.to_str().ok())
@@ -517,18 +420,18 @@ fn last_modified(meta: &SliceMeta) -> Option<SystemTime> {
 }
 
 /// What a response from slices sends (`Txn::send`).
-struct Out {
-    status: StatusCode,
+pub(super) struct Out {
+    pub(super) status: StatusCode,
     /// Bytes before the representation's (a seek's head, or the part of it a Range asks).
-    prefix: Option<Bytes>,
+    pub(super) prefix: Option<Bytes>,
     /// The representation's bytes `start ..= end` to send, if any.
-    data: Option<(u64, u64)>,
+    pub(super) data: Option<(u64, u64)>,
     /// A 206's `Content-Range`: first, last, complete length.
-    range: Option<(u64, u64, u64)>,
+    pub(super) range: Option<(u64, u64, u64)>,
     /// A seek's cut answer (its `ETag` weakened).
-    cut: bool,
+    pub(super) cut: bool,
     /// What a seek's cut read before the head (`None`: not a seek).
-    read: Option<Box<Read>>,
+    pub(super) read: Option<Box<Read>>,
 }
 
 /// Streams the first slice's bytes, then slices `next ..` up to byte `end`, into `tx`. A slice
