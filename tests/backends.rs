@@ -427,8 +427,9 @@ async fn all_backends_sick_serves_stale_within_keep_else_503() {
     shellac.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn max_connections_queue_then_busy() {
+/// An origin whose `/hold` answers `held|` then waits for the gate before `done` (holding its
+/// connection), and answers every other path `quick` at once; nothing is stored.
+async fn gated_origin() -> (Origin, Arc<tokio::sync::Notify>) {
     let gate = Arc::new(tokio::sync::Notify::new());
     let g = gate.clone();
     let origin = Origin::start(move |s| {
@@ -444,6 +445,12 @@ async fn max_connections_queue_then_busy() {
         }
     })
     .await;
+    (origin, gate)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_connections_queue_then_busy() {
+    let (origin, gate) = gated_origin().await;
     let shellac = Shellac::start(origin.addr, |c| {
         c.backends[0].max_connections = 1;
         c.backends[0].max_queue = 1;
@@ -499,21 +506,7 @@ async fn max_connections_queue_then_busy() {
 /// (503 `backend-busy`), counted in `backend_wait`, `backend_wait_fail` and `backend_busy`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_timeout_bounds_a_queued_request() {
-    let gate = Arc::new(tokio::sync::Notify::new());
-    let g = gate.clone();
-    let origin = Origin::start(move |s| {
-        let reply = Reply::ok("").cc("no-store");
-        if s.path == "/hold" {
-            reply.body(ReplyBody::Gated {
-                first: b"held|".to_vec(),
-                gate: g.clone(),
-                rest: b"done".to_vec(),
-            })
-        } else {
-            reply.body(ReplyBody::Bytes(b"quick".to_vec()))
-        }
-    })
-    .await;
+    let (origin, gate) = gated_origin().await;
     let shellac = Shellac::start(origin.addr, |c| {
         c.backends[0].max_connections = 1;
         c.backends[0].max_queue = 1;
@@ -548,21 +541,7 @@ async fn wait_timeout_bounds_a_queued_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_whose_client_leaves_gives_back_its_queue_place() {
     use tokio::io::AsyncWriteExt;
-    let gate = Arc::new(tokio::sync::Notify::new());
-    let g = gate.clone();
-    let origin = Origin::start(move |s| {
-        let reply = Reply::ok("").cc("no-store");
-        if s.path == "/hold" {
-            reply.body(ReplyBody::Gated {
-                first: b"held|".to_vec(),
-                gate: g.clone(),
-                rest: b"done".to_vec(),
-            })
-        } else {
-            reply.body(ReplyBody::Bytes(b"quick".to_vec()))
-        }
-    })
-    .await;
+    let (origin, gate) = gated_origin().await;
     let shellac = Shellac::start(origin.addr, |c| {
         c.backends[0].max_connections = 1;
         c.backends[0].max_queue = 1;
