@@ -160,41 +160,9 @@ taskset -c 0 nginx -p "$TMP/ngx" -c "$TMP/ngx/nginx.conf" 2>"$TMP/ngx/stderr" &
 NPID=$!
 PIDS+=("$NPID")
 
-# --- lighttpd: Debian's shipped configuration (its modules, parse options, index files,
-# access rules, MIME table) with this run's root, address, port and paths instead of the
-# system's, plus mod_fastcgi (and mod_flv_streaming if this build has it). Not taken from the
-# shipped file: its upload and log directories and pid file (the system's), its IPv6 listener
-# and conf-enabled/ (a javascript alias for /javascript/). Like nginx's keepalive_requests
-# below, max-keep-alive-requests is raised from 1,000 so that no server closes wrk's
-# connections during a run (Shellac has no such limit).
-LIGHTTPD_SHIPPED=${LIGHTTPD_SHIPPED:-/etc/lighttpd/lighttpd.conf}
-lighttpd_conf() {
-  grep -vE '^[[:space:]]*server\.(document-root|upload-dirs|errorlog|pid-file|username|groupname|port)[[:space:]]*=|use-ipv6\.pl|conf-enabled' \
-    "$LIGHTTPD_SHIPPED"
-  cat <<CONF
-server.document-root = "$W"
-server.bind = "127.0.0.1"
-server.port = $P_LIGHTTPD
-server.pid-file = "$TMP/lighttpd/pid"
-server.errorlog = "$TMP/lighttpd/error.log"
-server.username = "$WWW_USER"
-server.groupname = "$WWW_USER"
-server.max-keep-alive-requests = 1000000
-server.max-connections = 4096
-server.modules += ("mod_fastcgi"$1)
-fastcgi.server = (".php" => (("host" => "127.0.0.1", "port" => $P_FPM, "check-local" => "enable")))
-$2
-CONF
-}
-LIGHTTPD_FLV=1
-lighttpd_conf ', "mod_flv_streaming"' 'flv-streaming.extensions = (".flv")' >"$TMP/lighttpd/lighttpd.conf"
-if ! lighttpd -tt -f "$TMP/lighttpd/lighttpd.conf" >/dev/null 2>&1; then
-  LIGHTTPD_FLV=0
-  lighttpd_conf '' '' >"$TMP/lighttpd/lighttpd.conf"
-fi
-taskset -c 0 lighttpd -D -f "$TMP/lighttpd/lighttpd.conf" 2>"$TMP/lighttpd/stderr" &
-LPID=$!
-PIDS+=("$LPID")
+# --- lighttpd: Debian's shipped configuration with this run's root, port and paths, plus
+# mod_fastcgi and mod_flv_streaming if this build has it (bench/lib.sh start_lighttpd).
+start_lighttpd "$TMP/lighttpd" "$P_LIGHTTPD" "$W" "$P_FPM" 1
 
 # --- Apache 2.4, event MPM (Debian's mpm_event.conf numbers), PHP through proxy_fcgi.
 M=/usr/lib/apache2/modules

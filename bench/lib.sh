@@ -224,6 +224,50 @@ CONF
   PIDS+=("$FPID")
 }
 
+# `start_lighttpd DIR PORT ROOT FPM_PORT FLV`: lighttpd on CPU 0 serving ROOT on 127.0.0.1:PORT
+# (ab2009.sh, php_split.sh), with Debian's shipped configuration (its modules, parse options,
+# index files, access rules, MIME table; $LIGHTTPD_SHIPPED, default /etc/lighttpd/lighttpd.conf)
+# and this run's root, address, port and paths instead of the system's, plus mod_fastcgi for
+# .php on 127.0.0.1:FPM_PORT and, with FLV=1, mod_flv_streaming when this build has it. Not
+# taken from the shipped file: its upload and log directories and pid file (the system's), its
+# IPv6 listener and conf-enabled/ (a javascript alias for /javascript/). Like nginx's
+# keepalive_requests in ab2009.sh, max-keep-alive-requests is raised from 1,000 so that no
+# server closes wrk's connections during a run (Shellac has no such limit). Its config, pid and
+# logs in DIR (owned by $WWW_USER). Sets LPID (added to PIDS) and LIGHTTPD_FLV (1: FLV seeks are
+# served).
+start_lighttpd() {
+  local dir=$1 port=$2 root=$3 fpm_port=$4 flv=$5
+  local shipped=${LIGHTTPD_SHIPPED:-/etc/lighttpd/lighttpd.conf}
+  lighttpd_conf() {
+    grep -vE '^[[:space:]]*server\.(document-root|upload-dirs|errorlog|pid-file|username|groupname|port)[[:space:]]*=|use-ipv6\.pl|conf-enabled' \
+      "$shipped"
+    cat <<CONF
+server.document-root = "$root"
+server.bind = "127.0.0.1"
+server.port = $port
+server.pid-file = "$dir/pid"
+server.errorlog = "$dir/error.log"
+server.username = "$WWW_USER"
+server.groupname = "$WWW_USER"
+server.max-keep-alive-requests = 1000000
+server.max-connections = 4096
+server.modules += ("mod_fastcgi"$1)
+fastcgi.server = (".php" => (("host" => "127.0.0.1", "port" => $fpm_port, "check-local" => "enable")))
+$2
+CONF
+  }
+  LIGHTTPD_FLV=0
+  if (( flv )); then
+    lighttpd_conf ', "mod_flv_streaming"' 'flv-streaming.extensions = (".flv")' >"$dir/lighttpd.conf"
+    lighttpd -tt -f "$dir/lighttpd.conf" >/dev/null 2>&1 && LIGHTTPD_FLV=1
+  fi
+  (( LIGHTTPD_FLV )) || lighttpd_conf '' '' >"$dir/lighttpd.conf"
+  chown -R "$WWW_USER" "$dir" 2>/dev/null || true
+  taskset -c 0 lighttpd -D -f "$dir/lighttpd.conf" 2>"$dir/stderr" &
+  LPID=$!
+  PIDS+=("$LPID")
+}
+
 # start_nginx_files DIR PORT ROOT: nginx (one worker) serving ROOT on 127.0.0.1:PORT with
 # `expires 1h`, logging each response's body bytes to DIR/bytes.log (origin bytes sent), its
 # config and temporary files in DIR; added to PIDS.

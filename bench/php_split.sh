@@ -63,23 +63,8 @@ for s in A B C D; do
 done
 if (( LIGHTTPD )); then
   P_L=$(free_port)
-  grep -vE '^[[:space:]]*server\.(document-root|upload-dirs|errorlog|pid-file|username|groupname|port)[[:space:]]*=|use-ipv6\.pl|conf-enabled' \
-    /etc/lighttpd/lighttpd.conf >"$TMP/lighttpd/lighttpd.conf"
-  cat >>"$TMP/lighttpd/lighttpd.conf" <<CONF
-server.document-root = "$W"
-server.bind = "127.0.0.1"
-server.port = $P_L
-server.pid-file = "$TMP/lighttpd/pid"
-server.errorlog = "$TMP/lighttpd/error.log"
-server.username = "$WWW_USER"
-server.groupname = "$WWW_USER"
-server.max-keep-alive-requests = 1000000
-server.max-connections = 4096
-server.modules += ("mod_fastcgi")
-fastcgi.server = (".php" => (("host" => "127.0.0.1", "port" => $P_FPM, "check-local" => "enable")))
-CONF
-  taskset -c 0 lighttpd -D -f "$TMP/lighttpd/lighttpd.conf" 2>"$TMP/lighttpd/stderr" &
-  PIDS+=($!); TREE[L]=$!; PORT[L]=$P_L; SERVERS+=(L)
+  start_lighttpd "$TMP/lighttpd" "$P_L" "$W" "$P_FPM" 0
+  TREE[L]=$LPID; PORT[L]=$P_L; SERVERS+=(L)
 fi
 for s in "${SERVERS[@]}"; do
   wait_http "http://127.0.0.1:${PORT[$s]}/info.php"
