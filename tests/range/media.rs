@@ -53,6 +53,34 @@ async fn media_origin(files: Vec<(&'static str, Vec<u8>)>) -> Origin {
     .await
 }
 
+/// The sample movie at `scale` (10,000: over 12 MiB), fast start or its moov after its mdat.
+fn movie(fast_start: bool, scale: u32) -> Vec<u8> {
+    movie_with(Options {
+        fast_start,
+        co64: false,
+        scale,
+        lead: 0,
+    })
+    .bytes()
+}
+
+/// A 10 MiB FLV file (its bytes say where they are).
+fn flv_clip() -> Vec<u8> {
+    (0..10 * MIB).map(|i| (i % 251) as u8).collect()
+}
+
+/// An origin serving `files` and a Shellac slicing them with the `mp4` and `flv` rules.
+async fn sliced_media(files: Vec<(&'static str, Vec<u8>)>) -> (Origin, Shellac) {
+    let origin = media_origin(files).await;
+    let rules = Config::parse(RULES, "rules.toml").unwrap().rules;
+    let shellac = Shellac::start(origin.addr, move |c| {
+        sliced(c);
+        c.rules = rules;
+    })
+    .await;
+    (origin, shellac)
+}
+
 /// The slices (by index) the origin was asked for `path`, each asked once.
 fn slices_asked(origin: &Origin, path: &str) -> BTreeSet<u64> {
     let mut out = BTreeSet::new();
@@ -108,29 +136,14 @@ fn mp4_answer(file: &[u8], start: f64, end: Option<f64>) -> (Cut, Vec<u8>) {
 /// kept data are never asked for. FLV: the header, then only the slices from the offset.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seeks_on_sliced_media_read_only_the_slices_the_cut_needs() {
-    let movie = |fast_start| {
-        movie_with(Options {
-            fast_start,
-            co64: false,
-            scale: 10_000,
-            lead: 0,
-        })
-        .bytes()
-    };
-    let (fast, late) = (movie(true), movie(false));
-    let flv: Vec<u8> = (0..10 * MIB).map(|i| (i % 251) as u8).collect();
+    let (fast, late) = (movie(true, 10_000), movie(false, 10_000));
+    let flv = flv_clip();
     assert!(fast.len() as u64 > 12 * MIB);
-    let origin = media_origin(vec![
+    let (origin, shellac) = sliced_media(vec![
         ("/fast.mp4", fast.clone()),
         ("/late.mp4", late.clone()),
         ("/clip.flv", flv.clone()),
     ])
-    .await;
-    let rules = Config::parse(RULES, "rules.toml").unwrap().rules;
-    let shellac = Shellac::start(origin.addr, move |c| {
-        sliced(c);
-        c.rules = rules;
-    })
     .await;
     // Learnt by a plain GET each (passed through whole).
     for (path, file) in [
@@ -201,16 +214,7 @@ async fn seeks_on_sliced_media_read_only_the_slices_the_cut_needs() {
 /// disk; nothing asked of the origin again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_mp4_is_read_from_the_disk_tier_after_a_restart() {
-    let movie = |fast_start| {
-        movie_with(Options {
-            fast_start,
-            co64: false,
-            scale: 1_000,
-            lead: 0,
-        })
-        .bytes()
-    };
-    let (fast, late) = (movie(true), movie(false));
+    let (fast, late) = (movie(true, 1_000), movie(false, 1_000));
     // Over shellac::cache::disk::INLINE_MAX (1 MiB): read back from disk, the body stays
     // there (`Body::Disk`, read in 256 KiB chunks) instead of coming back to memory.
     assert!(late.len() as u64 > shellac::cache::disk::INLINE_MAX);
@@ -298,25 +302,13 @@ async fn a_cut_mp4_is_read_from_the_disk_tier_after_a_restart() {
 /// Counters `slice_seek` and `slice_seek_slices`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_seek_on_sliced_media_answers_range_head_and_cache_status_over_the_cut() {
-    let fast = movie_with(Options {
-        fast_start: true,
-        co64: false,
-        scale: 10_000,
-        lead: 0,
-    })
-    .bytes();
-    let flv: Vec<u8> = (0..10 * MIB).map(|i| (i % 251) as u8).collect();
-    let origin = media_origin(vec![
+    let fast = movie(true, 10_000);
+    let flv = flv_clip();
+    let (origin, shellac) = sliced_media(vec![
         ("/fast.mp4", fast.clone()),
         ("/head.mp4", fast.clone()),
         ("/clip.flv", flv.clone()),
     ])
-    .await;
-    let rules = Config::parse(RULES, "rules.toml").unwrap().rules;
-    let shellac = Shellac::start(origin.addr, move |c| {
-        sliced(c);
-        c.rules = rules;
-    })
     .await;
     for path in ["/fast.mp4", "/head.mp4", "/clip.flv"] {
         assert_eq!(get(shellac.addr, path).await.status, 200, "{path}");
