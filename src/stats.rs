@@ -170,6 +170,7 @@ counters! {
     slice_fetch: "Slice requests sent to an origin (Range: bytes=a-b)",
     slice_validator_mismatch: "Slices whose validator or length differed from the representation's: every slice of the URL invalidated",
     slice_range_ignored: "Slice requests an origin answered with 200 (Range ignored): passed through uncached, the URL not sliced for hit_for_miss_ttl",
+    slice_head_fetch: "HEAD requests on a sliced URL whose first slice was not stored, answered from one byte asked of the origin (Range: bytes=a-a; nothing stored, no slice read)",
     slice_seek: "FLV and MP4 seeks (?start=, an flv or mp4 rule) answered from the slices of a big object",
     slice_seek_slices: "Slices those seeks read: an MP4's moov slices before the head (each counted once per seek) and the slices of the data sent",
     cache_deception_armor: "Backend responses a rule's ttl / min_ttl / override_origin did not apply to because their Content-Type did not fit the URL's extension (cache deception armor)",

@@ -3,6 +3,8 @@
 mod common;
 #[path = "range/media.rs"]
 mod media;
+#[path = "range/slice_head.rs"]
+mod slice_head;
 #[path = "range/slice_rules.rs"]
 mod slice_rules;
 #[path = "range/slices.rs"]

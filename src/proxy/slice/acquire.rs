@@ -204,12 +204,7 @@ pub(super) fn stored_from(
             let same = content_range(&parts.headers) == Some((start, end, meta.length))
                 && Validator::of(&parts.headers).as_ref() == Some(&meta.validator);
             if !same {
-                proxy.counters.slice_validator_mismatch.inc();
-                tracing::info!(key = %ctx.primary, "a slice shows another version: every slice invalidated");
-                proxy
-                    .cache
-                    .slices
-                    .invalidate(&ctx.primary, meta, &*proxy.cache.storage);
+                version_changed(ctx);
                 guard
                     .object()
                     .fail_with(StatusCode::SERVICE_UNAVAILABLE, CHANGED);
@@ -265,16 +260,7 @@ pub(super) fn stored_from(
             })
         }
         StatusCode::OK => {
-            proxy.counters.slice_range_ignored.inc();
-            tracing::info!(key = %ctx.primary, "the origin ignores Range: not sliced for hit_for_miss_ttl");
-            proxy
-                .cache
-                .slices
-                .invalidate(&ctx.primary, meta, &*proxy.cache.storage);
-            proxy
-                .cache
-                .slices
-                .refuse(&ctx.primary, proxy.config.cache.hit_for_miss_ttl.0);
+            range_ignored(ctx);
             guard.object().abandon();
             Err(SliceFailure::Ignored(Box::new((parts, body))))
         }
@@ -283,4 +269,32 @@ pub(super) fn stored_from(
             Err(SliceFailure::Answer(Box::new((parts, body))))
         }
     }
+}
+
+/// A slice response showed another version of the representation (validator or length):
+/// every slice of the URL is invalidated (`slice_validator_mismatch`).
+pub(super) fn version_changed(ctx: &Ctx) {
+    let proxy = &ctx.proxy;
+    proxy.counters.slice_validator_mismatch.inc();
+    tracing::info!(key = %ctx.primary, "a slice shows another version: every slice invalidated");
+    proxy
+        .cache
+        .slices
+        .invalidate(&ctx.primary, &ctx.meta, &*proxy.cache.storage);
+}
+
+/// The origin answered a slice request with 200: the URL's slices are invalidated and it is
+/// not sliced for `hit_for_miss_ttl` (`slice_range_ignored`).
+pub(super) fn range_ignored(ctx: &Ctx) {
+    let proxy = &ctx.proxy;
+    proxy.counters.slice_range_ignored.inc();
+    tracing::info!(key = %ctx.primary, "the origin ignores Range: not sliced for hit_for_miss_ttl");
+    proxy
+        .cache
+        .slices
+        .invalidate(&ctx.primary, &ctx.meta, &*proxy.cache.storage);
+    proxy
+        .cache
+        .slices
+        .refuse(&ctx.primary, proxy.config.cache.hit_for_miss_ttl.0);
 }

@@ -6,7 +6,7 @@
 //!  a response > max_object_size ──learn──► cache::slices (length, validator)
 //!  Lookup: no whole object, URL known ──► Step::Slices ──► serve.rs: preconditions, Range,
 //!      the first slice (acquire.rs: tiers → coalesced fetch) before the head, the rest
-//!      streamed by a task slice after slice
+//!      streamed by a task slice after slice; a HEAD reads no slice (head.rs)
 //! ```
 //!
 //! How a URL becomes sliced (`learn`): the usual path fetches it, and the response that shows
@@ -34,6 +34,7 @@
 
 mod acquire;
 mod backend;
+mod head;
 mod origin;
 mod seek;
 mod seek_answer;

@@ -255,10 +255,11 @@ impl Txn {
     }
 
     /// Sends `out`: the slice holding its first byte of data is had before the head goes out
-    /// (`first` when it is that one) — except for a seek's HEAD, whose head is had from what
-    /// the cut read, so it reads no slice of media data. `Cache-Status` says `hit` when every
-    /// slice had before the head was stored (the first slice of a plain response; a seek's
-    /// `moov` slices and its first data slice), `fwd=miss` when any was not.
+    /// (`first` when it is that one) — except for a HEAD, which reads no slice of data: a
+    /// seek's has its head from what the cut read, a plain one from the stored first slice or
+    /// one byte asked of the origin (`head.rs`). `Cache-Status` says `hit` when every slice
+    /// had before the head was stored (the first slice of a plain response; a seek's `moov`
+    /// slices and its first data slice), `fwd=miss` when any was not (or a byte was asked).
     pub(super) async fn send(
         &mut self,
         ctx: Ctx,
@@ -274,8 +275,21 @@ impl Txn {
             mut read,
         } = out;
         let size = ctx.meta.slice_size;
+        // A plain HEAD reads no slice: the fields of the stored first slice, else one byte
+        // asked (`head.rs`).
+        let mut asked = None;
         let source = match data {
-            Some((start, _)) if !(self.head_only && read.is_some()) => {
+            Some((start, _)) if self.head_only && read.is_none() => match first {
+                Some((i, source)) if i == start / size => Some(source),
+                _ => match super::head::fields_asked(&ctx, start).await {
+                    Ok(fields) => {
+                        asked = Some(fields);
+                        None
+                    }
+                    Err(failure) => return self.slice_failure(failure),
+                },
+            },
+            Some((start, _)) if !self.head_only => {
                 let index = start / size;
                 let source = match first {
                     Some((i, source)) if i == index => Ok(source),
@@ -294,13 +308,19 @@ impl Txn {
         let counters = &self.proxy.counters;
         counters.slice_responses.inc();
         let missed = read.as_ref().is_some_and(|r| r.missed);
-        let hit = !missed && source.as_ref().is_none_or(SliceSource::is_hit);
+        let hit = !missed && asked.is_none() && source.as_ref().is_none_or(SliceSource::is_hit);
         if hit {
             counters.cache_hit.inc();
         } else {
             counters.cache_miss.inc();
         }
-        let (fields, age) = match (&source, read.as_mut().and_then(|r| r.fields.take())) {
+        let known = asked
+            .map(|fields| {
+                let age = crate::cache::policy::age_field(&fields).map_or(0, |a| a.as_secs());
+                (fields, age)
+            })
+            .or_else(|| read.as_mut().and_then(|r| r.fields.take()));
+        let (fields, age) = match (&source, known) {
             (Some(source), _) => {
                 let (fields, age) = source.fields(Instant::now());
                 (fields, Some(age))
