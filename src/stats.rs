@@ -399,6 +399,10 @@ pub const GAUGES: &[(&str, &str)] = &[
         "Hot stored bodies (64-128 KiB) held in a pipe of their own now, each response taking their pages with tee(2) (at most 128, given to the bodies sent from most recently: held_pipe_given_up; a body without one is lent by vmsplice(2))",
     ),
     (
+        "mp4_moov_bytes",
+        "Bytes MP4 seeks hold now to read moovs: first bytes up to a moov, a moov after the mdat, the slices a sliced file's seek reads (at most server.mp4_moov_memory)",
+    ),
+    (
         "shared_breaker_state",
         "The shared tier's circuit breaker: 0 closed, 1 open, 2 half-open (0 without storage.shared)",
     ),

@@ -64,6 +64,7 @@ impl Proxy {
         ));
         out.push(("n_splice_pipe", crate::cache::pages::pipes_lent()));
         out.push(("n_held_pipe", crate::cache::pages::held_pipes() as u64));
+        out.push(("mp4_moov_bytes", self.shared.moov_held.used()));
         let fleet = self.cache.shared.as_deref();
         out.push((
             "shared_breaker_state",

@@ -1,6 +1,6 @@
 //! FLV and MP4 pseudo-streaming (nginx's `flv` and `mp4`) from a document root: `?start=`
 //! cut from the one stored copy and from disk when passed, a `moov` after the `mdat`, and the
-//! process's bound on the bytes seeks hold (`server.mp4_moov_memory`).
+//! process's bound on the bytes seeks hold (`server.mp4_moov_memory`, gauge `mp4_moov_bytes`).
 
 use std::time::Duration;
 
@@ -364,5 +364,92 @@ async fn a_late_moov_past_the_bound_is_sent_whole_on_miss_and_hit_and_held_bytes
     assert!(r.cache_status().contains("hit"), "{}", r.cache_status());
     assert!(r.body[..] == want[..], "the hit: not cut");
     assert_eq!(sh.stat("mp4_seek_memory").await, 2);
+    sh.stop().await;
+}
+
+/// The gauge `mp4_moov_bytes` (`/stats` and `/metrics`) is what MP4 seeks hold now: a miss
+/// on a file whose `moov` comes after its `mdat` holds the body as it streams until that
+/// `moov` is in — the origin stops after its first 256 KiB, and the gauge shows them held
+/// (within `server.mp4_moov_memory`); once the rest comes the cut is sent and it is 0 again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bytes_mp4_seeks_hold_are_a_gauge() {
+    const FIRST: usize = 256 * 1024;
+    let movie = |fast_start| {
+        shellac::mp4::sample::movie_with(shellac::mp4::sample::Options {
+            fast_start,
+            co64: false,
+            scale: 1_000,
+            lead: 0,
+        })
+        .bytes()
+    };
+    let (late, fast) = (movie(false), movie(true));
+    assert!(late.len() > 2 * FIRST);
+    // The cut of the late-moov file is the fast-start file's cut.
+    let shellac::mp4::Scan::Ready(layout) = shellac::mp4::scan(&fast, 1 << 20) else {
+        panic!("the sample movie");
+    };
+    let cut = shellac::mp4::cut(&fast, &layout, 1.5).unwrap().unwrap();
+    let mut want = cut.head.clone();
+    want.extend_from_slice(&fast[cut.from as usize..]);
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    let (file, g) = (late.clone(), gate.clone());
+    let origin = Origin::start(move |_| {
+        Reply::ok("")
+            .body(ReplyBody::Gated {
+                first: file[..FIRST].to_vec(),
+                gate: g.clone(),
+                rest: file[FIRST..].to_vec(),
+            })
+            .cc("max-age=3600")
+            .header("content-type", "video/mp4")
+    })
+    .await;
+    let sh = Shellac::start(origin.addr, |c| {
+        c.rules.push(shellac::config::rules::RuleConfig {
+            path: Some(r"\.mp4$".into()),
+            mp4: true,
+            ..Default::default()
+        });
+        c.server.mp4_moov_memory = shellac::config::units::Size(4 << 20);
+    })
+    .await;
+    assert_eq!(sh.stat("mp4_moov_bytes").await, 0);
+    let addr = sh.addr;
+    let seek = tokio::spawn(async move { get(addr, "/late.mp4?start=1.5").await });
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            sh.stat("mp4_moov_bytes").await >= FIRST as u64
+        })
+        .await,
+        "the first {FIRST} bytes held: {}",
+        sh.stat("mp4_moov_bytes").await
+    );
+    let held = sh.stat("mp4_moov_bytes").await;
+    assert!(held <= 4 << 20, "{held}");
+    let metrics = get(sh.admin, "/metrics").await.text();
+    assert!(
+        metrics.contains("# TYPE shellac_mp4_moov_bytes gauge")
+            && metrics.contains(&format!("shellac_mp4_moov_bytes {held}")),
+        "{metrics}"
+    );
+    gate.notify_one();
+    let r = seek.await.unwrap();
+    assert_eq!(r.status, 200);
+    assert!(
+        r.body[..] == want[..],
+        "cut: {} bytes, want {}",
+        r.body.len(),
+        want.len()
+    );
+    assert_eq!(sh.stat("mp4_seek_whole").await, 0);
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            sh.stat("mp4_moov_bytes").await == 0
+        })
+        .await,
+        "given back: {}",
+        sh.stat("mp4_moov_bytes").await
+    );
     sh.stop().await;
 }

@@ -300,7 +300,7 @@ pub(super) const SERVER: &[Setting] = &[
         default: Default::Value(r##""64MiB""##),
         example: r##""256MiB""##,
         restart: false,
-        doc: r##"The most bytes all MP4 seeks (`[[rule]] mp4`) hold at once to read `moov`s: a file's first bytes held until its `moov` and the `mdat` header are in, a `moov` after the `mdat` gathered while the body streams, and what a seek on a file cached in slices reads of them — each seek up to its rule's `mp4_max_moov_size`, all of them together up to this. A seek whose next bytes would pass it is sent whole, as a file that cannot be cut (counters `mp4_seek_memory` and `mp4_seek_whole`, logged); what it held is given back at once. nginx bounds each request alone (`mp4_max_buffer_size`). At least `1MiB`."##,
+        doc: r##"The most bytes all MP4 seeks (`[[rule]] mp4`) hold at once to read `moov`s: a file's first bytes held until its `moov` and the `mdat` header are in, a `moov` after the `mdat` gathered while the body streams, and what a seek on a file cached in slices reads of them — each seek up to its rule's `mp4_max_moov_size`, all of them together up to this. A seek whose next bytes would pass it is sent whole, as a file that cannot be cut (counters `mp4_seek_memory` and `mp4_seek_whole`, logged); what it held is given back at once. The gauge `mp4_moov_bytes` (`/stats`, `/metrics`) is what all seeks hold now. nginx bounds each request alone (`mp4_max_buffer_size`). At least `1MiB`."##,
     },
     Setting {
         section: "server",
