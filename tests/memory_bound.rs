@@ -1,12 +1,15 @@
 //! The memory tier's bound in resident memory (issue 23, item 8): the real binary, a
-//! `memory_size` of 32 MiB, filled with distinct objects three times its size (so everything
-//! is evicted about three times over), must not grow its RSS by more than 1.1× the setting
-//! beyond what it used before the fill with objects of 100 KB and more, 1.2× with small
-//! (2 KB) ones. Before the fix, objects of 100 KB to 1 MB took RSS to 1.3-1.6× the setting:
+//! `memory_size` of 32 MiB (16 MiB with 2 KB objects), filled with distinct objects three times
+//! its size (so everything is evicted about three times over), must not grow its RSS by more
+//! than 1.1× the setting beyond what it used before the fill with objects of 100 KB and more,
+//! 1.2× with small (2 KB) ones. Before the fix, objects of 100 KB to 1 MB took RSS to 1.3-1.6× the setting:
 //! their bodies were kept as slices of hyper's read buffers (and charged their length only),
 //! and glibc kept freed large blocks. Small objects measured 1.06-1.08× on a machine with idle
 //! cores and 1.13-1.14× with both cores busy (issue 32: an outside check saw 1.145×, and this
 //! test's former 1.1× failed under load): README says ~1.15× for them (bench/RESULTS.md).
+//! The 2 KB case fills 16 MiB (25,166 requests, not 50,332: it was most of this binary's time
+//! in CI, every request through the debug build); its ratio measured the same at 16 and
+//! 32 MiB (1.07× and 1.06× at load ~11).
 
 mod common;
 
@@ -18,7 +21,6 @@ use common::raw_origin::RawOrigin;
 use common::*;
 
 const MIB: u64 = 1 << 20;
-const MEMORY_SIZE: u64 = 32 * MIB;
 /// Clients fetching at once (the fills in flight).
 const CLIENTS: usize = 16;
 
@@ -61,9 +63,9 @@ async fn fetch_all(addr: std::net::SocketAddr, paths: Vec<String>, size: usize) 
     }
 }
 
-/// Fills a 32 MiB memory tier three times over with `size`-byte objects and checks that RSS
-/// grew by at most `tenths` / 10 of it.
-async fn rss_stays_within_the_bound(size: usize, tenths: u64) {
+/// Fills a memory tier of `memory_size` bytes three times over with `size`-byte objects and
+/// checks that RSS grew by at most `tenths` / 10 of it.
+async fn rss_stays_within_the_bound(size: usize, memory_size: u64, tenths: u64) {
     // Each response in one write (a head and body written apart would wait for a delayed ACK).
     let origin = RawOrigin::start(move |request| {
         let len = if request.starts_with(b"GET /warm/") {
@@ -85,7 +87,7 @@ async fn rss_stays_within_the_bound(size: usize, tenths: u64) {
         &config,
         format!(
             "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"127.0.0.1:0\"\nthreads = 1\n\n[cache]\nmemory_size = \"{}MiB\"\nmax_object_size = \"2MiB\"\n\n[[backend]]\nhost = \"127.0.0.1\"\nport = {}\n",
-            MEMORY_SIZE / MIB,
+            memory_size / MIB,
             origin.addr.port()
         ),
     )
@@ -96,7 +98,7 @@ async fn rss_stays_within_the_bound(size: usize, tenths: u64) {
     let warm = (0..CLIENTS * 4).map(|i| format!("/warm/{i}")).collect();
     fetch_all(shellac.proxy, warm, 100.min(size)).await;
     let base = rss(shellac.pid());
-    let n = (3 * MEMORY_SIZE).div_ceil(size as u64) as usize;
+    let n = (3 * memory_size).div_ceil(size as u64) as usize;
     let fill = (0..n).map(|i| format!("/fill/{i}")).collect();
     fetch_all(shellac.proxy, fill, size).await;
     let after = rss(shellac.pid());
@@ -114,39 +116,39 @@ async fn rss_stays_within_the_bound(size: usize, tenths: u64) {
         stat("n_lru_nuked").await,
         stat("cache_bytes").await,
     );
-    assert!(charged <= MEMORY_SIZE, "{charged} bytes charged");
+    assert!(charged <= memory_size, "{charged} bytes charged");
     assert!(
         evicted >= 2 * held,
         "the fill evicts several times over: {evicted} evicted, {held} held"
     );
     let growth = after.saturating_sub(base);
     assert!(
-        growth * 10 <= MEMORY_SIZE * tenths,
+        growth * 10 <= memory_size * tenths,
         "{size}-byte objects: RSS grew by {:.2} MiB ({:.2}x memory_size): base {:.1} MiB, \
          after {:.1} MiB, {held} objects held, {charged} bytes charged",
         growth as f64 / MIB as f64,
-        growth as f64 / MEMORY_SIZE as f64,
+        growth as f64 / memory_size as f64,
         base as f64 / MIB as f64,
         after as f64 / MIB as f64,
     );
     eprintln!(
         "{size}-byte objects: RSS growth {:.2}x memory_size",
-        growth as f64 / MEMORY_SIZE as f64
+        growth as f64 / memory_size as f64
     );
     shellac.stop();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rss_stays_within_the_bound_with_2_kb_objects() {
-    rss_stays_within_the_bound(2_000, 12).await;
+    rss_stays_within_the_bound(2_000, 16 * MIB, 12).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rss_stays_within_the_bound_with_100_kb_objects() {
-    rss_stays_within_the_bound(100_000, 11).await;
+    rss_stays_within_the_bound(100_000, 32 * MIB, 11).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rss_stays_within_the_bound_with_1_mb_objects() {
-    rss_stays_within_the_bound(1_000_000, 11).await;
+    rss_stays_within_the_bound(1_000_000, 32 * MIB, 11).await;
 }
