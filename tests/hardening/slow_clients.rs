@@ -1,6 +1,7 @@
 //! Slow clients from slowhttptest (Debian package), in short bounded runs: slowloris (slow
-//! headers), R-U-Dead-Yet (slow body) and slow read. While each runs, normal requests are
-//! answered, and afterwards the counter of the timeout that closes such connections has moved.
+//! headers), R-U-Dead-Yet (slow body) and slow read, all three at once. While they run, normal
+//! requests are answered, and afterwards the counter of the timeout that closes each kind of
+//! connection has moved.
 //! Skipped, with a message, where slowhttptest is not installed; a failure instead where
 //! `SHELLAC_REQUIRE_TOOLS=1` (`.ci/run` sets it and installs the package).
 //! `bench/slow.sh` runs the same modes longer and with more connections.
@@ -59,10 +60,12 @@ async fn slowhttptest_attacks_leave_the_service_available() {
             "client_send_timeout",
         ),
     ];
+    // The three attacks at once (one run's time, not three): 100 connections each for 6 s
+    // (slowhttptest stops by itself; killed if the test ends first).
+    let mut attacks = Vec::new();
     for (mode, args, counter) in modes {
         let before = shellac.stat(counter).await;
-        // 100 connections for 6 s (slowhttptest stops by itself; killed if the test ends first).
-        let mut attack = tokio::process::Command::new("slowhttptest")
+        let attack = tokio::process::Command::new("slowhttptest")
             .args(args)
             .args(["-c", "100", "-r", "100", "-l", "6", "-p", "3", "-u", &url])
             .stdout(Stdio::null())
@@ -70,16 +73,19 @@ async fn slowhttptest_attacks_leave_the_service_available() {
             .kill_on_drop(true)
             .spawn()
             .expect("start slowhttptest");
-        // While it runs: ten ordinary requests, each answered (a generous bound, not a timing
-        // assertion: an unavailable service would not answer at all).
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        for _ in 0..10 {
-            let resp = tokio::time::timeout(Duration::from_secs(10), get(shellac.addr, "/ok"))
-                .await
-                .unwrap_or_else(|_| panic!("{mode}: a normal request was not answered"));
-            assert_eq!(resp.status, 200, "{mode}");
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
+        attacks.push((mode, counter, before, attack));
+    }
+    // While they run: ten ordinary requests, each answered (a generous bound, not a timing
+    // assertion: an unavailable service would not answer at all).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for _ in 0..10 {
+        let resp = tokio::time::timeout(Duration::from_secs(10), get(shellac.addr, "/ok"))
+            .await
+            .unwrap_or_else(|_| panic!("under three attacks: a normal request was not answered"));
+        assert_eq!(resp.status, 200);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    for (mode, counter, before, mut attack) in attacks {
         let finished = tokio::time::timeout(Duration::from_secs(60), attack.wait()).await;
         assert!(
             finished.is_ok(),
