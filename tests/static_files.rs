@@ -69,16 +69,21 @@ async fn files(root: &Path, tweak: impl FnOnce(&mut shellac::config::BackendConf
         tweak(b);
         // `X-Pass: 1`: the request is passed (never cached), so the files origin itself
         // answers its conditionals and ranges.
-        let mut pass = shellac::config::rules::RuleConfig::default();
-        pass.request_header.insert("x-pass".into(), String::new());
-        pass.pass = true;
-        c.rules.push(pass);
+        c.rules.push(pass_rule());
     })
     .await
 }
 
 /// A passed request: the origin itself answers conditionals and ranges.
 const PASS: (&str, &str) = ("x-pass", "1");
+
+/// The rule that passes a request with an `X-Pass` header ([`PASS`]).
+fn pass_rule() -> shellac::config::rules::RuleConfig {
+    let mut pass = shellac::config::rules::RuleConfig::default();
+    pass.request_header.insert("x-pass".into(), String::new());
+    pass.pass = true;
+    pass
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_are_served_with_types_and_validators() {

@@ -5,7 +5,19 @@
 use std::time::Duration;
 
 use super::common::*;
-use super::{PASS, site, write_old};
+use super::{PASS, pass_rule, site, write_old};
+
+/// What a seek to `at` seconds answers for the fast-start `movie`: its rewritten head, then
+/// the media data from the first kept sample to the end.
+fn cut_answer(movie: &[u8], at: f64) -> Vec<u8> {
+    let shellac::mp4::Scan::Ready(layout) = shellac::mp4::scan(movie, 1 << 20) else {
+        panic!("the sample movie");
+    };
+    let cut = shellac::mp4::cut(movie, &layout, at).unwrap().unwrap();
+    let mut want = cut.head.clone();
+    want.extend_from_slice(&movie[cut.from as usize..]);
+    want
+}
 
 /// nginx's `flv`: `?start=BYTE` answers the FLV header, then the file from that byte — from
 /// the one stored copy (the seek is not part of the cache key) and from disk when passed.
@@ -25,10 +37,7 @@ async fn flv_start_sends_the_header_then_the_file_from_the_offset() {
             flv: true,
             ..Default::default()
         });
-        let mut pass = shellac::config::rules::RuleConfig::default();
-        pass.request_header.insert("x-pass".into(), String::new());
-        pass.pass = true;
-        c.rules.push(pass);
+        c.rules.push(pass_rule());
     })
     .await;
     let whole = get(sh.addr, "/clip.flv").await;
@@ -141,10 +150,7 @@ async fn mp4_start_cuts_the_movie_at_the_keyframe_before() {
             mp4: true,
             ..Default::default()
         });
-        let mut pass = shellac::config::rules::RuleConfig::default();
-        pass.request_header.insert("x-pass".into(), String::new());
-        pass.pass = true;
-        c.rules.push(pass);
+        c.rules.push(pass_rule());
     })
     .await;
     let shellac::mp4::Scan::Ready(layout) = shellac::mp4::scan(&movie, 1 << 20) else {
@@ -297,9 +303,7 @@ async fn a_late_moov_past_the_bound_is_sent_whole_on_miss_and_hit_and_held_bytes
     // A bound the moov fits but its end is past.
     let bound = l.mdat_end.unwrap() + 8;
     assert!((layout.moov.len() as u64) < bound && bound < late.len() as u64);
-    let cut = shellac::mp4::cut(&movie, &layout, 1.5).unwrap().unwrap();
-    let mut want = cut.head.clone();
-    want.extend_from_slice(&movie[cut.from as usize..]);
+    let want = cut_answer(&movie, 1.5);
     let rules = |c: &mut shellac::config::Config| {
         c.rules.push(shellac::config::rules::RuleConfig {
             path: Some(r"^/late\.mp4$".into()),
@@ -312,10 +316,7 @@ async fn a_late_moov_past_the_bound_is_sent_whole_on_miss_and_hit_and_held_bytes
             mp4: true,
             ..Default::default()
         });
-        let mut pass = shellac::config::rules::RuleConfig::default();
-        pass.request_header.insert("x-pass".into(), String::new());
-        pass.pass = true;
-        c.rules.push(pass);
+        c.rules.push(pass_rule());
     };
     let sh = Shellac::start_files(&www, rules).await;
     for (i, via) in ["miss", "hit", "hit"].iter().enumerate() {
@@ -386,12 +387,7 @@ async fn the_bytes_mp4_seeks_hold_are_a_gauge() {
     let (late, fast) = (movie(false), movie(true));
     assert!(late.len() > 2 * FIRST);
     // The cut of the late-moov file is the fast-start file's cut.
-    let shellac::mp4::Scan::Ready(layout) = shellac::mp4::scan(&fast, 1 << 20) else {
-        panic!("the sample movie");
-    };
-    let cut = shellac::mp4::cut(&fast, &layout, 1.5).unwrap().unwrap();
-    let mut want = cut.head.clone();
-    want.extend_from_slice(&fast[cut.from as usize..]);
+    let want = cut_answer(&fast, 1.5);
     let gate = std::sync::Arc::new(tokio::sync::Notify::new());
     let (file, g) = (late.clone(), gate.clone());
     let origin = Origin::start(move |_| {
