@@ -1,7 +1,7 @@
 //! RFC 9111's reading of a backend response as Varnish presents it to VCL before
 //! `vcl_backend_response` (`beresp.ttl`, `beresp.grace`, `beresp.keep`): Varnish's list of
 //! cacheable statuses, no refusals (they are the program's to make). The program's
-//! `beresp.*` are then the storage decision (`proxy/policy/vcl/backend.rs`).
+//! `beresp.*` are then the storage decision (`proxy/policy/vcl/backend_response.rs`).
 
 use std::time::Duration;
 

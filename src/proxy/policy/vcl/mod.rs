@@ -1,11 +1,13 @@
 //! The VCL front-end of the policy seam: each hook runs the program's subroutine for its step
 //! (`client.rs`: vcl_recv, vcl_hash, vcl_hit, vcl_miss, vcl_pass, vcl_pipe, vcl_purge,
-//! vcl_deliver, vcl_synth / 2.x vcl_error; `backend.rs`: vcl_backend_fetch,
-//! vcl_backend_response / 2.x vcl_fetch, vcl_backend_error) and turns its action into the
-//! machine's next step. The request's VCL state is `Txn::vcl` (`proxy/vcl/`).
+//! vcl_deliver, vcl_synth / 2.x vcl_error; `backend.rs`: vcl_backend_fetch;
+//! `backend_response.rs`: vcl_backend_response / 2.x vcl_fetch; `backend_error.rs`:
+//! vcl_backend_error) and turns its action into the machine's next step. The request's VCL state is `Txn::vcl` (`proxy/vcl/`).
 
 mod answer;
 mod backend;
+mod backend_error;
+mod backend_response;
 mod bereq;
 mod client;
 mod lookup;
@@ -231,7 +233,7 @@ impl Hooks for Vcl {
 
     fn backend_error(txn: &mut Txn, status: StatusCode, detail: &str) -> Option<ErrorOutcome> {
         txn.vcl.as_ref()?;
-        Some(backend::backend_error(txn, status, detail))
+        Some(backend_error::backend_error(txn, status, detail))
     }
 
     /// As in Varnish, under a 4.x program that fetch failed (vcl_backend_error, which may
@@ -240,7 +242,7 @@ impl Hooks for Vcl {
         if txn.vcl.is_none() || legacy(txn) {
             return None;
         }
-        Some(backend::backend_error(
+        Some(backend_error::backend_error(
             txn,
             StatusCode::SERVICE_UNAVAILABLE,
             "stale-gone",
@@ -263,8 +265,8 @@ impl Hooks for Vcl {
         }
         // vcl_backend_response sees the backend's hop-by-hop fields (Keep-Alive) in beresp,
         // as in Varnish; the stored or delivered response never has them.
-        match backend::backend_response(txn, parts, ex, pass, was_304) {
-            backend::BerespOutcome::Plan {
+        match backend_response::backend_response(txn, parts, ex, pass, was_304) {
+            backend_response::BerespOutcome::Plan {
                 plan,
                 hit_for_miss,
                 buffer,
@@ -280,8 +282,8 @@ impl Hooks for Vcl {
                     buffer,
                 }
             }
-            backend::BerespOutcome::Retry => ResponseOutcome::Retry,
-            backend::BerespOutcome::Step(step) => ResponseOutcome::Step(step),
+            backend_response::BerespOutcome::Retry => ResponseOutcome::Retry,
+            backend_response::BerespOutcome::Step(step) => ResponseOutcome::Step(step),
         }
     }
 

@@ -1,0 +1,325 @@
+//! vcl_backend_response (2.x: vcl_fetch) on the response head: `beresp` made from it, and
+//! what the subroutine leaves turned into what the fetch does next (store with a plan,
+//! deliver uncached, retry, or a step of the client side).
+
+use std::time::Duration;
+
+use http::StatusCode;
+use http::header::HeaderMap;
+use http::response::Parts;
+
+use super::super::ErrorOutcome;
+use super::answer::reason_phrase;
+use super::backend_error::{new_beresp, retried, run_backend, run_backend_error, vcl_error};
+use super::client::failed;
+use crate::cache::Prefetch;
+use crate::cache::policy::{self, NoCacheReason, StorePlan};
+use crate::proxy::txn::{Step, Txn};
+use crate::proxy::vcl::{self as rt, Beresp};
+use crate::vcl::run::Verdict;
+use crate::vcl::types::Method;
+
+/// What vcl_backend_response decided.
+pub(super) enum BerespOutcome {
+    /// Store the response with this plan, or deliver it uncached for this reason (and
+    /// remember the URL as uncacheable this long: `beresp.ttl` of a hit-for-miss); `buffer`:
+    /// read the whole body before delivering (`beresp.do_stream = false`).
+    Plan {
+        plan: Result<StorePlan, NoCacheReason>,
+        hit_for_miss: Option<Duration>,
+        buffer: bool,
+    },
+    /// `return (retry)`: send the request again.
+    Retry,
+    /// Leave the fetch for this client-side step (restart, synth, abandon).
+    Step(Step),
+}
+
+/// vcl_backend_response (2.x: vcl_fetch) on the response head in `parts`: VCL may change its
+/// status and fields and decides whether and how long it is stored. `pass`: a pass fetch,
+/// never stored. `was_304`: `parts` is a stale copy a 304 revalidated, merged with the 304's
+/// fields (`beresp.was_304`).
+pub(super) fn backend_response(
+    txn: &mut Txn,
+    parts: &mut Parts,
+    ex: &policy::Exchange,
+    pass: bool,
+    was_304: bool,
+) -> BerespOutcome {
+    let Some(v) = txn.vcl.as_deref() else {
+        return BerespOutcome::Plan {
+            plan: Err(NoCacheReason::Vcl),
+            hit_for_miss: None,
+            buffer: false,
+        };
+    };
+    let legacy = v.runtime.program.dialect.is_legacy();
+    let cfg = &txn.proxy.config.cache;
+    let fresh = policy::vcl_freshness(parts.status, &parts.headers, ex, cfg, legacy);
+    let tx = v.bereq.as_ref().and_then(|b| b.vsl.clone());
+    if let Some(t) = tx.as_deref() {
+        let reason = parts
+            .extensions
+            .get::<hyper::ext::ReasonPhrase>()
+            .and_then(|r| std::str::from_utf8(r.as_bytes()).ok());
+        crate::proxy::vcl::vsl::response(
+            t,
+            [
+                "BerespProtocol",
+                "BerespStatus",
+                "BerespReason",
+                "BerespHeader",
+            ],
+            (parts.version, parts.status, reason),
+            &parts.headers,
+        );
+    }
+    let mut beresp = beresp(txn, parts, &fresh, ex, pass, was_304, legacy);
+    let m = if legacy {
+        Method::Fetch
+    } else {
+        Method::BackendResponse
+    };
+    let verdict = run_backend(txn, m, Some(&mut beresp));
+    took(txn, parts, &mut beresp, pass);
+    if let Some(t) = tx.as_deref()
+        && matches!(
+            verdict,
+            Verdict::Deliver | Verdict::Pass | Verdict::HitForPass
+        )
+    {
+        crate::proxy::vcl::vsl::fetch_body(
+            t,
+            &parts.headers,
+            parts.status.as_u16(),
+            beresp.do_stream,
+        );
+    }
+    let hfm = |ttl: f64| (ttl > 0.0).then(|| crate::vcl::run::value::to_duration(ttl));
+    if beresp.fetch.do_esi
+        && matches!(
+            verdict,
+            Verdict::Deliver | Verdict::Pass | Verdict::HitForPass
+        )
+    {
+        esi_on(txn);
+    }
+    let buffer = !beresp.do_stream;
+    let outcome = |plan, hit_for_miss| BerespOutcome::Plan {
+        plan,
+        hit_for_miss,
+        buffer,
+    };
+    match verdict {
+        Verdict::Deliver if pass => outcome(Err(NoCacheReason::Vcl), None),
+        Verdict::Deliver if beresp.uncacheable => outcome(Err(NoCacheReason::Vcl), hfm(beresp.ttl)),
+        Verdict::Deliver => {
+            if let Some(v) = txn.vcl.as_deref_mut() {
+                v.fetched = Some(rt::Fetched {
+                    ttl: beresp.ttl,
+                    grace: beresp.grace,
+                    keep: beresp.keep,
+                    at: std::time::Instant::now(),
+                });
+            }
+            outcome(
+                plan(&beresp, &parts.headers, fresh, ex.partial_content),
+                None,
+            )
+        }
+        Verdict::Pass | Verdict::HitForPass => {
+            let ttl = if beresp.ttl > 0.0 {
+                beresp.ttl
+            } else {
+                txn.proxy.config.cache.hit_for_miss_ttl.0.as_secs_f64()
+            };
+            outcome(Err(NoCacheReason::Vcl), hfm(ttl))
+        }
+        other => leave(txn, other, m),
+    }
+}
+
+/// What vcl_backend_response's `verdict` does when it neither stores nor delivers: a retry
+/// (at most `max_retries`; past it vcl_backend_error runs on a 503, as in Varnish), abandon, restart, `error` (4.x: vcl_backend_error; 2.x's
+/// vcl_fetch `error`: vcl_error), or a failure.
+fn leave(txn: &mut Txn, verdict: Verdict, m: Method) -> BerespOutcome {
+    let legacy = txn
+        .vcl
+        .as_deref()
+        .is_some_and(|v| v.runtime.program.dialect.is_legacy());
+    match verdict {
+        Verdict::Retry => {
+            let max_retries = txn.proxy.config.vcl.max_retries;
+            let Some(v) = txn.vcl.as_deref_mut() else {
+                return BerespOutcome::Step(failed(m, "no VCL state"));
+            };
+            // Counted past the limit too, as Varnish's `bo->retries++ < max_retries`.
+            v.state.retries += 1;
+            if v.state.retries > max_retries {
+                // Varnish: `VCL_Error` and on to vcl_backend_error, with its 503 `beresp`
+                // (a retry from there fails the fetch), not vcl_synth.
+                if let Some(t) = v.bereq.as_ref().and_then(|b| b.vsl.as_deref()) {
+                    t.log("VCL_Error", "Too many retries, delivering 503");
+                }
+                let failed = (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "Backend fetch failed".to_string(),
+                );
+                return match run_backend_error(txn, failed, "too-many-retries") {
+                    ErrorOutcome::Retry => BerespOutcome::Retry,
+                    ErrorOutcome::Step(step) => BerespOutcome::Step(step),
+                };
+            }
+            retried(v);
+            BerespOutcome::Retry
+        }
+        Verdict::Abandon => BerespOutcome::Step(Step::VclSynth(
+            503,
+            Some("Backend fetch abandoned".to_string()),
+        )),
+        Verdict::Restart => BerespOutcome::Step(Step::Restart),
+        Verdict::Synth(status, reason) if legacy => {
+            BerespOutcome::Step(Step::VclSynth(status, reason))
+        }
+        Verdict::Synth(status, reason) => match vcl_error(txn, status, reason) {
+            ErrorOutcome::Retry => BerespOutcome::Retry,
+            ErrorOutcome::Step(step) => BerespOutcome::Step(step),
+        },
+        Verdict::Fail(why) => BerespOutcome::Step(failed(m, &why)),
+        other => BerespOutcome::Step(failed(m, &format!("returned {}", other.as_str()))),
+    }
+}
+
+/// `beresp` as vcl_backend_response first sees it: the response's status and fields (taken
+/// out of `parts`), its lifetimes as `fresh` computed them, whether it is cacheable.
+fn beresp(
+    txn: &Txn,
+    parts: &mut Parts,
+    fresh: &policy::VclFreshness,
+    ex: &policy::Exchange,
+    pass: bool,
+    was_304: bool,
+    legacy: bool,
+) -> Beresp {
+    // 2.x: cacheable statuses with a lifetime (Varnish 2.1's list), and a 206 to a Range
+    // Shellac sent itself (a piece, a slice).
+    let cacheable = !pass
+        && fresh.ttl > 0.0
+        && (matches!(
+            parts.status.as_u16(),
+            200 | 203 | 300 | 301 | 302 | 307 | 404 | 410
+        ) || (parts.status == StatusCode::PARTIAL_CONTENT && ex.partial_content));
+    Beresp {
+        ttl: fresh.ttl,
+        grace: fresh.grace.as_secs_f64(),
+        keep: fresh.keep.as_secs_f64(),
+        uncacheable: if legacy { !cacheable } else { pass },
+        age: fresh.initial_age.as_secs_f64(),
+        was_304,
+        do_stream: !legacy,
+        ..new_beresp(txn, parts.status, std::mem::take(&mut parts.headers))
+    }
+}
+
+/// What vcl_backend_response left in `beresp` taken up: saint mode, the status, fields and
+/// reason back into `parts`, the fetch chain's gzip switches.
+fn took(txn: &mut Txn, parts: &mut Parts, beresp: &mut Beresp, pass: bool) {
+    // Saint mode (Varnish 2.1): the backend that answered is held off for this object — a
+    // looked-up one; a pass has no object to hold it off for.
+    if let Some(secs) = beresp.saintmode.filter(|s| *s > 0.0)
+        && !pass
+        && let (Some(backend), Some(key)) = (&txn.backend, &txn.key)
+    {
+        let until = std::time::Instant::now() + crate::vcl::run::value::to_duration(secs);
+        backend.saint.hold(key, until);
+    }
+    parts.status = beresp.status;
+    parts.headers = std::mem::take(&mut beresp.headers);
+    if let Some(r) = beresp.reason.as_deref().and_then(reason_phrase) {
+        parts.extensions.insert(r);
+    }
+    // The fetch chain's gzip filters: only what the program asks for (Varnish compresses
+    // nothing by itself); `do_gzip` / `do_gunzip` only under `http_gzip_support`, a
+    // `beresp.filters` list whatever it is (`vcl/filters.rs`).
+    let switches = beresp.fetch.switches_apply();
+    txn.filters.coding.gzip = Some(switches && beresp.fetch.do_gzip);
+    txn.filters.coding.gunzip = switches && beresp.fetch.do_gunzip;
+}
+
+/// ESI processing of the fetched body, as `beresp.do_esi` asks (the URL is the backend
+/// request's, for the log).
+fn esi_on(txn: &mut Txn) {
+    let url = match txn.vcl.as_deref().and_then(|v| v.bereq.as_ref()) {
+        Some(b) => b
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_string(),
+        None => txn
+            .req
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_string(),
+    };
+    let vsl = txn
+        .vcl
+        .as_deref()
+        .and_then(|v| v.bereq.as_ref())
+        .and_then(|b| b.vsl.clone());
+    crate::proxy::filter::esi::turn_on(
+        &mut txn.filters,
+        (&txn.proxy.config.esi, &txn.proxy.counters),
+        &url,
+        vsl,
+    );
+}
+
+/// How to store a response VCL delivers: its `beresp.ttl`, `beresp.grace` and `beresp.keep`
+/// (from now), the `Vary` it has now (VCL may have changed it).
+fn plan(
+    beresp: &Beresp,
+    headers: &HeaderMap,
+    fresh: policy::VclFreshness,
+    partial_content: bool,
+) -> Result<StorePlan, NoCacheReason> {
+    let code = beresp.status.as_u16();
+    if !(200..600).contains(&code) || (code == 206 && !partial_content) || code == 304 {
+        return Err(NoCacheReason::Status);
+    }
+    let secs = crate::vcl::run::value::to_duration;
+    if beresp.ttl + beresp.grace.max(0.0) + beresp.keep.max(0.0) <= 0.0 {
+        return Err(NoCacheReason::Expired);
+    }
+    let vary = policy::vary_names(headers).ok_or(NoCacheReason::VaryStar)?;
+    Ok(StorePlan {
+        ttl: fresh.initial_age.saturating_add(secs(beresp.ttl)),
+        initial_age: fresh.initial_age,
+        strip: fresh.strip,
+        vary,
+        stale_ok: fresh.stale_ok,
+        grace: secs(beresp.grace),
+        keep: secs(beresp.keep),
+        stale_if_error: fresh.stale_if_error,
+        prefetch: prefetch(beresp),
+        transient: beresp
+            .storage
+            .as_deref()
+            .is_some_and(|s| s.eq_ignore_ascii_case("transient")),
+    })
+}
+
+/// VCL 2.0's `obj.prefetch` as Varnish 2.0 read it (`VRT_l_obj_prefetch`): negative, that long
+/// before expiry; positive, that long from now; zero, never. A value outside the object's
+/// freshness (`beresp.ttl` as vcl_fetch leaves it) is ignored, as Varnish logged and ignored
+/// it, which leaves `cache.refresh_ahead`; so does a file that never sets it.
+fn prefetch(beresp: &Beresp) -> Prefetch {
+    let secs = crate::vcl::run::value::to_duration;
+    match beresp.prefetch {
+        None => Prefetch::CONFIGURED,
+        Some(0.0) => Prefetch::OFF,
+        Some(a) if a < 0.0 && -a < beresp.ttl => Prefetch::before(secs(-a)),
+        Some(a) if a > 0.0 && a < beresp.ttl => Prefetch::before(secs(beresp.ttl - a)),
+        Some(_) => Prefetch::CONFIGURED,
+    }
+}
