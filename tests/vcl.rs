@@ -355,6 +355,92 @@ sub vcl_synth {
     shellac.stop().await;
 }
 
+/// Regression (trunk v00050): under VCL a backend's 998 is taken (Varnish takes any three
+/// digits; without VCL it stays a 502: tests/hardening/responses.rs); a `return (retry)`
+/// runs vcl_backend_fetch again and goes to the `bereq.backend` vcl_backend_response set;
+/// vcl_backend_error's object with a `beresp.ttl` is stored, with its wide status and its
+/// reason, which its hits send and whose VCL sees them (`obj.status` 1200, `resp.status`
+/// 1200); and a request hashing another URL's inputs finds that URL's object.
+#[tokio::test]
+async fn varnish_v00050_a_998_retried_into_a_stored_backend_error_object() {
+    let origin = Origin::start(|seen| match seen.path.as_str() {
+        "/c" => Reply::ok("").status(998),
+        _ => Reply::ok("a").cc("max-age=60"),
+    })
+    .await;
+    let refused = free_port();
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+backend sick { .host = "127.0.0.1"; .port = "REFUSED"; }
+sub vcl_backend_fetch {
+    if (bereq.retries == 0) { set bereq.backend = b; }
+}
+sub vcl_backend_response {
+    set beresp.status = beresp.status + 1000;
+    if (beresp.status == 1998) {
+        set bereq.backend = sick;
+        return (retry);
+    }
+}
+sub vcl_backend_error {
+    if (beresp.status != 503) { return (abandon); }
+    set beresp.status = 1200;
+    set beresp.reason = "OK from v_b_e";
+    set beresp.ttl = 1m;
+}
+sub vcl_hash {
+    if (req.url == "/alias") { hash_data("/c"); } else { hash_data(req.url); }
+    return (lookup);
+}
+sub vcl_hit {
+    set req.http.obj = obj.status + " " + obj.reason;
+}
+sub vcl_deliver {
+    set resp.http.wide = resp.status;
+    if (req.http.obj) { set resp.http.obj = req.http.obj; }
+}
+"#
+    .replace("REFUSED", &refused.to_string());
+    let shellac = start_vcl("v00050-store", &vcl, &[origin.addr]).await;
+    let ask = |path: &str| {
+        let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let addr = shellac.addr;
+        async move { raw(addr, req.as_bytes()).await.to_ascii_lowercase() }
+    };
+    // The miss: 998, retried on the refused backend, vcl_backend_error's object stored.
+    let miss = ask("/c").await;
+    assert!(miss.starts_with("http/1.1 200 ok from v_b_e\r\n"), "{miss}");
+    assert!(miss.contains("\r\nwide: 1200\r\n"), "{miss}");
+    assert!(!miss.contains("shellac-status"), "{miss}");
+    assert_eq!(shellac.stat("fetch_failed").await, 1);
+    // Its hits: the stored status line, the wide status in VCL, no second fetch.
+    for path in ["/c", "/alias"] {
+        let hit = ask(path).await;
+        assert!(
+            hit.starts_with("http/1.1 200 ok from v_b_e\r\n"),
+            "{path}: {hit}"
+        );
+        assert!(hit.contains("\r\nwide: 1200\r\n"), "{path}: {hit}");
+        assert!(
+            hit.contains("\r\nobj: 1200 ok from v_b_e\r\n"),
+            "{path}: {hit}"
+        );
+        assert!(!hit.contains("shellac-status"), "{path}: {hit}");
+    }
+    assert_eq!(origin.count_path("/c"), 1);
+    assert_eq!(origin.count_path("/alias"), 0);
+    assert_eq!(shellac.stat("cache_hit").await, 2);
+    assert_eq!(shellac.stat("fetch_failed").await, 1);
+    // A wide status of a fetched response is stored too: its hit's VCL sees 1200.
+    for _ in 0..2 {
+        let a = ask("/a").await;
+        assert!(a.starts_with("http/1.1 200 ok\r\n"), "{a}");
+        assert!(a.contains("\r\nwide: 1200\r\n"), "{a}");
+    }
+    assert_eq!(origin.count_path("/a"), 1);
+    shellac.stop().await;
+}
+
 /// Purging: 4.x `return (purge)` from an ACL, 2.x `set obj.ttl = 0s` in vcl_hit, and
 /// `ban()`.
 #[tokio::test]

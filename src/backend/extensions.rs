@@ -1,5 +1,5 @@
 //! What the proxy puts in a backend request's extensions for the backend and its kind to read:
-//! VCL's per-request timeouts and `retry_connect`, who the client is, a site's document root.
+//! VCL's per-request timeouts, `retry_connect` and statuses, who the client is, a site's document root.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,6 +18,11 @@ pub struct RequestTimeouts {
 /// fails on a reused connection is not tried again on a new one.
 #[derive(Clone, Copy, Debug)]
 pub struct NoConnectRetry;
+
+/// A backend request made under a VCL program, in its extensions: its answer may have any
+/// three-digit status, 100-999 (Varnish's `HTTP1_DissectResponse`), not only 200-599.
+#[derive(Clone, Copy, Debug)]
+pub struct AnyThreeDigitStatus;
 
 /// Who asked, in a backend request's extensions (put there by the proxy): what a FastCGI
 /// application reads as REMOTE_ADDR, HTTPS, SERVER_ADDR and SERVER_PROTOCOL.

@@ -45,7 +45,9 @@ use http::{Request, Response};
 pub use body::BackendBody;
 pub use endpoint::Endpoint;
 pub use error::{BoxError, FetchError};
-pub use extensions::{Autoindex, ClientInfo, DocRoot, NoConnectRetry, RequestTimeouts};
+pub use extensions::{
+    AnyThreeDigitStatus, Autoindex, ClientInfo, DocRoot, NoConnectRetry, RequestTimeouts,
+};
 pub(crate) use files::TryNext;
 pub(crate) use files::zero_copy::{Region, Regions, ZeroCopy, placeholder_offset};
 pub use framing::check_response;
@@ -200,7 +202,10 @@ impl Backend {
         .then(|| req.body().try_clone())
         .flatten()
         .map(|body| clone_head(&req).map(|_| body));
-        let upgrade = req.headers().contains_key(http::header::UPGRADE);
+        let statuses = framing::Statuses {
+            upgrade: req.headers().contains_key(http::header::UPGRADE),
+            any_three_digit: req.extensions().get::<AnyThreeDigitStatus>().is_some(),
+        };
         // `proxy_protocol`: a new connection naming this request's client, used once.
         let (conn, reused) = match self.config.proxy_protocol {
             Some(_) => {
@@ -212,14 +217,14 @@ impl Backend {
             }
             None => self.connection(connect, false).await?,
         };
-        let resp = match self.request(conn, req, first_byte, upgrade).await {
+        let resp = match self.request(conn, req, first_byte, statuses).await {
             Err(FetchError::Failed(_, e))
                 if reused && retry_copy.is_some() && error::is_stale_connection(&*e) =>
             {
                 self.counters.backend_retry.inc();
                 let (conn, _) = self.connection(connect, true).await?;
                 let req = retry_copy.expect("checked above");
-                self.request(conn, req, first_byte, upgrade).await
+                self.request(conn, req, first_byte, statuses).await
             }
             other => other,
         }?;
@@ -252,7 +257,7 @@ impl Backend {
         conn: kind::Conn,
         req: Request<RequestBody>,
         first_byte: Duration,
-        upgrade: bool,
+        statuses: framing::Statuses,
     ) -> Result<Response<source::Source>, FetchError> {
         let sent = std::time::Instant::now();
         let resp =
@@ -282,7 +287,7 @@ impl Backend {
             // HTTP/1.1 heads were held to it by hyper; an HTTP/2 head is decoded whole first.
             Err("response head with more fields than max_response_headers")
         } else {
-            check_response(&resp, upgrade)
+            check_response(&resp, statuses)
         };
         if let Err(why) = checked {
             // Dropping the response drops its connection with it: never pooled.

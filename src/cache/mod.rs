@@ -27,6 +27,7 @@ pub mod shares;
 pub mod slab;
 pub mod slices;
 mod span;
+pub mod status_line;
 mod storage;
 pub mod tags;
 pub mod tiered;

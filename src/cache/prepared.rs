@@ -23,6 +23,10 @@ pub struct Prepared {
     /// Worked out by the first fast hit that asks, once per `Prepared` ([`Prepared::recodable`];
     /// one byte beside `gzip`: no room taken).
     recodable: std::sync::atomic::AtomicU8,
+    /// The object has a status line of its own (`cache::status_line`: a wide VCL status, a
+    /// reason phrase other than the status's own): a fast hit steps aside, the full path
+    /// sends it. One byte beside `gzip`: no room taken.
+    pub own_status: bool,
     /// `map` as HTTP/1.1 bytes (`Prepared::wire`), built when a fast hit first needs them.
     pub wire: std::sync::OnceLock<Bytes>,
     /// The head a fast hit sends under a VCL program whose `vcl_deliver` reads only the
@@ -71,6 +75,7 @@ impl Prepared {
             gzip,
             decodable,
             recodable: std::sync::atomic::AtomicU8::new(0),
+            own_status: false,
             wire: std::sync::OnceLock::new(),
             vcl_wire: once_cell::race::OnceBox::new(),
         }

@@ -12,6 +12,7 @@ use http::{Method, Response, StatusCode};
 
 use super::body::ResponseBody;
 use super::partial::{self, Answer};
+use crate::cache::status_line::{self, StatusLine};
 use crate::cache::{Body, Object, Prepared};
 use crate::http::headers::VIA;
 
@@ -19,16 +20,18 @@ use crate::http::headers::VIA;
 /// parses the name again (a `&str` name is re-parsed and hashed on every map operation).
 pub const CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
 
-/// Fields meant for the cache, never sent to clients (the last three: a stored ESI program,
-/// `esi::FIELD`, a stored encoded object's identity, `cache::identity::FIELD`, and the
-/// generation a representation was made from, `cache::representation::FIELD`).
-const SURROGATE_ONLY: [HeaderName; 6] = [
+/// Fields meant for the cache, never sent to clients (the last four: a stored ESI program,
+/// `esi::FIELD`, a stored encoded object's identity, `cache::identity::FIELD`, the
+/// generation a representation was made from, `cache::representation::FIELD`, and an
+/// object's own status line, `cache::status_line::FIELD`).
+const SURROGATE_ONLY: [HeaderName; 7] = [
     HeaderName::from_static("surrogate-control"),
     HeaderName::from_static("surrogate-key"),
     HeaderName::from_static("xkey"),
     HeaderName::from_static(crate::esi::FIELD),
     HeaderName::from_static(crate::cache::identity::FIELD),
     HeaderName::from_static(crate::cache::representation::FIELD),
+    HeaderName::from_static(crate::cache::status_line::FIELD),
 ];
 
 /// A response from a stored object, honouring the request's preconditions and Range.
@@ -164,15 +167,25 @@ fn multipart(
     )
 }
 
-/// The common case, a full hit: a clone of the object's prepared header map
-/// ([`prepared_fields`]). No map growth, no rehash, no name parsing.
+/// The common case, a full hit: a clone of the object's prepared header map ([`prepared`]).
+/// No map growth, no rehash, no name parsing. An object with a status line of its own
+/// (`cache::status_line`) is sent with its reason phrase, and carries the line (its wide
+/// status) for VCL's vcl_deliver.
 fn full(
     object: Arc<Object>,
     head_only: bool,
     now: Instant,
     cache_status: &str,
 ) -> Response<ResponseBody> {
-    let headers = prepared_fields(&object, now, cache_status);
+    let (headers, own_status) = match prepared(&object, now, cache_status.as_bytes()) {
+        Ok(p) => (p.map.clone(), p.own_status),
+        Err(map) => (map, true),
+    };
+    let line = if own_status {
+        StatusLine::of(&object)
+    } else {
+        None
+    };
     let body = if head_only {
         ResponseBody::empty()
     } else {
@@ -181,11 +194,19 @@ fn full(
     let mut resp = Response::new(body);
     *resp.status_mut() = object.status;
     *resp.headers_mut() = headers;
+    if let Some(line) = line {
+        // The reason phrase it was stored with, and its wide status for VCL's vcl_deliver.
+        if let Ok(r) = hyper::ext::ReasonPhrase::try_from(line.reason.as_bytes().to_vec()) {
+            resp.extensions_mut().insert(r);
+        }
+        resp.extensions_mut().insert(line);
+    }
     resp
 }
 
 /// The delivery fields of a full hit on `object` at `now` with `cache_status`: a clone of the
 /// object's prepared map ([`prepared`]).
+#[cfg(test)]
 fn prepared_fields(object: &Object, now: Instant, cache_status: &str) -> HeaderMap {
     match prepared(object, now, cache_status.as_bytes()) {
         Ok(p) => p.map.clone(),
@@ -212,13 +233,19 @@ pub(super) fn prepared(
     {
         return Ok(p.clone());
     }
+    let mut own_status = false;
     let mut map = match current.as_deref() {
-        Some(p) => p.map.clone(),
+        Some(p) => {
+            own_status = p.own_status;
+            p.map.clone()
+        }
         None => {
             let mut h = HeaderMap::with_capacity(object.headers.len() + 4);
             for (name, value) in object.headers.header_pairs() {
                 if !SURROGATE_ONLY.contains(&name) {
                     h.append(name, value);
+                } else if name == status_line::FIELD {
+                    own_status = true;
                 }
             }
             h.insert(header::CONTENT_LENGTH, HeaderValue::from(object.body_len));
@@ -232,7 +259,9 @@ pub(super) fn prepared(
         return Err(map);
     };
     map.insert(CACHE_STATUS, status.clone());
-    let p = Arc::new(Prepared::new(age, status, map));
+    let mut p = Prepared::new(age, status, map);
+    p.own_status = own_status;
+    let p = Arc::new(p);
     object.prepared.store(Some(p.clone()));
     Ok(p)
 }
@@ -357,13 +386,22 @@ fn boundary(object: &Object) -> String {
 /// Response with given parts; adds `Via` and `Cache-Status`.
 pub fn respond(
     status: StatusCode,
-    headers: HeaderMap,
+    mut headers: HeaderMap,
     body: ResponseBody,
     cache_status: &str,
 ) -> Response<ResponseBody> {
+    let line = headers.remove(status_line::FIELD);
     let mut resp = Response::new(body);
     *resp.status_mut() = status;
     *resp.headers_mut() = delivery_fields(headers, cache_status);
+    // The status line VCL made (`cache::status_line`), for this status: its reason phrase
+    // sent, its wide status for vcl_deliver.
+    if let Some(line) = line.and_then(|v| StatusLine::parse(v.as_bytes(), status)) {
+        if let Ok(r) = hyper::ext::ReasonPhrase::try_from(line.reason.as_bytes().to_vec()) {
+            resp.extensions_mut().insert(r);
+        }
+        resp.extensions_mut().insert(line);
+    }
     resp
 }
 

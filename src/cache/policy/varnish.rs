@@ -35,6 +35,22 @@ pub struct VclFreshness {
     pub strip: Vec<HeaderName>,
 }
 
+impl VclFreshness {
+    /// The freshness of a response VCL made itself (vcl_backend_error's object): no lifetime
+    /// but the one VCL gives it, no age, no field dropped, servable stale.
+    pub fn made() -> VclFreshness {
+        VclFreshness {
+            ttl: 0.0,
+            grace: Duration::ZERO,
+            keep: Duration::ZERO,
+            initial_age: Duration::ZERO,
+            stale_ok: true,
+            stale_if_error: None,
+            strip: Vec::new(),
+        }
+    }
+}
+
 /// See [`VclFreshness`]. `legacy`: a 2.x program, which follows Varnish 2.1's list of
 /// cacheable statuses.
 pub fn vcl_freshness(

@@ -17,7 +17,7 @@
 //! `Connection`, `Expect`, body framing, the rewrite and untrusted forwarding fields and the
 //! `_` names the full path removes), no operator rule that would answer or edit it
 //! (`Rules::change_a_hit`), a fresh object in memory (of the request's variant when the URL has
-//! `Vary` variants). Under a VCL program, only when it provably changes nothing about the hit
+//! `Vary` variants), whose status line is its status's own (`cache::status_line`). Under a VCL program, only when it provably changes nothing about the hit
 //! (`proxy/vcl/dry_run.rs`). A stored gzip page asked for by a client without gzip is
 //! answered from its identity representation when memory holds one (`represent/`: what the
 //! full path sends then), and declined while there is none.
@@ -83,6 +83,9 @@ impl Proxy {
         let mut object = self.fresh_in_memory(&head, &primary, varies, now)?;
         let status = deliver::hit_status(&object, now);
         let mut prepared = deliver::prepared(&object, now, status.as_bytes()).ok()?;
+        if prepared.own_status {
+            return None;
+        }
         // Stored gzip for a client that does not take it: its identity representation from
         // memory (`represent/`), else the full path decodes it (a delivery filter,
         // `coding.rs`), as it does an origin's br or zstd; for a client that prefers br or

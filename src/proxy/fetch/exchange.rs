@@ -12,7 +12,7 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::response::Parts;
 
 use super::super::combine;
-use super::super::policy::{ErrorOutcome, ResponseOutcome, Storage};
+use super::super::policy::{ErrorOutcome, MadeAnswer, ResponseOutcome, Storage};
 use super::super::txn::{FetchMode, Step, Txn};
 use super::send::{self, SendFailure};
 use crate::backend::BackendBody;
@@ -67,7 +67,13 @@ pub(super) async fn exchange(
         let resp = match send::send(txn, for_cache).await {
             Ok(resp) => resp,
             Err(failure) => match answer_failure(txn, mode, failure) {
-                ControlFlow::Continue(()) => continue,
+                ControlFlow::Continue(None) => match refetch(txn, mode, for_cache) {
+                    None => continue,
+                    Some(step) => return ControlFlow::Break(step),
+                },
+                ControlFlow::Continue(Some(made)) => {
+                    return ControlFlow::Continue(made_exchange(txn, *made, request_time, seen));
+                }
                 ControlFlow::Break(step) => return ControlFlow::Break(step),
             },
         };
@@ -101,7 +107,10 @@ pub(super) async fn exchange(
                 }
                 storage
             }
-            ResponseOutcome::Retry => continue,
+            ResponseOutcome::Retry => match refetch(txn, mode, for_cache) {
+                None => continue,
+                Some(step) => return ControlFlow::Break(step),
+            },
             ResponseOutcome::Step(step) => {
                 leave(mode);
                 return ControlFlow::Break(step);
@@ -122,6 +131,16 @@ pub(super) async fn exchange(
     }
 }
 
+/// A retry the policy asked for (VCL's `return (retry)`): the fetch starts over as Varnish's
+/// does — vcl_backend_fetch runs again on the backend request as it was left (a
+/// `bereq.backend` vcl_backend_response set stays) and routes it anew. `Some(step)` when it
+/// does not fetch.
+fn refetch(txn: &mut Txn, mode: &FetchMode, for_cache: bool) -> Option<Step> {
+    let step = txn.policy.backend_fetch(txn, for_cache)?;
+    leave(mode);
+    Some(step)
+}
+
 /// Where this node stood in the fleet's invalidation log before asking the origin.
 fn fleet_position(txn: &Txn) -> Position {
     txn.proxy
@@ -132,10 +151,47 @@ fn fleet_position(txn: &Txn) -> Position {
         .unwrap_or_default()
 }
 
+/// The answer the policy made for a failed fetch, to be stored (vcl_backend_error's object
+/// with a lifetime): the exchange as if the backend had sent it, its body whole.
+fn made_exchange(
+    txn: &Txn,
+    made: MadeAnswer,
+    request_time: SystemTime,
+    seen: Position,
+) -> Exchanged {
+    use http_body_util::BodyExt as _;
+    let body = http_body_util::Full::new(made.body)
+        .map_err(|e| -> crate::backend::BoxError { Box::new(e) });
+    let body = BackendBody::from_stream(
+        Box::pin(body),
+        std::time::Duration::from_secs(1),
+        txn.proxy.counters.clone(),
+    );
+    Exchanged {
+        clock: Clock {
+            request_time,
+            response_time: SystemTime::now(),
+            stored_at: Instant::now(),
+            seen,
+        },
+        parts: made.parts,
+        body,
+        storage: Storage::Decided {
+            plan: Ok(made.plan),
+            hit_for_miss: None,
+        },
+        was_304: false,
+    }
+}
+
 /// No response from any backend: the policy's `backend_error` answers (or asks to send
-/// again: `Continue`), unless a stale copy may answer; otherwise the failure is answered
-/// ([`failed`]).
-fn answer_failure(txn: &mut Txn, mode: &FetchMode, failure: SendFailure) -> ControlFlow<Step> {
+/// again: `Continue(None)`, or makes an answer to store: `Continue(Some)`), unless a stale
+/// copy may answer; otherwise the failure is answered ([`failed`]).
+fn answer_failure(
+    txn: &mut Txn,
+    mode: &FetchMode,
+    failure: SendFailure,
+) -> ControlFlow<Step, Option<Box<MadeAnswer>>> {
     let stale_answers = txn.stale.as_ref().is_some_and(|s| s.stale_ok) && !txn.background;
     let (status, detail) = failure.status_detail();
     txn.proxy.counters.fetch_failed.inc();
@@ -147,7 +203,8 @@ fn answer_failure(txn: &mut Txn, mode: &FetchMode, failure: SendFailure) -> Cont
     }
     if !stale_answers && let Some(outcome) = txn.policy.backend_error(txn, status, detail) {
         match outcome {
-            ErrorOutcome::Retry => return ControlFlow::Continue(()),
+            ErrorOutcome::Retry => return ControlFlow::Continue(None),
+            ErrorOutcome::Store(made) => return ControlFlow::Continue(Some(made)),
             ErrorOutcome::Step(step) => {
                 if let FetchMode::Miss(guard) = mode {
                     guard.object().fail_with(status, detail);
@@ -159,13 +216,14 @@ fn answer_failure(txn: &mut Txn, mode: &FetchMode, failure: SendFailure) -> Cont
     ControlFlow::Break(failed(txn, mode, failure))
 }
 
-/// The fields of a backend response that are Shellac's own: the ESI program field and a
-/// stored object's identity (a backend never sets them), and the origin's
+/// The fields of a backend response that are Shellac's own: the ESI program field, a
+/// stored object's identity and status line (a backend never sets them), and the origin's
 /// `Surrogate-Control` for Shellac (`esi.surrogate_control`), consumed before the policy sees
 /// the response.
 fn take_own_fields(txn: &mut Txn, headers: &mut HeaderMap) {
     headers.remove(crate::proxy::filter::esi::FIELD);
     headers.remove(crate::cache::identity::FIELD);
+    headers.remove(crate::cache::status_line::FIELD);
     if super::super::surrogate::on_response(&txn.proxy.config.esi, headers) {
         txn.proxy.counters.esi_surrogate.inc();
         let url = txn.req.uri.path_and_query().map_or("/", |p| p.as_str());
@@ -188,6 +246,15 @@ fn revalidated_gone(txn: &mut Txn, mode: &FetchMode, body: BackendBody) -> Contr
     drop(body);
     match txn.policy.stale_gone(txn) {
         Some(ErrorOutcome::Retry) | None => ControlFlow::Continue(()),
+        // Answered as made: the copy it revalidated is gone, nothing new is stored here.
+        Some(ErrorOutcome::Store(made)) => {
+            if let FetchMode::Miss(guard) = mode {
+                guard
+                    .object()
+                    .fail_with(StatusCode::SERVICE_UNAVAILABLE, "stale-gone");
+            }
+            ControlFlow::Break(made.instead)
+        }
         Some(ErrorOutcome::Step(step)) => {
             if let FetchMode::Miss(guard) = mode {
                 guard

@@ -195,7 +195,7 @@ fn request_body(txn: &mut Txn, for_cache: bool, send_body: bool) -> RequestBody 
 }
 
 /// What travels with the backend request to the origin kind: VCL's timeouts, whether a
-/// failed connect may be retried, the site's document root, the client as FastCGI sees it.
+/// failed connect may be retried, the statuses VCL takes, the site's document root, the client as FastCGI sees it.
 fn extensions(
     txn: &Txn,
     req: &mut Request<RequestBody>,
@@ -208,6 +208,11 @@ fn extensions(
     }
     if !retry_connect {
         req.extensions_mut().insert(crate::backend::NoConnectRetry);
+    }
+    // Under VCL a backend may answer any three-digit status, as Varnish takes it.
+    if txn.vcl.is_some() {
+        req.extensions_mut()
+            .insert(crate::backend::AnyThreeDigitStatus);
     }
     // The backend request's Varnish-style records (`log.vsl_records`): its connection logs
     // `BackendClose` there.

@@ -79,6 +79,20 @@ pub(super) enum ErrorOutcome {
     Retry,
     /// Leave the fetch for this step.
     Step(Step),
+    /// Store the answer the policy made as the fetch's response, as if the backend had sent
+    /// it (VCL: vcl_backend_error's object with a lifetime, as Varnish inserts it).
+    Store(Box<MadeAnswer>),
+}
+
+/// An answer the policy made to be stored ([`ErrorOutcome::Store`]).
+pub(super) struct MadeAnswer {
+    /// Its status, reason phrase (extensions) and fields, with `Content-Length`.
+    pub parts: Parts,
+    pub body: bytes::Bytes,
+    /// How it is stored.
+    pub plan: StorePlan,
+    /// The same answer delivered where a fetch stores nothing (a slice of big media).
+    pub instead: Step,
 }
 
 /// The storage decision for a backend response, made once for every front-end: RFC 9111

@@ -63,6 +63,7 @@ pub(super) async fn exchange(
         // Shellac's own fields: a backend never sets them (as `fetch/exchange.rs`).
         parts.headers.remove(crate::proxy::filter::esi::FIELD);
         parts.headers.remove(crate::cache::identity::FIELD);
+        parts.headers.remove(crate::cache::status_line::FIELD);
         let ex = Exchange {
             partial_content: true,
             ..Exchange::at(request_time, SystemTime::now())

@@ -68,6 +68,8 @@ impl Txn {
                 Err((status, detail)) => match self.policy.backend_error(self, status, detail) {
                     Some(ErrorOutcome::Retry) => continue,
                     Some(ErrorOutcome::Step(step)) => return step,
+                    // Nothing is stored whole on the sliced path: the answer as made.
+                    Some(ErrorOutcome::Store(made)) => return made.instead,
                     None => return Step::Synth(status, detail),
                 },
             };
@@ -75,6 +77,7 @@ impl Txn {
             // Shellac's own fields: a backend never sets them (as `fetch/exchange.rs`).
             parts.headers.remove(crate::proxy::filter::esi::FIELD);
             parts.headers.remove(crate::cache::identity::FIELD);
+            parts.headers.remove(crate::cache::status_line::FIELD);
             let exchange = policy::Exchange {
                 partial_content: true,
                 ..policy::Exchange::at(request_time, SystemTime::now())

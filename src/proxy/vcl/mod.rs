@@ -377,7 +377,10 @@ pub(super) fn fetched_by(value: Option<&HeaderValue>) -> Option<u64> {
 
 /// The cache key of what vcl_hash gave `hash_data()`: the default key when it was the URL
 /// and the host (the built-in vcl_hash), else the host (if hashed) and the URL (if hashed)
-/// with every other input after `#` (which no request target holds).
+/// with every other input after `#` (which no request target holds). The URL is the input
+/// equal to the request's, else the first that is a path (`/...`): the same inputs make the
+/// same key whatever the request's own URL (trunk v00050's `/deliver` hashing `"/a"` finds
+/// `/a`'s object, as in Varnish).
 pub(super) fn key_from_hash(state: &State, host: &str, url: &str) -> CacheKey {
     let parts: Vec<&str> = state.hash_parts().collect();
     if let [u, h] = parts[..]
@@ -387,10 +390,13 @@ pub(super) fn key_from_hash(state: &State, host: &str, url: &str) -> CacheKey {
         return CacheKey::new(host, url);
     }
     let host_part = parts.iter().position(|p| !host.is_empty() && *p == host);
-    let url_part = parts.iter().position(|p| *p == url);
+    let url_part = parts
+        .iter()
+        .position(|p| *p == url)
+        .or_else(|| (0..parts.len()).find(|&i| Some(i) != host_part && parts[i].starts_with('/')));
     let mut path = String::new();
-    if url_part.is_some() {
-        path.push_str(url);
+    if let Some(i) = url_part {
+        path.push_str(parts[i]);
     }
     for (i, p) in parts.iter().enumerate() {
         if Some(i) == host_part || Some(i) == url_part {
@@ -438,5 +444,21 @@ mod tests {
         assert_eq!(k.path_and_query(), "/a#https");
         let k = key_from_hash(&state(&["/a"]), "example.com", "/a");
         assert_eq!((k.host(), k.path_and_query()), ("", "/a"));
+    }
+
+    /// The same `hash_data()` inputs make the same key whatever the request's URL: `/deliver`
+    /// hashing `"/a"` finds `/a`'s object (trunk v00050).
+    #[test]
+    fn the_same_inputs_are_the_same_key_whatever_the_url() {
+        let a = key_from_hash(&state(&["/a"]), "example.com", "/a");
+        let deliver = key_from_hash(&state(&["/a"]), "example.com", "/deliver");
+        assert_eq!(a, deliver);
+        assert_eq!(deliver.path_and_query(), "/a");
+        let a = key_from_hash(&state(&["/a", "x"]), "h", "/a");
+        let other = key_from_hash(&state(&["/a", "x"]), "h", "/other");
+        assert_eq!(a, other);
+        // An input that is no path stays after `#`.
+        let k = key_from_hash(&state(&["lang=de"]), "h", "/x");
+        assert_eq!(k.path_and_query(), "#lang=de");
     }
 }

@@ -6,6 +6,7 @@ use http::{Response, StatusCode};
 
 use super::super::Delivery;
 use super::client::{run_client, settle};
+use crate::cache::status_line::StatusLine;
 use crate::proxy::SessionTimeouts;
 use crate::proxy::body::ResponseBody;
 use crate::proxy::deliver;
@@ -76,9 +77,16 @@ fn run_deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
         .extensions
         .get::<hyper::ext::ReasonPhrase>()
         .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned());
+    // The wide status the object was stored with (`cache::status_line`: a hit's vcl_deliver
+    // sees 1200 where the client gets 200, as in Varnish).
+    let wide_status = parts
+        .extensions
+        .get::<StatusLine>()
+        .filter(|l| l.wide % 1000 == parts.status.as_u16())
+        .map_or(parts.status.as_u16(), |l| l.wide);
     let mut resp = Resp {
         status: parts.status,
-        wide_status: parts.status.as_u16(),
+        wide_status,
         reason,
         headers,
         deliver: rt::filters::Deliver {

@@ -37,6 +37,8 @@ fn run_backend_fetch(txn: &mut Txn) -> Option<Step> {
             Verdict::Synth(status, reason) => match vcl_error(txn, status, reason) {
                 ErrorOutcome::Retry => continue,
                 ErrorOutcome::Step(step) => return Some(step),
+                // Delivered as made: stored only where no backend answered (`fetch/exchange.rs`).
+                ErrorOutcome::Store(made) => return Some(made.instead),
             },
             Verdict::Fail(why) => return Some(failed(Method::BackendFetch, &why)),
             other => {

@@ -3,11 +3,14 @@
 //! transaction, `beresp` before anything set it.
 
 use http::StatusCode;
-use http::header::HeaderMap;
+use http::header::{HeaderMap, HeaderValue};
 
-use super::super::ErrorOutcome;
-use super::answer::made;
+use super::super::{ErrorOutcome, MadeAnswer};
+use super::answer::{made, reason_phrase};
 use super::client::{Sees, failed, run_sub};
+use super::store_plan::plan;
+use crate::cache::policy::VclFreshness;
+use crate::cache::status_line::{self, StatusLine};
 use crate::proxy::txn::{Step, Txn};
 use crate::proxy::vcl::{Beresp, VclTxn};
 use crate::vcl::run::Verdict;
@@ -93,12 +96,14 @@ pub(super) fn run_backend_error(
         return ErrorOutcome::Step(Step::Synth(status, "backend-error"));
     };
     v.state.body = None;
+    // A pass's object is never stored (Varnish: `beresp.uncacheable` is the request's).
+    let pass = v.bereq.as_ref().is_none_or(|b| b.uncacheable);
     // `Date` before vcl_backend_error, as Varnish sets it.
     let mut headers = HeaderMap::new();
     headers.insert(http::header::DATE, super::answer::date_now());
     let mut beresp = Beresp {
         reason: Some(reason),
-        uncacheable: true,
+        uncacheable: pass,
         ..new_beresp(txn, status, headers)
     };
     match run_backend(txn, Method::BackendError, Some(&mut beresp)) {
@@ -129,6 +134,35 @@ pub(super) fn run_backend_error(
             ));
         }
     }
+    if let Some(value) = own_status_line(&beresp) {
+        beresp.headers.insert(status_line::FIELD, value);
+    }
+    // Stored as Varnish inserts it when it has a lifetime (`beresp.ttl`, `grace`, `keep`).
+    let stored = if beresp.uncacheable {
+        None
+    } else {
+        plan(&beresp, &beresp.headers, VclFreshness::made(), false).ok()
+    };
+    let stored = stored.map(|plan| {
+        // The body `synthetic` / `beresp.body` made (`made` below takes it for `instead`).
+        let body = txn
+            .vcl
+            .as_deref()
+            .and_then(|v| v.state.body.clone())
+            .map(bytes::Bytes::from)
+            .unwrap_or_default();
+        let mut head = http::Response::new(());
+        *head.status_mut() = beresp.status;
+        *head.headers_mut() = beresp.headers.clone();
+        let (mut parts, ()) = head.into_parts();
+        parts
+            .headers
+            .insert(http::header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+        if let Some(r) = beresp.reason.as_deref().and_then(reason_phrase) {
+            parts.extensions.insert(r);
+        }
+        (parts, body, plan)
+    });
     let head = (beresp.status, beresp.reason.as_deref(), beresp.headers);
     let resp = made(
         txn,
@@ -136,5 +170,21 @@ pub(super) fn run_backend_error(
         false,
         &format!("shellac; fwd=miss; detail={detail}"),
     );
-    ErrorOutcome::Step(Step::Deliver(resp))
+    let instead = Step::Deliver(resp);
+    match stored {
+        Some((parts, body, plan)) => ErrorOutcome::Store(Box::new(MadeAnswer {
+            parts,
+            body,
+            plan,
+            instead,
+        })),
+        None => ErrorOutcome::Step(instead),
+    }
+}
+
+/// The status line of `beresp` when VCL made it other than its status's own
+/// (`cache::status_line`): a wide status (`set beresp.status = 1200`) or a reason of its
+/// own; the field's value, stored with the object and read back on delivery.
+pub(super) fn own_status_line(beresp: &Beresp) -> Option<HeaderValue> {
+    StatusLine::value(beresp.status, beresp.wide_status, beresp.reason.as_deref())
 }

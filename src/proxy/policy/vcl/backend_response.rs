@@ -5,15 +5,17 @@
 use std::time::Duration;
 
 use http::StatusCode;
-use http::header::HeaderMap;
 use http::response::Parts;
 
 use super::super::ErrorOutcome;
 use super::answer::reason_phrase;
-use super::backend_error::{new_beresp, retried, run_backend, run_backend_error, vcl_error};
+use super::backend_error::{
+    new_beresp, own_status_line, retried, run_backend, run_backend_error, vcl_error,
+};
 use super::client::failed;
-use crate::cache::Prefetch;
+use super::store_plan::plan;
 use crate::cache::policy::{self, NoCacheReason, StorePlan};
+use crate::cache::status_line;
 use crate::proxy::txn::{Step, Txn};
 use crate::proxy::vcl::{self as rt, Beresp};
 use crate::vcl::run::Verdict;
@@ -168,6 +170,8 @@ fn leave(txn: &mut Txn, verdict: Verdict, m: Method) -> BerespOutcome {
                 return match run_backend_error(txn, failed, "too-many-retries") {
                     ErrorOutcome::Retry => BerespOutcome::Retry,
                     ErrorOutcome::Step(step) => BerespOutcome::Step(step),
+                    // Delivered as made: stored only where no backend answered.
+                    ErrorOutcome::Store(made) => BerespOutcome::Step(made.instead),
                 };
             }
             retried(v);
@@ -184,6 +188,7 @@ fn leave(txn: &mut Txn, verdict: Verdict, m: Method) -> BerespOutcome {
         Verdict::Synth(status, reason) => match vcl_error(txn, status, reason) {
             ErrorOutcome::Retry => BerespOutcome::Retry,
             ErrorOutcome::Step(step) => BerespOutcome::Step(step),
+            ErrorOutcome::Store(made) => BerespOutcome::Step(made.instead),
         },
         Verdict::Fail(why) => BerespOutcome::Step(failed(m, &why)),
         other => BerespOutcome::Step(failed(m, &format!("returned {}", other.as_str()))),
@@ -238,6 +243,12 @@ fn took(txn: &mut Txn, parts: &mut Parts, beresp: &mut Beresp, pass: bool) {
     if let Some(r) = beresp.reason.as_deref().and_then(reason_phrase) {
         parts.extensions.insert(r);
     }
+    // The wide status and the reason VCL left, when they are not the status's own
+    // (`cache::status_line`): stored with the object, and read back by the delivery of this
+    // response (`deliver::respond`), which removes the field.
+    if let Some(value) = own_status_line(beresp) {
+        parts.headers.insert(status_line::FIELD, value);
+    }
     // The fetch chain's gzip filters: only what the program asks for (Varnish compresses
     // nothing by itself); `do_gzip` / `do_gunzip` only under `http_gzip_support`, a
     // `beresp.filters` list whatever it is (`vcl/filters.rs`).
@@ -273,53 +284,4 @@ fn esi_on(txn: &mut Txn) {
         &url,
         vsl,
     );
-}
-
-/// How to store a response VCL delivers: its `beresp.ttl`, `beresp.grace` and `beresp.keep`
-/// (from now), the `Vary` it has now (VCL may have changed it).
-fn plan(
-    beresp: &Beresp,
-    headers: &HeaderMap,
-    fresh: policy::VclFreshness,
-    partial_content: bool,
-) -> Result<StorePlan, NoCacheReason> {
-    let code = beresp.status.as_u16();
-    if !(200..600).contains(&code) || (code == 206 && !partial_content) || code == 304 {
-        return Err(NoCacheReason::Status);
-    }
-    let secs = crate::vcl::run::value::to_duration;
-    if beresp.ttl + beresp.grace.max(0.0) + beresp.keep.max(0.0) <= 0.0 {
-        return Err(NoCacheReason::Expired);
-    }
-    let vary = policy::vary_names(headers).ok_or(NoCacheReason::VaryStar)?;
-    Ok(StorePlan {
-        ttl: fresh.initial_age.saturating_add(secs(beresp.ttl)),
-        initial_age: fresh.initial_age,
-        strip: fresh.strip,
-        vary,
-        stale_ok: fresh.stale_ok,
-        grace: secs(beresp.grace),
-        keep: secs(beresp.keep),
-        stale_if_error: fresh.stale_if_error,
-        prefetch: prefetch(beresp),
-        transient: beresp
-            .storage
-            .as_deref()
-            .is_some_and(|s| s.eq_ignore_ascii_case("transient")),
-    })
-}
-
-/// VCL 2.0's `obj.prefetch` as Varnish 2.0 read it (`VRT_l_obj_prefetch`): negative, that long
-/// before expiry; positive, that long from now; zero, never. A value outside the object's
-/// freshness (`beresp.ttl` as vcl_fetch leaves it) is ignored, as Varnish logged and ignored
-/// it, which leaves `cache.refresh_ahead`; so does a file that never sets it.
-fn prefetch(beresp: &Beresp) -> Prefetch {
-    let secs = crate::vcl::run::value::to_duration;
-    match beresp.prefetch {
-        None => Prefetch::CONFIGURED,
-        Some(0.0) => Prefetch::OFF,
-        Some(a) if a < 0.0 && -a < beresp.ttl => Prefetch::before(secs(-a)),
-        Some(a) if a > 0.0 && a < beresp.ttl => Prefetch::before(secs(beresp.ttl - a)),
-        Some(_) => Prefetch::CONFIGURED,
-    }
 }

@@ -11,6 +11,7 @@ mod backend_response;
 mod bereq;
 mod client;
 mod lookup;
+mod store_plan;
 
 use std::sync::Arc;
 

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use super::{Scope, header, proto};
+use crate::cache::status_line::StatusLine;
 use crate::proxy::vcl::filters;
 use crate::vcl::ir::Var;
 use crate::vcl::run::{BackendSel, Env, Value};
@@ -237,12 +238,17 @@ impl Scope<'_> {
     pub(super) fn get_obj(&self, var: &Var) -> Value<'_> {
         let h = var.header.as_ref();
         match var.slot {
+            // The status line it was stored with (`cache::status_line`), else its status's.
             Slot::ObjStatus => self.obj.map_or(Value::None, |(o, _)| {
-                Value::Int(i64::from(o.status.as_u16()))
+                let wide = StatusLine::of(o).map_or(o.status.as_u16(), |l| l.wide);
+                Value::Int(i64::from(wide))
             }),
-            Slot::ObjReason => self.obj.map_or(Value::None, |(o, _)| {
-                Value::str(o.status.canonical_reason().unwrap_or(""))
-            }),
+            Slot::ObjReason => self
+                .obj
+                .map_or(Value::None, |(o, _)| match StatusLine::of(o) {
+                    Some(l) => Value::Str(Cow::Owned(l.reason)),
+                    None => Value::str(o.status.canonical_reason().unwrap_or("")),
+                }),
             Slot::ObjProto => Value::str("HTTP/1.1"),
             Slot::ObjHttp => match (self.obj, h) {
                 (Some((o, _)), Some(h)) => header(o.headers.map(), h),
