@@ -18,6 +18,7 @@ use super::files::zero_copy::ZeroCopy;
 use super::limit::Lease;
 use super::source::{BoxStream, Release, Source};
 use crate::stats::Counters;
+use crate::txlog::vsl::Current;
 
 /// Errors while reading a backend response body.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +53,9 @@ pub struct BackendBody {
     retire: Option<Arc<std::sync::atomic::AtomicBool>>,
     /// How the body is delimited, for the words of a failure's `FetchError` records.
     framing: Framing,
+    /// The backend request's Varnish-style records, where a failure's `FetchError` records go
+    /// for a body that is not a pooled HTTP/1.1 connection's (whose connection logs them).
+    vsl: Option<Current>,
 }
 
 impl Drop for BackendBody {
@@ -87,7 +91,14 @@ impl BackendBody {
             zero_copy: None,
             retire,
             framing: Framing::default(),
+            vsl: None,
         }
+    }
+
+    /// The backend request's records (`log.vsl_records`), for a failure's `FetchError`.
+    pub(super) fn with_vsl(mut self, vsl: Option<Current>) -> Self {
+        self.vsl = vsl;
+        self
     }
 
     /// A body of any origin kind produced as a stream of frames (`source::BoxStream`), read
@@ -189,12 +200,25 @@ impl BackendBody {
     }
 
     /// The body failed (`failure`, when it did): logged as Varnish's `FetchError` records on
-    /// the backend request's (`log.vsl_records`), and its connection closed, never reused.
+    /// the backend request's (`log.vsl_records`) — by a pooled HTTP/1.1 connection, which
+    /// serves that request, else here, whatever the origin kind (HTTP/2, FastCGI, files) —
+    /// and its connection closed, never reused.
     fn discard(&mut self, failure: Option<Failure<'_>>) {
-        if let (Some(f), Source::Hyper { release, .. }) = (failure, &self.source)
-            && let Release::Pool { conn, .. } = release
-        {
-            conn.log_fetch_error(&body_words::words(self.framing, f));
+        if let Some(f) = failure {
+            let words = body_words::words(self.framing, f);
+            match &self.source {
+                Source::Hyper {
+                    release: Release::Pool { conn, .. },
+                    ..
+                } => conn.log_fetch_error(&words),
+                _ => {
+                    if let Some(v) = &self.vsl {
+                        for w in words {
+                            v.0.log("FetchError", w);
+                        }
+                    }
+                }
+            }
         }
         if let Source::Hyper { release, .. } = &mut self.source
             && let Release::Pool { .. } = release
@@ -285,6 +309,8 @@ impl BackendBody {
                 };
                 this.discard(Some(failure));
                 this.counters.backend_error.inc();
+                // The fetch failed after its head (Varnish counts it as `fetch_failed`).
+                this.counters.fetch_failed.inc();
                 Poll::Ready(Some(Err(e)))
             }
             Poll::Pending => {
@@ -300,6 +326,7 @@ impl BackendBody {
                     Poll::Ready(()) => {
                         this.discard(Some(Failure::Timeout));
                         this.counters.backend_body_timeout.inc();
+                        this.counters.fetch_failed.inc();
                         Poll::Ready(Some(Err(BackendBodyError::Timeout)))
                     }
                     Poll::Pending => Poll::Pending,

@@ -202,6 +202,12 @@ impl Backend {
         .then(|| req.body().try_clone())
         .flatten()
         .map(|body| clone_head(&req).map(|_| body));
+        // A body that fails logs its `FetchError` records there (a pooled HTTP/1.1
+        // connection's own records say it for it).
+        let vsl = req
+            .extensions()
+            .get::<crate::txlog::vsl::Current>()
+            .cloned();
         let statuses = framing::Statuses {
             upgrade: req.headers().contains_key(http::header::UPGRADE),
             any_three_digit: req.extensions().get::<AnyThreeDigitStatus>().is_some(),
@@ -233,7 +239,8 @@ impl Backend {
         let body = BackendBody::new(source, between_bytes, self.counters.clone())
             .with_framing(body_words::Framing::of(&parts.headers))
             .with_lease(lease)
-            .with_zero_copy(zero_copy);
+            .with_zero_copy(zero_copy)
+            .with_vsl(vsl);
         Ok(Response::from_parts(parts, body))
     }
 

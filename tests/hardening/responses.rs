@@ -81,6 +81,8 @@ async fn bad_backend_chunks_are_never_stored() {
     }
     assert_eq!(origin.count(), 2);
     assert_eq!(shellac.stat("n_object").await, 0);
+    // Each is a failed fetch, as Varnish counts one whose body breaks after its head.
+    assert_eq!(shellac.stat("fetch_failed").await, 2);
     shellac.stop().await;
     origin.stop();
 }

@@ -62,3 +62,42 @@ async fn a_stream_that_stalls_meets_the_between_bytes_timeout() {
     assert!(matches!(stalled, Err(BackendBodyError::Timeout)));
     assert_eq!(counters.backend_body_timeout.get(), 1);
 }
+
+/// A body of another origin kind (HTTP/2, FastCGI, files: not a pooled HTTP/1.1
+/// connection, which logs for itself) that fails after its head: `FetchError` in Varnish's
+/// words on the backend request's records, and a failed fetch counted (`fetch_failed`, as
+/// Varnish counts one whose body breaks).
+#[tokio::test]
+async fn a_stream_that_fails_logs_fetch_error_and_counts_a_failed_fetch() {
+    let counters = Arc::new(Counters::default());
+    let vsl = Arc::new(crate::txlog::vsl::Vsl::default());
+    vsl.set_capacity(100);
+    let tx = crate::txlog::vsl::Transaction::begin(
+        vsl.clone(),
+        1001,
+        crate::txlog::vsl::Side::Backend,
+        ("bereq", 1000, "fetch"),
+    );
+    let mut body = BackendBody::from_stream(
+        script(&["part"], false),
+        Duration::from_millis(20),
+        counters.clone(),
+    )
+    .with_framing(Framing::Length)
+    .with_vsl(Some(Current(Arc::new(tx))));
+    assert_eq!(
+        body.frame().await.unwrap().unwrap().into_data().unwrap(),
+        "part"
+    );
+    assert!(matches!(
+        body.frame().await.unwrap(),
+        Err(BackendBodyError::Timeout)
+    ));
+    assert_eq!(counters.fetch_failed.get(), 1);
+    let (records, _) = vsl.since(0);
+    assert!(
+        records.contains("1001 b FetchError Resource temporarily unavailable\n")
+            && records.contains("1001 b FetchError straight insufficient bytes\n"),
+        "{records}"
+    );
+}

@@ -35,9 +35,10 @@ pub(super) enum SliceSource {
         len: u64,
     },
     /// Fetched for this request alone and not stored (the policy found it uncacheable).
+    /// Boxed: a backend body is larger than the other variants together.
     Passed {
         headers: HeaderMap,
-        body: BackendBody,
+        body: Box<BackendBody>,
     },
 }
 
@@ -63,7 +64,7 @@ impl SliceSource {
         let whole = match self {
             SliceSource::Stored(o) => ResponseBody::object(o),
             SliceSource::Busy { reader, len, .. } => ResponseBody::busy(reader, Some(len)),
-            SliceSource::Passed { body, .. } => ResponseBody::backend(body),
+            SliceSource::Passed { body, .. } => ResponseBody::backend(*body),
         };
         ResponseBody::slice(whole, skip, take)
     }
@@ -220,7 +221,7 @@ pub(super) fn stored_from(
                     guard.object().abandon();
                     return Ok(SliceSource::Passed {
                         headers: parts.headers,
-                        body,
+                        body: Box::new(body),
                     });
                 }
             };
