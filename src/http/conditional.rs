@@ -176,6 +176,11 @@ pub fn parse_range(text: &str, len: u64) -> RangeSpec {
     let Some(spec) = text.trim().strip_prefix("bytes=") else {
         return RangeSpec::Ignore;
     };
+    // An empty representation is sent whole (a 200 of no bytes), as Varnish does (trunk
+    // c00135): no range of it is satisfiable, and RFC 9110 §14.2 lets a server ignore Range.
+    if len == 0 {
+        return RangeSpec::Ignore;
+    }
     let parts: Vec<&str> = spec
         .split(',')
         .map(str::trim)
@@ -266,6 +271,23 @@ fn weak_eq(a: &str, b: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Range on an empty representation is ignored (the whole, empty, body: 200), as
+    /// Varnish answers it (trunk c00135); on a body past its end it is unsatisfiable (416).
+    #[test]
+    fn a_range_of_an_empty_body_is_ignored() {
+        for range in ["bytes=0-0", "bytes=0-", "bytes=-1", "bytes=5-9"] {
+            assert!(
+                matches!(parse_range(range, 0), RangeSpec::Ignore),
+                "{range}"
+            );
+        }
+        assert!(matches!(
+            parse_range("bytes=5-9", 3),
+            RangeSpec::Unsatisfiable
+        ));
+        assert!(matches!(parse_range("bytes=0-0", 3), RangeSpec::Ranges(_)));
+    }
 
     #[test]
     fn a_304_keeps_the_200s_fields_but_the_bodys() {
