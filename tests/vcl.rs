@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::vcl::{start_vcl, with_origins};
+use common::vcl::{start_vcl, start_vcl_with, with_origins};
 use common::{Origin, Reply, Resp, Shellac, free_port, get, get_with, raw, request};
 
 #[tokio::test]
@@ -438,6 +438,35 @@ sub vcl_deliver {
         assert!(a.contains("\r\nwide: 1200\r\n"), "{a}");
     }
     assert_eq!(origin.count_path("/a"), 1);
+    shellac.stop().await;
+}
+
+/// Regression (trunk c00137): `param.uncacheable_ttl` reads `cache.hit_for_miss_ttl`, and
+/// the built-in VCL's hit-for-miss (`vcl_beresp_hitmiss`) lasts that long, as Varnish 7's
+/// builtin.vcl sets `beresp.ttl = param.uncacheable_ttl` (Shellac's had 120 s written in).
+#[tokio::test]
+async fn varnish_c00137_param_uncacheable_ttl_is_hit_for_miss_ttl() {
+    let origin = Origin::start(|_| Reply::ok("x").cc("max-age=0")).await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_recv { set req.http.seen = param.uncacheable_ttl; }
+sub vcl_miss { set req.http.hitmiss = req.is_hitmiss; }
+sub vcl_deliver {
+    set resp.http.seen = req.http.seen;
+    set resp.http.hitmiss = req.http.hitmiss;
+}
+"#;
+    let shellac = start_vcl_with("c00137", vcl, &[origin.addr], |c| {
+        c.cache.hit_for_miss_ttl = shellac::config::units::Dur(std::time::Duration::from_secs(7));
+    })
+    .await;
+    let first = get(shellac.addr, "/").await;
+    assert_eq!(first.header("seen"), Some("7.000"));
+    assert_eq!(first.header("hitmiss"), Some("false"));
+    // `max-age=0`: the built-in VCL made it a hit-for-miss for 7 s; the next is a hit-miss.
+    let second = get(shellac.addr, "/").await;
+    assert_eq!(second.header("hitmiss"), Some("true"));
+    assert_eq!(origin.count(), 2);
     shellac.stop().await;
 }
 

@@ -77,6 +77,7 @@ impl Proxy {
                 counters.clone(),
                 config.cache.grace.0,
                 sess_defaults(&config.server),
+                config.cache.hit_for_miss_ttl.0,
             ))
         };
         let vcl = programs.global.as_ref().map(runtime);
@@ -151,6 +152,7 @@ impl Proxy {
                 self.counters.clone(),
                 config.cache.grace.0,
                 sess_defaults(&config.server),
+                config.cache.hit_for_miss_ttl.0,
             ))
         };
         let vcl = programs.global.as_ref().map(runtime);

@@ -138,7 +138,7 @@ pub(super) const CACHE: &[Setting] = &[
         default: Default::Value(r##""120s""##),
         example: r##""##,
         restart: false,
-        doc: r##"When a URL's response was uncacheable, later requests for it skip coalescing (go straight to the backend, in parallel) for this long. A cacheable response clears the mark."##,
+        doc: r##"When a URL's response was uncacheable, later requests for it skip coalescing (go straight to the backend, in parallel) for this long. A cacheable response clears the mark. Under VCL it is `param.uncacheable_ttl`, the `beresp.ttl` the built-in VCL gives an uncacheable response (Varnish's `uncacheable_ttl`)."##,
     },
     Setting {
         section: "cache",

@@ -51,6 +51,9 @@ pub struct VclRuntime {
     ///
     /// [`SessTimeout`]: crate::vcl::run::SessTimeout
     pub sess_defaults: [f64; 4],
+    /// `cache.hit_for_miss_ttl` in seconds: `param.uncacheable_ttl`, the `beresp.ttl` the
+    /// built-in VCL gives an uncacheable response (Varnish 7's `vcl_beresp_hitmiss`).
+    pub uncacheable_ttl: f64,
     /// Transaction ids (`X-Varnish`, `req.xid`, `bereq.xid`): the process's counter, which
     /// outlives the program (a reload goes on counting).
     xids: Arc<Xids>,
@@ -99,6 +102,7 @@ impl VclRuntime {
         counters: Arc<crate::stats::Counters>,
         default_grace: std::time::Duration,
         sess_defaults: [std::time::Duration; 4],
+        uncacheable_ttl: std::time::Duration,
     ) -> VclRuntime {
         let targets = program.targets.iter().map(|n| backends.get(n)).collect();
         let rollback = program.has_effect(&|f| matches!(f, crate::vcl::ir::Func::Rollback));
@@ -113,6 +117,7 @@ impl VclRuntime {
             deliver_object_only: false,
             default_grace: default_grace.as_secs_f64(),
             sess_defaults: sess_defaults.map(never_as_varnish),
+            uncacheable_ttl: uncacheable_ttl.as_secs_f64(),
             xids,
             throttle,
             vsl: vsl.enabled().then_some(vsl),

@@ -298,6 +298,7 @@ pub const VARS: &[VarDef] = &[
     v("storage.", Type::Stevedore, V4, ALL, 0, 0, Storage),
     // Newer Varnish (7.x, 8.0) variables Shellac does not have.
     v("param.timeout_idle", DUR, V4, ALL, 0, 0, ParamTimeoutIdle),
+    v("param.uncacheable_ttl", DUR, V4, ALL, 0, 0, ParamUncacheableTtl),
     v("param.", DUR, V4, ALL, 0, 0, Unsupported("Varnish's parameters are not VCL values in Shellac; its settings are in the TOML configuration"),
     ),
     v("bereq.retry_connect", BOOL, V4, BACKEND, BACKEND, 0, BereqRetryConnect),

@@ -27,6 +27,8 @@ pub enum Slot {
     SessIdleSendTimeout,
     /// `param.timeout_idle`: `server.idle_timeout`.
     ParamTimeoutIdle,
+    /// `param.uncacheable_ttl`: `cache.hit_for_miss_ttl`.
+    ParamUncacheableTtl,
     ReqMethod,
     ReqUrl,
     ReqProto,

@@ -29,6 +29,7 @@ impl Env for Scope<'_> {
             | Slot::SessXid
             | Slot::ReqXid
             | Slot::ParamTimeoutIdle
+            | Slot::ParamUncacheableTtl
             | Slot::ReqDigest
             | Slot::SessTimeoutIdle
             | Slot::SessTimeoutLinger

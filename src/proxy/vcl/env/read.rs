@@ -353,6 +353,7 @@ impl Scope<'_> {
             Slot::Now => Value::Time(self.now),
             Slot::SessXid | Slot::ReqXid => Value::Int(self.state.xid as i64),
             Slot::ParamTimeoutIdle => Value::Duration(self.rt.sess_defaults[0]),
+            Slot::ParamUncacheableTtl => Value::Duration(self.rt.uncacheable_ttl),
             Slot::ReqDigest => match &self.state.digest {
                 Some(d) => Value::Blob(Cow::Borrowed(&d[..])),
                 None => Value::None,
