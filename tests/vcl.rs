@@ -441,6 +441,31 @@ sub vcl_deliver {
     shellac.stop().await;
 }
 
+/// Regression (trunk s00006): under VCL every delivery of an object carries `Age`, set
+/// before vcl_deliver as Varnish sets it — a miss's and a pass's `0` when the origin sent
+/// none, a hit's its age.
+#[tokio::test]
+async fn varnish_s00006_a_miss_and_a_pass_carry_age() {
+    let origin = Origin::start(|_| Reply::ok("x").cc("max-age=60")).await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_recv { if (req.url == "/pass") { return (pass); } }
+sub vcl_deliver { set resp.http.seen-age = resp.http.age; }
+"#;
+    let shellac = start_vcl("s00006", vcl, &[origin.addr]).await;
+    for path in ["/", "/", "/pass"] {
+        let r = get(shellac.addr, path).await;
+        let age = r
+            .header("age")
+            .unwrap_or_else(|| panic!("{path}: {:?}", r.headers));
+        // 0 on the miss and the pass; the hit's is its age (0 unless the machine stalls).
+        assert!(age.parse::<u64>().is_ok_and(|a| a < 30), "{path}: {age}");
+        assert_eq!(r.header("seen-age"), Some(age), "{path}");
+    }
+    assert_eq!(origin.count(), 2);
+    shellac.stop().await;
+}
+
 /// Regression (trunk c00137): `param.uncacheable_ttl` reads `cache.hit_for_miss_ttl`, and
 /// the built-in VCL's hit-for-miss (`vcl_beresp_hitmiss`) lasts that long, as Varnish 7's
 /// builtin.vcl sets `beresp.ttl = param.uncacheable_ttl` (Shellac's had 120 s written in).

@@ -64,6 +64,11 @@ fn run_deliver(txn: &mut Txn, response: Response<ResponseBody>) -> Delivery {
         (true, ..) => rt::fetched_by(headers.get(rt::X_VARNISH)),
     };
     headers.insert(rt::X_VARNISH, rt::x_varnish(v.state.xid, fetched));
+    // `Age` on every delivery of an object, as Varnish sets it before vcl_deliver: a miss's
+    // and a pass's too, 0 when the origin gave none (trunk s00006).
+    if !headers.contains_key(header::AGE) {
+        headers.insert(header::AGE, HeaderValue::from_static("0"));
+    }
     let delivering = rt::filters::Delivering {
         esi: false,
         gunzip: txn.filters.coding.decoded,
