@@ -13,6 +13,9 @@
 //             splice.rs)
 //   splice1   head and body in one mapping, both vmspliced at once, then spliced: 2 calls
 //   sendfile  the head sent with MSG_MORE, the body sendfile(2)d from a memfd: 2 calls
+//   splice2   what Shellac does for a stored body (src/cache/pages.rs): the head in a mapping
+//             of its own (Shellac's per-thread arena), the body in another (its stored
+//             mapping), both vmspliced in one call of two iovecs, then spliced: 2 calls
 //   tee       the body vmspliced once, at start, into a pipe of its own; per response the head
 //             vmspliced into the connection's pipe, the body's page references tee(2)d in
 //             after it, the pipe spliced: 3 calls, but no page-table walk of the body per
@@ -36,10 +39,11 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-enum { WRITEV, SPLICE, SPLICE1, SENDFILE, TEE };
+enum { WRITEV, SPLICE, SPLICE1, SENDFILE, TEE, SPLICE2 };
 static int bodypipe[2];   // tee: the body's pages, never read out
 static int mode;
 static char *resp;        // head + body, in a mapping never written after start
+static char *head2, *body2; // splice2: the head and the body in mappings of their own
 static size_t rlen, hlen; // the whole response, its head
 static int memfd;         // the body, for sendfile
 
@@ -98,6 +102,18 @@ static int send_one(struct conn *c) {
       if (n < 0) return errno == EAGAIN ? 0 : -1;
       if (n != (ssize_t)(rlen - hlen)) return -1;
       c->off += n; c->inpipe += n;
+    } else if (mode == SPLICE2) {
+      struct iovec v[2];
+      int k = 0;
+      if (c->off < hlen) v[k++] = (struct iovec){head2 + c->off, hlen - c->off};
+      size_t b = c->off < hlen ? 0 : c->off - hlen;
+      v[k++] = (struct iovec){body2 + b, rlen - hlen - b};
+      n = vmsplice(c->p[1], v, k, SPLICE_F_NONBLOCK);
+      if (n < 0 && errno != EAGAIN) return -1;
+      if (n > 0) {
+        c->off += n;
+        c->inpipe += n;
+      }
     } else {
       if (mode == SPLICE && c->off < hlen) {
         n = write(c->p[1], resp + c->off, hlen - c->off);
@@ -138,12 +154,12 @@ static void close_conn(struct conn *c) {
 
 int main(int argc, char **argv) {
   if (argc != 4) {
-    fprintf(stderr, "usage: ceiling writev|splice|splice1|sendfile|tee PORT RESPONSE_FILE\n");
+    fprintf(stderr, "usage: ceiling writev|splice|splice1|sendfile|tee|splice2 PORT RESPONSE_FILE\n");
     return 2;
   }
-  const char *modes[] = {"writev", "splice", "splice1", "sendfile", "tee"};
+  const char *modes[] = {"writev", "splice", "splice1", "sendfile", "tee", "splice2"};
   mode = -1;
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i < 6; i++)
     if (!strcmp(argv[1], modes[i])) mode = i;
   if (mode < 0) return 2;
   signal(SIGTERM, done);
@@ -163,6 +179,13 @@ int main(int argc, char **argv) {
   memfd = memfd_create("body", 0);
   if (write(memfd, resp + hlen, rlen - hlen) != (ssize_t)(rlen - hlen)) return perror("memfd"), 1;
 
+  if (mode == SPLICE2) {
+    head2 = mmap(NULL, hlen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    body2 = mmap(NULL, rlen - hlen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (head2 == MAP_FAILED || body2 == MAP_FAILED) return perror("mmap"), 1;
+    memcpy(head2, resp, hlen);
+    memcpy(body2, resp + hlen, rlen - hlen);
+  }
   if (mode == TEE) {
     pipe2(bodypipe, O_NONBLOCK);
     fcntl(bodypipe[1], F_SETPIPE_SZ, 256 * 1024);
@@ -190,7 +213,7 @@ int main(int argc, char **argv) {
           c = calloc(1, sizeof *c);
           c->fd = fd;
           c->p[0] = c->p[1] = -1;
-          if (mode == SPLICE || mode == SPLICE1 || mode == TEE) {
+          if (mode == SPLICE || mode == SPLICE1 || mode == TEE || mode == SPLICE2) {
             pipe2(c->p, O_NONBLOCK);
             fcntl(c->p[1], F_SETPIPE_SZ, 256 * 1024);
           }

@@ -311,14 +311,12 @@ counters! {
     }
 }
 
-/// Every name `/stats` reports, in its order: counters, pass reasons, process counters,
-/// gauges.
+/// Every name `/stats` reports, in its order: counters, pass reasons, gauges.
 pub fn names() -> Vec<&'static str> {
     Counters::DESCRIPTIONS
         .iter()
         .map(|(n, _)| *n)
         .chain(PASS_REASONS.iter().map(|(_, n, _)| *n))
-        .chain(PROCESS_COUNTERS.iter().map(|(n, _)| *n))
         .chain(GAUGES.iter().map(|(n, _)| *n))
         .collect()
 }
@@ -329,7 +327,6 @@ pub fn description(name: &str) -> &'static str {
         .iter()
         .copied()
         .chain(PASS_REASONS.iter().map(|(_, n, d)| (*n, *d)))
-        .chain(PROCESS_COUNTERS.iter().copied())
         .chain(GAUGES.iter().copied())
         .find(|(n, _)| *n == name)
         .map_or("", |(_, d)| d)
@@ -339,13 +336,6 @@ pub fn description(name: &str) -> &'static str {
 pub fn is_gauge(name: &str) -> bool {
     GAUGES.iter().any(|(n, _)| *n == name)
 }
-
-/// Counters (totals) kept by a component below the proxy for the whole process (a static of
-/// its own, read at scrape time), declared here with the others.
-pub const PROCESS_COUNTERS: &[(&str, &str)] = &[(
-    "held_pipe_given_up",
-    "Hot stored bodies' pipes (n_held_pipe) given up for a body that became hot while all 128 were held: the held body not sent from for the longest (CLOCK) loses its pipe and is lent by vmsplice(2) again until it is hot again",
-)];
 
 /// Gauges are computed at scrape time from the component that owns them; declared here so the
 /// list of names and descriptions stays in one place.
@@ -393,10 +383,6 @@ pub const GAUGES: &[(&str, &str)] = &[
     (
         "n_splice_pipe",
         "Pipes lent to client connections now to send stored bodies without a copy (at most 256)",
-    ),
-    (
-        "n_held_pipe",
-        "Hot stored bodies (64-128 KiB) held in a pipe of their own now, each response taking their pages with tee(2) (at most 128, given to the bodies sent from most recently: held_pipe_given_up; a body without one is lent by vmsplice(2))",
     ),
     (
         "mp4_moov_bytes",

@@ -26,10 +26,6 @@ impl Proxy {
                 .snapshot()
                 .map(|(_, name, n)| (name, n)),
         );
-        out.push((
-            "held_pipe_given_up",
-            crate::cache::pages::held_pipes_given_up(),
-        ));
         let storage = self.cache.storage.stats();
         out.push(("n_object", storage.objects));
         out.push(("n_hit_for_miss", self.cache.hit_for_miss_len() as u64));
@@ -63,7 +59,6 @@ impl Proxy {
             self.shared.waiting_conns.load(Ordering::Relaxed),
         ));
         out.push(("n_splice_pipe", crate::cache::pages::pipes_lent()));
-        out.push(("n_held_pipe", crate::cache::pages::held_pipes() as u64));
         out.push(("mp4_moov_bytes", self.shared.moov_held.used()));
         let fleet = self.cache.shared.as_deref();
         out.push((

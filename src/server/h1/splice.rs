@@ -3,11 +3,9 @@
 //! own mapping goes out through a pipe lent to the connection — the bytes before them (the
 //! response head, a `Date` line) copied (into pages of the thread's arena, `cache/pages/
 //! arena.rs`), then put in by reference with the stored bytes in one vmsplice(2), then the
-//! pipe spliced to the socket (splice(2)): two system calls per response (three for a hot
-//! body held in a pipe of its own, whose pages are tee(2)d in after the head: `cache/pages/
-//! held.rs`). The writer (hyper, or the
-//! fast-answer queue) is told the bytes the pipe took were written; what the socket did not
-//! take yet stays in the pipe, which stays with the connection, and every later write, 1xx
+//! pipe spliced to the socket (splice(2)): two system calls per response. The writer (hyper,
+//! or the fast-answer queue) is told the bytes the pipe took were written; what the socket did
+//! not take yet stays in the pipe, which stays with the connection, and every later write, 1xx
 //! head, flush, release or shutdown sends it first — so the bytes leave in the order they were
 //! written, and a write that returns means they are on their way as with a plain write. A
 //! connection that ends with bytes in its pipe closes the pipe with it.
