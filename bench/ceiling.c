@@ -15,7 +15,10 @@
 //   sendfile  the head sent with MSG_MORE, the body sendfile(2)d from a memfd: 2 calls
 //   splice2   what Shellac does for a stored body (src/cache/pages.rs): the head in a mapping
 //             of its own (Shellac's per-thread arena), the body in another (its stored
-//             mapping), both vmspliced in one call of two iovecs, then spliced: 2 calls
+//             mapping), both vmspliced in one call of two iovecs, then spliced: 2 calls.
+//             HEADOFF=N in the environment puts the head N bytes into its mapping:
+//             HEADOFF=3950 splits a ~300-byte head over two pages (two pipe buffers), as
+//             Shellac's arena did for ~7% of heads before the twelfth stop
 //   tee       the body vmspliced once, at start, into a pipe of its own; per response the head
 //             vmspliced into the connection's pipe, the body's page references tee(2)d in
 //             after it, the pipe spliced: 3 calls, but no page-table walk of the body per
@@ -180,9 +183,11 @@ int main(int argc, char **argv) {
   if (write(memfd, resp + hlen, rlen - hlen) != (ssize_t)(rlen - hlen)) return perror("memfd"), 1;
 
   if (mode == SPLICE2) {
-    head2 = mmap(NULL, hlen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    size_t headoff = getenv("HEADOFF") ? strtoul(getenv("HEADOFF"), NULL, 10) : 0;
+    head2 = mmap(NULL, headoff + hlen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     body2 = mmap(NULL, rlen - hlen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (head2 == MAP_FAILED || body2 == MAP_FAILED) return perror("mmap"), 1;
+    head2 += headoff;
     memcpy(head2, resp, hlen);
     memcpy(body2, resp + hlen, rlen - hlen);
   }

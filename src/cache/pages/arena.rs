@@ -19,6 +19,17 @@ const ARENA: usize = 256 * 1024;
 /// Bytes copied into the arena at most at once; longer prefixes are written into the pipe.
 pub(super) const MAX_COPY: usize = 4096;
 
+/// A copy never crosses a boundary of this many bytes (the smallest page size): it starts a
+/// fresh page instead, so that it is one pipe buffer, not two.
+///
+/// Why: splice(2) hands a pipe to a TCP socket 16 buffers per `sendmsg` (`splice_to_socket`).
+/// A head in two buffers before a 68 KB body (17 pages) made the first 16 buffers fill the
+/// first segment's 17 fragments short of its size, so the segment was not sent until the
+/// next batch: both segments then left in one `tcp_write_xmit`, and the second waited for
+/// the pacing timer (BBR's internal pacing: an hrtimer and a softirq) — on ~7.4% of such
+/// hits, ~307 / 4096 of them (bench/RESULTS.md, "twelfth stop: send").
+const NO_CROSSING: usize = 4096;
+
 /// One thread's arena mapping and how much of it is used.
 struct Arena {
     at: NonNull<u8>,
@@ -74,12 +85,17 @@ pub(super) fn with_copy<R>(bufs: &[IoSlice<'_>], lend: impl FnOnce(IoSlice<'_>) 
     }
     ARENA_OF_THREAD.with(|cell| {
         let mut slot = cell.try_borrow_mut().ok()?;
-        if slot.as_ref().is_none_or(|a| a.used + len > ARENA) {
+        if slot
+            .as_ref()
+            .is_none_or(|a| start_of(a.used, len) + len > ARENA)
+        {
             // The old mapping (if any) is unmapped here: nothing of ours refers to it.
             *slot = None;
             *slot = Some(Arena::new()?);
         }
         let arena = slot.as_mut()?;
+        // Bytes skipped to start a fresh page stay unwritten (never handed out).
+        arena.used = start_of(arena.used, len);
         let start = arena.used;
         for b in bufs {
             // SAFETY: `start + len ≤ ARENA`: inside the mapping, at bytes never handed out
@@ -99,6 +115,16 @@ pub(super) fn with_copy<R>(bufs: &[IoSlice<'_>], lend: impl FnOnce(IoSlice<'_>) 
         let copy = unsafe { std::slice::from_raw_parts(arena.at.as_ptr().add(start), len) };
         Some(lend(IoSlice::new(copy)))
     })
+}
+
+/// Where a copy of `len` bytes (at most [`NO_CROSSING`]) goes when the arena's fresh bytes
+/// start at `used`: there, or at the next [`NO_CROSSING`] boundary if it would cross one.
+fn start_of(used: usize, len: usize) -> usize {
+    if used % NO_CROSSING + len > NO_CROSSING {
+        used.next_multiple_of(NO_CROSSING)
+    } else {
+        used
+    }
 }
 
 #[cfg(test)]
@@ -123,5 +149,28 @@ mod tests {
             seen.push((at, len));
         }
         assert!(with_copy(&[IoSlice::new(&[0u8; MAX_COPY + 1])], |_| ()).is_none());
+    }
+
+    /// A copy is never split over two pages (two pipe buffers), whatever the sizes before
+    /// it, a whole page included; across more than one arena mapping.
+    #[test]
+    fn a_copy_never_crosses_a_page() {
+        let sizes = [307usize, 1, 4096, 1000, 3000, 4095, 2];
+        let mut total = 0;
+        for i in 0..2000 {
+            let head = vec![(i % 251) as u8; sizes[i % sizes.len()]];
+            let (at, len) = with_copy(&[IoSlice::new(&head)], |c| {
+                assert_eq!(&*c, &head[..]);
+                (c.as_ptr() as usize, c.len())
+            })
+            .expect("an arena");
+            assert_eq!(
+                at / NO_CROSSING,
+                (at + len - 1) / NO_CROSSING,
+                "copy {i} crosses"
+            );
+            total += len;
+        }
+        assert!(total > 2 * ARENA, "the test went past one arena");
     }
 }
