@@ -180,8 +180,8 @@ impl Running {
         self.live.load()
     }
 
-    /// Stops accepting, lets requests in flight finish (at most `grace`), flushes the access
-    /// log, then returns.
+    /// Stops accepting, lets requests in flight finish (at most `grace`), tells the fleet this
+    /// node stopped, flushes the access log, then returns.
     pub async fn shutdown(mut self, grace: Duration) {
         let _ = self.shutdown.send(true);
         let shared_proxy = self.live.load();
@@ -193,6 +193,13 @@ impl Running {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         self.tasks.abort_all();
+        // A fleet node says it stopped: the others' invalidations stop waiting for it.
+        if let (Some(fleet), Some(c)) = (
+            &shared_proxy.cache.shared,
+            &shared_proxy.config.storage.shared,
+        ) {
+            fleet.feed.leave(c.write_timeout.0 * 2).await;
+        }
         unix::remove(&self.unix);
         self.live.stop_tasks();
         // Persist what the storage has pending (the disk tier seals its open region).

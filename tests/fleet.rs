@@ -935,8 +935,22 @@ async fn a_restarted_node_catches_up(site: &Site, nodes: &mut [Node]) {
     let config = c.config.clone();
     c.proc.take().unwrap().stop();
     site.bump("/restart");
+    // c stopped cleanly and said so: the purge does not wait for it (it reads the log
+    // before it serves again).
+    let unconfirmed = nodes[0].stat("fleet_inval_unconfirmed").await;
     let r = nodes[0].purge("/restart", &[]).await;
     assert_eq!(r.status, 200, "{}", r.text());
+    assert!(
+        r.text().contains("confirmed by b") && r.text().contains("stopped: c"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(
+        nodes[0].stat("fleet_inval_unconfirmed").await,
+        unconfirmed,
+        "{}",
+        r.text()
+    );
     nodes[2] = Node::start("c", config);
     expect(
         &nodes[2].get("/restart").await,

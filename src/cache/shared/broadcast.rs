@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::entry::{Invalidation, LIVE, OUTBOX, Position};
+use super::entry::{Invalidation, LIVE, OUTBOX, Position, STOPPED};
 use super::layout::wall_ms;
 use super::remote::Reply;
 use super::tier::SharedTier;
@@ -26,11 +26,15 @@ pub struct Broadcast {
     /// partitioned from Redis, hung): not waited for. One that runs on without reaching Redis
     /// serves what it holds until it reads the log.
     pub silent: Vec<String>,
+    /// Other nodes that stopped cleanly (`Feed::leave`): not waited for; each reads the log
+    /// before it serves again.
+    pub stopped: Vec<String>,
 }
 
 impl Broadcast {
     /// One line for an answer: `fleet: sent; shared tier: N removed; confirmed by a, b;
-    /// not confirmed in time by c; silent for 5 s or more: d` or `fleet: queued (...)`.
+    /// not confirmed in time by c; silent for 5 s or more: d; stopped: e` or
+    /// `fleet: queued (...)`.
     pub fn summary(&self) -> String {
         if !self.sent {
             return "fleet: queued (Redis cannot be reached; sent when it can)".into();
@@ -51,6 +55,9 @@ impl Broadcast {
                 self.silent.join(", ")
             ));
         }
+        if !self.stopped.is_empty() {
+            out.push_str(&format!("; stopped: {}", self.stopped.join(", ")));
+        }
         out
     }
 
@@ -62,6 +69,7 @@ impl Broadcast {
             "confirmed": self.confirmed,
             "pending": self.pending,
             "silent": self.silent,
+            "stopped": self.stopped,
         })
     }
 }
@@ -110,7 +118,7 @@ pub async fn broadcast(tier: &Arc<SharedTier>, inv: Invalidation) -> Broadcast {
         at.to_string().into_bytes(),
     ]);
     tier.call(tier.write_timeout, publish).await;
-    (out.confirmed, out.pending, out.silent) = confirmations(tier, at).await;
+    (out.confirmed, out.pending, out.silent, out.stopped) = confirmations(tier, at).await;
     out
 }
 
@@ -175,20 +183,23 @@ async fn append(tier: &SharedTier, inv: &Invalidation) -> Option<Position> {
     id.text().and_then(Position::parse)
 }
 
-/// Polls the nodes' positions until every other live node has passed `at`: (confirmed,
-/// pending, silent).
-async fn confirmations(tier: &SharedTier, at: Position) -> (Vec<String>, Vec<String>, Vec<String>) {
+/// Who has passed `at`: (confirmed, pending, silent, stopped).
+type Confirmations = (Vec<String>, Vec<String>, Vec<String>, Vec<String>);
+
+/// Polls the nodes' positions until every other live node has passed `at`.
+async fn confirmations(tier: &SharedTier, at: Position) -> Confirmations {
     let until = Instant::now() + tier.confirm_timeout;
     let mut pause = Duration::from_millis(1);
     loop {
         let mut confirmed = Vec::new();
         let mut pending = Vec::new();
         let mut silent = Vec::new();
+        let mut stopped = Vec::new();
         let get = tier
             .remote()
             .command(vec![b"HGETALL".to_vec(), tier.feed.nodes_key.clone()]);
         let Some(nodes) = tier.call(tier.write_timeout, get).await else {
-            return (confirmed, pending, silent);
+            return (confirmed, pending, silent, stopped);
         };
         let now = wall_ms();
         for pair in nodes.array().chunks(2) {
@@ -203,6 +214,10 @@ async fn confirmations(tier: &SharedTier, at: Position) -> (Vec<String>, Vec<Str
             let mut parts = value.split_ascii_whitespace();
             let pos = parts.next().and_then(Position::parse).unwrap_or_default();
             let beat: u64 = parts.next().and_then(|b| b.parse().ok()).unwrap_or(0);
+            if parts.next() == Some(STOPPED) {
+                stopped.push(name);
+                continue;
+            }
             if now.saturating_sub(beat) > LIVE.as_millis() as u64 {
                 silent.push(name);
                 continue;
@@ -217,7 +232,7 @@ async fn confirmations(tier: &SharedTier, at: Position) -> (Vec<String>, Vec<Str
             if !pending.is_empty() {
                 tier.counters.fleet_inval_unconfirmed.inc();
             }
-            return (confirmed, pending, silent);
+            return (confirmed, pending, silent, stopped);
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(20));

@@ -8,6 +8,9 @@ use crate::cache::CacheKey;
 
 /// A node whose heartbeat is older is not waited for.
 pub(super) const LIVE: Duration = Duration::from_secs(5);
+/// The word a node that stopped cleanly (`Feed::leave`) writes after its position and time
+/// in `P{fleet}nodes`: invalidations do not wait for it.
+pub(super) const STOPPED: &str = "stopped";
 /// Invalidations kept while Redis cannot be reached, sent when it can.
 pub(super) const OUTBOX: usize = 10_000;
 

@@ -53,6 +53,10 @@ pub struct Feed {
     pub(super) synced: tokio::sync::watch::Sender<bool>,
     /// Complete reads of the log so far (sweeps of forgotten nodes are every SWEEP_EVERY).
     pub(super) reads: AtomicU64,
+    /// A clean stop asked the feed task to mark this node stopped and end ([`Feed::leave`]).
+    pub(super) leaving: AtomicBool,
+    /// Set by the feed task once this node is marked stopped in `P{fleet}nodes`.
+    pub(super) left: tokio::sync::watch::Sender<bool>,
 }
 
 impl Feed {
@@ -73,7 +77,22 @@ impl Feed {
             lag_ms: AtomicU64::new(0),
             synced: tokio::sync::watch::channel(false).0,
             reads: AtomicU64::new(0),
+            leaving: AtomicBool::new(false),
+            left: tokio::sync::watch::channel(false).0,
         }
+    }
+
+    /// A clean stop: the feed task writes this node into `P{fleet}nodes` as stopped (its
+    /// position kept) and ends, so that the other nodes' invalidations do not wait for its
+    /// confirmation — it reads the log before it serves again. Waits for that at most `limit`;
+    /// true if done.
+    pub async fn leave(&self, limit: Duration) -> bool {
+        let mut rx = self.left.subscribe();
+        self.leaving.store(true, Ordering::Release);
+        self.wake.notify_one();
+        tokio::time::timeout(limit, rx.wait_for(|left| *left))
+            .await
+            .is_ok_and(|r| r.is_ok())
     }
 
     /// Waits (at most `limit`) for the first complete read of the log; true if it happened.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::broadcast::{flush_outbox, nodes};
-use super::entry::{Invalidation, Position};
+use super::entry::{Invalidation, Position, STOPPED};
 use super::feed::{Feed, POLL};
 use super::layout::wall_ms;
 use super::local::LocalTiers;
@@ -56,6 +56,11 @@ pub fn spawn(
             if !wake.await {
                 // The client is gone (shutdown).
                 tokio::time::sleep(POLL).await;
+            }
+            if tier.feed.leaving.load(Ordering::Acquire) {
+                mark_stopped(&tier).await;
+                tier.feed.left.send_replace(true);
+                return;
             }
             drop(tier);
         }
@@ -161,6 +166,22 @@ async fn log_info(tier: &SharedTier) -> Option<LogInfo> {
             None
         }
     }
+}
+
+/// Writes this node into `P{fleet}nodes` as stopped: its position, the time, `stopped`
+/// (written by the feed task alone, after its last heartbeat, so no heartbeat follows it).
+async fn mark_stopped(tier: &SharedTier) {
+    let feed = &tier.feed;
+    if !feed.started.load(Ordering::Acquire) {
+        return;
+    }
+    let mark = tier.remote().command(vec![
+        b"HSET".to_vec(),
+        feed.nodes_key.clone(),
+        tier.node.clone().into_bytes(),
+        format!("{} {} {STOPPED}", feed.position(), wall_ms()).into_bytes(),
+    ]);
+    tier.call(tier.write_timeout, mark).await;
 }
 
 /// Removes nodes not heard of for [`FORGET`] from `P{fleet}nodes`.

@@ -242,6 +242,42 @@ async fn a_purge_answer_names_the_silent_nodes() {
     assert_eq!(out.json()["silent"], serde_json::json!(["gone"]));
 }
 
+/// A node that stopped cleanly (`Feed::leave` wrote `stopped` after its position, its
+/// heartbeat still recent) is not waited for — nothing is unconfirmed — and the answer names
+/// it as stopped.
+#[tokio::test]
+async fn a_purge_does_not_wait_for_a_node_that_stopped_cleanly() {
+    let counters = Arc::new(Counters::default());
+    let nodes = Fake::new().eval(|_, _| Ok(Reply::Int(0))).command(|args| {
+        let d = |s: String| Reply::Data(Bytes::from(s));
+        let now = layout::wall_ms();
+        Ok(match &args[0][..] {
+            b"XADD" => d("1700000000000-0".into()),
+            b"HGETALL" => Reply::Array(vec![
+                d("live".into()),
+                d(format!("1700000000000-0 {now}")),
+                d("left".into()),
+                d(format!("1600000000000-0 {now} stopped")),
+            ]),
+            _ => Reply::Nil,
+        })
+    });
+    let tier = SharedTier::with_remote(&config(), "n".into(), counters.clone(), Arc::new(nodes));
+    tier.breaker.success();
+    let out = feed::broadcast(&tier, feed::Invalidation::Ban("req.url ~ /x".into())).await;
+    assert!(out.sent);
+    assert_eq!(out.confirmed, ["live"]);
+    assert!(out.pending.is_empty() && out.silent.is_empty());
+    assert_eq!(out.stopped, ["left"]);
+    assert_eq!(counters.fleet_inval_unconfirmed.get(), 0);
+    assert!(
+        out.summary().ends_with("confirmed by live; stopped: left"),
+        "{}",
+        out.summary()
+    );
+    assert_eq!(out.json()["stopped"], serde_json::json!(["left"]));
+}
+
 /// A cluster that answers lookups with `record` and fails everything else (the tag's master
 /// failing over).
 fn only_lookups(record: Bytes) -> Arc<Fake> {
