@@ -441,6 +441,72 @@ sub vcl_deliver {
     shellac.stop().await;
 }
 
+/// A revalidated copy keeps the status line it was stored with: vcl_backend_response on the
+/// 304 sees the stored wide status and reason (Varnish's beresp is the stored object then),
+/// never Shellac's stored field, and the refreshed copy is sent with them.
+#[tokio::test]
+async fn a_revalidated_copy_keeps_its_wide_status_and_reason() {
+    let origin = Origin::start(|seen| {
+        if seen.headers.get("if-none-match").is_some() {
+            Reply::ok("").status(304).header("etag", "\"v1\"")
+        } else {
+            Reply::ok("body").header("etag", "\"v1\"")
+        }
+    })
+    .await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_backend_response {
+    if (!beresp.was_304) {
+        set beresp.status = beresp.status + 1000;
+        set beresp.reason = "Wide";
+    }
+    set beresp.http.seen = beresp.status + " " + beresp.reason;
+    set beresp.http.leak = beresp.http.shellac-status;
+    if (beresp.was_304) {
+        set beresp.ttl = 60s;
+    } else {
+        set beresp.ttl = 1ms;
+        set beresp.grace = 0s;
+        set beresp.keep = 1m;
+    }
+}
+sub vcl_deliver { set resp.http.wide = resp.status; }
+"#;
+    let shellac = start_vcl("revalidated-wide", vcl, &[origin.addr]).await;
+    let ask = |_: ()| {
+        let addr = shellac.addr;
+        async move {
+            raw(
+                addr,
+                b"GET /r HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            )
+            .await
+            .to_ascii_lowercase()
+        }
+    };
+    let first = ask(()).await;
+    assert!(first.starts_with("http/1.1 200 wide\r\n"), "{first}");
+    assert!(first.contains("\r\nseen: 1200 wide\r\n"), "{first}");
+    // Stale after 1 ms (kept 1 min): revalidated with the stored ETag, answered 304.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let second = ask(()).await;
+    assert!(second.starts_with("http/1.1 200 wide\r\n"), "{second}");
+    assert!(second.contains("\r\nseen: 1200 wide\r\n"), "{second}");
+    assert!(second.contains("\r\nwide: 1200\r\n"), "{second}");
+    assert!(
+        second.contains("\r\nleak: \r\n") || !second.contains("\r\nleak:"),
+        "{second}"
+    );
+    assert!(!second.contains("shellac-status"), "{second}");
+    assert_eq!(origin.count(), 2);
+    assert!(
+        origin.last().headers.get("if-none-match").is_some(),
+        "the second fetch revalidated"
+    );
+    shellac.stop().await;
+}
+
 /// Regression (trunk s00006): under VCL every delivery of an object carries `Age`, set
 /// before vcl_deliver as Varnish sets it — a miss's and a pass's `0` when the origin sent
 /// none, a hit's its age.

@@ -15,7 +15,7 @@ use super::backend_error::{
 use super::client::failed;
 use super::store_plan::plan;
 use crate::cache::policy::{self, NoCacheReason, StorePlan};
-use crate::cache::status_line;
+use crate::cache::status_line::{self, StatusLine};
 use crate::proxy::txn::{Step, Txn};
 use crate::proxy::vcl::{self as rt, Beresp};
 use crate::vcl::run::Verdict;
@@ -214,7 +214,7 @@ fn beresp(
             parts.status.as_u16(),
             200 | 203 | 300 | 301 | 302 | 307 | 404 | 410
         ) || (parts.status == StatusCode::PARTIAL_CONTENT && ex.partial_content));
-    Beresp {
+    let mut beresp = Beresp {
         ttl: fresh.ttl,
         grace: fresh.grace.as_secs_f64(),
         keep: fresh.keep.as_secs_f64(),
@@ -223,7 +223,19 @@ fn beresp(
         was_304,
         do_stream: !legacy,
         ..new_beresp(txn, parts.status, std::mem::take(&mut parts.headers))
+    };
+    // A revalidated copy's own status line (`cache::status_line`, among the stored fields a
+    // 304 was merged into): VCL sees the wide status and reason it was stored with, as
+    // Varnish's beresp is the stored object then, never the field.
+    if let Some(line) = beresp
+        .headers
+        .remove(status_line::FIELD)
+        .and_then(|v| StatusLine::parse(v.as_bytes(), beresp.status))
+    {
+        beresp.wide_status = line.wide;
+        beresp.reason = Some(line.reason);
     }
+    beresp
 }
 
 /// What vcl_backend_response left in `beresp` taken up: saint mode, the status, fields and
