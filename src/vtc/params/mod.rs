@@ -223,6 +223,15 @@ impl Settings {
     }
 
     /// `param.reset NAME`.
+    /// Whether `name` is a parameter accepted and ignored (a knob of Varnish's own machinery,
+    /// or one that only shapes Varnish's log): what Varnish refuses of its values cannot be
+    /// checked here.
+    pub fn ignored(name: &str) -> bool {
+        PARAMS
+            .iter()
+            .any(|(n, r)| *n == name && matches!(r, Rule::NoMeaning | Rule::LogOnly))
+    }
+
     pub fn reset(&mut self, name: &str) -> Result<(), ParamError> {
         if name == "vcc_feature" || name == "vcc_err_unref" {
             self.err_unref = None;

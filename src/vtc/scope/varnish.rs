@@ -41,6 +41,11 @@ pub(super) fn command(c: &Command, wiring: Wiring) -> Option<String> {
             }
             "-clierr" | "-cliexpect" => {
                 i += 2;
+                if opt == "-clierr"
+                    && let Some(r) = refusal_of_an_ignored_param(text(i))
+                {
+                    return Some(r);
+                }
                 if let Some(r) = cli_line(text(i), opt == "-cliexpect", &mut settings) {
                     return Some(r);
                 }
@@ -162,6 +167,20 @@ fn dns_name(text: &str) -> Option<String> {
         return Some(name.to_string());
     }
     None
+}
+
+/// `-clierr STATUS "param.set NAME VALUE"` on a parameter the runner accepts and ignores
+/// (Varnish's threads, pools, workspaces, log knobs): the refusal it expects is Varnish's
+/// check of a value that means nothing here, which cannot be checked (trunk b00034, c00079).
+fn refusal_of_an_ignored_param(line: &str) -> Option<String> {
+    let args = cli::split_args(line);
+    match (args.first().map(String::as_str), args.get(1)) {
+        (Some("param.set"), Some(name)) if Settings::ignored(name) => Some(format!(
+            "-clierr on `param.set {name}`: a knob of Varnish's own machinery, accepted and \
+             ignored here, whose refused values cannot be checked"
+        )),
+        _ => None,
+    }
 }
 
 fn cli_line(line: &str, expect_text: bool, settings: &mut Settings) -> Option<String> {
