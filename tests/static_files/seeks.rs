@@ -19,6 +19,15 @@ fn cut_answer(movie: &[u8], at: f64) -> Vec<u8> {
     want
 }
 
+/// A Shellac serving `www` with the seek rule `seek`, then the `X-Pass` rule.
+async fn seek_files(www: &std::path::Path, seek: shellac::config::rules::RuleConfig) -> Shellac {
+    Shellac::start_files(www, move |c| {
+        c.rules.push(seek);
+        c.rules.push(pass_rule());
+    })
+    .await
+}
+
 /// nginx's `flv`: `?start=BYTE` answers the FLV header, then the file from that byte — from
 /// the one stored copy (the seek is not part of the cache key) and from disk when passed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -31,14 +40,14 @@ async fn flv_start_sends_the_header_then_the_file_from_the_offset() {
     video.extend((0..300_000u32).map(|i| (i % 251) as u8));
     // Modified long ago: fresh by the Last-Modified heuristic, so the seeks are hits.
     write_old(&www.join("clip.flv"), &video);
-    let sh = Shellac::start_files(&www, |c| {
-        c.rules.push(shellac::config::rules::RuleConfig {
+    let sh = seek_files(
+        &www,
+        shellac::config::rules::RuleConfig {
             path: Some(r"\.flv$".into()),
             flv: true,
             ..Default::default()
-        });
-        c.rules.push(pass_rule());
-    })
+        },
+    )
     .await;
     let whole = get(sh.addr, "/clip.flv").await;
     assert_eq!((whole.status, whole.body.len()), (200, video.len()));
@@ -144,14 +153,14 @@ async fn mp4_start_cuts_the_movie_at_the_keyframe_before() {
     let late = shellac::mp4::sample::movie(false);
     std::fs::write(www.join("movie.mp4"), &movie).unwrap();
     std::fs::write(www.join("late.mp4"), &late).unwrap();
-    let sh = Shellac::start_files(&www, |c| {
-        c.rules.push(shellac::config::rules::RuleConfig {
+    let sh = seek_files(
+        &www,
+        shellac::config::rules::RuleConfig {
             path: Some(r"\.mp4$".into()),
             mp4: true,
             ..Default::default()
-        });
-        c.rules.push(pass_rule());
-    })
+        },
+    )
     .await;
     let shellac::mp4::Scan::Ready(layout) = shellac::mp4::scan(&movie, 1 << 20) else {
         panic!("the sample movie");

@@ -204,6 +204,27 @@ async fn a_copy_joins_its_tags_before_it_is_committed() {
     assert_eq!(counters.shared_write.get(), 1);
 }
 
+/// A cluster whose log takes every entry at `1700000000000-0` and whose list of nodes holds
+/// `live` (at that position, heartbeat now) and `name` with the value `value(now_ms)`.
+fn other_nodes(name: &'static str, value: fn(u64) -> String) -> Fake {
+    Fake::new()
+        .eval(|_, _| Ok(Reply::Int(0)))
+        .command(move |args| {
+            let d = |s: String| Reply::Data(Bytes::from(s));
+            let now = layout::wall_ms();
+            Ok(match &args[0][..] {
+                b"XADD" => d("1700000000000-0".into()),
+                b"HGETALL" => Reply::Array(vec![
+                    d("live".into()),
+                    d(format!("1700000000000-0 {now}")),
+                    d(name.into()),
+                    d(value(now)),
+                ]),
+                _ => Reply::Nil,
+            })
+        })
+}
+
 /// A purge's answer names the nodes it did not wait for because they have been silent for
 /// 5 s or more (stopped, partitioned from Redis): before, they were left out of it, and an
 /// answer "confirmed by" every other live node read as the whole fleet's.
@@ -212,20 +233,7 @@ async fn a_purge_answer_names_the_silent_nodes() {
     let counters = Arc::new(Counters::default());
     // A fleet of two other nodes: `live` (at the log's end, heartbeat now) and `gone`
     // (heartbeat a minute ago).
-    let two_nodes = Fake::new().eval(|_, _| Ok(Reply::Int(0))).command(|args| {
-        let d = |s: String| Reply::Data(Bytes::from(s));
-        let now = layout::wall_ms();
-        Ok(match &args[0][..] {
-            b"XADD" => d("1700000000000-0".into()),
-            b"HGETALL" => Reply::Array(vec![
-                d("live".into()),
-                d(format!("1700000000000-0 {now}")),
-                d("gone".into()),
-                d(format!("1600000000000-0 {}", now - 60_000)),
-            ]),
-            _ => Reply::Nil,
-        })
-    });
+    let two_nodes = other_nodes("gone", |now| format!("1600000000000-0 {}", now - 60_000));
     let tier = SharedTier::with_remote(&config(), "n".into(), counters, Arc::new(two_nodes));
     tier.breaker.success();
     let out = feed::broadcast(&tier, feed::Invalidation::Ban("req.url ~ /x".into())).await;
@@ -248,20 +256,7 @@ async fn a_purge_answer_names_the_silent_nodes() {
 #[tokio::test]
 async fn a_purge_does_not_wait_for_a_node_that_stopped_cleanly() {
     let counters = Arc::new(Counters::default());
-    let nodes = Fake::new().eval(|_, _| Ok(Reply::Int(0))).command(|args| {
-        let d = |s: String| Reply::Data(Bytes::from(s));
-        let now = layout::wall_ms();
-        Ok(match &args[0][..] {
-            b"XADD" => d("1700000000000-0".into()),
-            b"HGETALL" => Reply::Array(vec![
-                d("live".into()),
-                d(format!("1700000000000-0 {now}")),
-                d("left".into()),
-                d(format!("1600000000000-0 {now} stopped")),
-            ]),
-            _ => Reply::Nil,
-        })
-    });
+    let nodes = other_nodes("left", |now| format!("1600000000000-0 {now} stopped"));
     let tier = SharedTier::with_remote(&config(), "n".into(), counters.clone(), Arc::new(nodes));
     tier.breaker.success();
     let out = feed::broadcast(&tier, feed::Invalidation::Ban("req.url ~ /x".into())).await;
