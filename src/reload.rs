@@ -158,6 +158,12 @@ impl Live {
         self.generation.load(Ordering::Relaxed)
     }
 
+    /// The generation, read so that the configuration loaded after it is at least that
+    /// generation's (the reload's store precedes its `Release` increment).
+    pub fn generation_acquire(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
     /// Cleartext addresses accepting client connections now (`server.listen`).
     pub fn listening(&self) -> Vec<SocketAddr> {
         self.listeners

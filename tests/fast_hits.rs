@@ -333,6 +333,57 @@ async fn a_connection_with_fast_hits_is_released_and_resumed() {
     shellac.stop().await;
 }
 
+/// A connection whose requests are all fast hits never builds hyper's connection (the lean
+/// loop, `server/h1/lean.rs`); its clocks are the session's all the same: a head left
+/// unfinished after fast hits meets `header_read_timeout`, an idle one `idle_timeout` (closed,
+/// counted), and a request the fast path declines is answered by hyper in order after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_of_fast_hits_keeps_its_clocks_and_hands_over_to_hyper() {
+    use shellac::config::units::Dur;
+    let origin = Origin::start(|s| origin_reply(&s.path)).await;
+    let shellac = Shellac::start(origin.addr, |c| {
+        c.server.idle_timeout = Dur(Duration::from_millis(600));
+        c.server.header_read_timeout = Dur(Duration::from_millis(400));
+    })
+    .await;
+    get(shellac.addr, "/a").await;
+    let req = "GET /a HTTP/1.1\r\nhost: test.example\r\n\r\n";
+    // Two fast hits, then half a head: closed at the header timeout, after the answers.
+    let seen = exchange(
+        shellac.addr,
+        format!("{req}{req}GET /a HTTP/1.1\r\nhost: te").as_bytes(),
+        Duration::from_secs(3),
+    )
+    .await;
+    assert_eq!(seen.statuses(), [200, 200], "{}", seen.text);
+    assert!(seen.closed, "closed at header_read_timeout");
+    assert_eq!(shellac.stat("client_header_timeout").await, 1);
+    // One fast hit, then nothing: closed at the idle timeout.
+    let seen = exchange(shellac.addr, req.as_bytes(), Duration::from_secs(3)).await;
+    assert_eq!(seen.statuses(), [200], "{}", seen.text);
+    assert!(seen.closed, "closed at idle_timeout");
+    assert_eq!(shellac.stat("client_idle_closed").await, 1);
+    assert_eq!(shellac.stat("cache_hit_fast").await, 3);
+    // Fast hits, then a request the fast path declines (a range) and a hit after it: hyper
+    // answers the range, then the hit, in request order.
+    let seen = exchange(
+        shellac.addr,
+        format!("{req}{req}GET /a HTTP/1.1\r\nhost: test.example\r\nrange: bytes=0-3\r\n\r\n{req}")
+            .as_bytes(),
+        Duration::from_secs(3),
+    )
+    .await;
+    assert_eq!(seen.statuses(), [200, 200, 206, 200], "{}", seen.text);
+    assert!(
+        seen.text.contains("\r\n\r\nbodyHTTP/1.1 200"),
+        "{}",
+        seen.text
+    );
+    assert_eq!(shellac.stat("cache_hit_fast").await, 5);
+    assert_eq!(origin.count(), 1);
+    shellac.stop().await;
+}
+
 /// A malformed request after pipelined fast hits: the hits are answered, then the refusal,
 /// then the connection closes; nothing after the refused request is answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

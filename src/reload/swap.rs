@@ -64,7 +64,9 @@ impl Live {
             recorder.reopen();
         }
         self.current.store(next.clone());
-        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        // Release: whoever reads this generation with Acquire (a session's fast hits,
+        // `server/h1/session.rs`) then loads `next`, not the configuration before it.
+        let generation = self.generation.fetch_add(1, Ordering::Release) + 1;
         self.switch_listeners(bound, &next.config, &mut changes);
         self.sync_probes();
         tracing::info!(generation, "configuration reloaded: {}", self.summary());

@@ -74,6 +74,41 @@ async fn reload_swaps_backends_and_keeps_cache_connections_and_counters() {
     std::fs::remove_dir_all(&s.dir).ok();
 }
 
+/// A connection answered by fast hits (which keep the configuration they ran under between
+/// hits) follows a reload at its next request: here the new configuration turns fast hits off,
+/// and the next hit on the same connection takes the full path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_of_fast_hits_follows_a_reload() {
+    let s = setup("reload-fast-hits").await;
+    let shellac = Shellac::start_reloadable(&s.file).await;
+    let mut conn = Conn::open(shellac.addr).await;
+    assert_eq!(conn.send("GET", "/x", &[], b"").await.text(), "A");
+    for _ in 0..2 {
+        assert!(
+            conn.send("GET", "/x", &[], b"")
+                .await
+                .cache_status()
+                .contains("hit")
+        );
+    }
+    assert_eq!(shellac.stat("cache_hit_fast").await, 2);
+    write(&s.file, &config(s.a.addr.port(), "fast_hits = false", ""));
+    let (status, v) = shellac.reload().await;
+    assert_eq!(status, 200, "{v}");
+    let hit = conn.send("GET", "/x", &[], b"").await;
+    assert_eq!(hit.text(), "A");
+    assert!(hit.cache_status().contains("hit"), "{}", hit.cache_status());
+    let stats = shellac.stats().await;
+    assert_eq!(
+        stats["cache_hit_fast"], 2,
+        "the hit after the reload took the full path"
+    );
+    assert_eq!(stats["cache_hit"], 3);
+    assert_eq!(s.a.count(), 1);
+    shellac.stop().await;
+    std::fs::remove_dir_all(&s.dir).ok();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unchanged_backends_keep_their_pool() {
     let s = setup("reload-pool").await;

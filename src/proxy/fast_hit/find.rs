@@ -260,11 +260,10 @@ fn made_from(rep: &Arc<Object>, source: &Arc<Object>) -> bool {
 /// Whether `target`'s query holds a `start=` (an FLV or MP4 seek a `flv`/`mp4` rule acts on,
 /// `proxy/filter/flv.rs`): only a query can, so a target without `?` is not searched (a
 /// `contains("start=")` over the whole target cost ~250 instructions a hit, 6 `memcmp`s for
-/// `/file6k.png`).
+/// `/file6k.png`). The `?` found with `memchr` (`str::split_once`'s char searcher cost ~180
+/// instructions a hit on an 11-byte target, callgrind).
 fn seeks(target: &str) -> bool {
-    target
-        .split_once('?')
-        .is_some_and(|(_, query)| query.contains("start="))
+    memchr::memchr(b'?', target.as_bytes()).is_some_and(|at| target[at..].contains("start="))
 }
 
 #[cfg(test)]

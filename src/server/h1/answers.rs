@@ -60,7 +60,7 @@ impl<T> Gate<T> {
         }
         let Some(a) = self
             .answerer
-            .as_ref()
+            .as_mut()
             .zip(self.scanner.parts())
             .and_then(|(x, parts)| x.answer(head, parts))
         else {

@@ -26,11 +26,13 @@ mod conn;
 mod gate_io;
 mod http10;
 mod interim;
+mod lean;
 mod scan;
 mod sendfile;
 mod service;
 mod session;
 mod splice;
+mod stop;
 #[cfg(test)]
 mod tests;
 mod transport;
@@ -77,7 +79,7 @@ enum After {
 /// `Proxy::fast_hit`), or declines and hyper gets the request.
 /// `parts` says where the head's parts are, as the gate's strict parser found them.
 pub(crate) trait Answerer: Send + Sync {
-    fn answer(&self, head: &[u8], parts: &Parts) -> Option<FastAnswer>;
+    fn answer(&mut self, head: &[u8], parts: &Parts) -> Option<FastAnswer>;
 }
 
 /// A fast answer being written: head, `Date` line (if the head has none), then the body's

@@ -117,7 +117,7 @@ async fn release_only_when_idle_and_nothing_is_unwritten() {
 /// Answers every request with a fixed head and no body.
 struct Fixed;
 impl Answerer for Fixed {
-    fn answer(&self, _head: &[u8], _parts: &Parts) -> Option<FastAnswer> {
+    fn answer(&mut self, _head: &[u8], _parts: &Parts) -> Option<FastAnswer> {
         Some(FastAnswer {
             head: Bytes::from_static(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"),
             add_date: false,
