@@ -441,6 +441,74 @@ sub vcl_deliver {
     shellac.stop().await;
 }
 
+/// vcl_backend_error's object made after a backend answered is stored too, as Varnish
+/// inserts it: after `return (error(...))` of vcl_backend_response and after a retry past
+/// `max_retries`. The second request of each is a hit on it, the origin asked no more; a pass
+/// never stores it.
+#[tokio::test]
+async fn a_backend_error_object_after_return_error_or_too_many_retries_is_stored() {
+    let origin = Origin::start(|_| Reply::ok("from the origin")).await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_recv {
+    if (req.url == "/pass") { return (pass); }
+}
+sub vcl_backend_response {
+    if (bereq.url == "/retry") { return (retry); }
+    return (error(418, "Made Here"));
+}
+sub vcl_backend_error {
+    set beresp.ttl = 1m;
+    set beresp.http.made = beresp.status + " " + beresp.reason;
+    synthetic("made for " + bereq.url);
+    return (deliver);
+}
+"#;
+    let shellac = start_vcl("beresp-error-stored", vcl, &[origin.addr]).await;
+    let ask = |path: &str| {
+        let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let addr = shellac.addr;
+        async move { raw(addr, req.as_bytes()).await }
+    };
+    let cases = [
+        (
+            "/error",
+            "HTTP/1.1 418 Made Here\r\n",
+            "made: 418 Made Here",
+            1,
+        ),
+        // max_retries 4: five fetches, then vcl_backend_error on its 503.
+        (
+            "/retry",
+            "HTTP/1.1 503 Backend fetch failed\r\n",
+            "made: 503 Backend fetch failed",
+            5,
+        ),
+    ];
+    for (path, line, made, fetches) in cases {
+        for round in 0..2 {
+            let text = ask(path).await;
+            assert!(text.starts_with(line), "{path} {round}: {text}");
+            assert!(text.contains(&format!("\r\n{made}\r\n")), "{path}: {text}");
+            assert!(
+                text.ends_with(&format!("made for {path}")),
+                "{path}: {text}"
+            );
+            assert!(!text.contains("from the origin"), "{path}: {text}");
+        }
+        assert_eq!(origin.count_path(path), fetches, "{path}");
+    }
+    assert_eq!(shellac.stat("cache_hit").await, 2);
+    // A pass's object is delivered, never stored.
+    for _ in 0..2 {
+        let text = ask("/pass").await;
+        assert!(text.starts_with("HTTP/1.1 418 Made Here\r\n"), "{text}");
+    }
+    assert_eq!(origin.count_path("/pass"), 2);
+    assert_eq!(shellac.stat("cache_hit").await, 2);
+    shellac.stop().await;
+}
+
 /// A revalidated copy keeps the status line it was stored with: vcl_backend_response on the
 /// 304 sees the stored wide status and reason (Varnish's beresp is the stored object then),
 /// never Shellac's stored field, and the refreshed copy is sent with them.

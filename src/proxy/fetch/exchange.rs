@@ -115,6 +115,12 @@ pub(super) async fn exchange(
                 leave(mode);
                 return ControlFlow::Break(step);
             }
+            // vcl_backend_error's object stored in the response's place; the backend's body
+            // is dropped unread, as on a `Step`.
+            ResponseOutcome::Made(made) => {
+                drop(body);
+                return ControlFlow::Continue(made_exchange(txn, *made, request_time, seen));
+            }
         };
         return ControlFlow::Continue(Exchanged {
             clock: Clock {

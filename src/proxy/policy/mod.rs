@@ -209,6 +209,10 @@ pub(super) enum ResponseOutcome {
     Retry,
     /// Leave the fetch for this step (restart, synth, abandon).
     Step(Step),
+    /// Store the answer the policy made instead of the backend's response (VCL:
+    /// vcl_backend_error's object with a lifetime after `return (error)` or past
+    /// `max_retries`, as Varnish inserts it); the backend's body is dropped.
+    Made(Box<MadeAnswer>),
 }
 
 /// One hook per step of the request machine. Every hook but [`Hooks::recv`] and

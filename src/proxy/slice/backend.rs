@@ -78,7 +78,7 @@ pub(super) async fn exchange(
                 return Ok(Fetched { parts, body, plan });
             }
             ResponseOutcome::Retry => continue,
-            ResponseOutcome::Step(_) => {
+            ResponseOutcome::Step(_) | ResponseOutcome::Made(_) => {
                 return Err((StatusCode::SERVICE_UNAVAILABLE, "slice-abandoned"));
             }
         }

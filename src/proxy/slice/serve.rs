@@ -92,6 +92,8 @@ impl Txn {
                 }
                 ResponseOutcome::Retry => continue,
                 ResponseOutcome::Step(step) => return step,
+                // A probe stores nothing: delivered as made.
+                ResponseOutcome::Made(made) => return made.instead,
             }
         };
         let plan = storage.plan(parts.status, &parts.headers, &exchange, self.cache_config());

@@ -7,7 +7,7 @@ use std::time::Duration;
 use http::StatusCode;
 use http::response::Parts;
 
-use super::super::ErrorOutcome;
+use super::super::{ErrorOutcome, MadeAnswer};
 use super::answer::reason_phrase;
 use super::backend_error::{
     new_beresp, own_status_line, retried, run_backend, run_backend_error, vcl_error,
@@ -35,6 +35,9 @@ pub(super) enum BerespOutcome {
     Retry,
     /// Leave the fetch for this client-side step (restart, synth, abandon).
     Step(Step),
+    /// vcl_backend_error's object (after `return (error)`, or past `max_retries`) with a
+    /// lifetime: stored instead of the backend's response, as Varnish inserts it.
+    Made(Box<MadeAnswer>),
 }
 
 /// vcl_backend_response (2.x: vcl_fetch) on the response head in `parts`: VCL may change its
@@ -170,8 +173,7 @@ fn leave(txn: &mut Txn, verdict: Verdict, m: Method) -> BerespOutcome {
                 return match run_backend_error(txn, failed, "too-many-retries") {
                     ErrorOutcome::Retry => BerespOutcome::Retry,
                     ErrorOutcome::Step(step) => BerespOutcome::Step(step),
-                    // Delivered as made: stored only where no backend answered.
-                    ErrorOutcome::Store(made) => BerespOutcome::Step(made.instead),
+                    ErrorOutcome::Store(made) => BerespOutcome::Made(made),
                 };
             }
             retried(v);
@@ -188,7 +190,7 @@ fn leave(txn: &mut Txn, verdict: Verdict, m: Method) -> BerespOutcome {
         Verdict::Synth(status, reason) => match vcl_error(txn, status, reason) {
             ErrorOutcome::Retry => BerespOutcome::Retry,
             ErrorOutcome::Step(step) => BerespOutcome::Step(step),
-            ErrorOutcome::Store(made) => BerespOutcome::Step(made.instead),
+            ErrorOutcome::Store(made) => BerespOutcome::Made(made),
         },
         Verdict::Fail(why) => BerespOutcome::Step(failed(m, &why)),
         other => BerespOutcome::Step(failed(m, &format!("returned {}", other.as_str()))),

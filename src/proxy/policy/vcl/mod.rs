@@ -285,6 +285,7 @@ impl Hooks for Vcl {
             }
             backend_response::BerespOutcome::Retry => ResponseOutcome::Retry,
             backend_response::BerespOutcome::Step(step) => ResponseOutcome::Step(step),
+            backend_response::BerespOutcome::Made(made) => ResponseOutcome::Made(made),
         }
     }
 
