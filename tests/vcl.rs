@@ -509,6 +509,62 @@ sub vcl_backend_error {
     shellac.stop().await;
 }
 
+/// Shellac's own stored fields (`shellac-status`, `shellac-identity`, `shellac-esi`,
+/// `shellac-source`) are not VCL's: `obj.http.*`, `beresp.http.*` and `resp.http.*` read
+/// none of them, setting one fails the subroutine (no VCL forges an object's status line),
+/// and an `unset` leaves the stored one in place.
+#[tokio::test]
+async fn vcl_neither_sees_nor_forges_shellacs_own_stored_fields() {
+    let origin = Origin::start(|_| Reply::ok("body").cc("max-age=60")).await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_backend_response {
+    set beresp.reason = "Own";
+    unset beresp.http.shellac-status;
+    if (bereq.http.forge) { set beresp.http.shellac-status = "200 Forged"; }
+}
+sub vcl_hit {
+    set req.http.obj-status = "[" + obj.http.shellac-status + "]";
+}
+sub vcl_deliver {
+    set resp.http.obj-status = req.http.obj-status;
+    set resp.http.resp-status = "[" + resp.http.shellac-status + "]";
+    if (req.http.forge-resp) { set resp.http.shellac-identity = "gzip"; }
+}
+"#;
+    let shellac = start_vcl("own-fields-hidden", vcl, &[origin.addr]).await;
+    let ask = |path: &'static str, extra: &'static str| {
+        let addr = shellac.addr;
+        async move {
+            let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\n{extra}Connection: close\r\n\r\n");
+            raw(addr, req.as_bytes()).await
+        }
+    };
+    let miss = ask("/a", "").await;
+    assert!(miss.starts_with("HTTP/1.1 200 Own\r\n"), "{miss}");
+    // The hit: the stored reason is sent (the unset left the field), VCL read none of it.
+    let hit = ask("/a", "").await;
+    assert!(hit.starts_with("HTTP/1.1 200 Own\r\n"), "{hit}");
+    assert!(hit.contains("\r\nobj-status: []\r\n"), "{hit}");
+    assert!(hit.contains("\r\nresp-status: []\r\n"), "{hit}");
+    assert!(
+        !hit.to_ascii_lowercase().contains("shellac-status"),
+        "{hit}"
+    );
+    assert_eq!(shellac.stat("cache_hit").await, 1);
+    // Setting one fails the subroutine: nothing forged is stored or sent.
+    let forged = ask("/b", "forge: 1\r\n").await;
+    assert!(forged.starts_with("HTTP/1.1 503 "), "{forged}");
+    assert!(!forged.contains("Forged"), "{forged}");
+    let forged = ask("/a", "forge-resp: 1\r\n").await;
+    assert!(forged.starts_with("HTTP/1.1 503 "), "{forged}");
+    assert!(
+        !forged.to_ascii_lowercase().contains("shellac-identity"),
+        "{forged}"
+    );
+    shellac.stop().await;
+}
+
 /// A revalidated copy keeps the status line it was stored with: vcl_backend_response on the
 /// 304 sees the stored wide status and reason (Varnish's beresp is the stored object then),
 /// never Shellac's stored field, and the refreshed copy is sent with them.

@@ -223,12 +223,13 @@ fn answer_failure(
 }
 
 /// The fields of a backend response that are Shellac's own: the ESI program field, a
-/// stored object's identity and status line (a backend never sets them), and the origin's
+/// stored object's identity, source generation and status line (a backend never sets them), and the origin's
 /// `Surrogate-Control` for Shellac (`esi.surrogate_control`), consumed before the policy sees
 /// the response.
 fn take_own_fields(txn: &mut Txn, headers: &mut HeaderMap) {
     headers.remove(crate::proxy::filter::esi::FIELD);
     headers.remove(crate::cache::identity::FIELD);
+    headers.remove(crate::cache::representation::FIELD);
     headers.remove(crate::cache::status_line::FIELD);
     if super::super::surrogate::on_response(&txn.proxy.config.esi, headers) {
         txn.proxy.counters.esi_surrogate.inc();

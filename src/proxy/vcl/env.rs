@@ -137,7 +137,11 @@ impl<'a> Scope<'a> {
 }
 
 /// The first line of a header, as text (bytes that are not UTF-8 are replaced).
+/// Shellac's own stored fields ([`super::internal`]) read as absent.
 fn header<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Value<'h> {
+    if super::internal(name) {
+        return Value::None;
+    }
     match headers.get(name) {
         None => Value::None,
         Some(v) => match v.to_str() {
@@ -183,6 +187,9 @@ fn status(what: &str, n: i64) -> Result<(u16, StatusCode), String> {
 fn set_header(headers: &mut HeaderMap, name: &HeaderName, v: HeaderValue) -> Result<(), String> {
     if protected(name) {
         return Err(format!("{name} cannot be set from VCL"));
+    }
+    if super::internal(name) {
+        return Err(format!("{name} is Shellac's own field: VCL cannot set it"));
     }
     headers.insert(name.clone(), v);
     Ok(())

@@ -422,6 +422,20 @@ pub(super) fn header_value(s: String) -> Result<HeaderValue, String> {
         .map_err(|_| "a header value holds a control character (CR, LF or NUL)".to_string())
 }
 
+/// Whether `name` is one of Shellac's own stored fields (a stored ESI program, an encoded
+/// object's identity, the generation it was made from, an object's own status line): VCL
+/// never sees them (`*.http.*` reads none), cannot set them (the subroutine fails) and its
+/// `unset` leaves them, so a VCL can neither read nor forge them.
+pub(super) fn internal(name: &header::HeaderName) -> bool {
+    [
+        crate::esi::FIELD,
+        crate::cache::identity::FIELD,
+        crate::cache::representation::FIELD,
+        crate::cache::status_line::FIELD,
+    ]
+    .contains(&name.as_str())
+}
+
 /// Whether `name` is a header VCL may not set or unset (framing is Shellac's).
 pub(super) fn protected(name: &header::HeaderName) -> bool {
     name == header::CONTENT_LENGTH || name == header::TRANSFER_ENCODING

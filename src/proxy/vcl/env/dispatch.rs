@@ -206,7 +206,10 @@ impl Env for Scope<'_> {
 
     fn unset(&mut self, var: &Var) -> Result<(), String> {
         if let Some(name) = var.header.as_ref() {
-            let headers = self.fields_mut(var.slot);
+            // Shellac's own fields are not VCL's to see, so not to remove either.
+            let headers = self
+                .fields_mut(var.slot)
+                .filter(|_| !super::super::internal(name));
             if let Some(h) = headers {
                 h.remove(name);
             }
@@ -244,7 +247,7 @@ impl Env for Scope<'_> {
     }
 
     fn collect(&mut self, var: &Var, sep: &str) {
-        let Some(name) = var.header.as_ref() else {
+        let Some(name) = var.header.as_ref().filter(|n| !super::super::internal(n)) else {
             return;
         };
         let headers = self.fields_mut(var.slot);
