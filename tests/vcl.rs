@@ -565,6 +565,80 @@ sub vcl_deliver {
     shellac.stop().await;
 }
 
+/// A backend's own reason phrase (`200 Okay`) is `beresp.reason` in vcl_backend_response and
+/// is stored with the object: its hit sends it (Varnish keeps `obj.reason`) and `obj.reason`
+/// reads it; a canonical one stores nothing of its own.
+#[tokio::test]
+async fn a_backends_own_reason_phrase_is_beresp_reason_and_stored() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        // Two fetches at most (/okay and /ok), one connection each or reused: bounded.
+        for _ in 0..2 {
+            let Ok((mut conn, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let mut seen = Vec::new();
+                for _ in 0..4 {
+                    let Ok(n) = conn.read(&mut buf).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                    while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&seen[..end]).to_string();
+                        seen.drain(..end + 4);
+                        let line = if head.starts_with("GET /okay") {
+                            "200 Okay"
+                        } else {
+                            "200 OK"
+                        };
+                        let resp = format!(
+                            "HTTP/1.1 {line}\r\nCache-Control: max-age=60\r\nContent-Length: 1\r\n\r\nx"
+                        );
+                        if conn.write_all(resp.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_backend_response { set beresp.http.seen = beresp.reason; }
+sub vcl_hit { set req.http.obj = obj.reason; }
+sub vcl_deliver { if (req.http.obj) { set resp.http.obj = req.http.obj; } }
+"#;
+    let shellac = start_vcl("backend-reason", vcl, &[addr]).await;
+    let ask = |path: &'static str| {
+        let addr = shellac.addr;
+        async move {
+            let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+            raw(addr, req.as_bytes()).await
+        }
+    };
+    let miss = ask("/okay").await;
+    assert!(miss.starts_with("HTTP/1.1 200 Okay\r\n"), "{miss}");
+    assert!(miss.contains("\r\nseen: Okay\r\n"), "{miss}");
+    let hit = ask("/okay").await;
+    assert!(hit.starts_with("HTTP/1.1 200 Okay\r\n"), "{hit}");
+    assert!(hit.contains("\r\nobj: Okay\r\n"), "{hit}");
+    assert!(!hit.contains("shellac-status"), "{hit}");
+    ask("/ok").await;
+    let hit = ask("/ok").await;
+    assert!(hit.starts_with("HTTP/1.1 200 OK\r\n"), "{hit}");
+    assert!(hit.contains("\r\nobj: OK\r\n"), "{hit}");
+    assert_eq!(shellac.stat("cache_hit").await, 2);
+    shellac.stop().await;
+    server.abort();
+}
+
 /// A revalidated copy keeps the status line it was stored with: vcl_backend_response on the
 /// 304 sees the stored wide status and reason (Varnish's beresp is the stored object then),
 /// never Shellac's stored field, and the refreshed copy is sent with them.
