@@ -217,6 +217,49 @@ async fn a_slow_reader_gets_the_whole_body_through_a_purge() {
     shellac.stop().await;
 }
 
+/// Regression (the lean loop, eedcef7): a fast hit's write is done once its bytes are in the
+/// connection's pipe; when the last of a large body went in while the socket was full, nothing
+/// more was written on that connection and nothing sent the pipe's bytes on, so the client
+/// waited until the send timeout cut the body (tests/connections
+/// `near_clients_get_the_send_buffer_and_large_hits_whole` failed so under load). A reader with
+/// a small window, one request at a time (no later answer to push the pipe), gets every body
+/// whole, then the next answer on the same connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_window_reader_of_a_lone_large_hit_gets_all_of_it() {
+    let origin = Origin::start(|s| origin_reply(&s.path)).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let large = pattern(LARGE);
+    assert_eq!(get(shellac.addr, "/large").await.body.to_vec(), large);
+    let before = shellac.stat("splice_bytes").await;
+    let mut slow = connect_small_window(shellac.addr).await;
+    let mut pending = Vec::new();
+    for round in 0..3 {
+        slow.write_all(get_line("/large", "").as_bytes())
+            .await
+            .unwrap();
+        // Let the pipe and the socket fill before reading.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (status, body) = read_response(&mut slow, &mut pending, false).await;
+        assert_eq!(status, 200);
+        assert!(
+            body == large,
+            "round {round}: the whole body, byte for byte"
+        );
+    }
+    slow.write_all(get_line("/tiny", "").as_bytes())
+        .await
+        .unwrap();
+    let (status, body) = read_response(&mut slow, &mut pending, false).await;
+    assert_eq!(
+        (status, &body[..]),
+        (200, &b"tiny"[..]),
+        "then the next answer"
+    );
+    assert!(shellac.stat("splice_bytes").await - before >= (3 * LARGE / 2) as u64);
+    assert_eq!(shellac.stat("client_send_timeout").await, 0);
+    shellac.stop().await;
+}
+
 /// Regression (bench/ab2009.sh phpcached: the identity representation of a hot gzip page was
 /// a heap vector, so its hits were copied into the socket): the identity representation is
 /// stored as any body, in a mapping of its own, and its hits go out copy-free, byte exact.

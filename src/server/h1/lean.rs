@@ -47,10 +47,21 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Quiet> Gate<T> {
     /// Reads, scans and answers fast hits until hyper is needed or the stream ends. The bytes
     /// for hyper (`Gate::poll_read`'s output) go in front of what the gate still queues for
     /// it, so hyper reads them in order.
+    ///
+    /// The bytes a fast answer left in the connection's pipe (`splice.rs`: a write is done once
+    /// its bytes are in the pipe, and the socket may not have taken them yet) are sent before
+    /// anything more is read, and again after a read that waits: under hyper its flush on every
+    /// turn sent them; here nothing else would, and the end of a large hit stayed in the pipe
+    /// until the send timeout cut the body.
     pub(super) fn poll_lean(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Turn>> {
+        ready!(self.poll_drain(cx))?;
         let mut space = [MaybeUninit::<u8>::uninit(); READ_BYTES];
         let mut buf = ReadBuf::uninit(&mut space);
-        ready!(Pin::new(&mut *self).poll_read(cx, &mut buf))?;
+        if Pin::new(&mut *self).poll_read(cx, &mut buf)?.is_pending() {
+            // The read waits; what the answers just put in the pipe must not.
+            ready!(self.poll_drain(cx))?;
+            return Poll::Pending;
+        }
         let read = buf.filled();
         if read.is_empty() {
             return Poll::Ready(Ok(Turn::Ended));
