@@ -29,12 +29,15 @@ pub struct Broadcast {
     /// Other nodes that stopped cleanly (`Feed::leave`): not waited for; each reads the log
     /// before it serves again.
     pub stopped: Vec<String>,
+    /// Sent, but the list of nodes could not be read within `confirm_timeout` (every poll
+    /// failed or was late): who applied it is unknown, and no node is counted as confirmed.
+    pub unanswered: bool,
 }
 
 impl Broadcast {
     /// One line for an answer: `fleet: sent; shared tier: N removed; confirmed by a, b;
-    /// not confirmed in time by c; silent for 5 s or more: d; stopped: e` or
-    /// `fleet: queued (...)`.
+    /// not confirmed in time by c; silent for 5 s or more: d; stopped: e` (or, the nodes never
+    /// listed, `; confirmations unknown: ...` in place of the lists) or `fleet: queued (...)`.
     pub fn summary(&self) -> String {
         if !self.sent {
             return "fleet: queued (Redis cannot be reached; sent when it can)".into();
@@ -58,6 +61,9 @@ impl Broadcast {
         if !self.stopped.is_empty() {
             out.push_str(&format!("; stopped: {}", self.stopped.join(", ")));
         }
+        if self.unanswered {
+            out.push_str("; confirmations unknown: Redis did not list the nodes in time");
+        }
         out
     }
 
@@ -70,6 +76,7 @@ impl Broadcast {
             "pending": self.pending,
             "silent": self.silent,
             "stopped": self.stopped,
+            "unanswered": self.unanswered,
         })
     }
 }
@@ -118,7 +125,10 @@ pub async fn broadcast(tier: &Arc<SharedTier>, inv: Invalidation) -> Broadcast {
         at.to_string().into_bytes(),
     ]);
     tier.call(tier.write_timeout, publish).await;
-    (out.confirmed, out.pending, out.silent, out.stopped) = confirmations(tier, at).await;
+    match confirmations(tier, at).await {
+        Some(c) => (out.confirmed, out.pending, out.silent, out.stopped) = c,
+        None => out.unanswered = true,
+    }
     out
 }
 
@@ -186,57 +196,66 @@ async fn append(tier: &SharedTier, inv: &Invalidation) -> Option<Position> {
 /// Who has passed `at`: (confirmed, pending, silent, stopped).
 type Confirmations = (Vec<String>, Vec<String>, Vec<String>, Vec<String>);
 
-/// Polls the nodes' positions until every other live node has passed `at`.
-async fn confirmations(tier: &SharedTier, at: Position) -> Confirmations {
+/// Polls the nodes' positions until every other live node has passed `at`, at most
+/// `confirm_timeout`. A poll that fails or is late is tried again within that time (one slow
+/// answer on a busy machine is not "nobody confirmed"); at the end the last answered poll
+/// stands, None when none was answered.
+async fn confirmations(tier: &SharedTier, at: Position) -> Option<Confirmations> {
     let until = Instant::now() + tier.confirm_timeout;
     let mut pause = Duration::from_millis(1);
+    let mut last: Option<Confirmations> = None;
     loop {
-        let mut confirmed = Vec::new();
-        let mut pending = Vec::new();
-        let mut silent = Vec::new();
-        let mut stopped = Vec::new();
         let get = tier
             .remote()
             .command(vec![b"HGETALL".to_vec(), tier.feed.nodes_key.clone()]);
-        let Some(nodes) = tier.call(tier.write_timeout, get).await else {
-            return (confirmed, pending, silent, stopped);
-        };
-        let now = wall_ms();
-        for pair in nodes.array().chunks(2) {
-            let [Reply::Data(name), Reply::Data(value)] = pair else {
-                continue;
-            };
-            let name = String::from_utf8_lossy(name).into_owned();
-            if name == tier.node {
-                continue;
+        if let Some(nodes) = tier.call(tier.write_timeout, get).await {
+            let answered = positions(tier, nodes, at);
+            if answered.1.is_empty() {
+                return Some(answered);
             }
-            let value = String::from_utf8_lossy(value);
-            let mut parts = value.split_ascii_whitespace();
-            let pos = parts.next().and_then(Position::parse).unwrap_or_default();
-            let beat: u64 = parts.next().and_then(|b| b.parse().ok()).unwrap_or(0);
-            if parts.next() == Some(STOPPED) {
-                stopped.push(name);
-                continue;
-            }
-            if now.saturating_sub(beat) > LIVE.as_millis() as u64 {
-                silent.push(name);
-                continue;
-            }
-            if pos >= at {
-                confirmed.push(name);
-            } else {
-                pending.push(name);
-            }
+            last = Some(answered);
         }
-        if pending.is_empty() || Instant::now() + pause > until {
-            if !pending.is_empty() {
-                tier.counters.fleet_inval_unconfirmed.inc();
-            }
-            return (confirmed, pending, silent, stopped);
+        if Instant::now() + pause > until {
+            // Some live node pending, or nobody known to have applied it.
+            tier.counters.fleet_inval_unconfirmed.inc();
+            return last;
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(20));
     }
+}
+
+/// One answer of `HGETALL P{fleet}nodes` sorted against `at`.
+fn positions(tier: &SharedTier, nodes: Reply, at: Position) -> Confirmations {
+    let (mut confirmed, mut pending, mut silent, mut stopped) = Confirmations::default();
+    let now = wall_ms();
+    for pair in nodes.array().chunks(2) {
+        let [Reply::Data(name), Reply::Data(value)] = pair else {
+            continue;
+        };
+        let name = String::from_utf8_lossy(name).into_owned();
+        if name == tier.node {
+            continue;
+        }
+        let value = String::from_utf8_lossy(value);
+        let mut parts = value.split_ascii_whitespace();
+        let pos = parts.next().and_then(Position::parse).unwrap_or_default();
+        let beat: u64 = parts.next().and_then(|b| b.parse().ok()).unwrap_or(0);
+        if parts.next() == Some(STOPPED) {
+            stopped.push(name);
+            continue;
+        }
+        if now.saturating_sub(beat) > LIVE.as_millis() as u64 {
+            silent.push(name);
+            continue;
+        }
+        if pos >= at {
+            confirmed.push(name);
+        } else {
+            pending.push(name);
+        }
+    }
+    (confirmed, pending, silent, stopped)
 }
 
 /// Sends what was queued while Redis could not be reached.

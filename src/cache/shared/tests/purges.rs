@@ -273,6 +273,73 @@ async fn a_purge_does_not_wait_for_a_node_that_stopped_cleanly() {
     assert_eq!(out.json()["stopped"], serde_json::json!(["left"]));
 }
 
+/// A cluster whose log takes every entry at `1700000000000-0` and whose list of nodes holds
+/// `live` and `live2`, both at that position with a heartbeat now — but whose `HGETALL` of
+/// that list fails the first `failures` times (`u32::MAX`: always).
+fn nodes_listed_after(failures: u32) -> Fake {
+    let calls = std::sync::atomic::AtomicU32::new(0);
+    Fake::new()
+        .eval(|_, _| Ok(Reply::Int(0)))
+        .command(move |args| {
+            let d = |s: String| Reply::Data(Bytes::from(s));
+            let now = layout::wall_ms();
+            Ok(match &args[0][..] {
+                b"XADD" => d("1700000000000-0".into()),
+                b"HGETALL" if calls.fetch_add(1, Relaxed) < failures => {
+                    return Err(RemoteError::Reply);
+                }
+                b"HGETALL" => Reply::Array(vec![
+                    d("live".into()),
+                    d(format!("1700000000000-0 {now}")),
+                    d("live2".into()),
+                    d(format!("1700000000000-0 {now}")),
+                ]),
+                _ => Reply::Nil,
+            })
+        })
+}
+
+/// Regression (stop 42, tests/fleet under load): one failed or late poll of the list of nodes
+/// ended the wait, and the answer said "sent" with no confirmation list at all. A failed poll
+/// is tried again within `confirm_timeout`.
+#[tokio::test]
+async fn a_failed_poll_of_the_nodes_is_tried_again() {
+    let counters = Arc::new(Counters::default());
+    let fleet = nodes_listed_after(1);
+    let tier = SharedTier::with_remote(&config(), "n".into(), counters.clone(), Arc::new(fleet));
+    tier.breaker.success();
+    let out = feed::broadcast(&tier, feed::Invalidation::Ban("req.url ~ /x".into())).await;
+    assert!(out.sent && !out.unanswered, "{}", out.summary());
+    assert_eq!(out.confirmed, ["live", "live2"]);
+    assert!(out.pending.is_empty());
+    assert_eq!(counters.fleet_inval_unconfirmed.get(), 0);
+    assert!(
+        out.summary().ends_with("confirmed by live, live2"),
+        "{}",
+        out.summary()
+    );
+}
+
+/// Sent, and the list of nodes never read within `confirm_timeout`: the answer says who
+/// applied it is unknown (and counts it unconfirmed) instead of listing nobody.
+#[tokio::test]
+async fn a_purge_whose_nodes_cannot_be_listed_says_so() {
+    let counters = Arc::new(Counters::default());
+    let fleet = nodes_listed_after(u32::MAX);
+    let tier = SharedTier::with_remote(&config(), "n".into(), counters.clone(), Arc::new(fleet));
+    tier.breaker.success();
+    let out = feed::broadcast(&tier, feed::Invalidation::Ban("req.url ~ /x".into())).await;
+    assert!(out.sent && out.unanswered, "{}", out.summary());
+    assert!(out.confirmed.is_empty() && out.pending.is_empty());
+    assert_eq!(counters.fleet_inval_unconfirmed.get(), 1);
+    assert_eq!(
+        out.summary(),
+        "fleet: sent; shared tier: 0 removed; confirmations unknown: Redis did not list the \
+         nodes in time"
+    );
+    assert_eq!(out.json()["unanswered"], true);
+}
+
 /// A cluster that answers lookups with `record` and fails everything else (the tag's master
 /// failing over).
 fn only_lookups(record: Bytes) -> Arc<Fake> {
