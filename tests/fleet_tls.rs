@@ -19,7 +19,9 @@ use common::{Origin, Reply, TempDir, eventually, get};
 
 const PREFIX: &str = "tt:";
 
-/// One node's config: `auth` and `tls` are lines of `[storage.shared]`.
+/// One node's config: `auth` and `tls` are lines of `[storage.shared]`. Its Redis deadlines
+/// (`read_timeout` 1 s, `write_timeout` 2 s) are generous: nothing here is about Redis being
+/// slow, and on a loaded machine a late answer would be a miss where a shared hit is asserted.
 fn config(
     dir: &TempDir,
     name: &str,
@@ -33,7 +35,7 @@ fn config(
         "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"127.0.0.1:0\"\n\n\
          [[backend]]\nhost = \"127.0.0.1\"\nport = {}\n\n\
          [storage.shared]\nnodes = [{}]\nkey_prefix = \"{PREFIX}\"\nnode_name = \"{name}\"\n\
-         breaker_cooldown = \"300ms\"\nread_timeout = \"200ms\"\nconnect_timeout = \"2s\"\n{auth}\n{tls}\n",
+         breaker_cooldown = \"300ms\"\nread_timeout = \"1s\"\nwrite_timeout = \"2s\"\nconnect_timeout = \"2s\"\n{auth}\n{tls}\n",
         origin.port(),
         seeds.join(", ")
     );
@@ -290,7 +292,7 @@ async fn vcl_invalidations_reach_the_fleet(
     let seeds: Vec<String> = seeds.iter().map(|s| format!("\"{s}\"")).collect();
     let shared = format!(
         "[storage.shared]\nnodes = [{}]\nkey_prefix = \"{PREFIX}\"\nnode_name = \"v\"\n\
-         breaker_cooldown = \"300ms\"\nread_timeout = \"200ms\"\n\
+         breaker_cooldown = \"300ms\"\nread_timeout = \"1s\"\nwrite_timeout = \"2s\"\n\
          username = \"shellac\"\npassword = \"u-s3cret\"\n{}\n[[backend]]\nhost = \"127.0.0.1\"\n",
         seeds.join(", "),
         tls_line(&pki.ca_file, Some(client))

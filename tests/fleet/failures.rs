@@ -69,19 +69,41 @@ pub(super) async fn a_killed_master_costs_no_client_error(
 /// Every Redis process stopped (SIGSTOP: connections open, nothing answers) for a moment: each
 /// node's operations end at their deadline, the breaker opens, clients see no error; once
 /// the cluster runs again the tier is used again.
+///
+/// The hang stays below `cluster-node-timeout` (1 s, no failover), so the deadline shown is a
+/// node of its own, h, whose `read_timeout` is 100 ms; a, b and c (`READ_TIMEOUT`, longer than
+/// the hang) serve the same load meanwhile.
 pub(super) async fn a_hanging_cluster_costs_deadlines_not_errors(
     site: &Site,
     nodes: &[Node],
     cluster: &Cluster,
+    dir: &TempDir,
 ) {
+    let path = config(dir, "h", site.origin.addr, &cluster.seeds(), false);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let long = format!("read_timeout = \"{READ_TIMEOUT}\"");
+    assert!(text.contains(&long), "{text}");
+    std::fs::write(&path, text.replace(&long, "read_timeout = \"100ms\"")).unwrap();
+    let mut h = Node::start("h", path);
+    // h uses the shared tier before Redis hangs (its breaker, open until its first call
+    // succeeds, would skip calls rather than time them out).
+    let ready = eventually(Duration::from_secs(15), || async {
+        let p = format!("/hready{}", site.origin.count());
+        nodes[1].get(&p).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        h.get(&p).await.cache_status().contains("detail=shared")
+    })
+    .await;
+    assert!(ready, "h reads the shared tier");
+    let timeouts = h.stat("shared_timeout").await;
+
     for n in &cluster.nodes {
         n.signal("-STOP");
     }
     let started = Instant::now();
-    let load = Load::start(
-        &nodes.iter().map(Node::addr).collect::<Vec<_>>(),
-        &["/s1", "/hang1", "/hang2", "/hang3", "/p1"],
-    );
+    let mut addrs: Vec<SocketAddr> = nodes.iter().map(Node::addr).collect();
+    addrs.push(h.addr());
+    let load = Load::start(&addrs, &["/s1", "/hang1", "/hang2", "/hang3", "/p1"]);
     // Below cluster-node-timeout (1 s): no failover, just a cluster that does not answer.
     tokio::time::sleep(Duration::from_millis(700)).await;
     let (sent, errors, stale) = load.finish().await;
@@ -93,8 +115,8 @@ pub(super) async fn a_hanging_cluster_costs_deadlines_not_errors(
     assert_eq!(errors, 0, "client errors while Redis hung");
     assert!(started.elapsed() < Duration::from_secs(10));
     assert!(
-        nodes[0].stat("shared_timeout").await > 0,
-        "deadlines were hit"
+        h.stat("shared_timeout").await > timeouts,
+        "h's deadlines were hit"
     );
     cluster.wait_ok(Duration::from_secs(20));
     let recovered = eventually(Duration::from_secs(15), || async {
@@ -109,6 +131,7 @@ pub(super) async fn a_hanging_cluster_costs_deadlines_not_errors(
     })
     .await;
     assert!(recovered, "the shared tier works again once Redis answers");
+    h.proc.take().unwrap().stop();
 }
 
 /// Issue 32: a fleet with a wrong Redis password looked healthy (`check` OK, `serve` started,
