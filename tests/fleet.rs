@@ -37,12 +37,17 @@ const PREFIX: &str = "t:";
 struct Site {
     origin: Origin,
     versions: Arc<Mutex<HashMap<String, u32>>>,
+    /// Holds the first `/race-mark` answer's last bytes until the test opens it.
+    race_gate: Arc<tokio::sync::Notify>,
 }
 
 impl Site {
     async fn start() -> Site {
         let versions: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
         let v = versions.clone();
+        let race_gate = Arc::new(tokio::sync::Notify::new());
+        let gate = race_gate.clone();
+        let gated = std::sync::atomic::AtomicBool::new(false);
         let origin = Origin::start(move |seen| {
             let n = *v.lock().unwrap().get(&seen.path).unwrap_or(&1);
             let body = match seen.path.as_str() {
@@ -99,8 +104,14 @@ impl Site {
                     rest: format!("v{n}").into_bytes(),
                 });
             }
-            if seen.path == "/race-mark" {
-                reply = reply.delay(Duration::from_millis(800));
+            if seen.path == "/race-mark" && !gated.swap(true, Ordering::Relaxed) {
+                // The fill stays under way, whatever the machine's load, until the test has set
+                // the purge mark (`a_purge_racing_a_fill_wins`).
+                reply = reply.body(ReplyBody::Gated {
+                    first: b"/race-mark ".to_vec(),
+                    gate: gate.clone(),
+                    rest: format!("v{n}").into_bytes(),
+                });
             }
             if seen.path.starts_with("/coalesce") {
                 reply = reply.delay(Duration::from_millis(700));
@@ -108,7 +119,11 @@ impl Site {
             reply
         })
         .await;
-        Site { origin, versions }
+        Site {
+            origin,
+            versions,
+            race_gate,
+        }
     }
 
     fn bump(&self, path: &str) {
@@ -753,6 +768,7 @@ async fn a_purge_racing_a_fill_wins(site: &Site, nodes: &[Node], cluster: &Clust
         "600000",
     ]);
     assert_eq!(purge.trim(), "0", "nothing stored yet: {purge}");
+    site.race_gate.notify_one();
     expect(&slow.await.unwrap(), "/race-mark", 1, "a");
     let was_refused = eventually(Duration::from_secs(5), || async {
         a.stat("shared_write_purged").await > refused

@@ -12,6 +12,13 @@ pub(super) async fn a_paused_node_catches_up(site: &Site, nodes: &[Node]) {
         expect(&n.get("/paused").await, "/paused", 1, n.name);
     }
     b.served().signal("-STOP");
+    // Every thread of b stopped (state T) before the purge is sent: the answer's claim about b
+    // is then about a node that cannot have read the entry.
+    let stopped = eventually(Duration::from_secs(5), || async {
+        all_threads_stopped(b.served().pid())
+    })
+    .await;
+    assert!(stopped, "b's threads stopped after SIGSTOP");
     let load = Load::start(&[a.addr(), c.addr()], &["/s1", "/p1", "/chunky", "/paused"]);
     site.bump("/paused");
     let r = a.purge("/paused", &[]).await;
@@ -241,4 +248,21 @@ pub(super) async fn position(node: &Node) -> Position {
         .as_str()
         .and_then(Position::parse)
         .unwrap_or_default()
+}
+
+/// Whether every thread of process `pid` is stopped (`T` in `/proc/PID/task/TID/stat`).
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.filter_map(Result::ok).all(|t| {
+        std::fs::read_to_string(t.path().join("stat"))
+            .ok()
+            .and_then(|stat| {
+                // The state follows the command name's closing parenthesis.
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().next().map(|s| s == "T"))
+            })
+            .unwrap_or(false)
+    })
 }
