@@ -132,7 +132,8 @@ impl Env for RawRequest<'_> {
                             return Value::None;
                         };
                         // Per request (`with_xid`): not what a head made once can hold.
-                        if name == super::X_VARNISH {
+                        // Shellac's own fields: the full path reads them as absent.
+                        if name == super::X_VARNISH || super::internal(name) {
                             self.doubt.set(true);
                             return Value::None;
                         }
@@ -175,6 +176,7 @@ impl Env for RawRequest<'_> {
             (Some(d), Slot::RespHttp, Some(name))
                 if !d.fields.contains_key(name)
                     && !super::protected(name)
+                    && !super::internal(name)
                     && name != super::X_VARNISH =>
             {
                 match d.added.iter_mut().find(|(n, _)| n == name) {
