@@ -68,53 +68,7 @@ P_LIGHTTPD=$(free_port); P_APACHE=$(free_port)
 start_php_fpm "$TMP/php" "$P_FPM" "$PHP_CHILDREN" "$FPM"
 
 # --- Shellac.
-cat >"$TMP/shellac.toml" <<CONF
-[server]
-listen = ["127.0.0.1:$P_SHELLAC"]
-admin = "127.0.0.1:$P_SADMIN"
-threads = 1
-
-[cache]
-memory_size = "256MiB"
-# The cache deception armor (on by default) refuses a rule's ttl for an HTML answer to a URL
-# ending in an extension it does not know (.php): without this line "/cached/" stays uncached
-# (bench/RESULTS.md, ab2009).
-deception_armor = $ARMOR
-
-[[backend]]
-name = "static"
-protocol = "files"
-root = "$W"
-
-[[backend]]
-name = "php"
-protocol = "fastcgi"
-host = "127.0.0.1"
-port = $P_FPM
-root = "$W"
-max_connections = $PHP_CHILDREN
-# Above the default 64: the build measured leaks a queue place per waiter whose client leaves
-# (each wrk run's end), and after two runs every waiter was refused (bench/RESULTS.md, ab2009).
-max_queue = 4096
-
-[routing]
-default = "static"
-
-[[rule]]
-name = "php"
-path = '\.php\$'
-director = "php"
-
-[[rule]]
-name = "cached php"
-path = '^/cached/'
-ttl = "1h"
-
-[[rule]]
-name = "flv"
-path = '\.flv\$'
-flv = true
-CONF
+ab2009_shellac_config "$TMP/shellac.toml" "$P_SHELLAC" "$P_SADMIN" "$W" "$P_FPM" "$PHP_CHILDREN" "$ARMOR"
 taskset -c 0 "$SHELLAC" serve --config "$TMP/shellac.toml" 2>"$TMP/shellac.err" &
 SPID=$!
 PIDS+=("$SPID")

@@ -40,43 +40,7 @@ row() {  # NAME PATH
   local name=$1 path=$2 port admin out vp r0 r1
   port=$(free_port); admin=$(free_port)
   out=${CALLGRIND_OUT:-$TMP/cg}.$name
-  cat >"$TMP/shellac.toml" <<CONF
-[server]
-listen = ["127.0.0.1:$port"]
-admin = "127.0.0.1:$admin"
-threads = 1
-
-[cache]
-memory_size = "256MiB"
-deception_armor = false
-
-[[backend]]
-name = "static"
-protocol = "files"
-root = "$W"
-
-[[backend]]
-name = "php"
-protocol = "fastcgi"
-host = "127.0.0.1"
-port = $P_FPM
-root = "$W"
-max_connections = 2
-max_queue = 4096
-
-[routing]
-default = "static"
-
-[[rule]]
-name = "php"
-path = '\.php\$'
-director = "php"
-
-[[rule]]
-name = "cached php"
-path = '^/cached/'
-ttl = "1h"
-CONF
+  ab2009_shellac_config "$TMP/shellac.toml" "$port" "$admin" "$W" "$P_FPM" 2 false
   valgrind --tool=callgrind --callgrind-out-file="$out" "$SHELLAC" serve \
     --config "$TMP/shellac.toml" 2>"$TMP/valgrind.$name" &
   vp=$!

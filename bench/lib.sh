@@ -298,3 +298,57 @@ CONF
   nginx -c "$dir/nginx.conf" -p "$dir" 2>"$dir/stderr" &
   PIDS+=($!)
 }
+
+# `ab2009_shellac_config FILE PORT ADMIN ROOT FPM_PORT CHILDREN ARMOR`: issue 31's Shellac for
+# the 2009 rows (ab2009.sh, hit_instructions.sh): one thread, a files backend on ROOT, PHP-FPM
+# on FPM_PORT (CHILDREN connections) behind a fastcgi backend, the `/cached/` rule, `.flv`
+# seeks; `cache.deception_armor = ARMOR`.
+ab2009_shellac_config() {
+  cat >"$1" <<CONF
+[server]
+listen = ["127.0.0.1:$2"]
+admin = "127.0.0.1:$3"
+threads = 1
+
+[cache]
+memory_size = "256MiB"
+# The cache deception armor (on by default) refuses a rule's ttl for an HTML answer to a URL
+# ending in an extension it does not know (.php): without this line "/cached/" stays uncached
+# (bench/RESULTS.md, ab2009).
+deception_armor = $7
+
+[[backend]]
+name = "static"
+protocol = "files"
+root = "$4"
+
+[[backend]]
+name = "php"
+protocol = "fastcgi"
+host = "127.0.0.1"
+port = $5
+root = "$4"
+max_connections = $6
+# Above the default 64: the build measured leaks a queue place per waiter whose client leaves
+# (each wrk run's end), and after two runs every waiter was refused (bench/RESULTS.md, ab2009).
+max_queue = 4096
+
+[routing]
+default = "static"
+
+[[rule]]
+name = "php"
+path = '\.php\$'
+director = "php"
+
+[[rule]]
+name = "cached php"
+path = '^/cached/'
+ttl = "1h"
+
+[[rule]]
+name = "flv"
+path = '\.flv\$'
+flv = true
+CONF
+}
