@@ -520,23 +520,29 @@ async fn sub_requests_are_plain_gets() {
 async fn the_page_is_fresh_no_longer_than_its_shortest_part() {
     let origin = Origin::start(site).await;
     let shellac = Shellac::start(origin.addr, esi_rule).await;
-    // The first delivery fetches the fragment after the page's head went out; from then on
-    // the fragment is stored, and the page's head is made with its freshness.
+    // The first delivery's head goes out once the page's first bytes (`<p>`) are ready: the
+    // fragment is usually fetched after it, not known then, and a cache after Shellac must ask
+    // again (`no-cache`); on a loaded machine the fragment can already be in when the head is
+    // made, and then its freshness bounds the page's. From then on the fragment is stored, and
+    // the page's head is made with its freshness.
     let first = get(shellac.addr, "/short").await;
     assert_eq!(first.text(), "<p>S</p>");
-    // Not known when the head went out: a cache after Shellac must ask again.
-    assert_eq!(first.header("cache-control"), Some("no-cache"));
+    let cc = first.header("cache-control").unwrap_or("");
+    assert!(cc == "no-cache" || max_age(cc) <= 5, "{cc}");
     let r = get(shellac.addr, "/short").await;
     assert_eq!(r.text(), "<p>S</p>");
     let cc = r.header("cache-control").unwrap_or("");
-    let max_age: u64 = cc
-        .split("max-age=")
+    assert!(max_age(cc) <= 5, "{cc}");
+    shellac.stop().await;
+}
+
+/// The `max-age` of a `Cache-Control` value (the test fails without one).
+fn max_age(cc: &str) -> u64 {
+    cc.split("max-age=")
         .nth(1)
         .and_then(|v| v.split(',').next())
         .and_then(|v| v.trim().parse().ok())
-        .expect("max-age");
-    assert!(max_age <= 5, "{cc}");
-    shellac.stop().await;
+        .unwrap_or_else(|| panic!("no max-age in {cc:?}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
