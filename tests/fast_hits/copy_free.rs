@@ -148,16 +148,22 @@ async fn stored_bodies_go_out_copy_free_byte_exact() {
     shellac.stop().await;
 }
 
+/// An origin, a Shellac in front of it and `/large` stored (fetched once, whole): its bytes.
+async fn large_stored() -> (Origin, Shellac, Vec<u8>) {
+    let origin = Origin::start(|s| origin_reply(&s.path)).await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let large = pattern(LARGE);
+    assert_eq!(get(shellac.addr, "/large").await.body.to_vec(), large);
+    (origin, shellac, large)
+}
+
 /// A reader with a small window takes a large stored body in small pieces while it is purged
 /// (its mapping freed once the last piece is in the pipe): every byte arrives, in order,
 /// then the next answer on the same connection. A client that leaves mid-body gives its
 /// pipe back, and the next client gets the whole body.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_reader_gets_the_whole_body_through_a_purge() {
-    let origin = Origin::start(|s| origin_reply(&s.path)).await;
-    let shellac = Shellac::start(origin.addr, |_| {}).await;
-    let large = pattern(LARGE);
-    assert_eq!(get(shellac.addr, "/large").await.body.to_vec(), large);
+    let (_origin, shellac, large) = large_stored().await;
     let before = shellac.stat("splice_bytes").await;
     let mut slow = connect_small_window(shellac.addr).await;
     let two = [get_line("/large", ""), get_line("/tiny", "")].concat();
@@ -226,10 +232,7 @@ async fn a_slow_reader_gets_the_whole_body_through_a_purge() {
 /// whole, then the next answer on the same connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_window_reader_of_a_lone_large_hit_gets_all_of_it() {
-    let origin = Origin::start(|s| origin_reply(&s.path)).await;
-    let shellac = Shellac::start(origin.addr, |_| {}).await;
-    let large = pattern(LARGE);
-    assert_eq!(get(shellac.addr, "/large").await.body.to_vec(), large);
+    let (_origin, shellac, large) = large_stored().await;
     let before = shellac.stat("splice_bytes").await;
     let mut slow = connect_small_window(shellac.addr).await;
     let mut pending = Vec::new();

@@ -204,25 +204,37 @@ async fn a_copy_joins_its_tags_before_it_is_committed() {
     assert_eq!(counters.shared_write.get(), 1);
 }
 
-/// A cluster whose log takes every entry at `1700000000000-0` and whose list of nodes holds
-/// `live` (at that position, heartbeat now) and `name` with the value `value(now_ms)`.
-fn other_nodes(name: &'static str, value: fn(u64) -> String) -> Fake {
+/// A cluster whose log takes every entry at `1700000000000-0` and whose list of nodes
+/// (`HGETALL`) is what `nodes(now_ms)` answers: name and value pairs, or an error.
+fn fleet(
+    nodes: impl Fn(u64) -> Result<Vec<(String, String)>, RemoteError> + Send + Sync + 'static,
+) -> Fake {
     Fake::new()
         .eval(|_, _| Ok(Reply::Int(0)))
         .command(move |args| {
             let d = |s: String| Reply::Data(Bytes::from(s));
-            let now = layout::wall_ms();
             Ok(match &args[0][..] {
                 b"XADD" => d("1700000000000-0".into()),
-                b"HGETALL" => Reply::Array(vec![
-                    d("live".into()),
-                    d(format!("1700000000000-0 {now}")),
-                    d(name.into()),
-                    d(value(now)),
-                ]),
+                b"HGETALL" => Reply::Array(
+                    nodes(layout::wall_ms())?
+                        .into_iter()
+                        .flat_map(|(name, value)| [d(name), d(value)])
+                        .collect(),
+                ),
                 _ => Reply::Nil,
             })
         })
+}
+
+/// A fleet of `live` (at the log's position, heartbeat now) and `name` with the value
+/// `value(now_ms)`.
+fn other_nodes(name: &'static str, value: fn(u64) -> String) -> Fake {
+    fleet(move |now| {
+        Ok(vec![
+            ("live".into(), format!("1700000000000-0 {now}")),
+            (name.into(), value(now)),
+        ])
+    })
 }
 
 /// A purge's answer names the nodes it did not wait for because they have been silent for
@@ -278,25 +290,15 @@ async fn a_purge_does_not_wait_for_a_node_that_stopped_cleanly() {
 /// that list fails the first `failures` times (`u32::MAX`: always).
 fn nodes_listed_after(failures: u32) -> Fake {
     let calls = std::sync::atomic::AtomicU32::new(0);
-    Fake::new()
-        .eval(|_, _| Ok(Reply::Int(0)))
-        .command(move |args| {
-            let d = |s: String| Reply::Data(Bytes::from(s));
-            let now = layout::wall_ms();
-            Ok(match &args[0][..] {
-                b"XADD" => d("1700000000000-0".into()),
-                b"HGETALL" if calls.fetch_add(1, Relaxed) < failures => {
-                    return Err(RemoteError::Reply);
-                }
-                b"HGETALL" => Reply::Array(vec![
-                    d("live".into()),
-                    d(format!("1700000000000-0 {now}")),
-                    d("live2".into()),
-                    d(format!("1700000000000-0 {now}")),
-                ]),
-                _ => Reply::Nil,
-            })
-        })
+    fleet(move |now| {
+        if calls.fetch_add(1, Relaxed) < failures {
+            return Err(RemoteError::Reply);
+        }
+        Ok(vec![
+            ("live".into(), format!("1700000000000-0 {now}")),
+            ("live2".into(), format!("1700000000000-0 {now}")),
+        ])
+    })
 }
 
 /// Regression (stop 42, tests/fleet under load): one failed or late poll of the list of nodes
