@@ -1,7 +1,7 @@
 //! Issue 32, "VCL as Varnish runs it": constructs of field VCL files that Varnish accepts, each
 //! accepted here with the meaning Shellac gives it, and the errors' words where a file is wrong.
 
-mod common;
+use crate::common;
 
 use shellac::vcl::ErrorKind;
 

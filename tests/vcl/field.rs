@@ -1,8 +1,8 @@
 //! Constructs that configurations from the field use and Shellac once refused, each run end to
 //! end with Varnish's meaning: Varnish 3.0's `purge;`, a weighted `directors.hash()`,
-//! `std.getenv()`. (The check-time side — where each is refused — is in tests/vcl_check.rs.)
+//! `std.getenv()`. (The check-time side — where each is refused — is in check_field.rs.)
 
-mod common;
+use crate::common;
 
 use common::vcl::start_vcl;
 use common::{Origin, Reply, get_with, request};

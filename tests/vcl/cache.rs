@@ -1,7 +1,7 @@
 //! VCL and the cache, end to end: a 304 through vcl_backend_response (`beresp.was_304`), a
 //! copy purged while it was being revalidated, bans on the looking-up request's fields.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
