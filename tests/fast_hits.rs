@@ -6,6 +6,8 @@
 mod common;
 #[path = "fast_hits/copy_free.rs"]
 mod copy_free;
+#[path = "fast_hits/reason_phrase.rs"]
+mod reason_phrase;
 
 use std::time::Duration;
 

@@ -10,8 +10,8 @@ use http::{HeaderValue, StatusCode};
 /// The stored field: `<wide status> <reason phrase>`.
 pub const FIELD: &str = "shellac-status";
 
-/// The longest backend reason phrase stored with an object (a longer one is sent on the
-/// miss only; a hit sends the status's own).
+/// The longest backend reason phrase stored with an object (for a longer one the miss and
+/// its hits send the status's own: delivery sends only a stored phrase).
 pub const MAX_BACKEND_REASON: usize = 128;
 
 /// What the field says: the status as VCL saw it and the reason phrase sent.

@@ -283,3 +283,55 @@ sub vcl_backend_error {
     assert_eq!(shellac.stat("cache_hit").await, 2);
     shellac.stop().await;
 }
+
+/// vcl_backend_error's object after `return (error(...))` of vcl_backend_fetch — before any
+/// backend is asked — is stored like the others when `beresp.ttl` + `grace` + `keep` is
+/// above zero and the fetch is no pass: the second request is a hit on it. One with no
+/// lifetime, and a pass's, are made again each time. None is a failed fetch.
+#[tokio::test]
+async fn a_backend_error_object_after_return_error_in_vcl_backend_fetch_is_stored() {
+    let origin = Origin::start(|_| Reply::ok("from the origin")).await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_recv {
+    if (req.url == "/pass") { return (pass); }
+}
+sub vcl_backend_fetch {
+    return (error(410, "Gone Here"));
+}
+sub vcl_backend_error {
+    if (bereq.url != "/short") { set beresp.ttl = 1m; }
+    set beresp.http.made = beresp.status + " " + beresp.reason;
+    synthetic("made for " + bereq.url);
+    return (deliver);
+}
+"#;
+    let shellac = start_vcl("bereq-error-stored", vcl, &[origin.addr]).await;
+    let ask = |path: &str| {
+        let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let addr = shellac.addr;
+        async move { raw(addr, req.as_bytes()).await }
+    };
+    // (path, hits after its two requests)
+    for (path, hits) in [("/gone", 1), ("/short", 1), ("/pass", 1)] {
+        for round in 0..2 {
+            let text = ask(path).await;
+            assert!(
+                text.starts_with("HTTP/1.1 410 Gone Here\r\n"),
+                "{path} {round}: {text}"
+            );
+            assert!(
+                text.contains("\r\nmade: 410 Gone Here\r\n"),
+                "{path}: {text}"
+            );
+            assert!(
+                text.ends_with(&format!("made for {path}")),
+                "{path}: {text}"
+            );
+        }
+        assert_eq!(shellac.stat("cache_hit").await, hits, "{path}");
+    }
+    assert_eq!(origin.count(), 0);
+    assert_eq!(shellac.stat("fetch_failed").await, 0);
+    shellac.stop().await;
+}

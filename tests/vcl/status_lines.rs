@@ -3,7 +3,7 @@
 
 use crate::common;
 use common::vcl::start_vcl;
-use common::{Origin, Reply, raw};
+use common::{Origin, Reply, get, raw};
 
 /// Regression (Varnish's v00050): VCL keeps a status above 999 (up to 65535: the digits
 /// above the last three are VCL's own signalling) and the wire gets its last three digits;
@@ -273,4 +273,40 @@ sub vcl_deliver { set resp.http.wide = resp.status; }
         "the second fetch revalidated"
     );
     shellac.stop().await;
+}
+
+/// RFC 9110 §15: a status past 599 is invalid, and a client SHOULD process it as a 5xx. Under
+/// VCL a backend's 999 is taken (Varnish takes any three digits), and `stale-if-error`
+/// answers it with the stale copy as it answers a 500 (RFC 5861 §4).
+#[tokio::test]
+async fn a_backend_status_past_599_is_a_server_error() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let asked = AtomicUsize::new(0);
+    let origin = common::raw_origin::RawOrigin::start(move |_| {
+        let line = match asked.fetch_add(1, Ordering::SeqCst) {
+            0 => "200 OK\r\ncache-control: max-age=1, stale-if-error=60",
+            _ => "999 Oops",
+        };
+        format!("HTTP/1.1 {line}\r\ncontent-length: 4\r\n\r\nbody").into_bytes()
+    })
+    .await;
+    // No grace: past its TTL the copy is stale, kept for revalidation and stale-if-error.
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_backend_response { set beresp.grace = 0s; set beresp.keep = 1m; }
+"#;
+    let shellac = start_vcl("status-999", vcl, &[origin.addr]).await;
+    assert_eq!(get(shellac.addr, "/").await.status, 200);
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let r = get(shellac.addr, "/").await;
+    assert_eq!((r.status, r.text().as_str()), (200, "body"));
+    assert!(
+        r.cache_status().contains("detail=stale-if-error"),
+        "{}",
+        r.cache_status()
+    );
+    assert_eq!(origin.count(), 2);
+    assert_eq!(shellac.stat("cache_stale_served").await, 1);
+    shellac.stop().await;
+    origin.stop();
 }

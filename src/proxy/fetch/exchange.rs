@@ -12,7 +12,7 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::response::Parts;
 
 use super::super::combine;
-use super::super::policy::{ErrorOutcome, MadeAnswer, ResponseOutcome, Storage};
+use super::super::policy::{ErrorOutcome, Instead, MadeAnswer, ResponseOutcome, Storage};
 use super::super::txn::{FetchMode, Step, Txn};
 use super::send::{self, SendFailure};
 use crate::backend::BackendBody;
@@ -69,7 +69,7 @@ pub(super) async fn exchange(
             Err(failure) => match answer_failure(txn, mode, failure) {
                 ControlFlow::Continue(None) => match refetch(txn, mode, for_cache) {
                     None => continue,
-                    Some(step) => return ControlFlow::Break(step),
+                    Some(done) => return done,
                 },
                 ControlFlow::Continue(Some(made)) => {
                     return ControlFlow::Continue(made_exchange(txn, *made, request_time, seen));
@@ -109,7 +109,7 @@ pub(super) async fn exchange(
             }
             ResponseOutcome::Retry => match refetch(txn, mode, for_cache) {
                 None => continue,
-                Some(step) => return ControlFlow::Break(step),
+                Some(done) => return done,
             },
             ResponseOutcome::Step(step) => {
                 leave(mode);
@@ -139,12 +139,29 @@ pub(super) async fn exchange(
 
 /// A retry the policy asked for (VCL's `return (retry)`): the fetch starts over as Varnish's
 /// does — vcl_backend_fetch runs again on the backend request as it was left (a
-/// `bereq.backend` vcl_backend_response set stays) and routes it anew. `Some(step)` when it
-/// does not fetch.
-fn refetch(txn: &mut Txn, mode: &FetchMode, for_cache: bool) -> Option<Step> {
-    let step = txn.policy.backend_fetch(txn, for_cache)?;
-    leave(mode);
-    Some(step)
+/// `bereq.backend` vcl_backend_response set stays) and routes it anew. `Some` when it does
+/// not fetch: the step the fetch ends in, or the answer it made, stored in the response's
+/// place.
+fn refetch(
+    txn: &mut Txn,
+    mode: &FetchMode,
+    for_cache: bool,
+) -> Option<ControlFlow<Step, Exchanged>> {
+    Some(match txn.policy.backend_fetch(txn, for_cache)? {
+        Instead::Step(step) => {
+            leave(mode);
+            ControlFlow::Break(step)
+        }
+        Instead::Made(made) => ControlFlow::Continue(made_now(txn, *made)),
+    })
+}
+
+/// An answer the policy made before any backend was asked (VCL: vcl_backend_fetch's
+/// `return (error(...))` into a vcl_backend_error object with a lifetime), as an exchange
+/// happening now.
+pub(super) fn made_now(txn: &Txn, made: MadeAnswer) -> Exchanged {
+    let seen = fleet_position(txn);
+    made_exchange(txn, made, SystemTime::now(), seen)
 }
 
 /// Where this node stood in the fleet's invalidation log before asking the origin.
@@ -157,8 +174,8 @@ fn fleet_position(txn: &Txn) -> Position {
         .unwrap_or_default()
 }
 
-/// The answer the policy made for a failed fetch, to be stored (vcl_backend_error's object
-/// with a lifetime): the exchange as if the backend had sent it, its body whole.
+/// The answer the policy made instead of a response, to be stored (vcl_backend_error's
+/// object with a lifetime): the exchange as if the backend had sent it, its body whole.
 fn made_exchange(
     txn: &Txn,
     made: MadeAnswer,

@@ -25,6 +25,7 @@ use std::time::Instant;
 use http::StatusCode;
 
 use super::combine;
+use super::policy::Instead;
 use super::txn::{FetchMode, Step, Txn};
 use crate::cache::CacheKey;
 use crate::cache::busy::LeaderGuard;
@@ -35,14 +36,18 @@ use store::Storing;
 /// Sends the backend request for `mode` and turns the answer into the next step.
 pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
     let for_cache = !matches!(mode, FetchMode::Pass(_));
-    // Policy hook: the backend request (VCL: vcl_backend_fetch, and its route).
-    if let Some(step) = txn.policy.backend_fetch(txn, for_cache) {
-        leave(&mode);
-        return step;
-    }
-    let mut ex = match exchange::exchange(txn, &mode, for_cache).await {
-        ControlFlow::Continue(exchanged) => exchanged,
-        ControlFlow::Break(step) => return step,
+    // Policy hook: the backend request (VCL: vcl_backend_fetch, and its route). An answer it
+    // made instead is stored in the response's place, as vcl_backend_error's object is.
+    let mut ex = match txn.policy.backend_fetch(txn, for_cache) {
+        Some(Instead::Step(step)) => {
+            leave(&mode);
+            return step;
+        }
+        Some(Instead::Made(made)) => exchange::made_now(txn, *made),
+        None => match exchange::exchange(txn, &mode, for_cache).await {
+            ControlFlow::Continue(exchanged) => exchanged,
+            ControlFlow::Break(step) => return step,
+        },
     };
 
     let storable = fetch_filters(txn, &mut ex, for_cache);
@@ -86,11 +91,12 @@ pub(super) async fn fetch(txn: &mut Txn, mode: FetchMode) -> Step {
     {
         return revalidate::revalidated(txn, (guard, &primary, stale), ex);
     }
-    if ex.parts.status.is_server_error()
+    if crate::http::is_server_error(ex.parts.status)
         && !txn.background
         && let Some(stale) = txn.stale.take_if(|s| s.stale_if_error_ok(Instant::now()))
     {
-        // stale-if-error (RFC 5861 §4): the stale copy answers instead of the error.
+        // stale-if-error (RFC 5861 §4): the stale copy answers instead of the error (a 5xx,
+        // or under VCL a 600-999, processed as a 5xx: RFC 9110 §15).
         if let Some(guard) = guard {
             guard.object().abandon();
         }

@@ -8,7 +8,9 @@ use http::{HeaderMap, Response, StatusCode};
 
 use super::rules::Rules;
 use super::vcl::Vcl;
-use super::{BackendRequest, Delivery, ErrorOutcome, Hooks, Limits, LookupFlags, ResponseOutcome};
+use super::{
+    BackendRequest, Delivery, ErrorOutcome, Hooks, Instead, Limits, LookupFlags, ResponseOutcome,
+};
 use crate::backend::director::Member;
 use crate::cache::busy::LeaderGuard;
 use crate::cache::policy::{Exchange, NoCacheReason};
@@ -84,13 +86,14 @@ impl Policy {
     /// Before a probe (the slice holding a Range's first byte, asked of a URL not known to be
     /// sliced yet, by the client's own transaction): the miss step ([`Hooks::slices`]), then
     /// the backend-request step ([`Hooks::backend_fetch`], VCL's vcl_backend_fetch) the probe
-    /// is asked with.
+    /// is asked with (an answer it made is delivered, not stored: the probe stores slices).
     pub(in crate::proxy) fn slices(
         self,
         txn: &mut Txn,
         stored: Option<&Arc<Object>>,
     ) -> Option<Step> {
-        dispatch!(self, slices(txn, stored)).or_else(|| self.backend_fetch(txn, true))
+        dispatch!(self, slices(txn, stored))
+            .or_else(|| self.backend_fetch(txn, true).map(Instead::into_step))
     }
 
     /// The policy's hit or miss step for a response from slices, without the backend
@@ -116,7 +119,7 @@ impl Policy {
         dispatch!(self, conditionals_after_deliver(txn))
     }
 
-    pub(in crate::proxy) fn backend_fetch(self, txn: &mut Txn, for_cache: bool) -> Option<Step> {
+    pub(in crate::proxy) fn backend_fetch(self, txn: &mut Txn, for_cache: bool) -> Option<Instead> {
         dispatch!(self, backend_fetch(txn, for_cache))
     }
 

@@ -84,7 +84,27 @@ pub(super) enum ErrorOutcome {
     Store(Box<MadeAnswer>),
 }
 
-/// An answer the policy made to be stored ([`ErrorOutcome::Store`]).
+/// What the policy does instead of sending the backend request ([`Hooks::backend_fetch`]).
+pub(super) enum Instead {
+    /// Leave the fetch for this step.
+    Step(Step),
+    /// Store the answer the policy made as the fetch's response, as if the backend had sent
+    /// it (VCL: vcl_backend_error's object with a lifetime after vcl_backend_fetch's
+    /// `return (error(...))`, as Varnish inserts it).
+    Made(Box<MadeAnswer>),
+}
+
+impl Instead {
+    /// The step where nothing is stored (a slice of big media): the made answer delivered.
+    pub(super) fn into_step(self) -> Step {
+        match self {
+            Instead::Step(step) => step,
+            Instead::Made(made) => made.instead,
+        }
+    }
+}
+
+/// An answer the policy made to be stored ([`ErrorOutcome::Store`], [`Instead::Made`]).
 pub(super) struct MadeAnswer {
     /// Its status, reason phrase (extensions) and fields, with `Content-Length`.
     pub parts: Parts,
@@ -289,9 +309,9 @@ pub(super) trait Hooks {
         false
     }
 
-    /// Before the backend request is sent (`for_cache`: not a pass): `Some(step)` when the
-    /// policy does not fetch.
-    fn backend_fetch(_txn: &mut Txn, _for_cache: bool) -> Option<Step> {
+    /// Before the backend request is sent (`for_cache`: not a pass): `Some` when the policy
+    /// does not fetch — a step, or an answer it made to store in the response's place.
+    fn backend_fetch(_txn: &mut Txn, _for_cache: bool) -> Option<Instead> {
         None
     }
 
@@ -381,4 +401,15 @@ pub(super) trait Hooks {
     fn restart(_txn: &mut Txn) -> Step {
         Step::Synth(StatusCode::SERVICE_UNAVAILABLE, "restart")
     }
+}
+
+/// The backend's own reason phrase (`200 Okay`), when it sent one other than its status's
+/// and no longer than [`MAX_BACKEND_REASON`](crate::cache::status_line::MAX_BACKEND_REASON):
+/// both front-ends store it with the object (`cache::status_line`) so a hit sends it, as
+/// Varnish keeps `obj.reason` (VCL's `beresp.reason` reads it). For a longer one the miss
+/// and the hits send the status's own (delivery sends only a stored phrase).
+fn backend_reason(parts: &Parts) -> Option<String> {
+    let r = parts.extensions.get::<hyper::ext::ReasonPhrase>()?;
+    let r = std::str::from_utf8(r.as_bytes()).ok()?;
+    (r.len() <= crate::cache::status_line::MAX_BACKEND_REASON).then(|| r.to_string())
 }

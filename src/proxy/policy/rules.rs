@@ -12,6 +12,7 @@ use http::response::Parts;
 use super::{Hooks, ResponseOutcome, Storage};
 use crate::cache::CacheKey;
 use crate::cache::policy::{Exchange, NoCacheReason};
+use crate::cache::status_line::{self, StatusLine};
 use crate::http::cache_control::CacheControl;
 use crate::http::fields::has_field;
 use crate::http::headers;
@@ -67,9 +68,17 @@ impl Hooks for Rules {
         parts: &mut Parts,
         _ex: &Exchange,
         _mode: &FetchMode,
-        _was_304: bool,
+        was_304: bool,
     ) -> ResponseOutcome {
         headers::strip_hop_by_hop(&mut parts.headers);
+        // The backend's own reason phrase (`200 Okay`) is stored with the object, so a hit
+        // sends the phrase the miss did (a 304's is not: the stored copy keeps its own).
+        if !was_304
+            && let Some(value) = super::backend_reason(parts)
+                .and_then(|r| StatusLine::value(parts.status, parts.status.as_u16(), Some(&r)))
+        {
+            parts.headers.insert(status_line::FIELD, value);
+        }
         let mut overrides = txn.rules().on_response(
             &txn.matched_rules,
             &txn.req.method,

@@ -224,7 +224,8 @@ fn beresp(
         age: fresh.initial_age.as_secs_f64(),
         was_304,
         do_stream: !legacy,
-        reason: backend_reason(parts),
+        // `beresp.reason` reads the backend's own phrase, stored with the object by `took`.
+        reason: super::super::backend_reason(parts),
         ..new_beresp(txn, parts.status, std::mem::take(&mut parts.headers))
     };
     // A revalidated copy's own status line (`cache::status_line`, among the stored fields a
@@ -239,16 +240,6 @@ fn beresp(
         beresp.reason = Some(line.reason);
     }
     beresp
-}
-
-/// The backend's own reason phrase (`200 Okay`), when it sent one other than its status's
-/// and no longer than [`status_line::MAX_BACKEND_REASON`]: `beresp.reason` reads it, and it
-/// is stored with the object (`cache::status_line`) so a hit sends it, as Varnish keeps
-/// `obj.reason`. A longer one is delivered on the miss only.
-fn backend_reason(parts: &Parts) -> Option<String> {
-    let r = parts.extensions.get::<hyper::ext::ReasonPhrase>()?;
-    let r = std::str::from_utf8(r.as_bytes()).ok()?;
-    (r.len() <= status_line::MAX_BACKEND_REASON).then(|| r.to_string())
 }
 
 /// What vcl_backend_response left in `beresp` taken up: saint mode, the status, fields and

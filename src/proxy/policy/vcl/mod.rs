@@ -19,7 +19,8 @@ use http::response::Parts;
 use http::{HeaderMap, Response, StatusCode};
 
 use super::{
-    BackendRequest, Delivery, ErrorOutcome, Hooks, Limits, LookupFlags, ResponseOutcome, Storage,
+    BackendRequest, Delivery, ErrorOutcome, Hooks, Instead, Limits, LookupFlags, ResponseOutcome,
+    Storage,
 };
 use crate::backend::director::Member;
 use crate::cache::busy::LeaderGuard;
@@ -182,7 +183,7 @@ impl Hooks for Vcl {
         }
     }
 
-    fn backend_fetch(txn: &mut Txn, for_cache: bool) -> Option<Step> {
+    fn backend_fetch(txn: &mut Txn, for_cache: bool) -> Option<Instead> {
         backend::backend_fetch(txn, for_cache)
     }
 
