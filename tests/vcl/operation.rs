@@ -240,3 +240,39 @@ sub vcl_deliver { unset resp.http.cache-control; }
     );
     shellac.stop().await;
 }
+
+/// The fast hits' dry run of vcl_deliver treats Shellac's own stored fields as the full path
+/// does (9c0f6d0): a read of `resp.http.shellac-*` leaves the hit to the full path, which
+/// reads it as absent, and a set of one is refused there too — the full path fails it — so
+/// no fast hit sends a forged field. A read of any other absent field keeps the hit fast.
+#[tokio::test]
+async fn the_fast_hit_dry_run_leaves_shellacs_own_fields_to_the_full_path() {
+    let origin = Origin::start(|seen| Reply::ok(&seen.path).cc("max-age=60")).await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_deliver {
+    if (req.url == "/other") { set resp.http.x-seen = "[" + resp.http.x-absent + "]"; }
+    if (req.url == "/read") { set resp.http.x-seen = "[" + resp.http.shellac-esi + "]"; }
+    if (req.url == "/set") { set resp.http.shellac-identity = "forged"; }
+}
+"#;
+    let shellac = start_vcl("fast-own-fields", vcl, &[origin.addr]).await;
+    // (path, status, x-seen, fast hits after its hit)
+    let cases = [
+        ("/other", 200, Some("[]"), 1),
+        ("/read", 200, Some("[]"), 1),
+        ("/set", 503, None, 1),
+    ];
+    for (path, status, seen, fast) in cases {
+        for round in ["miss", "hit"] {
+            let r = get(shellac.addr, path).await;
+            assert_eq!(r.status, status, "{path} {round}");
+            assert_eq!(r.header("x-seen"), seen, "{path} {round}");
+            assert_eq!(r.header("shellac-identity"), None, "{path} {round}");
+        }
+        assert_eq!(shellac.stat("cache_hit_fast").await, fast, "{path}");
+    }
+    assert_eq!(shellac.stat("cache_hit").await, 3);
+    assert_eq!(origin.count(), 3);
+    shellac.stop().await;
+}
