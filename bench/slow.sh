@@ -9,7 +9,7 @@
 #   bench/slow.sh                 # CONNS=500 SECS=20
 # Not part of CI (each mode takes SECS seconds); tests/hardening/slow_clients.rs runs three of
 # these modes in short bounded runs, and raw-socket tests in tests/hardening/limits.rs and
-# tests/errors.rs cover the same defences.
+# tests/caching/errors.rs cover the same defences.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHELLAC=${SHELLAC:-target/release/shellac}

@@ -2,12 +2,10 @@
 //! the client ahead of the final response, in order, never to HTTP/1.0 clients, never stored
 //! or replayed on a hit (RFC 9110 §15.2, RFC 8297).
 
-mod common;
-
 use std::time::Duration;
 
-use common::raw_origin::{GatedOrigin, RawOrigin, read_until};
-use common::*;
+use crate::common::raw_origin::{GatedOrigin, RawOrigin, read_until};
+use crate::common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

@@ -1,10 +1,8 @@
 //! Freshness and storability rules (RFC 9111) and the memory tier's size bound.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use shellac::config::units::{Dur, Size};
 
 /// Requests `path` twice and returns (origin requests, second response's Cache-Status).

@@ -1,8 +1,6 @@
 //! Basic proxying and caching: miss then hit, HEAD, headers at the boundary, keep-alive.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn miss_then_hit_with_age_and_cache_status() {

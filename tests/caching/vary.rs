@@ -1,9 +1,7 @@
 //! Vary (RFC 9111 §4.1): one stored object per variant; `Vary: *` never matches;
 //! Accept-Encoding normalised so trivial differences share a variant.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 fn lang_origin() -> impl Fn(&Seen) -> Reply + Send + Sync + 'static {
     |s| {

@@ -1,12 +1,10 @@
 //! Failure handling: backend refused / connect timeout / first byte / between bytes, malformed
 //! client requests, client idle and header-read timeouts. Each with its status and counter.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use shellac::config::units::Dur;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

@@ -1,13 +1,11 @@
 //! Revalidation of stale objects with the backend (RFC 9111 §4.3) and header refresh on 304
 //! (RFC 9111 §3.2, §4.3.4).
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 /// RFC 9111 §4.3.1: a stale object with an ETag is revalidated with If-None-Match; a 304
 /// refreshes its headers and freshness and the stored body is served.

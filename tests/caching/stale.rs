@@ -2,13 +2,11 @@
 //! keep when the backend is unreachable (RFC 9111 §4.2.4), and the RFC default of never
 //! serving stale otherwise.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use shellac::config::units::Dur;
 
 fn counting(

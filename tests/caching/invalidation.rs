@@ -1,11 +1,9 @@
 //! Invalidation: PURGE (all variants, soft), bans (lazy and swept), surrogate keys, and
 //! invalidation after unsafe methods (RFC 9111 §4.4).
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use shellac::config::invalidation::Network;
 use shellac::config::units::Dur;
 

@@ -1,10 +1,10 @@
 //! Conditional requests from clients answered from cache (RFC 9110 §13, RFC 9111 §4.3.2).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 const LM: &str = "Sat, 21 Nov 2026 10:00:00 GMT";
 

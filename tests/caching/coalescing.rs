@@ -1,12 +1,10 @@
 //! Request coalescing: one backend fetch for concurrent misses, streamed to every waiter;
 //! uncacheable URLs are released at once and never serialised (hit-for-miss).
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use http_body_util::BodyExt;
 use tokio::sync::Notify;
 

@@ -5,11 +5,9 @@
 //! closed after it. Each case is checked with a raw HTTP/1.0 client that asks for keep-alive
 //! and holds Shellac to what it answered: a kept connection must serve a second request.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
