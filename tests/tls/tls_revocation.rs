@@ -4,12 +4,12 @@
 //! API shows each list, and a list that is past its next update, not PEM, or set without
 //! `client_ca` is named with its file and key by `shellac check` and refused by `serve`.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 
-use common::tls::{Pki, all_versions, connect, refused, tls_table};
-use common::{Conn, Origin, Reply, Shellac, until_stats};
+use crate::common::tls::{Pki, all_versions, connect, refused, tls_table};
+use crate::common::{Conn, Origin, Reply, Shellac, until_stats};
 use shellac::config::Config;
 
 async fn origin() -> Origin {

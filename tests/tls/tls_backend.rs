@@ -2,12 +2,10 @@
 //! origin), verified against a CA file, refused with the wrong CA or name, accepted with
 //! `insecure_skip_verify`, client certificates presented, probes over TLS.
 
-mod common;
-
 use std::time::Duration;
 
-use common::tls::{Pki, tls_table};
-use common::{Origin, Reply, Shellac, get};
+use crate::common::tls::{Pki, tls_table};
+use crate::common::{Origin, Reply, Shellac, get};
 use shellac::config::{BackendTls, Config};
 
 /// A TLS origin for `origin.test` answering with `origin`'s bodies; `extra`: more `[[tls]]`

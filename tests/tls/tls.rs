@@ -2,13 +2,13 @@
 //! the real proxy. SNI selection, versions, resumption (one process and a fleet sharing
 //! ticket keys), idle parking of TLS connections, handshake failures by reason, file checks.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::tls::{Pki, all_versions, connect, refused, server_subject, tls_table, write};
-use common::{Conn, Origin, Reply, Shellac, until_stats};
+use crate::common::tls::{Pki, all_versions, connect, refused, server_subject, tls_table, write};
+use crate::common::{Conn, Origin, Reply, Shellac, until_stats};
 use shellac::config::Config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

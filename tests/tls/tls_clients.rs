@@ -3,10 +3,10 @@
 //! no weak protocol or cipher is offered. Each skips without its tool unless
 //! SHELLAC_REQUIRE_TOOLS=1 (CI installs them: .ci/run's TOOLS).
 
-mod common;
+use crate::common;
 
-use common::tls::{Pki, tls_table};
-use common::{Origin, Reply, Shellac, tools};
+use crate::common::tls::{Pki, tls_table};
+use crate::common::{Origin, Reply, Shellac, tools};
 use shellac::config::Config;
 use tokio::process::Command;
 
