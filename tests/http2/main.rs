@@ -8,8 +8,11 @@ mod common;
 
 mod backend;
 mod compression;
+mod conformance;
+mod h2spec;
 mod hits;
 mod hpack_idle;
+mod informational;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,8 +2,7 @@
 //! place or over the limit, bad Huffman padding and the EOS symbol — each a connection error
 //! COMPRESSION_ERROR (RFC 9113 §4.3; vendor/h2/PATCHES.md §1).
 
-use crate::common::h2::*;
-use crate::*;
+use super::*;
 
 cases! {
     "hpack/2.3.3/1" => hpack_2_3_3_1,

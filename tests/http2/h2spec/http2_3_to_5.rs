@@ -2,8 +2,7 @@
 //! format and sizes, header blocks, stream states and identifiers, concurrency, priority
 //! dependencies, connection errors and extensions.
 
-use crate::common::h2::*;
-use crate::*;
+use super::*;
 
 cases! {
     "http2/3.5/1" => http2_3_5_1,
@@ -332,7 +331,7 @@ async fn http2_5_4_1_2(t: Target) -> Outcome {
     raw.send(&frame(PING, 0, 3, &[0; 8])).await;
     let f = frame_of(&mut raw, GOAWAY).await?;
     if f.code() != Some(PROTOCOL_ERROR) {
-        return Err(format!("{}, expected PROTOCOL_ERROR", crate::show(&f)));
+        return Err(format!("{}, expected PROTOCOL_ERROR", super::show(&f)));
     }
     closed(&mut raw).await
 }

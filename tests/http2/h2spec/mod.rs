@@ -9,23 +9,21 @@
 //! One Shellac and one origin per test function; the cases of a group run one after the
 //! other and every failure is reported at the end, by case id.
 
-#[path = "../common/mod.rs"]
-mod common;
-
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::h2::*;
-use common::*;
+use crate::common;
+use crate::common::h2::*;
+use crate::common::*;
 
 /// Declares a module's case table: `"id" => function`.
 macro_rules! cases {
     ($($id:literal => $f:ident),* $(,)?) => {
-        pub fn cases() -> Vec<crate::Case> {
-            vec![$(crate::Case { id: $id, name: stringify!($f), run: |t| Box::pin($f(t)) }),*]
+        pub fn cases() -> Vec<crate::h2spec::Case> {
+            vec![$(crate::h2spec::Case { id: $id, name: stringify!($f), run: |t| Box::pin($f(t)) }),*]
         }
     };
 }

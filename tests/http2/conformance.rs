@@ -2,14 +2,12 @@
 //! frames on a fresh connection and checks the error the server must answer with — a stream
 //! error (`RST_STREAM` with the code), a connection error (`GOAWAY` with the code), or the
 //! connection closed, which h2spec also accepts — or the answer it must give. h2spec's own
-//! cases, one function each, are in `tests/http2_h2spec/`; these go beyond them.
-
-mod common;
+//! cases, one function each, are in `tests/http2/h2spec/`; these go beyond them.
 
 use std::time::Duration;
 
-use common::h2::*;
-use common::*;
+use crate::common::h2::*;
+use crate::common::*;
 
 const NO_ERROR: u32 = 0x0;
 const PROTOCOL_ERROR: u32 = 0x1;

@@ -2,8 +2,7 @@
 //! SETTINGS (values, synchronisation), PING, GOAWAY, WINDOW_UPDATE and flow control,
 //! CONTINUATION.
 
-use crate::common::h2::*;
-use crate::*;
+use super::*;
 
 cases! {
     "http2/6.1/1" => http2_6_1_1,

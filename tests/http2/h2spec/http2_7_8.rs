@@ -3,8 +3,7 @@
 //! push from a client. Each malformed request is a stream error (RFC 9113 §8.1.1): Shellac
 //! resets the stream and the connection goes on.
 
-use crate::common::h2::*;
-use crate::*;
+use super::*;
 
 cases! {
     "http2/7/1" => http2_7_1,

@@ -1,8 +1,7 @@
 //! h2spec "generic": what every HTTP/2 server must accept — each frame type used as intended,
 //! requests of each method, and every HPACK representation — answered, not refused.
 
-use crate::common::h2::*;
-use crate::*;
+use super::*;
 
 cases! {
     "generic/1/1" => generic_1_1,

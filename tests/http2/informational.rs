@@ -5,16 +5,14 @@
 //! Clients: Python's h2 (python3-h2: its own HPACK decoder and stream state machine, which
 //! refuses a 1xx after the final HEADERS) and curl (nghttp2).
 
-mod common;
-
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::raw_origin::{GatedOrigin, RawOrigin, read_until};
-use common::tls::{Pki, tls_table};
-use common::*;
+use crate::common::raw_origin::{GatedOrigin, RawOrigin, read_until};
+use crate::common::tls::{Pki, tls_table};
+use crate::common::*;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
