@@ -175,7 +175,7 @@ async fn a_disk_without_room_leaves_the_proxy_serving() {
     let data = dir.path("cache.dat");
     // 64 TiB cannot be preallocated here: the tier is refused at start-up, before any write;
     // with on_open_error = "memory-only" the proxy serves from memory (the default refuses to
-    // start: tests/startup.rs).
+    // start: tests/startup/main.rs).
     let shellac = Shellac::start(origin.addr, |c| {
         disk(c, &data, 64 << 40, 1 << 30, Admission::Always);
         if let Some(d) = c.storage.disk.as_mut() {

@@ -174,7 +174,7 @@ impl Drop for Served {
 }
 
 /// Spawns `cmd`, retrying while its program is "Text file busy": a test that just copied the
-/// binary (tests/upgrade.rs) can lose the race with another test's fork, whose child holds the
+/// binary (tests/startup/upgrade.rs) can lose the race with another test's fork, whose child holds the
 /// copy's write descriptor open until its own exec (bounded: 2 s).
 fn spawn_copied(cmd: &mut Command) -> Child {
     let mut tries = 0;

@@ -1,10 +1,16 @@
 //! Start-up as an operator meets it: `shellac check` refuses every file `shellac serve` would
 //! refuse to start with, and the settings that shape start-up and shutdown (admin listener
-//! off, listen backlog, shutdown grace, an unusable disk tier) do what they say.
+//! off, listen backlog, shutdown grace, an unusable disk tier) do what they say. Its modules:
+//! signals during start-up, the systemd notification protocol (`service_notify`), socket
+//! activation and `shellac upgrade` (each but `signals` was a test binary of its own; test
+//! names are `MODULE::NAME`).
 
+#[path = "../common/mod.rs"]
 mod common;
-#[path = "startup/signals.rs"]
+mod service_notify;
 mod signals;
+mod socket_activation;
+mod upgrade;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;

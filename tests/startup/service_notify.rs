@@ -3,15 +3,13 @@
 //! listener is bound (the disk tier open), STATUS=, WATCHDOG=1 at half of `$WATCHDOG_USEC`,
 //! RELOADING=1 with MONOTONIC_USEC= then READY=1 around a reload (refused or not), STOPPING=1.
 
-mod common;
-
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::process::Command;
 use std::time::Duration;
 
-use common::binary::{BIN, Served};
-use common::{Origin, Reply, get, temp_dir};
+use crate::common::binary::{BIN, Served};
+use crate::common::{Origin, Reply, get, temp_dir};
 
 /// A notify socket: `@name` for the child, the bound socket for the test.
 fn notify_socket(tag: &str) -> (String, UnixDatagram) {

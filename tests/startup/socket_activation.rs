@@ -5,17 +5,15 @@
 //! a passed socket no address matches. The connection that started it, made before Shellac
 //! ran, waited in the passed socket's queue and is answered.
 
-mod common;
-
 use std::net::{SocketAddr, TcpListener};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::binary::{BIN, Served};
-use common::tls::{Pki, all_versions, connect, tls_table};
-use common::tools::{require, which};
-use common::{Origin, Reply, get, temp_dir};
+use crate::common::binary::{BIN, Served};
+use crate::common::tls::{Pki, all_versions, connect, tls_table};
+use crate::common::tools::{require, which};
+use crate::common::{Origin, Reply, get, temp_dir};
 
 /// A free loopback port now (systemd-socket-activate needs fixed addresses).
 fn free_port() -> SocketAddr {

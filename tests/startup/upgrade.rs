@@ -5,8 +5,6 @@
 //! the old process's, opened from the region summaries: no region scanned). A new binary that
 //! cannot start leaves the old process serving, and `shellac upgrade` says why.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::Arc;
@@ -16,8 +14,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use common::binary::{BIN, Served};
-use common::{Origin, Reply, temp_dir};
+use crate::common::binary::{BIN, Served};
+use crate::common::{Origin, Reply, temp_dir};
 
 const KEYS: u64 = 200;
 
