@@ -2,14 +2,12 @@
 //! `chromium` is installed) the real page in headless Chromium receiving data under load.
 //! Without chromium that test skips, or fails where `SHELLAC_REQUIRE_TOOLS=1` (`.ci/run`).
 
-mod common;
-
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 fn origin_handler(s: &Seen) -> Reply {
     match s.path.as_str() {

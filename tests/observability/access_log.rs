@@ -1,11 +1,9 @@
 //! The access log: formats exactly as configured, X-Forwarded-For, decision reasons, reopen
 //! (logrotate), and drops counted (never waiting) when the writer is blocked.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use shellac::config::invalidation::Network;
 
 /// Replaces the `[...]` time field so lines can be compared exactly.

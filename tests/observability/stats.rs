@@ -1,11 +1,9 @@
 //! Counters as the operator sees them: `/stats` hit ratios, `/stats/live`, `/metrics`
 //! (read back with a strict OpenMetrics reader written here, independent of the encoder).
 
-mod common;
-
 use std::collections::{HashMap, HashSet};
 
-use common::*;
+use crate::common::*;
 
 async fn traffic(shellac: &Shellac) {
     get(shellac.addr, "/a").await; // miss

@@ -2,13 +2,13 @@
 //! size, tags, validators), against the running proxy — memory only, and with a disk tier
 //! after the object left memory. An inspection is never a hit: counters and tiers unchanged.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use shellac::config::units::Size;
 use shellac::config::{Admission, DiskConfig};

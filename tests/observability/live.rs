@@ -1,12 +1,10 @@
 //! Live views: `/log/stream` (filters, slow readers dropped and told, nothing recorded when
 //! nobody listens) and `/top` (rankings over a window, collected on demand).
 
-mod common;
-
 use std::time::Duration;
 
-use common::log_stream::{next_json, stream};
-use common::*;
+use crate::common::log_stream::{next_json, stream};
+use crate::common::*;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 fn origin_handler(s: &Seen) -> Reply {
