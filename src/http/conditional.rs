@@ -114,16 +114,24 @@ pub fn evaluate(
     }
 }
 
-/// Steps 3 and 4 of RFC 9110 §13.2.2 for a GET or HEAD — `If-None-Match` (weak comparison),
-/// else `If-Modified-Since` — against the validators of the response as it is delivered
-/// (`delivered`): under VCL they are evaluated after vcl_deliver, which may change them, as
-/// Varnish does. True: the answer is 304.
+/// Steps 3 and 4 of RFC 9110 §13.2.2 for a GET or HEAD — `If-None-Match`, else
+/// `If-Modified-Since` — against the validators of the response as it is delivered
+/// (`delivered`), as Varnish evaluates them after vcl_deliver, which may change them (VCL
+/// only; without VCL [`evaluate`] answers). As Varnish's `RFC2616_Do_Cond` does,
+/// `If-None-Match` uses the weak comparison, but the strong one on a request with `Range`:
+/// a weak validator does not stand for the bytes of a range (RFC 9110 §13.1.5, §14.4), so
+/// that request gets its 206 rather than a 304. True: the answer is 304.
 pub fn not_modified(request: &HeaderMap, delivered: &HeaderMap) -> bool {
     let etag = delivered.get(header::ETAG).and_then(|v| v.to_str().ok());
     if let Some(inm) = list(request, header::IF_NONE_MATCH) {
+        let compare = if request.contains_key(header::RANGE) {
+            strong_eq
+        } else {
+            weak_eq
+        };
         return inm
             .iter()
-            .any(|t| t == "*" || etag.is_some_and(|e| weak_eq(t, e)));
+            .any(|t| t == "*" || etag.is_some_and(|e| compare(t, e)));
     }
     let last_modified = date(delivered.get(header::LAST_MODIFIED));
     matches!(
@@ -271,6 +279,46 @@ fn weak_eq(a: &str, b: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// After vcl_deliver (Varnish's `RFC2616_Do_Cond`, trunk c00025): `If-None-Match` compares
+    /// weakly, strongly when the request has a `Range` — so a weak match of a range request
+    /// is not a 304.
+    #[test]
+    fn if_none_match_compares_strongly_with_a_range() {
+        let fields = |pairs: &[(&'static str, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (n, v) in pairs {
+                h.insert(*n, HeaderValue::from_static(v));
+            }
+            h
+        };
+        let strong = fields(&[("etag", "\"1\"")]);
+        let weak = fields(&[("etag", "W/\"1\"")]);
+        // (If-None-Match, with a Range, the delivered ETag, 304)
+        let cases = [
+            ("\"1\"", false, &strong, true),
+            ("W/\"1\"", false, &strong, true),
+            ("\"1\"", false, &weak, true),
+            ("\"2\"", false, &strong, false),
+            ("\"1\"", true, &strong, true),
+            ("W/\"1\"", true, &strong, false),
+            ("\"1\"", true, &weak, false),
+            ("W/\"1\"", true, &weak, false),
+            ("*", true, &weak, true),
+        ];
+        for (inm, range, delivered, want) in cases {
+            let mut request = fields(&[("if-none-match", inm)]);
+            if range {
+                request.insert(header::RANGE, HeaderValue::from_static("bytes=1-2"));
+            }
+            let etag = delivered.get(header::ETAG);
+            assert_eq!(
+                not_modified(&request, delivered),
+                want,
+                "{inm} {range} {etag:?}"
+            );
+        }
+    }
 
     /// A Range on an empty representation is ignored (the whole, empty, body: 200), as
     /// Varnish answers it (trunk c00135); on a body past its end it is unsatisfiable (416).

@@ -356,3 +356,56 @@ sub vcl_deliver {
     assert_eq!(origin.count(), 1);
     shellac.stop().await;
 }
+
+/// Regression (trunk c00025): a hit's `If-None-Match`, answered after vcl_deliver, compares
+/// weakly, but strongly on a request with a `Range`, as Varnish's `RFC2616_Do_Cond` does: a
+/// weak match of a range request gets its 206. Without VCL, RFC 9110 §13.1.2's weak
+/// comparison answers the same request 304.
+#[tokio::test]
+async fn varnish_c00025_if_none_match_with_a_range_compares_strongly() {
+    let origin = Origin::start(|seen| {
+        let etag = if seen.path == "/other" {
+            "W/\"123456789\""
+        } else {
+            "\"123456789\""
+        };
+        Reply::ok("0123456789")
+            .cc("max-age=60")
+            .header("etag", etag)
+    })
+    .await;
+    let vcl = "vcl 4.1;\nbackend b { ${origin0} }\n";
+    let shellac = start_vcl("inm-range", vcl, &[origin.addr]).await;
+    let range = ("range", "bytes=1-2");
+    let (strong, weak) = (
+        ("if-none-match", "\"123456789\""),
+        ("if-none-match", "W/\"123456789\""),
+    );
+    // (path, fields, status)
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, u16);
+    let cases: [Case; 7] = [
+        ("/", vec![], 200),
+        ("/", vec![strong], 304),
+        ("/", vec![range, strong], 304),
+        ("/", vec![weak], 304),
+        ("/", vec![range, weak], 206),
+        ("/other", vec![strong], 304),
+        ("/other", vec![range, strong], 206),
+    ];
+    for (path, fields, status) in &cases {
+        let r = get_with(shellac.addr, path, fields).await;
+        assert_eq!(r.status, *status, "{path} {fields:?}");
+        if *status == 206 {
+            assert_eq!(r.text(), "12");
+        }
+    }
+    assert_eq!(origin.count(), 2);
+    assert_eq!(shellac.stat("cache_hit").await, 5);
+    shellac.stop().await;
+    // Without VCL: RFC 9110's weak comparison whatever the Range.
+    let plain = Shellac::start(origin.addr, |_| {}).await;
+    get(plain.addr, "/").await;
+    let r = get_with(plain.addr, "/", &[range, weak]).await;
+    assert_eq!(r.status, 304);
+    plain.stop().await;
+}
