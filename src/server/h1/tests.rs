@@ -183,3 +183,94 @@ fn stand_in_is_recognised_by_number() {
     assert_eq!(s.begin_request().refused, None);
     assert_eq!(s.begin_request().refused, Some(Violation::DuplicateHost));
 }
+
+/// Answers every request with its stored body (a mapping of its own: it goes out through
+/// the connection's pipe, `splice.rs`).
+struct Stored(Bytes);
+impl Answerer for Stored {
+    fn answer(&mut self, _head: &[u8], _parts: &Parts) -> Option<FastAnswer> {
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n",
+            self.0.len()
+        );
+        Some(FastAnswer {
+            head: Bytes::from(head),
+            add_date: false,
+            body: ResponseBody::full(self.0.clone()),
+        })
+    }
+}
+
+/// Regression (4e2c906): a lone fast answer whose last bytes went into the connection's pipe
+/// while the socket was full is popped from the queue with the pipe still holding them; the
+/// lean loop must send them on once the socket takes more, though no answer is queued and the
+/// client sends nothing more. Before the fix `poll_lean` only read (pending for ever) and the
+/// body stayed short until the send timeout. Deterministic: the client reads nothing until
+/// the gate is in that state (asserted), then reads with the lean loop running on wake-ups.
+#[tokio::test]
+async fn the_lean_loop_sends_what_a_popped_answer_left_in_the_pipe() {
+    use std::future::poll_fn;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const BODY: usize = 100_000;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut client = socket
+        .connect(listener.local_addr().unwrap())
+        .await
+        .unwrap();
+    let (server, _) = listener.accept().await.unwrap();
+    socket2::SockRef::from(&server)
+        .set_send_buffer_size(4096)
+        .unwrap();
+    let data: Vec<u8> = (0..BODY).map(|i| (i % 251) as u8).collect();
+    let body = crate::cache::body::one(&[Bytes::from(data.clone())], BODY);
+    let state = Arc::new(ConnState::new());
+    let counters = Arc::new(Counters::default());
+    let mut gate = Gate::new(server, state, counters.clone(), Limits::default());
+    gate.answer_with(Box::new(Stored(body)));
+    client
+        .write_all(b"GET / HTTP/1.1\r\nhost: a\r\n\r\n")
+        .await
+        .unwrap();
+    // The answer written until it is popped with bytes left in the pipe: the client reads
+    // only while the answer is still queued (a pipe smaller than the body needs it to).
+    let mut got = Vec::new();
+    let mut chunk = vec![0u8; 65_536];
+    let mut reached = false;
+    for _ in 0..500 {
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(gate.poll_lean(&mut cx).is_pending(), "nothing for hyper");
+        if gate.out.is_empty() && gate.splice.holds() {
+            reached = true;
+            break;
+        }
+        if !gate.out.is_empty()
+            && let Ok(n) = client.try_read(&mut chunk)
+        {
+            got.extend_from_slice(&chunk[..n]);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(reached, "the answer popped, its last bytes in the pipe");
+    assert!(counters.splice_bytes.get() > 0, "the body went by the pipe");
+    // The client reads on; the lean loop runs on its own wake-ups (bounded: a stall is the
+    // failure, it never ends by itself).
+    let total = format!("HTTP/1.1 200 OK\r\ncontent-length: {BODY}\r\n\r\n").len() + BODY;
+    let read_all = async {
+        while got.len() < total {
+            let n = client.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "the connection ended early");
+            got.extend_from_slice(&chunk[..n]);
+        }
+    };
+    tokio::select! {
+        turn = poll_fn(|cx| gate.poll_lean(cx)) => panic!("the lean loop ended: {turn:?}"),
+        done = tokio::time::timeout(std::time::Duration::from_secs(20), read_all) => {
+            assert!(done.is_ok(), "the pipe's last bytes were never sent");
+        }
+    }
+    let at = total - BODY;
+    assert!(got[..at].starts_with(b"HTTP/1.1 200 OK\r\n"));
+    assert!(got[at..] == data[..], "the body whole, byte for byte");
+}
