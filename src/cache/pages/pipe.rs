@@ -3,13 +3,14 @@
 //! by reference, in one vmsplice(2)). What may be lent is `pages.rs`'s business; this file
 //! only lends what [`stored_run`] says lies in a live stored mapping.
 
+use std::cell::Cell;
 use std::io::{self, IoSlice};
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use super::{arena, stored_run};
+use super::{Span, arena, stored_run};
 
 /// Bytes a pipe holds at most (F_SETPIPE_SZ; the default, 64 KiB, where it is refused): a
 /// response head and a few 64 KiB pieces of a body at once.
@@ -41,6 +42,13 @@ static LENT: AtomicUsize = AtomicUsize::new(0);
 
 /// Empty pipes kept for reuse.
 static IDLE: Mutex<Vec<Fds>> = Mutex::new(Vec::new());
+
+thread_local! {
+    /// The empty pipe this thread gave back last, taken again first: a thread lending one
+    /// response after another takes and gives back the same pipe without the [`IDLE`] lock
+    /// (one pipe per thread beside [`IDLE_PIPES`]; closed when the thread ends).
+    static SPARE: Cell<Option<Fds>> = const { Cell::new(None) };
+}
 
 /// Pipes lent to connections now (gauge `n_splice_pipe`).
 pub fn pipes_lent() -> u64 {
@@ -102,7 +110,11 @@ impl Pipe {
             LENT.fetch_sub(1, Ordering::Relaxed);
             return None;
         }
-        let idle = IDLE.lock().ok().and_then(|mut v| v.pop());
+        let idle = SPARE
+            .try_with(Cell::take)
+            .ok()
+            .flatten()
+            .or_else(|| IDLE.lock().ok().and_then(|mut v| v.pop()));
         let fds = match idle {
             Some(fds) => Ok(fds),
             None => {
@@ -160,9 +172,25 @@ impl Pipe {
         copied: &[IoSlice<'_>],
         lent: &[IoSlice<'_>],
     ) -> io::Result<(usize, usize)> {
+        let run = stored_run(lent);
+        self.fill_checked(copied, &lent[..run])
+    }
+
+    /// [`Pipe::fill`] with a write already split by [`span`]: its copied slices, then its
+    /// stored run (checked there, under the same lock as the split).
+    pub fn fill_span(&mut self, span: &Span<'_, '_>) -> io::Result<(usize, usize)> {
+        self.fill_checked(span.copied(), span.stored())
+    }
+
+    /// [`Pipe::fill`] once `lent` is known to lie inside stored bodies' mappings, every slice.
+    fn fill_checked(
+        &mut self,
+        copied: &[IoSlice<'_>],
+        lent: &[IoSlice<'_>],
+    ) -> io::Result<(usize, usize)> {
         let write = self.fds.write.as_raw_fd();
         let want: usize = copied.iter().map(|b| b.len()).sum();
-        let run = stored_run(lent).min(libc::UIO_MAXIOV as usize - 1);
+        let run = lent.len().min(libc::UIO_MAXIOV as usize - 1);
         if want > 0
             && run > 0
             && let Some(done) = arena::with_copy(copied, |copy| {
@@ -171,8 +199,9 @@ impl Pipe {
                 iov.push(copy);
                 iov.extend_from_slice(&lent[..run]);
                 // SAFETY: the copy lies in the arena, never written again and unmapped, not
-                // reused; the stored slices lie in live stored mappings (checked above, kept
-                // alive by the caller for the call): see the vmsplice below.
+                // reused; the stored slices lie in live stored mappings (checked by the
+                // caller, `fill` or `span`, and kept alive by it for the call): see the
+                // vmsplice below.
                 unsafe {
                     libc::vmsplice(
                         write,
@@ -194,8 +223,8 @@ impl Pipe {
         if put < want || run == 0 {
             return Ok((put, 0));
         }
-        // SAFETY: the slices are inside live stored mappings (checked just above, and kept
-        // alive by the caller for the call), which are never written again and are unmapped,
+        // SAFETY: the slices are inside live stored mappings (checked by the caller, `fill`
+        // or `span`, and kept alive by it for the call), which are never written again and are unmapped,
         // not reused, when freed: the references the pipe takes to their pages stay valid and
         // their bytes unchanged for as long as the kernel holds them. No SPLICE_F_GIFT: the
         // pages stay ours (and shared).
@@ -260,6 +289,20 @@ impl Drop for Pipe {
         if self.held != 0 {
             return;
         }
+        // This thread's spare first; if it has one, the pool (a thread that is ending
+        // closes the pipe).
+        let Ok(Some(fds)) = SPARE.try_with(|spare| match spare.take() {
+            None => {
+                spare.set(Some(fds));
+                None
+            }
+            had => {
+                spare.set(had);
+                Some(fds)
+            }
+        }) else {
+            return;
+        };
         if let Ok(mut idle) = IDLE.lock()
             && idle.len() < IDLE_PIPES
         {
@@ -349,6 +392,30 @@ pub(in crate::cache) mod tests {
         assert_eq!(read_all(&pipe, put), &body[100..]);
         pipe.drained(put);
         forget(at);
+    }
+
+    /// An empty pipe given back is this thread's spare: the next take on the thread gets the
+    /// same pipe (no pool lock); one given back with bytes in it is closed, never reused.
+    #[test]
+    fn a_thread_takes_back_the_pipe_it_gave_back() {
+        let pipe = Pipe::take().expect("a pipe");
+        let fd = pipe.reader().as_raw_fd();
+        drop(pipe);
+        let mut pipe = Pipe::take().expect("a pipe");
+        assert_eq!(pipe.reader().as_raw_fd(), fd, "the spare again");
+        let body = vec![8u8; 5_000];
+        register(body.as_ptr() as usize, body.len());
+        let (put, _) = pipe.fill(&[], &[IoSlice::new(&body)]).expect("fill");
+        forget(body.as_ptr() as usize);
+        assert_eq!(put, body.len());
+        drop(pipe);
+        // The next pipe has nothing in it: the one with bytes was not kept.
+        let pipe = Pipe::take().expect("a pipe");
+        let mut byte = [0u8; 1];
+        // SAFETY: reads at most one byte into our own buffer from a descriptor we hold.
+        let n = unsafe { libc::read(pipe.reader().as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
+        assert_eq!(n, -1, "an empty pipe (non-blocking read: EAGAIN)");
+        assert_eq!(pipe.held(), 0);
     }
 
     /// A prefix longer than the arena takes is written into the pipe, then the stored bytes

@@ -27,7 +27,7 @@ use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncWrite, Interest};
 use tokio::net::TcpStream;
 
-use crate::cache::pages::{Pipe, is_stored, stored_run};
+use crate::cache::pages::{Pipe, span};
 use crate::stats::Counters;
 
 use super::transport::Quiet;
@@ -155,24 +155,16 @@ impl Splice {
         if bufs.iter().map(|b| b.len()).sum::<usize>() < MIN_LENT {
             return Lend::Plain(bufs.len());
         }
-        let mut first = 0;
-        let mut copied = 0;
-        while first < bufs.len() && !is_stored(&bufs[first]) {
-            copied += bufs[first].len();
-            first += 1;
-            // Too much to copy into the pipe: written plainly first, up to the stored bytes.
-            if copied > MAX_COPIED {
-                while first < bufs.len() && !is_stored(&bufs[first]) {
-                    first += 1;
-                }
-                return Lend::Plain(first);
-            }
-        }
-        if first == bufs.len() {
+        // One look at the stored mappings for the whole write (`pages::span`).
+        let span = span(bufs);
+        let first = span.copied().len();
+        let copied: usize = span.copied().iter().map(|b| b.len()).sum();
+        // Nothing stored (all plain), or too much to copy into the pipe before it: written
+        // plainly first, up to the stored bytes.
+        if span.stored().is_empty() || copied > MAX_COPIED {
             return Lend::Plain(first);
         }
-        let run = stored_run(&bufs[first..]);
-        let stored: usize = bufs[first..first + run].iter().map(|b| b.len()).sum();
+        let stored: usize = span.stored().iter().map(|b| b.len()).sum();
         if stored < MIN_LENT {
             return Lend::Plain(bufs.len());
         }
@@ -180,7 +172,7 @@ impl Splice {
             counters.splice_fallback.inc();
             return Lend::Plain(bufs.len());
         };
-        match pipe.fill(&bufs[..first], &bufs[first..first + run]) {
+        match pipe.fill_span(&span) {
             Ok((put, lent)) if put > 0 => {
                 counters.splice_bytes.add(lent as u64);
                 self.pipe = Some(pipe);
