@@ -138,6 +138,7 @@ counters! {
     cache_hit_fast: "Cache hits answered on the fast path: from the request head's bytes and the object's pre-serialised response head, without hyper (server.fast_hits)",
     cache_miss: "Requests that fetched from a backend to fill the cache",
     cache_hitmiss: "Requests that skipped coalescing because the URL was recently uncacheable (hit-for-miss)",
+    cache_hitpass: "Requests passed because the URL is hit-for-pass (VCL `return (pass(DURATION))`)",
     cache_coalesced: "Requests that waited on another request's fetch instead of going to the backend",
     cache_vary_miss: "Requests that found another Vary variant being fetched and fetched their own",
     compress_gzip: "Fetched identity bodies gzipped once to be stored compressed ([compression], beresp.do_gzip)",

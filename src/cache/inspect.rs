@@ -95,7 +95,7 @@ impl Cache {
         let hit_for_miss = self
             .hit_for_miss
             .peek(&primary)
-            .is_some_and(|until| until > Instant::now());
+            .is_some_and(|(until, _)| until > Instant::now());
         Inspection {
             key: primary,
             vary,

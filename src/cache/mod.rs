@@ -60,7 +60,8 @@ pub use storage::{
 pub struct Cache {
     pub storage: Arc<dyn Storage>,
     pub busy: Arc<busy::BusyTable>,
-    hit_for_miss: quick_cache::sync::Cache<CacheKey, Instant>,
+    /// Until when each URL is remembered as uncacheable, and whether as hit-for-pass.
+    hit_for_miss: quick_cache::sync::Cache<CacheKey, (Instant, bool)>,
     /// Primary key → the URL's Vary field names and stored variants.
     vary_index: quick_cache::sync::Cache<CacheKey, Arc<vary::VaryIndex>>,
     /// Set (before its first entry) once the index has held anything: until then a lookup
@@ -204,7 +205,7 @@ impl Cache {
     /// True while `key` is remembered as uncacheable.
     pub fn is_hit_for_miss(&self, key: &CacheKey, now: Instant) -> bool {
         match self.hit_for_miss.get(key) {
-            Some(until) if until > now => true,
+            Some((until, _)) if until > now => true,
             Some(_) => {
                 self.hit_for_miss.remove(key);
                 false
@@ -330,10 +331,26 @@ impl Cache {
         (banned.len(), retired)
     }
 
+    /// True while `key` is remembered as hit-for-pass (VCL's `return (pass(DURATION))`):
+    /// its requests are passed, not looked up (a hit-for-pass is a hit-for-miss too).
+    pub fn is_hit_for_pass(&self, key: &CacheKey, now: Instant) -> bool {
+        self.hit_for_miss
+            .get(key)
+            .is_some_and(|(until, pass)| pass && until > now)
+    }
+
     /// Remembers `key` as uncacheable for `ttl`: requests skip coalescing until then.
     pub fn mark_hit_for_miss(&self, key: CacheKey, ttl: Duration) {
         if !ttl.is_zero() {
-            self.hit_for_miss.insert(key, Instant::now() + ttl);
+            self.hit_for_miss.insert(key, (Instant::now() + ttl, false));
+        }
+    }
+
+    /// Remembers `key` as hit-for-pass for `ttl` (Varnish's `return (pass(DURATION))`):
+    /// until then its requests are passed.
+    pub fn mark_hit_for_pass(&self, key: CacheKey, ttl: Duration) {
+        if !ttl.is_zero() {
+            self.hit_for_miss.insert(key, (Instant::now() + ttl, true));
         }
     }
 

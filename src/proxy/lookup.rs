@@ -10,6 +10,7 @@ use http::StatusCode;
 use super::deliver;
 use super::txn::{FetchMode, Step, Txn};
 use crate::cache::busy::{Join, LeaderGuard};
+use crate::cache::policy::NoCacheReason;
 use crate::cache::shared::SharedFound;
 use crate::cache::{CacheKey, NeedsIo, Object};
 
@@ -104,6 +105,11 @@ impl Txn {
         }
         let cache = &self.proxy.cache;
         if cache.is_hit_for_miss(primary, now) {
+            // VCL's `return (pass(DURATION))`: passed, as Varnish's hit-for-pass object does.
+            if cache.is_hit_for_pass(primary, now) {
+                self.proxy.counters.cache_hitpass.inc();
+                return Step::Pass(NoCacheReason::Vcl);
+            }
             return Step::HitForMiss;
         }
         let flags = self.policy.lookup_flags(self);

@@ -23,6 +23,7 @@ const MAIN: &[(&str, &[&str])] = &[
     ("cache_hit_grace", &["cache_grace_hit"]),
     ("cache_miss", &["cache_miss"]),
     ("cache_hitmiss", &["cache_hitmiss"]),
+    ("cache_hitpass", &["cache_hitpass"]),
     ("busy_sleep", &["cache_coalesced"]),
     ("n_object", &["n_object"]),
     ("n_lru_nuked", &["n_lru_nuked"]),

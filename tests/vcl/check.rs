@@ -192,6 +192,18 @@ fn actions_are_checked_per_subroutine() {
     ok(&format!(
         "{B4}sub s {{ return; }}\nsub vcl_recv {{ call s; }}"
     ));
+    // `pass(DURATION)`: vcl_backend_response's only (Varnish's VRT_hit_for_pass), one duration.
+    ok(&format!(
+        "{B4}sub vcl_backend_response {{ return (pass(2m)); }}"
+    ));
+    has(
+        &format!("{B4}sub vcl_recv {{ return (pass(2m)); }}"),
+        "return (pass(DURATION)) is only allowed in vcl_backend_response",
+    );
+    has(
+        &format!("{B4}sub vcl_backend_response {{ return (pass(2m, 1s)); }}"),
+        "pass() takes one duration, as in pass(120s)",
+    );
 }
 
 /// Varnish 6's Unix-socket backends (`.path`, trunk c00088-c00092, v00055, v00057): the

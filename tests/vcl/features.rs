@@ -360,3 +360,58 @@ sub vcl_miss { if (req.url == "/miss-fail") { return (fail); } }
     assert_eq!(origin.count(), 0);
     shellac.stop().await;
 }
+
+/// `return (pass(DURATION))` of vcl_backend_response (Varnish 5.1+, trunk c00098's VCL): the
+/// response is delivered, not stored, and the URL is hit-for-pass that long — its requests
+/// run vcl_pass and are passed even when the backend answers cacheably again, where a
+/// hit-for-miss (`beresp.uncacheable`) stores that answer. `cache_hitpass` counts them.
+#[tokio::test]
+async fn return_pass_with_a_duration_makes_the_url_hit_for_pass() {
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(std::collections::HashMap::new()));
+    let origin = Origin::start(move |seen| {
+        let mut asked = asked.lock().unwrap();
+        let n = asked.entry(seen.path.clone()).or_insert(0);
+        *n += 1;
+        let reply = Reply::ok(&format!("v{n}")).cc("max-age=60");
+        if *n == 1 {
+            reply.header("x-first", "1")
+        } else {
+            reply
+        }
+    })
+    .await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_pass { set req.http.x-passed = "yes"; }
+sub vcl_backend_response {
+    if (beresp.http.x-first && bereq.url == "/hfp") { return (pass(1m)); }
+    if (beresp.http.x-first) { set beresp.uncacheable = true; set beresp.ttl = 1m; }
+}
+sub vcl_deliver { if (req.http.x-passed) { set resp.http.x-passed = "yes"; } }
+"#;
+    let shellac = start_vcl("pass-duration", vcl, &[origin.addr]).await;
+    // (round, body, passed)
+    for (round, body, passed) in [
+        (1, "v1", None),
+        (2, "v2", Some("yes")),
+        (3, "v3", Some("yes")),
+    ] {
+        let r = get(shellac.addr, "/hfp").await;
+        assert_eq!((r.status, r.text().as_str()), (200, body), "round {round}");
+        assert_eq!(r.header("x-passed"), passed, "round {round}");
+    }
+    assert_eq!(origin.count_path("/hfp"), 3);
+    assert_eq!(shellac.stat("cache_hitpass").await, 2);
+    assert_eq!(shellac.stat("cache_hit").await, 0);
+    // A hit-for-miss stores the next cacheable answer: the third request is a hit.
+    for (round, body) in [(1, "v1"), (2, "v2"), (3, "v2")] {
+        let r = get(shellac.addr, "/hfm").await;
+        assert_eq!(r.text(), body, "round {round}");
+        assert_eq!(r.header("x-passed"), None, "round {round}");
+    }
+    assert_eq!(origin.count_path("/hfm"), 2);
+    assert_eq!(shellac.stat("cache_hitpass").await, 2);
+    assert_eq!(shellac.stat("cache_hitmiss").await, 1);
+    assert_eq!(shellac.stat("cache_hit").await, 1);
+    shellac.stop().await;
+}

@@ -340,9 +340,20 @@ impl Checker<'_> {
             "hash" => Action::Hash,
             "lookup" if legacy => Action::Hash,
             "lookup" => Action::Lookup,
+            // Varnish's VRT_hit_for_pass: only vcl_backend_response's.
             "pass" if !args.is_empty() => {
-                self.unsupported(pos, "return (pass(DURATION)) is not supported by Shellac");
-                return None;
+                if self.here & Method::BackendResponse.bit() == 0 {
+                    self.error(
+                        pos,
+                        "return (pass(DURATION)) is only allowed in vcl_backend_response",
+                    );
+                    return None;
+                }
+                if args.len() > 1 || args.iter().any(|a| a.name.is_some()) {
+                    self.error(pos, "pass() takes one duration, as in pass(120s)");
+                    return None;
+                }
+                Action::PassFor(Box::new(self.expr_as(&args[0].value, Type::Duration)))
             }
             "pass" => Action::Pass,
             "pipe" => Action::Pipe,

@@ -227,6 +227,9 @@ pub enum Action {
     Ok,
     /// 3.0 `hit_for_pass`.
     HitForPass,
+    /// `pass(DURATION)` of vcl_backend_response (Varnish 5.1+): the URL is hit-for-pass that
+    /// long.
+    PassFor(Box<Expr>),
     /// `synth(status[, reason])`, 2.x `error status [reason]`, 4.x backend `error(...)`.
     Synth(Option<Box<Expr>>, Option<Box<Expr>>),
 }
@@ -248,6 +251,7 @@ impl Action {
             Action::Fail => "fail",
             Action::Ok => "ok",
             Action::HitForPass => "hit_for_pass",
+            Action::PassFor(_) => "pass",
             Action::Synth(..) => "synth",
         }
     }

@@ -94,6 +94,7 @@ fn verdict(p: &Program, env: &mut dyn Env, a: &Action) -> Result<Verdict, String
         Action::Fail => Verdict::Fail("return (fail)".to_string()),
         Action::Ok => Verdict::Ok,
         Action::HitForPass => Verdict::HitForPass,
+        Action::PassFor(d) => Verdict::PassFor(eval(p, &*env, d)?.number()),
         Action::Synth(status, reason) => {
             let status = match status {
                 Some(e) => eval(p, &*env, e)?.int(),

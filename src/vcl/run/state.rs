@@ -26,6 +26,8 @@ pub enum Verdict {
     Fail(String),
     Ok,
     HitForPass,
+    /// `pass(DURATION)` of vcl_backend_response: hit-for-pass for that many seconds.
+    PassFor(f64),
     /// `synth(status, reason)` / 2.x `error status reason`.
     Synth(u16, Option<String>),
 }
@@ -47,6 +49,7 @@ impl Verdict {
             Verdict::Fail(_) => "fail",
             Verdict::Ok => "ok",
             Verdict::HitForPass => "hit_for_pass",
+            Verdict::PassFor(_) => "pass",
             Verdict::Synth(..) => "synth",
         }
     }

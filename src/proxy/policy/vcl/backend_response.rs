@@ -90,7 +90,7 @@ pub(super) fn backend_response(
     if let Some(t) = tx.as_deref()
         && matches!(
             verdict,
-            Verdict::Deliver | Verdict::Pass | Verdict::HitForPass
+            Verdict::Deliver | Verdict::Pass | Verdict::HitForPass | Verdict::PassFor(_)
         )
     {
         crate::proxy::vcl::vsl::fetch_body(
@@ -104,7 +104,7 @@ pub(super) fn backend_response(
     if beresp.fetch.do_esi
         && matches!(
             verdict,
-            Verdict::Deliver | Verdict::Pass | Verdict::HitForPass
+            Verdict::Deliver | Verdict::Pass | Verdict::HitForPass | Verdict::PassFor(_)
         )
     {
         esi_on(txn);
@@ -131,6 +131,18 @@ pub(super) fn backend_response(
                 plan(&beresp, &parts.headers, fresh, ex.partial_content),
                 None,
             )
+        }
+        // Varnish's VRT_hit_for_pass: the URL is passed for `d` (its requests run vcl_pass);
+        // this response is delivered, not stored.
+        Verdict::PassFor(d) => {
+            if !pass
+                && d > 0.0
+                && let Some(key) = txn.key.clone()
+            {
+                let d = crate::vcl::run::value::to_duration(d);
+                txn.proxy.cache.mark_hit_for_pass(key, d);
+            }
+            outcome(Err(NoCacheReason::Vcl), None)
         }
         Verdict::Pass | Verdict::HitForPass => {
             let ttl = if beresp.ttl > 0.0 {
