@@ -23,6 +23,11 @@
 //             vmspliced into the connection's pipe, the body's page references tee(2)d in
 //             after it, the pipe spliced: 3 calls, but no page-table walk of the body per
 //             response (what Shellac does for a hot body, src/cache/pages/held.rs)
+// Environment, for experiments on what a server's own work does to the kernel's share
+// (bench/RESULTS.md, "thirteenth stop: kernel"): SPIN=N runs an empty loop of N iterations
+// after each response (CPU time without memory); TOUCH=K writes one byte in each 64-byte
+// line of K KiB after each response, going round a ring of RING KiB (default 4096): a
+// server's memory traffic, L1-sized or L2-sized.
 // Prints "cpu SECONDS" (user + system) on SIGTERM or SIGINT.
 #define _GNU_SOURCE
 #include <errno.h>
@@ -49,6 +54,19 @@ static char *resp;        // head + body, in a mapping never written after start
 static char *head2, *body2; // splice2: the head and the body in mappings of their own
 static size_t rlen, hlen; // the whole response, its head
 static int memfd;         // the body, for sendfile
+static size_t touch_kib, ring_kib, spin_n, ring_at; // SPIN, TOUCH, RING (above)
+static char *ring;
+
+// A server's own work after a response, as SPIN and TOUCH ask (nothing by default).
+static void per_request(void) {
+  for (size_t i = 0; i < touch_kib * 1024; i += 64) {
+    ring[ring_at] += 1;
+    ring_at += 64;
+    if (ring_at >= ring_kib * 1024) ring_at = 0;
+  }
+  for (volatile size_t i = 0; i < spin_n; i++) {
+  }
+}
 
 struct conn {
   int fd, p[2];
@@ -142,6 +160,7 @@ static int pump(struct conn *c) {
     if (r <= 0) return r;
     c->queued--;
     c->off = 0;
+    per_request();
   }
   return 1;
 }
@@ -182,6 +201,10 @@ int main(int argc, char **argv) {
   memfd = memfd_create("body", 0);
   if (write(memfd, resp + hlen, rlen - hlen) != (ssize_t)(rlen - hlen)) return perror("memfd"), 1;
 
+  spin_n = getenv("SPIN") ? strtoul(getenv("SPIN"), NULL, 10) : 0;
+  touch_kib = getenv("TOUCH") ? strtoul(getenv("TOUCH"), NULL, 10) : 0;
+  ring_kib = getenv("RING") ? strtoul(getenv("RING"), NULL, 10) : 4096;
+  if (touch_kib && !(ring = calloc(ring_kib ? ring_kib : 1, 1024))) return perror("RING"), 1;
   if (mode == SPLICE2) {
     size_t headoff = getenv("HEADOFF") ? strtoul(getenv("HEADOFF"), NULL, 10) : 0;
     head2 = mmap(NULL, headoff + hlen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
