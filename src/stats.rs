@@ -140,6 +140,7 @@ counters! {
     cache_hitmiss: "Requests that skipped coalescing because the URL was recently uncacheable (hit-for-miss)",
     cache_hitpass: "Requests passed because the URL is hit-for-pass (VCL `return (pass(DURATION))`)",
     cache_coalesced: "Requests that waited on another request's fetch instead of going to the backend",
+    cache_busy_wait: "Requests that started waiting on another request's fetch of their object (Varnish's busy_sleep; cache_coalesced counts those then served from it)",
     cache_vary_miss: "Requests that found another Vary variant being fetched and fetched their own",
     compress_gzip: "Fetched identity bodies gzipped once to be stored compressed ([compression], beresp.do_gzip)",
     compress_gzip_bytes_in: "Identity bytes gzipped at fetch (with compress_gzip_bytes_out: the ratio achieved)",

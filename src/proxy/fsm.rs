@@ -423,6 +423,9 @@ impl Txn {
 
     /// Waits for another request's fetch of the same key and follows its response.
     pub(super) async fn wait(&mut self, busy: Arc<BusyObject>) -> Step {
+        // Counted as it starts to wait, as Varnish's busy_sleep is (`cache_coalesced` once the
+        // head it waited for is shared with it).
+        self.proxy.counters.cache_busy_wait.inc();
         self.waited_since.get_or_insert(busy.started);
         match busy.wait_head().await {
             HeadOutcome::Shared(head, _) if !vary_matches(&head.vary, &self.req.headers) => {

@@ -24,7 +24,7 @@ const MAIN: &[(&str, &[&str])] = &[
     ("cache_miss", &["cache_miss"]),
     ("cache_hitmiss", &["cache_hitmiss"]),
     ("cache_hitpass", &["cache_hitpass"]),
-    ("busy_sleep", &["cache_coalesced"]),
+    ("busy_sleep", &["cache_busy_wait"]),
     ("n_object", &["n_object"]),
     ("n_lru_nuked", &["n_lru_nuked"]),
     ("s_pass", &["cache_pass"]),

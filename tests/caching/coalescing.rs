@@ -323,3 +323,39 @@ async fn waiters_get_the_delivered_fields() {
     assert_eq!(origin.count(), 1);
     shellac.stop().await;
 }
+
+/// A request that finds another's fetch of its object in progress is counted
+/// (`cache_busy_wait`, Varnish's busy_sleep) as it starts to wait, before any response head
+/// is there. Once the head comes, each is served from that fetch (`cache_coalesced`) or, when
+/// the whole object is stored by then, from the cache (`cache_hit`); no waiter fetches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_are_counted_as_they_start_waiting() {
+    let origin = crate::common::raw_origin::GatedOrigin::start(
+        b"",
+        b"HTTP/1.1 200 OK\r\ncache-control: max-age=60\r\ncontent-length: 2\r\n\r\nok",
+    )
+    .await;
+    let shellac = Shellac::start(origin.addr, |_| {}).await;
+    let addr = shellac.addr;
+    let clients: Vec<_> = (0..4)
+        .map(|_| tokio::spawn(async move { get(addr, "/held").await }))
+        .collect();
+    // One leader waits for the origin's head (held), three wait for the leader.
+    let three = || async { shellac.stat("cache_busy_wait").await == 3 };
+    assert!(eventually(Duration::from_secs(20), three).await);
+    assert_eq!(shellac.stat("cache_coalesced").await, 0);
+    origin.go.notify_one();
+    for c in clients {
+        assert_eq!(c.await.unwrap().text(), "ok");
+    }
+    let stats = shellac.stats().await;
+    assert_eq!(stats["cache_miss"], 1);
+    assert_eq!(stats["cache_busy_wait"], 3);
+    assert_eq!(
+        stats["cache_coalesced"] + stats["cache_hit"],
+        3,
+        "{stats:?}"
+    );
+    shellac.stop().await;
+    origin.abort();
+}
