@@ -38,7 +38,7 @@ pub struct BusyHead {
     /// differs must not share this response.
     pub vary: super::VarySelection,
     /// The fields every coalesced waiter sends (built by the first one, cloned by the rest:
-    /// proxy/fsm.rs).
+    /// proxy/hit.rs).
     pub delivered: std::sync::OnceLock<HeaderMap>,
     /// Under a 4.x VCL program, the object the fill stores, without its body: what vcl_hit
     /// of a waiter reads as `obj` (Varnish's waiting list looks the busy object up again and

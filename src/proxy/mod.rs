@@ -20,6 +20,7 @@ mod fill;
 pub mod filter;
 mod fsm;
 mod held;
+mod hit;
 mod interim;
 mod judge;
 mod lookup;

@@ -6,7 +6,7 @@
 //!  a response > max_object_size ──learn──► cache::slices (length, validator)
 //!  Lookup: no whole object, URL known ──► Step::Slices ──► serve.rs: preconditions, Range,
 //!      the first slice (acquire.rs: tiers → coalesced fetch) before the head, the rest
-//!      streamed by a task slice after slice; a HEAD reads no slice (head.rs)
+//!      streamed by a task slice after slice (pump.rs); a HEAD reads no slice (head.rs)
 //! ```
 //!
 //! How a URL becomes sliced (`learn`): the usual path fetches it, and the response that shows
@@ -36,6 +36,7 @@ mod acquire;
 mod backend;
 mod head;
 mod origin;
+mod pump;
 mod seek;
 mod seek_answer;
 mod serve;

@@ -4,34 +4,27 @@
 //! instead of cutting it), then the rest read slice after slice by a task as the client reads.
 
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode};
-use http_body_util::BodyExt;
-use tokio::sync::mpsc;
 
 use super::acquire::{SliceSource, acquire, peek, stored_from};
 use super::backend::Fetched;
 use super::seek::Read;
-use super::{Ctx, DETAIL, SliceFailure};
+use super::{Ctx, DETAIL, SliceFailure, pump};
 use crate::cache::partial::content_range;
 use crate::cache::policy;
 use crate::cache::slices::SliceMeta;
 use crate::http::conditional::{self, Answer};
 use crate::proxy::body::ResponseBody;
-use crate::proxy::chunks::{Chunks, FilterError};
 use crate::proxy::deliver;
 use crate::proxy::policy::{ErrorOutcome, ResponseOutcome};
 use crate::proxy::txn::{FetchMode, Step, Txn};
 
 /// Backend requests a probe sends at most (the policy's retries included).
 const PROBE_TRIES: usize = 4;
-
-/// Chunks the streaming task may be ahead of the client (each at most 256 KiB).
-const AHEAD: usize = 8;
 
 impl Txn {
     /// Answers the request from the slices of `meta`, after the policy's hit or miss step
@@ -357,19 +350,16 @@ impl Txn {
         let body = if self.head_only {
             ResponseBody::empty()
         } else {
-            let (tx, rx) = mpsc::channel(AHEAD);
-            if let Some(prefix) = prefix {
-                // The channel is new and holds `AHEAD` chunks: there is room.
-                let _ = tx.try_send(Ok(prefix));
-            }
-            if let (Some(source), Some((start, end))) = (source, data) {
-                let index = start / size;
-                let skip = start - index * size;
-                let take = (end - start + 1).min(size - skip);
-                let first = source.body(skip, take);
-                tokio::spawn(pump(ctx, first, (index + 1, start + take, end), tx));
-            }
-            ResponseBody::filtered(Receiver(rx))
+            let first = match (source, data) {
+                (Some(source), Some((start, end))) => {
+                    let index = start / size;
+                    let skip = start - index * size;
+                    let take = (end - start + 1).min(size - skip);
+                    Some((source.body(skip, take), (index + 1, start + take, end)))
+                }
+                _ => None,
+            };
+            pump::stream(ctx, prefix, first)
         };
         Step::Deliver(deliver::respond(status, headers, body, &cache_status))
     }
@@ -457,64 +447,4 @@ pub(super) struct Out {
     pub(super) cut: bool,
     /// What a seek's cut read before the head (`None`: not a seek).
     pub(super) read: Option<Box<Read>>,
-}
-
-/// Streams the first slice's bytes, then slices `next ..` up to byte `end`, into `tx`. A slice
-/// that cannot be had (another version, the origin's refusal, a failure) ends the body with an
-/// error: the client's connection is cut, never given bytes of two versions.
-async fn pump(
-    ctx: Ctx,
-    mut body: ResponseBody,
-    (mut index, mut at, end): (u64, u64, u64),
-    tx: mpsc::Sender<Result<Bytes, FilterError>>,
-) {
-    loop {
-        while let Some(frame) = body.frame().await {
-            let data = match frame {
-                Ok(frame) => match frame.into_data() {
-                    Ok(data) => data,
-                    Err(_) => continue,
-                },
-                Err(e) => {
-                    let _ = tx.send(Err(Box::new(e))).await;
-                    return;
-                }
-            };
-            if tx.send(Ok(data)).await.is_err() {
-                // The client went away.
-                return;
-            }
-        }
-        if at > end {
-            return;
-        }
-        let source = match acquire(&ctx, index).await {
-            Ok(source) => source,
-            Err(failure) => {
-                let why = match failure {
-                    SliceFailure::Changed => "the representation changed",
-                    SliceFailure::Ignored(..) => "the origin ignored a slice's Range",
-                    SliceFailure::Answer(..) => "the origin refused a slice",
-                    SliceFailure::Failed(_, detail) => detail,
-                };
-                tracing::info!(key = %ctx.primary, index, why, "sliced response cut");
-                let _ = tx.send(Err(why.into())).await;
-                return;
-            }
-        };
-        ctx.count_seek_slice(index);
-        let take = (end - at + 1).min(ctx.meta.slice_size);
-        body = source.body(0, take);
-        at += take;
-        index += 1;
-    }
-}
-
-/// The client's side of the pump.
-struct Receiver(mpsc::Receiver<Result<Bytes, FilterError>>);
-
-impl Chunks for Receiver {
-    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, FilterError>>> {
-        self.0.poll_recv(cx)
-    }
 }
