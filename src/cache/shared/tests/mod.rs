@@ -1,7 +1,7 @@
 //! The shared tier's unit tests, no Redis needed (one scriptable fake stands for it): the
 //! tier against a Redis that hangs or fails (deadlines, the circuit breaker, leases); the
 //! invalidation feed against a log in memory (trimmed, lost, begun again); purges and tagged
-//! writes when part of the cluster fails. With a real cluster: tests/fleet.rs.
+//! writes when part of the cluster fails. With a real cluster: tests/fleet/.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

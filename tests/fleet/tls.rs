@@ -6,16 +6,16 @@
 //! and answer every client from the origin; certificates that name another host are refused
 //! by default and accepted with `verify_name = false`. `shellac check` names the bad files.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::binary::{BIN, Served};
-use common::redis_cluster::{Cluster, TlsFiles};
-use common::tls::Pki;
-use common::{Origin, Reply, TempDir, eventually, get};
+use crate::common::binary::{BIN, Served};
+use crate::common::redis_cluster::{Cluster, TlsFiles};
+use crate::common::tls::Pki;
+use crate::common::{Origin, Reply, TempDir, eventually, get};
 
 const PREFIX: &str = "tt:";
 
