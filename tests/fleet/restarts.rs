@@ -13,7 +13,10 @@ pub(super) async fn a_paused_node_catches_up(site: &Site, nodes: &[Node]) {
     }
     b.served().signal("-STOP");
     // Every thread of b stopped (state T) before the purge is sent: the answer's claim about b
-    // is then about a node that cannot have read the entry.
+    // is then about a node that cannot have read the entry. `kill` returning is not enough:
+    // the kernel stops a process's threads only once one of them has run to take the signal
+    // (the group stop), and on a loaded machine the others run on meanwhile. A run without
+    // this wait once had b's feed read the purge and confirm it ("confirmed by b, c", load ~16).
     let stopped = eventually(Duration::from_secs(5), || async {
         all_threads_stopped(b.served().pid())
     })
