@@ -21,7 +21,8 @@ const MAIN: &[(&str, &[&str])] = &[
     ("client_conn", &["client_conn"]),
     ("cache_hit", &["cache_hit", "cache_grace_hit"]),
     ("cache_hit_grace", &["cache_grace_hit"]),
-    ("cache_miss", &["cache_miss"]),
+    // Varnish's cnt_miss counts a hit-for-miss too (it runs vcl_miss).
+    ("cache_miss", &["cache_miss", "cache_hitmiss"]),
     ("cache_hitmiss", &["cache_hitmiss"]),
     ("cache_hitpass", &["cache_hitpass"]),
     ("busy_sleep", &["cache_busy_wait"]),

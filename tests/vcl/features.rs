@@ -415,3 +415,61 @@ sub vcl_deliver { if (req.http.x-passed) { set resp.http.x-passed = "yes"; } }
     assert_eq!(shellac.stat("cache_hit").await, 1);
     shellac.stop().await;
 }
+
+/// Varnish 2.1's `pass` and 3.0's `hit_for_pass` in vcl_fetch make a hit-for-pass object for
+/// the response's TTL (2.1.5 c00014): later requests run vcl_pass and are passed, even when
+/// the backend answers cacheably again (`cache_hitpass`); a 4.x `return (pass)` there is a
+/// hit-for-miss (the next cacheable answer is stored).
+#[tokio::test]
+async fn a_2x_pass_in_vcl_fetch_makes_the_url_hit_for_pass() {
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(std::collections::HashMap::new()));
+    let origin = Origin::start(move |seen| {
+        let mut asked = asked.lock().unwrap();
+        let n = asked.entry(seen.path.clone()).or_insert(0);
+        *n += 1;
+        let reply = Reply::ok(&format!("v{n}")).cc("max-age=60");
+        if *n == 1 {
+            reply.header("x-first", "1")
+        } else {
+            reply
+        }
+    })
+    .await;
+    let vcl = r#"
+backend b { ${origin0} }
+sub vcl_pass { set req.http.x-passed = "yes"; }
+sub vcl_fetch {
+    if (beresp.http.x-first && req.url == "/21") { return (pass); }
+    if (beresp.http.x-first) { return (hit_for_pass); }
+}
+sub vcl_deliver { if (req.http.x-passed) { set resp.http.x-passed = "yes"; } }
+"#;
+    let shellac = start_vcl("pass-2x", vcl, &[origin.addr]).await;
+    for path in ["/21", "/30"] {
+        for (round, body, passed) in [
+            (1, "v1", None),
+            (2, "v2", Some("yes")),
+            (3, "v3", Some("yes")),
+        ] {
+            let r = get(shellac.addr, path).await;
+            assert_eq!(r.text(), body, "{path} round {round}");
+            assert_eq!(r.header("x-passed"), passed, "{path} round {round}");
+        }
+        assert_eq!(origin.count_path(path), 3, "{path}");
+    }
+    assert_eq!(shellac.stat("cache_hitpass").await, 4);
+    assert_eq!(shellac.stat("cache_hit").await, 0);
+    shellac.stop().await;
+    // 4.x: hit-for-miss.
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_backend_response { if (beresp.http.x-first) { return (pass); } }
+"#;
+    let shellac = start_vcl("pass-4x", vcl, &[origin.addr]).await;
+    for (round, body) in [(1, "v1"), (2, "v2"), (3, "v2")] {
+        assert_eq!(get(shellac.addr, "/41").await.text(), body, "round {round}");
+    }
+    assert_eq!(shellac.stat("cache_hitpass").await, 0);
+    assert_eq!(shellac.stat("cache_hit").await, 1);
+    shellac.stop().await;
+}

@@ -135,13 +135,7 @@ pub(super) fn backend_response(
         // Varnish's VRT_hit_for_pass: the URL is passed for `d` (its requests run vcl_pass);
         // this response is delivered, not stored.
         Verdict::PassFor(d) => {
-            if !pass
-                && d > 0.0
-                && let Some(key) = txn.key.clone()
-            {
-                let d = crate::vcl::run::value::to_duration(d);
-                txn.proxy.cache.mark_hit_for_pass(key, d);
-            }
+            hit_for_pass(txn, pass, d);
             outcome(Err(NoCacheReason::Vcl), None)
         }
         Verdict::Pass | Verdict::HitForPass => {
@@ -150,9 +144,28 @@ pub(super) fn backend_response(
             } else {
                 txn.proxy.config.cache.hit_for_miss_ttl.0.as_secs_f64()
             };
+            // 2.1's `pass` and 3.0's `hit_for_pass` in vcl_fetch make a hit-for-pass
+            // object (Varnish 2.1/3.0 cnt_fetch), for its TTL; 4.x's `pass` a hit-for-miss.
+            if legacy {
+                hit_for_pass(txn, pass, ttl);
+                return outcome(Err(NoCacheReason::Vcl), None);
+            }
             outcome(Err(NoCacheReason::Vcl), hfm(ttl))
         }
         other => leave(txn, other, m),
+    }
+}
+
+/// The URL of the response a backend subroutine passed is hit-for-pass for `secs` (Varnish's
+/// VRT_hit_for_pass; 2.1/3.0's pass object): its requests are passed until then. A pass
+/// fetch (`pass`) marks nothing.
+fn hit_for_pass(txn: &Txn, pass: bool, secs: f64) {
+    if !pass
+        && secs > 0.0
+        && let Some(key) = txn.key.clone()
+    {
+        let d = crate::vcl::run::value::to_duration(secs);
+        txn.proxy.cache.mark_hit_for_pass(key, d);
     }
 }
 
