@@ -153,7 +153,7 @@ async fn shares(field: &'static str, stored: &str, other: &str, normalise_ae: bo
     let shellac = Shellac::start(origin.addr, |c| {
         c.cache.normalize_accept_encoding = normalise_ae;
         // `Vary: Accept-Encoding` as any field: without the negotiation, which serves every
-        // client from one object (tests/compression.rs).
+        // client from one object (tests/compression/).
         c.compression.enabled = false;
     })
     .await;

@@ -1,5 +1,5 @@
 //! A compressible HTML page, an origin serving it, and what tells a response's coding: shared
-//! by the content-coding tests over HTTP/1.1 (tests/compression.rs) and HTTP/2
+//! by the content-coding tests over HTTP/1.1 (tests/compression/) and HTTP/2
 //! (tests/http2/compression.rs).
 
 use std::io::Read;
