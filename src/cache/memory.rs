@@ -52,7 +52,7 @@ use entry::{Entry, Head, MAX_HOST, build, charge, entry_for, is_key, key_of, key
 
 use super::shares::SiteShares;
 use super::slab::Block;
-use super::{CacheKey, InspectFuture, Object, Storage, StorageStats};
+use super::{CacheKey, InspectFuture, KeyRef, Object, Storage, StorageStats};
 use crate::stats::Counters;
 
 /// Told about objects evicted for room (the tiered storage admits some to disk).
@@ -197,8 +197,8 @@ impl MemoryStorage {
         self.hasher.hash_one((text, host_len, variant))
     }
 
-    fn hash_key(&self, key: &CacheKey) -> u64 {
-        self.hash(key.text().as_bytes(), key.host_len(), key.variant)
+    fn hash_key(&self, key: KeyRef<'_>) -> u64 {
+        self.hash(key.text(), key.host_len(), key.variant)
     }
 
     fn hash_entry(&self, entry: &Entry) -> u64 {
@@ -216,6 +216,7 @@ impl MemoryStorage {
     }
 
     fn find(&self, key: &CacheKey) -> Option<Entry> {
+        let key = key.as_key_ref();
         let hash = self.hash_key(key);
         let shard = self.shard(hash).read();
         shard.table.find(hash, |e| is_key(e, key)).cloned()
@@ -273,6 +274,11 @@ impl Storage for MemoryStorage {
     /// Also marks the object hit (the disk tier's admission signal, and `hit_in_memory` for
     /// inspection) and raises the entry's CLOCK count.
     fn lookup(&self, key: &CacheKey) -> Option<Arc<Object>> {
+        self.lookup_ref(key.as_key_ref())
+    }
+
+    /// As [`Storage::lookup`], with a borrowed key: a fast hit's lookup allocates nothing.
+    fn lookup_ref(&self, key: KeyRef<'_>) -> Option<Arc<Object>> {
         let hash = self.hash_key(key);
         let lock = self.shard(hash);
         let site;
@@ -340,24 +346,22 @@ impl Storage for MemoryStorage {
         if weight > self.max_object || self.shares.limit(site).is_some_and(|l| weight > l) {
             return;
         }
-        let hash = self.hash_key(&key);
+        let hash = self.hash_key(key.as_key_ref());
         let mut evicted = Vec::new();
         let replaced = {
             let mut shard = self.shard(hash).write();
             let shard = &mut *shard;
-            let replaced =
-                match shard
-                    .table
-                    .entry(hash, |e| is_key(e, &key), |e| self.hash_entry(e))
-                {
-                    Slot::Occupied(mut slot) => {
-                        Some(std::mem::replace(slot.get_mut(), entry.clone()))
-                    }
-                    Slot::Vacant(slot) => {
-                        slot.insert(entry.clone());
-                        None
-                    }
-                };
+            let replaced = match shard.table.entry(
+                hash,
+                |e| is_key(e, key.as_key_ref()),
+                |e| self.hash_entry(e),
+            ) {
+                Slot::Occupied(mut slot) => Some(std::mem::replace(slot.get_mut(), entry.clone())),
+                Slot::Vacant(slot) => {
+                    slot.insert(entry.clone());
+                    None
+                }
+            };
             if let Some(old) = &replaced {
                 shard.uncharge(old, &self.shares);
             }
@@ -375,6 +379,7 @@ impl Storage for MemoryStorage {
     }
 
     fn remove(&self, key: &CacheKey) -> bool {
+        let key = key.as_key_ref();
         let hash = self.hash_key(key);
         let removed = {
             let mut shard = self.shard(hash).write();

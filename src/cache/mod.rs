@@ -42,7 +42,7 @@ use http::{HeaderMap, HeaderName};
 
 pub use body::MemoryChunks;
 pub use fields::StoredFields;
-pub use key::CacheKey;
+pub use key::{CacheKey, KeyRef, KeyText};
 #[cfg(test)]
 pub use object::test_object;
 pub use object::{
@@ -197,6 +197,15 @@ impl Cache {
         }
     }
 
+    /// As [`Cache::lookup_now`], with a borrowed key (a fast hit: no key allocated).
+    pub fn lookup_now_ref(&self, key: KeyRef<'_>) -> Result<Option<Arc<Object>>, NeedsIo> {
+        match self.storage.lookup_ref(key) {
+            Some(object) => Ok(Some(object)),
+            None if self.storage.has_io() => Err(NeedsIo),
+            None => Ok(None),
+        }
+    }
+
     /// After [`Cache::lookup_now`] said `NeedsIo`: the object from the tiers that need I/O.
     pub async fn lookup_io(&self, key: &CacheKey) -> Option<Arc<Object>> {
         self.storage.lookup_io(key).await
@@ -228,6 +237,20 @@ impl Cache {
             self.storage.remove(key);
         }
         verdict
+    }
+
+    /// As [`Cache::check_bans`], with a borrowed key: an owned one is made only while there
+    /// are bans to check (a fast hit).
+    pub fn check_bans_ref(
+        &self,
+        key: KeyRef<'_>,
+        object: &Object,
+        req: Option<&HeaderMap>,
+    ) -> ban::BanCheck {
+        if self.bans.is_empty() {
+            return ban::BanCheck::Clear;
+        }
+        self.check_bans(&key.to_key(), object, req)
     }
 
     /// Removes every object of every URL tagged with one of `tags`. Returns objects removed.

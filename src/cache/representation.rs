@@ -24,12 +24,17 @@ pub const CODINGS: [Coding; 3] = [Coding::Zstd, Coding::Br, Coding::Gzip];
 
 /// The key a representation in `coding` of the object stored under `key` is stored under.
 pub fn key(key: &CacheKey, coding: Coding) -> CacheKey {
+    key.with_variant(variant(key.variant, coding))
+}
+
+/// The variant of [`key`]: the representation in `coding` of the object of variant `of`.
+pub fn variant(of: u64, coding: Coding) -> u64 {
     // A specified hash (xxh3), as variant keys are: they are stored on disk.
     let mut h = Xxh3::new();
-    h.write_u64(key.variant);
+    h.write_u64(of);
     h.write(b"shellac-representation");
     h.write(coding.as_str().as_bytes());
-    key.with_variant(h.finish().max(1))
+    h.finish().max(1)
 }
 
 /// Whether a stored object's fields say gzip (read from the stored block: no map built).

@@ -8,7 +8,7 @@ use std::time::Instant;
 use http::HeaderName;
 
 use super::ban;
-use super::key::CacheKey;
+use super::key::{CacheKey, KeyRef};
 use super::object::Object;
 
 /// Size and occupancy of a storage tier.
@@ -39,6 +39,11 @@ pub trait Storage: Send + Sync + 'static {
     fn name(&self) -> &'static str;
     /// The object stored under `key` that can be had without I/O, fresh or not.
     fn lookup(&self, key: &CacheKey) -> Option<Arc<Object>>;
+    /// As [`Storage::lookup`], with a borrowed key ([`KeyRef`]). Default: through an owned
+    /// key; the memory tier looks it up as it is (a fast hit allocates no key).
+    fn lookup_ref(&self, key: KeyRef<'_>) -> Option<Arc<Object>> {
+        self.lookup(&key.to_key())
+    }
     /// True if a tier needs I/O ([`Storage::lookup_io`]) to look a key up. Default: false.
     fn has_io(&self) -> bool {
         false

@@ -19,8 +19,8 @@ use super::ban::{Ban, BanError};
 use super::disk::{DiskStorage, format};
 use super::memory::{EvictSink, MemoryStorage};
 use super::{
-    BanFuture, Body, CacheKey, InspectFuture, LookupFuture, Object, RecoveredIndex, Storage,
-    StorageStats,
+    BanFuture, Body, CacheKey, InspectFuture, KeyRef, LookupFuture, Object, RecoveredIndex,
+    Storage, StorageStats,
 };
 use crate::config::Admission;
 use crate::stats::Counters;
@@ -124,12 +124,16 @@ impl Storage for Tiered {
     }
 
     fn lookup(&self, key: &CacheKey) -> Option<Arc<Object>> {
-        let object = self.memory.lookup(key)?;
+        self.lookup_ref(key.as_key_ref())
+    }
+
+    fn lookup_ref(&self, key: KeyRef<'_>) -> Option<Arc<Object>> {
+        let object = self.memory.lookup_ref(key)?;
         if let Body::Disk(disk) = &object.body
             && !disk.is_current()
         {
             // A refreshed large object whose body's region has since been reclaimed.
-            self.memory.remove(key);
+            self.memory.remove(&key.to_key());
             return None;
         }
         Some(object)

@@ -20,7 +20,10 @@ impl Cache {
 
     /// The request fields the variant of `primary` depends on (its URL's `Vary`), or None
     /// when the URL does not vary.
-    pub fn vary_names(&self, primary: &CacheKey) -> Option<Arc<VaryIndex>> {
+    pub fn vary_names<Q>(&self, primary: &Q) -> Option<Arc<VaryIndex>>
+    where
+        Q: std::hash::Hash + quick_cache::Equivalent<CacheKey> + ?Sized,
+    {
         if !self.vary_seen.load(Ordering::Acquire) {
             return None;
         }

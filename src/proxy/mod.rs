@@ -21,6 +21,7 @@ pub mod filter;
 mod fsm;
 mod held;
 mod hit;
+mod hit_fields;
 mod interim;
 mod judge;
 mod lookup;

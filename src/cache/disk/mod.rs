@@ -295,6 +295,10 @@ impl Storage for DiskStorage {
         None
     }
 
+    fn lookup_ref(&self, _key: crate::cache::KeyRef<'_>) -> Option<Arc<Object>> {
+        None
+    }
+
     fn has_io(&self) -> bool {
         true
     }

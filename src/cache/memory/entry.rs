@@ -12,7 +12,8 @@ use once_cell::race::OnceBox;
 
 use crate::cache::slab::Block;
 use crate::cache::{
-    Body, CacheKey, MaybeSpan, Object, Prefetch, Span, StoredFields, TierState, VarySelection,
+    Body, CacheKey, KeyRef, MaybeSpan, Object, Prefetch, Span, StoredFields, TierState,
+    VarySelection,
 };
 
 /// Largest body kept in the compact form. A hit builds the full object once and keeps both
@@ -172,11 +173,11 @@ pub(super) fn key_of(entry: &Entry) -> CacheKey {
     key
 }
 
-pub(super) fn is_key(entry: &Entry, key: &CacheKey) -> bool {
+pub(super) fn is_key(entry: &Entry, key: KeyRef<'_>) -> bool {
     let h = entry.head();
     h.variant == key.variant
         && h.host_len as usize == key.host_len()
-        && key_text(entry) == key.text().as_bytes()
+        && key_text(entry) == key.text()
 }
 
 /// Whether `object` is kept compact, and its fields' count and block length if so.

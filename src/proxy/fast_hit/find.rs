@@ -7,7 +7,7 @@
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
@@ -16,7 +16,7 @@ use super::super::{Proxy, deliver};
 use super::head::Head;
 use crate::cache::ban::BanCheck;
 use crate::cache::vary::{VaryIndex, variant_hash};
-use crate::cache::{Body, CacheKey, Object, Prepared, representation};
+use crate::cache::{Body, KeyRef, Object, Prepared, representation};
 use crate::http::accept_encoding::{Accepts, Coding};
 use crate::rules::Rules;
 
@@ -114,17 +114,18 @@ impl Proxy {
     }
 
     /// The object that answers `head` (URL `primary`, whose variants `varies` lists) as a
-    /// plain hit, judged fresh at `now` (the request's start: one clock read per hit fewer);
+    /// plain hit, judged fresh at `now` (the request's start: one clock read per hit fewer),
+    /// and its age then;
     /// `None` when there is none in memory or the full path must judge it (stale, banned or a
     /// ban needing the request, due for refresh-ahead).
     #[inline]
     pub(super) fn fresh_in_memory(
         &self,
         head: &Head<'_, '_>,
-        primary: &CacheKey,
+        primary: KeyRef<'_>,
         varies: Option<Arc<VaryIndex>>,
         now: Instant,
-    ) -> Option<Arc<Object>> {
+    ) -> Option<(Arc<Object>, Duration)> {
         let cache = &self.cache;
         // A URL with variants: its variant from the request fields its `Vary` names, as the
         // full path computes it (`Cache::variant_key`, Accept-Encoding normalised first).
@@ -148,8 +149,8 @@ impl Proxy {
                 Some((primary.with_variant(variant), selected))
             }
         };
-        let key = selection.as_ref().map_or(primary, |(k, _)| k);
-        let object = cache.lookup_now(key).ok()??;
+        let key = selection.as_ref().map_or(primary, |(k, _)| *k);
+        let object = cache.lookup_now_ref(key).ok()??;
         let matches = match &selection {
             Some((_, selected)) => object.vary_matches(selected),
             None => object.vary().is_empty(),
@@ -162,7 +163,7 @@ impl Proxy {
         {
             return None;
         }
-        match cache.check_bans(key, &object, None) {
+        match cache.check_bans_ref(key, &object, None) {
             BanCheck::Clear => {}
             BanCheck::Banned => {
                 // Removed: the full path finds no copy and fetches.
@@ -172,22 +173,24 @@ impl Proxy {
             // A ban on a request field may apply: the full path checks it with the request.
             BanCheck::NeedsRequest => return None,
         }
-        // Only a fresh object: a stale one needs grace handling or revalidation — and a stored
-        // `no-cache` response is stale from the start (TTL 0), so it is never a fast hit.
-        if !object.is_fresh(now) {
+        // Only a fresh object (`Object::is_fresh`): a stale one needs grace handling or
+        // revalidation — and a stored `no-cache` response is stale from the start (TTL 0), so
+        // it is never a fast hit. Its age read once, for the answer's fields too.
+        let age = object.age(now);
+        let ttl = object.ttl.get();
+        if age >= ttl {
             return None;
         }
-        // Within `cache.refresh_ahead` (or the object's own `obj.prefetch`) of expiry: the
-        // full path delivers it and starts the background refresh.
+        // Within `cache.refresh_ahead` (or the object's own `obj.prefetch`) of expiry
+        // (`Object::remaining_ttl`): the full path delivers it and starts the background
+        // refresh.
         let configured = self.config.cache.refresh_ahead;
-        if let Some(window) = object
-            .prefetch
-            .window(|| configured.window(object.ttl.get()))
-            && object.remaining_ttl(now) <= window
+        if let Some(window) = object.prefetch.window(|| configured.window(ttl))
+            && ttl - age <= window
         {
             return None;
         }
-        Some(object)
+        Some((object, age))
     }
 
     /// For a client that takes no gzip (`accepts`), the identity representation of
@@ -199,7 +202,7 @@ impl Proxy {
     /// decodes the page and counts the hit towards building the representation).
     pub(super) fn identity_in_memory(
         &self,
-        (primary, object): (&CacheKey, &Arc<Object>),
+        (primary, object): (KeyRef<'_>, &Arc<Object>),
         accepts: &Accepts,
         rules: &Rules,
         (now, cache_status): (Instant, &[u8]),

@@ -35,7 +35,7 @@ use bytes::Bytes;
 
 use super::body::ResponseBody;
 use super::{Proxy, deliver};
-use crate::cache::CacheKey;
+use crate::cache::KeyText;
 use crate::http::strict::{MAX_PART_FIELDS, Parts};
 
 /// A fast hit's answer, for the gate to write.
@@ -74,15 +74,17 @@ impl Proxy {
             return None;
         }
         let (site, rules) = self.site_of(&head, listener)?;
-        let primary = CacheKey::new(head.host, head.target);
+        // The key's text on the stack: a hit allocates no key (`KeyText`).
+        let text = KeyText::new(head.host, head.target);
+        let primary = text.key(0);
         let varies = self.cache.vary_names(&primary);
         if !self.rules_leave_alone(rules, &head, varies.as_deref(), tls) {
             return None;
         }
         let now = started;
-        let mut object = self.fresh_in_memory(&head, &primary, varies, now)?;
-        let status = deliver::hit_status(&object, now);
-        let mut prepared = deliver::prepared(&object, now, status.as_bytes()).ok()?;
+        let (mut object, age) = self.fresh_in_memory(&head, primary, varies, now)?;
+        let status = deliver::hit_status_for(&object, object.ttl.get().saturating_sub(age));
+        let mut prepared = deliver::prepared_at_age(&object, age, status.as_bytes()).ok()?;
         if prepared.own_status {
             return None;
         }
@@ -114,7 +116,7 @@ impl Proxy {
                 // A stored gzip page for a client without gzip: its identity representation
                 // (bench/ab2009.sh phpcached), when memory holds one.
                 (object, prepared) = self.identity_in_memory(
-                    (&primary, &object),
+                    (primary, &object),
                     &accepts,
                     rules,
                     (now, status.as_bytes()),

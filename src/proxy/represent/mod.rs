@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 
 use crate::cache::representation;
-use crate::cache::{Cache, CacheKey, NeedsIo, Object};
+use crate::cache::{Cache, CacheKey, KeyRef, NeedsIo, Object};
 use crate::config::compression::{CompressionConfig, Encoding};
 use crate::http::accept_encoding::{Accepts, Coding};
 use crate::stats::Counters;
@@ -150,8 +150,9 @@ impl Representations {
     /// with the ones its `Prepared`s remember); `None` with nothing counted or removed: a
     /// fast hit then steps aside and the full path's [`Representations::lookup`] does both.
     /// The caller that sends it counts `compress_encoded_served`.
-    pub fn stored(&self, cache: &Cache, key: &CacheKey, coding: Coding) -> Option<Arc<Object>> {
-        cache.lookup_now(&representation::key(key, coding)).ok()?
+    pub fn stored(&self, cache: &Cache, key: KeyRef<'_>, coding: Coding) -> Option<Arc<Object>> {
+        let variant = representation::variant(key.variant, coding);
+        cache.lookup_now_ref(key.with_variant(variant)).ok()?
     }
 
     /// After [`Representations::lookup`] said `NeedsIo`: the representation stored under
