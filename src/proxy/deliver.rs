@@ -7,10 +7,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Response, StatusCode};
 
 use super::body::ResponseBody;
+pub use super::hit_fields::CACHE_STATUS;
+pub(super) use super::hit_fields::SURROGATE_ONLY;
 use super::hit_fields::age_value;
 pub use super::hit_fields::{hit_status, hit_status_for, stale_status};
 pub(super) use super::hit_fields::{prepared, prepared_at_age};
@@ -18,24 +20,6 @@ use super::partial::{self, Answer};
 use crate::cache::status_line::{self, StatusLine};
 use crate::cache::{Body, Object};
 use crate::http::headers::VIA;
-
-/// The `Cache-Status` field name (RFC 9211). A `HeaderName` constant so the hot path never
-/// parses the name again (a `&str` name is re-parsed and hashed on every map operation).
-pub const CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
-
-/// Fields meant for the cache, never sent to clients (the last four: a stored ESI program,
-/// `esi::FIELD`, a stored encoded object's identity, `cache::identity::FIELD`, the
-/// generation a representation was made from, `cache::representation::FIELD`, and an
-/// object's own status line, `cache::status_line::FIELD`).
-pub(super) const SURROGATE_ONLY: [HeaderName; 7] = [
-    HeaderName::from_static("surrogate-control"),
-    HeaderName::from_static("surrogate-key"),
-    HeaderName::from_static("xkey"),
-    HeaderName::from_static(crate::esi::FIELD),
-    HeaderName::from_static(crate::cache::identity::FIELD),
-    HeaderName::from_static(crate::cache::representation::FIELD),
-    HeaderName::from_static(crate::cache::status_line::FIELD),
-];
 
 /// A response from a stored object, honouring the request's preconditions and Range.
 /// `cache_status` is the Cache-Status value to send.

@@ -1,17 +1,35 @@
 //! A hit's delivery fields: the object's prepared map brought to this second's `Age` and the
 //! request's `Cache-Status` ([`prepared`], kept on the object for the hits after it), and the
 //! `Cache-Status` values of a hit ([`hit_status`], [`stale_status`]) formatted without
-//! allocating ([`StackStr`]). The response around them is `deliver.rs`'s.
+//! allocating ([`StackStr`]), with the names of the fields a hit adds ([`CACHE_STATUS`]) and
+//! never sends ([`SURROGATE_ONLY`]). The response around them is `deliver.rs`'s.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http::header::{self, HeaderMap, HeaderValue};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-use super::deliver::{CACHE_STATUS, SURROGATE_ONLY};
 use crate::cache::status_line;
 use crate::cache::{Object, Prepared};
 use crate::http::headers::VIA;
+
+/// The `Cache-Status` field name (RFC 9211). A `HeaderName` constant so the hot path never
+/// parses the name again (a `&str` name is re-parsed and hashed on every map operation).
+pub const CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
+
+/// Fields meant for the cache, never sent to clients (the last four: a stored ESI program,
+/// `esi::FIELD`, a stored encoded object's identity, `cache::identity::FIELD`, the
+/// generation a representation was made from, `cache::representation::FIELD`, and an
+/// object's own status line, `cache::status_line::FIELD`).
+pub(super) const SURROGATE_ONLY: [HeaderName; 7] = [
+    HeaderName::from_static("surrogate-control"),
+    HeaderName::from_static("surrogate-key"),
+    HeaderName::from_static("xkey"),
+    HeaderName::from_static(crate::esi::FIELD),
+    HeaderName::from_static(crate::cache::identity::FIELD),
+    HeaderName::from_static(crate::cache::representation::FIELD),
+    HeaderName::from_static(crate::cache::status_line::FIELD),
+];
 
 /// The delivery fields of a full hit on `object` at `now` with `cache_status`: a clone of the
 /// object's prepared map ([`prepared`]).
