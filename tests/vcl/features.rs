@@ -8,7 +8,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::common;
 use common::vcl::start_vcl;
-use common::{Origin, Reply, get, get_with, request};
+use common::{Origin, Reply, Shellac, get, get_with, request};
 
 /// An address nothing listens on: a port bound without listening, so connecting to it is
 /// refused. The returned socket holds the port for as long as the test keeps it: a port bound
@@ -361,14 +361,11 @@ sub vcl_miss { if (req.url == "/miss-fail") { return (fail); } }
     shellac.stop().await;
 }
 
-/// `return (pass(DURATION))` of vcl_backend_response (Varnish 5.1+, trunk c00098's VCL): the
-/// response is delivered, not stored, and the URL is hit-for-pass that long — its requests
-/// run vcl_pass and are passed even when the backend answers cacheably again, where a
-/// hit-for-miss (`beresp.uncacheable`) stores that answer. `cache_hitpass` counts them.
-#[tokio::test]
-async fn return_pass_with_a_duration_makes_the_url_hit_for_pass() {
+/// An origin answering `v1`, `v2`, ... per path, cacheable (`max-age=60`), its first answer
+/// for each path marked `x-first` (the hit-for-pass tests' VCL acts on that one).
+async fn first_marked_origin() -> Origin {
     let asked = std::sync::Arc::new(std::sync::Mutex::new(std::collections::HashMap::new()));
-    let origin = Origin::start(move |seen| {
+    Origin::start(move |seen| {
         let mut asked = asked.lock().unwrap();
         let n = asked.entry(seen.path.clone()).or_insert(0);
         *n += 1;
@@ -379,7 +376,35 @@ async fn return_pass_with_a_duration_makes_the_url_hit_for_pass() {
             reply
         }
     })
-    .await;
+    .await
+}
+
+/// Three requests for `path` on a hit-for-pass URL: the first answer (`v1`) is not stored,
+/// the next two are fetched again (`v2`, `v3`) through vcl_pass (`x-passed: yes`).
+async fn passed_after_the_first(shellac: &Shellac, origin: &Origin, path: &str) {
+    for (round, body, passed) in [
+        (1, "v1", None),
+        (2, "v2", Some("yes")),
+        (3, "v3", Some("yes")),
+    ] {
+        let r = get(shellac.addr, path).await;
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (200, body),
+            "{path} round {round}"
+        );
+        assert_eq!(r.header("x-passed"), passed, "{path} round {round}");
+    }
+    assert_eq!(origin.count_path(path), 3, "{path}");
+}
+
+/// `return (pass(DURATION))` of vcl_backend_response (Varnish 5.1+, trunk c00098's VCL): the
+/// response is delivered, not stored, and the URL is hit-for-pass that long — its requests
+/// run vcl_pass and are passed even when the backend answers cacheably again, where a
+/// hit-for-miss (`beresp.uncacheable`) stores that answer. `cache_hitpass` counts them.
+#[tokio::test]
+async fn return_pass_with_a_duration_makes_the_url_hit_for_pass() {
+    let origin = first_marked_origin().await;
     let vcl = r#"vcl 4.1;
 backend b { ${origin0} }
 sub vcl_pass { set req.http.x-passed = "yes"; }
@@ -390,17 +415,7 @@ sub vcl_backend_response {
 sub vcl_deliver { if (req.http.x-passed) { set resp.http.x-passed = "yes"; } }
 "#;
     let shellac = start_vcl("pass-duration", vcl, &[origin.addr]).await;
-    // (round, body, passed)
-    for (round, body, passed) in [
-        (1, "v1", None),
-        (2, "v2", Some("yes")),
-        (3, "v3", Some("yes")),
-    ] {
-        let r = get(shellac.addr, "/hfp").await;
-        assert_eq!((r.status, r.text().as_str()), (200, body), "round {round}");
-        assert_eq!(r.header("x-passed"), passed, "round {round}");
-    }
-    assert_eq!(origin.count_path("/hfp"), 3);
+    passed_after_the_first(&shellac, &origin, "/hfp").await;
     assert_eq!(shellac.stat("cache_hitpass").await, 2);
     assert_eq!(shellac.stat("cache_hit").await, 0);
     // A hit-for-miss stores the next cacheable answer: the third request is a hit.
@@ -422,19 +437,7 @@ sub vcl_deliver { if (req.http.x-passed) { set resp.http.x-passed = "yes"; } }
 /// hit-for-miss (the next cacheable answer is stored).
 #[tokio::test]
 async fn a_2x_pass_in_vcl_fetch_makes_the_url_hit_for_pass() {
-    let asked = std::sync::Arc::new(std::sync::Mutex::new(std::collections::HashMap::new()));
-    let origin = Origin::start(move |seen| {
-        let mut asked = asked.lock().unwrap();
-        let n = asked.entry(seen.path.clone()).or_insert(0);
-        *n += 1;
-        let reply = Reply::ok(&format!("v{n}")).cc("max-age=60");
-        if *n == 1 {
-            reply.header("x-first", "1")
-        } else {
-            reply
-        }
-    })
-    .await;
+    let origin = first_marked_origin().await;
     let vcl = r#"
 backend b { ${origin0} }
 sub vcl_pass { set req.http.x-passed = "yes"; }
@@ -446,16 +449,7 @@ sub vcl_deliver { if (req.http.x-passed) { set resp.http.x-passed = "yes"; } }
 "#;
     let shellac = start_vcl("pass-2x", vcl, &[origin.addr]).await;
     for path in ["/21", "/30"] {
-        for (round, body, passed) in [
-            (1, "v1", None),
-            (2, "v2", Some("yes")),
-            (3, "v3", Some("yes")),
-        ] {
-            let r = get(shellac.addr, path).await;
-            assert_eq!(r.text(), body, "{path} round {round}");
-            assert_eq!(r.header("x-passed"), passed, "{path} round {round}");
-        }
-        assert_eq!(origin.count_path(path), 3, "{path}");
+        passed_after_the_first(&shellac, &origin, path).await;
     }
     assert_eq!(shellac.stat("cache_hitpass").await, 4);
     assert_eq!(shellac.stat("cache_hit").await, 0);
