@@ -424,7 +424,7 @@ async fn fast_hits_pick_the_requests_variant() {
     })
     .await;
     // `Vary: Accept-Encoding` as any field: without the negotiation, which serves every
-    // client from one object (tests/compression.rs).
+    // client from one object (tests/compression/).
     let fast = Shellac::start(origin.addr, |c| c.compression.enabled = false).await;
     let full = Shellac::start(origin.addr, |c| {
         c.server.fast_hits = false;
