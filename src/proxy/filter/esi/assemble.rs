@@ -86,6 +86,11 @@ pub struct Assemble {
     out: VecDeque<Bytes>,
     /// Something went out (a failure now is late).
     emitted: bool,
+    /// A late failure held back one turn, so that what went out before it is written first:
+    /// hyper writes a response's head with its first body bytes, and a body error polled
+    /// before that flush drops both (the client would see an empty reply, which browsers
+    /// send again).
+    cut: Option<FilterError>,
     counted: bool,
 }
 
@@ -129,6 +134,7 @@ impl Assemble {
             current: Bytes::new(),
             out: VecDeque::new(),
             emitted: false,
+            cut: None,
             counted: false,
         }
     }
@@ -358,6 +364,9 @@ impl BodyFilter for Assemble {
         cx: &mut Context<'_>,
         input: &mut dyn Chunks,
     ) -> Poll<Option<Result<Bytes, FilterError>>> {
+        if let Some(e) = self.cut.take() {
+            return Poll::Ready(Some(Err(e)));
+        }
         // Turned off before anything was read (`prime`): the body as it is.
         if !self.emitted
             && self.current.is_empty()
@@ -427,7 +436,13 @@ impl BodyFilter for Assemble {
                     if let Item::Failed(failure) = item
                         && let Err(e) = self.failed(failure)
                     {
-                        return Poll::Ready(Some(Err(e)));
+                        if !self.emitted {
+                            return Poll::Ready(Some(Err(e)));
+                        }
+                        // Late: the error at the next poll, after the writer's flush.
+                        self.cut = Some(e);
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
                     }
                     continue;
                 }
