@@ -7,7 +7,7 @@
 use std::sync::atomic::Ordering;
 
 use super::common::*;
-use super::slices::{asked, origin, ranged, sliced};
+use super::slices::{asked, origin, ranged, sliced, stored};
 
 const MIB: u64 = 1 << 20;
 
@@ -67,9 +67,13 @@ async fn a_plain_head_reads_no_slice() {
     assert_eq!(stats["slice_validator_mismatch"], 1);
     assert_eq!(stats["slice_head_fetch"], 3);
 
-    // Slice 0 stored by a GET: a HEAD is a hit from its fields, nothing asked.
+    // Slice 0 stored by a GET: a HEAD is a hit from its fields, nothing asked. The GET reads
+    // 10 bytes of the slice; its fill completes and stores it after the answer (a request in
+    // between follows the fill: `fwd=miss`), so the test waits for the store.
+    let inserted = shellac.stat("cache_insert").await;
     let r = ranged(&shellac, 0, 9).await;
     assert_eq!(r.header("etag"), Some("\"v2\""));
+    stored(&shellac, inserted + 1).await;
     let r = ranged(&shellac, 0, 9).await;
     assert_eq!(r.status, 206);
     assert!(r.cache_status().contains("hit"), "{}", r.cache_status());
