@@ -121,7 +121,11 @@ pub(super) fn disk_at(path: std::path::PathBuf) -> DiskConfig {
 }
 
 pub(super) fn sliced(c: &mut Config) {
-    c.cache.memory_size = Size(64 * MIB);
+    // The memory tier evicts per shard (8 here: 4 per CPU), and a shard is picked by a hash
+    // seeded per process: 64 MiB (8 MiB shards) let a test's ~26 slices of 1 MiB crowd one
+    // shard now and then, evict a slice and ask it again ("slice N asked twice", ~1 run in 10).
+    // 256 MiB gives 32 MiB shards, more than any test here stores in all.
+    c.cache.memory_size = Size(256 * MIB);
     c.cache.max_object_size = Size(4 * MIB);
     c.cache.slice = true;
     c.cache.slice_size = Size(MIB);
