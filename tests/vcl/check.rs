@@ -344,7 +344,7 @@ fn vcl_init_makes_directors() {
     );
 }
 
-/// `resp.do_esi = false` (4.1) sends a page unassembled since a65fa37 (tests/esi.rs
+/// `resp.do_esi = false` (4.1) sends a page unassembled since a65fa37 (tests/esi/vcl.rs
 /// vcl_req_top_can_esi_resp_do_esi_and_the_key_without_host): it compiles.
 #[test]
 fn resp_do_esi_compiles() {
