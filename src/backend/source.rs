@@ -65,3 +65,40 @@ pub(crate) fn plain_response(status: http::StatusCode) -> Response<Source> {
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
     resp
 }
+
+/// `301 Moved Permanently` to `uri`'s path with a `/` added, its query kept: a directory
+/// asked for without its trailing slash (`files` and `fastcgi` alike, as nginx answers).
+pub(crate) fn slash_redirect(uri: &http::Uri) -> Response<Source> {
+    use http::header::{self, HeaderValue};
+    let mut location = format!("{}/", uri.path());
+    if let Some(q) = uri.query() {
+        location.push('?');
+        location.push_str(q);
+    }
+    let mut resp = plain_response(http::StatusCode::MOVED_PERMANENTLY);
+    if let Ok(v) = HeaderValue::from_str(&location) {
+        resp.headers_mut().insert(header::LOCATION, v);
+    }
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory without its slash: `301` to the path with it, the query kept, the body
+    /// a short plain text with its length.
+    #[test]
+    fn a_slash_redirect_keeps_the_query() {
+        let uri: http::Uri = "/blog?p=1&q=%20".parse().expect("uri");
+        let resp = slash_redirect(&uri);
+        assert_eq!(resp.status(), http::StatusCode::MOVED_PERMANENTLY);
+        assert_eq!(resp.headers()[http::header::LOCATION], "/blog/?p=1&q=%20");
+        assert_eq!(resp.headers()[http::header::CONTENT_LENGTH], "22");
+        let uri: http::Uri = "/a/b".parse().expect("uri");
+        assert_eq!(
+            slash_redirect(&uri).headers()[http::header::LOCATION],
+            "/a/b/"
+        );
+    }
+}

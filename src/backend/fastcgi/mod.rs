@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use http::header::{self, HeaderValue};
+use http::header;
 use http::{Request, Response, StatusCode};
 use http_body::Body as _;
 use http_body_util::BodyExt;
@@ -41,7 +41,7 @@ use super::extensions::{ClientInfo, DocRoot};
 use super::files::path;
 use super::origin::Origin;
 use super::request_body::RequestBody;
-use super::source::{BoxStream, Source, plain_response};
+use super::source::{BoxStream, Source, plain_response, slash_redirect};
 use crate::config::BackendConfig;
 use crate::fastcgi::params::{self, ScriptPath};
 
@@ -214,18 +214,7 @@ impl FastCgi {
         let document_root = site_root.map_or(self.document_root.as_str(), |r| &r.written);
         let (script, path_info) = match self.find(root, parts.uri.path()).await {
             Resolved::Script { script, path_info } => (script, path_info),
-            Resolved::Redirect => {
-                let mut location = format!("{}/", parts.uri.path());
-                if let Some(q) = parts.uri.query() {
-                    location.push('?');
-                    location.push_str(q);
-                }
-                let mut resp = plain_response(StatusCode::MOVED_PERMANENTLY);
-                if let Ok(v) = HeaderValue::from_str(&location) {
-                    resp.headers_mut().insert(header::LOCATION, v);
-                }
-                return Ok(resp);
-            }
+            Resolved::Redirect => return Ok(slash_redirect(&parts.uri)),
             Resolved::Status(s) => return Ok(plain_response(s)),
         };
         // CONTENT_LENGTH must be known: a body without a length is read first (it is bounded

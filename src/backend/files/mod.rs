@@ -46,7 +46,7 @@ use super::error::FetchError;
 use super::extensions::{Autoindex, DocRoot};
 use super::origin::Origin;
 use super::request_body::RequestBody;
-use super::source::{BoxStream, Source, plain_response};
+use super::source::{BoxStream, Source, plain_response, slash_redirect};
 use crate::config::BackendConfig;
 use crate::http::accept_encoding::{Accepts, Coding};
 use crate::http::conditional::{self, Answer};
@@ -112,18 +112,7 @@ impl Files {
                 h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
                 resp
             }
-            Found::Redirect => {
-                let mut location = format!("{}/", parts.uri.path());
-                if let Some(q) = parts.uri.query() {
-                    location.push('?');
-                    location.push_str(q);
-                }
-                let mut resp = plain_response(StatusCode::MOVED_PERMANENTLY);
-                if let Ok(v) = HeaderValue::from_str(&location) {
-                    resp.headers_mut().insert(header::LOCATION, v);
-                }
-                resp
-            }
+            Found::Redirect => slash_redirect(&parts.uri),
             Found::File {
                 file,
                 stat,
