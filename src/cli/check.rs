@@ -182,18 +182,7 @@ fn check_vcl(file: &std::path::Path) -> ExitCode {
                 .iter()
                 .map(|b| format!("{} → {}:{}", b.name, b.host, b.port))
                 .collect();
-            let directors: Vec<String> = o
-                .directors
-                .iter()
-                .map(|d| {
-                    format!(
-                        "{} ({}: {})",
-                        d.name,
-                        d.kind.as_str(),
-                        d.backends.join(", ")
-                    )
-                })
-                .collect();
+            let directors: Vec<String> = o.directors.iter().map(|d| d.describe()).collect();
             let subs: Vec<&str> = p.defined.iter().map(|m| m.sub_name()).collect();
             say!(
                 "  VCL {}; backends: {}; directors: {}; probes: {}; ACLs: {}; subroutines: {}",

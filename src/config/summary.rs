@@ -47,18 +47,7 @@ impl Config {
             ),
             None => disk,
         };
-        let directors: Vec<String> = self
-            .directors
-            .iter()
-            .map(|d| {
-                format!(
-                    "{} ({}: {})",
-                    d.name,
-                    d.kind.as_str(),
-                    d.backends.join(", ")
-                )
-            })
-            .collect();
+        let directors: Vec<String> = self.directors.iter().map(|d| d.describe()).collect();
         let mut out = format!("listen {}", listen.join(", "));
         for t in &self.tls {
             let addrs: Vec<String> = t.listen.iter().map(|a| a.to_string()).collect();

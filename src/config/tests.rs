@@ -402,3 +402,19 @@ fn refresh_ahead_in_a_file() {
     );
     assert!(e.message.contains("1% to 99%"), "{}", e.message);
 }
+
+/// The summary (`shellac check`, the start-up log) names each director as
+/// `DirectorConfig::describe` does: its name, its kind and its members.
+#[test]
+fn the_summary_names_each_director_with_its_kind_and_members() {
+    let text = "[[backend]]\nname = \"a\"\nhost = \"a\"\n[[backend]]\nname = \"b\"\nhost = \"b\"\n\
+                [[director]]\nname = \"web\"\ntype = \"round_robin\"\nbackends = [\"a\", \"b\"]\n";
+    let c = Config::parse(text, "t.toml").unwrap();
+    assert_eq!(c.directors[0].describe(), "web (round_robin: a, b)");
+    assert!(
+        c.summary(None)
+            .contains("; directors web (round_robin: a, b)"),
+        "{}",
+        c.summary(None)
+    );
+}

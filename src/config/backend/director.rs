@@ -108,6 +108,17 @@ impl DirectorConfig {
             .and_then(|h| HashOn::parse(h).ok())
             .unwrap_or(HashOn::Key)
     }
+
+    /// `name (kind: member, member)`: the director as `shellac check` and the start-up
+    /// summary name it.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} ({}: {})",
+            self.name,
+            self.kind.as_str(),
+            self.backends.join(", ")
+        )
+    }
 }
 
 /// `[routing]`: where requests go.
