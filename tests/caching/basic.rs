@@ -74,11 +74,17 @@ async fn head_is_answered_from_cached_get() {
     assert!(head.cache_status().contains("hit"));
     assert_eq!(origin.count(), 1);
 
-    // A HEAD miss fetches with GET, so the following GET is a hit.
+    // A HEAD miss fetches with GET, so the following GET is a hit. The HEAD is answered from
+    // the fill's head while the fill goes on to store the body: a GET before that store
+    // follows the fill (`fwd=miss; collapsed`), so the test waits for the store (a sleep of
+    // 50 ms was not always enough on a loaded CI machine).
     let head = request(shellac.addr, "HEAD", "/other", &[], b"").await;
     assert!(head.body.is_empty());
     assert_eq!(origin.last().method, "GET");
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    until_stats(&shellac, "the HEAD's fill to store /other", |s| {
+        s["cache_insert"] == 2
+    })
+    .await;
     let get = get(shellac.addr, "/other").await;
     assert_eq!(get.text(), "twelve bytes");
     assert!(get.cache_status().contains("hit"), "{}", get.cache_status());
@@ -180,15 +186,17 @@ async fn pool_limits_are_honoured() {
     assert_eq!(stats["backend_reuse"], 0);
     shellac.stop().await;
 
-    // A pooled connection idle longer than the pool's idle_timeout is not reused.
+    // A pooled connection idle longer than the pool's idle_timeout is not reused. The second
+    // request must find the first one's connection still idle, so the timeout is the whole
+    // window between two requests in a row: 100 ms was less than a loaded CI machine can take
+    // between them (the second would open a connection of its own); 1 s is not.
     let shellac = Shellac::start(origin.addr, |c| {
-        c.backends[0].idle_timeout =
-            shellac::config::units::Dur(std::time::Duration::from_millis(100))
+        c.backends[0].idle_timeout = shellac::config::units::Dur(std::time::Duration::from_secs(1))
     })
     .await;
     get(shellac.addr, "/").await;
     get(shellac.addr, "/").await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
     get(shellac.addr, "/").await;
     let stats = shellac.stats().await;
     assert_eq!(stats["backend_conn"], 2, "{stats:?}");
