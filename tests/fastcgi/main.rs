@@ -138,50 +138,71 @@ fn fpm() -> Option<&'static Fpm> {
                 .local_addr()
                 .unwrap()
         };
-        let (tcp, hold) = (free(), free());
         let socket = dir.join("fpm.sock");
         let pool = |name: &str, listen: &str| {
             format!(
                 "[{name}]\nlisten = {listen}\npm = static\npm.max_children = {CHILDREN}\ncatch_workers_output = yes\nphp_admin_flag[display_errors] = off\nphp_admin_flag[log_errors] = on\nphp_admin_value[upload_max_filesize] = 16M\nphp_admin_value[post_max_size] = 16M\nphp_admin_value[memory_limit] = 64M\n"
             )
         };
-        let conf = format!(
-            "[global]\npid = {d}/fpm.pid\nerror_log = {d}/fpm.log\ndaemonize = no\n\n{}\n{}\n{}",
-            pool("tcp", &tcp.to_string()),
-            pool("unix", &socket.display().to_string()),
-            pool("hold", &hold.to_string()),
-            d = dir.display()
-        );
-        let conf_path = dir.join("fpm.conf");
-        std::fs::write(&conf_path, conf).unwrap();
-        let mut cmd = Command::new(bin);
-        cmd.args(["-n", "-F", "-y", conf_path.to_str().unwrap()]);
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
-            cmd.arg("-R");
-        }
-        let child = cmd.spawn().expect("php-fpm starts");
-        *CHILD.lock().unwrap() = Some(child);
-        // SAFETY: registers a plain function run at process exit.
+        // The TCP ports are free when chosen (bound and released), but another test's
+        // connection can take one as its local port before php-fpm binds it ("Address already
+        // in use", php-fpm exits; seen once in 9 runs under load): then new ports, a new try.
+        // SAFETY: registers a plain function run at process exit (it stops the child of the
+        // last try).
         unsafe { libc::atexit(stop_fpm) };
-        for _ in 0..200 {
-            if std::net::TcpStream::connect(tcp).is_ok()
-                && std::net::TcpStream::connect(hold).is_ok()
-                && socket.exists()
-            {
-                return Some(Fpm {
-                    root: std::fs::canonicalize(&root).unwrap(),
-                    tcp,
-                    socket,
-                    hold,
-                });
+        for _ in 0..5 {
+            let (tcp, hold) = (free(), free());
+            let conf = format!(
+                "[global]\npid = {d}/fpm.pid\nerror_log = {d}/fpm.log\ndaemonize = no\n\n{}\n{}\n{}",
+                pool("tcp", &tcp.to_string()),
+                pool("unix", &socket.display().to_string()),
+                pool("hold", &hold.to_string()),
+                d = dir.display()
+            );
+            let conf_path = dir.join("fpm.conf");
+            std::fs::write(&conf_path, conf).unwrap();
+            let _ = std::fs::remove_file(&socket);
+            let mut cmd = Command::new(&bin);
+            cmd.args(["-n", "-F", "-y", conf_path.to_str().unwrap()]);
+            // SAFETY: geteuid has no preconditions.
+            if unsafe { libc::geteuid() } == 0 {
+                cmd.arg("-R");
             }
-            std::thread::sleep(Duration::from_millis(50));
+            let child = cmd.spawn().expect("php-fpm starts");
+            *CHILD.lock().unwrap() = Some(child);
+            for _ in 0..200 {
+                if std::net::TcpStream::connect(tcp).is_ok()
+                    && std::net::TcpStream::connect(hold).is_ok()
+                    && socket.exists()
+                {
+                    return Some(Fpm {
+                        root: std::fs::canonicalize(&root).unwrap(),
+                        tcp,
+                        socket,
+                        hold,
+                    });
+                }
+                let exited = CHILD
+                    .lock()
+                    .unwrap()
+                    .as_mut()
+                    .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))));
+                if exited {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let log = std::fs::read_to_string(dir.join("fpm.log")).unwrap_or_default();
+            if !log.contains("Address already in use") {
+                panic!("php-fpm did not listen: {log}");
+            }
+            if let Some(mut c) = CHILD.lock().unwrap().take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            let _ = std::fs::remove_file(dir.join("fpm.log"));
         }
-        panic!(
-            "php-fpm did not listen: {}",
-            std::fs::read_to_string(dir.join("fpm.log")).unwrap_or_default()
-        );
+        panic!("php-fpm found no free port in 5 tries");
     })
     .as_ref()
 }
