@@ -14,22 +14,33 @@ use crate::common::{TempDir, free_port};
 struct Redis(Child, u16);
 
 impl Redis {
+    /// The port is free when chosen (bound and released), but another test's connection can
+    /// take it as its local port first: redis-server then exits at once, and a new port is
+    /// tried (at most 5). A server that stays up is given 10 s to listen (a loaded machine).
     fn start(password: &str) -> Option<Redis> {
-        let port = free_port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--requirepass", password])
-            .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
-            .stdout(Stdio::null())
-            .spawn()
-            .ok()?;
-        let redis = Redis(child, port);
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Some(redis);
+        for _ in 0..5 {
+            let port = free_port();
+            let child = Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--requirepass", password])
+                .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
+                .stdout(Stdio::null())
+                .spawn()
+                .ok()?;
+            let mut redis = Redis(child, port);
+            for _ in 0..500 {
+                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return Some(redis);
+                }
+                if matches!(redis.0.try_wait(), Ok(Some(_))) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
             }
-            std::thread::sleep(Duration::from_millis(20));
+            if matches!(redis.0.try_wait(), Ok(None)) {
+                panic!("redis-server did not listen on {port} within 10 s");
+            }
         }
-        panic!("redis-server did not listen");
+        panic!("redis-server exited at once on 5 ports in a row");
     }
 }
 
