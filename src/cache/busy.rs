@@ -123,6 +123,18 @@ impl BusyObject {
         self.purged.load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// The fetch ended with nothing for a waiter to follow or share: abandoned, or failed
+    /// without a status for its waiters (mid-body). A waiter would only be told to look up
+    /// again ([`HeadOutcome::Retry`]), so the busy table no longer counts it as in progress.
+    fn is_over(&self) -> bool {
+        let inner = self.lock();
+        match inner.state {
+            State::Abandoned => true,
+            State::Failed => inner.failure.is_none(),
+            _ => false,
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding this lock cannot leave Inner half-updated in a way readers
         // misinterpret, so a poisoned lock is still usable.

@@ -39,9 +39,18 @@ impl BusyTable {
     }
 
     /// Becomes the leader for `key`, or a waiter on the current leader.
+    ///
+    /// A fetch that is over without a response to share (abandoned, or failed mid-body:
+    /// [`BusyObject::is_over`]) stays in the table until its leader's guard drops, a moment
+    /// after it is marked. A request joining in that moment leads a fetch of its own: as a
+    /// waiter it would be told to look up again, find the same object, and after
+    /// `MAX_LOOKUPS` such turns (no await between them) answer 503 `too-many-lookups`. The old
+    /// leader's guard then leaves the new fetch in place (`remove` compares the object).
     pub fn join(self: &Arc<Self>, key: &CacheKey) -> Join {
         let mut shard = self.shard(key);
-        if let Some(existing) = shard.get(key) {
+        if let Some(existing) = shard.get(key)
+            && !existing.is_over()
+        {
             return Join::Waiter(existing.clone());
         }
         let object = BusyObject::new();

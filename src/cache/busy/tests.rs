@@ -30,6 +30,63 @@ fn a_purge_detaches_the_fetch_in_progress() {
     assert!(!new.object().is_purged());
 }
 
+/// Regression: a fetch abandoned, or failed mid-body, is marked a moment before its leader's
+/// guard takes it out of the table. A request joining in between was made a waiter, told to
+/// look up again (`HeadOutcome::Retry`), joined the same object, and after `MAX_LOOKUPS`
+/// turns answered 503 `too-many-lookups`. It now leads a fetch of its own, which the old
+/// guard leaves in place. A failure with a status is still shared with joiners.
+#[tokio::test]
+async fn a_request_joining_a_fetch_that_is_over_leads_its_own() {
+    let table = Arc::new(BusyTable::default());
+    // Abandoned (the response was not shareable), guard not yet dropped.
+    let Join::Leader(old) = table.join(&key()) else {
+        panic!("first is leader")
+    };
+    old.object().abandon();
+    let Join::Leader(new) = table.join(&key()) else {
+        panic!("a request after the abandon leads its own fetch")
+    };
+    drop(old);
+    assert!(
+        matches!(table.join(&key()), Join::Waiter(_)),
+        "the old leader leaving keeps the new one"
+    );
+    drop(new);
+    // Failed while streaming (a body error), guard not yet dropped.
+    let Join::Leader(old) = table.join(&key()) else {
+        panic!("leader")
+    };
+    old.object().set_head(BusyHead {
+        status: StatusCode::OK,
+        headers: HeaderMap::new(),
+        content_length: Some(10),
+        vary: Vec::new(),
+        delivered: Default::default(),
+        object: None,
+    });
+    old.object().push(Bytes::from_static(b"part"));
+    old.object().fail();
+    let Join::Leader(new) = table.join(&key()) else {
+        panic!("a request after a mid-body failure leads its own fetch")
+    };
+    drop(old);
+    drop(new);
+    // Failed with a status for its waiters: a joiner shares it.
+    let Join::Leader(old) = table.join(&key()) else {
+        panic!("leader")
+    };
+    old.object()
+        .fail_with(StatusCode::GATEWAY_TIMEOUT, "first-byte-timeout");
+    let Join::Waiter(busy) = table.join(&key()) else {
+        panic!("a joiner shares a failure with a status")
+    };
+    assert!(matches!(
+        busy.wait_head().await,
+        HeadOutcome::Failed(StatusCode::GATEWAY_TIMEOUT, "first-byte-timeout")
+    ));
+    drop(old);
+}
+
 #[tokio::test]
 async fn waiter_follows_stream() {
     let table = Arc::new(BusyTable::default());
