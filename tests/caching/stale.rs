@@ -242,14 +242,22 @@ async fn a_background_refresh_keeps_the_rules_of_its_request() {
     // Only a stored refresh is ever delivered: the background fetch's own response goes to no
     // client.
     let mut stored = false;
-    for _ in 0..100 {
-        if get(shellac.addr, "/a.css").await.text() == "css v1" {
+    let mut last = String::new();
+    let waited = std::time::Instant::now();
+    while waited.elapsed() < Duration::from_secs(10) {
+        let r = get(shellac.addr, "/a.css").await;
+        if r.text() == "css v1" {
             stored = true;
             break;
         }
+        last = format!("{} ({})", r.text(), r.cache_status());
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(stored, "the refreshed stylesheet was stored");
+    assert!(
+        stored,
+        "the refreshed stylesheet was stored: last {last}, {} asked of the assets origin",
+        assets.count()
+    );
     assert_eq!(
         default.count(),
         0,
