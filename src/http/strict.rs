@@ -370,6 +370,8 @@ mod stream;
 pub use stream::{Scan, Scanner};
 
 #[cfg(test)]
+mod line_tests;
+#[cfg(test)]
 mod parts_tests;
 #[cfg(test)]
 mod tests;

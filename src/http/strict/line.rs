@@ -31,22 +31,48 @@ pub(super) struct RequestLine {
 /// within that major version to which the recipient is conformant" (RFC 9110 §2.5). Another
 /// major version is not supported (505).
 pub(super) fn request_line(line: &[u8]) -> Result<RequestLine, Violation> {
+    // One pass over each part, each byte looked up once (the method's tchars, the target's
+    // bytes up to the space after it): the same refusals as finding both spaces first and
+    // checking the parts after (`check_target`), ~150 fewer instructions for a typical line
+    // (callgrind, bench/RESULTS.md "fourteenth stop: user").
     let sp1 = line
         .iter()
-        .position(|b| *b == b' ')
-        .ok_or(Violation::BadRequestLine)?;
-    let method = &line[..sp1];
-    if method.is_empty() || !method.iter().all(|b| is_tchar(*b)) {
-        return Err(Violation::BadMethod);
+        .position(|b| !is_tchar(*b))
+        .unwrap_or(line.len());
+    match line.get(sp1) {
+        Some(b' ') if sp1 > 0 => {}
+        // No method, or a byte that is not a tchar in it.
+        Some(b' ') => return Err(Violation::BadMethod),
+        Some(_) if line[sp1..].contains(&b' ') => return Err(Violation::BadMethod),
+        _ => return Err(Violation::BadRequestLine),
     }
+    let method = &line[..sp1];
     let rest = &line[sp1 + 1..];
+    let mut escapes = false;
     let sp2 = rest
         .iter()
-        .position(|b| *b == b' ')
-        .ok_or(Violation::BadRequestLine)?;
+        .position(|b| {
+            escapes |= *b == b'%';
+            !is_target_byte(*b)
+        })
+        .unwrap_or(rest.len());
+    match rest.get(sp2) {
+        Some(b' ') => {}
+        // A byte no target may have, before the space that ends it.
+        Some(_) if rest[sp2..].contains(&b' ') => return Err(Violation::BadTarget),
+        _ => return Err(Violation::BadRequestLine),
+    }
     let target = &rest[..sp2];
     let version = &rest[sp2 + 1..];
-    check_target(target, method == b"CONNECT", method == b"OPTIONS")?;
+    let (is_connect, is_options) = match method.len() {
+        7 => (method == b"CONNECT", method == b"OPTIONS"),
+        _ => (false, false),
+    };
+    // An origin-form target without escapes is valid as its bytes are; anything else is
+    // checked whole.
+    if escapes || is_connect || target.first() != Some(&b'/') {
+        check_target(target, is_connect, is_options)?;
+    }
     let (http10, later_minor) = match version {
         b"HTTP/1.1" => (false, false),
         b"HTTP/1.0" => (true, false),
@@ -159,13 +185,15 @@ pub fn valid_authority(a: &[u8]) -> bool {
         }
         close + 1
     } else {
-        // One pass over the reg-name; it ends at the port's colon or the end.
+        // One pass over the reg-name (runs of its characters, escapes between them); it ends
+        // at the port's colon or the end.
         let mut i = 0;
-        while i < a.len() {
-            let b = a[i];
-            if REG_NAME[b as usize] {
-                i += 1;
-            } else if b == b'%'
+        loop {
+            i += a[i..]
+                .iter()
+                .position(|b| !REG_NAME[*b as usize])
+                .unwrap_or(a.len() - i);
+            if a.get(i) == Some(&b'%')
                 && a.get(i + 1..i + 3)
                     .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
             {
