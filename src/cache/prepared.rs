@@ -11,6 +11,10 @@ pub struct Prepared {
     pub age: u64,
     /// The `Cache-Status` value `map` carries.
     pub status: HeaderValue,
+    /// Which fresh hit's `Cache-Status` `status` is, as a number ([`Prepared::hit_stamp`]);
+    /// `None` when it is not a fresh hit's (or not known to be): a fast hit compares this
+    /// instead of formatting the value (`proxy/hit_fields.rs`, `prepared_hit`).
+    pub hit: Option<u64>,
     pub map: HeaderMap,
     /// The body is gzip (`Content-Encoding: gzip`, not `no-transform`): a fast hit steps
     /// aside for a client that does not take gzip (the full path decodes it for that client).
@@ -52,6 +56,13 @@ impl Prepared {
         }
     }
 
+    /// [`Prepared::hit`] of a fresh hit with `remaining` whole seconds of TTL, from disk or
+    /// not: the two things its `Cache-Status` (`shellac; hit; ttl=N[; detail=disk]`) says,
+    /// one number for each value (`None` past 2^63 seconds: never compared then).
+    pub fn hit_stamp(remaining: u64, from_disk: bool) -> Option<u64> {
+        Some(remaining.checked_mul(2)? | u64::from(from_disk))
+    }
+
     pub fn new(age: u64, status: HeaderValue, map: HeaderMap) -> Prepared {
         use crate::http::accept_encoding::Coding;
         let mut codings = map.get_all(http::header::CONTENT_ENCODING).iter();
@@ -71,6 +82,7 @@ impl Prepared {
         Prepared {
             age,
             status,
+            hit: None,
             map,
             gzip,
             decodable,

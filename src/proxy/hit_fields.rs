@@ -55,9 +55,8 @@ pub(super) fn prepared(
     prepared_at_age(object, object.age(now), cache_status)
 }
 
-/// [`prepared`] for an object whose age the caller has (`Object::age`): a fast hit reads it
-/// once for freshness, refresh-ahead, `Cache-Status` and `Age`.
-pub(super) fn prepared_at_age(
+/// [`prepared`] for an object whose age the caller has (`Object::age`).
+fn prepared_at_age(
     object: &Object,
     age: Duration,
     cache_status: &[u8],
@@ -70,8 +69,43 @@ pub(super) fn prepared_at_age(
     {
         return Ok(p.clone());
     }
+    renew(object, current.as_deref(), age, cache_status, None)
+}
+
+/// [`prepared`] for a fresh hit at `age` (`Object::age`: a fast hit reads it once for
+/// freshness, refresh-ahead, `Cache-Status` and `Age`), with [`hit_status_for`]'s
+/// `Cache-Status`. The prepared fields say which hit's status they carry as a number
+/// ([`Prepared::hit`]), so the value is formatted only when they are renewed: formatting it
+/// to compare on every hit was ~140 instructions (callgrind, bench/RESULTS.md "fourteenth
+/// stop: user").
+pub(super) fn prepared_hit(object: &Object, age: Duration) -> Result<Arc<Prepared>, HeaderMap> {
+    let remaining = object.ttl.get().saturating_sub(age);
+    let stamp = Prepared::hit_stamp(remaining.as_secs(), object.state.from_disk());
+    let secs = age.as_secs();
+    let current = object.prepared.load();
+    if let Some(p) = current.as_ref()
+        && p.age == secs
+        && stamp.is_some()
+        && p.hit == stamp
+    {
+        return Ok(p.clone());
+    }
+    let status = hit_status_for(object, remaining);
+    renew(object, current.as_deref(), secs, status.as_bytes(), stamp)
+}
+
+/// New prepared fields for `object` at `age` seconds with `cache_status` (a fresh hit's,
+/// [`Prepared::hit`], when `hit` says which), from `current` (the object's last) or, for the
+/// first, from the stored fields; kept on the object for the hits after it.
+fn renew(
+    object: &Object,
+    current: Option<&Prepared>,
+    age: u64,
+    cache_status: &[u8],
+    hit: Option<u64>,
+) -> Result<Arc<Prepared>, HeaderMap> {
     let mut own_status = false;
-    let mut map = match current.as_deref() {
+    let mut map = match current {
         Some(p) => {
             own_status = p.own_status;
             p.map.clone()
@@ -98,6 +132,7 @@ pub(super) fn prepared_at_age(
     map.insert(CACHE_STATUS, status.clone());
     let mut p = Prepared::new(age, status, map);
     p.own_status = own_status;
+    p.hit = hit;
     let p = Arc::new(p);
     object.prepared.store(Some(p.clone()));
     Ok(p)
@@ -223,5 +258,69 @@ mod tests {
         assert_eq!(field(&later, "cache-status"), "shellac; hit; ttl=53");
         assert_eq!(later.get_all("age").iter().count(), 1);
         assert_eq!(object.prepared.load_full().unwrap().age, 7);
+    }
+
+    /// A fast hit's fields carry `hit_status_for`'s `Cache-Status`, and are kept while both
+    /// the age and the status's numbers (remaining TTL, tier) stay; a status of the full path
+    /// (no number) is renewed once, then kept; a disk object's says so.
+    #[test]
+    fn a_fast_hit_reuses_the_prepared_fields_while_age_and_status_stay() {
+        let object = crate::cache::test_object(&[("content-type", "text/plain")]);
+        let status = |p: &Prepared| p.status.to_str().unwrap().to_owned();
+        let at = |ms: u64| Duration::from_millis(ms);
+        let first = prepared_hit(&object, at(200)).unwrap();
+        assert_eq!(status(&first), "shellac; hit; ttl=59");
+        assert_eq!(first.map.get("age").unwrap(), "0");
+        assert_eq!(first.map.get(CACHE_STATUS).unwrap(), "shellac; hit; ttl=59");
+        assert_eq!(first.hit, Prepared::hit_stamp(59, false));
+        // Same second of age, same remaining seconds: the same fields.
+        let again = prepared_hit(&object, at(900)).unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        // Age 0 s still, but 60 s remaining -> 59.x: age 0.999 keeps ttl=59; age 1.0 is
+        // another second of both.
+        let later = prepared_hit(&object, at(1_000)).unwrap();
+        assert!(!Arc::ptr_eq(&first, &later));
+        assert_eq!(later.map.get("age").unwrap(), "1");
+        assert_eq!(status(&later), "shellac; hit; ttl=59");
+        assert_eq!(
+            status(&prepared_hit(&object, at(1_500)).unwrap()),
+            hit_status_for(&object, Duration::from_secs(60) - at(1_500)).to_string()
+        );
+        // The full path's fields for another status in that second are renewed by the next
+        // fast hit, which then keeps its own.
+        let other = prepared(&object, object.stored_at + at(1_200), b"shellac; fwd=stale").unwrap();
+        assert_eq!(other.hit, None);
+        let back = prepared_hit(&object, at(1_300)).unwrap();
+        assert_eq!(status(&back), "shellac; hit; ttl=58");
+        assert!(Arc::ptr_eq(
+            &back,
+            &prepared_hit(&object, at(1_400)).unwrap()
+        ));
+        // The same status made by the full path (no number): renewed once with its number.
+        let full = prepared(
+            &object,
+            object.stored_at + at(2_100),
+            hit_status(&object, object.stored_at + at(2_100)).as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(full.hit, None);
+        let fast = prepared_hit(&object, at(2_200)).unwrap();
+        assert!(!Arc::ptr_eq(&full, &fast));
+        assert_eq!(fast.map, full.map);
+        assert!(Arc::ptr_eq(
+            &fast,
+            &prepared_hit(&object, at(2_300)).unwrap()
+        ));
+        // A disk object's status names its tier (another number for the same seconds).
+        let mut disk = crate::cache::test_object(&[]);
+        disk.state = crate::cache::TierState::read_from_disk();
+        let p = prepared_hit(&disk, at(0)).unwrap();
+        assert_eq!(status(&p), "shellac; hit; ttl=60; detail=disk");
+        assert_eq!(p.hit, Prepared::hit_stamp(60, true));
+        assert_ne!(
+            Prepared::hit_stamp(60, true),
+            Prepared::hit_stamp(60, false)
+        );
+        assert_eq!(Prepared::hit_stamp(u64::MAX / 2 + 1, false), None);
     }
 }

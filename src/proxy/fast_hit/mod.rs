@@ -83,8 +83,7 @@ impl Proxy {
         }
         let now = started;
         let (mut object, age) = self.fresh_in_memory(&head, primary, varies, now)?;
-        let status = deliver::hit_status_for(&object, object.ttl.get().saturating_sub(age));
-        let mut prepared = deliver::prepared_at_age(&object, age, status.as_bytes()).ok()?;
+        let mut prepared = deliver::prepared_hit(&object, age).ok()?;
         if prepared.own_status {
             return None;
         }
@@ -119,7 +118,7 @@ impl Proxy {
                     (primary, &object),
                     &accepts,
                     rules,
-                    (now, status.as_bytes()),
+                    (now, prepared.status.as_bytes()),
                 )?;
             } else if decoded
                 || (prepared.decodable.is_none()

@@ -192,9 +192,9 @@ impl ConnState {
         Violation::from_code(self.body_error.load(Ordering::Relaxed))
     }
 
-    pub(super) fn bytes_arrived(&self) {
+    pub(super) fn bytes_arrived(&self, clock: &mut PollClock) {
         if self.phase.load(Ordering::Relaxed) == PHASE_IDLE {
-            self.since_ms.store(now_ms(), Ordering::Relaxed);
+            self.since_ms.store(clock.ms(), Ordering::Relaxed);
             self.phase.store(PHASE_HEAD, Ordering::Relaxed);
         }
     }
@@ -266,16 +266,40 @@ impl ConnState {
 }
 
 /// Keeps the send clock: since when a write to the client has been blocked (0: it is not).
-pub(super) fn note_write(state: &ConnState, blocked: bool) {
+pub(super) fn note_write(state: &ConnState, blocked: bool, clock: &mut PollClock) {
     if state.send_started.load(Ordering::Relaxed) == 0 {
-        state.send_started.store(now_ms().max(1), Ordering::Relaxed);
+        state.send_started.store(clock.ms(), Ordering::Relaxed);
     }
     let since = &state.write_blocked_since;
     if blocked {
         if since.load(Ordering::Relaxed) == 0 {
-            since.store(now_ms().max(1), Ordering::Relaxed);
+            since.store(clock.ms(), Ordering::Relaxed);
         }
     } else if since.load(Ordering::Relaxed) != 0 {
         since.store(0, Ordering::Relaxed);
+    }
+}
+
+/// The coarse clock ([`now_ms`]) read at most once per poll of the gate. The marks a fast hit
+/// sets — its head arriving (`bytes_arrived`), its answer's first write (`note_write`), the
+/// connection idle again (`Gate::poll_answers`) — fall in one wake-up: one read instead of
+/// three (each ~30 instructions, bench/RESULTS.md "fourteenth stop: user"). Cleared when a
+/// poll of the gate begins (`Gate::poll_read`, the writes, the lean loop's turn), so a mark is
+/// never older than the poll that sets it.
+#[derive(Debug, Default)]
+pub(super) struct PollClock(u64);
+
+impl PollClock {
+    /// A new poll: the next mark reads the clock again.
+    pub(super) fn clear(&mut self) {
+        self.0 = 0;
+    }
+
+    /// The clock as of this poll's first mark (never 0: the marks use 0 for "unset").
+    pub(super) fn ms(&mut self) -> u64 {
+        if self.0 == 0 {
+            self.0 = now_ms().max(1);
+        }
+        self.0
     }
 }

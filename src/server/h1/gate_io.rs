@@ -73,7 +73,7 @@ impl<T: Quiet> Gate<T> {
             return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
         };
         let polled = self.splice.poll_drain(io, cx);
-        note_write(&self.state, polled.is_pending());
+        note_write(&self.state, polled.is_pending(), &mut self.clock);
         polled
     }
 }
@@ -85,6 +85,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Quiet> AsyncRead for Gate<T> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        this.clock.clear();
         loop {
             // Fast answers first; nothing more is read until they are written.
             if !this.out.is_empty() {
@@ -152,7 +153,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Quiet> AsyncRead for Gate<T> {
                 // End of stream. A held partial head was never seen by hyper: it just sees EOF.
                 return Poll::Ready(Ok(()));
             }
-            this.state.bytes_arrived();
+            this.state.bytes_arrived(&mut this.clock);
             if in_body {
                 this.state.body_received(end - start);
             }
@@ -186,6 +187,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Quiet> AsyncWrite for Gate<T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        self.clock.clear();
         if !self.out.is_empty() {
             ready!(self.poll_answers(cx))?;
         }
@@ -200,7 +202,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Quiet> AsyncWrite for Gate<T> {
             return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
         };
         let polled = this.splice.poll_write(io, cx, &this.counters, bufs);
-        note_write(&this.state, polled.is_pending());
+        note_write(&this.state, polled.is_pending(), &mut this.clock);
         polled
     }
     fn is_write_vectored(&self) -> bool {
@@ -209,6 +211,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Quiet> AsyncWrite for Gate<T> {
     /// hyper flushes its buffer into `poll_write` before it calls this: once it returns with
     /// no request in flight, hyper holds no response bytes (`flushed_at`).
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.clock.clear();
         if !self.out.is_empty() {
             ready!(self.poll_answers(cx))?;
         }
@@ -230,6 +233,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Quiet> AsyncWrite for Gate<T> {
     /// connection and destroy the error response before the client read it.
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        this.clock.clear();
         // Released: the socket lives on elsewhere and must not be shut down.
         if this.inner.is_none() {
             return Poll::Ready(Ok(()));

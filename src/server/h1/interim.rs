@@ -80,7 +80,7 @@ impl<T> Gate<T> {
                 return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
             };
             let polled = Pin::new(io).poll_write(cx, &self.interim);
-            note_write(&self.state, polled.is_pending());
+            note_write(&self.state, polled.is_pending(), &mut self.clock);
             let n = ready!(polled)?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));

@@ -54,6 +54,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Quiet> Gate<T> {
     /// turn sent them; here nothing else would, and the end of a large hit stayed in the pipe
     /// until the send timeout cut the body.
     pub(super) fn poll_lean(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Turn>> {
+        self.clock.clear();
         ready!(self.poll_drain(cx))?;
         let mut space = [MaybeUninit::<u8>::uninit(); READ_BYTES];
         let mut buf = ReadBuf::uninit(&mut space);

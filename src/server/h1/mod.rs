@@ -55,7 +55,7 @@ use crate::proxy::{FastAnswer, ResponseBody};
 use crate::stats::Counters;
 
 pub(super) use conn::{ConnState, PHASE_HEAD, PHASE_IDLE};
-use conn::{UPGRADE_REFUSED, UPGRADE_TUNNEL};
+use conn::{PollClock, UPGRADE_REFUSED, UPGRADE_TUNNEL};
 pub(super) use scan::count_violation;
 pub(super) use session::serve_session;
 pub(crate) use transport::Quiet;
@@ -158,6 +158,8 @@ pub(super) struct Gate<T> {
     /// Written bytes of stored bodies still in the connection's pipe (`splice.rs`): sent before
     /// anything else.
     splice: splice::Splice,
+    /// The coarse clock as this poll first read it (`conn::PollClock`).
+    clock: PollClock,
 }
 
 /// Whether the gate is parsing HTTP, waiting for the answer to an upgrade request, or passing
@@ -194,6 +196,7 @@ impl<T> Gate<T> {
             interim: Bytes::new(),
             regions: None,
             splice: splice::Splice::default(),
+            clock: PollClock::default(),
         }
     }
 

@@ -118,7 +118,7 @@ impl<T: AsyncWrite + Unpin + Quiet> Gate<T> {
             .unwrap_or(bufs.len());
         if first > 0 {
             let polled = self.io()?.poll_write_vectored(cx, &bufs[..first]);
-            note_write(&self.state, polled.is_pending());
+            note_write(&self.state, polled.is_pending(), &mut self.clock);
             return polled;
         }
         let slice: &[u8] = &bufs[0];
@@ -170,7 +170,7 @@ impl<T: AsyncWrite + Unpin + Quiet> Gate<T> {
                 other => (other, false),
             }
         });
-        note_write(&self.state, polled.is_pending());
+        note_write(&self.state, polled.is_pending(), &mut self.clock);
         polled
     }
 }

@@ -35,6 +35,30 @@ fn slow_body_allowance() {
     assert_eq!(s.body_wait_since.load(Ordering::Relaxed), 0);
 }
 
+/// The marks of one poll (a head arriving, an answer's first write, idle again) share one
+/// read of the coarse clock; the next poll reads it again.
+#[test]
+fn one_poll_reads_the_coarse_clock_once() {
+    let mut clock = PollClock::default();
+    let s = ConnState::new();
+    s.phase.store(PHASE_IDLE, Ordering::Relaxed);
+    s.bytes_arrived(&mut clock);
+    let first = s.since_ms.load(Ordering::Relaxed);
+    assert!(first > 0);
+    std::thread::sleep(std::time::Duration::from_millis(40));
+    s.response_begins();
+    conn::note_write(&s, true, &mut clock);
+    assert_eq!(s.send_started.load(Ordering::Relaxed), first);
+    assert_eq!(s.write_blocked_since.load(Ordering::Relaxed), first);
+    clock.clear();
+    conn::note_write(&s, false, &mut clock);
+    assert_eq!(s.write_blocked_since.load(Ordering::Relaxed), 0);
+    s.response_begins();
+    conn::note_write(&s, false, &mut clock);
+    // A sleep of 40 ms is at least 40 ms; the coarse clock may lag by a tick (<= 10 ms).
+    assert!(s.send_started.load(Ordering::Relaxed) >= first + 20);
+}
+
 /// An error answered with a close (`linger_on_close`): shutdown sends FIN, then reads what
 /// the client still sends until it closes. Without it, shutdown returns at once.
 #[tokio::test]
