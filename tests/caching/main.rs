@@ -16,4 +16,5 @@ mod interim;
 mod invalidation;
 mod revalidation;
 mod stale;
+mod storability;
 mod vary;
