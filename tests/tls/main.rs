@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod operation;
 mod tls;
 mod tls_backend;
 mod tls_clients;
