@@ -10,6 +10,23 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// The `feature` names this runner has (varnishtest's `feature`): a file that asks for another
+/// is out of scope (`scope`) and skipped when run (`exec`). `ignore_unknown_macro` also turns
+/// on [`Shared::ignore_unknown_macro`]; `feature cmd CMD` is decided by the command.
+pub const FEATURES: &[&str] = &[
+    "ipv4",
+    "64bit",
+    "SO_RCVTIMEO_WORKS",
+    "!sanitizer",
+    "!asan",
+    "!coverage",
+    "!workspace_emulator",
+    "!tsan",
+    "!msan",
+    "!ubsan",
+    "ignore_unknown_macro",
+];
+
 use super::barrier::{self, Barrier};
 pub use super::halt::{Halt, Step, fail, lock, skip};
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 mod varnish_cmd;
 
 use super::client::Client;
-use super::context::{Halt, Shared, Step, fail, skip};
+use super::context::{FEATURES, Halt, Shared, Step, fail, skip};
 use super::lex::{self, Command};
 use super::logexp::LogExpect;
 use super::outcome::{ErrvclCase, Wiring};
@@ -207,19 +207,10 @@ fn feature(shared: &Shared, names: &[String]) -> Step {
     }
     for f in names {
         match f.as_str() {
-            "ipv4"
-            | "64bit"
-            | "SO_RCVTIMEO_WORKS"
-            | "!sanitizer"
-            | "!asan"
-            | "!coverage"
-            | "!workspace_emulator"
-            | "!tsan"
-            | "!msan"
-            | "!ubsan" => {}
             "ignore_unknown_macro" => shared
                 .ignore_unknown_macro
                 .store(true, std::sync::atomic::Ordering::Relaxed),
+            f if FEATURES.contains(&f) => {}
             other => return skip(format!("feature {other}")),
         }
     }
@@ -248,5 +239,33 @@ fn run_check(shared: &Shared, cmd: &str) -> Step<bool> {
             return Ok(false);
         }
         std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every name of [`FEATURES`] is present when a file runs (the scope says the same:
+    /// `scope::tests`); any other is a skip; `ignore_unknown_macro` turns its switch on.
+    #[test]
+    fn the_features_the_scope_admits_are_present_when_run() {
+        let shared = Shared::new(
+            super::super::context::Flavour::Trunk,
+            Duration::from_secs(5),
+            std::env::temp_dir(),
+        );
+        for f in FEATURES {
+            assert!(feature(&shared, &[f.to_string()]).is_ok(), "{f}");
+        }
+        assert!(
+            shared
+                .ignore_unknown_macro
+                .load(std::sync::atomic::Ordering::Relaxed)
+        );
+        assert!(matches!(
+            feature(&shared, &["dns".to_string()]),
+            Err(Halt::Skip(_))
+        ));
     }
 }

@@ -8,7 +8,7 @@
 mod refused;
 mod varnish;
 
-use super::context::Flavour;
+use super::context::{FEATURES, Flavour};
 use super::lex::{self, Command};
 use super::outcome::Wiring;
 
@@ -104,23 +104,8 @@ fn top(c: &Command, flavour: Flavour, wiring: Wiring) -> Option<String> {
             if words.get(1) == Some(&"cmd") {
                 return None;
             }
-            for f in &words[1..] {
-                if !matches!(
-                    *f,
-                    "ipv4"
-                        | "64bit"
-                        | "SO_RCVTIMEO_WORKS"
-                        | "!sanitizer"
-                        | "!asan"
-                        | "!coverage"
-                        | "!workspace_emulator"
-                        | "!tsan"
-                        | "!msan"
-                        | "!ubsan"
-                        | "ignore_unknown_macro"
-                ) {
-                    return Some(format!("feature {f}"));
-                }
+            if let Some(f) = words[1..].iter().find(|f| !FEATURES.contains(f)) {
+                return Some(format!("feature {f}"));
             }
             None
         }
@@ -298,6 +283,9 @@ mod tests {
         assert!(scope("varnish v1 -cliexpect foo \"ban.list\"").is_some());
         assert_eq!(scope("feature cmd {test 1 = 1}"), None);
         assert!(scope("feature dns").is_some());
+        for f in FEATURES {
+            assert_eq!(scope(&format!("feature {f}")), None, "{f}");
+        }
         assert!(
             scope("varnish v1 -badvcl { backend b1 { .host = \"v00002.freebsd.dk\"; } }")
                 .unwrap()
