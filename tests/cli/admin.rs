@@ -24,16 +24,28 @@ fn cli_tools_find_the_admin_address_from_config_or_shellac_admin() {
     let dir = std::env::temp_dir().join(format!("shellac-cli-admin-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("shellac.toml");
-    let admin = format!("127.0.0.1:{}", free_port());
-    std::fs::write(
-        &file,
-        format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"{admin}\"\nadmin_token = \"s3cret-token\"\n[[backend]]\nhost = \"127.0.0.1\"\nport = 9\n"
-        ),
-    )
-    .unwrap();
     let path = file.to_str().unwrap();
-    let child = Served::serve(&["--config", path]);
+    // The admin port is free when chosen (bound and released), but another test's connection
+    // can take it as its local port before shellac binds it: shellac then exits, and another
+    // port is tried (at most 5).
+    let mut tries = Vec::new();
+    let (child, admin) = loop {
+        let admin = format!("127.0.0.1:{}", free_port());
+        std::fs::write(
+            &file,
+            format!(
+                "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"{admin}\"\nadmin_token = \"s3cret-token\"\n[[backend]]\nhost = \"127.0.0.1\"\nport = 9\n"
+            ),
+        )
+        .unwrap();
+        let mut cmd = Command::new(BIN);
+        cmd.args(["serve", "--config", path]);
+        match Served::try_start(cmd) {
+            Ok(child) => break (child, admin),
+            Err(log) if tries.len() < 4 => tries.push(log),
+            Err(log) => panic!("shellac did not start on 5 admin ports: {tries:?}\n{log}"),
+        }
+    };
     assert_eq!(child.admin.to_string(), admin);
 
     // --config FILE: its server.admin and its admin_token.

@@ -87,7 +87,14 @@ impl Served {
 
     /// Starts `cmd` (the binary, or a shell that execs it) with `SHELLAC_LOG=info` and waits
     /// (at most 20 s per line) for its `proxy listening on` and `admin listening on` lines.
-    pub fn start(mut cmd: Command) -> Served {
+    pub fn start(cmd: Command) -> Served {
+        Served::try_start(cmd)
+            .unwrap_or_else(|log| panic!("shellac logs its addresses; it exited:\n{log}"))
+    }
+
+    /// [`Served::start`], or the lines it logged when it exited before both addresses (a
+    /// port it was given is taken, say).
+    pub fn try_start(mut cmd: Command) -> Result<Served, String> {
         cmd.env("SHELLAC_LOG", "info").stderr(Stdio::piped());
         let mut child = spawn_copied(&mut cmd);
         let stderr = child.stderr.take().expect("stderr is piped");
@@ -100,9 +107,14 @@ impl Served {
         let (mut proxy, mut admin) = (None, None);
         let mut early = Vec::new();
         while proxy.is_none() || admin.is_none() {
-            let line = log
-                .recv_timeout(Duration::from_secs(20))
-                .expect("shellac logs its addresses");
+            let line = match log.recv_timeout(Duration::from_secs(20)) {
+                Ok(line) => line,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let _ = child.wait();
+                    return Err(early.join("\n"));
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => panic!("shellac logs its addresses"),
+            };
             // Regression (issue 23, defect 6): colour codes were written to pipes and files.
             assert!(
                 !line.contains('\x1b'),
@@ -116,13 +128,13 @@ impl Served {
             }
             early.push(line);
         }
-        Served {
+        Ok(Served {
             child,
             proxy: proxy.expect("proxy address"),
             admin: admin.expect("admin address"),
             log,
             early,
-        }
+        })
     }
 
     /// Its process id (to read `/proc/PID/status`).
