@@ -61,9 +61,7 @@ async fn hash_director_is_sticky_per_key() {
 /// `backend_retry` that never happened.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lone_refused_backend_counts_no_retry() {
-    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let dead_addr = dead.local_addr().unwrap();
-    drop(dead);
+    let dead_addr = std::net::SocketAddr::from(([127, 0, 0, 1], refused_port()));
     let shellac = Shellac::start(dead_addr, |_| {}).await;
     assert_eq!(get(shellac.addr, "/").await.status, 503);
     let stats = shellac.stats().await;
@@ -74,9 +72,7 @@ async fn a_lone_refused_backend_counts_no_retry() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_refused_is_retried_on_the_next_backend() {
-    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let dead_addr = dead.local_addr().unwrap();
-    drop(dead);
+    let dead_addr = std::net::SocketAddr::from(([127, 0, 0, 1], refused_port()));
     let live = named("live", Arc::new(AtomicBool::new(false))).await;
     let shellac = Shellac::start(live.addr, |c| {
         c.backends[0].host = dead_addr.ip().to_string();

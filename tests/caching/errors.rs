@@ -11,9 +11,7 @@ use tokio::net::TcpStream;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_backend_is_503() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let dead: SocketAddr = listener.local_addr().unwrap();
-    drop(listener);
+    let dead = SocketAddr::from(([127, 0, 0, 1], refused_port()));
     let shellac = Shellac::start(dead, |_| {}).await;
     let r = get(shellac.addr, "/").await;
     assert_eq!(r.status, 503);

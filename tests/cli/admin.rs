@@ -5,7 +5,7 @@
 use std::process::Command;
 
 use crate::common::binary::{BIN, Served, output};
-use crate::common::free_port;
+use crate::common::{free_port, refused_port};
 
 /// `shellac ARGS` with `env` set and the admin-finding variables of the test's own
 /// environment removed: (exit code, stdout, stderr).
@@ -85,7 +85,7 @@ fn cli_tools_find_the_admin_address_from_config_or_shellac_admin() {
 
 #[test]
 fn a_connection_error_says_how_to_point_the_cli_tools() {
-    let closed = format!("127.0.0.1:{}", free_port());
+    let closed = format!("127.0.0.1:{}", refused_port());
     for args in [
         &["stats"][..],
         &["stat", "-1"][..],

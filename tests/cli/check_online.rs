@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::common::binary::BIN;
 use crate::common::pebble::Pebble;
-use crate::common::{TempDir, free_port};
+use crate::common::{TempDir, free_port, refused_port};
 
 /// A standalone `redis-server` with `requirepass`, stopped when dropped.
 struct Redis(Child, u16);
@@ -99,7 +99,7 @@ fn check_online_reports_a_closed_port_a_wrong_redis_password_and_the_acme_direct
     // Accepts connections and never answers.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let silent_port = silent.local_addr().unwrap().port();
-    let closed = free_port();
+    let closed = refused_port();
     let mut text = format!(
         "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"off\"\n\n\
          [[backend]]\nname = \"up\"\nhost = \"127.0.0.1\"\nport = {open_port}\n\n\

@@ -72,6 +72,25 @@ pub fn free_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
+/// A loopback port where every connection is refused for the rest of the test process: bound
+/// by a socket that never listens, kept open (leaked) so no other socket can bind it. A port
+/// from [`free_port`] is released at once, and another test's listener can take it (a "gone"
+/// backend of tests/vcl once answered 404 from another test's admin listener).
+pub fn refused_port() -> u16 {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+        .expect("a TCP socket");
+    let any = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    socket.bind(&any.into()).expect("bind a loopback port");
+    let port = socket
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .expect("its address")
+        .port();
+    std::mem::forget(socket);
+    port
+}
+
 /// A fresh temporary directory for one test.
 pub fn temp_dir(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("shellac-{name}-{}", std::process::id()));

@@ -330,7 +330,7 @@ async fn metrics_in_prometheus_text_format() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_have_per_backend_health_requests_failures_connections_and_ttfb() {
     let origin = Origin::start(origin_handler).await;
-    let dead_port = free_port();
+    let dead_port = refused_port();
     let toml = format!(
         "[[backend]]\nname = \"web\"\nhost = \"127.0.0.1\"\nport = {}\n\
          [[backend]]\nname = \"dead\"\nhost = \"127.0.0.1\"\nport = {dead_port}\n\

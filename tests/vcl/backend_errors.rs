@@ -3,13 +3,13 @@
 
 use crate::common;
 use common::vcl::start_vcl;
-use common::{Origin, Reply, Shellac, free_port, get, raw};
+use common::{Origin, Reply, Shellac, get, raw, refused_port};
 
 /// Shellac on a VCL 4.1 with backend `b` (an origin answering `x`, returned) and backend
 /// `gone` (a port nothing listens on: every connection refused), then `subs`.
 async fn start_with_gone(name: &str, subs: &str) -> (Origin, Shellac) {
     let origin = Origin::start(|_| Reply::ok("x")).await;
-    let gone = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let gone = std::net::SocketAddr::from(([127, 0, 0, 1], refused_port()));
     let vcl =
         format!("vcl 4.1;\nbackend b {{ ${{origin0}} }}\nbackend gone {{ ${{origin1}} }}\n{subs}");
     let shellac = start_vcl(name, &vcl, &[origin.addr, gone]).await;
@@ -143,7 +143,7 @@ async fn varnish_v00050_a_998_retried_into_a_stored_backend_error_object() {
         _ => Reply::ok("a").cc("max-age=60"),
     })
     .await;
-    let refused = free_port();
+    let refused = refused_port();
     let vcl = r#"vcl 4.1;
 backend b { ${origin0} }
 backend sick { .host = "127.0.0.1"; .port = "REFUSED"; }
