@@ -369,6 +369,9 @@ impl Rules {
             o.grace = d(c.grace).or(o.grace);
             o.keep = d(c.keep).or(o.keep);
             o.override_origin |= c.override_origin;
+            if c.storage.is_some() {
+                o.storage.clone_from(&c.storage);
+            }
             o.rule = Some(c.name.clone());
         }
         o

@@ -45,6 +45,8 @@ struct Snapshot {
     backends: Vec<BackendRow>,
     /// One row per `[[site]]` seen since start.
     sites: Vec<SiteRow>,
+    /// `Transient` and each named storage seen since start (`cache/stores.rs`).
+    storages: Vec<crate::cache::shares::StoreFigures>,
 }
 
 /// What `/metrics` says about one site (labels `site="NAME"`).
@@ -268,6 +270,12 @@ pub fn encode(proxy: &Proxy, certs: &[crate::tls::server::CertView]) -> String {
                 ttfb_sum_seconds: c.ttfb.sum_us() as f64 / 1e6,
             })
             .collect(),
+        storages: proxy
+            .cache
+            .storage
+            .site_shares()
+            .map(|s| s.stores())
+            .unwrap_or_default(),
     };
     let mut registry = Registry::default();
     registry.register_collector(Box::new(snapshot));
@@ -360,6 +368,7 @@ impl Collector for Snapshot {
         super::acme::encode(&self.acme, &mut encoder)?;
         encode_backends(&self.backends, &mut encoder)?;
         encode_sites(&self.sites, &mut encoder)?;
+        encode_storages(&self.storages, &mut encoder)?;
         Ok(())
     }
 }
@@ -415,6 +424,48 @@ fn encode_site_cache(rows: &[SiteRow], encoder: &mut DescriptorEncoder) -> std::
         "shellac_site_cache_share_evictions",
         "Objects evicted to hold the site to its cache_share, per [[site]]",
         rows.iter().map(|row| (row.labels(), row.cache.evictions)),
+    )
+}
+
+/// `shellac_storage_bytes{storage}`, `shellac_storage_size_bytes{storage}` (those with a
+/// size), `shellac_storage_objects{storage}`, `shellac_storage_stored_total{storage}` and
+/// `shellac_storage_evicted_total{storage}`: `Transient` and the named storages.
+fn encode_storages(
+    rows: &[crate::cache::shares::StoreFigures],
+    encoder: &mut DescriptorEncoder,
+) -> std::fmt::Result {
+    fn labels(f: &crate::cache::shares::StoreFigures) -> [(&'static str, &str); 1] {
+        [("storage", f.name.as_str())]
+    }
+    gauges(
+        encoder,
+        "shellac_storage_bytes",
+        "Bytes the storage's objects take in the memory tier, per storage ([[storage.named]], Transient)",
+        rows.iter().map(|f| (labels(f), f.bytes)),
+    )?;
+    gauges(
+        encoder,
+        "shellac_storage_size_bytes",
+        "The storage's size, per [[storage.named]] that has one",
+        rows.iter().filter_map(|f| Some((labels(f), f.size?))),
+    )?;
+    gauges(
+        encoder,
+        "shellac_storage_objects",
+        "Objects the storage holds, per storage",
+        rows.iter().map(|f| (labels(f), f.objects)),
+    )?;
+    counters(
+        encoder,
+        "shellac_storage_stored",
+        "Objects stored in the storage, per storage",
+        rows.iter().map(|f| (labels(f), f.stored)),
+    )?;
+    counters(
+        encoder,
+        "shellac_storage_evicted",
+        "Objects evicted to hold the storage to its size, per storage",
+        rows.iter().map(|f| (labels(f), f.evicted)),
     )
 }
 

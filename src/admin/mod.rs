@@ -217,6 +217,7 @@ fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<AdminBody> {
         (&Method::GET, "/vsl") => vsl(proxy, req.uri()),
         (&Method::GET, "/stats/live") => reply(StatusCode::OK, JSON, json(stats::live(proxy))),
         (&Method::GET, "/sites") => reply(StatusCode::OK, JSON, json(stats::sites(proxy))),
+        (&Method::GET, "/storages") => reply(StatusCode::OK, JSON, json(stats::storages(proxy))),
         (&Method::GET, "/") => reply(
             StatusCode::OK,
             "text/html; charset=utf-8",
@@ -268,6 +269,7 @@ GET /backends            health, probes, connections and counters per backend (J
 POST /backends/NAME/health  body: sick, healthy or auto (NAME may hold *): the operator's word
 GET /tls                 TLS listeners and each certificate's names, key and expiry (JSON)
 GET /sites               every [[site]]'s requests, hits, misses, passes, rewrites, hit ratio, cache bytes and share (JSON)
+GET /storages            the memory tier's storages (s0, Transient, [[storage.named]]): bytes, size, free, objects, stored, evicted (JSON)
 GET /vsl?after=N         Varnish-style records kept by log.vsl_records, after number N
 GET /log/stream          live transactions, JSON lines (?url=REGEX&status=5xx&miss=1&backend=NAME&site=NAME)
 GET /top                 rankings (?by=url|host|backend|ua|site&sort=requests|misses|bytes&window=60&n=20&site=NAME)

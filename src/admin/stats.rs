@@ -135,6 +135,38 @@ pub fn sites(proxy: &Proxy) -> Value {
     Value::Array(rows)
 }
 
+/// `GET /storages`: the memory tier's storages (`[[storage.named]]`, docs/configuration.md),
+/// first `s0` (the memory tier itself: `bytes`, `size` its `cache.memory_size`, `objects`),
+/// then `Transient` and every named storage seen since start: `bytes` its objects are charged,
+/// `size` (null: bounded by the memory tier alone), `free` (what it can still take before it
+/// evicts its own: its size, else the memory tier's, less what is used), `objects` held now,
+/// `stored` and `evicted` since start (`evicted`: to hold it to its size).
+pub fn storages(proxy: &Proxy) -> Value {
+    let tier = proxy.cache.storage.stats();
+    let tier_free = tier.capacity.saturating_sub(tier.bytes);
+    let mut rows = vec![json!({
+        "name": "s0",
+        "bytes": tier.bytes,
+        "size": tier.capacity,
+        "free": tier_free,
+        "objects": tier.objects,
+    })];
+    if let Some(shares) = proxy.cache.storage.site_shares() {
+        for f in shares.stores() {
+            rows.push(json!({
+                "name": f.name,
+                "bytes": f.bytes,
+                "size": f.size,
+                "free": f.size.map_or(tier_free, |s| s.saturating_sub(f.bytes).min(tier_free)),
+                "objects": f.objects,
+                "stored": f.stored,
+                "evicted": f.evicted,
+            }));
+        }
+    }
+    Value::Array(rows)
+}
+
 fn round(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }

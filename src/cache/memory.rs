@@ -33,7 +33,9 @@
 //!
 //! Site shares (`[[site]] cache_share`, [`super::shares`]): each entry's head carries its
 //! key's site account, charged and uncharged with the shard; a site over its share evicts its
-//! own entries first ([`share`]). A hit costs nothing more.
+//! own entries first ([`share`]). A named storage (`super::stores`) is an account of the same
+//! kind: an object stored in it is charged to it instead of its site, and held to its size
+//! the same way. A hit costs nothing more.
 
 mod entry;
 mod share;
@@ -125,6 +127,7 @@ impl Shard {
         let weight = self.weight.get_mut();
         *weight = weight.saturating_sub(charged);
         shares.sub(entry.head().site, charged);
+        shares.count_gone(entry.head().site);
     }
 }
 
@@ -339,7 +342,10 @@ impl Storage for MemoryStorage {
         if key.host_len() > MAX_HOST {
             return;
         }
-        let site = key.site();
+        // An object in a named storage (or `Transient`) is charged to the storage.
+        let site = super::shares::store_account(object.state.store()).unwrap_or(key.site());
+        let mut key = key;
+        key.set_site(site);
         let entry = entry_for(&key, object);
         let weight = charge(&entry);
         // Larger than the tier's shard, or than its site's whole share: not kept here.
@@ -367,6 +373,7 @@ impl Storage for MemoryStorage {
             }
             *shard.weight.get_mut() += weight;
             self.shares.add(site, weight);
+            self.shares.count_stored(site);
             // The site's own entries first, then anyone's for the shard's budget.
             shard.evict_for_share(site, &self.shares, Some(&entry), &mut evicted);
             shard.make_room(self.shard_capacity, &entry, &self.shares, &mut evicted);

@@ -29,6 +29,7 @@ pub mod slices;
 mod span;
 pub mod status_line;
 mod storage;
+pub mod stores;
 pub mod tags;
 pub mod tiered;
 mod variants;

@@ -33,8 +33,9 @@ pub enum Body {
     Disk(Box<DiskBody>),
 }
 
-/// What the tiers remember about an object besides the response itself: four flags in one
-/// byte (the `Object` has no room for more, `tests::an_object_stays_compact`).
+/// What the tiers remember about an object besides the response itself: four flags and the
+/// storage it is kept in (`cache/stores.rs`, 4 bits), in one byte (the `Object` has no room
+/// for more, `tests::an_object_stays_compact`).
 #[derive(Debug, Default)]
 pub struct TierState(AtomicU8);
 
@@ -67,6 +68,21 @@ impl TierState {
             flags |= TierState::TRANSIENT;
         }
         TierState(AtomicU8::new(flags))
+    }
+
+    /// The bits of the storage id.
+    const STORE_SHIFT: u8 = 4;
+
+    /// This state with the object kept in storage `id` (`0`: `s0`; below
+    /// [`super::stores::MAX_STORES`]). A copy read from the disk tier is in `s0`.
+    pub fn in_store(self, id: u8) -> TierState {
+        let flags = self.0.into_inner() & 0x0f;
+        TierState(AtomicU8::new(flags | (id << TierState::STORE_SHIFT)))
+    }
+
+    /// The storage the object is kept in (`cache/stores.rs`).
+    pub fn store(&self) -> u8 {
+        self.0.load(Ordering::Relaxed) >> TierState::STORE_SHIFT
     }
 
     fn has(&self, flag: u8) -> bool {
@@ -199,7 +215,7 @@ impl Object {
             stale_if_error: plan.stale_if_error.into(),
             keep: plan.keep.into(),
             stored_at,
-            state: TierState::with(false, false, plan.transient),
+            state: TierState::with(false, false, plan.transient).in_store(plan.store),
             prepared: Default::default(),
             hits: Default::default(),
             prefetch: plan.prefetch,
@@ -233,7 +249,8 @@ impl Object {
             stale_if_error: self.stale_if_error,
             keep: self.keep,
             stored_at: self.stored_at,
-            state: TierState::with(false, false, self.state.transient()),
+            state: TierState::with(false, false, self.state.transient())
+                .in_store(self.state.store()),
             prepared: Default::default(),
             hits: AtomicU16::new(self.hits.load(Ordering::Relaxed)),
             prefetch: self.prefetch,

@@ -1,6 +1,11 @@
-//! Per-site shares of the memory tier (`[[site]] cache_share`, docs/sites.md): the bytes each
-//! site's objects are charged there, the bound a site with a share is held to, and the objects
-//! evicted to hold it.
+//! Per-site shares of the memory tier (`[[site]] cache_share`, docs/sites.md) and named
+//! storages (`[[storage.named]]`, `stores.rs`): the bytes each account's objects are charged
+//! there, the bound an account with a share or a size is held to, and the objects evicted to
+//! hold it.
+//!
+//! Accounts `0..SITE_ACCOUNTS` are sites'; the [`MAX_STORES`] after them are storages'
+//! ([`store_account`]), `Transient` and the named ones (`s0`, id 0, has none: its objects are
+//! charged to their site).
 //!
 //! A site's account is a small number ([`CacheKey::site`](super::CacheKey::site), set when the
 //! request's site is known, `0` for none) that its objects carry in the memory tier's entry
@@ -16,29 +21,73 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Accounts per memory tier, `0` (no site) included: the site names a process can tell apart
-/// since it started. A site first named after the last one has no account (its objects count
-/// in `0`, and it has no share); `shellac check` refuses more sites than
+use super::stores::{MAX_STORES, S0, StoreNames};
+
+/// Site accounts per memory tier, `0` (no site) included: the site names a process can tell
+/// apart since it started. A site first named after the last one has no account (its objects
+/// count in `0`, and it has no share); `shellac check` refuses more sites than
 /// [`crate::config::site_share::MAX_SITES`] in one file.
-pub const ACCOUNTS: usize = crate::config::site_share::MAX_SITES + 1;
+pub const SITE_ACCOUNTS: usize = crate::config::site_share::MAX_SITES + 1;
+
+/// Accounts per memory tier: the sites', then one per storage id.
+pub const ACCOUNTS: usize = SITE_ACCOUNTS + MAX_STORES;
+
+/// The account of storage `id` (`None` for `s0`, whose objects are charged to their site).
+pub fn store_account(id: u8) -> Option<u16> {
+    (id != S0 && usize::from(id) < MAX_STORES).then(|| (SITE_ACCOUNTS + usize::from(id)) as u16)
+}
+
+/// The storage id of `account` (`s0` for a site's).
+pub fn store_of_account(account: u16) -> u8 {
+    usize::from(account)
+        .checked_sub(SITE_ACCOUNTS)
+        .filter(|id| *id < MAX_STORES)
+        .map_or(S0, |id| id as u8)
+}
+
+/// What a named storage reports (`/stats` `storages`, VCL's `storage.NAME.*`, Varnish's
+/// `SMA.NAME.*`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreFigures {
+    pub name: String,
+    /// Bytes its objects are charged in the memory tier.
+    pub bytes: u64,
+    /// Its size (`None`: bounded by the memory tier alone).
+    pub size: Option<u64>,
+    /// Objects it holds now.
+    pub objects: u64,
+    /// Objects stored in it since start.
+    pub stored: u64,
+    /// Objects evicted to hold it to its size, since start.
+    pub evicted: u64,
+}
 
 /// No share: the account is bounded by the tier alone.
 const NONE: u64 = u64::MAX;
 
-/// Every account's bytes, share and evictions for its share.
+/// Every account's bytes, share and evictions for its share; the storages' names and what
+/// they hold.
 pub struct SiteShares {
     bytes: Box<[AtomicU64]>,
     limit: Box<[AtomicU64]>,
     evicted: Box<[AtomicU64]>,
+    /// Objects held, and stored since start (counted for storage accounts only).
+    objects: Box<[AtomicU64]>,
+    stored: Box<[AtomicU64]>,
+    /// The storages' names by id.
+    pub names: StoreNames,
 }
 
 impl Default for SiteShares {
     fn default() -> SiteShares {
-        let zeros = || (0..ACCOUNTS).map(|_| AtomicU64::new(0)).collect();
+        let zeros = |n| (0..n).map(|_| AtomicU64::new(0)).collect();
         SiteShares {
-            bytes: zeros(),
+            bytes: zeros(ACCOUNTS),
             limit: (0..ACCOUNTS).map(|_| AtomicU64::new(NONE)).collect(),
-            evicted: zeros(),
+            evicted: zeros(ACCOUNTS),
+            objects: zeros(MAX_STORES),
+            stored: zeros(MAX_STORES),
+            names: StoreNames::default(),
         }
     }
 }
@@ -94,17 +143,80 @@ impl SiteShares {
     }
 
     /// The shares of a configuration: (account, bytes) for each site that has one; every
-    /// other account has none from now on. A site over its new share is held to it as its
-    /// next objects are stored.
+    /// other site account has none from now on. A site over its new share is held to it as
+    /// its next objects are stored.
     pub fn set_limits(&self, shares: &[(u16, u64)]) {
-        for limit in self.limit.iter() {
+        for limit in self.limit.iter().take(SITE_ACCOUNTS) {
             limit.store(NONE, Ordering::Relaxed);
         }
         for (site, bytes) in shares {
-            if let Some(limit) = self.limit.get(usize::from(*site)) {
+            if let Some(limit) = self
+                .limit
+                .get(usize::from(*site))
+                .filter(|_| usize::from(*site) < SITE_ACCOUNTS)
+            {
                 limit.store(*bytes, Ordering::Relaxed);
             }
         }
+    }
+
+    /// The named storages of a configuration, (name, size): each gets its id (kept from an
+    /// earlier configuration that named it) and its size; every other storage is unbounded
+    /// from now on (`Transient` when not declared). A storage over its new size is held to it
+    /// as its next objects are stored.
+    pub fn set_stores(&self, stores: &[(String, Option<u64>)]) {
+        for id in 0..MAX_STORES as u8 {
+            if let Some(a) = store_account(id) {
+                self.limit[usize::from(a)].store(NONE, Ordering::Relaxed);
+            }
+        }
+        for (name, size) in stores {
+            let account = self.names.register(name).and_then(store_account);
+            if let (Some(a), Some(size)) = (account, size) {
+                self.limit[usize::from(a)].store(*size, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Counts an object stored in storage `account` (no count for a site's).
+    pub(super) fn count_stored(&self, account: u16) {
+        let id = usize::from(store_of_account(account));
+        if id != usize::from(S0) {
+            self.stored[id].fetch_add(1, Ordering::Relaxed);
+            self.objects[id].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts an object of storage `account` gone (evicted, removed, replaced).
+    pub(super) fn count_gone(&self, account: u16) {
+        let id = usize::from(store_of_account(account));
+        if id != usize::from(S0) {
+            let _ = self.objects[id].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                Some(v.saturating_sub(1))
+            });
+        }
+    }
+
+    /// The figures of every storage but `s0`, by id: `Transient` and every name seen since
+    /// start (one a reload removed stays, unbounded, until its objects are gone).
+    pub fn stores(&self) -> Vec<StoreFigures> {
+        (1..self.names.len().min(MAX_STORES))
+            .filter_map(|id| self.store(id as u8))
+            .collect()
+    }
+
+    /// The figures of storage `id` (`None` for `s0`, whose figures are the memory tier's).
+    pub fn store(&self, id: u8) -> Option<StoreFigures> {
+        let account = store_account(id)?;
+        let i = usize::from(id);
+        Some(StoreFigures {
+            name: self.names.name(id),
+            bytes: self.bytes(account),
+            size: self.limit(account),
+            objects: self.objects[i].load(Ordering::Relaxed),
+            stored: self.stored[i].load(Ordering::Relaxed),
+            evicted: self.evictions(account),
+        })
     }
 }
 
@@ -129,5 +241,45 @@ mod tests {
         // Accounts past the last are ignored, not a panic.
         shares.add(u16::MAX, 1);
         assert_eq!(shares.bytes(u16::MAX), 0);
+    }
+
+    #[test]
+    fn a_storage_has_an_account_of_its_own_and_keeps_it_across_configurations() {
+        let shares = SiteShares::default();
+        assert_eq!(store_account(S0), None);
+        let transient = store_account(crate::cache::stores::TRANSIENT).expect("account");
+        assert_eq!(usize::from(transient), SITE_ACCOUNTS + 1);
+        assert_eq!(store_of_account(transient), crate::cache::stores::TRANSIENT);
+        assert_eq!(store_of_account(3), S0, "a site's account is s0's");
+        shares.set_stores(&[("images".into(), Some(1000))]);
+        let images = shares.names.id("images").expect("registered");
+        let a = store_account(images).expect("account");
+        assert!(!shares.over(a));
+        shares.add(a, 1001);
+        shares.count_stored(a);
+        assert!(shares.over(a));
+        // A site's share leaves the storages' sizes alone, and the other way round.
+        shares.set_limits(&[(3, 10)]);
+        assert_eq!(shares.limit(a), Some(1000));
+        shares.set_stores(&[("video".into(), None), ("images".into(), Some(5000))]);
+        assert_eq!(shares.limit(3), Some(10));
+        assert_eq!(shares.names.id("images"), Some(images), "kept its id");
+        let f = shares.store(images).expect("figures");
+        assert_eq!(
+            (f.name.as_str(), f.bytes, f.size, f.objects, f.stored),
+            ("images", 1001, Some(5000), 1, 1)
+        );
+        shares.count_gone(a);
+        shares.count_gone(a);
+        assert_eq!(
+            shares.store(images).map(|f| f.objects),
+            Some(0),
+            "saturates"
+        );
+        let t = shares
+            .store(crate::cache::stores::TRANSIENT)
+            .expect("figures");
+        assert_eq!((t.name.as_str(), t.size), ("Transient", None));
+        assert_eq!(shares.store(S0), None);
     }
 }

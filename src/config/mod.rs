@@ -59,8 +59,8 @@ pub use locate::ConfigError;
 pub use log::LogConfig;
 pub use server::ServerConfig;
 pub use storage::{
-    Admission, DISK_REGION_OVERHEAD, DiskConfig, OnOpenError, SharedConfig, SharedTls,
-    StorageConfig,
+    Admission, DISK_REGION_OVERHEAD, DiskConfig, MAX_NAMED_STORAGES, NamedStorage, OnOpenError,
+    SharedConfig, SharedTls, StorageConfig,
 };
 
 /// The configuration `shellac serve` uses when no `--config` is given.

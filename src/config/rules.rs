@@ -232,6 +232,8 @@ pub struct RuleConfig {
     pub keep: Option<Dur>,
     /// Store even if the origin said `no-store`, `private` or `no-cache`.
     pub override_origin: bool,
+    /// The storage the response is kept in: a `[[storage.named]]`'s name, `Transient` or `s0`.
+    pub storage: Option<String>,
     /// Remove `Set-Cookie` from responses, except to POST requests.
     pub strip_set_cookie: bool,
     /// gzip the response as it is fetched (`true`: whatever its type and length) or never

@@ -1,5 +1,6 @@
-//! `[storage]`: the tiers below memory — the disk tier (`[storage.disk]`) and the fleet's
-//! shared tier on a Redis Cluster (`[storage.shared]`).
+//! `[storage]`: named storages within the memory tier (`[[storage.named]]`), and the tiers
+//! below memory — the disk tier (`[storage.disk]`) and the fleet's shared tier on a Redis
+//! Cluster (`[storage.shared]`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,6 +18,29 @@ pub struct StorageConfig {
     pub disk: Option<DiskConfig>,
     /// `[storage.shared]`: the tier shared by a fleet on Redis Cluster. Default: none.
     pub shared: Option<SharedConfig>,
+    /// `[[storage.named]]`: named storages within the memory tier (Varnish's `-s
+    /// NAME=malloc,SIZE`), chosen per object by VCL's `beresp.storage` and a rule's
+    /// `storage`. Default: none (`s0`, the memory tier itself, and `Transient`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub named: Vec<NamedStorage>,
+}
+
+/// `[[storage.named]]` one configuration may declare besides `Transient` (the memory tier
+/// keeps an account for each storage name seen since start: `cache/stores.rs`).
+pub const MAX_NAMED_STORAGES: usize = 14;
+
+/// `[[storage.named]]`: a part of the memory tier with a name and a size of its own
+/// (`cache/stores.rs`).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct NamedStorage {
+    /// The name VCL's `storage.NAME` and a rule's `storage` give. Required; letters, digits,
+    /// `_` and `-`, starting with a letter; not `s0`; unique (letter case ignored).
+    pub name: String,
+    /// The bytes its objects may take in the memory tier. Default: none (bounded by
+    /// `cache.memory_size` alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<Size>,
 }
 
 /// `[storage.shared]`: a tier below memory and disk that every node of a fleet shares, on a

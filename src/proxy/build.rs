@@ -104,7 +104,7 @@ impl Proxy {
         }
         let site_stats = Arc::new(site::SiteStats::default());
         let sites = site::Sites::build(&config, &backends, &site_stats, &site_routes);
-        apply_shares(&cache, sites.as_ref());
+        apply_shares(&cache, sites.as_ref(), &config);
         Ok(Arc::new(Proxy {
             cache,
             sites,
@@ -159,7 +159,7 @@ impl Proxy {
         let site_vcl: Vec<_> = programs.sites.iter().map(|(_, p)| runtime(p)).collect();
         let site_routes = site_routes(&programs, &site_vcl);
         let sites = site::Sites::build(&config, &backends, &self.shared.site_stats, &site_routes);
-        apply_shares(&self.cache, sites.as_ref());
+        apply_shares(&self.cache, sites.as_ref(), &config);
         Arc::new(Proxy {
             sites,
             site_vcl,
@@ -181,10 +181,18 @@ impl Proxy {
     }
 }
 
-/// The sites' `cache_share`s to the memory tier (none without sites).
-fn apply_shares(cache: &Cache, sites: Option<&site::Sites>) {
+/// The sites' `cache_share`s (none without sites) and the named storages' sizes to the memory
+/// tier.
+fn apply_shares(cache: &Cache, sites: Option<&site::Sites>, config: &Config) {
     if let Some(shares) = cache.storage.site_shares() {
         shares.set_limits(&sites.map(site::Sites::shares).unwrap_or_default());
+        let named: Vec<(String, Option<u64>)> = config
+            .storage
+            .named
+            .iter()
+            .map(|n| (n.name.clone(), n.size.map(|s| s.0)))
+            .collect();
+        shares.set_stores(&named);
     }
 }
 

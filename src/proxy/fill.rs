@@ -321,6 +321,7 @@ mod tests {
             stale_if_error: None,
             prefetch: crate::cache::Prefetch::CONFIGURED,
             transient: false,
+            store: 0,
         };
         let fill = Fill {
             status: StatusCode::OK,

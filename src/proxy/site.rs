@@ -313,7 +313,7 @@ impl SiteStats {
 fn account(i: usize) -> u16 {
     u16::try_from(i + 1)
         .ok()
-        .filter(|a| usize::from(*a) < crate::cache::shares::ACCOUNTS)
+        .filter(|a| usize::from(*a) < crate::cache::shares::SITE_ACCOUNTS)
         .unwrap_or(0)
 }
 

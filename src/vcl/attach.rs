@@ -176,6 +176,14 @@ fn compile(config: &Config, path: &Path) -> Result<Program, Vec<ConfigError>> {
             between_bytes: config.vcl.between_bytes_timeout.0,
             backend_idle: config.vcl.backend_idle_timeout.0,
         },
+        storages: Some(
+            config
+                .storage
+                .named
+                .iter()
+                .map(|n| n.name.clone())
+                .collect(),
+        ),
     };
     super::load::load(path)
         .and_then(|src| super::compile_with(&src, &options))

@@ -68,7 +68,16 @@ pub enum Source {
     Backend { name: String, field: &'static str },
     /// The number of backends in `/backends` (`n_backend`).
     Backends,
+    /// A field of one storage in `/storages` (`SMA.NAME.g_bytes`, `SM?.NAME.g_space`).
+    Storage { name: String, field: &'static str },
 }
+
+/// `SM?.<storage>.<field>` → the field of the storage in `/storages`: Varnish's `g_bytes`
+/// (bytes in use) and `g_alloc` (allocations outstanding: one per object here). Not
+/// `g_space`: the scripts compare it within a few hundred bytes of a full storage
+/// (`g_space < 200`), Varnish's allocations counted byte for byte, where Shellac charges an
+/// object its weight with its own bookkeeping (`free` in `/storages`).
+const SM: &[(&str, &str)] = &[("g_bytes", "bytes"), ("g_alloc", "objects")];
 
 /// The Shellac source of Varnish counter `pattern` (as written in the file); `active` is the
 /// name of the VCL in use (`VBE.NAME.*` of another VCL has no equivalent; `None`: any).
@@ -96,6 +105,16 @@ pub fn source(pattern: &str, active: Option<&str>) -> Step<Source> {
     {
         return Ok(Source::Backend {
             name: backend.to_string(),
+            field: f,
+        });
+    }
+    if let [kind, storage, field] = parts[..]
+        && matches!(kind, "SM?" | "SMA" | "SMF" | "SMU")
+        && !storage.contains(['*', '?', '['])
+        && let Some((_, f)) = SM.iter().find(|(n, _)| *n == field)
+    {
+        return Ok(Source::Storage {
+            name: storage.to_string(),
             field: f,
         });
     }
@@ -129,6 +148,16 @@ pub fn read(admin: &AdminClient, source: &Source) -> Step<Option<u64>> {
                     .and_then(Value::as_array)
                     .map_or(0, |a| a.len() as u64),
             ))
+        }
+        Source::Storage { name, field } => {
+            let s = get("/storages")?;
+            Ok(s.as_array()
+                .and_then(|a| {
+                    a.iter()
+                        .find(|e| e.get("name").and_then(Value::as_str) == Some(name))
+                })
+                .and_then(|e| e.get(*field))
+                .and_then(Value::as_u64))
         }
         Source::Backend { name, field } => {
             let b = get("/backends")?;
@@ -177,7 +206,22 @@ mod tests {
             source("VBE.vcl1.s1.req", Some("vcl2")),
             Err(Halt::Skip(_))
         ));
-        assert!(matches!(source("SM?.s0.g_bytes", None), Err(Halt::Skip(_))));
+        assert_eq!(
+            source("SM?.Transient.g_bytes", None),
+            Ok(Source::Storage {
+                name: "Transient".into(),
+                field: "bytes"
+            })
+        );
+        assert_eq!(
+            source("SMA.s1.g_alloc", None),
+            Ok(Source::Storage {
+                name: "s1".into(),
+                field: "objects"
+            })
+        );
+        assert!(matches!(source("SM?.s1.g_space", None), Err(Halt::Skip(_))));
+        assert!(matches!(source("SM?.s0.c_fail", None), Err(Halt::Skip(_))));
         assert!(matches!(source("n_expired", None), Err(Halt::Skip(_))));
     }
 }

@@ -18,6 +18,7 @@ mod parse;
 mod sessions;
 mod sites;
 mod status_lines;
+mod storages;
 mod variables;
 mod varnish;
 

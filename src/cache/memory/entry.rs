@@ -43,7 +43,8 @@ pub(super) struct Head {
     /// Bytes of the key's text that are its host: at most [`MAX_HOST`] (a key with a longer
     /// host is not kept in this tier).
     pub(super) host_len: u16,
-    /// The site account the entry is charged to (`cache/shares.rs`; `0`: none).
+    /// The account the entry is charged to (`cache/shares.rs`): its storage's, or for an
+    /// object in `s0` its key's site's (`0`: none).
     pub(super) site: u16,
     pub(super) key_len: u32,
     pub(super) fields_len: u32,
@@ -169,7 +170,10 @@ pub(super) fn key_of(entry: &Entry) -> CacheKey {
     let h = entry.head();
     let text = std::str::from_utf8(key_text(entry)).unwrap_or("");
     let mut key = CacheKey::from_text_parts(text, h.host_len as usize, h.variant);
-    key.set_site(h.site);
+    // A storage's account is the object's, not its key's site.
+    if crate::cache::shares::store_of_account(h.site) == crate::cache::stores::S0 {
+        key.set_site(h.site);
+    }
     key
 }
 
@@ -258,7 +262,8 @@ pub(super) fn build(entry: &Entry, hit: bool) -> Arc<Object> {
         stale_if_error: h.stale_if_error.maybe_span(),
         keep: h.keep.span(),
         stored_at: instant_from_epoch(h.stored_at),
-        state: TierState::with(hit, h.has(Head::ON_DISK), h.has(Head::TRANSIENT)),
+        state: TierState::with(hit, h.has(Head::ON_DISK), h.has(Head::TRANSIENT))
+            .in_store(crate::cache::shares::store_of_account(h.site)),
         prepared: Default::default(),
         hits: Default::default(),
         prefetch: Prefetch::from_bits(h.prefetch),

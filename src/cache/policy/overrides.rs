@@ -34,6 +34,10 @@ pub struct Overrides {
     pub rule: Option<String>,
     /// Cache deception armor withheld the rules' caching actions ([`Overrides::armor`]).
     pub armored: bool,
+    /// The storage a rule's `storage` names (the last rule that names one).
+    pub storage: Option<String>,
+    /// That storage's id (`cache/stores.rs`), resolved by the caller; `0`: `s0`.
+    pub store: u8,
 }
 
 impl Overrides {
@@ -108,7 +112,8 @@ pub fn evaluate_with(
         keep: o.keep.unwrap_or(cfg.keep.0),
         stale_if_error: cc.stale_if_error,
         prefetch: crate::cache::Prefetch::CONFIGURED,
-        transient: false,
+        transient: o.store == crate::cache::stores::TRANSIENT,
+        store: o.store,
     })
 }
 
@@ -168,7 +173,8 @@ fn always_revalidated(
         keep,
         stale_if_error: None,
         prefetch: crate::cache::Prefetch::CONFIGURED,
-        transient: false,
+        transient: o.store == crate::cache::stores::TRANSIENT,
+        store: o.store,
     })
 }
 

@@ -120,6 +120,9 @@ pub struct StorePlan {
     /// Kept in the memory tier only, never written to the disk or shared tier (VCL's
     /// `storage.Transient`, `cache.shortlived`).
     pub transient: bool,
+    /// The storage it is kept in (`cache/stores.rs`; `0`: `s0`). A transient plan is kept in
+    /// `Transient` unless it names a storage of its own.
+    pub store: u8,
 }
 
 impl StorePlan {
@@ -129,6 +132,9 @@ impl StorePlan {
         let left = self.ttl.saturating_sub(self.initial_age);
         if left.saturating_add(self.grace).saturating_add(self.keep) < shortlived {
             self.transient = true;
+            if self.store == crate::cache::stores::S0 {
+                self.store = crate::cache::stores::TRANSIENT;
+            }
         }
         self
     }

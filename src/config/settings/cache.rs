@@ -185,7 +185,43 @@ pub(super) const CACHE: &[Setting] = &[
     },
 ];
 
+/// `[[storage.named]]`: named storages within the memory tier (`cache/stores.rs`).
+pub(super) const STORAGE_NAMED: &[Setting] = &[
+    Setting {
+        section: "storage.named",
+        key: "name",
+        kind: Kind::Text("a storage name"),
+        default: Default::Required,
+        example: r##""images""##,
+        restart: false,
+        doc: r##"The storage's name, as VCL names it (`beresp.storage = storage.images;`) and a rule's `storage` does. Letters, digits, `_` and `-`, starting with a letter; unique, letter case ignored. `Transient` is Varnish's storage of transient objects (`cache.shortlived`, VCL's `storage.Transient`, memory only), which always exists: declaring it gives it a size. `s0` is the memory tier itself, refused as a name. At most 14 names besides `Transient`."##,
+    },
+    Setting {
+        section: "storage.named",
+        key: "size",
+        kind: Kind::Size {
+            min: 1,
+            max: units::MAX_SIZE,
+        },
+        default: Default::Unset(r##"none: bounded by `cache.memory_size` alone"##),
+        example: r##""256MiB""##,
+        restart: false,
+        doc: r##"The bytes the storage's objects may take in the memory tier, each charged as `cache.memory_size` counts it. A store that takes the storage over its size evicts its own least used objects first; an object larger than the size is not kept in memory. Sizes are caps within `cache.memory_size`, not memory of their own: a size larger than `cache.memory_size` is refused by `shellac check`. An object in a named storage is charged to it, not to its site's `cache_share`. A reload applies a changed size as the storage's next objects are stored."##,
+    },
+];
+
 pub(super) const STORAGE: &[Setting] = &[
+    Setting {
+        section: "storage",
+        key: "named",
+        kind: Kind::Table {
+            section: "storage.named",
+        },
+        default: Default::Unset(r##"none: `s0` (the memory tier) and `Transient`"##),
+        example: r##"[{ name = "images", size = "256MiB" }]"##,
+        restart: false,
+        doc: r##"Named storages within the memory tier (Varnish's `-s NAME=malloc,SIZE`): `[[storage.named]]` tables, below."##,
+    },
     Setting {
         section: "storage",
         key: "disk",

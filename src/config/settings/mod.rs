@@ -97,6 +97,13 @@ pub const SECTIONS: &[Section] = &[
         context: "[storage.disk]\npath = \"/var/cache/shellac/cache.dat\"\nsize = \"1GiB\"\n[[backend]]\nhost = \"127.0.0.1\"\n",
     },
     Section {
+        name: "storage.named",
+        array: true,
+        optional: true,
+        inline: false,
+        context: "[[storage.named]]\nname = \"images\"\n[[backend]]\nhost = \"127.0.0.1\"\n",
+    },
+    Section {
         name: "storage.shared",
         array: false,
         optional: true,
@@ -240,6 +247,7 @@ pub fn all() -> impl Iterator<Item = &'static Setting> {
         .chain(acme::TLS_ACME)
         .chain(cache::CACHE)
         .chain(cache::STORAGE)
+        .chain(cache::STORAGE_NAMED)
         .chain(fleet::SHARED)
         .chain(fleet::SHARED_TLS)
         .chain(origins::BACKEND)
@@ -305,8 +313,10 @@ pub fn needs_restart(diff_key: &str) -> bool {
         // `backend[app]` is a section with a name, `storage.disk` a table.
         parts.push(part.split('[').next().unwrap_or(part).to_string());
     }
-    if parts.first().is_some_and(|p| p == "storage") {
-        return true; // The storage tiers are opened once.
+    // The storage tiers are opened once; named storages are parts of the memory tier that a
+    // reload sizes again.
+    if parts.first().is_some_and(|p| p == "storage") && parts.get(1).is_none_or(|p| p != "named") {
+        return true;
     }
     for_path(&parts).is_some_and(|(s, _)| s.restart)
 }

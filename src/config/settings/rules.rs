@@ -308,6 +308,15 @@ pub(super) const RULE: &[Setting] = &[
     },
     Setting {
         section: "rule",
+        key: "storage",
+        kind: Kind::Text("a storage name"),
+        default: Default::Unset(r##"none: `s0`, the memory tier itself"##),
+        example: r##""images""##,
+        restart: false,
+        doc: r##"Response action: the storage the object is kept in — a named storage (its size bounds it, its counters count it; configuration.md, named storages), `Transient` (memory only: never written to the disk or shared tier, as `cache.shortlived` keeps an object) or `s0` (the memory tier itself). The last matching rule that names one wins. `shellac check` refuses a name the configuration does not declare. VCL's `beresp.storage = storage.NAME` is the same choice ([vcl.md](vcl.md))."##,
+    },
+    Setting {
+        section: "rule",
         key: "strip_set_cookie",
         kind: Kind::Bool,
         default: Default::Value(r##"false"##),

@@ -13,6 +13,7 @@ mod cache;
 mod listeners;
 mod problems;
 mod sites;
+mod stores;
 
 use super::{Config, rules, units};
 use problems::{Problems, key};
@@ -37,6 +38,7 @@ pub(super) fn across(c: &Config) -> Problems {
     let mut out = Vec::new();
     server(c, &mut out);
     cache::cache(c, &mut out);
+    stores::stores(c, &mut out);
     log(c, &mut out);
     out.extend(vcl(c));
     out.extend(backends::validate(c));

@@ -140,6 +140,8 @@ static NO_OVERRIDES: Overrides = Overrides {
     override_origin: false,
     rule: None,
     armored: false,
+    storage: None,
+    store: 0,
 };
 
 /// How long the URL of a response that is not stored is remembered as uncacheable

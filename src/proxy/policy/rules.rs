@@ -94,6 +94,17 @@ impl Hooks for Rules {
         {
             txn.filters.coding.gzip = Some(c && txn.proxy.config.compression.enabled);
         }
+        // A rule's `storage`: `shellac check` refused a name the configuration does not
+        // declare, so only a storage a reload removed is not found here (then `s0`).
+        if let Some(name) = overrides.storage.as_deref() {
+            overrides.store = txn
+                .proxy
+                .cache
+                .storage
+                .site_shares()
+                .and_then(|s| s.names.id(name))
+                .unwrap_or(crate::cache::stores::S0);
+        }
         if txn.proxy.config.cache.deception_armor {
             let target = txn.req.uri.path_and_query().map_or("/", |p| p.as_str());
             overrides.armor(target, &parts.headers);

@@ -6,6 +6,7 @@ mod actions;
 mod dispatch;
 mod read;
 mod sess;
+mod storage;
 mod write;
 
 use std::net::SocketAddr;

@@ -258,13 +258,15 @@ pub(super) struct Resp {
     pub deliver: filters::Deliver,
 }
 
-/// The lifetimes of an object a miss fetched (seconds), and when its response arrived.
+/// The lifetimes of an object a miss fetched (seconds), when its response arrived, and the
+/// storage it is kept in (`obj.storage` in the miss's vcl_deliver).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Fetched {
     pub ttl: f64,
     pub grace: f64,
     pub keep: f64,
     pub at: std::time::Instant,
+    pub store: u8,
 }
 
 /// What a request carries through its steps when a VCL program runs.

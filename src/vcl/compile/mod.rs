@@ -144,7 +144,7 @@ pub(super) struct Checker<'a> {
 }
 
 /// How strict the compiler is.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// Declarations nothing uses are errors (Varnish's `vcc_feature +err_unref`, the
     /// default). `unused NAME;` allows one.
@@ -155,6 +155,10 @@ pub struct Options {
     /// Timeouts of backends that do not set them, and `bereq.*_timeout`'s defaults
     /// (Varnish's parameters; `[vcl] connect_timeout`, ...).
     pub timeouts: super::ir::Timeouts,
+    /// The storages `storage.NAME` may name besides `s0` and `Transient` (the
+    /// configuration's `[[storage.named]]`); `None`: any name (a file checked without a
+    /// configuration).
+    pub storages: Option<Vec<String>>,
 }
 
 impl Default for Options {
@@ -163,6 +167,7 @@ impl Default for Options {
             err_unref: true,
             match_limit: super::pcre::DEFAULT_MATCH_LIMIT,
             timeouts: super::ir::Timeouts::default(),
+            storages: None,
         }
     }
 }
@@ -204,7 +209,7 @@ pub fn compile_with(src: &Source, options: &Options) -> Result<Program, Vec<VclE
         here_name: String::new(),
         builtin: false,
         possible: 0,
-        options: *options,
+        options: options.clone(),
     };
     c.declarations(&src.vcl.decls);
     let mut program = c.bodies(&src.vcl.decls);

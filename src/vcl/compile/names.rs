@@ -63,34 +63,71 @@ impl Checker<'_> {
             self.unsupported(pos, format!("'{name}': {why}"));
             return wrong(chosen.slot);
         }
-        // `storage.s0.free_space`, `.used_space`, `.happy`: a storage's figures, which
-        // Shellac's tiers report in /stats, not to VCL.
-        if chosen.slot == Slot::Storage
-            && vars::field_of(chosen, name).is_some_and(|f| f.contains('.'))
-        {
-            self.unsupported(
-                pos,
-                format!(
-                    "'{name}': a storage's figures (free_space, used_space, happy) are not VCL \
-                     values in Shellac; its tiers report in /stats"
-                ),
-            );
-            return wrong(Slot::Unsupported(""));
+        // `storage.NAME`, and its figures `storage.NAME.free_space`, `.used_space`, `.happy`.
+        let mut chosen_ty = chosen.ty;
+        let mut slot = chosen.slot;
+        if chosen.slot == Slot::Storage {
+            let field = vars::field_of(chosen, name).unwrap_or("");
+            let (store, figure) = match field.split_once('.') {
+                Some((store, figure)) => (store, Some(figure)),
+                None => (field, None),
+            };
+            if !self.storage_known(store, pos) {
+                return wrong(Slot::Unsupported(""));
+            }
+            match figure {
+                None => {}
+                Some("free_space" | "used_space") => {
+                    (slot, chosen_ty) = (Slot::StorageFigure, Type::Bytes);
+                }
+                Some("happy") => (slot, chosen_ty) = (Slot::StorageFigure, Type::Bool),
+                Some(other) => {
+                    self.error(
+                        pos,
+                        format!("Symbol not found: '{name}' (a storage has free_space, used_space and happy, not '{other}')"),
+                    );
+                    return wrong(Slot::Unsupported(""));
+                }
+            }
         }
-        let Ok(header) = self.var_header(chosen, name, pos) else {
-            return wrong(chosen.slot);
+        // A storage's name (and figure) is kept as the variable's field, dots and all; it is
+        // no header.
+        let header = if chosen.slot == Slot::Storage {
+            vars::field_of(chosen, name)
+                .and_then(|f| HeaderName::from_bytes(f.to_ascii_lowercase().as_bytes()).ok())
+        } else {
+            let Ok(header) = self.var_header(chosen, name, pos) else {
+                return wrong(chosen.slot);
+            };
+            header
         };
         if self.here == 0 {
             // An unreached subroutine: what could run it at all.
             self.possible &= rows.iter().fold(0, |m, r| m | r.read | r.write | r.unset);
         }
-        Some((
-            Var {
-                slot: chosen.slot,
-                header,
-            },
-            chosen.ty,
-        ))
+        Some((Var { slot, header }, chosen_ty))
+    }
+
+    /// Whether `storage.NAME` names a storage: `s0`, `Transient` or one of the configuration's
+    /// `[[storage.named]]` (any name when checked without a configuration); reports it if not.
+    fn storage_known(&mut self, store: &str, pos: Pos) -> bool {
+        let Some(declared) = &self.options.storages else {
+            return true;
+        };
+        let known = |n: &str| n.eq_ignore_ascii_case(store);
+        if known("s0") || known("Transient") || declared.iter().any(|d| known(d)) {
+            return true;
+        }
+        let mut names = vec!["s0".to_string(), "Transient".to_string()];
+        names.extend(declared.iter().cloned());
+        self.error(
+            pos,
+            format!(
+                "Symbol not found: 'storage.{store}': no such storage (the configuration's storages: {}; declare it with [[storage.named]] name = \"{store}\")",
+                names.join(", ")
+            ),
+        );
+        false
     }
 
     /// The row of `rows` that applies for `access` in every subroutine the code runs in

@@ -131,14 +131,17 @@ pub enum Slot {
     ObjKeep,
     ObjAge,
     ObjHits,
-    /// 4.x `obj.storage`: `storage.Transient` for an object kept in memory only, else
-    /// `storage.s0`.
+    /// 4.x `obj.storage`: the storage the object is kept in (`storage.Transient` for one in
+    /// memory only, `storage.s0` for the memory tier itself).
     ObjStorage,
     /// `beresp.storage`, `beresp.storage_hint`: the storage named; `Transient` keeps the
     /// object in the memory tier only.
     BerespStorage,
     /// `storage.NAME`: a storage (STEVEDORE) by name.
     Storage,
+    /// `storage.NAME.free_space`, `.used_space` (BYTES), `.happy` (BOOL): a storage's
+    /// figures; the header holds `NAME.FIGURE`.
+    StorageFigure,
     ObjUncacheable,
     /// 2.x `obj.cacheable`.
     ObjCacheable,

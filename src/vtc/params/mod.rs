@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use crate::config::units;
 
+mod storage;
 mod table;
 
 use table::{Flag, Kind, PARAMS, Rule};
@@ -40,6 +41,10 @@ pub struct Settings {
     values: BTreeMap<(&'static str, &'static str), String>,
     /// `[vcl] err_unref` (`vcc_feature -err_unref`); `None`: Shellac's default (true).
     pub err_unref: Option<bool>,
+    /// `-s` storages without a name seen (`s0`, `s1`, ...).
+    unnamed: u32,
+    /// `-s NAME=...` other than `s0`: `[[storage.named]]` (name, size).
+    named: Vec<(String, Option<u64>)>,
 }
 
 impl Settings {
@@ -60,6 +65,8 @@ impl Default for Settings {
         let mut s = Settings {
             values: BTreeMap::new(),
             err_unref: None,
+            unnamed: 0,
+            named: Vec::new(),
         };
         for (name, rule) in PARAMS {
             if let Rule::Setting(_, _, _, default) = rule {
@@ -281,44 +288,6 @@ impl Settings {
         Ok(())
     }
 
-    /// `-s [NAME=]TYPE,SIZE`: the memory tier's size. Named storages (`Transient`, `s1`...)
-    /// and other types have no equivalent.
-    pub fn storage(&mut self, spec: &str) -> Result<(), ParamError> {
-        let spec = spec.trim();
-        if spec.contains('=') {
-            return Err(ParamError::Unmapped(format!(
-                "named storage {spec:?} has no Shellac equivalent"
-            )));
-        }
-        let mut parts = spec.split(',');
-        let kind = parts.next().unwrap_or("");
-        if !matches!(kind, "malloc" | "default") {
-            return Err(ParamError::Unmapped(format!(
-                "storage type {kind:?} has no Shellac equivalent"
-            )));
-        }
-        match parts.next() {
-            None => Ok(()),
-            Some(size) => {
-                let bytes = units::parse_size(size)
-                    .map_err(|e| ParamError::Invalid(format!("-s {spec}: {e}")))?;
-                // Below Shellac's smallest memory tier (`cache.memory_size`'s minimum,
-                // 64 KiB) the test runs on that minimum: what such a test stores fits either
-                // way, and one that counts evictions (`n_lru_nuked`) still sees the difference.
-                let bytes = bytes.max(memory_floor());
-                self.values
-                    .insert(("cache", "memory_size"), bytes.to_string());
-                // Varnish's storage bounds the largest object it can hold; Shellac's
-                // `max_object_size` (64 MiB) may not exceed the memory tier.
-                if bytes < 64 << 20 {
-                    self.values
-                        .insert(("cache", "max_object_size"), bytes.to_string());
-                }
-                Ok(())
-            }
-        }
-    }
-
     /// The configuration file: `listen`/`admin` (absent for a check), the VCL file, the
     /// settings.
     pub fn toml(
@@ -345,11 +314,24 @@ impl Settings {
             server.push(format!("admin = {}", quote(a)));
             server.push("shutdown_grace = \"1s\"".into());
         }
+        let memory = self.memory_with_named();
         for ((section, key), value) in &self.values {
+            let value = match (section, key, memory) {
+                (&"cache", &"memory_size", Some(m)) => m.to_string(),
+                _ => value.clone(),
+            };
             sections
                 .entry(section)
                 .or_default()
                 .push(format!("{key} = {value}"));
+        }
+        if let Some(m) = memory
+            && !self.values.contains_key(&("cache", "memory_size"))
+        {
+            sections
+                .entry("cache")
+                .or_default()
+                .push(format!("memory_size = {m}"));
         }
         if let Some(v) = vcl {
             let vcl = sections.entry("vcl").or_default();
@@ -369,6 +351,7 @@ impl Settings {
                 out.push('\n');
             }
         }
+        out.push_str(&self.named_toml());
         out
     }
 }

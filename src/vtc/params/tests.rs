@@ -135,15 +135,54 @@ fn debug_feature_and_esi_bits() {
 #[test]
 fn storage() {
     let mut s = Settings::default();
-    assert_eq!(s.storage("malloc,1M"), Ok(()));
     // Below Shellac's 64 KiB floor: the floor (varnishtest 2.1.5 c00027's `malloc,40k`).
     assert_eq!(s.storage("malloc,40k"), Ok(()));
     assert_eq!(
         s.values.get(&("cache", "memory_size")).map(String::as_str),
         Some("65536")
     );
-    assert_eq!(s.storage("malloc,1M"), Ok(()));
-    assert!(s.storage("Transient=malloc,1m").is_err());
+    // `s0` named as such is the memory tier too.
+    assert_eq!(s.storage("s0=malloc,1M"), Ok(()));
+    assert_eq!(
+        s.values.get(&("cache", "memory_size")).map(String::as_str),
+        Some("1048576")
+    );
+    assert!(matches!(
+        s.storage("debug,lessspace"),
+        Err(ParamError::Unmapped(_))
+    ));
+    assert!(matches!(
+        s.storage("file,/tmp/x,10m,64k"),
+        Err(ParamError::Unmapped(_))
+    ));
+}
+
+/// `-s NAME=TYPE,SIZE`: named storages, the unnamed ones named s0, s1, ... as varnishd names
+/// them; the memory tier grows by their sizes.
+#[test]
+fn named_storages() {
+    let mut s = Settings::default();
+    assert_eq!(s.storage("default,1m"), Ok(()));
+    assert_eq!(s.storage("default,1m"), Ok(()));
+    assert_eq!(s.storage("Transient=malloc"), Ok(()));
+    assert_eq!(s.storage("dir=file,/tmp/,2m"), Ok(()));
+    assert!(matches!(
+        s.storage("dir=malloc,1m"),
+        Err(ParamError::Invalid(_))
+    ));
+    let t = s.toml(None, None, None, Path::new("/t"));
+    assert!(t.contains("memory_size = 4194304"), "{t}");
+    assert!(t.contains("max_object_size = 1048576"), "{t}");
+    assert!(
+        t.contains("[[storage.named]]\nname = \"s1\"\nsize = 1048576\n\n[[storage.named]]\nname = \"Transient\"\n\n[[storage.named]]\nname = \"dir\"\nsize = 2097152\n"),
+        "{t}"
+    );
+    // The file parses as a configuration.
+    let config = crate::config::Config::parse(
+        &format!("{t}\n[[backend]]\nhost = \"127.0.0.1\"\n"),
+        "t.toml",
+    );
+    assert!(config.is_ok(), "{config:?}");
 }
 
 /// The configuration written from the parameters set.

@@ -244,7 +244,8 @@ mod tests {
                 .unwrap()
                 .contains("debug")
         );
-        assert!(scope("varnish v1 -expect SM?.s0.g_bytes == 0").is_some());
+        assert!(scope("varnish v1 -expect SM?.s0.g_space == 0").is_some());
+        assert_eq!(scope("varnish v1 -expect SM?.s0.g_bytes == 0"), None);
         assert_eq!(scope("varnish v1 -expect cache_hit == 1"), None);
         // A Unix socket listener runs (server.listen_unix); named and abstract ones do not.
         assert_eq!(

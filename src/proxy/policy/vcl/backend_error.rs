@@ -8,7 +8,7 @@ use http::header::{HeaderMap, HeaderValue};
 use super::super::{ErrorOutcome, MadeAnswer};
 use super::answer::{made, reason_phrase};
 use super::client::{Sees, failed, run_sub};
-use super::store_plan::plan;
+use super::store_plan::{plan, store_of};
 use crate::cache::policy::VclFreshness;
 use crate::cache::status_line::{self, StatusLine};
 use crate::proxy::txn::{Step, Txn};
@@ -141,7 +141,8 @@ pub(super) fn run_backend_error(
     let stored = if beresp.uncacheable {
         None
     } else {
-        plan(&beresp, &beresp.headers, VclFreshness::made(), false).ok()
+        let store = store_of(&beresp, &txn.proxy.cache);
+        plan(&beresp, &beresp.headers, VclFreshness::made(), false, store).ok()
     };
     let stored = stored.map(|plan| {
         // The body `synthetic` / `beresp.body` made (`made` below takes it for `instead`).

@@ -13,7 +13,7 @@ use super::backend_error::{
     new_beresp, own_status_line, retried, run_backend, run_backend_error, vcl_error,
 };
 use super::client::failed;
-use super::store_plan::plan;
+use super::store_plan::{plan, store_of};
 use crate::cache::policy::{self, NoCacheReason, StorePlan};
 use crate::cache::status_line::{self, StatusLine};
 use crate::proxy::txn::{Step, Txn};
@@ -119,16 +119,18 @@ pub(super) fn backend_response(
         Verdict::Deliver if pass => outcome(Err(NoCacheReason::Vcl), None),
         Verdict::Deliver if beresp.uncacheable => outcome(Err(NoCacheReason::Vcl), hfm(beresp.ttl)),
         Verdict::Deliver => {
+            let store = store_of(&beresp, &txn.proxy.cache);
             if let Some(v) = txn.vcl.as_deref_mut() {
                 v.fetched = Some(rt::Fetched {
                     ttl: beresp.ttl,
                     grace: beresp.grace,
                     keep: beresp.keep,
                     at: std::time::Instant::now(),
+                    store,
                 });
             }
             outcome(
-                plan(&beresp, &parts.headers, fresh, ex.partial_content),
+                plan(&beresp, &parts.headers, fresh, ex.partial_content, store),
                 None,
             )
         }

@@ -4,17 +4,20 @@
 
 use http::header::HeaderMap;
 
-use crate::cache::Prefetch;
 use crate::cache::policy::{self, NoCacheReason, StorePlan};
+use crate::cache::stores::{S0, TRANSIENT};
+use crate::cache::{Cache, Prefetch};
 use crate::proxy::vcl::Beresp;
 
 /// How to store a response VCL delivers: its `beresp.ttl`, `beresp.grace` and `beresp.keep`
 /// (from now), the `Vary` it has now (VCL may have changed it).
+/// `store`: the storage `beresp.storage` names ([`store_of`]).
 pub(super) fn plan(
     beresp: &Beresp,
     headers: &HeaderMap,
     fresh: policy::VclFreshness,
     partial_content: bool,
+    store: u8,
 ) -> Result<StorePlan, NoCacheReason> {
     let code = beresp.status.as_u16();
     if !(200..1000).contains(&code) || (code == 206 && !partial_content) || code == 304 {
@@ -35,11 +38,23 @@ pub(super) fn plan(
         keep: secs(beresp.keep),
         stale_if_error: fresh.stale_if_error,
         prefetch: prefetch(beresp),
-        transient: beresp
-            .storage
-            .as_deref()
-            .is_some_and(|s| s.eq_ignore_ascii_case("transient")),
+        transient: store == TRANSIENT,
+        store,
     })
+}
+
+/// The storage `beresp.storage` names (`cache/stores.rs`): `s0` when unset, and for a name
+/// no configuration declared (`shellac check` refuses those in the file; a name from a
+/// string, 3.0's `"Transient"` or `storage_hint`, is looked up as it is).
+pub(super) fn store_of(beresp: &Beresp, cache: &Cache) -> u8 {
+    let Some(name) = beresp.storage.as_deref() else {
+        return S0;
+    };
+    match cache.storage.site_shares() {
+        Some(shares) => shares.names.id(name).unwrap_or(S0),
+        None if name.eq_ignore_ascii_case("transient") => TRANSIENT,
+        None => S0,
+    }
 }
 
 /// VCL 2.0's `obj.prefetch` as Varnish 2.0 read it (`VRT_l_obj_prefetch`): negative, that long

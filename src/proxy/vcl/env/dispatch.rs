@@ -108,11 +108,11 @@ impl Env for Scope<'_> {
             | Slot::ObjLastuse
             | Slot::ObjHits
             | Slot::ObjUncacheable
-            | Slot::ObjStorage
-            | Slot::BerespStorage
-            | Slot::Storage
             | Slot::ObjCacheable
             | Slot::ObjTime => self.get_obj(var),
+            Slot::ObjStorage | Slot::BerespStorage | Slot::Storage | Slot::StorageFigure => {
+                self.get_storage(var)
+            }
             Slot::RespStatus
             | Slot::RespReason
             | Slot::RespProto

@@ -303,21 +303,6 @@ impl Scope<'_> {
                 _ => 0,
             }),
             Slot::ObjUncacheable => Value::Bool(!self.obj.is_some_and(|(_, hit)| hit)),
-            Slot::ObjStorage => Value::str(match self.obj {
-                Some((o, _)) if o.state.transient() => "Transient",
-                _ => "s0",
-            }),
-            Slot::BerespStorage => match self.beresp.as_ref().and_then(|b| b.storage.as_deref()) {
-                Some(name) => Value::Str(name.to_string().into()),
-                None => Value::None,
-            },
-            // `storage.Transient` reads as Varnish names it; other names as written (the
-            // checker keeps them lower-cased, as field names).
-            Slot::Storage => match var.header.as_ref().map(|h| h.as_str()) {
-                Some("transient") => Value::str("Transient"),
-                Some(name) => Value::Str(name.to_string().into()),
-                None => Value::None,
-            },
             Slot::ObjCacheable => Value::Bool(
                 self.obj_edit
                     .as_ref()

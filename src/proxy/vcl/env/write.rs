@@ -193,7 +193,14 @@ impl Scope<'_> {
                 if let Some(b) = self.beresp.as_deref_mut() {
                     b.storage = match value {
                         Value::None => None,
-                        v => Some(text(&v, rt)),
+                        v => {
+                            let name = text(&v, rt);
+                            Some(
+                                name.strip_prefix("storage.")
+                                    .map(str::to_string)
+                                    .unwrap_or(name),
+                            )
+                        }
                     };
                 }
             }
