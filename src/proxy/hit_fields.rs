@@ -85,8 +85,7 @@ pub(super) fn prepared_hit(object: &Object, age: Duration) -> Result<Arc<Prepare
     let current = object.prepared.load();
     if let Some(p) = current.as_ref()
         && p.age == secs
-        && stamp.is_some()
-        && p.hit == stamp
+        && stamp.is_some_and(|stamp| p.hit == stamp)
     {
         return Ok(p.clone());
     }
@@ -102,7 +101,7 @@ fn renew(
     current: Option<&Prepared>,
     age: u64,
     cache_status: &[u8],
-    hit: Option<u64>,
+    hit: Option<u32>,
 ) -> Result<Arc<Prepared>, HeaderMap> {
     let mut own_status = false;
     let mut map = match current {
@@ -132,7 +131,7 @@ fn renew(
     map.insert(CACHE_STATUS, status.clone());
     let mut p = Prepared::new(age, status, map);
     p.own_status = own_status;
-    p.hit = hit;
+    p.hit = hit.unwrap_or(Prepared::NOT_A_HIT);
     let p = Arc::new(p);
     object.prepared.store(Some(p.clone()));
     Ok(p)
@@ -272,7 +271,7 @@ mod tests {
         assert_eq!(status(&first), "shellac; hit; ttl=59");
         assert_eq!(first.map.get("age").unwrap(), "0");
         assert_eq!(first.map.get(CACHE_STATUS).unwrap(), "shellac; hit; ttl=59");
-        assert_eq!(first.hit, Prepared::hit_stamp(59, false));
+        assert_eq!(Some(first.hit), Prepared::hit_stamp(59, false));
         // Same second of age, same remaining seconds: the same fields.
         let again = prepared_hit(&object, at(900)).unwrap();
         assert!(Arc::ptr_eq(&first, &again));
@@ -289,7 +288,7 @@ mod tests {
         // The full path's fields for another status in that second are renewed by the next
         // fast hit, which then keeps its own.
         let other = prepared(&object, object.stored_at + at(1_200), b"shellac; fwd=stale").unwrap();
-        assert_eq!(other.hit, None);
+        assert_eq!(other.hit, Prepared::NOT_A_HIT);
         let back = prepared_hit(&object, at(1_300)).unwrap();
         assert_eq!(status(&back), "shellac; hit; ttl=58");
         assert!(Arc::ptr_eq(
@@ -303,7 +302,7 @@ mod tests {
             hit_status(&object, object.stored_at + at(2_100)).as_bytes(),
         )
         .unwrap();
-        assert_eq!(full.hit, None);
+        assert_eq!(full.hit, Prepared::NOT_A_HIT);
         let fast = prepared_hit(&object, at(2_200)).unwrap();
         assert!(!Arc::ptr_eq(&full, &fast));
         assert_eq!(fast.map, full.map);
@@ -316,11 +315,18 @@ mod tests {
         disk.state = crate::cache::TierState::read_from_disk();
         let p = prepared_hit(&disk, at(0)).unwrap();
         assert_eq!(status(&p), "shellac; hit; ttl=60; detail=disk");
-        assert_eq!(p.hit, Prepared::hit_stamp(60, true));
+        assert_eq!(Some(p.hit), Prepared::hit_stamp(60, true));
         assert_ne!(
             Prepared::hit_stamp(60, true),
             Prepared::hit_stamp(60, false)
         );
         assert_eq!(Prepared::hit_stamp(u64::MAX / 2 + 1, false), None);
+        // Past what a u32 holds (and the value that means no hit): formatted each time.
+        assert_eq!(Prepared::hit_stamp(1 << 31, false), None);
+        assert_eq!(Prepared::hit_stamp((1 << 31) - 1, true), None);
+        assert_eq!(
+            Prepared::hit_stamp((1 << 31) - 1, false),
+            Some(u32::MAX - 1)
+        );
     }
 }
