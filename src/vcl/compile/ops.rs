@@ -216,7 +216,7 @@ impl Checker<'_> {
             return (concat(l, r), Type::String);
         }
         let rhint = match (op, lt) {
-            ("*" | "/", Type::Duration) => Some(Type::Real),
+            ("*" | "/", Type::Duration | Type::Bytes) => Some(Type::Real),
             ("+" | "-", Type::Time) => Some(Type::Duration),
             _ => Some(lt),
         };
@@ -240,6 +240,10 @@ impl Checker<'_> {
             ("*" | "/", Duration, Int | Real) => Some(Duration),
             ("*", Int | Real, Duration) => Some(Duration),
             ("/", Duration, Duration) => Some(Real),
+            // As Varnish (vcc_expr.c): a size scaled by a number, and the ratio of two sizes.
+            ("*" | "/", Bytes, Int | Real) => Some(Bytes),
+            ("*", Int | Real, Bytes) => Some(Bytes),
+            ("/", Bytes, Bytes) => Some(Real),
             _ => None,
         };
         let Some(result) = result else {

@@ -118,10 +118,17 @@ fn arith<'a>(op: Arith, ty: Type, a: Value<'a>, b: Value<'a>) -> Result<Value<'a
             .ok_or_else(|| "integer overflow or division by zero".to_string());
     }
     if ty == Type::Bytes {
-        let (x, y) = (a.number() as u64, b.number() as u64);
         let r = match op {
-            Arith::Add => x.checked_add(y),
-            _ => x.checked_sub(y),
+            Arith::Add => (a.number() as u64).checked_add(b.number() as u64),
+            Arith::Sub => (a.number() as u64).checked_sub(b.number() as u64),
+            // A size scaled by a number (BYTES * REAL, REAL * BYTES, BYTES / REAL): a size
+            // again, refused when it is negative or past what a size holds (Varnish: "INT
+            // overflow").
+            _ => {
+                let (x, y) = (a.number(), b.number());
+                let r = if op == Arith::Mul { x * y } else { x / y };
+                (r.is_finite() && (0.0..i64::MAX as f64).contains(&r)).then_some(r as u64)
+            }
         };
         return r
             .map(Value::Bytes)

@@ -331,3 +331,34 @@ fn obj_hits_compared_with_zero_is_fixed_on_a_hit() {
     let other = program("sub vcl_deliver { if (obj.hits > 1) { set resp.http.x-hot = \"1\"; } }");
     assert!(!other.reads_only(Method::Deliver, true, &only));
 }
+
+/// Varnish's arithmetic on sizes (vcc_expr.c; trunk i00001 multiplies
+/// `storage.Transient.free_space` by 10): a size scaled by an INT or a REAL is a size, two
+/// sizes divide to a REAL, and a size out of range fails the subroutine as an overflow does.
+#[test]
+fn sizes_scale_by_numbers_and_divide_to_a_ratio() {
+    let p = program(
+        r#"sub vcl_recv {
+            set req.http.twice = 1KB * 2;
+            set req.http.thrice = 3 * 1KB;
+            set req.http.half = 1KB * 0.5;
+            set req.http.quarter = 1MB / 4;
+            set req.http.ratio = 1MB / 1KB;
+            if (req.url == "/over") { set req.http.over = 1MB * 100000000000000; }
+            if (req.url == "/neg") { set req.http.neg = 1KB * -1; }
+        }"#,
+    );
+    let mut e = env("/", &[]);
+    assert_eq!(run(&p, Method::Recv, &mut e), Verdict::Hash);
+    assert_eq!(e.headers["twice"], "2048");
+    assert_eq!(e.headers["thrice"], "3072");
+    assert_eq!(e.headers["half"], "512");
+    assert_eq!(e.headers["quarter"], "262144");
+    assert_eq!(e.headers["ratio"], "1024.000");
+    for url in ["/over", "/neg"] {
+        match run(&p, Method::Recv, &mut env(url, &[])) {
+            Verdict::Fail(why) => assert!(why.contains("size out of range"), "{url}: {why}"),
+            other => panic!("{url}: {other:?}"),
+        }
+    }
+}
