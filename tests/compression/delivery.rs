@@ -143,7 +143,7 @@ async fn an_http10_client_gets_the_decoded_body_until_the_close() {
     .await;
     assert!(seen.closed, "{}", seen.text);
     let (head, body) = seen.text.split_once("\r\n\r\n").expect("a head");
-    assert!(head.starts_with("HTTP/1.0 200"), "{head}");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     assert!(
         !head.to_ascii_lowercase().contains("content-encoding"),
         "{head}"

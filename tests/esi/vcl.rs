@@ -92,7 +92,7 @@ sub vcl_deliver {
     .await;
     let before = origin.seen.lock().unwrap().len();
     let text = raw(shellac.addr, b"GET /t HTTP/1.0\r\n\r\n").await;
-    assert!(text.starts_with("HTTP/1.0 200"), "{text}");
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     let pages = origin.seen.lock().unwrap()[before..]
         .iter()
         .filter(|s| s.path == "/t")

@@ -46,6 +46,15 @@ async fn request_line_and_host() {
         Vector::refused("lower-case version", line("GET / http/1.1"), 400),
         Vector::refused("HTTP/2.0 over HTTP/1", line("GET / HTTP/2.0"), 505),
         Vector::refused("HTTP/0.5", line("GET / HTTP/0.5"), 505),
+        Vector::refused("HTTP/0.9 with a version", line("GET / HTTP/0.9"), 505),
+        // RFC 9112 §2.3: `"HTTP" "/" DIGIT "." DIGIT`, nothing else (nginx reads these).
+        Vector::refused("two-digit minor", line("GET / HTTP/1.10"), 400),
+        Vector::refused("leading zero major", line("GET / HTTP/01.1"), 400),
+        Vector::new(
+            "HTTP/1.9 read as HTTP/1.1",
+            "GET /nine HTTP/1.9\r\nHost: a\r\nConnection: close\r\n\r\n",
+        )
+        .expect(&[200], 1),
         // RFC 9110 §2.5: a later minor version is read as the highest one implemented.
         Vector::new(
             "HTTP/1.2 read as HTTP/1.1",

@@ -134,6 +134,11 @@ fn request_line_and_host_rules() {
         ("GET / HTTP/0.9\r\nHost: a\r\n\r\n", VersionNotSupported),
         ("GET / HTTP/1.x\r\nHost: a\r\n\r\n", BadVersion),
         ("GET / HTTP/1.10\r\nHost: a\r\n\r\n", BadVersion),
+        // RFC 9112 §2.3: one digit on each side of the dot, `HTTP` in upper case.
+        ("GET / HTTP/01.1\r\nHost: a\r\n\r\n", BadVersion),
+        ("GET / HTTP/10.1\r\nHost: a\r\n\r\n", BadVersion),
+        ("GET / HTTP/1\r\nHost: a\r\n\r\n", BadVersion),
+        ("GET / Http/1.1\r\nHost: a\r\n\r\n", BadVersion),
         ("GET /a#b HTTP/1.1\r\nHost: a\r\n\r\n", BadTarget),
         ("GET /a\\b HTTP/1.1\r\nHost: a\r\n\r\n", BadTarget),
         ("GET /%zz HTTP/1.1\r\nHost: a\r\n\r\n", BadTarget),

@@ -706,6 +706,23 @@ where
                 // If the remote only knows HTTP/1.0, we should force ourselves
                 // to do only speak HTTP/1.0 as well.
                 head.version = Version::HTTP_10;
+                // Shellac's patch; see PATCHES.md: a server's status line says HTTP/1.1
+                // to an HTTP/1.0 client too (role.rs), and an HTTP/1.1 response without
+                // `close` means a persistent connection: say `close` when it is not kept.
+                if T::should_read_first() {
+                    if let KA::Disabled = self.state.keep_alive.status() {
+                        match head.headers.entry(CONNECTION) {
+                            Entry::Occupied(mut entry) => {
+                                if !entry.iter().any(headers::connection_close) {
+                                    entry.append(HeaderValue::from_static("close"));
+                                }
+                            }
+                            Entry::Vacant(entry) => {
+                                entry.insert(HeaderValue::from_static("close"));
+                            }
+                        }
+                    }
+                }
             }
             Version::HTTP_11 => {
                 if let KA::Disabled = self.state.keep_alive.status() {

@@ -428,14 +428,17 @@ impl Http1Transaction for Server {
 
         let custom_reason_phrase = msg.head.extensions.get::<crate::ext::ReasonPhrase>();
 
-        if msg.head.version == Version::HTTP_11
+        // Shellac's patch; see PATCHES.md: the status line says HTTP/1.1 to an HTTP/1.0
+        // client too, the highest version the server conforms to (RFC 9110 §6.2).
+        // `Version::HTTP_10` keeps its meaning for the framing below: no chunked coding.
+        if matches!(msg.head.version, Version::HTTP_10 | Version::HTTP_11)
             && msg.head.subject == StatusCode::OK
             && custom_reason_phrase.is_none()
         {
             extend(dst, b"HTTP/1.1 200 OK\r\n");
         } else {
             match msg.head.version {
-                Version::HTTP_10 => extend(dst, b"HTTP/1.0 "),
+                Version::HTTP_10 => extend(dst, b"HTTP/1.1 "),
                 Version::HTTP_11 => extend(dst, b"HTTP/1.1 "),
                 Version::HTTP_2 => {
                     debug!("response with HTTP2 version coerced to HTTP/1.1");
