@@ -44,6 +44,14 @@ fn site_routes(
         .collect()
 }
 
+/// Whether `config` has a FastCGI backend (its requests then carry the listener's address).
+fn has_fastcgi(config: &Config) -> bool {
+    config
+        .backends
+        .iter()
+        .any(|b| b.protocol == crate::config::BackendProtocol::Fastcgi)
+}
+
 impl Proxy {
     /// Builds the proxy for `config`: storage tiers (memory, and disk if configured), backends,
     /// rules or `program` (the VCL program of its `[vcl] file`, compiled by `vcl::attach`),
@@ -110,6 +118,7 @@ impl Proxy {
             sites,
             site_vcl,
             rewrites: compile_rewrites(&config),
+            fastcgi: has_fastcgi(&config),
             backends,
             rules,
             vcl,
@@ -164,6 +173,7 @@ impl Proxy {
             sites,
             site_vcl,
             rewrites: compile_rewrites(&config),
+            fastcgi: has_fastcgi(&config),
             backends,
             vcl,
             rules: Rules::compile(&config.rules),

@@ -34,6 +34,9 @@ pub struct Proxy {
     pub sites: Option<Sites>,
     /// `[routing] rewrite`, compiled.
     pub(super) rewrites: Vec<crate::rules::rewrite::Rewrite>,
+    /// A `protocol = "fastcgi"` backend is configured: its applications read the listener's
+    /// address (SERVER_ADDR, SERVER_PORT), so each request carries it.
+    pub(super) fastcgi: bool,
     pub counters: Arc<Counters>,
     /// Largest object the storage accepts (`cache.max_object_size`, possibly lowered so an
     /// object fits one shard of the memory tier).
@@ -106,10 +109,12 @@ impl Proxy {
     }
 
     /// Whether the loaded VCL program reads the connection's local address (`server.ip`,
-    /// `server.port`, `local.ip`): the client session then attaches [`LocalAddr`](super::LocalAddr) to each
-    /// request. Without VCL this is one branch in the full path's service, none in fast hits.
+    /// `server.port`, `local.ip`), or a FastCGI backend passes it on (SERVER_ADDR,
+    /// SERVER_PORT): the client session then attaches [`LocalAddr`](super::LocalAddr) to each
+    /// request. Without either this is one branch in the full path's service, none in fast hits.
     pub fn reads_local(&self) -> bool {
-        self.vcl.as_ref().is_some_and(|rt| rt.program.reads_local)
+        self.fastcgi
+            || self.vcl.as_ref().is_some_and(|rt| rt.program.reads_local)
             || self.site_vcl.iter().any(|rt| rt.program.reads_local)
     }
 }

@@ -35,7 +35,10 @@ async fn php_sees_every_cgi_parameter() {
         ("REQUEST_URI", "/server.php/extra/path?x=1&y=%20".into()),
         ("DOCUMENT_ROOT", root.clone()),
         ("SERVER_NAME", "test.example".into()),
-        ("SERVER_PORT", "80".into()),
+        // The listener the request came in on, not the Host's (absent) port: nginx's
+        // $server_addr and $server_port.
+        ("SERVER_PORT", sh.addr.port().to_string()),
+        ("SERVER_ADDR", "127.0.0.1".into()),
         ("SERVER_PROTOCOL", "HTTP/1.1".into()),
         ("REMOTE_ADDR", "127.0.0.1".into()),
         ("HTTP_HOST", "test.example".into()),

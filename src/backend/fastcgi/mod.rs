@@ -242,8 +242,10 @@ impl FastCgi {
         let (server_name, host_port) = split_host(host);
         let https = client.is_some_and(|c| c.https);
         let default_port = if https { 443 } else { 80 };
+        // A Unix socket listener has no address (0.0.0.0:0): the Host's port stands in.
         let server_addr = client
             .and_then(|c| c.local)
+            .filter(|l| l.port() != 0)
             .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], host_port.unwrap_or(default_port))));
         let remote_addr = client.map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |c| c.addr);
         let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
