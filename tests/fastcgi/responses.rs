@@ -162,3 +162,43 @@ async fn the_wordpress_on_php_fpm_example_works() {
     assert_eq!(get(sh.addr, "/blog").await.status, 301);
     assert_eq!(get(sh.addr, "/blog/").await.text(), "blog index");
 }
+
+/// docs/static-files.md's WordPress `try_files`: the files backend first, `@php` when no file
+/// is there. A script is run by PHP, never sent from disk as text though the file exists
+/// (nginx's `location ~ \.php$` in front of the `location /` that holds `try_files`); a script
+/// that is not there is still 404, never run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_files_hands_scripts_to_php_never_their_source() {
+    let Some(fpm) = fpm() else { return };
+    let sh = shellac_with(fpm, false, |c| {
+        c.backends[0].name = "php".into();
+        let mut files = shellac::config::BackendConfig::new("static", "", 80);
+        files.protocol = BackendProtocol::Files;
+        files.root = Some(fpm.root.clone());
+        files.try_files = ["$uri", "$uri/", "@php"].map(String::from).to_vec();
+        c.backends.insert(0, files);
+    })
+    .await;
+    let r = get(sh.addr, "/server.php/extra?x=1").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(json(&r)["SCRIPT_NAME"], "/server.php", "run by PHP");
+    for path in ["/info.php", "/INFO.PHP", "/info%2ephp"] {
+        let r = get(sh.addr, path).await;
+        assert!(!r.text().contains("<?php"), "{path}: the source was sent");
+        if path != "/INFO.PHP" {
+            assert!(r.text().contains("PHP Version"), "{path}: run");
+        }
+    }
+    // Files are still the files backend's; what is not there goes to the front controller.
+    let r = get(sh.addr, "/style.css").await;
+    assert_eq!(
+        (r.status, r.header("content-type"), r.text().as_str()),
+        (200, Some("text/css"), "body { color: #333 }")
+    );
+    let r = get(sh.addr, "/2026/11/hello-world/").await;
+    assert_eq!(r.text(), "front /2026/11/hello-world/");
+    assert_eq!(get(sh.addr, "/uploads/evil.jpg/x.php").await.status, 404);
+    assert_eq!(get(sh.addr, "/nothere.php").await.status, 404);
+    // Every one of them but the stylesheet was handed on by the files backend.
+    assert_eq!(sh.stat("files_try_next").await, 7);
+}

@@ -4,7 +4,10 @@
 //! the first regular file — or, for an entry ending in `/`, directory — found is served as if
 //! it had been asked for. When none is there the fallback decides: a status, a file from the
 //! root, or the request handed on unchanged to another backend (`TryNext`, which the fetch
-//! step reads: `proxy/fetch/send.rs`).
+//! step reads: `proxy/fetch/send.rs`). With that last form a path naming a script (a segment
+//! ending in `.php`, as the FastCGI origin splits it) goes to that backend without a look at
+//! the disk, as nginx's `location ~ \.php$` takes it before the `location /` holding
+//! `try_files`: the files origin never sends a script's source.
 
 use super::lookup::{Files, Found};
 use super::path::{self, FilePath};
@@ -21,6 +24,11 @@ impl Files {
     /// The first entry of `t` that exists, served; else the fallback (blocking: runs on the
     /// blocking pool). `raw` is the request's path as sent.
     pub(super) fn try_files(&self, t: &TryFiles, raw: &str, accepts: &Accepts) -> Found {
+        if let Fallback::Backend(name) = &t.fallback
+            && names_a_script(raw)
+        {
+            return Found::Next(name.clone());
+        }
         for entry in &t.paths {
             let Some(names) = self.existing(entry, raw) else {
                 continue;
@@ -45,5 +53,44 @@ impl Files {
         let names = path::parse(&entry.replace(URI, raw), self.dotfiles).ok()?;
         let opened = self.cache.open(&names.relative()).ok()?;
         (opened.dir == names.trailing_slash).then_some(names)
+    }
+}
+
+/// Whether `raw` (the request path, still escaped) has a segment ending in `.php` — any letter
+/// case, escaped or not (`/a.PHP`, `/a%2ephp/x`) — that is, what a FastCGI origin runs.
+/// A path the files origin refuses anyway (`..`, a dotfile) is left to that refusal.
+fn names_a_script(raw: &str) -> bool {
+    path::parse(raw, true).is_ok_and(|names| {
+        let clean = format!("/{}", names.relative());
+        crate::fastcgi::params::split_script(&clean, ".php").is_some()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_a_script;
+
+    #[test]
+    fn script_paths_are_those_a_fastcgi_origin_runs() {
+        for raw in [
+            "/wp-config.php",
+            "/index.PHP",
+            "/a/b.php/extra/path",
+            "/uploads/evil.jpg/x.php",
+            "/x%2ephp",
+        ] {
+            assert!(names_a_script(raw), "{raw}");
+        }
+        for raw in [
+            "/",
+            "/style.css",
+            "/php/",
+            "/a.phps",
+            "/.php",
+            "/a.php.bak",
+            "/%2e%2e/a.php",
+        ] {
+            assert!(!names_a_script(raw), "{raw}");
+        }
     }
 }
