@@ -5,11 +5,24 @@
 use super::*;
 
 /// examples/sites.toml: the 2009 operator's layout — the rewrite on `www.domain.com`, its
-/// `.flv` videos from the site's document root with `?start=` seeks, any other host on the
-/// default site.
+/// `.flv` videos from the site's document root with `?start=` seeks, logged-in users passed,
+/// any other host on the default site, and the static host's images kept a day whatever
+/// the origin says while its other answers keep the origin's lifetime.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_2009_layout_example_works() {
     let apache = named("apache").await;
+    // The static server says a minute for everything, in the type each path claims.
+    let static_origin = Origin::start(|seen| {
+        let kind = if seen.path.ends_with(".png") {
+            "image/png"
+        } else {
+            "text/plain"
+        };
+        Reply::ok(&format!("static {}", seen.path))
+            .cc("max-age=60")
+            .header("content-type", kind)
+    })
+    .await;
     let dir = temp_dir("sites-2009");
     let site_root = dir.join("domain.com");
     std::fs::create_dir_all(&site_root).unwrap();
@@ -21,6 +34,8 @@ async fn the_2009_layout_example_works() {
         site.root = Some(site_root.clone());
         let media = c.backends.iter_mut().find(|b| b.name == "media").unwrap();
         media.root = Some(dir.clone());
+        let statics = c.backends.iter_mut().find(|b| b.name == "static").unwrap();
+        statics.port = static_origin.addr.port();
     })
     .await;
     let r = get_host(shellac.addr, "www.domain.com", "/video.flv").await;
@@ -47,6 +62,43 @@ async fn the_2009_layout_example_works() {
     // The default site has no rewrite.
     let r = get_host(shellac.addr, "66.55.44.33", "/external/1234/").await;
     assert_eq!(r.text(), "apache /external/1234/");
+    // Logged-in WordPress users are never answered from the cache (the page above is stored).
+    let r = get_with(
+        shellac.addr,
+        "/external/1234",
+        &[
+            ("host", "www.domain.com"),
+            ("cookie", "wordpress_logged_in_1=u"),
+        ],
+    )
+    .await;
+    assert_eq!(r.text(), "apache /external.php?vid=1234");
+    assert!(
+        r.cache_status().contains("detail=rule"),
+        "{}",
+        r.cache_status()
+    );
+    // static.domain.com: an image is kept a day whatever the origin says (`media-1d`), a
+    // text file for the origin's minute (the site's `default_ttl` is for answers without one).
+    for (path, at_least, at_most) in [("/logo.png", 86_000, 86_400), ("/robots.txt", 1, 60)] {
+        let r = get_host(shellac.addr, "static.domain.com", path).await;
+        assert_eq!(r.text(), format!("static {path}"));
+        let r = get_host(shellac.addr, "static.domain.com", path).await;
+        let ttl: u64 = r
+            .cache_status()
+            .split("ttl=")
+            .nth(1)
+            .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("{path}: {}", r.cache_status()));
+        assert!((at_least..=at_most).contains(&ttl), "{path}: ttl {ttl}");
+    }
+    assert_eq!(static_origin.count(), 2, "one fetch per object");
+    let metrics = get(shellac.admin, "/metrics").await.text();
+    assert!(
+        metrics.contains("shellac_site_hit_total{site=\"static\"} 2"),
+        "{metrics}"
+    );
     shellac.stop().await;
     std::fs::remove_dir_all(&dir).ok();
 }
