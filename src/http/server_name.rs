@@ -31,6 +31,8 @@ pub enum PatternError {
     Wildcard(String),
     #[error("\"{0}\": the regular expression does not compile: {1}")]
     Regex(String, String),
+    #[error("\"{0}\": {1}")]
+    NotAName(String, &'static str),
 }
 
 impl Pattern {
@@ -46,6 +48,9 @@ impl Pattern {
             return Ok(vec![Pattern::Regex(re.to_owned())]);
         }
         let name = normalise(w);
+        if let Some(why) = not_a_name(&name) {
+            return Err(PatternError::NotAName(w.to_owned(), why));
+        }
         if let Some(rest) = name.strip_prefix("*.") {
             if rest.contains('*') || rest.is_empty() {
                 return Err(PatternError::Wildcard(w.to_owned()));
@@ -72,6 +77,39 @@ impl Pattern {
         }
         Ok(vec![Pattern::Exact(name)])
     }
+}
+
+/// Why `name` (lower case, not a regular expression) can never equal a request's host, as
+/// hosts are compared without their port: `None` when it can. Letters, digits, `-`, `_` and
+/// `.` (and `*` for the wildcard checks), or an IPv6 literal in brackets.
+fn not_a_name(name: &str) -> Option<&'static str> {
+    if name.starts_with('[') && name.ends_with(']') {
+        let inside = &name[1..name.len() - 1];
+        return (inside.is_empty()
+            || !inside
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.'))
+        .then_some("an IPv6 literal holds hexadecimal digits, `:` and `.` only (\"[::1]\")");
+    }
+    if name.contains(char::is_whitespace) {
+        return Some(
+            "a server name has no spaces: give each name its own entry, `server_name = [\"www.example.org\", \"example.org\"]` for nginx's `server_name www.example.org example.org;`",
+        );
+    }
+    if name.contains(':') {
+        return Some(
+            "a server name has no port (hosts are matched without theirs): the site's `listen` names the address and port",
+        );
+    }
+    if !name.is_ascii() {
+        return Some(
+            "an internationalised name is written in its ASCII form (\"xn--...\"), as clients send it",
+        );
+    }
+    (!name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'*')))
+    .then_some("a server name holds letters, digits, `-`, `_` and `.` only (or starts with `~`: a regular expression)")
 }
 
 /// Lower case, without a trailing dot.
@@ -266,6 +304,31 @@ mod tests {
             Err(PatternError::Regex(..))
         ));
         assert_eq!(Pattern::parse(" "), Err(PatternError::Empty));
+        // Never a request's host: nginx's space-separated list pasted as one entry, a port,
+        // a URL, a name not in its ASCII form.
+        for bad in [
+            "www.example.org example.org",
+            "www.example.org:8080",
+            "http://www.example.org/",
+            "b\u{fc}cher.example",
+            "[::1",
+            "[zz]",
+        ] {
+            assert!(
+                matches!(Pattern::parse(bad), Err(PatternError::NotAName(..))),
+                "{bad}: {:?}",
+                Pattern::parse(bad)
+            );
+        }
+        for good in [
+            "_",
+            "xn--bcher-kva.example",
+            "[::1]",
+            "127.0.0.1",
+            "my_host.lan.",
+        ] {
+            assert!(Pattern::parse(good).is_ok(), "{good}");
+        }
         let mut t = table(&[("www.example.org", "a")]);
         assert_eq!(
             t.add(&Pattern::parse("WWW.example.org").unwrap(), "b".into()),

@@ -1,5 +1,6 @@
 //! `shellac check` on `[[site]]` mistakes (issue 31): two default sites on one listen address,
-//! a name two sites claim there, a regular expression that does not compile — each named
+//! a name two sites claim there, a regular expression that does not compile, a name that is
+//! none (nginx's space-separated list pasted as one entry) — each named
 //! as file:line:column and key by the binary.
 
 use super::common::binary::run as shellac;
@@ -31,6 +32,10 @@ server_name = ["b.example.org", "WWW.example.org"]
 [[site]]
 name = "c"
 server_name = "~^(www"
+
+[[site]]
+name = "d"
+server_name = "www.d.org d.org"
 "#,
     )
     .unwrap();
@@ -45,8 +50,12 @@ server_name = "~^(www"
         format!(
             "{file}:20:1: `site.2.server_name.0`: \"~^(www\": the regular expression does not compile"
         ),
+        // nginx's space-separated list pasted as one entry would never match a host.
+        format!(
+            "{file}:24:1: `site.3.server_name.0`: \"www.d.org d.org\": a server name has no spaces"
+        ),
     ] {
         assert!(err.contains(&expected), "{expected}\nnot in:\n{err}");
     }
-    assert!(err.contains("3 errors"), "{err}");
+    assert!(err.contains("4 errors"), "{err}");
 }
