@@ -76,7 +76,7 @@ async fn rewrites_run_before_the_cache_key() {
 listen = "127.0.0.1:0"
 admin = "127.0.0.1:0"
 [routing]
-rewrite = ['rewrite "^/external/([0-9]+)/?" /external.php?vid=$1 last;', '^/stop/(.*)$ /old/$1 break', '^/old/(.*)$ /new/$1 permanent', '^/chain/(.*)$ /old/$1 last', '^/moved$ https://elsewhere.test/ redirect']
+rewrite = ['rewrite "^/external/([0-9]+)/?" /external.php?vid=$1 last;', '^/stop/(.*)$ /old/$1 break', '^/old/(.*)$ /new/$1 permanent', '^/chain/(.*)$ /old/$1 last', '^/moved$ https://elsewhere.test/ redirect', '^/tag/caf%C3%A9/(.*)$ /t.php?n=$1']
 {}
 [[site]]
 name = "loops"
@@ -114,6 +114,10 @@ default = true
     let r = conn.send("GET", "/chain/p?y=2", &[], b"").await;
     assert_eq!(r.status, 301);
     assert_eq!(r.header("location"), Some("/new/p?y=2"));
+    // The path is matched as normalised, escapes kept (not nginx's decoded `$uri`): `é` is
+    // `%C3%A9` whatever case the client wrote it in, `%41` is `A`, a space stays `%20`.
+    let r = conn.send("GET", "/tag/caf%c3%a9/%41b%20c", &[], b"").await;
+    assert_eq!(r.text(), "a /t.php?n=Ab%20c");
     // A site's own rewrites replace the global ones; `last` looping is a clear 500.
     let r = get_host(addr, "loop.test", "/x").await;
     assert_eq!(r.status, 500);
@@ -123,7 +127,7 @@ default = true
         r.cache_status()
     );
     let stats = shellac.stats().await;
-    assert_eq!(stats["rewrite"], 3);
+    assert_eq!(stats["rewrite"], 4);
     assert_eq!(stats["rewrite_redirect"], 3);
     assert_eq!(stats["rewrite_cycle"], 1);
     shellac.stop().await;
