@@ -16,6 +16,8 @@ use crate::cache::{Body as StoredBody, Object};
 use crate::stats::Counters;
 use crate::txlog::Record;
 
+mod memory;
+
 /// Error surfaced to hyper when a body cannot be completed (the client connection is then
 /// closed, which is how HTTP/1.1 signals a truncated response).
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +30,9 @@ enum Kind {
     Object {
         object: Arc<Object>,
         next: usize,
+        /// Bytes of chunk `next` already sent (`sent_from_memory`; `poll_frame` takes whole
+        /// chunks).
+        at: usize,
         remaining: u64,
     },
     /// Pieces of stored bodies (ranges, multipart).
@@ -113,6 +118,7 @@ impl ResponseBody {
         ResponseBody::new(Kind::Object {
             object,
             next: 0,
+            at: 0,
             remaining,
         })
     }
@@ -323,12 +329,17 @@ impl Body for ResponseBody {
             Kind::Object {
                 object,
                 next,
+                at,
                 remaining,
             } => match memory_chunk(object, *next) {
                 Some(chunk) => {
+                    let chunk = match std::mem::take(at) {
+                        0 => chunk.clone(),
+                        at => chunk.slice(at..),
+                    };
                     *next += 1;
                     *remaining -= chunk.len() as u64;
-                    Poll::Ready(Some(Ok(chunk.clone())))
+                    Poll::Ready(Some(Ok(chunk)))
                 }
                 None => Poll::Ready(None),
             },

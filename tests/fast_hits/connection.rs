@@ -74,7 +74,7 @@ async fn read_responses(stream: &mut TcpStream, n: usize) -> String {
 
 /// A large fast hit goes out in vectored writes of many stored chunks at once; a reader with a
 /// small window takes them in small, partial writes. Every byte arrives once, in order, followed
-/// by the next response on the same connection.
+/// by the next response on the same connection, and is counted once (`s_resp_bytes`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_fast_hit_arrives_whole_through_partial_writes() {
     let origin = Origin::start(|s| origin_reply(&s.path)).await;
@@ -113,6 +113,12 @@ async fn a_large_fast_hit_arrives_whole_through_partial_writes() {
         "then the next answer"
     );
     assert_eq!(shellac.stat("cache_hit_fast").await, 2);
+    // Written from the stored chunks in pieces that cut them anywhere: every body byte
+    // counted once (the two misses' and the two hits').
+    assert_eq!(
+        shellac.stat("s_resp_bytes").await,
+        2 * (want.len() as u64 + 10)
+    );
     shellac.stop().await;
 }
 

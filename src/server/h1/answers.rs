@@ -89,58 +89,44 @@ impl<T> Gate<T> {
     }
 
     /// Writes the queued fast answers, in order: each one's head and `Date` line, then its
-    /// body's chunks, in vectored writes. An answer is dropped once written (its body then
-    /// completes the transaction record); when the last is out and hyper has nothing in
-    /// flight, the connection is idle again (or waiting for the rest of a held head).
+    /// body, in vectored writes. A body held in memory (every fast hit's: `ResponseBody::
+    /// in_memory`) is written from the object's own chunks; any other is polled for chunks.
+    /// An answer is dropped once written (its body then completes the transaction record);
+    /// when the last is out and hyper has nothing in flight, the connection is idle again (or
+    /// waiting for the rest of a held head).
     pub(super) fn poll_answers(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>>
     where
         T: AsyncWrite + Unpin + Quiet,
     {
         while let Some(o) = self.out.front_mut() {
-            // Gather what the body has ready, up to one vectored write's worth.
-            let mut gathered: usize = o.chunks.iter().map(Bytes::len).sum();
-            while !o.body_done && o.chunks.len() < GATHER_CHUNKS && gathered < GATHER_BYTES {
-                match Pin::new(&mut o.body).poll_frame(cx) {
-                    Poll::Ready(Some(Ok(frame))) => {
-                        if let Ok(data) = frame.into_data()
-                            && !data.is_empty()
-                        {
-                            gathered += data.len();
-                            o.chunks.push(data);
-                        }
-                    }
-                    Poll::Ready(Some(Err(e))) => {
-                        return Poll::Ready(Err(io::Error::other(e.to_string())));
-                    }
-                    Poll::Ready(None) => o.body_done = true,
-                    // Write what is there; the body wakes us when it has more.
-                    Poll::Pending if !o.chunks.is_empty() => break,
-                    Poll::Pending => return Poll::Pending,
-                }
-            }
             let head_len = o.head.len() + o.date_len;
-            if o.written == head_len && o.chunks.is_empty() {
-                if o.body_done {
-                    // Dropped where it lies: `pop_front` moved the ~300-byte answer out
-                    // first (a memcpy per hit, callgrind).
-                    self.out.drain(..1);
-                }
-                continue;
+            if o.body.in_memory().is_none() {
+                ready!(gather(o, cx))?;
             }
             let mut slices = [io::IoSlice::new(&[]); 2 + GATHER_CHUNKS];
-            let mut k = 0;
-            if o.written < o.head.len() {
-                slices[k] = io::IoSlice::new(&o.head[o.written..]);
-                k += 1;
-            }
-            if o.written < head_len {
-                let at = o.written.saturating_sub(o.head.len());
-                slices[k] = io::IoSlice::new(&o.date[at..o.date_len]);
-                k += 1;
-            }
-            for c in &o.chunks {
-                slices[k] = io::IoSlice::new(c);
-                k += 1;
+            let mut k = head_slices(o, &mut slices);
+            let in_memory = match o.body.in_memory() {
+                Some((chunks, at)) => {
+                    k += memory_slices(chunks, at, &mut slices[k..]);
+                    true
+                }
+                None => {
+                    for c in &o.chunks {
+                        slices[k] = io::IoSlice::new(c);
+                        k += 1;
+                    }
+                    false
+                }
+            };
+            if k == 0 {
+                if in_memory {
+                    // Nothing left (a `HEAD`, an empty object): the record told the end.
+                    o.body.sent_from_memory(0);
+                } else if !o.body_done {
+                    continue;
+                }
+                self.drop_written();
+                continue;
             }
             let Some(io) = self.inner.as_mut() else {
                 return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
@@ -154,6 +140,14 @@ impl<T> Gate<T> {
             let of_head = (head_len - o.written).min(n);
             o.written += of_head;
             n -= of_head;
+            if in_memory {
+                o.body.sent_from_memory(n);
+                // All of it out in this write (a small hit): dropped now, not on another turn.
+                if o.written == head_len && o.body.in_memory().is_some_and(|(r, _)| r.is_empty()) {
+                    self.drop_written();
+                }
+                continue;
+            }
             let mut done = 0;
             for c in &mut o.chunks {
                 let of_chunk = n.min(c.len());
@@ -182,4 +176,79 @@ impl<T> Gate<T> {
         }
         Poll::Ready(Ok(()))
     }
+
+    /// Drops the first answer, written. Where it lies: `pop_front` moved the ~300-byte answer
+    /// out first (a memcpy per hit, callgrind); a lone one by `clear`, without `drain`'s
+    /// bookkeeping.
+    #[inline]
+    fn drop_written(&mut self) {
+        if self.out.len() == 1 {
+            self.out.clear();
+        } else {
+            self.out.drain(..1);
+        }
+    }
+}
+
+/// What is left of `o`'s head and `Date` line, as the first slices of a write; how many.
+#[inline]
+fn head_slices<'a>(o: &'a Outgoing, slices: &mut [io::IoSlice<'a>]) -> usize {
+    let mut k = 0;
+    if o.written < o.head.len() {
+        slices[k] = io::IoSlice::new(&o.head[o.written..]);
+        k += 1;
+    }
+    if o.written < o.head.len() + o.date_len {
+        let at = o.written.saturating_sub(o.head.len());
+        slices[k] = io::IoSlice::new(&o.date[at..o.date_len]);
+        k += 1;
+    }
+    k
+}
+
+/// The stored chunks not yet sent (`chunks`, the first from `at`) as slices, up to one
+/// vectored write's worth (`GATHER_CHUNKS`, `GATHER_BYTES`); how many.
+#[inline]
+fn memory_slices<'a>(chunks: &'a [Bytes], at: usize, slices: &mut [io::IoSlice<'a>]) -> usize {
+    let mut gathered = 0;
+    let mut k = 0;
+    for (i, c) in chunks.iter().enumerate() {
+        if k == slices.len() || gathered >= GATHER_BYTES {
+            break;
+        }
+        let c = if i == 0 { &c[at..] } else { &c[..] };
+        if c.is_empty() {
+            continue;
+        }
+        slices[k] = io::IoSlice::new(c);
+        gathered += c.len();
+        k += 1;
+    }
+    k
+}
+
+/// Takes what a polled body (not one held in memory) has ready into `o.chunks`, up to one
+/// vectored write's worth; pending only when nothing is gathered and the body waits.
+fn gather(o: &mut Outgoing, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    let mut gathered: usize = o.chunks.iter().map(Bytes::len).sum();
+    while !o.body_done && o.chunks.len() < GATHER_CHUNKS && gathered < GATHER_BYTES {
+        match Pin::new(&mut o.body).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data()
+                    && !data.is_empty()
+                {
+                    gathered += data.len();
+                    o.chunks.push(data);
+                }
+            }
+            Poll::Ready(Some(Err(e))) => {
+                return Poll::Ready(Err(io::Error::other(e.to_string())));
+            }
+            Poll::Ready(None) => o.body_done = true,
+            // Write what is there; the body wakes us when it has more.
+            Poll::Pending if !o.chunks.is_empty() => break,
+            Poll::Pending => return Poll::Pending,
+        }
+    }
+    Poll::Ready(Ok(()))
 }
