@@ -83,6 +83,11 @@ fn check_path(p: &str) -> Result<(), String> {
             "`{p}`: a file path has no query (the request's is kept)"
         ));
     }
+    if crate::fastcgi::params::split_script(p, ".php").is_some() {
+        return Err(format!(
+            "`{p}` names a script, which a files backend would send as text: end the list with `@NAME`, the FastCGI backend (it runs `/index.php` for a path that is no file, as nginx's `try_files ... /index.php?$args` does)"
+        ));
+    }
     Ok(())
 }
 
@@ -165,6 +170,10 @@ mod tests {
             &["uri", "=404"],
             &["$request_uri", "=404"],
             &["$uri?$args", "=404"],
+            // nginx's WordPress `try_files $uri $uri/ /index.php?$args;` without its query:
+            // the script would be sent, not run.
+            &["$uri", "$uri/", "/index.php"],
+            &["$uri", "$uri.php", "@php"],
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }

@@ -165,8 +165,8 @@ async fn the_wordpress_on_php_fpm_example_works() {
 
 /// docs/static-files.md's WordPress `try_files`: the files backend first, `@php` when no file
 /// is there. A script is run by PHP, never sent from disk as text though the file exists
-/// (nginx's `location ~ \.php$` in front of the `location /` that holds `try_files`); a script
-/// that is not there is still 404, never run.
+/// (nginx's `location ~ \.php$` in front of the `location /` that holds `try_files`), nor a
+/// directory's index that is a script; a script that is not there is still 404, never run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn try_files_hands_scripts_to_php_never_their_source() {
     let Some(fpm) = fpm() else { return };
@@ -176,6 +176,8 @@ async fn try_files_hands_scripts_to_php_never_their_source() {
         files.protocol = BackendProtocol::Files;
         files.root = Some(fpm.root.clone());
         files.try_files = ["$uri", "$uri/", "@php"].map(String::from).to_vec();
+        // nginx's `index index.php index.html;`: a directory's index may be a script.
+        files.index = Some(["index.php", "index.html"].map(String::from).to_vec());
         c.backends.insert(0, files);
     })
     .await;
@@ -199,6 +201,9 @@ async fn try_files_hands_scripts_to_php_never_their_source() {
     assert_eq!(r.text(), "front /2026/11/hello-world/");
     assert_eq!(get(sh.addr, "/uploads/evil.jpg/x.php").await.status, 404);
     assert_eq!(get(sh.addr, "/nothere.php").await.status, 404);
+    // A directory whose index is a script: run by PHP, not sent.
+    let r = get(sh.addr, "/blog/").await;
+    assert_eq!((r.status, r.text().as_str()), (200, "blog index"));
     // Every one of them but the stylesheet was handed on by the files backend.
-    assert_eq!(sh.stat("files_try_next").await, 7);
+    assert_eq!(sh.stat("files_try_next").await, 8);
 }

@@ -7,7 +7,8 @@
 //! step reads: `proxy/fetch/send.rs`). With that last form a path naming a script (a segment
 //! ending in `.php`, as the FastCGI origin splits it) goes to that backend without a look at
 //! the disk, as nginx's `location ~ \.php$` takes it before the `location /` holding
-//! `try_files`: the files origin never sends a script's source.
+//! `try_files`: the files origin never sends a script's source (nor a directory's index
+//! that is a script: the request goes to that backend as it came, which runs the index).
 
 use super::lookup::{Files, Found};
 use super::path::{self, FilePath};
@@ -33,7 +34,16 @@ impl Files {
             let Some(names) = self.existing(entry, raw) else {
                 continue;
             };
-            return self.find(&names, accepts);
+            let found = self.find(&names, accepts);
+            // A directory whose index is a script (`index = ["index.php", ...]`): the
+            // fallback runs it, as nginx's index module hands `/blog/index.php` to the PHP
+            // location.
+            if let (Fallback::Backend(next), Found::File { name, .. }) = (&t.fallback, &found)
+                && names_a_script(&format!("/{name}"))
+            {
+                return Found::Next(next.clone());
+            }
+            return found;
         }
         match &t.fallback {
             Fallback::Status(code) => Found::Status(
