@@ -44,7 +44,7 @@ impl Pattern {
             return Err(PatternError::Empty);
         }
         if let Some(re) = w.strip_prefix('~') {
-            regex::Regex::new(re).map_err(|e| PatternError::Regex(w.to_owned(), e.to_string()))?;
+            compile(re).map_err(|e| PatternError::Regex(w.to_owned(), e.to_string()))?;
             return Ok(vec![Pattern::Regex(re.to_owned())]);
         }
         let name = normalise(w);
@@ -112,6 +112,13 @@ fn not_a_name(name: &str) -> Option<&'static str> {
     .then_some("a server name holds letters, digits, `-`, `_` and `.` only (or starts with `~`: a regular expression)")
 }
 
+/// A `server_name` regular expression, compiled without letter case: hosts are matched in
+/// lower case, and nginx compiles one holding an upper-case letter `NGX_REGEX_CASELESS`, so
+/// `~^WWW\.Example\.org$` matches the host `www.example.org` there as here.
+fn compile(re: &str) -> Result<regex::Regex, regex::Error> {
+    regex::RegexBuilder::new(re).case_insensitive(true).build()
+}
+
 /// Lower case, without a trailing dot.
 fn normalise(name: &str) -> String {
     name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase()
@@ -174,7 +181,7 @@ impl<T: Clone> Names<T> {
                 Pattern::Regex(r) => {
                     // Checked by Pattern::parse; a pattern built by hand that does not compile
                     // matches nothing rather than failing here.
-                    if let Ok(re) = regex::Regex::new(r) {
+                    if let Ok(re) = compile(r) {
                         self.regexes.push((re, site.clone()));
                     }
                 }
@@ -279,6 +286,19 @@ mod tests {
             "the first regex in file order"
         );
         assert_eq!(t.find("www.other").map(String::as_str), Some("regex2"));
+    }
+
+    #[test]
+    fn regular_expressions_ignore_letter_case_as_nginx_compiles_them() {
+        let t = table(&[("~^WWW\\d*\\.Example\\.ORG$", "regex")]);
+        assert_eq!(
+            t.find("www2.example.org").map(String::as_str),
+            Some("regex")
+        );
+        assert_eq!(
+            t.find("WWW.EXAMPLE.org.").map(String::as_str),
+            Some("regex")
+        );
     }
 
     #[test]

@@ -80,6 +80,10 @@ backend = "fallback"
         "server_name = \"*.www.example.org\"",
         "server_name = \"*.www.example.net\"",
     );
+    // Written with capitals, as nginx configurations have them: matched without case there
+    // (nginx compiles it caseless) as here.
+    text2 = text2.replace(r"'~^www\d+\.example\.org$'", r"'~^WWW\d+\.Example\.ORG$'");
+    assert!(text2.contains("WWW"), "{text2}");
     write(&file, &text2);
     let (status, v) = shellac.reload().await;
     assert_eq!(status, 200, "{v}");
