@@ -11,16 +11,20 @@ use super::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_2009_layout_example_works() {
     let apache = named("apache").await;
-    // The static server says a minute for everything, in the type each path claims.
+    // The static server says a minute, in the type each path claims; nothing for
+    // /plain.txt, a year for /long.txt.
     let static_origin = Origin::start(|seen| {
         let kind = if seen.path.ends_with(".png") {
             "image/png"
         } else {
             "text/plain"
         };
-        Reply::ok(&format!("static {}", seen.path))
-            .cc("max-age=60")
-            .header("content-type", kind)
+        let reply = Reply::ok(&format!("static {}", seen.path)).header("content-type", kind);
+        match seen.path.as_str() {
+            "/plain.txt" => reply,
+            "/long.txt" => reply.cc("max-age=31536000"),
+            _ => reply.cc("max-age=60"),
+        }
     })
     .await;
     let dir = temp_dir("sites-2009");
@@ -79,8 +83,14 @@ async fn the_2009_layout_example_works() {
         r.cache_status()
     );
     // static.domain.com: an image is kept a day whatever the origin says (`media-1d`), a
-    // text file for the origin's minute (the site's `default_ttl` is for answers without one).
-    for (path, at_least, at_most) in [("/logo.png", 86_000, 86_400), ("/robots.txt", 1, 60)] {
+    // text file for the origin's minute; the site's `default_ttl` (an hour) is for answers
+    // without a lifetime, its `max_ttl` (a week) caps the origin's year.
+    for (path, at_least, at_most) in [
+        ("/logo.png", 86_000, 86_400),
+        ("/robots.txt", 1, 60),
+        ("/plain.txt", 3_500, 3_600),
+        ("/long.txt", 604_000, 604_800),
+    ] {
         let r = get_host(shellac.addr, "static.domain.com", path).await;
         assert_eq!(r.text(), format!("static {path}"));
         let r = get_host(shellac.addr, "static.domain.com", path).await;
@@ -93,10 +103,10 @@ async fn the_2009_layout_example_works() {
             .unwrap_or_else(|| panic!("{path}: {}", r.cache_status()));
         assert!((at_least..=at_most).contains(&ttl), "{path}: ttl {ttl}");
     }
-    assert_eq!(static_origin.count(), 2, "one fetch per object");
+    assert_eq!(static_origin.count(), 4, "one fetch per object");
     let metrics = get(shellac.admin, "/metrics").await.text();
     assert!(
-        metrics.contains("shellac_site_hit_total{site=\"static\"} 2"),
+        metrics.contains("shellac_site_hit_total{site=\"static\"} 4"),
         "{metrics}"
     );
     shellac.stop().await;
