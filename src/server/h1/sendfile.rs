@@ -89,6 +89,10 @@ impl Quiet for TcpStream {
     ) -> Poll<io::Result<usize>> {
         super::splice::poll_splice(self, cx, from, len)
     }
+
+    fn write_now(&mut self, bufs: &[io::IoSlice<'_>]) -> Option<io::Result<usize>> {
+        super::splice::write_now(self, bufs)
+    }
 }
 
 fn refused(why: &'static str) -> io::Error {

@@ -29,6 +29,13 @@ pub(crate) trait Quiet {
         Poll::Ready(Err(io::ErrorKind::Unsupported.into()))
     }
 
+    /// One vectored write of `bufs` straight to the socket, before any readiness is asked
+    /// for (`splice.rs`, `write_now`); `None` when it would block, or for a transport that
+    /// does not write that way: the caller then writes through `AsyncWrite`.
+    fn write_now(&mut self, _bufs: &[io::IoSlice<'_>]) -> Option<io::Result<usize>> {
+        None
+    }
+
     /// Sends up to `len` bytes from the pipe `from` (splice(2), `splice.rs`); how many went.
     /// Only asked of a transport that [`Quiet::sends_files`].
     fn poll_splice(
