@@ -132,9 +132,10 @@ pub fn parse_head_into(
         target_end,
         http10,
         later_minor,
+        escapes,
     } = request_line(&data[..first - 1])?;
     if let Some(p) = parts.as_deref_mut() {
-        p.start(method_end, target_end, http10);
+        p.start(method_end, target_end, http10, escapes);
     }
     let mut pos = first + 1;
     let mut fields = 0usize;

@@ -22,6 +22,8 @@ pub(super) struct RequestLine {
     pub target_end: usize,
     pub http10: bool,
     pub later_minor: bool,
+    /// The target has a `%` (percent-escapes to decode or normalise).
+    pub escapes: bool,
 }
 
 /// `method SP request-target SP HTTP-version`. Says whether it is HTTP/1.0, and whether it
@@ -89,6 +91,7 @@ pub(super) fn request_line(line: &[u8]) -> Result<RequestLine, Violation> {
         target_end: sp1 + 1 + sp2,
         http10,
         later_minor,
+        escapes,
     })
 }
 

@@ -41,6 +41,7 @@ fn reference_request_line(line: &[u8]) -> Result<RequestLine, Violation> {
         target_end: sp1 + 1 + sp2,
         http10,
         later_minor,
+        escapes: target.contains(&b'%'),
     })
 }
 
@@ -86,10 +87,18 @@ fn reference_valid_authority(a: &[u8]) -> bool {
     }
 }
 
-type Outcome = Result<(usize, usize, bool, bool), Violation>;
+type Outcome = Result<(usize, usize, bool, bool, bool), Violation>;
 
 fn outcome(r: Result<RequestLine, Violation>) -> Outcome {
-    r.map(|l| (l.method_end, l.target_end, l.http10, l.later_minor))
+    r.map(|l| {
+        (
+            l.method_end,
+            l.target_end,
+            l.http10,
+            l.later_minor,
+            l.escapes,
+        )
+    })
 }
 
 fn same_line(line: &[u8]) {

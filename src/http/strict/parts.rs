@@ -22,6 +22,7 @@ pub struct Parts {
     method_end: u32,
     target: (u32, u32),
     http10: bool,
+    escapes: bool,
     fields: [Span; MAX_PART_FIELDS],
     count: u32,
     /// More fields than `fields` holds, or a head too large for the offsets.
@@ -34,6 +35,7 @@ impl Default for Parts {
             method_end: 0,
             target: (0, 0),
             http10: false,
+            escapes: false,
             fields: [Span::default(); MAX_PART_FIELDS],
             count: 0,
             more: false,
@@ -55,6 +57,12 @@ impl Parts {
     /// The request target, as sent (visible ASCII without `"<>\#`: `tokens::TARGET`).
     pub fn target<'h>(&self, head: &'h [u8]) -> &'h [u8] {
         part(head, self.target)
+    }
+
+    /// Whether the target has a `%` (an escape): one without needs no normalising
+    /// (`http::target::normalise` would find nothing to do).
+    pub fn target_escapes(&self) -> bool {
+        self.escapes
     }
 
     /// Whether the request line says `HTTP/1.0` (a later HTTP/1 minor version counts as 1.1).
@@ -79,11 +87,19 @@ impl Parts {
         )
     }
 
-    /// A new head: its request line's method ends at `method_end`, its target at `target_end`.
-    pub(super) fn start(&mut self, method_end: usize, target_end: usize, http10: bool) {
+    /// A new head: its request line's method ends at `method_end`, its target (with a `%`:
+    /// `escapes`) at `target_end`.
+    pub(super) fn start(
+        &mut self,
+        method_end: usize,
+        target_end: usize,
+        http10: bool,
+        escapes: bool,
+    ) {
         self.count = 0;
         self.more = false;
         self.http10 = http10;
+        self.escapes = escapes;
         match (u32::try_from(method_end), u32::try_from(target_end)) {
             (Ok(m), Ok(t)) => {
                 self.method_end = m;

@@ -97,6 +97,33 @@ fn parts_are_what_httparse_reads() {
     assert_eq!(parts.target(next), b"/n");
 }
 
+/// The parts say whether the target has an escape (`%`): the fast hit normalises only one
+/// that has.
+#[test]
+fn parts_say_whether_the_target_has_escapes() {
+    let mut s = Scanner::new(Limits::default());
+    s.keep_parts();
+    for (head, escapes) in [
+        (&b"GET /file6k.png HTTP/1.1\r\nHost: a\r\n\r\n"[..], false),
+        (b"GET /a%2fb?x=%41 HTTP/1.1\r\nHost: a\r\n\r\n", true),
+        (b"GET /q?%20 HTTP/1.1\r\nHost: a\r\n\r\n", true),
+        (b"GET /p?a=b HTTP/1.1\r\nHost: a%41\r\n\r\n", false),
+    ] {
+        assert!(matches!(s.scan(head), Scan::Head(..)));
+        let parts = s.parts().expect("kept");
+        assert_eq!(
+            parts.target_escapes(),
+            escapes,
+            "{:?}",
+            String::from_utf8_lossy(head)
+        );
+        let target = std::str::from_utf8(parts.target(head)).unwrap();
+        if !escapes {
+            assert_eq!(crate::http::target::normalise(target), None, "{target}");
+        }
+    }
+}
+
 /// Without `keep_parts` the scanner keeps none (no memory per connection).
 #[test]
 fn parts_only_when_kept() {

@@ -65,7 +65,10 @@ impl Proxy {
             }
         };
         let target = as_str(parts.target(bytes))?;
-        if !target.starts_with('/') || crate::http::target::normalise(target).is_some() {
+        // A target with no `%` is normal as it is (the strict parser saw every byte of it).
+        if !target.starts_with('/')
+            || (parts.target_escapes() && crate::http::target::normalise(target).is_some())
+        {
             return None;
         }
         let mut n = 0;
