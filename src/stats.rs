@@ -255,6 +255,8 @@ counters! {
     req_body_cached: "Request bodies VCL's std.cache_req_body() kept in memory for every backend request of their request (restarts, retries); each at most the size the call names",
     req_body_cached_bytes: "Bytes of the request bodies std.cache_req_body() kept",
     backend_recycle: "Backend connections returned to the pool after a complete response",
+    backend_drained: "Backend responses the fetch did not use (VCL restart, retry, abandon or error on the response head; a director's restart_on) whose body, at most 64 KiB, was read to its end within 100 ms so their keep-alive connection went back to the pool (also counted in backend_recycle)",
+    backend_drain_closed: "Backend responses the fetch did not use whose body was longer than 64 KiB, or slower than 100 ms, to read to its end: their connection was closed",
     backend_busy: "Backend requests refused because max_connections and its queue were full",
     backend_wait: "Backend requests that waited in a backend's max_queue for a connection slot (max_connections reached)",
     backend_wait_fail: "Backend requests whose wait for a connection slot ran past wait_timeout (also counted in backend_busy)",

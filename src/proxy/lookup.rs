@@ -108,6 +108,11 @@ impl Txn {
             // VCL's `return (pass(DURATION))`: passed, as Varnish's hit-for-pass object does.
             if cache.is_hit_for_pass(primary, now) {
                 self.proxy.counters.cache_hitpass.inc();
+                // `req.is_hitpass` and `bereq.is_hitpass` read true for this pass (trunk
+                // c00075); a restart clears it (`policy/vcl/answer.rs`).
+                if let Some(v) = self.vcl.as_deref_mut() {
+                    v.is_hitpass = true;
+                }
                 return Step::Pass(NoCacheReason::Vcl);
             }
             return Step::HitForMiss;

@@ -19,6 +19,7 @@ mod sessions;
 mod sites;
 mod status_lines;
 mod storages;
+mod unused_bodies;
 mod variables;
 mod varnish;
 

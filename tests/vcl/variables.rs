@@ -61,6 +61,44 @@ sub vcl_deliver {
     shellac.stop().await;
 }
 
+/// Regression (trunk c00075): a request passed because of a hit-for-pass object (VCL's
+/// `return (pass(DURATION))`) reads `req.is_hitpass` and `bereq.is_hitpass` true; the fetch
+/// that made the object, and a hit-for-miss, read it false (they read false in Shellac
+/// before: the flag was never set).
+#[tokio::test]
+async fn varnish_c00075_a_hit_for_pass_reads_is_hitpass() {
+    let origin = Origin::start(|_| Reply::ok("x").cc("no-cache")).await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_backend_response {
+    set beresp.http.be-hitmiss = bereq.is_hitmiss;
+    set beresp.http.be-hitpass = bereq.is_hitpass;
+    if (bereq.url == "/hfp") { return (pass(10m)); }
+}
+sub vcl_deliver {
+    set resp.http.is-hitmiss = req.is_hitmiss;
+    set resp.http.is-hitpass = req.is_hitpass;
+}
+"#;
+    let shellac = start_vcl("c00075", vcl, &[origin.addr]).await;
+    let flags = |r: &Resp| {
+        [
+            r.header("is-hitmiss").unwrap_or("-").to_string(),
+            r.header("is-hitpass").unwrap_or("-").to_string(),
+            r.header("be-hitmiss").unwrap_or("-").to_string(),
+            r.header("be-hitpass").unwrap_or("-").to_string(),
+        ]
+    };
+    let f = |m: &str, p: &str| [m, p, m, p].map(String::from);
+    assert_eq!(flags(&get(shellac.addr, "/hfm").await), f("false", "false"));
+    assert_eq!(flags(&get(shellac.addr, "/hfm").await), f("true", "false"));
+    assert_eq!(flags(&get(shellac.addr, "/hfp").await), f("false", "false"));
+    assert_eq!(flags(&get(shellac.addr, "/hfp").await), f("false", "true"));
+    assert_eq!(origin.count(), 4);
+    assert_eq!(shellac.stat("cache_hitpass").await, 1);
+    shellac.stop().await;
+}
+
 /// `set req.proto = "HTTP/1.2"` is HTTP/1.1, as the request parser reads a later HTTP/1 minor
 /// version (RFC 9110 §2.5), not a failed vcl_recv (issue 21, varnishtest v00001); a status
 /// VCL sets past 599 reaches the client as set.

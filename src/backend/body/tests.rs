@@ -101,3 +101,25 @@ async fn a_stream_that_fails_logs_fetch_error_and_counts_a_failed_fetch() {
         "{records}"
     );
 }
+
+/// Only a pooled HTTP/1.1 connection's unused body is drained (the end-to-end cases are in
+/// tests/vcl/unused_bodies.rs): another kind's has no connection to keep, so it is dropped
+/// unread at once — a stream that never ends does not hold the restart for 100 ms — and
+/// counted in neither counter.
+#[tokio::test]
+async fn an_unused_body_without_a_pooled_connection_is_not_drained() {
+    let counters = Arc::new(Counters::default());
+    let body = BackendBody::from_stream(
+        script(&["part"], false),
+        Duration::from_secs(60),
+        counters.clone(),
+    );
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        body.drain_within(1 << 20, Duration::from_secs(60)),
+    )
+    .await
+    .expect("returns at once");
+    assert_eq!(counters.backend_drained.get(), 0);
+    assert_eq!(counters.backend_drain_closed.get(), 0);
+}

@@ -63,7 +63,7 @@ pub(super) const VCL: &[Setting] = &[
         default: Default::Value(r##"4"##),
         example: r##""##,
         restart: false,
-        doc: r##"`return (restart)`s per request at most — Varnish's `max_restarts`: the one past it runs vcl_synth (vcl_error in 2.x) with `503 Too many restarts`, which is delivered whatever it returns."##,
+        doc: r##"`return (restart)`s per request at most — Varnish's `max_restarts`: the one past it runs vcl_synth with `503 Too many restarts`, which is delivered whatever it returns. A 2.x program counts as Varnish 2.1 did: once this many restarts are reached, vcl_recv runs and the request then goes to vcl_error (503 unless vcl_recv chose an error), where `req.restarts` reads this number."##,
     },
     Setting {
         section: "vcl",

@@ -107,18 +107,25 @@ pub(super) async fn exchange(
                 }
                 storage
             }
-            ResponseOutcome::Retry => match refetch(txn, mode, for_cache) {
-                None => continue,
-                Some(done) => return done,
-            },
+            // The response is not used: its body, when small and already on its way, is
+            // read to its end so its connection is reused (`BackendBody::drain`), before
+            // the next fetch looks for one.
+            ResponseOutcome::Retry => {
+                body.drain().await;
+                match refetch(txn, mode, for_cache) {
+                    None => continue,
+                    Some(done) => return done,
+                }
+            }
             ResponseOutcome::Step(step) => {
+                body.drain().await;
                 leave(mode);
                 return ControlFlow::Break(step);
             }
             // vcl_backend_error's object stored in the response's place; the backend's body
-            // is dropped unread, as on a `Step`.
+            // is not used, as on a `Step`.
             ResponseOutcome::Made(made) => {
-                drop(body);
+                body.drain().await;
                 return ControlFlow::Continue(made_exchange(txn, *made, request_time, seen));
             }
         };

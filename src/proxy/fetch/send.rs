@@ -134,6 +134,8 @@ pub(super) async fn send(
                 if choose(&route, &key, txn, &tried).is_none() {
                     return Ok(resp);
                 }
+                // Not used: its connection is kept when its body is small and on its way.
+                resp.into_body().drain().await;
                 restarts += 1;
                 counters.backend_restart.inc();
             }

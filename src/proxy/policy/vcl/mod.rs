@@ -63,7 +63,20 @@ impl Hooks for Vcl {
             wash_accept_encoding(&mut txn.req.headers);
         }
         let washed = accept_encoding(&txn.req.headers);
-        let step = client::recv(txn, &rt);
+        let mut step = client::recv(txn, &rt);
+        // Varnish 2.1 counts its restarts after vcl_recv: once `max_restarts` restarts are
+        // reached the request goes to vcl_error (503 unless VCL chose an error), vcl_error
+        // reading `req.restarts == max_restarts` (2.1.5/b00019); 4.x synthesizes on the
+        // restart past the limit instead (`answer::restart`). A first request never does.
+        let max_restarts = txn.proxy.config.vcl.max_restarts;
+        if let Some(v) = txn.vcl.as_deref()
+            && v.runtime.program.dialect.is_legacy()
+            && v.state.restarts > 0
+            && v.state.restarts >= max_restarts
+            && !matches!(step, Step::VclSynth(..))
+        {
+            step = Step::VclSynth(503, None);
+        }
         // A program that changed `req.http.Accept-Encoding` decides what the client takes
         // (Varnish reads the request's field when it delivers: a VCL that unsets it gets
         // the client identity); one that left it as washed leaves the client's own
