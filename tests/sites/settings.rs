@@ -29,6 +29,10 @@ server_name = "inherit.test"
 name = "nocache"
 server_name = "nocache.test"
 cache = false
+[[site]]
+name = "graceful"
+server_name = "grace.test"
+grace = "10m"
 "#,
         backend("a", &a),
         backend("b", &b)
@@ -64,6 +68,31 @@ cache = false
         r.cache_status()
     );
     assert_eq!(a.count_path("/n"), 2);
+    // A site's `grace` replaces `cache.grace` (0 here) for what it stores: the object is
+    // usable 10 minutes past its lifetime, another site's not at all.
+    for (host, grace) in [("grace.test", 600), ("inherit.test", 0)] {
+        assert_eq!(get_host(addr, host, "/g").await.status, 200);
+        let v: serde_json::Value = serde_json::from_slice(
+            &get(shellac.admin, &format!("/cache?url=/g&host={host}"))
+                .await
+                .body,
+        )
+        .unwrap();
+        let copy = &v["variants"][0]["copies"][0];
+        let (ttl, left) = (
+            copy["ttl_left_seconds"]
+                .as_i64()
+                .unwrap_or_else(|| panic!("{v}")),
+            copy["grace_left_seconds"]
+                .as_i64()
+                .unwrap_or_else(|| panic!("{v}")),
+        );
+        // Whole seconds, each rounded on its own.
+        assert!(
+            (grace - 1..=grace + 1).contains(&(left - ttl)),
+            "{host}: {v}"
+        );
+    }
     shellac.stop().await;
     std::fs::remove_dir_all(&dir).ok();
 }
