@@ -13,7 +13,7 @@ use super::check::{check_vcl, first_error};
 use super::context::{Flavour, Halt, Shared};
 use super::lex::{self, Command};
 use super::params::Settings;
-use super::runner::{Runner, define_macros};
+use super::runner::{Runner, define_macros, spread};
 use super::scope;
 
 /// How one case came out.
@@ -57,49 +57,56 @@ struct Found {
 }
 
 impl Runner {
-    /// Checks every `-errvcl` / `-badvcl` of `files` on its own.
+    /// Checks every `-errvcl` / `-badvcl` of `files` on its own, the files `opts.jobs` at a
+    /// time (each case is a `shellac check` process); the cases in the files' order.
     pub fn errvcl_census(&self, files: &[PathBuf]) -> Vec<Case> {
         let dir = self.root.join("census");
         let _ = std::fs::create_dir_all(&dir);
+        spread(self.opts.jobs, files, |n, f| self.census_of(&dir, n, f))
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    /// The cases of file `f` (the `n`th), each checked in `dir`.
+    fn census_of(&self, dir: &Path, n: usize, f: &Path) -> Vec<Case> {
         let mut out = Vec::new();
-        for (n, f) in files.iter().enumerate() {
-            for (i, c) in cases(f).into_iter().enumerate() {
-                let verdict_of = |text: &str| -> (CaseVerdict, String, bool) {
-                    match check_vcl(
-                        &self.opts.shellac,
-                        self.wiring,
-                        &c.settings,
-                        &dir,
-                        &format!("c{n}_{i}"),
-                        text,
-                    ) {
-                        Ok((_, checked)) if checked.accepted => {
-                            (CaseVerdict::Accepted, String::new(), false)
-                        }
-                        Ok((_, checked)) => (
-                            CaseVerdict::Refused,
-                            first_error(&checked.output),
-                            c.expected
-                                .as_deref()
-                                .is_some_and(|e| same_reason(e, &checked.output)),
-                        ),
-                        Err(Halt::Skip(r)) => (CaseVerdict::OutOfScope(r), String::new(), false),
-                        Err(h) => (CaseVerdict::OutOfScope(h.to_string()), String::new(), false),
+        for (i, c) in cases(f).into_iter().enumerate() {
+            let verdict_of = |text: &str| -> (CaseVerdict, String, bool) {
+                match check_vcl(
+                    &self.opts.shellac,
+                    self.wiring,
+                    &c.settings,
+                    dir,
+                    &format!("c{n}_{i}"),
+                    text,
+                ) {
+                    Ok((_, checked)) if checked.accepted => {
+                        (CaseVerdict::Accepted, String::new(), false)
                     }
-                };
-                let (verdict, message, same) = match &c.text {
-                    Err(why) => (CaseVerdict::OutOfScope(why.clone()), String::new(), false),
-                    Ok(text) => verdict_of(text),
-                };
-                out.push(Case {
-                    file: f.clone(),
-                    line: c.line,
-                    expected: c.expected,
-                    verdict,
-                    message,
-                    same_reason: same,
-                });
-            }
+                    Ok((_, checked)) => (
+                        CaseVerdict::Refused,
+                        first_error(&checked.output),
+                        c.expected
+                            .as_deref()
+                            .is_some_and(|e| same_reason(e, &checked.output)),
+                    ),
+                    Err(Halt::Skip(r)) => (CaseVerdict::OutOfScope(r), String::new(), false),
+                    Err(h) => (CaseVerdict::OutOfScope(h.to_string()), String::new(), false),
+                }
+            };
+            let (verdict, message, same) = match &c.text {
+                Err(why) => (CaseVerdict::OutOfScope(why.clone()), String::new(), false),
+                Ok(text) => verdict_of(text),
+            };
+            out.push(Case {
+                file: f.to_path_buf(),
+                line: c.line,
+                expected: c.expected,
+                verdict,
+                message,
+                same_reason: same,
+            });
         }
         out
     }

@@ -154,25 +154,38 @@ impl Runner {
 
     /// Runs `files`, `opts.jobs` at a time; `each` sees every outcome as it comes.
     pub fn run_all(&self, files: &[PathBuf], each: &(dyn Fn(&Outcome) + Sync)) -> Vec<Outcome> {
-        let next = AtomicUsize::new(0);
-        let results: Mutex<Vec<(usize, Outcome)>> = Mutex::new(Vec::new());
-        std::thread::scope(|scope| {
-            for _ in 0..self.opts.jobs.max(1) {
-                scope.spawn(|| {
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(f) = files.get(i) else { break };
-                        let o = self.run_file(f);
-                        each(&o);
-                        lock(&results).push((i, o));
-                    }
-                });
-            }
-        });
-        let mut out = results.into_inner().unwrap_or_else(|e| e.into_inner());
-        out.sort_by_key(|(i, _)| *i);
-        out.into_iter().map(|(_, o)| o).collect()
+        spread(self.opts.jobs, files, |_, f| {
+            let o = self.run_file(f);
+            each(&o);
+            o
+        })
     }
+}
+
+/// `work` done on every item, `jobs` items at a time (each on the next free thread), the
+/// results in the items' order.
+pub(super) fn spread<I: Sync, T: Send>(
+    jobs: usize,
+    items: &[I],
+    work: impl Fn(usize, &I) -> T + Sync,
+) -> Vec<T> {
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<(usize, T)>> = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.clamp(1, items.len().max(1)) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(item) = items.get(i) else { break };
+                    let r = work(i, item);
+                    lock(&results).push((i, r));
+                }
+            });
+        }
+    });
+    let mut out = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    out.sort_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, r)| r).collect()
 }
 
 impl Drop for Runner {
@@ -229,5 +242,33 @@ fn probe(shellac: &Path, dir: &Path) -> Wiring {
     Wiring {
         serve,
         check: vcl_check,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::spread;
+
+    /// Every item once, the results in the items' order, never more than `jobs` at once.
+    #[test]
+    fn spread_keeps_the_order_and_the_job_limit() {
+        let items: Vec<u64> = (0..40).collect();
+        for jobs in [0, 1, 3, 64] {
+            let (running, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+            let out = spread(jobs, &items, |i, x| {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                // Later items finish first, so the order comes from the index, not from time.
+                std::thread::sleep(std::time::Duration::from_micros(40 - *x));
+                running.fetch_sub(1, Ordering::SeqCst);
+                (i, x * 2)
+            });
+            let want: Vec<(usize, u64)> = items.iter().map(|&x| (x as usize, x * 2)).collect();
+            assert_eq!(out, want, "jobs {jobs}");
+            assert!(most.load(Ordering::SeqCst) <= jobs.max(1), "jobs {jobs}");
+        }
+        assert!(spread(2, &[] as &[u8], |_, _| 0).is_empty());
     }
 }
