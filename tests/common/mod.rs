@@ -72,6 +72,34 @@ pub fn free_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
+/// Ports free now on 127.0.0.1, below the ephemeral range (from the process ID on, so
+/// binaries running at once tend to pick different ones; a later call in the same process
+/// goes on from where the last one stopped), for a tool that must be given fixed addresses to
+/// bind itself (pebble, systemd-socket-activate). Released at once like [`free_port`]'s, but
+/// no socket bound to port 0 (every other listener of the tests) can be given one of them
+/// before the tool binds it.
+pub fn free_ports_below_ephemeral(n: usize) -> Vec<u16> {
+    static NEXT: std::sync::Mutex<u32> = std::sync::Mutex::new(0);
+    let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768);
+    let base: u16 = 10_000;
+    let span = u32::from(low.saturating_sub(base).max(1000));
+    let mut next = NEXT.lock().unwrap_or_else(|e| e.into_inner());
+    let start = std::process::id() % span;
+    let mut out = Vec::new();
+    while out.len() < n && *next < span {
+        let port = base + ((start + *next) % span) as u16;
+        *next += 1;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            out.push(port);
+        }
+    }
+    assert_eq!(out.len(), n, "no free ports below {low}");
+    out
+}
+
 /// A loopback port where every connection is refused for the rest of the test process: bound
 /// by a socket that never listens, kept open (leaked) so no other socket can bind it. A port
 /// from [`free_port`] is released at once, and another test's listener can take it (a "gone"

@@ -16,7 +16,7 @@
 //! harness ends with `exit`), and by the kernel if the binary dies first (`PR_SET_PDEATHSIG`,
 //! tied to a thread that lives as long as the process).
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -63,30 +63,6 @@ extern "C" fn stop_pebble() {
     }
 }
 
-/// Ports free now on 127.0.0.1, below the ephemeral range (from the process ID on, so
-/// binaries running at once tend to pick different ones).
-fn free_ports(n: usize) -> Vec<u16> {
-    let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(32768);
-    let base: u16 = 10_000;
-    let span = low.saturating_sub(base).max(1000);
-    let start = (std::process::id() % u32::from(span)) as u16;
-    let mut out = Vec::new();
-    for i in 0..span {
-        let port = base + (start + i) % span;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            out.push(port);
-            if out.len() == n {
-                break;
-            }
-        }
-    }
-    assert_eq!(out.len(), n, "no free ports below {low}");
-    out
-}
-
 impl Pebble {
     /// The binary's pebble, started on first use; None (the test skips) when pebble is not
     /// installed and tools are not required.
@@ -102,7 +78,7 @@ impl Pebble {
         super::tools::require(found, "pebble", "pebble")?;
         let pki = Pki::new("pebble");
         let (cert, key) = pki.leaf("pebble", &["127.0.0.1", "localhost"]);
-        let ports = free_ports(4);
+        let ports = super::free_ports_below_ephemeral(4);
         let (acme, management, http_port, tls_port) = (ports[0], ports[1], ports[2], ports[3]);
         let config = serde_json::json!({
             "pebble": {

@@ -5,7 +5,7 @@
 //! a passed socket no address matches. The connection that started it, made before Shellac
 //! ran, waited in the passed socket's queue and is answered.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,15 +13,7 @@ use std::time::Duration;
 use crate::common::binary::{BIN, Served};
 use crate::common::tls::{Pki, all_versions, connect, tls_table};
 use crate::common::tools::{require, which};
-use crate::common::{Origin, Reply, get, temp_dir};
-
-/// A free loopback port now (systemd-socket-activate needs fixed addresses).
-fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
+use crate::common::{Origin, Reply, free_ports_below_ephemeral, get, temp_dir};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listeners_come_from_listen_fds_matched_by_address_tls_and_admin_included() {
@@ -36,7 +28,14 @@ async fn listeners_come_from_listen_fds_matched_by_address_tls_and_admin_include
     let dir = temp_dir("socket-activation");
     let pki = Pki::new("activation");
     let cert = pki.leaf("site", &["site.test"]);
-    let (plain, tls, admin, stray) = (free_port(), free_port(), free_port(), free_port());
+    // systemd-socket-activate needs fixed addresses. Ports taken from the ephemeral range (a
+    // listener bound to port 0 and closed) were racy: another test's listener could be given
+    // one before systemd-socket-activate bound it, and the first request then went there.
+    let ports: Vec<SocketAddr> = free_ports_below_ephemeral(4)
+        .into_iter()
+        .map(|port| SocketAddr::from(([127, 0, 0, 1], port)))
+        .collect();
+    let (plain, tls, admin, stray) = (ports[0], ports[1], ports[2], ports[3]);
     let config = dir.join("shellac.toml");
     let tls_text = tls_table(&[&cert], "").replace("127.0.0.1:0", &tls.to_string());
     std::fs::write(
