@@ -4,7 +4,7 @@
 //! listening socket stays open between runs and after the last one, as in varnishtest, so
 //! Shellac's connections then wait instead of being refused.
 
-use std::net::{Shutdown, TcpListener};
+use std::net::Shutdown;
 use std::os::unix::net::UnixListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,7 +14,7 @@ use super::conn::Conn;
 use super::context::{Flavour, Halt, Shared, Step, fail, skip};
 use super::http::Session;
 use super::peer::{self, Arg, Peer, Role, value};
-use super::sock::{Listening, accept, resolve, sock_text};
+use super::sock::{self, Listening, accept, resolve, sock_text};
 use super::spec;
 use super::stream::{Socket, Stream, Where};
 
@@ -106,7 +106,7 @@ impl Server {
             return self.bind_unix(shared, &want);
         }
         let addr = resolve(&want)?;
-        let listener = TcpListener::bind(addr).map_err(|e| {
+        let listener = sock::bind(addr).map_err(|e| {
             Halt::Fail(format!(
                 "Server listen address ({want}) cannot be bound: {e}"
             ))

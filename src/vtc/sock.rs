@@ -1,10 +1,10 @@
 //! The scripted peers' sockets: a server's listening socket and its accepts (which a stop or
 //! `-break` interrupts), and addresses as the test files write them.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, ToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use super::context::{Halt, Shared, Step, fail};
 use super::stream::{Socket, Stream};
@@ -41,6 +41,37 @@ pub fn accept(shared: &Shared, listener: &Listening) -> Step<Stream> {
             }
         }
     }
+}
+
+/// A server's listening socket at `addr`. Port 0 on 127.0.0.1 (a server without `-listen`)
+/// is a free port below the ephemeral range, not one the kernel picks from it: a server that
+/// is broken and started again binds its port again, and in the gap a port of the ephemeral
+/// range can be taken by any outgoing connection or port-0 listener on the machine (trunk
+/// b00097 once failed so, "cannot be bound: Address already in use", with four files at a
+/// time beside other tests). No connect(2) and no port-0 bind is given a port below the
+/// range; the ports go on from a per-process counter, so the files of one run never try the
+/// same port twice, and runs in other processes start elsewhere.
+pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    if addr != SocketAddr::from((Ipv4Addr::LOCALHOST, 0)) {
+        return TcpListener::bind(addr);
+    }
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768);
+    const BASE: u16 = 10_000;
+    let span = u32::from(low.saturating_sub(BASE).max(1_000));
+    let start = std::process::id() % span;
+    for _ in 0..span.min(1_000) {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = BASE + ((start + n) % span) as u16;
+        if let Ok(l) = TcpListener::bind((Ipv4Addr::LOCALHOST, port)) {
+            return Ok(l);
+        }
+    }
+    // Every port tried is taken: the kernel's choice, as before.
+    TcpListener::bind(addr)
 }
 
 /// `IP PORT`, `IP:PORT` or `[IP6]:PORT` as a socket address.
@@ -83,5 +114,37 @@ mod tests {
         assert_eq!(resolve("::1 80").unwrap(), "[::1]:80".parse().unwrap());
         assert!(resolve("nonsense").is_err());
         assert_eq!(sock_text("[::1]:80".parse().unwrap()), "[::1]:80");
+    }
+
+    /// Port 0 on loopback: free ports below the ephemeral range, a new one each time (a port
+    /// held by someone else skipped); any other address as asked.
+    #[test]
+    fn servers_listen_below_the_ephemeral_range() {
+        let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .unwrap_or(32768);
+        let any = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        let a = bind(any).unwrap();
+        let pa = a.local_addr().unwrap().port();
+        if low <= 11_000 {
+            // No room below the range on this machine: the kernel's ports.
+            return;
+        }
+        assert!(pa < low, "{pa} below {low}");
+        let held = TcpListener::bind((Ipv4Addr::LOCALHOST, pa + 1));
+        let b = bind(any).unwrap();
+        let pb = b.local_addr().unwrap().port();
+        assert!(pb < low && pb != pa, "{pa} {pb} below {low}");
+        if held.is_ok() {
+            assert_ne!(pb, pa + 1, "the held port is skipped");
+        }
+        if let Ok(l) = bind(SocketAddr::from((Ipv4Addr::LOCALHOST, pa + 2))) {
+            assert_eq!(
+                l.local_addr().unwrap().port(),
+                pa + 2,
+                "an exact port as asked"
+            );
+        }
     }
 }
