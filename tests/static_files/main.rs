@@ -2,7 +2,7 @@
 //! policy as any origin — types, validators, conditionals and ranges (cached and passed),
 //! index files, precompressed siblings, and the refusals that keep requests inside the root.
 //! The document root and the helpers are here; the tests in `serving`, `refusals`,
-//! `sendfile`, `routing`, `default_type`, `open_file_cache`, `precompressed` and `seeks` (test
+//! `sendfile`, `routing`, `scripts`, `default_type`, `open_file_cache`, `precompressed` and `seeks` (test
 //! names `MODULE::NAME`).
 
 #[path = "../common/mod.rs"]
@@ -12,6 +12,7 @@ mod open_file_cache;
 mod precompressed;
 mod refusals;
 mod routing;
+mod scripts;
 mod seeks;
 mod sendfile;
 mod serving;

@@ -29,6 +29,8 @@ pub(crate) struct Files {
     pub(super) types: mime::Types,
     pub(super) index: Vec<String>,
     pub(super) dotfiles: bool,
+    /// Send scripts' sources (`send_scripts`); else a path naming one is 404.
+    pub(super) send_scripts: bool,
     pub(super) follow_symlinks: bool,
     pub(super) precompressed: bool,
     pub(super) autoindex: bool,
@@ -78,6 +80,7 @@ impl Files {
                 .clone()
                 .unwrap_or_else(|| vec!["index.html".to_string()]),
             dotfiles: config.dotfiles,
+            send_scripts: config.send_scripts,
             follow_symlinks: config.follow_symlinks,
             precompressed: config.precompressed,
             autoindex: config.autoindex,

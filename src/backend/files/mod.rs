@@ -10,7 +10,8 @@
 //! (the proxy answers 304 / 206 from the stored copy), a pass request gets them answered here.
 //!
 //! Safe by construction: the path is read by `path.rs` (nothing that could climb out of the
-//! root or mean something else to the file system gets through), opened by `open.rs` (the file
+//! root or mean something else to the file system gets through), a PHP script's source is
+//! never sent unless `send_scripts` (`scripts.rs`), opened by `open.rs` (the file
 //! actually opened is checked to be under the root unless `follow_symlinks`) through a bounded
 //! open-file cache, and read by `body.rs` (a file that shrinks or changes while it is sent
 //! ends the body with an error). All file-system calls run on tokio's blocking pool, but for
@@ -22,6 +23,7 @@ mod lookup;
 mod mime;
 pub(super) mod open;
 pub(super) mod path;
+mod scripts;
 mod site_root;
 mod try_files;
 pub(crate) mod zero_copy;
@@ -48,9 +50,11 @@ use super::origin::Origin;
 use super::request_body::RequestBody;
 use super::source::{BoxStream, Source, plain_response, slash_redirect};
 use crate::config::BackendConfig;
+use crate::config::try_files::Fallback;
 use crate::http::accept_encoding::{Accepts, Coding};
 use crate::http::conditional::{self, Answer};
 
+pub(crate) use self::scripts::ScriptRefused;
 pub(crate) use self::try_files::TryNext;
 
 impl Files {
@@ -67,6 +71,15 @@ impl Files {
             Err(Refused::BadRequest) => return plain_response(StatusCode::BAD_REQUEST),
             Err(Refused::NotFound) => return plain_response(StatusCode::NOT_FOUND),
         };
+        // A script's source is never sent by default; `try_files` ending in `@NAME` hands
+        // the path to NAME instead (`try_files.rs`).
+        let hands_on = self
+            .try_files
+            .as_ref()
+            .is_some_and(|t| matches!(t.fallback, Fallback::Backend(_)));
+        if !self.send_scripts && !hands_on && scripts::names_a_script(parts.uri.path()) {
+            return scripts::refused();
+        }
         let accepts = Accepts::parse(
             parts
                 .headers
@@ -113,6 +126,12 @@ impl Files {
                 resp
             }
             Found::Redirect => slash_redirect(&parts.uri),
+            // A script found as a directory's index or through a `try_files` entry.
+            Found::File { ref name, .. }
+                if !self.send_scripts && scripts::names_a_script(&format!("/{name}")) =>
+            {
+                scripts::refused()
+            }
             Found::File {
                 file,
                 stat,

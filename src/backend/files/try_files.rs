@@ -12,6 +12,7 @@
 
 use super::lookup::{Files, Found};
 use super::path::{self, FilePath};
+use super::scripts::names_a_script;
 use crate::config::try_files::{Fallback, TryFiles, URI};
 use crate::http::accept_encoding::Accepts;
 use http::StatusCode;
@@ -63,44 +64,5 @@ impl Files {
         let names = path::parse(&entry.replace(URI, raw), self.dotfiles).ok()?;
         let opened = self.cache.open(&names.relative()).ok()?;
         (opened.dir == names.trailing_slash).then_some(names)
-    }
-}
-
-/// Whether `raw` (the request path, still escaped) has a segment ending in `.php` — any letter
-/// case, escaped or not (`/a.PHP`, `/a%2ephp/x`) — that is, what a FastCGI origin runs.
-/// A path the files origin refuses anyway (`..`, a dotfile) is left to that refusal.
-fn names_a_script(raw: &str) -> bool {
-    path::parse(raw, true).is_ok_and(|names| {
-        let clean = format!("/{}", names.relative());
-        crate::fastcgi::params::split_script(&clean, ".php").is_some()
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::names_a_script;
-
-    #[test]
-    fn script_paths_are_those_a_fastcgi_origin_runs() {
-        for raw in [
-            "/wp-config.php",
-            "/index.PHP",
-            "/a/b.php/extra/path",
-            "/uploads/evil.jpg/x.php",
-            "/x%2ephp",
-        ] {
-            assert!(names_a_script(raw), "{raw}");
-        }
-        for raw in [
-            "/",
-            "/style.css",
-            "/php/",
-            "/a.phps",
-            "/.php",
-            "/a.php.bak",
-            "/%2e%2e/a.php",
-        ] {
-            assert!(!names_a_script(raw), "{raw}");
-        }
     }
 }

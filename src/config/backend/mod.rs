@@ -125,6 +125,9 @@ pub struct BackendConfig {
     /// Default false.
     #[serde(default)]
     pub dotfiles: bool,
+    /// Send files whose path has a script segment (`.php`) as they are. Default false: 404.
+    #[serde(default)]
+    pub send_scripts: bool,
     /// Serve `NAME.br`, `NAME.zst`, `NAME.gz` next to a file, by the request's
     /// `Accept-Encoding`. Default false.
     #[serde(default)]
@@ -280,6 +283,7 @@ impl BackendConfig {
             default_type: default_default_type(),
             follow_symlinks: false,
             dotfiles: false,
+            send_scripts: false,
             precompressed: false,
             open_file_cache: default_open_file_cache(),
             open_file_cache_valid: default_open_file_cache_valid(),

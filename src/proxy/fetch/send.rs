@@ -8,7 +8,7 @@ use http::{Method, Response, StatusCode};
 use super::super::txn::Txn;
 use super::request::build_request;
 use crate::backend::director::{Member, Pick};
-use crate::backend::{Backend, BackendBody, FetchError, TryNext};
+use crate::backend::{Backend, BackendBody, FetchError, ScriptRefused, TryNext};
 use crate::cache::CacheKey;
 
 /// Attempts at most per request (first try, retries and restarts together).
@@ -108,6 +108,9 @@ pub(super) async fn send(
                 counters.backend_retry.inc();
             }
             Ok(resp) => {
+                if resp.extensions().get::<ScriptRefused>().is_some() {
+                    counters.files_script_refused.inc();
+                }
                 // A files origin's `try_files` found nothing and names the backend that
                 // answers instead: once (a second hand-over would be a loop the
                 // configuration cannot express, so the files origin's 404 stands).
