@@ -374,14 +374,17 @@ mod tests {
     /// into an `async fn` that takes the exchange or the backend request by value holds a
     /// second copy of it, and the request's future (boxed by the service, so copied whole once
     /// per miss) grew by it. The bound is for this build of the tests (debug; 12,128 bytes with
-    /// rustc 1.95, 12,480 with the split steps); raise it only for state a miss needs, measured
-    /// with bench/miss_instructions.sh.
+    /// rustc 1.95, 12,480 with the split steps; 12,832 since unused backend bodies are drained
+    /// for their connection's sake (7e3275b): `send`'s and `exchange`'s loop locals are held
+    /// across one more await, the drain itself being small; a paired miss run measured no
+    /// cost, `bench/miss_paired.sh` 99.0% and swapped 101.3%); raise it only for state a miss
+    /// needs, measured with bench/miss_instructions.sh or bench/miss_paired.sh.
     #[test]
     fn a_miss_future_holds_no_second_copy_of_its_exchange() {
         fn future_size<A, F>(_: impl FnOnce(A) -> F) -> usize {
             std::mem::size_of::<F>()
         }
         let size = future_size(super::Rest::run);
-        assert!(size <= 12_400, "Rest::run's future is {size} bytes");
+        assert!(size <= 12_900, "Rest::run's future is {size} bytes");
     }
 }
