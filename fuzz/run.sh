@@ -5,6 +5,7 @@
 #   FUZZ_TOOLCHAIN=stable fuzz/run.sh             # force the stable path (what a bare CI has)
 #   FUZZ_RUNS=500000 FUZZ_SEED=1 fuzz/run.sh      # a fixed number of inputs from a fixed seed:
 #                                                 # the same inputs on every machine (what CI runs)
+#   FUZZ_BUILD_ONLY=1 fuzz/run.sh                 # build the targets, run none
 # Needs cargo-fuzz (`cargo install cargo-fuzz --locked`). FUZZ_TOOLCHAIN=auto (default) uses
 # nightly when it is installed, with AddressSanitizer; with stable only (or
 # FUZZ_TOOLCHAIN=stable) it runs without a sanitizer (RUSTC_BOOTSTRAP=1, -s none): still
@@ -61,6 +62,8 @@ echo "== fuzz: toolchain $TOOLCHAIN ($(${FUZZ[0]} ${FUZZ[1]} --version 2>/dev/nu
 start=$SECONDS
 "${FUZZ[@]}" build "${SAN[@]}"
 echo "== fuzz: built in $((SECONDS - start))s"
+# FUZZ_BUILD_ONLY=1: build, run nothing (.ci/run builds beside the tests, runs after them).
+[[ ${FUZZ_BUILD_ONLY:-} == 1 ]] && exit 0
 failed=()
 for t in "${TARGETS[@]}"; do
   echo "== fuzz $t ($BOUND_TEXT)"
