@@ -6,6 +6,7 @@
 #   FUZZ_RUNS=500000 FUZZ_SEED=1 fuzz/run.sh      # a fixed number of inputs from a fixed seed:
 #                                                 # the same inputs on every machine (what CI runs)
 #   FUZZ_BUILD_ONLY=1 fuzz/run.sh                 # build the targets, run none
+#   FUZZ_JOBS=2 fuzz/run.sh                       # two targets at a time (what CI runs)
 # Needs cargo-fuzz (`cargo install cargo-fuzz --locked`). FUZZ_TOOLCHAIN=auto (default) uses
 # nightly when it is installed, with AddressSanitizer; with stable only (or
 # FUZZ_TOOLCHAIN=stable) it runs without a sanitizer (RUSTC_BOOTSTRAP=1, -s none): still
@@ -64,21 +65,42 @@ start=$SECONDS
 echo "== fuzz: built in $((SECONDS - start))s"
 # FUZZ_BUILD_ONLY=1: build, run nothing (.ci/run builds beside the tests, runs after them).
 [[ ${FUZZ_BUILD_ONLY:-} == 1 ]] && exit 0
-failed=()
-for t in "${TARGETS[@]}"; do
+# FUZZ_JOBS targets at a time (default 1: one after another, output as it comes). Each target
+# is its own libFuzzer process with its own seed and corpus, so its inputs are the same at any
+# FUZZ_JOBS; with more than one, each target's output is printed whole, in order, at the end.
+JOBS=${FUZZ_JOBS:-1}
+[[ $JOBS =~ ^[1-9][0-9]*$ ]] || { echo "FUZZ_JOBS must be a number of at least 1" >&2; exit 2; }
+run_target() {
+  local t=$1 t0=$SECONDS work status=0
   echo "== fuzz $t ($BOUND_TEXT)"
-  t0=$SECONDS
   mkdir -p "corpus/$t" "artifacts/$t"
   # New inputs go to a scratch directory; the committed seeds stay as they are.
   work=$(mktemp -d)
-  if ! "${FUZZ[@]}" run "${SAN[@]}" "$t" "$work" "corpus/$t" -- \
+  "${FUZZ[@]}" run "${SAN[@]}" "$t" "$work" "corpus/$t" -- \
     "${BOUND[@]}" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1; then
-    failed+=("$t")
-  fi
+    -print_final_stats=1 || status=1
   echo "== fuzz $t: $((SECONDS - t0))s"
   rm -rf "$work"
-done
+  return $status
+}
+failed=()
+if (( JOBS == 1 )); then
+  for t in "${TARGETS[@]}"; do
+    run_target "$t" || failed+=("$t")
+  done
+else
+  logs=$(mktemp -d)
+  for t in "${TARGETS[@]}"; do
+    while (( $(jobs -rp | wc -l) >= JOBS )); do wait -n || true; done
+    { if run_target "$t" >"$logs/$t.log" 2>&1; then echo 0; else echo 1; fi >"$logs/$t.status"; } &
+  done
+  wait
+  for t in "${TARGETS[@]}"; do
+    cat "$logs/$t.log"
+    [[ $(cat "$logs/$t.status" 2>/dev/null) == 0 ]] || failed+=("$t")
+  done
+  rm -rf "$logs"
+fi
 if (( ${#failed[@]} > 0 )); then
   echo "fuzz: FAILED: ${failed[*]}" >&2
   for t in "${failed[@]}"; do
