@@ -21,10 +21,13 @@
 # and runs on CPU 0 too; for the PHP rows its CPU is counted with the server's (for Varnish,
 # Apache's CPU is counted with Varnish's on every row). wrk runs SECS s per measurement rather
 # than 10,000 requests: 10,000 hits last ~0.1 s here, too short to read a CPU time from.
-# Server `ceiling` (phpcached row only): bench/ceiling.c, built with cc, sending Shellac's own
-# identity answer for /cached/info.php (head and body, captured once) in mode $CEILING
-# (default splice1: head and body in one vmsplice, then one splice) — the least any server
-# can spend per request on this kernel's loopback, for the row's goal to be read against.
+# Server `ceiling` (static6k and phpcached rows): bench/ceiling.c, built with cc, one process
+# per row, sending Shellac's own answer for that row's URL (head and body, captured once):
+# for phpcached in mode $CEILING (default splice1: head and body in one vmsplice, then one
+# splice), for static6k in mode $CEILING_STATIC (default writev: one copy, what every server
+# here does for a 6.3 KB body) — the least a server can spend per request on this kernel's
+# loopback, for the row's goal to be read against. CEILING_STATIC=splice1 gives the copy-free
+# bound.
 # Before measuring, the script checks and prints what each server sends for the 6.3 KB file
 # (status, head bytes, body identical to the file, the connection kept for a second request)
 # and that every process of every server runs on CPU 0 only.
@@ -42,6 +45,7 @@ ARMOR=${ARMOR:-false}   # Shellac's cache.deception_armor (see its config below)
 ONLY=${ONLY:-static6k phpinfo phpcached phpcached-gzip flv flvseek}
 SERVERS=${SERVERS:-shellac nginx lighttpd apache varnish ceiling}
 CEILING=${CEILING:-splice1}
+CEILING_STATIC=${CEILING_STATIC:-writev}
 FPM=${FPM:-php-fpm8.2}
 APACHE=${APACHE:-/usr/sbin/apache2}
 . bench/lib.sh
@@ -188,7 +192,7 @@ check() {  # check SERVER PATH EXPECTED_STATUS MIN_BYTES [EXACT_BYTES]
 declare -A SKIP=()
 for s in $SERVERS; do
   if [[ $s == ceiling ]]; then
-    for w in static6k phpinfo phpcached-gzip flv flvseek; do SKIP[$s-$w]=1; done
+    for w in phpinfo phpcached-gzip flv flvseek; do SKIP[$s-$w]=1; done
     continue
   fi
   check "$s" /file6k.png 200 6451 6451
@@ -210,16 +214,21 @@ echo "shellac: /file6k.png $(curl -s -D - -o /dev/null "http://127.0.0.1:$P_SHEL
   "/info.php $(curl -s -D - -o /dev/null "http://127.0.0.1:$P_SHELLAC/info.php" | grep -i '^cache-status' | tr -d '\r')"
 echo "nginx fastcgi_cache: $(find "$TMP/ngx/fcache" -type f | wc -l) file(s) stored"
 if [[ " $SERVERS " == *" ceiling "* ]]; then
-  # The ceiling sends Shellac's identity answer for the page, as captured here.
+  # The ceiling sends Shellac's answer for each row's URL, as captured here: one process for
+  # the page (identity), one for the 6.3 KB file (its port and tree under ceiling-static6k).
   need_tools cc
   cc -O2 -o "$TMP/ceiling" bench/ceiling.c
-  curl -s -i "http://127.0.0.1:$P_SHELLAC/cached/info.php" >"$TMP/ceiling.http"
-  PORT[ceiling]=$(free_port)
-  taskset -c 0 "$TMP/ceiling" "$CEILING" "${PORT[ceiling]}" "$TMP/ceiling.http" 2>"$TMP/ceiling.err" &
-  TREE[ceiling]=$!
-  PIDS+=("${TREE[ceiling]}")
-  wait_http "http://127.0.0.1:${PORT[ceiling]}/cached/info.php"
-  echo "ceiling ($CEILING): $(wc -c <"$TMP/ceiling.http") bytes a response"
+  start_ceiling() {  # start_ceiling KEY MODE PATH
+    curl -s -i "http://127.0.0.1:$P_SHELLAC$3" >"$TMP/$1.http"
+    PORT[$1]=$(free_port)
+    taskset -c 0 "$TMP/ceiling" "$2" "${PORT[$1]}" "$TMP/$1.http" 2>"$TMP/$1.err" &
+    TREE[$1]=$!
+    PIDS+=("${TREE[$1]}")
+    wait_http "http://127.0.0.1:${PORT[$1]}$3"
+    echo "$1 ($2): $(wc -c <"$TMP/$1.http") bytes a response, for $3"
+  }
+  start_ceiling ceiling "$CEILING" /cached/info.php
+  start_ceiling ceiling-static6k "$CEILING_STATIC" /file6k.png
 fi
 # What each server sends for the 6.3 KB file, and where it runs: the same body bytes (compared
 # with the file), the connection kept for a second request (curl's new connections: 1, then 0),
@@ -243,8 +252,9 @@ declare -A URL=([static6k]=/file6k.png [phpinfo]=/info.php [phpcached]=/cached/i
 declare -A CONN=([static6k]=50 [phpinfo]=50 [phpcached]=50 [phpcached-gzip]=50 [flv]=10 [flvseek]=10)
 wrk_args() { if [[ $1 == *-gzip ]]; then WRK_ARGS=(-H 'Accept-Encoding: gzip'); else WRK_ARGS=(); fi; }
 WRK_ARGS=()
+port() { echo "${PORT[$1-$2]:-${PORT[$1]}}"; }  # a server's port for a workload (the ceiling's per row)
 tree() {  # the process trees whose CPU a workload costs on a server
-  local t=${TREE[$1]}
+  local t=${TREE[$1-$2]:-${TREE[$1]}}
   [[ $2 == php* ]] && t="$t $FPID"
   echo "$t"
 }
@@ -252,7 +262,7 @@ SECS_MAIN=$SECS; SECS=1
 for w in $ONLY; do for s in $SERVERS; do
   [[ -n ${SKIP[$s-$w]:-} ]] && continue
   wrk_args "$w"
-  measure "warm-$w" "$s" 0 "http://127.0.0.1:${PORT[$s]}${URL[$w]}" "${CONN[$w]}" $(tree "$s" "$w")
+  measure "warm-$w" "$s" 0 "http://127.0.0.1:$(port "$s" "$w")${URL[$w]}" "${CONN[$w]}" $(tree "$s" "$w")
   [[ $w == php* && $s == nginx ]] && sleep 3
 done; done
 SECS=$SECS_MAIN
@@ -267,7 +277,7 @@ for r in $(seq "$ROUNDS"); do
   for w in $ONLY; do for s in "${ORDER[@]}"; do
     [[ -n ${SKIP[$s-$w]:-} ]] && continue
     wrk_args "$w"
-    measure "$w" "$s" "$r" "http://127.0.0.1:${PORT[$s]}${URL[$w]}" "${CONN[$w]}" $(tree "$s" "$w")
+    measure "$w" "$s" "$r" "http://127.0.0.1:$(port "$s" "$w")${URL[$w]}" "${CONN[$w]}" $(tree "$s" "$w")
     [[ $w == php* && $s == nginx ]] && sleep 3   # its kept PHP connections closed (above)
   done; done
   echo "round $r done, load $(cut -d' ' -f1 /proc/loadavg)"
