@@ -269,7 +269,7 @@ counters! {
     mp4_seek: "Requests with ?start= under a [[rule]] mp4 = true (answered with the file cut at the keyframe at or before that time when it can be)",
     mp4_seek_whole: "MP4 seeks answered with the whole file because it could not be cut (over mp4_max_moov_size, damaged, fragmented, a moov after the mdat ending past mp4_max_moov_size, or server.mp4_moov_memory reached; logged)",
     mp4_seek_memory: "MP4 seeks answered with the whole file because holding their moov would pass server.mp4_moov_memory (also counted in mp4_seek_whole)",
-    files_script_refused: "Requests a files backend answered 404 because the path names a PHP script (a segment ending in .php) or its index or try_files entry found is one, so as not to send the script's source (send_scripts = false, the default)",
+    files_script_refused: "Requests a files backend answered 404 because the path names a PHP script (a segment ending in .php, .phtml, .phar, .phps, .pht or .php3 to .php8, any case) or its index or try_files entry found is one, so as not to send the script's source (send_scripts = false, the default)",
     files_try_next: "Requests a files backend handed on to another backend because none of its try_files existed (try_files = [..., \"@NAME\"])",
     backend_unhealthy: "Requests for which no healthy backend was available",
     backend_probe: "Health probes sent",

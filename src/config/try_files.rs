@@ -83,9 +83,9 @@ fn check_path(p: &str) -> Result<(), String> {
             "`{p}`: a file path has no query (the request's is kept)"
         ));
     }
-    if crate::fastcgi::params::split_script(p, ".php").is_some() {
+    if crate::fastcgi::php::names_php(p) {
         return Err(format!(
-            "`{p}` names a script, which a files backend would send as text: end the list with `@NAME`, the FastCGI backend (it runs `/index.php` for a path that is no file, as nginx's `try_files ... /index.php?$args` does)"
+            "`{p}` names a PHP script (.php, .phtml, .phar, ...: any case), which a files backend never sends (it answers 404): end the list with `@NAME`, the FastCGI backend (it runs `/index.php` for a path that is no file, as nginx's `try_files ... /index.php?$args` does)"
         ));
     }
     Ok(())
@@ -174,6 +174,10 @@ mod tests {
             // the script would be sent, not run.
             &["$uri", "$uri/", "/index.php"],
             &["$uri", "$uri.php", "@php"],
+            // The whole PHP family, any case, escaped or not.
+            &["$uri", "$uri.PHTML", "@php"],
+            &["$uri", "/index%2ephp", "@php"],
+            &["$uri", "/app.phar", "=404"],
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }

@@ -1,6 +1,7 @@
 //! A files backend never sends a PHP script's source unless it says so (`send_scripts`):
 //! `/wp-config.php` routed to it is 404, counted in `files_script_refused`, in every spelling
-//! a FastCGI origin would run, and so is a directory whose index is a script.
+//! and for the whole PHP family (`.phtml`, `.phar`, `.phps`, `.php5` ...), and so is a
+//! directory whose index is a script.
 
 use super::*;
 
@@ -81,5 +82,74 @@ async fn send_scripts_sends_them_as_files() {
     }
     // No such file: a plain 404, not a refusal.
     assert_eq!(passed(sh.addr, "/wp-config.php/extra").await.0, 404);
+    assert_eq!(sh.stat("files_script_refused").await, 0);
+}
+
+/// Every name Debian's defaults hand to PHP (`src/fastcgi/php.rs`), in any case and escaped.
+const FAMILY: [&str; 11] = [
+    "a.phtml", "a.phar", "a.phps", "a.pht", "a.php3", "a.php4", "a.php5", "a.php6", "a.php7",
+    "a.php8", "a.PhTmL",
+];
+
+/// `.phtml`, `.phar`, `.phps`, `.php5` ... are scripts as `.php` is: 404 and counted by
+/// default, whatever the spelling; a `try_files` ending in `@NAME` hands them to `NAME`
+/// without a look at the disk; `send_scripts` sends them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_whole_php_family_is_a_script() {
+    let dir = scripts_site();
+    let www = dir.0.join("www");
+    for name in FAMILY {
+        std::fs::write(www.join(name), format!("<?php // {PASSWORD} {name}\n")).unwrap();
+    }
+    std::fs::write(www.join("a.php.bak"), "backup").unwrap();
+    let sh = files(&www, |_| {}).await;
+    let mut refused = 0u64;
+    for name in FAMILY {
+        let escaped = name.replace('.', "%2e");
+        for target in [
+            format!("/{name}"),
+            format!("/{escaped}"),
+            format!("/{name}/x"),
+        ] {
+            let (status, text) = passed(sh.addr, &target).await;
+            assert_eq!(status, 404, "{target}\n{text}");
+            assert!(!text.contains(PASSWORD), "{target} sent the script");
+            refused += 1;
+        }
+    }
+    // Not a script: its last extension is not PHP's.
+    assert_eq!(passed(sh.addr, "/a.php.bak").await.0, 200);
+    assert_eq!(sh.stat("files_script_refused").await, refused);
+    sh.stop().await;
+
+    // try_files ending in @app: the script goes to app, unread.
+    let app = Origin::start(|s| Reply::ok(&format!("app ran {}", s.path)).cc("no-store")).await;
+    let app_addr = app.addr;
+    let sh = Shellac::start_files(&www, |c| {
+        c.backends[0].try_files = ["$uri", "@app"].map(String::from).to_vec();
+        c.backends.push(shellac::config::BackendConfig::new(
+            "app",
+            &app_addr.ip().to_string(),
+            app_addr.port(),
+        ));
+        c.rules.push(pass_rule());
+    })
+    .await;
+    for target in ["/a.phtml", "/a%2EPHAR", "/a.php5/x"] {
+        let (status, text) = passed(sh.addr, target).await;
+        assert_eq!(status, 200, "{target}\n{text}");
+        assert!(text.ends_with(&format!("app ran {target}")), "{text}");
+    }
+    assert_eq!(app.count(), 3);
+    assert_eq!(sh.stat("files_try_next").await, 3);
+    assert_eq!(sh.stat("files_script_refused").await, 0);
+    sh.stop().await;
+
+    let sh = files(&www, |b| b.send_scripts = true).await;
+    for name in FAMILY {
+        let (status, text) = passed(sh.addr, &format!("/{name}")).await;
+        assert_eq!(status, 200, "{name}\n{text}");
+        assert!(text.contains(PASSWORD), "{name}");
+    }
     assert_eq!(sh.stat("files_script_refused").await, 0);
 }

@@ -127,6 +127,8 @@ impl FastCgi {
         };
         let relative = names.relative();
         let clean = format!("/{relative}");
+        // Split at `.php` alone, not the whole family the files origin refuses
+        // (`fastcgi/php.rs` says why): `/a.phtml` goes to the front controller.
         if let Some(ScriptPath { script, path_info }) = params::split_script(&clean, ".php") {
             return Some(if is(script.trim_start_matches('/'))? == Is::File {
                 Resolved::Script {

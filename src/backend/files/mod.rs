@@ -127,9 +127,7 @@ impl Files {
             }
             Found::Redirect => slash_redirect(&parts.uri),
             // A script found as a directory's index or through a `try_files` entry.
-            Found::File { ref name, .. }
-                if !self.send_scripts && scripts::names_a_script(&format!("/{name}")) =>
-            {
+            Found::File { ref name, .. } if !self.send_scripts && scripts::is_script(name) => {
                 scripts::refused()
             }
             Found::File {

@@ -1,6 +1,8 @@
 //! A files origin never sends a PHP script's source unless its backend says so
-//! (`send_scripts = true`): a path with a segment ending in `.php` — what a FastCGI origin
-//! runs — is answered `404` without a look at the disk, and so is a script found another way
+//! (`send_scripts = true`): a path with a segment named like a PHP script — `.php`, `.phtml`,
+//! `.phar`, `.phps`, ... in any letter case, escaped or not, the family Debian's defaults
+//! hand to PHP (`fastcgi/php.rs`, the one definition) — is answered `404` without a look at
+//! the disk, and so is a script found another way
 //! (a directory's `index`, a `try_files` entry). The answer carries `ScriptRefused`, which the
 //! fetch step counts (`files_script_refused`: `proxy/fetch/send.rs`). A `try_files` ending in
 //! `@NAME` hands such a path to `NAME` instead (`try_files.rs`).
@@ -22,14 +24,16 @@ pub(super) fn refused() -> Response<Source> {
     resp
 }
 
-/// Whether `raw` (the request path, still escaped) has a segment ending in `.php` — any letter
-/// case, escaped or not (`/a.PHP`, `/a%2ephp/x`) — that is, what a FastCGI origin runs.
-/// A path the files origin refuses anyway (`..`, a dotfile) is left to that refusal.
+/// Whether `raw` (the request path, still escaped) has a segment named like a PHP script —
+/// any letter case, escaped or not (`/a.PHP`, `/a%2ephtml/x`). A path the files origin
+/// refuses anyway (`..`, a bad escape) is left to that refusal.
 pub(super) fn names_a_script(raw: &str) -> bool {
-    path::parse(raw, true).is_ok_and(|names| {
-        let clean = format!("/{}", names.relative());
-        crate::fastcgi::params::split_script(&clean, ".php").is_some()
-    })
+    path::parse(raw, true).is_ok_and(|names| names.names.iter().any(|n| is_script(n)))
+}
+
+/// Whether the file name `name` (decoded) is a PHP script's.
+pub(super) fn is_script(name: &str) -> bool {
+    crate::fastcgi::php::is_php_name(name)
 }
 
 #[cfg(test)]
@@ -44,25 +48,23 @@ mod tests {
     use crate::config::BackendConfig;
 
     #[test]
-    fn script_paths_are_those_a_fastcgi_origin_runs() {
+    fn script_paths_are_the_php_family_in_any_spelling() {
         for raw in [
             "/wp-config.php",
             "/index.PHP",
             "/a/b.php/extra/path",
             "/uploads/evil.jpg/x.php",
             "/x%2ephp",
+            "/a.phps",
+            "/a.PhTmL",
+            "/lib/app.phar/x",
+            "/old.php5",
+            "/old%2Epht",
+            "/.php",
         ] {
             assert!(names_a_script(raw), "{raw}");
         }
-        for raw in [
-            "/",
-            "/style.css",
-            "/php/",
-            "/a.phps",
-            "/.php",
-            "/a.php.bak",
-            "/%2e%2e/a.php",
-        ] {
+        for raw in ["/", "/style.css", "/php/", "/a.php.bak", "/%2e%2e/a.php"] {
             assert!(!names_a_script(raw), "{raw}");
         }
     }
@@ -76,6 +78,7 @@ mod tests {
         std::fs::create_dir_all(root.join("blog")).unwrap();
         std::fs::write(root.join("x.php"), "<?php $password = 'secret';").unwrap();
         std::fs::write(root.join("blog/index.php"), "<?php echo 1;").unwrap();
+        std::fs::write(root.join("x.phtml"), "<?php echo 2;").unwrap();
         std::fs::write(root.join("style.css"), "body {}").unwrap();
         let mut config = BackendConfig::new("files", "localhost", 0);
         config.root = Some(root.clone());
@@ -88,6 +91,7 @@ mod tests {
                 "/X.PHP",
                 "/x%2ephp",
                 "/x.php/b",
+                "/x.phtml",
                 "/blog/",
                 "/style.css",
             ] {

@@ -4,15 +4,16 @@
 //! the first regular file — or, for an entry ending in `/`, directory — found is served as if
 //! it had been asked for. When none is there the fallback decides: a status, a file from the
 //! root, or the request handed on unchanged to another backend (`TryNext`, which the fetch
-//! step reads: `proxy/fetch/send.rs`). With that last form a path naming a script (a segment
-//! ending in `.php`, as the FastCGI origin splits it) goes to that backend without a look at
-//! the disk, as nginx's `location ~ \.php$` takes it before the `location /` holding
-//! `try_files`: the files origin never sends a script's source (nor a directory's index
-//! that is a script: the request goes to that backend as it came, which runs the index).
+//! step reads: `proxy/fetch/send.rs`). With that last form a path naming a PHP script (a
+//! segment with an extension of `fastcgi/php.rs`'s family: `.php`, `.phtml`, ...) goes to
+//! that backend without a look at the disk, as nginx's `location ~ \.php$` takes it before
+//! the `location /` holding `try_files`: the files origin never sends a script's source
+//! (nor a directory's index that is a script: the request goes to that backend as it came,
+//! which runs the index).
 
 use super::lookup::{Files, Found};
 use super::path::{self, FilePath};
-use super::scripts::names_a_script;
+use super::scripts::{is_script, names_a_script};
 use crate::config::try_files::{Fallback, TryFiles, URI};
 use crate::http::accept_encoding::Accepts;
 use http::StatusCode;
@@ -40,7 +41,7 @@ impl Files {
             // fallback runs it, as nginx's index module hands `/blog/index.php` to the PHP
             // location.
             if let (Fallback::Backend(next), Found::File { name, .. }) = (&t.fallback, &found)
-                && names_a_script(&format!("/{name}"))
+                && is_script(name)
             {
                 return Found::Next(next.clone());
             }

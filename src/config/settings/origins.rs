@@ -259,7 +259,7 @@ pub(super) const BACKEND: &[Setting] = &[
         default: Default::Value(r##"false"##),
         example: r##""##,
         restart: false,
-        doc: r##"`protocol = "files"`: send a PHP script's source as a file. By default a path with a segment ending in `.php` (any letter case, escaped or not: `/wp-config.php`, `/a.PHP`, `/a%2ephp`, `/a.php/b`), or a directory whose `index` file or a `try_files` entry found is such a script, is answered `404` without sending a byte of it (counter `files_script_refused`), so a rule or `[routing] default` sending such a path to a files backend never leaks `wp-config.php`'s database password; a `try_files` ending in `@NAME` hands it to `NAME` instead. Set it for a root whose `.php` files are meant to be downloaded."##,
+        doc: r##"`protocol = "files"`: send a PHP script's source as a file. By default a path with a segment whose extension Debian's defaults hand to PHP — `.php`, `.phtml`, `.phar`, `.phps`, `.pht`, `.php3` to `.php8` — in any letter case, escaped or not (`/wp-config.php`, `/a.PHP`, `/a%2ephp`, `/a.php/b`, `/old.phtml`), or a directory whose `index` file or a `try_files` entry found is such a script, is answered `404` without sending a byte of it (counter `files_script_refused`), so a rule or `[routing] default` sending such a path to a files backend never leaks `wp-config.php`'s database password; a `try_files` ending in `@NAME` hands it to `NAME` instead. Set it for a root whose scripts are meant to be downloaded (a directory listing then shows them too)."##,
     },
     Setting {
         section: "backend",
