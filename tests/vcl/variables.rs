@@ -1,6 +1,6 @@
 //! Varnish variables with Varnish's values, end to end: `Age`, `param.uncacheable_ttl`,
-//! `req.proto`, `req.grace`, `obj.ttl`, `obj.hits`, `X-Varnish`, `X-Forwarded-For`,
-//! `req.hash_always_miss`, and lifetimes past what a clock can add.
+//! `req.proto`, `req.grace`, a pass's `beresp.ttl`, `obj.ttl`, `obj.hits`, `X-Varnish`,
+//! `X-Forwarded-For`, `req.hash_always_miss`, and lifetimes past what a clock can add.
 
 use crate::common;
 use crate::get_once;
@@ -96,6 +96,64 @@ sub vcl_deliver {
     assert_eq!(flags(&get(shellac.addr, "/hfp").await), f("false", "true"));
     assert_eq!(origin.count(), 4);
     assert_eq!(shellac.stat("cache_hitpass").await, 1);
+    shellac.stop().await;
+}
+
+/// Regression (trunk b00002): a 4.x pass reads no lifetime in vcl_backend_response, as in
+/// Varnish since 5.0: `beresp.ttl` is 0 less the `Age` (trunk keeps the `Age`, in
+/// `beresp.age`), `beresp.grace` and `beresp.keep` 0, whatever `Cache-Control` says; a miss
+/// reads the response's. A 2.x program's pass reads the response's TTL, as Varnish 2.1's did.
+/// Shellac read the response's lifetimes on a 4.x pass before.
+#[tokio::test]
+async fn varnish_b00002_a_pass_reads_no_lifetime_but_its_age() {
+    let origin = Origin::start(|_| {
+        Reply::ok("x")
+            .cc("max-age=120, stale-while-revalidate=30")
+            .header("age", "7")
+    })
+    .await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_recv { if (req.url == "/pass") { return (pass); } }
+sub vcl_backend_response {
+    set beresp.http.x-ttl = beresp.ttl;
+    set beresp.http.x-grace = beresp.grace;
+    set beresp.http.x-keep = beresp.keep;
+    set beresp.http.x-age = beresp.age;
+    set beresp.http.x-uncacheable = bereq.uncacheable;
+}
+"#;
+    let shellac = start_vcl_with("b00002", vcl, &[origin.addr], |c| {
+        c.cache.keep = shellac::config::units::Dur(std::time::Duration::from_secs(5));
+    })
+    .await;
+    let read = |r: &Resp| {
+        ["x-ttl", "x-grace", "x-keep", "x-age", "x-uncacheable"]
+            .map(|f| r.header(f).unwrap_or("-").to_string())
+    };
+    let pass = get(shellac.addr, "/pass").await;
+    assert_eq!(pass.status, 200);
+    assert_eq!(read(&pass), ["-7.000", "0.000", "0.000", "7.000", "true"]);
+    let miss = get(shellac.addr, "/miss").await;
+    assert_eq!(
+        read(&miss),
+        ["113.000", "30.000", "5.000", "7.000", "false"]
+    );
+    assert_eq!(origin.count(), 2);
+    assert_eq!(shellac.stat("cache_pass").await, 1);
+    assert_eq!(shellac.stat("n_object").await, 1, "the miss only");
+    shellac.stop().await;
+
+    let legacy = r#"backend b { ${origin0} }
+sub vcl_recv { pass; }
+sub vcl_fetch { set beresp.http.x-ttl = beresp.ttl; }
+"#;
+    let shellac = start_vcl("b00002-2", legacy, &[origin.addr]).await;
+    let r = get(shellac.addr, "/").await;
+    assert_eq!(r.header("x-ttl"), Some("113.000"));
+    assert_eq!(shellac.stat("cache_pass").await, 1);
+    assert_eq!(shellac.stat("n_object").await, 0);
+    assert_eq!(origin.count(), 3);
     shellac.stop().await;
 }
 

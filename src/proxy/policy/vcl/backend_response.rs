@@ -243,10 +243,11 @@ fn beresp(
             parts.status.as_u16(),
             200 | 203 | 300 | 301 | 302 | 307 | 404 | 410
         ) || (parts.status == StatusCode::PARTIAL_CONTENT && ex.partial_content));
+    let (ttl, grace, keep) = pass_lifetimes(fresh, pass, legacy);
     let mut beresp = Beresp {
-        ttl: fresh.ttl,
-        grace: fresh.grace.as_secs_f64(),
-        keep: fresh.keep.as_secs_f64(),
+        ttl,
+        grace,
+        keep,
         uncacheable: if legacy { !cacheable } else { pass },
         age: fresh.initial_age.as_secs_f64(),
         was_304,
@@ -267,6 +268,36 @@ fn beresp(
         beresp.reason = Some(line.reason);
     }
     beresp
+}
+
+/// `beresp.ttl`, `beresp.grace` and `beresp.keep` as vcl_backend_response first reads them
+/// (seconds): the response's own (`fresh`), except on a 4.x pass (`pass`: vcl_recv's, or a
+/// hit-for-pass's), which has none.
+///
+/// A pass's object is private, and Varnish gives it no lifetime:
+/// - Varnish 5.0 on (varnish-cache d9b0919, PR #2015, 2016): RFC2616_Ttl reads neither
+///   Cache-Control nor Expires for a private object and logs no `TTL RFC` record: ttl -1
+///   (VCL reads a negative ttl as 0), grace 0, keep 0.
+/// - Since 2020 (PR #3226, backported to 6.0 in #3280), and so in trunk: RFC2616_Ttl still
+///   reads the `Age` field first, into the object's origin time, so `beresp.age` is the
+///   `Age` and `beresp.ttl` (0 less the age) is minus the `Age`; varnishtest trunk/b00002
+///   reads `0.000` from a response without one.
+/// - Varnish 4.0 and 4.1 set ttl -1 after computing it (read as 0) and kept the computed
+///   grace and keep; Shellac's 4.0 and 4.1 programs both follow trunk.
+///
+/// A 2.x program keeps Varnish 2.1's: its cnt_fetch computed a pass's TTL as a miss's
+/// (`beresp.ttl` reads the origin's; only `beresp.cacheable` is false). Varnish 3.0 set a
+/// pass's to -1 and read it so; the one 2.1/3.0 dialect keeps 2.1's value.
+fn pass_lifetimes(fresh: &policy::VclFreshness, pass: bool, legacy: bool) -> (f64, f64, f64) {
+    if pass && !legacy {
+        // `0.0 -`: no age reads `0.000`, not `-0.000`.
+        return (0.0 - fresh.initial_age.as_secs_f64(), 0.0, 0.0);
+    }
+    (
+        fresh.ttl,
+        fresh.grace.as_secs_f64(),
+        fresh.keep.as_secs_f64(),
+    )
 }
 
 /// What vcl_backend_response left in `beresp` taken up: saint mode, the status, fields and
@@ -327,4 +358,31 @@ fn esi_on(txn: &mut Txn) {
         &url,
         vsl,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::pass_lifetimes;
+    use crate::cache::policy::VclFreshness;
+
+    /// A 4.x pass has no lifetime but its age; a 4.x miss and any 2.x fetch keep the
+    /// response's (trunk/b00002, Varnish 2.1's cnt_fetch).
+    #[test]
+    fn a_4x_pass_has_no_lifetime_but_its_age() {
+        let fresh = VclFreshness {
+            ttl: 113.0,
+            grace: Duration::from_secs(30),
+            keep: Duration::from_secs(5),
+            initial_age: Duration::from_secs(7),
+            ..VclFreshness::made()
+        };
+        assert_eq!(pass_lifetimes(&fresh, true, false), (-7.0, 0.0, 0.0));
+        assert_eq!(pass_lifetimes(&fresh, false, false), (113.0, 30.0, 5.0));
+        assert_eq!(pass_lifetimes(&fresh, true, true), (113.0, 30.0, 5.0));
+        let no_age = VclFreshness::made();
+        let (ttl, ..) = pass_lifetimes(&no_age, true, false);
+        assert!(ttl == 0.0 && ttl.is_sign_positive(), "{ttl}");
+    }
 }
