@@ -33,7 +33,7 @@ fi
 TOOLCHAIN=${FUZZ_TOOLCHAIN:-auto}
 TARGETS=("$@")
 if (( ${#TARGETS[@]} == 0 )); then
-  TARGETS=(request_head request_stream cache_key range vary config esi proxy_protocol mp4)
+  TARGETS=(request_head request_stream cache_key range vary config esi proxy_protocol fastcgi mp4)
 fi
 command -v cargo-fuzz >/dev/null 2>&1 || { echo "cargo-fuzz not installed: cargo install cargo-fuzz --locked" >&2; exit 2; }
 if [[ $TOOLCHAIN == auto ]]; then
