@@ -1,5 +1,5 @@
 //! Files routed by rules: `try_files` and its fallback, directory listings (only when on,
-//! escaped and safe), hotlinks refused and signed links that expire.
+//! only what is served, escaped and safe), hotlinks refused and signed links that expire.
 
 use super::*;
 
@@ -138,6 +138,87 @@ async fn directory_listings_only_when_on_escaped_and_safe() {
     let head = request(sh.addr, "HEAD", "/list/", &[PASS], b"").await;
     assert_eq!(head.status, 200);
     assert!(head.body.is_empty());
+}
+
+/// The names a listing links to, in order (`../` left out).
+fn listed(page: &str) -> Vec<String> {
+    page.split("<a href=\"")
+        .skip(1)
+        .filter_map(|s| s.split('"').next())
+        .filter(|href| *href != "../")
+        .map(String::from)
+        .collect()
+}
+
+/// A listing shows only what the files origin would serve: scripts (files and directories
+/// named like one), dotfiles, links out of the root and special files are left out by
+/// default, and every link listed answers `200`; `send_scripts`, `dotfiles` and
+/// `follow_symlinks` each bring theirs back, links that then answer `200` too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_shows_only_what_is_served() {
+    let dir = site();
+    let www = dir.0.join("www");
+    let list = www.join("kinds");
+    std::fs::create_dir_all(list.join("app.phar")).unwrap();
+    std::fs::create_dir_all(list.join("sub")).unwrap();
+    for (name, body) in [
+        ("a.txt", "a"),
+        ("x.php", "<?php // secret"),
+        ("y.PHTML", "<?php // secret"),
+        ("z.php5", "<?php // secret"),
+        ("notes.php.txt", "text"),
+        (".env", "PASSWORD=1"),
+        ("app.phar/readme.txt", "inside"),
+    ] {
+        std::fs::write(list.join(name), body).unwrap();
+    }
+    std::os::unix::fs::symlink(dir.0.join("secret.txt"), list.join("out.txt")).unwrap();
+    std::os::unix::fs::symlink(www.join("text.txt"), list.join("in.txt")).unwrap();
+    let fifo = Command::new("mkfifo")
+        .arg(list.join("pipe"))
+        .status()
+        .unwrap();
+    assert!(fifo.success());
+    let always = ["sub/", "a.txt", "in.txt", "notes.php.txt"];
+    let opted = ["app.phar/", ".env", "out.txt", "x.php", "y.PHTML", "z.php5"];
+    for opt_in in [false, true] {
+        let sh = files(&www, |b| {
+            b.autoindex = true;
+            b.send_scripts = opt_in;
+            b.dotfiles = opt_in;
+            b.follow_symlinks = opt_in;
+        })
+        .await;
+        let page = get_with(sh.addr, "/kinds/", &[PASS]).await.text();
+        let links = listed(&page);
+        for name in always {
+            assert!(links.iter().any(|l| l == name), "{name} not listed\n{page}");
+        }
+        for name in opted {
+            let shown = links.iter().any(|l| l == name);
+            assert_eq!(shown, opt_in, "{name} (opted in: {opt_in})\n{page}");
+        }
+        assert!(!page.contains("pipe"), "a FIFO is never listed\n{page}");
+        assert_eq!(
+            links.len(),
+            always.len() + if opt_in { opted.len() } else { 0 }
+        );
+        // Every link listed is served.
+        for link in &links {
+            let r = get_with(sh.addr, &format!("/kinds/{link}"), &[PASS]).await;
+            assert_eq!(r.status, 200, "{link} (opted in: {opt_in})");
+        }
+        assert_eq!(sh.stat("files_script_refused").await, 0);
+        // What is left out is refused when asked for anyway.
+        if !opt_in {
+            for name in opted {
+                let r = get_with(sh.addr, &format!("/kinds/{name}"), &[PASS]).await;
+                assert_eq!(r.status, 404, "{name}");
+            }
+            assert_eq!(sh.stat("files_script_refused").await, 4);
+        }
+        sh.stop().await;
+    }
 }
 
 /// Hotlink protection: a rule's `valid_referers` (403, also for what the cache holds) and

@@ -1,6 +1,7 @@
 //! Directory listings (`autoindex = true`, nginx's `autoindex`): an HTML page of the names in
 //! a directory without an index file. Only what the files origin would serve is listed — no
-//! dotfiles unless `dotfiles`, no link leading out of the root unless `follow_symlinks`, only
+//! dotfiles unless `dotfiles`, no link leading out of the root unless `follow_symlinks`, no
+//! PHP script (file or directory named like one: `scripts.rs`) unless `send_scripts`, only
 //! regular files and directories — directories first, then by name; names are HTML-escaped
 //! and links percent-encoded (every byte but the unreserved ones), so a file called
 //! `<script>` or `javascript:x` is text and a relative link, never markup or a scheme. Runs on
@@ -9,6 +10,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::SystemTime;
+
+use super::scripts;
 
 /// The most names one page lists (the rest are counted, not listed).
 pub(crate) const MAX_ENTRIES: usize = 10_000;
@@ -26,6 +29,7 @@ pub(crate) struct Shown<'a> {
     pub root: &'a Path,
     pub dotfiles: bool,
     pub follow_symlinks: bool,
+    pub send_scripts: bool,
 }
 
 /// The listing of `dir` (a directory under the root), titled with `shown_as` (the request's
@@ -43,6 +47,9 @@ pub(crate) fn render(dir: &Path, shown_as: &str, shown: &Shown) -> std::io::Resu
         }
         if name.chars().any(|c| c.is_control() || c == '\\') {
             continue; // a name `path.rs` refuses in a request
+        }
+        if !shown.send_scripts && scripts::is_script(&name) {
+            continue; // its link would be refused (404)
         }
         let path = e.path();
         let Ok(meta) = std::fs::metadata(&path) else {
@@ -141,5 +148,31 @@ mod tests {
         assert_eq!(encode("javascript:alert(1)"), "javascript%3Aalert%281%29");
         assert_eq!(encode("a b/c\"d"), "a%20b%2Fc%22d");
         assert_eq!(encode("café.txt"), "caf%C3%A9.txt");
+    }
+
+    /// Scripts (files and directories named like one) are listed only with `send_scripts`.
+    #[test]
+    fn scripts_are_listed_only_when_sent() {
+        let dir = std::env::temp_dir().join(format!("shellac-listing-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("lib.phar")).unwrap();
+        for name in ["a.txt", "x.php", "y.PHTML", "notes.php.txt"] {
+            std::fs::write(dir.join(name), "x").unwrap();
+        }
+        for send_scripts in [false, true] {
+            let shown = Shown {
+                root: &dir,
+                dotfiles: false,
+                follow_symlinks: false,
+                send_scripts,
+            };
+            let page = render(&dir, "/", &shown).unwrap();
+            for always in ["a.txt", "notes.php.txt"] {
+                assert!(page.contains(&format!("href=\"{always}\"")), "{page}");
+            }
+            for script in ["href=\"x.php\"", "href=\"y.PHTML\"", "href=\"lib.phar/\""] {
+                assert_eq!(page.contains(script), send_scripts, "{script}\n{page}");
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -181,6 +181,7 @@ impl Files {
             root: self.cache.root(),
             dotfiles: self.dotfiles,
             follow_symlinks: self.follow_symlinks,
+            send_scripts: self.send_scripts,
         };
         match listing::render(&dir, &shown_as, &shown) {
             Ok(page) => Found::Listing(page),

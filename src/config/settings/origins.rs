@@ -309,7 +309,7 @@ pub(super) const BACKEND: &[Setting] = &[
         default: Default::Value(r##"false"##),
         example: r##""##,
         restart: false,
-        doc: r##"`protocol = "files"`: a directory without an `index` file is answered with an HTML listing of its files and directories (nginx's `autoindex`) instead of `403`. Names that would not be served (dotfiles unless `dotfiles`, links out of `root` unless `follow_symlinks`, special files) are not listed; names are HTML-escaped and links percent-encoded; at most 10,000 entries."##,
+        doc: r##"`protocol = "files"`: a directory without an `index` file is answered with an HTML listing of its files and directories (nginx's `autoindex`) instead of `403`. Names that would not be served (dotfiles unless `dotfiles`, links out of `root` unless `follow_symlinks`, PHP scripts unless `send_scripts`, special files) are not listed; names are HTML-escaped and links percent-encoded; at most 10,000 entries."##,
     },
     Setting {
         section: "backend",
