@@ -113,6 +113,15 @@ tree_ticks() {
   done
   echo "$t"
 }
+# The same, system (kernel) time only.
+tree_sys_ticks() {
+  local t=0 p v
+  for p in $(tree_pids "$@"); do
+    v=$(awk '{print $15 + $17}' "/proc/$p/stat" 2>/dev/null || true)
+    t=$((t + ${v:-0}))
+  done
+  echo "$t"
+}
 # Waits (at most 10 s) until URL answers anything; fails if never.
 wait_http() {
   local _
@@ -126,10 +135,10 @@ wait_http() {
 # Appends "workload server round requests seconds MiB cpu-seconds errors load" to
 # $TMP/results.tsv (load: the 1-minute load average when the run ended).
 measure() {
-  local w=$1 s=$2 r=$3 url=$4 conns=$5 t0 t1 out perf=""
+  local w=$1 s=$2 r=$3 url=$4 conns=$5 t0 t1 k0 k1 out perf=""
   shift 5
   out="$TMP/wrk-$w-$s-$r.txt"
-  t0=$(tree_ticks "$@")
+  t0=$(tree_ticks "$@"); k0=$(tree_sys_ticks "$@")
   # PERF=WORKLOAD:SERVER records that measurement's first process with `perf record -g`
   # (cpu-clock: a guest has no hardware counters) into $PERF_OUT (default /tmp/perf-bench.data).
   if [[ ${PERF:-} == "$w:$s" ]]; then
@@ -137,17 +146,17 @@ measure() {
     perf=$!
   fi
   timeout $((SECS + 30)) taskset -c 1 wrk -t1 -c"$conns" -d"${SECS}s" "${WRK_ARGS[@]}" "$url" >"$out" 2>&1 || true
-  t1=$(tree_ticks "$@")
+  t1=$(tree_ticks "$@"); k1=$(tree_sys_ticks "$@")
   [[ -z $perf ]] || wait "$perf" || true
   awk -v w="$w" -v s="$s" -v r="$r" -v cpu="$(( t1 - t0 ))" -v hz="$(getconf CLK_TCK)" \
-    -v load="$(cut -d' ' -f1 /proc/loadavg)" '
+    -v load="$(cut -d' ' -f1 /proc/loadavg)" -v sys="$(( k1 - k0 ))" '
     /requests in/ { n = $1; secs = $4 + 0; v = $5; sub(/read$/, "", v)
                     u = v; gsub(/[0-9.]/, "", u); m = v + 0
                     if (u == "B") m /= 1048576; else if (u == "KB") m /= 1024
                     else if (u == "GB") m *= 1024; else if (u == "TB") m *= 1048576 }
     /Non-2xx/ { e += $NF }
     /Socket errors/ { for (i = 4; i <= NF; i += 2) { x = $i; sub(/,/, "", x); e += x } }
-    END { printf "%s %s %s %d %.3f %.3f %.3f %d %s\n", w, s, r, n, secs, m, cpu / hz, e, load }' \
+    END { printf "%s %s %s %d %.3f %.3f %.3f %d %s %.3f\n", w, s, r, n, secs, m, cpu / hz, e, load, sys / hz }' \
     "$out" >>"$TMP/results.tsv"
   if grep -qE 'Non-2xx|Socket errors' "$out"; then
     echo "$w $s round $r: $(grep -E 'Non-2xx|Socket errors' "$out" | tr -s ' ' | tr '\n' ' '); now: $(curl -s -o /dev/null -w '%{http_code}' "${WRK_ARGS[@]/#-H/-H}" "$url")" >&2
@@ -155,7 +164,7 @@ measure() {
 }
 # Markdown tables from $TMP/results.tsv: per workload, per server the medians over rounds of
 # req/s, MiB/s, requests and MiB per CPU-second of the server, the lowest and highest round's
-# requests per CPU-second, and the ratio REF/server per CPU-second (REF = $1, e.g. shellac)
+# requests per CPU-second, the share of its CPU time spent in the kernel, and the ratio REF/server per CPU-second (REF = $1, e.g. shellac)
 # taken round by round (each round measures every server once, close in time), as the median
 # and the lowest and highest round's: one noisy round moves the median little and shows in the
 # spread. The rounds' load averages are printed under each table.
@@ -165,16 +174,18 @@ import statistics as st, sys
 ref, path = sys.argv[1], sys.argv[2]
 rows = [l.split() for l in open(path) if l.strip()]
 order, data, loads = [], {}, {}
-for w, s, r, n, secs, mib, cpu, err, *load in rows:
+kern = {}
+for w, s, r, n, secs, mib, cpu, err, *rest in rows:
     if w not in order: order.append(w)
     data.setdefault(w, {}).setdefault(s, {})[r] = (int(n), float(secs), float(mib), float(cpu), int(err))
-    if load: loads.setdefault(w, []).append(float(load[0]))
+    if rest: loads.setdefault(w, []).append(float(rest[0]))
+    if len(rest) > 1 and float(cpu) > 0: kern.setdefault(w, {}).setdefault(s, []).append(float(rest[1]) / float(cpu))
 for w in order:
     runs = data[w]
     print(f"\n{w} ({max(len(rs) for rs in runs.values())} rounds)\n")
-    print("| server | req/s | MiB/s | req per CPU-s | min–max | MiB per CPU-s | CPU use | errors | "
+    print("| server | req/s | MiB/s | req per CPU-s | min–max | MiB per CPU-s | CPU use | kernel share | errors | "
           + ref + "/server per CPU-s | min–max | " + ref + "/server req/s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s, rs in runs.items():
         rps = [n / secs for n, secs, m, c, e in rs.values() if secs]
         mbs = [m / secs for n, secs, m, c, e in rs.values() if secs]
@@ -194,7 +205,8 @@ for w in order:
             if q2: rratio = f"{st.median(q2):.2f}×"
         med = lambda v, f: format(st.median(v), f) if v else "—"
         spread = f"{min(rpc):,.0f}–{max(rpc):,.0f}" if rpc else "—"
-        print(f"| {s} | {med(rps, ',.0f')} | {med(mbs, ',.1f')} | {med(rpc, ',.0f')} | {spread} | {med(mpc, ',.1f')} | {med(use, '.2f')} | {errs} | {ratio} | {rrange} | {rratio} |")
+        ks = kern.get(w, {}).get(s, [])
+        print(f"| {s} | {med(rps, ',.0f')} | {med(mbs, ',.1f')} | {med(rpc, ',.0f')} | {spread} | {med(mpc, ',.1f')} | {med(use, '.2f')} | {med(ks, '.0%')} | {errs} | {ratio} | {rrange} | {rratio} |")
     if w in loads:
         print(f"\nload (1 min) during the rounds: {min(loads[w]):.1f}–{max(loads[w]):.1f}")
 PY
