@@ -63,11 +63,10 @@ const CHECK_LIMIT: Duration = Duration::from_secs(30);
 /// Runs `cmd` to its end: whether it exited 0, and its stdout then stderr. Killed (an
 /// error) past `limit`.
 pub(super) fn output_within(cmd: &mut Command, limit: Duration) -> std::io::Result<(bool, String)> {
-    let mut child = cmd
-        .stdin(Stdio::null())
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
+        .stderr(Stdio::piped());
+    let mut child = super::sock::spawn(cmd)?;
     let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
         std::thread::spawn(move || {
             let mut buf = Vec::new();

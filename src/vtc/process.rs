@@ -54,8 +54,7 @@ impl Running {
                 Ok(())
             });
         }
-        let mut child = cmd
-            .spawn()
+        let mut child = super::sock::spawn(&mut cmd)
             .map_err(|e| Halt::Fail(format!("cannot run {}: {e}", shellac.display())))?;
         shared.watch_pid(child.id());
         shared.log(name, format!("PID: {}", child.id()));

@@ -1,10 +1,12 @@
 //! The scripted peers' sockets: a server's listening socket and its accepts (which a stop or
-//! `-break` interrupts), and addresses as the test files write them.
+//! `-break` interrupts), the runner's process starts (which a bind to a given port waits
+//! out), and addresses as the test files write them.
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, ToSocketAddrs};
 use std::os::fd::AsRawFd;
-use std::sync::Arc;
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, RwLock};
 
 use super::context::{Halt, Shared, Step, fail};
 use super::stream::{Socket, Stream};
@@ -51,8 +53,12 @@ pub fn accept(shared: &Shared, listener: &Listening) -> Step<Stream> {
 /// time beside other tests). No connect(2) and no port-0 bind is given a port below the
 /// range; the ports go on from a per-process counter, so the files of one run never try the
 /// same port twice, and runs in other processes start elsewhere.
+///
+/// A given address (a server started again after `-break`, or `-listen IP PORT`) is bound
+/// while no process start is under way ([`spawn`]).
 pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     if addr != SocketAddr::from((Ipv4Addr::LOCALHOST, 0)) {
+        let _quiet = STARTS.write().unwrap_or_else(|e| e.into_inner());
         return TcpListener::bind(addr);
     }
     static NEXT: AtomicU32 = AtomicU32::new(0);
@@ -72,6 +78,25 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     }
     // Every port tried is taken: the kernel's choice, as before.
     TcpListener::bind(addr)
+}
+
+/// Process starts under way (read) and binds to a given port (write) exclude each other.
+///
+/// A child process has a copy of every descriptor of the runner from its fork until its
+/// exec closes them (they are all close-on-exec), a listening socket included. The runner
+/// runs several files at once, each on its threads, and starts processes (`shellac serve`,
+/// `shellac check`, `sh -c`) from any of them: a server broken (`server s0 -break`) in one
+/// file while another file's start was between fork and exec stayed listening in that child
+/// until the exec, and its file's next `-start`, binding the same port at once, was refused
+/// "Address already in use" (trunk/b00097, 2 of 9 runs at four files at a time under load).
+/// `Command::spawn` returns once the child has run exec (or failed to): a bind that holds
+/// the write side finds no child that can still hold a socket closed before it.
+static STARTS: RwLock<()> = RwLock::new(());
+
+/// Starts `cmd` (every process the runner starts goes through here): see [`STARTS`].
+pub fn spawn(cmd: &mut Command) -> std::io::Result<Child> {
+    let _starting = STARTS.read().unwrap_or_else(|e| e.into_inner());
+    cmd.spawn()
 }
 
 /// `IP PORT`, `IP:PORT` or `[IP6]:PORT` as a socket address.
@@ -114,6 +139,55 @@ mod tests {
         assert_eq!(resolve("::1 80").unwrap(), "[::1]:80".parse().unwrap());
         assert!(resolve("nonsense").is_err());
         assert_eq!(sock_text("[::1]:80".parse().unwrap()), "[::1]:80");
+    }
+
+    /// Regression (trunk/b00097, "cannot be bound: Address already in use" on a server's
+    /// `-start` after its `-break`): a listening socket closed while another thread's process
+    /// start is between fork and exec (its child holding a copy of it) is bound again once
+    /// the start is over, not refused. The child here waits 300 ms before its exec; without
+    /// [`STARTS`] the bind is refused every time.
+    #[test]
+    fn a_port_closed_during_a_process_start_binds_again() {
+        use std::io::Read;
+        use std::os::unix::net::UnixStream;
+        use std::os::unix::process::CommandExt;
+        use std::time::Duration;
+
+        // A port of the kernel's choosing: the test beside this one takes ports next to the
+        // ones `bind` picks.
+        let first = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let addr = first.local_addr().unwrap();
+        let (mut forked, signal) = UnixStream::pair().unwrap();
+        forked
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let fd = signal.as_raw_fd();
+        let starter = std::thread::spawn(move || {
+            let mut cmd = Command::new("/bin/true");
+            // SAFETY: the closure runs in the forked child before exec and only calls
+            // write(2) and nanosleep(2), which are async-signal-safe; it allocates nothing.
+            unsafe {
+                cmd.pre_exec(move || {
+                    libc::write(fd, b"f".as_ptr().cast(), 1);
+                    let t = libc::timespec {
+                        tv_sec: 0,
+                        tv_nsec: 300_000_000,
+                    };
+                    libc::nanosleep(&t, std::ptr::null_mut());
+                    Ok(())
+                });
+            }
+            let status = spawn(&mut cmd).and_then(|mut c| c.wait());
+            drop(signal);
+            status
+        });
+        // The child is forked: it holds a copy of `first` until its exec.
+        let mut byte = [0u8; 1];
+        forked.read_exact(&mut byte).unwrap();
+        drop(first);
+        let again = bind(addr);
+        assert!(again.is_ok(), "{addr}: {again:?}");
+        assert!(starter.join().unwrap().unwrap().success());
     }
 
     /// Port 0 on loopback: free ports below the ephemeral range, a new one each time (a port

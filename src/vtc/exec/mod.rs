@@ -219,14 +219,14 @@ fn feature(shared: &Shared, names: &[String]) -> Step {
 
 /// Whether `sh -c CMD` exits 0 (killed after 10 s: false).
 fn run_check(shared: &Shared, cmd: &str) -> Step<bool> {
-    let mut child = std::process::Command::new("/bin/sh")
-        .arg("-c")
+    let mut sh = std::process::Command::new("/bin/sh");
+    sh.arg("-c")
         .arg(cmd)
         .current_dir(&shared.tmpdir)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
+        .stderr(std::process::Stdio::null());
+    let mut child = super::sock::spawn(&mut sh)
         .map_err(|e| Halt::Fail(format!("feature cmd: cannot run /bin/sh: {e}")))?;
     let until = std::time::Instant::now() + Duration::from_secs(10);
     loop {
