@@ -15,6 +15,7 @@ mod field;
 mod fields;
 mod operation;
 mod parse;
+mod records;
 mod sessions;
 mod sites;
 mod status_lines;

@@ -145,6 +145,33 @@ pub(in crate::proxy) fn diff(
     }
 }
 
+/// What vcl_backend_response changed in `beresp`'s fields, logged before its `VCL_return`
+/// as Varnish logs each `set` and `unset`: `BerespUnset` for a field line it removed (as the
+/// line was), `BerespHeader` for one it set, under the name as the program spells it
+/// (`spelled`, else lowercase: `set beresp.http.x-ttl` logs `x-ttl: ...`). Unsets first,
+/// then sets, each in the fields' order (Varnish logs them in the statements' order).
+pub(in crate::proxy) fn beresp_changed(
+    t: &Transaction,
+    before: &HeaderMap,
+    after: &HeaderMap,
+    spelled: &std::collections::HashMap<http::HeaderName, Box<str>>,
+) {
+    for (n, v) in before {
+        if !after.get_all(n).iter().any(|w| w == v) {
+            t.log("BerespUnset", crate::txlog::vsl::field_line(n, v));
+        }
+    }
+    for (n, v) in after {
+        if !before.get_all(n).iter().any(|w| w == v) {
+            let name = spelled.get(n).map_or(n.as_str(), |s| s);
+            t.log(
+                "BerespHeader",
+                format!("{name}: {}", String::from_utf8_lossy(v.as_bytes())),
+            );
+        }
+    }
+}
+
 /// A response head as `PREFIXProtocol`, `PREFIXStatus`, `PREFIXReason` and `PREFIXHeader`
 /// records (`Beresp`, `Resp`).
 pub(in crate::proxy) fn response(

@@ -140,6 +140,8 @@ pub(super) struct Checker<'a> {
     reads_digest: bool,
     /// Some subroutine reads `server.ip`, `server.port` or `local.ip`.
     reads_local: bool,
+    /// Header names the program spells with capitals (`Program::spelled`).
+    spelled: HashMap<http::HeaderName, Box<str>>,
     options: Options,
 }
 
@@ -206,6 +208,7 @@ pub fn compile_with(src: &Source, options: &Options) -> Result<Program, Vec<VclE
         req_body_keep: None,
         reads_digest: false,
         reads_local: false,
+        spelled: HashMap::new(),
         here_name: String::new(),
         builtin: false,
         possible: 0,

@@ -200,7 +200,14 @@ impl Checker<'_> {
                     Err(Refused)
                 }
                 Some(field) => match HeaderName::from_bytes(field.as_bytes()) {
-                    Ok(h) => Ok(Some(h)),
+                    Ok(h) => {
+                        if field.bytes().any(|b| b.is_ascii_uppercase()) {
+                            self.spelled
+                                .entry(h.clone())
+                                .or_insert_with(|| field.into());
+                        }
+                        Ok(Some(h))
+                    }
                     Err(_) => {
                         self.error(pos, format!("'{field}' is not a valid header field name"));
                         Err(Refused)

@@ -281,6 +281,7 @@ impl<'a> Checker<'a> {
             reads_digest: self.reads_digest,
             reads_local: self.reads_local,
             timeouts: self.options.timeouts,
+            spelled: std::mem::take(&mut self.spelled),
         }
     }
 

@@ -38,6 +38,10 @@ pub struct Program {
     /// What a backend that does not set its timeouts waits, and what `bereq.*_timeout` read
     /// until VCL sets them.
     pub timeouts: Timeouts,
+    /// The header names the program spells with capitals, as first spelled
+    /// (`beresp.http.X-Cache`): a field VCL sets is logged so (`BerespHeader`), as Varnish
+    /// logs it; one spelled in lowercase only is logged in lowercase.
+    pub spelled: std::collections::HashMap<http::HeaderName, Box<str>>,
 }
 
 /// Backend timeouts by default: Varnish's `connect_timeout`, `first_byte_timeout`,

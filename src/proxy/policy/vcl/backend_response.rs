@@ -61,6 +61,15 @@ pub(super) fn backend_response(
     let legacy = v.runtime.program.dialect.is_legacy();
     let cfg = &txn.proxy.config.cache;
     let fresh = policy::vcl_freshness(parts.status, &parts.headers, ex, cfg, legacy);
+    // Varnish 4.0 on (vbf_stp_startfetch; RFC 9110 §6.6.1): a response without `Date` is
+    // given one, the time it arrived, before vcl_backend_response reads it (the last
+    // `BerespHeader` before `VCL_call`); it is stored and delivered with the object. The
+    // lifetime is the same: without `Date` the arrival time is the date.
+    if !legacy && !parts.headers.contains_key(http::header::DATE) {
+        parts
+            .headers
+            .insert(http::header::DATE, super::answer::date_now());
+    }
     let tx = v.bereq.as_ref().and_then(|b| b.vsl.clone());
     if let Some(t) = tx.as_deref() {
         let reason = parts

@@ -72,11 +72,18 @@ pub(super) fn run_sub(txn: &mut Txn, m: Method, sees: Sees<'_>) -> Verdict {
         .and_then(|b| b.vsl.clone());
     let tx = bereq_tx.as_deref().or(vsl.as_deref());
     rt::vsl::call(tx, m);
-    // What vcl_backend_fetch changes is logged as it returns.
+    // What vcl_backend_fetch changes is logged as it returns, and what vcl_backend_response
+    // changes in `beresp`'s fields.
     let before = bereq
         .as_ref()
         .filter(|b| m == Method::BackendFetch && b.vsl.is_some())
         .map(|b| (b.method.clone(), b.uri.clone(), b.headers.clone()));
+    let beresp_before = match &sees {
+        Sees::Backend(Some(b)) if m == Method::BackendResponse && bereq_tx.is_some() => {
+            Some(b.headers.clone())
+        }
+        _ => None,
+    };
     let logged = state.log.len();
     let legacy = runtime.program.dialect.is_legacy();
     let mut scope = Scope::client(runtime, &proxy.cache, *client, state, req);
@@ -100,6 +107,9 @@ pub(super) fn run_sub(txn: &mut Txn, m: Method, sees: Sees<'_>) -> Verdict {
         }
     }
     let verdict = run(&runtime.program, m, &mut scope);
+    if let (Some(before), Some(b), Some(t)) = (beresp_before, scope.beresp.as_deref(), tx) {
+        rt::vsl::beresp_changed(t, &before, &b.headers, &runtime.program.spelled);
+    }
     if let (Some(before), Some(b), Some(t)) = (before, bereq.as_ref(), tx) {
         rt::vsl::bereq_changed(t, &before, b);
     }
