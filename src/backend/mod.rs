@@ -49,7 +49,7 @@ pub use extensions::{
     AnyThreeDigitStatus, Autoindex, ClientInfo, DocRoot, NoConnectRetry, RequestTimeouts,
 };
 pub(crate) use files::zero_copy::{Region, Regions, ZeroCopy, placeholder_offset};
-pub(crate) use files::{ScriptRefused, TryNext};
+pub(crate) use files::{Refusal, TryNext};
 pub use framing::check_response;
 pub use pace::{BodyOutcome, BodyPace, BodyTooLarge, BodyTooSlow};
 pub use request_body::RequestBody;

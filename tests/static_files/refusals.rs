@@ -1,6 +1,6 @@
 //! The refusals that keep requests inside the root: traversal in every spelling, symlinks out
-//! and dotfiles only when the operator says, unreadable and special files, and `shellac
-//! check` refusing a bad root or socket.
+//! and dotfiles only when the operator says, unreadable and special files, each counted by
+//! its reason, and `shellac check` refusing a bad root or socket.
 
 use super::*;
 
@@ -104,12 +104,90 @@ async fn unreadable_files_and_special_files_are_refused() {
             let served = common::binary::Served::start(cmd);
             assert_eq!(get(served.proxy, "/locked.txt").await.status, 403);
             assert_eq!(get(served.proxy, "/text.txt").await.status, 200);
+            let metrics = get(served.admin, "/metrics").await.text();
+            assert!(
+                metrics.contains("shellac_files_refused_unreadable_total 1\n"),
+                "{metrics}"
+            );
             served.stop();
         }
     } else {
         assert_eq!(status, 403);
     }
     assert_eq!(get(sh.addr, "/pipe").await.status, 404);
+    assert_eq!(sh.stat("files_refused_special").await, 1);
+}
+
+/// Every refusal is counted under its reason, in `/stats` and `/metrics`; a file that is
+/// simply not there is no refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_refusal_is_counted_by_its_reason() {
+    let dir = site();
+    let www = dir.0.join("www");
+    std::fs::write(www.join("wp-config.php"), "<?php // secret").unwrap();
+    let fifo = Command::new("mkfifo")
+        .arg(www.join("pipe"))
+        .status()
+        .unwrap();
+    assert!(fifo.success());
+    let sh = files(&www, |_| {}).await;
+    // (request line's method and target, status, counter): each target once, so none is
+    // answered from a stored copy.
+    let cases: [(&str, &str, u16, &str); 14] = [
+        ("POST", "/app.js", 405, "files_refused_method"),
+        ("DELETE", "/text.txt", 405, "files_refused_method"),
+        ("GET", "/%2e%2e/secret.txt", 400, "files_refused_traversal"),
+        (
+            "GET",
+            "/docs/../../secret.txt",
+            400,
+            "files_refused_traversal",
+        ),
+        (
+            "GET",
+            "/%c0%ae%c0%ae/secret.txt",
+            400,
+            "files_refused_encoding",
+        ),
+        ("GET", "/text%ff.txt", 400, "files_refused_encoding"),
+        ("GET", "/text.txt%00.js", 400, "files_refused_control"),
+        ("GET", "/..%5csecret.txt", 400, "files_refused_control"),
+        (
+            "GET",
+            "/docs%2findex.html",
+            404,
+            "files_refused_escaped_slash",
+        ),
+        ("GET", "/.env", 404, "files_refused_dotfile"),
+        ("GET", "/escape.txt", 404, "files_refused_symlink"),
+        ("GET", "/pipe", 404, "files_refused_special"),
+        ("GET", "/empty/", 403, "files_refused_no_index"),
+        ("GET", "/wp-config.php", 404, "files_script_refused"),
+    ];
+    for (method, target, status, _) in cases {
+        let text = raw(
+            sh.addr,
+            format!("{method} {target} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await;
+        let got: u16 = text.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+        assert_eq!(got, status, "{method} {target}\n{text}");
+        assert!(!text.contains(SECRET), "{target} leaked the file");
+    }
+    // Not refusals: a file that is not there, a file served.
+    assert_eq!(raw_status(sh.addr, "/missing.txt").await.0, 404);
+    assert_eq!(raw_status(sh.addr, "/inside.txt").await.0, 200);
+    let metrics = get(sh.admin, "/metrics").await.text();
+    let mut counters: Vec<&str> = cases.iter().map(|c| c.3).collect();
+    counters.dedup();
+    for counter in counters {
+        let want = cases.iter().filter(|c| c.3 == counter).count() as u64;
+        assert_eq!(sh.stat(counter).await, want, "{counter}");
+        let line = format!("shellac_{counter}_total {want}\n");
+        assert!(metrics.contains(&line), "{line}{metrics}");
+    }
+    assert_eq!(sh.stat("files_refused_unreadable").await, 0);
 }
 
 /// `shellac check` names the key and line of a document root that is not a directory and of

@@ -120,10 +120,7 @@ impl FastCgi {
     ) -> Option<Resolved> {
         let names = match path::parse(raw, false) {
             Ok(n) => n,
-            Err(path::Refused::BadRequest) => {
-                return Some(Resolved::Status(StatusCode::BAD_REQUEST));
-            }
-            Err(path::Refused::NotFound) => return Some(Resolved::Status(StatusCode::NOT_FOUND)),
+            Err(refused) => return Some(Resolved::Status(refused.status())),
         };
         let relative = names.relative();
         let clean = format!("/{relative}");

@@ -12,6 +12,7 @@ use super::listing;
 use super::mime;
 use super::open::{self, Missing, OpenCache, Opened, Stat};
 use super::path;
+use super::refusal::Refusal;
 use crate::config::BackendConfig;
 use crate::config::try_files::TryFiles;
 use crate::http::accept_encoding::{Accepts, Coding};
@@ -55,6 +56,9 @@ pub(super) enum Found {
     Listing(String),
     /// None of `try_files` exists: the request goes to this backend or director.
     Next(String),
+    /// Refused, and why (counted).
+    Refused(Refusal),
+    /// Not found, failed, or a `try_files` `=CODE`.
     Status(StatusCode),
 }
 
@@ -104,7 +108,7 @@ impl Files {
         let relative = names.relative();
         let opened = match self.cache.open(&relative) {
             Ok(o) => o,
-            Err(m) => return Found::Status(status_of(m)),
+            Err(m) => return found_of(m),
         };
         let (file, relative, name) = if opened.dir {
             if !names.trailing_slash && !names.names.is_empty() {
@@ -122,14 +126,17 @@ impl Files {
                         chosen = Some((f, candidate, index.clone()));
                         break;
                     }
-                    Ok(_) | Err(Missing::NotFound) => continue,
-                    Err(m) => return Found::Status(status_of(m)),
+                    // Not there, or not one the root would serve: the next one.
+                    Ok(_) | Err(Missing::NotFound | Missing::Outside | Missing::Special) => {
+                        continue;
+                    }
+                    Err(m) => return found_of(m),
                 }
             }
             match chosen {
                 Some(c) => c,
                 None if self.autoindex => return self.listing(names),
-                None => return Found::Status(StatusCode::FORBIDDEN),
+                None => return Found::Refused(Refusal::NoIndex),
             }
         } else {
             if names.trailing_slash {
@@ -185,15 +192,18 @@ impl Files {
         };
         match listing::render(&dir, &shown_as, &shown) {
             Ok(page) => Found::Listing(page),
-            Err(e) => Found::Status(status_of(open::missing(&e))),
+            Err(e) => found_of(open::missing(&e)),
         }
     }
 }
 
-pub(super) fn status_of(m: Missing) -> StatusCode {
+/// What a path that gives no file answers: a refusal (counted) or a plain status.
+fn found_of(m: Missing) -> Found {
     match m {
-        Missing::NotFound => StatusCode::NOT_FOUND,
-        Missing::Forbidden => StatusCode::FORBIDDEN,
-        Missing::Failed => StatusCode::INTERNAL_SERVER_ERROR,
+        Missing::NotFound => Found::Status(StatusCode::NOT_FOUND),
+        Missing::Outside => Found::Refused(Refusal::Symlink),
+        Missing::Special => Found::Refused(Refusal::Special),
+        Missing::Forbidden => Found::Refused(Refusal::Unreadable),
+        Missing::Failed => Found::Status(StatusCode::INTERNAL_SERVER_ERROR),
     }
 }

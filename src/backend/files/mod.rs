@@ -14,7 +14,8 @@
 //! never sent unless `send_scripts` (`scripts.rs`), opened by `open.rs` (the file
 //! actually opened is checked to be under the root unless `follow_symlinks`) through a bounded
 //! open-file cache, and read by `body.rs` (a file that shrinks or changes while it is sent
-//! ends the body with an error). All file-system calls run on tokio's blocking pool, but for
+//! ends the body with an error); every refusal carries its reason, which the fetch step
+//! counts (`refusal.rs`: `files_refused_*`, `files_script_refused`). All file-system calls run on tokio's blocking pool, but for
 //! the sendfile(2) of large parts on cleartext HTTP/1.1 (`zero_copy.rs`).
 
 mod body;
@@ -23,8 +24,11 @@ mod lookup;
 mod mime;
 pub(super) mod open;
 pub(super) mod path;
+mod refusal;
 mod scripts;
 mod site_root;
+#[cfg(test)]
+mod tests;
 mod try_files;
 pub(crate) mod zero_copy;
 
@@ -40,7 +44,6 @@ use http_body_util::BodyExt;
 use self::body::{FileBody, Part};
 use self::lookup::{Files, Found};
 use self::open::{Opened, Stat};
-use self::path::Refused;
 use self::site_root::SiteRoots;
 use self::zero_copy::ZeroCopy;
 use super::endpoint::Endpoint;
@@ -54,22 +57,18 @@ use crate::config::try_files::Fallback;
 use crate::http::accept_encoding::{Accepts, Coding};
 use crate::http::conditional::{self, Answer};
 
-pub(crate) use self::scripts::ScriptRefused;
+pub(crate) use self::refusal::Refusal;
 pub(crate) use self::try_files::TryNext;
 
 impl Files {
     async fn answer(self: &Arc<Self>, req: Request<RequestBody>) -> Response<Source> {
         let (parts, _) = req.into_parts();
         if parts.method != Method::GET && parts.method != Method::HEAD {
-            let mut resp = plain_response(StatusCode::METHOD_NOT_ALLOWED);
-            resp.headers_mut()
-                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
-            return resp;
+            return Refusal::Method.response();
         }
         let names = match path::parse(parts.uri.path(), self.dotfiles) {
             Ok(n) => n,
-            Err(Refused::BadRequest) => return plain_response(StatusCode::BAD_REQUEST),
-            Err(Refused::NotFound) => return plain_response(StatusCode::NOT_FOUND),
+            Err(refused) => return refused.response(),
         };
         // A script's source is never sent by default; `try_files` ending in `@NAME` hands
         // the path to NAME instead (`try_files.rs`).
@@ -78,7 +77,7 @@ impl Files {
             .as_ref()
             .is_some_and(|t| matches!(t.fallback, Fallback::Backend(_)));
         if !self.send_scripts && !hands_on && scripts::names_a_script(parts.uri.path()) {
-            return scripts::refused();
+            return Refusal::Script.response();
         }
         let accepts = Accepts::parse(
             parts
@@ -100,6 +99,7 @@ impl Files {
             .await
             .unwrap_or(Found::Status(StatusCode::INTERNAL_SERVER_ERROR));
         match found {
+            Found::Refused(refused) => refused.response(),
             Found::Status(s) => plain_response(s),
             Found::Next(name) => {
                 let mut resp = plain_response(StatusCode::NOT_FOUND);
@@ -128,7 +128,7 @@ impl Files {
             Found::Redirect => slash_redirect(&parts.uri),
             // A script found as a directory's index or through a `try_files` entry.
             Found::File { ref name, .. } if !self.send_scripts && scripts::is_script(name) => {
-                scripts::refused()
+                Refusal::Script.response()
             }
             Found::File {
                 file,

@@ -46,8 +46,13 @@ impl Stat {
 /// Why a path gives no file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Missing {
-    /// Not there, not a regular file or directory, or outside the root: 404.
+    /// Not there (or a loop of links, a name too long): 404.
     NotFound,
+    /// There, but really outside the root (a symbolic link out, `follow_symlinks = false`):
+    /// 404.
+    Outside,
+    /// There, but neither a regular file nor a directory (a FIFO, a device, a socket): 404.
+    Special,
     /// There, but this process may not read it: 403.
     Forbidden,
     /// Another error of the file system (I/O error, too many open files): 500.
@@ -70,10 +75,10 @@ pub(crate) fn open(root: &Path, relative: &str, follow_symlinks: bool) -> Result
     let meta = file.metadata().map_err(|e| missing(&e))?;
     let dir = meta.is_dir();
     if !dir && !meta.is_file() {
-        return Err(Missing::NotFound);
+        return Err(Missing::Special);
     }
     if !follow_symlinks && !inside(root, &real_path(&file).ok_or(Missing::Failed)?) {
-        return Err(Missing::NotFound);
+        return Err(Missing::Outside);
     }
     Ok(Opened { file, dir })
 }

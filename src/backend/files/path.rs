@@ -7,15 +7,7 @@
 //! list of plain names; joining them under the root cannot climb out of it (symbolic links
 //! are the opener's question, `open.rs`).
 
-/// Why a path is refused, and the status it gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Refused {
-    /// Malformed or hostile (`..`, a bad escape, a control byte, a backslash): 400.
-    BadRequest,
-    /// A name the files origin does not serve (a dotfile, an escaped slash): 404, as if it
-    /// were not there.
-    NotFound,
-}
+use super::refusal::Refusal;
 
 /// A request path as names under the root.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,9 +26,11 @@ impl FilePath {
 }
 
 /// Reads `path` (the request target's path, still percent-encoded, starting with `/`).
-pub(crate) fn parse(path: &str, dotfiles: bool) -> Result<FilePath, Refused> {
+/// Refused: `Traversal`, `Encoding` (a malformed escape, not UTF-8, not starting with `/`),
+/// `Control` (400); `EscapedSlash`, `Dotfile` (404, as if the name were not there).
+pub(crate) fn parse(path: &str, dotfiles: bool) -> Result<FilePath, Refusal> {
     if !path.starts_with('/') {
-        return Err(Refused::BadRequest);
+        return Err(Refusal::Encoding);
     }
     let trailing_slash = path.ends_with('/');
     let mut names = Vec::new();
@@ -45,14 +39,14 @@ pub(crate) fn parse(path: &str, dotfiles: bool) -> Result<FilePath, Refused> {
         let name = decode(raw)?;
         match name.as_str() {
             "" | "." => continue,
-            ".." => return Err(Refused::BadRequest),
+            ".." => return Err(Refusal::Traversal),
             _ => {}
         }
         if name.contains('/') {
-            return Err(Refused::NotFound);
+            return Err(Refusal::EscapedSlash);
         }
         if name.starts_with('.') && !dotfiles && name != ".well-known" {
-            return Err(Refused::NotFound);
+            return Err(Refusal::Dotfile);
         }
         names.push(name);
     }
@@ -64,17 +58,17 @@ pub(crate) fn parse(path: &str, dotfiles: bool) -> Result<FilePath, Refused> {
 
 /// One segment with its escapes decoded; refused when an escape is malformed, when the
 /// result is not UTF-8, or holds a control byte, NUL or a backslash.
-fn decode(raw: &str) -> Result<String, Refused> {
+fn decode(raw: &str) -> Result<String, Refusal> {
     let bytes = raw.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
         if b == b'%' {
-            let hex = bytes.get(i + 1..i + 3).ok_or(Refused::BadRequest)?;
+            let hex = bytes.get(i + 1..i + 3).ok_or(Refusal::Encoding)?;
             let digit = |c: u8| (c as char).to_digit(16);
             let (Some(h), Some(l)) = (digit(hex[0]), digit(hex[1])) else {
-                return Err(Refused::BadRequest);
+                return Err(Refusal::Encoding);
             };
             out.push((h * 16 + l) as u8);
             i += 3;
@@ -84,16 +78,16 @@ fn decode(raw: &str) -> Result<String, Refused> {
         }
     }
     if out.iter().any(|&c| c < 0x20 || c == 0x7f || c == b'\\') {
-        return Err(Refused::BadRequest);
+        return Err(Refusal::Control);
     }
-    String::from_utf8(out).map_err(|_| Refused::BadRequest)
+    String::from_utf8(out).map_err(|_| Refusal::Encoding)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn names(p: &str) -> Result<Vec<String>, Refused> {
+    fn names(p: &str) -> Result<Vec<String>, Refusal> {
         parse(p, false).map(|f| f.names)
     }
 
@@ -129,15 +123,25 @@ mod tests {
         ] {
             assert!(parse(p, true).is_err(), "{p}");
         }
-        assert_eq!(names("/a%2fb"), Err(Refused::NotFound), "an escaped slash");
-        assert_eq!(names("/a/%2e%2e"), Err(Refused::BadRequest));
+        assert_eq!(
+            names("/a%2fb"),
+            Err(Refusal::EscapedSlash),
+            "an escaped slash"
+        );
+        assert_eq!(names("/a/%2e%2e"), Err(Refusal::Traversal));
+        assert_eq!(names("/.%2e/x"), Err(Refusal::Traversal));
+        assert_eq!(names("/%c0%ae%c0%ae/x"), Err(Refusal::Encoding), "overlong");
+        assert_eq!(names("/a%zz"), Err(Refusal::Encoding));
+        assert_eq!(names("/a%00.txt"), Err(Refusal::Control));
+        assert_eq!(names("/a\\..\\b"), Err(Refusal::Control));
+        assert_eq!(names("/..%5c..%5cx"), Err(Refusal::Control));
     }
 
     #[test]
     fn dotfiles_only_when_served() {
-        assert_eq!(names("/.env"), Err(Refused::NotFound));
-        assert_eq!(names("/.git/config"), Err(Refused::NotFound));
-        assert_eq!(names("/a/%2ehtpasswd"), Err(Refused::NotFound));
+        assert_eq!(names("/.env"), Err(Refusal::Dotfile));
+        assert_eq!(names("/.git/config"), Err(Refusal::Dotfile));
+        assert_eq!(names("/a/%2ehtpasswd"), Err(Refusal::Dotfile));
         assert_eq!(parse("/.env", true).unwrap().names, [".env"]);
     }
 }

@@ -8,7 +8,7 @@ use http::{Method, Response, StatusCode};
 use super::super::txn::Txn;
 use super::request::build_request;
 use crate::backend::director::{Member, Pick};
-use crate::backend::{Backend, BackendBody, FetchError, ScriptRefused, TryNext};
+use crate::backend::{Backend, BackendBody, FetchError, Refusal, TryNext};
 use crate::cache::CacheKey;
 
 /// Attempts at most per request (first try, retries and restarts together).
@@ -108,8 +108,9 @@ pub(super) async fn send(
                 counters.backend_retry.inc();
             }
             Ok(resp) => {
-                if resp.extensions().get::<ScriptRefused>().is_some() {
-                    counters.files_script_refused.inc();
+                // A files origin's refusal, counted by reason (`files_refused_*`).
+                if let Some(refusal) = resp.extensions().get::<Refusal>() {
+                    refusal.counter(counters).inc();
                 }
                 // A files origin's `try_files` found nothing and names the backend that
                 // answers instead: once (a second hand-over would be a loop the

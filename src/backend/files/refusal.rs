@@ -1,0 +1,126 @@
+//! Why a files origin refused a request — a method it does not answer, a path that could
+//! climb out of the root or mean something else to the file system, a name it does not
+//! serve, a file it may not send — each with its status and its counter
+//! (`files_refused_*`, `files_script_refused`: `stats.rs`). The answer carries its
+//! [`Refusal`]; the fetch step counts it (`proxy/fetch/send.rs`), once per answer from the
+//! origin (a stored copy of a refusal served again is not counted again).
+
+use http::header::{self, HeaderValue};
+use http::{Response, StatusCode};
+
+use crate::backend::source::{Source, plain_response};
+use crate::stats::{Counter, Counters};
+
+/// Why a files origin refused a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// A method other than GET or HEAD: 405 with `Allow`.
+    Method,
+    /// A `..` segment, written or escaped (`%2e%2e`): 400.
+    Traversal,
+    /// A malformed `%` escape, or bytes that are not UTF-8 (overlong `%c0%ae`): 400.
+    Encoding,
+    /// NUL, another control byte or a backslash: 400.
+    Control,
+    /// An escaped slash (`%2f`) inside a segment: 404.
+    EscapedSlash,
+    /// A name starting with `.` (not `.well-known`) while `dotfiles = false`: 404.
+    Dotfile,
+    /// A symbolic link leading out of the root while `follow_symlinks = false`: 404.
+    Symlink,
+    /// A FIFO, a device or a socket: 404.
+    Special,
+    /// A file or directory this process may not read (`EACCES`): 403.
+    Unreadable,
+    /// A directory without an index file while `autoindex = false`: 403.
+    NoIndex,
+    /// A PHP script while `send_scripts = false` (`scripts.rs`): 404.
+    Script,
+}
+
+impl Refusal {
+    /// Every reason, for tests and docs.
+    #[cfg(test)]
+    pub(crate) const ALL: [Refusal; 11] = [
+        Refusal::Method,
+        Refusal::Traversal,
+        Refusal::Encoding,
+        Refusal::Control,
+        Refusal::EscapedSlash,
+        Refusal::Dotfile,
+        Refusal::Symlink,
+        Refusal::Special,
+        Refusal::Unreadable,
+        Refusal::NoIndex,
+        Refusal::Script,
+    ];
+
+    /// The status the client gets.
+    pub(crate) fn status(self) -> StatusCode {
+        match self {
+            Refusal::Method => StatusCode::METHOD_NOT_ALLOWED,
+            Refusal::Traversal | Refusal::Encoding | Refusal::Control => StatusCode::BAD_REQUEST,
+            Refusal::Unreadable | Refusal::NoIndex => StatusCode::FORBIDDEN,
+            Refusal::EscapedSlash
+            | Refusal::Dotfile
+            | Refusal::Symlink
+            | Refusal::Special
+            | Refusal::Script => StatusCode::NOT_FOUND,
+        }
+    }
+
+    /// The counter of this reason.
+    pub(crate) fn counter(self, c: &Counters) -> &Counter {
+        match self {
+            Refusal::Method => &c.files_refused_method,
+            Refusal::Traversal => &c.files_refused_traversal,
+            Refusal::Encoding => &c.files_refused_encoding,
+            Refusal::Control => &c.files_refused_control,
+            Refusal::EscapedSlash => &c.files_refused_escaped_slash,
+            Refusal::Dotfile => &c.files_refused_dotfile,
+            Refusal::Symlink => &c.files_refused_symlink,
+            Refusal::Special => &c.files_refused_special,
+            Refusal::Unreadable => &c.files_refused_unreadable,
+            Refusal::NoIndex => &c.files_refused_no_index,
+            Refusal::Script => &c.files_script_refused,
+        }
+    }
+
+    /// The answer: a plain page with the status (`Allow` on a 405), marked with the reason.
+    pub(crate) fn response(self) -> Response<Source> {
+        let mut resp = plain_response(self.status());
+        if self == Refusal::Method {
+            resp.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        }
+        resp.extensions_mut().insert(self);
+        resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Refusal;
+    use crate::stats::Counters;
+
+    /// Each reason has a counter of its own, named for the files origin, and its answer is
+    /// marked with it.
+    #[test]
+    fn every_reason_counts_in_a_counter_of_its_own() {
+        for r in Refusal::ALL {
+            let counters = Counters::default();
+            r.counter(&counters).inc();
+            let moved: Vec<&str> = counters
+                .snapshot()
+                .into_iter()
+                .filter(|(_, v)| *v > 0)
+                .map(|(name, _)| name)
+                .collect();
+            assert_eq!(moved.len(), 1, "{r:?}: {moved:?}");
+            assert!(moved[0].starts_with("files_"), "{r:?}: {moved:?}");
+            let resp = r.response();
+            assert_eq!(resp.status(), r.status());
+            assert_eq!(resp.extensions().get::<Refusal>(), Some(&r));
+        }
+    }
+}
