@@ -17,6 +17,7 @@ mod disk;
 mod files;
 mod finding;
 mod holder;
+mod scripts;
 mod sites;
 
 use std::io;
@@ -108,6 +109,7 @@ pub fn check_file(config: &Config, file: Option<&Path>) -> Vec<Finding> {
     }
     out.extend(overcommitted_shares(config));
     out.extend(sites::shared_names(config));
+    out.extend(scripts::unrouted(config));
     if let Some(t) = config.storage.shared.as_ref().and_then(|s| s.tls.as_ref())
         && let Err(e) = crate::cache::shared::tls::load(t)
     {

@@ -153,3 +153,41 @@ async fn the_whole_php_family_is_a_script() {
     }
     assert_eq!(sh.stat("files_script_refused").await, 0);
 }
+
+/// `shellac check` warns (and still passes) when a files backend and a FastCGI backend share
+/// a root and nothing sends script paths to the FastCGI one; a rule doing so silences it.
+#[test]
+fn check_warns_when_nothing_sends_scripts_to_php() {
+    let dir = TempDir::new("scripts-check");
+    let www = dir.0.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    let file = dir.0.join("shellac.toml");
+    let base = format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"off\"\n\n[[backend]]\nname = \"static\"\nprotocol = \"files\"\nroot = \"{root}\"\n\n[[backend]]\nname = \"php\"\nprotocol = \"fastcgi\"\nhost = \"127.0.0.1\"\nport = 9000\nmax_connections = 2\nroot = \"{root}/\"\n",
+        root = www.display()
+    );
+    let check = |text: &str| {
+        std::fs::write(&file, text).unwrap();
+        let out = Command::new(BIN)
+            .args(["check", file.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), all)
+    };
+    let (ok, all) = check(&base);
+    assert!(ok, "a warning, not an error\n{all}");
+    assert!(all.contains(":8:1: `backend.0.root`:"), "{all}");
+    assert!(
+        all.contains("backend `php` (FastCGI) serves this root too"),
+        "{all}"
+    );
+    let routed = format!("{base}\n[[rule]]\npath = '\\.php($|/)'\ndirector = \"php\"\n");
+    let (ok, all) = check(&routed);
+    assert!(ok, "{all}");
+    assert!(!all.contains("serves this root too"), "{all}");
+}
