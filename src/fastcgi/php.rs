@@ -51,6 +51,7 @@ fn decode(segment: &str) -> String {
     while i < bytes.len() {
         let hex = bytes
             .get(i + 1..i + 3)
+            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
             .and_then(|h| std::str::from_utf8(h).ok())
             .and_then(|h| u8::from_str_radix(h, 16).ok());
         match (bytes[i], hex) {
@@ -120,7 +121,15 @@ mod tests {
         ] {
             assert!(names_php(path), "{path}");
         }
-        for path in ["/", "/php/", "/a.php.bak", "/x%2", "/x.ph%zzp", "/%2e%2e/"] {
+        for path in [
+            "/",
+            "/php/",
+            "/a.php.bak",
+            "/x%2",
+            "/x.ph%zzp",
+            "/%2e%2e/",
+            "/x%+2php",
+        ] {
             assert!(!names_php(path), "{path}");
         }
     }
