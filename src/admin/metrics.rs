@@ -440,7 +440,7 @@ fn encode_storages(
     gauges(
         encoder,
         "shellac_storage_bytes",
-        "Bytes the storage's objects take in the memory tier, per storage ([[storage.named]], Transient)",
+        "Bytes the storage's objects take in the memory tier and its fills under way hold, per storage ([[storage.named]], Transient)",
         rows.iter().map(|f| (labels(f), f.bytes)),
     )?;
     gauges(

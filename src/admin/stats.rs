@@ -137,16 +137,23 @@ pub fn sites(proxy: &Proxy) -> Value {
 
 /// `GET /storages`: the memory tier's storages (`[[storage.named]]`, docs/configuration.md),
 /// first `s0` (the memory tier itself: `bytes`, `size` its `cache.memory_size`, `objects`),
-/// then `Transient` and every named storage seen since start: `bytes` its objects are charged,
+/// then `Transient` and every named storage seen since start: `bytes` its objects are charged
+/// and its fills under way (each storage's `bytes`, `s0`'s too: `cache/shares.rs`),
 /// `size` (null: bounded by the memory tier alone), `free` (what it can still take before it
 /// evicts its own: its size, else the memory tier's, less what is used), `objects` held now,
 /// `stored` and `evicted` since start (`evicted`: to hold it to its size).
 pub fn storages(proxy: &Proxy) -> Value {
     let tier = proxy.cache.storage.stats();
-    let tier_free = tier.capacity.saturating_sub(tier.bytes);
+    let filling = proxy
+        .cache
+        .storage
+        .site_shares()
+        .map_or(0, |s| s.filling_total());
+    let tier_used = tier.bytes + filling;
+    let tier_free = tier.capacity.saturating_sub(tier_used);
     let mut rows = vec![json!({
         "name": "s0",
-        "bytes": tier.bytes,
+        "bytes": tier_used,
         "size": tier.capacity,
         "free": tier_free,
         "objects": tier.objects,

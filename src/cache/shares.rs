@@ -15,6 +15,12 @@
 //! first, before anything else: a site at its share pushes out its own objects, never the other
 //! sites'. A hit changes nothing here.
 //!
+//! A fill under way is charged to its account as it runs (`proxy/fill.rs`'s `FillCharge`:
+//! its head, then each chunk of its body), as Varnish allocates an object's storage during its fetch: a
+//! storage's figures (`/storages`, VCL's `storage.NAME.used_space`) count it. It is reported
+//! only: the bound an account is held to, and the evictions that hold it, count the objects
+//! stored (an insert makes room), so the memory tier's limits are what they were.
+//!
 //! Accounts are indexes into fixed arrays (no lock, no map on any path); the proxy gives each
 //! site name seen since start its own ([`ACCOUNTS`] in all), so an account outlives a reload
 //! that changes its site, and the objects it holds stay charged to it.
@@ -50,7 +56,7 @@ pub fn store_of_account(account: u16) -> u8 {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoreFigures {
     pub name: String,
-    /// Bytes its objects are charged in the memory tier.
+    /// Bytes its objects are charged in the memory tier, and its fills under way.
     pub bytes: u64,
     /// Its size (`None`: bounded by the memory tier alone).
     pub size: Option<u64>,
@@ -69,6 +75,8 @@ const NONE: u64 = u64::MAX;
 /// they hold.
 pub struct SiteShares {
     bytes: Box<[AtomicU64]>,
+    /// Bytes of the fills under way ([`SiteShares::fill_add`]).
+    filling: Box<[AtomicU64]>,
     limit: Box<[AtomicU64]>,
     evicted: Box<[AtomicU64]>,
     /// Objects held, and stored since start (counted for storage accounts only).
@@ -83,6 +91,7 @@ impl Default for SiteShares {
         let zeros = |n| (0..n).map(|_| AtomicU64::new(0)).collect();
         SiteShares {
             bytes: zeros(ACCOUNTS),
+            filling: zeros(ACCOUNTS),
             limit: (0..ACCOUNTS).map(|_| AtomicU64::new(NONE)).collect(),
             evicted: zeros(ACCOUNTS),
             objects: zeros(MAX_STORES),
@@ -103,6 +112,34 @@ impl SiteShares {
     /// Takes `n` bytes off `site`'s charge.
     pub(super) fn sub(&self, site: u16, n: u64) {
         if let Some(b) = self.bytes.get(usize::from(site)) {
+            let _ = b.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                Some(v.saturating_sub(n))
+            });
+        }
+    }
+
+    /// Bytes of `account`'s fills under way.
+    pub fn filling(&self, account: u16) -> u64 {
+        self.filling
+            .get(usize::from(account))
+            .map_or(0, |b| b.load(Ordering::Relaxed))
+    }
+
+    /// Bytes of every fill under way.
+    pub fn filling_total(&self) -> u64 {
+        self.filling.iter().map(|b| b.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Charges a fill under way of `account` `n` more bytes (reported in its figures only).
+    pub fn fill_add(&self, account: u16, n: u64) {
+        if let Some(b) = self.filling.get(usize::from(account)) {
+            b.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Takes `n` bytes of a fill of `account` off (the fill ended).
+    pub fn fill_sub(&self, account: u16, n: u64) {
+        if let Some(b) = self.filling.get(usize::from(account)) {
             let _ = b.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
                 Some(v.saturating_sub(n))
             });
@@ -211,7 +248,7 @@ impl SiteShares {
         let i = usize::from(id);
         Some(StoreFigures {
             name: self.names.name(id),
-            bytes: self.bytes(account),
+            bytes: self.bytes(account) + self.filling(account),
             size: self.limit(account),
             objects: self.objects[i].load(Ordering::Relaxed),
             stored: self.stored[i].load(Ordering::Relaxed),
@@ -223,6 +260,41 @@ impl SiteShares {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A fill's charge counts in its account's figures (a storage's `bytes`) while it runs
+    /// and is gone when taken off; the account's stored bytes, which its bound and the
+    /// evictions count, never include it.
+    #[test]
+    fn a_fill_is_charged_while_it_runs() {
+        let shares = SiteShares::default();
+        let transient = store_account(crate::cache::stores::TRANSIENT).expect("account");
+        shares.fill_add(transient, 100);
+        shares.fill_add(transient, 1000);
+        shares.fill_add(0, 7);
+        assert_eq!(shares.filling(transient), 1100);
+        assert_eq!(shares.filling_total(), 1107);
+        let figures = shares
+            .store(crate::cache::stores::TRANSIENT)
+            .expect("figures");
+        assert_eq!(figures.bytes, 1100);
+        assert_eq!(
+            shares.bytes(transient),
+            0,
+            "not stored: not charged as an object"
+        );
+        shares.set_stores(&[("Transient".into(), Some(10))]);
+        assert!(
+            !shares.over(transient),
+            "a fill does not take it over its size"
+        );
+        shares.fill_sub(transient, 1100);
+        assert_eq!(shares.filling(transient), 0);
+        shares.fill_sub(0, 70);
+        assert_eq!(shares.filling_total(), 0, "saturates");
+        // Accounts past the last are ignored, not a panic.
+        shares.fill_add(u16::MAX, 1);
+        assert_eq!(shares.filling(u16::MAX), 0);
+    }
 
     #[test]
     fn an_account_is_over_its_share_only_past_it() {

@@ -401,6 +401,8 @@ fn start_fill(
         object: None,
     });
     let reader = busy.reader();
+    let primary = txn.key.clone().unwrap_or_else(|| CacheKey::new("", "/"));
+    let charge = super::fill::charge(&txn.proxy, &primary, &plan, &headers);
     let fill = Fill {
         status: StatusCode::PARTIAL_CONTENT,
         headers,
@@ -411,8 +413,8 @@ fn start_fill(
         seen: Default::default(),
         esi: None,
         identity: None,
+        charge,
     };
-    let primary = txn.key.clone().unwrap_or_else(|| CacheKey::new("", "/"));
     tokio::spawn(fill.run(txn.proxy.clone(), primary, busy, None, body));
     (delivered, reader)
 }

@@ -35,6 +35,72 @@ pub(super) struct Fill {
     /// A body stored encoded: what its gzip filter learnt of the identity, stored as
     /// `cache::identity::FIELD` (`filter/gzip.rs`).
     pub identity: Option<Arc<super::filter::gzip::Decoded>>,
+    /// Its charge to its storage's account while it runs ([`charge`]), dropped once the
+    /// object is stored (or the fill ends without storing it).
+    pub charge: Option<FillCharge>,
+}
+
+/// A fill's charge to its account while it runs (`cache/shares.rs`, `SiteShares::fill_add`):
+/// what it has brought so far ([`FillCharge::add`]), taken off when it is dropped — after
+/// the object is stored and charged as such, or when the fill fails or is abandoned.
+pub(crate) struct FillCharge {
+    storage: Arc<dyn crate::cache::Storage>,
+    account: u16,
+    bytes: u64,
+}
+
+impl FillCharge {
+    /// A charge of `bytes` (the fill's head) to `account` of `storage`'s memory tier (none
+    /// when it keeps no accounts).
+    fn new(storage: Arc<dyn crate::cache::Storage>, account: u16, bytes: u64) -> FillCharge {
+        if let Some(s) = storage.site_shares() {
+            s.fill_add(account, bytes);
+        }
+        FillCharge {
+            storage,
+            account,
+            bytes,
+        }
+    }
+
+    /// `n` more bytes (a chunk of the body).
+    fn add(&mut self, n: u64) {
+        if let Some(s) = self.storage.site_shares() {
+            s.fill_add(self.account, n);
+            self.bytes += n;
+        }
+    }
+}
+
+impl Drop for FillCharge {
+    fn drop(&mut self) {
+        if let Some(s) = self.storage.site_shares() {
+            s.fill_sub(self.account, self.bytes);
+        }
+    }
+}
+
+/// The charge of a fill of `key` with `plan` and the fields `headers` to the account its
+/// object will be stored in (the memory tier's rule: the plan's storage, else the key's
+/// site): its head now, before the client's response is delivered, then each chunk of its
+/// body as it arrives (`cache/shares.rs`).
+pub(super) fn charge(
+    proxy: &Proxy,
+    key: &CacheKey,
+    plan: &StorePlan,
+    headers: &HeaderMap,
+) -> Option<FillCharge> {
+    proxy.cache.storage.site_shares()?;
+    let account = crate::cache::shares::store_account(plan.store).unwrap_or(key.site());
+    let head: usize = headers
+        .iter()
+        .map(|(n, v)| n.as_str().len() + v.len() + 4)
+        .sum();
+    Some(FillCharge::new(
+        proxy.cache.storage.clone(),
+        account,
+        head as u64,
+    ))
 }
 
 /// Where a 206's body goes in its representation.
@@ -59,7 +125,9 @@ impl Fill {
         mut guard: Option<LeaderGuard>,
         mut body: impl Chunks + Send + 'static,
     ) {
-        let Some((total, storing)) = stream(&proxy, &key, &busy, &mut guard, &mut body).await
+        let charge = &mut self.charge;
+        let Some((total, storing)) =
+            stream(&proxy, &key, &busy, (&mut guard, charge), &mut body).await
         else {
             return;
         };
@@ -246,7 +314,7 @@ async fn stream(
     proxy: &Proxy,
     key: &CacheKey,
     busy: &BusyObject,
-    guard: &mut Option<LeaderGuard>,
+    (guard, charge): (&mut Option<LeaderGuard>, &mut Option<FillCharge>),
     body: &mut (impl Chunks + Send),
 ) -> Option<(u64, bool)> {
     let mut total: u64 = 0;
@@ -270,6 +338,9 @@ async fn stream(
                     proxy
                         .cache
                         .mark_hit_for_miss(key.clone(), proxy.config.cache.hit_for_miss_ttl.0);
+                }
+                if storing && let Some(c) = charge.as_mut() {
+                    c.add(data.len() as u64);
                 }
                 busy.push(data);
             }
@@ -333,6 +404,7 @@ mod tests {
             seen: Default::default(),
             esi: None,
             identity: None,
+            charge: None,
         };
         let key = CacheKey::new("example.com", "/filtered");
         let busy = BusyObject::new();
@@ -346,6 +418,26 @@ mod tests {
         let bytes: Vec<u8> = chunks.iter().flat_map(|c| c.to_vec()).collect();
         assert_eq!(bytes, b"HELLO");
         assert_eq!(stored.body_len, 5);
+    }
+
+    /// A fill's charge: its head, then each chunk, in its account while it runs; gone when it
+    /// is dropped (stored, failed or abandoned).
+    #[test]
+    fn a_fill_charge_is_taken_off_when_dropped() {
+        let storage: Arc<dyn crate::cache::Storage> = Arc::new(
+            crate::cache::memory::MemoryStorage::new(1 << 20, 1 << 20, Default::default()),
+        );
+        let shares = storage.site_shares().expect("accounts");
+        let mut charge = FillCharge::new(storage.clone(), 3, 100);
+        charge.add(1000);
+        charge.add(24);
+        assert_eq!(shares.filling(3), 1124);
+        let other = FillCharge::new(storage.clone(), 3, 6);
+        assert_eq!(shares.filling(3), 1130);
+        drop(charge);
+        assert_eq!(shares.filling(3), 6);
+        drop(other);
+        assert_eq!(shares.filling_total(), 0);
     }
 
     /// Regression: stored header values kept a slice of hyper's read buffer (RSS 41% over

@@ -200,3 +200,95 @@ fn a_storage_the_configuration_does_not_declare_is_refused() {
     let e = check("sub vcl_recv { if (storage.images.sad) { } }").unwrap_err();
     assert!(e.contains("storage.images.sad"), "{e}");
 }
+
+/// The `bytes` of storage `name` in `/storages`, and its `objects`.
+async fn storage_figures(shellac: &common::Shellac, name: &str) -> (u64, u64) {
+    let rows: serde_json::Value =
+        serde_json::from_slice(&get(shellac.admin, "/storages").await.body).unwrap();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("no {name}: {rows}"));
+    (
+        row["bytes"].as_u64().unwrap(),
+        row["objects"].as_u64().unwrap_or(0),
+    )
+}
+
+/// Regression (trunk v00033: `storage.Transient.used_space > 0B` in the vcl_deliver of the
+/// miss that stores its object there): a fill under way is charged to its storage as Varnish
+/// allocates during the fetch — its head before the client's response goes out, then its
+/// body as it arrives — and the charge gives way to the stored object's. Shellac charged a
+/// storage only when the fill, complete, inserted its object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn varnish_v00033_a_fill_under_way_is_charged_to_its_storage() {
+    let origin = common::raw_origin::GatedOrigin::start(
+        Box::leak(
+            format!(
+                "HTTP/1.1 200 OK\r\ncache-control: max-age=3600\r\ncontent-length: 2000\r\n\r\n{}",
+                "a".repeat(1000)
+            )
+            .into_boxed_str(),
+        )
+        .as_bytes(),
+        Box::leak("b".repeat(1000).into_boxed_str()).as_bytes(),
+    )
+    .await;
+    let vcl = r#"vcl 4.1;
+backend b { ${origin0} }
+sub vcl_backend_response {
+    set beresp.http.x-before = storage.Transient.used_space;
+    set beresp.storage = storage.Transient;
+}
+sub vcl_deliver { set resp.http.x-used = storage.Transient.used_space > 0B; }
+"#;
+    let shellac = common::vcl::start_vcl("v00033-fill", vcl, &[origin.addr]).await;
+    let addr = shellac.addr;
+    let client = tokio::spawn(async move { get(addr, "/big").await });
+    // The fill holds the head and the first 1000 bytes; nothing is stored yet.
+    let mut seen = (0, 0);
+    for _ in 0..400 {
+        seen = storage_figures(&shellac, "Transient").await;
+        if seen.0 >= 1000 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let (filling, objects) = seen;
+    assert!(filling >= 1000, "{seen:?}");
+    assert_eq!(objects, 0, "not stored yet");
+    // The memory tier's row counts it too; its charged bytes (`cache_bytes`, what its bound
+    // is held to) do not.
+    let (s0, _) = storage_figures(&shellac, "s0").await;
+    let charged = shellac.stat("cache_bytes").await;
+    assert!(s0 >= charged + filling, "{s0} < {charged} + {filling}");
+    origin.go.notify_one();
+    let r = client.await.unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len(), 2000);
+    assert_eq!(r.header("x-before"), Some("0"));
+    assert_eq!(r.header("x-used"), Some("true"));
+    // Stored: the object's charge, the fill's gone.
+    let mut stored = (0, 0);
+    for _ in 0..400 {
+        stored = storage_figures(&shellac, "Transient").await;
+        if stored.1 == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(stored.1, 1, "{stored:?}");
+    assert!(stored.0 >= 2000, "{stored:?}");
+    let (s0, _) = storage_figures(&shellac, "s0").await;
+    assert_eq!(
+        s0,
+        shellac.stat("cache_bytes").await,
+        "no fill left charged"
+    );
+    let hit = get(shellac.addr, "/big").await;
+    assert_eq!(hit.body.len(), 2000);
+    assert!(hit.cache_status().contains("hit"), "{}", hit.cache_status());
+    shellac.stop().await;
+}

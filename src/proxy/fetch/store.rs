@@ -193,6 +193,7 @@ fn spawn_fill(
     body: BackendBody,
 ) {
     let proxy = &txn.proxy;
+    let charge = super::super::fill::charge(proxy, &primary, &plan, &headers);
     let fill = Fill {
         status,
         headers,
@@ -203,6 +204,7 @@ fn spawn_fill(
         seen,
         esi: txn.filters.esi.take(),
         identity: txn.filters.identity.take(),
+        charge,
     };
     let chain = std::mem::take(&mut txn.filters.fetch);
     if chain.is_empty() {

@@ -242,6 +242,7 @@ pub(super) fn stored_from(
             });
             let reader = busy.reader();
             headers.remove(header::AGE);
+            let charge = super::super::fill::charge(proxy, &key, &plan, &headers);
             let fill = Fill {
                 status: StatusCode::PARTIAL_CONTENT,
                 headers: headers.clone(),
@@ -252,6 +253,7 @@ pub(super) fn stored_from(
                 seen: Default::default(),
                 esi: None,
                 identity: None,
+                charge,
             };
             tokio::spawn(fill.run(proxy.clone(), key, busy, Some(guard), body));
             Ok(SliceSource::Busy {

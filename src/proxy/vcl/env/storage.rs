@@ -76,8 +76,11 @@ impl Scope<'_> {
             return Value::Bool(true);
         }
         let tier = self.cache.storage.stats();
-        let tier_free = tier.capacity.saturating_sub(tier.bytes);
-        let (used, free) = match (self.store_id(name), self.cache.storage.site_shares()) {
+        // The objects stored and the fills under way (`cache/shares.rs`).
+        let shares = self.cache.storage.site_shares();
+        let tier_used = tier.bytes + shares.map_or(0, |s| s.filling_total());
+        let tier_free = tier.capacity.saturating_sub(tier_used);
+        let (used, free) = match (self.store_id(name), shares) {
             (Some(id), Some(shares)) if id != S0 => match shares.store(id) {
                 Some(f) => (
                     f.bytes,
@@ -86,7 +89,7 @@ impl Scope<'_> {
                 ),
                 None => (0, tier_free),
             },
-            _ => (tier.bytes, tier_free),
+            _ => (tier_used, tier_free),
         };
         Value::Bytes(if figure == "used_space" { used } else { free })
     }
