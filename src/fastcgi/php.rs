@@ -19,6 +19,22 @@
 //! runs only `.php` unless its pool widens `security.limit_extensions`, so a split at `.phtml`
 //! would hand it a script it answers "Access denied" for; such a path goes to the front
 //! controller instead, which never sends a source either.
+//!
+//! A script's *copy* ([`is_php_copy`]) is a name whose PHP extension is followed by the
+//! marks editors, tools and people leave on saved, backed-up or compressed copies:
+//! `wp-config.php~`, `#x.php#`, `x.php.bak`, `.x.php.swp`, `x.php.save.1`, `x.php.~2~`,
+//! `x.php_old`, `x.php.tar.gz`. The marks ([`COPY_SUFFIXES`]) are those leak scanners
+//! probe for: nikto's and OWASP WSTG-CONF-04's ("Review Old Backup and Unreferenced Files":
+//! `.old`, `.bak`, `~`, `.orig`, ..., and archives), the backup extensions of common
+//! backup-finder lists (`.backup`, `.bkp`, `.bck`, `.copy`, `.tmp`, `.temp`, `.sav`,
+//! `.swp`/`.swo`/`.swn`, numbered `.1`), and the files the editors on this machine's
+//! packages write: vim (`.swp`/`.swo`/`.swn`/`.swx` swap, `~` backup, `.un~` undo), Emacs
+//! (`~`, `.~N~`, `#x#`), nano (`.save`, `.save.N`), patch and git (`.orig`, `.rej`), GNU
+//! `cp --backup` (`~`, `.~N~`), package managers' `.dist` / `.dpkg-old` / `.rpmsave`.
+//! A copy is never run by PHP-FPM (its extension is not `.php`) and holds the script's
+//! source. A name with `php` elsewhere stays an ordinary file: `php.ini.txt`, `php/`,
+//! `notes.php.txt` and `x.php.html` (`.txt` and `.html` are how a source is published on
+//! purpose, as text or as a page, not marks of a copy), `x.phpx`.
 
 /// The extensions, lower case, without the dot.
 pub const PHP_EXTENSIONS: &[&str] = &[
@@ -32,6 +48,115 @@ pub fn is_php_name(name: &str) -> bool {
             .iter()
             .any(|php| ext.eq_ignore_ascii_case(php))
     })
+}
+
+/// The marks of a copy after a PHP extension, lower case, without the dot; a mark may also
+/// end in digits (`.bak2`, `.save.1`) or be digits alone (`.1`), and tildes around it are
+/// part of it (`x.php~`, `x.php.~1~`, `x.php.un~`). Archives and compressed copies
+/// included: a `.gz` next to `x.php` is never its precompressed sibling to send.
+pub const COPY_SUFFIXES: &[&str] = &[
+    // Backups and saved copies (OWASP WSTG-CONF-04, nikto, backup-finder lists).
+    "bak",
+    "bac",
+    "back",
+    "backup",
+    "bck",
+    "bk",
+    "bkp",
+    "old",
+    "orig",
+    "original",
+    "save",
+    "sav",
+    "saved",
+    "copy",
+    "tmp",
+    "temp",
+    "dist",
+    "default",
+    "sample",
+    "rej",
+    "prev",
+    // Editors' swap and undo files (vim `.x.php.swp`, `.x.php.un~`).
+    "swp",
+    "swo",
+    "swn",
+    "swx",
+    "un",
+    // Package managers' kept configuration.
+    "dpkg-old",
+    "dpkg-dist",
+    "dpkg-new",
+    "dpkg-bak",
+    "rpmsave",
+    "rpmnew",
+    "rpmorig",
+    "ucf-old",
+    "ucf-dist",
+    // Compressed copies and archives.
+    "gz",
+    "br",
+    "zst",
+    "bz2",
+    "xz",
+    "lz",
+    "lzma",
+    "lz4",
+    "z",
+    "zip",
+    "tar",
+    "tgz",
+    "tbz",
+    "7z",
+    "rar",
+];
+
+/// How many marks are taken off a name before giving up (`x.php.bak.tar.gz` is three).
+const MAX_MARKS: usize = 8;
+
+/// Whether the file name `name` (one decoded path segment) is a copy of a PHP script: a PHP
+/// extension followed by marks of [`COPY_SUFFIXES`] (`x.php.bak`, `x.php~`, `#x.php#`,
+/// `x.php.tar.gz`, `x.PHP.BAK`), or by `_` / `-` / a space and anything (`x.php_old`,
+/// `x.php-2024`, `x.php (copy)`). The script itself is not its own copy.
+pub fn is_php_copy(name: &str) -> bool {
+    if let Some(inner) = name.strip_prefix('#').and_then(|n| n.strip_suffix('#'))
+        && (is_php_name(inner) || is_php_copy(inner))
+    {
+        return true;
+    }
+    let mut rest = name;
+    for _ in 0..MAX_MARKS {
+        let Some(stem) = without_mark(rest) else {
+            return false;
+        };
+        if is_php_name(stem) {
+            return true;
+        }
+        rest = stem;
+    }
+    false
+}
+
+/// `name` without its last mark of a copy, if it ends in one.
+fn without_mark(name: &str) -> Option<&str> {
+    let trimmed = name.trim_end_matches('~');
+    if trimmed.len() < name.len() && is_php_name(trimmed) {
+        return Some(trimmed); // `x.php~`
+    }
+    let (stem, ext) = trimmed.rsplit_once('.')?;
+    // `x.php_old`, `x.php-2024`, `x.php (copy)`: an extension that is a PHP one followed by
+    // a separator.
+    if let Some((php, _)) = ext.split_once(['_', '-', ' '])
+        && PHP_EXTENSIONS.iter().any(|p| php.eq_ignore_ascii_case(p))
+    {
+        return Some(&trimmed[..stem.len() + 1 + php.len()]);
+    }
+    let mark = ext
+        .trim_matches('~')
+        .trim_end_matches(|c: char| c.is_ascii_digit());
+    // Digits or tildes alone (`x.php.1`, `x.php.~2~`), or nothing (`x.php.`) count too.
+    let is_mark = mark.is_empty() || COPY_SUFFIXES.iter().any(|s| mark.eq_ignore_ascii_case(s));
+    is_mark.then_some(stem)
 }
 
 /// Whether some segment of `path` (split at `/`, each segment's `%XX` escapes decoded) has a
@@ -106,6 +231,74 @@ mod tests {
         ] {
             assert!(!is_php_name(name), "{name}");
         }
+    }
+
+    #[test]
+    fn copies_of_scripts_are_told_from_the_scripts_and_from_other_names() {
+        for name in [
+            "wp-config.php~",
+            "wp-config.php~~",
+            "#wp-config.php#",
+            "x.php.bak",
+            "x.PHP.BAK",
+            "x.php.bak2",
+            "x.php.old",
+            "x.php.orig",
+            "x.php.save",
+            "x.php.save.1",
+            "x.php.1",
+            "x.php.~1~",
+            ".x.php.swp",
+            ".x.php.swo",
+            "x.php.swp",
+            ".x.php.un~",
+            "x.php.tmp",
+            "x.php.dist",
+            "x.php.dpkg-old",
+            "x.php.gz",
+            "x.php.br",
+            "x.php.zst",
+            "x.php.zip",
+            "x.php.tar.gz",
+            "x.php.bak.gz",
+            "x.phtml.bak",
+            "a.php5~",
+            "x.php_old",
+            "x.php-2024-01-01",
+            "x.php (copy)",
+            "x.php.",
+            ".php.bak",
+        ] {
+            assert!(is_php_copy(name), "{name}");
+            assert!(!is_php_name(name), "{name}");
+        }
+        for name in [
+            "x.php",
+            "x.phtml",
+            "a.php5",
+            "php.ini.txt",
+            "php.bak",
+            "notes.php.txt",
+            "x.php.html",
+            "x.phpx",
+            "x.php2.bak",
+            "style.css.gz",
+            "x.bak",
+            "1.2.3",
+            "php-fpm.conf",
+            "x.php-fpm.conf",
+            "x.php.bak.txt",
+            "#notes#",
+            "~",
+            "",
+        ] {
+            assert!(!is_php_copy(name), "{name}");
+        }
+        // A long run of marks is bounded, whatever it holds.
+        assert!(!is_php_copy(&format!(
+            "x.php{}",
+            ".bak".repeat(MAX_MARKS + 1)
+        )));
     }
 
     #[test]

@@ -2,11 +2,12 @@
 //! policy as any origin — types, validators, conditionals and ranges (cached and passed),
 //! index files, precompressed siblings, and the refusals that keep requests inside the root.
 //! The document root and the helpers are here; the tests in `serving`, `refusals`,
-//! `sendfile`, `routing`, `scripts`, `default_type`, `open_file_cache`, `precompressed` and `seeks` (test
+//! `sendfile`, `routing`, `scripts`, `copies`, `default_type`, `open_file_cache`, `precompressed` and `seeks` (test
 //! names `MODULE::NAME`).
 
 #[path = "../common/mod.rs"]
 mod common;
+mod copies;
 mod default_type;
 mod open_file_cache;
 mod precompressed;

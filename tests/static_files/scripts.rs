@@ -102,6 +102,7 @@ async fn the_whole_php_family_is_a_script() {
         std::fs::write(www.join(name), format!("<?php // {PASSWORD} {name}\n")).unwrap();
     }
     std::fs::write(www.join("a.php.bak"), "backup").unwrap();
+    std::fs::write(www.join("a.php.txt"), "published as text").unwrap();
     let sh = files(&www, |_| {}).await;
     let mut refused = 0u64;
     for name in FAMILY {
@@ -117,9 +118,12 @@ async fn the_whole_php_family_is_a_script() {
             refused += 1;
         }
     }
-    // Not a script: its last extension is not PHP's.
-    assert_eq!(passed(sh.addr, "/a.php.bak").await.0, 200);
+    // Not a script: its last extension is not PHP's. A backup is a copy (`copies.rs`),
+    // refused and counted apart; a `.txt` is published on purpose.
+    assert_eq!(passed(sh.addr, "/a.php.bak").await.0, 404);
+    assert_eq!(passed(sh.addr, "/a.php.txt").await.0, 200);
     assert_eq!(sh.stat("files_script_refused").await, refused);
+    assert_eq!(sh.stat("files_refused_script_copy").await, 1);
     sh.stop().await;
 
     // try_files ending in @app: the script goes to app, unread.
@@ -140,6 +144,10 @@ async fn the_whole_php_family_is_a_script() {
         assert_eq!(status, 200, "{target}\n{text}");
         assert!(text.ends_with(&format!("app ran {target}")), "{text}");
     }
+    // A script's copy is not handed on (PHP would not run it): refused.
+    let (status, text) = passed(sh.addr, "/a.php.bak").await;
+    assert_eq!(status, 404, "{text}");
+    assert_eq!(sh.stat("files_refused_script_copy").await, 1);
     assert_eq!(app.count(), 3);
     assert_eq!(sh.stat("files_try_next").await, 3);
     assert_eq!(sh.stat("files_script_refused").await, 0);

@@ -1,7 +1,8 @@
 //! Directory listings (`autoindex = true`, nginx's `autoindex`): an HTML page of the names in
 //! a directory without an index file. Only what the files origin would serve is listed — no
 //! dotfiles unless `dotfiles`, no link leading out of the root unless `follow_symlinks`, no
-//! PHP script (file or directory named like one: `scripts.rs`) unless `send_scripts`, only
+//! PHP script nor copy of one (file or directory named like one, or a link to one:
+//! `scripts.rs`) unless `send_scripts`, only
 //! regular files and directories — directories first, then by name; names are HTML-escaped
 //! and links percent-encoded (every byte but the unreserved ones), so a file called
 //! `<script>` or `javascript:x` is text and a relative link, never markup or a scheme. Runs on
@@ -11,7 +12,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::SystemTime;
 
-use super::scripts;
+use super::scripts::{self, Named};
 
 /// The most names one page lists (the rest are counted, not listed).
 pub(crate) const MAX_ENTRIES: usize = 10_000;
@@ -48,8 +49,8 @@ pub(crate) fn render(dir: &Path, shown_as: &str, shown: &Shown) -> std::io::Resu
         if name.chars().any(|c| c.is_control() || c == '\\') {
             continue; // a name `path.rs` refuses in a request
         }
-        if !shown.send_scripts && scripts::is_script(&name) {
-            continue; // its link would be refused (404)
+        if !shown.send_scripts && scripts::named(&name) != Named::Plain {
+            continue; // a script or its copy: its link would be refused (404)
         }
         let path = e.path();
         let Ok(meta) = std::fs::metadata(&path) else {
@@ -58,11 +59,19 @@ pub(crate) fn render(dir: &Path, shown_as: &str, shown: &Shown) -> std::io::Resu
         if !meta.is_dir() && !meta.is_file() {
             continue;
         }
-        if !shown.follow_symlinks
-            && e.file_type().is_ok_and(|t| t.is_symlink())
-            && !std::fs::canonicalize(&path).is_ok_and(|real| real.starts_with(shown.root))
+        if e.file_type().is_ok_and(|t| t.is_symlink())
+            && (!shown.follow_symlinks || !shown.send_scripts)
         {
-            continue;
+            let Ok(real) = std::fs::canonicalize(&path) else {
+                continue;
+            };
+            if !shown.follow_symlinks && !real.starts_with(shown.root) {
+                continue;
+            }
+            // A link with another name to a script or a copy (`a.txt -> x.php`).
+            if !shown.send_scripts && scripts::real_named(shown.root, &real) != Named::Plain {
+                continue;
+            }
         }
         if entries.len() == MAX_ENTRIES {
             more += 1;
@@ -150,14 +159,25 @@ mod tests {
         assert_eq!(encode("café.txt"), "caf%C3%A9.txt");
     }
 
-    /// Scripts (files and directories named like one) are listed only with `send_scripts`.
+    /// Scripts (files and directories named like one), their copies and links with another
+    /// name to one are listed only with `send_scripts`.
     #[test]
     fn scripts_are_listed_only_when_sent() {
         let dir = std::env::temp_dir().join(format!("shellac-listing-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("lib.phar")).unwrap();
-        for name in ["a.txt", "x.php", "y.PHTML", "notes.php.txt"] {
+        let dir = std::fs::canonicalize(&dir).unwrap();
+        for name in [
+            "a.txt",
+            "x.php",
+            "y.PHTML",
+            "notes.php.txt",
+            "x.php.bak",
+            "x.php~",
+        ] {
             std::fs::write(dir.join(name), "x").unwrap();
         }
+        std::os::unix::fs::symlink(dir.join("x.php"), dir.join("link.txt")).unwrap();
+        std::os::unix::fs::symlink(dir.join("a.txt"), dir.join("fine.txt")).unwrap();
         for send_scripts in [false, true] {
             let shown = Shown {
                 root: &dir,
@@ -166,10 +186,17 @@ mod tests {
                 send_scripts,
             };
             let page = render(&dir, "/", &shown).unwrap();
-            for always in ["a.txt", "notes.php.txt"] {
+            for always in ["a.txt", "notes.php.txt", "fine.txt"] {
                 assert!(page.contains(&format!("href=\"{always}\"")), "{page}");
             }
-            for script in ["href=\"x.php\"", "href=\"y.PHTML\"", "href=\"lib.phar/\""] {
+            for script in [
+                "href=\"x.php\"",
+                "href=\"y.PHTML\"",
+                "href=\"lib.phar/\"",
+                "href=\"x.php.bak\"",
+                "href=\"x.php~\"",
+                "href=\"link.txt\"",
+            ] {
                 assert_eq!(page.contains(script), send_scripts, "{script}\n{page}");
             }
         }

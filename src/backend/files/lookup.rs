@@ -110,6 +110,9 @@ impl Files {
             Ok(o) => o,
             Err(m) => return found_of(m),
         };
+        if let Some(refused) = self.hidden(&opened) {
+            return Found::Refused(refused);
+        }
         let (file, relative, name) = if opened.dir {
             if !names.trailing_slash && !names.names.is_empty() {
                 return Found::Redirect;
@@ -134,6 +137,10 @@ impl Files {
                 }
             }
             match chosen {
+                // An index that is really a script (`index.html -> index.php`).
+                Some((f, ..)) if let Some(refused) = self.hidden(&f) => {
+                    return Found::Refused(refused);
+                }
                 Some(c) => c,
                 None if self.autoindex => return self.listing(names),
                 None => return Found::Refused(Refusal::NoIndex),
@@ -150,8 +157,10 @@ impl Files {
         if self.precompressed {
             let mut available = vec![(Coding::Identity, chosen.0.clone())];
             for (coding, suffix) in SIBLINGS {
+                // A sibling that is really something else (a link to a script) is none.
                 if let Ok(f) = self.cache.open(&format!("{relative}.{suffix}"))
                     && !f.dir
+                    && self.hidden(&f).is_none()
                 {
                     available.push((coding, f));
                 }
@@ -174,6 +183,15 @@ impl Files {
             },
             Err(_) => Found::Status(StatusCode::INTERNAL_SERVER_ERROR),
         }
+    }
+
+    /// Why `opened` may not be sent: it is really a script or a script's copy (a link with
+    /// another name, `scripts.rs`) and the backend does not send scripts.
+    fn hidden(&self, opened: &Opened) -> Option<Refusal> {
+        if self.send_scripts {
+            return None;
+        }
+        opened.named.refusal()
     }
 
     /// The listing of the directory `names` (found, without an index).

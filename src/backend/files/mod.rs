@@ -11,7 +11,8 @@
 //!
 //! Safe by construction: the path is read by `path.rs` (nothing that could climb out of the
 //! root or mean something else to the file system gets through), a PHP script's source is
-//! never sent unless `send_scripts` (`scripts.rs`), opened by `open.rs` (the file
+//! never sent unless `send_scripts` (`scripts.rs`: nor a copy of it, `x.php.bak`, nor a link
+//! with another name to either), opened by `open.rs` (the file
 //! actually opened is checked to be under the root unless `follow_symlinks`) through a bounded
 //! open-file cache, and read by `body.rs` (a file that shrinks or changes while it is sent
 //! ends the body with an error); every refusal carries its reason, which the fetch step
@@ -44,6 +45,7 @@ use http_body_util::BodyExt;
 use self::body::{FileBody, Part};
 use self::lookup::{Files, Found};
 use self::open::{Opened, Stat};
+use self::scripts::Named;
 use self::site_root::SiteRoots;
 use self::zero_copy::ZeroCopy;
 use super::endpoint::Endpoint;
@@ -76,8 +78,12 @@ impl Files {
             .try_files
             .as_ref()
             .is_some_and(|t| matches!(t.fallback, Fallback::Backend(_)));
-        if !self.send_scripts && !hands_on && scripts::names_a_script(parts.uri.path()) {
-            return Refusal::Script.response();
+        // A script's copy (`x.php.bak`, `x.php~`) is refused even then: PHP would not run it.
+        match scripts::path_named(parts.uri.path()) {
+            _ if self.send_scripts => {}
+            Named::Script if !hands_on => return Refusal::Script.response(),
+            Named::Copy => return Refusal::ScriptCopy.response(),
+            _ => {}
         }
         let accepts = Accepts::parse(
             parts
@@ -126,9 +132,12 @@ impl Files {
                 resp
             }
             Found::Redirect => slash_redirect(&parts.uri),
-            // A script found as a directory's index or through a `try_files` entry.
-            Found::File { ref name, .. } if !self.send_scripts && scripts::is_script(name) => {
-                Refusal::Script.response()
+            // A script or a copy found as a directory's index or through a `try_files` entry.
+            Found::File { ref name, .. }
+                if let Some(refused) = scripts::named(name).refusal()
+                    && !self.send_scripts =>
+            {
+                refused.response()
             }
             Found::File {
                 file,

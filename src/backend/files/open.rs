@@ -3,7 +3,9 @@
 //! then the file actually opened is checked: where it really is (`/proc/self/fd`, so a link
 //! swapped in between the check and the open cannot escape) must be under the root unless
 //! `follow_symlinks`; only regular files and directories are served (a FIFO, a device or a
-//! socket is not found: they are opened non-blocking, so a FIFO cannot hang a worker).
+//! socket is not found: they are opened non-blocking, so a FIFO cannot hang a worker). The
+//! real path also says what the file is by name (`Opened::named`): a link `a.txt -> x.php`
+//! opens a script, which the lookup refuses like `/x.php` (`scripts.rs`).
 //! Runs on tokio's blocking pool: every call here may wait for the disk.
 
 use std::fs::File;
@@ -14,10 +16,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
+use super::scripts::{self, Named};
+
 /// A file or directory opened under the root.
 pub(crate) struct Opened {
     pub file: File,
     pub dir: bool,
+    /// What it really is by name (`scripts.rs`): a link `a.txt -> x.php` is a script.
+    pub named: Named,
 }
 
 /// What the file is now (read with `fstat` on every request, so a file changed in place is
@@ -77,10 +83,14 @@ pub(crate) fn open(root: &Path, relative: &str, follow_symlinks: bool) -> Result
     if !dir && !meta.is_file() {
         return Err(Missing::Special);
     }
-    if !follow_symlinks && !inside(root, &real_path(&file).ok_or(Missing::Failed)?) {
+    let real = real_path(&file);
+    if !follow_symlinks && !inside(root, real.as_deref().ok_or(Missing::Failed)?) {
         return Err(Missing::Outside);
     }
-    Ok(Opened { file, dir })
+    // Where it really is names it: a link with another name to a script is a script. Without
+    // `/proc` (only with `follow_symlinks`, else refused above) the name asked for decides.
+    let named = real.map_or(Named::Plain, |r| scripts::real_named(root, &r));
+    Ok(Opened { file, dir, named })
 }
 
 pub(crate) fn missing(e: &io::Error) -> Missing {

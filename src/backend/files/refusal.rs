@@ -36,12 +36,15 @@ pub(crate) enum Refusal {
     NoIndex,
     /// A PHP script while `send_scripts = false` (`scripts.rs`): 404.
     Script,
+    /// A copy of a PHP script (`x.php~`, `x.php.bak`, `x.php.gz`) while `send_scripts =
+    /// false` (`scripts.rs`): 404.
+    ScriptCopy,
 }
 
 impl Refusal {
     /// Every reason, for tests and docs.
     #[cfg(test)]
-    pub(crate) const ALL: [Refusal; 11] = [
+    pub(crate) const ALL: [Refusal; 12] = [
         Refusal::Method,
         Refusal::Traversal,
         Refusal::Encoding,
@@ -53,6 +56,7 @@ impl Refusal {
         Refusal::Unreadable,
         Refusal::NoIndex,
         Refusal::Script,
+        Refusal::ScriptCopy,
     ];
 
     /// The status the client gets.
@@ -65,7 +69,8 @@ impl Refusal {
             | Refusal::Dotfile
             | Refusal::Symlink
             | Refusal::Special
-            | Refusal::Script => StatusCode::NOT_FOUND,
+            | Refusal::Script
+            | Refusal::ScriptCopy => StatusCode::NOT_FOUND,
         }
     }
 
@@ -83,6 +88,7 @@ impl Refusal {
             Refusal::Unreadable => &c.files_refused_unreadable,
             Refusal::NoIndex => &c.files_refused_no_index,
             Refusal::Script => &c.files_script_refused,
+            Refusal::ScriptCopy => &c.files_refused_script_copy,
         }
     }
 
