@@ -13,6 +13,7 @@ use super::mime;
 use super::open::{self, Missing, OpenCache, Opened, Stat};
 use super::path;
 use super::refusal::Refusal;
+use super::scripts::{self, Named};
 use crate::config::BackendConfig;
 use crate::config::try_files::TryFiles;
 use crate::http::accept_encoding::{Accepts, Coding};
@@ -110,7 +111,13 @@ impl Files {
             Ok(o) => o,
             Err(m) => return found_of(m),
         };
-        if let Some(refused) = self.hidden(&opened) {
+        let asked = names
+            .names
+            .iter()
+            .map(|n| scripts::named(n))
+            .max()
+            .unwrap_or(Named::Plain);
+        if let Some(refused) = self.hidden(&opened, asked) {
             return Found::Refused(refused);
         }
         let (file, relative, name) = if opened.dir {
@@ -138,7 +145,9 @@ impl Files {
             }
             match chosen {
                 // An index that is really a script (`index.html -> index.php`).
-                Some((f, ..)) if let Some(refused) = self.hidden(&f) => {
+                Some((f, _, index))
+                    if let Some(refused) = self.hidden(&f, scripts::named(&index)) =>
+                {
                     return Found::Refused(refused);
                 }
                 Some(c) => c,
@@ -160,7 +169,7 @@ impl Files {
                 // A sibling that is really something else (a link to a script) is none.
                 if let Ok(f) = self.cache.open(&format!("{relative}.{suffix}"))
                     && !f.dir
-                    && self.hidden(&f).is_none()
+                    && self.hidden(&f, Named::Plain).is_none()
                 {
                     available.push((coding, f));
                 }
@@ -185,10 +194,13 @@ impl Files {
         }
     }
 
-    /// Why `opened` may not be sent: it is really a script or a script's copy (a link with
-    /// another name, `scripts.rs`) and the backend does not send scripts.
-    fn hidden(&self, opened: &Opened) -> Option<Refusal> {
-        if self.send_scripts {
+    /// Why `opened`, asked for by a name that is `asked`, may not be sent: it is really more
+    /// of a script than its name says — a link with another name to a script or a script's
+    /// copy (`scripts.rs`) — and the backend does not send scripts. What the name itself
+    /// says is judged by name (`mod.rs`, `try_files.rs`: an index `index.php` is handed to
+    /// a `try_files` `@NAME`).
+    fn hidden(&self, opened: &Opened, asked: Named) -> Option<Refusal> {
+        if self.send_scripts || opened.named <= asked {
             return None;
         }
         opened.named.refusal()
