@@ -48,6 +48,7 @@ pub use error::{BoxError, FetchError};
 pub use extensions::{
     AnyThreeDigitStatus, Autoindex, ClientInfo, DocRoot, NoConnectRetry, RequestTimeouts,
 };
+pub(crate) use fastcgi::ScriptRefusal;
 pub(crate) use files::zero_copy::{Region, Regions, ZeroCopy, placeholder_offset};
 pub(crate) use files::{Refusal, TryNext};
 pub use framing::check_response;

@@ -66,6 +66,62 @@ async fn a_script_that_does_not_exist_is_404_never_run() {
     assert_eq!((r.status, r.header("location")), (301, Some("/blog/")));
 }
 
+/// Each path the FastCGI origin refuses before PHP sees it is counted under its reason
+/// (`fastcgi_refused_*`, in /stats and /metrics): the `cgi.fix_pathinfo` attempt apart from a
+/// script that is simply missing; the front controller's answers are not refusals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_before_php_are_counted_by_reason() {
+    let Some(fpm) = fpm() else { return };
+    let sh = shellac(fpm, false).await;
+    let asked = [
+        ("/uploads/evil.jpg/x.php", 404, "fastcgi_refused_pathinfo"),
+        (
+            "/uploads/evil.jpg/y.php/more",
+            404,
+            "fastcgi_refused_pathinfo",
+        ),
+        ("/nope.php", 404, "fastcgi_refused_missing"),
+        ("/uploads/gone.php", 404, "fastcgi_refused_missing"),
+        ("/%2e%2e/etc/passwd.php", 400, "fastcgi_refused_traversal"),
+        ("/a%c0%ae.php", 400, "fastcgi_refused_encoding"),
+        ("/a%00.php", 400, "fastcgi_refused_control"),
+        ("/a%2fb.php", 404, "fastcgi_refused_escaped_slash"),
+        ("/.git/config.php", 404, "fastcgi_refused_dotfile"),
+    ];
+    for (target, status, _) in asked {
+        let text = raw(
+            sh.addr,
+            format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await;
+        assert!(
+            text.starts_with(&format!("HTTP/1.1 {status}")),
+            "{target}\n{text}"
+        );
+        assert!(!text.contains("EVIL"), "{target} ran the upload");
+    }
+    // Not refusals: the front controller and a script that exists.
+    assert_eq!(get(sh.addr, "/some/pretty/url").await.status, 200);
+    assert_eq!(get(sh.addr, "/info.php").await.status, 200);
+    let metrics = get(sh.admin, "/metrics").await.text();
+    for counter in [
+        "fastcgi_refused_pathinfo",
+        "fastcgi_refused_missing",
+        "fastcgi_refused_traversal",
+        "fastcgi_refused_encoding",
+        "fastcgi_refused_control",
+        "fastcgi_refused_escaped_slash",
+        "fastcgi_refused_dotfile",
+    ] {
+        let n = asked.iter().filter(|(_, _, c)| *c == counter).count() as u64;
+        assert_eq!(sh.stat(counter).await, n, "{counter}");
+        assert!(
+            metrics.contains(&format!("shellac_{counter}_total {n}")),
+            "{counter}\n{metrics}"
+        );
+    }
+}
+
 /// A response is passed on as the application writes it: the first part reaches the client
 /// while the script still waits (for a file this test creates only once it has read it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,10 +14,12 @@
 //! inside the root — `/uploads/evil.jpg/x.php` is 404, never `evil.jpg` run as PHP (the
 //! `cgi.fix_pathinfo` hole). A directory gets its `index` script (a trailing-slash redirect
 //! first); any other path goes to the front controller (the first `index` at the root) if
-//! there is one, else 404.
+//! there is one, else 404. A path refused before the application sees it carries its reason
+//! (`refusal.rs`), counted in `fastcgi_refused_*`.
 
 mod exchange;
 mod pool;
+mod refusal;
 mod scripts;
 
 use std::net::SocketAddr;
@@ -33,6 +35,7 @@ use http_body_util::BodyExt;
 
 use self::exchange::{ExchangeError, ReadState, StdoutBody};
 use self::pool::Pool;
+pub(crate) use self::refusal::ScriptRefusal;
 use self::scripts::{Is, Scripts};
 use super::connector::Transport;
 use super::endpoint::Endpoint;
@@ -61,9 +64,14 @@ pub(crate) struct FastCgi {
 
 /// The script a request runs, or what it gets instead.
 enum Resolved {
-    Script { script: String, path_info: String },
+    Script {
+        script: String,
+        path_info: String,
+    },
     Redirect,
     Status(StatusCode),
+    /// Refused before the application sees it, and why (counted).
+    Refused(ScriptRefusal),
 }
 
 impl FastCgi {
@@ -120,21 +128,35 @@ impl FastCgi {
     ) -> Option<Resolved> {
         let names = match path::parse(raw, false) {
             Ok(n) => n,
-            Err(refused) => return Some(Resolved::Status(refused.status())),
+            Err(refused) => return Some(Resolved::Refused(ScriptRefusal::Path(refused))),
         };
         let relative = names.relative();
         let clean = format!("/{relative}");
         // Split at `.php` alone, not the whole family the files origin refuses
         // (`fastcgi/php.rs` says why): `/a.phtml` goes to the front controller.
         if let Some(ScriptPath { script, path_info }) = params::split_script(&clean, ".php") {
-            return Some(if is(script.trim_start_matches('/'))? == Is::File {
-                Resolved::Script {
-                    script: script.to_string(),
+            let script = script.trim_start_matches('/');
+            if is(script)? == Is::File {
+                return Some(Resolved::Script {
+                    script: format!("/{script}"),
                     path_info: path_info.to_string(),
+                });
+            }
+            // Not there: is a regular file on its way (`uploads/evil.jpg` of
+            // `/uploads/evil.jpg/x.php`, what `cgi.fix_pathinfo` would run)?
+            let mut way = script.match_indices('/').map(|(i, _)| &script[..i]);
+            let under_file = loop {
+                match way.next() {
+                    Some(prefix) if is(prefix)? == Is::File => break true,
+                    Some(_) => {}
+                    None => break false,
                 }
+            };
+            return Some(Resolved::Refused(if under_file {
+                ScriptRefusal::PathInfo
             } else {
-                Resolved::Status(StatusCode::NOT_FOUND)
-            });
+                ScriptRefusal::Missing
+            }));
         }
         if is(&relative)? == Is::Dir {
             if !names.trailing_slash && !names.names.is_empty() {
@@ -215,6 +237,7 @@ impl FastCgi {
             Resolved::Script { script, path_info } => (script, path_info),
             Resolved::Redirect => return Ok(slash_redirect(&parts.uri)),
             Resolved::Status(s) => return Ok(plain_response(s)),
+            Resolved::Refused(r) => return Ok(r.response()),
         };
         // CONTENT_LENGTH must be known: a body without a length is read first (it is bounded
         // by server.max_body_size already).
@@ -391,9 +414,11 @@ mod tests {
                 Some(Resolved::Script { script, path_info }) => format!("{script} {path_info}"),
                 Some(Resolved::Redirect) => "redirect".into(),
                 Some(Resolved::Status(s)) => s.as_u16().to_string(),
+                Some(Resolved::Refused(r)) => format!("{} {r:?}", r.status().as_u16()),
                 None => unreachable!("the disk always answers"),
             };
-        assert_eq!(script("/uploads/evil.jpg/x.php"), "404");
+        assert_eq!(script("/uploads/evil.jpg/x.php"), "404 PathInfo");
+        assert_eq!(script("/uploads/evil.jpg/.php"), "404 Path(Dotfile)");
         assert_eq!(
             script("/uploads/evil.jpg"),
             "/index.php ",
@@ -402,9 +427,12 @@ mod tests {
         assert_eq!(script("/index.php/a/b"), "/index.php /a/b");
         assert_eq!(script("/blog"), "redirect");
         assert_eq!(script("/blog/"), "/blog/index.php ");
-        assert_eq!(script("/nope.php"), "404");
-        assert_eq!(script("/%2e%2e/etc/passwd.php"), "400");
-        assert_eq!(script("/.git/x.php"), "404");
+        assert_eq!(script("/nope.php"), "404 Missing");
+        assert_eq!(script("/uploads/nope.php/x"), "404 Missing");
+        assert_eq!(script("/blog.php"), "404 Missing");
+        assert_eq!(script("/%2e%2e/etc/passwd.php"), "400 Path(Traversal)");
+        assert_eq!(script("/.git/x.php"), "404 Path(Dotfile)");
+        assert_eq!(script("/a%2fb.php"), "404 Path(EscapedSlash)");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -428,6 +456,7 @@ mod tests {
                 Resolved::Script { script, path_info } => format!("{script} {path_info}"),
                 Resolved::Redirect => "redirect".into(),
                 Resolved::Status(s) => s.as_u16().to_string(),
+                Resolved::Refused(r) => format!("{} {r:?}", r.status().as_u16()),
             })
         };
         let look = |raw: &str| {
@@ -448,8 +477,11 @@ mod tests {
         assert_eq!(kept("/blog/").as_deref(), Some("/blog/index.php "));
         assert_eq!(kept("/blog").as_deref(), Some("redirect"));
         assert_eq!(kept("/a/pretty/url").as_deref(), Some("/index.php "));
-        assert_eq!(kept("/nope.php").as_deref(), Some("404"));
-        assert_eq!(kept("/%2e%2e/x.php").as_deref(), Some("400"));
+        assert_eq!(kept("/nope.php").as_deref(), Some("404 Missing"));
+        assert_eq!(
+            kept("/%2e%2e/x.php").as_deref(),
+            Some("400 Path(Traversal)")
+        );
         assert_eq!(kept("/other.php"), None);
         let _ = std::fs::remove_dir_all(&dir);
     }

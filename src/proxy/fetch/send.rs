@@ -8,7 +8,7 @@ use http::{Method, Response, StatusCode};
 use super::super::txn::Txn;
 use super::request::build_request;
 use crate::backend::director::{Member, Pick};
-use crate::backend::{Backend, BackendBody, FetchError, Refusal, TryNext};
+use crate::backend::{Backend, BackendBody, FetchError, Refusal, ScriptRefusal, TryNext};
 use crate::cache::CacheKey;
 
 /// Attempts at most per request (first try, retries and restarts together).
@@ -111,6 +111,15 @@ pub(super) async fn send(
                 // A files origin's refusal, counted by reason (`files_refused_*`).
                 if let Some(refusal) = resp.extensions().get::<Refusal>() {
                     refusal.counter(counters).inc();
+                }
+                // A FastCGI origin's, before the application saw the request
+                // (`fastcgi_refused_*`).
+                if let Some(counter) = resp
+                    .extensions()
+                    .get::<ScriptRefusal>()
+                    .and_then(|r| r.counter(counters))
+                {
+                    counter.inc();
                 }
                 // A files origin's `try_files` found nothing and names the backend that
                 // answers instead: once (a second hand-over would be a loop the
