@@ -89,11 +89,10 @@ mod tests {
             assert_eq!(resp.status(), r.status());
             assert_eq!(resp.extensions().get::<ScriptRefusal>(), Some(&r));
         }
-        assert_eq!(
+        assert!(
             ScriptRefusal::Path(Refusal::Method)
                 .counter(&Counters::default())
-                .is_none(),
-            true
+                .is_none()
         );
     }
 }
