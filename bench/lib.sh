@@ -106,18 +106,17 @@ tree_pids() { local p; for p in "$@"; do echo "$p"; tree_pids $(pgrep -P "$p" ||
 # CPU ticks of process trees (user + system of every live process, plus what each reaped of
 # its dead children: Apache and PHP-FPM children come and go). Compare deltas only.
 tree_ticks() {
-  local t=0 p v
-  for p in $(tree_pids "$@"); do
-    v=$(awk '{print $14 + $15 + $16 + $17}' "/proc/$p/stat" 2>/dev/null || true)
-    t=$((t + ${v:-0}))
-  done
-  echo "$t"
+  _tree_ticks '$14 + $15 + $16 + $17' "$@"
 }
 # The same, system (kernel) time only.
 tree_sys_ticks() {
-  local t=0 p v
+  _tree_ticks '$15 + $17' "$@"
+}
+_tree_ticks() {  # _tree_ticks AWK_SUM PID...: that sum of /proc/PID/stat fields over the trees
+  local sum=$1 t=0 p v
+  shift
   for p in $(tree_pids "$@"); do
-    v=$(awk '{print $15 + $17}' "/proc/$p/stat" 2>/dev/null || true)
+    v=$(awk "{print $sum}" "/proc/$p/stat" 2>/dev/null || true)
     t=$((t + ${v:-0}))
   done
   echo "$t"
