@@ -167,6 +167,18 @@ fn v2_parse(buf: &[u8]) -> Result<Parsed, Error> {
         return Ok(Parsed::Incomplete(Some(len)));
     }
     let block = &buf[V2_FIXED..len];
+    // The address block's size: the TLVs (if any) follow it.
+    let addresses = match family {
+        1 => 12,
+        2 => 36,
+        3 => 216,
+        _ => 0,
+    };
+    // A LOCAL header's block is skipped whole, as the specification says; a PROXY one's
+    // TLVs must fit it (and its checksum, when given, match).
+    if !local && let Some(tlvs) = block.get(addresses..) {
+        check_tlvs(tlvs, V2_FIXED + addresses, &buf[..len])?;
+    }
     let (source, destination) = match family {
         _ if local => (None, None),
         1 => {
@@ -213,6 +225,84 @@ fn v2_parse(buf: &[u8]) -> Result<Parsed, Error> {
             source,
             destination,
         },
+    })
+}
+
+/// The TLV types whose value is read here: the CRC32C checksum of the whole header, and the
+/// SSL block (1 byte of flags and 4 of verify result, then TLVs of its own).
+const PP2_TYPE_CRC32C: u8 = 0x03;
+const PP2_TYPE_SSL: u8 = 0x20;
+
+/// Checks the TLVs of a v2 header: `tlvs` (at offset `at` of `header`, the whole header)
+/// must be a sequence of whole `type, length (2 bytes), value` entries, an SSL entry's
+/// sub-entries too, and a `PP2_TYPE_CRC32C` entry's value must be the CRC-32C of `header`
+/// with that value zeroed (the specification: a mismatch makes the connection invalid).
+fn check_tlvs(tlvs: &[u8], at: usize, header: &[u8]) -> Result<(), Error> {
+    let mut rest = tlvs;
+    let mut offset = at;
+    while !rest.is_empty() {
+        if rest.len() < 3 {
+            return Err(Error::Malformed(
+                "v2 TLV: bytes left over that are not a whole TLV",
+            ));
+        }
+        let kind = rest[0];
+        let n = usize::from(u16::from_be_bytes([rest[1], rest[2]]));
+        let Some(value) = rest.get(3..3 + n) else {
+            return Err(Error::Malformed("v2 TLV: its length runs past the header"));
+        };
+        match kind {
+            PP2_TYPE_CRC32C => {
+                let Ok(sent) = <[u8; 4]>::try_from(value) else {
+                    return Err(Error::Malformed("v2 TLV: a CRC32C value is not 4 bytes"));
+                };
+                let mut zeroed = header.to_vec();
+                zeroed[offset + 3..offset + 7].fill(0);
+                if crc32c(&zeroed) != u32::from_be_bytes(sent) {
+                    return Err(Error::Malformed(
+                        "v2 TLV: the CRC32C checksum does not match",
+                    ));
+                }
+            }
+            PP2_TYPE_SSL => {
+                if n < 5 {
+                    return Err(Error::Malformed(
+                        "v2 TLV: an SSL value is shorter than 5 bytes",
+                    ));
+                }
+                check_tlvs(&value[5..], offset + 3 + 5, header)?;
+            }
+            _ => {}
+        }
+        rest = &rest[3 + n..];
+        offset += 3 + n;
+    }
+    Ok(())
+}
+
+/// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as RFC 4960 appendix B computes it.
+fn crc32c(bytes: &[u8]) -> u32 {
+    const TABLE: [u32; 256] = {
+        let mut table = [0u32; 256];
+        let mut i = 0;
+        while i < 256 {
+            let mut c = i as u32;
+            let mut k = 0;
+            while k < 8 {
+                c = if c & 1 != 0 {
+                    (c >> 1) ^ 0x82F6_3B78
+                } else {
+                    c >> 1
+                };
+                k += 1;
+            }
+            table[i] = c;
+            i += 1;
+        }
+        table
+    };
+    !bytes.iter().fold(!0u32, |c, &b| {
+        TABLE[((c ^ u32::from(b)) & 0xff) as usize] ^ (c >> 8)
     })
 }
 
@@ -419,6 +509,72 @@ mod tests {
         bad[15] = 4;
         bad.extend_from_slice(&[1, 2, 3, 4]);
         assert!(matches!(parse(&bad), Err(Error::Malformed(_))));
+    }
+
+    /// Hex as Varnish's scripts write it (whitespace between bytes).
+    fn hex(text: &str) -> Vec<u8> {
+        text.split_whitespace()
+            .map(|b| u8::from_str_radix(b, 16).unwrap())
+            .collect()
+    }
+
+    /// trunk/o00005.vtc's header: IPv4 217.70.181.33:60822 → 95.142.168.34:443, then a
+    /// CRC32C TLV (`crc`), ALPN `h2`, authority `hocdet.net` and an SSL TLV with four
+    /// sub-TLVs; `len`, `first` (the first TLV's type), `ssl_len` and `tail` as each case
+    /// of the script changes them.
+    fn o00005(len: &str, first: &str, crc: &str, ssl_len: &str, tail: &str) -> Vec<u8> {
+        hex(&format!(
+            "0d 0a 0d 0a 00 0d 0a 51 55 49 54 0a 21 11 00 {len}
+             d9 46 b5 21 5f 8e a8 22 ed 96 01 bb
+             {first} 00 04 {crc}
+             01 00 02 68 32
+             02 00 0a 68 6f 63 64 65 74 2e 6e 65 74
+             20 00 {ssl_len} 01 00 00 00 00
+             21 00 07 54 4c 53 76 31 2e 33
+             25 00 05 45 43 32 35 36
+             24 00 0a 52 53 41 2d 53 48 41 32 35 36
+             23 00 16 41 45 41 44 2d 41 45 53 31 32 38 2d 47 43 4d 2d 53 48 41 32 35 36
+             {tail}"
+        ))
+    }
+
+    #[test]
+    fn v2_tlvs_are_checked_whole_and_their_checksum_verified() {
+        // The script's good checksum: accepted, the addresses read.
+        let good = o00005("65", "03", "95 03 ee 75", "3d", "");
+        let (len, h) = done(&good);
+        assert_eq!(len, good.len());
+        assert_eq!(h.source, Some("217.70.181.33:60822".parse().unwrap()));
+        assert_eq!(h.destination, Some("95.142.168.34:443".parse().unwrap()));
+        let malformed = |buf: &[u8]| match parse(buf) {
+            Err(Error::Malformed(why)) => why,
+            other => panic!("{other:?}"),
+        };
+        // "PROXY2: CRC error".
+        assert!(malformed(&o00005("65", "03", "95 03 ee 74", "3d", "")).contains("CRC32C"));
+        // "PROXY2: TLV Dribble bytes": two bytes after the last TLV.
+        assert!(malformed(&o00005("67", "ff", "95 03 ee 74", "3d", "ff ff")).contains("left over"));
+        // "PROXY2: TLV Length Error": the header ends inside the SSL TLV, then an SSL TLV
+        // whose sub-TLVs run past its own length.
+        assert!(malformed(&o00005("60", "ff", "95 03 ee 74", "3d", "")).contains("runs past"));
+        assert!(malformed(&o00005("65", "ff", "95 03 ee 74", "3c", "")).contains("runs past"));
+        // A CRC32C TLV of another size, an SSL TLV too short for its flags.
+        let mut crc3 = v2("1.2.3.4:1".parse().unwrap(), "5.6.7.8:2".parse().unwrap());
+        crc3[15] += 6;
+        crc3.extend_from_slice(&[0x03, 0x00, 0x03, 1, 2, 3]);
+        assert!(malformed(&crc3).contains("4 bytes"));
+        // A LOCAL header's block is skipped unread, whatever it holds.
+        let mut local = o00005("65", "ff", "95 03 ee 74", "3c", "");
+        local[12] = 0x20;
+        assert_eq!(done(&local).1.source, None);
+    }
+
+    #[test]
+    fn crc32c_is_castagnoli() {
+        // RFC 3720 appendix B.4's test vectors.
+        assert_eq!(crc32c(&[0u8; 32]), 0x8A91_36AA);
+        assert_eq!(crc32c(&[0xffu8; 32]), 0x62A8_AB43);
+        assert_eq!(crc32c(b"123456789"), 0xE306_9283);
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub(crate) mod hotlink;
 mod matcher;
 mod md5;
 pub mod rewrite;
+mod rewrite_uri;
 
 use http::header::{self, HeaderMap};
 use http::{Method, StatusCode};
@@ -152,7 +153,6 @@ impl Rules {
         if self.rules.is_empty() {
             return out;
         }
-        let path = path_and_query.split('?').next().unwrap_or("/");
         let target = self.target(host, path_and_query, conn);
         for (i, rule) in self.rules.iter().enumerate() {
             if !target.matches(i, rule, method, headers) {
@@ -210,7 +210,7 @@ impl Rules {
             }
             if let Some(r) = &c.redirect {
                 let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::FOUND);
-                out.redirect = Some((status, expand(rule, path, path_and_query, &r.to)));
+                out.redirect = Some((status, expand(rule, &target, path_and_query, &r.to)));
                 break;
             }
             if c.pass {

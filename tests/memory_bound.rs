@@ -24,16 +24,21 @@ const MIB: u64 = 1 << 20;
 /// Clients fetching at once (the fills in flight).
 const CLIENTS: usize = 16;
 
-/// Resident memory of process `pid`, in bytes.
-fn rss(pid: u32) -> u64 {
+/// The `field` (`VmRSS`, `RssAnon`, `RssFile`) of process `pid`'s status, in bytes.
+fn rss_field(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
     let kib: u64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
-        .expect("VmRSS");
+        .expect(field);
     kib * 1024
+}
+
+/// Resident memory of process `pid`, in bytes.
+fn rss(pid: u32) -> u64 {
+    rss_field(pid, "VmRSS")
 }
 
 /// Fetches `paths` over `CLIENTS` keep-alive connections; every answer must be 200 with a
@@ -98,10 +103,25 @@ async fn rss_stays_within_the_bound(size: usize, memory_size: u64, tenths: u64) 
     let warm = (0..CLIENTS * 4).map(|i| format!("/warm/{i}")).collect();
     fetch_all(shellac.proxy, warm, 100.min(size)).await;
     let base = rss(shellac.pid());
+    let base_parts = (
+        rss_field(shellac.pid(), "RssAnon"),
+        rss_field(shellac.pid(), "RssFile"),
+    );
     let n = (3 * memory_size).div_ceil(size as u64) as usize;
     let fill = (0..n).map(|i| format!("/fill/{i}")).collect();
     fetch_all(shellac.proxy, fill, size).await;
     let after = rss(shellac.pid());
+    let after_parts = (
+        rss_field(shellac.pid(), "RssAnon"),
+        rss_field(shellac.pid(), "RssFile"),
+    );
+    eprintln!(
+        "{size}-byte objects: RssAnon {:.1} -> {:.1} MiB, RssFile {:.1} -> {:.1} MiB",
+        base_parts.0 as f64 / MIB as f64,
+        after_parts.0 as f64 / MIB as f64,
+        base_parts.1 as f64 / MIB as f64,
+        after_parts.1 as f64 / MIB as f64,
+    );
 
     let stat = |name: &'static str| {
         let admin = shellac.admin;

@@ -15,15 +15,6 @@ fn date_in(secs: i64) -> String {
     httpdate::fmt_http_date(t)
 }
 
-fn ttl_of(cache_status: &str) -> u64 {
-    cache_status
-        .split("ttl=")
-        .nth(1)
-        .and_then(|t| t.split(';').next())
-        .and_then(|t| t.trim().parse().ok())
-        .unwrap_or(0)
-}
-
 /// examples/rules/static-1h.toml: images/css/js cached 1 h whatever the origin says.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn static_files_cached_one_hour_whatever_the_origin_says() {
@@ -40,8 +31,10 @@ async fn static_files_cached_one_hour_whatever_the_origin_says() {
     get(shellac.addr, "/img/logo.png").await;
     let hit = get(shellac.addr, "/img/logo.png").await;
     assert!(hit.cache_status().contains("hit"), "{}", hit.cache_status());
+    // Within 10 s of the hour, not 2 s: a loaded CI machine can take seconds between the
+    // store and the hit (CI's caching binary saw a hit 2 s after its store; `hit_ttl_near`).
     assert!(
-        (3598..=3600).contains(&ttl_of(hit.cache_status())),
+        hit_ttl_near(hit.cache_status(), 3600, 10),
         "{}",
         hit.cache_status()
     );
@@ -75,8 +68,10 @@ async fn minimum_ttl_for_pages_that_expire_in_the_past() {
     get(shellac.addr, "/news").await;
     let hit = get(shellac.addr, "/news").await;
     assert!(hit.cache_status().contains("hit"), "{}", hit.cache_status());
+    // Within 10 s of the minimum (the origin's Date is to the second, and a loaded machine
+    // can take seconds between the store and the hit), far from the past Expires' 0.
     assert!(
-        (118..=120).contains(&ttl_of(hit.cache_status())),
+        hit_ttl_near(hit.cache_status(), 120, 10),
         "{}",
         hit.cache_status()
     );
@@ -223,6 +218,10 @@ path = '^/old/(?P<rest>.*)$'
 redirect = { to = "/new/${rest}", status = 301 }
 
 [[rule]]
+path = '^/secure/'
+redirect = { to = "https://$host$request_uri", status = 301 }
+
+[[rule]]
 host = "*.cdn.example"
 director = "assets"
 unset_response_headers = ["X-Powered-By"]
@@ -245,6 +244,17 @@ set_response_headers = { "X-Frame-Options" = "DENY" }
     assert_eq!((r.status, r.text().as_str()), (403, "go away"));
     let r = get(shellac.addr, "/old/a/b?c").await;
     assert_eq!((r.status, r.header("location")), (301, Some("/new/a/b")));
+    // nginx's `return 301 https://$host$request_uri;`: its variables, not empty strings.
+    let r = get_with(
+        shellac.addr,
+        "/secure/a%20b?x=1",
+        &[("host", "WWW.Shop.example:8080")],
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.header("location")),
+        (301, Some("https://www.shop.example/secure/a%20b?x=1"))
+    );
     let r = get_with(shellac.addr, "/x", &[("host", "img.cdn.example")]).await;
     assert_eq!(r.text(), "assets");
     assert_eq!(r.header("x-powered-by"), None);

@@ -3,6 +3,10 @@
 mod common;
 #[path = "range/media.rs"]
 mod media;
+#[path = "range/nginx_mp4.rs"]
+mod nginx_mp4;
+#[path = "range/nginx_slice.rs"]
+mod nginx_slice;
 #[path = "range/slice_head.rs"]
 mod slice_head;
 #[path = "range/slice_rules.rs"]

@@ -91,7 +91,12 @@ async fn large_bodies_stream_through() {
     // A cacheable 21 MB object is stored and served whole from the cache.
     let first = get(shellac.addr, "/cached.flv").await;
     assert_eq!(first.body.len() as u64, 21 * MB);
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The fill may still be storing it after the client has its last byte (a loaded
+    // machine): asked once it is stored.
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while shellac.stats().await["cache_insert"] == 0 && std::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let hit = get(shellac.addr, "/cached.flv").await;
     assert_eq!(hit.body.len() as u64, 21 * MB);
     assert!(hit.cache_status().contains("hit"), "{}", hit.cache_status());

@@ -5,7 +5,9 @@
 //!
 //! Sample names are stable: counters `shellac_NAME_total`, gauges `shellac_NAME`,
 //! `shellac_pass_reason_total{reason}`, `shellac_hit_ratio{window}`, and the
-//! `shellac_ttfb_seconds` histogram (`_bucket{le}`, `_sum`, `_count`).
+//! `shellac_ttfb_seconds` histogram (`_bucket{le}`, `_sum`, `_count`), then the families per
+//! backend (`backend` label) and per site (`site` label), a files origin's refusals among
+//! them (`shellac_{backend,site}_files_refused_total{reason}`).
 
 use std::time::Instant;
 
@@ -54,6 +56,8 @@ struct Snapshot {
 struct SiteRow {
     name: String,
     counters: SiteSnapshot,
+    /// (reason word, count) of the site's requests a files backend refused; empty while none.
+    files_refused: Vec<(&'static str, u64)>,
     cache: super::stats::SiteCache,
     ttfb_buckets: Vec<(f64, u64)>,
     ttfb_sum_seconds: f64,
@@ -75,6 +79,8 @@ struct BackendRow {
     queued: i64,
     ttfb_buckets: Vec<(f64, u64)>,
     ttfb_sum_seconds: f64,
+    /// (reason word, count): a files backend's refusals; empty for other kinds.
+    files_refused: Vec<(&'static str, u64)>,
 }
 
 impl BackendRow {
@@ -123,8 +129,28 @@ fn backend_rows(proxy: &Proxy) -> Vec<BackendRow> {
             queued: count(b.queued()),
             ttfb_buckets: seconds_buckets(&b.stats.ttfb.buckets()),
             ttfb_sum_seconds: b.stats.ttfb.sum_us() as f64 / 1e6,
+            files_refused: b.files_refused(),
         })
         .collect()
+}
+
+/// The family `shellac_{of}_files_refused_total{of, reason}`: each row's refusals by reason.
+fn files_refused<'a>(
+    encoder: &mut DescriptorEncoder,
+    of: &'static str,
+    help: &str,
+    rows: impl Iterator<Item = (&'a str, &'a [(&'static str, u64)])>,
+) -> std::fmt::Result {
+    counters(
+        encoder,
+        &format!("shellac_{of}_files_refused"),
+        help,
+        rows.flat_map(|(name, refused)| {
+            refused
+                .iter()
+                .map(move |(reason, n)| ([(of, name), ("reason", *reason)], *n))
+        }),
+    )
 }
 
 /// A family of gauges `name` (`help`): one sample per (labels, value) of `samples`.
@@ -221,6 +247,14 @@ fn encode_backends(rows: &[BackendRow], encoder: &mut DescriptorEncoder) -> std:
         "Requests waiting for a connection slot of each backend (max_connections) now",
         rows.iter().map(|b| (b.labels(), b.queued)),
     )?;
+    files_refused(
+        encoder,
+        "backend",
+        "Requests each files backend refused, by reason (the word of its files_refused_* counter; script: files_script_refused)",
+        rows.iter()
+            .filter(|b| !b.files_refused.is_empty())
+            .map(|b| (b.name.as_str(), b.files_refused.as_slice())),
+    )?;
     histograms(
         encoder,
         "shellac_backend_ttfb_seconds",
@@ -266,6 +300,15 @@ pub fn encode(proxy: &Proxy, certs: &[crate::tls::server::CertView]) -> String {
                 cache: super::stats::site_cache(proxy, &name),
                 name: name.to_string(),
                 counters: c.snapshot(),
+                files_refused: if c.files_refused.any() {
+                    c.files_refused
+                        .snapshot()
+                        .into_iter()
+                        .map(|(r, n)| (r.as_str(), n))
+                        .collect()
+                } else {
+                    Vec::new()
+                },
                 ttfb_buckets: seconds_buckets(&c.ttfb.buckets()),
                 ttfb_sum_seconds: c.ttfb.sum_us() as f64 / 1e6,
             })
@@ -374,7 +417,8 @@ impl Collector for Snapshot {
 }
 
 /// The per-site families: `shellac_site_NAME_total{site}` (req, hit, miss, pass, rewrite),
-/// the memory tier's per site (`encode_site_cache`) and the `shellac_site_ttfb_seconds{site}`
+/// `shellac_site_files_refused_total{site,reason}`, the memory tier's per site
+/// (`encode_site_cache`) and the `shellac_site_ttfb_seconds{site}`
 /// histogram.
 fn encode_sites(rows: &[SiteRow], encoder: &mut DescriptorEncoder) -> std::fmt::Result {
     let Some(first) = rows.first() else {
@@ -388,6 +432,14 @@ fn encode_sites(rows: &[SiteRow], encoder: &mut DescriptorEncoder) -> std::fmt::
             rows.iter().map(|row| (row.labels(), row.counters[i].2)),
         )?;
     }
+    files_refused(
+        encoder,
+        "site",
+        "Requests of each [[site]] a files backend refused, by reason (sites with a refusal since start)",
+        rows.iter()
+            .filter(|row| !row.files_refused.is_empty())
+            .map(|row| (row.name.as_str(), row.files_refused.as_slice())),
+    )?;
     encode_site_cache(rows, encoder)?;
     histograms(
         encoder,

@@ -105,7 +105,8 @@ pub fn live(proxy: &Proxy) -> Value {
 
 /// `GET /sites` (and `sites` in `/stats/live` and `/api/dashboard`): every `[[site]]` seen
 /// since start, in file order, with its counters (`req`, `hit`, `miss`, `pass`, `rewrite`, as
-/// `/metrics` labels them `site="NAME"`), its hit ratio since start (null before a request),
+/// `/metrics` labels them `site="NAME"`, and the requests of the site a files backend refused,
+/// `files_refused_*` and `files_script_refused`), its hit ratio since start (null before a request),
 /// and its use of the memory tier (`cache_bytes`, `cache_share` in bytes or null,
 /// `cache_share_evictions`). An empty list without sites.
 pub fn sites(proxy: &Proxy) -> Value {
@@ -119,6 +120,10 @@ pub fn sites(proxy: &Proxy) -> Value {
             row.insert("name".into(), json!(&*name));
             for (key, _, value) in c.snapshot() {
                 row.insert(key.into(), json!(value));
+            }
+            // The site's files refusals, named as the process-wide counters.
+            for (reason, n) in c.files_refused.snapshot() {
+                row.insert(reason.name().into(), json!(n));
             }
             let cache = site_cache(proxy, &name);
             row.insert("cache_bytes".into(), json!(cache.bytes));

@@ -95,7 +95,7 @@ impl Connector {
         timeout: Duration,
         nodelay: bool,
         counters: &Counters,
-        client: Option<SocketAddr>,
+        client: Option<Relayed>,
     ) -> Result<Transport, ConnectError> {
         let first = First {
             preamble: self.preamble.as_deref(),
@@ -111,16 +111,28 @@ impl Connector {
     }
 }
 
+/// The client connection a backend connection's PROXY protocol header describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Relayed {
+    /// The client (after trusted proxies): the header's source.
+    pub client: SocketAddr,
+    /// The address the client connected to (Varnish's `server.ip`: a PROXY header's
+    /// destination on the client connection, else its local address): the header's
+    /// destination, as Varnish and HAProxy send it. `None` when the session does not know it.
+    pub server: Option<SocketAddr>,
+}
+
 /// What a new connection sends before anything else.
 #[derive(Clone, Copy)]
 struct First<'a> {
     preamble: Option<&'a [u8]>,
     proxy: Option<ProxyVersion>,
-    client: Option<SocketAddr>,
+    client: Option<Relayed>,
 }
 
 impl First<'_> {
-    /// The bytes, for a connection to `destination` (`None`: a Unix socket).
+    /// The bytes, for a connection to `destination` (`None`: a Unix socket): what the header
+    /// names as destination when the session does not know the client's.
     fn bytes(&self, destination: Option<SocketAddr>) -> Option<Vec<u8>> {
         use crate::proxy_protocol as pp;
         let Some(version) = self.proxy else {
@@ -129,14 +141,16 @@ impl First<'_> {
         Some(match (self.client, version) {
             (None, ProxyVersion::V1) => pp::v1_unknown(),
             (None, ProxyVersion::V2) => pp::v2_local(),
-            (Some(client), version) => {
+            (Some(Relayed { client, server }), version) => {
                 // A Unix socket has no address to name: the unspecified one, port 0.
                 let unspecified = if client.is_ipv4() {
                     IpAddr::V4(Ipv4Addr::UNSPECIFIED)
                 } else {
                     IpAddr::V6(Ipv6Addr::UNSPECIFIED)
                 };
-                let to = destination.unwrap_or(SocketAddr::new(unspecified, 0));
+                let to = server
+                    .or(destination)
+                    .unwrap_or(SocketAddr::new(unspecified, 0));
                 match version {
                     ProxyVersion::V1 => pp::v1(client, to),
                     ProxyVersion::V2 => pp::v2(client, to),

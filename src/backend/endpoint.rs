@@ -96,7 +96,7 @@ impl Endpoint {
     pub(crate) async fn open_transport_for(
         &self,
         timeout: Duration,
-        client: Option<SocketAddr>,
+        client: Option<super::connector::Relayed>,
     ) -> Result<Transport, FetchError> {
         let name = &self.config.name;
         let opened = self

@@ -34,6 +34,9 @@ pub struct ClientInfo {
     pub https: bool,
     /// The address the connection was accepted on, when the session knows it.
     pub local: Option<SocketAddr>,
+    /// The address the client connected to as the session knows it (Varnish's `server.ip`):
+    /// a PROXY protocol header's destination, else `local`.
+    pub server: Option<SocketAddr>,
     /// "HTTP/1.1", "HTTP/2.0", "HTTP/1.0".
     pub protocol: &'static str,
 }

@@ -56,7 +56,7 @@ impl Http1 {
         &self,
         endpoint: &Endpoint,
         timeout: Duration,
-        client: Option<std::net::SocketAddr>,
+        client: Option<super::connector::Relayed>,
     ) -> Result<Http1Conn, FetchError> {
         let name = &endpoint.config.name;
         let stream = endpoint.open_transport_for(timeout, client).await?;

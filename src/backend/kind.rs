@@ -96,7 +96,7 @@ impl Kind {
         &self,
         endpoint: &Arc<Endpoint>,
         connect: Duration,
-        client: Option<std::net::SocketAddr>,
+        client: Option<super::connector::Relayed>,
     ) -> Result<Conn, FetchError> {
         match self {
             Kind::Http1(k) => k.connect(endpoint, connect, client).await.map(Conn::Http1),
@@ -150,6 +150,19 @@ impl Kind {
     }
 
     /// What the kind adds to the backend's `/backends` entry.
+    /// A files backend's refusals by reason (`reason` word, count); none for other kinds.
+    pub(crate) fn files_refused(&self) -> Vec<(&'static str, u64)> {
+        match self {
+            Kind::Files(k) => k
+                .refused()
+                .snapshot()
+                .into_iter()
+                .map(|(r, n)| (r.as_str(), n))
+                .collect(),
+            Kind::FastCgi(_) | Kind::Http1(_) | Kind::H2(_) => Vec::new(),
+        }
+    }
+
     pub(crate) fn describe(&self, v: &mut serde_json::Value) {
         match self {
             Kind::Files(k) => k.describe(v),

@@ -50,7 +50,7 @@ pub use extensions::{
 };
 pub(crate) use fastcgi::ScriptRefusal;
 pub(crate) use files::zero_copy::{Region, Regions, ZeroCopy, placeholder_offset};
-pub(crate) use files::{Refusal, TryNext};
+pub(crate) use files::{Refusal, Refused, TryNext};
 pub use framing::check_response;
 pub use pace::{BodyOutcome, BodyPace, BodyTooLarge, BodyTooSlow};
 pub use request_body::RequestBody;
@@ -58,6 +58,7 @@ pub use source::BoxStream;
 
 use crate::config::{BackendConfig, Config, ProbeRef};
 use crate::stats::{BackendCounters, Counters};
+use connector::Relayed;
 
 /// One origin server: what every kind shares (its [`Endpoint`], which `Backend` derefs to:
 /// `backend.config`, `backend.health`, `backend.stats`), its limit and its kind.
@@ -155,6 +156,12 @@ impl Backend {
         )
     }
 
+    /// A files backend's refusals by reason (the `reason` word, the count); none for other
+    /// kinds.
+    pub fn files_refused(&self) -> Vec<(&'static str, u64)> {
+        self.kind.files_refused()
+    }
+
     /// Idle pooled connections right now.
     pub fn idle_count(&self) -> usize {
         self.kind.idle()
@@ -216,7 +223,10 @@ impl Backend {
         // `proxy_protocol`: a new connection naming this request's client, used once.
         let (conn, reused) = match self.config.proxy_protocol {
             Some(_) => {
-                let client = req.extensions().get::<ClientInfo>().map(|c| c.addr);
+                let client = req.extensions().get::<ClientInfo>().map(|c| Relayed {
+                    client: c.addr,
+                    server: c.server,
+                });
                 (
                     self.kind.proxied(&self.endpoint, connect, client).await?,
                     false,

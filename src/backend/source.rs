@@ -69,9 +69,14 @@ pub(crate) fn plain_response(status: http::StatusCode) -> Response<Source> {
 /// `301 Moved Permanently` to `uri`'s path with a `/` added, its query kept: a directory
 /// asked for without its trailing slash (`files` and `fastcgi` alike, as nginx answers).
 pub(crate) fn slash_redirect(uri: &http::Uri) -> Response<Source> {
+    moved_to(&format!("{}/", uri.path()), uri.query())
+}
+
+/// A `301` to `path` (a directory's path with its `/`), the request's query kept.
+pub(crate) fn moved_to(path: &str, query: Option<&str>) -> Response<Source> {
     use http::header::{self, HeaderValue};
-    let mut location = format!("{}/", uri.path());
-    if let Some(q) = uri.query() {
+    let mut location = path.to_string();
+    if let Some(q) = query {
         location.push('?');
         location.push_str(q);
     }

@@ -177,7 +177,7 @@ impl AsRef<[u8]> for Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        super::pages::forget(self.at.as_ptr() as usize);
+        super::pages::forget(self.at.as_ptr() as usize, self.len);
         // SAFETY: `at` and `mapped` are what mmap returned and was given; no reference into the
         // mapping outlives `self` (`Bytes::from_owner` drops the owner after the last view).
         unsafe { libc::munmap(self.at.as_ptr().cast(), self.mapped) };

@@ -39,6 +39,16 @@ use std::io::IoSlice;
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// The largest body whose pages are lent: a bigger one is copied into the socket, every
+/// write of it (whole, a range, an FLV or MP4 cut). On this kernel's loopback, lending the
+/// pages of a body of a megabyte or more cost as much CPU as copying them or more, and halved
+/// what a client received per second: `bench/ceiling_modes.sh` with 10 connections measured
+/// lending (`splice1`) against copying (`writev`) at 1.26-1.30x the requests per CPU-second
+/// for 512 KiB bodies, 0.53-0.55x for 1 MiB, 0.66-0.67x for 2 MiB, 0.87-0.92x for 4 MiB and
+/// 1.09-1.19x for 21 MiB, with 0.45-0.56x the bytes per second from 1 MiB on
+/// (bench/RESULTS.md, "seventeenth stop").
+pub const LENT_MAX: usize = 512 * 1024;
+
 /// The live mappings of stored bodies: start address → end address.
 static MAPPED: RwLock<BTreeMap<usize, usize>> = RwLock::new(BTreeMap::new());
 
@@ -46,17 +56,24 @@ static MAPPED: RwLock<BTreeMap<usize, usize>> = RwLock::new(BTreeMap::new());
 static MAPPED_COUNT: AtomicUsize = AtomicUsize::new(0);
 
 /// `len` bytes at `at` are a stored body's mapping from now on: complete, never written
-/// again, unmapped only after [`forget`].
+/// again, unmapped only after [`forget`]. A body above [`LENT_MAX`] is not taken (its pages
+/// are never lent).
 pub(super) fn register(at: usize, len: usize) {
+    if len > LENT_MAX {
+        return;
+    }
     if let Ok(mut m) = MAPPED.write() {
         m.insert(at, at + len);
         MAPPED_COUNT.fetch_add(1, Ordering::Relaxed);
     }
 }
 
-/// The mapping at `at` is about to be unmapped (responses on their way keep their page
-/// references).
-pub(super) fn forget(at: usize) {
+/// The mapping of `len` bytes at `at` is about to be unmapped (responses on their way keep
+/// their page references).
+pub(super) fn forget(at: usize, len: usize) {
+    if len > LENT_MAX {
+        return;
+    }
     let removed = match MAPPED.write() {
         Ok(mut m) => m.remove(&at),
         Err(_) => None,
@@ -149,8 +166,24 @@ mod registry_tests {
         register(at, len);
         assert!(is_stored(&heap[10..90_000]));
         assert!(is_stored(&heap));
-        forget(at);
+        forget(at, len);
         assert!(!is_stored(&heap));
+    }
+
+    /// A body above `LENT_MAX` is never taken: its pages are copied, not lent.
+    #[test]
+    fn a_body_above_the_lent_maximum_is_never_lent() {
+        let big = vec![4u8; LENT_MAX + 1];
+        let (at, len) = (big.as_ptr() as usize, big.len());
+        register(at, len);
+        assert!(!is_stored(&big));
+        assert!(!is_stored(&big[..100_000]));
+        forget(at, len);
+        let edge = vec![4u8; LENT_MAX];
+        register(edge.as_ptr() as usize, edge.len());
+        assert!(is_stored(&edge));
+        forget(edge.as_ptr() as usize, edge.len());
+        assert!(!is_stored(&edge));
     }
 
     /// A write splits where its stored slices start, and the run stops at the first slice
@@ -176,7 +209,7 @@ mod registry_tests {
         assert_eq!((s.copied().len(), s.stored().len()), (0, 2));
         let s = span(&bufs[..2]);
         assert_eq!((s.copied().len(), s.stored().len()), (2, 0));
-        forget(body.as_ptr() as usize);
+        forget(body.as_ptr() as usize, body.len());
         let s = span(&bufs);
         assert_eq!((s.copied().len(), s.stored().len()), (6, 0));
     }

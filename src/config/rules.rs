@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use super::rewrite::VARIABLES;
 use super::units::Dur;
 
 /// A string or a list of strings.
@@ -51,8 +52,9 @@ fn default_content_type() -> String {
     "text/plain; charset=utf-8".into()
 }
 
-/// `redirect = { to = "https://example.com/$1", status = 301 }`: `$1`, `${name}` expand the
-/// captures of the rule's `path` (or `url`) regex.
+/// `redirect = { to = "https://$host/$1", status = 301 }`: `$1`, `${name}` expand the
+/// captures of the rule's `path` (or `url`) regex; `$scheme`, `$host`, `$request_uri`,
+/// `$uri`, `$args` (`$query_string`) are nginx's variables.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedirectConfig {
@@ -418,11 +420,65 @@ fn words(rule: &RuleConfig, out: &mut Vec<(String, String)>) {
     {
         out.push(("rate_limit.key".into(), e));
     }
-    if let Some(r) = &rule.redirect
-        && r.to.contains(['\r', '\n'])
-    {
-        out.push(("redirect.to".into(), "must not contain line breaks".into()));
+    if let Some(r) = &rule.redirect {
+        if r.to.contains(['\r', '\n']) {
+            out.push(("redirect.to".into(), "must not contain line breaks".into()));
+        }
+        redirect_names(rule, &r.to, out);
     }
+}
+
+/// Every `$name` of a redirect's `to` names a capture group of the rule's `path` (else
+/// `url`) regex or one of nginx's variables: a name that is neither would expand to nothing.
+fn redirect_names(rule: &RuleConfig, to: &str, out: &mut Vec<(String, String)>) {
+    let re = rule
+        .path
+        .as_deref()
+        .or(rule.url.as_deref())
+        .and_then(|re| regex::Regex::new(re).ok());
+    let groups = re.as_ref().map_or(0, |re| re.captures_len() - 1);
+    let named = |name: &str| {
+        re.as_ref()
+            .is_some_and(|re| re.capture_names().flatten().any(|n| n == name))
+    };
+    let mut rest = to;
+    while let Some(i) = rest.find('$') {
+        rest = &rest[i + 1..];
+        let Some((name, after)) = reference(rest) else {
+            rest = rest.strip_prefix('$').unwrap_or(rest);
+            continue;
+        };
+        rest = after;
+        let known = match name.parse::<usize>() {
+            Ok(n) => n <= groups,
+            Err(_) => named(name) || VARIABLES.contains(&name),
+        };
+        if !known {
+            out.push((
+                "redirect.to".into(),
+                format!(
+                    "`${name}` is no capture group of the rule's {} regex (it has {groups}) nor a variable ({})",
+                    if rule.path.is_some() { "path" } else { "url" },
+                    VARIABLES.map(|v| format!("${v}")).join(", ")
+                ),
+            ));
+        }
+    }
+}
+
+/// The name after a `$` in a redirect's `to`: `{name}`, or a run of letters, digits and `_`
+/// (the regex crate's rule for `$name`, kept so a `to` written for it reads the same), and
+/// the text after it; `None` when no name follows.
+pub fn reference(text: &str) -> Option<(&str, &str)> {
+    if let Some(r) = text.strip_prefix('{') {
+        let end = r.find('}')?;
+        return (end > 0).then(|| (&r[..end], &r[end + 1..]));
+    }
+    let n = text
+        .bytes()
+        .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+        .count();
+    (n > 0).then(|| (&text[..n], &text[n..]))
 }
 
 /// Checks of one rule's keys against each other and against the rest of the file (`names`:

@@ -95,7 +95,7 @@ fn at(i: usize, key: &str) -> Vec<String> {
     vec!["backend".into(), i.to_string(), key.into()]
 }
 
-/// The problems of every backend's `try_files` and `autoindex`.
+/// The problems of every backend's `try_files`, `autoindex` and `sniff_scripts`.
 pub(super) fn validate(c: &Config) -> Vec<(Vec<String>, String)> {
     let mut out = Vec::new();
     for (i, b) in c.backends.iter().enumerate() {
@@ -111,6 +111,12 @@ fn validate_one(c: &Config, i: usize, b: &BackendConfig) -> Vec<(Vec<String>, St
         out.push((
             at(i, "try_files"),
             "only `protocol = \"files\"` tries files".into(),
+        ));
+    }
+    if !files && !b.sniff_scripts {
+        out.push((
+            at(i, "sniff_scripts"),
+            "only `protocol = \"files\"` reads files for PHP source".into(),
         ));
     }
     if !files && b.autoindex {
@@ -185,7 +191,7 @@ mod tests {
 
     #[test]
     fn check_names_the_key() {
-        let text = "[[backend]]\nname = \"static\"\nprotocol = \"files\"\nroot = \"/srv\"\ntry_files = [\"$uri\", \"@nope\"]\n\n[[backend]]\nname = \"self\"\nprotocol = \"files\"\nroot = \"/srv\"\ntry_files = [\"$uri\", \"@self\"]\n\n[[backend]]\nname = \"app\"\nhost = \"a\"\nautoindex = true\ntry_files = [\"$uri\", \"=404\"]\n";
+        let text = "[[backend]]\nname = \"static\"\nprotocol = \"files\"\nroot = \"/srv\"\ntry_files = [\"$uri\", \"@nope\"]\n\n[[backend]]\nname = \"self\"\nprotocol = \"files\"\nroot = \"/srv\"\ntry_files = [\"$uri\", \"@self\"]\n\n[[backend]]\nname = \"app\"\nhost = \"a\"\nautoindex = true\nsniff_scripts = false\ntry_files = [\"$uri\", \"=404\"]\n";
         let e = match Config::parse(text, "t.toml") {
             Ok(_) => panic!("accepted"),
             Err(e) => e,
@@ -199,6 +205,7 @@ mod tests {
             "backend.1.try_files: `@self` is this backend itself",
             "backend.2.try_files: only `protocol = \"files\"` tries files",
             "backend.2.autoindex: only `protocol = \"files\"` lists directories",
+            "backend.2.sniff_scripts: only `protocol = \"files\"` reads files for PHP source",
         ] {
             assert!(got.iter().any(|g| g == want), "{want}\n{got:#?}");
         }

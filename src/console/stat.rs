@@ -157,7 +157,16 @@ pub fn render_site_stat(
         "{:<28} {:>14} {:>12} {:>12}  DESCRIPTION",
         "NAME", "CURRENT", "CHANGE/s", "AVG/s"
     );
-    for (key, description) in [
+    // Then the site's requests a files backend refused, by the process-wide counter's name
+    // (those that moved: `/sites` has every reason).
+    let refused: Vec<(&str, &str)> = site
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, v)| k.starts_with("files_") && v.as_u64().is_some_and(|n| n > 0))
+        .map(|(k, _)| (k.as_str(), crate::stats::description(k)))
+        .collect();
+    let fixed = [
         ("req", "Requests answered for the site"),
         ("hit", "Of those, hits"),
         ("miss", "Of those, misses"),
@@ -172,7 +181,8 @@ pub fn render_site_stat(
             "cache_share_evictions",
             "Objects evicted to hold it to its cache_share",
         ),
-    ] {
+    ];
+    for (key, description) in fixed.into_iter().chain(refused) {
         if site[key].is_null() {
             continue;
         }

@@ -73,7 +73,8 @@ fn stat_by_site() {
     let live = |req: u64| {
         json!({"uptime_seconds": 10, "hit_ratio": {}, "ttfb_us_10s": {}, "counters": [],
             "sites": [{"name": "blog", "req": req, "hit": 3, "miss": 1, "pass": 0, "rewrite": 0, "hit_ratio": 0.75,
-                       "cache_bytes": 9216, "cache_share": 65536, "cache_share_evictions": 2},
+                       "cache_bytes": 9216, "cache_share": 65536, "cache_share_evictions": 2,
+                       "files_refused_dotfile": 3, "files_refused_traversal": 0},
                       {"name": "shop", "req": 0, "hit": 0, "miss": 0, "pass": 0, "rewrite": 0, "hit_ratio": null,
                        "cache_bytes": 0, "cache_share": null, "cache_share_evictions": 0}]})
     };
@@ -107,6 +108,9 @@ fn stat_by_site() {
         .collect();
     assert_eq!(req[..4], ["site_req", "14", "5.00", "1.40"], "{one}");
     assert!(one.contains("\nsite_cache_share_evictions "), "{one}");
+    // The site's files refusals that moved, named as the process-wide counters.
+    assert!(one.contains("\nsite_files_refused_dotfile "), "{one}");
+    assert!(!one.contains("files_refused_traversal"), "{one}");
     assert!(!one.contains("shop"), "{one}");
     assert_eq!(
         render_site_stat(&now, "nope", None).unwrap_err(),

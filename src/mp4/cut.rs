@@ -124,12 +124,18 @@ fn read_moov(moov: &[u8]) -> Result<Moov<'_>, Bad> {
 
 /// The keyframe at or before `start` on the tracks that have sync samples (video): the
 /// earliest of them, as (time, timescale). Every track is cut at that time, so sound and
-/// picture stay together. Without a video track: `start` on the first track.
+/// picture stay together. A video track that ends before `start` has no say (it is left
+/// empty, [`track_cuts`]); a `start` past the end of every video track cannot be cut.
+/// Without a video track: `start` on the first track.
 fn key_time(traks: &[Trak<'_>], start: f64) -> Result<(u64, u32), Bad> {
     let mut key: Option<(u64, u32)> = None;
+    let mut video = false;
     for t in traks.iter().filter(|t| t.has_sync() && start > 0.0) {
+        video = true;
         let units = t.units_of(start);
-        let sample = t.keyframe_at_or_before(units)?;
+        let Some(sample) = t.keyframe_at_or_before(units) else {
+            continue;
+        };
         let time = t.time_of(sample);
         // Compared as fractions of a second: time / timescale.
         if key.is_none_or(|(kt, ks)| {
@@ -139,11 +145,17 @@ fn key_time(traks: &[Trak<'_>], start: f64) -> Result<(u64, u32), Bad> {
         }
     }
     let traks0 = traks.first().ok_or(Bad("no track"))?;
-    Ok(key.unwrap_or_else(|| (traks0.units_of(start), traks0.timescale)))
+    match key {
+        Some(k) => Ok(k),
+        None if video => Err(Bad("the start is past the end of the video")),
+        None => Ok((traks0.units_of(start), traks0.timescale)),
+    }
 }
 
 /// Each track cut from its first sample at or after the key time, up to (not with) its
-/// first sample at or after `end`.
+/// first sample at or after `end`. A track that ends before the key time is kept empty, as
+/// nginx does (a movie's short track: the seek is into the longer ones); a key time past
+/// the end of every track cannot be cut.
 fn track_cuts(
     traks: &[Trak<'_>],
     (key_time, key_scale): (u64, u32),
@@ -153,7 +165,8 @@ fn track_cuts(
     for t in traks {
         let first = t.first_at_or_after(key_time, key_scale);
         if first >= t.samples() {
-            return Err(Bad("the start is past the end of a track"));
+            cuts.push(t.cut_none());
+            continue;
         }
         let last = match end {
             Some(e) => t
@@ -162,6 +175,9 @@ fn track_cuts(
             None => t.samples(),
         };
         cuts.push(t.cut(first, last)?);
+    }
+    if cuts.iter().all(trak::TrackCut::is_empty) {
+        return Err(Bad("the start is past the end of every track"));
     }
     Ok(cuts)
 }
@@ -173,17 +189,14 @@ fn data_span(
     (mdat_data, mdat_end): (u64, Option<u64>),
     end: Option<f64>,
 ) -> Result<(u64, Option<u64>), Bad> {
-    let from = cuts
-        .iter()
-        .map(|c| c.data_start)
-        .min()
-        .ok_or(Bad("no track"))?;
+    let kept = || cuts.iter().filter(|c| !c.is_empty());
+    let from = kept().map(|c| c.data_start).min().ok_or(Bad("no track"))?;
     if from < mdat_data || mdat_end.is_some_and(|e| from > e) {
         return Err(Bad("a chunk offset outside the mdat"));
     }
     let to = match end {
         Some(_) => {
-            let to = cuts.iter().map(|c| c.data_end).max().unwrap_or(from);
+            let to = kept().map(|c| c.data_end).max().unwrap_or(from);
             if mdat_end.is_some_and(|e| to > e) {
                 return Err(Bad("a chunk offset outside the mdat"));
             }

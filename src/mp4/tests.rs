@@ -340,3 +340,26 @@ fn co64_offsets_past_4_gib_are_shifted_to_the_new_head_and_kept_64_bit() {
     }
     assert!(answers[0] == answers[1]);
 }
+
+/// nginx's mp4.t movie (tests/range/fixtures: two video tracks, 10 s and 20 s, a keyframe
+/// every second, made by ffmpeg): a start past the short track cuts the long one at its
+/// keyframe and keeps the short one as an empty track, as nginx does; past both, an error.
+#[test]
+fn a_start_past_a_short_track_leaves_it_empty() {
+    let file = include_bytes!("../../tests/range/fixtures/faststart.mp4");
+    let l = layout(file);
+    let all = samples(file);
+    assert_eq!((all[0].len(), all[1].len()), (150, 300));
+    let c = cut(file, &l, 11.5).unwrap().unwrap();
+    assert_eq!(c.start, 11.0);
+    let got = samples(&answer(file, &c));
+    assert!(got[0].is_empty());
+    assert_eq!(got[1], all[1][165..]);
+    // With an end too: the long track up to it, the short one still empty.
+    let c = cut_span(file, &l, 11.0, Some(12.0)).unwrap().unwrap();
+    let got = samples(&answer(file, &c));
+    assert!(got[0].is_empty());
+    assert_eq!(got[1], all[1][165..180]);
+    assert!(cut(file, &l, 21.0).is_err());
+    assert!(cut(file, &l, 20.0).is_err());
+}

@@ -42,6 +42,13 @@ pub(super) struct TrackCut {
     pub data_end: u64,
 }
 
+impl TrackCut {
+    /// No sample kept ([`Trak::cut_none`]): its `data_start` and `data_end` mean nothing.
+    pub fn is_empty(&self) -> bool {
+        self.first >= self.last
+    }
+}
+
 /// Where a sample is: its chunk (from 0), how many of the chunk's samples go before it, its
 /// offset in the file.
 struct Place {
@@ -212,15 +219,15 @@ impl<'a> Trak<'a> {
     }
 
     /// The sync sample at or before the sample playing at `units` (from 0; the first sample
-    /// when the time is before the first sync sample).
-    pub fn keyframe_at_or_before(&self, units: u64) -> Result<u32, Bad> {
+    /// when the time is before the first sync sample); `None` when the track ends before.
+    pub fn keyframe_at_or_before(&self, units: u64) -> Option<u32> {
         let sample = self.sample_at(units);
         if sample >= self.count {
-            return Err(Bad("the start is past the end of the video"));
+            return None;
         }
         let stss = self.stss.as_deref().unwrap_or(&[]);
         let at = stss.partition_point(|&s| s <= sample + 1);
-        Ok(at.checked_sub(1).map_or(0, |i| stss[i] - 1))
+        Some(at.checked_sub(1).map_or(0, |i| stss[i] - 1))
     }
 
     /// The first sample whose decode time is at or after `time / scale` seconds.
@@ -281,6 +288,21 @@ impl<'a> Trak<'a> {
             before += run;
         }
         Err(Bad("stsc holds fewer samples than stsz"))
+    }
+
+    /// The cut of a track that ends before the start (a short track of a longer movie, as
+    /// nginx): no sample kept, its tables written empty, no media data of its own.
+    pub fn cut_none(&self) -> TrackCut {
+        TrackCut {
+            first: self.count,
+            chunk: 0,
+            within: 0,
+            data_start: 0,
+            last: self.count,
+            end_chunk: 0,
+            end_keep: 0,
+            data_end: 0,
+        }
     }
 
     /// Where the track is cut to keep samples `first..last` (`first < last <= samples()`).

@@ -223,6 +223,17 @@ fn bindable(
                     "{addr} is held by another process (pid {pid}, `{name}`): `serve` cannot listen here; stop it or choose another address"
                 ),
             ),
+            Holder::Connection(state, peer) => (
+                Severity::Error,
+                match holder::ephemeral_range() {
+                    Some((low, high)) if (low..=high).contains(&addr.port()) => format!(
+                        "{addr} is in use, though nobody listens on it: a connection from that port to {peer} holds it ({state}). The port is in the kernel's ephemeral range ({low}-{high}, net.ipv4.ip_local_port_range), from which outgoing connections take their own ports: choose a port outside it"
+                    ),
+                    _ => format!(
+                        "{addr} is in use, though nobody listens on it: a connection from that port to {peer} holds it ({state}): wait for it to end, or choose another port"
+                    ),
+                },
+            ),
             Holder::Unknown => (
                 Severity::Error,
                 format!(

@@ -45,11 +45,12 @@ fn site_routes(
 }
 
 /// Whether `config` has a FastCGI backend (its requests then carry the listener's address).
-fn has_fastcgi(config: &Config) -> bool {
-    config
-        .backends
-        .iter()
-        .any(|b| b.protocol == crate::config::BackendProtocol::Fastcgi)
+/// Whether a backend passes the client connection's local address on: a FastCGI origin
+/// (SERVER_ADDR, SERVER_PORT) or a backend sending a PROXY protocol header (its destination).
+fn backends_read_local(config: &Config) -> bool {
+    config.backends.iter().any(|b| {
+        b.protocol == crate::config::BackendProtocol::Fastcgi || b.proxy_protocol.is_some()
+    })
 }
 
 impl Proxy {
@@ -118,7 +119,7 @@ impl Proxy {
             sites,
             site_vcl,
             rewrites: compile_rewrites(&config),
-            fastcgi: has_fastcgi(&config),
+            backends_read_local: backends_read_local(&config),
             backends,
             rules,
             vcl,
@@ -173,7 +174,7 @@ impl Proxy {
             sites,
             site_vcl,
             rewrites: compile_rewrites(&config),
-            fastcgi: has_fastcgi(&config),
+            backends_read_local: backends_read_local(&config),
             backends,
             vcl,
             rules: Rules::compile(&config.rules),

@@ -73,10 +73,21 @@ pub struct BackendClose;
 
 /// VCL's `server.ip` and `local.ip`: the local address (IP and port) of the socket the
 /// client connection was accepted on, as a request extension from the client session
-/// (`server/local.rs`). Attached only when the loaded VCL program reads it
-/// ([`Proxy::reads_local`]); a request without it reads `0.0.0.0:0`.
+/// (`server/local.rs`), with what a PROXY protocol header said of the connection (`None`:
+/// no header, or one that named no addresses). Attached only when the loaded VCL program
+/// reads them ([`Proxy::reads_local`]); a request without it reads `0.0.0.0:0`.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct LocalAddr(pub std::net::SocketAddr);
+pub struct LocalAddr(pub std::net::SocketAddr, pub Option<Proxied>);
+
+/// A connection that came through a balancer's PROXY protocol header naming addresses:
+/// VCL's `remote.ip` is the balancer's end of the TCP connection (`client.ip` the client the
+/// header names), `server.ip` the address the client connected to on the balancer (the
+/// header's destination; `local.ip` stays this socket's), as in Varnish.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Proxied {
+    pub remote: std::net::SocketAddr,
+    pub server: std::net::SocketAddr,
+}
 
 /// The client listener a request came in on, as configured (`server.listen` or a `[[tls]]`'s
 /// `listen` address as written), as a request extension from the client session: attached

@@ -111,7 +111,7 @@ impl Txn {
                 // A waiter's request never reached the backend: its preconditions are
                 // answered on the leader's response (`stream_response`).
                 self.withheld_conditions = super::respond::has_preconditions(&self.req.headers);
-                if self.ranged(head.status)
+                if self.ranged_with(head.status, &head.headers)
                     || self.withheld_conditions
                     || !self.filters.deliver.is_empty()
                     || self.flv_start.is_some()

@@ -103,20 +103,10 @@ impl Txn {
             self.proxy.counters.cache_miss.inc();
             return Step::Fetch(FetchMode::Authorized);
         }
-        let cache = &self.proxy.cache;
-        if cache.is_hit_for_miss(primary, now) {
-            // VCL's `return (pass(DURATION))`: passed, as Varnish's hit-for-pass object does.
-            if cache.is_hit_for_pass(primary, now) {
-                self.proxy.counters.cache_hitpass.inc();
-                // `req.is_hitpass` and `bereq.is_hitpass` read true for this pass (trunk
-                // c00075); a restart clears it (`policy/vcl/answer.rs`).
-                if let Some(v) = self.vcl.as_deref_mut() {
-                    v.is_hitpass = true;
-                }
-                return Step::Pass(NoCacheReason::Vcl);
-            }
-            return Step::HitForMiss;
+        if let Some(step) = self.remembered(primary, key, now) {
+            return step;
         }
+        let cache = &self.proxy.cache;
         let flags = self.policy.lookup_flags(self);
         match cache.busy.join(key) {
             // VCL's `req.hash_ignore_busy`: fetched alone rather than waiting.
@@ -127,12 +117,48 @@ impl Txn {
             Join::Waiter(busy) => Step::Wait(busy),
             // VCL's `req.hash_always_miss`: what is stored is not looked at again either.
             Join::Leader(guard) if flags.always_miss => self.recheck(key, now, None, guard),
+            // The previous leader may have marked the URL hit-for-pass or hit-for-miss and
+            // left between our look at the marks and the join (a thread preempted there, on
+            // a loaded machine): the guard goes (a waiter that joined meanwhile looks up
+            // again and finds the mark too).
+            Join::Leader(guard) if cache.is_hit_for_miss(primary, now) => {
+                drop(guard);
+                self.remembered(primary, key, now).unwrap_or(Step::Lookup)
+            }
             // The previous leader may have stored the object between our lookup and join.
             Join::Leader(guard) => match cache.lookup_now(key) {
                 Ok(found) => self.recheck(key, now, found, guard),
                 Err(NeedsIo) => Step::RecheckIo(key.clone(), now, guard),
             },
         }
+    }
+
+    /// A URL remembered as uncacheable: passed while it is hit-for-pass (VCL's
+    /// `return (pass(DURATION))`, 2.x/3.0's pass objects), fetched alone while it is
+    /// hit-for-miss. A hit-for-pass mark made by a fetch still reading its body (2.x's
+    /// vcl_fetch `pass`, `beresp.do_stream = false`) is waited for first: in Varnish the
+    /// hit-for-pass object is that fetch's busy object, so a request arriving meanwhile
+    /// waits and then passes on the connection the fetch gave back (varnishtest c00014).
+    fn remembered(&mut self, primary: &CacheKey, key: &CacheKey, now: Instant) -> Option<Step> {
+        let cache = &self.proxy.cache;
+        if !cache.is_hit_for_miss(primary, now) {
+            return None;
+        }
+        if !cache.is_hit_for_pass(primary, now) {
+            return Some(Step::HitForMiss);
+        }
+        if let Some(busy) = cache.busy.in_progress(key)
+            && !self.policy.lookup_flags(self).ignore_busy
+        {
+            return Some(Step::Wait(busy));
+        }
+        self.proxy.counters.cache_hitpass.inc();
+        // `req.is_hitpass` and `bereq.is_hitpass` read true for this pass (trunk c00075); a
+        // restart clears it (`policy/vcl/answer.rs`).
+        if let Some(v) = self.vcl.as_deref_mut() {
+            v.is_hitpass = true;
+        }
+        Some(Step::Pass(NoCacheReason::Vcl))
     }
 
     /// The leader's second look: a hit after all, or this request's fetch.

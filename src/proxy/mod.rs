@@ -51,7 +51,7 @@ use hyper::body::Incoming;
 
 use crate::http::strict::Violation;
 pub use body::ResponseBody;
-pub use ext::{BackendClose, Listener, LocalAddr, SessionTimeouts};
+pub use ext::{BackendClose, Listener, LocalAddr, Proxied, SessionTimeouts};
 pub use fast_hit::FastAnswer;
 pub use fsm::{Handled, Rest};
 pub use interim::{InterimHead, InterimSink, MAX_INTERIM, serialise as serialise_interim};

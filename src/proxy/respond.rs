@@ -221,6 +221,26 @@ impl Txn {
             && !has_field(&self.req.headers, &header::IF_RANGE)
     }
 
+    /// [`ranged`](Self::ranged) for a response whose fields (`headers`, as delivered) are
+    /// known: with `If-Range` too when it names that response (its strong `ETag`, or its
+    /// `Last-Modified` date; RFC 9110 §13.1.5), as a stored one's is answered. A resumed
+    /// download (`Range` with `If-Range`) of a body passed through or streamed from a fill
+    /// gets its `206`, not the whole body again.
+    pub(super) fn ranged_with(&self, status: StatusCode, headers: &http::HeaderMap) -> bool {
+        if !(status == StatusCode::OK
+            && self.req.method == Method::GET
+            && has_field(&self.req.headers, &header::RANGE))
+        {
+            return false;
+        }
+        let etag = headers.get(header::ETAG).and_then(|v| v.to_str().ok());
+        let last_modified = headers
+            .get(header::LAST_MODIFIED)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| httpdate::parse_http_date(v.trim()).ok());
+        crate::http::conditional::if_range_holds(&self.req.headers, etag, last_modified)
+    }
+
     /// A streamed response (busy object or backend body) to this request: a single Range is
     /// answered with 206 when the length is known up front; HEAD gets no body.
     pub(super) fn stream_response(
@@ -247,7 +267,7 @@ impl Txn {
             crate::http::conditional::not_modified_fields(&mut headers);
             return deliver::respond(answer, headers, ResponseBody::empty(), cache_status);
         }
-        if let (true, Some(len)) = (self.ranged(status), content_length) {
+        if let (true, Some(len)) = (self.ranged_with(status, &headers), content_length) {
             let range = self
                 .req
                 .headers
@@ -291,7 +311,7 @@ impl Txn {
         // closed range is cut from the bytes as they come, with `Content-Range: bytes a-b/*`
         // (RFC 9110 §14.4: the complete length unknown), as Varnish does (varnishtest
         // g00005); any other Range gets the whole body.
-        if let (true, None, None) = (self.ranged(status), content_length, &page)
+        if let (true, None, None) = (self.ranged_with(status, &headers), content_length, &page)
             && let Some((start, end)) = closed_range(self.req.headers.get(header::RANGE))
             && let Ok(v) = HeaderValue::from_str(&format!("bytes {start}-{end}/*"))
         {

@@ -253,6 +253,10 @@ pub struct SiteCounters {
     /// Time from a request's arrival to its response head (`/metrics`
     /// `shellac_site_ttfb_seconds{site}`).
     pub ttfb: Histogram,
+    /// The site's requests a files backend refused, by reason (`/sites` under the names of
+    /// the process-wide `files_refused_*` counters; `/metrics`
+    /// `shellac_site_files_refused_total{site,reason}`).
+    pub(crate) files_refused: crate::backend::Refused,
 }
 
 /// (name, description, value) of every counter of a site.

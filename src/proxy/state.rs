@@ -34,9 +34,10 @@ pub struct Proxy {
     pub sites: Option<Sites>,
     /// `[routing] rewrite`, compiled.
     pub(super) rewrites: Vec<crate::rules::rewrite::Rewrite>,
-    /// A `protocol = "fastcgi"` backend is configured: its applications read the listener's
-    /// address (SERVER_ADDR, SERVER_PORT), so each request carries it.
-    pub(super) fastcgi: bool,
+    /// A `protocol = "fastcgi"` backend is configured (its applications read the listener's
+    /// address: SERVER_ADDR, SERVER_PORT), or a backend with `proxy_protocol` (its header
+    /// names the address the client connected to): each request carries it.
+    pub(super) backends_read_local: bool,
     pub counters: Arc<Counters>,
     /// Largest object the storage accepts (`cache.max_object_size`, possibly lowered so an
     /// object fits one shard of the memory tier).
@@ -109,11 +110,12 @@ impl Proxy {
     }
 
     /// Whether the loaded VCL program reads the connection's local address (`server.ip`,
-    /// `server.port`, `local.ip`), or a FastCGI backend passes it on (SERVER_ADDR,
-    /// SERVER_PORT): the client session then attaches [`LocalAddr`](super::LocalAddr) to each
-    /// request. Without either this is one branch in the full path's service, none in fast hits.
+    /// `server.port`, `local.ip`), or a backend passes it on (FastCGI's SERVER_ADDR and
+    /// SERVER_PORT, a PROXY protocol header's destination): the client session then attaches
+    /// [`LocalAddr`](super::LocalAddr) to each request. Without either this is one branch in
+    /// the full path's service, none in fast hits.
     pub fn reads_local(&self) -> bool {
-        self.fastcgi
+        self.backends_read_local
             || self.vcl.as_ref().is_some_and(|rt| rt.program.reads_local)
             || self.site_vcl.iter().any(|rt| rt.program.reads_local)
     }

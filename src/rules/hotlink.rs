@@ -3,7 +3,8 @@
 //! the request's own host or its site's names (`server_names`), a host pattern with an optional path prefix
 //! (`*.example.com`, `www.example.*`, `example.org/galleries/`) or match a `~regex`, else 403 —
 //! and signed expiring links (`secure_link`): an HMAC-SHA256 of the expiry time and the path
-//! under the operator's secret (Shellac's form), or nginx's `secure_link_md5` expression;
+//! under the operator's secret (Shellac's form), or nginx's `secure_link_md5` expression
+//! (its `$uri` nginx's: the path decoded, `rewrite_uri.rs`);
 //! a wrong or missing signature is 403, a valid one past its time 410.
 
 use base64::Engine as _;
@@ -11,6 +12,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use http::StatusCode;
 use regex::Regex;
 
+use super::rewrite_uri::Subject;
 use crate::config::rules::SecureLinkConfig;
 use crate::http::server_name::Names;
 
@@ -196,7 +198,7 @@ impl SecureLink {
                         &link.client.map(|a| a.to_string()).unwrap_or_default(),
                     )
                     .replace("$host", link.host)
-                    .replace("$uri", link.path);
+                    .replace("$uri", &Subject::of(link.path).text);
                 let digest = super::md5::digest(text.as_bytes());
                 sig.len() == digest.len()
                     && sig
@@ -210,7 +212,12 @@ impl SecureLink {
             return Err(StatusCode::FORBIDDEN);
         }
         if !expires.is_empty() {
-            let at: u64 = expires.parse().map_err(|_| StatusCode::FORBIDDEN)?;
+            // nginx: an expiry that is not a time after the epoch makes the link invalid.
+            let at: u64 = expires
+                .parse()
+                .ok()
+                .filter(|&at| at > 0)
+                .ok_or(StatusCode::FORBIDDEN)?;
             if link.now > at {
                 return Err(StatusCode::GONE);
             }
@@ -354,6 +361,21 @@ mod tests {
             s.check(&other),
             Err(StatusCode::FORBIDDEN),
             "another address"
+        );
+        // `$uri` is nginx's, decoded: a link to `/s/a b é` is signed over those characters,
+        // whatever escapes the client's path has (secure_link.t signs `secret$uri`).
+        let decoded = crate::rules::md5::digest("2147483647/s/a b é192.0.2.7 secret".as_bytes());
+        let q = format!("md5={}&expires=2147483647", URL_SAFE_NO_PAD.encode(decoded));
+        assert_eq!(
+            s.check(&link("/s/a%20b%20%C3%A9", &q, 1_800_000_000)),
+            Ok(())
+        );
+        // An expiry of 0 (or not a number) is no valid link (nginx: `$secure_link` empty).
+        let zero = crate::rules::md5::digest(b"0/s/link192.0.2.7 secret");
+        let q = format!("md5={}&expires=0", URL_SAFE_NO_PAD.encode(zero));
+        assert_eq!(
+            s.check(&link("/s/link", &q, 1_800_000_000)),
+            Err(StatusCode::FORBIDDEN)
         );
     }
 }

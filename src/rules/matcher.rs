@@ -1,5 +1,5 @@
 //! One compiled rule and its matchers: header and cookie patterns, the host, the request
-//! target as the matchers see it, and `$1` expansion from the path or URL pattern.
+//! target as the matchers see it, and a redirect's `$1` / `$host` expansion.
 
 use http::Method;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -7,7 +7,8 @@ use regex::Regex;
 
 use super::conn::Limit;
 use super::hotlink;
-use crate::config::rules::{RateKey, RuleConfig};
+use super::rewrite_uri::Subject;
+use crate::config::rules::{RateKey, RuleConfig, reference};
 
 /// A header matcher: the field must be present and (if given) its value match.
 pub(super) struct FieldMatch {
@@ -154,19 +155,54 @@ fn cookie_names(headers: &HeaderMap) -> impl Iterator<Item = &str> {
         .filter_map(|pair| pair.split('=').next().map(str::trim))
 }
 
-/// Expands `$1` / `${name}` in `to` with the captures of the rule's path (or url) regex.
-pub(super) fn expand(rule: &Rule, path: &str, path_and_query: &str, to: &str) -> String {
+/// Expands a redirect's `to`: `$1` / `${1}` and `$name` / `${name}` are the captures of the
+/// rule's path (or url) regex; a name no group has is one of nginx's variables (`VARIABLES`,
+/// as a rewrite reads them: `$scheme`, `$host` — the request's, lower case, no port —
+/// `$request_uri` and `$args` as sent, `$uri` decoded and escaped again); `$$` is a `$`.
+/// One pass: what a capture or variable brings is never expanded again.
+pub(super) fn expand(rule: &Rule, target: &Target, path_and_query: &str, to: &str) -> String {
+    let (path, query) = path_and_query
+        .split_once('?')
+        .unwrap_or((path_and_query, ""));
     let caps = match (&rule.path, &rule.url) {
         (Some(re), _) => re.captures(path),
         (None, Some(re)) => re.captures(path_and_query),
         _ => None,
     };
-    match caps {
-        Some(c) => {
-            let mut out = String::new();
-            c.expand(to, &mut out);
-            out
+    let mut out = String::with_capacity(to.len() + path_and_query.len());
+    let mut rest = to;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        rest = &rest[i + 1..];
+        let Some((name, after)) = reference(rest) else {
+            if let Some(r) = rest.strip_prefix('$') {
+                rest = r;
+            }
+            out.push('$');
+            continue;
+        };
+        rest = after;
+        let group = match (&caps, name.parse::<usize>()) {
+            (Some(c), Ok(n)) => c.get(n),
+            (Some(c), Err(_)) => c.name(name),
+            (None, _) => None,
+        };
+        if let Some(m) = group {
+            out.push_str(m.as_str());
+            continue;
         }
-        None => to.to_string(),
+        match name {
+            "scheme" => out.push_str(if target.https { "https" } else { "http" }),
+            "host" => out.push_str(&target.host),
+            "request_uri" => out.push_str(path_and_query),
+            "args" | "query_string" => out.push_str(query),
+            "uri" => {
+                let subject = Subject::of(path);
+                subject.put(&mut out, &subject.text);
+            }
+            _ => {}
+        }
     }
+    out.push_str(rest);
+    out
 }

@@ -1,5 +1,6 @@
 //! nginx's `rewrite regex replacement [flag]` (issue 31), run before the cache key is made:
-//! the regex is matched against the path (never the query), `$1`–`$9` / `${1}` and `$scheme`,
+//! the regex is matched against nginx's `$uri` (the path decoded, `rewrite_uri.rs`; never the
+//! query), the captures put back escaped, `$1`–`$9` / `${1}` and `$scheme`,
 //! `$host`, `$args`, `$uri`, `$request_uri` are substituted, and the flags mean what they
 //! mean in nginx — none: go on with the next rewrite; `last`: start the list again with the
 //! new URI (at most [`MAX_CYCLES`] times, then a 500 as nginx's "rewrite or internal
@@ -9,6 +10,7 @@
 //! comes first and the old one is appended (Apache's `[QSA]`), or dropped when the
 //! replacement ends with `?` (`/b?` has no query, `/b?x=1?` only its own).
 
+use super::rewrite_uri::Subject;
 pub use crate::config::rewrite::{Flag, RewriteError};
 use crate::config::rewrite::{Line, Piece, pieces};
 
@@ -61,25 +63,28 @@ pub enum Outcome {
 /// Runs `rewrites` over a request's path and query.
 pub fn apply(rewrites: &[Rewrite], path: &str, query: Option<&str>, vars: Vars<'_>) -> Outcome {
     let mut path = path.to_owned();
+    let mut subject = Subject::of(&path);
     let mut query = query.map(str::to_owned);
     let mut changed = false;
     let mut cycles = 0;
     'restart: loop {
         for rw in rewrites {
-            let Some(caps) = rw.line.regex.captures(&path) else {
+            let Some(caps) = rw.line.regex.captures(&subject.text) else {
                 continue;
             };
             let mut out = String::with_capacity(rw.line.replacement.len() + path.len());
             for piece in pieces(&rw.line.replacement) {
                 match piece {
                     Piece::Text(t) => out.push_str(t),
-                    Piece::Group(n) => out.push_str(caps.get(n).map_or("", |m| m.as_str())),
+                    Piece::Group(n) => {
+                        subject.put(&mut out, caps.get(n).map_or("", |m| m.as_str()))
+                    }
                     Piece::Var("scheme") => out.push_str(vars.scheme),
                     Piece::Var("host") => out.push_str(vars.host),
                     Piece::Var("args" | "query_string") => {
                         out.push_str(query.as_deref().unwrap_or(""))
                     }
-                    Piece::Var("uri") => out.push_str(&path),
+                    Piece::Var("uri") => subject.put(&mut out, &subject.text),
                     Piece::Var("request_uri") => out.push_str(vars.request_uri),
                     Piece::Var(_) => {}
                 }
@@ -113,6 +118,7 @@ pub fn apply(rewrites: &[Rewrite], path: &str, query: Option<&str>, vars: Vars<'
                     location: join(&new_path, new_query.as_deref()),
                 };
             }
+            subject = Subject::of(&new_path);
             path = new_path;
             query = new_query;
             changed = true;
@@ -228,6 +234,64 @@ mod tests {
                 location: "https://example.org/px".into()
             }
         );
+    }
+
+    #[test]
+    fn matched_on_the_decoded_uri_and_put_back_escaped() {
+        let cafe = [rw("^/café/(.*)$", "/coffee/$1", "break")];
+        assert_eq!(
+            apply(&cafe, "/caf%C3%A9/a%20b", None, VARS),
+            Outcome::Rewritten("/coffee/a%20b".into())
+        );
+        let old = [rw("^/old/(.*)$", "/new/$1", "permanent")];
+        assert_eq!(
+            apply(&old, "//old//blah%20%3Fblah", Some("x=1"), VARS),
+            Outcome::Redirect {
+                status: 301,
+                location: "/new/blah%20%3Fblah?x=1".into()
+            }
+        );
+        let wiki = [rw("^/wiki/(.*)$", "/index.php?title=$1", "last")];
+        assert_eq!(
+            apply(&wiki, "/wiki/A+B%26C", None, VARS),
+            Outcome::Rewritten("/index.php?title=A%2BB%26C".into())
+        );
+        // nginx's rewrite_unescape.t: `$uri` escaped again, `$request_uri` as sent.
+        let uri = [rw("^", "http://example.com$uri", "")];
+        assert_eq!(
+            apply(&uri, "/t3/blah%20%3Fblah", None, VARS),
+            Outcome::Redirect {
+                status: 302,
+                location: "http://example.com/t3/blah%20%3Fblah".into()
+            }
+        );
+        let raw = [rw("^", "http://example.com$request_uri?", "")];
+        let vars = Vars {
+            request_uri: "/t2/blah%20%3Fblah",
+            ..VARS
+        };
+        assert_eq!(
+            apply(&raw, "/t2/blah%20%3Fblah", None, vars),
+            Outcome::Redirect {
+                status: 302,
+                location: "http://example.com/t2/blah%20%3Fblah".into()
+            }
+        );
+        // The next line meets the result decoded.
+        let chain = [rw("^/x/(.*)$", "/y/$1", ""), rw("^/y/a b$", "/z", "")];
+        assert_eq!(
+            apply(&chain, "/x/a%20b", None, VARS),
+            Outcome::Rewritten("/z".into())
+        );
+        // No capture ever holds a `..`: a root's parent is out of reach.
+        let jail = [rw("^/(.*)$", "/pub/$1", "break")];
+        for path in ["/%2E%2E/s", "/a%2F..%2F..%2Fs", "/a/%2e%2e/%2E%2E/s"] {
+            assert_eq!(
+                apply(&jail, path, None, VARS),
+                Outcome::Rewritten("/pub/s".into()),
+                "{path}"
+            );
+        }
     }
 
     #[test]

@@ -280,6 +280,67 @@ fn redirect_with_captures_and_synth() {
     assert_eq!(out.synth.map(|s| s.0), Some(StatusCode::FORBIDDEN));
 }
 
+/// nginx's `return 301 https://$host$request_uri;` as a rule: its variables are expanded
+/// (the host lower case without port, the target as sent, `$uri` decoded and escaped again),
+/// a capture group of the same name wins, `$$` is a `$`, and nothing is expanded twice.
+#[test]
+fn redirect_with_nginx_variables() {
+    let r = rules(concat!(
+        "[[rule]]\nscheme = \"http\"\npath = '^/'\n",
+        "redirect = { to = \"https://$host$request_uri\", status = 301 }\n\n",
+        "[[rule]]\npath = '^/(?P<host>x)/(.*)$'\n",
+        "redirect = { to = \"$scheme://$host/${2}?$args&u=$uri&$$1\", status = 302 }\n",
+    ));
+    let mut h = HeaderMap::new();
+    let out = r.on_request(
+        "WWW.Example.org:80",
+        "/a/b%20c?x=1&y=$host",
+        &Method::GET,
+        &mut h,
+        Conn::default(),
+    );
+    assert_eq!(
+        out.redirect,
+        Some((
+            StatusCode::MOVED_PERMANENTLY,
+            "https://www.example.org/a/b%20c?x=1&y=$host".into()
+        ))
+    );
+    let tls = Conn {
+        https: true,
+        ..Conn::default()
+    };
+    let out = r.on_request("h.test", "/x/caf%C3%A9?q", &Method::GET, &mut h, tls);
+    assert_eq!(
+        out.redirect,
+        Some((
+            StatusCode::FOUND,
+            "https://x/caf%C3%A9?q&u=/x/caf%C3%A9&$1".into()
+        ))
+    );
+}
+
+/// A `$name` in a redirect's `to` that is no capture group and no variable is refused, as
+/// is a `$n` beyond the groups: it would expand to nothing.
+#[test]
+fn unknown_redirect_names_are_config_errors() {
+    let full = concat!(
+        "[[backend]]\nhost = \"h\"\n\n",
+        "[[rule]]\npath = '^/(a)$'\nredirect = { to = \"/$1/$2/$hots/$host\" }\n",
+    );
+    let errs = Config::parse(full, "t.toml").unwrap_err();
+    let all: Vec<String> = errs.iter().map(|e| e.message.clone()).collect();
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(
+        all[0].contains("`$2`") && all[0].contains("(it has 1)"),
+        "{all:?}"
+    );
+    assert!(
+        all[1].contains("`$hots`") && all[1].contains("$request_uri"),
+        "{all:?}"
+    );
+}
+
 #[test]
 fn strip_set_cookie_except_post_and_response_matchers() {
     let r = rules("[[rule]]\nstrip_set_cookie = true\n\n[[rule]]\nstatus = [404]\nttl = \"10s\"\n");

@@ -207,6 +207,7 @@ impl Listener for Tcp {
             h2c,
             self.bound,
             None,
+            None,
         ));
     }
 }

@@ -35,8 +35,8 @@ pub(super) struct Accepted {
 pub(super) async fn behind_proxy(mut stream: TcpStream, peer: SocketAddr, c: Accepted) {
     let timeout = c.live.load().config.server.header_read_timeout.0;
     let deadline = c.since.saturating_add(ms(timeout));
-    let client = match proxy_header::read(&mut stream, peer, deadline).await {
-        Ok(client) => client,
+    let (client, proxied) = match proxy_header::read(&mut stream, peer, deadline).await {
+        Ok(said) => said,
         Err(why) => {
             why.count(&c.live.load().counters);
             return;
@@ -55,6 +55,7 @@ pub(super) async fn behind_proxy(mut stream: TcpStream, peer: SocketAddr, c: Acc
         c.h2c,
         c.bound,
         None,
+        proxied,
     )
     .await;
 }
@@ -70,6 +71,7 @@ pub(super) async fn behind_proxy(mut stream: TcpStream, peer: SocketAddr, c: Acc
 /// listener that accepts HTTP/2 with prior knowledge. `bound`: the listener's address when it
 /// is bound to one IP (`None` from the parking lot: then asked of the socket if VCL needs it).
 /// `kept`: the `sess.*` timeouts VCL set for a parked connection, for its next session.
+/// `proxied`: what its PROXY protocol header said of the connection (kept while parked).
 // Each argument is a separate fact about the connection, from the accept loop or the lot.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn client_connection(
@@ -84,8 +86,9 @@ pub(super) async fn client_connection(
     h2c: bool,
     bound: Option<SocketAddr>,
     kept: Option<crate::proxy::SessionTimeouts>,
+    proxied: Option<Box<crate::proxy::Proxied>>,
 ) {
-    let local = local::ConnLocal::new(&stream, bound);
+    let local = local::ConnLocal::new(&stream, bound).proxied(proxied.clone());
     // Connection settings come from the configuration current when a session starts.
     let cfg = live.load().config.server.clone();
     let resumed = open.is_some();
@@ -114,7 +117,15 @@ pub(super) async fn client_connection(
         ))
         .await;
         if let Some(r) = released
-            && parking.park_kept(r.socket, peer, r.open, r.deadline, Some(r.tls), r.sess)
+            && parking.park_kept(
+                r.socket,
+                peer,
+                r.open,
+                r.deadline,
+                Some(r.tls),
+                r.sess,
+                proxied,
+            )
         {
             live.load().counters.client_idle_released.inc();
         }
@@ -145,7 +156,7 @@ pub(super) async fn client_connection(
         return;
     };
     // The gauge (in park) before the counter: whoever sees the count sees the gauge too.
-    if parking.park_kept(released, peer, open, deadline, None, sess) {
+    if parking.park_kept(released, peer, open, deadline, None, sess, proxied) {
         live.load().counters.client_idle_released.inc();
     }
 }

@@ -1,7 +1,8 @@
 //! A client connection's local address for VCL (`server.ip`, `local.ip`): the listener's own
 //! bound address when it is bound to one IP, else asked of the socket (getsockname) the first
 //! time a request of the session needs it — and only a VCL program that reads those variables
-//! makes one need it.
+//! makes one need it. A connection behind a PROXY protocol header also carries what the header
+//! said (`remote.ip` is then the balancer, `server.ip` the header's destination).
 
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
@@ -9,7 +10,7 @@ use std::sync::OnceLock;
 
 use hyper::Request;
 
-use crate::proxy::{Listener, LocalAddr, Proxy};
+use crate::proxy::{Listener, LocalAddr, Proxied, Proxy};
 use crate::reload::Live;
 
 /// One session's local address, found at most once.
@@ -19,6 +20,9 @@ pub(crate) struct ConnLocal {
     addr: OnceLock<SocketAddr>,
     /// The listener it was accepted on, as configured (for `[[site]]`s).
     listener: OnceLock<Option<SocketAddr>>,
+    /// What the connection's PROXY protocol header said of it (VCL's `remote.ip`,
+    /// `server.ip`), when it named addresses.
+    proxied: Option<Box<Proxied>>,
 }
 
 impl ConnLocal {
@@ -33,7 +37,14 @@ impl ConnLocal {
             fd: stream.as_raw_fd(),
             addr,
             listener: OnceLock::new(),
+            proxied: None,
         }
+    }
+
+    /// The same, for a connection whose PROXY protocol header said `proxied`.
+    pub(crate) fn proxied(mut self, proxied: Option<Box<Proxied>>) -> ConnLocal {
+        self.proxied = proxied;
+        self
     }
 
     /// A connection on the `i`th socket of `server.listen_unix`: its listener is that
@@ -60,6 +71,7 @@ impl ConnLocal {
             fd: self.fd,
             addr,
             listener,
+            proxied: self.proxied.clone(),
         }
     }
 
@@ -94,7 +106,8 @@ impl ConnLocal {
         if proxy.reads_local()
             || (proxy.vcl.is_some() && !req.headers().contains_key(http::header::HOST))
         {
-            req.extensions_mut().insert(LocalAddr(self.get()));
+            req.extensions_mut()
+                .insert(LocalAddr(self.get(), self.proxied.as_deref().copied()));
         }
         if proxy.has_sites()
             && let Some(l) = self.listener(live)

@@ -34,7 +34,7 @@ use tokio::sync::Notify;
 
 use super::open::OpenConn;
 use super::tls_conn::TlsStart;
-use crate::proxy::SessionTimeouts;
+use crate::proxy::{Proxied, SessionTimeouts};
 
 /// The parked connections and the epoll set that watches them. Shared by every connection
 /// task (which parks) and the lot's own task (which resumes, expires and shuts down).
@@ -107,13 +107,27 @@ pub(super) enum Carried {
     Count(OpenConn),
     Shared(Arc<OpenConn>),
     Tls(Box<(Arc<OpenConn>, TlsStart)>),
-    Kept(Box<(Arc<OpenConn>, Option<TlsStart>, SessionTimeouts)>),
+    Kept(Box<Kept>),
 }
 
+/// What a connection carries beyond its count and TLS state: the `sess.*` timeouts VCL set,
+/// what its PROXY protocol header said.
+pub(super) type Kept = (
+    Arc<OpenConn>,
+    Option<TlsStart>,
+    Option<SessionTimeouts>,
+    Option<Box<Proxied>>,
+);
+
 impl Carried {
-    fn new(open: Arc<OpenConn>, tls: Option<TlsStart>, kept: Option<SessionTimeouts>) -> Carried {
-        if let Some(kept) = kept {
-            return Carried::Kept(Box::new((open, tls, kept)));
+    fn new(
+        open: Arc<OpenConn>,
+        tls: Option<TlsStart>,
+        kept: Option<SessionTimeouts>,
+        proxied: Option<Box<Proxied>>,
+    ) -> Carried {
+        if kept.is_some() || proxied.is_some() {
+            return Carried::Kept(Box::new((open, tls, kept, proxied)));
         }
         if let Some(tls) = tls {
             return Carried::Tls(Box::new((open, tls)));
@@ -133,13 +147,14 @@ impl Carried {
         }
     }
 
-    /// The count, the TLS state and the `sess.*` timeouts VCL set, for the next session.
-    pub(super) fn into_parts(self) -> (Arc<OpenConn>, Option<TlsStart>, Option<SessionTimeouts>) {
+    /// The count, the TLS state, the `sess.*` timeouts VCL set and what the PROXY protocol
+    /// header said, for the next session.
+    pub(super) fn into_parts(self) -> Kept {
         match self {
-            Carried::Count(c) => (Arc::new(c), None, None),
-            Carried::Shared(s) => (s, None, None),
-            Carried::Tls(b) => (b.0, Some(b.1), None),
-            Carried::Kept(b) => (b.0, b.1, Some(b.2)),
+            Carried::Count(c) => (Arc::new(c), None, None, None),
+            Carried::Shared(s) => (s, None, None, None),
+            Carried::Tls(b) => (b.0, Some(b.1), None, None),
+            Carried::Kept(b) => *b,
         }
     }
 
@@ -198,7 +213,7 @@ impl Parking {
         self.park_carried(
             stream,
             peer,
-            Carried::new(open, tls, None),
+            Carried::new(open, tls, None, None),
             deadline,
             new_since,
             h2c,
@@ -207,7 +222,9 @@ impl Parking {
 
     /// Parks a released keep-alive connection with the `sess.*` timeouts VCL set for it
     /// (`kept`), which its next session starts with (`deadline`: the end of its idle time,
-    /// `sess.timeout_idle`'s if set).
+    /// `sess.timeout_idle`'s if set), and what its PROXY protocol header said (`proxied`).
+    // Each argument is a separate fact about the connection that the slot keeps.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn park_kept(
         &self,
         stream: tokio::net::TcpStream,
@@ -216,11 +233,12 @@ impl Parking {
         deadline: u64,
         tls: Option<TlsStart>,
         kept: Option<SessionTimeouts>,
+        proxied: Option<Box<Proxied>>,
     ) -> bool {
         self.park_carried(
             stream,
             peer,
-            Carried::new(open, tls, kept),
+            Carried::new(open, tls, kept, proxied),
             deadline,
             None,
             false,

@@ -123,7 +123,7 @@ fn resume(p: Parked, parking: &Arc<Parking>, live: &Arc<Live>, shutdown: &watch:
         new,
         h2c,
     } = p;
-    let (open, tls, kept) = open.into_parts();
+    let (open, tls, kept, proxied) = open.into_parts();
     // A new connection's head is still due `header_read_timeout` after its accept (a TLS
     // one's handshake, `handshake_timeout` after it).
     let new_since = new.then(|| {
@@ -148,6 +148,7 @@ fn resume(p: Parked, parking: &Arc<Parking>, live: &Arc<Live>, shutdown: &watch:
                 // The slot keeps no listener: asked of the socket if VCL needs it.
                 None,
                 kept,
+                proxied,
             ));
         }
         Err(e) => tracing::debug!(%peer, error = %e, "cannot resume a parked connection"),

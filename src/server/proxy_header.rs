@@ -1,7 +1,8 @@
 //! A new connection on a `server.proxy_protocol` listener: its peer must be in
 //! `proxy_protocol_from` and its first bytes a PROXY protocol header (`proxy_protocol.rs`),
 //! read within `header_read_timeout` of the accept; the header's client address then stands
-//! for the peer everywhere after (logs, ACLs, `X-Forwarded-For`, `client.ip`, `REMOTE_ADDR`).
+//! for the peer everywhere after (logs, ACLs, `X-Forwarded-For`, `client.ip`, `REMOTE_ADDR`);
+//! VCL's `remote.ip` stays the peer and `server.ip` reads the header's destination.
 //! The header is peeked and then exactly its bytes are read, so the session that follows
 //! (HTTP/1.1, the HTTP/2 preface sniff, the TLS handshake) finds the socket at its first byte.
 
@@ -12,6 +13,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
 use crate::clock::now_ms;
+use crate::proxy::Proxied;
 use crate::proxy_protocol::{self, Parsed, V1_MAX};
 use crate::stats::Counters;
 
@@ -35,14 +37,34 @@ impl Refused {
     }
 }
 
+/// What a header said: the client address to use (the header's source, or the connection's
+/// peer for a `LOCAL` / `UNKNOWN` header or one without addresses), and, when it named
+/// addresses, the connection's own peer and the header's destination (VCL's `remote.ip` and
+/// `server.ip`).
+/// (Boxed: a connection carries it for its life, and most connections have none: an
+/// unboxed one grew every idle HTTP/2 connection's task, tests/http2_idle_memory.rs.)
+pub(super) type Said = (SocketAddr, Option<Box<Proxied>>);
+
+fn said(header: &proxy_protocol::Header, peer: SocketAddr) -> Said {
+    match (header.source, header.destination) {
+        (Some(client), Some(server)) => (
+            client,
+            Some(Box::new(Proxied {
+                remote: peer,
+                server,
+            })),
+        ),
+        _ => (peer, None),
+    }
+}
+
 /// Reads the header of `stream` (accepted from `peer`) until `deadline` (ms, the coarse
-/// clock) and returns the client address to use: the header's source, or `peer` for a
-/// `LOCAL` / `UNKNOWN` header.
+/// clock) and returns what it said.
 pub(super) async fn read(
     stream: &mut TcpStream,
     peer: SocketAddr,
     deadline: u64,
-) -> Result<SocketAddr, Refused> {
+) -> Result<Said, Refused> {
     let left = || Duration::from_millis(deadline.saturating_sub(now_ms()).max(1));
     // Enough for a whole v1 header and a v2 header's fixed part.
     let mut buf = [0u8; V1_MAX];
@@ -63,7 +85,7 @@ pub(super) async fn read(
                     .read_exact(&mut buf[..len])
                     .await
                     .map_err(|_| Refused::Malformed)?;
-                return Ok(header.source.unwrap_or(peer));
+                return Ok(said(&header, peer));
             }
             Ok(Parsed::Incomplete(Some(total))) => {
                 // A v2 header of known length: read it whole (waiting for the rest is a
@@ -75,7 +97,7 @@ pub(super) async fn read(
                     Ok(Ok(_)) => {}
                 }
                 return match proxy_protocol::parse(&whole) {
-                    Ok(Parsed::Done { header, .. }) => Ok(header.source.unwrap_or(peer)),
+                    Ok(Parsed::Done { header, .. }) => Ok(said(&header, peer)),
                     _ => Err(Refused::Malformed),
                 };
             }
@@ -105,7 +127,7 @@ pub(super) async fn read_exactly<S>(
     stream: &mut S,
     peer: SocketAddr,
     deadline: u64,
-) -> Result<SocketAddr, Refused>
+) -> Result<Said, Refused>
 where
     S: tokio::io::AsyncRead + Unpin,
 {
@@ -113,7 +135,7 @@ where
     let mut buf = Vec::with_capacity(V1_MAX);
     loop {
         let want = match proxy_protocol::parse(&buf) {
-            Ok(Parsed::Done { header, .. }) => return Ok(header.source.unwrap_or(peer)),
+            Ok(Parsed::Done { header, .. }) => return Ok(said(&header, peer)),
             Ok(Parsed::Incomplete(Some(total))) => total - buf.len(),
             Ok(Parsed::Incomplete(None)) => 1,
             Err(proxy_protocol::Error::Missing) => return Err(Refused::Missing),

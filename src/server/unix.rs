@@ -121,12 +121,14 @@ async fn connection(
     let since = now_ms();
     let mut cfg = live.load().config.server.clone();
     let mut peer = UNIX_CLIENT;
+    let mut proxied = None;
     if cfg.proxy_protocol == crate::config::proxy_protocol::ProxyProtocol::All {
         let deadline = since.saturating_add(ms(cfg.header_read_timeout.0));
         match proxy_header::read_exactly(&mut stream, UNIX_CLIENT, deadline).await {
-            Ok(client) => {
+            Ok((client, said)) => {
                 live.load().counters.client_proxy.inc();
                 peer = client;
+                proxied = said;
             }
             Err(why) => {
                 why.count(&live.load().counters);
@@ -136,7 +138,7 @@ async fn connection(
     }
     // The parking lot holds TCP sockets: a Unix-socket session stays whole while idle.
     cfg.idle_release = crate::config::units::Dur(Duration::ZERO);
-    let local = super::local::ConnLocal::unix(&stream, index);
+    let local = super::local::ConnLocal::unix(&stream, index).proxied(proxied);
     let session = Box::pin(serve_session(
         stream,
         peer,

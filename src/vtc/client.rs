@@ -1,7 +1,9 @@
 //! `client cN`: connects (to `v1` unless `-connect` says otherwise: `IP:PORT`, or a Unix
-//! socket's path, as `varnishd -a PATH` listens), runs its specification
-//! and closes, `-repeat` times (`-keepalive`: all on one connection); `-run` is `-start`
-//! then `-wait`.
+//! socket's path, as `varnishd -a PATH` listens), sends a PROXY protocol header first when
+//! `-proxy1`/`-proxy2` gave one, runs its specification and closes, `-repeat` times
+//! (`-keepalive`: all on one connection); `-run` is `-start` then `-wait`.
+
+use std::io::Write as _;
 
 use std::net::{Shutdown, TcpStream};
 use std::os::unix::net::UnixStream;
@@ -21,6 +23,8 @@ pub struct Client {
     peer: Peer,
     connect: Option<String>,
     rcvbuf: Option<usize>,
+    /// `-proxy1` / `-proxy2`: the header each connection starts with.
+    proxy: Option<Vec<u8>>,
 }
 
 impl Client {
@@ -29,6 +33,7 @@ impl Client {
             peer: Peer::new(name),
             connect: None,
             rcvbuf: None,
+            proxy: None,
         }
     }
 
@@ -73,7 +78,9 @@ impl Role for Client {
                 );
             }
             a @ ("-proxy1" | "-proxy2") => {
-                return skip(format!("the PROXY protocol (client {a})"));
+                *i += 1;
+                let version = if a == "-proxy1" { 1 } else { 2 };
+                self.proxy = Some(super::proxy_hdr::header(version, value(args, *i, a)?)?);
             }
             _ => return Ok(false),
         }
@@ -100,26 +107,27 @@ impl Role for Client {
             format!("Starting client (connect {target})"),
         );
         let (repeat, keepalive, rcvbuf) = (self.peer.repeat, self.peer.keepalive, self.rcvbuf);
+        let proxy = self.proxy.clone();
         self.peer.spawn(shared, move |shared, name, spec, line| {
             run(
                 shared,
                 name,
                 addr,
                 (spec, line),
-                (repeat, keepalive, rcvbuf),
+                (repeat, keepalive, rcvbuf, proxy.as_deref()),
             )
         })
     }
 }
 
 /// Connects to `addr` and runs the specification `repeat` times (`keepalive`: all on one
-/// connection).
+/// connection), each connection starting with `proxy` when given.
 fn run(
     shared: &Arc<Shared>,
     name: &str,
     addr: Where,
     (spec, line): (&str, u32),
-    (repeat, keepalive, rcvbuf): (u32, bool, Option<usize>),
+    (repeat, keepalive, rcvbuf, proxy): (u32, bool, Option<usize>, Option<&[u8]>),
 ) -> Step {
     let connect = || -> Step<Session> {
         let left = shared.deadline.saturating_duration_since(Instant::now());
@@ -133,6 +141,10 @@ fn run(
                     let _ = socket2::SockRef::from(&s).set_recv_buffer_size(n);
                 }
                 shared.log(name, format!("Connected to {a}"));
+                if let Some(h) = proxy {
+                    (&s).write_all(h)
+                        .map_err(|e| Halt::Fail(format!("PROXY header: {e}")))?;
+                }
                 Stream::Tcp(s)
             }
             Where::Unix(p) => {
@@ -142,6 +154,10 @@ fn run(
                     let _ = socket2::SockRef::from(&s).set_recv_buffer_size(n);
                 }
                 shared.log(name, format!("Connected to {}", p.display()));
+                if let Some(h) = proxy {
+                    (&s).write_all(h)
+                        .map_err(|e| Halt::Fail(format!("PROXY header: {e}")))?;
+                }
                 Stream::Unix(s)
             }
         };

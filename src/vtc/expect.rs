@@ -54,7 +54,8 @@ pub fn check(
 /// A regular expression as Varnish writes them (PCRE). One Rust's engine cannot compile
 /// (look-around, back-references) makes the file skipped: the runner, not Shellac, lacks it.
 pub fn regex(re: &str) -> Step<Regex> {
-    match Regex::new(re) {
+    let quoted = pcre_quotes(re);
+    match Regex::new(&quoted) {
         Ok(r) => Ok(r),
         Err(e) => {
             let msg = e.to_string();
@@ -67,6 +68,28 @@ pub fn regex(re: &str) -> Step<Regex> {
             }
         }
     }
+}
+
+/// PCRE's literal quoting, `\\Q...\\E` (to the end when no `\\E` follows), written as Rust's
+/// engine reads it: the quoted text escaped.
+fn pcre_quotes(re: &str) -> std::borrow::Cow<'_, str> {
+    if !re.contains("\\Q") {
+        return std::borrow::Cow::Borrowed(re);
+    }
+    let mut out = String::new();
+    let mut rest = re;
+    while let Some(i) = rest.find("\\Q") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        let (quoted, next) = match after.find("\\E") {
+            Some(j) => (&after[..j], &after[j + 2..]),
+            None => (after, ""),
+        };
+        out.push_str(&regex::escape(quoted));
+        rest = next;
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
 }
 
 /// A number as Varnish's VNUM reads it: decimal, optional fraction and exponent, blanks
@@ -127,5 +150,18 @@ mod tests {
             regex("a(?=b)"),
             Err(crate::vtc::context::Halt::Skip(_))
         ));
+    }
+
+    /// trunk/o00006's `{\Qinsufficient workspace (proto_priv)\E}`: PCRE's quoting compiles
+    /// and matches the text literally, parentheses included.
+    #[test]
+    fn pcre_literal_quoting() {
+        let r = regex(r"\Qinsufficient workspace (proto_priv)\E").unwrap();
+        assert!(r.is_match("insufficient workspace (proto_priv)"));
+        assert!(!r.is_match("insufficient workspace proto_priv"));
+        let r = regex(r"^a\Q.*\E$").unwrap();
+        assert!(r.is_match("a.*") && !r.is_match("abc"));
+        assert!(regex(r"x\Q[").unwrap().is_match("x["));
+        assert_eq!(pcre_quotes("plain"), "plain");
     }
 }

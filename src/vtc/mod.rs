@@ -31,6 +31,7 @@ mod outcome;
 mod params;
 mod peer;
 mod process;
+mod proxy_hdr;
 pub mod report;
 mod runner;
 mod scope;

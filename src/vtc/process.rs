@@ -39,7 +39,12 @@ impl Running {
             .arg("--config")
             .arg(config)
             .current_dir(dir)
-            .env("SHELLAC_LOG", "info")
+            // `SHELLAC_VTC_LOG` (a `SHELLAC_LOG` filter) shows more of a failing file's
+            // Shellac: `SHELLAC_VTC_LOG=shellac=trace shellac vtc FILE`.
+            .env(
+                "SHELLAC_LOG",
+                std::env::var("SHELLAC_VTC_LOG").unwrap_or_else(|_| "info".to_string()),
+            )
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -38,7 +38,7 @@ async fn max_connections_queue_then_busy() {
     // 2: waits in the queue.
     let addr = shellac.addr;
     let queued = tokio::spawn(async move { get(addr, "/queued").await });
-    for _ in 0..100 {
+    for _ in 0..500 {
         if backend_json(&shellac).await["backends"][0]["queued"] == 1 {
             break;
         }
@@ -135,7 +135,7 @@ async fn a_waiter_whose_client_leaves_gives_back_its_queue_place() {
             .write_all(format!("GET /leaver{round} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes())
             .await
             .expect("write");
-        for _ in 0..100 {
+        for _ in 0..500 {
             if queued(backend_json(&shellac).await) == Some(1) {
                 break;
             }
@@ -147,7 +147,7 @@ async fn a_waiter_whose_client_leaves_gives_back_its_queue_place() {
             "round {round}"
         );
         drop(leaver);
-        for _ in 0..250 {
+        for _ in 0..500 {
             if queued(backend_json(&shellac).await) == Some(0) {
                 break;
             }
@@ -162,7 +162,7 @@ async fn a_waiter_whose_client_leaves_gives_back_its_queue_place() {
     // The queue has its one place: the next waiter waits and is answered.
     let addr = shellac.addr;
     let waiter = tokio::spawn(async move { get(addr, "/waiter").await });
-    for _ in 0..100 {
+    for _ in 0..500 {
         if queued(backend_json(&shellac).await) == Some(1) {
             break;
         }

@@ -19,13 +19,13 @@ async fn miss_then_hit_with_age_and_cache_status() {
         "{}",
         second.cache_status()
     );
-    // Its time in the cache: 0 unless this machine stalled a second between the two requests.
+    // Its time in the cache: 0 unless this machine stalled between the two requests.
     let age: u64 = second
         .header("age")
         .expect("a hit has Age")
         .parse()
         .unwrap();
-    assert!(age <= 2, "age {age}");
+    assert!(age <= 10, "age {age}");
     assert_eq!(origin.count(), 1);
 
     // A response's bytes are counted once its write returns, which can be after the client has
@@ -70,7 +70,7 @@ async fn age_counts_from_backend_age() {
     assert_eq!(first.header("age"), Some("100"));
     let hit = get(shellac.addr, "/").await;
     let age: u64 = hit.header("age").unwrap().parse().unwrap();
-    assert!((100..=102).contains(&age), "age {age}");
+    assert!((100..=110).contains(&age), "age {age}");
     shellac.stop().await;
 }
 

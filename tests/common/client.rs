@@ -32,6 +32,18 @@ impl Resp {
     }
 }
 
+/// Whether `cache_status` says a hit whose `ttl=` is `full` seconds less at most `slack`: a
+/// loaded CI machine may take a few seconds between the store and the hit, so a test that
+/// wants "the TTL came from this field" must not ask for the exact second.
+pub fn hit_ttl_near(cache_status: &str, full: i64, slack: i64) -> bool {
+    let ttl = cache_status
+        .split("hit; ttl=")
+        .nth(1)
+        .and_then(|t| t.split(';').next())
+        .and_then(|t| t.trim().parse::<i64>().ok());
+    matches!(ttl, Some(t) if t <= full && t >= full - slack)
+}
+
 /// A keep-alive client connection.
 pub struct Conn {
     sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,

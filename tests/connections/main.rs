@@ -38,6 +38,14 @@ async fn released(shellac: &Shellac, n: u64) {
     assert_eq!(shellac.stat("client_idle_released").await, n);
 }
 
+/// Waits (up to 10 s) until `client_idle_released` reaches at least `n`.
+async fn released_at_least(shellac: &Shellac, n: u64) {
+    until_stats(shellac, "client_idle_released", |s| {
+        s.get("client_idle_released").copied().unwrap_or(0) >= n
+    })
+    .await;
+}
+
 async fn start(origin: &Origin, tweak: impl FnOnce(&mut shellac::config::Config)) -> Shellac {
     Shellac::start(origin.addr, |c| {
         c.server.idle_release = Dur(RELEASE);

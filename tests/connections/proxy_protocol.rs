@@ -272,11 +272,183 @@ sub vcl_deliver { set resp.http.x-client = client.ip; }
     shellac.stop().await;
 }
 
+/// What VCL reads of a connection behind a PROXY header, as Varnish's trunk/o00000 and
+/// o00001 check it: `client.ip` the header's source, `server.ip` its destination,
+/// `remote.ip` and `local.ip` the TCP connection's own ends (the balancer and Shellac's
+/// listener) — also for the next request of a connection released to the parking lot in
+/// between. A `LOCAL` header (and v1 `UNKNOWN`) leaves all four the connection's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_protocol_addresses_in_vcl_client_server_remote_and_local() {
+    let origin = Origin::start(|_| Reply::ok("hello")).await;
+    let vcl = r#"vcl 4.1;
+import std;
+backend default { ${origin0} }
+acl fwd_server { "5.6.7.8"; "8182:8384:8586::8d8e:8f80"; }
+sub vcl_deliver {
+    set resp.http.x-ci = client.ip + " " + std.port(client.ip);
+    set resp.http.x-si = server.ip + " " + std.port(server.ip);
+    set resp.http.x-ri = remote.ip;
+    set resp.http.x-li = local.ip + " " + std.port(local.ip);
+    set resp.http.x-fs = (server.ip ~ fwd_server);
+}
+"#;
+    let shellac = common::vcl::start_vcl_with("pp-addrs", vcl, &[origin.addr], |c| {
+        behind_balancer(c, "127.0.0.1");
+        c.server.idle_release = Dur(Duration::from_millis(50));
+    })
+    .await;
+    let wait = Duration::from_secs(5);
+    let port = shellac.addr.port();
+    let fields = |text: &str| -> Vec<String> {
+        let lower = text.to_ascii_lowercase();
+        ["x-ci", "x-si", "x-ri", "x-li", "x-fs"]
+            .iter()
+            .map(|f| {
+                lower
+                    .split("\r\n")
+                    .find_map(|l| l.strip_prefix(&format!("{f}: ")))
+                    .unwrap_or_else(|| panic!("no {f} in {text}"))
+                    .to_string()
+            })
+            .collect()
+    };
+    let local = format!("127.0.0.1 {port}");
+    // v1, IPv4.
+    let e = exchange(
+        shellac.addr,
+        &[
+            &b"PROXY TCP4 1.2.3.4 5.6.7.8 1234 5678\r\n"[..],
+            &get_close("/v1"),
+        ]
+        .concat(),
+        wait,
+    )
+    .await;
+    assert_eq!(
+        fields(&e.text),
+        ["1.2.3.4 1234", "5.6.7.8 5678", "127.0.0.1", &local, "true"],
+        "{}",
+        e.text
+    );
+    // v2, IPv6, then a second request on the connection after it was parked.
+    let mut v6 = V2_SIG.to_vec();
+    v6.extend_from_slice(&[0x21, 0x21, 0, 36]);
+    v6.extend_from_slice(
+        &"102:304:506::d0e:f10"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+            .octets(),
+    );
+    v6.extend_from_slice(
+        &"8182:8384:8586::8d8e:8f80"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+            .octets(),
+    );
+    v6.extend_from_slice(&[0x09, 0x0a, 0x0b, 0x0c]);
+    let mut s = TcpStream::connect(shellac.addr).await.unwrap();
+    s.write_all(&[v6, b"GET /v2 HTTP/1.1\r\nHost: t.example\r\n\r\n".to_vec()].concat())
+        .await
+        .unwrap();
+    let want = [
+        "102:304:506::d0e:f10 2314",
+        "8182:8384:8586::8d8e:8f80 2828",
+        "127.0.0.1",
+        &local,
+        "true",
+    ];
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(wait, s.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    let first = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert_eq!(fields(&first), want, "{first}");
+    until_stats(&shellac, "the connection released", |s| {
+        s["client_idle_released"] >= 1
+    })
+    .await;
+    s.write_all(&get_close("/v2-again")).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(wait, s.read_to_end(&mut out)).await;
+    let again = String::from_utf8_lossy(&out).to_string();
+    assert_eq!(fields(&again), want, "{again}");
+    // LOCAL: the connection's own addresses everywhere.
+    let e = exchange(
+        shellac.addr,
+        &[[V2_SIG, &[0x20, 0x00, 0, 0]].concat(), get_close("/local")].concat(),
+        wait,
+    )
+    .await;
+    let f = fields(&e.text);
+    assert!(f[0].starts_with("127.0.0.1 "), "{}", e.text);
+    assert_eq!(
+        &f[1..],
+        [&local[..], "127.0.0.1", &local, "false"],
+        "{}",
+        e.text
+    );
+    assert_eq!(shellac.stat("client_proxy").await, 3);
+    assert_eq!(shellac.stat("client_proxy_malformed").await, 0);
+    shellac.stop().await;
+}
+
+/// A v2 header's TLVs are checked (trunk/o00005.vtc's cases): a CRC32C checksum that does
+/// not match, bytes after the last whole TLV, and a TLV longer than what is left close the
+/// connection and count it malformed; the same header with the right checksum is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_protocol_v2_tlvs_are_checked_and_a_bad_checksum_closes() {
+    let origin = Origin::start(|_| Reply::ok("hello")).await;
+    let shellac = start(&origin, |c| behind_balancer(c, "127.0.0.1")).await;
+    let wait = Duration::from_secs(5);
+    let header = |len: u8, first: u8, crc: [u8; 4], tail: &[u8]| -> Vec<u8> {
+        let mut h = V2_SIG.to_vec();
+        h.extend_from_slice(&[0x21, 0x11, 0, len]);
+        h.extend_from_slice(&[217, 70, 181, 33, 95, 142, 168, 34, 0xed, 0x96, 0x01, 0xbb]);
+        h.extend_from_slice(&[first, 0, 4]);
+        h.extend_from_slice(&crc);
+        h.extend_from_slice(b"\x01\x00\x02h2\x02\x00\x0ahocdet.net");
+        h.extend_from_slice(b"\x20\x00\x3d\x01\x00\x00\x00\x00");
+        h.extend_from_slice(b"\x21\x00\x07TLSv1.3\x25\x00\x05EC256\x24\x00\x0aRSA-SHA256");
+        h.extend_from_slice(b"\x23\x00\x16AEAD-AES128-GCM-SHA256");
+        h.extend_from_slice(tail);
+        h
+    };
+    let good = header(0x65, 0x03, [0x95, 0x03, 0xee, 0x75], b"");
+    for (bytes, what) in [
+        (
+            header(0x65, 0x03, [0x95, 0x03, 0xee, 0x74], b""),
+            "bad CRC32C",
+        ),
+        (
+            header(0x67, 0xff, [0x95, 0x03, 0xee, 0x74], b"\xff\xff"),
+            "dribble bytes",
+        ),
+        (
+            header(0x60, 0xff, [0x95, 0x03, 0xee, 0x74], b""),
+            "TLV past the end",
+        ),
+    ] {
+        let e = exchange(shellac.addr, &[bytes, get_close("/tlv")].concat(), wait).await;
+        assert!(e.closed && e.text.is_empty(), "{what}: {}", e.text);
+    }
+    let e = exchange(shellac.addr, &[good, get_close("/crc-ok")].concat(), wait).await;
+    assert_eq!(e.statuses(), vec![200], "{}", e.text);
+    assert_eq!(forwarded_for(&origin, "/crc-ok"), "217.70.181.33");
+    until_stats(&shellac, "the refusals counted", |s| {
+        s["client_proxy_malformed"] == 3 && s["client_proxy"] == 1
+    })
+    .await;
+    assert_eq!(origin.count(), 1);
+    shellac.stop().await;
+}
+
 // PROXY protocol to backends (`[[backend]] proxy_protocol`).
 
 /// Reads a PROXY protocol header as an origin behind HAProxy's `accept-proxy` would (the
-/// test's own reader, not Shellac's): `"v1 IP"`, `"v2 IP"`, `"LOCAL"`, `"UNKNOWN"`, or None
-/// for anything else.
+/// test's own reader, not Shellac's): `"v1 SOURCE-IP > DESTINATION"`, `"v2 SOURCE-IP >
+/// DESTINATION"` (the destination's address and port), `"LOCAL"`, `"UNKNOWN"`, or None for
+/// anything else.
 async fn read_proxy_header(stream: &mut TcpStream) -> Option<String> {
     let mut fixed = [0u8; 16];
     stream.read_exact(&mut fixed[..6]).await.ok()?;
@@ -294,7 +466,11 @@ async fn read_proxy_header(stream: &mut TcpStream) -> Option<String> {
         let words: Vec<&str> = text.trim_end().split(' ').collect();
         return match words.get(1) {
             Some(&"UNKNOWN") => Some("UNKNOWN".into()),
-            Some(&"TCP4" | &"TCP6") if words.len() == 6 => Some(format!("v1 {}", words[2])),
+            Some(&"TCP4" | &"TCP6") if words.len() == 6 => {
+                let ip: std::net::IpAddr = words[3].parse().ok()?;
+                let to = std::net::SocketAddr::new(ip, words[5].parse().ok()?);
+                Some(format!("v1 {} > {to}", words[2]))
+            }
             _ => None,
         };
     }
@@ -308,12 +484,22 @@ async fn read_proxy_header(stream: &mut TcpStream) -> Option<String> {
         (0x20, _) => Some("LOCAL".into()),
         (0x21, 0x11) if block.len() >= 12 => {
             let ip = std::net::Ipv4Addr::new(block[0], block[1], block[2], block[3]);
-            Some(format!("v2 {ip}"))
+            let to = std::net::Ipv4Addr::new(block[4], block[5], block[6], block[7]);
+            let port = u16::from_be_bytes([block[10], block[11]]);
+            Some(format!("v2 {ip} > {to}:{port}"))
         }
         (0x21, 0x21) if block.len() >= 36 => {
             let mut a = [0u8; 16];
             a.copy_from_slice(&block[..16]);
-            Some(format!("v2 {}", std::net::Ipv6Addr::from(a)))
+            let mut b = [0u8; 16];
+            b.copy_from_slice(&block[16..32]);
+            let to = std::net::SocketAddrV6::new(
+                b.into(),
+                u16::from_be_bytes([block[34], block[35]]),
+                0,
+                0,
+            );
+            Some(format!("v2 {} > {to}", std::net::Ipv6Addr::from(a)))
         }
         _ => None,
     }
@@ -392,7 +578,13 @@ async fn backend_proxy_protocol_names_the_client_on_a_connection_of_its_own() {
             .await
             .unwrap();
         let resp = read_responses(&mut s, 1).await;
-        assert!(resp[0].ends_with("v2 203.0.113.9"), "{}", resp[0]);
+        // The destination is the one the client connected to, as the listener's header
+        // said (Varnish's `server.ip`), not the backend's address.
+        assert!(
+            resp[0].ends_with("v2 203.0.113.9 > 127.0.0.1:80"),
+            "{}",
+            resp[0]
+        );
     }
     let relayed = |seen: &std::sync::Mutex<Vec<String>>| {
         seen.lock()
@@ -402,7 +594,13 @@ async fn backend_proxy_protocol_names_the_client_on_a_connection_of_its_own() {
             .cloned()
             .collect::<Vec<_>>()
     };
-    assert_eq!(relayed(&seen), ["v2 203.0.113.9", "v2 203.0.113.9"]);
+    assert_eq!(
+        relayed(&seen),
+        [
+            "v2 203.0.113.9 > 127.0.0.1:80",
+            "v2 203.0.113.9 > 127.0.0.1:80"
+        ]
+    );
     assert!(
         eventually(Duration::from_secs(10), || async {
             seen.lock().unwrap().iter().any(|h| h == "LOCAL")
@@ -421,7 +619,8 @@ async fn backend_proxy_protocol_names_the_client_on_a_connection_of_its_own() {
     })
     .await;
     let resp = get(shellac.addr, "/three").await;
-    assert_eq!(&resp.body[..], b"v1 127.0.0.1");
+    // Without a header on the listener: the listener's own address.
+    assert_eq!(resp.text(), format!("v1 127.0.0.1 > {}", shellac.addr));
     assert!(
         eventually(Duration::from_secs(10), || async {
             seen.lock().unwrap().iter().any(|h| h == "UNKNOWN")
@@ -431,4 +630,62 @@ async fn backend_proxy_protocol_names_the_client_on_a_connection_of_its_own() {
     );
     assert!(!seen.lock().unwrap().iter().any(|h| h == "NO HEADER"));
     shellac.stop().await;
+}
+
+/// VCL's `.proxy_header = 1` / `2` (Varnish's backend field, trunk/o00002.vtc): each backend
+/// connection starts with a header of that version naming the request's client (here the
+/// one a PROXY header on the listener named), as `[[backend]] proxy_protocol` does; a value
+/// other than 1 or 2, or one beside `.preamble`, is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vcl_proxy_header_sends_the_header_of_its_version() {
+    let (origin, seen) = proxy_reading_origin().await;
+    let vcl = format!(
+        r#"vcl 4.1;
+backend bp1 {{ .host = "127.0.0.1"; .port = "{port}"; .proxy_header = 1; }}
+backend bp2 {{ .host = "127.0.0.1"; .port = "{port}"; .proxy_header = 2; }}
+sub vcl_recv {{
+    if (req.url == "/1") {{ set req.backend_hint = bp1; }} else {{ set req.backend_hint = bp2; }}
+    return (pass);
+}}
+"#,
+        port = origin.port()
+    );
+    let shellac =
+        common::vcl::start_vcl_with("pp-vcl", &vcl, &[], |c| behind_balancer(c, "127.0.0.1")).await;
+    let wait = Duration::from_secs(5);
+    for (path, header, said) in [
+        (
+            "/1",
+            &b"PROXY TCP4 1.2.3.4 5.6.7.8 1111 5678\r\n"[..],
+            "v1 1.2.3.4 > 5.6.7.8:5678",
+        ),
+        (
+            "/2",
+            &b"PROXY TCP6 1:f::2 5:a::8 2222 5678\r\n"[..],
+            "v2 1:f::2 > [5:a::8]:5678",
+        ),
+    ] {
+        let e = exchange(shellac.addr, &[header, &get_close(path)].concat(), wait).await;
+        assert_eq!(e.statuses(), vec![200], "{}", e.text);
+        assert!(e.text.ends_with(said), "{path}: {}", e.text);
+    }
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["v1 1.2.3.4 > 5.6.7.8:5678", "v2 1:f::2 > [5:a::8]:5678"]
+    );
+    shellac.stop().await;
+    for (field, refusal) in [
+        (".proxy_header = 3;", "must be 1 or 2"),
+        (
+            ".proxy_header = 1; .preamble = :UFJJ:;",
+            "'.preamble' and '.proxy_header'",
+        ),
+    ] {
+        let text = format!("vcl 4.1;\nbackend b {{ .host = \"127.0.0.1\"; {field} }}\n");
+        let errors = match shellac::vcl::compile_text("t.vcl", &text) {
+            Ok(_) => String::new(),
+            Err(e) => e.iter().map(|e| format!("{e}\n")).collect(),
+        };
+        assert!(errors.contains(refusal), "{field}: {errors}");
+    }
 }

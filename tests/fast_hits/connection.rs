@@ -17,8 +17,15 @@ async fn pipelined_answers_keep_request_order() {
     let all = [req("/a"), req("/b"), req("/slow"), req("/a"), req("/b")].concat();
     let mut stream = TcpStream::connect(shellac.addr).await.unwrap();
     stream.write_all(all.as_bytes()).await.unwrap();
-    // And one more while the slow one is still in flight.
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // And one more while the slow one is still in flight: written once the origin holds
+    // `/slow` (its 300 ms delay), not after a fixed sleep a loaded machine can outlast.
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            origin.count_path("/slow") == 1
+        })
+        .await,
+        "/slow reached the origin"
+    );
     stream.write_all(req("/a").as_bytes()).await.unwrap();
     let text = read_responses(&mut stream, 6).await;
     let bodies: Vec<&str> = text

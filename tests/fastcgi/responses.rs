@@ -257,7 +257,10 @@ async fn try_files_hands_scripts_to_php_never_their_source() {
     assert_eq!(r.text(), "front /2026/11/hello-world/");
     assert_eq!(get(sh.addr, "/uploads/evil.jpg/x.php").await.status, 404);
     assert_eq!(get(sh.addr, "/nothere.php").await.status, 404);
-    // A directory whose index is a script: run by PHP, not sent.
+    // A directory whose index is a script: run by PHP, not sent; asked for without its
+    // slash, first a 301 to it from `$uri/` (nginx's try_files), never handed to PHP as is.
+    let r = get(sh.addr, "/blog?p=1").await;
+    assert_eq!((r.status, r.header("location")), (301, Some("/blog/?p=1")));
     let r = get(sh.addr, "/blog/").await;
     assert_eq!((r.status, r.text().as_str()), (200, "blog index"));
     // Every one of them but the stylesheet was handed on by the files backend.

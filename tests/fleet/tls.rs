@@ -71,6 +71,10 @@ async fn fleet_connected(admin: SocketAddr) -> bool {
     .await
 }
 
+/// How long a node may take to log what it did with renewed TLS files: a check every 5 s,
+/// each after the connection attempt of the one before, on a loaded machine.
+const RENEWAL_SEEN: Duration = Duration::from_secs(60);
+
 /// Log lines received so far (without waiting).
 fn drain(node: &Served) -> Vec<String> {
     node.log.try_iter().collect()
@@ -121,8 +125,11 @@ async fn fleet_over_tls() {
     // The nodes listen for TLS only.
     assert!(!common::redis_cluster::cli(cluster.nodes[0].port, &["PING"]).contains("PONG"));
 
+    // An hour of freshness: the last step reads a's copy of /t1, stored at the start; the
+    // steps between took over 60 s on a loaded machine (2 cores at load ~17: 156 s for the
+    // binary), and a 60 s copy had expired there ("fwd=miss; stored", not a shared hit).
     let origin =
-        Origin::start(|seen| Reply::ok(&format!("{} from origin", seen.path)).cc("max-age=60"))
+        Origin::start(|seen| Reply::ok(&format!("{} from origin", seen.path)).cc("max-age=3600"))
             .await;
     let dir = TempDir::new("fleet-tls");
     let seeds = cluster.seeds();
@@ -382,13 +389,16 @@ async fn renewed_files_are_used_without_a_restart(
     };
 
     // A certificate from another CA: the cluster refuses it; the old connection stays.
+    // The files are checked every 5 s (RENEW_CHECK), each check after the connection attempt
+    // of the one before: at load ~12 the valid renewal below was not logged within 15 s
+    // (seen once), so both lines are waited for up to RENEWAL_SEEN.
     let other = Pki::new("rotation-other");
     install(&other.client("r-other", "shellac"));
     assert!(
         logs(
             &r,
             "cannot be used; keeping the current connection",
-            Duration::from_secs(15)
+            RENEWAL_SEEN
         ),
         "the refused renewal was not logged"
     );
@@ -400,7 +410,7 @@ async fn renewed_files_are_used_without_a_restart(
         logs(
             &r,
             "reconnected to the Redis cluster with them",
-            Duration::from_secs(15)
+            RENEWAL_SEEN
         ),
         "the renewal was not used"
     );
@@ -467,7 +477,13 @@ async fn refused(
     assert_eq!(s["shared_hit"], 0, "{name}: {s}");
     let v: serde_json::Value =
         serde_json::from_slice(&get(node.admin, "/fleet").await.body).unwrap();
-    assert_eq!(v["breaker"], "open", "{name}: {v}");
+    // Open, or half-open while its one probe of the cluster is under way (a loaded machine
+    // caught it probing, as in failures.rs's redis_gone_entirely); closed would mean it
+    // never noticed.
+    assert!(
+        v["breaker"] == "open" || v["breaker"] == "half-open",
+        "{name}: {v}"
+    );
     assert!(
         v["connect_errors"].as_u64().unwrap_or(0) >= 1,
         "{name}: {v}"

@@ -19,12 +19,14 @@ use shellac::config::BackendProtocol;
 use tokio::net::TcpListener;
 
 /// An HTTP/2-only origin (h2c): counts connections, requests, and the most requests it ever
-/// had at once on one connection. Each answer waits `delay`.
+/// had at once on one connection. Each answer waits `delay`, then (at most 10 s) until the
+/// origin has had `hold` requests in all (0 by default: no wait).
 struct H2Origin {
     addr: SocketAddr,
     conns: Arc<AtomicUsize>,
     requests: Arc<AtomicUsize>,
     peak_per_conn: Arc<AtomicUsize>,
+    hold: Arc<AtomicUsize>,
 }
 
 impl H2Origin {
@@ -34,20 +36,27 @@ impl H2Origin {
         let conns = Arc::new(AtomicUsize::new(0));
         let requests = Arc::new(AtomicUsize::new(0));
         let peak = Arc::new(AtomicUsize::new(0));
-        let (c, r, p) = (conns.clone(), requests.clone(), peak.clone());
+        let hold = Arc::new(AtomicUsize::new(0));
+        let (c, r, p, h) = (conns.clone(), requests.clone(), peak.clone(), hold.clone());
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 c.fetch_add(1, Ordering::SeqCst);
-                let (r, p) = (r.clone(), p.clone());
+                let (r, p, h) = (r.clone(), p.clone(), h.clone());
                 let here = Arc::new(AtomicUsize::new(0));
                 tokio::spawn(async move {
                     let service = service_fn(move |req: Request<Incoming>| {
-                        let (r, p, here) = (r.clone(), p.clone(), here.clone());
+                        let (r, p, h, here) = (r.clone(), p.clone(), h.clone(), here.clone());
                         async move {
                             r.fetch_add(1, Ordering::SeqCst);
                             let now = here.fetch_add(1, Ordering::SeqCst) + 1;
                             p.fetch_max(now, Ordering::SeqCst);
                             tokio::time::sleep(delay).await;
+                            let until = std::time::Instant::now() + Duration::from_secs(10);
+                            while r.load(Ordering::SeqCst) < h.load(Ordering::SeqCst)
+                                && std::time::Instant::now() < until
+                            {
+                                tokio::time::sleep(Duration::from_millis(10)).await;
+                            }
                             here.fetch_sub(1, Ordering::SeqCst);
                             let body = format!(
                                 "{} {} {:?} {}",
@@ -75,6 +84,7 @@ impl H2Origin {
             conns,
             requests,
             peak_per_conn: peak,
+            hold,
         }
     }
 }
@@ -100,7 +110,10 @@ async fn requests_are_multiplexed_within_max_streams() {
         "{}",
         again.cache_status()
     );
-    // Twelve at once, distinct URLs: three connections' worth at 4 streams each.
+    // Twelve at once, distinct URLs: three connections' worth at 4 streams each. Each is
+    // answered once all twelve reached the origin, so a slow machine sending them one by one
+    // cannot make fewer connections enough.
+    origin.hold.store(13, Ordering::SeqCst);
     let mut tasks = Vec::new();
     for i in 0..12 {
         let addr = shellac.addr;

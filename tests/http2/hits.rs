@@ -84,7 +84,8 @@ fn assert_same_hit(h2: &Resp, h1: &Resp, what: &str) {
     assert_eq!(fields(h2), fields(h1), "{what}: fields");
     assert_eq!(status_words(h2), status_words(h1), "{what}: Cache-Status");
     assert!(h2.cache_status().starts_with("shellac; hit"), "{what}");
-    assert!(age(h2).abs_diff(age(h1)) <= 1, "{what}: Age");
+    // The two hits are asked one after the other; a loaded machine may take seconds between.
+    assert!(age(h2).abs_diff(age(h1)) <= 10, "{what}: Age");
     assert_eq!(h2.body, h1.body, "{what}: body");
 }
 

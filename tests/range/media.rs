@@ -26,11 +26,13 @@ path = '\.flv$'
 flv = true
 "#;
 
-/// An origin serving `files` (path, bytes) with Range, `max-age=3600` and a strong ETag.
-async fn media_origin(files: Vec<(&'static str, Vec<u8>)>) -> Origin {
+/// An origin serving `files` (path, bytes; any query) with Range, `max-age=3600` and a
+/// strong ETag.
+pub(super) async fn media_origin(files: Vec<(&'static str, Vec<u8>)>) -> Origin {
     let files = Arc::new(files);
     Origin::start(move |seen| {
-        let Some((name, file)) = files.iter().find(|(p, _)| seen.path == *p) else {
+        let path = seen.path.split('?').next().unwrap_or("");
+        let Some((name, file)) = files.iter().find(|(p, _)| path == *p) else {
             return Reply::ok("").status(404);
         };
         let len = file.len() as u64;

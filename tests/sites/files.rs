@@ -337,3 +337,114 @@ async fn the_static_site_example_sends_precompressed_siblings() {
     shellac.stop().await;
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A files backend's refusals carry the backend's and the site's label: two sites on one
+/// files backend (each its own root) and a third on another, each probed differently —
+/// `/metrics` `shellac_backend_files_refused_total{backend,reason}` and
+/// `shellac_site_files_refused_total{site,reason}`, `/backends` and `/sites` under the
+/// counters' names — while the process-wide totals still add them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_counted_per_backend_and_per_site() {
+    let dir = temp_dir("sites-refusals");
+    for sub in ["main", "blog", "shop"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+        write(&dir.join(sub).join("index.html"), sub);
+        write(&dir.join(sub).join(".env"), "PASSWORD=1");
+    }
+    let text = format!(
+        r#"{SERVER}
+[[backend]]
+name = "files"
+protocol = "files"
+root = "{main}"
+
+[[backend]]
+name = "other"
+protocol = "files"
+root = "{shop}"
+
+[[site]]
+name = "blog"
+server_name = "blog.test"
+root = "{blog}"
+[[site]]
+name = "shop"
+server_name = "shop.test"
+backend = "other"
+[[site]]
+name = "main"
+default = true
+"#,
+        main = dir.join("main").display(),
+        blog = dir.join("blog").display(),
+        shop = dir.join("shop").display(),
+    );
+    let file = dir.join("shellac.toml");
+    write(&file, &text);
+    let shellac = Shellac::start_reloadable(&file).await;
+    let addr = shellac.addr;
+    // (host, path, status): each path asked once, so no stored refusal is served again.
+    for (host, path, status) in [
+        ("blog.test", "/.env", 404),
+        ("blog.test", "/.htpasswd", 404),
+        ("www.test", "/wp-config.php", 404),
+        ("shop.test", "/.git/config", 404),
+        ("shop.test", "/", 200),
+    ] {
+        assert_eq!(
+            get_host(addr, host, path).await.status,
+            status,
+            "{host}{path}"
+        );
+    }
+    let metrics = get(shellac.admin, "/metrics").await.text();
+    for line in [
+        "shellac_backend_files_refused_total{backend=\"files\",reason=\"dotfile\"} 2",
+        "shellac_backend_files_refused_total{backend=\"files\",reason=\"script\"} 1",
+        "shellac_backend_files_refused_total{backend=\"files\",reason=\"traversal\"} 0",
+        "shellac_backend_files_refused_total{backend=\"other\",reason=\"dotfile\"} 1",
+        "shellac_backend_files_refused_total{backend=\"other\",reason=\"script\"} 0",
+        "shellac_site_files_refused_total{site=\"blog\",reason=\"dotfile\"} 2",
+        "shellac_site_files_refused_total{site=\"blog\",reason=\"script\"} 0",
+        "shellac_site_files_refused_total{site=\"main\",reason=\"script\"} 1",
+        "shellac_site_files_refused_total{site=\"main\",reason=\"dotfile\"} 0",
+        "shellac_site_files_refused_total{site=\"shop\",reason=\"dotfile\"} 1",
+        "shellac_files_refused_dotfile_total 3",
+        "shellac_files_script_refused_total 1",
+    ] {
+        assert!(metrics.contains(line), "{line}\n{metrics}");
+    }
+    let backends: serde_json::Value =
+        serde_json::from_slice(&get(shellac.admin, "/backends").await.body).unwrap();
+    let backend = |name: &str| {
+        backends["backends"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(backend("files")["files_refused_dotfile"], 2);
+    assert_eq!(backend("files")["files_script_refused"], 1);
+    assert_eq!(backend("other")["files_refused_dotfile"], 1);
+    assert_eq!(backend("other")["files_script_refused"], 0);
+    let sites: serde_json::Value =
+        serde_json::from_slice(&get(shellac.admin, "/sites").await.body).unwrap();
+    let site = |name: &str| {
+        sites
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(site("blog")["files_refused_dotfile"], 2);
+    assert_eq!(site("main")["files_script_refused"], 1);
+    assert_eq!(site("main")["files_refused_dotfile"], 0);
+    assert_eq!(site("shop")["files_refused_dotfile"], 1);
+    assert_eq!(shellac.stat("files_refused_dotfile").await, 3);
+    shellac.stop().await;
+    std::fs::remove_dir_all(&dir).ok();
+}

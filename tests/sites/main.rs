@@ -3,14 +3,15 @@
 //! 421, each site routes to its own backend under its own rules, rewrites run before the
 //! cache key, and a reload adds, changes and removes sites while a client connection stays open;
 //! `tls`: sites behind `[[tls]]` listeners.
-//! The shared helpers are here; the tests in `choosing`, `settings`, `observing`, `files` and
-//! `tls` (test names `MODULE::NAME`).
+//! The shared helpers are here; the tests in `choosing`, `settings`, `observing`, `files`,
+//! `rewrites` and `tls` (test names `MODULE::NAME`).
 
 mod choosing;
 #[path = "../common/mod.rs"]
 mod common;
 mod files;
 mod observing;
+mod rewrites;
 mod settings;
 mod tls;
 

@@ -105,7 +105,7 @@ async fn rewrites_run_before_the_cache_key() {
 listen = "127.0.0.1:0"
 admin = "127.0.0.1:0"
 [routing]
-rewrite = ['rewrite "^/external/([0-9]+)/?" /external.php?vid=$1 last;', '^/stop/(.*)$ /old/$1 break', '^/old/(.*)$ /new/$1 permanent', '^/chain/(.*)$ /old/$1 last', '^/moved$ https://elsewhere.test/ redirect', '^/tag/caf%C3%A9/(.*)$ /t.php?n=$1']
+rewrite = ['rewrite "^/external/([0-9]+)/?" /external.php?vid=$1 last;', '^/stop/(.*)$ /old/$1 break', '^/old/(.*)$ /new/$1 permanent', '^/chain/(.*)$ /old/$1 last', '^/moved$ https://elsewhere.test/ redirect', '^/tag/café/(.*)$ /t.php?n=$1']
 {}
 [[site]]
 name = "loops"
@@ -143,8 +143,8 @@ default = true
     let r = conn.send("GET", "/chain/p?y=2", &[], b"").await;
     assert_eq!(r.status, 301);
     assert_eq!(r.header("location"), Some("/new/p?y=2"));
-    // The path is matched as normalised, escapes kept (not nginx's decoded `$uri`): `é` is
-    // `%C3%A9` whatever case the client wrote it in, `%41` is `A`, a space stays `%20`.
+    // The path is matched decoded, as nginx's `$uri` (`é` whatever case the client wrote its
+    // escapes in, `%41` is `A`); the capture goes back escaped: a space is `%20` again.
     let r = conn.send("GET", "/tag/caf%c3%a9/%41b%20c", &[], b"").await;
     assert_eq!(r.text(), "a /t.php?n=Ab%20c");
     // A site's own rewrites replace the global ones; `last` looping is a clear 500.

@@ -214,3 +214,90 @@ async fn a_link_with_another_name_is_refused_as_what_it_leads_to() {
         sh.stop().await;
     }
 }
+
+/// A script's copy under a name no list knows (`wp-config.backup`, `index.php.before-update`) is known
+/// by its first bytes — `<?php`, after a byte-order mark and whitespace too, or `<?=` — and
+/// refused as a named copy is: 404 without a byte of it, counted in
+/// `files_refused_script_source` (in /stats and /metrics), left out of a listing. A text that
+/// merely mentions PHP later, or an XML file (`<?xml`), is served; `sniff_scripts = false` and
+/// `send_scripts = true` each send the copies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_under_an_invented_name_is_refused_by_its_first_bytes() {
+    let dir = site();
+    let www = dir.0.join("www");
+    let script = format!("<?php define('DB_PASSWORD', '{PASSWORD}');\n");
+    let refused: [(&str, String); 4] = [
+        ("wp-config.backup", script.clone()),
+        ("index.php.before-update", script.clone()),
+        (
+            "settings.inc",
+            format!("\u{feff}\r\n  <?PHP\n$p = '{PASSWORD}';"),
+        ),
+        ("header.tpl", format!("<?= '{PASSWORD}' ?>")),
+    ];
+    for (name, body) in &refused {
+        std::fs::write(www.join(name), body).unwrap();
+    }
+    let served = [
+        (
+            "notes.txt",
+            format!("How the site works: wp-config.php holds <?php define(...); {PASSWORD}"),
+        ),
+        (
+            "feed.xml",
+            format!("<?xml version=\"1.0\"?><a>{PASSWORD}</a>"),
+        ),
+    ];
+    for (name, body) in &served {
+        std::fs::write(www.join(name), body).unwrap();
+    }
+
+    let sh = files(&www, |b| b.autoindex = true).await;
+    for (name, _) in &refused {
+        let r = get_with(sh.addr, &format!("/{name}"), &[PASS]).await;
+        assert_eq!(r.status, 404, "{name}");
+        assert!(!r.text().contains(PASSWORD), "{name} was sent");
+    }
+    for (name, body) in &served {
+        let r = get_with(sh.addr, &format!("/{name}"), &[PASS]).await;
+        assert_eq!(r.status, 200, "{name}");
+        assert_eq!(&r.text(), body, "{name}");
+    }
+    assert_eq!(
+        sh.stat("files_refused_script_source").await,
+        refused.len() as u64
+    );
+    assert_eq!(sh.stat("files_refused_script_copy").await, 0);
+    assert_eq!(sh.stat("files_script_refused").await, 0);
+    let metrics = get(sh.admin, "/metrics").await.text();
+    assert!(
+        metrics.contains(&format!(
+            "shellac_files_refused_script_source_total {}",
+            refused.len()
+        )),
+        "{metrics}"
+    );
+    let listing = get_with(sh.addr, "/", &[PASS]).await.text();
+    for (name, _) in &refused {
+        assert!(!listing.contains(&format!("href=\"{name}\"")), "{listing}");
+    }
+    for (name, _) in &served {
+        assert!(listing.contains(&format!("href=\"{name}\"")), "{listing}");
+    }
+    sh.stop().await;
+
+    for (sniff, send) in [(false, false), (true, true)] {
+        let sh = files(&www, |b| {
+            b.sniff_scripts = sniff;
+            b.send_scripts = send;
+        })
+        .await;
+        for (name, body) in &refused {
+            let r = get_with(sh.addr, &format!("/{name}"), &[PASS]).await;
+            assert_eq!(r.status, 200, "{name} (sniff {sniff}, send {send})");
+            assert_eq!(&r.text(), body, "{name}");
+        }
+        assert_eq!(sh.stat("files_refused_script_source").await, 0);
+        sh.stop().await;
+    }
+}

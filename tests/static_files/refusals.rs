@@ -67,7 +67,7 @@ async fn symlinks_out_and_dotfiles_only_when_the_operator_says() {
     assert_eq!(raw_status(sh.addr, "/../secret.txt").await.0, 400);
 }
 
-/// A file this process cannot read is 403. Run as root (CAP_DAC_OVERRIDE), every file is
+/// A file this process cannot read is 403, and a listing leaves it out. Run as root (CAP_DAC_OVERRIDE), every file is
 /// readable: the case is then made by a FIFO, which is never served (404) and never blocks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreadable_files_and_special_files_are_refused() {
@@ -77,6 +77,15 @@ async fn unreadable_files_and_special_files_are_refused() {
     let locked = www.join("locked.txt");
     std::fs::write(&locked, "x").unwrap();
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    // A directory listed: what this process cannot open is left out of it.
+    let list = www.join("list");
+    std::fs::create_dir_all(list.join("shut")).unwrap();
+    std::fs::write(list.join("open.txt"), "o").unwrap();
+    std::fs::write(list.join("locked.txt"), "x").unwrap();
+    for name in ["shut", "locked.txt"] {
+        let mode = std::fs::Permissions::from_mode(0o000);
+        std::fs::set_permissions(list.join(name), mode).unwrap();
+    }
     let fifo = www.join("pipe");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: `c` is a NUL-terminated path that lives across the call.
@@ -92,7 +101,7 @@ async fn unreadable_files_and_special_files_are_refused() {
             std::fs::write(
                 &config,
                 format!(
-                    "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n[[backend]]\nprotocol = \"files\"\nroot = \"{}\"\n",
+                    "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n[[backend]]\nprotocol = \"files\"\nroot = \"{}\"\nautoindex = true\n",
                     www.display()
                 ),
             )
@@ -104,18 +113,46 @@ async fn unreadable_files_and_special_files_are_refused() {
             let served = common::binary::Served::start(cmd);
             assert_eq!(get(served.proxy, "/locked.txt").await.status, 403);
             assert_eq!(get(served.proxy, "/text.txt").await.status, 200);
+            unreadable_entries_are_not_listed(served.proxy).await;
             let metrics = get(served.admin, "/metrics").await.text();
             assert!(
-                metrics.contains("shellac_files_refused_unreadable_total 1\n"),
+                metrics.contains("shellac_files_refused_unreadable_total 3\n"),
                 "{metrics}"
             );
             served.stop();
         }
     } else {
         assert_eq!(status, 403);
+        let listing = files(&www, |b| b.autoindex = true).await;
+        unreadable_entries_are_not_listed(listing.addr).await;
+        assert_eq!(listing.stat("files_refused_unreadable").await, 2);
     }
     assert_eq!(get(sh.addr, "/pipe").await.status, 404);
     assert_eq!(sh.stat("files_refused_special").await, 1);
+}
+
+/// `/list/` as listed by a Shellac that may not read `locked.txt` nor read `shut/`: neither
+/// is listed (their links would be 403), `open.txt` is and is served; asked for anyway,
+/// both are refused 403 (two `files_refused_unreadable`).
+async fn unreadable_entries_are_not_listed(proxy: std::net::SocketAddr) {
+    let r = get_with(proxy, "/list/", &[PASS]).await;
+    let page = r.text();
+    assert_eq!(r.status, 200, "{page}");
+    assert!(page.contains("href=\"open.txt\""), "{page}");
+    assert!(
+        !page.contains("locked"),
+        "an unreadable file is not listed\n{page}"
+    );
+    assert!(
+        !page.contains("shut"),
+        "an unreadable directory is not listed\n{page}"
+    );
+    assert_eq!(get(proxy, "/list/open.txt").await.status, 200);
+    assert_eq!(
+        get_with(proxy, "/list/locked.txt", &[PASS]).await.status,
+        403
+    );
+    assert_eq!(get_with(proxy, "/list/shut/", &[PASS]).await.status, 403);
 }
 
 /// Every refusal is counted under its reason, in `/stats` and `/metrics`; a file that is

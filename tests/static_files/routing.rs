@@ -48,6 +48,14 @@ async fn try_files_serves_the_first_that_exists_else_the_fallback() {
         ));
         routed_files(c, "spa", &www, &["$uri", "/docs/index.html"], "^/spa/");
         routed_files(c, "gone", &www, &["$uri", "=410"], "^/gone/");
+        // A fixed directory entry (nginx's http_try_files.t "dir-dir").
+        routed_files(
+            c,
+            "dirdir",
+            &www,
+            &["/docs/", "=404"],
+            "^/(dir-dir/|docs/$)",
+        );
     })
     .await;
     let r = get(sh.addr, "/app.js").await;
@@ -59,12 +67,25 @@ async fn try_files_serves_the_first_that_exists_else_the_fallback() {
         "$uri.html"
     );
     assert_eq!(r.header("content-type"), Some("text/html"));
-    let r = get(sh.addr, "/docs").await;
+    // `$uri/` for a directory asked for without its `/`: a 301 to it (nginx's try_files.t
+    // "root $uri/ redirect"), so the index's relative links resolve inside it; then its index.
+    let r = get(sh.addr, "/docs?v=2").await;
+    assert_eq!(r.status, 301, "$uri/ without the slash");
+    assert_eq!(r.header("location"), Some("/docs/?v=2"));
+    let r = get(sh.addr, "/docs/").await;
     assert_eq!(
         (r.status, r.text().as_str()),
         (200, "<h1>docs</h1>"),
         "$uri/"
     );
+    // A fixed `/docs/` entry: a 301 to `/docs/` (the query kept) whatever the path asked,
+    // slashed or not, as nginx; for `/docs/` itself its index, not a redirect loop (the
+    // `/docs/` above went to that backend).
+    let r = get(sh.addr, "/dir-dir/?x=1").await;
+    assert_eq!(r.status, 301, "fixed directory entry");
+    assert_eq!(r.header("location"), Some("/docs/?x=1"));
+    let r = get(sh.addr, "/dir-dir/deeper").await;
+    assert_eq!((r.status, r.header("location")), (301, Some("/docs/")));
     let r = get(sh.addr, "/blog/2009/post?p=7").await;
     assert_eq!(
         (r.status, r.text().as_str()),
@@ -199,6 +220,13 @@ async fn a_listing_shows_only_what_is_served() {
             assert_eq!(shown, opt_in, "{name} (opted in: {opt_in})\n{page}");
         }
         assert!(!page.contains("pipe"), "a FIFO is never listed\n{page}");
+        // What the page left out is counted on the backend: the opted-out names and the FIFO.
+        let backends: serde_json::Value =
+            serde_json::from_slice(&get(sh.admin, "/backends").await.body).unwrap();
+        let entry = &backends["backends"][0];
+        let omitted = if opt_in { 1 } else { opted.len() + 1 };
+        assert_eq!(entry["files_listing_omitted"], omitted, "{entry}");
+        assert_eq!(entry["files_listing_unlisted"], 0, "{entry}");
         assert_eq!(
             links.len(),
             always.len() + if opt_in { opted.len() } else { 0 }
@@ -234,6 +262,7 @@ async fn hotlinks_are_refused_and_signed_links_expire() {
     std::fs::write(www.join("paid/movie.flv"), "FLV-MOVIE").unwrap();
     std::fs::create_dir_all(www.join("s")).unwrap();
     std::fs::write(www.join("s/clip.flv"), "FLV-CLIP").unwrap();
+    std::fs::write(www.join("s/my clip.flv"), "FLV-SPACED").unwrap();
     let sh = Shellac::start_files(&www, |c| {
         c.rules.push(shellac::config::rules::RuleConfig {
             path: Some("^/s/".into()),
@@ -335,5 +364,17 @@ async fn hotlinks_are_refused_and_signed_links_expire() {
     let forged = md5_signed("/s/clip.flv", now + 3600).replace("expires=", "expires=1");
     assert_eq!(get(sh.addr, &forged).await.status, 403);
     assert_eq!(get(sh.addr, "/s/clip.flv").await.status, 403);
-    assert_eq!(sh.stat("hotlink_refused").await, 7);
+    // `$uri` is nginx's, decoded: the link to `/s/my clip.flv` is signed over the space,
+    // the client sends `%20` (nginx's secure_link.t signs `secret$uri`).
+    let spaced = md5_signed("/s/my clip.flv", now + 3600).replacen(' ', "%20", 1);
+    let r = get(sh.addr, &spaced).await;
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "FLV-SPACED"),
+        "{spaced}"
+    );
+    // An expiry of 0 is no valid link (nginx: `$secure_link` empty, 403), not an old one.
+    let zero = md5_signed("/s/clip.flv", 0);
+    assert_eq!(get(sh.addr, &zero).await.status, 403, "{zero}");
+    assert_eq!(sh.stat("hotlink_refused").await, 8);
 }

@@ -409,3 +409,72 @@ async fn varnish_c00025_if_none_match_with_a_range_compares_strongly() {
     assert_eq!(r.status, 304);
     plain.stop().await;
 }
+
+/// Regression (varnishtest 2.1.5/c00014, failed on a loaded CI machine): a 2.x `pass` in
+/// vcl_fetch makes the URL hit-for-pass as the response's head arrives, and 2.x reads the
+/// body whole before delivering it. A request for the URL arriving while that body is read
+/// waits for the fetch, as Varnish's waits on the busy object that becomes the hit-for-pass
+/// object, then passes on the connection the fetch gave back: one backend connection for
+/// both. It used to pass at once, on a second connection (which a varnishtest server,
+/// serving one connection, never answers).
+#[tokio::test]
+async fn a_request_during_a_hit_for_pass_fetch_waits_for_it_and_reuses_its_connection() {
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let held = gate.clone();
+    let asked = Arc::new(AtomicUsize::new(0));
+    let seen = asked.clone();
+    let origin = Origin::start(move |_| {
+        if seen.fetch_add(1, Ordering::SeqCst) == 0 {
+            Reply::ok("").body(common::ReplyBody::Gated {
+                first: b"line1\n".to_vec(),
+                gate: held.clone(),
+                rest: b"line2\n".to_vec(),
+            })
+        } else {
+            Reply::ok("foobar")
+        }
+    })
+    .await;
+    let vcl = r#"backend b { ${origin0} }
+sub vcl_fetch { return (pass); }
+"#;
+    let shellac = start_vcl("c00014", vcl, &[origin.addr]).await;
+    let addr = shellac.addr;
+    let first = tokio::spawn(async move { get(addr, "/foo").await });
+    // The first fetch has its head (and half its body) before the second request comes.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while origin.count() == 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let second = tokio::spawn(async move { get(addr, "/foo").await });
+    while shellac.stat("cache_busy_wait").await == 0
+        && origin.count() < 2
+        && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        origin.count(),
+        1,
+        "the second request waits for the first fetch"
+    );
+    gate.notify_one();
+    let first = first.await.expect("first request");
+    let second = second.await.expect("second request");
+    assert_eq!(
+        (first.status, first.text().as_str()),
+        (200, "line1\nline2\n")
+    );
+    assert_eq!((second.status, second.text().as_str()), (200, "foobar"));
+    assert_eq!(origin.count(), 2);
+    assert_eq!(shellac.stat("cache_busy_wait").await, 1);
+    assert_eq!(shellac.stat("cache_hitpass").await, 1);
+    assert_eq!(
+        shellac.stat("backend_conn").await,
+        1,
+        "one backend connection"
+    );
+    assert_eq!(shellac.stat("backend_reuse").await, 1);
+    shellac.stop().await;
+}

@@ -310,3 +310,46 @@ sub vcl_backend_response { set beresp.grace = 0s; set beresp.keep = 1m; }
     shellac.stop().await;
     origin.stop();
 }
+
+/// Regression (Varnish's p00010): `synth()` of a status without a reason phrase of its own
+/// (999) carries Varnish's "Unknown HTTP Status", which vcl_synth reads as `resp.reason`; a
+/// known status keeps its own phrase, and a reason given to `synth()` wins.
+#[tokio::test]
+async fn varnish_p00010_a_synth_status_without_a_phrase_is_unknown_http_status() {
+    let origin = Origin::start(|_| Reply::ok("x")).await;
+    let vcl = r#"vcl 4.1;
+import std;
+backend b { ${origin0} }
+sub vcl_recv {
+    if (req.url == "/given") { return (synth(999, "Mine")); }
+    return (synth(std.integer(req.http.code, 999)));
+}
+sub vcl_synth { set resp.http.reason = resp.reason; }
+"#;
+    let shellac = start_vcl("p00010", vcl, &[origin.addr]).await;
+    for (path, code, line, reason) in [
+        (
+            "/",
+            "999",
+            "HTTP/1.1 999 Unknown HTTP Status\r\n",
+            "Unknown HTTP Status",
+        ),
+        ("/", "207", "HTTP/1.1 207 Multi-Status\r\n", "Multi-Status"),
+        ("/given", "999", "HTTP/1.1 999 Mine\r\n", "Mine"),
+    ] {
+        let text = raw(
+            shellac.addr,
+            format!("GET {path} HTTP/1.1\r\nHost: t\r\ncode: {code}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await;
+        assert!(text.starts_with(line), "{code}: {text}");
+        assert!(
+            text.contains(&format!("reason: {reason}\r\n")),
+            "{code}: {text}"
+        );
+    }
+    assert_eq!(shellac.stat("synth_resp").await, 3);
+    assert_eq!(origin.count(), 0);
+    shellac.stop().await;
+}

@@ -60,7 +60,7 @@ impl Scripts {
     /// `relative` under `root` looked up on disk (blocking), and kept.
     pub fn look(&self, root: &Path, relative: &str) -> Is {
         self.stats.miss.fetch_add(1, Ordering::Relaxed);
-        let found = open::open(root, relative, false);
+        let found = open::open(root, relative, false, false);
         let is = match &found {
             Ok(o) if o.dir => Is::Dir,
             Ok(_) => Is::File,

@@ -1,12 +1,17 @@
 //! Directory listings (`autoindex = true`, nginx's `autoindex`): an HTML page of the names in
 //! a directory without an index file. Only what the files origin would serve is listed — no
 //! dotfiles unless `dotfiles`, no link leading out of the root unless `follow_symlinks`, no
-//! PHP script nor copy of one (file or directory named like one, or a link to one:
-//! `scripts.rs`) unless `send_scripts`, only
+//! PHP script nor copy of one (file or directory named like one, or a link to one, or a file
+//! whose first bytes are PHP source with `sniff_scripts`: `scripts.rs`) unless
+//! `send_scripts`, nothing this process may not open (a file it cannot
+//! read, a directory it cannot read and search: its link would be a 403), only
 //! regular files and directories — directories first, then by name; names are HTML-escaped
 //! and links percent-encoded (every byte but the unreserved ones), so a file called
 //! `<script>` or `javascript:x` is text and a relative link, never markup or a scheme. Runs on
-//! the blocking pool.
+//! the blocking pool, its work bounded whatever the directory holds: at most [`MAX_NAMES`]
+//! names read, at most [`MAX_EXAMINED`] of them examined (a `stat`, an `open`, with
+//! `sniff_scripts` a read of 1 KiB), at most [`MAX_ENTRIES`] listed; what is left out is
+//! counted ([`Listing`]).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -16,6 +21,23 @@ use super::scripts::{self, Named};
 
 /// The most names one page lists (the rest are counted, not listed).
 pub(crate) const MAX_ENTRIES: usize = 10_000;
+
+/// The most names of one directory a listing examines on disk (a `stat`, an `open`, and with
+/// `sniff_scripts` a read of the file's first KiB), listed or left out; past it the names
+/// left are counted unlisted without being examined.
+pub(crate) const MAX_EXAMINED: usize = 2 * MAX_ENTRIES;
+
+/// The most names of one directory a listing reads; past it the page says there are more.
+pub(crate) const MAX_NAMES: usize = 100_000;
+
+/// A directory's listing: the page, the names it left out because they would not be served
+/// (hidden, unreadable, scripts and their copies, links out of the root, FIFOs, devices and
+/// sockets), and the names past its bounds, not listed.
+pub(crate) struct Listing {
+    pub page: String,
+    pub omitted: u64,
+    pub unlisted: u64,
+}
 
 /// One name of the directory.
 struct Entry {
@@ -31,58 +53,47 @@ pub(crate) struct Shown<'a> {
     pub dotfiles: bool,
     pub follow_symlinks: bool,
     pub send_scripts: bool,
+    /// Leave out files whose first bytes are PHP source (`send_scripts = false` and
+    /// `sniff_scripts`): their links would be refused.
+    pub sniff: bool,
 }
 
 /// The listing of `dir` (a directory under the root), titled with `shown_as` (the request's
 /// path of the directory, decoded, ending in `/`).
-pub(crate) fn render(dir: &Path, shown_as: &str, shown: &Shown) -> std::io::Result<String> {
+pub(crate) fn render(dir: &Path, shown_as: &str, shown: &Shown) -> std::io::Result<Listing> {
+    render_within(dir, shown_as, shown, (MAX_NAMES, MAX_EXAMINED, MAX_ENTRIES))
+}
+
+/// [`render`] within these bounds: names read, examined, listed.
+fn render_within(
+    dir: &Path,
+    shown_as: &str,
+    shown: &Shown,
+    (max_names, max_examined, max_entries): (usize, usize, usize),
+) -> std::io::Result<Listing> {
     let mut entries = Vec::new();
-    let mut more = 0usize;
+    let (mut read, mut examined) = (0usize, 0usize);
+    let (mut omitted, mut unlisted) = (0u64, 0u64);
+    let mut past_names = false;
     for e in std::fs::read_dir(dir)? {
-        let Ok(e) = e else { continue };
-        let Ok(name) = e.file_name().into_string() else {
-            continue; // not UTF-8: no request path could name it
+        if read == max_names {
+            past_names = true;
+            break;
+        }
+        read += 1;
+        if entries.len() == max_entries || examined == max_examined {
+            unlisted += 1; // past the page's bounds: not examined
+            continue;
+        }
+        let Some((e, name)) = e.ok().and_then(|e| shown_name(e, shown)) else {
+            omitted += 1;
+            continue;
         };
-        if name.starts_with('.') && !shown.dotfiles {
-            continue;
+        examined += 1;
+        match shown_entry(&e, name, shown) {
+            Some(entry) => entries.push(entry),
+            None => omitted += 1,
         }
-        if name.chars().any(|c| c.is_control() || c == '\\') {
-            continue; // a name `path.rs` refuses in a request
-        }
-        if !shown.send_scripts && scripts::named(&name) != Named::Plain {
-            continue; // a script or its copy: its link would be refused (404)
-        }
-        let path = e.path();
-        let Ok(meta) = std::fs::metadata(&path) else {
-            continue; // a dangling link, or gone meanwhile
-        };
-        if !meta.is_dir() && !meta.is_file() {
-            continue;
-        }
-        if e.file_type().is_ok_and(|t| t.is_symlink())
-            && (!shown.follow_symlinks || !shown.send_scripts)
-        {
-            let Ok(real) = std::fs::canonicalize(&path) else {
-                continue;
-            };
-            if !shown.follow_symlinks && !real.starts_with(shown.root) {
-                continue;
-            }
-            // A link with another name to a script or a copy (`a.txt -> x.php`).
-            if !shown.send_scripts && scripts::real_named(shown.root, &real) != Named::Plain {
-                continue;
-            }
-        }
-        if entries.len() == MAX_ENTRIES {
-            more += 1;
-            continue;
-        }
-        entries.push(Entry {
-            name,
-            dir: meta.is_dir(),
-            len: meta.len(),
-            modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-        });
     }
     entries.sort_by(|a, b| b.dir.cmp(&a.dir).then_with(|| a.name.cmp(&b.name)));
     let title = escape(shown_as);
@@ -107,11 +118,82 @@ pub(crate) fn render(dir: &Path, shown_as: &str, shown: &Shown) -> std::io::Resu
             httpdate::fmt_http_date(e.modified),
         );
     }
-    if more > 0 {
-        let _ = writeln!(page, "({more} more not listed)");
+    if past_names {
+        let _ = writeln!(page, "(more than {unlisted} more not listed)");
+    } else if unlisted > 0 {
+        let _ = writeln!(page, "({unlisted} more not listed)");
     }
     page.push_str("</pre>\n<hr>\n</body>\n</html>\n");
-    Ok(page)
+    Ok(Listing {
+        page,
+        omitted,
+        unlisted,
+    })
+}
+
+/// The entry's name, if a request could name it and it is not left out by its name alone:
+/// a dotfile (unless `dotfiles`), a script or its copy (unless `send_scripts`).
+fn shown_name(e: std::fs::DirEntry, shown: &Shown) -> Option<(std::fs::DirEntry, String)> {
+    // Not UTF-8: no request path could name it.
+    let name = e.file_name().into_string().ok()?;
+    if name.starts_with('.') && !shown.dotfiles {
+        return None;
+    }
+    if name.chars().any(|c| c.is_control() || c == '\\') {
+        return None; // a name `path.rs` refuses in a request
+    }
+    if !shown.send_scripts && scripts::named(&name) != Named::Plain {
+        return None; // a script or its copy: its link would be refused (404)
+    }
+    Some((e, name))
+}
+
+/// The entry as listed, if its link would answer: examined on disk (`stat`, `open`, the first
+/// KiB read with `sniff`).
+fn shown_entry(e: &std::fs::DirEntry, name: String, shown: &Shown) -> Option<Entry> {
+    let path = e.path();
+    // A dangling link, or gone meanwhile: nothing.
+    let meta = std::fs::metadata(&path).ok()?;
+    if !meta.is_dir() && !meta.is_file() {
+        return None;
+    }
+    // Its link would be refused (403, `files_refused_unreadable`).
+    let file = openable(&path, meta.is_dir())?;
+    if shown.sniff && !meta.is_dir() && scripts::starts_as_source(&file).unwrap_or(false) {
+        return None; // its link would be refused (404, `files_refused_script_source`)
+    }
+    if e.file_type().is_ok_and(|t| t.is_symlink())
+        && (!shown.follow_symlinks || !shown.send_scripts)
+    {
+        let real = std::fs::canonicalize(&path).ok()?;
+        if !shown.follow_symlinks && !real.starts_with(shown.root) {
+            return None;
+        }
+        // A link with another name to a script or a copy (`a.txt -> x.php`).
+        if !shown.send_scripts && scripts::real_named(shown.root, &real) != Named::Plain {
+            return None;
+        }
+    }
+    Some(Entry {
+        name,
+        dir: meta.is_dir(),
+        len: meta.len(),
+        modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+    })
+}
+
+/// Whether this process may open `path` (a link followed) as the files origin does: open a
+/// file or directory for reading (with the flags `open.rs` uses: never blocks on it), and a
+/// directory also searched (its listing, its index): `dir/.` stats only with that right.
+/// As root every entry passes, as `open` does. The file opened, if it may.
+fn openable(path: &Path, dir: bool) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
+        .open(path)
+        .ok()?;
+    (!dir || std::fs::metadata(path.join(".")).is_ok()).then_some(opened)
 }
 
 /// Text as HTML text or attribute value.
@@ -176,6 +258,7 @@ mod tests {
         ] {
             std::fs::write(dir.join(name), "x").unwrap();
         }
+        std::fs::write(dir.join("wp-config.backup"), "<?php $p = 1;").unwrap();
         std::os::unix::fs::symlink(dir.join("x.php"), dir.join("link.txt")).unwrap();
         std::os::unix::fs::symlink(dir.join("a.txt"), dir.join("fine.txt")).unwrap();
         for send_scripts in [false, true] {
@@ -184,8 +267,9 @@ mod tests {
                 dotfiles: false,
                 follow_symlinks: false,
                 send_scripts,
+                sniff: !send_scripts,
             };
-            let page = render(&dir, "/", &shown).unwrap();
+            let page = render(&dir, "/", &shown).unwrap().page;
             for always in ["a.txt", "notes.php.txt", "fine.txt"] {
                 assert!(page.contains(&format!("href=\"{always}\"")), "{page}");
             }
@@ -196,10 +280,66 @@ mod tests {
                 "href=\"x.php.bak\"",
                 "href=\"x.php~\"",
                 "href=\"link.txt\"",
+                "href=\"wp-config.backup\"",
             ] {
                 assert_eq!(page.contains(script), send_scripts, "{script}\n{page}");
             }
         }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A directory's names past the bounds are counted, not examined; names left out are
+    /// counted apart; a page with names unlisted says how many.
+    #[test]
+    fn bounds_are_kept_and_what_is_left_out_counted() {
+        let dir = std::env::temp_dir().join(format!("shellac-bounds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let dir = std::fs::canonicalize(&dir).unwrap();
+        for i in 0..6 {
+            std::fs::write(dir.join(format!("f{i}.txt")), "x").unwrap();
+        }
+        for hidden in [".env", "x.php", "x.php.bak", "copy.txt"] {
+            let text = if hidden == "copy.txt" {
+                "<?php 1;"
+            } else {
+                "x"
+            };
+            std::fs::write(dir.join(hidden), text).unwrap();
+        }
+        let shown = Shown {
+            root: &dir,
+            dotfiles: false,
+            follow_symlinks: false,
+            send_scripts: false,
+            sniff: true,
+        };
+        // Unbounded: 6 listed, 4 left out, none unlisted.
+        let all = render_within(&dir, "/", &shown, (100, 100, 100)).unwrap();
+        assert_eq!((all.omitted, all.unlisted), (4, 0));
+        assert_eq!(all.page.matches("<a href=\"f").count(), 6);
+        assert!(!all.page.contains("not listed"));
+        // Two listed at most: the rest of the ten names unlisted, some left out before.
+        let few = render_within(&dir, "/", &shown, (100, 100, 2)).unwrap();
+        assert_eq!(few.page.matches("<a href=\"f").count(), 2);
+        assert_eq!(few.omitted + few.unlisted + 2, 10);
+        assert!(
+            few.page
+                .contains(&format!("({} more not listed)", few.unlisted))
+        );
+        // Examined at most 3 (stat and open): never more listed than examined.
+        let looked = render_within(&dir, "/", &shown, (100, 3, 100)).unwrap();
+        assert!(looked.page.matches("<a href=\"f").count() <= 3);
+        assert_eq!(
+            looked.omitted + looked.unlisted + looked.page.matches("<a href=\"f").count() as u64,
+            10
+        );
+        // Five names read at most: the page says there are more than it counted.
+        let read = render_within(&dir, "/", &shown, (5, 100, 100)).unwrap();
+        assert!(read.page.contains("(more than"), "{}", read.page);
+        assert_eq!(
+            read.omitted + read.page.matches("<a href=\"f").count() as u64,
+            5
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -53,6 +53,9 @@ pub(super) enum Found {
     },
     /// A directory asked for without its trailing slash.
     Redirect,
+    /// A `try_files` directory entry naming another path than the request's: a `301` to
+    /// this path (with its `/`).
+    Moved(String),
     /// The listing of a directory without an index file (`autoindex`).
     Listing(String),
     /// None of `try_files` exists: the request goes to this backend or director.
@@ -76,6 +79,7 @@ impl Files {
             cache: OpenCache::new(
                 root,
                 config.follow_symlinks,
+                !config.send_scripts && config.sniff_scripts,
                 config.open_file_cache,
                 config.open_file_cache_valid.0,
             ),
@@ -101,6 +105,8 @@ impl Files {
         v["files_cache_expired"] = s.expired.load(Ordering::Relaxed).into();
         v["files_cache_evicted"] = s.evicted.load(Ordering::Relaxed).into();
         v["files_cache_entries"] = self.cache.len().into();
+        v["files_listing_omitted"] = s.listing_omitted.load(Ordering::Relaxed).into();
+        v["files_listing_unlisted"] = s.listing_unlisted.load(Ordering::Relaxed).into();
         v["root"] = self.cache.root().display().to_string().into();
     }
 
@@ -196,7 +202,8 @@ impl Files {
 
     /// Why `opened`, asked for by a name that is `asked`, may not be sent: it is really more
     /// of a script than its name says — a link with another name to a script or a script's
-    /// copy (`scripts.rs`) — and the backend does not send scripts. What the name itself
+    /// copy, or a file whose first bytes are PHP source (`scripts.rs`) — and the backend does
+    /// not send scripts. What the name itself
     /// says is judged by name (`mod.rs`, `try_files.rs`: an index `index.php` is handed to
     /// a `try_files` `@NAME`).
     fn hidden(&self, opened: &Opened, asked: Named) -> Option<Refusal> {
@@ -219,9 +226,17 @@ impl Files {
             dotfiles: self.dotfiles,
             follow_symlinks: self.follow_symlinks,
             send_scripts: self.send_scripts,
+            sniff: self.cache.sniffs(),
         };
         match listing::render(&dir, &shown_as, &shown) {
-            Ok(page) => Found::Listing(page),
+            Ok(listing) => {
+                let s = &self.cache.stats;
+                s.listing_omitted
+                    .fetch_add(listing.omitted, Ordering::Relaxed);
+                s.listing_unlisted
+                    .fetch_add(listing.unlisted, Ordering::Relaxed);
+                Found::Listing(listing.page)
+            }
             Err(e) => found_of(open::missing(&e)),
         }
     }

@@ -12,7 +12,8 @@
 //! Safe by construction: the path is read by `path.rs` (nothing that could climb out of the
 //! root or mean something else to the file system gets through), a PHP script's source is
 //! never sent unless `send_scripts` (`scripts.rs`: nor a copy of it, `x.php.bak`, nor a link
-//! with another name to either), opened by `open.rs` (the file
+//! with another name to either, nor a file whose first bytes are PHP source unless
+//! `sniff_scripts = false`), opened by `open.rs` (the file
 //! actually opened is checked to be under the root unless `follow_symlinks`) through a bounded
 //! open-file cache, and read by `body.rs` (a file that shrinks or changes while it is sent
 //! ends the body with an error); every refusal carries its reason, which the fetch step
@@ -53,13 +54,13 @@ use super::error::FetchError;
 use super::extensions::{Autoindex, DocRoot};
 use super::origin::Origin;
 use super::request_body::RequestBody;
-use super::source::{BoxStream, Source, plain_response, slash_redirect};
+use super::source::{BoxStream, Source, moved_to, plain_response, slash_redirect};
 use crate::config::BackendConfig;
 use crate::config::try_files::Fallback;
 use crate::http::accept_encoding::{Accepts, Coding};
 use crate::http::conditional::{self, Answer};
 
-pub(crate) use self::refusal::Refusal;
+pub(crate) use self::refusal::{Refusal, Refused};
 pub(crate) use self::try_files::TryNext;
 
 impl Files {
@@ -105,7 +106,17 @@ impl Files {
             .await
             .unwrap_or(Found::Status(StatusCode::INTERNAL_SERVER_ERROR));
         match found {
-            Found::Refused(refused) => refused.response(),
+            Found::Refused(refused) => {
+                // Named like a plain file, PHP source inside: the operator should know.
+                if refused == Refusal::ScriptSource {
+                    tracing::warn!(
+                        path = parts.uri.path(),
+                        reason = refused.as_str(),
+                        "files backend refused a file whose first bytes are PHP source"
+                    );
+                }
+                refused.response()
+            }
             Found::Status(s) => plain_response(s),
             Found::Next(name) => {
                 let mut resp = plain_response(StatusCode::NOT_FOUND);
@@ -132,6 +143,7 @@ impl Files {
                 resp
             }
             Found::Redirect => slash_redirect(&parts.uri),
+            Found::Moved(path) => moved_to(&path, parts.uri.query()),
             // A script or a copy found as a directory's index or through a `try_files` entry.
             Found::File { ref name, .. }
                 if let Some(refused) = scripts::named(name).refusal()
@@ -303,8 +315,9 @@ fn empty() -> BoxStream {
 
 /// The kind's handle: the state behind an `Arc`, shared with the blocking lookups; the
 /// files of the site roots and listings requests carry (`site_root.rs`); its own root as a
-/// site carries one (for a site with listings of its own and no root of its own).
-pub(crate) struct FilesKind(Arc<Files>, SiteRoots<Files>, DocRoot);
+/// site carries one (for a site with listings of its own and no root of its own); the
+/// backend's refusals by reason, whatever root answered (`/backends`, `/metrics`).
+pub(crate) struct FilesKind(Arc<Files>, SiteRoots<Files>, DocRoot, Box<Refused>);
 
 impl FilesKind {
     pub(super) fn new(config: &BackendConfig) -> FilesKind {
@@ -314,11 +327,26 @@ impl FilesKind {
                 .as_deref()
                 .unwrap_or(std::path::Path::new("/nonexistent")),
         );
-        FilesKind(Arc::new(Files::new(config)), SiteRoots::new(config), own)
+        FilesKind(
+            Arc::new(Files::new(config)),
+            SiteRoots::new(config),
+            own,
+            // Boxed: its counters take a cache line each.
+            Box::default(),
+        )
+    }
+
+    /// The backend's refusals by reason.
+    pub(super) fn refused(&self) -> &Refused {
+        &self.3
     }
 
     pub(super) fn describe(&self, v: &mut serde_json::Value) {
         self.0.describe(v);
+        // The backend's own refusals, under the names of the process-wide counters.
+        for (r, n) in self.3.snapshot() {
+            v[r.name()] = n.into();
+        }
         // The open-file caches of site roots count with the backend's own.
         for files in self.1.all() {
             let s = &files.cache.stats;
@@ -328,6 +356,14 @@ impl FilesKind {
                 ("files_cache_expired", s.expired.load(Ordering::Relaxed)),
                 ("files_cache_evicted", s.evicted.load(Ordering::Relaxed)),
                 ("files_cache_entries", files.cache.len() as u64),
+                (
+                    "files_listing_omitted",
+                    s.listing_omitted.load(Ordering::Relaxed),
+                ),
+                (
+                    "files_listing_unlisted",
+                    s.listing_unlisted.load(Ordering::Relaxed),
+                ),
             ] {
                 v[key] = (v[key].as_u64().unwrap_or(0) + n).into();
             }
@@ -368,12 +404,17 @@ impl Origin for FilesKind {
             .get::<Autoindex>()
             .copied()
             .unwrap_or(Autoindex(self.0.autoindex));
-        if root.is_none() && autoindex.0 == self.0.autoindex {
-            return Ok(self.0.answer(req).await);
+        let resp = if root.is_none() && autoindex.0 == self.0.autoindex {
+            self.0.answer(req).await
+        } else {
+            let root = root.unwrap_or(&self.2);
+            let files = self.1.files(root, autoindex, Files::new);
+            files.answer(req).await
+        };
+        if let Some(refused) = resp.extensions().get::<Refusal>() {
+            self.3.count(*refused);
         }
-        let root = root.unwrap_or(&self.2);
-        let files = self.1.files(root, autoindex, Files::new);
-        Ok(files.answer(req).await)
+        Ok(resp)
     }
 
     fn retries_stale(&self) -> bool {

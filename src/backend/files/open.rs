@@ -5,7 +5,10 @@
 //! `follow_symlinks`; only regular files and directories are served (a FIFO, a device or a
 //! socket is not found: they are opened non-blocking, so a FIFO cannot hang a worker). The
 //! real path also says what the file is by name (`Opened::named`): a link `a.txt -> x.php`
-//! opens a script, which the lookup refuses like `/x.php` (`scripts.rs`).
+//! opens a script, which the lookup refuses like `/x.php` (`scripts.rs`). With `sniff` (a
+//! files origin with `send_scripts = false` and `sniff_scripts`), a regular file named like
+//! an ordinary one has its first bytes read once, here (`pread`, the offset untouched): PHP
+//! source makes it `Named::Source`, kept with the descriptor in the open-file cache.
 //! Runs on tokio's blocking pool: every call here may wait for the disk.
 
 use std::fs::File;
@@ -66,8 +69,13 @@ pub(crate) enum Missing {
 }
 
 /// Opens `relative` (names joined with `/`, already checked by `path.rs`) under `root`
-/// (canonical).
-pub(crate) fn open(root: &Path, relative: &str, follow_symlinks: bool) -> Result<Opened, Missing> {
+/// (canonical); with `sniff`, a regular file's first bytes say whether it is PHP source.
+pub(crate) fn open(
+    root: &Path,
+    relative: &str,
+    follow_symlinks: bool,
+    sniff: bool,
+) -> Result<Opened, Missing> {
     let full = if relative.is_empty() {
         root.to_path_buf()
     } else {
@@ -89,7 +97,14 @@ pub(crate) fn open(root: &Path, relative: &str, follow_symlinks: bool) -> Result
     }
     // Where it really is names it: a link with another name to a script is a script. Without
     // `/proc` (only with `follow_symlinks`, else refused above) the name asked for decides.
-    let named = real.map_or(Named::Plain, |r| scripts::real_named(root, &r));
+    let mut named = real.map_or(Named::Plain, |r| scripts::real_named(root, &r));
+    if sniff
+        && !dir
+        && named == Named::Plain
+        && scripts::starts_as_source(&file).map_err(|e| missing(&e))?
+    {
+        named = Named::Source;
+    }
     Ok(Opened { file, dir, named })
 }
 
@@ -124,6 +139,10 @@ pub(crate) struct CacheStats {
     pub expired: AtomicU64,
     /// Entries pushed out to keep the cache within `open_file_cache`.
     pub evicted: AtomicU64,
+    /// Names directory listings left out as not served (`listing.rs`).
+    pub listing_omitted: AtomicU64,
+    /// Names directory listings did not list, past their bounds (`listing.rs`).
+    pub listing_unlisted: AtomicU64,
 }
 
 type Entry = (Instant, Result<Arc<Opened>, Missing>);
@@ -219,18 +238,27 @@ where
 pub(crate) struct OpenCache {
     root: PathBuf,
     follow_symlinks: bool,
+    /// Read each regular file's first bytes for PHP source (`open`).
+    sniff: bool,
     valid: Duration,
     cache: Option<Kept<String, Entry>>,
     pub stats: CacheStats,
 }
 
 impl OpenCache {
-    pub fn new(root: PathBuf, follow_symlinks: bool, capacity: usize, valid: Duration) -> Self {
+    pub fn new(
+        root: PathBuf,
+        follow_symlinks: bool,
+        sniff: bool,
+        capacity: usize,
+        valid: Duration,
+    ) -> Self {
         let stats = CacheStats::default();
         let cache = (capacity > 0).then(|| kept(capacity));
         OpenCache {
             root,
             follow_symlinks,
+            sniff,
             valid,
             cache,
             stats,
@@ -241,11 +269,16 @@ impl OpenCache {
         &self.root
     }
 
+    /// Whether files opened are read for PHP source.
+    pub fn sniffs(&self) -> bool {
+        self.sniff
+    }
+
     /// `relative` opened, from the cache while its entry is valid.
     pub fn open(&self, relative: &str) -> Result<Arc<Opened>, Missing> {
         let Some(cache) = &self.cache else {
             self.stats.miss.fetch_add(1, Ordering::Relaxed);
-            return open(&self.root, relative, self.follow_symlinks).map(Arc::new);
+            return open(&self.root, relative, self.follow_symlinks, self.sniff).map(Arc::new);
         };
         if let Some((at, found)) = cache.get(relative) {
             if at.elapsed() < self.valid {
@@ -255,7 +288,7 @@ impl OpenCache {
             self.stats.expired.fetch_add(1, Ordering::Relaxed);
         }
         self.stats.miss.fetch_add(1, Ordering::Relaxed);
-        let found = open(&self.root, relative, self.follow_symlinks).map(Arc::new);
+        let found = open(&self.root, relative, self.follow_symlinks, self.sniff).map(Arc::new);
         // A failure of the moment (EMFILE, EIO) is not remembered.
         if found.as_ref().err() != Some(&Missing::Failed) {
             insert_counted(
@@ -284,7 +317,13 @@ mod tests {
     fn the_open_file_cache_keeps_at_most_its_capacity_and_counts_evictions() {
         let root = std::env::temp_dir();
         for capacity in [1, 5, 33, 1001, 4099] {
-            let cache = OpenCache::new(root.clone(), false, capacity, Duration::from_secs(60));
+            let cache = OpenCache::new(
+                root.clone(),
+                false,
+                false,
+                capacity,
+                Duration::from_secs(60),
+            );
             let asked = capacity * 3;
             for i in 0..asked {
                 let missing = format!("shellac-open-cache-test-{}-{i}", std::process::id());
@@ -300,7 +339,7 @@ mod tests {
             assert_eq!(cache.len() + evicted, asked, "{capacity}");
         }
         // An expired entry looked up again replaces itself: not an eviction.
-        let cache = OpenCache::new(root, false, 10, Duration::ZERO);
+        let cache = OpenCache::new(root, false, false, 10, Duration::ZERO);
         for _ in 0..5 {
             assert!(cache.open("shellac-open-cache-test-again").is_err());
         }

@@ -1,7 +1,7 @@
 //! Why a files origin refused a request — a method it does not answer, a path that could
 //! climb out of the root or mean something else to the file system, a name it does not
 //! serve, a file it may not send — each with its status and its counter
-//! (`files_refused_*`, `files_script_refused`: `stats.rs`). The answer carries its
+//! (`files_refused_*`, `files_script_refused`: `stats.rs`) and its word (`as_str`). The answer carries its
 //! [`Refusal`]; the fetch step counts it (`proxy/fetch/send.rs`), once per answer from the
 //! origin (a stored copy of a refusal served again is not counted again).
 
@@ -39,12 +39,15 @@ pub(crate) enum Refusal {
     /// A copy of a PHP script (`x.php~`, `x.php.bak`, `x.php.gz`) while `send_scripts =
     /// false` (`scripts.rs`): 404.
     ScriptCopy,
+    /// A file named like an ordinary one whose first bytes are PHP source (`<?php`, `<?=`:
+    /// `scripts.rs`), a script's copy under an invented name, while `send_scripts = false`
+    /// and `sniff_scripts`: 404.
+    ScriptSource,
 }
 
 impl Refusal {
-    /// Every reason, for tests and docs.
-    #[cfg(test)]
-    pub(crate) const ALL: [Refusal; 12] = [
+    /// Every reason, in the order [`Refused`] keeps them.
+    pub(crate) const ALL: [Refusal; 13] = [
         Refusal::Method,
         Refusal::Traversal,
         Refusal::Encoding,
@@ -57,6 +60,7 @@ impl Refusal {
         Refusal::NoIndex,
         Refusal::Script,
         Refusal::ScriptCopy,
+        Refusal::ScriptSource,
     ];
 
     /// The status the client gets.
@@ -70,7 +74,8 @@ impl Refusal {
             | Refusal::Symlink
             | Refusal::Special
             | Refusal::Script
-            | Refusal::ScriptCopy => StatusCode::NOT_FOUND,
+            | Refusal::ScriptCopy
+            | Refusal::ScriptSource => StatusCode::NOT_FOUND,
         }
     }
 
@@ -89,6 +94,47 @@ impl Refusal {
             Refusal::NoIndex => &c.files_refused_no_index,
             Refusal::Script => &c.files_script_refused,
             Refusal::ScriptCopy => &c.files_refused_script_copy,
+            Refusal::ScriptSource => &c.files_refused_script_source,
+        }
+    }
+
+    /// The name of its process-wide counter (`stats.rs`), which `/backends` and `/sites`
+    /// use for the backend's and the site's own.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Refusal::Method => "files_refused_method",
+            Refusal::Traversal => "files_refused_traversal",
+            Refusal::Encoding => "files_refused_encoding",
+            Refusal::Control => "files_refused_control",
+            Refusal::EscapedSlash => "files_refused_escaped_slash",
+            Refusal::Dotfile => "files_refused_dotfile",
+            Refusal::Symlink => "files_refused_symlink",
+            Refusal::Special => "files_refused_special",
+            Refusal::Unreadable => "files_refused_unreadable",
+            Refusal::NoIndex => "files_refused_no_index",
+            Refusal::Script => "files_script_refused",
+            Refusal::ScriptCopy => "files_refused_script_copy",
+            Refusal::ScriptSource => "files_refused_script_source",
+        }
+    }
+
+    /// The word for logs and for the `reason` label of `/metrics`
+    /// (`shellac_backend_files_refused_total`, `shellac_site_files_refused_total`).
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Refusal::Method => "method",
+            Refusal::Traversal => "traversal",
+            Refusal::Encoding => "encoding",
+            Refusal::Control => "control",
+            Refusal::EscapedSlash => "escaped_slash",
+            Refusal::Dotfile => "dotfile",
+            Refusal::Symlink => "symlink",
+            Refusal::Special => "special",
+            Refusal::Unreadable => "unreadable",
+            Refusal::NoIndex => "no_index",
+            Refusal::Script => "script",
+            Refusal::ScriptCopy => "script_copy",
+            Refusal::ScriptSource => "script_source",
         }
     }
 
@@ -104,9 +150,36 @@ impl Refusal {
     }
 }
 
+/// Refusals by reason of one backend or one site (the process-wide totals are `Counters`'):
+/// what tells an operator with many sites which one is probed.
+#[derive(Debug, Default)]
+pub struct Refused([Counter; Refusal::ALL.len()]);
+
+impl Refused {
+    pub(crate) fn count(&self, r: Refusal) {
+        if let Some(i) = Refusal::ALL.iter().position(|a| *a == r) {
+            self.0[i].inc();
+        }
+    }
+
+    /// (reason, count) for every reason, in [`Refusal::ALL`]'s order.
+    pub(crate) fn snapshot(&self) -> Vec<(Refusal, u64)> {
+        Refusal::ALL
+            .iter()
+            .zip(&self.0)
+            .map(|(r, c)| (*r, c.get()))
+            .collect()
+    }
+
+    /// Whether any request was refused.
+    pub(crate) fn any(&self) -> bool {
+        self.0.iter().any(|c| c.get() > 0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Refusal;
+    use super::{Refusal, Refused};
     use crate::stats::Counters;
 
     /// Each reason has a counter of its own, named for the files origin, and its answer is
@@ -122,8 +195,17 @@ mod tests {
                 .filter(|(_, v)| *v > 0)
                 .map(|(name, _)| name)
                 .collect();
-            assert_eq!(moved.len(), 1, "{r:?}: {moved:?}");
+            assert_eq!(moved, [r.name()], "{r:?}");
             assert!(moved[0].starts_with("files_"), "{r:?}: {moved:?}");
+            let own = Refused::default();
+            own.count(r);
+            let counted: Vec<Refusal> = own
+                .snapshot()
+                .into_iter()
+                .filter(|(_, n)| *n == 1)
+                .map(|(r, _)| r)
+                .collect();
+            assert_eq!(counted, [r]);
             let resp = r.response();
             assert_eq!(resp.status(), r.status());
             assert_eq!(resp.extensions().get::<Refusal>(), Some(&r));

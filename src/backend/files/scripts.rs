@@ -12,6 +12,14 @@
 //! And the name that counts is the file's real one too: a symbolic link with another name
 //! (`a.txt -> x.php`, `docs -> app.phar/`) is refused by what it leads to (`real_named`,
 //! read by `open.rs` from the file actually opened), as are links to copies.
+//!
+//! And what a file holds counts, whatever its name: a regular file whose first bytes are PHP
+//! source (`source`: `<?php` or `<?=` after an optional UTF-8 BOM, a `#!` line and
+//! whitespace) is a script's copy under an invented name (`wp-config.backup`,
+//! `index.php.old2`) — `Named::Source`, refused as `Refusal::ScriptSource`, counted in
+//! `files_refused_script_source`, unless `sniff_scripts = false`. `open.rs` reads those bytes
+//! once per open (the open-file cache keeps the verdict with the descriptor), never on a hit
+//! of the memory tier.
 
 use std::path::Path;
 
@@ -24,6 +32,8 @@ use crate::fastcgi::php;
 pub(crate) enum Named {
     /// An ordinary file or directory.
     Plain,
+    /// A file named like an ordinary one whose first bytes are PHP source (`source`).
+    Source,
     /// A copy of a PHP script (`x.php.bak`).
     Copy,
     /// A PHP script (`x.php`).
@@ -35,6 +45,7 @@ impl Named {
     pub(super) fn refusal(self) -> Option<Refusal> {
         match self {
             Named::Plain => None,
+            Named::Source => Some(Refusal::ScriptSource),
             Named::Copy => Some(Refusal::ScriptCopy),
             Named::Script => Some(Refusal::Script),
         }
@@ -91,11 +102,81 @@ pub(super) fn real_named(root: &Path, real: &Path) -> Named {
         .unwrap_or(Named::Plain)
 }
 
+/// How many first bytes of a file `source` is given: a PHP open tag after more than this
+/// much whitespace is not seen.
+pub(super) const SNIFFED: usize = 1024;
+
+/// Whether `head` (a file's first bytes, at most [`SNIFFED`]) starts PHP source as PHP reads
+/// it: after an optional UTF-8 byte-order mark, an optional `#!` line (a CLI script's) and
+/// whitespace, the open tag `<?php` (any case) followed by whitespace or the end of the file,
+/// or the short echo tag `<?=` (always on since PHP 5.4). `<?xml` and a bare `<?` (only with
+/// `short_open_tag`, off in php.ini-production) are not.
+pub(super) fn source(head: &[u8]) -> bool {
+    let mut rest = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head);
+    if rest.starts_with(b"#!") {
+        let Some(end) = rest.iter().position(|&b| b == b'\n') else {
+            return false;
+        };
+        rest = &rest[end + 1..];
+    }
+    let start = rest
+        .iter()
+        .position(|b| !b.is_ascii_whitespace() && *b != 0x0b)
+        .unwrap_or(rest.len());
+    let rest = &rest[start..];
+    if rest.starts_with(b"<?=") {
+        return true;
+    }
+    rest.len() >= 5
+        && rest[..5].eq_ignore_ascii_case(b"<?php")
+        && rest.get(5).is_none_or(|b| b.is_ascii_whitespace())
+}
+
+/// Whether the regular file `file` starts with PHP source (`source`): one `pread` of its
+/// first [`SNIFFED`] bytes, the offset untouched (a file shorter than that in one read; a
+/// read cut short by a signal is taken as it is).
+pub(super) fn starts_as_source(file: &std::fs::File) -> std::io::Result<bool> {
+    use std::os::unix::fs::FileExt;
+    let mut head = [0u8; SNIFFED];
+    let n = file.read_at(&mut head, 0)?;
+    Ok(source(&head[..n]))
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
 
-    use super::{Named, names_a_script, path_named, real_named};
+    use super::{Named, names_a_script, path_named, real_named, source};
+
+    #[test]
+    fn php_source_is_known_by_its_first_bytes() {
+        for head in [
+            &b"<?php define('DB_PASSWORD', 'x');"[..],
+            b"<?PHP\n",
+            b"<?php",
+            b"\xEF\xBB\xBF<?php\n",
+            b"\n\n  \t<?php\r\n",
+            b"<?= $title ?>",
+            b"#!/usr/bin/env php\n<?php\n",
+            b"\xEF\xBB\xBF\r\n<?= 1 ?>",
+        ] {
+            assert!(source(head), "{}", String::from_utf8_lossy(head));
+        }
+        for head in [
+            &b""[..],
+            b"plain text that mentions <?php later",
+            b"<?xml version=\"1.0\"?>",
+            b"<? echo 1; ?>",
+            b"<?phpx",
+            b"<html><?php echo 1; ?>",
+            b"#!/bin/sh\necho <?php",
+            b"#!/usr/bin/env php",
+            b"\xEF\xBB<?php\n",
+            b"GIF89a<?php",
+        ] {
+            assert!(!source(head), "{}", String::from_utf8_lossy(head));
+        }
+    }
 
     #[test]
     fn script_paths_are_the_php_family_in_any_spelling() {

@@ -76,6 +76,12 @@ impl BusyTable {
         }
     }
 
+    /// The fetch of `key` in progress that a request may still wait for, if any (one over
+    /// without a response to share is not: see [`join`](Self::join)).
+    pub fn in_progress(&self, key: &CacheKey) -> Option<Arc<BusyObject>> {
+        self.shard(key).get(key).filter(|o| !o.is_over()).cloned()
+    }
+
     /// Whether a fetch of `key` is in progress.
     pub fn contains(&self, key: &CacheKey) -> bool {
         self.shard(key).contains_key(key)

@@ -361,7 +361,7 @@ pub(in crate::cache) mod tests {
         let mut head = head;
         head.fill(b'#');
         let out = read_all(&pipe, put);
-        forget(body.as_ptr() as usize);
+        forget(body.as_ptr() as usize, body.len());
         assert_eq!(&out[..sent.len()], &sent[..]);
         assert!(out[head.len()..].iter().all(|&b| b == 9));
         pipe.drained(put);
@@ -391,7 +391,7 @@ pub(in crate::cache) mod tests {
         let (put, _) = pipe.fill(&[], &inner).expect("fill");
         assert_eq!(read_all(&pipe, put), &body[100..]);
         pipe.drained(put);
-        forget(at);
+        forget(at, body.len());
     }
 
     /// An empty pipe given back is this thread's spare: the next take on the thread gets the
@@ -406,7 +406,7 @@ pub(in crate::cache) mod tests {
         let body = vec![8u8; 5_000];
         register(body.as_ptr() as usize, body.len());
         let (put, _) = pipe.fill(&[], &[IoSlice::new(&body)]).expect("fill");
-        forget(body.as_ptr() as usize);
+        forget(body.as_ptr() as usize, body.len());
         assert_eq!(put, body.len());
         drop(pipe);
         // The next pipe has nothing in it: the one with bytes was not kept.
@@ -431,7 +431,7 @@ pub(in crate::cache) mod tests {
             .expect("fill");
         assert_eq!((put, lent), (long.len() + body.len(), body.len()));
         let out = read_all(&pipe, put);
-        forget(body.as_ptr() as usize);
+        forget(body.as_ptr() as usize, body.len());
         assert_eq!(&out[..long.len()], &long[..]);
         assert_eq!(&out[long.len()..], &body[..]);
         pipe.drained(put);

@@ -128,6 +128,10 @@ pub struct BackendConfig {
     /// Send files whose path has a script segment (`.php`) as they are. Default false: 404.
     #[serde(default)]
     pub send_scripts: bool,
+    /// With `send_scripts = false`, refuse a file whose first bytes are PHP source whatever
+    /// its name (`wp-config.backup`). Default true.
+    #[serde(default = "default_sniff_scripts")]
+    pub sniff_scripts: bool,
     /// Serve `NAME.br`, `NAME.zst`, `NAME.gz` next to a file, by the request's
     /// `Accept-Encoding`. Default false.
     #[serde(default)]
@@ -213,6 +217,9 @@ pub struct BackendTls {
 fn default_default_type() -> String {
     "application/octet-stream".to_string()
 }
+fn default_sniff_scripts() -> bool {
+    true
+}
 fn default_open_file_cache() -> usize {
     1000
 }
@@ -284,6 +291,7 @@ impl BackendConfig {
             follow_symlinks: false,
             dotfiles: false,
             send_scripts: false,
+            sniff_scripts: default_sniff_scripts(),
             precompressed: false,
             open_file_cache: default_open_file_cache(),
             open_file_cache_valid: default_open_file_cache_valid(),

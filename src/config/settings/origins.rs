@@ -56,7 +56,7 @@ pub(super) const BACKEND: &[Setting] = &[
         default: Default::Unset(r##"none"##),
         example: r##""v2""##,
         restart: false,
-        doc: r##"Send a PROXY protocol header (HAProxy's; `"v1"` text, `"v2"` binary) first on every connection to this backend, naming the client of the request it carries — the address the access log prints (after `server.proxy_protocol` and `trusted_proxies`) — and the backend's address as the destination, as Varnish's `.proxy_header` does for an origin that logs or limits by client address (another Shellac or Varnish behind a TLS terminator, HAProxy, nginx's `listen ... proxy_protocol`). A header names one client for the whole connection, so such a connection carries one request and is closed, never pooled or reused for another client (Varnish does the same); `max_idle` does not apply and every request costs a connect. Health probes send a `LOCAL` (v2) or `UNKNOWN` (v1) header. HTTP/1.1 backends only (`protocol = "http1"`), not together with `preamble`; before the TLS handshake on a `tls` backend."##,
+        doc: r##"Send a PROXY protocol header (HAProxy's; `"v1"` text, `"v2"` binary) first on every connection to this backend, naming the client of the request it carries — the address the access log prints (after `server.proxy_protocol` and `trusted_proxies`) — and as the destination the address that client connected to (a PROXY header's destination on the client listener, else the listener's own address: Varnish's `server.ip`), as Varnish's `.proxy_header` does for an origin that logs or limits by client address (another Shellac or Varnish behind a TLS terminator, HAProxy, nginx's `listen ... proxy_protocol`). A header names one client for the whole connection, so such a connection carries one request and is closed, never pooled or reused for another client (Varnish does the same); `max_idle` does not apply and every request costs a connect. Health probes send a `LOCAL` (v2) or `UNKNOWN` (v1) header. HTTP/1.1 backends only (`protocol = "http1"`), not together with `preamble`; before the TLS handshake on a `tls` backend."##,
     },
     Setting {
         section: "backend",
@@ -263,6 +263,15 @@ pub(super) const BACKEND: &[Setting] = &[
     },
     Setting {
         section: "backend",
+        key: "sniff_scripts",
+        kind: Kind::Bool,
+        default: Default::Value(r##"true"##),
+        example: r##""##,
+        restart: false,
+        doc: r##"`protocol = "files"`, with `send_scripts = false`: a file named like an ordinary one whose first bytes are PHP source — `<?php` (any case, then whitespace) or `<?=`, after an optional UTF-8 byte-order mark, a `#!` line and whitespace, within its first 1,024 bytes — is answered `404` like a named copy (counter `files_refused_script_source`, a log line naming the path and the reason): a script's copy under a name no list knows (`wp-config.backup`, `index.php.before-update`) never leaks. The bytes are read once when the file is opened (the open-file cache keeps the verdict for `open_file_cache_valid`), never on a cache hit; a directory listing leaves such files out. Set it to `false` for a root that serves PHP source under other names on purpose (code samples as `.txt`). `shellac check` refuses it on a backend of another protocol."##,
+    },
+    Setting {
+        section: "backend",
         key: "precompressed",
         kind: Kind::Bool,
         default: Default::Value(r##"false"##),
@@ -309,7 +318,7 @@ pub(super) const BACKEND: &[Setting] = &[
         default: Default::Value(r##"false"##),
         example: r##""##,
         restart: false,
-        doc: r##"`protocol = "files"`: a directory without an `index` file is answered with an HTML listing of its files and directories (nginx's `autoindex`) instead of `403`. Names that would not be served (dotfiles unless `dotfiles`, links out of `root` unless `follow_symlinks`, PHP scripts unless `send_scripts`, special files) are not listed; names are HTML-escaped and links percent-encoded; at most 10,000 entries."##,
+        doc: r##"`protocol = "files"`: a directory without an `index` file is answered with an HTML listing of its files and directories (nginx's `autoindex`) instead of `403`. Names that would not be served (dotfiles unless `dotfiles`, links out of `root` unless `follow_symlinks`, PHP scripts unless `send_scripts`, special files) are not listed; names are HTML-escaped and links percent-encoded. Bounded per page: at most 100,000 names read, 20,000 examined on disk, 10,000 listed; counted in the backend's `/backends` entry as `files_listing_omitted` (left out as not served) and `files_listing_unlisted` (past the bounds)."##,
     },
     Setting {
         section: "backend",

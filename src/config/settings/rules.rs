@@ -85,7 +85,7 @@ pub(super) const RULE: &[Setting] = &[
         default: Default::Unset(r##"either"##),
         example: r##""http""##,
         restart: false,
-        doc: r##"Matcher: the request arrived over a cleartext listener (`"http"`) or a `[[tls]]` listener (`"https"`). With `url = '^(.*)$'` and `redirect = { to = "https://example.com$1", status = 301 }` (and `host = "example.com"`) it sends cleartext visitors to HTTPS; requests over TLS are not matched and keep their fast hits."##,
+        doc: r##"Matcher: the request arrived over a cleartext listener (`"http"`) or a `[[tls]]` listener (`"https"`). With `redirect = { to = "https://$host$request_uri", status = 301 }` (nginx's `return 301 https://$host$request_uri;`) it sends cleartext visitors to HTTPS; requests over TLS are not matched and keep their fast hits."##,
     },
     Setting {
         section: "rule",
@@ -199,7 +199,7 @@ pub(super) const RULE: &[Setting] = &[
         default: Default::Value(r##"false"##),
         example: r##"true"##,
         restart: false,
-        doc: r##"Request action: FLV pseudo-streaming (nginx's `flv`). A matching request with `?start=BYTE` (a positive whole number) is looked up, fetched and stored without its `start` argument, and answered with the 13-byte FLV header and then the file from that byte (with a `Content-Length` when the file's length is known, and a `Range` then cut from that answer; else chunked, a closed `Range` cut as it comes); an offset not below the file's length, or a status other than 200, gets the file as it is. One stored copy serves every seek, from the cache or from a `files` backend (docs/static-files.md). Match it to the files: `path = '\.flv$'`."##,
+        doc: r##"Request action: FLV pseudo-streaming (nginx's `flv`). A matching request with `?start=BYTE` (a positive whole number; `start=0` too, the file as it is from the same stored copy) is looked up, fetched and stored without its `start` argument, and answered with the 13-byte FLV header and then the file from that byte (with a `Content-Length` when the file's length is known, and a `Range` then cut from that answer; else chunked, a closed `Range` cut as it comes); an offset not below the file's length, or a status other than 200, gets the file as it is. One stored copy serves every seek, from the cache or from a `files` backend (docs/static-files.md). Match it to the files: `path = '\.flv$'`."##,
     },
     Setting {
         section: "rule",
@@ -208,7 +208,7 @@ pub(super) const RULE: &[Setting] = &[
         default: Default::Value(r##"false"##),
         example: r##"true"##,
         restart: false,
-        doc: r##"Request action: MP4 pseudo-streaming (nginx's `mp4`). A matching request with `?start=SECONDS` (a positive number, `12.5`) is looked up, fetched and stored without its `start` and `end` arguments, and answered with the file cut at the keyframe at or before that time: `ftyp`, the `moov` rewritten (sample tables from there, chunk offsets moved, durations shortened, edit lists left out), then the media data from the first kept sample (from a stored copy or a file cached in slices the cut is made before the head: a `Content-Length`, and a `Range` cut from the answer; while the body streams, chunked, a closed `Range` cut as it comes with `Content-Range: bytes a-b/*`). Every track is cut at the video keyframe's time. With `end=SECONDS` (also without `start`: from the beginning) each track ends before its first sample at or after that time, and the media data after the last kept sample is not sent. A time before the second keyframe and no `end`, a status other than 200, or a body with a content coding gets the file as it is; a file whose `moov` comes after its `mdat` (no "fast start") is cut too: from the cache its `moov` is found by the box headers after the `mdat` and read out of order, as nginx does; while its body streams (the fetch that stores it, a passed request) it is held until its `moov` is in; either way only when that `moov` ends within `mp4_max_moov_size` of the file's start, so a miss and its hits answer alike. A file that cannot be cut (over `mp4_max_moov_size`, damaged, fragmented) is sent as it is, counted in `mp4_seek_whole` and logged; so is a seek that would pass `server.mp4_moov_memory` (`mp4_seek_memory`). Match it to the files: `path = '\.mp4$'` (docs/static-files.md)."##,
+        doc: r##"Request action: MP4 pseudo-streaming (nginx's `mp4`). A matching request with `?start=SECONDS` (a positive number, `12.5`; `start=0` too, the file as it is from the same stored copy) is looked up, fetched and stored without its `start` and `end` arguments, and answered with the file cut at the keyframe at or before that time: `ftyp`, the `moov` rewritten (sample tables from there, chunk offsets moved, durations shortened, edit lists left out), then the media data from the first kept sample (from a stored copy or a file cached in slices the cut is made before the head: a `Content-Length`, and a `Range` cut from the answer; while the body streams, chunked, a closed `Range` cut as it comes with `Content-Range: bytes a-b/*`). Every track is cut at the video keyframe's time; a track that ends before it is kept empty, as nginx does. With `end=SECONDS` (also without `start`: from the beginning) each track ends before its first sample at or after that time, and the media data after the last kept sample is not sent. A time before the second keyframe and no `end`, a status other than 200, or a body with a content coding gets the file as it is; a file whose `moov` comes after its `mdat` (no "fast start") is cut too: from the cache its `moov` is found by the box headers after the `mdat` and read out of order, as nginx does; while its body streams (the fetch that stores it, a passed request) it is held until its `moov` is in; either way only when that `moov` ends within `mp4_max_moov_size` of the file's start, so a miss and its hits answer alike. A file that cannot be cut (over `mp4_max_moov_size`, damaged, fragmented, a time past the end of every track) is sent as it is, counted in `mp4_seek_whole` and logged; so is a seek that would pass `server.mp4_moov_memory` (`mp4_seek_memory`). Match it to the files: `path = '\.mp4$'` (docs/static-files.md)."##,
     },
     Setting {
         section: "rule",
@@ -434,7 +434,7 @@ pub(super) const RULE: &[Setting] = &[
         default: Default::Required,
         example: r##""https://www.example.com/$1""##,
         restart: false,
-        doc: r##"The `Location`: `$1`, `${name}` expand the captures of the rule's `path` (or `url`) regular expression."##,
+        doc: r##"The `Location`: `$1`, `${name}` expand the captures of the rule's `path` (or `url`) regular expression; `$scheme`, `$host` (the request's, lower case, without port), `$request_uri` and `$args` (`$query_string`) as the client sent them, and `$uri` (the path decoded, escaped again) are nginx's variables, so `return 301 https://$host$request_uri;` is `to = "https://$host$request_uri"`. `shellac check` refuses a `$name` that is neither."##,
     },
     Setting {
         section: "rule.redirect",

@@ -119,7 +119,10 @@ impl Trak<'_> {
                 }
                 b"stsc" => self.write_stsc(&mut t, cut),
                 b"stco" | b"co64" => {
-                    let kept = self.chunks.get(cut.chunk..=cut.end_chunk).unwrap_or(&[]);
+                    let kept = match cut.is_empty() {
+                        true => &[],
+                        false => self.chunks.get(cut.chunk..=cut.end_chunk).unwrap_or(&[]),
+                    };
                     put(&mut t, kept.len() as u32);
                     for (i, &o) in kept.iter().enumerate() {
                         let o = if i == 0 { cut.data_start } else { o };
@@ -144,6 +147,10 @@ impl Trak<'_> {
     /// The runs of samples per chunk of the kept chunks, renumbered from 1: the first keeps
     /// its samples from the cut on, the last those up to the end.
     fn write_stsc(&self, t: &mut Vec<u8>, cut: &TrackCut) {
+        if cut.is_empty() {
+            put(t, 0);
+            return;
+        }
         let mut runs: Vec<(u32, u32, u32)> = Vec::new();
         for chunk in cut.chunk..=cut.end_chunk {
             let (spc, sdi) = self.chunk_run(chunk);

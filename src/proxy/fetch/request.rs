@@ -232,15 +232,14 @@ fn extensions(
     if let Some(autoindex) = txn.site.as_ref().and_then(|s| s.autoindex) {
         req.extensions_mut().insert(autoindex);
     }
-    // What a FastCGI origin passes to the application (REMOTE_ADDR, HTTPS, SERVER_*).
+    // What a FastCGI origin passes to the application (REMOTE_ADDR, HTTPS, SERVER_*), and a
+    // backend's PROXY protocol header names (client and server).
+    let local = txn.req.extensions.get::<crate::proxy::LocalAddr>();
     req.extensions_mut().insert(crate::backend::ClientInfo {
         addr: txn.real_client(),
         https,
-        local: txn
-            .req
-            .extensions
-            .get::<crate::proxy::LocalAddr>()
-            .map(|l| l.0),
+        local: local.map(|l| l.0),
+        server: local.map(|l| l.1.map_or(l.0, |p| p.server)),
         protocol: match txn.req.version {
             Version::HTTP_2 => "HTTP/2.0",
             Version::HTTP_10 => "HTTP/1.0",

@@ -109,8 +109,12 @@ pub(super) async fn send(
             }
             Ok(resp) => {
                 // A files origin's refusal, counted by reason (`files_refused_*`).
+                // And by site (the backend's own count: `files/mod.rs`).
                 if let Some(refusal) = resp.extensions().get::<Refusal>() {
                     refusal.counter(counters).inc();
+                    if let Some(site) = &txn.site {
+                        site.stats.files_refused.count(*refusal);
+                    }
                 }
                 // A FastCGI origin's, before the application saw the request
                 // (`fastcgi_refused_*`).

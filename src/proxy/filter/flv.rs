@@ -27,6 +27,13 @@ pub fn start_of(query: &str) -> Option<u64> {
         .filter(|&n| n > 0)
 }
 
+/// Whether the query's `start` (the last one) is zero (`0`, `00`): from the beginning, the
+/// file as nginx sends it — still a seek, looked up and stored without it, so a player's
+/// first `?start=0` shares the one stored copy.
+pub fn starts_at_zero(query: &str) -> bool {
+    seek::start_arg(query).is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b == b'0'))
+}
+
 /// The query without its `start` arguments (`None`: none left).
 pub fn without_start(query: &str) -> Option<String> {
     let kept: Vec<&str> = query
@@ -128,6 +135,9 @@ mod tests {
         assert_eq!(start_of("start=100"), Some(100));
         assert_eq!(start_of("a=1&start=5&b=2"), Some(5));
         assert_eq!(start_of("start=0"), None);
+        assert!(starts_at_zero("start=0") && starts_at_zero("a=1&start=00"));
+        assert!(!starts_at_zero("start=") && !starts_at_zero("start=05"));
+        assert!(!starts_at_zero("start=0&start=7") && !starts_at_zero("restart=0"));
         assert_eq!(start_of("start=x"), None);
         assert_eq!(start_of("restart=5"), None);
         assert_eq!(without_start("start=100"), None);

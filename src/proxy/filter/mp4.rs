@@ -54,6 +54,17 @@ pub fn end_of(query: &str) -> Option<f64> {
     seconds(value)
 }
 
+/// Whether the query's `start` (the last one) is a number of seconds that is zero (`0`,
+/// `0.0`): from the beginning, the file as it is — still a seek, looked up and stored
+/// without it, so a player's first `?start=0` shares the one stored copy.
+pub fn starts_at_zero(query: &str) -> bool {
+    seek::start_arg(query).is_some_and(|v| {
+        !v.is_empty()
+            && v.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+            && v.parse::<f64>().is_ok_and(|s| s == 0.0)
+    })
+}
+
 fn seconds(value: &str) -> Option<f64> {
     Some(value)
         .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit() || b == b'.'))

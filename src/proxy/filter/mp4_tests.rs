@@ -300,4 +300,17 @@ fn start_is_seconds() {
     assert_eq!(start_of("start=1e3"), None);
     assert_eq!(start_of("start=inf"), None);
     assert_eq!(start_of("start="), None);
+    for zero in ["start=0", "start=0.0", "a=1&start=00.000"] {
+        assert!(starts_at_zero(zero), "{zero}");
+    }
+    for not in [
+        "start=",
+        "start=0.5",
+        "start=-0",
+        "start=0e1",
+        "restart=0",
+        "a=0",
+    ] {
+        assert!(!starts_at_zero(not), "{not}");
+    }
 }

@@ -138,13 +138,18 @@ impl Hooks for Rules {
 }
 
 /// A matched `flv` rule: a request with `?start=BYTE` is looked up and fetched without it,
-/// and its answer cut by the FLV delivery filter (`filter/flv.rs`).
+/// and its answer cut by the FLV delivery filter (`filter/flv.rs`). `start=0` is the file as
+/// it is, from the one stored copy: nothing to cut.
 fn flv_seek(txn: &mut Txn, host: &str) {
-    let Some(start) = txn.req.uri.query().and_then(flv::start_of) else {
+    let Some(query) = txn.req.uri.query() else {
         return;
     };
+    let start = flv::start_of(query);
+    if start.is_none() && !flv::starts_at_zero(query) {
+        return;
+    }
     if without_start(txn, host) {
-        txn.flv_start = Some(start);
+        txn.flv_start = start;
         txn.proxy.counters.flv_seek.inc();
     }
 }
@@ -158,12 +163,16 @@ fn mp4_seek(txn: &mut Txn, host: &str, max: u64) {
         return;
     };
     let (start, end) = (mp4::start_of(query), mp4::end_of(query));
-    if start.is_none() && end.is_none() {
+    // `start=0` alone is the file as it is, from the one stored copy: nothing to cut.
+    let whole = start.is_none() && end.is_none();
+    if whole && !mp4::starts_at_zero(query) {
         return;
     }
     if without_args(txn, host, mp4::without_span) {
-        let span = (start.unwrap_or(0.0), end);
-        txn.mp4_start = Some((span, usize::try_from(max).unwrap_or(usize::MAX)));
+        if !whole {
+            let span = (start.unwrap_or(0.0), end);
+            txn.mp4_start = Some((span, usize::try_from(max).unwrap_or(usize::MAX)));
+        }
         txn.proxy.counters.mp4_seek.inc();
     }
 }

@@ -93,7 +93,9 @@ impl Env for RawRequest<'_> {
                     None => Value::None,
                 }
             }
-            Slot::ClientIp | Slot::RemoteIp => Value::Ip(self.client),
+            // Not `remote.ip`: behind a PROXY protocol header it is the balancer, which a
+            // dry run is not told (the full path reads it).
+            Slot::ClientIp => Value::Ip(self.client),
             Slot::Now => Value::Time(match self.now.get() {
                 Some(t) => t,
                 None => {

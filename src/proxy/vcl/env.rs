@@ -35,9 +35,10 @@ pub(in crate::proxy) struct Scope<'a> {
     pub rt: &'a VclRuntime,
     pub cache: &'a Cache,
     pub client: SocketAddr,
-    /// The local address of the client's connection (`server.ip`, `local.ip`), when the
-    /// program reads it (`crate::proxy::LocalAddr`).
-    pub local: Option<SocketAddr>,
+    /// The local address of the client's connection (`server.ip`, `local.ip`) and what a
+    /// PROXY protocol header said of it (`remote.ip`, `server.ip`), when the program reads
+    /// them (`crate::proxy::LocalAddr`).
+    pub local: Option<crate::proxy::LocalAddr>,
     pub state: &'a mut State,
     pub req: Option<&'a mut Parts>,
     pub original: Option<&'a (Method, Uri, HeaderMap)>,
@@ -71,7 +72,7 @@ impl<'a> Scope<'a> {
         let started = *state.req_time.get_or_insert(now);
         // Looked up only for a program that reads it (one map lookup per subroutine run).
         let local = if rt.program.reads_local {
-            req.extensions.get::<crate::proxy::LocalAddr>().map(|l| l.0)
+            req.extensions.get::<crate::proxy::LocalAddr>().copied()
         } else {
             None
         };

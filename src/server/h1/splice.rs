@@ -1,14 +1,15 @@
 //! The gate's side of copy-free sending of stored bodies (`cache/pages.rs`): on a cleartext
 //! HTTP/1.1 connection, a write whose bytes include at least [`MIN_LENT`] of a stored body's
-//! own mapping goes out through a pipe lent to the connection — the bytes before them (the
-//! response head, a `Date` line) copied (into pages of the thread's arena, `cache/pages/
-//! arena.rs`), then put in by reference with the stored bytes in one vmsplice(2), then the
-//! pipe spliced to the socket (splice(2)): two system calls per response. The writer (hyper,
-//! or the fast-answer queue) is told the bytes the pipe took were written; what the socket did
-//! not take yet stays in the pipe, which stays with the connection, and every later write, 1xx
-//! head, flush, release or shutdown sends it first — so the bytes leave in the order they were
-//! written, and a write that returns means they are on their way as with a plain write. A
-//! connection that ends with bytes in its pipe closes the pipe with it.
+//! own mapping (one of 64 KiB to 512 KiB: `cache::pages::LENT_MAX`) goes out through a pipe
+//! lent to the connection — the bytes before them (the response head, a `Date` line) copied
+//! (into pages of the thread's arena, `cache/pages/arena.rs`), then put in by reference with
+//! the stored bytes in one vmsplice(2), then the pipe spliced to the socket (splice(2)): two
+//! system calls per response. The writer (hyper, or the fast-answer queue) is told the bytes
+//! the pipe took were written; what the socket did not take yet stays in the pipe, which stays
+//! with the connection, and every later write, 1xx head, flush, release or shutdown sends it
+//! first — so the bytes leave in the order they were written, and a write that returns means
+//! they are on their way as with a plain write. A connection that ends with bytes in its pipe
+//! closes the pipe with it.
 //!
 //! Why not sendfile(2) from a memfd-backed store (the other design measured): the memory tier
 //! keeps bodies in mappings of their own already, and a file per body (or an arena with its

@@ -1,5 +1,6 @@
 //! `backend` declarations, checked as vcc checks them and turned into Shellac's backend
-//! settings: `.host` and `.port`, the timeouts, limits, probe, Host header and preamble.
+//! settings: `.host` and `.port`, the timeouts, limits, probe, Host header, preamble and
+//! PROXY protocol header (`.proxy_header`).
 
 use std::net::IpAddr;
 
@@ -65,6 +66,13 @@ impl Checker<'_> {
                 "path" => path = Some(self.backend_path(f)),
                 _ => self.backend_setting(&mut b, f),
             }
+        }
+        if b.preamble.is_some() && b.proxy_protocol.is_some() {
+            self.error(
+                pos,
+                format!("backend {name}: '.preamble' and '.proxy_header' both want the first bytes of a connection: keep one"),
+            );
+            return None;
         }
         if let Some(p) = path {
             // A `.path` refused (reported by `backend_path`) is the backend's only problem:
@@ -213,6 +221,13 @@ impl Checker<'_> {
                     }
                 }
                 _ => self.error(f.pos, "'.preamble' must be a BLOB (`:base64:`)"),
+            },
+            // Varnish's `.proxy_header`: Shellac's `[[backend]] proxy_protocol`.
+            "proxy_header" => match self.field_uint(f) {
+                Some(1) => b.proxy_protocol = Some(crate::config::ProxyVersion::V1),
+                Some(2) => b.proxy_protocol = Some(crate::config::ProxyVersion::V2),
+                Some(_) => self.error(f.pos, "'.proxy_header' must be 1 or 2"),
+                None => {}
             },
             "saintmode_threshold" => self.unsupported(
                 f.pos,

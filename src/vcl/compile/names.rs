@@ -37,7 +37,10 @@ impl Checker<'_> {
             self.reads_digest = true;
         }
         if found.as_ref().is_some_and(|(v, _)| {
-            matches!(v.slot, Slot::ServerIp | Slot::ServerPort | Slot::LocalIp)
+            matches!(
+                v.slot,
+                Slot::ServerIp | Slot::ServerPort | Slot::LocalIp | Slot::RemoteIp
+            )
         }) {
             self.reads_local = true;
         }

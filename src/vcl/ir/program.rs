@@ -32,8 +32,9 @@ pub struct Program {
     pub req_body_keep: Option<u64>,
     /// Some subroutine reads `req.hash` / `bereq.hash`: vcl_hash makes the digest.
     pub reads_digest: bool,
-    /// Some subroutine (the built-in ones included) reads `server.ip`, `server.port` or
-    /// `local.ip`: client sessions then find their local address for each request.
+    /// Some subroutine (the built-in ones included) reads `server.ip`, `server.port`,
+    /// `local.ip` or `remote.ip`: client sessions then find their local address (and what a
+    /// PROXY protocol header said of the connection) for each request.
     pub reads_local: bool,
     /// What a backend that does not set its timeouts waits, and what `bereq.*_timeout` read
     /// until VCL sets them.

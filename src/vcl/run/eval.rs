@@ -93,14 +93,58 @@ fn concat<'a>(p: &'a Program, env: &'a dyn Env, parts: &'a [Expr]) -> Result<Val
         // A conversion to string: a string stays as it is (borrowed).
         return Ok(match eval(p, env, one)? {
             v @ (Value::Str(_) | Value::None) => v,
-            other => Value::Str(other.text(&|t| env.target_name(t))),
+            other => {
+                in_string_range(&other)?;
+                Value::Str(other.text(&|t| env.target_name(t)))
+            }
         });
     }
     let mut out = String::new();
     for part in parts {
-        eval(p, env, part)?.write_to(&mut out, &|t| env.target_name(t));
+        let v = eval(p, env, part)?;
+        in_string_range(&v)?;
+        v.write_to(&mut out, &|t| env.target_name(t));
     }
     Ok(Value::Str(Cow::Owned(out)))
+}
+
+/// The largest INT (BYTES) and REAL (DURATION) VCL writes as a string: RFC 8941's
+/// sf-integer (15 digits) and sf-decimal (12 integer digits, 3 decimals), Varnish's
+/// `VRT_INTEGER_MAX` and `VRT_DECIMAL_MAX`.
+const INTEGER_MAX: i64 = 999_999_999_999_999;
+const DECIMAL_MAX: f64 = 999_999_999_999.999;
+
+/// A number out of that range fails the subroutine when it becomes a string, as Varnish's
+/// `VRT_INT_string` / `VRT_REAL_string` fail it (with their words), rather than writing
+/// digits no VCL number holds.
+fn in_string_range(v: &Value<'_>) -> Result<(), String> {
+    match *v {
+        Value::Int(n) if !(-INTEGER_MAX..=INTEGER_MAX).contains(&n) => {
+            Err(format!("INT overflow converting to string ({n:X})"))
+        }
+        Value::Bytes(n) if n > INTEGER_MAX as u64 => {
+            Err(format!("INT overflow converting to string ({n:X})"))
+        }
+        Value::Real(r) | Value::Duration(r) if !r.is_finite() || r.abs() > DECIMAL_MAX => {
+            Err(format!("REAL overflow converting to string ({})", c_exp(r)))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `r` as C's `%e` writes it (`1.200000e+12`).
+fn c_exp(r: f64) -> String {
+    if !r.is_finite() {
+        return format!("{r}");
+    }
+    let text = format!("{r:.6e}");
+    match text.split_once('e') {
+        Some((m, e)) => {
+            let (sign, digits) = e.strip_prefix('-').map_or(("+", e), |d| ("-", d));
+            format!("{m}e{sign}{digits:0>2}")
+        }
+        None => text,
+    }
 }
 
 fn arith<'a>(op: Arith, ty: Type, a: Value<'a>, b: Value<'a>) -> Result<Value<'a>, String> {

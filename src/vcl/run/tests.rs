@@ -362,3 +362,41 @@ fn sizes_scale_by_numbers_and_divide_to_a_ratio() {
         }
     }
 }
+
+/// Varnish's `VRT_INT_string` / `VRT_REAL_string` (trunk i00001): a number written as a
+/// string must fit RFC 8941's sf-integer (15 digits) or sf-decimal (12 integer digits); one
+/// past it fails the subroutine with Varnish's words, also inside a concatenation. The
+/// largest that fit are written.
+#[test]
+fn numbers_past_the_sf_range_fail_when_written_as_strings() {
+    let p = program(
+        r#"sub vcl_recv {
+            set req.http.int-max = 999999999999999;
+            set req.http.real-max = 999999999999.999;
+            set req.http.dur = 10s * 99999999999;
+            if (req.url == "/real") { set req.http.x = 10s * 10000000000000; }
+            if (req.url == "/int") { set req.http.x = 999999999999999 * 10; }
+            if (req.url == "/neg") { set req.http.x = "n" + (0 - 999999999999999 - 1); }
+            if (req.url == "/bytes") { set req.http.x = 1GB * 1000000; }
+        }"#,
+    );
+    let mut e = env("/", &[]);
+    assert_eq!(run(&p, Method::Recv, &mut e), Verdict::Hash);
+    assert_eq!(e.headers["int-max"], "999999999999999");
+    assert_eq!(e.headers["real-max"], "999999999999.999");
+    assert_eq!(e.headers["dur"], "999999999990.000");
+    for (url, words) in [
+        ("/real", "REAL overflow converting to string (1.000000e+14)"),
+        ("/int", "INT overflow converting to string ("),
+        (
+            "/neg",
+            "INT overflow converting to string (FFFC72815B398000)",
+        ),
+        ("/bytes", "INT overflow converting to string ("),
+    ] {
+        match run(&p, Method::Recv, &mut env(url, &[])) {
+            Verdict::Fail(why) => assert!(why.contains(words), "{url}: {why}"),
+            other => panic!("{url}: {other:?}"),
+        }
+    }
+}

@@ -76,7 +76,12 @@ impl<'a> VarnishCommand<'a> {
                         return fail(format!("{}: still running", self.name));
                     }
                 }
-                "-clijson" | "-cleanup" | "-expectexit" | "-jail" | "-proto" => {
+                "-proto" => match self.next()? {
+                    "PROXY" => self.v.settings.proxy_protocol(),
+                    "HTTP" => {}
+                    other => return skip(format!("varnish -proto {other}")),
+                },
+                "-clijson" | "-cleanup" | "-expectexit" | "-jail" => {
                     return skip(format!("varnish {opt}: Varnish's management process"));
                 }
                 other => return skip(format!("varnish option {other} is not implemented")),

@@ -108,6 +108,15 @@ impl Settings {
                 })?;
                 self.values
                     .insert((section, key), format!("\"{}ms\"", d.as_millis()));
+                // Varnish's `timeout_idle` also bounds how long a new connection waits for
+                // its first request (a PROXY header included): Shellac's
+                // `header_read_timeout`.
+                if name == "timeout_idle" {
+                    self.values.insert(
+                        ("server", "header_read_timeout"),
+                        format!("\"{}ms\"", d.as_millis()),
+                    );
+                }
             }
             Rule::Setting(section, key, Kind::Count, _) => {
                 let n: u64 = value.trim().parse().map_err(|_| {
@@ -286,6 +295,17 @@ impl Settings {
             }
         }
         Ok(())
+    }
+
+    /// `varnish -proto PROXY`: every listener takes the PROXY protocol (`server.proxy_protocol`)
+    /// from the file's clients, which are on loopback.
+    pub fn proxy_protocol(&mut self) {
+        self.values
+            .insert(("server", "proxy_protocol"), "true".into());
+        self.values.insert(
+            ("server", "proxy_protocol_from"),
+            "[\"127.0.0.0/8\", \"::1/128\"]".into(),
+        );
     }
 
     /// The configuration file: `listen`/`admin` (absent for a check), the VCL file, the

@@ -232,3 +232,30 @@ fn configuration_file() {
             .contains("\"120000ms\"")
     );
 }
+
+/// `timeout_idle` is both how long a keep-alive connection waits for its next request and
+/// how long a new one waits for its first (Shellac's `header_read_timeout`, which also bounds
+/// a PROXY header); `-proto PROXY` turns the protocol on for the file's loopback clients.
+#[test]
+fn timeout_idle_bounds_the_first_request_and_proto_proxy() {
+    let mut s = Settings::default();
+    let get = |s: &Settings, k: &'static str| s.values.get(&("server", k)).cloned();
+    assert_eq!(get(&s, "idle_timeout").as_deref(), Some("\"5000ms\""));
+    assert_eq!(
+        get(&s, "header_read_timeout").as_deref(),
+        Some("\"5000ms\"")
+    );
+    assert_eq!(s.set("timeout_idle", "2"), Ok(()));
+    assert_eq!(
+        get(&s, "header_read_timeout").as_deref(),
+        Some("\"2000ms\"")
+    );
+    assert_eq!(get(&s, "proxy_protocol"), None);
+    s.proxy_protocol();
+    let toml = s.toml(None, None, None, std::path::Path::new("/tmp"));
+    assert!(toml.contains("proxy_protocol = true\n"), "{toml}");
+    assert!(
+        toml.contains("proxy_protocol_from = [\"127.0.0.0/8\", \"::1/128\"]\n"),
+        "{toml}"
+    );
+}

@@ -117,11 +117,9 @@ fn top(c: &Command, flavour: Flavour, wiring: Wiring) -> Option<String> {
                     if let Some(r) = spec(&w.text, w.line) {
                         return Some(r);
                     }
-                } else if matches!(w.text.as_str(), "-proxy1" | "-proxy2") {
-                    return Some(format!("the PROXY protocol ({name} {})", w.text));
                 } else if matches!(
                     w.text.as_str(),
-                    "-connect" | "-listen" | "-repeat" | "-rcvbuf"
+                    "-connect" | "-listen" | "-repeat" | "-rcvbuf" | "-proxy1" | "-proxy2"
                 ) {
                     // The option's value.
                     i += 1;
@@ -244,6 +242,19 @@ mod tests {
                 .unwrap()
                 .contains("debug")
         );
+        // `-proto PROXY` and a client's `-proxy1` run; vmod_proxy (the TLVs) does not.
+        assert_eq!(
+            scope(
+                "varnish v1 -proto PROXY -vcl+backend {} -start\nclient c1 -proxy1 \"1.2.3.4:1 5.6.7.8:2\" {} -run"
+            ),
+            None
+        );
+        assert!(
+            scope("varnish v2 -proto PROXY -vcl+backend { import proxy; }")
+                .unwrap()
+                .contains("VMOD proxy")
+        );
+        assert!(scope("varnish v1 -proto FOO -vcl+backend {}").is_some());
         assert!(scope("varnish v1 -expect SM?.s0.g_space == 0").is_some());
         assert_eq!(scope("varnish v1 -expect SM?.s0.g_bytes == 0"), None);
         assert_eq!(scope("varnish v1 -expect cache_hit == 1"), None);

@@ -86,7 +86,13 @@ pub(super) fn command(c: &Command, wiring: Wiring) -> Option<String> {
             }
             "-syntax" | "-vsc" => i += 1,
             "-stop" | "-wait" | "-vsl_catchup" | "-wait-running" | "-wait-stopped" => {}
-            "-clijson" | "-cleanup" | "-expectexit" | "-jail" | "-proto" => {
+            "-proto" => {
+                i += 1;
+                if !matches!(text(i), "PROXY" | "HTTP") {
+                    return Some(format!("varnish -proto {}", text(i)));
+                }
+            }
+            "-clijson" | "-cleanup" | "-expectexit" | "-jail" => {
                 return Some(format!("varnish {opt}: Varnish's management process"));
             }
             other => return Some(format!("varnish option {other} is not implemented")),
@@ -116,6 +122,12 @@ pub(in crate::vtc) fn vcl(text: &str) -> Option<String> {
                     "Varnish's test VMOD {} (import in VCL)",
                     m.trim_start_matches("${vmod_").trim_end_matches('}')
                 ));
+            }
+            if m == "proxy" {
+                return Some(
+                    "VMOD proxy: Shellac checks a PROXY header's TLVs but keeps none for VCL"
+                        .into(),
+                );
             }
         }
     }

@@ -171,6 +171,9 @@ pub(super) fn reason_phrase(r: &str) -> Option<hyper::ext::ReasonPhrase> {
     hyper::ext::ReasonPhrase::try_from(r.as_bytes().to_vec()).ok()
 }
 
+/// The reason phrase Varnish gives a status it has none for.
+const UNKNOWN_STATUS: &str = "Unknown HTTP Status";
+
 /// vcl_synth (2.x: vcl_error): the generated response VCL makes for `status` and `reason`.
 pub(super) fn synth(txn: &mut Txn, status: u16, reason: Option<String>) -> Step {
     // `synth(22301)`: VCL sees 22301, 301 is sent (Varnish keeps up to 65535 in VCL); a
@@ -182,6 +185,14 @@ pub(super) fn synth(txn: &mut Txn, status: u16, reason: Option<String>) -> Step 
     let Some(v) = txn.vcl.as_deref_mut() else {
         return Step::Synth(status, "vcl-synth");
     };
+    // A status without a reason phrase of its own gets Varnish's (`http_Status2Reason`),
+    // which `resp.reason` reads and the status line carries (trunk p00010: 999).
+    let reason = reason.or_else(|| {
+        status
+            .canonical_reason()
+            .is_none()
+            .then(|| UNKNOWN_STATUS.into())
+    });
     v.synthesized = true;
     v.state.body = None;
     let legacy = v.runtime.program.dialect.is_legacy();

@@ -252,7 +252,9 @@ fn hash(txn: &mut Txn, purge: bool) -> Step {
                 .extensions
                 .get::<crate::proxy::LocalAddr>()
                 .map_or("0.0.0.0".to_string(), |l| {
-                    l.0.ip().to_canonical().to_string()
+                    // `server.ip`: a PROXY header's destination, else the local address.
+                    let server = l.1.map_or(l.0, |p| p.server);
+                    server.ip().to_canonical().to_string()
                 })
         });
         let host = match (&server_ip, Txn::authority(&txn.req)) {

@@ -316,23 +316,39 @@ impl Scope<'_> {
         }
     }
 
+    /// `server.ip`: a PROXY header's destination, else the connection's local address.
+    fn server_addr(&self) -> SocketAddr {
+        match self.local {
+            Some(crate::proxy::LocalAddr(_, Some(p))) => p.server,
+            Some(l) => l.0,
+            None => SocketAddr::from(([0, 0, 0, 0], 0)),
+        }
+    }
+
     /// What a subroutine reads of the client, the server and the session (`client.*`,
     /// `server.*`, `local.*`, `sess.*`, `now`, the transaction ids).
     #[inline]
     pub(super) fn get_session(&self, var: &Var) -> Value<'_> {
         match var.slot {
-            Slot::ClientIp | Slot::RemoteIp => Value::Ip(self.client),
+            Slot::ClientIp => Value::Ip(self.client),
+            // Behind a PROXY header the balancer's end of the connection; else the client.
+            Slot::RemoteIp => Value::Ip(
+                self.local
+                    .and_then(|l| l.1)
+                    .map_or(self.client, |p| p.remote),
+            ),
             Slot::ClientIdentity => match &self.state.identity {
                 Some(i) => Value::str(i),
                 None => Value::Ip(self.client),
             },
-            // Without PROXY protocol (which Shellac does not take) `server.ip` is `local.ip`,
-            // as in Varnish.
-            Slot::ServerIp | Slot::LocalIp => Value::Ip(
+            // `server.ip` is the address a PROXY header names as the destination; without
+            // one it is `local.ip`, as in Varnish.
+            Slot::ServerIp => Value::Ip(self.server_addr()),
+            Slot::LocalIp => Value::Ip(
                 self.local
-                    .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
+                    .map_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)), |l| l.0),
             ),
-            Slot::ServerPort => Value::Int(self.local.map_or(0, |a| i64::from(a.port()))),
+            Slot::ServerPort => Value::Int(i64::from(self.server_addr().port())),
             Slot::ServerHostname | Slot::ServerIdentity => Value::str(&self.rt.hostname),
             Slot::LocalEndpoint | Slot::LocalSocket => Value::str("a0"),
             Slot::Now => Value::Time(self.now),
