@@ -10,7 +10,8 @@
 //! - readable (the next request, or the client's close): the socket is taken out of the set
 //!   and a new connection task starts a session on it;
 //! - `idle_timeout` over: closed, counted in `client_idle_closed`;
-//! - shutdown: every parked connection is closed at once.
+//! - shutdown: every released connection is closed at once; a new one that has not spoken yet
+//!   is resumed, and its first request answered with `Connection: close` (`Parking::shut`).
 //!
 //! A new connection that has not sent a byte when it is accepted waits here too, from the
 //! start (a connection flood that never speaks costs a slot each, not a session): readable →
@@ -378,6 +379,31 @@ impl Parking {
     }
 
     /// Closes every parked connection and refuses new ones.
+    /// Shutdown: nothing is parked any more. The released keep-alive connections are closed
+    /// (between requests, as hyper's graceful shutdown closes an idle one); the new ones that
+    /// have not sent their first request are returned, to be resumed and answered within
+    /// `header_read_timeout` (`ConnState::on_stop`): such a client may have its request on
+    /// the way, and a close would lose it.
+    pub(super) fn shut(&self) -> Vec<Parked> {
+        let mut lot = self.lot();
+        lot.closed = true;
+        let mut new = Vec::new();
+        for slot in 0..lot.slots.len() as u32 {
+            let generation = lot.slots[slot as usize].generation;
+            if let Some(p) = self.take(&mut lot, slot, generation)
+                && p.new
+            {
+                new.push(p);
+            }
+            if lot.slots.is_empty() {
+                break;
+            }
+        }
+        new
+    }
+
+    /// Closes every parked connection, new ones too, and refuses newcomers (the lot's epoll
+    /// set failed: nothing would wake them). Returns how many were closed.
     pub(super) fn close_all(&self) -> usize {
         let mut lot = self.lot();
         lot.closed = true;

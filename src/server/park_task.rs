@@ -1,6 +1,7 @@
 //! The parking lot's task ([`run`]): one task watches the lot's epoll set, resumes a parked
 //! connection when it becomes readable (a new connection task starts its session), closes
-//! those past their deadline, and closes all of them at shutdown (`park.rs` is the lot).
+//! those past their deadline; at shutdown it closes the released ones and resumes the new
+//! ones that have not spoken yet (`Parking::shut`; `park.rs` is the lot).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +20,8 @@ use crate::reload::Live;
 const EVENTS: usize = 256;
 
 /// The lot's task: resumes connections that became readable (a new connection task each),
-/// closes those past their deadline, and closes all of them at shutdown.
+/// closes those past their deadline; at shutdown closes the released ones and resumes the new
+/// ones, whose first request is answered.
 pub(super) async fn run(
     parking: Arc<Parking>,
     live: Arc<Live>,
@@ -50,7 +52,9 @@ pub(super) async fn run(
     let mut events = Events::with_capacity(EVENTS);
     loop {
         if *shutdown.borrow() {
-            parking.close_all();
+            for p in parking.shut() {
+                resume(p, &parking, &live, &shutdown);
+            }
             return;
         }
         let sleep = parking.next_deadline().map(|d| {

@@ -202,6 +202,86 @@ async fn sigterm_waits_for_shutdown_grace() {
     assert_eq!(code, Some(0), "{log}");
 }
 
+/// A stop loses no request a client has sent or is sending: after SIGTERM a keep-alive
+/// connection idle between requests is closed, but a new connection that has not sent its
+/// first request yet (waiting in the parking lot) and one whose request head is half-way in
+/// are answered, with `Connection: close`, and then closed. (Closed unread, as hyper's
+/// graceful shutdown closes a connection it sees idle, they lost the request; under
+/// `shellac upgrade` a connection accepted just before the old process stopped lost its
+/// first request that way.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_answers_a_request_that_is_arriving_or_due_on_a_new_connection() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+    let origin = Origin::start(|seen| Reply::ok(&format!("answer to {}", seen.path))).await;
+    let dir = TempDir::new("stop-arriving");
+    let config = write_config(
+        &dir.0,
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nadmin = \"off\"\nshutdown_grace = \"20s\"\n\n[[backend]]\nhost = \"127.0.0.1\"\nport = {}\n",
+            origin.addr.port()
+        ),
+    );
+    let mut serving = Serving::start(&config);
+    let proxy = serving.proxy();
+    async fn read_all(stream: &mut TcpStream) -> String {
+        let mut out = Vec::new();
+        let ended = tokio::time::timeout(Duration::from_secs(15), stream.read_to_end(&mut out))
+            .await
+            .is_ok();
+        assert!(ended, "the connection was not closed: {out:?}");
+        String::from_utf8_lossy(&out).into_owned()
+    }
+    // Idle between requests: one request answered, the connection kept.
+    let mut idle = TcpStream::connect(proxy).await.unwrap();
+    idle.write_all(b"GET /idle HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    let mut got = Vec::new();
+    while !String::from_utf8_lossy(&got).contains("answer to /idle") {
+        let n = tokio::time::timeout(Duration::from_secs(10), idle.read(&mut buf))
+            .await
+            .expect("an answer")
+            .unwrap();
+        assert!(n > 0, "{}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    // New, nothing sent yet; and new with half a head sent.
+    let mut fresh = TcpStream::connect(proxy).await.unwrap();
+    let mut half = TcpStream::connect(proxy).await.unwrap();
+    half.write_all(b"GET /half HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    serving.signal("-TERM");
+    serving.wait_for("shutting down");
+    // The idle one is closed with nothing more said: the stop has reached the sessions.
+    assert_eq!(read_all(&mut idle).await, "");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    fresh
+        .write_all(b"GET /fresh HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    half.write_all(b"\r\n").await.unwrap();
+    for (stream, path) in [(&mut fresh, "/fresh"), (&mut half, "/half")] {
+        let answer = read_all(stream).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{path}: {answer:?}");
+        assert!(
+            answer
+                .to_ascii_lowercase()
+                .contains("\r\nconnection: close\r\n"),
+            "{path}: {answer:?}"
+        );
+        assert!(answer.ends_with(&format!("answer to {path}")), "{answer:?}");
+    }
+    let (code, log) = tokio::task::spawn_blocking(move || serving.exit())
+        .await
+        .unwrap();
+    assert_eq!(code, Some(0), "{log}");
+}
+
 /// The accept-queue limit of the socket listening on `addr`: `ss`'s Send-Q of a listener.
 fn listen_queue_limit(addr: SocketAddr) -> u32 {
     let out = Command::new("ss")

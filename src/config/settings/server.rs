@@ -379,7 +379,7 @@ pub(super) const SERVER: &[Setting] = &[
         default: Default::Value(r##""10s""##),
         example: r##""##,
         restart: false,
-        doc: r##"On `SIGTERM` / `SIGINT` the listeners stop accepting and requests in flight get this long to finish; then the rest are cut off, the disk tier seals its open region, the access log is flushed and the process exits. `"0s"` stops at once. The value in force at the signal counts (a reload may change it)."##,
+        doc: r##"On `SIGTERM` / `SIGINT` (and in the old process after `shellac upgrade`) the listeners stop accepting and requests in flight get this long to finish. Keep-alive connections idle between requests are closed at once; a connection whose request head is arriving, or a new one that has not sent its first request yet, gets that request answered (within `header_read_timeout`) with `Connection: close`: closing it unread would lose a request its client may have sent already. Then the rest are cut off, the disk tier seals its open region, the access log is flushed and the process exits. `"0s"` stops at once. The value in force at the signal counts (a reload may change it)."##,
     },
     Setting {
         section: "server",

@@ -126,6 +126,19 @@ impl ConnState {
         self.closing.store(true, Ordering::Relaxed);
     }
 
+    /// Shutdown reached the session: no more fast answers, and every response from now on
+    /// says `Connection: close` (`service::respond`). Returns whether to close now (hyper's
+    /// graceful shutdown: closes a connection it sees idle, ends one after the response in
+    /// flight): not while a request head is arriving or a new connection's first is due
+    /// (`PHASE_HEAD`). hyper would close such a connection unread, losing a request the client
+    /// has sent (or sends a moment later, on a connection accepted just before the stop) and
+    /// cannot tell from one never sent; it is answered instead, as nginx does, within
+    /// `header_read_timeout` and `shutdown_grace`.
+    pub fn on_stop(&self) -> bool {
+        self.closing();
+        self.phase.load(Ordering::Relaxed) != PHASE_HEAD
+    }
+
     /// Called by the service for each request hyper dispatches.
     pub fn begin_request(&self) -> Begin {
         let n = self.requests.fetch_add(1, Ordering::Relaxed);

@@ -80,6 +80,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Quiet> Gate<T> {
 pub(super) enum Lean {
     /// hyper takes the session from here (the gate queues its first bytes).
     Hyper,
+    /// Shutdown reached the session while a request was arriving, or before the first: hyper
+    /// answers it with `Connection: close` ([`ConnState::on_stop`]); the stop signal is spent.
+    Stopped,
     /// The stream ended cleanly (the socket shut, or handed back by a release).
     Ended,
     /// A timeout (counted) or an error ended the connection.
@@ -149,8 +152,12 @@ impl LeanLoop<'_> {
                     );
                 }
                 _ = stop.as_mut(), if !shut => {
+                    if !self.state.on_stop() {
+                        // A request is arriving (or the first is still due): hyper answers it,
+                        // with `Connection: close`.
+                        return Lean::Stopped;
+                    }
                     shutting = true;
-                    self.state.closing();
                 }
             }
         }

@@ -8,6 +8,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -191,6 +192,13 @@ fn respond(
                 resp = proxy.refuse(502, "backend-invalid-response");
             }
         }
+    }
+    // The session is shutting down: the connection closes after this response.
+    if state.closing.load(Ordering::Relaxed) && resp.status() != StatusCode::SWITCHING_PROTOCOLS {
+        resp.headers_mut().insert(
+            http::header::CONNECTION,
+            http::HeaderValue::from_static("close"),
+        );
     }
     // An error followed by a close: the client may still be sending; linger. (The status
     // first: a field lookup in every hit's ten-odd fields was ~85 instructions.)

@@ -77,7 +77,10 @@ where
     let timer = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(timer);
     let mut armed = Armed::default();
-    let mut closing = *shutdown.borrow();
+    // `closing`: hyper's graceful shutdown was asked for; `stopped`: shutdown reached the
+    // session (`Stop` resolved, or was set before it started; never polled again).
+    let mut closing = false;
+    let mut stopped = *shutdown.borrow();
     let stop = Stop::new(shutdown.clone());
     tokio::pin!(stop);
     // Released: its idle deadline (from the last request's end) and the timeouts VCL set.
@@ -94,7 +97,7 @@ where
             .map(|s| (s, deadline, state.sess.current()))
     };
     // Fast hits only, the gate owning the socket, until hyper is needed (`lean.rs`).
-    if cfg.fast_hits && !closing {
+    if cfg.fast_hits && !stopped {
         let lean = LeanLoop {
             state: &state,
             counters: &counters,
@@ -106,6 +109,7 @@ where
             .await
         {
             Lean::Hyper => {}
+            Lean::Stopped => stopped = true,
             Lean::Ended => return released_at(&mut released),
             Lean::End => return None,
         }
@@ -127,8 +131,8 @@ where
         .serve_connection(io, service)
         .with_upgrades();
     tokio::pin!(conn);
-    if closing {
-        state.closing();
+    if stopped && state.on_stop() {
+        closing = true;
         conn.as_mut().graceful_shutdown();
     }
     loop {
@@ -162,10 +166,12 @@ where
                     tokio::time::Instant::now() + Duration::from_millis(at - now),
                 );
             }
-            _ = &mut stop, if !closing => {
-                closing = true;
-                state.closing();
-                conn.as_mut().graceful_shutdown();
+            _ = &mut stop, if !stopped && !closing => {
+                stopped = true;
+                if state.on_stop() {
+                    closing = true;
+                    conn.as_mut().graceful_shutdown();
+                }
             }
         }
     }

@@ -160,3 +160,33 @@ async fn stale_deadlines_do_not_pile_up() {
     assert_eq!(shared.released_conns.load(Ordering::Relaxed), 1);
     assert_eq!(parking.next_deadline(), Some(u64::MAX));
 }
+
+/// Shutdown closes the released connections and hands back the new ones that have not sent
+/// their first request (a request may be on its way: the session answers it).
+#[tokio::test]
+async fn shutdown_closes_released_connections_and_hands_back_new_ones() {
+    let parking = Parking::new().unwrap();
+    let shared = shared();
+    let mut clients = Vec::new();
+    for (i, (server, client)) in connections(3).await.into_iter().enumerate() {
+        let peer = client.local_addr().unwrap();
+        shared.open_conns.fetch_add(1, Ordering::Relaxed);
+        let open = Arc::new(OpenConn(shared.clone()));
+        // The last one is new: accepted, nothing sent yet.
+        let new_since = (i == 2).then_some(1_000);
+        assert!(parking.park(server, peer, open, 10_000, new_since, None, false));
+        clients.push(client);
+    }
+    assert_eq!(shared.released_conns.load(Ordering::Relaxed), 2);
+    assert_eq!(shared.waiting_conns.load(Ordering::Relaxed), 1);
+    let new = parking.shut();
+    assert_eq!(new.len(), 1);
+    assert!(new[0].new);
+    assert_eq!(parking.parked(), 0);
+    assert_eq!(shared.released_conns.load(Ordering::Relaxed), 0);
+    assert_eq!(shared.waiting_conns.load(Ordering::Relaxed), 0);
+    // The new one still counts as open until its session ends.
+    assert_eq!(shared.open_conns.load(Ordering::Relaxed), 1);
+    drop(new);
+    assert_eq!(shared.open_conns.load(Ordering::Relaxed), 0);
+}
