@@ -88,6 +88,11 @@ fn check_path(p: &str) -> Result<(), String> {
             "`{p}` names a PHP script (.php, .phtml, .phar, ...: any case), which a files backend never sends (it answers 404): end the list with `@NAME`, the FastCGI backend (it runs `/index.php` for a path that is no file, as nginx's `try_files ... /index.php?$args` does)"
         ));
     }
+    if crate::fastcgi::php::names_php_copy(p) {
+        return Err(format!(
+            "`{p}` names a copy of a PHP script (.php.bak, .php~, .php.save, ...), which a files backend never sends (it answers 404): name the file the copy was made from, or remove the entry"
+        ));
+    }
     Ok(())
 }
 
@@ -184,6 +189,10 @@ mod tests {
             &["$uri", "$uri.PHTML", "@php"],
             &["$uri", "/index%2ephp", "@php"],
             &["$uri", "/app.phar", "=404"],
+            // Copies of one: never sent either.
+            &["$uri", "/index.php.bak", "=404"],
+            &["$uri", "/wp-config.php~", "@php"],
+            &["$uri", "/index%2EPHP.old", "=404"],
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }

@@ -165,6 +165,12 @@ pub fn names_php(path: &str) -> bool {
     path.split('/').any(|segment| is_php_name(&decode(segment)))
 }
 
+/// Whether a segment of `path` (escaped or not) is named like a copy of a PHP script
+/// (`index.php.bak`, `wp-config.php~`, `#x.php#`: [`is_php_copy`]).
+pub fn names_php_copy(path: &str) -> bool {
+    path.split('/').any(|segment| is_php_copy(&decode(segment)))
+}
+
 /// `segment` with its valid `%XX` escapes decoded (bytes that are not UTF-8 replaced).
 fn decode(segment: &str) -> String {
     if !segment.contains('%') {
