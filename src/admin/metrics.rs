@@ -277,6 +277,13 @@ pub fn encode(proxy: &Proxy, certs: &[crate::tls::server::CertView]) -> String {
         })
         .collect();
     let ttfb_buckets = seconds_buckets(&proxy.counters.ttfb.buckets());
+    // A site's refusal series exist from the start (at 0) where a files backend could refuse
+    // its requests, so a rate or an alert on them has a series before the first probe.
+    let files = proxy
+        .config
+        .backends
+        .iter()
+        .any(|b| b.protocol == crate::config::BackendProtocol::Files);
     let snapshot = Snapshot {
         pass_reasons: proxy
             .counters
@@ -300,7 +307,7 @@ pub fn encode(proxy: &Proxy, certs: &[crate::tls::server::CertView]) -> String {
                 cache: super::stats::site_cache(proxy, &name),
                 name: name.to_string(),
                 counters: c.snapshot(),
-                files_refused: if c.files_refused.any() {
+                files_refused: if files || c.files_refused.any() {
                     c.files_refused
                         .snapshot()
                         .into_iter()
@@ -435,7 +442,7 @@ fn encode_sites(rows: &[SiteRow], encoder: &mut DescriptorEncoder) -> std::fmt::
     files_refused(
         encoder,
         "site",
-        "Requests of each [[site]] a files backend refused, by reason (sites with a refusal since start)",
+        "Requests of each [[site]] a files backend refused, by reason (every site when a files backend is configured, else those with a refusal since start)",
         rows.iter()
             .filter(|row| !row.files_refused.is_empty())
             .map(|row| (row.name.as_str(), row.files_refused.as_slice())),

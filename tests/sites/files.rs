@@ -383,6 +383,13 @@ default = true
     write(&file, &text);
     let shellac = Shellac::start_reloadable(&file).await;
     let addr = shellac.addr;
+    // Before any request: every site's refusal series, at 0 (a files backend is configured).
+    let metrics = get(shellac.admin, "/metrics").await.text();
+    for site in ["blog", "shop", "main"] {
+        let line =
+            format!("shellac_site_files_refused_total{{site=\"{site}\",reason=\"dotfile\"}} 0");
+        assert!(metrics.contains(&line), "{line}\n{metrics}");
+    }
     // (host, path, status): each path asked once, so no stored refusal is served again.
     for (host, path, status) in [
         ("blog.test", "/.env", 404),
