@@ -441,12 +441,18 @@ sub vcl_fetch { return (pass); }
     let shellac = start_vcl("c00014", vcl, &[origin.addr]).await;
     let addr = shellac.addr;
     let first = tokio::spawn(async move { get(addr, "/foo").await });
-    // The first fetch has its head (and half its body) before the second request comes.
+    // The first fetch has its head (and half its body), and vcl_fetch has marked the URL
+    // hit-for-pass (`n_hit_for_miss`), before the second request comes.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while origin.count() == 0 && std::time::Instant::now() < deadline {
+    while shellac.stat("n_hit_for_miss").await == 0 && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(origin.count(), 1);
+    assert_eq!(
+        shellac.stat("n_hit_for_miss").await,
+        1,
+        "the URL is hit-for-pass while its fetch reads the body"
+    );
     let second = tokio::spawn(async move { get(addr, "/foo").await });
     while shellac.stat("cache_busy_wait").await == 0
         && origin.count() < 2
