@@ -10,7 +10,8 @@
 //! `<script>` or `javascript:x` is text and a relative link, never markup or a scheme. Runs on
 //! the blocking pool, its work bounded whatever the directory holds: at most [`MAX_NAMES`]
 //! names read, at most [`MAX_EXAMINED`] of them examined (a `stat`, an `open`, with
-//! `sniff_scripts` a read of 1 KiB), at most [`MAX_ENTRIES`] listed; what is left out is
+//! `sniff_scripts` a read of 1 KiB) — the first in the page's order, so a large directory's
+//! page starts where a small one's does — at most [`MAX_ENTRIES`] listed; what is left out is
 //! counted ([`Listing`]).
 
 use std::fmt::Write as _;
@@ -23,8 +24,9 @@ use super::scripts::{self, Named};
 pub(crate) const MAX_ENTRIES: usize = 10_000;
 
 /// The most names of one directory a listing examines on disk (a `stat`, an `open`, and with
-/// `sniff_scripts` a read of the file's first KiB), listed or left out; past it the names
-/// left are counted unlisted without being examined.
+/// `sniff_scripts` a read of the file's first KiB), listed or left out: the first in the
+/// page's order (directories first, then by name); the names after them are counted unlisted
+/// without being examined. Also the most names a listing holds at once while it reads.
 pub(crate) const MAX_EXAMINED: usize = 2 * MAX_ENTRIES;
 
 /// The most names of one directory a listing reads; past it the page says there are more.
@@ -45,6 +47,33 @@ struct Entry {
     dir: bool,
     len: u64,
     modified: SystemTime,
+}
+
+/// A name waiting to be examined, ordered as the page lists names: directories (as the
+/// directory entry tells, a link is not followed) first, then by name.
+struct Waiting {
+    order: (bool, String),
+    entry: std::fs::DirEntry,
+}
+
+impl PartialEq for Waiting {
+    fn eq(&self, other: &Self) -> bool {
+        self.order == other.order
+    }
+}
+
+impl Eq for Waiting {}
+
+impl PartialOrd for Waiting {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Waiting {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.order.cmp(&other.order)
+    }
 }
 
 /// What the listing is allowed to show.
@@ -71,9 +100,11 @@ fn render_within(
     shown: &Shown,
     (max_names, max_examined, max_entries): (usize, usize, usize),
 ) -> std::io::Result<Listing> {
-    let mut entries = Vec::new();
-    let (mut read, mut examined) = (0usize, 0usize);
-    let (mut omitted, mut unlisted) = (0u64, 0u64);
+    // The names a request could name, by name alone; of those, only the first
+    // `max_examined` in the page's order (directories first, then by name, as the directory
+    // entry tells) are kept: a max-heap whose largest goes whenever one more comes.
+    let mut first = std::collections::BinaryHeap::new();
+    let (mut read, mut omitted, mut unlisted) = (0usize, 0u64, 0u64);
     let mut past_names = false;
     for e in std::fs::read_dir(dir)? {
         if read == max_names {
@@ -81,16 +112,32 @@ fn render_within(
             break;
         }
         read += 1;
-        if entries.len() == max_entries || examined == max_examined {
-            unlisted += 1; // past the page's bounds: not examined
-            continue;
-        }
         let Some((e, name)) = e.ok().and_then(|e| shown_name(e, shown)) else {
             omitted += 1;
             continue;
         };
-        examined += 1;
-        match shown_entry(&e, name, shown) {
+        let dir = e.file_type().is_ok_and(|t| t.is_dir());
+        first.push(Waiting {
+            order: (!dir, name),
+            entry: e,
+        });
+        if first.len() > max_examined {
+            first.pop();
+            unlisted += 1; // past the names examined: not examined
+        }
+    }
+    // Examined (a `stat`, an `open`) in that order until the page is full.
+    let mut entries = Vec::new();
+    for Waiting {
+        order: (_, name),
+        entry,
+    } in first.into_sorted_vec()
+    {
+        if entries.len() == max_entries {
+            unlisted += 1;
+            continue;
+        }
+        match shown_entry(&entry, name, shown) {
             Some(entry) => entries.push(entry),
             None => omitted += 1,
         }
@@ -318,9 +365,24 @@ mod tests {
         assert_eq!((all.omitted, all.unlisted), (4, 0));
         assert_eq!(all.page.matches("<a href=\"f").count(), 6);
         assert!(!all.page.contains("not listed"));
-        // Two listed at most: the rest of the ten names unlisted, some left out before.
+        // Two listed at most: the first two by name, whatever the directory's order; the
+        // rest of the ten names unlisted, some left out before.
         let few = render_within(&dir, "/", &shown, (100, 100, 2)).unwrap();
         assert_eq!(few.page.matches("<a href=\"f").count(), 2);
+        assert!(
+            few.page.contains("\"f0.txt\"") && few.page.contains("\"f1.txt\""),
+            "{}",
+            few.page
+        );
+        // Examined at most 2: the first two in the page's order, a directory first
+        // (`zdir/`, listed), then `copy.txt` (PHP source: left out); the six `f*.txt`
+        // unlisted, not examined.
+        std::fs::create_dir(dir.join("zdir")).unwrap();
+        let two = render_within(&dir, "/", &shown, (100, 2, 100)).unwrap();
+        assert!(two.page.contains("\"zdir/\""), "{}", two.page);
+        assert_eq!(two.page.matches("<a href=\"f").count(), 0);
+        assert_eq!((two.omitted, two.unlisted), (4, 6));
+        std::fs::remove_dir(dir.join("zdir")).unwrap();
         assert_eq!(few.omitted + few.unlisted + 2, 10);
         assert!(
             few.page

@@ -318,7 +318,7 @@ pub(super) const BACKEND: &[Setting] = &[
         default: Default::Value(r##"false"##),
         example: r##""##,
         restart: false,
-        doc: r##"`protocol = "files"`: a directory without an `index` file is answered with an HTML listing of its files and directories (nginx's `autoindex`) instead of `403`. Names that would not be served (dotfiles unless `dotfiles`, links out of `root` unless `follow_symlinks`, PHP scripts unless `send_scripts`, special files) are not listed; names are HTML-escaped and links percent-encoded. Bounded per page: at most 100,000 names read, 20,000 examined on disk, 10,000 listed; counted in the backend's `/backends` entry as `files_listing_omitted` (left out as not served) and `files_listing_unlisted` (past the bounds)."##,
+        doc: r##"`protocol = "files"`: a directory without an `index` file is answered with an HTML listing of its files and directories (nginx's `autoindex`) instead of `403`. Names that would not be served (dotfiles unless `dotfiles`, links out of `root` unless `follow_symlinks`, PHP scripts unless `send_scripts`, special files) are not listed; names are HTML-escaped and links percent-encoded. Bounded per page: at most 100,000 names read, 20,000 examined on disk (the first in the page's order: directories, then by name), 10,000 listed; counted in the backend's `/backends` entry as `files_listing_omitted` (left out as not served) and `files_listing_unlisted` (past the bounds)."##,
     },
     Setting {
         section: "backend",
