@@ -132,7 +132,7 @@ impl ConnState {
     /// flight): not while a request head is arriving or a new connection's first is due
     /// (`PHASE_HEAD`). hyper would close such a connection unread, losing a request the client
     /// has sent (or sends a moment later, on a connection accepted just before the stop) and
-    /// cannot tell from one never sent; it is answered instead, as nginx does, within
+    /// cannot tell from one never sent; it is answered instead, within
     /// `header_read_timeout` and `shutdown_grace`.
     pub fn on_stop(&self) -> bool {
         self.closing();
